@@ -1,0 +1,56 @@
+__path__ = __import__("pkgutil").extend_path(__path__, __name__)
+
+__doc__ = """fiamma: tensors with PyTorch's API, kernels in C.
+
+``import fiamma`` loads only core. Sibling distributions (fiamma.nn, fiamma.optim, ...) are
+imported on first attribute access; a missing one raises an error naming what to install.
+
+>>> import fiamma
+>>> fiamma.arange(6).reshape(2, 3).sum(1).tolist()
+[3, 12]
+"""
+
+from fiamma._version import __version__
+from fiamma._dtype import (  # noqa: F401
+    dtype, bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64,
+    half, float, double, short, int, long, promote_types, result_type, can_cast,
+    get_default_dtype, set_default_dtype, finfo, iinfo,
+)
+from fiamma._storage import device, Storage as UntypedStorage  # noqa: F401
+from fiamma._tensor import Tensor, Size  # noqa: F401
+from fiamma._grad_hook import is_grad_enabled, is_inference_mode_enabled  # noqa: F401
+from fiamma._grad_mode import no_grad, enable_grad, set_grad_enabled, inference_mode  # noqa: F401
+from fiamma._creation import *  # noqa: F401,F403
+from fiamma._random import *  # noqa: F401,F403
+from fiamma._interop import *  # noqa: F401,F403
+from fiamma._ops.elementwise import *  # noqa: F401,F403
+from fiamma._ops.reduce import *  # noqa: F401,F403
+from fiamma._ops.matmul import *  # noqa: F401,F403
+from fiamma._ops.join import *  # noqa: F401,F403
+from fiamma._ops.indexing import *  # noqa: F401,F403
+
+from fiamma._allocator import *  # noqa: F401,F403
+
+# sibling distributions, imported on first use
+_SIBLINGS = {
+    "autograd": "fiamma-autograd",
+    "nn": "fiamma-nn",
+    "optim": "fiamma-optim",
+    "data": "fiamma-data",
+    "vision": "fiamma-vision",
+    "audio": "fiamma-audio",
+}
+
+
+def __getattr__(name):
+    if name in _SIBLINGS:
+        import importlib
+
+        try:
+            return importlib.import_module("fiamma." + name)
+        except ModuleNotFoundError as e:
+            if e.name != "fiamma." + name:
+                raise
+            raise AttributeError(
+                f"fiamma.{name} is not installed: pip install {_SIBLINGS[name]}") from None
+    raise AttributeError(f"module 'fiamma' has no attribute {name!r}")

@@ -1,0 +1,244 @@
+"""dtypes, PyTorch's type promotion, and the default floating dtype."""
+
+import builtins
+
+import numpy as np
+
+__all__ = [
+    "dtype", "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16",
+    "float32", "float64", "half", "float", "double", "short", "int", "long",
+    "promote_types", "result_type", "can_cast", "get_default_dtype", "set_default_dtype",
+    "finfo", "iinfo",
+]
+
+
+class dtype:
+    """A tensor element type (``fiamma.float32``, ``fiamma.int64``, ...).
+
+    >>> import fiamma
+    >>> fiamma.float32.itemsize, fiamma.int64.is_floating_point
+    (4, False)
+    """
+
+    __slots__ = ("name", "code", "itemsize", "is_floating_point", "is_signed", "kind",
+                 "_np", "_fmt")
+
+    def __init__(self, name, code, itemsize, kind, np_dtype, fmt):
+        self.name = name
+        self.code = code
+        self.itemsize = itemsize
+        self.kind = kind  # 0 bool, 1 integer, 2 floating
+        self.is_floating_point = kind == 2
+        self.is_signed = kind == 2 or name.startswith("int")
+        self._np = np_dtype
+        self._fmt = fmt
+
+    is_complex = False
+
+    @property
+    def to_real(self):
+        return self
+
+    def __repr__(self):
+        return "fiamma." + self.name
+
+    def __reduce__(self):
+        return (_by_name, (self.name,))
+
+
+# code order matches the FM_* dtype codes in csrc/fiamma_api.h
+bool = dtype("bool", 0, 1, 0, np.dtype(np.bool_), "?")
+uint8 = dtype("uint8", 1, 1, 1, np.dtype(np.uint8), "B")
+int8 = dtype("int8", 2, 1, 1, np.dtype(np.int8), "b")
+int16 = dtype("int16", 3, 2, 1, np.dtype(np.int16), "h")
+int32 = dtype("int32", 4, 4, 1, np.dtype(np.int32), "i")
+int64 = dtype("int64", 5, 8, 1, np.dtype(np.int64), "q")
+float16 = dtype("float16", 6, 2, 2, np.dtype(np.float16), "e")
+bfloat16 = dtype("bfloat16", 7, 2, 2, None, None)
+float32 = dtype("float32", 8, 4, 2, np.dtype(np.float32), "f")
+float64 = dtype("float64", 9, 8, 2, np.dtype(np.float64), "d")
+
+half, float, double = float16, float32, float64
+short, int, long = int16, int32, int64
+
+ALL = (bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)
+BY_CODE = ALL
+_NAMES = {d.name: d for d in ALL}
+_NAMES.update(half=float16, float=float32, double=float64, short=int16, int=int32, long=int64)
+
+
+def _by_name(name):
+    return _NAMES[name]
+
+
+_FROM_NUMPY = {d._np: d for d in ALL if d._np is not None}
+
+
+def from_numpy_dtype(npdt):
+    """The fiamma dtype for a NumPy dtype, or TypeError."""
+    try:
+        return _FROM_NUMPY[np.dtype(npdt)]
+    except (KeyError, TypeError):
+        raise TypeError(
+            f"can't convert np.ndarray of type {np.dtype(npdt)}. The only supported types are: "
+            "float64, float32, float16, int64, int32, int16, int8, uint8, and bool.") from None
+
+
+def to_dtype(obj, op="dtype"):
+    """Accept a fiamma dtype, a NumPy dtype/type, or a Python type (float/int/bool)."""
+    if type(obj) is dtype:
+        return obj
+    if obj is builtins.float:
+        return get_default_dtype()
+    if obj is builtins.int:
+        return int64
+    if obj is builtins.bool:
+        return bool
+    if isinstance(obj, str) and obj in _NAMES:
+        return _NAMES[obj]
+    try:
+        return from_numpy_dtype(obj)
+    except TypeError:
+        raise TypeError(f"{op}: expected a fiamma dtype, got {obj!r}") from None
+
+
+# ---- promotion -------------------------------------------------------------------------------
+
+def _promote_pair(a, b):
+    if a is b:
+        return a
+    if a.kind != b.kind:
+        return a if a.kind > b.kind else b
+    if a.kind == 0:
+        return bool
+    if a.kind == 2:
+        if {a, b} == {float16, bfloat16}:
+            return float32
+        return a if a.itemsize > b.itemsize else b
+    # integers: unsigned uint8 with a signed type needs a wider signed type
+    if a is uint8 or b is uint8:
+        other = b if a is uint8 else a
+        return int16 if other is int8 else other
+    return a if a.itemsize > b.itemsize else b
+
+
+_PROMOTE = [[_promote_pair(a, b) for b in ALL] for a in ALL]
+
+
+def promote_types(type1, type2):
+    """The smallest dtype both can be cast to without losing category (torch.promote_types)."""
+    return _PROMOTE[type1.code][type2.code]
+
+
+def _combine(higher, lower):
+    # PyTorch's rule for combining the dimensioned, zero-dim and scalar participants.
+    if higher is None:
+        return lower
+    if lower is None:
+        return higher
+    if higher.kind == 2:
+        return higher
+    if higher is bool or lower.kind == 2:
+        return _PROMOTE[higher.code][lower.code]
+    return higher
+
+
+def scalar_dtype(x):
+    """The dtype a Python scalar takes part in promotion with."""
+    t = type(x)
+    if t is builtins.bool or t is np.bool_:
+        return bool
+    if t is builtins.int or isinstance(x, np.integer):
+        return int64
+    return _default[0]
+
+
+def result_type(*operands):
+    """The dtype of an op's result over tensors and Python scalars (torch.result_type)."""
+    from fiamma._tensor import Tensor
+
+    dim_r = zero_r = wrap_r = None
+    for x in operands:
+        if isinstance(x, Tensor):
+            d = x._dtype
+            if x._shape:
+                dim_r = d if dim_r is None else _PROMOTE[dim_r.code][d.code]
+            else:
+                zero_r = d if zero_r is None else _PROMOTE[zero_r.code][d.code]
+        elif isinstance(x, (builtins.bool, builtins.int, builtins.float, np.number, np.bool_)):
+            d = scalar_dtype(x)
+            wrap_r = d if wrap_r is None else _PROMOTE[wrap_r.code][d.code]
+        elif isinstance(x, dtype):
+            dim_r = x if dim_r is None else _PROMOTE[dim_r.code][x.code]
+        else:
+            raise TypeError(f"result_type: expected tensors or numbers, got {type(x).__name__}")
+    return _combine(dim_r, _combine(zero_r, wrap_r))
+
+
+def can_cast(from_, to):
+    """Whether a cast is allowed by PyTorch's same-kind rule (torch.can_cast)."""
+    return from_.kind <= to.kind
+
+
+# ---- default dtype ---------------------------------------------------------------------------
+
+_default = [float32]
+
+
+def get_default_dtype():
+    """The dtype of floating tensors made from Python floats (float32 unless changed)."""
+    return _default[0]
+
+
+def set_default_dtype(d):
+    """Set the default floating dtype (float16, bfloat16, float32 or float64)."""
+    d = to_dtype(d, "set_default_dtype")
+    if not d.is_floating_point:
+        raise TypeError(f"set_default_dtype: only floating-point types are supported, got {d}")
+    _default[0] = d
+
+
+# ---- finfo / iinfo ---------------------------------------------------------------------------
+
+class finfo:
+    """Machine limits of a floating dtype (torch.finfo)."""
+
+    def __init__(self, type=None):
+        t = get_default_dtype() if type is None else to_dtype(type, "finfo")
+        if not t.is_floating_point:
+            raise TypeError(f"finfo: expected a floating dtype, got {t}")
+        self.dtype = t.name
+        self.bits = t.itemsize * 8
+        if t is bfloat16:
+            self.eps, self.max, self.tiny, self.resolution = 0.0078125, 3.3895313892515355e38, \
+                1.1754943508222875e-38, 0.01
+            self.smallest_normal = self.tiny
+            self.min = -self.max
+        else:
+            fi = np.finfo(t._np)
+            self.eps = builtins.float(fi.eps)
+            self.max = builtins.float(fi.max)
+            self.min = builtins.float(fi.min)
+            self.tiny = self.smallest_normal = builtins.float(fi.tiny)
+            self.resolution = builtins.float(fi.resolution)
+
+    def __repr__(self):
+        return (f"finfo(resolution={self.resolution}, min={self.min:g}, max={self.max:g}, "
+                f"eps={self.eps:g}, smallest_normal={self.tiny:g}, dtype={self.dtype})")
+
+
+class iinfo:
+    """Limits of an integer dtype (torch.iinfo)."""
+
+    def __init__(self, type):
+        t = to_dtype(type, "iinfo")
+        if t.kind == 2:
+            raise TypeError(f"iinfo: expected an integer dtype, got {t}")
+        ii = np.iinfo(np.uint8 if t is bool else t._np)
+        self.dtype = t.name
+        self.bits = t.itemsize * 8
+        self.min = 0 if t is bool else builtins.int(ii.min)
+        self.max = 1 if t is bool else builtins.int(ii.max)
+
+    def __repr__(self):
+        return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"

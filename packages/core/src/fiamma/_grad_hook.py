@@ -1,0 +1,93 @@
+"""The autograd hook: how fiamma-autograd plugs into core (DESIGN.md, "Autograd hook").
+
+Core runs without autograd. Every differentiable op in core, after computing its result, checks
+the ``requires_grad`` flag of its tensor inputs (a slot read: the whole cost without autograd)
+and, only if one is set and grad mode is on, calls ``record``. fiamma-autograd registers the
+recorder with ``register_autograd``; core imports it the first time a tensor asks for gradients.
+
+The recorder contract (public, used by fiamma-autograd):
+    recorder.record(op, out, inputs, kwargs) -> None
+        ``op`` is the public op name ("add", "view", "sum", ...), ``out`` the result (a Tensor or a
+        tuple of Tensors), ``inputs`` the positional arguments as the op received them (tensors
+        and non-tensors), ``kwargs`` the op's remaining arguments by name.
+    recorder.record_inplace(op, out, inputs, kwargs) -> None
+        the same for an in-place op; ``out`` is the modified tensor (``inputs[0]``), called after
+        the version counter was bumped.
+    recorder.requires_grad_(tensor, flag) -> None
+        set or clear requires_grad on a tensor (validating that it is allowed).
+"""
+
+import threading
+
+__all__ = [
+    "register_autograd", "autograd_module", "is_grad_enabled", "set_grad_enabled_flag",
+    "is_inference_mode_enabled", "record", "record_inplace", "any_requires_grad",
+]
+
+_recorder = None
+
+
+class _State(threading.local):
+    enabled = True
+    inference = False
+
+
+state = _State()
+
+
+def register_autograd(recorder):
+    """Called by fiamma-autograd at import: install the object that records graphs."""
+    global _recorder
+    _recorder = recorder
+
+
+def autograd_module():
+    """The registered recorder, importing fiamma-autograd on first use.
+
+    Raises RuntimeError telling the user to install fiamma-autograd when it is missing.
+    """
+    if _recorder is None:
+        try:
+            import fiamma.autograd  # noqa: F401  (registers itself)
+        except ImportError as e:
+            raise RuntimeError(
+                "gradients need the fiamma-autograd package: pip install fiamma-autograd "
+                f"(import failed: {e})") from None
+        if _recorder is None:
+            raise RuntimeError("fiamma.autograd was imported but did not register with core")
+    return _recorder
+
+
+def is_grad_enabled():
+    """Whether ops record graphs for autograd in this thread (True by default)."""
+    return state.enabled
+
+
+def set_grad_enabled_flag(flag):
+    """Set this thread's grad mode; returns the previous value (context managers live in
+    fiamma-autograd and in fiamma.no_grad)."""
+    prev = state.enabled
+    state.enabled = bool(flag)
+    return prev
+
+
+def is_inference_mode_enabled():
+    return state.inference
+
+
+def any_requires_grad(*xs):
+    for x in xs:
+        if getattr(x, "requires_grad", False):
+            return True
+    return False
+
+
+def record(op, out, inputs, kwargs=None):
+    """Record ``op`` for autograd if grad mode is on (callers check requires_grad first)."""
+    if state.enabled and _recorder is not None:
+        _recorder.record(op, out, inputs, kwargs or {})
+
+
+def record_inplace(op, out, inputs, kwargs=None):
+    if state.enabled and _recorder is not None:
+        _recorder.record_inplace(op, out, inputs, kwargs or {})

@@ -1,0 +1,1 @@
+"""Op modules: each installs its functions as Tensor methods."""

@@ -1,0 +1,111 @@
+"""Helpers shared by the op modules: broadcasting, operand preparation, output checks."""
+
+import builtins
+import numbers
+
+import numpy as np
+
+from fiamma import _dtype as D
+from fiamma._tensor import Tensor, _copy_into, new_empty
+
+__all__ = ["broadcast_shapes", "bcast_strides", "is_scalar", "as_operand", "check_out",
+           "same_device", "cast", "overlaps"]
+
+
+def is_scalar(x):
+    return isinstance(x, (builtins.bool, builtins.int, builtins.float, np.number, np.bool_)) \
+        or (isinstance(x, numbers.Number) and not isinstance(x, complex))
+
+
+def broadcast_shapes(*shapes, op="broadcast_shapes"):
+    """The broadcast of several shapes by NumPy/PyTorch rules (RuntimeError if they clash)."""
+    nd = builtins.max(len(s) for s in shapes) if shapes else 0
+    out = [1] * nd
+    for s in shapes:
+        off = nd - len(s)
+        for i, n in enumerate(s):
+            cur = out[off + i]
+            if cur == n or n == 1:
+                continue
+            if cur == 1:
+                out[off + i] = n
+            else:
+                raise RuntimeError(
+                    f"{op}: The size of tensor a ({cur}) must match the size of tensor b ({n}) "
+                    f"at non-singleton dimension {off + i}; shapes "
+                    + ", ".join(str(list(x)) for x in shapes))
+    return tuple(out)
+
+
+def bcast_strides(t, shape):
+    """Strides of ``t`` viewed as broadcast to ``shape`` (0 along broadcast dims)."""
+    ts = t._shape
+    if ts == shape:
+        return t._stride
+    off = len(shape) - len(ts)
+    st = [0] * len(shape)
+    for i, n in enumerate(ts):
+        st[off + i] = t._stride[i] if n != 1 else 0
+    return tuple(st)
+
+
+def as_operand(x, op):
+    """Tensors pass; Python/NumPy scalars pass; NumPy arrays and sequences become tensors."""
+    if isinstance(x, Tensor) or is_scalar(x):
+        return x
+    if isinstance(x, (np.ndarray, list, tuple)):
+        from fiamma._creation import tensor
+
+        return tensor(x)
+    raise TypeError(f"{op}: unsupported operand type {type(x).__name__}")
+
+
+def same_device(op, *ts):
+    dev = None
+    for t in ts:
+        if isinstance(t, Tensor):
+            d = t._storage.device
+            if dev is None:
+                dev = d
+            elif d != dev and t._shape != ():
+                raise RuntimeError(f"{op}: Expected all tensors to be on the same device, but "
+                                   f"found at least two devices, {dev} and {d}!")
+    return dev
+
+
+def cast(t, dt):
+    """``t`` as dtype ``dt`` (a new tensor only when the dtype differs)."""
+    if t._dtype is dt:
+        return t
+    out = new_empty(t._shape, dt, t._storage.device)
+    _copy_into(out, t)
+    return out
+
+
+def overlaps(a, b):
+    """Whether two tensors share memory in a way that makes an in-place result depend on the
+    order of evaluation (same storage, not the identical view)."""
+    if a._storage is not b._storage:
+        return False
+    if a._ptr == b._ptr and a._stride == b._stride and a._shape == b._shape:
+        return False
+    return True
+
+
+def check_out(out, shape, dt, op):
+    """Validate an ``out=`` tensor: result dtype must be castable; resized if empty."""
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{op}: out must be a Tensor, got {type(out).__name__}")
+    if not D.can_cast(dt, out._dtype):
+        raise RuntimeError(f"{op}: result type {dt} can't be cast to the desired output type "
+                           f"{out._dtype}")
+    if out._shape != shape:
+        if out._numel == 0:
+            from fiamma._tensor import _init
+
+            fresh = new_empty(shape, out._dtype, out._storage.device)
+            _init(out, fresh._storage, fresh._dtype, fresh._shape, fresh._stride, 0, True)
+        else:
+            raise RuntimeError(f"{op}: out has shape {list(out._shape)} but the result has "
+                               f"shape {list(shape)}")
+    return out

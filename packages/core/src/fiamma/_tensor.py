@@ -1,0 +1,831 @@
+"""The Tensor class: storage + dtype + shape/strides/offset, views, conversion, basic methods.
+
+Ops live in fiamma._ops.* and are installed as methods by ``install_methods``; this file keeps
+what defines a tensor: its layout, views over its storage, copies, and conversions.
+"""
+
+import builtins
+import math
+import operator
+
+from fiamma import _dtype as D
+from fiamma import _grad_hook as G
+from fiamma._lib import check, lib
+from fiamma._storage import CPU, Storage, device, new_cpu_storage as _new_cpu_storage
+
+__all__ = ["Tensor", "empty_strided_like", "new_empty", "contiguous_strides", "install_methods"]
+
+_new = object.__new__
+_copy = lib.fm_copy
+_copy_contig = lib.fm_copy_contig
+_index = operator.index
+
+
+def contiguous_strides(shape):
+    """Row-major strides (in elements) for ``shape``."""
+    strides = []
+    acc = 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= s if s > 0 else 1
+    return tuple(reversed(strides))
+
+
+def _is_contig(shape, stride):
+    acc = 1
+    for s, st in zip(reversed(shape), reversed(stride)):
+        if s != 1 and st != acc:
+            return False
+        acc *= s
+    return True
+
+
+def _prod(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+class Tensor:
+    """An n-dimensional array on a device with PyTorch's API.
+
+    >>> import fiamma
+    >>> x = fiamma.tensor([[1.0, 2.0], [3.0, 4.0]])
+    >>> (x + 1).sum().item()
+    14.0
+    """
+
+    __slots__ = ("_storage", "_dtype", "_shape", "_stride", "_offset", "_ptr", "_numel",
+                 "_contig", "requires_grad", "grad", "grad_fn", "_ag", "__weakref__")
+
+    # torch.Tensor(*sizes) / torch.Tensor(data): default-dtype tensor
+    def __new__(cls, *args, **kwargs):
+        from fiamma._creation import _legacy_tensor_new
+
+        t = _legacy_tensor_new(*args, **kwargs)
+        if cls is not Tensor:
+            t = t._as_subclass(cls)
+        return t
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def _as_subclass(self, cls):
+        """A tensor of class ``cls`` sharing this tensor's storage and layout."""
+        t = _new(cls)
+        _init(t, self._storage, self._dtype, self._shape, self._stride, self._offset,
+              self._contig)
+        return t
+
+    # ---- layout -----------------------------------------------------------------------------
+    @property
+    def shape(self):
+        return Size(self._shape)
+
+    def size(self, dim=None):
+        if dim is None:
+            return Size(self._shape)
+        return self._shape[self._wrap_dim(dim, "size")]
+
+    @property
+    def dtype(self):
+        return self._dtype
+
+    @property
+    def device(self):
+        return self._storage.device
+
+    @property
+    def is_cuda(self):
+        return self._storage.device.type == "cuda"
+
+    @property
+    def is_cpu(self):
+        return self._storage.device.type == "cpu"
+
+    is_sparse = False
+    is_quantized = False
+    is_meta = False
+    is_complex = staticmethod(lambda: False)
+
+    @property
+    def layout(self):
+        return "strided"
+
+    @property
+    def ndim(self):
+        return len(self._shape)
+
+    def dim(self):
+        return len(self._shape)
+
+    ndimension = dim
+
+    def numel(self):
+        return self._numel
+
+    nelement = numel
+
+    def stride(self, dim=None):
+        if dim is None:
+            return self._stride
+        return self._stride[self._wrap_dim(dim, "stride")]
+
+    def storage_offset(self):
+        return self._offset
+
+    def data_ptr(self):
+        return self._ptr
+
+    def element_size(self):
+        return self._dtype.itemsize
+
+    @property
+    def itemsize(self):
+        return self._dtype.itemsize
+
+    @property
+    def nbytes(self):
+        return self._numel * self._dtype.itemsize
+
+    def untyped_storage(self):
+        return self._storage
+
+    def is_floating_point(self):
+        return self._dtype.kind == 2
+
+    def is_signed(self):
+        return self._dtype.is_signed
+
+    def is_contiguous(self, memory_format=None):
+        return self._contig
+
+    @property
+    def _version(self):
+        return self._storage.version
+
+    def _bump(self):
+        """Mark an in-place modification (shared by every view of the storage)."""
+        self._storage.version += 1
+
+    def _wrap_dim(self, dim, op):
+        return wrap_dim(dim, len(self._shape), op)
+
+    # ---- views ------------------------------------------------------------------------------
+    def _view(self, shape, stride, offset=None, op="view"):
+        t = _new(Tensor)
+        _init(t, self._storage, self._dtype, tuple(shape), tuple(stride),
+              self._offset if offset is None else offset, None)
+        if self.requires_grad:
+            G.record(op, t, (self,), {"shape": t._shape, "stride": t._stride,
+                                      "offset": t._offset})
+        return t
+
+    def as_strided(self, size, stride, storage_offset=None):
+        size = tuple(_index(s) for s in size)
+        stride = tuple(_index(s) for s in stride)
+        off = self._offset if storage_offset is None else _index(storage_offset)
+        if len(size) != len(stride):
+            raise ValueError(f"as_strided: got {len(size)} sizes but {len(stride)} strides")
+        if any(s < 0 for s in size) or any(s < 0 for s in stride) or off < 0:
+            raise ValueError(f"as_strided: negative size, stride or offset: {size}, {stride}, {off}")
+        if _prod(size):
+            last = off + builtins.sum((n - 1) * st for n, st in zip(size, stride))
+            cap = self._storage.nbytes // self._dtype.itemsize
+            if last >= cap:
+                raise RuntimeError(
+                    f"as_strided: size {size} stride {stride} offset {off} needs storage of "
+                    f"{last + 1} elements, but the storage holds {cap}")
+        return self._view(size, stride, off, "as_strided")
+
+    def view(self, *shape):
+        if len(shape) == 1 and isinstance(shape[0], D.dtype):
+            return self._view_dtype(shape[0])
+        shape = _infer_shape(_shape_arg(shape), self._numel, "view")
+        stride = _view_strides(self._shape, self._stride, shape)
+        if stride is None:
+            raise RuntimeError(
+                f"view: size {list(shape)} is not compatible with input tensor's size "
+                f"{list(self._shape)} and stride {list(self._stride)} (at least one dimension "
+                "spans across two contiguous subspaces). Use .reshape(...) instead.")
+        return self._view(shape, stride, op="view")
+
+    def _view_dtype(self, dt):
+        if dt.itemsize != self._dtype.itemsize:
+            raise RuntimeError(f"view(dtype): cannot view {self._dtype} as {dt} (itemsize "
+                               f"{self._dtype.itemsize} != {dt.itemsize})")
+        t = _new(Tensor)
+        _init(t, self._storage, dt, self._shape, self._stride, self._offset, self._contig)
+        return t
+
+    def view_as(self, other):
+        return self.view(other._shape)
+
+    def reshape(self, *shape):
+        shape = _infer_shape(_shape_arg(shape), self._numel, "reshape")
+        stride = _view_strides(self._shape, self._stride, shape)
+        if stride is not None:
+            return self._view(shape, stride, op="view")
+        return self.contiguous().view(shape)
+
+    def reshape_as(self, other):
+        return self.reshape(other._shape)
+
+    def flatten(self, start_dim=0, end_dim=-1):
+        nd = len(self._shape)
+        if nd == 0:
+            return self.reshape(1)
+        s = wrap_dim(start_dim, nd, "flatten")
+        e = wrap_dim(end_dim, nd, "flatten")
+        if s > e:
+            raise RuntimeError(f"flatten: start_dim {start_dim} cannot come after end_dim {end_dim}")
+        if s == e:
+            return self
+        shape = self._shape[:s] + (_prod(self._shape[s:e + 1]),) + self._shape[e + 1:]
+        return self.reshape(shape)
+
+    def unflatten(self, dim, sizes):
+        nd = len(self._shape)
+        d = wrap_dim(dim, nd, "unflatten")
+        sizes = _infer_shape(tuple(sizes), self._shape[d], "unflatten")
+        return self.view(self._shape[:d] + sizes + self._shape[d + 1:])
+
+    def permute(self, *dims):
+        dims = _shape_arg(dims)
+        nd = len(self._shape)
+        if len(dims) != nd:
+            raise RuntimeError(f"permute: number of dims don't match: expected {nd}, got {len(dims)}")
+        dims = tuple(wrap_dim(d, nd, "permute") for d in dims)
+        if len(set(dims)) != nd:
+            raise RuntimeError(f"permute: repeated dim in {dims}")
+        return self._view([self._shape[d] for d in dims], [self._stride[d] for d in dims],
+                          op="permute")
+
+    def transpose(self, dim0, dim1):
+        nd = len(self._shape)
+        if nd == 0:
+            wrap_dim(dim0, 0, "transpose")
+            wrap_dim(dim1, 0, "transpose")
+            return self._view((), (), op="transpose")
+        a = wrap_dim(dim0, nd, "transpose")
+        b = wrap_dim(dim1, nd, "transpose")
+        shape = list(self._shape)
+        stride = list(self._stride)
+        shape[a], shape[b] = shape[b], shape[a]
+        stride[a], stride[b] = stride[b], stride[a]
+        return self._view(shape, stride, op="transpose")
+
+    swapaxes = swapdims = transpose
+
+    def t(self):
+        if len(self._shape) > 2:
+            raise RuntimeError(f"t: expects a tensor with <= 2 dimensions, but self is {self.ndim}D")
+        if len(self._shape) < 2:
+            return self._view(self._shape, self._stride, op="t")
+        return self.transpose(0, 1)
+
+    @property
+    def T(self):
+        nd = len(self._shape)
+        return self.permute(tuple(range(nd - 1, -1, -1))) if nd != 2 else self.transpose(0, 1)
+
+    @property
+    def mT(self):
+        if len(self._shape) < 2:
+            raise RuntimeError("mT: tensor must have at least 2 dimensions")
+        return self.transpose(-2, -1)
+
+    @property
+    def H(self):
+        return self.T
+
+    @property
+    def mH(self):
+        return self.mT
+
+    def adjoint(self):
+        return self.mT
+
+    def squeeze(self, dim=None):
+        nd = len(self._shape)
+        if dim is None:
+            dims = {i for i, s in enumerate(self._shape) if s == 1}
+        else:
+            ds = dim if isinstance(dim, (tuple, list)) else (dim,)
+            dims = {wrap_dim(d, nd, "squeeze") for d in ds}
+            dims = {d for d in dims if nd and self._shape[d] == 1}
+        keep = [i for i in range(nd) if i not in dims]
+        return self._view([self._shape[i] for i in keep], [self._stride[i] for i in keep],
+                          op="squeeze")
+
+    def unsqueeze(self, dim):
+        nd = len(self._shape)
+        d = wrap_dim(dim, nd + 1, "unsqueeze")
+        shape = list(self._shape)
+        stride = list(self._stride)
+        st = stride[d] * shape[d] if d < nd else 1
+        shape.insert(d, 1)
+        stride.insert(d, st)
+        return self._view(shape, stride, op="unsqueeze")
+
+    def expand(self, *sizes):
+        sizes = _shape_arg(sizes)
+        nd = len(self._shape)
+        if len(sizes) < nd:
+            raise RuntimeError(
+                f"expand: the number of sizes provided ({len(sizes)}) must be greater or equal "
+                f"to the number of dimensions in the tensor ({nd})")
+        lead = len(sizes) - nd
+        shape = []
+        stride = []
+        for i, s in enumerate(sizes):
+            s = _index(s)
+            if i < lead:
+                if s < 0:
+                    raise RuntimeError(f"expand: -1 is not allowed in a leading, non-existing "
+                                       f"dimension {i}")
+                shape.append(s)
+                stride.append(0)
+                continue
+            cur = self._shape[i - lead]
+            if s == -1:
+                s = cur
+            if cur == s:
+                shape.append(s)
+                stride.append(self._stride[i - lead])
+            elif cur == 1 and s >= 0:
+                shape.append(s)
+                stride.append(0)
+            else:
+                raise RuntimeError(
+                    f"expand: the expanded size of the tensor ({s}) must match the existing size "
+                    f"({cur}) at non-singleton dimension {i}. Target sizes: {list(sizes)}. "
+                    f"Tensor sizes: {list(self._shape)}")
+        return self._view(shape, stride, op="expand")
+
+    def expand_as(self, other):
+        return self.expand(other._shape)
+
+    def broadcast_to(self, shape):
+        return self.expand(shape)
+
+    def narrow(self, dim, start, length):
+        nd = len(self._shape)
+        if nd == 0:
+            raise RuntimeError("narrow: cannot be applied to a 0-dim tensor")
+        d = wrap_dim(dim, nd, "narrow")
+        n = self._shape[d]
+        start = _index(start)
+        length = _index(length)
+        if start < 0:
+            start += n
+        if start < 0 or start > n:
+            raise IndexError(f"narrow: start ({start}) out of range for dimension {d} of size {n}")
+        if length < 0 or start + length > n:
+            raise RuntimeError(f"narrow: start ({start}) + length ({length}) exceeds dimension "
+                               f"size ({n})")
+        shape = list(self._shape)
+        shape[d] = length
+        return self._view(shape, self._stride, self._offset + start * self._stride[d],
+                          op="narrow")
+
+    def select(self, dim, index):
+        nd = len(self._shape)
+        if nd == 0:
+            raise IndexError("select: cannot be applied to a 0-dim tensor")
+        d = wrap_dim(dim, nd, "select")
+        n = self._shape[d]
+        i = _index(index)
+        if i < -n or i >= n:
+            raise IndexError(f"select: index {i} is out of bounds for dimension {d} with size {n}")
+        if i < 0:
+            i += n
+        return self._view(self._shape[:d] + self._shape[d + 1:],
+                          self._stride[:d] + self._stride[d + 1:],
+                          self._offset + i * self._stride[d], op="select")
+
+    def unbind(self, dim=0):
+        d = wrap_dim(dim, len(self._shape), "unbind")
+        return tuple(self.select(d, i) for i in range(self._shape[d]))
+
+    def unfold(self, dimension, size, step):
+        nd = len(self._shape)
+        d = wrap_dim(dimension, max(nd, 1), "unfold")
+        n = self._shape[d] if nd else 1
+        if size < 0 or size > n:
+            raise RuntimeError(f"unfold: size {size} is out of range for dimension {d} of size {n}")
+        if step <= 0:
+            raise RuntimeError(f"unfold: step must be positive, got {step}")
+        st = self._stride[d] if nd else 1
+        shape = list(self._shape)
+        stride = list(self._stride)
+        if nd:
+            shape[d] = (n - size) // step + 1
+            stride[d] = st * step
+        shape.append(size)
+        stride.append(st)
+        return self._view(shape, stride, op="unfold")
+
+    # ---- copies and conversion ----------------------------------------------------------------
+    def contiguous(self, memory_format=None):
+        if self._contig:
+            return self
+        return self.clone()
+
+    def clone(self, memory_format=None):
+        out = empty_strided_like(self)
+        _copy_into(out, self)
+        if self.requires_grad:
+            G.record("clone", out, (self,), {})
+        return out
+
+    def copy_(self, src, non_blocking=False):
+        """Copy ``src`` (broadcast to this shape, cast to this dtype) into this tensor."""
+        if not isinstance(src, Tensor):
+            from fiamma._creation import tensor as _tensor
+
+            src = _tensor(src, dtype=self._dtype)
+        if src._storage.device != self._storage.device:
+            from fiamma._device_copy import copy_across
+
+            copy_across(self, src)
+            return self
+        if src._shape != self._shape:
+            src = src.expand(self._shape)
+        _copy_into(self, src)
+        self._bump()
+        if self.requires_grad or src.requires_grad:
+            G.record_inplace("copy_", self, (self, src), {})
+        return self
+
+    def to(self, *args, **kwargs):
+        """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``; ``copy=True``
+        forces a copy. Returns self when nothing changes."""
+        dt = kwargs.pop("dtype", None)
+        dev = kwargs.pop("device", None)
+        copy = kwargs.pop("copy", False)
+        kwargs.pop("non_blocking", None)
+        kwargs.pop("memory_format", None)
+        if kwargs:
+            raise TypeError(f"to: unexpected keyword arguments {sorted(kwargs)}")
+        for a in args:
+            if isinstance(a, D.dtype):
+                dt = a
+            elif isinstance(a, Tensor):
+                dt, dev = a._dtype, a.device
+            elif isinstance(a, (str, device, int)) and not isinstance(a, builtins.bool):
+                dev = a
+            elif isinstance(a, builtins.bool):
+                continue  # non_blocking positional
+            else:
+                raise TypeError(f"to: unexpected argument {a!r}")
+        out = self
+        if dev is not None:
+            dev = device(dev)
+            if dev != self._storage.device:
+                from fiamma._device_copy import to_device
+
+                out = to_device(out, dev)
+                copy = False
+        if dt is not None:
+            dt = D.to_dtype(dt, "to")
+            if dt is not out._dtype:
+                out = _cast(out, dt)
+                copy = False
+        if copy and out is self:
+            out = self.clone()
+        return out
+
+    def type(self, dtype=None):
+        if dtype is None:
+            return "fiamma." + _TYPE_NAMES[self._dtype.name]
+        return self.to(D.to_dtype(dtype, "type"))
+
+    def type_as(self, other):
+        return self.to(other._dtype)
+
+    def float(self):
+        return self.to(D.float32)
+
+    def double(self):
+        return self.to(D.float64)
+
+    def half(self):
+        return self.to(D.float16)
+
+    def bfloat16(self):
+        return self.to(D.bfloat16)
+
+    def long(self):
+        return self.to(D.int64)
+
+    def int(self):
+        return self.to(D.int32)
+
+    def short(self):
+        return self.to(D.int16)
+
+    def char(self):
+        return self.to(D.int8)
+
+    def byte(self):
+        return self.to(D.uint8)
+
+    def bool(self):
+        return self.to(D.bool)
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, device=None, non_blocking=False):
+        return self.to("cuda" if device is None else device)
+
+    def item(self):
+        if self._numel != 1:
+            raise RuntimeError(f"item: a Tensor with {self._numel} elements cannot be converted "
+                               "to a Python number")
+        t = self if self._storage.device is CPU else self.cpu()
+        k = t._dtype.kind
+        if k == 2:
+            return lib.fm_get_f64(t._dtype.code, t._ptr)
+        v = lib.fm_get_i64(t._dtype.code, t._ptr)
+        return builtins.bool(v) if k == 0 else v
+
+    def tolist(self):
+        if not self._shape:
+            return self.item()
+        a = self.numpy() if self._dtype is not D.bfloat16 else self.float().numpy()
+        return a.tolist()
+
+    def __bool__(self):
+        if self._numel != 1:
+            raise RuntimeError(f"Boolean value of Tensor with {self._numel} elements is ambiguous")
+        return builtins.bool(self.item())
+
+    def __float__(self):
+        return builtins.float(self.item())
+
+    def __int__(self):
+        return builtins.int(self.item())
+
+    def __index__(self):
+        if self._dtype.kind == 2 or self._numel != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return self.item()
+
+    def __complex__(self):
+        return complex(self.item())
+
+    def __len__(self):
+        if not self._shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._shape[0]
+
+    def __iter__(self):
+        if not self._shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
+    def __hash__(self):
+        return id(self)
+
+    def __repr__(self):
+        from fiamma._printing import tensor_repr
+
+        return tensor_repr(self)
+
+    __str__ = __repr__
+
+    def __format__(self, spec):
+        if not self._shape:
+            return format(self.item(), spec)
+        return format(repr(self), spec)
+
+    def __reduce_ex__(self, proto):
+        from fiamma._interop import reduce_tensor
+
+        return reduce_tensor(self)
+
+    def __deepcopy__(self, memo):
+        out = self.clone()
+        if self.requires_grad:
+            out = out.detach().requires_grad_(True)
+        memo[id(self)] = out
+        return out
+
+    # ---- autograd slots (behaviour supplied by fiamma-autograd) --------------------------------
+    def requires_grad_(self, requires_grad=True):
+        if requires_grad or self.requires_grad:
+            G.autograd_module().requires_grad_(self, requires_grad)
+        return self
+
+    @property
+    def is_leaf(self):
+        return self.grad_fn is None
+
+    def detach(self):
+        t = _new(Tensor)
+        _init(t, self._storage, self._dtype, self._shape, self._stride, self._offset,
+              self._contig)
+        return t
+
+    def detach_(self):
+        self.requires_grad = False
+        self.grad_fn = None
+        return self
+
+    @property
+    def data(self):
+        t = self.detach()
+        return t
+
+    @data.setter
+    def data(self, other):
+        if not isinstance(other, Tensor):
+            raise TypeError(f"data: expected a Tensor, got {type(other).__name__}")
+        _init(self, other._storage, other._dtype, other._shape, other._stride, other._offset,
+              other._contig)
+
+
+_TYPE_NAMES = {"bool": "BoolTensor", "uint8": "ByteTensor", "int8": "CharTensor",
+               "int16": "ShortTensor", "int32": "IntTensor", "int64": "LongTensor",
+               "float16": "HalfTensor", "bfloat16": "BFloat16Tensor", "float32": "FloatTensor",
+               "float64": "DoubleTensor"}
+
+
+class Size(tuple):
+    """A tensor's shape: a tuple of ints (torch.Size)."""
+
+    __slots__ = ()
+
+    def numel(self):
+        return _prod(self)
+
+    def __repr__(self):
+        return f"fiamma.Size({list(self)})"
+
+    def __getitem__(self, k):
+        r = tuple.__getitem__(self, k)
+        return Size(r) if isinstance(k, slice) else r
+
+
+def _init(t, storage, dt, shape, stride, offset, contig):
+    t._storage = storage
+    t._dtype = dt
+    t._shape = shape
+    t._stride = stride
+    t._offset = offset
+    t._ptr = storage.ptr + offset * dt.itemsize
+    n = 1
+    for s in shape:
+        n *= s
+    t._numel = n
+    t._contig = _is_contig(shape, stride) if contig is None else contig
+    t.requires_grad = False
+    t.grad = None
+    t.grad_fn = None
+    t._ag = None
+
+
+_STRIDES = {}
+
+
+def new_empty(shape, dt, dev=CPU, zero=False):
+    """A fresh contiguous tensor (internal constructor every op uses for its result)."""
+    n = 1
+    for s in shape:
+        n *= s
+    if dev is CPU and not zero:
+        st = _new_cpu_storage(n * dt.itemsize)
+    elif dev is CPU:
+        st = Storage(n * dt.itemsize, zero)
+    else:
+        from fiamma._device_copy import device_storage
+
+        st = device_storage(dev, n * dt.itemsize, zero)
+    t = _new(Tensor)
+    t._storage = st
+    t._dtype = dt
+    t._shape = shape
+    stride = _STRIDES.get(shape)
+    if stride is None:
+        stride = contiguous_strides(shape)
+        if len(_STRIDES) < 4096:
+            _STRIDES[shape] = stride
+    t._stride = stride
+    t._offset = 0
+    t._ptr = st.ptr
+    t._numel = n
+    t._contig = True
+    t.requires_grad = False
+    t.grad = None
+    t.grad_fn = None
+    t._ag = None
+    return t
+
+
+def empty_strided_like(x, dt=None):
+    return new_empty(x._shape, dt or x._dtype, x._storage.device)
+
+
+def _copy_into(dst, src):
+    """Copy src into dst (same shape; dtypes may differ; both CPU)."""
+    if dst._numel == 0:
+        return
+    if dst._contig and src._contig:
+        rc = _copy_contig(dst._dtype.code, src._dtype.code, dst._numel, dst._ptr, src._ptr)
+    else:
+        rc = _copy(dst._dtype.code, src._dtype.code, len(dst._shape), dst._shape, dst._ptr,
+                   dst._stride, src._ptr, src._stride)
+    check(rc, "copy")
+
+
+def _cast(x, dt):
+    out = new_empty(x._shape, dt, x._storage.device)
+    _copy_into(out, x)
+    if x.requires_grad and dt.kind == 2:
+        G.record("to", out, (x,), {"dtype": dt})
+    return out
+
+
+def wrap_dim(dim, ndim, op="op"):
+    """Wrap a possibly negative ``dim`` into [0, ndim); 0-d tensors accept 0 and -1."""
+    try:
+        d = _index(dim)
+    except TypeError:
+        raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}") from None
+    n = ndim if ndim > 0 else 1
+    if d < -n or d >= n:
+        raise IndexError(f"{op}: Dimension out of range (expected to be in range of "
+                         f"[{-n}, {n - 1}], but got {d})")
+    return d + n if d < 0 else d
+
+
+def _shape_arg(args):
+    """Accept f(2, 3), f((2, 3)), f([2, 3]) and f(Size)."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        args = args[0]
+    try:
+        return tuple(_index(a) for a in args)
+    except TypeError:
+        raise TypeError(f"expected a sequence of ints as shape, got {args!r}") from None
+
+
+def _infer_shape(shape, numel, op):
+    neg = [i for i, s in enumerate(shape) if s == -1]
+    if len(neg) > 1:
+        raise RuntimeError(f"{op}: only one dimension can be inferred")
+    for s in shape:
+        if s < -1:
+            raise RuntimeError(f"{op}: invalid shape dimension {s}")
+    if neg:
+        rest = _prod(s for s in shape if s != -1)
+        if rest == 0 or numel % rest:
+            raise RuntimeError(f"{op}: shape '{list(shape)}' is invalid for input of size {numel}")
+        shape = shape[:neg[0]] + (numel // rest,) + shape[neg[0] + 1:]
+    elif _prod(shape) != numel:
+        raise RuntimeError(f"{op}: shape '{list(shape)}' is invalid for input of size {numel}")
+    return shape
+
+
+def _view_strides(old_shape, old_stride, new_shape):
+    """Strides for viewing (old_shape, old_stride) as new_shape without a copy, or None.
+
+    The old dims (size-1 dims dropped) form maximal runs that are contiguous among themselves;
+    a view exists iff the new shape splits each run exactly.
+    """
+    if _prod(old_shape) == 0:
+        return contiguous_strides(new_shape)
+    dims = [(n, st) for n, st in zip(old_shape, old_stride) if n != 1]
+    new_stride = [0] * len(new_shape)
+    ni = len(new_shape) - 1
+    i = len(dims) - 1
+    while i >= 0:
+        size, inner = dims[i]
+        j = i
+        while j > 0 and dims[j - 1][1] == dims[j][1] * dims[j][0]:
+            j -= 1
+            size *= dims[j][0]
+        acc = 1
+        while acc < size:
+            if ni < 0:
+                return None
+            new_stride[ni] = inner * acc
+            acc *= new_shape[ni]
+            ni -= 1
+        if acc != size:
+            return None
+        i = j - 1
+    while ni >= 0:
+        if new_shape[ni] != 1:
+            return None
+        new_stride[ni] = new_stride[ni + 1] * new_shape[ni + 1] if ni + 1 < len(new_shape) else 1
+        ni -= 1
+    return tuple(new_stride)
+
+
+def install_methods(table):
+    """Attach ``{name: function}`` as Tensor methods (used by the op modules)."""
+    for name, fn in table.items():
+        setattr(Tensor, name, fn)
