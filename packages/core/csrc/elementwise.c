@@ -6,9 +6,10 @@
  * compute in float. A NULL table entry means the op does not support that dtype (FM_ERR_DTYPE).
  */
 #include "dtypes.h"
+#include "fmath.h"
 
 /* type-generic math: float for the 32- and 16-bit floats, double for float64 */
-#define expf_or_exp(x) _Generic((x), float: expf, default: exp)(x)
+#define expf_or_exp(x) _Generic((x), float: fm_expf, default: exp)(x)
 
 typedef struct {
     int status; /* set by a loop that meets an invalid value (e.g. integer division by zero) */
