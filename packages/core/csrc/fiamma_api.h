@@ -80,23 +80,5 @@ int fm_unary(int op, int dtype, int ndim, const int64_t *shape,
              double p0, double p1, double p2);
 int fm_unary_contig(int op, int dtype, int64_t n, intptr_t out, intptr_t a);
 
-/* binary op codes (fm_binary*) */
-#define FM_BIN_ADD 0
-#define FM_BIN_SUB 1
-#define FM_BIN_MUL 2
-#define FM_BIN_DIV 3
-#define FM_BIN_EQ 4
-#define FM_BIN_NE 5
-#define FM_BIN_LT 6
-#define FM_BIN_LE 7
-#define FM_BIN_GT 8
-#define FM_BIN_GE 9
-#define FM_BIN_MAXIMUM 10
-#define FM_BIN_MINIMUM 11
-#define FM_NBINARY 64
-
-/* unary op codes (fm_unary*) */
-#define FM_UN_NEG 0
-#define FM_UN_EXP 1
-#define FM_UN_RELU 2
-#define FM_NUNARY 128
+/* op codes (FM_BIN_*, FM_UN_*, FM_TER_*) and the ternary / parametrised entry points are in
+   api_elementwise.h */

@@ -2,40 +2,46 @@
 
 Every binary op goes through ``binary``: promote, broadcast, cast operands to the compute dtype,
 run the C kernel over strided operands (a Python scalar stays a scalar: the kernel reads it
-through a zero stride). The operators have a fast path for the common case (same dtype, same
-shape, contiguous, no autograd) that costs one allocation and one C call.
+through a zero stride). ``unary`` and ``ternary`` do the same for one and three operands. The
+operators have a fast path for the common case (same dtype, same shape, contiguous, no autograd)
+that costs one allocation and one C call. In-place forms (``x.add_(y)``, ``x += y``) run the op
+with ``out=x`` after checking that the result can be cast to x's dtype and that broadcasting
+does not grow x; they bump x's version counter.
+
+The unary math functions (exp, sin, sigmoid, floor, isnan, ...) are in ``_unary.py``.
 """
 
 import builtins
 
+import numpy as np
+
 from fiamma import _dtype as D
 from fiamma import _grad_hook as G
-from fiamma._lib import check, lib
+from fiamma._lib import check, ffi, lib
 from fiamma._tensor import Tensor, _copy_into, install_methods, new_empty
 from fiamma._ops._common import (as_operand, bcast_strides, broadcast_shapes, cast, check_out,
                                  is_scalar, overlaps, same_device)
 
-__all__ = [
-    "add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide",
-    "eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less", "less_equal",
-    "not_equal", "maximum", "minimum", "neg", "negative", "exp", "relu",
-]
-
 _binary_c = lib.fm_binary
 _binary_scalar_c = lib.fm_binary_scalar
 _binary_contig_c = lib.fm_binary_contig
+_binary_params_c = lib.fm_binary_params
 _unary_c = lib.fm_unary
 _unary_contig_c = lib.fm_unary_contig
+_ternary_c = lib.fm_ternary
 
 # op kinds: how the compute dtype and the output dtype follow from the promoted dtype
 ARITH = 0      # compute and output in the promoted dtype
 PREDICATE = 1  # compute in the promoted dtype, output bool
 TRUEDIV = 2    # integers and bool promote to the default float dtype first
+DOUBLE = 3     # compute in float64 (float_power)
 
 
 def _compute_dtype(kind, rt):
     if kind == TRUEDIV and rt.kind != 2:
         return D.get_default_dtype()
+    if kind == DOUBLE:
+        return D.float64
     return rt
 
 
@@ -43,10 +49,74 @@ def _unsupported(op, dt):
     raise TypeError(f"{op}: not implemented for dtype {dt}")
 
 
-def binary(code, name, kind, a, b, out=None, record=True):
-    """Run binary op ``code`` on tensors/scalars ``a`` and ``b``.
+def _raise(rc, name, dt):
+    if rc == lib.FM_ERR_DTYPE and name == "sub" and dt is D.bool:
+        _bool_sub_error(name)
+    if rc == lib.FM_ERR_DTYPE:
+        _unsupported(name, dt)
+    if rc == lib.FM_ERR_VALUE:
+        raise ZeroDivisionError(f"{name}: integer division or modulo by zero")
+    check(rc, name)
 
-    ``out`` may be given (cast into it). Returns the result tensor.
+
+def _scalar_args(s, ct, name):
+    """A Python scalar as (double, int64) for the C kernel."""
+    if ct.kind == 2:
+        return builtins.float(s), 0
+    v = builtins.int(s)
+    if not -(1 << 63) <= v < (1 << 63):
+        raise RuntimeError(f"{name}: value {v} cannot be converted to type {ct} without overflow")
+    return 0.0, v
+
+
+def _check_scalar_fits(s, dt, name):
+    """PyTorch's check for scalar bounds of clamp/where on integer tensors: out-of-range values
+    raise (negative values wrap for unsigned types, as in C)."""
+    if dt.kind == 2 or not is_scalar(s) or isinstance(s, builtins.float):
+        return
+    v = builtins.int(s)
+    info = D.iinfo(dt)
+    lo = -info.max if not dt.is_signed else info.min
+    if v < lo or v > info.max:
+        raise RuntimeError(f"{name}: value {v} cannot be converted to type {dt} without overflow")
+
+
+def _result(out, shape, od, dev, name, inputs):
+    """The tensor to write into: ``out`` itself when it has the result dtype and shares no
+    memory with an input in a way that depends on evaluation order, else a fresh tensor."""
+    if out is None:
+        return new_empty(shape, od, dev)
+    check_out(out, shape, od, name)
+    if out._dtype is od and not builtins.any(isinstance(t, Tensor) and overlaps(out, t)
+                                             for t in inputs):
+        return out
+    return new_empty(shape, od, dev)
+
+
+def _finish(res, out):
+    if out is None:
+        return res
+    if res is not out:
+        _copy_into(out, res)
+    out._bump()
+    return out
+
+
+def _any_grad(xs):
+    for x in xs:
+        if isinstance(x, Tensor) and x.requires_grad:
+            return True
+    return False
+
+
+# ---- drivers -----------------------------------------------------------------------------
+
+def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=None):
+    """Run binary op ``code`` on tensors/scalars ``a`` and ``b`` with broadcasting and type
+    promotion (``kind`` says how the compute and output dtypes follow from the promoted one).
+
+    ``out`` may be given (cast into it). ``params`` (p0, p1, p2) go to ops that take them
+    (tensor operands only). Returns the result tensor.
     """
     a = as_operand(a, name)
     b = as_operand(b, name)
@@ -62,18 +132,17 @@ def binary(code, name, kind, a, b, out=None, record=True):
         shape = broadcast_shapes(a._shape, b._shape, op=name)
     else:
         shape = a._shape if ta else b._shape
-    if out is not None:
-        check_out(out, shape, od, name)
-        dst = out if (out._dtype is od and not (ta and overlaps(out, a))
-                      and not (tb and overlaps(out, b))) else None
-    else:
-        dst = None
-    res = dst if dst is not None else new_empty(shape, od, dev)
+    res = _result(out, shape, od, dev, name, (a, b))
     if res._numel:
         if ta and tb:
             ca, cb = cast(a, ct), cast(b, ct)
-            rc = _binary_c(code, ct.code, len(shape), shape, res._ptr, res._stride,
-                           ca._ptr, bcast_strides(ca, shape), cb._ptr, bcast_strides(cb, shape))
+            if params is None:
+                rc = _binary_c(code, ct.code, len(shape), shape, res._ptr, res._stride, ca._ptr,
+                               bcast_strides(ca, shape), cb._ptr, bcast_strides(cb, shape))
+            else:
+                rc = _binary_params_c(code, ct.code, len(shape), shape, res._ptr, res._stride,
+                                      ca._ptr, bcast_strides(ca, shape), cb._ptr,
+                                      bcast_strides(cb, shape), *params)
         else:
             t, s = (a, b) if ta else (b, a)
             t = cast(t, ct)
@@ -82,30 +151,10 @@ def binary(code, name, kind, a, b, out=None, record=True):
                                   t._ptr, bcast_strides(t, shape), sf, si, 0 if ta else 1)
         if rc:
             _raise(rc, name, ct)
-    if out is not None and res is not out:
-        _copy_into(out, res)
-        res = out
+    res = _finish(res, out)
     if record and ((ta and a.requires_grad) or (tb and b.requires_grad)):
-        G.record(name, res, (a, b), {})
+        G.record(name, res, (a, b), kwargs or {})
     return res
-
-
-def _scalar_args(s, ct, name):
-    """A Python scalar as (double, int64) for the C kernel."""
-    if ct.kind == 2:
-        return builtins.float(s), 0
-    v = builtins.int(s)
-    if not -(1 << 63) <= v < (1 << 63):
-        raise RuntimeError(f"{name}: value {v} cannot be converted to type {ct} without overflow")
-    return 0.0, v
-
-
-def _raise(rc, name, dt):
-    if rc == lib.FM_ERR_DTYPE:
-        _unsupported(name, dt)
-    if rc == lib.FM_ERR_VALUE:
-        raise ZeroDivisionError(f"{name}: integer division by zero")
-    check(rc, name)
 
 
 def unary(code, name, x, out=None, p0=0.0, p1=0.0, p2=0.0, float_only=False, record=True,
@@ -121,10 +170,7 @@ def unary(code, name, x, out=None, p0=0.0, p1=0.0, p2=0.0, float_only=False, rec
     if od_code < 0:
         _unsupported(name, src._dtype)
     od = D.BY_CODE[od_code]
-    if out is not None:
-        check_out(out, x._shape, od, name)
-    res = out if (out is not None and out._dtype is od and not overlaps(out, src)) else \
-        new_empty(x._shape, od, x._storage.device)
+    res = _result(out, x._shape, od, x._storage.device, name, (src,))
     if res._numel:
         if res._contig and src._contig and not (p0 or p1 or p2):
             rc = _unary_contig_c(code, src._dtype.code, res._numel, res._ptr, src._ptr)
@@ -133,142 +179,495 @@ def unary(code, name, x, out=None, p0=0.0, p1=0.0, p2=0.0, float_only=False, rec
                           src._ptr, src._stride, p0, p1, p2)
         if rc:
             _raise(rc, name, src._dtype)
-    if out is not None and res is not out:
-        _copy_into(out, res)
-        res = out
+    res = _finish(res, out)
     if record and x.requires_grad:
         G.record(name, res, (x,), kwargs or {})
     return res
 
 
-def inplace_binary(code, name, kind, self, other):
-    """``self op= other``: result cast into self (dtype must be castable), version bumped."""
+def ternary(code, name, ct, a, b, c, out=None, p0=0.0, record=True, inputs=None, kwargs=None):
+    """Run ternary op ``code`` computing in dtype ``ct``: ``a`` is a tensor (a bool condition
+    for where, else cast to ct), ``b`` and ``c`` tensors or Python scalars. ``inputs`` is what
+    autograd sees as the op's positional arguments (default (a, b, c))."""
+    ops = [t for t in (a, b, c) if isinstance(t, Tensor)]
+    dev = same_device(name, *ops)
+    shape = broadcast_shapes(*(t._shape for t in ops), op=name)
+    res = _result(out, shape, ct, dev, name, ops)
+    if res._numel:
+        ca = a if code == lib.FM_TER_WHERE else cast(a, ct)
+        args = []
+        for t in (b, c):
+            if isinstance(t, Tensor):
+                t = cast(t, ct)
+                args.append((t._ptr, bcast_strides(t, shape), 0.0, 0))
+            else:
+                args.append((0, ffi.NULL) + _scalar_args(t, ct, name))
+        (pb, sb, bf, bi), (pc, sc, cf, ci) = args
+        rc = _ternary_c(code, ct.code, len(shape), shape, res._ptr, res._stride, ca._ptr,
+                        bcast_strides(ca, shape), pb, sb, pc, sc, bf, bi, cf, ci, p0)
+        if rc:
+            _raise(rc, name, ct)
+    res = _finish(res, out)
+    if record and _any_grad(ops):
+        G.record(name, res, inputs if inputs is not None else (a, b, c), kwargs or {})
+    return res
+
+
+# ---- in-place machinery --------------------------------------------------------------------
+
+def check_inplace(self, name, others=()):
+    """Checks before writing an op's result into ``self``: it must be a tensor without internal
+    overlap (an expanded view), and broadcasting the other tensors must not grow it."""
     if not isinstance(self, Tensor):
         raise TypeError(f"{name}: expected a Tensor, got {type(self).__name__}")
-    other = as_operand(other, name)
-    rt = D.result_type(self, other)
-    od = D.bool if kind == PREDICATE else _compute_dtype(kind, rt)
-    if not D.can_cast(od, self._dtype):
-        raise RuntimeError(f"{name}: result type {od} can't be cast to the desired output type "
-                           f"{self._dtype}")
-    if isinstance(other, Tensor):
-        shape = broadcast_shapes(self._shape, other._shape, op=name)
+    for n, st in zip(self._shape, self._stride):
+        if st == 0 and n > 1:
+            raise RuntimeError(
+                f"{name}: unsupported operation: more than one element of the written-to tensor "
+                "refers to a single memory location. Please clone() the tensor before "
+                "performing the operation.")
+    shapes = [t._shape for t in others if isinstance(t, Tensor) and t._shape != self._shape]
+    if shapes:
+        shape = broadcast_shapes(self._shape, *shapes, op=name)
         if shape != self._shape:
             raise RuntimeError(f"{name}: output with shape {list(self._shape)} doesn't match the "
                                f"broadcast shape {list(shape)}")
+
+
+def make_inplace(fn, name):
+    """The in-place method ``name`` (``add_``) of op ``fn``: ``fn(self, ..., out=self)`` after
+    check_inplace; bumps the version and records for autograd as an in-place op."""
+
+    def method(self, *args, **kwargs):
+        check_inplace(self, name, builtins.tuple(args) + builtins.tuple(kwargs.values()))
+        grad = self.requires_grad or _any_grad(args) or _any_grad(kwargs.values())
+        if grad and G.is_grad_enabled():
+            prev = G.set_grad_enabled_flag(False)
+            try:
+                fn(self, *args, out=self, **kwargs)
+            finally:
+                G.set_grad_enabled_flag(prev)
+            G.record_inplace(name, self, (self,) + builtins.tuple(args), kwargs)
+        else:
+            fn(self, *args, out=self, **kwargs)
+        return self
+
+    method.__name__ = name
+    method.__doc__ = f"In-place version of :func:`{fn.__name__}`."
+    return method
+
+
+def inplace_binary(code, name, kind, self, other):
+    """``self op= other``: result cast into self (dtype must be castable), version bumped."""
+    check_inplace(self, name, (other,))
+    other = as_operand(other, name)
+    grad = self.requires_grad or (isinstance(other, Tensor) and other.requires_grad)
     binary(code, name, kind, self, other, out=self, record=False)
-    self._bump()
-    if self.requires_grad or (isinstance(other, Tensor) and other.requires_grad):
+    if grad:
         G.record_inplace(name, self, (self, other), {})
     return self
 
 
-# ---- public binary ops ---------------------------------------------------------------------
+# ---- binary ops ------------------------------------------------------------------------------
 
-def _alpha_scaled(name, b, alpha):
-    if alpha == 1:
-        return b
-    if isinstance(b, Tensor):
-        return binary(lib.FM_BIN_MUL, "mul", ARITH, b, alpha)
-    return b * alpha
+def _bool_sub_error(name):
+    raise RuntimeError(f"{name}: Subtraction, the `-` operator, with a bool tensor is not "
+                       "supported. If you are trying to invert a mask, use the `~` or "
+                       "`logical_not()` operator instead.")
+
+
+def _reject_bool_sub(name, input, other):
+    if (isinstance(input, Tensor) and input._dtype is D.bool) or \
+            (isinstance(other, Tensor) and other._dtype is D.bool):
+        _bool_sub_error(name)
+
+
+def _add_alpha(name, input, other, alpha, sign, out):
+    """input + sign * alpha * other in one pass (the kernel computes a + p0 * b)."""
+    input = as_operand(input, name)
+    other = as_operand(other, name)
+    rt = D.result_type(input, other)
+    if isinstance(alpha, builtins.bool) and rt is not D.bool:
+        raise RuntimeError(f"{name}: Boolean alpha only supported for Boolean results.")
+    if rt.kind != 2 and isinstance(alpha, builtins.float):
+        raise RuntimeError(f"{name}: For integral input tensors, argument alpha must not be a "
+                           "floating point number.")
+    kw = {"alpha": alpha}
+    code = lib.FM_BIN_ADD if sign > 0 else lib.FM_BIN_SUB
+    if not isinstance(other, Tensor):
+        return binary(code, name, ARITH, input, other * alpha, out, kwargs=kw)
+    if not isinstance(input, Tensor) or rt is D.bool:
+        scaled = binary(lib.FM_BIN_MUL, name, ARITH, other, alpha, record=False)
+        res = binary(code, name, ARITH, input, scaled, out, record=False)
+    else:
+        res = binary(lib.FM_BIN_ADD_ALPHA, name, ARITH, input, other, out, record=False,
+                     params=(sign * alpha, 0.0, 0.0))
+    if _any_grad((input, other)):
+        G.record(name, res, (input, other), kw)
+    return res
 
 
 def add(input, other, *, alpha=1, out=None):
-    """input + alpha * other, with broadcasting and type promotion."""
-    return binary(lib.FM_BIN_ADD, "add", ARITH, input, _alpha_scaled("add", other, alpha), out)
+    """``input + alpha * other`` with broadcasting and type promotion.
+
+    >>> import fiamma
+    >>> fiamma.add(fiamma.tensor([1, 2]), 0.5).tolist()
+    [1.5, 2.5]
+    >>> fiamma.add(fiamma.tensor([1.0, 2.0]), fiamma.tensor([1.0, 1.0]), alpha=10).tolist()
+    [11.0, 12.0]
+    """
+    if alpha == 1 and not isinstance(alpha, builtins.bool):
+        return binary(lib.FM_BIN_ADD, "add", ARITH, input, other, out)
+    return _add_alpha("add", input, other, alpha, 1, out)
 
 
 def sub(input, other, *, alpha=1, out=None):
-    if isinstance(input, Tensor) and input._dtype is D.bool or \
-            isinstance(other, Tensor) and other._dtype is D.bool:
-        raise RuntimeError("sub: Subtraction, the `-` operator, with a bool tensor is not "
-                           "supported. If you are trying to invert a mask, use the `~` or "
-                           "`logical_not()` operator instead.")
-    return binary(lib.FM_BIN_SUB, "sub", ARITH, input, _alpha_scaled("sub", other, alpha), out)
+    """``input - alpha * other`` (not defined for bool tensors)."""
+    _reject_bool_sub("sub", input, other)
+    if alpha == 1 and not isinstance(alpha, builtins.bool):
+        return binary(lib.FM_BIN_SUB, "sub", ARITH, input, other, out)
+    return _add_alpha("sub", input, other, alpha, -1, out)
+
+
+def rsub(input, other, *, alpha=1, out=None):
+    """``other - alpha * input``."""
+    return sub(other, input, alpha=alpha, out=out)
 
 
 def mul(input, other, *, out=None):
+    """``input * other`` with broadcasting and type promotion."""
     return binary(lib.FM_BIN_MUL, "mul", ARITH, input, other, out)
 
 
 def div(input, other, *, rounding_mode=None, out=None):
-    """True division (integers promote to float); rounding_mode 'trunc' or 'floor'."""
+    """``input / other``. True division (integers promote to the default float dtype) unless
+    ``rounding_mode`` is ``'trunc'`` (round toward zero) or ``'floor'`` (toward -inf); those keep
+    integer dtypes and raise ZeroDivisionError on integer division by zero.
+
+    >>> import fiamma
+    >>> fiamma.div(fiamma.tensor([7, -7]), 2).tolist()
+    [3.5, -3.5]
+    >>> fiamma.div(fiamma.tensor([7, -7]), 2, rounding_mode="floor").tolist()
+    [3, -4]
+    """
     if rounding_mode is None:
         return binary(lib.FM_BIN_DIV, "div", TRUEDIV, input, other, out)
-    if rounding_mode == "floor":
-        from fiamma._ops import elementwise as E
-
-        fd = getattr(E, "floor_divide", None)
-        if fd is None:
-            raise NotImplementedError("div: rounding_mode='floor' needs floor_divide")
-        return fd(input, other, out=out)
     if rounding_mode == "trunc":
-        from fiamma._ops import elementwise as E
-
-        td = getattr(E, "_trunc_divide", None)
-        if td is None:
-            raise NotImplementedError("div: rounding_mode='trunc' needs _trunc_divide")
-        return td(input, other, out=out)
+        return binary(lib.FM_BIN_TRUNCDIV, "div", ARITH, input, other, out,
+                      kwargs={"rounding_mode": "trunc"})
+    if rounding_mode == "floor":
+        return binary(lib.FM_BIN_FLOORDIV, "div", ARITH, input, other, out,
+                      kwargs={"rounding_mode": "floor"})
     raise ValueError(f"div: expected rounding_mode to be one of None, 'trunc', or 'floor' but "
                      f"found '{rounding_mode}'")
 
 
-def _cmp(code, name):
-    def op(input, other, *, out=None):
-        return binary(code, name, PREDICATE, input, other, out)
-
-    op.__name__ = name
-    op.__doc__ = f"Elementwise {name} with broadcasting; returns a bool tensor."
-    return op
+def floor_divide(input, other, *, out=None):
+    """``input // other``: division rounded toward -inf (Python's ``//``)."""
+    return binary(lib.FM_BIN_FLOORDIV, "floor_divide", ARITH, input, other, out)
 
 
-eq = _cmp(lib.FM_BIN_EQ, "eq")
-ne = _cmp(lib.FM_BIN_NE, "ne")
-lt = _cmp(lib.FM_BIN_LT, "lt")
-le = _cmp(lib.FM_BIN_LE, "le")
-gt = _cmp(lib.FM_BIN_GT, "gt")
-ge = _cmp(lib.FM_BIN_GE, "ge")
+def remainder(input, other, *, out=None):
+    """Python's ``%``: the result has the sign of the divisor (``a - b * floor(a / b)``)."""
+    return binary(lib.FM_BIN_REMAINDER, "remainder", ARITH, input, other, out)
+
+
+def fmod(input, other, *, out=None):
+    """C's fmod: the remainder of division rounded toward zero (sign of the dividend)."""
+    return binary(lib.FM_BIN_FMOD, "fmod", ARITH, input, other, out)
+
+
+_POW_SHORTCUTS = {2: lib.FM_UN_SQUARE, 0.5: lib.FM_UN_SQRT, -1: lib.FM_UN_RECIPROCAL}
+
+
+def pow(input, exponent, *, out=None):
+    """``input ** exponent`` for tensor/tensor, tensor/scalar and scalar/tensor. Integer powers
+    are exact (by squaring, wrapping on overflow); a negative Python-int exponent on an integer
+    tensor raises, as in PyTorch.
+
+    >>> import fiamma
+    >>> fiamma.pow(fiamma.tensor([1, 2, 3]), 2).tolist()
+    [1, 4, 9]
+    >>> fiamma.pow(2, fiamma.tensor([0.5, 1.0])).tolist()
+    [1.4142135381698608, 2.0]
+    """
+    if isinstance(input, Tensor) and is_scalar(exponent) and \
+            not isinstance(exponent, (builtins.bool, np.bool_)):
+        rt = D.result_type(input, exponent)
+        if rt.kind != 2 and exponent < 0:
+            raise RuntimeError("pow: Integers to negative integer powers are not allowed.")
+        code = _POW_SHORTCUTS.get(exponent)
+        if code is not None and (rt.kind == 2 or code == lib.FM_UN_SQUARE):
+            res = unary(code, "pow", cast(input, rt), out, record=False)
+            if input.requires_grad:
+                G.record("pow", res, (input, exponent), {})
+            return res
+    return binary(lib.FM_BIN_POW, "pow", ARITH, input, exponent, out)
+
+
+def float_power(input, exponent, *, out=None):
+    """``input ** exponent`` computed in float64 (the result is float64)."""
+    return binary(lib.FM_BIN_POW, "float_power", DOUBLE, input, exponent, out)
+
+
+def atan2(input, other, *, out=None):
+    """The angle of (other, input), elementwise; integers promote to the default float."""
+    return binary(lib.FM_BIN_ATAN2, "atan2", TRUEDIV, input, other, out)
+
+
+def hypot(input, other, *, out=None):
+    """``sqrt(input**2 + other**2)`` without intermediate overflow (floating dtypes)."""
+    return binary(lib.FM_BIN_HYPOT, "hypot", ARITH, input, other, out)
+
+
+def copysign(input, other, *, out=None):
+    """The magnitude of ``input`` with the sign of ``other`` (float result)."""
+    return binary(lib.FM_BIN_COPYSIGN, "copysign", TRUEDIV, input, other, out)
+
+
+def _tensor_other(name, other):
+    if not isinstance(other, Tensor):
+        raise TypeError(f"{name}: expected other to be a Tensor, got {type(other).__name__}")
 
 
 def maximum(input, other, *, out=None):
-    if not isinstance(other, Tensor):
-        raise TypeError(f"maximum: expected other to be a Tensor, got {type(other).__name__}")
+    """Elementwise maximum; NaN if either is NaN."""
+    _tensor_other("maximum", other)
     return binary(lib.FM_BIN_MAXIMUM, "maximum", ARITH, input, other, out)
 
 
 def minimum(input, other, *, out=None):
-    if not isinstance(other, Tensor):
-        raise TypeError(f"minimum: expected other to be a Tensor, got {type(other).__name__}")
+    """Elementwise minimum; NaN if either is NaN."""
+    _tensor_other("minimum", other)
     return binary(lib.FM_BIN_MINIMUM, "minimum", ARITH, input, other, out)
 
 
+def fmax(input, other, *, out=None):
+    """Elementwise maximum ignoring NaN (NaN only where both are NaN)."""
+    _tensor_other("fmax", other)
+    return binary(lib.FM_BIN_FMAX, "fmax", ARITH, input, other, out)
+
+
+def fmin(input, other, *, out=None):
+    """Elementwise minimum ignoring NaN (NaN only where both are NaN)."""
+    _tensor_other("fmin", other)
+    return binary(lib.FM_BIN_FMIN, "fmin", ARITH, input, other, out)
+
+
+def _binop(code, name, kind, doc):
+    def op(input, other, *, out=None):
+        return binary(code, name, kind, input, other, out)
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = doc
+    return op
+
+
+eq = _binop(lib.FM_BIN_EQ, "eq", PREDICATE, "``input == other`` elementwise (bool result).")
+ne = _binop(lib.FM_BIN_NE, "ne", PREDICATE, "``input != other`` elementwise (bool result).")
+lt = _binop(lib.FM_BIN_LT, "lt", PREDICATE, "``input < other`` elementwise (bool result).")
+le = _binop(lib.FM_BIN_LE, "le", PREDICATE, "``input <= other`` elementwise (bool result).")
+gt = _binop(lib.FM_BIN_GT, "gt", PREDICATE, "``input > other`` elementwise (bool result).")
+ge = _binop(lib.FM_BIN_GE, "ge", PREDICATE, "``input >= other`` elementwise (bool result).")
+logical_and = _binop(lib.FM_BIN_LOGICAL_AND, "logical_and", PREDICATE,
+                     "Elementwise AND of the truth values (nonzero is True); bool result.")
+logical_or = _binop(lib.FM_BIN_LOGICAL_OR, "logical_or", PREDICATE,
+                    "Elementwise OR of the truth values (nonzero is True); bool result.")
+logical_xor = _binop(lib.FM_BIN_LOGICAL_XOR, "logical_xor", PREDICATE,
+                     "Elementwise XOR of the truth values (nonzero is True); bool result.")
+bitwise_and = _binop(lib.FM_BIN_BITAND, "bitwise_and", ARITH,
+                     "Bitwise AND of integer or bool tensors (logical AND on bool).")
+bitwise_or = _binop(lib.FM_BIN_BITOR, "bitwise_or", ARITH,
+                    "Bitwise OR of integer or bool tensors (logical OR on bool).")
+bitwise_xor = _binop(lib.FM_BIN_BITXOR, "bitwise_xor", ARITH,
+                     "Bitwise XOR of integer or bool tensors (logical XOR on bool).")
+bitwise_left_shift = _binop(
+    lib.FM_BIN_LSHIFT, "bitwise_left_shift", ARITH,
+    "``input << other`` on integer tensors; shifting by the bit width or more (or by a "
+    "negative count) gives 0.")
+bitwise_right_shift = _binop(
+    lib.FM_BIN_RSHIFT, "bitwise_right_shift", ARITH,
+    "``input >> other`` (arithmetic for signed types); out-of-range counts give the sign fill.")
+
 subtract = sub
 multiply = mul
-divide = true_divide = div
+divide = div
+arctan2 = atan2
 greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
 
 
-# ---- public unary ops ----------------------------------------------------------------------
-
-def neg(input, *, out=None):
-    if isinstance(input, Tensor) and input._dtype is D.bool:
-        raise RuntimeError("neg: Negation, the `-` operator, on a bool tensor is not supported. "
-                           "If you are trying to invert a mask, use the `~` or `logical_not()` "
-                           "operator instead.")
-    return unary(lib.FM_UN_NEG, "neg", input, out)
+def true_divide(dividend, divisor, *, out=None):
+    """``dividend / divisor`` with true division (same as ``div`` without rounding_mode)."""
+    return binary(lib.FM_BIN_DIV, "div", TRUEDIV, dividend, divisor, out)
 
 
-negative = neg
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Whether ``|input - other| <= atol + rtol * |other|`` elementwise (bool result); equal
+    infinities are close, NaN is close to NaN only with ``equal_nan``. Both must have the same
+    dtype.
+
+    >>> import fiamma
+    >>> fiamma.isclose(fiamma.tensor([1.0, 2.0]), fiamma.tensor([1.0 + 1e-7, 2.1])).tolist()
+    [True, False]
+    """
+    if not isinstance(input, Tensor) or not isinstance(other, Tensor):
+        raise TypeError("isclose: expected input and other to be Tensors")
+    if input._dtype is not other._dtype:
+        raise RuntimeError(f"isclose: {input._dtype} did not match {other._dtype}")
+    if rtol < 0:
+        raise RuntimeError(f"isclose: rtol must be greater than or equal to zero, but got {rtol}")
+    if atol < 0:
+        raise RuntimeError(f"isclose: atol must be greater than or equal to zero, but got {atol}")
+    return binary(lib.FM_BIN_ISCLOSE, "isclose", PREDICATE, input, other, record=False,
+                  params=(builtins.float(rtol), builtins.float(atol),
+                          1.0 if equal_nan else 0.0))
 
 
-def exp(input, *, out=None):
-    return unary(lib.FM_UN_EXP, "exp", input, out, float_only=True)
+def _all_true(t):
+    if not t._numel:
+        return True
+    return builtins.bool(t.cpu().numpy().all())
 
 
-def relu(input):
-    if isinstance(input, Tensor) and input._dtype is D.bool:
-        _unsupported("relu", D.bool)
-    return unary(lib.FM_UN_RELU, "relu", input)
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Whether every element of ``input`` is close to ``other`` (see ``isclose``)."""
+    return _all_true(isclose(input, other, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def equal(input, other):
+    """True if both tensors have the same shape and equal elements (after type promotion)."""
+    if not isinstance(input, Tensor) or not isinstance(other, Tensor):
+        raise TypeError("equal: expected input and other to be Tensors")
+    if input._shape != other._shape:
+        return False
+    return _all_true(binary(lib.FM_BIN_EQ, "equal", PREDICATE, input, other, record=False))
+
+
+# ---- ternary ops -----------------------------------------------------------------------------
+
+def clamp(input, min=None, max=None, *, out=None):
+    """Limit ``input`` to ``[min, max]`` (scalars or tensors, broadcast); where min > max the
+    result is max. NaN stays NaN. Type promotion includes the bounds.
+
+    >>> import fiamma
+    >>> fiamma.clamp(fiamma.tensor([-2.0, 0.5, 3.0]), min=0, max=1).tolist()
+    [0.0, 0.5, 1.0]
+    """
+    if not isinstance(input, Tensor):
+        raise TypeError(f"clamp: expected a Tensor, got {type(input).__name__}")
+    if min is None and max is None:
+        raise RuntimeError("clamp: At least one of 'min' or 'max' must not be None")
+    lo = as_operand(min, "clamp") if min is not None else None
+    hi = as_operand(max, "clamp") if max is not None else None
+    rt = D.result_type(input, *(b for b in (lo, hi) if b is not None))
+    for b in (lo, hi):
+        _check_scalar_fits(b, rt, "clamp")
+    if hi is None:
+        res = binary(lib.FM_BIN_MAXIMUM, "clamp", ARITH, input, lo, out, record=False)
+    elif lo is None:
+        res = binary(lib.FM_BIN_MINIMUM, "clamp", ARITH, input, hi, out, record=False)
+    else:
+        res = ternary(lib.FM_TER_CLAMP, "clamp", rt, input, lo, hi, out, record=False)
+    if _any_grad((input, lo, hi)):
+        G.record("clamp", res, (input, lo, hi), {})
+    return res
+
+
+def clamp_min(input, min, *, out=None):
+    """``clamp(input, min=min)``."""
+    return clamp(input, min, None, out=out)
+
+
+def clamp_max(input, max, *, out=None):
+    """``clamp(input, max=max)``."""
+    return clamp(input, None, max, out=out)
+
+
+clip = clamp
+
+
+def where(condition, input=None, other=None, *, out=None):
+    """``input`` where ``condition`` is True, else ``other`` (tensors or scalars, broadcast,
+    type-promoted). ``where(condition)`` alone is ``nonzero(condition, as_tuple=True)``.
+
+    >>> import fiamma
+    >>> x = fiamma.tensor([-1.0, 2.0])
+    >>> fiamma.where(x > 0, x, 0.0).tolist()
+    [0.0, 2.0]
+    """
+    if input is None and other is None:
+        from fiamma._ops import indexing
+
+        nz = getattr(indexing, "nonzero", None)
+        if nz is None:
+            raise NotImplementedError("where(condition) needs nonzero")
+        return nz(condition, as_tuple=True)
+    if not isinstance(condition, Tensor):
+        raise TypeError(f"where: expected condition to be a Tensor, got "
+                        f"{type(condition).__name__}")
+    if condition._dtype is not D.bool:
+        raise RuntimeError(f"where: expected condition to be a boolean tensor, but got a tensor "
+                           f"with dtype {condition._dtype}")
+    input = as_operand(input, "where")
+    other = as_operand(other, "where")
+    rt = D.result_type(input, other)
+    _check_scalar_fits(input, rt, "where")
+    _check_scalar_fits(other, rt, "where")
+    return ternary(lib.FM_TER_WHERE, "where", rt, condition, input, other, out)
+
+
+def lerp(input, end, weight, *, out=None):
+    """``input + weight * (end - input)`` (floating dtypes; weight a scalar or a tensor).
+
+    >>> import fiamma
+    >>> fiamma.lerp(fiamma.tensor([0.0, 10.0]), fiamma.tensor([1.0, 20.0]), 0.5).tolist()
+    [0.5, 15.0]
+    """
+    if not isinstance(input, Tensor) or not isinstance(end, Tensor):
+        raise TypeError("lerp: expected input and end to be Tensors")
+    if end._dtype is not input._dtype:
+        raise RuntimeError(f"lerp: expected dtype {input._dtype} for `end` but got dtype "
+                           f"{end._dtype}")
+    weight = as_operand(weight, "lerp")
+    return ternary(lib.FM_TER_LERP, "lerp", input._dtype, input, end, weight, out)
+
+
+def addcmul(input, tensor1, tensor2, *, value=1, out=None):
+    """``input + value * tensor1 * tensor2`` with broadcasting and type promotion."""
+    rt = D.result_type(input, tensor1, tensor2)
+    return ternary(lib.FM_TER_ADDCMUL, "addcmul", rt, input, tensor1, tensor2, out,
+                   p0=builtins.float(value), inputs=(input, tensor1, tensor2),
+                   kwargs={"value": value})
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1, out=None):
+    """``input + value * tensor1 / tensor2`` (true division; integer tensor1 and tensor2 are
+    rejected as in PyTorch)."""
+    if isinstance(tensor1, Tensor) and isinstance(tensor2, Tensor) and \
+            tensor1._dtype.kind != 2 and tensor2._dtype.kind != 2:
+        raise RuntimeError("addcdiv: Integer division with addcdiv is no longer supported; "
+                           "use addcmul(input, tensor1, 1 / tensor2) or div(tensor1, tensor2, "
+                           "rounding_mode=...) instead.")
+    rt = D.result_type(input, tensor1, tensor2)
+    return ternary(lib.FM_TER_ADDCDIV, "addcdiv", rt, input, tensor1, tensor2, out,
+                   p0=builtins.float(value), inputs=(input, tensor1, tensor2),
+                   kwargs={"value": value})
+
+
+# the unary functions, their in-place forms and operator entries
+from fiamma._ops._unary import *  # noqa: E402,F401,F403
+from fiamma._ops import _unary as U  # noqa: E402
+
+__all__ = [
+    "add", "sub", "subtract", "rsub", "mul", "multiply", "div", "divide", "true_divide",
+    "floor_divide", "remainder", "fmod", "pow", "float_power", "atan2", "arctan2", "hypot",
+    "copysign", "maximum", "minimum", "fmax", "fmin",
+    "eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less", "less_equal",
+    "not_equal", "isclose", "allclose", "equal",
+    "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
+    "bitwise_left_shift", "bitwise_right_shift",
+    "clamp", "clip", "clamp_min", "clamp_max", "where", "lerp", "addcmul", "addcdiv",
+] + U.__all__
 
 
 # ---- operators with the fast path ----------------------------------------------------------
@@ -300,6 +699,31 @@ def _fast_binary(code, name, kind, fallback):
     return method
 
 
+def _fast_inplace(code, name, kind, fallback):
+    """``self op= other``: one C call writing into self when both are same-dtype, same-shape,
+    contiguous tensors that need no gradient and do not partially overlap."""
+    bc = _binary_contig_c
+
+    def method(self, other):
+        if (type(other) is Tensor and other._dtype is self._dtype and other._shape ==
+                self._shape and self._contig and other._contig and not
+                (self.requires_grad or other.requires_grad) and
+                (other._storage is not self._storage or other._ptr == self._ptr) and
+                other._storage.device is self._storage.device and
+                not (kind == TRUEDIV and self._dtype.kind != 2)):
+            rc = bc(code, self._dtype.code, self._numel, self._ptr, self._ptr, other._ptr)
+            if rc:
+                _raise(rc, name, self._dtype)
+            self._storage.version += 1
+            return self
+        if not (isinstance(other, Tensor) or is_scalar(other)):
+            return NotImplemented
+        return fallback(self, other)
+
+    method.__name__ = f"__i{name}__"
+    return method
+
+
 def _reflected(fn):
     def method(self, other):
         if not is_scalar(other) and not isinstance(other, Tensor):
@@ -309,49 +733,120 @@ def _reflected(fn):
     return method
 
 
-def _inplace(code, name, kind):
-    def method(self, other):
-        return inplace_binary(code, name, kind, self, other)
+def _pos(self):
+    if self._dtype is D.bool:
+        raise RuntimeError("positive: The `+` operator, on a bool tensor is not supported.")
+    return self
 
-    method.__name__ = name
-    return method
 
+def _inplace_fns():
+    """name_ -> in-place method for every op that has one in PyTorch."""
+    binary_ops = {
+        "add": add, "sub": sub, "subtract": sub, "mul": mul, "multiply": mul, "div": div,
+        "divide": div, "true_divide": true_divide, "floor_divide": floor_divide,
+        "remainder": remainder, "fmod": fmod, "pow": pow, "atan2": atan2, "arctan2": atan2,
+        "hypot": hypot, "copysign": copysign, "eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt,
+        "ge": ge, "greater": gt, "greater_equal": ge, "less": lt, "less_equal": le,
+        "not_equal": ne, "logical_and": logical_and, "logical_or": logical_or,
+        "logical_xor": logical_xor, "bitwise_and": bitwise_and, "bitwise_or": bitwise_or,
+        "bitwise_xor": bitwise_xor, "bitwise_left_shift": bitwise_left_shift,
+        "bitwise_right_shift": bitwise_right_shift, "clamp": clamp, "clip": clamp,
+        "clamp_min": clamp_min, "clamp_max": clamp_max, "lerp": lerp, "addcmul": addcmul,
+        "addcdiv": addcdiv,
+    }
+    fns = {n + "_": make_inplace(f, n + "_") for n, f in binary_ops.items()}
+    fns.update({n + "_": make_inplace(U.UNARY_METHODS[n], n + "_") for n in U.UNARY_INPLACE})
+    fp_ = make_inplace(float_power, "float_power_")
+
+    def float_power_(self, exponent):
+        """In-place version of :func:`float_power` (self must be float64)."""
+        if self._dtype is not D.float64:
+            raise RuntimeError(f"float_power_: the base given to float_power_ has dtype "
+                               f"{self._dtype} but the operation's result requires dtype "
+                               "float64")
+        return fp_(self, exponent)
+
+    fns["float_power_"] = float_power_
+    return fns
+
+
+def _tensor_where(self, condition, y):
+    """``x.where(condition, y)`` is ``where(condition, x, y)``."""
+    return where(condition, self, y)
+
+
+_INPLACE = _inplace_fns()
+
+# module-level in-place functions (fiamma.relu_(x), fiamma.clamp_(x, 0, 1), ...)
+_MODULE_INPLACE = [n + "_" for n in U.UNARY_INPLACE] + ["clamp_", "clip_", "clamp_min_",
+                                                        "clamp_max_"]
+globals().update({n: _INPLACE[n] for n in _MODULE_INPLACE})
+__all__ += _MODULE_INPLACE
 
 install_methods({
-    "add": lambda self, other, *, alpha=1: add(self, other, alpha=alpha),
-    "sub": lambda self, other, *, alpha=1: sub(self, other, alpha=alpha),
-    "mul": lambda self, other: mul(self, other),
-    "div": lambda self, other, *, rounding_mode=None: div(self, other,
-                                                           rounding_mode=rounding_mode),
-    "add_": lambda self, other, *, alpha=1: inplace_binary(
-        lib.FM_BIN_ADD, "add_", ARITH, self, _alpha_scaled("add_", other, alpha)),
-    "sub_": lambda self, other, *, alpha=1: inplace_binary(
-        lib.FM_BIN_SUB, "sub_", ARITH, self, _alpha_scaled("sub_", other, alpha)),
-    "mul_": _inplace(lib.FM_BIN_MUL, "mul_", ARITH),
-    "div_": _inplace(lib.FM_BIN_DIV, "div_", TRUEDIV),
-    "eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt, "ge": ge,
-    "maximum": maximum, "minimum": minimum, "neg": neg, "negative": neg, "exp": exp,
-    "relu": relu,
+    "add": add, "sub": sub, "subtract": sub, "mul": mul, "multiply": mul, "div": div,
+    "divide": div, "true_divide": true_divide, "floor_divide": floor_divide,
+    "remainder": remainder, "fmod": fmod, "pow": pow, "float_power": float_power,
+    "atan2": atan2, "arctan2": atan2, "hypot": hypot, "copysign": copysign,
+    "maximum": maximum, "minimum": minimum, "fmax": fmax, "fmin": fmin,
+    "eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt, "ge": ge, "greater": gt,
+    "greater_equal": ge, "less": lt, "less_equal": le, "not_equal": ne,
+    "isclose": isclose, "allclose": allclose, "equal": equal,
+    "logical_and": logical_and, "logical_or": logical_or, "logical_xor": logical_xor,
+    "bitwise_and": bitwise_and, "bitwise_or": bitwise_or, "bitwise_xor": bitwise_xor,
+    "bitwise_left_shift": bitwise_left_shift, "bitwise_right_shift": bitwise_right_shift,
+    "clamp": clamp, "clip": clamp, "clamp_min": clamp_min, "clamp_max": clamp_max,
+    "where": _tensor_where, "lerp": lerp, "addcmul": addcmul, "addcdiv": addcdiv,
+    **U.UNARY_METHODS,
+    **_INPLACE,
     "__add__": _fast_binary(lib.FM_BIN_ADD, "add", ARITH, add),
     "__radd__": _reflected(add),
-    "__iadd__": _inplace(lib.FM_BIN_ADD, "add_", ARITH),
+    "__iadd__": _fast_inplace(lib.FM_BIN_ADD, "add", ARITH, _INPLACE["add_"]),
     "__sub__": _fast_binary(lib.FM_BIN_SUB, "sub", ARITH, sub),
     "__rsub__": _reflected(sub),
-    "__isub__": _inplace(lib.FM_BIN_SUB, "sub_", ARITH),
+    "__isub__": _fast_inplace(lib.FM_BIN_SUB, "sub", ARITH, _INPLACE["sub_"]),
     "__mul__": _fast_binary(lib.FM_BIN_MUL, "mul", ARITH, mul),
     "__rmul__": _reflected(mul),
-    "__imul__": _inplace(lib.FM_BIN_MUL, "mul_", ARITH),
+    "__imul__": _fast_inplace(lib.FM_BIN_MUL, "mul", ARITH, _INPLACE["mul_"]),
     "__truediv__": _fast_binary(lib.FM_BIN_DIV, "div", TRUEDIV, div),
     "__rtruediv__": _reflected(div),
-    "__itruediv__": _inplace(lib.FM_BIN_DIV, "div_", TRUEDIV),
+    "__itruediv__": _fast_inplace(lib.FM_BIN_DIV, "div", TRUEDIV, _INPLACE["div_"]),
+    "__floordiv__": _fast_binary(lib.FM_BIN_FLOORDIV, "floor_divide", ARITH, floor_divide),
+    "__rfloordiv__": _reflected(floor_divide),
+    "__ifloordiv__": _INPLACE["floor_divide_"],
+    "__mod__": _fast_binary(lib.FM_BIN_REMAINDER, "remainder", ARITH, remainder),
+    "__rmod__": _reflected(remainder),
+    "__imod__": _INPLACE["remainder_"],
+    "__pow__": _fast_binary(lib.FM_BIN_POW, "pow", ARITH, pow),
+    "__rpow__": _reflected(pow),
+    "__ipow__": _INPLACE["pow_"],
+    "__and__": _fast_binary(lib.FM_BIN_BITAND, "bitwise_and", ARITH, bitwise_and),
+    "__rand__": _reflected(bitwise_and),
+    "__iand__": _INPLACE["bitwise_and_"],
+    "__or__": _fast_binary(lib.FM_BIN_BITOR, "bitwise_or", ARITH, bitwise_or),
+    "__ror__": _reflected(bitwise_or),
+    "__ior__": _INPLACE["bitwise_or_"],
+    "__xor__": _fast_binary(lib.FM_BIN_BITXOR, "bitwise_xor", ARITH, bitwise_xor),
+    "__rxor__": _reflected(bitwise_xor),
+    "__ixor__": _INPLACE["bitwise_xor_"],
+    "__lshift__": _fast_binary(lib.FM_BIN_LSHIFT, "bitwise_left_shift", ARITH,
+                               bitwise_left_shift),
+    "__rlshift__": _reflected(bitwise_left_shift),
+    "__ilshift__": _INPLACE["bitwise_left_shift_"],
+    "__rshift__": _fast_binary(lib.FM_BIN_RSHIFT, "bitwise_right_shift", ARITH,
+                               bitwise_right_shift),
+    "__rrshift__": _reflected(bitwise_right_shift),
+    "__irshift__": _INPLACE["bitwise_right_shift_"],
     "__eq__": _fast_binary(lib.FM_BIN_EQ, "eq", PREDICATE, eq),
     "__ne__": _fast_binary(lib.FM_BIN_NE, "ne", PREDICATE, ne),
     "__lt__": _fast_binary(lib.FM_BIN_LT, "lt", PREDICATE, lt),
     "__le__": _fast_binary(lib.FM_BIN_LE, "le", PREDICATE, le),
     "__gt__": _fast_binary(lib.FM_BIN_GT, "gt", PREDICATE, gt),
     "__ge__": _fast_binary(lib.FM_BIN_GE, "ge", PREDICATE, ge),
-    "__neg__": neg,
-    "__pos__": lambda self: self,
+    "__neg__": U.neg,
+    "__pos__": _pos,
+    "__abs__": U.abs,
+    "__invert__": U.bitwise_not,
 })
 # __eq__ without __hash__ would make tensors unhashable; keep identity hashing
 Tensor.__hash__ = lambda self: id(self)
