@@ -102,6 +102,11 @@ int fm_binary_params(int op, int dtype, int ndim, const int64_t *shape,
                      intptr_t b, const int64_t *sb,
                      double p0, double p1, double p2);
 
+/* contiguous a (n elements) OP a scalar converted to dtype in C (scalar OP a if scalar_first):
+   the hot path of ``x * 2.0`` and ``x += 1`` */
+int fm_binary_scalar_contig(int op, int dtype, int64_t n, intptr_t out, intptr_t a,
+                            double sf, int64_t si, int scalar_first);
+
 /* Ternary op. b == 0 (resp. c == 0) means that operand is the scalar bf/bi (cf/ci), converted to
    dtype in C (bi/ci for integer dtypes and bool, bf/cf for floats) and read with stride 0; the
    strides sb/sc are then ignored (may be NULL). p0: op parameter (addcmul/addcdiv value). */

@@ -568,6 +568,23 @@ int fm_binary_contig(int op, int dtype, int64_t n, intptr_t out, intptr_t a, int
     return ctx.status;
 }
 
+int fm_binary_scalar_contig(int op, int dtype, int64_t n, intptr_t out, intptr_t a, double sf,
+                            int64_t si, int scalar_first) {
+    fm_inner_fn fn;
+    int isz[3];
+    int rc = bin_lookup(op, dtype, &fn, isz);
+    if (rc) return rc;
+    if (n < 0) return FM_ERR_ARG;
+    if (n == 0) return FM_OK;
+    _Alignas(8) char buf[8];
+    fm_scalar_bytes(dtype, sf, si, !fm_is_float(dtype), buf);
+    char *base[3] = {(char *)out, scalar_first ? buf : (char *)a, scalar_first ? (char *)a : buf};
+    int64_t s[3] = {isz[0], scalar_first ? 0 : isz[1], scalar_first ? isz[2] : 0};
+    bin_ctx ctx = {FM_OK, 0, 0, 0};
+    fn(n, base, s, &ctx);
+    return ctx.status;
+}
+
 int fm_unary_out_dtype(int op, int dtype) {
     if (op < 0 || op >= FM_NUNARY || !fm_dtype_ok(dtype)) return -1;
     if (!un_table[op][dtype]) return -1;

@@ -906,3 +906,51 @@ def test_fmath_log_negative_and_subnormal():
     assert np.isnan(got[:2]).all()
     with np.errstate(all="ignore"):
         np.testing.assert_allclose(got[2:], np.log(x[2:].astype(np.float64)), rtol=1e-6)
+
+
+# ---- the operator fast paths agree with the general path ------------------------------------
+
+SCALAR_OPS = [operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
+              operator.mod, operator.pow, operator.and_, operator.or_, operator.xor,
+              operator.lshift, operator.rshift, operator.lt, operator.eq, operator.ge]
+
+
+def _outcome(f):
+    try:
+        r = f()
+    except Exception as e:  # the error type must agree too
+        return type(e).__name__
+    return r.dtype, to_np(r).tolist()
+
+
+@pytest.mark.parametrize("dt", ALL, ids=str)
+@pytest.mark.parametrize("scalar", [3, -2, 0, 2.5, True, 2 ** 70])
+def test_scalar_operator_fast_paths(dt, scalar):
+    base = np.array([[1, 2, 3], [4, 5, 6]]) if dt is not F.bool else np.array([[1, 0, 1]] * 2)
+    x = T(base, dt)                            # contiguous: fast path
+    xs = T(np.ascontiguousarray(base.T), dt).t()  # strided: the general path
+    for op in SCALAR_OPS:
+        for f, g in ((lambda: op(x, scalar), lambda: op(xs, scalar)),
+                     (lambda: op(scalar, x), lambda: op(scalar, xs))):
+            a, b = _outcome(f), _outcome(g)
+            assert a == b or (isinstance(a, tuple) and isinstance(b, tuple) and a[0] == b[0] and
+                              np.allclose(a[1], b[1], equal_nan=True)), (op, a, b)
+    for name in ("__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__",
+                 "__imod__", "__iand__", "__ior__", "__ixor__", "add_", "mul_", "div_"):
+        y, ys = T(base, dt), T(np.ascontiguousarray(base.T), dt).t()
+        a = _outcome(lambda: getattr(y, name)(scalar))
+        b = _outcome(lambda: getattr(ys, name)(scalar))
+        assert a == b or (isinstance(a, tuple) and a[0] == b[0] and
+                          np.allclose(a[1], b[1], equal_nan=True)), (name, a, b)
+
+
+@pytest.mark.parametrize("dt", [F.int64, F.float32], ids=str)
+def test_add_sub_alpha_fast_path(dt):
+    base = np.array([1, 2, 3])
+    for alpha in (2, -3, 0.5):
+        for name in ("add_", "sub_"):
+            y, ys = T(base, dt), T(np.repeat(base, 2), dt).as_strided((3,), (2,), 0)
+            o = T([10, 20, 30], dt)
+            a = _outcome(lambda: getattr(y, name)(o, alpha=alpha))
+            b = _outcome(lambda: getattr(ys, name)(o, alpha=alpha))
+            assert a == b, (name, alpha, a, b)

@@ -18,6 +18,7 @@ import numpy as np
 from fiamma import _dtype as D
 from fiamma import _grad_hook as G
 from fiamma._lib import check, ffi, lib
+from fiamma._storage import CPU
 from fiamma._tensor import Tensor, _copy_into, install_methods, new_empty
 from fiamma._ops._common import (as_operand, bcast_strides, broadcast_shapes, cast, check_out,
                                  is_scalar, overlaps, same_device)
@@ -26,6 +27,7 @@ _binary_c = lib.fm_binary
 _binary_scalar_c = lib.fm_binary_scalar
 _binary_contig_c = lib.fm_binary_contig
 _binary_params_c = lib.fm_binary_params
+_binary_scalar_contig_c = lib.fm_binary_scalar_contig
 _unary_c = lib.fm_unary
 _unary_contig_c = lib.fm_unary_contig
 _ternary_c = lib.fm_ternary
@@ -111,6 +113,32 @@ def _any_grad(xs):
 
 # ---- drivers -----------------------------------------------------------------------------
 
+def _promote(a, b):
+    """``result_type(a, b)`` with the common cases (same-dtype tensors, tensor and Python
+    scalar) decided inline."""
+    ta, tb = type(a), type(b)
+    if ta is Tensor:
+        da = a._dtype
+        if tb is Tensor:
+            if b._dtype is da:
+                return da
+        elif tb is float:
+            return da if da.kind == 2 else D.get_default_dtype()
+        elif tb is int:
+            return da if da.kind else D.int64
+        elif tb is bool:
+            return da
+    elif tb is Tensor:
+        db = b._dtype
+        if ta is float:
+            return db if db.kind == 2 else D.get_default_dtype()
+        if ta is int:
+            return db if db.kind else D.int64
+        if ta is bool:
+            return db
+    return D.result_type(a, b)
+
+
 def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=None):
     """Run binary op ``code`` on tensors/scalars ``a`` and ``b`` with broadcasting and type
     promotion (``kind`` says how the compute and output dtypes follow from the promoted one).
@@ -118,43 +146,61 @@ def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=No
     ``out`` may be given (cast into it). ``params`` (p0, p1, p2) go to ops that take them
     (tensor operands only). Returns the result tensor.
     """
-    a = as_operand(a, name)
-    b = as_operand(b, name)
     ta = isinstance(a, Tensor)
     tb = isinstance(b, Tensor)
-    if not (ta or tb):
-        raise TypeError(f"{name}: expected at least one tensor operand")
-    dev = same_device(name, a, b)
-    rt = D.result_type(a, b)
-    ct = _compute_dtype(kind, rt)
-    od = D.bool if kind == PREDICATE else ct
+    if not ta and not is_scalar(a):
+        a = as_operand(a, name)
+        ta = isinstance(a, Tensor)
+    if not tb and not is_scalar(b):
+        b = as_operand(b, name)
+        tb = isinstance(b, Tensor)
     if ta and tb:
-        shape = broadcast_shapes(a._shape, b._shape, op=name)
+        dev = same_device(name, a, b)
+        shape = a._shape if a._shape == b._shape else broadcast_shapes(a._shape, b._shape, op=name)
+    elif ta or tb:
+        t = a if ta else b
+        dev = t._storage.device
+        shape = t._shape
     else:
-        shape = a._shape if ta else b._shape
-    res = _result(out, shape, od, dev, name, (a, b))
+        raise TypeError(f"{name}: expected at least one tensor operand")
+    ct = _compute_dtype(kind, _promote(a, b))
+    od = D.bool if kind == PREDICATE else ct
+    res = new_empty(shape, od, dev) if out is None else _result(out, shape, od, dev, name, (a, b))
     if res._numel:
         if ta and tb:
             ca, cb = cast(a, ct), cast(b, ct)
-            if params is None:
-                rc = _binary_c(code, ct.code, len(shape), shape, res._ptr, res._stride, ca._ptr,
-                               bcast_strides(ca, shape), cb._ptr, bcast_strides(cb, shape))
-            else:
+            if params is not None:
                 rc = _binary_params_c(code, ct.code, len(shape), shape, res._ptr, res._stride,
                                       ca._ptr, bcast_strides(ca, shape), cb._ptr,
                                       bcast_strides(cb, shape), *params)
+            elif res._contig and ca._contig and cb._contig and ca._shape == cb._shape:
+                rc = _binary_contig_c(code, ct.code, res._numel, res._ptr, ca._ptr, cb._ptr)
+            else:
+                rc = _binary_c(code, ct.code, len(shape), shape, res._ptr, res._stride, ca._ptr,
+                               bcast_strides(ca, shape), cb._ptr, bcast_strides(cb, shape))
         else:
             t, s = (a, b) if ta else (b, a)
             t = cast(t, ct)
             sf, si = _scalar_args(s, ct, name)
-            rc = _binary_scalar_c(code, ct.code, len(shape), shape, res._ptr, res._stride,
-                                  t._ptr, bcast_strides(t, shape), sf, si, 0 if ta else 1)
+            if res._contig and t._contig:
+                rc = _binary_scalar_contig_c(code, ct.code, res._numel, res._ptr, t._ptr, sf, si,
+                                             0 if ta else 1)
+            else:
+                rc = _binary_scalar_c(code, ct.code, len(shape), shape, res._ptr, res._stride,
+                                      t._ptr, bcast_strides(t, shape), sf, si, 0 if ta else 1)
         if rc:
             _raise(rc, name, ct)
-    res = _finish(res, out)
+    if out is not None:
+        res = _finish(res, out)
     if record and ((ta and a.requires_grad) or (tb and b.requires_grad)):
         G.record(name, res, (a, b), kwargs or {})
     return res
+
+
+# output dtype of each unary op per input dtype code (None: unsupported)
+_UN_OUT = [[D.BY_CODE[o] if o >= 0 else None
+            for o in (lib.fm_unary_out_dtype(op, d.code) for d in D.ALL)]
+           for op in range(lib.FM_NUNARY)]
 
 
 def unary(code, name, x, out=None, p0=0.0, p1=0.0, p2=0.0, float_only=False, record=True,
@@ -166,11 +212,11 @@ def unary(code, name, x, out=None, p0=0.0, p1=0.0, p2=0.0, float_only=False, rec
     src = x
     if float_only and x._dtype.kind != 2:
         src = cast(x, D.get_default_dtype())
-    od_code = lib.fm_unary_out_dtype(code, src._dtype.code)
-    if od_code < 0:
+    od = _UN_OUT[code][src._dtype.code]
+    if od is None:
         _unsupported(name, src._dtype)
-    od = D.BY_CODE[od_code]
-    res = _result(out, x._shape, od, x._storage.device, name, (src,))
+    res = new_empty(x._shape, od, x._storage.device) if out is None else \
+        _result(out, x._shape, od, x._storage.device, name, (src,))
     if res._numel:
         if res._contig and src._contig and not (p0 or p1 or p2):
             rc = _unary_contig_c(code, src._dtype.code, res._numel, res._ptr, src._ptr)
@@ -179,7 +225,8 @@ def unary(code, name, x, out=None, p0=0.0, p1=0.0, p2=0.0, float_only=False, rec
                           src._ptr, src._stride, p0, p1, p2)
         if rc:
             _raise(rc, name, src._dtype)
-    res = _finish(res, out)
+    if out is not None:
+        res = _finish(res, out)
     if record and x.requires_grad:
         G.record(name, res, (x,), kwargs or {})
     return res
@@ -553,6 +600,17 @@ def clamp(input, min=None, max=None, *, out=None):
     >>> fiamma.clamp(fiamma.tensor([-2.0, 0.5, 3.0]), min=0, max=1).tolist()
     [0.0, 0.5, 1.0]
     """
+    if (type(input) is Tensor and out is None and input._contig and input._dtype.kind == 2 and
+            type(min) in _PYNUM and type(max) in _PYNUM and not input.requires_grad and
+            input._storage.device is CPU):
+        dt = input._dtype
+        res = new_empty(input._shape, dt, CPU)
+        if res._numel:
+            rc = _ternary_c(lib.FM_TER_CLAMP, dt.code, 1, (res._numel,), res._ptr, _ONE,
+                            input._ptr, _ONE, 0, ffi.NULL, 0, ffi.NULL, min, 0, max, 0, 0.0)
+            if rc:
+                _raise(rc, "clamp", dt)
+        return res
     if not isinstance(input, Tensor):
         raise TypeError(f"clamp: expected a Tensor, got {type(input).__name__}")
     if min is None and max is None:
@@ -586,6 +644,33 @@ def clamp_max(input, max, *, out=None):
 clip = clamp
 
 
+_PYNUM = (int, float)
+
+
+def _where_fast(cond, x, y):
+    """where() for a contiguous condition and x of one shape, and y a same-dtype contiguous
+    tensor of that shape or a Python number that needs no cast; None if it does not apply."""
+    dt = x._dtype
+    ty = type(y)
+    if ty is Tensor:
+        if not (y._dtype is dt and y._shape == x._shape and y._contig and not y.requires_grad
+                and y._storage.device is CPU):
+            return None
+        py, sy, yf, yi = y._ptr, _ONE, 0.0, 0
+    elif (ty is float and dt.kind == 2) or (ty is int and dt.kind and -_I64 <= y < _I64):
+        _check_scalar_fits(y, dt, "where")
+        py, sy, yf, yi = 0, ffi.NULL, y, y if ty is int else 0
+    else:
+        return None
+    res = new_empty(x._shape, dt, CPU)
+    if res._numel:
+        rc = _ternary_c(lib.FM_TER_WHERE, dt.code, 1, (res._numel,), res._ptr, _ONE, cond._ptr,
+                        _ONE, x._ptr, _ONE, py, sy, 0.0, 0, yf, yi, 0.0)
+        if rc:
+            _raise(rc, "where", dt)
+    return res
+
+
 def where(condition, input=None, other=None, *, out=None):
     """``input`` where ``condition`` is True, else ``other`` (tensors or scalars, broadcast,
     type-promoted). ``where(condition)`` alone is ``nonzero(condition, as_tuple=True)``.
@@ -602,6 +687,13 @@ def where(condition, input=None, other=None, *, out=None):
         if nz is None:
             raise NotImplementedError("where(condition) needs nonzero")
         return nz(condition, as_tuple=True)
+    if (type(condition) is Tensor and type(input) is Tensor and out is None and
+            condition._dtype is D.bool and condition._contig and input._contig and
+            condition._shape == input._shape and not input.requires_grad and
+            condition._storage.device is CPU and input._storage.device is CPU):
+        res = _where_fast(condition, input, other)
+        if res is not None:
+            return res
     if not isinstance(condition, Tensor):
         raise TypeError(f"where: expected condition to be a Tensor, got "
                         f"{type(condition).__name__}")
@@ -672,15 +764,33 @@ __all__ = [
 
 # ---- operators with the fast path ----------------------------------------------------------
 
-def _fast_binary(code, name, kind, fallback):
+_I64 = 1 << 63
+_ONE = (1,)
+
+
+def _scalar_fast_ok(self, other, tp, kind):
+    """Whether ``self op other`` (other a Python int/float of type tp) runs in self's dtype
+    without a cast: float tensors with any number, integer tensors with ints."""
+    dt = self._dtype
+    if dt.kind == 2:
+        return True
+    return tp is int and dt.kind == 1 and kind != TRUEDIV and -_I64 <= other < _I64
+
+
+def _fast_binary(code, name, kind, fallback, scalar_first=False):
     """An operator method: one C call when both operands are same-dtype, same-shape,
-    contiguous tensors that need no gradient; ``fallback(self, other)`` otherwise."""
+    contiguous tensors that need no gradient, or ``other`` is a Python number that needs no
+    cast (``scalar_first``: the reflected operator, ``other OP self``); ``fallback(self,
+    other)`` otherwise."""
     bc = _binary_contig_c
+    sc = _binary_scalar_contig_c
     predicate = kind == PREDICATE
+    scalar_ok = code != lib.FM_BIN_POW or scalar_first  # pow's shortcuts live in pow()
+    first = 1 if scalar_first else 0
 
     def method(self, other):
-        if (type(other) is Tensor and other._dtype is self._dtype and other._shape ==
-                self._shape and self._contig and other._contig and not
+        if (not scalar_first and type(other) is Tensor and other._dtype is self._dtype and
+                other._shape == self._shape and self._contig and other._contig and not
                 (self.requires_grad or other.requires_grad) and
                 other._storage.device is self._storage.device):
             dt = self._dtype
@@ -691,18 +801,31 @@ def _fast_binary(code, name, kind, fallback):
             if rc:
                 _raise(rc, name, dt)
             return res
+        tp = type(other)
+        if ((tp is float or tp is int) and scalar_ok and self._contig and not
+                self.requires_grad and self._storage.device is CPU and
+                _scalar_fast_ok(self, other, tp, kind)):
+            dt = self._dtype
+            res = new_empty(self._shape, D.bool if predicate else dt, CPU)
+            rc = sc(code, dt.code, self._numel, res._ptr, self._ptr, other,
+                    other if dt.kind == 1 else 0, first)
+            if rc:
+                _raise(rc, name, dt)
+            return res
         if not (isinstance(other, Tensor) or is_scalar(other)):
             return NotImplemented
-        return fallback(self, other)
+        return fallback(other, self) if scalar_first else fallback(self, other)
 
-    method.__name__ = f"__{name}__"
+    method.__name__ = f"__r{name}__" if scalar_first else f"__{name}__"
     return method
 
 
-def _fast_inplace(code, name, kind, fallback):
-    """``self op= other``: one C call writing into self when both are same-dtype, same-shape,
-    contiguous tensors that need no gradient and do not partially overlap."""
+def _fast_inplace(code, name, kind, fallback, operator=True):
+    """``self op= other``: one C call writing into self when other is a same-dtype,
+    same-shape, contiguous tensor that does not partially overlap self, or a Python number that
+    needs no cast, and nothing needs a gradient; ``fallback(self, other)`` otherwise."""
     bc = _binary_contig_c
+    sc = _binary_scalar_contig_c
 
     def method(self, other):
         if (type(other) is Tensor and other._dtype is self._dtype and other._shape ==
@@ -716,11 +839,53 @@ def _fast_inplace(code, name, kind, fallback):
                 _raise(rc, name, self._dtype)
             self._storage.version += 1
             return self
-        if not (isinstance(other, Tensor) or is_scalar(other)):
+        tp = type(other)
+        if ((tp is float or tp is int) and self._contig and not self.requires_grad and
+                self._storage.device is CPU and _scalar_fast_ok(self, other, tp, kind)):
+            rc = sc(code, self._dtype.code, self._numel, self._ptr, self._ptr, other,
+                    other if self._dtype.kind == 1 else 0, 0)
+            if rc:
+                _raise(rc, name, self._dtype)
+            self._storage.version += 1
+            return self
+        if operator and not (isinstance(other, Tensor) or is_scalar(other)):
             return NotImplemented
         return fallback(self, other)
 
-    method.__name__ = f"__i{name}__"
+    method.__name__ = f"__i{name}__" if operator else f"{name}_"
+    return method
+
+
+def _fast_add_inplace(sign, generic):
+    """``add_`` / ``sub_`` with alpha: the fast paths of _fast_inplace, and a fused
+    ``self + alpha * other`` for a tensor other."""
+    name = "add" if sign > 0 else "sub"
+    fast = _fast_inplace(lib.FM_BIN_ADD if sign > 0 else lib.FM_BIN_SUB, name, ARITH, generic,
+                         operator=False)
+
+    def method(self, other, *, alpha=1):
+        if type(alpha) is int and alpha == 1:
+            return fast(self, other)
+        ta = type(alpha)
+        if (type(other) is Tensor and other._dtype is self._dtype and other._shape ==
+                self._shape and self._contig and other._contig and not
+                (self.requires_grad or other.requires_grad) and
+                (other._storage is not self._storage or other._ptr == self._ptr) and
+                self._storage.device is CPU and other._storage.device is CPU and
+                ((self._dtype.kind == 2 and (ta is int or ta is float)) or
+                 (self._dtype.kind == 1 and ta is int))):
+            if self._numel:
+                rc = _binary_params_c(lib.FM_BIN_ADD_ALPHA, self._dtype.code, 1,
+                                      (self._numel,), self._ptr, _ONE, self._ptr, _ONE,
+                                      other._ptr, _ONE, float(sign * alpha), 0.0, 0.0)
+                if rc:
+                    _raise(rc, name + "_", self._dtype)
+            self._storage.version += 1
+            return self
+        return generic(self, other, alpha=alpha)
+
+    method.__name__ = name + "_"
+    method.__doc__ = f"In-place version of :func:`{name}`."
     return method
 
 
@@ -767,6 +932,12 @@ def _inplace_fns():
         return fp_(self, exponent)
 
     fns["float_power_"] = float_power_
+    fns["add_"] = _fast_add_inplace(1, fns["add_"])
+    fns["sub_"] = fns["subtract_"] = _fast_add_inplace(-1, fns["sub_"])
+    fns["mul_"] = fns["multiply_"] = _fast_inplace(lib.FM_BIN_MUL, "mul", ARITH, fns["mul_"],
+                                                   operator=False)
+    fns["div_"] = fns["divide_"] = _fast_inplace(lib.FM_BIN_DIV, "div", TRUEDIV, fns["div_"],
+                                                 operator=False)
     return fns
 
 
@@ -800,35 +971,35 @@ install_methods({
     **U.UNARY_METHODS,
     **_INPLACE,
     "__add__": _fast_binary(lib.FM_BIN_ADD, "add", ARITH, add),
-    "__radd__": _reflected(add),
+    "__radd__": _fast_binary(lib.FM_BIN_ADD, "add", ARITH, add, scalar_first=True),
     "__iadd__": _fast_inplace(lib.FM_BIN_ADD, "add", ARITH, _INPLACE["add_"]),
     "__sub__": _fast_binary(lib.FM_BIN_SUB, "sub", ARITH, sub),
-    "__rsub__": _reflected(sub),
+    "__rsub__": _fast_binary(lib.FM_BIN_SUB, "sub", ARITH, sub, scalar_first=True),
     "__isub__": _fast_inplace(lib.FM_BIN_SUB, "sub", ARITH, _INPLACE["sub_"]),
     "__mul__": _fast_binary(lib.FM_BIN_MUL, "mul", ARITH, mul),
-    "__rmul__": _reflected(mul),
+    "__rmul__": _fast_binary(lib.FM_BIN_MUL, "mul", ARITH, mul, scalar_first=True),
     "__imul__": _fast_inplace(lib.FM_BIN_MUL, "mul", ARITH, _INPLACE["mul_"]),
     "__truediv__": _fast_binary(lib.FM_BIN_DIV, "div", TRUEDIV, div),
-    "__rtruediv__": _reflected(div),
+    "__rtruediv__": _fast_binary(lib.FM_BIN_DIV, "div", TRUEDIV, div, scalar_first=True),
     "__itruediv__": _fast_inplace(lib.FM_BIN_DIV, "div", TRUEDIV, _INPLACE["div_"]),
     "__floordiv__": _fast_binary(lib.FM_BIN_FLOORDIV, "floor_divide", ARITH, floor_divide),
-    "__rfloordiv__": _reflected(floor_divide),
-    "__ifloordiv__": _INPLACE["floor_divide_"],
+    "__rfloordiv__": _fast_binary(lib.FM_BIN_FLOORDIV, "floor_divide", ARITH, floor_divide, scalar_first=True),
+    "__ifloordiv__": _fast_inplace(lib.FM_BIN_FLOORDIV, "floor_divide", ARITH, _INPLACE["floor_divide_"]),
     "__mod__": _fast_binary(lib.FM_BIN_REMAINDER, "remainder", ARITH, remainder),
-    "__rmod__": _reflected(remainder),
-    "__imod__": _INPLACE["remainder_"],
+    "__rmod__": _fast_binary(lib.FM_BIN_REMAINDER, "remainder", ARITH, remainder, scalar_first=True),
+    "__imod__": _fast_inplace(lib.FM_BIN_REMAINDER, "remainder", ARITH, _INPLACE["remainder_"]),
     "__pow__": _fast_binary(lib.FM_BIN_POW, "pow", ARITH, pow),
-    "__rpow__": _reflected(pow),
+    "__rpow__": _fast_binary(lib.FM_BIN_POW, "pow", ARITH, pow, scalar_first=True),
     "__ipow__": _INPLACE["pow_"],
     "__and__": _fast_binary(lib.FM_BIN_BITAND, "bitwise_and", ARITH, bitwise_and),
     "__rand__": _reflected(bitwise_and),
-    "__iand__": _INPLACE["bitwise_and_"],
+    "__iand__": _fast_inplace(lib.FM_BIN_BITAND, "bitwise_and", ARITH, _INPLACE["bitwise_and_"]),
     "__or__": _fast_binary(lib.FM_BIN_BITOR, "bitwise_or", ARITH, bitwise_or),
     "__ror__": _reflected(bitwise_or),
-    "__ior__": _INPLACE["bitwise_or_"],
+    "__ior__": _fast_inplace(lib.FM_BIN_BITOR, "bitwise_or", ARITH, _INPLACE["bitwise_or_"]),
     "__xor__": _fast_binary(lib.FM_BIN_BITXOR, "bitwise_xor", ARITH, bitwise_xor),
     "__rxor__": _reflected(bitwise_xor),
-    "__ixor__": _INPLACE["bitwise_xor_"],
+    "__ixor__": _fast_inplace(lib.FM_BIN_BITXOR, "bitwise_xor", ARITH, _INPLACE["bitwise_xor_"]),
     "__lshift__": _fast_binary(lib.FM_BIN_LSHIFT, "bitwise_left_shift", ARITH,
                                bitwise_left_shift),
     "__rlshift__": _reflected(bitwise_left_shift),
