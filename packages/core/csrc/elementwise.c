@@ -32,6 +32,8 @@ typedef float cp_h16;
 static inline double fm_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 #define EXP(x) _Generic((x), float: fm_expf, default: exp)(x)
 #define LOG(x) _Generic((x), float: fm_logf, default: log)(x)
+#define EXPM1(x) _Generic((x), float: fm_expm1f, default: expm1)(x)
+#define LOG1P(x) _Generic((x), float: fm_log1pf, default: log1p)(x)
 #define TANH(x) _Generic((x), float: fm_tanhf, default: tanh)(x)
 /* the sign bit read through the bits (GCC 12 ICEs vectorising signbit() for bfloat16 loops) */
 static inline int fm_signbitf(float x) { return (int)(fm_f_to_bits(x) >> 31); }
@@ -369,11 +371,11 @@ INTS(UN_SAME, abs, x < 0 ? -x : x)
 FLOATS(UN_SAME, abs, TG1(fabs, x))
 ALL(UN_SAME, sign, (VT(x))((x > 0) - (x < 0)))
 FLOATS(UN_SAME, exp2, TG1(exp2, x))
-FLOATS(UN_SAME, expm1, TG1(expm1, x))
+FLOATS(UN_SAME, expm1, EXPM1(x))
 FLOATS(UN_SAME, log, LOG(x))
 FLOATS(UN_SAME, log2, TG1(log2, x))
 FLOATS(UN_SAME, log10, TG1(log10, x))
-FLOATS(UN_SAME, log1p, TG1(log1p, x))
+FLOATS(UN_SAME, log1p, LOG1P(x))
 FLOATS(UN_SAME, sqrt, TG1(sqrt, x))
 FLOATS(UN_SAME, rsqrt, 1 / TG1(sqrt, x))
 NUMERIC(UN_SAME, square, x * x)
@@ -423,7 +425,7 @@ FLOATS(UN_SAME, round_decimals,
        P1 != 0 ? TG1(nearbyint, x / (VT(x))P0) * (VT(x))P0
                : TG1(nearbyint, x * (VT(x))P0) / (VT(x))P0)
 /* log(sigmoid(x)) = min(x, 0) - log1p(e^-|x|), stable for large |x| */
-FLOATS(UN_SAME, log_sigmoid, (x < 0 ? x : (VT(x))0) - TG1(log1p, EXP(-TG1(fabs, x))))
+FLOATS(UN_SAME, log_sigmoid, (x < 0 ? x : (VT(x))0) - LOG1P(EXP(-TG1(fabs, x))))
 
 static const fm_inner_fn un_table[FM_NUNARY][FM_NDTYPES] = {
     ROW(FM_UN_NEG, un, neg, 0, 1, 1),
@@ -479,15 +481,17 @@ static int un_is_predicate(int op) {
 }
 
 /* ---- ternary ops ----------------------------------------------------------------------------- */
-ALL(TER_COND, where, a ? b : c)
-ALL(TER, clamp, MINP(MAXP(a, b), c))
+/* where moves bits: floats use the integer loop of their width (exact, NaN payloads kept) */
+INTB(TER_COND, where, a ? b : c)
+NUMERIC(TER, clamp, MINP(MAXP(a, b), c))
 FLOATS(TER, lerp, TG1(fabs, c) < 0.5f ? a + c * (b - a) : b - (b - a) * (1 - c))
 NUMERIC(TER, addcmul, a + (VT(a))P0 * b * c)
 FLOATS(TER, addcdiv, a + (VT(a))P0 * b / c)
 
 static const fm_inner_fn ter_table[FM_NTERNARY][FM_NDTYPES] = {
-    ROW(FM_TER_WHERE, ter, where, 1, 1, 1),
-    ROW(FM_TER_CLAMP, ter, clamp, 1, 1, 1),
+    [FM_TER_WHERE] = {ter_where_b, ter_where_u8, ter_where_i8, ter_where_i16, ter_where_i32,
+                      ter_where_i64, ter_where_i16, ter_where_i16, ter_where_i32, ter_where_i64},
+    ROW(FM_TER_CLAMP, ter, clamp, 0, 1, 1),
     ROW(FM_TER_LERP, ter, lerp, 0, 0, 1),
     ROW(FM_TER_ADDCMUL, ter, addcmul, 0, 1, 1),
     ROW(FM_TER_ADDCDIV, ter, addcdiv, 0, 0, 1),

@@ -7,7 +7,8 @@
  * them in the x86-64-v3/v4 clones (checked with -fopt-info-vec and objdump).
  *
  * Accuracy (max error vs a float64 reference over the whole float range, see
- * tests/test_elementwise.py): fm_expf 1 ulp, fm_logf 1 ulp, fm_tanhf 1.5 ulp, fm_sigmoidf 2 ulp.
+ * tests/test_elementwise.py): fm_expf 1 ulp, fm_logf 1 ulp, fm_expm1f 2 ulp, fm_log1pf 2.5 ulp,
+ * fm_tanhf 1.5 ulp, fm_sigmoidf 2.5 ulp.
  * NaN propagates, +-inf and the overflow / underflow limits give the IEEE results.
  */
 #ifndef FIAMMA_FMATH_H
@@ -120,6 +121,44 @@ static inline float fm_logf(float x) {
     res = x == 0.0f ? -INFINITY : res;
     res = x < 0.0f ? NAN : res;
     return fm_isnanf(x) ? x : res;
+}
+
+/* e^x - 1 with the reduction of fm_expf: e^x - 1 = 2^n (e^r - 1) + (2^n - 1), where e^r - 1 is
+   the polynomial without its leading 1, so small |x| (n = 0) keeps full relative accuracy. Above
+   n = 24 the -1 is below half an ulp and the exp scaling is used; below n = -30 the result
+   rounds to -1. */
+static inline float fm_expm1f(float x) {
+    float xc = x > -104.0f ? x : -104.0f;
+    xc = xc < 89.0f ? xc : 89.0f;
+    const float shift = 12582912.0f;
+    float n = (xc * 1.44269504088896341f + shift) - shift;
+    float r = n * -0.693359375f + xc;
+    r = n * 2.12194440e-4f + r;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    float em1 = p * (r * r) + r;
+    int32_t ni = (int32_t)n;
+    int32_t n1 = ni >> 1;
+    float big = (em1 + 1.0f) * fm_pow2i_f(n1) * fm_pow2i_f(ni - n1);
+    float t = fm_pow2i_f(ni < -30 ? -30 : (ni > 30 ? 30 : ni));
+    float mid = em1 * t + (t - 1.0f);
+    float res = ni > 24 ? big : mid;
+    res = x == 0.0f ? x : res; /* keeps the sign of -0 */
+    return fm_isnanf(x) ? x : res;
+}
+
+/* log(1 + x) = log(u) * x / (u - 1) with u = 1 + x rounded: the quotient corrects the rounding
+   of u (exact when u == 1, where the answer is x itself) */
+static inline float fm_log1pf(float x) {
+    float u = 1.0f + x;
+    float d = u - 1.0f;
+    float res = fm_logf(u) * (x / (d == 0.0f ? 1.0f : d));
+    res = d == 0.0f ? x : res;
+    return x == INFINITY ? x : res;
 }
 
 /* tanh: an odd polynomial below |x| = 0.625 (Cephes' coefficients), 1 - 2/(e^{2|x|} + 1) with

@@ -3,8 +3,9 @@
 Every binary op goes through ``binary``: promote, broadcast, cast operands to the compute dtype,
 run the C kernel over strided operands (a Python scalar stays a scalar: the kernel reads it
 through a zero stride). ``unary`` and ``ternary`` do the same for one and three operands. The
-operators have a fast path for the common case (same dtype, same shape, contiguous, no autograd)
-that costs one allocation and one C call. In-place forms (``x.add_(y)``, ``x += y``) run the op
+operators have fast paths for the common cases (same-dtype, same-shape contiguous tensors, or a
+contiguous tensor and a Python number that needs no cast; no autograd) that cost one allocation
+and one C call. In-place forms (``x.add_(y)``, ``x += y``) run the op
 with ``out=x`` after checking that the result can be cast to x's dtype and that broadcasting
 does not grow x; they bump x's version counter.
 
@@ -341,9 +342,14 @@ def _add_alpha(name, input, other, alpha, sign, out):
                            "floating point number.")
     kw = {"alpha": alpha}
     code = lib.FM_BIN_ADD if sign > 0 else lib.FM_BIN_SUB
+    if rt is D.bool:  # alpha acts as a bool: input | (other & alpha)
+        res = binary(code, name, ARITH, input, other if alpha else False, out, record=False)
+        if _any_grad((input, other)):
+            G.record(name, res, (input, other), kw)
+        return res
     if not isinstance(other, Tensor):
-        return binary(code, name, ARITH, input, other * alpha, out, kwargs=kw)
-    if not isinstance(input, Tensor) or rt is D.bool:
+        res = binary(code, name, ARITH, input, other * alpha, out, record=False)
+    elif not isinstance(input, Tensor):
         scaled = binary(lib.FM_BIN_MUL, name, ARITH, other, alpha, record=False)
         res = binary(code, name, ARITH, input, scaled, out, record=False)
     else:
@@ -438,6 +444,9 @@ def pow(input, exponent, *, out=None):
     >>> fiamma.pow(2, fiamma.tensor([0.5, 1.0])).tolist()
     [1.4142135381698608, 2.0]
     """
+    if isinstance(input, Tensor) and input._dtype is D.bool and \
+            isinstance(exponent, (builtins.bool, np.bool_)):  # x ** True is x, x ** False is 1
+        return binary(lib.FM_BIN_LOGICAL_OR, "pow", PREDICATE, input, not exponent, out)
     if isinstance(input, Tensor) and is_scalar(exponent) and \
             not isinstance(exponent, (builtins.bool, np.bool_)):
         rt = D.result_type(input, exponent)
@@ -936,8 +945,16 @@ def _inplace_fns():
     fns["sub_"] = fns["subtract_"] = _fast_add_inplace(-1, fns["sub_"])
     fns["mul_"] = fns["multiply_"] = _fast_inplace(lib.FM_BIN_MUL, "mul", ARITH, fns["mul_"],
                                                    operator=False)
-    fns["div_"] = fns["divide_"] = _fast_inplace(lib.FM_BIN_DIV, "div", TRUEDIV, fns["div_"],
-                                                 operator=False)
+    fast_div = _fast_inplace(lib.FM_BIN_DIV, "div", TRUEDIV, fns["div_"], operator=False)
+    generic_div = fns["div_"]
+
+    def div_(self, other, *, rounding_mode=None):
+        """In-place version of :func:`div`."""
+        if rounding_mode is None:
+            return fast_div(self, other)
+        return generic_div(self, other, rounding_mode=rounding_mode)
+
+    fns["div_"] = fns["divide_"] = div_
     return fns
 
 
