@@ -102,7 +102,8 @@ def assert_close(res, expected, dt):
 
 
 layouts = st.sampled_from(["contig", "T", "step"])
-shape_pairs = mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, max_side=5)
+shape_pairs = mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, min_side=0,
+                                           max_side=5)
 seeds = st.integers(0, 2**32 - 1)
 
 
@@ -322,7 +323,8 @@ def test_unary_vs_numpy(name, dt, shape, layout, seed):
 
 # ---- ternary ops -------------------------------------------------------------------------------
 
-shape_triples = mutually_broadcastable_shapes(num_shapes=3, min_dims=0, max_dims=3, max_side=4)
+shape_triples = mutually_broadcastable_shapes(num_shapes=3, min_dims=0, max_dims=3, min_side=0,
+                                             max_side=4)
 
 
 @pytest.mark.parametrize("dt", ALL, ids=str)
@@ -399,8 +401,8 @@ def test_addcmul_addcdiv(dt, shapes, seed):
     c, cn = build(values(rng, sc, dt, "nonzero"), dt, "step")
     v = 2
     with np.errstate(all="ignore"):
-        ref = (an + np.asarray(v, NP[dt]) * bn * cn) if dt is not F.bfloat16 else \
-            an + v * bn * cn
+        ref = (an + np.asarray(v, NP[dt]) * bn * cn) if not dt.is_floating_point else \
+            an.astype(np.float64) + v * bn.astype(np.float64) * cn
     assert_close(F.addcmul(a, b, c, value=v), ref, dt)
     if dt.is_floating_point:
         ref = an.astype(np.float64) + v * bn.astype(np.float64) / cn
@@ -828,6 +830,10 @@ def test_errors_name_the_op():
         F.clamp(T([1], F.uint8), max=1000)
     with pytest.raises(RuntimeError, match="alpha"):
         F.add(T([1]), T([1]), alpha=0.5)
+    with pytest.raises(RuntimeError, match="alpha"):
+        F.add(T([1]), T([1]), alpha=2 ** 70)
+    with pytest.raises(RuntimeError, match="value"):
+        F.addcmul(T([1]), T([1]), T([1]), value=2 ** 70)
     with pytest.raises(TypeError, match="maximum"):
         F.maximum(T([1]), 2)
     with pytest.raises(ValueError, match="rounding_mode"):

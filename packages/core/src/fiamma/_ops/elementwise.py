@@ -33,6 +33,8 @@ _unary_c = lib.fm_unary
 _unary_contig_c = lib.fm_unary_contig
 _ternary_c = lib.fm_ternary
 
+_I64 = 1 << 63  # Python ints must lie in [-_I64, _I64) to pass as int64
+
 # op kinds: how the compute dtype and the output dtype follow from the promoted dtype
 ARITH = 0      # compute and output in the promoted dtype
 PREDICATE = 1  # compute in the promoted dtype, output bool
@@ -67,7 +69,7 @@ def _scalar_args(s, ct, name):
     if ct.kind == 2:
         return builtins.float(s), 0
     v = builtins.int(s)
-    if not -(1 << 63) <= v < (1 << 63):
+    if not -_I64 <= v < _I64:
         raise RuntimeError(f"{name}: value {v} cannot be converted to type {ct} without overflow")
     return 0.0, v
 
@@ -140,6 +142,13 @@ def _promote(a, b):
     return D.result_type(a, b)
 
 
+# which dtype codes each binary / ternary op supports
+_BIN_OK = [[lib.fm_binary_out_dtype(op, d.code) >= 0 for d in D.ALL]
+           for op in range(lib.FM_NBINARY)]
+_TER_OK = [[lib.fm_ternary_out_dtype(op, d.code) >= 0 for d in D.ALL]
+           for op in range(lib.FM_NTERNARY)]
+
+
 def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=None):
     """Run binary op ``code`` on tensors/scalars ``a`` and ``b`` with broadcasting and type
     promotion (``kind`` says how the compute and output dtypes follow from the promoted one).
@@ -165,6 +174,8 @@ def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=No
     else:
         raise TypeError(f"{name}: expected at least one tensor operand")
     ct = _compute_dtype(kind, _promote(a, b))
+    if not _BIN_OK[code][ct.code]:  # also for empty operands
+        _raise(lib.FM_ERR_DTYPE, name, ct)
     od = D.bool if kind == PREDICATE else ct
     res = new_empty(shape, od, dev) if out is None else _result(out, shape, od, dev, name, (a, b))
     if res._numel:
@@ -237,6 +248,8 @@ def ternary(code, name, ct, a, b, c, out=None, p0=0.0, record=True, inputs=None,
     """Run ternary op ``code`` computing in dtype ``ct``: ``a`` is a tensor (a bool condition
     for where, else cast to ct), ``b`` and ``c`` tensors or Python scalars. ``inputs`` is what
     autograd sees as the op's positional arguments (default (a, b, c))."""
+    if not _TER_OK[code][ct.code]:
+        _raise(lib.FM_ERR_DTYPE, name, ct)
     ops = [t for t in (a, b, c) if isinstance(t, Tensor)]
     dev = same_device(name, *ops)
     shape = broadcast_shapes(*(t._shape for t in ops), op=name)
@@ -340,6 +353,9 @@ def _add_alpha(name, input, other, alpha, sign, out):
     if rt.kind != 2 and isinstance(alpha, builtins.float):
         raise RuntimeError(f"{name}: For integral input tensors, argument alpha must not be a "
                            "floating point number.")
+    if rt.kind == 1 and not -_I64 <= alpha < _I64:
+        raise RuntimeError(f"{name}: alpha {alpha} cannot be converted to type {rt} without "
+                           "overflow")
     kw = {"alpha": alpha}
     code = lib.FM_BIN_ADD if sign > 0 else lib.FM_BIN_SUB
     if rt is D.bool:  # alpha acts as a bool: input | (other & alpha)
@@ -736,6 +752,9 @@ def lerp(input, end, weight, *, out=None):
 def addcmul(input, tensor1, tensor2, *, value=1, out=None):
     """``input + value * tensor1 * tensor2`` with broadcasting and type promotion."""
     rt = D.result_type(input, tensor1, tensor2)
+    if rt.kind == 1 and not -_I64 <= value < _I64:
+        raise RuntimeError(f"addcmul: value {value} cannot be converted to type {rt} without "
+                           "overflow")
     return ternary(lib.FM_TER_ADDCMUL, "addcmul", rt, input, tensor1, tensor2, out,
                    p0=builtins.float(value), inputs=(input, tensor1, tensor2),
                    kwargs={"value": value})
@@ -773,7 +792,6 @@ __all__ = [
 
 # ---- operators with the fast path ----------------------------------------------------------
 
-_I64 = 1 << 63
 _ONE = (1,)
 
 
@@ -801,11 +819,11 @@ def _fast_binary(code, name, kind, fallback, scalar_first=False):
         if (not scalar_first and type(other) is Tensor and other._dtype is self._dtype and
                 other._shape == self._shape and self._contig and other._contig and not
                 (self.requires_grad or other.requires_grad) and
-                other._storage.device is self._storage.device):
+                self._storage.device is CPU is other._storage.device):
             dt = self._dtype
             if kind == TRUEDIV and dt.kind != 2:
                 return fallback(self, other)
-            res = new_empty(self._shape, D.bool if predicate else dt, self._storage.device)
+            res = new_empty(self._shape, D.bool if predicate else dt, CPU)
             rc = bc(code, dt.code, self._numel, res._ptr, self._ptr, other._ptr)
             if rc:
                 _raise(rc, name, dt)
@@ -841,7 +859,7 @@ def _fast_inplace(code, name, kind, fallback, operator=True):
                 self._shape and self._contig and other._contig and not
                 (self.requires_grad or other.requires_grad) and
                 (other._storage is not self._storage or other._ptr == self._ptr) and
-                other._storage.device is self._storage.device and
+                self._storage.device is CPU is other._storage.device and
                 not (kind == TRUEDIV and self._dtype.kind != 2)):
             rc = bc(code, self._dtype.code, self._numel, self._ptr, self._ptr, other._ptr)
             if rc:
