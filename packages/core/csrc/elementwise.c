@@ -199,6 +199,44 @@ typedef struct {
         }                                                                                      \
     }
 
+/* Unary whose vector formula EXPR holds only where OK(x): other elements are stored unchanged
+   by the first pass and recomputed by the scalar FIX(x) in a second pass over the output (which
+   reads only the output, so out may alias the input). Every valid EXPR result must satisfy OK. */
+#define DEF_UN_FIX(NAME, T, EXPR, OK, FIX)                                                     \
+    FM_CLONES static void un_##NAME##_##T(int64_t n, char **p, const int64_t *s,               \
+                                          const void *ctx_) {                                 \
+        (void)ctx_;                                                                            \
+        int bad_ = 0;                                                                          \
+        const int64_t so = sizeof(ct_##T);                                                     \
+        if (s[0] == so && s[1] == so) {                                                        \
+            ct_##T *FM_RESTRICT out = (ct_##T *)p[0];                                          \
+            const ct_##T *FM_RESTRICT a = (const ct_##T *)p[1];                                \
+            for (int64_t k = 0; k < n; k++) {                                                  \
+                cp_##T x = LD_##T(&a[k]);                                                      \
+                int ok_ = (OK);                                                                \
+                bad_ |= !ok_;                                                                  \
+                ST_##T(&out[k], ok_ ? (EXPR) : x);                                             \
+            }                                                                                  \
+        } else {                                                                               \
+            char *o = p[0];                                                                    \
+            const char *a = p[1];                                                              \
+            for (int64_t k = 0; k < n; k++, o += s[0], a += s[1]) {                            \
+                cp_##T x = LD_##T(a);                                                          \
+                int ok_ = (OK);                                                                \
+                bad_ |= !ok_;                                                                  \
+                ST_##T(o, ok_ ? (EXPR) : x);                                                   \
+            }                                                                                  \
+        }                                                                                      \
+        if (!bad_) return;                                                                     \
+        char *o = p[0];                                                                        \
+        for (int64_t k = 0; k < n; k++, o += s[0]) {                                           \
+            cp_##T x = LD_##T(o);                                                              \
+            if (!(OK)) ST_##T(o, (FIX));                                                       \
+        }                                                                                      \
+    }
+#define UN_FIX_TRIG(NAME, T, FN) DEF_UN_FIX(NAME, T, fm_##FN##f(x), fabsf(x) <= FM_TRIG_MAX, \
+                                            FN##f(x))
+
 /* Ternary: out (T) = EXPR(a, b, c) with a of dtype TA (bool for where) and b, c of dtype T. The
    fast branches cover contiguous operands where b and/or c may be a broadcast scalar. */
 typedef struct {
@@ -380,8 +418,11 @@ FLOATS(UN_SAME, sqrt, TG1(sqrt, x))
 FLOATS(UN_SAME, rsqrt, 1 / TG1(sqrt, x))
 NUMERIC(UN_SAME, square, x * x)
 FLOATS(UN_SAME, reciprocal, 1 / x)
-FLOATS(UN_SAME, sin, TG1(sin, x))
-FLOATS(UN_SAME, cos, TG1(cos, x))
+/* sin / cos: vectorised for |x| <= 1e6 in float (libm beyond), libm for float64 */
+UN_FIX_TRIG(sin, h16, sin) UN_FIX_TRIG(sin, bf16, sin) UN_FIX_TRIG(sin, f32, sin)
+UN_SAME(sin, f64, sin(x))
+UN_FIX_TRIG(cos, h16, cos) UN_FIX_TRIG(cos, bf16, cos) UN_FIX_TRIG(cos, f32, cos)
+UN_SAME(cos, f64, cos(x))
 FLOATS(UN_SAME, tan, TG1(tan, x))
 FLOATS(UN_SAME, asin, TG1(asin, x))
 FLOATS(UN_SAME, acos, TG1(acos, x))

@@ -8,7 +8,7 @@
  *
  * Accuracy (max error vs a float64 reference over the whole float range, see
  * tests/test_elementwise.py): fm_expf 1 ulp, fm_logf 1 ulp, fm_expm1f 2 ulp, fm_log1pf 2.5 ulp,
- * fm_tanhf 1.5 ulp, fm_sigmoidf 2.5 ulp.
+ * fm_tanhf 1.5 ulp, fm_sigmoidf 2.5 ulp, fm_sinf / fm_cosf 1.5 ulp (|x| <= 1e6).
  * NaN propagates, +-inf and the overflow / underflow limits give the IEEE results.
  */
 #ifndef FIAMMA_FMATH_H
@@ -159,6 +159,51 @@ static inline float fm_log1pf(float x) {
     float res = fm_logf(u) * (x / (d == 0.0f ? 1.0f : d));
     res = d == 0.0f ? x : res;
     return x == INFINITY ? x : res;
+}
+
+/* sin and cos for |x| <= FM_TRIG_MAX: x = j*pi/2 + r with the reduction in double (pi/2 in
+   three parts of at most 32 bits, so each j*part is exact for |j| < 2^21), then Cephes' minimax
+   polynomials for sin and cos on [-pi/4, pi/4] in float, picked and signed by the quadrant j
+   mod 4. Larger |x|, inf and NaN are left to libm by the caller (see DEF_UN_FIX). */
+#define FM_TRIG_MAX 1.0e6f
+
+static inline float fm_trig_reduce(float x, int32_t *q) {
+    const double shift = 6755399441055744.0; /* 1.5 * 2^52: rounds to an integer */
+    double xd = x;
+    double j = (xd * 0.63661977236758134308 + shift) - shift;
+    double r = xd - j * 1.57079632673412561417e+00;
+    r = r - j * 6.07710050630396597660e-11;
+    r = r - j * 2.02226624871116645580e-21;
+    *q = (int32_t)j;
+    return (float)r;
+}
+
+static inline float fm_sin_poly(float r, float z) {
+    return ((-1.9515295891e-4f * z + 8.3321608736e-3f) * z - 1.6666654611e-1f) * z * r + r;
+}
+
+static inline float fm_cos_poly(float z) {
+    return ((2.443315711809948e-5f * z - 1.388731625493765e-3f) * z + 4.166664568298827e-2f) *
+               z * z - 0.5f * z + 1.0f;
+}
+
+static inline float fm_sinf(float x) {
+    int32_t q;
+    float r = fm_trig_reduce(x, &q);
+    float z = r * r;
+    float s = fm_sin_poly(r, z), c = fm_cos_poly(z);
+    float res = (q & 1) ? c : s;
+    res = (q & 2) ? -res : res;
+    return x == 0.0f ? x : res; /* keeps the sign of -0 */
+}
+
+static inline float fm_cosf(float x) {
+    int32_t q;
+    float r = fm_trig_reduce(x, &q);
+    float z = r * r;
+    float s = fm_sin_poly(r, z), c = fm_cos_poly(z);
+    float res = (q & 1) ? s : c;
+    return ((q + 1) & 2) ? -res : res;
 }
 
 /* tanh: an odd polynomial below |x| = 0.625 (Cephes' coefficients), 1 - 2/(e^{2|x|} + 1) with
