@@ -136,8 +136,8 @@ class _Formatter:
             self.int_mode = bool(np.all(np.ceil(nz) == nz))
             wide = hi / lo > 1000.0 or hi > 1.0e8
             self.sci = wide if self.int_mode else wide or lo < 1.0e-4
-        if sci_mode is not None:
-            self.sci = sci_mode
+            if sci_mode is not None:  # (a tensor of only zeros, nan and inf ignores it)
+                self.sci = sci_mode
         # the width comes from the nonzero finite values (as PyTorch): nan, inf and zeros are
         # padded to it but do not widen it
         self.width = max((len(self._plain(v)) for v in nz.tolist()), default=1)
@@ -233,6 +233,8 @@ def tensor_repr(t):
         if dt.kind == 0:
             shown = shown.astype(bool)
         body = _render(shown, a.shape, indent, fmt, opts)
+        if not opts["edgeitems"]:  # "[...]" says nothing of the shape
+            suffixes.append(f"size={tuple(t._shape)}")
         if dt not in (D.get_default_dtype(), D.int64, D.bool):
             suffixes.append(f"dtype={dt}")
     if t.grad_fn is not None:
