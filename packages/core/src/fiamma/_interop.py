@@ -1,5 +1,8 @@
 """Zero-copy exchange with NumPy (from_numpy, .numpy(), __array__, __array_interface__),
-DLPack, and pickling."""
+DLPack (__dlpack__, __dlpack_device__, from_dlpack), and pickling."""
+
+import ctypes
+import warnings
 
 import numpy as np
 
@@ -7,40 +10,77 @@ from fiamma import _dtype as D
 from fiamma._storage import CPU, Storage
 from fiamma._tensor import Tensor, _init, install_methods
 
-__all__ = ["from_numpy"]
+# set_printoptions & co. live in _printing; they are exported from here because fiamma's
+# __init__ star-imports this module (and not _printing)
+from fiamma._printing import get_printoptions, printoptions, set_printoptions
+
+__all__ = ["from_numpy", "from_dlpack", "set_printoptions", "get_printoptions", "printoptions"]
 
 _new = object.__new__
 
 
+def _wrap(storage, dt, shape, strides):
+    t = _new(Tensor)
+    _init(t, storage, dt, tuple(shape), tuple(strides), 0, None)
+    return t
+
+
+def _extent(shape, strides):
+    """Elements spanned by a layout with non-negative strides (0 when empty)."""
+    n = 1
+    for size, st in zip(shape, strides):
+        if size == 0:
+            return 0
+        n += (size - 1) * st
+    return n
+
+
+# ---- NumPy -------------------------------------------------------------------------------------
+
 def from_numpy(ndarray):
     """A tensor sharing memory with a NumPy array (writes show through both ways).
 
+    Every dtype fiamma has except bfloat16 (NumPy has none) is accepted; 0-d, empty and
+    non-contiguous arrays are viewed as they are. Read-only arrays are shared with a warning
+    (fiamma has no read-only tensors: writing to the tensor is undefined behaviour). Arrays
+    with negative strides, non-native byte order or unaligned data raise ValueError.
+
     >>> import numpy as np, fiamma
     >>> a = np.zeros(3, dtype=np.float32)
-    >>> t = fiamma.from_numpy(a); t[0] = 5; a[0]
-    np.float32(5.0)
+    >>> t = fiamma.from_numpy(a)
+    >>> t.fill_(5.0); a
+    array([5., 5., 5.], dtype=float32)
     """
     if not isinstance(ndarray, np.ndarray):
         raise TypeError(f"from_numpy: expected np.ndarray (got {type(ndarray).__name__})")
-    dt = D.from_numpy_dtype(ndarray.dtype)
+    npdt = ndarray.dtype
+    if not npdt.isnative:
+        raise ValueError(f"from_numpy: array has byte order different from the native byte "
+                         f"order (dtype {npdt.str}); convert it with "
+                         "a.astype(a.dtype.newbyteorder('='))")
+    dt = D.from_numpy_dtype(npdt)
     isz = dt.itemsize
     strides = []
     for s in ndarray.strides:
         if s < 0:
-            raise ValueError("from_numpy: arrays with negative strides are not supported "
-                             "(make a copy with .copy() first)")
+            raise ValueError("from_numpy: at least one stride in the given numpy array is "
+                             f"negative ({ndarray.strides}); tensors with negative strides are "
+                             "not supported (make a copy with .copy() first)")
         if s % isz:
             raise ValueError(f"from_numpy: stride {s} bytes is not a multiple of the element "
-                             f"size {isz}")
+                             f"size {isz} ({ndarray.strides})")
         strides.append(s // isz)
-    if not ndarray.dtype.isnative:
-        raise ValueError("from_numpy: byte-swapped (non-native endian) arrays are not supported")
+    if ndarray.size and not ndarray.flags.aligned:
+        raise ValueError(f"from_numpy: array data is not aligned to its element size {isz}; "
+                         "make an aligned copy with np.require(a, requirements='A')")
+    if not ndarray.flags.writeable:
+        warnings.warn("from_numpy: the given NumPy array is not writable, and fiamma does not "
+                      "support non-writable tensors. The tensor shares the array's memory; "
+                      "writing to it is undefined behaviour. Copy the array (or make it "
+                      "writable) to silence this warning.", UserWarning, stacklevel=2)
     ptr = ndarray.__array_interface__["data"][0]
-    extent = 1 + sum((n - 1) * s for n, s in zip(ndarray.shape, strides)) if ndarray.size else 0
-    st = Storage.borrow(ptr, extent * isz, ndarray)
-    t = _new(Tensor)
-    _init(t, st, dt, tuple(ndarray.shape), tuple(strides), 0, None)
-    return t
+    st = Storage.borrow(ptr, _extent(ndarray.shape, strides) * isz, ndarray)
+    return _wrap(st, dt, ndarray.shape, strides)
 
 
 class _ArrayHolder:
@@ -53,13 +93,17 @@ class _ArrayHolder:
         self.__array_interface__ = _interface(t, readonly)
 
 
-def _interface(t, readonly=False):
+def _check_numpy_able(t, exc=TypeError):
     if t._storage.device is not CPU:
-        raise TypeError(f"can't convert {t.device} tensor to numpy. Use Tensor.cpu() to copy "
-                        "the tensor to host memory first.")
+        raise exc(f"can't convert {t.device} tensor to numpy. Use Tensor.cpu() to copy "
+                  "the tensor to host memory first.")
     if t._dtype is D.bfloat16:
-        raise TypeError("Got unsupported ScalarType BFloat16 (NumPy has no bfloat16; use "
-                        ".float() first)")
+        raise exc("Got unsupported ScalarType BFloat16 (NumPy has no bfloat16; use "
+                  ".float() first)")
+
+
+def _interface(t, readonly=False):
+    _check_numpy_able(t)
     isz = t._dtype.itemsize
     return {
         "version": 3,
@@ -70,9 +114,16 @@ def _interface(t, readonly=False):
     }
 
 
-def _numpy(self, force=False):
+def _numpy(self, *, force=False):
     """A NumPy array sharing this tensor's memory (CPU only; detach first if it requires grad).
-    ``force=True`` also detaches and copies when needed."""
+
+    ``force=True`` also detaches (and copies to the CPU) when needed. bfloat16 raises
+    TypeError (NumPy has no bfloat16: use ``.float().numpy()``).
+
+    >>> import fiamma
+    >>> fiamma.zeros(2, 3).numpy().shape
+    (2, 3)
+    """
     if self.requires_grad:
         if not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
@@ -84,30 +135,332 @@ def _numpy(self, force=False):
 
 
 def _array(self, dtype=None, copy=None):
-    a = _numpy(self.detach() if self.requires_grad else self)
-    if copy:
-        a = a.copy()
-    if dtype is not None:
-        a = a.astype(dtype, copy=False)
-    return a
+    """NumPy's ``__array__`` protocol: shares memory unless ``copy=True`` or a cast is needed
+    (bfloat16 converts to a float32 copy); ``copy=False`` raises when a copy is needed."""
+    src = self.detach() if self.requires_grad else self
+    if src._dtype is D.bfloat16:
+        if copy is False:
+            raise ValueError("__array__: a bfloat16 tensor can't be shared with NumPy without "
+                             "a copy (copy=False was requested)")
+        a = _numpy(src.float())
+        copy = None
+    else:
+        a = _numpy(src)
+    if dtype is not None and np.dtype(dtype) != a.dtype:
+        if copy is False:
+            raise ValueError(f"__array__: casting {a.dtype} to {np.dtype(dtype)} needs a copy "
+                             "(copy=False was requested)")
+        return a.astype(dtype)
+    return a.copy() if copy else a
 
 
 def _array_interface_get(self):
+    # AttributeError (not TypeError) lets NumPy fall back to __array__, which converts
+    # bfloat16 to float32 and gives the clear error for other devices
+    _check_numpy_able(self, AttributeError)
     return _interface(self)
 
+
+# ---- DLPack ------------------------------------------------------------------------------------
+# The ABI of dlpack.h (v0.8 legacy and v1.x versioned managed tensors), declared with ctypes.
+
+kDLCPU = 1
+kDLCUDA = 2
+_DL_INT, _DL_UINT, _DL_FLOAT, _DL_BFLOAT, _DL_BOOL = 0, 1, 2, 4, 6
+_FLAG_READ_ONLY = 1
+_DLPACK_VERSION = (1, 0)
+
+_LEGACY = b"dltensor"
+_USED_LEGACY = b"used_dltensor"
+_VERSIONED = b"dltensor_versioned"
+_USED_VERSIONED = b"used_dltensor_versioned"
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+# deleter(DLManagedTensor*) / deleter(DLManagedTensorVersioned*), called with the struct address
+_Deleter = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+class _DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.c_void_p)]
+
+
+class _DLPackVersion(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+class _DLManagedTensorVersioned(ctypes.Structure):
+    _fields_ = [("version", _DLPackVersion), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.c_void_p), ("flags", ctypes.c_uint64),
+                ("dl_tensor", _DLTensor)]
+
+
+def _capi(name, restype, *argtypes):
+    # PYFUNCTYPE: called with the GIL held, and a Python error set by the call is raised
+    return ctypes.PYFUNCTYPE(restype, *argtypes)((name, ctypes.pythonapi))
+
+
+_capsule_is_valid = _capi("PyCapsule_IsValid", ctypes.c_int, ctypes.py_object, ctypes.c_char_p)
+_capsule_get = _capi("PyCapsule_GetPointer", ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)
+_capsule_set_name = _capi("PyCapsule_SetName", ctypes.c_int, ctypes.py_object, ctypes.c_char_p)
+
+_DL_DTYPE = {
+    D.bool: (_DL_BOOL, 8), D.uint8: (_DL_UINT, 8), D.int8: (_DL_INT, 8), D.int16: (_DL_INT, 16),
+    D.int32: (_DL_INT, 32), D.int64: (_DL_INT, 64), D.float16: (_DL_FLOAT, 16),
+    D.bfloat16: (_DL_BFLOAT, 16), D.float32: (_DL_FLOAT, 32), D.float64: (_DL_FLOAT, 64),
+}
+_FROM_DL_DTYPE = {v: k for k, v in _DL_DTYPE.items()}
+
+
+def _dl_device_of(t):
+    dev = t._storage.device
+    if dev.type == "cpu":
+        return (kDLCPU, 0)
+    if dev.type == "cuda":
+        return (kDLCUDA, dev.index or 0)
+    raise BufferError(f"__dlpack_device__: device {dev} has no DLPack device type")
+
+
+def _dlpack_device(self):
+    """``(device_type, device_id)`` as DLPack numbers them: ``(1, 0)`` for the CPU."""
+    return _dl_device_of(self)
+
+
+def _dlpack(self, stream=None, max_version=None, dl_device=None, copy=None):
+    """Export this tensor as a DLPack capsule (the producer half of ``from_dlpack``).
+
+    Zero-copy: the capsule keeps this tensor's storage alive until the consumer calls the
+    deleter (or until the capsule dies unconsumed). ``max_version >= (1, 0)`` gets a
+    ``"dltensor_versioned"`` capsule, otherwise a legacy ``"dltensor"`` one. ``copy=True``
+    exports a copy; ``dl_device`` may only name the CPU, ``(1, 0)``; ``stream`` must be None
+    (or -1) on the CPU. bfloat16 is exported as DLPack's kDLBfloat.
+
+    >>> import numpy as np, fiamma
+    >>> np.from_dlpack(fiamma.ones(2, dtype=fiamma.int32))
+    array([1, 1], dtype=int32)
+    """
+    if self.requires_grad:
+        raise RuntimeError("__dlpack__: can't export tensors that require gradient, use "
+                           "tensor.detach()")
+    dev = _dl_device_of(self)
+    if dev[0] != kDLCPU:
+        raise BufferError(f"__dlpack__: only CPU tensors can be exported for now (the tensor is "
+                          f"on {self.device})")
+    if stream is not None and stream != -1:
+        raise ValueError(f"__dlpack__: stream must be None for CPU tensors, got {stream!r}")
+    if dl_device is not None and tuple(int(x) for x in dl_device) != dev:
+        raise BufferError(f"__dlpack__: can't export a tensor on device {dev} to dl_device "
+                          f"{tuple(dl_device)} (only the CPU, (1, 0), is supported)")
+    # NumPy makes the capsule over a NumPy view of this tensor (the view's base keeps the
+    # tensor alive). Its capsule destructor and deleter are C functions that preserve an
+    # exception in flight, which a ctypes callback can't: a consumer that fails after taking
+    # the capsule (NumPy given bfloat16) would lose its exception to a ctypes destructor.
+    src = self.view(D.int16) if self._dtype is D.bfloat16 else self
+    arr = np.asarray(_ArrayHolder(src))
+    kwargs = {}
+    if max_version is not None:
+        kwargs["max_version"] = tuple(max_version)
+    if copy is not None:
+        kwargs["copy"] = copy
+    try:
+        cap = arr.__dlpack__(**kwargs)
+    except TypeError:
+        # NumPy < 2.1 only makes legacy capsules and has no copy argument
+        cap = (arr.copy() if copy else arr).__dlpack__()
+    if self._dtype is D.bfloat16:
+        _managed(cap)[0].dl_tensor.dtype.code = _DL_BFLOAT  # int16 -> bfloat16, same bits
+    return cap
+
+
+def _managed(cap):
+    """(the managed tensor struct, versioned?) inside an unconsumed DLPack capsule."""
+    if _capsule_is_valid(cap, _VERSIONED):
+        return _DLManagedTensorVersioned.from_address(_capsule_get(cap, _VERSIONED)), True
+    if _capsule_is_valid(cap, _LEGACY):
+        return _DLManagedTensor.from_address(_capsule_get(cap, _LEGACY)), False
+    raise ValueError("from_dlpack: expected a DLPack capsule named 'dltensor' or "
+                     "'dltensor_versioned' (a capsule can be consumed only once)")
+
+
+class _DLPackOwner:
+    """Owns an imported managed tensor: calls the producer's deleter when the storage dies."""
+
+    __slots__ = ("_addr", "_deleter", "__weakref__")
+
+    def __init__(self, addr, deleter):
+        self._addr = addr
+        self._deleter = deleter
+
+    def release(self, _Deleter=_Deleter):
+        d, self._deleter = self._deleter, None
+        if d:
+            _Deleter(d)(self._addr)
+
+    __del__ = release
+
+
+def _is_capsule(obj):
+    return type(obj).__name__ == "PyCapsule"
+
+
+def from_dlpack(ext_tensor, *, device=None, copy=None):
+    """A tensor sharing memory with any object that supports DLPack (NumPy arrays, PyTorch or
+    JAX tensors, ...) or with a DLPack capsule (``"dltensor"`` or ``"dltensor_versioned"``).
+
+    The producer's memory is kept alive until the tensor (and its views) die, then the
+    producer's deleter is called. Only CPU memory is supported for now. ``copy=True`` returns
+    a copy; ``copy=False`` raises BufferError where sharing is impossible (negative strides,
+    unaligned data), which ``copy=None`` answers with a copy.
+
+    >>> import numpy as np, fiamma
+    >>> a = np.arange(4.0)
+    >>> t = fiamma.from_dlpack(a)
+    >>> t.fill_(7.0); a
+    array([7., 7., 7., 7.])
+    """
+    if device is not None:
+        from fiamma._storage import device as _device
+
+        if _device(device) is not CPU:
+            raise BufferError(f"from_dlpack: only device='cpu' is supported for now, got "
+                              f"{device!r}")
+    if hasattr(ext_tensor, "__dlpack__"):
+        if hasattr(ext_tensor, "__dlpack_device__"):
+            dev = tuple(ext_tensor.__dlpack_device__())
+            if int(dev[0]) != kDLCPU:
+                raise BufferError(f"from_dlpack: only CPU memory (DLPack device type "
+                                  f"{kDLCPU}) is supported for now, got device {dev}")
+        kwargs = {"max_version": _DLPACK_VERSION}
+        if copy is not None:
+            kwargs["copy"] = copy
+        try:
+            cap = ext_tensor.__dlpack__(**kwargs)
+            if copy:
+                copy = None  # the producer made the copy
+        except TypeError:
+            # producers older than the 2023 protocol only take ``stream``
+            cap = ext_tensor.__dlpack__()
+    elif _is_capsule(ext_tensor):
+        cap = ext_tensor
+    else:
+        raise TypeError(f"from_dlpack: expected an object with __dlpack__ or a DLPack capsule, "
+                        f"got {type(ext_tensor).__name__}")
+    return _from_capsule(cap, copy)
+
+
+def _from_capsule(cap, copy):
+    if not _is_capsule(cap):
+        raise TypeError(f"from_dlpack: __dlpack__ returned {type(cap).__name__}, not a capsule")
+    m, versioned = _managed(cap)
+    flags = 0
+    if versioned:
+        if m.version.major > _DLPACK_VERSION[0]:
+            raise BufferError(f"from_dlpack: DLPack version {m.version.major}."
+                              f"{m.version.minor} is newer than the supported "
+                              f"{_DLPACK_VERSION[0]}.x")
+        flags = m.flags
+    dl = m.dl_tensor
+    # everything is validated before the capsule is marked used: on an error the capsule
+    # still owns the managed tensor and its destructor frees it
+    if dl.device.device_type != kDLCPU:
+        raise BufferError(f"from_dlpack: only CPU memory (DLPack device type {kDLCPU}) is "
+                          f"supported for now, got device type {dl.device.device_type}")
+    key = (dl.dtype.code, dl.dtype.bits)
+    dt = _FROM_DL_DTYPE.get(key)
+    if dt is None or dl.dtype.lanes != 1:
+        raise BufferError(f"from_dlpack: unsupported DLPack dtype (code {key[0]}, bits "
+                          f"{key[1]}, lanes {dl.dtype.lanes})")
+    nd = dl.ndim
+    if nd < 0:
+        raise BufferError(f"from_dlpack: invalid ndim {nd}")
+    shape = tuple(dl.shape[i] for i in range(nd))
+    if any(s < 0 for s in shape):
+        raise BufferError(f"from_dlpack: invalid shape {shape}")
+    empty = 0 in shape
+    if dl.strides and not empty:
+        # the stride of a size-1 dim is arbitrary: normalise it so a negative one is harmless
+        strides = tuple(dl.strides[i] if shape[i] != 1 else 1 for i in range(nd))
+    else:
+        from fiamma._tensor import contiguous_strides
+
+        strides = contiguous_strides(shape)
+    ptr = (dl.data or 0) + dl.byte_offset
+    need_copy = not empty and (any(s < 0 for s in strides) or ptr % dt.itemsize)
+    if need_copy and copy is False:
+        raise BufferError("from_dlpack: the data has negative strides or is unaligned; it can't "
+                          "be shared without a copy (copy=False was requested)")
+    if flags & _FLAG_READ_ONLY and not copy and not need_copy:
+        warnings.warn("from_dlpack: the producer marked the memory read-only, and fiamma does "
+                      "not support non-writable tensors; writing to the tensor is undefined "
+                      "behaviour", UserWarning, stacklevel=3)
+    deleter = m.deleter
+    addr = ctypes.addressof(m)
+    if _capsule_set_name(cap, _USED_VERSIONED if versioned else _USED_LEGACY):
+        raise RuntimeError("from_dlpack: could not mark the capsule as used")
+    owner = _DLPackOwner(addr, deleter)
+    if need_copy:
+        out = _copy_foreign(ptr, dt, shape, strides, owner)
+        owner.release()
+        return out
+    isz = dt.itemsize
+    st = Storage.borrow(ptr, _extent(shape, strides) * isz, owner)
+    t = _wrap(st, dt, shape, strides)
+    return t.clone() if copy else t
+
+
+def _copy_foreign(ptr, dt, shape, strides, owner):
+    """A contiguous fiamma copy of memory NumPy can view but fiamma can't (negative strides,
+    unaligned)."""
+    isz = dt.itemsize
+    npdt = np.dtype(np.int16) if dt._np is None else dt._np  # bfloat16 travels as int16
+    holder = _RawInterface(ptr, shape, tuple(s * isz for s in strides), npdt.str, owner)
+    t = from_numpy(np.array(holder, copy=True, order="C"))
+    return t.view(dt) if t._dtype is not dt else t
+
+
+class _RawInterface:
+    __slots__ = ("__array_interface__", "_owner")
+
+    def __init__(self, ptr, shape, strides, typestr, owner):
+        self._owner = owner
+        self.__array_interface__ = {"version": 3, "shape": shape, "typestr": typestr,
+                                    "data": (ptr, True), "strides": strides}
+
+
+# ---- pickling ----------------------------------------------------------------------------------
 
 def reduce_tensor(t):
     """Pickle support: a tensor pickles as its NumPy data, dtype and requires_grad."""
     src = t.detach()
     if src._dtype is D.bfloat16:
-        return (_rebuild, (src.float().numpy().copy(), "bfloat16", t.requires_grad))
+        return (_rebuild, (src.cpu().view(D.int16).numpy().copy(), "bfloat16", t.requires_grad))
     return (_rebuild, (src.cpu().numpy().copy(), src._dtype.name, t.requires_grad))
 
 
 def _rebuild(arr, dtype_name, requires_grad):
-    from fiamma._creation import tensor
-
-    return tensor(arr, dtype=D._by_name(dtype_name), requires_grad=requires_grad)
+    dt = D._by_name(dtype_name)
+    t = from_numpy(arr)
+    if dt is D.bfloat16 and arr.dtype == np.int16:
+        t = t.view(dt)
+    elif t._dtype is not dt:
+        t = t.to(dt)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
 
 
 install_methods({
@@ -115,4 +468,6 @@ install_methods({
     "__array__": _array,
     "__array_interface__": property(_array_interface_get),
     "__array_priority__": 1000,
+    "__dlpack__": _dlpack,
+    "__dlpack_device__": _dlpack_device,
 })
