@@ -13,7 +13,7 @@ from fiamma import _grad_hook as G
 from fiamma._lib import lib
 from fiamma._tensor import Tensor, _copy_into
 from fiamma._ops._common import cast
-from fiamma._ops.elementwise import _finish, _unsupported, unary
+from fiamma._ops.elementwise import _finish, unary
 
 
 def _op(code, name, doc, float_only=False, no_bool=None):

@@ -787,7 +787,8 @@ __all__ = [
     "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
     "bitwise_left_shift", "bitwise_right_shift",
     "clamp", "clip", "clamp_min", "clamp_max", "where", "lerp", "addcmul", "addcdiv",
-] + U.__all__
+    *U.__all__,
+]
 
 
 # ---- operators with the fast path ----------------------------------------------------------
@@ -987,7 +988,7 @@ _INPLACE = _inplace_fns()
 _MODULE_INPLACE = [n + "_" for n in U.UNARY_INPLACE] + ["clamp_", "clip_", "clamp_min_",
                                                         "clamp_max_"]
 globals().update({n: _INPLACE[n] for n in _MODULE_INPLACE})
-__all__ += _MODULE_INPLACE
+__all__.extend(_MODULE_INPLACE)
 
 install_methods({
     "add": add, "sub": sub, "subtract": sub, "mul": mul, "multiply": mul, "div": div,
