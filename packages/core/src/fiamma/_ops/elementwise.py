@@ -313,7 +313,7 @@ def make_inplace(fn, name):
             fn(self, *args, out=self, **kwargs)
         return self
 
-    method.__name__ = name
+    method.__name__ = method.__qualname__ = name
     method.__doc__ = f"In-place version of :func:`{fn.__name__}`."
     return method
 
