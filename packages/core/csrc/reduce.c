@@ -250,7 +250,10 @@ static inline double red_dof(int64_t R, double corr) {
         do {                                                                                    \
             int64_t m = n - b0 < RED_BLOCK ? n - b0 : RED_BLOCK;                                \
             AT v = leaf_##KN##_##T(p + b0 * bs, m, bs, c, P);                                   \
-            for (int64_t t = ++cnt; !(t & 1); t >>= 1) v = COMB_##KN(stk[--top], v);            \
+            for (int64_t t = ++cnt; !(t & 1); t >>= 1) {                                        \
+                AT u = stk[--top]; /* COMB may evaluate its arguments twice */                  \
+                v = COMB_##KN(u, v);                                                            \
+            }                                                                                   \
             stk[top++] = v;                                                                     \
             b0 += m;                                                                            \
         } while (b0 < n);                                                                       \
@@ -679,13 +682,17 @@ static int run_rows(const red_plan *pl) {
     return FM_OK;
 }
 
-/* outer shape: task t = (kept-outer position, chunk of `ch` adjacent outputs) */
+/* outer shape: task t = (kept-outer position, chunk of `ch` adjacent outputs). Sums add rows
+   in three levels (blocks of RED_OB rows, blocks of RED_OB blocks, the rest) so the error grows
+   like a pairwise sum's rather than with the number of rows. */
 static void outer_tasks(const red_plan *pl, int64_t t0, int64_t t1, int64_t ch, char *buf) {
     const red_vt *vt = pl->vt;
-    void *acc = buf, *bacc = buf + RED_CH * 16, *cb = buf + 2 * RED_CH * 16;
+    void *acc = buf, *macc = buf + RED_CH * 16, *bacc = buf + 2 * RED_CH * 16;
+    void *cb = buf + 3 * RED_CH * 16;
     int nk1 = pl->nk - 1, nr = pl->nr;
     int64_t K = pl->ks[nk1], nch = (K + ch - 1) / ch, R = pl->R;
     int64_t kin = pl->kin[nk1], kout = pl->kout[nk1], kaux = pl->kaux[nk1];
+    int blocked = vt->blocked && R > RED_OB;
     for (int64_t t = t0; t < t1; t++) {
         int64_t k0 = (t % nch) * ch, kc = K - k0 < ch ? K - k0 : ch, off[3];
         kept_seek(pl, nk1, t / nch, NULL, off);
@@ -693,9 +700,9 @@ static void outer_tasks(const red_plan *pl, int64_t t0, int64_t t1, int64_t ch, 
         char *ap = pl->aux ? pl->aux + off[2] + k0 * kaux : NULL;
         if (vt->hasc) vt->vldc(cb, ap, kc, kaux);
         vt->vinit(acc, kc);
-        int64_t ridx[FM_MAX_DIMS], roff = 0;
+        if (blocked) vt->vinit(macc, kc);
+        int64_t ridx[FM_MAX_DIMS], roff = 0, nblk = 0;
         for (int d = 0; d < nr; d++) ridx[d] = 0;
-        int blocked = vt->blocked && R > RED_OB;
         for (int64_t r = 0; r < R;) {
             int64_t re = blocked ? (R - r < RED_OB ? R : r + RED_OB) : R;
             void *dst = blocked ? bacc : acc;
@@ -710,7 +717,14 @@ static void outer_tasks(const red_plan *pl, int64_t t0, int64_t t1, int64_t ch, 
                     ridx[d] = 0;
                 }
             }
-            if (blocked) vt->vcomb(acc, bacc, kc);
+            if (blocked) {
+                vt->vcomb(macc, bacc, kc);
+                if (++nblk == RED_OB || r == R) {
+                    vt->vcomb(acc, macc, kc);
+                    vt->vinit(macc, kc);
+                    nblk = 0;
+                }
+            }
         }
         vt->vfin(acc, kc, R, pl->p, cb, pl->out ? pl->out + off[1] + k0 * kout : NULL, kout, ap,
                  kaux);
@@ -728,7 +742,7 @@ static int run_outer(const red_plan *pl) {
     }
     int64_t ntask = kouter * nch;
     if (ntask < 2) nth = 1;
-    size_t per = 3 * RED_CH * 16;
+    size_t per = 4 * RED_CH * 16;
     char *buf = malloc(per * (size_t)nth);
     if (!buf) return FM_ERR_NOMEM;
     if (nth <= 1) {

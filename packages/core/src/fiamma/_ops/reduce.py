@@ -79,7 +79,8 @@ def _mask(dim, nd, name):
                 raise RuntimeError(f"{name}: dim {w} appears multiple times in the list of dims")
             m |= 1 << w
         return m if nd else 0
-    return (1 << wrap_dim(dim, nd, name)) if nd else 0
+    d = wrap_dim(dim, nd, name)
+    return (1 << d) if nd else 0
 
 
 def _dims_of(mask, nd):
@@ -406,7 +407,7 @@ def aminmax(input, *, dim=None, keepdim=False, out=None):
     """``(min, max)`` over ``dim`` (None: all) as a named tuple."""
     _check_tensor(input, "aminmax")
     nd = len(input._shape)
-    mask = (1 << nd) - 1 if dim is None else ((1 << wrap_dim(dim, nd, "aminmax")) if nd else 0)
+    mask = (1 << nd) - 1 if dim is None else _mask(dim, nd, "aminmax")
     if _reduced_count(input, mask) == 0:
         raise EmptyReductionError("aminmax(): cannot compute aminmax over an empty dimension as "
                                   "the operation has no identity.")
