@@ -14,6 +14,7 @@
  * pairwise summation; integer sums in uint64 arithmetic (wraps like int64, without UB).
  * Threads only for large inputs, decided by a plain `if` before any parallel region.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <omp.h>
 
@@ -21,10 +22,12 @@
 #include "fmath.h"
 #include "api_reduce.h"
 
-#define RED_LANES 32            /* independent accumulators in a row reducer */
+#define RED_LANES 32            /* independent accumulators in a row reducer (the tree
+                                   reduction in DEF_KIND is written out for 32) */
 #define RED_BLOCK 2048          /* elements per pairwise leaf */
-#define RED_CH 1024             /* outer shape: adjacent outputs per chunk */
+#define RED_CH 4096             /* outer shape: adjacent outputs per chunk */
 #define RED_OB 128              /* outer shape: rows per block of a blocked sum */
+#define RED_ARG_BLK 512         /* argmax: elements per block maximum */
 #define RED_PAR_MIN (1 << 17)   /* elements: below this, never use threads */
 
 /* one accumulator of any kind (float, double, uint64, uint8, or a (value, index) pair) */
@@ -213,124 +216,128 @@ static inline double red_dof(int64_t R, double corr) {
 #define FIN_LSE(AT, a, R, P, c) (FM_LOG(a) + (c))
 
 /* ---- template: the type-specific pieces of one accumulation kind ------------------------------ */
-#define DEF_KIND(T, KN, AT, HASC, CFIX, CL)                                                          \
-    static inline __attribute__((always_inline)) AT leaf_##KN##_##T(const char *p, int64_t m, int64_t bs, AT c, double P) {     \
-        (void)c; (void)P;                                                                       \
-        AT acc[RED_LANES];                                                                      \
-        for (int j = 0; j < RED_LANES; j++) acc[j] = INIT_##KN(T, AT);                          \
-        int64_t i = 0;                                                                          \
-        if (bs == (int64_t)sizeof(ct_##T)) {                                                    \
-            const ct_##T *FM_RESTRICT x = (const ct_##T *)p;                                    \
-            for (; i + RED_LANES <= m; i += RED_LANES)                                          \
-                for (int j = 0; j < RED_LANES; j++)                                             \
-                    acc[j] = COMB_##KN(acc[j], MAP_##KN(AT, LD_##T(&x[i + j]), c));             \
-            for (; i + 8 <= m; i += 8)                                                          \
-                for (int j = 0; j < 8; j++)                                                     \
-                    acc[j] = COMB_##KN(acc[j], MAP_##KN(AT, LD_##T(&x[i + j]), c));             \
-            for (; i < m; i++) acc[0] = COMB_##KN(acc[0], MAP_##KN(AT, LD_##T(&x[i]), c));     \
-        } else {                                                                                \
-            for (; i + 2 <= m; i += 2) {                                                        \
-                acc[0] = COMB_##KN(acc[0], MAP_##KN(AT, LD_##T(p + i * bs), c));                \
-                acc[1] = COMB_##KN(acc[1], MAP_##KN(AT, LD_##T(p + (i + 1) * bs), c));          \
-            }                                                                                   \
-            for (; i < m; i++) acc[0] = COMB_##KN(acc[0], MAP_##KN(AT, LD_##T(p + i * bs), c)); \
-        }                                                                                       \
-        for (int w = RED_LANES / 2; w >= 1; w /= 2)                                             \
-            for (int j = 0; j < w; j++) acc[j] = COMB_##KN(acc[j], acc[j + w]);                 \
-        return acc[0];                                                                          \
-    }                                                                                           \
-    /* blocks of RED_BLOCK combined pairwise (a binary counter over a stack of partials) */     \
-    CL static void row_##KN##_##T(const char *p, int64_t n, int64_t bs, const acc_u *cu, \
-                                         acc_u *res, int64_t i0, double P) {                   \
-        (void)i0;                                                                               \
-        AT c = (AT)0, stk[64];                                                                  \
-        if (HASC) memcpy(&c, cu, sizeof(AT));                                                   \
-        int top = 0;                                                                            \
-        int64_t cnt = 0, b0 = 0;                                                                \
-        do {                                                                                    \
-            int64_t m = n - b0 < RED_BLOCK ? n - b0 : RED_BLOCK;                                \
-            AT v = leaf_##KN##_##T(p + b0 * bs, m, bs, c, P);                                   \
-            for (int64_t t = ++cnt; !(t & 1); t >>= 1) {                                        \
-                AT u = stk[--top]; /* COMB may evaluate its arguments twice */                  \
-                v = COMB_##KN(u, v);                                                            \
-            }                                                                                   \
-            stk[top++] = v;                                                                     \
-            b0 += m;                                                                            \
-        } while (b0 < n);                                                                       \
-        AT r = stk[0];                                                                          \
-        for (int k = 1; k < top; k++) r = COMB_##KN(r, stk[k]);                                 \
-        memcpy(res, &r, sizeof(AT));                                                            \
-    }                                                                                           \
-    CL static void vec_##KN##_##T(void *accv, const char *xp, int64_t k, const void *cv, \
-                                         int64_t r, double P) {                                \
-        (void)r; (void)P;                                                                       \
-        AT *FM_RESTRICT acc = (AT *)accv;                                                       \
-        const ct_##T *FM_RESTRICT x = (const ct_##T *)xp;                                       \
-        const AT *FM_RESTRICT cc = (const AT *)cv;                                              \
-        (void)cc;                                                                               \
-        for (int64_t j = 0; j < k; j++)                                                         \
-            acc[j] = COMB_##KN(acc[j], MAP_##KN(AT, LD_##T(&x[j]), (HASC ? cc[j] : (AT)0)));   \
-    }                                                                                           \
-    CL static void vcomb_##KN##_##T(void *accv, const void *bv, int64_t k) {             \
-        AT *FM_RESTRICT acc = (AT *)accv;                                                       \
-        const AT *FM_RESTRICT b = (const AT *)bv;                                               \
-        for (int64_t j = 0; j < k; j++) acc[j] = COMB_##KN(acc[j], b[j]);                       \
-    }                                                                                           \
-    static void vinit_##KN##_##T(void *accv, int64_t k) {                                       \
-        AT *acc = (AT *)accv;                                                                   \
-        for (int64_t j = 0; j < k; j++) acc[j] = INIT_##KN(T, AT);                              \
-    }                                                                                           \
-    static void vldc_##KN##_##T(void *cv, const char *aux, int64_t k, int64_t as) {             \
-        AT *c = (AT *)cv;                                                                       \
-        for (int64_t j = 0; j < k; j++) {                                                       \
-            AT v;                                                                               \
-            memcpy(&v, aux + j * as, sizeof(AT));                                               \
-            c[j] = CFIX(v);                                                                     \
-        }                                                                                       \
-    }                                                                                           \
-    static void init_##KN##_##T(acc_u *a) {                                                     \
-        AT v = INIT_##KN(T, AT);                                                                \
-        memcpy(a, &v, sizeof(AT));                                                              \
-    }                                                                                           \
-    static void comb_##KN##_##T(acc_u *a, const acc_u *b) {                                     \
-        AT x, y;                                                                                \
-        memcpy(&x, a, sizeof(AT));                                                              \
-        memcpy(&y, b, sizeof(AT));                                                              \
-        x = COMB_##KN(x, y);                                                                    \
-        memcpy(a, &x, sizeof(AT));                                                              \
-    }                                                                                           \
-    static void ldc_##KN##_##T(acc_u *c, const char *aux) {                                     \
-        AT v;                                                                                   \
-        memcpy(&v, aux, sizeof(AT));                                                            \
-        v = CFIX(v);                                                                            \
-        memcpy(c, &v, sizeof(AT));                                                              \
+#define DEF_KIND(T, KN, AT, HASC, CFIX, CL)                                                         \
+    static inline __attribute__((always_inline)) AT leaf_##KN##_##T(const char *p, int64_t m,       \
+                                                                    int64_t bs, AT c, double P) { \
+        (void)c; (void)P;                                                                           \
+        AT acc[RED_LANES];                                                                          \
+        for (int j = 0; j < RED_LANES; j++) acc[j] = INIT_##KN(T, AT);                              \
+        int64_t i = 0;                                                                              \
+        if (bs == (int64_t)sizeof(ct_##T)) {                                                        \
+            const ct_##T *FM_RESTRICT x = (const ct_##T *)p;                                        \
+            for (; i + RED_LANES <= m; i += RED_LANES)                                              \
+                for (int j = 0; j < RED_LANES; j++)                                                 \
+                    acc[j] = COMB_##KN(acc[j], MAP_##KN(AT, LD_##T(&x[i + j]), c));                 \
+            for (; i + 8 <= m; i += 8)                                                              \
+                for (int j = 0; j < 8; j++)                                                         \
+                    acc[j] = COMB_##KN(acc[j], MAP_##KN(AT, LD_##T(&x[i + j]), c));                 \
+            for (; i < m; i++) acc[0] = COMB_##KN(acc[0], MAP_##KN(AT, LD_##T(&x[i]), c));          \
+        } else {                                                                                    \
+            for (; i + 2 <= m; i += 2) {                                                            \
+                acc[0] = COMB_##KN(acc[0], MAP_##KN(AT, LD_##T(p + i * bs), c));                    \
+                acc[1] = COMB_##KN(acc[1], MAP_##KN(AT, LD_##T(p + (i + 1) * bs), c));              \
+            }                                                                                       \
+            for (; i < m; i++) acc[0] = COMB_##KN(acc[0], MAP_##KN(AT, LD_##T(p + i * bs), c));     \
+        }                                                                                           \
+        /* constant trip counts so each halving step is one vector op */                            \
+        for (int j = 0; j < 16; j++) acc[j] = COMB_##KN(acc[j], acc[j + 16]);                       \
+        for (int j = 0; j < 8; j++) acc[j] = COMB_##KN(acc[j], acc[j + 8]);                         \
+        for (int j = 0; j < 4; j++) acc[j] = COMB_##KN(acc[j], acc[j + 4]);                         \
+        for (int j = 0; j < 2; j++) acc[j] = COMB_##KN(acc[j], acc[j + 2]);                         \
+        return COMB_##KN(acc[0], acc[1]);                                                           \
+    }                                                                                               \
+    /* blocks of RED_BLOCK combined pairwise (a binary counter over a stack of partials) */         \
+    CL static void row_##KN##_##T(const char *p, int64_t n, int64_t bs, const acc_u *cu,            \
+                                         acc_u *res, int64_t i0, double P) {                        \
+        (void)i0;                                                                                   \
+        AT c = (AT)0, stk[64];                                                                      \
+        if (HASC) memcpy(&c, cu, sizeof(AT));                                                       \
+        int top = 0;                                                                                \
+        int64_t cnt = 0, b0 = 0;                                                                    \
+        do {                                                                                        \
+            int64_t m = n - b0 < RED_BLOCK ? n - b0 : RED_BLOCK;                                    \
+            AT v = leaf_##KN##_##T(p + b0 * bs, m, bs, c, P);                                       \
+            for (int64_t t = ++cnt; !(t & 1); t >>= 1) {                                            \
+                AT u = stk[--top]; /* COMB may evaluate its arguments twice */                      \
+                v = COMB_##KN(u, v);                                                                \
+            }                                                                                       \
+            stk[top++] = v;                                                                         \
+            b0 += m;                                                                                \
+        } while (b0 < n);                                                                           \
+        AT r = stk[0];                                                                              \
+        for (int k = 1; k < top; k++) r = COMB_##KN(r, stk[k]);                                     \
+        memcpy(res, &r, sizeof(AT));                                                                \
+    }                                                                                               \
+    CL static void vec_##KN##_##T(void *accv, const char *xp, int64_t k, const void *cv,            \
+                                         int64_t r, double P) {                                     \
+        (void)r; (void)P;                                                                           \
+        AT *FM_RESTRICT acc = (AT *)accv;                                                           \
+        const ct_##T *FM_RESTRICT x = (const ct_##T *)xp;                                           \
+        const AT *FM_RESTRICT cc = (const AT *)cv;                                                  \
+        (void)cc;                                                                                   \
+        for (int64_t j = 0; j < k; j++)                                                             \
+            acc[j] = COMB_##KN(acc[j], MAP_##KN(AT, LD_##T(&x[j]), (HASC ? cc[j] : (AT)0)));        \
+    }                                                                                               \
+    CL static void vcomb_##KN##_##T(void *accv, const void *bv, int64_t k) {                        \
+        AT *FM_RESTRICT acc = (AT *)accv;                                                           \
+        const AT *FM_RESTRICT b = (const AT *)bv;                                                   \
+        for (int64_t j = 0; j < k; j++) acc[j] = COMB_##KN(acc[j], b[j]);                           \
+    }                                                                                               \
+    static void vinit_##KN##_##T(void *accv, int64_t k) {                                           \
+        AT *acc = (AT *)accv;                                                                       \
+        for (int64_t j = 0; j < k; j++) acc[j] = INIT_##KN(T, AT);                                  \
+    }                                                                                               \
+    static void vldc_##KN##_##T(void *cv, const char *aux, int64_t k, int64_t as) {                 \
+        AT *c = (AT *)cv;                                                                           \
+        for (int64_t j = 0; j < k; j++) {                                                           \
+            AT v;                                                                                   \
+            memcpy(&v, aux + j * as, sizeof(AT));                                                   \
+            c[j] = CFIX(v);                                                                         \
+        }                                                                                           \
+    }                                                                                               \
+    static void init_##KN##_##T(acc_u *a) {                                                         \
+        AT v = INIT_##KN(T, AT);                                                                    \
+        memcpy(a, &v, sizeof(AT));                                                                  \
+    }                                                                                               \
+    static void comb_##KN##_##T(acc_u *a, const acc_u *b) {                                         \
+        AT x, y;                                                                                    \
+        memcpy(&x, a, sizeof(AT));                                                                  \
+        memcpy(&y, b, sizeof(AT));                                                                  \
+        x = COMB_##KN(x, y);                                                                        \
+        memcpy(a, &x, sizeof(AT));                                                                  \
+    }                                                                                               \
+    static void ldc_##KN##_##T(acc_u *c, const char *aux) {                                         \
+        AT v;                                                                                       \
+        memcpy(&v, aux, sizeof(AT));                                                                \
+        v = CFIX(v);                                                                                \
+        memcpy(c, &v, sizeof(AT));                                                                  \
     }
 
 /* finalisation and the table entry of one op (a kind plus a finaliser and an output dtype) */
-#define DEF_OP(T, OP, KN, AT, O, HASC, BLOCKED, FIN)                                             \
-    static void fin_##OP##_##T(const acc_u *au, int64_t R, double P, const acc_u *cu, char *out, \
-                               char *aux) {                                                     \
-        (void)R; (void)P; (void)aux;                                                            \
-        AT a, c = (AT)0;                                                                        \
-        memcpy(&a, au, sizeof(AT));                                                             \
-        if (HASC) memcpy(&c, cu, sizeof(AT));                                                   \
-        (void)c;                                                                                \
-        ST_##O(out, FIN(AT, a, R, P, c));                                                       \
-    }                                                                                           \
-    static void vfin_##OP##_##T(const void *accv, int64_t k, int64_t R, double P,               \
-                                const void *cv, char *out, int64_t os, char *aux, int64_t as) { \
-        (void)R; (void)P; (void)aux; (void)as;                                                  \
-        const AT *acc = (const AT *)accv, *cc = (const AT *)cv;                                 \
-        (void)cc;                                                                               \
-        for (int64_t j = 0; j < k; j++) {                                                       \
-            AT a = acc[j], c = HASC ? cc[j] : (AT)0;                                            \
-            (void)c;                                                                            \
-            ST_##O(out + j * os, FIN(AT, a, R, P, c));                                          \
-        }                                                                                       \
-    }                                                                                           \
-    static const red_vt vt_##OP##_##T = {                                                       \
-        CODE_##O, HASC, BLOCKED, row_##KN##_##T, init_##KN##_##T, comb_##KN##_##T,              \
-        fin_##OP##_##T, ldc_##KN##_##T, vinit_##KN##_##T, vec_##KN##_##T, vcomb_##KN##_##T,     \
+#define DEF_OP(T, OP, KN, AT, O, HASC, BLOCKED, FIN)                                                \
+    static void fin_##OP##_##T(const acc_u *au, int64_t R, double P, const acc_u *cu, char *out,    \
+                               char *aux) {                                                         \
+        (void)R; (void)P; (void)aux;                                                                \
+        AT a, c = (AT)0;                                                                            \
+        memcpy(&a, au, sizeof(AT));                                                                 \
+        if (HASC) memcpy(&c, cu, sizeof(AT));                                                       \
+        (void)c;                                                                                    \
+        ST_##O(out, FIN(AT, a, R, P, c));                                                           \
+    }                                                                                               \
+    static void vfin_##OP##_##T(const void *accv, int64_t k, int64_t R, double P,                   \
+                                const void *cv, char *out, int64_t os, char *aux, int64_t as) {     \
+        (void)R; (void)P; (void)aux; (void)as;                                                      \
+        const AT *acc = (const AT *)accv, *cc = (const AT *)cv;                                     \
+        (void)cc;                                                                                   \
+        for (int64_t j = 0; j < k; j++) {                                                           \
+            AT a = acc[j], c = HASC ? cc[j] : (AT)0;                                                \
+            (void)c;                                                                                \
+            ST_##O(out + j * os, FIN(AT, a, R, P, c));                                              \
+        }                                                                                           \
+    }                                                                                               \
+    static const red_vt vt_##OP##_##T = {                                                           \
+        CODE_##O, HASC, BLOCKED, row_##KN##_##T, init_##KN##_##T, comb_##KN##_##T,                  \
+        fin_##OP##_##T, ldc_##KN##_##T, vinit_##KN##_##T, vec_##KN##_##T, vcomb_##KN##_##T,         \
         vfin_##OP##_##T, vldc_##KN##_##T};
 
 /* ---- argmax / argmin: (value, index) accumulators; the first occurrence wins ties, the first
@@ -338,108 +345,118 @@ static inline double red_dof(int64_t R, double corr) {
 #define BETTER_ARGMAX(v, b) ((v) > (b) || ((v) != (v) && (b) == (b)))
 #define BETTER_ARGMIN(v, b) ((v) < (b) || ((v) != (v) && (b) == (b)))
 
-#define DEF_ARG(T, OP, KN)                                                                       \
-    FM_CLONES static void row_##OP##_##T(const char *p, int64_t n, int64_t bs, const acc_u *cu, \
-                                         acc_u *res, int64_t i0, double P) {                   \
-        (void)cu; (void)P;                                                                      \
-        arg_##T r;                                                                              \
-        r.v = INIT_##KN(T, cp_##T);                                                             \
-        r.i = i0;                                                                               \
-        if (n > 0 && bs == (int64_t)sizeof(ct_##T)) {                                           \
-            /* the extreme value first (vectorised), then the first position holding it */      \
-            const ct_##T *FM_RESTRICT x = (const ct_##T *)p;                                    \
-            cp_##T m = leaf_##KN##_##T(p, n, bs, (cp_##T)0, 0.0);                               \
-            int isnan_m = m != m;                                                               \
-            int64_t i = 0;                                                                      \
-            for (; i + 32 <= n; i += 32) {                                                      \
-                int hit = 0;                                                                    \
-                if (isnan_m)                                                                    \
-                    for (int j = 0; j < 32; j++) hit |= LD_##T(&x[i + j]) != LD_##T(&x[i + j]); \
-                else                                                                            \
-                    for (int j = 0; j < 32; j++) hit |= LD_##T(&x[i + j]) == m;                 \
-                if (hit) break;                                                                 \
-            }                                                                                   \
-            for (; i < n; i++) {                                                                \
-                cp_##T v = LD_##T(&x[i]);                                                       \
-                if (isnan_m ? v != v : v == m) break;                                           \
-            }                                                                                   \
-            r.v = m;                                                                            \
-            r.i = i0 + (i < n ? i : 0);                                                         \
-        } else {                                                                                \
-            for (int64_t i = 0; i < n; i++) {                                                   \
-                cp_##T v = LD_##T(p + i * bs);                                                  \
-                if (BETTER_##OP(v, r.v)) {                                                      \
-                    r.v = v;                                                                    \
-                    r.i = i0 + i;                                                               \
-                }                                                                               \
-            }                                                                                   \
-        }                                                                                       \
-        memcpy(res, &r, sizeof r);                                                              \
-    }                                                                                           \
-    FM_CLONES static void vec_##OP##_##T(void *accv, const char *xp, int64_t k, const void *cv, \
-                                         int64_t r, double P) {                                \
-        (void)cv; (void)P;                                                                      \
-        cp_##T *FM_RESTRICT val = (cp_##T *)accv;                                               \
-        int64_t *FM_RESTRICT idx = (int64_t *)((char *)accv + RED_CH * 8);                      \
-        const ct_##T *FM_RESTRICT x = (const ct_##T *)xp;                                       \
-        for (int64_t j = 0; j < k; j++) {                                                       \
-            cp_##T v = LD_##T(&x[j]);                                                           \
-            int b = BETTER_##OP(v, val[j]);                                                     \
-            val[j] = b ? v : val[j];                                                            \
-            idx[j] = b ? r : idx[j];                                                            \
-        }                                                                                       \
-    }                                                                                           \
-    static void vcomb_##OP##_##T(void *accv, const void *bv, int64_t k) {                       \
-        cp_##T *val = (cp_##T *)accv;                                                           \
-        int64_t *idx = (int64_t *)((char *)accv + RED_CH * 8);                                  \
-        const cp_##T *bval = (const cp_##T *)bv;                                                \
-        const int64_t *bidx = (const int64_t *)((const char *)bv + RED_CH * 8);                 \
-        for (int64_t j = 0; j < k; j++)                                                         \
-            if (BETTER_##OP(bval[j], val[j])) {                                                 \
-                val[j] = bval[j];                                                               \
-                idx[j] = bidx[j];                                                               \
-            }                                                                                   \
-    }                                                                                           \
-    static void vinit_##OP##_##T(void *accv, int64_t k) {                                       \
-        cp_##T *val = (cp_##T *)accv;                                                           \
-        int64_t *idx = (int64_t *)((char *)accv + RED_CH * 8);                                  \
-        for (int64_t j = 0; j < k; j++) {                                                       \
-            val[j] = INIT_##KN(T, cp_##T);                                                      \
-            idx[j] = 0;                                                                         \
-        }                                                                                       \
-    }                                                                                           \
-    static void init_##OP##_##T(acc_u *a) {                                                     \
-        arg_##T r;                                                                              \
-        r.v = INIT_##KN(T, cp_##T);                                                             \
-        r.i = 0;                                                                                \
-        memcpy(a, &r, sizeof r);                                                                \
-    }                                                                                           \
-    static void comb_##OP##_##T(acc_u *a, const acc_u *b) {                                     \
-        arg_##T x, y;                                                                           \
-        memcpy(&x, a, sizeof x);                                                                \
-        memcpy(&y, b, sizeof y);                                                                \
-        if (BETTER_##OP(y.v, x.v)) memcpy(a, &y, sizeof y);                                     \
-    }                                                                                           \
-    static void fin_##OP##_##T(const acc_u *au, int64_t R, double P, const acc_u *cu, char *out, \
-                               char *aux) {                                                     \
-        (void)R; (void)P; (void)cu;                                                             \
-        arg_##T r;                                                                              \
-        memcpy(&r, au, sizeof r);                                                               \
-        if (out) ST_##T(out, r.v);                                                              \
-        STI_i64(aux, r.i);                                                                      \
-    }                                                                                           \
-    static void vfin_##OP##_##T(const void *accv, int64_t k, int64_t R, double P,               \
-                                const void *cv, char *out, int64_t os, char *aux, int64_t as) { \
-        (void)R; (void)P; (void)cv;                                                             \
-        const cp_##T *val = (const cp_##T *)accv;                                               \
-        const int64_t *idx = (const int64_t *)((const char *)accv + RED_CH * 8);                \
-        for (int64_t j = 0; j < k; j++) {                                                       \
-            if (out) ST_##T(out + j * os, val[j]);                                              \
-            STI_i64(aux + j * as, idx[j]);                                                      \
-        }                                                                                       \
-    }                                                                                           \
-    static const red_vt vt_##OP##_##T = {                                                       \
-        CODE_##T, 0, 0, row_##OP##_##T, init_##OP##_##T, comb_##OP##_##T, fin_##OP##_##T, NULL, \
+#define DEF_ARG(T, OP, KN)                                                                          \
+    FM_CLONES static void row_##OP##_##T(const char *p, int64_t n, int64_t bs, const acc_u *cu,     \
+                                         acc_u *res, int64_t i0, double P) {                        \
+        (void)cu; (void)P;                                                                          \
+        arg_##T r;                                                                                  \
+        r.v = INIT_##KN(T, cp_##T);                                                                 \
+        r.i = i0;                                                                                   \
+        if (n > 0 && bs == (int64_t)sizeof(ct_##T)) {                                               \
+            /* one vectorised pass of block maxima remembers the first block holding the            \
+               extreme (or the first NaN); then only that block is searched */                      \
+            const ct_##T *FM_RESTRICT x = (const ct_##T *)p;                                        \
+            cp_##T m = INIT_##KN(T, cp_##T);                                                        \
+            int64_t b0 = 0, i;                                                                      \
+            for (int64_t s0 = 0; s0 < n; s0 += RED_ARG_BLK) {                                       \
+                int64_t len = n - s0 < RED_ARG_BLK ? n - s0 : RED_ARG_BLK;                          \
+                cp_##T mb = leaf_##KN##_##T((const char *)(x + s0), len, bs, (cp_##T)0, 0.0);       \
+                if (BETTER_##OP(mb, m)) {                                                           \
+                    m = mb;                                                                         \
+                    b0 = s0;                                                                        \
+                }                                                                                   \
+            }                                                                                       \
+            int64_t e = n - b0 < RED_ARG_BLK ? n : b0 + RED_ARG_BLK;                                \
+            if (m != m) {                                                                           \
+                for (i = b0; i < e; i++)                                                            \
+                    if (LD_##T(&x[i]) != LD_##T(&x[i])) break;                                      \
+            } else {                                                                                \
+                /* counting matches vectorises (an OR of compares does not, with GCC 12) */         \
+                for (i = b0; i + 32 <= e; i += 32) {                                                \
+                    int hit = 0;                                                                    \
+                    for (int j = 0; j < 32; j++) hit += LD_##T(&x[i + j]) == m;                     \
+                    if (hit) break;                                                                 \
+                }                                                                                   \
+                for (; i < e; i++)                                                                  \
+                    if (LD_##T(&x[i]) == m) break;                                                  \
+            }                                                                                       \
+            r.v = m;                                                                                \
+            r.i = i0 + (i < e ? i : b0);                                                            \
+        } else {                                                                                    \
+            for (int64_t i = 0; i < n; i++) {                                                       \
+                cp_##T v = LD_##T(p + i * bs);                                                      \
+                if (BETTER_##OP(v, r.v)) {                                                          \
+                    r.v = v;                                                                        \
+                    r.i = i0 + i;                                                                   \
+                }                                                                                   \
+            }                                                                                       \
+        }                                                                                           \
+        memcpy(res, &r, sizeof r);                                                                  \
+    }                                                                                               \
+    FM_CLONES static void vec_##OP##_##T(void *accv, const char *xp, int64_t k, const void *cv,     \
+                                         int64_t r, double P) {                                     \
+        (void)cv; (void)P;                                                                          \
+        cp_##T *FM_RESTRICT val = (cp_##T *)accv;                                                   \
+        int64_t *FM_RESTRICT idx = (int64_t *)((char *)accv + RED_CH * 8);                          \
+        const ct_##T *FM_RESTRICT x = (const ct_##T *)xp;                                           \
+        for (int64_t j = 0; j < k; j++) {                                                           \
+            cp_##T v = LD_##T(&x[j]);                                                               \
+            int b = BETTER_##OP(v, val[j]);                                                         \
+            val[j] = b ? v : val[j];                                                                \
+            idx[j] = b ? r : idx[j];                                                                \
+        }                                                                                           \
+    }                                                                                               \
+    static void vcomb_##OP##_##T(void *accv, const void *bv, int64_t k) {                           \
+        cp_##T *val = (cp_##T *)accv;                                                               \
+        int64_t *idx = (int64_t *)((char *)accv + RED_CH * 8);                                      \
+        const cp_##T *bval = (const cp_##T *)bv;                                                    \
+        const int64_t *bidx = (const int64_t *)((const char *)bv + RED_CH * 8);                     \
+        for (int64_t j = 0; j < k; j++)                                                             \
+            if (BETTER_##OP(bval[j], val[j])) {                                                     \
+                val[j] = bval[j];                                                                   \
+                idx[j] = bidx[j];                                                                   \
+            }                                                                                       \
+    }                                                                                               \
+    static void vinit_##OP##_##T(void *accv, int64_t k) {                                           \
+        cp_##T *val = (cp_##T *)accv;                                                               \
+        int64_t *idx = (int64_t *)((char *)accv + RED_CH * 8);                                      \
+        for (int64_t j = 0; j < k; j++) {                                                           \
+            val[j] = INIT_##KN(T, cp_##T);                                                          \
+            idx[j] = 0;                                                                             \
+        }                                                                                           \
+    }                                                                                               \
+    static void init_##OP##_##T(acc_u *a) {                                                         \
+        arg_##T r;                                                                                  \
+        r.v = INIT_##KN(T, cp_##T);                                                                 \
+        r.i = 0;                                                                                    \
+        memcpy(a, &r, sizeof r);                                                                    \
+    }                                                                                               \
+    static void comb_##OP##_##T(acc_u *a, const acc_u *b) {                                         \
+        arg_##T x, y;                                                                               \
+        memcpy(&x, a, sizeof x);                                                                    \
+        memcpy(&y, b, sizeof y);                                                                    \
+        if (BETTER_##OP(y.v, x.v)) memcpy(a, &y, sizeof y);                                         \
+    }                                                                                               \
+    static void fin_##OP##_##T(const acc_u *au, int64_t R, double P, const acc_u *cu, char *out,    \
+                               char *aux) {                                                         \
+        (void)R; (void)P; (void)cu;                                                                 \
+        arg_##T r;                                                                                  \
+        memcpy(&r, au, sizeof r);                                                                   \
+        if (out) ST_##T(out, r.v);                                                                  \
+        STI_i64(aux, r.i);                                                                          \
+    }                                                                                               \
+    static void vfin_##OP##_##T(const void *accv, int64_t k, int64_t R, double P,                   \
+                                const void *cv, char *out, int64_t os, char *aux, int64_t as) {     \
+        (void)R; (void)P; (void)cv;                                                                 \
+        const cp_##T *val = (const cp_##T *)accv;                                                   \
+        const int64_t *idx = (const int64_t *)((const char *)accv + RED_CH * 8);                    \
+        for (int64_t j = 0; j < k; j++) {                                                           \
+            if (out) ST_##T(out + j * os, val[j]);                                                  \
+            STI_i64(aux + j * as, idx[j]);                                                          \
+        }                                                                                           \
+    }                                                                                               \
+    static const red_vt vt_##OP##_##T = {                                                           \
+        CODE_##T, 0, 0, row_##OP##_##T, init_##OP##_##T, comb_##OP##_##T, fin_##OP##_##T, NULL,     \
         vinit_##OP##_##T, vec_##OP##_##T, vcomb_##OP##_##T, vfin_##OP##_##T, NULL};
 
 /* ---- instantiation ---------------------------------------------------------------------------- */
@@ -447,27 +464,27 @@ static inline double red_dof(int64_t R, double corr) {
 FM_ALL_DTYPES(ARGT)
 
 /* every dtype: max, min, all, any, count_nonzero, argmax, argmin */
-#define ANY_DTYPE(T, K_)                                                                          \
-    DEF_KIND(T, MAX, cp_##T, 0, CFIX_NONE, FM_CLONES)                                                      \
-    DEF_KIND(T, MIN, cp_##T, 0, CFIX_NONE, FM_CLONES)                                                      \
-    DEF_KIND(T, ALL, uint8_t, 0, CFIX_NONE, )                                                     \
-    DEF_KIND(T, ANY, uint8_t, 0, CFIX_NONE, )                                                     \
-    DEF_KIND(T, CNZ, uint64_t, 0, CFIX_NONE, )                                                    \
-    DEF_OP(T, MAX, MAX, cp_##T, T, 0, 0, FIN_PLAIN)                                             \
-    DEF_OP(T, MIN, MIN, cp_##T, T, 0, 0, FIN_PLAIN)                                             \
-    DEF_OP(T, ALL, ALL, uint8_t, b, 0, 0, FIN_PLAIN)                                            \
-    DEF_OP(T, ANY, ANY, uint8_t, b, 0, 0, FIN_PLAIN)                                            \
-    DEF_OP(T, COUNTNZ, CNZ, uint64_t, i64, 0, 0, FIN_PLAIN)                                     \
-    DEF_ARG(T, ARGMAX, MAX)                                                                     \
+#define ANY_DTYPE(T, K_)                                                                            \
+    DEF_KIND(T, MAX, cp_##T, 0, CFIX_NONE, FM_CLONES)                                               \
+    DEF_KIND(T, MIN, cp_##T, 0, CFIX_NONE, FM_CLONES)                                               \
+    DEF_KIND(T, ALL, uint8_t, 0, CFIX_NONE, )                                                       \
+    DEF_KIND(T, ANY, uint8_t, 0, CFIX_NONE, )                                                       \
+    DEF_KIND(T, CNZ, uint64_t, 0, CFIX_NONE, )                                                      \
+    DEF_OP(T, MAX, MAX, cp_##T, T, 0, 0, FIN_PLAIN)                                                 \
+    DEF_OP(T, MIN, MIN, cp_##T, T, 0, 0, FIN_PLAIN)                                                 \
+    DEF_OP(T, ALL, ALL, uint8_t, b, 0, 0, FIN_PLAIN)                                                \
+    DEF_OP(T, ANY, ANY, uint8_t, b, 0, 0, FIN_PLAIN)                                                \
+    DEF_OP(T, COUNTNZ, CNZ, uint64_t, i64, 0, 0, FIN_PLAIN)                                         \
+    DEF_ARG(T, ARGMAX, MAX)                                                                         \
     DEF_ARG(T, ARGMIN, MIN)
 FM_ALL_DTYPES(ANY_DTYPE)
 
 /* integers and bool: sums and products in uint64 (int64 results) */
-#define INT_DTYPE(T)                                                                             \
-    DEF_KIND(T, SUM, uint64_t, 0, CFIX_NONE, FM_CLONES)                                                    \
-    DEF_KIND(T, PROD, uint64_t, 0, CFIX_NONE, )                                                   \
-    DEF_OP(T, SUM, SUM, uint64_t, i64, 0, 0, FIN_PLAIN)                                         \
-    DEF_OP(T, NANSUM, SUM, uint64_t, i64, 0, 0, FIN_PLAIN)                                      \
+#define INT_DTYPE(T)                                                                                \
+    DEF_KIND(T, SUM, uint64_t, 0, CFIX_NONE, FM_CLONES)                                             \
+    DEF_KIND(T, PROD, uint64_t, 0, CFIX_NONE, )                                                     \
+    DEF_OP(T, SUM, SUM, uint64_t, i64, 0, 0, FIN_PLAIN)                                             \
+    DEF_OP(T, NANSUM, SUM, uint64_t, i64, 0, 0, FIN_PLAIN)                                          \
     DEF_OP(T, PROD, PROD, uint64_t, i64, 0, 0, FIN_PLAIN)
 INT_DTYPE(b)
 INT_DTYPE(u8)
@@ -477,42 +494,43 @@ INT_DTYPE(i32)
 INT_DTYPE(i64)
 
 /* floats: accumulate in AT (float or double), results in the accumulator dtype O */
-#define FLOAT_DTYPE(T, AT, O)                                                                    \
-    DEF_KIND(T, SUM, AT, 0, CFIX_NONE, FM_CLONES)                                                          \
-    DEF_KIND(T, NANSUM, AT, 0, CFIX_NONE, )                                                       \
-    DEF_KIND(T, PROD, AT, 0, CFIX_NONE, )                                                         \
-    DEF_KIND(T, NANCNT, uint64_t, 0, CFIX_NONE, )                                                 \
-    DEF_KIND(T, ABSSUM, AT, 0, CFIX_NONE, )                                                       \
-    DEF_KIND(T, SQSUM, AT, 0, CFIX_NONE, )                                                        \
-    DEF_KIND(T, POWSUM, AT, 0, CFIX_NONE, )                                                       \
-    DEF_KIND(T, ABSMAX, AT, 0, CFIX_NONE, )                                                       \
-    DEF_KIND(T, ABSMIN, AT, 0, CFIX_NONE, )                                                       \
-    DEF_KIND(T, SQDEV, AT, 1, CFIX_SQDEV, FM_CLONES)                                                       \
-    DEF_KIND(T, EXPSUM, AT, 1, CFIX_EXPSUM, FM_CLONES)                                                     \
-    DEF_OP(T, SUM, SUM, AT, O, 0, 1, FIN_PLAIN)                                                 \
-    DEF_OP(T, MEAN, SUM, AT, O, 0, 1, FIN_MEAN)                                                 \
-    DEF_OP(T, NANSUM, NANSUM, AT, O, 0, 1, FIN_PLAIN)                                           \
-    DEF_OP(T, PROD, PROD, AT, O, 0, 0, FIN_PLAIN)                                               \
-    DEF_OP(T, NANCOUNT, NANCNT, uint64_t, i64, 0, 0, FIN_PLAIN)                                 \
-    DEF_OP(T, NORM0, CNZ, uint64_t, O, 0, 0, FIN_PLAIN)                                         \
-    DEF_OP(T, NORM1, ABSSUM, AT, O, 0, 1, FIN_PLAIN)                                            \
-    DEF_OP(T, NORM2, SQSUM, AT, O, 0, 1, FIN_NORM2)                                             \
-    DEF_OP(T, NORMP, POWSUM, AT, O, 0, 1, FIN_NORMP)                                            \
-    DEF_OP(T, NORMINF, ABSMAX, AT, O, 0, 0, FIN_PLAIN)                                          \
-    DEF_OP(T, NORMNINF, ABSMIN, AT, O, 0, 0, FIN_PLAIN)                                         \
-    DEF_OP(T, VAR, SQDEV, AT, O, 1, 1, FIN_VAR)                                                 \
-    DEF_OP(T, STD, SQDEV, AT, O, 1, 1, FIN_STD)                                                 \
+#define FLOAT_DTYPE(T, AT, O)                                                                       \
+    DEF_KIND(T, SUM, AT, 0, CFIX_NONE, FM_CLONES)                                                   \
+    DEF_KIND(T, NANSUM, AT, 0, CFIX_NONE, )                                                         \
+    DEF_KIND(T, PROD, AT, 0, CFIX_NONE, )                                                           \
+    DEF_KIND(T, NANCNT, uint64_t, 0, CFIX_NONE, )                                                   \
+    DEF_KIND(T, ABSSUM, AT, 0, CFIX_NONE, )                                                         \
+    DEF_KIND(T, SQSUM, AT, 0, CFIX_NONE, )                                                          \
+    DEF_KIND(T, POWSUM, AT, 0, CFIX_NONE, )                                                         \
+    DEF_KIND(T, ABSMAX, AT, 0, CFIX_NONE, )                                                         \
+    DEF_KIND(T, ABSMIN, AT, 0, CFIX_NONE, )                                                         \
+    DEF_KIND(T, SQDEV, AT, 1, CFIX_SQDEV, FM_CLONES)                                                \
+    DEF_KIND(T, EXPSUM, AT, 1, CFIX_EXPSUM, FM_CLONES)                                              \
+    DEF_OP(T, SUM, SUM, AT, O, 0, 1, FIN_PLAIN)                                                     \
+    DEF_OP(T, MEAN, SUM, AT, O, 0, 1, FIN_MEAN)                                                     \
+    DEF_OP(T, NANSUM, NANSUM, AT, O, 0, 1, FIN_PLAIN)                                               \
+    DEF_OP(T, PROD, PROD, AT, O, 0, 0, FIN_PLAIN)                                                   \
+    DEF_OP(T, NANCOUNT, NANCNT, uint64_t, i64, 0, 0, FIN_PLAIN)                                     \
+    DEF_OP(T, NORM0, CNZ, uint64_t, O, 0, 0, FIN_PLAIN)                                             \
+    DEF_OP(T, NORM1, ABSSUM, AT, O, 0, 1, FIN_PLAIN)                                                \
+    DEF_OP(T, NORM2, SQSUM, AT, O, 0, 1, FIN_NORM2)                                                 \
+    DEF_OP(T, NORMP, POWSUM, AT, O, 0, 1, FIN_NORMP)                                                \
+    DEF_OP(T, NORMINF, ABSMAX, AT, O, 0, 0, FIN_PLAIN)                                              \
+    DEF_OP(T, NORMNINF, ABSMIN, AT, O, 0, 0, FIN_PLAIN)                                             \
+    DEF_OP(T, VAR, SQDEV, AT, O, 1, 1, FIN_VAR)                                                     \
+    DEF_OP(T, STD, SQDEV, AT, O, 1, 1, FIN_STD)                                                     \
     DEF_OP(T, LSE, EXPSUM, AT, O, 1, 1, FIN_LSE)
 FLOAT_DTYPE(f16, float, f32)
 FLOAT_DTYPE(bf16, float, f32)
 FLOAT_DTYPE(f32, float, f32)
 FLOAT_DTYPE(f64, double, f64)
 
-#define VT_ALL(OP)                                                                               \
-    {&vt_##OP##_b, &vt_##OP##_u8, &vt_##OP##_i8, &vt_##OP##_i16, &vt_##OP##_i32,                \
+#define VT_ALL(OP)                                                                                  \
+    {&vt_##OP##_b, &vt_##OP##_u8, &vt_##OP##_i8, &vt_##OP##_i16, &vt_##OP##_i32,                    \
      &vt_##OP##_i64, &vt_##OP##_f16, &vt_##OP##_bf16, &vt_##OP##_f32, &vt_##OP##_f64}
-#define VT_FLOATS(OP) \
-    {NULL, NULL, NULL, NULL, NULL, NULL, &vt_##OP##_f16, &vt_##OP##_bf16, &vt_##OP##_f32, &vt_##OP##_f64}
+#define VT_FLOATS(OP)                                                                               \
+    {NULL, NULL, NULL, NULL, NULL, NULL, &vt_##OP##_f16, &vt_##OP##_bf16, &vt_##OP##_f32,           \
+     &vt_##OP##_f64}
 
 static const red_vt *const vt_table[FM_NRED][FM_NDTYPES] = {
     [FM_RED_SUM] = VT_ALL(SUM),          [FM_RED_NANSUM] = VT_ALL(NANSUM),
@@ -626,8 +644,16 @@ static void rows_outputs(const red_plan *pl, int64_t o0, int64_t o1) {
     }
 }
 
+/* libgomp's thread pool does not survive fork(): a forked child (a data-loader worker) that
+   entered a parallel region would hang, so children run single-threaded. */
+static volatile int red_forked = 0;
+static void red_mark_forked(void) { red_forked = 1; }
+__attribute__((constructor)) static void red_register_atfork(void) {
+    pthread_atfork(NULL, NULL, red_mark_forked);
+}
+
 static int red_threads(int64_t work) {
-    if (work < RED_PAR_MIN) return 1;
+    if (work < RED_PAR_MIN || red_forked) return 1;
     int n = omp_get_max_threads();
     return n > 1 ? n : 1;
 }
@@ -682,76 +708,102 @@ static int run_rows(const red_plan *pl) {
     return FM_OK;
 }
 
-/* outer shape: task t = (kept-outer position, chunk of `ch` adjacent outputs). Sums add rows
-   in three levels (blocks of RED_OB rows, blocks of RED_OB blocks, the rest) so the error grows
-   like a pairwise sum's rather than with the number of rows. */
-static void outer_tasks(const red_plan *pl, int64_t t0, int64_t t1, int64_t ch, char *buf) {
+/* outer shape: accumulate rows [r0, r1) of the reduced sub-space into the vector of outputs
+   k0 .. k0+kc-1 of kept-outer position ko; the result is left in buf (unfinalised). Sums add
+   rows in three levels (blocks of RED_OB rows, blocks of RED_OB blocks, the rest) so the error
+   grows like a pairwise sum's rather than with the number of rows. */
+static void outer_chunk(const red_plan *pl, int64_t ko, int64_t k0, int64_t kc, int64_t r0,
+                        int64_t r1, char *buf) {
     const red_vt *vt = pl->vt;
     void *acc = buf, *macc = buf + RED_CH * 16, *bacc = buf + 2 * RED_CH * 16;
     void *cb = buf + 3 * RED_CH * 16;
     int nk1 = pl->nk - 1, nr = pl->nr;
-    int64_t K = pl->ks[nk1], nch = (K + ch - 1) / ch, R = pl->R;
-    int64_t kin = pl->kin[nk1], kout = pl->kout[nk1], kaux = pl->kaux[nk1];
-    int blocked = vt->blocked && R > RED_OB;
-    for (int64_t t = t0; t < t1; t++) {
-        int64_t k0 = (t % nch) * ch, kc = K - k0 < ch ? K - k0 : ch, off[3];
-        kept_seek(pl, nk1, t / nch, NULL, off);
-        const char *x0 = pl->in + off[0] + k0 * kin;
-        char *ap = pl->aux ? pl->aux + off[2] + k0 * kaux : NULL;
-        if (vt->hasc) vt->vldc(cb, ap, kc, kaux);
-        vt->vinit(acc, kc);
-        if (blocked) vt->vinit(macc, kc);
-        int64_t ridx[FM_MAX_DIMS], roff = 0, nblk = 0;
-        for (int d = 0; d < nr; d++) ridx[d] = 0;
-        for (int64_t r = 0; r < R;) {
-            int64_t re = blocked ? (R - r < RED_OB ? R : r + RED_OB) : R;
-            void *dst = blocked ? bacc : acc;
-            if (blocked) vt->vinit(bacc, kc);
-            for (; r < re; r++) {
-                vt->vec(dst, x0 + roff, kc, cb, r, pl->p);
-                for (int d = nr - 1; d >= 0; d--) {
-                    ridx[d]++;
-                    roff += pl->rin[d];
-                    if (ridx[d] < pl->rs[d]) break;
-                    roff -= pl->rin[d] * pl->rs[d];
-                    ridx[d] = 0;
-                }
-            }
-            if (blocked) {
-                vt->vcomb(macc, bacc, kc);
-                if (++nblk == RED_OB || r == R) {
-                    vt->vcomb(acc, macc, kc);
-                    vt->vinit(macc, kc);
-                    nblk = 0;
-                }
+    int64_t off[3], ridx[FM_MAX_DIMS], roff = 0, nblk = 0, rem = r0;
+    kept_seek(pl, nk1, ko, NULL, off);
+    const char *x0 = pl->in + off[0] + k0 * pl->kin[nk1];
+    if (vt->hasc) vt->vldc(cb, pl->aux + off[2] + k0 * pl->kaux[nk1], kc, pl->kaux[nk1]);
+    for (int d = nr - 1; d >= 0; d--) {
+        ridx[d] = rem % pl->rs[d];
+        rem /= pl->rs[d];
+        roff += ridx[d] * pl->rin[d];
+    }
+    int blocked = vt->blocked && r1 - r0 > RED_OB;
+    vt->vinit(acc, kc);
+    if (blocked) vt->vinit(macc, kc);
+    for (int64_t r = r0; r < r1;) {
+        int64_t re = blocked ? (r1 - r < RED_OB ? r1 : r + RED_OB) : r1;
+        void *dst = blocked ? bacc : acc;
+        if (blocked) vt->vinit(bacc, kc);
+        for (; r < re; r++) {
+            vt->vec(dst, x0 + roff, kc, cb, r, pl->p);
+            for (int d = nr - 1; d >= 0; d--) {
+                ridx[d]++;
+                roff += pl->rin[d];
+                if (ridx[d] < pl->rs[d]) break;
+                roff -= pl->rin[d] * pl->rs[d];
+                ridx[d] = 0;
             }
         }
-        vt->vfin(acc, kc, R, pl->p, cb, pl->out ? pl->out + off[1] + k0 * kout : NULL, kout, ap,
-                 kaux);
+        if (blocked) {
+            vt->vcomb(macc, bacc, kc);
+            if (++nblk == RED_OB || r == r1) {
+                vt->vcomb(acc, macc, kc);
+                vt->vinit(macc, kc);
+                nblk = 0;
+            }
+        }
+    }
+}
+
+static void outer_fin(const red_plan *pl, int64_t ko, int64_t k0, int64_t kc, char *buf) {
+    int nk1 = pl->nk - 1;
+    int64_t off[3];
+    kept_seek(pl, nk1, ko, NULL, off);
+    char *ap = pl->aux ? pl->aux + off[2] + k0 * pl->kaux[nk1] : NULL;
+    pl->vt->vfin(buf, kc, pl->R, pl->p, buf + 3 * RED_CH * 16,
+                 pl->out ? pl->out + off[1] + k0 * pl->kout[nk1] : NULL, pl->kout[nk1], ap,
+                 pl->kaux[nk1]);
+}
+
+/* tasks [t0, t1): task t = (kept-outer position, chunk of `ch` adjacent outputs), all rows */
+static void outer_tasks(const red_plan *pl, int64_t t0, int64_t t1, int64_t ch, char *buf) {
+    int64_t K = pl->ks[pl->nk - 1], nch = (K + ch - 1) / ch;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t ko = t / nch, k0 = (t % nch) * ch, kc = K - k0 < ch ? K - k0 : ch;
+        outer_chunk(pl, ko, k0, kc, 0, pl->R, buf);
+        outer_fin(pl, ko, k0, kc, buf);
     }
 }
 
 static int run_outer(const red_plan *pl) {
     int64_t K = pl->ks[pl->nk - 1], kouter = pl->nout / K;
-    int64_t ch = RED_CH, nch = (K + ch - 1) / ch;
+    int64_t ch = RED_CH, nch = (K + ch - 1) / ch, ntask = kouter * nch;
     int nth = red_threads(pl->nout * pl->R);
-    if (nth > 1 && kouter * nch < 2 * nth) { /* split the kept row finer to feed every thread */
-        ch = (K + 2 * nth - 1) / (2 * nth);
-        ch = (ch + 15) / 16 * 16;
-        nch = (K + ch - 1) / ch;
-    }
-    int64_t ntask = kouter * nch;
-    if (ntask < 2) nth = 1;
     size_t per = 4 * RED_CH * 16;
     char *buf = malloc(per * (size_t)nth);
     if (!buf) return FM_ERR_NOMEM;
     if (nth <= 1) {
         outer_tasks(pl, 0, ntask, ch, buf);
-    } else {
+    } else if (ntask >= 2 * nth || pl->R < 4 * nth) {
 #pragma omp parallel num_threads(nth)
         {
             int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
             outer_tasks(pl, ntask * t / nt, ntask * (t + 1) / nt, ch, buf + per * t);
+        }
+    } else {
+        /* few wide tasks: every thread takes a range of rows (sequential memory), the partial
+           vectors are combined in row order */
+        for (int64_t t = 0; t < ntask; t++) {
+            int64_t ko = t / nch, k0 = (t % nch) * ch, kc = K - k0 < ch ? K - k0 : ch;
+            int nt_used = nth;
+#pragma omp parallel num_threads(nth)
+            {
+                int64_t q = omp_get_thread_num(), nt = omp_get_num_threads();
+                if (q == 0) nt_used = (int)nt;
+                outer_chunk(pl, ko, k0, kc, pl->R * q / nt, pl->R * (q + 1) / nt, buf + per * q);
+            }
+            for (int q = 1; q < nt_used; q++) pl->vt->vcomb(buf, buf + per * q, kc);
+            outer_fin(pl, ko, k0, kc, buf);
         }
     }
     free(buf);
@@ -890,113 +942,113 @@ int fm_reduce_contig(int op, int dtype, int64_t n, intptr_t in, intptr_t out, do
 #define SM_LANES 16
 #define SM_CACHE (128 * 1024) /* bytes of one outer-shape chunk (its rows x columns) */
 
-#define DEF_SM(T, CT, STORE)                                                                     \
-    FM_CLONES static void smrow_##T(int lg, const char *xp, int64_t n, int64_t xs, char *op,    \
-                                    int64_t os) {                                              \
-        CT m = leaf_MAX_##T(xp, n, xs, (CT)0, 0.0), s, acc[SM_LANES];                           \
-        for (int j = 0; j < SM_LANES; j++) acc[j] = 0;                                          \
-        int64_t i = 0;                                                                          \
-        if (xs == (int64_t)sizeof(ct_##T) && os == (int64_t)sizeof(ct_##T)) {                   \
-            const ct_##T *FM_RESTRICT x = (const ct_##T *)xp;                                   \
-            ct_##T *FM_RESTRICT o = (ct_##T *)op;                                               \
-            if (STORE && !lg) {                                                                 \
-                for (; i + SM_LANES <= n; i += SM_LANES)                                        \
-                    for (int j = 0; j < SM_LANES; j++) {                                        \
-                        CT e = FM_EXP(LD_##T(&x[i + j]) - m);                                   \
-                        ST_##T(&o[i + j], e);                                                   \
-                        acc[j] += e;                                                            \
-                    }                                                                           \
-                for (; i < n; i++) {                                                            \
-                    CT e = FM_EXP(LD_##T(&x[i]) - m);                                           \
-                    ST_##T(&o[i], e);                                                           \
-                    acc[0] += e;                                                                \
-                }                                                                               \
-            } else {                                                                            \
-                for (; i + SM_LANES <= n; i += SM_LANES)                                        \
-                    for (int j = 0; j < SM_LANES; j++) acc[j] += FM_EXP(LD_##T(&x[i + j]) - m); \
-                for (; i < n; i++) acc[0] += FM_EXP(LD_##T(&x[i]) - m);                         \
-            }                                                                                   \
-            for (int w = SM_LANES / 2; w >= 1; w /= 2)                                          \
-                for (int j = 0; j < w; j++) acc[j] += acc[j + w];                               \
-            s = acc[0];                                                                         \
-            if (lg) {                                                                           \
-                CT ls = FM_LOG(s);                                                              \
-                for (i = 0; i < n; i++) ST_##T(&o[i], LD_##T(&x[i]) - m - ls);                  \
-            } else if (STORE) {                                                                 \
-                CT inv = 1 / s;                                                                 \
-                for (i = 0; i < n; i++) ST_##T(&o[i], LD_##T(&o[i]) * inv);                     \
-            } else {                                                                            \
-                CT inv = 1 / s;                                                                 \
-                for (i = 0; i < n; i++) ST_##T(&o[i], FM_EXP(LD_##T(&x[i]) - m) * inv);         \
-            }                                                                                   \
-            return;                                                                             \
-        }                                                                                       \
-        s = 0;                                                                                  \
-        for (i = 0; i < n; i++) s += FM_EXP(LD_##T(xp + i * xs) - m);                           \
-        CT f = lg ? FM_LOG(s) : 1 / s;                                                          \
-        for (i = 0; i < n; i++) {                                                               \
-            CT d = LD_##T(xp + i * xs) - m;                                                     \
-            ST_##T(op + i * os, lg ? d - f : FM_EXP(d) * f);                                    \
-        }                                                                                       \
-    }                                                                                           \
-    /* k adjacent columns of R rows (row strides xr / orr bytes); m, s: scratch of k */         \
-    FM_CLONES static void smvec_##T(int lg, const char *xp, int64_t xr, int64_t R, char *op,    \
-                                    int64_t orr, int64_t k, CT *FM_RESTRICT m,                  \
-                                    CT *FM_RESTRICT s) {                                        \
-        for (int64_t j = 0; j < k; j++) {                                                       \
-            m[j] = -INFINITY;                                                                   \
-            s[j] = 0;                                                                           \
-        }                                                                                       \
-        for (int64_t r = 0; r < R; r++) {                                                       \
-            const ct_##T *FM_RESTRICT x = (const ct_##T *)(xp + r * xr);                        \
-            for (int64_t j = 0; j < k; j++) m[j] = FM_MAXN(m[j], LD_##T(&x[j]));                \
-        }                                                                                       \
-        for (int64_t r = 0; r < R; r++) {                                                       \
-            const ct_##T *FM_RESTRICT x = (const ct_##T *)(xp + r * xr);                        \
-            ct_##T *FM_RESTRICT o = (ct_##T *)(op + r * orr);                                   \
-            if (STORE && !lg)                                                                   \
-                for (int64_t j = 0; j < k; j++) {                                               \
-                    CT e = FM_EXP(LD_##T(&x[j]) - m[j]);                                        \
-                    ST_##T(&o[j], e);                                                           \
-                    s[j] += e;                                                                  \
-                }                                                                               \
-            else                                                                                \
-                for (int64_t j = 0; j < k; j++) s[j] += FM_EXP(LD_##T(&x[j]) - m[j]);           \
-        }                                                                                       \
-        for (int64_t j = 0; j < k; j++) s[j] = lg ? FM_LOG(s[j]) : 1 / s[j];                    \
-        for (int64_t r = 0; r < R; r++) {                                                       \
-            const ct_##T *FM_RESTRICT x = (const ct_##T *)(xp + r * xr);                        \
-            ct_##T *FM_RESTRICT o = (ct_##T *)(op + r * orr);                                   \
-            if (lg)                                                                             \
-                for (int64_t j = 0; j < k; j++) ST_##T(&o[j], LD_##T(&x[j]) - m[j] - s[j]);     \
-            else if (STORE)                                                                     \
-                for (int64_t j = 0; j < k; j++) ST_##T(&o[j], LD_##T(&o[j]) * s[j]);            \
-            else                                                                                \
-                for (int64_t j = 0; j < k; j++)                                                 \
-                    ST_##T(&o[j], FM_EXP(LD_##T(&x[j]) - m[j]) * s[j]);                         \
-        }                                                                                       \
-    }                                                                                           \
-    static void smrun_##T(int lg, const red_plan *pl, int outer, int64_t t0, int64_t t1,        \
-                          int64_t ch, void *buf) {                                              \
-        int64_t R = pl->R, rin = pl->rin[0], rout = pl->rs[0];                                  \
-        if (!outer) {                                                                           \
-            int64_t idx[FM_MAX_DIMS], off[3];                                                   \
-            kept_seek(pl, pl->nk, t0, idx, off);                                                \
-            for (int64_t t = t0; t < t1; t++) {                                                 \
-                smrow_##T(lg, pl->in + off[0], R, rin, pl->out + off[1], rout);                 \
-                kept_next(pl, idx, off);                                                        \
-            }                                                                                   \
-            return;                                                                             \
-        }                                                                                       \
-        int nk1 = pl->nk - 1;                                                                   \
-        int64_t K = pl->ks[nk1], nch = (K + ch - 1) / ch;                                       \
-        CT *m = (CT *)buf, *s = m + RED_CH;                                                     \
-        for (int64_t t = t0; t < t1; t++) {                                                     \
-            int64_t k0 = (t % nch) * ch, kc = K - k0 < ch ? K - k0 : ch, off[3];                \
-            kept_seek(pl, nk1, t / nch, NULL, off);                                             \
-            smvec_##T(lg, pl->in + off[0] + k0 * pl->kin[nk1], rin, R,                          \
-                      pl->out + off[1] + k0 * pl->kout[nk1], rout, kc, m, s);                   \
-        }                                                                                       \
+#define DEF_SM(T, CT, STORE)                                                                        \
+    FM_CLONES static void smrow_##T(int lg, const char *xp, int64_t n, int64_t xs, char *op,        \
+                                    int64_t os) {                                                   \
+        CT m = leaf_MAX_##T(xp, n, xs, (CT)0, 0.0), s, acc[SM_LANES];                               \
+        for (int j = 0; j < SM_LANES; j++) acc[j] = 0;                                              \
+        int64_t i = 0;                                                                              \
+        if (xs == (int64_t)sizeof(ct_##T) && os == (int64_t)sizeof(ct_##T)) {                       \
+            const ct_##T *FM_RESTRICT x = (const ct_##T *)xp;                                       \
+            ct_##T *FM_RESTRICT o = (ct_##T *)op;                                                   \
+            if (STORE && !lg) {                                                                     \
+                for (; i + SM_LANES <= n; i += SM_LANES)                                            \
+                    for (int j = 0; j < SM_LANES; j++) {                                            \
+                        CT e = FM_EXP(LD_##T(&x[i + j]) - m);                                       \
+                        ST_##T(&o[i + j], e);                                                       \
+                        acc[j] += e;                                                                \
+                    }                                                                               \
+                for (; i < n; i++) {                                                                \
+                    CT e = FM_EXP(LD_##T(&x[i]) - m);                                               \
+                    ST_##T(&o[i], e);                                                               \
+                    acc[0] += e;                                                                    \
+                }                                                                                   \
+            } else {                                                                                \
+                for (; i + SM_LANES <= n; i += SM_LANES)                                            \
+                    for (int j = 0; j < SM_LANES; j++) acc[j] += FM_EXP(LD_##T(&x[i + j]) - m);     \
+                for (; i < n; i++) acc[0] += FM_EXP(LD_##T(&x[i]) - m);                             \
+            }                                                                                       \
+            for (int w = SM_LANES / 2; w >= 1; w /= 2)                                              \
+                for (int j = 0; j < w; j++) acc[j] += acc[j + w];                                   \
+            s = acc[0];                                                                             \
+            if (lg) {                                                                               \
+                CT ls = FM_LOG(s);                                                                  \
+                for (i = 0; i < n; i++) ST_##T(&o[i], LD_##T(&x[i]) - m - ls);                      \
+            } else if (STORE) {                                                                     \
+                CT inv = 1 / s;                                                                     \
+                for (i = 0; i < n; i++) ST_##T(&o[i], LD_##T(&o[i]) * inv);                         \
+            } else {                                                                                \
+                CT inv = 1 / s;                                                                     \
+                for (i = 0; i < n; i++) ST_##T(&o[i], FM_EXP(LD_##T(&x[i]) - m) * inv);             \
+            }                                                                                       \
+            return;                                                                                 \
+        }                                                                                           \
+        s = 0;                                                                                      \
+        for (i = 0; i < n; i++) s += FM_EXP(LD_##T(xp + i * xs) - m);                               \
+        CT f = lg ? FM_LOG(s) : 1 / s;                                                              \
+        for (i = 0; i < n; i++) {                                                                   \
+            CT d = LD_##T(xp + i * xs) - m;                                                         \
+            ST_##T(op + i * os, lg ? d - f : FM_EXP(d) * f);                                        \
+        }                                                                                           \
+    }                                                                                               \
+    /* k adjacent columns of R rows (row strides xr / orr bytes); m, s: scratch of k */             \
+    FM_CLONES static void smvec_##T(int lg, const char *xp, int64_t xr, int64_t R, char *op,        \
+                                    int64_t orr, int64_t k, CT *FM_RESTRICT m,                      \
+                                    CT *FM_RESTRICT s) {                                            \
+        for (int64_t j = 0; j < k; j++) {                                                           \
+            m[j] = -INFINITY;                                                                       \
+            s[j] = 0;                                                                               \
+        }                                                                                           \
+        for (int64_t r = 0; r < R; r++) {                                                           \
+            const ct_##T *FM_RESTRICT x = (const ct_##T *)(xp + r * xr);                            \
+            for (int64_t j = 0; j < k; j++) m[j] = FM_MAXN(m[j], LD_##T(&x[j]));                    \
+        }                                                                                           \
+        for (int64_t r = 0; r < R; r++) {                                                           \
+            const ct_##T *FM_RESTRICT x = (const ct_##T *)(xp + r * xr);                            \
+            ct_##T *FM_RESTRICT o = (ct_##T *)(op + r * orr);                                       \
+            if (STORE && !lg)                                                                       \
+                for (int64_t j = 0; j < k; j++) {                                                   \
+                    CT e = FM_EXP(LD_##T(&x[j]) - m[j]);                                            \
+                    ST_##T(&o[j], e);                                                               \
+                    s[j] += e;                                                                      \
+                }                                                                                   \
+            else                                                                                    \
+                for (int64_t j = 0; j < k; j++) s[j] += FM_EXP(LD_##T(&x[j]) - m[j]);               \
+        }                                                                                           \
+        for (int64_t j = 0; j < k; j++) s[j] = lg ? FM_LOG(s[j]) : 1 / s[j];                        \
+        for (int64_t r = 0; r < R; r++) {                                                           \
+            const ct_##T *FM_RESTRICT x = (const ct_##T *)(xp + r * xr);                            \
+            ct_##T *FM_RESTRICT o = (ct_##T *)(op + r * orr);                                       \
+            if (lg)                                                                                 \
+                for (int64_t j = 0; j < k; j++) ST_##T(&o[j], LD_##T(&x[j]) - m[j] - s[j]);         \
+            else if (STORE)                                                                         \
+                for (int64_t j = 0; j < k; j++) ST_##T(&o[j], LD_##T(&o[j]) * s[j]);                \
+            else                                                                                    \
+                for (int64_t j = 0; j < k; j++)                                                     \
+                    ST_##T(&o[j], FM_EXP(LD_##T(&x[j]) - m[j]) * s[j]);                             \
+        }                                                                                           \
+    }                                                                                               \
+    static void smrun_##T(int lg, const red_plan *pl, int outer, int64_t t0, int64_t t1,            \
+                          int64_t ch, void *buf) {                                                  \
+        int64_t R = pl->R, rin = pl->rin[0], rout = pl->rs[0];                                      \
+        if (!outer) {                                                                               \
+            int64_t idx[FM_MAX_DIMS], off[3];                                                       \
+            kept_seek(pl, pl->nk, t0, idx, off);                                                    \
+            for (int64_t t = t0; t < t1; t++) {                                                     \
+                smrow_##T(lg, pl->in + off[0], R, rin, pl->out + off[1], rout);                     \
+                kept_next(pl, idx, off);                                                            \
+            }                                                                                       \
+            return;                                                                                 \
+        }                                                                                           \
+        int nk1 = pl->nk - 1;                                                                       \
+        int64_t K = pl->ks[nk1], nch = (K + ch - 1) / ch;                                           \
+        CT *m = (CT *)buf, *s = m + RED_CH;                                                         \
+        for (int64_t t = t0; t < t1; t++) {                                                         \
+            int64_t k0 = (t % nch) * ch, kc = K - k0 < ch ? K - k0 : ch, off[3];                    \
+            kept_seek(pl, nk1, t / nch, NULL, off);                                                 \
+            smvec_##T(lg, pl->in + off[0] + k0 * pl->kin[nk1], rin, R,                              \
+                      pl->out + off[1] + k0 * pl->kout[nk1], rout, kc, m, s);                       \
+        }                                                                                           \
     }
 
 DEF_SM(f16, float, 0)
@@ -1051,7 +1103,7 @@ static int dim_run(const red_plan *pl, int64_t isz, int64_t osz, int64_t cache, 
     int outer = pl->nk > 0 && pl->kin[nk1] == isz && pl->kout[nk1] == osz && pl->ks[nk1] >= 8 &&
                 !(pl->rin[0] == isz && pl->rs[0] == osz);
     int64_t ch = 1, ntask = pl->nout;
-    int nth = pl->nout * pl->R >= par_min ? omp_get_max_threads() : 1;
+    int nth = pl->nout * pl->R >= par_min && !red_forked ? omp_get_max_threads() : 1;
     if (outer) {
         int64_t K = pl->ks[nk1];
         ch = cache / (pl->R * isz);
@@ -1097,52 +1149,52 @@ int fm_softmax(int log, int dtype, int ndim, const int64_t *shape, intptr_t in,
 /* ---- cumulative sum / product ------------------------------------------------------------------
    Accumulate in float (16-bit floats), double (float32, float64) or uint64 (integers: int64
    results that wrap like PyTorch's). */
-#define DEF_SCAN(T, OPN, AT, O, INIT, OPR)                                                       \
-    static void scrow_##OPN##_##T(const char *x, int64_t n, int64_t xs, char *o, int64_t os) {  \
-        AT a = INIT;                                                                            \
-        for (int64_t i = 0; i < n; i++) {                                                       \
-            a = a OPR(AT) LD_##T(x + i * xs);                                                   \
-            ST_##O(o + i * os, a);                                                              \
-        }                                                                                       \
-    }                                                                                           \
-    FM_CLONES static void scvec_##OPN##_##T(const char *xp, int64_t xr, int64_t R, char *op,    \
-                                            int64_t orr, int64_t k, void *accv) {              \
-        AT *FM_RESTRICT acc = (AT *)accv;                                                       \
-        for (int64_t j = 0; j < k; j++) acc[j] = INIT;                                          \
-        for (int64_t r = 0; r < R; r++) {                                                       \
-            const ct_##T *FM_RESTRICT x = (const ct_##T *)(xp + r * xr);                        \
-            ct_##O *FM_RESTRICT o = (ct_##O *)(op + r * orr);                                   \
-            for (int64_t j = 0; j < k; j++) {                                                   \
-                acc[j] = acc[j] OPR(AT) LD_##T(&x[j]);                                          \
-                ST_##O(&o[j], acc[j]);                                                          \
-            }                                                                                   \
-        }                                                                                       \
-    }                                                                                           \
-    static void scrun_##OPN##_##T(int op, const red_plan *pl, int outer, int64_t t0,            \
-                                  int64_t t1, int64_t ch, void *buf) {                          \
-        (void)op;                                                                               \
-        int64_t R = pl->R, rin = pl->rin[0], rout = pl->rs[0];                                  \
-        if (!outer) {                                                                           \
-            int64_t idx[FM_MAX_DIMS], off[3];                                                   \
-            kept_seek(pl, pl->nk, t0, idx, off);                                                \
-            for (int64_t t = t0; t < t1; t++) {                                                 \
-                scrow_##OPN##_##T(pl->in + off[0], R, rin, pl->out + off[1], rout);             \
-                kept_next(pl, idx, off);                                                        \
-            }                                                                                   \
-            return;                                                                             \
-        }                                                                                       \
-        int nk1 = pl->nk - 1;                                                                   \
-        int64_t K = pl->ks[nk1], nch = (K + ch - 1) / ch;                                       \
-        for (int64_t t = t0; t < t1; t++) {                                                     \
-            int64_t k0 = (t % nch) * ch, kc = K - k0 < ch ? K - k0 : ch, off[3];                \
-            kept_seek(pl, nk1, t / nch, NULL, off);                                             \
-            scvec_##OPN##_##T(pl->in + off[0] + k0 * pl->kin[nk1], rin, R,                      \
-                              pl->out + off[1] + k0 * pl->kout[nk1], rout, kc, buf);            \
-        }                                                                                       \
+#define DEF_SCAN(T, OPN, AT, O, INIT, OPR)                                                          \
+    static void scrow_##OPN##_##T(const char *x, int64_t n, int64_t xs, char *o, int64_t os) {      \
+        AT a = INIT;                                                                                \
+        for (int64_t i = 0; i < n; i++) {                                                           \
+            a = a OPR(AT) LD_##T(x + i * xs);                                                       \
+            ST_##O(o + i * os, a);                                                                  \
+        }                                                                                           \
+    }                                                                                               \
+    FM_CLONES static void scvec_##OPN##_##T(const char *xp, int64_t xr, int64_t R, char *op,        \
+                                            int64_t orr, int64_t k, void *accv) {                   \
+        AT *FM_RESTRICT acc = (AT *)accv;                                                           \
+        for (int64_t j = 0; j < k; j++) acc[j] = INIT;                                              \
+        for (int64_t r = 0; r < R; r++) {                                                           \
+            const ct_##T *FM_RESTRICT x = (const ct_##T *)(xp + r * xr);                            \
+            ct_##O *FM_RESTRICT o = (ct_##O *)(op + r * orr);                                       \
+            for (int64_t j = 0; j < k; j++) {                                                       \
+                acc[j] = acc[j] OPR(AT) LD_##T(&x[j]);                                              \
+                ST_##O(&o[j], acc[j]);                                                              \
+            }                                                                                       \
+        }                                                                                           \
+    }                                                                                               \
+    static void scrun_##OPN##_##T(int op, const red_plan *pl, int outer, int64_t t0,                \
+                                  int64_t t1, int64_t ch, void *buf) {                              \
+        (void)op;                                                                                   \
+        int64_t R = pl->R, rin = pl->rin[0], rout = pl->rs[0];                                      \
+        if (!outer) {                                                                               \
+            int64_t idx[FM_MAX_DIMS], off[3];                                                       \
+            kept_seek(pl, pl->nk, t0, idx, off);                                                    \
+            for (int64_t t = t0; t < t1; t++) {                                                     \
+                scrow_##OPN##_##T(pl->in + off[0], R, rin, pl->out + off[1], rout);                 \
+                kept_next(pl, idx, off);                                                            \
+            }                                                                                       \
+            return;                                                                                 \
+        }                                                                                           \
+        int nk1 = pl->nk - 1;                                                                       \
+        int64_t K = pl->ks[nk1], nch = (K + ch - 1) / ch;                                           \
+        for (int64_t t = t0; t < t1; t++) {                                                         \
+            int64_t k0 = (t % nch) * ch, kc = K - k0 < ch ? K - k0 : ch, off[3];                    \
+            kept_seek(pl, nk1, t / nch, NULL, off);                                                 \
+            scvec_##OPN##_##T(pl->in + off[0] + k0 * pl->kin[nk1], rin, R,                          \
+                              pl->out + off[1] + k0 * pl->kout[nk1], rout, kc, buf);                \
+        }                                                                                           \
     }
 
-#define SCAN_INT(T, K_)                                                                          \
-    DEF_SCAN(T, CUMSUM, uint64_t, i64, 0, +)                                                    \
+#define SCAN_INT(T, K_)                                                                             \
+    DEF_SCAN(T, CUMSUM, uint64_t, i64, 0, +)                                                        \
     DEF_SCAN(T, CUMPROD, uint64_t, i64, 1, *)
 SCAN_INT(b, I)
 SCAN_INT(u8, I)
@@ -1159,9 +1211,9 @@ DEF_SCAN(f32, CUMPROD, double, f32, 1, *)
 DEF_SCAN(f64, CUMSUM, double, f64, 0, +)
 DEF_SCAN(f64, CUMPROD, double, f64, 1, *)
 
-#define SCAN_ROW(OPN)                                                                            \
-    {scrun_##OPN##_b, scrun_##OPN##_u8, scrun_##OPN##_i8, scrun_##OPN##_i16, scrun_##OPN##_i32, \
-     scrun_##OPN##_i64, scrun_##OPN##_f16, scrun_##OPN##_bf16, scrun_##OPN##_f32,               \
+#define SCAN_ROW(OPN)                                                                               \
+    {scrun_##OPN##_b, scrun_##OPN##_u8, scrun_##OPN##_i8, scrun_##OPN##_i16, scrun_##OPN##_i32,     \
+     scrun_##OPN##_i64, scrun_##OPN##_f16, scrun_##OPN##_bf16, scrun_##OPN##_f32,                   \
      scrun_##OPN##_f64}
 static const dim_run_fn scan_table[FM_NSCAN][FM_NDTYPES] = {
     [FM_SCAN_CUMSUM] = SCAN_ROW(CUMSUM), [FM_SCAN_CUMPROD] = SCAN_ROW(CUMPROD)};

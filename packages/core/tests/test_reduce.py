@@ -811,3 +811,21 @@ def test_c_entry_points_reject_bad_arguments():
     neg = ffi.new("int64_t[2]", [2, -3])
     assert lib.fm_reduce(lib.FM_RED_SUM, lib.FM_FLOAT32, 2, neg, p, st_, 1, o, st_, 0,
                          ffi.NULL, 0) == lib.FM_ERR_ARG
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_large_reductions_work_in_a_forked_child():
+    """libgomp's pool does not survive fork: a child must still finish (single-threaded)."""
+    import os
+    import signal
+
+    a = np.ones(1_000_000, dtype=np.float32)
+    t = fiamma.from_numpy(a)
+    assert t.sum().item() == 1e6  # the parent has run a parallel region
+    pid = os.fork()
+    if pid == 0:  # child: exit code 0 iff the reductions finish with the right values
+        signal.alarm(20)
+        ok = t.sum().item() == 1e6 and t.softmax(0).sum().item() > 0.99
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0

@@ -21,7 +21,8 @@ from fiamma import _dtype as D
 from fiamma import _grad_hook as G
 from fiamma._lib import check, ffi, lib
 from fiamma._storage import CPU
-from fiamma._tensor import Tensor, _copy_into, install_methods, new_empty, wrap_dim
+from fiamma._tensor import (Tensor, _copy_into, contiguous_strides, install_methods, new_empty,
+                            wrap_dim)
 from fiamma._ops._common import cast, check_out
 
 __all__ = [
@@ -36,6 +37,7 @@ _softmax_c = lib.fm_softmax
 _scan_c = lib.fm_scan
 _NULL = ffi.NULL
 _index = operator.index
+_tuple_new = tuple.__new__
 _INF = float("inf")
 
 # C output dtype of every (op, dtype), -1 where unsupported
@@ -69,6 +71,8 @@ def _mask(dim, nd, name):
     """The bit mask of reduced dims for ``dim`` None / int / sequence (empty means all)."""
     if dim is None:
         return (1 << nd) - 1
+    if type(dim) is int and -nd <= dim < nd:
+        return 1 << (dim + nd if dim < 0 else dim)
     if isinstance(dim, (tuple, list)):
         if not dim:
             return (1 << nd) - 1
@@ -101,16 +105,23 @@ def _out_shape(shape, mask, keepdim):
     return tuple([n for d, n in enumerate(shape) if not mask >> d & 1])
 
 
-def _full_strides(res, mask, keepdim, nd):
-    """The result's strides spread over the input's ndim (0 at reduced dims)."""
-    if keepdim:
-        return res._stride
-    so = [0] * nd
-    it = iter(res._stride)
-    for d in range(nd):
-        if not mask >> d & 1:
-            so[d] = next(it)
-    return so
+_LAYOUTS = {}
+
+
+def _layout(shape, mask, keepdim):
+    """(result shape, the result's contiguous strides spread over the input's ndim with 0 at
+    reduced dims), cached: ops on the same shapes repeat."""
+    key = (shape, mask, keepdim)
+    r = _LAYOUTS.get(key)
+    if r is None:
+        oshape = _out_shape(shape, mask, keepdim)
+        ost = iter(contiguous_strides(oshape))
+        so = tuple([0 if (mask >> d & 1 and not keepdim) else next(ost)
+                    for d in range(len(shape))])
+        r = (oshape, so)
+        if len(_LAYOUTS) < 4096:
+            _LAYOUTS[key] = r
+    return r
 
 
 def _unsupported(name, dt):
@@ -128,6 +139,8 @@ def _raise(rc, name, x):
 
 def _require_nonempty(x, mask, name):
     """max/argmax/... have no identity: PyTorch refuses empty reduced dims."""
+    if x._numel:
+        return
     if mask == (1 << len(x._shape)) - 1 and x._numel == 0:
         raise EmptyReductionError(
             f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
@@ -147,9 +160,9 @@ def _run(code, name, x, mask, keepdim, p=0.0, center=None):
         _unsupported(name, dt)
     shape = x._shape
     nd = len(shape)
-    res = new_empty(_out_shape(shape, mask, keepdim), D.BY_CODE[odc], x._storage.device)
+    oshape, so = _layout(shape, mask, keepdim)
+    res = new_empty(oshape, D.BY_CODE[odc], CPU)
     if res._numel:
-        so = _full_strides(res, mask, keepdim, nd)
         if center is None:
             rc = _reduce_c(code, dt.code, nd, shape, x._ptr, x._stride, mask, res._ptr, so, 0,
                            _NULL, p)
@@ -165,13 +178,15 @@ def _to(res, dt):
     return res if res._dtype is dt else cast(res, dt)
 
 
-def _finish(res, out, name, x, kwargs):
+def _finish(res, out, name, x, mask, keepdim, **extra):
+    """Copy into ``out`` if given; record for autograd if ``x`` requires grad."""
     if out is not None:
         check_out(out, res._shape, res._dtype, name)
         _copy_into(out, res)
         res = out
     if x.requires_grad:
-        G.record(name, res, (x,), kwargs)
+        G.record(name, res, (x,), {"dim": _dims_of(mask, len(x._shape)), "keepdim": keepdim,
+                                   **extra})
     return res
 
 
@@ -203,8 +218,9 @@ def _sum_like(code, name, input, dim, keepdim, dtype, out):
         return _to(res, rdt)
     mask = _mask(dim, len(x._shape), name)
     res = _to(_run(code, name, x, mask, keepdim), rdt)
-    return _finish(res, out, name, input,
-                   {"dim": _dims_of(mask, len(x._shape)), "keepdim": keepdim, "dtype": dt})
+    if out is None and not input.requires_grad:
+        return res
+    return _finish(res, out, name, input, mask, keepdim, dtype=dt)
 
 
 def sum(input, dim=None, keepdim=False, *, dtype=None, out=None):
@@ -252,8 +268,9 @@ def mean(input, dim=None, keepdim=False, *, dtype=None, out=None):
     x, dt = _mean_input(input, dtype, "mean")
     mask = _mask(dim, len(x._shape), "mean")
     res = _to(_run(lib.FM_RED_MEAN, "mean", x, mask, keepdim), x._dtype)
-    return _finish(res, out, "mean", input,
-                   {"dim": _dims_of(mask, len(x._shape)), "keepdim": keepdim, "dtype": dt})
+    if out is None and not input.requires_grad:
+        return res
+    return _finish(res, out, "mean", input, mask, keepdim, dtype=dt)
 
 
 def nanmean(input, dim=None, keepdim=False, *, dtype=None, out=None):
@@ -269,8 +286,7 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None, out=None):
     total = _run(lib.FM_RED_NANSUM, "nanmean", x, mask, keepdim)
     count = _run(lib.FM_RED_NANCOUNT, "nanmean", x, mask, keepdim)
     res = _to(div(total, count), x._dtype)
-    return _finish(res, out, "nanmean", input,
-                   {"dim": _dims_of(mask, len(x._shape)), "keepdim": keepdim, "dtype": dt})
+    return _finish(res, out, "nanmean", input, mask, keepdim, dtype=dt)
 
 
 # ---- max / min / argmax ----------------------------------------------------------------------
@@ -290,15 +306,16 @@ def _extreme(code, arg_code, name, pair, input, dim, keepdim, out):
         mask = (1 << nd) - 1
         _require_nonempty(input, mask, name)
         res = _run(code, name, input, mask, False)
-        return _finish(res, out, name, input, {})
+        if out is None and not input.requires_grad:
+            return res
+        return _finish(res, out, name, input, mask, False)
     if isinstance(dim, (tuple, list)):
         raise TypeError(f"{name}(): dim must be an int, got {type(dim).__name__} (use "
                         f"a{name}() to reduce several dims)")
-    d = wrap_dim(dim, nd, name)
-    mask = (1 << d) if nd else 0
+    mask = _mask(dim, nd, name)
     _require_nonempty(input, mask, name)
     values, indices = _arg_run(arg_code, name, input, mask, keepdim, True)
-    res = pair(values, indices)
+    res = _tuple_new(pair, (values, indices))
     if out is not None:
         ov, oi = out
         check_out(ov, values._shape, values._dtype, name)
@@ -307,7 +324,8 @@ def _extreme(code, arg_code, name, pair, input, dim, keepdim, out):
         _copy_into(oi, indices)
         res = pair(ov, oi)
     if input.requires_grad:
-        G.record(name, res, (input,), {"dim": d, "keepdim": keepdim})
+        G.record(name, res, (input,), {"dim": mask.bit_length() - 1 if mask else 0,
+                                       "keepdim": keepdim})
     return res
 
 
@@ -315,11 +333,10 @@ def _arg_run(code, name, x, mask, keepdim, want_values):
     dt = x._dtype
     shape = x._shape
     nd = len(shape)
-    oshape = _out_shape(shape, mask, keepdim)
+    oshape, so = _layout(shape, mask, keepdim)
     idx = new_empty(oshape, D.int64, CPU)
     values = new_empty(oshape, dt, CPU) if want_values else None
     if idx._numel:
-        so = _full_strides(idx, mask, keepdim, nd)
         rc = _reduce_c(code, dt.code, nd, shape, x._ptr, x._stride, mask,
                        values._ptr if want_values else 0, so, idx._ptr, so, 0.0)
         if rc:
@@ -352,8 +369,9 @@ def _amax_like(code, name, input, dim, keepdim, out):
     mask = _mask(dim, len(input._shape), name)
     _require_nonempty(input, mask, name)
     res = _run(code, name, input, mask, keepdim)
-    return _finish(res, out, name, input,
-                   {"dim": _dims_of(mask, len(input._shape)), "keepdim": keepdim})
+    if out is None and not input.requires_grad:
+        return res
+    return _finish(res, out, name, input, mask, keepdim)
 
 
 def amax(input, dim=(), keepdim=False, *, out=None):
@@ -381,8 +399,7 @@ def _argext(code, name, input, dim, keepdim):
         return idx
     if isinstance(dim, (tuple, list)):
         raise TypeError(f"{name}(): dim must be an int or None, got {type(dim).__name__}")
-    d = wrap_dim(dim, nd, name)
-    mask = (1 << d) if nd else 0
+    mask = _mask(dim, nd, name)
     _require_nonempty(input, mask, name)
     return _arg_run(code, name, input, mask, keepdim, False)[1]
 
@@ -452,8 +469,7 @@ def _var_core(name, input, dim, unbiased, keepdim, correction, want_mean):
         m = _to(center, input._dtype)
         if not keepdim:
             m = m._view(res._shape, res._stride, op="view")
-    kwargs = {"dim": _dims_of(mask, nd), "correction": corr, "keepdim": keepdim}
-    return res, m, kwargs
+    return res, m, {"mask": mask, "correction": corr}
 
 
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
@@ -465,20 +481,22 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=N
     1.6666666269302368
     """
     res, _, kw = _var_core("var", input, dim, unbiased, keepdim, correction, False)
-    return _finish(res, out, "var", input, kw)
+    return _finish(res, out, "var", input, kw["mask"], keepdim, correction=kw["correction"])
 
 
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
     """Standard deviation over ``dim`` (see ``var``)."""
     res, _, kw = _var_core("std", input, dim, unbiased, keepdim, correction, False)
-    return _finish(res, out, "std", input, kw)
+    return _finish(res, out, "std", input, kw["mask"], keepdim, correction=kw["correction"])
 
 
 def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """``(var, mean)`` over ``dim``."""
     res, m, kw = _var_core("var_mean", input, dim, unbiased, keepdim, correction, True)
     if input.requires_grad:
-        G.record("var_mean", (res, m), (input,), kw)
+        G.record("var_mean", (res, m), (input,), {"dim": _dims_of(kw["mask"], len(input._shape)),
+                                                  "correction": kw["correction"],
+                                                  "keepdim": keepdim})
     return res, m
 
 
@@ -486,7 +504,9 @@ def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """``(std, mean)`` over ``dim``."""
     res, m, kw = _var_core("std_mean", input, dim, unbiased, keepdim, correction, True)
     if input.requires_grad:
-        G.record("std_mean", (res, m), (input,), kw)
+        G.record("std_mean", (res, m), (input,), {"dim": _dims_of(kw["mask"], len(input._shape)),
+                                                  "correction": kw["correction"],
+                                                  "keepdim": keepdim})
     return res, m
 
 
@@ -525,8 +545,7 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
         raise EmptyReductionError(f"norm(): cannot compute the {p} norm on an empty tensor "
                                   "because the operation does not have an identity")
     res = _to(_run(code, "norm", x, mask, keepdim, p), x._dtype)
-    return _finish(res, out, "norm", input,
-                   {"p": p, "dim": _dims_of(mask, nd), "keepdim": keepdim, "dtype": dt})
+    return _finish(res, out, "norm", input, mask, keepdim, p=p, dtype=dt)
 
 
 def logsumexp(input, dim, keepdim=False, *, out=None):
@@ -544,7 +563,7 @@ def logsumexp(input, dim, keepdim=False, *, out=None):
         center = _to(_run(lib.FM_RED_MAX, "logsumexp", x, mask, True),
                      D.BY_CODE[_OUT[lib.FM_RED_LSE][x._dtype.code]])
         res = _to(_run(lib.FM_RED_LSE, "logsumexp", x, mask, keepdim, 0.0, center), x._dtype)
-    return _finish(res, out, "logsumexp", input, {"dim": _dims_of(mask, nd), "keepdim": keepdim})
+    return _finish(res, out, "logsumexp", input, mask, keepdim)
 
 
 # ---- logical reductions, counts ---------------------------------------------------------------
@@ -556,7 +575,7 @@ def _logical(code, name, input, dim, keepdim, out):
     res = _run(code, name, input, mask, keepdim)
     if input._dtype is D.uint8:  # PyTorch keeps uint8 for uint8 input
         res = res._view_dtype(D.uint8)
-    return _finish(res, out, name, input, {"dim": _dims_of(mask, nd), "keepdim": keepdim})
+    return _finish(res, out, name, input, mask, keepdim)
 
 
 def all(input, dim=None, keepdim=False, *, out=None):
@@ -593,7 +612,13 @@ def _scan(code, name, input, dim, dtype, out):
         if rc:
             _raise(rc, name, x)
     res = _to(res, dt or odt)
-    return _finish(res, out, name, input, {"dim": d, "dtype": dt})
+    if out is not None:
+        check_out(out, res._shape, res._dtype, name)
+        _copy_into(out, res)
+        res = out
+    if input.requires_grad:
+        G.record(name, res, (input,), {"dim": d, "dtype": dt})
+    return res
 
 
 def cumsum(input, dim, *, dtype=None, out=None):
