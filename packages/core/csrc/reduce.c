@@ -19,7 +19,6 @@
 #include <omp.h>
 
 #include "dtypes.h"
-#include "fmath.h"
 #include "api_reduce.h"
 
 #define RED_LANES 32            /* independent accumulators in a row reducer (the tree
@@ -56,7 +55,7 @@ typedef struct {
     void (*vldc)(void *c, const char *aux, int64_t k, int64_t as);
 } red_vt;
 
-/* fm_expf's algorithm (fmath.h) written so that GCC vectorises it without -ffast-math: the
+/* fm_expf's algorithm (fmath.h) rewritten so that GCC vectorises it without -ffast-math: the
    clamps are compare-selects (fminf/fmaxf are calls there), rounding uses the 1.5 * 2^23 trick
    (n comes out of the sum's low mantissa bits), and plain a * b + c contracts to FMA. */
 static inline float red_pow2i(int32_t n) {
@@ -89,14 +88,14 @@ static inline __attribute__((always_inline)) float red_expf(float x) {
 }
 
 /* NaN-propagating max/min (b != b is false for integers and folds away) */
-#define FM_MAXN(a, b) (((b) != (b) || (b) > (a)) ? (b) : (a))
-#define FM_MINN(a, b) (((b) != (b) || (b) < (a)) ? (b) : (a))
+#define RED_MAXN(a, b) (((b) != (b) || (b) > (a)) ? (b) : (a))
+#define RED_MINN(a, b) (((b) != (b) || (b) < (a)) ? (b) : (a))
 /* type-generic float math: float for the 16/32-bit floats, double for float64 */
-#define FM_ABS(x) _Generic((x), float: fabsf, double: fabs)(x)
-#define FM_SQRT(x) _Generic((x), float: sqrtf, default: sqrt)(x)
-#define FM_LOG(x) _Generic((x), float: logf, default: log)(x)
-#define FM_EXP(x) _Generic((x), float: red_expf, default: exp)(x)
-#define FM_POW(x, y) _Generic((x), float: powf, default: pow)(x, y)
+#define RED_ABS(x) _Generic((x), float: fabsf, double: fabs)(x)
+#define RED_SQRT(x) _Generic((x), float: sqrtf, default: sqrt)(x)
+#define RED_LOG(x) _Generic((x), float: logf, default: log)(x)
+#define RED_EXP(x) _Generic((x), float: red_expf, default: exp)(x)
+#define RED_POW(x, y) _Generic((x), float: powf, default: pow)(x, y)
 
 #define LOWEST_b 0
 #define LOWEST_u8 0
@@ -147,11 +146,11 @@ static inline __attribute__((always_inline)) float red_expf(float x) {
 
 #define INIT_MAX(T, AT) ((AT)LOWEST_##T)
 #define MAP_MAX(AT, x, c) (x)
-#define COMB_MAX(a, b) FM_MAXN(a, b)
+#define COMB_MAX(a, b) RED_MAXN(a, b)
 
 #define INIT_MIN(T, AT) ((AT)HIGHEST_##T)
 #define MAP_MIN(AT, x, c) (x)
-#define COMB_MIN(a, b) FM_MINN(a, b)
+#define COMB_MIN(a, b) RED_MINN(a, b)
 
 #define INIT_ALL(T, AT) ((AT)1)
 #define MAP_ALL(AT, x, c) ((AT)((x) != 0))
@@ -170,7 +169,7 @@ static inline __attribute__((always_inline)) float red_expf(float x) {
 #define COMB_NANCNT(a, b) ((a) + (b))
 
 #define INIT_ABSSUM(T, AT) ((AT)0)
-#define MAP_ABSSUM(AT, x, c) ((AT)FM_ABS(x))
+#define MAP_ABSSUM(AT, x, c) ((AT)RED_ABS(x))
 #define COMB_ABSSUM(a, b) ((a) + (b))
 
 #define INIT_SQSUM(T, AT) ((AT)0)
@@ -178,23 +177,23 @@ static inline __attribute__((always_inline)) float red_expf(float x) {
 #define COMB_SQSUM(a, b) ((a) + (b))
 
 #define INIT_POWSUM(T, AT) ((AT)0)
-#define MAP_POWSUM(AT, x, c) FM_POW((AT)FM_ABS(x), (AT)P)
+#define MAP_POWSUM(AT, x, c) RED_POW((AT)RED_ABS(x), (AT)P)
 #define COMB_POWSUM(a, b) ((a) + (b))
 
 #define INIT_ABSMAX(T, AT) ((AT)0)
-#define MAP_ABSMAX(AT, x, c) ((AT)FM_ABS(x))
-#define COMB_ABSMAX(a, b) FM_MAXN(a, b)
+#define MAP_ABSMAX(AT, x, c) ((AT)RED_ABS(x))
+#define COMB_ABSMAX(a, b) RED_MAXN(a, b)
 
 #define INIT_ABSMIN(T, AT) ((AT)INFINITY)
-#define MAP_ABSMIN(AT, x, c) ((AT)FM_ABS(x))
-#define COMB_ABSMIN(a, b) FM_MINN(a, b)
+#define MAP_ABSMIN(AT, x, c) ((AT)RED_ABS(x))
+#define COMB_ABSMIN(a, b) RED_MINN(a, b)
 
 #define INIT_SQDEV(T, AT) ((AT)0)
 #define MAP_SQDEV(AT, x, c) (((AT)(x) - (c)) * ((AT)(x) - (c)))
 #define COMB_SQDEV(a, b) ((a) + (b))
 
 #define INIT_EXPSUM(T, AT) ((AT)0)
-#define MAP_EXPSUM(AT, x, c) FM_EXP((AT)(x) - (c))
+#define MAP_EXPSUM(AT, x, c) RED_EXP((AT)(x) - (c))
 #define COMB_EXPSUM(a, b) ((a) + (b))
 
 /* the centre as read from aux: logsumexp shifts by the max unless it is infinite */
@@ -209,16 +208,16 @@ static inline double red_dof(int64_t R, double corr) {
 }
 #define FIN_PLAIN(AT, a, R, P, c) (a)
 #define FIN_MEAN(AT, a, R, P, c) ((a) / (AT)(R))
-#define FIN_NORM2(AT, a, R, P, c) FM_SQRT(a)
-#define FIN_NORMP(AT, a, R, P, c) FM_POW(a, (AT)(1.0 / (P)))
+#define FIN_NORM2(AT, a, R, P, c) RED_SQRT(a)
+#define FIN_NORMP(AT, a, R, P, c) RED_POW(a, (AT)(1.0 / (P)))
 #define FIN_VAR(AT, a, R, P, c) ((a) / (AT)red_dof(R, P))
-#define FIN_STD(AT, a, R, P, c) FM_SQRT((a) / (AT)red_dof(R, P))
-#define FIN_LSE(AT, a, R, P, c) (FM_LOG(a) + (c))
+#define FIN_STD(AT, a, R, P, c) RED_SQRT((a) / (AT)red_dof(R, P))
+#define FIN_LSE(AT, a, R, P, c) (RED_LOG(a) + (c))
 
 /* ---- template: the type-specific pieces of one accumulation kind ------------------------------ */
 #define DEF_KIND(T, KN, AT, HASC, CFIX, CL)                                                         \
     static inline __attribute__((always_inline)) AT leaf_##KN##_##T(const char *p, int64_t m,       \
-                                                                    int64_t bs, AT c, double P) { \
+                                                                    int64_t bs, AT c, double P) {   \
         (void)c; (void)P;                                                                           \
         AT acc[RED_LANES];                                                                          \
         for (int j = 0; j < RED_LANES; j++) acc[j] = INIT_##KN(T, AT);                              \
@@ -499,8 +498,8 @@ INT_DTYPE(i64)
     DEF_KIND(T, NANSUM, AT, 0, CFIX_NONE, )                                                         \
     DEF_KIND(T, PROD, AT, 0, CFIX_NONE, )                                                           \
     DEF_KIND(T, NANCNT, uint64_t, 0, CFIX_NONE, )                                                   \
-    DEF_KIND(T, ABSSUM, AT, 0, CFIX_NONE, )                                                         \
-    DEF_KIND(T, SQSUM, AT, 0, CFIX_NONE, )                                                          \
+    DEF_KIND(T, ABSSUM, AT, 0, CFIX_NONE, FM_CLONES)                                                \
+    DEF_KIND(T, SQSUM, AT, 0, CFIX_NONE, FM_CLONES)                                                 \
     DEF_KIND(T, POWSUM, AT, 0, CFIX_NONE, )                                                         \
     DEF_KIND(T, ABSMAX, AT, 0, CFIX_NONE, )                                                         \
     DEF_KIND(T, ABSMIN, AT, 0, CFIX_NONE, )                                                         \
@@ -954,41 +953,41 @@ int fm_reduce_contig(int op, int dtype, int64_t n, intptr_t in, intptr_t out, do
             if (STORE && !lg) {                                                                     \
                 for (; i + SM_LANES <= n; i += SM_LANES)                                            \
                     for (int j = 0; j < SM_LANES; j++) {                                            \
-                        CT e = FM_EXP(LD_##T(&x[i + j]) - m);                                       \
+                        CT e = RED_EXP(LD_##T(&x[i + j]) - m);                                      \
                         ST_##T(&o[i + j], e);                                                       \
                         acc[j] += e;                                                                \
                     }                                                                               \
                 for (; i < n; i++) {                                                                \
-                    CT e = FM_EXP(LD_##T(&x[i]) - m);                                               \
+                    CT e = RED_EXP(LD_##T(&x[i]) - m);                                              \
                     ST_##T(&o[i], e);                                                               \
                     acc[0] += e;                                                                    \
                 }                                                                                   \
             } else {                                                                                \
                 for (; i + SM_LANES <= n; i += SM_LANES)                                            \
-                    for (int j = 0; j < SM_LANES; j++) acc[j] += FM_EXP(LD_##T(&x[i + j]) - m);     \
-                for (; i < n; i++) acc[0] += FM_EXP(LD_##T(&x[i]) - m);                             \
+                    for (int j = 0; j < SM_LANES; j++) acc[j] += RED_EXP(LD_##T(&x[i + j]) - m);    \
+                for (; i < n; i++) acc[0] += RED_EXP(LD_##T(&x[i]) - m);                            \
             }                                                                                       \
             for (int w = SM_LANES / 2; w >= 1; w /= 2)                                              \
                 for (int j = 0; j < w; j++) acc[j] += acc[j + w];                                   \
             s = acc[0];                                                                             \
             if (lg) {                                                                               \
-                CT ls = FM_LOG(s);                                                                  \
+                CT ls = RED_LOG(s);                                                                 \
                 for (i = 0; i < n; i++) ST_##T(&o[i], LD_##T(&x[i]) - m - ls);                      \
             } else if (STORE) {                                                                     \
                 CT inv = 1 / s;                                                                     \
                 for (i = 0; i < n; i++) ST_##T(&o[i], LD_##T(&o[i]) * inv);                         \
             } else {                                                                                \
                 CT inv = 1 / s;                                                                     \
-                for (i = 0; i < n; i++) ST_##T(&o[i], FM_EXP(LD_##T(&x[i]) - m) * inv);             \
+                for (i = 0; i < n; i++) ST_##T(&o[i], RED_EXP(LD_##T(&x[i]) - m) * inv);            \
             }                                                                                       \
             return;                                                                                 \
         }                                                                                           \
         s = 0;                                                                                      \
-        for (i = 0; i < n; i++) s += FM_EXP(LD_##T(xp + i * xs) - m);                               \
-        CT f = lg ? FM_LOG(s) : 1 / s;                                                              \
+        for (i = 0; i < n; i++) s += RED_EXP(LD_##T(xp + i * xs) - m);                              \
+        CT f = lg ? RED_LOG(s) : 1 / s;                                                             \
         for (i = 0; i < n; i++) {                                                                   \
             CT d = LD_##T(xp + i * xs) - m;                                                         \
-            ST_##T(op + i * os, lg ? d - f : FM_EXP(d) * f);                                        \
+            ST_##T(op + i * os, lg ? d - f : RED_EXP(d) * f);                                       \
         }                                                                                           \
     }                                                                                               \
     /* k adjacent columns of R rows (row strides xr / orr bytes); m, s: scratch of k */             \
@@ -1001,21 +1000,21 @@ int fm_reduce_contig(int op, int dtype, int64_t n, intptr_t in, intptr_t out, do
         }                                                                                           \
         for (int64_t r = 0; r < R; r++) {                                                           \
             const ct_##T *FM_RESTRICT x = (const ct_##T *)(xp + r * xr);                            \
-            for (int64_t j = 0; j < k; j++) m[j] = FM_MAXN(m[j], LD_##T(&x[j]));                    \
+            for (int64_t j = 0; j < k; j++) m[j] = RED_MAXN(m[j], LD_##T(&x[j]));                   \
         }                                                                                           \
         for (int64_t r = 0; r < R; r++) {                                                           \
             const ct_##T *FM_RESTRICT x = (const ct_##T *)(xp + r * xr);                            \
             ct_##T *FM_RESTRICT o = (ct_##T *)(op + r * orr);                                       \
             if (STORE && !lg)                                                                       \
                 for (int64_t j = 0; j < k; j++) {                                                   \
-                    CT e = FM_EXP(LD_##T(&x[j]) - m[j]);                                            \
+                    CT e = RED_EXP(LD_##T(&x[j]) - m[j]);                                           \
                     ST_##T(&o[j], e);                                                               \
                     s[j] += e;                                                                      \
                 }                                                                                   \
             else                                                                                    \
-                for (int64_t j = 0; j < k; j++) s[j] += FM_EXP(LD_##T(&x[j]) - m[j]);               \
+                for (int64_t j = 0; j < k; j++) s[j] += RED_EXP(LD_##T(&x[j]) - m[j]);              \
         }                                                                                           \
-        for (int64_t j = 0; j < k; j++) s[j] = lg ? FM_LOG(s[j]) : 1 / s[j];                        \
+        for (int64_t j = 0; j < k; j++) s[j] = lg ? RED_LOG(s[j]) : 1 / s[j];                       \
         for (int64_t r = 0; r < R; r++) {                                                           \
             const ct_##T *FM_RESTRICT x = (const ct_##T *)(xp + r * xr);                            \
             ct_##T *FM_RESTRICT o = (ct_##T *)(op + r * orr);                                       \
@@ -1025,7 +1024,7 @@ int fm_reduce_contig(int op, int dtype, int64_t n, intptr_t in, intptr_t out, do
                 for (int64_t j = 0; j < k; j++) ST_##T(&o[j], LD_##T(&o[j]) * s[j]);                \
             else                                                                                    \
                 for (int64_t j = 0; j < k; j++)                                                     \
-                    ST_##T(&o[j], FM_EXP(LD_##T(&x[j]) - m[j]) * s[j]);                             \
+                    ST_##T(&o[j], RED_EXP(LD_##T(&x[j]) - m[j]) * s[j]);                            \
         }                                                                                           \
     }                                                                                               \
     static void smrun_##T(int lg, const red_plan *pl, int outer, int64_t t0, int64_t t1,            \

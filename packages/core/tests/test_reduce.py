@@ -7,12 +7,22 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from conftest import (
+    ALL_DTYPES,
+    FLOAT_DTYPES,
+    LAYOUTS,
+    NP_DTYPE,
+    assert_close,
+    make_pair,
+    shapes,
+    to_numpy,
+    to_tensor,
+)
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fiamma
 from fiamma._lib import ffi, lib
-from conftest import (ALL_DTYPES, FLOAT_DTYPES, INT_DTYPES, LAYOUTS, NP_DTYPE, assert_close,
-                      make_pair, shapes, to_numpy, to_tensor)
 
 SETTINGS = settings(max_examples=60, deadline=None)
 NUMERIC = [d for d in ALL_DTYPES if d is not fiamma.bool]

@@ -14,21 +14,48 @@ op, checks arguments, and casts the result to PyTorch's result dtype.
 
 import builtins
 import collections
-import math
-import operator
 
 from fiamma import _dtype as D
 from fiamma import _grad_hook as G
 from fiamma._lib import check, ffi, lib
-from fiamma._storage import CPU
-from fiamma._tensor import (Tensor, _copy_into, contiguous_strides, install_methods, new_empty,
-                            wrap_dim)
 from fiamma._ops._common import cast, check_out
+from fiamma._storage import CPU
+from fiamma._tensor import (
+    Tensor,
+    _copy_into,
+    contiguous_strides,
+    install_methods,
+    new_empty,
+    wrap_dim,
+)
 
 __all__ = [
-    "sum", "mean", "nansum", "nanmean", "prod", "max", "min", "amax", "amin", "argmax",
-    "argmin", "aminmax", "std", "var", "std_mean", "var_mean", "norm", "all", "any",
-    "count_nonzero", "logsumexp", "cumsum", "cumprod", "softmax", "log_softmax", "return_types",
+    "all",
+    "amax",
+    "amin",
+    "aminmax",
+    "any",
+    "argmax",
+    "argmin",
+    "count_nonzero",
+    "cumprod",
+    "cumsum",
+    "log_softmax",
+    "logsumexp",
+    "max",
+    "mean",
+    "min",
+    "nanmean",
+    "nansum",
+    "norm",
+    "prod",
+    "return_types",
+    "softmax",
+    "std",
+    "std_mean",
+    "sum",
+    "var",
+    "var_mean",
 ]
 
 _reduce_c = lib.fm_reduce
@@ -36,7 +63,6 @@ _reduce_contig_c = lib.fm_reduce_contig
 _softmax_c = lib.fm_softmax
 _scan_c = lib.fm_scan
 _NULL = ffi.NULL
-_index = operator.index
 _tuple_new = tuple.__new__
 _INF = float("inf")
 
@@ -163,7 +189,9 @@ def _run(code, name, x, mask, keepdim, p=0.0, center=None):
     oshape, so = _layout(shape, mask, keepdim)
     res = new_empty(oshape, D.BY_CODE[odc], CPU)
     if res._numel:
-        if center is None:
+        if center is None and x._contig and mask == (1 << nd) - 1:  # all of contiguous memory
+            rc = _reduce_contig_c(code, dt.code, x._numel, x._ptr, res._ptr, p)
+        elif center is None:
             rc = _reduce_c(code, dt.code, nd, shape, x._ptr, x._stride, mask, res._ptr, so, 0,
                            _NULL, p)
         else:
