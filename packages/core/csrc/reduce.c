@@ -196,6 +196,24 @@ static inline __attribute__((always_inline)) float red_expf(float x) {
 #define MAP_EXPSUM(AT, x, c) RED_EXP((AT)(x) - (c))
 #define COMB_EXPSUM(a, b) ((a) + (b))
 
+/* kinds whose row reducer runs twice the lanes */
+#define WIDE_SUM 0
+#define WIDE_NANSUM 0
+#define WIDE_PROD 0
+#define WIDE_MAX 1
+#define WIDE_MIN 1
+#define WIDE_ALL 0
+#define WIDE_ANY 0
+#define WIDE_CNZ 0
+#define WIDE_NANCNT 0
+#define WIDE_ABSSUM 0
+#define WIDE_SQSUM 0
+#define WIDE_POWSUM 0
+#define WIDE_ABSMAX 1
+#define WIDE_ABSMIN 1
+#define WIDE_SQDEV 0
+#define WIDE_EXPSUM 0
+
 /* the centre as read from aux: logsumexp shifts by the max unless it is infinite */
 #define CFIX_SQDEV(v) (v)
 #define CFIX_EXPSUM(v) (isinf(v) ? 0 : (v))
@@ -224,6 +242,18 @@ static inline double red_dof(int64_t R, double corr) {
         int64_t i = 0;                                                                              \
         if (bs == (int64_t)sizeof(ct_##T)) {                                                        \
             const ct_##T *FM_RESTRICT x = (const ct_##T *)p;                                        \
+            if (WIDE_##KN) { /* twice the lanes: max/min are latency-bound on data in cache */     \
+                AT acc2[RED_LANES];                                                                 \
+                for (int j = 0; j < RED_LANES; j++) acc2[j] = INIT_##KN(T, AT);                     \
+                for (; i + 2 * RED_LANES <= m; i += 2 * RED_LANES) {                                \
+                    for (int j = 0; j < RED_LANES; j++)                                             \
+                        acc[j] = COMB_##KN(acc[j], MAP_##KN(AT, LD_##T(&x[i + j]), c));             \
+                    for (int j = 0; j < RED_LANES; j++)                                             \
+                        acc2[j] = COMB_##KN(acc2[j],                                                \
+                                            MAP_##KN(AT, LD_##T(&x[i + RED_LANES + j]), c));        \
+                }                                                                                   \
+                for (int j = 0; j < RED_LANES; j++) acc[j] = COMB_##KN(acc[j], acc2[j]);            \
+            }                                                                                       \
             for (; i + RED_LANES <= m; i += RED_LANES)                                              \
                 for (int j = 0; j < RED_LANES; j++)                                                 \
                     acc[j] = COMB_##KN(acc[j], MAP_##KN(AT, LD_##T(&x[i + j]), c));                 \
@@ -939,7 +969,6 @@ int fm_reduce_contig(int op, int dtype, int64_t n, intptr_t in, intptr_t out, do
    exp(x - max) in the output between the passes; the 16-bit types recompute it (their output
    could not hold the intermediate exactly). */
 #define SM_LANES 16
-#define SM_CACHE (128 * 1024) /* bytes of one outer-shape chunk (its rows x columns) */
 
 #define DEF_SM(T, CT, STORE)                                                                        \
     FM_CLONES static void smrow_##T(int lg, const char *xp, int64_t n, int64_t xs, char *op,        \
@@ -1094,10 +1123,11 @@ static int dim_plan(red_plan *pl, int ndim, const int64_t *shape, intptr_t in, c
     return 0;
 }
 
-/* run a planned dim-wise op: the outer shape when the last kept dim is contiguous in both, with
-   chunks of at most `cache` bytes of input; threads over rows/chunks for large inputs */
-static int dim_run(const red_plan *pl, int64_t isz, int64_t osz, int64_t cache, int64_t par_min,
-                   int op, dim_run_fn fn, size_t bufsize) {
+/* run a planned dim-wise op: the outer shape when the last kept dim is contiguous in both (whole
+   rows of up to RED_CH columns: streaming beats cache blocking here, measured), threads over
+   rows / column chunks for large inputs */
+static int dim_run(const red_plan *pl, int64_t isz, int64_t osz, int64_t par_min, int op,
+                   dim_run_fn fn, size_t bufsize) {
     int nk1 = pl->nk - 1;
     int outer = pl->nk > 0 && pl->kin[nk1] == isz && pl->kout[nk1] == osz && pl->ks[nk1] >= 8 &&
                 !(pl->rin[0] == isz && pl->rs[0] == osz);
@@ -1105,12 +1135,10 @@ static int dim_run(const red_plan *pl, int64_t isz, int64_t osz, int64_t cache, 
     int nth = pl->nout * pl->R >= par_min && !red_forked ? omp_get_max_threads() : 1;
     if (outer) {
         int64_t K = pl->ks[nk1];
-        ch = cache / (pl->R * isz);
-        ch = ch < 16 ? 16 : ch > RED_CH ? RED_CH : ch / 16 * 16;
-        if (nth > 1 && pl->nout / K * ((K + ch - 1) / ch) < 2 * nth) {
-            int64_t c2 = (K + 2 * nth - 1) / (2 * nth);
-            c2 = (c2 + 15) / 16 * 16;
-            if (c2 < ch) ch = c2;
+        ch = RED_CH;
+        if (nth > 1 && pl->nout / K * ((K + ch - 1) / ch) < nth) { /* a chunk per thread */
+            ch = (K + nth - 1) / nth;
+            ch = (ch + 15) / 16 * 16;
         }
         ntask = pl->nout / K * ((K + ch - 1) / ch);
     }
@@ -1141,7 +1169,7 @@ int fm_softmax(int log, int dtype, int ndim, const int64_t *shape, intptr_t in,
     red_plan pl;
     int rc = dim_plan(&pl, ndim, shape, in, sin, isz, out, sout, isz, dim);
     if (rc) return rc > 0 ? FM_OK : -rc;
-    return dim_run(&pl, isz, isz, SM_CACHE, RED_PAR_MIN / 4, log != 0, sm_table[dtype],
+    return dim_run(&pl, isz, isz, RED_PAR_MIN / 4, log != 0, sm_table[dtype],
                    2 * RED_CH * sizeof(double));
 }
 
@@ -1230,6 +1258,6 @@ int fm_scan(int op, int dtype, int ndim, const int64_t *shape, intptr_t in, cons
     red_plan pl;
     int rc = dim_plan(&pl, ndim, shape, in, sin, isz, out, sout, osz, dim);
     if (rc) return rc > 0 ? FM_OK : -rc;
-    return dim_run(&pl, isz, osz, 1 << 30, RED_PAR_MIN, op, scan_table[op][dtype],
+    return dim_run(&pl, isz, osz, RED_PAR_MIN, op, scan_table[op][dtype],
                    RED_CH * sizeof(double));
 }
