@@ -694,11 +694,13 @@ static int run_rows(const red_plan *pl) {
         return FM_OK;
     }
     if (pl->nout >= 4 * (int64_t)nth) {
-#pragma omp parallel num_threads(nth)
-        {
-            int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-            rows_outputs(pl, pl->nout * t / nt, pl->nout * (t + 1) / nt);
-        }
+        /* blocks of outputs handed out dynamically: a thread that starts late (the machine is
+           shared) takes fewer blocks instead of holding everyone up */
+        int64_t nblk = 8 * (int64_t)nth, per = (pl->nout + nblk - 1) / nblk;
+        nblk = (pl->nout + per - 1) / per;
+#pragma omp parallel for num_threads(nth) schedule(dynamic, 1)
+        for (int64_t q = 0; q < nblk; q++)
+            rows_outputs(pl, q * per, (q + 1) * per < pl->nout ? (q + 1) * per : pl->nout);
         return FM_OK;
     }
     /* few outputs: split each one's reduction into nth parts, combine the parts in order */
