@@ -167,7 +167,7 @@ def _require_nonempty(x, mask, name):
     """max/argmax/... have no identity: PyTorch refuses empty reduced dims."""
     if x._numel:
         return
-    if mask == (1 << len(x._shape)) - 1 and x._numel == 0:
+    if mask == (1 << len(x._shape)) - 1:
         raise EmptyReductionError(
             f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
             "Specify the reduction dim with the 'dim' argument.")
@@ -220,12 +220,6 @@ def _finish(res, out, name, x, mask, keepdim, **extra):
 
 def _dtype_arg(dtype, name):
     return None if dtype is None else D.to_dtype(dtype, name)
-
-
-def _float_input(x, name, what="input dtype"):
-    if x._dtype.kind != 2:
-        raise RuntimeError(f"{name}(): expected {what} to be a floating point dtype, got "
-                           f"{x._dtype}")
 
 
 # ---- sums and products -----------------------------------------------------------------------
