@@ -383,10 +383,10 @@ static inline double red_dof(int64_t R, double corr) {
         r.i = i0;                                                                                   \
         if (n > 0 && bs == (int64_t)sizeof(ct_##T)) {                                               \
             /* one vectorised pass of block maxima remembers the first block holding the            \
-               extreme (or the first NaN); then only that block is searched */                      \
+               extreme (or the first NaN); only that block is then searched */                      \
             const ct_##T *FM_RESTRICT x = (const ct_##T *)p;                                        \
             cp_##T m = INIT_##KN(T, cp_##T);                                                        \
-            int64_t b0 = 0, i;                                                                      \
+            int64_t b0 = 0;                                                                         \
             for (int64_t s0 = 0; s0 < n; s0 += RED_ARG_BLK) {                                       \
                 int64_t len = n - s0 < RED_ARG_BLK ? n - s0 : RED_ARG_BLK;                          \
                 cp_##T mb = leaf_##KN##_##T((const char *)(x + s0), len, bs, (cp_##T)0, 0.0);       \
@@ -396,21 +396,34 @@ static inline double red_dof(int64_t R, double corr) {
                 }                                                                                   \
             }                                                                                       \
             int64_t e = n - b0 < RED_ARG_BLK ? n : b0 + RED_ARG_BLK;                                \
+            /* the first index in that block holding m: a min over matching offsets (a              \
+               branch-free reduction that vectorises; an early-exit search does not) */             \
+            const ct_##T *FM_RESTRICT xb = x + b0;                                                  \
+            int32_t len = (int32_t)(e - b0), k = 0;                                                 \
             if (m != m) {                                                                           \
-                for (i = b0; i < e; i++)                                                            \
-                    if (LD_##T(&x[i]) != LD_##T(&x[i])) break;                                      \
+                for (; k < len; k++)                                                                \
+                    if (LD_##T(&xb[k]) != LD_##T(&xb[k])) break;                                    \
             } else {                                                                                \
-                /* counting matches vectorises (an OR of compares does not, with GCC 12) */         \
-                for (i = b0; i + 32 <= e; i += 32) {                                                \
-                    int hit = 0;                                                                    \
-                    for (int j = 0; j < 32; j++) hit += LD_##T(&x[i + j]) == m;                     \
-                    if (hit) break;                                                                 \
-                }                                                                                   \
-                for (; i < e; i++)                                                                  \
-                    if (LD_##T(&x[i]) == m) break;                                                  \
+                int32_t pos[32];                                                                    \
+                for (int j = 0; j < 32; j++) pos[j] = INT32_MAX;                                    \
+                for (; k + 32 <= len; k += 32)                                                      \
+                    for (int j = 0; j < 32; j++) {                                                  \
+                        int32_t q = LD_##T(&xb[k + j]) == m ? k + j : INT32_MAX;                    \
+                        pos[j] = q < pos[j] ? q : pos[j];                                           \
+                    }                                                                               \
+                for (int j = 0; j < 16; j++) pos[j] = pos[j + 16] < pos[j] ? pos[j + 16] : pos[j];  \
+                for (int j = 0; j < 8; j++) pos[j] = pos[j + 8] < pos[j] ? pos[j + 8] : pos[j];     \
+                for (int j = 0; j < 4; j++) pos[j] = pos[j + 4] < pos[j] ? pos[j + 4] : pos[j];     \
+                for (int j = 0; j < 2; j++) pos[j] = pos[j + 2] < pos[j] ? pos[j + 2] : pos[j];     \
+                int32_t first = pos[1] < pos[0] ? pos[1] : pos[0];                                  \
+                if (first != INT32_MAX)                                                             \
+                    k = first;                                                                      \
+                else                                                                                \
+                    for (; k < len; k++)                                                            \
+                        if (LD_##T(&xb[k]) == m) break;                                             \
             }                                                                                       \
             r.v = m;                                                                                \
-            r.i = i0 + (i < e ? i : b0);                                                            \
+            r.i = i0 + b0 + (k < len ? k : 0);                                                      \
         } else {                                                                                    \
             for (int64_t i = 0; i < n; i++) {                                                       \
                 cp_##T v = LD_##T(p + i * bs);                                                      \

@@ -364,6 +364,18 @@ def test_argmax_ties_and_nan():
     assert r[5] == 3 and all(r[j] == 7 for j in range(40) if j != 5)
 
 
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=lambda d: d.name)
+def test_argmax_first_occurrence_in_long_rows(dtype):
+    rng = np.random.default_rng(7)
+    for n in (600, 1500, 5000):
+        a = rng.integers(0, 2 if dtype is fiamma.bool else 4, size=(3, n))
+        t = to_tensor(a, dtype)
+        np.testing.assert_array_equal(t.argmax(1).numpy(), a.argmax(1))
+        np.testing.assert_array_equal(t.argmin(1).numpy(), a.argmin(1))
+        np.testing.assert_array_equal(t.max(1).indices.numpy(), a.argmax(1))
+        np.testing.assert_array_equal(t.t().argmax(0).numpy(), a.argmax(1))
+
+
 def test_max_on_bool_and_max_of_two_tensors():
     b = fiamma.tensor([False, True, False])
     assert b.max().item() is True and b.max().dtype is fiamma.bool
