@@ -399,17 +399,23 @@ static inline double red_dof(int64_t R, double corr) {
             /* the first index in that block holding m: a min over matching offsets (a              \
                branch-free reduction that vectorises; an early-exit search does not) */             \
             const ct_##T *FM_RESTRICT xb = x + b0;                                                  \
-            int32_t len = (int32_t)(e - b0), k = 0;                                                 \
+            int64_t len = e - b0, k = 0;                                                           \
             if (m != m) {                                                                           \
                 for (; k < len; k++)                                                                \
                     if (LD_##T(&xb[k]) != LD_##T(&xb[k])) break;                                    \
             } else {                                                                                \
-                int32_t pos[32];                                                                    \
-                for (int j = 0; j < 32; j++) pos[j] = INT32_MAX;                                    \
+                /* int32 lane offsets stepping as a vector, int64 counters: the build uses        \
+                   -fwrapv, under which GCC does not vectorise int32 index arithmetic */          \
+                int32_t pos[32], off[32];                                                           \
+                for (int j = 0; j < 32; j++) {                                                      \
+                    pos[j] = INT32_MAX;                                                             \
+                    off[j] = j;                                                                     \
+                }                                                                                   \
                 for (; k + 32 <= len; k += 32)                                                      \
                     for (int j = 0; j < 32; j++) {                                                  \
-                        int32_t q = LD_##T(&xb[k + j]) == m ? k + j : INT32_MAX;                    \
+                        int32_t q = LD_##T(&xb[k + j]) == m ? off[j] : INT32_MAX;                   \
                         pos[j] = q < pos[j] ? q : pos[j];                                           \
+                        off[j] += 32;                                                               \
                     }                                                                               \
                 for (int j = 0; j < 16; j++) pos[j] = pos[j + 16] < pos[j] ? pos[j + 16] : pos[j];  \
                 for (int j = 0; j < 8; j++) pos[j] = pos[j + 8] < pos[j] ? pos[j + 8] : pos[j];     \
