@@ -25,7 +25,7 @@
 
 static int64_t blas_limit = INT_MAX;
 
-#define OWN_MIN_WORK (48.0 * 48.0 * 48.0)
+#define OWN_MIN_WORK (100.0 * 100.0 * 100.0)
 #define OWN_THREADS_MIN_WORK (96.0 * 96.0 * 96.0)
 
 int64_t fm_matmul_set_blas_limit(int64_t limit) {
@@ -62,7 +62,7 @@ static void bs_lookup(void) {
 /* Small products stay on OpenBLAS, whose unpacked small-matrix kernels win there; so do
    products with a dimension too thin to fill the 12 x 32 register tile. */
 static int own_sgemm(int64_t m, int64_t n, int64_t k) {
-    return m >= 8 && n >= 24 && k >= 8 && (double)m * (double)n * (double)k >= OWN_MIN_WORK &&
+    return m >= 8 && n >= 32 && k >= 8 && (double)m * (double)n * (double)k >= OWN_MIN_WORK &&
            fm_sgemm_available();
 }
 

@@ -433,13 +433,53 @@ def test_type_errors():
 
 # ---- the own float32 kernel (AVX-512 CPUs) and its blocking edges -------------------------------
 
-@settings(max_examples=40, deadline=None)
+@pytest.mark.skipif(not lib.fm_sgemm_available(), reason="the own kernel needs AVX-512")
+@settings(max_examples=60, deadline=None)
 @given(st.data())
 def test_float32_kernel_tiles_and_layouts(data):
-    """Sizes around the 12 x 32 register tile and the 256-deep k blocks, every layout."""
-    m = data.draw(st.sampled_from([8, 11, 12, 13, 25, 47, 60, 131]))
-    n = data.draw(st.sampled_from([24, 31, 32, 33, 64, 95, 130]))
-    k = data.draw(st.sampled_from([8, 15, 64, 255, 256, 257, 300]))
+    """The kernel called directly: sizes around the 12 x 32 register tile and the 256-deep k
+    blocks, row/column-major and stepped operands, alpha/beta, one or two threads."""
+    m = data.draw(st.sampled_from([1, 8, 11, 12, 13, 25, 47, 131]))
+    n = data.draw(st.sampled_from([1, 15, 16, 17, 31, 32, 33, 64, 95]))
+    k = data.draw(st.sampled_from([1, 3, 15, 16, 17, 64, 255, 256, 257, 600]))
+    rng = np.random.default_rng(data.draw(st.integers(0, 99)))
+
+    def operand(rows, cols):
+        x = rng.uniform(-1, 1, (rows, cols)).astype(np.float32)
+        lay = data.draw(st.sampled_from("cfs"))
+        if lay == "f":
+            return np.asfortranarray(x)
+        if lay == "s":
+            big = np.zeros((rows, 2 * cols), np.float32)
+            big[:, ::2] = x
+            return big[:, ::2]
+        return x
+
+    a, b = operand(m, k), operand(k, n)
+    ldc = n + data.draw(st.integers(0, 3))
+    cbig = rng.uniform(-1, 1, (m, ldc)).astype(np.float32)
+    c0 = cbig.copy()
+    alpha, beta = data.draw(st.sampled_from([(1.0, 0.0), (0.5, 2.0), (-1.0, 1.0)]))
+    if beta == 0.0:
+        cbig[:, :n] = np.nan  # never read
+    nt = data.draw(st.sampled_from([1, 2]))
+    rc = lib.fm_sgemm(m, n, k, alpha, a.ctypes.data, a.strides[0] // 4, a.strides[1] // 4,
+                      b.ctypes.data, b.strides[0] // 4, b.strides[1] // 4, beta,
+                      cbig.ctypes.data, ldc, nt)
+    assert rc == 0
+    want = alpha * (a.astype(np.float64) @ b) + beta * c0[:, :n]
+    bound = abs(alpha) * (np.abs(a) @ np.abs(b)) + abs(beta) * np.abs(c0[:, :n])
+    assert np.all(np.abs(cbig[:, :n] - want) <= 1e-5 * bound + 1e-30)
+    np.testing.assert_array_equal(cbig[:, n:], c0[:, n:])  # padding untouched
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.data())
+def test_matmul_medium_sizes_all_float_dtypes(data):
+    """Products big enough for the own kernel (and its threads), through the public API."""
+    m = data.draw(st.sampled_from([100, 131, 250]))
+    n = data.draw(st.sampled_from([32, 95, 130]))
+    k = data.draw(st.sampled_from([100, 257, 300]))
     dt = data.draw(st.sampled_from([F.float32, F.float32, F.float16, F.bfloat16]))
     rng = np.random.default_rng(data.draw(st.integers(0, 99)))
     a, b = rand((m, k), dt, rng), rand((k, n), dt, rng)
