@@ -473,7 +473,7 @@ static int own_batch(int nt, int nd, const int64_t *sh, int64_t st[3][FM_MAX_DIM
                      int64_t sbn, double alpha, double beta) {
     int err = FM_OK;
     if (nt > 1) {
-#pragma omp parallel for num_threads(nt) schedule(static)
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
         for (int64_t it = 0; it < total; it++) {
             int r = own_item(it, nd, sh, st, m, n, k, c, scm, scn, a, sam, sak, b, sbk, sbn,
                              alpha, beta);

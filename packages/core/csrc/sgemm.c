@@ -12,6 +12,7 @@
  * copy beforehand); partial tiles at the edges use masked stores and fewer rows.
  * Threads (OpenMP) split the tiles of each block; packing is shared between them.
  */
+#include <sched.h>
 #include <stdlib.h>
 #include <omp.h>
 
@@ -130,66 +131,105 @@ static int64_t block(int64_t n, int64_t cap, int64_t unit) {
     return b < cap ? b : cap;
 }
 
+/* ---- the driver -------------------------------------------------------------------------
+ * The product is a sequence of blocks (jc over n, pc over k). In each block the threads first
+ * pack B's slivers and then compute work items, a row chunk times a column group of C; both are
+ * handed out by atomic counters rather than split in advance, so that a thread the system
+ * deschedules for a while holds the others up as little as possible (there are no barriers).
+ * A thread packs the A rows of its item into its own buffer. B is double-buffered across
+ * blocks; before refilling a buffer a thread waits until everyone is done with the block that
+ * used it, and an item in a later k block waits for the same item of the previous one (it
+ * accumulates into the same part of C). */
+typedef struct {
+    int64_t bclaim, bdone, iclaim; /* slivers claimed / packed, items claimed */
+    char pad[40];
+} blk_state;
+
 typedef struct {
     int64_t m, n, k, sam, sak, sbk, sbn, ldc;
     const float *a, *b;
     float *c;
     float alpha, beta;
-    float *Bp;
-    int64_t ncb, kcb;
-} sg_args;
+    int64_t ncb, kcb, nbj, nbp; /* block sizes and counts along n and k */
+    int64_t chunk, nrc, ncg;    /* rows per chunk, row chunks, column groups per block */
+    float *Bp[2];
+    blk_state *blk;             /* per block */
+    uint8_t *idone;             /* per block and item: finished */
+    int64_t *progress;          /* per thread (8 apart): blocks finished */
+    int T;
+} sg_job;
 
-/* The whole product, run by each of T threads (t = this one). B's block is packed by all
-   threads together; each thread packs the A rows it needs into its own buffer Ap (MC_MAX x kcb)
-   and computes its own tiles: a range of rows, or, when there are too few rows to go round, a
-   range of columns. Two barriers per B block, none when T == 1. */
-static AVX512 void sg_run(const sg_args *g, int t, int T, float *Ap) {
-    int64_t m = g->m, msl_all = cdiv(m, MR);
-    int by_rows = T == 1 || msl_all >= 2 * T || msl_all >= cdiv(g->n, NR);
-    int64_t r_lo = 0, r_hi = m;
-    if (by_rows && T > 1) { /* equal shares; a share's last sliver may be partial */
-        r_lo = m * t / T;
-        r_hi = m * (t + 1) / T;
+static inline void spin_wait(int64_t *spins) {
+    if (++*spins < 2000) {
+        _mm_pause();
+    } else {
+        sched_yield(); /* the one we wait for may need this CPU */
     }
-    int64_t mcb = r_hi > r_lo ? block(r_hi - r_lo, MC_MAX, MR) : MR;
-    for (int64_t jc = 0; jc < g->n; jc += g->ncb) {
-        int64_t nc = g->n - jc < g->ncb ? g->n - jc : g->ncb;
+}
+
+static AVX512 void sg_run(sg_job *J, int t, float *Ap) {
+    const int T = J->T;
+    int64_t nitems = J->nrc * J->ncg;
+    for (int64_t bi = 0; bi < J->nbj * J->nbp; bi++) {
+        int64_t jc = bi / J->nbp * J->ncb, pc = bi % J->nbp * J->kcb;
+        int64_t nc = J->n - jc < J->ncb ? J->n - jc : J->ncb;
+        int64_t kc = J->k - pc < J->kcb ? J->k - pc : J->kcb;
         int64_t nsl = cdiv(nc, NR);
-        int64_t j_lo = by_rows ? 0 : nsl * t / T, j_hi = by_rows ? nsl : nsl * (t + 1) / T;
-        for (int64_t pc = 0; pc < g->k; pc += g->kcb) {
-            int64_t kc = g->k - pc < g->kcb ? g->k - pc : g->kcb;
-            float be = pc == 0 ? g->beta : 1.0f;
-            for (int64_t s = t; s < nsl; s += T) {
-                int64_t j0 = s * NR;
-                pack(g->b + pc * g->sbk + (jc + j0) * g->sbn, g->sbn, g->sbk,
-                     nc - j0 < NR ? nc - j0 : NR, kc, NR, g->Bp + j0 * kc);
-            }
-            if (T > 1) {
-#pragma omp barrier
-            }
-            for (int64_t ic = r_lo; ic < r_hi && j_lo < j_hi; ic += mcb) {
-                int64_t mc = r_hi - ic < mcb ? r_hi - ic : mcb;
-                for (int64_t i0 = 0; i0 < mc; i0 += MR)
-                    pack(g->a + (ic + i0) * g->sam + pc * g->sak, g->sam, g->sak,
-                         mc - i0 < MR ? mc - i0 : MR, kc, MR, Ap + i0 * kc);
-                for (int64_t ir = 0; ir < mc; ir += MR) {
-                    int64_t mr = mc - ir < MR ? mc - ir : MR;
-                    kern_fn kf = kerns[mr];
-                    for (int64_t js = j_lo; js < j_hi; js++) {
-                        int64_t jr = js * NR, nr = nc - jr < NR ? nc - jr : NR;
-                        __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
-                        __mmask16 m1 = nr >= 32 ? 0xFFFF
-                                       : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
-                        kf(kc, Ap + ir * kc, g->Bp + jr * kc,
-                           g->c + (ic + ir) * g->ldc + jc + jr, g->ldc, g->alpha, be, m0, m1);
-                    }
-                }
-            }
-            /* before the next B block overwrites this one (the region's end joins the last) */
-            if (T > 1 && (pc + kc < g->k || jc + nc < g->n)) {
-#pragma omp barrier
+        float *Bp = J->Bp[bi & 1];
+        blk_state *st = &J->blk[bi];
+        float be = pc == 0 ? J->beta : 1.0f;
+        if (bi >= 2 && T > 1) { /* everyone done with block bi - 2, the last user of Bp */
+            for (int u = 0; u < T; u++) {
+                int64_t spins = 0;
+                while (__atomic_load_n(&J->progress[8 * u], __ATOMIC_ACQUIRE) < bi - 1)
+                    spin_wait(&spins);
             }
         }
+        for (;;) {
+            int64_t s = __atomic_fetch_add(&st->bclaim, 1, __ATOMIC_RELAXED);
+            if (s >= nsl) break;
+            int64_t j0 = s * NR;
+            pack(J->b + pc * J->sbk + (jc + j0) * J->sbn, J->sbn, J->sbk,
+                 nc - j0 < NR ? nc - j0 : NR, kc, NR, Bp + j0 * kc);
+            __atomic_fetch_add(&st->bdone, 1, __ATOMIC_RELEASE);
+        }
+        {
+            int64_t spins = 0;
+            while (__atomic_load_n(&st->bdone, __ATOMIC_ACQUIRE) < nsl) spin_wait(&spins);
+        }
+        int64_t packed_rc = -1;
+        for (;;) {
+            int64_t it = __atomic_fetch_add(&st->iclaim, 1, __ATOMIC_RELAXED);
+            if (it >= nitems) break;
+            int64_t rc = it / J->ncg, cg = it % J->ncg;
+            if (pc > 0 && T > 1) { /* the previous k block's part of this item is in C */
+                int64_t spins = 0;
+                while (!__atomic_load_n(&J->idone[(bi - 1) * nitems + it], __ATOMIC_ACQUIRE))
+                    spin_wait(&spins);
+            }
+            int64_t ic = rc * J->chunk, mc = J->m - ic < J->chunk ? J->m - ic : J->chunk;
+            if (rc != packed_rc) {
+                for (int64_t i0 = 0; i0 < mc; i0 += MR)
+                    pack(J->a + (ic + i0) * J->sam + pc * J->sak, J->sam, J->sak,
+                         mc - i0 < MR ? mc - i0 : MR, kc, MR, Ap + i0 * kc);
+                packed_rc = rc;
+            }
+            int64_t j_lo = nsl * cg / J->ncg, j_hi = nsl * (cg + 1) / J->ncg;
+            for (int64_t ir = 0; ir < mc; ir += MR) {
+                int64_t mr = mc - ir < MR ? mc - ir : MR;
+                kern_fn kf = kerns[mr];
+                for (int64_t js = j_lo; js < j_hi; js++) {
+                    int64_t jr = js * NR, nr = nc - jr < NR ? nc - jr : NR;
+                    __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
+                    __mmask16 m1 = nr >= 32 ? 0xFFFF
+                                   : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
+                    kf(kc, Ap + ir * kc, Bp + jr * kc, J->c + (ic + ir) * J->ldc + jc + jr,
+                       J->ldc, J->alpha, be, m0, m1);
+                }
+            }
+            if (T > 1) __atomic_store_n(&J->idone[bi * nitems + it], 1, __ATOMIC_RELEASE);
+        }
+        if (T > 1) __atomic_store_n(&J->progress[8 * t], bi + 1, __ATOMIC_RELEASE);
     }
 }
 
@@ -208,40 +248,75 @@ int fm_sgemm(int64_t m, int64_t n, int64_t k, double alpha, intptr_t a, int64_t 
              intptr_t b, int64_t sbk, int64_t sbn, double beta, intptr_t c, int64_t ldc,
              int nthreads) {
     if (!fm_sgemm_available()) return FM_ERR_OP;
-    if (m < 0 || n < 0 || k < 0) return FM_ERR_ARG;
-    if (m == 0 || n == 0 || k == 0) return FM_ERR_ARG; /* the caller handles these */
-    sg_args g = {m, n, k, sam, sak, sbk, sbn, ldc, (const float *)a, (const float *)b,
-                 (float *)c, (float)alpha, (float)beta, NULL, 0, 0};
-    g.kcb = block(k, KC_MAX, 4);
-    g.ncb = block(n, NC_MAX, NR);
-    int64_t abytes = MC_MAX * g.kcb * 4, bbytes = cdiv(g.ncb, NR) * NR * g.kcb * 4;
-    g.Bp = (float *)fm_alloc(bbytes);
-    if (!g.Bp) return FM_ERR_NOMEM;
+    if (m <= 0 || n <= 0 || k <= 0) return FM_ERR_ARG; /* empty products: the caller's job */
+    int T = nthreads < 1 ? 1 : nthreads > 64 ? 64 : nthreads;
+    sg_job J;
+    memset(&J, 0, sizeof(J));
+    J.m = m, J.n = n, J.k = k, J.sam = sam, J.sak = sak, J.sbk = sbk, J.sbn = sbn, J.ldc = ldc;
+    J.a = (const float *)a, J.b = (const float *)b, J.c = (float *)c;
+    J.alpha = (float)alpha, J.beta = (float)beta;
+    J.kcb = block(k, KC_MAX, 4);
+    J.ncb = block(n, NC_MAX, NR);
+    J.nbj = cdiv(n, J.ncb), J.nbp = cdiv(k, J.kcb);
+    /* work items: about 4 per thread, row chunks first (each packs its A rows once); column
+       groups only when there are too few rows to go round */
+    int64_t msl = cdiv(m, MR), want = T > 1 ? 4 * T : 1;
+    int64_t per = cdiv(msl, want);
+    if (per * MR > MC_MAX) per = MC_MAX / MR;
+    J.chunk = per * MR;
+    J.nrc = cdiv(m, J.chunk);
+    J.ncg = 1;
+    if (J.nrc < want) {
+        int64_t nsl_max = cdiv(J.ncb, NR);
+        J.ncg = cdiv(want, J.nrc);
+        if (J.ncg > nsl_max) J.ncg = nsl_max;
+    }
+    J.T = T;
+    int64_t nblocks = J.nbj * J.nbp, nitems = J.nrc * J.ncg;
+    int64_t bbytes = cdiv(J.ncb, NR) * NR * J.kcb * 4, abytes = J.chunk * J.kcb * 4;
+    int64_t sbytes = nblocks * (int64_t)sizeof(blk_state) + T * 64 + (T > 1 ? nblocks * nitems : 0);
+    int nb = T > 1 && nblocks > 1 ? 2 : 1;
+    char *sync = (char *)fm_alloc_zeroed(sbytes);
+    J.Bp[0] = (float *)fm_alloc(bbytes);
+    J.Bp[1] = nb == 2 ? (float *)fm_alloc(bbytes) : J.Bp[0];
     int rc = FM_OK;
-    if (nthreads > 1) {
-#pragma omp parallel num_threads(nthreads)
+    if (!sync || !J.Bp[0] || !J.Bp[1]) {
+        rc = FM_ERR_NOMEM;
+        goto done;
+    }
+    J.blk = (blk_state *)sync;
+    J.progress = (int64_t *)(sync + nblocks * sizeof(blk_state));
+    J.idone = (uint8_t *)(sync + nblocks * sizeof(blk_state) + T * 64);
+    if (T > 1) {
+        /* every thread allocates its A buffer first: one that cannot makes the whole call fail
+           before any work is handed out */
+        int64_t ok = 0;
+#pragma omp parallel num_threads(T)
         {
-            /* a thread without its A buffer still takes part in the barriers, computing nothing */
             float *Ap = (float *)fm_alloc(abytes);
-            sg_args mine = g;
-            if (!Ap) {
-                mine.m = 0;
-#pragma omp atomic write
-                rc = FM_ERR_NOMEM;
+            if (Ap) __atomic_fetch_add(&ok, 1, __ATOMIC_RELAXED);
+#pragma omp barrier
+            if (__atomic_load_n(&ok, __ATOMIC_RELAXED) == omp_get_num_threads()) {
+#pragma omp single
+                J.T = omp_get_num_threads(); /* the team may be smaller than asked */
+                sg_run(&J, omp_get_thread_num(), Ap);
             }
-            sg_run(&mine, omp_get_thread_num(), omp_get_num_threads(), Ap);
             if (Ap) fm_free((intptr_t)Ap, abytes);
         }
+        if (ok != J.T) rc = FM_ERR_NOMEM; /* then nobody computed anything */
     } else {
         float *Ap = (float *)fm_alloc(abytes);
         if (Ap) {
-            sg_run(&g, 0, 1, Ap);
+            sg_run(&J, 0, Ap);
             fm_free((intptr_t)Ap, abytes);
         } else {
             rc = FM_ERR_NOMEM;
         }
     }
-    fm_free((intptr_t)g.Bp, bbytes);
+done:
+    if (sync) fm_free((intptr_t)sync, sbytes);
+    if (J.Bp[1] && J.Bp[1] != J.Bp[0]) fm_free((intptr_t)J.Bp[1], bbytes);
+    if (J.Bp[0]) fm_free((intptr_t)J.Bp[0], bbytes);
     return rc;
 }
 
