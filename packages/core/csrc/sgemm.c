@@ -258,9 +258,9 @@ int fm_sgemm(int64_t m, int64_t n, int64_t k, double alpha, intptr_t a, int64_t 
     J.kcb = block(k, KC_MAX, 4);
     J.ncb = block(n, NC_MAX, NR);
     J.nbj = cdiv(n, J.ncb), J.nbp = cdiv(k, J.kcb);
-    /* work items: about 4 per thread, row chunks first (each packs its A rows once); column
+    /* work items: about 8 per thread, row chunks first (each packs its A rows once); column
        groups only when there are too few rows to go round */
-    int64_t msl = cdiv(m, MR), want = T > 1 ? 4 * T : 1;
+    int64_t msl = cdiv(m, MR), want = T > 1 ? 8 * T : 1;
     int64_t per = cdiv(msl, want);
     if (per * MR > MC_MAX) per = MC_MAX / MR;
     J.chunk = per * MR;
