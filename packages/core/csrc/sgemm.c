@@ -79,19 +79,22 @@ static const kern_fn kerns[MR + 1] = {NULL, kern_1, kern_2, kern_3, kern_4, kern
 /* out[k*W + i] = src[i*ld + k*ks] for i < w (zeros up to W), k < kc: one sliver */
 static AVX512 void pack(const float *src, int64_t ld, int64_t ks, int64_t w, int64_t kc, int W,
                         float *out) {
-    if (ld == 1 && w == W) { /* contiguous along the sliver's width: straight copies */
-        for (int64_t k = 0; k < kc; k++)
-            for (int v = 0; v < W; v += 16) {
-                __mmask16 mk = W - v >= 16 ? 0xFFFF : (__mmask16)((1u << (W - v)) - 1);
-                _mm512_mask_storeu_ps(out + k * W + v, mk,
-                                      _mm512_maskz_loadu_ps(mk, src + k * ks + v));
-            }
+    if (ld == 1) { /* contiguous along the sliver's width: straight (masked) copies */
+        for (int v = 0; v < W; v += 16) {
+            int64_t valid = w - v < 0 ? 0 : w - v > 16 ? 16 : w - v;
+            __mmask16 ml = (__mmask16)((1u << valid) - 1);
+            __mmask16 ms = W - v >= 16 ? 0xFFFF : (__mmask16)((1u << (W - v)) - 1);
+            for (int64_t k = 0; k < kc; k++)
+                _mm512_mask_storeu_ps(out + k * W + v, ms,
+                                      _mm512_maskz_loadu_ps(ml, src + k * ks + v));
+        }
         return;
     }
-    if (ks == 1 && w == W) {
-        /* contiguous along k: 4 rows x 16 k at a time, transposed in registers */
-        int64_t k16 = kc & ~(int64_t)15;
-        for (int64_t i = 0; i < W; i += 4) {
+    if (ks == 1) {
+        /* contiguous along k: 4 rows x 16 k at a time, transposed in registers; leftover
+           rows one by one, missing rows as zeros */
+        int64_t k16 = kc & ~(int64_t)15, w4 = w & ~(int64_t)3;
+        for (int64_t i = 0; i < w4; i += 4) {
             const float *r0 = src + i * ld;
             for (int64_t k = 0; k < k16; k += 16) {
                 __m512 x0 = _mm512_loadu_ps(r0 + k), x1 = _mm512_loadu_ps(r0 + ld + k);
@@ -113,6 +116,10 @@ static AVX512 void pack(const float *src, int64_t ld, int64_t ks, int64_t w, int
             }
             for (int64_t k = k16; k < kc; k++)
                 for (int j = 0; j < 4; j++) out[k * W + i + j] = r0[j * ld + k];
+        }
+        for (int64_t k = 0; k < kc; k++) {
+            for (int64_t i = w4; i < w; i++) out[k * W + i] = src[i * ld + k];
+            for (int64_t i = w; i < W; i++) out[k * W + i] = 0.0f;
         }
         return;
     }
