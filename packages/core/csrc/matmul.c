@@ -1,15 +1,17 @@
 /* Matrix products: C = alpha * (A @ B) + beta * C over a broadcast batch (see api_matmul.h).
  *
- * float32/float64 call OpenBLAS (scipy-openblas32, symbols prefixed scipy_cblas_). A strided
- * operand is handed to BLAS as it is when it is row-major (unit column stride) or column-major
- * (unit row stride, passed transposed); only other layouts (broadcast, stepped in both dims)
- * are packed into a contiguous scratch buffer first. Vector shapes use dot/gemv, which do not
- * pack. float16/bfloat16 are converted to float32, multiplied by sgemm and rounded once.
- * A batch of float32/float64 products goes to gemm_batch_strided where the OpenBLAS at hand has
- * it (found at run time: older releases lack it), which spreads the batch over its threads
- * instead of splitting each small product. Integers and bool are widened to int64 and multiplied by a cache-blocked loop with wrapping
- * arithmetic (as PyTorch's integer matmul wraps). Dimensions above the BLAS limit (32-bit
- * sizes) use a portable loop that accumulates in double.
+ * float32 products of some size run on fiamma's own AVX-512 kernel (sgemm.c) where the CPU has
+ * it, on OpenMP threads; everything else floating goes to OpenBLAS (scipy-openblas32, symbols
+ * prefixed scipy_cblas_). A strided operand is handed to BLAS as it is when it is row-major
+ * (unit column stride) or column-major (unit row stride, passed transposed); only other layouts
+ * (broadcast, stepped in both dims) are packed into a contiguous scratch buffer first. Vector
+ * shapes use dot/gemv, which do not pack. float16/bfloat16 are converted to float32, multiplied
+ * in float32 and rounded once. A batch of products is spread over the threads one product at a
+ * time (own kernel), or goes to OpenBLAS's gemm_batch_strided where the OpenBLAS at hand has it
+ * (looked up at run time: older releases lack it). Integers and bool are widened to int64 and
+ * multiplied by a cache-blocked loop with wrapping arithmetic (as PyTorch's integer matmul
+ * wraps). Dimensions above the BLAS limit (32-bit sizes) use a portable loop that accumulates
+ * in double.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -169,7 +171,7 @@ static int blas_layout(int64_t rows, int64_t cols, int64_t sr, int64_t sc, int *
 /* a vector's increment for BLAS, or 0 when it cannot be passed as it is */
 static int64_t blas_inc(int64_t len, int64_t stride) {
     if (len <= 1) return 1;
-    if (stride == 0 || stride > blas_limit || stride < -blas_limit) return 0;
+    if (stride <= 0 || stride > blas_limit) return 0; /* BLAS reads negative ones from the end */
     return stride;
 }
 

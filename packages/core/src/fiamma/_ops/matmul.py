@@ -1,11 +1,13 @@
 """Matrix products with PyTorch's names and rules: matmul (``@``), mm, bmm, mv, dot, vdot,
 inner, outer/ger, and the fused ``beta * input + alpha * product`` forms addmm, addmv, addr,
-baddbmm, addbmm.
+baddbmm, addbmm (and their in-place methods).
 
 Every product is one call of the C kernel ``fm_matmul`` (or ``fm_mm`` without a batch): it
 takes the operands with their strides as they are (transposed and sliced views included, batch
-dims broadcast through zero strides), so no operand is copied here. float32/float64 run on
-OpenBLAS, float16/bfloat16 in float32, integers in int64, bool as OR of ANDs.
+dims broadcast through zero strides), so no operand is copied here. float32 runs on fiamma's
+own AVX-512 kernel or OpenBLAS, float64 on OpenBLAS, float16/bfloat16 in float32, integers in
+int64 (wrapping like PyTorch), bool as OR of ANDs. Threads: ``fiamma._lib.lib``'s
+``fm_blas_set_num_threads`` sets them for both kernels.
 """
 
 import builtins
