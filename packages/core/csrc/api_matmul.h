@@ -25,3 +25,11 @@ int64_t fm_matmul_set_blas_limit(int64_t limit);
 
 int fm_blas_get_num_threads(void);
 void fm_blas_set_num_threads(int n);
+
+/* float32 C = alpha * A @ B + beta * C by fiamma's own AVX-512 kernel (sgemm.c); C row-major with
+   leading dimension ldc, A and B of any strides; m, n, k > 0; split over nthreads threads.
+   FM_ERR_OP when the CPU has no AVX-512 (use BLAS then). */
+int fm_sgemm_available(void);
+int fm_sgemm(int64_t m, int64_t n, int64_t k, double alpha, intptr_t a, int64_t sam, int64_t sak,
+             intptr_t b, int64_t sbk, int64_t sbn, double beta, intptr_t c, int64_t ldc,
+             int nthreads);

@@ -1,19 +1,22 @@
 /* Matrix products: C = alpha * (A @ B) + beta * C over a broadcast batch (see api_matmul.h).
  *
- * float32/float64 call OpenBLAS (scipy-openblas32, symbols prefixed scipy_cblas_). A strided
- * operand is handed to BLAS as it is when it is row-major (unit column stride) or column-major
- * (unit row stride, passed transposed); only other layouts (broadcast, stepped in both dims)
- * are packed into a contiguous scratch buffer first. Vector shapes use dot/gemv, which do not
- * pack. float16/bfloat16 are converted to float32, multiplied by sgemm and rounded once.
- * A batch of float32/float64 products goes to gemm_batch_strided where the OpenBLAS at hand has
- * it (found at run time: older releases lack it), which spreads the batch over its threads
- * instead of splitting each small product. Integers and bool are widened to int64 and multiplied by a cache-blocked loop with wrapping
- * arithmetic (as PyTorch's integer matmul wraps). Dimensions above the BLAS limit (32-bit
- * sizes) use a portable loop that accumulates in double.
+ * float32 products of some size run on fiamma's own AVX-512 kernel (sgemm.c) where the CPU has
+ * it, on OpenMP threads; everything else floating goes to OpenBLAS (scipy-openblas32, symbols
+ * prefixed scipy_cblas_). A strided operand is handed to BLAS as it is when it is row-major
+ * (unit column stride) or column-major (unit row stride, passed transposed); only other layouts
+ * (broadcast, stepped in both dims) are packed into a contiguous scratch buffer first. Vector
+ * shapes use dot/gemv, which do not pack. float16/bfloat16 are converted to float32, multiplied
+ * in float32 and rounded once. A batch of products is spread over the threads one product at a
+ * time (own kernel), or goes to OpenBLAS's gemm_batch_strided where the OpenBLAS at hand has it
+ * (looked up at run time: older releases lack it). Integers and bool are widened to int64 and
+ * multiplied by a cache-blocked loop with wrapping arithmetic (as PyTorch's integer matmul
+ * wraps). Dimensions above the BLAS limit (32-bit sizes) use a portable loop that accumulates
+ * in double.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <limits.h>
+#include <omp.h>
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -23,6 +26,9 @@
 #include "api_matmul.h"
 
 static int64_t blas_limit = INT_MAX;
+
+#define OWN_MIN_WORK (100.0 * 100.0 * 100.0)
+#define OWN_THREADS_MIN_WORK (96.0 * 96.0 * 96.0)
 
 int64_t fm_matmul_set_blas_limit(int64_t limit) {
     int64_t prev = blas_limit;
@@ -52,6 +58,29 @@ static void bs_lookup(void) {
     dgemm_bs = (dgemm_bs_fn)dlsym(h, "scipy_cblas_dgemm_batch_strided");
     if (!sgemm_bs || !dgemm_bs) sgemm_bs = NULL, dgemm_bs = NULL;
     /* the handle stays open: the library is in use for the life of the process anyway */
+}
+
+/* ---- fiamma's own float32 kernel (sgemm.c) where the CPU has AVX-512 --------------------- */
+/* Small products stay on OpenBLAS, whose unpacked small-matrix kernels win there; so do
+   products with a dimension too thin to fill the 12 x 32 register tile. */
+static int own_sgemm(int64_t m, int64_t n, int64_t k) {
+    return m >= 8 && n >= 32 && k >= 8 && (double)m * (double)n * (double)k >= OWN_MIN_WORK &&
+           fm_sgemm_available();
+}
+
+/* libgomp's thread pool does not survive fork(): a child process (a data-loader worker) that
+   entered an OpenMP region would hang, so after a fork the own kernel runs on one thread */
+static volatile int forked;
+static void on_fork_child(void) { forked = 1; }
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static void fork_register(void) { pthread_atfork(NULL, NULL, on_fork_child); }
+
+/* threads for one product: OpenBLAS's setting (the one knob), once the work pays for waking them */
+static int own_threads(int64_t m, int64_t n, int64_t k) {
+    pthread_once(&fork_once, fork_register);
+    if (forked || (double)m * (double)n * (double)k < OWN_THREADS_MIN_WORK) return 1;
+    int nt = scipy_openblas_get_num_threads();
+    return nt > 1 ? nt : 1;
 }
 
 /* ---- per-call state: the parameters and scratch buffers reused across the batch ---------- */
@@ -142,7 +171,7 @@ static int blas_layout(int64_t rows, int64_t cols, int64_t sr, int64_t sc, int *
 /* a vector's increment for BLAS, or 0 when it cannot be passed as it is */
 static int64_t blas_inc(int64_t len, int64_t stride) {
     if (len <= 1) return 1;
-    if (stride == 0 || stride > blas_limit || stride < -blas_limit) return 0;
+    if (stride <= 0 || stride > blas_limit) return 0; /* BLAS reads negative ones from the end */
     return stride;
 }
 
@@ -222,6 +251,15 @@ static int blas_mm(mm_ctx *x, int dt, char *c, int64_t scm, int64_t scn, const c
         return FM_OK;
     }
 
+    if (f32 && own_sgemm(m, n, k)) {
+        int nt = own_threads(m, n, k);
+        if (scn == 1 && scm >= n)
+            return fm_sgemm(m, n, k, alpha, (intptr_t)a, sam, sak, (intptr_t)b, sbk, sbn, beta,
+                            (intptr_t)c, scm, nt);
+        if (scm == 1 && scn >= m) /* column-major C: C^T = B^T A^T */
+            return fm_sgemm(n, m, k, alpha, (intptr_t)b, sbn, sbk, (intptr_t)a, sak, sam, beta,
+                            (intptr_t)c, scn, nt);
+    }
     int ta, tb, tc;
     int64_t lda, ldb, ldc;
     char *cc = c;
@@ -414,6 +452,46 @@ static int batch_strided(int dt, int nd, const int64_t *sh, int64_t st[3][FM_MAX
     return FM_OK;
 }
 
+/* ---- a float32 batch on the own kernel, the products spread over nt threads -------------- */
+static int own_item(int64_t it, int nd, const int64_t *sh, int64_t st[3][FM_MAX_DIMS], int64_t m,
+                    int64_t n, int64_t k, char *c, int64_t scm, int64_t scn, const char *a,
+                    int64_t sam, int64_t sak, const char *b, int64_t sbk, int64_t sbn,
+                    double alpha, double beta) {
+    int64_t oc = 0, oa = 0, ob = 0;
+    for (int d = nd - 1; d >= 0; d--) {
+        int64_t i = it % sh[d];
+        it /= sh[d];
+        oc += i * st[0][d], oa += i * st[1][d], ob += i * st[2][d];
+    }
+    intptr_t pc = (intptr_t)(c + oc * 4), pa = (intptr_t)(a + oa * 4), pb = (intptr_t)(b + ob * 4);
+    if (scn == 1 && scm >= n)
+        return fm_sgemm(m, n, k, alpha, pa, sam, sak, pb, sbk, sbn, beta, pc, scm, 1);
+    return fm_sgemm(n, m, k, alpha, pb, sbn, sbk, pa, sak, sam, beta, pc, scn, 1);
+}
+
+static int own_batch(int nt, int nd, const int64_t *sh, int64_t st[3][FM_MAX_DIMS], int64_t total,
+                     int64_t m, int64_t n, int64_t k, char *c, int64_t scm, int64_t scn,
+                     const char *a, int64_t sam, int64_t sak, const char *b, int64_t sbk,
+                     int64_t sbn, double alpha, double beta) {
+    int err = FM_OK;
+    if (nt > 1) {
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
+        for (int64_t it = 0; it < total; it++) {
+            int r = own_item(it, nd, sh, st, m, n, k, c, scm, scn, a, sam, sak, b, sbk, sbn,
+                             alpha, beta);
+            if (r) {
+#pragma omp atomic write
+                err = r;
+            }
+        }
+        return err;
+    }
+    for (int64_t it = 0; it < total && !err; it++)
+        err = own_item(it, nd, sh, st, m, n, k, c, scm, scn, a, sam, sak, b, sbk, sbn, alpha,
+                       beta);
+    return err;
+}
+
 /* ---- entry points ----------------------------------------------------------------------- */
 static int check_args(int dtype, int64_t m, int64_t n, int64_t k) {
     if (!fm_dtype_ok(dtype)) return FM_ERR_DTYPE;
@@ -474,6 +552,16 @@ int fm_matmul(int dtype, int nbatch, const int64_t *bshape, int64_t m, int64_t n
                     m == 1 ? st[1][0] : sam, sak, (const char *)b, sbk, sbn);
         scratch_release(&x);
         return rc;
+    }
+    if (dtype == FM_FLOAT32 && nd >= 1 && alpha != 0.0 && own_sgemm(m, n, k) &&
+        ((scn == 1 && scm >= n) || (scm == 1 && scn >= m))) {
+        int64_t total = 1;
+        for (int d = 0; d < nd; d++) total *= sh[d];
+        int nt = own_threads(m, n, k * total);
+        /* many products: one per thread at a time; few big ones: each one split */
+        if (nt == 1 || total >= 4 * nt || own_threads(m, n, k) == 1)
+            return own_batch(nt, nd, sh, st, total, m, n, k, (char *)c, scm, scn,
+                             (const char *)a, sam, sak, (const char *)b, sbk, sbn, alpha, beta);
     }
     /* a batch big enough to be worth OpenBLAS's threads (waking them costs microseconds) */
     if ((dtype == FM_FLOAT32 || dtype == FM_FLOAT64) && nd >= 1 && m > 1 && n > 1 && k > 0 &&

@@ -429,3 +429,125 @@ def test_type_errors():
         F.matmul(F.ones(2, 2), [[1.0, 2.0], [3.0, 4.0]])
     with pytest.raises(TypeError):
         F.ones(2, 2) @ "x"
+
+
+# ---- the own float32 kernel (AVX-512 CPUs) and its blocking edges -------------------------------
+
+@pytest.mark.skipif(not lib.fm_sgemm_available(), reason="the own kernel needs AVX-512")
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_float32_kernel_tiles_and_layouts(data):
+    """The kernel called directly: sizes around the 12 x 32 register tile and the 256-deep k
+    blocks, row/column-major and stepped operands, alpha/beta, one or two threads."""
+    m = data.draw(st.sampled_from([1, 8, 11, 12, 13, 25, 47, 131]))
+    n = data.draw(st.sampled_from([1, 15, 16, 17, 31, 32, 33, 64, 95]))
+    k = data.draw(st.sampled_from([1, 3, 15, 16, 17, 64, 255, 256, 257, 600]))
+    rng = np.random.default_rng(data.draw(st.integers(0, 99)))
+
+    def operand(rows, cols):
+        x = rng.uniform(-1, 1, (rows, cols)).astype(np.float32)
+        lay = data.draw(st.sampled_from("cfs"))
+        if lay == "f":
+            return np.asfortranarray(x)
+        if lay == "s":
+            big = np.zeros((rows, 2 * cols), np.float32)
+            big[:, ::2] = x
+            return big[:, ::2]
+        return x
+
+    a, b = operand(m, k), operand(k, n)
+    ldc = n + data.draw(st.integers(0, 3))
+    cbig = rng.uniform(-1, 1, (m, ldc)).astype(np.float32)
+    c0 = cbig.copy()
+    alpha, beta = data.draw(st.sampled_from([(1.0, 0.0), (0.5, 2.0), (-1.0, 1.0)]))
+    if beta == 0.0:
+        cbig[:, :n] = np.nan  # never read
+    nt = data.draw(st.sampled_from([1, 2]))
+    rc = lib.fm_sgemm(m, n, k, alpha, a.ctypes.data, a.strides[0] // 4, a.strides[1] // 4,
+                      b.ctypes.data, b.strides[0] // 4, b.strides[1] // 4, beta,
+                      cbig.ctypes.data, ldc, nt)
+    assert rc == 0
+    want = alpha * (a.astype(np.float64) @ b) + beta * c0[:, :n]
+    bound = abs(alpha) * (np.abs(a) @ np.abs(b)) + abs(beta) * np.abs(c0[:, :n])
+    assert np.all(np.abs(cbig[:, :n] - want) <= 1e-5 * bound + 1e-30)
+    np.testing.assert_array_equal(cbig[:, n:], c0[:, n:])  # padding untouched
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.data())
+def test_matmul_medium_sizes_all_float_dtypes(data):
+    """Products big enough for the own kernel (and its threads), through the public API."""
+    m = data.draw(st.sampled_from([100, 131, 250]))
+    n = data.draw(st.sampled_from([32, 95, 130]))
+    k = data.draw(st.sampled_from([100, 257, 300]))
+    dt = data.draw(st.sampled_from([F.float32, F.float32, F.float16, F.bfloat16]))
+    rng = np.random.default_rng(data.draw(st.integers(0, 99)))
+    a, b = rand((m, k), dt, rng), rand((k, n), dt, rng)
+    ta = make(a, dt, data.draw(st.sampled_from("cts")))
+    tb = make(b, dt, data.draw(st.sampled_from("cts")))
+    beta, alpha = data.draw(st.sampled_from([(0, 1), (1, 1), (0.5, -2.0)]))
+    c = rand((m, n), dt, rng)
+    got = F.addmm(ft(c, dt), ta, tb, beta=beta, alpha=alpha)
+    check(got, a, b, dt, want=beta * c + alpha * reference(a, b, dt),
+          bound=abs(beta) * np.abs(c) + abs(alpha) * (np.abs(a) @ np.abs(b)))
+
+
+def test_float32_kernel_large_blocks_and_threads():
+    """More rows, columns and depth than one block holds (384 x 1024 x 256), on the threads."""
+    rng = np.random.default_rng(11)
+    a, b = rng.uniform(-1, 1, (400, 300)), rng.uniform(-1, 1, (300, 1100))
+    check(F.matmul(ft(a, F.float32), make(b, F.float32, "t")), a, b, F.float32)
+    out = F.empty(1100, 400).transpose(0, 1)  # column-major result: computed transposed
+    F.mm(make(a, F.float32, "s"), ft(b, F.float32), out=out)
+    check(out, a, b, F.float32)
+    # few rows, many columns: the threads split the columns
+    a2 = rng.uniform(-1, 1, (20, 500))
+    b2 = rng.uniform(-1, 1, (500, 900))
+    check(F.mm(ft(a2, F.float32), ft(b2, F.float32)), a2, b2, F.float32)
+
+
+@pytest.mark.parametrize("shape_a,shape_b", [
+    ((64, 50, 60), (64, 60, 70)), ((3, 130, 70), (3, 70, 90)), ((8, 1, 40, 60), (5, 60, 48)),
+    ((6, 50, 60), (60, 70))], ids=str)
+def test_float32_kernel_batches(shape_a, shape_b):
+    rng = np.random.default_rng(12)
+    a, b = rng.uniform(-1, 1, shape_a), rng.uniform(-1, 1, shape_b)
+    check(F.matmul(ft(a, F.float32), make(b, F.float32, "t")), a, b, F.float32)
+    check(F.matmul(make(a, F.float32, "s"), ft(b, F.float32)), a, b, F.float32)
+    c = rng.uniform(-1, 1, shape_a[:-1] + (shape_b[-1],))
+    if len(shape_a) == 3 and len(shape_b) == 3:
+        got = F.baddbmm(ft(c, F.float32), ft(a, F.float32), ft(b, F.float32), beta=0.5, alpha=2)
+        check(got, a, b, F.float32, want=0.5 * c + 2 * (a @ b),
+              bound=0.5 * np.abs(c) + 2 * (np.abs(a) @ np.abs(b)))
+
+
+def test_matmul_in_forked_child():
+    """After threads ran in the parent, a forked child (a data-loader worker) still multiplies."""
+    import os
+    import time
+
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork")
+    rng = np.random.default_rng(13)
+    a, b = rng.uniform(-1, 1, (300, 300)), rng.uniform(-1, 1, (300, 300))
+    check(F.mm(ft(a, F.float32), ft(b, F.float32)), a, b, F.float32)
+    pid = os.fork()
+    if pid == 0:  # child: exit status says whether the product was right
+        try:
+            r = F.mm(ft(a, F.float32), ft(b, F.float32)).numpy()
+            ok = np.abs(r - a @ b).max() < 1e-3
+            r = F.bmm(ft(np.stack([a] * 8), F.float32), ft(np.stack([b] * 8), F.float32)).numpy()
+            ok = ok and np.abs(r - a @ b).max() < 1e-3
+        except BaseException:
+            ok = False
+        os._exit(0 if ok else 1)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("matmul hung in a forked child")

@@ -18,6 +18,7 @@ __all__ = ["cat", "concat", "concatenate", "stack", "hstack", "vstack", "row_sta
            "column_stack", "split", "chunk", "tensor_split", "hsplit", "vsplit", "dsplit"]
 
 _copy = lib.fm_copy
+_cat_bytes = lib.fm_cat_bytes
 _index = operator.index
 
 
@@ -56,71 +57,91 @@ def cat(tensors, dim=0, *, out=None):
 def _cat(ts, dim, out, op):
     if not ts:
         raise RuntimeError(f"{op}: expected a non-empty list of Tensors")
-    dt = ts[0]._dtype
-    dev = ts[0]._storage.device
-    for t in ts[1:]:
+    t0 = ts[0]
+    dt = t0._dtype
+    dev = t0._storage.device
+    parts = []
+    for t in ts:
         if t._dtype is not dt:
             dt = D.promote_types(dt, t._dtype)
-        if t._storage.device != dev:
+        if t._storage.device is not dev and t._storage.device != dev:
             raise RuntimeError(f"{op}: Expected all tensors to be on the same device, but found "
                                f"at least two devices, {dev} and {t._storage.device}!")
-    for i, t in enumerate(ts):
-        if not t._shape:
+        s = t._shape
+        if not s:
+            i = next(i for i, x in enumerate(ts) if x is t)
             raise RuntimeError(f"{op}: zero-dimensional tensor (at position {i}) cannot be "
                                "concatenated")
-    parts = [t for t in ts if t._shape != (0,)]
+        if s != (0,):  # legacy empty 1-D tensors are skipped (their dtype still counts)
+            parts.append(t)
+    simple = True  # every part contiguous and of the result's dtype
     if not parts:
-        # only legacy empty tensors: the result is one of them (the dim must still be valid)
         wrap_dim(dim, 1, op)
-        shape = (0,)
-        parts_i = []
-        d = 0
+        shape, d = (0,), 0
     else:
-        ref = parts[0]
-        nd = len(ref._shape)
+        ref = parts[0]._shape
+        nd = len(ref)
         d = wrap_dim(dim, nd, op)
+        head, tail = ref[:d], ref[d + 1:]
         total = 0
         for t in parts:
-            if len(t._shape) != nd:
+            s = t._shape
+            if len(s) != nd:
                 raise RuntimeError(f"{op}: Tensors must have same number of dimensions: got "
-                                   f"{nd} and {len(t._shape)}")
-            total += t._shape[d]
-        for i, t in enumerate(ts):
-            if t._shape == (0,):
-                continue
-            for j in range(nd):
-                if j != d and t._shape[j] != ref._shape[j]:
-                    raise RuntimeError(
-                        f"{op}: Sizes of tensors must match except in dimension {d}. Expected "
-                        f"size {ref._shape[j]} but got size {t._shape[j]} for tensor number {i} "
-                        f"in the list (shapes {list(ref._shape)} and {list(t._shape)}).")
-        shape = ref._shape[:d] + (total,) + ref._shape[d + 1:]
-        parts_i = parts
+                                   f"{nd} and {len(s)}")
+            if s[:d] != head or s[d + 1:] != tail:
+                i = next(i for i, x in enumerate(ts) if x is t)
+                j = next(j for j in range(nd) if j != d and s[j] != ref[j])
+                raise RuntimeError(
+                    f"{op}: Sizes of tensors must match except in dimension {d}. Expected "
+                    f"size {ref[j]} but got size {s[j]} for tensor number {i} in the list "
+                    f"(shapes {list(ref)} and {list(s)}).")
+            total += s[d]
+            if simple and (not t._contig or t._dtype is not dt):
+                simple = False
+        shape = head + (total,) + tail
     if out is not None:
         check_out(out, shape, dt, op)
-        res = out if not builtins.any(t._storage is out._storage for t in ts) else \
-            new_empty(shape, out._dtype, dev)
+        res = out
+        for t in ts:
+            if t._storage is out._storage:
+                res = new_empty(shape, out._dtype, dev)
+                break
     else:
         res = new_empty(shape, dt, dev)
     if res._numel:
-        nd = len(shape)
-        rst = res._stride
-        step = rst[d] * res._dtype.itemsize
-        ptr = res._ptr
-        code = res._dtype.code
-        for t in parts_i:
-            n = t._shape[d]
-            if n and t._numel:
-                check(_copy(code, t._dtype.code, nd, t._shape, ptr, rst, t._ptr, t._stride), op)
-            ptr += n * step
+        rdt = res._dtype
+        simple = simple and res._contig and rdt is dt
+        if simple:
+            # one C call: every part is a run of bytes in each of the result's outer rows
+            rows = 1
+            for s in shape[:d]:
+                rows *= s
+            inner = rdt.itemsize
+            for s in shape[d + 1:]:
+                inner *= s
+            check(_cat_bytes(len(parts), rows, res._ptr, shape[d] * inner,
+                             [t._ptr for t in parts], [t._shape[d] * inner for t in parts]), op)
+        else:
+            nd = len(shape)
+            rst = res._stride
+            step = rst[d] * rdt.itemsize
+            ptr = res._ptr
+            code = rdt.code
+            for t in parts:
+                n = t._shape[d]
+                if n and t._numel:
+                    check(_copy(code, t._dtype.code, nd, t._shape, ptr, rst, t._ptr, t._stride),
+                          op)
+                ptr += n * step
     if out is not None:
         if res is not out:
             _copy_into(out, res)
         out._bump()
         return out
-    for t in parts_i:
+    for t in parts:
         if t.requires_grad:
-            G.record("cat", res, tuple(parts_i), {"dim": d})
+            G.record("cat", res, tuple(parts), {"dim": d})
             break
     return res
 

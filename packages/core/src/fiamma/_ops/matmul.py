@@ -1,11 +1,13 @@
 """Matrix products with PyTorch's names and rules: matmul (``@``), mm, bmm, mv, dot, vdot,
 inner, outer/ger, and the fused ``beta * input + alpha * product`` forms addmm, addmv, addr,
-baddbmm, addbmm.
+baddbmm, addbmm (and their in-place methods).
 
 Every product is one call of the C kernel ``fm_matmul`` (or ``fm_mm`` without a batch): it
 takes the operands with their strides as they are (transposed and sliced views included, batch
-dims broadcast through zero strides), so no operand is copied here. float32/float64 run on
-OpenBLAS, float16/bfloat16 in float32, integers in int64, bool as OR of ANDs.
+dims broadcast through zero strides), so no operand is copied here. float32 runs on fiamma's
+own AVX-512 kernel or OpenBLAS, float64 on OpenBLAS, float16/bfloat16 in float32, integers in
+int64 (wrapping like PyTorch), bool as OR of ANDs. Threads: ``fiamma._lib.lib``'s
+``fm_blas_set_num_threads`` sets them for both kernels.
 """
 
 import builtins
@@ -85,6 +87,9 @@ def _coefs(dt, beta, alpha, op):
     return 0.0, 0.0, a, b
 
 
+_PLAIN = ((0.0, 0.0, 1, 0), (1.0, 0.0, 0, 0))  # alpha 1, beta 0: (integer, float) kernel args
+
+
 def _dest(out, shape, dt, op, inputs):
     """The tensor the kernel writes: ``out`` itself when it is contiguous and shares no memory
     with an input, else a fresh one (copied into ``out`` afterwards)."""
@@ -150,10 +155,13 @@ def _product(op, a, b, out, c_in=None, beta=0, alpha=1, record=True, kw=None, re
     ba, bb = sa_[:-2], sb_[:-2]
     batch = ba if ba == bb else broadcast_shapes(ba, bb, op=op)
     shape = batch + ((m,) if da >= 2 else ()) + ((n,) if db >= 2 else ())
-    fa, fb, ia, ib = _coefs(dt, beta, alpha, op)
+    if c_in is None and alpha == 1:
+        fa, fb, ia, ib = _PLAIN[dt.kind == 2]
+    else:
+        fa, fb, ia, ib = _coefs(dt, beta, alpha, op)
     use_c = c_in is not None and (fb != 0.0 or ib != 0)
     inputs = (a, b) if c_in is None else (c_in, a, b)
-    res = _dest(out, shape, dt, op, (a, b))
+    res = new_empty(shape, dt) if out is None else _dest(out, shape, dt, op, (a, b))
     if use_c and not (res is c_in or (res._ptr == c_in._ptr and res._stride == c_in._stride
                                       and res._shape == c_in._shape)):
         if c_in._storage is res._storage:  # c_in aliases out in another layout
@@ -178,8 +186,9 @@ def _product(op, a, b, out, c_in=None, beta=0, alpha=1, record=True, kw=None, re
         rc = _mm_c(dt.code, m, n, k, res._ptr, scm, scn, a._ptr, sam, sak, b._ptr, sbk, sbn,
                    fa, fb, ia, ib)
     else:
-        bs_a = _batch_strides(a, batch, da)
-        bs_b = _batch_strides(b, batch, db)
+        # size-1 batch dims are dropped in C: their strides do not matter
+        bs_a = a._stride[:-2] if ba == batch else _batch_strides(a, batch, da)
+        bs_b = b._stride[:-2] if bb == batch else _batch_strides(b, batch, db)
         rc = _matmul_c(dt.code, nb, batch, m, n, k, res._ptr, rst[:nb] + (scm, scn),
                        a._ptr, bs_a + (sam, sak), b._ptr, bs_b + (sbk, sbn), fa, fb, ia, ib)
     if rc:
@@ -220,6 +229,17 @@ def matmul(input, other, *, out=None):
     """
     a = _tensor_arg(input, "matmul", "input")
     b = _tensor_arg(other, "matmul", "other")
+    if out is None:
+        r = _fast(a, b, "matmul")
+        if r is not None:
+            return r
+    return _matmul(a, b, out)
+
+
+def _matmul(a, b, out):
+    if a._storage.device is not CPU or b._storage.device is not CPU:
+        _tensor_arg(a, "matmul", "input")
+        _tensor_arg(b, "matmul", "other")
     if not a._shape or not b._shape:
         raise RuntimeError(f"matmul: both arguments to matmul need to be at least 1D, but they "
                            f"are {len(a._shape)}D and {len(b._shape)}D")
@@ -238,6 +258,10 @@ def mm(input, mat2, *, out=None):
     b = _tensor_arg(mat2, "mm", "mat2")
     _dims(a, 2, "mm", "self")
     _dims(b, 2, "mm", "mat2")
+    if out is None:
+        r = _fast(a, b, "mm")
+        if r is not None:
+            return r
     _same_dtype("mm", a, b)
     return _product("mm", a, b, out)
 
@@ -460,29 +484,55 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
 
 # ---- Tensor methods --------------------------------------------------------------------------
 
+def _fast(a, b, op):
+    """The common case in few steps: CPU tensors of one dtype with at most 2 dims each, no
+    gradient wanted. Returns None when it does not apply (or the shapes do not match: the
+    general path then raises the error)."""
+    sa, sb = a._shape, b._shape
+    da, db = len(sa), len(sb)
+    if not (0 < da <= 2 and 0 < db <= 2) or a._dtype is not b._dtype or a.requires_grad or \
+            b.requires_grad or a._storage.device is not CPU or b._storage.device is not CPU:
+        return None
+    k = sa[-1]
+    if db == 2:
+        if sb[0] != k:
+            return None
+        n = sb[1]
+        sbk, sbn = b._stride
+    else:
+        if sb[0] != k:
+            return None
+        n = 1
+        sbk, sbn = b._stride[0], 0
+    if da == 2:
+        m = sa[0]
+        sam, sak = a._stride
+        shape = (m, n) if db == 2 else (m,)
+    else:
+        m = 1
+        sam, sak = 0, a._stride[0]
+        shape = (n,) if db == 2 else ()
+    dt = a._dtype
+    res = new_empty(shape, dt)
+    if dt.kind == 2:
+        rc = _mm_c(dt.code, m, n, k, res._ptr, n, 1, a._ptr, sam, sak, b._ptr, sbk, sbn,
+                   1.0, 0.0, 0, 0)
+    else:
+        rc = _mm_c(dt.code, m, n, k, res._ptr, n, 1, a._ptr, sam, sak, b._ptr, sbk, sbn,
+                   0.0, 0.0, 1, 0)
+    if rc:
+        check(rc, op, f"dtype {dt}")
+    return res
+
+
 def _matmul_method(self, other):
-    if type(other) is Tensor and len(self._shape) == 2 and len(other._shape) == 2 and \
-            self._dtype is other._dtype and not (self.requires_grad or other.requires_grad) \
-            and self._storage.device is CPU and other._storage.device is CPU:
-        m, k = self._shape
-        kb, n = other._shape
-        if k == kb:
-            dt = self._dtype
-            res = new_empty((m, n), dt)
-            if dt.kind == 2:
-                rc = _mm_c(dt.code, m, n, k, res._ptr, n, 1, self._ptr, self._stride[0],
-                           self._stride[1], other._ptr, other._stride[0], other._stride[1],
-                           1.0, 0.0, 0, 0)
-            else:
-                rc = _mm_c(dt.code, m, n, k, res._ptr, n, 1, self._ptr, self._stride[0],
-                           self._stride[1], other._ptr, other._stride[0], other._stride[1],
-                           0.0, 0.0, 1, 0)
-            if rc:
-                check(rc, "matmul", f"dtype {dt}")
-            return res
+    if type(other) is Tensor:
+        r = _fast(self, other, "matmul")
+        if r is not None:
+            return r
     if not isinstance(other, Tensor):
         return NotImplemented
-    return matmul(self, other)
+    return _matmul(self, other, None)
 
 
 def _rmatmul_method(self, other):
