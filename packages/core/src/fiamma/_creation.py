@@ -1,6 +1,10 @@
-"""Creation functions: tensor, as_tensor, empty/zeros/ones/full and their _like forms."""
+"""Creation functions: tensor, as_tensor, empty/zeros/ones/full and their _like forms, and the
+ranges arange/range/linspace/logspace/eye."""
 
 import builtins
+import math
+import operator
+import warnings
 
 import numpy as np
 
@@ -12,6 +16,7 @@ from fiamma._tensor import Tensor, _shape_arg, install_methods, new_empty
 __all__ = [
     "tensor", "as_tensor", "asarray", "scalar_tensor", "empty", "zeros", "ones", "full",
     "empty_like", "zeros_like", "ones_like", "full_like", "empty_strided",
+    "arange", "range", "linspace", "logspace", "eye",
 ]
 
 
@@ -258,6 +263,264 @@ def empty_strided(size, stride, dtype=None, device=None, requires_grad=False):
     extent = 1 + builtins.sum((n - 1) * s for n, s in zip(size, stride)) if all(size) else 0
     base = new_empty((extent,), dt, _dev(device))
     return _finish(base.as_strided(size, stride, 0), requires_grad)
+
+
+# ---- ranges ----------------------------------------------------------------------------------
+
+def _number(x, op, name):
+    """A Python int/float from a number, a NumPy scalar or a one-element tensor."""
+    if isinstance(x, builtins.bool):
+        return builtins.int(x)
+    if isinstance(x, (builtins.int, builtins.float)):
+        return x
+    if isinstance(x, Tensor):
+        if x._numel != 1:
+            raise RuntimeError(f"{op}: {name} must be a number or a one-element tensor, got a "
+                               f"tensor of shape {list(x._shape)}")
+        v = x.item()
+        return builtins.int(v) if isinstance(v, builtins.bool) else v
+    if isinstance(x, np.generic) and x.dtype.kind in "biuf":
+        v = x.item()
+        return builtins.int(v) if isinstance(v, builtins.bool) else v
+    try:
+        return operator.index(x)
+    except TypeError:
+        pass
+    raise TypeError(f"{op}: {name} must be a number, got {type(x).__name__}")
+
+
+def _range_dtype(dtype, out, floating, op):
+    if dtype is not None:
+        dt = D.to_dtype(dtype, op)
+    elif out is not None and isinstance(out, Tensor):
+        dt = out._dtype
+    else:
+        dt = D.get_default_dtype() if floating else D.int64
+    if dt is D.bool:
+        raise TypeError(f"{op}: not implemented for dtype {dt}")
+    return dt
+
+
+def _emit(n, dt, device, out, requires_grad, op, fill):
+    """A 1-d result of n elements made by ``fill(contiguous_tensor)`` (or written into out)."""
+    from fiamma._ops._common import check_out
+
+    if out is not None:
+        check_out(out, (n,), dt, op)
+        if out._contig and out._dtype is dt:
+            if n:
+                fill(out)
+        else:
+            tmp = new_empty((n,), dt)
+            if n:
+                fill(tmp)
+                out.copy_(tmp)
+        out._bump()
+        return _finish(out, requires_grad)
+    t = new_empty((n,), dt)
+    if n:
+        fill(t)
+    dev = _dev(device)
+    if dev is not CPU:
+        t = t.to(dev)
+    return _finish(t, requires_grad)
+
+
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, device=None,
+           requires_grad=False, pin_memory=False):
+    """Values from ``start`` (inclusive) to ``end`` (exclusive) spaced by ``step``.
+
+    The result is int64 when start, end and step are all integers, else the default float
+    dtype; it has ``ceil((end - start) / step)`` elements. An integer ``dtype`` truncates the
+    arguments to integers first.
+
+    >>> import fiamma
+    >>> fiamma.arange(5).tolist()
+    [0, 1, 2, 3, 4]
+    >>> fiamma.arange(1, 2.5, 0.5).tolist()
+    [1.0, 1.5, 2.0]
+    """
+    op = "arange"
+    if end is None:
+        start, end = 0, start
+    if (type(start) is builtins.int and type(end) is builtins.int and step == 1
+            and type(step) is builtins.int and dtype is None and out is None
+            and device is None and not requires_grad and _I64_MIN <= start <= end <= _I64_MAX):
+        n = end - start  # the common arange(n) / arange(a, b)
+        t = new_empty((n,), D.int64)
+        if n:
+            lib.fm_arange(5, n, t._ptr, 0.0, 0.0, start, 1)
+        return t
+    s = _number(start, op, "start")
+    e = _number(end, op, "end")
+    st = _number(step, op, "step")
+    floating = any(isinstance(v, builtins.float) for v in (s, e, st))
+    dt = _range_dtype(dtype, out, floating, op)
+    for v in (s, e, st):
+        if isinstance(v, builtins.float) and not math.isfinite(v):
+            raise RuntimeError(f"{op}: unsupported range: {s} -> {e} (step {st})")
+    if dt.kind == 2:
+        fs, fe, fst = builtins.float(s), builtins.float(e), builtins.float(st)
+        if fst == 0:
+            raise RuntimeError(f"{op}: step must be nonzero")
+        if (fst > 0 and fe < fs) or (fst < 0 and fe > fs):
+            raise RuntimeError(f"{op}: upper bound and lower bound inconsistent with step sign "
+                               f"(start={s}, end={e}, step={st})")
+        q = (fe - fs) / fst
+        if not q <= (1 << 62):
+            raise RuntimeError(f"{op}: invalid size {q}, possible overflow")
+        n = math.ceil(q)
+        fill = lambda t: check(lib.fm_arange(dt.code, n, t._ptr, fs, fst, 0, 0), op)
+    else:
+        s, e, st = builtins.int(s), builtins.int(e), builtins.int(st)
+        if st == 0:
+            raise RuntimeError(f"{op}: step must be nonzero (after truncation to an integer "
+                               f"for dtype {dt})" if floating else f"{op}: step must be nonzero")
+        if (st > 0 and e < s) or (st < 0 and e > s):
+            raise RuntimeError(f"{op}: upper bound and lower bound inconsistent with step sign "
+                               f"(start={s}, end={e}, step={st})")
+        for name, v in (("start", s), ("end", e), ("step", st)):
+            if not _I64_MIN <= v <= _I64_MAX:
+                raise RuntimeError(f"{op}: {name}={v} is out of the int64 range")
+        n = -((s - e) // st)
+        if n > (1 << 62):
+            raise RuntimeError(f"{op}: invalid size {n}, possible overflow")
+        fill = lambda t: check(lib.fm_arange(dt.code, n, t._ptr, 0.0, 0.0, s, st), op)
+    return _emit(n, dt, device, out, requires_grad, op, fill)
+
+
+def range(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, device=None,
+          requires_grad=False):
+    """Deprecated (as in PyTorch): like ``arange`` but ``end`` is included and the dtype is the
+    default float dtype unless given. Use ``arange``."""
+    op = "range"
+    warnings.warn("fiamma.range is deprecated and will be removed in a future release because "
+                  "its behavior is inconsistent with Python's range builtin. Instead, use "
+                  "fiamma.arange, which produces values in [start, end).", UserWarning,
+                  stacklevel=2)
+    if end is None:
+        start, end = 0, start
+    s = builtins.float(_number(start, op, "start"))
+    e = builtins.float(_number(end, op, "end"))
+    st = builtins.float(_number(step, op, "step"))
+    dt = _range_dtype(dtype, out, True, op)
+    if not (math.isfinite(s) and math.isfinite(e) and math.isfinite(st)):
+        raise RuntimeError(f"{op}: unsupported range: {s} -> {e} (step {st})")
+    if st == 0:
+        raise RuntimeError(f"{op}: step must be nonzero")
+    if (st > 0 and e < s) or (st < 0 and e > s):
+        raise RuntimeError(f"{op}: upper bound and lower bound inconsistent with step sign "
+                           f"(start={s}, end={e}, step={st})")
+    q = (e - s) / st
+    if not q <= (1 << 62):
+        raise RuntimeError(f"{op}: invalid size {q}, possible overflow")
+    n = math.floor(q) + 1
+    if dt.kind == 2:
+        fill = lambda t: check(lib.fm_arange(dt.code, n, t._ptr, s, st, 0, 0), op)
+    else:
+        fill = lambda t: check(lib.fm_arange(dt.code, n, t._ptr, 0.0, 0.0, builtins.int(s),
+                                             builtins.int(st)), op)
+    return _emit(n, dt, device, out, requires_grad, op, fill)
+
+
+def _steps(steps, op):
+    try:
+        n = operator.index(steps)
+    except TypeError:
+        raise TypeError(f"{op}: steps must be an int, got {type(steps).__name__}") from None
+    if n < 0:
+        raise RuntimeError(f"{op}: number of steps must be non-negative, got {n}")
+    return n
+
+
+def _space_args(start, end, dt, op):
+    s = builtins.float(_number(start, op, "start"))
+    e = builtins.float(_number(end, op, "end"))
+    if dt.kind == 1:
+        info = np.iinfo(dt._np)
+        # PyTorch's checked conversion: unsigned types also take negatives down to -max (wrapping)
+        lo = -builtins.int(info.max) if info.min == 0 else builtins.int(info.min)
+        for name, v in (("start", s), ("end", e)):
+            if not (math.isfinite(v) and lo <= math.trunc(v) <= info.max):
+                raise RuntimeError(f"{op}: {name}={v} cannot be converted to type {dt} without "
+                                   "overflow")
+    return s, e
+
+
+def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=None,
+             requires_grad=False):
+    """``steps`` values evenly spaced from ``start`` to ``end`` inclusive (default float dtype).
+
+    The first half is ``start + i*step`` and the second ``end - (steps-1-i)*step``, so both ends
+    are exact. An integer ``dtype`` truncates start, end and every value toward zero.
+
+    >>> import fiamma
+    >>> fiamma.linspace(0, 1, 5).tolist()
+    [0.0, 0.25, 0.5, 0.75, 1.0]
+    """
+    op = "linspace"
+    n = _steps(steps, op)
+    dt = _range_dtype(dtype, out, True, op)
+    s, e = _space_args(start, end, dt, op)
+    return _emit(n, dt, device, out, requires_grad, op,
+                 lambda t: check(lib.fm_linspace(dt.code, n, t._ptr, s, e), op))
+
+
+def logspace(start, end, steps, base=10.0, *, out=None, dtype=None, layout=None, device=None,
+             requires_grad=False):
+    """``base ** linspace(start, end, steps)`` (default float dtype).
+
+    >>> import fiamma
+    >>> fiamma.logspace(0, 3, 4, base=2).tolist()
+    [1.0, 2.0, 4.0, 8.0]
+    """
+    op = "logspace"
+    n = _steps(steps, op)
+    dt = _range_dtype(dtype, out, True, op)
+    s = builtins.float(_number(start, op, "start"))
+    e = builtins.float(_number(end, op, "end"))
+    b = builtins.float(_number(base, op, "base"))
+    return _emit(n, dt, device, out, requires_grad, op,
+                 lambda t: check(lib.fm_logspace(dt.code, n, t._ptr, s, e, b), op))
+
+
+def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_grad=False):
+    """A 2-d tensor with ones on the diagonal and zeros elsewhere (n rows, m columns).
+
+    >>> import fiamma
+    >>> fiamma.eye(2, 3).tolist()
+    [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]
+    """
+    op = "eye"
+    try:
+        n = operator.index(n)
+        m = n if m is None else operator.index(m)
+    except TypeError:
+        raise TypeError(f"{op}: n and m must be ints, got {n!r}, {m!r}") from None
+    if n < 0:
+        raise RuntimeError(f"{op}: n must be greater or equal to 0, got {n}")
+    if m < 0:
+        raise RuntimeError(f"{op}: m must be greater or equal to 0, got {m}")
+    dt = D.get_default_dtype() if dtype is None else D.to_dtype(dtype, op)
+    if out is not None:
+        from fiamma._ops._common import check_out
+
+        check_out(out, (n, m), out._dtype if dtype is None else dt, op)
+        t = out
+        fill_(t, 0)
+        t._bump()
+    else:
+        t = new_empty((n, m), dt, zero=True)
+    k = builtins.min(n, m)
+    if k:
+        check(lib.fm_fill(t._dtype.code, 1, (k,), t._ptr, (t._stride[0] + t._stride[1],),
+                          1.0, 1, 1), op)
+    if out is None and _dev(device) is not CPU:
+        t = t.to(_dev(device))
+    return _finish(t, requires_grad)
 
 
 def _legacy_tensor_new(*args, dtype=None, device=None, requires_grad=False):
