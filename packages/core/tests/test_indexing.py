@@ -10,7 +10,8 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import fiamma
 
@@ -83,7 +84,7 @@ def ref_index(a, key):
         if isinstance(k, (int, np.integer, slice)) and not isinstance(k, (bool, np.bool_)):
             consumed += 1
         elif isinstance(k, np.ndarray):
-            consumed += k.ndim if k.dtype == bool else (1 if k.ndim else 1)
+            consumed += k.ndim if k.dtype == bool else 1
     s1, s2 = [], []
     for k in key:
         if isinstance(k, (bool, np.bool_)):
@@ -137,9 +138,8 @@ def index_cases(draw, max_ndim=4, allow_adv=True):
                 kinds += ["int", "int"]
             if allow_adv and shape[d] > 0:
                 kinds += ["intarr", "intarr"]
-            if allow_adv:
-                if not has_mask:
-                    kinds.append("mask")
+            if allow_adv and not has_mask:
+                kinds.append("mask")
         if not used_ell:
             kinds.append("ell")
         if allow_adv:
