@@ -628,6 +628,9 @@ def _assign(self, seq, value, accumulate, op):
 def _scatter(self, vshape, vstride, vptr, adv, value, accumulate, op):
     """Scatter ``value`` into the advanced indices ``adv`` of self's view (vshape, vstride,
     vptr)."""
+    st = self._storage
+    if any(a[1]._storage is st for a in adv):  # x[x] = v: indices must not change under us
+        adv = [(p, t.clone() if t._storage is st else t, d) for p, t, d in adv]
     rshape, sstride, idx, istr, sizes, strides = _layout(vshape, vstride, adv)
     dt = self._dtype
     if is_scalar(value):
@@ -653,6 +656,8 @@ def _scatter(self, vshape, vstride, vptr, adv, value, accumulate, op):
 def _masked_put(x, mask, value):
     """x[mask] = value with a mask of x's full shape."""
     dt = x._dtype
+    if mask._storage is x._storage and (mask._ptr != x._ptr or mask._stride != x._stride):
+        mask = mask.clone()  # another view of x's memory: writes would change the mask
     if is_scalar(value):
         buf = ffi.new("int64_t[1]")
         vp = _addr(buf)
