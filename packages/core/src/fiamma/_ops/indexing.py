@@ -39,6 +39,7 @@ _copy_c = lib.fm_copy
 _fill_c = lib.fm_fill
 _cast = ffi.cast
 _ERR_INDEX = lib.FM_ERR_INDEX
+_NULL = ffi.NULL
 
 # kinds of converted (non-basic) index items
 _BOOL, _ADV, _MASK = range(3)
@@ -381,10 +382,13 @@ def _gather(x, vshape, vstride, vptr, adv, view):
     rshape, sstride, idx, istr, sizes, strides = _layout(vshape, vstride, adv)
     dt = x._dtype
     out = new_empty(rshape, dt, x._storage.device)
-    bad = ffi.new("int64_t[2]")
+    ptrs = [t._ptr for t in idx]
     rc = _gather_c(dt.code, len(rshape), rshape, out._ptr, out._stride, vptr, sstride, len(idx),
-                   [t._ptr for t in idx], istr, sizes, strides, bad)
-    if rc:
+                   ptrs, istr, sizes, strides, _NULL)
+    if rc:  # a gather has no side effects: run it again to learn which index was bad
+        bad = ffi.new("int64_t[2]")
+        rc = _gather_c(dt.code, len(rshape), rshape, out._ptr, out._stride, vptr, sstride,
+                       len(idx), ptrs, istr, sizes, strides, bad)
         _index_error(rc, bad, adv, sizes, "index")
     if x.requires_grad:
         G.record("index", out, (view, _indices_tuple(adv)), {})
@@ -635,21 +639,24 @@ def _scatter(self, vshape, vstride, vptr, adv, value, accumulate, op):
     dt = self._dtype
     if is_scalar(value):
         # a number: one element in a scratch buffer, read through zero strides
-        buf = ffi.new("int64_t[3]")  # [0]: the element; [1:3]: fm_index_scatter's bad index
+        buf = ffi.new("int64_t[1]")
         vp = _addr(buf)
         check(_fill_c(dt.code, 0, (), vp, (), *_fill_args(value, dt, op)), op)
         vst = (0,) * len(rshape)
-        bad = buf + 1
     else:
         v = _value_tensor(value, dt, op)
         if v._storage is self._storage:
             v = v.clone()
         vp = v._ptr
         vst = _value_strides(v, rshape, op)
-        bad = ffi.new("int64_t[2]")
-    rc = _scatter_c(dt.code, len(rshape), rshape, vptr, sstride, vp, vst, len(idx),
-                    [t._ptr for t in idx], istr, sizes, strides, 1 if accumulate else 0, bad)
-    if rc:
+    ptrs = [t._ptr for t in idx]
+    acc = 1 if accumulate else 0
+    rc = _scatter_c(dt.code, len(rshape), rshape, vptr, sstride, vp, vst, len(idx), ptrs, istr,
+                    sizes, strides, acc, _NULL)
+    if rc:  # every index is checked before the first write: nothing was written, run it again
+        bad = ffi.new("int64_t[2]")  # to learn which index was bad
+        rc = _scatter_c(dt.code, len(rshape), rshape, vptr, sstride, vp, vst, len(idx), ptrs,
+                        istr, sizes, strides, acc, bad)
         _index_error(rc, bad, adv, sizes, op)
 
 
