@@ -27,7 +27,9 @@ static int ix_iterate(int nops, int ndim, const int64_t *shape, char **base,
                       const int64_t *const *strides, const int *isz, ix_loop fn, ix_ctx *c) {
     if (ndim < 0 || ndim > FM_MAX_DIMS || nops < 2 || nops > IX_MAXOPS) return FM_ERR_ARG;
     int64_t sh[FM_MAX_DIMS + 1];
-    int64_t st[nops][ndim + 1]; /* byte strides; sized to the call: a full-size table costs */
+    /* byte strides, sized to the call: a fixed [IX_MAXOPS][FM_MAX_DIMS] table (34 KB of
+       stack) made every small gather measurably slower */
+    int64_t st[nops][ndim + 1];
     int nd = 0;
     for (int d = 0; d < ndim; d++) {
         if (shape[d] < 0) return FM_ERR_ARG;

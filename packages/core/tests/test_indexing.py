@@ -10,7 +10,8 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import fiamma
 
@@ -83,7 +84,7 @@ def ref_index(a, key):
         if isinstance(k, (int, np.integer, slice)) and not isinstance(k, (bool, np.bool_)):
             consumed += 1
         elif isinstance(k, np.ndarray):
-            consumed += k.ndim if k.dtype == bool else (1 if k.ndim else 1)
+            consumed += k.ndim if k.dtype == bool else 1
     s1, s2 = [], []
     for k in key:
         if isinstance(k, (bool, np.bool_)):
@@ -137,9 +138,8 @@ def index_cases(draw, max_ndim=4, allow_adv=True):
                 kinds += ["int", "int"]
             if allow_adv and shape[d] > 0:
                 kinds += ["intarr", "intarr"]
-            if allow_adv:
-                if not has_mask:
-                    kinds.append("mask")
+            if allow_adv and not has_mask:
+                kinds.append("mask")
         if not used_ell:
             kinds.append("ell")
         if allow_adv:
@@ -204,8 +204,15 @@ def index_cases(draw, max_ndim=4, allow_adv=True):
         adv = [k for k in key if isinstance(k, (fiamma.Tensor, np.ndarray, list))
                and not (isinstance(k, fiamma.Tensor) and k.dim() == 0)]
         if len(adv) > 1:
-            key = [slice(None) if (k is not adv[-1] and any(k is a for a in adv)) else k
-                   for k in key]
+            new = []
+            for k in key:
+                if k is adv[-1] or not any(k is a for a in adv):
+                    new.append(k)
+                else:  # a slice per dim the dropped index consumed
+                    nd_k = np.asarray(to_np_index(k)).ndim
+                    is_mask = np.asarray(to_np_index(k)).dtype == bool
+                    new.extend([slice(None)] * (nd_k if is_mask else 1))
+            key = new
     bare = len(key) == 1 and draw(st.booleans())
     return shape, (key[0] if bare else tuple(key))
 
@@ -486,6 +493,21 @@ def test_setitem_overlapping_value():
     x[x > 3] = x[x > 3] * 2
     a[a > 3] = a[a > 3] * 2
     assert_same(x, a)
+
+
+def test_setitem_indices_alias_target():
+    x = fiamma.tensor([1, 0, 3, 2])
+    a = x.numpy().copy()
+    x[x] = fiamma.tensor([2, 3, 0, 1])
+    a[a.copy()] = [2, 3, 0, 1]
+    assert_same(x, a)
+    b = fiamma.tensor([True, False, True, True, False, True])
+    bn = to_np(b)
+    b[:3][b[3:]] = False
+    bn[:3][bn[3:].copy()] = False
+    assert_same(b, bn)
+    b[b] = True
+    assert_same(b, bn)
 
 
 def test_setitem_masks():

@@ -22,18 +22,24 @@ import numpy as np
 
 from fiamma import _dtype as D
 from fiamma import _grad_hook as G
+from fiamma._creation import from_array_copy
+from fiamma._creation import tensor as _tensor
 from fiamma._lib import check, ffi, lib
+from fiamma._ops._common import bcast_strides, broadcast_shapes, check_out, is_scalar
+from fiamma._ops.elementwise import add as _add
 from fiamma._tensor import Tensor, _copy_into, install_methods, new_empty
-from fiamma._ops._common import bcast_strides, broadcast_shapes, check_out, is_scalar, overlaps
 
-__all__ = ["nonzero", "argwhere", "index_put", "index_put_"]
+__all__ = ["argwhere", "index_put", "index_put_", "nonzero"]
 
 _new = object.__new__
 _index = operator.index
 _gather_c = lib.fm_index_gather
 _scatter_c = lib.fm_index_scatter
 _copy_c = lib.fm_copy
+_fill_c = lib.fm_fill
+_cast = ffi.cast
 _ERR_INDEX = lib.FM_ERR_INDEX
+_NULL = ffi.NULL
 
 # kinds of converted (non-basic) index items
 _BOOL, _ADV, _MASK = range(3)
@@ -45,7 +51,7 @@ _BAD_DTYPE = "tensors used as indices must be long, int, byte or bool tensors"
 
 # ---- views ------------------------------------------------------------------------------------
 
-def _make_view(x, shape, stride, offset, contig, record=True):
+def _make_view(x, shape, stride, offset, contig):
     """A view of ``x`` (what Tensor._view does, inlined: this is the hot path of x[0])."""
     t = _new(Tensor)
     st = x._storage
@@ -75,9 +81,14 @@ def _make_view(x, shape, stride, offset, contig, record=True):
     t.grad = None
     t.grad_fn = None
     t._ag = None
-    if record and x.requires_grad:
+    if x.requires_grad:
         G.record("getitem", t, (x,), {"shape": shape, "stride": stride, "offset": offset})
     return t
+
+
+def _addr(buf):
+    """The address of a cffi buffer as the intptr_t the kernels take."""
+    return int(_cast("intptr_t", buf))
 
 
 def _oob(i, d, n):
@@ -125,14 +136,10 @@ def _from_array(a):
     if k == "b":
         if a.ndim == 0:
             return _Item(_BOOL, builtins.bool(a))
-        from fiamma._creation import from_array_copy
-
         return _Item(_MASK, from_array_copy(a, D.bool))
     if k in "iu" or (a.size == 0 and k == "f"):  # [] gives a float64 array
         if a.ndim == 0:
             return builtins.int(a)
-        from fiamma._creation import from_array_copy
-
         return _Item(_ADV, from_array_copy(a.astype(np.int64, copy=False), D.int64))
     raise IndexError(f"arrays used as indices must be of integer or boolean type (got {a.dtype})")
 
@@ -176,7 +183,7 @@ def _convert(k, tensor0d_as_int=True):
 
 def _key_seq(key):
     """The index items of a subscript."""
-    if type(key) is tuple:
+    if isinstance(key, tuple):
         return key
     if type(key) is list and _seq_is_tuple(key):
         return key
@@ -198,13 +205,14 @@ def _bool_index(flag):
     return _TRUE_IDX if flag else _FALSE_IDX
 
 
-def _parse(x, seq, record=True):
+def _parse(x, seq, want_view=True):
     """Apply the basic items of index sequence ``seq`` to ``x``.
 
     Returns (view, vshape, vstride, vptr, adv): ``adv`` is None (only basic items) or a list
     of (dim in the view, int64 index tensor, dim of x it came from or None); vshape, vstride
     and vptr describe the basic-indexed view, and ``view`` is that view as a Tensor, made only
-    when needed (no advanced items, or x requires grad and autograd must see the view).
+    when ``want_view`` and needed (no advanced items, or x requires grad and autograd must see
+    the view).
     """
     shape = x._shape
     stride = x._stride
@@ -227,9 +235,7 @@ def _parse(x, seq, record=True):
             if conv is None:
                 conv = list(seq)
             conv[i] = k
-            if type(k) is int:
-                consumed += 1
-            elif k.kind == _ADV:
+            if type(k) is int or k.kind == _ADV:
                 consumed += 1
             elif k.kind == _MASK:
                 consumed += len(k.val._shape)
@@ -257,8 +263,10 @@ def _parse(x, seq, record=True):
             if step is not None and _index(step) <= 0:
                 raise ValueError("step must be greater than zero")
             start, stop, step = k.indices(shape[d])
-            oshape.append((stop - start + step - 1) // step if stop > start else 0)
-            ostride.append(stride[d] * step)
+            n = (stop - start + step - 1) // step if stop > start else 0
+            oshape.append(n)
+            # a dim of size <= 1 never steps: keep a huge step from overflowing the stride
+            ostride.append(stride[d] * step if n > 1 else stride[d])
             off += start * stride[d]
             d += 1
         elif k is None:
@@ -299,9 +307,11 @@ def _parse(x, seq, record=True):
         ostride.extend(stride[d:])
     oshape = tuple(oshape)
     ostride = tuple(ostride)
-    if adv is None:
-        view = _make_view(x, oshape, ostride, off, None, record)
-    elif record and x.requires_grad:
+    if not want_view:
+        view = None
+    elif adv is None:
+        view = _make_view(x, oshape, ostride, off, None)
+    elif x.requires_grad:
         view = x._view(oshape, ostride, off, op="getitem")
     else:
         view = None
@@ -318,32 +328,42 @@ def _layout(vshape, vstride, adv):
         trail = len(vshape) - p - 1
         return (vshape[:p] + t._shape + vshape[p + 1:], vstride[:p] + (0,) * nb + vstride[p + 1:],
                 (t,), (0,) * p + t._stride + (0,) * trail, (vshape[p],), (vstride[p],))
-    pos = [a[0] for a in adv]
-    idx = [a[1] for a in adv]
-    try:
-        bshape = broadcast_shapes(*[t._shape for t in idx])
-    except RuntimeError:
-        raise IndexError("shape mismatch: indexing tensors could not be broadcast together with "
-                         "shapes " + ", ".join(str(list(t._shape)) for t in idx)) from None
-    k = len(pos)
+    k = len(adv)
+    idx = []
+    sizes = []
+    strides = []
+    bshape = adv[0][1]._shape
+    same = True
+    for p, t, _ in adv:
+        idx.append(t)
+        sizes.append(vshape[p])
+        strides.append(vstride[p])
+        if t._shape != bshape:
+            same = False
+    if not same:
+        try:
+            bshape = broadcast_shapes(*[t._shape for t in idx])
+        except RuntimeError:
+            raise IndexError("shape mismatch: indexing tensors could not be broadcast together "
+                             "with shapes " + ", ".join(str(list(t._shape)) for t in idx)) \
+                from None
     nb = len(bshape)
-    p0 = pos[0]
-    if pos[-1] - p0 == k - 1:  # adjacent: the broadcast dims replace them in place
+    p0 = adv[0][0]
+    if adv[-1][0] - p0 == k - 1:  # adjacent: the broadcast dims replace them in place
         rshape = vshape[:p0] + bshape + vshape[p0 + k:]
         sstride = vstride[:p0] + (0,) * nb + vstride[p0 + k:]
         lead, trail = p0, len(vshape) - p0 - k
     else:  # separated: the broadcast dims go first
+        pos = [a[0] for a in adv]
         keep = [i for i in range(len(vshape)) if i not in pos]
         rshape = bshape + tuple(vshape[i] for i in keep)
         sstride = (0,) * nb + tuple(vstride[i] for i in keep)
         lead, trail = 0, len(keep)
-    istr = []
+    lead = (0,) * lead
+    trail = (0,) * trail
+    istr = ()
     for t in idx:
-        istr.extend((0,) * lead)
-        istr.extend(bcast_strides(t, bshape))
-        istr.extend((0,) * trail)
-    sizes = [vshape[p] for p in pos]
-    strides = [vstride[p] for p in pos]
+        istr += lead + (t._stride if same else bcast_strides(t, bshape)) + trail
     return rshape, sstride, idx, istr, sizes, strides
 
 
@@ -362,10 +382,13 @@ def _gather(x, vshape, vstride, vptr, adv, view):
     rshape, sstride, idx, istr, sizes, strides = _layout(vshape, vstride, adv)
     dt = x._dtype
     out = new_empty(rshape, dt, x._storage.device)
-    bad = ffi.new("int64_t[2]")
+    ptrs = [t._ptr for t in idx]
     rc = _gather_c(dt.code, len(rshape), rshape, out._ptr, out._stride, vptr, sstride, len(idx),
-                   [t._ptr for t in idx], istr, sizes, strides, bad)
-    if rc:
+                   ptrs, istr, sizes, strides, _NULL)
+    if rc:  # a gather has no side effects: run it again to learn which index was bad
+        bad = ffi.new("int64_t[2]")
+        rc = _gather_c(dt.code, len(rshape), rshape, out._ptr, out._stride, vptr, sstride,
+                       len(idx), ptrs, istr, sizes, strides, bad)
         _index_error(rc, bad, adv, sizes, "index")
     if x.requires_grad:
         G.record("index", out, (view, _indices_tuple(adv)), {})
@@ -388,7 +411,7 @@ def _getitem(self, key):
     """``x[key]``: a view for basic indices, a copy for advanced ones.
 
     >>> import fiamma
-    >>> x = fiamma.arange(12).reshape(3, 4)
+    >>> x = fiamma.tensor([[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]])
     >>> x[1].tolist(), x[:, 1:3].shape, x[[0, 2], -1].tolist()
     ([4, 5, 6, 7], fiamma.Size([3, 2]), [3, 11])
     """
@@ -409,13 +432,15 @@ def _getitem(self, key):
             start, stop, step = key.indices(shape[0])
             st = self._stride
             n = (stop - start + step - 1) // step if stop > start else 0
-            return _make_view(self, (n,) + shape[1:], (st[0] * step,) + st[1:],
+            return _make_view(self, (n,) + shape[1:], (st[0] * step if n > 1 else st[0],) + st[1:],
                               self._offset + start * st[0],
                               True if self._contig and step == 1 else None)
     elif tk is tuple:
         v = _basic(self, key)
         if v is not None:
             return v
+    elif key is None or key is Ellipsis:
+        return _basic(self, (key,))
     elif tk is Tensor and self._shape and key._shape:
         if key._dtype is D.int64:
             return _gather(self, self._shape, self._stride, self._ptr, [(0, key, 0)], self)
@@ -437,9 +462,7 @@ def _basic(x, key):
     ostride = []
     off = x._offset
     d = 0
-    i = 0
-    for k in key:
-        i += 1
+    for i, k in enumerate(key, 1):
         t = type(k)
         if t is int:
             if d >= nd:
@@ -457,8 +480,10 @@ def _basic(x, key):
             if d >= nd or not (k.step is None or type(k.step) is int and k.step > 0):
                 return None
             start, stop, step = k.indices(shape[d])
-            oshape.append((stop - start + step - 1) // step if stop > start else 0)
-            ostride.append(stride[d] * step)
+            n = (stop - start + step - 1) // step if stop > start else 0
+            oshape.append(n)
+            # a dim of size <= 1 never steps: keep a huge step from overflowing the stride
+            ostride.append(stride[d] * step if n > 1 else stride[d])
             off += start * stride[d]
             d += 1
         elif k is None:
@@ -501,8 +526,21 @@ def _masked_select(x, mask):
 
 # ---- __setitem__ ------------------------------------------------------------------------------
 
+def _fill_args(value, dt, op):
+    """A Python/NumPy number as fm_fill's (double, int64, use_int) for dtype ``dt``: floats and
+    float dtypes go through double (a float into an int dtype truncates), ints stay exact."""
+    if dt.kind == 2 or isinstance(value, (builtins.float, np.floating)):
+        return builtins.float(value), 0, 0
+    v = builtins.int(value)
+    if not -(1 << 63) <= v < (1 << 64):
+        raise RuntimeError(f"{op}: value {v} cannot be converted to type {dt} without overflow")
+    if v >= 1 << 63:
+        v -= 1 << 64
+    return 0.0, v, 1
+
+
 def _value_tensor(value, dt, op):
-    """The value of an assignment as a tensor of dtype ``dt`` (scalars become 0-d tensors)."""
+    """The value of an assignment as a tensor of dtype ``dt`` (numbers become 0-d tensors)."""
     if isinstance(value, Tensor):
         if value._dtype is dt:
             return value
@@ -510,15 +548,11 @@ def _value_tensor(value, dt, op):
         _copy_into(out, value)
         return out
     if is_scalar(value):
-        from fiamma._creation import fill_
-
         t = new_empty((), dt)
-        fill_(t, value)
+        check(_fill_c(dt.code, 0, (), t._ptr, (), *_fill_args(value, dt, op)), op)
         return t
-    from fiamma._creation import tensor
-
     try:
-        return tensor(value, dtype=dt)
+        return _tensor(value, dtype=dt)
     except (TypeError, ValueError) as e:
         raise TypeError(f"{op}: can't assign a {type(value).__name__} to a {dt} tensor ({e})") \
             from None
@@ -527,6 +561,8 @@ def _value_tensor(value, dt, op):
 def _value_strides(v, shape, op):
     """Strides of value ``v`` broadcast to ``shape`` (leading size-1 dims of v may be dropped)."""
     vs = v._shape
+    if vs == shape:
+        return v._stride
     vst = v._stride
     while len(vs) > len(shape) and vs[0] == 1:
         vs = vs[1:]
@@ -557,61 +593,93 @@ def _setitem(self, key, value):
     >>> x.tolist()
     [[1.0, 1.0, 1.0, 5.0], [0.0, 0.0, 0.0, -1.0], [0.0, 0.0, 0.0, -1.0]]
     """
-    if type(key) is Tensor and key._dtype is D.bool and key._shape == self._shape and \
-            self._shape:
+    if type(key) is Tensor and key._shape and self._shape and key._dtype is D.bool and \
+            key._shape == self._shape:
         _masked_put(self, key, value)
+    elif type(key) is Tensor and key._shape and self._shape and key._dtype is D.int64:
+        _scatter(self, self._shape, self._stride, self._ptr, [(0, key, 0)], value, False,
+                 "__setitem__")
     else:
         _assign(self, _key_seq(key), value, False, "__setitem__")
-    self._bump()
+    self._storage.version += 1
     if self.requires_grad or (isinstance(value, Tensor) and value.requires_grad):
         G.record_inplace("setitem", self, (self, key, value), {})
 
 
 def _assign(self, seq, value, accumulate, op):
-    view, vshape, vstride, vptr, adv = _parse(self, seq, False)
-    dt = self._dtype
-    if adv is None:
-        if accumulate:
-            v = _value_tensor(value, dt, op)
-            tmp = view.clone()
-            tmp += v  # noqa: the broadcast add of the elementwise module
-            value = tmp
-        if is_scalar(value) and not isinstance(value, Tensor):
-            from fiamma._creation import fill_
-
-            fill_(view, value)
-            return
-        v = _value_tensor(value, dt, op)
-        vst = _value_strides(v, view._shape, op)
-        if view._numel == 0:
-            return
-        if v._storage is view._storage:
-            v = v.clone()
-            vst = _value_strides(v, view._shape, op)
-        check(_copy_c(dt.code, dt.code, len(view._shape), view._shape, view._ptr, view._stride,
-                      v._ptr, vst), op)
+    """Write ``value`` at index sequence ``seq`` of ``self`` (no version bump, no record)."""
+    _, vshape, vstride, vptr, adv = _parse(self, seq, False)
+    if adv is not None:
+        _scatter(self, vshape, vstride, vptr, adv, value, accumulate, op)
         return
-    rshape, sstride, idx, istr, sizes, strides = _layout(vshape, vstride, adv)
-    v = _value_tensor(value, dt, op)
+    dt = self._dtype
+    if accumulate:
+        view = _make_view(self.detach(), vshape, vstride,
+                          (vptr - self._storage.ptr) // dt.itemsize, None)
+        _add(view, _value_tensor(value, dt, op), out=view)
+        return
+    nd = len(vshape)
+    if is_scalar(value):
+        check(_fill_c(dt.code, nd, vshape, vptr, vstride, *_fill_args(value, dt, op)), op)
+        return
+    v = value if isinstance(value, Tensor) else _value_tensor(value, dt, op)
     if v._storage is self._storage:
         v = v.clone()
-    vst = _value_strides(v, rshape, op)
-    bad = ffi.new("int64_t[2]")
-    rc = _scatter_c(dt.code, len(rshape), rshape, vptr, sstride, v._ptr, vst, len(idx),
-                    [t._ptr for t in idx], istr, sizes, strides, 1 if accumulate else 0, bad)
-    if rc:
+    vst = _value_strides(v, vshape, op)
+    check(_copy_c(dt.code, v._dtype.code, nd, vshape, vptr, vstride, v._ptr, vst), op)
+
+
+def _scatter(self, vshape, vstride, vptr, adv, value, accumulate, op):
+    """Scatter ``value`` into the advanced indices ``adv`` of self's view (vshape, vstride,
+    vptr)."""
+    st = self._storage
+    if any(a[1]._storage is st for a in adv):  # x[x] = v: indices must not change under us
+        adv = [(p, t.clone() if t._storage is st else t, d) for p, t, d in adv]
+    rshape, sstride, idx, istr, sizes, strides = _layout(vshape, vstride, adv)
+    dt = self._dtype
+    if is_scalar(value):
+        # a number: one element in a scratch buffer, read through zero strides
+        buf = ffi.new("int64_t[1]")
+        vp = _addr(buf)
+        check(_fill_c(dt.code, 0, (), vp, (), *_fill_args(value, dt, op)), op)
+        vst = (0,) * len(rshape)
+    else:
+        v = _value_tensor(value, dt, op)
+        if v._storage is self._storage:
+            v = v.clone()
+        vp = v._ptr
+        vst = _value_strides(v, rshape, op)
+    ptrs = [t._ptr for t in idx]
+    acc = 1 if accumulate else 0
+    rc = _scatter_c(dt.code, len(rshape), rshape, vptr, sstride, vp, vst, len(idx), ptrs, istr,
+                    sizes, strides, acc, _NULL)
+    if rc:  # every index is checked before the first write: nothing was written, run it again
+        bad = ffi.new("int64_t[2]")  # to learn which index was bad
+        rc = _scatter_c(dt.code, len(rshape), rshape, vptr, sstride, vp, vst, len(idx), ptrs,
+                        istr, sizes, strides, acc, bad)
         _index_error(rc, bad, adv, sizes, op)
 
 
 def _masked_put(x, mask, value):
     """x[mask] = value with a mask of x's full shape."""
-    v = _value_tensor(value, x._dtype, "__setitem__")
+    dt = x._dtype
+    if mask._storage is x._storage and (mask._ptr != x._ptr or mask._stride != x._stride):
+        mask = mask.clone()  # another view of x's memory: writes would change the mask
+    if is_scalar(value):
+        buf = ffi.new("int64_t[1]")
+        vp = _addr(buf)
+        check(_fill_c(dt.code, 0, (), vp, (), *_fill_args(value, dt, "__setitem__")),
+              "__setitem__")
+        check(lib.fm_masked_put(dt.code, len(x._shape), x._shape, x._ptr, x._stride, mask._ptr,
+                                mask._stride, vp, 1, 0, ffi.NULL), "__setitem__")
+        return
+    v = _value_tensor(value, dt, "__setitem__")
     if v._storage is x._storage:
         v = v.clone()
-    cnt = ffi.new("int64_t[1]")
     if v._numel == 1:
         nval, sval = 1, 0
     else:
+        cnt = ffi.new("int64_t[1]")
         check(lib.fm_nonzero_count(mask._dtype.code, len(mask._shape), mask._shape, mask._ptr,
                                    mask._stride, cnt), "__setitem__")
         n = cnt[0]
@@ -624,7 +692,7 @@ def _masked_put(x, mask, value):
                                f"shape [{n}]")
         nval, sval = n, v._stride[-1]
     check(lib.fm_masked_put(x._dtype.code, len(x._shape), x._shape, x._ptr, x._stride, mask._ptr,
-                            mask._stride, v._ptr, nval, sval, cnt), "__setitem__")
+                            mask._stride, v._ptr, nval, sval, ffi.NULL), "__setitem__")
 
 
 # ---- index_put ----------------------------------------------------------------------------
