@@ -459,8 +459,7 @@ def test_from_dlpack_producers_and_errors():
 def _patched_capsule(field, value):
     """A NumPy-made capsule whose DLTensor has one field changed (to test import errors)."""
     cap = np.arange(4, dtype=np.float32).__dlpack__()
-    m, _ = _interop._managed(cap)
-    obj = m.dl_tensor
+    obj = _interop._dl_tensor(*_interop._managed(cap))
     *path, last = field.split(".")
     for p in path:
         obj = getattr(obj, p)
