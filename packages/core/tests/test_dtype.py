@@ -8,9 +8,9 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import ALL_DTYPES, FLOAT_DTYPES, INT_DTYPES, NP_DTYPE, dtype_id, round_bf16, to_tensor
 
 import fiamma
-from conftest import ALL_DTYPES, FLOAT_DTYPES, INT_DTYPES, NP_DTYPE, dtype_id, round_bf16, to_tensor
 
 try:
     import torch

@@ -5,13 +5,22 @@ import weakref
 
 import numpy as np
 import pytest
+from conftest import (
+    ALL_DTYPES,
+    LAYOUTS,
+    NP_DTYPE,
+    NUMPY_DTYPES,
+    dtype_id,
+    make_pair,
+    random_array,
+    shapes,
+    to_numpy,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fiamma
 from fiamma import _interop
-from conftest import (ALL_DTYPES, LAYOUTS, NP_DTYPE, NUMPY_DTYPES, dtype_id, make_pair,
-                      random_array, shapes, to_numpy)
 
 try:
     import torch

@@ -9,12 +9,22 @@ import pickle
 
 import numpy as np
 import pytest
+from conftest import (
+    ALL_DTYPES,
+    LAYOUTS,
+    NP_DTYPE,
+    NUMPY_DTYPES,
+    assert_close,
+    dtype_id,
+    make_pair,
+    shapes,
+    to_numpy,
+    to_tensor,
+)
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import fiamma
-from conftest import (ALL_DTYPES, LAYOUTS, NP_DTYPE, NUMPY_DTYPES, assert_close, dtype_id,
-                      make_pair, shapes, to_numpy, to_tensor)
 
 EXAMPLES = settings(max_examples=60, deadline=None)
 
@@ -106,7 +116,7 @@ def np_reshape_view(a, shape):
 @EXAMPLES
 @given(layout=layouts(), data=st.data())
 def test_reshape_and_view_match_numpy(layout, data):
-    base, a = layout
+    _, a = layout
     t = fiamma.from_numpy(a)
     target = data.draw(factor_shapes(a.size))
     expected = np.reshape(a, target)
@@ -127,7 +137,7 @@ def test_reshape_and_view_match_numpy(layout, data):
 @EXAMPLES
 @given(layout=layouts(), data=st.data())
 def test_permute_transpose_and_friends_match_numpy(layout, data):
-    base, a = layout
+    _, a = layout
     t = fiamma.from_numpy(a)
     nd = a.ndim
     perm = data.draw(st.permutations(range(nd)))
@@ -148,13 +158,13 @@ def test_permute_transpose_and_friends_match_numpy(layout, data):
         assert_same_view(t.mT, np.swapaxes(a, -2, -1), t)
     else:
         with pytest.raises(RuntimeError):
-            t.mT
+            _ = t.mT
 
 
 @EXAMPLES
 @given(layout=layouts(), data=st.data())
 def test_squeeze_unsqueeze_flatten_unflatten_match_numpy(layout, data):
-    base, a = layout
+    _, a = layout
     t = fiamma.from_numpy(a)
     nd = a.ndim
     assert_same_view(t.squeeze(), np.squeeze(a), t)
@@ -204,7 +214,7 @@ def test_flatten_unflatten_edge_cases():
 @EXAMPLES
 @given(layout=layouts(), data=st.data())
 def test_expand_narrow_select_unbind_match_numpy(layout, data):
-    base, a = layout
+    _, a = layout
     t = fiamma.from_numpy(a)
     nd = a.ndim
     # expand: size-1 dims to any size, plus new leading dims; -1 keeps a size
@@ -250,7 +260,7 @@ def test_expand_narrow_select_unbind_match_numpy(layout, data):
 @EXAMPLES
 @given(layout=layouts(min_dims=1), data=st.data())
 def test_unfold_matches_sliding_window_view(layout, data):
-    base, a = layout
+    _, a = layout
     t = fiamma.from_numpy(a)
     nd = a.ndim
     d = data.draw(st.integers(0, nd - 1))
@@ -333,7 +343,7 @@ def test_view_dtype_reinterprets_bits(src, dst, rng):
 @EXAMPLES
 @given(layout=layouts())
 def test_contiguous_and_clone(layout):
-    base, a = layout
+    _, a = layout
     t = fiamma.from_numpy(a)
     if a.size:
         assert t.is_contiguous() == a.flags.c_contiguous
@@ -612,7 +622,7 @@ def test_len_and_iter():
 @pytest.mark.parametrize("dt", ALL_DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("shape", [(), (0,), (3, 0), (2, 3, 4)], ids=str)
 def test_pickle_round_trip(dt, shape, rng):
-    t, a = make_pair(shape, dt, rng, "transposed")
+    t, _ = make_pair(shape, dt, rng, "transposed")
     for proto in (2, pickle.HIGHEST_PROTOCOL):
         u = pickle.loads(pickle.dumps(t, protocol=proto))
         assert isinstance(u, fiamma.Tensor)
@@ -892,3 +902,26 @@ def test_small_tensors_reuse_memory():
 def test_allocations_are_aligned(dt):
     for n in (1, 3, 1000, 100000):
         assert fiamma.empty(n, dtype=dt).data_ptr() % 64 == 0
+
+
+# ---- the shared helpers themselves -----------------------------------------------------------------
+
+def test_conftest_helpers_can_fail(rng):
+    t, a = make_pair((2, 3), fiamma.float16, rng, "strided")
+    assert_close(t, a, dtype=fiamma.float16)
+    with pytest.raises(AssertionError):
+        assert_close(t, a + 1)
+    with pytest.raises(AssertionError):
+        assert_close(t, a, dtype=fiamma.float32)
+    with pytest.raises(AssertionError):
+        assert_close(t, a.reshape(3, 2))
+    i, b = make_pair((4,), fiamma.int32, rng, "offset")
+    assert_close(i, b)
+    with pytest.raises(AssertionError):
+        assert_close(i, b + 1)  # integers compare exactly
+    bf, c = make_pair((5,), fiamma.bfloat16, rng, "transposed")
+    assert_close(bf, c * (1 + 1e-3))  # bf16 tolerance
+    for layout in LAYOUTS:
+        x, ref = make_pair((3, 2, 2), fiamma.int16, rng, layout)
+        assert (layout == "contiguous") == x.is_contiguous() or layout == "offset"
+        np.testing.assert_array_equal(to_numpy(x), ref)

@@ -8,13 +8,14 @@ import warnings
 import numpy as np
 
 from fiamma import _dtype as D
-from fiamma._storage import CPU, Storage
 from fiamma._lib import ffi
-from fiamma._tensor import Tensor, _init, contiguous_strides, install_methods
 
 # set_printoptions & co. live in _printing; they are exported from here because fiamma's
 # __init__ star-imports this module (and not _printing)
 from fiamma._printing import get_printoptions, printoptions, set_printoptions
+from fiamma._storage import CPU, Storage
+from fiamma._storage import device as _device
+from fiamma._tensor import Tensor, _init, contiguous_strides, install_methods
 
 __all__ = ["from_numpy", "from_dlpack", "set_printoptions", "get_printoptions", "printoptions"]
 
@@ -390,12 +391,9 @@ def from_dlpack(ext_tensor, *, device=None, copy=None):
     >>> _ = t.fill_(7.0); a
     array([7., 7., 7., 7.])
     """
-    if device is not None:
-        from fiamma._storage import device as _device
-
-        if _device(device) is not CPU:
-            raise BufferError(f"from_dlpack: only device='cpu' is supported for now, got "
-                              f"{device!r}")
+    if device is not None and _device(device) is not CPU:
+        raise BufferError(f"from_dlpack: only device='cpu' is supported for now, got "
+                          f"{device!r}")
     if hasattr(ext_tensor, "__dlpack__"):
         if hasattr(ext_tensor, "__dlpack_device__"):
             dev = tuple(ext_tensor.__dlpack_device__())
@@ -504,6 +502,8 @@ def reduce_tensor(t):
 
 def _rebuild(arr, dtype_name, requires_grad):
     dt = D._by_name(dtype_name)
+    if not (arr.dtype.isnative and arr.flags.aligned and arr.flags.writeable):
+        arr = np.array(arr, dtype=arr.dtype.newbyteorder("="))  # pickled elsewhere
     t = from_numpy(arr)
     if dt is D.bfloat16 and arr.dtype == np.int16:
         t = t.view(dt)
