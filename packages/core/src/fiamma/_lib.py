@@ -1,15 +1,28 @@
 """Loads the compiled kernels (fiamma._C) and turns their status codes into exceptions."""
 
 import ctypes
+import importlib.util
 import os
 
-import scipy_openblas32 as _openblas
 
-# The extension links against scipy-openblas32's shared library. Loading it first, globally,
-# lets the dynamic linker resolve it wherever the package is installed (wheel, editable, sdist).
-_blas_path = os.path.join(_openblas.get_lib_dir(), "lib" + _openblas.get_library() + ".so")
-if os.path.exists(_blas_path):
-    ctypes.CDLL(_blas_path, mode=ctypes.RTLD_GLOBAL)
+def _preload_openblas():
+    """Load scipy-openblas32's shared library globally so the extension's dependency on it
+    resolves wherever the packages are installed (wheel, editable, sdist). The package is found
+    without importing it: its __init__ reads package metadata, which costs tens of ms."""
+    spec = importlib.util.find_spec("scipy_openblas32")
+    if spec is None or not spec.submodule_search_locations:
+        return
+    libdir = os.path.join(spec.submodule_search_locations[0], "lib")
+    try:
+        names = sorted(n for n in os.listdir(libdir) if n.startswith("libscipy_openblas")
+                       and ".so" in n)
+    except OSError:
+        return
+    if names:
+        ctypes.CDLL(os.path.join(libdir, names[0]), mode=ctypes.RTLD_GLOBAL)
+
+
+_preload_openblas()
 
 from fiamma._C import ffi, lib  # noqa: E402
 

@@ -1,3 +1,740 @@
-"""(being written)"""
+"""Tensor indexing: ``__getitem__``/``__setitem__`` with PyTorch's (NumPy's) semantics,
+``index_put_``/``index_put`` and ``nonzero``.
 
-__all__ = []
+Basic indices (ints, slices with a positive step, None, Ellipsis) give views sharing storage.
+Advanced indices (integer and bool tensors, lists, NumPy arrays, bool scalars) copy through the
+C gather/scatter kernels. As in PyTorch, ints are always basic: ``x[0, :, [0, 1]]`` first
+selects along dim 0 and then indexes the view, so its shape is (x.shape[1], 2) (NumPy gives
+(2, x.shape[1]) because it treats the int as an advanced index). Among the advanced indices the
+NumPy rule holds: if they index adjacent dims of the (basic-indexed) view, the broadcast index
+shape replaces those dims in place, otherwise it goes first.
+
+Lists of numbers are index arrays (NumPy's rule and PyTorch's announced one); a list that holds
+tensors, slices, None or Ellipsis is read as a tuple, as PyTorch still does. A uint8 tensor is a
+mask (PyTorch's deprecated rule); int8/int16/int32/int64 tensors are integer indices.
+"""
+
+import builtins
+import operator
+import warnings
+
+import numpy as np
+
+from fiamma import _dtype as D
+from fiamma import _grad_hook as G
+from fiamma._lib import check, ffi, lib
+from fiamma._tensor import Tensor, _copy_into, install_methods, new_empty
+from fiamma._ops._common import bcast_strides, broadcast_shapes, check_out, is_scalar, overlaps
+
+__all__ = ["nonzero", "argwhere", "index_put", "index_put_"]
+
+_new = object.__new__
+_index = operator.index
+_gather_c = lib.fm_index_gather
+_scatter_c = lib.fm_index_scatter
+_copy_c = lib.fm_copy
+_ERR_INDEX = lib.FM_ERR_INDEX
+
+# kinds of converted (non-basic) index items
+_BOOL, _ADV, _MASK = range(3)
+
+_BAD_TYPE = ("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables "
+             "are valid indices (got {})")
+_BAD_DTYPE = "tensors used as indices must be long, int, byte or bool tensors"
+
+
+# ---- views ------------------------------------------------------------------------------------
+
+def _make_view(x, shape, stride, offset, contig, record=True):
+    """A view of ``x`` (what Tensor._view does, inlined: this is the hot path of x[0])."""
+    t = _new(Tensor)
+    st = x._storage
+    dt = x._dtype
+    t._storage = st
+    t._dtype = dt
+    t._shape = shape
+    t._stride = stride
+    t._offset = offset
+    t._ptr = st.ptr + offset * dt.itemsize
+    n = 1
+    if contig is None:  # numel and contiguity in one pass (n is the running product)
+        contig = True
+        i = len(shape)
+        while i:
+            i -= 1
+            s = shape[i]
+            if s != 1 and stride[i] != n:
+                contig = False
+            n *= s
+    else:
+        for s in shape:
+            n *= s
+    t._numel = n
+    t._contig = contig
+    t.requires_grad = False
+    t.grad = None
+    t.grad_fn = None
+    t._ag = None
+    if record and x.requires_grad:
+        G.record("getitem", t, (x,), {"shape": shape, "stride": stride, "offset": offset})
+    return t
+
+
+def _oob(i, d, n):
+    return IndexError(f"index {i} is out of bounds for dimension {d} with size {n}")
+
+
+def _zero_dim_error():
+    return IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
+                      "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
+
+
+# ---- classifying index items -----------------------------------------------------------------
+
+class _Item:
+    """A non-basic index item after conversion: kind _BOOL (val: bool), _ADV (val: int64
+    tensor) or _MASK (val: bool/uint8 tensor)."""
+
+    __slots__ = ("kind", "val")
+
+    def __init__(self, kind, val):
+        self.kind = kind
+        self.val = val
+
+
+def _seq_is_tuple(seq):
+    """PyTorch reads a list holding tensors, slices, None or Ellipsis as a tuple of indices."""
+    for k in seq:
+        if k is None or k is Ellipsis or isinstance(k, (slice, Tensor)):
+            return True
+    return False
+
+
+def _int_tensor(x):
+    """An integer index tensor as int64 (a copy only when the dtype differs)."""
+    if x._dtype is D.int64:
+        return x
+    out = new_empty(x._shape, D.int64, x._storage.device)
+    _copy_into(out, x)
+    return out
+
+
+def _from_array(a):
+    """A NumPy array (or a list read as one) as an index item."""
+    k = a.dtype.kind
+    if k == "b":
+        if a.ndim == 0:
+            return _Item(_BOOL, builtins.bool(a))
+        from fiamma._creation import from_array_copy
+
+        return _Item(_MASK, from_array_copy(a, D.bool))
+    if k in "iu" or (a.size == 0 and k == "f"):  # [] gives a float64 array
+        if a.ndim == 0:
+            return builtins.int(a)
+        from fiamma._creation import from_array_copy
+
+        return _Item(_ADV, from_array_copy(a.astype(np.int64, copy=False), D.int64))
+    raise IndexError(f"arrays used as indices must be of integer or boolean type (got {a.dtype})")
+
+
+def _convert(k, tensor0d_as_int=True):
+    """A non-basic index item as an int (the ones that act as ints) or an _Item."""
+    t = type(k)
+    if t is _Item:
+        return k
+    if t is builtins.bool or t is np.bool_:
+        return _Item(_BOOL, builtins.bool(k))
+    if isinstance(k, Tensor):
+        dt = k._dtype
+        if dt is D.bool or dt is D.uint8:
+            if dt is D.uint8:
+                warnings.warn("indexing with dtype uint8 is deprecated, use a dtype bool "
+                              "instead", UserWarning, stacklevel=4)
+            if not k._shape:
+                return _Item(_BOOL, builtins.bool(k.item()))
+            return _Item(_MASK, k)
+        if dt.kind == 1:
+            if not k._shape and tensor0d_as_int:
+                return k.item()
+            return _Item(_ADV, _int_tensor(k))
+        raise IndexError(_BAD_DTYPE)
+    if isinstance(k, np.ndarray):
+        return _from_array(k)
+    if isinstance(k, (list, tuple)):
+        try:
+            a = np.asarray(k)
+        except (ValueError, TypeError):
+            raise IndexError(f"could not build an index array from {k!r}") from None
+        return _from_array(a)
+    if isinstance(k, np.generic) and k.dtype.kind not in "iu":
+        raise IndexError(_BAD_TYPE.format(type(k).__name__))
+    try:
+        return _index(k)
+    except TypeError:
+        raise IndexError(_BAD_TYPE.format(type(k).__name__)) from None
+
+
+def _key_seq(key):
+    """The index items of a subscript."""
+    if type(key) is tuple:
+        return key
+    if type(key) is list and _seq_is_tuple(key):
+        return key
+    return (key,)
+
+
+# ---- parsing an index into (view, advanced indices) ---------------------------------------
+
+_TRUE_IDX = None
+_FALSE_IDX = None
+
+
+def _bool_index(flag):
+    """The index array a bool scalar stands for: [0] for True, [] for False (on a new dim)."""
+    global _TRUE_IDX, _FALSE_IDX
+    if _TRUE_IDX is None:
+        _TRUE_IDX = new_empty((1,), D.int64, zero=True)
+        _FALSE_IDX = new_empty((0,), D.int64)
+    return _TRUE_IDX if flag else _FALSE_IDX
+
+
+def _parse(x, seq, record=True):
+    """Apply the basic items of index sequence ``seq`` to ``x``.
+
+    Returns (view, vshape, vstride, vptr, adv): ``adv`` is None (only basic items) or a list
+    of (dim in the view, int64 index tensor, dim of x it came from or None); vshape, vstride
+    and vptr describe the basic-indexed view, and ``view`` is that view as a Tensor, made only
+    when needed (no advanced items, or x requires grad and autograd must see the view).
+    """
+    shape = x._shape
+    stride = x._stride
+    nd = len(shape)
+    consumed = 0
+    ell = False
+    conv = None
+    for i, k in enumerate(seq):
+        t = type(k)
+        if t is int or t is slice:
+            consumed += 1
+        elif k is None:
+            pass
+        elif k is Ellipsis:
+            if ell:
+                raise IndexError("an index can only have a single ellipsis ('...')")
+            ell = True
+        else:
+            k = _convert(k)
+            if conv is None:
+                conv = list(seq)
+            conv[i] = k
+            if type(k) is int:
+                consumed += 1
+            elif k.kind == _ADV:
+                consumed += 1
+            elif k.kind == _MASK:
+                consumed += len(k.val._shape)
+    if conv is not None:
+        seq = conv
+    if consumed > nd:
+        if nd == 0:
+            raise _zero_dim_error()
+        raise IndexError(f"too many indices for tensor of dimension {nd}")
+    oshape = []
+    ostride = []
+    off = x._offset
+    adv = None
+    d = 0
+    for k in seq:
+        t = type(k)
+        if t is int:
+            n = shape[d]
+            if k < -n or k >= n:
+                raise _oob(k, d, n)
+            off += (k + n if k < 0 else k) * stride[d]
+            d += 1
+        elif t is slice:
+            step = k.step
+            if step is not None and _index(step) <= 0:
+                raise ValueError("step must be greater than zero")
+            start, stop, step = k.indices(shape[d])
+            oshape.append((stop - start + step - 1) // step if stop > start else 0)
+            ostride.append(stride[d] * step)
+            off += start * stride[d]
+            d += 1
+        elif k is None:
+            oshape.append(1)
+            ostride.append(stride[d] * shape[d] if d < nd else 1)
+        elif k is Ellipsis:
+            for _ in range(nd - consumed):
+                oshape.append(shape[d])
+                ostride.append(stride[d])
+                d += 1
+        else:
+            if adv is None:
+                adv = []
+            kind = k.kind
+            if kind == _ADV:
+                adv.append((len(oshape), k.val, d))
+                oshape.append(shape[d])
+                ostride.append(stride[d])
+                d += 1
+            elif kind == _BOOL:
+                adv.append((len(oshape), _bool_index(k.val), None))
+                oshape.append(1)
+                ostride.append(stride[d] * shape[d] if d < nd else 1)
+            else:  # _MASK
+                ms = k.val._shape
+                for j, n in enumerate(ms):
+                    if shape[d + j] != n:
+                        raise IndexError(
+                            f"The shape of the mask {list(ms)} at index {j} does not match the "
+                            f"shape of the indexed tensor {list(shape)} at index {d + j}")
+                for j, col in enumerate(_nonzero_cols(k.val)):
+                    adv.append((len(oshape), col, d + j))
+                    oshape.append(shape[d + j])
+                    ostride.append(stride[d + j])
+                d += len(ms)
+    if d < nd:
+        oshape.extend(shape[d:])
+        ostride.extend(stride[d:])
+    oshape = tuple(oshape)
+    ostride = tuple(ostride)
+    if adv is None:
+        view = _make_view(x, oshape, ostride, off, None, record)
+    elif record and x.requires_grad:
+        view = x._view(oshape, ostride, off, op="getitem")
+    else:
+        view = None
+    return view, oshape, ostride, x._storage.ptr + off * x._dtype.itemsize, adv
+
+
+def _layout(vshape, vstride, adv):
+    """The advanced-index plan over the view (vshape, vstride): result shape, the view's
+    strides per result dim, each index's strides per result dim, and each index's (size,
+    stride) in the view."""
+    if len(adv) == 1:  # the common x[idx] / x[:, idx]
+        p, t, _ = adv[0]
+        nb = len(t._shape)
+        trail = len(vshape) - p - 1
+        return (vshape[:p] + t._shape + vshape[p + 1:], vstride[:p] + (0,) * nb + vstride[p + 1:],
+                (t,), (0,) * p + t._stride + (0,) * trail, (vshape[p],), (vstride[p],))
+    pos = [a[0] for a in adv]
+    idx = [a[1] for a in adv]
+    try:
+        bshape = broadcast_shapes(*[t._shape for t in idx])
+    except RuntimeError:
+        raise IndexError("shape mismatch: indexing tensors could not be broadcast together with "
+                         "shapes " + ", ".join(str(list(t._shape)) for t in idx)) from None
+    k = len(pos)
+    nb = len(bshape)
+    p0 = pos[0]
+    if pos[-1] - p0 == k - 1:  # adjacent: the broadcast dims replace them in place
+        rshape = vshape[:p0] + bshape + vshape[p0 + k:]
+        sstride = vstride[:p0] + (0,) * nb + vstride[p0 + k:]
+        lead, trail = p0, len(vshape) - p0 - k
+    else:  # separated: the broadcast dims go first
+        keep = [i for i in range(len(vshape)) if i not in pos]
+        rshape = bshape + tuple(vshape[i] for i in keep)
+        sstride = (0,) * nb + tuple(vstride[i] for i in keep)
+        lead, trail = 0, len(keep)
+    istr = []
+    for t in idx:
+        istr.extend((0,) * lead)
+        istr.extend(bcast_strides(t, bshape))
+        istr.extend((0,) * trail)
+    sizes = [vshape[p] for p in pos]
+    strides = [vstride[p] for p in pos]
+    return rshape, sstride, idx, istr, sizes, strides
+
+
+def _index_error(rc, bad, adv, sizes, x_op):
+    if rc == _ERR_INDEX and 0 <= bad[0] < len(adv):
+        j = bad[0]
+        d = adv[j][2]
+        raise IndexError(f"index {bad[1]} is out of bounds for dimension "
+                         f"{d if d is not None else j} with size {sizes[j]}")
+    check(rc, x_op)
+
+
+def _gather(x, vshape, vstride, vptr, adv, view):
+    """The advanced-index result over x's view (vshape, vstride, vptr); ``view`` (the view as
+    a Tensor) is only used to record for autograd when x requires grad."""
+    rshape, sstride, idx, istr, sizes, strides = _layout(vshape, vstride, adv)
+    dt = x._dtype
+    out = new_empty(rshape, dt, x._storage.device)
+    bad = ffi.new("int64_t[2]")
+    rc = _gather_c(dt.code, len(rshape), rshape, out._ptr, out._stride, vptr, sstride, len(idx),
+                   [t._ptr for t in idx], istr, sizes, strides, bad)
+    if rc:
+        _index_error(rc, bad, adv, sizes, "index")
+    if x.requires_grad:
+        G.record("index", out, (view, _indices_tuple(adv)), {})
+    return out
+
+
+def _indices_tuple(adv):
+    """PyTorch's aten::index form of the advanced indices: one entry per view dim up to the
+    last indexed one, None where the dim is not indexed."""
+    n = adv[-1][0] + 1
+    ind = [None] * n
+    for p, t, _ in adv:
+        ind[p] = t
+    return tuple(ind)
+
+
+# ---- __getitem__ ------------------------------------------------------------------------------
+
+def _getitem(self, key):
+    """``x[key]``: a view for basic indices, a copy for advanced ones.
+
+    >>> import fiamma
+    >>> x = fiamma.arange(12).reshape(3, 4)
+    >>> x[1].tolist(), x[:, 1:3].shape, x[[0, 2], -1].tolist()
+    ([4, 5, 6, 7], fiamma.Size([3, 2]), [3, 11])
+    """
+    tk = type(key)
+    if tk is int:
+        shape = self._shape
+        if shape:
+            n = shape[0]
+            if -n <= key < n:
+                if key < 0:
+                    key += n
+                st = self._stride
+                return _make_view(self, shape[1:], st[1:], self._offset + key * st[0],
+                                  True if self._contig else None)
+    elif tk is slice:
+        shape = self._shape
+        if shape and (key.step is None or type(key.step) is int and key.step > 0):
+            start, stop, step = key.indices(shape[0])
+            st = self._stride
+            n = (stop - start + step - 1) // step if stop > start else 0
+            return _make_view(self, (n,) + shape[1:], (st[0] * step,) + st[1:],
+                              self._offset + start * st[0],
+                              True if self._contig and step == 1 else None)
+    elif tk is tuple:
+        v = _basic(self, key)
+        if v is not None:
+            return v
+    elif tk is Tensor and self._shape and key._shape:
+        if key._dtype is D.int64:
+            return _gather(self, self._shape, self._stride, self._ptr, [(0, key, 0)], self)
+        if key._dtype is D.bool and key._shape == self._shape:
+            return _masked_select(self, key)
+    view, vshape, vstride, vptr, adv = _parse(self, _key_seq(key))
+    if adv is None:
+        return view
+    return _gather(self, vshape, vstride, vptr, adv, view)
+
+
+def _basic(x, key):
+    """The view for a tuple of ints, slices (step > 0), None and Ellipsis, in one pass; None
+    when the tuple holds anything else or is invalid (the general path then handles it)."""
+    shape = x._shape
+    stride = x._stride
+    nd = len(shape)
+    oshape = []
+    ostride = []
+    off = x._offset
+    d = 0
+    i = 0
+    for k in key:
+        i += 1
+        t = type(k)
+        if t is int:
+            if d >= nd:
+                return None
+            n = shape[d]
+            if k < 0:
+                k += n
+                if k < 0:
+                    return None
+            elif k >= n:
+                return None
+            off += k * stride[d]
+            d += 1
+        elif t is slice:
+            if d >= nd or not (k.step is None or type(k.step) is int and k.step > 0):
+                return None
+            start, stop, step = k.indices(shape[d])
+            oshape.append((stop - start + step - 1) // step if stop > start else 0)
+            ostride.append(stride[d] * step)
+            off += start * stride[d]
+            d += 1
+        elif k is None:
+            oshape.append(1)
+            ostride.append(stride[d] * shape[d] if d < nd else 1)
+        elif k is Ellipsis:
+            rest = 0
+            for k2 in key[i:]:
+                t2 = type(k2)
+                if t2 is int or t2 is slice:
+                    rest += 1
+                elif k2 is Ellipsis:
+                    return None
+            e = nd - rest
+            while d < e:
+                oshape.append(shape[d])
+                ostride.append(stride[d])
+                d += 1
+        else:
+            return None
+    if d < nd:
+        oshape.extend(shape[d:])
+        ostride.extend(stride[d:])
+    return _make_view(x, tuple(oshape), tuple(ostride), off, None)
+
+
+def _masked_select(x, mask):
+    """x[mask] with a mask of x's full shape: one count and one compacting pass in C."""
+    cnt = ffi.new("int64_t[1]")
+    check(lib.fm_nonzero_count(mask._dtype.code, len(mask._shape), mask._shape, mask._ptr,
+                               mask._stride, cnt), "index")
+    n = cnt[0]
+    out = new_empty((n,), x._dtype, x._storage.device)
+    check(lib.fm_masked_select(x._dtype.code, len(x._shape), x._shape, out._ptr, n, x._ptr,
+                               x._stride, mask._ptr, mask._stride, cnt), "index")
+    if x.requires_grad:
+        G.record("index", out, (x, (mask,)), {})
+    return out
+
+
+# ---- __setitem__ ------------------------------------------------------------------------------
+
+def _value_tensor(value, dt, op):
+    """The value of an assignment as a tensor of dtype ``dt`` (scalars become 0-d tensors)."""
+    if isinstance(value, Tensor):
+        if value._dtype is dt:
+            return value
+        out = new_empty(value._shape, dt, value._storage.device)
+        _copy_into(out, value)
+        return out
+    if is_scalar(value):
+        from fiamma._creation import fill_
+
+        t = new_empty((), dt)
+        fill_(t, value)
+        return t
+    from fiamma._creation import tensor
+
+    try:
+        return tensor(value, dtype=dt)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{op}: can't assign a {type(value).__name__} to a {dt} tensor ({e})") \
+            from None
+
+
+def _value_strides(v, shape, op):
+    """Strides of value ``v`` broadcast to ``shape`` (leading size-1 dims of v may be dropped)."""
+    vs = v._shape
+    vst = v._stride
+    while len(vs) > len(shape) and vs[0] == 1:
+        vs = vs[1:]
+        vst = vst[1:]
+    ok = len(vs) <= len(shape)
+    if ok:
+        off = len(shape) - len(vs)
+        st = [0] * len(shape)
+        for i, n in enumerate(vs):
+            if n == shape[off + i]:
+                st[off + i] = vst[i] if n != 1 else 0
+            elif n != 1:
+                ok = False
+                break
+    if not ok:
+        raise RuntimeError(f"{op}: shape mismatch: value tensor of shape {list(v._shape)} cannot "
+                           f"be broadcast to indexing result of shape {list(shape)}")
+    return tuple(st)
+
+
+def _setitem(self, key, value):
+    """``x[key] = value``: value (a number or a tensor broadcast to ``x[key]``'s shape, cast to
+    x's dtype) is written through views for basic indices and scattered for advanced ones.
+
+    >>> import fiamma
+    >>> x = fiamma.zeros(3, 4)
+    >>> x[0] = 1; x[:, -1] = fiamma.tensor([5., 6., 7.]); x[x > 5] = -1
+    >>> x.tolist()
+    [[1.0, 1.0, 1.0, 5.0], [0.0, 0.0, 0.0, -1.0], [0.0, 0.0, 0.0, -1.0]]
+    """
+    if type(key) is Tensor and key._dtype is D.bool and key._shape == self._shape and \
+            self._shape:
+        _masked_put(self, key, value)
+    else:
+        _assign(self, _key_seq(key), value, False, "__setitem__")
+    self._bump()
+    if self.requires_grad or (isinstance(value, Tensor) and value.requires_grad):
+        G.record_inplace("setitem", self, (self, key, value), {})
+
+
+def _assign(self, seq, value, accumulate, op):
+    view, vshape, vstride, vptr, adv = _parse(self, seq, False)
+    dt = self._dtype
+    if adv is None:
+        if accumulate:
+            v = _value_tensor(value, dt, op)
+            tmp = view.clone()
+            tmp += v  # noqa: the broadcast add of the elementwise module
+            value = tmp
+        if is_scalar(value) and not isinstance(value, Tensor):
+            from fiamma._creation import fill_
+
+            fill_(view, value)
+            return
+        v = _value_tensor(value, dt, op)
+        vst = _value_strides(v, view._shape, op)
+        if view._numel == 0:
+            return
+        if v._storage is view._storage:
+            v = v.clone()
+            vst = _value_strides(v, view._shape, op)
+        check(_copy_c(dt.code, dt.code, len(view._shape), view._shape, view._ptr, view._stride,
+                      v._ptr, vst), op)
+        return
+    rshape, sstride, idx, istr, sizes, strides = _layout(vshape, vstride, adv)
+    v = _value_tensor(value, dt, op)
+    if v._storage is self._storage:
+        v = v.clone()
+    vst = _value_strides(v, rshape, op)
+    bad = ffi.new("int64_t[2]")
+    rc = _scatter_c(dt.code, len(rshape), rshape, vptr, sstride, v._ptr, vst, len(idx),
+                    [t._ptr for t in idx], istr, sizes, strides, 1 if accumulate else 0, bad)
+    if rc:
+        _index_error(rc, bad, adv, sizes, op)
+
+
+def _masked_put(x, mask, value):
+    """x[mask] = value with a mask of x's full shape."""
+    v = _value_tensor(value, x._dtype, "__setitem__")
+    if v._storage is x._storage:
+        v = v.clone()
+    cnt = ffi.new("int64_t[1]")
+    if v._numel == 1:
+        nval, sval = 1, 0
+    else:
+        check(lib.fm_nonzero_count(mask._dtype.code, len(mask._shape), mask._shape, mask._ptr,
+                                   mask._stride, cnt), "__setitem__")
+        n = cnt[0]
+        vs = v._shape
+        while len(vs) > 1 and vs[0] == 1:
+            vs = vs[1:]
+        if vs != (n,):
+            raise RuntimeError(f"__setitem__: shape mismatch: value tensor of shape "
+                               f"{list(v._shape)} cannot be broadcast to indexing result of "
+                               f"shape [{n}]")
+        nval, sval = n, v._stride[-1]
+    check(lib.fm_masked_put(x._dtype.code, len(x._shape), x._shape, x._ptr, x._stride, mask._ptr,
+                            mask._stride, v._ptr, nval, sval, cnt), "__setitem__")
+
+
+# ---- index_put ----------------------------------------------------------------------------
+
+def _put_items(indices, op):
+    """index_put's indices (tensors or None) as an index sequence; 0-d integer tensors stay
+    advanced (they broadcast like any index tensor)."""
+    if not isinstance(indices, (tuple, list)):
+        raise TypeError(f"{op}: indices must be a tuple of tensors, got {type(indices).__name__}")
+    seq = []
+    for t in indices:
+        if t is None:
+            seq.append(slice(None))
+        elif isinstance(t, Tensor):
+            seq.append(_convert(t, tensor0d_as_int=False))
+        else:
+            raise TypeError(f"{op}: indices must be tensors or None, got {type(t).__name__}")
+    return seq
+
+
+def index_put_(input, indices, values, accumulate=False):
+    """Write ``values`` into ``input`` at ``indices`` (a tuple of integer/bool tensors or None,
+    as in ``input[indices] = values``); ``accumulate=True`` adds instead, summing duplicates.
+
+    >>> import fiamma
+    >>> x = fiamma.zeros(4)
+    >>> x.index_put_((fiamma.tensor([0, 0, 2]),), fiamma.tensor(1.0), accumulate=True).tolist()
+    [2.0, 0.0, 1.0, 0.0]
+    """
+    if isinstance(values, Tensor) and values._dtype is not input._dtype:
+        raise RuntimeError(f"index_put_: Index put requires the source and destination dtypes "
+                           f"match, got {input._dtype} for the destination and {values._dtype} "
+                           "for the source.")
+    _assign(input, _put_items(indices, "index_put_"), values, accumulate, "index_put_")
+    input._bump()
+    if input.requires_grad or (isinstance(values, Tensor) and values.requires_grad):
+        G.record_inplace("index_put_", input, (input, tuple(indices), values),
+                         {"accumulate": accumulate})
+    return input
+
+
+def index_put(input, indices, values, accumulate=False):
+    """Out-of-place ``index_put_``: a copy of ``input`` with ``values`` put at ``indices``."""
+    if isinstance(values, Tensor) and values._dtype is not input._dtype:
+        raise RuntimeError(f"index_put: Index put requires the source and destination dtypes "
+                           f"match, got {input._dtype} for the destination and {values._dtype} "
+                           "for the source.")
+    out = input.detach().clone()
+    _assign(out, _put_items(indices, "index_put"), values, accumulate, "index_put")
+    if input.requires_grad or (isinstance(values, Tensor) and values.requires_grad):
+        G.record("index_put", out, (input, tuple(indices), values), {"accumulate": accumulate})
+    return out
+
+
+# ---- nonzero ----------------------------------------------------------------------------------
+
+def _nonzero_cols(x):
+    """The coordinates of x's nonzero elements as one contiguous int64 tensor per dim."""
+    nd = len(x._shape)
+    cnt = ffi.new("int64_t[1]")
+    check(lib.fm_nonzero_count(x._dtype.code, nd, x._shape, x._ptr, x._stride, cnt), "nonzero")
+    n = cnt[0]
+    out = new_empty((builtins.max(nd, 1), n), D.int64, x._storage.device)
+    check(lib.fm_nonzero(x._dtype.code, nd, x._shape, x._ptr, x._stride, out._ptr, 1, n, n, cnt),
+          "nonzero")
+    if nd == 0:  # a 0-d tensor counts as 1-d: coordinate 0
+        if n:
+            lib.fm_fill(D.int64.code, 1, (1,), out._ptr, (1,), 0.0, 0, 1)
+        return (out[0],)
+    return tuple(out[j] for j in range(nd))
+
+
+def nonzero(input, *, out=None, as_tuple=False):
+    """Indices of the nonzero elements of ``input``: a (count, ndim) int64 tensor in row-major
+    order, or with ``as_tuple=True`` a tuple of ndim 1-d tensors (one per dimension; a 0-d input
+    is treated as 1-d).
+
+    >>> import fiamma
+    >>> fiamma.nonzero(fiamma.tensor([[0, 1], [2, 0]])).tolist()
+    [[0, 1], [1, 0]]
+    """
+    if not isinstance(input, Tensor):
+        raise TypeError(f"nonzero: expected a Tensor, got {type(input).__name__}")
+    if as_tuple:
+        return _nonzero_cols(input)
+    nd = len(input._shape)
+    cnt = ffi.new("int64_t[1]")
+    check(lib.fm_nonzero_count(input._dtype.code, nd, input._shape, input._ptr, input._stride,
+                               cnt), "nonzero")
+    n = cnt[0]
+    res = new_empty((n, nd), D.int64, input._storage.device)
+    check(lib.fm_nonzero(input._dtype.code, nd, input._shape, input._ptr, input._stride,
+                         res._ptr, nd, 1, n, cnt), "nonzero")
+    if out is not None:
+        check_out(out, res._shape, D.int64, "nonzero")
+        _copy_into(out, res)
+        return out
+    return res
+
+
+def argwhere(input):
+    """Same as ``nonzero(input)``: a (count, ndim) tensor of the nonzero elements' indices."""
+    return nonzero(input)
+
+
+install_methods({
+    "__getitem__": _getitem,
+    "__setitem__": _setitem,
+    "index_put_": index_put_,
+    "index_put": index_put,
+    "nonzero": lambda self, *, as_tuple=False: nonzero(self, as_tuple=as_tuple),
+    "argwhere": argwhere,
+})

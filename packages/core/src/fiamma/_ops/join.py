@@ -1,3 +1,362 @@
-"""(being written)"""
+"""Joining and splitting tensors with PyTorch's names and rules: cat/concat/concatenate, stack,
+hstack/vstack/row_stack/dstack/column_stack; split, chunk, tensor_split, hsplit/vsplit/dsplit.
 
-__all__ = []
+cat writes each input into its slice of the result with one strided, casting copy (no
+intermediate tensors); the splits return views (``narrow``) that share the input's storage.
+"""
+
+import builtins
+import operator
+
+from fiamma import _dtype as D
+from fiamma import _grad_hook as G
+from fiamma._lib import check, lib
+from fiamma._tensor import Tensor, _copy_into, install_methods, new_empty, wrap_dim
+from fiamma._ops._common import check_out
+
+__all__ = ["cat", "concat", "concatenate", "stack", "hstack", "vstack", "row_stack", "dstack",
+           "column_stack", "split", "chunk", "tensor_split", "hsplit", "vsplit", "dsplit"]
+
+_copy = lib.fm_copy
+_index = operator.index
+
+
+def _tensor_list(tensors, op):
+    if isinstance(tensors, Tensor) or not isinstance(tensors, (list, tuple)):
+        try:
+            if isinstance(tensors, Tensor):
+                raise TypeError
+            tensors = list(tensors)
+        except TypeError:
+            raise TypeError(f"{op}: argument 'tensors' must be a sequence of Tensors, not "
+                            f"{type(tensors).__name__}") from None
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{op}: expected a sequence of Tensors, but element {i} is "
+                            f"{type(t).__name__}")
+    return tensors
+
+
+# ---- joining ---------------------------------------------------------------------------------
+
+def cat(tensors, dim=0, *, out=None):
+    """Concatenate tensors along an existing dimension ``dim``.
+
+    All inputs need the same number of dims and equal sizes except along ``dim``; the result
+    dtype is the promotion of the inputs' dtypes. 1-D empty tensors (shape ``(0,)``) are skipped,
+    as in PyTorch, so they can start an accumulation.
+
+    >>> import fiamma
+    >>> fiamma.cat([fiamma.zeros(2, 1), fiamma.ones(2, 2)], dim=1).tolist()
+    [[0.0, 1.0, 1.0], [0.0, 1.0, 1.0]]
+    """
+    return _cat(_tensor_list(tensors, "cat"), dim, out, "cat")
+
+
+def _cat(ts, dim, out, op):
+    if not ts:
+        raise RuntimeError(f"{op}: expected a non-empty list of Tensors")
+    dt = ts[0]._dtype
+    dev = ts[0]._storage.device
+    for t in ts[1:]:
+        if t._dtype is not dt:
+            dt = D.promote_types(dt, t._dtype)
+        if t._storage.device != dev:
+            raise RuntimeError(f"{op}: Expected all tensors to be on the same device, but found "
+                               f"at least two devices, {dev} and {t._storage.device}!")
+    for i, t in enumerate(ts):
+        if not t._shape:
+            raise RuntimeError(f"{op}: zero-dimensional tensor (at position {i}) cannot be "
+                               "concatenated")
+    parts = [t for t in ts if t._shape != (0,)]
+    if not parts:
+        # only legacy empty tensors: the result is one of them (the dim must still be valid)
+        wrap_dim(dim, 1, op)
+        shape = (0,)
+        parts_i = []
+        d = 0
+    else:
+        ref = parts[0]
+        nd = len(ref._shape)
+        d = wrap_dim(dim, nd, op)
+        total = 0
+        for t in parts:
+            if len(t._shape) != nd:
+                raise RuntimeError(f"{op}: Tensors must have same number of dimensions: got "
+                                   f"{nd} and {len(t._shape)}")
+            total += t._shape[d]
+        for i, t in enumerate(ts):
+            if t._shape == (0,):
+                continue
+            for j in range(nd):
+                if j != d and t._shape[j] != ref._shape[j]:
+                    raise RuntimeError(
+                        f"{op}: Sizes of tensors must match except in dimension {d}. Expected "
+                        f"size {ref._shape[j]} but got size {t._shape[j]} for tensor number {i} "
+                        f"in the list (shapes {list(ref._shape)} and {list(t._shape)}).")
+        shape = ref._shape[:d] + (total,) + ref._shape[d + 1:]
+        parts_i = parts
+    if out is not None:
+        check_out(out, shape, dt, op)
+        res = out if not builtins.any(t._storage is out._storage for t in ts) else \
+            new_empty(shape, out._dtype, dev)
+    else:
+        res = new_empty(shape, dt, dev)
+    if res._numel:
+        nd = len(shape)
+        rst = res._stride
+        step = rst[d] * res._dtype.itemsize
+        ptr = res._ptr
+        code = res._dtype.code
+        for t in parts_i:
+            n = t._shape[d]
+            if n and t._numel:
+                check(_copy(code, t._dtype.code, nd, t._shape, ptr, rst, t._ptr, t._stride), op)
+            ptr += n * step
+    if out is not None:
+        if res is not out:
+            _copy_into(out, res)
+        out._bump()
+        return out
+    for t in parts_i:
+        if t.requires_grad:
+            G.record("cat", res, tuple(parts_i), {"dim": d})
+            break
+    return res
+
+
+def concat(tensors, dim=0, *, out=None):
+    """Alias of :func:`cat`."""
+    return _cat(_tensor_list(tensors, "concat"), dim, out, "concat")
+
+
+def concatenate(tensors, axis=0, *, dim=None, out=None):
+    """Alias of :func:`cat` taking NumPy's ``axis``."""
+    return _cat(_tensor_list(tensors, "concatenate"), axis if dim is None else dim, out,
+                "concatenate")
+
+
+def stack(tensors, dim=0, *, out=None):
+    """Join equally shaped tensors along a new dimension ``dim``.
+
+    >>> import fiamma
+    >>> fiamma.stack([fiamma.zeros(3), fiamma.ones(3)], dim=1).shape
+    fiamma.Size([3, 2])
+    """
+    ts = _tensor_list(tensors, "stack")
+    if not ts:
+        raise RuntimeError("stack: expects a non-empty TensorList")
+    s0 = ts[0]._shape
+    for i, t in enumerate(ts):
+        if t._shape != s0:
+            raise RuntimeError(f"stack: expects each tensor to be equal size, but got "
+                               f"{list(s0)} at entry 0 and {list(t._shape)} at entry {i}")
+    d = wrap_dim(dim, len(s0) + 1, "stack")
+    return _cat([t.unsqueeze(d) for t in ts], d, out, "stack")
+
+
+def _atleast(t, nd):
+    s = t._shape
+    if len(s) >= nd:
+        return t
+    if nd == 1:
+        return t.reshape(1)
+    if nd == 2:
+        return t.reshape(1, -1) if s else t.reshape(1, 1)
+    if not s:
+        return t.reshape(1, 1, 1)
+    if len(s) == 1:
+        return t.reshape(1, s[0], 1)
+    return t.unsqueeze(-1)
+
+
+def hstack(tensors, *, out=None):
+    """Stack horizontally: along dim 1, or dim 0 when the inputs are 1-D (0-d become 1-D)."""
+    ts = [_atleast(t, 1) for t in _tensor_list(tensors, "hstack")]
+    if not ts:
+        raise RuntimeError("hstack: expects a non-empty TensorList")
+    return _cat(ts, 0 if len(ts[0]._shape) == 1 else 1, out, "hstack")
+
+
+def vstack(tensors, *, out=None):
+    """Stack vertically (along dim 0) after making every input at least 2-D ((n,) -> (1, n))."""
+    ts = [_atleast(t, 2) for t in _tensor_list(tensors, "vstack")]
+    return _cat(ts, 0, out, "vstack")
+
+
+row_stack = vstack
+
+
+def dstack(tensors, *, out=None):
+    """Stack depthwise (along dim 2) after making every input at least 3-D."""
+    ts = [_atleast(t, 3) for t in _tensor_list(tensors, "dstack")]
+    return _cat(ts, 2, out, "dstack")
+
+
+def column_stack(tensors, *, out=None):
+    """Stack as columns: 0-d and 1-D inputs become (n, 1) columns, then cat along dim 1."""
+    ts = [t.reshape(t._numel, 1) if len(t._shape) <= 1 else t
+          for t in _tensor_list(tensors, "column_stack")]
+    return _cat(ts, 1, out, "column_stack")
+
+
+# ---- splitting (views) -------------------------------------------------------------------------
+
+def _pieces(x, d, sizes):
+    out = []
+    off = 0
+    for s in sizes:
+        out.append(x.narrow(d, off, s))
+        off += s
+    return tuple(out)
+
+
+def split(tensor, split_size_or_sections, dim=0):
+    """Split into views along ``dim``: an int gives pieces of that size (the last may be
+    smaller), a list gives the sizes of the pieces (they must add up to the dim's size).
+
+    >>> import fiamma
+    >>> [p.shape[0] for p in fiamma.zeros(5, 2).split(2)]
+    [2, 2, 1]
+    >>> [p.shape[1] for p in fiamma.zeros(5, 4).split([1, 3], dim=1)]
+    [1, 3]
+    """
+    x = _tensor_arg(tensor, "split")
+    if not x._shape:
+        raise RuntimeError("split: cannot split a 0-dim tensor")
+    d = wrap_dim(dim, len(x._shape), "split")
+    n = x._shape[d]
+    if isinstance(split_size_or_sections, (list, tuple)):
+        sizes = [_index(s) for s in split_size_or_sections]
+        if builtins.any(s < 0 for s in sizes):
+            raise RuntimeError(f"split_with_sizes: expects split_sizes have only non-negative "
+                               f"entries, but got split_sizes={sizes}")
+        if builtins.sum(sizes) != n:
+            raise RuntimeError(f"split_with_sizes: expects split_sizes to sum exactly to {n} "
+                               f"(input tensor's size at dimension {d}), but got "
+                               f"split_sizes={sizes}")
+        return _pieces(x, d, sizes)
+    s = _index(split_size_or_sections)
+    if s < 0:
+        raise RuntimeError(f"split: expects split_size be non-negative, but got split_size={s}")
+    if s == 0:
+        if n:
+            raise RuntimeError(f"split: split_size can only be 0 if dimension size is 0, but got "
+                               f"dimension size of {n}")
+        return (x.narrow(d, 0, 0),)
+    if n == 0:
+        return (x.narrow(d, 0, 0),)
+    return _pieces(x, d, [builtins.min(s, n - i) for i in range(0, n, s)])
+
+
+def _tensor_arg(x, op):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
+    return x
+
+
+def chunk(input, chunks, dim=0):
+    """Split into ``chunks`` views of equal size ``ceil(n / chunks)`` (the last may be smaller,
+    and there may be fewer than ``chunks``).
+
+    >>> import fiamma
+    >>> [p.shape[0] for p in fiamma.zeros(10).chunk(4)]
+    [3, 3, 3, 1]
+    """
+    x = _tensor_arg(input, "chunk")
+    c = _index(chunks)
+    if c <= 0:
+        raise RuntimeError(f"chunk: expects `chunks` to be greater than 0, got: {c}")
+    if not x._shape:
+        raise RuntimeError("chunk: expects at least a 1-dimensional tensor")
+    d = wrap_dim(dim, len(x._shape), "chunk")
+    n = x._shape[d]
+    if n == 0:
+        return _pieces(x, d, [0] * c)
+    return split(x, -(-n // c), d)
+
+
+def tensor_split(input, indices_or_sections, dim=0):
+    """Split into views along ``dim``, by a number of sections (sizes differ by at most one:
+    the first ``n % sections`` get one more) or by a list of indices (NumPy's array_split).
+    A 0-d integer tensor counts as sections, a 1-D one as indices.
+
+    >>> import fiamma
+    >>> [p.shape[0] for p in fiamma.zeros(7).tensor_split(3)]
+    [3, 2, 2]
+    >>> [p.shape[0] for p in fiamma.zeros(7).tensor_split([1, 5])]
+    [1, 4, 2]
+    """
+    x = _tensor_arg(input, "tensor_split")
+    if not x._shape:
+        raise RuntimeError("tensor_split: expected at least a 1-dimensional tensor, but got a "
+                           "tensor with 0 dims")
+    ios = indices_or_sections
+    if isinstance(ios, Tensor):
+        if ios._dtype is not D.int64:
+            raise RuntimeError(f"tensor_split: expected tensor_indices_or_sections to have "
+                               f"dtype of long, but got {ios._dtype}")
+        if len(ios._shape) > 1:
+            raise RuntimeError(f"tensor_split: expected tensor_indices_or_sections to be a "
+                               f"zero-dimensional or one-dimensional tensor, but got a tensor "
+                               f"with {len(ios._shape)} dims")
+        ios = ios.item() if not ios._shape else [t.item() for t in ios.unbind(0)]
+    d = wrap_dim(dim, len(x._shape), "tensor_split")
+    n = x._shape[d]
+    if isinstance(ios, (list, tuple)):
+        out = []
+        prev = 0
+        for i in [_index(i) for i in ios] + [None]:
+            start, stop, _ = slice(prev, i).indices(n)
+            out.append(x.narrow(d, start, builtins.max(0, stop - start)))
+            prev = i
+        return tuple(out)
+    sec = _index(ios)
+    if sec <= 0:
+        raise RuntimeError(f"tensor_split: number of sections must be larger than 0, got {sec}")
+    q, r = divmod(n, sec)
+    return _pieces(x, d, [q + 1 if i < r else q for i in range(sec)])
+
+
+def _dirsplit(op, x, ios, mindim, dim):
+    x = _tensor_arg(x, op)
+    nd = len(x._shape)
+    if nd < mindim:
+        raise RuntimeError(f"{op}: requires a tensor with at least {mindim} dimension, but got "
+                           f"a tensor with {nd} dimensions!")
+    if dim == 1 and nd == 1:
+        dim = 0
+    if not isinstance(ios, (list, tuple, Tensor)):
+        s = _index(ios)
+        n = x._shape[dim]
+        if s == 0 or n % s:
+            raise RuntimeError(f"{op}: attempted to split along dimension {dim}, but the size "
+                               f"of the dimension {n} is not divisible by the split_size {s}!")
+    return tensor_split(x, ios, dim)
+
+
+def hsplit(input, indices_or_sections):
+    """tensor_split along dim 1 (dim 0 for 1-D tensors); sections must divide evenly."""
+    return _dirsplit("hsplit", input, indices_or_sections, 1, 1)
+
+
+def vsplit(input, indices_or_sections):
+    """tensor_split along dim 0 of a tensor with at least 2 dims; sections must divide evenly."""
+    return _dirsplit("vsplit", input, indices_or_sections, 2, 0)
+
+
+def dsplit(input, indices_or_sections):
+    """tensor_split along dim 2 of a tensor with at least 3 dims; sections must divide evenly."""
+    return _dirsplit("dsplit", input, indices_or_sections, 3, 2)
+
+
+install_methods({
+    "split": lambda self, split_size, dim=0: split(self, split_size, dim),
+    "split_with_sizes": lambda self, split_sizes, dim=0: split(self, list(split_sizes), dim),
+    "chunk": lambda self, chunks, dim=0: chunk(self, chunks, dim),
+    "tensor_split": lambda self, indices_or_sections, dim=0: tensor_split(
+        self, indices_or_sections, dim),
+    "hsplit": lambda self, indices_or_sections: hsplit(self, indices_or_sections),
+    "vsplit": lambda self, indices_or_sections: vsplit(self, indices_or_sections),
+    "dsplit": lambda self, indices_or_sections: dsplit(self, indices_or_sections),
+})
