@@ -765,8 +765,6 @@ def test_tensor_dtype_inference(data, dtype, shape):
                                   .reshape(shape).astype(to_numpy(t).dtype))
 
 
-@pytest.mark.xfail(strict=True, reason="BUG _creation.py from_array_copy: np.ascontiguousarray "
-                   "turns 0-d arrays into shape (1,), so fiamma.tensor(3.5) is 1-d")
 @pytest.mark.parametrize("data,dtype", [(3.5, "default"), (3, fiamma.int64), (True, fiamma.bool),
                                         (np.float32(2.0), fiamma.float32),
                                         (np.array(7, dtype=np.int16), fiamma.int16)])
