@@ -5,13 +5,22 @@ import weakref
 
 import numpy as np
 import pytest
+from conftest import (
+    ALL_DTYPES,
+    LAYOUTS,
+    NP_DTYPE,
+    NUMPY_DTYPES,
+    dtype_id,
+    make_pair,
+    random_array,
+    shapes,
+    to_numpy,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fiamma
 from fiamma import _interop
-from conftest import (ALL_DTYPES, LAYOUTS, NP_DTYPE, NUMPY_DTYPES, dtype_id, make_pair,
-                      random_array, shapes, to_numpy)
 
 try:
     import torch
@@ -459,8 +468,7 @@ def test_from_dlpack_producers_and_errors():
 def _patched_capsule(field, value):
     """A NumPy-made capsule whose DLTensor has one field changed (to test import errors)."""
     cap = np.arange(4, dtype=np.float32).__dlpack__()
-    m, _ = _interop._managed(cap)
-    obj = m.dl_tensor
+    obj = _interop._dl_tensor(*_interop._managed(cap))
     *path, last = field.split(".")
     for p in path:
         obj = getattr(obj, p)

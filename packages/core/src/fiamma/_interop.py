@@ -2,17 +2,20 @@
 DLPack (__dlpack__, __dlpack_device__, from_dlpack), and pickling."""
 
 import ctypes
+import struct
 import warnings
 
 import numpy as np
 
 from fiamma import _dtype as D
-from fiamma._storage import CPU, Storage
-from fiamma._tensor import Tensor, _init, install_methods
+from fiamma._lib import ffi
 
 # set_printoptions & co. live in _printing; they are exported from here because fiamma's
 # __init__ star-imports this module (and not _printing)
 from fiamma._printing import get_printoptions, printoptions, set_printoptions
+from fiamma._storage import CPU, Storage
+from fiamma._storage import device as _device
+from fiamma._tensor import Tensor, _init, contiguous_strides, install_methods
 
 __all__ = ["from_numpy", "from_dlpack", "set_printoptions", "get_printoptions", "printoptions"]
 
@@ -48,39 +51,58 @@ def from_numpy(ndarray):
     >>> import numpy as np, fiamma
     >>> a = np.zeros(3, dtype=np.float32)
     >>> t = fiamma.from_numpy(a)
-    >>> t.fill_(5.0); a
+    >>> _ = t.fill_(5.0); a
     array([5., 5., 5.], dtype=float32)
     """
     if not isinstance(ndarray, np.ndarray):
         raise TypeError(f"from_numpy: expected np.ndarray (got {type(ndarray).__name__})")
     npdt = ndarray.dtype
-    if not npdt.isnative:
-        raise ValueError(f"from_numpy: array has byte order different from the native byte "
-                         f"order (dtype {npdt.str}); convert it with "
-                         "a.astype(a.dtype.newbyteorder('='))")
-    dt = D.from_numpy_dtype(npdt)
+    dt = _FROM_NUMPY.get(npdt)  # byte-swapped dtypes are not equal to the native ones
+    if dt is None:
+        if not npdt.isnative:
+            raise ValueError(f"from_numpy: array has byte order different from the native byte "
+                             f"order (dtype {npdt.str}); convert it with "
+                             "a.astype(a.dtype.newbyteorder('='))")
+        dt = D.from_numpy_dtype(npdt)  # raises TypeError naming the supported dtypes
     isz = dt.itemsize
-    strides = []
-    for s in ndarray.strides:
-        if s < 0:
-            raise ValueError("from_numpy: at least one stride in the given numpy array is "
-                             f"negative ({ndarray.strides}); tensors with negative strides are "
-                             "not supported (make a copy with .copy() first)")
-        if s % isz:
-            raise ValueError(f"from_numpy: stride {s} bytes is not a multiple of the element "
-                             f"size {isz} ({ndarray.strides})")
-        strides.append(s // isz)
-    if ndarray.size and not ndarray.flags.aligned:
+    flags = ndarray.flags
+    shape = ndarray.shape
+    strides = _element_strides(ndarray.strides, isz)
+    if flags.c_contiguous:
+        try:
+            # the cheapest way to the address (__array_interface__ costs ~3 us)
+            ptr = int(ffi.cast("intptr_t", ffi.from_buffer(ndarray)))
+        except (TypeError, ValueError, BufferError):
+            ptr = ndarray.__array_interface__["data"][0]
+    else:
+        ptr = ndarray.__array_interface__["data"][0]
+    if ndarray.size and not flags.aligned:
         raise ValueError(f"from_numpy: array data is not aligned to its element size {isz}; "
                          "make an aligned copy with np.require(a, requirements='A')")
-    if not ndarray.flags.writeable:
+    if not flags.writeable:
         warnings.warn("from_numpy: the given NumPy array is not writable, and fiamma does not "
                       "support non-writable tensors. The tensor shares the array's memory; "
                       "writing to it is undefined behaviour. Copy the array (or make it "
                       "writable) to silence this warning.", UserWarning, stacklevel=2)
-    ptr = ndarray.__array_interface__["data"][0]
-    st = Storage.borrow(ptr, _extent(ndarray.shape, strides) * isz, ndarray)
-    return _wrap(st, dt, ndarray.shape, strides)
+    st = Storage.borrow(ptr, _extent(shape, strides) * isz, ndarray)
+    return _wrap(st, dt, shape, strides)
+
+
+_FROM_NUMPY = D._FROM_NUMPY
+
+
+def _element_strides(byte_strides, isz):
+    out = []
+    for s in byte_strides:
+        if s < 0:
+            raise ValueError("from_numpy: at least one stride in the given numpy array is "
+                             f"negative ({byte_strides}); tensors with negative strides are not "
+                             "supported (make a copy with .copy() first)")
+        if s % isz:
+            raise ValueError(f"from_numpy: stride {s} bytes is not a multiple of the element "
+                             f"size {isz} ({byte_strides})")
+        out.append(s // isz)
+    return tuple(out)
 
 
 class _ArrayHolder:
@@ -169,11 +191,16 @@ kDLCUDA = 2
 _DL_INT, _DL_UINT, _DL_FLOAT, _DL_BFLOAT, _DL_BOOL = 0, 1, 2, 4, 6
 _FLAG_READ_ONLY = 1
 _DLPACK_VERSION = (1, 0)
+_MAX_DIMS = 64  # FM_MAX_DIMS
 
 _LEGACY = b"dltensor"
 _USED_LEGACY = b"used_dltensor"
 _VERSIONED = b"dltensor_versioned"
 _USED_VERSIONED = b"used_dltensor_versioned"
+# PyCapsule_SetName keeps the pointer it is given, so a consumed capsule's name must outlive the
+# capsule, even one still alive at interpreter exit when module globals are freed: made immortal
+for _name in (_USED_LEGACY, _USED_VERSIONED):
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(_name))
 
 
 class _DLDevice(ctypes.Structure):
@@ -190,8 +217,10 @@ class _DLTensor(ctypes.Structure):
                 ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
 
 
-# deleter(DLManagedTensor*) / deleter(DLManagedTensorVersioned*), called with the struct address
-_Deleter = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+# deleter(DLManagedTensor*) / deleter(DLManagedTensorVersioned*), called with the struct address.
+# Called with the GIL held (PYFUNCTYPE): deleters take the GIL themselves to release Python
+# objects, and handing the GIL over and back would cost more than the call.
+_Deleter = ctypes.PYFUNCTYPE(None, ctypes.c_void_p)
 
 
 class _DLManagedTensor(ctypes.Structure):
@@ -282,18 +311,48 @@ def _dlpack(self, stream=None, max_version=None, dl_device=None, copy=None):
         # NumPy < 2.1 only makes legacy capsules and has no copy argument
         cap = (arr.copy() if copy else arr).__dlpack__()
     if self._dtype is D.bfloat16:
-        _managed(cap)[0].dl_tensor.dtype.code = _DL_BFLOAT  # int16 -> bfloat16, same bits
+        _dl_tensor(*_managed(cap)).dtype.code = _DL_BFLOAT  # int16 -> bfloat16, same bits
     return cap
 
 
 def _managed(cap):
-    """(the managed tensor struct, versioned?) inside an unconsumed DLPack capsule."""
+    """(address of the managed tensor, versioned?) inside an unconsumed DLPack capsule."""
     if _capsule_is_valid(cap, _VERSIONED):
-        return _DLManagedTensorVersioned.from_address(_capsule_get(cap, _VERSIONED)), True
+        return _capsule_get(cap, _VERSIONED), True
     if _capsule_is_valid(cap, _LEGACY):
-        return _DLManagedTensor.from_address(_capsule_get(cap, _LEGACY)), False
+        return _capsule_get(cap, _LEGACY), False
     raise ValueError("from_dlpack: expected a DLPack capsule named 'dltensor' or "
                      "'dltensor_versioned' (a capsule can be consumed only once)")
+
+
+def _dl_tensor(addr, versioned):
+    """The DLTensor inside the managed tensor at ``addr`` (a ctypes view, for writing)."""
+    m = (_DLManagedTensorVersioned if versioned else _DLManagedTensor).from_address(addr)
+    return m.dl_tensor
+
+
+# Reading the structs field by field through ctypes costs ~0.3 us a field; one copy of the
+# header unpacked with ``struct`` costs ~1 us in all. Offsets come from the ctypes layouts.
+_DLTENSOR_FMT = "PiiiBBHPPQ"
+_LEGACY_HDR = struct.Struct("@" + _DLTENSOR_FMT + "PP")
+_VERSIONED_HDR = struct.Struct("@IIPPQ" + _DLTENSOR_FMT)
+assert _LEGACY_HDR.size == ctypes.sizeof(_DLManagedTensor)
+assert _VERSIONED_HDR.size == ctypes.sizeof(_DLManagedTensorVersioned)
+
+
+def _read_managed(addr, versioned):
+    """(version major, flags, deleter, data, device type, ndim, dtype code, bits, lanes,
+    shape pointer, strides pointer, byte offset) of the managed tensor at ``addr``."""
+    if versioned:
+        (major, _minor, _ctx, deleter, flags, data, dev_type, _dev_id, ndim, code, bits, lanes,
+         shape_p, strides_p, byte_offset) = _VERSIONED_HDR.unpack(
+            ctypes.string_at(addr, _VERSIONED_HDR.size))
+    else:
+        (data, dev_type, _dev_id, ndim, code, bits, lanes, shape_p, strides_p, byte_offset,
+         _ctx, deleter) = _LEGACY_HDR.unpack(ctypes.string_at(addr, _LEGACY_HDR.size))
+        major, flags = 0, 0
+    return (major, flags, deleter, data, dev_type, ndim, code, bits, lanes, shape_p, strides_p,
+            byte_offset)
 
 
 class _DLPackOwner:
@@ -329,15 +388,12 @@ def from_dlpack(ext_tensor, *, device=None, copy=None):
     >>> import numpy as np, fiamma
     >>> a = np.arange(4.0)
     >>> t = fiamma.from_dlpack(a)
-    >>> t.fill_(7.0); a
+    >>> _ = t.fill_(7.0); a
     array([7., 7., 7., 7.])
     """
-    if device is not None:
-        from fiamma._storage import device as _device
-
-        if _device(device) is not CPU:
-            raise BufferError(f"from_dlpack: only device='cpu' is supported for now, got "
-                              f"{device!r}")
+    if device is not None and _device(device) is not CPU:
+        raise BufferError(f"from_dlpack: only device='cpu' is supported for now, got "
+                          f"{device!r}")
     if hasattr(ext_tensor, "__dlpack__"):
         if hasattr(ext_tensor, "__dlpack_device__"):
             dev = tuple(ext_tensor.__dlpack_device__())
@@ -365,41 +421,36 @@ def from_dlpack(ext_tensor, *, device=None, copy=None):
 def _from_capsule(cap, copy):
     if not _is_capsule(cap):
         raise TypeError(f"from_dlpack: __dlpack__ returned {type(cap).__name__}, not a capsule")
-    m, versioned = _managed(cap)
-    flags = 0
-    if versioned:
-        if m.version.major > _DLPACK_VERSION[0]:
-            raise BufferError(f"from_dlpack: DLPack version {m.version.major}."
-                              f"{m.version.minor} is newer than the supported "
-                              f"{_DLPACK_VERSION[0]}.x")
-        flags = m.flags
-    dl = m.dl_tensor
+    addr, versioned = _managed(cap)
+    (major, flags, deleter, data, dev_type, nd, code, bits, lanes, shape_p, strides_p,
+     byte_offset) = _read_managed(addr, versioned)
     # everything is validated before the capsule is marked used: on an error the capsule
     # still owns the managed tensor and its destructor frees it
-    if dl.device.device_type != kDLCPU:
+    if major > _DLPACK_VERSION[0]:
+        raise BufferError(f"from_dlpack: DLPack version {major}.x is newer than the supported "
+                          f"{_DLPACK_VERSION[0]}.x")
+    if dev_type != kDLCPU:
         raise BufferError(f"from_dlpack: only CPU memory (DLPack device type {kDLCPU}) is "
-                          f"supported for now, got device type {dl.device.device_type}")
-    key = (dl.dtype.code, dl.dtype.bits)
-    dt = _FROM_DL_DTYPE.get(key)
-    if dt is None or dl.dtype.lanes != 1:
-        raise BufferError(f"from_dlpack: unsupported DLPack dtype (code {key[0]}, bits "
-                          f"{key[1]}, lanes {dl.dtype.lanes})")
-    nd = dl.ndim
-    if nd < 0:
-        raise BufferError(f"from_dlpack: invalid ndim {nd}")
-    shape = tuple(dl.shape[i] for i in range(nd))
-    if any(s < 0 for s in shape):
+                          f"supported for now, got device type {dev_type}")
+    dt = _FROM_DL_DTYPE.get((code, bits))
+    if dt is None or lanes != 1:
+        raise BufferError(f"from_dlpack: unsupported DLPack dtype (code {code}, bits {bits}, "
+                          f"lanes {lanes})")
+    if not 0 <= nd <= _MAX_DIMS or (nd and not shape_p):
+        raise BufferError(f"from_dlpack: invalid DLTensor (ndim {nd}, shape at {shape_p})")
+    shape = struct.unpack(f"@{nd}q", ctypes.string_at(shape_p, 8 * nd)) if nd else ()
+    if nd and min(shape) < 0:
         raise BufferError(f"from_dlpack: invalid shape {shape}")
     empty = 0 in shape
-    if dl.strides and not empty:
-        # the stride of a size-1 dim is arbitrary: normalise it so a negative one is harmless
-        strides = tuple(dl.strides[i] if shape[i] != 1 else 1 for i in range(nd))
+    if strides_p and nd and not empty:
+        strides = struct.unpack(f"@{nd}q", ctypes.string_at(strides_p, 8 * nd))
+        if min(strides) < 0:
+            # the stride of a size-1 dim is arbitrary: a negative one there is harmless
+            strides = tuple(st if n != 1 else 1 for st, n in zip(strides, shape))
     else:
-        from fiamma._tensor import contiguous_strides
-
         strides = contiguous_strides(shape)
-    ptr = (dl.data or 0) + dl.byte_offset
-    need_copy = not empty and (any(s < 0 for s in strides) or ptr % dt.itemsize)
+    ptr = (data or 0) + byte_offset
+    need_copy = not empty and ((nd and min(strides) < 0) or ptr % dt.itemsize)
     if need_copy and copy is False:
         raise BufferError("from_dlpack: the data has negative strides or is unaligned; it can't "
                           "be shared without a copy (copy=False was requested)")
@@ -407,8 +458,6 @@ def _from_capsule(cap, copy):
         warnings.warn("from_dlpack: the producer marked the memory read-only, and fiamma does "
                       "not support non-writable tensors; writing to the tensor is undefined "
                       "behaviour", UserWarning, stacklevel=3)
-    deleter = m.deleter
-    addr = ctypes.addressof(m)
     if _capsule_set_name(cap, _USED_VERSIONED if versioned else _USED_LEGACY):
         raise RuntimeError("from_dlpack: could not mark the capsule as used")
     owner = _DLPackOwner(addr, deleter)
@@ -453,6 +502,8 @@ def reduce_tensor(t):
 
 def _rebuild(arr, dtype_name, requires_grad):
     dt = D._by_name(dtype_name)
+    if not (arr.dtype.isnative and arr.flags.aligned and arr.flags.writeable):
+        arr = np.array(arr, dtype=arr.dtype.newbyteorder("="))  # pickled elsewhere
     t = from_numpy(arr)
     if dt is D.bfloat16 and arr.dtype == np.int16:
         t = t.view(dt)

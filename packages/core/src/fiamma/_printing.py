@@ -55,7 +55,7 @@ def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=N
             new[name] = value
     if threshold is not None:
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or \
-                threshold != threshold:
+                math.isnan(threshold):
             raise ValueError(f"set_printoptions: threshold must be a number, got {threshold!r}")
         new["threshold"] = threshold
     if sci_mode is not None and not isinstance(sci_mode, bool):
@@ -183,12 +183,7 @@ def _render(a, shape, indent, fmt, opts):
 
 def _grad_fn_name(g):
     name = getattr(g, "name", None)
-    if callable(name):
-        try:
-            return str(name())
-        except Exception:
-            pass
-    return type(g).__name__
+    return str(name()) if callable(name) else type(g).__name__
 
 
 def _add_suffixes(text, suffixes, indent, linewidth):
