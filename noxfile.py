@@ -449,14 +449,16 @@ def wheel_tests(session, package):
     """A package installed ALONE from its wheel; its tests run from outside the checkout.
 
     Its fiamma requirements come from the wheelhouse, everything else from the package index.
-    `root`: every wheel together, and the tests in tests/."""
+    `root`: every wheel installed together, and the tests in tests/ (in place)."""
     if package == ROOT_TESTS:
+        # the root tests import only installed packages, so they can run in place (which lets
+        # them check the checkout too: README, .ci/run)
         pkgs = [PACKAGES[k] for k in ORDER]
         for p in pkgs:
             _build(session, p)
         _install_wheels(session, pkgs, test_for=pkgs)
-        _pytest_outside(session, ROOT / "tests", "-m", "not parity",
-                        env={"FIAMMA_WHEELHOUSE": str(WHEELHOUSE)})
+        _pytest(session, ROOT / "tests", "-m", "not parity",
+                env={"FIAMMA_WHEELHOUSE": str(WHEELHOUSE)})
         return
     if package not in PACKAGES:
         _not_found(session, package)

@@ -1,9 +1,9 @@
 """Packaging checks that run against the INSTALLED fiamma distributions.
 
-`nox -s wheels` runs this file from a temporary copy, against the wheels installed in a clean
-venv, with FIAMMA_WHEELHOUSE pointing at the wheelhouse; `nox -s "tests(package='root')"` runs
-it against core's wheel plus the local checkouts of the other packages. The wheel-content
-checks skip when no wheelhouse is found.
+`nox -s wheels` runs this file against every wheel installed together in a clean venv, with
+FIAMMA_WHEELHOUSE pointing at the wheelhouse; `nox -s "tests(package='root')"` runs it against
+core's wheel plus the local checkouts of the other packages. The wheel-content checks skip when
+no wheelhouse is found.
 """
 
 import importlib.metadata as md

@@ -1,6 +1,6 @@
 """The checkout's entry points agree: README's two commands exist and CI runs the test command.
 
-Skipped where the tests run from a copy outside the checkout (`nox -s wheels`).
+Skipped when the tests run from a copy outside a checkout.
 """
 
 import os
