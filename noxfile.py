@@ -258,6 +258,8 @@ def _build(session, pkg, sdist=False):
         _prune(folder, "sdist")
     else:
         session.log(f"{pkg.dist}: using the cached build ({wheel_dir.name})")
+        for d in (wheel_dir, sdist_dir) if sdist else (wheel_dir,):
+            os.utime(d)  # pruning keeps the most recently used builds
     # publish: the wheelhouse's top level holds exactly the current files of each distribution
     current = [_one(wheel_dir, "*.whl")] + ([_one(sdist_dir, "*.tar.gz")] if sdist else [])
     if None in current:

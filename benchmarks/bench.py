@@ -4,7 +4,8 @@ speed targets of the project.
     python benchmarks/bench.py [--json out.json] [--only NAME] [--quick] [--no-torch]
 
 (or `nox -s bench -- --json out.json`, which installs core's wheel and, if it can, PyTorch).
-Times are the median of several timed runs after warm-up runs, with the garbage collector off.
+Times are the median (or, with --stat min, the best) of several timed runs after warm-up runs,
+with the garbage collector off.
 A workload whose fiamma op does not exist yet prints "n/a" instead of failing. Every fiamma
 result is checked against NumPy's once; a wrong result is reported as WRONG.
 """
@@ -57,8 +58,11 @@ class Workload:
 
 # ---- timing ------------------------------------------------------------------------------------
 
+STAT = statistics.median  # --stat min: the best run (steadier on a busy machine)
+
+
 def measure(fn, repeat, number, warmup=2):
-    """Median seconds per call of ``fn`` over ``repeat`` runs of ``number`` calls."""
+    """Seconds per call of ``fn``: the median (or min) of ``repeat`` runs of ``number`` calls."""
     for _ in range(warmup):
         fn()
     was_enabled = gc.isenabled()
@@ -73,7 +77,7 @@ def measure(fn, repeat, number, warmup=2):
     finally:
         if was_enabled:
             gc.enable()
-    return statistics.median(times)
+    return STAT(times)
 
 
 def to_unit(seconds, w):
@@ -327,9 +331,12 @@ def main(argv=None):
     ap.add_argument("--only", metavar="TEXT", help="run workloads whose name contains TEXT")
     ap.add_argument("--quick", action="store_true", help="fewer timed runs (noisier)")
     ap.add_argument("--no-torch", action="store_true", help="leave PyTorch out")
+    ap.add_argument("--stat", choices=["median", "min"], default="median",
+                    help="statistic over the timed runs (default: median)")
     args = ap.parse_args(argv)
 
-    global torch
+    global torch, STAT
+    STAT = min if args.stat == "min" else statistics.median
     if args.no_torch:
         torch = None
     if torch is not None:
@@ -341,7 +348,10 @@ def main(argv=None):
     print(f"fiamma {versions['fiamma']} | numpy {versions['numpy']} | torch "
           f"{versions['torch'] or 'not installed'}"
           f"{f' ({THREADS} threads)' if torch is not None else ''}")
-    print(f"{info['cpu']}, {info['cpus']} CPUs, Python {info['python']}")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    info["load_average_1min"] = load
+    print(f"{info['cpu']}, {info['cpus']} CPUs, Python {info['python']}, "
+          f"load average {load:.1f}, {args.stat} of the timed runs" if load is not None else "")
     print()
 
     workloads = [w for w in make_workloads(args.quick)
@@ -373,7 +383,7 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"machine": info, "versions": versions, "threads": THREADS,
-                       "results": rows}, f, indent=2)
+                       "statistic": args.stat, "results": rows}, f, indent=2)
         print(f"wrote {args.json}")
 
 
