@@ -246,8 +246,13 @@ def _build(session, pkg, sdist=False):
             what, flags = "sdist", ("--sdist",)
         session.log(f"{pkg.dist}: building the {what}")
         tmp = Path(tempfile.mkdtemp(prefix="build-", dir=folder))
+        leftovers = set(pkg.path.glob("src/*.egg-info"))
         try:
             _frontend(session, pkg, tmp, *flags)
+            # setuptools writes <dist>.egg-info into src/ when it makes an sdist; left there it
+            # would look like an installed fiamma-core to code run with PYTHONPATH=src
+            for info in set(pkg.path.glob("src/*.egg-info")) - leftovers:
+                shutil.rmtree(info, ignore_errors=True)
             if need_wheel:
                 _store(tmp.glob("*.whl"), wheel_dir)
             if need_sdist:
