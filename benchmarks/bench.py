@@ -1,0 +1,391 @@
+"""fiamma beside NumPy and PyTorch: the same workloads on the same arrays, with ratios and the
+speed targets of the project.
+
+    python benchmarks/bench.py [--json out.json] [--only NAME] [--quick] [--no-torch]
+
+(or `nox -s bench -- --json out.json`, which installs core's wheel and, if it can, PyTorch).
+Times are the median (or, with --stat min, the best) of several timed runs after warm-up runs,
+with the garbage collector off.
+A workload whose fiamma op does not exist yet prints "n/a" instead of failing. Every fiamma
+result is checked against NumPy's once; a wrong result is reported as WRONG.
+"""
+
+import argparse
+import gc
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+import fiamma
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+THREADS = 2  # the reference machine has 2 cores; PyTorch would otherwise pick its own count
+MISSING = (AttributeError, NotImplementedError)  # a fiamma op that is not there yet
+
+
+@dataclass
+class Workload:
+    name: str
+    unit: str                  # "ms", "GFLOP/s", "us/add", "MB"
+    fiamma: object             # () -> result, or None
+    numpy: object
+    torch: object = None
+    targets: tuple = ()        # (("np" | "pt" | "abs", factor or bound), ...)
+    flops: float = 0.0         # for GFLOP/s workloads
+    repeat: int = 15
+    number: int = 1            # calls per timed run
+    check: bool = True         # compare fiamma's result with NumPy's
+    rtol: float = 1e-5
+    direct: object = None      # () -> (fiamma, numpy, torch) values measured by other means
+    results: dict = field(default_factory=dict)
+
+    @property
+    def higher_is_better(self):
+        return self.unit == "GFLOP/s"
+
+
+# ---- timing ------------------------------------------------------------------------------------
+
+STAT = statistics.median  # --stat min: the best run (steadier on a busy machine)
+
+
+def measure(fn, repeat, number, warmup=2):
+    """Seconds per call of ``fn``: the median (or min) of ``repeat`` runs of ``number`` calls."""
+    for _ in range(warmup):
+        fn()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            for _ in range(number):
+                fn()
+            times.append((time.perf_counter() - t0) / number)
+    finally:
+        if was_enabled:
+            gc.enable()
+    return STAT(times)
+
+
+def to_unit(seconds, w):
+    if w.unit == "GFLOP/s":
+        return w.flops / seconds / 1e9
+    if w.unit == "us/add":
+        return seconds * 1e6
+    return seconds * 1e3  # ms
+
+
+def as_numpy(x):
+    if isinstance(x, np.ndarray):
+        return x
+    if torch is not None and isinstance(x, torch.Tensor):
+        return x.numpy()
+    return np.asarray(x)
+
+
+# ---- workloads ----------------------------------------------------------------------------------
+
+def _chain(add, x, y, n=10_000):
+    def run():
+        z = x
+        for _ in range(n):
+            z = add(z, y)
+        return z
+    return run
+
+
+def _import_ms(module, repeat=5):
+    """Best wall time of `python -c "import <module>"` in a fresh interpreter, in ms."""
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        res = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True)
+        elapsed = time.perf_counter() - t0
+        if res.returncode:
+            return None
+        best = min(best, elapsed)
+    return best * 1e3
+
+
+def _dir_mb(folder, skip=()):
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = [d for d in dirnames if d != "__pycache__"
+                       and os.path.join(dirpath, d) not in skip]
+        total += sum(os.path.getsize(os.path.join(dirpath, f)) for f in filenames)
+    return total / 1e6
+
+
+def fiamma_installed_mb():
+    """fiamma-core's installed files (the `fiamma` package with its compiled module, without
+    NumPy, cffi or OpenBLAS and without __pycache__). From the distribution's file list when
+    installed; from the package folder (minus build leftovers) when run from source."""
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution("fiamma-core")
+        files = [f for f in (dist.files or []) if f.parts[0] == "fiamma"
+                 and "__pycache__" not in f.parts]
+        if files and str(getattr(dist, "_path", "")).endswith(".dist-info"):
+            paths = [f.locate() for f in files]
+            return sum(os.path.getsize(p) for p in paths if os.path.exists(p)) / 1e6
+    except metadata.PackageNotFoundError:
+        pass
+    pkg = Path(fiamma.__file__).parent
+    siblings = {str(p) for p in pkg.iterdir() if p.is_dir() and (p / "__init__.py").exists()
+                and p.name != "_ops"}
+    total = _dir_mb(pkg, skip=siblings)
+    leftovers = sum(p.stat().st_size for p in pkg.glob("*.c")) / 1e6
+    return total - leftovers
+
+
+def make_workloads(quick):
+    rng = np.random.default_rng(0)
+    big = 10_000_000
+    a, b, c = (rng.standard_normal(big, dtype=np.float32) for _ in range(3))
+    fa, fb, fc = (fiamma.from_numpy(x) for x in (a, b, c))
+    m = rng.standard_normal((4096, 2048), dtype=np.float32)
+    fm = fiamma.from_numpy(m)
+    s = rng.standard_normal((4096, 1024), dtype=np.float32)
+    fs = fiamma.from_numpy(s)
+    mats = {n: (rng.standard_normal((n, n), dtype=np.float32),
+                rng.standard_normal((n, n), dtype=np.float32)) for n in (1024, 256)}
+    ba = rng.standard_normal((64, 128, 128), dtype=np.float32)
+    bb = rng.standard_normal((64, 128, 128), dtype=np.float32)
+    fba, fbb = fiamma.from_numpy(ba), fiamma.from_numpy(bb)
+    x16 = rng.standard_normal(16, dtype=np.float32)
+    y16 = rng.standard_normal(16, dtype=np.float32)
+
+    if torch is not None:
+        ta, tb, tc = (torch.from_numpy(x) for x in (a, b, c))
+        tm, ts = torch.from_numpy(m), torch.from_numpy(s)
+        tmats = {n: tuple(torch.from_numpy(x) for x in mats[n]) for n in mats}
+        tba, tbb = torch.from_numpy(ba), torch.from_numpy(bb)
+        tx16, ty16 = torch.from_numpy(x16), torch.from_numpy(y16)
+
+    def pt(fn):
+        return fn if torch is not None else None
+
+    def np_softmax(x):
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        e /= e.sum(axis=-1, keepdims=True)
+        return e
+
+    def fmat(n):
+        x, y = (fiamma.from_numpy(v) for v in mats[n])
+        return lambda: fiamma.matmul(x, y)
+
+    r = 5 if quick else 15
+    w = [
+        Workload("a+b (10M)", "ms", lambda: fa + fb, lambda: a + b, pt(lambda: ta + tb),
+                 targets=(("pt", 0.6), ("np", 1.0)), repeat=r),
+        Workload("a*b+c (10M)", "ms", lambda: fa * fb + fc, lambda: a * b + c,
+                 pt(lambda: ta * tb + tc), targets=(("np", 1.0),), repeat=r),
+        Workload("exp (10M)", "ms", lambda: fiamma.exp(fa), lambda: np.exp(a),
+                 pt(lambda: torch.exp(ta)), targets=(("np", 1.0),), repeat=r),
+        Workload("relu (10M)", "ms", lambda: fiamma.relu(fa), lambda: np.maximum(a, 0),
+                 pt(lambda: torch.relu(ta)), targets=(("np", 1.0),), repeat=r),
+        Workload("sum (10M)", "ms", lambda: fiamma.sum(fa), lambda: a.sum(),
+                 pt(lambda: ta.sum()), targets=(("pt", 1.0),), repeat=r, rtol=1e-3),
+        Workload("sum(-1) (4096,2048)", "ms", lambda: fiamma.sum(fm, -1),
+                 lambda: m.sum(-1), pt(lambda: tm.sum(-1)), targets=(("pt", 1.0),), repeat=r,
+                 rtol=1e-4),
+        Workload("argmax(-1) (4096,2048)", "ms", lambda: fiamma.argmax(fm, -1),
+                 lambda: m.argmax(-1), pt(lambda: tm.argmax(-1)), targets=(("np", 1.0),),
+                 repeat=r),
+        Workload("softmax(-1) (4096,1024)", "ms", lambda: fiamma.softmax(fs, -1),
+                 lambda: np_softmax(s), pt(lambda: torch.softmax(ts, -1)),
+                 targets=(("pt", 1.0),), repeat=r),
+        Workload("matmul 1024x1024", "GFLOP/s", fmat(1024), lambda: mats[1024][0] @ mats[1024][1],
+                 pt(lambda: tmats[1024][0] @ tmats[1024][1]), targets=(("pt", 0.95),),
+                 flops=2 * 1024**3, repeat=5 if quick else 10, rtol=1e-3),
+        Workload("matmul 256x256", "GFLOP/s", fmat(256), lambda: mats[256][0] @ mats[256][1],
+                 pt(lambda: tmats[256][0] @ tmats[256][1]), targets=(("pt", 0.9),),
+                 flops=2 * 256**3, repeat=r, number=20, rtol=1e-3),
+        Workload("bmm (64,128,128)", "GFLOP/s", lambda: fiamma.bmm(fba, fbb),
+                 lambda: np.matmul(ba, bb), pt(lambda: torch.bmm(tba, tbb)),
+                 targets=(("pt", 0.9),), flops=2 * 64 * 128**3, repeat=r, number=5, rtol=1e-3),
+        Workload("10k adds (16,)", "us/add",
+                 _chain(lambda u, v: u + v, fiamma.from_numpy(x16), fiamma.from_numpy(y16)),
+                 _chain(lambda u, v: u + v, x16, y16),
+                 _chain(lambda u, v: u + v, tx16, ty16) if torch is not None else None,
+                 targets=(("abs", 1.0),), repeat=3 if quick else 7, rtol=1e-3),
+        Workload("import time", "ms", None, None, targets=(("abs", 150.0),), check=False,
+                 direct=lambda: (_import_ms("fiamma"), _import_ms("numpy"),
+                                 _import_ms("torch", 3) if torch is not None else None)),
+        Workload("installed size", "MB", None, None, targets=(("abs", 10.0),), check=False,
+                 direct=lambda: (fiamma_installed_mb(),
+                                 _dir_mb(Path(np.__file__).parent),
+                                 _dir_mb(Path(torch.__file__).parent) if torch else None)),
+    ]
+    return w
+
+
+# ---- running and judging ----------------------------------------------------------------------
+
+def run_workload(w):
+    if w.direct is not None:
+        fm, npv, ptv = w.direct()
+        w.results = {"fiamma": fm, "numpy": npv, "torch": ptv}
+        return
+    res = {}
+    scale = 1 / 10_000 if w.unit == "us/add" else 1
+    try:
+        out = w.fiamma()
+    except MISSING as e:
+        res["fiamma"] = None
+        res["missing"] = f"{type(e).__name__}: {e}"
+    else:
+        if w.check:
+            ref = w.numpy()
+            ok = np.allclose(as_numpy(out), ref, rtol=w.rtol, atol=w.rtol)
+            res["correct"] = bool(ok)
+        res["fiamma"] = to_unit(measure(w.fiamma, w.repeat, w.number) * scale, w)
+    res["numpy"] = to_unit(measure(w.numpy, w.repeat, w.number) * scale, w)
+    res["torch"] = (to_unit(measure(w.torch, w.repeat, w.number) * scale, w)
+                    if w.torch is not None else None)
+    w.results = res
+
+
+def ratio(w, other):
+    fm, ot = w.results.get("fiamma"), w.results.get(other)
+    if fm is None or not ot:
+        return None
+    return fm / ot
+
+
+def judge(w):
+    """PASS / MISS / n/a, and whether any target could not be checked (no PyTorch)."""
+    fm = w.results.get("fiamma")
+    if fm is None:
+        return "n/a"
+    if w.results.get("correct") is False:
+        return "WRONG"
+    verdicts, unchecked = [], False
+    for kind, bound in w.targets:
+        if kind == "abs":
+            verdicts.append(fm <= bound)
+            continue
+        r = ratio(w, "numpy" if kind == "np" else "torch")
+        if r is None:
+            unchecked = True
+            continue
+        verdicts.append(r >= bound if w.higher_is_better else r <= bound)
+    if not verdicts:
+        return "n/a"
+    status = "PASS" if all(verdicts) else "MISS"
+    return status + ("*" if unchecked and status == "PASS" else "")
+
+
+def target_text(w):
+    parts = []
+    for kind, bound in w.targets:
+        if kind == "abs":
+            parts.append(f"<= {bound:g} {w.unit}")
+        else:
+            op = ">=" if w.higher_is_better else "<="
+            parts.append(f"{op} {bound:g}x {kind}")
+    return ", ".join(parts)
+
+
+def fmt(v, digits=3):
+    if v is None:
+        return "n/a"
+    if abs(v) >= 100:
+        return f"{v:.0f}"
+    if abs(v) >= 10:
+        return f"{v:.1f}"
+    return f"{v:.{digits}g}" if abs(v) < 1 else f"{v:.2f}"
+
+
+def machine():
+    model = platform.processor() or "unknown"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"cpu": model, "cpus": cpus, "python": platform.python_version(),
+            "platform": platform.platform()}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    ap.add_argument("--only", metavar="TEXT", help="run workloads whose name contains TEXT")
+    ap.add_argument("--quick", action="store_true", help="fewer timed runs (noisier)")
+    ap.add_argument("--no-torch", action="store_true", help="leave PyTorch out")
+    ap.add_argument("--stat", choices=["median", "min"], default="median",
+                    help="statistic over the timed runs (default: median)")
+    args = ap.parse_args(argv)
+
+    global torch, STAT
+    STAT = min if args.stat == "min" else statistics.median
+    if args.no_torch:
+        torch = None
+    if torch is not None:
+        torch.set_num_threads(THREADS)
+
+    info = machine()
+    versions = {"fiamma": fiamma.__version__, "numpy": np.__version__,
+                "torch": torch.__version__ if torch is not None else None}
+    print(f"fiamma {versions['fiamma']} | numpy {versions['numpy']} | torch "
+          f"{versions['torch'] or 'not installed'}"
+          f"{f' ({THREADS} threads)' if torch is not None else ''}")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    info["load_average_1min"] = load
+    print(f"{info['cpu']}, {info['cpus']} CPUs, Python {info['python']}, "
+          f"load average {load:.1f}, {args.stat} of the timed runs" if load is not None else "")
+    print()
+
+    workloads = [w for w in make_workloads(args.quick)
+                 if not args.only or args.only.lower() in w.name.lower()]
+    header = (f"{'workload':<24} {'unit':<8} {'fiamma':>8} {'numpy':>8} {'torch':>8} "
+              f"{'fm/np':>6} {'fm/pt':>6}  {'target':<24} status")
+    print(header)
+    print("-" * len(header))
+    rows = []
+    for w in workloads:
+        run_workload(w)
+        status = judge(w)
+        rnp, rpt = ratio(w, "numpy"), ratio(w, "torch")
+        print(f"{w.name:<24} {w.unit:<8} {fmt(w.results.get('fiamma')):>8} "
+              f"{fmt(w.results.get('numpy')):>8} {fmt(w.results.get('torch')):>8} "
+              f"{fmt(rnp, 2):>6} {fmt(rpt, 2):>6}  {target_text(w):<24} {status}", flush=True)
+        rows.append({"workload": w.name, "unit": w.unit,
+                     "better": "higher" if w.higher_is_better else "lower",
+                     "fiamma": w.results.get("fiamma"), "numpy": w.results.get("numpy"),
+                     "torch": w.results.get("torch"), "fiamma_over_numpy": rnp,
+                     "fiamma_over_torch": rpt, "target": target_text(w), "status": status,
+                     "correct": w.results.get("correct"),
+                     "missing": w.results.get("missing")})
+    print()
+    print("ratios divide fiamma's number by the other library's (times: lower is better; "
+          "GFLOP/s: higher is better)")
+    print("n/a: the fiamma op does not exist yet (or the library is not installed); "
+          "PASS*: the PyTorch part of the target was not checked")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": info, "versions": versions, "threads": THREADS,
+                       "statistic": args.stat, "results": rows}, f, indent=2)
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
