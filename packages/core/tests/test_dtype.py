@@ -24,7 +24,7 @@ B, U8, I8, I16, I32, I64 = (fiamma.bool, fiamma.uint8, fiamma.int8, fiamma.int16
 F16, BF16, F32, F64 = fiamma.float16, fiamma.bfloat16, fiamma.float32, fiamma.float64
 
 
-# ---- dtype objects ---------------------------------------------------------------------------------
+# ---- dtype objects -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dt,itemsize,floating,signed", [
     (B, 1, False, False), (U8, 1, False, False), (I8, 1, False, True), (I16, 2, False, True),
@@ -51,7 +51,7 @@ def test_dtype_aliases_and_codes():
     assert len({d.name for d in ALL_DTYPES}) == 10
 
 
-# ---- promotion ---------------------------------------------------------------------------------------
+# ---- promotion -----------------------------------------------------------------------------------
 
 def _category(d):
     return 0 if d is B else 2 if d.is_floating_point else 1
@@ -172,7 +172,7 @@ def test_result_type_errors():
     assert fiamma.result_type(F16, I64) is F16  # dtypes count as dimensioned operands
 
 
-# ---- finfo / iinfo ---------------------------------------------------------------------------------
+# ---- finfo / iinfo -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dt", [F16, F32, F64], ids=dtype_id)
 def test_finfo_matches_numpy(dt):
@@ -219,7 +219,7 @@ def test_iinfo(dt):
         fiamma.iinfo(F32)
 
 
-# ---- device ----------------------------------------------------------------------------------------
+# ---- device --------------------------------------------------------------------------------------
 
 def test_device():
     cpu = fiamma.device("cpu")
@@ -255,7 +255,7 @@ def test_tensors_on_other_devices_fail_clearly():
     assert fiamma.zeros(2, device="cpu").device == "cpu"
 
 
-# ---- casting copies between every pair of dtypes ----------------------------------------------------
+# ---- casting copies between every pair of dtypes -------------------------------------------------
 
 def _source_values(dt, rng):
     """NumPy values of ``dt`` (float32 for bfloat16) covering its range and special values."""

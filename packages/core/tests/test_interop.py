@@ -16,8 +16,7 @@ from conftest import (
     shapes,
     to_numpy,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import fiamma
 from fiamma import _interop

@@ -6,8 +6,7 @@ import re
 import numpy as np
 import pytest
 from conftest import ALL_DTYPES, dtype_id, round_bf16, to_tensor
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import fiamma
 
@@ -173,7 +172,7 @@ def test_str_equals_repr_and_format():
     assert f"{fiamma.full((), 1.23456):.2f}" == "1.23"
 
 
-# ---- print options ---------------------------------------------------------------------------------
+# ---- print options -------------------------------------------------------------------------------
 
 def test_set_printoptions():
     t = T([1.23456, 2.0])
@@ -227,7 +226,7 @@ def test_set_printoptions_validates(kwargs):
     assert fiamma.get_printoptions() == before
 
 
-# ---- parity with PyTorch ---------------------------------------------------------------------------
+# ---- parity with PyTorch -------------------------------------------------------------------------
 
 TORCH_DTYPE = {}
 if torch is not None:

@@ -18,8 +18,7 @@ from conftest import (
     to_numpy,
     to_tensor,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import fiamma
 from fiamma._lib import ffi, lib

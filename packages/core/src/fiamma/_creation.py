@@ -373,7 +373,8 @@ def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devi
         if not q <= (1 << 62):
             raise RuntimeError(f"{op}: invalid size {q}, possible overflow")
         n = math.ceil(q)
-        fill = lambda t: check(lib.fm_arange(dt.code, n, t._ptr, fs, fst, 0, 0), op)
+        def fill(t):
+            return check(lib.fm_arange(dt.code, n, t._ptr, fs, fst, 0, 0), op)
     else:
         s, e, st = builtins.int(s), builtins.int(e), builtins.int(st)
         if st == 0:
@@ -388,7 +389,8 @@ def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devi
         n = -((s - e) // st)
         if n > (1 << 62):
             raise RuntimeError(f"{op}: invalid size {n}, possible overflow")
-        fill = lambda t: check(lib.fm_arange(dt.code, n, t._ptr, 0.0, 0.0, s, st), op)
+        def fill(t):
+            return check(lib.fm_arange(dt.code, n, t._ptr, 0.0, 0.0, s, st), op)
     return _emit(n, dt, device, out, requires_grad, op, fill)
 
 
@@ -419,10 +421,12 @@ def range(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devic
         raise RuntimeError(f"{op}: invalid size {q}, possible overflow")
     n = math.floor(q) + 1
     if dt.kind == 2:
-        fill = lambda t: check(lib.fm_arange(dt.code, n, t._ptr, s, st, 0, 0), op)
+        def fill(t):
+            return check(lib.fm_arange(dt.code, n, t._ptr, s, st, 0, 0), op)
     else:
-        fill = lambda t: check(lib.fm_arange(dt.code, n, t._ptr, 0.0, 0.0, builtins.int(s),
-                                             builtins.int(st)), op)
+        def fill(t):
+            return check(lib.fm_arange(dt.code, n, t._ptr, 0.0, 0.0, builtins.int(s),
+                                                     builtins.int(st)), op)
     return _emit(n, dt, device, out, requires_grad, op, fill)
 
 

@@ -13,8 +13,7 @@ from fiamma._lib import ffi
 # set_printoptions & co. live in _printing; they are exported from here because fiamma's
 # __init__ star-imports this module (and not _printing)
 from fiamma._printing import get_printoptions, printoptions, set_printoptions
-from fiamma._storage import CPU, Storage
-from fiamma._storage import device as _device
+from fiamma._storage import CPU, Storage, device as _device
 from fiamma._tensor import Tensor, _init, contiguous_strides, install_methods
 
 __all__ = ["from_numpy", "from_dlpack", "set_printoptions", "get_printoptions", "printoptions"]

@@ -18,11 +18,9 @@ import threading
 
 import numpy as np
 
-from fiamma import _dtype as D
-from fiamma import _grad_hook as G
+from fiamma import _dtype as D, _grad_hook as G
 from fiamma._lib import check, ffi, lib
-from fiamma._storage import CPU
-from fiamma._storage import device as _device
+from fiamma._storage import CPU, device as _device
 from fiamma._tensor import Tensor, _copy_into, _shape_arg, install_methods, new_empty
 
 __all__ = [
@@ -871,4 +869,4 @@ install_methods({
     "bernoulli": _bernoulli_method, "multinomial": _multinomial_method,
 })
 
-from fiamma import random  # noqa: F401  (the fiamma.random namespace)
+from fiamma import random  # noqa: F401,E402  (the fiamma.random namespace)

@@ -5,11 +5,9 @@ what defines a tensor: its layout, views over its storage, copies, and conversio
 """
 
 import builtins
-import math
 import operator
 
-from fiamma import _dtype as D
-from fiamma import _grad_hook as G
+from fiamma import _dtype as D, _grad_hook as G
 from fiamma._lib import check, lib
 from fiamma._storage import CPU, Storage, device, new_cpu_storage as _new_cpu_storage
 
@@ -189,7 +187,8 @@ class Tensor:
         if len(size) != len(stride):
             raise ValueError(f"as_strided: got {len(size)} sizes but {len(stride)} strides")
         if any(s < 0 for s in size) or any(s < 0 for s in stride) or off < 0:
-            raise ValueError(f"as_strided: negative size, stride or offset: {size}, {stride}, {off}")
+            raise ValueError(
+                f"as_strided: negative size, stride or offset: {size}, {stride}, {off}")
         if _prod(size):
             last = off + builtins.sum((n - 1) * st for n, st in zip(size, stride))
             cap = self._storage.nbytes // self._dtype.itemsize
@@ -239,7 +238,8 @@ class Tensor:
         s = wrap_dim(start_dim, nd, "flatten")
         e = wrap_dim(end_dim, nd, "flatten")
         if s > e:
-            raise RuntimeError(f"flatten: start_dim {start_dim} cannot come after end_dim {end_dim}")
+            raise RuntimeError(
+                f"flatten: start_dim {start_dim} cannot come after end_dim {end_dim}")
         if s == e:
             return self
         shape = self._shape[:s] + (_prod(self._shape[s:e + 1]),) + self._shape[e + 1:]
@@ -255,7 +255,8 @@ class Tensor:
         dims = _shape_arg(dims)
         nd = len(self._shape)
         if len(dims) != nd:
-            raise RuntimeError(f"permute: number of dims don't match: expected {nd}, got {len(dims)}")
+            raise RuntimeError(
+                f"permute: number of dims don't match: expected {nd}, got {len(dims)}")
         dims = tuple(wrap_dim(d, nd, "permute") for d in dims)
         if len(set(dims)) != nd:
             raise RuntimeError(f"permute: repeated dim in {dims}")
@@ -280,7 +281,8 @@ class Tensor:
 
     def t(self):
         if len(self._shape) > 2:
-            raise RuntimeError(f"t: expects a tensor with <= 2 dimensions, but self is {self.ndim}D")
+            raise RuntimeError(
+                f"t: expects a tensor with <= 2 dimensions, but self is {self.ndim}D")
         if len(self._shape) < 2:
             return self._view(self._shape, self._stride, op="t")
         return self.transpose(0, 1)

@@ -8,12 +8,11 @@ everything here and installs the methods and in-place forms.
 
 import builtins
 
-from fiamma import _dtype as D
-from fiamma import _grad_hook as G
+from fiamma import _dtype as D, _grad_hook as G
 from fiamma._lib import lib
-from fiamma._tensor import Tensor, _copy_into
 from fiamma._ops._common import cast
 from fiamma._ops.elementwise import _finish, unary
+from fiamma._tensor import Tensor, _copy_into
 
 
 def _op(code, name, doc, float_only=False, no_bool=None):

@@ -16,13 +16,20 @@ import builtins
 
 import numpy as np
 
-from fiamma import _dtype as D
-from fiamma import _grad_hook as G
+from fiamma import _dtype as D, _grad_hook as G
 from fiamma._lib import check, ffi, lib
+from fiamma._ops._common import (
+    as_operand,
+    bcast_strides,
+    broadcast_shapes,
+    cast,
+    check_out,
+    is_scalar,
+    overlaps,
+    same_device,
+)
 from fiamma._storage import CPU
 from fiamma._tensor import Tensor, _copy_into, install_methods, new_empty
-from fiamma._ops._common import (as_operand, bcast_strides, broadcast_shapes, cast, check_out,
-                                 is_scalar, overlaps, same_device)
 
 _binary_c = lib.fm_binary
 _binary_scalar_c = lib.fm_binary_scalar
@@ -775,8 +782,8 @@ def addcdiv(input, tensor1, tensor2, *, value=1, out=None):
 
 
 # the unary functions, their in-place forms and operator entries
-from fiamma._ops._unary import *  # noqa: E402,F401,F403
 from fiamma._ops import _unary as U  # noqa: E402
+from fiamma._ops._unary import *  # noqa: E402,F401,F403
 
 __all__ = [
     "add", "sub", "subtract", "rsub", "mul", "multiply", "div", "divide", "true_divide",
@@ -1019,10 +1026,13 @@ install_methods({
     "__rtruediv__": _fast_binary(lib.FM_BIN_DIV, "div", TRUEDIV, div, scalar_first=True),
     "__itruediv__": _fast_inplace(lib.FM_BIN_DIV, "div", TRUEDIV, _INPLACE["div_"]),
     "__floordiv__": _fast_binary(lib.FM_BIN_FLOORDIV, "floor_divide", ARITH, floor_divide),
-    "__rfloordiv__": _fast_binary(lib.FM_BIN_FLOORDIV, "floor_divide", ARITH, floor_divide, scalar_first=True),
-    "__ifloordiv__": _fast_inplace(lib.FM_BIN_FLOORDIV, "floor_divide", ARITH, _INPLACE["floor_divide_"]),
+    "__rfloordiv__": _fast_binary(lib.FM_BIN_FLOORDIV, "floor_divide", ARITH, floor_divide,
+                                  scalar_first=True),
+    "__ifloordiv__": _fast_inplace(lib.FM_BIN_FLOORDIV, "floor_divide", ARITH,
+                                   _INPLACE["floor_divide_"]),
     "__mod__": _fast_binary(lib.FM_BIN_REMAINDER, "remainder", ARITH, remainder),
-    "__rmod__": _fast_binary(lib.FM_BIN_REMAINDER, "remainder", ARITH, remainder, scalar_first=True),
+    "__rmod__": _fast_binary(lib.FM_BIN_REMAINDER, "remainder", ARITH, remainder,
+                             scalar_first=True),
     "__imod__": _fast_inplace(lib.FM_BIN_REMAINDER, "remainder", ARITH, _INPLACE["remainder_"]),
     "__pow__": _fast_binary(lib.FM_BIN_POW, "pow", ARITH, pow),
     "__rpow__": _fast_binary(lib.FM_BIN_POW, "pow", ARITH, pow, scalar_first=True),

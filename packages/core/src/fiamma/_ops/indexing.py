@@ -20,10 +20,8 @@ import warnings
 
 import numpy as np
 
-from fiamma import _dtype as D
-from fiamma import _grad_hook as G
-from fiamma._creation import from_array_copy
-from fiamma._creation import tensor as _tensor
+from fiamma import _dtype as D, _grad_hook as G
+from fiamma._creation import from_array_copy, tensor as _tensor
 from fiamma._lib import check, ffi, lib
 from fiamma._ops._common import bcast_strides, broadcast_shapes, check_out, is_scalar
 from fiamma._ops.elementwise import add as _add

@@ -8,11 +8,10 @@ intermediate tensors); the splits return views (``narrow``) that share the input
 import builtins
 import operator
 
-from fiamma import _dtype as D
-from fiamma import _grad_hook as G
+from fiamma import _dtype as D, _grad_hook as G
 from fiamma._lib import check, lib
-from fiamma._tensor import Tensor, _copy_into, install_methods, new_empty, wrap_dim
 from fiamma._ops._common import check_out
+from fiamma._tensor import Tensor, _copy_into, install_methods, new_empty, wrap_dim
 
 __all__ = ["cat", "concat", "concatenate", "stack", "hstack", "vstack", "row_stack", "dstack",
            "column_stack", "split", "chunk", "tensor_split", "hsplit", "vsplit", "dsplit"]

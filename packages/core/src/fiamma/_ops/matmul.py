@@ -13,12 +13,11 @@ int64 (wrapping like PyTorch), bool as OR of ANDs. Threads: ``fiamma._lib.lib``'
 import builtins
 import numbers
 
-from fiamma import _dtype as D
-from fiamma import _grad_hook as G
+from fiamma import _dtype as D, _grad_hook as G
 from fiamma._lib import check, lib
+from fiamma._ops._common import bcast_strides, broadcast_shapes
 from fiamma._storage import CPU
 from fiamma._tensor import Tensor, _copy_into, install_methods, new_empty
-from fiamma._ops._common import bcast_strides, broadcast_shapes, overlaps
 
 __all__ = ["matmul", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm",
            "addmv", "addr", "addbmm", "baddbmm"]

@@ -15,8 +15,7 @@ op, checks arguments, and casts the result to PyTorch's result dtype.
 import builtins
 import collections
 
-from fiamma import _dtype as D
-from fiamma import _grad_hook as G
+from fiamma import _dtype as D, _grad_hook as G
 from fiamma._lib import check, ffi, lib
 from fiamma._ops._common import cast, check_out
 from fiamma._storage import CPU
