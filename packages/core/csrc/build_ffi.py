@@ -42,8 +42,8 @@ def make_ffi():
         library_dirs=[libdir],
         libraries=[libname, "m"],
         extra_compile_args=["-O3", "-std=gnu11", "-fno-math-errno", "-fopenmp",
-                            "-Wall", "-Wno-unused-function"],
-        extra_link_args=["-fopenmp", "-Wl,-rpath,$ORIGIN/../scipy_openblas32/lib"],
+                            "-Wall", "-Wno-unused-function", "-g0"],
+        extra_link_args=["-fopenmp", "-Wl,-s", "-Wl,-rpath,$ORIGIN/../scipy_openblas32/lib"],
     )
     return ffi
 

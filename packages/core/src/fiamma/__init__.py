@@ -30,6 +30,10 @@ from fiamma._ops.join import *  # noqa: F401,F403
 from fiamma._ops.indexing import *  # noqa: F401,F403
 
 from fiamma._allocator import *  # noqa: F401,F403
+# (new op modules: one `from fiamma._ops.<area> import *` line each, above this comment)
+
+# submodules of core that are imported on first use (import time stays small)
+_SUBMODULES = {"linalg", "fft", "special", "multiprocessing", "safetensors", "utils"}
 
 # sibling distributions, imported on first use
 _SIBLINGS = {
@@ -43,6 +47,15 @@ _SIBLINGS = {
 
 
 def __getattr__(name):
+    if name in _SUBMODULES:
+        import importlib
+
+        try:
+            return importlib.import_module("fiamma." + name)
+        except ModuleNotFoundError as e:
+            if e.name != "fiamma." + name:
+                raise
+            raise AttributeError(f"module 'fiamma' has no attribute {name!r}") from None
     if name in _SIBLINGS:
         import importlib
 
