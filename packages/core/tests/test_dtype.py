@@ -193,9 +193,6 @@ def test_finfo_bfloat16_and_default():
         fiamma.finfo(I32)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG _dtype.py finfo: resolution is NumPy's float16/float32 "
-                   "value widened to a double (0.0010004..., 9.99999997e-07), PyTorch gives "
-                   "10**-precision (0.001, 1e-06)")
 def test_finfo_resolution_is_a_power_of_ten():
     assert fiamma.finfo(F16).resolution == 0.001
     assert fiamma.finfo(F32).resolution == 1e-06

@@ -457,13 +457,7 @@ OVERLAPS = {
 }
 
 
-_OVERLAP_BUG = pytest.mark.xfail(
-    strict=True, reason="BUG _tensor.py Tensor.copy_: no overlap check, a strided copy between "
-    "overlapping views reads elements it already overwrote (PyTorch raises)")
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_OVERLAP_BUG) if "strided" in n or
-                                  "transpose" in n else n for n in OVERLAPS])
+@pytest.mark.parametrize("name", list(OVERLAPS))
 def test_copy_between_overlapping_views_is_never_silently_wrong(name):
     """PyTorch raises for a copy_ between partially overlapping views; fiamma must either raise
     or give the answer of copying from a snapshot of the source."""
@@ -530,8 +524,6 @@ def test_to_variants():
         t.to("tpu")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG _dtype.py to_dtype maps Python float to the default "
-                   "dtype (PyTorch: float64), and Tensor.to rejects Python types positionally")
 def test_python_types_as_dtypes():
     t = fiamma.ones(2)
     assert t.to(int).dtype is fiamma.int64 and t.to(bool).dtype is fiamma.bool

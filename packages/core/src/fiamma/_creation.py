@@ -82,7 +82,7 @@ def from_array_copy(arr, dt):
         arr = arr.astype(np.float64 if arr.dtype.kind == "f" else np.int64)
     src_dt = D._FROM_NUMPY[arr.dtype]
     shape = tuple(arr.shape)  # before ascontiguousarray, which makes 0-d arrays 1-d
-    arr = np.ascontiguousarray(arr)
+    arr = np.require(arr, requirements=("C", "A"))
     out = new_empty(shape, dt)
     if out._numel:
         check(lib.fm_copy_contig(dt.code, src_dt.code, out._numel, out._ptr,

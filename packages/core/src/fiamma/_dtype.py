@@ -89,7 +89,7 @@ def to_dtype(obj, op="dtype"):
     if type(obj) is dtype:
         return obj
     if obj is builtins.float:
-        return get_default_dtype()
+        return float64  # PyTorch: a Python float type means double
     if obj is builtins.int:
         return int64
     if obj is builtins.bool:
@@ -220,7 +220,7 @@ class finfo:
             self.max = builtins.float(fi.max)
             self.min = builtins.float(fi.min)
             self.tiny = self.smallest_normal = builtins.float(fi.tiny)
-            self.resolution = builtins.float(fi.resolution)
+            self.resolution = 10.0 ** -builtins.int(fi.precision)
 
     def __repr__(self):
         return (f"finfo(resolution={self.resolution}, min={self.min:g}, max={self.max:g}, "

@@ -455,6 +455,12 @@ class Tensor:
             return self
         if src._shape != self._shape:
             src = src.expand(self._shape)
+        if src._storage is self._storage and src._numel and not (
+                src._ptr == self._ptr and src._stride == self._stride) and _ranges_meet(
+                self, src):
+            # partially overlapping views: copy from a snapshot so no element is read after
+            # it was overwritten (PyTorch raises here; a snapshot gives the intended answer)
+            src = src.clone()
         _copy_into(self, src)
         self._bump()
         if self.requires_grad or src.requires_grad:
@@ -474,6 +480,8 @@ class Tensor:
         for a in args:
             if isinstance(a, D.dtype):
                 dt = a
+            elif isinstance(a, builtins.type):
+                dt = a  # float/int/bool or a NumPy scalar type, resolved by to_dtype
             elif isinstance(a, Tensor):
                 dt, dev = a._dtype, a.device
             elif isinstance(a, (str, device, int)) and not isinstance(a, builtins.bool):
@@ -729,6 +737,17 @@ def new_empty(shape, dt, dev=CPU, zero=False):
 
 def empty_strided_like(x, dt=None):
     return new_empty(x._shape, dt or x._dtype, x._storage.device)
+
+
+def _ranges_meet(a, b):
+    """Whether the byte ranges spanned by two views (non-negative strides) intersect."""
+    def span(t):
+        last = builtins.sum((n - 1) * st for n, st in zip(t._shape, t._stride))
+        return t._ptr, t._ptr + (last + 1) * t._dtype.itemsize
+
+    a0, a1 = span(a)
+    b0, b1 = span(b)
+    return a0 < b1 and b0 < a1
 
 
 def _copy_into(dst, src):
