@@ -847,7 +847,7 @@ def _fast_binary(code, name, kind, fallback, scalar_first=False):
                 raise MemoryError(f"{name}: cannot allocate {nb} bytes on the CPU")
             rc = bc(code, dt.code, n, ptr, self._ptr, other._ptr)
             if rc:
-                free(ptr)
+                free(ptr, nb)
                 _raise(rc, name, dt)
             st = new(Storage)
             st.ptr = ptr
