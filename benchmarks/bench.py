@@ -237,7 +237,51 @@ def make_workloads(quick):
                                  _dir_mb(Path(np.__file__).parent),
                                  _dir_mb(Path(torch.__file__).parent) if torch else None)),
     ]
-    return w
+    return w + optim_workloads(quick)
+
+
+def optim_workloads(quick):
+    """Training-step workloads of the sibling packages that are installed."""
+    try:
+        from fiamma import optim
+    except (ImportError, AttributeError):
+        return [Workload("adam step (10M in 100)", "ms", None, None, targets=(("pt", 1.0),),
+                         check=False, direct=lambda: (None, None, None))]
+    rng = np.random.default_rng(1)
+    arrays = [rng.standard_normal(100_000, dtype=np.float32) for _ in range(100)]
+    grads = [rng.standard_normal(100_000, dtype=np.float32) * 1e-3 for _ in range(100)]
+    fp = [fiamma.tensor(x) for x in arrays]
+    for p, g in zip(fp, grads):
+        p.grad = fiamma.tensor(g)
+    fopt = optim.Adam(fp, lr=1e-3)
+
+    npp = [x.copy() for x in arrays]
+    nm = [np.zeros_like(x) for x in arrays]
+    nv = [np.zeros_like(x) for x in arrays]
+    nstep = [0]
+
+    def numpy_adam(b1=0.9, b2=0.999, lr=1e-3, eps=1e-8):
+        nstep[0] += 1
+        t = nstep[0]
+        for p, g, m, v in zip(npp, grads, nm, nv):
+            m *= b1
+            m += (1 - b1) * g
+            v *= b2
+            v += (1 - b2) * g * g
+            denom = np.sqrt(v)
+            denom /= np.sqrt(1 - b2 ** t)
+            denom += eps
+            p -= (lr / (1 - b1 ** t)) * m / denom
+
+    tstep = None
+    if torch is not None:
+        tp = [torch.tensor(x) for x in arrays]
+        for p, g in zip(tp, grads):
+            p.grad = torch.tensor(g)
+        topt = torch.optim.Adam(tp, lr=1e-3)  # PyTorch's default implementation on the CPU
+        tstep = topt.step
+    return [Workload("adam step (10M in 100)", "ms", fopt.step, numpy_adam, tstep,
+                     targets=(("pt", 1.0),), check=False, repeat=5 if quick else 10)]
 
 
 # ---- running and judging ----------------------------------------------------------------------

@@ -33,7 +33,7 @@ from fiamma._allocator import *  # noqa: F401,F403
 # (new op modules: one `from fiamma._ops.<area> import *` line each, above this comment)
 
 # submodules of core that are imported on first use (import time stays small)
-_SUBMODULES = {"linalg", "fft", "special", "multiprocessing", "safetensors", "utils"}
+_SUBMODULES = {"linalg", "fft", "special", "multiprocessing", "safetensors", "utils", "fused"}
 
 # sibling distributions, imported on first use
 _SIBLINGS = {
