@@ -10,6 +10,7 @@ import fiamma
 from fiamma import optim
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.parity
 
 
 def _trajectory(lib, name, kw, dtype, steps=60):
