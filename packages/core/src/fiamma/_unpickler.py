@@ -23,6 +23,10 @@ UnpicklingError = pickle.UnpicklingError
 _MAX_DIMS = 64
 
 
+class _Passthrough(Exception):
+    """Carries an error of the storage loader through ``load``'s corrupt-data handler."""
+
+
 class StorageType:
     """Stands for ``torch.<Name>Storage`` in a checkpoint (not callable: a marker only)."""
 
@@ -202,7 +206,12 @@ class RestrictedUnpickler(pickle._Unpickler):
             raise UnpicklingError(f"fiamma.load: malformed storage id {pid!r:.200}")
         if type(numel) is not int or numel < 0:
             raise UnpicklingError(f"fiamma.load: storage {key!r} has invalid size {numel!r}")
-        flat = self._load_storage(stype, key, location, numel, view)
+        try:
+            flat = self._load_storage(stype, key, location, numel, view)
+        except (UnpicklingError, RuntimeError):
+            raise
+        except Exception as e:  # e.g. a TypeError from a map_location callable: not corruption
+            raise _Passthrough(e) from None
         self._storages[id(flat)] = flat
         return flat
 
@@ -361,6 +370,8 @@ class RestrictedUnpickler(pickle._Unpickler):
             return super().load()
         except UnpicklingError:
             raise
+        except _Passthrough as p:
+            raise p.args[0] from None
         except EOFError:
             raise UnpicklingError("fiamma.load: the pickle data ends early (truncated "
                                   "file?)") from None
