@@ -69,6 +69,9 @@ class _TypeMarker:
     def __init__(self, name):
         self.name = name
 
+    def __repr__(self):
+        return self.name
+
 
 _TENSOR_TYPES = {("torch", "Tensor"): _TypeMarker("torch.Tensor"),
                  ("torch._tensor", "Tensor"): _TypeMarker("torch.Tensor"),
