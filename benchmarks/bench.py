@@ -163,9 +163,9 @@ class _Checkpoint:
 
     def paths(self):
         if self.dir is None:
+            import shutil
             import tempfile
             import weakref
-            import shutil
 
             self.dir = tempfile.mkdtemp(prefix="fiamma-bench-")
             weakref.finalize(self, shutil.rmtree, self.dir, True)

@@ -104,7 +104,8 @@ def legacy_bytes(obj, little=True):
 # ---- round trips -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dt", ALL_DTYPES, ids=dtype_id)
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=8, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(shape=shapes(max_dims=3), layout=st.sampled_from(LAYOUTS), seed=st.integers(0, 99))
 def test_roundtrip_every_dtype_and_layout(dt, shape, layout, seed):
     t, _ = make_pair(shape, dt, np.random.default_rng(seed), layout)

@@ -12,8 +12,7 @@ import collections
 import pickle
 import struct
 
-from fiamma import _dtype as D
-from fiamma import _grad_hook as G
+from fiamma import _dtype as D, _grad_hook as G
 from fiamma._storage import device as _device
 from fiamma._tensor import Size, Tensor
 
@@ -192,10 +191,13 @@ class RestrictedUnpickler(pickle._Unpickler):
                                                   name.startswith("complex")):
             raise UnpicklingError(f"fiamma.load: the checkpoint holds {module}.{name}, a type "
                                   "fiamma has no dtype for")
+        hint = ""
+        if module.startswith("torch.nn.") or module.startswith("torchvision."):
+            hint = "; this file holds a pickled model: save and load its state_dict() instead"
         raise UnpicklingError(
             f"fiamma.load: refusing to load global {module}.{name}: only tensors, storages, "
             "OrderedDict and plain containers can be loaded (loading never runs code from the "
-            "file)")
+            f"file){hint}")
 
     def persistent_load(self, pid):
         if type(pid) is not tuple or len(pid) not in (5, 6) or pid[0] != "storage":

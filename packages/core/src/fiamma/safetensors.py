@@ -145,7 +145,7 @@ def _parse(buf, size, name):
 
     try:
         header = json.loads(raw.decode("utf-8"), object_pairs_hook=no_duplicates)
-    except (UnicodeDecodeError, ValueError) as e:
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
         if isinstance(e, SafetensorError):
             raise
         raise SafetensorError(f"safetensors: {name}: invalid JSON header: {e}") from None

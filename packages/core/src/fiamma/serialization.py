@@ -135,7 +135,7 @@ def _pickle(obj, protocol):
 def _storage_bytes(st, dt):
     """A buffer over the storage's bytes (a whole number of elements), on the CPU."""
     from fiamma._lib import ffi
-    from fiamma._tensor import _init, Tensor
+    from fiamma._tensor import Tensor, _init
 
     numel = st.nbytes // dt.itemsize
     if st.device.type != "cpu":
