@@ -677,3 +677,48 @@ def test_real_efficientnet_checkpoint():
         assert list(sd) == list(ref)
         for k in ref:
             assert_same(sd[k], ref[k])
+
+
+def test_numpy_scalars(tmp_path):
+    # saved: as Python numbers; loaded (from pickles that hold them): as NumPy scalars
+    assert roundtrip([np.float32(0.5), np.int64(-3), np.bool_(True)]) == [0.5, -3, True]
+    path = tmp_path / "np.pt"
+    values = {"acc": np.float64(0.25), "n": np.int32(-7), "ok": np.bool_(False),
+              "h": np.float16(1.5), "big_endian": np.array([2.5], ">f8")[0]}
+    zip_with_pickle(path, pickle.dumps(values, protocol=2))
+    back = fiamma.load(path)
+    for k, v in values.items():
+        assert back[k] == v and back[k].dtype == v.dtype.newbyteorder("=")
+    zip_with_pickle(path, pickle.dumps({"arr": np.zeros(3)}, protocol=2))
+    with pytest.raises(pickle.UnpicklingError, match="multiarray._reconstruct"):
+        fiamma.load(path)
+    zip_with_pickle(path, b"\x80\x02" + _global("numpy", "dtype") + _str("O8") + b"\x85R.")
+    with pytest.raises(pickle.UnpicklingError, match="not a plain number type"):
+        fiamma.load(path)
+
+
+def test_forged_sizes_are_caught(tmp_path):
+    path = tmp_path / "ok.pt"
+    fiamma.save({"a": fiamma.arange(16)}, path)
+    raw = bytearray(path.read_bytes())
+    # the central directory claims a larger uncompressed size for data/0 than it stores
+    with zipfile.ZipFile(path) as z:
+        assert z.getinfo("ok/data/0").file_size == 128
+    i = raw.rfind(b"ok/data/0") - 46  # its central directory header
+    assert raw[i:i + 4] == b"PK\x01\x02"
+    struct.pack_into("<I", raw, i + 24, 1 << 30)
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(bytes(raw))
+    for mm in (False, True):
+        with pytest.raises(RuntimeError, match="claims|holds"):
+            fiamma.load(bad, mmap=mm)
+    data = bytearray(legacy_bytes({"a": fiamma.arange(4)}))
+    j = data.index(b"K\x04tQ")  # numel 4 in the persistent id -> 2**31 - 1
+    data[j:j + 2] = b"J" + struct.pack("<i", 2**31 - 1)
+    with pytest.raises(RuntimeError, match="larger than the file"):
+        fiamma.load(io.BytesIO(bytes(data)))
+
+
+@needs_torch
+def test_map_location_torch_device():
+    assert roundtrip(fiamma.ones(2), map_location=torch.device("cpu")).tolist() == [1.0, 1.0]

@@ -82,6 +82,9 @@ def make_placer(map_location):
     """``place(flat_cpu_tensor, location) -> flat tensor`` implementing ``map_location``."""
     if map_location is None:
         return lambda flat, loc: _move(flat, _as_device(loc, "saved location"), loc, True)
+    if not isinstance(map_location, (str, _device, dict)) and \
+            isinstance(getattr(map_location, "type", None), str):
+        map_location = str(map_location)  # e.g. a torch.device
     if isinstance(map_location, (str, _device)):
         dev = _as_device(map_location, "map_location")
         return lambda flat, loc: _move(flat, dev, loc, False)
@@ -205,6 +208,9 @@ class _ZipReader:
                                "(corrupt file?)")
         n, e = struct.unpack("<HH", h[26:30])
         off = zi.header_offset + 30 + n + e
+        if zi.compress_size != zi.file_size:  # a stored record is its own bytes
+            raise RuntimeError(f"fiamma.load: {self.name}: record {rname} claims {zi.file_size} "
+                               f"bytes but stores {zi.compress_size} (corrupt file?)")
         if off + zi.compress_size > self.file_size:
             raise RuntimeError(f"fiamma.load: {self.name}: record {rname} reaches past the end "
                                "of the file (truncated file?)")
@@ -292,13 +298,20 @@ def _load_legacy(fp, name, place, encoding):
     little = info.get("little_endian", True)
     swap = bool(little) != (sys.byteorder == "little")
 
-    roots = {}   # key -> [cpu flat tensor, the tensor data is read into]
+    roots = {}   # key -> the cpu flat tensor the storage's data is read into
     views = {}
+    pos = fp.tell()
+    fp.seek(0, 2)
+    file_size = fp.tell()
+    fp.seek(pos)
 
     def load_storage(stype, key, location, numel, view):
         dt = stype.dtype
         hit = roots.get(key)
         if hit is None:
+            if numel * dt.itemsize > file_size:
+                raise RuntimeError(f"fiamma.load: {name}: storage {key!r} of {numel} elements "
+                                   f"is larger than the file ({file_size} bytes; corrupt file?)")
             flat = flat_tensor(Storage(numel * dt.itemsize), dt, numel)
             target = place(flat, location)
             if target._storage.device.type != "cpu" or target._dtype is not dt:

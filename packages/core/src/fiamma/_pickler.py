@@ -9,6 +9,8 @@ directly (protocol 2 opcodes, valid in every later protocol; bytes use BINBYTES 
 import collections
 import struct
 
+import numpy as np
+
 from fiamma import _dtype as D
 from fiamma._storage import device as _device
 from fiamma._tensor import Size, Tensor
@@ -139,8 +141,10 @@ class CheckpointPickler:
                     self._int(obj.index)
                     w(_TUPLE2)
                 w(_REDUCE)
-            elif isinstance(obj, bool):
+            elif isinstance(obj, (bool, np.bool_)):
                 w(_TRUE if obj else _FALSE)
+            elif isinstance(obj, np.generic) and obj.dtype.kind in "iufc":
+                self.save(obj.item())  # NumPy scalars are saved as Python numbers
             elif isinstance(obj, int):
                 self._int(int(obj))
             elif isinstance(obj, float):

@@ -12,6 +12,8 @@ import collections
 import pickle
 import struct
 
+import numpy as np
+
 from fiamma import _dtype as D, _grad_hook as G
 from fiamma._storage import device as _device
 from fiamma._tensor import Size, Tensor
@@ -116,6 +118,25 @@ def _complex(real=0.0, imag=0.0):
     return complex(real, imag)
 
 
+# NumPy scalars (a checkpoint's `best_acc = np.float64(...)`): numpy.dtype of a plain code,
+# its byte-order state, and multiarray.scalar(dtype, bytes); nothing else of NumPy is allowed
+_NP_CODES = {"b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8", "c8", "c16"}
+
+
+def _np_dtype(code, align=False, copy=True):
+    if type(code) is not str or code not in _NP_CODES:
+        raise UnpicklingError(f"fiamma.load: numpy.dtype({code!r:.40}) is not a plain number "
+                              "type")
+    return np.dtype(code)
+
+
+def _np_scalar(dtype, data=None):
+    if not isinstance(dtype, np.dtype) or dtype.kind not in "biufc" or \
+            type(data) is not bytes or len(data) != dtype.itemsize:
+        raise UnpicklingError("fiamma.load: numpy scalar expects a number dtype and its bytes")
+    return np.frombuffer(data, dtype=dtype)[0]
+
+
 def _torch_size(dims=()):
     return Size(_int_tuple(dims, "torch.Size"))
 
@@ -163,6 +184,9 @@ class RestrictedUnpickler(pickle._Unpickler):
             ("builtins", "bytes"): _bytes,
             ("builtins", "bytearray"): _bytearray,
             ("_codecs", "encode"): _codecs_encode,
+            ("numpy", "dtype"): _np_dtype,
+            ("numpy.core.multiarray", "scalar"): _np_scalar,
+            ("numpy._core.multiarray", "scalar"): _np_scalar,
         }
         self._callables = {id(v): v for v in self._globals.values()
                            if not isinstance(v, (StorageType, _TypeMarker))}
@@ -298,6 +322,13 @@ class RestrictedUnpickler(pickle._Unpickler):
         stack = self.stack
         state = stack.pop()
         inst = stack[-1]
+        if isinstance(inst, np.dtype) and inst.str[1:] in _NP_CODES:
+            # a pickled dtype's state: (3, byte order, None, None, None, -1, -1, 0)
+            if type(state) is not tuple or len(state) != 8 or state[1] not in "<>|=" or \
+                    state[2:] != (None, None, None, -1, -1, 0):
+                raise UnpicklingError("fiamma.load: unsupported numpy dtype state")
+            stack[-1] = inst.newbyteorder(state[1]) if state[1] in "<>" else inst
+            return
         # only what a module's state_dict carries: OrderedDict attributes such as `_metadata`
         if type(inst) is not collections.OrderedDict or not (
                 state is None or (type(state) is dict and all(type(k) is str for k in state))):
