@@ -722,3 +722,23 @@ def test_forged_sizes_are_caught(tmp_path):
 @needs_torch
 def test_map_location_torch_device():
     assert roundtrip(fiamma.ones(2), map_location=torch.device("cpu")).tolist() == [1.0, 1.0]
+
+
+def test_rebuild_tensor_v3_untyped_storage(tmp_path):
+    # what PyTorch writes for dtypes without a typed storage class: bytes + the dtype
+    pid = (b"(" + _str("storage") + _global("torch.storage", "UntypedStorage") + _str("0")
+           + _str("cpu") + b"K\x18tQ")
+    payload = (b"\x80\x02" + _global("torch._utils", "_rebuild_tensor_v3") + b"(" + pid
+               + b"K\x01K\x02K\x02\x86K\x03K\x01\x86\x89" + _global("collections", "OrderedDict")
+               + b")R" + _global("torch", "float32") + b"tR.")
+    path = tmp_path / "v3.pt"
+    zip_with_pickle(path, payload, [("data/0", np.arange(6, dtype=np.float32).tobytes())])
+    assert fiamma.load(path).tolist() == [[1.0, 2.0], [4.0, 5.0]]
+
+
+@needs_torch
+@pytest.mark.parametrize("name", ["complex64", "uint16", "float8_e4m3fn"])
+def test_dtypes_fiamma_lacks_are_named(tmp_path, name):
+    torch.save({"x": torch.zeros(2, dtype=getattr(torch, name))}, tmp_path / "c.pt")
+    with pytest.raises(pickle.UnpicklingError, match="no dtype for"):
+        fiamma.load(tmp_path / "c.pt")

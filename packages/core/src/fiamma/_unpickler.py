@@ -16,7 +16,7 @@ import numpy as np
 
 from fiamma import _dtype as D, _grad_hook as G
 from fiamma._storage import device as _device
-from fiamma._tensor import Size, Tensor
+from fiamma._tensor import Size, Tensor, _init
 
 __all__ = ["RestrictedUnpickler", "StorageType", "STORAGE_TYPES_BY_NAME"]
 
@@ -49,9 +49,12 @@ _STORAGE_DTYPES = {
 # PyTorch storage/dtype names fiamma has no dtype for: refused with a clear message
 _UNSUPPORTED_STORAGES = {"ComplexFloatStorage", "ComplexDoubleStorage", "QInt8Storage",
                          "QUInt8Storage", "QInt32Storage", "QUInt4x2Storage", "QUInt2x4Storage",
-                         "UInt16Storage", "UInt32Storage", "UInt64Storage", "UntypedStorage",
+                         "UInt16Storage", "UInt32Storage", "UInt64Storage",
                          "ComplexHalfStorage"}
 STORAGE_TYPES_BY_NAME = {n: StorageType(n, d) for n, d in _STORAGE_DTYPES.items()}
+_UNTYPED = StorageType("UntypedStorage", D.uint8)  # bytes; _rebuild_tensor_v3 names the dtype
+_UNSUPPORTED_DTYPE_PREFIXES = ("complex", "cfloat", "cdouble", "chalf", "uint16", "uint32",
+                               "uint64", "float8", "float4", "qint", "quint", "bits")
 _CUDA_STORAGE_TYPES = {n: StorageType(n, d, True) for n, d in _STORAGE_DTYPES.items()}
 _TORCH_DTYPES = {
     "bool": D.bool, "uint8": D.uint8, "int8": D.int8, "int16": D.int16, "short": D.int16,
@@ -172,6 +175,7 @@ class RestrictedUnpickler(pickle._Unpickler):
         self._globals = {
             ("collections", "OrderedDict"): collections.OrderedDict,
             ("torch._utils", "_rebuild_tensor_v2"): self._rebuild_tensor_v2,
+            ("torch._utils", "_rebuild_tensor_v3"): self._rebuild_tensor_v3,
             ("torch._utils", "_rebuild_tensor"): self._rebuild_tensor,
             ("torch._utils", "_rebuild_parameter"): self._rebuild_parameter,
             ("torch._utils", "_rebuild_parameter_with_state"): self._rebuild_parameter_with_state,
@@ -192,7 +196,7 @@ class RestrictedUnpickler(pickle._Unpickler):
                            if not isinstance(v, (StorageType, _TypeMarker))}
         g = self._globals
         self._rebuilders = {id(g["torch._utils", n]) for n in (
-            "_rebuild_tensor_v2", "_rebuild_tensor", "_rebuild_parameter",
+            "_rebuild_tensor_v2", "_rebuild_tensor_v3", "_rebuild_tensor", "_rebuild_parameter",
             "_rebuild_parameter_with_state")}
 
     # ---- globals -----------------------------------------------------------------------------
@@ -207,12 +211,14 @@ class RestrictedUnpickler(pickle._Unpickler):
                 return STORAGE_TYPES_BY_NAME[name]
             if name in _TORCH_DTYPES:
                 return _TORCH_DTYPES[name]
+        if (module, name) in (("torch", "UntypedStorage"), ("torch.storage", "UntypedStorage")):
+            return _UNTYPED
         if module == "torch.cuda" and name in _CUDA_STORAGE_TYPES:
             return _CUDA_STORAGE_TYPES[name]
         if (module, name) in _TENSOR_TYPES:
             return _TENSOR_TYPES[(module, name)]
-        if module in ("torch", "torch.cuda") and (name in _UNSUPPORTED_STORAGES or
-                                                  name.startswith("complex")):
+        if module in ("torch", "torch.cuda") and (
+                name in _UNSUPPORTED_STORAGES or name.startswith(_UNSUPPORTED_DTYPE_PREFIXES)):
             raise UnpicklingError(f"fiamma.load: the checkpoint holds {module}.{name}, a type "
                                   "fiamma has no dtype for")
         hint = ""
@@ -269,6 +275,24 @@ class RestrictedUnpickler(pickle._Unpickler):
 
     def _rebuild_tensor_v2(self, storage, storage_offset, size, stride, requires_grad=False,
                            backward_hooks=None, metadata=None):
+        t = self._rebuild_tensor(storage, storage_offset, size, stride)
+        return self._grad(t, requires_grad)
+
+    def _rebuild_tensor_v3(self, storage, storage_offset, size, stride, requires_grad,
+                           backward_hooks, dtype, metadata=None):
+        # an untyped (byte) storage and the tensor's dtype
+        if type(dtype) is not D.dtype:
+            raise UnpicklingError(f"fiamma.load: _rebuild_tensor_v3 expects a dtype, got "
+                                  f"{dtype!r:.50}")
+        if id(storage) not in self._storages or self._storages[id(storage)] is not storage:
+            raise UnpicklingError("fiamma.load: a tensor is rebuilt from something that is not "
+                                  "a storage of this checkpoint")
+        if storage._dtype is not dtype:
+            nbytes = storage._numel * storage._dtype.itemsize
+            typed = object.__new__(Tensor)
+            _init(typed, storage._storage, dtype, (nbytes // dtype.itemsize,), (1,),
+                  storage._offset * storage._dtype.itemsize // dtype.itemsize, True)
+            self._storages[id(typed)] = storage = typed
         t = self._rebuild_tensor(storage, storage_offset, size, stride)
         return self._grad(t, requires_grad)
 
