@@ -128,6 +128,8 @@ def load_from(fp, name, place, mmap, encoding):
     start = fp.tell()
     head = fp.read(512)
     fp.seek(start)
+    if not isinstance(head, (bytes, bytearray)):
+        raise TypeError(f"fiamma.load: {name} must be opened in binary mode ('rb')")
     if not head:
         raise RuntimeError(f"fiamma.load: {name} is empty")
     if head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
