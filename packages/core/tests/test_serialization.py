@@ -559,6 +559,11 @@ def test_interrupted_save_keeps_the_old_file(tmp_path, monkeypatch, exc):
     assert fiamma.load(path)["v"].tolist() == [3.0]
 
 
+def test_save_into_missing_folder(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        fiamma.save(1, tmp_path / "nope" / "a.pt")
+
+
 def test_save_through_a_symlink(tmp_path):
     target = tmp_path / "real.pt"
     link = tmp_path / "link.pt"

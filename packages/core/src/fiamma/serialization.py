@@ -60,6 +60,9 @@ class atomic_write:
         self.fp = None
 
     def __enter__(self):
+        folder = os.path.dirname(self.tmp)
+        if not os.path.isdir(folder):
+            raise FileNotFoundError(f"cannot write {self.path}: folder {folder} does not exist")
         fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
                      0o666)
         self.fp = os.fdopen(fd, "wb")
