@@ -104,6 +104,8 @@ def einsum(equation, *operands):
     for i, (s, t) in enumerate(zip(subs, operands)):
         labels, ne = _parse_subscripts(s, i, len(t._shape))
         nell = builtins.max(nell, ne)
+        for c in labels:  # counted before diagonals merge repeats ('ii' sums)
+            count[c] = count.get(c, 0) + 1
         x = t
         # repeated labels within one operand: take the diagonal (a view)
         seen = {}
@@ -132,7 +134,6 @@ def einsum(equation, *operands):
                 raise RuntimeError(f"einsum(): operands do not broadcast with remapped shapes "
                                    f"(original->remapped): {what} has size {prev} in one operand "
                                    f"and {n} in operand {i}")
-            count[c] = count.get(c, 0) + 1
         ops.append(_Op(x, labels))
     if arrow:
         out = _parse_output(rhs, sizes, nell)
@@ -266,15 +267,15 @@ def _pair(a, b, need, sizes):
     M, K, N = math.prod(ms), math.prod(ks), math.prod(ns)
     if M == 1 and N == 1 and nb_:
         # a batch of dot products: elementwise product and a sum beat tiny matmuls
-        prod = ta.reshape(bsa + (K,)) * tb.reshape(bsb + (K,))
+        prod = _rs(ta, bsa + (K,)) * _rs(tb, bsb + (K,))
         r = prod.sum(-1)
-        res_shape = r._shape + ms + ns
-        return _Op(r.reshape(res_shape), batch + m + n)
-    A = ta.reshape(bsa + (M, K))
-    B = tb.reshape(bsb + (K, N))
-    r = A.matmul(B)
-    rb = r._shape[:nb_]
-    return _Op(r.reshape(rb + ms + ns), batch + m + n)
+        return _Op(_rs(r, r._shape + ms + ns), batch + m + n)
+    r = _rs(ta, bsa + (M, K)).matmul(_rs(tb, bsb + (K, N)))
+    return _Op(_rs(r, r._shape[:nb_] + ms + ns), batch + m + n)
+
+
+def _rs(t, shape):
+    return t if t._shape == shape else t.reshape(shape)
 
 
 def _outer(ta, la, tb, lb, batch, m, n):
