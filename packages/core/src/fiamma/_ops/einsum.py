@@ -9,9 +9,9 @@ greedy path: the pair whose result is smallest relative to its inputs.
 """
 
 import builtins
+import functools
 import math
 
-from fiamma import _dtype as D
 from fiamma._ops._common import broadcast_shapes
 from fiamma._tensor import Tensor, wrap_dim
 
@@ -89,41 +89,17 @@ def einsum(equation, *operands):
     for i, t in enumerate(operands):
         if not isinstance(t, Tensor):
             raise TypeError(f"einsum(): operand {i} must be a Tensor, got {type(t).__name__}")
-    eq = equation.replace(" ", "")
-    lhs, arrow, rhs = eq.partition("->")
-    subs = lhs.split(",")
-    if len(subs) != len(operands):
-        raise RuntimeError(f"einsum(): {len(subs)} operands in the equation '{equation}' but "
-                           f"{len(operands)} tensors were given")
-    if not operands:
-        raise RuntimeError("einsum(): must provide at least one operand")
+    if len(operands) == 2:
+        plan = _PLANS.get((equation, operands[0]._shape, operands[1]._shape))
+        if plan is not None:
+            return _replay(plan, operands[0], operands[1])
+    labels_of, out = _parse(equation, tuple(len(t._shape) for t in operands))
     ops = []
     sizes = {}
-    count = {}
-    nell = 0
-    for i, (s, t) in enumerate(zip(subs, operands)):
-        labels, ne = _parse_subscripts(s, i, len(t._shape))
-        nell = builtins.max(nell, ne)
-        for c in labels:  # counted before diagonals merge repeats ('ii' sums)
-            count[c] = count.get(c, 0) + 1
+    for i, (labels, t) in enumerate(zip(labels_of, operands)):
         x = t
-        # repeated labels within one operand: take the diagonal (a view)
-        seen = {}
-        for j, c in enumerate(labels):
-            if c in seen:
-                a = seen[c]
-                if x._shape[a] != x._shape[j]:
-                    raise RuntimeError(f"einsum(): subscript {c} is repeated for operand {i} but "
-                                       f"the sizes don't match, {x._shape[a]} != {x._shape[j]}")
-            else:
-                seen[c] = j
-        while len(seen) != len(labels):
-            for j, c in enumerate(labels):
-                a = labels.index(c)
-                if a != j:
-                    x = x.diagonal(0, a, j).movedim(-1, a)
-                    labels = labels[:j] + labels[j + 1:]
-                    break
+        if len(set(labels)) != len(labels):
+            x, labels = _diagonals(x, list(labels), i)
         for j, c in enumerate(labels):
             n = x._shape[j]
             prev = sizes.get(c)
@@ -134,16 +110,88 @@ def einsum(equation, *operands):
                 raise RuntimeError(f"einsum(): operands do not broadcast with remapped shapes "
                                    f"(original->remapped): {what} has size {prev} in one operand "
                                    f"and {n} in operand {i}")
-        ops.append(_Op(x, labels))
-    if arrow:
-        out = _parse_output(rhs, sizes, nell)
-    else:
-        letters = sorted(c for c in count if isinstance(c, str) and count[c] == 1)
-        out = list(range(nell - 1, -1, -1)) + letters
+        ops.append(_Op(x, list(labels)))
+    if len(ops) == 2 and ops[0].t is operands[0] and ops[1].t is operands[1]:
+        trace = []
+        res = _contract(ops, out, sizes, trace)
+        if len(trace) == 1 and len(_PLANS) < 1024:
+            _PLANS[(equation, operands[0]._shape, operands[1]._shape)] = trace[0]
+        return res
     return _contract(ops, out, sizes)
 
 
-def _parse_output(rhs, sizes, nell):
+# (equation, shape a, shape b) -> the views and the one matmul a two-operand einsum made
+_PLANS = {}
+
+
+def _replay(plan, a, b):
+    pa, sa, pb, sb, sr, perm = plan
+    if pa is not None:
+        a = a.permute(pa)
+    if sa is not None:
+        a = a.reshape(sa)
+    if pb is not None:
+        b = b.permute(pb)
+    if sb is not None:
+        b = b.reshape(sb)
+    r = a.matmul(b)
+    if sr is not None:
+        r = r.reshape(sr)
+    if perm is not None:
+        r = r.permute(perm)
+    return r
+
+
+@functools.lru_cache(maxsize=512)
+def _parse(equation, ndims):
+    """(labels of each operand, output labels) for an equation and the operands' ndims."""
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    subs = lhs.split(",")
+    if len(subs) != len(ndims):
+        raise RuntimeError(f"einsum(): {len(subs)} operands in the equation '{equation}' but "
+                           f"{len(ndims)} tensors were given")
+    if not ndims:
+        raise RuntimeError("einsum(): must provide at least one operand")
+    labels_of = []
+    count = {}
+    nell = 0
+    for i, (s, nd) in enumerate(zip(subs, ndims)):
+        labels, ne = _parse_subscripts(s, i, nd)
+        nell = builtins.max(nell, ne)
+        for c in labels:  # counted before diagonals merge repeats ('ii' sums)
+            count[c] = count.get(c, 0) + 1
+        labels_of.append(tuple(labels))
+    if arrow:
+        out = _parse_output(rhs, count, nell)
+    else:
+        letters = sorted(c for c in count if isinstance(c, str) and count[c] == 1)
+        out = list(range(nell - 1, -1, -1)) + letters
+    return tuple(labels_of), tuple(out)
+
+
+def _diagonals(x, labels, i):
+    """Merge repeated labels of one operand by taking diagonals (views)."""
+    seen = {}
+    for j, c in enumerate(labels):
+        if c in seen:
+            a = seen[c]
+            if x._shape[a] != x._shape[j]:
+                raise RuntimeError(f"einsum(): subscript {c} is repeated for operand {i} but "
+                                   f"the sizes don't match, {x._shape[a]} != {x._shape[j]}")
+        else:
+            seen[c] = j
+    while len(seen) != len(labels):
+        for j, c in enumerate(labels):
+            a = labels.index(c)
+            if a != j:
+                x = x.diagonal(0, a, j).movedim(-1, a)
+                labels = labels[:j] + labels[j + 1:]
+                break
+    return x, labels
+
+
+def _parse_output(rhs, count, nell):
     out = []
     i = 0
     has_ell = False
@@ -162,14 +210,11 @@ def _parse_output(rhs, sizes, nell):
         if c in out:
             raise RuntimeError(f"einsum(): output subscript {c} appears more than once in the "
                                "output")
-        if c not in sizes:
+        if c not in count:
             raise RuntimeError(f"einsum(): output subscript {c} does not appear in the equation "
                                "for any input operand")
         out.append(c)
         i += 1
-    if not has_ell and nell:
-        # ellipsis dims not in the output are summed (PyTorch); keep none of them
-        pass
     return out
 
 
@@ -180,7 +225,9 @@ def _sum_labels(o, drop):
     return _Op(o.t.sum(dims), [c for c in o.labels if c not in drop])
 
 
-def _contract(ops, out, sizes):
+def _contract(ops, out, sizes, trace=None):
+    """Contract the operands down to the output. ``trace`` (a list) receives the plan of a
+    two-operand contraction that was exactly views + one matmul (nothing summed or expanded)."""
     out_set = set(out)
 
     def needed_elsewhere(skip):
@@ -193,25 +240,36 @@ def _contract(ops, out, sizes):
     # labels only one operand uses and the output does not: sum them right away
     for k in range(len(ops)):
         need = needed_elsewhere({k})
-        ops[k] = _sum_labels(ops[k], {c for c in ops[k].labels if c not in need})
+        drop = {c for c in ops[k].labels if c not in need}
+        if drop:
+            trace = None
+            ops[k] = _sum_labels(ops[k], drop)
     while len(ops) > 1:
         if len(ops) == 2:
             i, j = 0, 1
         else:
             i, j = _greedy_pair(ops, sizes, out_set)
         need = needed_elsewhere({i, j})
-        res = _pair(ops[i], ops[j], need, sizes)
+        res = _pair(ops[i], ops[j], need, sizes, trace)
         ops = [o for k, o in enumerate(ops) if k not in (i, j)] + [res]
     o = ops[0]
-    o = _sum_labels(o, {c for c in o.labels if c not in out_set})
+    drop = {c for c in o.labels if c not in out_set}
+    o = _sum_labels(o, drop)
     t = o.t
     # size-1 broadcast labels that another operand had larger were dropped or kept at 1
     shape = tuple(sizes[c] for c in out)
     perm = [o.labels.index(c) for c in out]
     if perm != list(range(len(perm))):
         t = t.permute(perm)
+    else:
+        perm = None
     if t._shape != shape:
         t = t.expand(shape)
+        drop = True
+    if trace and not drop:
+        trace[0] = trace[0] + (perm,)
+    elif trace:
+        trace.clear()
     return t
 
 
@@ -234,7 +292,7 @@ def _greedy_pair(ops, sizes, out_set):
     return best[2], best[3]
 
 
-def _pair(a, b, need, sizes):
+def _pair(a, b, need, sizes, trace=None):
     """Contract two operands, keeping the labels in ``need``."""
     la, lb = a.labels, b.labels
     sb = set(lb)
@@ -246,6 +304,7 @@ def _pair(a, b, need, sizes):
     for c in list(contr):
         na, nb = ta._shape[la.index(c)], tb._shape[lb.index(c)]
         if na != nb:
+            trace = None
             if na == 1:
                 tb = tb.sum(lb.index(c), keepdim=True)
             else:
@@ -268,10 +327,23 @@ def _pair(a, b, need, sizes):
     if M == 1 and N == 1 and nb_:
         # a batch of dot products: elementwise product and a sum beat tiny matmuls
         prod = _rs(ta, bsa + (K,)) * _rs(tb, bsb + (K,))
-        r = prod.sum(-1)
+        if prod._dtype.kind == 2 and K > 1:  # BLAS gemv sums rows faster than a reduction
+            from fiamma._creation import ones
+
+            r = prod.matmul(ones(K, dtype=prod._dtype))
+        else:
+            r = prod.sum(-1)
         return _Op(_rs(r, r._shape + ms + ns), batch + m + n)
-    r = _rs(ta, bsa + (M, K)).matmul(_rs(tb, bsb + (K, N)))
-    return _Op(_rs(r, r._shape[:nb_] + ms + ns), batch + m + n)
+    A = _rs(ta, bsa + (M, K))
+    B = _rs(tb, bsb + (K, N))
+    r = A.matmul(B)
+    r2 = _rs(r, r._shape[:nb_] + ms + ns)
+    if trace is not None:
+        ident = list(range(len(pa)))
+        trace.append((None if pa == ident else tuple(pa), None if A is ta else A._shape,
+                      None if pb == ident else tuple(pb), None if B is tb else B._shape,
+                      None if r2 is r else r2._shape))
+    return _Op(r2, batch + m + n)
 
 
 def _rs(t, shape):

@@ -416,8 +416,9 @@ def _tri(op, input, diagonal, out, upper):
                            f"{len(x._shape)}")
     k = _index(diagonal)
     m, n = x._shape[-2:]
-    diff = np.arange(n)[None, :] - np.arange(m)[:, None]
-    keep = _from_np(diff >= k if upper else diff <= k)
+    # np.tri builds the boolean mask directly (no int intermediate)
+    keep = np.tri(m, n, k - 1, dtype=bool) if upper else np.tri(m, n, k, dtype=bool)
+    keep = _from_np(~keep if upper else keep)
     from fiamma._ops.elementwise import where
 
     zero = new_empty((), x._dtype, zero=True)
