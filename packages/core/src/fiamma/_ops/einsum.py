@@ -89,6 +89,9 @@ def einsum(equation, *operands):
     for i, t in enumerate(operands):
         if not isinstance(t, Tensor):
             raise TypeError(f"einsum(): operand {i} must be a Tensor, got {type(t).__name__}")
+        if t._dtype is not operands[0]._dtype:
+            raise RuntimeError(f"einsum(): expected all operands to have the same dtype, but "
+                               f"operand 0 is {operands[0]._dtype} and operand {i} is {t._dtype}")
     if len(operands) == 2:
         plan = _PLANS.get((equation, operands[0]._shape, operands[1]._shape))
         if plan is not None:
@@ -384,6 +387,9 @@ def tensordot(a, b, dims=2, out=None):
     for name, t in (("a", a), ("b", b)):
         if not isinstance(t, Tensor):
             raise TypeError(f"{op}: expected {name} to be a Tensor, got {type(t).__name__}")
+    if a._dtype is not b._dtype:
+        raise RuntimeError(f"{op}: both inputs should have same dtype, got {a._dtype} and "
+                           f"{b._dtype}")
     na, nb = len(a._shape), len(b._shape)
     if isinstance(dims, Tensor):
         dims = dims.tolist()

@@ -1,12 +1,13 @@
-"""Shape utilities with PyTorch's names and semantics: flip/roll/rot90, repeat/tile,
-tril/triu, diagonals, broadcasting helpers, meshgrid, movedim, atleast_nd, one_hot, block_diag,
-cartesian_prod, combinations, vander, trace. pad lives in ``_ops/pad.py``; einsum, tensordot,
-kron, cross and cdist in ``_ops/einsum.py`` (both re-exported here).
+"""Shape utilities with PyTorch's names and semantics, the copying ones: flip / fliplr /
+flipud, roll, rot90, repeat (Tensor method), tile, repeat_interleave, tril / triu (and tril_ /
+triu_), diag, diag_embed, diagflat. This module also gathers the public names of the other
+shape modules (one import line in fiamma/__init__): views in ``shape_views`` (diagonal,
+broadcast_*, meshgrid, movedim, swapaxes, atleast_nd, trace), builders in ``shape_build``
+(tril/triu_indices, one_hot, block_diag, cartesian_prod, combinations, vander), ``pad`` and
+the contractions in ``einsum`` (einsum, tensordot, kron, cross, cdist).
 
-Views (diagonal, broadcast_to, broadcast_tensors, meshgrid, movedim, swapaxes, atleast_nd)
-share storage and record through ``Tensor._view``. Copies are one strided ``fm_copy`` each
-(negative strides are fine inside the C copy, so flip/rot90 cost one pass) and record their own
-op name for autograd (see ``_rec``); the rest are compositions of ops that already record.
+Each copy here is one strided ``fm_copy`` (negative strides are fine inside the C copy, so
+flip and rot90 cost one pass) and records its own op name for autograd (see ``_rec``).
 """
 
 import builtins
@@ -16,97 +17,30 @@ import operator
 import numpy as np
 
 from fiamma import _dtype as D, _grad_hook as G
-from fiamma._lib import check, ffi, lib
-from fiamma._ops import _common as C
-from fiamma._ops.einsum import __all__ as _einsum_all, cdist, cross, einsum, kron, tensordot
-from fiamma._ops.pad import pad
-from fiamma._storage import CPU
-from fiamma._tensor import Size, Tensor, _shape_arg, install_methods, new_empty, wrap_dim
+from fiamma._lib import lib
+from fiamma._ops import _common as C, einsum as _E, pad as _P, shape_build as _B, shape_views as _V
+from fiamma._ops.einsum import cross, kron
+from fiamma._ops.shape_views import (
+    _copy_raw,
+    _cpu,
+    _diag_dims,
+    _diag_layout,
+    _dims_list,
+    _from_np,
+    _int_tuple,
+    _rec,
+    _t,
+    _take,
+    diagonal,
+    movedim,
+    trace,
+)
+from fiamma._tensor import Tensor, _shape_arg, install_methods, new_empty, wrap_dim
 
-__all__ = [
-    "flip", "fliplr", "flipud", "roll", "rot90", "repeat_interleave", "tile", "tril", "triu",
-    "tril_indices", "triu_indices", "diag", "diagonal", "diag_embed", "diagflat", "broadcast_to",
-    "broadcast_tensors", "broadcast_shapes", "meshgrid", "movedim", "moveaxis", "swapaxes",
-    "swapdims", "atleast_1d", "atleast_2d", "atleast_3d", "pad", "one_hot", "block_diag",
-    "cartesian_prod", "combinations", "vander", "trace", *_einsum_all,
-]
+__all__ = ["flip", "fliplr", "flipud", "roll", "rot90", "repeat_interleave", "tile", "tril",
+           "triu", "diag", "diag_embed", "diagflat"]
 
 _index = operator.index
-_copy_c = lib.fm_copy
-_gather_c = lib.fm_index_gather
-
-
-# ---- helpers ---------------------------------------------------------------------------------
-
-def _t(x, op, name="input"):
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{op}: expected {name} to be a Tensor, got {type(x).__name__}")
-    return x
-
-
-def _cpu(x, op):
-    if x._storage.device is not CPU:
-        raise RuntimeError(f"{op}: not implemented for tensors on {x._storage.device}")
-    return x
-
-
-def _rec(op, out, inputs, kwargs):
-    """Record ``op`` for autograd when a tensor input (or one inside a tuple input) needs grad."""
-    for t in inputs:
-        if isinstance(t, Tensor):
-            if t.requires_grad:
-                break
-        elif isinstance(t, (tuple, list)) and builtins.any(
-                isinstance(u, Tensor) and u.requires_grad for u in t):
-            break
-    else:
-        return out
-    G.record(op, out, inputs, kwargs)
-    return out
-
-
-def _copy_raw(op, dt, shape, optr, ostride, iptr, istride):
-    """Same-dtype strided copy of raw layouts (strides may be negative on the input side)."""
-    for s in shape:
-        if s == 0:
-            return
-    check(_copy_c(dt.code, dt.code, len(shape), shape, optr, ostride, iptr, istride), op)
-
-
-def _dims_list(dims, nd, op):
-    if isinstance(dims, (tuple, list)):
-        ds = tuple(wrap_dim(d, nd, op) for d in dims)
-    else:
-        ds = (wrap_dim(dims, nd, op),)
-    if len(set(ds)) != len(ds):
-        d = next(d for d in ds if ds.count(d) > 1)
-        raise RuntimeError(f"{op}: dim {d} appears multiple times in the list of dims")
-    return ds
-
-
-def _take(x, d, idx, op):
-    """``x`` indexed along dim ``d`` by the int64 tensor ``idx`` (values already known to be in
-    range): shape ``x.shape[:d] + idx.shape + x.shape[d+1:]`` (index_select generalised)."""
-    xs = x._shape
-    nd = len(xs)
-    shape = xs[:d] + idx._shape + xs[d + 1:]
-    out = new_empty(shape, x._dtype, x._storage.device)
-    if out._numel == 0:
-        return out
-    k = len(idx._shape)
-    ssrc = x._stride[:d] + (0,) * k + x._stride[d + 1:]
-    sidx = (0,) * d + idx._stride + (0,) * (nd - d - 1)
-    bad = ffi.new("int64_t[2]")
-    check(_gather_c(x._dtype.code, len(shape), shape, out._ptr, out._stride, x._ptr, ssrc, 1,
-                    [idx._ptr], sidx, [xs[d]], [x._stride[d]], bad), op)
-    return out
-
-
-def _from_np(a):
-    from fiamma._interop import from_numpy
-
-    return from_numpy(np.ascontiguousarray(a))
-
 
 # ---- flip / roll / rot90 ---------------------------------------------------------------------
 
@@ -159,15 +93,6 @@ def flipud(input):
     if len(_t(input, "flipud")._shape) < 1:
         raise RuntimeError("flipud: Input must be >= 1-d, got 0-d")
     return flip(input, (0,))
-
-
-def _int_tuple(v, op, name):
-    if isinstance(v, (tuple, list)):
-        return tuple(_index(s) for s in v)
-    try:
-        return (_index(v),)
-    except TypeError:
-        raise TypeError(f"{op}: {name} must be an int or a tuple of ints, got {v!r}") from None
 
 
 def roll(input, shifts, dims=None):
@@ -460,78 +385,6 @@ def _tri_inplace(op, upper):
     return method
 
 
-def _tri_indices(op, row, col, offset, dtype, upper):
-    row, col, offset = _index(row), _index(col), _index(offset)
-    if row < 0 or col < 0:
-        raise RuntimeError(f"{op}: row and col must be non-negative, got row={row}, col={col}")
-    dt = D.int64 if dtype is None else D.to_dtype(dtype, op)
-    if dt not in (D.int64, D.int32):
-        raise RuntimeError(f"{op}: dtype must be int64 or int32, got {dt}")
-    f = np.triu_indices if upper else np.tril_indices
-    r, c = f(row, offset, col)
-    return _from_np(np.stack([r, c]).astype(np.int64)).to(dt)
-
-
-def tril_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
-    """The (2, N) coordinates of the lower triangle of a ``row`` x ``col`` matrix, row-major.
-
-    >>> import fiamma
-    >>> fiamma.tril_indices(2, 2).tolist()
-    [[0, 1, 1], [0, 0, 1]]
-    """
-    return _to_device(_tri_indices("tril_indices", row, col, offset, dtype, False), device)
-
-
-def triu_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
-    """The (2, N) coordinates of the upper triangle of a ``row`` x ``col`` matrix, row-major."""
-    return _to_device(_tri_indices("triu_indices", row, col, offset, dtype, True), device)
-
-
-def _to_device(t, device):
-    return t if device is None else t.to(device)
-
-
-# ---- diagonals -------------------------------------------------------------------------------
-
-def _diag_layout(shape, stride, offset, d1, d2, base):
-    n1, n2 = shape[d1], shape[d2]
-    if offset >= 0:
-        ln = builtins.max(0, builtins.min(n1, n2 - offset))
-        start = base + offset * stride[d2]
-    else:
-        ln = builtins.max(0, builtins.min(n1 + offset, n2))
-        start = base - offset * stride[d1]
-    if ln == 0:
-        start = base
-    keep = [i for i in range(len(shape)) if i not in (d1, d2)]
-    return (tuple(shape[i] for i in keep) + (ln,),
-            tuple(stride[i] for i in keep) + (stride[d1] + stride[d2],), start)
-
-
-def _diag_dims(nd, dim1, dim2, op):
-    if nd < 2:
-        raise RuntimeError(f"{op}: expected a tensor with at least 2 dimensions, got {nd}")
-    d1, d2 = wrap_dim(dim1, nd, op), wrap_dim(dim2, nd, op)
-    if d1 == d2:
-        raise RuntimeError(f"{op}: diagonal dimensions cannot be identical {dim1}, {dim2}")
-    return d1, d2
-
-
-def diagonal(input, offset=0, dim1=0, dim2=1):
-    """The diagonal of ``input`` over ``dim1`` and ``dim2`` as a VIEW (shares storage): those
-    dims are removed and the diagonal is appended as the last dim. ``offset`` > 0 is above
-    the main diagonal.
-
-    >>> import fiamma
-    >>> fiamma.arange(9).reshape(3, 3).diagonal(1).tolist()
-    [1, 5]
-    """
-    x = _t(input, "diagonal")
-    d1, d2 = _diag_dims(len(x._shape), dim1, dim2, "diagonal")
-    shape, stride, off = _diag_layout(x._shape, x._stride, _index(offset), d1, d2, x._offset)
-    return x._view(shape, stride, off, op="diagonal")
-
-
 def diag(input, diagonal=0, *, out=None):
     """1-D input: a square matrix with ``input`` on the ``diagonal``-th diagonal. 2-D input:
     a copy of that diagonal as a 1-D tensor.
@@ -546,7 +399,7 @@ def diag(input, diagonal=0, *, out=None):
     if nd == 1:
         res = _embed(x.detach(), k, 0, 1)
     elif nd == 2:
-        v = globals()["diagonal"](x.detach(), k)
+        v = _V.diagonal(x.detach(), k)
         res = new_empty(v._shape, x._dtype)
         _copy_raw("diag", x._dtype, v._shape, res._ptr, res._stride, v._ptr, v._stride)
     else:
@@ -600,314 +453,6 @@ def diagflat(input, offset=0):
     return _rec("diagflat", res, (input,), {"offset": k})
 
 
-def trace(input):
-    """Sum of the main diagonal of a 2-D tensor (integers sum in int64)."""
-    x = _t(input, "trace")
-    if len(x._shape) != 2:
-        raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {len(x._shape)}")
-    return diagonal(x).sum()
-
-
-# ---- broadcasting ----------------------------------------------------------------------------
-
-def broadcast_to(input, size):
-    """``input`` viewed with shape ``size`` (a view; broadcast dims have stride 0)."""
-    return _t(input, "broadcast_to").expand(size)
-
-
-def broadcast_shapes(*shapes):
-    """The shape that tensors of the given shapes broadcast to (ints count as 1-D shapes).
-
-    >>> import fiamma
-    >>> fiamma.broadcast_shapes((2, 1), (3,))
-    fiamma.Size([2, 3])
-    """
-    norm = []
-    for s in shapes:
-        if isinstance(s, (tuple, list)):
-            norm.append(tuple(_index(n) for n in s))
-        else:
-            norm.append((_index(s),))
-        if builtins.any(n < 0 for n in norm[-1]):
-            raise RuntimeError(f"broadcast_shapes: Trying to create tensor with negative "
-                               f"dimension: {list(norm[-1])}")
-    return Size(C.broadcast_shapes(*norm, op="broadcast_shapes"))
-
-
-def _tensors_arg(tensors, op):
-    if len(tensors) == 1 and isinstance(tensors[0], (tuple, list)):
-        tensors = tensors[0]
-    for i, t in enumerate(tensors):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"{op}: expected Tensor as element {i}, got {type(t).__name__}")
-    return tuple(tensors)
-
-
-def broadcast_tensors(*tensors):
-    """Views of the tensors expanded to their common broadcast shape."""
-    ts = _tensors_arg(tensors, "broadcast_tensors")
-    shape = C.broadcast_shapes(*[t._shape for t in ts], op="broadcast_tensors")
-    return tuple(t if t._shape == shape else t.expand(shape) for t in ts)
-
-
-def meshgrid(*tensors, indexing="ij"):
-    """Coordinate grids from 1-D tensors (views). ``indexing='ij'``: output dim i follows
-    tensor i; ``'xy'``: the first two dims are swapped (Cartesian, NumPy's default).
-
-    >>> import fiamma
-    >>> a, b = fiamma.meshgrid(fiamma.arange(2), fiamma.arange(3), indexing="ij")
-    >>> a.shape
-    fiamma.Size([2, 3])
-    """
-    ts = _tensors_arg(tensors, "meshgrid")
-    if indexing not in ("ij", "xy"):
-        raise RuntimeError(f"meshgrid: indexing must be one of \"xy\" or \"ij\", but received: "
-                           f"{indexing}")
-    if not ts:
-        raise RuntimeError("meshgrid: expects a non-empty TensorList")
-    for i, t in enumerate(ts):
-        if len(t._shape) > 1:
-            raise RuntimeError(f"meshgrid: Expected 0D or 1D tensor in the tensor list but got: "
-                               f"{len(t._shape)}D tensor at position {i}")
-        if t._dtype is not ts[0]._dtype:
-            raise RuntimeError(f"meshgrid: expects all tensors to have the same dtype, got "
-                               f"{ts[0]._dtype} and {t._dtype}")
-        if t._storage.device != ts[0]._storage.device:
-            raise RuntimeError("meshgrid: expects all tensors to have the same device")
-    n = len(ts)
-    where = list(range(n))
-    if indexing == "xy" and n >= 2:
-        where[0], where[1] = 1, 0
-    shape = [0] * n
-    for i, t in enumerate(ts):
-        shape[where[i]] = t._numel
-    shape = tuple(shape)
-    outs = []
-    for i, t in enumerate(ts):
-        vs = [1] * n
-        vs[where[i]] = t._numel
-        outs.append(t.reshape(vs).expand(shape))
-    return tuple(outs)
-
-
-# ---- dim moves and atleast_nd ----------------------------------------------------------------
-
-def movedim(input, source, destination):
-    """Move dims ``source`` to positions ``destination`` (a view); the other dims keep their
-    order.
-
-    >>> import fiamma
-    >>> fiamma.movedim(fiamma.zeros(2, 3, 4), 0, -1).shape
-    fiamma.Size([3, 4, 2])
-    """
-    x = _t(input, "movedim")
-    nd = len(x._shape)
-    src = _int_tuple(source, "movedim", "source")
-    dst = _int_tuple(destination, "movedim", "destination")
-    if len(src) != len(dst):
-        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({list(src)} "
-                           f"dims) should contain the same number of dims as destination "
-                           f"({list(dst)} dims)")
-    src = tuple(wrap_dim(d, nd, "movedim") for d in src)
-    dst = tuple(wrap_dim(d, nd, "movedim") for d in dst)
-    for name, ds in (("source", src), ("destination", dst)):
-        if len(set(ds)) != len(ds):
-            raise RuntimeError(f"movedim: repeated dim in `{name}` ({list(ds)})")
-    if nd == 0:
-        return x._view((), (), op="permute")
-    order = [-1] * nd
-    for s, d in zip(src, dst):
-        order[d] = s
-    rest = iter(i for i in range(nd) if i not in src)
-    order = [o if o >= 0 else next(rest) for o in order]
-    return x.permute(order)
-
-
-moveaxis = movedim
-
-
-def swapaxes(input, axis0, axis1):
-    """``input`` with two dims swapped (a view; alias of transpose)."""
-    return _t(input, "swapaxes").transpose(axis0, axis1)
-
-
-def swapdims(input, dim0, dim1):
-    """``input`` with two dims swapped (a view; alias of transpose)."""
-    return _t(input, "swapdims").transpose(dim0, dim1)
-
-
-def _atleast(nd, op, tensors):
-    single = len(tensors) == 1 and isinstance(tensors[0], Tensor)
-    ts = _tensors_arg(tensors, op)
-    outs = []
-    for t in ts:
-        s = t._shape
-        if len(s) >= nd:
-            outs.append(t)
-        elif nd == 1 or (nd == 2 and len(s) <= 1):
-            outs.append(t.reshape((1,) * (nd - len(s)) + s))
-        elif len(s) == 0:
-            outs.append(t.reshape(1, 1, 1))
-        elif len(s) == 1:
-            outs.append(t.reshape(1, s[0], 1))
-        else:
-            outs.append(t.unsqueeze(-1))
-    return outs[0] if single else tuple(outs)
-
-
-def atleast_1d(*tensors):
-    """Views with at least one dim (0-d becomes shape (1,)); one tensor in, one out."""
-    return _atleast(1, "atleast_1d", tensors)
-
-
-def atleast_2d(*tensors):
-    """Views with at least two dims (1-D (n,) becomes (1, n))."""
-    return _atleast(2, "atleast_2d", tensors)
-
-
-def atleast_3d(*tensors):
-    """Views with at least three dims ((n,) becomes (1, n, 1); (m, n) becomes (m, n, 1))."""
-    return _atleast(3, "atleast_3d", tensors)
-
-
-# ---- one_hot, block_diag, cartesian_prod, combinations, vander --------------------------------
-
-def one_hot(tensor, num_classes=-1):
-    """int64 one-hot encoding: a trailing dim of ``num_classes`` (-1: max value + 1) holding 1 at
-    each value's position. Input must be an int64 index tensor.
-
-    >>> import fiamma
-    >>> fiamma.one_hot(fiamma.tensor([0, 2]), 3).tolist()
-    [[1, 0, 0], [0, 0, 1]]
-    """
-    op = "one_hot"
-    x = _cpu(_t(tensor, op, "tensor"), op)
-    if x._dtype is not D.int64:
-        raise RuntimeError(f"{op}: one_hot is only applicable to index tensor of type int64, "
-                           f"got {x._dtype}")
-    nc = _index(num_classes)
-    if x._numel:
-        lo, hi = x.detach().aminmax()
-        lo, hi = lo.item(), hi.item()
-        if lo < 0:
-            raise RuntimeError(f"{op}: Class values must be non-negative, got {lo}")
-    if nc == -1:
-        if x._numel == 0:
-            raise RuntimeError(f"{op}: Can not infer total number of classes from empty tensor.")
-        nc = hi + 1
-    elif nc < 0:
-        raise RuntimeError(f"{op}: num_classes should be -1 or non-negative, got {nc}")
-    elif x._numel and hi >= nc:
-        raise RuntimeError(f"{op}: Class values must be smaller than num_classes ({nc}), got "
-                           f"{hi}")
-    out = new_empty(x._shape + (nc,), D.int64, zero=True)
-    if x._numel and nc:
-        flat = x.reshape(-1)
-        one = new_empty((), D.int64)
-        check(lib.fm_fill(D.int64.code, 0, (), one._ptr, (), 0.0, 1, 1), op)
-        bad = ffi.new("int64_t[2]")
-        check(lib.fm_index_scatter(D.int64.code, 1, (flat._numel,), out._ptr, (nc,), one._ptr,
-                                   (0,), 1, [flat._ptr], flat._stride, [nc], [1], 0, bad), op)
-    return out
-
-
-def block_diag(*tensors):
-    """A block-diagonal matrix from 0-d, 1-D and 2-D tensors (a 0-d tensor is a 1x1 block, a
-    1-D tensor a 1xn row), promoted to a common dtype.
-
-    >>> import fiamma
-    >>> fiamma.block_diag(fiamma.tensor([[1]]), fiamma.tensor([2, 3])).tolist()
-    [[1, 0, 0], [0, 2, 3]]
-    """
-    op = "block_diag"
-    ts = list(tensors)
-    for i, t in enumerate(ts):
-        _cpu(_t(t, op, f"tensor {i}"), op)
-        if len(t._shape) > 2:
-            raise RuntimeError(f"{op}: Input tensors must have 2 or fewer dimensions. Input {i} "
-                               f"has {len(t._shape)} dimensions")
-    mats = [t.detach().reshape(1, 1) if not t._shape else
-            (t.detach().reshape(1, -1) if len(t._shape) == 1 else t.detach()) for t in ts]
-    dt = D.result_type(*ts) if ts else D.get_default_dtype()
-    rows = builtins.sum(m._shape[0] for m in mats)
-    cols = builtins.sum(m._shape[1] for m in mats)
-    out = new_empty((rows, cols), dt, zero=True)
-    r = c = 0
-    isz = dt.itemsize
-    for m in mats:
-        h, w = m._shape
-        if h and w:
-            check(_copy_c(dt.code, m._dtype.code, 2, (h, w), out._ptr + (r * cols + c) * isz,
-                          out._stride, m._ptr, m._stride), op)
-        r += h
-        c += w
-    return _rec(op, out, (tuple(ts),), {})
-
-
-def cartesian_prod(*tensors):
-    """The Cartesian product of 1-D tensors as an (N, k) tensor (the 1-D input itself for a
-    single tensor), like ``itertools.product``."""
-    ts = _tensors_arg(tensors, "cartesian_prod")
-    for i, t in enumerate(ts):
-        if len(t._shape) != 1:
-            raise RuntimeError(f"cartesian_prod: Expect a 1D vector, but got shape "
-                               f"{list(t._shape)} at position {i}")
-    if len(ts) == 1:
-        return ts[0]
-    from fiamma._ops.join import stack
-
-    grids = meshgrid(*ts, indexing="ij")
-    return stack([g.reshape(-1) for g in grids], 1)
-
-
-def combinations(input, r=2, with_replacement=False):
-    """The length-``r`` combinations of the elements of a 1-D tensor, as rows of an (N, r)
-    tensor (``itertools.combinations`` / ``combinations_with_replacement`` order)."""
-    op = "combinations"
-    x = _t(input, op)
-    if len(x._shape) != 1:
-        raise RuntimeError(f"{op}: Expect a 1D vector, but got shape {list(x._shape)}")
-    r = _index(r)
-    if r < 0:
-        raise RuntimeError(f"{op}: Expect a non-negative number, but got {r}")
-    if r == 0:
-        return new_empty((0,), x._dtype, x._storage.device)
-    n = x._shape[0]
-    f = itertools.combinations_with_replacement if with_replacement else itertools.combinations
-    flat = np.fromiter(itertools.chain.from_iterable(f(range(n), r)), dtype=np.int64)
-    idx = _from_np(flat.reshape(-1, r))
-    return x[idx]
-
-
-def vander(x, N=None, increasing=False):
-    """The Vandermonde matrix of a 1-D tensor: columns are powers ``x**(N-1) ... x**0``
-    (``increasing=True``: ``x**0 ... x**(N-1)``). Integer and bool inputs give int64.
-
-    >>> import fiamma
-    >>> fiamma.vander(fiamma.tensor([2, 3]), 3).tolist()
-    [[4, 2, 1], [9, 3, 1]]
-    """
-    op = "vander"
-    x = _t(x, op, "x")
-    if len(x._shape) != 1:
-        raise RuntimeError(f"{op}: x must be a one-dimensional tensor, got shape "
-                           f"{list(x._shape)}")
-    n = x._shape[0]
-    N = n if N is None else _index(N)
-    if N < 0:
-        raise RuntimeError(f"{op}: N must be non-negative, got {N}")
-    dt = x._dtype if x._dtype.kind == 2 else D.int64
-    from fiamma._ops.join import cat
-
-    ones = new_empty((n, builtins.min(N, 1)), dt)
-    check(lib.fm_fill(dt.code, 2, ones._shape, ones._ptr, ones._stride, 1.0, 1, 1), op)
-    if N > 1:
-        xs = x.to(dt).unsqueeze(1).expand(n, N - 1)
-        res = cat([ones, xs.cumprod(1)], 1)
-    else:
-        res = ones
-    return res if increasing else res.flip(1)
-
 
 # ---- Tensor methods --------------------------------------------------------------------------
 
@@ -919,4 +464,9 @@ install_methods({
     "diag_embed": diag_embed, "diagflat": diagflat, "trace": trace, "movedim": movedim,
     "moveaxis": movedim, "kron": kron, "cross": cross,
 })
-_ = (einsum, tensordot, cdist, pad)
+
+# re-export the other shape modules' public names
+for _m in (_V, _B, _P, _E):
+    globals().update({n: getattr(_m, n) for n in _m.__all__})
+    __all__ += _m.__all__
+del _m
