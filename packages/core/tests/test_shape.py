@@ -657,6 +657,15 @@ def test_cdist(p, sa, sb, dt):
                          atol=tol * 100)
 
 
+def test_cdist_in_blocks(monkeypatch):
+    from fiamma._ops import einsum as E
+
+    monkeypatch.setattr(E, "_CDIST_BLOCK", 50)
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((2, 9, 4)), rng.standard_normal((2, 7, 4))
+    assert_close(F.cdist(F.from_numpy(a), F.from_numpy(b), 1.0), _cdist_ref(a, b, 1.0))
+
+
 def test_cdist_errors():
     with pytest.raises(RuntimeError, match="cdist: cdist only supports floating-point dtypes"):
         F.cdist(F.ones(2, 2, dtype=F.int64), F.ones(2, 2, dtype=F.int64))

@@ -493,11 +493,11 @@ def cross(input, other, dim=None, *, out=None):
         a = a.expand(shape)
     if b._shape != shape:
         b = b.expand(shape)
-    a0, a1, a2 = a.unbind(d)
-    b0, b1, b2 = b.unbind(d)
-    from fiamma._ops.join import stack
+    from fiamma._ops.join import cat
 
-    r = stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], d)
+    # a doubled copy along d gives the two cyclic shifts as views: (a1, a2, a0), (a2, a0, a1)
+    aa, bb = cat([a, a], d), cat([b, b], d)
+    r = aa.narrow(d, 1, 3) * bb.narrow(d, 2, 3) - aa.narrow(d, 2, 3) * bb.narrow(d, 1, 3)
     if out is not None:
         from fiamma._ops._common import check_out
 
@@ -507,6 +507,7 @@ def cross(input, other, dim=None, *, out=None):
     return r
 
 
+_CDIST_BLOCK = 1 << 22  # elements of the difference tensor computed at once (direct path)
 _MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist",
           "donot_use_mm_for_euclid_dist")
 
@@ -559,7 +560,7 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
         d2 = (a2 + b2) - 2 * a.matmul(b.transpose(-1, -2))
         return d2.clamp_min(0).sqrt()
     # the (P, R, M) differences, a block of rows at a time to bound the memory used
-    step = builtins.max(1, (1 << 22) // builtins.max(1, R * M * math.prod(batch)))
+    step = builtins.max(1, _CDIST_BLOCK // builtins.max(1, R * M * math.prod(batch)))
     parts = []
     for s in range(0, P, step):
         blk = a.narrow(-2, s, builtins.min(step, P - s))
