@@ -410,6 +410,40 @@ def test_pad_modes(data, mode, npd):
     assert_close(F.pad(t, pads, mode=mode), want, dt)
 
 
+def _index_pad(a, pads, mode):
+    """Reference by PyTorch's definition: output index o reads input index o - left, clamped
+    (replicate), mirrored (reflect), or padding (constant, 0) outside the input."""
+    nd = a.ndim
+    for i in range(len(pads) // 2):
+        d = nd - 1 - i
+        lo, hi = pads[2 * i], pads[2 * i + 1]
+        n = a.shape[d]
+        idx = np.arange(n + lo + hi) - lo
+        if mode == "replicate":
+            a = np.take(a, np.clip(idx, 0, n - 1), axis=d)
+        elif mode == "reflect":
+            idx = np.abs(idx)
+            a = np.take(a, np.where(idx >= n, 2 * (n - 1) - idx, idx), axis=d)
+        else:
+            ok = (idx >= 0) & (idx < n)
+            a = np.take(a, np.where(ok, idx, 0), axis=d) if n else \
+                np.zeros(a.shape[:d] + (len(idx),) + a.shape[d + 1:], a.dtype)
+            shape = [1] * nd
+            shape[d] = len(idx)
+            a = np.where(ok.reshape(shape), a, 0)
+    return a
+
+
+@pytest.mark.parametrize("mode,shape,pads", [
+    ("constant", (1,), (4, -2)), ("constant", (2, 3), (-5, 4, 3, -4)),
+    ("constant", (0, 2), (1, 1, 3, -2)), ("replicate", (1, 4), (-4, 3)),
+    ("replicate", (2, 3, 4), (-5, 2, 1, -3)), ("reflect", (3, 3, 4), (-3, 2)),
+    ("reflect", (1, 4, 4), (3, -2, -3, 2)), ("replicate", (2, 2), (2, -3))])
+def test_pad_crops_into_the_other_side(mode, shape, pads):
+    a = np.random.default_rng(0).standard_normal(shape)
+    assert_close(F.pad(F.from_numpy(a), pads, mode=mode), _index_pad(a, pads, mode))
+
+
 def test_pad_errors():
     x = F.ones(1, 1, 4)
     with pytest.raises(RuntimeError, match="pad: Padding length must be divisible by 2"):

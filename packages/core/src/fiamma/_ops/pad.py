@@ -100,32 +100,42 @@ def pad(input, pad, mode="constant", value=None):
             raise RuntimeError(f"{op}: The input size {n}, plus negative padding {lo} and {hi} "
                                f"resulted in a negative output size, which is invalid. Check "
                                f"dimension {d} of your input.")
-        if mode == "reflect" and (lo >= n or hi >= n):
+        if mode == "reflect" and ((lo >= n and lo > 0) or (hi >= n and hi > 0)):
             raise RuntimeError(f"{op}: Padding size should be less than the corresponding input "
                                f"dimension, but got: padding ({lo}, {hi}) at dimension {d} of "
                                f"input {list(shape)}")
+        if mode == "replicate" and n == 0 and (lo > 0 or hi > 0):
+            raise RuntimeError(f"{op}: cannot replicate-pad dimension {d} of size 0 (input "
+                               f"{list(shape)}, padding ({lo}, {hi}))")
         out_shape.append(m)
-    # crop for negative amounts; the cropped input lands at max(lo, 0)
+    # where the input lands: output positions [o0, o0 + count) hold input [i0, i0 + count);
+    # negative amounts crop the padded whole, so a crop may eat into the other side's padding
     isz = x._dtype.itemsize
-    src_ptr, crop_shape, dst_off = x._ptr, [], 0
+    src_ptr, crop_shape, dst_off, ext = x._ptr, [], 0, []
     out = new_empty(tuple(out_shape), x._dtype)
     ost = out._stride
     for d, (lo, hi) in enumerate(lr):
-        n = shape[d]
-        c0 = -lo if lo < 0 else 0
-        c1 = n + hi if hi < 0 else n
-        crop_shape.append(builtins.max(c1 - c0, 0))
-        src_ptr += c0 * x._stride[d] * isz if c1 > c0 else 0
-        dst_off += builtins.max(lo, 0) * ost[d]
-    for d, (lo, hi) in enumerate(lr):
-        n = crop_shape[d]
-        if mode == "reflect" and (lo >= n or hi >= n) and (lo > 0 or hi > 0):
-            raise RuntimeError(f"{op}: Padding size should be less than the corresponding input "
-                               f"dimension after cropping, but got: padding ({lo}, {hi}) at "
-                               f"dimension {d} of input {list(shape)}")
-        if mode == "replicate" and n == 0 and (lo > 0 or hi > 0):
-            raise RuntimeError(f"{op}: cannot replicate-pad dimension {d}: it is empty after "
-                               f"cropping (input {list(shape)}, padding ({lo}, {hi}))")
+        n, m = shape[d], out_shape[d]
+        o0 = builtins.max(lo, 0)
+        i0 = builtins.max(-lo, 0)
+        count = builtins.max(0, builtins.min(n - i0, m - o0))
+        o0 = builtins.min(o0, m)
+        crop_shape.append(count)
+        ext.append((o0, count))
+        if count:
+            src_ptr += i0 * x._stride[d] * isz
+        dst_off += o0 * ost[d]
+    if mode in ("reflect", "replicate") and builtins.any(
+            (lo > 0 and lo >= (n if mode == "reflect" else n + 1)) or
+            (hi > 0 and hi >= (n if mode == "reflect" else n + 1))
+            for (lo, hi), n in zip(((builtins.max(a, 0), builtins.max(b, 0)) for a, b in lr),
+                                   crop_shape)):
+        # a crop on one side removed what the other side's padding reads: map every output
+        # index to the original input instead (PyTorch's definition), one gather per dim
+        out = _pad_by_index(x, lr, mode, op)
+        if x.requires_grad:
+            G.record("pad", out, (input,), {"pad": p, "mode": mode, "value": value})
+        return out
     if mode == "circular":
         for d, (lo, hi) in enumerate(lr):
             if lo > crop_shape[d] or hi > crop_shape[d]:
@@ -135,56 +145,65 @@ def pad(input, pad, mode="constant", value=None):
     optr = out._ptr
     _copy(op, x._dtype, crop_shape, optr + dst_off * isz, ost, src_ptr, x._stride)
     if out._numel:
-        _bands(op, out, lr, crop_shape, mode, value)
+        _bands(op, out, ext, mode, value)
     if x.requires_grad:
         G.record("pad", out, (input,), {"pad": p, "mode": mode, "value": value})
     return out
 
 
-def _bands(op, out, lr, crop_shape, mode, value):
-    """Fill the padding bands of ``out``, dim by dim from the last one."""
+def _pad_by_index(x, lr, mode, op):
+    import numpy as np
+
+    from fiamma._ops.shape_views import _from_np, _take
+
+    t = x.detach()
+    for d, (lo, hi) in enumerate(lr):
+        if lo == 0 and hi == 0:
+            continue
+        n = t._shape[d]
+        i = np.arange(n + lo + hi, dtype=np.int64) - lo
+        if mode == "replicate":
+            i = np.clip(i, 0, n - 1)
+        else:  # amounts < n: one reflection at each end suffices
+            i = np.abs(i)
+            i = np.where(i >= n, 2 * (n - 1) - i, i)
+        t = _take(t, d, _from_np(i), op)
+    return t
+
+
+def _bands(op, out, ext, mode, value):
+    """Fill the padding bands of ``out``, dim by dim from the last one. ``ext[d]`` is (start,
+    size) of the input's block along dim d; each band spans the block along dims not yet
+    padded and the whole extent along dims already done."""
     isz = out._dtype.itemsize
     ost = out._stride
-    nd = len(lr)
-    # extent along each dim of the region already valid: the middle (cropped input) for dims
-    # not yet padded, the whole dim for dims done
-    ext = [(builtins.max(lo, 0), crop_shape[d]) for d, (lo, hi) in enumerate(lr)]
-    if mode == "constant":
-        for d in range(nd - 1, -1, -1):
-            lo, hi = builtins.max(lr[d][0], 0), builtins.max(lr[d][1], 0)
-            s0, n = ext[d]
-            for start, length in ((0, lo), (s0 + n, hi)):
-                if length:
-                    shape = [e[1] for e in ext]
-                    shape[d] = length
-                    ptr = out._ptr + builtins.sum(
-                        (start if i == d else ext[i][0]) * ost[i] for i in range(nd)) * isz
-                    _fill(op, out, shape, ptr, ost, value)
-            ext[d] = (0, out._shape[d])
-        return
+    nd = len(ext)
+    ext = list(ext)
     for d in range(nd - 1, -1, -1):
-        lo, hi = builtins.max(lr[d][0], 0), builtins.max(lr[d][1], 0)
         s0, n = ext[d]
-        if lo == 0 and hi == 0:
-            ext[d] = (0, out._shape[d])
+        left, right = s0, out._shape[d] - s0 - n
+        if left == 0 and right == 0:
             continue
         base = out._ptr + builtins.sum(ext[i][0] * ost[i] for i in range(nd) if i != d) * isz
         shape = [e[1] for e in ext]
         sd = ost[d]
-        for side, length in ((0, lo), (1, hi)):
+        for side, length in ((0, left), (1, right)):
             if not length:
                 continue
             shape[d] = length
             dst = base + (0 if side == 0 else s0 + n) * sd * isz
+            if mode == "constant":
+                _fill(op, out, shape, dst, ost, value)
+                continue
             ist = list(ost)
             if mode == "replicate":
                 src = base + (s0 if side == 0 else s0 + n - 1) * sd * isz
                 ist[d] = 0
             elif mode == "reflect":
-                # band index j reads middle index lo - j (left) or n - 2 - j (right)
-                src = base + ((s0 + lo) if side == 0 else (s0 + n - 2)) * sd * isz
+                # band index j reads block index left - j (left) or n - 2 - j (right)
+                src = base + ((s0 + left) if side == 0 else (s0 + n - 2)) * sd * isz
                 ist[d] = -sd
-            else:  # circular: left band reads the last `lo`, right band the first `hi`
-                src = base + ((s0 + n - lo) if side == 0 else s0) * sd * isz
+            else:  # circular: the left band reads the block's last `left`, the right its first
+                src = base + ((s0 + n - left) if side == 0 else s0) * sd * isz
             _copy(op, out._dtype, shape, dst, ost, src, ist)
         ext[d] = (0, out._shape[d])
