@@ -352,6 +352,36 @@ def test_atleast(shape):
         assert isinstance(f([t]), tuple)
 
 
+def test_function_forms_of_layout_methods():
+    a = np.arange(24).reshape(2, 3, 4)
+    x = F.from_numpy(a)
+    assert_close(F.transpose(x, 0, 2), a.transpose(2, 1, 0))
+    assert_close(F.permute(x, (1, 2, 0)), a.transpose(1, 2, 0))
+    assert_close(F.reshape(x, (4, -1)), a.reshape(4, -1))
+    assert_close(F.squeeze(F.unsqueeze(x, 1), 1), a)
+    assert_close(F.flatten(x, 1), a.reshape(2, 12))
+    assert_close(F.unflatten(x, 2, (2, 2)), a.reshape(2, 3, 2, 2))
+    assert_close(F.ravel(x.transpose(0, 2)), a.transpose(2, 1, 0).ravel())
+    assert_close(x.ravel(), a.ravel())
+    assert_close(F.narrow(x, 2, 1, 2), a[:, :, 1:3])
+    n = F.narrow_copy(x, 2, 1, 2)
+    assert_close(n, a[:, :, 1:3])
+    assert n.is_contiguous() and n.untyped_storage() is not x.untyped_storage()
+    assert_close(F.select(x, 1, -1), a[:, -1])
+    assert [u.shape for u in F.unbind(x, 1)] == [(2, 4)] * 3
+    assert_close(F.t(x[0]), a[0].T)
+    assert_close(F.adjoint(x), a.transpose(0, 2, 1))
+    assert_close(F.as_strided(x, (2, 2), (1, 2), 1), np.lib.stride_tricks.as_strided(
+        a.ravel()[1:], (2, 2), (8, 16)))
+    assert_close(F.clone(x), a)
+    assert F.numel(x) == 24 and F.is_tensor(x) and not F.is_tensor(a)
+    assert not F.is_floating_point(x) and F.is_floating_point(x.float())
+    for v in (F.transpose(x, 0, 1), F.narrow(x, 0, 0, 1), F.select(x, 0, 0), F.detach(x)):
+        assert v.untyped_storage() is x.untyped_storage()
+    with pytest.raises(TypeError, match="transpose: expected input to be a Tensor"):
+        F.transpose(a, 0, 1)
+
+
 # ---- pad -------------------------------------------------------------------------------------
 
 def _np_pad(a, pads, mode, value=0):

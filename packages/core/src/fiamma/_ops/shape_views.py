@@ -314,3 +314,115 @@ def atleast_2d(*tensors):
 def atleast_3d(*tensors):
     """Views with at least three dims ((n,) becomes (1, n, 1); (m, n) becomes (m, n, 1))."""
     return _atleast(3, "atleast_3d", tensors)
+
+
+# ---- function forms of the Tensor layout methods (torch.transpose, torch.reshape, ...) -------
+
+def transpose(input, dim0, dim1):
+    """``input`` with ``dim0`` and ``dim1`` swapped (a view)."""
+    return _t(input, "transpose").transpose(dim0, dim1)
+
+
+def permute(input, dims):
+    """``input`` with its dims reordered as ``dims`` (a view)."""
+    return _t(input, "permute").permute(dims)
+
+
+def reshape(input, shape):
+    """``input`` with a new shape: a view when the strides allow it, else a copy."""
+    return _t(input, "reshape").reshape(shape)
+
+
+def squeeze(input, dim=None):
+    """``input`` without its size-1 dims (only those in ``dim`` when given; a view)."""
+    return _t(input, "squeeze").squeeze(dim)
+
+
+def unsqueeze(input, dim):
+    """``input`` with a size-1 dim inserted at ``dim`` (a view)."""
+    return _t(input, "unsqueeze").unsqueeze(dim)
+
+
+def flatten(input, start_dim=0, end_dim=-1):
+    """``input`` with dims ``start_dim..end_dim`` merged into one (a view when possible)."""
+    return _t(input, "flatten").flatten(start_dim, end_dim)
+
+
+def unflatten(input, dim, sizes):
+    """``input`` with dim ``dim`` split into ``sizes`` (a view)."""
+    return _t(input, "unflatten").unflatten(dim, sizes)
+
+
+def ravel(input):
+    """``input`` as 1-D (a view when contiguous, else a copy)."""
+    return _t(input, "ravel").reshape(-1)
+
+
+def narrow(input, dim, start, length):
+    """Elements ``start .. start+length-1`` of dim ``dim`` (a view)."""
+    return _t(input, "narrow").narrow(dim, start, length)
+
+
+def narrow_copy(input, dim, start, length):
+    """Like ``narrow``, but a contiguous copy."""
+    return narrow(input, dim, start, length).clone()
+
+
+def select(input, dim, index):
+    """The slice at ``index`` of dim ``dim``, that dim removed (a view)."""
+    return _t(input, "select").select(dim, index)
+
+
+def unbind(input, dim=0):
+    """The slices along ``dim`` as a tuple of views."""
+    return _t(input, "unbind").unbind(dim)
+
+
+def t(input):
+    """Transpose of a tensor with at most 2 dims (a view)."""
+    return _t(input, "t").t()
+
+
+def adjoint(input):
+    """The last two dims swapped (a view; real dtypes only, so no conjugation)."""
+    return _t(input, "adjoint").adjoint()
+
+
+def as_strided(input, size, stride, storage_offset=None):
+    """A view of ``input``'s storage with the given sizes, strides and offset (checked to stay
+    inside the storage)."""
+    return _t(input, "as_strided").as_strided(size, stride, storage_offset)
+
+
+def clone(input, *, memory_format=None):
+    """A contiguous copy of ``input``."""
+    return _t(input, "clone").clone()
+
+
+def detach(input):
+    """A view of ``input`` outside the autograd graph."""
+    return _t(input, "detach").detach()
+
+
+def numel(input):
+    """Number of elements of ``input``."""
+    return _t(input, "numel").numel()
+
+
+def is_tensor(obj):
+    """Whether ``obj`` is a fiamma Tensor."""
+    return isinstance(obj, Tensor)
+
+
+def is_floating_point(input):
+    """Whether ``input`` has a floating-point dtype."""
+    return _t(input, "is_floating_point").is_floating_point()
+
+
+__all__ += ["transpose", "permute", "reshape", "squeeze", "unsqueeze", "flatten", "unflatten",
+            "ravel", "narrow", "narrow_copy", "select", "unbind", "t", "adjoint", "as_strided",
+            "clone", "detach", "numel", "is_tensor", "is_floating_point"]
+if not hasattr(Tensor, "ravel"):
+    Tensor.ravel = ravel
+if not hasattr(Tensor, "narrow_copy"):
+    Tensor.narrow_copy = narrow_copy
