@@ -331,6 +331,27 @@ def test_movedim(data, shape):
     assert_close(F.swapdims(t, d0, d1), np.swapaxes(a, d0, d1), dt)
 
 
+def test_views_write_through_and_share_the_version_counter():
+    base = F.zeros(2, 3, 4)
+    views = [F.movedim(base, 0, -1), F.moveaxis(base, (0, 1), (1, 0)), F.swapaxes(base, 0, 2),
+             F.swapdims(base, 1, 2), F.diagonal(base, 1, 1, 2), F.atleast_3d(base),
+             base.diagonal(0, 0, 2)]
+    for k, v in enumerate(views):
+        v0 = base._version
+        idx = (0,) * v.ndim
+        v[idx] = k + 1  # an in-place write through the view
+        assert base._version == v._version > v0
+        assert (base == k + 1).sum().item() >= 1
+        base.zero_() if hasattr(base, "zero_") else base.copy_(F.zeros(2, 3, 4))
+    src = F.arange(3.0)
+    b = F.broadcast_to(src, (4, 3))
+    src[1] = 7.0
+    assert b[:, 1].tolist() == [7.0] * 4
+    g = F.meshgrid(src, F.arange(2.0))[0]
+    src[0] = -1.0
+    assert g[0].tolist() == [-1.0, -1.0]
+
+
 def test_movedim_errors():
     with pytest.raises(RuntimeError, match="movedim: Invalid source or destination dims"):
         F.movedim(F.ones(2, 3), (0, 1), (0,))
@@ -618,6 +639,17 @@ def test_einsum(eq, shapes_, dt, layout):
     assert_close(got, want, dt, rtol=1e-4 if dt is F.float32 else None)
     got2 = F.einsum(eq, [p[0] for p in pairs])
     assert_close(got2, want, dt, rtol=1e-4 if dt is F.float32 else None)
+
+
+def test_einsum_sublist_format():
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 5))
+    got = F.einsum(F.from_numpy(a), [0, 1, 2], F.from_numpy(b), [2, 3], [0, 1, 3])
+    assert_close(got, np.einsum(a, [0, 1, 2], b, [2, 3], [0, 1, 3]))
+    got = F.einsum(F.from_numpy(a), [Ellipsis, 2], F.from_numpy(b), [2, 3])
+    assert_close(got, np.einsum("...c,cd", a, b))
+    with pytest.raises(ValueError, match="einsum\\(\\): subscript in subscript list"):
+        F.einsum(F.from_numpy(b), [0, 99])
 
 
 def test_einsum_broadcasts_size_one_dims():

@@ -82,6 +82,8 @@ def einsum(equation, *operands):
     >>> fiamma.einsum("ii", fiamma.eye(3)).item()
     3.0
     """
+    if isinstance(equation, Tensor):  # sublist format: einsum(a, [0, 1], b, [1, 2], [0, 2])
+        equation, operands = _from_sublists((equation,) + operands)
     if not isinstance(equation, str):
         raise TypeError(f"einsum(): equation must be a str, got {type(equation).__name__}")
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
@@ -143,6 +145,39 @@ def _replay(plan, a, b):
     if perm is not None:
         r = r.permute(perm)
     return r
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _sublist_str(sub):
+    out = []
+    for v in sub:
+        if v is Ellipsis:
+            out.append("...")
+            continue
+        if not isinstance(v, int) or not 0 <= v < 52:
+            raise ValueError(f"einsum(): subscript in subscript list is not within the valid "
+                             f"range [0, 52), got {v!r}")
+        out.append(_LETTERS[v])
+    return "".join(out)
+
+
+def _from_sublists(args):
+    """(equation, operands) from einsum(op0, sublist0, op1, sublist1, ..., [output])."""
+    ops, subs = [], []
+    i = 0
+    while i + 1 < len(args) and isinstance(args[i], Tensor):
+        ops.append(args[i])
+        subs.append(_sublist_str(args[i + 1]))
+        i += 2
+    eq = ",".join(subs)
+    if i < len(args):
+        if i != len(args) - 1 or isinstance(args[i], Tensor):
+            raise RuntimeError("einsum(): in the sublist format, arguments must alternate "
+                               "tensor, subscript list, with an optional output list last")
+        eq += "->" + _sublist_str(args[i])
+    return eq, tuple(ops)
 
 
 @functools.lru_cache(maxsize=512)
