@@ -42,6 +42,7 @@ __all__ = ["flip", "fliplr", "flipud", "roll", "rot90", "repeat_interleave", "ti
 
 _index = operator.index
 
+
 # ---- flip / roll / rot90 ---------------------------------------------------------------------
 
 def _flipped_layout(x, dims):
@@ -341,9 +342,7 @@ def _tri(op, input, diagonal, out, upper):
                            f"{len(x._shape)}")
     k = _index(diagonal)
     m, n = x._shape[-2:]
-    # np.tri builds the boolean mask directly (no int intermediate)
-    keep = np.tri(m, n, k - 1, dtype=bool) if upper else np.tri(m, n, k, dtype=bool)
-    keep = _from_np(~keep if upper else keep)
+    keep = _tri_mask(m, n, k, upper)
     from fiamma._ops.elementwise import where
 
     zero = new_empty((), x._dtype, zero=True)
@@ -353,6 +352,23 @@ def _tri(op, input, diagonal, out, upper):
         out.copy_(res)
         return out
     return _rec(op, res, (input,), {"diagonal": k})
+
+
+_MASKS = {}  # small triangle masks, reused (internal, never written)
+
+
+def _tri_mask(m, n, k, upper):
+    key = (m, n, k, upper)
+    mask = _MASKS.get(key)
+    if mask is None:
+        # np.tri builds the boolean mask directly (no int intermediate)
+        keep = ~np.tri(m, n, k - 1, dtype=bool) if upper else np.tri(m, n, k, dtype=bool)
+        mask = _from_np(keep)
+        if m * n <= 65536:
+            if len(_MASKS) >= 64:
+                _MASKS.clear()
+            _MASKS[key] = mask
+    return mask
 
 
 def tril(input, diagonal=0, *, out=None):
@@ -451,7 +467,6 @@ def diagflat(input, offset=0):
     k = _index(offset)
     res = _embed(x.detach().reshape(-1), k, 0, 1)
     return _rec("diagflat", res, (input,), {"offset": k})
-
 
 
 # ---- Tensor methods --------------------------------------------------------------------------

@@ -54,6 +54,7 @@ def triu_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
 def _to_device(t, device):
     return t if device is None else t.to(device)
 
+
 # ---- one_hot, block_diag, cartesian_prod, combinations, vander --------------------------------
 
 def one_hot(tensor, num_classes=-1):

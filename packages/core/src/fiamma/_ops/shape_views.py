@@ -154,6 +154,7 @@ def trace(input):
         raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {len(x._shape)}")
     return diagonal(x).sum()
 
+
 # ---- broadcasting ----------------------------------------------------------------------------
 
 def broadcast_to(input, size):
