@@ -641,6 +641,39 @@ def test_einsum(eq, shapes_, dt, layout):
     assert_close(got2, want, dt, rtol=1e-4 if dt is F.float32 else None)
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.data())
+def test_einsum_random_equations(data):
+    letters = "abcde"
+    size = {c: data.draw(st.integers(0 if c == "e" else 1, 3)) for c in letters}
+    nops = data.draw(st.integers(1, 4))
+    subs = [data.draw(st.text(letters, min_size=0, max_size=4)) for _ in range(nops)]
+    used = sorted(set("".join(subs)))
+    eq = ",".join(subs)
+    if data.draw(st.booleans()):
+        out = data.draw(st.permutations(used))[:data.draw(st.integers(0, len(used)))]
+        eq += "->" + "".join(out)
+    dt = data.draw(st.sampled_from([F.float64, F.int64, F.float32]))
+    rng = np.random.default_rng(data.draw(st.integers(0, 1000)))
+    layout = data.draw(st.sampled_from(LAYOUTS))
+    pairs = [make_pair([size[c] for c in s_], dt, rng, layout, low=-3, high=3) for s_ in subs]
+    got = F.einsum(eq, *[p[0] for p in pairs])
+    want = np.einsum(eq, *[p[1].astype(np.float64) for p in pairs])
+    assert_close(got, want.astype(dt._np), dt, rtol=1e-4 if dt is F.float32 else None,
+                 atol=1e-3 if dt is F.float32 else None)
+
+
+@pytest.mark.parametrize("dt", [F.float16, F.bfloat16])
+def test_einsum_half_precision(dt):
+    rng = np.random.default_rng(4)
+    ta, a = make_pair((2, 3, 4), dt, rng, "transposed", low=-2, high=2)
+    tb, b = make_pair((2, 4, 5), dt, rng, "strided", low=-2, high=2)
+    got = F.einsum("bij,bjk->bik", ta, tb)
+    assert got.dtype is dt
+    assert_close(got, np.einsum("bij,bjk->bik", a.astype(np.float64), b), dt, rtol=2e-2,
+                 atol=5e-2)
+
+
 def test_einsum_sublist_format():
     rng = np.random.default_rng(2)
     a, b = rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 5))
