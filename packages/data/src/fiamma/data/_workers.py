@@ -153,11 +153,69 @@ def _signal_name(code):
         return f"signal {-code}"
 
 
+def _nbytes(obj):
+    """Bytes of the tensors and arrays inside a sample (recursively)."""
+    if isinstance(obj, fiamma.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, np.ndarray):
+        return obj.nbytes
+    if isinstance(obj, dict):
+        return sum(_nbytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_nbytes(v) for v in obj)
+    return 0
+
+
+def shared_memory_available(strategy):
+    """Bytes that batches in flight can use: free space in /dev/shm for the ``file_system``
+    strategy, available memory for anonymous (``file_descriptor``) shared files."""
+    if strategy == "file_system":
+        st = os.statvfs("/dev/shm")
+        return st.f_bavail * st.f_frsize
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _check_shared_memory(loader):
+    """Fail before the first batch when the batches in flight cannot fit in shared memory
+    (estimated from sample 0), naming the size needed."""
+    if loader._iterable or loader.batch_size is None:
+        return
+    try:
+        if len(loader.dataset) == 0:
+            return
+        per_sample = _nbytes(loader.dataset[0])
+    except Exception:
+        return  # the workers will report a dataset that cannot be read
+    import fiamma.multiprocessing as fmp
+
+    strategy = fmp.get_sharing_strategy()
+    need = per_sample * loader.batch_size * loader.prefetch_factor * loader.num_workers
+    free = shared_memory_available(strategy)
+    if free is not None and need > free:
+        where = "/dev/shm" if strategy == "file_system" else "memory"
+        batch_mib = per_sample * loader.batch_size / 2**20
+        raise RuntimeError(
+            f"DataLoader: {loader.num_workers} workers x prefetch_factor "
+            f"{loader.prefetch_factor} x batches of about {batch_mib:.1f} MiB need about "
+            f"{need / 2**20:.1f} MiB of shared memory, but only "
+            f"{free / 2**20:.1f} MiB is available ({where}, sharing strategy {strategy!r}). "
+            "Lower batch_size, num_workers or prefetch_factor"
+            + (", or enlarge /dev/shm (docker: --shm-size)." if where == "/dev/shm" else "."))
+
+
 class MultiProcessIter:
     """The iterator of a DataLoader with ``num_workers > 0``."""
 
     def __init__(self, loader):
         self._n = loader.num_workers
+        _check_shared_memory(loader)
         ctx = _context(loader.multiprocessing_context)
         self._result_queue = ctx.Queue()
         self._index_queues, self._workers = [], []
