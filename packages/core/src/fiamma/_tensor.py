@@ -180,6 +180,20 @@ class Tensor:
                                       "offset": t._offset})
         return t
 
+    def as_subclass(self, cls):
+        """This tensor as an instance of the Tensor subclass ``cls``: same storage, shape and
+        strides (no copy), attached to the same autograd graph (as torch.Tensor.as_subclass).
+        What ``fiamma.nn.Parameter`` is built on."""
+        if not (isinstance(cls, type) and issubclass(cls, Tensor)):
+            raise TypeError(f"as_subclass: expected a subclass of fiamma.Tensor, got {cls!r}")
+        t = _new(cls)
+        _init(t, self._storage, self._dtype, self._shape, self._stride, self._offset,
+              self._contig)
+        if self.requires_grad:
+            G.record("view", t, (self,), {"shape": t._shape, "stride": t._stride,
+                                          "offset": t._offset})
+        return t
+
     def as_strided(self, size, stride, storage_offset=None):
         size = tuple(_index(s) for s in size)
         stride = tuple(_index(s) for s in stride)
