@@ -956,3 +956,12 @@ def test_as_subclass_shares_storage_and_keeps_the_type():
     assert type(s + 1) is fiamma.Tensor  # ops on a subclass return plain tensors
     with pytest.raises(TypeError, match="as_subclass"):
         t.as_subclass(int)
+
+
+def test_assigning_data_keeps_the_tensors_identity_and_flags():
+    t = fiamma.zeros(3)
+    t.requires_grad = True  # as autograd would set it (no autograd needed for this check)
+    t.data = fiamma.ones(2, dtype=fiamma.float64)
+    assert t.requires_grad and t.dtype is fiamma.float64 and t.detach().tolist() == [1.0, 1.0]
+    with pytest.raises(TypeError, match="data: expected a Tensor"):
+        t.data = [1.0]

@@ -696,8 +696,11 @@ class Tensor:
     def data(self, other):
         if not isinstance(other, Tensor):
             raise TypeError(f"data: expected a Tensor, got {type(other).__name__}")
+        # the tensor keeps its identity and autograd state; only what it holds changes
+        keep = (self.requires_grad, self.grad, self.grad_fn, self._ag)
         _init(self, other._storage, other._dtype, other._shape, other._stride, other._offset,
               other._contig)
+        self.requires_grad, self.grad, self.grad_fn, self._ag = keep
 
 
 _TYPE_NAMES = {"bool": "BoolTensor", "uint8": "ByteTensor", "int8": "CharTensor",
