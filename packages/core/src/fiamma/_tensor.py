@@ -634,6 +634,28 @@ class Tensor:
     def is_leaf(self):
         return self.grad_fn is None
 
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Accumulate the gradient of this tensor w.r.t. the graph leaves into their ``.grad``
+        (needs fiamma-autograd; see ``fiamma.autograd.backward``)."""
+        G.autograd_module().backward(self, gradient, retain_graph, create_graph, inputs)
+
+    def retain_grad(self):
+        """Keep ``.grad`` for this non-leaf tensor during backward."""
+        G.autograd_module().retain_grad(self)
+
+    @property
+    def retains_grad(self):
+        return self._ag is not None and G.autograd_module().retains_grad(self)
+
+    def register_hook(self, hook):
+        """Call ``hook(grad)`` when this tensor's gradient is computed; returns a handle with
+        ``remove()``. The hook may return a replacement gradient."""
+        return G.autograd_module().register_hook(self, hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """Call ``hook(tensor)`` after a gradient was accumulated into this leaf's ``.grad``."""
+        return G.autograd_module().register_post_accumulate_grad_hook(self, hook)
+
     def detach(self):
         t = _new(Tensor)
         _init(t, self._storage, self._dtype, self._shape, self._stride, self._offset,

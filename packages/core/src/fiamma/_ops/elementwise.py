@@ -310,12 +310,7 @@ def make_inplace(fn, name):
         check_inplace(self, name, builtins.tuple(args) + builtins.tuple(kwargs.values()))
         grad = self.requires_grad or _any_grad(args) or _any_grad(kwargs.values())
         if grad and G.is_grad_enabled():
-            prev = G.set_grad_enabled_flag(False)
-            try:
-                fn(self, *args, out=self, **kwargs)
-            finally:
-                G.set_grad_enabled_flag(prev)
-            G.record_inplace(name, self, (self,) + builtins.tuple(args), kwargs)
+            G.inplace(fn, name, self, args, kwargs)
         else:
             fn(self, *args, out=self, **kwargs)
         return self
@@ -329,10 +324,11 @@ def inplace_binary(code, name, kind, self, other):
     """``self op= other``: result cast into self (dtype must be castable), version bumped."""
     check_inplace(self, name, (other,))
     other = as_operand(other, name)
-    grad = self.requires_grad or (isinstance(other, Tensor) and other.requires_grad)
+    if (self.requires_grad or (isinstance(other, Tensor) and other.requires_grad)) and \
+            G.is_grad_enabled():
+        G.inplace(lambda s, o: binary(code, name, kind, s, o), name, self, (other,), {})
+        return self
     binary(code, name, kind, self, other, out=self, record=False)
-    if grad:
-        G.record_inplace(name, self, (self, other), {})
     return self
 
 

@@ -1,0 +1,506 @@
+"""Recording (called by core's ops) and the backward executor.
+
+``record`` makes one Node per differentiable result: edges to the inputs' nodes, what the
+op's formula asks to save, and the inputs' shapes and dtypes. ``execute`` runs a graph
+backwards in a topological order found by dependency counts, summing the gradients that reach
+each node, then accumulates into the leaves' ``.grad`` (or captures them for
+``autograd.grad``).
+"""
+
+import threading
+import weakref
+
+from fiamma import Tensor
+from fiamma.autograd_hook import is_grad_enabled, no_grad, set_grad_enabled_flag
+
+from fiamma.autograd import _formulas as F
+from fiamma.autograd._node import (
+    AccumulateGrad,
+    Meta,
+    Node,
+    _HookDict,
+    add_hook,
+    capture_trace,
+    meta_of,
+    new_accumulate,
+)
+
+_new = object.__new__
+
+
+# ---- anomaly mode (global, as in PyTorch) ---------------------------------------------------
+
+class _Anomaly:
+    enabled = False
+    check_nan = True
+
+
+anomaly = _Anomaly()
+
+
+# ---- node classes per op ------------------------------------------------------------------
+
+_CLASSES = {}   # op name -> Node subclass (formula and save mode as class attributes)
+
+
+def _static(fn):
+    return None if fn is None else staticmethod(fn)
+
+
+def _class_name(op):
+    return "".join(p[:1].upper() + p[1:] for p in op.split("_") if p) + "Backward0"
+
+
+def node_class(op):
+    cls = _CLASSES.get(op)
+    if cls is None:
+        spec = F.lookup(op)
+        fn, save = spec if spec is not None else (None, "none")
+        cls = type(_class_name(op), (Node,), {"__slots__": (), "_op": op, "_save": save,
+                                               "_formula": _static(fn)})
+        _CLASSES[op] = cls
+    return cls
+
+
+def _registered(op):
+    cls = _CLASSES.get(op)
+    if cls is not None:
+        fn, cls._save = F.lookup(op)
+        cls._formula = _static(fn)
+
+
+F._listeners.append(_registered)
+
+# ops whose result is a view of input 0 (in-place on such a result rewrites the base's history)
+VIEW_OPS = frozenset({
+    "view", "as_strided", "permute", "transpose", "t", "squeeze", "unsqueeze", "expand",
+    "narrow", "select", "unfold", "getitem", "reshape", "flatten", "unflatten", "view_as",
+    "diagonal", "unbind", "split", "chunk", "movedim", "alias", "real", "imag", "swapaxes",
+    "swapdims", "mT", "T",
+})
+
+_NONES = [(None,) * i for i in range(8)]
+
+
+def _acc(t):
+    m = t._ag
+    if m is None:
+        m = t._ag = Meta()
+    a = m.acc
+    if a is None:
+        a = m.acc = new_accumulate(t)
+    return a
+
+
+def _make_node(cls, inputs, kwargs, skip_self):
+    """A node of class ``cls`` for ``inputs`` (``skip_self``: input 0 was overwritten in place
+    and is not saved)."""
+    node = _new(cls)
+    nexts = []
+    nrs = []
+    shapes = []
+    dtypes = []
+    plain = []
+    versions = []
+    any_nr = False
+    for x in inputs:
+        if isinstance(x, Tensor):
+            shapes.append(x._shape)
+            dtypes.append(x._dtype)
+            plain.append(None)
+            versions.append(x._storage.version)
+            if x.requires_grad:
+                fn = x.grad_fn
+                if fn is None:
+                    nexts.append(_acc(x))
+                    nrs.append(0)
+                else:
+                    nexts.append(fn)
+                    m = x._ag
+                    nr = 0 if m is None else m.output_nr
+                    nrs.append(nr)
+                    if nr:
+                        any_nr = True
+            else:
+                nexts.append(None)
+                nrs.append(0)
+        else:
+            shapes.append(None)
+            dtypes.append(None)
+            plain.append(x)
+            versions.append(None)
+            nexts.append(None)
+            nrs.append(0)
+    node._next = tuple(nexts)
+    node._nrs = tuple(nrs)
+    node._shapes = tuple(shapes)
+    node._dtypes = tuple(dtypes)
+    node._kwargs = kwargs
+    save = cls._save
+    if save == "inputs" or save == "both":
+        if skip_self:
+            inputs = (None,) + tuple(inputs[1:])
+            versions[0] = None
+        node._inputs = tuple(inputs)
+        node._versions = tuple(versions)
+    else:
+        node._inputs = tuple(plain)
+        node._versions = None
+    node._out = None
+    node._outver = None
+    node._nout = 1
+    node._freed = False
+    node._pre = node._post = node._tpre = node._retain = node._meta = None
+    node._trace = capture_trace() if anomaly.enabled else None
+    return node
+
+
+def record(op, out, inputs, kwargs):
+    """Core's hook after an op whose tensor input requires grad (grad mode on)."""
+    cls = _CLASSES.get(op)
+    if cls is None:
+        cls = node_class(op)
+    if type(out) is Tensor or isinstance(out, Tensor):
+        if out._dtype.kind != 2:
+            return
+        for x in inputs:
+            if x is out:
+                return  # the op returned its input unchanged
+        node = _make_node(cls, inputs, kwargs, False)
+        save = cls._save
+        if save == "output" or save == "both":
+            node._out = out.detach()
+            node._outver = out._storage.version
+        out.grad_fn = node
+        out.requires_grad = True
+        if op in VIEW_OPS:
+            x = inputs[0]
+            if isinstance(x, Tensor) and x._storage is out._storage:
+                m = x._ag
+                base = m.base if m is not None and m.base is not None else x
+                meta_of(out).base = base
+        return
+    outs = tuple(out)
+    if not any(isinstance(o, Tensor) and o._dtype.kind == 2 for o in outs):
+        return
+    node = _make_node(cls, inputs, kwargs, False)
+    node._nout = len(outs)
+    save = cls._save
+    if save == "output" or save == "both":
+        node._out = tuple(o.detach() if isinstance(o, Tensor) else None for o in outs)
+        node._outver = tuple(o._storage.version if isinstance(o, Tensor) else None
+                             for o in outs)
+    for i, o in enumerate(outs):
+        if isinstance(o, Tensor) and o._dtype.kind == 2:
+            o.grad_fn = node
+            o.requires_grad = True
+            o._ag = Meta(i)
+
+
+# ---- in-place ops -------------------------------------------------------------------------
+
+def check_inplace_target(t, op):
+    """PyTorch's errors for in-place ops on leaves that require grad (and views of them)."""
+    if t.requires_grad and t.grad_fn is None:
+        raise RuntimeError(f"{op}: a leaf Variable that requires grad is being used in an "
+                           "in-place operation.")
+    m = t._ag
+    if m is not None and m.base is not None:
+        b = m.base
+        if b.requires_grad and b.grad_fn is None:
+            raise RuntimeError(f"{op}: a view of a leaf Variable that requires grad is being "
+                               "used in an in-place operation.")
+
+
+def inplace(fn, name, self, args, kwargs):
+    """``self.<name>(*args, **kwargs)`` with gradients: the out-of-place op ``fn`` is computed
+    (and recorded), written into ``self``, and ``self``'s history is rebased on it."""
+    check_inplace_target(self, name)
+    res = fn(self, *args, **kwargs)
+    if res._dtype.kind > self._dtype.kind:
+        raise RuntimeError(f"{name}: result type {res._dtype} can't be cast to the desired "
+                           f"output type {self._dtype}")
+    node = res.grad_fn
+    if node is not None and node._versions is not None:
+        # the formula saved tensors that the write below overwrites: save copies instead
+        ins = node._inputs
+        if any(isinstance(x, Tensor) and x._storage is self._storage for x in ins):
+            ins = tuple(x.clone() if isinstance(x, Tensor) and x._storage is self._storage
+                        else x for x in ins)
+            node._inputs = ins
+            node._versions = tuple(x._storage.version if isinstance(x, Tensor) else None
+                                   for x in ins)
+    with no_grad():
+        self.copy_(res)
+    if node is not None:
+        rebase(self, node)
+
+
+def record_inplace(op, out, inputs, kwargs):
+    """Core's hook after an in-place op that overwrote ``out`` without reading it."""
+    check_inplace_target(out, op)
+    if out._dtype.kind != 2:
+        return
+    node = _make_node(node_class(op), inputs, kwargs, True)
+    rebase(out, node)
+
+
+def rebase(t, node):
+    """Make ``node`` (whose input 0 is t's old value) the history of ``t``; for a view, the
+    base's history becomes a CopySlices node and the view's a view of it."""
+    m = t._ag
+    base = m.base if m is not None else None
+    t.requires_grad = True
+    if base is None:
+        t.grad_fn = node
+        if m is not None:
+            m.output_nr = 0
+        return
+    from fiamma.autograd._views import copy_slices
+
+    copy_slices(base, t, node)
+
+
+# ---- requires_grad, hooks, retain_grad ------------------------------------------------------
+
+def requires_grad_(t, flag):
+    flag = bool(flag)
+    if not flag and t.grad_fn is not None:
+        raise RuntimeError(
+            "requires_grad_: you can only change requires_grad flags of leaf variables. If you "
+            "want to use a computed variable in a subgraph that doesn't require differentiation "
+            "use var_no_grad = var.detach().")
+    if flag and t._dtype.kind != 2:
+        raise RuntimeError(f"requires_grad_: only Tensors of floating point dtype can require "
+                           f"gradients (got {t._dtype})")
+    t.requires_grad = flag
+
+
+def register_hook(t, hook):
+    if not t.requires_grad:
+        raise RuntimeError("register_hook: cannot register a hook on a tensor that doesn't "
+                           "require gradient")
+    fn = t.grad_fn
+    if fn is None:
+        m = meta_of(t)
+        if m.hooks is None:
+            m.hooks = _HookDict()
+        return add_hook(m.hooks, hook)
+    m = t._ag
+    nr = 0 if m is None else m.output_nr
+    if fn._tpre is None:
+        fn._tpre = {}
+    table = fn._tpre.get(nr)
+    if table is None:
+        table = fn._tpre[nr] = _HookDict()
+    return add_hook(table, hook)
+
+
+def register_post_accumulate_grad_hook(t, hook):
+    if t.grad_fn is not None:
+        raise RuntimeError("register_post_accumulate_grad_hook: post accumulate grad hooks "
+                           "cannot be registered on non-leaf tensors")
+    if not t.requires_grad:
+        raise RuntimeError("register_post_accumulate_grad_hook: cannot register a hook on a "
+                           "tensor that doesn't require gradient")
+    m = meta_of(t)
+    if m.post_hooks is None:
+        m.post_hooks = _HookDict()
+    return add_hook(m.post_hooks, hook)
+
+
+def retain_grad(t):
+    if not t.requires_grad:
+        raise RuntimeError("retain_grad: can't retain_grad on Tensor that has requires_grad=False")
+    fn = t.grad_fn
+    if fn is None:
+        return
+    m = meta_of(t)
+    if m.retains:
+        return
+    m.retains = True
+    if fn._retain is None:
+        fn._retain = {}
+    fn._retain[m.output_nr] = weakref.ref(t)
+
+
+def retains_grad(t):
+    m = t._ag
+    return m is not None and m.retains
+
+
+def retain_store(t, g):
+    if t.grad is None:
+        t.grad = g.clone() if not is_grad_enabled() else g
+    elif is_grad_enabled():
+        t.grad = t.grad + g
+    else:
+        t.grad = t.grad + g
+
+
+# ---- accumulation into leaves ---------------------------------------------------------------
+
+def _accumulate(acc, g, create_graph):
+    t = acc._var()
+    if t is None or g is None:
+        return
+    m = t._ag
+    if m is not None and m.hooks:
+        for h in list(m.hooks.values()):
+            r = h(g)
+            if r is not None:
+                g = r
+    if acc._pre is not None:
+        for h in list(acc._pre.values()):
+            r = h((g,))
+            if r is not None:
+                g = r[0]
+    if t.grad is None:
+        if create_graph:
+            t.grad = g
+        else:
+            t.grad = g.detach().clone()
+    elif create_graph or t.grad.requires_grad:
+        t.grad = t.grad + g
+    else:
+        t.grad.add_(g.detach())
+    if m is not None and m.post_hooks:
+        for h in list(m.post_hooks.values()):
+            h(t)
+    if acc._post is not None:
+        for h in list(acc._post.values()):
+            h((), (g,))
+
+
+# ---- the executor ---------------------------------------------------------------------------
+
+def _check_nan(node, grads):
+    for i, g in enumerate(grads):
+        if g is not None and bool(g.isnan().any()):
+            trace = "".join(node._trace) if node._trace else "(no forward trace recorded)\n"
+            raise RuntimeError(
+                f"Function '{node.name()}' returned nan values in its {i}th output "
+                f"(the backward of forward op '{node._op}').\nTraceback of the forward call "
+                f"that caused the error:\n{trace}")
+
+
+def _needed_nodes(roots, target_nodes):
+    """Nodes that must run so the gradient reaches a target (some child leads to one)."""
+    leads = {}   # node -> whether a target is reachable through its children
+    for r in roots:
+        if r in leads:
+            continue
+        leads[r] = False
+        stack = [(r, iter(r._next))]
+        while stack:
+            n, it = stack[-1]
+            for c in it:
+                if c is None:
+                    continue
+                if c not in leads:
+                    leads[c] = False
+                    stack.append((c, iter(c._next)))
+                    break
+                if leads[c] or c in target_nodes:
+                    leads[n] = True
+            else:
+                stack.pop()
+                if stack and (leads[n] or n in target_nodes):
+                    leads[stack[-1][0]] = True
+    return {n for n, v in leads.items() if v}
+
+
+class _ExecState(threading.local):
+    depth = 0
+
+
+_exec_state = _ExecState()
+
+
+def execute(roots, grads, keep_graph, create_graph, targets=None, accumulate=True):
+    """Run the graph backwards from ``roots`` ((node, output_nr) pairs) seeded with ``grads``.
+
+    ``targets``: (node, output_nr) pairs whose incoming gradient is captured and returned (in
+    order); with ``accumulate`` the leaves among them still accumulate into ``.grad`` and no
+    other leaf does. Without targets every reachable leaf accumulates.
+    """
+    root_nodes = []
+    for n, _ in roots:
+        if n not in root_nodes:
+            root_nodes.append(n)
+    capture = None
+    run = None
+    if targets is not None:
+        capture = {}
+        for i, (n, nr) in enumerate(targets):
+            capture.setdefault(n, []).append((i, nr))
+        run = _needed_nodes(root_nodes, capture)
+        if accumulate:
+            run.update(n for n in capture if n.__class__ is AccumulateGrad)
+    # dependency counts over the part of the graph that runs
+    deps = {}
+    stack = [n for n in root_nodes if run is None or n in run]
+    seen = set(stack)
+    while stack:
+        n = stack.pop()
+        for c in n._next:
+            if c is None or (run is not None and c not in run and c not in capture):
+                continue
+            deps[c] = deps.get(c, 0) + 1
+            if c not in seen:
+                seen.add(c)
+                if run is None or c in run:
+                    stack.append(c)
+    buffers = {}
+    for (n, nr), g in zip(roots, grads):
+        b = buffers.get(n)
+        if b is None:
+            b = buffers[n] = [None] * n._nout
+        b[nr] = g if b[nr] is None else b[nr] + g
+    results = [None] * len(targets) if targets is not None else None
+    ready = [n for n in reversed(root_nodes) if n not in deps]
+    prev = set_grad_enabled_flag(create_graph)
+    check_nan = anomaly.enabled and anomaly.check_nan
+    try:
+        while ready:
+            n = ready.pop()
+            gs = buffers.pop(n, None)
+            if gs is None:
+                gs = [None] * n._nout
+            if capture is not None and n in capture:
+                if n._tpre is not None or n._retain is not None:
+                    gs = n._prehooks(gs)
+                for i, nr in capture[n]:
+                    results[i] = gs[nr]
+                if run is None or n not in run:
+                    continue
+            elif run is not None and n not in run:
+                continue
+            if n.__class__ is AccumulateGrad:
+                _accumulate(n, gs[0], create_graph)
+                continue
+            outs = n._apply(gs)
+            if check_nan:
+                _check_nan(n, outs)
+            if not keep_graph:
+                n._release()
+            nrs = n._nrs
+            for i, c in enumerate(n._next):
+                if c is None or (run is not None and c not in run and c not in capture):
+                    continue
+                g = outs[i]
+                if g is not None:
+                    b = buffers.get(c)
+                    if b is None:
+                        b = buffers[c] = [None] * c._nout
+                    nr = nrs[i]
+                    b[nr] = g if b[nr] is None else b[nr] + g
+                d = deps[c] - 1
+                if d:
+                    deps[c] = d
+                else:
+                    del deps[c]
+                    ready.append(c)
+    finally:
+        set_grad_enabled_flag(prev)
+    return results
