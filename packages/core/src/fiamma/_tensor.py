@@ -177,7 +177,8 @@ class Tensor:
               self._offset if offset is None else offset, None)
         if self.requires_grad:
             G.record(op, t, (self,), {"shape": t._shape, "stride": t._stride,
-                                      "offset": t._offset})
+                                      "offset": t._offset, "in_stride": self._stride,
+                                      "in_offset": self._offset})
         return t
 
     def as_strided(self, size, stride, storage_offset=None):

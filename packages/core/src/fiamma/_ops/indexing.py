@@ -80,7 +80,8 @@ def _make_view(x, shape, stride, offset, contig):
     t.grad_fn = None
     t._ag = None
     if x.requires_grad:
-        G.record("getitem", t, (x,), {"shape": shape, "stride": stride, "offset": offset})
+        G.record("getitem", t, (x,), {"shape": shape, "stride": stride, "offset": offset,
+                                      "in_stride": x._stride, "in_offset": x._offset})
     return t
 
 
