@@ -566,7 +566,8 @@ class Tensor:
     def tolist(self):
         if not self._shape:
             return self.item()
-        a = self.numpy() if self._dtype is not D.bfloat16 else self.float().numpy()
+        t = self.detach()
+        a = t.numpy() if self._dtype is not D.bfloat16 else t.float().numpy()
         return a.tolist()
 
     def __bool__(self):

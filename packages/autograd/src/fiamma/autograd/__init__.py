@@ -30,7 +30,7 @@ from fiamma.autograd_hook import (
 )
 
 from fiamma.autograd._version import __version__
-from fiamma.autograd import _formulas
+from fiamma.autograd import _builtin, _formulas  # noqa: F401
 from fiamma.autograd import _engine as _E
 from fiamma.autograd._node import Node, RemovableHandle
 from fiamma.autograd.anomaly_mode import detect_anomaly, is_anomaly_enabled, set_detect_anomaly

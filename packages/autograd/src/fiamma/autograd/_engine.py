@@ -92,59 +92,56 @@ def _acc(t):
     return a
 
 
+_ZEROS = [(0,) * i for i in range(8)]
+
+
 def _make_node(cls, inputs, kwargs, skip_self):
     """A node of class ``cls`` for ``inputs`` (``skip_self``: input 0 was overwritten in place
     and is not saved)."""
     node = _new(cls)
     nexts = []
-    nrs = []
     shapes = []
     dtypes = []
-    plain = []
-    versions = []
-    any_nr = False
+    nrs = None
+    plain = True
     for x in inputs:
         if isinstance(x, Tensor):
             shapes.append(x._shape)
             dtypes.append(x._dtype)
-            plain.append(None)
-            versions.append(x._storage.version)
             if x.requires_grad:
                 fn = x.grad_fn
+                m = x._ag
                 if fn is None:
-                    nexts.append(_acc(x))
-                    nrs.append(0)
-                else:
-                    nexts.append(fn)
-                    m = x._ag
-                    nr = 0 if m is None else m.output_nr
-                    nrs.append(nr)
-                    if nr:
-                        any_nr = True
+                    fn = m.acc if m is not None and m.acc is not None else _acc(x)
+                elif m is not None and m.output_nr:
+                    if nrs is None:
+                        nrs = [0] * len(inputs)
+                    nrs[len(nexts)] = m.output_nr
+                nexts.append(fn)
             else:
                 nexts.append(None)
-                nrs.append(0)
         else:
             shapes.append(None)
             dtypes.append(None)
-            plain.append(x)
-            versions.append(None)
             nexts.append(None)
-            nrs.append(0)
+            plain = False
+    n = len(nexts)
     node._next = tuple(nexts)
-    node._nrs = tuple(nrs)
+    node._nrs = _ZEROS[n] if nrs is None and n < 8 else tuple(nrs or (0,) * n)
     node._shapes = tuple(shapes)
     node._dtypes = tuple(dtypes)
     node._kwargs = kwargs
     save = cls._save
     if save == "inputs" or save == "both":
+        versions = [x._storage.version if isinstance(x, Tensor) else None for x in inputs]
         if skip_self:
             inputs = (None,) + tuple(inputs[1:])
             versions[0] = None
         node._inputs = tuple(inputs)
         node._versions = tuple(versions)
     else:
-        node._inputs = tuple(plain)
+        node._inputs = _NONES[n] if plain and n < 8 else tuple(
+            None if isinstance(x, Tensor) else x for x in inputs)
         node._versions = None
     node._out = None
     node._outver = None
@@ -384,6 +381,37 @@ def _check_nan(node, grads):
                 f"that caused the error:\n{trace}")
 
 
+class _Sum:
+    """A buffer slot that received the same gradient tensor ``count`` times in a row (a
+    gradient passed through unchanged, e.g. by add): summed as one multiply."""
+
+    __slots__ = ("acc", "last", "count")
+
+    def total(self):
+        term = self.last if self.count == 1 else self.last * self.count
+        return term if self.acc is None else self.acc + term
+
+
+def _buf_add(b, nr, g):
+    cur = b[nr]
+    if cur is None:
+        b[nr] = g
+    elif cur.__class__ is _Sum:
+        if cur.last is g:
+            cur.count += 1
+        else:
+            cur.acc = cur.total()
+            cur.last = g
+            cur.count = 1
+    elif cur is g:
+        s = b[nr] = _Sum()
+        s.acc = None
+        s.last = g
+        s.count = 2
+    else:
+        b[nr] = cur + g
+
+
 def _needed_nodes(roots, target_nodes):
     """Nodes that must run so the gradient reaches a target (some child leads to one)."""
     leads = {}   # node -> whether a target is reachable through its children
@@ -456,7 +484,7 @@ def execute(roots, grads, keep_graph, create_graph, targets=None, accumulate=Tru
         b = buffers.get(n)
         if b is None:
             b = buffers[n] = [None] * n._nout
-        b[nr] = g if b[nr] is None else b[nr] + g
+        _buf_add(b, nr, g)
     results = [None] * len(targets) if targets is not None else None
     ready = [n for n in reversed(root_nodes) if n not in deps]
     prev = set_grad_enabled_flag(create_graph)
@@ -467,6 +495,10 @@ def execute(roots, grads, keep_graph, create_graph, targets=None, accumulate=Tru
             gs = buffers.pop(n, None)
             if gs is None:
                 gs = [None] * n._nout
+            else:
+                for k, x in enumerate(gs):
+                    if x.__class__ is _Sum:
+                        gs[k] = x.total()
             if capture is not None and n in capture:
                 if n._tpre is not None or n._retain is not None:
                     gs = n._prehooks(gs)
@@ -494,7 +526,11 @@ def execute(roots, grads, keep_graph, create_graph, targets=None, accumulate=Tru
                     if b is None:
                         b = buffers[c] = [None] * c._nout
                     nr = nrs[i]
-                    b[nr] = g if b[nr] is None else b[nr] + g
+                    cur = b[nr]
+                    if cur is None:
+                        b[nr] = g
+                    else:
+                        _buf_add(b, nr, g)
                 d = deps[c] - 1
                 if d:
                     deps[c] = d

@@ -97,11 +97,14 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
         jac = []
         for o in outs:
             rows = [[] for _ in xs]
-            flat = o.reshape(-1)
-            for k in range(flat.numel()):
+            n = o.numel()
+            for k in range(n):
                 if o.requires_grad:
-                    g = fiamma.autograd.grad(flat[k], xs, retain_graph=True,
-                                             create_graph=create_graph, allow_unused=True)
+                    onehot = fiamma.zeros(n, dtype=o.dtype)
+                    onehot[k] = 1
+                    g = fiamma.autograd.grad(o, xs, onehot.reshape(tuple(o.shape)),
+                                             retain_graph=True, create_graph=create_graph,
+                                             allow_unused=True)
                 else:
                     g = (None,) * len(xs)
                 for i, (r, x) in enumerate(zip(g, xs)):

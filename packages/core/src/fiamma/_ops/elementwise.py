@@ -826,8 +826,7 @@ def _fast_binary(code, name, kind, fallback, scalar_first=False):
 
     def method(self, other):
         if (not scalar_first and type(other) is Tensor and other._dtype is self._dtype and
-                other._shape == self._shape and self._contig and other._contig and not
-                (self.requires_grad or other.requires_grad) and
+                other._shape == self._shape and self._contig and other._contig and
                 self._storage.device is CPU is other._storage.device):
             dt = self._dtype
             if kind == TRUEDIV and dt.kind != 2:
@@ -862,17 +861,20 @@ def _fast_binary(code, name, kind, fallback, scalar_first=False):
             res.grad = None
             res.grad_fn = None
             res._ag = None
+            if self.requires_grad or other.requires_grad:
+                G.record(name, res, (self, other), {})
             return res
         tp = type(other)
-        if ((tp is float or tp is int) and scalar_ok and self._contig and not
-                self.requires_grad and self._storage.device is CPU and
-                _scalar_fast_ok(self, other, tp, kind)):
+        if ((tp is float or tp is int) and scalar_ok and self._contig and
+                self._storage.device is CPU and _scalar_fast_ok(self, other, tp, kind)):
             dt = self._dtype
             res = new_empty(self._shape, D.bool if predicate else dt, CPU)
             rc = sc(code, dt.code, self._numel, res._ptr, self._ptr, other,
                     other if dt.kind == 1 else 0, first)
             if rc:
                 _raise(rc, name, dt)
+            if self.requires_grad:
+                G.record(name, res, (other, self) if scalar_first else (self, other), {})
             return res
         if not (isinstance(other, Tensor) or is_scalar(other)):
             return NotImplemented
