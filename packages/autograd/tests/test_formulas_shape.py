@@ -273,3 +273,30 @@ def test_casts():
     # second order through casts
     check(lambda t: t.to(fiamma.float64) * t, x)
     check(lambda t: t.type_as(t).sin(), x)
+
+
+# ---- fills ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fill", [
+    lambda t: t.fill_(0.5), lambda t: t.zero_(), lambda t: t.uniform_(),
+    lambda t: t.normal_(), lambda t: t.bernoulli_(0.5), lambda t: t.exponential_(),
+])
+def test_fills_cut_the_old_values(fill):
+    x = rand(4, seed=14)
+    y = x * 2.0
+    fill(y[1:3])
+    (g,) = fiamma.autograd.grad((y * 3.0).sum(), x)
+    assert g.tolist() == [6.0, 0.0, 0.0, 6.0]
+    y = x * 2.0
+    fill(y)
+    (g,) = fiamma.autograd.grad((y * 3.0).sum(), x)
+    assert g.tolist() == [0.0, 0.0, 0.0, 0.0]
+
+
+def test_fill_on_leaf_requiring_grad_raises():
+    x = rand(3, seed=15)
+    with pytest.raises(RuntimeError, match="leaf Variable"):
+        x.fill_(1.0)
+    with fiamma.no_grad():
+        x.zero_()
+    assert x.tolist() == [0.0, 0.0, 0.0]

@@ -82,3 +82,16 @@ def _addbmm(ctx, grad):
     ga = fiamma.bmm(g, b.mT) if need[1] else None
     gb = fiamma.bmm(a.mT, g) if need[2] else None
     return gc, ga, gb
+
+
+@derivative("inner", save="inputs")
+def _inner(ctx, grad):
+    """``inner(a, b)``: the product over the last dim, result ``a.shape[:-1] + b.shape[:-1]``."""
+    a, b = ctx.inputs
+    need = ctx.needs_input_grad
+    k = a.shape[-1]
+    a2, b2 = a.reshape(-1, k), b.reshape(-1, k)
+    g2 = grad.reshape(a2.shape[0], b2.shape[0])
+    ga = fiamma.mm(g2, b2).reshape(a.shape) if need[0] else None
+    gb = fiamma.mm(g2.mT, a2).reshape(b.shape) if need[1] else None
+    return ga, gb

@@ -209,8 +209,9 @@ def _copy(ctx, grad):
 @derivative("uniform_", "normal_", "random_", "bernoulli_", "exponential_", "geometric_",
             "log_normal_", "cauchy_", "fill_", "zero_", save="none")
 def _overwritten(ctx, grad):
-    """Random fills overwrite every element: nothing flows back to the old values."""
-    return (None,) * len(ctx.needs_input_grad)
+    """Fills overwrite every element: the old values get a zero gradient (PyTorch's
+    zeros_like(grad))."""
+    return (fiamma.zeros_like(grad),) + (None,) * (len(ctx.needs_input_grad) - 1)
 
 
 # ---- joining, copies, casts ----------------------------------------------------------------
