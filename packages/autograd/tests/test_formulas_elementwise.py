@@ -7,11 +7,10 @@ import zlib
 
 import numpy as np
 import pytest
+from _formula_check import check, leaf, noncontig, rand
 
 import fiamma
 from fiamma.autograd import gradcheck
-
-from _formula_check import check, leaf, noncontig, rand
 
 # name -> (function, low, high): inputs drawn uniformly from [low, high] (None: normal)
 UNARY = {

@@ -4,10 +4,9 @@ fused add* ops with alpha/beta and a broadcast input, and their in-place forms."
 
 import numpy as np
 import pytest
+from _formula_check import check, noncontig, rand
 
 import fiamma
-
-from _formula_check import check, noncontig, rand
 
 MATMUL_SHAPES = [
     ((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 4)), ((2, 3), (3, 4)), ((5, 2, 3), (3, 4)),

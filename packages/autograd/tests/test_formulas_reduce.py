@@ -6,10 +6,9 @@ import math
 
 import numpy as np
 import pytest
+from _formula_check import check, noncontig, rand
 
 import fiamma
-
-from _formula_check import check, noncontig, rand
 
 DIM_FORMS = [dict(), dict(dim=1), dict(dim=-1, keepdim=True), dict(dim=(0, 2)),
              dict(dim=(0, 2), keepdim=True), dict(dim=())]

@@ -13,6 +13,7 @@ it, as PyTorch's as_strided backward does.
 import fiamma
 from fiamma.autograd._formulas import derivative
 from fiamma.autograd._formulas._common import is_tensor, reduce_to
+from fiamma.autograd.function import Function
 
 # ---- strided views -----------------------------------------------------------------------------
 
@@ -49,13 +50,53 @@ def _overlapping(shape, stride):
     return False
 
 
-def _contiguous(shape, stride):
-    expect = 1
-    for n, st in zip(reversed(shape), reversed(stride)):
-        if n != 1 and st != expect:
-            return False
-        expect *= n
-    return True
+def _drop(seq, d):
+    return tuple(seq[:d]) + tuple(seq[d + 1:])
+
+
+def _accumulate(buf, g, geom):
+    """``buf`` (a fresh contiguous 1-D tensor) += ``g`` laid out at ``geom`` = (shape, stride,
+    offset), summing where the geometry maps several elements to one slot (no grad)."""
+    shape, stride, off = (list(geom[0]), list(geom[1]), geom[2])
+    zero = [d for d, (n, st) in enumerate(zip(shape, stride)) if st == 0 and n > 1]
+    if zero:  # broadcast dims: sum them first
+        g = g.sum(zero, keepdim=True)
+        for d in zero:
+            shape[d] = 1
+    if not _overlapping(shape, stride):
+        buf.as_strided(shape, stride, off).add_(g)
+        return
+    # overlapping windows (unfold, as_strided): a loop over the smallest dim whose removal
+    # leaves disjoint slices
+    cands = [d for d, n in enumerate(shape)
+             if n > 1 and not _overlapping(_drop(shape, d), _drop(stride, d))]
+    if cands:
+        d = min(cands, key=lambda i: shape[i])
+        sub_shape, sub_stride = _drop(shape, d), _drop(stride, d)
+        for i in range(shape[d]):
+            buf.as_strided(sub_shape, sub_stride, off + i * stride[d]).add_(g.select(d, i))
+        return
+    idx = _offsets(shape, stride, off).reshape(-1)
+    buf.index_put_((idx,), g.reshape(-1), accumulate=True)
+
+
+class _Restride(Function):
+    """The linear map "lay ``g`` out at geometry ``src`` in a zero buffer of ``span`` elements
+    (summing overlaps), read it at geometry ``dst``" (``dst`` must not overlap itself). Its
+    adjoint is the same map with the geometries swapped, which makes the backward of a view
+    differentiable to any order."""
+
+    @staticmethod
+    def forward(ctx, g, span, src, dst):
+        ctx.geoms = (span, src, dst)
+        buf = fiamma.zeros((span,), dtype=g.dtype)
+        _accumulate(buf, g, src)
+        return buf.as_strided(*dst)
+
+    @staticmethod
+    def backward(ctx, grad):
+        span, src, dst = ctx.geoms
+        return _Restride.apply(grad, span, dst, src), None, None, None
 
 
 def strided_backward(grad, in_shape, in_stride, in_offset, shape, stride, offset):
@@ -74,20 +115,19 @@ def strided_backward(grad, in_shape, in_stride, in_offset, shape, stride, offset
     vlo, vhi = _extent(shape, stride, offset)
     base = min(lo, vlo)
     span = max(hi, vhi) - base + 1
+    if not _overlapping(in_shape, in_stride):
+        return _Restride.apply(grad, span, (tuple(shape), tuple(stride), offset - base),
+                               (in_shape, tuple(in_stride), in_offset - base))
+    # the input overlaps itself (a view of an expanded tensor): each storage slot's gradient
+    # is split evenly among the input elements that share it
     voff = _offsets(shape, stride, offset - base).reshape(-1)
     buf = fiamma.zeros((span,), dtype=grad.dtype).index_put((voff,), grad.reshape(-1),
                                                             accumulate=True)
-    if _contiguous(in_shape, in_stride):
-        start = in_offset - base
-        return buf[start:start + numel].reshape(in_shape)
     xoff = _offsets(in_shape, in_stride, in_offset - base)
-    g = buf[xoff]
-    if _overlapping(in_shape, in_stride):
-        ones = fiamma.ones((numel,), dtype=grad.dtype)
-        cnt = fiamma.zeros((span,), dtype=grad.dtype).index_put((xoff.reshape(-1),), ones,
-                                                                accumulate=True)
-        g = g / cnt[xoff]
-    return g
+    ones = fiamma.ones((numel,), dtype=grad.dtype)
+    cnt = fiamma.zeros((span,), dtype=grad.dtype).index_put((xoff.reshape(-1),), ones,
+                                                            accumulate=True)
+    return buf[xoff] / cnt[xoff]
 
 
 def _geometry(ctx):
