@@ -31,32 +31,30 @@ def _func_params(fn):
 
 
 class _Scan(ast.NodeVisitor):
-    """Collects, per module: calls (callee name, args, keywords, enclosing function chain),
-    local string assignments per function, function parameter lists."""
+    """One module's calls (callee name, owner, node, enclosing functions), its string
+    assignments per function and the names of the functions it defines."""
 
-    def __init__(self):
+    def __init__(self, module):
+        self.module = module
         self.stack = []
         self.calls = []
-        self.params = {}    # function name -> [params]
-        self.assigns = {}   # (function name, var) -> {literals}
+        self.defined = set()
+        self.assigns = {}   # (module, function name, var) -> {literals}
 
     def visit_FunctionDef(self, node):
-        self.params.setdefault(node.name, _func_params(node))
+        self.defined.add(node.name)
         self.stack.append(node)
         self.generic_visit(node)
         self.stack.pop()
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
-    def visit_Lambda(self, node):
-        self.generic_visit(node)
-
     def visit_Assign(self, node):
         if self.stack and isinstance(node.value, ast.Constant) and \
                 isinstance(node.value.value, str):
             for t in node.targets:
                 if isinstance(t, ast.Name):
-                    key = (self.stack[-1].name, t.id)
+                    key = (self.module, self.stack[-1].name, t.id)
                     self.assigns.setdefault(key, set()).add(node.value.value)
         self.generic_visit(node)
 
@@ -66,43 +64,45 @@ class _Scan(ast.NodeVisitor):
         owner = f.value.id if isinstance(f, ast.Attribute) and \
             isinstance(f.value, ast.Name) else None
         if name:
-            self.calls.append((name, owner, node, list(self.stack)))
+            self.calls.append((self.module, name, owner, node, list(self.stack)))
         self.generic_visit(node)
 
 
 def _scan_core():
     scans = []
     for path in sorted(CORE.rglob("*.py")):
-        s = _Scan()
+        s = _Scan(str(path.relative_to(CORE)))
         s.visit(ast.parse(path.read_text(), str(path)))
         scans.append(s)
     return scans
 
 
-def _values(expr, stack, assigns):
-    """(literals, parameter references) an expression can carry: a parameter reference is
-    (function name, param index, param name) of an enclosing function."""
+def _values(expr, module, stack, assigns):
+    """(literals, parameter references) an expression can carry as an op name. A reference is
+    (module, function, param index, param name, prefix) of an enclosing function's parameter
+    (``"fft_" + op`` gives prefix "fft_")."""
     lits, refs = set(), set()
     if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
         lits.add(expr.value)
-    elif isinstance(expr, ast.BoolOp):
-        for v in expr.values:
-            a, b = _values(v, stack, assigns)
+    elif isinstance(expr, (ast.BoolOp, ast.IfExp)):
+        for v in (expr.values if isinstance(expr, ast.BoolOp) else (expr.body, expr.orelse)):
+            a, b = _values(v, module, stack, assigns)
             lits |= a
             refs |= b
-    elif isinstance(expr, ast.IfExp):
-        for v in (expr.body, expr.orelse):
-            a, b = _values(v, stack, assigns)
-            lits |= a
-            refs |= b
+    elif isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add) and \
+            isinstance(expr.left, ast.Constant) and isinstance(expr.left.value, str):
+        pre = expr.left.value
+        a, b = _values(expr.right, module, stack, assigns)
+        lits |= {pre + x for x in a}
+        refs |= {r[:4] + (pre + r[4],) for r in b}
     elif isinstance(expr, ast.Name):
         for fn in reversed(stack):
-            if (fn.name, expr.id) in assigns:
-                lits |= assigns[(fn.name, expr.id)]
+            if (module, fn.name, expr.id) in assigns:
+                lits |= assigns[(module, fn.name, expr.id)]
                 break
             plist = _func_params(fn)
             if expr.id in plist:
-                refs.add((fn.name, plist.index(expr.id), expr.id))
+                refs.add((module, fn.name, plist.index(expr.id), expr.id, ""))
                 break
     return lits, refs
 
@@ -111,29 +111,36 @@ def recorded_op_names():
     """The op names core's source passes to the autograd recorder, and the sinks that could
     not be resolved to literals."""
     scans = _scan_core()
-    assigns, calls = {}, []
+    assigns, calls, defined = {}, [], {}
     for s in scans:
         assigns.update(s.assigns)
         calls.extend(s.calls)
-    # sinks: (callee name, positional index, keyword name) whose argument is an op name
-    sinks = {("record", 0, "op"), ("record_inplace", 0, "op"), ("_view", 3, "op")}
+        defined[s.module] = s.defined
+    # sinks: (module or None, callee, positional index, keyword, prefix): the argument there
+    # is an op name (after the prefix)
+    sinks = {(None, "record", 0, "op", ""), (None, "record_inplace", 0, "op", ""),
+             (None, "_view", 3, "op", "")}
     names, unresolved = set(), set()
     done = set()
     while True:
         new = set()
-        for callee, owner, node, stack in calls:
-            for sname, idx, kw in sinks:
+        for module, callee, owner, node, stack in calls:
+            for smod, sname, idx, kw, pre in sinks:
                 if callee != sname:
                     continue
                 if sname.startswith("record") and owner not in ("G", "_grad_hook"):
+                    continue
+                # a function defined in the calling module is that one, not a namesake
+                if smod is not None and smod != module and callee in defined[module]:
                     continue
                 exprs = [k.value for k in node.keywords if k.arg == kw]
                 if len(node.args) > idx:
                     exprs.append(node.args[idx])
                 for e in exprs:
-                    lits, refs = _values(e, stack, assigns)
-                    names |= lits
-                    for sink in refs:
+                    lits, refs = _values(e, module, stack, assigns)
+                    names |= {pre + x for x in lits}
+                    for r in refs:
+                        sink = r[:4] + (pre + r[4],)
                         if sink not in sinks:
                             new.add(sink)
                     if not lits and not refs:
