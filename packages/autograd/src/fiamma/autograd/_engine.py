@@ -95,9 +95,69 @@ def _acc(t):
 _ZEROS = [(0,) * i for i in range(8)]
 
 
+def _edge1(x):
+    """(node, output_nr) of a tensor that requires grad."""
+    fn = x.grad_fn
+    m = x._ag
+    if fn is None:
+        return (m.acc if m is not None and m.acc is not None else _acc(x)), 0
+    return fn, (0 if m is None else m.output_nr)
+
+
 def _make_node(cls, inputs, kwargs, skip_self):
     """A node of class ``cls`` for ``inputs`` (``skip_self``: input 0 was overwritten in place
     and is not saved)."""
+    n = len(inputs)
+    if n == 2 and not skip_self:
+        # the common case written out: two plain tensors
+        a, b = inputs
+        if a.__class__ is Tensor and b.__class__ is Tensor:
+            node = _new(cls)
+            if a.requires_grad:
+                ea, na = _edge1(a)
+            else:
+                ea = None
+                na = 0
+            if b.requires_grad:
+                eb, nb = _edge1(b)
+            else:
+                eb = None
+                nb = 0
+            node._next = (ea, eb)
+            node._nrs = (0, 0) if not (na or nb) else (na, nb)
+            node._shapes = (a._shape, b._shape)
+            node._dtypes = (a._dtype, b._dtype)
+            node._kwargs = kwargs
+            save = cls._save
+            if save == "inputs" or save == "both":
+                node._inputs = (a, b)
+                node._versions = (a._storage.version, b._storage.version)
+            else:
+                node._inputs = (None, None)
+                node._versions = None
+            if anomaly.enabled:
+                node._trace = capture_trace()
+            return node
+    elif n == 1 and not skip_self:
+        a = inputs[0]
+        if a.__class__ is Tensor and a.requires_grad:
+            node = _new(cls)
+            ea, na = _edge1(a)
+            node._next = (ea,)
+            node._nrs = (na,)
+            node._shapes = (a._shape,)
+            node._dtypes = (a._dtype,)
+            node._kwargs = kwargs
+            save = cls._save
+            if save == "inputs" or save == "both":
+                node._inputs = (a,)
+                node._versions = (a._storage.version,)
+            else:
+                node._inputs = (None,)
+                node._versions = None
+            if anomaly.enabled:
+                node._trace = capture_trace()
+            return node
     node = _new(cls)
     nexts = []
     shapes = []
@@ -143,12 +203,8 @@ def _make_node(cls, inputs, kwargs, skip_self):
         node._inputs = _NONES[n] if plain and n < 8 else tuple(
             None if isinstance(x, Tensor) else x for x in inputs)
         node._versions = None
-    node._out = None
-    node._outver = None
-    node._nout = 1
-    node._freed = False
-    node._pre = node._post = node._tpre = node._retain = node._meta = None
-    node._trace = capture_trace() if anomaly.enabled else None
+    if anomaly.enabled:
+        node._trace = capture_trace()
     return node
 
 

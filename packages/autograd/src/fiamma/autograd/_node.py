@@ -100,13 +100,24 @@ class Node:
     """A backward function (``tensor.grad_fn``): ``name()``, ``next_functions``,
     ``metadata``, ``register_hook``, ``register_prehook``. Formulas receive it as ``ctx``."""
 
+    # what every node sets; the rarely used fields are class defaults overridden in the
+    # instance dict (created only when one is set), which keeps recording cheap
     __slots__ = ("_next", "_nrs", "_inputs", "_versions", "_kwargs", "_shapes", "_dtypes",
-                 "_out", "_outver", "_nout", "_freed", "_pre", "_post", "_tpre", "_retain",
-                 "_meta", "_trace", "__weakref__")
+                 "__dict__", "__weakref__")
 
     _op = ""
     _formula = None
     _save = "none"
+    _nout = 1          # number of outputs
+    _out = None        # saved output alias(es)
+    _outver = None     # their versions
+    _freed = False     # saved tensors released by a backward without retain_graph
+    _pre = None        # node pre-hooks
+    _post = None       # node post-hooks
+    _tpre = None       # {output_nr: tensor hooks}
+    _retain = None     # {output_nr: weakref to a tensor that retains its grad}
+    _meta = None       # metadata dict
+    _trace = None      # forward stack (anomaly mode)
 
     def _init_empty(self):
         self._next = ()
@@ -116,11 +127,6 @@ class Node:
         self._kwargs = {}
         self._shapes = ()
         self._dtypes = ()
-        self._out = None
-        self._outver = None
-        self._nout = 1
-        self._freed = False
-        self._pre = self._post = self._tpre = self._retain = self._meta = self._trace = None
 
     # ---- public Node API ----------------------------------------------------------------------
     def name(self):
@@ -225,7 +231,8 @@ class Node:
         self._freed = True
         if self._versions is not None:
             self._inputs = None
-        self._out = None
+        if self._out is not None:
+            self._out = None
 
     # ---- running -----------------------------------------------------------------------------
     def _prehooks(self, gs):
