@@ -609,3 +609,33 @@ def test_memory_flat_over_training_like_iterations():
         key = next((k for k in ("in_use", "allocated_bytes", "bytes_in_use") if k in before), None)
         if key is not None:
             assert after[key] - before[key] < 1 << 20
+
+
+def test_other_views_see_inplace_changes_of_base():
+    x = leaf([1.0, 2.0, 3.0])
+    base = x * 1
+    v = base[0:2]
+    base.mul_(3)                 # v now holds 3 * x[0:2]
+    (v * 1).sum().backward()
+    assert x.grad.tolist() == [3.0, 3.0, 0.0]
+
+
+def test_inplace_on_transposed_view_of_non_contiguous_base():
+    x = leaf([[1.0, 2.0], [3.0, 4.0]])
+    base = (x * 1).t()           # a non-contiguous view of the root x * 1
+    row = base[0]                # column 0 of x * 1
+    row.mul_(2)
+    (base * base).sum().backward()
+    assert x.grad.tolist() == [[8.0, 4.0], [24.0, 8.0]]
+
+
+def test_double_backward_through_copyslices():
+    x = leaf([1.0, 2.0], dtype=fiamma.float64)
+    base = x * 1
+    v = base[0:1]
+    v.mul_(3)
+    y = (base * base).sum()
+    (g,) = A.grad(y, x, create_graph=True)
+    assert g.tolist() == [18.0, 4.0]
+    (gg,) = A.grad(g.sum(), x)
+    assert gg.tolist() == [18.0, 2.0]

@@ -56,11 +56,7 @@ def _root(t, i):
     if not t.requires_grad:
         raise RuntimeError(f"element {i} of tensors does not require grad and does not have a "
                            "grad_fn")
-    fn = t.grad_fn
-    if fn is None:
-        return _E._acc(t), 0
-    m = t._ag
-    return fn, (0 if m is None else m.output_nr)
+    return _E._edge1(t)
 
 
 def _make_grads(outputs, grads, op):

@@ -101,7 +101,21 @@ def _edge1(x):
     m = x._ag
     if fn is None:
         return (m.acc if m is not None and m.acc is not None else _acc(x)), 0
-    return fn, (0 if m is None else m.output_nr)
+    if m is None:
+        return fn, 0
+    if m.base is not None and m.vver != x._storage.version:
+        fn = _views.refresh(x, m)  # the storage changed in place since: a view of the base
+    return fn, m.output_nr
+
+
+def current_grad_fn(x):
+    """``x.grad_fn``, refreshed for a view whose base was modified in place."""
+    fn = x.grad_fn
+    m = x._ag
+    if fn is not None and m is not None and m.base is not None and \
+            m.vver != x._storage.version:
+        fn = _views.refresh(x, m)
+    return fn
 
 
 def _make_node(cls, inputs, kwargs, skip_self):
@@ -169,14 +183,11 @@ def _make_node(cls, inputs, kwargs, skip_self):
             shapes.append(x._shape)
             dtypes.append(x._dtype)
             if x.requires_grad:
-                fn = x.grad_fn
-                m = x._ag
-                if fn is None:
-                    fn = m.acc if m is not None and m.acc is not None else _acc(x)
-                elif m is not None and m.output_nr:
+                fn, nr = _edge1(x)
+                if nr:
                     if nrs is None:
                         nrs = [0] * len(inputs)
-                    nrs[len(nexts)] = m.output_nr
+                    nrs[len(nexts)] = nr
                 nexts.append(fn)
             else:
                 nexts.append(None)
@@ -231,7 +242,9 @@ def record(op, out, inputs, kwargs):
             if isinstance(x, Tensor) and x._storage is out._storage:
                 m = x._ag
                 base = m.base if m is not None and m.base is not None else x
-                meta_of(out).base = base
+                mo = meta_of(out)
+                mo.base = base
+                mo.vver = out._storage.version
         return
     outs = tuple(out)
     if not any(isinstance(o, Tensor) and o._dtype.kind == 2 for o in outs):
@@ -309,9 +322,7 @@ def rebase(t, node):
         if m is not None:
             m.output_nr = 0
         return
-    from fiamma.autograd._views import copy_slices
-
-    copy_slices(base, t, node)
+    _views.copy_slices(base, t, node)
 
 
 # ---- requires_grad, hooks, retain_grad ------------------------------------------------------
@@ -339,8 +350,7 @@ def register_hook(t, hook):
         if m.hooks is None:
             m.hooks = _HookDict()
         return add_hook(m.hooks, hook)
-    m = t._ag
-    nr = 0 if m is None else m.output_nr
+    fn, nr = _edge1(t)
     if fn._tpre is None:
         fn._tpre = {}
     table = fn._tpre.get(nr)
@@ -365,9 +375,9 @@ def register_post_accumulate_grad_hook(t, hook):
 def retain_grad(t):
     if not t.requires_grad:
         raise RuntimeError("retain_grad: can't retain_grad on Tensor that has requires_grad=False")
-    fn = t.grad_fn
-    if fn is None:
+    if t.grad_fn is None:
         return
+    fn, _ = _edge1(t)
     m = meta_of(t)
     if m.retains:
         return
@@ -596,3 +606,6 @@ def execute(roots, grads, keep_graph, create_graph, targets=None, accumulate=Tru
     finally:
         set_grad_enabled_flag(prev)
     return results
+
+
+from fiamma.autograd import _views  # noqa: E402  (imports function.py, which imports this)

@@ -56,14 +56,15 @@ def add_hook(table, fn):
 class Meta:
     """Per-tensor autograd data kept in ``Tensor._ag`` (None for most tensors)."""
 
-    __slots__ = ("output_nr", "acc", "hooks", "post_hooks", "base", "retains")
+    __slots__ = ("output_nr", "acc", "hooks", "post_hooks", "base", "vver", "retains")
 
     def __init__(self, output_nr=0):
         self.output_nr = output_nr
         self.acc = None
         self.hooks = None
         self.post_hooks = None
-        self.base = None
+        self.base = None      # the base tensor of a view that requires grad
+        self.vver = 0         # the storage version when the view's grad_fn was set
         self.retains = False
 
 
