@@ -16,7 +16,7 @@ def leaf(values, dtype=fiamma.float32):
     return fiamma.tensor(values, dtype=dtype, requires_grad=True)
 
 
-# ---- basics ---------------------------------------------------------------------------------
+# ---- basics -------------------------------------------------------------------------------------
 
 def test_grad_fn_names_and_next_functions():
     x = leaf([1.0, 2.0])
@@ -152,7 +152,7 @@ def test_grad_mode_is_thread_local():
     assert seen == {"thread": True, "main": False}
 
 
-# ---- retain_graph / create_graph -------------------------------------------------------------
+# ---- retain_graph / create_graph ----------------------------------------------------------------
 
 def test_backward_twice_needs_retain_graph():
     x = leaf([1.0, 2.0])
@@ -191,7 +191,7 @@ def test_create_graph_backward_populates_differentiable_grad():
     assert x.grad.tolist() == [2.0]
 
 
-# ---- autograd.grad / backward(inputs=) ---------------------------------------------------------
+# ---- autograd.grad / backward(inputs=) ----------------------------------------------------------
 
 def test_grad_api():
     x = leaf([1.0, 2.0])
@@ -231,7 +231,7 @@ def test_backward_inputs_only_accumulates_there():
     assert h.grad.tolist() == [2.0] and x.grad.tolist() == [2.0]
 
 
-# ---- hooks ---------------------------------------------------------------------------------------
+# ---- hooks --------------------------------------------------------------------------------------
 
 def test_tensor_hooks_on_leaf_and_nonleaf():
     x = leaf([1.0, 2.0])
@@ -295,7 +295,7 @@ def test_node_hooks_and_metadata():
     h.remove()
 
 
-# ---- Function -------------------------------------------------------------------------------------
+# ---- Function -----------------------------------------------------------------------------------
 
 class Cube(Function):
     @staticmethod
@@ -425,7 +425,7 @@ def test_once_differentiable():
     assert g.tolist() == [6.0] and not g.requires_grad
 
 
-# ---- in-place ops and version counters -------------------------------------------------------------
+# ---- in-place ops and version counters ----------------------------------------------------------
 
 def test_modified_saved_tensor_raises_with_versions():
     x = leaf([1.0, 2.0])
@@ -504,7 +504,7 @@ def test_integer_inplace_into_float_result_raises():
         t.add_(w)
 
 
-# ---- anomaly mode ------------------------------------------------------------------------------------
+# ---- anomaly mode -------------------------------------------------------------------------------
 
 def test_detect_anomaly_names_forward_op():
     a = leaf([1.0])
@@ -520,7 +520,7 @@ def test_detect_anomaly_names_forward_op():
     assert not A.is_anomaly_enabled()
 
 
-# ---- memory: graphs are freed -------------------------------------------------------------------------
+# ---- memory: graphs are freed -------------------------------------------------------------------
 
 def test_graph_freed_when_outputs_die():
     gc.disable()

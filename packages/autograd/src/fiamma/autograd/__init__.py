@@ -19,6 +19,11 @@ import types
 
 import fiamma
 from fiamma import Tensor
+from fiamma.autograd import _builtin, _engine as _E, _formulas  # noqa: F401
+from fiamma.autograd._node import Node, RemovableHandle
+from fiamma.autograd._version import __version__
+from fiamma.autograd.anomaly_mode import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
+from fiamma.autograd.function import Function, FunctionCtx, once_differentiable
 from fiamma.autograd_hook import (
     enable_grad,
     inference_mode,
@@ -28,13 +33,6 @@ from fiamma.autograd_hook import (
     register_autograd,
     set_grad_enabled,
 )
-
-from fiamma.autograd._version import __version__
-from fiamma.autograd import _builtin, _formulas  # noqa: F401
-from fiamma.autograd import _engine as _E
-from fiamma.autograd._node import Node, RemovableHandle
-from fiamma.autograd.anomaly_mode import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
-from fiamma.autograd.function import Function, FunctionCtx, once_differentiable
 
 __all__ = [
     "backward", "grad", "Function", "FunctionCtx", "once_differentiable", "no_grad",
@@ -179,5 +177,5 @@ _recorder = types.SimpleNamespace(
 _formulas.load_all()
 register_autograd(_recorder)
 
-from fiamma.autograd.gradcheck import gradcheck, gradgradcheck  # noqa: E402
 from fiamma.autograd import functional  # noqa: E402,F401
+from fiamma.autograd.gradcheck import gradcheck, gradgradcheck  # noqa: E402

@@ -11,8 +11,6 @@ import threading
 import weakref
 
 from fiamma import Tensor
-from fiamma.autograd_hook import is_grad_enabled, no_grad, set_grad_enabled_flag
-
 from fiamma.autograd import _formulas as F
 from fiamma.autograd._node import (
     AccumulateGrad,
@@ -24,6 +22,7 @@ from fiamma.autograd._node import (
     meta_of,
     new_accumulate,
 )
+from fiamma.autograd_hook import is_grad_enabled, no_grad, set_grad_enabled_flag
 
 _new = object.__new__
 

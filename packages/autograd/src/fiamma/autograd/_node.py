@@ -12,7 +12,6 @@ import traceback
 import weakref
 
 from fiamma import Tensor
-
 from fiamma.autograd import _formulas as F
 
 _new = object.__new__

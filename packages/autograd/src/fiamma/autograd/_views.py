@@ -13,7 +13,6 @@ result is differentiable again under create_graph.
 """
 
 import fiamma
-
 from fiamma.autograd._node import Node, meta_of
 from fiamma.autograd.function import Function
 
