@@ -639,3 +639,18 @@ def test_double_backward_through_copyslices():
     assert g.tolist() == [18.0, 4.0]
     (gg,) = A.grad(g.sum(), x)
     assert gg.tolist() == [18.0, 2.0]
+
+
+def test_requires_grad_slot_set_before_autograd_import():
+    import subprocess
+    import sys
+
+    code = ("import sys, fiamma\n"
+            "x = fiamma.ones(3)\n"
+            "x.requires_grad = True\n"
+            "assert 'fiamma.autograd' not in sys.modules\n"
+            "(x * 2).sum().backward()\n"
+            "print(x.grad.tolist())\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "[2.0, 2.0, 2.0]"
