@@ -654,3 +654,10 @@ def test_requires_grad_slot_set_before_autograd_import():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "[2.0, 2.0, 2.0]"
+
+
+def test_leaf_hooks_apply_to_autograd_grad():
+    x = leaf([1.0, 2.0])
+    x.register_hook(lambda g: g * 2)
+    (g,) = A.grad((x * 3).sum(), x)
+    assert g.tolist() == [6.0, 6.0] and x.grad is None

@@ -402,16 +402,24 @@ def retain_store(t, g):
 
 # ---- accumulation into leaves ---------------------------------------------------------------
 
+def _leaf_hooks(acc, g):
+    """A leaf's tensor hooks applied to its incoming gradient."""
+    t = acc._var()
+    m = t._ag if t is not None else None
+    if g is not None and m is not None and m.hooks:
+        for h in list(m.hooks.values()):
+            r = h(g)
+            if r is not None:
+                g = r
+    return g
+
+
 def _accumulate(acc, g, create_graph):
     t = acc._var()
     if t is None or g is None:
         return
     m = t._ag
-    if m is not None and m.hooks:
-        for h in list(m.hooks.values()):
-            r = h(g)
-            if r is not None:
-                g = r
+    g = _leaf_hooks(acc, g)
     if acc._pre is not None:
         for h in list(acc._pre.values()):
             r = h((g,))
@@ -567,6 +575,8 @@ def execute(roots, grads, keep_graph, create_graph, targets=None, accumulate=Tru
             if capture is not None and n in capture:
                 if n._tpre is not None or n._retain is not None:
                     gs = n._prehooks(gs)
+                elif n.__class__ is AccumulateGrad and n not in run:
+                    gs = [_leaf_hooks(n, gs[0])]
                 for i, nr in capture[n]:
                     results[i] = gs[nr]
                 if run is None or n not in run:
