@@ -661,3 +661,51 @@ def test_leaf_hooks_apply_to_autograd_grad():
     x.register_hook(lambda g: g * 2)
     (g,) = A.grad((x * 3).sum(), x)
     assert g.tolist() == [6.0, 6.0] and x.grad is None
+
+
+# ---- the formula registry contract ---------------------------------------------------------------
+
+def test_registry_contract_tuple_outputs_and_saved_output():
+    from fiamma.autograd._formulas import derivative, lookup, registered
+
+    seen = {}
+
+    @derivative("test_split2", save="both")
+    def _split2(ctx, grad):
+        ga, gb = grad
+        seen["grad"] = (ga is None, gb is None)
+        seen["op"] = ctx.op
+        seen["kwargs"] = ctx.kwargs
+        seen["shapes"] = ctx.input_shapes
+        seen["dtypes"] = ctx.input_dtypes
+        seen["needs"] = ctx.needs_input_grad
+        out_a, out_b = ctx.output
+        seen["out"] = (out_a.tolist(), out_b.tolist())
+        x, k = ctx.inputs
+        return (ga * k if ga is not None else gb * (k + 1)), None
+
+    assert "test_split2" in registered() and lookup("test_split2")[1] == "both"
+    x = leaf([1.0, 2.0])
+    with A.no_grad():
+        a, b = x * 2, x * 3
+    A._E.record("test_split2", (a, b), (x, 2.0), {"flag": True})
+    assert a.grad_fn is b.grad_fn and a.grad_fn.name() == "TestSplit2Backward0"
+    b.sum().backward()
+    assert seen["grad"] == (True, False)
+    assert seen["op"] == "test_split2" and seen["kwargs"] == {"flag": True}
+    assert seen["shapes"] == ((2,), None) and seen["dtypes"] == (fiamma.float32, None)
+    assert seen["needs"] == (True, False)
+    assert seen["out"] == ([2.0, 4.0], [3.0, 6.0])
+    assert x.grad.tolist() == [3.0, 3.0]
+
+
+def test_registry_rejects_bad_arguments():
+    from fiamma.autograd._formulas import derivative, sum_to_shape
+
+    with pytest.raises(ValueError, match="save must be one of"):
+        derivative("x", save="everything")
+    with pytest.raises(TypeError):
+        derivative()
+    g = fiamma.ones(2, 3, 4)
+    assert sum_to_shape(g, (3, 1)).tolist() == [[8.0], [8.0], [8.0]]
+    assert sum_to_shape(g, ()).item() == 24.0
