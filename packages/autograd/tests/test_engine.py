@@ -709,3 +709,57 @@ def test_registry_rejects_bad_arguments():
     g = fiamma.ones(2, 3, 4)
     assert sum_to_shape(g, (3, 1)).tolist() == [[8.0], [8.0], [8.0]]
     assert sum_to_shape(g, ()).item() == 24.0
+
+
+def test_function_double_backward_and_identity_output():
+    class Sq(Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return grad * 2 * x
+
+    x = leaf([3.0], dtype=fiamma.float64)
+    (g,) = A.grad(Sq.apply(x).sum(), x, create_graph=True)
+    assert g.tolist() == [6.0] and g.requires_grad
+    (gg,) = A.grad(g.sum(), x)
+    assert gg.tolist() == [2.0]
+
+    class Ident(Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * 5
+
+    y = Ident.apply(x)
+    assert y is not x and y.grad_fn.name() == "IdentBackward" and x.is_leaf
+    x.grad = None
+    y.sum().backward()
+    assert x.grad.tolist() == [5.0]
+
+
+def test_function_version_check_on_saved_input():
+    class Sq(Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return grad * 2 * x
+
+    x = leaf([3.0])
+    h = x * 1
+    y = Sq.apply(h)
+    h.add_(1)
+    with pytest.raises(RuntimeError, match="is at version 1; expected version 0"):
+        y.sum().backward()
