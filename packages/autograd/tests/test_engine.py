@@ -763,3 +763,27 @@ def test_function_version_check_on_saved_input():
     h.add_(1)
     with pytest.raises(RuntimeError, match="is at version 1; expected version 0"):
         y.sum().backward()
+
+
+def test_saved_tensors_hooks():
+    from fiamma.autograd.graph import saved_tensors_hooks
+
+    packed, unpacked = [], []
+
+    def pack(t):
+        packed.append(tuple(t.shape))
+        return ("box", t.clone())
+
+    def unpack(p):
+        unpacked.append(p[0])
+        return p[1]
+
+    x = leaf([1.0, 2.0])
+    with saved_tensors_hooks(pack, unpack):
+        y = (x * x).sum()
+        z = (x + 1).sum()          # add saves nothing: not packed
+    assert packed == [(2,), (2,)]
+    y.backward()
+    z.backward()
+    assert unpacked == ["box", "box"] and x.grad.tolist() == [3.0, 5.0]
+    assert (x * x).grad_fn._versions is not None  # outside the context: saved as usual

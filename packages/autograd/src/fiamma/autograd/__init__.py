@@ -38,7 +38,7 @@ __all__ = [
     "backward", "grad", "Function", "FunctionCtx", "once_differentiable", "no_grad",
     "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
     "is_inference_mode_enabled", "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
-    "gradcheck", "gradgradcheck", "functional", "Node", "RemovableHandle", "__version__",
+    "gradcheck", "gradgradcheck", "functional", "graph", "Node", "RemovableHandle", "__version__",
 ]
 
 
@@ -177,5 +177,5 @@ _recorder = types.SimpleNamespace(
 _formulas.load_all()
 register_autograd(_recorder)
 
-from fiamma.autograd import functional  # noqa: E402,F401
+from fiamma.autograd import functional, graph  # noqa: E402,F401
 from fiamma.autograd.gradcheck import gradcheck, gradgradcheck  # noqa: E402

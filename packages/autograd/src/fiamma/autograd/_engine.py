@@ -19,8 +19,10 @@ from fiamma.autograd._node import (
     _HookDict,
     add_hook,
     capture_trace,
+    hooks_active,
     meta_of,
     new_accumulate,
+    pack_saved,
 )
 from fiamma.autograd_hook import is_grad_enabled, no_grad, set_grad_enabled_flag
 
@@ -145,6 +147,8 @@ def _make_node(cls, inputs, kwargs, skip_self):
             if save == "inputs" or save == "both":
                 node._inputs = (a, b)
                 node._versions = (a._storage.version, b._storage.version)
+                if hooks_active[0]:
+                    pack_saved(node)
             else:
                 node._inputs = (None, None)
                 node._versions = None
@@ -165,6 +169,8 @@ def _make_node(cls, inputs, kwargs, skip_self):
             if save == "inputs" or save == "both":
                 node._inputs = (a,)
                 node._versions = (a._storage.version,)
+                if hooks_active[0]:
+                    pack_saved(node)
             else:
                 node._inputs = (None,)
                 node._versions = None
@@ -209,6 +215,8 @@ def _make_node(cls, inputs, kwargs, skip_self):
             versions[0] = None
         node._inputs = tuple(inputs)
         node._versions = tuple(versions)
+        if hooks_active[0]:
+            pack_saved(node)
     else:
         node._inputs = _NONES[n] if plain and n < 8 else tuple(
             None if isinstance(x, Tensor) else x for x in inputs)

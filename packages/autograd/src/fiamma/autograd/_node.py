@@ -8,6 +8,7 @@ aliases (no reference back to the node) and re-attached to the node when unpacke
 """
 
 import itertools
+import threading
 import traceback
 import weakref
 
@@ -50,6 +51,31 @@ def add_hook(table, fn):
     h = RemovableHandle(table)
     table[h.id] = fn
     return h
+
+
+# ---- saved-tensor hooks (fiamma.autograd.graph.saved_tensors_hooks) ----------------------------
+
+class _SavedHooks(threading.local):
+    stack = ()
+
+
+saved_hooks = _SavedHooks()
+hooks_active = [0]       # contexts open in any thread: the record path checks only this
+PACKED = object()        # Node._versions when the saved inputs went through pack hooks
+_NOT_PACKED = object()
+
+
+def pack_saved(node):
+    """Replace a node's saved inputs by what the innermost pack hook returns."""
+    stack = saved_hooks.stack
+    if not stack:
+        return
+    pack, unpack = stack[-1]
+    ins = node._inputs
+    node._packed = (unpack, tuple(pack(x) if isinstance(x, Tensor) else _NOT_PACKED
+                                  for x in ins))
+    node._inputs = tuple(None if isinstance(x, Tensor) else x for x in ins)
+    node._versions = PACKED
 
 
 class Meta:
@@ -188,6 +214,10 @@ class Node:
             return self._inputs
         if self._freed:
             raise freed_error()
+        if vs is PACKED:
+            unpack, packed = self._packed
+            return tuple(unpack(p) if p is not _NOT_PACKED else x
+                         for p, x in zip(packed, self._inputs))
         ins = self._inputs
         for i, v in enumerate(vs):
             if v is not None and ins[i]._storage.version != v:
@@ -231,6 +261,8 @@ class Node:
         self._freed = True
         if self._versions is not None:
             self._inputs = None
+            if self._versions is PACKED:
+                self._packed = None
         if self._out is not None:
             self._out = None
 
