@@ -360,6 +360,7 @@ def register_hook(t, hook):
     fn, nr = _edge1(t)
     if fn._tpre is None:
         fn._tpre = {}
+        fn._hooked = True
     table = fn._tpre.get(nr)
     if table is None:
         table = fn._tpre[nr] = _HookDict()
@@ -391,6 +392,7 @@ def retain_grad(t):
     m.retains = True
     if fn._retain is None:
         fn._retain = {}
+        fn._hooked = True
     fn._retain[m.output_nr] = weakref.ref(t)
 
 
@@ -474,6 +476,7 @@ class _Sum:
 
 
 def _buf_add(b, nr, g):
+    """Add ``g`` into buffer slot ``b[nr]``; True when the slot became a _Sum."""
     cur = b[nr]
     if cur is None:
         b[nr] = g
@@ -489,8 +492,10 @@ def _buf_add(b, nr, g):
         s.acc = None
         s.last = g
         s.count = 2
+        return True
     else:
         b[nr] = cur + g
+    return False
 
 
 def _needed_nodes(roots, target_nodes):
@@ -561,11 +566,13 @@ def execute(roots, grads, keep_graph, create_graph, targets=None, accumulate=Tru
                 if run is None or c in run:
                     stack.append(c)
     buffers = {}
+    sums = set()    # nodes with a _Sum buffer slot
     for (n, nr), g in zip(roots, grads):
         b = buffers.get(n)
         if b is None:
             b = buffers[n] = [None] * n._nout
-        _buf_add(b, nr, g)
+        if _buf_add(b, nr, g):
+            sums.add(n)
     results = [None] * len(targets) if targets is not None else None
     ready = [n for n in reversed(root_nodes) if n not in deps]
     prev = set_grad_enabled_flag(create_graph)
@@ -576,7 +583,8 @@ def execute(roots, grads, keep_graph, create_graph, targets=None, accumulate=Tru
             gs = buffers.pop(n, None)
             if gs is None:
                 gs = [None] * n._nout
-            else:
+            elif sums and n in sums:
+                sums.discard(n)
                 for k, x in enumerate(gs):
                     if x.__class__ is _Sum:
                         gs[k] = x.total()
@@ -612,8 +620,8 @@ def execute(roots, grads, keep_graph, create_graph, targets=None, accumulate=Tru
                     cur = b[nr]
                     if cur is None:
                         b[nr] = g
-                    else:
-                        _buf_add(b, nr, g)
+                    elif _buf_add(b, nr, g):
+                        sums.add(c)
                 d = deps[c] - 1
                 if d:
                     deps[c] = d

@@ -138,6 +138,7 @@ class Node:
     _out = None        # saved output alias(es)
     _outver = None     # their versions
     _freed = False     # saved tensors released by a backward without retain_graph
+    _hooked = False    # any of _pre, _tpre, _retain set
     _pre = None        # node pre-hooks
     _post = None       # node post-hooks
     _tpre = None       # {output_nr: tensor hooks}
@@ -178,6 +179,7 @@ class Node:
         """``fn(grad_outputs)`` before this node runs; may return new grad_outputs."""
         if self._pre is None:
             self._pre = _HookDict()
+            self._hooked = True
         return add_hook(self._pre, fn)
 
     def __repr__(self):
@@ -307,7 +309,7 @@ class Node:
 
     def _apply(self, gs):
         """Gradients for this node's outputs (list, None where absent) -> one per input."""
-        if self._pre is not None or self._tpre is not None or self._retain is not None:
+        if self._hooked:
             gs = self._prehooks(gs)
         if self._nout == 1:
             grad = gs[0]
