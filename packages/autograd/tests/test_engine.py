@@ -787,3 +787,15 @@ def test_saved_tensors_hooks():
     z.backward()
     assert unpacked == ["box", "box"] and x.grad.tolist() == [3.0, 5.0]
     assert (x * x).grad_fn._versions is not None  # outside the context: saved as usual
+
+
+def test_fill_and_zero_cut_the_history():
+    x = leaf([1.0, 2.0])
+    y = x * 2
+    y.zero_()
+    z = x * 1
+    z.fill_(fiamma.tensor(3.0) * x.sum())
+    (y + z).sum().backward()        # y no longer depends on x; z = 3 * sum(x) twice
+    assert x.grad.tolist() == [6.0, 6.0]
+    with pytest.raises(RuntimeError, match="leaf Variable"):
+        x.zero_()

@@ -16,3 +16,9 @@ def _copy_(ctx, grad):
 def _random_fill_(ctx, grad):
     # values drawn at random replace the old ones: no gradient to anything
     return (None,) * len(ctx.input_shapes)
+
+
+@derivative("fill_", save="none")
+def _fill_(ctx, grad):
+    # a tensor fill value gets the sum of the gradient (the engine reduces it to its shape)
+    return None, grad
