@@ -16,7 +16,7 @@ import builtins
 
 import numpy as np
 
-from fiamma import _dtype as D, _grad_hook as G
+from fiamma import _dtype as D, _grad_hook as G, _storage as _S, _tensor as _T
 from fiamma._lib import check, ffi, lib
 from fiamma._ops._common import (
     as_operand,
@@ -28,7 +28,7 @@ from fiamma._ops._common import (
     overlaps,
     same_device,
 )
-from fiamma._storage import CPU
+from fiamma._storage import CPU, Storage
 from fiamma._tensor import Tensor, _copy_into, install_methods, new_empty
 
 _binary_c = lib.fm_binary
@@ -819,6 +819,11 @@ def _fast_binary(code, name, kind, fallback, scalar_first=False):
     scalar_ok = code != lib.FM_BIN_POW or scalar_first  # pow's shortcuts live in pow()
     first = 1 if scalar_first else 0
 
+    bool_ = D.bool
+    small, small_bytes, alloc, free = _S._small, _S.SMALL_BYTES, _S._alloc, _S._free
+    strides = _T._STRIDES
+    new = object.__new__
+
     def method(self, other):
         if (not scalar_first and type(other) is Tensor and other._dtype is self._dtype and
                 other._shape == self._shape and self._contig and other._contig and
@@ -826,10 +831,36 @@ def _fast_binary(code, name, kind, fallback, scalar_first=False):
             dt = self._dtype
             if kind == TRUEDIV and dt.kind != 2:
                 return fallback(self, other)
-            res = new_empty(self._shape, D.bool if predicate else dt, CPU)
-            rc = bc(code, dt.code, self._numel, res._ptr, self._ptr, other._ptr)
+            # the result is built inline (what new_empty does, without its calls): this path
+            # is the whole cost of a small op
+            rdt = bool_ if predicate else dt
+            n = self._numel
+            nb = n * rdt.itemsize
+            pool = small.get(nb) if nb <= small_bytes else None
+            ptr = pool.pop() if pool else alloc(nb)
+            if not ptr:
+                raise MemoryError(f"{name}: cannot allocate {nb} bytes on the CPU")
+            rc = bc(code, dt.code, n, ptr, self._ptr, other._ptr)
             if rc:
+                free(ptr, nb)
                 _raise(rc, name, dt)
+            st = new(Storage)
+            st.ptr = ptr
+            st.nbytes = nb
+            st.version = 0
+            res = new(Tensor)
+            res._storage = st
+            res._dtype = rdt
+            shape = res._shape = self._shape
+            res._stride = strides.get(shape) or self._stride
+            res._offset = 0
+            res._ptr = ptr
+            res._numel = n
+            res._contig = True
+            res.requires_grad = False
+            res.grad = None
+            res.grad_fn = None
+            res._ag = None
             if self.requires_grad or other.requires_grad:
                 G.record(name, res, (self, other), {})
             return res
