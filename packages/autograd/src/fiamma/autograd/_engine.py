@@ -7,6 +7,7 @@ each node, then accumulates into the leaves' ``.grad`` (or captures them for
 ``autograd.grad``).
 """
 
+import sys
 import threading
 import weakref
 
@@ -424,6 +425,17 @@ def _leaf_hooks(acc, g):
     return g
 
 
+_getrefcount = sys.getrefcount
+
+
+def _owned(g):
+    """Whether gradient ``g`` can become a ``.grad`` as is: a dense tensor without history
+    whose memory no other tensor shares, referenced only by the engine (its buffer slot, the
+    caller's variable and getrefcount's argument)."""
+    return (g.grad_fn is None and not g.requires_grad and g._contig and
+            _getrefcount(g) <= 4 and _getrefcount(g._storage) <= 2)
+
+
 def _accumulate(acc, g, create_graph):
     t = acc._var()
     if t is None or g is None:
@@ -438,6 +450,8 @@ def _accumulate(acc, g, create_graph):
     if t.grad is None:
         if create_graph:
             t.grad = g
+        elif _owned(g):
+            t.grad = g  # nothing else refers to it or to its memory: no copy needed
         else:
             t.grad = g.detach().clone()
     elif create_graph or t.grad.requires_grad:
@@ -628,6 +642,7 @@ def execute(roots, grads, keep_graph, create_graph, targets=None, accumulate=Tru
                 else:
                     del deps[c]
                     ready.append(c)
+            outs = g = None  # only the buffers refer to the gradients (see _owned)
     finally:
         set_grad_enabled_flag(prev)
     return results
