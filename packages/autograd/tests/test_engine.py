@@ -799,3 +799,23 @@ def test_fill_and_zero_cut_the_history():
     assert x.grad.tolist() == [6.0, 6.0]
     with pytest.raises(RuntimeError, match="leaf Variable"):
         x.zero_()
+
+
+def test_grad_is_never_shared_with_tensors_the_user_holds():
+    x = leaf([1.0, 2.0])
+    kept = []
+
+    def hook(g):
+        kept.append(g * 1)
+        return kept[-1]
+
+    x.register_hook(hook)
+    (x * 2).sum().backward()
+    x.grad.add_(100)
+    assert kept[0].tolist() == [2.0, 2.0] and x.grad.tolist() == [102.0, 102.0]
+    y = leaf([1.0, 2.0])
+    h = y * 1
+    h.retain_grad()
+    (h * 3).sum().backward()
+    y.grad.add_(1)
+    assert h.grad.tolist() == [3.0, 3.0] and y.grad.tolist() == [4.0, 4.0]
