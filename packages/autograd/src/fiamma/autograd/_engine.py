@@ -441,7 +441,9 @@ def _accumulate(acc, g, create_graph):
     if t is None or g is None:
         return
     m = t._ag
-    g = _leaf_hooks(acc, g)
+    hooked = (m is not None and bool(m.hooks)) or acc._pre is not None or acc._post is not None
+    if hooked:  # a hook may keep the gradient it is given or returns: never steal it then
+        g = _leaf_hooks(acc, g)
     if acc._pre is not None:
         for h in list(acc._pre.values()):
             r = h((g,))
@@ -450,7 +452,7 @@ def _accumulate(acc, g, create_graph):
     if t.grad is None:
         if create_graph:
             t.grad = g
-        elif _owned(g):
+        elif not hooked and _owned(g):
             t.grad = g  # nothing else refers to it or to its memory: no copy needed
         else:
             t.grad = g.detach().clone()
