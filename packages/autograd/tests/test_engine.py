@@ -819,3 +819,14 @@ def test_grad_is_never_shared_with_tensors_the_user_holds():
     (h * 3).sum().backward()
     y.grad.add_(1)
     assert h.grad.tolist() == [3.0, 3.0] and y.grad.tolist() == [4.0, 4.0]
+
+
+def test_hook_runs_once_when_intermediate_is_captured_and_passed_through():
+    x = leaf([1.0, 2.0])
+    h = x * 2
+    calls = []
+    h.register_hook(lambda g: calls.append(1) or g * 10)
+    out = (h * 1).sum()
+    gh, gx = A.grad(out, (h, x))
+    assert calls == [1]
+    assert gh.tolist() == [10.0, 10.0] and gx.tolist() == [20.0, 20.0]

@@ -604,21 +604,23 @@ def execute(roots, grads, keep_graph, create_graph, targets=None, accumulate=Tru
                 for k, x in enumerate(gs):
                     if x.__class__ is _Sum:
                         gs[k] = x.total()
+            hooks_done = False
             if capture is not None and n in capture:
-                if n._tpre is not None or n._retain is not None:
+                if n._hooked:
                     gs = n._prehooks(gs)
+                    hooks_done = True
                 elif n.__class__ is AccumulateGrad and n not in run:
                     gs = [_leaf_hooks(n, gs[0])]
                 for i, nr in capture[n]:
                     results[i] = gs[nr]
-                if run is None or n not in run:
+                if n not in run:
                     continue
             elif run is not None and n not in run:
                 continue
             if n.__class__ is AccumulateGrad:
                 _accumulate(n, gs[0], create_graph)
                 continue
-            outs = n._apply(gs)
+            outs = n._apply(gs, hooks_done)
             if check_nan:
                 _check_nan(n, outs)
             if not keep_graph:

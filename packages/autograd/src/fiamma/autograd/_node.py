@@ -307,9 +307,9 @@ class Node:
             res = tuple(res) if isinstance(res, list) else (res,)
         return res
 
-    def _apply(self, gs):
+    def _apply(self, gs, hooks_done=False):
         """Gradients for this node's outputs (list, None where absent) -> one per input."""
-        if self._hooked:
+        if self._hooked and not hooks_done:
             gs = self._prehooks(gs)
         if self._nout == 1:
             grad = gs[0]
