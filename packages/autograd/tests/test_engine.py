@@ -830,3 +830,14 @@ def test_hook_runs_once_when_intermediate_is_captured_and_passed_through():
     gh, gx = A.grad(out, (h, x))
     assert calls == [1]
     assert gh.tolist() == [10.0, 10.0] and gx.tolist() == [20.0, 20.0]
+
+
+def test_inplace_on_view_of_tensor_without_grad_gives_base_a_history():
+    w = leaf([5.0, 6.0])
+    out = fiamma.zeros(2, 3)
+    out[0][1:].copy_(w)            # a view of a view of a tensor that needs no grad
+    out[1].fill_(w.sum())
+    assert out.requires_grad and out.grad_fn.name() == "CopySlices"
+    (out * fiamma.tensor([[1.0, 2.0, 3.0], [1.0, 1.0, 1.0]])).sum().backward()
+    assert out.tolist() == [[0.0, 5.0, 6.0], [11.0, 11.0, 11.0]]
+    assert w.grad.tolist() == [5.0, 6.0]

@@ -55,7 +55,7 @@ class Tensor:
     """
 
     __slots__ = ("_storage", "_dtype", "_shape", "_stride", "_offset", "_ptr", "_numel",
-                 "_contig", "requires_grad", "grad", "grad_fn", "_ag", "__weakref__")
+                 "_contig", "requires_grad", "grad", "grad_fn", "_ag", "_base", "__weakref__")
 
     # torch.Tensor(*sizes) / torch.Tensor(data): default-dtype tensor
     def __new__(cls, *args, **kwargs):
@@ -175,6 +175,7 @@ class Tensor:
         t = _new(Tensor)
         _init(t, self._storage, self._dtype, tuple(shape), tuple(stride),
               self._offset if offset is None else offset, None)
+        t._base = self  # what the view was made from (autograd follows it for in-place ops)
         if self.requires_grad:
             G.record(op, t, (self,), {"shape": t._shape, "stride": t._stride,
                                       "offset": t._offset})

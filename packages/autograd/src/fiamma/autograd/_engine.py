@@ -273,14 +273,32 @@ def record(op, out, inputs, kwargs):
 
 # ---- in-place ops -------------------------------------------------------------------------
 
+def view_base(t):
+    """The tensor whose memory the view ``t`` shows (following view-of-view chains), or None
+    when ``t`` is not a view."""
+    m = t._ag
+    if m is not None and m.base is not None:
+        return m.base
+    b = getattr(t, "_base", None)
+    if b is None:
+        return None
+    while True:
+        m = b._ag
+        if m is not None and m.base is not None:
+            return m.base
+        nb = getattr(b, "_base", None)
+        if nb is None:
+            return b
+        b = nb
+
+
 def check_inplace_target(t, op):
     """PyTorch's errors for in-place ops on leaves that require grad (and views of them)."""
     if t.requires_grad and t.grad_fn is None:
         raise RuntimeError(f"{op}: a leaf Variable that requires grad is being used in an "
                            "in-place operation.")
-    m = t._ag
-    if m is not None and m.base is not None:
-        b = m.base
+    b = view_base(t)
+    if b is not None:
         if b.requires_grad and b.grad_fn is None:
             raise RuntimeError(f"{op}: a view of a leaf Variable that requires grad is being "
                                "used in an in-place operation.")
@@ -323,9 +341,9 @@ def rebase(t, node):
     """Make ``node`` (whose input 0 is t's old value) the history of ``t``; for a view, the
     base's history becomes a CopySlices node and the view's a view of it."""
     m = t._ag
-    base = m.base if m is not None else None
+    base = view_base(t)
     t.requires_grad = True
-    if base is None:
+    if base is None or base._dtype is not t._dtype:
         t.grad_fn = node
         if m is not None:
             m.output_nr = 0

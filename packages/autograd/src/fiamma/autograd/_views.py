@@ -126,6 +126,7 @@ def view_of_base(base, view):
     view.requires_grad = True
     m = meta_of(view)
     m.output_nr = 0
+    m.base = base
     m.vver = view._storage.version
     return v
 
