@@ -841,3 +841,14 @@ def test_inplace_on_view_of_tensor_without_grad_gives_base_a_history():
     (out * fiamma.tensor([[1.0, 2.0, 3.0], [1.0, 1.0, 1.0]])).sum().backward()
     assert out.tolist() == [[0.0, 5.0, 6.0], [11.0, 11.0, 11.0]]
     assert w.grad.tolist() == [5.0, 6.0]
+
+
+def test_anomaly_mode_shows_forward_trace_of_failing_node():
+    x = leaf([1.0, 2.0])
+    with pytest.warns(UserWarning):
+        with A.detect_anomaly():
+            out = fiamma.ones(2)
+            A._E.record("frobnicate", out, (x,), {})
+            with pytest.warns(UserWarning, match="Error detected in FrobnicateBackward0"):
+                with pytest.raises(RuntimeError, match="not implemented"):
+                    out.sum().backward()

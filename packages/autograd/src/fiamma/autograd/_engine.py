@@ -9,6 +9,7 @@ each node, then accumulates into the leaves' ``.grad`` (or captures them for
 
 import sys
 import threading
+import warnings
 import weakref
 
 from fiamma import Tensor
@@ -532,6 +533,20 @@ def _buf_add(b, nr, g):
     return False
 
 
+def _apply_anomaly(node, gs, hooks_done, check_nan):
+    """``node._apply`` in anomaly mode: an error names the node and shows the forward call."""
+    try:
+        outs = node._apply(gs, hooks_done)
+    except Exception:
+        trace = "".join(node._trace) if node._trace else "(no forward trace recorded)\n"
+        warnings.warn(f"Error detected in {node.name()}. Traceback of forward call that caused "
+                      f"the error:\n{trace}", stacklevel=2)
+        raise
+    if check_nan:
+        _check_nan(node, outs)
+    return outs
+
+
 def _needed_nodes(roots, target_nodes):
     """Nodes that must run so the gradient reaches a target (some child leads to one)."""
     leads = {}   # node -> whether a target is reachable through its children
@@ -610,7 +625,8 @@ def execute(roots, grads, keep_graph, create_graph, targets=None, accumulate=Tru
     results = [None] * len(targets) if targets is not None else None
     ready = [n for n in reversed(root_nodes) if n not in deps]
     prev = set_grad_enabled_flag(create_graph)
-    check_nan = anomaly.enabled and anomaly.check_nan
+    anomaly_on = anomaly.enabled
+    check_nan = anomaly.check_nan
     try:
         while ready:
             n = ready.pop()
@@ -638,9 +654,10 @@ def execute(roots, grads, keep_graph, create_graph, targets=None, accumulate=Tru
             if n.__class__ is AccumulateGrad:
                 _accumulate(n, gs[0], create_graph)
                 continue
-            outs = n._apply(gs, hooks_done)
-            if check_nan:
-                _check_nan(n, outs)
+            if anomaly_on:
+                outs = _apply_anomaly(n, gs, hooks_done, check_nan)
+            else:
+                outs = n._apply(gs, hooks_done)
             if not keep_graph:
                 n._release()
             nrs = n._nrs
