@@ -16,7 +16,7 @@ def leaf(values, dtype=fiamma.float32):
     return fiamma.tensor(values, dtype=dtype, requires_grad=True)
 
 
-# ---- basics ---------------------------------------------------------------------------------
+# ---- basics -------------------------------------------------------------------------------------
 
 def test_grad_fn_names_and_next_functions():
     x = leaf([1.0, 2.0])
@@ -152,7 +152,7 @@ def test_grad_mode_is_thread_local():
     assert seen == {"thread": True, "main": False}
 
 
-# ---- retain_graph / create_graph -------------------------------------------------------------
+# ---- retain_graph / create_graph ----------------------------------------------------------------
 
 def test_backward_twice_needs_retain_graph():
     x = leaf([1.0, 2.0])
@@ -191,7 +191,7 @@ def test_create_graph_backward_populates_differentiable_grad():
     assert x.grad.tolist() == [2.0]
 
 
-# ---- autograd.grad / backward(inputs=) ---------------------------------------------------------
+# ---- autograd.grad / backward(inputs=) ----------------------------------------------------------
 
 def test_grad_api():
     x = leaf([1.0, 2.0])
@@ -231,7 +231,7 @@ def test_backward_inputs_only_accumulates_there():
     assert h.grad.tolist() == [2.0] and x.grad.tolist() == [2.0]
 
 
-# ---- hooks ---------------------------------------------------------------------------------------
+# ---- hooks --------------------------------------------------------------------------------------
 
 def test_tensor_hooks_on_leaf_and_nonleaf():
     x = leaf([1.0, 2.0])
@@ -295,7 +295,7 @@ def test_node_hooks_and_metadata():
     h.remove()
 
 
-# ---- Function -------------------------------------------------------------------------------------
+# ---- Function -----------------------------------------------------------------------------------
 
 class Cube(Function):
     @staticmethod
@@ -425,7 +425,7 @@ def test_once_differentiable():
     assert g.tolist() == [6.0] and not g.requires_grad
 
 
-# ---- in-place ops and version counters -------------------------------------------------------------
+# ---- in-place ops and version counters ----------------------------------------------------------
 
 def test_modified_saved_tensor_raises_with_versions():
     x = leaf([1.0, 2.0])
@@ -504,7 +504,7 @@ def test_integer_inplace_into_float_result_raises():
         t.add_(w)
 
 
-# ---- anomaly mode ------------------------------------------------------------------------------------
+# ---- anomaly mode -------------------------------------------------------------------------------
 
 def test_detect_anomaly_names_forward_op():
     a = leaf([1.0])
@@ -520,7 +520,7 @@ def test_detect_anomaly_names_forward_op():
     assert not A.is_anomaly_enabled()
 
 
-# ---- memory: graphs are freed -------------------------------------------------------------------------
+# ---- memory: graphs are freed -------------------------------------------------------------------
 
 def test_graph_freed_when_outputs_die():
     gc.disable()
@@ -609,3 +609,246 @@ def test_memory_flat_over_training_like_iterations():
         key = next((k for k in ("in_use", "allocated_bytes", "bytes_in_use") if k in before), None)
         if key is not None:
             assert after[key] - before[key] < 1 << 20
+
+
+def test_other_views_see_inplace_changes_of_base():
+    x = leaf([1.0, 2.0, 3.0])
+    base = x * 1
+    v = base[0:2]
+    base.mul_(3)                 # v now holds 3 * x[0:2]
+    (v * 1).sum().backward()
+    assert x.grad.tolist() == [3.0, 3.0, 0.0]
+
+
+def test_inplace_on_transposed_view_of_non_contiguous_base():
+    x = leaf([[1.0, 2.0], [3.0, 4.0]])
+    base = (x * 1).t()           # a non-contiguous view of the root x * 1
+    row = base[0]                # column 0 of x * 1
+    row.mul_(2)
+    (base * base).sum().backward()
+    assert x.grad.tolist() == [[8.0, 4.0], [24.0, 8.0]]
+
+
+def test_double_backward_through_copyslices():
+    x = leaf([1.0, 2.0], dtype=fiamma.float64)
+    base = x * 1
+    v = base[0:1]
+    v.mul_(3)
+    y = (base * base).sum()
+    (g,) = A.grad(y, x, create_graph=True)
+    assert g.tolist() == [18.0, 4.0]
+    (gg,) = A.grad(g.sum(), x)
+    assert gg.tolist() == [18.0, 2.0]
+
+
+def test_requires_grad_slot_set_before_autograd_import():
+    import subprocess
+    import sys
+
+    code = ("import sys, fiamma\n"
+            "x = fiamma.ones(3)\n"
+            "x.requires_grad = True\n"
+            "assert 'fiamma.autograd' not in sys.modules\n"
+            "(x * 2).sum().backward()\n"
+            "print(x.grad.tolist())\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "[2.0, 2.0, 2.0]"
+
+
+def test_leaf_hooks_apply_to_autograd_grad():
+    x = leaf([1.0, 2.0])
+    x.register_hook(lambda g: g * 2)
+    (g,) = A.grad((x * 3).sum(), x)
+    assert g.tolist() == [6.0, 6.0] and x.grad is None
+
+
+# ---- the formula registry contract ---------------------------------------------------------------
+
+def test_registry_contract_tuple_outputs_and_saved_output():
+    from fiamma.autograd._formulas import derivative, lookup, registered
+
+    seen = {}
+
+    @derivative("test_split2", save="both")
+    def _split2(ctx, grad):
+        ga, gb = grad
+        seen["grad"] = (ga is None, gb is None)
+        seen["op"] = ctx.op
+        seen["kwargs"] = ctx.kwargs
+        seen["shapes"] = ctx.input_shapes
+        seen["dtypes"] = ctx.input_dtypes
+        seen["needs"] = ctx.needs_input_grad
+        out_a, out_b = ctx.output
+        seen["out"] = (out_a.tolist(), out_b.tolist())
+        x, k = ctx.inputs
+        return (ga * k if ga is not None else gb * (k + 1)), None
+
+    assert "test_split2" in registered() and lookup("test_split2")[1] == "both"
+    x = leaf([1.0, 2.0])
+    with A.no_grad():
+        a, b = x * 2, x * 3
+    A._E.record("test_split2", (a, b), (x, 2.0), {"flag": True})
+    assert a.grad_fn is b.grad_fn and a.grad_fn.name() == "TestSplit2Backward0"
+    b.sum().backward()
+    assert seen["grad"] == (True, False)
+    assert seen["op"] == "test_split2" and seen["kwargs"] == {"flag": True}
+    assert seen["shapes"] == ((2,), None) and seen["dtypes"] == (fiamma.float32, None)
+    assert seen["needs"] == (True, False)
+    assert seen["out"] == ([2.0, 4.0], [3.0, 6.0])
+    assert x.grad.tolist() == [3.0, 3.0]
+
+
+def test_registry_rejects_bad_arguments():
+    from fiamma.autograd._formulas import derivative, sum_to_shape
+
+    with pytest.raises(ValueError, match="save must be one of"):
+        derivative("x", save="everything")
+    with pytest.raises(TypeError):
+        derivative()
+    g = fiamma.ones(2, 3, 4)
+    assert sum_to_shape(g, (3, 1)).tolist() == [[8.0], [8.0], [8.0]]
+    assert sum_to_shape(g, ()).item() == 24.0
+
+
+def test_function_double_backward_and_identity_output():
+    class Sq(Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return grad * 2 * x
+
+    x = leaf([3.0], dtype=fiamma.float64)
+    (g,) = A.grad(Sq.apply(x).sum(), x, create_graph=True)
+    assert g.tolist() == [6.0] and g.requires_grad
+    (gg,) = A.grad(g.sum(), x)
+    assert gg.tolist() == [2.0]
+
+    class Ident(Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * 5
+
+    y = Ident.apply(x)
+    assert y is not x and y.grad_fn.name() == "IdentBackward" and x.is_leaf
+    x.grad = None
+    y.sum().backward()
+    assert x.grad.tolist() == [5.0]
+
+
+def test_function_version_check_on_saved_input():
+    class Sq(Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return grad * 2 * x
+
+    x = leaf([3.0])
+    h = x * 1
+    y = Sq.apply(h)
+    h.add_(1)
+    with pytest.raises(RuntimeError, match="is at version 1; expected version 0"):
+        y.sum().backward()
+
+
+def test_saved_tensors_hooks():
+    from fiamma.autograd.graph import saved_tensors_hooks
+
+    packed, unpacked = [], []
+
+    def pack(t):
+        packed.append(tuple(t.shape))
+        return ("box", t.clone())
+
+    def unpack(p):
+        unpacked.append(p[0])
+        return p[1]
+
+    x = leaf([1.0, 2.0])
+    with saved_tensors_hooks(pack, unpack):
+        y = (x * x).sum()
+        z = (x + 1).sum()          # add saves nothing: not packed
+    assert packed == [(2,), (2,)]
+    y.backward()
+    z.backward()
+    assert unpacked == ["box", "box"] and x.grad.tolist() == [3.0, 5.0]
+    assert (x * x).grad_fn._versions is not None  # outside the context: saved as usual
+
+
+def test_fill_and_zero_cut_the_history():
+    x = leaf([1.0, 2.0])
+    y = x * 2
+    y.zero_()
+    z = x * 1
+    z.fill_(fiamma.tensor(3.0) * x.sum())
+    (y + z).sum().backward()        # y no longer depends on x; z = 3 * sum(x) twice
+    assert x.grad.tolist() == [6.0, 6.0]
+    with pytest.raises(RuntimeError, match="leaf Variable"):
+        x.zero_()
+
+
+def test_grad_is_never_shared_with_tensors_the_user_holds():
+    x = leaf([1.0, 2.0])
+    kept = []
+
+    def hook(g):
+        kept.append(g * 1)
+        return kept[-1]
+
+    x.register_hook(hook)
+    (x * 2).sum().backward()
+    x.grad.add_(100)
+    assert kept[0].tolist() == [2.0, 2.0] and x.grad.tolist() == [102.0, 102.0]
+    y = leaf([1.0, 2.0])
+    h = y * 1
+    h.retain_grad()
+    (h * 3).sum().backward()
+    y.grad.add_(1)
+    assert h.grad.tolist() == [3.0, 3.0] and y.grad.tolist() == [4.0, 4.0]
+
+
+def test_hook_runs_once_when_intermediate_is_captured_and_passed_through():
+    x = leaf([1.0, 2.0])
+    h = x * 2
+    calls = []
+    h.register_hook(lambda g: calls.append(1) or g * 10)
+    out = (h * 1).sum()
+    gh, gx = A.grad(out, (h, x))
+    assert calls == [1]
+    assert gh.tolist() == [10.0, 10.0] and gx.tolist() == [20.0, 20.0]
+
+
+def test_inplace_on_view_of_tensor_without_grad_gives_base_a_history():
+    w = leaf([5.0, 6.0])
+    out = fiamma.zeros(2, 3)
+    out[0][1:].copy_(w)            # a view of a view of a tensor that needs no grad
+    out[1].fill_(w.sum())
+    assert out.requires_grad and out.grad_fn.name() == "CopySlices"
+    (out * fiamma.tensor([[1.0, 2.0, 3.0], [1.0, 1.0, 1.0]])).sum().backward()
+    assert out.tolist() == [[0.0, 5.0, 6.0], [11.0, 11.0, 11.0]]
+    assert w.grad.tolist() == [5.0, 6.0]
+
+
+def test_anomaly_mode_shows_forward_trace_of_failing_node():
+    x = leaf([1.0, 2.0])
+    with pytest.warns(UserWarning):
+        with A.detect_anomaly():
+            out = fiamma.ones(2)
+            A._E.record("frobnicate", out, (x,), {})
+            with pytest.warns(UserWarning, match="Error detected in FrobnicateBackward0"):
+                with pytest.raises(RuntimeError, match="not implemented"):
+                    out.sum().backward()

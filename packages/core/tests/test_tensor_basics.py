@@ -337,6 +337,32 @@ def test_view_dtype_reinterprets_bits(src, dst, rng):
         t.view(fiamma.int64 if src.itemsize != 8 else fiamma.int8)
 
 
+@pytest.mark.parametrize("src,dst", [(fiamma.float32, fiamma.uint8), (fiamma.uint8, fiamma.float32),
+                                     (fiamma.int16, fiamma.int64), (fiamma.float64, fiamma.int16),
+                                     (fiamma.int32, fiamma.float64)])
+def test_view_dtype_with_other_element_size_matches_numpy(src, dst, rng):
+    """Different element sizes reinterpret the last (contiguous) dimension, like ndarray.view."""
+    base = to_tensor(rng.integers(0, 100, size=(3, 16)).astype(src._np), src)
+    for t in (base, base[1:], base[:, 8:], base[::2]):
+        v = t.view(dst)
+        ref = t.numpy().view(dst._np)
+        assert v.shape == ref.shape and v.dtype is dst
+        assert v.stride() == tuple(st // ref.itemsize for st in ref.strides)
+        assert v.data_ptr() == t.data_ptr() and v.untyped_storage() is t.untyped_storage()
+        np.testing.assert_array_equal(v.numpy(), ref)
+    small, big = (src, dst) if src.itemsize < dst.itemsize else (dst, src)
+    r = big.itemsize // small.itemsize
+    t = fiamma.zeros(3, 4 * r + 1, dtype=small)
+    with pytest.raises(RuntimeError, match="size\\(-1\\) must be divisible"):
+        t.view(big)
+    with pytest.raises(RuntimeError, match="storage_offset"):
+        t.reshape(-1)[1:1 + 4 * r].view(big)
+    with pytest.raises(RuntimeError, match="dim\\(\\) cannot be 0"):
+        fiamma.zeros((), dtype=src).view(dst)
+    with pytest.raises(RuntimeError, match="stride\\(-1\\) must be 1"):
+        fiamma.zeros(4 * r, 4 * r, dtype=src).t().view(dst)
+
+
 # ---- layout queries, contiguity, copies ----------------------------------------------------------
 
 @EXAMPLES

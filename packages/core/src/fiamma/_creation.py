@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 
-from fiamma import _dtype as D, _grad_hook as G
+from fiamma import _dtype as D
 from fiamma._lib import check, lib
 from fiamma._storage import CPU, device as _device
 from fiamma._tensor import Tensor, _shape_arg, install_methods, new_empty
@@ -543,8 +543,10 @@ def _legacy_tensor_new(*args, dtype=None, device=None, requires_grad=False):
 def _fill_method(self, value):
     fill_(self, value)
     self._bump()
-    if self.requires_grad:  # the old values no longer reach the result
-        G.record_inplace("fill_", self, (self,), {})
+    if self.requires_grad or getattr(value, "requires_grad", False):
+        from fiamma import _grad_hook as G
+
+        G.record_inplace("fill_", self, (self, value), {})
     return self
 
 

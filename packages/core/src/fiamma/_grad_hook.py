@@ -87,14 +87,16 @@ def any_requires_grad(*xs):
 
 
 def record(op, out, inputs, kwargs=None):
-    """Record ``op`` for autograd if grad mode is on (callers check requires_grad first)."""
-    if state.enabled and _recorder is not None:
-        _recorder.record(op, out, inputs, kwargs or {})
+    """Record ``op`` for autograd if grad mode is on (callers check requires_grad first).
+    A tensor may require grad before fiamma-autograd was imported (``t.requires_grad = True``
+    sets the slot directly): the recorder is then imported here."""
+    if state.enabled:
+        (_recorder or autograd_module()).record(op, out, inputs, kwargs or {})
 
 
 def record_inplace(op, out, inputs, kwargs=None):
-    if state.enabled and _recorder is not None:
-        _recorder.record_inplace(op, out, inputs, kwargs or {})
+    if state.enabled:
+        (_recorder or autograd_module()).record_inplace(op, out, inputs, kwargs or {})
 
 
 def inplace(fn, name, self, args, kwargs):

@@ -55,7 +55,7 @@ class Tensor:
     """
 
     __slots__ = ("_storage", "_dtype", "_shape", "_stride", "_offset", "_ptr", "_numel",
-                 "_contig", "requires_grad", "grad", "grad_fn", "_ag", "__weakref__")
+                 "_contig", "requires_grad", "grad", "grad_fn", "_ag", "_base", "__weakref__")
 
     # torch.Tensor(*sizes) / torch.Tensor(data): default-dtype tensor
     def __new__(cls, *args, **kwargs):
@@ -175,6 +175,7 @@ class Tensor:
         t = _new(Tensor)
         _init(t, self._storage, self._dtype, tuple(shape), tuple(stride),
               self._offset if offset is None else offset, None)
+        t._base = self  # what the view was made from (autograd follows it for in-place ops)
         if self.requires_grad:
             G.record(op, t, (self,), {"shape": t._shape, "stride": t._stride,
                                       "offset": t._offset, "in_stride": self._stride,
@@ -212,11 +213,39 @@ class Tensor:
         return self._view(shape, stride, op="view")
 
     def _view_dtype(self, dt):
-        if dt.itemsize != self._dtype.itemsize:
-            raise RuntimeError(f"view(dtype): cannot view {self._dtype} as {dt} (itemsize "
-                               f"{self._dtype.itemsize} != {dt.itemsize})")
+        old, new = self._dtype.itemsize, dt.itemsize
+        shape, stride, off = self._shape, self._stride, self._offset
+        if new != old:
+            # PyTorch's rule: the last dimension is reinterpreted (it must be contiguous);
+            # every other stride and the offset must stay whole in the new element size
+            what = f"to view {self._dtype} as {dt} (different element sizes)"
+            if not shape:
+                raise RuntimeError(f"view(dtype): self.dim() cannot be 0 {what}")
+            if stride[-1] != 1:
+                raise RuntimeError(f"view(dtype): self.stride(-1) must be 1 {what}, but got "
+                                   f"{stride[-1]}")
+            if new < old:
+                r = old // new
+                shape = shape[:-1] + (shape[-1] * r,)
+                stride = tuple(st * r for st in stride[:-1]) + (1,)
+                off *= r
+            else:
+                r = new // old
+                if shape[-1] % r:
+                    raise RuntimeError(f"view(dtype): self.size(-1) must be divisible by {r} "
+                                       f"{what}, but got {shape[-1]}")
+                for d, st in enumerate(stride[:-1]):
+                    if st % r:
+                        raise RuntimeError(f"view(dtype): self.stride({d}) must be divisible "
+                                           f"by {r} {what}, but got {st}")
+                if off % r:
+                    raise RuntimeError(f"view(dtype): self.storage_offset() must be divisible "
+                                       f"by {r} {what}, but got {off}")
+                shape = shape[:-1] + (shape[-1] // r,)
+                stride = tuple(st // r for st in stride[:-1]) + (1,)
+                off //= r
         t = _new(Tensor)
-        _init(t, self._storage, dt, self._shape, self._stride, self._offset, self._contig)
+        _init(t, self._storage, dt, shape, stride, off, self._contig if new == old else None)
         return t
 
     def view_as(self, other):

@@ -25,8 +25,10 @@ inputs)``, ``retain_grad(tensor)``, ``retains_grad(tensor)``, ``register_hook(te
     the behaviour of the Tensor methods of the same names.
 
 Tensor slots used by the recorder: ``requires_grad``, ``grad``, ``grad_fn`` and ``_ag`` (the
-recorder's per-tensor data; core only initialises it to None). ``Tensor._version`` is the
-version counter shared by all views of a storage; in-place ops bump it.
+recorder's per-tensor data; core only initialises it to None). A view made by a view op
+(``view``, ``transpose``, basic indexing, ...) has ``_base``, the tensor it was made from
+(unset on other tensors: read it with ``getattr(t, "_base", None)``). ``Tensor._version`` is
+the version counter shared by all views of a storage; in-place ops bump it.
 
 >>> import fiamma
 >>> from fiamma import autograd_hook

@@ -19,6 +19,11 @@ import types
 
 import fiamma
 from fiamma import Tensor
+from fiamma.autograd import _builtin, _engine as _E, _formulas  # noqa: F401
+from fiamma.autograd._node import Node, RemovableHandle
+from fiamma.autograd._version import __version__
+from fiamma.autograd.anomaly_mode import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
+from fiamma.autograd.function import Function, FunctionCtx, once_differentiable
 from fiamma.autograd_hook import (
     enable_grad,
     inference_mode,
@@ -29,18 +34,11 @@ from fiamma.autograd_hook import (
     set_grad_enabled,
 )
 
-from fiamma.autograd._version import __version__
-from fiamma.autograd import _builtin, _formulas  # noqa: F401
-from fiamma.autograd import _engine as _E
-from fiamma.autograd._node import Node, RemovableHandle
-from fiamma.autograd.anomaly_mode import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
-from fiamma.autograd.function import Function, FunctionCtx, once_differentiable
-
 __all__ = [
     "backward", "grad", "Function", "FunctionCtx", "once_differentiable", "no_grad",
     "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
     "is_inference_mode_enabled", "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
-    "gradcheck", "gradgradcheck", "functional", "Node", "RemovableHandle", "__version__",
+    "gradcheck", "gradgradcheck", "functional", "graph", "Node", "RemovableHandle", "__version__",
 ]
 
 
@@ -56,11 +54,7 @@ def _root(t, i):
     if not t.requires_grad:
         raise RuntimeError(f"element {i} of tensors does not require grad and does not have a "
                            "grad_fn")
-    fn = t.grad_fn
-    if fn is None:
-        return _E._acc(t), 0
-    m = t._ag
-    return fn, (0 if m is None else m.output_nr)
+    return _E._edge1(t)
 
 
 def _make_grads(outputs, grads, op):
@@ -183,5 +177,5 @@ _recorder = types.SimpleNamespace(
 _formulas.load_all()
 register_autograd(_recorder)
 
+from fiamma.autograd import functional, graph  # noqa: E402,F401
 from fiamma.autograd.gradcheck import gradcheck, gradgradcheck  # noqa: E402
-from fiamma.autograd import functional  # noqa: E402,F401

@@ -7,12 +7,12 @@ each node, then accumulates into the leaves' ``.grad`` (or captures them for
 ``autograd.grad``).
 """
 
+import sys
 import threading
+import warnings
 import weakref
 
 from fiamma import Tensor
-from fiamma.autograd_hook import is_grad_enabled, no_grad, set_grad_enabled_flag
-
 from fiamma.autograd import _formulas as F
 from fiamma.autograd._node import (
     AccumulateGrad,
@@ -21,9 +21,12 @@ from fiamma.autograd._node import (
     _HookDict,
     add_hook,
     capture_trace,
+    hooks_active,
     meta_of,
     new_accumulate,
+    pack_saved,
 )
+from fiamma.autograd_hook import is_grad_enabled, no_grad, set_grad_enabled_flag
 
 _new = object.__new__
 
@@ -95,9 +98,87 @@ def _acc(t):
 _ZEROS = [(0,) * i for i in range(8)]
 
 
+def _edge1(x):
+    """(node, output_nr) of a tensor that requires grad."""
+    fn = x.grad_fn
+    m = x._ag
+    if fn is None:
+        return (m.acc if m is not None and m.acc is not None else _acc(x)), 0
+    if m is None:
+        return fn, 0
+    if m.base is not None and m.vver != x._storage.version:
+        fn = _views.refresh(x, m)  # the storage changed in place since: a view of the base
+    return fn, m.output_nr
+
+
+def current_grad_fn(x):
+    """``x.grad_fn``, refreshed for a view whose base was modified in place."""
+    fn = x.grad_fn
+    m = x._ag
+    if fn is not None and m is not None and m.base is not None and \
+            m.vver != x._storage.version:
+        fn = _views.refresh(x, m)
+    return fn
+
+
 def _make_node(cls, inputs, kwargs, skip_self):
     """A node of class ``cls`` for ``inputs`` (``skip_self``: input 0 was overwritten in place
     and is not saved)."""
+    n = len(inputs)
+    if n == 2 and not skip_self:
+        # the common case written out: two plain tensors
+        a, b = inputs
+        if a.__class__ is Tensor and b.__class__ is Tensor:
+            node = _new(cls)
+            if a.requires_grad:
+                ea, na = _edge1(a)
+            else:
+                ea = None
+                na = 0
+            if b.requires_grad:
+                eb, nb = _edge1(b)
+            else:
+                eb = None
+                nb = 0
+            node._next = (ea, eb)
+            node._nrs = (0, 0) if not (na or nb) else (na, nb)
+            node._shapes = (a._shape, b._shape)
+            node._dtypes = (a._dtype, b._dtype)
+            node._kwargs = kwargs
+            save = cls._save
+            if save == "inputs" or save == "both":
+                node._inputs = (a, b)
+                node._versions = (a._storage.version, b._storage.version)
+                if hooks_active[0]:
+                    pack_saved(node)
+            else:
+                node._inputs = (None, None)
+                node._versions = None
+            if anomaly.enabled:
+                node._trace = capture_trace()
+            return node
+    elif n == 1 and not skip_self:
+        a = inputs[0]
+        if a.__class__ is Tensor and a.requires_grad:
+            node = _new(cls)
+            ea, na = _edge1(a)
+            node._next = (ea,)
+            node._nrs = (na,)
+            node._shapes = (a._shape,)
+            node._dtypes = (a._dtype,)
+            node._kwargs = kwargs
+            save = cls._save
+            if save == "inputs" or save == "both":
+                node._inputs = (a,)
+                node._versions = (a._storage.version,)
+                if hooks_active[0]:
+                    pack_saved(node)
+            else:
+                node._inputs = (None,)
+                node._versions = None
+            if anomaly.enabled:
+                node._trace = capture_trace()
+            return node
     node = _new(cls)
     nexts = []
     shapes = []
@@ -109,14 +190,11 @@ def _make_node(cls, inputs, kwargs, skip_self):
             shapes.append(x._shape)
             dtypes.append(x._dtype)
             if x.requires_grad:
-                fn = x.grad_fn
-                m = x._ag
-                if fn is None:
-                    fn = m.acc if m is not None and m.acc is not None else _acc(x)
-                elif m is not None and m.output_nr:
+                fn, nr = _edge1(x)
+                if nr:
                     if nrs is None:
                         nrs = [0] * len(inputs)
-                    nrs[len(nexts)] = m.output_nr
+                    nrs[len(nexts)] = nr
                 nexts.append(fn)
             else:
                 nexts.append(None)
@@ -139,16 +217,14 @@ def _make_node(cls, inputs, kwargs, skip_self):
             versions[0] = None
         node._inputs = tuple(inputs)
         node._versions = tuple(versions)
+        if hooks_active[0]:
+            pack_saved(node)
     else:
         node._inputs = _NONES[n] if plain and n < 8 else tuple(
             None if isinstance(x, Tensor) else x for x in inputs)
         node._versions = None
-    node._out = None
-    node._outver = None
-    node._nout = 1
-    node._freed = False
-    node._pre = node._post = node._tpre = node._retain = node._meta = None
-    node._trace = capture_trace() if anomaly.enabled else None
+    if anomaly.enabled:
+        node._trace = capture_trace()
     return node
 
 
@@ -175,7 +251,9 @@ def record(op, out, inputs, kwargs):
             if isinstance(x, Tensor) and x._storage is out._storage:
                 m = x._ag
                 base = m.base if m is not None and m.base is not None else x
-                meta_of(out).base = base
+                mo = meta_of(out)
+                mo.base = base
+                mo.vver = out._storage.version
         return
     outs = tuple(out)
     if not any(isinstance(o, Tensor) and o._dtype.kind == 2 for o in outs):
@@ -196,14 +274,32 @@ def record(op, out, inputs, kwargs):
 
 # ---- in-place ops -------------------------------------------------------------------------
 
+def view_base(t):
+    """The tensor whose memory the view ``t`` shows (following view-of-view chains), or None
+    when ``t`` is not a view."""
+    m = t._ag
+    if m is not None and m.base is not None:
+        return m.base
+    b = getattr(t, "_base", None)
+    if b is None:
+        return None
+    while True:
+        m = b._ag
+        if m is not None and m.base is not None:
+            return m.base
+        nb = getattr(b, "_base", None)
+        if nb is None:
+            return b
+        b = nb
+
+
 def check_inplace_target(t, op):
     """PyTorch's errors for in-place ops on leaves that require grad (and views of them)."""
     if t.requires_grad and t.grad_fn is None:
         raise RuntimeError(f"{op}: a leaf Variable that requires grad is being used in an "
                            "in-place operation.")
-    m = t._ag
-    if m is not None and m.base is not None:
-        b = m.base
+    b = view_base(t)
+    if b is not None:
         if b.requires_grad and b.grad_fn is None:
             raise RuntimeError(f"{op}: a view of a leaf Variable that requires grad is being "
                                "used in an in-place operation.")
@@ -246,16 +342,14 @@ def rebase(t, node):
     """Make ``node`` (whose input 0 is t's old value) the history of ``t``; for a view, the
     base's history becomes a CopySlices node and the view's a view of it."""
     m = t._ag
-    base = m.base if m is not None else None
+    base = view_base(t)
     t.requires_grad = True
-    if base is None:
+    if base is None or base._dtype is not t._dtype:
         t.grad_fn = node
         if m is not None:
             m.output_nr = 0
         return
-    from fiamma.autograd._views import copy_slices
-
-    copy_slices(base, t, node)
+    _views.copy_slices(base, t, node)
 
 
 # ---- requires_grad, hooks, retain_grad ------------------------------------------------------
@@ -283,10 +377,10 @@ def register_hook(t, hook):
         if m.hooks is None:
             m.hooks = _HookDict()
         return add_hook(m.hooks, hook)
-    m = t._ag
-    nr = 0 if m is None else m.output_nr
+    fn, nr = _edge1(t)
     if fn._tpre is None:
         fn._tpre = {}
+        fn._hooked = True
     table = fn._tpre.get(nr)
     if table is None:
         table = fn._tpre[nr] = _HookDict()
@@ -309,15 +403,16 @@ def register_post_accumulate_grad_hook(t, hook):
 def retain_grad(t):
     if not t.requires_grad:
         raise RuntimeError("retain_grad: can't retain_grad on Tensor that has requires_grad=False")
-    fn = t.grad_fn
-    if fn is None:
+    if t.grad_fn is None:
         return
+    fn, _ = _edge1(t)
     m = meta_of(t)
     if m.retains:
         return
     m.retains = True
     if fn._retain is None:
         fn._retain = {}
+        fn._hooked = True
     fn._retain[m.output_nr] = weakref.ref(t)
 
 
@@ -337,16 +432,37 @@ def retain_store(t, g):
 
 # ---- accumulation into leaves ---------------------------------------------------------------
 
+def _leaf_hooks(acc, g):
+    """A leaf's tensor hooks applied to its incoming gradient."""
+    t = acc._var()
+    m = t._ag if t is not None else None
+    if g is not None and m is not None and m.hooks:
+        for h in list(m.hooks.values()):
+            r = h(g)
+            if r is not None:
+                g = r
+    return g
+
+
+_getrefcount = sys.getrefcount
+
+
+def _owned(g):
+    """Whether gradient ``g`` can become a ``.grad`` as is: a dense tensor without history
+    whose memory no other tensor shares, referenced only by the engine (its buffer slot, the
+    caller's variable and getrefcount's argument)."""
+    return (g.grad_fn is None and not g.requires_grad and g._contig and
+            _getrefcount(g) <= 4 and _getrefcount(g._storage) <= 2)
+
+
 def _accumulate(acc, g, create_graph):
     t = acc._var()
     if t is None or g is None:
         return
     m = t._ag
-    if m is not None and m.hooks:
-        for h in list(m.hooks.values()):
-            r = h(g)
-            if r is not None:
-                g = r
+    hooked = (m is not None and bool(m.hooks)) or acc._pre is not None or acc._post is not None
+    if hooked:  # a hook may keep the gradient it is given or returns: never steal it then
+        g = _leaf_hooks(acc, g)
     if acc._pre is not None:
         for h in list(acc._pre.values()):
             r = h((g,))
@@ -355,6 +471,8 @@ def _accumulate(acc, g, create_graph):
     if t.grad is None:
         if create_graph:
             t.grad = g
+        elif not hooked and _owned(g):
+            t.grad = g  # nothing else refers to it or to its memory: no copy needed
         else:
             t.grad = g.detach().clone()
     elif create_graph or t.grad.requires_grad:
@@ -393,6 +511,7 @@ class _Sum:
 
 
 def _buf_add(b, nr, g):
+    """Add ``g`` into buffer slot ``b[nr]``; True when the slot became a _Sum."""
     cur = b[nr]
     if cur is None:
         b[nr] = g
@@ -408,8 +527,24 @@ def _buf_add(b, nr, g):
         s.acc = None
         s.last = g
         s.count = 2
+        return True
     else:
         b[nr] = cur + g
+    return False
+
+
+def _apply_anomaly(node, gs, hooks_done, check_nan):
+    """``node._apply`` in anomaly mode: an error names the node and shows the forward call."""
+    try:
+        outs = node._apply(gs, hooks_done)
+    except Exception:
+        trace = "".join(node._trace) if node._trace else "(no forward trace recorded)\n"
+        warnings.warn(f"Error detected in {node.name()}. Traceback of forward call that caused "
+                      f"the error:\n{trace}", stacklevel=2)
+        raise
+    if check_nan:
+        _check_nan(node, outs)
+    return outs
 
 
 def _needed_nodes(roots, target_nodes):
@@ -480,40 +615,49 @@ def execute(roots, grads, keep_graph, create_graph, targets=None, accumulate=Tru
                 if run is None or c in run:
                     stack.append(c)
     buffers = {}
+    sums = set()    # nodes with a _Sum buffer slot
     for (n, nr), g in zip(roots, grads):
         b = buffers.get(n)
         if b is None:
             b = buffers[n] = [None] * n._nout
-        _buf_add(b, nr, g)
+        if _buf_add(b, nr, g):
+            sums.add(n)
     results = [None] * len(targets) if targets is not None else None
     ready = [n for n in reversed(root_nodes) if n not in deps]
     prev = set_grad_enabled_flag(create_graph)
-    check_nan = anomaly.enabled and anomaly.check_nan
+    anomaly_on = anomaly.enabled
+    check_nan = anomaly.check_nan
     try:
         while ready:
             n = ready.pop()
             gs = buffers.pop(n, None)
             if gs is None:
                 gs = [None] * n._nout
-            else:
+            elif sums and n in sums:
+                sums.discard(n)
                 for k, x in enumerate(gs):
                     if x.__class__ is _Sum:
                         gs[k] = x.total()
+            hooks_done = False
             if capture is not None and n in capture:
-                if n._tpre is not None or n._retain is not None:
+                if n._hooked:
                     gs = n._prehooks(gs)
+                    hooks_done = True
+                elif n.__class__ is AccumulateGrad and n not in run:
+                    gs = [_leaf_hooks(n, gs[0])]
                 for i, nr in capture[n]:
                     results[i] = gs[nr]
-                if run is None or n not in run:
+                if n not in run:
                     continue
             elif run is not None and n not in run:
                 continue
             if n.__class__ is AccumulateGrad:
                 _accumulate(n, gs[0], create_graph)
                 continue
-            outs = n._apply(gs)
-            if check_nan:
-                _check_nan(n, outs)
+            if anomaly_on:
+                outs = _apply_anomaly(n, gs, hooks_done, check_nan)
+            else:
+                outs = n._apply(gs, hooks_done)
             if not keep_graph:
                 n._release()
             nrs = n._nrs
@@ -529,14 +673,18 @@ def execute(roots, grads, keep_graph, create_graph, targets=None, accumulate=Tru
                     cur = b[nr]
                     if cur is None:
                         b[nr] = g
-                    else:
-                        _buf_add(b, nr, g)
+                    elif _buf_add(b, nr, g):
+                        sums.add(c)
                 d = deps[c] - 1
                 if d:
                     deps[c] = d
                 else:
                     del deps[c]
                     ready.append(c)
+            outs = g = None  # only the buffers refer to the gradients (see _owned)
     finally:
         set_grad_enabled_flag(prev)
     return results
+
+
+from fiamma.autograd import _views  # noqa: E402  (imports function.py, which imports this)

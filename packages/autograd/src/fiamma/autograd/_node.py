@@ -8,11 +8,11 @@ aliases (no reference back to the node) and re-attached to the node when unpacke
 """
 
 import itertools
+import threading
 import traceback
 import weakref
 
 from fiamma import Tensor
-
 from fiamma.autograd import _formulas as F
 
 _new = object.__new__
@@ -53,17 +53,43 @@ def add_hook(table, fn):
     return h
 
 
+# ---- saved-tensor hooks (fiamma.autograd.graph.saved_tensors_hooks) ----------------------------
+
+class _SavedHooks(threading.local):
+    stack = ()
+
+
+saved_hooks = _SavedHooks()
+hooks_active = [0]       # contexts open in any thread: the record path checks only this
+PACKED = object()        # Node._versions when the saved inputs went through pack hooks
+_NOT_PACKED = object()
+
+
+def pack_saved(node):
+    """Replace a node's saved inputs by what the innermost pack hook returns."""
+    stack = saved_hooks.stack
+    if not stack:
+        return
+    pack, unpack = stack[-1]
+    ins = node._inputs
+    node._packed = (unpack, tuple(pack(x) if isinstance(x, Tensor) else _NOT_PACKED
+                                  for x in ins))
+    node._inputs = tuple(None if isinstance(x, Tensor) else x for x in ins)
+    node._versions = PACKED
+
+
 class Meta:
     """Per-tensor autograd data kept in ``Tensor._ag`` (None for most tensors)."""
 
-    __slots__ = ("output_nr", "acc", "hooks", "post_hooks", "base", "retains")
+    __slots__ = ("output_nr", "acc", "hooks", "post_hooks", "base", "vver", "retains")
 
     def __init__(self, output_nr=0):
         self.output_nr = output_nr
         self.acc = None
         self.hooks = None
         self.post_hooks = None
-        self.base = None
+        self.base = None      # the base tensor of a view that requires grad
+        self.vver = 0         # the storage version when the view's grad_fn was set
         self.retains = False
 
 
@@ -100,13 +126,25 @@ class Node:
     """A backward function (``tensor.grad_fn``): ``name()``, ``next_functions``,
     ``metadata``, ``register_hook``, ``register_prehook``. Formulas receive it as ``ctx``."""
 
+    # what every node sets; the rarely used fields are class defaults overridden in the
+    # instance dict (created only when one is set), which keeps recording cheap
     __slots__ = ("_next", "_nrs", "_inputs", "_versions", "_kwargs", "_shapes", "_dtypes",
-                 "_out", "_outver", "_nout", "_freed", "_pre", "_post", "_tpre", "_retain",
-                 "_meta", "_trace", "__weakref__")
+                 "__dict__", "__weakref__")
 
     _op = ""
     _formula = None
     _save = "none"
+    _nout = 1          # number of outputs
+    _out = None        # saved output alias(es)
+    _outver = None     # their versions
+    _freed = False     # saved tensors released by a backward without retain_graph
+    _hooked = False    # any of _pre, _tpre, _retain set
+    _pre = None        # node pre-hooks
+    _post = None       # node post-hooks
+    _tpre = None       # {output_nr: tensor hooks}
+    _retain = None     # {output_nr: weakref to a tensor that retains its grad}
+    _meta = None       # metadata dict
+    _trace = None      # forward stack (anomaly mode)
 
     def _init_empty(self):
         self._next = ()
@@ -116,11 +154,6 @@ class Node:
         self._kwargs = {}
         self._shapes = ()
         self._dtypes = ()
-        self._out = None
-        self._outver = None
-        self._nout = 1
-        self._freed = False
-        self._pre = self._post = self._tpre = self._retain = self._meta = self._trace = None
 
     # ---- public Node API ----------------------------------------------------------------------
     def name(self):
@@ -146,6 +179,7 @@ class Node:
         """``fn(grad_outputs)`` before this node runs; may return new grad_outputs."""
         if self._pre is None:
             self._pre = _HookDict()
+            self._hooked = True
         return add_hook(self._pre, fn)
 
     def __repr__(self):
@@ -182,6 +216,10 @@ class Node:
             return self._inputs
         if self._freed:
             raise freed_error()
+        if vs is PACKED:
+            unpack, packed = self._packed
+            return tuple(unpack(p) if p is not _NOT_PACKED else x
+                         for p, x in zip(packed, self._inputs))
         ins = self._inputs
         for i, v in enumerate(vs):
             if v is not None and ins[i]._storage.version != v:
@@ -225,7 +263,10 @@ class Node:
         self._freed = True
         if self._versions is not None:
             self._inputs = None
-        self._out = None
+            if self._versions is PACKED:
+                self._packed = None
+        if self._out is not None:
+            self._out = None
 
     # ---- running -----------------------------------------------------------------------------
     def _prehooks(self, gs):
@@ -266,9 +307,9 @@ class Node:
             res = tuple(res) if isinstance(res, list) else (res,)
         return res
 
-    def _apply(self, gs):
+    def _apply(self, gs, hooks_done=False):
         """Gradients for this node's outputs (list, None where absent) -> one per input."""
-        if self._pre is not None or self._tpre is not None or self._retain is not None:
+        if self._hooked and not hooks_done:
             gs = self._prehooks(gs)
         if self._nout == 1:
             grad = gs[0]

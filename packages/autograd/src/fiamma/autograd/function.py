@@ -21,10 +21,9 @@ import functools
 
 import fiamma
 from fiamma import Tensor
-from fiamma.autograd_hook import is_grad_enabled, no_grad
-
 from fiamma.autograd import _engine as E
 from fiamma.autograd._node import Meta, Node, _version_error, freed_error
+from fiamma.autograd_hook import is_grad_enabled, no_grad
 
 __all__ = ["Function", "FunctionCtx", "once_differentiable", "BackwardCFunction"]
 

@@ -248,11 +248,19 @@ def _copy(ctx, grad):
 
 
 @derivative("uniform_", "normal_", "random_", "bernoulli_", "exponential_", "geometric_",
-            "log_normal_", "cauchy_", "fill_", "zero_", save="none")
+            "log_normal_", "cauchy_", save="none")
 def _overwritten(ctx, grad):
-    """Fills overwrite every element: the old values get a zero gradient (PyTorch's
+    """Random fills overwrite every element: the old values get a zero gradient (PyTorch's
     zeros_like(grad))."""
     return (fiamma.zeros_like(grad),) + (None,) * (len(ctx.needs_input_grad) - 1)
+
+
+@derivative("fill_", "zero_", save="none")
+def _fill(ctx, grad):
+    """``x.fill_(value)``: x's old values get a zero gradient, a tensor value the sum."""
+    need = ctx.needs_input_grad
+    gv = grad.sum() if len(need) > 1 and need[1] else None
+    return (fiamma.zeros_like(grad),) + ((gv,) if len(need) > 1 else ())
 
 
 # ---- joining, copies, casts ----------------------------------------------------------------
