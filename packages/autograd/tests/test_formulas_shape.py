@@ -300,3 +300,12 @@ def test_fill_on_leaf_requiring_grad_raises():
     with fiamma.no_grad():
         x.zero_()
     assert x.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_fill_with_tensor_value():
+    x = rand(3, seed=16)
+    v = fiamma.tensor(2.0, dtype=fiamma.float64, requires_grad=True)
+    y = x * 1.0
+    y.fill_(v)
+    gx, gv = fiamma.autograd.grad((y * fiamma.arange(3.0, dtype=fiamma.float64)).sum(), (x, v))
+    assert gx.tolist() == [0.0, 0.0, 0.0] and gv.item() == 3.0
