@@ -22,6 +22,7 @@ NON_DIFFERENTIABLE = frozenset({
     "bitwise_left_shift", "bitwise_right_shift", "isnan", "isinf", "isposinf", "isneginf",
     "isfinite", "signbit", "isclose", "equal", "all", "any", "count_nonzero", "argmax",
     "argmin",
+    "histc",  # float counts, but not differentiable (PyTorch has no derivative either)
 })
 
 
@@ -39,7 +40,16 @@ class _Scan(ast.NodeVisitor):
         self.stack = []
         self.calls = []
         self.defined = set()
+        self.imported = {}  # name -> the module file it is imported from
         self.assigns = {}   # (module, function name, var) -> {literals}
+
+    def visit_ImportFrom(self, node):
+        if node.module and node.module.startswith("fiamma"):
+            parts = node.module.split(".")[1:]
+            src = "/".join(parts) + ".py" if parts else "__init__.py"
+            for a in node.names:
+                self.imported[a.asname or a.name] = src
+        self.generic_visit(node)
 
     def visit_FunctionDef(self, node):
         self.defined.add(node.name)
@@ -111,11 +121,12 @@ def recorded_op_names():
     """The op names core's source passes to the autograd recorder, and the sinks that could
     not be resolved to literals."""
     scans = _scan_core()
-    assigns, calls, defined = {}, [], {}
+    assigns, calls, defined, imported = {}, [], {}, {}
     for s in scans:
         assigns.update(s.assigns)
         calls.extend(s.calls)
         defined[s.module] = s.defined
+        imported[s.module] = s.imported
     # sinks: (module or None, callee, positional index, keyword, prefix): the argument there
     # is an op name (after the prefix)
     sinks = {(None, "record", 0, "op", ""), (None, "record_inplace", 0, "op", ""),
@@ -130,9 +141,13 @@ def recorded_op_names():
                     continue
                 if sname.startswith("record") and owner not in ("G", "_grad_hook"):
                     continue
-                # a function defined in the calling module is that one, not a namesake
-                if smod is not None and smod != module and callee in defined[module]:
-                    continue
+                # the callee is the calling module's own function or the one it imports, not a
+                # namesake elsewhere
+                if smod is not None:
+                    src = module if callee in defined[module] else \
+                        imported[module].get(callee)
+                    if src is not None and src != smod:
+                        continue
                 exprs = [k.value for k in node.keywords if k.arg == kw]
                 if len(node.args) > idx:
                     exprs.append(node.args[idx])

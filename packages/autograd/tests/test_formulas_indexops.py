@@ -88,14 +88,16 @@ def test_put():
     check(lambda a, s: fiamma.put(a, _i(0, 5, 5), s, accumulate=True), x, rand(3, rng=rng))
 
 
-@pytest.mark.parametrize("op", ["scatter_", "scatter_add_", "index_add_", "index_copy_",
-                                "index_fill_", "masked_fill_", "masked_scatter_", "put_"])
+@pytest.mark.parametrize("op", ["scatter_", "scatter_add_", "scatter_reduce_", "index_add_",
+                                "index_copy_", "index_fill_", "masked_fill_", "masked_scatter_",
+                                "put_"])
 def test_inplace(op):
     rng = np.random.default_rng(6)
     mask = fiamma.tensor(rng.standard_normal((3, 4)) > 0)
     calls = {
         "scatter_": lambda y, s: y.scatter_(1, _i([0, 2, 1]), s[:1]),
         "scatter_add_": lambda y, s: y.scatter_add_(1, IDX, s),
+        "scatter_reduce_": lambda y, s: y.scatter_reduce_(1, IDX, s, "mean"),
         "index_add_": lambda y, s: y.index_add_(1, _i(3, 0, 3), s),
         "index_copy_": lambda y, s: y.index_copy_(0, _i(2, 0), s[:2, :1].expand(2, 4)),
         "index_fill_": lambda y, s: y.index_fill_(1, _i(1), 3.0),

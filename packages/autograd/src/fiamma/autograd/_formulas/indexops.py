@@ -102,6 +102,34 @@ def _scatter_reduce(ctx, grad):
     return (gx if _need(ctx, 0) else None), None, None, (gs if _need(ctx, 3) else None)
 
 
+@derivative("scatter_reduce_", save="inputs")
+def _scatter_reduce_inplace(ctx, grad):
+    """In place, self's old values are gone: only the sum and mean reductions, which do not
+    need them, have a derivative."""
+    _, dim, index, src = ctx.inputs
+    d = _dim(ctx)
+    reduce = ctx.kwargs["reduce"]
+    include_self = ctx.kwargs.get("include_self", True)
+    if reduce == "sum":
+        gx = grad if include_self else fiamma.scatter(grad, d, index, 0.0)
+        gs = fiamma.gather(grad, d, index)
+    elif reduce == "mean":
+        shape = tuple(ctx.input_shapes[0])
+        ones = fiamma.ones(tuple(src.shape), dtype=grad.dtype)
+        base = fiamma.ones(shape, dtype=grad.dtype)
+        if not include_self:
+            base = fiamma.scatter(base, d, index, 0.0)
+        count = fiamma.scatter_add(base, d, index, ones)
+        gmean = grad / fiamma.where(count == 0, 1.0, count)
+        gx = gmean if include_self else fiamma.scatter(gmean, d, index, 0.0)
+        gs = fiamma.gather(gmean, d, index)
+    else:
+        raise NotImplementedError(
+            f"scatter_reduce_(reduce={reduce!r}) in place has no derivative (it needs the "
+            "overwritten values); use the out-of-place scatter_reduce")
+    return (gx if _need(ctx, 0) else None), None, None, (gs if _need(ctx, 3) else None)
+
+
 @derivative("index_select", save="inputs")
 def _index_select(ctx, grad):
     _, dim, index = ctx.inputs

@@ -165,7 +165,7 @@ def _permutation(in_shape, in_stride, shape, stride):
 @derivative("view", "reshape", "squeeze", "unsqueeze", "flatten", "unflatten", "view_as",
             "t", "transpose", "permute", "expand", "narrow", "select", "getitem", "unfold",
             "as_strided", "diagonal", "movedim", "moveaxis", "swapaxes", "swapdims", "unbind",
-            "split", "chunk", "alias", save="none")
+            "split", "chunk", "alias", "load", save="none")
 def _view(ctx, grad):
     op = ctx.op
     in_shape, in_stride, in_offset, shape, stride, offset = _geometry(ctx)
