@@ -164,11 +164,14 @@ def _pad_index(n, lo, hi, mode):
 
 @derivative("pad", save="none")
 def _pad(ctx, grad):
-    """Dim by dim (padding is separable): gather the output positions that read the input and
-    scatter-add them onto the input positions they read."""
-    shape = _shape(ctx)
-    p = tuple(ctx.kwargs["pad"])
-    mode = ctx.kwargs.get("mode", "constant")
+    return (pad_backward(grad, _shape(ctx), tuple(ctx.kwargs["pad"]),
+                         ctx.kwargs.get("mode", "constant")),)
+
+
+def pad_backward(grad, shape, p, mode):
+    """Gradient of ``pad(x, p, mode)`` w.r.t. x of ``shape``. Dim by dim (padding is
+    separable): gather the output positions that read the input and scatter-add them onto the
+    input positions they read."""
     nd = len(shape)
     g = grad
     for k in range(len(p) // 2):
@@ -200,4 +203,4 @@ def _pad(ctx, grad):
         zshape[d] = shape[d]
         g = fiamma.zeros(tuple(zshape), dtype=g.dtype).index_put(
             (None,) * d + (fiamma.tensor(src, dtype=fiamma.int64),), sel, accumulate=True)
-    return (reduce_to(g, shape),)
+    return reduce_to(g, shape)
