@@ -95,3 +95,14 @@ def test_inner_formula():
     ea, eb = fiamma.autograd.grad(fiamma.matmul(a, b.t()), (a, b), g)
     np.testing.assert_allclose(ga.numpy(), ea.numpy(), rtol=1e-12)
     np.testing.assert_allclose(gb.numpy(), eb.numpy(), rtol=1e-12)
+
+
+def test_float32_matches_float64():
+    rng = np.random.default_rng(6)
+    a64, b64 = rand(2, 3, 4, rng=rng), rand(4, 5, rng=rng)
+    a32, b32 = (t.detach().to(fiamma.float32).requires_grad_() for t in (a64, b64))
+    g64 = fiamma.autograd.grad((a64 @ b64).tanh().sum(), (a64, b64))
+    g32 = fiamma.autograd.grad((a32 @ b32).tanh().sum(), (a32, b32))
+    for x, y in zip(g32, g64):
+        assert x.dtype is fiamma.float32
+        np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=1e-4, atol=1e-5)

@@ -237,3 +237,18 @@ def test_softmax(op):
     check(lambda t: fn(t, 0), rand(rng=rng))
     check(lambda t: fn(t, 1), rand(2, 0, rng=rng))
     check(lambda t: fn(t, 0, dtype=fiamma.float64), rand(3, rng=rng))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda t: t.softmax(1) * t,
+    lambda t: t.std(0) + t.logsumexp(1).sum(),
+    lambda t: t.cumprod(1) + t.amax(0),
+    lambda t: t.norm(dim=1) * t.prod(1),
+])
+def test_float32_matches_float64(fn):
+    x64 = rand(3, 4, seed=20, low=0.5, high=1.5)
+    x32 = x64.detach().to(fiamma.float32).requires_grad_()
+    (g64,) = fiamma.autograd.grad(fn(x64).sum(), x64)
+    (g32,) = fiamma.autograd.grad(fn(x32).sum(), x32)
+    assert g32.dtype is fiamma.float32
+    np.testing.assert_allclose(g32.numpy(), g64.numpy(), rtol=1e-4, atol=1e-5)
