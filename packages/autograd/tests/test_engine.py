@@ -852,3 +852,22 @@ def test_anomaly_mode_shows_forward_trace_of_failing_node():
             with pytest.warns(UserWarning, match="Error detected in FrobnicateBackward0"):
                 with pytest.raises(RuntimeError, match="not implemented"):
                     out.sum().backward()
+
+
+def test_backward_in_threads_on_separate_graphs():
+    results = {}
+
+    def worker(k):
+        x = leaf([float(k)] * 4)
+        for _ in range(50):
+            y = (x * x * k + x).sum()
+            y.backward()
+        results[k] = x.grad.tolist()
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(1, 5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in range(1, 5):
+        assert results[k] == [50.0 * (2 * k * k + 1)] * 4

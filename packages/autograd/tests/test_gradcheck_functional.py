@@ -91,3 +91,9 @@ def test_vjp_jvp_hvp():
     out, vh = vhp(lambda t: (t * t * t).sum(), x, v)
     assert vh.tolist() == [6.0, -12.0]
     assert not g.requires_grad and not x.requires_grad
+
+
+def test_gradcheck_rejects_overlapping_inputs():
+    x = fiamma.tensor([1.0], dtype=fiamma.float64).expand(3).detach().requires_grad_()
+    with pytest.raises(RuntimeError, match="stride 0"):
+        A.gradcheck(lambda t: t * t, (x,))

@@ -73,3 +73,14 @@ def test_registered_recorder_sees_ops_and_inplace():
     assert any(c[0] == "record" and c[1] == "getitem" for c in calls)
     assert ("inplace", "mul_") in calls and ("record_inplace", "copy_") in calls
     assert sum(1 for c in calls if c[:2] == ("record", "mul")) == 1
+
+
+def test_views_know_their_root_base():
+    import fiamma
+
+    x = fiamma.zeros(4, 3)
+    assert getattr(x, "_base", None) is None
+    for v in (x.t(), x[1], x[1:3, ::2], x.view(12), x.t()[0][1:], x.unsqueeze(0).expand(2, 4, 3)):
+        assert v._base is x
+    assert getattr(x.clone(), "_base", None) is None
+    assert getattr(x + 1, "_base", None) is None

@@ -175,7 +175,10 @@ class Tensor:
         t = _new(Tensor)
         _init(t, self._storage, self._dtype, tuple(shape), tuple(stride),
               self._offset if offset is None else offset, None)
-        t._base = self  # what the view was made from (autograd follows it for in-place ops)
+        # the tensor whose memory this views (the root, as PyTorch's ._base; autograd follows
+        # it for in-place ops on views)
+        b = getattr(self, "_base", None)
+        t._base = self if b is None else b
         if self.requires_grad:
             G.record(op, t, (self,), {"shape": t._shape, "stride": t._stride,
                                       "offset": t._offset, "in_stride": self._stride,

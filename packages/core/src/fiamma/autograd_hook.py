@@ -26,8 +26,9 @@ inputs)``, ``retain_grad(tensor)``, ``retains_grad(tensor)``, ``register_hook(te
 
 Tensor slots used by the recorder: ``requires_grad``, ``grad``, ``grad_fn`` and ``_ag`` (the
 recorder's per-tensor data; core only initialises it to None). A view made by a view op
-(``view``, ``transpose``, basic indexing, ...) has ``_base``, the tensor it was made from
-(unset on other tensors: read it with ``getattr(t, "_base", None)``). ``Tensor._version`` is
+(``view``, ``transpose``, basic indexing, ...) has ``_base``, the tensor whose memory it
+views (the root of a chain of views; unset on other tensors: read it with
+``getattr(t, "_base", None)``). ``Tensor._version`` is
 the version counter shared by all views of a storage; in-place ops bump it.
 
 >>> import fiamma

@@ -106,6 +106,14 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
 
             warnings.warn(f"gradcheck: input of dtype {x.dtype} is not float64; the check may "
                           "fail from rounding", stacklevel=2)
+    for i, x in enumerate(inputs):
+        if isinstance(x, Tensor) and x.requires_grad and any(
+                st == 0 and n > 1 for n, st in zip(x.shape, x.stride())):
+            raise RuntimeError(
+                f"The {i}th input has a dimension with stride 0. gradcheck only supports inputs "
+                "that are non-overlapping to be able to compute the numerical gradients "
+                "correctly. You should call .contiguous on the input before passing it to "
+                "gradcheck.")
     if not any(isinstance(x, Tensor) and x.requires_grad for x in inputs):
         raise ValueError("gradcheck expects at least one input tensor to require gradient, "
                          "but none of the them have requires_grad=True.")
