@@ -107,6 +107,29 @@ def _chain(add, x, y, n=10_000):
     return run
 
 
+def _grad_chain(x, y, n=10_000):
+    """``n`` adds ``z = z + y`` from ``z = x`` with x, y requiring grad, then one backward of
+    ``z.sum()``; returns y's gradient (n everywhere)."""
+    def run():
+        x.grad = None
+        y.grad = None
+        z = x
+        for _ in range(n):
+            z = z + y
+        z.sum().backward()
+        return y.grad
+    return run
+
+
+def _grad_chain_numpy(x, y, n=10_000):
+    def run():  # the same forward, and the gradient by hand
+        z = x
+        for _ in range(n):
+            z = z + y
+        return np.full(y.shape, float(n), dtype=y.dtype)
+    return run
+
+
 def _import_ms(module, repeat=5):
     """Best wall time of `python -c "import <module>"` in a fresh interpreter, in ms.
 
@@ -265,6 +288,14 @@ def make_workloads(quick):
                  lambda: np.load(ckpt.paths()[1], mmap_mode="r"),
                  pt(lambda: torch.load(ckpt.paths()[0], mmap=True, weights_only=True)),
                  targets=(("abs", 1.0),), flops=_Checkpoint.NBYTES, repeat=r, check=False),
+        Workload("10k adds + backward (16,)", "us/add",
+                 _grad_chain(fiamma.from_numpy(x16.copy()).requires_grad_(),
+                             fiamma.from_numpy(y16.copy()).requires_grad_()),
+                 _grad_chain_numpy(x16, y16),
+                 _grad_chain(torch.from_numpy(x16.copy()).requires_grad_(),
+                             torch.from_numpy(y16.copy()).requires_grad_())
+                 if torch is not None else None,
+                 targets=(("pt", 1.0),), repeat=3 if quick else 7, rtol=1e-3),
         Workload("import time", "ms", None, None, targets=(("abs", 150.0),), check=False,
                  direct=lambda: (_import_ms("fiamma"), _import_ms("numpy"),
                                  _import_ms("torch", 3) if torch is not None else None)),

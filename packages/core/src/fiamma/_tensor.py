@@ -55,7 +55,7 @@ class Tensor:
     """
 
     __slots__ = ("_storage", "_dtype", "_shape", "_stride", "_offset", "_ptr", "_numel",
-                 "_contig", "requires_grad", "grad", "grad_fn", "_ag", "__weakref__")
+                 "_contig", "requires_grad", "grad", "grad_fn", "_ag", "_base", "__weakref__")
 
     # torch.Tensor(*sizes) / torch.Tensor(data): default-dtype tensor
     def __new__(cls, *args, **kwargs):
@@ -175,9 +175,14 @@ class Tensor:
         t = _new(Tensor)
         _init(t, self._storage, self._dtype, tuple(shape), tuple(stride),
               self._offset if offset is None else offset, None)
+        # the tensor whose memory this views (the root, as PyTorch's ._base; autograd follows
+        # it for in-place ops on views)
+        b = getattr(self, "_base", None)
+        t._base = self if b is None else b
         if self.requires_grad:
             G.record(op, t, (self,), {"shape": t._shape, "stride": t._stride,
-                                      "offset": t._offset})
+                                      "offset": t._offset, "in_stride": self._stride,
+                                      "in_offset": self._offset})
         return t
 
     def as_subclass(self, cls):
@@ -607,7 +612,8 @@ class Tensor:
     def tolist(self):
         if not self._shape:
             return self.item()
-        a = self.numpy() if self._dtype is not D.bfloat16 else self.float().numpy()
+        t = self.detach()
+        a = t.numpy() if self._dtype is not D.bfloat16 else t.float().numpy()
         return a.tolist()
 
     def __bool__(self):
@@ -675,6 +681,28 @@ class Tensor:
     @property
     def is_leaf(self):
         return self.grad_fn is None
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Accumulate the gradient of this tensor w.r.t. the graph leaves into their ``.grad``
+        (needs fiamma-autograd; see ``fiamma.autograd.backward``)."""
+        G.autograd_module().backward(self, gradient, retain_graph, create_graph, inputs)
+
+    def retain_grad(self):
+        """Keep ``.grad`` for this non-leaf tensor during backward."""
+        G.autograd_module().retain_grad(self)
+
+    @property
+    def retains_grad(self):
+        return self._ag is not None and G.autograd_module().retains_grad(self)
+
+    def register_hook(self, hook):
+        """Call ``hook(grad)`` when this tensor's gradient is computed; returns a handle with
+        ``remove()``. The hook may return a replacement gradient."""
+        return G.autograd_module().register_hook(self, hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """Call ``hook(tensor)`` after a gradient was accumulated into this leaf's ``.grad``."""
+        return G.autograd_module().register_post_accumulate_grad_hook(self, hook)
 
     def detach(self):
         t = _new(Tensor)
