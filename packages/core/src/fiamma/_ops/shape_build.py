@@ -126,7 +126,7 @@ def block_diag(*tensors):
                           out._stride, m._ptr, m._stride), op)
         r += h
         c += w
-    return _rec(op, out, (tuple(ts),), {})
+    return _rec(op, out, tuple(ts), {})  # one input per position, for the engine
 
 
 def cartesian_prod(*tensors):
