@@ -37,6 +37,7 @@ def bits(t):
     if torch is not None and isinstance(t, torch.Tensor):
         t = t.detach()
         return (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy().copy()
+    t = t.detach()
     if t.dtype is fiamma.bfloat16:
         t = t.contiguous().view(fiamma.int16)
     return np.array(t.numpy(), copy=True)
