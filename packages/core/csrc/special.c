@@ -189,6 +189,7 @@ static double sp_erfinv(double x) {
 
 /* exp(-x^2 / 2) with x^2 split exactly */
 static double exp_mhalf_sq(double x) {
+    if (isinf(x)) return 0.0;
     double hi = x * x, lo = fma(x, x, -hi);
     return exp(-0.5 * hi) * (1.0 - 0.5 * lo);
 }
@@ -263,6 +264,8 @@ static double sp_sinc(double x) {
 
 static double sp_logit(double x, double eps) {
     if (eps >= 0) x = x < eps ? eps : (x > 1.0 - eps ? 1.0 - eps : x);
+    /* near 1/2 the ratio is close to 1: log1p of its exact offset (2x - 1 and 1 - x are exact) */
+    if (x > 0.25 && x < 0.75) return log1p((2.0 * x - 1.0) / (1.0 - x));
     return log(x / (1.0 - x));
 }
 
