@@ -128,6 +128,11 @@ def _record(op, res, inputs, kwargs=None):
     return res
 
 
+def _flat_shape(a):
+    """(number of matrices, rows, cols) of a batch (reshape(-1, ...) fails when empty)."""
+    return (math.prod(a.shape[:-2]),) + a.shape[-2:]
+
+
 def _batch_label(shape, flat):
     if not shape:
         return ""
@@ -138,7 +143,7 @@ def _batch_label(shape, flat):
 
 def _first_failure(a, fn):
     """Index of the first batch element on which ``fn`` raises numpy's LinAlgError."""
-    flat = a.reshape((-1,) + a.shape[-2:])
+    flat = a.reshape(_flat_shape(a))
     for i in range(flat.shape[0]):
         try:
             fn(flat[i])
@@ -150,7 +155,7 @@ def _first_failure(a, fn):
 def _singular(op, a):
     i = _first_failure(a, np.linalg.inv)
     raise LinAlgError(f"linalg.{op}: {_batch_label(a.shape[:-2], i)}The diagonal element "
-                      f"{_zero_pivot(a.reshape((-1,) + a.shape[-2:])[i])} is zero, the "
+                      f"{_zero_pivot(a.reshape(_flat_shape(a))[i])} is zero, the "
                       "inversion could not be completed because the input matrix is singular.")
 
 
@@ -312,7 +317,7 @@ def inv_ex(A, *, check_errors=False, out=None):
     pivot; the inverse of a singular matrix is left unspecified (no error unless
     check_errors)."""
     a = _matrix_np(A, "inv_ex", square=True)
-    flat = a.reshape((-1,) + a.shape[-2:])
+    flat = a.reshape(_flat_shape(a))
     inv_flat = np.empty_like(flat)
     info = np.zeros(flat.shape[0], np.int32)
     for i in range(flat.shape[0]):
@@ -503,8 +508,8 @@ def lstsq(A, B, rcond=None, *, driver=None):
         raise RuntimeError(f"linalg.lstsq: A and B must have the same number of rows, got "
                            f"{m} and {bb.shape[-2]}")
     batch = np.broadcast_shapes(a.shape[:-2], bb.shape[:-2])
-    aa = np.broadcast_to(a, batch + a.shape[-2:]).reshape((-1, m, n))
-    bf = np.broadcast_to(bb, batch + bb.shape[-2:]).reshape((-1, m, bb.shape[-1]))
+    aa = np.broadcast_to(a, batch + a.shape[-2:]).reshape((math.prod(batch), m, n))
+    bf = np.broadcast_to(bb, batch + bb.shape[-2:]).reshape((math.prod(batch), m, bb.shape[-1]))
     k = bb.shape[-1]
     sol = np.zeros((aa.shape[0], n, k), a.dtype)
     res = np.zeros((aa.shape[0], k), a.dtype)
@@ -537,7 +542,7 @@ def lstsq(A, B, rcond=None, *, driver=None):
 # ---- decompositions --------------------------------------------------------------------------
 
 def _not_pd(op, a):
-    flat = a.reshape((-1,) + a.shape[-2:])
+    flat = a.reshape(_flat_shape(a))
     i = _first_failure(a, np.linalg.cholesky)
     order = _pd_order(flat[i])
     raise LinAlgError(f"linalg.{op}: {_batch_label(a.shape[:-2], i)}The factorization could "
@@ -571,7 +576,7 @@ def cholesky_ex(A, *, upper=False, check_errors=False, out=None):
     """``(L, info)``: info (int32 per matrix) is 0 or the order of the first leading minor that
     is not positive-definite."""
     a = _matrix_np(A, "cholesky_ex", square=True)
-    flat = a.reshape((-1,) + a.shape[-2:])
+    flat = a.reshape(_flat_shape(a))
     L = np.zeros_like(flat)
     info = np.zeros(flat.shape[0], np.int32)
     for i in range(flat.shape[0]):
