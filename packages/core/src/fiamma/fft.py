@@ -147,6 +147,13 @@ def _finish(res, out, op):
     return out
 
 
+def _np_call(op, fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except ValueError as e:  # e.g. a transform over an empty dimension
+        raise RuntimeError(f"fft.{op}: {e}") from None
+
+
 # ---- argument handling ---------------------------------------------------------------------
 
 def _norm(norm, op):
@@ -225,7 +232,7 @@ def _c2c(op, npfn, input, n, dim, norm, out, complex_input):
                          "tensor")
     _check_n(n, op)
     d = _wrap(dim, a.ndim, op)
-    r = npfn(a, n=n, axis=d, norm=_norm(norm, op))
+    r = _np_call(op, npfn, a, n=n, axis=d, norm=_norm(norm, op))
     return _record(op, _out_complex(r, out, op), input, {"n": n, "dim": dim, "norm": norm,
                                                           "complex_input": cplx})
 
@@ -260,7 +267,8 @@ def rfft(input, n=None, dim=-1, norm=None, *, out=None):
     if a.ndim == 0:
         raise IndexError("fft.rfft: expected a signal of at least one dimension, got a 0-d tensor")
     _check_n(n, "rfft")
-    r = np.fft.rfft(a, n=n, axis=_wrap(dim, a.ndim, "rfft"), norm=_norm(norm, "rfft"))
+    r = _np_call("rfft", np.fft.rfft, a, n=n, axis=_wrap(dim, a.ndim, "rfft"),
+                 norm=_norm(norm, "rfft"))
     return _record("rfft", _out_complex(r, out, "rfft"), input,
                    {"n": n, "dim": dim, "norm": norm})
 
@@ -276,7 +284,7 @@ def irfft(input, n=None, dim=-1, norm=None, *, out=None):
     if n is None and 2 * (a.shape[d] - 1) < 1:
         raise RuntimeError(f"fft.irfft: Invalid number of data points ({2 * (a.shape[d] - 1)}) "
                            "specified")
-    r = np.fft.irfft(a, n=n, axis=d, norm=_norm(norm, "irfft"))
+    r = _np_call("irfft", np.fft.irfft, a, n=n, axis=d, norm=_norm(norm, "irfft"))
     return _record("irfft", _out_real(r, out, "irfft"), input,
                    {"n": n, "dim": dim, "norm": norm})
 
@@ -287,7 +295,7 @@ def hfft(input, n=None, dim=-1, norm=None, *, out=None):
     a = _complex_np(input, "hfft")
     _check_n(n, "hfft")
     d = _wrap(dim, a.ndim, "hfft")
-    r = np.fft.hfft(a, n=n, axis=d, norm=_norm(norm, "hfft"))
+    r = _np_call("hfft", np.fft.hfft, a, n=n, axis=d, norm=_norm(norm, "hfft"))
     return _record("hfft", _out_real(r, out, "hfft"), input, {"n": n, "dim": dim, "norm": norm})
 
 
@@ -296,7 +304,7 @@ def ihfft(input, n=None, dim=-1, norm=None, *, out=None):
     a = _real_np(input, "ihfft")
     _check_n(n, "ihfft")
     d = _wrap(dim, a.ndim, "ihfft")
-    r = np.fft.ihfft(a, n=n, axis=d, norm=_norm(norm, "ihfft"))
+    r = _np_call("ihfft", np.fft.ihfft, a, n=n, axis=d, norm=_norm(norm, "ihfft"))
     return _record("ihfft", _out_complex(r, out, "ihfft"), input,
                    {"n": n, "dim": dim, "norm": norm})
 
@@ -307,7 +315,7 @@ def _nd_c2c(op, npfn, input, s, dim, norm, out, complex_input, two):
     cplx = _is_complex_input(input, complex_input, op)
     a = _complex_np(input, op) if cplx else _real_np(input, op)
     s, dims = _axes(a.ndim, s, dim, op, two=two)
-    r = npfn(a, s=_sizes(a, s, dims, op), axes=dims, norm=_norm(norm, op))
+    r = _np_call(op, npfn, a, s=_sizes(a, s, dims, op), axes=dims, norm=_norm(norm, op))
     return _record(op, _out_complex(r, out, op), input,
                    {"s": s, "dim": dim, "norm": norm, "complex_input": cplx})
 
@@ -338,7 +346,8 @@ def _rfftn(op, input, s, dim, norm, out, two, conj=False):
     if not dims:
         raise RuntimeError(f"fft.{op}: must transform at least one axis")
     nrm = _norm(norm, op)
-    r = np.fft.rfftn(a, s=_sizes(a, s, dims, op), axes=dims, norm=_SWAP[nrm] if conj else nrm)
+    r = _np_call(op, np.fft.rfftn, a, s=_sizes(a, s, dims, op), axes=dims,
+                 norm=_SWAP[nrm] if conj else nrm)
     if conj:
         r = np.conj(r)
     return _record(op, _out_complex(r, out, op), input, {"s": s, "dim": dim, "norm": norm})
@@ -358,7 +367,7 @@ def _irfftn(op, input, s, dim, norm, out, two, conj=False):
     nrm = _norm(norm, op)
     if conj:
         a = np.conj(a)
-    r = np.fft.irfftn(a, s=sizes, axes=dims, norm=_SWAP[nrm] if conj else nrm)
+    r = _np_call(op, np.fft.irfftn, a, s=sizes, axes=dims, norm=_SWAP[nrm] if conj else nrm)
     return _record(op, _out_real(r, out, op), input, {"s": s, "dim": dim, "norm": norm})
 
 
