@@ -7,13 +7,22 @@ import math
 
 import numpy as np
 import pytest
-from conftest import ALL_DTYPES, FLOAT_DTYPES, LAYOUTS, NP_DTYPE, assert_close, make_pair, \
-    round_bf16, shapes, to_numpy, to_tensor
+from conftest import (
+    ALL_DTYPES,
+    FLOAT_DTYPES,
+    LAYOUTS,
+    NP_DTYPE,
+    assert_close,
+    make_pair,
+    round_bf16,
+    shapes,
+    to_numpy,
+    to_tensor,
+)
 from hypothesis import given, settings, strategies as st
 
 import fiamma
-from fiamma import _grad_hook as G
-from fiamma import special
+from fiamma import _grad_hook as G, special
 
 mp = pytest.importorskip("mpmath")
 mp.mp.dps = 50

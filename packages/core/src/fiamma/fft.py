@@ -70,6 +70,7 @@ def _float_src(x, op):
         raise TypeError(f"fft.{op}: expected a Tensor, got {type(x).__name__}")
     if x._storage.device.type != "cpu":
         raise RuntimeError(f"fft.{op}: only CPU tensors are supported, got {x.device}")
+    x = x.detach()
     dt = x._dtype
     if dt in (D.float16, D.bfloat16):
         raise RuntimeError(f"fft.{op}: Unsupported dtype {dt} (use float32 or float64)")
@@ -451,7 +452,7 @@ def _shift(op, input, dim, sign):
     else:
         dims = [_wrap(d, lnd, op) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))]
     src = input if input._dtype is not D.bfloat16 else input.view(D.int16)
-    a = src.numpy()
+    a = src.detach().numpy()
     shifts = [sign * (a.shape[d] // 2) for d in dims]
     res = new_empty(input._shape, src._dtype)
     if res._numel:

@@ -75,7 +75,7 @@ def _float_np(A, op, name="A"):
     if dt.kind != 2:
         raise RuntimeError(f"linalg.{op}: Expected a floating point or complex tensor as input. "
                            f"Got {_NAMES[dt]}")
-    return A.numpy()
+    return A.detach().numpy()
 
 
 def _matrix_np(A, op, square=False, name="A"):
@@ -202,16 +202,22 @@ def _mnorm_np(a, ord, op):
     if ord == "nuc":
         return np.sum(np.linalg.svd(a, compute_uv=False), axis=-1) if a.size else \
             np.zeros(a.shape[:-2], a.dtype)
+    # over an empty axis a max gives 0 and a min raises (PyTorch's rule)
     if ord in (2, -2):
-        if a.shape[-1] == 0 or a.shape[-2] == 0:
-            raise RuntimeError(f"linalg.{op}: The input must be non-empty for ord={ord}")
+        if 0 in a.shape[-2:]:
+            if ord == -2:
+                raise RuntimeError(f"linalg.{op}: Expected a non-empty matrix for ord=-2")
+            return np.zeros(a.shape[:-2], a.dtype)
         s = np.linalg.svd(a, compute_uv=False)
         return s[..., 0] if ord == 2 else s[..., -1]
     if ord in (1, -1, math.inf, -math.inf):
         ax = -2 if ord in (1, -1) else -1  # column sums for 1, row sums for inf
-        if a.shape[ax - 1 if ax == -1 else -1] == 0:
-            raise RuntimeError(f"linalg.{op}: cannot compute the {ord} norm of an empty matrix")
         s = np.sum(np.abs(a), axis=ax)
+        if s.shape[-1] == 0:
+            if ord < 0:
+                raise RuntimeError(f"linalg.{op}: Expected reduction dim to have non-zero size "
+                                   f"(the {ord} norm of an empty matrix)")
+            return np.zeros(s.shape[:-1], a.dtype)
         return np.max(s, axis=-1) if ord > 0 else np.min(s, axis=-1)
     raise RuntimeError(f"linalg.{op}: Order {ord} not supported.")
 
@@ -336,7 +342,7 @@ def inv_ex(A, *, check_errors=False, out=None):
 def _tol(s, m, n, atol, rtol, dt, op):
     """PyTorch's tolerance for pinv / matrix_rank: max(atol, rtol * s_max)."""
     def val(v):
-        return v.to(D.float64).numpy()[..., None] if isinstance(v, Tensor) else v
+        return v.detach().to(D.float64).numpy()[..., None] if isinstance(v, Tensor) else v
 
     eps = np.finfo(dt._np).eps
     if rtol is None:
@@ -403,10 +409,11 @@ def matrix_power(A, n, *, out=None):
         raise RuntimeError("linalg.matrix_power: expected a tensor of square matrices, got "
                            f"shape {list(A._shape)}")
     if n < 0:
-        a = np.linalg.inv(_matrix_np(A, "matrix_power", square=True)) if A._numel else A.numpy()
+        a = inv(A.detach()).numpy()  # LinAlgError naming inv when singular
         r = np.linalg.matrix_power(a, -n)
     else:
-        a = A.to(D.float32).numpy() if A._dtype is D.bfloat16 else A.numpy()
+        a = A.detach()
+        a = a.to(D.float32).numpy() if A._dtype is D.bfloat16 else a.numpy()
         r = np.linalg.matrix_power(a, n)
     return _record("matrix_power", _result(r, A._dtype, out, "matrix_power"), (A,), {"n": n})
 
@@ -467,7 +474,7 @@ def solve_ex(A, B, *, left=True, check_errors=False, out=None):
         if check_errors:
             raise
     _, info = inv_ex(A)
-    b = B.numpy()
+    b = B.detach().numpy()
     nan = np.full(np.broadcast_shapes(b.shape, b.shape), np.nan)
     return SolveExResult(_tensor(nan, A._dtype), info)
 
@@ -767,6 +774,7 @@ def cross(input, other, *, dim=-1, out=None):
     dt = D.result_type(input, other)
 
     def arr(t):
+        t = t.detach()
         t = t if t._dtype is dt else t.to(dt)
         return t.to(D.float32).numpy() if dt is D.bfloat16 else t.numpy()
 

@@ -15,7 +15,17 @@ from fiamma._lib import lib
 from fiamma._ops._unary import erf, erfc, exp2, expm1, log1p, round  # noqa: F401
 from fiamma._ops.elementwise import sigmoid as _sigmoid
 from fiamma._ops.special_ops import (  # noqa: F401
-    digamma, erfinv, i0, lgamma, logit, mvlgamma, polygamma, sinc, sp_binary, sp_unary, xlogy,
+    digamma,
+    erfinv,
+    i0,
+    lgamma,
+    logit,
+    mvlgamma,
+    polygamma,
+    sinc,
+    sp_binary,
+    sp_unary,
+    xlogy,
 )
 
 __all__ = [

@@ -14,7 +14,6 @@ positional arguments as received (``polygamma``: ``(n, input)``; ``logit``: ``(i
 
 import builtins
 
-
 from fiamma import _dtype as D, _grad_hook as G
 from fiamma._lib import check, lib
 from fiamma._ops._common import as_operand, bcast_strides, broadcast_shapes, cast, same_device

@@ -117,7 +117,7 @@ def _window_np(window, win_length, n_fft, op, np):
             raise RuntimeError(f"{op}: expected a 1D window tensor of size equal to win_length="
                                f"{win_length}, but got window with size "
                                f"{list(getattr(window, 'shape', ()))}")
-        w = window.to(D.float64).numpy()
+        w = window.detach().to(D.float64).numpy()
     left = (n_fft - win_length) // 2
     full = np.zeros(n_fft)
     full[left:left + win_length] = w
@@ -168,7 +168,7 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
         raise RuntimeError(f"stft: Unsupported dtype {input._dtype}")
     x = input if input._dtype.kind == 2 else input.to(D.get_default_dtype())
     hop, win = _lengths("stft", n_fft, hop_length, win_length)
-    a = x.numpy()
+    a = x.detach().numpy()
     a2 = a[None] if a.ndim == 1 else a
     if center:
         if pad_mode not in _PAD:
