@@ -47,8 +47,41 @@ static double sp_lgamma(double x) {
     return lgamma_r(x, &sg);
 }
 
+/* digamma on [1, 3] as psi(x) - psi(x0), x0 its positive root (hi + lo): every term carries the
+   factor d = x - x0 explicitly, so the result keeps full relative accuracy near the root (the
+   plain recurrence would cancel there). psi(x) - psi(x0) = d * sum_k 1/((x+k)(x0+k)) over the
+   first N terms, plus the asymptotic series' difference at a = x + N, b = x0 + N. */
+static double digamma_near_root(double x) {
+    const double hi = 1.4616321449683622, lo = 9.549995429965697e-17;
+    const int N = 11;
+    double d = (x - hi) - lo; /* x - hi is exact on [1, 3] */
+    double S = 0.0;
+    for (int k = 0; k < N; k++) S += 1.0 / ((x + k) * (hi + k));
+    double a = x + N, b = hi + N;
+    double t = d / b;
+    S += (t == 0 ? 1.0 : log1p(t) / t) / b; /* log(a / b) / d */
+    double ab = a * b;
+    S += 0.5 / ab;
+    static const double c[7] = {1.0 / 12, -1.0 / 120, 1.0 / 252, -1.0 / 240, 1.0 / 132,
+                                -691.0 / 32760, 1.0 / 12};
+    double abk = ab * ab; /* (ab)^(2k) */
+    for (int k = 1; k <= 7; k++) {
+        /* (a^2k - b^2k) / (a - b) = sum_j a^j b^(2k-1-j) */
+        double q = 0.0, aj = 1.0;
+        for (int j = 0; j < 2 * k; j++) {
+            q += aj * pow(b, 2 * k - 1 - j);
+            aj *= a;
+        }
+        S += c[k - 1] * q / abk;
+        abk *= ab * ab;
+    }
+    return d * S;
+}
+
 static double sp_digamma(double x) {
     if (x != x || x == INFINITY) return x;
+    if (x >= 1.0 && x <= 3.0) return digamma_near_root(x);
+    if (x > 0.0 && x < 1.0) return digamma_near_root(x + 1.0) - 1.0 / x;
     if (x == -INFINITY) return NAN;
     if (x == 0) return copysign(INFINITY, -x);
     double acc = 0.0;
