@@ -121,10 +121,8 @@ def _out_complex(arr, out, op):
     arr = np.asarray(arr)
     fdt = D.float32 if arr.dtype == np.complex64 else D.float64
     res = new_empty(arr.shape + (2,), fdt)
-    if res._numel:
-        v = res.numpy()
-        v[..., 0] = arr.real
-        v[..., 1] = arr.imag
+    if res._numel:  # one pass: the pairs seen as complex numbers
+        res.numpy().view(arr.dtype)[..., 0] = arr
     res = _finish(res, out, op)
     return as_complex_layout(res)
 

@@ -193,10 +193,8 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
     if a.ndim == 1:
         spec = spec[0]
     res = new_empty(spec.shape + (2,), x._dtype)
-    if res._numel:
-        v = res.numpy()
-        v[..., 0] = spec.real
-        v[..., 1] = spec.imag
+    if res._numel:  # one pass: the pairs seen as complex numbers
+        res.numpy().view(np.complex64 if x._dtype is D.float32 else np.complex128)[..., 0] = spec
     from fiamma.fft import as_complex_layout
 
     kw = {"n_fft": n_fft, "hop_length": hop, "win_length": win, "window": window,
