@@ -156,7 +156,10 @@ def logaddexp2(input, other, *, out=None):
 
 # ---- in-place forms --------------------------------------------------------------------------
 
-def _inplace(name, call):
+def _inplace(name, call, oop):
+    """``name`` (``lgamma_``): ``call(self, ...)`` writes the result into self; with gradients
+    the out-of-place ``oop(self, ...)`` is computed, recorded and written back (the engine
+    rebases self's history on it, so the old value stays available to the formula)."""
     def method(self, *args, **kwargs):
         check_inplace(self, name, builtins.tuple(a for a in args if isinstance(a, Tensor)))
         if self._dtype.kind != 2:
@@ -165,12 +168,7 @@ def _inplace(name, call):
         grad = self.requires_grad or builtins.any(getattr(a, "requires_grad", False)
                                                   for a in args)
         if grad and G.is_grad_enabled():
-            prev = G.set_grad_enabled_flag(False)
-            try:
-                call(self, *args, **kwargs)
-            finally:
-                G.set_grad_enabled_flag(prev)
-            G.record_inplace(name, self, (self,) + builtins.tuple(args), kwargs)
+            G.inplace(oop, name, self, args, kwargs)
         else:
             call(self, *args, **kwargs)
         return self
@@ -180,15 +178,16 @@ def _inplace(name, call):
     return method
 
 
-lgamma_ = _inplace("lgamma_", lambda s: lgamma(s, out=s))
-digamma_ = _inplace("digamma_", lambda s: digamma(s, out=s))
-erfinv_ = _inplace("erfinv_", lambda s: erfinv(s, out=s))
-sinc_ = _inplace("sinc_", lambda s: sinc(s, out=s))
-i0_ = _inplace("i0_", lambda s: i0(s, out=s))
-xlogy_ = _inplace("xlogy_", lambda s, o: xlogy(s, o, out=s))
-logit_ = _inplace("logit_", lambda s, eps=None: logit(s, eps, out=s))
-_polygamma_ = _inplace("polygamma_", lambda s, n: polygamma(n, s, out=s))
-_mvlgamma_ = _inplace("mvlgamma_", lambda s, p: mvlgamma(s, p, out=s))
+lgamma_ = _inplace("lgamma_", lambda s: lgamma(s, out=s), lgamma)
+digamma_ = _inplace("digamma_", lambda s: digamma(s, out=s), digamma)
+erfinv_ = _inplace("erfinv_", lambda s: erfinv(s, out=s), erfinv)
+sinc_ = _inplace("sinc_", lambda s: sinc(s, out=s), sinc)
+i0_ = _inplace("i0_", lambda s: i0(s, out=s), i0)
+xlogy_ = _inplace("xlogy_", lambda s, o: xlogy(s, o, out=s), xlogy)
+logit_ = _inplace("logit_", lambda s, eps=None: logit(s, eps, out=s), logit)
+_polygamma_ = _inplace("polygamma_", lambda s, n: polygamma(n, s, out=s),
+                       lambda s, n: polygamma(n, s))
+_mvlgamma_ = _inplace("mvlgamma_", lambda s, p: mvlgamma(s, p, out=s), mvlgamma)
 
 
 def _polygamma_method(self, n):
