@@ -23,8 +23,11 @@
 #include "api_sort.h"
 
 #define SORT_INSERTION 40        /* lanes up to this length: insertion sort */
+#define SORT_RANK 40             /* ... or rank sort from 9 elements (packed words) */
 #define SORT_BIG (1 << 16)       /* lanes from this length: MSD first pass, threads in the lane */
 #define SORT_PAR_MIN (1 << 15)   /* elements in all: below this, never use threads */
+#define RADIX_WIDE 1073741824
+#define TOPK_BS 32               /* topk: block size of the block maxima */
 #define TOPK_SMALL 64            /* topk by a running threshold for k up to this (and n >= 4k) */
 
 /* libgomp's thread pool does not survive fork(): a forked child runs single-threaded */
@@ -102,31 +105,94 @@ static uint64_t key_at(int dt, const char *p) {
     }
 }
 
-/* words[i] = (key ^ xm) << 32 | (i + off) for the dtypes of up to 32 bits */
-typedef void (*pack_fn)(const char *src, int64_t n, uint32_t xm, uint64_t *w, int64_t off);
-#define DEF_PACK(tag)                                                                           \
-    static FM_CLONES void pack_##tag(const char *src, int64_t n, uint32_t xm, uint64_t *w,      \
-                                     int64_t off) {                                             \
+/* words[i] = (key ^ xm) << 32 | (i + off) for the dtypes of up to 32 bits; returns whether the
+   keys lost information (a -0.0 or a NaN: values must then be read back from the input) */
+typedef int (*pack_fn)(const char *src, int64_t n, uint32_t xm, uint64_t *w, int64_t off);
+#define LOSSY_INT(p) 0
+#define LOSSY_F16(p) ((*(const uint16_t *)(p) == 0x8000u) | ((*(const uint16_t *)(p) & 0x7fffu) > 0x7c00u))
+#define LOSSY_BF16(p) ((*(const uint16_t *)(p) == 0x8000u) | ((*(const uint16_t *)(p) & 0x7fffu) > 0x7f80u))
+#define LOSSY_F32(p) ((*(const uint32_t *)(p) == 0x80000000u) | ((*(const uint32_t *)(p) & 0x7fffffffu) > 0x7f800000u))
+#define DEF_PACK(tag, LOSSY)                                                                    \
+    static FM_CLONES int pack_##tag(const char *FM_RESTRICT src, int64_t n, uint32_t xm,        \
+                                    uint64_t *FM_RESTRICT w, int64_t off) {                     \
         const ct_##tag *x = (const ct_##tag *)src;                                              \
-        for (int64_t i = 0; i < n; i++)                                                         \
+        int lossy = 0;                                                                          \
+        for (int64_t i = 0; i < n; i++) {                                                       \
             w[i] = (uint64_t)(key_##tag(x + i) ^ xm) << 32 | (uint64_t)(i + off);               \
+            lossy |= LOSSY(x + i);                                                              \
+        }                                                                                       \
+        return lossy;                                                                           \
     }
-DEF_PACK(b)
-DEF_PACK(u8)
-DEF_PACK(i8)
-DEF_PACK(i16)
-DEF_PACK(i32)
-DEF_PACK(f16)
-DEF_PACK(bf16)
-DEF_PACK(f32)
+DEF_PACK(b, LOSSY_INT)
+DEF_PACK(u8, LOSSY_INT)
+DEF_PACK(i8, LOSSY_INT)
+DEF_PACK(i16, LOSSY_INT)
+DEF_PACK(i32, LOSSY_INT)
+DEF_PACK(f16, LOSSY_F16)
+DEF_PACK(bf16, LOSSY_BF16)
+DEF_PACK(f32, LOSSY_F32)
 static const pack_fn pack_table[FM_NDTYPES] = {pack_b, pack_u8, pack_i8, pack_i16, pack_i32, NULL,
                                                pack_f16, pack_bf16, pack_f32, NULL};
+
+/* the inverse of the key maps (exact where pack reported no loss): values straight from the
+   sorted words, without reading the input again at random places */
+#define INV_b(k) ((uint8_t)(k))
+#define INV_u8(k) ((uint8_t)(k))
+#define INV_i8(k) ((uint8_t)((k) ^ 0x80u))
+#define INV_i16(k) ((uint16_t)((k) ^ 0x8000u))
+#define INV_i32(k) ((uint32_t)((k) ^ 0x80000000u))
+#define INV_f16(k) ((uint16_t)(((k) & 0x8000u) ? (k) ^ 0x8000u : ~(k)))
+#define INV_bf16(k) INV_f16(k)
+#define INV_f32(k) ((uint32_t)(((k) & 0x80000000u) ? (k) ^ 0x80000000u : ~(k)))
+typedef void (*unpack_fn)(const uint64_t *w, int64_t cnt, uint32_t xm, char *vo, int64_t vs);
+#define DEF_UNPACK(tag, T)                                                                      \
+    static FM_CLONES void unpack_##tag(const uint64_t *w, int64_t cnt, uint32_t xm, char *vo,   \
+                                       int64_t vs) {                                            \
+        if (vs == (int64_t)sizeof(T)) {                                                         \
+            T *o = (T *)vo;                                                                     \
+            for (int64_t j = 0; j < cnt; j++) {                                                 \
+                uint32_t k = (uint32_t)(w[j] >> 32) ^ xm;                                       \
+                o[j] = (T)INV_##tag(k);                                                         \
+            }                                                                                   \
+        } else {                                                                                \
+            for (int64_t j = 0; j < cnt; j++) {                                                 \
+                uint32_t k = (uint32_t)(w[j] >> 32) ^ xm;                                       \
+                *(T *)(vo + j * vs) = (T)INV_##tag(k);                                          \
+            }                                                                                   \
+        }                                                                                       \
+    }
+DEF_UNPACK(b, uint8_t)
+DEF_UNPACK(u8, uint8_t)
+DEF_UNPACK(i8, uint8_t)
+DEF_UNPACK(i16, uint16_t)
+DEF_UNPACK(i32, uint32_t)
+DEF_UNPACK(f16, uint16_t)
+DEF_UNPACK(bf16, uint16_t)
+DEF_UNPACK(f32, uint32_t)
+static const unpack_fn unpack_table[FM_NDTYPES] = {unpack_b, unpack_u8, unpack_i8, unpack_i16,
+                                                   unpack_i32, NULL, unpack_f16, unpack_bf16,
+                                                   unpack_f32, NULL};
 
 /* ---- radix sorts ------------------------------------------------------------------------------ */
 
 /* Stable sort of packed words by bits [32, 32 + kb); a and b hold n words; the result is in the
    returned one of the two. */
+/* Small arrays of distinct words: each word's rank is the number of smaller ones (branch-free
+   compares that vectorise, unlike insertion sort's unpredictable branches); result in b. */
+static FM_CLONES void rank_sort(const uint64_t *a, uint64_t *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t v = a[i];
+        int64_t r = 0;
+        for (int64_t j = 0; j < n; j++) r += a[j] < v;
+        b[r] = v;
+    }
+}
+
 static uint64_t *radix_packed(uint64_t *a, uint64_t *b, int64_t n, int kb) {
+    if (n <= SORT_RANK && n > 8) {
+        rank_sort(a, b, n);
+        return b;
+    }
     if (n <= SORT_INSERTION) {
         for (int64_t i = 1; i < n; i++) { /* whole words: the index breaks ties */
             uint64_t v = a[i];
@@ -139,7 +205,7 @@ static uint64_t *radix_packed(uint64_t *a, uint64_t *b, int64_t n, int kb) {
         }
         return a;
     }
-    int passes = kb <= 8 ? 1 : kb <= 16 ? 2 : n >= 4096 ? (kb + 10) / 11 : (kb + 7) / 8;
+    int passes = kb <= 8 ? 1 : kb <= 16 ? 2 : n >= RADIX_WIDE ? (kb + 10) / 11 : (kb + 7) / 8;
     int D = (kb + passes - 1) / passes;
     uint32_t mask = (1u << D) - 1;
     uint32_t cnt[4][2048];
@@ -238,6 +304,9 @@ typedef struct {
     const uint64_t *w;
     const uint64_t *k;
     const uint32_t *ix;
+    int dt;       /* for the packed words: dtype, */
+    int exact;    /* whether the keys map back to the values exactly, */
+    uint32_t xm;  /* and the mask the keys were flipped with */
 } sorted_t;
 
 static inline uint32_t s_idx(const sorted_t *s, int64_t i) {
@@ -254,12 +323,13 @@ static size_t scratch_bytes(int64_t n, int isz) {
 }
 
 static sorted_t sort_lane(int dt, const char *src, int64_t n, int desc, char *scr) {
-    sorted_t s = {NULL, NULL, NULL};
+    sorted_t s = {NULL, NULL, NULL, dt, 0, 0};
     int kb = key_bits[dt];
     uint64_t *a = (uint64_t *)scr, *b = a + n;
     if (kb <= 32) {
         uint32_t xm = desc ? (uint32_t)((1ull << kb) - 1) : 0u;
-        pack_table[dt](src, n, xm, a, 0);
+        s.exact = !pack_table[dt](src, n, xm, a, 0);
+        s.xm = xm;
         s.w = radix_packed(a, b, n, kb);
         return s;
     }
@@ -294,6 +364,10 @@ static void write_sorted(int isz, const char *src, const sorted_t *s, int64_t s0
     }
     if (!vo) return;
     char *o = vo + p0 * vs;
+    if (s->w && s->exact) {
+        unpack_table[s->dt](s->w + s0, cnt, s->xm, o, vs);
+        return;
+    }
 #define GATHER(T)                                                                               \
     for (int64_t j = 0; j < cnt; j++)                                                           \
         *(T *)(o + j * vs) = ((const T *)src)[s_idx(s, s0 + j)];
@@ -422,11 +496,74 @@ static int run_lanes(const job_t *J, const lanes_t *L) {
     return err ? FM_ERR_NOMEM : FM_OK;
 }
 
+/* The MSD pass of a long lane, straight from the input (no packed copy: the words are built as
+   they are scattered): a histogram of the top digit (4 interleaved counters, so runs of equal
+   digits do not wait on each other), then the scatter of words into the buckets. */
+typedef int (*hist_fn)(const char *src, int64_t lo, int64_t hi, uint32_t xm, int sh,
+                       uint32_t *c4, int nb);
+typedef void (*scat_fn)(const char *src, int64_t lo, int64_t hi, uint32_t xm, int sh,
+                        uint32_t *c, uint64_t *b);
+#define MSD_BLK 512
+#define DEF_MSD(tag, LOSSY)                                                                     \
+    static FM_CLONES int keys_##tag(const ct_##tag *FM_RESTRICT x, int64_t m, uint32_t xm,      \
+                                    uint32_t *FM_RESTRICT kb) {                                 \
+        int lossy = 0;                                                                          \
+        for (int64_t j = 0; j < m; j++) {                                                       \
+            kb[j] = key_##tag(x + j) ^ xm;                                                      \
+            lossy |= LOSSY(x + j);                                                              \
+        }                                                                                       \
+        return lossy;                                                                           \
+    }                                                                                           \
+    static int hist_##tag(const char *src, int64_t lo, int64_t hi, uint32_t xm, int sh,        \
+                          uint32_t *c4, int nb) {                                               \
+        const ct_##tag *x = (const ct_##tag *)src;                                              \
+        uint32_t kb[MSD_BLK];                                                                   \
+        int lossy = 0;                                                                          \
+        for (int64_t i = lo; i < hi; i += MSD_BLK) {                                            \
+            int64_t m = hi - i < MSD_BLK ? hi - i : MSD_BLK, j = 0;                             \
+            lossy |= keys_##tag(x + i, m, xm, kb);                                              \
+            for (; j + 4 <= m; j += 4) {                                                        \
+                c4[kb[j] >> sh]++;                                                              \
+                c4[nb + (kb[j + 1] >> sh)]++;                                                   \
+                c4[2 * nb + (kb[j + 2] >> sh)]++;                                               \
+                c4[3 * nb + (kb[j + 3] >> sh)]++;                                               \
+            }                                                                                   \
+            for (; j < m; j++) c4[kb[j] >> sh]++;                                               \
+        }                                                                                       \
+        return lossy;                                                                           \
+    }                                                                                           \
+    static void scat_##tag(const char *src, int64_t lo, int64_t hi, uint32_t xm, int sh,       \
+                           uint32_t *c, uint64_t *b) {                                          \
+        const ct_##tag *x = (const ct_##tag *)src;                                              \
+        uint32_t kb[MSD_BLK];                                                                   \
+        for (int64_t i = lo; i < hi; i += MSD_BLK) {                                            \
+            int64_t m = hi - i < MSD_BLK ? hi - i : MSD_BLK;                                    \
+            keys_##tag(x + i, m, xm, kb);                                                       \
+            for (int64_t j = 0; j < m; j++) {                                                   \
+                uint32_t k = kb[j];                                                             \
+                b[c[k >> sh]++] = (uint64_t)k << 32 | (uint64_t)(i + j);                        \
+            }                                                                                   \
+        }                                                                                       \
+    }
+DEF_MSD(i16, LOSSY_INT)
+DEF_MSD(i32, LOSSY_INT)
+DEF_MSD(f16, LOSSY_F16)
+DEF_MSD(bf16, LOSSY_BF16)
+DEF_MSD(f32, LOSSY_F32)
+static const hist_fn hist_table[FM_NDTYPES] = {[FM_INT16] = hist_i16, [FM_INT32] = hist_i32,
+                                               [FM_FLOAT16] = hist_f16,
+                                               [FM_BFLOAT16] = hist_bf16,
+                                               [FM_FLOAT32] = hist_f32};
+static const scat_fn scat_table[FM_NDTYPES] = {[FM_INT16] = scat_i16, [FM_INT32] = scat_i32,
+                                               [FM_FLOAT16] = scat_f16,
+                                               [FM_BFLOAT16] = scat_bf16,
+                                               [FM_FLOAT32] = scat_f32};
+
 /* One long lane of a dtype of 16 or 32 bits: MSD pass on the top digit, then each bucket sorted
-   and written by whichever thread takes it. */
+   (in cache) and written by whichever thread takes it. */
 static int sort_big(int dt, const char *src, int64_t n, int desc, char *vo, int64_t vs,
                     char *io, int64_t is) {
-    int kb = key_bits[dt], isz = fm_itemsize[dt];
+    int kb = key_bits[dt];
     int D0 = kb == 32 ? 11 : 8, rest = kb - D0, nb = 1 << D0;
     uint32_t xm = desc ? (uint32_t)((1ull << kb) - 1) : 0u;
     size_t wb = (size_t)n * 16;
@@ -435,21 +572,25 @@ static int sort_big(int dt, const char *src, int64_t n, int desc, char *vo, int6
     uint64_t *b = a + n;
     int nth = sort_forked ? 1 : omp_get_max_threads();
     if (nth < 1) nth = 1;
-    uint32_t *cnt = calloc((size_t)nth * nb + nb + 1, sizeof(uint32_t));
+    uint32_t *cnt = calloc((size_t)nth * nb * 4 + nb + 1, sizeof(uint32_t));
     if (!cnt) {
         fm_free((intptr_t)a, (int64_t)wb);
         return FM_ERR_NOMEM;
     }
-    uint32_t *start = cnt + (size_t)nth * nb; /* nb + 1 bucket bounds */
-    int sh = 32 + rest;
-    pack_fn pack = pack_table[dt];
+    uint32_t *start = cnt + (size_t)nth * nb * 4; /* nb + 1 bucket bounds */
+    hist_fn hist = hist_table[dt];
+    scat_fn scat = scat_table[dt];
+    int lossy = 0;
 #pragma omp parallel num_threads(nth) if (nth > 1)
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         int64_t lo = n * t / nt, hi = n * (t + 1) / nt;
-        uint32_t *c = cnt + (size_t)t * nb;
-        pack(src + lo * isz, hi - lo, xm, a + lo, lo);
-        for (int64_t i = lo; i < hi; i++) c[a[i] >> sh]++;
+        uint32_t *c = cnt + (size_t)t * nb * 4;
+        if (hist(src, lo, hi, xm, rest, c, nb)) {
+#pragma omp atomic write
+            lossy = 1;
+        }
+        for (int d = 0; d < nb; d++) c[d] += c[nb + d] + c[2 * nb + d] + c[3 * nb + d];
 #pragma omp barrier
 #pragma omp single
         {
@@ -457,24 +598,21 @@ static int sort_big(int dt, const char *src, int64_t n, int desc, char *vo, int6
             for (int d = 0; d < nb; d++) {
                 start[d] = sum;
                 for (int q = 0; q < nt; q++) {
-                    uint32_t v = cnt[(size_t)q * nb + d];
-                    cnt[(size_t)q * nb + d] = sum;
+                    uint32_t v = cnt[(size_t)q * nb * 4 + d];
+                    cnt[(size_t)q * nb * 4 + d] = sum;
                     sum += v;
                 }
             }
             start[nb] = sum;
         }
-        for (int64_t i = lo; i < hi; i++) {
-            uint64_t v = a[i];
-            b[c[v >> sh]++] = v;
-        }
+        scat(src, lo, hi, xm, rest, c, b);
 #pragma omp barrier
 #pragma omp for schedule(dynamic, 4)
         for (int d = 0; d < nb; d++) {
             int64_t s0 = start[d], m = (int64_t)start[d + 1] - s0;
             if (m == 0) continue;
-            sorted_t s = {radix_packed(b + s0, a + s0, m, rest), NULL, NULL};
-            write_sorted(isz, src, &s, 0, s0, m, vo, vs, io, is);
+            sorted_t s = {radix_packed(b + s0, a + s0, m, rest), NULL, NULL, dt, !lossy, xm};
+            write_sorted(fm_itemsize[dt], src, &s, 0, s0, m, vo, vs, io, is);
         }
     }
     free(cnt);
@@ -515,58 +653,73 @@ int fm_sort(int dtype, int ndim, const int64_t *shape, intptr_t in, const int64_
 
 /* ---- topk -------------------------------------------------------------------------------------
    Small k: keep the k best (key, index) in a list sorted best first; an element enters only when
-   its key beats the k-th (so earlier elements win ties, as in a stable sort). Keys are computed
-   64 at a time and a block is looked at element by element only when one of them beats the
-   current k-th: on typical data that is rare after the first few blocks. */
+   its key beats the k-th (so earlier elements win ties, as in a stable sort). First the keys
+   and the maximum of every block of TOPK_BS are computed (vectorised); the k-th largest block
+   maximum is a lower bound of the answer's k-th key (k elements from distinct blocks reach it),
+   so only elements at or above it are candidates, and whole blocks below it are skipped with a
+   vector compare. On typical data a few dozen elements per lane reach the scalar list code. */
 #define DEF_TOPK(tag, KT)                                                                       \
-    static FM_CLONES void topk_small_##tag(const char *src, int64_t n, int64_t k, KT xm,        \
-                                           KT *kk, uint32_t *ii) {                              \
+    static FM_CLONES void topk_keys_##tag(const char *FM_RESTRICT src, int64_t n, KT xm,        \
+                                          KT *FM_RESTRICT keys, KT *FM_RESTRICT mx) {           \
         const ct_##tag *x = (const ct_##tag *)src;                                              \
-        for (int64_t i = 0; i < k; i++) {                                                       \
-            KT v = key_##tag(x + i) ^ xm;                                                       \
-            int64_t j = i;                                                                      \
-            while (j > 0 && kk[j - 1] < v) {                                                    \
-                kk[j] = kk[j - 1];                                                              \
-                ii[j] = ii[j - 1];                                                              \
-                j--;                                                                            \
+        int64_t nb = n / TOPK_BS;                                                               \
+        for (int64_t b = 0; b < nb; b++) {                                                      \
+            KT m = 0;                                                                           \
+            for (int j = 0; j < TOPK_BS; j++) {                                                 \
+                KT v = key_##tag(x + b * TOPK_BS + j) ^ xm;                                     \
+                keys[b * TOPK_BS + j] = v;                                                      \
+                m = v > m ? v : m;                                                              \
             }                                                                                   \
-            kk[j] = v;                                                                          \
-            ii[j] = (uint32_t)i;                                                                \
+            mx[b] = m;                                                                          \
         }                                                                                       \
-        KT thr = kk[k - 1];                                                                     \
-        int64_t i = k;                                                                          \
-        for (;;) {                                                                              \
-            KT blk[64];                                                                         \
-            int64_t m = n - i < 64 ? n - i : 64;                                                \
-            if (m <= 0) break;                                                                  \
+        for (int64_t i = nb * TOPK_BS; i < n; i++) keys[i] = key_##tag(x + i) ^ xm;             \
+    }                                                                                           \
+    static void topk_small_##tag(const char *src, int64_t n, int64_t k, KT xm, KT *kk,          \
+                                 uint32_t *ii, char *scr) {                                     \
+        KT *keys = (KT *)scr, *mx = keys + n;                                                   \
+        int64_t nb = n / TOPK_BS, cnt = 0;                                                      \
+        topk_keys_##tag(src, n, xm, keys, mx);                                                  \
+        KT gate = 0; /* candidates: keys >= gate */                                             \
+        if (nb >= k) { /* the k-th largest block maximum */                                     \
+            for (int64_t b = 0; b < nb; b++) {                                                  \
+                KT v = mx[b];                                                                   \
+                if (cnt == k && v <= kk[k - 1]) continue;                                       \
+                int64_t p = cnt < k ? cnt++ : k - 1;                                            \
+                while (p > 0 && kk[p - 1] < v) {                                                \
+                    kk[p] = kk[p - 1];                                                          \
+                    p--;                                                                        \
+                }                                                                               \
+                kk[p] = v;                                                                      \
+            }                                                                                   \
+            gate = cnt == k ? kk[k - 1] : 0;                                                    \
+            cnt = 0;                                                                            \
+        }                                                                                       \
+        for (int64_t i = 0; i < n; i += TOPK_BS) {                                              \
+            int64_t m = n - i < TOPK_BS ? n - i : TOPK_BS;                                      \
+            const KT *kb = keys + i;                                                            \
             int any = 0;                                                                        \
-            if (m == 64) {                                                                      \
-                for (int j = 0; j < 64; j++) {                                                  \
-                    blk[j] = key_##tag(x + i + j) ^ xm;                                         \
-                    any |= blk[j] > thr;                                                        \
-                }                                                                               \
+            if (m == TOPK_BS) {                                                                 \
+                for (int j = 0; j < TOPK_BS; j++) any |= kb[j] >= gate;                         \
             } else {                                                                            \
-                for (int j = 0; j < m; j++) {                                                   \
-                    blk[j] = key_##tag(x + i + j) ^ xm;                                         \
-                    any |= blk[j] > thr;                                                        \
+                for (int j = 0; j < m; j++) any |= kb[j] >= gate;                               \
+            }                                                                                   \
+            if (!any) continue;                                                                 \
+            for (int j = 0; j < m; j++) {                                                       \
+                KT v = kb[j];                                                                   \
+                if (v < gate) continue;                                                         \
+                int64_t p = cnt < k ? cnt++ : k - 1;                                            \
+                while (p > 0 && kk[p - 1] < v) {                                                \
+                    kk[p] = kk[p - 1];                                                          \
+                    ii[p] = ii[p - 1];                                                          \
+                    p--;                                                                        \
+                }                                                                               \
+                kk[p] = v;                                                                      \
+                ii[p] = (uint32_t)(i + j);                                                      \
+                if (cnt == k) { /* full: from now on only keys beating the k-th */              \
+                    if (kk[k - 1] == (KT)~(KT)0) return;                                        \
+                    gate = kk[k - 1] + 1 > gate ? kk[k - 1] + 1 : gate;                         \
                 }                                                                               \
             }                                                                                   \
-            if (any) {                                                                          \
-                for (int j = 0; j < m; j++) {                                                   \
-                    KT v = blk[j];                                                              \
-                    if (v <= thr) continue;                                                     \
-                    int64_t p = k - 1;                                                          \
-                    while (p > 0 && kk[p - 1] < v) {                                            \
-                        kk[p] = kk[p - 1];                                                      \
-                        ii[p] = ii[p - 1];                                                      \
-                        p--;                                                                    \
-                    }                                                                           \
-                    kk[p] = v;                                                                  \
-                    ii[p] = (uint32_t)(i + j);                                                  \
-                    thr = kk[k - 1];                                                            \
-                }                                                                               \
-            }                                                                                   \
-            i += m;                                                                             \
         }                                                                                       \
     }
 DEF_TOPK(b, uint32_t)
@@ -587,23 +740,22 @@ static void topk_lane(const job_t *J, const char *src, int64_t n, char *scr, cha
     if (k == 0) return;
     if (k <= TOPK_SMALL && n >= 4 * k) {
         uint64_t kk[TOPK_SMALL];
-        uint32_t ii[TOPK_SMALL];
+        uint32_t k32[TOPK_SMALL], ii[TOPK_SMALL];
         /* "largest" keeps the biggest keys; smallest: the biggest complemented keys */
         uint64_t xm = J->flag ? 0 : (kb == 64 ? ~0ull : (1ull << kb) - 1);
-        uint32_t *k32 = (uint32_t *)kk;
         switch (dt) {
-        case FM_BOOL: topk_small_b(src, n, k, (uint32_t)xm, k32, ii); break;
-        case FM_UINT8: topk_small_u8(src, n, k, (uint32_t)xm, k32, ii); break;
-        case FM_INT8: topk_small_i8(src, n, k, (uint32_t)xm, k32, ii); break;
-        case FM_INT16: topk_small_i16(src, n, k, (uint32_t)xm, k32, ii); break;
-        case FM_INT32: topk_small_i32(src, n, k, (uint32_t)xm, k32, ii); break;
-        case FM_INT64: topk_small_i64(src, n, k, xm, kk, ii); break;
-        case FM_FLOAT16: topk_small_f16(src, n, k, (uint32_t)xm, k32, ii); break;
-        case FM_BFLOAT16: topk_small_bf16(src, n, k, (uint32_t)xm, k32, ii); break;
-        case FM_FLOAT32: topk_small_f32(src, n, k, (uint32_t)xm, k32, ii); break;
-        default: topk_small_f64(src, n, k, xm, kk, ii); break;
+        case FM_BOOL: topk_small_b(src, n, k, (uint32_t)xm, k32, ii, scr); break;
+        case FM_UINT8: topk_small_u8(src, n, k, (uint32_t)xm, k32, ii, scr); break;
+        case FM_INT8: topk_small_i8(src, n, k, (uint32_t)xm, k32, ii, scr); break;
+        case FM_INT16: topk_small_i16(src, n, k, (uint32_t)xm, k32, ii, scr); break;
+        case FM_INT32: topk_small_i32(src, n, k, (uint32_t)xm, k32, ii, scr); break;
+        case FM_INT64: topk_small_i64(src, n, k, xm, kk, ii, scr); break;
+        case FM_FLOAT16: topk_small_f16(src, n, k, (uint32_t)xm, k32, ii, scr); break;
+        case FM_BFLOAT16: topk_small_bf16(src, n, k, (uint32_t)xm, k32, ii, scr); break;
+        case FM_FLOAT32: topk_small_f32(src, n, k, (uint32_t)xm, k32, ii, scr); break;
+        default: topk_small_f64(src, n, k, xm, kk, ii, scr); break;
         }
-        sorted_t s = {NULL, NULL, ii};
+        sorted_t s = {NULL, NULL, ii, dt, 0, 0};
         write_sorted(J->isz, src, &s, 0, 0, k, vo, vs, io, is);
         return;
     }
