@@ -22,11 +22,10 @@
 #include "dtypes.h"
 #include "api_sort.h"
 
-#define SORT_INSERTION 40        /* lanes up to this length: insertion sort */
-#define SORT_RANK 40             /* ... or rank sort from 9 elements (packed words) */
+#define SORT_INSERTION 40        /* up to this length: no radix passes (64-bit keys: insertion) */
+#define SORT_RANK 40             /* packed words of 9 up to this: rank sort, fewer: insertion */
 #define SORT_BIG (1 << 16)       /* lanes from this length: MSD first pass, threads in the lane */
 #define SORT_PAR_MIN (1 << 15)   /* elements in all: below this, never use threads */
-#define RADIX_WIDE 1073741824
 #define TOPK_BS 32               /* topk: block size of the block maxima */
 #define TOPK_SMALL 64            /* topk by a running threshold for k up to this (and n >= 4k) */
 
@@ -205,10 +204,12 @@ static uint64_t *radix_packed(uint64_t *a, uint64_t *b, int64_t n, int kb) {
         }
         return a;
     }
-    int passes = kb <= 8 ? 1 : kb <= 16 ? 2 : n >= RADIX_WIDE ? (kb + 10) / 11 : (kb + 7) / 8;
+    /* 8-bit digits at most: 256 output streams per pass stay in L1 (11-bit digits, one pass
+       fewer, measured no faster here) */
+    int passes = (kb + 7) / 8;
     int D = (kb + passes - 1) / passes;
     uint32_t mask = (1u << D) - 1;
-    uint32_t cnt[4][2048];
+    uint32_t cnt[4][256];
     memset(cnt, 0, sizeof cnt[0] * (size_t)passes);
     if (passes == 3) {
         for (int64_t i = 0; i < n; i++) {
