@@ -247,6 +247,10 @@ def make_workloads(quick):
         x, y = (fiamma.from_numpy(v) for v in mats[n])
         return lambda: fiamma.matmul(x, y)
 
+    a1m = a[:1_000_000].copy()  # sort: 1M float32
+    fa1m = fiamma.from_numpy(a1m)
+    ta1m = torch.from_numpy(a1m) if torch is not None else None
+
     r = 5 if quick else 15
     ckpt = _Checkpoint()
     w = [
@@ -269,6 +273,11 @@ def make_workloads(quick):
         Workload("softmax(-1) (4096,1024)", "ms", lambda: fiamma.softmax(fs, -1),
                  lambda: np_softmax(s), pt(lambda: torch.softmax(ts, -1)),
                  targets=(("pt", 1.0),), repeat=r),
+        Workload("sort (1M)", "ms", lambda: fiamma.sort(fa1m).values, lambda: np.sort(a1m),
+                 pt(lambda: torch.sort(ta1m).values), targets=(("np", 1.0),), repeat=r),
+        Workload("topk(10) (4096,1024)", "ms", lambda: fiamma.topk(fs, 10).values,
+                 lambda: -np.sort(-np.partition(s, -10, axis=-1)[:, -10:], axis=-1),
+                 pt(lambda: torch.topk(ts, 10).values), targets=(("pt", 1.0),), repeat=r),
         Workload("matmul 1024x1024", "GFLOP/s", fmat(1024), lambda: mats[1024][0] @ mats[1024][1],
                  pt(lambda: tmats[1024][0] @ tmats[1024][1]), targets=(("pt", 0.95),),
                  flops=2 * 1024**3, repeat=5 if quick else 10, rtol=1e-3),
