@@ -941,3 +941,27 @@ def test_conftest_helpers_can_fail(rng):
         x, ref = make_pair((3, 2, 2), fiamma.int16, rng, layout)
         assert (layout == "contiguous") == x.is_contiguous() or layout == "offset"
         np.testing.assert_array_equal(to_numpy(x), ref)
+
+
+def test_as_subclass_shares_storage_and_keeps_the_type():
+    class Sub(fiamma.Tensor):
+        pass
+
+    t = fiamma.arange(6.0).reshape(2, 3)[:, 1:]
+    s = t.as_subclass(Sub)
+    assert type(s) is Sub and s.shape == t.shape and s.stride() == t.stride()
+    assert s.data_ptr() == t.data_ptr() and s.untyped_storage() is t.untyped_storage()
+    s.add_(1)
+    assert t.tolist() == [[2.0, 3.0], [5.0, 6.0]]
+    assert type(s + 1) is fiamma.Tensor  # ops on a subclass return plain tensors
+    with pytest.raises(TypeError, match="as_subclass"):
+        t.as_subclass(int)
+
+
+def test_assigning_data_keeps_the_tensors_identity_and_flags():
+    t = fiamma.zeros(3)
+    t.requires_grad = True  # as autograd would set it (no autograd needed for this check)
+    t.data = fiamma.ones(2, dtype=fiamma.float64)
+    assert t.requires_grad and t.dtype is fiamma.float64 and t.detach().tolist() == [1.0, 1.0]
+    with pytest.raises(TypeError, match="data: expected a Tensor"):
+        t.data = [1.0]

@@ -96,6 +96,7 @@ def _kind(k):
 
 
 @needs_torch
+@pytest.mark.parity
 @pytest.mark.parametrize("name", list(SCHEDULES))
 def test_sequence_equals_pytorch(name):
     make, n, kind, metric = SCHEDULES[name]

@@ -159,3 +159,69 @@ def test_fused_and_foreach_flags_give_the_same_result():
     assert results[0] == results[1] == results[2]
     with pytest.raises(RuntimeError, match="fused"):
         optim.Adam([fiamma.ones(1)], fused=True, foreach=True)
+
+
+FUSED_CASES = [
+    ("SGD", dict(lr=0.05)), ("SGD", dict(lr=0.05, momentum=0.9, dampening=0.2)),
+    ("SGD", dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01, maximize=True)),
+    ("Adam", dict(lr=0.01)), ("Adam", dict(lr=0.01, amsgrad=True, weight_decay=0.1)),
+    ("Adam", dict(lr=0.01, maximize=True, decoupled_weight_decay=True, weight_decay=0.1)),
+    ("AdamW", dict(lr=0.01)), ("AdamW", dict(lr=0.01, amsgrad=True, maximize=True)),
+]
+
+
+@pytest.mark.parametrize("name,kw", FUSED_CASES, ids=[c[0] for c in FUSED_CASES])
+@pytest.mark.parametrize("dtype", [fiamma.float32, fiamma.float64])
+def test_fused_path_equals_reference_loop(name, kw, dtype):
+    """The default (fused C) path against fused=False (the readable op-by-op loop), with a
+    parameter that skips steps and a non-contiguous parameter that forces the loop."""
+    rng = np.random.default_rng(3)
+    starts = [rng.standard_normal(s) for s in [(7,), (40, 33), (), (5, 1)]]
+    runs = []
+    for fused in (None, False):
+        params = [fiamma.tensor(x, dtype=dtype) for x in starts]
+        opt = getattr(optim, name)(params, fused=fused, **kw)
+        for t in range(1, 21):
+            for k, p in enumerate(params):
+                p.grad = (None if (k == 3 and t % 3 == 0) else
+                          fiamma.tensor(R.problem_grad(p.numpy().astype(np.float64), k, t),
+                                        dtype=dtype))
+            opt.step()
+        runs.append([p.numpy() for p in params])
+    tol = 1e-5 if dtype is fiamma.float32 else 1e-12
+    for a, b in zip(*runs):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
+def test_fused_falls_back_for_layouts_it_cannot_take():
+    base = fiamma.ones(4, 6)
+    w = base.t()  # non-contiguous parameter
+    opt = optim.Adam([w], lr=0.1)
+    w.grad = fiamma.ones(6, 4)
+    opt.step()
+    np.testing.assert_allclose(w.numpy(), 0.9, rtol=1e-6)
+    h = fiamma.ones(3, dtype=fiamma.float16)  # a dtype the C kernel does not take
+    opt = optim.SGD([h], lr=0.5, momentum=0.9)
+    h.grad = fiamma.ones(3, dtype=fiamma.float16)
+    opt.step()
+    assert h.tolist() == [0.5, 0.5, 0.5]
+
+
+def test_fused_kernel_validates_its_arguments():
+    from fiamma import fused
+
+    p = fiamma.ones(3)
+    with pytest.raises(ValueError, match="expected 1 grads"):
+        fused.sgd_([p], [], lr=0.1)
+    with pytest.raises(ValueError, match="shape"):
+        fused.sgd_([p], [fiamma.ones(4)], lr=0.1)
+    with pytest.raises(TypeError, match="dtype"):
+        fused.sgd_([p], [fiamma.ones(3, dtype=fiamma.float64)], lr=0.1)
+    with pytest.raises(ValueError, match="momentum_buffers"):
+        fused.sgd_([p], [fiamma.ones(3)], lr=0.1, momentum=0.9)
+    with pytest.raises(TypeError, match="float32 or all"):
+        fused.adam_([fiamma.ones(3, dtype=fiamma.int32)], [p], [p], [p], steps=[1], lr=0.1,
+                    beta1=0.9, beta2=0.99, eps=1e-8)
+    with pytest.raises(ValueError):  # a step count below 1 is refused in C
+        fused.adam_([p], [fiamma.ones(3)], [fiamma.zeros(3)], [fiamma.zeros(3)], steps=[0],
+                    lr=0.1, beta1=0.9, beta2=0.99, eps=1e-8)

@@ -181,7 +181,22 @@ class Tensor:
         t._base = self if b is None else b
         if self.requires_grad:
             G.record(op, t, (self,), {"shape": t._shape, "stride": t._stride,
-                                      "offset": t._offset})
+                                      "offset": t._offset, "in_stride": self._stride,
+                                      "in_offset": self._offset})
+        return t
+
+    def as_subclass(self, cls):
+        """This tensor as an instance of the Tensor subclass ``cls``: same storage, shape and
+        strides (no copy), attached to the same autograd graph (as torch.Tensor.as_subclass).
+        What ``fiamma.nn.Parameter`` is built on."""
+        if not (isinstance(cls, type) and issubclass(cls, Tensor)):
+            raise TypeError(f"as_subclass: expected a subclass of fiamma.Tensor, got {cls!r}")
+        t = _new(cls)
+        _init(t, self._storage, self._dtype, self._shape, self._stride, self._offset,
+              self._contig)
+        if self.requires_grad:
+            G.record("view", t, (self,), {"shape": t._shape, "stride": t._stride,
+                                          "offset": t._offset})
         return t
 
     def as_strided(self, size, stride, storage_offset=None):
@@ -709,8 +724,11 @@ class Tensor:
     def data(self, other):
         if not isinstance(other, Tensor):
             raise TypeError(f"data: expected a Tensor, got {type(other).__name__}")
+        # the tensor keeps its identity and autograd state; only what it holds changes
+        keep = (self.requires_grad, self.grad, self.grad_fn, self._ag)
         _init(self, other._storage, other._dtype, other._shape, other._stride, other._offset,
               other._contig)
+        self.requires_grad, self.grad, self.grad_fn, self._ag = keep
 
 
 _TYPE_NAMES = {"bool": "BoolTensor", "uint8": "ByteTensor", "int8": "CharTensor",

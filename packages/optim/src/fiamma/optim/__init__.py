@@ -9,11 +9,12 @@
 [0.9, -0.9]
 """
 
-from fiamma.optim import lr_scheduler
+from fiamma.optim import lr_scheduler, swa_utils
 from fiamma.optim._version import __version__
 from fiamma.optim.adam import Adam, Adamax, AdamW, NAdam, RAdam
 from fiamma.optim.adaptive import Adadelta, Adagrad, RMSprop
 from fiamma.optim.classic import ASGD, Rprop
+from fiamma.optim.lbfgs import LBFGS
 from fiamma.optim.optimizer import (
     Optimizer,
     register_optimizer_step_post_hook,
@@ -23,6 +24,6 @@ from fiamma.optim.sgd import SGD
 
 __all__ = [
     "Optimizer", "SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Adagrad",
-    "Adadelta", "ASGD", "Rprop", "lr_scheduler", "register_optimizer_step_pre_hook",
-    "register_optimizer_step_post_hook", "__version__",
+    "Adadelta", "ASGD", "Rprop", "LBFGS", "lr_scheduler", "swa_utils",
+    "register_optimizer_step_pre_hook", "register_optimizer_step_post_hook", "__version__",
 ]

@@ -1,6 +1,7 @@
 """The Adam family: Adam, AdamW, Adamax, NAdam, RAdam (PyTorch's update rules)."""
 
 import fiamma
+from fiamma import fused
 from fiamma.optim.optimizer import (
     Optimizer,
     _check,
@@ -72,6 +73,9 @@ class Adam(Optimizer):
             lr, (b1, b2), eps = _lr(group), group["betas"], group["eps"]
             wd, amsgrad = group["weight_decay"], group["amsgrad"]
             decoupled = group.get("decoupled_weight_decay", False)
+            if group["fused"] is not False and self._fused_step(group, lr, b1, b2, eps, wd,
+                                                                amsgrad, decoupled):
+                continue
             for p, g in _grads(group, group["maximize"]):
                 state = self.state[p]
                 t = _step_count(state, p)
@@ -93,6 +97,29 @@ class Adam(Optimizer):
                     denom = (v.sqrt() / bc2_sqrt).add_(eps)
                 p.addcdiv_(m, denom, value=-lr / bc1)
         return loss
+
+
+    def _fused_step(self, group, lr, b1, b2, eps, wd, amsgrad, decoupled):
+        """The whole group in one C call (fiamma.fused.adam_) when every parameter and
+        gradient allows it; False to fall back to the reference loop."""
+        pairs = [(p, p.grad) for p in group["params"] if p.grad is not None]
+        if not pairs or not fused.supports([t for pg in pairs for t in pg]):
+            return not pairs
+        ps, gs, ms, vs, vms, steps = [], [], [], [], [], []
+        for p, g in pairs:
+            state = self.state[p]
+            steps.append(_step_count(state, p))
+            m, v = _moments(state, p, "exp_avg", "exp_avg_sq")
+            if amsgrad:
+                vms.append(_moments(state, p, "max_exp_avg_sq")[0])
+            ps.append(p)
+            gs.append(g)
+            ms.append(m)
+            vs.append(v)
+        fused.adam_(ps, gs, ms, vs, vms if amsgrad else None, steps=steps, lr=lr, beta1=b1,
+                    beta2=b2, eps=eps, weight_decay=wd, amsgrad=amsgrad,
+                    maximize=group["maximize"], decoupled=decoupled)
+        return True
 
 
 class AdamW(Adam):

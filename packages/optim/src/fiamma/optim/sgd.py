@@ -1,6 +1,7 @@
 """Stochastic gradient descent with momentum (``torch.optim.SGD``)."""
 
 import fiamma
+from fiamma import fused
 from fiamma.optim.optimizer import Optimizer, _check_flags, _check_hyper, _grads, _lr, _use_grad
 
 __all__ = ["SGD"]
@@ -46,6 +47,9 @@ class SGD(Optimizer):
         for group in self.param_groups:
             lr, mom, damp = _lr(group), group["momentum"], group["dampening"]
             wd, nesterov = group["weight_decay"], group["nesterov"]
+            if group["fused"] is not False and self._fused_step(group, lr, mom, damp, wd,
+                                                                nesterov):
+                continue
             for p, g in _grads(group, group["maximize"]):
                 if wd:
                     g = g.add(p, alpha=wd)
@@ -59,3 +63,30 @@ class SGD(Optimizer):
                     g = g.add(buf, alpha=mom) if nesterov else buf
                 p.add_(g, alpha=-lr)
         return loss
+
+    def _fused_step(self, group, lr, mom, damp, wd, nesterov):
+        """The group in one or two C calls (fiamma.fused.sgd_: parameters whose momentum buffer
+        is new, then the others); False to fall back to the reference loop."""
+        pairs = [(p, p.grad) for p in group["params"] if p.grad is not None]
+        if not pairs or not fused.supports([t for pg in pairs for t in pg]):
+            return not pairs
+        if not mom:
+            fused.sgd_([p for p, _ in pairs], [g for _, g in pairs], lr=lr,
+                       weight_decay=wd, maximize=group["maximize"])
+            return True
+        fresh, old = ([], [], []), ([], [], [])
+        for p, g in pairs:
+            state = self.state[p]
+            buf = state.get("momentum_buffer")
+            dest = old
+            if buf is None:
+                buf = state["momentum_buffer"] = fiamma.empty_like(p)
+                dest = fresh
+            dest[0].append(p)
+            dest[1].append(g)
+            dest[2].append(buf)
+        for (ps, gs, bs), first in ((fresh, True), (old, False)):
+            if ps:
+                fused.sgd_(ps, gs, bs, lr=lr, momentum=mom, dampening=damp, weight_decay=wd,
+                           nesterov=nesterov, maximize=group["maximize"], first=first)
+        return True
