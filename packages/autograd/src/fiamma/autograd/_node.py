@@ -328,19 +328,17 @@ class Node:
                 raise RuntimeError(f"function {self.name()} returned an incorrect number of "
                                    f"gradients (expected {len(nxt)}, got {len(res)})")
         out = []
-        shapes = self._shapes
-        dtypes = self._dtypes
-        for i, g in enumerate(res):
-            if g is None or nxt[i] is None:
+        for g, e, shape, dt in zip(res, nxt, self._shapes, self._dtypes):
+            if g is None or e is None:
                 out.append(None)
                 continue
-            if not isinstance(g, Tensor):
-                raise TypeError(f"{self.name()}: gradient {i} must be a Tensor or None, got "
-                                f"{type(g).__name__}")
-            if g._shape != shapes[i]:
-                g = F.sum_to_shape(g, shapes[i])
-            if g._dtype is not dtypes[i]:
-                g = g.to(dtypes[i])
+            if g.__class__ is not Tensor and not isinstance(g, Tensor):
+                raise TypeError(f"{self.name()}: gradient {len(out)} must be a Tensor or None, "
+                                f"got {type(g).__name__}")
+            if g._shape != shape:
+                g = F.sum_to_shape(g, shape)
+            if g._dtype is not dt:
+                g = g.to(dt)
             out.append(g)
         if self._post is not None:
             for h in list(self._post.values()):
