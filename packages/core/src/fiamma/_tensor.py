@@ -150,6 +150,16 @@ class Tensor:
     def untyped_storage(self):
         return self._storage
 
+    def share_memory_(self):
+        """Move this tensor's storage to shared memory (no-op if it already is; every view of
+        the storage follows). See fiamma.multiprocessing."""
+        self._storage.share_memory_()
+        return self
+
+    def is_shared(self):
+        """True if this tensor's storage is in shared memory."""
+        return self._storage.is_shared()
+
     def is_floating_point(self):
         return self._dtype.kind == 2
 

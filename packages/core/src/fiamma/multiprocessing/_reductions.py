@@ -1,0 +1,90 @@
+"""Pickling of tensors and storages between processes (``multiprocessing``'s ForkingPickler).
+
+A tensor travels as (its storage's shared-memory handle, dtype, shape, stride, offset): the
+receiver maps the same memory, so writes are seen on both sides. A storage not yet shared is
+moved to shared memory first. Within one process, every tensor received over the same memory
+gets the same storage object, so views stay views.
+"""
+
+from multiprocessing.reduction import DupFd, ForkingPickler
+
+from fiamma import _dtype as D
+from fiamma._storage import BorrowedStorage, Storage
+from fiamma._tensor import Tensor, _init
+from fiamma.multiprocessing import _shm
+
+_new = object.__new__
+
+
+def _reduce_storage(st):
+    if st.device.type != "cpu":
+        raise RuntimeError(f"fiamma.multiprocessing: can't send a storage on {st.device} to "
+                           "another process (only CPU tensors are shared for now)")
+    _shm.share_storage_(st)
+    seg = _shm.segment_of(st)
+    if seg is None:
+        raise RuntimeError("fiamma.multiprocessing: storage is shared but its segment is unknown")
+    if seg.name is None:
+        return (_rebuild_storage_fd, (DupFd(seg.fd), st.nbytes))
+    return (_shm.rebuild_from_name, (seg.name, st.nbytes))
+
+
+def _rebuild_storage_fd(dupfd, nbytes):
+    return _shm.rebuild_from_fd(dupfd.detach(), nbytes)
+
+
+def _reduce_tensor(t):
+    if t.requires_grad and t.grad_fn is not None:
+        raise RuntimeError(
+            "Cowardly refusing to serialize non-leaf tensor which requires_grad, since autograd "
+            "does not support crossing process boundaries. If you just want to transfer the "
+            "data, call detach() on the tensor before serializing (e.g., putting it on the "
+            "queue).")
+    if t._storage.device.type != "cpu":
+        raise RuntimeError(f"fiamma.multiprocessing: can't send a tensor on {t.device} to "
+                           "another process (only CPU tensors are shared for now)")
+    return (_rebuild_tensor, (type(t), t._storage, t._dtype.name, t._shape, t._stride,
+                              t._offset, t.requires_grad))
+
+
+def _rebuild_tensor(cls, storage, dtype_name, shape, stride, offset, requires_grad):
+    t = _new(Tensor)
+    _init(t, storage, D._by_name(dtype_name), tuple(shape), tuple(stride), offset, None)
+    if cls is not Tensor:
+        t = t._as_subclass(cls)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _register_tensor_class(cls):
+    ForkingPickler.register(cls, _reduce_tensor)
+
+
+def _walk(cls):
+    _register_tensor_class(cls)
+    for sub in cls.__subclasses__():
+        _walk(sub)
+
+
+def init_reductions():
+    """Register the reducers with ForkingPickler (Tensor, its subclasses present and future,
+    and the storage classes). Called on import of fiamma.multiprocessing."""
+    for cls in (Storage, BorrowedStorage, _shm.SharedStorage, _shm.SharedBorrowedStorage):
+        ForkingPickler.register(cls, _reduce_storage)
+    _walk(Tensor)
+    # ForkingPickler dispatches on the exact type: subclasses defined later (nn.Parameter)
+    # register themselves when they are created
+    if getattr(Tensor, "_fm_mp_hook", False):
+        return
+    prev = Tensor.__dict__.get("__init_subclass__")
+
+    def __init_subclass__(cls, **kwargs):
+        if prev is not None:
+            prev.__func__(cls, **kwargs)
+        else:
+            super(Tensor, cls).__init_subclass__(**kwargs)
+        _register_tensor_class(cls)
+
+    Tensor.__init_subclass__ = classmethod(__init_subclass__)
+    Tensor._fm_mp_hook = True
