@@ -212,7 +212,7 @@ def _check(t, where, dtype=None, contiguous=True, writable=False):
     dts = _dtypes(dtype)
     if dts is not None and t.dtype not in dts:
         raise TypeError(f"{where}: expected dtype {_names(dts)}, got {t.dtype}")
-    if contiguous and not t.is_contiguous():
+    if contiguous and not t.is_contiguous() and t.numel():
         raise ValueError(f"{where}: expected a contiguous tensor, got shape "
                          f"{tuple(t.shape)} with strides {t.stride()} (call .contiguous())")
     if writable and t.requires_grad and t.grad_fn is None and fiamma.is_grad_enabled():
