@@ -73,3 +73,13 @@ def create_and_hang(q, strategy):
 
 def kill_self():
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def draw(q, n):
+    """Report the default generator's seed and the next ``n`` uniform draws."""
+    q.put((fiamma.initial_seed(), fiamma.rand(n).tolist()))
+
+
+def draw_from_state(state, q, n):
+    fiamma.set_rng_state(state)
+    q.put(fiamma.rand(n).tolist())

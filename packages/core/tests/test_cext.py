@@ -240,7 +240,7 @@ def test_gradients_need_a_backward(ops, lib):
 
     @k.backward
     def _(ctx, gy):
-        _, a, _ = ctx.inputs
+        _, a, _ = ctx.kernel_inputs
         return gy * a, None, None
 
     y = k(x, 2.0, 1.0)

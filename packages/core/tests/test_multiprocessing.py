@@ -290,3 +290,47 @@ def test_killed_creator_swept_at_exit(tmp_path):
     r = subprocess.run([sys.executable, str(f)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr
     assert shm_names() - before == set()
+
+
+# ---- random state across processes -------------------------------------------------------------
+def test_forked_child_continues_parent_stream():
+    """As in PyTorch, fork does not reseed: a forked child draws what the parent draws next
+    (reseed workers yourself). The generator lock is replaced in the child, so a fork taken
+    while another thread held it does not deadlock."""
+    import fiamma._random as R
+
+    ctx = mp.get_context("fork")
+    fiamma.manual_seed(1234)
+    fiamma.rand(3)
+    q = ctx.SimpleQueue()
+    R._lock.acquire()  # as if another thread were drawing at the moment of the fork
+    try:
+        p = ctx.Process(target=W.draw, args=(q, 5))
+        p.start()
+    finally:
+        R._lock.release()
+    join(p)
+    assert p.exitcode == 0
+    seed, child = q.get()
+    assert seed == 1234
+    assert child == fiamma.rand(5).tolist()
+
+
+def test_spawned_child_default_seed_and_state_transfer():
+    q = SPAWN.SimpleQueue()
+    p = SPAWN.Process(target=W.draw, args=(q, 2))
+    p.start()
+    seed, _ = q.get()
+    join(p)
+    assert seed == 67280421310721  # a fresh process starts from PyTorch's default seed
+    fiamma.manual_seed(99)
+    fiamma.randn(7)
+    state = fiamma.get_rng_state()
+    p = SPAWN.Process(target=W.draw_from_state, args=(state, q, 6))
+    p.start()
+    child = q.get()
+    join(p)
+    assert child == fiamma.rand(6).tolist()  # the state restores the stream in another process
+    g = fiamma.Generator()
+    s = g.seed()
+    assert g.initial_seed() == s and 0 <= s < 2 ** 64

@@ -353,7 +353,7 @@ class Kernel:
         """Register ``fn(ctx, *grad_outputs)`` as this kernel's backward (decorator).
 
         It returns one gradient per argument the caller passes (None for scalars or inputs
-        that need none). ``ctx.inputs`` holds the caller's arguments, ``ctx.outputs`` the
+        that need none). ``ctx.kernel_inputs`` holds the caller's arguments, ``ctx.kernel_outputs`` the
         outputs, and ``ctx.saved_tensors`` the tensor inputs. Needs fiamma-autograd.
         """
         self._backward = fn
@@ -385,8 +385,8 @@ class Kernel:
             @staticmethod
             def forward(ctx, *values):
                 outs = k._run(values)
-                ctx.inputs = values
-                ctx.outputs = outs
+                ctx.kernel_inputs = values
+                ctx.kernel_outputs = outs
                 ctx.save_for_backward(*[v for v in values if isinstance(v, Tensor)])
                 return outs
 
