@@ -7,14 +7,13 @@ import subprocess
 import sys
 import textwrap
 
+import mp_workers as W
 import numpy as np
 import pytest
 
 import fiamma
 import fiamma.multiprocessing as mp
 from fiamma.multiprocessing import _shm
-
-import mp_workers as W
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="shared memory tests use /dev/shm and /proc (Linux)")

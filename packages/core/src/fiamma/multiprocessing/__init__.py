@@ -46,10 +46,12 @@ PyTorch); storages of 2 MiB and more keep their address.
 import multiprocessing
 from multiprocessing import *  # noqa: F401,F403
 
-from fiamma.multiprocessing._shm import (  # noqa: F401
-    get_all_sharing_strategies, get_sharing_strategy, set_sharing_strategy,
-)
 from fiamma.multiprocessing._reductions import init_reductions
+from fiamma.multiprocessing._shm import (  # noqa: F401
+    get_all_sharing_strategies,
+    get_sharing_strategy,
+    set_sharing_strategy,
+)
 
 __all__ = list(multiprocessing.__all__) + [
     "get_sharing_strategy", "set_sharing_strategy", "get_all_sharing_strategies",

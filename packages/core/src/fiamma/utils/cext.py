@@ -353,8 +353,9 @@ class Kernel:
         """Register ``fn(ctx, *grad_outputs)`` as this kernel's backward (decorator).
 
         It returns one gradient per argument the caller passes (None for scalars or inputs
-        that need none). ``ctx.kernel_inputs`` holds the caller's arguments, ``ctx.kernel_outputs`` the
-        outputs, and ``ctx.saved_tensors`` the tensor inputs. Needs fiamma-autograd.
+        that need none). ``ctx.kernel_inputs`` holds the caller's arguments,
+        ``ctx.kernel_outputs`` the outputs, and ``ctx.saved_tensors`` the tensor inputs.
+        Needs fiamma-autograd.
         """
         self._backward = fn
         self._function = None
