@@ -153,7 +153,9 @@ class Tensor:
     def share_memory_(self):
         """Move this tensor's storage to shared memory (no-op if it already is; every view of
         the storage follows). See fiamma.multiprocessing."""
-        self._storage.share_memory_()
+        from fiamma.multiprocessing._shm import share_storage_
+
+        share_storage_(self._storage, self)
         return self
 
     def is_shared(self):

@@ -43,6 +43,7 @@ def _reduce_tensor(t):
     if t._storage.device.type != "cpu":
         raise RuntimeError(f"fiamma.multiprocessing: can't send a tensor on {t.device} to "
                            "another process (only CPU tensors are shared for now)")
+    Tensor.share_memory_(t)
     return (_rebuild_tensor, (type(t), t._storage, t._dtype.name, t._shape, t._stride,
                               t._offset, t.requires_grad))
 

@@ -20,11 +20,14 @@ import gc
 import mmap
 import os
 import secrets
+import sys
 import threading
 import weakref
 
+from fiamma import _dtype as D
 from fiamma._lib import lib
 from fiamma._storage import CPU, BorrowedStorage, Storage
+from fiamma._tensor import Tensor, new_empty
 
 __all__ = ["get_sharing_strategy", "set_sharing_strategy", "get_all_sharing_strategies",
            "share_storage_", "segment_of", "rebuild_from_fd", "rebuild_from_name"]
@@ -274,17 +277,14 @@ def _lookup(key):
     return ref() if ref is not None else None
 
 
-def _exported(tensors):
-    """True when a NumPy array / DLPack capsule still points at these tensors' memory."""
-    from fiamma._interop import _ArrayHolder
+def share_storage_(st, tensor=None, strategy=None):
+    """Move storage ``st`` into shared memory (in place; no-op if it already is).
 
-    return any(isinstance(r, _ArrayHolder) for r in gc.get_referrers(*tensors))
-
-
-def share_storage_(st, strategy=None):
-    """Move storage ``st`` into shared memory (in place; no-op if it already is)."""
-    from fiamma._tensor import Tensor
-
+    ``tensor``: a tensor over ``st`` (``Tensor.share_memory_`` passes itself); when nothing
+    but that tensor refers to the storage, it is the only one to repoint, which spares a scan
+    of every object in the process for other views.
+    """
+    refs = sys.getrefcount(st)  # first: before this frame makes more references to st
     if st.is_shared():
         return st
     dev = st.device
@@ -318,25 +318,48 @@ def share_storage_(st, strategy=None):
         if n:
             ctypes.memmove(seg.addr, old, n)
         # every tensor over this storage caches the address of its first element: repoint them
-        tensors = [r for r in gc.get_referrers(st)
-                   if isinstance(r, Tensor) and r._storage is st]
-        exported = bool(tensors) and _exported(tensors)
+        if tensor is not None and _calibrated_refs is not None and refs <= _calibrated_refs:
+            tensors = [tensor]
+        else:
+            tensors = [r for r in gc.get_referrers(st) if isinstance(r, Tensor)
+                       and r._storage is st]
         st.ptr = seg.addr
         for t in tensors:
             t._ptr = seg.addr + t._offset * t._dtype.itemsize
+        # A NumPy array or DLPack capsule taken from the tensor before still points at the old
+        # memory: it is kept (not freed) until the storage dies, so such a view reads stale
+        # data instead of freed memory. (Blocks of 2 MiB and more do not move at all.)
         if kind is Storage:
             st.__class__ = SharedStorage
-            if exported:  # an exported NumPy view still reads the old block: keep it
-                seg.keep = _OldBlock(old, n)
-            else:
-                lib.fm_free(old, n)
+            seg.keep = _OldBlock(old, n)
         else:
-            if exported:
-                seg.keep = st.owner
+            seg.keep = st.owner
             st.owner = seg
             st.__class__ = SharedBorrowedStorage
         _attach(st, seg)
         return st
+
+
+_calibrated_refs = None
+
+
+def _calibrate():
+    """Count the references a storage has inside ``share_storage_`` when one tensor (and
+    nothing else) refers to it, on the path ``Tensor.share_memory_`` takes."""
+    global _calibrated_refs
+    t = new_empty((1,), D.uint8)
+    real = share_storage_
+
+    def spy(st, tensor=None, strategy=None):
+        global _calibrated_refs
+        _calibrated_refs = sys.getrefcount(st)  # what share_storage_'s first line sees
+        return real(st, None, strategy)
+
+    globals()["share_storage_"] = spy
+    try:
+        t.share_memory_()
+    finally:
+        globals()["share_storage_"] = real
 
 
 def _copy_through_map(fd, src, n):
@@ -410,3 +433,6 @@ def rebuild_from_name(name, nbytes):
             raise
         _used_names = True
         return _new_shared(seg)
+
+
+_calibrate()
