@@ -83,3 +83,20 @@ def draw(q, n):
 def draw_from_state(state, q, n):
     fiamma.set_rng_state(state)
     q.put(fiamma.rand(n).tolist())
+
+
+class Param(fiamma.Tensor):
+    """A Tensor subclass defined before fiamma.multiprocessing is imported."""
+
+
+def __getattr__(name):
+    # a subclass created only on first use (after fiamma.multiprocessing registered its
+    # reducers): it registers itself through Tensor.__init_subclass__
+    if name == "Late":
+        class Late(fiamma.Tensor):
+            pass
+
+        Late.__module__, Late.__qualname__ = __name__, "Late"
+        globals()["Late"] = Late
+        return Late
+    raise AttributeError(name)

@@ -97,6 +97,8 @@ def test_share_memory_keeps_views(n, strategy, no_leak):
 
 
 def test_large_storage_keeps_address(no_leak):
+    gc.collect()
+    before = fiamma.cpu_memory_stats()["allocated_bytes"]
     t = fiamma.ones(1 << 20)  # 4 MiB
     a = t.numpy()
     p = t.data_ptr()
@@ -105,6 +107,21 @@ def test_large_storage_keeps_address(no_leak):
     a[3] = 9.0  # a NumPy view taken before still aliases the tensor
     assert t[3].item() == 9.0
     del t, a
+    gc.collect()  # the block went back to the allocator as private memory
+    assert fiamma.cpu_memory_stats()["allocated_bytes"] == before
+    u = fiamma.zeros(1 << 20)  # may reuse that block: it must not be shared any more
+    assert not u.is_shared() and u.sum().item() == 0
+
+
+def test_allocator_balance_small(no_leak):
+    gc.collect()
+    before = fiamma.cpu_memory_stats()["allocated_bytes"]
+    t = fiamma.ones(10_000)
+    v = t[5:]
+    t.share_memory_()
+    del t, v
+    gc.collect()
+    assert fiamma.cpu_memory_stats()["allocated_bytes"] == before
 
 
 def test_small_storage_numpy_export_stays_valid(no_leak):
@@ -186,8 +203,11 @@ def test_queue_round_trip_every_dtype(strategy, no_leak):
     for t in sent:
         qin.put(t)
     qin.put((sent[0], sent[1]))  # two views of one storage in one message
+    big = fiamma.arange(1 << 20, dtype=fiamma.float32)  # 4 MiB: mapped where it was
+    qin.put((big[::2], big.untyped_storage()))
     back = [qout.get(timeout=TIMEOUT) for _ in sent]
     pair = qout.get(timeout=TIMEOUT)
+    big_back, storage_back = qout.get(timeout=TIMEOUT)
     qin.put(None)
     join(p)
     assert p.exitcode == 0
@@ -198,7 +218,9 @@ def test_queue_round_trip_every_dtype(strategy, no_leak):
         assert b.untyped_storage() is s.untyped_storage()
         assert b.to(fiamma.float64).tolist() == s.to(fiamma.float64).tolist()
     assert pair[0].untyped_storage() is pair[1].untyped_storage() is sent[0].untyped_storage()
-    del sent, back, pair, qin, qout
+    assert storage_back is big.untyped_storage() is big_back.untyped_storage()
+    assert big_back.stride() == (2,) and big_back[-1].item() == (1 << 20) - 2
+    del sent, back, pair, qin, qout, big, big_back, storage_back
 
 
 def test_tensors_made_in_child(strategy, no_leak):
@@ -333,3 +355,21 @@ def test_spawned_child_default_seed_and_state_transfer():
     g = fiamma.Generator()
     s = g.seed()
     assert g.initial_seed() == s and 0 <= s < 2 ** 64
+
+
+def test_tensor_subclasses_are_shared(no_leak):
+    assert "Late" not in vars(W)  # created below, after the reducers were registered
+    qin, qout = SPAWN.Queue(), SPAWN.Queue()
+    p = SPAWN.Process(target=W.echo, args=(qin, qout))
+    p.start()
+    a = fiamma.ones(3)._as_subclass(W.Param)
+    b = fiamma.zeros(2)._as_subclass(W.Late)
+    qin.put((a, b))
+    a2, b2 = qout.get(timeout=TIMEOUT)
+    qin.put(None)
+    join(p)
+    assert type(a2) is W.Param and type(b2) is W.Late
+    assert a.is_shared() and b.is_shared()
+    assert a2.untyped_storage() is a.untyped_storage()
+    assert b2.untyped_storage() is b.untyped_storage()
+    del a, b, a2, b2
