@@ -14,7 +14,6 @@ A segment is a file in shared memory (tmpfs) mapped ``MAP_SHARED``:
 
 import atexit
 import ctypes
-import errno
 import fcntl
 import gc
 import mmap
@@ -426,7 +425,10 @@ def rebuild_from_name(name, nbytes):
                 return found
             fcntl.flock(fd, fcntl.LOCK_SH)
             if os.fstat(fd).st_nlink == 0:  # unlinked between our open and our lock
-                raise OSError(errno.ENOENT, f"shared memory {name!r} was released")
+                raise RuntimeError(
+                    f"fiamma.multiprocessing: shared memory {name!r} was released by its last "
+                    "holder before this process received it (keep the tensor alive in the "
+                    "sender until it has been received)")
             seg = _Segment(fd, nbytes, name)
         except BaseException:
             os.close(fd)
