@@ -100,3 +100,8 @@ def __getattr__(name):
         globals()["Late"] = Late
         return Late
     raise AttributeError(name)
+
+
+def put_and_return(q, sent):
+    q.put(fiamma.arange(5.0))
+    sent.set()

@@ -373,3 +373,20 @@ def test_tensor_subclasses_are_shared(no_leak):
     assert a2.untyped_storage() is a.untyped_storage()
     assert b2.untyped_storage() is b.untyped_storage()
     del a, b, a2, b2
+
+
+@pytest.mark.parametrize("method", ["spawn", "fork"])
+def test_worker_returning_right_after_put(method, no_leak):
+    """A worker that puts a tensor and returns stays alive at exit until the receiver has
+    fetched the descriptor (it is served by a thread of the worker)."""
+    import time
+
+    ctx = mp.get_context(method)
+    q, sent = ctx.Queue(), ctx.Event()
+    p = ctx.Process(target=W.put_and_return, args=(q, sent))
+    p.start()
+    assert sent.wait(TIMEOUT)
+    time.sleep(0.5)  # the worker's target has returned: it is exiting
+    assert q.get(timeout=TIMEOUT).tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    join(p)
+    assert p.exitcode == 0

@@ -6,7 +6,11 @@ moved to shared memory first. Within one process, every tensor received over the
 gets the same storage object, so views stay views.
 """
 
+import multiprocessing
+import threading
+import time
 from multiprocessing.reduction import DupFd, ForkingPickler
+from multiprocessing.util import Finalize, register_after_fork
 
 from fiamma import _dtype as D
 from fiamma._storage import BorrowedStorage, Storage
@@ -25,8 +29,46 @@ def _reduce_storage(st):
     if seg is None:
         raise RuntimeError("fiamma.multiprocessing: storage is shared but its segment is unknown")
     if seg.name is None:
-        return (_rebuild_storage_fd, (DupFd(seg.fd), st.nbytes))
+        with _in_flight_lock:
+            _in_flight[0] += 1
+        try:
+            df = DupFd(seg.fd)
+            ident = getattr(df, "_id", None)  # a resource_sharer handle (not a spawn-time fd)
+            if ident is not None:
+                if len(_pending) > 4096:  # forget the handles already fetched
+                    from multiprocessing import resource_sharer
+
+                    _pending.intersection_update(resource_sharer._resource_sharer._cache.keys())
+                _pending.add(ident[1])
+        finally:
+            with _in_flight_lock:
+                _in_flight[0] -= 1
+        return (_rebuild_storage_fd, (df, st.nbytes))
     return (_shm.rebuild_from_name, (seg.name, st.nbytes))
+
+
+# Descriptors sent through resource_sharer are served by a thread of the sending process until
+# the receiver fetches them: a worker that puts a tensor on a Queue and returns must not exit
+# before then. multiprocessing runs its exit finalizers by priority, highest first: the wait
+# runs first (before the sharer's socket is unlinked, at 0) and again after the Queues flushed
+# what they still held (at -5; the temporary folder with the socket goes at -100).
+_pending = set()
+_in_flight = [0]  # reducers between starting a handle and recording it (feeder threads)
+_in_flight_lock = threading.Lock()
+_EXIT_WAIT_S = 10.0
+
+
+def _wait_for_receivers():
+    parent = multiprocessing.parent_process()
+    if parent is None or not (_pending or _in_flight[0]):
+        return
+    from multiprocessing import resource_sharer
+
+    cache = resource_sharer._resource_sharer._cache
+    deadline = time.monotonic() + _EXIT_WAIT_S
+    while ((_in_flight[0] or _pending & cache.keys()) and time.monotonic() < deadline
+           and parent.is_alive()):
+        time.sleep(0.005)
 
 
 def _rebuild_storage_fd(dupfd, nbytes):
@@ -68,9 +110,26 @@ def _walk(cls):
         _walk(sub)
 
 
+_exit_hook = []
+
+
+class _ExitWait:
+    pass
+
+
+def _register_exit_wait():
+    _pending.clear()
+    _exit_hook[:] = [Finalize(None, _wait_for_receivers, exitpriority=100),
+                     Finalize(None, _wait_for_receivers, exitpriority=-50)]
+
+
 def init_reductions():
     """Register the reducers with ForkingPickler (Tensor, its subclasses present and future,
     and the storage classes). Called on import of fiamma.multiprocessing."""
+    if not _exit_hook:
+        _register_exit_wait()
+        # a forked child starts with multiprocessing's finalizers cleared: register again
+        register_after_fork(_ExitWait, lambda _: _register_exit_wait())
     for cls in (Storage, BorrowedStorage, _shm.SharedStorage, _shm.SharedBorrowedStorage):
         ForkingPickler.register(cls, _reduce_storage)
     _walk(Tensor)
