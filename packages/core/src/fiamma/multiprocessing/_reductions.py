@@ -40,6 +40,7 @@ def _reduce_storage(st):
 
                     _pending.intersection_update(resource_sharer._resource_sharer._cache.keys())
                 _pending.add(ident[1])
+                _defer_socket_unlink()
         finally:
             with _in_flight_lock:
                 _in_flight[0] -= 1
@@ -69,6 +70,25 @@ def _wait_for_receivers():
     while ((_in_flight[0] or _pending & cache.keys()) and time.monotonic() < deadline
            and parent.is_alive()):
         time.sleep(0.005)
+
+
+def _defer_socket_unlink():
+    """Move the unlinking of the sharer's socket after the exit wait. The sharer starts when a
+    Queue's feeder thread pickles the first tensor, which may happen during exit itself (a
+    Queue closed at exit flushes what it holds); its socket would then be unlinked (priority
+    0) before the wait (-50) and the receiver could not connect any more."""
+    from multiprocessing import resource_sharer
+
+    try:
+        sock = resource_sharer._resource_sharer._listener._listener
+        unlink = sock._unlink
+    except AttributeError:  # not a Unix socket (or another Python's internals)
+        return
+    if unlink is None or unlink._key is None or unlink._key[0] != 0:
+        return
+    callback, args = unlink._callback, unlink._args
+    unlink.cancel()
+    sock._unlink = Finalize(sock, callback, args, exitpriority=-60)
 
 
 def _rebuild_storage_fd(dupfd, nbytes):
