@@ -102,6 +102,12 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
-def put_and_return(q, sent):
-    q.put(fiamma.arange(5.0))
-    sent.set()
+def make_full(i):
+    return fiamma.full((3,), float(i))
+
+
+def pipe_double(conn):
+    t = conn.recv()
+    t.mul_(2)
+    conn.send(t[1:])
+    conn.close()

@@ -375,18 +375,19 @@ def test_tensor_subclasses_are_shared(no_leak):
     del a, b, a2, b2
 
 
-@pytest.mark.parametrize("method", ["spawn", "fork"])
-def test_worker_returning_right_after_put(method, no_leak):
-    """A worker that puts a tensor and returns stays alive at exit until the receiver has
-    fetched the descriptor (it is served by a thread of the worker)."""
-    import time
-
-    ctx = mp.get_context(method)
-    q, sent = ctx.Queue(), ctx.Event()
-    p = ctx.Process(target=W.put_and_return, args=(q, sent))
+def test_pool_results_and_pipe(no_leak):
+    with SPAWN.Pool(1) as pool:
+        out = pool.map(W.make_full, range(4))
+    assert [t.tolist() for t in out] == [[float(i)] * 3 for i in range(4)]
+    assert all(t.is_shared() for t in out)
+    a, b = SPAWN.Pipe()
+    t = fiamma.arange(4, dtype=fiamma.int32)
+    p = SPAWN.Process(target=W.pipe_double, args=(b,))
     p.start()
-    assert sent.wait(TIMEOUT)
-    time.sleep(0.5)  # the worker's target has returned: it is exiting
-    assert q.get(timeout=TIMEOUT).tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    a.send(t)
+    tail = a.recv()
     join(p)
-    assert p.exitcode == 0
+    assert t.tolist() == [0, 2, 4, 6] and tail.untyped_storage() is t.untyped_storage()
+    a.close()
+    b.close()
+    del out, t, tail

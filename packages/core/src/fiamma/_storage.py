@@ -144,6 +144,11 @@ class Storage:
 
         return share_storage_(self)
 
+    def __reduce_ex__(self, proto):
+        # its slots hold a raw address: pickled as such it would crash the unpickling process
+        raise TypeError("fiamma.UntypedStorage can't be pickled on its own: pickle a tensor, "
+                        "or send it through fiamma.multiprocessing")
+
     def size(self):
         return self.nbytes
 

@@ -6,6 +6,7 @@ what defines a tensor: its layout, views over its storage, copies, and conversio
 
 import builtins
 import operator
+import sys
 
 from fiamma import _dtype as D, _grad_hook as G
 from fiamma._lib import check, lib
@@ -625,6 +626,12 @@ class Tensor:
         return format(repr(self), spec)
 
     def __reduce_ex__(self, proto):
+        if "multiprocessing.reduction" in sys.modules:  # sent to another process: share memory
+            from fiamma.multiprocessing._reductions import reduce_if_forking
+
+            r = reduce_if_forking(self)
+            if r is not None:
+                return r
         from fiamma._interop import reduce_tensor
 
         return reduce_tensor(self)

@@ -6,7 +6,11 @@ Everything of the standard module is here (``Process``, ``Queue``, ``Pool``, ``P
 Queue, a Pipe, Pool arguments or ``Process(args=...)`` travels as a handle to shared memory, not
 as a copy: the receiver maps the same memory and in-place writes are seen by both sides. A
 tensor that is not yet shared is moved to shared memory when it is sent (``share_memory_()``;
-views of it keep working). Only the sending process needs to have imported this module.
+views of it keep working). A tensor pickled by ``multiprocessing`` is shared even where this
+module was never imported (a Pool worker returning a tensor). With the ``file_descriptor``
+strategy the sending process serves the descriptors until they are fetched: keep it alive
+until its receivers have the tensors (importing this module in a worker makes it wait for
+them at exit, for up to 5 s, best effort).
 
 Hogwild (several processes training one model in place)::
 

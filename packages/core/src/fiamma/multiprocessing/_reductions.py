@@ -7,6 +7,8 @@ gets the same storage object, so views stay views.
 """
 
 import multiprocessing
+import multiprocessing.reduction
+import sys
 import threading
 import time
 from multiprocessing.reduction import DupFd, ForkingPickler
@@ -56,7 +58,7 @@ def _reduce_storage(st):
 _pending = set()
 _in_flight = [0]  # reducers between starting a handle and recording it (feeder threads)
 _in_flight_lock = threading.Lock()
-_EXIT_WAIT_S = 10.0
+_EXIT_WAIT_S = 5.0
 
 
 def _wait_for_receivers():
@@ -106,11 +108,34 @@ def _reduce_tensor(t):
         raise RuntimeError(f"fiamma.multiprocessing: can't send a tensor on {t.device} to "
                            "another process (only CPU tensors are shared for now)")
     Tensor.share_memory_(t)
-    return (_rebuild_tensor, (type(t), t._storage, t._dtype.name, t._shape, t._stride,
-                              t._offset, t.requires_grad))
+    # the storage's handle is nested rather than left to the pickler's dispatch table, which
+    # lacks it when the reducers were registered after this pickler was made
+    return (_rebuild_tensor, (type(t), _reduce_storage(t._storage), t._dtype.name, t._shape,
+                              t._stride, t._offset, t.requires_grad))
+
+
+# Tensor.__reduce_ex__ asks here when multiprocessing is loaded: a tensor pickled by
+# multiprocessing's ForkingPickler is shared even in a process that never imported
+# fiamma.multiprocessing (a Pool worker returning a tensor). The C pickler adds no frame, so
+# the first Python frame above __reduce_ex__ is the one that started the pickling.
+_FORKING_CODES = frozenset((ForkingPickler.dumps.__func__.__code__,
+                            multiprocessing.reduction.dump.__code__))
+
+
+def reduce_if_forking(t):
+    f = sys._getframe(2)
+    for _ in range(3):
+        if f is None:
+            break
+        if f.f_code in _FORKING_CODES:
+            return _reduce_tensor(t)
+        f = f.f_back
+    return None
 
 
 def _rebuild_tensor(cls, storage, dtype_name, shape, stride, offset, requires_grad):
+    if isinstance(storage, tuple):
+        storage = storage[0](*storage[1])
     t = _new(Tensor)
     _init(t, storage, D._by_name(dtype_name), tuple(shape), tuple(stride), offset, None)
     if cls is not Tensor:

@@ -108,7 +108,7 @@ def load(name, cdef, source, *, extra_compile_args=(), extra_link_args=(), inclu
     ``extra_compile_args`` defaults to ``-O3`` when empty. Compilation errors raise
     RuntimeError with the compiler's output.
 
-    >>> from fiamma.utils import cext                                  # doctest: +SKIP
+    >>> from fiamma.utils import cext
     >>> lib = cext.load("twice", "int twice(int);", "int twice(int x) { return 2 * x; }")
     >>> lib.twice(21)
     42
@@ -499,7 +499,10 @@ def kernel(fn, args, name=None, check_status=False):
     ``@k.backward`` makes the kernel differentiable; without one, calling it on tensors that
     require grad raises an error (only then).
 
-    >>> import fiamma                                                       # doctest: +SKIP
+    >>> import fiamma
+    >>> lib = load("relu", "void relu(const float *x, float *y, long long n);",
+    ...            "void relu(const float *x, float *y, long long n) {"
+    ...            "    for (long long i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0; }")
     >>> relu = kernel(lib.relu, [In("x", fiamma.float32), Out("y", like="x"), Numel("x")])
     >>> relu(fiamma.tensor([-1.0, 2.0]))
     tensor([0., 2.])
