@@ -134,6 +134,27 @@ class Storage:
     def __repr__(self):
         return f"<fiamma.Storage {self.nbytes} bytes on {self.device}>"
 
+    def is_shared(self):
+        """True if this storage is in shared memory (see fiamma.multiprocessing)."""
+        return False
+
+    def share_memory_(self):
+        """Move this storage to shared memory, in place (tensors over it follow)."""
+        from fiamma.multiprocessing._shm import share_storage_
+
+        return share_storage_(self)
+
+    def __reduce_ex__(self, proto):
+        # its slots hold a raw address: pickled as such it would crash the unpickling process
+        raise TypeError("fiamma.UntypedStorage can't be pickled on its own: pickle a tensor, "
+                        "or send it through fiamma.multiprocessing")
+
+    def size(self):
+        return self.nbytes
+
+    def data_ptr(self):
+        return self.ptr
+
 
 class BorrowedStorage(Storage):
     __slots__ = ("owner", "device")

@@ -6,6 +6,7 @@ what defines a tensor: its layout, views over its storage, copies, and conversio
 
 import builtins
 import operator
+import sys
 
 from fiamma import _dtype as D, _grad_hook as G
 from fiamma._lib import check, lib
@@ -149,6 +150,18 @@ class Tensor:
 
     def untyped_storage(self):
         return self._storage
+
+    def share_memory_(self):
+        """Move this tensor's storage to shared memory (no-op if it already is; every view of
+        the storage follows). See fiamma.multiprocessing."""
+        from fiamma.multiprocessing._shm import share_storage_
+
+        share_storage_(self._storage, self)
+        return self
+
+    def is_shared(self):
+        """True if this tensor's storage is in shared memory."""
+        return self._storage.is_shared()
 
     def is_floating_point(self):
         return self._dtype.kind == 2
@@ -661,6 +674,12 @@ class Tensor:
         return format(repr(self), spec)
 
     def __reduce_ex__(self, proto):
+        if "multiprocessing.reduction" in sys.modules:  # sent to another process: share memory
+            from fiamma.multiprocessing._reductions import reduce_if_forking
+
+            r = reduce_if_forking(self)
+            if r is not None:
+                return r
         from fiamma._interop import reduce_tensor
 
         return reduce_tensor(self)
