@@ -82,6 +82,9 @@ def _worker_loop(dataset, index_queue, result_queue, iterable, auto_collation, c
     import fiamma.multiprocessing  # noqa: F401  (registers the shared-memory reducers)
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
+    # at exit, do not wait for the main process to read what is still queued: it only stops
+    # us once it no longer wants those batches
+    result_queue.cancel_join_thread()
     where = f"in DataLoader worker process {worker_id}"
     shard = (worker_id, num_workers) if iterable and auto_shard and num_workers > 1 else None
     init_error = None
@@ -290,11 +293,21 @@ class MultiProcessIter:
         while True:
             wait = _POLL if deadline is None else max(0.0, min(_POLL,
                                                                deadline - time.monotonic()))
+            lost = None
             try:
                 return self._result_queue.get(timeout=wait)
             except queue.Empty:
                 pass
+            except (OSError, EOFError) as e:
+                # a batch whose worker died before this process fetched its shared memory
+                lost = e
+                for w in self._workers:
+                    w.join(timeout=1.0 if not w.is_alive() else 0.2)
             dead = [w for w in self._workers if not w.is_alive()]
+            if lost is not None and not dead:
+                self._shutdown()
+                raise RuntimeError(f"DataLoader: could not receive a batch from a worker: "
+                                   f"{lost!r}") from lost
             if dead:
                 self._shutdown()
                 parts = []
@@ -307,7 +320,7 @@ class MultiProcessIter:
                         parts.append(f"DataLoader worker (pid {w.pid}) exited unexpectedly "
                                      f"with exit code {code}.")
                 raise RuntimeError(" ".join(parts) + " If a worker ran out of memory, lower "
-                                   "batch_size, num_workers or prefetch_factor.")
+                                   "batch_size, num_workers or prefetch_factor.") from lost
             if deadline is not None and time.monotonic() >= deadline:
                 self._shutdown()
                 raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds")

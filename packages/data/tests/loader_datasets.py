@@ -1,0 +1,110 @@
+"""Datasets for the worker-process tests (a module of its own, so that spawned and forkserver
+workers can import them by name)."""
+
+import os
+import random
+import signal
+import time
+
+import numpy as np
+
+import fiamma
+from fiamma import data as D
+
+
+class Squares(D.Dataset):
+    def __init__(self, n=40):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return fiamma.full((3,), float(i)), i * i
+
+
+class Augmented(D.Dataset):
+    """Samples carry draws from all three random generators a worker seeds."""
+
+    def __len__(self):
+        return 24
+
+    def __getitem__(self, i):
+        return fiamma.tensor([float(i), random.random(), float(np.random.rand()),
+                              fiamma.rand(()).item()], dtype=fiamma.float64)
+
+
+class Failing(D.Dataset):
+    def __len__(self):
+        return 20
+
+    def __getitem__(self, i):
+        if i == 13:
+            raise ValueError(f"sample {i} is broken")
+        return i
+
+
+class Suicidal(D.Dataset):
+    """The worker that fetches sample 9 kills itself with SIGKILL."""
+
+    def __len__(self):
+        return 40
+
+    def __getitem__(self, i):
+        if i == 9:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return i
+
+
+class Slow(D.Dataset):
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        time.sleep(5.0)
+        return i
+
+
+class WorkerIds(D.Dataset):
+    def __len__(self):
+        return 16
+
+    def __getitem__(self, i):
+        info = D.get_worker_info()
+        return fiamma.tensor([i, info.id, info.num_workers])
+
+
+class Stream(D.IterableDataset):
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        return iter(range(self.n))
+
+    def __len__(self):
+        return self.n
+
+
+class SelfSharding(D.IterableDataset):
+    """Splits itself by worker id (the PyTorch idiom), so auto_shard must be off."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        info = D.get_worker_info()
+        return iter(range(info.id, self.n, info.num_workers))
+
+
+class Big(D.Dataset):
+    def __len__(self):
+        return 6
+
+    def __getitem__(self, i):
+        return fiamma.full((256, 1024), float(i))  # 1 MiB per sample
+
+
+def record_init(worker_id):
+    info = D.get_worker_info()
+    assert info.id == worker_id
+    random.seed(1000 + worker_id)  # a user's init function may reseed
