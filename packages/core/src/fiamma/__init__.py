@@ -28,6 +28,7 @@ from fiamma._ops.reduce import *  # noqa: F401,F403
 from fiamma._ops.matmul import *  # noqa: F401,F403
 from fiamma._ops.join import *  # noqa: F401,F403
 from fiamma._ops.indexing import *  # noqa: F401,F403
+from fiamma._ops.indexops import *  # noqa: F401,F403
 
 from fiamma._allocator import *  # noqa: F401,F403
 # (new op modules: one `from fiamma._ops.<area> import *` line each, above this comment)
