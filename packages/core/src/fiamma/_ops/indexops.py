@@ -510,6 +510,11 @@ def _index_copy_(self, dim, index, source):
 def _index_fill_impl(op, dst, dim, index, value, precheck):
     index = _vector_index(index, op, False)
     d = wrap_dim(dim, len(dst._shape), op)
+    if isinstance(value, Tensor):  # a 0-d tensor value is a number here, never a source
+        if value._shape:
+            raise RuntimeError(f"{op}(): only supports a 0-dimensional value tensor, but got "
+                               f"tensor with {len(value._shape)} dimension(s).")
+        value = value.item()
     _index_scatter(op, dst, d, index, value, _SCATTER, precheck, wrap=1)
 
 
