@@ -29,6 +29,14 @@ int fm_ixop(int mode, int dtype, int ndim, const int64_t *shape,
             intptr_t idx, const int64_t *sidx, int64_t isize, int64_t istride,
             int wrap, int precheck, int64_t *bad);
 
+/* fm_ixop for a scatter into a fresh b that first holds a copy of init_bytes bytes at init
+   (b and init contiguous, same layout): the copy is done slab by slab by the threads that
+   scatter into each slab, while it is in cache (no precheck; not for GATHER). */
+int fm_ixop_init(int mode, int dtype, int ndim, const int64_t *shape,
+                 intptr_t a, const int64_t *sa, intptr_t b, const int64_t *sb,
+                 intptr_t idx, const int64_t *sidx, int64_t isize, int64_t istride,
+                 int wrap, int precheck, intptr_t init, int64_t init_bytes, int64_t *bad);
+
 /* out[x[i]] += 1 (w == 0: out is int64) or += w[i] (out has wdtype, float32 or float64), for
    n elements of the integer tensor x (dtype uint8..int64, ELEMENT stride sx; w stride sw).
    out holds nbins zeroed elements; a value outside [0, nbins) gives FM_ERR_INDEX, *bad = it. */

@@ -261,12 +261,16 @@ __attribute__((constructor)) static void xo_register_atfork(void) {
 
 /* Run fn over the space, in blocks along dim `split` on several threads when it pays. */
 static int xo_drive(const xo_space *sp, int64_t total, int split, char *pa, char *pb, char *pi,
-                    xo_loop fn, xo_ctx *c) {
+                    xo_loop fn, xo_ctx *c, const char *init, int64_t init_bytes) {
     int nth = 1;
     if (split >= 0 && total >= XO_PAR_MIN && !xo_forked && sp->sh[split] > 1) {
         nth = omp_get_max_threads();
         if (nth < 1) nth = 1;
     }
+    /* blocks along the outermost dim tile b's bytes: each block copies its slab of the
+       initial values just before scattering into it (while it is in cache) */
+    const int slabs = init && nth > 1 && split == 0 && sp->sh[0] * sp->st[1][0] == init_bytes;
+    if (init && !slabs) memcpy(pb, init, (size_t)init_bytes);
     if (nth <= 1) return xo_run(sp, pa, pb, pi, fn, c);
     const int64_t len = sp->sh[split];
     int64_t nblk = 4 * (int64_t)nth;
@@ -285,6 +289,9 @@ static int xo_drive(const xo_space *sp, int64_t total, int split, char *pa, char
         const int64_t s0 = q * per, s1 = s0 + per < len ? s0 + per : len;
         sub.sh[split] = s1 - s0;
         xo_ctx cc = *c;
+        if (slabs)
+            memcpy(pb + s0 * sp->st[1][0], init + s0 * sp->st[1][0],
+                   (size_t)((s1 - s0) * sp->st[1][0]));
         int rc = xo_run(&sub, pa + s0 * sp->st[0][split], pb + s0 * sp->st[1][split],
                         pi + s0 * sp->st[2][split], fn, &cc);
         if (rc) {
@@ -306,7 +313,16 @@ int fm_ixop(int mode, int dtype, int ndim, const int64_t *shape,
             intptr_t a, const int64_t *sa, intptr_t b, const int64_t *sb,
             intptr_t idx, const int64_t *sidx, int64_t isize, int64_t istride,
             int wrap, int precheck, int64_t *bad) {
+    return fm_ixop_init(mode, dtype, ndim, shape, a, sa, b, sb, idx, sidx, isize, istride, wrap,
+                        precheck, 0, 0, bad);
+}
+
+int fm_ixop_init(int mode, int dtype, int ndim, const int64_t *shape,
+                 intptr_t a, const int64_t *sa, intptr_t b, const int64_t *sb,
+                 intptr_t idx, const int64_t *sidx, int64_t isize, int64_t istride,
+                 int wrap, int precheck, intptr_t init, int64_t init_bytes, int64_t *bad) {
     if (!fm_dtype_ok(dtype)) return FM_ERR_DTYPE;
+    if (init && (mode == FM_IXOP_GATHER || precheck || init_bytes < 0)) return FM_ERR_ARG;
     if (ndim < 0 || ndim > FM_MAX_DIMS) return FM_ERR_NDIM;
     if (mode < FM_IXOP_GATHER || mode > FM_IXOP_MIN || isize < 0) return FM_ERR_ARG;
     const int isz = fm_itemsize[dtype];
@@ -317,7 +333,10 @@ int fm_ixop(int mode, int dtype, int ndim, const int64_t *shape,
     int64_t total = 1;
     for (int d = 0; d < ndim; d++) {
         if (shape[d] < 0) return FM_ERR_ARG;
-        if (shape[d] == 0) return FM_OK;
+        if (shape[d] == 0) {
+            if (init) memcpy((char *)b, (const char *)init, (size_t)init_bytes);
+            return FM_OK;
+        }
         total *= shape[d];
         if (shape[d] == 1) continue;
         sp.sh[nd] = shape[d];
@@ -360,7 +379,7 @@ int fm_ixop(int mode, int dtype, int ndim, const int64_t *shape,
     char *pa = (char *)a, *pb = (char *)b, *pi = (char *)idx;
     int rc;
     if (precheck && mode != FM_IXOP_GATHER) {
-        rc = xo_drive(&sp, total, split, pa, pb, pi, xo_check, &c);
+        rc = xo_drive(&sp, total, split, pa, pb, pi, xo_check, &c, NULL, 0);
         if (rc) goto fail;
     }
     xo_loop fn;
@@ -372,7 +391,7 @@ int fm_ixop(int mode, int dtype, int ndim, const int64_t *shape,
     } else {
         fn = red_table[dtype][mode - FM_IXOP_ADD];
     }
-    rc = xo_drive(&sp, total, split, pa, pb, pi, fn, &c);
+    rc = xo_drive(&sp, total, split, pa, pb, pi, fn, &c, (const char *)init, init_bytes);
     if (rc) goto fail;
     return FM_OK;
 fail:

@@ -92,10 +92,14 @@ def _private(t, dst):
 
 
 def _run(mode, op, dt, shape, a, sa, b, sb, idx, sidx, isize, istride, dim, wrap=0,
-         precheck=0):
+         precheck=0, init=None):
     bad = ffi.new("int64_t[1]")
-    rc = _ixop(mode, dt.code, len(shape), shape, a, sa, b, sb, idx, sidx, isize, istride, wrap,
-               precheck, bad)
+    if init is None:
+        rc = _ixop(mode, dt.code, len(shape), shape, a, sa, b, sb, idx, sidx, isize, istride,
+                   wrap, precheck, bad)
+    else:  # b starts as a copy of init (same contiguous layout), made by the kernel's threads
+        rc = lib.fm_ixop_init(mode, dt.code, len(shape), shape, a, sa, b, sb, idx, sidx, isize,
+                              istride, wrap, 0, init._ptr, init._numel * dt.itemsize, bad)
     if rc:
         if rc == _ERR_INDEX:
             if dim is None:
@@ -193,10 +197,13 @@ _LEGACY = {"add": _ADD, "multiply": _MUL}
 _REDUCE = {"sum": _ADD, "prod": _MUL, "mean": _ADD, "amax": _MAX, "amin": _MIN}
 
 
-def _scatter_into(op, dst, d, index, src, mode, precheck):
-    """dst[..., index[p], ...] (op)= src[p] (or the number ``src``) over index's positions."""
+def _scatter_into(op, dst, d, index, src, mode, precheck, init=None):
+    """dst[..., index[p], ...] (op)= src[p] (or the number ``src``) over index's positions;
+    with ``init`` (contiguous, dst's layout) dst first receives a copy of it."""
     _no_internal_overlap(dst, op)
     if index._numel == 0:
+        if init is not None:
+            _copy_into(dst, init)
         return
     if index._storage is dst._storage:
         index = index.detach().clone()
@@ -206,11 +213,23 @@ def _scatter_into(op, dst, d, index, src, mode, precheck):
     if isinstance(src, Tensor):
         src = _private(src, dst)
         _run(mode, op, dst._dtype, ish, src._ptr, _as1(src)[1], dst._ptr, sb, index._ptr, ist,
-             ds[d], dst_st[d], d, precheck=precheck)
+             ds[d], dst_st[d], d, precheck=precheck, init=init)
     else:
         buf, addr = _value_buf(src, dst._dtype, op)
         _run(mode, op, dst._dtype, ish, addr, (0,) * len(ish), dst._ptr, sb, index._ptr, ist,
-             ds[d], dst_st[d], d, precheck=precheck)
+             ds[d], dst_st[d], d, precheck=precheck, init=init)
+
+
+def _scatter_fresh(op, input, d, index, src, mode):
+    """A new tensor: a copy of input with src scattered into it (one C call when input is
+    contiguous: the copy is made slab by slab by the scattering threads)."""
+    if input._contig:
+        res = new_empty(input._shape, input._dtype, input._storage.device)
+        _scatter_into(op, res, d, index, src, mode, 0, init=input)
+    else:
+        res = _fresh(input)
+        _scatter_into(op, res, d, index, src, mode, 0)
+    return res
 
 
 def _scatter_args(op, input, dim, index, src, value):
@@ -254,8 +273,7 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None, out=None):
     """
     index, d, src = _scatter_args("scatter", input, dim, index, src, value)
     mode = _legacy_mode(reduce, "scatter")
-    res = _fresh(input)
-    _scatter_into("scatter", res, d, index, src, mode, 0)
+    res = _scatter_fresh("scatter", input, d, index, src, mode)
     kw = {"reduce": reduce} if reduce is not None else {}
     return _finish("scatter", res, out, (input, dim, index, src), kw, _grad(input, src))
 
@@ -278,8 +296,7 @@ def scatter_add(input, dim, index, src, *, out=None):
     """
     _tensor_arg(src, "scatter_add", "src")
     index, d, src = _scatter_args("scatter_add", input, dim, index, src, None)
-    res = _fresh(input)
-    _scatter_into("scatter_add", res, d, index, src, _ADD, 0)
+    res = _scatter_fresh("scatter_add", input, d, index, src, _ADD)
     return _finish("scatter_add", res, out, (input, dim, index, src), {}, _grad(input, src))
 
 
@@ -352,8 +369,11 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True, out=Non
     """
     _tensor_arg(src, "scatter_reduce", "src")
     index, d, src = _scatter_args("scatter_reduce", input, dim, index, src, None)
-    res = _fresh(input)
-    _scatter_reduce_into("scatter_reduce", res, d, index, src, reduce, include_self, 0)
+    if include_self and reduce in ("sum", "prod", "amax", "amin"):
+        res = _scatter_fresh("scatter_reduce", input, d, index, src, _REDUCE[reduce])
+    else:
+        res = _fresh(input)
+        _scatter_reduce_into("scatter_reduce", res, d, index, src, reduce, include_self, 0)
     return _finish("scatter_reduce", res, out, (input, dim, index, src),
                    {"reduce": reduce, "include_self": include_self}, _grad(input, src))
 
