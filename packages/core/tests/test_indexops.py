@@ -5,11 +5,19 @@ import itertools
 
 import numpy as np
 import pytest
+from conftest import (
+    ALL_DTYPES,
+    FLOAT_DTYPES,
+    INT_DTYPES,
+    LAYOUTS,
+    assert_close,
+    make_pair,
+    to_numpy,
+    to_tensor,
+)
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import fiamma
-from conftest import ALL_DTYPES, FLOAT_DTYPES, INT_DTYPES, LAYOUTS, assert_close, make_pair, \
-    to_numpy, to_tensor
 from fiamma import _grad_hook as G
 
 SETTINGS = settings(max_examples=60, deadline=None,
@@ -448,8 +456,8 @@ def test_errors():
          lambda: fiamma.gather(x, 1, fiamma.tensor([[1], [0], [0]]))),
         (RuntimeError, "gather.*same number of dimensions",
          lambda: fiamma.gather(x, 1, fiamma.tensor([1]))),
-        (RuntimeError, "scatter.*dtype", lambda: x.scatter(1, fiamma.tensor([[1]]),
-                                                           fiamma.ones(1, 1, dtype=fiamma.float64))),
+        (RuntimeError, "scatter.*dtype",
+         lambda: x.scatter(1, fiamma.tensor([[1]]), fiamma.ones(1, 1, dtype=fiamma.float64))),
         (RuntimeError, "scatter.*reduce", lambda: x.scatter(1, fiamma.tensor([[1]]), 1.0,
                                                             reduce="sum")),
         (RuntimeError, "scatter_reduce.*reduce",
