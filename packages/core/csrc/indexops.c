@@ -81,7 +81,13 @@ static inline int xo_block_ok(const int64_t *ip, int64_t n, int64_t isz, int wra
             const int64_t sbe = sb / (BYTES ? BYTES : 1), ibe = ibs / (BYTES ? BYTES : 1);    \
             int64_t e = 0;                                                                    \
             if (!pf) {                                                                        \
-                if (sbe == 0 && !wrap) {                                                      \
+                if (sbe == 0 && ibe == 1 && !wrap) { /* along a contiguous last dim */        \
+                    for (; e < n; e++) {                                                      \
+                        const int64_t v = iv[e];                                              \
+                        if ((uint64_t)v >= (uint64_t)isz) break;                              \
+                        ao[e] = bo[v];                                                        \
+                    }                                                                         \
+                } else if (sbe == 0 && !wrap) {                                               \
                     for (; e < n; e++) {                                                      \
                         const int64_t v = iv[e];                                              \
                         if ((uint64_t)v >= (uint64_t)isz) break;                              \
@@ -367,15 +373,15 @@ int fm_ixop_init(int mode, int dtype, int ndim, const int64_t *shape,
         nd = 1;
     }
     sp.nd = nd;
-    /* split along the outermost dim that moves b (for a gather any dim would do, but the
-       same rule keeps the result independent of the thread count for every mode) */
+    /* threads split the outermost dim that moves b (two points of a scatter that differ
+       there never meet in one element); a gather writes only its own result, so it splits
+       the outermost dim (whole rows for index_select) */
     int split = -1;
     for (int d = 0; d < nd; d++)
-        if (sp.st[1][d] != 0 && sp.sh[d] >= 2) {
+        if ((mode == FM_IXOP_GATHER || sp.st[1][d] != 0) && sp.sh[d] >= 2) {
             split = d;
             break;
         }
-    if (mode == FM_IXOP_GATHER && split < 0 && nd > 0 && sp.sh[0] >= 2) split = 0;
     char *pa = (char *)a, *pb = (char *)b, *pi = (char *)idx;
     int rc;
     if (precheck && mode != FM_IXOP_GATHER) {
