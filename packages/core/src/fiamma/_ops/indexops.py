@@ -739,6 +739,7 @@ def take_along_dim(input, indices, dim=None, *, out=None):
                            f"but got {len(input._shape)} dimensions for input, and "
                            f"{len(indices._shape)} dimensions for indices")
     d = wrap_dim(dim, len(input._shape), op)
+    given = indices
     xs, js = list(input._shape), list(indices._shape)
     if xs:
         xs[d] = js[d] = 1
@@ -748,7 +749,7 @@ def take_along_dim(input, indices, dim=None, *, out=None):
         x = x.expand(b[:d] + (input._shape[d],) + b[d + 1:])
         indices = indices.expand(b[:d] + (indices._shape[d],) + b[d + 1:])
     res = gather(x, d, indices)
-    return _finish(op, res, out, (input, indices), {"dim": dim}, input.requires_grad)
+    return _finish(op, res, out, (input, given), {"dim": dim}, input.requires_grad)
 
 
 def _put_into(op, dst, index, source, accumulate):
