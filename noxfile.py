@@ -522,7 +522,7 @@ def bench(session):
     """benchmarks/bench.py: fiamma beside NumPy (and PyTorch when it installs).
 
     Arguments after `--` go to the script (e.g. `nox -s bench -- --json out.json`)."""
-    _install_checkouts(session, _closure(["core"]))
+    _install_checkouts(session, [PACKAGES[k] for k in ORDER])
     _install_torch(session)
     session.run("python", str(ROOT / "benchmarks" / "bench.py"), *session.posargs,
                 env=CLEAN_ENV)

@@ -22,6 +22,13 @@ class FakeRecorder:
     def record_inplace(self, op, out, inputs, kwargs):
         self.calls.append(("inplace", op, out, inputs, kwargs))
 
+    def inplace(self, fn, name, self_, args, kwargs):
+        # the contract: compute the out-of-place op, write it into self (bumping its version)
+        res = fn(self_, *args, **kwargs)
+        with fiamma.no_grad():
+            self_.copy_(res)
+        self.calls.append(("inplace", name, self_, args, kwargs))
+
     def requires_grad_(self, t, flag):
         t.requires_grad = bool(flag)
 

@@ -337,6 +337,32 @@ def test_view_dtype_reinterprets_bits(src, dst, rng):
         t.view(fiamma.int64 if src.itemsize != 8 else fiamma.int8)
 
 
+@pytest.mark.parametrize("src,dst", [(fiamma.float32, fiamma.uint8), (fiamma.uint8, fiamma.float32),
+                                     (fiamma.int16, fiamma.int64), (fiamma.float64, fiamma.int16),
+                                     (fiamma.int32, fiamma.float64)])
+def test_view_dtype_with_other_element_size_matches_numpy(src, dst, rng):
+    """Different element sizes reinterpret the last (contiguous) dimension, like ndarray.view."""
+    base = to_tensor(rng.integers(0, 100, size=(3, 16)).astype(src._np), src)
+    for t in (base, base[1:], base[:, 8:], base[::2]):
+        v = t.view(dst)
+        ref = t.numpy().view(dst._np)
+        assert v.shape == ref.shape and v.dtype is dst
+        assert v.stride() == tuple(st // ref.itemsize for st in ref.strides)
+        assert v.data_ptr() == t.data_ptr() and v.untyped_storage() is t.untyped_storage()
+        np.testing.assert_array_equal(v.numpy(), ref)
+    small, big = (src, dst) if src.itemsize < dst.itemsize else (dst, src)
+    r = big.itemsize // small.itemsize
+    t = fiamma.zeros(3, 4 * r + 1, dtype=small)
+    with pytest.raises(RuntimeError, match="size\\(-1\\) must be divisible"):
+        t.view(big)
+    with pytest.raises(RuntimeError, match="storage_offset"):
+        t.reshape(-1)[1:1 + 4 * r].view(big)
+    with pytest.raises(RuntimeError, match="dim\\(\\) cannot be 0"):
+        fiamma.zeros((), dtype=src).view(dst)
+    with pytest.raises(RuntimeError, match="stride\\(-1\\) must be 1"):
+        fiamma.zeros(4 * r, 4 * r, dtype=src).t().view(dst)
+
+
 # ---- layout queries, contiguity, copies ----------------------------------------------------------
 
 @EXAMPLES
@@ -915,3 +941,27 @@ def test_conftest_helpers_can_fail(rng):
         x, ref = make_pair((3, 2, 2), fiamma.int16, rng, layout)
         assert (layout == "contiguous") == x.is_contiguous() or layout == "offset"
         np.testing.assert_array_equal(to_numpy(x), ref)
+
+
+def test_as_subclass_shares_storage_and_keeps_the_type():
+    class Sub(fiamma.Tensor):
+        pass
+
+    t = fiamma.arange(6.0).reshape(2, 3)[:, 1:]
+    s = t.as_subclass(Sub)
+    assert type(s) is Sub and s.shape == t.shape and s.stride() == t.stride()
+    assert s.data_ptr() == t.data_ptr() and s.untyped_storage() is t.untyped_storage()
+    s.add_(1)
+    assert t.tolist() == [[2.0, 3.0], [5.0, 6.0]]
+    assert type(s + 1) is fiamma.Tensor  # ops on a subclass return plain tensors
+    with pytest.raises(TypeError, match="as_subclass"):
+        t.as_subclass(int)
+
+
+def test_assigning_data_keeps_the_tensors_identity_and_flags():
+    t = fiamma.zeros(3)
+    t.requires_grad = True  # as autograd would set it (no autograd needed for this check)
+    t.data = fiamma.ones(2, dtype=fiamma.float64)
+    assert t.requires_grad and t.dtype is fiamma.float64 and t.detach().tolist() == [1.0, 1.0]
+    with pytest.raises(TypeError, match="data: expected a Tensor"):
+        t.data = [1.0]

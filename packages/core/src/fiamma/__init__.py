@@ -29,12 +29,16 @@ from fiamma._ops.matmul import *  # noqa: F401,F403
 from fiamma._ops.join import *  # noqa: F401,F403
 from fiamma._ops.indexing import *  # noqa: F401,F403
 from fiamma._ops.indexops import *  # noqa: F401,F403
+from fiamma._ops.shape import *  # noqa: F401,F403
+from fiamma._ops.special_ops import *  # noqa: F401,F403
+from fiamma._ops.spectral import *  # noqa: F401,F403
 
 from fiamma._allocator import *  # noqa: F401,F403
+from fiamma.serialization import save, load  # noqa: F401  (light: imports its machinery on call)
 # (new op modules: one `from fiamma._ops.<area> import *` line each, above this comment)
 
 # submodules of core that are imported on first use (import time stays small)
-_SUBMODULES = {"linalg", "fft", "special", "multiprocessing", "safetensors", "utils"}
+_SUBMODULES = {"linalg", "fft", "special", "multiprocessing", "safetensors", "utils", "fused"}
 
 # sibling distributions, imported on first use
 _SIBLINGS = {

@@ -543,6 +543,10 @@ def _legacy_tensor_new(*args, dtype=None, device=None, requires_grad=False):
 def _fill_method(self, value):
     fill_(self, value)
     self._bump()
+    if self.requires_grad or getattr(value, "requires_grad", False):
+        from fiamma import _grad_hook as G
+
+        G.record_inplace("fill_", self, (self, value), {})
     return self
 
 

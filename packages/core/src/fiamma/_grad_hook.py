@@ -13,6 +13,10 @@ The recorder contract (public, used by fiamma-autograd):
     recorder.record_inplace(op, out, inputs, kwargs) -> None
         the same for an in-place op; ``out`` is the modified tensor (``inputs[0]``), called after
         the version counter was bumped.
+    recorder.inplace(fn, name, self, args, kwargs) -> None
+        run the in-place op ``name`` whose out-of-place form is ``fn`` with gradients: the
+        recorder computes ``fn(self, *args, **kwargs)``, writes it into ``self`` and rebases
+        ``self``'s history on the result (see fiamma.autograd_hook).
     recorder.requires_grad_(tensor, flag) -> None
         set or clear requires_grad on a tensor (validating that it is allowed).
 """
@@ -21,7 +25,7 @@ import threading
 
 __all__ = [
     "register_autograd", "autograd_module", "is_grad_enabled", "set_grad_enabled_flag",
-    "is_inference_mode_enabled", "record", "record_inplace", "any_requires_grad",
+    "is_inference_mode_enabled", "record", "record_inplace", "any_requires_grad", "inplace",
 ]
 
 _recorder = None
@@ -83,11 +87,18 @@ def any_requires_grad(*xs):
 
 
 def record(op, out, inputs, kwargs=None):
-    """Record ``op`` for autograd if grad mode is on (callers check requires_grad first)."""
-    if state.enabled and _recorder is not None:
-        _recorder.record(op, out, inputs, kwargs or {})
+    """Record ``op`` for autograd if grad mode is on (callers check requires_grad first).
+    A tensor may require grad before fiamma-autograd was imported (``t.requires_grad = True``
+    sets the slot directly): the recorder is then imported here."""
+    if state.enabled:
+        (_recorder or autograd_module()).record(op, out, inputs, kwargs or {})
 
 
 def record_inplace(op, out, inputs, kwargs=None):
-    if state.enabled and _recorder is not None:
-        _recorder.record_inplace(op, out, inputs, kwargs or {})
+    if state.enabled:
+        (_recorder or autograd_module()).record_inplace(op, out, inputs, kwargs or {})
+
+
+def inplace(fn, name, self, args, kwargs):
+    """An in-place op with gradients (grad mode on, a tensor argument requires grad)."""
+    autograd_module().inplace(fn, name, self, args, kwargs)

@@ -55,7 +55,7 @@ class Tensor:
     """
 
     __slots__ = ("_storage", "_dtype", "_shape", "_stride", "_offset", "_ptr", "_numel",
-                 "_contig", "requires_grad", "grad", "grad_fn", "_ag", "__weakref__")
+                 "_contig", "requires_grad", "grad", "grad_fn", "_ag", "_base", "__weakref__")
 
     # torch.Tensor(*sizes) / torch.Tensor(data): default-dtype tensor
     def __new__(cls, *args, **kwargs):
@@ -175,9 +175,28 @@ class Tensor:
         t = _new(Tensor)
         _init(t, self._storage, self._dtype, tuple(shape), tuple(stride),
               self._offset if offset is None else offset, None)
+        # the tensor whose memory this views (the root, as PyTorch's ._base; autograd follows
+        # it for in-place ops on views)
+        b = getattr(self, "_base", None)
+        t._base = self if b is None else b
         if self.requires_grad:
             G.record(op, t, (self,), {"shape": t._shape, "stride": t._stride,
-                                      "offset": t._offset})
+                                      "offset": t._offset, "in_stride": self._stride,
+                                      "in_offset": self._offset})
+        return t
+
+    def as_subclass(self, cls):
+        """This tensor as an instance of the Tensor subclass ``cls``: same storage, shape and
+        strides (no copy), attached to the same autograd graph (as torch.Tensor.as_subclass).
+        What ``fiamma.nn.Parameter`` is built on."""
+        if not (isinstance(cls, type) and issubclass(cls, Tensor)):
+            raise TypeError(f"as_subclass: expected a subclass of fiamma.Tensor, got {cls!r}")
+        t = _new(cls)
+        _init(t, self._storage, self._dtype, self._shape, self._stride, self._offset,
+              self._contig)
+        if self.requires_grad:
+            G.record("view", t, (self,), {"shape": t._shape, "stride": t._stride,
+                                          "offset": t._offset})
         return t
 
     def as_strided(self, size, stride, storage_offset=None):
@@ -211,11 +230,39 @@ class Tensor:
         return self._view(shape, stride, op="view")
 
     def _view_dtype(self, dt):
-        if dt.itemsize != self._dtype.itemsize:
-            raise RuntimeError(f"view(dtype): cannot view {self._dtype} as {dt} (itemsize "
-                               f"{self._dtype.itemsize} != {dt.itemsize})")
+        old, new = self._dtype.itemsize, dt.itemsize
+        shape, stride, off = self._shape, self._stride, self._offset
+        if new != old:
+            # PyTorch's rule: the last dimension is reinterpreted (it must be contiguous);
+            # every other stride and the offset must stay whole in the new element size
+            what = f"to view {self._dtype} as {dt} (different element sizes)"
+            if not shape:
+                raise RuntimeError(f"view(dtype): self.dim() cannot be 0 {what}")
+            if stride[-1] != 1:
+                raise RuntimeError(f"view(dtype): self.stride(-1) must be 1 {what}, but got "
+                                   f"{stride[-1]}")
+            if new < old:
+                r = old // new
+                shape = shape[:-1] + (shape[-1] * r,)
+                stride = tuple(st * r for st in stride[:-1]) + (1,)
+                off *= r
+            else:
+                r = new // old
+                if shape[-1] % r:
+                    raise RuntimeError(f"view(dtype): self.size(-1) must be divisible by {r} "
+                                       f"{what}, but got {shape[-1]}")
+                for d, st in enumerate(stride[:-1]):
+                    if st % r:
+                        raise RuntimeError(f"view(dtype): self.stride({d}) must be divisible "
+                                           f"by {r} {what}, but got {st}")
+                if off % r:
+                    raise RuntimeError(f"view(dtype): self.storage_offset() must be divisible "
+                                       f"by {r} {what}, but got {off}")
+                shape = shape[:-1] + (shape[-1] // r,)
+                stride = tuple(st // r for st in stride[:-1]) + (1,)
+                off //= r
         t = _new(Tensor)
-        _init(t, self._storage, dt, self._shape, self._stride, self._offset, self._contig)
+        _init(t, self._storage, dt, shape, stride, off, self._contig if new == old else None)
         return t
 
     def view_as(self, other):
@@ -565,7 +612,8 @@ class Tensor:
     def tolist(self):
         if not self._shape:
             return self.item()
-        a = self.numpy() if self._dtype is not D.bfloat16 else self.float().numpy()
+        t = self.detach()
+        a = t.numpy() if self._dtype is not D.bfloat16 else t.float().numpy()
         return a.tolist()
 
     def __bool__(self):
@@ -634,6 +682,28 @@ class Tensor:
     def is_leaf(self):
         return self.grad_fn is None
 
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Accumulate the gradient of this tensor w.r.t. the graph leaves into their ``.grad``
+        (needs fiamma-autograd; see ``fiamma.autograd.backward``)."""
+        G.autograd_module().backward(self, gradient, retain_graph, create_graph, inputs)
+
+    def retain_grad(self):
+        """Keep ``.grad`` for this non-leaf tensor during backward."""
+        G.autograd_module().retain_grad(self)
+
+    @property
+    def retains_grad(self):
+        return self._ag is not None and G.autograd_module().retains_grad(self)
+
+    def register_hook(self, hook):
+        """Call ``hook(grad)`` when this tensor's gradient is computed; returns a handle with
+        ``remove()``. The hook may return a replacement gradient."""
+        return G.autograd_module().register_hook(self, hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """Call ``hook(tensor)`` after a gradient was accumulated into this leaf's ``.grad``."""
+        return G.autograd_module().register_post_accumulate_grad_hook(self, hook)
+
     def detach(self):
         t = _new(Tensor)
         _init(t, self._storage, self._dtype, self._shape, self._stride, self._offset,
@@ -654,8 +724,11 @@ class Tensor:
     def data(self, other):
         if not isinstance(other, Tensor):
             raise TypeError(f"data: expected a Tensor, got {type(other).__name__}")
+        # the tensor keeps its identity and autograd state; only what it holds changes
+        keep = (self.requires_grad, self.grad, self.grad_fn, self._ag)
         _init(self, other._storage, other._dtype, other._shape, other._stride, other._offset,
               other._contig)
+        self.requires_grad, self.grad, self.grad_fn, self._ag = keep
 
 
 _TYPE_NAMES = {"bool": "BoolTensor", "uint8": "ByteTensor", "int8": "CharTensor",

@@ -310,12 +310,7 @@ def make_inplace(fn, name):
         check_inplace(self, name, builtins.tuple(args) + builtins.tuple(kwargs.values()))
         grad = self.requires_grad or _any_grad(args) or _any_grad(kwargs.values())
         if grad and G.is_grad_enabled():
-            prev = G.set_grad_enabled_flag(False)
-            try:
-                fn(self, *args, out=self, **kwargs)
-            finally:
-                G.set_grad_enabled_flag(prev)
-            G.record_inplace(name, self, (self,) + builtins.tuple(args), kwargs)
+            G.inplace(fn, name, self, args, kwargs)
         else:
             fn(self, *args, out=self, **kwargs)
         return self
@@ -329,10 +324,11 @@ def inplace_binary(code, name, kind, self, other):
     """``self op= other``: result cast into self (dtype must be castable), version bumped."""
     check_inplace(self, name, (other,))
     other = as_operand(other, name)
-    grad = self.requires_grad or (isinstance(other, Tensor) and other.requires_grad)
+    if (self.requires_grad or (isinstance(other, Tensor) and other.requires_grad)) and \
+            G.is_grad_enabled():
+        G.inplace(lambda s, o: binary(code, name, kind, s, o), name, self, (other,), {})
+        return self
     binary(code, name, kind, self, other, out=self, record=False)
-    if grad:
-        G.record_inplace(name, self, (self, other), {})
     return self
 
 
@@ -830,8 +826,7 @@ def _fast_binary(code, name, kind, fallback, scalar_first=False):
 
     def method(self, other):
         if (not scalar_first and type(other) is Tensor and other._dtype is self._dtype and
-                other._shape == self._shape and self._contig and other._contig and not
-                (self.requires_grad or other.requires_grad) and
+                other._shape == self._shape and self._contig and other._contig and
                 self._storage.device is CPU is other._storage.device):
             dt = self._dtype
             if kind == TRUEDIV and dt.kind != 2:
@@ -866,17 +861,20 @@ def _fast_binary(code, name, kind, fallback, scalar_first=False):
             res.grad = None
             res.grad_fn = None
             res._ag = None
+            if self.requires_grad or other.requires_grad:
+                G.record(name, res, (self, other), {})
             return res
         tp = type(other)
-        if ((tp is float or tp is int) and scalar_ok and self._contig and not
-                self.requires_grad and self._storage.device is CPU and
-                _scalar_fast_ok(self, other, tp, kind)):
+        if ((tp is float or tp is int) and scalar_ok and self._contig and
+                self._storage.device is CPU and _scalar_fast_ok(self, other, tp, kind)):
             dt = self._dtype
             res = new_empty(self._shape, D.bool if predicate else dt, CPU)
             rc = sc(code, dt.code, self._numel, res._ptr, self._ptr, other,
                     other if dt.kind == 1 else 0, first)
             if rc:
                 _raise(rc, name, dt)
+            if self.requires_grad:
+                G.record(name, res, (other, self) if scalar_first else (self, other), {})
             return res
         if not (isinstance(other, Tensor) or is_scalar(other)):
             return NotImplemented

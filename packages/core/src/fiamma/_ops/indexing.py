@@ -79,8 +79,11 @@ def _make_view(x, shape, stride, offset, contig):
     t.grad = None
     t.grad_fn = None
     t._ag = None
+    b = getattr(x, "_base", None)
+    t._base = x if b is None else b
     if x.requires_grad:
-        G.record("getitem", t, (x,), {"shape": shape, "stride": stride, "offset": offset})
+        G.record("getitem", t, (x,), {"shape": shape, "stride": stride, "offset": offset,
+                                      "in_stride": x._stride, "in_offset": x._offset})
     return t
 
 

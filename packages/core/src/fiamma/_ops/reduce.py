@@ -546,8 +546,11 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
         raise RuntimeError(f"norm(): input dtype should be floating point, got {x._dtype}")
     nd = len(x._shape)
     if isinstance(p, str):
-        if p == "nuc":
-            raise NotImplementedError("norm(): the nuclear norm (p='nuc') is not implemented")
+        if p == "nuc":  # matrix norm: computed by fiamma.linalg (SVD through NumPy)
+            from fiamma.linalg import matrix_norm
+
+            return matrix_norm(input, "nuc", (-2, -1) if dim is None else builtins.tuple(dim),
+                               keepdim, dtype=dtype, out=out)
         if p != "fro":
             raise ValueError(f"norm(): unsupported norm type {p!r}")
         if isinstance(dim, (tuple, list)) and len(dim) > 2:

@@ -1,0 +1,690 @@
+"""Recording (called by core's ops) and the backward executor.
+
+``record`` makes one Node per differentiable result: edges to the inputs' nodes, what the
+op's formula asks to save, and the inputs' shapes and dtypes. ``execute`` runs a graph
+backwards in a topological order found by dependency counts, summing the gradients that reach
+each node, then accumulates into the leaves' ``.grad`` (or captures them for
+``autograd.grad``).
+"""
+
+import sys
+import threading
+import warnings
+import weakref
+
+from fiamma import Tensor
+from fiamma.autograd import _formulas as F
+from fiamma.autograd._node import (
+    AccumulateGrad,
+    Meta,
+    Node,
+    _HookDict,
+    add_hook,
+    capture_trace,
+    hooks_active,
+    meta_of,
+    new_accumulate,
+    pack_saved,
+)
+from fiamma.autograd_hook import is_grad_enabled, no_grad, set_grad_enabled_flag
+
+_new = object.__new__
+
+
+# ---- anomaly mode (global, as in PyTorch) ---------------------------------------------------
+
+class _Anomaly:
+    enabled = False
+    check_nan = True
+
+
+anomaly = _Anomaly()
+
+
+# ---- node classes per op ------------------------------------------------------------------
+
+_CLASSES = {}   # op name -> Node subclass (formula and save mode as class attributes)
+
+
+def _static(fn):
+    return None if fn is None else staticmethod(fn)
+
+
+def _class_name(op):
+    return "".join(p[:1].upper() + p[1:] for p in op.split("_") if p) + "Backward0"
+
+
+def node_class(op):
+    cls = _CLASSES.get(op)
+    if cls is None:
+        spec = F.lookup(op)
+        fn, save = spec if spec is not None else (None, "none")
+        cls = type(_class_name(op), (Node,), {"__slots__": (), "_op": op, "_save": save,
+                                               "_formula": _static(fn)})
+        _CLASSES[op] = cls
+    return cls
+
+
+def _registered(op):
+    cls = _CLASSES.get(op)
+    if cls is not None:
+        fn, cls._save = F.lookup(op)
+        cls._formula = _static(fn)
+
+
+F._listeners.append(_registered)
+
+# ops whose result is a view of input 0 (in-place on such a result rewrites the base's history)
+VIEW_OPS = frozenset({
+    "view", "as_strided", "permute", "transpose", "t", "squeeze", "unsqueeze", "expand",
+    "narrow", "select", "unfold", "getitem", "reshape", "flatten", "unflatten", "view_as",
+    "diagonal", "unbind", "split", "chunk", "movedim", "alias", "real", "imag", "swapaxes",
+    "swapdims", "mT", "T",
+})
+
+_NONES = [(None,) * i for i in range(8)]
+
+
+def _acc(t):
+    m = t._ag
+    if m is None:
+        m = t._ag = Meta()
+    a = m.acc
+    if a is None:
+        a = m.acc = new_accumulate(t)
+    return a
+
+
+_ZEROS = [(0,) * i for i in range(8)]
+
+
+def _edge1(x):
+    """(node, output_nr) of a tensor that requires grad."""
+    fn = x.grad_fn
+    m = x._ag
+    if fn is None:
+        return (m.acc if m is not None and m.acc is not None else _acc(x)), 0
+    if m is None:
+        return fn, 0
+    if m.base is not None and m.vver != x._storage.version:
+        fn = _views.refresh(x, m)  # the storage changed in place since: a view of the base
+    return fn, m.output_nr
+
+
+def current_grad_fn(x):
+    """``x.grad_fn``, refreshed for a view whose base was modified in place."""
+    fn = x.grad_fn
+    m = x._ag
+    if fn is not None and m is not None and m.base is not None and \
+            m.vver != x._storage.version:
+        fn = _views.refresh(x, m)
+    return fn
+
+
+def _make_node(cls, inputs, kwargs, skip_self):
+    """A node of class ``cls`` for ``inputs`` (``skip_self``: input 0 was overwritten in place
+    and is not saved)."""
+    n = len(inputs)
+    if n == 2 and not skip_self:
+        # the common case written out: two plain tensors
+        a, b = inputs
+        if a.__class__ is Tensor and b.__class__ is Tensor:
+            node = _new(cls)
+            if a.requires_grad:
+                ea, na = _edge1(a)
+            else:
+                ea = None
+                na = 0
+            if b.requires_grad:
+                eb, nb = _edge1(b)
+            else:
+                eb = None
+                nb = 0
+            node._next = (ea, eb)
+            node._nrs = (0, 0) if not (na or nb) else (na, nb)
+            node._shapes = (a._shape, b._shape)
+            node._dtypes = (a._dtype, b._dtype)
+            node._kwargs = kwargs
+            save = cls._save
+            if save == "inputs" or save == "both":
+                node._inputs = (a, b)
+                node._versions = (a._storage.version, b._storage.version)
+                if hooks_active[0]:
+                    pack_saved(node)
+            else:
+                node._inputs = (None, None)
+                node._versions = None
+            if anomaly.enabled:
+                node._trace = capture_trace()
+            return node
+    elif n == 1 and not skip_self:
+        a = inputs[0]
+        if a.__class__ is Tensor and a.requires_grad:
+            node = _new(cls)
+            ea, na = _edge1(a)
+            node._next = (ea,)
+            node._nrs = (na,)
+            node._shapes = (a._shape,)
+            node._dtypes = (a._dtype,)
+            node._kwargs = kwargs
+            save = cls._save
+            if save == "inputs" or save == "both":
+                node._inputs = (a,)
+                node._versions = (a._storage.version,)
+                if hooks_active[0]:
+                    pack_saved(node)
+            else:
+                node._inputs = (None,)
+                node._versions = None
+            if anomaly.enabled:
+                node._trace = capture_trace()
+            return node
+    node = _new(cls)
+    nexts = []
+    shapes = []
+    dtypes = []
+    nrs = None
+    plain = True
+    for x in inputs:
+        if isinstance(x, Tensor):
+            shapes.append(x._shape)
+            dtypes.append(x._dtype)
+            if x.requires_grad:
+                fn, nr = _edge1(x)
+                if nr:
+                    if nrs is None:
+                        nrs = [0] * len(inputs)
+                    nrs[len(nexts)] = nr
+                nexts.append(fn)
+            else:
+                nexts.append(None)
+        else:
+            shapes.append(None)
+            dtypes.append(None)
+            nexts.append(None)
+            plain = False
+    n = len(nexts)
+    node._next = tuple(nexts)
+    node._nrs = _ZEROS[n] if nrs is None and n < 8 else tuple(nrs or (0,) * n)
+    node._shapes = tuple(shapes)
+    node._dtypes = tuple(dtypes)
+    node._kwargs = kwargs
+    save = cls._save
+    if save == "inputs" or save == "both":
+        versions = [x._storage.version if isinstance(x, Tensor) else None for x in inputs]
+        if skip_self:
+            inputs = (None,) + tuple(inputs[1:])
+            versions[0] = None
+        node._inputs = tuple(inputs)
+        node._versions = tuple(versions)
+        if hooks_active[0]:
+            pack_saved(node)
+    else:
+        node._inputs = _NONES[n] if plain and n < 8 else tuple(
+            None if isinstance(x, Tensor) else x for x in inputs)
+        node._versions = None
+    if anomaly.enabled:
+        node._trace = capture_trace()
+    return node
+
+
+def record(op, out, inputs, kwargs):
+    """Core's hook after an op whose tensor input requires grad (grad mode on)."""
+    cls = _CLASSES.get(op)
+    if cls is None:
+        cls = node_class(op)
+    if type(out) is Tensor or isinstance(out, Tensor):
+        if out._dtype.kind != 2:
+            return
+        for x in inputs:
+            if x is out:
+                return  # the op returned its input unchanged
+        node = _make_node(cls, inputs, kwargs, False)
+        save = cls._save
+        if save == "output" or save == "both":
+            node._out = out.detach()
+            node._outver = out._storage.version
+        out.grad_fn = node
+        out.requires_grad = True
+        if op in VIEW_OPS:
+            x = inputs[0]
+            if isinstance(x, Tensor) and x._storage is out._storage:
+                m = x._ag
+                base = m.base if m is not None and m.base is not None else x
+                mo = meta_of(out)
+                mo.base = base
+                mo.vver = out._storage.version
+        return
+    outs = tuple(out)
+    if not any(isinstance(o, Tensor) and o._dtype.kind == 2 for o in outs):
+        return
+    node = _make_node(cls, inputs, kwargs, False)
+    node._nout = len(outs)
+    save = cls._save
+    if save == "output" or save == "both":
+        node._out = tuple(o.detach() if isinstance(o, Tensor) else None for o in outs)
+        node._outver = tuple(o._storage.version if isinstance(o, Tensor) else None
+                             for o in outs)
+    for i, o in enumerate(outs):
+        if isinstance(o, Tensor) and o._dtype.kind == 2:
+            o.grad_fn = node
+            o.requires_grad = True
+            o._ag = Meta(i)
+
+
+# ---- in-place ops -------------------------------------------------------------------------
+
+def view_base(t):
+    """The tensor whose memory the view ``t`` shows (following view-of-view chains), or None
+    when ``t`` is not a view."""
+    m = t._ag
+    if m is not None and m.base is not None:
+        return m.base
+    b = getattr(t, "_base", None)
+    if b is None:
+        return None
+    while True:
+        m = b._ag
+        if m is not None and m.base is not None:
+            return m.base
+        nb = getattr(b, "_base", None)
+        if nb is None:
+            return b
+        b = nb
+
+
+def check_inplace_target(t, op):
+    """PyTorch's errors for in-place ops on leaves that require grad (and views of them)."""
+    if t.requires_grad and t.grad_fn is None:
+        raise RuntimeError(f"{op}: a leaf Variable that requires grad is being used in an "
+                           "in-place operation.")
+    b = view_base(t)
+    if b is not None:
+        if b.requires_grad and b.grad_fn is None:
+            raise RuntimeError(f"{op}: a view of a leaf Variable that requires grad is being "
+                               "used in an in-place operation.")
+
+
+def inplace(fn, name, self, args, kwargs):
+    """``self.<name>(*args, **kwargs)`` with gradients: the out-of-place op ``fn`` is computed
+    (and recorded), written into ``self``, and ``self``'s history is rebased on it."""
+    check_inplace_target(self, name)
+    res = fn(self, *args, **kwargs)
+    if res._dtype.kind > self._dtype.kind:
+        raise RuntimeError(f"{name}: result type {res._dtype} can't be cast to the desired "
+                           f"output type {self._dtype}")
+    node = res.grad_fn
+    if node is not None and node._versions is not None:
+        # the formula saved tensors that the write below overwrites: save copies instead
+        ins = node._inputs
+        if any(isinstance(x, Tensor) and x._storage is self._storage for x in ins):
+            ins = tuple(x.clone() if isinstance(x, Tensor) and x._storage is self._storage
+                        else x for x in ins)
+            node._inputs = ins
+            node._versions = tuple(x._storage.version if isinstance(x, Tensor) else None
+                                   for x in ins)
+    with no_grad():
+        self.copy_(res)
+    if node is not None:
+        rebase(self, node)
+
+
+def record_inplace(op, out, inputs, kwargs):
+    """Core's hook after an in-place op that overwrote ``out`` without reading it."""
+    check_inplace_target(out, op)
+    if out._dtype.kind != 2:
+        return
+    node = _make_node(node_class(op), inputs, kwargs, True)
+    rebase(out, node)
+
+
+def rebase(t, node):
+    """Make ``node`` (whose input 0 is t's old value) the history of ``t``; for a view, the
+    base's history becomes a CopySlices node and the view's a view of it."""
+    m = t._ag
+    base = view_base(t)
+    t.requires_grad = True
+    if base is None or base._dtype is not t._dtype:
+        t.grad_fn = node
+        if m is not None:
+            m.output_nr = 0
+        return
+    _views.copy_slices(base, t, node)
+
+
+# ---- requires_grad, hooks, retain_grad ------------------------------------------------------
+
+def requires_grad_(t, flag):
+    flag = bool(flag)
+    if not flag and t.grad_fn is not None:
+        raise RuntimeError(
+            "requires_grad_: you can only change requires_grad flags of leaf variables. If you "
+            "want to use a computed variable in a subgraph that doesn't require differentiation "
+            "use var_no_grad = var.detach().")
+    if flag and t._dtype.kind != 2:
+        raise RuntimeError(f"requires_grad_: only Tensors of floating point dtype can require "
+                           f"gradients (got {t._dtype})")
+    t.requires_grad = flag
+
+
+def register_hook(t, hook):
+    if not t.requires_grad:
+        raise RuntimeError("register_hook: cannot register a hook on a tensor that doesn't "
+                           "require gradient")
+    fn = t.grad_fn
+    if fn is None:
+        m = meta_of(t)
+        if m.hooks is None:
+            m.hooks = _HookDict()
+        return add_hook(m.hooks, hook)
+    fn, nr = _edge1(t)
+    if fn._tpre is None:
+        fn._tpre = {}
+        fn._hooked = True
+    table = fn._tpre.get(nr)
+    if table is None:
+        table = fn._tpre[nr] = _HookDict()
+    return add_hook(table, hook)
+
+
+def register_post_accumulate_grad_hook(t, hook):
+    if t.grad_fn is not None:
+        raise RuntimeError("register_post_accumulate_grad_hook: post accumulate grad hooks "
+                           "cannot be registered on non-leaf tensors")
+    if not t.requires_grad:
+        raise RuntimeError("register_post_accumulate_grad_hook: cannot register a hook on a "
+                           "tensor that doesn't require gradient")
+    m = meta_of(t)
+    if m.post_hooks is None:
+        m.post_hooks = _HookDict()
+    return add_hook(m.post_hooks, hook)
+
+
+def retain_grad(t):
+    if not t.requires_grad:
+        raise RuntimeError("retain_grad: can't retain_grad on Tensor that has requires_grad=False")
+    if t.grad_fn is None:
+        return
+    fn, _ = _edge1(t)
+    m = meta_of(t)
+    if m.retains:
+        return
+    m.retains = True
+    if fn._retain is None:
+        fn._retain = {}
+        fn._hooked = True
+    fn._retain[m.output_nr] = weakref.ref(t)
+
+
+def retains_grad(t):
+    m = t._ag
+    return m is not None and m.retains
+
+
+def retain_store(t, g):
+    if t.grad is None:
+        t.grad = g.clone() if not is_grad_enabled() else g
+    elif is_grad_enabled():
+        t.grad = t.grad + g
+    else:
+        t.grad = t.grad + g
+
+
+# ---- accumulation into leaves ---------------------------------------------------------------
+
+def _leaf_hooks(acc, g):
+    """A leaf's tensor hooks applied to its incoming gradient."""
+    t = acc._var()
+    m = t._ag if t is not None else None
+    if g is not None and m is not None and m.hooks:
+        for h in list(m.hooks.values()):
+            r = h(g)
+            if r is not None:
+                g = r
+    return g
+
+
+_getrefcount = sys.getrefcount
+
+
+def _owned(g):
+    """Whether gradient ``g`` can become a ``.grad`` as is: a dense tensor without history
+    whose memory no other tensor shares, referenced only by the engine (its buffer slot, the
+    caller's variable and getrefcount's argument)."""
+    return (g.grad_fn is None and not g.requires_grad and g._contig and
+            _getrefcount(g) <= 4 and _getrefcount(g._storage) <= 2)
+
+
+def _accumulate(acc, g, create_graph):
+    t = acc._var()
+    if t is None or g is None:
+        return
+    m = t._ag
+    hooked = (m is not None and bool(m.hooks)) or acc._pre is not None or acc._post is not None
+    if hooked:  # a hook may keep the gradient it is given or returns: never steal it then
+        g = _leaf_hooks(acc, g)
+    if acc._pre is not None:
+        for h in list(acc._pre.values()):
+            r = h((g,))
+            if r is not None:
+                g = r[0]
+    if t.grad is None:
+        if create_graph:
+            t.grad = g
+        elif not hooked and _owned(g):
+            t.grad = g  # nothing else refers to it or to its memory: no copy needed
+        else:
+            t.grad = g.detach().clone()
+    elif create_graph or t.grad.requires_grad:
+        t.grad = t.grad + g
+    else:
+        t.grad.add_(g.detach())
+    if m is not None and m.post_hooks:
+        for h in list(m.post_hooks.values()):
+            h(t)
+    if acc._post is not None:
+        for h in list(acc._post.values()):
+            h((), (g,))
+
+
+# ---- the executor ---------------------------------------------------------------------------
+
+def _check_nan(node, grads):
+    for i, g in enumerate(grads):
+        if g is not None and bool(g.isnan().any()):
+            trace = "".join(node._trace) if node._trace else "(no forward trace recorded)\n"
+            raise RuntimeError(
+                f"Function '{node.name()}' returned nan values in its {i}th output "
+                f"(the backward of forward op '{node._op}').\nTraceback of the forward call "
+                f"that caused the error:\n{trace}")
+
+
+class _Sum:
+    """A buffer slot that received the same gradient tensor ``count`` times in a row (a
+    gradient passed through unchanged, e.g. by add): summed as one multiply."""
+
+    __slots__ = ("acc", "last", "count")
+
+    def total(self):
+        term = self.last if self.count == 1 else self.last * self.count
+        return term if self.acc is None else self.acc + term
+
+
+def _buf_add(b, nr, g):
+    """Add ``g`` into buffer slot ``b[nr]``; True when the slot became a _Sum."""
+    cur = b[nr]
+    if cur is None:
+        b[nr] = g
+    elif cur.__class__ is _Sum:
+        if cur.last is g:
+            cur.count += 1
+        else:
+            cur.acc = cur.total()
+            cur.last = g
+            cur.count = 1
+    elif cur is g:
+        s = b[nr] = _Sum()
+        s.acc = None
+        s.last = g
+        s.count = 2
+        return True
+    else:
+        b[nr] = cur + g
+    return False
+
+
+def _apply_anomaly(node, gs, hooks_done, check_nan):
+    """``node._apply`` in anomaly mode: an error names the node and shows the forward call."""
+    try:
+        outs = node._apply(gs, hooks_done)
+    except Exception:
+        trace = "".join(node._trace) if node._trace else "(no forward trace recorded)\n"
+        warnings.warn(f"Error detected in {node.name()}. Traceback of forward call that caused "
+                      f"the error:\n{trace}", stacklevel=2)
+        raise
+    if check_nan:
+        _check_nan(node, outs)
+    return outs
+
+
+def _needed_nodes(roots, target_nodes):
+    """Nodes that must run so the gradient reaches a target (some child leads to one)."""
+    leads = {}   # node -> whether a target is reachable through its children
+    for r in roots:
+        if r in leads:
+            continue
+        leads[r] = False
+        stack = [(r, iter(r._next))]
+        while stack:
+            n, it = stack[-1]
+            for c in it:
+                if c is None:
+                    continue
+                if c not in leads:
+                    leads[c] = False
+                    stack.append((c, iter(c._next)))
+                    break
+                if leads[c] or c in target_nodes:
+                    leads[n] = True
+            else:
+                stack.pop()
+                if stack and (leads[n] or n in target_nodes):
+                    leads[stack[-1][0]] = True
+    return {n for n, v in leads.items() if v}
+
+
+class _ExecState(threading.local):
+    depth = 0
+
+
+_exec_state = _ExecState()
+
+
+def execute(roots, grads, keep_graph, create_graph, targets=None, accumulate=True):
+    """Run the graph backwards from ``roots`` ((node, output_nr) pairs) seeded with ``grads``.
+
+    ``targets``: (node, output_nr) pairs whose incoming gradient is captured and returned (in
+    order); with ``accumulate`` the leaves among them still accumulate into ``.grad`` and no
+    other leaf does. Without targets every reachable leaf accumulates.
+    """
+    root_nodes = []
+    for n, _ in roots:
+        if n not in root_nodes:
+            root_nodes.append(n)
+    capture = None
+    run = None
+    if targets is not None:
+        capture = {}
+        for i, (n, nr) in enumerate(targets):
+            capture.setdefault(n, []).append((i, nr))
+        run = _needed_nodes(root_nodes, capture)
+        if accumulate:
+            run.update(n for n in capture if n.__class__ is AccumulateGrad)
+    # dependency counts over the part of the graph that runs
+    deps = {}
+    stack = [n for n in root_nodes if run is None or n in run]
+    seen = set(stack)
+    while stack:
+        n = stack.pop()
+        for c in n._next:
+            if c is None or (run is not None and c not in run and c not in capture):
+                continue
+            deps[c] = deps.get(c, 0) + 1
+            if c not in seen:
+                seen.add(c)
+                if run is None or c in run:
+                    stack.append(c)
+    buffers = {}
+    sums = set()    # nodes with a _Sum buffer slot
+    for (n, nr), g in zip(roots, grads):
+        b = buffers.get(n)
+        if b is None:
+            b = buffers[n] = [None] * n._nout
+        if _buf_add(b, nr, g):
+            sums.add(n)
+    results = [None] * len(targets) if targets is not None else None
+    ready = [n for n in reversed(root_nodes) if n not in deps]
+    prev = set_grad_enabled_flag(create_graph)
+    anomaly_on = anomaly.enabled
+    check_nan = anomaly.check_nan
+    try:
+        while ready:
+            n = ready.pop()
+            gs = buffers.pop(n, None)
+            if gs is None:
+                gs = [None] * n._nout
+            elif sums and n in sums:
+                sums.discard(n)
+                for k, x in enumerate(gs):
+                    if x.__class__ is _Sum:
+                        gs[k] = x.total()
+            hooks_done = False
+            if capture is not None and n in capture:
+                if n._hooked:
+                    gs = n._prehooks(gs)
+                    hooks_done = True
+                elif n.__class__ is AccumulateGrad and n not in run:
+                    gs = [_leaf_hooks(n, gs[0])]
+                for i, nr in capture[n]:
+                    results[i] = gs[nr]
+                if n not in run:
+                    continue
+            elif run is not None and n not in run:
+                continue
+            if n.__class__ is AccumulateGrad:
+                _accumulate(n, gs[0], create_graph)
+                continue
+            if anomaly_on:
+                outs = _apply_anomaly(n, gs, hooks_done, check_nan)
+            else:
+                outs = n._apply(gs, hooks_done)
+            if not keep_graph:
+                n._release()
+            nrs = n._nrs
+            for i, c in enumerate(n._next):
+                if c is None or (run is not None and c not in run and c not in capture):
+                    continue
+                g = outs[i]
+                if g is not None:
+                    b = buffers.get(c)
+                    if b is None:
+                        b = buffers[c] = [None] * c._nout
+                    nr = nrs[i]
+                    cur = b[nr]
+                    if cur is None:
+                        b[nr] = g
+                    elif _buf_add(b, nr, g):
+                        sums.add(c)
+                d = deps[c] - 1
+                if d:
+                    deps[c] = d
+                else:
+                    del deps[c]
+                    ready.append(c)
+            outs = g = None  # only the buffers refer to the gradients (see _owned)
+    finally:
+        set_grad_enabled_flag(prev)
+    return results
+
+
+from fiamma.autograd import _views  # noqa: E402  (imports function.py, which imports this)

@@ -1,0 +1,86 @@
+"""The derivative-formula registry.
+
+A formula is registered for one or more op names (the names core records, see
+``fiamma.autograd_hook``) and says what the engine must save at record time::
+
+    from fiamma.autograd._formulas import derivative, sum_to_shape
+
+    @derivative("mul", save="inputs")      # "inputs" | "output" | "both" | "none"
+    def _mul(ctx, grad):
+        a, b = ctx.inputs
+        return grad * b, grad * a          # one entry per positional input; None: no gradient
+
+``ctx`` (the graph node) has ``op``, ``inputs`` (as recorded; tensor positions hold the saved
+tensors when inputs are saved, else None), ``kwargs``, ``output`` (when saved),
+``needs_input_grad``, ``input_shapes`` and ``input_dtypes`` (None for non-tensor positions).
+``grad`` is a Tensor for a single output, a tuple (None where an output got no gradient) for a
+tuple output. The engine reduces a returned gradient to its input's shape (``sum_to_shape``) and
+casts it to the input's dtype. Formulas are written in differentiable fiamma ops, so
+``create_graph=True`` differentiates them again.
+
+Every module in this package registers its formulas when imported; ``load_all`` imports them
+all (the engine calls it when ``fiamma.autograd`` is imported). A later registration of a name
+replaces an earlier one.
+"""
+
+import importlib
+import pkgutil
+
+__all__ = ["derivative", "sum_to_shape", "lookup", "registered", "load_all", "SAVE_MODES"]
+
+SAVE_MODES = ("inputs", "output", "both", "none")
+
+_REGISTRY = {}    # op name -> (formula, save)
+_listeners = []   # called with the op name when a registration changes
+
+
+def derivative(*names, save="inputs"):
+    """Decorator registering ``fn(ctx, grad)`` as the derivative of the ops ``names``."""
+    if not names or not all(isinstance(n, str) for n in names):
+        raise TypeError("derivative: expected one or more op names (str)")
+    if save not in SAVE_MODES:
+        raise ValueError(f"derivative: save must be one of {SAVE_MODES}, got {save!r}")
+
+    def deco(fn):
+        for n in names:
+            _REGISTRY[n] = (fn, save)
+            for cb in _listeners:
+                cb(n)
+        return fn
+
+    return deco
+
+
+def lookup(op):
+    """``(formula, save)`` registered for ``op``, or None."""
+    return _REGISTRY.get(op)
+
+
+def registered():
+    """The sorted op names that have a formula."""
+    return sorted(_REGISTRY)
+
+
+def sum_to_shape(grad, shape):
+    """Sum ``grad`` over the dimensions broadcasting added or expanded so it has ``shape``
+    (differentiable: written in fiamma ops)."""
+    shape = tuple(shape)
+    gshape = tuple(grad.shape)
+    if gshape == shape:
+        return grad
+    lead = len(gshape) - len(shape)
+    if lead < 0:
+        return grad.reshape(shape)  # e.g. a 1-element gradient for a 0-d input
+    dims = tuple(range(lead)) + tuple(
+        lead + i for i, s in enumerate(shape) if s == 1 and gshape[lead + i] != 1)
+    if dims:
+        grad = grad.sum(dim=dims, keepdim=True)
+    if lead or tuple(grad.shape) != shape:
+        grad = grad.reshape(shape)
+    return grad
+
+
+def load_all():
+    """Import every formula module of this package (each registers itself)."""
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        importlib.import_module(f"{__name__}.{info.name}")

@@ -1,0 +1,93 @@
+"""Helpers shared by the formula modules (no registrations here).
+
+Everything is written in public, differentiable fiamma ops so that a formula built from these
+helpers can itself be differentiated (``create_graph=True``).
+"""
+
+import fiamma
+
+__all__ = ["unreduce", "reduced_count", "scalar_like", "zeros_of", "flip", "gather_dim",
+           "normalize_dims", "reduce_to", "is_tensor"]
+
+
+def is_tensor(x):
+    return isinstance(x, fiamma.Tensor)
+
+
+def normalize_dims(dim, nd):
+    """``dim`` (None, an int or a sequence) as a sorted tuple of non-negative dims."""
+    if dim is None:
+        return tuple(range(nd))
+    if isinstance(dim, int):
+        dim = (dim,)
+    if len(dim) == 0:
+        return tuple(range(nd))
+    if nd == 0:
+        return ()
+    return tuple(sorted({d % nd for d in dim}))
+
+
+def unreduce(g, shape, dims, keepdim):
+    """A reduction's result gradient ``g`` broadcast back to the input ``shape`` (the reduced
+    ``dims`` are re-inserted as size-1 dims unless ``keepdim``)."""
+    shape = tuple(shape)
+    if not keepdim and dims and len(shape):
+        for d in sorted(dims):
+            g = g.unsqueeze(d)
+    if tuple(g.shape) != shape:
+        g = g.expand(shape)
+    return g
+
+
+def reduced_count(shape, dims):
+    n = 1
+    for d in dims:
+        n *= shape[d]
+    return n
+
+
+def scalar_like(value, ref):
+    """A 0-d tensor holding ``value`` with ref's dtype."""
+    return fiamma.full((), value, dtype=ref.dtype)
+
+
+def zeros_of(shape, ref):
+    return fiamma.zeros(tuple(shape), dtype=ref.dtype)
+
+
+def flip(t, dim):
+    """``t`` reversed along ``dim`` (an advanced index, so differentiable)."""
+    n = t.shape[dim]
+    if n <= 1:
+        return t
+    idx = fiamma.arange(n - 1, -1, -1)
+    key = (slice(None),) * dim + (idx,)
+    return t[key]
+
+
+def gather_dim(t, dim, index):
+    """``t.gather(dim, index)`` for ``index`` of t's shape with size 1 along ``dim`` (keepdim
+    layout): picks one element per row along dim, via a one-hot mask (differentiable)."""
+    n = t.shape[dim]
+    ar = fiamma.arange(n).reshape((n,) + (1,) * (t.ndim - dim - 1))
+    mask = ar == index
+    return fiamma.where(mask, t, 0.0).sum(dim, keepdim=True)
+
+
+def reduce_to(g, shape):
+    """Sum ``g`` down to ``shape`` (broadcasting's inverse); ``shape`` may also have more dims
+    than g if the extra leading dims are 1 (index_put/setitem values)."""
+    shape = tuple(shape)
+    gs = tuple(g.shape)
+    if gs == shape:
+        return g
+    if len(shape) > len(gs):
+        return reduce_to(g, shape[len(shape) - len(gs):]).reshape(shape)
+    lead = len(gs) - len(shape)
+    dims = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape)
+                                      if s == 1 and gs[lead + i] != 1)
+    if dims:
+        g = g.sum(dim=dims, keepdim=True)
+    if tuple(g.shape) != shape:
+        g = g.reshape(shape)
+    return g

@@ -1,0 +1,307 @@
+"""Derivatives of the elementwise ops: unary math, binary arithmetic, clamp/where/lerp/addc*.
+
+Conventions follow PyTorch's derivatives.yaml: ties of maximum/minimum split the gradient in
+half; abs has gradient sign(x) (0 at 0); pow's gradient w.r.t. the exponent is 0 where the base
+is 0 and the exponent >= 0 (no NaN from 0 * log(0)); rounding ops, sign, floor_divide and
+rounded div have zero gradient. Broadcasting is undone by the engine (sum_to_shape).
+"""
+
+import math
+
+import fiamma
+from fiamma.autograd._formulas import derivative
+from fiamma.autograd._formulas._common import is_tensor
+
+_LN2 = math.log(2.0)
+_LN10 = math.log(10.0)
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+
+def _need(ctx, i):
+    return ctx.needs_input_grad[i]
+
+
+def _zeros(grad):
+    return fiamma.zeros_like(grad)
+
+
+def _zero_grads(ctx, grad):
+    return tuple(_zeros(grad) if n else None for n in ctx.needs_input_grad)
+
+
+# ---- unary ---------------------------------------------------------------------------------
+
+def _unary(name, save, fn):
+    @derivative(name, save=save)
+    def formula(ctx, grad):
+        return (fn(ctx, grad),)
+
+    formula.__name__ = f"_d_{name}"
+    return formula
+
+
+def _x(ctx):
+    return ctx.inputs[0]
+
+
+def _y(ctx):
+    return ctx.output
+
+
+_unary("exp", "output", lambda c, g: g * _y(c))
+_unary("exp2", "output", lambda c, g: g * _y(c) * _LN2)
+_unary("expm1", "output", lambda c, g: g * (_y(c) + 1))
+_unary("log", "inputs", lambda c, g: g / _x(c))
+_unary("log2", "inputs", lambda c, g: g / (_x(c) * _LN2))
+_unary("log10", "inputs", lambda c, g: g / (_x(c) * _LN10))
+_unary("log1p", "inputs", lambda c, g: g / (_x(c) + 1))
+_unary("sqrt", "output", lambda c, g: g / (_y(c) * 2))
+_unary("rsqrt", "output", lambda c, g: g * _y(c).pow(3) * -0.5)
+_unary("reciprocal", "output", lambda c, g: -g * _y(c) * _y(c))
+_unary("sin", "inputs", lambda c, g: g * _x(c).cos())
+_unary("cos", "inputs", lambda c, g: -g * _x(c).sin())
+_unary("tan", "output", lambda c, g: g * (_y(c) * _y(c) + 1))
+_unary("asin", "inputs", lambda c, g: g * (1 - _x(c) * _x(c)).rsqrt())
+_unary("acos", "inputs", lambda c, g: -g * (1 - _x(c) * _x(c)).rsqrt())
+_unary("atan", "inputs", lambda c, g: g / (_x(c) * _x(c) + 1))
+_unary("sinh", "inputs", lambda c, g: g * _x(c).cosh())
+_unary("cosh", "inputs", lambda c, g: g * _x(c).sinh())
+_unary("tanh", "output", lambda c, g: g * (1 - _y(c) * _y(c)))
+_unary("asinh", "inputs", lambda c, g: g * (_x(c) * _x(c) + 1).rsqrt())
+_unary("acosh", "inputs", lambda c, g: g * ((_x(c) - 1) * (_x(c) + 1)).rsqrt())
+_unary("atanh", "inputs", lambda c, g: g / (1 - _x(c) * _x(c)))
+_unary("sigmoid", "output", lambda c, g: g * _y(c) * (1 - _y(c)))
+_unary("log_sigmoid", "inputs", lambda c, g: g * fiamma.sigmoid(-_x(c)))
+_unary("erf", "inputs", lambda c, g: g * (-_x(c) * _x(c)).exp() * _TWO_OVER_SQRT_PI)
+_unary("erfc", "inputs", lambda c, g: g * (-_x(c) * _x(c)).exp() * -_TWO_OVER_SQRT_PI)
+_unary("neg", "none", lambda c, g: -g)
+_unary("abs", "inputs", lambda c, g: g * _x(c).sign())
+_unary("square", "inputs", lambda c, g: g * _x(c) * 2)
+_unary("frac", "none", lambda c, g: g)
+_unary("relu", "output", lambda c, g: fiamma.where(_y(c) > 0, g, 0.0))
+_unary("nan_to_num", "inputs", lambda c, g: fiamma.where(_x(c).isfinite(), g, 0.0))
+# piecewise constant: zero almost everywhere (PyTorch: zeros_like(grad))
+for _n in ("sign", "sgn", "floor", "ceil", "trunc", "round"):
+    _unary(_n, "none", lambda c, g: _zeros(g))
+
+
+# ---- binary --------------------------------------------------------------------------------
+
+@derivative("add", save="none")
+def _add(ctx, grad):
+    alpha = ctx.kwargs.get("alpha", 1)
+    gb = None
+    if _need(ctx, 1):
+        gb = grad if alpha == 1 else grad * alpha
+    return grad if _need(ctx, 0) else None, gb
+
+
+@derivative("sub", save="none")
+def _sub(ctx, grad):
+    alpha = ctx.kwargs.get("alpha", 1)
+    gb = None
+    if _need(ctx, 1):
+        gb = -grad if alpha == 1 else grad * -alpha
+    return grad if _need(ctx, 0) else None, gb
+
+
+@derivative("mul", save="inputs")
+def _mul(ctx, grad):
+    a, b = ctx.inputs
+    return (grad * b if _need(ctx, 0) else None), (grad * a if _need(ctx, 1) else None)
+
+
+@derivative("div", save="inputs")
+def _div(ctx, grad):
+    if ctx.kwargs.get("rounding_mode") is not None:  # trunc/floor: piecewise constant
+        return _zero_grads(ctx, grad)
+    a, b = ctx.inputs
+    ga = grad / b if _need(ctx, 0) else None
+    gb = -grad * a / (b * b) if _need(ctx, 1) else None
+    return ga, gb
+
+
+@derivative("floor_divide", save="none")
+def _floor_divide(ctx, grad):
+    return _zero_grads(ctx, grad)
+
+
+@derivative("remainder", save="inputs")
+def _remainder(ctx, grad):
+    a, b = ctx.inputs
+    gb = None
+    if _need(ctx, 1):
+        gb = -grad * fiamma.div(a, b, rounding_mode="floor")
+    return grad if _need(ctx, 0) else None, gb
+
+
+@derivative("fmod", save="inputs")
+def _fmod(ctx, grad):
+    a, b = ctx.inputs
+    gb = None
+    if _need(ctx, 1):
+        gb = -grad * fiamma.div(a, b, rounding_mode="trunc")
+    return grad if _need(ctx, 0) else None, gb
+
+
+@derivative("pow", "float_power", save="both")
+def _pow(ctx, grad):
+    a, b = ctx.inputs
+    ga = gb = None
+    if _need(ctx, 0):
+        if is_tensor(b):
+            ga = fiamma.where(b == 0, 0.0, grad * b * a.pow(b - 1))
+        elif b == 0:
+            ga = _zeros(grad)
+        else:
+            ga = grad * b * (a.pow(b - 1) if is_tensor(a) else a ** (b - 1))
+    if _need(ctx, 1):
+        y = ctx.output
+        if is_tensor(a):
+            safe = fiamma.where((a == 0) & (b >= 0), 1.0, a)
+            gb = grad * fiamma.where((a == 0) & (b >= 0), 0.0, y * safe.log())
+        else:
+            la = math.log(a) if a > 0 else (-math.inf if a == 0 else math.nan)
+            gb = grad * y * la
+            if a == 0:  # 0 ** b: gradient 0 for b >= 0 (not 0 * -inf)
+                gb = fiamma.where(b >= 0, 0.0, gb)
+    return ga, gb
+
+
+@derivative("atan2", save="inputs")
+def _atan2(ctx, grad):
+    a, b = ctx.inputs
+    denom = a * a + b * b
+    ga = grad * b / denom if _need(ctx, 0) else None
+    gb = -grad * a / denom if _need(ctx, 1) else None
+    return ga, gb
+
+
+@derivative("hypot", save="both")
+def _hypot(ctx, grad):
+    a, b = ctx.inputs
+    y = ctx.output
+    ga = grad * a / y if _need(ctx, 0) else None
+    gb = grad * b / y if _need(ctx, 1) else None
+    return ga, gb
+
+
+@derivative("copysign", save="both")
+def _copysign(ctx, grad):
+    a, _ = ctx.inputs
+    ga = None
+    if _need(ctx, 0):
+        y = ctx.output
+        safe = fiamma.where(a == 0, 1.0, a)
+        ga = grad * fiamma.where(a == 0, 0.0, y / safe)
+    return ga, (_zeros(grad) if _need(ctx, 1) else None)
+
+
+def _max_min(greater):
+    def formula(ctx, grad):
+        a, b = ctx.inputs
+        half = fiamma.where(a == b, grad * 0.5, grad)
+        ga = gb = None
+        if _need(ctx, 0):
+            ga = fiamma.where(a < b if greater else a > b, 0.0, half)
+        if _need(ctx, 1):
+            gb = fiamma.where(a > b if greater else a < b, 0.0, half)
+        return ga, gb
+
+    return formula
+
+
+derivative("maximum", save="inputs")(_max_min(True))
+derivative("minimum", save="inputs")(_max_min(False))
+
+
+def _fmax_fmin(greater):
+    def formula(ctx, grad):
+        a, b = ctx.inputs
+        first = ((a >= b) if greater else (a <= b)) | b.isnan()
+        ga = fiamma.where(first, grad, 0.0) if _need(ctx, 0) else None
+        gb = fiamma.where(first, 0.0, grad) if _need(ctx, 1) else None
+        return ga, gb
+
+    return formula
+
+
+derivative("fmax", save="inputs")(_fmax_fmin(True))
+derivative("fmin", save="inputs")(_fmax_fmin(False))
+
+
+# ---- ternary -------------------------------------------------------------------------------
+
+@derivative("clamp", save="inputs")
+def _clamp(ctx, grad):
+    """``clamp(x, lo, hi)``: the gradient goes to whichever of x, lo, hi is the result; where
+    lo > hi the result is hi (PyTorch's rule); at x == lo or x == hi it goes to x."""
+    x, lo, hi = ctx.inputs
+    if lo is not None and hi is not None:
+        take_x = (x >= lo) & (x <= hi)
+        take_hi = (x > hi) | (lo > hi) if is_tensor(hi) else None
+        take_lo = (x < lo) & (lo <= hi) if is_tensor(lo) else None
+    elif lo is not None:
+        take_x = x >= lo
+        take_lo = (x < lo) if is_tensor(lo) else None
+        take_hi = None
+    else:
+        take_x = x <= hi
+        take_hi = (x > hi) if is_tensor(hi) else None
+        take_lo = None
+    gx = fiamma.where(take_x, grad, 0.0) if _need(ctx, 0) else None
+    glo = fiamma.where(take_lo, grad, 0.0) if take_lo is not None and _need(ctx, 1) else None
+    ghi = fiamma.where(take_hi, grad, 0.0) if take_hi is not None and _need(ctx, 2) else None
+    return gx, glo, ghi
+
+
+@derivative("clamp_min", save="inputs")
+def _clamp_min(ctx, grad):
+    x, lo = ctx.inputs[:2]
+    gx = fiamma.where(x >= lo, grad, 0.0)
+    glo = fiamma.where(x < lo, grad, 0.0) if is_tensor(lo) else None
+    return gx, glo
+
+
+@derivative("clamp_max", save="inputs")
+def _clamp_max(ctx, grad):
+    x, hi = ctx.inputs[:2]
+    gx = fiamma.where(x <= hi, grad, 0.0)
+    ghi = fiamma.where(x > hi, grad, 0.0) if is_tensor(hi) else None
+    return gx, ghi
+
+
+@derivative("where", save="inputs")
+def _where(ctx, grad):
+    cond = ctx.inputs[0]
+    ga = fiamma.where(cond, grad, 0.0) if _need(ctx, 1) else None
+    gb = fiamma.where(cond, 0.0, grad) if _need(ctx, 2) else None
+    return None, ga, gb
+
+
+@derivative("lerp", save="inputs")
+def _lerp(ctx, grad):
+    a, b, w = ctx.inputs
+    ga = grad * (1 - w) if _need(ctx, 0) else None
+    gb = grad * w if _need(ctx, 1) else None
+    gw = grad * (b - a) if _need(ctx, 2) else None
+    return ga, gb, gw
+
+
+@derivative("addcmul", save="inputs")
+def _addcmul(ctx, grad):
+    _, t1, t2 = ctx.inputs
+    v = ctx.kwargs.get("value", 1)
+    gv = grad if v == 1 else grad * v
+    return (grad if _need(ctx, 0) else None, gv * t2 if _need(ctx, 1) else None,
+            gv * t1 if _need(ctx, 2) else None)
+
+
+@derivative("addcdiv", save="inputs")
+def _addcdiv(ctx, grad):
+    _, t1, t2 = ctx.inputs
+    v = ctx.kwargs.get("value", 1)
+    gv = grad if v == 1 else grad * v
+    g1 = gv / t2 if _need(ctx, 1) else None
+    g2 = -gv * t1 / (t2 * t2) if _need(ctx, 2) else None
+    return grad if _need(ctx, 0) else None, g1, g2

@@ -1,0 +1,374 @@
+"""Derivatives of ``fiamma.linalg`` (recorded as ``linalg_<name>``): inv, det, slogdet,
+matrix_power, solve, solve_triangular, cholesky, eigh, eigvalsh, svdvals, cross and
+matrix_norm (fro, nuc, +-1, +-2, +-inf).
+
+Written with fiamma.linalg's own ops (solve, eigh, svd, ...), so they differentiate again.
+det's gradient goes through the inverse (det * inv(A)^T), so it is NaN/inf for singular
+matrices; eigh's, for repeated eigenvalues (as in PyTorch).
+"""
+
+import math
+
+import fiamma
+from fiamma.autograd._formulas import derivative
+from fiamma.autograd._formulas._common import reduce_to
+
+
+def _L():
+    import fiamma.linalg as L
+
+    return L
+
+
+def _mT(t):
+    return t.transpose(-2, -1)
+
+
+def _eye_mask(n):
+    ar = fiamma.arange(n)
+    return ar.unsqueeze(1) == ar.unsqueeze(0)
+
+
+def _tri_mask(n, upper, strict):
+    ar = fiamma.arange(n)
+    r, c = ar.unsqueeze(1), ar.unsqueeze(0)
+    if upper:
+        return c > r if strict else c >= r
+    return c < r if strict else c <= r
+
+
+def _diag_embed_last(v):
+    """A batch of diagonal matrices from the last dim of ``v``."""
+    n = v.shape[-1]
+    return fiamma.where(_eye_mask(n), v.unsqueeze(-1), 0.0)
+
+
+def _inv(a):
+    inv_ex = getattr(_L(), "inv_ex", None)
+    return inv_ex(a)[0] if inv_ex is not None else _L().inv(a)
+
+
+@derivative("linalg_inv", "linalg_inv_ex", save="output")
+def _d_inv(ctx, grad):
+    y = ctx.output
+    if isinstance(y, tuple):
+        y, grad = y[0], grad[0]
+    yt = _mT(y)
+    return (-fiamma.matmul(fiamma.matmul(yt, grad), yt),)
+
+
+@derivative("linalg_det", save="both")
+def _d_det(ctx, grad):
+    a = ctx.inputs[0]
+    d = ctx.output
+    return ((grad * d).unsqueeze(-1).unsqueeze(-1) * _mT(_inv(a)),)
+
+
+@derivative("linalg_slogdet", save="inputs")
+def _d_slogdet(ctx, grad):
+    a = ctx.inputs[0]
+    gl = grad[1]
+    if gl is None:
+        return (None,)
+    return (gl.unsqueeze(-1).unsqueeze(-1) * _mT(_inv(a)),)
+
+
+def _power_grad(a, g, n):
+    """Gradient of a^n (n >= 1) w.r.t. a: sum_k (a^T)^k g (a^T)^(n-1-k)."""
+    at = _mT(a)
+    powers = [None] * n
+    eye = fiamma.where(_eye_mask(a.shape[-1]), 1.0, 0.0).to(a.dtype)
+    powers[0] = eye
+    for k in range(1, n):
+        powers[k] = fiamma.matmul(powers[k - 1], at)
+    total = None
+    for k in range(n):
+        term = fiamma.matmul(fiamma.matmul(powers[k], g), powers[n - 1 - k])
+        total = term if total is None else total + term
+    return total
+
+
+@derivative("linalg_matrix_power", save="inputs")
+def _d_matrix_power(ctx, grad):
+    a = ctx.inputs[0]
+    n = ctx.kwargs["n"]
+    if n == 0:
+        return (fiamma.zeros_like(grad),)
+    if n > 0:
+        return (_power_grad(a, grad, n),)
+    b = _inv(a)
+    gb = _power_grad(b, grad, -n)
+    bt = _mT(b)
+    return (-fiamma.matmul(fiamma.matmul(bt, gb), bt),)
+
+
+def _is_vec(a, b):
+    return b.ndim == 1 or (b.ndim == a.ndim - 1 and tuple(b.shape) == tuple(a.shape[:-1]))
+
+
+@derivative("linalg_solve", save="both")
+def _d_solve(ctx, grad):
+    a, b = ctx.inputs
+    x = ctx.output
+    left = ctx.kwargs.get("left", True)
+    need = ctx.needs_input_grad
+    gb = _L().solve(_mT(a), grad, left=left)
+    ga = None
+    if need[0]:
+        if _is_vec(a, b):
+            ga = -(gb.unsqueeze(-1) * x.unsqueeze(-2)) if left else \
+                -(x.unsqueeze(-1) * gb.unsqueeze(-2))
+        else:
+            ga = -fiamma.matmul(gb, _mT(x)) if left else -fiamma.matmul(_mT(x), gb)
+        ga = reduce_to(ga, a.shape)
+    return ga, (reduce_to(gb, b.shape) if need[1] else None)
+
+
+@derivative("linalg_solve_triangular", save="both")
+def _d_solve_triangular(ctx, grad):
+    a, b = ctx.inputs
+    x = ctx.output
+    kw = ctx.kwargs
+    upper = kw["upper"]
+    left = kw.get("left", True)
+    unit = kw.get("unitriangular", False)
+    need = ctx.needs_input_grad
+    gb = _L().solve_triangular(_mT(a), grad, upper=not upper, left=left, unitriangular=unit)
+    ga = None
+    if need[0]:
+        ga = -fiamma.matmul(gb, _mT(x)) if left else -fiamma.matmul(_mT(x), gb)
+        ga = fiamma.where(_tri_mask(a.shape[-1], upper, unit), ga, 0.0)
+        ga = reduce_to(ga, a.shape)
+    return ga, (reduce_to(gb, b.shape) if need[1] else None)
+
+
+@derivative("linalg_cholesky", "linalg_cholesky_ex", save="output")
+def _d_cholesky(ctx, grad):
+    """A = L L^T: grad_A = sym(L^-T Phi(L^T grad_L) L^-1), Phi = lower triangle with the
+    diagonal halved."""
+    y = ctx.output
+    if isinstance(y, tuple):
+        y, grad = y[0], grad[0]
+    upper = ctx.kwargs.get("upper", False)
+    low = _mT(y) if upper else y
+    gl = _mT(grad) if upper else grad
+    n = low.shape[-1]
+    p = fiamma.matmul(_mT(low), gl)
+    p = fiamma.where(_tri_mask(n, False, True), p, fiamma.where(_eye_mask(n), p * 0.5, 0.0))
+    L = _L()
+    s = L.solve_triangular(_mT(low), p, upper=True, left=True)
+    s = L.solve_triangular(low, s, upper=False, left=False)
+    return ((s + _mT(s)) * 0.5,)
+
+
+@derivative("linalg_eigh", save="output")
+def _d_eigh(ctx, grad):
+    w, v = ctx.output
+    gw, gv = grad
+    inner = None
+    if gv is not None:
+        diff = w.unsqueeze(-2) - w.unsqueeze(-1)  # [i, j] = w_j - w_i
+        eye = _eye_mask(w.shape[-1])
+        f = fiamma.where(eye, 0.0, 1.0 / fiamma.where(eye, 1.0, diff))
+        inner = f * fiamma.matmul(_mT(v), gv)
+    if gw is not None:
+        d = _diag_embed_last(gw)
+        inner = d if inner is None else inner + d
+    if inner is None:
+        return (None,)
+    return (fiamma.matmul(fiamma.matmul(v, inner), _mT(v)),)
+
+
+@derivative("linalg_eigvalsh", save="inputs")
+def _d_eigvalsh(ctx, grad):
+    a = ctx.inputs[0]
+    _, v = _L().eigh(a, UPLO=ctx.kwargs.get("UPLO", "L"))
+    return (fiamma.matmul(v * grad.unsqueeze(-2), _mT(v)),)
+
+
+@derivative("linalg_svdvals", save="inputs")
+def _d_svdvals(ctx, grad):
+    a = ctx.inputs[0]
+    u, _, vh = _L().svd(a, full_matrices=False)
+    return (fiamma.matmul(u * grad.unsqueeze(-2), vh),)
+
+
+@derivative("linalg_cross", save="inputs")
+def _d_cross(ctx, grad):
+    a, b = ctx.inputs
+    dim = ctx.kwargs.get("dim", -1)
+    need = ctx.needs_input_grad
+    cross = _L().cross
+    ga = reduce_to(cross(b.expand(grad.shape), grad, dim=dim), a.shape) if need[0] else None
+    gb = reduce_to(cross(grad, a.expand(grad.shape), dim=dim), b.shape) if need[1] else None
+    return ga, gb
+
+
+@derivative("linalg_matrix_norm", save="both")
+def _d_matrix_norm(ctx, grad):
+    a = ctx.inputs[0]
+    kw = ctx.kwargs
+    ord_ = kw.get("ord", "fro")
+    d0, d1 = (d % a.ndim for d in kw.get("dim", (-2, -1)))
+    n = ctx.output
+    g = grad
+    if not kw.get("keepdim", False):
+        for d in sorted((d0, d1)):
+            g = g.unsqueeze(d)
+            n = n.unsqueeze(d)
+    # work with the two dims last
+    order = [i for i in range(a.ndim) if i not in (d0, d1)] + [d0, d1]
+    inv = [order.index(i) for i in range(a.ndim)]
+    am, gm, nm = (t.permute(order) for t in (a, g, n))
+    if ord_ == "fro":
+        nz = nm == 0
+        res = am * fiamma.where(nz, 0.0, gm / fiamma.where(nz, 1.0, nm))
+    elif ord_ == "nuc":
+        u, _, vh = _L().svd(am, full_matrices=False)
+        res = gm * fiamma.matmul(u, vh)
+    elif ord_ in (2, -2):
+        u, _, vh = _L().svd(am, full_matrices=False)
+        sl = slice(0, 1) if ord_ == 2 else slice(-1, None)  # largest / smallest value
+        res = gm * fiamma.matmul(u[..., :, sl], vh[..., sl, :])
+    elif ord_ in (1, -1, math.inf, -math.inf):
+        # 1: max over columns of column abs sums; inf: max over rows of row abs sums
+        ax = -2 if ord_ in (1, -1) else -1
+        sums = am.abs().sum(ax, keepdim=True)
+        hit = sums == nm
+        count = hit.sum((-2, -1), keepdim=True).to(grad.dtype)
+        res = am.sign() * fiamma.where(hit, gm / count, 0.0)
+    else:
+        raise NotImplementedError(f"linalg.matrix_norm: no derivative for ord={ord_!r}")
+    return (res.permute(inv),)
+
+
+@derivative("linalg_svd", save="output")
+def _d_svd(ctx, grad):
+    """A = U diag(S) Vh (real): the standard formula with F_ij = 1 / (s_j^2 - s_i^2), plus the
+    terms for the parts of U / V outside the k = min(m, n) singular directions. With
+    full_matrices, the extra columns of U / rows of Vh are not unique and get no gradient (as
+    PyTorch)."""
+    u, s, vh = ctx.output
+    gu, gs, gvh = grad
+    m, n = u.shape[-2], vh.shape[-1]
+    k = s.shape[-1]
+    if u.shape[-1] != k:
+        u = u[..., :, :k]
+        gu = None if gu is None else gu[..., :, :k]
+    if vh.shape[-2] != k:
+        vh = vh[..., :k, :]
+        gvh = None if gvh is None else gvh[..., :k, :]
+    v = _mT(vh)
+    inner = _diag_embed_last(gs) if gs is not None else None
+    eye = _eye_mask(k)
+    sinv = 1.0 / fiamma.where(s == 0, 1.0, s)
+    out = None
+    if gu is not None or gvh is not None:
+        s2 = s * s
+        diff = s2.unsqueeze(-2) - s2.unsqueeze(-1)  # [i, j] = s_j^2 - s_i^2
+        f = fiamma.where(eye, 0.0, 1.0 / fiamma.where(eye, 1.0, diff))
+        if gu is not None:
+            utgu = fiamma.matmul(_mT(u), gu)
+            part = (f * (utgu - _mT(utgu))) * s.unsqueeze(-2)
+            inner = part if inner is None else inner + part
+        if gvh is not None:
+            gv = _mT(gvh)
+            vtgv = fiamma.matmul(_mT(v), gv)
+            part = s.unsqueeze(-1) * (f * (vtgv - _mT(vtgv)))
+            inner = part if inner is None else inner + part
+    if inner is not None:
+        out = fiamma.matmul(fiamma.matmul(u, inner), vh)
+    if gu is not None and m > k:
+        proj = gu - fiamma.matmul(u, fiamma.matmul(_mT(u), gu))
+        part = fiamma.matmul(proj * sinv.unsqueeze(-2), vh)
+        out = part if out is None else out + part
+    if gvh is not None and n > k:
+        gv = _mT(gvh)
+        proj = gv - fiamma.matmul(v, fiamma.matmul(_mT(v), gv))
+        part = fiamma.matmul(u, sinv.unsqueeze(-1) * _mT(proj))
+        out = part if out is None else out + part
+    return (out,)
+
+
+@derivative("linalg_qr", save="output")
+def _d_qr(ctx, grad):
+    """A = QR with m >= n (reduced or square): gA = (gQ + Q copyltu(M)) R^-T with
+    M = R gR^T - gQ^T Q and copyltu the symmetric matrix built from M's lower triangle."""
+    q, r = ctx.output
+    gq, gr = grad
+    mode = ctx.kwargs.get("mode", "reduced")
+    m, n = ctx.input_shapes[0][-2:]
+    if mode == "r" or m < n and mode != "complete" or q.shape[-1] != r.shape[-2] or \
+            (mode == "complete" and m > n):
+        raise NotImplementedError(f"linalg.qr: the derivative is implemented for mode="
+                                  f"'reduced' with m >= n (got mode={mode!r}, shape {m}x{n})")
+    k = r.shape[-2]
+    mm = fiamma.zeros(tuple(r.shape[:-2]) + (k, k), dtype=r.dtype)
+    if gr is not None:
+        mm = mm + fiamma.matmul(r, _mT(gr))
+    if gq is not None:
+        mm = mm - fiamma.matmul(_mT(gq), q)
+    low = fiamma.where(_tri_mask(k, False, True), mm, 0.0)
+    sym = low + _mT(low) + fiamma.where(_eye_mask(k), mm, 0.0)
+    b = fiamma.matmul(q, sym)
+    if gq is not None:
+        b = b + gq
+    return (_L().solve_triangular(_mT(r), b, upper=False, left=False),)
+
+
+def _pinv_grad(a, p, gp):
+    """Gradient w.r.t. A of P = pinv(A) (A of constant rank), for P's gradient gp."""
+    m, n = a.shape[-2], a.shape[-1]
+    pt, gt = _mT(p), _mT(gp)
+    mm = fiamma.matmul
+    if m <= n:
+        k = mm(gt, p)
+        kpt = mm(k, pt)
+        return -_mT(mm(p, k)) + kpt - mm(mm(a, p), kpt) + mm(mm(pt, p), gt - mm(k, a))
+    k = mm(p, gt)
+    ptk = mm(pt, k)
+    return -_mT(mm(k, p)) + mm(mm(gt - mm(a, k), p), pt) + ptk - mm(mm(ptk, p), a)
+
+
+@derivative("linalg_pinv", save="both")
+def _d_pinv(ctx, grad):
+    return (_pinv_grad(ctx.inputs[0], ctx.output, grad),)
+
+
+@derivative("linalg_lstsq", save="inputs")
+def _d_lstsq(ctx, grad):
+    """X = pinv(A) B (the least-squares / minimum-norm solution for A of full rank)."""
+    a, b = ctx.inputs
+    p = _L().pinv(a)
+    vec = grad.ndim == b.ndim and b.ndim == a.ndim - 1
+    g2 = grad.unsqueeze(-1) if vec else grad
+    b2 = b.unsqueeze(-1) if vec else b
+    need = ctx.needs_input_grad
+    ga = reduce_to(_pinv_grad(a, p, fiamma.matmul(g2, _mT(b2))), a.shape) if need[0] else None
+    gb = None
+    if need[1]:
+        gb = fiamma.matmul(_mT(p), g2)
+        gb = reduce_to(gb.squeeze(-1) if vec else gb, b.shape)
+    return ga, gb
+
+
+@derivative("linalg_cond", save="inputs")
+def _d_cond(ctx, grad):
+    """cond = s_max / s_min (p None or 2; -2: the reciprocal) through the SVD."""
+    a = ctx.inputs[0]
+    p = ctx.kwargs.get("p")
+    if p not in (None, 2, -2):
+        raise NotImplementedError(f"linalg.cond: the derivative is implemented for p=None, 2 "
+                                  f"and -2 (got p={p!r})")
+    u, s, vh = _L().svd(a, full_matrices=False)
+    hi, lo = s[..., :1], s[..., -1:]
+    if p == -2:
+        hi, lo = lo, hi
+    # d(hi / lo) = d hi / lo - hi d lo / lo^2, d s_i = u_i^T dA v_i
+    i_hi, i_lo = (slice(0, 1), slice(-1, None)) if p != -2 else (slice(-1, None), slice(0, 1))
+    outer_hi = fiamma.matmul(u[..., :, i_hi], vh[..., i_hi, :])
+    outer_lo = fiamma.matmul(u[..., :, i_lo], vh[..., i_lo, :])
+    g = grad.unsqueeze(-1).unsqueeze(-1)
+    lo2 = lo.unsqueeze(-1)
+    hi2 = hi.unsqueeze(-1)
+    return (g * (outer_hi / lo2 - outer_lo * hi2 / (lo2 * lo2)),)

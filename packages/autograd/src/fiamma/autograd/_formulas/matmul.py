@@ -1,0 +1,97 @@
+"""Derivatives of the matrix products: matmul (all of its 1-D/batched forms), mm, bmm, mv,
+dot/vdot and the fused ``beta * input + alpha * product`` ops (addmm, addmv, addr, baddbmm,
+addbmm). Batch broadcasting is summed back to each operand's shape."""
+
+import fiamma
+from fiamma.autograd._formulas import derivative
+from fiamma.autograd._formulas._common import reduce_to
+
+
+def _scaled(g, s):
+    return g if s == 1 else g * s
+
+
+def _matmul_grads(a, b, g, need_a, need_b):
+    """Gradients of ``a @ b`` (torch.matmul's rules) for result gradient ``g``."""
+    da, db = a.ndim, b.ndim
+    ga = gb = None
+    if da == 1 and db == 1:  # dot
+        if need_a:
+            ga = g * b
+        if need_b:
+            gb = g * a
+        return ga, gb
+    if da == 1:  # (k) @ (..., k, n) -> (..., n)
+        if need_a:
+            ga = reduce_to(fiamma.matmul(g.unsqueeze(-2), b.mT).squeeze(-2), a.shape)
+        if need_b:
+            gb = reduce_to(fiamma.matmul(a.unsqueeze(-1), g.unsqueeze(-2)), b.shape)
+        return ga, gb
+    if db == 1:  # (..., m, k) @ (k) -> (..., m)
+        if need_a:
+            ga = reduce_to(fiamma.matmul(g.unsqueeze(-1), b.unsqueeze(-2)), a.shape)
+        if need_b:
+            gb = reduce_to(fiamma.matmul(a.mT, g.unsqueeze(-1)).squeeze(-1), b.shape)
+        return ga, gb
+    if need_a:
+        ga = reduce_to(fiamma.matmul(g, b.mT), a.shape)
+    if need_b:
+        gb = reduce_to(fiamma.matmul(a.mT, g), b.shape)
+    return ga, gb
+
+
+@derivative("matmul", "mm", "bmm", "mv", "dot", "vdot", save="inputs")
+def _matmul(ctx, grad):
+    a, b = ctx.inputs
+    need = ctx.needs_input_grad
+    return _matmul_grads(a, b, grad, need[0], need[1])
+
+
+@derivative("addmm", "addmv", "baddbmm", "addmm_", "addmv_", "baddbmm_", save="inputs")
+def _addmm(ctx, grad):
+    c, a, b = ctx.inputs
+    need = ctx.needs_input_grad
+    alpha = ctx.kwargs.get("alpha", 1)
+    beta = ctx.kwargs.get("beta", 1)
+    gc = reduce_to(_scaled(grad, beta), ctx.input_shapes[0]) if need[0] else None
+    ga, gb = _matmul_grads(a, b, _scaled(grad, alpha), need[1], need[2])
+    return gc, ga, gb
+
+
+@derivative("addr", "addr_", save="inputs")
+def _addr(ctx, grad):
+    c, a, b = ctx.inputs
+    need = ctx.needs_input_grad
+    alpha = ctx.kwargs.get("alpha", 1)
+    beta = ctx.kwargs.get("beta", 1)
+    gc = reduce_to(_scaled(grad, beta), ctx.input_shapes[0]) if need[0] else None
+    g = _scaled(grad, alpha)
+    ga = fiamma.mv(g, b.to(g.dtype)) if need[1] else None
+    gb = fiamma.mv(g.mT, a.to(g.dtype)) if need[2] else None
+    return gc, ga, gb
+
+
+@derivative("addbmm", "addbmm_", save="inputs")
+def _addbmm(ctx, grad):
+    c, a, b = ctx.inputs
+    need = ctx.needs_input_grad
+    alpha = ctx.kwargs.get("alpha", 1)
+    beta = ctx.kwargs.get("beta", 1)
+    gc = reduce_to(_scaled(grad, beta), ctx.input_shapes[0]) if need[0] else None
+    g = _scaled(grad, alpha).unsqueeze(0).expand((a.shape[0],) + tuple(grad.shape))
+    ga = fiamma.bmm(g, b.mT) if need[1] else None
+    gb = fiamma.bmm(a.mT, g) if need[2] else None
+    return gc, ga, gb
+
+
+@derivative("inner", save="inputs")
+def _inner(ctx, grad):
+    """``inner(a, b)``: the product over the last dim, result ``a.shape[:-1] + b.shape[:-1]``."""
+    a, b = ctx.inputs
+    need = ctx.needs_input_grad
+    k = a.shape[-1]
+    a2, b2 = a.reshape(-1, k), b.reshape(-1, k)
+    g2 = grad.reshape(a2.shape[0], b2.shape[0])
+    ga = fiamma.mm(g2, b2).reshape(a.shape) if need[0] else None
+    gb = fiamma.mm(g2.mT, a2).reshape(b.shape) if need[1] else None
+    return ga, gb

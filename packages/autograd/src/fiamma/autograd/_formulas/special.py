@@ -1,0 +1,167 @@
+"""Derivatives of the special functions (lgamma, digamma, polygamma, erfinv, sinc, Bessel
+I0/I1 and their scaled forms, ndtr/ndtri/log_ndtr, erfcx, entr, logit, mvlgamma, xlogy,
+xlog1py, logaddexp/logaddexp2, zeta in its second argument).
+
+Written with the special functions themselves (``fiamma.special``), so they differentiate
+again. Conventions follow PyTorch: xlogy's gradient w.r.t. x is 0 where x is 0; sinc's is 0 at
+0; logit with eps has gradient 0 outside [eps, 1 - eps]; zeta has no gradient w.r.t. its first
+argument.
+"""
+
+import math
+
+import fiamma
+from fiamma.autograd._formulas import derivative
+
+_SQRT_PI_2 = math.sqrt(math.pi) / 2.0
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_LN2 = math.log(2.0)
+
+
+def _sp():
+    import fiamma.special as S
+
+    return S
+
+
+def _unary(name, save, fn):
+    @derivative(name, save=save)
+    def formula(ctx, grad):
+        return (fn(ctx, grad),)
+
+    formula.__name__ = f"_d_{name}"
+    return formula
+
+
+def _x(c):
+    return c.inputs[0]
+
+
+def _y(c):
+    return c.output
+
+
+_unary("lgamma", "inputs", lambda c, g: g * fiamma.digamma(_x(c)))
+_unary("digamma", "inputs", lambda c, g: g * fiamma.polygamma(1, _x(c)))
+_unary("erfinv", "output", lambda c, g: g * _SQRT_PI_2 * (_y(c) * _y(c)).exp())
+_unary("i0", "inputs", lambda c, g: g * _sp().i1(_x(c)))
+# i0e = exp(-|x|) i0: d/dx = i1e(x) - sgn(x) i0e(x)
+_unary("i0e", "both", lambda c, g: g * (_sp().i1e(_x(c)) - _x(c).sign() * _y(c)))
+_unary("ndtr", "inputs", lambda c, g: g * (_x(c) * _x(c) * -0.5).exp() * _INV_SQRT_2PI)
+# ndtri: 1 / ndtr'(ndtri(x)) = sqrt(2 pi) exp(y^2 / 2)
+_unary("ndtri", "output", lambda c, g: g * (_y(c) * _y(c) * 0.5).exp() / _INV_SQRT_2PI)
+# log_ndtr: ndtr'(x) / ndtr(x) = exp(-x^2/2 - log_ndtr(x)) / sqrt(2 pi)
+_unary("log_ndtr", "both",
+       lambda c, g: g * (_x(c) * _x(c) * -0.5 - _y(c)).exp() * _INV_SQRT_2PI)
+# erfcx = exp(x^2) erfc(x): d/dx = 2 x erfcx(x) - 2 / sqrt(pi)
+_unary("erfcx", "both", lambda c, g: g * (_x(c) * _y(c) * 2 - 1.0 / _SQRT_PI_2))
+
+
+@derivative("i1", save="both")
+def _i1(ctx, grad):
+    """I1' = I0 - I1 / x (1/2 at 0)."""
+    x, y = ctx.inputs[0], ctx.output
+    safe = fiamma.where(x == 0, 1.0, x)
+    d = fiamma.where(x == 0, 0.5, fiamma.i0(x) - y / safe)
+    return (grad * d,)
+
+
+@derivative("i1e", save="both")
+def _i1e(ctx, grad):
+    """i1e = exp(-|x|) I1: d/dx = i0e - i1e (sgn(x) + 1/x) (1/2 at 0)."""
+    x, y = ctx.inputs[0], ctx.output
+    safe = fiamma.where(x == 0, 1.0, x)
+    d = fiamma.where(x == 0, 0.5, _sp().i0e(x) - y * (x.sign() + 1.0 / safe))
+    return (grad * d,)
+
+
+@derivative("sinc", save="inputs")
+def _sinc(ctx, grad):
+    x = ctx.inputs[0]
+    zero = x == 0
+    px = fiamma.where(zero, 1.0, x) * math.pi
+    d = (px.cos() * px - px.sin()) / (px * fiamma.where(zero, 1.0, x))
+    return (fiamma.where(zero, 0.0, grad * d),)
+
+
+@derivative("entr", save="inputs")
+def _entr(ctx, grad):
+    """-x log x: -(1 + log x) for x > 0 (-inf at 0, NaN below, as PyTorch)."""
+    x = ctx.inputs[0]
+    return (grad * -(x.log() + 1),)
+
+
+@derivative("polygamma", save="inputs")
+def _polygamma(ctx, grad):
+    n, x = ctx.inputs
+    return None, grad * fiamma.polygamma(n + 1, x)
+
+
+@derivative("logit", save="inputs")
+def _logit(ctx, grad):
+    x = ctx.inputs[0]
+    eps = ctx.kwargs.get("eps")
+    g = grad / (x * (1 - x))
+    if eps is None:
+        return (g,)
+    return (fiamma.where((x < eps) | (x > 1 - eps), 0.0, g),)
+
+
+@derivative("mvlgamma", save="inputs")
+def _mvlgamma(ctx, grad):
+    x = ctx.inputs[0]
+    p = ctx.kwargs["p"]
+    total = fiamma.digamma(x)
+    for i in range(1, p):
+        total = total + fiamma.digamma(x - i / 2.0)
+    return (grad * total,)
+
+
+@derivative("xlogy", save="inputs")
+def _xlogy(ctx, grad):
+    a, b = ctx.inputs
+    need = ctx.needs_input_grad
+    ga = gb = None
+    if need[0]:
+        ga = grad * fiamma.xlogy((a != 0).to(grad.dtype), b)
+    if need[1]:
+        gb = grad * a / b
+    return ga, gb
+
+
+@derivative("xlog1py", save="inputs")
+def _xlog1py(ctx, grad):
+    a, b = ctx.inputs
+    need = ctx.needs_input_grad
+    ga = gb = None
+    if need[0]:
+        ga = grad * _sp().xlog1py((a != 0).to(grad.dtype), b)
+    if need[1]:
+        gb = grad * a / (b + 1)
+    return ga, gb
+
+
+@derivative("logaddexp", save="inputs")
+def _logaddexp(ctx, grad):
+    a, b = ctx.inputs
+    need = ctx.needs_input_grad
+    ga = grad * fiamma.sigmoid(a - b) if need[0] else None
+    gb = grad * fiamma.sigmoid(b - a) if need[1] else None
+    return ga, gb
+
+
+@derivative("logaddexp2", save="inputs")
+def _logaddexp2(ctx, grad):
+    a, b = ctx.inputs
+    need = ctx.needs_input_grad
+    ga = grad * fiamma.sigmoid((a - b) * _LN2) if need[0] else None
+    gb = grad * fiamma.sigmoid((b - a) * _LN2) if need[1] else None
+    return ga, gb
+
+
+@derivative("zeta", save="inputs")
+def _zeta(ctx, grad):
+    """d/dq zeta(s, q) = -s zeta(s + 1, q); no gradient w.r.t. s (as PyTorch)."""
+    s, q = ctx.inputs
+    gq = grad * -s * _sp().zeta(s + 1, q) if ctx.needs_input_grad[1] else None
+    return None, gq

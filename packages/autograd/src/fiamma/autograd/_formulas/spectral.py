@@ -1,0 +1,100 @@
+"""Derivatives of ``fiamma.stft`` (w.r.t. the signal) and ``fiamma.istft`` (w.r.t. the
+spectrum), on fiamma's complex layout (a trailing (real, imag) pair).
+
+stft is pad -> frames (overlapping windows times the window) -> DFT of each frame; its adjoint
+runs the DFT's adjoint, multiplies by the window, overlap-adds the frames and undoes the
+padding. istft is the reverse chain (inverse DFT, window, overlap-add, crop, divide by the
+window envelope). The window itself gets no gradient (it is not recorded as an input).
+"""
+
+import math
+
+import fiamma
+from fiamma.autograd._formulas import derivative
+from fiamma.autograd._formulas.fft import _F, _adj_c2r, _adj_r2c
+
+
+def _window(kw, n_fft, dtype):
+    """The window zero-padded to n_fft, centred (as stft / istft use it)."""
+    win = kw["win_length"]
+    w = kw.get("window")
+    w = fiamma.ones((win,), dtype=dtype) if w is None else w.detach().to(dtype)
+    left = (n_fft - win) // 2
+    right = n_fft - win - left
+    parts = ([fiamma.zeros((left,), dtype=dtype)] if left else []) + [w] + \
+        ([fiamma.zeros((right,), dtype=dtype)] if right else [])
+    return fiamma.cat(parts) if len(parts) > 1 else w
+
+
+def _frame_index(frames, n_fft, hop):
+    """(frames, n_fft) int64: the signal position of each frame element."""
+    return (fiamma.arange(frames) * hop).unsqueeze(1) + fiamma.arange(n_fft).unsqueeze(0)
+
+
+@derivative("stft", save="none")
+def _stft(ctx, grad):
+    kw = ctx.kwargs
+    n_fft, hop = kw["n_fft"], kw["hop_length"]
+    shape = tuple(ctx.input_shapes[0])
+    g = grad if len(shape) == 2 else grad.unsqueeze(0)   # (B, k, T, 2)
+    g = g.transpose(1, 2)                                 # (B, T, k, 2)
+    if kw.get("normalized"):
+        g = g * (1.0 / math.sqrt(n_fft))
+    frames = g.shape[1]
+    if kw.get("onesided", True):
+        gf = _adj_r2c(g, (g.shape[0], frames, n_fft), [2], n_fft, None)
+    else:
+        gf = _F().ifft(g, dim=2, norm="forward", complex_input=True)[..., 0]
+    gf = gf * _window(kw, n_fft, gf.dtype)                # (B, T, n_fft)
+    batch = gf.shape[0]
+    length = shape[-1]
+    padded = length + 2 * (n_fft // 2) if kw.get("center", True) else length
+    idx = _frame_index(frames, n_fft, hop)
+    rows = fiamma.arange(batch).reshape(batch, 1, 1)
+    ga = fiamma.zeros((batch, padded), dtype=gf.dtype).index_put(
+        (rows, idx.unsqueeze(0)), gf, accumulate=True)
+    if kw.get("center", True):
+        from fiamma.autograd._formulas.shapeops import pad_backward
+
+        p = n_fft // 2
+        ga = pad_backward(ga, (batch, length), (p, p), kw.get("pad_mode", "reflect"))
+    return (ga if len(shape) == 2 else ga[0],)
+
+
+@derivative("istft", save="none")
+def _istft(ctx, grad):
+    kw = ctx.kwargs
+    n_fft, hop = kw["n_fft"], kw["hop_length"]
+    shape = tuple(ctx.input_shapes[0])                    # (B?, k, T, 2)
+    batched = len(shape) == 4
+    frames = shape[-2]
+    g = grad if batched else grad.unsqueeze(0)            # (B, len)
+    batch = g.shape[0]
+    total = n_fft + hop * (frames - 1)
+    center = kw.get("center", True)
+    start = n_fft // 2 if center else 0
+    length = kw.get("length")
+    end = total - n_fft // 2 if (center and length is None) else total
+    if length is not None:
+        end = start + length
+    end = min(end, total)
+    g = g[:, :end - start]                                # padding beyond the signal: no grad
+    w = _window(kw, n_fft, g.dtype)
+    idx = _frame_index(frames, n_fft, hop)
+    env = fiamma.zeros((total,), dtype=g.dtype).index_put(
+        (idx.reshape(-1),), (w * w).expand(frames, n_fft).reshape(-1), accumulate=True)
+    g = g / env[start:end]
+    parts = ([fiamma.zeros((batch, start), dtype=g.dtype)] if start else []) + [g] + \
+        ([fiamma.zeros((batch, total - end), dtype=g.dtype)] if total > end else [])
+    gy = fiamma.cat(parts, 1) if len(parts) > 1 else g   # (B, total)
+    gf = gy[:, idx] * w                                   # (B, T, n_fft)
+    if kw.get("normalized"):
+        gf = gf * math.sqrt(n_fft)
+    nfreq = shape[-3]
+    if kw.get("onesided", True):
+        gs = _adj_c2r(gf, (batch, frames, nfreq), [2], None)
+    else:
+        # adjoint of real(ifft(., norm="backward"))
+        gs = _F().fft(gf, dim=2, norm="forward", complex_input=False)
+    gs = gs.transpose(1, 2)                               # (B, k, T, 2)
+    return (gs if batched else gs[0],)

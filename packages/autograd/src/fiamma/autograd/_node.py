@@ -1,0 +1,372 @@
+"""Graph nodes: one per differentiable result (its ``grad_fn``), no global tape.
+
+A node holds the edges to the nodes of its inputs (``next_functions``), what its formula saved,
+and the hooks registered on it. Nodes refer only to their inputs' nodes, never to their outputs,
+so a graph is freed as soon as the tensors that reach it die. Saved outputs are kept as detached
+aliases (no reference back to the node) and re-attached to the node when unpacked under
+``create_graph``.
+"""
+
+import itertools
+import threading
+import traceback
+import weakref
+
+from fiamma import Tensor
+from fiamma.autograd import _formulas as F
+
+_new = object.__new__
+_hook_ids = itertools.count()
+
+
+class RemovableHandle:
+    """Returned by ``register_hook`` & co; ``remove()`` unregisters the hook."""
+
+    __slots__ = ("_table", "id")
+
+    def __init__(self, table):
+        self.id = next(_hook_ids)
+        self._table = weakref.ref(table) if isinstance(table, _HookDict) else (lambda: table)
+
+    def remove(self):
+        table = self._table()
+        if table is not None:
+            table.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+        return False
+
+
+class _HookDict(dict):
+    """An ordered {handle id: hook} table (weak-referenceable)."""
+
+    __slots__ = ("__weakref__",)
+
+
+def add_hook(table, fn):
+    h = RemovableHandle(table)
+    table[h.id] = fn
+    return h
+
+
+# ---- saved-tensor hooks (fiamma.autograd.graph.saved_tensors_hooks) ----------------------------
+
+class _SavedHooks(threading.local):
+    stack = ()
+
+
+saved_hooks = _SavedHooks()
+hooks_active = [0]       # contexts open in any thread: the record path checks only this
+PACKED = object()        # Node._versions when the saved inputs went through pack hooks
+_NOT_PACKED = object()
+
+
+def pack_saved(node):
+    """Replace a node's saved inputs by what the innermost pack hook returns."""
+    stack = saved_hooks.stack
+    if not stack:
+        return
+    pack, unpack = stack[-1]
+    ins = node._inputs
+    node._packed = (unpack, tuple(pack(x) if isinstance(x, Tensor) else _NOT_PACKED
+                                  for x in ins))
+    node._inputs = tuple(None if isinstance(x, Tensor) else x for x in ins)
+    node._versions = PACKED
+
+
+class Meta:
+    """Per-tensor autograd data kept in ``Tensor._ag`` (None for most tensors)."""
+
+    __slots__ = ("output_nr", "acc", "hooks", "post_hooks", "base", "vver", "retains")
+
+    def __init__(self, output_nr=0):
+        self.output_nr = output_nr
+        self.acc = None
+        self.hooks = None
+        self.post_hooks = None
+        self.base = None      # the base tensor of a view that requires grad
+        self.vver = 0         # the storage version when the view's grad_fn was set
+        self.retains = False
+
+
+def meta_of(t):
+    m = t._ag
+    if m is None:
+        m = t._ag = Meta()
+    return m
+
+
+def _version_error(t, saved_version):
+    fn = t.grad_fn
+    what = f"[fiamma.{t.type().split('.')[-1]} {list(t._shape)}]"
+    if fn is not None:
+        m = t._ag
+        what += f", which is output {0 if m is None else m.output_nr} of {fn.name()},"
+    return RuntimeError(
+        "one of the variables needed for gradient computation has been modified by an inplace "
+        f"operation: {what} is at version {t._version}; expected version {saved_version} "
+        "instead. Hint: enable anomaly detection to find the operation that failed to compute "
+        "its gradient, with fiamma.autograd.set_detect_anomaly(True).")
+
+
+def freed_error():
+    return RuntimeError(
+        "Trying to backward through the graph a second time (or directly access saved tensors "
+        "after they have already been freed). Saved intermediate values of the graph are freed "
+        "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+        "backward through the graph a second time or if you need to access saved tensors after "
+        "calling backward.")
+
+
+class Node:
+    """A backward function (``tensor.grad_fn``): ``name()``, ``next_functions``,
+    ``metadata``, ``register_hook``, ``register_prehook``. Formulas receive it as ``ctx``."""
+
+    # what every node sets; the rarely used fields are class defaults overridden in the
+    # instance dict (created only when one is set), which keeps recording cheap
+    __slots__ = ("_next", "_nrs", "_inputs", "_versions", "_kwargs", "_shapes", "_dtypes",
+                 "__dict__", "__weakref__")
+
+    _op = ""
+    _formula = None
+    _save = "none"
+    _nout = 1          # number of outputs
+    _out = None        # saved output alias(es)
+    _outver = None     # their versions
+    _freed = False     # saved tensors released by a backward without retain_graph
+    _hooked = False    # any of _pre, _tpre, _retain set
+    _pre = None        # node pre-hooks
+    _post = None       # node post-hooks
+    _tpre = None       # {output_nr: tensor hooks}
+    _retain = None     # {output_nr: weakref to a tensor that retains its grad}
+    _meta = None       # metadata dict
+    _trace = None      # forward stack (anomaly mode)
+
+    def _init_empty(self):
+        self._next = ()
+        self._nrs = ()
+        self._inputs = ()
+        self._versions = None
+        self._kwargs = {}
+        self._shapes = ()
+        self._dtypes = ()
+
+    # ---- public Node API ----------------------------------------------------------------------
+    def name(self):
+        return type(self).__name__
+
+    @property
+    def next_functions(self):
+        return tuple((n, nr) for n, nr in zip(self._next, self._nrs))
+
+    @property
+    def metadata(self):
+        if self._meta is None:
+            self._meta = {}
+        return self._meta
+
+    def register_hook(self, fn):
+        """``fn(grad_inputs, grad_outputs)`` after this node ran; may return new grad_inputs."""
+        if self._post is None:
+            self._post = _HookDict()
+        return add_hook(self._post, fn)
+
+    def register_prehook(self, fn):
+        """``fn(grad_outputs)`` before this node runs; may return new grad_outputs."""
+        if self._pre is None:
+            self._pre = _HookDict()
+            self._hooked = True
+        return add_hook(self._pre, fn)
+
+    def __repr__(self):
+        return f"<{self.name()} object at {id(self):#x}>"
+
+    def __call__(self, *grads):
+        return self._apply(list(grads))
+
+    # ---- ctx API used by the formulas --------------------------------------------------------
+    @property
+    def op(self):
+        return self._op
+
+    @property
+    def kwargs(self):
+        return self._kwargs
+
+    @property
+    def input_shapes(self):
+        return self._shapes
+
+    @property
+    def input_dtypes(self):
+        return self._dtypes
+
+    @property
+    def needs_input_grad(self):
+        return tuple(n is not None for n in self._next)
+
+    @property
+    def inputs(self):
+        vs = self._versions
+        if vs is None:
+            return self._inputs
+        if self._freed:
+            raise freed_error()
+        if vs is PACKED:
+            unpack, packed = self._packed
+            return tuple(unpack(p) if p is not _NOT_PACKED else x
+                         for p, x in zip(packed, self._inputs))
+        ins = self._inputs
+        for i, v in enumerate(vs):
+            if v is not None and ins[i]._storage.version != v:
+                raise _version_error(ins[i], v)
+        return ins
+
+    @property
+    def output(self):
+        out = self._out
+        if out is None:
+            if self._freed:
+                raise freed_error()
+            raise RuntimeError(f"{self.name()}: the output of {self._op!r} was not saved "
+                               "(register its formula with save='output' or 'both')")
+        from fiamma.autograd_hook import is_grad_enabled
+
+        attach = is_grad_enabled()
+        if isinstance(out, Tensor):
+            if out._storage.version != self._outver:
+                raise _version_error(out, self._outver)
+            return self._attach(out, 0) if attach else out
+        res = []
+        for i, o in enumerate(out):
+            if o is not None and o._storage.version != self._outver[i]:
+                raise _version_error(o, self._outver[i])
+            res.append(self._attach(o, i) if attach and o is not None else o)
+        return tuple(res)
+
+    def _attach(self, alias, nr):
+        if alias._dtype.kind != 2:
+            return alias
+        t = alias.detach()
+        t.requires_grad = True
+        t.grad_fn = self
+        if nr:
+            t._ag = Meta(nr)
+        return t
+
+    def _release(self):
+        """Free what was saved for backward (after a backward without retain_graph)."""
+        self._freed = True
+        if self._versions is not None:
+            self._inputs = None
+            if self._versions is PACKED:
+                self._packed = None
+        if self._out is not None:
+            self._out = None
+
+    # ---- running -----------------------------------------------------------------------------
+    def _prehooks(self, gs):
+        """Tensor hooks and retain_grad of this node's outputs, then the node's pre-hooks."""
+        if self._tpre is not None:
+            for nr, table in self._tpre.items():
+                g = gs[nr]
+                if g is None:
+                    continue
+                for h in list(table.values()):
+                    r = h(g)
+                    if r is not None:
+                        g = r
+                gs[nr] = g
+        if self._retain is not None:
+            from fiamma.autograd._engine import retain_store
+
+            for nr, ref in self._retain.items():
+                t = ref()
+                if t is not None and gs[nr] is not None:
+                    retain_store(t, gs[nr])
+        if self._pre is not None:
+            for h in list(self._pre.values()):
+                r = h(tuple(gs))
+                if r is not None:
+                    gs[:] = list(r)
+        return gs
+
+    def _backward(self, grad):
+        """Run the formula: one gradient (or None) per input position."""
+        fn = self._formula
+        if fn is None:
+            raise RuntimeError(f"derivative for {self._op} is not implemented "
+                               f"(no formula registered for {self._op!r}; grad_fn "
+                               f"{self.name()})")
+        res = fn(self, grad)
+        if type(res) is not tuple:
+            res = tuple(res) if isinstance(res, list) else (res,)
+        return res
+
+    def _apply(self, gs, hooks_done=False):
+        """Gradients for this node's outputs (list, None where absent) -> one per input."""
+        if self._hooked and not hooks_done:
+            gs = self._prehooks(gs)
+        if self._nout == 1:
+            grad = gs[0]
+            if grad is None:
+                return (None,) * len(self._next)
+        else:
+            if all(g is None for g in gs):
+                return (None,) * len(self._next)
+            grad = tuple(gs)
+        res = self._backward(grad)
+        nxt = self._next
+        if len(res) != len(nxt):
+            if len(res) < len(nxt):
+                res = tuple(res) + (None,) * (len(nxt) - len(res))
+            else:
+                raise RuntimeError(f"function {self.name()} returned an incorrect number of "
+                                   f"gradients (expected {len(nxt)}, got {len(res)})")
+        out = []
+        shapes = self._shapes
+        dtypes = self._dtypes
+        for i, g in enumerate(res):
+            if g is None or nxt[i] is None:
+                out.append(None)
+                continue
+            if not isinstance(g, Tensor):
+                raise TypeError(f"{self.name()}: gradient {i} must be a Tensor or None, got "
+                                f"{type(g).__name__}")
+            if g._shape != shapes[i]:
+                g = F.sum_to_shape(g, shapes[i])
+            if g._dtype is not dtypes[i]:
+                g = g.to(dtypes[i])
+            out.append(g)
+        if self._post is not None:
+            for h in list(self._post.values()):
+                r = h(tuple(out), tuple(gs))
+                if r is not None:
+                    out = list(r)
+        return out
+
+
+class AccumulateGrad(Node):
+    """The node of a leaf tensor: adds the incoming gradient into ``tensor.grad``."""
+
+    __slots__ = ("_var",)
+
+    @property
+    def variable(self):
+        return self._var()
+
+
+def new_accumulate(t):
+    a = _new(AccumulateGrad)
+    a._init_empty()
+    a._var = weakref.ref(t)
+    a._next = ()
+    return a
+
+
+def capture_trace():
+    return traceback.format_stack()[:-3]

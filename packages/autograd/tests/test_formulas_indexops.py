@@ -1,0 +1,114 @@
+"""First and second derivatives of the gather/scatter family against finite differences
+(float64), with duplicate indices and broadcasting masks, and the in-place forms. Skipped where
+core does not have these ops yet."""
+
+import numpy as np
+import pytest
+from _formula_check import check, noncontig, rand
+
+import fiamma
+
+pytestmark = pytest.mark.skipif(not hasattr(fiamma, "scatter_add"),
+                                reason="core's gather/scatter ops are not available")
+
+
+def _i(*rows):
+    return fiamma.tensor(list(rows))
+
+
+IDX = _i([0, 2, 2], [3, 3, 1], [1, 0, 0])  # (3, 3) into dim 1 of a (3, 4): duplicates
+
+
+def test_gather_index_select_take():
+    rng = np.random.default_rng(0)
+    x = rand(3, 4, rng=rng)
+    check(lambda t: fiamma.gather(t, 1, IDX), x)
+    check(lambda t: fiamma.gather(t, 0, _i([0, 1, 2, 2], [2, 2, 0, 1])), noncontig(3, 4, rng=rng))
+    check(lambda t: fiamma.index_select(t, 1, _i(3, 0, 3)), x)
+    check(lambda t: fiamma.index_select(t, 0, _i(2, 2)), noncontig(3, 4, rng=rng))
+    check(lambda t: fiamma.take(t, _i([0, 11], [-1, 5])), x)
+    check(lambda t: fiamma.take_along_dim(t, _i([1], [0], [3]), 1), x)
+    check(lambda t: fiamma.take_along_dim(t, fiamma.tensor([[[1, 3], [0, 0]]]), 2),
+          rand(3, 1, 4, rng=rng))
+    check(lambda t: fiamma.take_along_dim(t, _i(5, 0, 5)), x)
+
+
+@pytest.mark.parametrize("op", ["scatter", "scatter_value", "scatter_add"])
+def test_scatter(op):
+    rng = np.random.default_rng(1)
+    x, src = rand(3, 4, rng=rng), rand(3, 3, rng=rng)
+    idx = _i([0, 2, 1], [3, 1, 2], [1, 0, 3])  # no duplicates for scatter (last write wins)
+    if op == "scatter":
+        check(lambda a, b: fiamma.scatter(a, 1, idx, b), x, src)
+    elif op == "scatter_value":
+        check(lambda a: fiamma.scatter(a, 1, idx, 0.5), x)
+    else:
+        check(lambda a, b: fiamma.scatter_add(a, 1, IDX, b), x, src)
+        check(lambda a, b: fiamma.scatter_add(a, 0, _i([0, 2, 2]), b), rand(3, 3, rng=rng),
+              rand(1, 3, rng=rng))
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "amax", "amin", "prod"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce(reduce, include_self):
+    rng = np.random.default_rng(2)
+    low, high = (0.5, 2.0) if reduce == "prod" else (None, None)
+    x = rand(3, 4, rng=rng, low=low, high=high)
+    src = rand(3, 3, rng=rng, low=low, high=high)
+    check(lambda a, b: fiamma.scatter_reduce(a, 1, IDX, b, reduce, include_self=include_self),
+          x, src)
+
+
+def test_index_add_copy_fill():
+    rng = np.random.default_rng(3)
+    x = rand(3, 4, rng=rng)
+    check(lambda a, b: fiamma.index_add(a, 1, _i(3, 0, 3), b, alpha=-2.0), x, rand(3, 3, rng=rng))
+    check(lambda a, b: fiamma.index_copy(a, 0, _i(2, 0), b), x, rand(2, 4, rng=rng))
+    check(lambda a: fiamma.index_fill(a, 1, _i(1, 3), -1.0), noncontig(3, 4, rng=rng))
+
+
+def test_masked():
+    rng = np.random.default_rng(4)
+    x = rand(3, 4, rng=rng)
+    mask = fiamma.tensor(rng.standard_normal((3, 4)) > 0)
+    row = fiamma.tensor([[True, False, True, False]])
+    check(lambda a: fiamma.masked_fill(a, mask, 2.0), x)
+    check(lambda a: fiamma.masked_fill(a, row, -1.0), noncontig(3, 4, rng=rng))
+    v = fiamma.tensor(0.5, dtype=fiamma.float64, requires_grad=True)
+    check(lambda a, w: fiamma.masked_fill(a, mask, w), x, v)
+    check(lambda a: fiamma.masked_select(a, mask), x)
+    check(lambda a: fiamma.masked_select(a, row), rand(4, rng=rng))  # input broadcasts
+    check(lambda a, s: fiamma.masked_scatter(a, row, s), x, rand(10, rng=rng))
+
+
+def test_put():
+    rng = np.random.default_rng(5)
+    x = rand(3, 4, rng=rng)
+    check(lambda a, s: fiamma.put(a, _i(0, 5, -1), s), x, rand(3, rng=rng))
+    check(lambda a, s: fiamma.put(a, _i(0, 5, 5), s, accumulate=True), x, rand(3, rng=rng))
+
+
+@pytest.mark.parametrize("op", ["scatter_", "scatter_add_", "scatter_reduce_", "index_add_",
+                                "index_copy_", "index_fill_", "masked_fill_", "masked_scatter_",
+                                "put_"])
+def test_inplace(op):
+    rng = np.random.default_rng(6)
+    mask = fiamma.tensor(rng.standard_normal((3, 4)) > 0)
+    calls = {
+        "scatter_": lambda y, s: y.scatter_(1, _i([0, 2, 1]), s[:1]),
+        "scatter_add_": lambda y, s: y.scatter_add_(1, IDX, s),
+        "scatter_reduce_": lambda y, s: y.scatter_reduce_(1, IDX, s, "mean"),
+        "index_add_": lambda y, s: y.index_add_(1, _i(3, 0, 3), s),
+        "index_copy_": lambda y, s: y.index_copy_(0, _i(2, 0), s[:2, :1].expand(2, 4)),
+        "index_fill_": lambda y, s: y.index_fill_(1, _i(1), 3.0),
+        "masked_fill_": lambda y, s: y.masked_fill_(mask, 3.0),
+        "masked_scatter_": lambda y, s: y.masked_scatter_(mask, fiamma.cat([s.reshape(-1)] * 2)),
+        "put_": lambda y, s: y.put_(_i(0, 7), s[0, :2]),
+    }
+
+    def f(a, s):
+        y = a * 2.0
+        calls[op](y, s)
+        return y * a
+
+    check(f, rand(3, 4, rng=rng), rand(3, 3, rng=rng))

@@ -1,0 +1,52 @@
+"""First and second derivatives of sorting and selection ops against finite differences
+(float64). Skipped where core does not have them yet."""
+
+import numpy as np
+import pytest
+from _formula_check import check, noncontig, rand
+
+import fiamma
+
+pytestmark = pytest.mark.skipif(not hasattr(fiamma, "topk"),
+                                reason="core's sorting ops are not available")
+
+OPS = {
+    "sort": lambda t: fiamma.sort(t, 1).values,
+    "sort_desc_dim0": lambda t: t.sort(0, descending=True)[0],
+    "topk": lambda t: fiamma.topk(t, 2).values,
+    "topk_small_dim0": lambda t: t.topk(2, 0, largest=False)[0],
+    "kthvalue": lambda t: fiamma.kthvalue(t, 2, 1).values,
+    "kthvalue_keepdim": lambda t: t.kthvalue(1, 0, keepdim=True)[0],
+    "median_dim": lambda t: fiamma.median(t, 1).values,
+    "median_all": lambda t: fiamma.median(t),
+    "nanmedian_dim": lambda t: fiamma.nanmedian(t, 0, keepdim=True).values,
+    "cummax": lambda t: fiamma.cummax(t, 1).values,
+    "cummin": lambda t: fiamma.cummin(t, 0).values,
+    "diff": lambda t: fiamma.diff(t),
+    "diff_n2_dim0": lambda t: fiamma.diff(t, 2, 0),
+    "diff_prepend": lambda t: fiamma.diff(t, 1, 1, prepend=fiamma.ones(3, 1, dtype=t.dtype),
+                                          append=fiamma.zeros(3, 2, dtype=t.dtype)),
+    "diff_too_many": lambda t: fiamma.diff(t, 5, 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_sorting_ops(name):
+    rng = np.random.default_rng(0)
+    check(OPS[name], rand(3, 4, rng=rng))
+    check(OPS[name], noncontig(3, 4, rng=rng))
+
+
+def test_mode_and_ties():
+    x = fiamma.tensor([[1.0, 2.0, 2.0, 3.0]], dtype=fiamma.float64, requires_grad=True)
+    v, i = fiamma.mode(x, 1)
+    (g,) = fiamma.autograd.grad(v.sum(), x)
+    expected = [[0.0] * 4]
+    expected[0][i.item()] = 1.0
+    assert g.tolist() == expected
+    y = fiamma.tensor([3.0, 1.0, 3.0, 3.0, 5.0], dtype=fiamma.float64, requires_grad=True)
+    (g,) = fiamma.autograd.grad(fiamma.median(y), y)  # ties at the median share it
+    np.testing.assert_allclose(g.numpy(), [1 / 3, 0, 1 / 3, 1 / 3, 0])
+    z = fiamma.tensor([2.0, 1.0, 3.0, 3.0], dtype=fiamma.float64, requires_grad=True)
+    (g,) = fiamma.autograd.grad(fiamma.cummax(z, 0).values.sum(), z)
+    assert g.sum().item() == 4.0 and g[1].item() == 0.0

@@ -1,0 +1,364 @@
+"""Reading PyTorch checkpoints: the zip format (PyTorch >= 1.6) and the legacy stream format,
+with map_location and zero-copy memory mapping. The pickle part goes through
+``_unpickler.RestrictedUnpickler``; this module supplies the storages it asks for."""
+
+import io
+import mmap as _mmap
+import struct
+import sys
+import zipfile
+
+from fiamma._lib import ffi
+from fiamma._storage import BorrowedStorage, Storage, device as _device
+from fiamma._tensor import Tensor, _init
+from fiamma._unpickler import RestrictedUnpickler, UnpicklingError
+
+__all__ = ["load_from", "make_placer", "flat_tensor"]
+
+_LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
+_LEGACY_PROTOCOL = 1001
+
+
+def flat_tensor(storage, dt, numel):
+    """The typed-storage view: a contiguous 1-D tensor of ``numel`` elements over ``storage``."""
+    t = object.__new__(Tensor)
+    _init(t, storage, dt, (numel,), (1,), 0, True)
+    return t
+
+
+def _readinto(fp, ptr, nbytes, what):
+    """Fill ``nbytes`` at ``ptr`` from ``fp`` (no intermediate copy)."""
+    if nbytes == 0:
+        return
+    view = memoryview(ffi.buffer(ffi.cast("char *", ptr), nbytes))
+    readinto = getattr(fp, "readinto", None)
+    got = 0
+    while got < nbytes:
+        if readinto is not None:
+            n = readinto(view[got:])
+        else:
+            chunk = fp.read(nbytes - got)
+            n = len(chunk)
+            view[got:got + n] = chunk
+        if not n:
+            raise RuntimeError(f"fiamma.load: {what}: the file ends {nbytes - got} bytes early "
+                               "(truncated file?)")
+        got += n
+
+
+def _byteswap(flat):
+    import numpy as np
+
+    isz = flat._dtype.itemsize
+    if isz > 1 and flat._numel:
+        a = np.frombuffer(ffi.buffer(ffi.cast("char *", flat._ptr), flat._numel * isz),
+                          dtype=f"u{isz}")
+        a.byteswap(inplace=True)
+
+
+# ---- map_location ----------------------------------------------------------------------------
+
+def _as_device(loc, what):
+    try:
+        return _device(loc)
+    except (TypeError, ValueError):
+        raise RuntimeError(f"fiamma.load: {what} {loc!r} is not a device fiamma supports; pass "
+                           "map_location='cpu' to load the tensors on the CPU") from None
+
+
+def _move(flat, dev, location, hint):
+    if dev.type == "cpu":
+        return flat
+    try:
+        return flat.to(dev)
+    except RuntimeError as e:
+        if hint:
+            raise RuntimeError(f"{e} (the checkpoint was saved on {location}; pass "
+                               "map_location='cpu' to load it on the CPU)") from None
+        raise
+
+
+def make_placer(map_location):
+    """``place(flat_cpu_tensor, location) -> flat tensor`` implementing ``map_location``."""
+    if map_location is None:
+        return lambda flat, loc: _move(flat, _as_device(loc, "saved location"), loc, True)
+    if not isinstance(map_location, (str, _device, dict)) and \
+            isinstance(getattr(map_location, "type", None), str):
+        map_location = str(map_location)  # e.g. a torch.device
+    if isinstance(map_location, (str, _device)):
+        dev = _as_device(map_location, "map_location")
+        return lambda flat, loc: _move(flat, dev, loc, False)
+    if isinstance(map_location, dict):
+        table = {str(k): v for k, v in map_location.items()}
+
+        def place(flat, loc):
+            target = table.get(loc, loc)
+            return _move(flat, _as_device(target, "map_location"), loc, target == loc)
+        return place
+    if callable(map_location):
+        def place(flat, loc):
+            out = map_location(flat, loc)
+            if out is None:
+                return _move(flat, _as_device(loc, "saved location"), loc, True)
+            if isinstance(out, Storage):
+                out = flat_tensor(out, flat._dtype, out.nbytes // flat._dtype.itemsize)
+            if not isinstance(out, Tensor) or out._dtype is not flat._dtype or \
+                    len(out._shape) != 1 or not out._contig or out._numel < flat._numel:
+                raise TypeError("fiamma.load: map_location must return None, a storage or "
+                                "a 1-D contiguous tensor like the one it was given, got "
+                                f"{type(out).__name__}")
+            return out
+        return place
+    raise TypeError(f"fiamma.load: map_location must be None, a string, a device, a dict or a "
+                    f"callable, got {type(map_location).__name__}")
+
+
+# ---- format detection --------------------------------------------------------------------------
+
+def load_from(fp, name, place, mmap, encoding):
+    try:
+        fp.seek(fp.tell())
+        seekable = True
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        seekable = False
+    if not seekable:
+        if mmap:
+            raise ValueError("fiamma.load: mmap=True needs a path or a real file")
+        fp = io.BytesIO(fp.read())
+    start = fp.tell()
+    head = fp.read(512)
+    fp.seek(start)
+    if not isinstance(head, (bytes, bytearray)):
+        raise TypeError(f"fiamma.load: {name} must be opened in binary mode ('rb')")
+    if not head:
+        raise RuntimeError(f"fiamma.load: {name} is empty")
+    if head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
+        return _ZipReader(fp, name, place, mmap, encoding).load()
+    if len(head) >= 262 and head[257:262] == b"ustar":
+        raise RuntimeError(f"fiamma.load: {name} is in PyTorch's tar format (PyTorch < 0.4), "
+                           "which fiamma does not read; re-save it with a newer PyTorch")
+    if len(head) > 9 and head[8:9] == b"{" and not head.startswith(b"\x80"):
+        raise RuntimeError(f"fiamma.load: {name} looks like a safetensors file; read it with "
+                           "fiamma.safetensors.load_file")
+    if mmap:
+        raise RuntimeError(f"fiamma.load: mmap=True needs PyTorch's zip format; {name} is in "
+                           "the legacy format (torch.save with "
+                           "_use_new_zipfile_serialization=False): load it without mmap")
+    return _load_legacy(fp, name, place, encoding)
+
+
+# ---- zip format --------------------------------------------------------------------------------
+
+class _ZipReader:
+    def __init__(self, fp, name, place, mmap, encoding):
+        self.fp, self.name, self.place, self.encoding = fp, name, place, encoding
+        try:
+            self.zf = zipfile.ZipFile(fp)
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:
+            raise RuntimeError(f"fiamma.load: {name}: not a readable zip checkpoint "
+                               f"(truncated or corrupt file?): {e}") from None
+        self.infos = {zi.filename: zi for zi in self.zf.infolist()}
+        pkls = [n for n in self.infos if n.endswith("/data.pkl") and n.count("/") == 1]
+        if not pkls:
+            raise RuntimeError(f"fiamma.load: {name} is a zip file but not a PyTorch checkpoint "
+                               "(no <archive>/data.pkl record)")
+        self.prefix = pkls[0][:-len("data.pkl")]
+        if self.prefix + "constants.pkl" in self.infos:
+            raise RuntimeError(f"fiamma.load: {name} is a TorchScript archive (torch.jit.save); "
+                               "only checkpoints written by torch.save can be loaded")
+        fp.seek(0, 2)
+        self.file_size = fp.tell()
+        order = self._small("byteorder", b"little").decode("ascii", "replace")
+        if order not in ("little", "big"):
+            raise RuntimeError(f"fiamma.load: {name}: unknown byteorder record {order!r}")
+        self.swap = order != sys.byteorder
+        self.map = None
+        if mmap:
+            if self.swap:
+                raise RuntimeError(f"fiamma.load: {name} was saved on a {order}-endian machine; "
+                                   "load it without mmap (the bytes must be swapped)")
+            self.map = self._map_file()
+        self.storages = {}
+
+    def _small(self, rname, default):
+        zi = self.infos.get(self.prefix + rname)
+        if zi is None:
+            return default
+        if zi.file_size > 1 << 30:
+            raise RuntimeError(f"fiamma.load: {self.name}: record {rname} is implausibly large")
+        try:
+            return self.zf.read(zi)
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError, RuntimeError) as e:
+            raise RuntimeError(f"fiamma.load: {self.name}: can't read record {rname} "
+                               f"(truncated or corrupt file?): {e}") from None
+
+    def _map_file(self):
+        try:
+            fileno = self.fp.fileno()
+        except (AttributeError, OSError, io.UnsupportedOperation):
+            raise ValueError("fiamma.load: mmap=True needs a path or a real file, not "
+                             f"{type(self.fp).__name__}") from None
+        mm = _mmap.mmap(fileno, 0, access=_mmap.ACCESS_COPY)  # private: writes stay in memory
+        buf = ffi.from_buffer(mm)  # keeps the mapping alive (and un-closable) while used
+        return buf, int(ffi.cast("intptr_t", buf))
+
+    def _data_offset(self, zi, rname):
+        self.fp.seek(zi.header_offset)
+        h = self.fp.read(30)
+        if len(h) != 30 or h[:4] != b"PK\x03\x04":
+            raise RuntimeError(f"fiamma.load: {self.name}: bad local header for record {rname} "
+                               "(corrupt file?)")
+        n, e = struct.unpack("<HH", h[26:30])
+        off = zi.header_offset + 30 + n + e
+        if zi.compress_size != zi.file_size:  # a stored record is its own bytes
+            raise RuntimeError(f"fiamma.load: {self.name}: record {rname} claims {zi.file_size} "
+                               f"bytes but stores {zi.compress_size} (corrupt file?)")
+        if off + zi.compress_size > self.file_size:
+            raise RuntimeError(f"fiamma.load: {self.name}: record {rname} reaches past the end "
+                               "of the file (truncated file?)")
+        return off
+
+    def load_storage(self, stype, key, location, numel, view):
+        if view is not None:
+            raise UnpicklingError("fiamma.load: storage views are only valid in the legacy "
+                                  "format")
+        dt = stype.dtype
+        hit = self.storages.get(key)
+        if hit is not None:
+            if hit._dtype is not dt:
+                raise UnpicklingError(f"fiamma.load: storage {key!r} is used as {hit._dtype} "
+                                      f"and as {dt}")
+            return hit
+        rname = "data/" + key
+        zi = self.infos.get(self.prefix + rname)
+        if zi is None:
+            raise RuntimeError(f"fiamma.load: {self.name} has no record {rname} for a storage "
+                               "(truncated or corrupt file?)")
+        need = numel * dt.itemsize
+        if zi.file_size < need:
+            raise RuntimeError(f"fiamma.load: {self.name}: record {rname} holds {zi.file_size} "
+                               f"bytes, but its storage of {numel} {dt} elements needs {need}")
+        stored = zi.compress_type == zipfile.ZIP_STORED and not zi.flag_bits & 1
+        if stored:
+            off = self._data_offset(zi, rname)
+        if self.map is not None and stored and (self.map[1] + off) % dt.itemsize == 0:
+            st = BorrowedStorage(self.map[1] + off, need, self.map[0])
+        else:
+            st = Storage(need)
+            if stored:
+                self.fp.seek(off)
+                _readinto(self.fp, st.ptr, need, rname)
+            else:  # a re-zipped (compressed) checkpoint: zipfile inflates and checks the CRC
+                try:
+                    data = self.zf.read(zi)
+                except (zipfile.BadZipFile, OSError, ValueError, EOFError, RuntimeError) as e:
+                    raise RuntimeError(f"fiamma.load: {self.name}: can't read record {rname}: "
+                                       f"{e}") from None
+                ffi.memmove(ffi.cast("char *", st.ptr), data, need)
+        flat = flat_tensor(st, dt, numel)
+        if self.swap:
+            _byteswap(flat)
+        flat = self.place(flat, location)
+        self.storages[key] = flat
+        return flat
+
+    def load(self):
+        zi = self.infos[self.prefix + "data.pkl"]
+        data = self._small("data.pkl", b"")
+        if len(data) != zi.file_size:
+            raise RuntimeError(f"fiamma.load: {self.name}: data.pkl is truncated")
+        up = RestrictedUnpickler(io.BytesIO(data), self.load_storage)
+        up.encoding = self.encoding
+        return up.load()
+
+
+# ---- legacy format -----------------------------------------------------------------------------
+
+def _no_storage(*args):
+    raise UnpicklingError("fiamma.load: unexpected storage in the legacy header")
+
+
+def _load_legacy(fp, name, place, encoding):
+    def small():
+        up = RestrictedUnpickler(fp, _no_storage)
+        up.encoding = encoding
+        return up.load()
+
+    try:
+        magic = small()
+    except UnpicklingError:
+        magic = None
+    if magic != _LEGACY_MAGIC:
+        raise RuntimeError(f"fiamma.load: {name} is not a PyTorch checkpoint (neither the zip "
+                           "format nor the legacy format's magic number)")
+    proto = small()
+    if proto != _LEGACY_PROTOCOL:
+        raise RuntimeError(f"fiamma.load: {name}: unsupported legacy protocol version {proto!r}")
+    info = small()
+    if type(info) is not dict:
+        raise RuntimeError(f"fiamma.load: {name}: malformed legacy header")
+    little = info.get("little_endian", True)
+    swap = bool(little) != (sys.byteorder == "little")
+
+    roots = {}   # key -> the cpu flat tensor the storage's data is read into
+    views = {}
+    pos = fp.tell()
+    fp.seek(0, 2)
+    file_size = fp.tell()
+    fp.seek(pos)
+
+    def load_storage(stype, key, location, numel, view):
+        dt = stype.dtype
+        hit = roots.get(key)
+        if hit is None:
+            if numel * dt.itemsize > file_size:
+                raise RuntimeError(f"fiamma.load: {name}: storage {key!r} of {numel} elements "
+                                   f"is larger than the file ({file_size} bytes; corrupt file?)")
+            flat = flat_tensor(Storage(numel * dt.itemsize), dt, numel)
+            target = place(flat, location)
+            if target._storage.device.type != "cpu" or target._dtype is not dt:
+                raise RuntimeError("fiamma.load: legacy checkpoints load on the CPU only; load "
+                                   "with map_location='cpu' and move the tensors afterwards")
+            hit = roots[key] = target
+        elif hit._dtype is not dt:
+            raise UnpicklingError(f"fiamma.load: storage {key!r} is used as {hit._dtype} and "
+                                  f"as {dt}")
+        if view is None:
+            return hit
+        if type(view) is not tuple or len(view) != 3 or type(view[0]) is not str or \
+                any(type(v) is not int or v < 0 for v in view[1:]):
+            raise UnpicklingError(f"fiamma.load: malformed storage view {view!r:.100}")
+        vkey, offset, size = view
+        v = views.get(vkey)
+        if v is None:
+            if offset + size > hit._numel:
+                raise UnpicklingError(f"fiamma.load: storage view {vkey!r} reaches past its "
+                                      "storage")
+            v = views[vkey] = hit._view((size,), (1,), hit._offset + offset, "load")
+        return v
+
+    up = RestrictedUnpickler(fp, load_storage)
+    up.encoding = encoding
+    obj = up.load()
+    keys = small()
+    if type(keys) is not list or any(type(k) is not str for k in keys):
+        raise RuntimeError(f"fiamma.load: {name}: malformed storage key list")
+    for key in keys:
+        flat = roots.get(key)
+        if flat is None:
+            raise RuntimeError(f"fiamma.load: {name}: storage {key!r} is listed but never used")
+        raw = fp.read(8)
+        if len(raw) != 8:
+            raise RuntimeError(f"fiamma.load: {name}: the file ends before storage {key!r} "
+                               "(truncated file?)")
+        count = struct.unpack("<q" if little else ">q", raw)[0]
+        if count != flat._numel:
+            raise RuntimeError(f"fiamma.load: {name}: storage {key!r} has {count} elements in "
+                               f"the file, but the pickle says {flat._numel}")
+        _readinto(fp, flat._ptr, count * flat._dtype.itemsize, f"storage {key!r}")
+        if swap:
+            _byteswap(flat)
+    if len(keys) != len(roots):
+        raise RuntimeError(f"fiamma.load: {name}: some storages have no data in the file")
+    return obj
+

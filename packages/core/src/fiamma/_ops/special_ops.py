@@ -1,0 +1,206 @@
+"""Special functions (lgamma, digamma, polygamma, erfinv, xlogy, logaddexp, logit, sinc, i0, ...).
+
+The kernels are in ``csrc/special.c`` (``fm_special_unary`` / ``fm_special_binary``): they compute
+in double and round once to the operand's float dtype, so float16/bfloat16/float32 results are
+correctly rounded up to the last step. Integer and bool inputs give the default float dtype, as in
+PyTorch. Binary ops broadcast and promote like ``fiamma.add`` (a Python number is an operand).
+The names PyTorch has at top level (``torch.lgamma``, ``torch.xlogy``, ...) are exported here
+and installed as Tensor methods; the rest live in :mod:`fiamma.special`.
+
+Autograd: each op calls ``record(name, out, inputs, kwargs)`` with the public op name and its
+positional arguments as received (``polygamma``: ``(n, input)``; ``logit``: ``(input,)`` with
+``{"eps": eps}``; ``mvlgamma``: ``(input,)`` with ``{"p": p}``).
+"""
+
+import builtins
+
+from fiamma import _dtype as D, _grad_hook as G
+from fiamma._lib import check, lib
+from fiamma._ops._common import as_operand, bcast_strides, broadcast_shapes, cast, same_device
+from fiamma._ops.elementwise import _finish, _result, check_inplace
+from fiamma._tensor import Tensor, install_methods
+
+__all__ = ["lgamma", "digamma", "polygamma", "erfinv", "xlogy", "logaddexp", "logaddexp2",
+           "logit", "sinc", "i0", "mvlgamma",
+           "lgamma_", "digamma_", "erfinv_", "xlogy_", "logit_", "sinc_", "i0_"]
+
+_unary_c = lib.fm_special_unary
+_binary_c = lib.fm_special_binary
+
+
+def _float_dtype(dt):
+    return dt if dt.kind == 2 else D.get_default_dtype()
+
+
+def sp_unary(code, name, x, p0=0.0, out=None, inputs=None, kwargs=None):
+    """Run special unary op ``code`` on tensor ``x`` (integers promote to the default float)."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name}: expected a Tensor, got {type(x).__name__}")
+    ct = _float_dtype(x._dtype)
+    src = cast(x, ct)
+    res = _result(out, x._shape, ct, x._storage.device, name, (src,))
+    if res._numel:
+        rc = _unary_c(code, ct.code, len(x._shape), x._shape, res._ptr, res._stride, src._ptr,
+                      src._stride, builtins.float(p0))
+        check(rc, name, f"dtype {ct}" if rc == lib.FM_ERR_DTYPE else "")
+    if out is not None:
+        res = _finish(res, out)
+    if x.requires_grad:
+        G.record(name, res, inputs if inputs is not None else (x,), kwargs or {})
+    return res
+
+
+def sp_binary(code, name, a, b, out=None):
+    """Run special binary op ``code`` with broadcasting and type promotion (floats only)."""
+    a = as_operand(a, name)
+    b = as_operand(b, name)
+    ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
+    if not (ta or tb):
+        raise TypeError(f"{name}: expected at least one tensor operand")
+    ct = _float_dtype(D.result_type(a, b))
+    dev = same_device(name, a, b)
+    from fiamma._creation import tensor
+
+    ca = cast(a, ct) if ta else tensor(a, dtype=ct)
+    cb = cast(b, ct) if tb else tensor(b, dtype=ct)
+    shape = broadcast_shapes(ca._shape, cb._shape, op=name)
+    res = _result(out, shape, ct, dev, name, (ca, cb))
+    if res._numel:
+        rc = _binary_c(code, ct.code, len(shape), shape, res._ptr, res._stride, ca._ptr,
+                       bcast_strides(ca, shape), cb._ptr, bcast_strides(cb, shape))
+        check(rc, name)
+    if out is not None:
+        res = _finish(res, out)
+    if (ta and a.requires_grad) or (tb and b.requires_grad):
+        G.record(name, res, (a, b), {})
+    return res
+
+
+def _unary_fn(code, name, doc):
+    def fn(input, *, out=None):
+        return sp_unary(code, name, input, out=out)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc + "\n\n    Integer and bool inputs give the default float dtype."
+    return fn
+
+
+lgamma = _unary_fn(lib.FM_SP_LGAMMA, "lgamma", """log|Gamma(input)|, elementwise.
+
+    >>> import fiamma
+    >>> round(fiamma.lgamma(fiamma.tensor([5.0])).item(), 5)  # log(24)
+    3.17805""")
+digamma = _unary_fn(lib.FM_SP_DIGAMMA, "digamma", """The digamma function d/dx log Gamma(x)
+    (-inf at 0, +inf at -0, NaN at the negative integers).""")
+erfinv = _unary_fn(lib.FM_SP_ERFINV, "erfinv", """The inverse error function on [-1, 1]
+    (+-inf at +-1, NaN outside).""")
+sinc = _unary_fn(lib.FM_SP_SINC, "sinc", """The normalized sinc: sin(pi x) / (pi x), 1 at 0.""")
+i0 = _unary_fn(lib.FM_SP_I0, "i0", """The modified Bessel function of the first kind, order 0.""")
+
+
+def polygamma(n, input, *, out=None):
+    """The n-th derivative of digamma (``n`` a non-negative int; n = 0 is digamma).
+
+    >>> import fiamma
+    >>> round(fiamma.polygamma(1, fiamma.tensor([1.0])).item(), 6)  # pi^2 / 6
+    1.644934
+    """
+    if isinstance(n, builtins.bool) or not isinstance(n, builtins.int):
+        raise TypeError(f"polygamma: n must be an int, got {type(n).__name__}")
+    if n < 0:
+        raise RuntimeError(f"polygamma: n must be non-negative, got {n}")
+    return sp_unary(lib.FM_SP_POLYGAMMA, "polygamma", input, n, out, inputs=(n, input))
+
+
+def logit(input, eps=None, *, out=None):
+    """log(p / (1 - p)); with ``eps`` the input is first clamped to [eps, 1 - eps]."""
+    e = -1.0 if eps is None else builtins.float(eps)
+    return sp_unary(lib.FM_SP_LOGIT, "logit", input, e, out, kwargs={"eps": eps})
+
+
+def mvlgamma(input, p, *, out=None):
+    """The multivariate log-gamma of dimension ``p`` (every element must exceed (p - 1) / 2)."""
+    if isinstance(p, builtins.bool) or not isinstance(p, builtins.int) or p < 1:
+        raise RuntimeError(f"mvlgamma: p has to be greater than or equal to 1, got {p!r}")
+    if not isinstance(input, Tensor):
+        raise TypeError(f"mvlgamma: expected a Tensor, got {type(input).__name__}")
+    if input._numel:
+        from fiamma._ops.reduce import amin
+
+        lo = amin(input.detach()).item()
+        if not lo > (p - 1) / 2:
+            raise RuntimeError(f"mvlgamma: All elements must be greater than (p-1)/2 = "
+                               f"{(p - 1) / 2}, got {lo}")
+    return sp_unary(lib.FM_SP_MULTIGAMMALN, "mvlgamma", input, p, out, kwargs={"p": p})
+
+
+def xlogy(input, other, *, out=None):
+    """``input * log(other)``, 0 where input is 0 (unless other is NaN).
+
+    >>> import fiamma
+    >>> fiamma.xlogy(fiamma.tensor([0.0, 2.0]), fiamma.tensor([0.0, 1.0])).tolist()
+    [0.0, 0.0]
+    """
+    return sp_binary(lib.FM_SP_XLOGY, "xlogy", input, other, out)
+
+
+def logaddexp(input, other, *, out=None):
+    """``log(exp(input) + exp(other))``, computed without overflow."""
+    return sp_binary(lib.FM_SP_LOGADDEXP, "logaddexp", input, other, out)
+
+
+def logaddexp2(input, other, *, out=None):
+    """``log2(2**input + 2**other)``, computed without overflow."""
+    return sp_binary(lib.FM_SP_LOGADDEXP2, "logaddexp2", input, other, out)
+
+
+# ---- in-place forms --------------------------------------------------------------------------
+
+def _inplace(name, call, oop):
+    """``name`` (``lgamma_``): ``call(self, ...)`` writes the result into self; with gradients
+    the out-of-place ``oop(self, ...)`` is computed, recorded and written back (the engine
+    rebases self's history on it, so the old value stays available to the formula)."""
+    def method(self, *args, **kwargs):
+        check_inplace(self, name, builtins.tuple(a for a in args if isinstance(a, Tensor)))
+        if self._dtype.kind != 2:
+            raise RuntimeError(f"{name}: result type {_float_dtype(self._dtype)} can't be cast "
+                               f"to the desired output type {self._dtype}")
+        grad = self.requires_grad or builtins.any(getattr(a, "requires_grad", False)
+                                                  for a in args)
+        if grad and G.is_grad_enabled():
+            G.inplace(oop, name, self, args, kwargs)
+        else:
+            call(self, *args, **kwargs)
+        return self
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"In-place version of :func:`{name[:-1]}`."
+    return method
+
+
+lgamma_ = _inplace("lgamma_", lambda s: lgamma(s, out=s), lgamma)
+digamma_ = _inplace("digamma_", lambda s: digamma(s, out=s), digamma)
+erfinv_ = _inplace("erfinv_", lambda s: erfinv(s, out=s), erfinv)
+sinc_ = _inplace("sinc_", lambda s: sinc(s, out=s), sinc)
+i0_ = _inplace("i0_", lambda s: i0(s, out=s), i0)
+xlogy_ = _inplace("xlogy_", lambda s, o: xlogy(s, o, out=s), xlogy)
+logit_ = _inplace("logit_", lambda s, eps=None: logit(s, eps, out=s), logit)
+_polygamma_ = _inplace("polygamma_", lambda s, n: polygamma(n, s, out=s),
+                       lambda s, n: polygamma(n, s))
+_mvlgamma_ = _inplace("mvlgamma_", lambda s, p: mvlgamma(s, p, out=s), mvlgamma)
+
+
+def _polygamma_method(self, n):
+    """``x.polygamma(n)`` is ``polygamma(n, x)``."""
+    return polygamma(n, self)
+
+
+install_methods({
+    "lgamma": lgamma, "digamma": digamma, "erfinv": erfinv, "sinc": sinc, "i0": i0,
+    "xlogy": xlogy, "logaddexp": logaddexp, "logaddexp2": logaddexp2, "logit": logit,
+    "mvlgamma": mvlgamma, "polygamma": _polygamma_method,
+    "lgamma_": lgamma_, "digamma_": digamma_, "erfinv_": erfinv_, "sinc_": sinc_, "i0_": i0_,
+    "xlogy_": xlogy_, "logit_": logit_, "polygamma_": _polygamma_, "mvlgamma_": _mvlgamma_,
+})
+
+

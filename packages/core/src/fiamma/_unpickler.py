@@ -1,0 +1,441 @@
+"""The restricted unpickler behind ``fiamma.load``: it rebuilds tensors, storages, OrderedDict
+and plain containers, and refuses every other global, so loading a file never runs its code.
+
+It is Python's pure-Python unpickler with a vetted opcode table: every opcode that can call
+something (GLOBAL and STACK_GLOBAL, REDUCE, BUILD, NEWOBJ, INST, OBJ, EXT*, APPEND(S),
+SETITEM(S), ADDITEMS) is replaced by a version that only accepts the allowed objects.
+C's unpickler cannot be used: its BUILD would let a file set any attribute (``_ptr``) of a
+rebuilt tensor.
+"""
+
+import collections
+import pickle
+import struct
+
+import numpy as np
+
+from fiamma import _dtype as D, _grad_hook as G
+from fiamma._storage import device as _device
+from fiamma._tensor import Size, Tensor, _init
+
+__all__ = ["RestrictedUnpickler", "StorageType", "STORAGE_TYPES_BY_NAME"]
+
+UnpicklingError = pickle.UnpicklingError
+_MAX_DIMS = 64
+
+
+class _Passthrough(Exception):
+    """Carries an error of the storage loader through ``load``'s corrupt-data handler."""
+
+
+class StorageType:
+    """Stands for ``torch.<Name>Storage`` in a checkpoint (not callable: a marker only)."""
+
+    __slots__ = ("name", "dtype", "cuda")
+
+    def __init__(self, name, dtype, cuda=False):
+        self.name, self.dtype, self.cuda = name, dtype, cuda
+
+    def __repr__(self):
+        return f"torch.{'cuda.' if self.cuda else ''}{self.name}"
+
+
+_STORAGE_DTYPES = {
+    "BoolStorage": D.bool, "ByteStorage": D.uint8, "CharStorage": D.int8,
+    "ShortStorage": D.int16, "IntStorage": D.int32, "LongStorage": D.int64,
+    "HalfStorage": D.float16, "BFloat16Storage": D.bfloat16, "FloatStorage": D.float32,
+    "DoubleStorage": D.float64,
+}
+# PyTorch storage/dtype names fiamma has no dtype for: refused with a clear message
+_UNSUPPORTED_STORAGES = {"ComplexFloatStorage", "ComplexDoubleStorage", "QInt8Storage",
+                         "QUInt8Storage", "QInt32Storage", "QUInt4x2Storage", "QUInt2x4Storage",
+                         "UInt16Storage", "UInt32Storage", "UInt64Storage",
+                         "ComplexHalfStorage"}
+STORAGE_TYPES_BY_NAME = {n: StorageType(n, d) for n, d in _STORAGE_DTYPES.items()}
+_UNTYPED = StorageType("UntypedStorage", D.uint8)  # bytes; _rebuild_tensor_v3 names the dtype
+_UNSUPPORTED_DTYPE_PREFIXES = ("complex", "cfloat", "cdouble", "chalf", "uint16", "uint32",
+                               "uint64", "float8", "float4", "qint", "quint", "bits")
+_CUDA_STORAGE_TYPES = {n: StorageType(n, d, True) for n, d in _STORAGE_DTYPES.items()}
+_TORCH_DTYPES = {
+    "bool": D.bool, "uint8": D.uint8, "int8": D.int8, "int16": D.int16, "short": D.int16,
+    "int32": D.int32, "int": D.int32, "int64": D.int64, "long": D.int64,
+    "float16": D.float16, "half": D.float16, "bfloat16": D.bfloat16, "float32": D.float32,
+    "float": D.float32, "float64": D.float64, "double": D.float64,
+}
+
+
+class _TypeMarker:
+    """Stands for torch.Tensor / torch.nn.Parameter as the type argument of
+    ``_rebuild_from_type_v2`` (a marker, never instantiated)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return self.name
+
+
+_TENSOR_TYPES = {("torch", "Tensor"): _TypeMarker("torch.Tensor"),
+                 ("torch._tensor", "Tensor"): _TypeMarker("torch.Tensor"),
+                 ("torch.nn.parameter", "Parameter"): _TypeMarker("torch.nn.Parameter"),
+                 ("torch.nn", "Parameter"): _TypeMarker("torch.nn.Parameter")}
+
+
+def _codecs_encode(text, encoding="utf-8", errors="strict"):
+    # protocol 2 pickles bytes as _codecs.encode(latin-1 text, 'latin1')
+    if type(text) is not str or encoding not in ("latin1", "latin-1") or errors != "strict":
+        raise UnpicklingError("fiamma.load: _codecs.encode is only allowed as "
+                              "encode(str, 'latin1') (how protocol 2 stores bytes)")
+    return text.encode("latin-1")
+
+
+def _bytes(*args):
+    if args and not (len(args) == 1 and type(args[0]) in (bytes, bytearray)):
+        raise UnpicklingError("fiamma.load: builtins.bytes is only allowed with no argument "
+                              "or a bytes argument")
+    return bytes(*args)
+
+
+def _bytearray(*args):
+    if args and not (len(args) == 1 and type(args[0]) in (bytes, bytearray)):
+        raise UnpicklingError("fiamma.load: builtins.bytearray is only allowed with no argument "
+                              "or a bytes argument")
+    return bytearray(*args)
+
+
+def _collection(kind):
+    def build(items=()):
+        if type(items) not in (list, tuple, set, frozenset):
+            raise UnpicklingError(f"fiamma.load: builtins.{kind.__name__} expects a list, got "
+                                  f"{type(items).__name__}")
+        return kind(items)
+    return build
+
+
+def _complex(real=0.0, imag=0.0):
+    for v in (real, imag):
+        if type(v) not in (int, float):
+            raise UnpicklingError("fiamma.load: builtins.complex expects two numbers")
+    return complex(real, imag)
+
+
+# NumPy scalars (a checkpoint's `best_acc = np.float64(...)`): numpy.dtype of a plain code,
+# its byte-order state, and multiarray.scalar(dtype, bytes); nothing else of NumPy is allowed
+_NP_CODES = {"b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8", "c8", "c16"}
+
+
+def _np_dtype(code, align=False, copy=True):
+    if type(code) is not str or code not in _NP_CODES:
+        raise UnpicklingError(f"fiamma.load: numpy.dtype({code!r:.40}) is not a plain number "
+                              "type")
+    return np.dtype(code)
+
+
+def _np_scalar(dtype, data=None):
+    if not isinstance(dtype, np.dtype) or dtype.kind not in "biufc" or \
+            type(data) is not bytes or len(data) != dtype.itemsize:
+        raise UnpicklingError("fiamma.load: numpy scalar expects a number dtype and its bytes")
+    return np.frombuffer(data, dtype=dtype)[0]
+
+
+def _torch_size(dims=()):
+    return Size(_int_tuple(dims, "torch.Size"))
+
+
+def _torch_device(type, index=None):
+    if not isinstance(type, str) or not (index is None or isinstance(index, int)):
+        raise UnpicklingError("fiamma.load: torch.device expects a string and an optional index")
+    try:
+        return _device(type, index)
+    except (TypeError, ValueError):  # e.g. 'mps': keep the name, fiamma can't place tensors there
+        return str(type) if index is None else f"{type}:{index}"
+
+
+def _int_tuple(v, what):
+    if type(v) not in (tuple, list, Size) or len(v) > _MAX_DIMS:
+        raise UnpicklingError(f"fiamma.load: {what} must be a tuple of at most {_MAX_DIMS} ints, "
+                              f"got {type(v).__name__}")
+    for x in v:
+        if type(x) is not int or x < 0:
+            raise UnpicklingError(f"fiamma.load: {what} must hold non-negative ints, got {v!r}")
+    return tuple(v)
+
+
+class RestrictedUnpickler(pickle._Unpickler):
+    """Unpickles a checkpoint, calling ``load_storage(storage_type, key, location, numel,
+    view_metadata)`` for each persistent id; it returns a flat 1-D tensor (the typed storage)."""
+
+    def __init__(self, file, load_storage, set_requires_grad=True):
+        super().__init__(file, encoding="utf-8")
+        self._load_storage = load_storage
+        self._set_requires_grad = set_requires_grad
+        self._storages = {}  # id(flat tensor) -> flat tensor: only these may back a rebuild
+        self._globals = {
+            ("collections", "OrderedDict"): collections.OrderedDict,
+            ("torch._utils", "_rebuild_tensor_v2"): self._rebuild_tensor_v2,
+            ("torch._utils", "_rebuild_tensor_v3"): self._rebuild_tensor_v3,
+            ("torch._utils", "_rebuild_tensor"): self._rebuild_tensor,
+            ("torch._utils", "_rebuild_parameter"): self._rebuild_parameter,
+            ("torch._utils", "_rebuild_parameter_with_state"): self._rebuild_parameter_with_state,
+            ("torch._tensor", "_rebuild_from_type_v2"): self._rebuild_from_type_v2,
+            ("torch", "Size"): _torch_size,
+            ("torch", "device"): _torch_device,
+            ("builtins", "set"): _collection(set),
+            ("builtins", "frozenset"): _collection(frozenset),
+            ("builtins", "complex"): _complex,
+            ("builtins", "bytes"): _bytes,
+            ("builtins", "bytearray"): _bytearray,
+            ("_codecs", "encode"): _codecs_encode,
+            ("numpy", "dtype"): _np_dtype,
+            ("numpy.core.multiarray", "scalar"): _np_scalar,
+            ("numpy._core.multiarray", "scalar"): _np_scalar,
+        }
+        self._callables = {id(v): v for v in self._globals.values()
+                           if not isinstance(v, (StorageType, _TypeMarker))}
+        g = self._globals
+        self._rebuilders = {id(g["torch._utils", n]) for n in (
+            "_rebuild_tensor_v2", "_rebuild_tensor_v3", "_rebuild_tensor", "_rebuild_parameter",
+            "_rebuild_parameter_with_state")}
+
+    # ---- globals -----------------------------------------------------------------------------
+    def find_class(self, module, name):
+        if module == "__builtin__":  # Python 2 name, written by protocol 2 pickles
+            module = "builtins"
+        obj = self._globals.get((module, name))
+        if obj is not None:
+            return obj
+        if module == "torch":
+            if name in STORAGE_TYPES_BY_NAME:
+                return STORAGE_TYPES_BY_NAME[name]
+            if name in _TORCH_DTYPES:
+                return _TORCH_DTYPES[name]
+        if (module, name) in (("torch", "UntypedStorage"), ("torch.storage", "UntypedStorage")):
+            return _UNTYPED
+        if module == "torch.cuda" and name in _CUDA_STORAGE_TYPES:
+            return _CUDA_STORAGE_TYPES[name]
+        if (module, name) in _TENSOR_TYPES:
+            return _TENSOR_TYPES[(module, name)]
+        if module in ("torch", "torch.cuda") and (
+                name in _UNSUPPORTED_STORAGES or name.startswith(_UNSUPPORTED_DTYPE_PREFIXES)):
+            raise UnpicklingError(f"fiamma.load: the checkpoint holds {module}.{name}, a type "
+                                  "fiamma has no dtype for")
+        hint = ""
+        if module.startswith("torch.nn.") or module.startswith("torchvision."):
+            hint = "; this file holds a pickled model: save and load its state_dict() instead"
+        raise UnpicklingError(
+            f"fiamma.load: refusing to load global {module}.{name}: only tensors, storages, "
+            "OrderedDict and plain containers can be loaded (loading never runs code from the "
+            f"file){hint}")
+
+    def persistent_load(self, pid):
+        if type(pid) is not tuple or len(pid) not in (5, 6) or pid[0] != "storage":
+            raise UnpicklingError(f"fiamma.load: unsupported persistent id {pid!r:.200}")
+        stype, key, location, numel = pid[1:5]
+        view = pid[5] if len(pid) == 6 else None
+        if type(stype) is not StorageType:
+            raise UnpicklingError(f"fiamma.load: persistent id names {stype!r:.100}, not a "
+                                  "storage type")
+        if type(key) is not str or type(location) is not str:
+            raise UnpicklingError(f"fiamma.load: malformed storage id {pid!r:.200}")
+        if type(numel) is not int or numel < 0:
+            raise UnpicklingError(f"fiamma.load: storage {key!r} has invalid size {numel!r}")
+        try:
+            flat = self._load_storage(stype, key, location, numel, view)
+        except (UnpicklingError, RuntimeError):
+            raise
+        except Exception as e:  # e.g. a TypeError from a map_location callable: not corruption
+            raise _Passthrough(e) from None
+        self._storages[id(flat)] = flat
+        return flat
+
+    # ---- tensors -----------------------------------------------------------------------------
+    def _rebuild_tensor(self, storage, storage_offset, size, stride):
+        if id(storage) not in self._storages or self._storages[id(storage)] is not storage:
+            raise UnpicklingError("fiamma.load: a tensor is rebuilt from something that is not "
+                                  "a storage of this checkpoint")
+        size = _int_tuple(size, "tensor size")
+        stride = _int_tuple(stride, "tensor stride")
+        if len(size) != len(stride):
+            raise UnpicklingError(f"fiamma.load: tensor size {size} and stride {stride} have "
+                                  "different lengths")
+        if type(storage_offset) is not int or storage_offset < 0:
+            raise UnpicklingError(f"fiamma.load: invalid storage offset {storage_offset!r}")
+        cap = storage._numel
+        numel = 1
+        for s in size:
+            numel *= s
+        end = storage_offset + sum((n - 1) * st for n, st in zip(size, stride)) + 1
+        if (numel and end > cap) or storage_offset > cap:
+            raise UnpicklingError(
+                f"fiamma.load: tensor of size {size}, stride {stride}, offset {storage_offset} "
+                f"reaches past its storage of {cap} elements")
+        return storage._view(size, stride, storage._offset + storage_offset, "load")
+
+    def _rebuild_tensor_v2(self, storage, storage_offset, size, stride, requires_grad=False,
+                           backward_hooks=None, metadata=None):
+        t = self._rebuild_tensor(storage, storage_offset, size, stride)
+        return self._grad(t, requires_grad)
+
+    def _rebuild_tensor_v3(self, storage, storage_offset, size, stride, requires_grad,
+                           backward_hooks, dtype, metadata=None):
+        # an untyped (byte) storage and the tensor's dtype
+        if type(dtype) is not D.dtype:
+            raise UnpicklingError(f"fiamma.load: _rebuild_tensor_v3 expects a dtype, got "
+                                  f"{dtype!r:.50}")
+        if id(storage) not in self._storages or self._storages[id(storage)] is not storage:
+            raise UnpicklingError("fiamma.load: a tensor is rebuilt from something that is not "
+                                  "a storage of this checkpoint")
+        if storage._dtype is not dtype:
+            nbytes = storage._numel * storage._dtype.itemsize
+            typed = object.__new__(Tensor)
+            _init(typed, storage._storage, dtype, (nbytes // dtype.itemsize,), (1,),
+                  storage._offset * storage._dtype.itemsize // dtype.itemsize, True)
+            self._storages[id(typed)] = storage = typed
+        t = self._rebuild_tensor(storage, storage_offset, size, stride)
+        return self._grad(t, requires_grad)
+
+    def _rebuild_parameter(self, data, requires_grad, backward_hooks=None):
+        if not isinstance(data, Tensor):
+            raise UnpicklingError("fiamma.load: _rebuild_parameter expects a tensor")
+        return self._grad(data, requires_grad)
+
+    def _rebuild_parameter_with_state(self, data, requires_grad, backward_hooks=None, state=None):
+        return self._rebuild_parameter(data, requires_grad, backward_hooks)
+
+    def _rebuild_from_type_v2(self, func, new_type, args, state=None):
+        if id(func) not in self._rebuilders or type(new_type) is not _TypeMarker:
+            raise UnpicklingError("fiamma.load: _rebuild_from_type_v2 is only allowed to "
+                                  "rebuild a torch.Tensor or torch.nn.Parameter")
+        if type(args) is not tuple:
+            raise UnpicklingError("fiamma.load: _rebuild_from_type_v2 expects an args tuple")
+        return func(*args)
+
+    def _grad(self, t, requires_grad):
+        if type(requires_grad) is not bool:
+            raise UnpicklingError(f"fiamma.load: requires_grad must be a bool, got "
+                                  f"{requires_grad!r:.50}")
+        if requires_grad and self._set_requires_grad:
+            try:
+                G.autograd_module()
+            except RuntimeError:
+                return t  # no fiamma-autograd: the tensor loads without requires_grad
+            t.requires_grad_(True)
+        return t
+
+    # ---- the opcodes that call things, restricted ---------------------------------------------
+    dispatch = dict(pickle._Unpickler.dispatch)
+
+    def _refuse(self, what):
+        raise UnpicklingError(f"fiamma.load: refusing pickle opcode {what} (it can create "
+                              "arbitrary objects)")
+
+    def _load_reduce(self):
+        stack = self.stack
+        args = stack.pop()
+        func = stack[-1]
+        if self._callables.get(id(func)) is not func:
+            raise UnpicklingError(f"fiamma.load: refusing to call {func!r:.80} (not an allowed "
+                                  "global)")
+        if type(args) is not tuple:
+            raise UnpicklingError("fiamma.load: REDUCE arguments are not a tuple")
+        stack[-1] = func(*args)
+
+    def _load_build(self):
+        stack = self.stack
+        state = stack.pop()
+        inst = stack[-1]
+        if isinstance(inst, np.dtype) and inst.str[1:] in _NP_CODES:
+            # a pickled dtype's state: (3, byte order, None, None, None, -1, -1, 0)
+            if type(state) is not tuple or len(state) != 8 or state[1] not in "<>|=" or \
+                    state[2:] != (None, None, None, -1, -1, 0):
+                raise UnpicklingError("fiamma.load: unsupported numpy dtype state")
+            stack[-1] = inst.newbyteorder(state[1]) if state[1] in "<>" else inst
+            return
+        # only what a module's state_dict carries: OrderedDict attributes such as `_metadata`
+        if type(inst) is not collections.OrderedDict or not (
+                state is None or (type(state) is dict and all(type(k) is str for k in state))):
+            raise UnpicklingError(f"fiamma.load: refusing to set the state of a "
+                                  f"{type(inst).__name__} object (only OrderedDict attributes "
+                                  "are allowed)")
+        if state:
+            inst.__dict__.update(state)
+
+    def _load_newobj(self):
+        args = self.stack.pop()
+        cls = self.stack.pop()
+        if cls not in (collections.OrderedDict, set, frozenset, dict, list) or \
+                type(args) is not tuple:
+            raise UnpicklingError(f"fiamma.load: refusing to create an object of {cls!r:.80}")
+        self.append(cls(*args) if cls in (set, frozenset) else cls())
+
+    def _load_append(self):
+        value = self.stack.pop()
+        lst = self.stack[-1]
+        if type(lst) is not list:
+            raise UnpicklingError("fiamma.load: APPEND to something that is not a list")
+        lst.append(value)
+
+    def _load_appends(self):
+        items = self.pop_mark()
+        lst = self.stack[-1]
+        if type(lst) is not list:
+            raise UnpicklingError("fiamma.load: APPENDS to something that is not a list")
+        lst.extend(items)
+
+    def _load_setitem(self):
+        stack = self.stack
+        value = stack.pop()
+        key = stack.pop()
+        d = stack[-1]
+        if type(d) not in (dict, collections.OrderedDict):
+            raise UnpicklingError("fiamma.load: SETITEM on something that is not a dict")
+        d[key] = value
+
+    def _load_setitems(self):
+        items = self.pop_mark()
+        d = self.stack[-1]
+        if type(d) not in (dict, collections.OrderedDict) or len(items) % 2:
+            raise UnpicklingError("fiamma.load: SETITEMS on something that is not a dict")
+        for i in range(0, len(items), 2):
+            d[items[i]] = items[i + 1]
+
+    def _load_additems(self):
+        items = self.pop_mark()
+        s = self.stack[-1]
+        if type(s) is not set:
+            raise UnpicklingError("fiamma.load: ADDITEMS on something that is not a set")
+        s.update(items)
+
+    dispatch[pickle.REDUCE[0]] = _load_reduce
+    dispatch[pickle.BUILD[0]] = _load_build
+    dispatch[pickle.NEWOBJ[0]] = _load_newobj
+    dispatch[pickle.APPEND[0]] = _load_append
+    dispatch[pickle.APPENDS[0]] = _load_appends
+    dispatch[pickle.SETITEM[0]] = _load_setitem
+    dispatch[pickle.SETITEMS[0]] = _load_setitems
+    dispatch[pickle.ADDITEMS[0]] = _load_additems
+    for _op, _name in ((pickle.INST, "INST"), (pickle.OBJ, "OBJ"),
+                       (pickle.NEWOBJ_EX, "NEWOBJ_EX"), (pickle.EXT1, "EXT1"),
+                       (pickle.EXT2, "EXT2"), (pickle.EXT4, "EXT4"),
+                       (pickle.NEXT_BUFFER, "NEXT_BUFFER"),
+                       (pickle.READONLY_BUFFER, "READONLY_BUFFER")):
+        dispatch[_op[0]] = (lambda name: lambda self: self._refuse(name))(_name)
+    del _op, _name
+
+    def load(self):
+        """Unpickle one object; malformed data raises pickle.UnpicklingError."""
+        try:
+            return super().load()
+        except UnpicklingError:
+            raise
+        except _Passthrough as p:
+            raise p.args[0] from None
+        except EOFError:
+            raise UnpicklingError("fiamma.load: the pickle data ends early (truncated "
+                                  "file?)") from None
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError, struct.error,
+                UnicodeDecodeError, OverflowError, RecursionError, MemoryError) as e:
+            raise UnpicklingError(f"fiamma.load: corrupt or unsupported pickle data "
+                                  f"({type(e).__name__}: {e})") from None

@@ -1,0 +1,60 @@
+"""Public API through which an autograd engine (``fiamma-autograd``) plugs into core.
+
+Core runs without autograd: its ops check the ``requires_grad`` flag of their tensor inputs (a
+slot read) and only when one is set and grad mode is on do they call the registered recorder.
+``fiamma-autograd`` calls :func:`register_autograd` when it is imported; core imports it the
+first time a tensor asks for gradients (:func:`autograd_module`).
+
+The recorder is an object with these methods (all called by core):
+
+``record(op, out, inputs, kwargs)``
+    after an out-of-place op: ``op`` is the public op name ("add", "view", "sum", ...), ``out``
+    the result (a Tensor or a tuple of Tensors), ``inputs`` the positional arguments as the op
+    received them (tensors and non-tensors), ``kwargs`` the op's other arguments by name.
+``inplace(fn, name, self, args, kwargs)``
+    run the in-place op ``name`` (``"add_"``) whose out-of-place form is ``fn``: the recorder
+    computes ``fn(self, *args, **kwargs)`` (recorded), writes it into ``self`` and makes
+    ``self``'s history point at the result. Core's in-place methods call it when grad mode is on
+    and a tensor argument requires grad.
+``record_inplace(op, out, inputs, kwargs)``
+    after an in-place op that overwrote ``out`` (``inputs[0]``) without reading its old values
+    (``copy_``, ``__setitem__``, ``index_put_``, random fills); the version counter was bumped.
+``requires_grad_(tensor, flag)``, ``backward(tensor, gradient, retain_graph, create_graph,
+inputs)``, ``retain_grad(tensor)``, ``retains_grad(tensor)``, ``register_hook(tensor, hook)``,
+``register_post_accumulate_grad_hook(tensor, hook)``
+    the behaviour of the Tensor methods of the same names.
+
+Tensor slots used by the recorder: ``requires_grad``, ``grad``, ``grad_fn`` and ``_ag`` (the
+recorder's per-tensor data; core only initialises it to None). A view made by a view op
+(``view``, ``transpose``, basic indexing, ...) has ``_base``, the tensor whose memory it
+views (the root of a chain of views; unset on other tensors: read it with
+``getattr(t, "_base", None)``). ``Tensor._version`` is
+the version counter shared by all views of a storage; in-place ops bump it.
+
+>>> import fiamma
+>>> from fiamma import autograd_hook
+>>> autograd_hook.is_grad_enabled()
+True
+"""
+
+from fiamma._grad_hook import (  # noqa: F401
+    autograd_module,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    register_autograd,
+    set_grad_enabled_flag,
+)
+from fiamma._grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled  # noqa: F401
+
+__all__ = [
+    "register_autograd", "autograd_module", "is_grad_enabled", "set_grad_enabled_flag",
+    "is_inference_mode_enabled", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
+    "registered_recorder",
+]
+
+
+def registered_recorder():
+    """The recorder installed with :func:`register_autograd`, or None (imports nothing)."""
+    from fiamma import _grad_hook
+
+    return _grad_hook._recorder

@@ -1,0 +1,473 @@
+"""fiamma.fft: discrete Fourier transforms with PyTorch's ``torch.fft`` names and arguments.
+
+**Complex layout.** fiamma has no complex dtype. A complex tensor of shape ``S`` is represented
+as a real tensor of shape ``S + (2,)`` holding (real, imag) pairs, the layout of PyTorch's
+``torch.view_as_real`` (float32 pairs for complex64, float64 pairs for complex128).
+
+- Transforms with a complex result (fft, ifft, rfft, ihfft, fft2, ..., fftn, rfftn, ...) return
+  that layout.
+- Transforms that need a complex input (irfft, irfft2, irfftn, hfft, hfft2, hfftn) take that
+  layout: the last dimension must have size 2 and ``dim``/``s`` refer to the complex tensor's
+  dimensions (the trailing 2 is not a dimension of the signal).
+- fft, ifft, fft2, ifft2, fftn and ifftn take a real signal or a complex one. A tensor returned
+  by a fiamma.fft function (or marked with :func:`as_complex_layout`) is complex; a tensor whose
+  last dimension is not 2 is real; any other tensor with a last dimension of size 2 is
+  ambiguous and raises, unless ``complex_input=True`` or ``False`` says what it is (a fiamma
+  extension of PyTorch's signature). So ``ifft(fft(x))`` works as in PyTorch and a real (N, 2)
+  signal is never silently read as N complex numbers.
+
+Computed with NumPy's pocketfft on zero-copy views (float32 stays float32). Integer and bool
+inputs give the default float dtype; float16 and bfloat16 raise, as PyTorch does on the CPU.
+
+>>> import fiamma
+>>> X = fiamma.fft.fft(fiamma.tensor([1.0, 0.0, 0.0, 0.0]))
+>>> X.shape  # 4 complex numbers as (real, imag) pairs
+fiamma.Size([4, 2])
+>>> fiamma.fft.ifft(X)[:, 0].tolist()
+[1.0, 0.0, 0.0, 0.0]
+"""
+
+import builtins
+import weakref
+
+import numpy as np
+
+from fiamma import _dtype as D, _grad_hook as G
+from fiamma._tensor import Tensor, _copy_into, new_empty
+
+__all__ = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rfft2", "irfft2",
+           "hfft2", "ihfft2", "fftn", "ifftn", "rfftn", "irfftn", "hfftn", "ihfftn", "fftfreq",
+           "rfftfreq", "fftshift", "ifftshift", "as_complex_layout", "is_complex_layout"]
+
+_NORMS = ("backward", "ortho", "forward")
+_SWAP = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
+
+# tensors known to hold complex (real, imag) pairs: id -> weak reference (a WeakSet would
+# compare tensors with the elementwise ==)
+_COMPLEX = {}
+
+
+def as_complex_layout(t):
+    """Mark ``t`` (last dimension 2) as holding complex (real, imag) pairs; returns ``t``."""
+    if not isinstance(t, Tensor) or not t._shape or t._shape[-1] != 2:
+        raise ValueError("as_complex_layout: expected a tensor whose last dimension has size 2, "
+                         f"got shape {list(getattr(t, 'shape', ()))}")
+    k = id(t)
+    _COMPLEX[k] = weakref.ref(t, lambda r, k=k: _COMPLEX.pop(k, None))
+    return t
+
+
+def is_complex_layout(t):
+    """Whether ``t`` is marked as complex (real, imag) pairs (a fiamma.fft result)."""
+    r = _COMPLEX.get(id(t))
+    return r is not None and r() is t
+
+
+# ---- conversions -----------------------------------------------------------------------------
+
+def _float_src(x, op):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"fft.{op}: expected a Tensor, got {type(x).__name__}")
+    if x._storage.device.type != "cpu":
+        raise RuntimeError(f"fft.{op}: only CPU tensors are supported, got {x.device}")
+    x = x.detach()
+    dt = x._dtype
+    if dt in (D.float16, D.bfloat16):
+        raise RuntimeError(f"fft.{op}: Unsupported dtype {dt} (use float32 or float64)")
+    if dt.kind != 2:
+        x = x.to(D.get_default_dtype())
+    return x
+
+
+def _real_np(x, op):
+    return _float_src(x, op).numpy()
+
+
+def _complex_np(x, op):
+    """The complex NumPy array of a (..., 2) tensor (a view when the pairs are contiguous)."""
+    x = _float_src(x, op)
+    if not x._shape or x._shape[-1] != 2:
+        raise RuntimeError(f"fft.{op}: expected a complex input as (real, imag) pairs (last "
+                           f"dimension of size 2), got shape {list(x._shape)}")
+    a = x.numpy()
+    isz = a.itemsize
+    if a.strides[-1] != isz or builtins.any(s % (2 * isz) for s in a.strides[:-1]):
+        a = np.ascontiguousarray(a)
+    return a.view(np.complex64 if a.dtype == np.float32 else np.complex128)[..., 0]
+
+
+def _is_complex_input(x, complex_input, op):
+    if complex_input is not None:
+        return builtins.bool(complex_input)
+    if is_complex_layout(x):
+        return True
+    if not isinstance(x, Tensor) or not x._shape or x._shape[-1] != 2:
+        return False
+    raise ValueError(
+        f"fft.{op}: ambiguous input of shape {list(x._shape)}: a real tensor whose last "
+        "dimension has size 2 may be a real signal or complex (real, imag) pairs. Pass "
+        "complex_input=True (complex pairs) or complex_input=False (real signal)")
+
+
+def _out_real(arr, out, op):
+    arr = np.asarray(arr)
+    res = new_empty(arr.shape, D.from_numpy_dtype(arr.dtype))
+    if res._numel:
+        res.numpy()[...] = arr
+    return _finish(res, out, op)
+
+
+def _out_complex(arr, out, op):
+    arr = np.asarray(arr)
+    fdt = D.float32 if arr.dtype == np.complex64 else D.float64
+    res = new_empty(arr.shape + (2,), fdt)
+    if res._numel:  # one pass: the pairs seen as complex numbers
+        res.numpy().view(arr.dtype)[..., 0] = arr
+    res = _finish(res, out, op)
+    return as_complex_layout(res)
+
+
+def _finish(res, out, op):
+    if out is None:
+        return res
+    if not isinstance(out, Tensor):
+        raise TypeError(f"fft.{op}: out must be a Tensor, got {type(out).__name__}")
+    if out._shape != res._shape:
+        if out._numel == 0:
+            from fiamma._tensor import _init
+
+            fresh = new_empty(res._shape, out._dtype, out._storage.device)
+            _init(out, fresh._storage, fresh._dtype, fresh._shape, fresh._stride, 0, True)
+        else:
+            raise RuntimeError(f"fft.{op}: out has shape {list(out._shape)} but the result has "
+                               f"shape {list(res._shape)}")
+    _copy_into(out, res)
+    out._bump()
+    return out
+
+
+def _np_call(op, fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except ValueError as e:  # e.g. a transform over an empty dimension
+        raise RuntimeError(f"fft.{op}: {e}") from None
+
+
+# ---- argument handling ---------------------------------------------------------------------
+
+def _norm(norm, op):
+    if norm is None:
+        return "backward"
+    if norm not in _NORMS:
+        raise ValueError(f"fft.{op}: Invalid normalization mode: {norm!r} (expected one of "
+                         f"{', '.join(_NORMS)})")
+    return norm
+
+
+def _wrap(d, nd, op):
+    if not isinstance(d, builtins.int) or isinstance(d, builtins.bool):
+        raise TypeError(f"fft.{op}: dim must be an int, got {type(d).__name__}")
+    if not -nd <= d < nd:
+        raise IndexError(f"fft.{op}: Dimension out of range (expected to be in range of "
+                         f"[{-nd}, {nd - 1}], but got {d})")
+    return d % nd
+
+
+def _axes(nd, s, dim, op, default_all=True, two=False):
+    """PyTorch's (s, dim) rules: dims default to the last len(s) dims (or all / the last two)."""
+    if s is not None:
+        s = [builtins.int(v) for v in (s if isinstance(s, (tuple, list)) else (s,))]
+    if dim is None:
+        if two:
+            dims = [nd - 2, nd - 1] if s is None else list(range(nd - len(s), nd))
+        elif s is not None:
+            dims = list(range(nd - len(s), nd))
+        else:
+            dims = list(range(nd))
+        if builtins.any(d < 0 for d in dims):
+            raise RuntimeError(f"fft.{op}: got {len(dims)} transform dims for a "
+                               f"{nd}-d signal")
+    else:
+        dlist = list(dim) if isinstance(dim, (tuple, list)) else [dim]
+        dims = [_wrap(d, nd, op) for d in dlist]
+        if len(set(dims)) != len(dims):
+            raise RuntimeError(f"fft.{op}: dims must be unique, got {list(dim)}")
+        if s is not None and len(s) != len(dims):
+            raise RuntimeError(f"fft.{op}: When given, dim and shape arguments must have the "
+                               f"same length, got s={s} and dim={list(dim)}")
+    return s, dims
+
+
+def _sizes(arr, s, dims, op):
+    if s is None:
+        return None
+    out = []
+    for v, d in zip(s, dims):
+        v = arr.shape[d] if v == -1 else v
+        if v < 1:
+            raise RuntimeError(f"fft.{op}: Invalid number of data points ({v}) specified")
+        out.append(v)
+    return out
+
+
+def _check_n(n, op):
+    if n is not None and n < 1:
+        raise RuntimeError(f"fft.{op}: Invalid number of data points ({n}) specified")
+
+
+def _record(op, res, x, kwargs):
+    if x.requires_grad:
+        G.record("fft_" + op, res, (x,), kwargs)
+    return res
+
+
+# ---- 1-d transforms ------------------------------------------------------------------------
+
+def _c2c(op, npfn, input, n, dim, norm, out, complex_input):
+    cplx = _is_complex_input(input, complex_input, op)
+    a = _complex_np(input, op) if cplx else _real_np(input, op)
+    if a.ndim == 0:
+        raise IndexError(f"fft.{op}: expected a signal of at least one dimension, got a 0-d "
+                         "tensor")
+    _check_n(n, op)
+    d = _wrap(dim, a.ndim, op)
+    r = _np_call(op, npfn, a, n=n, axis=d, norm=_norm(norm, op))
+    return _record(op, _out_complex(r, out, op), input, {"n": n, "dim": dim, "norm": norm,
+                                                          "complex_input": cplx})
+
+
+def fft(input, n=None, dim=-1, norm=None, *, out=None, complex_input=None):
+    """The 1-d discrete Fourier transform along ``dim`` (zero-padded / trimmed to ``n``).
+
+    Returns complex (real, imag) pairs (shape ``(..., 2)``); see the module docstring for how a
+    complex input is recognised. ``norm``: 'backward' (default, no scaling), 'ortho'
+    (1/sqrt(n)), 'forward' (1/n).
+
+    >>> import fiamma
+    >>> fiamma.fft.fft(fiamma.tensor([1.0, 2.0, 3.0, 4.0]))[0].tolist()
+    [10.0, 0.0]
+    """
+    return _c2c("fft", np.fft.fft, input, n, dim, norm, out, complex_input)
+
+
+def ifft(input, n=None, dim=-1, norm=None, *, out=None, complex_input=None):
+    """The 1-d inverse DFT (``norm='backward'`` scales by 1/n). Complex (real, imag) pairs out."""
+    return _c2c("ifft", np.fft.ifft, input, n, dim, norm, out, complex_input)
+
+
+def rfft(input, n=None, dim=-1, norm=None, *, out=None):
+    """The DFT of a real signal: the n // 2 + 1 non-negative frequencies, as (real, imag) pairs.
+
+    >>> import fiamma
+    >>> fiamma.fft.rfft(fiamma.ones(4)).tolist()
+    [[4.0, 0.0], [0.0, 0.0], [0.0, 0.0]]
+    """
+    a = _real_np(input, "rfft")
+    if a.ndim == 0:
+        raise IndexError("fft.rfft: expected a signal of at least one dimension, got a 0-d tensor")
+    _check_n(n, "rfft")
+    r = _np_call("rfft", np.fft.rfft, a, n=n, axis=_wrap(dim, a.ndim, "rfft"),
+                 norm=_norm(norm, "rfft"))
+    return _record("rfft", _out_complex(r, out, "rfft"), input,
+                   {"n": n, "dim": dim, "norm": norm})
+
+
+def irfft(input, n=None, dim=-1, norm=None, *, out=None):
+    """The inverse of :func:`rfft`: a complex half-spectrum as (real, imag) pairs (last dim 2)
+    to a real signal of length ``n`` (default 2 * (m - 1))."""
+    a = _complex_np(input, "irfft")
+    if a.ndim == 0:
+        raise IndexError("fft.irfft: expected a signal of at least one dimension")
+    _check_n(n, "irfft")
+    d = _wrap(dim, a.ndim, "irfft")
+    if n is None and 2 * (a.shape[d] - 1) < 1:
+        raise RuntimeError(f"fft.irfft: Invalid number of data points ({2 * (a.shape[d] - 1)}) "
+                           "specified")
+    r = _np_call("irfft", np.fft.irfft, a, n=n, axis=d, norm=_norm(norm, "irfft"))
+    return _record("irfft", _out_real(r, out, "irfft"), input,
+                   {"n": n, "dim": dim, "norm": norm})
+
+
+def hfft(input, n=None, dim=-1, norm=None, *, out=None):
+    """The DFT of a Hermitian-symmetric signal given by its first half as (real, imag) pairs;
+    the result is real, of length ``n`` (default 2 * (m - 1))."""
+    a = _complex_np(input, "hfft")
+    _check_n(n, "hfft")
+    d = _wrap(dim, a.ndim, "hfft")
+    r = _np_call("hfft", np.fft.hfft, a, n=n, axis=d, norm=_norm(norm, "hfft"))
+    return _record("hfft", _out_real(r, out, "hfft"), input, {"n": n, "dim": dim, "norm": norm})
+
+
+def ihfft(input, n=None, dim=-1, norm=None, *, out=None):
+    """The inverse of :func:`hfft`: a real signal to its half spectrum as (real, imag) pairs."""
+    a = _real_np(input, "ihfft")
+    _check_n(n, "ihfft")
+    d = _wrap(dim, a.ndim, "ihfft")
+    r = _np_call("ihfft", np.fft.ihfft, a, n=n, axis=d, norm=_norm(norm, "ihfft"))
+    return _record("ihfft", _out_complex(r, out, "ihfft"), input,
+                   {"n": n, "dim": dim, "norm": norm})
+
+
+# ---- n-d transforms ------------------------------------------------------------------------
+
+def _nd_c2c(op, npfn, input, s, dim, norm, out, complex_input, two):
+    cplx = _is_complex_input(input, complex_input, op)
+    a = _complex_np(input, op) if cplx else _real_np(input, op)
+    s, dims = _axes(a.ndim, s, dim, op, two=two)
+    r = _np_call(op, npfn, a, s=_sizes(a, s, dims, op), axes=dims, norm=_norm(norm, op))
+    return _record(op, _out_complex(r, out, op), input,
+                   {"s": s, "dim": dim, "norm": norm, "complex_input": cplx})
+
+
+def fft2(input, s=None, dim=(-2, -1), norm=None, *, out=None, complex_input=None):
+    """The 2-d DFT over ``dim`` (default the last two); complex (real, imag) pairs out."""
+    return _nd_c2c("fft2", np.fft.fftn, input, s, dim, norm, out, complex_input, True)
+
+
+def ifft2(input, s=None, dim=(-2, -1), norm=None, *, out=None, complex_input=None):
+    """The 2-d inverse DFT; complex (real, imag) pairs out."""
+    return _nd_c2c("ifft2", np.fft.ifftn, input, s, dim, norm, out, complex_input, True)
+
+
+def fftn(input, s=None, dim=None, norm=None, *, out=None, complex_input=None):
+    """The n-d DFT over ``dim`` (default: the last len(s) dims, or all); (real, imag) out."""
+    return _nd_c2c("fftn", np.fft.fftn, input, s, dim, norm, out, complex_input, False)
+
+
+def ifftn(input, s=None, dim=None, norm=None, *, out=None, complex_input=None):
+    """The n-d inverse DFT; complex (real, imag) pairs out."""
+    return _nd_c2c("ifftn", np.fft.ifftn, input, s, dim, norm, out, complex_input, False)
+
+
+def _rfftn(op, input, s, dim, norm, out, two, conj=False):
+    a = _real_np(input, op)
+    s, dims = _axes(a.ndim, s, dim, op, two=two)
+    if not dims:
+        raise RuntimeError(f"fft.{op}: must transform at least one axis")
+    nrm = _norm(norm, op)
+    r = _np_call(op, np.fft.rfftn, a, s=_sizes(a, s, dims, op), axes=dims,
+                 norm=_SWAP[nrm] if conj else nrm)
+    if conj:
+        r = np.conj(r)
+    return _record(op, _out_complex(r, out, op), input, {"s": s, "dim": dim, "norm": norm})
+
+
+def _irfftn(op, input, s, dim, norm, out, two, conj=False):
+    a = _complex_np(input, op)
+    s, dims = _axes(a.ndim, s, dim, op, two=two)
+    if not dims:
+        raise RuntimeError(f"fft.{op}: must transform at least one axis")
+    sizes = _sizes(a, s, dims, op)
+    if sizes is None:
+        sizes = [a.shape[d] for d in dims[:-1]] + [2 * (a.shape[dims[-1]] - 1)]
+        if sizes[-1] < 1:
+            raise RuntimeError(f"fft.{op}: Invalid number of data points ({sizes[-1]}) "
+                               "specified")
+    nrm = _norm(norm, op)
+    if conj:
+        a = np.conj(a)
+    r = _np_call(op, np.fft.irfftn, a, s=sizes, axes=dims, norm=_SWAP[nrm] if conj else nrm)
+    return _record(op, _out_real(r, out, op), input, {"s": s, "dim": dim, "norm": norm})
+
+
+def rfft2(input, s=None, dim=(-2, -1), norm=None, *, out=None):
+    """The 2-d DFT of a real signal (half spectrum along the last of ``dim``)."""
+    return _rfftn("rfft2", input, s, dim, norm, out, True)
+
+
+def irfft2(input, s=None, dim=(-2, -1), norm=None, *, out=None):
+    """The inverse of :func:`rfft2` ((real, imag) pairs in, real out)."""
+    return _irfftn("irfft2", input, s, dim, norm, out, True)
+
+
+def rfftn(input, s=None, dim=None, norm=None, *, out=None):
+    """The n-d DFT of a real signal (half spectrum along the last of ``dim``)."""
+    return _rfftn("rfftn", input, s, dim, norm, out, False)
+
+
+def irfftn(input, s=None, dim=None, norm=None, *, out=None):
+    """The inverse of :func:`rfftn` ((real, imag) pairs in, real out)."""
+    return _irfftn("irfftn", input, s, dim, norm, out, False)
+
+
+def hfft2(input, s=None, dim=(-2, -1), norm=None, *, out=None):
+    """The 2-d DFT of a Hermitian signal given as its half ((real, imag) pairs); real out."""
+    return _irfftn("hfft2", input, s, dim, norm, out, True, conj=True)
+
+
+def ihfft2(input, s=None, dim=(-2, -1), norm=None, *, out=None):
+    """The inverse of :func:`hfft2`."""
+    return _rfftn("ihfft2", input, s, dim, norm, out, True, conj=True)
+
+
+def hfftn(input, s=None, dim=None, norm=None, *, out=None):
+    """The n-d DFT of a Hermitian signal given as its half ((real, imag) pairs); real out."""
+    return _irfftn("hfftn", input, s, dim, norm, out, False, conj=True)
+
+
+def ihfftn(input, s=None, dim=None, norm=None, *, out=None):
+    """The inverse of :func:`hfftn`."""
+    return _rfftn("ihfftn", input, s, dim, norm, out, False, conj=True)
+
+
+# ---- helpers -------------------------------------------------------------------------------
+
+def _freq_tensor(arr, dtype, requires_grad):
+    dt = D.get_default_dtype() if dtype is None else dtype
+    res = new_empty(arr.shape, dt)
+    if res._numel:
+        src = new_empty(arr.shape, D.float64)
+        src.numpy()[...] = arr
+        _copy_into(res, src)
+    if requires_grad:
+        res.requires_grad_(True)
+    return res
+
+
+def fftfreq(n, d=1.0, *, out=None, dtype=None, layout=None, device=None, requires_grad=False):
+    """The sample frequencies of an n-point DFT with sample spacing ``d``.
+
+    >>> import fiamma
+    >>> fiamma.fft.fftfreq(4).tolist()
+    [0.0, 0.25, -0.5, -0.25]
+    """
+    return _finish(_freq_tensor(np.fft.fftfreq(n, d), dtype, requires_grad), out, "fftfreq")
+
+
+def rfftfreq(n, d=1.0, *, out=None, dtype=None, layout=None, device=None, requires_grad=False):
+    """The n // 2 + 1 non-negative sample frequencies of an n-point real DFT."""
+    return _finish(_freq_tensor(np.fft.rfftfreq(n, d), dtype, requires_grad), out, "rfftfreq")
+
+
+def _shift(op, input, dim, sign):
+    if not isinstance(input, Tensor):
+        raise TypeError(f"fft.{op}: expected a Tensor, got {type(input).__name__}")
+    nd = len(input._shape)
+    cplx = is_complex_layout(input)
+    lnd = nd - 1 if cplx else nd  # a complex result: the trailing pair is not a signal dim
+    if dim is None:
+        dims = list(range(lnd))
+    else:
+        dims = [_wrap(d, lnd, op) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))]
+    src = input if input._dtype is not D.bfloat16 else input.view(D.int16)
+    a = src.detach().numpy()
+    shifts = [sign * (a.shape[d] // 2) for d in dims]
+    res = new_empty(input._shape, src._dtype)
+    if res._numel:
+        res.numpy()[...] = np.roll(a, shifts, dims) if dims else a
+    if src is not input:
+        res = res.view(D.bfloat16)
+    if input.requires_grad:
+        G.record(op, res, (input,), {"dim": dim})
+    return as_complex_layout(res) if cplx else res
+
+
+def fftshift(input, dim=None):
+    """Move the zero frequency to the centre (roll by n // 2 along ``dim``, default all signal
+    dims; a complex result's trailing (real, imag) pair is not shifted)."""
+    return _shift("fftshift", input, dim, 1)
+
+
+def ifftshift(input, dim=None):
+    """The inverse of :func:`fftshift` (roll by -(n // 2))."""
+    return _shift("ifftshift", input, dim, -1)

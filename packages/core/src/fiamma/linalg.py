@@ -1,0 +1,814 @@
+"""fiamma.linalg: PyTorch's ``torch.linalg`` (norms, inverses, decompositions, solvers).
+
+Computed by NumPy's LAPACK on zero-copy views of the inputs (``tensor.numpy()``), batched over
+the leading dimensions; results are copied into fresh fiamma tensors of the input's dtype.
+float32 and float64 are supported; float16 / bfloat16 raise (as PyTorch does on the CPU) and
+integer inputs raise where PyTorch does. A singular / non-positive-definite input raises
+:class:`LinAlgError` (a RuntimeError) naming the op and the batch element.
+
+fiamma has no complex dtype, so ``eig`` / ``eigvals`` (complex results for general matrices)
+raise; use ``eigh`` / ``eigvalsh`` for symmetric matrices.
+
+Autograd: ops computed in NumPy record ``"linalg_<name>"`` (``linalg_inv``, ``linalg_det``, ...)
+with their inputs and keyword arguments; vector_norm, vecdot, multi_dot and matmul are composed
+of core ops and record those.
+
+>>> import fiamma
+>>> A = fiamma.tensor([[2.0, 0.0], [0.0, 4.0]])
+>>> fiamma.linalg.inv(A).tolist()
+[[0.5, 0.0], [0.0, 0.25]]
+>>> fiamma.linalg.det(A).item()
+8.0
+"""
+
+import builtins
+import collections
+import math
+
+import numpy as np
+
+from fiamma import _dtype as D, _grad_hook as G
+from fiamma._ops.matmul import matmul
+from fiamma._tensor import Tensor, _copy_into, new_empty
+
+__all__ = ["LinAlgError", "vector_norm", "matrix_norm", "norm", "cond", "inv", "inv_ex", "pinv",
+           "det", "slogdet", "solve", "solve_ex", "solve_triangular", "lstsq", "cholesky",
+           "cholesky_ex", "qr", "svd", "svdvals", "eigh", "eigvalsh", "eig", "eigvals",
+           "matrix_rank", "matrix_power", "multi_dot", "cross", "vecdot", "matmul", "diagonal"]
+
+
+class LinAlgError(RuntimeError):
+    """A linear-algebra error (singular or non-positive-definite input), like
+    ``torch.linalg.LinAlgError``."""
+
+
+SlogdetResult = collections.namedtuple("linalg_slogdet", ["sign", "logabsdet"])
+QRResult = collections.namedtuple("linalg_qr", ["Q", "R"])
+SVDResult = collections.namedtuple("linalg_svd", ["U", "S", "Vh"])
+EighResult = collections.namedtuple("linalg_eigh", ["eigenvalues", "eigenvectors"])
+LstsqResult = collections.namedtuple("linalg_lstsq",
+                                     ["solution", "residuals", "rank", "singular_values"])
+InvExResult = collections.namedtuple("linalg_inv_ex", ["inverse", "info"])
+CholeskyExResult = collections.namedtuple("linalg_cholesky_ex", ["L", "info"])
+SolveExResult = collections.namedtuple("linalg_solve_ex", ["result", "info"])
+
+_NAMES = {D.float16: "Half", D.bfloat16: "BFloat16", D.float32: "Float", D.float64: "Double",
+          D.int64: "Long", D.int32: "Int", D.int16: "Short", D.int8: "Char", D.uint8: "Byte",
+          D.bool: "Bool"}
+
+
+# ---- conversions -----------------------------------------------------------------------------
+
+def _check(A, op, name="A"):
+    if not isinstance(A, Tensor):
+        raise TypeError(f"linalg.{op}: expected {name} to be a Tensor, got {type(A).__name__}")
+    if A._storage.device.type != "cpu":
+        raise RuntimeError(f"linalg.{op}: only CPU tensors are supported, got {A.device}")
+
+
+def _float_np(A, op, name="A"):
+    """The NumPy view of a float32/float64 tensor (PyTorch's dtype errors otherwise)."""
+    _check(A, op, name)
+    dt = A._dtype
+    if dt in (D.float16, D.bfloat16):
+        raise RuntimeError(f"linalg.{op}: Low precision dtypes not supported. Got {_NAMES[dt]}")
+    if dt.kind != 2:
+        raise RuntimeError(f"linalg.{op}: Expected a floating point or complex tensor as input. "
+                           f"Got {_NAMES[dt]}")
+    return A.detach().numpy()
+
+
+def _matrix_np(A, op, square=False, name="A"):
+    a = _float_np(A, op, name)
+    if a.ndim < 2:
+        raise RuntimeError(f"linalg.{op}: The input tensor {name} must have at least 2 dimensions.")
+    if square and a.shape[-1] != a.shape[-2]:
+        raise RuntimeError(f"linalg.{op}: {name} must be batches of square matrices, but they are "
+                           f"{a.shape[-2]} by {a.shape[-1]} matrices")
+    return a
+
+
+def _tensor(arr, dt=None):
+    """A fresh fiamma tensor holding a copy of NumPy array ``arr`` (cast to ``dt``)."""
+    arr = np.asarray(arr)
+    if dt is None:
+        dt = D.from_numpy_dtype(arr.dtype)
+    res = new_empty(arr.shape, dt)
+    if res._numel:
+        res.numpy()[...] = arr
+    return res
+
+
+def _result(arr, like, out=None, op=""):
+    res = _tensor(arr, like)
+    if out is not None:
+        return _into(out, res, op)
+    return res
+
+
+def _into(out, res, op):
+    if not isinstance(out, Tensor):
+        raise TypeError(f"linalg.{op}: out must be a Tensor, got {type(out).__name__}")
+    if out._shape != res._shape:
+        if out._numel:
+            raise RuntimeError(f"linalg.{op}: out has shape {list(out._shape)} but the result "
+                               f"has shape {list(res._shape)}")
+        from fiamma._tensor import _init
+
+        fresh = new_empty(res._shape, out._dtype, out._storage.device)
+        _init(out, fresh._storage, fresh._dtype, fresh._shape, fresh._stride, 0, True)
+    _copy_into(out, res)
+    out._bump()
+    return out
+
+
+def _record(op, res, inputs, kwargs=None):
+    if builtins.any(isinstance(t, Tensor) and t.requires_grad for t in inputs):
+        G.record("linalg_" + op, res, inputs, kwargs or {})
+    return res
+
+
+def _flat_shape(a):
+    """(number of matrices, rows, cols) of a batch (reshape(-1, ...) fails when empty)."""
+    return (math.prod(a.shape[:-2]),) + a.shape[-2:]
+
+
+def _batch_label(shape, flat):
+    if not shape:
+        return ""
+    idx = np.unravel_index(flat, shape)
+    return "(Batch element %s): " % ", ".join(str(int(i)) for i in idx) if len(shape) > 1 \
+        else f"(Batch element {int(idx[0])}): "
+
+
+def _first_failure(a, fn):
+    """Index of the first batch element on which ``fn`` raises numpy's LinAlgError."""
+    flat = a.reshape(_flat_shape(a))
+    for i in range(flat.shape[0]):
+        try:
+            fn(flat[i])
+        except np.linalg.LinAlgError:
+            return i
+    return 0
+
+
+def _singular(op, a):
+    i = _first_failure(a, np.linalg.inv)
+    raise LinAlgError(f"linalg.{op}: {_batch_label(a.shape[:-2], i)}The diagonal element "
+                      f"{_zero_pivot(a.reshape(_flat_shape(a))[i])} is zero, the "
+                      "inversion could not be completed because the input matrix is singular.")
+
+
+def _zero_pivot(m):
+    """1-based index of the first zero pivot of LU with partial pivoting (LAPACK's info)."""
+    m = np.array(m, dtype=np.float64)
+    n = m.shape[0]
+    for k in range(n):
+        p = k + int(np.argmax(np.abs(m[k:, k])))
+        if m[p, k] == 0:
+            return k + 1
+        m[[k, p]] = m[[p, k]]
+        m[k + 1:, k:] -= np.outer(m[k + 1:, k] / m[k, k], m[k, k:])
+    return n
+
+
+# ---- norms ---------------------------------------------------------------------------------
+
+def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
+    """The vector ``ord``-norm over ``dim`` (None: all elements): any real ord, inf, -inf, 0.
+
+    >>> import fiamma
+    >>> fiamma.linalg.vector_norm(fiamma.tensor([3.0, -4.0])).item()
+    5.0
+    """
+    _check(x, "vector_norm", "x")
+    dt = x._dtype if dtype is None else dtype
+    if dt.kind != 2:
+        raise RuntimeError("linalg.vector_norm: Expected a floating point or complex tensor as "
+                           f"input. Got {_NAMES[dt]}")
+    if isinstance(ord, str):
+        raise RuntimeError(f"linalg.vector_norm: ord must be a number, got {ord!r}")
+    from fiamma._ops.reduce import norm as _norm
+
+    if isinstance(dim, builtins.list):
+        dim = builtins.tuple(dim)
+    return _norm(x, p=builtins.float(ord), dim=dim, keepdim=keepdim, dtype=dtype, out=out)
+
+
+def _mnorm_np(a, ord, op):
+    """Matrix norms over the last two axes of NumPy array ``a``."""
+    if ord == "fro":
+        return np.sqrt(np.sum(np.square(a), axis=(-2, -1)))
+    if ord == "nuc":
+        return np.sum(np.linalg.svd(a, compute_uv=False), axis=-1) if a.size else \
+            np.zeros(a.shape[:-2], a.dtype)
+    # over an empty axis a max gives 0 and a min raises (PyTorch's rule)
+    if ord in (2, -2):
+        if 0 in a.shape[-2:]:
+            if ord == -2:
+                raise RuntimeError(f"linalg.{op}: Expected a non-empty matrix for ord=-2")
+            return np.zeros(a.shape[:-2], a.dtype)
+        s = np.linalg.svd(a, compute_uv=False)
+        return s[..., 0] if ord == 2 else s[..., -1]
+    if ord in (1, -1, math.inf, -math.inf):
+        ax = -2 if ord in (1, -1) else -1  # column sums for 1, row sums for inf
+        s = np.sum(np.abs(a), axis=ax)
+        if s.shape[-1] == 0:
+            if ord < 0:
+                raise RuntimeError(f"linalg.{op}: Expected reduction dim to have non-zero size "
+                                   f"(the {ord} norm of an empty matrix)")
+            return np.zeros(s.shape[:-1], a.dtype)
+        return np.max(s, axis=-1) if ord > 0 else np.min(s, axis=-1)
+    raise RuntimeError(f"linalg.{op}: Order {ord} not supported.")
+
+
+def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=None):
+    """The matrix norm over the two dims ``dim``: 'fro', 'nuc', inf, -inf, 1, -1, 2, -2.
+
+    >>> import fiamma
+    >>> fiamma.linalg.matrix_norm(fiamma.tensor([[1.0, 2.0], [3.0, 4.0]]), ord=1).item()
+    6.0
+    """
+    _check(A, "matrix_norm")
+    src = A if dtype is None else A.to(dtype)
+    a = _float_np(src, "matrix_norm")
+    if a.ndim < 2:
+        raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 "
+                           "dimensions.")
+    dims = builtins.tuple(dim) if isinstance(dim, (tuple, list)) else None
+    if dims is None or len(dims) != 2:
+        raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got {dim}")
+    d0, d1 = (d % a.ndim if -a.ndim <= d < a.ndim else None for d in dims)
+    if d0 is None or d1 is None:
+        raise IndexError(f"linalg.matrix_norm: Dimension out of range (expected to be in range "
+                         f"of [{-a.ndim}, {a.ndim - 1}], but got {dims})")
+    if d0 == d1:
+        raise RuntimeError(f"linalg.matrix_norm: dims must be different. Got ({d0}, {d1})")
+    if not (isinstance(ord, str) and ord in ("fro", "nuc")) and \
+            ord not in (1, -1, 2, -2, math.inf, -math.inf):
+        raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
+    r = _mnorm_np(np.moveaxis(a, (d0, d1), (-2, -1)), ord, "matrix_norm")
+    if keepdim:
+        for d in sorted((d0, d1)):
+            r = np.expand_dims(r, d)
+    res = _result(r, src._dtype, out, "matrix_norm")
+    return _record("matrix_norm", res, (A,), {"ord": ord, "dim": dim, "keepdim": keepdim,
+                                             "dtype": dtype})
+
+
+def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None, out=None):
+    """A vector or matrix norm, as ``torch.linalg.norm``: a 2-tuple ``dim`` (or 2-d input with
+    dim=None and ord given, or a string ord) means a matrix norm, otherwise a vector norm
+    (ord=None: the 2-norm of the flattened input)."""
+    _check(A, "norm")
+    if dim is not None and not isinstance(dim, (tuple, list)):
+        dim = (dim,)
+    if isinstance(ord, str):
+        if dim is None:
+            if A.ndim != 2:
+                raise RuntimeError(f"linalg.norm: If dim is not specified but ord is, the input "
+                                   f"must be 1D or 2D. Got {A.ndim}D.")
+            dim = (-2, -1)
+        return matrix_norm(A, ord, builtins.tuple(dim), keepdim, dtype=dtype, out=out)
+    if ord is None:
+        if dim is not None and len(dim) == 2:
+            return matrix_norm(A, "fro", builtins.tuple(dim), keepdim, dtype=dtype, out=out)
+        return vector_norm(A, 2, dim, keepdim, dtype=dtype, out=out)
+    if dim is None:
+        if A.ndim not in (1, 2):
+            raise RuntimeError(f"linalg.norm: If dim is not specified but ord is, the input "
+                               f"must be 1D or 2D. Got {A.ndim}D.")
+        dim = builtins.tuple(range(A.ndim))
+    if len(dim) == 2:
+        return matrix_norm(A, ord, builtins.tuple(dim), keepdim, dtype=dtype, out=out)
+    return vector_norm(A, ord, dim, keepdim, dtype=dtype, out=out)
+
+
+def cond(A, p=None, *, out=None):
+    """The condition number of A in the ``p`` norm (None / 2: ratio of extreme singular
+    values; 'fro', 'nuc', inf, -inf, 1, -1: norm(A) * norm(inv(A)))."""
+    a = _matrix_np(A, "cond", square=p not in (None, 2, -2))
+    if p in (None, 2, -2):
+        s = np.linalg.svd(a, compute_uv=False)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = s[..., 0] / s[..., -1] if p != -2 else s[..., -1] / s[..., 0]
+    else:
+        try:
+            ia = np.linalg.inv(a)
+        except np.linalg.LinAlgError:
+            ia = np.full_like(a, np.inf)
+        r = _mnorm_np(a, p, "cond") * _mnorm_np(ia, p, "cond")
+    return _record("cond", _result(r, A._dtype, out, "cond"), (A,), {"p": p})
+
+
+# ---- inverses and determinants ---------------------------------------------------------------
+
+def inv(A, *, out=None):
+    """The inverse of square matrices (batched); LinAlgError when singular.
+
+    >>> import fiamma
+    >>> fiamma.linalg.inv(fiamma.tensor([[0.0, 1.0], [1.0, 0.0]])).tolist()
+    [[0.0, 1.0], [1.0, 0.0]]
+    """
+    a = _matrix_np(A, "inv", square=True)
+    try:
+        r = np.linalg.inv(a)
+    except np.linalg.LinAlgError:
+        _singular("inv", a)
+    return _record("inv", _result(r, A._dtype, out, "inv"), (A,))
+
+
+def inv_ex(A, *, check_errors=False, out=None):
+    """``(inverse, info)``: info (int32, one per matrix) is 0 or the 1-based index of the zero
+    pivot; the inverse of a singular matrix is left unspecified (no error unless
+    check_errors)."""
+    a = _matrix_np(A, "inv_ex", square=True)
+    flat = a.reshape(_flat_shape(a))
+    inv_flat = np.empty_like(flat)
+    info = np.zeros(flat.shape[0], np.int32)
+    for i in range(flat.shape[0]):
+        try:
+            inv_flat[i] = np.linalg.inv(flat[i])
+        except np.linalg.LinAlgError:
+            info[i] = _zero_pivot(flat[i])
+            inv_flat[i] = np.nan
+    if check_errors and info.any():
+        _singular("inv_ex", a)
+    res = _tensor(inv_flat.reshape(a.shape), A._dtype)
+    _record("inv_ex", res, (A,))
+    return InvExResult(res, _tensor(info.reshape(a.shape[:-2]), D.int32))
+
+
+def _tol(s, m, n, atol, rtol, dt, op):
+    """PyTorch's tolerance for pinv / matrix_rank: max(atol, rtol * s_max)."""
+    def val(v):
+        return v.detach().to(D.float64).numpy()[..., None] if isinstance(v, Tensor) else v
+
+    eps = np.finfo(dt._np).eps
+    if rtol is None:
+        rtol = eps * builtins.max(m, n) if atol is None or \
+            (not isinstance(atol, Tensor) and atol <= 0) else 0.0
+    atol = 0.0 if atol is None else val(atol)
+    smax = s[..., :1] if s.shape[-1] else np.zeros(s.shape[:-1] + (1,), s.dtype)
+    return np.maximum(atol, val(rtol) * np.abs(smax))
+
+
+def pinv(A, rcond=None, hermitian=False, *, atol=None, rtol=None, out=None):
+    """The Moore-Penrose pseudo-inverse by SVD (or eigh when ``hermitian``); singular values
+    below max(atol, rtol * s_max) count as zero (``rcond`` is the old name of rtol)."""
+    a = _matrix_np(A, "pinv")
+    if rcond is not None:
+        if rtol is not None:
+            raise RuntimeError("linalg.pinv: rcond and rtol cannot both be given")
+        rtol = rcond
+    m, n = a.shape[-2:]
+    if hermitian:
+        w, v = np.linalg.eigh(a)
+        order = np.argsort(-np.abs(w), axis=-1)
+        w = np.take_along_axis(w, order, -1)
+        v = np.take_along_axis(v, order[..., None, :], -1)
+        tol = _tol(np.abs(w), m, n, atol, rtol, A._dtype, "pinv")
+        with np.errstate(divide="ignore"):
+            wi = np.where(np.abs(w) > tol, 1.0 / np.where(w == 0, 1, w), 0.0).astype(a.dtype)
+        r = (v * wi[..., None, :]) @ np.swapaxes(v, -1, -2)
+    else:
+        if a.size == 0:
+            r = np.zeros(a.shape[:-2] + (n, m), a.dtype)
+        else:
+            u, s, vh = np.linalg.svd(a, full_matrices=False)
+            tol = _tol(s, m, n, atol, rtol, A._dtype, "pinv")
+            with np.errstate(divide="ignore"):
+                si = np.where(s > tol, 1.0 / np.where(s == 0, 1, s), 0.0).astype(a.dtype)
+            r = np.swapaxes(vh, -1, -2) @ (si[..., :, None] * np.swapaxes(u, -1, -2))
+    return _record("pinv", _result(r, A._dtype, out, "pinv"), (A,),
+                   {"atol": atol, "rtol": rtol, "hermitian": hermitian})
+
+
+def det(A, *, out=None):
+    """The determinant of square matrices (batched)."""
+    a = _matrix_np(A, "det", square=True)
+    return _record("det", _result(np.linalg.det(a), A._dtype, out, "det"), (A,))
+
+
+def slogdet(A, *, out=None):
+    """``(sign, logabsdet)`` of the determinant (sign 0 and logabsdet -inf when singular)."""
+    a = _matrix_np(A, "slogdet", square=True)
+    s, l = np.linalg.slogdet(a)
+    res = SlogdetResult(_tensor(s, A._dtype), _tensor(l, A._dtype))
+    if out is not None:
+        res = SlogdetResult(_into(out[0], res[0], "slogdet"), _into(out[1], res[1], "slogdet"))
+    return _record("slogdet", res, (A,))
+
+
+def matrix_power(A, n, *, out=None):
+    """A to the integer power ``n`` (negative powers through the inverse; n = 0: identity)."""
+    _check(A, "matrix_power")
+    if isinstance(n, builtins.bool) or not isinstance(n, builtins.int):
+        raise TypeError(f"linalg.matrix_power: n must be an int, got {type(n).__name__}")
+    if A.ndim < 2 or A._shape[-1] != A._shape[-2]:
+        raise RuntimeError("linalg.matrix_power: expected a tensor of square matrices, got "
+                           f"shape {list(A._shape)}")
+    if n < 0:
+        a = inv(A.detach()).numpy()  # LinAlgError naming inv when singular
+        r = np.linalg.matrix_power(a, -n)
+    else:
+        a = A.detach()
+        a = a.to(D.float32).numpy() if A._dtype is D.bfloat16 else a.numpy()
+        r = np.linalg.matrix_power(a, n)
+    return _record("matrix_power", _result(r, A._dtype, out, "matrix_power"), (A,), {"n": n})
+
+
+# ---- solvers -------------------------------------------------------------------------------
+
+def _solve_np(a, b, left, op):
+    vec = b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1])
+    if not left:
+        a = np.swapaxes(a, -1, -2)
+        if not vec:
+            b = np.swapaxes(b, -1, -2)
+    bb = b[..., None] if vec else b
+    if bb.shape[-2] != a.shape[-1]:
+        raise RuntimeError(f"linalg.{op}: Incompatible shapes of A and B for the equation "
+                           f"{'AX = B' if left else 'XA = B'} ({'x'.join(map(str, a.shape[-2:]))} "
+                           f"and {'x'.join(map(str, b.shape[-2:] if not vec else b.shape[-1:]))})")
+    try:
+        np.broadcast_shapes(a.shape[:-2], bb.shape[:-2])
+    except ValueError:
+        raise RuntimeError(f"linalg.{op}: the batch dimensions of A {list(a.shape[:-2])} and B "
+                           f"{list(bb.shape[:-2])} are not broadcastable") from None
+    try:
+        x = np.linalg.solve(a, bb)
+    except np.linalg.LinAlgError:
+        _singular(op, np.broadcast_to(a, np.broadcast_shapes(a.shape[:-2], bb.shape[:-2])
+                                      + a.shape[-2:]))
+    if vec:
+        return x[..., 0]
+    return x if left else np.swapaxes(x, -1, -2)
+
+
+def solve(A, B, *, left=True, out=None):
+    """The solution X of AX = B (``left``) or XA = B, batched with broadcasting. B may be a
+    vector (B.ndim == 1, or B.shape == A.shape[:-1]).
+
+    >>> import fiamma
+    >>> A = fiamma.tensor([[3.0, 1.0], [1.0, 2.0]])
+    >>> fiamma.linalg.solve(A, fiamma.tensor([9.0, 8.0])).tolist()
+    [2.0, 3.0]
+    """
+    a = _matrix_np(A, "solve", square=True)
+    b = _float_np(B, "solve", "B")
+    if A._dtype is not B._dtype:
+        raise RuntimeError(f"linalg.solve: Expected A and B to have the same dtype, but found "
+                           f"A of type {_NAMES[A._dtype]} and B of type {_NAMES[B._dtype]}")
+    r = _solve_np(a, b, left, "solve")
+    return _record("solve", _result(r, A._dtype, out, "solve"), (A, B), {"left": left})
+
+
+def solve_ex(A, B, *, left=True, check_errors=False, out=None):
+    """``(result, info)`` of :func:`solve`; info is nonzero for singular matrices."""
+    a = _matrix_np(A, "solve_ex", square=True)
+    try:
+        return SolveExResult(solve(A, B, left=left),
+                             _tensor(np.zeros(a.shape[:-2], np.int32), D.int32))
+    except LinAlgError:
+        if check_errors:
+            raise
+    _, info = inv_ex(A)
+    b = B.detach().numpy()
+    nan = np.full(np.broadcast_shapes(b.shape, b.shape), np.nan)
+    return SolveExResult(_tensor(nan, A._dtype), info)
+
+
+def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
+    """The solution X of AX = B (or XA = B) for triangular A (only the ``upper`` / lower
+    triangle of A is read; ``unitriangular``: its diagonal is taken as ones)."""
+    a = _matrix_np(A, "solve_triangular", square=True)
+    b = _matrix_np(B, "solve_triangular", name="B")
+    t = np.triu(a) if upper else np.tril(a)
+    if unitriangular:
+        t = t.copy()
+        idx = np.arange(t.shape[-1])
+        t[..., idx, idx] = 1
+    r = _solve_np(t, b, left, "solve_triangular")
+    return _record("solve_triangular", _result(r, A._dtype, out, "solve_triangular"), (A, B),
+                   {"upper": upper, "left": left, "unitriangular": unitriangular})
+
+
+def lstsq(A, B, rcond=None, *, driver=None):
+    """The least-squares solution of AX = B (batched): ``(solution, residuals, rank,
+    singular_values)`` as PyTorch: residuals (squared, per column of B) only when m > n and
+    every A has full rank; rank for drivers other than 'gels'; singular values for 'gelsd' and
+    'gelss' (empty tensors otherwise). Computed by SVD (LAPACK gelsd) for every driver."""
+    a = _matrix_np(A, "lstsq")
+    b = _float_np(B, "lstsq", "B")
+    if A._dtype is not B._dtype:
+        raise RuntimeError(f"linalg.lstsq: Expected A and B to have the same dtype, but found "
+                           f"A of type {_NAMES[A._dtype]} and B of type {_NAMES[B._dtype]}")
+    if driver not in (None, "gels", "gelsy", "gelsd", "gelss"):
+        raise RuntimeError(f"linalg.lstsq: parameter `driver` should be one of (gels, gelsy, "
+                           f"gelsd, gelss), got {driver!r}")
+    driver = driver or "gelsy"
+    vec = b.ndim == a.ndim - 1
+    bb = b[..., None] if vec else b
+    m, n = a.shape[-2:]
+    if bb.shape[-2] != m:
+        raise RuntimeError(f"linalg.lstsq: A and B must have the same number of rows, got "
+                           f"{m} and {bb.shape[-2]}")
+    batch = np.broadcast_shapes(a.shape[:-2], bb.shape[:-2])
+    aa = np.broadcast_to(a, batch + a.shape[-2:]).reshape((math.prod(batch), m, n))
+    bf = np.broadcast_to(bb, batch + bb.shape[-2:]).reshape((math.prod(batch), m, bb.shape[-1]))
+    k = bb.shape[-1]
+    sol = np.zeros((aa.shape[0], n, k), a.dtype)
+    res = np.zeros((aa.shape[0], k), a.dtype)
+    rank = np.zeros(aa.shape[0], np.int64)
+    sv = np.zeros((aa.shape[0], builtins.min(m, n)), a.dtype)
+    rc = np.finfo(a.dtype).eps * builtins.max(m, n) if rcond is None else rcond
+    for i in range(aa.shape[0]):
+        if m == 0 or n == 0:
+            continue
+        x, r, rk, s = np.linalg.lstsq(aa[i], bf[i], rcond=rc)
+        sol[i], rank[i], sv[i] = x, rk, s
+        if r.size:
+            res[i] = r
+    full = m > n and bool(np.all(rank == n))
+    out_sol = sol.reshape(batch + (n, k))
+    if vec:
+        out_sol = out_sol[..., 0]
+    residuals = _tensor(res.reshape(batch + (k,)) if full else np.zeros(0, a.dtype), A._dtype)
+    if vec and full:
+        residuals = _tensor(res.reshape(batch + (k,))[..., 0], A._dtype)
+    ranks = _tensor(rank.reshape(batch) if driver != "gels" else np.zeros(0, np.int64),
+                    D.int64)
+    svals = _tensor(sv.reshape(batch + (builtins.min(m, n),)) if driver in ("gelsd", "gelss")
+                    else np.zeros(0, a.dtype), A._dtype)
+    result = LstsqResult(_tensor(out_sol, A._dtype), residuals, ranks, svals)
+    _record("lstsq", result.solution, (A, B), {"rcond": rcond, "driver": driver})
+    return result
+
+
+# ---- decompositions --------------------------------------------------------------------------
+
+def _not_pd(op, a):
+    flat = a.reshape(_flat_shape(a))
+    i = _first_failure(a, np.linalg.cholesky)
+    order = _pd_order(flat[i])
+    raise LinAlgError(f"linalg.{op}: {_batch_label(a.shape[:-2], i)}The factorization could "
+                      "not be completed because the input is not positive-definite (the "
+                      f"leading minor of order {order} is not positive-definite).")
+
+
+def _pd_order(m):
+    for k in range(1, m.shape[0] + 1):
+        try:
+            np.linalg.cholesky(m[:k, :k])
+        except np.linalg.LinAlgError:
+            return k
+    return m.shape[0]
+
+
+def cholesky(A, *, upper=False, out=None):
+    """The Cholesky factor L (A = L L^T) of symmetric positive-definite matrices, or U = L^T
+    with ``upper``. Only the lower triangle of A is read. LinAlgError when not PD."""
+    a = _matrix_np(A, "cholesky", square=True)
+    try:
+        r = np.linalg.cholesky(a)
+    except np.linalg.LinAlgError:
+        _not_pd("cholesky", a)
+    if upper:
+        r = np.swapaxes(r, -1, -2)
+    return _record("cholesky", _result(r, A._dtype, out, "cholesky"), (A,), {"upper": upper})
+
+
+def cholesky_ex(A, *, upper=False, check_errors=False, out=None):
+    """``(L, info)``: info (int32 per matrix) is 0 or the order of the first leading minor that
+    is not positive-definite."""
+    a = _matrix_np(A, "cholesky_ex", square=True)
+    flat = a.reshape(_flat_shape(a))
+    L = np.zeros_like(flat)
+    info = np.zeros(flat.shape[0], np.int32)
+    for i in range(flat.shape[0]):
+        try:
+            L[i] = np.linalg.cholesky(flat[i])
+        except np.linalg.LinAlgError:
+            info[i] = _pd_order(flat[i])
+    if check_errors and info.any():
+        _not_pd("cholesky_ex", a)
+    L = L.reshape(a.shape)
+    if upper:
+        L = np.swapaxes(L, -1, -2)
+    res = _tensor(L, A._dtype)
+    _record("cholesky_ex", res, (A,), {"upper": upper})
+    return CholeskyExResult(res, _tensor(info.reshape(a.shape[:-2]), D.int32))
+
+
+def qr(A, mode="reduced", *, out=None):
+    """The QR decomposition ``(Q, R)``: mode 'reduced' (Q m x k), 'complete' (Q m x m) or 'r'
+    (R only; Q is an empty tensor)."""
+    a = _matrix_np(A, "qr")
+    if mode not in ("reduced", "complete", "r"):
+        raise RuntimeError(f"linalg.qr: qr received unrecognized mode '{mode}' but expected one "
+                           "of 'reduced' (default), 'r', or 'complete'")
+    if mode == "r":
+        res = QRResult(_tensor(np.zeros(0, a.dtype), A._dtype),
+                       _tensor(np.linalg.qr(a, mode="r"), A._dtype))
+    else:
+        q, r = np.linalg.qr(a, mode=mode)
+        res = QRResult(_tensor(q, A._dtype), _tensor(r, A._dtype))
+    return _record("qr", res, (A,), {"mode": mode})
+
+
+def svd(A, full_matrices=True, *, driver=None, out=None):
+    """The singular value decomposition ``(U, S, Vh)`` with A = U diag(S) Vh, S descending."""
+    a = _matrix_np(A, "svd")
+    m, n = a.shape[-2:]
+    if a.size == 0:
+        k = builtins.min(m, n)
+        u = np.broadcast_to(np.eye(m, m if full_matrices else k, dtype=a.dtype),
+                            a.shape[:-2] + (m, m if full_matrices else k))
+        vh = np.broadcast_to(np.eye(n if full_matrices else k, n, dtype=a.dtype),
+                             a.shape[:-2] + (n if full_matrices else k, n))
+        s = np.zeros(a.shape[:-2] + (k,), a.dtype)
+    else:
+        u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
+    res = SVDResult(_tensor(u, A._dtype), _tensor(s, A._dtype), _tensor(vh, A._dtype))
+    return _record("svd", res, (A,), {"full_matrices": full_matrices})
+
+
+def svdvals(A, *, driver=None, out=None):
+    """The singular values of A, descending."""
+    a = _matrix_np(A, "svdvals")
+    s = np.linalg.svd(a, compute_uv=False) if a.size else \
+        np.zeros(a.shape[:-2] + (builtins.min(a.shape[-2:]),), a.dtype)
+    return _record("svdvals", _result(s, A._dtype, out, "svdvals"), (A,))
+
+
+def _uplo(UPLO, op):
+    if UPLO not in ("L", "U"):
+        raise RuntimeError(f"linalg.{op}: Expected UPLO argument to be 'L' or 'U', but got "
+                           f"{UPLO}")
+    return UPLO
+
+
+def eigh(A, UPLO="L", *, out=None):
+    """Eigenvalues (ascending) and orthonormal eigenvectors of symmetric matrices; only the
+    ``UPLO`` ('L' or 'U') triangle is read."""
+    a = _matrix_np(A, "eigh", square=True)
+    w, v = np.linalg.eigh(a, UPLO=_uplo(UPLO, "eigh"))
+    res = EighResult(_tensor(w, A._dtype), _tensor(v, A._dtype))
+    return _record("eigh", res, (A,), {"UPLO": UPLO})
+
+
+def eigvalsh(A, UPLO="L", *, out=None):
+    """The eigenvalues (ascending) of symmetric matrices."""
+    a = _matrix_np(A, "eigvalsh", square=True)
+    w = np.linalg.eigvalsh(a, UPLO=_uplo(UPLO, "eigvalsh"))
+    return _record("eigvalsh", _result(w, A._dtype, out, "eigvalsh"), (A,), {"UPLO": UPLO})
+
+
+def _no_complex(op):
+    raise RuntimeError(
+        f"linalg.{op}: not supported: the eigenvalues and eigenvectors of a general real matrix "
+        "are complex, and fiamma has no complex dtype. For symmetric matrices use "
+        "fiamma.linalg.eigh / eigvalsh (real results).")
+
+
+def eig(A, *, out=None):
+    """Not supported (complex results); raises RuntimeError. See :func:`eigh`."""
+    _check(A, "eig")
+    _no_complex("eig")
+
+
+def eigvals(A, *, out=None):
+    """Not supported (complex results); raises RuntimeError. See :func:`eigvalsh`."""
+    _check(A, "eigvals")
+    _no_complex("eigvals")
+
+
+def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None, out=None):
+    """The number of singular values above max(atol, rtol * s_max) (``tol``: the old name of
+    atol), as int64."""
+    a = _matrix_np(A, "matrix_rank")
+    if tol is not None:
+        atol, rtol = tol, 0.0 if rtol is None else rtol
+    m, n = a.shape[-2:]
+    if a.size == 0:
+        r = np.zeros(a.shape[:-2], np.int64)
+    else:
+        s = np.abs(np.linalg.eigvalsh(a)) if hermitian else np.linalg.svd(a, compute_uv=False)
+        if hermitian:
+            s = -np.sort(-s, axis=-1)
+        r = np.sum(s > _tol(s, m, n, atol, rtol, A._dtype, "matrix_rank"), axis=-1)
+    return _result(r, D.int64, out, "matrix_rank")
+
+
+# ---- products ------------------------------------------------------------------------------
+
+def multi_dot(tensors, *, out=None):
+    """The product of a chain of matrices in the cheapest order (the first may be a row vector
+    and the last a column vector, as 1-d tensors). Built from ``fiamma.matmul``."""
+    ts = list(tensors)
+    if len(ts) < 2:
+        raise RuntimeError(f"linalg.multi_dot(): expected at least 2 tensors but got {len(ts)}")
+    for i, t in enumerate(ts):
+        _check(t, "multi_dot", f"tensors[{i}]")
+        if t.ndim not in (1, 2) or (t.ndim == 1 and 0 < i < len(ts) - 1):
+            raise RuntimeError(f"linalg.multi_dot(): tensor {i} must be 2D"
+                               + (" or 1D" if i in (0, len(ts) - 1) else "")
+                               + f" but got {t.ndim}D")
+        if t._dtype is not ts[0]._dtype:
+            raise RuntimeError(f"linalg.multi_dot(): all tensors must have be the same dtype "
+                               f"but tensor 0 is {ts[0]._dtype} and tensor {i} is {t._dtype}")
+    first_vec, last_vec = ts[0].ndim == 1, ts[-1].ndim == 1
+    if first_vec:
+        ts[0] = ts[0].unsqueeze(0)
+    if last_vec:
+        ts[-1] = ts[-1].unsqueeze(1)
+    for i in range(len(ts) - 1):
+        if ts[i]._shape[1] != ts[i + 1]._shape[0]:
+            raise RuntimeError(f"linalg.multi_dot(): tensors {i} and {i + 1} with shapes "
+                               f"{list(ts[i]._shape)} and {list(ts[i + 1]._shape)} cannot be "
+                               "multiplied")
+    dims = [ts[0]._shape[0]] + [t._shape[1] for t in ts]
+    n = len(ts)
+    cost = [[0] * n for _ in range(n)]
+    split = [[0] * n for _ in range(n)]
+    for span in range(1, n):
+        for i in range(n - span):
+            j = i + span
+            cost[i][j] = None
+            for k in range(i, j):
+                c = cost[i][k] + cost[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1]
+                if cost[i][j] is None or c < cost[i][j]:
+                    cost[i][j], split[i][j] = c, k
+
+    def prod(i, j):
+        if i == j:
+            return ts[i]
+        k = split[i][j]
+        return matmul(prod(i, k), prod(k + 1, j))
+
+    r = prod(0, n - 1)
+    if first_vec:
+        r = r.squeeze(0)
+    if last_vec:
+        r = r.squeeze(-1)
+    return _into(out, r, "multi_dot") if out is not None else r
+
+
+def cross(input, other, *, dim=-1, out=None):
+    """The cross product of 3-vectors along ``dim`` (broadcast over the other dims)."""
+    _check(input, "cross", "input")
+    _check(other, "cross", "other")
+    from fiamma._ops._common import broadcast_shapes
+
+    shape = broadcast_shapes(input._shape, other._shape, op="linalg.cross")
+    nd = len(shape)
+    if not -nd <= dim < nd:
+        raise IndexError(f"linalg.cross: Dimension out of range (expected to be in range of "
+                         f"[{-nd}, {nd - 1}], but got {dim})")
+    d = dim % nd
+    if shape[d] != 3:
+        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got "
+                           f"{input._shape[d - nd] if len(input._shape) >= nd - d else 1} and "
+                           f"{other._shape[d - nd] if len(other._shape) >= nd - d else 1}")
+    dt = D.result_type(input, other)
+
+    def arr(t):
+        t = t.detach()
+        t = t if t._dtype is dt else t.to(dt)
+        return t.to(D.float32).numpy() if dt is D.bfloat16 else t.numpy()
+
+    a = np.broadcast_to(arr(input), shape)
+    b = np.broadcast_to(arr(other), shape)
+    r = np.cross(a, b, axis=d) if shape[d] else np.zeros(shape)
+    return _record("cross", _result(r, dt, out, "cross"), (input, other), {"dim": dim})
+
+
+def vecdot(x, y, *, dim=-1, out=None):
+    """The dot product of vectors along ``dim`` (broadcast): ``(x * y).sum(dim)``."""
+    _check(x, "vecdot", "x")
+    _check(y, "vecdot", "y")
+    from fiamma._ops.elementwise import mul
+    from fiamma._ops.reduce import sum as _sum
+
+    return _sum(mul(x, y), dim, out=out)
+
+
+def diagonal(A, *, offset=0, dim1=-2, dim2=-1):
+    """The diagonals of the matrices in A (``A.diagonal(offset, dim1, dim2)``)."""
+    _check(A, "diagonal")
+    nd = A.ndim
+    if not (-nd <= dim1 < nd and -nd <= dim2 < nd):
+        raise IndexError(f"linalg.diagonal: Dimension out of range (expected to be in range of "
+                         f"[{-nd}, {nd - 1}], but got {dim1}, {dim2})")
+    d1, d2 = dim1 % nd, dim2 % nd
+    if d1 == d2:
+        raise RuntimeError(f"linalg.diagonal: dim1 and dim2 cannot be equal, got {dim1}")
+    n1, n2 = A._shape[d1], A._shape[d2]
+    size = builtins.max(0, builtins.min(n1, n2 - offset) if offset >= 0 else
+                        builtins.min(n1 + offset, n2))
+    start = A._offset + (offset * A._stride[d2] if offset >= 0 else -offset * A._stride[d1])
+    keep = [i for i in range(nd) if i not in (d1, d2)]
+    shape = [A._shape[i] for i in keep] + [size]
+    stride = [A._stride[i] for i in keep] + [A._stride[d1] + A._stride[d2]]
+    return A.as_strided(shape, stride, start if size else A._offset)

@@ -1,0 +1,102 @@
+"""fiamma.special: PyTorch's ``torch.special`` functions.
+
+Kernels in C (``csrc/special.c``), computed in double and rounded once to the input's float
+dtype; integer and bool inputs give the default float dtype. Autograd records each op under
+the name given in the function's docstring (``special.erfcx`` records ``"erfcx"``).
+
+>>> import fiamma
+>>> round(fiamma.special.ndtr(fiamma.tensor([0.0])).item(), 3)
+0.5
+>>> fiamma.special.xlog1py(fiamma.tensor([0.0]), fiamma.tensor([-1.0])).tolist()
+[0.0]
+"""
+
+from fiamma._lib import lib
+from fiamma._ops._unary import erf, erfc, exp2, expm1, log1p, round  # noqa: F401
+from fiamma._ops.elementwise import sigmoid as _sigmoid
+from fiamma._ops.special_ops import (  # noqa: F401
+    digamma,
+    erfinv,
+    i0,
+    lgamma,
+    logit,
+    mvlgamma,
+    polygamma,
+    sinc,
+    sp_binary,
+    sp_unary,
+    xlogy,
+)
+
+__all__ = [
+    "digamma", "psi", "polygamma", "gammaln", "multigammaln", "erf", "erfc", "erfcx", "erfinv",
+    "expit", "logit", "exp2", "expm1", "log1p", "round", "sinc", "i0", "i0e", "i1", "i1e",
+    "ndtr", "ndtri", "log_ndtr", "entr", "xlogy", "xlog1py", "zeta", "logsumexp", "softmax",
+    "log_softmax",
+]
+
+psi = digamma
+gammaln = lgamma
+
+
+def _u(code, name, doc):
+    def fn(input, *, out=None):
+        return sp_unary(code, name, input, out=out)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc + f" Autograd name: ``{name!r}``."
+    return fn
+
+
+erfcx = _u(lib.FM_SP_ERFCX, "erfcx", "The scaled complementary error function exp(x^2) erfc(x).")
+i0e = _u(lib.FM_SP_I0E, "i0e", "exp(-|x|) I0(x), the exponentially scaled Bessel I0.")
+i1 = _u(lib.FM_SP_I1, "i1", "The modified Bessel function of the first kind, order 1.")
+i1e = _u(lib.FM_SP_I1E, "i1e", "exp(-|x|) I1(x), the exponentially scaled Bessel I1.")
+ndtr = _u(lib.FM_SP_NDTR, "ndtr", "The standard normal CDF.")
+ndtri = _u(lib.FM_SP_NDTRI, "ndtri", "The inverse of the standard normal CDF (quantile).")
+log_ndtr = _u(lib.FM_SP_LOG_NDTR, "log_ndtr",
+              "log of the standard normal CDF, accurate far in both tails.")
+entr = _u(lib.FM_SP_ENTR, "entr", "-x log x (0 at 0, -inf for x < 0).")
+
+
+def expit(input, *, out=None):
+    """The logistic sigmoid 1 / (1 + exp(-x)) (``fiamma.sigmoid``)."""
+    return _sigmoid(input, out=out)
+
+
+def multigammaln(input, p, *, out=None):
+    """The multivariate log-gamma function (``fiamma.mvlgamma``)."""
+    return mvlgamma(input, p, out=out)
+
+
+def xlog1py(input, other, *, out=None):
+    """``input * log1p(other)``, 0 where input is 0 (unless other is NaN)."""
+    return sp_binary(lib.FM_SP_XLOG1PY, "xlog1py", input, other, out)
+
+
+def zeta(input, other, *, out=None):
+    """The Hurwitz zeta function sum_k (other + k)^-input."""
+    return sp_binary(lib.FM_SP_ZETA, "zeta", input, other, out)
+
+
+def logsumexp(input, dim, keepdim=False, *, out=None):
+    """``fiamma.logsumexp``."""
+    from fiamma._ops.reduce import logsumexp as f
+
+    return f(input, dim, keepdim, out=out)
+
+
+def softmax(input, dim, *, dtype=None):
+    """softmax along ``dim`` (exp(x - logsumexp(x)))."""
+    from fiamma._ops.elementwise import exp, sub
+
+    x = input if dtype is None else input.to(dtype)
+    return exp(sub(x, logsumexp(x, dim, keepdim=True)))
+
+
+def log_softmax(input, dim, *, dtype=None):
+    """log_softmax along ``dim`` (x - logsumexp(x))."""
+    from fiamma._ops.elementwise import sub
+
+    x = input if dtype is None else input.to(dtype)
+    return sub(x, logsumexp(x, dim, keepdim=True))

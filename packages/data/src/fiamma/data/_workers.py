@@ -1,0 +1,388 @@
+"""Multi-process loading: worker processes fetch and collate batches and hand them back through
+``fiamma.multiprocessing`` (tensors travel as shared memory, not pickled copies).
+
+Protocol. Each worker has its own index queue; all share one result queue. The main process
+keeps ``prefetch_factor * num_workers`` tasks in flight, dealt round-robin, each task a
+(task number, indices) pair; a worker answers (task number, batch), or an _ExceptionWrapper
+(re-raised in the main process with the worker's traceback), or an _IterableEnd when its shard
+of an iterable dataset is exhausted. ``None`` on an index queue stops a worker. The main process
+never blocks forever: it waits on the result queue in short slices and checks between them that
+every worker is alive (a worker killed by a signal is named in the error) and that ``timeout``
+has not passed. Workers watch their parent and exit if it disappears.
+"""
+
+import itertools
+import os
+import queue
+import random
+import signal
+import sys
+import time
+import traceback
+
+import numpy as np
+
+import fiamma
+from fiamma.data import dataloader as _dl
+
+_POLL = 0.2  # seconds between liveness checks while waiting for a batch
+_DEFAULT_CONTEXT = "forkserver"
+
+
+class _ExceptionWrapper:
+    """An exception raised in a worker, carried to the main process as text."""
+
+    def __init__(self, exc_info, where):
+        self.exc_type = exc_info[0]
+        self.msg = "".join(traceback.format_exception(*exc_info))
+        self.where = where
+
+    def reraise(self):
+        msg = f"Caught {self.exc_type.__name__} {self.where}.\nOriginal {self.msg}"
+        if self.exc_type is KeyError:
+            msg = KeyError.__str__(KeyError(msg))  # KeyError quotes its message
+        try:
+            exc = self.exc_type(msg)
+        except Exception:  # an exception type whose constructor wants other arguments
+            exc = RuntimeError(msg)
+        raise exc
+
+
+class _IterableEnd:
+    def __init__(self, worker_id):
+        self.worker_id = worker_id
+
+
+_SKIP = object()  # a task answered with the end of an iterable shard
+
+
+class _Resume:
+    """Sent to persistent workers at the start of a new epoch (iterable datasets restart)."""
+
+    def __init__(self, seed):
+        self.seed = seed
+
+
+def _seed_worker(base_seed, worker_id):
+    seed = (base_seed + worker_id) % (1 << 63)
+    random.seed(seed)
+    fiamma.manual_seed(seed)
+    np.random.seed(np.random.SeedSequence([worker_id, base_seed]).generate_state(1)[0])
+    return seed
+
+
+def _make_fetcher(dataset, iterable, auto_collation, collate_fn, drop_last, shard):
+    if iterable:
+        return _dl._IterFetcher(dataset, auto_collation, collate_fn, drop_last, shard)
+    return _dl._MapFetcher(dataset, auto_collation, collate_fn, drop_last)
+
+
+def _worker_loop(dataset, index_queue, result_queue, iterable, auto_collation, collate_fn,
+                 drop_last, base_seed, init_fn, worker_id, num_workers, auto_shard, parent):
+    import fiamma.multiprocessing  # noqa: F401  (registers the shared-memory reducers)
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
+    where = f"in DataLoader worker process {worker_id}"
+    shard = (worker_id, num_workers) if iterable and auto_shard and num_workers > 1 else None
+    init_error = None
+    try:
+        seed = _seed_worker(base_seed, worker_id)
+        _dl._worker_info = _dl.WorkerInfo(worker_id, num_workers, seed, dataset)
+        if init_fn is not None:
+            init_fn(worker_id)
+        fetcher = _make_fetcher(dataset, iterable, auto_collation, collate_fn, drop_last, shard)
+    except Exception:
+        init_error = _ExceptionWrapper(sys.exc_info(), where)
+    ended = False
+    while True:
+        try:
+            task = index_queue.get(timeout=1.0)
+        except queue.Empty:
+            if os.getppid() != parent:  # the main process died: nobody will read our results
+                return
+            continue
+        if task is None:
+            return
+        if isinstance(task, _Resume):
+            ended = False
+            if iterable:
+                seed = _seed_worker(task.seed, worker_id)
+                _dl._worker_info = _dl.WorkerInfo(worker_id, num_workers, seed, dataset)
+                fetcher = _make_fetcher(dataset, iterable, auto_collation, collate_fn,
+                                        drop_last, shard)
+            continue
+        idx, index = task
+        if init_error is not None:
+            data, init_error = init_error, None
+        elif ended:
+            data = _IterableEnd(worker_id)
+        else:
+            try:
+                data = fetcher.fetch(index)
+            except StopIteration:
+                ended = True
+                data = _IterableEnd(worker_id)
+            except Exception:
+                at = "" if iterable else f" (fetching indices {index!r})"
+                data = _ExceptionWrapper(sys.exc_info(), where + at)
+        try:
+            result_queue.put((idx, data))
+        except Exception:
+            result_queue.put((idx, _ExceptionWrapper(sys.exc_info(), where + " (sending)")))
+        del data
+
+
+def _context(spec):
+    import fiamma.multiprocessing as fmp
+
+    if spec is None:
+        spec = _DEFAULT_CONTEXT
+    if isinstance(spec, str):
+        try:
+            return fmp.get_context(spec)
+        except ValueError:
+            raise ValueError(f"DataLoader: multiprocessing_context {spec!r} is not one of "
+                             f"{fmp.get_all_start_methods()}") from None
+    return spec
+
+
+def _signal_name(code):
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def _nbytes(obj):
+    """Bytes of the tensors and arrays inside a sample (recursively)."""
+    if isinstance(obj, fiamma.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, np.ndarray):
+        return obj.nbytes
+    if isinstance(obj, dict):
+        return sum(_nbytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_nbytes(v) for v in obj)
+    return 0
+
+
+def shared_memory_available(strategy):
+    """Bytes that batches in flight can use: free space in /dev/shm for the ``file_system``
+    strategy, available memory for anonymous (``file_descriptor``) shared files."""
+    if strategy == "file_system":
+        st = os.statvfs("/dev/shm")
+        return st.f_bavail * st.f_frsize
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _check_shared_memory(loader):
+    """Fail before the first batch when the batches in flight cannot fit in shared memory
+    (estimated from sample 0), naming the size needed."""
+    if loader._iterable or loader.batch_size is None:
+        return
+    try:
+        if len(loader.dataset) == 0:
+            return
+        per_sample = _nbytes(loader.dataset[0])
+    except Exception:
+        return  # the workers will report a dataset that cannot be read
+    import fiamma.multiprocessing as fmp
+
+    strategy = fmp.get_sharing_strategy()
+    need = per_sample * loader.batch_size * loader.prefetch_factor * loader.num_workers
+    free = shared_memory_available(strategy)
+    if free is not None and need > free:
+        where = "/dev/shm" if strategy == "file_system" else "memory"
+        batch_mib = per_sample * loader.batch_size / 2**20
+        raise RuntimeError(
+            f"DataLoader: {loader.num_workers} workers x prefetch_factor "
+            f"{loader.prefetch_factor} x batches of about {batch_mib:.1f} MiB need about "
+            f"{need / 2**20:.1f} MiB of shared memory, but only "
+            f"{free / 2**20:.1f} MiB is available ({where}, sharing strategy {strategy!r}). "
+            "Lower batch_size, num_workers or prefetch_factor"
+            + (", or enlarge /dev/shm (docker: --shm-size)." if where == "/dev/shm" else "."))
+
+
+class MultiProcessIter:
+    """The iterator of a DataLoader with ``num_workers > 0``."""
+
+    def __init__(self, loader):
+        self._n = loader.num_workers
+        _check_shared_memory(loader)
+        ctx = _context(loader.multiprocessing_context)
+        self._result_queue = ctx.Queue()
+        self._index_queues, self._workers = [], []
+        self._shutdown_done = False
+        base_seed = loader._base_seed()
+        try:
+            for i in range(self._n):
+                iq = ctx.Queue()
+                iq.cancel_join_thread()
+                w = ctx.Process(
+                    target=_worker_loop, daemon=True,
+                    args=(loader.dataset, iq, self._result_queue, loader._iterable,
+                          loader._auto_collation, loader.collate_fn, loader.drop_last,
+                          base_seed, loader.worker_init_fn, i, self._n, loader.auto_shard,
+                          os.getpid()))
+                w.start()
+                self._index_queues.append(iq)
+                self._workers.append(w)
+        except Exception:
+            self._shutdown()
+            raise
+        self._start(loader, first=True)
+
+    # ---- epoch state -------------------------------------------------------------------
+
+    def _start(self, loader, first):
+        self._loader = loader
+        self._sampler_iter = iter(loader._index_sampler)
+        self._send_idx = 0
+        self._rcvd_idx = 0
+        self._pending = {}       # task number -> worker id, while in flight
+        self._arrived = {}       # task number -> data that came early (in-order delivery)
+        self._alive = [True] * self._n  # False once an iterable worker's shard ended
+        self._cycle = itertools.cycle(range(self._n))
+        self._in_order = loader.in_order
+        self._timeout = loader.timeout
+        for _ in range(loader.prefetch_factor * self._n):
+            self._put_next()
+
+    def _reset(self, loader):
+        """Next epoch with persistent workers."""
+        if self._shutdown_done:
+            raise RuntimeError("DataLoader: the persistent workers have been shut down")
+        while self._pending:  # drain what is still in flight from an interrupted epoch
+            idx, _ = self._get()
+            self._pending.pop(idx, None)
+        if loader._iterable:
+            seed = loader._base_seed()
+            for q in self._index_queues:
+                q.put(_Resume(seed))
+        self._start(loader, first=False)
+
+    def _put_next(self):
+        try:
+            index = next(self._sampler_iter)
+        except StopIteration:
+            return
+        for _ in range(self._n):
+            w = next(self._cycle)
+            if self._alive[w]:
+                break
+        else:
+            return
+        self._index_queues[w].put((self._send_idx, index))
+        self._pending[self._send_idx] = w
+        self._send_idx += 1
+
+    # ---- receiving -------------------------------------------------------------------------
+
+    def _get(self):
+        deadline = time.monotonic() + self._timeout if self._timeout > 0 else None
+        while True:
+            wait = _POLL if deadline is None else max(0.0, min(_POLL,
+                                                               deadline - time.monotonic()))
+            try:
+                return self._result_queue.get(timeout=wait)
+            except queue.Empty:
+                pass
+            dead = [w for w in self._workers if not w.is_alive()]
+            if dead:
+                self._shutdown()
+                parts = []
+                for w in dead:
+                    code = w.exitcode
+                    if code is not None and code < 0:
+                        parts.append(f"DataLoader worker (pid {w.pid}) is killed by signal: "
+                                     f"{_signal_name(code)}.")
+                    else:
+                        parts.append(f"DataLoader worker (pid {w.pid}) exited unexpectedly "
+                                     f"with exit code {code}.")
+                raise RuntimeError(" ".join(parts) + " If a worker ran out of memory, lower "
+                                   "batch_size, num_workers or prefetch_factor.")
+            if deadline is not None and time.monotonic() >= deadline:
+                self._shutdown()
+                raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds")
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        while True:
+            if self._in_order:
+                while self._rcvd_idx in self._arrived:
+                    data = self._arrived.pop(self._rcvd_idx)
+                    self._rcvd_idx += 1
+                    if data is not _SKIP:
+                        return self._deliver(data)
+                if self._rcvd_idx >= self._send_idx:
+                    return self._finish()
+            elif not self._pending:
+                return self._finish()
+            idx, data = self._get()
+            self._pending.pop(idx, None)
+            if isinstance(data, _IterableEnd):
+                # this worker's shard is exhausted; it answers its remaining tasks the same way
+                self._alive[data.worker_id] = False
+                data = _SKIP
+            if self._in_order:
+                self._arrived[idx] = data
+            elif data is not _SKIP:
+                return self._deliver(data)
+
+    def _deliver(self, data):
+        self._put_next()
+        if isinstance(data, _ExceptionWrapper):
+            if not self._loader.persistent_workers:
+                self._shutdown()
+            data.reraise()
+        return data
+
+    def _finish(self):
+        if not self._loader.persistent_workers:
+            self._shutdown()
+        raise StopIteration
+
+    def __len__(self):
+        return len(self._loader)
+
+    # ---- shutdown ----------------------------------------------------------------------------
+
+    def _shutdown(self):
+        if self._shutdown_done:
+            return
+        self._shutdown_done = True
+        for q in self._index_queues:
+            try:
+                q.put(None)
+            except Exception:
+                pass
+        for w in self._workers:
+            w.join(timeout=5.0)
+            if w.is_alive():
+                w.terminate()
+                w.join(timeout=1.0)
+        for q in self._index_queues:
+            q.close()
+        # drop batches nobody will read, so their shared memory is released now
+        try:
+            while True:
+                self._result_queue.get_nowait()
+        except (queue.Empty, OSError, EOFError, ValueError):
+            pass
+        self._result_queue.cancel_join_thread()
+        self._result_queue.close()
+
+    def __del__(self):
+        try:
+            self._shutdown()
+        except Exception:
+            pass

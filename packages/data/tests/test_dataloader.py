@@ -1,0 +1,122 @@
+"""DataLoader in the main process: batching, shuffling, samplers, validation, iterables."""
+
+import numpy as np
+import pytest
+
+import fiamma
+from fiamma import data as D
+
+
+class Squares(D.Dataset):
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return {"x": fiamma.full((2,), float(i)), "y": i * i}
+
+
+class Stream(D.IterableDataset):
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        return iter(range(self.n))
+
+    def __len__(self):
+        return self.n
+
+
+class Batched(D.Dataset):
+    """A dataset with __getitems__, which the loader must use for whole batches."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __len__(self):
+        return 10
+
+    def __getitem__(self, i):
+        raise AssertionError("__getitem__ should not be used")
+
+    def __getitems__(self, idx):
+        self.calls.append(list(idx))
+        return [fiamma.tensor(float(i)) for i in idx]
+
+
+def test_batches_in_order_with_a_short_last_batch():
+    dl = D.DataLoader(Squares(10), batch_size=4)
+    batches = list(dl)
+    assert len(dl) == 3 == len(batches)
+    assert batches[0]["x"].shape == (4, 2) and batches[2]["y"].tolist() == [64, 81]
+    assert [b["y"].shape[0] for b in batches] == [4, 4, 2]
+    assert len(D.DataLoader(Squares(10), batch_size=4, drop_last=True)) == 2
+
+
+def test_shuffle_is_a_permutation_and_reproducible_with_a_generator():
+    def order(seed):
+        dl = D.DataLoader(Squares(20), batch_size=3, shuffle=True,
+                          generator=fiamma.Generator().manual_seed(seed))
+        return [v for b in dl for v in b["y"].tolist()]
+
+    a, b, c = order(1), order(1), order(2)
+    assert sorted(a) == sorted(i * i for i in range(20)) and a == b and a != c
+
+
+def test_no_batching_converts_samples():
+    out = list(D.DataLoader([np.ones(2), np.zeros(2)], batch_size=None))
+    assert all(isinstance(t, fiamma.Tensor) and t.shape == (2,) for t in out)
+
+
+def test_batch_sampler_and_getitems():
+    ds = Batched()
+    dl = D.DataLoader(ds, batch_sampler=[[0, 1], [5, 6, 7]])
+    got = [b.tolist() for b in dl]
+    assert got == [[0.0, 1.0], [5.0, 6.0, 7.0]] and ds.calls == [[0, 1], [5, 6, 7]]
+
+
+def test_custom_collate_and_sampler():
+    dl = D.DataLoader(Squares(6), batch_size=2, sampler=[5, 4, 3, 2, 1, 0],
+                      collate_fn=lambda b: [s["y"] for s in b])
+    assert list(dl) == [[25, 16], [9, 4], [1, 0]]
+
+
+def test_iterable_dataset():
+    dl = D.DataLoader(Stream(7), batch_size=3)
+    assert [b.tolist() for b in dl] == [[0, 1, 2], [3, 4, 5], [6]] and len(dl) == 3
+    dl = D.DataLoader(Stream(7), batch_size=3, drop_last=True)
+    assert [b.tolist() for b in dl] == [[0, 1, 2], [3, 4, 5]]
+    assert list(D.DataLoader(Stream(3), batch_size=None)) == [0, 1, 2]  # ints stay ints
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(num_workers=-1), "num_workers option should be non-negative"),
+    (dict(timeout=-1), "timeout option should be non-negative"),
+    (dict(prefetch_factor=2), "prefetch_factor option could only be specified"),
+    (dict(persistent_workers=True), "persistent_workers option needs num_workers > 0"),
+    (dict(shuffle=True, sampler=[0, 1]), "mutually exclusive with shuffle"),
+    (dict(batch_sampler=[[0]], batch_size=2), "batch_sampler option is mutually exclusive"),
+    (dict(batch_size=None, drop_last=True), "disables auto-batching"),
+    (dict(multiprocessing_context="spawn"), "multiprocessing_context can only be used"),
+    (dict(worker_init_fn=3), "worker_init_fn must be callable"),
+])
+def test_argument_errors(kw, msg):
+    with pytest.raises((ValueError, TypeError), match=msg):
+        D.DataLoader(Squares(4), **kw)
+
+
+def test_iterable_dataset_refuses_shuffle_and_samplers():
+    for kw in (dict(shuffle=True), dict(sampler=[0]), dict(batch_sampler=[[0]])):
+        with pytest.raises(ValueError, match="IterableDataset"):
+            D.DataLoader(Stream(3), **kw)
+
+
+def test_pin_memory_warns_without_an_accelerator():
+    with pytest.warns(UserWarning, match="no accelerator"):
+        D.DataLoader(Squares(2), pin_memory=True)
+
+
+def test_worker_info_is_none_in_the_main_process():
+    assert D.get_worker_info() is None

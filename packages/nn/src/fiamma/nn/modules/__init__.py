@@ -1,0 +1,4 @@
+from fiamma.nn.modules.activation import *  # noqa: F401,F403
+from fiamma.nn.modules.container import *  # noqa: F401,F403
+from fiamma.nn.modules.linear import *  # noqa: F401,F403
+from fiamma.nn.modules.module import Module  # noqa: F401

@@ -1,0 +1,63 @@
+"""Parameter and Buffer: tensors that a Module registers when they are assigned to it."""
+
+import fiamma
+
+__all__ = ["Parameter", "Buffer"]
+
+
+class Parameter(fiamma.Tensor):
+    """A tensor that is a module parameter: assigning one to a Module attribute registers it
+    (it appears in ``parameters()`` and ``state_dict()``). It shares storage with ``data`` and
+    requires grad by default.
+
+    >>> import fiamma
+    >>> from fiamma.nn import Parameter
+    >>> w = Parameter(fiamma.zeros(2))
+    >>> w.requires_grad, w.is_leaf
+    (True, True)
+    """
+
+    def __new__(cls, data=None, requires_grad=True):
+        if data is None:
+            data = fiamma.empty(0)
+        if not isinstance(data, fiamma.Tensor):
+            raise TypeError(f"Parameter: data must be a Tensor, got {type(data).__name__}")
+        p = data.detach().as_subclass(cls)
+        if requires_grad:
+            p.requires_grad_(True)
+        return p
+
+    def __init__(self, data=None, requires_grad=True):
+        pass  # everything happens in __new__
+
+    def __repr__(self):
+        return "Parameter containing:\n" + super().__repr__()
+
+    def __reduce_ex__(self, proto):
+        return (_rebuild_parameter, (self.detach(), self.requires_grad))
+
+    def __deepcopy__(self, memo):
+        if id(self) in memo:
+            return memo[id(self)]
+        out = type(self)(self.detach().clone(), self.requires_grad)
+        memo[id(self)] = out
+        return out
+
+
+def _rebuild_parameter(data, requires_grad):
+    return Parameter(data, requires_grad)
+
+
+class Buffer(fiamma.Tensor):
+    """Marks a tensor to be registered as a buffer when assigned to a Module attribute
+    (``persistent=False`` keeps it out of ``state_dict``)."""
+
+    def __new__(cls, data=None, *, persistent=True):
+        if data is None:
+            data = fiamma.empty(0)
+        b = data.detach().as_subclass(cls)
+        b.persistent = persistent
+        return b
+
+    def __init__(self, data=None, *, persistent=True):
+        pass

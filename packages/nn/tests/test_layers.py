@@ -1,0 +1,126 @@
+"""Linear, Bilinear, Flatten/Unflatten, the first activations, init: values against NumPy
+float64, gradients numerically, initial distributions."""
+
+import math
+
+import numpy as np
+import pytest
+
+import fiamma
+from fiamma import nn
+from fiamma.autograd import gradcheck
+from fiamma.nn import functional as F, init
+
+
+def test_linear_forward_and_init_bounds():
+    lin = nn.Linear(20, 7)
+    assert lin.weight.shape == (7, 20) and lin.bias.shape == (7,)
+    bound = 1 / math.sqrt(20)
+    assert lin.weight.abs().max().item() <= bound + 1e-7
+    assert lin.bias.abs().max().item() <= bound + 1e-7
+    x = np.random.default_rng(0).standard_normal((3, 5, 20)).astype(np.float32)
+    y = lin(fiamma.tensor(x))
+    ref = x @ lin.weight.detach().numpy().T + lin.bias.detach().numpy()
+    np.testing.assert_allclose(y.detach().numpy(), ref, rtol=1e-5, atol=1e-6)
+    nb = nn.Linear(4, 2, bias=False)
+    assert nb.bias is None and [n for n, _ in nb.named_parameters()] == ["weight"]
+    assert "bias=False" in repr(nb)
+
+
+def test_linear_gradients():
+    lin = nn.Linear(4, 3).double()
+    x = fiamma.randn(5, 4, dtype=fiamma.float64, requires_grad=True)
+    assert gradcheck(lambda x, w, b: F.linear(x, w, b), (x, lin.weight, lin.bias))
+    x3 = fiamma.randn(2, 3, 4, dtype=fiamma.float64, requires_grad=True)
+    assert gradcheck(lambda x, w, b: F.linear(x, w, b), (x3, lin.weight, lin.bias))
+    out = lin(x).sum()
+    out.backward()
+    np.testing.assert_allclose(lin.bias.grad.numpy(), np.full(3, 5.0))
+    np.testing.assert_allclose(lin.weight.grad.numpy(),
+                               np.ones((3, 5)) @ x.detach().numpy(), rtol=1e-12)
+
+
+def test_bilinear():
+    m = nn.Bilinear(3, 4, 2).double()
+    a = fiamma.randn(5, 3, dtype=fiamma.float64, requires_grad=True)
+    b = fiamma.randn(5, 4, dtype=fiamma.float64, requires_grad=True)
+    ref = np.einsum("ni,kij,nj->nk", a.detach().numpy(), m.weight.detach().numpy(),
+                    b.detach().numpy()) + m.bias.detach().numpy()
+    np.testing.assert_allclose(m(a, b).detach().numpy(), ref, rtol=1e-12)
+    assert gradcheck(lambda a, b, w, c: F.bilinear(a, b, w, c), (a, b, m.weight, m.bias))
+
+
+def test_flatten_unflatten_identity():
+    x = fiamma.arange(24.0).reshape(2, 3, 4)
+    assert nn.Flatten()(x).shape == (2, 12) and nn.Flatten(0, 1)(x).shape == (6, 4)
+    assert nn.Unflatten(1, (3, 1))(nn.Flatten()(x)[:, :3]).shape == (2, 3, 1)
+    assert nn.Identity(1, k=2)(x) is x
+    with pytest.raises(TypeError, match="unflattened_size"):
+        nn.Unflatten(1, 3)
+
+
+def test_activations():
+    x = fiamma.tensor([[-1.0, 0.5, 2.0]])
+    assert nn.ReLU()(x).tolist() == [[0.0, 0.5, 2.0]]
+    np.testing.assert_allclose(nn.Sigmoid()(x).numpy(), 1 / (1 + np.exp(-x.numpy())),
+                               rtol=1e-6)
+    np.testing.assert_allclose(nn.Tanh()(x).numpy(), np.tanh(x.numpy()), rtol=1e-6)
+    sm = nn.Softmax(dim=1)(x).numpy()
+    np.testing.assert_allclose(sm, np.exp(x.numpy()) / np.exp(x.numpy()).sum(1), rtol=1e-6)
+    np.testing.assert_allclose(nn.LogSoftmax(dim=1)(x).numpy(), np.log(sm), rtol=1e-5)
+    with pytest.warns(UserWarning, match="Implicit dimension"):
+        F.softmax(x)
+    y = x.clone()
+    nn.ReLU(inplace=True)(y)
+    assert y.tolist() == [[0.0, 0.5, 2.0]]
+
+
+def test_init_gains_and_fans():
+    assert init.calculate_gain("relu") == math.sqrt(2)
+    assert init.calculate_gain("leaky_relu", 0.2) == math.sqrt(2 / 1.04)
+    assert init.calculate_gain("tanh") == 5 / 3 and init.calculate_gain("selu") == 0.75
+    with pytest.raises(ValueError, match="Unsupported nonlinearity"):
+        init.calculate_gain("swish")
+    with pytest.raises(ValueError, match="negative_slope"):
+        init.calculate_gain("leaky_relu", True)
+    with pytest.raises(ValueError, match="fewer than 2 dimensions"):
+        init.xavier_uniform_(fiamma.empty(3))
+
+
+@pytest.mark.parametrize("fn,kw,std", [
+    (init.kaiming_normal_, dict(mode="fan_in", nonlinearity="relu"), math.sqrt(2 / 300)),
+    (init.kaiming_normal_, dict(mode="fan_out", nonlinearity="relu"), math.sqrt(2 / 400)),
+    (init.kaiming_uniform_, dict(nonlinearity="relu"), math.sqrt(2 / 300)),
+    (init.xavier_normal_, dict(), math.sqrt(2 / 700)),
+    (init.xavier_uniform_, dict(gain=2.0), 2 * math.sqrt(2 / 700)),
+])
+def test_init_distributions(fn, kw, std):
+    w = fiamma.empty(400, 300)
+    fn(w, **kw)
+    v = w.numpy()
+    assert abs(v.std() - std) / std < 0.02 and abs(v.mean()) < 3 * std / math.sqrt(v.size)
+    if "uniform" in fn.__name__:
+        assert np.abs(v).max() <= math.sqrt(3) * std * (1 + 1e-6)
+
+
+def test_init_simple_fills():
+    w = fiamma.empty(3, 4)
+    assert init.ones_(w).tolist() == [[1.0] * 4] * 3
+    assert init.zeros_(w).sum().item() == 0
+    assert init.constant_(w, 2.5).max().item() == 2.5
+    np.testing.assert_array_equal(init.eye_(w).numpy(), np.eye(3, 4))
+    d = init.dirac_(fiamma.empty(4, 2, 3, 3), groups=2)
+    assert d.sum().item() == 4 and d[0, 0, 1, 1].item() == 1 and d[2, 0, 1, 1].item() == 1
+    s = init.sparse_(fiamma.empty(10, 6), sparsity=0.3)
+    assert all((s[:, c] == 0).sum().item() >= 3 for c in range(6))
+    with pytest.warns(UserWarning, match="zero-element"):
+        init.kaiming_uniform_(fiamma.empty(0, 3))
+    g1 = init.uniform_(fiamma.empty(5), generator=fiamma.Generator().manual_seed(3))
+    g2 = init.uniform_(fiamma.empty(5), generator=fiamma.Generator().manual_seed(3))
+    assert g1.tolist() == g2.tolist()
+
+
+def test_init_does_not_record_gradients():
+    p = nn.Parameter(fiamma.empty(3, 3))
+    init.normal_(p)
+    assert p.is_leaf and p.grad_fn is None

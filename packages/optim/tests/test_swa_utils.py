@@ -1,0 +1,171 @@
+"""swa_utils: averaging functions, AveragedModel, update_bn and SWALR."""
+
+import numpy as np
+import pytest
+
+import fiamma
+from fiamma import optim
+from fiamma.optim import swa_utils as SW
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+
+class FakeBN:
+    """The BatchNorm interface update_bn relies on (running stats with cumulative averaging
+    when momentum is None)."""
+
+    def __init__(self):
+        self.running_mean = fiamma.zeros(2)
+        self.momentum = 0.1
+        self.training = True
+        self.seen = 0
+
+    def reset_running_stats(self):
+        self.running_mean.zero_()
+        self.seen = 0
+
+    def __call__(self, x):
+        if self.training:
+            mean = x.mean(0)
+            self.seen += 1
+            m = self.momentum if self.momentum is not None else 1.0 / self.seen
+            self.running_mean.mul_(1 - m).add_(mean * m)
+        return x
+
+
+class Net:
+    def __init__(self, seed=0):
+        rng = np.random.default_rng(seed)
+        self.w = fiamma.tensor(rng.standard_normal((3, 2)))
+        self.b = fiamma.tensor(rng.standard_normal(2))
+        self.bn = FakeBN()
+        self.training = True
+
+    def parameters(self):
+        return iter([self.w, self.b])
+
+    def buffers(self):
+        return iter([self.bn.running_mean])
+
+    def modules(self):
+        return iter([self, self.bn])
+
+    def train(self, mode=True):
+        self.training = self.bn.training = mode
+        return self
+
+    def state_dict(self):
+        return {"w": self.w, "b": self.b, "bn.running_mean": self.bn.running_mean}
+
+    def __call__(self, x):
+        return self.bn(x @ self.w + self.b)
+
+
+def _models(n):
+    return [Net(seed) for seed in range(n)]
+
+
+def test_swa_average_equals_mean():
+    models = _models(4)
+    swa = SW.AveragedModel(models[0])
+    for m in models:
+        swa.update_parameters(m)
+    assert swa.n_averaged.item() == 4
+    np.testing.assert_allclose(swa.module.w.numpy(), np.mean([m.w.numpy() for m in models], 0),
+                               rtol=1e-12)
+    # buffers follow the last model unless use_buffers
+    np.testing.assert_array_equal(swa.module.bn.running_mean.numpy(),
+                                  models[-1].bn.running_mean.numpy())
+    assert swa.module.w is not models[0].w  # a deep copy
+
+
+@pytest.mark.parametrize("multi", [False, True])
+def test_ema(multi):
+    models = _models(3)
+    decay = 0.9
+    kw = ({"multi_avg_fn": SW.get_ema_multi_avg_fn(decay)} if multi
+          else {"avg_fn": SW.get_ema_avg_fn(decay)})
+    ema = SW.AveragedModel(models[0], use_buffers=True, **kw)
+    ref = models[0].w.numpy().copy()
+    for i, m in enumerate(models):
+        ema.update_parameters(m)
+        if i:
+            ref = decay * ref + (1 - decay) * m.w.numpy()
+    np.testing.assert_allclose(ema.module.w.numpy(), ref, rtol=1e-12)
+
+
+def test_swa_multi_avg_fn_matches_avg_fn():
+    models = _models(5)
+    a = SW.AveragedModel(models[0])
+    b = SW.AveragedModel(models[0], multi_avg_fn=SW.get_swa_multi_avg_fn())
+    for m in models:
+        a.update_parameters(m)
+        b.update_parameters(m)
+    np.testing.assert_allclose(a.module.b.numpy(), b.module.b.numpy(), rtol=1e-12)
+
+
+def test_state_dict_keys_and_forward():
+    m = Net()
+    swa = SW.AveragedModel(m)
+    swa.update_parameters(m)
+    assert set(swa.state_dict()) == {"n_averaged", "module.w", "module.b",
+                                     "module.bn.running_mean"}
+    x = fiamma.ones(4, 3, dtype=fiamma.float64)
+    np.testing.assert_allclose(swa(x).numpy(), m(x).numpy())
+    with pytest.raises(ValueError, match="tensors to average"):
+        class Other(Net):
+            def parameters(self):
+                return iter([self.w])
+        swa.update_parameters(Other())
+
+
+def test_update_bn_recomputes_running_stats():
+    m = Net()
+    data = [fiamma.tensor(np.full((4, 3), float(i))) for i in range(1, 4)]
+    m.train(False)
+    SW.update_bn(data, m)
+    outs = [(d @ m.w + m.b).numpy().mean(0) for d in data]
+    np.testing.assert_allclose(m.bn.running_mean.numpy(), np.mean(outs, 0), rtol=1e-6)
+    assert m.bn.momentum == 0.1 and m.training is False
+
+
+def test_swalr_sequence():
+    opt = optim.SGD([fiamma.zeros(1)], lr=1.0)
+    sched = SW.SWALR(opt, swa_lr=0.1, anneal_epochs=4, anneal_strategy="linear")
+    lrs = []
+    for _ in range(6):
+        opt.step()
+        sched.step()
+        lrs.append(sched.get_last_lr()[0])
+    # linear: from 1 towards 0.1, reached after the 4 annealing epochs, then held
+    assert lrs[0] > lrs[1] > lrs[2] > 0.1
+    assert lrs[3:] == pytest.approx([0.1, 0.1, 0.1])
+    with pytest.raises(ValueError, match="anneal_strategy"):
+        SW.SWALR(opt, 0.1, anneal_strategy="step")
+    with pytest.raises(ValueError, match="anneal_epochs"):
+        SW.SWALR(opt, 0.1, anneal_epochs=-1)
+
+
+@pytest.mark.parity
+@pytest.mark.skipif(torch is None, reason="PyTorch not installed")
+@pytest.mark.parametrize("kw", [dict(swa_lr=0.05, anneal_epochs=5),
+                                dict(swa_lr=[0.05, 0.2], anneal_epochs=3,
+                                     anneal_strategy="linear"),
+                                dict(swa_lr=0.3, anneal_epochs=0)])
+def test_swalr_equals_pytorch(kw):
+    seqs = []
+    for lib, mod in (("f", optim), ("t", torch.optim)):
+        ps = [fiamma.zeros(1), fiamma.zeros(1)] if lib == "f" else [torch.zeros(1),
+                                                                     torch.zeros(1)]
+        opt = mod.SGD([{"params": [ps[0]]}, {"params": [ps[1]], "lr": 0.5}], lr=1.0)
+        sched = (SW if lib == "f" else torch.optim.swa_utils).SWALR(opt, **kw)
+        seq = []
+        for _ in range(8):
+            opt.step()
+            sched.step()
+            seq.append([float(g["lr"]) for g in opt.param_groups])
+        seqs.append(seq)
+    np.testing.assert_allclose(seqs[0], seqs[1], rtol=1e-12)
