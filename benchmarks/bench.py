@@ -227,6 +227,15 @@ def make_workloads(quick):
     fba, fbb = fiamma.from_numpy(ba), fiamma.from_numpy(bb)
     x16 = rng.standard_normal(16, dtype=np.float32)
     y16 = rng.standard_normal(16, dtype=np.float32)
+    gx = rng.standard_normal((1000, 1000), dtype=np.float32)  # gather / scatter_add (1M)
+    gi = rng.integers(0, 1000, size=(1000, 1000))
+    fgx, fgi = fiamma.from_numpy(gx), fiamma.from_numpy(gi)
+    grows = np.arange(1000)[:, None]
+
+    def np_scatter_add():
+        r = gx.copy()
+        np.add.at(r, (grows, gi), gx)
+        return r
 
     if torch is not None:
         ta, tb, tc = (torch.from_numpy(x) for x in (a, b, c))
@@ -234,6 +243,7 @@ def make_workloads(quick):
         tmats = {n: tuple(torch.from_numpy(x) for x in mats[n]) for n in mats}
         tba, tbb = torch.from_numpy(ba), torch.from_numpy(bb)
         tx16, ty16 = torch.from_numpy(x16), torch.from_numpy(y16)
+        tgx, tgi = torch.from_numpy(gx), torch.from_numpy(gi)
 
     def pt(fn):
         return fn if torch is not None else None
@@ -287,6 +297,12 @@ def make_workloads(quick):
         Workload("bmm (64,128,128)", "GFLOP/s", lambda: fiamma.bmm(fba, fbb),
                  lambda: np.matmul(ba, bb), pt(lambda: torch.bmm(tba, tbb)),
                  targets=(("pt", 0.9),), flops=2 * 64 * 128**3, repeat=r, number=5, rtol=1e-3),
+        Workload("gather (1M)", "ms", lambda: fiamma.gather(fgx, 1, fgi),
+                 lambda: np.take_along_axis(gx, gi, 1), pt(lambda: torch.gather(tgx, 1, tgi)),
+                 targets=(("pt", 1.0),), repeat=r),
+        Workload("scatter_add (1M)", "ms", lambda: fiamma.scatter_add(fgx, 1, fgi, fgx),
+                 np_scatter_add, pt(lambda: torch.scatter_add(tgx, 1, tgi, tgx)),
+                 targets=(("pt", 1.0),), repeat=r, rtol=1e-4),
         Workload("10k adds (16,)", "us/add",
                  _chain(lambda u, v: u + v, fiamma.from_numpy(x16), fiamma.from_numpy(y16)),
                  _chain(lambda u, v: u + v, x16, y16),

@@ -28,6 +28,7 @@ from fiamma._ops.reduce import *  # noqa: F401,F403
 from fiamma._ops.matmul import *  # noqa: F401,F403
 from fiamma._ops.join import *  # noqa: F401,F403
 from fiamma._ops.indexing import *  # noqa: F401,F403
+from fiamma._ops.indexops import *  # noqa: F401,F403
 from fiamma._ops.shape import *  # noqa: F401,F403
 from fiamma._ops.special_ops import *  # noqa: F401,F403
 from fiamma._ops.spectral import *  # noqa: F401,F403
