@@ -329,7 +329,41 @@ def make_workloads(quick):
                                  _dir_mb(Path(np.__file__).parent),
                                  _dir_mb(Path(torch.__file__).parent) if torch else None)),
     ]
-    return w + optim_workloads(quick)
+    return w + optim_workloads(quick) + data_workloads(quick)
+
+
+def data_workloads(quick):
+    """One epoch of a DataLoader over 60,000 28x28 uint8 images with a per-sample transform,
+    batch 128, shuffled (ms per epoch, worker start-up included)."""
+    try:
+        from fiamma import data
+    except (ImportError, AttributeError):
+        return [Workload(f"loader epoch, {k} workers", "ms", None, None,
+                         targets=(("pt", 1.0),), check=False, direct=lambda: (None,) * 3)
+                for k in (0, 2)]
+    import bench_datasets as B
+
+    x, y = B.images()
+    fds = B.FiammaDigits(x, y)
+
+    def epoch(loader):
+        return lambda: sum(1 for _ in loader)
+
+    out = []
+    for k in (0, 2):
+        floader = data.DataLoader(fds, batch_size=128, shuffle=True, num_workers=k)
+        tloader = None
+        if torch is not None:
+            tloader = torch.utils.data.DataLoader(B.TorchDigits(x, y), batch_size=128,
+                                                  shuffle=True, num_workers=k)
+        npy = lambda: [((x[i].astype(np.float32) / 255.0 - B.MEAN) / B.STD)  # noqa: E731
+                       for i in np.random.permutation(len(x))]
+        out.append(Workload(f"loader epoch, {k} workers", "ms", epoch(floader),
+                            npy if k == 0 else None,
+                            epoch(tloader) if tloader is not None else None,
+                            targets=(("pt", 1.0),), check=False, repeat=2 if quick else 3,
+                            ))
+    return out
 
 
 def optim_workloads(quick):
@@ -396,7 +430,8 @@ def run_workload(w):
             ok = np.allclose(as_numpy(out), ref, rtol=w.rtol, atol=w.rtol)
             res["correct"] = bool(ok)
         res["fiamma"] = to_unit(measure(w.fiamma, w.repeat, w.number) * scale, w)
-    res["numpy"] = to_unit(measure(w.numpy, w.repeat, w.number) * scale, w)
+    res["numpy"] = (to_unit(measure(w.numpy, w.repeat, w.number) * scale, w)
+                    if w.numpy is not None else None)
     res["torch"] = (to_unit(measure(w.torch, w.repeat, w.number) * scale, w)
                     if w.torch is not None else None)
     w.results = res
