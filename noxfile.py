@@ -323,8 +323,9 @@ def _pip_check(session):
 def _install_from_wheelhouse(session, pkgs):
     """fiamma distributions from the wheelhouse only (never an index), without dependencies."""
     if pkgs:
-        names = [f"{p.dist}=={_wheel_of(p).name.split('-')[1]}" for p in pkgs]
-        session.install("--no-index", "--find-links", str(WHEELHOUSE), "--no-deps", *names)
+        # the wheel files themselves: a name==version request could be answered from uv's
+        # cache with an older build of the same version
+        session.install("--no-index", "--no-deps", *[str(_wheel_of(p)) for p in pkgs])
 
 
 def _install_wheels(session, pkgs, test_for=()):
