@@ -61,23 +61,27 @@ class Workload:
 STAT = statistics.median  # --stat min: the best run (steadier on a busy machine)
 
 
-def measure(fn, repeat, number, warmup=2):
-    """Seconds per call of ``fn``: the median (or min) of ``repeat`` runs of ``number`` calls."""
+def measure_interleaved(fns, repeat, number, warmup=2):
+    """Seconds per call of each of ``fns``, timed round-robin (one timed run of each library
+    per round), so that drift in the machine's state (page promotion to huge pages, frequency,
+    other load) falls on every library alike; the median (or min) over ``repeat`` rounds."""
     for _ in range(warmup):
-        fn()
+        for fn in fns:
+            fn()
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        times = []
+        times = [[] for _ in fns]
         for _ in range(repeat):
-            t0 = time.perf_counter()
-            for _ in range(number):
-                fn()
-            times.append((time.perf_counter() - t0) / number)
+            for fn, ts in zip(fns, times):
+                t0 = time.perf_counter()
+                for _ in range(number):
+                    fn()
+                ts.append((time.perf_counter() - t0) / number)
     finally:
         if was_enabled:
             gc.enable()
-    return STAT(times)
+    return [STAT(ts) for ts in times]
 
 
 def to_unit(seconds, w):
@@ -429,11 +433,13 @@ def run_workload(w):
             ref = w.numpy()
             ok = np.allclose(as_numpy(out), ref, rtol=w.rtol, atol=w.rtol)
             res["correct"] = bool(ok)
-        res["fiamma"] = to_unit(measure(w.fiamma, w.repeat, w.number) * scale, w)
-    res["numpy"] = (to_unit(measure(w.numpy, w.repeat, w.number) * scale, w)
-                    if w.numpy is not None else None)
-    res["torch"] = (to_unit(measure(w.torch, w.repeat, w.number) * scale, w)
-                    if w.torch is not None else None)
+    libs = [(k, f) for k, f in (("fiamma", None if "missing" in res else w.fiamma),
+                                ("numpy", w.numpy), ("torch", w.torch)) if f is not None]
+    times = measure_interleaved([f for _, f in libs], w.repeat, w.number)
+    for (k, _), t in zip(libs, times):
+        res[k] = to_unit(t * scale, w)
+    for k in ("fiamma", "numpy", "torch"):
+        res.setdefault(k, None)
     w.results = res
 
 
