@@ -28,7 +28,7 @@
 static int64_t blas_limit = INT_MAX;
 
 #define OWN_MIN_WORK (100.0 * 100.0 * 100.0)
-#define OWN_THREADS_MIN_WORK (96.0 * 96.0 * 96.0)
+#define OWN_THREADS_MIN_WORK (176.0 * 176.0 * 176.0) /* measured: 2 threads lose below ~176^3 */
 
 int64_t fm_matmul_set_blas_limit(int64_t limit) {
     int64_t prev = blas_limit;
