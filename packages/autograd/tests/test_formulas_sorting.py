@@ -50,3 +50,12 @@ def test_mode_and_ties():
     z = fiamma.tensor([2.0, 1.0, 3.0, 3.0], dtype=fiamma.float64, requires_grad=True)
     (g,) = fiamma.autograd.grad(fiamma.cummax(z, 0).values.sum(), z)
     assert g.sum().item() == 4.0 and g[1].item() == 0.0
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_diff_prepend_and_append_get_gradients(n):
+    rng = np.random.default_rng(1)
+    check(lambda x, p, a: fiamma.diff(x, n, 1, prepend=p, append=a),
+          rand(3, 4, rng=rng), rand(3, 2, rng=rng), rand(3, 1, rng=rng))
+    check(lambda x, p: fiamma.diff(x, n, 0, prepend=p), rand(2, 3, rng=rng),
+          rand(1, 3, rng=rng))

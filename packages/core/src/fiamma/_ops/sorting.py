@@ -573,7 +573,8 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
     if n == 0 and len(pieces) == 1:
         x = x.clone()
     if input.requires_grad or builtins.any(p is not None and p.requires_grad for p in parts):
-        G.record(name, x, (input,), {"n": n, "dim": d, "prepend": parts[0], "append": parts[1]})
+        # prepend and append are inputs too (None where absent), so they get gradients
+        G.record(name, x, (input, parts[0], parts[1]), {"n": n, "dim": d})
     return x
 
 install_methods({

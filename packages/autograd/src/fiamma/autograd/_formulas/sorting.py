@@ -64,20 +64,24 @@ def _select(ctx, grad):
 @derivative("diff", save="none")
 def _diff(ctx, grad):
     """n forward differences of cat(prepend, x, append): each step's adjoint is
-    g[j - 1] - g[j]; then x's slice of the concatenation."""
-    kw = ctx.kwargs
-    shape = tuple(ctx.input_shapes[0])
-    d = kw["dim"]
-    pre, app = kw.get("prepend"), kw.get("append")
-    npre = pre.shape[d] if pre is not None else 0
-    total = shape[d] + npre + (app.shape[d] if app is not None else 0)
-    n = kw.get("n", 1)
+    g[j - 1] - g[j]; then each input's slice of the concatenation (inputs: x, prepend,
+    append, the last two None when absent)."""
+    d = ctx.kwargs["dim"]
+    n = ctx.kwargs.get("n", 1)
+    shapes = [tuple(s) if s is not None else None for s in ctx.input_shapes]
+    sizes = [s[d] if s is not None else 0 for s in shapes]
+    npre, nx, napp = sizes[1], sizes[0], sizes[2]
+    total = npre + nx + napp
     if n and total - n <= 0:  # nothing left after the differences
-        return (fiamma.zeros(shape, dtype=grad.dtype),)
+        return tuple(fiamma.zeros(s, dtype=grad.dtype) if s is not None else None
+                     for s in shapes)
     g = grad
     for _ in range(n):
         zshape = list(g.shape)
         zshape[d] = 1
         z = fiamma.zeros(tuple(zshape), dtype=g.dtype)
         g = fiamma.cat([z, g], d) - fiamma.cat([g, z], d)
-    return (g.narrow(d, npre, shape[d]),)
+    gx = g.narrow(d, npre, nx)
+    gpre = g.narrow(d, 0, npre) if shapes[1] is not None else None
+    gapp = g.narrow(d, npre + nx, napp) if shapes[2] is not None else None
+    return gx, gpre, gapp
