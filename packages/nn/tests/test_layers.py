@@ -124,3 +124,22 @@ def test_init_does_not_record_gradients():
     p = nn.Parameter(fiamma.empty(3, 3))
     init.normal_(p)
     assert p.is_leaf and p.grad_fn is None
+
+
+def test_dropout():
+    fiamma.manual_seed(0)
+    x = fiamma.ones(200, 100, requires_grad=True)
+    d = nn.Dropout(0.3)
+    y = d(x)
+    kept = (y != 0).float().mean().item()
+    assert abs(kept - 0.7) < 0.02
+    np.testing.assert_allclose(np.unique(y.detach().numpy()), [0.0, 1 / 0.7], rtol=1e-6)
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), y.detach().numpy(), rtol=1e-6)
+    d.eval()
+    assert d(x) is x
+    assert F.dropout(x, 1.0).abs().sum().item() == 0
+    assert F.dropout(x, 0.0) is x
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        nn.Dropout(1.5)
+    assert repr(nn.Dropout(0.2)) == "Dropout(p=0.2, inplace=False)"

@@ -4,8 +4,10 @@ relu, softmax; the rest arrives with their C kernels in core)."""
 import warnings
 
 import fiamma
+from fiamma.nn._loss_functional import *  # noqa: F401,F403
+from fiamma.nn._loss_functional import __all__ as _losses
 
-__all__ = ["linear", "bilinear", "relu", "softmax", "log_softmax", "pad"]
+__all__ = ["linear", "bilinear", "relu", "softmax", "log_softmax", "pad", "dropout"] + _losses
 
 
 def linear(input, weight, bias=None):
@@ -45,3 +47,18 @@ def log_softmax(input, dim=None, dtype=None):
 
 
 pad = fiamma.pad
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    """Zero elements with probability ``p`` and scale the rest by ``1 / (1 - p)`` (training);
+    the input unchanged otherwise."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        mask = fiamma.zeros_like(input)
+    else:
+        keep = fiamma.bernoulli(fiamma.full_like(input, 1.0 - p))
+        mask = keep / (1.0 - p)
+    return input.mul_(mask) if inplace else input * mask
