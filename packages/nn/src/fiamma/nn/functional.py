@@ -4,10 +4,13 @@ relu, softmax; the rest arrives with their C kernels in core)."""
 import warnings
 
 import fiamma
+from fiamma.nn._activation_functional import *  # noqa: F401,F403
+from fiamma.nn._activation_functional import __all__ as _activations
 from fiamma.nn._loss_functional import *  # noqa: F401,F403
 from fiamma.nn._loss_functional import __all__ as _losses
 
-__all__ = ["linear", "bilinear", "relu", "softmax", "log_softmax", "pad", "dropout"] + _losses
+__all__ = (["linear", "bilinear", "relu", "softmax", "log_softmax", "pad", "dropout"] + _losses
+           + _activations)
 
 
 def linear(input, weight, bias=None):

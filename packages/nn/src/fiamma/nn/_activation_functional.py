@@ -1,0 +1,153 @@
+"""Activation functions (``torch.nn.functional``), composed of differentiable core ops
+(fused C kernels for the common ones are planned; the results and gradients are the same)."""
+
+import math
+
+import fiamma
+
+__all__ = ["leaky_relu", "elu", "selu", "celu", "gelu", "silu", "mish", "hardtanh", "relu6",
+           "hardswish", "hardsigmoid", "softplus", "softsign", "softshrink", "hardshrink",
+           "tanhshrink", "threshold", "glu", "logsigmoid", "softmin", "prelu", "rrelu"]
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def _maybe_inplace(input, out, inplace):
+    if inplace:
+        return input.copy_(out)
+    return out
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    return _maybe_inplace(input, fiamma.where(input > 0, input, input * negative_slope),
+                          inplace)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    return _maybe_inplace(input, fiamma.where(input > 0, input, alpha * input.expm1()), inplace)
+
+
+def selu(input, inplace=False):
+    out = _SELU_SCALE * fiamma.where(input > 0, input, _SELU_ALPHA * input.expm1())
+    return _maybe_inplace(input, out, inplace)
+
+
+def celu(input, alpha=1.0, inplace=False):
+    if alpha == 0:
+        raise ValueError("ZeroDivisionError: alpha cannot be 0 for CELU")
+    out = fiamma.where(input > 0, input, alpha * (input / alpha).expm1())
+    return _maybe_inplace(input, out, inplace)
+
+
+def gelu(input, approximate="none"):
+    """``x * Phi(x)`` (``approximate='tanh'``: the tanh approximation)."""
+    if approximate == "none":
+        return 0.5 * input * (1.0 + (input * (1.0 / math.sqrt(2.0))).erf())
+    if approximate == "tanh":
+        inner = math.sqrt(2.0 / math.pi) * (input + 0.044715 * input * input * input)
+        return 0.5 * input * (1.0 + inner.tanh())
+    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def silu(input, inplace=False):
+    return _maybe_inplace(input, input * input.sigmoid(), inplace)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    """``log(1 + exp(beta x)) / beta``, linear where ``beta x > threshold``."""
+    bx = input * beta
+    return fiamma.where(bx > threshold, input, bx.clamp(max=threshold).exp().log1p() / beta)
+
+
+def mish(input, inplace=False):
+    return _maybe_inplace(input, input * softplus(input).tanh(), inplace)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
+    return _maybe_inplace(input, input.clamp(min_val, max_val), inplace)
+
+
+def relu6(input, inplace=False):
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def hardsigmoid(input, inplace=False):
+    return _maybe_inplace(input, (input + 3.0).clamp(0.0, 6.0) / 6.0, inplace)
+
+
+def hardswish(input, inplace=False):
+    return _maybe_inplace(input, input * (input + 3.0).clamp(0.0, 6.0) / 6.0, inplace)
+
+
+def softsign(input):
+    return input / (1.0 + input.abs())
+
+
+def softshrink(input, lambd=0.5):
+    if lambd < 0:
+        raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
+    zero = fiamma.zeros((), dtype=input.dtype)
+    return fiamma.where(input > lambd, input - lambd,
+                        fiamma.where(input < -lambd, input + lambd, zero))
+
+
+def hardshrink(input, lambd=0.5):
+    zero = fiamma.zeros((), dtype=input.dtype)
+    return fiamma.where(input.abs() > lambd, input, zero)
+
+
+def tanhshrink(input):
+    return input - input.tanh()
+
+
+def threshold(input, threshold, value, inplace=False):
+    """``x`` where ``x > threshold``, else ``value``."""
+    v = fiamma.full((), value, dtype=input.dtype)
+    return _maybe_inplace(input, fiamma.where(input > threshold, input, v), inplace)
+
+
+def glu(input, dim=-1):
+    """Gated linear unit: ``a * sigmoid(b)`` for the two halves of ``dim``."""
+    if input.dim() == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    n = input.shape[dim]
+    if n % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {dim} is size {n}")
+    a, b = input.chunk(2, dim)
+    return a * b.sigmoid()
+
+
+def logsigmoid(input):
+    return input.clamp(max=0.0) - (-input.abs()).exp().log1p()
+
+
+def softmin(input, dim=None, dtype=None):
+    from fiamma.nn.functional import softmax
+
+    return softmax(-input, dim, dtype=dtype)
+
+
+def prelu(input, weight):
+    """``x`` where ``x >= 0``, else ``weight * x``; a weight of C values applies per channel
+    (dimension 1)."""
+    if weight.numel() != 1:
+        if input.dim() < 2 or input.shape[1] != weight.numel():
+            raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found "
+                               f"parameter numbers = {weight.numel()} and channel size = "
+                               f"{input.shape[1] if input.dim() > 1 else 1}.")
+        shape = [1] * input.dim()
+        shape[1] = weight.numel()
+        weight = weight.reshape(shape)
+    return fiamma.where(input >= 0, input, weight * input)
+
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    """Leaky ReLU with a random slope from U(lower, upper) per element in training, the mean
+    slope otherwise."""
+    if not training:
+        return leaky_relu(input, (lower + upper) / 2, inplace)
+    slope = fiamma.empty(input.shape, dtype=input.dtype).uniform_(lower, upper)
+    return _maybe_inplace(input, fiamma.where(input >= 0, input, input * slope), inplace)
