@@ -9,7 +9,8 @@ from fiamma.nn._activation_functional import __all__ as _activations
 from fiamma.nn._loss_functional import *  # noqa: F401,F403
 from fiamma.nn._loss_functional import __all__ as _losses
 
-__all__ = (["linear", "bilinear", "relu", "softmax", "log_softmax", "pad", "dropout"] + _losses
+__all__ = (["linear", "bilinear", "relu", "softmax", "log_softmax", "pad", "dropout",
+            "embedding"] + _losses
            + _activations)
 
 
@@ -65,3 +66,33 @@ def dropout(input, p=0.5, training=True, inplace=False):
         keep = fiamma.bernoulli(fiamma.full_like(input, 1.0 - p))
         mask = keep / (1.0 - p)
     return input.mul_(mask) if inplace else input * mask
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False):
+    """Rows of ``weight`` selected by the integer tensor ``input`` (result shape
+    ``input.shape + (embedding_dim,)``). Lookups of ``padding_idx`` pass no gradient;
+    ``max_norm`` first rescales (in place) the referenced rows whose norm exceeds it."""
+    if input.dtype.is_floating_point or input.dtype is fiamma.bool:
+        raise RuntimeError(f"embedding: expected an integer index tensor, got {input.dtype}")
+    if sparse or scale_grad_by_freq:
+        raise ValueError("embedding: sparse and scale_grad_by_freq are not supported")
+    n = weight.shape[0]
+    if padding_idx is not None:
+        if not -n <= padding_idx < n:
+            raise ValueError("Padding_idx must be within num_embeddings")
+        padding_idx %= n
+    flat = input.reshape(-1).long()
+    if max_norm is not None:
+        with fiamma.no_grad():
+            rows = fiamma.unique(flat)
+            sel = weight[rows]
+            norms = fiamma.linalg.vector_norm(sel, norm_type, dim=1, keepdim=True)
+            scale = fiamma.where(norms > max_norm, max_norm / (norms + 1e-7),
+                                 fiamma.ones_like(norms))
+            weight[rows] = sel * scale
+    out = weight.index_select(0, flat)
+    if padding_idx is not None and weight.requires_grad:
+        pad = (flat == padding_idx).unsqueeze(1)
+        out = fiamma.where(pad, out.detach(), out)
+    return out.reshape(tuple(input.shape) + (weight.shape[1],))

@@ -1,0 +1,91 @@
+"""Embedding and nn.utils (clipping, parameter vectors)."""
+
+import numpy as np
+import pytest
+
+import fiamma
+from fiamma import nn
+from fiamma.nn import functional as F
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+
+def test_embedding_lookup_padding_and_grad():
+    e = nn.Embedding(7, 4, padding_idx=-1)
+    assert e.padding_idx == 6 and e.weight[6].abs().sum().item() == 0
+    idx = fiamma.tensor([[1, 6, 1], [3, 0, 6]])
+    out = e(idx)
+    w = e.weight.detach().numpy()
+    np.testing.assert_array_equal(out.detach().numpy(), w[idx.numpy()])
+    out.sum().backward()
+    g = e.weight.grad.numpy()
+    counts = np.bincount(idx.numpy().ravel(), minlength=7).astype(np.float32)
+    counts[6] = 0  # the padding row gets no gradient
+    np.testing.assert_array_equal(g, np.repeat(counts[:, None], 4, 1))
+    assert repr(e) == "Embedding(7, 4, padding_idx=6)"
+    with pytest.raises(RuntimeError, match="integer index"):
+        e(fiamma.tensor([0.5]))
+    with pytest.raises(ValueError, match="sparse"):
+        nn.Embedding(3, 2, sparse=True)
+
+
+def test_embedding_max_norm_and_pretrained():
+    w = fiamma.tensor([[3.0, 4.0], [0.3, 0.4], [6.0, 8.0]])
+    e = nn.Embedding.from_pretrained(w.clone(), max_norm=1.0)
+    assert not e.weight.requires_grad
+    out = e(fiamma.tensor([0, 1]))
+    np.testing.assert_allclose(out.numpy(), [[0.6, 0.8], [0.3, 0.4]], rtol=1e-5)
+    np.testing.assert_allclose(e.weight.numpy()[2], [6.0, 8.0])  # unreferenced row untouched
+
+
+def test_clip_grad():
+    a, b = nn.Parameter(fiamma.zeros(3)), nn.Parameter(fiamma.zeros(4))
+    a.grad, b.grad = fiamma.full((3,), 3.0), fiamma.full((4,), -4.0)
+    total = nn.utils.clip_grad_norm_([a, b], max_norm=1.0)
+    ref = np.sqrt(3 * 9 + 4 * 16)
+    assert total.item() == pytest.approx(ref, rel=1e-6)
+    scaled = np.concatenate([a.grad.numpy(), b.grad.numpy()])
+    assert np.linalg.norm(scaled) == pytest.approx(1.0, rel=1e-5)
+    a.grad = fiamma.tensor([5.0, -0.1, 0.0])
+    nn.utils.clip_grad_value_([a], 0.5)
+    assert a.grad.tolist() == pytest.approx([0.5, -0.1, 0.0])
+    a.grad = fiamma.tensor([float("inf"), 0.0, 0.0])
+    with pytest.raises(RuntimeError, match="non-finite"):
+        nn.utils.clip_grad_norm_([a], 1.0, error_if_nonfinite=True)
+    a.grad = fiamma.tensor([3.0, 4.0, 0.0])
+    assert nn.utils.clip_grad_norm_(a, 10.0, norm_type=float("inf")).item() == 4.0
+    assert a.grad.tolist() == [3.0, 4.0, 0.0]  # below the bound: unchanged
+
+
+def test_parameter_vectors():
+    lin = nn.Linear(3, 2)
+    v = nn.utils.parameters_to_vector(lin.parameters())
+    assert v.shape == (8,)
+    nn.utils.vector_to_parameters(fiamma.arange(8.0), lin.parameters())
+    assert lin.weight.detach().reshape(-1).tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    assert lin.bias.tolist() == [6.0, 7.0] and lin.weight.requires_grad
+    with pytest.raises(ValueError, match="elements"):
+        nn.utils.vector_to_parameters(fiamma.arange(9.0), lin.parameters())
+
+
+@pytest.mark.parity
+@pytest.mark.skipif(torch is None, reason="PyTorch not installed")
+def test_embedding_and_clip_equal_pytorch():
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((9, 5)).astype(np.float32)
+    idx = rng.integers(0, 9, (4, 3))
+    fw, tw = fiamma.tensor(w, requires_grad=True), torch.tensor(w, requires_grad=True)
+    fo = F.embedding(fiamma.tensor(idx), fw, padding_idx=2)
+    to = torch.nn.functional.embedding(torch.tensor(idx), tw, padding_idx=2)
+    np.testing.assert_allclose(fo.detach().numpy(), to.detach().numpy())
+    g = rng.standard_normal(tuple(to.shape)).astype(np.float32)
+    (fo * fiamma.tensor(g)).sum().backward()
+    (to * torch.tensor(g)).sum().backward()
+    np.testing.assert_allclose(fw.grad.numpy(), tw.grad.numpy(), rtol=1e-6, atol=1e-6)
+    fn = nn.utils.clip_grad_norm_([fw], 0.5, norm_type=3.0)
+    tn = torch.nn.utils.clip_grad_norm_([tw], 0.5, norm_type=3.0)
+    assert fn.item() == pytest.approx(tn.item(), rel=1e-5)
+    np.testing.assert_allclose(fw.grad.numpy(), tw.grad.numpy(), rtol=1e-5, atol=1e-7)
