@@ -108,3 +108,18 @@ def record_init(worker_id):
     info = D.get_worker_info()
     assert info.id == worker_id
     random.seed(1000 + worker_id)  # a user's init function may reseed
+
+
+class Mixed(D.Dataset):
+    """Samples of several dtypes and structures (for the shared-slab transport)."""
+
+    def __len__(self):
+        return 12
+
+    def __getitem__(self, i):
+        return {"f": fiamma.full((2, 3), float(i)),
+                "b": fiamma.full((3,), float(i), dtype=fiamma.bfloat16),
+                "m": fiamma.tensor([i % 2 == 0, True]),
+                "s": fiamma.tensor(i),
+                "e": fiamma.zeros(0, 4),
+                "name": f"s{i}"}

@@ -23,7 +23,7 @@ import traceback
 import numpy as np
 
 import fiamma
-from fiamma.data import dataloader as _dl
+from fiamma.data import _slabs, dataloader as _dl
 
 _POLL = 0.2  # seconds between liveness checks while waiting for a batch
 _DEFAULT_CONTEXT = "forkserver"
@@ -78,7 +78,8 @@ def _make_fetcher(dataset, iterable, auto_collation, collate_fn, drop_last, shar
 
 
 def _worker_loop(dataset, index_queue, result_queue, iterable, auto_collation, collate_fn,
-                 drop_last, base_seed, init_fn, worker_id, num_workers, auto_shard, parent):
+                 drop_last, base_seed, init_fn, worker_id, num_workers, auto_shard, parent,
+                 flags):
     import fiamma.multiprocessing  # noqa: F401  (registers the shared-memory reducers)
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
@@ -96,6 +97,7 @@ def _worker_loop(dataset, index_queue, result_queue, iterable, auto_collation, c
         fetcher = _make_fetcher(dataset, iterable, auto_collation, collate_fn, drop_last, shard)
     except Exception:
         init_error = _ExceptionWrapper(sys.exc_info(), where)
+    slabs = _slabs.WorkerSlabs(worker_id, flags)
     ended = False
     while True:
         try:
@@ -128,6 +130,13 @@ def _worker_loop(dataset, index_queue, result_queue, iterable, auto_collation, c
             except Exception:
                 at = "" if iterable else f" (fetching indices {index!r})"
                 data = _ExceptionWrapper(sys.exc_info(), where + at)
+        if not isinstance(data, (_ExceptionWrapper, _IterableEnd)):
+            try:
+                packed = slabs.pack(data)
+            except Exception:  # anything unusual travels the ordinary way
+                packed = None
+            if packed is not None:
+                data = packed
         try:
             result_queue.put((idx, data))
         except Exception:
@@ -224,6 +233,8 @@ class MultiProcessIter:
         self._index_queues, self._workers = [], []
         self._shutdown_done = False
         base_seed = loader._base_seed()
+        self._flags = [_slabs.new_flags() for _ in range(self._n)]
+        self._slabs = _slabs.MainSlabs(self._flags)
         try:
             for i in range(self._n):
                 iq = ctx.Queue()
@@ -233,7 +244,7 @@ class MultiProcessIter:
                     args=(loader.dataset, iq, self._result_queue, loader._iterable,
                           loader._auto_collation, loader.collate_fn, loader.drop_last,
                           base_seed, loader.worker_init_fn, i, self._n, loader.auto_shard,
-                          os.getpid()))
+                          os.getpid(), self._flags[i]))
                 w.start()
                 self._index_queues.append(iq)
                 self._workers.append(w)
@@ -263,8 +274,13 @@ class MultiProcessIter:
         if self._shutdown_done:
             raise RuntimeError("DataLoader: the persistent workers have been shut down")
         while self._pending:  # drain what is still in flight from an interrupted epoch
-            idx, _ = self._get()
+            idx, data = self._get()
             self._pending.pop(idx, None)
+            if isinstance(data, _slabs.Packed):
+                self._slabs.discard(data)
+        for data in self._arrived.values():
+            if isinstance(data, _slabs.Packed):
+                self._slabs.discard(data)
         if loader._iterable:
             seed = loader._base_seed()
             for q in self._index_queues:
@@ -353,6 +369,8 @@ class MultiProcessIter:
 
     def _deliver(self, data):
         self._put_next()
+        if isinstance(data, _slabs.Packed):
+            data = self._slabs.unpack(data)
         if isinstance(data, _ExceptionWrapper):
             if not self._loader.persistent_workers:
                 self._shutdown()
