@@ -151,10 +151,16 @@ def _context(spec):
         spec = _DEFAULT_CONTEXT
     if isinstance(spec, str):
         try:
-            return fmp.get_context(spec)
+            ctx = fmp.get_context(spec)
         except ValueError:
             raise ValueError(f"DataLoader: multiprocessing_context {spec!r} is not one of "
                              f"{fmp.get_all_start_methods()}") from None
+        if spec == "forkserver":
+            # the server imports these once, so every worker forked from it starts with them
+            # (takes effect when the server starts; later calls change nothing)
+            ctx.set_forkserver_preload(["numpy", "fiamma", "fiamma.multiprocessing",
+                                        "fiamma.data", "fiamma.data._workers"])
+        return ctx
     return spec
 
 
