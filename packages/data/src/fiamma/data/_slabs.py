@@ -32,34 +32,34 @@ class _Ref:
         self.i = i
 
 
+def _map(obj, leaf, fn):
+    """``obj`` with every ``leaf(x)`` element replaced by ``fn(x)``, through dicts, named
+    tuples, tuples and lists (other objects are left as they are)."""
+    if leaf(obj):
+        return fn(obj)
+    if isinstance(obj, dict):
+        items = ((k, _map(v, leaf, fn)) for k, v in obj.items())
+        return dict(items) if type(obj) is dict else type(obj)(items)
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return type(obj)(*(_map(v, leaf, fn) for v in obj))
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_map(v, leaf, fn) for v in obj)
+    return obj
+
+
 def _strip(obj, out):
     """``obj`` with its tensors replaced by _Ref placeholders (appended to ``out``)."""
-    if isinstance(obj, fiamma.Tensor):
-        if obj.requires_grad or obj.device.type != "cpu":
+    def take(t):
+        if t.requires_grad or t.device.type != "cpu":
             raise _Unpackable
-        out.append(obj)
+        out.append(t)
         return _Ref(len(out) - 1)
-    if isinstance(obj, dict):
-        return type(obj)((k, _strip(v, out)) for k, v in obj.items()) \
-            if type(obj) is not dict else {k: _strip(v, out) for k, v in obj.items()}
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return type(obj)(*(_strip(v, out) for v in obj))
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_strip(v, out) for v in obj)
-    return obj
+
+    return _map(obj, lambda x: isinstance(x, fiamma.Tensor), take)
 
 
 def _fill(obj, tensors):
-    if isinstance(obj, _Ref):
-        return tensors[obj.i]
-    if isinstance(obj, dict):
-        return type(obj)((k, _fill(v, tensors)) for k, v in obj.items()) \
-            if type(obj) is not dict else {k: _fill(v, tensors) for k, v in obj.items()}
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return type(obj)(*(_fill(v, tensors) for v in obj))
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_fill(v, tensors) for v in obj)
-    return obj
+    return _map(obj, lambda x: isinstance(x, _Ref), lambda r: tensors[r.i])
 
 
 class _Unpackable(Exception):

@@ -7,31 +7,15 @@ from fiamma.optim.optimizer import (
     _check,
     _check_flags,
     _check_hyper,
+    _closure_loss,
     _grads,
     _lr,
+    _moments,
     _step_count,
     _use_grad,
 )
 
 __all__ = ["Adam", "AdamW", "Adamax", "NAdam", "RAdam"]
-
-
-def _closure_loss(closure):
-    if closure is None:
-        return None
-    with fiamma.enable_grad():
-        return closure()
-
-
-def _moments(state, p, *names):
-    """The parameter's moment buffers, created as zeros on its first step."""
-    out = []
-    for n in names:
-        buf = state.get(n)
-        if buf is None:
-            buf = state[n] = fiamma.zeros_like(p)
-        out.append(buf)
-    return out
 
 
 class Adam(Optimizer):

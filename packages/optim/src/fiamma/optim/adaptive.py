@@ -1,14 +1,15 @@
 """Per-coordinate adaptive methods: RMSprop, Adagrad, Adadelta (PyTorch's update rules)."""
 
 import fiamma
-from fiamma.optim.adam import _closure_loss, _moments
 from fiamma.optim.optimizer import (
     Optimizer,
     _check,
     _check_flags,
     _check_hyper,
+    _closure_loss,
     _grads,
     _lr,
+    _moments,
     _step_count,
     _use_grad,
 )

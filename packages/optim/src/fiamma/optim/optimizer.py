@@ -414,3 +414,21 @@ def _check_flags(op, foreach=None, fused=None, capturable=False, differentiable=
 def _lr(group):
     lr = group["lr"]
     return lr.item() if isinstance(lr, fiamma.Tensor) else lr
+
+
+def _closure_loss(closure):
+    if closure is None:
+        return None
+    with fiamma.enable_grad():
+        return closure()
+
+
+def _moments(state, p, *names):
+    """The parameter's moment buffers, created as zeros on its first step."""
+    out = []
+    for n in names:
+        buf = state.get(n)
+        if buf is None:
+            buf = state[n] = fiamma.zeros_like(p)
+        out.append(buf)
+    return out

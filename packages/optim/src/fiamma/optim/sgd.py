@@ -2,7 +2,15 @@
 
 import fiamma
 from fiamma import fused
-from fiamma.optim.optimizer import Optimizer, _check_flags, _check_hyper, _grads, _lr, _use_grad
+from fiamma.optim.optimizer import (
+    Optimizer,
+    _check_flags,
+    _check_hyper,
+    _closure_loss,
+    _grads,
+    _lr,
+    _use_grad,
+)
 
 __all__ = ["SGD"]
 
@@ -40,10 +48,7 @@ class SGD(Optimizer):
     def step(self, closure=None):
         """One update of every parameter that has a gradient; ``closure`` re-evaluates the loss
         (run with gradients enabled) and its value is returned."""
-        loss = None
-        if closure is not None:
-            with fiamma.enable_grad():
-                loss = closure()
+        loss = _closure_loss(closure)
         for group in self.param_groups:
             lr, mom, damp = _lr(group), group["momentum"], group["dampening"]
             wd, nesterov = group["weight_decay"], group["nesterov"]
