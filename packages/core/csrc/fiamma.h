@@ -63,4 +63,10 @@ void fm_scalar_bytes(int dtype, double fval, int64_t ival, int use_int, char *bu
 /* number of elements, or -1 if ndim/shape is invalid */
 int64_t fm_numel(int ndim, const int64_t *shape);
 
+/* Threads for an OpenMP region doing `work` units (e.g. multiply-adds or elements): 1 below
+   `min_work`, in a forked child (libgomp's pool does not survive fork) or when OpenBLAS is set
+   to one thread; else OpenBLAS's thread count (the one knob users set, torch.set_num_threads
+   style). Defined in matmul.c. */
+int fm_par_threads(double work, double min_work);
+
 #endif

@@ -83,6 +83,13 @@ static int own_threads(int64_t m, int64_t n, int64_t k) {
     return nt > 1 ? nt : 1;
 }
 
+int fm_par_threads(double work, double min_work) {
+    pthread_once(&fork_once, fork_register);
+    if (forked || work < min_work) return 1;
+    int nt = scipy_openblas_get_num_threads();
+    return nt > 1 ? nt : 1;
+}
+
 /* ---- per-call state: the parameters and scratch buffers reused across the batch ---------- */
 #define NSLOTS 6
 enum { S_A, S_B, S_C, S_A32, S_B32, S_C32 };
