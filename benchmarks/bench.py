@@ -335,7 +335,7 @@ def make_workloads(quick):
                                  _dir_mb(Path(np.__file__).parent),
                                  _dir_mb(Path(torch.__file__).parent) if torch else None)),
     ]
-    return w + optim_workloads(quick) + data_workloads(quick)
+    return w + optim_workloads(quick) + nn_workloads(quick) + data_workloads(quick)
 
 
 def data_workloads(quick):
@@ -414,6 +414,104 @@ def optim_workloads(quick):
         tstep = topt.step
     return [Workload("adam step (10M in 100)", "ms", fopt.step, numpy_adam, tstep,
                      targets=(("pt", 1.0),), check=False, repeat=5 if quick else 10)]
+
+
+def _nn_models():
+    """The model builders shared with fiamma-nn's tests (one source for both frameworks)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "packages" / "nn" / "tests"))
+    try:
+        import nn_models
+    finally:
+        sys.path.pop(0)
+    return nn_models
+
+
+def _train_step(lib, model, opt, x, y):
+    def step():
+        opt.zero_grad()
+        loss = lib.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def nn_workloads(quick):
+    """The speed targets of fiamma-nn: conv2d, two training steps, ResNet-18 inference."""
+    names = [("conv2d fwd (32,64,56,56)", (("pt", 1.3),)),
+             ("conv2d fwd+bwd", (("pt", 1.3),)),
+             ("MLP step b128 SGD", (("pt", 1.1),)),
+             ("LeNet step b64 Adam", (("pt", 1.5),)),
+             ("ResNet-18 fwd b8 224", (("pt", 1.3),))]
+    try:
+        from fiamma import nn, optim
+        fiamma.conv2d, nn.BatchNorm2d, nn.MaxPool2d, nn.AdaptiveAvgPool2d  # noqa: B018
+    except (ImportError, AttributeError):
+        return [Workload(n, "ms", None, None, targets=t, check=False,
+                         direct=lambda: (None, None, None)) for n, t in names]
+    models = _nn_models()
+    rng = np.random.default_rng(2)
+    repeat = 3 if quick else 7
+    libs = [fiamma] + ([torch] if torch is not None else [])
+
+    def per_lib(make):
+        fns = [make(lib) for lib in libs]
+        return fns[0], (fns[1] if len(fns) > 1 else None)
+
+    def as_lib(lib, a):
+        return lib.from_numpy(a)
+
+    # conv2d x(32,64,56,56) w(64,64,3,3) padding 1
+    cx = rng.standard_normal((32, 64, 56, 56), dtype=np.float32)
+    cw = rng.standard_normal((64, 64, 3, 3), dtype=np.float32) * 0.05
+
+    def conv_fwd(lib):
+        x, w = as_lib(lib, cx), as_lib(lib, cw)
+        return lambda: lib.conv2d(x, w, padding=1)
+
+    def conv_fwd_bwd(lib):
+        x = as_lib(lib, cx).requires_grad_()
+        w = as_lib(lib, cw).requires_grad_()
+
+        def run():
+            x.grad = w.grad = None
+            lib.conv2d(x, w, padding=1).sum().backward()
+            return w.grad
+        return run
+
+    def mlp_step(lib):
+        lib.manual_seed(0)
+        model = models.mlp(lib.nn)
+        opt = lib.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        x = as_lib(lib, rng.standard_normal((128, 784), dtype=np.float32))
+        y = as_lib(lib, rng.integers(0, 10, 128))
+        return _train_step(lib, model, opt, x, y)
+
+    def lenet_step(lib):
+        lib.manual_seed(0)
+        model = models.lenet(lib.nn)
+        opt = lib.optim.Adam(model.parameters(), lr=1e-3)
+        x = as_lib(lib, rng.standard_normal((64, 1, 28, 28), dtype=np.float32))
+        y = as_lib(lib, rng.integers(0, 10, 64))
+        return _train_step(lib, model, opt, x, y)
+
+    def resnet_fwd(lib):
+        lib.manual_seed(0)
+        model = models.resnet18(lib.nn).eval()
+        x = as_lib(lib, rng.standard_normal((8, 3, 224, 224), dtype=np.float32))
+
+        def run():
+            with lib.no_grad():
+                return model(x)
+        return run
+
+    out = []
+    for (name, targets), make, rep in zip(
+            names, (conv_fwd, conv_fwd_bwd, mlp_step, lenet_step, resnet_fwd),
+            (repeat, max(3, repeat // 2), 3 * repeat, 2 * repeat, max(3, repeat // 2))):
+        f, t = per_lib(make)
+        out.append(Workload(name, "ms", f, None, t, targets=targets, check=False, repeat=rep))
+    return out
 
 
 # ---- running and judging ----------------------------------------------------------------------
