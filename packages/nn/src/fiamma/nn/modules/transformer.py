@@ -45,12 +45,11 @@ class LayerNorm(Module):  # not exported: the fallback, named so that its repr m
             normalized_shape = (normalized_shape,)
         self.normalized_shape, self.eps = tuple(normalized_shape), eps
         self.elementwise_affine = elementwise_affine
-        self.weight = self.bias = None
         f = {"device": device, "dtype": dtype}
-        if elementwise_affine:
-            self.weight = Parameter(fiamma.ones(self.normalized_shape, **f))
-            if bias:
-                self.bias = Parameter(fiamma.zeros(self.normalized_shape, **f))
+        self.register_parameter("weight", Parameter(fiamma.ones(self.normalized_shape, **f))
+                                if elementwise_affine else None)
+        self.register_parameter("bias", Parameter(fiamma.zeros(self.normalized_shape, **f))
+                                if elementwise_affine and bias else None)
 
     def forward(self, input):
         return _layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
