@@ -643,3 +643,15 @@ def test_encoder_decoder_stacks_parity():
     _compare_grads(fenc, tenc, (fs,), (ts,))
     _compare_grads(fdec, tdec, (ft,), (tt,))
 
+
+
+def test_mha_mismatched_mask_types_warn_and_float_mask_dtype():
+    m = nn.MultiheadAttention(4, 2)
+    x = fiamma.randn(3, 2, 4)
+    with pytest.warns(UserWarning, match="mismatched key_padding_mask and attn_mask"):
+        m(x, x, x, key_padding_mask=fiamma.zeros(2, 3, dtype=fiamma.bool),
+          attn_mask=fiamma.zeros(3, 3))
+    q = fiamma.randn(2, 3, 4)
+    with pytest.raises(RuntimeError, match="scaled_dot_product_attention.*attn_mask dtype"):
+        F.scaled_dot_product_attention(q, q, q, attn_mask=fiamma.zeros(3, 3,
+                                                                       dtype=fiamma.float64))

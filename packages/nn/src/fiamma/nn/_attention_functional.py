@@ -2,6 +2,7 @@
 (torch.nn.functional's), composed of core ops so autograd comes for free."""
 
 import math
+import warnings
 
 import fiamma
 
@@ -17,21 +18,51 @@ def _dropout(x, p, training=True):
     return dropout(x, p, True)
 
 
-def _additive_mask(attn_mask, is_causal, L, S, dtype):
-    """Turn SDPA's mask arguments into one additive float mask (0 / -inf / added values)
-    broadcastable to (..., L, S), or None when nothing is masked."""
+_causal_cache = {}
+
+
+def _causal_drop(L, S):
+    """The (L, S) bool mask of positions a top-left aligned causal mask removes (cached)."""
+    m = _causal_cache.get((L, S))
+    if m is None:
+        m = fiamma.ones(L, S, dtype=fiamma.bool).triu(1)
+        if len(_causal_cache) > 64:
+            _causal_cache.clear()
+        _causal_cache[(L, S)] = m
+    return m
+
+
+def _apply_mask(scores, attn_mask, is_causal):
+    """Mask the scores; returns (scores, dead) where ``dead`` marks the fully masked rows
+    (None when there are none). ``scores`` is a fresh tensor of ours: masked in place when
+    the mask does not enlarge it."""
     if is_causal:
-        keep = fiamma.ones(L, S, dtype=fiamma.bool).tril()
-        return fiamma.zeros(L, S, dtype=dtype).masked_fill(keep.logical_not(), _NEG_INF)
+        # top-left aligned: row i keeps columns 0..i, so no row is fully masked
+        return scores.masked_fill_(_causal_drop(*scores.shape[-2:]), _NEG_INF), None
     if attn_mask is None:
-        return None
+        return scores, None
+    grows = fiamma.broadcast_shapes(scores.shape, attn_mask.shape) != scores.shape
     if attn_mask.dtype is fiamma.bool:
-        return fiamma.zeros(attn_mask.shape, dtype=dtype).masked_fill(
-            attn_mask.logical_not(), _NEG_INF)
+        drop = attn_mask.logical_not()
+        dead = drop.all(-1, keepdim=True)
+        if dead.any().item():
+            # softmax fully masked rows over zeros (no NaN, also not in the backward) and
+            # return zeros for them, as PyTorch's safe softmax does
+            drop = drop.logical_and(dead.logical_not())
+        else:
+            dead = None
+        if grows:
+            return scores.masked_fill(drop, _NEG_INF), dead
+        return scores.masked_fill_(drop, _NEG_INF), dead
     if not attn_mask.is_floating_point():
         raise TypeError("scaled_dot_product_attention: expected attn_mask of dtype bool or "
                         f"a float dtype, got {attn_mask.dtype}")
-    return attn_mask
+    dead = (attn_mask == _NEG_INF).all(-1, keepdim=True)
+    if dead.any().item():
+        attn_mask = attn_mask.masked_fill(dead, 0.0)
+    else:
+        dead = None
+    return (scores + attn_mask if grows else scores.add_(attn_mask)), dead
 
 
 def _check_sdpa(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa):
@@ -56,6 +87,10 @@ def _check_sdpa(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa):
     if not 0.0 <= dropout_p <= 1.0:
         raise ValueError(f"{op}: dropout_p must be in [0, 1], got {dropout_p}")
     if attn_mask is not None:
+        if attn_mask.dtype is not fiamma.bool and attn_mask.dtype != query.dtype:
+            raise RuntimeError(f"{op}: Expected attn_mask dtype to be bool or to match query "
+                               f"dtype, but got attn_mask.dtype: {attn_mask.dtype} and "
+                               f"query.dtype: {query.dtype} instead.")
         L, S = query.shape[-2], key.shape[-2]
         shp = tuple(attn_mask.shape)
         if len(shp) < 1 or (shp[-1] not in (1, S)) or (len(shp) >= 2 and shp[-2] not in (1, L)):
@@ -98,20 +133,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     _check_sdpa(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa)
     if enable_gqa:
         key, value = _gqa_expand(query, key, value)
-    L, S = query.shape[-2], key.shape[-2]
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     # scaling q (L*E values) is cheaper than scaling the scores (L*S values)
     scores = fiamma.matmul(query * scale, key.transpose(-2, -1))
-    mask = _additive_mask(attn_mask, is_causal, L, S, scores.dtype)
-    dead = None
-    if mask is not None:
-        dead_rows = (mask == _NEG_INF).all(-1, keepdim=True)
-        if dead_rows.any().item():
-            # a fully masked row: softmax it over zeros (no NaN, also not in the backward)
-            # and return zeros for it, as PyTorch's safe softmax does
-            dead = dead_rows
-            mask = mask.masked_fill(dead, 0.0)
-        scores = scores + mask
+    scores, dead = _apply_mask(scores, attn_mask, is_causal)
     attn = fiamma.softmax(scores, -1)
     if dead is not None:
         attn = attn.masked_fill(dead, 0.0)
@@ -122,7 +147,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 # ----------------------------------------------------------------------------------------
 # multi_head_attention_forward
 
-def _float_mask(mask, name, target_dtype, other=None, other_name=None):
+def _float_mask(mask, name, target_dtype):
     """bool masks (True = masked out) become additive float masks (-inf); float ones pass."""
     if mask is None:
         return None
@@ -257,6 +282,10 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         raise RuntimeError(f"{op}: Need attn_mask if specifying the is_causal hint. You may "
                            "use the Transformer module method `generate_square_subsequent_"
                            "mask` to create this mask.")
+    if key_padding_mask is not None and attn_mask is not None and \
+            (key_padding_mask.dtype is fiamma.bool) != (attn_mask.dtype is fiamma.bool):
+        warnings.warn("Support for mismatched key_padding_mask and attn_mask is deprecated. "
+                      "Use same type for both instead.", UserWarning, stacklevel=3)
     key_padding_mask = _float_mask(key_padding_mask, "key_padding_mask", query.dtype)
     if is_causal and key_padding_mask is None and not need_weights:
         # the hint alone drives SDPA (as PyTorch does)
