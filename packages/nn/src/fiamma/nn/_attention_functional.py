@@ -196,8 +196,23 @@ def _mha_shape_check(query, key, value, key_padding_mask, attn_mask, num_heads):
 
 
 def _linear(x, w, b):
+    """``x @ w.T + b`` for per-token features: a (L, N, E) view of batch-first (N, L, E)
+    memory is projected in that memory order (one big product, not L small ones)."""
+    if x.dim() == 3 and not x.is_contiguous():
+        xt = x.transpose(0, 1)
+        if xt.is_contiguous():
+            return _linear(xt, w, b).transpose(0, 1)
+    if x.is_contiguous() and x.dim() >= 2:
+        x2 = x.reshape(-1, x.shape[-1])
+        out = fiamma.addmm(b, x2, w.t()) if b is not None else fiamma.matmul(x2, w.t())
+        return out.reshape(tuple(x.shape[:-1]) + (w.shape[0],))
     out = fiamma.matmul(x, w.t())
     return out + b if b is not None else out
+
+
+def _batch_first_memory(x):
+    """True when the (L, N, E) ``x`` is a view of contiguous (N, L, E) memory."""
+    return x.dim() == 3 and not x.is_contiguous() and x.transpose(0, 1).is_contiguous()
 
 
 def _in_projection(query, key, value, embed_dim, in_proj_weight, in_proj_bias,
@@ -232,6 +247,17 @@ def _in_projection(query, key, value, embed_dim, in_proj_weight, in_proj_bias,
             raise RuntimeError(f"MultiheadAttention: expected {name} with feature size "
                                f"{w.shape[1]}, got shape {tuple(x.shape)}")
     return _linear(query, q_w, bq), _linear(key, k_w, bk), _linear(value, v_w, bv)
+
+
+def _merge_heads(out, bf_out, w, b):
+    """(N, H, L, hd) head outputs -> out_proj -> (L, N, E); laid out batch-first in memory
+    when the query was (a module with batch_first=True transposes it back for free)."""
+    N, H, L, hd = out.shape
+    if bf_out:
+        out = _linear(out.transpose(1, 2).reshape(N * L, H * hd), w, b)
+        return out.reshape(N, L, H * hd).transpose(0, 1)
+    out = _linear(out.permute(2, 0, 1, 3).reshape(L * N, H * hd), w, b)
+    return out.reshape(L, N, H * hd)
 
 
 def _pad_last(mask):
@@ -295,6 +321,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         if key_padding_mask is not None:
             is_causal = False
 
+    bf_out = _batch_first_memory(query)
     q, k, v = _in_projection(query, key, value, embed_dim, in_proj_weight, in_proj_bias,
                              use_separate_proj_weight, q_proj_weight, k_proj_weight,
                              v_proj_weight)
@@ -374,8 +401,8 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         if dropout_p > 0.0:
             weights = _dropout(weights, dropout_p)
         out = fiamma.bmm(weights, v)                       # (N*H, L, hd)
-        out = out.transpose(0, 1).reshape(tgt_len * bsz, embed_dim)
-        out = _linear(out, out_proj_weight, out_proj_bias).reshape(tgt_len, bsz, embed_dim)
+        out = _merge_heads(out.reshape(bsz, num_heads, tgt_len, head_dim), bf_out,
+                           out_proj_weight, out_proj_bias)
         weights = weights.reshape(bsz, num_heads, tgt_len, src_len)
         if average_attn_weights:
             weights = weights.mean(1)
@@ -392,8 +419,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     k = k.reshape(bsz, num_heads, src_len, head_dim)
     v = v.reshape(bsz, num_heads, src_len, head_dim)
     out = scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal)
-    out = out.permute(2, 0, 1, 3).reshape(bsz * tgt_len, embed_dim)
-    out = _linear(out, out_proj_weight, out_proj_bias).reshape(tgt_len, bsz, embed_dim)
+    out = _merge_heads(out, bf_out, out_proj_weight, out_proj_bias)
     if not is_batched:
         out = out.squeeze(1)
     return out, None
