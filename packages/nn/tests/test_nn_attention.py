@@ -655,3 +655,30 @@ def test_mha_mismatched_mask_types_warn_and_float_mask_dtype():
     with pytest.raises(RuntimeError, match="scaled_dot_product_attention.*attn_mask dtype"):
         F.scaled_dot_product_attention(q, q, q, attn_mask=fiamma.zeros(3, 3,
                                                                        dtype=fiamma.float64))
+
+
+@pytest.mark.parity
+@needs_torch
+@pytest.mark.parametrize("kpm_kind", ["left", "holes"])
+def test_encoder_eval_padding_parity(kpm_kind):
+    """PyTorch's inference path (nested tensors) returns zeros at padded positions (before
+    the final norm); fiamma reproduces it, and not where PyTorch does not take that path."""
+    rng = np.random.default_rng(17)
+    torch.manual_seed(4)
+    kw = dict(d_model=8, nhead=2, dim_feedforward=16, batch_first=True)
+    tm = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(**kw), 2,
+                                     norm=torch.nn.LayerNorm(8)).eval()
+    fm = nn.TransformerEncoder(nn.TransformerEncoderLayer(**kw), 2, norm=_LayerNorm(8)).eval()
+    _load(fm, tm)
+    assert fm.use_nested_tensor
+    x = rng.standard_normal((3, 5, 8)).astype(np.float32)
+    kpm = np.zeros((3, 5), bool)
+    kpm[0, 3:] = True
+    kpm[2, 4] = True
+    if kpm_kind == "holes":
+        kpm[1, 1] = True
+    with torch.no_grad():
+        to = tm(torch.tensor(x), src_key_padding_mask=torch.tensor(kpm))
+    with fiamma.no_grad():
+        fo = fm(fiamma.tensor(x), src_key_padding_mask=fiamma.tensor(kpm))
+    np.testing.assert_allclose(fo.numpy(), to.numpy(), rtol=1e-5, atol=1e-5)

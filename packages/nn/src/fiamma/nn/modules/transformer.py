@@ -7,6 +7,7 @@ import copy
 
 import fiamma
 from fiamma.nn import functional as F, init
+from fiamma.nn.modules.activation import GELU, ReLU
 from fiamma.nn.modules.container import ModuleList
 from fiamma.nn.modules.dropout import Dropout
 from fiamma.nn.modules.linear import Linear
@@ -184,6 +185,14 @@ def _activation(activation):
     return activation
 
 
+def _relu_or_gelu(act):
+    if act is F.relu or isinstance(act, ReLU):
+        return 1
+    if act is F.gelu or isinstance(act, GELU):
+        return 2
+    return 0
+
+
 def _get_clones(module, n):
     return ModuleList([copy.deepcopy(module) for _ in range(n)])
 
@@ -229,6 +238,7 @@ class TransformerEncoderLayer(Module):
         self.dropout1 = Dropout(dropout)
         self.dropout2 = Dropout(dropout)
         self.activation = _activation(activation)
+        self.activation_relu_or_gelu = _relu_or_gelu(self.activation)
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
         _check_d_model("TransformerEncoderLayer", src, self.self_attn.embed_dim,
@@ -322,8 +332,32 @@ class TransformerEncoder(Module):
         super().__init__()
         self.layers = _get_clones(encoder_layer, num_layers)
         self.num_layers, self.norm = num_layers, norm
-        # nested tensors are a PyTorch fast path; kept for signature compatibility
         self.enable_nested_tensor, self.mask_check = enable_nested_tensor, mask_check
+        # PyTorch runs inference with a padding mask on nested tensors when the layer allows
+        # it; the visible effect (zeros at the padded positions, before the final norm) is
+        # reproduced so that outputs match
+        layer = encoder_layer
+        sa = getattr(layer, "self_attn", None)
+        self.use_nested_tensor = bool(
+            enable_nested_tensor and isinstance(layer, TransformerEncoderLayer)
+            and not layer.norm_first and sa.batch_first and sa._qkv_same_embed_dim
+            and sa.in_proj_bias is not None and layer.activation_relu_or_gelu
+            and layer.norm1.eps == layer.norm2.eps and sa.num_heads % 2 == 0)
+
+    def _pads_with_zeros(self, src, mask, src_key_padding_mask):
+        """Whether PyTorch would take its nested-tensor path (which zeroes padded positions)."""
+        if not self.use_nested_tensor or self.layers[0].training or src.dim() != 3 or \
+                src_key_padding_mask is None or mask is not None:
+            return False
+        if fiamma.is_grad_enabled() and (src.requires_grad or any(
+                p.requires_grad for p in self.layers[0].parameters())):
+            return False
+        if self.mask_check:
+            keep = (src_key_padding_mask == 0).int()
+            # left aligned: every row keeps a prefix and pads the rest
+            if keep.shape[-1] > 1 and bool((keep[:, 1:] > keep[:, :-1]).any().item()):
+                return False
+        return True
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
         seq_len = None
@@ -332,10 +366,13 @@ class TransformerEncoder(Module):
         elif src.dim() == 2:
             seq_len = src.shape[0]
         is_causal = _detect_is_causal_mask(mask, is_causal, seq_len)
+        pad_zero = self._pads_with_zeros(src, mask, src_key_padding_mask)
         out = src
         for mod in self.layers:
             out = mod(out, src_mask=mask, is_causal=is_causal,
                       src_key_padding_mask=src_key_padding_mask)
+        if pad_zero:
+            out = out.masked_fill((src_key_padding_mask != 0).unsqueeze(-1), 0.0)
         if self.norm is not None:
             out = self.norm(out)
         return out
