@@ -682,3 +682,30 @@ def test_encoder_eval_padding_parity(kpm_kind):
     with fiamma.no_grad():
         fo = fm(fiamma.tensor(x), src_key_padding_mask=fiamma.tensor(kpm))
     np.testing.assert_allclose(fo.numpy(), to.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parity
+@needs_torch
+@pytest.mark.parametrize("N", [1, 0, 3])
+def test_mha_parity_non_contiguous_and_batch_sizes(N):
+    rng = np.random.default_rng(18)
+    torch.manual_seed(5)
+    tm, fm = torch.nn.MultiheadAttention(8, 2, kdim=6), nn.MultiheadAttention(8, 2, kdim=6)
+    _load(fm, tm)
+    q = rng.standard_normal((N, 4, 8)).astype(np.float32)       # transposed below
+    k = rng.standard_normal((10, N, 6)).astype(np.float32)      # sliced with a step
+    v = rng.standard_normal((5, N, 16)).astype(np.float32)      # sliced last dim
+    fq, tq = fiamma.tensor(q).requires_grad_(), torch.tensor(q).requires_grad_()
+    fk, tk = fiamma.tensor(k).requires_grad_(), torch.tensor(k).requires_grad_()
+    fv, tv = fiamma.tensor(v).requires_grad_(), torch.tensor(v).requires_grad_()
+    fargs = (fq.transpose(0, 1), fk[::2], fv[..., ::2])
+    targs = (tq.transpose(0, 1), tk[::2], tv[..., ::2])
+    assert not fargs[1].is_contiguous() and not fargs[2].is_contiguous()
+    fo, fw = fm(*fargs)
+    to, tw = tm(*targs)
+    _close(fo, to, "output")
+    _close(fw, tw, "weights")
+    if N:
+        fo.sum().backward()
+        to.sum().backward()
+        _compare_grads(fm, tm, (fq, fk, fv), (tq, tk, tv))
