@@ -709,3 +709,21 @@ def test_mha_parity_non_contiguous_and_batch_sizes(N):
         fo.sum().backward()
         to.sum().backward()
         _compare_grads(fm, tm, (fq, fk, fv), (tq, tk, tv))
+
+
+@pytest.mark.parametrize("dt,tol", [("float16", 2e-3), ("bfloat16", 2e-2)])
+def test_sdpa_and_mha_half_precision(dt, tol):
+    dt = getattr(fiamma, dt)
+    rng = np.random.default_rng(19)
+    q, k, v = (_t(rng.standard_normal((2, 3, 5, 4)).astype(np.float32)) for _ in range(3))
+    ref = F.scaled_dot_product_attention(q, k, v, is_causal=True).numpy()
+    out = F.scaled_dot_product_attention(q.to(dt), k.to(dt), v.to(dt), is_causal=True)
+    assert out.dtype == dt
+    np.testing.assert_allclose(out.float().numpy(), ref, atol=tol * 4, rtol=tol)
+    m = nn.MultiheadAttention(8, 2)
+    x = _t(rng.standard_normal((3, 2, 8)).astype(np.float32))
+    ref_o, ref_w = m(x, x, x)
+    m.to(dt)
+    o, w = m(x.to(dt), x.to(dt), x.to(dt))
+    assert o.dtype == dt and w.dtype == dt
+    np.testing.assert_allclose(o.float().detach().numpy(), _np(ref_o), atol=tol * 8, rtol=tol)
