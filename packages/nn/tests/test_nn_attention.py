@@ -7,7 +7,7 @@ import pytest
 
 import fiamma
 from fiamma import nn
-from fiamma.autograd import gradcheck
+from fiamma.autograd import gradcheck, gradgradcheck
 from fiamma.nn import functional as F
 
 try:
@@ -727,3 +727,17 @@ def test_sdpa_and_mha_half_precision(dt, tol):
     o, w = m(x.to(dt), x.to(dt), x.to(dt))
     assert o.dtype == dt and w.dtype == dt
     np.testing.assert_allclose(o.float().detach().numpy(), _np(ref_o), atol=tol * 8, rtol=tol)
+
+
+@pytest.mark.parametrize("kw", [{"is_causal": True}, {"mask": "dead"}])
+def test_sdpa_gradgradcheck(kw):
+    """Second derivatives (create_graph) through the in-place masking and safe softmax."""
+    rng = np.random.default_rng(20)
+    q, k, v = (_t(rng.standard_normal((1, 2, 3, 2)), grad=True) for _ in range(3))
+    kw = dict(kw)
+    if kw.pop("mask", None):
+        m = np.ones((3, 3), bool)
+        m[1] = False
+        m[0, 2] = False
+        kw["attn_mask"] = _t(m)
+    assert gradgradcheck(lambda *a: F.scaled_dot_product_attention(*a, **kw), (q, k, v))
