@@ -21,14 +21,16 @@ def _dropout(x, p, training=True):
 _causal_cache = {}
 
 
-def _causal_drop(L, S):
-    """The (L, S) bool mask of positions a top-left aligned causal mask removes (cached)."""
-    m = _causal_cache.get((L, S))
+def _causal_add(L, S, dtype):
+    """The additive (L, S) top-left causal mask (0 / -inf) of ``dtype`` (cached: adding it
+    is faster than a masked fill with a broadcast bool mask)."""
+    key = (L, S, dtype)
+    m = _causal_cache.get(key)
     if m is None:
-        m = fiamma.ones(L, S, dtype=fiamma.bool).triu(1)
+        m = fiamma.full((L, S), _NEG_INF, dtype=dtype).triu(1)
         if len(_causal_cache) > 64:
             _causal_cache.clear()
-        _causal_cache[(L, S)] = m
+        _causal_cache[key] = m
     return m
 
 
@@ -38,7 +40,7 @@ def _apply_mask(scores, attn_mask, is_causal):
     the mask does not enlarge it."""
     if is_causal:
         # top-left aligned: row i keeps columns 0..i, so no row is fully masked
-        return scores.masked_fill_(_causal_drop(*scores.shape[-2:]), _NEG_INF), None
+        return scores.add_(_causal_add(*scores.shape[-2:], scores.dtype)), None
     if attn_mask is None:
         return scores, None
     grows = fiamma.broadcast_shapes(scores.shape, attn_mask.shape) != scores.shape
@@ -53,6 +55,10 @@ def _apply_mask(scores, attn_mask, is_causal):
             dead = None
         if grows:
             return scores.masked_fill(drop, _NEG_INF), dead
+        if 4 * drop.numel() <= scores.numel():
+            # a broadcast mask: adding its (small) additive form beats a masked fill
+            add = fiamma.zeros(drop.shape, dtype=scores.dtype).masked_fill_(drop, _NEG_INF)
+            return scores.add_(add), dead
         return scores.masked_fill_(drop, _NEG_INF), dead
     if not attn_mask.is_floating_point():
         raise TypeError("scaled_dot_product_attention: expected attn_mask of dtype bool or "
