@@ -402,7 +402,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         q_scaled = q * math.sqrt(1.0 / head_dim)
         scores = fiamma.bmm(q_scaled, k.transpose(-2, -1))
         if attn_mask is not None:
-            scores = scores + attn_mask
+            scores = scores.add_(attn_mask)   # masks here are (1 or N*H, L, S)
         weights = fiamma.softmax(scores, -1)
         if dropout_p > 0.0:
             weights = _dropout(weights, dropout_p)
