@@ -6,12 +6,14 @@ import warnings
 import fiamma
 from fiamma.nn._activation_functional import *  # noqa: F401,F403
 from fiamma.nn._activation_functional import __all__ as _activations
+from fiamma.nn._attention_functional import *  # noqa: F401,F403
+from fiamma.nn._attention_functional import __all__ as _attention
 from fiamma.nn._loss_functional import *  # noqa: F401,F403
 from fiamma.nn._loss_functional import __all__ as _losses
 
 __all__ = (["linear", "bilinear", "relu", "softmax", "log_softmax", "pad", "dropout",
             "embedding"] + _losses
-           + _activations)
+           + _activations + _attention)
 
 
 def linear(input, weight, bias=None):
