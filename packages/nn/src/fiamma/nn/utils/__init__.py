@@ -2,6 +2,10 @@
 
 from fiamma.nn.utils.clip_grad import clip_grad_norm_, clip_grad_value_, get_total_norm
 from fiamma.nn.utils.convert_parameters import parameters_to_vector, vector_to_parameters
+from fiamma.nn.utils import parametrizations, parametrize  # noqa: F401,E402
+from fiamma.nn.utils.spectral_norm import remove_spectral_norm, spectral_norm
+from fiamma.nn.utils.weight_norm import remove_weight_norm, weight_norm
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "parameters_to_vector",
-           "vector_to_parameters"]
+           "vector_to_parameters", "parametrize", "parametrizations", "weight_norm",
+           "remove_weight_norm", "spectral_norm", "remove_spectral_norm"]
