@@ -222,9 +222,13 @@ def _channel_dropout(name, input, p, training, inplace, batched_dim):
                            "channel-wise dropout on inputs with "
                            f"{batched_dim - 2} spatial dimensions, a channel dimension, and "
                            "an optional batch dimension")
+    if not training or p == 0.0:
+        return input
     if d == batched_dim - 1:  # unbatched: (C, *spatial)
-        res = _dropout_impl(input.unsqueeze(0), p, training, inplace, True, False)
-        return input if res is input else res.squeeze(0)
+        if inplace:
+            _dropout_impl(input.unsqueeze(0), p, training, True, True, False)
+            return input
+        return _dropout_impl(input.unsqueeze(0), p, training, False, True, False).squeeze(0)
     return _dropout_impl(input, p, training, inplace, True, False)
 
 
