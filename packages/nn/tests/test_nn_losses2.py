@@ -79,6 +79,8 @@ def test_gaussian_nll_var_shapes_and_errors(rng):
     np.testing.assert_allclose(small, 0.5 * (np.log(1e-2) + (x - t) ** 2 / 1e-2))
     with pytest.raises(ValueError, match="var is of incorrect size"):
         F.gaussian_nll_loss(_t(x), _t(t), _t(v[:3]))
+    with pytest.raises(ValueError, match="var is of incorrect size"):
+        F.gaussian_nll_loss(_t(x), _t(t), _t(np.ones((4, 3, 1))))
     with pytest.raises(ValueError, match="negative"):
         F.gaussian_nll_loss(_t(x), _t(t), _t(-v))
 
@@ -165,9 +167,12 @@ def test_triplet_losses(rng, swap, p):
     got = F.triplet_margin_loss(_t(a), _t(pos), _t(neg), margin=1.5, p=p, swap=swap,
                                 reduction="none")
     np.testing.assert_allclose(got.numpy(), ref, rtol=1e-10)
-    fn = (lambda u, v: 1 - F.cosine_similarity(u, v))
-    cd = (lambda u, v: 1 - (u * v).sum(-1) / np.linalg.norm(u, axis=-1)
-          / np.linalg.norm(v, axis=-1))
+    def fn(u, v):
+        return 1 - F.cosine_similarity(u, v)
+
+    def cd(u, v):
+        return 1 - (u * v).sum(-1) / np.linalg.norm(u, axis=-1) / np.linalg.norm(v, axis=-1)
+
     dn = cd(a, neg) if not swap else np.minimum(cd(a, neg), cd(pos, neg))
     got = F.triplet_margin_with_distance_loss(_t(a), _t(pos), _t(neg), distance_function=fn,
                                               margin=0.5, swap=swap)
@@ -332,7 +337,7 @@ def test_parity_poisson(rng, reduction, log_input, full):
 @pytest.mark.parity
 @pytest.mark.skipif(torch is None, reason="needs torch")
 @pytest.mark.parametrize("reduction", REDUCTIONS)
-@pytest.mark.parametrize("vshape", [(4, 5), (4, 1), (4,)])
+@pytest.mark.parametrize("vshape", [(4, 5), (4, 1), (4,), (1, 5)])
 @pytest.mark.parametrize("full", [False, True])
 def test_parity_gaussian(rng, reduction, vshape, full):
     x, t = _f32(rng, 4, 5), _f32(rng, 4, 5)

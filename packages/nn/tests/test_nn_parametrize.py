@@ -2,6 +2,8 @@
 older hook-based weight_norm / spectral_norm: values against NumPy, gradients by gradcheck,
 state_dict keys and outputs against torch (parity)."""
 
+import copy
+import pickle
 import warnings
 
 import numpy as np
@@ -10,7 +12,7 @@ import pytest
 import fiamma
 from fiamma import nn
 from fiamma.autograd import gradcheck
-from fiamma.nn.utils import parametrize, parametrizations as P
+from fiamma.nn.utils import parametrizations as P, parametrize
 
 try:
     import torch
@@ -75,6 +77,11 @@ def test_register_remove_and_state_dict():
     parametrize.register_parametrization(lin, "weight", Scale(2.0))
     np.testing.assert_allclose(lin.weight.detach().numpy(), 2 * target)
     assert len(lin.parametrizations.weight) == 2
+    twin = copy.deepcopy(lin)
+    assert type(twin) is type(lin) and twin.parametrizations.weight.original is not orig
+    np.testing.assert_allclose(twin.weight.detach().numpy(), lin.weight.detach().numpy())
+    with pytest.raises(RuntimeError, match="state_dict"):
+        pickle.dumps(lin)
     with parametrize.cached():
         assert lin.weight is lin.weight
     assert lin.weight is not lin.weight

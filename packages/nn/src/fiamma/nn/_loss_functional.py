@@ -231,7 +231,7 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
 
     >>> x = fiamma.tensor([0.5, 1.0]); t = fiamma.tensor([1.0, 3.0])
     >>> round(poisson_nll_loss(x, t).item(), 4)
-    -0.0504
+    0.4335
     """
     op = "poisson_nll_loss"
     if reduction not in ("none", "mean", "sum"):
@@ -250,26 +250,29 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
 
 def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
     """Gaussian negative log likelihood ``0.5 (log var + (input - target)^2 / var)`` (plus
-    ``0.5 log(2 pi)`` with ``full``). ``var`` has the input's shape, or that shape with the
-    last dimension 1 or dropped (one variance per sample), or is a float; it is clamped at
-    ``eps`` for stability (the clamp passes gradients through, as PyTorch's does)."""
+    ``0.5 log(2 pi)`` with ``full``). ``var`` has the input's shape, or that shape with its
+    last dimension dropped or one dimension 1 (shared variances), or is a float; it is
+    clamped at ``eps`` for stability (the clamp passes gradients through, as PyTorch's does)."""
     op = "gaussian_nll_loss"
     if not isinstance(var, fiamma.Tensor):
+        if var < 0:
+            raise ValueError(f"{op}: var has negative entry/entries")
         var = fiamma.full_like(input, float(var))
-    if tuple(var.shape) != tuple(input.shape):
-        if tuple(input.shape[:-1]) == tuple(var.shape):
+    elif bool((var < 0).any()):
+        raise ValueError(f"{op}: var has negative entry/entries")
+    ishape, vshape = tuple(input.shape), tuple(var.shape)
+    if vshape != ishape:
+        if ishape[:-1] == vshape:  # one variance per sample
             var = var.unsqueeze(-1)
-        elif (tuple(input.shape[:-1]) == tuple(var.shape[:-1]) and var.dim()
-              and var.shape[-1] == 1):
-            pass
+        elif len(ishape) == len(vshape) and sum(
+                v for i, v in zip(ishape, vshape) if i != v) == 1:
+            pass  # one dimension of size 1 to broadcast, e.g. (N, 1, H, W) for (N, C, H, W)
         else:
             raise ValueError(f"{op}: var is of incorrect size: expected the input's shape "
-                             f"{list(input.shape)} (or it without / with 1 as the last "
-                             f"dimension), got {list(var.shape)}")
+                             f"{list(ishape)}, that shape without its last dimension, or one "
+                             f"dimension of it as 1, got {list(vshape)}")
     if reduction not in ("none", "mean", "sum"):
-        raise ValueError(f"{op}: {reduction} is not a valid reduction")
-    if bool((var < 0).any()):
-        raise ValueError(f"{op}: var has negative entry/entries")
+        raise ValueError(f"{op}: {reduction} is not valid")
     var = _grad_as_identity(var, var.detach().clamp(min=eps))
     loss = 0.5 * (var.log() + (input - target) ** 2 / var)
     if full:

@@ -20,11 +20,11 @@ True
 ['bias', 'parametrizations.weight.original']
 """
 
+import copy
 from contextlib import contextmanager
 
 import fiamma
 from fiamma.nn.modules.container import ModuleDict, ModuleList
-from fiamma.nn.modules.module import Module
 from fiamma.nn.parameter import Parameter
 
 __all__ = ["cached", "ParametrizationList", "register_parametrization", "is_parametrized",
@@ -160,7 +160,15 @@ def _inject_new_class(module):
         raise RuntimeError("Serialization of parametrized modules is only supported through "
                            "state_dict().")
 
-    param_cls = type(f"Parametrized{cls.__name__}", (cls,), {"__getstate__": getstate})
+    def deepcopy(self, memo):
+        new = object.__new__(type(self))
+        memo[id(self)] = new
+        for k, v in self.__dict__.items():
+            new.__dict__[k] = copy.deepcopy(v, memo)
+        return new
+
+    param_cls = type(f"Parametrized{cls.__name__}", (cls,),
+                     {"__getstate__": getstate, "__deepcopy__": deepcopy})
     module.__class__ = param_cls
 
 
