@@ -141,6 +141,15 @@ def test_no_hook_fast_path_skips_the_hook_machinery(monkeypatch):
     lin(fiamma.ones(1, 2))
     assert called == [1]
     h.remove()
+    monkeypatch.undo()
+    lin(fiamma.ones(1, 2))  # finds no hook left: back to the fast path
+    assert lin._hooked is False
+    fired = []
+    g = nn.register_module_forward_hook(lambda m, a, o: fired.append(type(m).__name__))
+    lin(fiamma.ones(1, 2))
+    g.remove()
+    lin(fiamma.ones(1, 2))
+    assert fired == ["Linear"]
 
 
 def test_state_dict_hooks():

@@ -20,6 +20,14 @@ _global_forward_hooks = OrderedDict()
 _global_backward_hooks = OrderedDict()
 _global_backward_pre_hooks = OrderedDict()
 _hook_ids = itertools.count()
+# True while a global hook may be registered: the call fast path reads this one flag (and the
+# module's own ``_hooked``); the slow path resets both when it finds the tables empty.
+_global_hooked = False
+
+
+def _global_hook_added():
+    global _global_hooked
+    _global_hooked = True
 
 
 class RemovableHandle:
@@ -44,6 +52,7 @@ def register_module_forward_pre_hook(hook):
     """A forward pre-hook ``hook(module, args)`` for every module (before its own)."""
     h = RemovableHandle(_global_forward_pre_hooks)
     _global_forward_pre_hooks[h.id] = hook
+    _global_hook_added()
     return h
 
 
@@ -51,6 +60,7 @@ def register_module_forward_hook(hook):
     """A forward hook ``hook(module, args, output)`` for every module (before its own)."""
     h = RemovableHandle(_global_forward_hooks)
     _global_forward_hooks[h.id] = hook
+    _global_hook_added()
     return h
 
 
@@ -58,6 +68,7 @@ def register_module_full_backward_pre_hook(hook):
     """A backward pre-hook ``hook(module, grad_output)`` for every module (before its own)."""
     h = RemovableHandle(_global_backward_pre_hooks)
     _global_backward_pre_hooks[h.id] = hook
+    _global_hook_added()
     return h
 
 
@@ -66,6 +77,7 @@ def register_module_full_backward_hook(hook):
     own)."""
     h = RemovableHandle(_global_backward_hooks)
     _global_backward_hooks[h.id] = hook
+    _global_hook_added()
     return h
 
 
@@ -125,6 +137,7 @@ class Module:
         d["_buffers"] = {}
         d["_non_persistent_buffers_set"] = set()
         d["_modules"] = {}
+        d["_hooked"] = False  # set by every hook registration (see __call__)
         d["_backward_pre_hooks"] = OrderedDict()
         d["_backward_hooks"] = OrderedDict()
         d["_forward_pre_hooks"] = OrderedDict()
@@ -466,14 +479,20 @@ class Module:
     # ---- calling ---------------------------------------------------------------------------------
 
     def __call__(self, *args, **kwargs):
-        if not (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks
-                or self._backward_pre_hooks or _global_forward_pre_hooks
-                or _global_forward_hooks or _global_backward_hooks
-                or _global_backward_pre_hooks):
+        if not (self._hooked or _global_hooked):
             return self.forward(*args, **kwargs)
         return self._call_with_hooks(args, kwargs)
 
     def _call_with_hooks(self, args, kwargs):
+        global _global_hooked
+        if not (_global_forward_pre_hooks or _global_forward_hooks or _global_backward_hooks
+                or _global_backward_pre_hooks):
+            _global_hooked = False
+        if not (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks
+                or self._backward_pre_hooks):
+            self.__dict__["_hooked"] = False
+            if not _global_hooked:
+                return self.forward(*args, **kwargs)
         for hid, hook in itertools.chain(_global_forward_pre_hooks.items(),
                                          self._forward_pre_hooks.items()):
             if hid in self._forward_pre_hooks_with_kwargs:
@@ -528,6 +547,7 @@ class Module:
         self._backward_pre_hooks[h.id] = hook
         if prepend:
             self._backward_pre_hooks.move_to_end(h.id, last=False)
+        self.__dict__["_hooked"] = True
         return h
 
     def register_full_backward_hook(self, hook, prepend=False):
@@ -550,6 +570,7 @@ class Module:
         self._backward_hooks[h.id] = hook
         if prepend:
             self._backward_hooks.move_to_end(h.id, last=False)
+        self.__dict__["_hooked"] = True
         return h
 
     def register_backward_hook(self, hook):
@@ -566,6 +587,7 @@ class Module:
             self._forward_pre_hooks_with_kwargs[h.id] = True
         if prepend:
             self._forward_pre_hooks.move_to_end(h.id, last=False)
+        self.__dict__["_hooked"] = True
         return h
 
     def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False,
@@ -581,6 +603,7 @@ class Module:
             self._forward_hooks_always_called[h.id] = True
         if prepend:
             self._forward_hooks.move_to_end(h.id, last=False)
+        self.__dict__["_hooked"] = True
         return h
 
     # ---- state dicts ----------------------------------------------------------------------------
@@ -778,6 +801,7 @@ class Module:
                      "_state_dict_pre_hooks", "_load_state_dict_pre_hooks",
                      "_load_state_dict_post_hooks"):
             self.__dict__.setdefault(name, OrderedDict())
+        self.__dict__.setdefault("_hooked", True)
         for name in ("_forward_pre_hooks_with_kwargs", "_forward_hooks_with_kwargs",
                      "_forward_hooks_always_called"):
             self.__dict__.setdefault(name, {})
