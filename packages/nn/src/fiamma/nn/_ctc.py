@@ -14,80 +14,70 @@ __all__ = ["ctc_loss"]
 _NEG_INF = float("-inf")
 
 
-def _lse3(a, b, c):
-    """Elementwise ``log(exp(a) + exp(b) + exp(c))`` that is -inf (not nan) when all are."""
-    m = fiamma.maximum(fiamma.maximum(a, b), c)
-    m = m.masked_fill(m == _NEG_INF, 0.0)
-    return m + ((a - m).exp() + (b - m).exp() + (c - m).exp()).log()
-
-
-def _shift(x, k, fill):
-    """``x`` moved ``k`` places along dim 1 (k > 0: right, k < 0: left), ``fill`` let in."""
-    n = x.shape[0]
-    pad = fiamma.full((n, abs(k)), fill, dtype=x.dtype)
-    if k > 0:
-        return fiamma.cat([pad, x[:, :-k]], 1)
-    return fiamma.cat([x[:, -k:], pad], 1)
-
-
 class _CTC(Function):
-    """Per-sequence negative log likelihood from (T, N, C) log-probabilities."""
+    """Per-sequence negative log likelihood from (T, N, C) log-probabilities.
+
+    alpha lives in a (T, N, S' + 2) buffer with two -inf columns in front, so the three
+    predecessors of every position are one sliding-window view (``unfold``); a -inf bias
+    on the window forbids the skip where the label repeats (or is blank). Values past a
+    sequence's input length are computed but never read: the readout takes alpha at
+    ``T_n - 1``, and beta is -inf there."""
 
     @staticmethod
     def forward(ctx, log_probs, ext, skip, in_len, tgt_len, zero_infinity):
         t_max, n, _ = log_probs.shape
         sp = ext.shape[1]
+        dt = log_probs.dtype
         lp_ext = log_probs.gather(2, ext.unsqueeze(0).expand(t_max, n, sp))
-        neg = fiamma.full((n, sp), _NEG_INF, dtype=log_probs.dtype)
-        no_skip = ~skip
-        pos = fiamma.arange(sp).unsqueeze(0)
-        alpha = neg.clone()
-        alpha[:, :2] = lp_ext[0, :, :2]
-        alphas = [alpha]
-        active = in_len.unsqueeze(1)
+        buf = fiamma.full((t_max, n, sp + 2), _NEG_INF, dtype=dt)
+        buf[0, :, 2:4] = lp_ext[0, :, :2]
+        bias = fiamma.zeros((n, sp, 3), dtype=dt)
+        bias[:, :, 0] = fiamma.zeros((n, sp), dtype=dt).masked_fill(~skip, _NEG_INF)
         for t in range(1, t_max):
-            a2 = _shift(alpha, 2, _NEG_INF).masked_fill(no_skip, _NEG_INF)
-            new = _lse3(alpha, _shift(alpha, 1, _NEG_INF), a2) + lp_ext[t]
-            alpha = fiamma.where(active > t, new, alpha)  # frozen after the input's end
-            alphas.append(alpha)
-        alphas = fiamma.stack(alphas)
+            win = buf[t - 1].unfold(1, 3, 1)
+            buf[t, :, 2:] = (win + bias).logsumexp(2) + lp_ext[t]
+        alphas = buf[:, :, 2:]
+        last_t = (in_len - 1).clamp(min=0)
+        final = alphas[last_t, fiamma.arange(n)]  # (N, S'): alpha at each T_n - 1
         end = (2 * tgt_len).unsqueeze(1)
-        last = alpha.gather(1, end).squeeze(1)
-        before = alpha.gather(1, (end - 1).clamp(min=0)).squeeze(1)
+        last = final.gather(1, end).squeeze(1)
+        before = final.gather(1, (end - 1).clamp(min=0)).squeeze(1)
         before = before.masked_fill(tgt_len == 0, _NEG_INF)
         nll = -fiamma.logaddexp(last, before)
-        # a sequence too short for its target has probability 0
         nll = nll.masked_fill(in_len == 0, float("inf"))
         infinite = nll == float("inf")
         if zero_infinity:
             nll = nll.masked_fill(infinite, 0.0)
         ctx.save_for_backward(log_probs, alphas, lp_ext, nll)
-        ctx.meta = (ext, skip, in_len, tgt_len, zero_infinity, pos, infinite)
+        ctx.meta = (ext, skip, in_len, tgt_len, zero_infinity, infinite)
         return nll
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad):
         log_probs, alphas, lp_ext, nll = ctx.saved_tensors
-        ext, skip, in_len, tgt_len, zero_infinity, pos, infinite = ctx.meta
+        ext, skip, in_len, tgt_len, zero_infinity, infinite = ctx.meta
         t_max, n, sp = lp_ext.shape
-        no_skip_next = _shift(~skip, -2, True)  # may position s jump to s + 2?
+        dt = lp_ext.dtype
+        pos = fiamma.arange(sp).unsqueeze(0)
         end = (2 * tgt_len).unsqueeze(1)
         finals = (pos == end) | ((pos == end - 1) & (end > 0))
-        last_t = (in_len - 1).unsqueeze(1)
-        beta = fiamma.full((n, sp), _NEG_INF, dtype=lp_ext.dtype)
-        log_occ = []
+        init = lp_ext.masked_fill(~finals.unsqueeze(0), _NEG_INF)
+        starts = fiamma.arange(t_max).reshape(t_max, 1, 1) == (in_len - 1).reshape(1, n, 1)
+        # the window of position s is (s, s + 1, s + 2); s + 2 is reachable when skip[s + 2]
+        bias = fiamma.zeros((n, sp, 3), dtype=dt)
+        if sp > 2:
+            bias[:, :sp - 2, 2] = fiamma.zeros((n, sp - 2), dtype=dt).masked_fill(
+                ~skip[:, 2:], _NEG_INF)
+        bias[:, sp - 2:, 2] = _NEG_INF
+        buf = fiamma.full((t_max + 1, n, sp + 2), _NEG_INF, dtype=dt)
         for t in range(t_max - 1, -1, -1):
-            b2 = _shift(beta, -2, _NEG_INF).masked_fill(no_skip_next, _NEG_INF)
-            rec = _lse3(beta, _shift(beta, -1, _NEG_INF), b2) + lp_ext[t]
-            init = lp_ext[t].masked_fill(~finals, _NEG_INF)
-            beta = fiamma.where(last_t == t, init, rec)
-            log_occ.append(alphas[t] + beta)
-        log_occ = fiamma.stack(log_occ[::-1]) - lp_ext + nll.unsqueeze(1)
-        occ = log_occ.exp()
-        scale = -grad.unsqueeze(1)
-        g = fiamma.zeros(log_probs.shape, dtype=log_probs.dtype).scatter_add(
-            2, ext.unsqueeze(0).expand(t_max, n, sp), occ * scale)
+            rec = (buf[t + 1].unfold(1, 3, 1) + bias).logsumexp(2) + lp_ext[t]
+            buf[t, :, :sp] = fiamma.where(starts[t], init[t], rec)
+        log_occ = alphas + buf[:t_max, :, :sp] - lp_ext + nll.unsqueeze(1)
+        occ = log_occ.exp() * (-grad.unsqueeze(1))
+        g = fiamma.zeros(log_probs.shape, dtype=dt).scatter_add(
+            2, ext.unsqueeze(0).expand(t_max, n, sp), occ)
         if zero_infinity:
             g = g.masked_fill(infinite.unsqueeze(0).unsqueeze(2), 0.0)
         return g, None, None, None, None, None
