@@ -479,3 +479,37 @@ def test_parity_ctc(rng, reduction, concat, blank):
     out_f.sum().backward()
     out_t.sum().backward()
     np.testing.assert_allclose(lf.grad.numpy(), lt.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_non_contiguous_inputs_match_contiguous(rng):
+    a = rng.standard_normal((5, 4))
+    b = rng.standard_normal((5, 4))
+    at, bt = _t(a.T.copy()).T, _t(b.T.copy()).T  # transposed views of (4, 5) tensors
+    assert not at.is_contiguous()
+    ac, bc = _t(a), _t(b)
+    y = _t(np.array([1.0, -1.0, 1.0, -1.0, 1.0]))
+    ys = _t(np.where(rng.random((5, 4)) > 0.5, 1.0, -1.0))
+    cls = _t(np.array([0, 3, 1, 2, 2]))
+    fns = [
+        lambda u, v: F.poisson_nll_loss(u, v.abs(), full=True, reduction="none"),
+        lambda u, v: F.gaussian_nll_loss(u, v, v.abs() + 0.1, reduction="none"),
+        lambda u, v: F.cosine_embedding_loss(u, v, y, reduction="none"),
+        lambda u, v: F.margin_ranking_loss(u[:, 0], v[::2, 1].repeat(2)[:5], y,
+                                           reduction="none"),
+        lambda u, v: F.hinge_embedding_loss(u, ys, reduction="none"),
+        lambda u, v: F.multi_margin_loss(u, cls, reduction="none"),
+        lambda u, v: F.multilabel_soft_margin_loss(u, (ys + 1) / 2, reduction="none"),
+        lambda u, v: F.soft_margin_loss(v, ys, reduction="none"),
+        lambda u, v: F.triplet_margin_loss(u, v, u * v, reduction="none"),
+    ]
+    for fn in fns:
+        np.testing.assert_allclose(fn(at, bt).numpy(), fn(ac, bc).numpy(), rtol=1e-12)
+    lp = _t(_log_softmax(rng.standard_normal((3, 6, 4)), 2))  # (N, T, C) transposed below
+    tg = _t(np.array([[1, 2], [3, 3], [1, 0]]))
+    ref = F.ctc_loss(lp.transpose(0, 1).contiguous(), tg, [6, 5, 4], [2, 2, 1],
+                     reduction="none")
+    got = F.ctc_loss(lp.transpose(0, 1), tg, [6, 5, 4], [2, 2, 1], reduction="none")
+    np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-12)
+    empty = F.ctc_loss(fiamma.zeros(4, 0, 3).log_softmax(2), fiamma.zeros(0, 2).long(), [],
+                       [], reduction="sum")
+    assert empty.item() == 0

@@ -235,6 +235,27 @@ def test_parity_embedding_bag(rng, mode, padding_idx, include_last, per_sample):
 
 @pytest.mark.parity
 @pytest.mark.skipif(torch is None, reason="needs torch")
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_parity_embedding_bag_max_norm(rng, mode):
+    w = (rng.standard_normal((6, 3)) * 2).astype(np.float32)
+    tb = torch.nn.EmbeddingBag.from_pretrained(torch.tensor(w), freeze=False, max_norm=1.5,
+                                               mode=mode)
+    fb = nn.EmbeddingBag.from_pretrained(fiamma.tensor(w), freeze=False, max_norm=1.5,
+                                         mode=mode)
+    idx = np.array([0, 2, 2, 5, 1])
+    ot = tb(torch.tensor(idx), torch.tensor([0, 3]))
+    of = fb(fiamma.tensor(idx), fiamma.tensor([0, 3]))
+    np.testing.assert_allclose(of.detach().numpy(), ot.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(fb.weight.detach().numpy(), tb.weight.detach().numpy(),
+                               rtol=1e-5, atol=1e-6)  # the rows used were renormalised
+    ot.sum().backward()
+    of.sum().backward()
+    np.testing.assert_allclose(fb.weight.grad.numpy(), tb.weight.grad.numpy(), rtol=1e-5,
+                               atol=1e-6)
+
+
+@pytest.mark.parity
+@pytest.mark.skipif(torch is None, reason="needs torch")
 def test_parity_distances(rng):
     x = rng.standard_normal((5, 6)).astype(np.float32)
     y = rng.standard_normal((5, 6)).astype(np.float32)

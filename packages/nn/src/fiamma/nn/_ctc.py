@@ -7,14 +7,28 @@ loops of plain core ops inside a ``fiamma.autograd.Function`` (no graph of T ste
 """
 
 import fiamma
-from fiamma.autograd import Function, once_differentiable
 
 __all__ = ["ctc_loss"]
 
 _NEG_INF = float("-inf")
+_CTC = None
 
 
-class _CTC(Function):
+def _ctc_function():
+    """The autograd Function, built on first use (importing fiamma.nn stays free of
+    fiamma.autograd until gradients are needed)."""
+    global _CTC
+    if _CTC is None:
+        from fiamma.autograd import Function, once_differentiable
+        _CTC = type("_CTC", (Function,), {
+            "__doc__": _CTCMethods.__doc__,
+            "forward": staticmethod(_CTCMethods.forward),
+            "backward": staticmethod(once_differentiable(_CTCMethods.backward)),
+        })
+    return _CTC
+
+
+class _CTCMethods:
     """Per-sequence negative log likelihood from (T, N, C) log-probabilities.
 
     alpha lives in a (T, N, S' + 2) buffer with two -inf columns in front, so the three
@@ -53,7 +67,6 @@ class _CTC(Function):
         return nll
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, grad):
         log_probs, alphas, lp_ext, nll = ctx.saved_tensors
         ext, skip, in_len, tgt_len, zero_infinity, infinite = ctx.meta
@@ -168,7 +181,7 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     skip = fiamma.zeros((n, sp), dtype=fiamma.bool)
     if s > 1:
         skip[:, 3::2] = padded[:, 1:] != padded[:, :-1]
-    nll = _CTC.apply(log_probs, ext, skip, in_len, tgt_len, bool(zero_infinity))
+    nll = _ctc_function().apply(log_probs, ext, skip, in_len, tgt_len, bool(zero_infinity))
     if reduction == "none":
         return nll.reshape(()) if unbatched else nll
     if reduction == "sum":
