@@ -229,6 +229,12 @@ def test_modules_forward_their_options(rng):
         nn.TripletMarginLoss(margin=0)
     with pytest.raises(ValueError):
         nn.TripletMarginWithDistanceLoss(margin=-1)
+    with pytest.warns(UserWarning, match="reduction='sum'"):
+        legacy = nn.SoftMarginLoss(size_average=False)
+    assert legacy.reduction == "sum"
+    with pytest.warns(UserWarning, match="reduction='none'"):
+        out = F.hinge_embedding_loss(x, t, reduce=False)
+    assert tuple(out.shape) == (3, 4)
 
 
 # ---- CTC -------------------------------------------------------------------------------------

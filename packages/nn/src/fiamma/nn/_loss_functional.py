@@ -213,6 +213,18 @@ def kl_div(input, target, reduction="mean", log_target=False):
 # ---- the second group of losses ------------------------------------------------------------
 
 
+def _legacy_reduction(size_average, reduce, reduction):
+    """PyTorch's deprecated ``size_average``/``reduce`` pair, when given, decides."""
+    if size_average is None and reduce is None:
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    res = "none" if not reduce else "mean" if size_average else "sum"
+    warnings.warn(f"size_average and reduce args will be deprecated, please use "
+                  f"reduction='{res}' instead.", UserWarning, stacklevel=3)
+    return res
+
+
 def _softplus(x):
     """``log(1 + exp(x))`` without overflow."""
     return (-x.abs()).exp().log1p() + x.clamp(min=0)
@@ -233,6 +245,7 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
     >>> round(poisson_nll_loss(x, t).item(), 4)
     0.4335
     """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     op = "poisson_nll_loss"
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"{op}: {reduction} is not a valid value for reduction")
@@ -284,6 +297,7 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None,
                           reduction="mean"):
     """``1 - cos(x1, x2)`` where ``target == 1``, ``max(0, cos(x1, x2) - margin)`` where
     ``target == -1`` (cosine over the last dimension)."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     op = "cosine_embedding_loss"
     if input1.dim() != input2.dim() or input1.dim() not in (1, 2):
         raise RuntimeError(f"{op}: expected 1-D or 2-D inputs of the same ndim, got "
@@ -306,6 +320,7 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None,
 def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
                         reduction="mean"):
     """``max(0, -target * (input1 - input2) + margin)``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     op = "margin_ranking_loss"
     if not input1.dim() == input2.dim() == target.dim():
         raise RuntimeError(f"{op}: all input tensors should have same dimension but got sizes: "
@@ -318,6 +333,7 @@ def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, r
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None,
                          reduction="mean"):
     """``input`` where ``target == 1``, ``max(0, margin - input)`` where ``target == -1``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     zeros = fiamma.zeros_like(input)
     loss = (fiamma.where(target != 1, (margin - input).clamp(min=0), zeros)
             + fiamma.where(target != -1, input, zeros))
@@ -345,6 +361,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
                       reduce=None, reduction="mean"):
     """Multi-class hinge loss: ``sum_{i != y} max(0, margin - x[y] + x[i])^p / C``, each
     term scaled by ``weight[y]``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     op = "multi_margin_loss"
     if p not in (1, 2):
         raise ValueError(f"{op}: only p == 1 and p == 2 supported, got {p}")
@@ -368,6 +385,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
 def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Multi-label hinge loss: ``target`` holds each sample's class indices, ended by the
     first -1; ``sum_{j in targets, i not in targets} max(0, 1 - (x[j] - x[i])) / C``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     op = "multilabel_margin_loss"
     if input.dim() not in (1, 2) or tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"{op}: expected input and target of the same 1-D or 2-D shape, got "
@@ -393,6 +411,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,
                                 reduction="mean"):
     """Per-class logistic loss averaged over the classes (last dimension)."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     op = "multilabel_soft_margin_loss"
     loss = target * _softplus(-input) + (1 - target) * _softplus(input)
     if weight is not None:
@@ -404,6 +423,7 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
 
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Two-class logistic loss ``log(1 + exp(-target * input))``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     return _reduce(_softplus(-target * input), reduction, "soft_margin_loss")
 
 
@@ -419,6 +439,7 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
                         size_average=None, reduce=None, reduction="mean"):
     """``max(0, margin + d(a, p) - d(a, n))`` with ``d`` the p-norm pairwise distance
     (``swap``: ``d(a, n)`` replaced by ``min(d(a, n), d(p, n))``)."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     op = "triplet_margin_loss"
     _triplet_check(anchor, positive, negative, op)
     from fiamma.nn._misc_functional import pairwise_distance

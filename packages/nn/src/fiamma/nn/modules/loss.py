@@ -1,6 +1,7 @@
 """Loss modules (``torch.nn`` losses) over ``fiamma.nn.functional``."""
 
 from fiamma.nn import functional as F
+from fiamma.nn._loss_functional import _legacy_reduction
 from fiamma.nn.modules.module import Module
 
 __all__ = ["L1Loss", "MSELoss", "SmoothL1Loss", "HuberLoss", "NLLLoss", "CrossEntropyLoss",
@@ -102,7 +103,7 @@ class KLDivLoss(_Loss):
 class PoissonNLLLoss(_Loss):
     def __init__(self, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
                  reduction="mean"):
-        super().__init__(reduction)
+        super().__init__(_legacy_reduction(size_average, reduce, reduction))
         self.log_input, self.full, self.eps = log_input, full, eps
 
     def forward(self, log_input, target):
@@ -122,7 +123,7 @@ class GaussianNLLLoss(_Loss):
 
 class CosineEmbeddingLoss(_Loss):
     def __init__(self, margin=0.0, size_average=None, reduce=None, reduction="mean"):
-        super().__init__(reduction)
+        super().__init__(_legacy_reduction(size_average, reduce, reduction))
         self.margin = margin
 
     def forward(self, input1, input2, target):
@@ -132,7 +133,7 @@ class CosineEmbeddingLoss(_Loss):
 
 class MarginRankingLoss(_Loss):
     def __init__(self, margin=0.0, size_average=None, reduce=None, reduction="mean"):
-        super().__init__(reduction)
+        super().__init__(_legacy_reduction(size_average, reduce, reduction))
         self.margin = margin
 
     def forward(self, input1, input2, target):
@@ -142,7 +143,7 @@ class MarginRankingLoss(_Loss):
 
 class HingeEmbeddingLoss(_Loss):
     def __init__(self, margin=1.0, size_average=None, reduce=None, reduction="mean"):
-        super().__init__(reduction)
+        super().__init__(_legacy_reduction(size_average, reduce, reduction))
         self.margin = margin
 
     def forward(self, input, target):
@@ -153,7 +154,7 @@ class HingeEmbeddingLoss(_Loss):
 class MultiMarginLoss(_WeightedLoss):
     def __init__(self, p=1, margin=1.0, weight=None, size_average=None, reduce=None,
                  reduction="mean"):
-        super().__init__(weight, reduction)
+        super().__init__(weight, _legacy_reduction(size_average, reduce, reduction))
         if p not in (1, 2):
             raise ValueError("only p == 1 and p == 2 supported")
         if weight is not None and weight.dim() != 1:
@@ -168,7 +169,7 @@ class MultiMarginLoss(_WeightedLoss):
 
 class MultiLabelMarginLoss(_Loss):
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
-        super().__init__(reduction)
+        super().__init__(_legacy_reduction(size_average, reduce, reduction))
 
     def forward(self, input, target):
         return F.multilabel_margin_loss(input, target, reduction=self.reduction)
@@ -176,7 +177,7 @@ class MultiLabelMarginLoss(_Loss):
 
 class MultiLabelSoftMarginLoss(_WeightedLoss):
     def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
-        super().__init__(weight, reduction)
+        super().__init__(weight, _legacy_reduction(size_average, reduce, reduction))
 
     def forward(self, input, target):
         return F.multilabel_soft_margin_loss(input, target, weight=self.weight,
@@ -185,7 +186,7 @@ class MultiLabelSoftMarginLoss(_WeightedLoss):
 
 class SoftMarginLoss(_Loss):
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
-        super().__init__(reduction)
+        super().__init__(_legacy_reduction(size_average, reduce, reduction))
 
     def forward(self, input, target):
         return F.soft_margin_loss(input, target, reduction=self.reduction)
@@ -194,7 +195,7 @@ class SoftMarginLoss(_Loss):
 class TripletMarginLoss(_Loss):
     def __init__(self, margin=1.0, p=2.0, eps=1e-6, swap=False, size_average=None,
                  reduce=None, reduction="mean"):
-        super().__init__(reduction)
+        super().__init__(_legacy_reduction(size_average, reduce, reduction))
         if margin <= 0:
             raise ValueError(f"TripletMarginLoss: expected margin to be greater than 0, got "
                              f"{margin} instead")
