@@ -237,6 +237,20 @@ def test_orthogonal_without_trivialization_and_errors():
     np.testing.assert_allclose(q.T @ q, np.eye(3), atol=1e-10)
     with pytest.raises(NotImplementedError, match="use_trivialization=False"):
         lin.weight = fiamma.eye(3, dtype=fiamma.float64)
+    for shape in ((5, 3), (3, 5), (4, 4)):
+        hh = nn.Linear(shape[1], shape[0]).double()
+        w = hh.weight.detach().numpy().copy()
+        P.orthogonal(hh, orthogonal_map="householder", use_trivialization=False)
+        q = hh.weight.detach().numpy()
+        # the Q of w's QR factorisation (R's diagonal made positive)
+        tall = w if shape[0] >= shape[1] else w.T
+        qr_q, qr_r = np.linalg.qr(tall)
+        qr_q = qr_q * np.sign(np.diag(qr_r))
+        np.testing.assert_allclose(q if shape[0] >= shape[1] else q.T, qr_q, atol=1e-10)
+        z, _ = np.linalg.qr(np.random.default_rng(2).standard_normal((max(shape),) * 2))
+        z = z[:shape[0], :shape[1]]
+        hh.weight = fiamma.tensor(z)
+        np.testing.assert_allclose(hh.weight.detach().numpy(), z, atol=1e-10)
     with pytest.raises(ValueError, match="orthogonal_map"):
         P.orthogonal(nn.Linear(2, 2), orthogonal_map="qr")
     with pytest.raises(ValueError, match="matrix or batch"):
@@ -290,6 +304,9 @@ def test_parity_parametrizations(kind, train):
         mf.load_state_dict({k: fiamma.tensor(v.numpy()) for k, v in mt.state_dict().items()})
         apply(torch.nn)(mt)
         apply(nn)(mf)
+    if kind not in ("sn", "old_sn", "orth_householder"):  # no random initial state
+        np.testing.assert_allclose(mf.weight.detach().numpy(), mt.weight.detach().numpy(),
+                                   rtol=1e-5, atol=1e-6)
     sdt = mt.state_dict()
     assert list(sdt) == list(mf.state_dict())
     assert [tuple(v.shape) for v in sdt.values()] == \

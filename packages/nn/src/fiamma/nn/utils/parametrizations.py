@@ -168,6 +168,37 @@ def _householder_product(a, tau):
     return q[..., :, :k]
 
 
+def _geqrf(a):
+    """LAPACK's geqrf for a tall (batch of) matrix: R on and above the diagonal, the
+    Householder vectors (unit first entry implied) below it, and the factors ``tau``."""
+    a = a.clone()
+    n, k = a.shape[-2], a.shape[-1]
+    taus = []
+    for j in range(k):
+        x = a[..., j:, j]
+        alpha = x[..., 0]
+        xnorm = fiamma.linalg.vector_norm(x[..., 1:], dim=-1) if j + 1 < n \
+            else fiamma.zeros_like(alpha)
+        trivial = xnorm == 0
+        sign = fiamma.where(alpha >= 0, fiamma.ones_like(alpha), -fiamma.ones_like(alpha))
+        beta = -sign * fiamma.hypot(alpha, xnorm)
+        beta = fiamma.where(trivial, alpha, beta)
+        safe_beta = fiamma.where(trivial, fiamma.ones_like(beta), beta)
+        tau = fiamma.where(trivial, fiamma.zeros_like(beta), (beta - alpha) / safe_beta)
+        denom = fiamma.where(trivial, fiamma.ones_like(alpha), alpha - beta)
+        v = fiamma.cat([fiamma.ones_like(alpha).unsqueeze(-1),
+                        x[..., 1:] / denom.unsqueeze(-1)], -1)
+        if j + 1 < k:  # apply H = I - tau v v^T to the remaining columns
+            rest = a[..., j:, j + 1:]
+            w = (v.unsqueeze(-1) * rest).sum(-2, keepdim=True)
+            a[..., j:, j + 1:] = rest - tau.unsqueeze(-1).unsqueeze(-1) * v.unsqueeze(-1) * w
+        a[..., j, j] = beta
+        if j + 1 < n:
+            a[..., j + 1:, j] = v[..., 1:]
+        taus.append(tau)
+    return a, fiamma.stack(taus, -1)
+
+
 def _make_orthogonal(a):
     """Q of ``a = QR`` with ``diag(R) >= 0``."""
     q, r = fiamma.linalg.qr(a)
@@ -239,9 +270,13 @@ class _Orthogonal(Module):
                     raise NotImplementedError("It is not possible to assign to the matrix "
                                               "exponential or the Cayley parametrizations when "
                                               "use_trivialization=False.")
-                raise NotImplementedError("orthogonal: assigning to the householder map with "
-                                          "use_trivialization=False needs geqrf, which fiamma "
-                                          "does not have")
+                # Householder: the reflectors of Q's QR factorisation, with R's diagonal
+                # signs (+-1) on the diagonal (a reflector left out flips the sign)
+                a, tau = _geqrf(q)
+                d = fiamma.sign(a.diagonal(dim1=-2, dim2=-1))
+                d = fiamma.where(tau == 0, -d, d)
+                a.diagonal(dim1=-2, dim2=-1).copy_(d)
+                return a.mT if transpose else a
             if n == k:
                 q = q.clone() if _is_orthogonal(q) else _make_orthogonal(q)
             else:
