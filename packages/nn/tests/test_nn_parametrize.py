@@ -110,6 +110,16 @@ def test_remove_without_leaving_and_multi_originals():
     np.testing.assert_allclose(lin.weight.detach().numpy(), w0 / 3, rtol=1e-12)
 
 
+def test_transfer_parametrizations():
+    src = nn.Linear(3, 3).double()
+    parametrize.register_parametrization(src, "weight", Symmetric())
+    dst = nn.Linear(3, 3).double()
+    parametrize.transfer_parametrizations_and_params(src, dst)
+    assert parametrize.is_parametrized(dst, "weight")
+    np.testing.assert_allclose(dst.weight.detach().numpy(), src.weight.detach().numpy())
+    assert list(dst.state_dict()) == list(src.state_dict())
+
+
 def test_parametrize_errors_and_buffers():
     lin = nn.Linear(2, 3)
 
@@ -124,6 +134,8 @@ def test_parametrize_errors_and_buffers():
     assert tuple(lin.weight.shape) == (1, 2)
     with pytest.raises(ValueError, match="does not have a parameter"):
         parametrize.register_parametrization(lin, "nothing", Symmetric())
+    with pytest.raises(RuntimeError, match="does not implement right_inverse"):
+        lin.weight = fiamma.ones(1, 2)
     with pytest.raises(ValueError, match="does not have a parametrization"):
         parametrize.remove_parametrizations(lin, "bias")
     m = nn.Module()

@@ -124,7 +124,7 @@ class ParametrizationList(ModuleList):
             for m in reversed(self):
                 if hasattr(m, "right_inverse"):
                     value = m.right_inverse(value)
-                elif not self.unsafe:
+                else:
                     raise RuntimeError(f"parametrization {type(m).__name__} does not implement "
                                        "right_inverse.")
             if self.is_tensor:
