@@ -160,6 +160,10 @@ def test_channel_dropouts():
         F.dropout1d(fiamma.ones(2, 3, 4, 5))
     with pytest.warns(UserWarning, match="3D input to dropout2d"):
         F.dropout2d(fiamma.ones(2, 3, 4))
+    with pytest.warns(UserWarning, match="3-D input to dropout3d"):
+        assert tuple(F.dropout3d(fiamma.ones(2, 3, 4)).shape) == (2, 3, 4)
+    with pytest.raises(RuntimeError, match="at least 2 dimensions"):
+        F.feature_alpha_dropout(fiamma.ones(3), 0.5, training=True)
     x = fiamma.ones(4, 6, 5)
     F.dropout1d(x, 0.5, inplace=True)
     assert set(np.unique(x.numpy())) <= {0.0, 2.0}

@@ -193,6 +193,9 @@ def _dropout_impl(input, p, training, inplace, feature, alpha):
         return input
     if p == 1.0 and not alpha:
         return input.mul_(0.0) if inplace else input * 0.0
+    if feature and input.dim() < 2:
+        raise RuntimeError(f"Feature dropout requires at least 2 dimensions in the input, got "
+                           f"{input.dim()}-D")
     shape = _feature_noise(input) if feature else tuple(input.shape)
     keep = fiamma.bernoulli(fiamma.full(shape, 1.0 - p, dtype=input.dtype))
     if alpha:
@@ -264,7 +267,20 @@ def dropout3d(input, p=0.5, training=True, inplace=False):
     """Zero whole channels of (N, C, D, H, W) or (C, D, H, W) inputs with probability
     ``p``."""
     _check_p(p)
-    return _channel_dropout("dropout3d", input, p, training, inplace, 5)
+    d = input.dim()
+    if d not in (4, 5):
+        warnings.warn(f"dropout3d: Received a {d}-D input to dropout3d, which is deprecated and "
+                      "will result in an error in a future release. To retain the behavior and "
+                      "silence this warning, please use dropout instead. Note that dropout3d "
+                      "exists to provide channel-wise dropout on inputs with 3 spatial "
+                      "dimensions, a channel dimension, and an optional batch dimension (i.e. "
+                      "4D or 5D inputs).", UserWarning, stacklevel=2)
+    if not training or p == 0.0:
+        return input
+    if d != 5:  # taken as unbatched
+        res = _dropout_impl(input.unsqueeze(0), p, training, inplace, True, False)
+        return input if inplace else res.squeeze(0)
+    return _dropout_impl(input, p, training, inplace, True, False)
 
 
 def alpha_dropout(input, p=0.5, training=False, inplace=False):
