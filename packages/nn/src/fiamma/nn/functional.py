@@ -10,10 +10,12 @@ from fiamma.nn._attention_functional import *  # noqa: F401,F403
 from fiamma.nn._attention_functional import __all__ as _attention
 from fiamma.nn._loss_functional import *  # noqa: F401,F403
 from fiamma.nn._loss_functional import __all__ as _losses
+from fiamma.nn._misc_functional import *  # noqa: F401,F403
+from fiamma.nn._misc_functional import __all__ as _misc
 
 __all__ = (["linear", "bilinear", "relu", "softmax", "log_softmax", "pad", "dropout",
             "embedding"] + _losses
-           + _activations + _attention)
+           + _activations + _attention + _misc)
 
 
 def linear(input, weight, bias=None):

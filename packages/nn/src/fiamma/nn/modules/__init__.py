@@ -1,5 +1,6 @@
 from fiamma.nn.modules.activation import *  # noqa: F401,F403
 from fiamma.nn.modules.container import *  # noqa: F401,F403
+from fiamma.nn.modules.distance import *  # noqa: F401,F403
 from fiamma.nn.modules.dropout import *  # noqa: F401,F403
 from fiamma.nn.modules.linear import *  # noqa: F401,F403
 from fiamma.nn.modules.loss import *  # noqa: F401,F403
