@@ -8,10 +8,12 @@ from fiamma.nn._activation_functional import *  # noqa: F401,F403
 from fiamma.nn._activation_functional import __all__ as _activations
 from fiamma.nn._loss_functional import *  # noqa: F401,F403
 from fiamma.nn._loss_functional import __all__ as _losses
+from fiamma.nn._norm_functional import *  # noqa: F401,F403
+from fiamma.nn._norm_functional import __all__ as _norms
 
 __all__ = (["linear", "bilinear", "relu", "softmax", "log_softmax", "pad", "dropout",
             "embedding"] + _losses
-           + _activations)
+           + _activations + _norms)
 
 
 def linear(input, weight, bias=None):
