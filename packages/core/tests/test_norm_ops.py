@@ -325,6 +325,10 @@ def test_large_rows_use_threads_and_agree():
     y = fiamma.batch_norm(T(x4, F32), None, None, training=True)
     np.testing.assert_allclose(N(y), ref_bn(x4, None, None, None, None, True, 0, 1e-5)[0],
                                atol=1e-4)
+    cl = T(np.ascontiguousarray(x4.transpose(0, 2, 3, 1)), F32).permute(0, 3, 1, 2)
+    y = fiamma.batch_norm(cl, None, None, training=True)
+    np.testing.assert_allclose(N(y), ref_bn(x4, None, None, None, None, True, 0, 1e-5)[0],
+                               atol=1e-4)
     y = fiamma.group_norm(T(x4, F32), 8)
     np.testing.assert_allclose(N(y), rows_fwd(x4.reshape(32, -1), 1e-5)[0].reshape(x4.shape),
                                atol=1e-4)
