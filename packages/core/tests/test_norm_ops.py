@@ -334,6 +334,41 @@ def test_large_rows_use_threads_and_agree():
                                atol=1e-4)
 
 
+def test_large_backward_with_threads_agrees():
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((300, 700))
+    g = rng.standard_normal((300, 700))
+    w = rng.standard_normal(700)
+    _, mean, rstd = rows_fwd(x, 1e-5)
+    gx, gw, gb = fiamma.layer_norm_backward(T(g, F32), T(x, F32), (700,), T(w, F32),
+                                            T(mean, F32), T(rstd, F32))
+    egx, egw, egb = rows_bwd(x, g, np.broadcast_to(w, x.shape), 1e-5)
+    np.testing.assert_allclose(N(gx), egx, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(N(gw), egw.sum(0), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(N(gb), egb.sum(0), rtol=1e-4, atol=1e-3)
+    x4 = rng.standard_normal((4, 32, 30, 30))
+    g4 = rng.standard_normal((4, 32, 30, 30))
+    w32 = rng.standard_normal(32)
+    x2 = x4.reshape(32, -1)
+    xh, mean, rstd = rows_fwd(x2, 1e-5)
+    gx, gw, gb = fiamma.group_norm_backward(T(g4, F32), T(x4, F32), 8, T(w32, F32),
+                                            T(mean, F32), T(rstd, F32))
+    w2 = np.broadcast_to(w32[None, :, None], (4, 32, 900)).reshape(x2.shape)
+    egx, egw, egb = rows_bwd(x2, g4.reshape(x2.shape), w2, 1e-5)
+    np.testing.assert_allclose(N(gx), egx.reshape(x4.shape), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(N(gw), egw.reshape(4, 32, 900).sum((0, 2)), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(N(gb), egb.reshape(4, 32, 900).sum((0, 2)), rtol=1e-4, atol=1e-3)
+    rows, back = bn_layout(x4)
+    mean, inv = rows.mean(1), 1 / np.sqrt(rows.var(1) + 1e-5)
+    gx, gw, gb = fiamma.batch_norm_backward(T(g4, F32), T(x4, F32), T(w32, F32), T(mean, F32),
+                                            T(inv, F32), True)
+    gr, _ = bn_layout(g4)
+    egx, egw, egb = rows_bwd(rows, gr, np.broadcast_to(w32[:, None], rows.shape), 1e-5)
+    np.testing.assert_allclose(N(gx), back(egx), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(N(gw), egw.sum(1), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(N(gb), egb.sum(1), rtol=1e-4, atol=1e-3)
+
+
 def test_empty_inputs():
     x = fiamma.zeros((0, 3, 4))
     assert tuple(fiamma.batch_norm(x, None, None, training=True).shape) == (0, 3, 4)

@@ -20,6 +20,19 @@ parity = pytest.mark.parity
 needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _torch_one_thread():
+    """torch's thread pool spins for ~0.1 s per tiny op on a loaded machine: one thread here,
+    restored after this file."""
+    if torch is None:
+        yield
+        return
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 def T(a, dt=fiamma.float64):
     return fiamma.tensor(np.asarray(a, dtype=np.float64), dtype=dt)
 
@@ -111,6 +124,15 @@ def test_old_checkpoint_without_num_batches_tracked_loads():
     sd._metadata = OrderedDict({"": {"version": 1}})
     m.load_state_dict(sd)
     assert m.num_batches_tracked.item() == 0
+
+
+def test_instance_norm_rejects_untracked_running_stats_in_old_checkpoints():
+    m = nn.InstanceNorm1d(3)
+    with pytest.raises(RuntimeError, match="Unexpected running stats buffer"):
+        m.load_state_dict({"running_mean": fiamma.zeros(3), "running_var": fiamma.ones(3)})
+    m = nn.InstanceNorm1d(3, track_running_stats=True)
+    m.load_state_dict({"running_mean": fiamma.ones(3), "running_var": fiamma.ones(3)})
+    assert m.running_mean.tolist() == [1.0] * 3 and m.num_batches_tracked.item() == 0
 
 
 def test_instance_norm_unbatched_and_layer_group_rms_values():

@@ -17,6 +17,28 @@ class _InstanceNorm(_NormBase):
         super().__init__(num_features, eps, momentum, affine, track_running_stats, device,
                          dtype, bias=bias)
 
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs, *args):
+        # checkpoints older than PyTorch 0.4 (no version) hold running stats an instance norm
+        # that does not track them must drop, as PyTorch does
+        if local_metadata.get("version", None) is None and not self.track_running_stats:
+            dropped = [prefix + n for n in ("running_mean", "running_var")
+                       if prefix + n in state_dict]
+            if dropped:
+                error_msgs.append(
+                    "Unexpected running stats buffer(s) {names} for {klass} with "
+                    "track_running_stats=False. If state_dict is a checkpoint saved before 0.4.0, "
+                    "this may be expected because {klass} does not track running stats by "
+                    "default since 0.4.0. Please remove these keys from state_dict. If the "
+                    "running stats are actually needed, instead set track_running_stats=True in "
+                    "{klass} to enable them. See the documentation of {klass} for details."
+                    .format(names=" and ".join(f'"{k}"' for k in dropped),
+                            klass=type(self).__name__))
+                for k in dropped:
+                    state_dict.pop(k)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs, *args)
+
     def _check_input_dim(self, input):
         d = self._no_batch_dim
         if input.dim() not in (d, d + 1):
