@@ -369,6 +369,31 @@ def test_large_backward_with_threads_agrees():
     np.testing.assert_allclose(N(gb), egb.sum(1), rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize("transposed", [False, True])
+def test_large_2d_batch_norm(transposed):
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((700, 300)) * 3 + 2
+    g = rng.standard_normal((700, 300))
+    w = rng.standard_normal(300)
+    xt = T(x.T.copy(), F32).t() if transposed else T(x, F32)
+    rm, rv = T(np.zeros(300), F32), T(np.ones(300), F32)
+    y = fiamma.batch_norm(xt, rm, rv, T(w, F32), None, True, 0.1)
+    ey, erm, erv = ref_bn(x, np.zeros(300), np.ones(300), w, None, True, 0.1, 1e-5)
+    np.testing.assert_allclose(N(y), ey, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(N(rm), erm, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(N(rv), erv, rtol=1e-5)
+    mean, inv = x.mean(0), 1 / np.sqrt(x.var(0) + 1e-5)
+    gx, gw, gb = fiamma.batch_norm_backward(T(g, F32), xt, T(w, F32), T(mean, F32),
+                                            T(inv, F32), True)
+    egx, egw, egb = rows_bwd(x.T, g.T, np.broadcast_to(w[:, None], (300, 700)), 1e-5)
+    np.testing.assert_allclose(N(gx), egx.T, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(N(gw), egw.sum(1), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(N(gb), egb.sum(1), rtol=1e-4, atol=1e-3)
+    y = fiamma.batch_norm(xt, rm, rv, T(w, F32), None, False)
+    ey = (x - N(rm)) / np.sqrt(N(rv) + 1e-5) * w
+    np.testing.assert_allclose(N(y), ey, rtol=1e-4, atol=1e-4)
+
+
 def test_empty_inputs():
     x = fiamma.zeros((0, 3, 4))
     assert tuple(fiamma.batch_norm(x, None, None, training=True).shape) == (0, 3, 4)

@@ -89,11 +89,13 @@ def _as_ncs(x):
     tensor once per channel: 6x slower than one copy)."""
     sh, st = x._shape, x._stride
     ss = _merged(sh[2:], st[2:]) if len(sh) > 2 else 1
-    if ss != 1 and x._numel > 4096 or ss is None:
+    S = _prod(sh[2:])
+    # (N, C) data (S == 1) is swept row by row, vectorised over unit-stride channels
+    if ss is None or x._numel > 4096 and (ss != 1 if S > 1 else st[1] != 1 and sh[1] > 1):
         x = x.contiguous()
         st = x._stride
         ss = 1
-    return x, (st[0], st[1], ss)
+    return x, (st[0], 1 if sh[1] == 1 else st[1], ss)
 
 
 def _rows(x, k):
