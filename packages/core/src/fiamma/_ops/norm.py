@@ -47,6 +47,8 @@ def _param(t, n, cd, op, what):
         return None
     if not isinstance(t, Tensor):
         raise TypeError(f"{op}: expected {what} to be a Tensor or None, got {type(t).__name__}")
+    if t._dtype is cd and t._contig and t._numel == n:
+        return t  # C only reads it; requires_grad does not matter there
     if t._numel != n:
         raise ValueError(f"{op}: expected {what} with {n} elements, got shape {tuple(t._shape)}")
     t = cast(t.detach() if t.requires_grad else t, cd)
@@ -92,7 +94,7 @@ def _as_ncs(x):
     S = _prod(sh[2:])
     # (N, C) data (S == 1) is swept row by row, vectorised over unit-stride channels
     if ss is None or x._numel > 4096 and (ss != 1 if S > 1 else st[1] != 1 and sh[1] > 1):
-        x = x.contiguous()
+        x = x.detach().contiguous()
         st = x._stride
         ss = 1
     return x, (st[0], 1 if sh[1] == 1 else st[1], ss)
@@ -101,10 +103,12 @@ def _as_ncs(x):
 def _rows(x, k):
     """(x, row stride) with x viewed as (M, K) rows over its last k dims, unit inner stride."""
     sh, st = x._shape, x._stride
+    if x._contig:
+        return x, _prod(sh[len(sh) - k:])
     inner = _merged(sh[len(sh) - k:], st[len(st) - k:]) if k else 1
     outer = _merged(sh[:len(sh) - k], st[:len(st) - k])
     if inner != 1 or outer is None:
-        x = x.contiguous()
+        x = x.detach().contiguous()
         return x, _prod(sh[len(sh) - k:])
     return x, outer
 
@@ -257,6 +261,8 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
 # ---- row norms: layer, group, RMS ----------------------------------------------------------
 
 def _norm_shape(normalized_shape, op):
+    if type(normalized_shape) is tuple:
+        return normalized_shape
     if isinstance(normalized_shape, int):
         return (normalized_shape,)
     try:
@@ -277,7 +283,7 @@ def _row_forward(op, rms, input, k, weight, bias, Gs, P, Sp, eps, wshape):
     for t, what in ((weight, "weight"), (bias, "bias")):
         if t is not None and wshape is not None and tuple(t._shape) != wshape:
             raise ValueError(f"{op}: expected {what} of shape {wshape}, got {tuple(t._shape)}")
-    x, sx = _rows(cast(input.detach() if input.requires_grad else input, cd), k)
+    x, sx = _rows(input if input._dtype is cd else cast(input, cd), k)
     y = new_empty(shape, cd)
     mean = None if rms else new_empty((M,), cd)
     rstd = new_empty((M,), cd)
@@ -388,7 +394,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     op = "group_norm"
     _check_float(input, op)
     C, Gs, P, S = _group_dims(input, num_groups, op)
-    x = _group_input(input)
+    x = _group_input(input.detach() if input.requires_grad else input)
     y, mean, rstd = _row_forward(op, False, _rows_view(x, Gs), 1, weight, bias, Gs, P, S,
                                  eps, (C,))
     y = y.view(tuple(input._shape))
