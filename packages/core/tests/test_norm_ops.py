@@ -419,5 +419,7 @@ def test_bad_arguments_name_the_op():
         fiamma.layer_norm(fiamma.ones(2, 3, dtype=fiamma.int64), (3,))
     with pytest.raises(ValueError, match="batch_norm.*2 dims"):
         fiamma.batch_norm(fiamma.ones(3), None, None, training=True)
+    with pytest.raises(ValueError, match="instance_norm.*use_input_stats"):
+        fiamma.instance_norm(x, use_input_stats=False)
     with pytest.raises(ValueError, match="rms_norm.*weight"):
         fiamma.rms_norm(x, (4,), fiamma.ones(3))

@@ -243,6 +243,9 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     if len(input._shape) < 2:
         raise ValueError(f"{op}: expected input with at least 2 dims (N, C, ...), "
                          f"got shape {tuple(input._shape)}")
+    if not use_input_stats and (running_mean is None or running_var is None):
+        raise ValueError(f"{op}: running_mean and running_var must be given when "
+                         "use_input_stats is False")
     shape = tuple(input._shape)
     N, C = shape[0], shape[1]
     x = input.reshape((1, N * C) + shape[2:])
