@@ -12,10 +12,12 @@ from fiamma.nn._loss_functional import *  # noqa: F401,F403
 from fiamma.nn._loss_functional import __all__ as _losses
 from fiamma.nn._misc_functional import *  # noqa: F401,F403
 from fiamma.nn._misc_functional import __all__ as _misc
+from fiamma.nn._norm_functional import *  # noqa: F401,F403
+from fiamma.nn._norm_functional import __all__ as _norms
 
 __all__ = (["linear", "bilinear", "relu", "softmax", "log_softmax", "pad", "dropout",
-            "embedding"] + _losses
-           + _activations + _attention + _misc)
+            "embedding"] + _losses + _activations
+           + _attention + _misc + _norms)
 
 
 def linear(input, weight, bias=None):

@@ -1,4 +1,7 @@
 from fiamma.nn.modules.activation import *  # noqa: F401,F403
+from fiamma.nn.modules.batchnorm import *  # noqa: F401,F403
+from fiamma.nn.modules.instancenorm import *  # noqa: F401,F403
+from fiamma.nn.modules.normalization import *  # noqa: F401,F403
 from fiamma.nn.modules.container import *  # noqa: F401,F403
 from fiamma.nn.modules.distance import *  # noqa: F401,F403
 from fiamma.nn.modules.dropout import *  # noqa: F401,F403
