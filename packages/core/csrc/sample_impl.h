@@ -179,7 +179,7 @@ static int F(upsample)(int back, int mode, int ac, int nsp, int64_t n, int64_t c
     int taps = T;
     for (int d = 1; d < nsp; d++) taps *= T;
     int nt = fm_par_threads((double)planes * (double)oplane * taps, 65536.0);
-#pragma omp parallel for num_threads(nt) schedule(static)
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
     for (int64_t p = 0; p < planes; p++) {
         if (!back) {
             ST *xp = x + (p / c) * xs[0] + (p % c) * xs[1];
@@ -372,6 +372,14 @@ static int F(grid_ntaps)(int nsp, int mode) {
 
 static inline __attribute__((always_inline)) void F(gather_pts)(
         ST *FM_RESTRICT y, const ST *xp, int64_t P, const int64_t *off, const ST *w, int K) {
+    if (K == 4) { /* two independent chains: the adds do not wait on each other */
+        for (int64_t p = 0; p < P; p++) {
+            const int64_t *o = off + 4 * p;
+            const ST *ww = w + 4 * p;
+            y[p] = (ww[0] * xp[o[0]] + ww[1] * xp[o[1]]) + (ww[2] * xp[o[2]] + ww[3] * xp[o[3]]);
+        }
+        return;
+    }
     for (int64_t p = 0; p < P; p++) {
         ST acc = 0;
         for (int k = 0; k < K; k++) acc += w[p * K + k] * xp[off[p * K + k]];
@@ -388,17 +396,10 @@ static inline __attribute__((always_inline)) void F(scatter_pts)(
 }
 
 /* taps for every (batch, point): offsets with strides ss, optional derivative weights */
-static void F(grid_build)(int nsp, int mode, int padding, int ac, int64_t n, int64_t P,
-                          const int64_t *isz, const int64_t *ss, const ST *grid,
-                          int64_t *off, ST *w, ST *dw) {
-    int K = F(grid_ntaps)(nsp, mode);
-    int64_t tot = n * P;
-    int nt = fm_par_threads((double)tot * K * 8, 65536.0);
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t q = 0; q < tot; q++)
-        F(grid_taps)(nsp, mode, padding, ac, isz, ss, grid + q * nsp, off + q * K, w + q * K,
-                     dw ? dw + q * K * nsp : 0);
-}
+/* Points are processed in blocks: the taps of a block are computed once and reused for every
+   channel while they sit in L1, and one parallel region covers the whole op (a second region
+   or a barrier costs a scheduler slice on a loaded machine). */
+#define GS_BLOCK 512
 
 static int F(grid_sample)(int nsp, int mode, int padding, int ac, int64_t n, int64_t c,
                           const int64_t *isz, const int64_t *osz, const ST *x, const int64_t *xs,
@@ -406,35 +407,43 @@ static int F(grid_sample)(int nsp, int mode, int padding, int ac, int64_t n, int
     int64_t P = 1;
     for (int d = 0; d < nsp; d++) P *= osz[d];
     int K = F(grid_ntaps)(nsp, mode);
-    int64_t *off = malloc(sizeof(int64_t) * n * P * K + 1);
-    ST *w = malloc(sizeof(ST) * n * P * K + 1);
-    if (!off || !w) {
+    int64_t nb = (P + GS_BLOCK - 1) / GS_BLOCK;
+    int nt = fm_par_threads((double)n * c * P * K, 65536.0);
+    int fail = 0;
+#pragma omp parallel num_threads(nt)
+    {
+        int64_t *off = malloc(sizeof(int64_t) * GS_BLOCK * K);
+        ST *w = malloc(sizeof(ST) * GS_BLOCK * K);
+        if (!off || !w) {
+#pragma omp atomic write
+            fail = 1;
+        } else {
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t q = 0; q < n * nb; q++) {
+                int64_t b = q / nb, p0 = (q % nb) * GS_BLOCK;
+                int64_t np = P - p0 < GS_BLOCK ? P - p0 : GS_BLOCK;
+                const ST *gp = grid + (b * P + p0) * nsp;
+                for (int64_t p = 0; p < np; p++)
+                    F(grid_taps)(nsp, mode, padding, ac, isz, xs + 2, gp + p * nsp, off + p * K,
+                                 w + p * K, 0);
+                for (int64_t ch = 0; ch < c; ch++) {
+                    const ST *xp = x + b * xs[0] + ch * xs[1];
+                    ST *yp = y + (b * c + ch) * P + p0;
+                    if (K == 1) F(gather_pts)(yp, xp, np, off, w, 1);
+                    else if (K == 4) F(gather_pts)(yp, xp, np, off, w, 4);
+                    else if (K == 8) F(gather_pts)(yp, xp, np, off, w, 8);
+                    else F(gather_pts)(yp, xp, np, off, w, 16);
+                }
+            }
+        }
         free(off);
         free(w);
-        return FM_ERR_NOMEM;
     }
-    F(grid_build)(nsp, mode, padding, ac, n, P, isz, xs + 2, grid, off, w, 0);
-    int64_t planes = n * c;
-    int nt = fm_par_threads((double)planes * P * K, 65536.0);
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t pl = 0; pl < planes; pl++) {
-        int64_t b = pl / c;
-        const ST *xp = x + b * xs[0] + (pl % c) * xs[1];
-        const int64_t *o = off + b * P * K;
-        const ST *ww = w + b * P * K;
-        ST *yp = y + pl * P;
-        if (K == 1) F(gather_pts)(yp, xp, P, o, ww, 1);
-        else if (K == 4) F(gather_pts)(yp, xp, P, o, ww, 4);
-        else if (K == 8) F(gather_pts)(yp, xp, P, o, ww, 8);
-        else F(gather_pts)(yp, xp, P, o, ww, 16);
-    }
-    free(off);
-    free(w);
-    return FM_OK;
+    return fail ? FM_ERR_NOMEM : FM_OK;
 }
 
-#define GS_BLOCK 512
-
+/* Backward: work items are (batch, channel group); a group scatters into its own channels of
+   gx, and its partial grid gradient goes to its own slice of a buffer summed at the end. */
 static int F(grid_sample_backward)(int nsp, int mode, int padding, int ac, int64_t n,
                                    int64_t c, const int64_t *isz, const int64_t *osz,
                                    const ST *gy, const ST *x, const int64_t *xs, const ST *grid,
@@ -456,69 +465,104 @@ static int F(grid_sample_backward)(int nsp, int mode, int padding, int ac, int64
         }
     }
     int need_dw = gg && mode != FM_SAMPLE_NEAREST;
-    int64_t nk = n * P * K;
-    int64_t *off = malloc(sizeof(int64_t) * nk + 1);
-    ST *w = malloc(sizeof(ST) * nk + 1);
-    ST *dw = need_dw ? malloc(sizeof(ST) * nk * nsp + 1) : 0;
-    int64_t *off2 = (gx && !same) ? malloc(sizeof(int64_t) * nk + 1) : 0;
-    ST *w2 = (gx && !same) ? malloc(sizeof(ST) * nk + 1) : 0;
-    if (!off || !w || (need_dw && !dw) || (gx && !same && (!off2 || !w2))) {
-        free(off); free(w); free(dw); free(off2); free(w2);
-        return FM_ERR_NOMEM;
+    if (gg && !need_dw) memset(gg, 0, sizeof(ST) * n * P * nsp);
+    if (!gx && !need_dw) return FM_OK;
+    int nt = fm_par_threads((double)n * c * P * K * (need_dw ? 2 : 1), 65536.0);
+    int64_t groups = n >= nt ? 1 : (nt + n - 1) / n;
+    if (groups > c) groups = c > 0 ? c : 1;
+    int64_t cper = (c + groups - 1) / groups;
+    ST *part = 0; /* grid gradient partials [n][groups][P][nsp] when groups > 1 */
+    if (need_dw && groups > 1) {
+        part = malloc(sizeof(ST) * n * groups * P * nsp + 1);
+        if (!part) return FM_ERR_NOMEM;
     }
-    F(grid_build)(nsp, mode, padding, ac, n, P, isz, xs + 2, grid, off, w, dw);
-    if (gx) {
-        const int64_t *go = off;
-        if (!same) {
-            F(grid_build)(nsp, mode, padding, ac, n, P, isz, cs, grid, off2, w2, 0);
-            go = off2;
-        }
-        int64_t planes = n * c;
-        int nt = fm_par_threads((double)planes * P * K, 65536.0);
-#pragma omp parallel for num_threads(nt) schedule(static)
-        for (int64_t pl = 0; pl < planes; pl++) {
-            int64_t b = pl / c;
-            ST *xp = gx + pl * IP;
-            memset(xp, 0, sizeof(ST) * IP);
-            const int64_t *o = go + b * P * K;
-            const ST *ww = w + b * P * K;
-            const ST *g = gy + pl * P;
-            if (K == 1) F(scatter_pts)(g, xp, P, o, ww, 1);
-            else if (K == 4) F(scatter_pts)(g, xp, P, o, ww, 4);
-            else if (K == 8) F(scatter_pts)(g, xp, P, o, ww, 8);
-            else F(scatter_pts)(g, xp, P, o, ww, 16);
-        }
-    }
-    if (gg) {
-        if (!need_dw) {
-            memset(gg, 0, sizeof(ST) * n * P * nsp);
+    int nb = nsp; /* taps' derivative count per tap */
+    int fail = 0;
+#pragma omp parallel num_threads(nt)
+    {
+        int64_t *off = malloc(sizeof(int64_t) * GS_BLOCK * K);
+        int64_t *off2 = malloc(sizeof(int64_t) * GS_BLOCK * K);
+        ST *w = malloc(sizeof(ST) * GS_BLOCK * K);
+        ST *w2 = malloc(sizeof(ST) * GS_BLOCK * K);
+        ST *dw = malloc(sizeof(ST) * GS_BLOCK * K * nb);
+        ST *acc = malloc(sizeof(ST) * GS_BLOCK * nb);
+        if (!off || !off2 || !w || !w2 || !dw || !acc) {
+#pragma omp atomic write
+            fail = 1;
         } else {
-            int64_t nb = (P + GS_BLOCK - 1) / GS_BLOCK;
-            int nt = fm_par_threads((double)n * c * P * K * nsp, 65536.0);
-#pragma omp parallel for num_threads(nt) schedule(static)
-            for (int64_t q = 0; q < n * nb; q++) {
-                int64_t b = q / nb, p0 = (q % nb) * GS_BLOCK;
-                int64_t p1 = p0 + GS_BLOCK < P ? p0 + GS_BLOCK : P;
-                ST acc[GS_BLOCK * 3];
-                memset(acc, 0, sizeof(acc));
-                const int64_t *o = off + b * P * K;
-                const ST *d = dw + b * P * K * nsp;
-                for (int64_t ch = 0; ch < c; ch++) {
-                    const ST *xp = x + b * xs[0] + ch * xs[1];
-                    const ST *g = gy + (b * c + ch) * P;
-                    for (int64_t p = p0; p < p1; p++) {
-                        ST v = g[p];
-                        ST *a = acc + (p - p0) * nsp;
-                        for (int k = 0; k < K; k++) {
-                            ST xv = xp[o[p * K + k]] * v;
-                            for (int e = 0; e < nsp; e++) a[e] += d[(p * K + k) * nsp + e] * xv;
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t q = 0; q < n * groups; q++) {
+                int64_t b = q / groups, g = q % groups;
+                int64_t c0 = g * cper, c1 = c0 + cper < c ? c0 + cper : c;
+                if (gx)
+                    for (int64_t ch = c0; ch < c1; ch++)
+                        memset(gx + (b * c + ch) * IP, 0, sizeof(ST) * IP);
+                for (int64_t p0 = 0; p0 < P; p0 += GS_BLOCK) {
+                    int64_t np = P - p0 < GS_BLOCK ? P - p0 : GS_BLOCK;
+                    const ST *gp = grid + (b * P + p0) * nsp;
+                    for (int64_t p = 0; p < np; p++) {
+                        F(grid_taps)(nsp, mode, padding, ac, isz, xs + 2, gp + p * nsp,
+                                     off + p * K, w + p * K, need_dw ? dw + p * K * nb : 0);
+                        if (gx && !same)
+                            F(grid_taps)(nsp, mode, padding, ac, isz, cs, gp + p * nsp,
+                                         off2 + p * K, w2 + p * K, 0);
+                    }
+                    const int64_t *go = same ? off : off2;
+                    if (need_dw) memset(acc, 0, sizeof(ST) * np * nb);
+                    for (int64_t ch = c0; ch < c1; ch++) {
+                        const ST *gyp = gy + (b * c + ch) * P + p0;
+                        if (gx) {
+                            ST *gxp = gx + (b * c + ch) * IP;
+                            if (K == 1) F(scatter_pts)(gyp, gxp, np, go, w, 1);
+                            else if (K == 4) F(scatter_pts)(gyp, gxp, np, go, w, 4);
+                            else if (K == 8) F(scatter_pts)(gyp, gxp, np, go, w, 8);
+                            else F(scatter_pts)(gyp, gxp, np, go, w, 16);
+                        }
+                        if (need_dw) {
+                            const ST *xp = x + b * xs[0] + ch * xs[1];
+                            for (int64_t p = 0; p < np; p++) {
+                                ST v = gyp[p];
+                                ST *a = acc + p * nb;
+                                const int64_t *o = off + p * K;
+                                const ST *d = dw + p * K * nb;
+                                if (nb == 2) {
+                                    ST s0 = 0, s1 = 0;
+                                    for (int k = 0; k < K; k++) {
+                                        ST xv = xp[o[k]];
+                                        s0 += d[2 * k] * xv;
+                                        s1 += d[2 * k + 1] * xv;
+                                    }
+                                    a[0] += s0 * v;
+                                    a[1] += s1 * v;
+                                } else {
+                                    for (int k = 0; k < K; k++) {
+                                        ST xv = xp[o[k]] * v;
+                                        for (int e = 0; e < nb; e++) a[e] += d[k * nb + e] * xv;
+                                    }
+                                }
+                            }
                         }
                     }
+                    if (need_dw) {
+                        ST *dst = part ? part + ((b * groups + g) * P + p0) * nb
+                                       : gg + (b * P + p0) * nb;
+                        memcpy(dst, acc, sizeof(ST) * np * nb);
+                    }
                 }
-                memcpy(gg + (b * P + p0) * nsp, acc, sizeof(ST) * (p1 - p0) * nsp);
+            }
+        }
+        free(off); free(off2); free(w); free(w2); free(dw); free(acc);
+    }
+    if (part && !fail) {
+        for (int64_t b = 0; b < n; b++) {
+            ST *dst = gg + b * P * nb;
+            memcpy(dst, part + b * groups * P * nb, sizeof(ST) * P * nb);
+            for (int64_t g = 1; g < groups; g++) {
+                const ST *src = part + (b * groups + g) * P * nb;
+                for (int64_t i = 0; i < P * nb; i++) dst[i] += src[i];
             }
         }
     }
-    free(off); free(w); free(dw); free(off2); free(w2);
-    return FM_OK;
+    free(part);
+    return fail ? FM_ERR_NOMEM : FM_OK;
 }
