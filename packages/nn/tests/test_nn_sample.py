@@ -57,8 +57,10 @@ def test_grid_sample_affine_grid_gradcheck():
     x = _t(rng.standard_normal((2, 2, 4, 5)), grad=True)
     theta = _t(np.array([[[0.8, 0.3, 0.1], [-0.2, 0.9, 0.05]]] * 2)
                + 0.05 * rng.standard_normal((2, 2, 3)), grad=True)
-    f = lambda t, th: F.grid_sample(t, F.affine_grid(th, (2, 2, 3, 3), align_corners=False),
-                                    padding_mode="border", align_corners=False)
+    def f(t, th):
+        grid = F.affine_grid(th, (2, 2, 3, 3), align_corners=False)
+        return F.grid_sample(t, grid, padding_mode="border", align_corners=False)
+
     assert gradcheck(f, (x, theta))
 
 
