@@ -4,6 +4,7 @@
  * with clamped borders, zeros/border/reflection padding), computed in the tensor's own float
  * type as PyTorch does, so results agree to rounding. Threads split over (batch, channel)
  * planes, which never write the same element. */
+#include <omp.h>
 #include <stdlib.h>
 
 #include "fiamma.h"

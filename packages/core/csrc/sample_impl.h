@@ -409,37 +409,36 @@ static int F(grid_sample)(int nsp, int mode, int padding, int ac, int64_t n, int
     int K = F(grid_ntaps)(nsp, mode);
     int64_t nb = (P + GS_BLOCK - 1) / GS_BLOCK;
     int nt = fm_par_threads((double)n * c * P * K, 65536.0);
-    int fail = 0;
-#pragma omp parallel num_threads(nt)
-    {
-        int64_t *off = malloc(sizeof(int64_t) * GS_BLOCK * K);
-        ST *w = malloc(sizeof(ST) * GS_BLOCK * K);
-        if (!off || !w) {
-#pragma omp atomic write
-            fail = 1;
-        } else {
-#pragma omp for schedule(dynamic, 1)
-            for (int64_t q = 0; q < n * nb; q++) {
-                int64_t b = q / nb, p0 = (q % nb) * GS_BLOCK;
-                int64_t np = P - p0 < GS_BLOCK ? P - p0 : GS_BLOCK;
-                const ST *gp = grid + (b * P + p0) * nsp;
-                for (int64_t p = 0; p < np; p++)
-                    F(grid_taps)(nsp, mode, padding, ac, isz, xs + 2, gp + p * nsp, off + p * K,
-                                 w + p * K, 0);
-                for (int64_t ch = 0; ch < c; ch++) {
-                    const ST *xp = x + b * xs[0] + ch * xs[1];
-                    ST *yp = y + (b * c + ch) * P + p0;
-                    if (K == 1) F(gather_pts)(yp, xp, np, off, w, 1);
-                    else if (K == 4) F(gather_pts)(yp, xp, np, off, w, 4);
-                    else if (K == 8) F(gather_pts)(yp, xp, np, off, w, 8);
-                    else F(gather_pts)(yp, xp, np, off, w, 16);
-                }
-            }
-        }
-        free(off);
-        free(w);
+    /* per-thread scratch: the taps of one block */
+    int64_t *offs = malloc(sizeof(int64_t) * GS_BLOCK * K * nt);
+    ST *ws = malloc(sizeof(ST) * GS_BLOCK * K * nt);
+    if (!offs || !ws) {
+        free(offs);
+        free(ws);
+        return FM_ERR_NOMEM;
     }
-    return fail ? FM_ERR_NOMEM : FM_OK;
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
+    for (int64_t q = 0; q < n * nb; q++) {
+        int64_t *off = offs + (int64_t)omp_get_thread_num() * GS_BLOCK * K;
+        ST *w = ws + (int64_t)omp_get_thread_num() * GS_BLOCK * K;
+        int64_t b = q / nb, p0 = (q % nb) * GS_BLOCK;
+        int64_t np = P - p0 < GS_BLOCK ? P - p0 : GS_BLOCK;
+        const ST *gp = grid + (b * P + p0) * nsp;
+        for (int64_t p = 0; p < np; p++)
+            F(grid_taps)(nsp, mode, padding, ac, isz, xs + 2, gp + p * nsp, off + p * K,
+                         w + p * K, 0);
+        for (int64_t ch = 0; ch < c; ch++) {
+            const ST *xp = x + b * xs[0] + ch * xs[1];
+            ST *yp = y + (b * c + ch) * P + p0;
+            if (K == 1) F(gather_pts)(yp, xp, np, off, w, 1);
+            else if (K == 4) F(gather_pts)(yp, xp, np, off, w, 4);
+            else if (K == 8) F(gather_pts)(yp, xp, np, off, w, 8);
+            else F(gather_pts)(yp, xp, np, off, w, 16);
+        }
+    }
+    free(offs);
+    free(ws);
+    return FM_OK;
 }
 
 /* Backward: work items are (batch, channel group); a group scatters into its own channels of
@@ -477,83 +476,82 @@ static int F(grid_sample_backward)(int nsp, int mode, int padding, int ac, int64
         if (!part) return FM_ERR_NOMEM;
     }
     int nb = nsp; /* taps' derivative count per tap */
-    int fail = 0;
-#pragma omp parallel num_threads(nt)
-    {
-        int64_t *off = malloc(sizeof(int64_t) * GS_BLOCK * K);
-        int64_t *off2 = malloc(sizeof(int64_t) * GS_BLOCK * K);
-        ST *w = malloc(sizeof(ST) * GS_BLOCK * K);
-        ST *w2 = malloc(sizeof(ST) * GS_BLOCK * K);
-        ST *dw = malloc(sizeof(ST) * GS_BLOCK * K * nb);
-        ST *acc = malloc(sizeof(ST) * GS_BLOCK * nb);
-        if (!off || !off2 || !w || !w2 || !dw || !acc) {
-#pragma omp atomic write
-            fail = 1;
-        } else {
-#pragma omp for schedule(dynamic, 1)
-            for (int64_t q = 0; q < n * groups; q++) {
-                int64_t b = q / groups, g = q % groups;
-                int64_t c0 = g * cper, c1 = c0 + cper < c ? c0 + cper : c;
-                if (gx)
-                    for (int64_t ch = c0; ch < c1; ch++)
-                        memset(gx + (b * c + ch) * IP, 0, sizeof(ST) * IP);
-                for (int64_t p0 = 0; p0 < P; p0 += GS_BLOCK) {
-                    int64_t np = P - p0 < GS_BLOCK ? P - p0 : GS_BLOCK;
-                    const ST *gp = grid + (b * P + p0) * nsp;
+    /* per-thread scratch: taps (x strides, gx strides), weights, derivatives, accumulators */
+    int64_t per_i = (int64_t)GS_BLOCK * K * 2;
+    int64_t per_s = (int64_t)GS_BLOCK * K * (2 + nb) + (int64_t)GS_BLOCK * nb;
+    int64_t *iscr = malloc(sizeof(int64_t) * per_i * nt);
+    ST *sscr = malloc(sizeof(ST) * per_s * nt);
+    if (!iscr || !sscr) {
+        free(iscr); free(sscr); free(part);
+        return FM_ERR_NOMEM;
+    }
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
+    for (int64_t q = 0; q < n * groups; q++) {
+        int th = omp_get_thread_num();
+        int64_t *off = iscr + th * per_i, *off2 = off + GS_BLOCK * K;
+        ST *w = sscr + th * per_s, *w2 = w + GS_BLOCK * K, *dw = w2 + GS_BLOCK * K;
+        ST *acc = dw + GS_BLOCK * K * nb;
+        int64_t b = q / groups, g = q % groups;
+        int64_t c0 = g * cper, c1 = c0 + cper < c ? c0 + cper : c;
+        if (gx)
+            for (int64_t ch = c0; ch < c1; ch++)
+                memset(gx + (b * c + ch) * IP, 0, sizeof(ST) * IP);
+        for (int64_t p0 = 0; p0 < P; p0 += GS_BLOCK) {
+            int64_t np = P - p0 < GS_BLOCK ? P - p0 : GS_BLOCK;
+            const ST *gp = grid + (b * P + p0) * nsp;
+            for (int64_t p = 0; p < np; p++) {
+                F(grid_taps)(nsp, mode, padding, ac, isz, xs + 2, gp + p * nsp, off + p * K,
+                             w + p * K, need_dw ? dw + p * K * nb : 0);
+                if (gx && !same)
+                    F(grid_taps)(nsp, mode, padding, ac, isz, cs, gp + p * nsp, off2 + p * K,
+                                 w2 + p * K, 0);
+            }
+            const int64_t *go = same ? off : off2;
+            if (need_dw) memset(acc, 0, sizeof(ST) * np * nb);
+            for (int64_t ch = c0; ch < c1; ch++) {
+                const ST *gyp = gy + (b * c + ch) * P + p0;
+                if (gx) {
+                    ST *gxp = gx + (b * c + ch) * IP;
+                    if (K == 1) F(scatter_pts)(gyp, gxp, np, go, w, 1);
+                    else if (K == 4) F(scatter_pts)(gyp, gxp, np, go, w, 4);
+                    else if (K == 8) F(scatter_pts)(gyp, gxp, np, go, w, 8);
+                    else F(scatter_pts)(gyp, gxp, np, go, w, 16);
+                }
+                if (need_dw) {
+                    const ST *xp = x + b * xs[0] + ch * xs[1];
                     for (int64_t p = 0; p < np; p++) {
-                        F(grid_taps)(nsp, mode, padding, ac, isz, xs + 2, gp + p * nsp,
-                                     off + p * K, w + p * K, need_dw ? dw + p * K * nb : 0);
-                        if (gx && !same)
-                            F(grid_taps)(nsp, mode, padding, ac, isz, cs, gp + p * nsp,
-                                         off2 + p * K, w2 + p * K, 0);
-                    }
-                    const int64_t *go = same ? off : off2;
-                    if (need_dw) memset(acc, 0, sizeof(ST) * np * nb);
-                    for (int64_t ch = c0; ch < c1; ch++) {
-                        const ST *gyp = gy + (b * c + ch) * P + p0;
-                        if (gx) {
-                            ST *gxp = gx + (b * c + ch) * IP;
-                            if (K == 1) F(scatter_pts)(gyp, gxp, np, go, w, 1);
-                            else if (K == 4) F(scatter_pts)(gyp, gxp, np, go, w, 4);
-                            else if (K == 8) F(scatter_pts)(gyp, gxp, np, go, w, 8);
-                            else F(scatter_pts)(gyp, gxp, np, go, w, 16);
-                        }
-                        if (need_dw) {
-                            const ST *xp = x + b * xs[0] + ch * xs[1];
-                            for (int64_t p = 0; p < np; p++) {
-                                ST v = gyp[p];
-                                ST *a = acc + p * nb;
-                                const int64_t *o = off + p * K;
-                                const ST *d = dw + p * K * nb;
-                                if (nb == 2) {
-                                    ST s0 = 0, s1 = 0;
-                                    for (int k = 0; k < K; k++) {
-                                        ST xv = xp[o[k]];
-                                        s0 += d[2 * k] * xv;
-                                        s1 += d[2 * k + 1] * xv;
-                                    }
-                                    a[0] += s0 * v;
-                                    a[1] += s1 * v;
-                                } else {
-                                    for (int k = 0; k < K; k++) {
-                                        ST xv = xp[o[k]] * v;
-                                        for (int e = 0; e < nb; e++) a[e] += d[k * nb + e] * xv;
-                                    }
-                                }
+                        ST v = gyp[p];
+                        ST *a = acc + p * nb;
+                        const int64_t *o = off + p * K;
+                        const ST *d = dw + p * K * nb;
+                        if (nb == 2) {
+                            ST s0 = 0, s1 = 0;
+                            for (int k = 0; k < K; k++) {
+                                ST xv = xp[o[k]];
+                                s0 += d[2 * k] * xv;
+                                s1 += d[2 * k + 1] * xv;
+                            }
+                            a[0] += s0 * v;
+                            a[1] += s1 * v;
+                        } else {
+                            for (int k = 0; k < K; k++) {
+                                ST xv = xp[o[k]] * v;
+                                for (int e = 0; e < nb; e++) a[e] += d[k * nb + e] * xv;
                             }
                         }
                     }
-                    if (need_dw) {
-                        ST *dst = part ? part + ((b * groups + g) * P + p0) * nb
-                                       : gg + (b * P + p0) * nb;
-                        memcpy(dst, acc, sizeof(ST) * np * nb);
-                    }
                 }
             }
+            if (need_dw) {
+                ST *dst = part ? part + ((b * groups + g) * P + p0) * nb
+                               : gg + (b * P + p0) * nb;
+                memcpy(dst, acc, sizeof(ST) * np * nb);
+            }
         }
-        free(off); free(off2); free(w); free(w2); free(dw); free(acc);
     }
-    if (part && !fail) {
+    free(iscr);
+    free(sscr);
+    if (part) {
         for (int64_t b = 0; b < n; b++) {
             ST *dst = gg + b * P * nb;
             memcpy(dst, part + b * groups * P * nb, sizeof(ST) * P * nb);
@@ -564,5 +562,5 @@ static int F(grid_sample_backward)(int nsp, int mode, int padding, int ac, int64
         }
     }
     free(part);
-    return fail ? FM_ERR_NOMEM : FM_OK;
+    return FM_OK;
 }
