@@ -90,6 +90,62 @@ static inline __attribute__((always_inline)) void F(up_row_back)(
     }
 }
 
+/* Separable forward for linear/cubic: each input row the output rows need is interpolated
+   along W once into a slot of `hb` (slots keyed by the row's address, 2K of them, reused in
+   least-recently-used order), then an output row is a weighted sum of K such rows (contiguous,
+   vectorized). The arithmetic is the same as F(up_row)'s, so results are identical. */
+typedef struct {
+    ST *hb;             /* nslots * on */
+    const ST *key[32];
+    int64_t stamp[32];
+    int nslots;
+} F(rowcache);
+
+static inline void F(combine)(ST *FM_RESTRICT y, int64_t n, ST *const *h, const ST *rw, int K) {
+    if (K == 2) {
+        const ST *FM_RESTRICT a = h[0], *FM_RESTRICT b = h[1];
+        ST w0 = rw[0], w1 = rw[1];
+        for (int64_t o = 0; o < n; o++) y[o] = w0 * a[o] + w1 * b[o];
+    } else if (K == 4) {
+        const ST *FM_RESTRICT a = h[0], *FM_RESTRICT b = h[1], *FM_RESTRICT c = h[2],
+                 *FM_RESTRICT d = h[3];
+        ST w0 = rw[0], w1 = rw[1], w2 = rw[2], w3 = rw[3];
+        for (int64_t o = 0; o < n; o++) y[o] = ((w0 * a[o] + w1 * b[o]) + w2 * c[o]) + w3 * d[o];
+    } else {
+        for (int64_t o = 0; o < n; o++) {
+            ST acc = 0;
+            for (int k = 0; k < K; k++) acc += rw[k] * h[k][o];
+            y[o] = acc;
+        }
+    }
+}
+
+static ST *F(cached_row)(F(rowcache) *rc, const ST *r, int64_t now, int64_t on,
+                         const int64_t *wo, const ST *ww, int TW) {
+    int j, best = -1;
+    for (j = 0; j < rc->nslots; j++)
+        if (rc->key[j] == r) {
+            rc->stamp[j] = now;
+            return rc->hb + j * on;
+        }
+    for (j = 0; j < rc->nslots; j++)
+        if (rc->stamp[j] != now && (best < 0 || rc->stamp[j] < rc->stamp[best])) best = j;
+    ST *h = rc->hb + best * on;
+    rc->key[best] = r;
+    rc->stamp[best] = now;
+    if (TW == 2) {
+        for (int64_t o = 0; o < on; o++)
+            h[o] = ww[2 * o] * r[wo[2 * o]] + ww[2 * o + 1] * r[wo[2 * o + 1]];
+    } else {
+        for (int64_t o = 0; o < on; o++) {
+            ST s = 0;
+            for (int t = 0; t < TW; t++) s += ww[o * TW + t] * r[wo[o * TW + t]];
+            h[o] = s;
+        }
+    }
+    return h;
+}
+
 typedef struct {
     int64_t n;
     int T;
@@ -97,7 +153,8 @@ typedef struct {
     void *w;
 } F(dimtab);
 
-static void F(up_plane)(int nearest, int back, ST *xp, ST *yp, const F(dimtab) *tb) {
+static void F(up_plane)(int nearest, int back, ST *xp, ST *yp, const F(dimtab) *tb,
+                        F(rowcache) *rc) {
     const F(dimtab) *D = &tb[0], *H = &tb[1], *W = &tb[2];
     const ST *dw = (const ST *)D->w, *hw = (const ST *)H->w, *ww = (const ST *)W->w;
     ST *rp[16];
@@ -115,8 +172,20 @@ static void F(up_plane)(int nearest, int back, ST *xp, ST *yp, const F(dimtab) *
             const int64_t *wo = W->off;
             if (!back) {
                 if (nearest) {
+                    /* an output row reading the same input row as the one before is a copy */
+                    if (oh > 0 && H->off[oh] == H->off[oh - 1]) {
+                        memcpy(row, row - on, sizeof(ST) * on);
+                        continue;
+                    }
                     const ST *r = rp[0];
                     for (int64_t o = 0; o < on; o++) row[o] = r[wo[o]];
+                } else if (rc) {
+                    ST *h[16];
+                    int64_t now = od * H->n + oh + 1;
+                    for (int k = 0; k < K; k++)
+                        h[k] = F(cached_row)(rc, rp[k], now, on, wo, ww, W->T);
+                    /* the products rw[k] * s match F(up_row)'s order: acc += rw[k] * s */
+                    F(combine)(row, on, h, rw, K);
                 } else if (K == 1 && W->T == 2) F(up_row)(row, on, (const ST *const *)rp, rw, 1, wo, ww, 2);
                 else if (K == 2 && W->T == 2) F(up_row)(row, on, (const ST *const *)rp, rw, 2, wo, ww, 2);
                 else if (K == 4 && W->T == 2) F(up_row)(row, on, (const ST *const *)rp, rw, 4, wo, ww, 2);
@@ -179,17 +248,36 @@ static int F(upsample)(int back, int mode, int ac, int nsp, int64_t n, int64_t c
     int taps = T;
     for (int d = 1; d < nsp; d++) taps *= T;
     int nt = fm_par_threads((double)planes * (double)oplane * taps, 65536.0);
+    /* the row cache pays off when output rows outnumber the distinct input rows they read */
+    int K = 1;
+    for (int d = 0; d < 2; d++) K *= tb[d].T;
+    int sep = !back && !nearest && nsp >= 2 && K <= 16 && osz[1] * osz[0] >= isz[1] * isz[0];
+    ST *hbuf = 0;
+    if (sep) {
+        hbuf = malloc(sizeof(ST) * (int64_t)nt * 2 * K * osz[2] + 1);
+        if (!hbuf) sep = 0;
+    }
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
     for (int64_t p = 0; p < planes; p++) {
         if (!back) {
             ST *xp = x + (p / c) * xs[0] + (p % c) * xs[1];
-            F(up_plane)(nearest, 0, xp, y + p * oplane, tb);
+            F(rowcache) rc;
+            if (sep) {
+                rc.nslots = 2 * K;
+                rc.hb = hbuf + (int64_t)omp_get_thread_num() * 2 * K * osz[2];
+                for (int j = 0; j < rc.nslots; j++) {
+                    rc.key[j] = 0;
+                    rc.stamp[j] = 0;
+                }
+            }
+            F(up_plane)(nearest, 0, xp, y + p * oplane, tb, sep ? &rc : 0);
         } else {
             ST *xp = x + p * iplane;
             memset(xp, 0, sizeof(ST) * iplane);
-            F(up_plane)(nearest, 1, xp, y + p * oplane, tb);
+            F(up_plane)(nearest, 1, xp, y + p * oplane, tb, 0);
         }
     }
+    free(hbuf);
     free(offs);
     free(ws);
     return FM_OK;
