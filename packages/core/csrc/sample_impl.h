@@ -374,7 +374,8 @@ static void F(grid_taps)(int nsp, int mode, int padding, int ac, const int64_t *
         int64_t base[2];
         for (int a = 0; a < 2; a++) {
             ST v = F(unnorm)(gc[a], sz[a], ac, &gm[a]);
-            if (!(v > -1e15 && v < 1e15)) v = -100;
+            /* far coordinates stay far (border padding clamps them), NaN falls outside */
+            if (!(v > -1e15 && v < 1e15)) v = v != v ? (ST)-100 : (v > 0 ? (ST)1e15 : (ST)-1e15);
             ST f = (ST)floor((double)v);
             base[a] = (int64_t)f;
             F(cubic_coeffs)(v - f, cf[a], dcf[a]);

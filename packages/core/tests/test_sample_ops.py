@@ -257,6 +257,9 @@ def test_grid_sampler_edge_values():
     assert y.tolist() == [[[[0.0, 0.0, 0.0]]]]
     y = fiamma.grid_sampler(x, fiamma.tensor([[[[5.0, 5.0]]]]), 0, 1, False)  # border
     assert y.item() == 5.0
+    # bicubic + border: a far coordinate clamps every tap to the last column
+    y = fiamma.grid_sampler(x, fiamma.tensor([[[[1e30, 0.0]]]]), 2, 1, False)
+    assert y.item() == pytest.approx(3.5)
 
 
 def test_grid_sampler_errors():
