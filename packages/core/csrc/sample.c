@@ -11,6 +11,11 @@
 #include "dtypes.h"
 #include "api_sample.h"
 
+/* Work (taps: output elements times interpolation taps) below which a kernel runs on one
+   thread: ~50 us single-threaded here; below it waking a second thread cost more than it
+   saved, and on a loaded machine far more. */
+#define SAMPLE_PAR_MIN 262144.0
+
 #define ST float
 #define F(name) name##_f32
 #include "sample_impl.h"

@@ -247,7 +247,7 @@ static int F(upsample)(int back, int mode, int ac, int nsp, int64_t n, int64_t c
     int nearest = T == 1;
     int taps = T;
     for (int d = 1; d < nsp; d++) taps *= T;
-    int nt = fm_par_threads((double)planes * (double)oplane * taps, 65536.0);
+    int nt = fm_par_threads((double)planes * (double)oplane * taps, SAMPLE_PAR_MIN);
     /* the row cache pays off when output rows outnumber the distinct input rows they read */
     int K = 1;
     for (int d = 0; d < 2; d++) K *= tb[d].T;
@@ -497,7 +497,7 @@ static int F(grid_sample)(int nsp, int mode, int padding, int ac, int64_t n, int
     for (int d = 0; d < nsp; d++) P *= osz[d];
     int K = F(grid_ntaps)(nsp, mode);
     int64_t nb = (P + GS_BLOCK - 1) / GS_BLOCK;
-    int nt = fm_par_threads((double)n * c * P * K, 65536.0);
+    int nt = fm_par_threads((double)n * c * P * K, SAMPLE_PAR_MIN);
     /* per-thread scratch: the taps of one block */
     int64_t *offs = malloc(sizeof(int64_t) * GS_BLOCK * K * nt);
     ST *ws = malloc(sizeof(ST) * GS_BLOCK * K * nt);
@@ -555,7 +555,7 @@ static int F(grid_sample_backward)(int nsp, int mode, int padding, int ac, int64
     int need_dw = gg && mode != FM_SAMPLE_NEAREST;
     if (gg && !need_dw) memset(gg, 0, sizeof(ST) * n * P * nsp);
     if (!gx && !need_dw) return FM_OK;
-    int nt = fm_par_threads((double)n * c * P * K * (need_dw ? 2 : 1), 65536.0);
+    int nt = fm_par_threads((double)n * c * P * K * (need_dw ? 2 : 1), SAMPLE_PAR_MIN);
     int64_t groups = n >= nt ? 1 : (nt + n - 1) / n;
     if (groups > c) groups = c > 0 ? c : 1;
     int64_t cper = (c + groups - 1) / groups;
