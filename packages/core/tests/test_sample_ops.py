@@ -304,3 +304,34 @@ def test_shuffles():
         fiamma.pixel_shuffle(x, 0)
     with pytest.raises(ValueError, match="channel_shuffle: expected an input with at least 3"):
         fiamma.channel_shuffle(fiamma.ones(2, 4), 2)
+
+
+def test_threaded_paths_match_single_plane_calls():
+    # sizes above the threading threshold (and a batch of 1, so grid_sample's backward splits
+    # channels into groups whose grid gradients are summed) agree with per-channel calls
+    rng = np.random.default_rng(11)
+    x = fiamma.tensor(rng.standard_normal((1, 16, 40, 40)))
+    grid = fiamma.tensor(rng.uniform(-1.1, 1.1, (1, 64, 64, 2)))
+    gy = fiamma.tensor(rng.standard_normal((1, 16, 64, 64)))
+    for mode in (0, 2):
+        y = fiamma.grid_sampler(x, grid, mode, 2, False)
+        gx, gg = fiamma.grid_sampler_backward(gy, x, grid, mode, 2, False)
+        gg_sum = np.zeros(tuple(grid.shape))
+        for ch in range(16):
+            xc, gc = x[:, ch:ch + 1], gy[:, ch:ch + 1]
+            np.testing.assert_allclose(y[:, ch:ch + 1].numpy(),
+                                       fiamma.grid_sampler(xc, grid, mode, 2, False).numpy(),
+                                       rtol=1e-12, atol=1e-12)
+            gxc, ggc = fiamma.grid_sampler_backward(gc, xc, grid, mode, 2, False)
+            np.testing.assert_allclose(gx[:, ch:ch + 1].numpy(), gxc.numpy(), rtol=1e-12,
+                                       atol=1e-12)
+            gg_sum += ggc.numpy()
+        np.testing.assert_allclose(gg.numpy(), gg_sum, rtol=1e-9, atol=1e-9)
+    for mode in ("nearest", "linear", "cubic"):
+        y = fiamma.upsample(x, (97, 61), mode, False)
+        go = rng.standard_normal((1, 16, 97, 61))
+        g = fiamma.upsample_backward(fiamma.tensor(go), (1, 16, 40, 40), mode, False)
+        np.testing.assert_allclose((y.numpy() * go).sum(), (x.numpy() * g.numpy()).sum(),
+                                   rtol=1e-9)
+        np.testing.assert_allclose(y.numpy(), ref_upsample(x.numpy(), (97, 61), mode, False,
+                                                           None), rtol=1e-10, atol=1e-12)
