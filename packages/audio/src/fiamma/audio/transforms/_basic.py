@@ -88,7 +88,7 @@ class Fade(Module):
         f = fiamma.linspace(0, 1, self.fade_in_len, dtype=dtype)
         s = self.fade_shape
         if s == "exponential":
-            f = fiamma.pow(2.0, (f - 1) * 5)
+            f = fiamma.pow(2.0, f - 1) * f
         elif s == "logarithmic":
             f = fiamma.log10(0.1 + f) + 1
         elif s == "quarter_sine":
@@ -104,9 +104,9 @@ class Fade(Module):
         if s == "linear":
             f = -f + 1
         elif s == "exponential":
-            f = fiamma.pow(2.0, -f * 5)
+            f = fiamma.pow(2.0, -f) * (1 - f)
         elif s == "logarithmic":
-            f = fiamma.log10(1.1 - f)
+            f = fiamma.log10(1.1 - f) + 1
         elif s == "quarter_sine":
             f = fiamma.sin(f * math.pi / 2 + math.pi / 2)
         else:
