@@ -291,7 +291,8 @@ def test_vol_and_fade():
         "linear": (lambda f: f, lambda f: 1 - f),
         "exponential": (lambda f: 2 ** (f - 1) * f, lambda f: 2 ** -f * (1 - f)),
         "logarithmic": (lambda f: np.log10(0.1 + f) + 1, lambda f: np.log10(1.1 - f) + 1),
-        "quarter_sine": (lambda f: np.sin(f * np.pi / 2), lambda f: np.sin(f * np.pi / 2 + np.pi / 2)),
+        "quarter_sine": (lambda f: np.sin(f * np.pi / 2),
+                         lambda f: np.sin(f * np.pi / 2 + np.pi / 2)),
         "half_sine": (lambda f: np.sin(f * np.pi - np.pi / 2) / 2 + 0.5,
                       lambda f: np.sin(f * np.pi + np.pi / 2) / 2 + 0.5),
     }

@@ -11,8 +11,7 @@ libsndfile (soundfile) on the first file operation, so ``import fiamma.audio`` s
 
 import importlib
 
-from fiamma.audio._io import (AudioIOError, AudioMetaData, AudioStream, info, load, save,
-                              stream)
+from fiamma.audio._io import AudioIOError, AudioMetaData, AudioStream, info, load, save, stream
 from fiamma.audio._version import __version__
 
 __all__ = ["load", "save", "info", "stream", "AudioMetaData", "AudioStream", "AudioIOError",

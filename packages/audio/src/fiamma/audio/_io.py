@@ -92,7 +92,7 @@ def _read_dtype(f, normalize):
     if sub == "PCM_16":
         return "int16", None
     if sub in ("PCM_24", "PCM_32"):
-        return "int32", None  # 24-bit samples come left-aligned in int32, as torchaudio returns them
+        return "int32", None  # 24-bit samples come left-aligned in int32 (torchaudio's way)
     if sub == "PCM_U8":
         return "int16", "uint8"
     if sub == "DOUBLE":
@@ -112,12 +112,12 @@ def load(uri, frame_offset=0, num_frames=-1, normalize=True, channels_first=True
     """Load an audio file into a tensor: returns ``(waveform, sample_rate)``.
 
     ``waveform`` is ``(channels, frames)`` (``(frames, channels)`` if ``channels_first=False``).
-    With ``normalize=True`` it is float32 in [-1, 1]; with ``normalize=False`` an integer-encoded WAV
-    keeps its PCM type (int16, int32 for 24/32-bit (left-aligned), uint8), as torchaudio does.
+    With ``normalize=True`` it is float32 in [-1, 1]; with ``normalize=False`` an integer-encoded
+    WAV keeps its PCM type (int16, int32 for 24/32-bit (left-aligned), uint8), as torchaudio does.
     ``frame_offset``/``num_frames`` read a slice without decoding the rest of the file (formats
     that cannot seek are decoded up to the offset).
 
-    >>> wav, sr = fiamma.audio.load("speech.flac", frame_offset=16000, num_frames=8000)  # doctest: +SKIP
+    >>> wav, sr = fiamma.audio.load("a.flac", frame_offset=16000, num_frames=8000)  # doctest: +SKIP
     """
     frame_offset, num_frames = int(frame_offset), int(num_frames)
     if frame_offset < 0:
@@ -144,7 +144,8 @@ def info(uri, format=None, buffer_size=4096, backend=None):
     """Metadata of an audio file without decoding it: an ``AudioMetaData``.
 
     >>> fiamma.audio.info("speech.flac")  # doctest: +SKIP
-    AudioMetaData(sample_rate=16000, num_frames=960000, num_channels=1, bits_per_sample=16, encoding='FLAC')
+    AudioMetaData(sample_rate=16000, num_frames=960000, num_channels=1, bits_per_sample=16,
+                  encoding='FLAC')
     """
     with _open("info", uri, format) as f:
         sub = f.subtype
@@ -281,11 +282,14 @@ class AudioStream:
         self.frames_per_chunk = int(frames_per_chunk)
         self._offset, self._limit = int(frame_offset), int(num_frames)
         self._normalize, self._cf = normalize, channels_first
-        with _open("stream", uri, format) as f:
-            self.sample_rate, self.num_channels, self.num_frames = f.samplerate, f.channels, f.frames
+        self._file = _open("stream", uri, format)  # opened now so a bad file fails here
+        f = self._file
+        self.sample_rate, self.num_channels, self.num_frames = f.samplerate, f.channels, f.frames
 
     def __iter__(self):
-        f = _open("stream", self._uri, self._fmt)
+        f, self._file = self._file, None
+        if f is None or f.closed:
+            f = _open("stream", self._uri, self._fmt)
         with f:
             dtype, final = _read_dtype(f, self._normalize)
             if self._offset:

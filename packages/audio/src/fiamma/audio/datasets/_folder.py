@@ -1,4 +1,4 @@
-"""An audio-folder dataset (root/<label>/*.wav, the Speech Commands layout) and a padding collate."""
+"""An audio-folder dataset (root/<label>/*.wav, as Speech Commands) and a padding collate."""
 
 import os
 

@@ -141,7 +141,7 @@ def allpass_biquad(waveform, sample_rate, central_freq, Q=0.707):
 
 def _sinc_resample_kernel(orig_freq, new_freq, gcd, lowpass_filter_width=6, rolloff=0.99,
                           resampling_method="sinc_interp_hann", beta=None, dtype=None):
-    """Windowed-sinc polyphase kernel (new, 2 * width + orig) as a NumPy float64 array, and width."""
+    """Windowed-sinc polyphase kernel (new, 2 * width + orig) as float64 NumPy, and the width."""
     if not (int(orig_freq) == orig_freq and int(new_freq) == new_freq):
         raise ValueError("fiamma.audio.functional.resample: orig_freq and new_freq must be "
                          f"integers, got {orig_freq} and {new_freq}")
