@@ -14,7 +14,7 @@ import numpy as np
 import fiamma
 from fiamma.autograd import Function
 
-_BLOCK = 128
+_BLOCK = 64
 
 
 def _fir(x, b):
@@ -53,11 +53,26 @@ def _allpole(u, a):
     if p == 0:
         return u.copy()
     B, F, T = u.shape
-    L = max(min(_BLOCK, T), p)
+    L = max(min(max(_BLOCK, 8 * p), T), p)
     nb = -(-T // L)
     Tm, Z = _block_mats(a.astype(np.float64), L)
     dt = u.dtype
-    Tm, Z = Tm.astype(dt), Z.astype(dt)
+    with np.errstate(all="ignore"):  # an unstable filter overflows to inf/nan, silently as in torch
+        return _allpole_blocks(u, Tm.astype(dt), Z.astype(dt), L, nb, p)
+
+
+def _matvec(M, v):
+    """out[b, f, n, r] = sum_c M[f, r, c] v[b, f, n, c], as p broadcast products: BLAS calls with
+    an inner size of a few elements are slow (and contend for the cores)."""
+    out = v[..., :1] * M[None, :, None, :, 0]
+    for c in range(1, M.shape[-1]):
+        out += v[..., c:c + 1] * M[None, :, None, :, c]
+    return out
+
+
+def _allpole_blocks(u, Tm, Z, L, nb, p):
+    B, F, T = u.shape
+    dt = u.dtype
     up = np.zeros((B, F, nb * L), dt)
     up[..., :T] = u
     ub = up.reshape(B, F, nb, L)
@@ -68,12 +83,15 @@ def _allpole(u, a):
     e = np.ascontiguousarray(zs[..., L - p:][..., ::-1])  # (B, F, nb, p)
     k, Mk = 1, M
     while k < nb:
-        e[:, :, k:] = e[:, :, k:] + np.matmul(e[:, :, :-k], Mk.transpose(0, 2, 1)[None])
+        e[:, :, k:] = e[:, :, k:] + _matvec(Mk, e[:, :, :-k])
         Mk = np.matmul(Mk, Mk)
         k *= 2
     S = np.zeros_like(e)
     S[:, :, 1:] = e[:, :, :-1]  # the state entering each block
-    y = zs + np.matmul(S, Z.transpose(0, 2, 1)[None])
+    # y = zs + S Z^T, as p rank-1 updates (a matmul with inner size p is slow in BLAS)
+    y = zs
+    for c in range(p):
+        y += S[..., c:c + 1] * Z[None, :, None, :, c]
     return np.ascontiguousarray(y.reshape(B, F, nb * L)[..., :T])
 
 
