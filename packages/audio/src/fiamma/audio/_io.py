@@ -298,10 +298,16 @@ class AudioStream:
                 else:
                     f.read(self._offset, dtype=dtype)
             left = self._limit
+            # frames still in the file (as libsndfile counts them); reading into a preallocated
+            # buffer spares soundfile's per-read seeks to find out the same
+            avail = max(f.frames - min(self._offset, f.frames), 0)
             while left != 0:
                 n = self.frames_per_chunk if left < 0 else min(left, self.frames_per_chunk)
+                n = min(n, avail) if avail > 0 else n
                 try:
-                    arr = f.read(n, dtype=dtype, always_2d=True)
+                    arr = f.read(n, dtype=dtype, always_2d=True,
+                                 out=np.empty((n, f.channels), dtype))
+                    avail -= arr.shape[0]
                 except (_sf().LibsndfileError, RuntimeError) as e:
                     raise AudioIOError(f"fiamma.audio.stream: cannot decode '{_name(self._uri)}'"
                                        f": {e}") from None
