@@ -203,3 +203,17 @@ def test_save_is_atomic_on_failure(tmp_path):
         A.save(tmp_path / "keep.opus", fiamma.zeros(1, 100), 44100)
     assert path.read_bytes() == before
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".tmp-")]
+
+
+def test_flac_compression_levels(tmp_path):
+    x = _signal(frames=16000)
+    sizes = []
+    for level in (0, 8):
+        path = tmp_path / f"c{level}.flac"
+        A.save(path, fiamma.from_numpy(x), SR, compression=level)
+        wav, _ = A.load(path)
+        assert np.abs(wav.numpy() - x).max() <= 2 ** -15 + 1e-7
+        sizes.append(path.stat().st_size)
+    assert sizes[1] <= sizes[0]
+    with pytest.raises(ValueError, match="compression"):
+        A.save(tmp_path / "bad.flac", fiamma.from_numpy(x), SR, compression=9)

@@ -242,9 +242,13 @@ def save(uri, src, sample_rate, channels_first=True, format=None, encoding=None,
     arr = np.ascontiguousarray(arr)
     kw = {}
     if compression is not None and fmt in ("FLAC", "OGG", "MP3"):
-        kw["compression_level"] = float(compression) if 0 <= float(compression) <= 1 else None
-        if kw["compression_level"] is None:
-            del kw["compression_level"]
+        # libsndfile takes a level in [0, 1]; FLAC levels 0..8 (torchaudio's) are scaled to it
+        c = float(compression)
+        c = c / 8 if fmt == "FLAC" and c > 1 else c
+        if not 0 <= c <= 1:
+            raise ValueError(f"fiamma.audio.save: compression must be in [0, 1] (or 0..8 for "
+                             f"FLAC), got {compression}")
+        kw["compression_level"] = c
     if not isinstance(uri, (str, os.PathLike)):
         try:
             sf.write(uri, arr, int(sample_rate), subtype=sub, format=fmt, **kw)

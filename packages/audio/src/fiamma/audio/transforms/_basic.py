@@ -30,16 +30,17 @@ class Resample(Module):
             k, self.width = _sinc_resample_kernel(orig_freq, new_freq, self.gcd,
                                                   lowpass_filter_width, rolloff,
                                                   resampling_method, beta)
-            self._kernel64 = fiamma.tensor(k)
-            self._kernel = self._kernel64.to(dtype or fiamma.get_default_dtype())
+            self._kernel64 = k  # float64 NumPy, for waveforms of another dtype than the buffer
+            self.register_buffer("kernel", fiamma.tensor(k).to(dtype or fiamma.get_default_dtype()),
+                                 persistent=False)
 
     def forward(self, waveform):
         if self.orig_freq == self.new_freq:
             return waveform
         AF._filtering._check_float("fiamma.audio.transforms.Resample", waveform)
-        k = self._kernel
+        k = self.kernel
         if k.dtype != waveform.dtype:
-            k = self._kernel64.to(waveform.dtype)
+            k = fiamma.tensor(self._kernel64).to(waveform.dtype)
         return _apply_kernel(waveform, int(self.orig_freq) // self.gcd,
                              int(self.new_freq) // self.gcd, k, self.width)
 
