@@ -331,3 +331,22 @@ def test_lfilter_gradients_match_torch_autograd():
     np.testing.assert_allclose(fy.detach().numpy(), ty.detach().numpy(), rtol=1e-9, atol=1e-12)
     for f, t in ((fx, tx), (fa, ta), (fb, tb)):
         np.testing.assert_allclose(f.grad.numpy(), t.grad.numpy(), rtol=1e-8, atol=1e-10)
+
+
+def test_long_fir_and_empty_inputs():
+    x = rng.standard_normal((3, 500))
+    b = rng.standard_normal(151) * 0.05
+    a = np.zeros(151)
+    a[0] = 1.0
+    y = AF.lfilter(T(x), T(a), T(b), clamp=False)
+    ref = np.stack([np.convolve(r, b)[:500] for r in x])
+    np.testing.assert_allclose(y.numpy(), ref, atol=1e-12)
+    a[5] = 0.1  # a long denominator too: blocks grow with the order
+    y = AF.lfilter(T(x), T(a), T(b), clamp=False)
+    np.testing.assert_allclose(y.numpy(), np.stack([direct_form(r, a, b) for r in x]),
+                               atol=1e-10)
+    e = fiamma.zeros(2, 0)
+    assert tuple(AF.lfilter(e, T([1.0, -0.5]), T([1.0, 0.0])).shape) == (2, 0)
+    assert tuple(AF.resample(e, 16000, 8000).shape) == (2, 0)
+    assert tuple(AF.resample(fiamma.zeros(0, 5), 16000, 8000).shape) == (0, 3)
+    assert tuple(AF.preemphasis(e).shape) == (2, 0)

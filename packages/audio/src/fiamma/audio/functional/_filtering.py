@@ -57,14 +57,14 @@ def lfilter(waveform, a_coeffs, b_coeffs, clamp=True, batching=True):
             if waveform.dim() < 2 or shape[-2] != F:
                 raise ValueError(f"{op}: with batching=True and {F} filters the waveform must be "
                                  f"(..., {F}, time), got {shape}")
-            x = waveform.reshape(-1, F, T)
+            x = waveform.reshape(math.prod(shape[:-2]), F, T)
             out_shape = shape
         else:
-            x = waveform.reshape(-1, 1, T).expand(-1, F, T)
+            x = waveform.reshape(math.prod(shape[:-1]), 1, T).expand(-1, F, T)
             out_shape = shape[:-1] + (F, T)
     else:
         a, b = a.reshape(1, -1), b.reshape(1, -1)
-        x = waveform.reshape(-1, 1, T)
+        x = waveform.reshape(math.prod(shape[:-1]), 1, T)
         out_shape = shape
     a0 = a[:, :1]
     y = lfilter_core(x, a / a0, b / a0)
@@ -173,12 +173,12 @@ def _apply_kernel(waveform, orig, new, kernel, width):
     times the (new, K) kernel gives ``new`` output samples."""
     shape = tuple(waveform.shape)
     T = shape[-1]
-    x = waveform.reshape(-1, T)
+    x = waveform.reshape(math.prod(shape[:-1]), T)
     x = fiamma.nn.functional.pad(x, (width, width + orig))
     frames = x.unfold(-1, kernel.shape[1], orig)  # (N, nframes, K), a strided view
     y = fiamma.matmul(frames, kernel.T)  # (N, nframes, new)
     target = -(-new * T // orig)
-    y = y.reshape(x.shape[0], -1)[:, :target]
+    y = y.reshape(x.shape[0], y.shape[1] * y.shape[2])[:, :target]
     return y.reshape(shape[:-1] + (target,))
 
 

@@ -50,7 +50,7 @@ def _block_mats(a, L):
 def _allpole(u, a):
     """y[..., f, n] = u - sum_k a[f, k] y[n - k], a monic (F, p+1); u (B, F, T) float array."""
     p = a.shape[1] - 1
-    if p == 0:
+    if p == 0 or not np.any(a[:, 1:]):  # FIR only
         return u.copy()
     B, F, T = u.shape
     L = max(min(max(_BLOCK, 8 * p), T), p)
