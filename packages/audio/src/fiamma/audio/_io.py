@@ -14,7 +14,6 @@ NumPy buffer is wrapped as a fiamma tensor without a copy.
 
 import os
 import tempfile
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,15 +32,27 @@ def _sf():
     return soundfile
 
 
-@dataclass
 class AudioMetaData:
-    """What ``info`` returns (torchaudio.AudioMetaData's fields)."""
+    """What ``info`` returns (torchaudio.AudioMetaData's fields). A plain class rather than a
+    dataclass: importing dataclasses would double ``import fiamma.audio``'s time."""
 
-    sample_rate: int
-    num_frames: int
-    num_channels: int
-    bits_per_sample: int
-    encoding: str
+    __slots__ = ("sample_rate", "num_frames", "num_channels", "bits_per_sample", "encoding")
+
+    def __init__(self, sample_rate, num_frames, num_channels, bits_per_sample, encoding):
+        self.sample_rate, self.num_frames, self.num_channels = sample_rate, num_frames, num_channels
+        self.bits_per_sample, self.encoding = bits_per_sample, encoding
+
+    def _fields(self):
+        return tuple(getattr(self, k) for k in self.__slots__)
+
+    def __eq__(self, other):
+        return isinstance(other, AudioMetaData) and self._fields() == other._fields()
+
+    __hash__ = None
+
+    def __repr__(self):
+        args = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__)
+        return f"AudioMetaData({args})"
 
 
 # format names a user may pass (or a file extension) -> (libsndfile format, default subtype or None)
