@@ -8,7 +8,7 @@ import pytest
 import fiamma
 import fiamma.audio.functional as AF
 import fiamma.audio.transforms as AT
-from fiamma.autograd import gradcheck
+from fiamma.autograd import gradcheck, gradgradcheck
 
 rng = np.random.default_rng(1)
 
@@ -238,6 +238,8 @@ def test_gradients():
     assert gradcheck(lambda x, a, b: AF.lfilter(x, a, b, clamp=False, batching=False),
                      (x, A, B))
     assert gradcheck(lambda x, a, b: AF.filtfilt(x, a[0], b[0], clamp=False), (x, A, B))
+    small = (x[:1, :, :6].detach().requires_grad_(), A, B)
+    assert gradgradcheck(lambda x, a, b: AF.lfilter(x, a, b, clamp=False), small)
     assert gradcheck(lambda x: AF.resample(x, 3, 2), (x,))
     assert gradcheck(lambda x: AF.resample(x, 2, 5, resampling_method="sinc_interp_kaiser"),
                      (x,))

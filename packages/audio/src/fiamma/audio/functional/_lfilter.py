@@ -95,52 +95,49 @@ def _allpole_blocks(u, Tm, Z, L, nb, p):
     return np.ascontiguousarray(y.reshape(B, F, nb * L)[..., :T])
 
 
-def _correlate(v, x, P):
-    """g[f, k] = sum_{b, n} v[b, f, n] x[b, f, n - k] for k < P."""
-    T = v.shape[-1]
-    g = np.zeros((v.shape[1], P), np.float64)
-    for k in range(min(P, T)):
-        g[:, k] = np.einsum("bfn,bfn->f", v[..., k:], x[..., :T - k])
-    return g
-
-
 def lfilter_np(x, a, b):
     """Filter x (B, F, T) with monic a, b (F, P) as float arrays (no clamp)."""
     return _allpole(_fir(x, b.astype(x.dtype)), a)
 
 
 class _LFilter(Function):
+    """y = lfilter(x, a, b) for monic a (a[:, 0] is ignored and gets a zero gradient). The
+    backward pass is written with this same Function and fiamma ops, so it is differentiable
+    again (higher-order gradients)."""
+
     @staticmethod
     def forward(ctx, x, a, b):
         xn = x.detach().numpy()
         an = a.detach().numpy().astype(np.float64)
         bn = b.detach().numpy().astype(np.float64)
-        y = lfilter_np(xn, an, bn)
-        ctx.save_for_backward(x, a, b)
-        ctx._y = y
-        return fiamma.from_numpy(y)
+        y = fiamma.from_numpy(lfilter_np(xn, an, bn))
+        ctx.save_for_backward(x, a, b, y)
+        return y
 
     @staticmethod
     def backward(ctx, g):
-        x, a, b = ctx.saved_tensors
-        xn = x.detach().numpy()
-        an = a.detach().numpy().astype(np.float64)
-        bn = b.detach().numpy().astype(np.float64)
-        gn = np.ascontiguousarray(g.detach().numpy())
+        x, a, b, y = ctx.saved_tensors
+        unit = fiamma.zeros(tuple(a.shape), dtype=a.dtype)
+        unit[:, 0] = 1.0
         # adjoint of the all-pole part: the same recursion run backwards in time
-        v = _allpole(np.ascontiguousarray(gn[..., ::-1]), an)[..., ::-1]
-        P = an.shape[1]
+        v = _LFilter.apply(g.flip(-1).contiguous(), a, unit).flip(-1).contiguous()
         gx = gb = ga = None
-        if ctx.needs_input_grad[0]:
-            gx = _fir(np.ascontiguousarray(v[..., ::-1]), bn.astype(v.dtype))[..., ::-1]
-            gx = fiamma.from_numpy(np.ascontiguousarray(gx))
+        if ctx.needs_input_grad[0]:  # adjoint of the FIR part: FIR backwards in time
+            gx = _LFilter.apply(v.flip(-1).contiguous(), unit, b).flip(-1)
         if ctx.needs_input_grad[2]:
-            gb = fiamma.from_numpy(_correlate(v, xn, P).astype(bn.dtype)).to(b.dtype)
+            gb = _correlate_t(v, x, b.shape[1])
         if ctx.needs_input_grad[1]:
-            ga = -_correlate(v, ctx._y, P)
-            ga[:, 0] = 0.0  # a[0] is 1 here: the normalisation outside carries a0's gradient
-            ga = fiamma.from_numpy(ga).to(a.dtype)
+            ga = -_correlate_t(v, y, a.shape[1]) * (1.0 - unit)
         return gx, ga, gb
+
+
+def _correlate_t(v, x, P):
+    """g[f, k] = sum_{b, n} v[b, f, n] x[b, f, n - k] (k < P) with fiamma ops (differentiable)."""
+    B, F, T = v.shape
+    xp = fiamma.nn.functional.pad(x, (P - 1, 0))
+    win = xp.unfold(-1, P, 1)  # (B, F, T, P): win[..., n, j] = x[n + j - (P - 1)]
+    g = fiamma.matmul(v.reshape(B, F, 1, T), win).reshape(B, F, P).sum(0)
+    return g.flip(-1)
 
 
 def lfilter_core(x, a, b):
