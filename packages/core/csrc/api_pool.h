@@ -8,7 +8,7 @@
  * - regular (adaptive == 0): output o covers taps o*s - p + j*d, j < k (avg: d == 1);
  * - adaptive (adaptive != 0): o covers [floor(o*in/out), ceil((o+1)*in/out)); k, s, p, d unused.
  * Max pools write the value and the flat per-plane index (d*H*W + h*W + w) of the maximum (the
- * first one; a NaN wins, as in PyTorch). Avg pools divide by divisor_override when > 0, else by
+ * first one; a NaN wins, as in PyTorch); idx == 0 skips the indices. Avg pools divide by divisor_override when > 0, else by
  * the window size counting padding (count_include_pad) or only the input elements.
  */
 int fm_pool_max(int dtype, int adaptive, int64_t nplanes, const int64_t *isz,

@@ -91,7 +91,7 @@ static void max_plane_##SFX(const windows *w, const int64_t *isz, const int64_t 
                     }                                                                            \
                 }                                                                                \
                 *op++ = best;                                                                    \
-                *xp++ = bi;                                                                      \
+                if (xp) *xp++ = bi;                                                              \
             }                                                                                    \
         }                                                                                        \
     }                                                                                            \
@@ -179,12 +179,12 @@ int fm_pool_max(int dtype, int adaptive, int64_t nplanes, const int64_t *isz,
         const float *I = (const float *)in; float *O = (float *)out;
         #pragma omp parallel for num_threads(nt) schedule(static)
         for (int64_t q = 0; q < nplanes; q++)
-            max_plane_f32(&w, isz, osz, I + q * is, O + q * os, X + q * os);
+            max_plane_f32(&w, isz, osz, I + q * is, O + q * os, X ? X + q * os : NULL);
     } else {
         const double *I = (const double *)in; double *O = (double *)out;
         #pragma omp parallel for num_threads(nt) schedule(static)
         for (int64_t q = 0; q < nplanes; q++)
-            max_plane_f64(&w, isz, osz, I + q * is, O + q * os, X + q * os);
+            max_plane_f64(&w, isz, osz, I + q * is, O + q * os, X ? X + q * os : NULL);
     }
     free(w.buf);
     return FM_OK;

@@ -38,6 +38,10 @@ _ONE3 = (1, 1, 1)
 
 def _ints(v, n, name, op, allow_none=False):
     """An int or a sequence of 1 or n ints -> a tuple of n ints."""
+    if type(v) is int:
+        return (v,) * n
+    if type(v) is tuple and len(v) == n and all(type(e) is int for e in v):
+        return v
     if isinstance(v, Tensor):
         v = v.tolist()
     if isinstance(v, (list, tuple)):
@@ -112,7 +116,26 @@ def _out_len(n, k, s, p, d, ceil_mode):
     return o
 
 
+_WINDOWS = {}
+
+
 def _window_args(op, nd, spatial, kernel_size, stride, padding, dilation, ceil_mode):
+    """Checked (kernel, stride, padding, dilation, output size) tuples; cached per arguments
+    (the checks cost more than a small pool)."""
+    try:
+        key = (op, spatial, kernel_size, stride, padding, dilation, bool(ceil_mode))
+        r = _WINDOWS.get(key)
+    except TypeError:  # lists: not cached
+        key, r = None, None
+    if r is None:
+        r = _window_args_uncached(op, nd, spatial, kernel_size, stride, padding, dilation,
+                                  ceil_mode)
+        if key is not None and len(_WINDOWS) < 1024:
+            _WINDOWS[key] = r
+    return r
+
+
+def _window_args_uncached(op, nd, spatial, kernel_size, stride, padding, dilation, ceil_mode):
     k = _ints(kernel_size, nd, "kernel_size", op)
     s = k if stride is None or (isinstance(stride, (list, tuple)) and len(stride) == 0) \
         else _ints(stride, nd, "stride", op)
@@ -160,23 +183,25 @@ def _grad(x):
 def _max_pool(op, nd, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
     lead, sp = _input(input, nd, op)
     k, s, p, d, o = _window_args(op, nd, sp, kernel_size, stride, padding, dilation, ceil_mode)
-    values, indices = _max_core(op, input, lead, sp, o, 0, k, s, p, d)
-    if _grad(input):
+    grad = _grad(input)
+    values, indices = _max_core(op, input, lead, sp, o, 0, k, s, p, d,
+                                return_indices or grad)
+    if grad:
         G.record(op, (values, indices), (input,),
                  {"kernel_size": k, "stride": s, "padding": p, "dilation": d,
                   "ceil_mode": bool(ceil_mode)})
     return (values, indices) if return_indices else values
 
 
-def _max_core(op, x, lead, sp, o, adaptive, k, s, p, d):
+def _max_core(op, x, lead, sp, o, adaptive, k, s, p, d, want_indices=True):
     dt = x._dtype
     cd = _compute_dtype(dt)
     xc = _plain(x, cd)
     out = new_empty(lead + o, cd, x._storage.device)
-    idx = new_empty(lead + o, D.int64, x._storage.device)
+    idx = new_empty(lead + o, D.int64, x._storage.device) if want_indices else None
     check(lib.fm_pool_max(cd.code, adaptive, _nplanes(lead), _pad3(sp, 1), _pad3(o, 1),
                           _pad3(k, 1), _pad3(s, 1), _pad3(p, 0), _pad3(d, 1),
-                          xc._ptr, out._ptr, idx._ptr), op)
+                          xc._ptr, out._ptr, idx._ptr if want_indices else 0), op)
     return _finish_dtype(out, dt), idx
 
 
@@ -237,8 +262,10 @@ def max_pool3d_with_indices(input, kernel_size, stride=None, padding=0, dilation
 def _adaptive_max(op, nd, input, output_size, return_indices):
     lead, sp = _input(input, nd, op)
     o = _adaptive_size(op, nd, sp, output_size)
-    values, indices = _max_core(op, input, lead, sp, o, 1, _ONE3, _ONE3, _ZERO3, _ONE3)
-    if _grad(input):
+    grad = _grad(input)
+    values, indices = _max_core(op, input, lead, sp, o, 1, _ONE3, _ONE3, _ZERO3, _ONE3,
+                                return_indices or grad)
+    if grad:
         G.record(op, (values, indices), (input,), {"output_size": o})
     return (values, indices) if return_indices else values
 
