@@ -55,6 +55,8 @@ static int make_windows(windows *w, int adaptive, int avg, int cip, const int64_
                 if (b + j1 * dl > in - 1) j1 = (in - 1 - b) >= 0 ? (in - 1 - b) / dl : -1;
                 c = j1 >= j0 ? j1 - j0 + 1 : 0;
                 st = b + j0 * dl;
+                /* a window with no tap inside (dilation) still reports an in-plane index */
+                if (st > in - 1) st = in - 1;
                 if (st < 0) st = 0;
                 f = c;
             }

@@ -192,6 +192,11 @@ def test_max_pool_defaults_and_nan():
     y = fiamma.full((1, 2, 2), float("-inf"))
     v, i = fiamma.max_pool2d(y, 2, return_indices=True)
     assert v.item() == float("-inf") and 0 <= i.item() < 4
+    # a window whose taps all fall in the padding (dilation): -inf and an in-plane index (PyTorch
+    # reports one past the plane), so the backward and max_unpool accept it
+    v, i = fiamma.max_pool2d(fiamma.ones(2, 1, 1), 2, 1, 1, dilation=2, return_indices=True)
+    assert v.tolist() == [[[float("-inf")]]] * 2 and i.tolist() == [[[0]]] * 2
+    assert fiamma.max_pool_backward(fiamma.ones(2, 1, 1), i, (1, 1)).tolist() == [[[1.0]]] * 2
 
 
 def test_ceil_mode_last_window_in_padding():
