@@ -3,6 +3,7 @@
  * the N*C planes, so no two threads ever write the same element. */
 #include <stdlib.h>
 #include <math.h>
+#include <omp.h>
 #include "fiamma.h"
 #include "dtypes.h"
 #include "api_pool.h"
@@ -186,6 +187,26 @@ static int64_t scatter_plane_##SFX(int acc, int64_t ssize, int64_t dsize,       
 DEFINE_POOL(float, f32)
 DEFINE_POOL(double, f64)
 
+/* Global average pool (one output per plane: ResNet's head): planes [q0, q1) summed whole; a
+ * separate function so the ISA clones vectorise the 8 partial sums. */
+#define DEFINE_GLOBAL(T, SFX)                                                                    \
+FM_CLONES static void global_avg_##SFX(const T *FM_RESTRICT I, T *FM_RESTRICT O, int64_t q0,    \
+                                       int64_t q1, int64_t is, T div) {                          \
+    for (int64_t q = q0; q < q1; q++) {                                                          \
+        const T *r = I + q * is;                                                                 \
+        T a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;                        \
+        int64_t c = 0;                                                                           \
+        for (; c + 8 <= is; c += 8) {                                                            \
+            a0 += r[c]; a1 += r[c + 1]; a2 += r[c + 2]; a3 += r[c + 3];                         \
+            a4 += r[c + 4]; a5 += r[c + 5]; a6 += r[c + 6]; a7 += r[c + 7];                     \
+        }                                                                                        \
+        for (; c < is; c++) a0 += r[c];                                                          \
+        O[q] = (((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))) / div;                       \
+    }                                                                                            \
+}
+DEFINE_GLOBAL(float, f32)
+DEFINE_GLOBAL(double, f64)
+
 static int64_t prod3(const int64_t *v) { return v[0] * v[1] * v[2]; }
 
 int fm_pool_max(int dtype, int adaptive, int64_t nplanes, const int64_t *isz,
@@ -220,6 +241,20 @@ static int avg_common(int backward, int dtype, int adaptive, int64_t nplanes, co
                       int cip, int64_t divo, intptr_t src, intptr_t dst) {
     if (dtype != FM_FLOAT32 && dtype != FM_FLOAT64) return FM_ERR_DTYPE;
     if (nplanes < 0) return FM_ERR_ARG;
+    if (adaptive && !backward && osz[0] == 1 && osz[1] == 1 && osz[2] == 1) {
+        const int64_t is = prod3(isz);
+        int nt = fm_par_threads((double)nplanes * (double)is, POOL_MIN_WORK);
+        #pragma omp parallel num_threads(nt)
+        {
+            int t = omp_get_thread_num(), T = omp_get_num_threads();
+            int64_t q0 = nplanes * t / T, q1 = nplanes * (t + 1) / T;
+            if (dtype == FM_FLOAT32)
+                global_avg_f32((const float *)src, (float *)dst, q0, q1, is, (float)is);
+            else
+                global_avg_f64((const double *)src, (double *)dst, q0, q1, is, (double)is);
+        }
+        return FM_OK;
+    }
     windows w;
     int rc = make_windows(&w, adaptive, 1, cip, isz, osz, k, s, p, NULL);
     if (rc) return rc;
