@@ -16,10 +16,12 @@ from fiamma.nn._norm_functional import *  # noqa: F401,F403
 from fiamma.nn._norm_functional import __all__ as _norms
 from fiamma.nn._sample_functional import *  # noqa: F401,F403
 from fiamma.nn._sample_functional import __all__ as _sample
+from fiamma.nn._pool_functional import *  # noqa: F401,F403
+from fiamma.nn._pool_functional import __all__ as _pools
 
 __all__ = (["linear", "bilinear", "relu", "softmax", "log_softmax", "pad", "dropout",
             "embedding"] + _losses + _activations
-           + _attention + _misc + _norms + _sample)
+           + _attention + _misc + _norms + _sample + _pools)
 
 
 def linear(input, weight, bias=None):
