@@ -8,10 +8,12 @@ from fiamma.nn._activation_functional import *  # noqa: F401,F403
 from fiamma.nn._activation_functional import __all__ as _activations
 from fiamma.nn._loss_functional import *  # noqa: F401,F403
 from fiamma.nn._loss_functional import __all__ as _losses
+from fiamma.nn._conv_functional import *  # noqa: F401,F403
+from fiamma.nn._conv_functional import __all__ as _convs
 
 __all__ = (["linear", "bilinear", "relu", "softmax", "log_softmax", "pad", "dropout",
             "embedding"] + _losses
-           + _activations)
+           + _activations + _convs)
 
 
 def linear(input, weight, bias=None):

@@ -1,6 +1,8 @@
 from fiamma.nn.modules.activation import *  # noqa: F401,F403
 from fiamma.nn.modules.container import *  # noqa: F401,F403
+from fiamma.nn.modules.conv import *  # noqa: F401,F403
 from fiamma.nn.modules.dropout import *  # noqa: F401,F403
+from fiamma.nn.modules.fold import *  # noqa: F401,F403
 from fiamma.nn.modules.linear import *  # noqa: F401,F403
 from fiamma.nn.modules.loss import *  # noqa: F401,F403
 from fiamma.nn.modules.module import Module  # noqa: F401
