@@ -23,3 +23,6 @@ int fm_conv(int mode, int dtype, int nd, int64_t n, int64_t cb, int64_t cs, int6
             const int64_t *big, const int64_t *small, const int64_t *k, const int64_t *stride,
             const int64_t *pad, const int64_t *dil, intptr_t a, intptr_t b, intptr_t bias,
             intptr_t out);
+
+/* Elements of the column slice built per product (tuning; returns the previous value). */
+int64_t fm_conv_set_chunk(int64_t elems);

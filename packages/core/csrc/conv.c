@@ -21,56 +21,59 @@ typedef struct {
 } geo_t;
 
 /* columns of output positions [l0, l1) for C channels of x (each Lb long) into col, a
-   (C * Kp) x (l1 - l0) row-major matrix; with ACC the reverse: col is added into x */
+   (C * Kp) x (l1 - l0) matrix with row stride ld; with ACC the reverse: col is added into x.
+   Output positions are walked row segment by row segment (no division per segment). */
 #define DEFINE_COLS(T, SFX)                                                                     \
     static void cols_##SFX(const geo_t *g, T *x, int64_t C, int64_t l0, int64_t l1, T *col,   \
-                           int acc) {                                                         \
-        const int64_t Lc = l1 - l0, S12 = g->S[1] * g->S[2];                                  \
-        const int64_t st2 = g->st[2];                                                         \
+                           int64_t ld, int acc) {                                             \
+        const int64_t S12 = g->S[1] * g->S[2], st2 = g->st[2], B2 = g->B[2];                  \
+        const int64_t od0 = l0 / S12, oh0 = (l0 % S12) / g->S[2], ow00 = l0 % g->S[2];        \
         for (int64_t c = 0; c < C; c++) {                                                     \
             T *xc = x + c * g->Lb;                                                            \
             int64_t kidx = 0;                                                                 \
             for (int64_t kd = 0; kd < g->K[0]; kd++)                                          \
                 for (int64_t kh = 0; kh < g->K[1]; kh++)                                      \
                     for (int64_t kw = 0; kw < g->K[2]; kw++, kidx++) {                        \
-                        T *row = col + (c * g->Kp + kidx) * Lc;                               \
+                        T *row = col + (c * g->Kp + kidx) * ld;                               \
                         const int64_t off = kw * g->dl[2] - g->pd[2];                         \
                         /* ow range whose input column is inside the image */                 \
-                        int64_t owlo = off >= 0 ? 0 : (-off + st2 - 1) / st2;                 \
-                        int64_t owhi = g->B[2] - 1 - off < 0 ? 0                              \
-                                                              : (g->B[2] - 1 - off) / st2 + 1;  \
-                        int64_t l = l0;                                                       \
+                        const int64_t owlo = off >= 0 ? 0 : (-off + st2 - 1) / st2;           \
+                        const int64_t owhi = B2 - 1 - off < 0 ? 0 : (B2 - 1 - off) / st2 + 1; \
+                        const int64_t idk = kd * g->dl[0] - g->pd[0];                         \
+                        const int64_t ihk = kh * g->dl[1] - g->pd[1];                         \
+                        int64_t od = od0, oh = oh0, ow0 = ow00, l = l0;                       \
                         while (l < l1) {                                                      \
-                            int64_t od = l / S12, r = l - od * S12;                           \
-                            int64_t oh = r / g->S[2], ow0 = r - oh * g->S[2];                 \
                             int64_t seg = g->S[2] - ow0;                                      \
                             if (seg > l1 - l) seg = l1 - l;                                   \
                             T *dst = row + (l - l0);                                          \
-                            int64_t id = od * g->st[0] - g->pd[0] + kd * g->dl[0];            \
-                            int64_t ih = oh * g->st[1] - g->pd[1] + kh * g->dl[1];            \
+                            const int64_t id = od * g->st[0] + idk, ih = oh * g->st[1] + ihk; \
                             int64_t ja = owlo - ow0, jb = owhi - ow0;                         \
                             if (ja < 0) ja = 0;                                               \
                             if (jb > seg) jb = seg;                                           \
                             if (id < 0 || id >= g->B[0] || ih < 0 || ih >= g->B[1] || ja >= jb) { \
-                                if (!acc) memset(dst, 0, seg * sizeof(T));                    \
+                                if (!acc)                                                     \
+                                    for (int64_t j = 0; j < seg; j++) dst[j] = 0;             \
                             } else {                                                          \
-                                T *src = xc + (id * g->B[1] + ih) * g->B[2] + off;            \
-                                if (!acc) {                                                   \
-                                    if (ja > 0) memset(dst, 0, ja * sizeof(T));               \
-                                    if (jb < seg) memset(dst + jb, 0, (seg - jb) * sizeof(T)); \
-                                }                                                             \
-                                const int64_t base = ow0 * st2;                               \
+                                T *src = xc + (id * g->B[1] + ih) * B2 + off + ow0 * st2;     \
                                 if (acc) {                                                    \
-                                    for (int64_t j = ja; j < jb; j++)                         \
-                                        src[base + j * st2] += dst[j];                        \
-                                } else if (st2 == 1) {                                        \
-                                    memcpy(dst + ja, src + base + ja, (jb - ja) * sizeof(T)); \
+                                    if (st2 == 1)                                             \
+                                        for (int64_t j = ja; j < jb; j++) src[j] += dst[j];   \
+                                    else                                                      \
+                                        for (int64_t j = ja; j < jb; j++)                     \
+                                            src[j * st2] += dst[j];                           \
                                 } else {                                                      \
-                                    for (int64_t j = ja; j < jb; j++)                         \
-                                        dst[j] = src[base + j * st2];                         \
+                                    for (int64_t j = 0; j < ja; j++) dst[j] = 0;              \
+                                    if (st2 == 1)                                             \
+                                        for (int64_t j = ja; j < jb; j++) dst[j] = src[j];    \
+                                    else                                                      \
+                                        for (int64_t j = ja; j < jb; j++)                     \
+                                            dst[j] = src[j * st2];                            \
+                                    for (int64_t j = jb; j < seg; j++) dst[j] = 0;            \
                                 }                                                             \
                             }                                                                 \
                             l += seg;                                                         \
+                            ow0 = 0;                                                          \
+                            if (++oh == g->S[1]) oh = 0, od++;                                \
                         }                                                                     \
                     }                                                                         \
         }                                                                                     \
@@ -81,9 +84,16 @@ DEFINE_COLS(double, f64)
 static void cols(int dt, const geo_t *g, void *x, int64_t C, int64_t l0, int64_t l1, void *col,
                  int acc) {
     if (dt == FM_FLOAT32)
-        cols_f32(g, (float *)x, C, l0, l1, (float *)col, acc);
+        cols_f32(g, (float *)x, C, l0, l1, (float *)col, l1 - l0, acc);
     else
-        cols_f64(g, (double *)x, C, l0, l1, (double *)col, acc);
+        cols_f64(g, (double *)x, C, l0, l1, (double *)col, l1 - l0, acc);
+}
+
+static void cols_ld(int dt, const geo_t *g, void *x, int64_t C, void *col, int64_t ld, int acc) {
+    if (dt == FM_FLOAT32)
+        cols_f32(g, (float *)x, C, 0, g->Ls, (float *)col, ld, acc);
+    else
+        cols_f64(g, (double *)x, C, 0, g->Ls, (double *)col, ld, acc);
 }
 
 /* C (m x n, leading dim ldc) = A @ B + beta * C */
@@ -113,7 +123,7 @@ static void add_bias(int dt, void *y, const void *bias, int64_t C, int64_t L) {
 /* the shared parameters of one call */
 typedef struct {
     int mode, dt, inner_T;
-    int64_t cb, cs, groups, cbg, csg, esz, Lc;
+    int64_t cb, cs, groups, cbg, csg, esz, Lc, nb;
     int pointwise;
     geo_t g;
     char *a, *b, *bias, *out;
@@ -200,8 +210,79 @@ static int one_image(const job_t *J, int64_t n, char *col, char *acc, int first)
     return FM_ERR_ARG;
 }
 
-/* elements of the column slice: about 256 KB of float32 (fits L2 beside the packed operands) */
-#define CHUNK_ELEMS 65536
+/* nimg images side by side (small images: one wider product instead of nimg narrow ones).
+   col: rows x (nimg * Ls); tmp: csg x (nimg * Ls) */
+static int image_block(const job_t *J, int64_t n0, int64_t nimg, char *col, char *tmp, char *acc,
+                       int first) {
+    const geo_t *g = &J->g;
+    const int dt = J->dt, T = J->inner_T;
+    const int64_t esz = J->esz, cbg = J->cbg, csg = J->csg, rows = cbg * g->Kp;
+    const int64_t Lb = g->Lb, Ls = g->Ls, Lt = nimg * Ls, sl = Ls * esz;
+    int rc = FM_OK;
+    for (int64_t gi = 0; gi < J->groups && !rc; gi++) {
+        char *w = J->b + gi * csg * rows * esz;
+        switch (J->mode) {
+        case FM_CONV_FWD:
+            for (int64_t i = 0; i < nimg; i++)
+                cols_ld(dt, g, J->a + ((n0 + i) * J->cb + gi * cbg) * Lb * esz, cbg,
+                        col + i * sl, Lt, 0);
+            rc = gemm(dt, T, csg, Lt, rows, w, rows, 1, col, Lt, 1, 0.0, tmp, Lt);
+            for (int64_t i = 0; i < nimg && !rc; i++) {
+                char *y = J->out + ((n0 + i) * J->cs + gi * csg) * sl;
+                for (int64_t c = 0; c < csg; c++)
+                    memcpy(y + c * sl, tmp + (c * Lt + i * Ls) * esz, sl);
+            }
+            break;
+        case FM_CONV_BWD_DATA:
+            for (int64_t i = 0; i < nimg; i++) {
+                const char *x = J->a + ((n0 + i) * J->cs + gi * csg) * sl;
+                for (int64_t c = 0; c < csg; c++)
+                    memcpy(tmp + (c * Lt + i * Ls) * esz, x + c * sl, sl);
+            }
+            rc = gemm(dt, T, rows, Lt, csg, w, 1, rows, tmp, Lt, 1, 0.0, col, Lt);
+            for (int64_t i = 0; i < nimg && !rc; i++) {
+                char *y = J->out + ((n0 + i) * J->cb + gi * cbg) * Lb * esz;
+                memset(y, 0, cbg * Lb * esz);
+                cols_ld(dt, g, y, cbg, col + i * sl, Lt, 1);
+            }
+            break;
+        case FM_CONV_BWD_WEIGHT:
+            for (int64_t i = 0; i < nimg; i++) {
+                const char *gy = J->b + ((n0 + i) * J->cs + gi * csg) * sl;
+                for (int64_t c = 0; c < csg; c++)
+                    memcpy(tmp + (c * Lt + i * Ls) * esz, gy + c * sl, sl);
+                cols_ld(dt, g, J->a + ((n0 + i) * J->cb + gi * cbg) * Lb * esz, cbg,
+                        col + i * sl, Lt, 0);
+            }
+            rc = gemm(dt, T, csg, rows, Lt, tmp, Lt, 1, col, 1, Lt, first ? 0.0 : 1.0,
+                      acc + gi * csg * rows * esz, rows);
+            break;
+        }
+    }
+    if (!rc && J->bias && J->mode != FM_CONV_BWD_WEIGHT)
+        for (int64_t i = 0; i < nimg; i++) {
+            if (J->mode == FM_CONV_FWD)
+                add_bias(dt, J->out + (n0 + i) * J->cs * sl, J->bias, J->cs, Ls);
+            else
+                add_bias(dt, J->out + (n0 + i) * J->cb * Lb * esz, J->bias, J->cb, Lb);
+        }
+    return rc;
+}
+
+static int run_block(const job_t *J, int64_t blk, int64_t n, char *col, char *tmp, char *acc,
+                     int first) {
+    int64_t n0 = blk * J->nb, nimg = n - n0 < J->nb ? n - n0 : J->nb;
+    if (J->nb == 1) return one_image(J, n0, col, acc, first);
+    return image_block(J, n0, nimg, col, tmp, acc, first);
+}
+
+static int64_t chunk_elems = 131072; /* 512 KB of float32: measured best of 32K..512K */
+
+int64_t fm_conv_set_chunk(int64_t elems) {
+    int64_t prev = chunk_elems;
+    if (elems > 0) chunk_elems = elems;
+    return prev;
+}
 
 int fm_conv(int mode, int dtype, int nd, int64_t n, int64_t cb, int64_t cs, int64_t groups,
             const int64_t *big, const int64_t *small, const int64_t *k, const int64_t *stride,
@@ -237,8 +318,10 @@ int fm_conv(int mode, int dtype, int nd, int64_t n, int64_t cb, int64_t cs, int6
     for (int i = 0; i < 3; i++)
         if (g->st[i] != 1 || g->pd[i] != 0) J.pointwise = 0;
     const int64_t rows = J.cbg * g->Kp;
-    int64_t Lc = CHUNK_ELEMS / rows;
-    Lc = Lc < 64 ? 64 : (Lc + 31) / 32 * 32;
+    /* whole 32-column tiles of the GEMM kernel (a partial tile per slice costs more than the
+       extra row segments) */
+    int64_t Lc = chunk_elems / rows / 32 * 32;
+    if (Lc < 32) Lc = 32;
     if (mode >= FM_CONV_IM2COL || Lc > g->Ls) Lc = g->Ls;
     J.Lc = Lc;
     const int64_t wbytes = cs * rows * J.esz;
@@ -251,8 +334,21 @@ int fm_conv(int mode, int dtype, int nd, int64_t n, int64_t cb, int64_t cs, int6
     const int sg = dtype == FM_FLOAT32 && fm_sgemm_available();
     int nt = mode >= FM_CONV_IM2COL ? 1 : sg ? fm_par_threads(work, 4e6) : 1;
     int outer = nt > 1 && n >= nt ? nt : 1;
+    /* small images: several side by side per product (narrow products waste the kernel) */
+    J.nb = 1;
+    if (mode <= FM_CONV_BWD_WEIGHT && g->Ls < 256) {
+        int64_t per = (n + outer - 1) / outer, nb = (512 + g->Ls - 1) / g->Ls;
+        int64_t cap = (int64_t)(1 << 20) / (rows * g->Ls);
+        if (nb > cap) nb = cap;
+        if (nb > per) nb = per;
+        J.nb = nb < 1 ? 1 : nb;
+    }
+    const int64_t nblk = (n + J.nb - 1) / J.nb;
+    if (nblk < outer) outer = 1;
     J.inner_T = outer > 1 ? 1 : nt;
-    const int64_t colbytes = J.pointwise || mode >= FM_CONV_IM2COL ? 64 : rows * Lc * J.esz;
+    const int64_t colbytes = J.nb > 1 ? rows * J.nb * g->Ls * J.esz
+                             : J.pointwise || mode >= FM_CONV_IM2COL ? 64 : rows * Lc * J.esz;
+    const int64_t tmpbytes = J.nb > 1 ? J.csg * J.nb * g->Ls * J.esz : 64;
     int rc = FM_OK;
     if (mode == FM_CONV_BWD_WEIGHT) {
         char *accs[64] = {0};
@@ -266,19 +362,19 @@ int fm_conv(int mode, int dtype, int nd, int64_t n, int64_t cb, int64_t cs, int6
 #pragma omp parallel num_threads(outer) if (outer > 1)
             {
                 int t = omp_get_thread_num();
-                char *col = (char *)fm_alloc(colbytes);
-                if (!col) {
+                char *col = (char *)fm_alloc(colbytes), *tmp = (char *)fm_alloc(tmpbytes);
+                if (!col || !tmp) {
                     __atomic_store_n(&rc, FM_ERR_NOMEM, __ATOMIC_RELAXED);
-                } else {
-#pragma omp for schedule(static)
-                    for (int64_t i = 0; i < n; i++) {
-                        if (__atomic_load_n(&rc, __ATOMIC_RELAXED)) continue;
-                        int r = one_image(&J, i, col, accs[t], !started[t]);
-                        started[t] = 1;
-                        if (r) __atomic_store_n(&rc, r, __ATOMIC_RELAXED);
-                    }
-                    fm_free((intptr_t)col, colbytes);
                 }
+#pragma omp for schedule(static)
+                for (int64_t i = 0; i < nblk; i++) {
+                    if (__atomic_load_n(&rc, __ATOMIC_RELAXED)) continue;
+                    int r = run_block(&J, i, n, col, tmp, accs[t], !started[t]);
+                    started[t] = 1;
+                    if (r) __atomic_store_n(&rc, r, __ATOMIC_RELAXED);
+                }
+                if (col) fm_free((intptr_t)col, colbytes);
+                if (tmp) fm_free((intptr_t)tmp, tmpbytes);
             }
         }
         if (!rc) {
@@ -301,18 +397,18 @@ int fm_conv(int mode, int dtype, int nd, int64_t n, int64_t cb, int64_t cs, int6
     }
 #pragma omp parallel num_threads(outer) if (outer > 1)
     {
-        char *col = (char *)fm_alloc(colbytes);
-        if (!col) {
+        char *col = (char *)fm_alloc(colbytes), *tmp = (char *)fm_alloc(tmpbytes);
+        if (!col || !tmp) {
             __atomic_store_n(&rc, FM_ERR_NOMEM, __ATOMIC_RELAXED);
-        } else {
-#pragma omp for schedule(static)
-            for (int64_t i = 0; i < n; i++) {
-                if (__atomic_load_n(&rc, __ATOMIC_RELAXED)) continue;
-                int r = one_image(&J, i, col, NULL, 0);
-                if (r) __atomic_store_n(&rc, r, __ATOMIC_RELAXED);
-            }
-            fm_free((intptr_t)col, colbytes);
         }
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < nblk; i++) {
+            if (__atomic_load_n(&rc, __ATOMIC_RELAXED)) continue;
+            int r = run_block(&J, i, n, col, tmp, NULL, 0);
+            if (r) __atomic_store_n(&rc, r, __ATOMIC_RELAXED);
+        }
+        if (col) fm_free((intptr_t)col, colbytes);
+        if (tmp) fm_free((intptr_t)tmp, tmpbytes);
     }
     return rc;
 }

@@ -12,8 +12,7 @@ convolution (and vice versa), so autograd needs only ``convolution`` and
 import builtins
 import operator
 
-from fiamma import _grad_hook as G
-from fiamma import _dtype as D
+from fiamma import _dtype as D, _grad_hook as G
 from fiamma._lib import check, lib
 from fiamma._ops._common import cast
 from fiamma._storage import CPU
@@ -201,7 +200,8 @@ def convolution_backward_weight(input, grad_output, weight_size, stride, padding
     if (groups <= 0 or xsh[0] != gsh[0] or wsh[0] != gsh[1] or wsh[1] * groups != xsh[1]
             or wsh[0] % groups or builtins.any(v <= 0 for v in k)):
         raise RuntimeError(f"{op}: shapes do not match: input {builtins.list(xsh)}, grad_output "
-                           f"{builtins.list(gsh)}, weight_size {builtins.list(wsh)}, groups={groups}")
+                           f"{builtins.list(gsh)}, weight_size {builtins.list(wsh)}, "
+                           f"groups={groups}")
     big, small = xsh[2:], gsh[2:]
     if builtins.any(v <= 0 for v in big + small):
         raise RuntimeError(f"{op}: expected non-empty spatial sizes, got input "
@@ -214,7 +214,7 @@ def convolution_backward_weight(input, grad_output, weight_size, stride, padding
     if cdt is not odt:
         out = cast(out, odt)
     if G.any_requires_grad(input, grad_output):
-        G.record(op, out, (input, grad_output, wsh),
+        G.record("convolution_backward_weight", out, (input, grad_output, wsh),
                  {"stride": s, "padding": p, "dilation": d, "groups": groups})
     return out
 
@@ -263,7 +263,8 @@ def im2col(input, kernel_size, dilation=1, padding=0, stride=1):
     if cdt is not odt:
         out = cast(out, odt)
     if input.requires_grad:
-        G.record(op, out, (input,), {"kernel_size": k, "dilation": d, "padding": p, "stride": s})
+        G.record("im2col", out, (input,),
+                 {"kernel_size": k, "dilation": d, "padding": p, "stride": s})
     return out
 
 
@@ -308,7 +309,7 @@ def col2im(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     if cdt is not odt:
         out = cast(out, odt)
     if input.requires_grad:
-        G.record(op, out, (input,), {"output_size": big, "kernel_size": k, "dilation": d,
+        G.record("col2im", out, (input,), {"output_size": big, "kernel_size": k, "dilation": d,
                                      "padding": p, "stride": s})
     return out
 
