@@ -81,19 +81,30 @@ typedef struct {
 DEFINE_COLS(float, f32)
 DEFINE_COLS(double, f64)
 
-static void cols(int dt, const geo_t *g, void *x, int64_t C, int64_t l0, int64_t l1, void *col,
-                 int acc) {
+static void cols_ld(int dt, const geo_t *g, void *x, int64_t C, int64_t l0, int64_t l1,
+                    void *col, int64_t ld, int acc) {
     if (dt == FM_FLOAT32)
-        cols_f32(g, (float *)x, C, l0, l1, (float *)col, l1 - l0, acc);
+        cols_f32(g, (float *)x, C, l0, l1, (float *)col, ld, acc);
     else
-        cols_f64(g, (double *)x, C, l0, l1, (double *)col, l1 - l0, acc);
+        cols_f64(g, (double *)x, C, l0, l1, (double *)col, ld, acc);
 }
 
-static void cols_ld(int dt, const geo_t *g, void *x, int64_t C, void *col, int64_t ld, int acc) {
-    if (dt == FM_FLOAT32)
-        cols_f32(g, (float *)x, C, 0, g->Ls, (float *)col, ld, acc);
-    else
-        cols_f64(g, (double *)x, C, 0, g->Ls, (double *)col, ld, acc);
+/* cols_ld split by channels over T threads (disjoint in x and in col, so col2im too): for a
+   batch too small to give every thread its own image */
+static void cols(int dt, int T, const geo_t *g, char *x, int64_t C, int64_t l0, int64_t l1,
+                 char *col, int acc) {
+    const int64_t ld = l1 - l0, esz = fm_itemsize[dt];
+    if (T <= 1 || C < 2) {
+        cols_ld(dt, g, x, C, l0, l1, col, ld, acc);
+        return;
+    }
+    if (T > C) T = (int)C;
+#pragma omp parallel for num_threads(T) schedule(static)
+    for (int t = 0; t < T; t++) {
+        int64_t c0 = C * t / T, c1 = C * (t + 1) / T;
+        cols_ld(dt, g, x + c0 * g->Lb * esz, c1 - c0, l0, l1, col + c0 * g->Kp * ld * esz, ld,
+                acc);
+    }
 }
 
 /* C (m x n, leading dim ldc) = A @ B + beta * C */
@@ -139,13 +150,13 @@ static int one_image(const job_t *J, int64_t n, char *col, char *acc, int first)
     int rc = FM_OK;
     switch (J->mode) {
     case FM_CONV_IM2COL:
-        cols(dt, g, J->a + n * J->cb * Lb * esz, J->cb, 0, Ls,
+        cols(dt, 1, g, J->a + n * J->cb * Lb * esz, J->cb, 0, Ls,
              J->out + n * J->cb * g->Kp * Ls * esz, 0);
         return FM_OK;
     case FM_CONV_COL2IM: {
         char *y = J->out + n * J->cb * Lb * esz;
         memset(y, 0, J->cb * Lb * esz);
-        cols(dt, g, y, J->cb, 0, Ls, J->a + n * J->cb * g->Kp * Ls * esz, 1);
+        cols(dt, 1, g, y, J->cb, 0, Ls, J->a + n * J->cb * g->Kp * Ls * esz, 1);
         return FM_OK;
     }
     case FM_CONV_FWD: {
@@ -159,7 +170,7 @@ static int one_image(const job_t *J, int64_t n, char *col, char *acc, int first)
             }
             for (int64_t l0 = 0; l0 < Ls && !rc; l0 += J->Lc) {
                 int64_t l1 = l0 + J->Lc < Ls ? l0 + J->Lc : Ls;
-                cols(dt, g, x, cbg, l0, l1, col, 0);
+                cols(dt, T, g, x, cbg, l0, l1, col, 0);
                 rc = gemm(dt, T, csg, l1 - l0, rows, w, rows, 1, col, l1 - l0, 1, 0.0,
                           y + l0 * esz, Ls);
             }
@@ -182,7 +193,7 @@ static int one_image(const job_t *J, int64_t n, char *col, char *acc, int first)
                 int64_t l1 = l0 + J->Lc < Ls ? l0 + J->Lc : Ls;
                 rc = gemm(dt, T, rows, l1 - l0, csg, w, 1, rows, x + l0 * esz, Ls, 1, 0.0, col,
                           l1 - l0);
-                if (!rc) cols(dt, g, y, cbg, l0, l1, col, 1);
+                if (!rc) cols(dt, T, g, y, cbg, l0, l1, col, 1);
             }
         }
         if (!rc) add_bias(dt, ybase, J->bias, J->cb, Lb);
@@ -199,7 +210,7 @@ static int one_image(const job_t *J, int64_t n, char *col, char *acc, int first)
             }
             for (int64_t l0 = 0; l0 < Ls && !rc; l0 += J->Lc) {
                 int64_t l1 = l0 + J->Lc < Ls ? l0 + J->Lc : Ls;
-                cols(dt, g, x, cbg, l0, l1, col, 0);
+                cols(dt, T, g, x, cbg, l0, l1, col, 0);
                 rc = gemm(dt, T, csg, rows, l1 - l0, gy + l0 * esz, Ls, 1, col, 1, l1 - l0,
                           (first && l0 == 0) ? 0.0 : 1.0, gw, rows);
             }
@@ -224,7 +235,7 @@ static int image_block(const job_t *J, int64_t n0, int64_t nimg, char *col, char
         switch (J->mode) {
         case FM_CONV_FWD:
             for (int64_t i = 0; i < nimg; i++)
-                cols_ld(dt, g, J->a + ((n0 + i) * J->cb + gi * cbg) * Lb * esz, cbg,
+                cols_ld(dt, g, J->a + ((n0 + i) * J->cb + gi * cbg) * Lb * esz, cbg, 0, Ls,
                         col + i * sl, Lt, 0);
             rc = gemm(dt, T, csg, Lt, rows, w, rows, 1, col, Lt, 1, 0.0, tmp, Lt);
             for (int64_t i = 0; i < nimg && !rc; i++) {
@@ -243,7 +254,7 @@ static int image_block(const job_t *J, int64_t n0, int64_t nimg, char *col, char
             for (int64_t i = 0; i < nimg && !rc; i++) {
                 char *y = J->out + ((n0 + i) * J->cb + gi * cbg) * Lb * esz;
                 memset(y, 0, cbg * Lb * esz);
-                cols_ld(dt, g, y, cbg, col + i * sl, Lt, 1);
+                cols_ld(dt, g, y, cbg, 0, Ls, col + i * sl, Lt, 1);
             }
             break;
         case FM_CONV_BWD_WEIGHT:
@@ -251,7 +262,7 @@ static int image_block(const job_t *J, int64_t n0, int64_t nimg, char *col, char
                 const char *gy = J->b + ((n0 + i) * J->cs + gi * csg) * sl;
                 for (int64_t c = 0; c < csg; c++)
                     memcpy(tmp + (c * Lt + i * Ls) * esz, gy + c * sl, sl);
-                cols_ld(dt, g, J->a + ((n0 + i) * J->cb + gi * cbg) * Lb * esz, cbg,
+                cols_ld(dt, g, J->a + ((n0 + i) * J->cb + gi * cbg) * Lb * esz, cbg, 0, Ls,
                         col + i * sl, Lt, 0);
             }
             rc = gemm(dt, T, csg, rows, Lt, tmp, Lt, 1, col, 1, Lt, first ? 0.0 : 1.0,
@@ -338,7 +349,7 @@ int fm_conv(int mode, int dtype, int nd, int64_t n, int64_t cb, int64_t cs, int6
     J.nb = 1;
     if (mode <= FM_CONV_BWD_WEIGHT && g->Ls < 256) {
         int64_t per = (n + outer - 1) / outer, nb = (512 + g->Ls - 1) / g->Ls;
-        int64_t cap = (int64_t)(1 << 20) / (rows * g->Ls);
+        int64_t cap = (int64_t)(1 << 21) / (rows * g->Ls);
         if (nb > cap) nb = cap;
         if (nb > per) nb = per;
         J.nb = nb < 1 ? 1 : nb;
