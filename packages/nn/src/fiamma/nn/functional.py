@@ -18,10 +18,12 @@ from fiamma.nn._sample_functional import *  # noqa: F401,F403
 from fiamma.nn._sample_functional import __all__ as _sample
 from fiamma.nn._pool_functional import *  # noqa: F401,F403
 from fiamma.nn._pool_functional import __all__ as _pools
+from fiamma.nn._conv_functional import *  # noqa: F401,F403
+from fiamma.nn._conv_functional import __all__ as _convs
 
 __all__ = (["linear", "bilinear", "relu", "softmax", "log_softmax", "pad", "dropout",
             "embedding"] + _losses + _activations
-           + _attention + _misc + _norms + _sample + _pools)
+           + _attention + _misc + _norms + _sample + _pools + _convs)
 
 
 def linear(input, weight, bias=None):

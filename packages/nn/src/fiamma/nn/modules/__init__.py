@@ -4,7 +4,9 @@ from fiamma.nn.modules.instancenorm import *  # noqa: F401,F403
 from fiamma.nn.modules.normalization import *  # noqa: F401,F403
 from fiamma.nn.modules.container import *  # noqa: F401,F403
 from fiamma.nn.modules.distance import *  # noqa: F401,F403
+from fiamma.nn.modules.conv import *  # noqa: F401,F403
 from fiamma.nn.modules.dropout import *  # noqa: F401,F403
+from fiamma.nn.modules.fold import *  # noqa: F401,F403
 from fiamma.nn.modules.linear import *  # noqa: F401,F403
 from fiamma.nn.modules.loss import *  # noqa: F401,F403
 from fiamma.nn.modules.module import Module  # noqa: F401
