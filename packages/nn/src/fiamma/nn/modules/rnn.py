@@ -56,30 +56,32 @@ def _linear(x, w, b):
 
 
 # ---- one time step given the projected input (xw already holds the input bias; for
-# LSTM and the plain RNN it holds the hidden bias too) -----------------------------------------
+# LSTM and the plain RNN it holds the hidden bias too). The weights come transposed once per
+# sequence, not per step: a per-step ``w.t()`` would make autograd sum T transposed (strided,
+# slow) weight gradients instead of T contiguous ones. ------------------------------------------
 
-def _rnn_tanh_step(xw, state, w_hh, b_hh, w_hr):
-    return fiamma.tanh(fiamma.addmm(xw, state, w_hh.t()))
-
-
-def _rnn_relu_step(xw, state, w_hh, b_hh, w_hr):
-    return fiamma.relu(fiamma.addmm(xw, state, w_hh.t()))
+def _rnn_tanh_step(xw, state, w_hh_t, b_hh, w_hr_t):
+    return fiamma.tanh(fiamma.addmm(xw, state, w_hh_t))
 
 
-def _lstm_step(xw, state, w_hh, b_hh, w_hr):
+def _rnn_relu_step(xw, state, w_hh_t, b_hh, w_hr_t):
+    return fiamma.relu(fiamma.addmm(xw, state, w_hh_t))
+
+
+def _lstm_step(xw, state, w_hh_t, b_hh, w_hr_t):
     h, c = state
-    gates = fiamma.addmm(xw, h, w_hh.t())
+    gates = fiamma.addmm(xw, h, w_hh_t)
     n = gates.shape[1] // 4
     i, f, g, o = _split(gates, (n, n, n, n), 1)
     c = fiamma.sigmoid(f) * c + fiamma.sigmoid(i) * fiamma.tanh(g)
     h = fiamma.sigmoid(o) * fiamma.tanh(c)
-    if w_hr is not None:
-        h = fiamma.mm(h, w_hr.t())
+    if w_hr_t is not None:
+        h = fiamma.mm(h, w_hr_t)
     return h, c
 
 
-def _gru_step(xw, h, w_hh, b_hh, w_hr):
-    gh = _linear(h, w_hh, b_hh)
+def _gru_step(xw, h, w_hh_t, b_hh, w_hr_t):
+    gh = fiamma.mm(h, w_hh_t) if b_hh is None else fiamma.addmm(b_hh, h, w_hh_t)
     n = gh.shape[1] // 3
     xrz, xn = _split(xw, (2 * n, n), 1)
     hrz, hn = _split(gh, (2 * n, n), 1)
@@ -107,7 +109,7 @@ def _cat_rows(parts):
 def _run_direction(step, xws, sizes, state, weights, reverse):
     """Run ``step`` over the per-time-step projected inputs ``xws`` (step t has ``sizes[t]``
     rows, non-increasing); returns the list of outputs in time order and the final state
-    (every sequence's state after its own last step)."""
+    (every sequence's state after its own last step). ``weights`` = (w_hh^T, b_hh, w_hr^T)."""
     w_hh, b_hh, w_hr = weights
     T = len(xws)
     outs = [None] * T
@@ -334,8 +336,8 @@ class RNNBase(Module):
                 xws = _split(xw, sizes, 0)
                 k = layer * dirs + d
                 state = (hidden[0][k], hidden[1][k]) if lstm else hidden[0][k]
-                seq, state = _run_direction(step, xws, sizes, state, (w_hh, b_step, w_hr),
-                                            d == 1)
+                weights = (w_hh.t(), b_step, None if w_hr is None else w_hr.t())
+                seq, state = _run_direction(step, xws, sizes, state, weights, d == 1)
                 outs.append(fiamma.cat(seq, 0) if len(seq) != 1 else seq[0])
                 if lstm:
                     h_n.append(state[0])
@@ -537,7 +539,7 @@ class LSTMCell(RNNCellBase):
         xw = _linear(x, self.weight_ih, self.bias_ih)
         if self.bias_hh is not None:
             xw = xw + self.bias_hh
-        h, c = _lstm_step(xw, (h, c), self.weight_hh, None, None)
+        h, c = _lstm_step(xw, (h, c), self.weight_hh.t(), None, None)
         return (h.squeeze(0), c.squeeze(0)) if unbatched else (h, c)
 
 
@@ -556,5 +558,5 @@ class GRUCell(RNNCellBase):
     def forward(self, input, hx=None):
         x, (h,), unbatched = self._check(input, hx, 1)
         xw = _linear(x, self.weight_ih, self.bias_ih)
-        h = _gru_step(xw, h, self.weight_hh, self.bias_hh, None)
+        h = _gru_step(xw, h, self.weight_hh.t(), self.bias_hh, None)
         return h.squeeze(0) if unbatched else h
