@@ -441,6 +441,9 @@ def test_forward_errors_name_the_module(mode):
         m(x, (h2, h2) if mode == "LSTM" else h2)
     with pytest.raises(RuntimeError, match=f"{name}: input must have the type"):
         m(fiamma.zeros(5, 2, 3))
+    with pytest.raises(RuntimeError, match=f"{name}: Expected sequence length to be larger "
+                       "than 0"):
+        m(fiamma.zeros(0, 2, 3, dtype=fiamma.float64))
 
 
 def test_cell_errors():

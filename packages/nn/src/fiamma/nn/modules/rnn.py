@@ -271,6 +271,9 @@ class RNNBase(Module):
             if batched and self.batch_first:
                 x = x.transpose(0, 1)
             T, B = x.shape[0], x.shape[1]
+            if T == 0:
+                raise RuntimeError(f"{name}: Expected sequence length to be larger than 0 in "
+                                   "RNN")
             sizes = [B] * T
         if x.dim() != 2 + (not packed) or x.shape[-1] != self.input_size:
             raise RuntimeError(f"{name}: input.size(-1) must be equal to input_size. Expected "
