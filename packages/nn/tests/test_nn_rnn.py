@@ -7,7 +7,7 @@ import pytest
 
 import fiamma
 from fiamma import nn
-from fiamma.autograd import gradcheck
+from fiamma.autograd import gradcheck, gradgradcheck
 from fiamma.nn.utils import rnn as U
 
 try:
@@ -237,6 +237,21 @@ def test_layer_gradcheck(mode):
             out, h = m(x, h0)
             return out, h
         assert gradcheck(fn, (x, h0, *params))
+
+
+@pytest.mark.parametrize("mode", ["LSTM", "GRU"])
+def test_layer_double_backward(mode):
+    # the fused gate nodes recompute their activations under create_graph
+    fiamma.manual_seed(15)
+    m = _make(mode, 2, 2)
+    x = fiamma.randn(3, 1, 2, dtype=fiamma.float64, requires_grad=True)
+    h0 = fiamma.randn(1, 1, 2, dtype=fiamma.float64, requires_grad=True)
+    w = m.weight_hh_l0
+    if mode == "LSTM":
+        c0 = fiamma.randn(1, 1, 2, dtype=fiamma.float64, requires_grad=True)
+        assert gradgradcheck(lambda x, h0, c0, w: m(x, (h0, c0))[1][1], (x, h0, c0, w))
+    else:
+        assert gradgradcheck(lambda x, h0, w: m(x, h0)[0], (x, h0, w))
 
 
 @pytest.mark.parametrize("mode", MODES)

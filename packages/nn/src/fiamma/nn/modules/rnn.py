@@ -68,26 +68,84 @@ def _rnn_relu_step(xw, state, w_hh_t, b_hh, w_hr_t):
     return fiamma.relu(fiamma.addmm(xw, state, w_hh_t))
 
 
+class _LSTMPointwise(Function):
+    """The LSTM gate arithmetic of one step, ``(gates, c) -> (h, c')`` (h before any
+    projection), as one graph node: recording its dozen elementwise ops one by one costs more
+    than computing them at the sizes recurrent layers run at. The backward is written in
+    differentiable ops and, under ``create_graph``, recomputes the activations from the saved
+    inputs so that higher derivatives are right."""
+
+    @staticmethod
+    def forward(ctx, gates, c):
+        n = c.shape[1]
+        sif = fiamma.sigmoid(gates[:, :2 * n])
+        tg = fiamma.tanh(gates[:, 2 * n:3 * n])
+        so = fiamma.sigmoid(gates[:, 3 * n:])
+        c2 = sif[:, n:] * c
+        c2 += sif[:, :n] * tg
+        tc = fiamma.tanh(c2)
+        ctx.save_for_backward(gates, c, sif, tg, so, tc)
+        return so * tc, c2
+
+    @staticmethod
+    def backward(ctx, dh, dc):
+        gates, c, sif, tg, so, tc = ctx.saved_tensors
+        n = c.shape[1]
+        if fiamma.is_grad_enabled():  # create_graph: activations with history
+            sif = fiamma.sigmoid(gates[:, :2 * n])
+            tg = fiamma.tanh(gates[:, 2 * n:3 * n])
+            so = fiamma.sigmoid(gates[:, 3 * n:])
+            tc = fiamma.tanh(sif[:, n:] * c + sif[:, :n] * tg)
+        si, sf = sif[:, :n], sif[:, n:]
+        dso = dh * so
+        dc = dc + dso * (1 - tc * tc)
+        dsi = dc * si
+        d = fiamma.cat([dsi * tg * (1 - si), dc * c * sf * (1 - sf), dsi * (1 - tg * tg),
+                        dso * tc * (1 - so)], 1)
+        return d, dc * sf
+
+
 def _lstm_step(xw, state, w_hh_t, b_hh, w_hr_t):
     h, c = state
-    gates = fiamma.addmm(xw, h, w_hh_t)
-    n = gates.shape[1] // 4
-    i, f, g, o = _split(gates, (n, n, n, n), 1)
-    c = fiamma.sigmoid(f) * c + fiamma.sigmoid(i) * fiamma.tanh(g)
-    h = fiamma.sigmoid(o) * fiamma.tanh(c)
+    h, c = _LSTMPointwise.apply(fiamma.addmm(xw, h, w_hh_t), c)
     if w_hr_t is not None:
         h = fiamma.mm(h, w_hr_t)
     return h, c
 
 
+class _GRUPointwise(Function):
+    """The GRU gate arithmetic of one step, ``(x W_ih^T + b_ih, h W_hh^T + b_hh, h) -> h'``,
+    as one graph node (see :class:`_LSTMPointwise`)."""
+
+    @staticmethod
+    def forward(ctx, gx, gh, h):
+        n = h.shape[1]
+        rz = fiamma.sigmoid(gx[:, :2 * n] + gh[:, :2 * n])
+        r, z = rz[:, :n], rz[:, n:]
+        new = fiamma.tanh(gx[:, 2 * n:] + r * gh[:, 2 * n:])
+        out = h - new
+        out *= z
+        out += new
+        ctx.save_for_backward(gx, gh, h, rz, new)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        gx, gh, h, rz, new = ctx.saved_tensors
+        n = h.shape[1]
+        ghn = gh[:, 2 * n:]
+        if fiamma.is_grad_enabled():  # create_graph: activations with history
+            rz = fiamma.sigmoid(gx[:, :2 * n] + gh[:, :2 * n])
+            new = fiamma.tanh(gx[:, 2 * n:] + rz[:, :n] * ghn)
+        r, z = rz[:, :n], rz[:, n:]
+        dpn = dout * (1 - z) * (1 - new * new)
+        drz = fiamma.cat([dpn * ghn * r * (1 - r), dout * (h - new) * z * (1 - z)], 1)
+        return fiamma.cat([drz, dpn], 1), fiamma.cat([drz, dpn * r], 1), dout * z
+
+
 def _gru_step(xw, h, w_hh_t, b_hh, w_hr_t):
     gh = fiamma.mm(h, w_hh_t) if b_hh is None else fiamma.addmm(b_hh, h, w_hh_t)
-    n = gh.shape[1] // 3
-    xrz, xn = _split(xw, (2 * n, n), 1)
-    hrz, hn = _split(gh, (2 * n, n), 1)
-    r, z = _split(fiamma.sigmoid(xrz + hrz), (n, n), 1)
-    new = fiamma.tanh(xn + r * hn)
-    return new + z * (h - new)
+    return _GRUPointwise.apply(xw, gh, h)
 
 
 _STEPS = {"LSTM": _lstm_step, "GRU": _gru_step, "RNN_TANH": _rnn_tanh_step,
