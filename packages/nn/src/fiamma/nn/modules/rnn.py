@@ -173,7 +173,7 @@ def _run_direction(step, xws, sizes, state, weights, reverse):
     outs = [None] * T
     full = sizes[0] if T else 0
     if not reverse:
-        done = []  # states of sequences that ended early, the latest-ending first
+        done = []  # states of the sequences that ended early: highest rows (ended first) first
         cur = full
         for t in range(T):
             bs = sizes[t]
@@ -549,9 +549,9 @@ class RNNCellBase(Module):
                                        f"(like the input), got {h.dim()}D")
                 h2 = h.unsqueeze(0) if unbatched else h
                 if tuple(h2.shape) != (B, self.hidden_size):
-                    raise RuntimeError(f"{name}: Expected hidden[{k}] size "
-                                       f"{(B, self.hidden_size) if not unbatched else (self.hidden_size,)}"
-                                       f", got {list(h.shape)}")
+                    want = (self.hidden_size,) if unbatched else (B, self.hidden_size)
+                    raise RuntimeError(f"{name}: Expected hidden[{k}] size {want}, got "
+                                       f"{list(h.shape)}")
                 states[k] = h2
         return x, states, unbatched
 

@@ -231,11 +231,11 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="
     feat = tuple(sequences[0].shape[1:])
     for i, s in enumerate(sequences):
         if s.dim() == 0 or tuple(s.shape[1:]) != feat:
-            raise RuntimeError(f"{op}: every sequence must have shape (L, {', '.join(map(str, feat))}"
-                               f"{',' if len(feat) == 1 else ''}) after its length; sequence {i} "
-                               f"has shape {list(s.shape)}")
+            raise RuntimeError(f"{op}: every sequence must have shape (L, *{list(feat)}) "
+                               f"(the first one's trailing dims); sequence {i} has shape "
+                               f"{list(s.shape)}")
     lens = np.array([s.shape[0] for s in sequences], dtype=np.int64)
-    B, L = len(sequences), int(lens.max())
+    L = int(lens.max())
     n = int(lens.sum())
     starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
     t_idx = np.arange(L)[:, None]
