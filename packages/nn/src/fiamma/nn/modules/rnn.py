@@ -55,17 +55,61 @@ def _linear(x, w, b):
     return fiamma.mm(x, w.t()) if b is None else fiamma.addmm(b, x, w.t())
 
 
-# ---- one time step given the projected input (xw already holds the input bias; for
-# LSTM and the plain RNN it holds the hidden bias too). The weights come transposed once per
-# sequence, not per step: a per-step ``w.t()`` would make autograd sum T transposed (strided,
-# slow) weight gradients instead of T contiguous ones. ------------------------------------------
+# ---- the recurrent weight's gradient in one product ---------------------------------------------
+#
+# Step t computes ``carry_t + h_{t-1} W_hh^T`` (``carry`` is the projected input for LSTM and
+# RNN, the hidden bias for GRU). Left to autograd, every step would add its own
+# ``h_{t-1}^T d_t`` (a product with inner size = batch, then a full-size sum) into W_hh's
+# gradient. Instead the steps pass no gradient to W_hh (``_StepMM``) and ``_RecurrentWeight``,
+# an identity on the whole carry tensor placed before the per-step split, receives all the
+# ``d_t`` at once and returns ``H_prev^T D`` (inner size = every row of the sequence), one
+# efficient product. Both backwards are differentiable ops on tensors with history, so
+# create_graph still gives exact higher derivatives.
 
-def _rnn_tanh_step(xw, state, w_hh_t, b_hh, w_hr_t):
-    return fiamma.tanh(fiamma.addmm(xw, state, w_hh_t))
+class _StepMM(Function):
+    """``addmm(carry, h, w_t)`` passing gradients to ``carry`` and ``h`` only."""
+
+    @staticmethod
+    def forward(ctx, carry, h, w_t):
+        ctx.save_for_backward(w_t)
+        return fiamma.addmm(carry, h, w_t)
+
+    @staticmethod
+    def backward(ctx, g):
+        (w_t,) = ctx.saved_tensors
+        return g, (fiamma.mm(g, w_t.t()) if ctx.needs_input_grad[1] else None), None
 
 
-def _rnn_relu_step(xw, state, w_hh_t, b_hh, w_hr_t):
-    return fiamma.relu(fiamma.addmm(xw, state, w_hh_t))
+class _RecurrentWeight(Function):
+    """The identity on ``carry`` (rows of all steps); its backward also returns ``w_t``'s
+    gradient ``cat(prevs)^T grad``, ``prevs[t]`` being the hidden state fed to step t (filled
+    in during the forward loop)."""
+
+    @staticmethod
+    def forward(ctx, carry, w_t, prevs):
+        ctx.prevs = prevs
+        return carry
+
+    @staticmethod
+    def backward(ctx, g):
+        gw = None
+        if ctx.needs_input_grad[1]:
+            prevs = ctx.prevs
+            hp = fiamma.cat(prevs, 0) if len(prevs) != 1 else prevs[0]
+            gw = fiamma.mm(hp.t(), g)
+        return g, gw, None
+
+
+# ---- one time step: ``mm(carry, h, w_t)`` is the hidden product (``_StepMM.apply`` when
+# recording, else ``fiamma.addmm``); xw is the projected input (with b_ih, and for LSTM and
+# RNN also b_hh, which then is the carry). --------------------------------------------------------
+
+def _rnn_tanh_step(xw, carry, state, w_t, w_hr_t, mm):
+    return fiamma.tanh(mm(carry, state, w_t))
+
+
+def _rnn_relu_step(xw, carry, state, w_t, w_hr_t, mm):
+    return fiamma.relu(mm(carry, state, w_t))
 
 
 class _LSTMPointwise(Function):
@@ -105,9 +149,9 @@ class _LSTMPointwise(Function):
         return d, dc * sf
 
 
-def _lstm_step(xw, state, w_hh_t, b_hh, w_hr_t):
+def _lstm_step(xw, carry, state, w_t, w_hr_t, mm):
     h, c = state
-    h, c = _LSTMPointwise.apply(fiamma.addmm(xw, h, w_hh_t), c)
+    h, c = _LSTMPointwise.apply(mm(carry, h, w_t), c)
     if w_hr_t is not None:
         h = fiamma.mm(h, w_hr_t)
     return h, c
@@ -143,9 +187,8 @@ class _GRUPointwise(Function):
         return fiamma.cat([drz, dpn], 1), fiamma.cat([drz, dpn * r], 1), dout * z
 
 
-def _gru_step(xw, h, w_hh_t, b_hh, w_hr_t):
-    gh = fiamma.mm(h, w_hh_t) if b_hh is None else fiamma.addmm(b_hh, h, w_hh_t)
-    return _GRUPointwise.apply(xw, gh, h)
+def _gru_step(xw, carry, h, w_t, w_hr_t, mm):
+    return _GRUPointwise.apply(xw, mm(carry, h, w_t), h)
 
 
 _STEPS = {"LSTM": _lstm_step, "GRU": _gru_step, "RNN_TANH": _rnn_tanh_step,
@@ -164,11 +207,12 @@ def _cat_rows(parts):
     return fiamma.cat(parts, 0)
 
 
-def _run_direction(step, xws, sizes, state, weights, reverse):
-    """Run ``step`` over the per-time-step projected inputs ``xws`` (step t has ``sizes[t]``
-    rows, non-increasing); returns the list of outputs in time order and the final state
-    (every sequence's state after its own last step). ``weights`` = (w_hh^T, b_hh, w_hr^T)."""
-    w_hh, b_hh, w_hr = weights
+def _run_direction(step, xws, carries, sizes, state, weights, prevs, reverse):
+    """Run ``step`` over the per-time-step projected inputs ``xws`` and carries (step t has
+    ``sizes[t]`` rows, non-increasing); returns the list of outputs in time order and the
+    final state (every sequence's state after its own last step). ``weights`` = (w_hh^T,
+    w_hr^T or None, mm); ``prevs[t]`` gets the hidden state fed to step t."""
+    w_t, w_hr, mm = weights
     T = len(xws)
     outs = [None] * T
     full = sizes[0] if T else 0
@@ -181,7 +225,8 @@ def _run_direction(step, xws, sizes, state, weights, reverse):
                 done.append(_rows(state, bs, cur))
                 state = _rows(state, 0, bs)
                 cur = bs
-            state = step(xws[t], state, w_hh, b_hh, w_hr)
+            prevs[t] = state[0] if isinstance(state, tuple) else state
+            state = step(xws[t], carries[t], state, w_t, w_hr, mm)
             outs[t] = state[0] if isinstance(state, tuple) else state
         if done:
             state = _cat_rows([state] + done[::-1])
@@ -195,7 +240,8 @@ def _run_direction(step, xws, sizes, state, weights, reverse):
             if bs != cur:  # sequences starting (from their end) at this step join
                 state = _cat_rows([state, _rows(init_state, cur, bs)])
                 cur = bs
-            state = step(xws[t], state, w_hh, b_hh, w_hr)
+            prevs[t] = state[0] if isinstance(state, tuple) else state
+            state = step(xws[t], carries[t], state, w_t, w_hr, mm)
             outs[t] = state[0] if isinstance(state, tuple) else state
     return outs, state
 
@@ -382,6 +428,8 @@ class RNNBase(Module):
         dirs = 2 if self.bidirectional else 1
         step = _STEPS[self.mode]
         lstm = self.mode == "LSTM"
+        recording = fiamma.is_grad_enabled()
+        mm = _StepMM.apply if recording else fiamma.addmm
         h_n, c_n = [], []
         for layer in range(self.num_layers):
             if layer and self.dropout and self.training:
@@ -389,16 +437,26 @@ class RNNBase(Module):
             outs = []
             for d in range(dirs):
                 w_ih, w_hh, b_ih, b_hh, w_hr = self._layer_weights(layer, d)
-                if b_ih is not None and self.mode != "GRU":
-                    bias, b_step = b_ih + b_hh, None
-                else:
-                    bias, b_step = b_ih, b_hh
+                gru = self.mode == "GRU"
+                bias = b_ih + b_hh if b_ih is not None and not gru else b_ih
                 xw = _linear(x, w_ih, bias)
-                xws = _split(xw, sizes, 0)
+                w_t = w_hh.t()
+                if not gru:
+                    carry = xw
+                elif b_hh is not None:
+                    carry = b_hh.expand(xw.shape[0], b_hh.shape[0])
+                else:
+                    carry = fiamma.zeros(xw.shape, dtype=xw.dtype, device=xw.device)
+                prevs = [None] * len(sizes)
+                if recording:
+                    carry = _RecurrentWeight.apply(carry, w_t, prevs)
+                carries = _split(carry, sizes, 0)
+                xws = _split(xw, sizes, 0) if gru else carries
                 k = layer * dirs + d
                 state = (hidden[0][k], hidden[1][k]) if lstm else hidden[0][k]
-                weights = (w_hh.t(), b_step, None if w_hr is None else w_hr.t())
-                seq, state = _run_direction(step, xws, sizes, state, weights, d == 1)
+                weights = (w_t, None if w_hr is None else w_hr.t(), mm)
+                seq, state = _run_direction(step, xws, carries, sizes, state, weights, prevs,
+                                            d == 1)
                 outs.append(fiamma.cat(seq, 0) if len(seq) != 1 else seq[0])
                 if lstm:
                     h_n.append(state[0])
@@ -600,7 +658,7 @@ class LSTMCell(RNNCellBase):
         xw = _linear(x, self.weight_ih, self.bias_ih)
         if self.bias_hh is not None:
             xw = xw + self.bias_hh
-        h, c = _lstm_step(xw, (h, c), self.weight_hh.t(), None, None)
+        h, c = _lstm_step(xw, xw, (h, c), self.weight_hh.t(), None, fiamma.addmm)
         return (h.squeeze(0), c.squeeze(0)) if unbatched else (h, c)
 
 
@@ -619,5 +677,6 @@ class GRUCell(RNNCellBase):
     def forward(self, input, hx=None):
         x, (h,), unbatched = self._check(input, hx, 1)
         xw = _linear(x, self.weight_ih, self.bias_ih)
-        h = _gru_step(xw, h, self.weight_hh.t(), self.bias_hh, None)
+        gh = _linear(h, self.weight_hh, self.bias_hh)
+        h = _GRUPointwise.apply(xw, gh, h)
         return h.squeeze(0) if unbatched else h
