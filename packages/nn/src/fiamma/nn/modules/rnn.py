@@ -3,8 +3,12 @@
 Parameter names, shapes, gate order and initialisation are PyTorch's, so its checkpoints load
 by key. A layer is computed per (layer, direction) as one matrix product projecting the inputs
 of every time step at once, then a loop over time that only does the hidden-state product and
-the gate arithmetic; everything is built from differentiable core ops, so autograd needs no
-formula of its own here. Packed sequences run step ``t`` on its first ``batch_sizes[t]`` rows.
+the gate arithmetic. Everything is composed of differentiable core ops; a few small
+``autograd.Function`` s (in ``_rnn_autograd.py``; their backwards are differentiable ops too,
+so higher derivatives work) only regroup the graph: the gate arithmetic of a step is one node,
+the per-step split of the projection has a single ``cat`` backward, and the recurrent weight's
+gradient is one product over the whole sequence. Packed sequences run step ``t`` on its first
+``batch_sizes[t]`` rows.
 
 >>> import fiamma
 >>> from fiamma import nn
@@ -19,7 +23,6 @@ import numbers
 import warnings
 
 import fiamma
-from fiamma.autograd import Function
 from fiamma.nn import functional as F, init
 from fiamma.nn.modules.module import Module
 from fiamma.nn.parameter import Parameter
@@ -30,77 +33,29 @@ __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell"
 _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 
 
-class _Split(Function):
-    """``x.split(sizes, dim)`` whose backward is one ``cat`` (the generic view backward would
-    write each piece's gradient into its own zero buffer the size of ``x``, which makes the
-    per-time-step split of the input projection quadratic in the sequence length)."""
+_ag = None  # fiamma.nn.modules._rnn_autograd, imported by the first forward
 
-    @staticmethod
-    def forward(ctx, x, sizes, dim):
-        ctx.dim = dim
-        return tuple(x.split(sizes, dim))
 
-    @staticmethod
-    def backward(ctx, *grads):
-        return fiamma.cat(grads, ctx.dim), None, None
+def _load_autograd():
+    global _ag
+    if _ag is None:
+        from fiamma.nn.modules import _rnn_autograd
+
+        _ag = _rnn_autograd
+    return _ag
 
 
 def _split(x, sizes, dim):
     if len(sizes) == 1:
         return (x,)
-    return _Split.apply(x, list(sizes), dim)
+    return _ag.Split.apply(x, list(sizes), dim)
 
 
 def _linear(x, w, b):
     return fiamma.mm(x, w.t()) if b is None else fiamma.addmm(b, x, w.t())
 
 
-# ---- the recurrent weight's gradient in one product ---------------------------------------------
-#
-# Step t computes ``carry_t + h_{t-1} W_hh^T`` (``carry`` is the projected input for LSTM and
-# RNN, the hidden bias for GRU). Left to autograd, every step would add its own
-# ``h_{t-1}^T d_t`` (a product with inner size = batch, then a full-size sum) into W_hh's
-# gradient. Instead the steps pass no gradient to W_hh (``_StepMM``) and ``_RecurrentWeight``,
-# an identity on the whole carry tensor placed before the per-step split, receives all the
-# ``d_t`` at once and returns ``H_prev^T D`` (inner size = every row of the sequence), one
-# efficient product. Both backwards are differentiable ops on tensors with history, so
-# create_graph still gives exact higher derivatives.
-
-class _StepMM(Function):
-    """``addmm(carry, h, w_t)`` passing gradients to ``carry`` and ``h`` only."""
-
-    @staticmethod
-    def forward(ctx, carry, h, w_t):
-        ctx.save_for_backward(w_t)
-        return fiamma.addmm(carry, h, w_t)
-
-    @staticmethod
-    def backward(ctx, g):
-        (w_t,) = ctx.saved_tensors
-        return g, (fiamma.mm(g, w_t.t()) if ctx.needs_input_grad[1] else None), None
-
-
-class _RecurrentWeight(Function):
-    """The identity on ``carry`` (rows of all steps); its backward also returns ``w_t``'s
-    gradient ``cat(prevs)^T grad``, ``prevs[t]`` being the hidden state fed to step t (filled
-    in during the forward loop)."""
-
-    @staticmethod
-    def forward(ctx, carry, w_t, prevs):
-        ctx.prevs = prevs
-        return carry
-
-    @staticmethod
-    def backward(ctx, g):
-        gw = None
-        if ctx.needs_input_grad[1]:
-            prevs = ctx.prevs
-            hp = fiamma.cat(prevs, 0) if len(prevs) != 1 else prevs[0]
-            gw = fiamma.mm(hp.t(), g)
-        return g, gw, None
-
-
-# ---- one time step: ``mm(carry, h, w_t)`` is the hidden product (``_StepMM.apply`` when
+# ---- one time step: ``mm(carry, h, w_t)`` is the hidden product (``_ag.StepMM.apply`` when
 # recording, else ``fiamma.addmm``); xw is the projected input (with b_ih, and for LSTM and
 # RNN also b_hh, which then is the carry). --------------------------------------------------------
 
@@ -112,83 +67,16 @@ def _rnn_relu_step(xw, carry, state, w_t, w_hr_t, mm):
     return fiamma.relu(mm(carry, state, w_t))
 
 
-class _LSTMPointwise(Function):
-    """The LSTM gate arithmetic of one step, ``(gates, c) -> (h, c')`` (h before any
-    projection), as one graph node: recording its dozen elementwise ops one by one costs more
-    than computing them at the sizes recurrent layers run at. The backward is written in
-    differentiable ops and, under ``create_graph``, recomputes the activations from the saved
-    inputs so that higher derivatives are right."""
-
-    @staticmethod
-    def forward(ctx, gates, c):
-        n = c.shape[1]
-        sif = fiamma.sigmoid(gates[:, :2 * n])
-        tg = fiamma.tanh(gates[:, 2 * n:3 * n])
-        so = fiamma.sigmoid(gates[:, 3 * n:])
-        c2 = sif[:, n:] * c
-        c2 += sif[:, :n] * tg
-        tc = fiamma.tanh(c2)
-        ctx.save_for_backward(gates, c, sif, tg, so, tc)
-        return so * tc, c2
-
-    @staticmethod
-    def backward(ctx, dh, dc):
-        gates, c, sif, tg, so, tc = ctx.saved_tensors
-        n = c.shape[1]
-        if fiamma.is_grad_enabled():  # create_graph: activations with history
-            sif = fiamma.sigmoid(gates[:, :2 * n])
-            tg = fiamma.tanh(gates[:, 2 * n:3 * n])
-            so = fiamma.sigmoid(gates[:, 3 * n:])
-            tc = fiamma.tanh(sif[:, n:] * c + sif[:, :n] * tg)
-        si, sf = sif[:, :n], sif[:, n:]
-        dso = dh * so
-        dc = dc + dso * (1 - tc * tc)
-        dsi = dc * si
-        d = fiamma.cat([dsi * tg * (1 - si), dc * c * sf * (1 - sf), dsi * (1 - tg * tg),
-                        dso * tc * (1 - so)], 1)
-        return d, dc * sf
-
-
 def _lstm_step(xw, carry, state, w_t, w_hr_t, mm):
     h, c = state
-    h, c = _LSTMPointwise.apply(mm(carry, h, w_t), c)
+    h, c = _ag.LSTMPointwise.apply(mm(carry, h, w_t), c)
     if w_hr_t is not None:
         h = fiamma.mm(h, w_hr_t)
     return h, c
 
 
-class _GRUPointwise(Function):
-    """The GRU gate arithmetic of one step, ``(x W_ih^T + b_ih, h W_hh^T + b_hh, h) -> h'``,
-    as one graph node (see :class:`_LSTMPointwise`)."""
-
-    @staticmethod
-    def forward(ctx, gx, gh, h):
-        n = h.shape[1]
-        rz = fiamma.sigmoid(gx[:, :2 * n] + gh[:, :2 * n])
-        r, z = rz[:, :n], rz[:, n:]
-        new = fiamma.tanh(gx[:, 2 * n:] + r * gh[:, 2 * n:])
-        out = h - new
-        out *= z
-        out += new
-        ctx.save_for_backward(gx, gh, h, rz, new)
-        return out
-
-    @staticmethod
-    def backward(ctx, dout):
-        gx, gh, h, rz, new = ctx.saved_tensors
-        n = h.shape[1]
-        ghn = gh[:, 2 * n:]
-        if fiamma.is_grad_enabled():  # create_graph: activations with history
-            rz = fiamma.sigmoid(gx[:, :2 * n] + gh[:, :2 * n])
-            new = fiamma.tanh(gx[:, 2 * n:] + rz[:, :n] * ghn)
-        r, z = rz[:, :n], rz[:, n:]
-        dpn = dout * (1 - z) * (1 - new * new)
-        drz = fiamma.cat([dpn * ghn * r * (1 - r), dout * (h - new) * z * (1 - z)], 1)
-        return fiamma.cat([drz, dpn], 1), fiamma.cat([drz, dpn * r], 1), dout * z
-
-
 def _gru_step(xw, carry, h, w_t, w_hr_t, mm):
-    return _GRUPointwise.apply(xw, mm(carry, h, w_t), h)
+    return _ag.GRUPointwise.apply(xw, mm(carry, h, w_t), h)
 
 
 _STEPS = {"LSTM": _lstm_step, "GRU": _gru_step, "RNN_TANH": _rnn_tanh_step,
@@ -424,12 +312,13 @@ class RNNBase(Module):
 
     def forward(self, input, hx=None):
         x, sizes, B, batched, packed, sorted_idx, unsorted_idx = self._prepare(input)
+        _load_autograd()
         hidden = self._hidden(hx, B, batched, sorted_idx, x.dtype, x.device)
         dirs = 2 if self.bidirectional else 1
         step = _STEPS[self.mode]
         lstm = self.mode == "LSTM"
         recording = fiamma.is_grad_enabled()
-        mm = _StepMM.apply if recording else fiamma.addmm
+        mm = _ag.StepMM.apply if recording else fiamma.addmm
         h_n, c_n = [], []
         for layer in range(self.num_layers):
             if layer and self.dropout and self.training:
@@ -449,7 +338,7 @@ class RNNBase(Module):
                     carry = fiamma.zeros(xw.shape, dtype=xw.dtype, device=xw.device)
                 prevs = [None] * len(sizes)
                 if recording:
-                    carry = _RecurrentWeight.apply(carry, w_t, prevs)
+                    carry = _ag.RecurrentWeight.apply(carry, w_t, prevs)
                 carries = _split(carry, sizes, 0)
                 xws = _split(xw, sizes, 0) if gru else carries
                 k = layer * dirs + d
@@ -655,6 +544,7 @@ class LSTMCell(RNNCellBase):
 
     def forward(self, input, hx=None):
         x, (h, c), unbatched = self._check(input, hx, 2)
+        _load_autograd()
         xw = _linear(x, self.weight_ih, self.bias_ih)
         if self.bias_hh is not None:
             xw = xw + self.bias_hh
@@ -676,7 +566,8 @@ class GRUCell(RNNCellBase):
 
     def forward(self, input, hx=None):
         x, (h,), unbatched = self._check(input, hx, 1)
+        _load_autograd()
         xw = _linear(x, self.weight_ih, self.bias_ih)
         gh = _linear(h, self.weight_hh, self.bias_hh)
-        h = _GRUPointwise.apply(xw, gh, h)
+        h = _ag.GRUPointwise.apply(xw, gh, h)
         return h.squeeze(0) if unbatched else h
