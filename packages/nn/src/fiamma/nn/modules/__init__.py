@@ -12,6 +12,7 @@ from fiamma.nn.modules.loss import *  # noqa: F401,F403
 from fiamma.nn.modules.module import Module  # noqa: F401
 from fiamma.nn.modules.pixelshuffle import *  # noqa: F401,F403
 from fiamma.nn.modules.pooling import *  # noqa: F401,F403
+from fiamma.nn.modules.rnn import *  # noqa: F401,F403
 from fiamma.nn.modules.sparse import *  # noqa: F401,F403
 from fiamma.nn.modules.transformer import *  # noqa: F401,F403
 from fiamma.nn.modules.upsampling import *  # noqa: F401,F403

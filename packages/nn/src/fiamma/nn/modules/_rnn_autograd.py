@@ -1,0 +1,134 @@
+"""The autograd nodes of the recurrent layers (``fiamma.nn.modules.rnn``), in their own module
+so that ``import fiamma.nn`` does not import ``fiamma.autograd`` (the layers load this on their
+first forward). They only regroup the graph of core ops; every backward is written in
+differentiable ops, so higher derivatives work."""
+
+import fiamma
+from fiamma.autograd import Function
+
+
+class Split(Function):
+    """``x.split(sizes, dim)`` whose backward is one ``cat`` (the generic view backward would
+    write each piece's gradient into its own zero buffer the size of ``x``, which makes the
+    per-time-step split of the input projection quadratic in the sequence length)."""
+
+    @staticmethod
+    def forward(ctx, x, sizes, dim):
+        ctx.dim = dim
+        return tuple(x.split(sizes, dim))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return fiamma.cat(grads, ctx.dim), None, None
+
+
+# ---- the recurrent weight's gradient in one product ---------------------------------------------
+#
+# Step t computes ``carry_t + h_{t-1} W_hh^T`` (``carry`` is the projected input for LSTM and
+# RNN, the hidden bias for GRU). Left to autograd, every step would add its own
+# ``h_{t-1}^T d_t`` (a product with inner size = batch, then a full-size sum) into W_hh's
+# gradient. Instead the steps pass no gradient to W_hh (``StepMM``) and ``RecurrentWeight``,
+# an identity on the whole carry tensor placed before the per-step split, receives all the
+# ``d_t`` at once and returns ``H_prev^T D`` (inner size = every row of the sequence), one
+# efficient product. Both backwards are differentiable ops on tensors with history, so
+# create_graph still gives exact higher derivatives.
+
+class StepMM(Function):
+    """``addmm(carry, h, w_t)`` passing gradients to ``carry`` and ``h`` only."""
+
+    @staticmethod
+    def forward(ctx, carry, h, w_t):
+        ctx.save_for_backward(w_t)
+        return fiamma.addmm(carry, h, w_t)
+
+    @staticmethod
+    def backward(ctx, g):
+        (w_t,) = ctx.saved_tensors
+        return g, (fiamma.mm(g, w_t.t()) if ctx.needs_input_grad[1] else None), None
+
+
+class RecurrentWeight(Function):
+    """The identity on ``carry`` (rows of all steps); its backward also returns ``w_t``'s
+    gradient ``cat(prevs)^T grad``, ``prevs[t]`` being the hidden state fed to step t (filled
+    in during the forward loop)."""
+
+    @staticmethod
+    def forward(ctx, carry, w_t, prevs):
+        ctx.prevs = prevs
+        return carry
+
+    @staticmethod
+    def backward(ctx, g):
+        gw = None
+        if ctx.needs_input_grad[1]:
+            prevs = ctx.prevs
+            hp = fiamma.cat(prevs, 0) if len(prevs) != 1 else prevs[0]
+            gw = fiamma.mm(hp.t(), g)
+        return g, gw, None
+
+
+class LSTMPointwise(Function):
+    """The LSTM gate arithmetic of one step, ``(gates, c) -> (h, c')`` (h before any
+    projection), as one graph node: recording its dozen elementwise ops one by one costs more
+    than computing them at the sizes recurrent layers run at. The backward is written in
+    differentiable ops and, under ``create_graph``, recomputes the activations from the saved
+    inputs so that higher derivatives are right."""
+
+    @staticmethod
+    def forward(ctx, gates, c):
+        n = c.shape[1]
+        sif = fiamma.sigmoid(gates[:, :2 * n])
+        tg = fiamma.tanh(gates[:, 2 * n:3 * n])
+        so = fiamma.sigmoid(gates[:, 3 * n:])
+        c2 = sif[:, n:] * c
+        c2 += sif[:, :n] * tg
+        tc = fiamma.tanh(c2)
+        ctx.save_for_backward(gates, c, sif, tg, so, tc)
+        return so * tc, c2
+
+    @staticmethod
+    def backward(ctx, dh, dc):
+        gates, c, sif, tg, so, tc = ctx.saved_tensors
+        n = c.shape[1]
+        if fiamma.is_grad_enabled():  # create_graph: activations with history
+            sif = fiamma.sigmoid(gates[:, :2 * n])
+            tg = fiamma.tanh(gates[:, 2 * n:3 * n])
+            so = fiamma.sigmoid(gates[:, 3 * n:])
+            tc = fiamma.tanh(sif[:, n:] * c + sif[:, :n] * tg)
+        si, sf = sif[:, :n], sif[:, n:]
+        dso = dh * so
+        dc = dc + dso * (1 - tc * tc)
+        dsi = dc * si
+        d = fiamma.cat([dsi * tg * (1 - si), dc * c * sf * (1 - sf), dsi * (1 - tg * tg),
+                        dso * tc * (1 - so)], 1)
+        return d, dc * sf
+
+
+class GRUPointwise(Function):
+    """The GRU gate arithmetic of one step, ``(x W_ih^T + b_ih, h W_hh^T + b_hh, h) -> h'``,
+    as one graph node (see :class:`LSTMPointwise`)."""
+
+    @staticmethod
+    def forward(ctx, gx, gh, h):
+        n = h.shape[1]
+        rz = fiamma.sigmoid(gx[:, :2 * n] + gh[:, :2 * n])
+        r, z = rz[:, :n], rz[:, n:]
+        new = fiamma.tanh(gx[:, 2 * n:] + r * gh[:, 2 * n:])
+        out = h - new
+        out *= z
+        out += new
+        ctx.save_for_backward(gx, gh, h, rz, new)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        gx, gh, h, rz, new = ctx.saved_tensors
+        n = h.shape[1]
+        ghn = gh[:, 2 * n:]
+        if fiamma.is_grad_enabled():  # create_graph: activations with history
+            rz = fiamma.sigmoid(gx[:, :2 * n] + gh[:, :2 * n])
+            new = fiamma.tanh(gx[:, 2 * n:] + rz[:, :n] * ghn)
+        r, z = rz[:, :n], rz[:, n:]
+        dpn = dout * (1 - z) * (1 - new * new)
+        drz = fiamma.cat([dpn * ghn * r * (1 - r), dout * (h - new) * z * (1 - z)], 1)
+        return fiamma.cat([drz, dpn], 1), fiamma.cat([drz, dpn * r], 1), dout * z
