@@ -9,7 +9,6 @@ import math
 
 import fiamma
 from fiamma import nn
-
 from fiamma.audio import _spectral_functional as F
 
 __all__ = ["Spectrogram", "InverseSpectrogram", "GriffinLim", "AmplitudeToDB", "MelScale",
