@@ -300,6 +300,25 @@ def test_melscale_and_inverse():
         inv(ft(np.zeros((2, 30, 6))))
 
 
+def test_melscale_long_input_banded_path():
+    # long inputs apply each triangular filter to its own band of rows: same values and
+    # gradients as the dense product; a dense (non-triangular) bank falls back to matmul
+    spec = np.abs(RNG.standard_normal((2, 201, 200)))
+    g = RNG.standard_normal((2, 80, 200))
+    ms = T.MelScale(n_mels=80, sample_rate=16000, n_stft=201)
+    fb = ref_mel_fb(201, 0.0, 8000.0, 80, 16000)
+    x = ft(spec).requires_grad_(True)
+    out = ms(x)
+    np.testing.assert_allclose(npy(out), np.swapaxes(np.swapaxes(spec, -1, -2) @ fb, -1, -2),
+                               rtol=1e-6)
+    (out * ft(g)).sum().backward()
+    np.testing.assert_allclose(npy(x.grad), npy(ms.fb) @ g, rtol=1e-9, atol=1e-12)
+    dense = RNG.standard_normal((201, 80))
+    ms.fb.copy_(ft(dense, fiamma.float32))
+    np.testing.assert_allclose(npy(ms(ft(spec))), np.swapaxes(
+        np.swapaxes(spec, -1, -2) @ dense.astype(np.float32), -1, -2), rtol=1e-5, atol=1e-4)
+
+
 # ---- deltas, centroid, pitch ----------------------------------------------------------------
 
 @pytest.mark.parametrize("win", [3, 5, 9, 4])

@@ -17,6 +17,27 @@ __all__ = ["Spectrogram", "InverseSpectrogram", "GriffinLim", "AmplitudeToDB", "
            "SpectralCentroid"]
 
 
+def _apply_fbank(spec, fb):
+    """(..., n_freq, time) x fb (n_freq, n_filter) -> (..., n_filter, time).
+
+    Triangular filter banks are sparse (each bin lies in at most two filters), so for long
+    inputs each filter is applied to the rows of its own band only (about n_filter / 2 times
+    fewer multiply-adds than the dense product; same values). Short inputs use one matmul."""
+    if fb.dtype != spec.dtype:
+        fb = fb.to(spec.dtype)
+    n_freq, n_filt = fb.shape
+    if spec.numel() >= (1 << 16) and n_filt >= 8:
+        nz = fb.detach().numpy() != 0
+        cols = nz.any(0)
+        lo = nz.argmax(0)
+        hi = n_freq - nz[::-1].argmax(0)
+        if cols.all() and int((hi - lo).sum()) * 4 <= n_freq * n_filt:
+            rows = [fiamma.matmul(fb[int(lo[m]):int(hi[m]), m].reshape(1, -1),
+                                  spec[..., int(lo[m]):int(hi[m]), :]) for m in range(n_filt)]
+            return fiamma.cat(rows, -2)
+    return fiamma.matmul(spec.transpose(-1, -2), fb).transpose(-1, -2)
+
+
 def _make_window(window_fn, win_length, wkwargs):
     return window_fn(win_length) if wkwargs is None else window_fn(win_length, **wkwargs)
 
@@ -141,8 +162,7 @@ class MelScale(nn.Module):
                                                      self.norm, self.mel_scale))
 
     def forward(self, specgram):
-        fb = self.fb if self.fb.dtype == specgram.dtype else self.fb.to(specgram.dtype)
-        return fiamma.matmul(specgram.transpose(-1, -2), fb).transpose(-1, -2)
+        return _apply_fbank(specgram, self.fb)
 
 
 class InverseMelScale(nn.Module):
@@ -284,8 +304,7 @@ class LFCC(nn.Module):
 
     def forward(self, waveform):
         spec = self.Spectrogram(waveform)
-        fm = self.filter_mat.to(spec.dtype)
-        spec = fiamma.matmul(spec.transpose(-1, -2), fm).transpose(-1, -2)
+        spec = _apply_fbank(spec, self.filter_mat)
         spec = fiamma.log(spec + 1e-6) if self.log_lf else self.amplitude_to_DB(spec)
         return fiamma.matmul(spec.transpose(-1, -2),
                              self.dct_mat.to(spec.dtype)).transpose(-1, -2)
