@@ -54,6 +54,7 @@ def pluck():
         pytest.skip("CPython's test audio is not installed")
     with wave.open(path) as w:
         sr, ch = w.getframerate(), w.getnchannels()
+        assert sr == 11025
         a = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").reshape(-1, ch)
     x = a.mean(1) / 32768.0
     from scipy.signal import resample_poly
