@@ -33,6 +33,10 @@ from fiamma._ops.shape import *  # noqa: F401,F403
 from fiamma._ops.special_ops import *  # noqa: F401,F403
 from fiamma._ops.spectral import *  # noqa: F401,F403
 from fiamma._ops.sorting import *  # noqa: F401,F403
+from fiamma._ops.norm import *  # noqa: F401,F403
+from fiamma._ops.sample import *  # noqa: F401,F403
+from fiamma._ops.pool import *  # noqa: F401,F403
+from fiamma._ops.conv import *  # noqa: F401,F403
 
 from fiamma._allocator import *  # noqa: F401,F403
 from fiamma.serialization import save, load  # noqa: F401  (light: imports its machinery on call)

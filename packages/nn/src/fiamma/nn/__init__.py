@@ -6,5 +6,7 @@ from fiamma.nn.modules import *  # noqa: F401,F403
 from fiamma.nn.modules.module import (  # noqa: F401
     register_module_forward_hook,
     register_module_forward_pre_hook,
+    register_module_full_backward_hook,
+    register_module_full_backward_pre_hook,
 )
 from fiamma.nn.parameter import Buffer, Parameter  # noqa: F401

@@ -1,12 +1,17 @@
 """Loss functions (``torch.nn.functional`` losses), composed of differentiable core ops, so
 their gradients (and higher-order gradients) come from autograd's formulas."""
 
+import math
 import warnings
 
 import fiamma
 
 __all__ = ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "nll_loss", "cross_entropy",
-           "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div"]
+           "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
+           "poisson_nll_loss", "gaussian_nll_loss", "cosine_embedding_loss",
+           "margin_ranking_loss", "hinge_embedding_loss", "multi_margin_loss",
+           "multilabel_margin_loss", "multilabel_soft_margin_loss", "soft_margin_loss",
+           "triplet_margin_loss", "triplet_margin_with_distance_loss", "ctc_loss"]
 
 
 def _reduce(loss, reduction, op):
@@ -203,3 +208,262 @@ def kl_div(input, target, reduction="mean", log_target=False):
                       "the KL div math definition.'mean' will be changed to behave the same as "
                       "'batchmean' in the next major release.", UserWarning, stacklevel=2)
     return _reduce(loss, reduction, op)
+
+
+# ---- the second group of losses ------------------------------------------------------------
+
+
+def _legacy_reduction(size_average, reduce, reduction):
+    """PyTorch's deprecated ``size_average``/``reduce`` pair, when given, decides."""
+    if size_average is None and reduce is None:
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    res = "none" if not reduce else "mean" if size_average else "sum"
+    warnings.warn(f"size_average and reduce args will be deprecated, please use "
+                  f"reduction='{res}' instead.", UserWarning, stacklevel=3)
+    return res
+
+
+def _softplus(x):
+    """``log(1 + exp(x))`` without overflow."""
+    return (-x.abs()).exp().log1p() + x.clamp(min=0)
+
+
+def _grad_as_identity(x, y):
+    """``y``'s value with the gradient of ``x`` (PyTorch clamps some inputs under no_grad)."""
+    return x + (y - x).detach()
+
+
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8,
+                     reduce=None, reduction="mean"):
+    """Negative log likelihood of ``target ~ Poisson(rate)``: ``exp(input) - target * input``
+    (``log_input``) or ``input - target * log(input + eps)``; ``full`` adds Stirling's
+    approximation of ``log(target!)`` where ``target > 1``.
+
+    >>> x = fiamma.tensor([0.5, 1.0]); t = fiamma.tensor([1.0, 3.0])
+    >>> round(poisson_nll_loss(x, t).item(), 4)
+    0.4335
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    op = "poisson_nll_loss"
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{op}: {reduction} is not a valid value for reduction")
+    if log_input:
+        loss = input.exp() - target * input
+    else:
+        loss = input - target * (input + eps).log()
+    if full:
+        t = target.detach() if isinstance(target, fiamma.Tensor) else fiamma.tensor(target)
+        safe = fiamma.where(t > 1, t, fiamma.ones_like(t))
+        stirling = safe * safe.log() - safe + 0.5 * (2 * math.pi * safe).log()
+        loss = loss + stirling.masked_fill(t <= 1, 0.0)
+    return _reduce(loss, reduction, op)
+
+
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    """Gaussian negative log likelihood ``0.5 (log var + (input - target)^2 / var)`` (plus
+    ``0.5 log(2 pi)`` with ``full``). ``var`` has the input's shape, or that shape with its
+    last dimension dropped or one dimension 1 (shared variances), or is a float; it is
+    clamped at ``eps`` for stability (the clamp passes gradients through, as PyTorch's does)."""
+    op = "gaussian_nll_loss"
+    if not isinstance(var, fiamma.Tensor):
+        if var < 0:
+            raise ValueError(f"{op}: var has negative entry/entries")
+        var = fiamma.full_like(input, float(var))
+    elif bool((var < 0).any()):
+        raise ValueError(f"{op}: var has negative entry/entries")
+    ishape, vshape = tuple(input.shape), tuple(var.shape)
+    if vshape != ishape:
+        if ishape[:-1] == vshape:  # one variance per sample
+            var = var.unsqueeze(-1)
+        elif len(ishape) == len(vshape) and sum(
+                v for i, v in zip(ishape, vshape) if i != v) == 1:
+            pass  # one dimension of size 1 to broadcast, e.g. (N, 1, H, W) for (N, C, H, W)
+        else:
+            raise ValueError(f"{op}: var is of incorrect size: expected the input's shape "
+                             f"{list(ishape)}, that shape without its last dimension, or one "
+                             f"dimension of it as 1, got {list(vshape)}")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{op}: {reduction} is not valid")
+    var = _grad_as_identity(var, var.detach().clamp(min=eps))
+    loss = 0.5 * (var.log() + (input - target) ** 2 / var)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce(loss, reduction, op)
+
+
+def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
+                          reduction="mean"):
+    """``1 - cos(x1, x2)`` where ``target == 1``, ``max(0, cos(x1, x2) - margin)`` where
+    ``target == -1`` (cosine over the last dimension)."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    op = "cosine_embedding_loss"
+    if input1.dim() != input2.dim() or input1.dim() not in (1, 2):
+        raise RuntimeError(f"{op}: expected 1-D or 2-D inputs of the same ndim, got "
+                           f"{input1.dim()}-D and {input2.dim()}-D")
+    if target.dim() != input1.dim() - 1:
+        raise RuntimeError(f"{op}: {input1.dim()}D inputs expect a {input1.dim() - 1}D target, "
+                           f"got {target.dim()}D")
+    d = input1.dim() - 1
+    eps = 1e-12
+    prod = (input1 * input2).sum(d)
+    mag1 = (input1 * input1).sum(d) + eps
+    mag2 = (input2 * input2).sum(d) + eps
+    cos = prod / (mag1 * mag2).sqrt()
+    zeros = fiamma.zeros_like(cos)
+    loss = (fiamma.where(target == 1, 1 - cos, zeros)
+            + fiamma.where(target == -1, (cos - margin).clamp(min=0), zeros))
+    return _reduce(loss, reduction, op)
+
+
+def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
+                        reduction="mean"):
+    """``max(0, -target * (input1 - input2) + margin)``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    op = "margin_ranking_loss"
+    if not input1.dim() == input2.dim() == target.dim():
+        raise RuntimeError(f"{op}: all input tensors should have same dimension but got sizes: "
+                           f"input1: {list(input1.shape)}, input2: {list(input2.shape)}, "
+                           f"target: {list(target.shape)}")
+    loss = (-target * (input1 - input2) + margin).clamp(min=0)
+    return _reduce(loss, reduction, op)
+
+
+def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None,
+                         reduction="mean"):
+    """``input`` where ``target == 1``, ``max(0, margin - input)`` where ``target == -1``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    zeros = fiamma.zeros_like(input)
+    loss = (fiamma.where(target != 1, (margin - input).clamp(min=0), zeros)
+            + fiamma.where(target != -1, input, zeros))
+    return _reduce(loss, reduction, "hinge_embedding_loss")
+
+
+def _class_target(input, target, op):
+    """(N, C) input with (N,) class targets, or (C,) with a 0-d/1-element target."""
+    if input.dim() not in (1, 2):
+        raise ValueError(f"{op}: expected 1-D or 2-D input, got {input.dim()}-D "
+                         f"{list(input.shape)}")
+    x = input if input.dim() == 2 else input.unsqueeze(0)
+    y = target.reshape(-1).long()
+    if y.shape[0] != x.shape[0]:
+        raise ValueError(f"{op}: inconsistent target size {list(target.shape)} for input of "
+                         f"size {list(input.shape)}")
+    c = x.shape[1]
+    if y.numel() and bool(((y < 0) | (y >= c)).any()):
+        raise IndexError(f"{op}: target out of range: expected 0 <= target < {c}, got "
+                         f"{y[(y < 0) | (y >= c)][0].item()}")
+    return x, y
+
+
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None,
+                      reduce=None, reduction="mean"):
+    """Multi-class hinge loss: ``sum_{i != y} max(0, margin - x[y] + x[i])^p / C``, each
+    term scaled by ``weight[y]``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    op = "multi_margin_loss"
+    if p not in (1, 2):
+        raise ValueError(f"{op}: only p == 1 and p == 2 supported, got {p}")
+    x, y = _class_target(input, target, op)
+    c = x.shape[1]
+    if weight is not None and tuple(weight.shape) != (c,):
+        raise ValueError(f"{op}: expected weight of shape [{c}], got {list(weight.shape)}")
+    xy = x.gather(1, y.unsqueeze(1))
+    z = (margin - xy + x).clamp(min=0)
+    if p == 2:
+        z = z * z
+    if weight is not None:
+        z = z * weight[y].unsqueeze(1)
+    not_y = fiamma.one_hot(y, c) == 0
+    loss = (z * not_y).sum(1) / c
+    if input.dim() == 1:
+        loss = loss.reshape(())
+    return _reduce(loss, reduction, op)
+
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """Multi-label hinge loss: ``target`` holds each sample's class indices, ended by the
+    first -1; ``sum_{j in targets, i not in targets} max(0, 1 - (x[j] - x[i])) / C``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    op = "multilabel_margin_loss"
+    if input.dim() not in (1, 2) or tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"{op}: expected input and target of the same 1-D or 2-D shape, got "
+                         f"{list(input.shape)} and {list(target.shape)}")
+    x = input if input.dim() == 2 else input.unsqueeze(0)
+    t = (target if target.dim() == 2 else target.unsqueeze(0)).long()
+    c = x.shape[1]
+    valid = (t >= 0).long().cumprod(1).bool()  # the labels before the first -1
+    if bool((valid & (t >= c)).any()):
+        raise IndexError(f"{op}: target out of range: expected -1 <= target < {c}")
+    safe = fiamma.where(valid, t, fiamma.zeros_like(t))
+    is_target = fiamma.zeros(x.shape, dtype=fiamma.float32).scatter_add(
+        1, safe, valid.float()) > 0
+    xj = x.gather(1, safe)
+    z = (1 - xj.unsqueeze(2) + x.unsqueeze(1)).clamp(min=0)
+    mask = valid.unsqueeze(2) & (~is_target).unsqueeze(1)
+    loss = (z * mask).sum((1, 2)) / c
+    if input.dim() == 1:
+        loss = loss.reshape(())
+    return _reduce(loss, reduction, op)
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,
+                                reduction="mean"):
+    """Per-class logistic loss averaged over the classes (last dimension)."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    op = "multilabel_soft_margin_loss"
+    loss = target * _softplus(-input) + (1 - target) * _softplus(input)
+    if weight is not None:
+        loss = loss * weight
+    cd = input.dim() - 1
+    loss = loss.sum(cd) / input.shape[cd]
+    return _reduce(loss, reduction, op)
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """Two-class logistic loss ``log(1 + exp(-target * input))``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return _reduce(_softplus(-target * input), reduction, "soft_margin_loss")
+
+
+def _triplet_check(anchor, positive, negative, op):
+    a, p, n = anchor.dim(), positive.dim(), negative.dim()
+    if not a == p == n:
+        raise RuntimeError(f"{op}: the anchor, positive, and negative tensors are expected to "
+                           f"have the same number of dimensions, but got: anchor {a}D, "
+                           f"positive {p}D, and negative {n}D inputs")
+
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False,
+                        size_average=None, reduce=None, reduction="mean"):
+    """``max(0, margin + d(a, p) - d(a, n))`` with ``d`` the p-norm pairwise distance
+    (``swap``: ``d(a, n)`` replaced by ``min(d(a, n), d(p, n))``)."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    op = "triplet_margin_loss"
+    _triplet_check(anchor, positive, negative, op)
+    from fiamma.nn._misc_functional import pairwise_distance
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_neg = fiamma.minimum(d_neg, pairwise_distance(positive, negative, p, eps))
+    return _reduce((margin + d_pos - d_neg).clamp(min=0), reduction, op)
+
+
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None,
+                                      margin=1.0, swap=False, reduction="mean"):
+    """Triplet loss with any ``distance_function(x, y)`` (default: pairwise distance)."""
+    op = "triplet_margin_with_distance_loss"
+    if margin <= 0:
+        raise ValueError(f"{op}: margin must be greater than 0, got {margin}")
+    _triplet_check(anchor, positive, negative, op)
+    if distance_function is None:
+        from fiamma.nn._misc_functional import pairwise_distance as distance_function
+    d_pos = distance_function(anchor, positive)
+    d_neg = distance_function(anchor, negative)
+    if swap:
+        d_neg = fiamma.minimum(d_neg, distance_function(positive, negative))
+    return _reduce((margin + d_pos - d_neg).clamp(min=0), reduction, op)
+
+
+from fiamma.nn._ctc import ctc_loss  # noqa: E402

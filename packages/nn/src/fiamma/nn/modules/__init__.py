@@ -1,7 +1,17 @@
 from fiamma.nn.modules.activation import *  # noqa: F401,F403
+from fiamma.nn.modules.batchnorm import *  # noqa: F401,F403
+from fiamma.nn.modules.instancenorm import *  # noqa: F401,F403
+from fiamma.nn.modules.normalization import *  # noqa: F401,F403
 from fiamma.nn.modules.container import *  # noqa: F401,F403
+from fiamma.nn.modules.distance import *  # noqa: F401,F403
+from fiamma.nn.modules.conv import *  # noqa: F401,F403
 from fiamma.nn.modules.dropout import *  # noqa: F401,F403
+from fiamma.nn.modules.fold import *  # noqa: F401,F403
 from fiamma.nn.modules.linear import *  # noqa: F401,F403
 from fiamma.nn.modules.loss import *  # noqa: F401,F403
 from fiamma.nn.modules.module import Module  # noqa: F401
+from fiamma.nn.modules.pixelshuffle import *  # noqa: F401,F403
+from fiamma.nn.modules.pooling import *  # noqa: F401,F403
 from fiamma.nn.modules.sparse import *  # noqa: F401,F403
+from fiamma.nn.modules.transformer import *  # noqa: F401,F403
+from fiamma.nn.modules.upsampling import *  # noqa: F401,F403

@@ -12,11 +12,22 @@ from collections import OrderedDict, namedtuple
 import fiamma
 from fiamma.nn.parameter import Buffer, Parameter
 
-__all__ = ["Module", "register_module_forward_pre_hook", "register_module_forward_hook"]
+__all__ = ["Module", "register_module_forward_pre_hook", "register_module_forward_hook",
+           "register_module_full_backward_hook", "register_module_full_backward_pre_hook"]
 
 _global_forward_pre_hooks = OrderedDict()
 _global_forward_hooks = OrderedDict()
+_global_backward_hooks = OrderedDict()
+_global_backward_pre_hooks = OrderedDict()
 _hook_ids = itertools.count()
+# True while a global hook may be registered: the call fast path reads this one flag (and the
+# module's own ``_hooked``); the slow path resets both when it finds the tables empty.
+_global_hooked = False
+
+
+def _global_hook_added():
+    global _global_hooked
+    _global_hooked = True
 
 
 class RemovableHandle:
@@ -41,6 +52,7 @@ def register_module_forward_pre_hook(hook):
     """A forward pre-hook ``hook(module, args)`` for every module (before its own)."""
     h = RemovableHandle(_global_forward_pre_hooks)
     _global_forward_pre_hooks[h.id] = hook
+    _global_hook_added()
     return h
 
 
@@ -48,6 +60,24 @@ def register_module_forward_hook(hook):
     """A forward hook ``hook(module, args, output)`` for every module (before its own)."""
     h = RemovableHandle(_global_forward_hooks)
     _global_forward_hooks[h.id] = hook
+    _global_hook_added()
+    return h
+
+
+def register_module_full_backward_pre_hook(hook):
+    """A backward pre-hook ``hook(module, grad_output)`` for every module (before its own)."""
+    h = RemovableHandle(_global_backward_pre_hooks)
+    _global_backward_pre_hooks[h.id] = hook
+    _global_hook_added()
+    return h
+
+
+def register_module_full_backward_hook(hook):
+    """A backward hook ``hook(module, grad_input, grad_output)`` for every module (before its
+    own)."""
+    h = RemovableHandle(_global_backward_hooks)
+    _global_backward_hooks[h.id] = hook
+    _global_hook_added()
     return h
 
 
@@ -107,6 +137,9 @@ class Module:
         d["_buffers"] = {}
         d["_non_persistent_buffers_set"] = set()
         d["_modules"] = {}
+        d["_hooked"] = False  # set by every hook registration (see __call__)
+        d["_backward_pre_hooks"] = OrderedDict()
+        d["_backward_hooks"] = OrderedDict()
         d["_forward_pre_hooks"] = OrderedDict()
         d["_forward_pre_hooks_with_kwargs"] = {}
         d["_forward_hooks"] = OrderedDict()
@@ -446,12 +479,20 @@ class Module:
     # ---- calling ---------------------------------------------------------------------------------
 
     def __call__(self, *args, **kwargs):
-        if not (self._forward_pre_hooks or self._forward_hooks or _global_forward_pre_hooks
-                or _global_forward_hooks):
+        if not (self._hooked or _global_hooked):
             return self.forward(*args, **kwargs)
         return self._call_with_hooks(args, kwargs)
 
     def _call_with_hooks(self, args, kwargs):
+        global _global_hooked
+        if not (_global_forward_pre_hooks or _global_forward_hooks or _global_backward_hooks
+                or _global_backward_pre_hooks):
+            _global_hooked = False
+        if not (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks
+                or self._backward_pre_hooks):
+            self.__dict__["_hooked"] = False
+            if not _global_hooked:
+                return self.forward(*args, **kwargs)
         for hid, hook in itertools.chain(_global_forward_pre_hooks.items(),
                                          self._forward_pre_hooks.items()):
             if hid in self._forward_pre_hooks_with_kwargs:
@@ -465,6 +506,15 @@ class Module:
                 res = hook(self, args)
                 if res is not None:
                     args = res if isinstance(res, tuple) else (res,)
+        bw = None
+        if (self._backward_hooks or self._backward_pre_hooks or _global_backward_hooks
+                or _global_backward_pre_hooks):
+            from fiamma.nn.modules._backward_hooks import BackwardHook
+            bw = BackwardHook(
+                self, list(_global_backward_hooks.values()) + list(self._backward_hooks.values()),
+                list(_global_backward_pre_hooks.values())
+                + list(self._backward_pre_hooks.values()))
+            args = bw.setup_input_hook(args)
         try:
             out = self.forward(*args, **kwargs)
         except Exception:
@@ -486,7 +536,47 @@ class Module:
                 res = hook(self, args, out)
             if res is not None:
                 out = res
+        if bw is not None:
+            out = bw.setup_output_hook(out)
         return out
+
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """``hook(module, grad_output) -> None | new grad_output`` when the gradients with
+        respect to the module's outputs are ready (before they flow into the module)."""
+        h = RemovableHandle(self._backward_pre_hooks)
+        self._backward_pre_hooks[h.id] = hook
+        if prepend:
+            self._backward_pre_hooks.move_to_end(h.id, last=False)
+        self.__dict__["_hooked"] = True
+        return h
+
+    def register_full_backward_hook(self, hook, prepend=False):
+        """``hook(module, grad_input, grad_output) -> None | new grad_input`` when the
+        gradients with respect to the module's positional tensor inputs are computed
+        (``grad_input`` entries are None for inputs that are not tensors requiring grad). The
+        module's inputs and outputs are routed through identity autograd functions, so
+        in-place changes of the forward's inputs or outputs are not allowed.
+
+        >>> import fiamma
+        >>> from fiamma import nn
+        >>> lin = nn.Linear(2, 1)
+        >>> seen = []
+        >>> h = lin.register_full_backward_hook(lambda m, gi, go: seen.append(go[0].shape))
+        >>> lin(fiamma.ones(3, 2, requires_grad=True)).sum().backward()
+        >>> seen
+        [fiamma.Size([3, 1])]
+        """
+        h = RemovableHandle(self._backward_hooks)
+        self._backward_hooks[h.id] = hook
+        if prepend:
+            self._backward_hooks.move_to_end(h.id, last=False)
+        self.__dict__["_hooked"] = True
+        return h
+
+    def register_backward_hook(self, hook):
+        raise NotImplementedError("register_backward_hook (PyTorch's deprecated non-full "
+                                  "backward hook) is not supported: use "
+                                  "register_full_backward_hook")
 
     def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
         """``hook(module, args) -> None | new args`` (or ``hook(module, args, kwargs) ->
@@ -497,6 +587,7 @@ class Module:
             self._forward_pre_hooks_with_kwargs[h.id] = True
         if prepend:
             self._forward_pre_hooks.move_to_end(h.id, last=False)
+        self.__dict__["_hooked"] = True
         return h
 
     def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False,
@@ -512,6 +603,7 @@ class Module:
             self._forward_hooks_always_called[h.id] = True
         if prepend:
             self._forward_hooks.move_to_end(h.id, last=False)
+        self.__dict__["_hooked"] = True
         return h
 
     # ---- state dicts ----------------------------------------------------------------------------
@@ -523,10 +615,29 @@ class Module:
         return h
 
     def register_state_dict_post_hook(self, hook):
-        """``hook(module, state_dict, prefix, local_metadata)`` after it saved its state."""
+        """``hook(module, state_dict, prefix, local_metadata)`` after it saved its state
+        (edits ``state_dict`` in place; must return None)."""
+        def checked(module, state_dict, prefix, local_metadata):
+            if hook(module, state_dict, prefix, local_metadata) is not None:
+                raise RuntimeError("state_dict post-hook must return None")
+        h = RemovableHandle(self._state_dict_hooks)
+        self._state_dict_hooks[h.id] = checked
+        return h
+
+    def _register_state_dict_hook(self, hook):
+        """``hook(module, state_dict, prefix, local_metadata) -> None | state_dict``: the
+        older private form, whose return value replaces the state dict."""
         h = RemovableHandle(self._state_dict_hooks)
         self._state_dict_hooks[h.id] = hook
         return h
+
+    def _register_load_state_dict_pre_hook(self, hook, with_module=False):
+        """The older private form: ``hook(state_dict, prefix, local_metadata, strict,
+        missing_keys, unexpected_keys, error_msgs)`` (with ``module`` first if
+        ``with_module``)."""
+        if with_module:
+            return self.register_load_state_dict_pre_hook(hook)
+        return self.register_load_state_dict_pre_hook(lambda module, *a: hook(*a))
 
     def register_load_state_dict_pre_hook(self, hook):
         """``hook(module, state_dict, prefix, local_metadata, strict, missing_keys,
@@ -685,10 +796,12 @@ class Module:
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-        for name in ("_forward_pre_hooks", "_forward_hooks", "_state_dict_hooks",
+        for name in ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks",
+                     "_backward_pre_hooks", "_state_dict_hooks",
                      "_state_dict_pre_hooks", "_load_state_dict_pre_hooks",
                      "_load_state_dict_post_hooks"):
             self.__dict__.setdefault(name, OrderedDict())
+        self.__dict__.setdefault("_hooked", True)
         for name in ("_forward_pre_hooks_with_kwargs", "_forward_hooks_with_kwargs",
                      "_forward_hooks_always_called"):
             self.__dict__.setdefault(name, {})

@@ -1,7 +1,12 @@
-"""``fiamma.nn.utils``: gradient clipping and parameter/vector conversion."""
+"""``fiamma.nn.utils``: gradient clipping, parameter/vector conversion, parametrizations and
+the hook-based weight / spectral normalisation."""
 
+from fiamma.nn.utils import parametrizations, parametrize  # noqa: F401
 from fiamma.nn.utils.clip_grad import clip_grad_norm_, clip_grad_value_, get_total_norm
 from fiamma.nn.utils.convert_parameters import parameters_to_vector, vector_to_parameters
+from fiamma.nn.utils.spectral_norm import remove_spectral_norm, spectral_norm
+from fiamma.nn.utils.weight_norm import remove_weight_norm, weight_norm
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "parameters_to_vector",
-           "vector_to_parameters"]
+           "vector_to_parameters", "parametrize", "parametrizations", "weight_norm",
+           "remove_weight_norm", "spectral_norm", "remove_spectral_norm"]

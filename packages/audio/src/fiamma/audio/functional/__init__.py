@@ -1,0 +1,12 @@
+"""fiamma.audio.functional: filters, resampling and companding on (..., time) tensors
+(torchaudio.functional's names, arguments and defaults).
+
+>>> import fiamma
+>>> import fiamma.audio.functional as AF
+>>> x = fiamma.randn(2, 16000) * 0.1
+>>> tuple(AF.resample(AF.lowpass_biquad(x, 16000, 3000.0), 16000, 8000).shape)
+(2, 8000)
+"""
+
+from fiamma.audio.functional._filtering import *  # noqa: F401,F403
+from fiamma.audio.functional._filtering import __all__  # noqa: F401

@@ -1,0 +1,93 @@
+"""Derivatives of core's pools: max / adaptive max (scatter the gradient by the saved indices),
+avg / adaptive avg (spread it over the windows), max_unpool (gather by the indices), and of the
+backward ops themselves, so second derivatives work: the max-pool backward is linear in its
+gradient (its derivative gathers by the indices), the avg backwards are the adjoints of the
+pools (their derivative is the pool again). Lp pools are composed in core and need nothing here.
+"""
+
+import fiamma
+from fiamma.autograd._formulas import derivative
+
+_AVG = {1: "avg_pool1d", 2: "avg_pool2d", 3: "avg_pool3d"}
+_ADAPTIVE_AVG = {1: "adaptive_avg_pool1d", 2: "adaptive_avg_pool2d", 3: "adaptive_avg_pool3d"}
+
+
+def _gather_planes(src, indices, nd):
+    """``out[..., j] = src_plane[indices[..., j]]`` per leading position (flat planes of the
+    last ``nd`` dims of ``src``), shaped like ``indices``; differentiable (core's gather)."""
+    ishape = tuple(indices.shape)
+    lead = ishape[:-nd]
+    n = 1
+    for e in lead:
+        n *= e
+    ssize = 1
+    for e in tuple(src.shape)[-nd:]:
+        ssize *= e
+    isize = 1
+    for e in ishape[-nd:]:
+        isize *= e
+    flat = fiamma.gather(src.reshape(n, ssize), 1, indices.reshape(n, isize))
+    return flat.reshape(ishape)
+
+
+@derivative("max_pool1d", "max_pool2d", "max_pool3d",
+            "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d", save="output")
+def _max_pool(ctx, grad):
+    g = grad[0]
+    if g is None:
+        return (None,)
+    indices = ctx.output[1]
+    nd = int(ctx.op[-2])
+    size = tuple(ctx.input_shapes[0])[-nd:]
+    return (fiamma.max_pool_backward(g, indices, size),)
+
+
+@derivative("max_pool_backward", save="inputs")
+def _max_pool_backward(ctx, grad):
+    _, indices, size = ctx.inputs
+    return _gather_planes(grad, indices, len(size)), None, None
+
+
+@derivative("max_unpool1d", "max_unpool2d", "max_unpool3d", save="inputs")
+def _max_unpool(ctx, grad):
+    _, indices = ctx.inputs
+    nd = int(ctx.op[-2])
+    return _gather_planes(grad, indices, nd), None
+
+
+def _avg_kwargs(kw):
+    return dict(kernel_size=kw["kernel_size"], stride=kw["stride"], padding=kw["padding"],
+                ceil_mode=kw["ceil_mode"], count_include_pad=kw["count_include_pad"],
+                divisor_override=kw["divisor_override"])
+
+
+@derivative("avg_pool1d", "avg_pool2d", "avg_pool3d", save="none")
+def _avg_pool(ctx, grad):
+    nd = int(ctx.op[-2])
+    size = tuple(ctx.input_shapes[0])[-nd:]
+    return (fiamma.avg_pool_backward(grad, size, **_avg_kwargs(ctx.kwargs)),)
+
+
+@derivative("avg_pool_backward", save="none")
+def _avg_pool_backward(ctx, grad):
+    nd = len(ctx.inputs[1])
+    kw = _avg_kwargs(ctx.kwargs)
+    pool = getattr(fiamma, _AVG[nd])
+    if nd == 1:
+        return pool(grad, kw.pop("kernel_size"), kw.pop("stride"), kw.pop("padding"),
+                    kw.pop("ceil_mode"), kw.pop("count_include_pad"), **kw), None
+    return pool(grad, **kw), None
+
+
+@derivative("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", save="none")
+def _adaptive_avg_pool(ctx, grad):
+    nd = int(ctx.op[-2])
+    size = tuple(ctx.input_shapes[0])[-nd:]
+    return (fiamma.adaptive_avg_pool_backward(grad, size),)
+
+
+@derivative("adaptive_avg_pool_backward", save="none")
+def _adaptive_avg_pool_backward(ctx, grad):
+    nd = len(ctx.inputs[1])
+    out_size = tuple(ctx.input_shapes[0])[-nd:]
+    return getattr(fiamma, _ADAPTIVE_AVG[nd])(grad, out_size), None

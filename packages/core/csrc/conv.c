@@ -1,0 +1,425 @@
+/* Convolutions by im2col + GEMM (fm_conv, see api_conv.h).
+ *
+ * Why chunks: the full column matrix of one image (cb * prod(k) rows by prod(small) columns) is
+ * several MB for typical layers; it is built a slice of output positions at a time so the slice
+ * is still in L2 when the GEMM packs it. Pointwise convolutions (1 x 1, stride 1, no padding)
+ * skip the columns: the image already is the matrix. float32 GEMMs run on fiamma's sgemm, one
+ * image per thread when the batch allows (no synchronisation inside a product), else all threads
+ * on each product; float64 goes to BLAS, which threads itself.
+ */
+#include <omp.h>
+
+#include "fiamma.h"
+#include "dtypes.h"
+#include "api_matmul.h"
+#include "api_conv.h"
+
+/* the geometry, always as 3 spatial dims (missing leading dims have size 1) */
+typedef struct {
+    int64_t B[3], S[3], K[3], st[3], pd[3], dl[3];
+    int64_t Lb, Ls, Kp;
+} geo_t;
+
+/* columns of output positions [l0, l1) for C channels of x (each Lb long) into col, a
+   (C * Kp) x (l1 - l0) matrix with row stride ld; with ACC the reverse: col is added into x.
+   Output positions are walked row segment by row segment (no division per segment). */
+#define DEFINE_COLS(T, SFX)                                                                     \
+    static void cols_##SFX(const geo_t *g, T *x, int64_t C, int64_t l0, int64_t l1, T *col,   \
+                           int64_t ld, int acc) {                                             \
+        const int64_t S12 = g->S[1] * g->S[2], st2 = g->st[2], B2 = g->B[2];                  \
+        const int64_t od0 = l0 / S12, oh0 = (l0 % S12) / g->S[2], ow00 = l0 % g->S[2];        \
+        for (int64_t c = 0; c < C; c++) {                                                     \
+            T *xc = x + c * g->Lb;                                                            \
+            int64_t kidx = 0;                                                                 \
+            for (int64_t kd = 0; kd < g->K[0]; kd++)                                          \
+                for (int64_t kh = 0; kh < g->K[1]; kh++)                                      \
+                    for (int64_t kw = 0; kw < g->K[2]; kw++, kidx++) {                        \
+                        T *row = col + (c * g->Kp + kidx) * ld;                               \
+                        const int64_t off = kw * g->dl[2] - g->pd[2];                         \
+                        /* ow range whose input column is inside the image */                 \
+                        const int64_t owlo = off >= 0 ? 0 : (-off + st2 - 1) / st2;           \
+                        const int64_t owhi = B2 - 1 - off < 0 ? 0 : (B2 - 1 - off) / st2 + 1; \
+                        const int64_t idk = kd * g->dl[0] - g->pd[0];                         \
+                        const int64_t ihk = kh * g->dl[1] - g->pd[1];                         \
+                        int64_t od = od0, oh = oh0, ow0 = ow00, l = l0;                       \
+                        while (l < l1) {                                                      \
+                            int64_t seg = g->S[2] - ow0;                                      \
+                            if (seg > l1 - l) seg = l1 - l;                                   \
+                            T *dst = row + (l - l0);                                          \
+                            const int64_t id = od * g->st[0] + idk, ih = oh * g->st[1] + ihk; \
+                            int64_t ja = owlo - ow0, jb = owhi - ow0;                         \
+                            if (ja < 0) ja = 0;                                               \
+                            if (jb > seg) jb = seg;                                           \
+                            if (id < 0 || id >= g->B[0] || ih < 0 || ih >= g->B[1] || ja >= jb) { \
+                                if (!acc)                                                     \
+                                    for (int64_t j = 0; j < seg; j++) dst[j] = 0;             \
+                            } else {                                                          \
+                                T *src = xc + (id * g->B[1] + ih) * B2 + off + ow0 * st2;     \
+                                if (acc) {                                                    \
+                                    if (st2 == 1)                                             \
+                                        for (int64_t j = ja; j < jb; j++) src[j] += dst[j];   \
+                                    else                                                      \
+                                        for (int64_t j = ja; j < jb; j++)                     \
+                                            src[j * st2] += dst[j];                           \
+                                } else {                                                      \
+                                    for (int64_t j = 0; j < ja; j++) dst[j] = 0;              \
+                                    if (st2 == 1)                                             \
+                                        for (int64_t j = ja; j < jb; j++) dst[j] = src[j];    \
+                                    else                                                      \
+                                        for (int64_t j = ja; j < jb; j++)                     \
+                                            dst[j] = src[j * st2];                            \
+                                    for (int64_t j = jb; j < seg; j++) dst[j] = 0;            \
+                                }                                                             \
+                            }                                                                 \
+                            l += seg;                                                         \
+                            ow0 = 0;                                                          \
+                            if (++oh == g->S[1]) oh = 0, od++;                                \
+                        }                                                                     \
+                    }                                                                         \
+        }                                                                                     \
+    }
+DEFINE_COLS(float, f32)
+DEFINE_COLS(double, f64)
+
+static void cols_ld(int dt, const geo_t *g, void *x, int64_t C, int64_t l0, int64_t l1,
+                    void *col, int64_t ld, int acc) {
+    if (dt == FM_FLOAT32)
+        cols_f32(g, (float *)x, C, l0, l1, (float *)col, ld, acc);
+    else
+        cols_f64(g, (double *)x, C, l0, l1, (double *)col, ld, acc);
+}
+
+/* cols_ld split by channels over T threads (disjoint in x and in col, so col2im too): for a
+   batch too small to give every thread its own image */
+static void cols(int dt, int T, const geo_t *g, char *x, int64_t C, int64_t l0, int64_t l1,
+                 char *col, int acc) {
+    const int64_t ld = l1 - l0, esz = fm_itemsize[dt];
+    if (T <= 1 || C < 2) {
+        cols_ld(dt, g, x, C, l0, l1, col, ld, acc);
+        return;
+    }
+    if (T > C) T = (int)C;
+#pragma omp parallel for num_threads(T) schedule(static)
+    for (int t = 0; t < T; t++) {
+        int64_t c0 = C * t / T, c1 = C * (t + 1) / T;
+        cols_ld(dt, g, x + c0 * g->Lb * esz, c1 - c0, l0, l1, col + c0 * g->Kp * ld * esz, ld,
+                acc);
+    }
+}
+
+/* C (m x n, leading dim ldc) = A @ B + beta * C */
+static int gemm(int dt, int T, int64_t m, int64_t n, int64_t k, const void *a, int64_t sam,
+                int64_t sak, const void *b, int64_t sbk, int64_t sbn, double beta, void *c,
+                int64_t ldc) {
+    if (dt == FM_FLOAT32 && fm_sgemm_available())
+        return fm_sgemm(m, n, k, 1.0, (intptr_t)a, sam, sak, (intptr_t)b, sbk, sbn, beta,
+                        (intptr_t)c, ldc, T);
+    return fm_mm(dt, m, n, k, (intptr_t)c, ldc, 1, (intptr_t)a, sam, sak, (intptr_t)b, sbk, sbn,
+                 1.0, beta, 0, 0);
+}
+
+static void add_bias(int dt, void *y, const void *bias, int64_t C, int64_t L) {
+    if (!bias) return;
+    for (int64_t c = 0; c < C; c++) {
+        if (dt == FM_FLOAT32) {
+            float *p = (float *)y + c * L, v = ((const float *)bias)[c];
+            for (int64_t i = 0; i < L; i++) p[i] += v;
+        } else {
+            double *p = (double *)y + c * L, v = ((const double *)bias)[c];
+            for (int64_t i = 0; i < L; i++) p[i] += v;
+        }
+    }
+}
+
+/* the shared parameters of one call */
+typedef struct {
+    int mode, dt, inner_T;
+    int64_t cb, cs, groups, cbg, csg, esz, Lc, nb;
+    int pointwise;
+    geo_t g;
+    char *a, *b, *bias, *out;
+} job_t;
+
+/* one image of FWD / BWD_DATA / IM2COL / COL2IM; col: scratch of rows * Lc elements.
+   BWD_WEIGHT: adds image n's contribution into acc (beta 0 when first) */
+static int one_image(const job_t *J, int64_t n, char *col, char *acc, int first) {
+    const geo_t *g = &J->g;
+    const int dt = J->dt, T = J->inner_T;
+    const int64_t esz = J->esz, cbg = J->cbg, csg = J->csg, rows = cbg * g->Kp;
+    const int64_t Lb = g->Lb, Ls = g->Ls;
+    int rc = FM_OK;
+    switch (J->mode) {
+    case FM_CONV_IM2COL:
+        cols(dt, 1, g, J->a + n * J->cb * Lb * esz, J->cb, 0, Ls,
+             J->out + n * J->cb * g->Kp * Ls * esz, 0);
+        return FM_OK;
+    case FM_CONV_COL2IM: {
+        char *y = J->out + n * J->cb * Lb * esz;
+        memset(y, 0, J->cb * Lb * esz);
+        cols(dt, 1, g, y, J->cb, 0, Ls, J->a + n * J->cb * g->Kp * Ls * esz, 1);
+        return FM_OK;
+    }
+    case FM_CONV_FWD: {
+        for (int64_t gi = 0; gi < J->groups && !rc; gi++) {
+            char *x = J->a + (n * J->cb + gi * cbg) * Lb * esz;
+            char *w = J->b + gi * csg * rows * esz;
+            char *y = J->out + (n * J->cs + gi * csg) * Ls * esz;
+            if (J->pointwise) {
+                rc = gemm(dt, T, csg, Ls, cbg, w, rows, 1, x, Ls, 1, 0.0, y, Ls);
+                continue;
+            }
+            for (int64_t l0 = 0; l0 < Ls && !rc; l0 += J->Lc) {
+                int64_t l1 = l0 + J->Lc < Ls ? l0 + J->Lc : Ls;
+                cols(dt, T, g, x, cbg, l0, l1, col, 0);
+                rc = gemm(dt, T, csg, l1 - l0, rows, w, rows, 1, col, l1 - l0, 1, 0.0,
+                          y + l0 * esz, Ls);
+            }
+        }
+        if (!rc) add_bias(dt, J->out + n * J->cs * Ls * esz, J->bias, J->cs, Ls);
+        return rc;
+    }
+    case FM_CONV_BWD_DATA: {
+        char *ybase = J->out + n * J->cb * Lb * esz;
+        if (!J->pointwise) memset(ybase, 0, J->cb * Lb * esz);
+        for (int64_t gi = 0; gi < J->groups && !rc; gi++) {
+            char *x = J->a + (n * J->cs + gi * csg) * Ls * esz;
+            char *w = J->b + gi * csg * rows * esz;
+            char *y = ybase + gi * cbg * Lb * esz;
+            if (J->pointwise) {
+                rc = gemm(dt, T, cbg, Ls, csg, w, 1, rows, x, Ls, 1, 0.0, y, Lb);
+                continue;
+            }
+            for (int64_t l0 = 0; l0 < Ls && !rc; l0 += J->Lc) {
+                int64_t l1 = l0 + J->Lc < Ls ? l0 + J->Lc : Ls;
+                rc = gemm(dt, T, rows, l1 - l0, csg, w, 1, rows, x + l0 * esz, Ls, 1, 0.0, col,
+                          l1 - l0);
+                if (!rc) cols(dt, T, g, y, cbg, l0, l1, col, 1);
+            }
+        }
+        if (!rc) add_bias(dt, ybase, J->bias, J->cb, Lb);
+        return rc;
+    }
+    case FM_CONV_BWD_WEIGHT: {
+        for (int64_t gi = 0; gi < J->groups && !rc; gi++) {
+            char *x = J->a + (n * J->cb + gi * cbg) * Lb * esz;
+            char *gy = J->b + (n * J->cs + gi * csg) * Ls * esz;
+            char *gw = acc + gi * csg * rows * esz;
+            if (J->pointwise) {
+                rc = gemm(dt, T, csg, cbg, Ls, gy, Ls, 1, x, 1, Lb, first ? 0.0 : 1.0, gw, rows);
+                continue;
+            }
+            for (int64_t l0 = 0; l0 < Ls && !rc; l0 += J->Lc) {
+                int64_t l1 = l0 + J->Lc < Ls ? l0 + J->Lc : Ls;
+                cols(dt, T, g, x, cbg, l0, l1, col, 0);
+                rc = gemm(dt, T, csg, rows, l1 - l0, gy + l0 * esz, Ls, 1, col, 1, l1 - l0,
+                          (first && l0 == 0) ? 0.0 : 1.0, gw, rows);
+            }
+        }
+        return rc;
+    }
+    }
+    return FM_ERR_ARG;
+}
+
+/* nimg images side by side (small images: one wider product instead of nimg narrow ones).
+   col: rows x (nimg * Ls); tmp: csg x (nimg * Ls) */
+static int image_block(const job_t *J, int64_t n0, int64_t nimg, char *col, char *tmp, char *acc,
+                       int first) {
+    const geo_t *g = &J->g;
+    const int dt = J->dt, T = J->inner_T;
+    const int64_t esz = J->esz, cbg = J->cbg, csg = J->csg, rows = cbg * g->Kp;
+    const int64_t Lb = g->Lb, Ls = g->Ls, Lt = nimg * Ls, sl = Ls * esz;
+    int rc = FM_OK;
+    for (int64_t gi = 0; gi < J->groups && !rc; gi++) {
+        char *w = J->b + gi * csg * rows * esz;
+        switch (J->mode) {
+        case FM_CONV_FWD:
+            for (int64_t i = 0; i < nimg; i++)
+                cols_ld(dt, g, J->a + ((n0 + i) * J->cb + gi * cbg) * Lb * esz, cbg, 0, Ls,
+                        col + i * sl, Lt, 0);
+            rc = gemm(dt, T, csg, Lt, rows, w, rows, 1, col, Lt, 1, 0.0, tmp, Lt);
+            for (int64_t i = 0; i < nimg && !rc; i++) {
+                char *y = J->out + ((n0 + i) * J->cs + gi * csg) * sl;
+                for (int64_t c = 0; c < csg; c++)
+                    memcpy(y + c * sl, tmp + (c * Lt + i * Ls) * esz, sl);
+            }
+            break;
+        case FM_CONV_BWD_DATA:
+            for (int64_t i = 0; i < nimg; i++) {
+                const char *x = J->a + ((n0 + i) * J->cs + gi * csg) * sl;
+                for (int64_t c = 0; c < csg; c++)
+                    memcpy(tmp + (c * Lt + i * Ls) * esz, x + c * sl, sl);
+            }
+            rc = gemm(dt, T, rows, Lt, csg, w, 1, rows, tmp, Lt, 1, 0.0, col, Lt);
+            for (int64_t i = 0; i < nimg && !rc; i++) {
+                char *y = J->out + ((n0 + i) * J->cb + gi * cbg) * Lb * esz;
+                memset(y, 0, cbg * Lb * esz);
+                cols_ld(dt, g, y, cbg, 0, Ls, col + i * sl, Lt, 1);
+            }
+            break;
+        case FM_CONV_BWD_WEIGHT:
+            for (int64_t i = 0; i < nimg; i++) {
+                const char *gy = J->b + ((n0 + i) * J->cs + gi * csg) * sl;
+                for (int64_t c = 0; c < csg; c++)
+                    memcpy(tmp + (c * Lt + i * Ls) * esz, gy + c * sl, sl);
+                cols_ld(dt, g, J->a + ((n0 + i) * J->cb + gi * cbg) * Lb * esz, cbg, 0, Ls,
+                        col + i * sl, Lt, 0);
+            }
+            rc = gemm(dt, T, csg, rows, Lt, tmp, Lt, 1, col, 1, Lt, first ? 0.0 : 1.0,
+                      acc + gi * csg * rows * esz, rows);
+            break;
+        }
+    }
+    if (!rc && J->bias && J->mode != FM_CONV_BWD_WEIGHT)
+        for (int64_t i = 0; i < nimg; i++) {
+            if (J->mode == FM_CONV_FWD)
+                add_bias(dt, J->out + (n0 + i) * J->cs * sl, J->bias, J->cs, Ls);
+            else
+                add_bias(dt, J->out + (n0 + i) * J->cb * Lb * esz, J->bias, J->cb, Lb);
+        }
+    return rc;
+}
+
+static int run_block(const job_t *J, int64_t blk, int64_t n, char *col, char *tmp, char *acc,
+                     int first) {
+    int64_t n0 = blk * J->nb, nimg = n - n0 < J->nb ? n - n0 : J->nb;
+    if (J->nb == 1) return one_image(J, n0, col, acc, first);
+    return image_block(J, n0, nimg, col, tmp, acc, first);
+}
+
+static int64_t chunk_elems = 131072; /* 512 KB of float32: measured best of 32K..512K */
+
+int64_t fm_conv_set_chunk(int64_t elems) {
+    int64_t prev = chunk_elems;
+    if (elems > 0) chunk_elems = elems;
+    return prev;
+}
+
+int fm_conv(int mode, int dtype, int nd, int64_t n, int64_t cb, int64_t cs, int64_t groups,
+            const int64_t *big, const int64_t *small, const int64_t *k, const int64_t *stride,
+            const int64_t *pad, const int64_t *dil, intptr_t a, intptr_t b, intptr_t bias,
+            intptr_t out) {
+    if (mode < FM_CONV_FWD || mode > FM_CONV_COL2IM) return FM_ERR_ARG;
+    if (dtype != FM_FLOAT32 && dtype != FM_FLOAT64) return FM_ERR_DTYPE;
+    if (nd < 1 || nd > 3) return FM_ERR_NDIM;
+    if (mode >= FM_CONV_IM2COL) groups = 1, cs = cb;
+    if (n < 0 || cb < 1 || cs < 1 || groups < 1 || cb % groups || cs % groups) return FM_ERR_ARG;
+    job_t J;
+    memset(&J, 0, sizeof(J));
+    geo_t *g = &J.g;
+    for (int i = 0; i < 3; i++) {
+        int j = i - (3 - nd);
+        g->B[i] = j < 0 ? 1 : big[j];
+        g->S[i] = j < 0 ? 1 : small[j];
+        g->K[i] = j < 0 ? 1 : k[j];
+        g->st[i] = j < 0 ? 1 : stride[j];
+        g->pd[i] = j < 0 ? 0 : pad[j];
+        g->dl[i] = j < 0 ? 1 : dil[j];
+        if (g->B[i] < 1 || g->S[i] < 1 || g->K[i] < 1 || g->st[i] < 1 || g->pd[i] < 0 ||
+            g->dl[i] < 1)
+            return FM_ERR_ARG;
+    }
+    g->Lb = g->B[0] * g->B[1] * g->B[2];
+    g->Ls = g->S[0] * g->S[1] * g->S[2];
+    g->Kp = g->K[0] * g->K[1] * g->K[2];
+    J.mode = mode, J.dt = dtype, J.cb = cb, J.cs = cs, J.groups = groups;
+    J.cbg = cb / groups, J.csg = cs / groups, J.esz = fm_itemsize[dtype];
+    J.a = (char *)a, J.b = (char *)b, J.bias = (char *)bias, J.out = (char *)out;
+    J.pointwise = g->Kp == 1 && g->Lb == g->Ls && mode <= FM_CONV_BWD_WEIGHT;
+    for (int i = 0; i < 3; i++)
+        if (g->st[i] != 1 || g->pd[i] != 0) J.pointwise = 0;
+    const int64_t rows = J.cbg * g->Kp;
+    /* whole 32-column tiles of the GEMM kernel (a partial tile per slice costs more than the
+       extra row segments) */
+    int64_t Lc = chunk_elems / rows / 32 * 32;
+    if (Lc < 32) Lc = 32;
+    if (mode >= FM_CONV_IM2COL || Lc > g->Ls) Lc = g->Ls;
+    J.Lc = Lc;
+    const int64_t wbytes = cs * rows * J.esz;
+    if (n == 0) {
+        if (mode == FM_CONV_BWD_WEIGHT) memset(J.out, 0, wbytes);
+        return FM_OK;
+    }
+    /* threads: over images (one whole product each) when the batch allows, else inside sgemm */
+    const double work = 2.0 * (double)n * (double)cs * (double)rows * (double)g->Ls;
+    const int sg = dtype == FM_FLOAT32 && fm_sgemm_available();
+    int nt = mode >= FM_CONV_IM2COL ? 1 : sg ? fm_par_threads(work, 4e6) : 1;
+    int outer = nt > 1 && n >= nt ? nt : 1;
+    /* small images: several side by side per product (narrow products waste the kernel) */
+    J.nb = 1;
+    if (mode <= FM_CONV_BWD_WEIGHT && g->Ls < 256) {
+        int64_t per = (n + outer - 1) / outer, nb = (512 + g->Ls - 1) / g->Ls;
+        int64_t cap = (int64_t)(1 << 21) / (rows * g->Ls);
+        if (nb > cap) nb = cap;
+        if (nb > per) nb = per;
+        J.nb = nb < 1 ? 1 : nb;
+    }
+    const int64_t nblk = (n + J.nb - 1) / J.nb;
+    if (nblk < outer) outer = 1;
+    J.inner_T = outer > 1 ? 1 : nt;
+    const int64_t colbytes = J.nb > 1 ? rows * J.nb * g->Ls * J.esz
+                             : J.pointwise || mode >= FM_CONV_IM2COL ? 64 : rows * Lc * J.esz;
+    const int64_t tmpbytes = J.nb > 1 ? J.csg * J.nb * g->Ls * J.esz : 64;
+    int rc = FM_OK;
+    if (mode == FM_CONV_BWD_WEIGHT) {
+        char *accs[64] = {0};
+        int started[64] = {0};
+        accs[0] = J.out;
+        for (int t = 1; t < outer; t++) {
+            accs[t] = (char *)fm_alloc(wbytes);
+            if (!accs[t]) rc = FM_ERR_NOMEM;
+        }
+        if (!rc) {
+#pragma omp parallel num_threads(outer) if (outer > 1)
+            {
+                int t = omp_get_thread_num();
+                char *col = (char *)fm_alloc(colbytes), *tmp = (char *)fm_alloc(tmpbytes);
+                if (!col || !tmp) {
+                    __atomic_store_n(&rc, FM_ERR_NOMEM, __ATOMIC_RELAXED);
+                }
+#pragma omp for schedule(static)
+                for (int64_t i = 0; i < nblk; i++) {
+                    if (__atomic_load_n(&rc, __ATOMIC_RELAXED)) continue;
+                    int r = run_block(&J, i, n, col, tmp, accs[t], !started[t]);
+                    started[t] = 1;
+                    if (r) __atomic_store_n(&rc, r, __ATOMIC_RELAXED);
+                }
+                if (col) fm_free((intptr_t)col, colbytes);
+                if (tmp) fm_free((intptr_t)tmp, tmpbytes);
+            }
+        }
+        if (!rc) {
+            if (!started[0]) memset(J.out, 0, wbytes);
+            int64_t cnt = cs * rows;
+            for (int t = 1; t < outer; t++) {
+                if (!started[t]) continue;
+                if (dtype == FM_FLOAT32) {
+                    float *o = (float *)J.out, *s = (float *)accs[t];
+                    for (int64_t i = 0; i < cnt; i++) o[i] += s[i];
+                } else {
+                    double *o = (double *)J.out, *s = (double *)accs[t];
+                    for (int64_t i = 0; i < cnt; i++) o[i] += s[i];
+                }
+            }
+        }
+        for (int t = 1; t < outer; t++)
+            if (accs[t]) fm_free((intptr_t)accs[t], wbytes);
+        return rc;
+    }
+#pragma omp parallel num_threads(outer) if (outer > 1)
+    {
+        char *col = (char *)fm_alloc(colbytes), *tmp = (char *)fm_alloc(tmpbytes);
+        if (!col || !tmp) {
+            __atomic_store_n(&rc, FM_ERR_NOMEM, __ATOMIC_RELAXED);
+        }
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < nblk; i++) {
+            if (__atomic_load_n(&rc, __ATOMIC_RELAXED)) continue;
+            int r = run_block(&J, i, n, col, tmp, NULL, 0);
+            if (r) __atomic_store_n(&rc, r, __ATOMIC_RELAXED);
+        }
+        if (col) fm_free((intptr_t)col, colbytes);
+        if (tmp) fm_free((intptr_t)tmp, tmpbytes);
+    }
+    return rc;
+}

@@ -1,0 +1,248 @@
+"""Convolutions against a float64 NumPy reference written here (direct sums over kernel taps):
+conv1d/2d/3d, conv_transpose1d/2d/3d, convolution_backward_weight, im2col/col2im, on random
+shapes with stride, padding ('same'/'valid' too), dilation, groups, bias, non-contiguous inputs
+and weights, batch 0, unbatched inputs, float16/bfloat16/float32/float64; bad input errors."""
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import fiamma
+
+
+def ref_conv(x, w, b, stride, pad, dil, groups):
+    """float64 cross-correlation: x (N, C, *S), w (O, C/g, *K), symmetric zero padding."""
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    nd = x.ndim - 2
+    n, c = x.shape[:2]
+    o = w.shape[0]
+    k = w.shape[2:]
+    xp = np.pad(x, [(0, 0), (0, 0)] + [(p, p) for p in pad])
+    out_sp = [(x.shape[2 + i] + 2 * pad[i] - dil[i] * (k[i] - 1) - 1) // stride[i] + 1
+              for i in range(nd)]
+    out = np.zeros((n, o, *out_sp))
+    cg, og = c // groups, o // groups
+    for g in range(groups):
+        xs = xp[:, g * cg:(g + 1) * cg]
+        for tap in itertools.product(*[range(v) for v in k]):
+            sl = tuple(slice(tap[i] * dil[i], tap[i] * dil[i] + stride[i] * (out_sp[i] - 1) + 1,
+                             stride[i]) for i in range(nd))
+            patch = xs[(slice(None), slice(None)) + sl]  # (N, cg, *out)
+            wt = w[(slice(g * og, (g + 1) * og), slice(None)) + tap]  # (og, cg)
+            out[:, g * og:(g + 1) * og] += np.einsum("nc...,oc->no...", patch, wt)
+    if b is not None:
+        out += b.astype(np.float64).reshape((1, o) + (1,) * nd)
+    return out
+
+
+def ref_conv_t(x, w, b, stride, pad, outpad, dil, groups):
+    """float64 transposed convolution: scatter every input element through the kernel."""
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    nd = x.ndim - 2
+    n, c = x.shape[:2]
+    k = w.shape[2:]
+    og = w.shape[1]
+    o = og * groups
+    cg = c // groups
+    big = [(x.shape[2 + i] - 1) * stride[i] - 2 * pad[i] + dil[i] * (k[i] - 1) + 1 + outpad[i]
+           for i in range(nd)]
+    full = np.zeros((n, o, *[big[i] + 2 * pad[i] for i in range(nd)]))
+    for g in range(groups):
+        xs = x[:, g * cg:(g + 1) * cg]
+        for tap in itertools.product(*[range(v) for v in k]):
+            sl = tuple(slice(tap[i] * dil[i], tap[i] * dil[i] + stride[i] * (x.shape[2 + i] - 1)
+                             + 1, stride[i]) for i in range(nd))
+            wt = w[(slice(g * cg, (g + 1) * cg), slice(None)) + tap]  # (cg, og)
+            full[(slice(None), slice(g * og, (g + 1) * og)) + sl] += np.einsum(
+                "nc...,co->no...", xs, wt)
+    out = full[(slice(None), slice(None)) + tuple(slice(pad[i], pad[i] + big[i])
+                                                    for i in range(nd))]
+    if b is not None:
+        out = out + b.astype(np.float64).reshape((1, o) + (1,) * nd)
+    return out
+
+
+def T(a, dtype=fiamma.float32):
+    return fiamma.tensor(np.ascontiguousarray(a), dtype=dtype)
+
+
+def noncontig(a, dtype):
+    """A transposed view with the same values as ``a`` (non-contiguous)."""
+    base = fiamma.tensor(np.ascontiguousarray(np.swapaxes(a, -1, -2)), dtype=dtype)
+    return base.transpose(-1, -2)
+
+
+TOL = {fiamma.float32: 1e-4, fiamma.float64: 1e-10, fiamma.float16: 2e-2, fiamma.bfloat16: 6e-2}
+
+
+def _close(out, ref, dtype):
+    got = out.to(fiamma.float64).numpy() if dtype in (fiamma.float16, fiamma.bfloat16) \
+        else out.numpy().astype(np.float64)
+    assert got.shape == ref.shape
+    scale = max(1.0, float(np.abs(ref).max()) if ref.size else 1.0)
+    np.testing.assert_allclose(got, ref, atol=TOL[dtype] * scale, rtol=TOL[dtype])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_conv_random(data):
+    nd = data.draw(st.integers(1, 3))
+    groups = data.draw(st.sampled_from([1, 1, 2, 3]))
+    cg = data.draw(st.integers(1, 3))
+    og = data.draw(st.integers(1, 3))
+    n = data.draw(st.integers(0, 3))
+    k = [data.draw(st.integers(1, 3)) for _ in range(nd)]
+    s = [data.draw(st.integers(1, 3)) for _ in range(nd)]
+    d = [data.draw(st.integers(1, 2)) for _ in range(nd)]
+    p = [data.draw(st.integers(0, 2)) for _ in range(nd)]
+    sp = [data.draw(st.integers(max(1, d[i] * (k[i] - 1) + 1 - 2 * p[i]), 7 if nd < 3 else 5))
+          for i in range(nd)]
+    dtype = data.draw(st.sampled_from([fiamma.float32, fiamma.float64]))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**31)))
+    x = rng.standard_normal((n, cg * groups, *sp))
+    w = rng.standard_normal((og * groups, cg, *k))
+    b = rng.standard_normal(og * groups) if data.draw(st.booleans()) else None
+    xt = noncontig(x, dtype) if data.draw(st.booleans()) else T(x, dtype)
+    wt = noncontig(w, dtype) if data.draw(st.booleans()) else T(w, dtype)
+    fn = [None, fiamma.conv1d, fiamma.conv2d, fiamma.conv3d][nd]
+    out = fn(xt, wt, None if b is None else T(b, dtype), s, p, d, groups)
+    _close(out, ref_conv(x, w, b, s, p, d, groups), dtype)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_conv_transpose_random(data):
+    nd = data.draw(st.integers(1, 3))
+    groups = data.draw(st.sampled_from([1, 1, 2]))
+    cg, og = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    n = data.draw(st.integers(0, 2))
+    k = [data.draw(st.integers(1, 3)) for _ in range(nd)]
+    s = [data.draw(st.integers(1, 3)) for _ in range(nd)]
+    d = [data.draw(st.integers(1, 2)) for _ in range(nd)]
+    op = [data.draw(st.integers(0, max(s[i], d[i]) - 1)) for i in range(nd)]
+    sp = [data.draw(st.integers(1, 5 if nd < 3 else 3)) for _ in range(nd)]
+    p = [data.draw(st.integers(0, ((sp[i] - 1) * s[i] + d[i] * (k[i] - 1) + op[i]) // 2))
+         for i in range(nd)]
+    dtype = data.draw(st.sampled_from([fiamma.float32, fiamma.float64]))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**31)))
+    x = rng.standard_normal((n, cg * groups, *sp))
+    w = rng.standard_normal((cg * groups, og, *k))
+    b = rng.standard_normal(og * groups) if data.draw(st.booleans()) else None
+    xt = noncontig(x, dtype) if data.draw(st.booleans()) else T(x, dtype)
+    fn = [None, fiamma.conv_transpose1d, fiamma.conv_transpose2d, fiamma.conv_transpose3d][nd]
+    out = fn(xt, T(w, dtype), None if b is None else T(b, dtype), s, p, op, groups, d)
+    _close(out, ref_conv_t(x, w, b, s, p, op, d, groups), dtype)
+
+
+@pytest.mark.parametrize("dtype", [fiamma.float16, fiamma.bfloat16, fiamma.float32,
+                                   fiamma.float64])
+def test_dtypes_and_pointwise(dtype):
+    rng = np.random.default_rng(0)
+    x, w, b = rng.standard_normal((2, 4, 5, 6)), rng.standard_normal((3, 4, 1, 1)), \
+        rng.standard_normal(3)
+    out = fiamma.conv2d(T(x, dtype), T(w, dtype), T(b, dtype))
+    assert out.dtype == dtype
+    _close(out, ref_conv(x, w, b, (1, 1), (0, 0), (1, 1), 1), dtype)
+    out = fiamma.conv2d(T(x, dtype), T(w, dtype), None, 2)  # 1x1 stride 2 (downsample)
+    _close(out, ref_conv(x, w, None, (2, 2), (0, 0), (1, 1), 1), dtype)
+
+
+def test_large_batch_threads_and_chunks():
+    """Big enough for the threaded path and for several column chunks per image."""
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((5, 16, 40, 40)), rng.standard_normal((8, 16, 3, 3))
+    _close(fiamma.conv2d(T(x), T(w), None, 1, 1), ref_conv(x, w, None, (1, 1), (1, 1), (1, 1), 1),
+           fiamma.float32)
+    _close(fiamma.conv2d(T(x[:1]), T(w), None, 1, 1),
+           ref_conv(x[:1], w, None, (1, 1), (1, 1), (1, 1), 1), fiamma.float32)
+    g = rng.standard_normal((5, 8, 40, 40))
+    gw = fiamma.convolution_backward_weight(T(x), T(g), (8, 16, 3, 3), (1, 1), (1, 1), (1, 1), 1)
+    ref = np.einsum("nohw,nchw->oc", g, x)  # the centre tap (no shift)
+    np.testing.assert_allclose(gw.numpy()[:, :, 1, 1], ref, rtol=1e-4, atol=1e-3)
+
+
+def test_backward_weight_matches_reference():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((3, 4, 7, 6))
+    g = rng.standard_normal((3, 6, 4, 6))
+    s, p, d, groups = (2, 1), (1, 1), (1, 2), 2
+    gw = fiamma.convolution_backward_weight(T(x, fiamma.float64), T(g, fiamma.float64),
+                                            (6, 2, 3, 2), s, p, d, groups).numpy()
+    # <g, conv(x, w)> is linear in w: its gradient by w is gw
+    ref = np.zeros((6, 2, 3, 2))
+    for idx in np.ndindex(*ref.shape):
+        e = np.zeros(ref.shape)
+        e[idx] = 1
+        ref[idx] = (g * ref_conv(x, e, None, s, p, d, groups)).sum()
+    np.testing.assert_allclose(gw, ref, rtol=1e-10, atol=1e-10)
+
+
+def test_same_valid_and_unbatched():
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((2, 5, 6)), rng.standard_normal((2, 2, 4, 3))
+    out = fiamma.conv2d(T(x), T(w), padding="same", dilation=(1, 2))
+    assert tuple(out.shape) == (2, 5, 6)
+    # PyTorch pads an even kernel's extra row at the end: total 3 rows -> (1, 2), cols 4 -> (2, 2)
+    xp = np.pad(x, [(0, 0), (1, 2), (2, 2)])
+    _close(out, ref_conv(xp[None], w, None, (1, 1), (0, 0), (1, 2), 1)[0], fiamma.float32)
+    out = fiamma.conv2d(T(x), T(w), padding="valid")
+    _close(out, ref_conv(x[None], w, None, (1, 1), (0, 0), (1, 1), 1)[0], fiamma.float32)
+    y = rng.standard_normal((3, 4))
+    wt = rng.standard_normal((3, 2, 2))
+    _close(fiamma.conv_transpose1d(T(y), T(wt), None, 2),
+           ref_conv_t(y[None], wt, None, (2,), (0,), (0,), (1,), 1)[0], fiamma.float32)
+
+
+def test_im2col_col2im():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 3, 5, 6))
+    k, d, p, s = (2, 3), (1, 2), (1, 1), (2, 1)
+    cols = fiamma.im2col(T(x, fiamma.float64), k, d, p, s).numpy()
+    # the columns' dot with the weight is the convolution
+    w = rng.standard_normal((4, 3, *k))
+    out = np.einsum("ok,nkl->nol", w.reshape(4, -1), cols)
+    ref = ref_conv(x, w, None, s, p, d, 1)
+    np.testing.assert_allclose(out.reshape(ref.shape), ref, rtol=1e-10, atol=1e-10)
+    # col2im is the adjoint: <im2col(x), c> == <x, col2im(c)>
+    c = rng.standard_normal(cols.shape)
+    back = fiamma.col2im(T(c, fiamma.float64), (5, 6), k, d, p, s).numpy()
+    assert np.isclose((cols * c).sum(), (x * back).sum())
+
+
+def test_empty_batch_and_backward_weight_zero():
+    w = fiamma.ones(4, 3, 3, 3)
+    out = fiamma.conv2d(fiamma.ones(0, 3, 5, 5), w, fiamma.ones(4))
+    assert tuple(out.shape) == (0, 4, 3, 3)
+    gw = fiamma.convolution_backward_weight(fiamma.ones(0, 3, 5, 5), fiamma.ones(0, 4, 3, 3),
+                                            (4, 3, 3, 3), 1, 0, 1, 1)
+    assert gw.abs().sum().item() == 0
+    assert tuple(fiamma.conv_transpose2d(fiamma.ones(0, 4, 2, 2), w).shape) == (0, 3, 4, 4)
+
+
+@pytest.mark.parametrize("call,msg", [
+    (lambda: fiamma.conv2d(fiamma.ones(1, 4, 5, 5), fiamma.ones(2, 3, 3, 3)), "conv"),
+    (lambda: fiamma.conv2d(fiamma.ones(5, 5), fiamma.ones(2, 3, 3, 3)), "conv2d"),
+    (lambda: fiamma.conv2d(fiamma.ones(1, 3, 2, 2), fiamma.ones(2, 3, 3, 3)), "conv"),
+    (lambda: fiamma.conv2d(fiamma.ones(1, 3, 5, 5), fiamma.ones(2, 3, 3, 3), stride=0), "stride"),
+    (lambda: fiamma.conv2d(fiamma.ones(1, 3, 5, 5), fiamma.ones(2, 3, 3, 3), padding=-1),
+     "padding"),
+    (lambda: fiamma.conv2d(fiamma.ones(1, 4, 5, 5), fiamma.ones(3, 2, 3, 3), groups=2), "groups"),
+    (lambda: fiamma.conv2d(fiamma.ones(1, 3, 5, 5), fiamma.ones(2, 3, 3, 3), fiamma.ones(3)),
+     "bias"),
+    (lambda: fiamma.conv2d(fiamma.ones(1, 3, 5, 5, dtype=fiamma.int64),
+                           fiamma.ones(2, 3, 3, 3, dtype=fiamma.int64)), "dtype"),
+    (lambda: fiamma.conv2d(fiamma.ones(1, 3, 5, 5), fiamma.ones(2, 3, 3, 3, dtype=fiamma.float64)),
+     "dtype"),
+    (lambda: fiamma.conv2d(fiamma.ones(1, 3, 5, 5), fiamma.ones(2, 3, 3, 3), stride=2,
+                           padding="same"), "same"),
+    (lambda: fiamma.conv_transpose2d(fiamma.ones(1, 3, 5, 5), fiamma.ones(2, 3, 3, 3)), "conv"),
+    (lambda: fiamma.conv_transpose2d(fiamma.ones(1, 3, 5, 5), fiamma.ones(3, 3, 3, 3),
+                                     output_padding=1), "output padding"),
+    (lambda: fiamma.col2im(fiamma.ones(1, 8, 5), (3, 3), (2, 2)), "col2im"),
+])
+def test_bad_input(call, msg):
+    with pytest.raises((RuntimeError, ValueError, TypeError)) as e:
+        call()
+    assert msg in str(e.value)
