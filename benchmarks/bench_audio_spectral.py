@@ -39,7 +39,7 @@ def main():
     try:
         from fiamma.audio.transforms import MelSpectrogram
     except ImportError:
-        from fiamma.audio._spectral_transforms import MelSpectrogram
+        from fiamma.audio.transforms._spectral import MelSpectrogram
 
     sr = 16000
     wav = np.random.default_rng(0).standard_normal(int(sr * args.seconds)).astype(np.float32)

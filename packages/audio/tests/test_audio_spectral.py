@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import fiamma
-from fiamma.audio import _spectral_functional as SF, _spectral_transforms as T
+import fiamma.audio.functional as SF
+import fiamma.audio.transforms as T
 
 RNG = np.random.default_rng(1234)
 

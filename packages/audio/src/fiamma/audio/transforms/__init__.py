@@ -7,3 +7,4 @@
 """
 
 from fiamma.audio.transforms._basic import *  # noqa: F401,F403
+from fiamma.audio.transforms._spectral import *  # noqa: F401,F403

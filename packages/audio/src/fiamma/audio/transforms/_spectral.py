@@ -2,14 +2,14 @@
 buffers: ``state_dict`` keys match torchaudio's).
 
 Complex spectrograms are (..., freq, time, 2) (real, imag) pairs (see
-:mod:`fiamma.audio._spectral_functional`).
+:mod:`fiamma.audio.functional._spectral`).
 """
 
 import math
 
 import fiamma
 from fiamma import nn
-from fiamma.audio import _spectral_functional as F
+import fiamma.audio.functional._spectral as F
 
 __all__ = ["Spectrogram", "InverseSpectrogram", "GriffinLim", "AmplitudeToDB", "MelScale",
            "InverseMelScale", "MelSpectrogram", "MFCC", "LFCC", "FrequencyMasking",
