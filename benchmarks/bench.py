@@ -444,7 +444,7 @@ def nn_workloads(quick):
              ("LeNet step b64 Adam", (("pt", 1.5),)),
              ("ResNet-18 fwd b8 224", (("pt", 1.3),))]
     try:
-        from fiamma import nn, optim
+        from fiamma import nn, optim  # noqa: F401  (fiamma.optim is used through lib.optim)
         fiamma.conv2d, nn.BatchNorm2d, nn.MaxPool2d, nn.AdaptiveAvgPool2d  # noqa: B018
     except (ImportError, AttributeError):
         return [Workload(n, "ms", None, None, targets=t, check=False,

@@ -5,9 +5,9 @@ float64."""
 
 import numpy as np
 import pytest
+from _formula_check import check, noncontig, rand
 
 import fiamma
-from _formula_check import check, noncontig, rand
 
 
 def _bn(training):

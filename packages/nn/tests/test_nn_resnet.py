@@ -2,13 +2,12 @@
 and evaluates; (parity) PyTorch's model saved with torch.save loads by state_dict into the
 fiamma build and gives the same logits and gradients."""
 
+import nn_models
 import numpy as np
 import pytest
 
 import fiamma
 from fiamma import nn
-
-import nn_models
 
 try:
     import torch

@@ -8,18 +8,18 @@ from fiamma.nn._activation_functional import *  # noqa: F401,F403
 from fiamma.nn._activation_functional import __all__ as _activations
 from fiamma.nn._attention_functional import *  # noqa: F401,F403
 from fiamma.nn._attention_functional import __all__ as _attention
+from fiamma.nn._conv_functional import *  # noqa: F401,F403
+from fiamma.nn._conv_functional import __all__ as _convs
 from fiamma.nn._loss_functional import *  # noqa: F401,F403
 from fiamma.nn._loss_functional import __all__ as _losses
 from fiamma.nn._misc_functional import *  # noqa: F401,F403
 from fiamma.nn._misc_functional import __all__ as _misc
 from fiamma.nn._norm_functional import *  # noqa: F401,F403
 from fiamma.nn._norm_functional import __all__ as _norms
-from fiamma.nn._sample_functional import *  # noqa: F401,F403
-from fiamma.nn._sample_functional import __all__ as _sample
 from fiamma.nn._pool_functional import *  # noqa: F401,F403
 from fiamma.nn._pool_functional import __all__ as _pools
-from fiamma.nn._conv_functional import *  # noqa: F401,F403
-from fiamma.nn._conv_functional import __all__ as _convs
+from fiamma.nn._sample_functional import *  # noqa: F401,F403
+from fiamma.nn._sample_functional import __all__ as _sample
 
 __all__ = (["linear", "bilinear", "relu", "softmax", "log_softmax", "pad", "dropout",
             "embedding"] + _losses + _activations

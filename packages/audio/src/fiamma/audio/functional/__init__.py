@@ -8,9 +8,8 @@
 (2, 8000)
 """
 
-from fiamma.audio.functional._filtering import *  # noqa: F401,F403
-
-from fiamma.audio.functional._spectral import *  # noqa: F401,F403,E402
 from fiamma.audio.functional import _filtering, _spectral  # noqa: E402
+from fiamma.audio.functional._filtering import *  # noqa: F401,F403
+from fiamma.audio.functional._spectral import *  # noqa: F401,F403,E402
 
 __all__ = _filtering.__all__ + _spectral.__all__

@@ -8,8 +8,8 @@ Complex spectrograms are (..., freq, time, 2) (real, imag) pairs (see
 import math
 
 import fiamma
-from fiamma import nn
 import fiamma.audio.functional._spectral as F
+from fiamma import nn
 
 __all__ = ["Spectrogram", "InverseSpectrogram", "GriffinLim", "AmplitudeToDB", "MelScale",
            "InverseMelScale", "MelSpectrogram", "MFCC", "LFCC", "FrequencyMasking",
