@@ -240,6 +240,38 @@ def test_cifar10(tmp_path, monkeypatch, protocol, bytes_keys):
     assert tuple(xb.shape) == (8, 32, 32, 3) and yb.tolist() == batches["test_batch"][1]
 
 
+def _py2_str(b):
+    return (b"U" + bytes([len(b)]) + b) if len(b) < 256 else (b"T" + struct.pack("<I", len(b)) + b)
+
+
+def _py2_int(i):
+    return b"J" + struct.pack("<i", i)
+
+
+def py2_cifar_batch(data, labels):
+    """A CIFAR batch as Python 2's cPickle wrote the real files (protocol 2, str keys and raw
+    bytes, numpy.core.multiarray._reconstruct)."""
+    arr = b"cnumpy.core.multiarray\n_reconstruct\ncnumpy\nndarray\n"
+    arr += _py2_int(0) + b"\x85" + _py2_str(b"b") + b"\x87R"
+    arr += b"(" + _py2_int(1) + b"(" + b"".join(_py2_int(d) for d in data.shape) + b"t"
+    arr += b"cnumpy\ndtype\n" + _py2_str(b"u1") + _py2_int(0) + _py2_int(1) + b"\x87R"
+    arr += b"(" + _py2_int(3) + _py2_str(b"|") + b"NNN" + _py2_int(-1) + _py2_int(-1)
+    arr += _py2_int(0) + b"tb" + b"\x89" + _py2_str(data.tobytes()) + b"tb"
+    lab = b"](" + b"".join(_py2_int(v) for v in labels) + b"e"
+    return (b"\x80\x02}(" + _py2_str(b"batch_label") + _py2_str(b"testing batch 1 of 1") +
+            _py2_str(b"labels") + lab + _py2_str(b"data") + arr + b"u.")
+
+
+def test_cifar_reads_python2_pickles(tmp_path, monkeypatch):
+    _md5s_off(monkeypatch, D.CIFAR10)
+    make_cifar10(tmp_path)
+    data, labels = cifar_batch(4, seed=11)
+    (tmp_path / "cifar-10-batches-py" / "test_batch").write_bytes(py2_cifar_batch(data, labels))
+    ds = D.CIFAR10(tmp_path, train=False)
+    np.testing.assert_array_equal(ds.data, hwc(data))
+    assert ds.targets == labels
+
+
 def test_cifar100(tmp_path, monkeypatch):
     _md5s_off(monkeypatch, D.CIFAR100)
     folder = tmp_path / "cifar-100-python"
@@ -323,6 +355,10 @@ def test_image_folder(tmp_path):
     np.testing.assert_array_equal(x.numpy(), files[tds.samples[0][0]].transpose(2, 0, 1))
     xb, yb = next(iter(DataLoader(tds, batch_size=2)))
     assert tuple(xb.shape) == (2, 3, 6, 5) and yb.tolist() == [1, 1]
+    # worker processes get the dataset pickled: same batches
+    par = [b for b in DataLoader(tds, batch_size=1, num_workers=2)]
+    assert [b[1].tolist() for b in par] == [[1], [1]]
+    np.testing.assert_array_equal(par[0][0].numpy()[0], x.numpy())
     assert "Root location" in repr(ds)
 
 
@@ -549,10 +585,17 @@ def test_mnist_download(server, tmp_path, monkeypatch):
     assert len(ds2) == 12 and len(server.log) == n
 
 
-def test_mnist_download_all_mirrors_fail(server, tmp_path, monkeypatch):
-    monkeypatch.setattr(D.FashionMNIST, "mirrors", [server.url + "/a/", server.url + "/b/"])
-    with pytest.raises(RuntimeError, match="(?s)error downloading train-images.*a/.*b/"):
-        D.FashionMNIST(tmp_path, download=True)
+def test_mnist_download_all_mirrors_fail(server, tmp_path):
+    # the module-level list of mirrors, replaced in place
+    saved = list(D.mnist.FASHION_MNIST_MIRRORS)
+    D.mnist.FASHION_MNIST_MIRRORS[:] = [server.url + "/a/", server.url + "/b/"]
+    try:
+        with pytest.raises(RuntimeError, match="(?s)error downloading train-images.*a/.*b/"):
+            D.FashionMNIST(tmp_path, download=True)
+    finally:
+        D.mnist.FASHION_MNIST_MIRRORS[:] = saved
+    assert [p for p, _ in server.log] == ["/a/train-images-idx3-ubyte.gz",
+                                          "/b/train-images-idx3-ubyte.gz"]
     assert not any(f.endswith(".part") for f in os.listdir(tmp_path / "FashionMNIST" / "raw"))
 
 
