@@ -9,9 +9,19 @@ from hypothesis import given, settings, strategies as st
 from PIL import Image
 
 import fiamma
-from fiamma.vision.io import (ImageReadMode, decode_image, decode_jpeg, decode_png, encode_jpeg,
-                              encode_png, read_file, read_image, write_file, write_jpeg,
-                              write_png)
+from fiamma.vision.io import (
+    ImageReadMode,
+    decode_image,
+    decode_jpeg,
+    decode_png,
+    encode_jpeg,
+    encode_png,
+    read_file,
+    read_image,
+    write_file,
+    write_jpeg,
+    write_png,
+)
 
 
 def _t(arr):

@@ -9,8 +9,7 @@ from hypothesis import given, settings, strategies as st
 from PIL import Image
 
 import fiamma
-from fiamma.vision.utils import (draw_bounding_boxes, draw_segmentation_masks, make_grid,
-                                 save_image)
+from fiamma.vision.utils import draw_bounding_boxes, draw_segmentation_masks, make_grid, save_image
 
 
 def _grid_ref(x, nrow, padding, pad_value):

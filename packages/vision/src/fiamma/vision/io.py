@@ -58,7 +58,8 @@ def _as_bytes(data, op):
     if isinstance(data, (bytes, bytearray, memoryview)):
         return bytes(data)
     if not fiamma.is_tensor(data):
-        raise TypeError(f"{op}: expected a 1-D uint8 tensor of encoded bytes, got {type(data).__name__}")
+        raise TypeError(f"{op}: expected a 1-D uint8 tensor of encoded bytes, got "
+                        f"{type(data).__name__}")
     if data.dtype != fiamma.uint8 or data.dim() != 1:
         raise ValueError(f"{op}: expected a 1-D uint8 tensor of encoded bytes, got "
                          f"dtype {data.dtype} and shape {tuple(data.shape)}")

@@ -108,6 +108,15 @@ class _Progress:
             sys.stderr.flush()
 
 
+def _range_starts_at(resp, start):
+    # Content-Range: bytes START-END/TOTAL
+    value = resp.headers.get("Content-Range", "")
+    try:
+        return int(value.split()[1].split("-")[0]) == start
+    except (IndexError, ValueError):
+        return False
+
+
 def _fetch(url, part, progress, timeout):
     """Download ``url`` into ``part``, continuing an existing partial file with Range."""
     have = os.path.getsize(part) if os.path.exists(part) else 0
@@ -122,6 +131,11 @@ def _fetch(url, part, progress, timeout):
             return  # the server has nothing past what we hold: the part is complete
         raise
     with resp:
+        if have and resp.status == 206 and not _range_starts_at(resp, have):
+            os.unlink(part)
+            raise DownloadError(f"download of {url}: the server answered the resume request "
+                                f"with the range {resp.headers.get('Content-Range')!r}, not "
+                                f"bytes {have}-; the partial file was deleted")
         if have and resp.status != 206:
             have = 0  # the server ignored the Range request: start over
         length = resp.headers.get("Content-Length")
