@@ -433,7 +433,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self.end_headers()
                 return
             self.send_response(206)
-            self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+            first = 0 if srv.bad_range else start
+            self.send_header("Content-Range", f"bytes {first}-{len(data) - 1}/{len(data)}")
         else:
             self.send_response(200)
         body = data[start:]
@@ -451,7 +452,8 @@ class _Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def server():
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    srv.files, srv.log, srv.cut, srv.ignore_range = {}, [], {}, False
+    srv.files, srv.log, srv.cut = {}, [], {}
+    srv.ignore_range = srv.bad_range = False
     t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()
     srv.url = f"http://127.0.0.1:{srv.server_address[1]}"
@@ -517,6 +519,18 @@ def test_download_restarts_when_range_is_ignored(server, tmp_path):
     (tmp_path / "f.bin.part").write_bytes(b"stale bytes that must not survive")
     U.download_url(server.url + "/f.bin", tmp_path, md5=md5(PAYLOAD), progress=False)
     assert (tmp_path / "f.bin").read_bytes() == PAYLOAD
+
+
+def test_download_refuses_a_misplaced_range(server, tmp_path):
+    server.files["/h.bin"] = PAYLOAD
+    server.bad_range = True
+    (tmp_path / "h.bin.part").write_bytes(PAYLOAD[:1000])
+    with pytest.raises(U.DownloadError, match="range"):
+        U.download_url(server.url + "/h.bin", tmp_path, progress=False)
+    assert os.listdir(tmp_path) == []
+    server.bad_range = False
+    U.download_url(server.url + "/h.bin", tmp_path, md5=md5(PAYLOAD), progress=False)
+    assert (tmp_path / "h.bin").read_bytes() == PAYLOAD
 
 
 def test_download_complete_part_gets_416(server, tmp_path):
