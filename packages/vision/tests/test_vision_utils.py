@@ -1,6 +1,7 @@
 """fiamma.vision.utils: make_grid against a NumPy construction, save_image, drawing."""
 
 import math
+import os
 import warnings
 
 import numpy as np
@@ -83,6 +84,12 @@ def test_save_image(tmp_path):
     got = np.asarray(Image.open(p)).transpose(2, 0, 1)
     ref = np.clip(np.floor(_grid_ref(x, 2, 1, 1.0) * 255 + 0.5), 0, 255).astype(np.uint8)
     np.testing.assert_array_equal(got, ref)
+    assert sorted(os.listdir(tmp_path)) == ["grid.png"]  # no temporary file left
+    save_image(fiamma.from_numpy(x), str(tmp_path / "g.jpg"))
+    assert Image.open(tmp_path / "g.jpg").format == "JPEG"
+    with pytest.raises((ValueError, KeyError, OSError)):
+        save_image(fiamma.from_numpy(x), tmp_path / "bad.unknownext")
+    assert sorted(os.listdir(tmp_path)) == ["g.jpg", "grid.png"]
     import io
     buf = io.BytesIO()
     save_image(fiamma.from_numpy(x[0]), buf, format="PNG")

@@ -7,6 +7,8 @@ fiamma.Size([3, 19, 46])
 """
 
 import math
+import os
+import tempfile
 import warnings
 
 import numpy as np
@@ -100,7 +102,23 @@ def save_image(tensor, fp, format=None, **kwargs):
     arr = np.ascontiguousarray(arr.transpose(1, 2, 0))
     if arr.shape[2] == 1:
         arr = arr[:, :, 0]
-    Image.fromarray(arr).save(fp, format=format)
+    img = Image.fromarray(arr)
+    if not isinstance(fp, (str, os.PathLike)):
+        img.save(fp, format=format)
+        return
+    # a path: write a temporary file beside it (same extension, so Pillow picks the same
+    # format) and rename, so an interrupted save never leaves a truncated image
+    fp = os.fspath(fp)
+    folder, name = os.path.split(os.path.abspath(fp))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.splitext(name)[1])
+    os.close(fd)
+    try:
+        img.save(tmp, format=format)
+        os.replace(tmp, fp)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def _palette(n):
