@@ -573,6 +573,11 @@ def test_extract_archives(server, tmp_path):
     broken.write_bytes(arc[:40])
     with pytest.raises(RuntimeError, match="broken.tar.gz"):
         U.extract_archive(broken, tmp_path / "b")
+    badgz = tmp_path / "half.bin.gz"
+    badgz.write_bytes(gzip.compress(PAYLOAD)[:5000])
+    with pytest.raises(RuntimeError, match="half.bin.gz"):
+        U.extract_archive(badgz, tmp_path / "h")
+    assert os.listdir(tmp_path / "h") == []  # no partial output
     with pytest.raises(ValueError, match="unknown archive"):
         U.extract_archive(tmp_path / "x" / "top" / "a.txt")
 

@@ -243,9 +243,13 @@ def extract_archive(from_path, to_path=None, remove_finished=False):
                 raise ValueError(f"extract_archive: unknown archive type of {from_path}")
             out = os.path.join(to_path, os.path.basename(from_path)[:-len(ext)])
             tmp = out + ".part"
-            with _COMPRESSORS[ext](from_path, "rb") as src, open(tmp, "wb") as dst:
-                shutil.copyfileobj(src, dst, _CHUNK)
-            os.replace(tmp, out)
+            try:
+                with _COMPRESSORS[ext](from_path, "rb") as src, open(tmp, "wb") as dst:
+                    shutil.copyfileobj(src, dst, _CHUNK)
+                os.replace(tmp, out)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
     except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError, lzma.LZMAError) as e:
         raise RuntimeError(f"extract_archive: cannot unpack {from_path}: {e}") from e
     if remove_finished:
