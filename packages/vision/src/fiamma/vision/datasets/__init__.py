@@ -1,0 +1,15 @@
+"""Datasets (``torchvision.datasets``): fiamma.data Datasets of images on disk or downloaded.
+
+>>> from fiamma.vision.datasets import FakeData
+>>> len(FakeData(size=10))
+10
+"""
+
+from fiamma.vision.datasets.cifar import CIFAR10, CIFAR100
+from fiamma.vision.datasets.fakedata import FakeData
+from fiamma.vision.datasets.folder import DatasetFolder, ImageFolder
+from fiamma.vision.datasets.mnist import KMNIST, MNIST, FashionMNIST
+from fiamma.vision.datasets.vision import StandardTransform, VisionDataset
+
+__all__ = ["VisionDataset", "StandardTransform", "DatasetFolder", "ImageFolder", "MNIST",
+           "FashionMNIST", "KMNIST", "CIFAR10", "CIFAR100", "FakeData"]
