@@ -276,13 +276,15 @@ def _sample(img, ix, iy, mode, fill):
 
 
 def affine_size(matrix, w, h):
+    # corners in centred coordinates, mapped, then shifted to [0, w] x [0, h] like PIL
     pts = np.array([[-0.5 * w, -0.5 * h, 1.0], [-0.5 * w, 0.5 * h, 1.0],
-                    [0.5 * w, 0.5 * h, 1.0], [0.5 * w, -0.5 * h, 1.0]])
-    theta = np.array(matrix, dtype=np.float64).reshape(2, 3)
+                    [0.5 * w, 0.5 * h, 1.0], [0.5 * w, -0.5 * h, 1.0]], dtype=np.float32)
+    theta = np.array(matrix, dtype=np.float32).reshape(2, 3)
     new = pts @ theta.T
-    tol = 1e-4
-    cmax = np.ceil(np.trunc(new.max(0) / tol) * tol)
-    cmin = np.floor(np.trunc(new.min(0) / tol) * tol)
+    shift = np.array([w * 0.5, h * 0.5], dtype=np.float32)
+    tol = np.float32(1e-4)
+    cmax = np.ceil(np.trunc((new.max(0) + shift) / tol) * tol)
+    cmin = np.floor(np.trunc((new.min(0) + shift) / tol) * tol)
     size = cmax - cmin
     return int(size[0]), int(size[1])
 
@@ -291,23 +293,34 @@ def affine(img, matrix, interpolation="nearest", fill=None, out_size=None):
     """Warp with the inverse affine matrix [a, b, c, d, e, f] (output -> input, centred coords)."""
     h, w = img.shape[-2:]
     ow, oh = out_size if out_size is not None else (w, h)
-    a, b, c, d, e, f = [float(v) for v in matrix]
+    # same float32 path as an affine_grid + grid_sample(align_corners=False) pipeline, so that
+    # nearest sampling rounds exactly-half coordinates the same way
+    m = np.array(matrix, dtype=np.float32).reshape(2, 3)
+    rx = (m[0] / np.float32(0.5 * w)).tolist()
+    ry = (m[1] / np.float32(0.5 * h)).tolist()
     xs = fiamma.arange(ow, dtype=fiamma.float32).add_(0.5 - ow * 0.5).reshape(1, ow)
     ys = fiamma.arange(oh, dtype=fiamma.float32).add_(0.5 - oh * 0.5).reshape(oh, 1)
-    ix = xs * a + ys * b + (c + w * 0.5 - 0.5)
-    iy = xs * d + ys * e + (f + h * 0.5 - 0.5)
-    return _sample(img, ix, iy, interpolation, fill)
+    gx = xs * rx[0] + ys * rx[1] + rx[2]
+    gy = xs * ry[0] + ys * ry[1] + ry[2]
+    return _sample(img, _unnormalize(gx, w), _unnormalize(gy, h), interpolation, fill)
+
+
+def _unnormalize(g, size):
+    return g.add_(1.0).mul_(float(size)).sub_(1.0).div_(2.0)
 
 
 def perspective(img, coeffs, interpolation="bilinear", fill=None):
     h, w = img.shape[-2:]
-    c0, c1, c2, c3, c4, c5, c6, c7 = [float(v) for v in coeffs]
+    c = np.array(coeffs, dtype=np.float32)
+    r1 = (c[0:3] / np.float32(0.5 * w)).tolist()
+    r2 = (c[3:6] / np.float32(0.5 * h)).tolist()
+    c6, c7 = float(c[6]), float(c[7])
     xs = fiamma.arange(w, dtype=fiamma.float32).add_(0.5).reshape(1, w)
     ys = fiamma.arange(h, dtype=fiamma.float32).add_(0.5).reshape(h, 1)
     den = xs * c6 + ys * c7 + 1.0
-    ix = (xs * c0 + ys * c1 + c2).div_(den).sub_(0.5)
-    iy = (xs * c3 + ys * c4 + c5).div_(den).sub_(0.5)
-    return _sample(img, ix, iy, interpolation, fill)
+    gx = (xs * r1[0] + ys * r1[1] + r1[2]).div_(den).sub_(1.0)
+    gy = (xs * r2[0] + ys * r2[1] + r2[2]).div_(den).sub_(1.0)
+    return _sample(img, _unnormalize(gx, w), _unnormalize(gy, h), interpolation, fill)
 
 
 # ---------------------------------------------------------------- filters
