@@ -171,15 +171,17 @@ def _resize_matrix(n_in, n_out, mode, antialias):
     if antialias and mode in ("bilinear", "bicubic"):
         support = (1.0 if mode == "bilinear" else 2.0) * max(scale, 1.0)
         inv = 1.0 / max(scale, 1.0)
-        for i in range(n_out):
-            center = scale * (i + 0.5)
-            lo = max(int(center - support + 0.5), 0)
-            hi = min(int(center + support + 0.5), n_in)
-            x = (np.arange(lo, hi) - center + 0.5) * inv
-            wts = np.maximum(1.0 - np.abs(x), 0.0) if mode == "bilinear" else _cubic(x, -0.5)
-            total = wts.sum()
-            m[i, lo:hi] = wts / total if total != 0 else wts
-        return m.astype(np.float32)
+        center = scale * (rows + 0.5)
+        lo = np.maximum((center - support + 0.5).astype(np.int64), 0)
+        hi = np.minimum((center + support + 0.5).astype(np.int64), n_in)
+        cols = lo[:, None] + np.arange(int(math.ceil(2 * support)) + 2)[None, :]
+        x = (cols - center[:, None] + 0.5) * inv
+        wts = np.maximum(1.0 - np.abs(x), 0.0) if mode == "bilinear" else _cubic(x, -0.5)
+        wts = np.where(cols < hi[:, None], wts, 0.0)
+        total = wts.sum(1, keepdims=True)
+        wts = wts / np.where(total != 0, total, 1.0)
+        np.add.at(m, (np.broadcast_to(rows[:, None], cols.shape), np.minimum(cols, n_in - 1)), wts)
+        return m
     src = (rows + 0.5) * scale - 0.5
     if mode == "bilinear":
         src = np.maximum(src, 0.0)
@@ -194,7 +196,17 @@ def _resize_matrix(n_in, n_out, mode, antialias):
         t = src - i0
         for k in range(-1, 3):
             np.add.at(m, (rows, np.clip(i0 + k, 0, n_in - 1)), _cubic(t - k, -0.75))
-    return m.astype(np.float32)
+    return m
+
+
+@lru_cache(maxsize=512)
+def _weights(kind, n_in, n_out, mode, param, transpose, dtype):
+    """Cached fiamma weight matrix (float64 maths, stored in the image's float dtype)."""
+    m = _resize_matrix(n_in, n_out, mode, param) if kind == "resize" else \
+        _blur_matrix(n_in, n_out, param)
+    if transpose:
+        m = m.T
+    return fiamma.from_numpy(np.ascontiguousarray(m)).to(dtype)
 
 
 @lru_cache(maxsize=256)
@@ -225,10 +237,10 @@ def resize(img, size, interpolation="bilinear", antialias=True):
     x, state = _to_nchw(img)
     dt = x.dtype
     if oh != h:
-        mh = fiamma.from_numpy(_resize_matrix(h, oh, interpolation, bool(antialias))).to(dt)
+        mh = _weights("resize", h, oh, interpolation, bool(antialias), False, dt)
         x = fiamma.matmul(mh, x)
     if ow != w:
-        mw = fiamma.from_numpy(_resize_matrix(w, ow, interpolation, bool(antialias)).T.copy()).to(dt)
+        mw = _weights("resize", w, ow, interpolation, bool(antialias), True, dt)
         x = fiamma.matmul(x, mw)
     return _from_nchw(x, state)
 
@@ -325,7 +337,6 @@ def perspective(img, coeffs, interpolation="bilinear", fill=None):
 
 # ---------------------------------------------------------------- filters
 
-@lru_cache(maxsize=128)
 def _blur_matrix(n, ksize, sigma):
     """(n, n) matrix applying a reflect-padded 1-D Gaussian along an axis (out = in @ M)."""
     half = (ksize - 1) * 0.5
@@ -337,7 +348,7 @@ def _blur_matrix(n, ksize, sigma):
                                                                                    dtype=np.int64)
     for j in range(n):
         np.add.at(m[:, j], src[j:j + ksize], k)
-    return m.astype(np.float32)
+    return m
 
 
 def gaussian_blur(img, kernel_size, sigma):
@@ -345,8 +356,8 @@ def gaussian_blur(img, kernel_size, sigma):
     sx, sy = sigma
     x, state = _to_nchw(img)
     h, w = x.shape[-2:]
-    mw = fiamma.from_numpy(_blur_matrix(w, kx, float(sx))).to(x.dtype)
-    mh = fiamma.from_numpy(_blur_matrix(h, ky, float(sy)).T.copy()).to(x.dtype)
+    mw = _weights("blur", w, kx, None, float(sx), False, x.dtype)
+    mh = _weights("blur", h, ky, None, float(sy), True, x.dtype)
     x = fiamma.matmul(mh, fiamma.matmul(x, mw))
     return _from_nchw(x, state)
 
