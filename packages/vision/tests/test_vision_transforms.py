@@ -729,3 +729,29 @@ def test_lazy_package_import():
     assert "transforms" in dir(V)
     importlib.import_module("fiamma.vision")
     assert "fiamma.vision.transforms" in sys.modules
+
+
+@pytest.mark.parametrize("name,fn", [
+    ("resize", lambda x: F.resize(x, [11, 13])),
+    ("resize_nearest", lambda x: F.resize(x, [11, 13], IM.NEAREST)),
+    ("pad", lambda x: F.pad(x, [1, 2, 3, 4], padding_mode="symmetric")),
+    ("rotate", lambda x: F.rotate(x, 20, IM.BILINEAR, fill=[1.0, 2.0, 3.0])),
+    ("perspective", lambda x: F.perspective(x, [[0, 0], [9, 0], [9, 7], [0, 7]],
+                                            [[1, 1], [8, 0], [9, 6], [0, 7]])),
+    ("blur", lambda x: F.gaussian_blur(x, [3, 5], [1.0, 1.5])),
+    ("hue", lambda x: F.adjust_hue(x, 0.1)),
+    ("sharpness", lambda x: F.adjust_sharpness(x, 2.0)),
+    ("autocontrast", F.autocontrast),
+])
+def test_non_contiguous_and_half_inputs(name, fn):
+    a = _arr(30, 20, 24).astype(np.float32) / 255
+    base = fiamma.from_numpy(np.ascontiguousarray(a.transpose(2, 0, 1)))
+    # channels-last storage viewed as (C, H, W), and a stepped slice
+    cl = fiamma.from_numpy(np.ascontiguousarray(a[::2, ::3])).permute(2, 0, 1)
+    want = fn(fiamma.from_numpy(np.ascontiguousarray(a[::2, ::3].transpose(2, 0, 1))))
+    np.testing.assert_allclose(fn(cl).numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    stepped = base[:, ::2, ::3]
+    np.testing.assert_allclose(fn(stepped).numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    half = fn(cl.to(fiamma.float16))
+    assert half.dtype == fiamma.float16
+    np.testing.assert_allclose(half.to(fiamma.float32).numpy(), want.numpy(), atol=2e-2)

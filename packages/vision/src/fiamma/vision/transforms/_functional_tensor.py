@@ -52,7 +52,7 @@ def _to_nchw(img):
         img = img.unsqueeze(0)
     x = img.reshape(-1, *img.shape[-3:])
     dtype = img.dtype
-    if not is_float(x):
+    if dtype not in (fiamma.float32, fiamma.float64):  # integers and half types compute in float32
         x = x.to(fiamma.float32)
     return x, (shape, dtype, squeeze)
 
@@ -236,12 +236,14 @@ def resize(img, size, interpolation="bilinear", antialias=True):
                          "(nearest, nearest-exact, bilinear, bicubic)")
     x, state = _to_nchw(img)
     dt = x.dtype
-    if oh != h:
-        mh = _weights("resize", h, oh, interpolation, bool(antialias), False, dt)
-        x = fiamma.matmul(mh, x)
-    if ow != w:
-        mw = _weights("resize", w, ow, interpolation, bool(antialias), True, dt)
-        x = fiamma.matmul(x, mw)
+    aa = bool(antialias)
+    # two products; the order with fewer multiply-adds goes first
+    height_first = oh * h * w + oh * w * ow <= h * w * ow + oh * h * ow
+    for axis in (("h", "w") if height_first else ("w", "h")):
+        if axis == "h" and oh != h:
+            x = fiamma.matmul(_weights("resize", h, oh, interpolation, aa, False, dt), x)
+        elif axis == "w" and ow != w:
+            x = fiamma.matmul(x, _weights("resize", w, ow, interpolation, aa, True, dt))
     return _from_nchw(x, state)
 
 
