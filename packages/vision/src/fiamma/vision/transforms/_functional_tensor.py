@@ -538,22 +538,33 @@ def erase(img, i, j, h, w, v, inplace=False):
     return img
 
 
+def _key(v):
+    if isinstance(v, (list, tuple)):
+        return tuple(float(x) for x in v)
+    if isinstance(v, (int, float)):
+        return (float(v),)
+    return tuple(np.ravel(np.asarray(v, dtype=np.float64)).tolist())
+
+
+@lru_cache(maxsize=64)
+def _mean_std(mean, std, dt):
+    std_t = fiamma.tensor(list(std), dtype=dt)
+    if bool((std_t == 0).any()):
+        raise ValueError(f"Normalize: std evaluated to zero after conversion to {dt}, "
+                         "leading to division by zero.")
+    return (fiamma.tensor(list(mean), dtype=dt).reshape(-1, 1, 1), std_t.reshape(-1, 1, 1))
+
+
 def normalize(tensor, mean, std, inplace=False):
     if not is_float(tensor):
         raise TypeError(f"Normalize: input tensor should be a float tensor, got {tensor.dtype}")
     if tensor.ndim < 3:
         raise ValueError("Normalize: expected a tensor image of size (..., C, H, W), got "
                          f"{tuple(tensor.shape)}")
-    dt = tensor.dtype
-    mean_t = fiamma.as_tensor(mean, dtype=dt)
-    std_t = fiamma.as_tensor(std, dtype=dt)
-    if bool((std_t == 0).any()):
-        raise ValueError(f"Normalize: std evaluated to zero after conversion to {dt}, "
-                         "leading to division by zero.")
-    if mean_t.ndim == 1:
-        mean_t = mean_t.reshape(-1, 1, 1)
-    if std_t.ndim == 1:
-        std_t = std_t.reshape(-1, 1, 1)
+    mean_t, std_t = _mean_std(_key(mean), _key(std), tensor.dtype)
+    if mean_t.shape[0] not in (1, tensor.shape[-3]) or std_t.shape[0] not in (1, tensor.shape[-3]):
+        raise ValueError(f"Normalize: mean and std need 1 or {tensor.shape[-3]} values (one per "
+                         f"channel), got {mean_t.shape[0]} and {std_t.shape[0]}")
     if inplace:
         return tensor.sub_(mean_t).div_(std_t)
     return tensor.sub(mean_t).div_(std_t)

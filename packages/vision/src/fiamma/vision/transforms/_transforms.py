@@ -83,8 +83,15 @@ class Compose:
         self.transforms = transforms
 
     def __call__(self, img):
+        fresh = False
         for t in self.transforms:
-            img = t(img)
+            if fresh and type(t) is Normalize:
+                # ToTensor's output is a new tensor no one else holds: normalising it in place
+                # gives the same values and saves an image-sized allocation and write
+                img = F.normalize(img, t.mean, t.std, inplace=True)
+            else:
+                img = t(img)
+            fresh = type(t) is ToTensor
         return img
 
     def __repr__(self):

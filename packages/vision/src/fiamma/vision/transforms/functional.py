@@ -125,23 +125,42 @@ def to_tensor(pic):
             raise ValueError(f"to_tensor: pic should be 2 or 3 dimensional, got {pic.ndim} dims")
         if pic.ndim == 2:
             pic = pic[:, :, None]
-        t = fiamma.from_numpy(np.ascontiguousarray(pic)).permute(2, 0, 1)
         if pic.dtype == np.uint8:
-            return t.to(dt).div_(255)
-        return t.contiguous()
+            return _hwc_uint8_to_float(pic, dt)
+        return fiamma.from_numpy(np.ascontiguousarray(pic.transpose(2, 0, 1)))
     if not _is_pil(pic):
         raise TypeError(f"to_tensor: pic should be a PIL Image or ndarray, got {type(pic).__name__}")
     if pic.mode in ("I", "I;16", "F"):
         arr = np.array(pic, {"I": np.int32, "I;16": np.int16, "F": np.float32}[pic.mode])
         return fiamma.from_numpy(arr[None].copy())
     if pic.mode == "1":
-        arr = np.array(pic, np.uint8) * 255
-    else:
-        arr = np.array(pic)  # Pillow's buffer is read-only; fiamma tensors need writable memory
-    if arr.ndim == 2:
-        arr = arr[:, :, None]
-    # one strided cast-copy to (C, H, W) float, then an in-place scale
-    return fiamma.from_numpy(arr).permute(2, 0, 1).to(dt).div_(255)
+        return _hwc_uint8_to_float(np.array(pic, np.uint8)[:, :, None] * 255, dt)
+    if dt in (fiamma.float32, fiamma.float64) and pic.mode != "P":
+        # Pillow splits the interleaved pixels into planes; each plane is then a contiguous
+        # cast-and-divide straight into the tensor's memory
+        w, h = pic.size
+        bands = pic.split()
+        out = fiamma.empty((len(bands), h, w), dtype=dt)
+        o = out.numpy()
+        scale = o.dtype.type(255)
+        for k, band in enumerate(bands):
+            np.divide(np.asarray(band), scale, out=o[k])
+        return out
+    arr = np.asarray(pic)
+    return _hwc_uint8_to_float(arr[:, :, None] if arr.ndim == 2 else arr, dt)
+
+
+def _hwc_uint8_to_float(arr, dtype):
+    """(H, W, C) uint8 array -> new contiguous (C, H, W) tensor / 255 in one pass.
+
+    NumPy reads the (possibly read-only) Pillow buffer and writes the transposed, scaled values
+    straight into fiamma memory; the float division matches a cast followed by div(255)."""
+    out = fiamma.empty((arr.shape[2], arr.shape[0], arr.shape[1]), dtype=dtype)
+    if dtype in (fiamma.float32, fiamma.float64):
+        np_t = np.float32 if dtype == fiamma.float32 else np.float64
+        np.divide(arr.transpose(2, 0, 1), np_t(255), out=out.numpy())
+        return out
+    return fiamma.from_numpy(np.ascontiguousarray(arr.transpose(2, 0, 1))).to(dtype).div_(255)
 
 
 def to_pil_image(pic, mode=None):
