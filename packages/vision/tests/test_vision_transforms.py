@@ -755,3 +755,26 @@ def test_non_contiguous_and_half_inputs(name, fn):
     half = fn(cl.to(fiamma.float16))
     assert half.dtype == fiamma.float16
     np.testing.assert_allclose(half.to(fiamma.float32).numpy(), want.numpy(), atol=2e-2)
+
+
+def test_to_tensor_modes_and_compose_normalize_fusion():
+    a = _arr(40)
+    for mode in ("L", "LA", "RGB", "RGBA", "CMYK", "YCbCr", "P", "1"):
+        img = Image.fromarray(a).convert(mode)
+        x = T.ToTensor()(img)
+        ref = np.asarray(img)
+        ref = (ref[:, :, None] if ref.ndim == 2 else ref).astype(np.float32)
+        if mode == "1":
+            ref = ref * 255
+        np.testing.assert_array_equal(x.numpy(), ref.transpose(2, 0, 1) / np.float32(255))
+        assert x.is_contiguous() and x.dtype == fiamma.float32
+    img = Image.fromarray(a)
+    mean, std = [0.4, 0.5, 0.6], [0.2, 0.3, 0.25]
+    fused = T.Compose([T.ToTensor(), T.Normalize(mean, std)])(img)
+    np.testing.assert_array_equal(fused.numpy(), F.normalize(F.to_tensor(img), mean, std).numpy())
+    # a tensor the caller holds is never normalised in place
+    x = F.to_tensor(img)
+    before = x.numpy().copy()
+    T.Compose([T.Lambda(lambda t: t), T.Normalize(mean, std)])(x)
+    T.Compose([T.CenterCrop(10), T.Normalize(mean, std)])(x)
+    np.testing.assert_array_equal(x.numpy(), before)
