@@ -348,8 +348,9 @@ def _blur_matrix(n, ksize, sigma):
     m = np.zeros((n, n), dtype=np.float64)
     src = _pad_index(n, ksize // 2, ksize // 2, "reflect") if n > 1 else np.zeros(n + ksize - 1,
                                                                                    dtype=np.int64)
-    for j in range(n):
-        np.add.at(m[:, j], src[j:j + ksize], k)
+    cols = np.arange(n)[:, None]
+    taps = np.arange(ksize)[None, :]
+    np.add.at(m, (src[cols + taps], np.broadcast_to(cols, (n, ksize))), np.broadcast_to(k, (n, ksize)))
     return m
 
 
