@@ -83,15 +83,19 @@ class Compose:
         self.transforms = transforms
 
     def __call__(self, img):
-        fresh = False
-        for t in self.transforms:
-            if fresh and type(t) is Normalize:
-                # ToTensor's output is a new tensor no one else holds: normalising it in place
-                # gives the same values and saves an image-sized allocation and write
-                img = F.normalize(img, t.mean, t.std, inplace=True)
-            else:
-                img = t(img)
-            fresh = type(t) is ToTensor
+        ts = self.transforms
+        n = len(ts)
+        k = 0
+        while k < n:
+            t = ts[k]
+            if type(t) is ToTensor and k + 1 < n and type(ts[k + 1]) is Normalize:
+                # ToTensor's output is a new tensor no one else holds: it is normalised in place,
+                # plane by plane while in cache (same values as the two steps one after another)
+                img = F._to_tensor_normalize(img, ts[k + 1].mean, ts[k + 1].std)
+                k += 2
+                continue
+            img = t(img)
+            k += 1
         return img
 
     def __repr__(self):
@@ -269,15 +273,15 @@ class RandomResizedCrop(_Repr):
         _, height, width = F.get_dimensions(img)
         area = height * width
         log_lo, log_hi = math.log(ratio[0]), math.log(ratio[1])
-        for _ in range(10):
-            u = fiamma.rand(2).tolist()
-            target = area * (scale[0] + (scale[1] - scale[0]) * u[0])
-            aspect = math.exp(log_lo + (log_hi - log_lo) * u[1])
+        # one draw for all ten attempts (2 numbers each) and the window position (2 more)
+        u = fiamma.rand(22).tolist()
+        for a in range(10):
+            target = area * (scale[0] + (scale[1] - scale[0]) * u[2 * a])
+            aspect = math.exp(log_lo + (log_hi - log_lo) * u[2 * a + 1])
             w = int(round(math.sqrt(target * aspect)))
             h = int(round(math.sqrt(target / aspect)))
             if 0 < w <= width and 0 < h <= height:
-                ij = fiamma.rand(2).tolist()
-                return int(ij[0] * (height - h + 1)), int(ij[1] * (width - w + 1)), h, w
+                return int(u[20] * (height - h + 1)), int(u[21] * (width - w + 1)), h, w
         in_ratio = width / height
         if in_ratio < min(ratio):
             w, h = width, int(round(width / min(ratio)))

@@ -136,18 +136,39 @@ def to_tensor(pic):
     if pic.mode == "1":
         return _hwc_uint8_to_float(np.array(pic, np.uint8)[:, :, None] * 255, dt)
     if dt in (fiamma.float32, fiamma.float64) and pic.mode != "P":
-        # Pillow splits the interleaved pixels into planes; each plane is then a contiguous
-        # cast-and-divide straight into the tensor's memory
-        w, h = pic.size
-        bands = pic.split()
-        out = fiamma.empty((len(bands), h, w), dtype=dt)
-        o = out.numpy()
-        scale = o.dtype.type(255)
-        for k, band in enumerate(bands):
-            np.divide(np.asarray(band), scale, out=o[k])
-        return out
+        return _planes_to_float(pic, dt)
     arr = np.asarray(pic)
     return _hwc_uint8_to_float(arr[:, :, None] if arr.ndim == 2 else arr, dt)
+
+
+def _planes_to_float(pic, dt, mean=None, std=None):
+    """8-bit PIL image -> (C, H, W) float tensor / 255, optionally normalised.
+
+    Pillow splits the interleaved pixels into planes; each plane is a contiguous cast-and-divide
+    straight into the tensor's memory, and is normalised (fiamma ops, in place) while it is still
+    in cache. The values equal to_tensor followed by normalize."""
+    w, h = pic.size
+    bands = pic.split()
+    out = fiamma.empty((len(bands), h, w), dtype=dt)
+    o = out.numpy()
+    scale = o.dtype.type(255)
+    for k, band in enumerate(bands):
+        np.divide(np.asarray(band), scale, out=o[k])
+        if mean is not None:
+            out[k].sub_(mean[k if len(mean) > 1 else 0]).div_(std[k if len(std) > 1 else 0])
+    return out
+
+
+def _to_tensor_normalize(pic, mean, std):
+    """normalize(to_tensor(pic), mean, std) in one pass over the image where possible."""
+    dt = fiamma.get_default_dtype()
+    if _is_pil(pic) and pic.mode not in ("P", "1", "I", "I;16", "F") and \
+            dt in (fiamma.float32, fiamma.float64):
+        c = len(pic.getbands())
+        mean_t, std_t = FT._mean_std(FT._key(mean), FT._key(std), dt)
+        if mean_t.shape[0] in (1, c) and std_t.shape[0] in (1, c):
+            return _planes_to_float(pic, dt, mean_t.reshape(-1).tolist(), std_t.reshape(-1).tolist())
+    return normalize(to_tensor(pic), mean, std, inplace=True)
 
 
 def _hwc_uint8_to_float(arr, dtype):
