@@ -250,11 +250,14 @@ def _apply_axis(x, axis, n_in, n_out, mode, aa, dt):
     shape = list(x.shape)
     shape[axis] = n_out
     out = fiamma.empty(shape, dtype=dt)
+    if axis == -1:
+        # all images and rows of the batch in one product per block
+        x2, out2 = x.reshape(-1, n_in), out.reshape(-1, n_out)
+        for r0, r1, lo, hi, w, wt in blocks:
+            out2[:, r0:r1] = fiamma.matmul(x2[:, lo:hi], wt)
+        return out
     for r0, r1, lo, hi, w, wt in blocks:
-        if axis == -2:
-            out[..., r0:r1, :] = fiamma.matmul(w, x[..., lo:hi, :])
-        else:
-            out[..., r0:r1] = fiamma.matmul(x[..., lo:hi], wt)
+        out[..., r0:r1, :] = fiamma.matmul(w, x[..., lo:hi, :])
     return out
 
 
