@@ -217,3 +217,13 @@ def test_autoaugment_policies_and_spaces():
     theirs = TT.TrivialAugmentWide()._augmentation_space(31)
     for k in theirs:
         np.testing.assert_allclose(np.asarray(ours[k][0], float), theirs[k][0].numpy(), rtol=1e-6)
+
+
+def test_resize_large_downscale():
+    img, tt, ft = _data(180, 240, seed=3)
+    for fm, tm in _modes():
+        for aa in (True, False):
+            _same(F.resize(ft, [70, 97], fm, antialias=aa), TF.resize(tt, [70, 97], tm, antialias=aa),
+                  tol=1)
+            _same(F.resize(ft.float(), [70, 97], fm, antialias=aa),
+                  TF.resize(tt.float(), [70, 97], tm, antialias=aa), tol=1e-2)

@@ -778,3 +778,23 @@ def test_to_tensor_modes_and_compose_normalize_fusion():
     T.Compose([T.Lambda(lambda t: t), T.Normalize(mean, std)])(x)
     T.Compose([T.CenterCrop(10), T.Normalize(mean, std)])(x)
     np.testing.assert_array_equal(x.numpy(), before)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("antialias", [True, False])
+def test_resize_large_downscale_band_blocks(mode, antialias):
+    """Large downscales use per-block slices of the weight matrix; same result as the matrix."""
+    from fiamma.vision.transforms import _functional_tensor as FT
+    a = _arr(41, 210, 300, smooth=True).astype(np.float32)
+    x = fiamma.from_numpy(np.ascontiguousarray(a.transpose(2, 0, 1)))
+    assert FT._band_blocks(300, 97, mode, antialias, fiamma.float32) is not None
+    out = F.resize(x, [70, 97], IM(mode), antialias=antialias).numpy()
+    mh = FT._resize_matrix(210, 70, mode, antialias)
+    mw = FT._resize_matrix(300, 97, mode, antialias)
+    ref = np.einsum("oh,chw,pw->cop", mh, a.transpose(2, 0, 1).astype(np.float64), mw)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-3)
+    if antialias:
+        pil = _pil_float_resize(a, 70, 97, Image.BILINEAR if mode == "bilinear" else Image.BICUBIC)
+        np.testing.assert_allclose(out, pil, rtol=1e-3, atol=2e-2)
+    batch = F.resize(fiamma.stack([x, x.flip(-1)]), [70, 97], IM(mode), antialias=antialias)
+    np.testing.assert_allclose(batch[0].numpy(), out, rtol=1e-6, atol=1e-4)

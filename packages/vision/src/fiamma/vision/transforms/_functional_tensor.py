@@ -219,6 +219,48 @@ def _nearest_index(n_in, n_out, exact):
     return fiamma.from_numpy(idx)
 
 
+@lru_cache(maxsize=512)
+def _band_blocks(n_in, n_out, mode, antialias, dtype, chunk=32):
+    """The weight matrix cut into blocks of `chunk` output rows, each keeping only the input
+    columns its rows touch: (r0, r1, lo, hi, W[r0:r1, lo:hi], its transpose). None when the
+    band is too wide (or the axis too short) for blocks to pay for their extra calls."""
+    m = _resize_matrix(n_in, n_out, mode, antialias)
+    if n_out < 2 * chunk:
+        return None
+    blocks, macs = [], 0
+    for r0 in range(0, n_out, chunk):
+        r1 = min(r0 + chunk, n_out)
+        used = np.nonzero(m[r0:r1].any(0))[0]
+        lo, hi = (int(used[0]), int(used[-1]) + 1) if used.size else (0, 1)
+        sub = m[r0:r1, lo:hi]
+        blocks.append((r0, r1, lo, hi, fiamma.from_numpy(np.ascontiguousarray(sub)).to(dtype),
+                       fiamma.from_numpy(np.ascontiguousarray(sub.T)).to(dtype)))
+        macs += (r1 - r0) * (hi - lo)
+    return blocks if macs * 2 < n_out * n_in else None
+
+
+def _apply_axis(x, axis, n_in, n_out, mode, aa, dt):
+    """Resample axis -2 (rows) or -1 (columns) of x with the weight matrix: one product, or one
+    product per band block when the matrix is mostly zeros (downscaling by a few times)."""
+    blocks = _band_blocks(n_in, n_out, mode, aa, dt)
+    if blocks is None:
+        if axis == -2:
+            return fiamma.matmul(_weights("resize", n_in, n_out, mode, aa, False, dt), x)
+        return fiamma.matmul(x, _weights("resize", n_in, n_out, mode, aa, True, dt))
+    shape = list(x.shape)
+    shape[axis] = n_out
+    out = fiamma.empty(shape, dtype=dt)
+    if axis == -1:
+        # all images and rows of the batch in one product per block
+        x2, out2 = x.reshape(-1, n_in), out.reshape(-1, n_out)
+        for r0, r1, lo, hi, w, wt in blocks:
+            out2[:, r0:r1] = fiamma.matmul(x2[:, lo:hi], wt)
+        return out
+    for r0, r1, lo, hi, w, wt in blocks:
+        out[..., r0:r1, :] = fiamma.matmul(w, x[..., lo:hi, :])
+    return out
+
+
 def resize(img, size, interpolation="bilinear", antialias=True):
     """Resize (..., C, H, W) to size=(h, w) with one weight-matrix product per axis."""
     oh, ow = size
@@ -241,9 +283,9 @@ def resize(img, size, interpolation="bilinear", antialias=True):
     height_first = oh * h * w + oh * w * ow <= h * w * ow + oh * h * ow
     for axis in (("h", "w") if height_first else ("w", "h")):
         if axis == "h" and oh != h:
-            x = fiamma.matmul(_weights("resize", h, oh, interpolation, aa, False, dt), x)
+            x = _apply_axis(x, -2, h, oh, interpolation, aa, dt)
         elif axis == "w" and ow != w:
-            x = fiamma.matmul(x, _weights("resize", w, ow, interpolation, aa, True, dt))
+            x = _apply_axis(x, -1, w, ow, interpolation, aa, dt)
     return _from_nchw(x, state)
 
 
