@@ -1,6 +1,7 @@
 """Parity with torchvision.transforms (optional reference, skipped when it is not installed):
 the same deterministic operations on the same PIL images and tensors give the same results, and
 transforms print the same reprs."""
+
 import sys
 import types
 
@@ -21,6 +22,7 @@ def _import_torchvision():
     try:
         import torchvision.transforms as TT
         import torchvision.transforms.functional as TF
+
         return torch, TT, TF
     except ImportError:
         return None, None, None
@@ -31,17 +33,20 @@ def _import_torchvision():
             del sys.modules[k]
         sys.modules["torchvision._meta_registrations"] = types.ModuleType("_meta_registrations")
         try:
+            import torch
             import torchvision.transforms as TT
             import torchvision.transforms.functional as TF
-            import torch
+
             return torch, TT, TF
         except Exception:
             return None, None, None
 
 
 torch, TT, TF = _import_torchvision()
-pytestmark = [pytest.mark.parity,
-              pytest.mark.skipif(TT is None, reason="torchvision is not installed")]
+pytestmark = [
+    pytest.mark.parity,
+    pytest.mark.skipif(TT is None, reason="torchvision is not installed"),
+]
 
 
 def _data(h=37, w=50, seed=0):
@@ -66,8 +71,10 @@ def _same(ours, theirs, tol=0.0, frac=0.0):
 
 
 def _modes():
-    return [(getattr(F.InterpolationMode, m), getattr(TF.InterpolationMode, m))
-            for m in ("NEAREST", "NEAREST_EXACT", "BILINEAR", "BICUBIC")]
+    return [
+        (getattr(F.InterpolationMode, m), getattr(TF.InterpolationMode, m))
+        for m in ("NEAREST", "NEAREST_EXACT", "BILINEAR", "BICUBIC")
+    ]
 
 
 @pytest.mark.parametrize("size", [(20, 30), (80, 70), (37, 23), [15]])
@@ -75,10 +82,16 @@ def _modes():
 def test_resize(size, antialias):
     img, tt, ft = _data()
     for fm, tm in _modes():
-        _same(F.resize(ft, list(size), fm, antialias=antialias),
-              TF.resize(tt, list(size), tm, antialias=antialias), tol=1)
-        _same(F.resize(ft.float() / 255, list(size), fm, antialias=antialias),
-              TF.resize(tt.float() / 255, list(size), tm, antialias=antialias), tol=1e-5)
+        _same(
+            F.resize(ft, list(size), fm, antialias=antialias),
+            TF.resize(tt, list(size), tm, antialias=antialias),
+            tol=1,
+        )
+        _same(
+            F.resize(ft.float() / 255, list(size), fm, antialias=antialias),
+            TF.resize(tt.float() / 255, list(size), tm, antialias=antialias),
+            tol=1e-5,
+        )
         _same(F.resize(img, list(size), fm), TF.resize(img, list(size), tm))
     bt = fiamma.stack([ft, ft.flip(-1)])
     btt = torch.stack([tt, tt.flip(-1)])
@@ -104,33 +117,71 @@ def test_warps(interp):
     for ang in (30, -45, 90):
         for expand in (False, True):
             fill = [0.0, 0.0, 0.0] if expand else None
-            _same(F.rotate(ft, ang, fm, expand, fill=fill), TF.rotate(tt, ang, tm, expand, fill=fill),
-                  tol, frac)
+            _same(
+                F.rotate(ft, ang, fm, expand, fill=fill),
+                TF.rotate(tt, ang, tm, expand, fill=fill),
+                tol,
+                frac,
+            )
             _same(F.rotate(img, ang, fm, expand, fill=5), TF.rotate(img, ang, tm, expand, fill=5))
-        _same(F.rotate(ft, ang, fm, center=[10, 5], fill=[1.0, 2.0, 3.0]),
-              TF.rotate(tt, ang, tm, center=[10, 5], fill=[1.0, 2.0, 3.0]), tol, frac)
-    for args in [(20, [3, -2], 1.2, [10, 5]), (0, [0, 0], 1.0, [-16.7, 0]),
-                 (-10, [5, 5], 0.8, [0, 12])]:
-        _same(F.affine(ft, *args, interpolation=fm, fill=[9.0, 9.0, 9.0]),
-              TF.affine(tt, *args, interpolation=tm, fill=[9.0, 9.0, 9.0]), tol, frac)
-        _same(F.affine(ft.float(), *args, interpolation=fm),
-              TF.affine(tt.float(), *args, interpolation=tm), 1e-2, frac)
+        _same(
+            F.rotate(ft, ang, fm, center=[10, 5], fill=[1.0, 2.0, 3.0]),
+            TF.rotate(tt, ang, tm, center=[10, 5], fill=[1.0, 2.0, 3.0]),
+            tol,
+            frac,
+        )
+    for args in [
+        (20, [3, -2], 1.2, [10, 5]),
+        (0, [0, 0], 1.0, [-16.7, 0]),
+        (-10, [5, 5], 0.8, [0, 12]),
+    ]:
+        _same(
+            F.affine(ft, *args, interpolation=fm, fill=[9.0, 9.0, 9.0]),
+            TF.affine(tt, *args, interpolation=tm, fill=[9.0, 9.0, 9.0]),
+            tol,
+            frac,
+        )
+        _same(
+            F.affine(ft.float(), *args, interpolation=fm),
+            TF.affine(tt.float(), *args, interpolation=tm),
+            1e-2,
+            frac,
+        )
         _same(F.affine(img, *args, interpolation=fm), TF.affine(img, *args, interpolation=tm))
-        _same(F.affine(ft, *args, interpolation=fm, center=[0, 0]),
-              TF.affine(tt, *args, interpolation=tm, center=[0, 0]), tol, frac)
+        _same(
+            F.affine(ft, *args, interpolation=fm, center=[0, 0]),
+            TF.affine(tt, *args, interpolation=tm, center=[0, 0]),
+            tol,
+            frac,
+        )
     sp = [[0, 0], [49, 0], [49, 36], [0, 36]]
     ep = [[3, 2], [45, 1], [47, 33], [2, 35]]
-    _same(F.perspective(ft, sp, ep, fm, fill=[0.0, 0.0, 0.0]),
-          TF.perspective(tt, sp, ep, tm, fill=[0.0, 0.0, 0.0]), tol, frac)
+    _same(
+        F.perspective(ft, sp, ep, fm, fill=[0.0, 0.0, 0.0]),
+        TF.perspective(tt, sp, ep, tm, fill=[0.0, 0.0, 0.0]),
+        tol,
+        frac,
+    )
     _same(F.perspective(img, sp, ep, fm), TF.perspective(img, sp, ep, tm))
 
 
-@pytest.mark.parametrize("name,arg", [("adjust_brightness", 1.3), ("adjust_contrast", 0.6),
-                                      ("adjust_saturation", 1.7), ("adjust_hue", 0.2),
-                                      ("adjust_hue", -0.3), ("adjust_gamma", 0.7),
-                                      ("adjust_sharpness", 1.8), ("posterize", 3),
-                                      ("solarize", 100), ("invert", None),
-                                      ("autocontrast", None), ("equalize", None)])
+@pytest.mark.parametrize(
+    "name,arg",
+    [
+        ("adjust_brightness", 1.3),
+        ("adjust_contrast", 0.6),
+        ("adjust_saturation", 1.7),
+        ("adjust_hue", 0.2),
+        ("adjust_hue", -0.3),
+        ("adjust_gamma", 0.7),
+        ("adjust_sharpness", 1.8),
+        ("posterize", 3),
+        ("solarize", 100),
+        ("invert", None),
+        ("autocontrast", None),
+        ("equalize", None),
+    ],
+)
 def test_color(name, arg):
     img, tt, ft = _data()
     args = () if arg is None else (arg,)
@@ -138,8 +189,11 @@ def test_color(name, arg):
     _same(getattr(F, name)(img, *args), getattr(TF, name)(img, *args))
     if name not in ("posterize", "equalize"):
         fargs = (0.4,) if name == "solarize" else args
-        _same(getattr(F, name)(ft.float() / 255, *fargs), getattr(TF, name)(tt.float() / 255, *fargs),
-              tol=1e-5)
+        _same(
+            getattr(F, name)(ft.float() / 255, *fargs),
+            getattr(TF, name)(tt.float() / 255, *fargs),
+            tol=1e-5,
+        )
 
 
 def test_blur_grayscale_conversion_normalize():
@@ -153,11 +207,16 @@ def test_blur_grayscale_conversion_normalize():
     _same(F.to_tensor(img), TF.to_tensor(img), 1e-7)
     _same(F.pil_to_tensor(img), TF.pil_to_tensor(img))
     _same(F.to_pil_image(ft.float() / 255), TF.to_pil_image(tt.float() / 255))
-    _same(F.convert_image_dtype(ft.float() / 255, fiamma.uint8),
-          TF.convert_image_dtype(tt.float() / 255, torch.uint8))
+    _same(
+        F.convert_image_dtype(ft.float() / 255, fiamma.uint8),
+        TF.convert_image_dtype(tt.float() / 255, torch.uint8),
+    )
     _same(F.convert_image_dtype(ft, fiamma.int32), TF.convert_image_dtype(tt, torch.int32))
-    _same(F.normalize(ft.float(), [1, 2, 3], [2, 3, 4]), TF.normalize(tt.float(), [1, 2, 3], [2, 3, 4]),
-          1e-5)
+    _same(
+        F.normalize(ft.float(), [1, 2, 3], [2, 3, 4]),
+        TF.normalize(tt.float(), [1, 2, 3], [2, 3, 4]),
+        1e-5,
+    )
     for a, b in zip(F.ten_crop(ft, [10, 12]), TF.ten_crop(tt, [10, 12])):
         _same(a, b)
 
@@ -165,8 +224,10 @@ def test_blur_grayscale_conversion_normalize():
 def test_reprs():
     pairs = [
         (T.Resize(256), TT.Resize(256)),
-        (T.Resize((32, 40), T.InterpolationMode.BICUBIC, antialias=False),
-         TT.Resize((32, 40), TT.InterpolationMode.BICUBIC, antialias=False)),
+        (
+            T.Resize((32, 40), T.InterpolationMode.BICUBIC, antialias=False),
+            TT.Resize((32, 40), TT.InterpolationMode.BICUBIC, antialias=False),
+        ),
         (T.CenterCrop(224), TT.CenterCrop(224)),
         (T.RandomCrop(32, padding=4), TT.RandomCrop(32, padding=4)),
         (T.RandomResizedCrop(224), TT.RandomResizedCrop(224)),
@@ -199,10 +260,14 @@ def test_reprs():
 
 def test_autoaugment_policies_and_spaces():
     from torchvision.transforms import autoaugment as tva
+
     from fiamma.vision.transforms._autoaugment import _space_rand
+
     for p in T.AutoAugmentPolicy:
-        assert T.AutoAugment(p).policies == [tuple(tuple(o) for o in sp) for sp in
-                                             TT.AutoAugment(tva.AutoAugmentPolicy(p.value)).policies]
+        assert T.AutoAugment(p).policies == [
+            tuple(tuple(o) for o in sp)
+            for sp in TT.AutoAugment(tva.AutoAugmentPolicy(p.value)).policies
+        ]
     ours = T.AutoAugment._augmentation_space(10, (30, 40))
     theirs = TT.AutoAugment()._augmentation_space(10, (30, 40))
     assert set(ours) == set(theirs)
@@ -223,7 +288,13 @@ def test_resize_large_downscale():
     img, tt, ft = _data(180, 240, seed=3)
     for fm, tm in _modes():
         for aa in (True, False):
-            _same(F.resize(ft, [70, 97], fm, antialias=aa), TF.resize(tt, [70, 97], tm, antialias=aa),
-                  tol=1)
-            _same(F.resize(ft.float(), [70, 97], fm, antialias=aa),
-                  TF.resize(tt.float(), [70, 97], tm, antialias=aa), tol=1e-2)
+            _same(
+                F.resize(ft, [70, 97], fm, antialias=aa),
+                TF.resize(tt, [70, 97], tm, antialias=aa),
+                tol=1,
+            )
+            _same(
+                F.resize(ft.float(), [70, 97], fm, antialias=aa),
+                TF.resize(tt.float(), [70, 97], tm, antialias=aa),
+                tol=1e-2,
+            )

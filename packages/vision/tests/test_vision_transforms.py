@@ -1,7 +1,7 @@
 """fiamma.vision.transforms: tensor results against NumPy formulas of each definition, PIL
 results against Pillow, PIL vs tensor agreement, seeds, batches and argument errors."""
+
 import colorsys
-import math
 
 import numpy as np
 import pytest
@@ -43,6 +43,7 @@ def _close_frac(a, b, tol, frac):
 
 # ---------------------------------------------------------------- conversion
 
+
 def test_to_tensor_pil_to_tensor_to_pil():
     a = _arr()
     img = Image.fromarray(a)
@@ -71,8 +72,9 @@ def test_convert_image_dtype():
     np.testing.assert_array_equal(u.numpy(), a.transpose(2, 0, 1))
     i16 = F.convert_image_dtype(t, fiamma.int16)
     np.testing.assert_array_equal(i16.numpy(), a.transpose(2, 0, 1).astype(np.int16) * 128)
-    np.testing.assert_array_equal(F.convert_image_dtype(i16, fiamma.uint8).numpy(),
-                                  a.transpose(2, 0, 1))
+    np.testing.assert_array_equal(
+        F.convert_image_dtype(i16, fiamma.uint8).numpy(), a.transpose(2, 0, 1)
+    )
     with pytest.raises(RuntimeError, match="convert_image_dtype"):
         F.convert_image_dtype(f, fiamma.int64)
 
@@ -80,8 +82,9 @@ def test_convert_image_dtype():
 def test_normalize():
     x = fiamma.rand(2, 3, 5, 6)
     mean, std = [0.1, 0.5, 0.9], [0.2, 0.3, 0.4]
-    ref = (x.numpy() - np.array(mean, np.float32)[:, None, None]) / \
-        np.array(std, np.float32)[:, None, None]
+    ref = (x.numpy() - np.array(mean, np.float32)[:, None, None]) / np.array(std, np.float32)[
+        :, None, None
+    ]
     np.testing.assert_allclose(T.Normalize(mean, std)(x).numpy(), ref, rtol=1e-5, atol=1e-6)
     y = x.clone()
     out = T.Normalize(mean, std, inplace=True)(y)
@@ -97,10 +100,17 @@ def test_normalize():
 
 # ---------------------------------------------------------------- resize
 
+
 def _pil_float_resize(a, oh, ow, resample):
     """Reference: Pillow's antialiased resampling on float32 'F' images, channel by channel."""
-    return np.stack([np.asarray(Image.fromarray(a[:, :, k].astype(np.float32), "F")
-                                .resize((ow, oh), resample)) for k in range(a.shape[2])])
+    return np.stack(
+        [
+            np.asarray(
+                Image.fromarray(a[:, :, k].astype(np.float32), "F").resize((ow, oh), resample)
+            )
+            for k in range(a.shape[2])
+        ]
+    )
 
 
 @pytest.mark.parametrize("size", [(20, 31), (80, 64), (37, 23), (11, 100)])
@@ -123,6 +133,7 @@ def test_resize_bilinear_no_antialias_formula():
         s = np.maximum((np.arange(n_out) + 0.5) * n_in / n_out - 0.5, 0)
         i0 = np.minimum(np.floor(s).astype(int), n_in - 1)
         return i0, np.minimum(i0 + 1, n_in - 1), s - i0
+
     y0, y1, ly = coords(37, oh)
     x0, x1, lx = coords(50, ow)
     img = a.transpose(2, 0, 1)
@@ -154,15 +165,21 @@ def test_resize_sizes_and_pil():
     assert tuple(T.Resize([10, 12])(_t(a)).shape) == (3, 10, 12)
     assert tuple(T.Resize(20, max_size=25)(_t(a)).shape) == (3, int(25 * 20 / 27), 25)
     assert T.Resize(None, max_size=25)(img).size == (25, int(25 * 37 / 50))
-    for mode, flt in [(IM.BICUBIC, Image.BICUBIC), (IM.NEAREST, Image.NEAREST),
-                      (IM.LANCZOS, Image.LANCZOS), (IM.BOX, Image.BOX)]:
-        np.testing.assert_array_equal(np.asarray(T.Resize((13, 17), mode)(img)),
-                                      np.asarray(img.resize((17, 13), flt)))
+    for mode, flt in [
+        (IM.BICUBIC, Image.BICUBIC),
+        (IM.NEAREST, Image.NEAREST),
+        (IM.LANCZOS, Image.LANCZOS),
+        (IM.BOX, Image.BOX),
+    ]:
+        np.testing.assert_array_equal(
+            np.asarray(T.Resize((13, 17), mode)(img)), np.asarray(img.resize((17, 13), flt))
+        )
     # PIL and tensor (antialiased) agree within rounding
     _close_frac(T.Resize((19, 23))(img), T.Resize((19, 23))(_t(a)), 1.01, 0.0)
     # bicubic overshoot is clamped per pass by Pillow, once at the end for tensors
-    _close_frac(T.Resize((60, 70), IM.BICUBIC)(img), T.Resize((60, 70), IM.BICUBIC)(_t(a)),
-                1.01, 0.03)
+    _close_frac(
+        T.Resize((60, 70), IM.BICUBIC)(img), T.Resize((60, 70), IM.BICUBIC)(_t(a)), 1.01, 0.03
+    )
     with pytest.raises(ValueError, match="Resize"):
         T.Resize(-3)
     with pytest.raises(ValueError, match="max_size"):
@@ -173,13 +190,15 @@ def test_resize_sizes_and_pil():
 
 # ---------------------------------------------------------------- crops, flips, pad
 
+
 def test_crops_flips_against_numpy_and_pillow():
     a = _arr()
     t, img = _t(a), Image.fromarray(a)
     ref = a.transpose(2, 0, 1)
     np.testing.assert_array_equal(T.CenterCrop(20)(t).numpy(), ref[:, 8:28, 15:35])
-    np.testing.assert_array_equal(np.asarray(T.CenterCrop(20)(img)),
-                                  np.asarray(img.crop((15, 8, 35, 28))))
+    np.testing.assert_array_equal(
+        np.asarray(T.CenterCrop(20)(img)), np.asarray(img.crop((15, 8, 35, 28)))
+    )
     big = T.CenterCrop((41, 54))(t).numpy()
     assert big.shape == (3, 41, 54)
     np.testing.assert_array_equal(big[:, 2:39, 2:52], ref)
@@ -191,8 +210,13 @@ def test_crops_flips_against_numpy_and_pillow():
     np.testing.assert_array_equal(_np(T.RandomVerticalFlip(1.0)(img)), ref[:, ::-1])
     np.testing.assert_array_equal(T.RandomHorizontalFlip(0.0)(t).numpy(), ref)
     five = T.FiveCrop(10)(t)
-    exp = [ref[:, :10, :10], ref[:, :10, 40:], ref[:, 27:, :10], ref[:, 27:, 40:],
-           ref[:, 14:24, 20:30]]
+    exp = [
+        ref[:, :10, :10],
+        ref[:, :10, 40:],
+        ref[:, 27:, :10],
+        ref[:, 27:, 40:],
+        ref[:, 14:24, 20:30],
+    ]
     for got, want in zip(five, exp):
         np.testing.assert_array_equal(got.numpy(), want)
     ten = T.TenCrop(10)(img)
@@ -214,7 +238,9 @@ def test_pad_against_numpy(mode, padding):
     a = _arr(4, 9, 11)
     t, img = _t(a), Image.fromarray(a)
     left, top, right, bottom = F._ltrb(padding, "pad")
-    src = a[max(-top, 0):a.shape[0] - max(-bottom, 0), max(-left, 0):a.shape[1] - max(-right, 0)]
+    src = a[
+        max(-top, 0) : a.shape[0] - max(-bottom, 0), max(-left, 0) : a.shape[1] - max(-right, 0)
+    ]
     widths = [(max(top, 0), max(bottom, 0)), (max(left, 0), max(right, 0)), (0, 0)]
     kw = {"constant_values": 7} if mode == "constant" else {}
     ref = np.pad(src, widths, mode=mode, **kw).transpose(2, 0, 1)
@@ -240,8 +266,9 @@ def test_random_crop():
     c2 = _np(T.RandomCrop(20)(img))
     np.testing.assert_array_equal(c1, c2)
     ref = a.transpose(2, 0, 1)
-    found = any(np.array_equal(ref[:, i:i + 20, j:j + 20], c1)
-                for i in range(18) for j in range(31))
+    found = any(
+        np.array_equal(ref[:, i : i + 20, j : j + 20], c1) for i in range(18) for j in range(31)
+    )
     assert found
     out = T.RandomCrop(45, pad_if_needed=True, fill=1)(t)
     assert tuple(out.shape) == (3, 45, 45)
@@ -266,10 +293,13 @@ def test_random_resized_crop_params_and_reproducibility():
         out_t = tf(t)
         fiamma.manual_seed(seed)
         out_p = tf(img)
-        np.testing.assert_array_equal(out_t.numpy(), F.resized_crop(t, i, j, h, w, [16, 16]).numpy())
-        np.testing.assert_array_equal(np.asarray(out_p),
-                                      np.asarray(img.crop((j, i, j + w, i + h)).resize((16, 16),
-                                                                                      Image.BILINEAR)))
+        np.testing.assert_array_equal(
+            out_t.numpy(), F.resized_crop(t, i, j, h, w, [16, 16]).numpy()
+        )
+        np.testing.assert_array_equal(
+            np.asarray(out_p),
+            np.asarray(img.crop((j, i, j + w, i + h)).resize((16, 16), Image.BILINEAR)),
+        )
         _close_frac(out_p, out_t, 1.01, 0.0)
     with pytest.raises(ValueError, match="RandomResizedCrop"):
         T.RandomResizedCrop(10, scale=(0.9, 0.1))
@@ -280,6 +310,7 @@ def test_random_resized_crop_params_and_reproducibility():
 
 # ---------------------------------------------------------------- colour
 
+
 def _gray_ref(x):
     return 0.2989 * x[0] + 0.587 * x[1] + 0.114 * x[2]
 
@@ -288,29 +319,36 @@ def test_color_ops_tensor_formulas():
     a = _arr(5)
     x = _t(a).to(fiamma.float32) / 255
     xn = x.numpy().astype(np.float64)
-    np.testing.assert_allclose(F.adjust_brightness(x, 1.4).numpy(), np.clip(xn * 1.4, 0, 1),
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        F.adjust_brightness(x, 1.4).numpy(), np.clip(xn * 1.4, 0, 1), atol=1e-6
+    )
     m = _gray_ref(xn).mean()
-    np.testing.assert_allclose(F.adjust_contrast(x, 0.3).numpy(),
-                               np.clip(0.3 * xn + 0.7 * m, 0, 1), atol=1e-5)
-    np.testing.assert_allclose(F.adjust_saturation(x, 1.6).numpy(),
-                               np.clip(1.6 * xn - 0.6 * _gray_ref(xn), 0, 1), atol=1e-5)
+    np.testing.assert_allclose(
+        F.adjust_contrast(x, 0.3).numpy(), np.clip(0.3 * xn + 0.7 * m, 0, 1), atol=1e-5
+    )
+    np.testing.assert_allclose(
+        F.adjust_saturation(x, 1.6).numpy(),
+        np.clip(1.6 * xn - 0.6 * _gray_ref(xn), 0, 1),
+        atol=1e-5,
+    )
     np.testing.assert_allclose(F.rgb_to_grayscale(x).numpy()[0], _gray_ref(xn), atol=1e-6)
     np.testing.assert_allclose(F.adjust_gamma(x, 0.5, 1.0).numpy(), np.sqrt(xn), atol=1e-6)
     np.testing.assert_allclose(F.invert(x).numpy(), 1 - xn, atol=1e-7)
-    np.testing.assert_allclose(F.solarize(x, 0.5).numpy(), np.where(xn >= 0.5, 1 - xn, xn),
-                               atol=1e-7)
+    np.testing.assert_allclose(
+        F.solarize(x, 0.5).numpy(), np.where(xn >= 0.5, 1 - xn, xn), atol=1e-7
+    )
     # hue: colorsys reference per pixel
     out = F.adjust_hue(x, 0.17).numpy()
-    for (yy, xx) in [(0, 0), (5, 7), (20, 33), (36, 49)]:
+    for yy, xx in [(0, 0), (5, 7), (20, 33), (36, 49)]:
         hh, ss, vv = colorsys.rgb_to_hsv(*xn[:, yy, xx])
         want = colorsys.hsv_to_rgb((hh + 0.17) % 1.0, ss, vv)
         np.testing.assert_allclose(out[:, yy, xx], want, atol=1e-5)
     # uint8: blend truncates like torchvision (computed in float32, cast back)
     u = _t(a)
-    np.testing.assert_array_equal(F.adjust_brightness(u, 1.4).numpy(),
-                                  np.clip(a.transpose(2, 0, 1).astype(np.float32) * np.float32(1.4),
-                                          0, 255).astype(np.uint8))
+    np.testing.assert_array_equal(
+        F.adjust_brightness(u, 1.4).numpy(),
+        np.clip(a.transpose(2, 0, 1).astype(np.float32) * np.float32(1.4), 0, 255).astype(np.uint8),
+    )
     np.testing.assert_array_equal(F.posterize(u, 3).numpy(), a.transpose(2, 0, 1) & 0xE0)
     np.testing.assert_array_equal(F.invert(u).numpy(), 255 - a.transpose(2, 0, 1))
 
@@ -332,10 +370,11 @@ def test_autocontrast_equalize_sharpness():
     x = _t(a).to(fiamma.float32) / 255
     xn = x.numpy().astype(np.float64)
     blur = xn.copy()
-    acc = sum(xn[:, dy:dy + 35, dx:dx + 48] for dy in range(3) for dx in range(3))
+    acc = sum(xn[:, dy : dy + 35, dx : dx + 48] for dy in range(3) for dx in range(3))
     blur[:, 1:-1, 1:-1] = (acc + 4 * xn[:, 1:-1, 1:-1]) / 13
-    np.testing.assert_allclose(F.adjust_sharpness(x, 1.7).numpy(),
-                               np.clip(1.7 * xn - 0.7 * blur, 0, 1), atol=1e-5)
+    np.testing.assert_allclose(
+        F.adjust_sharpness(x, 1.7).numpy(), np.clip(1.7 * xn - 0.7 * blur, 0, 1), atol=1e-5
+    )
     _close_frac(F.adjust_sharpness(img, 1.7), F.adjust_sharpness(u, 1.7), 1.01, 0.0)
     with pytest.raises(TypeError, match="equalize"):
         F.equalize(x)
@@ -343,11 +382,22 @@ def test_autocontrast_equalize_sharpness():
         F.posterize(x, 2)
 
 
-@pytest.mark.parametrize("name,arg", [("adjust_brightness", 1.3), ("adjust_contrast", 0.6),
-                                      ("adjust_saturation", 1.7), ("adjust_hue", -0.2),
-                                      ("adjust_gamma", 0.7), ("adjust_sharpness", 0.4),
-                                      ("posterize", 2), ("solarize", 100), ("invert", None),
-                                      ("autocontrast", None), ("equalize", None)])
+@pytest.mark.parametrize(
+    "name,arg",
+    [
+        ("adjust_brightness", 1.3),
+        ("adjust_contrast", 0.6),
+        ("adjust_saturation", 1.7),
+        ("adjust_hue", -0.2),
+        ("adjust_gamma", 0.7),
+        ("adjust_sharpness", 0.4),
+        ("posterize", 2),
+        ("solarize", 100),
+        ("invert", None),
+        ("autocontrast", None),
+        ("equalize", None),
+    ],
+)
 def test_color_pil_vs_tensor(name, arg):
     a = _arr(7, smooth=True)
     img, u = Image.fromarray(a), _t(a)
@@ -401,29 +451,35 @@ def test_color_jitter():
 
 # ---------------------------------------------------------------- blur
 
+
 def _blur_ref(x, ks, sigma):
     """2-D Gaussian with reflect padding, computed directly (float64)."""
     kx, ky = ks
+
     def k1(n, s):
         t = np.linspace(-(n - 1) / 2, (n - 1) / 2, n)
         k = np.exp(-0.5 * (t / s) ** 2)
         return k / k.sum()
+
     k2 = np.outer(k1(ky, sigma[1]), k1(kx, sigma[0]))
     p = np.pad(x, [(0, 0), (ky // 2, ky // 2), (kx // 2, kx // 2)], mode="reflect")
     out = np.zeros_like(x)
     for dy in range(ky):
         for dx in range(kx):
-            out += k2[dy, dx] * p[:, dy:dy + x.shape[1], dx:dx + x.shape[2]]
+            out += k2[dy, dx] * p[:, dy : dy + x.shape[1], dx : dx + x.shape[2]]
     return out
 
 
-@pytest.mark.parametrize("ks,sigma", [((5, 5), (1.5, 1.5)), ((3, 7), (0.7, 2.2)), ((9, 1), (3.0, 1.0))])
+@pytest.mark.parametrize(
+    "ks,sigma", [((5, 5), (1.5, 1.5)), ((3, 7), (0.7, 2.2)), ((9, 1), (3.0, 1.0))]
+)
 def test_gaussian_blur(ks, sigma):
     a = _arr(8)
     x = _t(a).to(fiamma.float64)
     out = F.gaussian_blur(x, list(ks), list(sigma)).numpy()
-    np.testing.assert_allclose(out, _blur_ref(a.transpose(2, 0, 1).astype(np.float64), ks, sigma),
-                               rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(
+        out, _blur_ref(a.transpose(2, 0, 1).astype(np.float64), ks, sigma), rtol=1e-5, atol=1e-4
+    )
     u = F.gaussian_blur(_t(a), list(ks), list(sigma))
     assert u.dtype == fiamma.uint8
     np.testing.assert_allclose(u.numpy(), np.round(out), atol=1.0)
@@ -449,6 +505,7 @@ def test_gaussian_blur_transform():
 
 # ---------------------------------------------------------------- geometric warps
 
+
 def test_rotate_right_angles_against_numpy():
     a = _arr(9, 20, 30)
     u = _t(a)
@@ -457,8 +514,9 @@ def test_rotate_right_angles_against_numpy():
     np.testing.assert_array_equal(out, np.rot90(ref, 1, axes=(1, 2)))
     out = F.rotate(u, 180).numpy()
     np.testing.assert_array_equal(out, ref[:, ::-1, ::-1])
-    np.testing.assert_array_equal(_np(F.rotate(Image.fromarray(a), 90, expand=True)),
-                                  np.rot90(ref, 1, axes=(1, 2)))
+    np.testing.assert_array_equal(
+        _np(F.rotate(Image.fromarray(a), 90, expand=True)), np.rot90(ref, 1, axes=(1, 2))
+    )
     np.testing.assert_array_equal(F.rotate(u, 0.0).numpy(), ref)
 
 
@@ -499,10 +557,15 @@ def test_warps_pil_vs_tensor(interp):
     frac = 0.03 if interp == IM.NEAREST else 0.1
     tol = 1.01 if interp == IM.NEAREST else 3.01
     _close_frac(F.rotate(img, 33, interp), F.rotate(u, 33, interp), tol, frac)
-    _close_frac(F.rotate(img, -20, interp, expand=True), F.rotate(u, -20, interp, expand=True),
-                tol, frac)
-    _close_frac(F.affine(img, 15, [2, 3], 1.1, [5, 3], interp),
-                F.affine(u, 15, [2, 3], 1.1, [5, 3], interp), tol, frac)
+    _close_frac(
+        F.rotate(img, -20, interp, expand=True), F.rotate(u, -20, interp, expand=True), tol, frac
+    )
+    _close_frac(
+        F.affine(img, 15, [2, 3], 1.1, [5, 3], interp),
+        F.affine(u, 15, [2, 3], 1.1, [5, 3], interp),
+        tol,
+        frac,
+    )
     sp = [[0, 0], [49, 0], [49, 36], [0, 36]]
     ep = [[3, 2], [45, 1], [47, 33], [2, 35]]
     _close_frac(F.perspective(img, sp, ep, interp), F.perspective(u, sp, ep, interp), tol, frac)
@@ -511,9 +574,12 @@ def test_warps_pil_vs_tensor(interp):
 def test_random_geometric_transforms():
     a = _arr(12, smooth=True)
     img, u = Image.fromarray(a), _t(a)
-    for tf in [T.RandomRotation(30), T.RandomRotation((10, 50), expand=True, fill=3),
-               T.RandomAffine(20, translate=(0.1, 0.2), scale=(0.8, 1.2), shear=(-5, 5, -3, 3)),
-               T.RandomPerspective(0.4, p=1.0)]:
+    for tf in [
+        T.RandomRotation(30),
+        T.RandomRotation((10, 50), expand=True, fill=3),
+        T.RandomAffine(20, translate=(0.1, 0.2), scale=(0.8, 1.2), shear=(-5, 5, -3, 3)),
+        T.RandomPerspective(0.4, p=1.0),
+    ]:
         fiamma.manual_seed(5)
         o1 = tf(u)
         fiamma.manual_seed(5)
@@ -526,7 +592,9 @@ def test_random_geometric_transforms():
     fiamma.manual_seed(5)
     ang = T.RandomRotation.get_params([10, 50])
     assert 10 <= ang <= 50
-    angle, tr, sc, sh = T.RandomAffine.get_params([-5, 5], [0.1, 0.1], [0.9, 1.1], [-2, 2], [50, 37])
+    angle, tr, sc, sh = T.RandomAffine.get_params(
+        [-5, 5], [0.1, 0.1], [0.9, 1.1], [-2, 2], [50, 37]
+    )
     assert abs(tr[0]) <= 5 and abs(tr[1]) <= 4 and 0.9 <= sc <= 1.1 and sh[1] == 0.0
     start, end = T.RandomPerspective.get_params(50, 37, 0.5)
     assert start == [[0, 0], [49, 0], [49, 36], [0, 36]]
@@ -543,6 +611,7 @@ def test_random_geometric_transforms():
 
 # ---------------------------------------------------------------- erasing and simple random ops
 
+
 def test_random_erasing():
     x = fiamma.rand(3, 20, 30)
     fiamma.manual_seed(2)
@@ -550,9 +619,13 @@ def test_random_erasing():
     d = out.numpy() != x.numpy()
     rows, cols = np.where(d[0])
     assert rows.size > 0
-    box = out.numpy()[:, rows.min():rows.max() + 1, cols.min():cols.max() + 1]
+    box = out.numpy()[:, rows.min() : rows.max() + 1, cols.min() : cols.max() + 1]
     np.testing.assert_allclose(box, 0.5)
-    assert d.sum() == 3 * box.shape[1] * box.shape[2] - (box == x.numpy()[:, rows.min():rows.max() + 1, cols.min():cols.max() + 1]).sum()
+    assert (
+        d.sum()
+        == 3 * box.shape[1] * box.shape[2]
+        - (box == x.numpy()[:, rows.min() : rows.max() + 1, cols.min() : cols.max() + 1]).sum()
+    )
     fiamma.manual_seed(2)
     fiamma.rand(1)  # the p draw
     i, j, h, w, v = T.RandomErasing.get_params(x, (0.02, 0.33), (0.3, 3.3), [0.5])
@@ -573,10 +646,14 @@ def test_random_erasing():
 def test_random_p_transforms():
     a = _arr(13)
     u, img = _t(a), Image.fromarray(a)
-    cases = [(T.RandomInvert, (), F.invert), (T.RandomPosterize, (3,), lambda i: F.posterize(i, 3)),
-             (T.RandomSolarize, (90,), lambda i: F.solarize(i, 90)),
-             (T.RandomAdjustSharpness, (2.0,), lambda i: F.adjust_sharpness(i, 2.0)),
-             (T.RandomAutocontrast, (), F.autocontrast), (T.RandomEqualize, (), F.equalize)]
+    cases = [
+        (T.RandomInvert, (), F.invert),
+        (T.RandomPosterize, (3,), lambda i: F.posterize(i, 3)),
+        (T.RandomSolarize, (90,), lambda i: F.solarize(i, 90)),
+        (T.RandomAdjustSharpness, (2.0,), lambda i: F.adjust_sharpness(i, 2.0)),
+        (T.RandomAutocontrast, (), F.autocontrast),
+        (T.RandomEqualize, (), F.equalize),
+    ]
     for cls, args, fn in cases:
         for inp in (u, img):
             np.testing.assert_array_equal(_np(cls(*args, p=1.0)(inp)), _np(fn(inp)))
@@ -585,21 +662,32 @@ def test_random_p_transforms():
             cls(*args, p=1.5)
     # p = 0.5 flips about half the time, reproducibly under a seed
     fiamma.manual_seed(0)
-    flips = [bool((T.RandomHorizontalFlip()(u).numpy() != a.transpose(2, 0, 1)).any())
-             for _ in range(200)]
+    flips = [
+        bool((T.RandomHorizontalFlip()(u).numpy() != a.transpose(2, 0, 1)).any())
+        for _ in range(200)
+    ]
     assert 70 < sum(flips) < 130
     fiamma.manual_seed(0)
-    assert flips == [bool((T.RandomHorizontalFlip()(u).numpy() != a.transpose(2, 0, 1)).any())
-                     for _ in range(200)]
+    assert flips == [
+        bool((T.RandomHorizontalFlip()(u).numpy() != a.transpose(2, 0, 1)).any())
+        for _ in range(200)
+    ]
 
 
 # ---------------------------------------------------------------- auto augment
 
-@pytest.mark.parametrize("tf", [T.AutoAugment(T.AutoAugmentPolicy.IMAGENET),
-                                T.AutoAugment(T.AutoAugmentPolicy.CIFAR10, fill=[1, 2, 3]),
-                                T.AutoAugment(T.AutoAugmentPolicy.SVHN, T.InterpolationMode.BILINEAR),
-                                T.RandAugment(), T.RandAugment(3, 20, interpolation=IM.BILINEAR),
-                                T.TrivialAugmentWide()])
+
+@pytest.mark.parametrize(
+    "tf",
+    [
+        T.AutoAugment(T.AutoAugmentPolicy.IMAGENET),
+        T.AutoAugment(T.AutoAugmentPolicy.CIFAR10, fill=[1, 2, 3]),
+        T.AutoAugment(T.AutoAugmentPolicy.SVHN, T.InterpolationMode.BILINEAR),
+        T.RandAugment(),
+        T.RandAugment(3, 20, interpolation=IM.BILINEAR),
+        T.TrivialAugmentWide(),
+    ],
+)
 def test_autoaugment_family(tf):
     a = _arr(14, 24, 28, smooth=True)
     u, img = _t(a), Image.fromarray(a)
@@ -618,13 +706,29 @@ def test_autoaugment_family(tf):
     assert tuple(tf(batch).shape) == (2, 3, 24, 28)
 
 
-@pytest.mark.parametrize("op,mag", [("ShearX", 0.2), ("ShearY", -0.25), ("TranslateX", 5.0),
-                                    ("TranslateY", -4.0), ("Rotate", 17.0), ("Brightness", 0.4),
-                                    ("Color", -0.5), ("Contrast", 0.3), ("Sharpness", 0.6),
-                                    ("Posterize", 4.0), ("Solarize", 120.0), ("AutoContrast", 0.0),
-                                    ("Equalize", 0.0), ("Invert", 0.0), ("Identity", 0.0)])
+@pytest.mark.parametrize(
+    "op,mag",
+    [
+        ("ShearX", 0.2),
+        ("ShearY", -0.25),
+        ("TranslateX", 5.0),
+        ("TranslateY", -4.0),
+        ("Rotate", 17.0),
+        ("Brightness", 0.4),
+        ("Color", -0.5),
+        ("Contrast", 0.3),
+        ("Sharpness", 0.6),
+        ("Posterize", 4.0),
+        ("Solarize", 120.0),
+        ("AutoContrast", 0.0),
+        ("Equalize", 0.0),
+        ("Invert", 0.0),
+        ("Identity", 0.0),
+    ],
+)
 def test_autoaugment_ops_pil_vs_tensor(op, mag):
     from fiamma.vision.transforms._autoaugment import _apply_op
+
     a = _arr(15, 24, 28, smooth=True)
     u, img = _t(a), Image.fromarray(a)
     out_t = _apply_op(u, op, mag, IM.NEAREST, [0.0, 0.0, 0.0])
@@ -646,13 +750,25 @@ def test_autoaugment_errors_and_reprs():
 
 # ---------------------------------------------------------------- batches, composition, reprs
 
-@pytest.mark.parametrize("make", [lambda: T.Resize((13, 17)), lambda: T.Resize(9, IM.BICUBIC),
-                                  lambda: T.CenterCrop(10), lambda: T.Pad([1, 2], padding_mode="reflect"),
-                                  lambda: T.GaussianBlur(3), lambda: T.RandomRotation(25),
-                                  lambda: T.RandomAffine(10, shear=5), lambda: T.RandomPerspective(p=1.0),
-                                  lambda: T.ColorJitter(0.3, 0.3, 0.3, 0.05), lambda: T.Grayscale(3),
-                                  lambda: T.RandomAdjustSharpness(2, p=1.0),
-                                  lambda: T.RandomAutocontrast(p=1.0), lambda: T.RandomEqualize(p=1.0)])
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: T.Resize((13, 17)),
+        lambda: T.Resize(9, IM.BICUBIC),
+        lambda: T.CenterCrop(10),
+        lambda: T.Pad([1, 2], padding_mode="reflect"),
+        lambda: T.GaussianBlur(3),
+        lambda: T.RandomRotation(25),
+        lambda: T.RandomAffine(10, shear=5),
+        lambda: T.RandomPerspective(p=1.0),
+        lambda: T.ColorJitter(0.3, 0.3, 0.3, 0.05),
+        lambda: T.Grayscale(3),
+        lambda: T.RandomAdjustSharpness(2, p=1.0),
+        lambda: T.RandomAutocontrast(p=1.0),
+        lambda: T.RandomEqualize(p=1.0),
+    ],
+)
 def test_batched_tensor_equals_per_image(make):
     """A random transform draws one set of parameters per call and applies it to the whole batch."""
     imgs = [_t(_arr(20 + k, 24, 30, smooth=True)) for k in range(3)]
@@ -669,14 +785,18 @@ def test_batched_tensor_equals_per_image(make):
 def test_compose_random_apply_choice_order_lambda():
     a = _arr()
     u = _t(a)
-    pipe = T.Compose([T.CenterCrop(20), T.Lambda(lambda x: x.flip(-1)), T.ConvertImageDtype(fiamma.float32)])
-    np.testing.assert_allclose(pipe(u).numpy(), a.transpose(2, 0, 1)[:, 8:28, 15:35][:, :, ::-1] / 255,
-                               rtol=1e-6)
+    pipe = T.Compose(
+        [T.CenterCrop(20), T.Lambda(lambda x: x.flip(-1)), T.ConvertImageDtype(fiamma.float32)]
+    )
+    np.testing.assert_allclose(
+        pipe(u).numpy(), a.transpose(2, 0, 1)[:, 8:28, 15:35][:, :, ::-1] / 255, rtol=1e-6
+    )
     assert repr(pipe).startswith("Compose(\n    CenterCrop(size=(20, 20))\n    Lambda()")
     ra = T.RandomApply([T.RandomHorizontalFlip(1.0)], p=1.0)
     np.testing.assert_array_equal(ra(u).numpy(), a.transpose(2, 0, 1)[:, :, ::-1])
-    np.testing.assert_array_equal(T.RandomApply([T.RandomHorizontalFlip(1.0)], p=0.0)(u).numpy(),
-                                  a.transpose(2, 0, 1))
+    np.testing.assert_array_equal(
+        T.RandomApply([T.RandomHorizontalFlip(1.0)], p=0.0)(u).numpy(), a.transpose(2, 0, 1)
+    )
     ch = T.RandomChoice([T.RandomHorizontalFlip(1.0), T.RandomVerticalFlip(1.0)], p=[0.0, 1.0])
     np.testing.assert_array_equal(ch(u).numpy(), a.transpose(2, 0, 1)[:, ::-1])
     order = T.RandomOrder([T.CenterCrop(10), T.Pad(1)])
@@ -692,14 +812,23 @@ def test_compose_random_apply_choice_order_lambda():
 
 def test_modules_and_reprs():
     from fiamma import nn
+
     assert isinstance(T.Resize(3), nn.Module) and isinstance(T.RandomCrop(3), nn.Module)
     assert isinstance(T.AutoAugment(), nn.Module) and not isinstance(T.ToTensor(), nn.Module)
-    assert repr(T.Resize(256)) == "Resize(size=256, interpolation=bilinear, max_size=None, antialias=True)"
-    assert repr(T.RandomResizedCrop(224)) == ("RandomResizedCrop(size=(224, 224), scale=(0.08, 1.0), "
-                                              "ratio=(0.75, 1.3333), interpolation=bilinear, antialias=True)")
+    assert (
+        repr(T.Resize(256))
+        == "Resize(size=256, interpolation=bilinear, max_size=None, antialias=True)"
+    )
+    assert repr(T.RandomResizedCrop(224)) == (
+        "RandomResizedCrop(size=(224, 224), scale=(0.08, 1.0), "
+        "ratio=(0.75, 1.3333), interpolation=bilinear, antialias=True)"
+    )
     assert repr(T.RandomHorizontalFlip()) == "RandomHorizontalFlip(p=0.5)"
     assert repr(T.Normalize([0.5], [0.2])) == "Normalize(mean=[0.5], std=[0.2])"
-    assert repr(T.ColorJitter(0.4)) == "ColorJitter(brightness=(0.6, 1.4), contrast=None, saturation=None, hue=None)"
+    assert (
+        repr(T.ColorJitter(0.4))
+        == "ColorJitter(brightness=(0.6, 1.4), contrast=None, saturation=None, hue=None)"
+    )
     assert repr(T.ToTensor()) == "ToTensor()"
 
 
@@ -721,7 +850,9 @@ def test_bad_inputs_name_the_function():
 def test_lazy_package_import():
     import importlib
     import sys
+
     import fiamma.vision as V
+
     assert V.__version__ == "0.1.0"
     assert V.transforms is T
     with pytest.raises(AttributeError, match="fiamma.vision"):
@@ -731,18 +862,25 @@ def test_lazy_package_import():
     assert "fiamma.vision.transforms" in sys.modules
 
 
-@pytest.mark.parametrize("name,fn", [
-    ("resize", lambda x: F.resize(x, [11, 13])),
-    ("resize_nearest", lambda x: F.resize(x, [11, 13], IM.NEAREST)),
-    ("pad", lambda x: F.pad(x, [1, 2, 3, 4], padding_mode="symmetric")),
-    ("rotate", lambda x: F.rotate(x, 20, IM.BILINEAR, fill=[1.0, 2.0, 3.0])),
-    ("perspective", lambda x: F.perspective(x, [[0, 0], [9, 0], [9, 7], [0, 7]],
-                                            [[1, 1], [8, 0], [9, 6], [0, 7]])),
-    ("blur", lambda x: F.gaussian_blur(x, [3, 5], [1.0, 1.5])),
-    ("hue", lambda x: F.adjust_hue(x, 0.1)),
-    ("sharpness", lambda x: F.adjust_sharpness(x, 2.0)),
-    ("autocontrast", F.autocontrast),
-])
+@pytest.mark.parametrize(
+    "name,fn",
+    [
+        ("resize", lambda x: F.resize(x, [11, 13])),
+        ("resize_nearest", lambda x: F.resize(x, [11, 13], IM.NEAREST)),
+        ("pad", lambda x: F.pad(x, [1, 2, 3, 4], padding_mode="symmetric")),
+        ("rotate", lambda x: F.rotate(x, 20, IM.BILINEAR, fill=[1.0, 2.0, 3.0])),
+        (
+            "perspective",
+            lambda x: F.perspective(
+                x, [[0, 0], [9, 0], [9, 7], [0, 7]], [[1, 1], [8, 0], [9, 6], [0, 7]]
+            ),
+        ),
+        ("blur", lambda x: F.gaussian_blur(x, [3, 5], [1.0, 1.5])),
+        ("hue", lambda x: F.adjust_hue(x, 0.1)),
+        ("sharpness", lambda x: F.adjust_sharpness(x, 2.0)),
+        ("autocontrast", F.autocontrast),
+    ],
+)
 def test_non_contiguous_and_half_inputs(name, fn):
     a = _arr(30, 20, 24).astype(np.float32) / 255
     base = fiamma.from_numpy(np.ascontiguousarray(a.transpose(2, 0, 1)))
@@ -785,6 +923,7 @@ def test_to_tensor_modes_and_compose_normalize_fusion():
 def test_resize_large_downscale_band_blocks(mode, antialias):
     """Large downscales use per-block slices of the weight matrix; same result as the matrix."""
     from fiamma.vision.transforms import _functional_tensor as FT
+
     a = _arr(41, 210, 300, smooth=True).astype(np.float32)
     x = fiamma.from_numpy(np.ascontiguousarray(a.transpose(2, 0, 1)))
     assert FT._band_blocks(300, 97, mode, antialias, fiamma.float32) is not None

@@ -1,4 +1,5 @@
 """AutoAugment, RandAugment and TrivialAugmentWide (torchvision's semantics)."""
+
 import math
 from enum import Enum
 
@@ -6,7 +7,6 @@ import numpy as np
 
 import fiamma
 from fiamma import nn
-
 from fiamma.vision.transforms import functional as F
 from fiamma.vision.transforms._policies import _POLICIES
 from fiamma.vision.transforms.functional import InterpolationMode, _interp
@@ -17,19 +17,47 @@ __all__ = ["AutoAugmentPolicy", "AutoAugment", "RandAugment", "TrivialAugmentWid
 def _apply_op(img, op_name, magnitude, interpolation, fill):
     if op_name == "ShearX":
         # shear about the top-left corner, as the AutoAugment reference code does
-        return F.affine(img, angle=0.0, translate=[0, 0], scale=1.0,
-                        shear=[math.degrees(math.atan(magnitude)), 0.0],
-                        interpolation=interpolation, fill=fill, center=[0, 0])
+        return F.affine(
+            img,
+            angle=0.0,
+            translate=[0, 0],
+            scale=1.0,
+            shear=[math.degrees(math.atan(magnitude)), 0.0],
+            interpolation=interpolation,
+            fill=fill,
+            center=[0, 0],
+        )
     if op_name == "ShearY":
-        return F.affine(img, angle=0.0, translate=[0, 0], scale=1.0,
-                        shear=[0.0, math.degrees(math.atan(magnitude))],
-                        interpolation=interpolation, fill=fill, center=[0, 0])
+        return F.affine(
+            img,
+            angle=0.0,
+            translate=[0, 0],
+            scale=1.0,
+            shear=[0.0, math.degrees(math.atan(magnitude))],
+            interpolation=interpolation,
+            fill=fill,
+            center=[0, 0],
+        )
     if op_name == "TranslateX":
-        return F.affine(img, angle=0.0, translate=[int(magnitude), 0], scale=1.0,
-                        interpolation=interpolation, shear=[0.0, 0.0], fill=fill)
+        return F.affine(
+            img,
+            angle=0.0,
+            translate=[int(magnitude), 0],
+            scale=1.0,
+            interpolation=interpolation,
+            shear=[0.0, 0.0],
+            fill=fill,
+        )
     if op_name == "TranslateY":
-        return F.affine(img, angle=0.0, translate=[0, int(magnitude)], scale=1.0,
-                        interpolation=interpolation, shear=[0.0, 0.0], fill=fill)
+        return F.affine(
+            img,
+            angle=0.0,
+            translate=[0, int(magnitude)],
+            scale=1.0,
+            interpolation=interpolation,
+            shear=[0.0, 0.0],
+            fill=fill,
+        )
     if op_name == "Rotate":
         return F.rotate(img, magnitude, interpolation=interpolation, fill=fill)
     if op_name == "Brightness":
@@ -75,20 +103,25 @@ def _space_rand(num_bins, image_size):
     zero = np.array(0.0)
     return {
         "Identity": (zero, False),
-        "ShearX": (lin(0.0, 0.3), True), "ShearY": (lin(0.0, 0.3), True),
+        "ShearX": (lin(0.0, 0.3), True),
+        "ShearY": (lin(0.0, 0.3), True),
         "TranslateX": (lin(0.0, 150.0 / 331.0 * w), True),
         "TranslateY": (lin(0.0, 150.0 / 331.0 * h), True),
         "Rotate": (lin(0.0, 30.0), True),
-        "Brightness": (lin(0.0, 0.9), True), "Color": (lin(0.0, 0.9), True),
-        "Contrast": (lin(0.0, 0.9), True), "Sharpness": (lin(0.0, 0.9), True),
+        "Brightness": (lin(0.0, 0.9), True),
+        "Color": (lin(0.0, 0.9), True),
+        "Contrast": (lin(0.0, 0.9), True),
+        "Sharpness": (lin(0.0, 0.9), True),
         "Posterize": (_posterize_bins(num_bins, 4), False),
         "Solarize": (lin(255.0, 0.0), False),
-        "AutoContrast": (zero, False), "Equalize": (zero, False),
+        "AutoContrast": (zero, False),
+        "Equalize": (zero, False),
     }
 
 
 class AutoAugmentPolicy(Enum):
     """Policies learned on ImageNet, CIFAR10 and SVHN."""
+
     IMAGENET = "imagenet"
     CIFAR10 = "cifar10"
     SVHN = "svhn"
@@ -100,15 +133,17 @@ class AutoAugment(nn.Module):
     Tensor images should be uint8 (..., 1 or 3, H, W); PIL images mode L or RGB.
     """
 
-    def __init__(self, policy=AutoAugmentPolicy.IMAGENET,
-                 interpolation=InterpolationMode.NEAREST, fill=None):
+    def __init__(
+        self, policy=AutoAugmentPolicy.IMAGENET, interpolation=InterpolationMode.NEAREST, fill=None
+    ):
         super().__init__()
         if not isinstance(policy, AutoAugmentPolicy):
             try:
                 policy = AutoAugmentPolicy(policy)
             except ValueError:
-                raise ValueError(f"AutoAugment: the provided policy {policy} is not "
-                                 "recognized") from None
+                raise ValueError(
+                    f"AutoAugment: the provided policy {policy} is not recognized"
+                ) from None
         self.policy = policy
         self.interpolation = _interp(interpolation, "AutoAugment")
         self.fill = fill
@@ -149,13 +184,25 @@ class AutoAugment(nn.Module):
 class RandAugment(nn.Module):
     """RandAugment (Cubuk et al., 2020): num_ops random ops at a fixed magnitude."""
 
-    def __init__(self, num_ops=2, magnitude=9, num_magnitude_bins=31,
-                 interpolation=InterpolationMode.NEAREST, fill=None):
+    def __init__(
+        self,
+        num_ops=2,
+        magnitude=9,
+        num_magnitude_bins=31,
+        interpolation=InterpolationMode.NEAREST,
+        fill=None,
+    ):
         super().__init__()
         if not 0 <= magnitude < num_magnitude_bins:
-            raise ValueError(f"RandAugment: magnitude ({magnitude}) should be in "
-                             f"[0, num_magnitude_bins={num_magnitude_bins})")
-        self.num_ops, self.magnitude, self.num_magnitude_bins = num_ops, magnitude, num_magnitude_bins
+            raise ValueError(
+                f"RandAugment: magnitude ({magnitude}) should be in "
+                f"[0, num_magnitude_bins={num_magnitude_bins})"
+            )
+        self.num_ops, self.magnitude, self.num_magnitude_bins = (
+            num_ops,
+            magnitude,
+            num_magnitude_bins,
+        )
         self.interpolation = _interp(interpolation, "RandAugment")
         self.fill = fill
 
@@ -177,9 +224,11 @@ class RandAugment(nn.Module):
         return img
 
     def __repr__(self):
-        return (f"{self.__class__.__name__}(num_ops={self.num_ops}, magnitude={self.magnitude}, "
-                f"num_magnitude_bins={self.num_magnitude_bins}, "
-                f"interpolation={self.interpolation}, fill={self.fill})")
+        return (
+            f"{self.__class__.__name__}(num_ops={self.num_ops}, magnitude={self.magnitude}, "
+            f"num_magnitude_bins={self.num_magnitude_bins}, "
+            f"interpolation={self.interpolation}, fill={self.fill})"
+        )
 
 
 class TrivialAugmentWide(nn.Module):
@@ -196,14 +245,19 @@ class TrivialAugmentWide(nn.Module):
         zero = np.array(0.0)
         return {
             "Identity": (zero, False),
-            "ShearX": (lin(0.0, 0.99), True), "ShearY": (lin(0.0, 0.99), True),
-            "TranslateX": (lin(0.0, 32.0), True), "TranslateY": (lin(0.0, 32.0), True),
+            "ShearX": (lin(0.0, 0.99), True),
+            "ShearY": (lin(0.0, 0.99), True),
+            "TranslateX": (lin(0.0, 32.0), True),
+            "TranslateY": (lin(0.0, 32.0), True),
             "Rotate": (lin(0.0, 135.0), True),
-            "Brightness": (lin(0.0, 0.99), True), "Color": (lin(0.0, 0.99), True),
-            "Contrast": (lin(0.0, 0.99), True), "Sharpness": (lin(0.0, 0.99), True),
+            "Brightness": (lin(0.0, 0.99), True),
+            "Color": (lin(0.0, 0.99), True),
+            "Contrast": (lin(0.0, 0.99), True),
+            "Sharpness": (lin(0.0, 0.99), True),
             "Posterize": (_posterize_bins(num_bins, 6), False),
             "Solarize": (lin(255.0, 0.0), False),
-            "AutoContrast": (zero, False), "Equalize": (zero, False),
+            "AutoContrast": (zero, False),
+            "Equalize": (zero, False),
         }
 
     def forward(self, img):
@@ -212,12 +266,15 @@ class TrivialAugmentWide(nn.Module):
         names = list(space)
         op_name = names[int(fiamma.randint(len(names), (1,)).item())]
         mags, signed = space[op_name]
-        magnitude = (float(mags[int(fiamma.randint(len(mags), (1,)).item())])
-                     if mags.ndim > 0 else 0.0)
+        magnitude = (
+            float(mags[int(fiamma.randint(len(mags), (1,)).item())]) if mags.ndim > 0 else 0.0
+        )
         if signed and int(fiamma.randint(2, (1,)).item()):
             magnitude *= -1.0
         return _apply_op(img, op_name, magnitude, self.interpolation, fill)
 
     def __repr__(self):
-        return (f"{self.__class__.__name__}(num_magnitude_bins={self.num_magnitude_bins}, "
-                f"interpolation={self.interpolation}, fill={self.fill})")
+        return (
+            f"{self.__class__.__name__}(num_magnitude_bins={self.num_magnitude_bins}, "
+            f"interpolation={self.interpolation}, fill={self.fill})"
+        )

@@ -4,6 +4,7 @@ Heavy operations are written as a few large fiamma ops: resize and blur are two 
 with per-axis weight matrices built once in NumPy; geometric warps gather from an inverse-mapped
 sampling grid. Integer images are processed in float32 and rounded back, as torchvision does.
 """
+
 import math
 from functools import lru_cache
 
@@ -11,8 +12,14 @@ import numpy as np
 
 import fiamma
 
-_INT_MAX = {fiamma.uint8: 255, fiamma.int8: 127, fiamma.int16: 32767,
-            fiamma.int32: 2**31 - 1, fiamma.int64: 2**63 - 1, fiamma.bool: 1}
+_INT_MAX = {
+    fiamma.uint8: 255,
+    fiamma.int8: 127,
+    fiamma.int16: 32767,
+    fiamma.int32: 2**31 - 1,
+    fiamma.int64: 2**63 - 1,
+    fiamma.bool: 1,
+}
 
 
 def max_value(dtype):
@@ -28,8 +35,10 @@ def check_image(img, op):
     if not fiamma.is_tensor(img):
         raise TypeError(f"{op}: expected a fiamma Tensor image, got {type(img).__name__}")
     if img.ndim < 2:
-        raise TypeError(f"{op}: tensor image should have at least 2 dimensions (..., H, W), "
-                        f"got shape {tuple(img.shape)}")
+        raise TypeError(
+            f"{op}: tensor image should have at least 2 dimensions (..., H, W), "
+            f"got shape {tuple(img.shape)}"
+        )
 
 
 def get_dimensions(img):
@@ -72,6 +81,7 @@ def _from_nchw(x, state, clamp=True):
 
 # ---------------------------------------------------------------- dtype conversion
 
+
 def convert_image_dtype(image, dtype=fiamma.float32):
     check_image(image, "convert_image_dtype")
     if image.dtype == dtype:
@@ -79,10 +89,13 @@ def convert_image_dtype(image, dtype=fiamma.float32):
     if is_float(image):
         if dtype.is_floating_point:
             return image.to(dtype)
-        if (image.dtype == fiamma.float32 and dtype in (fiamma.int32, fiamma.int64)) or \
-                (image.dtype == fiamma.float64 and dtype == fiamma.int64):
-            raise RuntimeError(f"convert_image_dtype: the cast from {image.dtype} to {dtype} "
-                               "cannot be performed safely.")
+        if (image.dtype == fiamma.float32 and dtype in (fiamma.int32, fiamma.int64)) or (
+            image.dtype == fiamma.float64 and dtype == fiamma.int64
+        ):
+            raise RuntimeError(
+                f"convert_image_dtype: the cast from {image.dtype} to {dtype} "
+                "cannot be performed safely."
+            )
         eps = 1e-3
         return image.mul(max_value(dtype) + 1.0 - eps).to(dtype)
     in_max = max_value(image.dtype)
@@ -97,6 +110,7 @@ def convert_image_dtype(image, dtype=fiamma.float32):
 
 
 # ---------------------------------------------------------------- geometry: crop / flip / pad
+
 
 def hflip(img):
     return img.flip(-1)
@@ -128,18 +142,21 @@ def pad(img, padding, fill=0, padding_mode="constant"):
     h, w = img.shape[-2:]
     if padding_mode == "constant":
         # negative padding crops first
-        img = img[..., max(-top, 0):h - max(-bottom, 0), max(-left, 0):w - max(-right, 0)]
+        img = img[..., max(-top, 0) : h - max(-bottom, 0), max(-left, 0) : w - max(-right, 0)]
         top, bottom, left, right = max(top, 0), max(bottom, 0), max(left, 0), max(right, 0)
         if top == bottom == left == right == 0:
             return img
         h, w = img.shape[-2:]
-        out = fiamma.full((*img.shape[:-2], h + top + bottom, w + left + right), fill,
-                          dtype=img.dtype)
-        out[..., top:top + h, left:left + w] = img
+        out = fiamma.full(
+            (*img.shape[:-2], h + top + bottom, w + left + right), fill, dtype=img.dtype
+        )
+        out[..., top : top + h, left : left + w] = img
         return out
     if padding_mode == "reflect" and (max(top, bottom) >= h or max(left, right) >= w):
-        raise ValueError(f"pad: reflect padding {list(padding)} must be smaller than the image "
-                         f"size (H={h}, W={w})")
+        raise ValueError(
+            f"pad: reflect padding {list(padding)} must be smaller than the image "
+            f"size (H={h}, W={w})"
+        )
     iy = fiamma.from_numpy(_pad_index(h, top, bottom, padding_mode))
     ix = fiamma.from_numpy(_pad_index(w, left, right, padding_mode))
     return img.index_select(-2, iy).index_select(-1, ix)
@@ -149,17 +166,21 @@ def crop(img, top, left, height, width):
     h, w = img.shape[-2:]
     right, bottom = left + width, top + height
     if left < 0 or top < 0 or right > w or bottom > h:
-        inner = img[..., max(top, 0):max(min(bottom, h), 0), max(left, 0):max(min(right, w), 0)]
+        inner = img[..., max(top, 0) : max(min(bottom, h), 0), max(left, 0) : max(min(right, w), 0)]
         return pad(inner, [max(-left, 0), max(-top, 0), max(right - w, 0), max(bottom - h, 0)])
     return img[..., top:bottom, left:right]
 
 
 # ---------------------------------------------------------------- resize
 
+
 def _cubic(x, a):
     x = np.abs(x)
-    return np.where(x <= 1, ((a + 2) * x - (a + 3)) * x * x + 1,
-                    np.where(x < 2, (((x - 5) * x + 8) * x - 4) * a, 0.0))
+    return np.where(
+        x <= 1,
+        ((a + 2) * x - (a + 3)) * x * x + 1,
+        np.where(x < 2, (((x - 5) * x + 8) * x - 4) * a, 0.0),
+    )
 
 
 @lru_cache(maxsize=256)
@@ -202,8 +223,11 @@ def _resize_matrix(n_in, n_out, mode, antialias):
 @lru_cache(maxsize=512)
 def _weights(kind, n_in, n_out, mode, param, transpose, dtype):
     """Cached fiamma weight matrix (float64 maths, stored in the image's float dtype)."""
-    m = _resize_matrix(n_in, n_out, mode, param) if kind == "resize" else \
-        _blur_matrix(n_in, n_out, param)
+    m = (
+        _resize_matrix(n_in, n_out, mode, param)
+        if kind == "resize"
+        else _blur_matrix(n_in, n_out, param)
+    )
     if transpose:
         m = m.T
     return fiamma.from_numpy(np.ascontiguousarray(m)).to(dtype)
@@ -233,8 +257,16 @@ def _band_blocks(n_in, n_out, mode, antialias, dtype, chunk=32):
         used = np.nonzero(m[r0:r1].any(0))[0]
         lo, hi = (int(used[0]), int(used[-1]) + 1) if used.size else (0, 1)
         sub = m[r0:r1, lo:hi]
-        blocks.append((r0, r1, lo, hi, fiamma.from_numpy(np.ascontiguousarray(sub)).to(dtype),
-                       fiamma.from_numpy(np.ascontiguousarray(sub.T)).to(dtype)))
+        blocks.append(
+            (
+                r0,
+                r1,
+                lo,
+                hi,
+                fiamma.from_numpy(np.ascontiguousarray(sub)).to(dtype),
+                fiamma.from_numpy(np.ascontiguousarray(sub.T)).to(dtype),
+            )
+        )
         macs += (r1 - r0) * (hi - lo)
     return blocks if macs * 2 < n_out * n_in else None
 
@@ -274,14 +306,16 @@ def resize(img, size, interpolation="bilinear", antialias=True):
             out = out.index_select(-1, _nearest_index(w, ow, exact))
         return out
     if interpolation not in ("bilinear", "bicubic"):
-        raise ValueError(f"resize: interpolation {interpolation!r} is not supported for tensors "
-                         "(nearest, nearest-exact, bilinear, bicubic)")
+        raise ValueError(
+            f"resize: interpolation {interpolation!r} is not supported for tensors "
+            "(nearest, nearest-exact, bilinear, bicubic)"
+        )
     x, state = _to_nchw(img)
     dt = x.dtype
     aa = bool(antialias)
     # two products; the order with fewer multiply-adds goes first
     height_first = oh * h * w + oh * w * ow <= h * w * ow + oh * h * ow
-    for axis in (("h", "w") if height_first else ("w", "h")):
+    for axis in ("h", "w") if height_first else ("w", "h"):
         if axis == "h" and oh != h:
             x = _apply_axis(x, -2, h, oh, interpolation, aa, dt)
         elif axis == "w" and ow != w:
@@ -290,6 +324,7 @@ def resize(img, size, interpolation="bilinear", antialias=True):
 
 
 # ---------------------------------------------------------------- geometric warps
+
 
 def _sample(img, ix, iy, mode, fill):
     """Gather img (..., C, H, W) at source pixel coordinates ix, iy (oh, ow) with zero padding.
@@ -306,11 +341,16 @@ def _sample(img, ix, iy, mode, fill):
     elif mode == "bilinear":
         x0, y0 = fiamma.floor(ix), fiamma.floor(iy)
         fx, fy = ix - x0, iy - y0
-        corners = [(x0, y0, (1 - fx) * (1 - fy)), (x0 + 1, y0, fx * (1 - fy)),
-                   (x0, y0 + 1, (1 - fx) * fy), (x0 + 1, y0 + 1, fx * fy)]
+        corners = [
+            (x0, y0, (1 - fx) * (1 - fy)),
+            (x0 + 1, y0, fx * (1 - fy)),
+            (x0, y0 + 1, (1 - fx) * fy),
+            (x0 + 1, y0 + 1, fx * fy),
+        ]
     else:
-        raise ValueError(f"interpolation {mode!r} is not supported for tensor warps "
-                         "(nearest, bilinear)")
+        raise ValueError(
+            f"interpolation {mode!r} is not supported for tensor warps (nearest, bilinear)"
+        )
     out = None
     mask = None
     for cx, cy, wt in corners:
@@ -333,8 +373,15 @@ def _sample(img, ix, iy, mode, fill):
 
 def affine_size(matrix, w, h):
     # corners in centred coordinates, mapped, then shifted to [0, w] x [0, h] like PIL
-    pts = np.array([[-0.5 * w, -0.5 * h, 1.0], [-0.5 * w, 0.5 * h, 1.0],
-                    [0.5 * w, 0.5 * h, 1.0], [0.5 * w, -0.5 * h, 1.0]], dtype=np.float32)
+    pts = np.array(
+        [
+            [-0.5 * w, -0.5 * h, 1.0],
+            [-0.5 * w, 0.5 * h, 1.0],
+            [0.5 * w, 0.5 * h, 1.0],
+            [0.5 * w, -0.5 * h, 1.0],
+        ],
+        dtype=np.float32,
+    )
     theta = np.array(matrix, dtype=np.float32).reshape(2, 3)
     new = pts @ theta.T
     shift = np.array([w * 0.5, h * 0.5], dtype=np.float32)
@@ -381,6 +428,7 @@ def perspective(img, coeffs, interpolation="bilinear", fill=None):
 
 # ---------------------------------------------------------------- filters
 
+
 def _blur_matrix(n, ksize, sigma):
     """(n, n) matrix applying a reflect-padded 1-D Gaussian along an axis (out = in @ M)."""
     half = (ksize - 1) * 0.5
@@ -388,11 +436,16 @@ def _blur_matrix(n, ksize, sigma):
     k = np.exp(-0.5 * (x / sigma) ** 2)
     k = k / k.sum()
     m = np.zeros((n, n), dtype=np.float64)
-    src = _pad_index(n, ksize // 2, ksize // 2, "reflect") if n > 1 else np.zeros(n + ksize - 1,
-                                                                                   dtype=np.int64)
+    src = (
+        _pad_index(n, ksize // 2, ksize // 2, "reflect")
+        if n > 1
+        else np.zeros(n + ksize - 1, dtype=np.int64)
+    )
     cols = np.arange(n)[:, None]
     taps = np.arange(ksize)[None, :]
-    np.add.at(m, (src[cols + taps], np.broadcast_to(cols, (n, ksize))), np.broadcast_to(k, (n, ksize)))
+    np.add.at(
+        m, (src[cols + taps], np.broadcast_to(cols, (n, ksize))), np.broadcast_to(k, (n, ksize))
+    )
     return m
 
 
@@ -409,10 +462,14 @@ def gaussian_blur(img, kernel_size, sigma):
 
 # ---------------------------------------------------------------- colour
 
+
 def _blend(img1, img2, ratio):
     bound = max_value(img1.dtype)
-    out = (img1 * ratio + img2 * (1.0 - ratio)) if is_float(img1) else \
-        (img1.to(fiamma.float32) * ratio + img2.to(fiamma.float32) * (1.0 - ratio))
+    out = (
+        (img1 * ratio + img2 * (1.0 - ratio))
+        if is_float(img1)
+        else (img1.to(fiamma.float32) * ratio + img2.to(fiamma.float32) * (1.0 - ratio))
+    )
     return out.clamp(0, bound).to(img1.dtype)
 
 
@@ -463,8 +520,11 @@ def _rgb2hsv(img):
     is_r = maxc == r
     is_g = (maxc == g) & ~is_r
     is_b = ~(maxc == g) & ~is_r
-    hue = is_r.to(img.dtype) * (bc - gc) + is_g.to(img.dtype) * (2.0 + rc - bc) + \
-        is_b.to(img.dtype) * (4.0 + gc - rc)
+    hue = (
+        is_r.to(img.dtype) * (bc - gc)
+        + is_g.to(img.dtype) * (2.0 + rc - bc)
+        + is_b.to(img.dtype) * (4.0 + gc - rc)
+    )
     hue = fiamma.fmod(hue / 6.0 + 1.0, 1.0)
     return hue, s, maxc
 
@@ -533,7 +593,7 @@ def adjust_sharpness(img, factor):
     s = None
     for dy in range(3):
         for dx in range(3):
-            part = x[..., dy:dy + x.shape[-2] - 2, dx:dx + x.shape[-1] - 2]
+            part = x[..., dy : dy + x.shape[-2] - 2, dx : dx + x.shape[-1] - 2]
             s = part.clone() if s is None else s.add_(part)
     s = s.add_(x[..., 1:-1, 1:-1] * 4.0).div_(13.0)
     deg = x.clone()
@@ -577,7 +637,7 @@ def equalize(img):
 def erase(img, i, j, h, w, v, inplace=False):
     if not inplace:
         img = img.clone()
-    img[..., i:i + h, j:j + w] = v
+    img[..., i : i + h, j : j + w] = v
     return img
 
 
@@ -593,8 +653,10 @@ def _key(v):
 def _mean_std(mean, std, dt):
     std_t = fiamma.tensor(list(std), dtype=dt)
     if bool((std_t == 0).any()):
-        raise ValueError(f"Normalize: std evaluated to zero after conversion to {dt}, "
-                         "leading to division by zero.")
+        raise ValueError(
+            f"Normalize: std evaluated to zero after conversion to {dt}, "
+            "leading to division by zero."
+        )
     return (fiamma.tensor(list(mean), dtype=dt).reshape(-1, 1, 1), std_t.reshape(-1, 1, 1))
 
 
@@ -602,12 +664,15 @@ def normalize(tensor, mean, std, inplace=False):
     if not is_float(tensor):
         raise TypeError(f"Normalize: input tensor should be a float tensor, got {tensor.dtype}")
     if tensor.ndim < 3:
-        raise ValueError("Normalize: expected a tensor image of size (..., C, H, W), got "
-                         f"{tuple(tensor.shape)}")
+        raise ValueError(
+            f"Normalize: expected a tensor image of size (..., C, H, W), got {tuple(tensor.shape)}"
+        )
     mean_t, std_t = _mean_std(_key(mean), _key(std), tensor.dtype)
     if mean_t.shape[0] not in (1, tensor.shape[-3]) or std_t.shape[0] not in (1, tensor.shape[-3]):
-        raise ValueError(f"Normalize: mean and std need 1 or {tensor.shape[-3]} values (one per "
-                         f"channel), got {mean_t.shape[0]} and {std_t.shape[0]}")
+        raise ValueError(
+            f"Normalize: mean and std need 1 or {tensor.shape[-3]} values (one per "
+            f"channel), got {mean_t.shape[0]} and {std_t.shape[0]}"
+        )
     if inplace:
         return tensor.sub_(mean_t).div_(std_t)
     return tensor.sub(mean_t).div_(std_t)

@@ -9,30 +9,56 @@ Example:
     >>> tf = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(),
     ...                 T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
 """
+
 import math
 import numbers
 from collections.abc import Sequence
 
-import numpy as np
-
 import fiamma
 from fiamma import nn
-
 from fiamma.vision.transforms import functional as F
 from fiamma.vision.transforms.functional import InterpolationMode, _interp
 
 __all__ = [
-    "Compose", "ToTensor", "PILToTensor", "ToPILImage", "ConvertImageDtype", "Normalize",
-    "Resize", "CenterCrop", "RandomCrop", "RandomResizedCrop", "FiveCrop", "TenCrop", "Pad",
-    "RandomHorizontalFlip", "RandomVerticalFlip", "ColorJitter", "Grayscale", "RandomGrayscale",
-    "RandomRotation", "RandomAffine", "RandomPerspective", "GaussianBlur", "RandomErasing",
-    "RandomInvert", "RandomPosterize", "RandomSolarize", "RandomAdjustSharpness",
-    "RandomAutocontrast", "RandomEqualize", "Lambda", "RandomApply", "RandomChoice",
-    "RandomOrder", "InterpolationMode",
+    "Compose",
+    "ToTensor",
+    "PILToTensor",
+    "ToPILImage",
+    "ConvertImageDtype",
+    "Normalize",
+    "Resize",
+    "CenterCrop",
+    "RandomCrop",
+    "RandomResizedCrop",
+    "FiveCrop",
+    "TenCrop",
+    "Pad",
+    "RandomHorizontalFlip",
+    "RandomVerticalFlip",
+    "ColorJitter",
+    "Grayscale",
+    "RandomGrayscale",
+    "RandomRotation",
+    "RandomAffine",
+    "RandomPerspective",
+    "GaussianBlur",
+    "RandomErasing",
+    "RandomInvert",
+    "RandomPosterize",
+    "RandomSolarize",
+    "RandomAdjustSharpness",
+    "RandomAutocontrast",
+    "RandomEqualize",
+    "Lambda",
+    "RandomApply",
+    "RandomChoice",
+    "RandomOrder",
+    "InterpolationMode",
 ]
 
 
 # ---------------------------------------------------------------- random draws (fiamma's generator)
+
 
 def _uniform(lo, hi):
     return float(lo) + (float(hi) - float(lo)) * fiamma.rand(1).item()
@@ -67,12 +93,14 @@ def _range(value, name, op, center=None, bound=None):
     """A number x means (-x, x) (or center +- x); a pair is kept; checks sign and order."""
     if isinstance(value, numbers.Number):
         if value < 0:
-            raise ValueError(f"{op}: if {name} is a single number, it must be non-negative, "
-                             f"got {value}")
+            raise ValueError(
+                f"{op}: if {name} is a single number, it must be non-negative, got {value}"
+            )
         return [-value, value] if center is None else [center - value, center + value]
     if not isinstance(value, Sequence) or len(value) != 2:
-        raise ValueError(f"{op}: {name} should be a number or a sequence of length 2, "
-                         f"got {value!r}")
+        raise ValueError(
+            f"{op}: {name} should be a number or a sequence of length 2, got {value!r}"
+        )
     return [float(v) for v in value]
 
 
@@ -178,14 +206,16 @@ class Normalize(_Repr):
 class Resize(_Repr):
     """Resize to (h, w), or the smaller edge to size (int), optionally capping the longer edge."""
 
-    def __init__(self, size, interpolation=InterpolationMode.BILINEAR, max_size=None,
-                 antialias=True):
+    def __init__(
+        self, size, interpolation=InterpolationMode.BILINEAR, max_size=None, antialias=True
+    ):
         super().__init__()
         if size is not None and not isinstance(size, (int, Sequence)):
             raise TypeError(f"Resize: size should be an int or a sequence, got {type(size)}")
         if isinstance(size, Sequence) and len(size) not in (1, 2):
-            raise ValueError(f"Resize: if size is a sequence, it should have 1 or 2 values, "
-                             f"got {len(size)}")
+            raise ValueError(
+                f"Resize: if size is a sequence, it should have 1 or 2 values, got {len(size)}"
+            )
         if size is not None and any(s <= 0 for s in ([size] if isinstance(size, int) else size)):
             raise ValueError(f"Resize: size should be positive, got {size}")
         if size is None and max_size is None:
@@ -197,8 +227,10 @@ class Resize(_Repr):
         return F.resize(img, self.size, self.interpolation, self.max_size, self.antialias)
 
     def _repr_args(self):
-        return (f"size={self.size}, interpolation={self.interpolation.value}, "
-                f"max_size={self.max_size}, antialias={self.antialias}")
+        return (
+            f"size={self.size}, interpolation={self.interpolation.value}, "
+            f"max_size={self.max_size}, antialias={self.antialias}"
+        )
 
 
 class CenterCrop(_Repr):
@@ -220,18 +252,26 @@ class RandomCrop(_Repr):
         super().__init__()
         self.size = _setup_size(size, "RandomCrop")
         if padding_mode not in ("constant", "edge", "reflect", "symmetric"):
-            raise ValueError(f"RandomCrop: padding_mode should be constant, edge, reflect or "
-                             f"symmetric, got {padding_mode!r}")
-        self.padding, self.pad_if_needed, self.fill, self.padding_mode = \
-            padding, pad_if_needed, fill, padding_mode
+            raise ValueError(
+                f"RandomCrop: padding_mode should be constant, edge, reflect or "
+                f"symmetric, got {padding_mode!r}"
+            )
+        self.padding, self.pad_if_needed, self.fill, self.padding_mode = (
+            padding,
+            pad_if_needed,
+            fill,
+            padding_mode,
+        )
 
     @staticmethod
     def get_params(img, output_size):
         _, h, w = F.get_dimensions(img)
         th, tw = output_size
         if h < th or w < tw:
-            raise ValueError(f"RandomCrop: required crop size {(th, tw)} is larger than the "
-                             f"input image size {(h, w)}")
+            raise ValueError(
+                f"RandomCrop: required crop size {(th, tw)} is larger than the "
+                f"input image size {(h, w)}"
+            )
         if w == tw and h == th:
             return 0, 0, h, w
         return _randint(0, h - th + 1), _randint(0, w - tw + 1), th, tw
@@ -254,17 +294,29 @@ class RandomCrop(_Repr):
 class RandomResizedCrop(_Repr):
     """Crop a random area (scale) with a random aspect ratio, then resize to size."""
 
-    def __init__(self, size, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0),
-                 interpolation=InterpolationMode.BILINEAR, antialias=True):
+    def __init__(
+        self,
+        size,
+        scale=(0.08, 1.0),
+        ratio=(3.0 / 4.0, 4.0 / 3.0),
+        interpolation=InterpolationMode.BILINEAR,
+        antialias=True,
+    ):
         super().__init__()
         self.size = _setup_size(size, "RandomResizedCrop")
         if not isinstance(scale, Sequence) or len(scale) != 2:
-            raise TypeError(f"RandomResizedCrop: scale should be a sequence of 2 floats, got {scale!r}")
+            raise TypeError(
+                f"RandomResizedCrop: scale should be a sequence of 2 floats, got {scale!r}"
+            )
         if not isinstance(ratio, Sequence) or len(ratio) != 2:
-            raise TypeError(f"RandomResizedCrop: ratio should be a sequence of 2 floats, got {ratio!r}")
+            raise TypeError(
+                f"RandomResizedCrop: ratio should be a sequence of 2 floats, got {ratio!r}"
+            )
         if scale[0] > scale[1] or ratio[0] > ratio[1]:
-            raise ValueError(f"RandomResizedCrop: scale and ratio should be of kind (min, max), "
-                             f"got scale={scale}, ratio={ratio}")
+            raise ValueError(
+                f"RandomResizedCrop: scale and ratio should be of kind (min, max), "
+                f"got scale={scale}, ratio={ratio}"
+            )
         self.scale, self.ratio, self.antialias = scale, ratio, antialias
         self.interpolation = _interp(interpolation, "RandomResizedCrop")
 
@@ -293,13 +345,16 @@ class RandomResizedCrop(_Repr):
 
     def forward(self, img):
         i, j, h, w = self.get_params(img, self.scale, self.ratio)
-        return F.resized_crop(img, i, j, h, w, self.size, self.interpolation,
-                              antialias=self.antialias)
+        return F.resized_crop(
+            img, i, j, h, w, self.size, self.interpolation, antialias=self.antialias
+        )
 
     def _repr_args(self):
-        return (f"size={self.size}, scale={tuple(round(s, 4) for s in self.scale)}, "
-                f"ratio={tuple(round(r, 4) for r in self.ratio)}, "
-                f"interpolation={self.interpolation.value}, antialias={self.antialias}")
+        return (
+            f"size={self.size}, scale={tuple(round(s, 4) for s in self.scale)}, "
+            f"ratio={tuple(round(r, 4) for r in self.ratio)}, "
+            f"interpolation={self.interpolation.value}, antialias={self.antialias}"
+        )
 
 
 class FiveCrop(_Repr):
@@ -333,11 +388,15 @@ class Pad(_Repr):
         if not isinstance(padding, (numbers.Number, tuple, list)):
             raise TypeError(f"Pad: got inappropriate padding arg {padding!r}")
         if isinstance(padding, Sequence) and len(padding) not in (1, 2, 4):
-            raise ValueError(f"Pad: padding must be an int or a 1, 2, or 4 element sequence, "
-                             f"got {len(padding)} elements")
+            raise ValueError(
+                f"Pad: padding must be an int or a 1, 2, or 4 element sequence, "
+                f"got {len(padding)} elements"
+            )
         if padding_mode not in ("constant", "edge", "reflect", "symmetric"):
-            raise ValueError(f"Pad: padding_mode should be constant, edge, reflect or symmetric, "
-                             f"got {padding_mode!r}")
+            raise ValueError(
+                f"Pad: padding_mode should be constant, edge, reflect or symmetric, "
+                f"got {padding_mode!r}"
+            )
         self.padding, self.fill, self.padding_mode = padding, fill, padding_mode
 
     def forward(self, img):
@@ -411,8 +470,9 @@ class RandomAdjustSharpness(_Repr):
     def __init__(self, sharpness_factor, p=0.5):
         super().__init__()
         if sharpness_factor < 0:
-            raise ValueError(f"RandomAdjustSharpness: sharpness_factor must be >= 0, "
-                             f"got {sharpness_factor}")
+            raise ValueError(
+                f"RandomAdjustSharpness: sharpness_factor must be >= 0, got {sharpness_factor}"
+            )
         self.sharpness_factor, self.p = sharpness_factor, _check_p(p, "RandomAdjustSharpness")
 
     def forward(self, img):
@@ -436,16 +496,20 @@ class ColorJitter(_Repr):
     def _check(value, name, center=1, bound=(0, float("inf")), clip_first_on_zero=True):
         if isinstance(value, numbers.Number):
             if value < 0:
-                raise ValueError(f"ColorJitter: if {name} is a single number, it must be "
-                                 f"non negative, got {value}")
+                raise ValueError(
+                    f"ColorJitter: if {name} is a single number, it must be "
+                    f"non negative, got {value}"
+                )
             value = [center - float(value), center + float(value)]
             if clip_first_on_zero:
                 value[0] = max(value[0], 0.0)
         elif isinstance(value, (tuple, list)) and len(value) == 2:
             value = [float(value[0]), float(value[1])]
         else:
-            raise TypeError(f"ColorJitter: {name} should be a single number or a list/tuple "
-                            f"with length 2, got {value!r}")
+            raise TypeError(
+                f"ColorJitter: {name} should be a single number or a list/tuple "
+                f"with length 2, got {value!r}"
+            )
         if not bound[0] <= value[0] <= value[1] <= bound[1]:
             raise ValueError(f"ColorJitter: {name} values should be between {bound}, got {value}")
         if value[0] == value[1] == center:
@@ -462,8 +526,9 @@ class ColorJitter(_Repr):
         return order, b, c, s, h
 
     def forward(self, img):
-        order, b, c, s, h = self.get_params(self.brightness, self.contrast, self.saturation,
-                                            self.hue)
+        order, b, c, s, h = self.get_params(
+            self.brightness, self.contrast, self.saturation, self.hue
+        )
         for fn_id in order:
             if fn_id == 0 and b is not None:
                 img = F.adjust_brightness(img, b)
@@ -476,16 +541,19 @@ class ColorJitter(_Repr):
         return img
 
     def _repr_args(self):
-        return (f"brightness={self.brightness}, contrast={self.contrast}, "
-                f"saturation={self.saturation}, hue={self.hue}")
+        return (
+            f"brightness={self.brightness}, contrast={self.contrast}, "
+            f"saturation={self.saturation}, hue={self.hue}"
+        )
 
 
 class Grayscale(_Repr):
     def __init__(self, num_output_channels=1):
         super().__init__()
         if num_output_channels not in (1, 3):
-            raise ValueError(f"Grayscale: num_output_channels should be 1 or 3, "
-                             f"got {num_output_channels}")
+            raise ValueError(
+                f"Grayscale: num_output_channels should be 1 or 3, got {num_output_channels}"
+            )
         self.num_output_channels = num_output_channels
 
     def forward(self, img):
@@ -521,12 +589,15 @@ def _check_fill(fill, op):
 
 
 class RandomRotation(_Repr):
-    def __init__(self, degrees, interpolation=InterpolationMode.NEAREST, expand=False,
-                 center=None, fill=0):
+    def __init__(
+        self, degrees, interpolation=InterpolationMode.NEAREST, expand=False, center=None, fill=0
+    ):
         super().__init__()
         self.degrees = _range(degrees, "degrees", "RandomRotation")
         if center is not None and (not isinstance(center, Sequence) or len(center) != 2):
-            raise ValueError(f"RandomRotation: center should be a sequence of length 2, got {center!r}")
+            raise ValueError(
+                f"RandomRotation: center should be a sequence of length 2, got {center!r}"
+            )
         self.interpolation = _interp(interpolation, "RandomRotation")
         self.expand, self.center, self.fill = expand, center, _check_fill(fill, "RandomRotation")
 
@@ -536,11 +607,13 @@ class RandomRotation(_Repr):
 
     def forward(self, img):
         angle = self.get_params(self.degrees)
-        return F.rotate(img, angle, self.interpolation, self.expand, self.center,
-                        _fill_for(img, self.fill))
+        return F.rotate(
+            img, angle, self.interpolation, self.expand, self.center, _fill_for(img, self.fill)
+        )
 
     def _repr_args(self):
-        s = f"degrees={self.degrees}, interpolation={self.interpolation.value}, expand={self.expand}"
+        s = (f"degrees={self.degrees}, interpolation={self.interpolation.value}, "
+             f"expand={self.expand}")
         if self.center is not None:
             s += f", center={self.center}"
         if self.fill is not None:
@@ -549,14 +622,24 @@ class RandomRotation(_Repr):
 
 
 class RandomAffine(_Repr):
-    def __init__(self, degrees, translate=None, scale=None, shear=None,
-                 interpolation=InterpolationMode.NEAREST, fill=0, center=None):
+    def __init__(
+        self,
+        degrees,
+        translate=None,
+        scale=None,
+        shear=None,
+        interpolation=InterpolationMode.NEAREST,
+        fill=0,
+        center=None,
+    ):
         super().__init__()
         op = "RandomAffine"
         self.degrees = _range(degrees, "degrees", op)
         if translate is not None:
             if len(translate) != 2 or any(not 0.0 <= t <= 1.0 for t in translate):
-                raise ValueError(f"{op}: translate should be 2 values between 0 and 1, got {translate}")
+                raise ValueError(
+                    f"{op}: translate should be 2 values between 0 and 1, got {translate}"
+                )
         if scale is not None:
             if len(scale) != 2 or any(s <= 0 for s in scale):
                 raise ValueError(f"{op}: scale should be 2 positive values, got {scale}")
@@ -592,8 +675,13 @@ class RandomAffine(_Repr):
     def forward(self, img):
         _, h, w = F.get_dimensions(img)
         ret = self.get_params(self.degrees, self.translate, self.scale, self.shear, [w, h])
-        return F.affine(img, *ret, interpolation=self.interpolation,
-                        fill=_fill_for(img, self.fill), center=self.center)
+        return F.affine(
+            img,
+            *ret,
+            interpolation=self.interpolation,
+            fill=_fill_for(img, self.fill),
+            center=self.center,
+        )
 
     def _repr_args(self):
         s = f"degrees={self.degrees}"
@@ -610,12 +698,14 @@ class RandomAffine(_Repr):
 
 
 class RandomPerspective(_Repr):
-    def __init__(self, distortion_scale=0.5, p=0.5, interpolation=InterpolationMode.BILINEAR,
-                 fill=0):
+    def __init__(
+        self, distortion_scale=0.5, p=0.5, interpolation=InterpolationMode.BILINEAR, fill=0
+    ):
         super().__init__()
         if not 0 <= distortion_scale <= 1:
-            raise ValueError(f"RandomPerspective: distortion_scale should be in [0, 1], "
-                             f"got {distortion_scale}")
+            raise ValueError(
+                f"RandomPerspective: distortion_scale should be in [0, 1], got {distortion_scale}"
+            )
         self.p = _check_p(p, "RandomPerspective")
         self.distortion_scale = distortion_scale
         self.interpolation = _interp(interpolation, "RandomPerspective")
@@ -646,24 +736,32 @@ class RandomPerspective(_Repr):
 class GaussianBlur(_Repr):
     def __init__(self, kernel_size, sigma=(0.1, 2.0)):
         super().__init__()
-        self.kernel_size = _setup_size(kernel_size, "GaussianBlur",
-                                       "Kernel size should be a tuple/list of two integers.")
+        self.kernel_size = _setup_size(
+            kernel_size, "GaussianBlur", "Kernel size should be a tuple/list of two integers."
+        )
         for ks in self.kernel_size:
             if ks <= 0 or ks % 2 == 0:
-                raise ValueError(f"GaussianBlur: kernel size value should be an odd and positive "
-                                 f"number, got {kernel_size}")
+                raise ValueError(
+                    f"GaussianBlur: kernel size value should be an odd and positive "
+                    f"number, got {kernel_size}"
+                )
         if isinstance(sigma, numbers.Number):
             if sigma <= 0:
-                raise ValueError(f"GaussianBlur: if sigma is a single number, it must be "
-                                 f"positive, got {sigma}")
+                raise ValueError(
+                    f"GaussianBlur: if sigma is a single number, it must be positive, got {sigma}"
+                )
             sigma = (sigma, sigma)
         elif isinstance(sigma, Sequence) and len(sigma) == 2:
             if not 0.0 < sigma[0] <= sigma[1]:
-                raise ValueError(f"GaussianBlur: sigma values should be positive and of the form "
-                                 f"(min, max), got {sigma}")
+                raise ValueError(
+                    f"GaussianBlur: sigma values should be positive and of the form "
+                    f"(min, max), got {sigma}"
+                )
         else:
-            raise ValueError(f"GaussianBlur: sigma should be a single number or a list/tuple "
-                             f"with length 2, got {sigma!r}")
+            raise ValueError(
+                f"GaussianBlur: sigma should be a single number or a list/tuple "
+                f"with length 2, got {sigma!r}"
+            )
         self.sigma = sigma
 
     @staticmethod
@@ -709,8 +807,9 @@ class RandomErasing(_Repr):
             if not (eh < h and ew < w):
                 continue
             if value is None:
-                v = fiamma.randn(c, eh, ew, dtype=img.dtype if img.is_floating_point()
-                                 else fiamma.float32)
+                v = fiamma.randn(
+                    c, eh, ew, dtype=img.dtype if img.is_floating_point() else fiamma.float32
+                )
             else:
                 v = fiamma.tensor(value, dtype=img.dtype).reshape(-1, 1, 1)
             return _randint(0, h - eh + 1), _randint(0, w - ew + 1), eh, ew, v
@@ -718,7 +817,9 @@ class RandomErasing(_Repr):
 
     def forward(self, img):
         if not fiamma.is_tensor(img):
-            raise TypeError(f"RandomErasing: img should be a fiamma Tensor, got {type(img).__name__}")
+            raise TypeError(
+                f"RandomErasing: img should be a fiamma Tensor, got {type(img).__name__}"
+            )
         if _coin(self.p):
             if isinstance(self.value, (int, float)):
                 value = [float(self.value)]
@@ -727,15 +828,19 @@ class RandomErasing(_Repr):
             else:
                 value = [float(v) for v in self.value]
             if value is not None and len(value) not in (1, img.shape[-3]):
-                raise ValueError(f"RandomErasing: value should be a single number or have "
-                                 f"{img.shape[-3]} elements (one per channel), got {len(value)}")
+                raise ValueError(
+                    f"RandomErasing: value should be a single number or have "
+                    f"{img.shape[-3]} elements (one per channel), got {len(value)}"
+                )
             x, y, h, w, v = self.get_params(img, self.scale, self.ratio, value)
             return F.erase(img, x, y, h, w, v, self.inplace)
         return img
 
     def _repr_args(self):
-        return (f"p={self.p}, scale={self.scale}, ratio={self.ratio}, value={self.value}, "
-                f"inplace={self.inplace}")
+        return (
+            f"p={self.p}, scale={self.scale}, ratio={self.ratio}, value={self.value}, "
+            f"inplace={self.inplace}"
+        )
 
 
 class Lambda:
@@ -780,8 +885,10 @@ class RandomChoice:
         if not isinstance(transforms, Sequence):
             raise TypeError("RandomChoice: argument transforms should be a sequence")
         if p is not None and len(p) != len(transforms):
-            raise ValueError(f"RandomChoice: length of p doesn't match the number of transforms: "
-                             f"{len(p)} != {len(transforms)}")
+            raise ValueError(
+                f"RandomChoice: length of p doesn't match the number of transforms: "
+                f"{len(p)} != {len(transforms)}"
+            )
         self.transforms = transforms
         total = sum(p) if p is not None else None
         self.p = [w / total for w in p] if p is not None else [1.0] * len(transforms)

@@ -10,6 +10,7 @@ Example:
     >>> F.to_tensor(F.resize(img, 32)).shape
     fiamma.Size([3, 32, 42])
 """
+
 import math
 import numbers
 from enum import Enum
@@ -18,23 +19,51 @@ import numpy as np
 from PIL import Image
 
 import fiamma
-
-from fiamma.vision.transforms import _functional_pil as FP
-from fiamma.vision.transforms import _functional_tensor as FT
+from fiamma.vision.transforms import _functional_pil as FP, _functional_tensor as FT
 
 __all__ = [
-    "InterpolationMode", "get_dimensions", "get_image_size", "get_image_num_channels",
-    "to_tensor", "pil_to_tensor", "to_pil_image", "convert_image_dtype", "normalize", "resize",
-    "pad", "crop", "center_crop", "resized_crop", "hflip", "vflip", "five_crop", "ten_crop",
-    "adjust_brightness", "adjust_contrast", "adjust_saturation", "adjust_hue", "adjust_gamma",
-    "rotate", "affine", "perspective", "to_grayscale", "rgb_to_grayscale", "erase",
-    "gaussian_blur", "invert", "posterize", "solarize", "adjust_sharpness", "autocontrast",
+    "InterpolationMode",
+    "get_dimensions",
+    "get_image_size",
+    "get_image_num_channels",
+    "to_tensor",
+    "pil_to_tensor",
+    "to_pil_image",
+    "convert_image_dtype",
+    "normalize",
+    "resize",
+    "pad",
+    "crop",
+    "center_crop",
+    "resized_crop",
+    "hflip",
+    "vflip",
+    "five_crop",
+    "ten_crop",
+    "adjust_brightness",
+    "adjust_contrast",
+    "adjust_saturation",
+    "adjust_hue",
+    "adjust_gamma",
+    "rotate",
+    "affine",
+    "perspective",
+    "to_grayscale",
+    "rgb_to_grayscale",
+    "erase",
+    "gaussian_blur",
+    "invert",
+    "posterize",
+    "solarize",
+    "adjust_sharpness",
+    "autocontrast",
     "equalize",
 ]
 
 
 class InterpolationMode(Enum):
     """Interpolation modes; BOX, HAMMING and LANCZOS apply to PIL images only."""
+
     NEAREST = "nearest"
     NEAREST_EXACT = "nearest-exact"
     BILINEAR = "bilinear"
@@ -53,9 +82,14 @@ _PIL_FILTER = {
     InterpolationMode.HAMMING: Image.Resampling.HAMMING,
     InterpolationMode.LANCZOS: Image.Resampling.LANCZOS,
 }
-_FROM_INT = {0: InterpolationMode.NEAREST, 2: InterpolationMode.BILINEAR,
-             3: InterpolationMode.BICUBIC, 4: InterpolationMode.BOX,
-             5: InterpolationMode.HAMMING, 1: InterpolationMode.LANCZOS}
+_FROM_INT = {
+    0: InterpolationMode.NEAREST,
+    2: InterpolationMode.BILINEAR,
+    3: InterpolationMode.BICUBIC,
+    4: InterpolationMode.BOX,
+    5: InterpolationMode.HAMMING,
+    1: InterpolationMode.LANCZOS,
+}
 
 
 def _interp(mode, op):
@@ -77,8 +111,9 @@ def _is_pil(img):
 
 def _check(img, op):
     if not (_is_pil(img) or fiamma.is_tensor(img)):
-        raise TypeError(f"{op}: img should be a PIL Image or a fiamma Tensor, "
-                        f"got {type(img).__name__}")
+        raise TypeError(
+            f"{op}: img should be a PIL Image or a fiamma Tensor, got {type(img).__name__}"
+        )
 
 
 def get_dimensions(img):
@@ -98,6 +133,7 @@ def get_image_num_channels(img):
 
 
 # ---------------------------------------------------------------- conversion
+
 
 def pil_to_tensor(pic):
     """PIL image -> tensor (C, H, W) of the image's own dtype (no scaling)."""
@@ -129,7 +165,9 @@ def to_tensor(pic):
             return _hwc_uint8_to_float(pic, dt)
         return fiamma.from_numpy(np.ascontiguousarray(pic.transpose(2, 0, 1)))
     if not _is_pil(pic):
-        raise TypeError(f"to_tensor: pic should be a PIL Image or ndarray, got {type(pic).__name__}")
+        raise TypeError(
+            f"to_tensor: pic should be a PIL Image or ndarray, got {type(pic).__name__}"
+        )
     if pic.mode in ("I", "I;16", "F"):
         arr = np.array(pic, {"I": np.int32, "I;16": np.int16, "F": np.float32}[pic.mode])
         return fiamma.from_numpy(arr[None].copy())
@@ -162,12 +200,17 @@ def _planes_to_float(pic, dt, mean=None, std=None):
 def _to_tensor_normalize(pic, mean, std):
     """normalize(to_tensor(pic), mean, std) in one pass over the image where possible."""
     dt = fiamma.get_default_dtype()
-    if _is_pil(pic) and pic.mode not in ("P", "1", "I", "I;16", "F") and \
-            dt in (fiamma.float32, fiamma.float64):
+    if (
+        _is_pil(pic)
+        and pic.mode not in ("P", "1", "I", "I;16", "F")
+        and dt in (fiamma.float32, fiamma.float64)
+    ):
         c = len(pic.getbands())
         mean_t, std_t = FT._mean_std(FT._key(mean), FT._key(std), dt)
         if mean_t.shape[0] in (1, c) and std_t.shape[0] in (1, c):
-            return _planes_to_float(pic, dt, mean_t.reshape(-1).tolist(), std_t.reshape(-1).tolist())
+            return _planes_to_float(
+                pic, dt, mean_t.reshape(-1).tolist(), std_t.reshape(-1).tolist()
+            )
     return normalize(to_tensor(pic), mean, std, inplace=True)
 
 
@@ -203,11 +246,17 @@ def to_pil_image(pic, mode=None):
         if arr.shape[-1] > 4:
             raise ValueError(f"to_pil_image: pic should not have > 4 channels, got {arr.shape[-1]}")
     else:
-        raise TypeError(f"to_pil_image: pic should be a Tensor or ndarray, got {type(pic).__name__}")
+        raise TypeError(
+            f"to_pil_image: pic should be a Tensor or ndarray, got {type(pic).__name__}"
+        )
     if arr.shape[2] == 1:
         arr = arr[:, :, 0]
-        default = {np.dtype(np.uint8): "L", np.dtype(np.int16): "I;16",
-                   np.dtype(np.int32): "I", np.dtype(np.float32): "F"}.get(arr.dtype)
+        default = {
+            np.dtype(np.uint8): "L",
+            np.dtype(np.int16): "I;16",
+            np.dtype(np.int32): "I",
+            np.dtype(np.float32): "F",
+        }.get(arr.dtype)
         if mode is not None and mode != default and not (mode == "L" and default is None):
             if not (mode == "L" and arr.dtype == np.uint8):
                 raise ValueError(f"to_pil_image: mode {mode} does not fit {arr.dtype} data")
@@ -222,8 +271,10 @@ def to_pil_image(pic, mode=None):
     defaults = {2: "LA", 3: "RGB", 4: "RGBA"}
     allowed = {2: ["LA"], 3: ["RGB", "YCbCr", "HSV"], 4: ["RGBA", "CMYK", "RGBX"]}[arr.shape[2]]
     if mode is not None and mode not in allowed:
-        raise ValueError(f"to_pil_image: only modes {allowed} are supported for "
-                         f"{arr.shape[2]}-channel images, got {mode}")
+        raise ValueError(
+            f"to_pil_image: only modes {allowed} are supported for "
+            f"{arr.shape[2]}-channel images, got {mode}"
+        )
     return Image.fromarray(arr, mode or defaults[arr.shape[2]])
 
 
@@ -241,8 +292,13 @@ def normalize(tensor, mean, std, inplace=False):
 
 # ---------------------------------------------------------------- geometry
 
+
 def _resized_size(h, w, size, max_size, op="resize"):
-    if isinstance(size, int) or (isinstance(size, (list, tuple)) and len(size) == 1) or size is None:
+    if (
+        isinstance(size, int)
+        or (isinstance(size, (list, tuple)) and len(size) == 1)
+        or size is None
+    ):
         if size is None:
             if max_size is None:
                 raise ValueError(f"{op}: size and max_size cannot both be None")
@@ -254,14 +310,18 @@ def _resized_size(h, w, size, max_size, op="resize"):
             new_short, new_long = req, int(req * long / short)
             if max_size is not None:
                 if max_size <= req:
-                    raise ValueError(f"{op}: max_size = {max_size} must be strictly greater than "
-                                     f"the requested size for the smaller edge size = {size}")
+                    raise ValueError(
+                        f"{op}: max_size = {max_size} must be strictly greater than "
+                        f"the requested size for the smaller edge size = {size}"
+                    )
                 if new_long > max_size:
                     new_short, new_long = int(max_size * new_short / new_long), max_size
         return [new_long, new_short] if w <= h else [new_short, new_long]
     if max_size is not None:
-        raise ValueError(f"{op}: max_size should only be passed if size is an int or a sequence "
-                         f"of length 1, got size={size}")
+        raise ValueError(
+            f"{op}: max_size should only be passed if size is an int or a sequence "
+            f"of length 1, got size={size}"
+        )
     return [int(size[0]), int(size[1])]
 
 
@@ -291,16 +351,19 @@ def _ltrb(padding, op):
         return [padding[0], padding[1], padding[0], padding[1]]
     if len(padding) == 4:
         return padding
-    raise ValueError(f"{op}: padding must be an int or a 1, 2 or 4 element sequence, "
-                     f"got {len(padding)} elements")
+    raise ValueError(
+        f"{op}: padding must be an int or a 1, 2 or 4 element sequence, got {len(padding)} elements"
+    )
 
 
 def pad(img, padding, fill=0, padding_mode="constant"):
     """Pad all sides (int), left/right + top/bottom (2) or left, top, right, bottom (4)."""
     _check(img, "pad")
     if padding_mode not in ("constant", "edge", "reflect", "symmetric"):
-        raise ValueError(f"pad: padding_mode should be constant, edge, reflect or symmetric, "
-                         f"got {padding_mode!r}")
+        raise ValueError(
+            f"pad: padding_mode should be constant, edge, reflect or symmetric, "
+            f"got {padding_mode!r}"
+        )
     ltrb = _ltrb(padding, "pad")
     if _is_pil(img):
         return FP.pad(img, ltrb, fill, padding_mode)
@@ -334,8 +397,12 @@ def center_crop(img, output_size):
     ch, cw = _size2(output_size, "center_crop")
     _, h, w = get_dimensions(img)
     if cw > w or ch > h:
-        ltrb = [(cw - w) // 2 if cw > w else 0, (ch - h) // 2 if ch > h else 0,
-                (cw - w + 1) // 2 if cw > w else 0, (ch - h + 1) // 2 if ch > h else 0]
+        ltrb = [
+            (cw - w) // 2 if cw > w else 0,
+            (ch - h) // 2 if ch > h else 0,
+            (cw - w + 1) // 2 if cw > w else 0,
+            (ch - h + 1) // 2 if ch > h else 0,
+        ]
         img = pad(img, ltrb, fill=0)
         _, h, w = get_dimensions(img)
         if cw == w and ch == h:
@@ -345,8 +412,9 @@ def center_crop(img, output_size):
     return crop(img, top, left, ch, cw)
 
 
-def resized_crop(img, top, left, height, width, size, interpolation=InterpolationMode.BILINEAR,
-                 antialias=True):
+def resized_crop(
+    img, top, left, height, width, size, interpolation=InterpolationMode.BILINEAR, antialias=True
+):
     return resize(crop(img, top, left, height, width), size, interpolation, antialias=antialias)
 
 
@@ -365,10 +433,16 @@ def five_crop(img, size):
     ch, cw = _size2(size, "five_crop")
     _, h, w = get_dimensions(img)
     if cw > w or ch > h:
-        raise ValueError(f"five_crop: requested crop size {(ch, cw)} is bigger than the input "
-                         f"size {(h, w)}")
-    return (crop(img, 0, 0, ch, cw), crop(img, 0, w - cw, ch, cw), crop(img, h - ch, 0, ch, cw),
-            crop(img, h - ch, w - cw, ch, cw), center_crop(img, (ch, cw)))
+        raise ValueError(
+            f"five_crop: requested crop size {(ch, cw)} is bigger than the input size {(h, w)}"
+        )
+    return (
+        crop(img, 0, 0, ch, cw),
+        crop(img, 0, w - cw, ch, cw),
+        crop(img, h - ch, 0, ch, cw),
+        crop(img, h - ch, w - cw, ch, cw),
+        center_crop(img, (ch, cw)),
+    )
 
 
 def ten_crop(img, size, vertical_flip=False):
@@ -378,7 +452,8 @@ def ten_crop(img, size, vertical_flip=False):
 
 
 def _inverse_affine(center, angle, translate, scale, shear):
-    """Inverse of T * C * R(angle) * Shear * Scale * C^-1 as [a, b, c, d, e, f] (output -> input)."""
+    """Inverse of T * C * R(angle) * Shear * Scale * C^-1 as [a, b, c, d, e, f] (output to
+    input)."""
     rot = math.radians(angle)
     sx, sy = math.radians(shear[0]), math.radians(shear[1])
     cx, cy = center
@@ -403,13 +478,16 @@ def _tensor_fill(img, fill):
         return [float(fill)] * c
     fill = [float(f) for f in fill]
     if len(fill) not in (1, c):
-        raise ValueError(f"the number of elements in fill ({len(fill)}) does not match the "
-                         f"number of channels ({c})")
+        raise ValueError(
+            f"the number of elements in fill ({len(fill)}) does not match the "
+            f"number of channels ({c})"
+        )
     return fill * c if len(fill) == 1 else fill
 
 
-def rotate(img, angle, interpolation=InterpolationMode.NEAREST, expand=False, center=None,
-           fill=None):
+def rotate(
+    img, angle, interpolation=InterpolationMode.NEAREST, expand=False, center=None, fill=None
+):
     """Rotate counter-clockwise by angle degrees about center (default: the image centre)."""
     _check(img, "rotate")
     interpolation = _interp(interpolation, "rotate")
@@ -422,8 +500,16 @@ def rotate(img, angle, interpolation=InterpolationMode.NEAREST, expand=False, ce
     return FT.affine(img, m, interpolation.value, _tensor_fill(img, fill), size)
 
 
-def affine(img, angle, translate, scale, shear, interpolation=InterpolationMode.NEAREST,
-           fill=None, center=None):
+def affine(
+    img,
+    angle,
+    translate,
+    scale,
+    shear,
+    interpolation=InterpolationMode.NEAREST,
+    fill=None,
+    center=None,
+):
     """Rotation by angle, translation, scaling and shear (degrees) about center."""
     _check(img, "affine")
     interpolation = _interp(interpolation, "affine")
@@ -457,8 +543,7 @@ def _perspective_coeffs(startpoints, endpoints):
     return [float(v) for v in sol.astype(np.float32)]
 
 
-def perspective(img, startpoints, endpoints, interpolation=InterpolationMode.BILINEAR,
-                fill=None):
+def perspective(img, startpoints, endpoints, interpolation=InterpolationMode.BILINEAR, fill=None):
     """Projective warp moving the four startpoints (corners) to endpoints."""
     _check(img, "perspective")
     interpolation = _interp(interpolation, "perspective")
@@ -469,6 +554,7 @@ def perspective(img, startpoints, endpoints, interpolation=InterpolationMode.BIL
 
 
 # ---------------------------------------------------------------- colour and filters
+
 
 def _dispatch(name, img, *args):
     _check(img, name)
@@ -514,8 +600,9 @@ def adjust_sharpness(img, sharpness_factor):
 def to_grayscale(img, num_output_channels=1):
     """PIL image -> grayscale PIL image with 1 or 3 channels."""
     if num_output_channels not in (1, 3):
-        raise ValueError(f"to_grayscale: num_output_channels should be 1 or 3, "
-                         f"got {num_output_channels}")
+        raise ValueError(
+            f"to_grayscale: num_output_channels should be 1 or 3, got {num_output_channels}"
+        )
     if _is_pil(img):
         return FP.to_grayscale(img, num_output_channels)
     return FT.rgb_to_grayscale(img, num_output_channels)
@@ -562,11 +649,14 @@ def gaussian_blur(img, kernel_size, sigma=None):
     if len(kernel_size) == 1:
         kernel_size = kernel_size * 2
     if len(kernel_size) != 2:
-        raise ValueError(f"gaussian_blur: kernel_size should have 1 or 2 elements, "
-                         f"got {len(kernel_size)}")
+        raise ValueError(
+            f"gaussian_blur: kernel_size should have 1 or 2 elements, got {len(kernel_size)}"
+        )
     for k in kernel_size:
         if k % 2 == 0 or k < 0:
-            raise ValueError(f"gaussian_blur: kernel size should be odd and positive, got {kernel_size}")
+            raise ValueError(
+                f"gaussian_blur: kernel size should be odd and positive, got {kernel_size}"
+            )
     if sigma is None:
         sigma = [k * 0.15 + 0.35 for k in kernel_size]
     if isinstance(sigma, (int, float)):
