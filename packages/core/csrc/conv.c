@@ -3,9 +3,10 @@
  * Why chunks: the full column matrix of one image (cb * prod(k) rows by prod(small) columns) is
  * several MB for typical layers; it is built a slice of output positions at a time so the slice
  * is still in L2 when the GEMM packs it. Pointwise convolutions (1 x 1, stride 1, no padding)
- * skip the columns: the image already is the matrix. float32 GEMMs run on fiamma's sgemm, one
- * image per thread when the batch allows (no synchronisation inside a product), else all threads
- * on each product; float64 goes to BLAS, which threads itself.
+ * skip the columns: the image already is the matrix. Small images go several to a product.
+ * float32 GEMMs run on fiamma's sgemm, single-threaded: threads take whole image blocks (or,
+ * for a forward batch smaller than the thread count, column slices), so no product needs
+ * synchronisation. float64 goes to BLAS on one driving thread (BLAS threads itself).
  */
 #include <omp.h>
 
