@@ -3,9 +3,10 @@
  * Why chunks: the full column matrix of one image (cb * prod(k) rows by prod(small) columns) is
  * several MB for typical layers; it is built a slice of output positions at a time so the slice
  * is still in L2 when the GEMM packs it. Pointwise convolutions (1 x 1, stride 1, no padding)
- * skip the columns: the image already is the matrix. float32 GEMMs run on fiamma's sgemm, one
- * image per thread when the batch allows (no synchronisation inside a product), else all threads
- * on each product; float64 goes to BLAS, which threads itself.
+ * skip the columns: the image already is the matrix. Small images go several to a product.
+ * float32 GEMMs run on fiamma's sgemm, single-threaded: threads take whole image blocks (or,
+ * for a forward batch smaller than the thread count, column slices), so no product needs
+ * synchronisation. float64 goes to BLAS on one driving thread (BLAS threads itself).
  */
 #include <omp.h>
 
@@ -89,22 +90,10 @@ static void cols_ld(int dt, const geo_t *g, void *x, int64_t C, int64_t l0, int6
         cols_f64(g, (double *)x, C, l0, l1, (double *)col, ld, acc);
 }
 
-/* cols_ld split by channels over T threads (disjoint in x and in col, so col2im too): for a
-   batch too small to give every thread its own image */
 static void cols(int dt, int T, const geo_t *g, char *x, int64_t C, int64_t l0, int64_t l1,
                  char *col, int acc) {
-    const int64_t ld = l1 - l0, esz = fm_itemsize[dt];
-    if (T <= 1 || C < 2) {
-        cols_ld(dt, g, x, C, l0, l1, col, ld, acc);
-        return;
-    }
-    if (T > C) T = (int)C;
-#pragma omp parallel for num_threads(T) schedule(static)
-    for (int t = 0; t < T; t++) {
-        int64_t c0 = C * t / T, c1 = C * (t + 1) / T;
-        cols_ld(dt, g, x + c0 * g->Lb * esz, c1 - c0, l0, l1, col + c0 * g->Kp * ld * esz, ld,
-                acc);
-    }
+    (void)T;
+    cols_ld(dt, g, x, C, l0, l1, col, l1 - l0, acc);
 }
 
 /* C (m x n, leading dim ldc) = A @ B + beta * C */
@@ -287,6 +276,64 @@ static int run_block(const job_t *J, int64_t blk, int64_t n, char *col, char *tm
     return image_block(J, n0, nimg, col, tmp, acc, first);
 }
 
+/* FWD for a batch smaller than the thread count: thread t of T takes every T-th column slice
+   of every image (the slices write disjoint output columns) */
+static int fwd_chunks(const job_t *J, int64_t n, int t, int T, char *col) {
+    const geo_t *g = &J->g;
+    const int dt = J->dt;
+    const int64_t esz = J->esz, cbg = J->cbg, csg = J->csg, rows = cbg * g->Kp;
+    const int64_t Lb = g->Lb, Ls = g->Ls, Lc = J->Lc, nq = (Ls + Lc - 1) / Lc;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t gi = 0; gi < J->groups; gi++)
+            for (int64_t q = t; q < nq; q += T) {
+                int64_t l0 = q * Lc, l1 = l0 + Lc < Ls ? l0 + Lc : Ls;
+                char *x = J->a + (i * J->cb + gi * cbg) * Lb * esz;
+                char *w = J->b + gi * csg * rows * esz;
+                char *y = J->out + (i * J->cs + gi * csg) * Ls * esz;
+                int rc;
+                if (J->pointwise) {
+                    rc = gemm(dt, 1, csg, l1 - l0, cbg, w, rows, 1, x + l0 * esz, Ls, 1, 0.0,
+                              y + l0 * esz, Ls);
+                } else {
+                    cols_ld(dt, g, x, cbg, l0, l1, col, l1 - l0, 0);
+                    rc = gemm(dt, 1, csg, l1 - l0, rows, w, rows, 1, col, l1 - l0, 1, 0.0,
+                              y + l0 * esz, Ls);
+                }
+                if (rc) return rc;
+                if (J->bias)
+                    for (int64_t c = 0; c < csg; c++) {
+                        if (dt == FM_FLOAT32) {
+                            float *p = (float *)y + c * Ls, v = ((float *)J->bias)[gi * csg + c];
+                            for (int64_t l = l0; l < l1; l++) p[l] += v;
+                        } else {
+                            double *p = (double *)y + c * Ls;
+                            double v = ((double *)J->bias)[gi * csg + c];
+                            for (int64_t l = l0; l < l1; l++) p[l] += v;
+                        }
+                    }
+            }
+    return FM_OK;
+}
+
+/* thread t of T: its share of the image blocks, with its own scratch; sets *started once it
+   wrote into acc, and *rc on failure */
+static void worker(const job_t *J, int t, int T, int64_t nblk, int64_t n, int64_t colbytes,
+                   int64_t tmpbytes, char *acc, int *started, int *rc) {
+    char *col = (char *)fm_alloc(colbytes), *tmp = (char *)fm_alloc(tmpbytes);
+    if (!col || !tmp) {
+        __atomic_store_n(rc, FM_ERR_NOMEM, __ATOMIC_RELAXED);
+    } else {
+        for (int64_t i = nblk * t / T; i < nblk * (t + 1) / T; i++) {
+            if (__atomic_load_n(rc, __ATOMIC_RELAXED)) break;
+            int r = run_block(J, i, n, col, tmp, acc, !*started);
+            *started = 1;
+            if (r) __atomic_store_n(rc, r, __ATOMIC_RELAXED);
+        }
+    }
+    if (col) fm_free((intptr_t)col, colbytes);
+    if (tmp) fm_free((intptr_t)tmp, tmpbytes);
+}
+
 static int64_t chunk_elems = 131072; /* 512 KB of float32: measured best of 32K..512K */
 
 int64_t fm_conv_set_chunk(int64_t elems) {
@@ -354,9 +401,29 @@ int fm_conv(int mode, int dtype, int nd, int64_t n, int64_t cb, int64_t cs, int6
         if (nb > per) nb = per;
         J.nb = nb < 1 ? 1 : nb;
     }
+    /* sgemm's own threads are never used: they synchronise per block and on a busy machine
+       small threaded products ran 30x slower than one thread. A batch smaller than the thread
+       count splits FWD's column slices over threads; the backward modes run on one thread. */
+    J.inner_T = 1;
+    if (nt > 1 && n < nt && mode == FM_CONV_FWD) {
+        J.nb = 1;
+        int64_t want = (g->Ls + 2 * nt - 1) / (2 * nt);
+        want = want < 32 ? 32 : (want + 31) / 32 * 32;
+        if (J.pointwise || want < Lc) J.Lc = Lc = want < g->Ls ? want : g->Ls;
+        const int64_t cb2 = J.pointwise ? 64 : rows * Lc * J.esz;
+        int rc = FM_OK;
+#pragma omp parallel num_threads(nt)
+        {
+            char *col = (char *)fm_alloc(cb2);
+            int r = col ? fwd_chunks(&J, n, omp_get_thread_num(), omp_get_num_threads(), col)
+                        : FM_ERR_NOMEM;
+            if (r) __atomic_store_n(&rc, r, __ATOMIC_RELAXED);
+            if (col) fm_free((intptr_t)col, cb2);
+        }
+        return rc;
+    }
     const int64_t nblk = (n + J.nb - 1) / J.nb;
     if (nblk < outer) outer = 1;
-    J.inner_T = outer > 1 ? 1 : nt;
     const int64_t colbytes = J.nb > 1 ? rows * J.nb * g->Ls * J.esz
                              : J.pointwise || mode >= FM_CONV_IM2COL ? 64 : rows * Lc * J.esz;
     const int64_t tmpbytes = J.nb > 1 ? J.csg * J.nb * g->Ls * J.esz : 64;
@@ -370,22 +437,15 @@ int fm_conv(int mode, int dtype, int nd, int64_t n, int64_t cb, int64_t cs, int6
             if (!accs[t]) rc = FM_ERR_NOMEM;
         }
         if (!rc) {
-#pragma omp parallel num_threads(outer) if (outer > 1)
-            {
-                int t = omp_get_thread_num();
-                char *col = (char *)fm_alloc(colbytes), *tmp = (char *)fm_alloc(tmpbytes);
-                if (!col || !tmp) {
-                    __atomic_store_n(&rc, FM_ERR_NOMEM, __ATOMIC_RELAXED);
+            if (outer > 1) {
+#pragma omp parallel num_threads(outer)
+                {
+                    int t = omp_get_thread_num();
+                    worker(&J, t, omp_get_num_threads(), nblk, n, colbytes, tmpbytes, accs[t],
+                           &started[t], &rc);
                 }
-#pragma omp for schedule(static)
-                for (int64_t i = 0; i < nblk; i++) {
-                    if (__atomic_load_n(&rc, __ATOMIC_RELAXED)) continue;
-                    int r = run_block(&J, i, n, col, tmp, accs[t], !started[t]);
-                    started[t] = 1;
-                    if (r) __atomic_store_n(&rc, r, __ATOMIC_RELAXED);
-                }
-                if (col) fm_free((intptr_t)col, colbytes);
-                if (tmp) fm_free((intptr_t)tmp, tmpbytes);
+            } else {
+                worker(&J, 0, 1, nblk, n, colbytes, tmpbytes, accs[0], &started[0], &rc);
             }
         }
         if (!rc) {
@@ -406,20 +466,19 @@ int fm_conv(int mode, int dtype, int nd, int64_t n, int64_t cb, int64_t cs, int6
             if (accs[t]) fm_free((intptr_t)accs[t], wbytes);
         return rc;
     }
-#pragma omp parallel num_threads(outer) if (outer > 1)
-    {
-        char *col = (char *)fm_alloc(colbytes), *tmp = (char *)fm_alloc(tmpbytes);
-        if (!col || !tmp) {
-            __atomic_store_n(&rc, FM_ERR_NOMEM, __ATOMIC_RELAXED);
+    /* no enclosing region when one thread drives: sgemm's and the column builders' own
+       regions must be top-level (nested ones ran tens of times slower) */
+    if (outer > 1) {
+        int dummy[64] = {0};
+#pragma omp parallel num_threads(outer)
+        {
+            int t = omp_get_thread_num();
+            worker(&J, t, omp_get_num_threads(), nblk, n, colbytes, tmpbytes, NULL, &dummy[t],
+                   &rc);
         }
-#pragma omp for schedule(static)
-        for (int64_t i = 0; i < nblk; i++) {
-            if (__atomic_load_n(&rc, __ATOMIC_RELAXED)) continue;
-            int r = run_block(&J, i, n, col, tmp, NULL, 0);
-            if (r) __atomic_store_n(&rc, r, __ATOMIC_RELAXED);
-        }
-        if (col) fm_free((intptr_t)col, colbytes);
-        if (tmp) fm_free((intptr_t)tmp, tmpbytes);
+    } else {
+        int dummy = 0;
+        worker(&J, 0, 1, nblk, n, colbytes, tmpbytes, NULL, &dummy, &rc);
     }
     return rc;
 }

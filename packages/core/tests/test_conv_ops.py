@@ -152,15 +152,21 @@ def test_dtypes_and_pointwise(dtype):
 def test_large_batch_threads_and_chunks():
     """Big enough for the threaded path and for several column chunks per image."""
     rng = np.random.default_rng(1)
-    x, w = rng.standard_normal((5, 16, 40, 40)), rng.standard_normal((8, 16, 3, 3))
+    x, w = rng.standard_normal((5, 24, 40, 40)), rng.standard_normal((8, 24, 3, 3))
     _close(fiamma.conv2d(T(x), T(w), None, 1, 1), ref_conv(x, w, None, (1, 1), (1, 1), (1, 1), 1),
            fiamma.float32)
     _close(fiamma.conv2d(T(x[:1]), T(w), None, 1, 1),
            ref_conv(x[:1], w, None, (1, 1), (1, 1), (1, 1), 1), fiamma.float32)
     g = rng.standard_normal((5, 8, 40, 40))
-    gw = fiamma.convolution_backward_weight(T(x), T(g), (8, 16, 3, 3), (1, 1), (1, 1), (1, 1), 1)
+    gw = fiamma.convolution_backward_weight(T(x), T(g), (8, 24, 3, 3), (1, 1), (1, 1), (1, 1), 1)
     ref = np.einsum("nohw,nchw->oc", g, x)  # the centre tap (no shift)
     np.testing.assert_allclose(gw.numpy()[:, :, 1, 1], ref, rtol=1e-4, atol=1e-3)
+    # batch 1, pointwise with bias (column slices split over threads)
+    w1, b1 = rng.standard_normal((32, 24, 1, 1)), rng.standard_normal(32)
+    _close(fiamma.conv2d(T(x[:1]), T(w1), T(b1)),
+           ref_conv(x[:1], w1, b1, (1, 1), (0, 0), (1, 1), 1), fiamma.float32)
+    _close(fiamma.conv2d(T(x[:1]), T(w), T(b1[:8]), 1, 1),
+           ref_conv(x[:1], w, b1[:8], (1, 1), (1, 1), (1, 1), 1), fiamma.float32)
 
 
 def test_backward_weight_matches_reference():
