@@ -33,6 +33,6 @@ def build_with_weights(ctor, enum_cls, weights, progress, kwargs, fix_state_dict
         state_dict = weights.get_state_dict(progress=progress, check_hash=True)
     model = ctor(**kwargs)
     if fix_state_dict is not None:
-        state_dict = fix_state_dict(state_dict)
+        state_dict = fix_state_dict(state_dict, model)
     model.load_state_dict(state_dict)
     return model

@@ -130,11 +130,16 @@ _OLD_KEY = re.compile(
     r"^(.*denselayer\d+\.(?:norm|relu|conv))\.((?:[12])\.(?:weight|bias|running_mean|running_var))$")
 
 
-def _fix_keys(state_dict):
+def _fix_keys(state_dict, model):
     out = OrderedDict()
     for k, v in state_dict.items():
         m = _OLD_KEY.match(k)
         out[m.group(1) + m.group(2) if m else k] = v
+    # checkpoints older than BatchNorm's num_batches_tracked lack it (PyTorch fills it in the
+    # same way when it loads such a file)
+    for k, v in model.state_dict().items():
+        if k.endswith("num_batches_tracked") and k not in out:
+            out[k] = v
     return out
 
 
