@@ -10,9 +10,9 @@ from functools import partial
 
 import fiamma
 from fiamma import nn
-from fiamma.vision.models._api import Weights, WeightsEnum, register_model, resolve_weights
-from fiamma.vision.models._meta import imagenet_categories
+from fiamma.vision.models._api import Weights, WeightsEnum, register_model
 from fiamma.vision.models._builder import build_with_weights
+from fiamma.vision.models._meta import imagenet_categories
 from fiamma.vision.transforms._presets import ImageClassification
 
 __all__ = [
@@ -169,7 +169,8 @@ def _resnet(block, layers, enum_cls, weights, progress, **kwargs):
 
 
 _COMMON_META = {"min_size": (1, 1)}
-_V1_DOCS = "These weights reproduce closely the results of the paper using a simple training recipe."
+_V1_DOCS = ("These weights reproduce closely the results of the paper using a simple training "
+            "recipe.")
 _V2_DOCS = ("These weights improve upon the results of the original paper by using TorchVision's "
             "new training recipe.")
 _RECIPE = "https://github.com/pytorch/vision/tree/main/references/classification#resnet"
