@@ -199,6 +199,21 @@ def test_load_local_fiamma_checkpoint(tmp_path):
         M.squeezenet1_0(weights=str(path))        # other architecture: keys/shapes differ
 
 
+def test_legacy_pretrained_flag(tmp_path, monkeypatch):
+    model, sd = _random_squeezenet_sd()
+    path = tmp_path / "sq.pth"
+    fiamma.save(sd, str(path))
+    monkeypatch.setattr(M.SqueezeNet1_1_Weights.IMAGENET1K_V1.value, "url", path.as_uri())
+    with pytest.warns(UserWarning, match="pretrained"):
+        loaded = M.squeezenet1_1(pretrained=True)
+    np.testing.assert_array_equal(_logits(loaded), _logits(model))
+    with pytest.warns(UserWarning, match="pretrained"):
+        fresh = M.squeezenet1_1(pretrained=False)
+    assert not np.array_equal(_logits(fresh), _logits(model))
+    with pytest.raises(ValueError, match="num_classes"):
+        M.squeezenet1_1(weights=M.SqueezeNet1_1_Weights.IMAGENET1K_V1, num_classes=10)
+
+
 def test_densenet_old_style_keys(tmp_path):
     fiamma.manual_seed(2)
     model = M.densenet121().eval()

@@ -1,5 +1,6 @@
 """What every classification builder does with its ``weights`` argument (shared by the
 resnet/vgg/alexnet/squeezenet/densenet builders)."""
+import warnings
 from pathlib import Path
 
 from fiamma.vision.models._api import load_weights, resolve_weights
@@ -19,6 +20,12 @@ def build_with_weights(ctor, enum_cls, weights, progress, kwargs, fix_state_dict
                        before_load=None):
     """Resolve ``weights`` (member, name, "DEFAULT", None or a local file), build ``ctor(**kwargs)``
     (``num_classes`` set from the weights' categories) and load the weights by key."""
+    if "pretrained" in kwargs:          # torchvision's deprecated boolean interface
+        pretrained = kwargs.pop("pretrained")
+        warnings.warn("The parameter 'pretrained' is deprecated, please use 'weights' instead.",
+                      UserWarning, stacklevel=3)
+        if pretrained and weights is None:
+            weights = enum_cls.IMAGENET1K_V1
     weights = resolve_weights(enum_cls, weights)
     if weights is None:
         return ctor(**kwargs)

@@ -1,7 +1,8 @@
 """AlexNet (torchvision.models.alexnet, the "one weird trick" variant).
 
+    >>> import fiamma
     >>> from fiamma.vision.models import alexnet
-    >>> alexnet().eval()(fiamma.randn(1, 3, 224, 224)).shape
+    >>> tuple(alexnet().eval()(fiamma.randn(1, 3, 224, 224)).shape)
     (1, 1000)
 """
 from functools import partial

@@ -4,8 +4,9 @@ checkpoints load by key (old-style ``norm.1`` keys are renamed as torchvision do
 ``memory_efficient`` is accepted for API compatibility but ignored: fiamma has no gradient
 checkpointing yet, so the features are always kept (same results, more memory in training).
 
+    >>> import fiamma
     >>> from fiamma.vision.models import densenet121
-    >>> densenet121().eval()(fiamma.randn(1, 3, 64, 64)).shape
+    >>> tuple(densenet121().eval()(fiamma.randn(1, 3, 64, 64)).shape)
     (1, 1000)
 """
 import re

@@ -1,9 +1,10 @@
 """ResNet, ResNeXt and Wide ResNet (torchvision.models.resnet): same classes, builders, module
 names (so torchvision checkpoints load by key), initialisation and weights enums.
 
+    >>> import fiamma
     >>> from fiamma.vision.models import resnet50
     >>> model = resnet50(weights=None).eval()
-    >>> model(fiamma.randn(1, 3, 224, 224)).shape
+    >>> tuple(model(fiamma.randn(1, 3, 224, 224)).shape)
     (1, 1000)
 """
 from functools import partial

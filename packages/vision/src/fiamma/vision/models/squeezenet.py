@@ -1,7 +1,8 @@
 """SqueezeNet 1.0 and 1.1 (torchvision.models.squeezenet).
 
+    >>> import fiamma
     >>> from fiamma.vision.models import squeezenet1_1
-    >>> squeezenet1_1().eval()(fiamma.randn(1, 3, 64, 64)).shape
+    >>> tuple(squeezenet1_1().eval()(fiamma.randn(1, 3, 64, 64)).shape)
     (1, 1000)
 """
 from functools import partial

@@ -1,8 +1,9 @@
 """VGG 11/13/16/19 with and without batch norm (torchvision.models.vgg): same module names,
 initialisation and weights enums.
 
+    >>> import fiamma
     >>> from fiamma.vision.models import vgg16
-    >>> vgg16().eval()(fiamma.randn(1, 3, 64, 64)).shape
+    >>> tuple(vgg16().eval()(fiamma.randn(1, 3, 64, 64)).shape)
     (1, 1000)
 """
 from functools import partial

@@ -3,9 +3,10 @@
 ``Weights.transforms`` is ``partial(ImageClassification, crop_size=224, ...)``; calling it gives
 the transform that prepares an image exactly as the weights were evaluated::
 
+    >>> import fiamma
     >>> from fiamma.vision.transforms._presets import ImageClassification
     >>> tf = ImageClassification(crop_size=224)
-    >>> tf(fiamma.zeros(3, 300, 400, dtype=fiamma.uint8)).shape
+    >>> tuple(tf(fiamma.zeros(3, 300, 400, dtype=fiamma.uint8)).shape)
     (3, 224, 224)
 """
 import fiamma
