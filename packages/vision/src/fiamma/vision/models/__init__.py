@@ -5,3 +5,8 @@
 """
 
 from fiamma.vision.models._api import *  # noqa: F401,F403
+from fiamma.vision.models.alexnet import *  # noqa: F401,F403
+from fiamma.vision.models.densenet import *  # noqa: F401,F403
+from fiamma.vision.models.resnet import *  # noqa: F401,F403
+from fiamma.vision.models.squeezenet import *  # noqa: F401,F403
+from fiamma.vision.models.vgg import *  # noqa: F401,F403

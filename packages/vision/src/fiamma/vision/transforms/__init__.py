@@ -11,7 +11,8 @@ Example:
 from fiamma.vision.transforms import functional  # noqa: F401
 from fiamma.vision.transforms._autoaugment import *  # noqa: F401,F403
 from fiamma.vision.transforms._autoaugment import __all__ as _a_all
+from fiamma.vision.transforms._presets import ImageClassification  # noqa: F401
 from fiamma.vision.transforms._transforms import *  # noqa: F401,F403
 from fiamma.vision.transforms._transforms import __all__ as _t_all
 
-__all__ = list(_t_all) + list(_a_all) + ["functional"]
+__all__ = list(_t_all) + list(_a_all) + ["functional", "ImageClassification"]
