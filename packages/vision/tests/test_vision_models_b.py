@@ -15,9 +15,16 @@ import fiamma
 from fiamma import nn
 from fiamma.vision import models as M
 from fiamma.vision.models import _efficientnet_lite as lite
-from fiamma.vision.ops import (MLP, Conv2dNormActivation, Conv3dNormActivation,
-                               FrozenBatchNorm2d, Permute, SqueezeExcitation, StochasticDepth,
-                               stochastic_depth)
+from fiamma.vision.ops import (
+    MLP,
+    Conv2dNormActivation,
+    Conv3dNormActivation,
+    FrozenBatchNorm2d,
+    Permute,
+    SqueezeExcitation,
+    StochasticDepth,
+    stochastic_depth,
+)
 
 try:
     import torch

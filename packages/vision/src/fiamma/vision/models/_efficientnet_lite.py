@@ -44,8 +44,10 @@ class Conv2dSame(nn.Conv2d):
                                  self.dilation[::-1]):
             total = max((math.ceil(size / s) - 1) * s + (k - 1) * d + 1 - size, 0)
             pads += [total // 2, total - total // 2]
-        if any(pads):
-            x = F.pad(x, pads)
+        if pads[0] == pads[1] and pads[2] == pads[3]:   # symmetric: let the conv pad
+            return F.conv2d(x, self.weight, self.bias, self.stride, (pads[2], pads[0]),
+                            self.dilation, self.groups)
+        x = F.pad(x, pads)
         return F.conv2d(x, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
 
 

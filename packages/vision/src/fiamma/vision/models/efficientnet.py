@@ -8,10 +8,10 @@ from functools import partial
 import fiamma
 from fiamma import nn
 from fiamma.vision.models._api import Weights, WeightsEnum, register_model
-from fiamma.vision.models._meta import imagenet_categories
-from fiamma.vision.models._weights_util import build, classification_preset, make_divisible
 from fiamma.vision.models._efficientnet_lite import *  # noqa: F401,F403
 from fiamma.vision.models._efficientnet_lite import __all__ as _lite_all
+from fiamma.vision.models._meta import imagenet_categories
+from fiamma.vision.models._weights_util import build, classification_preset, make_divisible
 from fiamma.vision.ops.misc import Conv2dNormActivation, SqueezeExcitation
 from fiamma.vision.ops.stochastic_depth import StochasticDepth
 from fiamma.vision.transforms.functional import InterpolationMode

@@ -24,7 +24,8 @@ class InvertedResidual(nn.Module):
         self.use_res_connect = stride == 1 and inp == oup
         layers = []
         if expand_ratio != 1:
-            layers.append(Conv2dNormActivation(inp, hidden_dim, kernel_size=1, norm_layer=norm_layer,
+            layers.append(Conv2dNormActivation(inp, hidden_dim, kernel_size=1,
+                                               norm_layer=norm_layer,
                                                activation_layer=nn.ReLU6))
         layers += [
             Conv2dNormActivation(hidden_dim, hidden_dim, stride=stride, groups=hidden_dim,

@@ -45,7 +45,8 @@ class InvertedResidual(nn.Module):
         else:
             self.branch1 = nn.Sequential()
         self.branch2 = nn.Sequential(
-            nn.Conv2d(inp if stride > 1 else branch_features, branch_features, 1, 1, 0, bias=False),
+            nn.Conv2d(inp if stride > 1 else branch_features, branch_features, 1, 1, 0,
+                      bias=False),
             nn.BatchNorm2d(branch_features),
             nn.ReLU(inplace=True),
             _depthwise_conv(branch_features, branch_features, 3, stride, 1),
@@ -79,7 +80,8 @@ class ShuffleNetV2(nn.Module):
         if len(stages_repeats) != 3:
             raise ValueError("ShuffleNetV2: expected stages_repeats as list of 3 positive ints")
         if len(stages_out_channels) != 5:
-            raise ValueError("ShuffleNetV2: expected stages_out_channels as list of 5 positive ints")
+            raise ValueError("ShuffleNetV2: expected stages_out_channels as list of 5 positive "
+                             "ints")
         self._stage_out_channels = stages_out_channels
         input_channels = 3
         output_channels = self._stage_out_channels[0]

@@ -185,6 +185,7 @@ def _vision_transformer(enum_cls, weights, progress, kwargs, **arch):
 
 
 _COMMON_META = {"categories": imagenet_categories()}
+_RECIPES = "https://github.com/pytorch/vision/tree/main/references/classification#"
 
 
 def _v1(url, num_params, acc1, acc5, ops, size, recipe, resize=None):
@@ -193,7 +194,7 @@ def _v1(url, num_params, acc1, acc5, ops, size, recipe, resize=None):
         url="https://download.pytorch.org/models/" + url,
         transforms=classification_preset(**kw),
         meta={**_COMMON_META, "num_params": num_params, "min_size": (224, 224),
-              "recipe": "https://github.com/pytorch/vision/tree/main/references/classification#" + recipe,
+              "recipe": _RECIPES + recipe,
               "_metrics": {"ImageNet-1K": {"acc@1": acc1, "acc@5": acc5}},
               "_ops": ops, "_file_size": size,
               "_docs": "These weights were trained from scratch by using a modified version of "

@@ -88,8 +88,9 @@ class Conv3dNormActivation(_ConvNormActivation):
 
 
 class SqueezeExcitation(nn.Module):
-    """Squeeze-and-Excitation (Hu et al.): ``x * scale_activation(fc2(activation(fc1(avgpool(x)))))``
-    with 1x1 convolutions ``fc1``/``fc2``.
+    """Squeeze-and-Excitation (Hu et al.):
+    ``x * scale_activation(fc2(activation(fc1(avgpool(x)))))`` with 1x1 convolutions
+    ``fc1``/``fc2``.
 
         >>> se = SqueezeExcitation(32, 8)
         >>> se(fiamma.randn(2, 32, 7, 7)).shape

@@ -15,9 +15,11 @@ def stochastic_depth(input, p, mode, training=True):
         >>> y = stochastic_depth(x, 0.5, "row")   # each row is all 0 or all 2
     """
     if p < 0.0 or p > 1.0:
-        raise ValueError(f"stochastic_depth: drop probability has to be between 0 and 1, but got {p}")
+        raise ValueError(f"stochastic_depth: drop probability has to be between 0 and 1, "
+                         f"but got {p}")
     if mode not in ("batch", "row"):
-        raise ValueError(f"stochastic_depth: mode has to be either 'batch' or 'row', but got {mode}")
+        raise ValueError(f"stochastic_depth: mode has to be either 'batch' or 'row', "
+                         f"but got {mode}")
     if not training or p == 0.0:
         return input
     survival = 1.0 - p
