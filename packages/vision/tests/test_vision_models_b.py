@@ -102,6 +102,13 @@ def test_registry_and_weights_names():
         M.mobilenet_v3_small(weights="IMAGENET1K_V9")
     with pytest.raises(FileNotFoundError):
         M.mobilenet_v2(weights="/nonexistent/mobilenet.pth")
+    # weights fix the image size / class count before anything is downloaded
+    with pytest.raises(ValueError, match="image_size"):
+        M.vit_b_16(weights="IMAGENET1K_SWAG_E2E_V1", image_size=224)
+    with pytest.raises(ValueError, match="num_classes"):
+        M.shufflenet_v2_x1_0(weights="DEFAULT", num_classes=10)
+    assert M.ViT_B_16_Weights.IMAGENET1K_SWAG_E2E_V1.meta["min_size"] == (384, 384)
+    assert M.get_model_weights("vit_h_14").DEFAULT.meta["num_params"] == 633470440
 
 
 @pytest.mark.parametrize("name,size", [

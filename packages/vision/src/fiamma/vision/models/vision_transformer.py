@@ -8,13 +8,15 @@ from functools import partial
 
 import fiamma
 from fiamma import nn
-from fiamma.vision.models._api import Weights, WeightsEnum, register_model
+from fiamma.vision.models._api import Weights, WeightsEnum, register_model, resolve_weights
 from fiamma.vision.models._meta import imagenet_categories
 from fiamma.vision.models._weights_util import build, classification_preset, overwrite_named_param
 from fiamma.vision.ops.misc import MLP
+from fiamma.vision.transforms.functional import InterpolationMode
 
 __all__ = ["VisionTransformer", "ViT_B_16_Weights", "ViT_B_32_Weights", "ViT_L_16_Weights",
-           "ViT_L_32_Weights", "vit_b_16", "vit_b_32", "vit_l_16", "vit_l_32", "vit_h_14"]
+           "ViT_L_32_Weights", "ViT_H_14_Weights", "vit_b_16", "vit_b_32", "vit_l_16",
+           "vit_l_32", "vit_h_14"]
 
 
 class MLPBlock(MLP):
@@ -168,20 +170,12 @@ class VisionTransformer(nn.Module):
 
 
 def _vision_transformer(enum_cls, weights, progress, kwargs, **arch):
-    from fiamma.vision.models._api import resolve_weights
-    w = resolve_weights(enum_cls, weights) if enum_cls is not None else None
+    w = resolve_weights(enum_cls, weights)
     if isinstance(w, WeightsEnum):
         overwrite_named_param(kwargs, "image_size", w.meta["min_size"][0])
     image_size = kwargs.pop("image_size", 224)
-    make = partial(VisionTransformer, image_size=image_size, **arch)
-    if enum_cls is None:
-        if weights is not None:
-            from fiamma.vision.models._api import load_weights
-            model = make(**kwargs)
-            model.load_state_dict(load_weights(weights))
-            return model
-        return make(**kwargs)
-    return build(enum_cls, w, progress, kwargs, make)
+    return build(enum_cls, w, progress, kwargs,
+                 partial(VisionTransformer, image_size=image_size, **arch))
 
 
 _COMMON_META = {"categories": imagenet_categories()}
@@ -202,9 +196,31 @@ def _v1(url, num_params, acc1, acc5, ops, size, recipe, resize=None):
     )
 
 
+def _swag(url, size, num_params, acc1, acc5, ops, file_size, linear):
+    docs = ("These weights are composed of the original frozen SWAG trunk weights and a linear "
+            "classifier learnt on top of them trained on ImageNet-1K data." if linear else
+            "These weights are learnt via transfer learning by end-to-end fine-tuning the "
+            "original SWAG weights on ImageNet-1K data.")
+    meta = {**_COMMON_META, "recipe": "https://github.com/facebookresearch/SWAG",
+            "license": "https://github.com/facebookresearch/SWAG/blob/main/LICENSE",
+            "num_params": num_params, "min_size": (size, size),
+            "_metrics": {"ImageNet-1K": {"acc@1": acc1, "acc@5": acc5}},
+            "_ops": ops, "_file_size": file_size, "_docs": docs}
+    if linear:
+        meta["recipe"] = "https://github.com/pytorch/vision/pull/5793"
+    return Weights(url="https://download.pytorch.org/models/" + url,
+                   transforms=classification_preset(crop_size=size, resize_size=size,
+                                                    interpolation=InterpolationMode.BICUBIC),
+                   meta=meta)
+
+
 class ViT_B_16_Weights(WeightsEnum):
     IMAGENET1K_V1 = _v1("vit_b_16-c867db91.pth", 86567656, 81.072, 95.318, 17.564, 330.285,
                         "vit_b_16")
+    IMAGENET1K_SWAG_E2E_V1 = _swag("vit_b_16_swag-9ac1b537.pth", 384, 86859496, 85.304, 97.650,
+                                   55.484, 331.398, False)
+    IMAGENET1K_SWAG_LINEAR_V1 = _swag("vit_b_16_lc_swag-4e70ced5.pth", 224, 86567656, 81.886,
+                                      96.180, 17.564, 330.285, True)
     DEFAULT = IMAGENET1K_V1
 
 
@@ -217,6 +233,10 @@ class ViT_B_32_Weights(WeightsEnum):
 class ViT_L_16_Weights(WeightsEnum):
     IMAGENET1K_V1 = _v1("vit_l_16-852ce7e3.pth", 304326632, 79.662, 94.638, 61.555, 1161.023,
                         "vit_l_16", resize=242)
+    IMAGENET1K_SWAG_E2E_V1 = _swag("vit_l_16_swag-4f3808c9.pth", 512, 305174504, 88.064, 98.512,
+                                   361.986, 1164.258, False)
+    IMAGENET1K_SWAG_LINEAR_V1 = _swag("vit_l_16_lc_swag-4d563306.pth", 224, 304326632, 85.146,
+                                      97.422, 61.555, 1161.023, True)
     DEFAULT = IMAGENET1K_V1
 
 
@@ -224,6 +244,14 @@ class ViT_L_32_Weights(WeightsEnum):
     IMAGENET1K_V1 = _v1("vit_l_32-c7638314.pth", 306535400, 76.972, 93.07, 15.378, 1169.449,
                         "vit_l_32")
     DEFAULT = IMAGENET1K_V1
+
+
+class ViT_H_14_Weights(WeightsEnum):
+    IMAGENET1K_SWAG_E2E_V1 = _swag("vit_h_14_swag-80465313.pth", 518, 633470440, 88.552, 98.694,
+                                   1016.717, 2416.643, False)
+    IMAGENET1K_SWAG_LINEAR_V1 = _swag("vit_h_14_lc_swag-c1eb923e.pth", 224, 632045800, 85.708,
+                                      97.730, 167.295, 2411.209, True)
+    DEFAULT = IMAGENET1K_SWAG_E2E_V1
 
 
 @register_model(weights=ViT_B_16_Weights)
@@ -255,9 +283,9 @@ def vit_l_32(*, weights=None, progress=True, **kwargs):
                                num_layers=24, num_heads=16, hidden_dim=1024, mlp_dim=4096)
 
 
-@register_model()
+@register_model(weights=ViT_H_14_Weights)
 def vit_h_14(*, weights=None, progress=True, **kwargs):
-    """ViT-H/14 (torchvision's ``vit_h_14``; no ImageNet-1K-only weights registered here:
-    ``weights`` may be None or a checkpoint path)."""
-    return _vision_transformer(None, weights, progress, kwargs, patch_size=14, num_layers=32,
+    """ViT-H/14 (torchvision's ``vit_h_14``; SWAG weights only)."""
+    return _vision_transformer(ViT_H_14_Weights, weights, progress, kwargs, patch_size=14,
+                               num_layers=32,
                                num_heads=16, hidden_dim=1280, mlp_dim=5120)
