@@ -96,6 +96,35 @@ MODULES = ["ReLU", "LeakyReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "
            "Hardshrink", "Tanhshrink", "LogSigmoid", "Sigmoid", "Tanh"]
 
 
+INPLACE = ["leaky_relu", "elu", "selu", "celu", "silu", "mish", "hardtanh", "relu6",
+           "hardsigmoid", "hardswish", "threshold", "rrelu"]
+
+
+def _inplace_call(name, t, inplace):
+    if name == "threshold":
+        return F.threshold(t, 0.1, -2.0, inplace=inplace)
+    if name == "rrelu":
+        return F.rrelu(t, training=False, inplace=inplace)
+    return getattr(F, name)(t, inplace=inplace)
+
+
+@pytest.mark.parametrize("name", INPLACE)
+def test_inplace_forms_inside_a_graph_have_the_out_of_place_gradient(name):
+    """An in-place activation on an intermediate (as torchvision's models use them after a
+    batch norm) must not invalidate what backward saved, and gives the same gradient."""
+    x0 = fiamma.tensor(X * 0.5, dtype=fiamma.float64)
+    grads = []
+    for inplace in (False, True):
+        x = x0.clone().requires_grad_()
+        h = x * 1.5                      # an intermediate, not a leaf
+        y = _inplace_call(name, h, inplace)
+        if inplace:
+            assert y is h
+        (y * fiamma.arange(len(X), dtype=fiamma.float64)).sum().backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parity
 @pytest.mark.skipif(torch is None, reason="PyTorch not installed")
 @pytest.mark.parametrize("name", MODULES + ["GLU", "Softmin", "Softmax2d", "PReLU",

@@ -13,31 +13,37 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
-def _maybe_inplace(input, out, inplace):
-    if inplace:
-        return input.copy_(out)
-    return out
+def _maybe_inplace(input, fn, inplace):
+    """``fn(input)``, written into ``input`` when ``inplace``.
+
+    The compositions save their input for backward, so when gradients are recorded the result
+    is computed from a copy of the input: writing it into ``input`` then leaves what backward
+    needs intact (PyTorch keeps the original value of an in-place op's input the same way)."""
+    if not inplace:
+        return fn(input)
+    if input.requires_grad and fiamma.is_grad_enabled():
+        return input.copy_(fn(input.clone()))
+    return input.copy_(fn(input))
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
-    return _maybe_inplace(input, fiamma.where(input > 0, input, input * negative_slope),
-                          inplace)
+    return _maybe_inplace(input, lambda x: fiamma.where(x > 0, x, x * negative_slope), inplace)
 
 
 def elu(input, alpha=1.0, inplace=False):
-    return _maybe_inplace(input, fiamma.where(input > 0, input, alpha * input.expm1()), inplace)
+    return _maybe_inplace(input, lambda x: fiamma.where(x > 0, x, alpha * x.expm1()), inplace)
 
 
 def selu(input, inplace=False):
-    out = _SELU_SCALE * fiamma.where(input > 0, input, _SELU_ALPHA * input.expm1())
-    return _maybe_inplace(input, out, inplace)
+    return _maybe_inplace(
+        input, lambda x: _SELU_SCALE * fiamma.where(x > 0, x, _SELU_ALPHA * x.expm1()), inplace)
 
 
 def celu(input, alpha=1.0, inplace=False):
     if alpha == 0:
         raise ValueError("ZeroDivisionError: alpha cannot be 0 for CELU")
-    out = fiamma.where(input > 0, input, alpha * (input / alpha).expm1())
-    return _maybe_inplace(input, out, inplace)
+    return _maybe_inplace(
+        input, lambda x: fiamma.where(x > 0, x, alpha * (x / alpha).expm1()), inplace)
 
 
 def gelu(input, approximate="none"):
@@ -51,7 +57,7 @@ def gelu(input, approximate="none"):
 
 
 def silu(input, inplace=False):
-    return _maybe_inplace(input, input * input.sigmoid(), inplace)
+    return _maybe_inplace(input, lambda x: x * x.sigmoid(), inplace)
 
 
 def softplus(input, beta=1.0, threshold=20.0):
@@ -61,13 +67,13 @@ def softplus(input, beta=1.0, threshold=20.0):
 
 
 def mish(input, inplace=False):
-    return _maybe_inplace(input, input * softplus(input).tanh(), inplace)
+    return _maybe_inplace(input, lambda x: x * softplus(x).tanh(), inplace)
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     if min_val > max_val:
         raise ValueError("min_val cannot be greater than max_val")
-    return _maybe_inplace(input, input.clamp(min_val, max_val), inplace)
+    return _maybe_inplace(input, lambda x: x.clamp(min_val, max_val), inplace)
 
 
 def relu6(input, inplace=False):
@@ -75,11 +81,11 @@ def relu6(input, inplace=False):
 
 
 def hardsigmoid(input, inplace=False):
-    return _maybe_inplace(input, (input + 3.0).clamp(0.0, 6.0) / 6.0, inplace)
+    return _maybe_inplace(input, lambda x: (x + 3.0).clamp(0.0, 6.0) / 6.0, inplace)
 
 
 def hardswish(input, inplace=False):
-    return _maybe_inplace(input, input * (input + 3.0).clamp(0.0, 6.0) / 6.0, inplace)
+    return _maybe_inplace(input, lambda x: x * (x + 3.0).clamp(0.0, 6.0) / 6.0, inplace)
 
 
 def softsign(input):
@@ -106,7 +112,7 @@ def tanhshrink(input):
 def threshold(input, threshold, value, inplace=False):
     """``x`` where ``x > threshold``, else ``value``."""
     v = fiamma.full((), value, dtype=input.dtype)
-    return _maybe_inplace(input, fiamma.where(input > threshold, input, v), inplace)
+    return _maybe_inplace(input, lambda x: fiamma.where(x > threshold, x, v), inplace)
 
 
 def glu(input, dim=-1):
@@ -150,4 +156,4 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     if not training:
         return leaky_relu(input, (lower + upper) / 2, inplace)
     slope = fiamma.empty(input.shape, dtype=input.dtype).uniform_(lower, upper)
-    return _maybe_inplace(input, fiamma.where(input >= 0, input, input * slope), inplace)
+    return _maybe_inplace(input, lambda x: fiamma.where(x >= 0, x, x * slope), inplace)

@@ -1,0 +1,51 @@
+"""Helpers shared by the builders of the mobile/efficient/transformer models: the lazily
+imported ImageClassification preset, torchvision's ``_make_divisible`` and the weights step
+of a builder."""
+import functools
+
+from fiamma.vision.models._api import WeightsEnum, load_weights, resolve_weights
+
+__all__ = ["classification_preset", "make_divisible", "overwrite_named_param", "build"]
+
+
+def _image_classification(*args, **kwargs):
+    from fiamma.vision.transforms._presets import ImageClassification
+    return ImageClassification(*args, **kwargs)
+
+
+def classification_preset(**kwargs):
+    """``functools.partial(ImageClassification, **kwargs)``, importing the preset only when the
+    weights' ``transforms()`` is called."""
+    return functools.partial(_image_classification, **kwargs)
+
+
+def make_divisible(v, divisor, min_value=None):
+    """Round ``v`` to a multiple of ``divisor``, never below ``min_value`` nor 10% below ``v``
+    (the channel rounding of the MobileNet/EfficientNet papers)."""
+    if min_value is None:
+        min_value = divisor
+    new_v = max(min_value, int(v + divisor / 2) // divisor * divisor)
+    if new_v < 0.9 * v:
+        new_v += divisor
+    return new_v
+
+
+def overwrite_named_param(kwargs, name, value):
+    if name in kwargs and kwargs[name] != value:
+        raise ValueError(f"The parameter '{name}' expected value {value} but got {kwargs[name]} "
+                         f"instead.")
+    kwargs[name] = value
+
+
+def build(enum_cls, weights, progress, kwargs, make):
+    """Resolve ``weights``, fix ``num_classes`` from its categories, call ``make(**kwargs)``
+    and load the weights (strict) into the model."""
+    weights = resolve_weights(enum_cls, weights)
+    if isinstance(weights, WeightsEnum):
+        overwrite_named_param(kwargs, "num_classes", len(weights.meta["categories"]))
+    model = make(**kwargs)
+    if weights is not None:
+        sd = (weights.get_state_dict(progress=progress) if isinstance(weights, WeightsEnum)
+              else load_weights(weights))
+        model.load_state_dict(sd)
+    return model
