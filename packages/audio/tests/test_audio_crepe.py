@@ -57,9 +57,10 @@ def pluck():
         assert sr == 11025
         a = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").reshape(-1, ch)
     x = a.mean(1) / 32768.0
-    from scipy.signal import resample_poly
+    import fiamma.audio.functional as AF
 
-    return resample_poly(x, 640, 441).astype(np.float32)  # 11025 * 640 / 441 = 16000
+    # both models get the same 16 kHz signal, resampled by fiamma's windowed sinc
+    return AF.resample(fiamma.tensor(x.astype(np.float32)), 11025, 16000).numpy()
 
 
 # ---- conversions, decoders, framing ---------------------------------------------------------

@@ -194,10 +194,13 @@ def test_create_dct(norm):
     np.testing.assert_allclose(got, ref_dct(13, 40, norm), atol=1e-6)
     if norm == "ortho":
         np.testing.assert_allclose(got.T @ got, np.eye(13), atol=1e-6)
-        from scipy.fft import dct
-
-        v = RNG.standard_normal((3, 40))
-        np.testing.assert_allclose(v @ got, dct(v, norm="ortho")[:, :13], atol=1e-5)
+        try:  # an independent implementation, where SciPy happens to be installed
+            from scipy.fft import dct
+        except ImportError:
+            dct = None
+        if dct is not None:
+            v = RNG.standard_normal((3, 40))
+            np.testing.assert_allclose(v @ got, dct(v, norm="ortho")[:, :13], atol=1e-5)
     with pytest.raises(ValueError):
         SF.create_dct(13, 40, "l1")
 
