@@ -1,6 +1,6 @@
 """A character-level LSTM language model: learn to spell like Shakespeare, then write some.
 
-    python examples/char_lstm.py                  # 300 steps (~1 min on 2 cores)
+    python examples/char_lstm.py                  # 200 steps (~2 min on 2 cores)
     python examples/char_lstm.py --steps 20       # a quick look
     python examples/char_lstm.py --text my.txt --temperature 0.5
 
@@ -66,7 +66,7 @@ def sample(model, stoi, itos, prompt="\n", length=200, temperature=0.8, gen=None
     return prompt + "".join(out)
 
 
-def train(text, steps=300, batch_size=32, seq_len=64, hidden_size=128, lr=3e-3, seed=0,
+def train(text, steps=200, batch_size=32, seq_len=64, hidden_size=128, lr=3e-3, seed=0,
           log_every=50):
     """Train a CharLSTM on ``text``; return (model, stoi, itos, [loss per step])."""
     fiamma.manual_seed(seed)
@@ -100,7 +100,7 @@ def train(text, steps=300, batch_size=32, seq_len=64, hidden_size=128, lr=3e-3, 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--text", type=Path, default=DEFAULT_TEXT, help="a UTF-8 text file")
-    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--steps", type=int, default=200)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--seq-len", type=int, default=64)
     p.add_argument("--hidden-size", type=int, default=128)

@@ -38,8 +38,7 @@ import fiamma
 from fiamma import nn
 from fiamma.data import DataLoader, Subset
 from fiamma.nn import functional as F
-from fiamma.vision import datasets, models
-from fiamma.vision import transforms as T
+from fiamma.vision import datasets, models, transforms as T
 
 # class name -> scikit-image photo; tiles of these are easy to tell apart for ImageNet features
 PHOTO_CLASSES = {"brick": "brick.png", "grass": "grass.png", "gravel": "gravel.png",
