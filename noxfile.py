@@ -53,7 +53,8 @@ CACHE_KEEP = 4  # cached builds kept per package and kind
 DEFAULT_TEST_REQUIRES = ("pytest>=8", "hypothesis>=6")
 TORCH_REQUIREMENT = "torch==2.13.0"
 RUFF_REQUIREMENT = "ruff>=0.17,<0.18"
-DOCS_REQUIREMENTS = ("mkdocs>=1.6,<2", "mkdocstrings[python]>=0.29", "mkdocs-material>=9.5,<10")
+DOCS_REQUIREMENTS = ("mkdocs>=1.6,<2", "mkdocstrings[python]>=1,<2", "mkdocstrings-python>=2,<3",
+                     "mkdocs-material>=9.5,<10")
 ROOT_TESTS = "root"  # the parameter value that means "the tests/ folder at the root"
 # keep source checkouts off sys.path: tests must see the installed packages only
 CLEAN_ENV = {"PYTHONPATH": None}
