@@ -16,7 +16,8 @@ core installs that wheel instead of compiling again.
     nox -s bench [-- --json out.json]    benchmarks/bench.py (PyTorch columns if installable)
     nox -s parity                        the tests marked `parity`, against PyTorch
     nox -s demo                          examples/quickstart.py
-    nox -s docs                          the documentation site (mkdocs --strict) into site/
+    nox -s docs                          run the docs' examples, then build the documentation
+                                         site (mkdocs --strict) into site/
 
 The test command of README.md (and of .ci/run) is ``nox -s lint wheels``.
 """
@@ -562,10 +563,14 @@ def demo(session):
 def docs(session):
     """The documentation site: mkdocs.yml + docs/ -> site/ (gitignored), every package installed.
 
+    First every ```python example of the pages runs (docs/tools/run_snippets.py). Then
     ``--strict``: a broken link or cross-reference, a docstring mkdocstrings cannot parse or any
     other warning fails the build. Arguments after `--` go to mkdocs (e.g. `-- --site-dir DIR`)."""
     _install_checkouts(session, [PACKAGES[k] for k in ORDER])
     session.install(*DOCS_REQUIREMENTS)
+    # the guides' examples must run against the installed packages
+    with tempfile.TemporaryDirectory() as tmp, session.chdir(tmp):
+        session.run("python", str(ROOT / "docs" / "tools" / "run_snippets.py"), env=CLEAN_ENV)
     # NO_MKDOCS_2_WARNING: mkdocs-material's banner about mkdocs 2 (a notice, not a warning)
     session.run("mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"),
                 "--site-dir", str(ROOT / "site"), *session.posargs,
