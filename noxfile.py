@@ -16,6 +16,8 @@ core installs that wheel instead of compiling again.
     nox -s bench [-- --json out.json]    benchmarks/bench.py (PyTorch columns if installable)
     nox -s parity                        the tests marked `parity`, against PyTorch
     nox -s demo                          examples/quickstart.py
+    nox -s docs                          run the docs' examples, then build the documentation
+                                         site (mkdocs --strict) into site/
 
 The test command of README.md (and of .ci/run) is ``nox -s lint wheels``.
 """
@@ -52,6 +54,8 @@ CACHE_KEEP = 4  # cached builds kept per package and kind
 DEFAULT_TEST_REQUIRES = ("pytest>=8", "hypothesis>=6")
 TORCH_REQUIREMENT = "torch==2.13.0"
 RUFF_REQUIREMENT = "ruff>=0.17,<0.18"
+DOCS_REQUIREMENTS = ("mkdocs>=1.6,<2", "mkdocstrings[python]>=1,<2", "mkdocstrings-python>=2,<3",
+                     "mkdocs-material>=9.5,<10")
 ROOT_TESTS = "root"  # the parameter value that means "the tests/ folder at the root"
 # keep source checkouts off sys.path: tests must see the installed packages only
 CLEAN_ENV = {"PYTHONPATH": None}
@@ -553,3 +557,21 @@ def demo(session):
     _install_checkouts(session, _closure(["core"]))
     session.run("python", str(ROOT / "examples" / "quickstart.py"), *session.posargs,
                 env=CLEAN_ENV)
+
+
+@nox.session
+def docs(session):
+    """The documentation site: mkdocs.yml + docs/ -> site/ (gitignored), every package installed.
+
+    First every ```python example of the pages runs (docs/tools/run_snippets.py). Then
+    ``--strict``: a broken link or cross-reference, a docstring mkdocstrings cannot parse or any
+    other warning fails the build. Arguments after `--` go to mkdocs (e.g. `-- --site-dir DIR`)."""
+    _install_checkouts(session, [PACKAGES[k] for k in ORDER])
+    session.install(*DOCS_REQUIREMENTS)
+    # the guides' examples must run against the installed packages
+    with tempfile.TemporaryDirectory() as tmp, session.chdir(tmp):
+        session.run("python", str(ROOT / "docs" / "tools" / "run_snippets.py"), env=CLEAN_ENV)
+    # NO_MKDOCS_2_WARNING: mkdocs-material's banner about mkdocs 2 (a notice, not a warning)
+    session.run("mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"),
+                "--site-dir", str(ROOT / "site"), *session.posargs,
+                env={**CLEAN_ENV, "NO_MKDOCS_2_WARNING": "1"})
