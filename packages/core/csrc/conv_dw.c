@@ -68,6 +68,36 @@ int fm__conv_depthwise(int mode, int dt, int64_t n, int64_t cb, int64_t m, const
         return r;                                                                             \
     }                                                                                         \
                                                                                               \
+    /* one image row x (B2 long) to its padded, phase-split row (back: x = row + bv) */       \
+    static void row_io_##SFX(const dw_t *g, T *row, T *x, int back, T bv) {                   \
+        const int64_t sw = g->st[2], pw = g->pd[2], B2 = g->B[2];                             \
+        if (sw == 1) {                                                                        \
+            if (!back) {                                                                      \
+                memcpy(row + pw, x, B2 * sizeof(T));                                          \
+            } else {                                                                          \
+                for (int64_t i = 0; i < B2; i++) x[i] = row[pw + i] + bv;                     \
+            }                                                                                 \
+            return;                                                                           \
+        }                                                                                     \
+        for (int64_t r = 0; r < sw; r++) {                                                    \
+            const int64_t i0 = ((r - pw) % sw + sw) % sw;                                     \
+            if (i0 >= B2) continue;                                                           \
+            const int64_t cnt = (B2 - 1 - i0) / sw + 1;                                       \
+            T *d = row + r * g->Q + (i0 + pw) / sw, *xs = x + i0;                             \
+            if (sw == 2) {                                                                    \
+                if (!back)                                                                    \
+                    for (int64_t k = 0; k < cnt; k++) d[k] = xs[2 * k];                       \
+                else                                                                          \
+                    for (int64_t k = 0; k < cnt; k++) xs[2 * k] = d[k] + bv;                  \
+            } else {                                                                          \
+                if (!back)                                                                    \
+                    for (int64_t k = 0; k < cnt; k++) d[k] = xs[k * sw];                      \
+                else                                                                          \
+                    for (int64_t k = 0; k < cnt; k++) xs[k * sw] = d[k] + bv;                 \
+            }                                                                                 \
+        }                                                                                     \
+    }                                                                                         \
+                                                                                              \
     /* zero-padded, phase-split copy of image x (B0 x B1 x B2) into P */                      \
     static void fill_##SFX(const dw_t *g, const T *x, T *P) {                                 \
         const int64_t sh = g->st[1], sw = g->st[2];                                           \
@@ -77,14 +107,7 @@ int fm__conv_depthwise(int mode, int dt, int64_t n, int64_t cb, int64_t m, const
                 const int64_t v = ih + g->pd[1];                                              \
                 T *row = P + (id + g->pd[0]) * g->Pd + (v % sh) * sw * g->Q + (v / sh) * g->Wq; \
                 const T *src = x + (id * g->B[1] + ih) * g->B[2];                             \
-                if (sw == 1) {                                                                \
-                    memcpy(row + g->pd[2], src, g->B[2] * sizeof(T));                         \
-                } else {                                                                      \
-                    for (int64_t iw = 0; iw < g->B[2]; iw++) {                                \
-                        const int64_t u = iw + g->pd[2];                                      \
-                        row[(u % sw) * g->Q + u / sw] = src[iw];                              \
-                    }                                                                         \
-                }                                                                             \
+                row_io_##SFX(g, row, (T *)src, 0, 0);                                         \
             }                                                                                 \
     }                                                                                         \
                                                                                               \
@@ -163,10 +186,7 @@ int fm__conv_depthwise(int mode, int dt, int64_t n, int64_t cb, int64_t m, const
                     const T *row = P + (id + g->pd[0]) * g->Pd + (v % sh) * sw * g->Q +       \
                                    (v / sh) * g->Wq;                                          \
                     T *dst = xo + (id * g->B[1] + ih) * g->B[2];                              \
-                    for (int64_t iw = 0; iw < g->B[2]; iw++) {                                \
-                        const int64_t u = iw + g->pd[2];                                      \
-                        dst[iw] = row[(u % sw) * g->Q + u / sw] + bv;                         \
-                    }                                                                         \
+                    row_io_##SFX(g, (T *)row, dst, 1, bv);                                    \
                 }                                                                             \
         }                                                                                     \
     }                                                                                         \
