@@ -7,6 +7,7 @@
  * float32 GEMMs run on fiamma's sgemm, single-threaded: threads take whole image blocks (or,
  * for a forward batch smaller than the thread count, column slices), so no product needs
  * synchronisation. float64 goes to BLAS on one driving thread (BLAS threads itself).
+ * Depthwise convolutions (one input channel per group) skip all this: conv_dw.c.
  */
 #include <omp.h>
 
