@@ -18,7 +18,7 @@
 
 typedef struct {
     int64_t B[3], S[3], K[3], st[3], pd[3], dl[3];
-    int64_t Hq, Wq, Q, Pd, Dp, Pn, F, Yn, Lb, Ls, Kp, K2d, L;
+    int64_t Hq, Wq, Q, Pd, Dp, Pn, F, Yn, Lb, Ls, Kp, K2d, L, Lr;
     int64_t off[1024]; /* per 2-D tap (kh, kw), phase-sorted: offset in P of a depth slice */
     int64_t fo[1024];  /* the same tap's offset inside its phase plane */
     int widx[1024];    /* its index kh * K2 + kw */
@@ -113,7 +113,7 @@ int fm__conv_depthwise(int mode, int dt, int64_t n, int64_t cb, int64_t m, const
                                                                                               \
     /* output plane od of y (S1 x S2) into Y (S1 rows of Wq, zero beyond S2) */               \
     static void spread_##SFX(const dw_t *g, const T *y, T *Y) {                               \
-        memset(Y, 0, g->L * sizeof(T));                                                       \
+        memset(Y, 0, g->Lr * sizeof(T));                                                      \
         for (int64_t oh = 0; oh < g->S[1]; oh++)                                              \
             memcpy(Y + oh * g->Wq, y + oh * g->S[2], g->S[2] * sizeof(T));                    \
     }                                                                                         \
@@ -132,14 +132,14 @@ int fm__conv_depthwise(int mode, int dt, int64_t n, int64_t cb, int64_t m, const
                 T *yc = y + (nn * cb * m + oc) * g->Ls;                                       \
                 const T bv = bias ? bias[oc] : (T)0;                                          \
                 for (int64_t od = 0; od < g->S[0]; od++) {                                    \
-                    for (int64_t i = 0; i < g->L; i++) Y[i] = bv;                             \
+                    for (int64_t i = 0; i < g->Lr; i++) Y[i] = bv;                            \
                     for (int64_t kd = 0; kd < g->K[0]; kd++) {                                \
                         const T *base = P + (od * g->st[0] + kd * g->dl[0]) * g->Pd;          \
                         for (int64_t t = 0; t < g->K2d; t++) {                                \
                             src[t] = base + g->off[t];                                        \
                             wv[t] = wc[kd * g->K2d + g->widx[t]];                             \
                         }                                                                     \
-                        mac_##SFX(Y, g->L, src, wv, (int)g->K2d);                             \
+                        mac_##SFX(Y, g->Lr, src, wv, (int)g->K2d);                            \
                     }                                                                         \
                     T *yo = yc + od * g->S[1] * g->S[2];                                      \
                     for (int64_t oh = 0; oh < g->S[1]; oh++)                                  \
@@ -207,7 +207,7 @@ int fm__conv_depthwise(int mode, int dt, int64_t n, int64_t cb, int64_t m, const
                             const T *base = P + (od * g->st[0] + kd * g->dl[0]) * g->Pd;      \
                             for (int64_t t = 0; t < g->K2d; t++)                              \
                                 acc[j * g->Kp + kd * g->K2d + g->widx[t]] +=                  \
-                                    dot_##SFX(Y, base + g->off[t], g->L);                     \
+                                    dot_##SFX(Y, base + g->off[t], g->Lr);                    \
                         }                                                                     \
                     }                                                                         \
                 }                                                                             \
@@ -239,8 +239,9 @@ static int setup(dw_t *g, const int64_t *B, const int64_t *S, const int64_t *K,
     g->Wq = (P3[2] + sw - 1) / sw;
     g->Q = g->Hq * g->Wq;
     g->Pd = sh * sw * g->Q;
-    g->Pn = g->Dp * g->Pd + g->Wq + 16; /* slack: scratch columns of the last row read past */
+    g->Pn = g->Dp * g->Pd + g->Wq + 32; /* slack: scratch columns of the last row read past */
     g->L = S[1] * g->Wq;
+    g->Lr = (g->L + 15) / 16 * 16; /* FWD / BWD_WEIGHT: whole vectors (no scalar tail) */
     g->Lb = B[0] * B[1] * B[2];
     g->Ls = S[0] * S[1] * S[2];
     g->Kp = K[0] * g->K2d;
