@@ -26,3 +26,7 @@ int fm_conv(int mode, int dtype, int nd, int64_t n, int64_t cb, int64_t cs, int6
 
 /* Elements of the column slice built per product (tuning; returns the previous value). */
 int64_t fm_conv_set_chunk(int64_t elems);
+
+/* Depthwise convolutions (groups == input channels, at most 8 outputs per group) take direct
+   loops unless turned off (on = 0; 1 turns them back on, -1 only asks); returns the previous. */
+int fm_conv_set_depthwise(int on);

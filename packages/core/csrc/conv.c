@@ -7,6 +7,7 @@
  * float32 GEMMs run on fiamma's sgemm, single-threaded: threads take whole image blocks (or,
  * for a forward batch smaller than the thread count, column slices), so no product needs
  * synchronisation. float64 goes to BLAS on one driving thread (BLAS threads itself).
+ * Depthwise convolutions (one input channel per group) skip all this: conv_dw.c.
  */
 #include <omp.h>
 
@@ -334,6 +335,18 @@ static void worker(const job_t *J, int t, int T, int64_t nblk, int64_t n, int64_
     if (tmp) fm_free((intptr_t)tmp, tmpbytes);
 }
 
+int fm__conv_depthwise(int mode, int dt, int64_t n, int64_t cb, int64_t m, const int64_t *B,
+                       const int64_t *S, const int64_t *K, const int64_t *st, const int64_t *pd,
+                       const int64_t *dl, char *a, char *b, char *bias, char *out);
+
+static int depthwise_on = 1;
+
+int fm_conv_set_depthwise(int on) {
+    int prev = depthwise_on;
+    if (on >= 0) depthwise_on = on != 0;
+    return prev;
+}
+
 static int64_t chunk_elems = 131072; /* 512 KB of float32: measured best of 32K..512K */
 
 int64_t fm_conv_set_chunk(int64_t elems) {
@@ -386,6 +399,12 @@ int fm_conv(int mode, int dtype, int nd, int64_t n, int64_t cb, int64_t cs, int6
     if (n == 0) {
         if (mode == FM_CONV_BWD_WEIGHT) memset(J.out, 0, wbytes);
         return FM_OK;
+    }
+    /* depthwise (one input channel per group, a few outputs each): direct loops (conv_dw.c) */
+    if (depthwise_on && mode <= FM_CONV_BWD_WEIGHT && J.cbg == 1 && cb >= 2 && J.csg <= 8) {
+        int r = fm__conv_depthwise(mode, dtype, n, cb, J.csg, g->B, g->S, g->K, g->st, g->pd,
+                                   g->dl, J.a, J.b, J.bias, J.out);
+        if (r != -1) return r;
     }
     /* threads: over images (one whole product each) when the batch allows, else inside sgemm */
     const double work = 2.0 * (double)n * (double)cs * (double)rows * (double)g->Ls;

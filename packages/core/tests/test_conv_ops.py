@@ -252,3 +252,106 @@ def test_bad_input(call, msg):
     with pytest.raises((RuntimeError, ValueError, TypeError)) as e:
         call()
     assert msg in str(e.value)
+
+
+# ---- depthwise (groups == input channels): the direct path of conv_dw.c -----------------------
+
+def ref_dw_weight_grad(x, g, k, stride, pad, dil, m):
+    """float64 gradient by the weight (C * m, 1, *k) of a depthwise convolution."""
+    x, g = x.astype(np.float64), g.astype(np.float64)
+    nd = x.ndim - 2
+    xp = np.pad(x, [(0, 0), (0, 0)] + [(p, p) for p in pad])
+    xr = np.repeat(xp, m, axis=1)  # output channel o reads input channel o // m
+    out = np.zeros((g.shape[1], 1) + tuple(k))
+    for tap in itertools.product(*[range(v) for v in k]):
+        sl = tuple(slice(tap[i] * dil[i], tap[i] * dil[i] + stride[i] * (g.shape[2 + i] - 1) + 1,
+                         stride[i]) for i in range(nd))
+        out[(slice(None), 0) + tap] = (xr[(slice(None), slice(None)) + sl] * g).sum(
+            axis=tuple([0] + list(range(2, 2 + nd))))
+    return out
+
+
+def _dw_case(data, nd):
+    n = data.draw(st.integers(0, 3))
+    c = data.draw(st.integers(2, 6))
+    m = data.draw(st.sampled_from([1, 1, 2, 3]))
+    k = tuple(data.draw(st.integers(1, 5 if nd < 3 else 3)) for _ in range(nd))
+    s = tuple(data.draw(st.integers(1, 3)) for _ in range(nd))
+    d = tuple(data.draw(st.integers(1, 2)) for _ in range(nd))
+    p = tuple(data.draw(st.integers(0, 3)) for _ in range(nd))
+    sp = tuple(max(data.draw(st.integers(1, 12 if nd < 3 else 6)), d[i] * (k[i] - 1) + 1 - 2 * p[i])
+               for i in range(nd))
+    return n, c, m, k, s, d, p, sp
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_depthwise_random(data):
+    """Forward, gradient by input (transposed conv) and by weight of depthwise convolutions
+    against the float64 references, and against the im2col path (toggled off)."""
+    from fiamma._lib import lib
+
+    nd = data.draw(st.sampled_from([1, 2, 2, 2, 3]))
+    n, c, m, k, s, d, p, sp = _dw_case(data, nd)
+    dtype = data.draw(st.sampled_from([fiamma.float32, fiamma.float64]))
+    nc = data.draw(st.booleans())
+    bias = data.draw(st.booleans())
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**31)))
+    x = rng.standard_normal((n, c) + sp)
+    w = rng.standard_normal((c * m, 1) + k)
+    b = rng.standard_normal(c * m) if bias else None
+    conv = getattr(fiamma, f"conv{nd}d")
+    mk = (lambda a: noncontig(a, dtype)) if nc else (lambda a: T(a, dtype))
+    xt, wt = mk(x), mk(w)
+    bt = None if b is None else T(b, dtype)
+    out = conv(xt, wt, bt, s, p, d, c)
+    ref = ref_conv(x, w, b, s, p, d, c)
+    _close(out, ref, dtype)
+    prev = lib.fm_conv_set_depthwise(0)
+    try:
+        old = conv(xt, wt, bt, s, p, d, c)
+    finally:
+        lib.fm_conv_set_depthwise(prev)
+    _close(out, old.numpy().astype(np.float64), dtype)
+    # gradient by the weight
+    g = rng.standard_normal(ref.shape)
+    gw = fiamma.convolution_backward_weight(xt, mk(g), w.shape, s, p, d, c)
+    _close(gw, ref_dw_weight_grad(x, g, k, s, p, d, m), dtype)
+    # gradient by the input: the transposed depthwise convolution (C * m -> C channels)
+    op = tuple(data.draw(st.integers(0, max(s[i], d[i]) - 1)) for i in range(nd))
+    if n and all((ref.shape[2 + i] - 1) * s[i] - 2 * p[i] + d[i] * (k[i] - 1) + 1 + op[i] > 0
+                 for i in range(nd)):
+        bt2 = T(rng.standard_normal(c), dtype) if bias else None
+        ct = getattr(fiamma, f"conv_transpose{nd}d")
+        got = ct(mk(g), wt, bt2, s, p, op, c, d)
+        _close(got, ref_conv_t(g, w, None if bt2 is None else bt2.numpy(), s, p, op, d, c),
+               dtype)
+
+
+def test_depthwise_threads_and_autograd():
+    """Big enough for several threads; the gradients through autograd match the references."""
+    rng = np.random.default_rng(7)
+    x, w = rng.standard_normal((4, 32, 19, 21)), rng.standard_normal((64, 1, 3, 5))
+    b = rng.standard_normal(64)
+    for s in (1, 2):
+        ref = ref_conv(x, w, b, (s, s), (1, 2), (1, 1), 32)
+        _close(fiamma.conv2d(T(x), T(w), T(b), s, (1, 2), 1, 32), ref, fiamma.float32)
+        g = rng.standard_normal(ref.shape)
+        gw = fiamma.convolution_backward_weight(T(x), T(g), w.shape, (s, s), (1, 2), (1, 1), 32)
+        _close(gw, ref_dw_weight_grad(x, g, (3, 5), (s, s), (1, 2), (1, 1), 2), fiamma.float32)
+        op = (1, 0) if s == 2 else (0, 0)
+        gx = fiamma.conv_transpose2d(T(g), T(w), None, s, (1, 2), op, 32)
+        _close(gx, ref_conv_t(g, w, None, (s, s), (1, 2), op, (1, 1), 32), fiamma.float32)
+        # the gradient by input of conv2d is the transposed conv: <g, conv(x)> = <gx, x>
+        if op == (0, 0) or ref_conv_t(g, w, None, (s, s), (1, 2), op, (1, 1), 32).shape == x.shape:
+            np.testing.assert_allclose((g * ref).sum() - (g.sum(axis=(0, 2, 3)) * b).sum(),
+                                       (gx.numpy().astype(np.float64) * x).sum(), rtol=1e-4)
+
+
+def test_depthwise_empty_batch():
+    w = fiamma.ones(6, 1, 3, 3)
+    out = fiamma.conv2d(fiamma.zeros(0, 3, 5, 5), w, None, 1, 1, 1, 3)
+    assert tuple(out.shape) == (0, 6, 5, 5)
+    gw = fiamma.convolution_backward_weight(fiamma.zeros(0, 3, 5, 5), fiamma.zeros(0, 6, 5, 5),
+                                            (6, 1, 3, 3), 1, 1, 1, 3)
+    assert tuple(gw.shape) == (6, 1, 3, 3) and float(gw.abs().sum()) == 0.0

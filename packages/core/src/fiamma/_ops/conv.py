@@ -3,7 +3,8 @@
 (the weight gradient, a recorded op so double backward works) and ``im2col``/``col2im`` (the
 column matrices behind ``fiamma.nn.functional.unfold``/``fold``).
 
-All the work is ``fm_conv`` in C (csrc/conv.c): im2col + GEMM in float32 or float64; float16 and
+All the work is ``fm_conv`` in C (csrc/conv.c): im2col + GEMM in float32 or float64, and direct
+loops for depthwise convolutions (groups == input channels, csrc/conv_dw.c); float16 and
 bfloat16 compute in float32. The gradient of a convolution by its input is a transposed
 convolution (and vice versa), so autograd needs only ``convolution`` and
 ``convolution_backward_weight``.
