@@ -15,6 +15,8 @@ core installs that wheel instead of compiling again.
     nox -s "tests(package='root')"       the cross-package tests in tests/
     nox -s bench [-- --json out.json]    benchmarks/bench.py (PyTorch columns if installable)
     nox -s parity                        the tests marked `parity`, against PyTorch
+    nox -s train [-- --epochs N ...]     examples/train_digits.py: the main job (a CNN on real
+                                         MNIST digits; checkpoint and PNGs in runs/digits)
     nox -s demo                          examples/quickstart.py
 
 The test command of README.md (and of .ci/run) is ``nox -s lint wheels``.
@@ -552,4 +554,15 @@ def demo(session):
     """examples/quickstart.py: tensors, broadcasting, reductions, matmul beside NumPy."""
     _install_checkouts(session, _closure(["core"]))
     session.run("python", str(ROOT / "examples" / "quickstart.py"), *session.posargs,
+                env=CLEAN_ENV)
+
+
+@nox.session
+def train(session):
+    """examples/train_digits.py, the main job: a CNN trained on the real MNIST digits shipped in
+    examples/data (checkpoint, predictions grid and curves in runs/digits).
+
+    Arguments after `--` go to the script (e.g. `nox -s train -- --epochs 3 --workers 2`)."""
+    _install_checkouts(session, _closure(["nn", "optim", "data", "vision"]))  # pillow: vision's
+    session.run("python", str(ROOT / "examples" / "train_digits.py"), *session.posargs,
                 env=CLEAN_ENV)
