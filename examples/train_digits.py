@@ -240,7 +240,8 @@ def main(argv=None):
                         persistent_workers=args.workers > 0)
     model = make_model()
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"model: {n_params:,} parameters; Adam + one-cycle lr (peak {args.lr}), "
+    print(f"model: {n_params:,} parameters; Adam + one-cycle lr (peak {args.lr}), label "
+          f"smoothing 0.1, random shifts of up to 2 pixels, "
           f"{args.epochs} epochs of {len(loader)} batches of {args.batch_size}, "
           f"{args.workers} worker(s)")
     opt = fiamma.optim.Adam(model.parameters(), lr=args.lr)
@@ -254,7 +255,7 @@ def main(argv=None):
         total_loss = correct = seen = 0
         for step, (x, y) in enumerate(loader, 1):
             logits = model(x)
-            loss = F.cross_entropy(logits, y)
+            loss = F.cross_entropy(logits, y, label_smoothing=0.1)
             opt.zero_grad()
             loss.backward()
             opt.step()

@@ -28,9 +28,10 @@ def run(tmp_path, *args):
     return out, proc
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_train_digits_briefly(tmp_path, workers):
-    out, proc = run(tmp_path, "--epochs", "2", "--limit", "320", "--workers", str(workers))
+def test_train_digits_briefly(tmp_path):
+    """Two short epochs on the shipped digits, batches made by two DataLoader workers."""
+    out, proc = run(tmp_path, "--epochs", "2", "--limit", "320", "--batch-size", "64",
+                    "--workers", "2")
     for name in ("checkpoint.pt", "predictions.png", "curves.png"):
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
     assert "reload check passed" in proc.stdout
@@ -52,7 +53,8 @@ def test_train_digits_briefly(tmp_path, workers):
 
 
 def test_train_digits_reads_idx_folders(tmp_path):
-    """--data DIR: MNIST-format IDX files (here a few shipped digits written as IDX)."""
+    """--data DIR: MNIST-format IDX files (here a few shipped digits written as IDX); batches
+    made in the main process."""
     import gzip
 
     import numpy as np
@@ -71,7 +73,8 @@ def test_train_digits_reads_idx_folders(tmp_path):
     write("train-labels-idx1-ubyte", labels[::2])
     write("t10k-images-idx3-ubyte", images[1::2])
     write("t10k-labels-idx1-ubyte", labels[1::2])
-    out, proc = run(tmp_path, "--data", str(idx), "--epochs", "1", "--batch-size", "20")
+    out, proc = run(tmp_path, "--data", str(idx), "--epochs", "1", "--batch-size", "20",
+                    "--workers", "0")
     assert "100 training and 100 held-out test images" in proc.stdout
     assert "reload check passed" in proc.stdout
     assert (out / "predictions.png").is_file() and (out / "curves.png").is_file()
