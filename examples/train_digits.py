@@ -61,7 +61,7 @@ def load_idx(folder, limit=None):
     train_x, train_y = train.data.numpy(), train.targets.numpy().astype(np.int64)
     if limit:
         train_x, train_y = train_x[:limit], train_y[:limit]
-    names = [str(c).split(" - ")[-1] for c in cls.classes]
+    names = [str(c).split(" - ")[0] for c in cls.classes]  # "0 - zero" -> "0"
     return train_x, train_y, test.data.numpy(), test.targets.numpy().astype(np.int64), names
 
 
