@@ -69,9 +69,9 @@ class Digits(Dataset):
     """uint8 images -> normalised float32 (1, 28, 28) tensors, with random shifts of up to
     ``shift`` pixels when training (the augmentation)."""
 
-    def __init__(self, images, labels, shift=0):
+    def __init__(self, images, labels, shift=0, seed=0):
         self.images, self.labels, self.shift = images, labels, shift
-        self.rng = np.random.default_rng()
+        self.rng = np.random.default_rng(seed)
 
     def __len__(self):
         return len(self.labels)
@@ -234,8 +234,9 @@ def main(argv=None):
         source = f"{DIGITS.name} (real MNIST digits)"
     print(f"data: {source}: {len(train_y)} training and {len(test_y)} held-out test images")
 
-    loader = DataLoader(Digits(train_x, train_y, shift=2), batch_size=args.batch_size,
-                        shuffle=True, num_workers=args.workers, drop_last=True,
+    train_set = Digits(train_x, train_y, shift=2, seed=args.seed)
+    loader = DataLoader(train_set, batch_size=args.batch_size, shuffle=True,
+                        num_workers=args.workers, drop_last=True,
                         worker_init_fn=seed_worker if args.workers else None,
                         persistent_workers=args.workers > 0)
     model = make_model()
