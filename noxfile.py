@@ -15,6 +15,8 @@ core installs that wheel instead of compiling again.
     nox -s "tests(package='root')"       the cross-package tests in tests/
     nox -s bench [-- --json out.json]    benchmarks/bench.py (PyTorch columns if installable)
     nox -s parity                        the tests marked `parity`, against PyTorch
+    nox -s train [-- --epochs N ...]     examples/train_digits.py: the main job (a CNN on real
+                                         MNIST digits; checkpoint and PNGs in runs/digits)
     nox -s demo                          examples/quickstart.py
     nox -s docs                          run the docs' examples, then build the documentation
                                          site (mkdocs --strict) into site/
@@ -575,3 +577,14 @@ def docs(session):
     session.run("mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"),
                 "--site-dir", str(ROOT / "site"), *session.posargs,
                 env={**CLEAN_ENV, "NO_MKDOCS_2_WARNING": "1"})
+
+
+@nox.session
+def train(session):
+    """examples/train_digits.py, the main job: a CNN trained on the real MNIST digits shipped in
+    examples/data (checkpoint, predictions grid and curves in runs/digits).
+
+    Arguments after `--` go to the script (e.g. `nox -s train -- --epochs 3 --workers 2`)."""
+    _install_checkouts(session, _closure(["nn", "optim", "data", "vision"]))  # pillow: vision's
+    session.run("python", str(ROOT / "examples" / "train_digits.py"), *session.posargs,
+                env=CLEAN_ENV)

@@ -154,6 +154,22 @@ def test_persistent_workers_serve_several_epochs():
     s._iterator._shutdown()
 
 
+def test_idle_workers_stay_alive():
+    """Workers that wait longer than their 1 s poll (a slow training step, the pause between
+    epochs of persistent workers) keep serving: under forkserver their parent process is the
+    server, not the main process, and that must not read as the main process having died."""
+    import time
+
+    dl = D.DataLoader(Squares(12), batch_size=4, num_workers=2, persistent_workers=True)
+    first = []
+    for _, y in dl:
+        first.append(y.tolist())
+        time.sleep(1.3)  # longer than the workers' poll while they wait for indices
+    time.sleep(1.3)
+    assert [y.tolist() for _, y in dl] == first
+    dl._iterator._shutdown()
+
+
 def test_bad_context_name():
     with pytest.raises(ValueError, match="multiprocessing_context"):
         iter(D.DataLoader(Squares(), num_workers=1, multiprocessing_context="teleport"))

@@ -77,6 +77,18 @@ def _make_fetcher(dataset, iterable, auto_collation, collate_fn, drop_last, shar
     return _dl._MapFetcher(dataset, auto_collation, collate_fn, drop_last)
 
 
+def _alive(pid):
+    """Whether process ``pid`` (the main process) still exists. Not ``os.getppid()``: under
+    forkserver a worker's parent is the server, never the main process."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _worker_loop(dataset, index_queue, result_queue, iterable, auto_collation, collate_fn,
                  drop_last, base_seed, init_fn, worker_id, num_workers, auto_shard, parent,
                  flags):
@@ -103,7 +115,7 @@ def _worker_loop(dataset, index_queue, result_queue, iterable, auto_collation, c
         try:
             task = index_queue.get(timeout=1.0)
         except queue.Empty:
-            if os.getppid() != parent:  # the main process died: nobody will read our results
+            if not _alive(parent):  # the main process died: nobody will read our results
                 return
             continue
         if task is None:
