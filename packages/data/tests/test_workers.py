@@ -200,3 +200,19 @@ def test_every_dtype_and_structure_survives_the_transport():
         for k in ("f", "b", "m", "s", "e"):
             assert a[k].dtype is b[k].dtype and a[k].shape == b[k].shape
             assert a[k].float().tolist() == b[k].float().tolist()
+
+
+def test_script_without_main_guard_gets_a_hint(tmp_path):
+    """A script that iterates a worker DataLoader at import time kills its forkserver workers
+    (they re-import it); the error must say how to fix the script."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "noguard.py"
+    script.write_text("import fiamma\nfrom fiamma.data import DataLoader, TensorDataset\n"
+                      "ds = TensorDataset(fiamma.randn(40, 3))\n"
+                      "for b in DataLoader(ds, batch_size=10, num_workers=2):\n    pass\n")
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode != 0
+    assert 'if __name__ == "__main__":' in proc.stderr.splitlines()[-1]

@@ -247,6 +247,7 @@ class MultiProcessIter:
         self._n = loader.num_workers
         _check_shared_memory(loader)
         ctx = _context(loader.multiprocessing_context)
+        self._start_method = ctx.get_start_method()
         self._result_queue = ctx.Queue()
         self._index_queues, self._workers = [], []
         self._shutdown_done = False
@@ -353,8 +354,15 @@ class MultiProcessIter:
                     else:
                         parts.append(f"DataLoader worker (pid {w.pid}) exited unexpectedly "
                                      f"with exit code {code}.")
-                raise RuntimeError(" ".join(parts) + " If a worker ran out of memory, lower "
-                                   "batch_size, num_workers or prefetch_factor.") from lost
+                hint = " If a worker ran out of memory, lower batch_size, num_workers or " \
+                       "prefetch_factor."
+                if self._start_method != "fork" and any(w.exitcode == 1 for w in dead):
+                    # the usual cause: the worker re-imported a main script that starts a
+                    # DataLoader at import time (its traceback is printed above)
+                    hint += (f" Workers start by {self._start_method!r} and import the main "
+                             "script: a script must create and iterate DataLoaders with workers "
+                             "under `if __name__ == \"__main__\":`.")
+                raise RuntimeError(" ".join(parts) + hint) from lost
             if deadline is not None and time.monotonic() >= deadline:
                 self._shutdown()
                 raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds")
