@@ -2,9 +2,9 @@
 checks and repr)."""
 
 import fiamma
-from fiamma.nn import functional as F, init
+from fiamma.nn import functional as F
 from fiamma.nn.modules.module import Module
-from fiamma.nn.parameter import Parameter
+from fiamma.nn.modules.normalization import register_affine, reset_affine
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d"]
 
@@ -25,15 +25,7 @@ class _NormBase(Module):
         self.momentum = momentum
         self.affine = affine
         self.track_running_stats = track_running_stats
-        if affine:
-            self.weight = Parameter(fiamma.empty(num_features, **f))
-            if bias:
-                self.bias = Parameter(fiamma.empty(num_features, **f))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        register_affine(self, num_features, affine, bias, f)
         if track_running_stats:
             self.register_buffer("running_mean", fiamma.zeros(num_features, **f))
             self.register_buffer("running_var", fiamma.ones(num_features, **f))
@@ -53,10 +45,7 @@ class _NormBase(Module):
 
     def reset_parameters(self):
         self.reset_running_stats()
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        reset_affine(self)
 
     def _check_input_dim(self, input):
         raise NotImplementedError

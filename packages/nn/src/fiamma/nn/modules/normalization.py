@@ -11,6 +11,23 @@ from fiamma.nn.parameter import Parameter
 __all__ = ["LayerNorm", "GroupNorm", "LocalResponseNorm", "RMSNorm"]
 
 
+def register_affine(module, shape, affine, bias, factory):
+    """The optional per-element ``weight`` (and ``bias``) of a normalisation layer: parameters
+    of ``shape`` when ``affine``, else registered as None (PyTorch's names)."""
+    module.register_parameter("weight", Parameter(fiamma.empty(shape, **factory)) if affine
+                              else None)
+    module.register_parameter("bias", Parameter(fiamma.empty(shape, **factory))
+                              if affine and bias else None)
+
+
+def reset_affine(module):
+    """Weight 1 and bias 0, where the layer has them."""
+    if module.weight is not None:
+        init.ones_(module.weight)
+    if module.bias is not None:
+        init.zeros_(module.bias)
+
+
 def _shape(normalized_shape):
     if isinstance(normalized_shape, numbers.Integral):
         return (int(normalized_shape),)
@@ -34,22 +51,11 @@ class LayerNorm(Module):
         self.normalized_shape = _shape(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(fiamma.empty(self.normalized_shape, **f))
-            if bias:
-                self.bias = Parameter(fiamma.empty(self.normalized_shape, **f))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        register_affine(self, self.normalized_shape, elementwise_affine, bias, f)
         self.reset_parameters()
 
     def reset_parameters(self):
-        if self.elementwise_affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        reset_affine(self)
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -71,22 +77,11 @@ class GroupNorm(Module):
         f = {"device": device, "dtype": dtype}
         self.num_groups, self.num_channels = num_groups, num_channels
         self.eps, self.affine = eps, affine
-        if affine:
-            self.weight = Parameter(fiamma.empty(num_channels, **f))
-            if bias:
-                self.bias = Parameter(fiamma.empty(num_channels, **f))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        register_affine(self, num_channels, affine, bias, f)
         self.reset_parameters()
 
     def reset_parameters(self):
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        reset_affine(self)
 
     def forward(self, input):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)

@@ -5,7 +5,8 @@ import functools
 
 from fiamma.vision.models._api import WeightsEnum, load_weights, resolve_weights
 
-__all__ = ["classification_preset", "make_divisible", "overwrite_named_param", "build"]
+__all__ = ["classification_preset", "make_divisible", "overwrite_named_param", "build",
+           "init_weights"]
 
 
 def _image_classification(*args, **kwargs):
@@ -49,3 +50,27 @@ def build(enum_cls, weights, progress, kwargs, make):
               else load_weights(weights))
         model.load_state_dict(sd)
     return model
+
+
+def init_weights(model, init_linear):
+    """torchvision's initialisation of the mobile/efficient families: convolutions Kaiming
+    normal (fan_out) with zero bias, batch/group norms weight 1 and bias 0, and
+    ``init_linear(m)`` for every Linear layer."""
+    from fiamma import nn
+    for m in model.modules():
+        if isinstance(m, nn.Conv2d):
+            nn.init.kaiming_normal_(m.weight, mode="fan_out")
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, (nn.BatchNorm2d, nn.GroupNorm)):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.Linear):
+            init_linear(m)
+
+
+def normal_linear(m):
+    """Linear weight N(0, 0.01), bias 0 (MobileNet's classifier)."""
+    from fiamma import nn
+    nn.init.normal_(m.weight, 0, 0.01)
+    nn.init.zeros_(m.bias)

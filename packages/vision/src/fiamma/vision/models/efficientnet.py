@@ -11,7 +11,12 @@ from fiamma.vision.models._api import Weights, WeightsEnum, register_model
 from fiamma.vision.models._efficientnet_lite import *  # noqa: F401,F403
 from fiamma.vision.models._efficientnet_lite import __all__ as _lite_all
 from fiamma.vision.models._meta import imagenet_categories
-from fiamma.vision.models._weights_util import build, classification_preset, make_divisible
+from fiamma.vision.models._weights_util import (
+    build,
+    classification_preset,
+    init_weights,
+    make_divisible,
+)
 from fiamma.vision.ops.misc import Conv2dNormActivation, SqueezeExcitation
 from fiamma.vision.ops.stochastic_depth import StochasticDepth
 from fiamma.vision.transforms.functional import InterpolationMode
@@ -20,6 +25,13 @@ __all__ = ["EfficientNet", "MBConvConfig", "MBConv"] + [
     f"EfficientNet_B{i}_Weights" for i in range(8)] + [f"efficientnet_b{i}" for i in range(8)] \
     + list(_lite_all)
 
+
+
+def _uniform_linear(m):
+    """Linear weight U(-1/sqrt(out), 1/sqrt(out)), bias 0 (EfficientNet's classifier)."""
+    init_range = 1.0 / math.sqrt(m.out_features)
+    nn.init.uniform_(m.weight, -init_range, init_range)
+    nn.init.zeros_(m.bias)
 
 class MBConvConfig:
     """Settings of one stage of MBConv blocks, channels scaled by ``width_mult`` and the
@@ -127,18 +139,7 @@ class EfficientNet(nn.Module):
         self.avgpool = nn.AdaptiveAvgPool2d(1)
         self.classifier = nn.Sequential(nn.Dropout(p=dropout, inplace=True),
                                         nn.Linear(lastconv_output_channels, num_classes))
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out")
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
-            elif isinstance(m, (nn.BatchNorm2d, nn.GroupNorm)):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
-            elif isinstance(m, nn.Linear):
-                init_range = 1.0 / math.sqrt(m.out_features)
-                nn.init.uniform_(m.weight, -init_range, init_range)
-                nn.init.zeros_(m.bias)
+        init_weights(self, _uniform_linear)
 
     def forward(self, x):
         x = self.features(x)

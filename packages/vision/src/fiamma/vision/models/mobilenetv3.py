@@ -6,7 +6,13 @@ import fiamma
 from fiamma import nn
 from fiamma.vision.models._api import Weights, WeightsEnum, register_model
 from fiamma.vision.models._meta import imagenet_categories
-from fiamma.vision.models._weights_util import build, classification_preset, make_divisible
+from fiamma.vision.models._weights_util import (
+    build,
+    classification_preset,
+    init_weights,
+    make_divisible,
+    normal_linear,
+)
 from fiamma.vision.ops.misc import Conv2dNormActivation, SqueezeExcitation as SElayer
 
 __all__ = ["MobileNetV3", "MobileNet_V3_Large_Weights", "MobileNet_V3_Small_Weights",
@@ -109,17 +115,7 @@ class MobileNetV3(nn.Module):
             nn.Dropout(p=dropout, inplace=True),
             nn.Linear(last_channel, num_classes),
         )
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out")
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
-            elif isinstance(m, (nn.BatchNorm2d, nn.GroupNorm)):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
-            elif isinstance(m, nn.Linear):
-                nn.init.normal_(m.weight, 0, 0.01)
-                nn.init.zeros_(m.bias)
+        init_weights(self, normal_linear)
 
     def forward(self, x):
         x = self.features(x)
