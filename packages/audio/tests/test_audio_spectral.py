@@ -303,6 +303,11 @@ def test_melscale_and_inverse():
     assert np.abs(back - npy(mel)).max() < 0.1 * np.abs(npy(mel)).max()
     with pytest.raises(ValueError):
         inv(ft(np.zeros((2, 30, 6))))
+    # a new filter bank (load_state_dict copies into the same buffer) is used at once
+    sd = inv.state_dict()
+    sd["fb"] = sd["fb"] * 2.0
+    inv.load_state_dict(sd)
+    np.testing.assert_allclose(npy(inv(mel))[0], ref / 2.0, rtol=1e-4, atol=1e-6)
 
 
 def test_melscale_long_input_banded_path():
@@ -541,6 +546,37 @@ def test_specaugment():
     fiamma.manual_seed(5)
     c = npy(T.SpecAugment(2, 10, 2, 8, zero_masking=True)(ft(x)))
     assert (c[c != x] == 0).all()
+
+
+def test_masking_complex_layout():
+    """A complex spectrogram (..., freq, time, 2) is masked as the complex (..., freq, time)
+    tensor: the same bands as its magnitude gets under the same seed, value + 0j."""
+    wav = ft(RNG.standard_normal((3, 4000)), fiamma.float32)
+    spec = T.Spectrogram(n_fft=64, power=None)(wav)
+    assert fiamma.fft.is_complex_layout(spec) and tuple(spec.shape) == (3, 33, 126, 2)
+    mag = spec.pow(2).sum(-1).sqrt()
+    for iid in (False, True):
+        for mod in (T.FrequencyMasking(20, iid), T.TimeMasking(60, iid)):
+            fiamma.manual_seed(11)
+            got = mod(spec)
+            fiamma.manual_seed(11)
+            want = npy(mod(mag))
+            assert fiamma.fft.is_complex_layout(got)
+            g = npy(got)
+            masked = want == 0
+            assert masked.any() and (~masked).any()
+            assert (g[masked] == 0).all()
+            np.testing.assert_array_equal(g[~masked], npy(spec)[~masked])
+    fiamma.manual_seed(3)
+    g = npy(SF.mask_along_axis(spec, 30, 2.5, 1))  # axis 1: frequency of the complex (3, F, T)
+    band = (g[..., 0] == 2.5).all(axis=(0, 2))
+    assert band.any() and (g[:, band, :, 1] == 0).all()
+    fiamma.manual_seed(4)
+    sa = T.SpecAugment(1, 30, 1, 10, iid_masks=True)(spec)
+    changed = npy(sa) != npy(spec)
+    mean = npy(spec).reshape(-1, 2).mean(0)
+    np.testing.assert_allclose(npy(sa)[changed.any(-1)], np.broadcast_to(
+        mean, (int(changed.any(-1).sum()), 2)), atol=1e-6 * np.abs(npy(spec)).max())
 
 
 # ---- state dict, gradients -------------------------------------------------------------------

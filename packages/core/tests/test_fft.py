@@ -289,6 +289,94 @@ def test_stft_istft(batch, L, n_fft, hop, win, center, pad_mode, normalized, one
         np.testing.assert_allclose(to_numpy(y), x, atol=1e-9)
 
 
+# sizes for the C kernel: every radix (2, 3, 4, 5, odd primes), odd lengths (complex FFT),
+# even lengths (packed real FFT), and lengths with a large prime factor (NumPy's FFT instead)
+C_SIZES = [1, 2, 3, 4, 5, 6, 7, 9, 10, 12, 14, 22, 25, 26, 30, 49, 64, 77, 98, 100, 121, 128,
+           200, 243, 256, 400, 512, 1000, 2 * 131, 263]
+
+
+@pytest.mark.parametrize("n_fft", C_SIZES)
+@pytest.mark.parametrize("dtype", [fiamma.float32, fiamma.float64])
+def test_stft_kernel_sizes(n_fft, dtype):
+    """Long enough signals that blocks of frames are full (the tiled path) and one is partial;
+    the padded edges use the per-sample path."""
+    rng = np.random.default_rng(n_fft)
+    hop = max(1, n_fft // 3)
+    L = hop * 37 + n_fft + 3
+    x = rng.standard_normal((2, L))
+    w = rng.standard_normal(n_fft)
+    for center, mode, onesided in ((True, "reflect", True), (False, "reflect", False),
+                                   (True, "circular", False), (True, "replicate", True)):
+        if center and mode == "reflect" and n_fft // 2 >= L:
+            continue
+        xt = T(x).to(dtype)
+        wt = T(w).to(dtype)
+        S = fiamma.stft(xt, n_fft, hop, window=wt, center=center, pad_mode=mode,
+                        onesided=onesided)
+        P = fiamma.stft_power(xt, n_fft, hop, window=wt, center=center, pad_mode=mode,
+                              onesided=onesided)
+        want = np_stft(to_numpy(xt).astype(np.float64), n_fft, hop, n_fft,
+                       to_numpy(wt).astype(np.float64), center, mode, False, onesided)
+        assert S.dtype is dtype and P.dtype is dtype
+        assert S.shape == want.shape + (2,) and P.shape == want.shape
+        got = to_numpy(S)
+        scale = np.abs(want).max()
+        tol = 2e-6 if dtype is fiamma.float32 else 1e-12
+        assert np.abs(got[..., 0] + 1j * got[..., 1] - want).max() <= tol * scale
+        assert np.abs(to_numpy(P) - np.abs(want) ** 2).max() <= 2 * tol * scale ** 2
+
+
+def test_stft_power_forms():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 700))
+    xt = T(x)[:, ::2]  # non-contiguous rows
+    w = fiamma.hamming_window(50, dtype=fiamma.float64)
+    P = fiamma.stft_power(xt, 64, 10, 50, w, normalized=True)
+    want = np_stft(x[:, ::2], 64, 10, 50, to_numpy(w), True, "reflect", True, True)
+    np.testing.assert_allclose(to_numpy(P), np.abs(want) ** 2, rtol=1e-10, atol=1e-12)
+    # 1-D signal, no window, constant padding; int input is converted like stft's
+    p1 = fiamma.stft_power(T(x[0]), 16, 4, pad_mode="constant")
+    s1 = fiamma.stft(T(x[0]), 16, 4, pad_mode="constant")
+    np.testing.assert_allclose(to_numpy(p1), to_numpy(s1.pow(2).sum(-1)), rtol=1e-10)
+    pi = fiamma.stft_power(fiamma.arange(40), 8)
+    assert pi.dtype is fiamma.get_default_dtype() and pi.shape == (5, 21)
+    # empty batch, frames of an exactly fitting signal
+    assert fiamma.stft_power(fiamma.zeros(0, 40), 8).shape == (0, 5, 21)
+    assert fiamma.stft_power(fiamma.ones(8), 8, center=False).shape == (5, 1)
+    with pytest.raises(RuntimeError, match="stft_power: reflect padding of 8 needs a signal"):
+        fiamma.stft_power(fiamma.ones(8), 16)
+    with pytest.raises(RuntimeError, match="stft_power: unsupported pad_mode"):
+        fiamma.stft_power(fiamma.ones(80), 16, pad_mode="wrap")
+    with pytest.raises(RuntimeError, match="stft_power: expected a 1D window"):
+        fiamma.stft_power(fiamma.ones(80), 16, window=fiamma.ones(15))
+    with pytest.raises(RuntimeError, match="stft_power: expected hop_length > 0"):
+        fiamma.stft_power(fiamma.ones(80), 16, 0)
+
+
+def test_stft_c_kernel_checks_its_arguments():
+    """The C entry refuses what would read outside the signal, whatever Python passes."""
+    from fiamma._lib import lib
+
+    x = np.zeros(10, np.float32)
+    out = np.zeros(1000, np.float32)
+    w = np.ones(8, np.float32)
+    call = lambda **k: lib.fm_stft(  # noqa: E731
+        k.get("dt", 8), k.get("mode", 1), 1, k.get("L", 10), x.ctypes.data, k.get("n", 8),
+        k.get("hop", 1), k.get("T", 3), k.get("pad", 0), k.get("pm", 0), w.ctypes.data, 1,
+        1.0, out.ctypes.data)
+    assert call() == 0
+    assert call(T=4) == lib.FM_ERR_INDEX        # frame 3 would end at sample 11
+    assert call(pad=10, pm=1, T=1) == lib.FM_ERR_ARG   # reflect pad must be < L
+    assert call(dt=3) == lib.FM_ERR_DTYPE
+    assert call(mode=5) == lib.FM_ERR_ARG
+    assert call(pm=9) == lib.FM_ERR_ARG
+    assert call(hop=0) == lib.FM_ERR_ARG
+    assert call(n=0) == lib.FM_ERR_ARG
+    assert call(L=0, T=1) == lib.FM_ERR_ARG
+    assert lib.fm_fft_largest_factor(400) == 5 and lib.fm_fft_largest_factor(2 * 131) == 131
+    assert lib.fm_fft_largest_factor(1) == 1 and lib.fm_fft_largest_factor(97) == 97
+
+
 def test_stft_errors_and_float32():
     x = fiamma.randn(64)
     with pytest.raises(RuntimeError, match="stft: return_complex=True is not supported"):

@@ -15,7 +15,7 @@ import math
 from fiamma import _dtype as D, _grad_hook as G
 from fiamma._tensor import Tensor, new_empty
 
-__all__ = ["stft", "istft", "hann_window", "hamming_window", "blackman_window",
+__all__ = ["stft", "stft_power", "istft", "hann_window", "hamming_window", "blackman_window",
            "bartlett_window", "kaiser_window"]
 
 
@@ -145,56 +145,114 @@ def _no_complex(op, return_complex):
             "(torch.view_as_real's layout); pass return_complex=False")
 
 
+_CPAD = {"constant": 0, "reflect": 1, "replicate": 2, "circular": 3}
+# n_fft whose FFT length (n_fft / 2 when even) has a prime factor above this goes through
+# NumPy's FFT (Bluestein) rather than the C kernel's O(p^2) butterfly for that factor.
+_C_MAX_FACTOR = 127
+
+
+def _stft_setup(op, input, n_fft, hop_length, win_length, center, pad_mode):
+    """Validate; returns (signal as float tensor, hop, win, pad, n_frames)."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{op}: expected a Tensor, got {type(input).__name__}")
+    if len(input._shape) not in (1, 2):
+        raise RuntimeError(f"{op}: expected a 1D or 2D tensor, got shape {list(input._shape)}")
+    if input._dtype in (D.float16, D.bfloat16):
+        raise RuntimeError(f"{op}: Unsupported dtype {input._dtype}")
+    x = input if input._dtype.kind == 2 else input.to(D.get_default_dtype())
+    hop, win = _lengths(op, n_fft, hop_length, win_length)
+    length = x._shape[-1]
+    pad = 0
+    if center:
+        if pad_mode not in _PAD:
+            raise RuntimeError(f"{op}: unsupported pad_mode {pad_mode!r} (expected one of "
+                               f"{', '.join(_PAD)})")
+        pad = n_fft // 2
+        if pad_mode == "reflect" and pad >= length:
+            raise RuntimeError(f"{op}: reflect padding of {pad} needs a signal longer than "
+                               f"{pad}, got length {length}")
+        if pad and length == 0:
+            raise RuntimeError(f"{op}: cannot pad an empty signal")
+    padded = length + 2 * pad
+    if not 0 < n_fft <= padded:
+        raise RuntimeError(f"{op}: expected 0 < n_fft <= {padded} (the padded signal length), "
+                           f"but got n_fft={n_fft}")
+    return x, hop, win, pad, 1 + (padded - n_fft) // hop
+
+
+def _use_c(n_fft):
+    from fiamma._lib import lib
+
+    return lib.fm_fft_largest_factor(n_fft // 2 if n_fft % 2 == 0 else n_fft) <= _C_MAX_FACTOR
+
+
+def _stft_c(op, power, x, n_fft, hop, win, window, pad, pad_mode, onesided, scale, frames):
+    """The C kernel: (B?, n_freq, frames, 2) pairs, or (B?, n_freq, frames) |X|^2 if power."""
+    import numpy as np
+
+    from fiamma._lib import check, lib
+
+    w = _window_np(window, win, n_fft, op, np).astype(
+        np.float32 if x._dtype is D.float32 else np.float64)
+    xc = x.contiguous()
+    batch = 1 if len(xc._shape) == 1 else xc._shape[0]
+    nfreq = n_fft // 2 + 1 if onesided else n_fft
+    shape = (nfreq, frames) + (() if power else (2,))
+    res = new_empty(shape if len(xc._shape) == 1 else (batch,) + shape, x._dtype)
+    if res._numel:
+        check(lib.fm_stft(x._dtype.code, 1 if power else 0, batch, xc._shape[-1], xc._ptr,
+                          n_fft, hop, frames, pad, _CPAD.get(pad_mode, 0),
+                          w.ctypes.data, builtins.int(onesided), scale, res._ptr), op)
+    return res
+
+
+def _stft_np(op, x, n_fft, hop, win, window, pad, pad_mode, onesided, scale):
+    """NumPy's FFT: a complex ndarray (B?, n_freq, frames)."""
+    import numpy as np
+
+    a = x.detach().numpy()
+    a2 = a[None] if a.ndim == 1 else a
+    if pad:
+        a2 = np.pad(a2, ((0, 0), (pad, pad)), mode=_PAD[pad_mode])
+    w = _window_np(window, win, n_fft, op, np).astype(a.dtype)
+    frames = np.lib.stride_tricks.sliding_window_view(a2, n_fft, axis=-1)[:, ::hop] * w
+    spec = np.fft.rfft(frames, axis=-1) if onesided else np.fft.fft(frames, axis=-1)
+    if scale != 1.0:
+        spec = spec * scale
+    spec = np.swapaxes(spec, -1, -2)
+    return spec[0] if a.ndim == 1 else spec
+
+
 def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=True,
          pad_mode="reflect", normalized=False, onesided=None, return_complex=None):
     """The short-time Fourier transform of a real signal of shape (L,) or (B, L).
 
     Returns ``(B?, n_freq, n_frames, 2)``: (real, imag) pairs, n_freq = n_fft // 2 + 1 when
     ``onesided`` (the default) else n_fft, n_frames = 1 + (L' - n_fft) // hop_length with L' the
-    padded length (``center`` pads n_fft // 2 on both sides with ``pad_mode``).
+    padded length (``center`` pads n_fft // 2 on both sides with ``pad_mode``). float32 and
+    float64 signals are transformed in C (a mixed-radix FFT, many frames at a time); n_fft with
+    a large prime factor goes through NumPy's FFT.
 
     >>> import fiamma
     >>> fiamma.stft(fiamma.ones(64), 16, window=fiamma.hann_window(16)).shape
     fiamma.Size([9, 17, 2])
     """
-    import numpy as np
-
     _no_complex("stft", return_complex)
-    if not isinstance(input, Tensor):
-        raise TypeError(f"stft: expected a Tensor, got {type(input).__name__}")
-    if len(input._shape) not in (1, 2):
-        raise RuntimeError(f"stft: expected a 1D or 2D tensor, got shape {list(input._shape)}")
-    if input._dtype in (D.float16, D.bfloat16):
-        raise RuntimeError(f"stft: Unsupported dtype {input._dtype}")
-    x = input if input._dtype.kind == 2 else input.to(D.get_default_dtype())
-    hop, win = _lengths("stft", n_fft, hop_length, win_length)
-    a = x.detach().numpy()
-    a2 = a[None] if a.ndim == 1 else a
-    if center:
-        if pad_mode not in _PAD:
-            raise RuntimeError(f"stft: unsupported pad_mode {pad_mode!r} (expected one of "
-                               f"{', '.join(_PAD)})")
-        p = n_fft // 2
-        if pad_mode == "reflect" and p >= a2.shape[-1]:
-            raise RuntimeError(f"stft: reflect padding of {p} needs a signal longer than {p}, "
-                               f"got length {a2.shape[-1]}")
-        a2 = np.pad(a2, ((0, 0), (p, p)), mode=_PAD[pad_mode])
-    L = a2.shape[-1]
-    if not 0 < n_fft <= L:
-        raise RuntimeError(f"stft: expected 0 < n_fft <= {L} (the padded signal length), but "
-                           f"got n_fft={n_fft}")
-    w = _window_np(window, win, n_fft, "stft", np).astype(a.dtype)
-    frames = np.lib.stride_tricks.sliding_window_view(a2, n_fft, axis=-1)[:, ::hop] * w
+    x, hop, win, pad, frames = _stft_setup("stft", input, n_fft, hop_length, win_length,
+                                           center, pad_mode)
     one = True if onesided is None else builtins.bool(onesided)
-    spec = np.fft.rfft(frames, axis=-1) if one else np.fft.fft(frames, axis=-1)
-    if normalized:
-        spec = spec * (1.0 / math.sqrt(n_fft))
-    spec = np.swapaxes(spec, -1, -2)
-    if a.ndim == 1:
-        spec = spec[0]
-    res = new_empty(spec.shape + (2,), x._dtype)
-    if res._numel:  # one pass: the pairs seen as complex numbers
-        res.numpy().view(np.complex64 if x._dtype is D.float32 else np.complex128)[..., 0] = spec
+    scale = 1.0 / math.sqrt(n_fft) if normalized else 1.0
+    if _use_c(n_fft):
+        res = _stft_c("stft", False, x, n_fft, hop, win, window, pad, pad_mode, one, scale,
+                      frames)
+    else:
+        import numpy as np
+
+        spec = _stft_np("stft", x, n_fft, hop, win, window, pad, pad_mode, one, scale)
+        res = new_empty(spec.shape + (2,), x._dtype)
+        if res._numel:  # one pass: the pairs seen as complex numbers
+            res.numpy().view(np.complex64 if x._dtype is D.float32 else np.complex128)[
+                ..., 0] = spec
     from fiamma.fft import as_complex_layout
 
     kw = {"n_fft": n_fft, "hop_length": hop, "win_length": win, "window": window,
@@ -202,6 +260,41 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
     if input.requires_grad or (isinstance(window, Tensor) and window.requires_grad):
         G.record("stft", res, (input,), kw)
     return as_complex_layout(res)
+
+
+def stft_power(input, n_fft, hop_length=None, win_length=None, window=None, center=True,
+               pad_mode="reflect", normalized=False, onesided=True):
+    """The power spectrogram ``|stft(...)|**2`` of shape ``(B?, n_freq, n_frames)``, without the
+    complex intermediate: each frame's squared magnitudes are written straight from the FFT.
+
+    The arguments are :func:`stft`'s. Equal to ``stft(...).pow(2).sum(-1)`` (and differentiable
+    like it, to any order), about twice as fast and with a third of the memory traffic; it is
+    what ``fiamma.audio``'s spectrogram transforms use for ``power=2``.
+
+    >>> import fiamma
+    >>> x = fiamma.randn(800)
+    >>> p = fiamma.stft_power(x, 400, 160, window=fiamma.hann_window(400))
+    >>> s = fiamma.stft(x, 400, 160, window=fiamma.hann_window(400))
+    >>> bool(fiamma.allclose(p, s.pow(2).sum(-1), rtol=1e-4, atol=1e-4))
+    True
+    """
+    x, hop, win, pad, frames = _stft_setup("stft_power", input, n_fft, hop_length, win_length,
+                                           center, pad_mode)
+    one = builtins.bool(onesided)
+    scale = 1.0 / math.sqrt(n_fft) if normalized else 1.0
+    if _use_c(n_fft):
+        res = _stft_c("stft_power", True, x, n_fft, hop, win, window, pad, pad_mode, one,
+                      scale, frames)
+    else:
+        spec = _stft_np("stft_power", x, n_fft, hop, win, window, pad, pad_mode, one, scale)
+        res = new_empty(spec.shape, x._dtype)
+        if res._numel:
+            res.numpy()[...] = spec.real ** 2 + spec.imag ** 2
+    kw = {"n_fft": n_fft, "hop_length": hop, "win_length": win, "window": window,
+          "center": center, "pad_mode": pad_mode, "normalized": normalized, "onesided": one}
+    if input.requires_grad or (isinstance(window, Tensor) and window.requires_grad):
+        G.record("stft_power", res, (input,), kw)
+    return res
 
 
 def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=True,

@@ -85,19 +85,26 @@ def spectrogram(waveform, pad, window, n_fft, hop_length, win_length, power, nor
     frame_norm, window_norm = _get_spec_norms(normalized)
     shape = tuple(waveform.shape)
     x = waveform.reshape(-1, shape[-1])
+    if power is not None:
+        # |X|^2 straight from core's fused kernel (no complex intermediate); same gradients
+        pw = fiamma.stft_power(x, n_fft=n_fft, hop_length=hop_length, win_length=win_length,
+                               window=window, center=center, pad_mode=pad_mode,
+                               normalized=frame_norm, onesided=onesided)
+        pw = pw.reshape(shape[:-1] + tuple(pw.shape[-2:]))
+        if window_norm:
+            pw = pw / window.pow(2.0).sum()
+        if power == 2.0:
+            return pw
+        if power == 1.0:
+            return pw.sqrt()
+        return pw.pow(power / 2.0)
     spec = fiamma.stft(x, n_fft=n_fft, hop_length=hop_length, win_length=win_length,
                        window=window, center=center, pad_mode=pad_mode,
                        normalized=frame_norm, onesided=onesided)
     spec = spec.reshape(shape[:-1] + tuple(spec.shape[-3:]))
     if window_norm:
         spec = spec / window.pow(2.0).sum().sqrt()
-    if power is None:
-        return _mark(spec)
-    if power == 2.0:
-        return _cabs2(spec)
-    if power == 1.0:
-        return _cabs(spec)
-    return _cabs(spec).pow(power)
+    return _mark(spec)
 
 
 def inverse_spectrogram(spectrogram, length, pad, window, n_fft, hop_length, win_length,
@@ -379,8 +386,13 @@ def _get_mask_param(mask_param, p, axis_length):
 
 def mask_along_axis(specgram, mask_param, mask_value, axis, p=1.0):
     """Mask one band [v0, v0 + v) of ``axis`` (one of the last two dims), shared by all
-    batch entries: v ~ U(0, mask_param), v0 ~ U(0, size - v) (fiamma's generator)."""
-    dim = specgram.dim()
+    batch entries: v ~ U(0, mask_param), v0 ~ U(0, size - v) (fiamma's generator).
+
+    A complex spectrogram (..., freq, time, 2) from ``spectrogram(power=None)`` is masked as
+    the complex (..., freq, time) tensor it stands for: ``axis`` counts its complex dims and
+    masked entries become ``mask_value + 0j``."""
+    cx = _is_cx(specgram)
+    dim = specgram.dim() - cx
     if dim < 2:
         raise ValueError(f"Spectrogram must have at least two dimensions ({dim} given).")
     if axis < 0:
@@ -402,13 +414,38 @@ def mask_along_axis(specgram, mask_param, mask_value, axis, p=1.0):
     mask = (idx >= start) & (idx < end)
     if axis == dim - 2:
         mask = mask.unsqueeze(-1)
-    return specgram.masked_fill(mask, mask_value)
+    return _fill(specgram, mask, mask_value, cx)
+
+
+def _is_cx(t):
+    """A complex spectrogram in fiamma's layout (a trailing (real, imag) pair, as marked by
+    fiamma.fft / spectrogram(power=None)): its frequency and time dims are -3 and -2."""
+    from fiamma.fft import is_complex_layout
+
+    return int(is_complex_layout(t))
+
+
+def _fill(spec, mask, value, cx):
+    """spec where mask else value; on the complex layout the value is the complex number
+    value + 0j (as masked_fill on a complex tensor), and the result stays marked complex."""
+    tensor_value = isinstance(value, fiamma.Tensor) and value.dim() > 0
+    if not cx:
+        return fiamma.where(mask, value, spec) if tensor_value else spec.masked_fill(mask, value)
+    mask = mask.unsqueeze(-1)
+    if tensor_value:
+        value = fiamma.stack([value, fiamma.zeros_like(value)], -1)
+    elif isinstance(value, tuple):  # a complex value as (real, imag)
+        value = fiamma.tensor([float(value[0]), float(value[1])], dtype=spec.dtype)
+    else:
+        value = fiamma.tensor([float(value), 0.0], dtype=spec.dtype)
+    return _mark(fiamma.where(mask, value.to(spec.dtype), spec))
 
 
 def mask_along_axis_iid(specgrams, mask_param, mask_value, axis, p=1.0):
     """Like :func:`mask_along_axis` with an independent band per entry of the leading
     dims (``specgrams`` (..., freq, time), at least 3-D)."""
-    dim = specgrams.dim()
+    cx = _is_cx(specgrams)
+    dim = specgrams.dim() - cx
     if dim < 3:
         raise ValueError(f"Spectrogram must have at least three dimensions ({dim} given).")
     if axis < 0:
@@ -431,9 +468,7 @@ def mask_along_axis_iid(specgrams, mask_param, mask_value, axis, p=1.0):
     mask = (idx >= start) & (idx < end)
     if axis == dim - 2:
         mask = mask.transpose(-1, -2)
-    if isinstance(mask_value, fiamma.Tensor) and mask_value.dim() > 0:
-        return fiamma.where(mask, mask_value, specgrams)
-    return specgrams.masked_fill(mask, mask_value)
+    return _fill(specgrams, mask, mask_value, cx)
 
 
 # ---- dB (private copy; the public one is fiamma.audio.functional.amplitude_to_DB) ------------

@@ -167,8 +167,12 @@ class MelScale(nn.Module):
 
 class InverseMelScale(nn.Module):
     """Mel spectrogram (..., n_mels, time) -> linear spectrogram (..., n_stft, time): the
-    minimum-norm least-squares solution of fb^T X = melspec, clamped at 0 (torchaudio's
-    lstsq solve; here through the pseudo-inverse of fb^T, so it is differentiable)."""
+    minimum-norm least-squares solution of fb^T X = melspec, clamped at 0. torchaudio solves
+    it with ``torch.linalg.lstsq(driver=...)``; every driver gives this same solution when fb
+    has full column rank (the usual case), and here it is computed through the pseudo-inverse
+    of fb^T (float64, cached until fb changes), which is also the minimum-norm solution when
+    some filters are empty, and is differentiable w.r.t. melspec. ``driver`` is validated and
+    kept for compatibility."""
 
     def __init__(self, n_stft, n_mels=128, sample_rate=16000, f_min=0.0, f_max=None,
                  norm=None, mel_scale="htk", driver="gels"):
@@ -195,8 +199,9 @@ class InverseMelScale(nn.Module):
         if shape[-2] != self.n_mels:
             raise ValueError(f"Expected an input with {self.n_mels} mel bins. "
                              f"Found: {shape[-2]}")
-        key = (self.fb.data_ptr() if hasattr(self.fb, "data_ptr") else id(self.fb),
-               melspec.dtype)
+        # the buffer's identity, storage and version: a load_state_dict or any in-place
+        # change of fb invalidates the cached pseudo-inverse
+        key = (id(self.fb), self.fb.data_ptr(), self.fb._version, melspec.dtype)
         if self._pinv is None or self._pinv[0] != key:
             fbt = self.fb.detach().to(fiamma.float64).numpy().T
             pinv = np.linalg.pinv(fbt)
@@ -319,7 +324,7 @@ class _AxisMasking(nn.Module):
         self.p = p
 
     def forward(self, specgram, mask_value=0.0):
-        axis = self.axis + specgram.dim() - 3
+        axis = self.axis + specgram.dim() - F._is_cx(specgram) - 3
         if self.iid_masks:
             return F.mask_along_axis_iid(specgram, self.mask_param, mask_value, axis, p=self.p)
         return F.mask_along_axis(specgram, self.mask_param, mask_value, axis, p=self.p)
@@ -358,10 +363,16 @@ class SpecAugment(nn.Module):
         self.zero_masking = zero_masking
 
     def forward(self, specgram):
-        mask_value = 0.0 if self.zero_masking else specgram.mean().item()
-        time_dim = specgram.dim() - 1
+        cx = F._is_cx(specgram)
+        if self.zero_masking:
+            mask_value = 0.0
+        elif cx:  # the complex mean
+            mask_value = (specgram[..., 0].mean().item(), specgram[..., 1].mean().item())
+        else:
+            mask_value = specgram.mean().item()
+        time_dim = specgram.dim() - cx - 1
         freq_dim = time_dim - 1
-        fn = F.mask_along_axis_iid if (specgram.dim() > 2 and self.iid_masks) \
+        fn = F.mask_along_axis_iid if (specgram.dim() - cx > 2 and self.iid_masks) \
             else F.mask_along_axis
         for _ in range(self.n_time_masks):
             specgram = fn(specgram, self.time_mask_param, mask_value, time_dim, p=self.p)

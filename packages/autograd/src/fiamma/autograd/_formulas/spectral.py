@@ -1,5 +1,6 @@
-"""Derivatives of ``fiamma.stft`` (w.r.t. the signal) and ``fiamma.istft`` (w.r.t. the
-spectrum), on fiamma's complex layout (a trailing (real, imag) pair).
+"""Derivatives of ``fiamma.stft`` and ``fiamma.stft_power`` (w.r.t. the signal) and
+``fiamma.istft`` (w.r.t. the spectrum), on fiamma's complex layout (a trailing (real, imag)
+pair).
 
 stft is pad -> frames (overlapping windows times the window) -> DFT of each frame; its adjoint
 runs the DFT's adjoint, multiplies by the window, overlap-adds the frames and undoes the
@@ -33,9 +34,24 @@ def _frame_index(frames, n_fft, hop):
 
 @derivative("stft", save="none")
 def _stft(ctx, grad):
+    return (_stft_adjoint(ctx.kwargs, tuple(ctx.input_shapes[0]), grad),)
+
+
+@derivative("stft_power", save="inputs")
+def _stft_power(ctx, grad):
+    # P = |S|^2 summed over the (real, imag) pair: dP = 2 S . dS, so the signal's gradient is
+    # stft's adjoint applied to 2 S g (S recomputed from the saved signal, differentiably)
+    x = ctx.inputs[0]
     kw = ctx.kwargs
+    s = fiamma.stft(x, kw["n_fft"], kw["hop_length"], kw["win_length"], kw.get("window"),
+                    kw.get("center", True), kw.get("pad_mode", "reflect"),
+                    kw.get("normalized", False), kw.get("onesided", True))
+    return (_stft_adjoint(kw, tuple(x.shape), s * (2.0 * grad).unsqueeze(-1)),)
+
+
+def _stft_adjoint(kw, shape, grad):
+    """stft's adjoint: from a gradient (B?, n_freq, frames, 2) to the signal's (B?, L)."""
     n_fft, hop = kw["n_fft"], kw["hop_length"]
-    shape = tuple(ctx.input_shapes[0])
     g = grad if len(shape) == 2 else grad.unsqueeze(0)   # (B, k, T, 2)
     g = g.transpose(1, 2)                                 # (B, T, k, 2)
     if kw.get("normalized"):
@@ -58,7 +74,7 @@ def _stft(ctx, grad):
 
         p = n_fft // 2
         ga = pad_backward(ga, (batch, length), (p, p), kw.get("pad_mode", "reflect"))
-    return (ga if len(shape) == 2 else ga[0],)
+    return ga if len(shape) == 2 else ga[0]
 
 
 @derivative("istft", save="none")
