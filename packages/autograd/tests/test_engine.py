@@ -5,6 +5,7 @@ import gc
 import threading
 import weakref
 
+import numpy as np
 import pytest
 
 import fiamma
@@ -50,6 +51,32 @@ def test_grad_does_not_alias_user_gradient_or_other_leaves():
     (x + y).backward(g)
     x.grad.mul_(5)
     assert y.grad.tolist() == [1.0, 1.0] and g.tolist() == [1.0, 1.0]
+
+
+def test_view_gradients_kept_only_when_nothing_else_holds_them():
+    # a user gradient reaching a leaf through a view (its base is the user's tensor): copied
+    x = leaf([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    g = fiamma.ones(3, 2)
+    x.t().backward(g)
+    g.add_(1)
+    assert x.grad.tolist() == [[1.0] * 3] * 2
+    # two leaves fed views of one gradient tensor (cat's backward): each gets its own memory
+    a, b = leaf([1.0, 2.0]), leaf([3.0])
+    fiamma.cat([a, b]).backward(fiamma.tensor([1.0, 2.0, 3.0]))
+    a.grad.mul_(10)
+    assert b.grad.tolist() == [3.0] and a.grad.tolist() == [10.0, 20.0]
+    # linear's weight (used transposed) gets a contiguous gradient equal to g^T x
+    rng = np.random.default_rng(0)
+    xin = fiamma.tensor(rng.standard_normal((5, 4)), dtype=fiamma.float64)
+    w = leaf(rng.standard_normal((3, 4)), dtype=fiamma.float64)
+    bias = leaf(rng.standard_normal(3), dtype=fiamma.float64)
+    gy = rng.standard_normal((5, 3))
+    fiamma.addmm(bias, xin, w.t()).backward(fiamma.tensor(gy, dtype=fiamma.float64))
+    assert w.grad.is_contiguous() and bias.grad.is_contiguous()
+    np.testing.assert_allclose(w.grad.numpy(), gy.T @ xin.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(bias.grad.numpy(), gy.sum(0), rtol=1e-10)
+    w.grad.zero_()
+    assert float(bias.grad.abs().sum()) > 0
 
 
 def test_broadcasting_is_reduced_to_input_shape():

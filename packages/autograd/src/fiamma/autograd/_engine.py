@@ -451,8 +451,14 @@ def _owned(g):
     """Whether gradient ``g`` can become a ``.grad`` as is: a dense tensor without history
     whose memory no other tensor shares, referenced only by the engine (its buffer slot, the
     caller's variable and getrefcount's argument)."""
-    return (g.grad_fn is None and not g.requires_grad and g._contig and
-            _getrefcount(g) <= 4 and _getrefcount(g._storage) <= 2)
+    if g.grad_fn is not None or g.requires_grad or not g._contig or _getrefcount(g) > 4:
+        return False
+    b = getattr(g, "_base", None)
+    if b is None:
+        return _getrefcount(g._storage) <= 2
+    # a view (a formula's reshape or transpose) of a temporary that nothing else holds, over
+    # the same elements: the memory is reachable through g alone
+    return _getrefcount(b) <= 2 and b._numel == g._numel and _getrefcount(g._storage) <= 3
 
 
 def _accumulate(acc, g, create_graph):

@@ -33,11 +33,26 @@ def _matmul_grads(a, b, g, need_a, need_b):
         if need_b:
             gb = reduce_to(fiamma.matmul(a.mT, g.unsqueeze(-1)).squeeze(-1), b.shape)
         return ga, gb
+    if da == 2 and db == 2:
+        # each gradient in its input's memory order: a transposed input (linear's weight.t())
+        # gets a transposed gradient, so the transpose's backward hands the leaf a contiguous
+        # gradient it can keep without a copy
+        if need_a:
+            ga = fiamma.mm(b, g.mT).mT if _col_major(a) else fiamma.mm(g, b.mT)
+        if need_b:
+            gb = fiamma.mm(g.mT, a).mT if _col_major(b) else fiamma.mm(a.mT, g)
+        return ga, gb
     if need_a:
         ga = reduce_to(fiamma.matmul(g, b.mT), a.shape)
     if need_b:
         gb = reduce_to(fiamma.matmul(a.mT, g), b.shape)
     return ga, gb
+
+
+def _col_major(t):
+    """A 2-D tensor laid out column by column (the transpose of a contiguous matrix)."""
+    s0, s1 = t.stride()
+    return s0 == 1 and s1 == t.shape[0] and t.shape[0] > 1 and t.shape[1] > 1
 
 
 @derivative("matmul", "mm", "bmm", "mv", "dot", "vdot", save="inputs")
