@@ -53,7 +53,7 @@ def test_grad_does_not_alias_user_gradient_or_other_leaves():
     assert y.grad.tolist() == [1.0, 1.0] and g.tolist() == [1.0, 1.0]
 
 
-def test_view_gradients_kept_only_when_nothing_else_holds_them():
+def test_view_gradients_kept_only_when_nothing_else_holds_them(monkeypatch):
     # a user gradient reaching a leaf through a view (its base is the user's tensor): copied
     x = leaf([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
     g = fiamma.ones(3, 2)
@@ -71,7 +71,13 @@ def test_view_gradients_kept_only_when_nothing_else_holds_them():
     w = leaf(rng.standard_normal((3, 4)), dtype=fiamma.float64)
     bias = leaf(rng.standard_normal(3), dtype=fiamma.float64)
     gy = rng.standard_normal((5, 3))
+    clones = []
+    orig = fiamma.Tensor.clone
+    monkeypatch.setattr(fiamma.Tensor, "clone", lambda t, *a, **k: clones.append(t.shape) or
+                        orig(t, *a, **k))
     fiamma.addmm(bias, xin, w.t()).backward(fiamma.tensor(gy, dtype=fiamma.float64))
+    monkeypatch.undo()
+    assert clones == []  # both gradients are kept as computed, not copied
     assert w.grad.is_contiguous() and bias.grad.is_contiguous()
     np.testing.assert_allclose(w.grad.numpy(), gy.T @ xin.numpy(), rtol=1e-10)
     np.testing.assert_allclose(bias.grad.numpy(), gy.sum(0), rtol=1e-10)

@@ -458,7 +458,8 @@ def _owned(g):
         return _getrefcount(g._storage) <= 2
     # a view (a formula's reshape or transpose) of a temporary that nothing else holds, over
     # the same elements: the memory is reachable through g alone
-    return _getrefcount(b) <= 2 and b._numel == g._numel and _getrefcount(g._storage) <= 3
+    # (references to b: g's _base slot, the local b, getrefcount's argument)
+    return _getrefcount(b) <= 3 and b._numel == g._numel and _getrefcount(g._storage) <= 3
 
 
 def _accumulate(acc, g, create_graph):
