@@ -207,7 +207,7 @@ class Node:
 
     @property
     def needs_input_grad(self):
-        return tuple(n is not None for n in self._next)
+        return tuple([n is not None for n in self._next])
 
     @property
     def inputs(self):
@@ -319,7 +319,13 @@ class Node:
             if all(g is None for g in gs):
                 return (None,) * len(self._next)
             grad = tuple(gs)
-        res = self._backward(grad)
+        fn = self._formula  # _backward, inlined: this runs once per node of every backward
+        if fn is None:
+            res = self._backward(grad)
+        else:
+            res = fn(self, grad)
+            if type(res) is not tuple:
+                res = tuple(res) if isinstance(res, list) else (res,)
         nxt = self._next
         if len(res) != len(nxt):
             if len(res) < len(nxt):

@@ -18,7 +18,7 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
 def _need(ctx, i):
-    return ctx.needs_input_grad[i]
+    return ctx._next[i] is not None  # ctx.needs_input_grad[i], without building the tuple
 
 
 def _zeros(grad):
@@ -89,11 +89,12 @@ for _n in ("sign", "sgn", "floor", "ceil", "trunc", "round"):
 
 @derivative("add", save="none")
 def _add(ctx, grad):
-    alpha = ctx.kwargs.get("alpha", 1)
+    nxt = ctx._next
     gb = None
-    if _need(ctx, 1):
+    if nxt[1] is not None:
+        alpha = ctx._kwargs.get("alpha", 1)
         gb = grad if alpha == 1 else grad * alpha
-    return grad if _need(ctx, 0) else None, gb
+    return (grad if nxt[0] is not None else None), gb
 
 
 @derivative("sub", save="none")

@@ -15,8 +15,8 @@ from fiamma.autograd._formulas._common import is_tensor, reduce_to
 
 
 def _need(ctx, i):
-    n = ctx.needs_input_grad
-    return i < len(n) and n[i]
+    n = ctx._next  # ctx.needs_input_grad, without building the tuple
+    return i < len(n) and n[i] is not None
 
 
 def _dim(ctx, i=1):

@@ -13,8 +13,8 @@ from fiamma.autograd._formulas import derivative
 
 
 def _need(ctx, i):
-    n = ctx.needs_input_grad
-    return i < len(n) and n[i]
+    n = ctx._next  # ctx.needs_input_grad, without building the tuple
+    return i < len(n) and n[i] is not None
 
 
 @derivative("upsample", save="none")
