@@ -904,3 +904,39 @@ def test_backward_in_threads_on_separate_graphs():
         t.join()
     for k in range(1, 5):
         assert results[k] == [50.0 * (2 * k * k + 1)] * 4
+
+
+_INPLACE_WRITERS = [
+    ("copy_", lambda x: x.copy_(fiamma.zeros(3))),
+    ("setitem", lambda x: x.__setitem__(0, 5.0)),
+    ("fill_", lambda x: x.fill_(7.0)),
+    ("fill_", lambda x: x.zero_()),
+    ("add_", lambda x: x.add_(1)),
+    ("masked_fill_", lambda x: x.masked_fill_(fiamma.tensor([True, False, True]), 9.0)),
+    ("index_fill_", lambda x: x.index_fill_(0, fiamma.tensor([0]), 9.0)),
+    ("setitem", lambda x: x[1:].__setitem__(0, 5.0)),
+    ("uniform_", lambda x: x.uniform_()),
+    ("normal_", lambda x: x.normal_()),
+    ("bernoulli_", lambda x: x.bernoulli_()),
+    ("random_", lambda x: x.random_(0, 5)),
+    ("exponential_", lambda x: x.exponential_()),
+    ("scatter_", lambda x: x.scatter_(0, fiamma.tensor([0]), fiamma.tensor([9.0]))),
+    ("scatter_add_", lambda x: x.scatter_add_(0, fiamma.tensor([0]), fiamma.tensor([9.0]))),
+    ("index_put_", lambda x: x.index_put_((fiamma.tensor([0]),), fiamma.tensor(3.0))),
+    ("tril_", lambda x: x.view(1, 3).tril_()),
+    ("put_", lambda x: x.put_(fiamma.tensor([0]), fiamma.tensor([9.0]))),
+    ("addmv_", lambda x: x.addmv_(fiamma.ones(3, 2), fiamma.ones(2))),
+]
+
+
+@pytest.mark.parametrize("op,write", _INPLACE_WRITERS)
+def test_inplace_on_leaf_refused_before_writing(op, write):
+    """PyTorch's leaf error is raised before the write: the tensor keeps its values."""
+    x = fiamma.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match=f"{op}: a (view of a )?leaf Variable that requires "
+                                           "grad is being used in an in-place operation"):
+        write(x)
+    assert x.tolist() == [1.0, 2.0, 3.0] and x.grad_fn is None
+    with fiamma.no_grad():  # allowed there (initialisers, optimizers)
+        write(x)
+    assert x.requires_grad and x.grad_fn is None

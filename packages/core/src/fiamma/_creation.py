@@ -541,6 +541,10 @@ def _legacy_tensor_new(*args, dtype=None, device=None, requires_grad=False):
 
 
 def _fill_method(self, value):
+    if self.requires_grad:
+        from fiamma import _grad_hook as G
+
+        G.check_inplace(self, "fill_")
     fill_(self, value)
     self._bump()
     if self.requires_grad or getattr(value, "requires_grad", False):

@@ -17,6 +17,10 @@ The recorder contract (public, used by fiamma-autograd):
         run the in-place op ``name`` whose out-of-place form is ``fn`` with gradients: the
         recorder computes ``fn(self, *args, **kwargs)``, writes it into ``self`` and rebases
         ``self``'s history on the result (see fiamma.autograd_hook).
+    recorder.check_inplace(tensor, op) -> None
+        called BEFORE an in-place op writes into ``tensor`` (which requires grad, grad mode on):
+        raises PyTorch's error for a leaf that requires grad (or a view of one), so a refused
+        write leaves the tensor unchanged.
     recorder.requires_grad_(tensor, flag) -> None
         set or clear requires_grad on a tensor (validating that it is allowed).
 """
@@ -25,7 +29,8 @@ import threading
 
 __all__ = [
     "register_autograd", "autograd_module", "is_grad_enabled", "set_grad_enabled_flag",
-    "is_inference_mode_enabled", "record", "record_inplace", "any_requires_grad", "inplace",
+    "is_inference_mode_enabled", "record", "record_inplace", "check_inplace",
+    "any_requires_grad", "inplace",
 ]
 
 _recorder = None
@@ -92,6 +97,16 @@ def record(op, out, inputs, kwargs=None):
     sets the slot directly): the recorder is then imported here."""
     if state.enabled:
         (_recorder or autograd_module()).record(op, out, inputs, kwargs or {})
+
+
+def check_inplace(t, op):
+    """Before ``op`` writes into ``t`` in place (callers check ``t.requires_grad`` first): the
+    recorder's leaf check, so a refused write changes nothing."""
+    if state.enabled:
+        rec = _recorder or autograd_module()
+        chk = getattr(rec, "check_inplace", None)
+        if chk is not None:
+            chk(t, op)
 
 
 def record_inplace(op, out, inputs, kwargs=None):

@@ -249,6 +249,8 @@ def _gen(generator, op):
 
 def _fill(t, dist, a, b, generator, op):
     """Fill tensor ``t`` in place with ``dist(a, b)`` drawn from ``generator``."""
+    if t.requires_grad:
+        G.check_inplace(t, op)
     n = t._numel
     if not n:
         return t
@@ -268,6 +270,8 @@ def _fill(t, dist, a, b, generator, op):
 
 def _fill_int(t, low, rng, generator, op):
     """Fill ``t`` with integers low + [0, rng) (rng == 2**64 for the full 64-bit range)."""
+    if t.requires_grad:
+        G.check_inplace(t, op)
     n = t._numel
     if not n:
         return t
@@ -675,6 +679,8 @@ def _bernoulli_tensor(t, p, generator, op):
 
 
 def _bernoulli_(t, p, generator, op):
+    if t.requires_grad:
+        G.check_inplace(t, op)
     if isinstance(p, Tensor):
         return _bernoulli_tensor(t, p, generator, op)
     pv = _float_arg(p, op, "p")

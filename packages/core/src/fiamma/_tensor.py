@@ -508,6 +508,8 @@ class Tensor:
             from fiamma._creation import tensor as _tensor
 
             src = _tensor(src, dtype=self._dtype)
+        if self.requires_grad:
+            G.check_inplace(self, "copy_")
         if src._storage.device != self._storage.device:
             from fiamma._device_copy import copy_across
 

@@ -19,6 +19,9 @@ The recorder is an object with these methods (all called by core):
 ``record_inplace(op, out, inputs, kwargs)``
     after an in-place op that overwrote ``out`` (``inputs[0]``) without reading its old values
     (``copy_``, ``__setitem__``, ``index_put_``, random fills); the version counter was bumped.
+``check_inplace(tensor, op)``
+    before an in-place op writes into ``tensor`` (one that requires grad, grad mode on): raise
+    PyTorch's error for a leaf that requires grad or a view of one, before anything changes.
 ``requires_grad_(tensor, flag)``, ``backward(tensor, gradient, retain_graph, create_graph,
 inputs)``, ``retain_grad(tensor)``, ``retains_grad(tensor)``, ``register_hook(tensor, hook)``,
 ``register_post_accumulate_grad_hook(tensor, hook)``

@@ -594,6 +594,8 @@ def _setitem(self, key, value):
     >>> x.tolist()
     [[1.0, 1.0, 1.0, 5.0], [0.0, 0.0, 0.0, -1.0], [0.0, 0.0, 0.0, -1.0]]
     """
+    if self.requires_grad:
+        G.check_inplace(self, "setitem")
     if type(key) is Tensor and key._shape and self._shape and key._dtype is D.bool and \
             key._shape == self._shape:
         _masked_put(self, key, value)
@@ -723,6 +725,8 @@ def index_put_(input, indices, values, accumulate=False):
     >>> x.index_put_((fiamma.tensor([0, 0, 2]),), fiamma.tensor(1.0), accumulate=True).tolist()
     [2.0, 0.0, 1.0, 0.0]
     """
+    if input.requires_grad:
+        G.check_inplace(input, "index_put_")
     if isinstance(values, Tensor) and values._dtype is not input._dtype:
         raise RuntimeError(f"index_put_: Index put requires the source and destination dtypes "
                            f"match, got {input._dtype} for the destination and {values._dtype} "

@@ -280,6 +280,8 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None, out=None):
 
 def _scatter_(self, dim, index, src=None, *, value=None, reduce=None):
     """In-place :func:`scatter`."""
+    if self.requires_grad:
+        G.check_inplace(self, "scatter_")
     index, d, src = _scatter_args("scatter_", self, dim, index, src, value)
     _scatter_into("scatter_", self, d, index, src, _legacy_mode(reduce, "scatter_"), 1)
     kw = {"reduce": reduce} if reduce is not None else {}
@@ -302,6 +304,8 @@ def scatter_add(input, dim, index, src, *, out=None):
 
 def _scatter_add_(self, dim, index, src):
     """In-place :func:`scatter_add`."""
+    if self.requires_grad:
+        G.check_inplace(self, "scatter_add_")
     _tensor_arg(src, "scatter_add_", "src")
     index, d, src = _scatter_args("scatter_add_", self, dim, index, src, None)
     _scatter_into("scatter_add_", self, d, index, src, _ADD, 1)
@@ -380,6 +384,8 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True, out=Non
 
 def _scatter_reduce_(self, dim, index, src, reduce, *, include_self=True):
     """In-place :func:`scatter_reduce`."""
+    if self.requires_grad:
+        G.check_inplace(self, "scatter_reduce_")
     _tensor_arg(src, "scatter_reduce_", "src")
     index, d, src = _scatter_args("scatter_reduce_", self, dim, index, src, None)
     _scatter_reduce_into("scatter_reduce_", self, d, index, src, reduce, include_self, 1)
@@ -500,6 +506,8 @@ def index_add(input, dim, index, source, *, alpha=1, out=None):
 
 def _index_add_(self, dim, index, source, *, alpha=1):
     """In-place :func:`index_add`."""
+    if self.requires_grad:
+        G.check_inplace(self, "index_add_")
     _index_add_impl("index_add_", self, dim, index, source, alpha, 1)
     return _inplace_done("index_add_", self, (self, dim, index, source), {"alpha": alpha})
 
@@ -523,6 +531,8 @@ def index_copy(input, dim, index, source, *, out=None):
 
 def _index_copy_(self, dim, index, source):
     """In-place :func:`index_copy`."""
+    if self.requires_grad:
+        G.check_inplace(self, "index_copy_")
     _index_copy_impl("index_copy_", self, dim, index, source, 1)
     return _inplace_done("index_copy_", self, (self, dim, index, source), {})
 
@@ -554,6 +564,8 @@ def index_fill(input, dim, index, value):
 
 def _index_fill_(self, dim, index, value):
     """In-place :func:`index_fill`."""
+    if self.requires_grad:
+        G.check_inplace(self, "index_fill_")
     _index_fill_impl("index_fill_", self, dim, index, value, 1)
     return _inplace_done("index_fill_", self, (self, dim, index, value), {})
 
@@ -620,6 +632,8 @@ def masked_fill(input, mask, value):
 
 def _masked_fill_(self, mask, value):
     """In-place :func:`masked_fill` (the mask broadcasts to self's shape)."""
+    if self.requires_grad:
+        G.check_inplace(self, "masked_fill_")
     mask = _mask_arg(mask, "masked_fill_")
     _masked_fill_into("masked_fill_", self, mask, value)
     return _inplace_done("masked_fill_", self, (self, mask, value), {})
@@ -693,6 +707,8 @@ def masked_scatter(input, mask, source):
 
 def _masked_scatter_(self, mask, source):
     """In-place :func:`masked_scatter` (the mask broadcasts to self's shape)."""
+    if self.requires_grad:
+        G.check_inplace(self, "masked_scatter_")
     mask = _mask_arg(mask, "masked_scatter_")
     _masked_scatter_into("masked_scatter_", self, mask, source)
     return _inplace_done("masked_scatter_", self, (self, mask, source), {})
@@ -793,6 +809,8 @@ def put(input, index, source, accumulate=False):
 
 def _put_(self, index, source, accumulate=False):
     """In-place :func:`put`."""
+    if self.requires_grad:
+        G.check_inplace(self, "put_")
     _no_internal_overlap(self, "put_")
     _put_into("put_", self, index, source, accumulate)
     return _inplace_done("put_", self, (self, index, source), {"accumulate": accumulate})

@@ -542,6 +542,8 @@ def _rmatmul_method(self, other):
 
 def _inplace(fn, name):
     def method(self, *args, beta=1, alpha=1):
+        if self.requires_grad:
+            G.check_inplace(self, name)
         fn(self, *args, beta=beta, alpha=alpha, out=self)
         if self.requires_grad or builtins.any(getattr(t, "requires_grad", False) for t in args):
             G.record_inplace(name, self, (self,) + args, {"beta": beta, "alpha": alpha})

@@ -389,6 +389,8 @@ def triu(input, diagonal=0, *, out=None):
 
 def _tri_inplace(op, upper):
     def method(self, diagonal=0):
+        if self.requires_grad:
+            G.check_inplace(self, op)
         res = _tri(op[:-1], self.detach(), diagonal, None, upper)
         from fiamma._tensor import _copy_into
 
