@@ -822,6 +822,43 @@ def test_saved_tensors_hooks():
     assert (x * x).grad_fn._versions is not None  # outside the context: saved as usual
 
 
+def test_saved_tensors_hooks_cover_saved_outputs():
+    """exp saves its output, max(dim) saves (values, indices): those go through the hooks too,
+    so an output modified in place after the forward does not matter once packed."""
+    from fiamma.autograd.graph import saved_tensors_hooks
+
+    packed = []
+
+    def pack(t):
+        packed.append(tuple(t.shape))
+        return t.clone()
+
+    x = leaf([0.5, 1.0, 2.0])
+    with saved_tensors_hooks(pack, lambda t: t):
+        y = x.exp()
+    assert packed == [(3,)]
+    assert y.grad_fn._out is not None and y.grad_fn._versions is None
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.exp([0.5, 1.0, 2.0]), rtol=1e-6)
+    # without hooks the same in-place change is caught by the version check
+    x.grad = None
+    y = x.exp()
+    with fiamma.no_grad():
+        y.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+    x.grad = None
+    with saved_tensors_hooks(pack, lambda t: t):
+        y = x.exp()
+    with fiamma.no_grad():
+        y.mul_(2)               # the packed clone is what backward uses
+    y.sum().backward(retain_graph=True)
+    np.testing.assert_allclose(x.grad.numpy(), np.exp([0.5, 1.0, 2.0]), rtol=1e-6)
+    y.grad_fn._release()
+    with pytest.raises(RuntimeError, match="retain_graph"):
+        y.grad_fn.output
+
+
 def test_fill_and_zero_cut_the_history():
     x = leaf([1.0, 2.0])
     y = x * 2

@@ -25,6 +25,7 @@ from fiamma.autograd._node import (
     meta_of,
     new_accumulate,
     pack_saved,
+    pack_saved_output,
 )
 from fiamma.autograd_hook import is_grad_enabled, no_grad, set_grad_enabled_flag
 
@@ -244,6 +245,8 @@ def record(op, out, inputs, kwargs):
         if save == "output" or save == "both":
             node._out = out.detach()
             node._outver = out._storage.version
+            if hooks_active[0]:
+                pack_saved_output(node)
         out.grad_fn = node
         out.requires_grad = True
         if op in VIEW_OPS:
@@ -265,6 +268,8 @@ def record(op, out, inputs, kwargs):
         node._out = tuple(o.detach() if isinstance(o, Tensor) else None for o in outs)
         node._outver = tuple(o._storage.version if isinstance(o, Tensor) else None
                              for o in outs)
+        if hooks_active[0]:
+            pack_saved_output(node)
     for i, o in enumerate(outs):
         if isinstance(o, Tensor) and o._dtype.kind == 2:
             o.grad_fn = node

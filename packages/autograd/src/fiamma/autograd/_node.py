@@ -78,6 +78,19 @@ def pack_saved(node):
     node._versions = PACKED
 
 
+def pack_saved_output(node):
+    """Replace a node's saved output alias(es) by what the innermost pack hook returns."""
+    stack = saved_hooks.stack
+    if not stack:
+        return
+    pack, unpack = stack[-1]
+    out = node._out
+    packed = pack(out) if isinstance(out, Tensor) else tuple(
+        pack(o) if o is not None else _NOT_PACKED for o in out)
+    node._outpacked = (unpack, packed)
+    node._out = PACKED
+
+
 class Meta:
     """Per-tensor autograd data kept in ``Tensor._ag`` (None for most tensors)."""
 
@@ -237,6 +250,14 @@ class Node:
         from fiamma.autograd_hook import is_grad_enabled
 
         attach = is_grad_enabled()
+        if out is PACKED:  # through saved_tensors_hooks: no version check, as for inputs
+            unpack, packed = self._outpacked
+            if not isinstance(packed, tuple):
+                o = unpack(packed)
+                return self._attach(o, 0) if attach else o
+            res = [unpack(p) if p is not _NOT_PACKED else None for p in packed]
+            return tuple(self._attach(o, i) if attach and o is not None else o
+                         for i, o in enumerate(res))
         if isinstance(out, Tensor):
             if out._storage.version != self._outver:
                 raise _version_error(out, self._outver)
@@ -266,6 +287,8 @@ class Node:
             if self._versions is PACKED:
                 self._packed = None
         if self._out is not None:
+            if self._out is PACKED:
+                self._outpacked = None
             self._out = None
 
     # ---- running -----------------------------------------------------------------------------
