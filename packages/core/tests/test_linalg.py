@@ -237,11 +237,59 @@ def test_eigh(batch, n, dtype, layout, seed, uplo):
     close(T(vv * to_numpy(w)[..., None, :] @ np.swapaxes(vv, -1, -2), dtype), sym, dtype, 100)
 
 
-def test_eig_raises():
-    with pytest.raises(RuntimeError, match="linalg.eig: .*complex"):
-        LA.eig(T(np.eye(2)))
-    with pytest.raises(RuntimeError, match="linalg.eigvals: .*eigh"):
-        LA.eigvals(T(np.eye(2)))
+@SETTINGS
+@given(**cases)
+def test_eig(batch, n, dtype, layout, seed):
+    """A V = V diag(w) for general real matrices (complex results as (real, imag) pairs), unit
+    eigenvectors, eigenvalues equal NumPy's; eigvals agrees; float32 stays float32."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal(batch + (n, n))
+    A = T(a, dtype, layout)
+    w, v = LA.eig(A)
+    assert w.dtype is dtype and v.dtype is dtype
+    assert tuple(w.shape) == batch + (n, 2) and tuple(v.shape) == batch + (n, n, 2)
+    assert fiamma.fft.is_complex_layout(w) and fiamma.fft.is_complex_layout(v)
+    wc = to_numpy(w)[..., 0] + 1j * to_numpy(w)[..., 1]
+    vc = to_numpy(v)[..., 0] + 1j * to_numpy(v)[..., 1]
+    ac = to_numpy(A).astype(np.float64)
+    tol = 1e-4 if dtype is fiamma.float32 else 1e-10
+    scale = max(1.0, float(np.abs(a).max(initial=0.0))) * max(n, 1)
+    assert np.abs(ac @ vc - vc * wc[..., None, :]).max(initial=0) <= tol * scale
+    if n:
+        np.testing.assert_allclose(np.linalg.norm(vc, axis=-2), 1.0, atol=tol * 10)
+    ww = np.linalg.eigvals(ac)
+    np.testing.assert_allclose(np.sort_complex(wc.reshape(-1)), np.sort_complex(ww.reshape(-1)),
+                               atol=tol * scale)
+    wv = LA.eigvals(A)
+    np.testing.assert_array_equal(to_numpy(wv), to_numpy(w))
+
+
+def test_eig_cases_and_errors():
+    w, v = LA.eig(T(np.array([[0.0, -1.0], [1.0, 0.0]])))
+    assert sorted(map(tuple, w.tolist())) == [(0.0, -1.0), (0.0, 1.0)]
+    w = LA.eigvals(T(np.diag([3.0, -2.0, 5.0])))
+    assert sorted(w[:, 0].tolist()) == [-2.0, 3.0, 5.0] and w[:, 1].abs().max().item() == 0
+    outw, outv = fiamma.empty(0), fiamma.empty(0)
+    r = LA.eig(T(np.eye(3)), out=(outw, outv))
+    assert r.eigenvalues is outw and tuple(outv.shape) == (3, 3, 2)
+    assert fiamma.fft.is_complex_layout(outv)
+    ev, evec = LA.eigh(T(np.eye(2) * 2), out=(fiamma.empty(0), fiamma.empty(0)))
+    assert ev.tolist() == [2.0, 2.0]
+    with pytest.raises(RuntimeError, match="linalg.eig: A must be batches of square"):
+        LA.eig(T(np.ones((2, 3))))
+    with pytest.raises(RuntimeError, match="linalg.eigvals: Expected a floating point"):
+        LA.eigvals(fiamma.ones(2, 2, dtype=fiamma.int64))
+    with pytest.raises(RuntimeError, match="linalg.eig: .*not supported"):
+        LA.eig(fiamma.fft.as_complex_layout(fiamma.zeros(2, 2, 2)))
+    with pytest.raises(fiamma.linalg.LinAlgError, match="linalg.eig"):
+        LA.eig(T(np.array([[np.nan, 1.0], [0.0, 1.0]])))
+    x = T(np.eye(2)).requires_grad_()
+    with pytest.raises(RuntimeError, match="linalg.eig: gradients are not supported"):
+        LA.eig(x)
+    with fiamma.no_grad():
+        assert LA.eigvals(x).shape == (2, 2)
+    with pytest.raises(TypeError, match="linalg.eig: out must be a tuple"):
+        LA.eig(T(np.eye(2)), out=fiamma.empty(0))
 
 
 @SETTINGS

@@ -46,6 +46,7 @@ SlogdetResult = collections.namedtuple("linalg_slogdet", ["sign", "logabsdet"])
 QRResult = collections.namedtuple("linalg_qr", ["Q", "R"])
 SVDResult = collections.namedtuple("linalg_svd", ["U", "S", "Vh"])
 EighResult = collections.namedtuple("linalg_eigh", ["eigenvalues", "eigenvectors"])
+EigResult = collections.namedtuple("linalg_eig", ["eigenvalues", "eigenvectors"])
 LstsqResult = collections.namedtuple("linalg_lstsq",
                                      ["solution", "residuals", "rank", "singular_values"])
 InvExResult = collections.namedtuple("linalg_inv_ex", ["inverse", "info"])
@@ -649,13 +650,20 @@ def _uplo(UPLO, op):
     return UPLO
 
 
+def _into_pair(out, res, op):
+    if not (isinstance(out, (tuple, list)) and len(out) == 2):
+        raise TypeError(f"linalg.{op}: out must be a tuple of two tensors, got {out!r}")
+    return type(res)(_into(out[0], res[0], op), _into(out[1], res[1], op))
+
+
 def eigh(A, UPLO="L", *, out=None):
     """Eigenvalues (ascending) and orthonormal eigenvectors of symmetric matrices; only the
     ``UPLO`` ('L' or 'U') triangle is read."""
     a = _matrix_np(A, "eigh", square=True)
     w, v = np.linalg.eigh(a, UPLO=_uplo(UPLO, "eigh"))
     res = EighResult(_tensor(w, A._dtype), _tensor(v, A._dtype))
-    return _record("eigh", res, (A,), {"UPLO": UPLO})
+    res = _record("eigh", res, (A,), {"UPLO": UPLO})
+    return res if out is None else _into_pair(out, res, "eigh")
 
 
 def eigvalsh(A, UPLO="L", *, out=None):
@@ -665,23 +673,67 @@ def eigvalsh(A, UPLO="L", *, out=None):
     return _record("eigvalsh", _result(w, A._dtype, out, "eigvalsh"), (A,), {"UPLO": UPLO})
 
 
-def _no_complex(op):
-    raise RuntimeError(
-        f"linalg.{op}: not supported: the eigenvalues and eigenvectors of a general real matrix "
-        "are complex, and fiamma has no complex dtype. For symmetric matrices use "
-        "fiamma.linalg.eigh / eigvalsh (real results).")
+def _complex_tensor(z, dt):
+    """A complex NumPy array as a tensor in fiamma's complex layout (trailing (real, imag)
+    pair, marked complex), float32 pairs for a float32 input."""
+    from fiamma.fft import as_complex_layout
+
+    res = new_empty(z.shape + (2,), dt)
+    if res._numel:
+        res.numpy().view(np.complex64 if dt is D.float32 else np.complex128)[..., 0] = z
+    return as_complex_layout(res)
+
+
+def _eig_np(A, op, vectors):
+    from fiamma.fft import is_complex_layout
+
+    a = _matrix_np(A, op, square=True)
+    if is_complex_layout(A):
+        raise RuntimeError(f"linalg.{op}: complex input (fiamma's (..., 2) complex layout) is not "
+                           "supported; pass a real matrix")
+    if A.requires_grad and G.is_grad_enabled():
+        raise RuntimeError(
+            f"linalg.{op}: gradients are not supported (the results are complex, and fiamma's "
+            "autograd works on real tensors); detach the input, or use linalg.eigh for "
+            "symmetric matrices")
+    try:
+        return np.linalg.eig(a) if vectors else np.linalg.eigvals(a)
+    except np.linalg.LinAlgError as e:
+        raise LinAlgError(f"linalg.{op}: {e}") from None
 
 
 def eig(A, *, out=None):
-    """Not supported (complex results); raises RuntimeError. See :func:`eigh`."""
-    _check(A, "eig")
-    _no_complex("eig")
+    """Eigenvalues and eigenvectors of general (non-symmetric) square matrices.
+
+    The results are complex, in fiamma's complex layout (as :mod:`fiamma.fft`): eigenvalues
+    ``(..., n, 2)`` and eigenvectors ``(..., n, n, 2)`` hold (real, imag) pairs
+    (``torch.view_as_real`` of PyTorch's complex results); column ``k`` of the eigenvectors
+    (unit norm, LAPACK's geev normalisation) belongs to eigenvalue ``k``. float32 input gives
+    float32 pairs. Not differentiable (use :func:`eigh` for symmetric matrices).
+
+    >>> import fiamma
+    >>> w, v = fiamma.linalg.eig(fiamma.tensor([[0.0, -1.0], [1.0, 0.0]]))
+    >>> w.tolist()  # a rotation by 90 degrees: eigenvalues +i and -i
+    [[0.0, 1.0], [0.0, -1.0]]
+    """
+    w, v = _eig_np(A, "eig", True)
+    res = EigResult(_complex_tensor(w, A._dtype), _complex_tensor(v, A._dtype))
+    if out is None:
+        return res
+    from fiamma.fft import as_complex_layout
+
+    return EigResult(*(as_complex_layout(t) for t in _into_pair(out, res, "eig")))
 
 
 def eigvals(A, *, out=None):
-    """Not supported (complex results); raises RuntimeError. See :func:`eigvalsh`."""
-    _check(A, "eigvals")
-    _no_complex("eigvals")
+    """The eigenvalues of general square matrices, complex: ``(..., n, 2)`` (real, imag) pairs
+    in fiamma's complex layout (see :func:`eig`)."""
+    res = _complex_tensor(_eig_np(A, "eigvals", False), A._dtype)
+    if out is None:
+        return res
+    from fiamma.fft import as_complex_layout
+
+    return as_complex_layout(_into(out, res, "eigvals"))
 
 
 def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None, out=None):
