@@ -188,14 +188,15 @@ def fill_(t, value):
         value = value.item()
     if t._numel == 0:
         return t
+    if t._dtype.kind != 2:
+        from fiamma._ops.indexing import check_fits
+
+        check_fits(value, t._dtype, "fill_")
     if t._dtype.kind == 2 or isinstance(value, builtins.float):
         v = builtins.float(value)
         rc = lib.fm_fill(t._dtype.code, len(t._shape), t._shape, t._ptr, t._stride, v, 0, 0)
     else:
         v = builtins.int(value)
-        if not -(1 << 63) <= v < (1 << 64):
-            raise RuntimeError(f"fill_: value {v} cannot be converted to type {t._dtype} "
-                               "without overflow")
         if v >= 1 << 63:
             v -= 1 << 64
         rc = lib.fm_fill(t._dtype.code, len(t._shape), t._shape, t._ptr, t._stride, 0.0, v, 1)

@@ -530,14 +530,32 @@ def _masked_select(x, mask):
 def _fill_args(value, dt, op):
     """A Python/NumPy number as fm_fill's (double, int64, use_int) for dtype ``dt``: floats and
     float dtypes go through double (a float into an int dtype truncates), ints stay exact."""
-    if dt.kind == 2 or isinstance(value, (builtins.float, np.floating)):
+    if dt.kind == 2:
+        return builtins.float(value), 0, 0
+    check_fits(value, dt, op)
+    if isinstance(value, (builtins.float, np.floating)):
         return builtins.float(value), 0, 0
     v = builtins.int(value)
-    if not -(1 << 63) <= v < (1 << 64):
-        raise RuntimeError(f"{op}: value {v} cannot be converted to type {dt} without overflow")
     if v >= 1 << 63:
         v -= 1 << 64
     return 0.0, v, 1
+
+
+def check_fits(value, dt, op):
+    """PyTorch's overflow check for a number written into an integer dtype (fill_, full,
+    masked_fill, index_fill, x[i] = v): outside the dtype's range raises; negative values
+    down to -max wrap for unsigned types (as C does); floats are truncated. bool takes any."""
+    if dt.kind == 2 or dt is D.bool:
+        return
+    v = builtins.float(value) if isinstance(value, (builtins.float, np.floating)) else \
+        builtins.int(value)
+    if v != v:
+        raise RuntimeError(f"{op}: value nan cannot be converted to type {dt} without overflow")
+    hi = (1 << (8 * dt.itemsize - (1 if dt.is_signed else 0))) - 1
+    lo = -hi - 1 if dt.is_signed else -hi
+    if v < lo or v > hi:
+        raise RuntimeError(f"{op}: value {value} cannot be converted to type {dt} without "
+                           "overflow")
 
 
 def _value_tensor(value, dt, op):
