@@ -1,0 +1,52 @@
+"""Imported by the forkserver as its last preload module: imports the user's main module once
+in the server, so that the DataLoader workers forked from it start with it.
+
+Without this, every worker re-imports the main script (or ``-m`` module) as ``__mp_main__``
+when it starts, at every epoch: whatever the script imports at top level (PyTorch, a big
+model definition, a dataset read from disk) is paid ``num_workers`` times per epoch. Python
+meant ``set_forkserver_preload(["__main__"])`` to do this, but up to at least 3.13 the server
+never receives the main path, so that entry does nothing.
+
+The main process hands the server what ``multiprocessing.spawn.prepare`` needs to import main
+(the main module's path or name, ``sys.path``, ``sys.argv``, the working directory) in the
+``_ENV`` variable, set only while it starts the server (``start_forkserver`` in _workers.py).
+A main module that fails to import here (a script that starts a DataLoader at import time,
+without the ``if __name__ == "__main__":`` guard) is left alone: each worker then imports it
+itself, as before, and reports the failure the usual way.
+"""
+
+import json
+import os
+
+_ENV = "_FIAMMA_DATA_FORKSERVER_MAIN"
+# what the server may take from the main process's preparation data
+KEYS = ("sys_path", "sys_argv", "dir", "orig_dir", "init_main_from_name", "init_main_from_path")
+
+imported_main = False  # True in the server (and in its workers) once main was imported here
+
+
+def _import_main():
+    global imported_main
+    spec = os.environ.pop(_ENV, None)  # the workers need not see it
+    if spec is None:
+        return
+    from multiprocessing import process, spawn
+
+    try:
+        data = {k: v for k, v in json.loads(spec).items() if k in KEYS}
+    except ValueError:
+        return
+    if "init_main_from_name" not in data and "init_main_from_path" not in data:
+        return
+    me = process.current_process()
+    me._inheriting = True  # as in a spawned child: starting processes now is an error
+    try:
+        spawn.prepare(data)
+        imported_main = True
+    except BaseException:  # noqa: BLE001 - the workers import main themselves and report it
+        pass
+    finally:
+        del me._inheriting
+
+
+_import_main()
