@@ -4,8 +4,9 @@ in the server, so that the DataLoader workers forked from it start with it.
 Without this, every worker re-imports the main script (or ``-m`` module) as ``__mp_main__``
 when it starts, at every epoch: whatever the script imports at top level (PyTorch, a big
 model definition, a dataset read from disk) is paid ``num_workers`` times per epoch. Python
-meant ``set_forkserver_preload(["__main__"])`` to do this, but up to at least 3.13 the server
-never receives the main path, so that entry does nothing.
+meant ``set_forkserver_preload(["__main__"])`` to do this, but the server never received the
+main path until CPython fixed it in 2025 (gh-126631), and where it works a main module that
+fails to import kills the server instead of letting the workers report it.
 
 The main process hands the server what ``multiprocessing.spawn.prepare`` needs to import main
 (the main module's path or name, ``sys.path``, ``sys.argv``, the working directory) in the
@@ -30,7 +31,7 @@ def _import_main():
     spec = os.environ.pop(_ENV, None)  # the workers need not see it
     if spec is None:
         return
-    from multiprocessing import process, spawn
+    from multiprocessing import process, spawn, util
 
     try:
         data = {k: v for k, v in json.loads(spec).items() if k in KEYS}
@@ -38,6 +39,12 @@ def _import_main():
         return
     if "init_main_from_name" not in data and "init_main_from_path" not in data:
         return
+    # the server closes stdin right after its preloads; close it before main's top level runs
+    # (a worker importing main would read /dev/null, never the terminal)
+    try:
+        util._close_stdin()
+    except Exception:  # noqa: BLE001 - a private helper: without it, stdin stays as it is
+        pass
     me = process.current_process()
     me._inheriting = True  # as in a spawned child: starting processes now is an error
     try:
