@@ -281,3 +281,22 @@ def test_main_module_is_imported_once_by_the_forkserver(tmp_path, how):
     assert proc.stdout.strip() == "ok"
     pids = (tmp_path / "imports.txt").read_text().split()
     assert len(pids) == 2, pids  # the main process and the forkserver, not 2 x 3 workers
+
+
+def test_main_variable_is_ignored_outside_the_forkserver(tmp_path):
+    """A process that inherits the forkserver's variable by chance must not run main."""
+    import json
+    import subprocess
+    import sys
+
+    from fiamma.data import _forkserver_main as fm
+
+    (tmp_path / "victim.py").write_text("open('ran.txt', 'w').close()\n")
+    spec = {"init_main_from_path": str(tmp_path / "victim.py"), "sys_path": sys.path,
+            "parent": os.getpid()}
+    env = dict(os.environ, **{fm._ENV: json.dumps(spec)})
+    proc = subprocess.run([sys.executable, "-c", "import fiamma.data._forkserver_main as m; "
+                           "import os; print(m.imported_main, m._ENV in os.environ)"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.stdout.split() == ["False", "False"], proc.stderr
+    assert not (tmp_path / "ran.txt").exists()

@@ -197,6 +197,7 @@ def _start_forkserver():
     data = {k: v for k, v in spawn.get_preparation_data("fiamma-data").items() if k in fm.KEYS}
     if "init_main_from_name" not in data and "init_main_from_path" not in data:
         return  # an interactive session: nothing to import
+    data["parent"] = os.getpid()
     try:
         spec = json.dumps(data)
     except (TypeError, ValueError):
