@@ -186,6 +186,36 @@ def test_stack_family_vs_numpy(shape, dt):
         same(F.column_stack(ts), np.column_stack(arrs), dt)
 
 
+@pytest.mark.parametrize("dt", ALL, ids=str)
+@pytest.mark.parametrize("shape", [(), (4,), (2, 3), (2, 0, 3), (3, 1, 2)], ids=str)
+def test_stack_contiguous_vs_numpy(shape, dt):
+    """All parts contiguous and of one dtype (the DataLoader's batches): the one-call path,
+    including parts that are views at an offset into a bigger storage."""
+    rng = np.random.default_rng(3)
+    arrs = [rand(shape, rng) for _ in range(5)]
+    if dt is F.bool:
+        arrs = [a > 2 for a in arrs]
+    big = ft(np.stack(arrs), dt)
+    for ts in ([ft(a, dt) for a in arrs], [big[i] for i in range(5)]):
+        for d in range(-len(shape) - 1, len(shape) + 1):
+            r = F.stack(ts, d)
+            assert r.dtype is dt and r.is_contiguous()
+            same(r, np.stack(arrs, d), dt)
+
+
+def test_stack_records_grad_and_keeps_inputs_apart():
+    a = F.ones(3, requires_grad=True)
+    b = F.zeros(3)
+    r = F.stack([a, b], 1)
+    assert r.requires_grad
+    r.sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), [1.0, 1.0, 1.0])
+    c = F.zeros(2, 2)
+    s = F.stack([c, c])
+    s[0, 0, 0] = 5.0
+    assert c[0, 0].item() == 0.0
+
+
 def test_stack_mixed_dtypes_and_out():
     r = F.stack([ft([1, 2], F.int8), ft([1.5, 2.5], F.float64)])
     assert r.dtype is F.float64

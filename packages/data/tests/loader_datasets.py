@@ -123,3 +123,19 @@ class Mixed(D.Dataset):
                 "s": fiamma.tensor(i),
                 "e": fiamma.zeros(0, 4),
                 "name": f"s{i}"}
+
+
+class Backed(D.Dataset):
+    """Samples are rows of one big tensor the dataset holds (as MNIST-style datasets do); each
+    sample also says whether the worker's copy of that tensor lives in shared memory."""
+
+    def __init__(self, n=2000):
+        rng = np.random.default_rng(7)
+        self.array = rng.integers(0, 256, size=(n, 28, 28), dtype=np.uint8)
+        self.x = fiamma.from_numpy(self.array)
+
+    def __len__(self):
+        return self.x.shape[0]
+
+    def __getitem__(self, i):
+        return self.x[i].float(), fiamma.tensor(self.x.is_shared()), i

@@ -216,3 +216,87 @@ def test_script_without_main_guard_gets_a_hint(tmp_path):
                           text=True, timeout=120)
     assert proc.returncode != 0
     assert 'if __name__ == "__main__":' in proc.stderr.splitlines()[-1]
+
+
+def test_dataset_tensors_reach_workers_through_shared_memory():
+    """A dataset's tensors go to each worker as shared memory (not a pickled copy), every
+    epoch, and the samples read from them are right; the main process's tensor keeps its
+    values after being moved to shared memory."""
+    from loader_datasets import Backed
+
+    ds = Backed()
+    loader = D.DataLoader(ds, batch_size=128, shuffle=True, num_workers=2)
+    for _ in range(2):
+        seen = []
+        for x, shared, idx in loader:
+            assert shared.all().item()
+            assert x.tolist() == ds.array[idx.numpy()].astype("float32").tolist()
+            seen += idx.tolist()
+        assert sorted(seen) == list(range(len(ds)))
+    assert ds.x.is_shared() and ds.x.numpy().tolist() == ds.array.tolist()
+
+
+def _run_script(tmp_path, args):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, *args], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=180)
+
+
+_COUNTING_SCRIPT = """\
+import os
+import fiamma
+from fiamma.data import DataLoader, Dataset
+
+with open("imports.txt", "a") as f:       # who ran this module's top level
+    f.write(f"{os.getpid()}\\n")
+
+
+class Rows(Dataset):                       # defined in the main module: pickled by reference
+    def __len__(self):
+        return 40
+
+    def __getitem__(self, i):
+        return fiamma.full((2,), float(i))
+
+
+if __name__ == "__main__":
+    for epoch in range(3):
+        got = sorted(v for b in DataLoader(Rows(), batch_size=4, num_workers=2)
+                     for v in b[:, 0].tolist())
+        assert got == [float(i) for i in range(40)], got
+    print("ok")
+"""
+
+
+@pytest.mark.parametrize("how", ["path", "module"])
+def test_main_module_is_imported_once_by_the_forkserver(tmp_path, how):
+    """Forkserver workers start with the main module already imported (once, in the server),
+    instead of re-importing it every epoch; a dataset class defined in it still works."""
+    (tmp_path / "counting.py").write_text(_COUNTING_SCRIPT)
+    args = ["counting.py"] if how == "path" else ["-m", "counting"]
+    proc = _run_script(tmp_path, args)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"
+    pids = (tmp_path / "imports.txt").read_text().split()
+    assert len(pids) == 2, pids  # the main process and the forkserver, not 2 x 3 workers
+
+
+def test_main_variable_is_ignored_outside_the_forkserver(tmp_path):
+    """A process that inherits the forkserver's variable by chance must not run main."""
+    import json
+    import subprocess
+    import sys
+
+    from fiamma.data import _forkserver_main as fm
+
+    (tmp_path / "victim.py").write_text("open('ran.txt', 'w').close()\n")
+    spec = {"init_main_from_path": str(tmp_path / "victim.py"), "sys_path": sys.path,
+            "parent": os.getpid()}
+    env = dict(os.environ, **{fm._ENV: json.dumps(spec)})
+    proc = subprocess.run([sys.executable, "-c", "import fiamma.data._forkserver_main as m; "
+                           "import os; print(m.imported_main, m._ENV in os.environ)"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.stdout.split() == ["False", "False"], proc.stderr
+    assert not (tmp_path / "ran.txt").exists()

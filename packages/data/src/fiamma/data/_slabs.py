@@ -82,7 +82,7 @@ class WorkerSlabs:
 
     def __init__(self, worker_id, flags):
         self.worker_id = worker_id
-        self.flags = flags
+        self.flags = flags.numpy()  # a NumPy view: a flag flips without a C call (GIL kept)
         self.slabs = []
 
     def pack(self, batch):
@@ -156,7 +156,7 @@ class MainSlabs:
     """The main process's side: the slabs of every worker and their flags."""
 
     def __init__(self, flags):
-        self.flags = flags            # one shared flags tensor per worker
+        self.flags = [f.numpy() for f in flags]  # one shared flags tensor per worker (views)
         self.slabs = [dict() for _ in flags]
 
     def discard(self, packed):

@@ -169,11 +169,44 @@ def _context(spec):
                              f"{fmp.get_all_start_methods()}") from None
         if spec == "forkserver":
             # the server imports these once, so every worker forked from it starts with them
-            # (takes effect when the server starts; later calls change nothing)
+            # (takes effect when the server starts; later calls change nothing); the last one
+            # imports the main module there (see _forkserver_main.py)
             ctx.set_forkserver_preload(["numpy", "fiamma", "fiamma.multiprocessing",
-                                        "fiamma.data", "fiamma.data._workers"])
+                                        "fiamma.data", "fiamma.data._workers",
+                                        "fiamma.data._forkserver_main"])
+            _start_forkserver()
         return ctx
     return spec
+
+
+def _start_forkserver():
+    """Start multiprocessing's forkserver if it is not running, telling it how to import the
+    main module (the environment variable is set only while the server starts)."""
+    import json
+    from multiprocessing import forkserver, process, spawn
+
+    from fiamma.data import _forkserver_main as fm
+
+    if getattr(process.current_process(), "_inheriting", False):
+        return  # main is being imported in a child: Process.start() raises the usual error
+    server = getattr(forkserver, "_forkserver", None)
+    if server is None or getattr(server, "_forkserver_pid", None) is not None:
+        # already started (possibly by someone else, without main: then each worker imports
+        # main itself, as a server restarted by Process.start() after dying would)
+        return
+    data = {k: v for k, v in spawn.get_preparation_data("fiamma-data").items() if k in fm.KEYS}
+    if "init_main_from_name" not in data and "init_main_from_path" not in data:
+        return  # an interactive session: nothing to import
+    data["parent"] = os.getpid()
+    try:
+        spec = json.dumps(data)
+    except (TypeError, ValueError):
+        return
+    os.environ[fm._ENV] = spec
+    try:
+        forkserver.ensure_running()
+    finally:
+        os.environ.pop(fm._ENV, None)
 
 
 def _signal_name(code):
