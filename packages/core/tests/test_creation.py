@@ -291,3 +291,38 @@ def test_eye_defaults_out_and_errors():
         fiamma.eye(2, -1)
     with pytest.raises(TypeError, match="eye"):
         fiamma.eye(2.5)
+
+
+@pytest.mark.parametrize("dtype,ok,bad", [
+    (fiamma.uint8, [0, 255, -1, -255, 2.9], [256, -256, 1e20, float("nan")]),
+    (fiamma.int8, [-128, 127, -1.5], [128, -129, 300]),
+    (fiamma.int16, [-32768, 32767], [32768, -32769]),
+    (fiamma.int32, [2 ** 31 - 1, -2 ** 31], [2 ** 31, -2 ** 31 - 1, 1e10]),
+    (fiamma.int64, [2 ** 63 - 1, -2 ** 63], [2 ** 63, -2 ** 63 - 1, 2 ** 64 - 1]),
+])
+def test_integer_fill_values_checked_like_pytorch(dtype, ok, bad):
+    """A number outside an integer dtype's range raises (negative values down to -max wrap for
+    unsigned types, as C and PyTorch do); every writer of a single number agrees."""
+    writers = [
+        ("fill_", lambda x, v: x.fill_(v)),
+        ("fill_", lambda x, v: fiamma.full((3,), v, dtype=dtype)),
+        ("masked_fill_", lambda x, v: x.masked_fill(fiamma.tensor([True, False, True]), v)),
+        ("index_fill_", lambda x, v: x.index_fill(0, fiamma.tensor([1]), v)),
+        ("setitem", lambda x, v: x.__setitem__(0, v)),
+    ]
+    for name, write in writers:
+        for v in ok:
+            x = fiamma.zeros(3, dtype=dtype)
+            write(x, v)
+        for v in bad:
+            x = fiamma.zeros(3, dtype=dtype)
+            with pytest.raises(RuntimeError, match="cannot be converted to type .* without "
+                                                   "overflow"):
+                write(x, v)
+            assert x.tolist() == [0, 0, 0]
+    x = fiamma.zeros(2, dtype=dtype)
+    x.fill_(-1 if dtype is fiamma.uint8 else 5)
+    assert x.tolist() == ([255, 255] if dtype is fiamma.uint8 else [5, 5])
+    b = fiamma.zeros(2, dtype=fiamma.bool)
+    b.fill_(300)
+    assert b.tolist() == [True, True]
