@@ -1,0 +1,364 @@
+/* Winograd F(2x2, 3x3) for float32 2-D 3x3 stride-1 convolutions (called by fm_conv for FWD and
+ * BWD_DATA; see api_conv.h for when it is taken).
+ *
+ * Why: im2col + GEMM does 9 multiply-adds per output and input channel; F(2x2, 3x3) does 16 per
+ * 2x2 output tile, 2.25x fewer, at the price of linear transforms of the input tiles and the
+ * outputs (adds only, linear in the data, cheap next to the GEMMs once channels reach a few
+ * dozen). With U = G g G^T per (output, input channel) pair, V = B^T d B per 4x4 input patch
+ * (patches overlap by 2) and M[xi] = U[xi] @ V[xi] for each of the 16 positions xi of the 4x4
+ * transformed tile, the outputs are Y = A^T M A (2x2 per tile).
+ *
+ * Layout: tiles are numbered over (image, tile row, tile column) and processed in chunks of nt
+ * tiles; a chunk's V (16 x C x nt) and M (16 x K x nt) stay in a thread's cache while 16 GEMMs
+ * (fm_sgemm, one thread each) run over them. Threads take whole chunks, so no two write the same
+ * output and nothing synchronises after the weight transform. Within a chunk the transforms walk
+ * runs of tiles in one tile row ("segments"): every loop is contiguous over tiles (stride-2 reads
+ * of the image rows), which the compiler vectorises. Patches crossing the image border are first
+ * copied into a zero-padded row buffer, so the inner loops never check bounds.
+ *
+ * The transposed direction (BWD_DATA, stride 1) is the same computation: a forward convolution of
+ * the gradient with the weight flipped in both taps and in/out channels swapped, padding 2 - pad.
+ */
+#include <omp.h>
+
+#include "fiamma.h"
+#include "dtypes.h"
+#include "api_matmul.h"
+#include "api_conv.h"
+
+/* one call, as a forward convolution: x (N, C, H, W) -> y (N, K, OH, OW); output (oy, ox) reads
+   x rows oy + r - ph and columns ox + s - pw (r, s < 3), zeros outside */
+typedef struct {
+    int64_t N, C, K, H, W, OH, OW, ph, pw, TH, TW, ntiles, nt;
+    const float *x, *bias;
+    float *y, *U;
+    int64_t uam, uak; /* strides of U[xi] as the K x C matrix of the products */
+} wn_t;
+
+/* 16 rows of one segment (seg tiles) of V: v[xi * vs + j] = (B^T d_j B)[xi] for the 4x4 patch
+   d_j = rows p0..p3, columns 2j .. 2j + 3 */
+__attribute__((unused)) static void in_seg_c(int64_t seg, const float *FM_RESTRICT p0,
+                             const float *FM_RESTRICT p1, const float *FM_RESTRICT p2,
+                             const float *FM_RESTRICT p3, float *FM_RESTRICT v, int64_t vs) {
+    float *FM_RESTRICT v0 = v, *FM_RESTRICT v1 = v + vs, *FM_RESTRICT v2 = v + 2 * vs;
+    float *FM_RESTRICT v3 = v + 3 * vs, *FM_RESTRICT v4 = v + 4 * vs, *FM_RESTRICT v5 = v + 5 * vs;
+    float *FM_RESTRICT v6 = v + 6 * vs, *FM_RESTRICT v7 = v + 7 * vs, *FM_RESTRICT v8 = v + 8 * vs;
+    float *FM_RESTRICT v9 = v + 9 * vs, *FM_RESTRICT v10 = v + 10 * vs;
+    float *FM_RESTRICT v11 = v + 11 * vs, *FM_RESTRICT v12 = v + 12 * vs;
+    float *FM_RESTRICT v13 = v + 13 * vs, *FM_RESTRICT v14 = v + 14 * vs;
+    float *FM_RESTRICT v15 = v + 15 * vs;
+    for (int64_t j = 0; j < seg; j++) {
+        /* rows: B^T applied to the columns of each row */
+#define HROW(p, h)                                                                            \
+    const float h##0 = p[2 * j] - p[2 * j + 2], h##1 = p[2 * j + 1] + p[2 * j + 2];           \
+    const float h##2 = p[2 * j + 2] - p[2 * j + 1], h##3 = p[2 * j + 1] - p[2 * j + 3];
+        HROW(p0, a)
+        HROW(p1, b)
+        HROW(p2, c)
+        HROW(p3, d)
+#undef HROW
+        v0[j] = a0 - c0, v1[j] = a1 - c1, v2[j] = a2 - c2, v3[j] = a3 - c3;
+        v4[j] = b0 + c0, v5[j] = b1 + c1, v6[j] = b2 + c2, v7[j] = b3 + c3;
+        v8[j] = c0 - b0, v9[j] = c1 - b1, v10[j] = c2 - b2, v11[j] = c3 - b3;
+        v12[j] = b0 - d0, v13[j] = b1 - d1, v14[j] = b2 - d2, v15[j] = b3 - d3;
+    }
+}
+
+/* u[xi * us + i] = (G g G^T)[xi] for i < cnt, where the 3x3 taps g of i are at w + i * si
+   (reversed when flip) */
+static void wt_rows_c(const float *FM_RESTRICT w, int64_t si, int64_t cnt, int flip,
+                      float *FM_RESTRICT u, int64_t us) {
+    for (int64_t i = 0; i < cnt; i++) {
+        const float *g = w + i * si;
+        float t[9], a[4][3];
+        for (int e = 0; e < 9; e++) t[e] = g[flip ? 8 - e : e];
+        for (int c = 0; c < 3; c++) {
+            a[0][c] = t[c];
+            a[1][c] = 0.5f * (t[c] + t[3 + c] + t[6 + c]);
+            a[2][c] = 0.5f * (t[c] - t[3 + c] + t[6 + c]);
+            a[3][c] = t[6 + c];
+        }
+        for (int r = 0; r < 4; r++) {
+            u[(4 * r) * us + i] = a[r][0];
+            u[(4 * r + 1) * us + i] = 0.5f * (a[r][0] + a[r][1] + a[r][2]);
+            u[(4 * r + 2) * us + i] = 0.5f * (a[r][0] - a[r][1] + a[r][2]);
+            u[(4 * r + 3) * us + i] = a[r][2];
+        }
+    }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define AVX512 __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,fma")))
+
+/* lanes [0, cnt) of p (cnt clipped to 0..16), zeros elsewhere; masked loads do not fault */
+static inline AVX512 __m512 load_n(const float *p, int64_t cnt) {
+    if (cnt >= 16) return _mm512_loadu_ps(p);
+    if (cnt <= 0) return _mm512_setzero_ps();
+    return _mm512_maskz_loadu_ps((__mmask16)((1u << cnt) - 1), p);
+}
+
+/* in_seg_c, 16 tiles per step: the stride-2 columns come from two loads and a permute */
+static AVX512 void in_seg(int64_t seg, const float *p0, const float *p1, const float *p2,
+                          const float *p3, float *v, int64_t vs) {
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
+    const float *p[4] = {p0, p1, p2, p3};
+    for (int64_t j = 0; j < seg; j += 16) {
+        const int64_t r = seg - j < 16 ? seg - j : 16, nv = 2 * r + 2; /* values readable */
+        __m512 h[4][4];
+        for (int q = 0; q < 4; q++) {
+            const float *s = p[q] + 2 * j;
+            __m512 lo = load_n(s, nv), hi = load_n(s + 16, nv - 16);
+            __m512 lo2 = load_n(s + 2, nv - 2), hi2 = load_n(s + 18, nv - 18);
+            __m512 e0 = _mm512_permutex2var_ps(lo, ev, hi), e1 = _mm512_permutex2var_ps(lo, od, hi);
+            __m512 e2 = _mm512_permutex2var_ps(lo2, ev, hi2);
+            __m512 e3 = _mm512_permutex2var_ps(lo2, od, hi2);
+            h[q][0] = _mm512_sub_ps(e0, e2), h[q][1] = _mm512_add_ps(e1, e2);
+            h[q][2] = _mm512_sub_ps(e2, e1), h[q][3] = _mm512_sub_ps(e1, e3);
+        }
+        const __mmask16 m = (__mmask16)((1u << r) - 1);
+        float *o = v + j;
+        for (int c = 0; c < 4; c++) {
+            _mm512_mask_storeu_ps(o + c * vs, m, _mm512_sub_ps(h[0][c], h[2][c]));
+            _mm512_mask_storeu_ps(o + (4 + c) * vs, m, _mm512_add_ps(h[1][c], h[2][c]));
+            _mm512_mask_storeu_ps(o + (8 + c) * vs, m, _mm512_sub_ps(h[2][c], h[1][c]));
+            _mm512_mask_storeu_ps(o + (12 + c) * vs, m, _mm512_sub_ps(h[1][c], h[3][c]));
+        }
+    }
+}
+
+/* wt_rows_c, 16 indices per step (gathers of the 9 taps; si * 15 + 8 fits in int32, checked
+   by the caller) */
+static AVX512 void wt_rows(const float *w, int64_t si, int64_t cnt, int flip, float *u,
+                           int64_t us) {
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
+                                                             11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int)si));
+    const __m512 half = _mm512_set1_ps(0.5f);
+    int64_t i = 0;
+    for (; i + 16 <= cnt; i += 16) {
+        const float *g = w + i * si;
+        __m512 t[9], a[4][3];
+        for (int e = 0; e < 9; e++) t[e] = _mm512_i32gather_ps(idx, g + (flip ? 8 - e : e), 4);
+        for (int c = 0; c < 3; c++) {
+            a[0][c] = t[c];
+            a[1][c] = _mm512_mul_ps(half, _mm512_add_ps(_mm512_add_ps(t[c], t[3 + c]), t[6 + c]));
+            a[2][c] = _mm512_mul_ps(half, _mm512_add_ps(_mm512_sub_ps(t[c], t[3 + c]), t[6 + c]));
+            a[3][c] = t[6 + c];
+        }
+        for (int r = 0; r < 4; r++) {
+            __m512 s = _mm512_add_ps(a[r][0], a[r][2]);
+            _mm512_storeu_ps(u + (4 * r) * us + i, a[r][0]);
+            _mm512_storeu_ps(u + (4 * r + 1) * us + i, _mm512_mul_ps(half, _mm512_add_ps(s, a[r][1])));
+            _mm512_storeu_ps(u + (4 * r + 2) * us + i, _mm512_mul_ps(half, _mm512_sub_ps(s, a[r][1])));
+            _mm512_storeu_ps(u + (4 * r + 3) * us + i, a[r][2]);
+        }
+    }
+    if (i < cnt) wt_rows_c(w + i * si, si, cnt - i, flip, u + i, us);
+}
+#else
+#define in_seg in_seg_c
+#define wt_rows wt_rows_c
+#endif
+
+/* outputs of one segment for one output channel: m[xi * ms + j] -> the 2x2 tile j, as rows
+   o0 (y00, y01 of each tile) and o1 (y10, y11) interleaved, plus bias */
+FM_CLONES static void out_seg(int64_t seg, const float *FM_RESTRICT m, int64_t ms, float bias,
+                              float *FM_RESTRICT o0, float *FM_RESTRICT o1) {
+    for (int64_t j = 0; j < seg; j++) {
+        float s[2][4];
+        for (int q = 0; q < 4; q++) {
+            const float m0 = m[q * ms + j], m1 = m[(4 + q) * ms + j];
+            const float m2 = m[(8 + q) * ms + j], m3 = m[(12 + q) * ms + j];
+            s[0][q] = m0 + m1 + m2;
+            s[1][q] = m1 - m2 - m3;
+        }
+        o0[2 * j] = s[0][0] + s[0][1] + s[0][2] + bias;
+        o0[2 * j + 1] = s[0][1] - s[0][2] - s[0][3] + bias;
+        o1[2 * j] = s[1][0] + s[1][1] + s[1][2] + bias;
+        o1[2 * j + 1] = s[1][1] - s[1][2] - s[1][3] + bias;
+    }
+}
+
+/* row r of the patches of tiles [tx, tx + seg) of tile row ty in image plane img: a pointer to
+   2 seg + 2 values, the image itself when inside, else buf (zero-padded copy) or zeros */
+static const float *patch_row(const wn_t *P, const float *img, int64_t ty, int64_t tx,
+                              int64_t seg, int r, float *buf, const float *zeros) {
+    const int64_t iy = 2 * ty + r - P->ph, ix0 = 2 * tx - P->pw, len = 2 * seg + 2;
+    if (iy < 0 || iy >= P->H) return zeros;
+    const float *row = img + iy * P->W;
+    if (ix0 >= 0 && ix0 + len <= P->W) return row + ix0;
+    const int64_t lo = ix0 < 0 ? -ix0 : 0, hi = P->W - ix0 < len ? P->W - ix0 : len;
+    for (int64_t i = 0; i < len; i++) buf[i] = 0.0f;
+    for (int64_t i = lo; i < hi; i++) buf[i] = row[ix0 + i];
+    return buf;
+}
+
+/* The three steps for the tiles [t0, t1) of a chunk, each over a share of the channels (input
+   channels [c0, c1) for the input transform, output channels [k0, k1) for the rest). sc:
+   scratch of 5 (2 TW + 2) + 4 TW floats */
+static void in_chunk(const wn_t *P, int64_t t0, int64_t t1, int64_t c0, int64_t c1, float *V,
+                     float *sc) {
+    const int64_t C = P->C, nt = P->nt, tpi = P->TH * P->TW, wl = 2 * P->TW + 2;
+    float *zeros = sc + 4 * wl;
+    for (int64_t i = 0; i < wl; i++) zeros[i] = 0.0f;
+    for (int64_t t = t0; t < t1;) {
+        const int64_t n = t / tpi, ty = (t % tpi) / P->TW, tx = t % P->TW;
+        const int64_t seg = P->TW - tx < t1 - t ? P->TW - tx : t1 - t;
+        for (int64_t c = c0; c < c1; c++) {
+            const float *img = P->x + (n * C + c) * P->H * P->W, *p[4];
+            for (int r = 0; r < 4; r++)
+                p[r] = patch_row(P, img, ty, tx, seg, r, sc + r * wl, zeros);
+            in_seg(seg, p[0], p[1], p[2], p[3], V + c * nt + (t - t0), C * nt);
+        }
+        t += seg;
+    }
+}
+
+static int gemm_chunk(const wn_t *P, int64_t nc, int64_t k0, int64_t k1, const float *V,
+                      float *M) {
+    const int64_t C = P->C, K = P->K, nt = P->nt;
+    for (int xi = 0; xi < 16 && k1 > k0; xi++) {
+        int rc = fm_sgemm(k1 - k0, nc, C, 1.0,
+                          (intptr_t)(P->U + xi * K * C + k0 * P->uam), P->uam, P->uak,
+                          (intptr_t)(V + xi * C * nt), nt, 1, 0.0,
+                          (intptr_t)(M + (xi * K + k0) * nt), nt, 1);
+        if (rc) return rc;
+    }
+    return FM_OK;
+}
+
+static void out_chunk(const wn_t *P, int64_t t0, int64_t t1, int64_t k0, int64_t k1,
+                      const float *M, float *sc) {
+    const int64_t K = P->K, nt = P->nt, tpi = P->TH * P->TW;
+    float *o0 = sc + 5 * (2 * P->TW + 2), *o1 = o0 + 2 * P->TW;
+    for (int64_t t = t0; t < t1;) {
+        const int64_t n = t / tpi, ty = (t % tpi) / P->TW, tx = t % P->TW;
+        const int64_t seg = P->TW - tx < t1 - t ? P->TW - tx : t1 - t;
+        const int64_t oy = 2 * ty, ox = 2 * tx, w = P->OW - ox < 2 * seg ? P->OW - ox : 2 * seg;
+        const int two = oy + 1 < P->OH;
+        for (int64_t k = k0; k < k1; k++) {
+            float *y = P->y + ((n * K + k) * P->OH + oy) * P->OW + ox;
+            const float bk = P->bias ? P->bias[k] : 0.0f;
+            if (w == 2 * seg) {
+                out_seg(seg, M + k * nt + (t - t0), K * nt, bk, y, two ? y + P->OW : o1);
+            } else { /* the last tile column is cut: through the scratch rows */
+                out_seg(seg, M + k * nt + (t - t0), K * nt, bk, o0, o1);
+                memcpy(y, o0, w * sizeof(float));
+                if (two) memcpy(y + P->OW, o1, w * sizeof(float));
+            }
+        }
+        t += seg;
+    }
+}
+
+static int wino_on = 1;
+static int64_t wino_tiles = 0; /* 0: chosen per call */
+
+int fm_conv_set_winograd(int on) {
+    int prev = wino_on;
+    if (on >= 0) wino_on = on > 2 ? 2 : on;
+    return prev;
+}
+
+int64_t fm_conv_set_winograd_tiles(int64_t tiles) {
+    int64_t prev = wino_tiles;
+    if (tiles >= 0) wino_tiles = tiles;
+    return prev;
+}
+
+/* Returns -1 when the call is not for this path (fm_conv goes on with im2col), else a status.
+   B, S, K, st, pd, dl: the 3-D geometry of fm_conv (leading dims 1 for 2-D) */
+int fm__conv_winograd(int mode, int dt, int nd, int64_t n, int64_t cb, int64_t cs,
+                      int64_t groups, const int64_t *B, const int64_t *S, const int64_t *K,
+                      const int64_t *st, const int64_t *pd, const int64_t *dl, const char *a,
+                      const char *b, const char *bias, char *out) {
+    if (!wino_on || dt != FM_FLOAT32 || nd != 2 || groups != 1 || n < 1 || !fm_sgemm_available())
+        return -1;
+    if (mode != FM_CONV_FWD && mode != FM_CONV_BWD_DATA) return -1;
+    for (int i = 1; i < 3; i++)
+        if (K[i] != 3 || st[i] != 1 || dl[i] != 1 || pd[i] > 2) return -1;
+    wn_t P;
+    memset(&P, 0, sizeof(P));
+    const int fwd = mode == FM_CONV_FWD;
+    P.N = n, P.C = fwd ? cb : cs, P.K = fwd ? cs : cb;
+    P.H = fwd ? B[1] : S[1], P.W = fwd ? B[2] : S[2];
+    P.OH = fwd ? S[1] : B[1], P.OW = fwd ? S[2] : B[2];
+    P.ph = fwd ? pd[1] : 2 - pd[1], P.pw = fwd ? pd[2] : 2 - pd[2];
+    P.TH = (P.OH + 1) / 2, P.TW = (P.OW + 1) / 2, P.ntiles = n * P.TH * P.TW;
+    /* Worth it only where it saves enough multiplies: few channels and the transforms cost more
+       than the multiplies they save; few tiles (small images, small batch) and building U (16
+       values per weight pair, written and read back through memory) costs more. Measured on
+       ResNet's layers: U costs about as much as 64 tiles' multiplies. */
+    if (wino_on == 1 && (P.C < 16 || P.K < 16 || 9 * n * P.OH * P.OW - 16 * P.ntiles < 16 * 64))
+        return -1;
+    P.x = (const float *)a, P.y = (float *)out, P.bias = (const float *)bias;
+    /* U[xi] keeps the weight's order, so the transform reads it straight: FWD w (K, C, 3, 3)
+       gives U[xi] K x C; BWD_DATA w (C, K, 3, 3) (taps flipped) gives C x K, read transposed */
+    P.uam = fwd ? P.C : 1, P.uak = fwd ? 1 : P.K;
+    const int64_t no = fwd ? P.K : P.C, ni = fwd ? P.C : P.K;
+    const int64_t ubytes = 16 * P.K * P.C * 4;
+    P.U = (float *)fm_alloc(ubytes);
+    if (!P.U) return FM_ERR_NOMEM;
+    const double work = 2.0 * 16 * (double)P.K * P.C * P.ntiles;
+    int T = fm_par_threads(work, 4e6);
+    /* chunk: V about 1 MB (L2), and not much smaller than U (each chunk's products read all
+       of U again) */
+    int64_t nt = (16384 / P.C + 31) / 32 * 32;
+    if (nt < P.K / 2) nt = (P.K / 2 + 31) / 32 * 32;
+    if (nt < 64) nt = 64;
+    if (wino_tiles > 0) nt = wino_tiles;
+    if (nt > P.ntiles) nt = P.ntiles;
+    /* many chunks: each thread takes whole chunks (no synchronisation); few: the threads share
+       every chunk, input channels for the input transform, output channels for the rest */
+    int64_t nchunk = (P.ntiles + nt - 1) / nt;
+    const int share = T > 1 && nchunk < 4 * T;
+    P.nt = nt;
+    const int64_t vbytes = 16 * P.C * nt * 4, mbytes = 16 * P.K * nt * 4;
+    const int64_t sbytes = (5 * (2 * P.TW + 2) + 4 * P.TW) * 4;
+    float *Vs = share ? (float *)fm_alloc(vbytes) : NULL;
+    float *Ms = share ? (float *)fm_alloc(mbytes) : NULL;
+    int rc = share && (!Vs || !Ms) ? FM_ERR_NOMEM : FM_OK;
+#pragma omp parallel num_threads(T) if (T > 1)
+    {
+        const int tn = omp_get_num_threads(), ti = omp_get_thread_num();
+        for (int64_t o = no * ti / tn; o < no * (ti + 1) / tn; o++)
+            wt_rows((const float *)b + o * ni * 9, 9, ni, !fwd, P.U + o * ni, P.K * P.C);
+        float *V = share ? Vs : (float *)fm_alloc(vbytes), *M = share ? Ms : (float *)fm_alloc(mbytes);
+        float *sc = (float *)fm_alloc(sbytes);
+        if (!V || !M || !sc) __atomic_store_n(&rc, FM_ERR_NOMEM, __ATOMIC_RELAXED);
+#pragma omp barrier
+        if (share) {
+            const int64_t c0 = P.C * ti / tn, c1 = P.C * (ti + 1) / tn;
+            const int64_t k0 = P.K * ti / tn, k1 = P.K * (ti + 1) / tn;
+            for (int64_t q = 0; q < nchunk; q++) {
+                const int64_t t0 = q * nt, t1 = t0 + nt < P.ntiles ? t0 + nt : P.ntiles;
+                /* every thread passes every barrier, also after a failure */
+                const int ok = !__atomic_load_n(&rc, __ATOMIC_RELAXED);
+                if (ok) in_chunk(&P, t0, t1, c0, c1, V, sc);
+#pragma omp barrier
+                int r = ok ? gemm_chunk(&P, t1 - t0, k0, k1, V, M) : FM_OK;
+                if (r) __atomic_store_n(&rc, r, __ATOMIC_RELAXED);
+                if (ok && !r) out_chunk(&P, t0, t1, k0, k1, M, sc);
+#pragma omp barrier
+            }
+        } else {
+            for (int64_t q = ti; q < nchunk && V && M && sc; q += tn) {
+                if (__atomic_load_n(&rc, __ATOMIC_RELAXED)) break;
+                const int64_t t0 = q * nt, t1 = t0 + nt < P.ntiles ? t0 + nt : P.ntiles;
+                in_chunk(&P, t0, t1, 0, P.C, V, sc);
+                int r = gemm_chunk(&P, t1 - t0, 0, P.K, V, M);
+                if (r) __atomic_store_n(&rc, r, __ATOMIC_RELAXED);
+                else out_chunk(&P, t0, t1, 0, P.K, M, sc);
+            }
+            if (V) fm_free((intptr_t)V, vbytes);
+            if (M) fm_free((intptr_t)M, mbytes);
+        }
+        if (sc) fm_free((intptr_t)sc, sbytes);
+    }
+    if (Vs) fm_free((intptr_t)Vs, vbytes);
+    if (Ms) fm_free((intptr_t)Ms, mbytes);
+    fm_free((intptr_t)P.U, ubytes);
+    return rc;
+}
