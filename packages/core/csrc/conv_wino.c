@@ -128,6 +128,45 @@ static AVX512 void in_seg(int64_t seg, const float *p0, const float *p1, const f
     }
 }
 
+/* in_seg over "virtual" tiles jv = ty (TW + 1) + tx of a staged narrow image (rows E, O,
+   E + Wp, O + Wp at column 2 jv); masks[b] marks the real tiles of block b (the dummy tile per
+   tile row and those out of range are dropped); the real ones are stored compressed */
+#define HAVE_VIRT 1
+static AVX512 void in_virt(int64_t nblk, const float *E, const float *O, int64_t Wp,
+                           const uint16_t *masks, float *v, int64_t vs) {
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
+    const float *p[4] = {E, O, E + Wp, O + Wp};
+    int64_t pos = 0;
+    for (int64_t b = 0; b < nblk; b++) {
+        const __mmask16 mk = (__mmask16)masks[b];
+        if (!mk) continue;
+        __m512 h[4][4];
+        for (int q = 0; q < 4; q++) {
+            const float *s = p[q] + 32 * b;
+            __m512 lo = _mm512_loadu_ps(s), hi = _mm512_loadu_ps(s + 16);
+            __m512 lo2 = _mm512_loadu_ps(s + 2), hi2 = _mm512_loadu_ps(s + 18);
+            __m512 e0 = _mm512_permutex2var_ps(lo, ev, hi), e1 = _mm512_permutex2var_ps(lo, od, hi);
+            __m512 e2 = _mm512_permutex2var_ps(lo2, ev, hi2);
+            __m512 e3 = _mm512_permutex2var_ps(lo2, od, hi2);
+            h[q][0] = _mm512_sub_ps(e0, e2), h[q][1] = _mm512_add_ps(e1, e2);
+            h[q][2] = _mm512_sub_ps(e2, e1), h[q][3] = _mm512_sub_ps(e1, e3);
+        }
+        const int cnt = __builtin_popcount(mk);
+        const __mmask16 sm = (__mmask16)((1u << cnt) - 1);
+        float *o = v + pos;
+#define ST(i, x) _mm512_mask_storeu_ps(o + (i) * vs, sm, _mm512_maskz_compress_ps(mk, x))
+        for (int c = 0; c < 4; c++) {
+            ST(c, _mm512_sub_ps(h[0][c], h[2][c]));
+            ST(4 + c, _mm512_add_ps(h[1][c], h[2][c]));
+            ST(8 + c, _mm512_sub_ps(h[2][c], h[1][c]));
+            ST(12 + c, _mm512_sub_ps(h[1][c], h[3][c]));
+        }
+#undef ST
+        pos += cnt;
+    }
+}
+
 /* wt_rows_c, 16 indices per step (gathers of the 9 taps; si * 15 + 8 fits in int32, checked
    by the caller) */
 static AVX512 void wt_rows(const float *w, int64_t si, int64_t cnt, int flip, float *u,
@@ -197,7 +236,7 @@ static const float *patch_row(const wn_t *P, const float *img, int64_t ty, int64
 
 /* The three steps for the tiles [t0, t1) of a chunk, each over a share of the channels (input
    channels [c0, c1) for the input transform, output channels [k0, k1) for the rest). sc:
-   scratch of 5 (2 TW + 2) + 4 TW floats */
+   scratch of 5 (2 TW + 2) floats; the output rows o0, o1: 2 nt floats each */
 static void in_chunk(const wn_t *P, int64_t t0, int64_t t1, int64_t c0, int64_t c1, float *V,
                      float *sc) {
     const int64_t C = P->C, nt = P->nt, tpi = P->TH * P->TW, wl = 2 * P->TW + 2;
@@ -216,6 +255,66 @@ static void in_chunk(const wn_t *P, int64_t t0, int64_t t1, int64_t c0, int64_t 
     }
 }
 
+#ifdef HAVE_VIRT
+/* in_chunk for narrow images (TW < 16, where segments fill few vector lanes): per image and
+   channel, the rows the chunk needs are staged zero-padded into even rows (E) and odd rows (O),
+   Wp = 2 TW + 2 wide, so one stride-2 sweep covers several tile rows (in_virt). sc: scratch of
+   narrow_floats(P) floats */
+static int64_t narrow_floats(const wn_t *P) {
+    return 2 * ((P->TH + 2) * (2 * P->TW + 2) + 80) + (P->TH * (P->TW + 1)) / 16 + 4;
+}
+
+static void in_chunk_narrow(const wn_t *P, int64_t t0, int64_t t1, int64_t c0, int64_t c1,
+                            float *V, float *sc) {
+    const int64_t C = P->C, nt = P->nt, TW = P->TW, tpi = P->TH * TW, Wp = 2 * TW + 2;
+    const int64_t plane = (P->TH + 2) * Wp + 80;
+    float *E = sc, *O = sc + plane;
+    uint16_t *masks = (uint16_t *)(sc + 2 * plane);
+    for (int64_t t = t0; t < t1;) {
+        const int64_t n = t / tpi, a = t % tpi, e = tpi < a + (t1 - t) ? tpi : a + (t1 - t);
+        const int64_t ty0 = a / TW, ty1 = (e - 1) / TW;
+        const int64_t j0 = a % TW, j1 = (ty1 - ty0) * (TW + 1) + (e - 1) % TW + 1;
+        const int64_t nblk = (j1 - j0 + 15) / 16, nrow = 2 * (ty1 - ty0) + 4;
+        for (int64_t b = 0; b < nblk; b++) {
+            unsigned m = 0;
+            for (int l = 0; l < 16; l++) {
+                const int64_t j = j0 + 16 * b + l;
+                if (j < j1 && j % (TW + 1) != TW) m |= 1u << l;
+            }
+            masks[b] = (uint16_t)m;
+        }
+        for (int64_t c = c0; c < c1; c++) {
+            const float *img = P->x + (n * C + c) * P->H * P->W;
+            for (int64_t r = 0; r < nrow; r++) {
+                float *d = (r & 1 ? O : E) + (r >> 1) * Wp;
+                const int64_t iy = 2 * ty0 - P->ph + r;
+                const int64_t lo = P->pw, hi = P->W + P->pw < Wp ? P->W + P->pw : Wp;
+                if (iy < 0 || iy >= P->H || lo >= hi) {
+                    memset(d, 0, Wp * sizeof(float));
+                    continue;
+                }
+                for (int64_t i = 0; i < lo && i < Wp; i++) d[i] = 0.0f;
+                memcpy(d + lo, img + iy * P->W, (hi - lo) * sizeof(float));
+                for (int64_t i = hi; i < Wp; i++) d[i] = 0.0f;
+            }
+            in_virt(nblk, E + 2 * j0, O + 2 * j0, Wp, masks, V + c * nt + (t - t0), C * nt);
+        }
+        t += e - a;
+    }
+}
+#endif
+
+static void in_any(const wn_t *P, int64_t t0, int64_t t1, int64_t c0, int64_t c1, float *V,
+                   float *sc) {
+#ifdef HAVE_VIRT
+    if (P->TW < 16) {
+        in_chunk_narrow(P, t0, t1, c0, c1, V, sc);
+        return;
+    }
+#endif
+    in_chunk(P, t0, t1, c0, c1, V, sc);
+}
+
 static int gemm_chunk(const wn_t *P, int64_t nc, int64_t k0, int64_t k1, const float *V,
                       float *M) {
     const int64_t C = P->C, K = P->K, nt = P->nt;
@@ -230,26 +329,22 @@ static int gemm_chunk(const wn_t *P, int64_t nc, int64_t k0, int64_t k1, const f
 }
 
 static void out_chunk(const wn_t *P, int64_t t0, int64_t t1, int64_t k0, int64_t k1,
-                      const float *M, float *sc) {
-    const int64_t K = P->K, nt = P->nt, tpi = P->TH * P->TW;
-    float *o0 = sc + 5 * (2 * P->TW + 2), *o1 = o0 + 2 * P->TW;
-    for (int64_t t = t0; t < t1;) {
-        const int64_t n = t / tpi, ty = (t % tpi) / P->TW, tx = t % P->TW;
-        const int64_t seg = P->TW - tx < t1 - t ? P->TW - tx : t1 - t;
-        const int64_t oy = 2 * ty, ox = 2 * tx, w = P->OW - ox < 2 * seg ? P->OW - ox : 2 * seg;
-        const int two = oy + 1 < P->OH;
-        for (int64_t k = k0; k < k1; k++) {
+                      const float *M, float *o0, float *o1) {
+    const int64_t K = P->K, nt = P->nt, tpi = P->TH * P->TW, nc = t1 - t0;
+    for (int64_t k = k0; k < k1; k++) {
+        /* all tiles of the chunk at once (full vectors also for narrow images), then row
+           pieces to their places */
+        out_seg(nc, M + k * nt, K * nt, P->bias ? P->bias[k] : 0.0f, o0, o1);
+        for (int64_t t = t0; t < t1;) {
+            const int64_t n = t / tpi, ty = (t % tpi) / P->TW, tx = t % P->TW;
+            const int64_t seg = P->TW - tx < t1 - t ? P->TW - tx : t1 - t;
+            const int64_t oy = 2 * ty, ox = 2 * tx;
+            const int64_t w = P->OW - ox < 2 * seg ? P->OW - ox : 2 * seg;
             float *y = P->y + ((n * K + k) * P->OH + oy) * P->OW + ox;
-            const float bk = P->bias ? P->bias[k] : 0.0f;
-            if (w == 2 * seg) {
-                out_seg(seg, M + k * nt + (t - t0), K * nt, bk, y, two ? y + P->OW : o1);
-            } else { /* the last tile column is cut: through the scratch rows */
-                out_seg(seg, M + k * nt + (t - t0), K * nt, bk, o0, o1);
-                memcpy(y, o0, w * sizeof(float));
-                if (two) memcpy(y + P->OW, o1, w * sizeof(float));
-            }
+            memcpy(y, o0 + 2 * (t - t0), w * sizeof(float));
+            if (oy + 1 < P->OH) memcpy(y + P->OW, o1 + 2 * (t - t0), w * sizeof(float));
+            t += seg;
         }
-        t += seg;
     }
 }
 
@@ -316,7 +411,12 @@ int fm__conv_winograd(int mode, int dt, int nd, int64_t n, int64_t cb, int64_t c
     const int share = T > 1 && nchunk < 4 * T;
     P.nt = nt;
     const int64_t vbytes = 16 * P.C * nt * 4, mbytes = 16 * P.K * nt * 4;
-    const int64_t sbytes = (5 * (2 * P.TW + 2) + 4 * P.TW) * 4;
+    int64_t sfl = 5 * (2 * P.TW + 2);
+#ifdef HAVE_VIRT
+    if (narrow_floats(&P) > sfl) sfl = narrow_floats(&P);
+#endif
+    const int64_t so = sfl; /* the output rows follow the input transform's scratch */
+    const int64_t sbytes = (sfl + 4 * nt) * 4;
     float *Vs = share ? (float *)fm_alloc(vbytes) : NULL;
     float *Ms = share ? (float *)fm_alloc(mbytes) : NULL;
     int rc = share && (!Vs || !Ms) ? FM_ERR_NOMEM : FM_OK;
@@ -336,21 +436,21 @@ int fm__conv_winograd(int mode, int dt, int nd, int64_t n, int64_t cb, int64_t c
                 const int64_t t0 = q * nt, t1 = t0 + nt < P.ntiles ? t0 + nt : P.ntiles;
                 /* every thread passes every barrier, also after a failure */
                 const int ok = !__atomic_load_n(&rc, __ATOMIC_RELAXED);
-                if (ok) in_chunk(&P, t0, t1, c0, c1, V, sc);
+                if (ok) in_any(&P, t0, t1, c0, c1, V, sc);
 #pragma omp barrier
                 int r = ok ? gemm_chunk(&P, t1 - t0, k0, k1, V, M) : FM_OK;
                 if (r) __atomic_store_n(&rc, r, __ATOMIC_RELAXED);
-                if (ok && !r) out_chunk(&P, t0, t1, k0, k1, M, sc);
+                if (ok && !r) out_chunk(&P, t0, t1, k0, k1, M, sc + so, sc + so + 2 * nt);
 #pragma omp barrier
             }
         } else {
             for (int64_t q = ti; q < nchunk && V && M && sc; q += tn) {
                 if (__atomic_load_n(&rc, __ATOMIC_RELAXED)) break;
                 const int64_t t0 = q * nt, t1 = t0 + nt < P.ntiles ? t0 + nt : P.ntiles;
-                in_chunk(&P, t0, t1, 0, P.C, V, sc);
+                in_any(&P, t0, t1, 0, P.C, V, sc);
                 int r = gemm_chunk(&P, t1 - t0, 0, P.K, V, M);
                 if (r) __atomic_store_n(&rc, r, __ATOMIC_RELAXED);
-                else out_chunk(&P, t0, t1, 0, P.K, M, sc);
+                else out_chunk(&P, t0, t1, 0, P.K, M, sc + so, sc + so + 2 * nt);
             }
             if (V) fm_free((intptr_t)V, vbytes);
             if (M) fm_free((intptr_t)M, mbytes);

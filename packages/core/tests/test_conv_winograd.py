@@ -158,3 +158,25 @@ def test_autograd_input_gradient(wino):
         xt = T(x).requires_grad_()
         fiamma.conv2d(xt, T(wt), None, 1, 1).backward(T(g))
         assert _rel(xt.grad, ref) < REL
+
+
+@pytest.mark.parametrize("pad", [0, 1, 2])
+@pytest.mark.parametrize("tiles", [0, 21])
+def test_wide_images_forward_and_data_gradient(wino, pad, tiles):
+    """Images 31+ wide take the per-tile-row transform (narrower ones the staged one); odd
+    sizes give partial tiles at the right and bottom; small chunks split tile rows."""
+    rng = np.random.default_rng(pad)
+    x = rng.standard_normal((2, 17, 9, 37))
+    wt = rng.standard_normal((19, 17, 3, 3))
+    b = rng.standard_normal(19)
+    ref = ref_conv(x, wt, b, (1, 1), (pad, pad), (1, 1), 1)
+    g = rng.standard_normal((2, 17, 7, 33))
+    wt2 = rng.standard_normal((17, 19, 3, 3))
+    ref2 = ref_conv_t(g, wt2, b, (1, 1), (pad, pad), (0, 0), (1, 1), 1)
+    prev = lib.fm_conv_set_winograd_tiles(tiles)
+    try:
+        wino(2)
+        assert _rel(fiamma.conv2d(T(x), T(wt), T(b), 1, pad), ref) < REL
+        assert _rel(fiamma.conv_transpose2d(T(g), T(wt2), T(b), 1, pad), ref2) < REL
+    finally:
+        lib.fm_conv_set_winograd_tiles(prev)
