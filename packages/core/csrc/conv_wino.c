@@ -35,34 +35,24 @@ typedef struct {
     int64_t uam, uak; /* strides of U[xi] as the K x C matrix of the products */
 } wn_t;
 
-/* 16 rows of one segment (seg tiles) of V: v[xi * vs + j] = (B^T d_j B)[xi] for the 4x4 patch
-   d_j = rows p0..p3, columns 2j .. 2j + 3 */
-__attribute__((unused)) static void in_seg_c(int64_t seg, const float *FM_RESTRICT p0,
-                             const float *FM_RESTRICT p1, const float *FM_RESTRICT p2,
-                             const float *FM_RESTRICT p3, float *FM_RESTRICT v, int64_t vs) {
-    float *FM_RESTRICT v0 = v, *FM_RESTRICT v1 = v + vs, *FM_RESTRICT v2 = v + 2 * vs;
-    float *FM_RESTRICT v3 = v + 3 * vs, *FM_RESTRICT v4 = v + 4 * vs, *FM_RESTRICT v5 = v + 5 * vs;
-    float *FM_RESTRICT v6 = v + 6 * vs, *FM_RESTRICT v7 = v + 7 * vs, *FM_RESTRICT v8 = v + 8 * vs;
-    float *FM_RESTRICT v9 = v + 9 * vs, *FM_RESTRICT v10 = v + 10 * vs;
-    float *FM_RESTRICT v11 = v + 11 * vs, *FM_RESTRICT v12 = v + 12 * vs;
-    float *FM_RESTRICT v13 = v + 13 * vs, *FM_RESTRICT v14 = v + 14 * vs;
-    float *FM_RESTRICT v15 = v + 15 * vs;
-    for (int64_t j = 0; j < seg; j++) {
-        /* rows: B^T applied to the columns of each row */
-#define HROW(p, h)                                                                            \
-    const float h##0 = p[2 * j] - p[2 * j + 2], h##1 = p[2 * j + 1] + p[2 * j + 2];           \
-    const float h##2 = p[2 * j + 2] - p[2 * j + 1], h##3 = p[2 * j + 1] - p[2 * j + 3];
-        HROW(p0, a)
-        HROW(p1, b)
-        HROW(p2, c)
-        HROW(p3, d)
-#undef HROW
-        v0[j] = a0 - c0, v1[j] = a1 - c1, v2[j] = a2 - c2, v3[j] = a3 - c3;
-        v4[j] = b0 + c0, v5[j] = b1 + c1, v6[j] = b2 + c2, v7[j] = b3 + c3;
-        v8[j] = c0 - b0, v9[j] = c1 - b1, v10[j] = c2 - b2, v11[j] = c3 - b3;
-        v12[j] = b0 - d0, v13[j] = b1 - d1, v14[j] = b2 - d2, v15[j] = b3 - d3;
-    }
+static int wino_on = 1;
+static int64_t wino_tiles = 0; /* 0: chosen per call */
+
+int fm_conv_set_winograd(int on) {
+    int prev = wino_on;
+    if (on >= 0) wino_on = on > 2 ? 2 : on;
+    return prev;
 }
+
+int64_t fm_conv_set_winograd_tiles(int64_t tiles) {
+    int64_t prev = wino_tiles;
+    if (tiles >= 0) wino_tiles = tiles;
+    return prev;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define AVX512 __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,fma")))
 
 /* u[xi * us + i] = (G g G^T)[xi] for i < cnt, where the 3x3 taps g of i are at w + i * si
    (reversed when flip) */
@@ -87,51 +77,11 @@ static void wt_rows_c(const float *FM_RESTRICT w, int64_t si, int64_t cnt, int f
     }
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define AVX512 __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,fma")))
 
-/* lanes [0, cnt) of p (cnt clipped to 0..16), zeros elsewhere; masked loads do not fault */
-static inline AVX512 __m512 load_n(const float *p, int64_t cnt) {
-    if (cnt >= 16) return _mm512_loadu_ps(p);
-    if (cnt <= 0) return _mm512_setzero_ps();
-    return _mm512_maskz_loadu_ps((__mmask16)((1u << cnt) - 1), p);
-}
-
-/* in_seg_c, 16 tiles per step: the stride-2 columns come from two loads and a permute */
-static AVX512 void in_seg(int64_t seg, const float *p0, const float *p1, const float *p2,
-                          const float *p3, float *v, int64_t vs) {
-    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
-    const float *p[4] = {p0, p1, p2, p3};
-    for (int64_t j = 0; j < seg; j += 16) {
-        const int64_t r = seg - j < 16 ? seg - j : 16, nv = 2 * r + 2; /* values readable */
-        __m512 h[4][4];
-        for (int q = 0; q < 4; q++) {
-            const float *s = p[q] + 2 * j;
-            __m512 lo = load_n(s, nv), hi = load_n(s + 16, nv - 16);
-            __m512 lo2 = load_n(s + 2, nv - 2), hi2 = load_n(s + 18, nv - 18);
-            __m512 e0 = _mm512_permutex2var_ps(lo, ev, hi), e1 = _mm512_permutex2var_ps(lo, od, hi);
-            __m512 e2 = _mm512_permutex2var_ps(lo2, ev, hi2);
-            __m512 e3 = _mm512_permutex2var_ps(lo2, od, hi2);
-            h[q][0] = _mm512_sub_ps(e0, e2), h[q][1] = _mm512_add_ps(e1, e2);
-            h[q][2] = _mm512_sub_ps(e2, e1), h[q][3] = _mm512_sub_ps(e1, e3);
-        }
-        const __mmask16 m = (__mmask16)((1u << r) - 1);
-        float *o = v + j;
-        for (int c = 0; c < 4; c++) {
-            _mm512_mask_storeu_ps(o + c * vs, m, _mm512_sub_ps(h[0][c], h[2][c]));
-            _mm512_mask_storeu_ps(o + (4 + c) * vs, m, _mm512_add_ps(h[1][c], h[2][c]));
-            _mm512_mask_storeu_ps(o + (8 + c) * vs, m, _mm512_sub_ps(h[2][c], h[1][c]));
-            _mm512_mask_storeu_ps(o + (12 + c) * vs, m, _mm512_sub_ps(h[1][c], h[3][c]));
-        }
-    }
-}
-
-/* in_seg over "virtual" tiles jv = ty (TW + 1) + tx of a staged narrow image (rows E, O,
-   E + Wp, O + Wp at column 2 jv); masks[b] marks the real tiles of block b (the dummy tile per
-   tile row and those out of range are dropped); the real ones are stored compressed */
-#define HAVE_VIRT 1
+/* V = B^T d B for 16 "virtual" tiles per block b: tile jv = ty (TW + 1) + tx of a staged image
+   (its 4x4 patch: rows E, O, E + Wp, O + Wp, columns 2 jv .. 2 jv + 3; the stride-2 columns come
+   from two loads and a permute). masks[b] marks the real tiles (the dummy one per tile row and
+   those outside the chunk are dropped); the real ones are stored compressed, v[xi * vs + i] */
 static AVX512 void in_virt(int64_t nblk, const float *E, const float *O, int64_t Wp,
                            const uint16_t *masks, float *v, int64_t vs) {
     const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
@@ -196,11 +146,6 @@ static AVX512 void wt_rows(const float *w, int64_t si, int64_t cnt, int flip, fl
     }
     if (i < cnt) wt_rows_c(w + i * si, si, cnt - i, flip, u + i, us);
 }
-#else
-#define in_seg in_seg_c
-#define wt_rows wt_rows_c
-#endif
-
 /* outputs of one segment for one output channel: m[xi * ms + j] -> the 2x2 tile j, as rows
    o0 (y00, y01 of each tile) and o1 (y10, y11) interleaved, plus bias */
 FM_CLONES static void out_seg(int64_t seg, const float *FM_RESTRICT m, int64_t ms, float bias,
@@ -220,52 +165,16 @@ FM_CLONES static void out_seg(int64_t seg, const float *FM_RESTRICT m, int64_t m
     }
 }
 
-/* row r of the patches of tiles [tx, tx + seg) of tile row ty in image plane img: a pointer to
-   2 seg + 2 values, the image itself when inside, else buf (zero-padded copy) or zeros */
-static const float *patch_row(const wn_t *P, const float *img, int64_t ty, int64_t tx,
-                              int64_t seg, int r, float *buf, const float *zeros) {
-    const int64_t iy = 2 * ty + r - P->ph, ix0 = 2 * tx - P->pw, len = 2 * seg + 2;
-    if (iy < 0 || iy >= P->H) return zeros;
-    const float *row = img + iy * P->W;
-    if (ix0 >= 0 && ix0 + len <= P->W) return row + ix0;
-    const int64_t lo = ix0 < 0 ? -ix0 : 0, hi = P->W - ix0 < len ? P->W - ix0 : len;
-    for (int64_t i = 0; i < len; i++) buf[i] = 0.0f;
-    for (int64_t i = lo; i < hi; i++) buf[i] = row[ix0 + i];
-    return buf;
-}
-
-/* The three steps for the tiles [t0, t1) of a chunk, each over a share of the channels (input
-   channels [c0, c1) for the input transform, output channels [k0, k1) for the rest). sc:
-   scratch of 5 (2 TW + 2) floats; the output rows o0, o1: 2 nt floats each */
-static void in_chunk(const wn_t *P, int64_t t0, int64_t t1, int64_t c0, int64_t c1, float *V,
-                     float *sc) {
-    const int64_t C = P->C, nt = P->nt, tpi = P->TH * P->TW, wl = 2 * P->TW + 2;
-    float *zeros = sc + 4 * wl;
-    for (int64_t i = 0; i < wl; i++) zeros[i] = 0.0f;
-    for (int64_t t = t0; t < t1;) {
-        const int64_t n = t / tpi, ty = (t % tpi) / P->TW, tx = t % P->TW;
-        const int64_t seg = P->TW - tx < t1 - t ? P->TW - tx : t1 - t;
-        for (int64_t c = c0; c < c1; c++) {
-            const float *img = P->x + (n * C + c) * P->H * P->W, *p[4];
-            for (int r = 0; r < 4; r++)
-                p[r] = patch_row(P, img, ty, tx, seg, r, sc + r * wl, zeros);
-            in_seg(seg, p[0], p[1], p[2], p[3], V + c * nt + (t - t0), C * nt);
-        }
-        t += seg;
-    }
-}
-
-#ifdef HAVE_VIRT
-/* in_chunk for narrow images (TW < 16, where segments fill few vector lanes): per image and
-   channel, the rows the chunk needs are staged zero-padded into even rows (E) and odd rows (O),
-   Wp = 2 TW + 2 wide, so one stride-2 sweep covers several tile rows (in_virt). sc: scratch of
-   narrow_floats(P) floats */
-static int64_t narrow_floats(const wn_t *P) {
+/* Input transform: per image and channel, the rows the chunk needs are staged zero-padded into
+   even rows (E) and odd rows (O), Wp = 2 TW + 2 wide, so one stride-2 sweep covers several tile
+   rows (in_virt) with no bounds checks, at the cost of one dummy tile per tile row. sc: scratch
+   of in_floats(P) floats */
+static int64_t in_floats(const wn_t *P) {
     return 2 * ((P->TH + 2) * (2 * P->TW + 2) + 80) + (P->TH * (P->TW + 1)) / 16 + 4;
 }
 
-static void in_chunk_narrow(const wn_t *P, int64_t t0, int64_t t1, int64_t c0, int64_t c1,
-                            float *V, float *sc) {
+static void in_chunk(const wn_t *P, int64_t t0, int64_t t1, int64_t c0, int64_t c1, float *V,
+                     float *sc) {
     const int64_t C = P->C, nt = P->nt, TW = P->TW, tpi = P->TH * TW, Wp = 2 * TW + 2;
     const int64_t plane = (P->TH + 2) * Wp + 80;
     float *E = sc, *O = sc + plane;
@@ -302,18 +211,6 @@ static void in_chunk_narrow(const wn_t *P, int64_t t0, int64_t t1, int64_t c0, i
         t += e - a;
     }
 }
-#endif
-
-static void in_any(const wn_t *P, int64_t t0, int64_t t1, int64_t c0, int64_t c1, float *V,
-                   float *sc) {
-#ifdef HAVE_VIRT
-    if (P->TW < 16) {
-        in_chunk_narrow(P, t0, t1, c0, c1, V, sc);
-        return;
-    }
-#endif
-    in_chunk(P, t0, t1, c0, c1, V, sc);
-}
 
 static int gemm_chunk(const wn_t *P, int64_t nc, int64_t k0, int64_t k1, const float *V,
                       float *M) {
@@ -346,21 +243,6 @@ static void out_chunk(const wn_t *P, int64_t t0, int64_t t1, int64_t k0, int64_t
             t += seg;
         }
     }
-}
-
-static int wino_on = 1;
-static int64_t wino_tiles = 0; /* 0: chosen per call */
-
-int fm_conv_set_winograd(int on) {
-    int prev = wino_on;
-    if (on >= 0) wino_on = on > 2 ? 2 : on;
-    return prev;
-}
-
-int64_t fm_conv_set_winograd_tiles(int64_t tiles) {
-    int64_t prev = wino_tiles;
-    if (tiles >= 0) wino_tiles = tiles;
-    return prev;
 }
 
 /* Returns -1 when the call is not for this path (fm_conv goes on with im2col), else a status.
@@ -411,10 +293,7 @@ int fm__conv_winograd(int mode, int dt, int nd, int64_t n, int64_t cb, int64_t c
     const int share = T > 1 && nchunk < 4 * T;
     P.nt = nt;
     const int64_t vbytes = 16 * P.C * nt * 4, mbytes = 16 * P.K * nt * 4;
-    int64_t sfl = 5 * (2 * P.TW + 2);
-#ifdef HAVE_VIRT
-    if (narrow_floats(&P) > sfl) sfl = narrow_floats(&P);
-#endif
+    const int64_t sfl = in_floats(&P);
     const int64_t so = sfl; /* the output rows follow the input transform's scratch */
     const int64_t sbytes = (sfl + 4 * nt) * 4;
     float *Vs = share ? (float *)fm_alloc(vbytes) : NULL;
@@ -436,7 +315,7 @@ int fm__conv_winograd(int mode, int dt, int nd, int64_t n, int64_t cb, int64_t c
                 const int64_t t0 = q * nt, t1 = t0 + nt < P.ntiles ? t0 + nt : P.ntiles;
                 /* every thread passes every barrier, also after a failure */
                 const int ok = !__atomic_load_n(&rc, __ATOMIC_RELAXED);
-                if (ok) in_any(&P, t0, t1, c0, c1, V, sc);
+                if (ok) in_chunk(&P, t0, t1, c0, c1, V, sc);
 #pragma omp barrier
                 int r = ok ? gemm_chunk(&P, t1 - t0, k0, k1, V, M) : FM_OK;
                 if (r) __atomic_store_n(&rc, r, __ATOMIC_RELAXED);
@@ -447,7 +326,7 @@ int fm__conv_winograd(int mode, int dt, int nd, int64_t n, int64_t cb, int64_t c
             for (int64_t q = ti; q < nchunk && V && M && sc; q += tn) {
                 if (__atomic_load_n(&rc, __ATOMIC_RELAXED)) break;
                 const int64_t t0 = q * nt, t1 = t0 + nt < P.ntiles ? t0 + nt : P.ntiles;
-                in_any(&P, t0, t1, 0, P.C, V, sc);
+                in_chunk(&P, t0, t1, 0, P.C, V, sc);
                 int r = gemm_chunk(&P, t1 - t0, 0, P.K, V, M);
                 if (r) __atomic_store_n(&rc, r, __ATOMIC_RELAXED);
                 else out_chunk(&P, t0, t1, 0, P.K, M, sc + so, sc + so + 2 * nt);
@@ -462,3 +341,15 @@ int fm__conv_winograd(int mode, int dt, int nd, int64_t n, int64_t cb, int64_t c
     fm_free((intptr_t)P.U, ubytes);
     return rc;
 }
+
+#else /* not x86-64 GCC/Clang: no fm_sgemm, so im2col does everything */
+
+int fm__conv_winograd(int mode, int dt, int nd, int64_t n, int64_t cb, int64_t cs,
+                      int64_t groups, const int64_t *B, const int64_t *S, const int64_t *K,
+                      const int64_t *st, const int64_t *pd, const int64_t *dl, const char *a,
+                      const char *b, const char *bias, char *out) {
+    (void)mode, (void)dt, (void)nd, (void)n, (void)cb, (void)cs, (void)groups, (void)B, (void)S;
+    (void)K, (void)st, (void)pd, (void)dl, (void)a, (void)b, (void)bias, (void)out;
+    return -1;
+}
+#endif
