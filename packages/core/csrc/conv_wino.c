@@ -264,12 +264,14 @@ int fm__conv_winograd(int mode, int dt, int nd, int64_t n, int64_t cb, int64_t c
     P.OH = fwd ? S[1] : B[1], P.OW = fwd ? S[2] : B[2];
     P.ph = fwd ? pd[1] : 2 - pd[1], P.pw = fwd ? pd[2] : 2 - pd[2];
     P.TH = (P.OH + 1) / 2, P.TW = (P.OW + 1) / 2, P.ntiles = n * P.TH * P.TW;
-    /* Worth it only where it saves enough multiplies: few channels and the transforms cost more
-       than the multiplies they save; few tiles (small images, small batch) and building U (16
-       values per weight pair, written and read back through memory) costs more. Measured on
-       ResNet's layers: U costs about as much as 64 tiles' multiplies. */
-    if (wino_on == 1 && (P.C < 16 || P.K < 16 || 9 * n * P.OH * P.OW - 16 * P.ntiles < 16 * 64))
-        return -1;
+    /* Worth it only where it saves enough multiplies. Few input channels: the input transform
+       costs more than the multiplies it saves (3 -> 64 ran 2.9x slower, 8 -> 32 1.2x; 32 -> 8
+       was 0.6x). Few tiles (small images, small batch): building U, 16 values per weight pair,
+       and the transforms cost about as much as 16 tiles' multiplies while U fits in L2, 40 once
+       it does not (measured at batch 1..64, 2x2 to 224x224 images, 16 to 512 channels). */
+    const int64_t saved = 9 * n * P.OH * P.OW - 16 * P.ntiles; /* per weight pair */
+    const int64_t ucost = 64 * P.K * P.C <= ((int64_t)1 << 20) ? 16 : 40;
+    if (wino_on == 1 && (P.C < 16 || P.K < 8 || saved < 16 * ucost)) return -1;
     P.x = (const float *)a, P.y = (float *)out, P.bias = (const float *)bias;
     /* U[xi] keeps the weight's order, so the transform reads it straight: FWD w (K, C, 3, 3)
        gives U[xi] K x C; BWD_DATA w (C, K, 3, 3) (taps flipped) gives C x K, read transposed */
