@@ -180,3 +180,27 @@ def test_wide_images_forward_and_data_gradient(wino, pad, tiles):
         assert _rel(fiamma.conv_transpose2d(T(g), T(wt2), T(b), 1, pad), ref2) < REL
     finally:
         lib.fm_conv_set_winograd_tiles(prev)
+
+
+@pytest.mark.parametrize("tiles", [0, 30])
+def test_two_threads_sharing_chunks(wino, tiles):
+    """Few chunks for the thread count: the threads share each chunk (input channels, then
+    output channels) instead of taking whole chunks."""
+    prev_t = lib.fm_blas_get_num_threads()
+    prev = lib.fm_conv_set_winograd_tiles(tiles)
+    lib.fm_blas_set_num_threads(2)
+    try:
+        rng = np.random.default_rng(13)
+        x = rng.standard_normal((2, 48, 13, 14))
+        wt = rng.standard_normal((40, 48, 3, 3))
+        b = rng.standard_normal(40)
+        for mode in (1, 2):
+            wino(mode)
+            ref = ref_conv(x, wt, b, (1, 1), (1, 1), (1, 1), 1)
+            assert _rel(fiamma.conv2d(T(x), T(wt), T(b), 1, 1), ref) < REL
+            g = rng.standard_normal(ref.shape)
+            gx = fiamma.conv_transpose2d(T(g), T(wt), None, 1, 0)
+            assert _rel(gx, ref_conv_t(g, wt, None, (1, 1), (0, 0), (0, 0), (1, 1), 1)) < REL
+    finally:
+        lib.fm_blas_set_num_threads(prev_t)
+        lib.fm_conv_set_winograd_tiles(prev)
