@@ -9,12 +9,15 @@
  * transformed tile, the outputs are Y = A^T M A (2x2 per tile).
  *
  * Layout: tiles are numbered over (image, tile row, tile column) and processed in chunks of nt
- * tiles; a chunk's V (16 x C x nt) and M (16 x K x nt) stay in a thread's cache while 16 GEMMs
- * (fm_sgemm, one thread each) run over them. Threads take whole chunks, so no two write the same
- * output and nothing synchronises after the weight transform. Within a chunk the transforms walk
- * runs of tiles in one tile row ("segments"): every loop is contiguous over tiles (stride-2 reads
- * of the image rows), which the compiler vectorises. Patches crossing the image border are first
- * copied into a zero-padded row buffer, so the inner loops never check bounds.
+ * tiles; a chunk's V (16 x C x nt) and M (16 x K x nt) stay in cache while 16 GEMMs (fm_sgemm,
+ * one thread each) run over them. With many chunks, threads take whole chunks (no two write the
+ * same output, nothing synchronises after the weight transform); with few (small images, small
+ * batch) they share each chunk: input channels for the input transform, output channels for the
+ * products and the output transform, two barriers per chunk. The input transform stages the
+ * rows a chunk needs zero-padded (so its inner loop never checks bounds) and runs 16 tiles per
+ * step with AVX-512 across tile rows; the output transform runs over the whole chunk (a plain
+ * loop the compiler vectorises) and copies row pieces out. fm_sgemm needs AVX-512, so without
+ * it the path is never taken and im2col does the work.
  *
  * The transposed direction (BWD_DATA, stride 1) is the same computation: a forward convolution of
  * the gradient with the weight flipped in both taps and in/out channels swapped, padding 2 - pad.
@@ -77,14 +80,14 @@ static void wt_rows_c(const float *FM_RESTRICT w, int64_t si, int64_t cnt, int f
     }
 }
 
-
 /* V = B^T d B for 16 "virtual" tiles per block b: tile jv = ty (TW + 1) + tx of a staged image
    (its 4x4 patch: rows E, O, E + Wp, O + Wp, columns 2 jv .. 2 jv + 3; the stride-2 columns come
    from two loads and a permute). masks[b] marks the real tiles (the dummy one per tile row and
    those outside the chunk are dropped); the real ones are stored compressed, v[xi * vs + i] */
 static AVX512 void in_virt(int64_t nblk, const float *E, const float *O, int64_t Wp,
                            const uint16_t *masks, float *v, int64_t vs) {
-    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i ev =
+        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
     const float *p[4] = {E, O, E + Wp, O + Wp};
     int64_t pos = 0;
@@ -96,7 +99,8 @@ static AVX512 void in_virt(int64_t nblk, const float *E, const float *O, int64_t
             const float *s = p[q] + 32 * b;
             __m512 lo = _mm512_loadu_ps(s), hi = _mm512_loadu_ps(s + 16);
             __m512 lo2 = _mm512_loadu_ps(s + 2), hi2 = _mm512_loadu_ps(s + 18);
-            __m512 e0 = _mm512_permutex2var_ps(lo, ev, hi), e1 = _mm512_permutex2var_ps(lo, od, hi);
+            __m512 e0 = _mm512_permutex2var_ps(lo, ev, hi);
+            __m512 e1 = _mm512_permutex2var_ps(lo, od, hi);
             __m512 e2 = _mm512_permutex2var_ps(lo2, ev, hi2);
             __m512 e3 = _mm512_permutex2var_ps(lo2, od, hi2);
             h[q][0] = _mm512_sub_ps(e0, e2), h[q][1] = _mm512_add_ps(e1, e2);
@@ -117,13 +121,11 @@ static AVX512 void in_virt(int64_t nblk, const float *E, const float *O, int64_t
     }
 }
 
-/* wt_rows_c, 16 indices per step (gathers of the 9 taps; si * 15 + 8 fits in int32, checked
-   by the caller) */
-static AVX512 void wt_rows(const float *w, int64_t si, int64_t cnt, int flip, float *u,
-                           int64_t us) {
-    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
-                                                             11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32((int)si));
+/* wt_rows_c for taps stored one after another (si = 9), 16 indices per step (gathers) */
+static AVX512 void wt_rows(const float *w, int64_t cnt, int flip, float *u, int64_t us) {
+    const int64_t si = 9;
+    const __m512i idx = _mm512_setr_epi32(0, 9, 18, 27, 36, 45, 54, 63, 72, 81, 90, 99, 108, 117,
+                                          126, 135);
     const __m512 half = _mm512_set1_ps(0.5f);
     int64_t i = 0;
     for (; i + 16 <= cnt; i += 16) {
@@ -132,20 +134,24 @@ static AVX512 void wt_rows(const float *w, int64_t si, int64_t cnt, int flip, fl
         for (int e = 0; e < 9; e++) t[e] = _mm512_i32gather_ps(idx, g + (flip ? 8 - e : e), 4);
         for (int c = 0; c < 3; c++) {
             a[0][c] = t[c];
-            a[1][c] = _mm512_mul_ps(half, _mm512_add_ps(_mm512_add_ps(t[c], t[3 + c]), t[6 + c]));
-            a[2][c] = _mm512_mul_ps(half, _mm512_add_ps(_mm512_sub_ps(t[c], t[3 + c]), t[6 + c]));
+            const __m512 ac = _mm512_add_ps(t[c], t[6 + c]);
+            a[1][c] = _mm512_mul_ps(half, _mm512_add_ps(ac, t[3 + c]));
+            a[2][c] = _mm512_mul_ps(half, _mm512_sub_ps(ac, t[3 + c]));
             a[3][c] = t[6 + c];
         }
         for (int r = 0; r < 4; r++) {
             __m512 s = _mm512_add_ps(a[r][0], a[r][2]);
             _mm512_storeu_ps(u + (4 * r) * us + i, a[r][0]);
-            _mm512_storeu_ps(u + (4 * r + 1) * us + i, _mm512_mul_ps(half, _mm512_add_ps(s, a[r][1])));
-            _mm512_storeu_ps(u + (4 * r + 2) * us + i, _mm512_mul_ps(half, _mm512_sub_ps(s, a[r][1])));
+            const __m512 u1 = _mm512_mul_ps(half, _mm512_add_ps(s, a[r][1]));
+            const __m512 u2 = _mm512_mul_ps(half, _mm512_sub_ps(s, a[r][1]));
+            _mm512_storeu_ps(u + (4 * r + 1) * us + i, u1);
+            _mm512_storeu_ps(u + (4 * r + 2) * us + i, u2);
             _mm512_storeu_ps(u + (4 * r + 3) * us + i, a[r][2]);
         }
     }
     if (i < cnt) wt_rows_c(w + i * si, si, cnt - i, flip, u + i, us);
 }
+
 /* outputs of one segment for one output channel: m[xi * ms + j] -> the 2x2 tile j, as rows
    o0 (y00, y01 of each tile) and o1 (y10, y11) interleaved, plus bias */
 FM_CLONES static void out_seg(int64_t seg, const float *FM_RESTRICT m, int64_t ms, float bias,
@@ -165,18 +171,25 @@ FM_CLONES static void out_seg(int64_t seg, const float *FM_RESTRICT m, int64_t m
     }
 }
 
+/* rows of a staged plane: a chunk of nt tiles spans at most (TW - 1 + nt - 1) / TW + 1 tile
+   rows, and one more row (plus 80 values) covers what the last block's loads read past them */
+static int64_t in_rows(const wn_t *P) {
+    int64_t r = (P->TW + P->nt - 2) / P->TW + 1;
+    return (r < P->TH ? r : P->TH) + 2;
+}
+
+static int64_t in_floats(const wn_t *P) {
+    return 2 * (in_rows(P) * (2 * P->TW + 2) + 80) + (in_rows(P) * (P->TW + 1)) / 16 + 4;
+}
+
 /* Input transform: per image and channel, the rows the chunk needs are staged zero-padded into
    even rows (E) and odd rows (O), Wp = 2 TW + 2 wide, so one stride-2 sweep covers several tile
    rows (in_virt) with no bounds checks, at the cost of one dummy tile per tile row. sc: scratch
    of in_floats(P) floats */
-static int64_t in_floats(const wn_t *P) {
-    return 2 * ((P->TH + 2) * (2 * P->TW + 2) + 80) + (P->TH * (P->TW + 1)) / 16 + 4;
-}
-
 static void in_chunk(const wn_t *P, int64_t t0, int64_t t1, int64_t c0, int64_t c1, float *V,
                      float *sc) {
     const int64_t C = P->C, nt = P->nt, TW = P->TW, tpi = P->TH * TW, Wp = 2 * TW + 2;
-    const int64_t plane = (P->TH + 2) * Wp + 80;
+    const int64_t plane = in_rows(P) * Wp + 80;
     float *E = sc, *O = sc + plane;
     uint16_t *masks = (uint16_t *)(sc + 2 * plane);
     for (int64_t t = t0; t < t1;) {
@@ -295,9 +308,8 @@ int fm__conv_winograd(int mode, int dt, int nd, int64_t n, int64_t cb, int64_t c
     const int share = T > 1 && nchunk < 4 * T;
     P.nt = nt;
     const int64_t vbytes = 16 * P.C * nt * 4, mbytes = 16 * P.K * nt * 4;
-    const int64_t sfl = in_floats(&P);
-    const int64_t so = sfl; /* the output rows follow the input transform's scratch */
-    const int64_t sbytes = (sfl + 4 * nt) * 4;
+    const int64_t so = in_floats(&P); /* the output rows follow the input transform's */
+    const int64_t sbytes = (so + 4 * nt) * 4;
     float *Vs = share ? (float *)fm_alloc(vbytes) : NULL;
     float *Ms = share ? (float *)fm_alloc(mbytes) : NULL;
     int rc = share && (!Vs || !Ms) ? FM_ERR_NOMEM : FM_OK;
@@ -305,8 +317,9 @@ int fm__conv_winograd(int mode, int dt, int nd, int64_t n, int64_t cb, int64_t c
     {
         const int tn = omp_get_num_threads(), ti = omp_get_thread_num();
         for (int64_t o = no * ti / tn; o < no * (ti + 1) / tn; o++)
-            wt_rows((const float *)b + o * ni * 9, 9, ni, !fwd, P.U + o * ni, P.K * P.C);
-        float *V = share ? Vs : (float *)fm_alloc(vbytes), *M = share ? Ms : (float *)fm_alloc(mbytes);
+            wt_rows((const float *)b + o * ni * 9, ni, !fwd, P.U + o * ni, P.K * P.C);
+        float *V = share ? Vs : (float *)fm_alloc(vbytes);
+        float *M = share ? Ms : (float *)fm_alloc(mbytes);
         float *sc = (float *)fm_alloc(sbytes);
         if (!V || !M || !sc) __atomic_store_n(&rc, FM_ERR_NOMEM, __ATOMIC_RELAXED);
 #pragma omp barrier
