@@ -411,8 +411,8 @@ int fm_conv(int mode, int dtype, int nd, int64_t n, int64_t cb, int64_t cs, int6
                                    g->dl, J.a, J.b, J.bias, J.out);
         if (r != -1) return r;
     }
-    /* 3x3 stride-1 float32 with enough channels: Winograd F(2x2, 3x3) (conv_wino.c) */
-    if (mode <= FM_CONV_BWD_DATA) {
+    /* 3x3 stride-1 float32 with enough channels and tiles: Winograd F(2x2, 3x3) (conv_wino.c) */
+    if (mode <= FM_CONV_BWD_WEIGHT) {
         int r = fm__conv_winograd(mode, dtype, nd, n, cb, cs, groups, g->B, g->S, g->K, g->st,
                                   g->pd, g->dl, J.a, J.b, J.bias, J.out);
         if (r != -1) return r;

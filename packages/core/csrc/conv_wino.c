@@ -1,5 +1,5 @@
-/* Winograd F(2x2, 3x3) for float32 2-D 3x3 stride-1 convolutions (called by fm_conv for FWD and
- * BWD_DATA; see api_conv.h for when it is taken).
+/* Winograd F(2x2, 3x3) for float32 2-D 3x3 stride-1 convolutions (called by fm_conv for FWD,
+ * BWD_DATA and BWD_WEIGHT; see api_conv.h for when it is taken).
  *
  * Why: im2col + GEMM does 9 multiply-adds per output and input channel; F(2x2, 3x3) does 16 per
  * 2x2 output tile, 2.25x fewer, at the price of linear transforms of the input tiles and the
@@ -21,6 +21,9 @@
  *
  * The transposed direction (BWD_DATA, stride 1) is the same computation: a forward convolution of
  * the gradient with the weight flipped in both taps and in/out channels swapped, padding 2 - pad.
+ * The gradient by weight runs the transposed algorithm: with dM = A dY A^T per tile (dY the 2x2
+ * output gradient), dU[xi] = sum over tiles of dM[xi] V[xi]^T (16 products reducing over the
+ * tiles, accumulated chunk by chunk), and dw = G^T dU G per weight pair.
  */
 #include <omp.h>
 
@@ -258,6 +261,174 @@ static void out_chunk(const wn_t *P, int64_t t0, int64_t t1, int64_t k0, int64_t
     }
 }
 
+/* ---- gradient by weight: dU[xi] = sum over tiles of dM[xi] V[xi]^T, dM = A dY A^T per tile (dY
+   the 2x2 output gradient, zero past the edges), then dw = G^T dU G per weight pair */
+
+/* dM of nc tiles for one output channel from their gradient rows g0 (dy00, dy01 per tile) and
+   g1 (dy10, dy11): m[xi * ms + j]; 16 tiles per step, the pairs split by permutes */
+static AVX512 void gout_seg(int64_t nc, const float *g0, const float *g1, float *m, int64_t ms) {
+    const __m512i ev =
+        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
+    const __m512 zero = _mm512_setzero_ps();
+    for (int64_t j = 0; j < nc; j += 16) {
+        const int64_t r = nc - j < 16 ? nc - j : 16;
+        const __mmask16 m_lo = (__mmask16)(r >= 8 ? 0xFFFF : (1u << (2 * r)) - 1);
+        const __mmask16 m_hi =
+            (__mmask16)(r <= 8 ? 0 : r == 16 ? 0xFFFF : (1u << (2 * r - 16)) - 1);
+        const __m512 x0 = _mm512_maskz_loadu_ps(m_lo, g0 + 2 * j);
+        const __m512 x1 = _mm512_maskz_loadu_ps(m_hi, g0 + 2 * j + 16);
+        const __m512 y0 = _mm512_maskz_loadu_ps(m_lo, g1 + 2 * j);
+        const __m512 y1 = _mm512_maskz_loadu_ps(m_hi, g1 + 2 * j + 16);
+        const __m512 a0 = _mm512_permutex2var_ps(x0, ev, x1);
+        const __m512 a1 = _mm512_permutex2var_ps(x0, od, x1);
+        const __m512 b0 = _mm512_permutex2var_ps(y0, ev, y1);
+        const __m512 b1 = _mm512_permutex2var_ps(y0, od, y1);
+        /* rows of A d: d0, d0 + d1, d0 - d1, -d1; then the same on the columns */
+        const __m512 row[4][2] = {{a0, a1},
+                                  {_mm512_add_ps(a0, b0), _mm512_add_ps(a1, b1)},
+                                  {_mm512_sub_ps(a0, b0), _mm512_sub_ps(a1, b1)},
+                                  {_mm512_sub_ps(zero, b0), _mm512_sub_ps(zero, b1)}};
+        const __mmask16 sm = (__mmask16)((1u << r) - 1);
+        float *o = m + j;
+        for (int i = 0; i < 4; i++) {
+            _mm512_mask_storeu_ps(o + (4 * i) * ms, sm, row[i][0]);
+            _mm512_mask_storeu_ps(o + (4 * i + 1) * ms, sm, _mm512_add_ps(row[i][0], row[i][1]));
+            _mm512_mask_storeu_ps(o + (4 * i + 2) * ms, sm, _mm512_sub_ps(row[i][0], row[i][1]));
+            _mm512_mask_storeu_ps(o + (4 * i + 3) * ms, sm, _mm512_sub_ps(zero, row[i][1]));
+        }
+    }
+}
+
+/* dM (16 x K x nt) of the tiles [t0, t1) for output channels [k0, k1); g0, g1: 2 nt floats */
+static void gout_chunk(const wn_t *P, const float *gy, int64_t t0, int64_t t1, int64_t k0,
+                       int64_t k1, float *M, float *g0, float *g1) {
+    const int64_t K = P->K, nt = P->nt, tpi = P->TH * P->TW, nc = t1 - t0;
+    for (int64_t k = k0; k < k1; k++) {
+        for (int64_t t = t0; t < t1;) {
+            const int64_t n = t / tpi, ty = (t % tpi) / P->TW, tx = t % P->TW;
+            const int64_t seg = P->TW - tx < t1 - t ? P->TW - tx : t1 - t;
+            const int64_t oy = 2 * ty, ox = 2 * tx;
+            const int64_t w = P->OW - ox < 2 * seg ? P->OW - ox : 2 * seg;
+            const float *y = gy + ((n * K + k) * P->OH + oy) * P->OW + ox;
+            float *d0 = g0 + 2 * (t - t0), *d1 = g1 + 2 * (t - t0);
+            memcpy(d0, y, w * sizeof(float));
+            for (int64_t i = w; i < 2 * seg; i++) d0[i] = 0.0f;
+            if (oy + 1 < P->OH) {
+                memcpy(d1, y + P->OW, w * sizeof(float));
+                for (int64_t i = w; i < 2 * seg; i++) d1[i] = 0.0f;
+            } else {
+                for (int64_t i = 0; i < 2 * seg; i++) d1[i] = 0.0f;
+            }
+            t += seg;
+        }
+        gout_seg(nc, g0, g1, M + k * nt, K * nt);
+    }
+}
+
+/* dw[k][c] (K, C, 3, 3) = G^T dU[xi][k][c] G for k in [k0, k1) */
+static void wt_back(const wn_t *P, const float *dU, int64_t k0, int64_t k1, float *dw) {
+    const int64_t KC = P->K * P->C;
+    for (int64_t k = k0; k < k1; k++)
+        for (int64_t c = 0; c < P->C; c++) {
+            float u[16], z[3][4];
+            for (int xi = 0; xi < 16; xi++) u[xi] = dU[xi * KC + k * P->C + c];
+            for (int j = 0; j < 4; j++) {
+                const float h = 0.5f * (u[4 + j] + u[8 + j]);
+                z[0][j] = u[j] + h;
+                z[1][j] = 0.5f * (u[4 + j] - u[8 + j]);
+                z[2][j] = h + u[12 + j];
+            }
+            float *o = dw + (k * P->C + c) * 9;
+            for (int i = 0; i < 3; i++) {
+                const float h = 0.5f * (z[i][1] + z[i][2]);
+                o[3 * i] = z[i][0] + h;
+                o[3 * i + 1] = 0.5f * (z[i][1] - z[i][2]);
+                o[3 * i + 2] = h + z[i][3];
+            }
+        }
+}
+
+/* BWD_WEIGHT: x = P->x (N, C, H, W), gy (N, K, OH, OW) -> dw (K, C, 3, 3). Threads take whole
+   chunks into their own dU (summed at the end) or, with few chunks, share each chunk (output
+   channels for the products, so every thread owns rows of one dU) */
+static int wino_wgrad(wn_t *P, int T, int64_t nchunk, int share, const float *gy, float *dw) {
+    const int64_t C = P->C, K = P->K, nt = P->nt, KC = K * C;
+    const int64_t ubytes = 16 * KC * 4, vbytes = 16 * C * nt * 4, mbytes = 16 * K * nt * 4;
+    const int64_t so = in_floats(P), sbytes = (so + 4 * nt) * 4;
+    const int nacc = share ? 1 : T;
+    float *acc[64] = {0}, *Vs = NULL, *Ms = NULL;
+    int started[64] = {0}, rc = FM_OK;
+    for (int t = 0; t < nacc; t++)
+        if (!(acc[t] = (float *)fm_alloc(ubytes))) rc = FM_ERR_NOMEM;
+    if (share && (!(Vs = (float *)fm_alloc(vbytes)) || !(Ms = (float *)fm_alloc(mbytes))))
+        rc = FM_ERR_NOMEM;
+    if (!rc) {
+#pragma omp parallel num_threads(T) if (T > 1)
+        {
+            const int tn = omp_get_num_threads(), ti = omp_get_thread_num();
+            float *V = share ? Vs : (float *)fm_alloc(vbytes);
+            float *M = share ? Ms : (float *)fm_alloc(mbytes);
+            float *sc = (float *)fm_alloc(sbytes);
+            if (!V || !M || !sc) __atomic_store_n(&rc, FM_ERR_NOMEM, __ATOMIC_RELAXED);
+#pragma omp barrier
+            if (share) {
+                const int64_t c0 = C * ti / tn, c1 = C * (ti + 1) / tn;
+                const int64_t k0 = K * ti / tn, k1 = K * (ti + 1) / tn;
+                for (int64_t q = 0; q < nchunk; q++) {
+                    const int64_t t0 = q * nt, t1 = t0 + nt < P->ntiles ? t0 + nt : P->ntiles;
+                    const int ok = !__atomic_load_n(&rc, __ATOMIC_RELAXED);
+                    if (ok) {
+                        in_chunk(P, t0, t1, c0, c1, V, sc);
+                        gout_chunk(P, gy, t0, t1, k0, k1, M, sc + so, sc + so + 2 * nt);
+                    }
+#pragma omp barrier
+                    for (int xi = 0; xi < 16 && ok && k1 > k0; xi++) {
+                        int r = fm_sgemm(k1 - k0, C, t1 - t0, 1.0,
+                                         (intptr_t)(M + (xi * K + k0) * nt), nt, 1,
+                                         (intptr_t)(V + xi * C * nt), 1, nt, q ? 1.0 : 0.0,
+                                         (intptr_t)(acc[0] + xi * KC + k0 * C), C, 1);
+                        if (r) __atomic_store_n(&rc, r, __ATOMIC_RELAXED);
+                    }
+#pragma omp barrier
+                }
+            } else {
+                for (int64_t q = ti; q < nchunk && V && M && sc; q += tn) {
+                    if (__atomic_load_n(&rc, __ATOMIC_RELAXED)) break;
+                    const int64_t t0 = q * nt, t1 = t0 + nt < P->ntiles ? t0 + nt : P->ntiles;
+                    in_chunk(P, t0, t1, 0, C, V, sc);
+                    gout_chunk(P, gy, t0, t1, 0, K, M, sc + so, sc + so + 2 * nt);
+                    for (int xi = 0; xi < 16; xi++) {
+                        int r = fm_sgemm(K, C, t1 - t0, 1.0, (intptr_t)(M + xi * K * nt), nt, 1,
+                                         (intptr_t)(V + xi * C * nt), 1, nt,
+                                         started[ti] ? 1.0 : 0.0,
+                                         (intptr_t)(acc[ti] + xi * KC), C, 1);
+                        if (r) __atomic_store_n(&rc, r, __ATOMIC_RELAXED);
+                    }
+                    started[ti] = 1;
+                }
+                if (V) fm_free((intptr_t)V, vbytes);
+                if (M) fm_free((intptr_t)M, mbytes);
+            }
+            if (sc) fm_free((intptr_t)sc, sbytes);
+        }
+    }
+    if (!rc) {
+        if (share) started[0] = 1;
+        float *s = acc[0];
+        if (!started[0]) memset(s, 0, ubytes);
+        for (int t = 1; t < nacc; t++)
+            if (started[t])
+                for (int64_t i = 0; i < 16 * KC; i++) s[i] += acc[t][i];
+        wt_back(P, s, 0, K, dw);
+    }
+    for (int t = 0; t < nacc; t++)
+        if (acc[t]) fm_free((intptr_t)acc[t], ubytes);
+    if (Vs) fm_free((intptr_t)Vs, vbytes);
+    if (Ms) fm_free((intptr_t)Ms, mbytes);
+    return rc;
+}
+
 /* Returns -1 when the call is not for this path (fm_conv goes on with im2col), else a status.
    B, S, K, st, pd, dl: the 3-D geometry of fm_conv (leading dims 1 for 2-D) */
 int fm__conv_winograd(int mode, int dt, int nd, int64_t n, int64_t cb, int64_t cs,
@@ -266,12 +437,12 @@ int fm__conv_winograd(int mode, int dt, int nd, int64_t n, int64_t cb, int64_t c
                       const char *b, const char *bias, char *out) {
     if (!wino_on || dt != FM_FLOAT32 || nd != 2 || groups != 1 || n < 1 || !fm_sgemm_available())
         return -1;
-    if (mode != FM_CONV_FWD && mode != FM_CONV_BWD_DATA) return -1;
+    if (mode != FM_CONV_FWD && mode != FM_CONV_BWD_DATA && mode != FM_CONV_BWD_WEIGHT) return -1;
     for (int i = 1; i < 3; i++)
         if (K[i] != 3 || st[i] != 1 || dl[i] != 1 || pd[i] > 2) return -1;
     wn_t P;
     memset(&P, 0, sizeof(P));
-    const int fwd = mode == FM_CONV_FWD;
+    const int fwd = mode != FM_CONV_BWD_DATA; /* BWD_WEIGHT: the forward's geometry */
     P.N = n, P.C = fwd ? cb : cs, P.K = fwd ? cs : cb;
     P.H = fwd ? B[1] : S[1], P.W = fwd ? B[2] : S[2];
     P.OH = fwd ? S[1] : B[1], P.OW = fwd ? S[2] : B[2];
@@ -291,10 +462,9 @@ int fm__conv_winograd(int mode, int dt, int nd, int64_t n, int64_t cb, int64_t c
     P.uam = fwd ? P.C : 1, P.uak = fwd ? 1 : P.K;
     const int64_t no = fwd ? P.K : P.C, ni = fwd ? P.C : P.K;
     const int64_t ubytes = 16 * P.K * P.C * 4;
-    P.U = (float *)fm_alloc(ubytes);
-    if (!P.U) return FM_ERR_NOMEM;
     const double work = 2.0 * 16 * (double)P.K * P.C * P.ntiles;
     int T = fm_par_threads(work, 4e6);
+    if (T > 64) T = 64;
     /* chunk: 128 tiles (measured best of 64..512 on ResNet's layers: V, 16 x C x 128 values,
        stays in L2 up to 128 channels), more for many output channels (every chunk's products
        read all of U again) */
@@ -307,6 +477,10 @@ int fm__conv_winograd(int mode, int dt, int nd, int64_t n, int64_t cb, int64_t c
     int64_t nchunk = (P.ntiles + nt - 1) / nt;
     const int share = T > 1 && nchunk < 4 * T;
     P.nt = nt;
+    if (mode == FM_CONV_BWD_WEIGHT)
+        return wino_wgrad(&P, T, nchunk, share, (const float *)b, (float *)out);
+    P.U = (float *)fm_alloc(ubytes);
+    if (!P.U) return FM_ERR_NOMEM;
     const int64_t vbytes = 16 * P.C * nt * 4, mbytes = 16 * P.K * nt * 4;
     const int64_t so = in_floats(&P); /* the output rows follow the input transform's */
     const int64_t sbytes = (so + 4 * nt) * 4;

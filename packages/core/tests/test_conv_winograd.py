@@ -204,3 +204,61 @@ def test_two_threads_sharing_chunks(wino, tiles):
     finally:
         lib.fm_blas_set_num_threads(prev_t)
         lib.fm_conv_set_winograd_tiles(prev)
+
+
+def ref_weight_grad(x, g, pad):
+    """float64 gradient by weight of a 3x3 stride-1 conv: x (N, C, H, W), g (N, K, OH, OW)."""
+    x, g = x.astype(np.float64), g.astype(np.float64)
+    xp = np.pad(x, [(0, 0), (0, 0), (pad, pad), (pad, pad)])
+    oh, ow = g.shape[2:]
+    out = np.zeros((g.shape[1], x.shape[1], 3, 3))
+    for r in range(3):
+        for s in range(3):
+            out[:, :, r, s] = np.einsum("nkhw,nchw->kc", g, xp[:, :, r:r + oh, s:s + ow])
+    return out
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=_FIXED)
+@given(n=st.sampled_from([0, 1, 3]), cin=st.sampled_from([2, 16, 21]),
+       cout=st.sampled_from([3, 8, 24]), h=st.integers(1, 12), w=st.integers(1, 36),
+       pad=st.sampled_from([0, 1, 2]), nc=st.booleans(), tiles=st.sampled_from([0, 5]),
+       seed=st.integers(0, 2**31 - 1))
+def test_weight_gradient_forced_auto_off(wino, n, cin, cout, h, w, pad, nc, tiles, seed):
+    if h + 2 * pad < 3 or w + 2 * pad < 3:
+        return
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, cin, h, w))
+    g = rng.standard_normal((n, cout, h + 2 * pad - 2, w + 2 * pad - 2))
+    ref = ref_weight_grad(x, g, pad)
+    xt = noncontig(x, fiamma.float32) if nc else T(x)
+    prev = lib.fm_conv_set_winograd_tiles(tiles)
+    try:
+        for mode in (2, 1, 0):
+            wino(mode)
+            gw = fiamma.convolution_backward_weight(xt, T(g), (cout, cin, 3, 3), 1, pad, 1, 1)
+            if n:
+                assert _rel(gw, ref) < REL, mode
+            else:
+                assert float(gw.abs().sum()) == 0.0
+    finally:
+        lib.fm_conv_set_winograd_tiles(prev)
+
+
+@pytest.mark.parametrize("tiles", [0, 30, 200])
+def test_weight_gradient_threads(wino, tiles):
+    """Two threads: whole chunks with a gradient sum per thread (small tile counts), or shared
+    chunks (the default count for this size)."""
+    prev_t = lib.fm_blas_get_num_threads()
+    prev = lib.fm_conv_set_winograd_tiles(tiles)
+    lib.fm_blas_set_num_threads(2)
+    try:
+        rng = np.random.default_rng(17)
+        x = rng.standard_normal((3, 40, 17, 22))
+        g = rng.standard_normal((3, 36, 17, 22))
+        for mode in (1, 2):
+            wino(mode)
+            gw = fiamma.convolution_backward_weight(T(x), T(g), (36, 40, 3, 3), 1, 1, 1, 1)
+            assert _rel(gw, ref_weight_grad(x, g, 1)) < REL
+    finally:
+        lib.fm_blas_set_num_threads(prev_t)
+        lib.fm_conv_set_winograd_tiles(prev)
