@@ -326,20 +326,43 @@ static void gout_chunk(const wn_t *P, const float *gy, int64_t t0, int64_t t1, i
     }
 }
 
-/* dw[k][c] (K, C, 3, 3) = G^T dU[xi][k][c] G for k in [k0, k1) */
-static void wt_back(const wn_t *P, const float *dU, int64_t k0, int64_t k1, float *dw) {
-    const int64_t KC = P->K * P->C;
-    for (int64_t k = k0; k < k1; k++)
-        for (int64_t c = 0; c < P->C; c++) {
+/* dw[k][c] (K, C, 3, 3) = G^T dU[xi][k][c] G for k in [k0, k1); 16 c per step (contiguous
+   loads, scattered stores), the rest one by one */
+static AVX512 void wt_back(const wn_t *P, const float *dU, int64_t k0, int64_t k1, float *dw) {
+    const int64_t KC = P->K * P->C, C = P->C;
+    const __m512i idx = _mm512_setr_epi32(0, 9, 18, 27, 36, 45, 54, 63, 72, 81, 90, 99, 108, 117,
+                                          126, 135);
+    const __m512 half = _mm512_set1_ps(0.5f);
+    for (int64_t k = k0; k < k1; k++) {
+        int64_t c = 0;
+        for (; c + 16 <= C; c += 16) {
+            __m512 u[16], z[3][4];
+            for (int xi = 0; xi < 16; xi++) u[xi] = _mm512_loadu_ps(dU + xi * KC + k * C + c);
+            for (int j = 0; j < 4; j++) {
+                const __m512 h = _mm512_mul_ps(half, _mm512_add_ps(u[4 + j], u[8 + j]));
+                z[0][j] = _mm512_add_ps(u[j], h);
+                z[1][j] = _mm512_mul_ps(half, _mm512_sub_ps(u[4 + j], u[8 + j]));
+                z[2][j] = _mm512_add_ps(h, u[12 + j]);
+            }
+            float *o = dw + (k * C + c) * 9;
+            for (int i = 0; i < 3; i++) {
+                const __m512 h = _mm512_mul_ps(half, _mm512_add_ps(z[i][1], z[i][2]));
+                const __m512 d1 = _mm512_mul_ps(half, _mm512_sub_ps(z[i][1], z[i][2]));
+                _mm512_i32scatter_ps(o + 3 * i, idx, _mm512_add_ps(z[i][0], h), 4);
+                _mm512_i32scatter_ps(o + 3 * i + 1, idx, d1, 4);
+                _mm512_i32scatter_ps(o + 3 * i + 2, idx, _mm512_add_ps(h, z[i][3]), 4);
+            }
+        }
+        for (; c < C; c++) {
             float u[16], z[3][4];
-            for (int xi = 0; xi < 16; xi++) u[xi] = dU[xi * KC + k * P->C + c];
+            for (int xi = 0; xi < 16; xi++) u[xi] = dU[xi * KC + k * C + c];
             for (int j = 0; j < 4; j++) {
                 const float h = 0.5f * (u[4 + j] + u[8 + j]);
                 z[0][j] = u[j] + h;
                 z[1][j] = 0.5f * (u[4 + j] - u[8 + j]);
                 z[2][j] = h + u[12 + j];
             }
-            float *o = dw + (k * P->C + c) * 9;
+            float *o = dw + (k * C + c) * 9;
             for (int i = 0; i < 3; i++) {
                 const float h = 0.5f * (z[i][1] + z[i][2]);
                 o[3 * i] = z[i][0] + h;
@@ -347,6 +370,7 @@ static void wt_back(const wn_t *P, const float *dU, int64_t k0, int64_t k1, floa
                 o[3 * i + 2] = h + z[i][3];
             }
         }
+    }
 }
 
 /* BWD_WEIGHT: x = P->x (N, C, H, W), gy (N, K, OH, OW) -> dw (K, C, 3, 3). Threads take whole
