@@ -30,3 +30,11 @@ int64_t fm_conv_set_chunk(int64_t elems);
 /* Depthwise convolutions (groups == input channels, at most 8 outputs per group) take direct
    loops unless turned off (on = 0; 1 turns them back on, -1 only asks); returns the previous. */
 int fm_conv_set_depthwise(int on);
+
+/* float32 2-D 3x3 stride-1 dilation-1 convolutions with padding <= 2 and groups 1 take Winograd
+   F(2x2, 3x3) (conv_wino.c) for FWD, BWD_DATA and BWD_WEIGHT where it is faster: at least 16
+   input and 8 output channels and enough output tiles. on: 1 so (the default), 0 never, 2 for
+   every such convolution whatever its size (for tests), -1 only asks; returns the previous. */
+int fm_conv_set_winograd(int on);
+/* Tiles per Winograd chunk (0: chosen per call; tuning; returns the previous value). */
+int64_t fm_conv_set_winograd_tiles(int64_t tiles);

@@ -339,6 +339,11 @@ int fm__conv_depthwise(int mode, int dt, int64_t n, int64_t cb, int64_t m, const
                        const int64_t *S, const int64_t *K, const int64_t *st, const int64_t *pd,
                        const int64_t *dl, char *a, char *b, char *bias, char *out);
 
+int fm__conv_winograd(int mode, int dt, int nd, int64_t n, int64_t cb, int64_t cs,
+                      int64_t groups, const int64_t *B, const int64_t *S, const int64_t *K,
+                      const int64_t *st, const int64_t *pd, const int64_t *dl, const char *a,
+                      const char *b, const char *bias, char *out);
+
 static int depthwise_on = 1;
 
 int fm_conv_set_depthwise(int on) {
@@ -404,6 +409,12 @@ int fm_conv(int mode, int dtype, int nd, int64_t n, int64_t cb, int64_t cs, int6
     if (depthwise_on && mode <= FM_CONV_BWD_WEIGHT && J.cbg == 1 && cb >= 2 && J.csg <= 8) {
         int r = fm__conv_depthwise(mode, dtype, n, cb, J.csg, g->B, g->S, g->K, g->st, g->pd,
                                    g->dl, J.a, J.b, J.bias, J.out);
+        if (r != -1) return r;
+    }
+    /* 3x3 stride-1 float32 with enough channels and tiles: Winograd F(2x2, 3x3) (conv_wino.c) */
+    if (mode <= FM_CONV_BWD_WEIGHT) {
+        int r = fm__conv_winograd(mode, dtype, nd, n, cb, cs, groups, g->B, g->S, g->K, g->st,
+                                  g->pd, g->dl, J.a, J.b, J.bias, J.out);
         if (r != -1) return r;
     }
     /* threads: over images (one whole product each) when the batch allows, else inside sgemm */
