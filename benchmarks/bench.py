@@ -22,9 +22,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
+# fiamma and PyTorch each load an OpenMP runtime (libgomp) whose idle threads spin after a
+# parallel region (by default for milliseconds); timed back to back in one process on 2 cores,
+# one library's spinning threads slow the other down. A short spin (set before either library
+# loads; an explicit setting wins) keeps the comparison fair to both.
+os.environ.setdefault("GOMP_SPINCOUNT", "20000")
 
-import fiamma
+import numpy as np  # noqa: E402
+
+import fiamma  # noqa: E402
 
 try:
     import torch
@@ -59,6 +65,7 @@ class Workload:
 # ---- timing ------------------------------------------------------------------------------------
 
 STAT = statistics.median  # --stat min: the best run (steadier on a busy machine)
+SETTLE = 0.0  # seconds to sleep before a library's timed run (see measure_interleaved)
 
 
 def measure_interleaved(fns, repeat, number, warmup=2):
@@ -74,6 +81,13 @@ def measure_interleaved(fns, repeat, number, warmup=2):
         times = [[] for _ in fns]
         for _ in range(repeat):
             for fn, ts in zip(fns, times):
+                if len(fns) > 1:
+                    # one untimed call first: it wakes this library's threads while the other
+                    # library's idle OpenMP threads stop spinning (GOMP_SPINCOUNT, set low at
+                    # the top of this file, bounds how long they spin)
+                    if SETTLE:
+                        time.sleep(SETTLE)
+                    fn()
                 t0 = time.perf_counter()
                 for _ in range(number):
                     fn()

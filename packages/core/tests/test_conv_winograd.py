@@ -7,11 +7,10 @@ inputs, and channel counts around the automatic threshold (16)."""
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
+from test_conv_ops import T, noncontig, ref_conv, ref_conv_t
 
 import fiamma
 from fiamma._lib import lib
-
-from test_conv_ops import ref_conv, ref_conv_t, noncontig, T
 
 # F(2, 3) in float32: a few times im2col's rounding error (relative to the largest output)
 REL = 2e-5
@@ -41,7 +40,7 @@ def test_setter_roundtrip(wino):
     assert wino(1) == 2 and wino(-1) == 1
 
 
-@settings(max_examples=40, deadline=None, 
+@settings(max_examples=40, deadline=None,
           suppress_health_check=_FIXED)
 @given(n=st.sampled_from([0, 1, 3]), cin=st.sampled_from([1, 3, 15, 16, 17, 33]),
        cout=st.sampled_from([1, 4, 15, 16, 17, 40]), h=st.integers(1, 13), w=st.integers(1, 13),
@@ -70,7 +69,7 @@ def test_forward_forced_auto_off(wino, n, cin, cout, h, w, pad, bias, nc, seed):
         assert np.abs(outs[0] - outs[2]).max() <= 4 * REL * np.abs(ref).max()
 
 
-@settings(max_examples=30, deadline=None, 
+@settings(max_examples=30, deadline=None,
           suppress_health_check=_FIXED)
 @given(n=st.sampled_from([1, 3]), cin=st.sampled_from([2, 16, 21]),
        cout=st.sampled_from([3, 16, 24]), h=st.integers(1, 12), w=st.integers(1, 12),

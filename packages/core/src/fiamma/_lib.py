@@ -22,9 +22,22 @@ def _preload_openblas():
         ctypes.CDLL(os.path.join(libdir, names[0]), mode=ctypes.RTLD_GLOBAL)
 
 
-_preload_openblas()
-
-from fiamma._C import ffi, lib  # noqa: E402
+# OpenBLAS's idle threads poll for new work for 2**28 cycles (about 0.1 s) after each threaded
+# call. On a machine with few cores they take the CPU from fiamma's own OpenMP threads, which
+# run next: a small MLP training step (a few OpenBLAS products among fiamma's kernels) ran 2.5x
+# slower on 2 cores. 2**16 cycles keeps back-to-back BLAS calls hot and lets the pool sleep
+# before other kernels run. OpenBLAS reads the variable when it loads, so it is set around
+# loading it and removed after (nothing else sees it); a value the user set wins.
+_TIMEOUT = "OPENBLAS_THREAD_TIMEOUT"
+_set_timeout = _TIMEOUT not in os.environ
+if _set_timeout:
+    os.environ[_TIMEOUT] = "16"
+try:
+    _preload_openblas()
+    from fiamma._C import ffi, lib  # noqa: E402
+finally:
+    if _set_timeout:
+        os.environ.pop(_TIMEOUT, None)
 
 __all__ = ["ffi", "lib", "check", "raise_status"]
 
