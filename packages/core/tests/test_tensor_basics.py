@@ -965,3 +965,22 @@ def test_assigning_data_keeps_the_tensors_identity_and_flags():
     assert t.requires_grad and t.dtype is fiamma.float64 and t.detach().tolist() == [1.0, 1.0]
     with pytest.raises(TypeError, match="data: expected a Tensor"):
         t.data = [1.0]
+
+
+def test_openblas_thread_timeout_set_only_while_loading():
+    """fiamma loads OpenBLAS with a short idle-thread timeout (its pollers otherwise take the
+    CPU from fiamma's kernels) without leaving the variable behind; the user's value stays."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import os, fiamma; print(os.environ.get('OPENBLAS_THREAD_TIMEOUT', '-'), "
+            "float((fiamma.ones(300, 300) @ fiamma.ones(300, 300)).sum()))")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["-", str(300.0 ** 3)]
+    env["OPENBLAS_THREAD_TIMEOUT"] = "20"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out[0] == "20"
