@@ -1,7 +1,7 @@
 """ResNet-50 forward, batch 8, 224x224, eval mode: fiamma.vision.models.resnet50 beside the same
-network in PyTorch (a twin with torchvision's module names, built here because torchvision need
-not be installed), loaded with the same weights. 2 threads each; runs alternate between the two
-libraries and the medians are compared (ratio < 1: fiamma faster).
+network in PyTorch (a twin with torchvision's module names from packages/nn/tests/nn_models.py,
+as torchvision need not be installed), loaded with the same weights. 2 threads each; runs
+alternate between the two libraries and the medians are compared (ratio < 1: fiamma faster).
 
     PYTHONPATH=<the packages' src dirs> python benchmarks/bench_resnet50.py [--rounds 10]
 """
@@ -9,7 +9,9 @@ libraries and the medians are compared (ratio < 1: fiamma faster).
 import argparse
 import os
 import statistics
+import sys
 import time
+from pathlib import Path
 
 THREADS = 2
 os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
@@ -18,55 +20,14 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", str(THREADS))
 import numpy as np  # noqa: E402
 
 
-def torch_resnet50(nn):
-    """torchvision's ResNet-50 layout (Bottleneck with the stride on the 3x3 conv)."""
-
-    class Bottleneck(nn.Module):
-        def __init__(self, cin, width, stride):
-            super().__init__()
-            cout = width * 4
-            self.conv1 = nn.Conv2d(cin, width, 1, bias=False)
-            self.bn1 = nn.BatchNorm2d(width)
-            self.conv2 = nn.Conv2d(width, width, 3, stride, 1, bias=False)
-            self.bn2 = nn.BatchNorm2d(width)
-            self.conv3 = nn.Conv2d(width, cout, 1, bias=False)
-            self.bn3 = nn.BatchNorm2d(cout)
-            self.relu = nn.ReLU(inplace=True)
-            self.downsample = None
-            if stride != 1 or cin != cout:
-                self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
-                                                nn.BatchNorm2d(cout))
-
-        def forward(self, x):
-            identity = x if self.downsample is None else self.downsample(x)
-            out = self.relu(self.bn1(self.conv1(x)))
-            out = self.relu(self.bn2(self.conv2(out)))
-            out = self.bn3(self.conv3(out))
-            return self.relu(out + identity)
-
-    class ResNet(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
-            self.bn1 = nn.BatchNorm2d(64)
-            self.relu = nn.ReLU(inplace=True)
-            self.maxpool = nn.MaxPool2d(3, 2, 1)
-            cin = 64
-            for i, (width, blocks) in enumerate(((64, 3), (128, 4), (256, 6), (512, 3))):
-                layer = []
-                for j in range(blocks):
-                    layer.append(Bottleneck(cin, width, 2 if (i > 0 and j == 0) else 1))
-                    cin = width * 4
-                setattr(self, f"layer{i + 1}", nn.Sequential(*layer))
-            self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
-            self.fc = nn.Linear(2048, 1000)
-
-        def forward(self, x):
-            x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
-            x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-            return self.fc(self.avgpool(x).flatten(1))
-
-    return ResNet()
+def _nn_models():
+    """The model builders shared with fiamma-nn's tests (one source for both frameworks)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "packages" / "nn" / "tests"))
+    try:
+        import nn_models
+    finally:
+        sys.path.pop(0)
+    return nn_models
 
 
 def main():
@@ -99,7 +60,7 @@ def main():
               "(torch not installed: no ratio)")
         return
     torch.set_num_threads(THREADS)
-    tm = torch_resnet50(torch.nn).eval()
+    tm = _nn_models().resnet50(torch.nn).eval()
     for m in tm.modules():  # non-trivial running stats, so BN is not an identity
         if isinstance(m, torch.nn.BatchNorm2d):
             m.running_mean.uniform_(-0.1, 0.1)

@@ -26,18 +26,29 @@ def lenet(nn, classes=10):
         nn.Flatten(), nn.Linear(1600, 128), nn.ReLU(), nn.Linear(128, classes))
 
 
-def resnet18(nn, num_classes=1000):
-    """ResNet-18 with torchvision's module names (conv1, bn1, layer1.0.conv1, downsample.0, fc),
-    so a torchvision state_dict loads by key."""
+def _resnet(nn, bottleneck, blocks, num_classes):
+    """torchvision's ResNet layout and module names (conv1, bn1, layer1.0.conv1,
+    downsample.0, fc), so a torchvision state_dict loads by key. ``bottleneck``: the 1x1-3x3-1x1
+    block with 4x expansion (ResNet-50) instead of two 3x3 convolutions (ResNet-18)."""
+    expansion = 4 if bottleneck else 1
 
-    class BasicBlock(nn.Module):
-        def __init__(self, cin, cout, stride):
+    class Block(nn.Module):
+        def __init__(self, cin, width, stride):
             super().__init__()
-            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-            self.bn1 = nn.BatchNorm2d(cout)
+            cout = width * expansion
+            if bottleneck:
+                self.conv1 = nn.Conv2d(cin, width, 1, bias=False)
+                self.bn1 = nn.BatchNorm2d(width)
+                self.conv2 = nn.Conv2d(width, width, 3, stride, 1, bias=False)
+                self.bn2 = nn.BatchNorm2d(width)
+                self.conv3 = nn.Conv2d(width, cout, 1, bias=False)
+                self.bn3 = nn.BatchNorm2d(cout)
+            else:
+                self.conv1 = nn.Conv2d(cin, width, 3, stride, 1, bias=False)
+                self.bn1 = nn.BatchNorm2d(width)
+                self.conv2 = nn.Conv2d(width, width, 3, 1, 1, bias=False)
+                self.bn2 = nn.BatchNorm2d(width)
             self.relu = nn.ReLU(inplace=True)
-            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-            self.bn2 = nn.BatchNorm2d(cout)
             self.downsample = None
             if stride != 1 or cin != cout:
                 self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
@@ -47,6 +58,8 @@ def resnet18(nn, num_classes=1000):
             identity = x if self.downsample is None else self.downsample(x)
             out = self.relu(self.bn1(self.conv1(x)))
             out = self.bn2(self.conv2(out))
+            if bottleneck:
+                out = self.bn3(self.conv3(self.relu(out)))
             return self.relu(out + identity)
 
     class ResNet(nn.Module):
@@ -57,13 +70,14 @@ def resnet18(nn, num_classes=1000):
             self.relu = nn.ReLU(inplace=True)
             self.maxpool = nn.MaxPool2d(3, 2, 1)
             cin = 64
-            for i, cout in enumerate((64, 128, 256, 512)):
-                stride = 1 if i == 0 else 2
-                setattr(self, f"layer{i + 1}",
-                        nn.Sequential(BasicBlock(cin, cout, stride), BasicBlock(cout, cout, 1)))
-                cin = cout
+            for i, (width, n) in enumerate(zip((64, 128, 256, 512), blocks)):
+                layer = []
+                for j in range(n):
+                    layer.append(Block(cin, width, 2 if (i > 0 and j == 0) else 1))
+                    cin = width * expansion
+                setattr(self, f"layer{i + 1}", nn.Sequential(*layer))
             self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
-            self.fc = nn.Linear(512, num_classes)
+            self.fc = nn.Linear(512 * expansion, num_classes)
 
         def forward(self, x):
             x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
@@ -71,3 +85,13 @@ def resnet18(nn, num_classes=1000):
             return self.fc(self.avgpool(x).flatten(1))
 
     return ResNet()
+
+
+def resnet18(nn, num_classes=1000):
+    """ResNet-18 with torchvision's module names."""
+    return _resnet(nn, False, (2, 2, 2, 2), num_classes)
+
+
+def resnet50(nn, num_classes=1000):
+    """ResNet-50 with torchvision's module names (stride on the 3x3 convolution)."""
+    return _resnet(nn, True, (3, 4, 6, 3), num_classes)

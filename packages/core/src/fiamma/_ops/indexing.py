@@ -551,8 +551,9 @@ def check_fits(value, dt, op):
         builtins.int(value)
     if v != v:
         raise RuntimeError(f"{op}: value nan cannot be converted to type {dt} without overflow")
-    hi = (1 << (8 * dt.itemsize - (1 if dt.is_signed else 0))) - 1
-    lo = -hi - 1 if dt.is_signed else -hi
+    info = D.iinfo(dt)
+    hi = info.max
+    lo = info.min if dt.is_signed else -hi
     if v < lo or v > hi:
         raise RuntimeError(f"{op}: value {value} cannot be converted to type {dt} without "
                            "overflow")

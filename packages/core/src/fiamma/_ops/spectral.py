@@ -223,6 +223,13 @@ def _stft_np(op, x, n_fft, hop, win, window, pad, pad_mode, onesided, scale):
     return spec[0] if a.ndim == 1 else spec
 
 
+def _record_stft(op, res, input, n_fft, hop, win, window, center, pad_mode, normalized, one):
+    if input.requires_grad or (isinstance(window, Tensor) and window.requires_grad):
+        G.record(op, res, (input,), {"n_fft": n_fft, "hop_length": hop, "win_length": win,
+                                     "window": window, "center": center, "pad_mode": pad_mode,
+                                     "normalized": normalized, "onesided": one})
+
+
 def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=True,
          pad_mode="reflect", normalized=False, onesided=None, return_complex=None):
     """The short-time Fourier transform of a real signal of shape (L,) or (B, L).
@@ -255,10 +262,7 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
                 ..., 0] = spec
     from fiamma.fft import as_complex_layout
 
-    kw = {"n_fft": n_fft, "hop_length": hop, "win_length": win, "window": window,
-          "center": center, "pad_mode": pad_mode, "normalized": normalized, "onesided": one}
-    if input.requires_grad or (isinstance(window, Tensor) and window.requires_grad):
-        G.record("stft", res, (input,), kw)
+    _record_stft("stft", res, input, n_fft, hop, win, window, center, pad_mode, normalized, one)
     return as_complex_layout(res)
 
 
@@ -290,10 +294,8 @@ def stft_power(input, n_fft, hop_length=None, win_length=None, window=None, cent
         res = new_empty(spec.shape, x._dtype)
         if res._numel:
             res.numpy()[...] = spec.real ** 2 + spec.imag ** 2
-    kw = {"n_fft": n_fft, "hop_length": hop, "win_length": win, "window": window,
-          "center": center, "pad_mode": pad_mode, "normalized": normalized, "onesided": one}
-    if input.requires_grad or (isinstance(window, Tensor) and window.requires_grad):
-        G.record("stft_power", res, (input,), kw)
+    _record_stft("stft_power", res, input, n_fft, hop, win, window, center, pad_mode,
+                 normalized, one)
     return res
 
 

@@ -391,17 +391,7 @@ def mask_along_axis(specgram, mask_param, mask_value, axis, p=1.0):
     A complex spectrogram (..., freq, time, 2) from ``spectrogram(power=None)`` is masked as
     the complex (..., freq, time) tensor it stands for: ``axis`` counts its complex dims and
     masked entries become ``mask_value + 0j``."""
-    cx = _is_cx(specgram)
-    dim = specgram.dim() - cx
-    if dim < 2:
-        raise ValueError(f"Spectrogram must have at least two dimensions ({dim} given).")
-    if axis < 0:
-        axis += dim
-    if axis not in (dim - 2, dim - 1):
-        raise ValueError(f"Only Frequency and Time masking are supported (axis {dim - 2} and "
-                         f"axis {dim - 1} supported; {axis} given).")
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"The value of p must be between 0.0 and 1.0 ({p} given).")
+    cx, dim, axis = _mask_args(specgram, axis, p, 2, "two")
     size = specgram.shape[axis]
     mask_param = _get_mask_param(mask_param, p, size)
     if mask_param < 1:
@@ -415,6 +405,23 @@ def mask_along_axis(specgram, mask_param, mask_value, axis, p=1.0):
     if axis == dim - 2:
         mask = mask.unsqueeze(-1)
     return _fill(specgram, mask, mask_value, cx)
+
+
+def _mask_args(spec, axis, p, min_dims, words):
+    """Validate a masking call: (complex layout or not, dims of the (complex) spectrogram,
+    axis made non-negative)."""
+    cx = _is_cx(spec)
+    dim = spec.dim() - cx
+    if dim < min_dims:
+        raise ValueError(f"Spectrogram must have at least {words} dimensions ({dim} given).")
+    if axis < 0:
+        axis += dim
+    if axis not in (dim - 2, dim - 1):
+        raise ValueError(f"Only Frequency and Time masking are supported (axis {dim - 2} and "
+                         f"axis {dim - 1} supported; {axis} given).")
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"The value of p must be between 0.0 and 1.0 ({p} given).")
+    return cx, dim, axis
 
 
 def _is_cx(t):
@@ -444,17 +451,7 @@ def _fill(spec, mask, value, cx):
 def mask_along_axis_iid(specgrams, mask_param, mask_value, axis, p=1.0):
     """Like :func:`mask_along_axis` with an independent band per entry of the leading
     dims (``specgrams`` (..., freq, time), at least 3-D)."""
-    cx = _is_cx(specgrams)
-    dim = specgrams.dim() - cx
-    if dim < 3:
-        raise ValueError(f"Spectrogram must have at least three dimensions ({dim} given).")
-    if axis < 0:
-        axis += dim
-    if axis not in (dim - 2, dim - 1):
-        raise ValueError(f"Only Frequency and Time masking are supported (axis {dim - 2} and "
-                         f"axis {dim - 1} supported; {axis} given).")
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"The value of p must be between 0.0 and 1.0 ({p} given).")
+    cx, dim, axis = _mask_args(specgrams, axis, p, 3, "three")
     size = specgrams.shape[axis]
     mask_param = _get_mask_param(mask_param, p, size)
     if mask_param < 1:
