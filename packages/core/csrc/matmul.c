@@ -38,7 +38,13 @@ int64_t fm_matmul_set_blas_limit(int64_t limit) {
 
 int fm_blas_get_num_threads(void) { return scipy_openblas_get_num_threads(); }
 
-void fm_blas_set_num_threads(int n) { scipy_openblas_set_num_threads(n < 1 ? 1 : n); }
+/* the one knob for every parallel kernel: OpenBLAS's threads, fiamma's OpenMP team sizes (the
+   calling thread's setting, as OpenMP keeps it per thread) */
+void fm_blas_set_num_threads(int n) {
+    n = n < 1 ? 1 : n;
+    scipy_openblas_set_num_threads(n);
+    omp_set_num_threads(n);
+}
 
 /* ---- gemm_batch_strided, looked up in the loaded OpenBLAS ---------------------------------- */
 typedef void (*sgemm_bs_fn)(int, int, int, int, int, int, float, const float *, int, int,

@@ -39,6 +39,7 @@ from fiamma._ops.pool import *  # noqa: F401,F403
 from fiamma._ops.conv import *  # noqa: F401,F403
 
 from fiamma._allocator import *  # noqa: F401,F403
+from fiamma._parallel import *  # noqa: F401,F403
 from fiamma.serialization import save, load  # noqa: F401  (light: imports its machinery on call)
 # (new op modules: one `from fiamma._ops.<area> import *` line each, above this comment)
 
