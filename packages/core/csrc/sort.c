@@ -143,19 +143,20 @@ static const pack_fn pack_table[FM_NDTYPES] = {pack_b, pack_u8, pack_i8, pack_i1
 #define INV_f16(k) ((uint16_t)(((k) & 0x8000u) ? (k) ^ 0x8000u : ~(k)))
 #define INV_bf16(k) INV_f16(k)
 #define INV_f32(k) ((uint32_t)(((k) & 0x80000000u) ? (k) ^ 0x80000000u : ~(k)))
-typedef void (*unpack_fn)(const uint64_t *w, int64_t cnt, uint32_t xm, char *vo, int64_t vs);
+typedef void (*unpack_fn)(const uint64_t *w, int64_t cnt, uint32_t xm, uint32_t kadd, char *vo,
+                          int64_t vs);
 #define DEF_UNPACK(tag, T)                                                                      \
-    static FM_CLONES void unpack_##tag(const uint64_t *w, int64_t cnt, uint32_t xm, char *vo,   \
-                                       int64_t vs) {                                            \
+    static FM_CLONES void unpack_##tag(const uint64_t *w, int64_t cnt, uint32_t xm,             \
+                                       uint32_t kadd, char *vo, int64_t vs) {                   \
         if (vs == (int64_t)sizeof(T)) {                                                         \
             T *o = (T *)vo;                                                                     \
             for (int64_t j = 0; j < cnt; j++) {                                                 \
-                uint32_t k = (uint32_t)(w[j] >> 32) ^ xm;                                       \
+                uint32_t k = ((uint32_t)(w[j] >> 32) + kadd) ^ xm;                              \
                 o[j] = (T)INV_##tag(k);                                                         \
             }                                                                                   \
         } else {                                                                                \
             for (int64_t j = 0; j < cnt; j++) {                                                 \
-                uint32_t k = (uint32_t)(w[j] >> 32) ^ xm;                                       \
+                uint32_t k = ((uint32_t)(w[j] >> 32) + kadd) ^ xm;                              \
                 *(T *)(vo + j * vs) = (T)INV_##tag(k);                                          \
             }                                                                                   \
         }                                                                                       \
@@ -307,7 +308,8 @@ typedef struct {
     const uint32_t *ix;
     int dt;       /* for the packed words: dtype, */
     int exact;    /* whether the keys map back to the values exactly, */
-    uint32_t xm;  /* and the mask the keys were flipped with */
+    uint32_t xm;  /* and the mask the keys were flipped with, */
+    uint32_t kadd; /* after the packed keys were lowered by this */
 } sorted_t;
 
 static inline uint32_t s_idx(const sorted_t *s, int64_t i) {
@@ -324,7 +326,7 @@ static size_t scratch_bytes(int64_t n, int isz) {
 }
 
 static sorted_t sort_lane(int dt, const char *src, int64_t n, int desc, char *scr) {
-    sorted_t s = {NULL, NULL, NULL, dt, 0, 0};
+    sorted_t s = {NULL, NULL, NULL, dt, 0, 0, 0};
     int kb = key_bits[dt];
     uint64_t *a = (uint64_t *)scr, *b = a + n;
     if (kb <= 32) {
@@ -366,7 +368,7 @@ static void write_sorted(int isz, const char *src, const sorted_t *s, int64_t s0
     if (!vo) return;
     char *o = vo + p0 * vs;
     if (s->w && s->exact) {
-        unpack_table[s->dt](s->w + s0, cnt, s->xm, o, vs);
+        unpack_table[s->dt](s->w + s0, cnt, s->xm, s->kadd, o, vs);
         return;
     }
 #define GATHER(T)                                                                               \
@@ -498,12 +500,17 @@ static int run_lanes(const job_t *J, const lanes_t *L) {
 }
 
 /* The MSD pass of a long lane, straight from the input (no packed copy: the words are built as
-   they are scattered): a histogram of the top digit (4 interleaved counters, so runs of equal
-   digits do not wait on each other), then the scatter of words into the buckets. */
-typedef int (*hist_fn)(const char *src, int64_t lo, int64_t hi, uint32_t xm, int sh,
-                       uint32_t *c4, int nb);
-typedef void (*scat_fn)(const char *src, int64_t lo, int64_t hi, uint32_t xm, int sh,
-                        uint32_t *c, uint64_t *b);
+   they are scattered). The digit is the top bits of key - kmin over the keys' actual range
+   [kmin, kmax] (a first pass finds it): float keys of typical data share their top bits (rand()'s
+   values in [0, 1) all have sign 0 and exponents just below 127), and a digit from the key's own
+   top bits would put half of them into a handful of buckets. Then a histogram of the digit (4
+   interleaved counters, so runs of equal digits do not wait on each other), then the scatter of
+   words (key - kmin) << 32 | index into the buckets. */
+typedef int (*range_fn)(const char *src, int64_t lo, int64_t hi, uint32_t xm, uint32_t *mm);
+typedef void (*hist_fn)(const char *src, int64_t lo, int64_t hi, uint32_t xm, uint32_t kmin,
+                        int sh, uint32_t *c4, int nb);
+typedef void (*scat_fn)(const char *src, int64_t lo, int64_t hi, uint32_t xm, uint32_t kmin,
+                        int sh, uint32_t *c, uint64_t *b);
 #define MSD_BLK 512
 #define DEF_MSD(tag, LOSSY)                                                                     \
     static FM_CLONES int keys_##tag(const ct_##tag *FM_RESTRICT x, int64_t m, uint32_t xm,      \
@@ -515,33 +522,46 @@ typedef void (*scat_fn)(const char *src, int64_t lo, int64_t hi, uint32_t xm, in
         }                                                                                       \
         return lossy;                                                                           \
     }                                                                                           \
-    static int hist_##tag(const char *src, int64_t lo, int64_t hi, uint32_t xm, int sh,        \
-                          uint32_t *c4, int nb) {                                               \
+    static FM_CLONES int range_##tag(const char *src, int64_t lo, int64_t hi, uint32_t xm,     \
+                                     uint32_t *mm) {                                            \
         const ct_##tag *x = (const ct_##tag *)src;                                              \
-        uint32_t kb[MSD_BLK];                                                                   \
+        uint32_t mn = ~0u, mx = 0;                                                              \
         int lossy = 0;                                                                          \
-        for (int64_t i = lo; i < hi; i += MSD_BLK) {                                            \
-            int64_t m = hi - i < MSD_BLK ? hi - i : MSD_BLK, j = 0;                             \
-            lossy |= keys_##tag(x + i, m, xm, kb);                                              \
-            for (; j + 4 <= m; j += 4) {                                                        \
-                c4[kb[j] >> sh]++;                                                              \
-                c4[nb + (kb[j + 1] >> sh)]++;                                                   \
-                c4[2 * nb + (kb[j + 2] >> sh)]++;                                               \
-                c4[3 * nb + (kb[j + 3] >> sh)]++;                                               \
-            }                                                                                   \
-            for (; j < m; j++) c4[kb[j] >> sh]++;                                               \
+        for (int64_t i = lo; i < hi; i++) {                                                     \
+            uint32_t k = key_##tag(x + i) ^ xm;                                                 \
+            mn = k < mn ? k : mn;                                                               \
+            mx = k > mx ? k : mx;                                                               \
+            lossy |= LOSSY(x + i);                                                              \
         }                                                                                       \
+        mm[0] = mn;                                                                             \
+        mm[1] = mx;                                                                             \
         return lossy;                                                                           \
     }                                                                                           \
-    static void scat_##tag(const char *src, int64_t lo, int64_t hi, uint32_t xm, int sh,       \
-                           uint32_t *c, uint64_t *b) {                                          \
+    static void hist_##tag(const char *src, int64_t lo, int64_t hi, uint32_t xm, uint32_t kmin, \
+                           int sh, uint32_t *c4, int nb) {                                      \
+        const ct_##tag *x = (const ct_##tag *)src;                                              \
+        uint32_t kb[MSD_BLK];                                                                   \
+        for (int64_t i = lo; i < hi; i += MSD_BLK) {                                            \
+            int64_t m = hi - i < MSD_BLK ? hi - i : MSD_BLK, j = 0;                             \
+            keys_##tag(x + i, m, xm, kb);                                                       \
+            for (; j + 4 <= m; j += 4) {                                                        \
+                c4[(kb[j] - kmin) >> sh]++;                                                     \
+                c4[nb + ((kb[j + 1] - kmin) >> sh)]++;                                          \
+                c4[2 * nb + ((kb[j + 2] - kmin) >> sh)]++;                                      \
+                c4[3 * nb + ((kb[j + 3] - kmin) >> sh)]++;                                      \
+            }                                                                                   \
+            for (; j < m; j++) c4[(kb[j] - kmin) >> sh]++;                                      \
+        }                                                                                       \
+    }                                                                                           \
+    static void scat_##tag(const char *src, int64_t lo, int64_t hi, uint32_t xm, uint32_t kmin, \
+                           int sh, uint32_t *c, uint64_t *b) {                                  \
         const ct_##tag *x = (const ct_##tag *)src;                                              \
         uint32_t kb[MSD_BLK];                                                                   \
         for (int64_t i = lo; i < hi; i += MSD_BLK) {                                            \
             int64_t m = hi - i < MSD_BLK ? hi - i : MSD_BLK;                                    \
             keys_##tag(x + i, m, xm, kb);                                                       \
             for (int64_t j = 0; j < m; j++) {                                                   \
-                uint32_t k = kb[j];                                                             \
+                uint32_t k = kb[j] - kmin;                                                      \
                 b[c[k >> sh]++] = (uint64_t)k << 32 | (uint64_t)(i + j);                        \
             }                                                                                   \
         }                                                                                       \
@@ -551,6 +571,10 @@ DEF_MSD(i32, LOSSY_INT)
 DEF_MSD(f16, LOSSY_F16)
 DEF_MSD(bf16, LOSSY_BF16)
 DEF_MSD(f32, LOSSY_F32)
+static const range_fn range_table[FM_NDTYPES] = {[FM_INT16] = range_i16, [FM_INT32] = range_i32,
+                                                 [FM_FLOAT16] = range_f16,
+                                                 [FM_BFLOAT16] = range_bf16,
+                                                 [FM_FLOAT32] = range_f32};
 static const hist_fn hist_table[FM_NDTYPES] = {[FM_INT16] = hist_i16, [FM_INT32] = hist_i32,
                                                [FM_FLOAT16] = hist_f16,
                                                [FM_BFLOAT16] = hist_bf16,
@@ -560,12 +584,13 @@ static const scat_fn scat_table[FM_NDTYPES] = {[FM_INT16] = scat_i16, [FM_INT32]
                                                [FM_BFLOAT16] = scat_bf16,
                                                [FM_FLOAT32] = scat_f32};
 
-/* One long lane of a dtype of 16 or 32 bits: MSD pass on the top digit, then each bucket sorted
-   (in cache) and written by whichever thread takes it. */
+/* One long lane of a dtype of 16 or 32 bits: the key range, the MSD pass on the top digit of
+   key - kmin, then each bucket sorted (in cache) on the bits below the digit and written by
+   whichever thread takes it. */
 static int sort_big(int dt, const char *src, int64_t n, int desc, char *vo, int64_t vs,
                     char *io, int64_t is) {
     int kb = key_bits[dt];
-    int D0 = kb == 32 ? 11 : 8, rest = kb - D0, nb = 1 << D0;
+    const int D0 = kb == 32 ? 11 : 8, nb = 1 << D0;
     uint32_t xm = desc ? (uint32_t)((1ull << kb) - 1) : 0u;
     size_t wb = (size_t)n * 16;
     uint64_t *a = (uint64_t *)fm_alloc((int64_t)wb);
@@ -573,24 +598,42 @@ static int sort_big(int dt, const char *src, int64_t n, int desc, char *vo, int6
     uint64_t *b = a + n;
     int nth = sort_forked ? 1 : omp_get_max_threads();
     if (nth < 1) nth = 1;
+    if (nth > 256) nth = 256;
     uint32_t *cnt = calloc((size_t)nth * nb * 4 + nb + 1, sizeof(uint32_t));
     if (!cnt) {
         fm_free((intptr_t)a, (int64_t)wb);
         return FM_ERR_NOMEM;
     }
     uint32_t *start = cnt + (size_t)nth * nb * 4; /* nb + 1 bucket bounds */
+    uint32_t mm[256][2];
+    range_fn range = range_table[dt];
     hist_fn hist = hist_table[dt];
     scat_fn scat = scat_table[dt];
-    int lossy = 0;
+    int lossy = 0, sh = 0;
+    uint32_t kmin = 0;
 #pragma omp parallel num_threads(nth) if (nth > 1)
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         int64_t lo = n * t / nt, hi = n * (t + 1) / nt;
         uint32_t *c = cnt + (size_t)t * nb * 4;
-        if (hist(src, lo, hi, xm, rest, c, nb)) {
+        if (range(src, lo, hi, xm, mm[t])) {
 #pragma omp atomic write
             lossy = 1;
         }
+#pragma omp barrier
+#pragma omp single
+        {
+            uint32_t mn = ~0u, mx = 0;
+            for (int q = 0; q < nt; q++) {
+                mn = mm[q][0] < mn ? mm[q][0] : mn;
+                mx = mm[q][1] > mx ? mm[q][1] : mx;
+            }
+            int bits = 0;
+            for (uint32_t r = mx - mn; r; r >>= 1) bits++;
+            kmin = mn;
+            sh = bits > D0 ? bits - D0 : 0;
+        }
+        hist(src, lo, hi, xm, kmin, sh, c, nb);
         for (int d = 0; d < nb; d++) c[d] += c[nb + d] + c[2 * nb + d] + c[3 * nb + d];
 #pragma omp barrier
 #pragma omp single
@@ -606,13 +649,14 @@ static int sort_big(int dt, const char *src, int64_t n, int desc, char *vo, int6
             }
             start[nb] = sum;
         }
-        scat(src, lo, hi, xm, rest, c, b);
+        scat(src, lo, hi, xm, kmin, sh, c, b);
 #pragma omp barrier
-#pragma omp for schedule(dynamic, 4)
+#pragma omp for schedule(dynamic, 1)
         for (int d = 0; d < nb; d++) {
             int64_t s0 = start[d], m = (int64_t)start[d + 1] - s0;
             if (m == 0) continue;
-            sorted_t s = {radix_packed(b + s0, a + s0, m, rest), NULL, NULL, dt, !lossy, xm};
+            const uint64_t *w = sh ? radix_packed(b + s0, a + s0, m, sh) : b + s0;
+            sorted_t s = {w, NULL, NULL, dt, !lossy, xm, kmin};
             write_sorted(fm_itemsize[dt], src, &s, 0, s0, m, vo, vs, io, is);
         }
     }
@@ -756,7 +800,7 @@ static void topk_lane(const job_t *J, const char *src, int64_t n, char *scr, cha
         case FM_FLOAT32: topk_small_f32(src, n, k, (uint32_t)xm, k32, ii, scr); break;
         default: topk_small_f64(src, n, k, xm, kk, ii, scr); break;
         }
-        sorted_t s = {NULL, NULL, ii, dt, 0, 0};
+        sorted_t s = {NULL, NULL, ii, dt, 0, 0, 0};
         write_sorted(J->isz, src, &s, 0, 0, k, vo, vs, io, is);
         return;
     }

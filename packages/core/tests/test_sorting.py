@@ -143,6 +143,41 @@ def test_sort_long_lanes(dtype):
     same(np_of(i2)[:, 1], np.argsort(a[::-1], kind="stable"))
 
 
+@pytest.mark.parametrize("dtype", [fiamma.float32, fiamma.int32, fiamma.int16, fiamma.float16],
+                         ids=lambda d: d.name)
+@pytest.mark.parametrize("dist", ["unit", "const", "narrow", "extremes", "negative", "two"])
+def test_sort_long_lanes_key_ranges(dtype, dist):
+    # the MSD digit is taken over the keys' actual range: data crowded into a narrow range, a
+    # single value, the dtype's extremes and one-sided data all go through it
+    rng = np.random.default_rng(5)
+    n = 90_000
+    npdt = NP_DTYPE[dtype]
+    info = np.iinfo(npdt) if dtype in (fiamma.int32, fiamma.int16) else None
+    if dist == "unit":
+        a = rng.random(n) if info is None else rng.integers(0, 1 << 12, n)
+    elif dist == "const":
+        a = np.full(n, 7)
+    elif dist == "narrow":
+        a = rng.integers(1000, 1500, n)
+    elif dist == "extremes":
+        a = rng.integers(-100, 100, n).astype(np.float64)
+        a[::7] = info.min if info else -np.inf
+        a[::11] = info.max if info else np.inf
+    elif dist == "negative":
+        a = -rng.random(n) * 50 - 1 if info is None else rng.integers(info.min, -1, n)
+    else:
+        a = rng.choice([-3, 5], n)
+    a = a.astype(npdt)
+    t = fiamma.from_numpy(a)
+    for desc in (False, True):
+        v, i = t.sort(descending=desc)
+        key = -a.astype(np.float64) if desc else a
+        ei = np.argsort(key, kind="stable")
+        same(np_of(i), ei)
+        np.testing.assert_array_equal(np_of(v), a[ei])
+        same(np_of(t.argsort(descending=desc)), ei)
+
+
 def test_sort_negative_zero_and_nan_payloads_kept():
     a = np.array([0.0, -0.0, np.nan, -np.nan, 1.0, -0.0], dtype=np.float32)
     v, i = fiamma.from_numpy(a).sort()
