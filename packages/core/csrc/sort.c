@@ -21,6 +21,7 @@
 
 #include "dtypes.h"
 #include "api_sort.h"
+#include "sort_simd.h"
 
 #define SORT_INSERTION 40        /* up to this length: no radix passes (64-bit keys: insertion) */
 #define SORT_RANK 40             /* packed words of 9 up to this: rank sort, fewer: insertion */
@@ -665,6 +666,95 @@ static int sort_big(int dt, const char *src, int64_t n, int desc, char *vo, int6
     return FM_OK;
 }
 
+/* Values only (no indices asked for), one long lane of a dtype of 16 or 32 bits: the bare keys
+   sorted by the AVX-512 quicksort (sort_simd.c), then mapped back to values. Equal keys are equal
+   values, so the order among them does not matter, except where the key map loses information
+   (-0.0 folded onto 0.0, NaN payloads): then this returns SIMD_LOSSY before sorting, and the
+   caller takes the stable path. */
+#define SIMD_LOSSY 1000
+#define SIMD_PAR_MIN (1 << 16)
+typedef int (*keys_fn)(const char *src, int64_t m, uint32_t xm, uint32_t *k);
+#define DEF_KEYS32(tag)                                                                         \
+    static int keys32_##tag(const char *src, int64_t m, uint32_t xm, uint32_t *k) {            \
+        return keys_##tag((const ct_##tag *)src, m, xm, k);                                     \
+    }
+DEF_KEYS32(i16)
+DEF_KEYS32(i32)
+DEF_KEYS32(f16)
+DEF_KEYS32(bf16)
+DEF_KEYS32(f32)
+static const keys_fn keys32_table[FM_NDTYPES] = {
+    [FM_INT16] = keys32_i16, [FM_INT32] = keys32_i32, [FM_FLOAT16] = keys32_f16,
+    [FM_BFLOAT16] = keys32_bf16, [FM_FLOAT32] = keys32_f32};
+typedef void (*inv32_fn)(const uint32_t *k, int64_t m, uint32_t xm, char *vo, int64_t vs);
+#define DEF_INV32(tag, T)                                                                       \
+    static FM_CLONES void inv32_##tag(const uint32_t *FM_RESTRICT k, int64_t m, uint32_t xm,    \
+                                      char *vo, int64_t vs) {                                   \
+        if (vs == (int64_t)sizeof(T)) {                                                         \
+            T *o = (T *)vo;                                                                     \
+            for (int64_t j = 0; j < m; j++) {                                                   \
+                uint32_t v = k[j] ^ xm;                                                         \
+                o[j] = (T)INV_##tag(v);                                                         \
+            }                                                                                   \
+        } else {                                                                                \
+            for (int64_t j = 0; j < m; j++) {                                                   \
+                uint32_t v = k[j] ^ xm;                                                         \
+                *(T *)(vo + j * vs) = (T)INV_##tag(v);                                          \
+            }                                                                                   \
+        }                                                                                       \
+    }
+DEF_INV32(i16, uint16_t)
+DEF_INV32(i32, uint32_t)
+DEF_INV32(f16, uint16_t)
+DEF_INV32(bf16, uint16_t)
+DEF_INV32(f32, uint32_t)
+static const inv32_fn inv32_table[FM_NDTYPES] = {
+    [FM_INT16] = inv32_i16, [FM_INT32] = inv32_i32, [FM_FLOAT16] = inv32_f16,
+    [FM_BFLOAT16] = inv32_bf16, [FM_FLOAT32] = inv32_f32};
+
+static int sort_values_simd(int dt, const char *src, int64_t n, int desc, char *vo, int64_t vs) {
+    int kb = key_bits[dt], isz = fm_itemsize[dt];
+    uint32_t xm = desc ? (uint32_t)((1ull << kb) - 1) : 0u;
+    /* the keys go straight into the output when it is a contiguous 4-byte lane */
+    int inplace = isz == 4 && vs == 4 && ((uintptr_t)vo & 3) == 0;
+    uint32_t *k = inplace ? (uint32_t *)vo : (uint32_t *)fm_alloc(n * 4);
+    if (!k) return FM_ERR_NOMEM;
+    int nth = sort_forked ? 1 : omp_get_max_threads();
+    if (nth < 1 || n < SIMD_PAR_MIN) nth = 1;
+    keys_fn keys = keys32_table[dt];
+    int lossy = 0, rc = FM_OK;
+    if (nth > 1) {
+#pragma omp parallel num_threads(nth) reduction(| : lossy)
+        {
+            int t = omp_get_thread_num(), nt = omp_get_num_threads();
+            int64_t lo = n * t / nt, hi = n * (t + 1) / nt;
+            lossy |= keys(src + lo * isz, hi - lo, xm, k + lo);
+        }
+    } else {
+        lossy = keys(src, n, xm, k);
+    }
+    if (lossy) {
+        rc = SIMD_LOSSY;
+        goto done;
+    }
+    rc = fm_sort_u32(k, n, nth);
+    if (rc) goto done;
+    inv32_fn inv = inv32_table[dt];
+    if (nth > 1) {
+#pragma omp parallel num_threads(nth)
+        {
+            int t = omp_get_thread_num(), nt = omp_get_num_threads();
+            int64_t lo = n * t / nt, hi = n * (t + 1) / nt;
+            inv(k + lo, hi - lo, xm, vo + lo * vs, vs);
+        }
+    } else {
+        inv(k, n, xm, vo, vs);
+    }
+done:
+    if (!inplace) fm_free((intptr_t)k, n * 4);
+    return rc;
+}
+
 int fm_sort(int dtype, int ndim, const int64_t *shape, intptr_t in, const int64_t *sin, int dim,
             int descending, intptr_t vout, const int64_t *svout, intptr_t iout,
             const int64_t *siout) {
@@ -687,8 +777,13 @@ int fm_sort(int dtype, int ndim, const int64_t *shape, intptr_t in, const int64_
             int64_t off[3];
             lane_seek(&L, l, off);
             const char *src = lane_src(J.in + off[0] * isz, L.n, L.ls[0], isz, buf);
-            rc = sort_big(dtype, src, L.n, J.flag, J.vo ? J.vo + off[1] * isz : NULL,
-                          L.ls[1] * isz, J.io ? J.io + off[2] * 8 : NULL, L.ls[2] * 8);
+            rc = SIMD_LOSSY;
+            if (!J.io && J.vo && fm_sort_u32_available())
+                rc = sort_values_simd(dtype, src, L.n, J.flag, J.vo + off[1] * isz,
+                                      L.ls[1] * isz);
+            if (rc == SIMD_LOSSY)
+                rc = sort_big(dtype, src, L.n, J.flag, J.vo ? J.vo + off[1] * isz : NULL,
+                              L.ls[1] * isz, J.io ? J.io + off[2] * 8 : NULL, L.ls[2] * 8);
         }
         if (buf) fm_free((intptr_t)buf, L.n * isz);
         return rc;
