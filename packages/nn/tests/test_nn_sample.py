@@ -105,8 +105,12 @@ def test_bad_arguments():
         F.interpolate(x, size=(2, 2, 2))
     with pytest.raises(NotImplementedError, match="bilinear mode needs 4D"):
         F.interpolate(fiamma.ones(1, 2, 3), size=2, mode="bilinear")
-    with pytest.raises(ValueError, match="antialias=True is not supported"):
-        F.interpolate(x, size=2, mode="bilinear", antialias=True)
+    with pytest.raises(NotImplementedError, match="anti-alias option is restricted"):
+        F.interpolate(x, size=2, mode="nearest", antialias=True)
+    with pytest.raises(NotImplementedError, match="anti-alias option is restricted"):
+        F.interpolate(fiamma.ones(1, 2, 3), size=2, mode="linear", antialias=True)
+    with pytest.raises(NotImplementedError, match="antialias=True needs a floating"):
+        F.interpolate(x.long(), size=2, mode="bilinear", antialias=True)
     with pytest.raises(ValueError, match="recompute_scale_factor is not meaningful"):
         F.interpolate(x, size=2, recompute_scale_factor=True)
     with pytest.raises(ValueError, match="expected mode"):
@@ -126,6 +130,43 @@ def test_bad_arguments():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert F.upsample(x, scale_factor=2).shape == (1, 2, 6, 6)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("size", [(7, 10), (40, 50), (23, 12), (1, 31)])
+def test_interpolate_antialias_matches_pillow(mode, size):
+    # Pillow's resampling of float images is the antialiased definition PyTorch follows
+    Image = pytest.importorskip("PIL.Image")
+    rng = np.random.default_rng(11)
+    img = rng.standard_normal((23, 31)).astype(np.float32)
+    oh, ow = size
+    ref = np.asarray(Image.fromarray(img, mode="F").resize(
+        (ow, oh), Image.BILINEAR if mode == "bilinear" else Image.BICUBIC))
+    x = fiamma.from_numpy(np.stack([img, 2 * img])[None])  # (1, 2, 23, 31)
+    y = F.interpolate(x, size=size, mode=mode, antialias=True).numpy()
+    np.testing.assert_allclose(y[0, 0], ref, rtol=1e-5, atol=2e-5)
+    np.testing.assert_allclose(y[0, 1], 2 * ref, rtol=1e-5, atol=4e-5)
+
+
+def test_interpolate_antialias_properties_and_gradcheck():
+    rng = np.random.default_rng(12)
+    # constant images stay constant (rows of weights sum to 1), at any size
+    c = fiamma.full((2, 3, 11, 9), 2.5, dtype=fiamma.float64)
+    for kw in (dict(size=(4, 5)), dict(size=(20, 3)), dict(scale_factor=0.4),
+               dict(size=(1, 1), align_corners=True)):
+        for mode in ("bilinear", "bicubic"):
+            y = F.interpolate(c, mode=mode, antialias=True, **kw).numpy()
+            np.testing.assert_allclose(y, 2.5, rtol=1e-12)
+    # upscaling bilinear with antialias is plain bilinear away from the borders
+    x = _t(rng.standard_normal((1, 1, 6, 6)))
+    a = F.interpolate(x, size=(12, 12), mode="bilinear", antialias=True).numpy()
+    b = F.interpolate(x, size=(12, 12), mode="bilinear").numpy()
+    np.testing.assert_allclose(a[..., 1:-1, 1:-1], b[..., 1:-1, 1:-1], rtol=1e-12, atol=1e-12)
+    for mode in ("bilinear", "bicubic"):
+        for ac in (False, True):
+            xx = fiamma.tensor(rng.standard_normal((1, 2, 5, 7))).requires_grad_()
+            assert gradcheck(lambda t: F.interpolate(t, size=(3, 9), mode=mode,
+                                                     align_corners=ac, antialias=True), (xx,))
 
 
 @pytest.mark.skipif(not has_area, reason="fiamma.adaptive_avg_pool2d is not available")
@@ -183,6 +224,26 @@ def test_interpolate_parity(mode, nd, kw, ac):
     fx, tx = _pair(_noncontig(rng, (batch, 3) + spatial))
     ty = torch.nn.functional.interpolate(tx, mode=mode, align_corners=ac, **kw)
     fy = F.interpolate(fx, mode=mode, align_corners=ac, **kw)
+    assert tuple(fy.shape) == tuple(ty.shape)
+    _cmp(fy, ty)
+    _both_grads(fy, ty, [fx], [tx], rng)
+
+
+AA_CASES = [(m, kw, ac) for m in ("bilinear", "bicubic")
+            for kw in (dict(size=(4, 3)), dict(size=(13, 17)), dict(size=(1, 2)),
+                       dict(scale_factor=0.37), dict(scale_factor=2.5),
+                       dict(scale_factor=0.5, recompute_scale_factor=True))
+            for ac in (False, True)]
+
+
+@pytest.mark.parity
+@needs_torch
+@pytest.mark.parametrize("mode,kw,ac", AA_CASES)
+def test_interpolate_antialias_parity(mode, kw, ac):
+    rng = np.random.default_rng(zlib.crc32(f"aa{mode}{kw}{ac}".encode()))
+    fx, tx = _pair(_noncontig(rng, (2, 3, 11, 9)))
+    ty = torch.nn.functional.interpolate(tx, mode=mode, align_corners=ac, antialias=True, **kw)
+    fy = F.interpolate(fx, mode=mode, align_corners=ac, antialias=True, **kw)
     assert tuple(fy.shape) == tuple(ty.shape)
     _cmp(fy, ty)
     _both_grads(fy, ty, [fx], [tx], rng)

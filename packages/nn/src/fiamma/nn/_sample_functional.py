@@ -11,8 +11,11 @@ this module implements PyTorch's argument rules around them.
 fiamma.Size([1, 1, 4, 4])
 """
 
+import functools
 import math
 import warnings
+
+import numpy as np
 
 import fiamma
 
@@ -22,6 +25,54 @@ __all__ = ["interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "
 _KERNEL_MODE = {"nearest": "nearest", "nearest-exact": "nearest-exact", "linear": "linear",
                 "bilinear": "linear", "trilinear": "linear", "bicubic": "cubic"}
 _MODE_NDIM = {"linear": 3, "bilinear": 4, "trilinear": 5, "bicubic": 4}
+
+
+def _cubic_aa(x, a=-0.5):
+    x = np.abs(x)
+    return np.where(x < 1.0, ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0,
+                    np.where(x < 2.0, (((x - 5.0) * x + 8.0) * x - 4.0) * a, 0.0))
+
+
+@functools.lru_cache(maxsize=128)
+def _aa_matrix(n_in, n_out, mode, align_corners, scale):
+    """(n_out, n_in) float64 weights of antialiased resampling along one axis, PyTorch's
+    definition: the filter (triangle, or Keys cubic with a = -0.5) is stretched by the
+    downscaling factor so every input pixel contributes, centred at scale * (i + 0.5), and each
+    row is normalised to sum to 1."""
+    if align_corners:
+        s = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+    else:
+        s = 1.0 / scale if scale is not None else n_in / n_out
+    half = 1.0 if mode == "bilinear" else 2.0
+    support = half * s if s >= 1.0 else half
+    inv = 1.0 / s if s >= 1.0 else 1.0
+    m = np.zeros((n_out, n_in))
+    for i in range(n_out):
+        center = s * (i + 0.5)
+        lo = max(int(center - support + 0.5), 0)
+        hi = min(int(center + support + 0.5), n_in)
+        x = (np.arange(lo, hi) - center + 0.5) * inv
+        w = np.maximum(1.0 - np.abs(x), 0.0) if mode == "bilinear" else _cubic_aa(x)
+        total = w.sum()
+        m[i, lo:hi] = w / total if total != 0.0 else w
+    return m
+
+
+def _interpolate_aa(input, output_size, mode, align_corners, scale_factors):
+    """Antialiased bilinear/bicubic resize of (N, C, H, W): one weight-matrix product per axis
+    (differentiable through matmul)."""
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f"interpolate: antialias=True needs a floating input, got "
+                                  f"{input.dtype}")
+    (h, w), (oh, ow) = input.shape[2:], output_size
+    sh, sw = scale_factors if scale_factors is not None else (None, None)
+
+    def weights(n_in, n_out, scale):
+        m = _aa_matrix(n_in, n_out, mode, bool(align_corners), scale)
+        return fiamma.from_numpy(m).to(input.dtype)
+
+    out = fiamma.matmul(input, weights(w, ow, sw).t())
+    return fiamma.matmul(weights(h, oh, sh), out)
 _ALL_MODES = "nearest | linear | bilinear | bicubic | trilinear | area | nearest-exact"
 
 
@@ -37,7 +88,9 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     Modes: nearest, nearest-exact, linear (3-D input), bilinear and bicubic (4-D), trilinear
     (5-D), area (adaptive average pooling). With ``scale_factor`` the output size is
     ``floor(in * scale)`` and, unless ``recompute_scale_factor=True``, the scale itself drives the
-    coordinate mapping (PyTorch's rule).
+    coordinate mapping (PyTorch's rule). ``antialias=True`` (bilinear and bicubic, 4-D input)
+    widens the filter by the downscaling factor so every input pixel counts, as PyTorch and
+    Pillow do; upscaling is then bilinear/bicubic with weights renormalised at the borders.
 
     >>> import fiamma
     >>> from fiamma.nn import functional as F
@@ -100,9 +153,10 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                        for i in range(dim)]
         if recompute_scale_factor:
             scale_factors = None
-    if antialias:
-        raise ValueError("interpolate: antialias=True is not supported yet in fiamma (only "
-                         "antialias=False)")
+    if antialias and not (mode in ("bilinear", "bicubic") and input.dim() == 4):
+        raise NotImplementedError("interpolate: anti-alias option is restricted to bilinear and "
+                                  "bicubic modes and requires a 4-D tensor as input, got mode "
+                                  f"{mode!r} and a {input.dim()}-D input")
     if any(s <= 0 for s in output_size):
         raise ValueError(f"interpolate: the output size must be > 0 in every spatial dim, got "
                          f"{output_size} for input of shape {list(input.shape)}")
@@ -116,6 +170,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if need is not None and input.dim() != need:
         raise NotImplementedError(f"interpolate: got {input.dim()}D input, but {mode} mode "
                                   f"needs {need}D input")
+    if antialias:
+        return _interpolate_aa(input, output_size, mode, align_corners, scale_factors)
     return fiamma.upsample(input, tuple(output_size), _KERNEL_MODE[mode],
                            bool(align_corners), scale_factors)
 
