@@ -46,7 +46,8 @@ int fm_searchsorted(int dtype, int64_t nlanes, int64_t nseq, intptr_t seq, int64
    `order` (int64 row numbers, or 0: 0..n-1). NaNs are never equal. Writes, per group g, first[g]
    (the data row of its first member), counts[g] (or 0 to skip), and per visited row r
    inverse[pos[r]] = g where pos = `origpos` (int64, or 0: r itself; inverse 0 to skip).
-   *ngroups receives the number of groups. */
+   *ngroups receives the number of groups. An order or origpos entry outside [0, n) returns
+   FM_ERR_INDEX with it in *ngroups. */
 int fm_unique_runs(int dtype, int64_t n, int64_t m, intptr_t data, intptr_t order,
                    intptr_t origpos, intptr_t first, intptr_t inverse, intptr_t counts,
                    int64_t *ngroups);

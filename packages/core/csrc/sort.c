@@ -1113,6 +1113,47 @@ int fm_unique_runs(int dtype, int64_t n, int64_t m, intptr_t data, intptr_t orde
     const int64_t *ord = (const int64_t *)order, *pos = (const int64_t *)origpos;
     int64_t *fi = (int64_t *)first, *inv = (int64_t *)inverse, *cn = (int64_t *)counts;
     int64_t g = -1;
+    if (m == 1 && !ord) { /* one value per row, already in order: keys compared in a typed loop */
+#define RUNS1(tag)                                                                              \
+    {                                                                                           \
+        const ct_##tag *x = (const ct_##tag *)d;                                                \
+        uint64_t kp = 0;                                                                        \
+        for (int64_t r = 0; r < n; r++) {                                                       \
+            uint64_t k = key_##tag(x + r);                                                      \
+            if (r == 0 || k != kp || (nk && k == nk)) {                                         \
+                g++;                                                                            \
+                fi[g] = r;                                                                      \
+                if (cn) cn[g] = 0;                                                              \
+                kp = k;                                                                         \
+            }                                                                                   \
+            if (cn) cn[g]++;                                                                    \
+            if (inv) {                                                                          \
+                int64_t at = pos ? pos[r] : r;                                                  \
+                if (at < 0 || at >= n) {                                                        \
+                    *ngroups = at;                                                              \
+                    return FM_ERR_INDEX;                                                        \
+                }                                                                               \
+                inv[at] = g;                                                                    \
+            }                                                                                   \
+        }                                                                                       \
+    }                                                                                           \
+    break;
+        switch (dtype) {
+        case FM_BOOL: RUNS1(b)
+        case FM_UINT8: RUNS1(u8)
+        case FM_INT8: RUNS1(i8)
+        case FM_INT16: RUNS1(i16)
+        case FM_INT32: RUNS1(i32)
+        case FM_INT64: RUNS1(i64)
+        case FM_FLOAT16: RUNS1(f16)
+        case FM_BFLOAT16: RUNS1(bf16)
+        case FM_FLOAT32: RUNS1(f32)
+        default: RUNS1(f64)
+        }
+#undef RUNS1
+        *ngroups = g + 1;
+        return FM_OK;
+    }
     const char *prev = NULL;
     for (int64_t r = 0; r < n; r++) {
         int64_t row = ord ? ord[r] : r;
@@ -1128,7 +1169,14 @@ int fm_unique_runs(int dtype, int64_t n, int64_t m, intptr_t data, intptr_t orde
             prev = p;
         }
         if (cn) cn[g]++;
-        if (inv) inv[pos ? pos[r] : r] = g;
+        if (inv) {
+            int64_t at = pos ? pos[r] : r;
+            if (at < 0 || at >= n) {
+                *ngroups = at;
+                return FM_ERR_INDEX;
+            }
+            inv[at] = g;
+        }
     }
     *ngroups = g + 1;
     return FM_OK;

@@ -474,11 +474,13 @@ def _unique_impl(input, consecutive, return_inverse, return_counts, dim, name):
         x = input.contiguous()
         flat = x._view((x._numel,), (1,), op="view")
         n = x._numel
+        order = pos = None
         if consecutive:
-            data, order, pos = flat, None, None
-        else:
+            data = flat
+        elif return_inverse:
             data, pos = _sort_run(flat, 0, False, True)
-            order = None
+        else:  # runs of equal values need no indices: the values-only sort
+            data = _sort_values(flat, 0, name)
         first, inv, counts = _runs(data, n, 1, order, pos, return_inverse, return_counts, name)
         values = data[first]
         if inv is not None:
