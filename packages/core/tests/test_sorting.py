@@ -719,3 +719,27 @@ def test_records_differentiable_results():
         assert len(rec.calls) == n
     finally:
         G._recorder = prev
+
+
+@pytest.mark.parametrize("m", [1, 3])
+def test_unique_runs_c_checks_positions(m):
+    # the C entry checks the row numbers and positions it is given (bad ones are reported, no
+    # write happens out of bounds)
+    from fiamma._lib import ffi, lib
+
+    n = 5
+    data = np.zeros((n, m), np.float32)
+    first = np.zeros(n, np.int64)
+    inv = np.zeros(n, np.int64)
+    ng = ffi.new("int64_t *")
+    for bad in (-1, n, 1 << 40):
+        pos = np.arange(n, dtype=np.int64)
+        pos[3] = bad
+        rc = lib.fm_unique_runs(8, n, m, data.ctypes.data, 0, pos.ctypes.data,
+                                first.ctypes.data, inv.ctypes.data, 0, ng)
+        assert rc == lib.FM_ERR_INDEX and ng[0] == bad
+        order = np.arange(n, dtype=np.int64)
+        order[2] = bad
+        rc = lib.fm_unique_runs(8, n, m, data.ctypes.data, order.ctypes.data, 0,
+                                first.ctypes.data, 0, 0, ng)
+        assert rc == lib.FM_ERR_INDEX and ng[0] == bad
