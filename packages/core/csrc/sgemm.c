@@ -12,7 +12,6 @@
  * copy beforehand); partial tiles at the edges use masked stores and fewer rows.
  * Threads (OpenMP) split the tiles of each block; packing is shared between them.
  */
-#include <sched.h>
 #include <stdlib.h>
 #include <omp.h>
 
@@ -96,7 +95,14 @@ static AVX512 void pack(const float *src, int64_t ld, int64_t ks, int64_t w, int
         int64_t k16 = kc & ~(int64_t)15, w4 = w & ~(int64_t)3;
         for (int64_t i = 0; i < w4; i += 4) {
             const float *r0 = src + i * ld;
+            /* the rows come from L3 or memory in short pieces that the hardware prefetchers
+               hardly see: fetch ahead along these rows and the next four */
+            const float *pn = i + 4 < w4 ? r0 + 4 * ld : r0;
             for (int64_t k = 0; k < k16; k += 16) {
+                for (int j = 0; j < 4; j++) {
+                    _mm_prefetch((const char *)(r0 + j * ld + k + 64), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(pn + j * ld + k), _MM_HINT_T0);
+                }
                 __m512 x0 = _mm512_loadu_ps(r0 + k), x1 = _mm512_loadu_ps(r0 + ld + k);
                 __m512 x2 = _mm512_loadu_ps(r0 + 2 * ld + k);
                 __m512 x3 = _mm512_loadu_ps(r0 + 3 * ld + k);
@@ -129,6 +135,33 @@ static AVX512 void pack(const float *src, int64_t ld, int64_t ks, int64_t w, int
     }
 }
 
+/* the B block (kc x nc, rows sk apart, columns sn apart) as NR-wide slivers, zero-padded */
+static AVX512 void pack_b(const float *src, int64_t sk, int64_t sn, int64_t nc, int64_t kc,
+                          float *out) {
+    if (sn != 1) {
+        for (int64_t j = 0; j < nc; j += NR)
+            pack(src + j * sn, sn, sk, nc - j < NR ? nc - j : NR, kc, NR, out + j * kc);
+        return;
+    }
+    /* row-major B: row by row, so that the reads stream along whole rows */
+    int64_t nfull = nc / NR, rest = nc - nfull * NR;
+    __mmask16 ml0 = rest >= 16 ? 0xFFFF : (__mmask16)((1u << rest) - 1);
+    __mmask16 ml1 = rest > 16 ? (__mmask16)((1u << (rest - 16)) - 1) : 0;
+    for (int64_t k = 0; k < kc; k++) {
+        const float *r = src + k * sk;
+        float *o = out + k * NR;
+        for (int64_t s = 0; s < nfull; s++) {
+            _mm512_store_ps(o + s * NR * kc, _mm512_loadu_ps(r + s * NR));
+            _mm512_store_ps(o + s * NR * kc + 16, _mm512_loadu_ps(r + s * NR + 16));
+        }
+        if (rest) {
+            _mm512_store_ps(o + nfull * NR * kc, _mm512_maskz_loadu_ps(ml0, r + nfull * NR));
+            _mm512_store_ps(o + nfull * NR * kc + 16,
+                            _mm512_maskz_loadu_ps(ml1, r + nfull * NR + 16));
+        }
+    }
+}
+
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* split n into near-equal blocks of at most cap, rounded up to a multiple of unit */
@@ -139,104 +172,88 @@ static int64_t block(int64_t n, int64_t cap, int64_t unit) {
 }
 
 /* ---- the driver -------------------------------------------------------------------------
- * The product is a sequence of blocks (jc over n, pc over k). In each block the threads first
- * pack B's slivers and then compute work items, a row chunk times a column group of C; both are
- * handed out by atomic counters rather than split in advance, so that a thread the system
- * deschedules for a while holds the others up as little as possible (there are no barriers).
- * A thread packs the A rows of its item into its own buffer. B is double-buffered across
- * blocks; before refilling a buffer a thread waits until everyone is done with the block that
- * used it, and an item in a later k block waits for the same item of the previous one (it
- * accumulates into the same part of C). */
-typedef struct {
-    int64_t bclaim, bdone, iclaim; /* slivers claimed / packed, items claimed */
-    char pad[40];
-} blk_state;
-
+ * Each thread computes its own rectangle of C (a grid of T parts, see sg_grid) as a plain
+ * single-threaded Goto loop: it packs the B block and the A blocks of its rectangle into its
+ * own buffers, which stay in its own L2. There is no synchronisation between threads except the
+ * end of the parallel region: measured on 2 cores, the shared packing with per-block waits the
+ * threads did before cost more than packing the shared operand twice. */
 typedef struct {
     int64_t m, n, k, sam, sak, sbk, sbn, ldc;
     const float *a, *b;
     float *c;
     float alpha, beta;
-    int64_t ncb, kcb, nbj, nbp; /* block sizes and counts along n and k */
-    int64_t chunk, nrc, ncg;    /* rows per chunk, row chunks, column groups per block */
-    float *Bp[2];
-    blk_state *blk;             /* per block */
-    uint8_t *idone;             /* per block and item: finished */
-    int64_t *progress;          /* per thread (8 apart): blocks finished */
-    int T;
+    int64_t kcb;                 /* k block (the same for every part) */
+    int64_t tm, tn;              /* the grid of parts: tm row ranges x tn column ranges */
+    int64_t abytes, bbytes;      /* per-thread buffer sizes */
+    char *buf;                   /* T x (abytes + bbytes) */
 } sg_job;
 
-static inline void spin_wait(int64_t *spins) {
-    if (++*spins < 2000) {
-        _mm_pause();
-    } else {
-        sched_yield(); /* the one we wait for may need this CPU */
+/* C[i0:i1, j0:j1] on one thread */
+static AVX512 void sg_part(const sg_job *J, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
+                           float *Ap, float *Bp) {
+    int64_t ncb = block(j1 - j0, NC_MAX, NR), mcb = block(i1 - i0, MC_MAX, MR), kcb = J->kcb;
+    for (int64_t jc = j0; jc < j1; jc += ncb) {
+        int64_t nc = j1 - jc < ncb ? j1 - jc : ncb;
+        for (int64_t pc = 0; pc < J->k; pc += kcb) {
+            int64_t kc = J->k - pc < kcb ? J->k - pc : kcb;
+            float be = pc == 0 ? J->beta : 1.0f;
+            pack_b(J->b + pc * J->sbk + jc * J->sbn, J->sbk, J->sbn, nc, kc, Bp);
+            for (int64_t ic = i0; ic < i1; ic += mcb) {
+                int64_t mc = i1 - ic < mcb ? i1 - ic : mcb;
+                for (int64_t ii = 0; ii < mc; ii += MR)
+                    pack(J->a + (ic + ii) * J->sam + pc * J->sak, J->sam, J->sak,
+                         mc - ii < MR ? mc - ii : MR, kc, MR, Ap + ii * kc);
+                for (int64_t ir = 0; ir < mc; ir += MR) {
+                    int64_t mr = mc - ir < MR ? mc - ir : MR;
+                    kern_fn kf = kerns[mr];
+                    for (int64_t jr = 0; jr < nc; jr += NR) {
+                        int64_t nr = nc - jr < NR ? nc - jr : NR;
+                        __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
+                        __mmask16 m1 = nr >= 32 ? 0xFFFF
+                                       : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
+                        kf(kc, Ap + ir * kc, Bp + jr * kc, J->c + (ic + ir) * J->ldc + jc + jr,
+                           J->ldc, J->alpha, be, m0, m1);
+                    }
+                }
+            }
+        }
     }
 }
 
-static AVX512 void sg_run(sg_job *J, int t, float *Ap) {
-    const int T = J->T;
-    int64_t nitems = J->nrc * J->ncg;
-    for (int64_t bi = 0; bi < J->nbj * J->nbp; bi++) {
-        int64_t jc = bi / J->nbp * J->ncb, pc = bi % J->nbp * J->kcb;
-        int64_t nc = J->n - jc < J->ncb ? J->n - jc : J->ncb;
-        int64_t kc = J->k - pc < J->kcb ? J->k - pc : J->kcb;
-        int64_t nsl = cdiv(nc, NR);
-        float *Bp = J->Bp[bi & 1];
-        blk_state *st = &J->blk[bi];
-        float be = pc == 0 ? J->beta : 1.0f;
-        if (bi >= 2 && T > 1) { /* everyone done with block bi - 2, the last user of Bp */
-            for (int u = 0; u < T; u++) {
-                int64_t spins = 0;
-                while (__atomic_load_n(&J->progress[8 * u], __ATOMIC_ACQUIRE) < bi - 1)
-                    spin_wait(&spins);
-            }
-        }
-        for (;;) {
-            int64_t s = __atomic_fetch_add(&st->bclaim, 1, __ATOMIC_RELAXED);
-            if (s >= nsl) break;
-            int64_t j0 = s * NR;
-            pack(J->b + pc * J->sbk + (jc + j0) * J->sbn, J->sbn, J->sbk,
-                 nc - j0 < NR ? nc - j0 : NR, kc, NR, Bp + j0 * kc);
-            __atomic_fetch_add(&st->bdone, 1, __ATOMIC_RELEASE);
-        }
-        {
-            int64_t spins = 0;
-            while (__atomic_load_n(&st->bdone, __ATOMIC_ACQUIRE) < nsl) spin_wait(&spins);
-        }
-        int64_t packed_rc = -1;
-        for (;;) {
-            int64_t it = __atomic_fetch_add(&st->iclaim, 1, __ATOMIC_RELAXED);
-            if (it >= nitems) break;
-            int64_t rc = it / J->ncg, cg = it % J->ncg;
-            if (pc > 0 && T > 1) { /* the previous k block's part of this item is in C */
-                int64_t spins = 0;
-                while (!__atomic_load_n(&J->idone[(bi - 1) * nitems + it], __ATOMIC_ACQUIRE))
-                    spin_wait(&spins);
-            }
-            int64_t ic = rc * J->chunk, mc = J->m - ic < J->chunk ? J->m - ic : J->chunk;
-            if (rc != packed_rc) {
-                for (int64_t i0 = 0; i0 < mc; i0 += MR)
-                    pack(J->a + (ic + i0) * J->sam + pc * J->sak, J->sam, J->sak,
-                         mc - i0 < MR ? mc - i0 : MR, kc, MR, Ap + i0 * kc);
-                packed_rc = rc;
-            }
-            int64_t j_lo = nsl * cg / J->ncg, j_hi = nsl * (cg + 1) / J->ncg;
-            for (int64_t ir = 0; ir < mc; ir += MR) {
-                int64_t mr = mc - ir < MR ? mc - ir : MR;
-                kern_fn kf = kerns[mr];
-                for (int64_t js = j_lo; js < j_hi; js++) {
-                    int64_t jr = js * NR, nr = nc - jr < NR ? nc - jr : NR;
-                    __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
-                    __mmask16 m1 = nr >= 32 ? 0xFFFF
-                                   : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
-                    kf(kc, Ap + ir * kc, Bp + jr * kc, J->c + (ic + ir) * J->ldc + jc + jr,
-                       J->ldc, J->alpha, be, m0, m1);
-                }
-            }
-            if (T > 1) __atomic_store_n(&J->idone[bi * nitems + it], 1, __ATOMIC_RELEASE);
-        }
-        if (T > 1) __atomic_store_n(&J->progress[8 * t], bi + 1, __ATOMIC_RELEASE);
+/* part t of the grid: rows in MR slivers, columns in 16-wide halves of NR slivers */
+static void sg_range(const sg_job *J, int64_t t, int64_t *i0, int64_t *i1, int64_t *j0,
+                     int64_t *j1) {
+    int64_t r = t / J->tn, q = t % J->tn, msl = cdiv(J->m, MR), nh = cdiv(J->n, 16);
+    *i0 = msl * r / J->tm * MR, *i1 = msl * (r + 1) / J->tm * MR;
+    *j0 = nh * q / J->tn * 16, *j1 = nh * (q + 1) / J->tn * 16;
+    if (*i1 > J->m) *i1 = J->m;
+    if (*j1 > J->n) *j1 = J->n;
+}
+
+static AVX512 void sg_thread(const sg_job *J, int64_t t) {
+    int64_t i0, i1, j0, j1;
+    sg_range(J, t, &i0, &i1, &j0, &j1);
+    if (i0 >= i1 || j0 >= j1) return;
+    char *mine = J->buf + t * (J->abytes + J->bbytes);
+    sg_part(J, i0, i1, j0, j1, (float *)mine, (float *)(mine + J->abytes));
+}
+
+/* the grid tm x tn (tm * tn <= T) with the least estimated time of the slowest part: its FMAs
+   (whole 12 x 32 tiles, 32 lanes a cycle) plus its packing (every element of its A rows once
+   per column block, of its B columns once; about a cycle per element) */
+static void sg_grid(sg_job *J, int T) {
+    int64_t msl = cdiv(J->m, MR), nsl = cdiv(J->n, NR);
+    double best = -1;
+    J->tm = J->tn = 1;
+    for (int64_t tm = 1; tm <= T; tm++) {
+        int64_t tn = T / tm;
+        if (tm > msl || tn > nsl || (tm > 1 && tn > 1 && tm * tn != T)) continue;
+        int64_t rows = cdiv(msl, tm) * MR, cols = cdiv(nsl, tn) * NR;
+        double njc = (double)cdiv(cols, NC_MAX);
+        double cost = (double)rows * cols * J->k / 32.0 +
+                      ((double)rows * njc + cols) * J->k * 1.0;
+        cost *= 1.0 + 0.02 * (tm * tn < T ? 0 : 0); /* placeholder for idle threads: none */
+        if (best < 0 || cost < best) best = cost, J->tm = tm, J->tn = tn;
     }
 }
 
@@ -263,68 +280,24 @@ int fm_sgemm(int64_t m, int64_t n, int64_t k, double alpha, intptr_t a, int64_t 
     J.a = (const float *)a, J.b = (const float *)b, J.c = (float *)c;
     J.alpha = (float)alpha, J.beta = (float)beta;
     J.kcb = block(k, KC_MAX, 4);
-    J.ncb = block(n, NC_MAX, NR);
-    J.nbj = cdiv(n, J.ncb), J.nbp = cdiv(k, J.kcb);
-    /* work items: about 8 per thread, row chunks first (each packs its A rows once); column
-       groups only when there are too few rows to go round */
-    int64_t msl = cdiv(m, MR), want = T > 1 ? 8 * T : 1;
-    int64_t per = cdiv(msl, want);
-    if (per * MR > MC_MAX) per = MC_MAX / MR;
-    J.chunk = per * MR;
-    J.nrc = cdiv(m, J.chunk);
-    J.ncg = 1;
-    if (J.nrc < want) {
-        int64_t nsl_max = cdiv(J.ncb, NR);
-        J.ncg = cdiv(want, J.nrc);
-        if (J.ncg > nsl_max) J.ncg = nsl_max;
-    }
-    J.T = T;
-    int64_t nblocks = J.nbj * J.nbp, nitems = J.nrc * J.ncg;
-    int64_t bbytes = cdiv(J.ncb, NR) * NR * J.kcb * 4, abytes = J.chunk * J.kcb * 4;
-    int64_t sbytes = nblocks * (int64_t)sizeof(blk_state) + T * 64 + (T > 1 ? nblocks * nitems : 0);
-    int nb = T > 1 && nblocks > 1 ? 2 : 1;
-    char *sync = (char *)fm_alloc_zeroed(sbytes);
-    J.Bp[0] = (float *)fm_alloc(bbytes);
-    J.Bp[1] = nb == 2 ? (float *)fm_alloc(bbytes) : J.Bp[0];
-    int rc = FM_OK;
-    if (!sync || !J.Bp[0] || !J.Bp[1]) {
-        rc = FM_ERR_NOMEM;
-        goto done;
-    }
-    J.blk = (blk_state *)sync;
-    J.progress = (int64_t *)(sync + nblocks * sizeof(blk_state));
-    J.idone = (uint8_t *)(sync + nblocks * sizeof(blk_state) + T * 64);
-    if (T > 1) {
-        /* every thread allocates its A buffer first: one that cannot makes the whole call fail
-           before any work is handed out */
-        int64_t ok = 0;
-#pragma omp parallel num_threads(T)
-        {
-            float *Ap = (float *)fm_alloc(abytes);
-            if (Ap) __atomic_fetch_add(&ok, 1, __ATOMIC_RELAXED);
-#pragma omp barrier
-            if (__atomic_load_n(&ok, __ATOMIC_RELAXED) == omp_get_num_threads()) {
-#pragma omp single
-                J.T = omp_get_num_threads(); /* the team may be smaller than asked */
-                sg_run(&J, omp_get_thread_num(), Ap);
-            }
-            if (Ap) fm_free((intptr_t)Ap, abytes);
-        }
-        if (ok != J.T) rc = FM_ERR_NOMEM; /* then nobody computed anything */
+    sg_grid(&J, T);
+    int64_t P = J.tm * J.tn;
+    /* buffers for the largest part (block() never exceeds min(cap, n rounded up to its unit)) */
+    int64_t rows = cdiv(cdiv(m, MR), J.tm) * MR, cols = (cdiv(cdiv(n, 16), J.tn) * 16);
+    int64_t mcb = rows < MC_MAX ? rows : MC_MAX, ncb = cdiv(cols < NC_MAX ? cols : NC_MAX, NR) * NR;
+    J.abytes = (mcb * J.kcb * 4 + 63) & ~(int64_t)63;
+    J.bbytes = (ncb * J.kcb * 4 + 63) & ~(int64_t)63;
+    int64_t total = P * (J.abytes + J.bbytes);
+    J.buf = (char *)fm_alloc(total);
+    if (!J.buf) return FM_ERR_NOMEM;
+    if (P > 1) {
+#pragma omp parallel for num_threads((int)P) schedule(static, 1)
+        for (int64_t t = 0; t < P; t++) sg_thread(&J, t);
     } else {
-        float *Ap = (float *)fm_alloc(abytes);
-        if (Ap) {
-            sg_run(&J, 0, Ap);
-            fm_free((intptr_t)Ap, abytes);
-        } else {
-            rc = FM_ERR_NOMEM;
-        }
+        sg_thread(&J, 0);
     }
-done:
-    if (sync) fm_free((intptr_t)sync, sbytes);
-    if (J.Bp[1] && J.Bp[1] != J.Bp[0]) fm_free((intptr_t)J.Bp[1], bbytes);
-    if (J.Bp[0]) fm_free((intptr_t)J.Bp[0], bbytes);
-    return rc;
+    fm_free((intptr_t)J.buf, total);
+    return FM_OK;
 }
 
 #else /* not x86-64 GCC/Clang: BLAS does everything */
