@@ -37,9 +37,15 @@ kern_t(const int R, int64_t kc, const float *Ap, const float *Bp, float *C, int6
     __m512 c0[MR], c1[MR];
 #pragma GCC unroll 12
     for (int i = 0; i < R; i++) c0[i] = c1[i] = _mm512_setzero_ps();
+#pragma GCC unroll 12
+    for (int i = 0; i < R; i++) { /* C's tile, read or written at the end */
+        _mm_prefetch((const char *)(C + i * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(C + i * ldc + 16), _MM_HINT_T0);
+    }
     for (int64_t k = 0; k < kc; k++) {
         __m512 b0 = _mm512_load_ps(Bp), b1 = _mm512_load_ps(Bp + 16);
-        _mm_prefetch((const char *)(Bp + 16 * NR), _MM_HINT_T0);
+        _mm_prefetch((const char *)(Bp + 16 * NR), _MM_HINT_T0); /* both lines of a row */
+        _mm_prefetch((const char *)(Bp + 16 * NR + 16), _MM_HINT_T0);
 #pragma GCC unroll 12
         for (int i = 0; i < R; i++) {
             __m512 a = _mm512_set1_ps(Ap[i]);
@@ -75,6 +81,56 @@ KERN(12)
 static const kern_fn kerns[MR + 1] = {NULL, kern_1, kern_2, kern_3, kern_4, kern_5, kern_6,
                                       kern_7, kern_8, kern_9, kern_10, kern_11, kern_12};
 
+/* a sliver from rows that are contiguous along k (A row-major, or B = W.t()): 16 rows x 16 k
+   at a time transposed in registers, so that each k's row of the sliver is one store */
+static AVX512 void pack_tk(const float *src, int64_t ld, int64_t w, int64_t kc, int W,
+                           float *out) {
+    int64_t k16 = kc & ~(int64_t)15;
+    for (int h = 0; h < W; h += 16) {
+        const float *r = src + h * ld;
+        int64_t rows = w - h < 0 ? 0 : w - h > 16 ? 16 : w - h;
+        __mmask16 ms = W - h >= 16 ? 0xFFFF : (__mmask16)((1u << (W - h)) - 1);
+        for (int64_t k = 0; k < k16; k += 16) {
+            __m512 x[16], t[16];
+            for (int i = 0; i < 16; i++) {
+                if (i < rows) {
+                    x[i] = _mm512_loadu_ps(r + i * ld + k);
+                    _mm_prefetch((const char *)(r + i * ld + k + 32), _MM_HINT_T0);
+                } else {
+                    x[i] = _mm512_setzero_ps();
+                }
+            }
+            for (int i = 0; i < 16; i += 2) {
+                t[i] = _mm512_unpacklo_ps(x[i], x[i + 1]);
+                t[i + 1] = _mm512_unpackhi_ps(x[i], x[i + 1]);
+            }
+            /* x[4g + j], 128-bit lane l: rows 4g..4g+3 at k + 4l + j */
+            for (int g = 0; g < 4; g++) {
+                __m512 a0 = t[4 * g], a1 = t[4 * g + 1], a2 = t[4 * g + 2], a3 = t[4 * g + 3];
+                x[4 * g] = _mm512_shuffle_ps(a0, a2, 0x44);
+                x[4 * g + 1] = _mm512_shuffle_ps(a0, a2, 0xEE);
+                x[4 * g + 2] = _mm512_shuffle_ps(a1, a3, 0x44);
+                x[4 * g + 3] = _mm512_shuffle_ps(a1, a3, 0xEE);
+            }
+            /* 4 x 4 transpose of the 128-bit lanes of x[j], x[4 + j], x[8 + j], x[12 + j] */
+            for (int j = 0; j < 4; j++) {
+                __m512 p0 = _mm512_shuffle_f32x4(x[j], x[4 + j], 0x44);
+                __m512 p1 = _mm512_shuffle_f32x4(x[j], x[4 + j], 0xEE);
+                __m512 p2 = _mm512_shuffle_f32x4(x[8 + j], x[12 + j], 0x44);
+                __m512 p3 = _mm512_shuffle_f32x4(x[8 + j], x[12 + j], 0xEE);
+                float *o = out + (k + j) * W + h;
+                _mm512_mask_storeu_ps(o, ms, _mm512_shuffle_f32x4(p0, p2, 0x88));
+                _mm512_mask_storeu_ps(o + 4 * W, ms, _mm512_shuffle_f32x4(p0, p2, 0xDD));
+                _mm512_mask_storeu_ps(o + 8 * W, ms, _mm512_shuffle_f32x4(p1, p3, 0x88));
+                _mm512_mask_storeu_ps(o + 12 * W, ms, _mm512_shuffle_f32x4(p1, p3, 0xDD));
+            }
+        }
+        int64_t hw = W - h < 16 ? W - h : 16;
+        for (int64_t k = k16; k < kc; k++)
+            for (int i = 0; i < hw; i++) out[k * W + h + i] = i < rows ? r[i * ld + k] : 0.0f;
+    }
+}
+
 /* out[k*W + i] = src[i*ld + k*ks] for i < w (zeros up to W), k < kc: one sliver */
 static AVX512 void pack(const float *src, int64_t ld, int64_t ks, int64_t w, int64_t kc, int W,
                         float *out) {
@@ -90,43 +146,7 @@ static AVX512 void pack(const float *src, int64_t ld, int64_t ks, int64_t w, int
         return;
     }
     if (ks == 1) {
-        /* contiguous along k: 4 rows x 16 k at a time, transposed in registers; leftover
-           rows one by one, missing rows as zeros */
-        int64_t k16 = kc & ~(int64_t)15, w4 = w & ~(int64_t)3;
-        for (int64_t i = 0; i < w4; i += 4) {
-            const float *r0 = src + i * ld;
-            /* the rows come from L3 or memory in short pieces that the hardware prefetchers
-               hardly see: fetch ahead along these rows and the next four */
-            const float *pn = i + 4 < w4 ? r0 + 4 * ld : r0;
-            for (int64_t k = 0; k < k16; k += 16) {
-                for (int j = 0; j < 4; j++) {
-                    _mm_prefetch((const char *)(r0 + j * ld + k + 64), _MM_HINT_T0);
-                    _mm_prefetch((const char *)(pn + j * ld + k), _MM_HINT_T0);
-                }
-                __m512 x0 = _mm512_loadu_ps(r0 + k), x1 = _mm512_loadu_ps(r0 + ld + k);
-                __m512 x2 = _mm512_loadu_ps(r0 + 2 * ld + k);
-                __m512 x3 = _mm512_loadu_ps(r0 + 3 * ld + k);
-                __m512 t0 = _mm512_unpacklo_ps(x0, x1), t1 = _mm512_unpackhi_ps(x0, x1);
-                __m512 t2 = _mm512_unpacklo_ps(x2, x3), t3 = _mm512_unpackhi_ps(x2, x3);
-                /* u_j, 128-bit lane l: rows i..i+3 at k + 4l + j */
-                __m512 u0 = _mm512_shuffle_ps(t0, t2, 0x44), u1 = _mm512_shuffle_ps(t0, t2, 0xEE);
-                __m512 u2 = _mm512_shuffle_ps(t1, t3, 0x44), u3 = _mm512_shuffle_ps(t1, t3, 0xEE);
-                float *o = out + k * W + i;
-#define ST4(U, J)                                                          \
-    _mm_storeu_ps(o + (J) * W, _mm512_castps512_ps128(U));                 \
-    _mm_storeu_ps(o + (4 + (J)) * W, _mm512_extractf32x4_ps(U, 1));        \
-    _mm_storeu_ps(o + (8 + (J)) * W, _mm512_extractf32x4_ps(U, 2));        \
-    _mm_storeu_ps(o + (12 + (J)) * W, _mm512_extractf32x4_ps(U, 3));
-                ST4(u0, 0) ST4(u1, 1) ST4(u2, 2) ST4(u3, 3)
-#undef ST4
-            }
-            for (int64_t k = k16; k < kc; k++)
-                for (int j = 0; j < 4; j++) out[k * W + i + j] = r0[j * ld + k];
-        }
-        for (int64_t k = 0; k < kc; k++) {
-            for (int64_t i = w4; i < w; i++) out[k * W + i] = src[i * ld + k];
-            for (int64_t i = w; i < W; i++) out[k * W + i] = 0.0f;
-        }
+        pack_tk(src, ld, w, kc, W, out);
         return;
     }
     for (int64_t k = 0; k < kc; k++) {
@@ -252,7 +272,6 @@ static void sg_grid(sg_job *J, int T) {
         double njc = (double)cdiv(cols, NC_MAX);
         double cost = (double)rows * cols * J->k / 32.0 +
                       ((double)rows * njc + cols) * J->k * 1.0;
-        cost *= 1.0 + 0.02 * (tm * tn < T ? 0 : 0); /* placeholder for idle threads: none */
         if (best < 0 || cost < best) best = cost, J->tm = tm, J->tn = tn;
     }
 }
