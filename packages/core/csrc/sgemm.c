@@ -29,11 +29,14 @@
 
 #define AVX512 __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,fma")))
 
-/* C[r x 32] (masks m0/m1 select the valid columns) = alpha * A.B + beta * C, with A the packed
-   kc x MR sliver and B the packed kc x NR sliver; R is a compile-time constant after inlining */
+/* C[r x 32] (masks m0/m1 select the valid columns) = alpha * A.B + beta * C, with B the packed
+   kc x NR sliver and A either the packed kc x MR sliver (lda = 1, ka = MR) or R rows of A read
+   where they are (lda = A's row stride, ka = 1: row-major A needs no packing); R is a
+   compile-time constant after inlining */
 static inline __attribute__((always_inline)) AVX512 void
-kern_t(const int R, int64_t kc, const float *Ap, const float *Bp, float *C, int64_t ldc,
-       float alpha, float beta, __mmask16 m0, __mmask16 m1) {
+kern_t(const int R, int64_t kc, const float *Ap, const int64_t lda, const int64_t ka,
+       const float *Bp, float *C, int64_t ldc, float alpha, float beta, __mmask16 m0,
+       __mmask16 m1) {
     __m512 c0[MR], c1[MR];
 #pragma GCC unroll 12
     for (int i = 0; i < R; i++) c0[i] = c1[i] = _mm512_setzero_ps();
@@ -48,11 +51,11 @@ kern_t(const int R, int64_t kc, const float *Ap, const float *Bp, float *C, int6
         _mm_prefetch((const char *)(Bp + 16 * NR + 16), _MM_HINT_T0);
 #pragma GCC unroll 12
         for (int i = 0; i < R; i++) {
-            __m512 a = _mm512_set1_ps(Ap[i]);
+            __m512 a = _mm512_set1_ps(Ap[i * lda]);
             c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);
             c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
         }
-        Ap += MR;
+        Ap += ka;
         Bp += NR;
     }
     __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
@@ -69,17 +72,26 @@ kern_t(const int R, int64_t kc, const float *Ap, const float *Bp, float *C, int6
     }
 }
 
-typedef void (*kern_fn)(int64_t, const float *, const float *, float *, int64_t, float, float,
-                        __mmask16, __mmask16);
-#define KERN(R)                                                                               \
-    static AVX512 void kern_##R(int64_t kc, const float *Ap, const float *Bp, float *C,        \
-                                int64_t ldc, float al, float be, __mmask16 m0, __mmask16 m1) { \
-        kern_t(R, kc, Ap, Bp, C, ldc, al, be, m0, m1);                                        \
+typedef void (*kern_fn)(int64_t, const float *, int64_t, const float *, float *, int64_t, float,
+                        float, __mmask16, __mmask16);
+#define KERN(R)                                                                                \
+    static AVX512 void kern_##R(int64_t kc, const float *Ap, int64_t lda, const float *Bp,      \
+                                float *C, int64_t ldc, float al, float be, __mmask16 m0,        \
+                                __mmask16 m1) {                                                 \
+        (void)lda;                                                                              \
+        kern_t(R, kc, Ap, 1, MR, Bp, C, ldc, al, be, m0, m1);                                   \
+    }                                                                                           \
+    static AVX512 void kdir_##R(int64_t kc, const float *Ap, int64_t lda, const float *Bp,      \
+                                float *C, int64_t ldc, float al, float be, __mmask16 m0,        \
+                                __mmask16 m1) {                                                 \
+        kern_t(R, kc, Ap, lda, 1, Bp, C, ldc, al, be, m0, m1);                                  \
     }
 KERN(1) KERN(2) KERN(3) KERN(4) KERN(5) KERN(6) KERN(7) KERN(8) KERN(9) KERN(10) KERN(11)
 KERN(12)
 static const kern_fn kerns[MR + 1] = {NULL, kern_1, kern_2, kern_3, kern_4, kern_5, kern_6,
                                       kern_7, kern_8, kern_9, kern_10, kern_11, kern_12};
+static const kern_fn kdirs[MR + 1] = {NULL, kdir_1, kdir_2, kdir_3, kdir_4, kdir_5, kdir_6,
+                                      kdir_7, kdir_8, kdir_9, kdir_10, kdir_11, kdir_12};
 
 /* a sliver from rows that are contiguous along k (A row-major, or B = W.t()): 16 rows x 16 k
    at a time transposed in registers, so that each k's row of the sliver is one store */
@@ -204,6 +216,7 @@ typedef struct {
     float alpha, beta;
     int64_t kcb;                 /* k block (the same for every part) */
     int64_t tm, tn;              /* the grid of parts: tm row ranges x tn column ranges */
+    int direct_a;                /* A row-major: the kernel reads it where it is, unpacked */
     int64_t abytes, bbytes;      /* per-thread buffer sizes */
     char *buf;                   /* T x (abytes + bbytes) */
 } sg_job;
@@ -220,18 +233,20 @@ static AVX512 void sg_part(const sg_job *J, int64_t i0, int64_t i1, int64_t j0, 
             pack_b(J->b + pc * J->sbk + jc * J->sbn, J->sbk, J->sbn, nc, kc, Bp);
             for (int64_t ic = i0; ic < i1; ic += mcb) {
                 int64_t mc = i1 - ic < mcb ? i1 - ic : mcb;
-                for (int64_t ii = 0; ii < mc; ii += MR)
-                    pack(J->a + (ic + ii) * J->sam + pc * J->sak, J->sam, J->sak,
-                         mc - ii < MR ? mc - ii : MR, kc, MR, Ap + ii * kc);
+                if (!J->direct_a)
+                    for (int64_t ii = 0; ii < mc; ii += MR)
+                        pack(J->a + (ic + ii) * J->sam + pc * J->sak, J->sam, J->sak,
+                             mc - ii < MR ? mc - ii : MR, kc, MR, Ap + ii * kc);
                 for (int64_t ir = 0; ir < mc; ir += MR) {
                     int64_t mr = mc - ir < MR ? mc - ir : MR;
-                    kern_fn kf = kerns[mr];
+                    kern_fn kf = J->direct_a ? kdirs[mr] : kerns[mr];
+                    const float *as = J->direct_a ? J->a + (ic + ir) * J->sam + pc : Ap + ir * kc;
                     for (int64_t jr = 0; jr < nc; jr += NR) {
                         int64_t nr = nc - jr < NR ? nc - jr : NR;
                         __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
                         __mmask16 m1 = nr >= 32 ? 0xFFFF
                                        : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
-                        kf(kc, Ap + ir * kc, Bp + jr * kc, J->c + (ic + ir) * J->ldc + jc + jr,
+                        kf(kc, as, J->sam, Bp + jr * kc, J->c + (ic + ir) * J->ldc + jc + jr,
                            J->ldc, J->alpha, be, m0, m1);
                     }
                 }
@@ -300,6 +315,10 @@ int fm_sgemm(int64_t m, int64_t n, int64_t k, double alpha, intptr_t a, int64_t 
     J.alpha = (float)alpha, J.beta = (float)beta;
     J.kcb = block(k, KC_MAX, 4);
     sg_grid(&J, T);
+    /* A contiguous along k: the kernel broadcasts from A's rows directly. Packing them cost as
+       much as it saved here, and with the columns split between threads every thread packed
+       the same rows */
+    J.direct_a = sak == 1;
     int64_t P = J.tm * J.tn;
     /* buffers for the largest part (block() never exceeds min(cap, n rounded up to its unit)) */
     int64_t rows = cdiv(cdiv(m, MR), J.tm) * MR, cols = (cdiv(cdiv(n, 16), J.tn) * 16);
