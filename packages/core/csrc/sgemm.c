@@ -302,12 +302,9 @@ int fm_sgemm_available(void) {
     return have_avx512;
 }
 
-int fm_sgemm(int64_t m, int64_t n, int64_t k, double alpha, intptr_t a, int64_t sam, int64_t sak,
-             intptr_t b, int64_t sbk, int64_t sbn, double beta, intptr_t c, int64_t ldc,
-             int nthreads) {
-    if (!fm_sgemm_available()) return FM_ERR_OP;
-    if (m <= 0 || n <= 0 || k <= 0) return FM_ERR_ARG; /* empty products: the caller's job */
-    int T = nthreads < 1 ? 1 : nthreads > 64 ? 64 : nthreads;
+static int sg_gemm(int64_t m, int64_t n, int64_t k, double alpha, intptr_t a, int64_t sam,
+                   int64_t sak, intptr_t b, int64_t sbk, int64_t sbn, double beta, intptr_t c,
+                   int64_t ldc, int T) {
     sg_job J;
     memset(&J, 0, sizeof(J));
     J.m = m, J.n = n, J.k = k, J.sam = sam, J.sak = sak, J.sbk = sbk, J.sbn = sbn, J.ldc = ldc;
@@ -323,7 +320,7 @@ int fm_sgemm(int64_t m, int64_t n, int64_t k, double alpha, intptr_t a, int64_t 
     /* buffers for the largest part (block() never exceeds min(cap, n rounded up to its unit)) */
     int64_t rows = cdiv(cdiv(m, MR), J.tm) * MR, cols = (cdiv(cdiv(n, 16), J.tn) * 16);
     int64_t mcb = rows < MC_MAX ? rows : MC_MAX, ncb = cdiv(cols < NC_MAX ? cols : NC_MAX, NR) * NR;
-    J.abytes = (mcb * J.kcb * 4 + 63) & ~(int64_t)63;
+    J.abytes = J.direct_a ? 0 : (mcb * J.kcb * 4 + 63) & ~(int64_t)63;
     J.bbytes = (ncb * J.kcb * 4 + 63) & ~(int64_t)63;
     int64_t total = P * (J.abytes + J.bbytes);
     J.buf = (char *)fm_alloc(total);
@@ -336,6 +333,31 @@ int fm_sgemm(int64_t m, int64_t n, int64_t k, double alpha, intptr_t a, int64_t 
     }
     fm_free((intptr_t)J.buf, total);
     return FM_OK;
+}
+
+int fm_sgemm(int64_t m, int64_t n, int64_t k, double alpha, intptr_t a, int64_t sam, int64_t sak,
+             intptr_t b, int64_t sbk, int64_t sbn, double beta, intptr_t c, int64_t ldc,
+             int nthreads) {
+    if (!fm_sgemm_available()) return FM_ERR_OP;
+    if (m <= 0 || n <= 0 || k <= 0) return FM_ERR_ARG; /* empty products: the caller's job */
+    int T = nthreads < 1 ? 1 : nthreads > 64 ? 64 : nthreads;
+    /* C with few columns (a classifier's logits: x @ W.t() with n = 10) wastes most of the
+       32-wide tiles; C^T = B^T A^T fills them, computed into a scratch and transposed back */
+    if (n < NR && cdiv(n, MR) * MR * cdiv(m, NR) * NR * 4 < cdiv(m, MR) * MR * NR * 3) {
+        int64_t bytes = n * m * 4;
+        float *t = (float *)fm_alloc(bytes);
+        if (t) {
+            int rc = sg_gemm(n, m, k, alpha, b, sbn, sbk, a, sak, sam, 0.0, (intptr_t)t, m, T);
+            float *C = (float *)c, be = (float)beta;
+            if (rc == FM_OK)
+                for (int64_t i = 0; i < m; i++)
+                    for (int64_t j = 0; j < n; j++)
+                        C[i * ldc + j] = be == 0.0f ? t[j * m + i] : t[j * m + i] + be * C[i * ldc + j];
+            fm_free((intptr_t)t, bytes);
+            return rc;
+        }
+    }
+    return sg_gemm(m, n, k, alpha, a, sam, sak, b, sbk, sbn, beta, c, ldc, T);
 }
 
 #else /* not x86-64 GCC/Clang: BLAS does everything */

@@ -502,6 +502,32 @@ def test_float32_kernel_thread_grids(m, n, k, nt):
         np.testing.assert_array_equal(cbig[:, n:], c0[:, n:])
 
 
+@pytest.mark.parametrize("m,k,n", [(128, 512, 10), (200, 300, 8), (1000, 100, 24),
+                                   (130, 400, 20), (64, 300, 31), (10, 512, 128)], ids=str)
+@pytest.mark.parametrize("la,lb", [("c", "t"), ("c", "c"), ("t", "c"), ("s", "t")])
+def test_float32_few_columns(m, k, n, la, lb):
+    """C with few columns (x @ W.t() for a classifier) is computed as C^T = B^T A^T and
+    transposed back: plain, addmm with beta, a column-major out=, a batch."""
+    rng = np.random.default_rng(m + k + n)
+    a, w = rng.uniform(-1, 1, (m, k)), rng.uniform(-1, 1, (k, n))
+    ta, tw = make(a, F.float32, la), make(w, F.float32, lb)
+    for nt in (1, 2):
+        prev = lib.fm_blas_get_num_threads()
+        lib.fm_blas_set_num_threads(nt)
+        try:
+            check(F.matmul(ta, tw), a, w, F.float32)
+            c = rng.uniform(-1, 1, (m, n))
+            check(F.addmm(ft(c, F.float32), ta, tw, beta=0.5, alpha=-2.0), a, w, F.float32,
+                  want=0.5 * c - 2.0 * (a @ w), bound=0.5 * np.abs(c) + 2.0 * (np.abs(a) @ np.abs(w)))
+            out = F.empty(n, m).transpose(0, 1)
+            F.mm(ta, tw, out=out)
+            check(out, a, w, F.float32)
+        finally:
+            lib.fm_blas_set_num_threads(prev)
+    a3 = rng.uniform(-1, 1, (3, m, k))
+    check(F.matmul(ft(a3, F.float32), tw), a3, w, F.float32)
+
+
 @settings(max_examples=20, deadline=None)
 @given(st.data())
 def test_matmul_medium_sizes_all_float_dtypes(data):
