@@ -31,10 +31,11 @@
 
 /* C[r x 32] (masks m0/m1 select the valid columns) = alpha * A.B + beta * C, with B the packed
    kc x NR sliver and A either the packed kc x MR sliver (lda = 1, ka = MR) or R rows of A read
-   where they are (lda = A's row stride, ka = 1: row-major A needs no packing); R is a
-   compile-time constant after inlining */
+   where they are (lda = A's row stride, ka = 1: row-major A needs no packing); H: only the
+   first 16 columns (half the FMAs for a sliver at C's edge). R and H are compile-time
+   constants after inlining */
 static inline __attribute__((always_inline)) AVX512 void
-kern_t(const int R, int64_t kc, const float *Ap, const int64_t lda, const int64_t ka,
+kern_t(const int R, const int H, int64_t kc, const float *Ap, const int64_t lda, const int64_t ka,
        const float *Bp, float *C, int64_t ldc, float alpha, float beta, __mmask16 m0,
        __mmask16 m1) {
     __m512 c0[MR], c1[MR];
@@ -43,17 +44,17 @@ kern_t(const int R, int64_t kc, const float *Ap, const int64_t lda, const int64_
 #pragma GCC unroll 12
     for (int i = 0; i < R; i++) { /* C's tile, read or written at the end */
         _mm_prefetch((const char *)(C + i * ldc), _MM_HINT_T0);
-        _mm_prefetch((const char *)(C + i * ldc + 16), _MM_HINT_T0);
+        if (!H) _mm_prefetch((const char *)(C + i * ldc + 16), _MM_HINT_T0);
     }
     for (int64_t k = 0; k < kc; k++) {
-        __m512 b0 = _mm512_load_ps(Bp), b1 = _mm512_load_ps(Bp + 16);
+        __m512 b0 = _mm512_load_ps(Bp), b1 = H ? b0 : _mm512_load_ps(Bp + 16);
         _mm_prefetch((const char *)(Bp + 16 * NR), _MM_HINT_T0); /* both lines of a row */
-        _mm_prefetch((const char *)(Bp + 16 * NR + 16), _MM_HINT_T0);
+        if (!H) _mm_prefetch((const char *)(Bp + 16 * NR + 16), _MM_HINT_T0);
 #pragma GCC unroll 12
         for (int i = 0; i < R; i++) {
             __m512 a = _mm512_set1_ps(Ap[i * lda]);
             c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);
-            c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
+            if (!H) c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
         }
         Ap += ka;
         Bp += NR;
@@ -62,36 +63,34 @@ kern_t(const int R, int64_t kc, const float *Ap, const int64_t lda, const int64_
 #pragma GCC unroll 12
     for (int i = 0; i < R; i++) {
         float *p = C + i * ldc;
-        __m512 r0 = _mm512_mul_ps(va, c0[i]), r1 = _mm512_mul_ps(va, c1[i]);
-        if (beta != 0.0f) {
-            r0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, p), r0);
-            r1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, p + 16), r1);
-        }
+        __m512 r0 = _mm512_mul_ps(va, c0[i]);
+        if (beta != 0.0f) r0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, p), r0);
         _mm512_mask_storeu_ps(p, m0, r0);
-        _mm512_mask_storeu_ps(p + 16, m1, r1);
+        if (!H) {
+            __m512 r1 = _mm512_mul_ps(va, c1[i]);
+            if (beta != 0.0f) r1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, p + 16), r1);
+            _mm512_mask_storeu_ps(p + 16, m1, r1);
+        }
     }
 }
 
 typedef void (*kern_fn)(int64_t, const float *, int64_t, const float *, float *, int64_t, float,
                         float, __mmask16, __mmask16);
-#define KERN(R)                                                                                \
-    static AVX512 void kern_##R(int64_t kc, const float *Ap, int64_t lda, const float *Bp,      \
-                                float *C, int64_t ldc, float al, float be, __mmask16 m0,        \
-                                __mmask16 m1) {                                                 \
+#define KERN1(NAME, R, H, LDA, KA)                                                            \
+    static AVX512 void NAME(int64_t kc, const float *Ap, int64_t lda, const float *Bp,          \
+                            float *C, int64_t ldc, float al, float be, __mmask16 m0,            \
+                            __mmask16 m1) {                                                     \
         (void)lda;                                                                              \
-        kern_t(R, kc, Ap, 1, MR, Bp, C, ldc, al, be, m0, m1);                                   \
-    }                                                                                           \
-    static AVX512 void kdir_##R(int64_t kc, const float *Ap, int64_t lda, const float *Bp,      \
-                                float *C, int64_t ldc, float al, float be, __mmask16 m0,        \
-                                __mmask16 m1) {                                                 \
-        kern_t(R, kc, Ap, lda, 1, Bp, C, ldc, al, be, m0, m1);                                  \
+        kern_t(R, H, kc, Ap, LDA, KA, Bp, C, ldc, al, be, m0, m1);                              \
     }
+/* packed A / A read in place, 32 / 16 columns */
+#define KERN(R)                                                                                \
+    KERN1(kern_##R, R, 0, 1, MR) KERN1(kdir_##R, R, 0, lda, 1)                                 \
+    KERN1(khalf_##R, R, 1, 1, MR) KERN1(kdirhalf_##R, R, 1, lda, 1)
 KERN(1) KERN(2) KERN(3) KERN(4) KERN(5) KERN(6) KERN(7) KERN(8) KERN(9) KERN(10) KERN(11)
 KERN(12)
-static const kern_fn kerns[MR + 1] = {NULL, kern_1, kern_2, kern_3, kern_4, kern_5, kern_6,
-                                      kern_7, kern_8, kern_9, kern_10, kern_11, kern_12};
-static const kern_fn kdirs[MR + 1] = {NULL, kdir_1, kdir_2, kdir_3, kdir_4, kdir_5, kdir_6,
-                                      kdir_7, kdir_8, kdir_9, kdir_10, kdir_11, kdir_12};
+#define KTAB(P) {NULL, P##1, P##2, P##3, P##4, P##5, P##6, P##7, P##8, P##9, P##10, P##11, P##12}
+static const kern_fn kerns[4][MR + 1] = {KTAB(kern_), KTAB(kdir_), KTAB(khalf_), KTAB(kdirhalf_)};
 
 /* a sliver from rows that are contiguous along k (A row-major, or B = W.t()): 16 rows x 16 k
    at a time transposed in registers, so that each k's row of the sliver is one store */
@@ -239,15 +238,16 @@ static AVX512 void sg_part(const sg_job *J, int64_t i0, int64_t i1, int64_t j0, 
                              mc - ii < MR ? mc - ii : MR, kc, MR, Ap + ii * kc);
                 for (int64_t ir = 0; ir < mc; ir += MR) {
                     int64_t mr = mc - ir < MR ? mc - ir : MR;
-                    kern_fn kf = J->direct_a ? kdirs[mr] : kerns[mr];
+                    kern_fn kf = kerns[J->direct_a][mr], kh = kerns[2 + J->direct_a][mr];
                     const float *as = J->direct_a ? J->a + (ic + ir) * J->sam + pc : Ap + ir * kc;
                     for (int64_t jr = 0; jr < nc; jr += NR) {
                         int64_t nr = nc - jr < NR ? nc - jr : NR;
                         __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
                         __mmask16 m1 = nr >= 32 ? 0xFFFF
                                        : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
-                        kf(kc, as, J->sam, Bp + jr * kc, J->c + (ic + ir) * J->ldc + jc + jr,
-                           J->ldc, J->alpha, be, m0, m1);
+                        (nr <= 16 ? kh : kf)(kc, as, J->sam, Bp + jr * kc,
+                                             J->c + (ic + ir) * J->ldc + jc + jr, J->ldc,
+                                             J->alpha, be, m0, m1);
                     }
                 }
             }
