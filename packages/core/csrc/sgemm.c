@@ -6,11 +6,13 @@
  *
  * Structure (Goto/BLIS): C is row-major, so the micro-kernel keeps a 12 x 32 tile of C in 24
  * zmm registers, one row per register pair; per step k it loads 32 values of a packed row of B
- * and broadcasts 12 values of a packed column of A (24 FMAs to 14 loads). Blocks: B is packed
- * KC x NC at a time (sized for L2), A MC x KC; a 12 x KC sliver of A stays in L1 while the
- * 32-wide slivers of B stream past it. Packing reads any strides (transposed operands need no
- * copy beforehand); partial tiles at the edges use masked stores and fewer rows.
- * Threads (OpenMP) split the tiles of each block; packing is shared between them.
+ * and broadcasts 12 values of A (24 FMAs to 14 loads). Blocks: B is packed KC x NC at a time
+ * (sized for L2); a 12 x KC sliver of A stays in L1 while the 32-wide slivers of B stream past
+ * it. A contiguous along k (row-major) is read in place; any other A is packed MC x KC.
+ * Packing reads any strides (transposed operands need no copy beforehand; k-contiguous ones are
+ * transposed 16 x 16 in registers); partial tiles at the edges use masked stores, fewer rows
+ * and a 16-wide kernel. C with few columns is computed transposed (fm_sgemm).
+ * Threads (OpenMP) each compute their own rectangle of C with their own packing (sg_grid).
  */
 #include <stdlib.h>
 #include <omp.h>
@@ -23,7 +25,7 @@
 
 #define MR 12
 #define NR 32
-#define KC_MAX 256
+#define KC_MAX 400 /* measured: 2 blocks of 392 beat 4 of 196 for k = 784 (x @ W.t(), 2 threads) */
 #define MC_MAX 384
 #define NC_MAX 1024
 
