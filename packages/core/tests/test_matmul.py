@@ -438,12 +438,12 @@ def test_type_errors():
 @settings(max_examples=120, deadline=None)
 @given(st.data())
 def test_float32_kernel_tiles_and_layouts(data):
-    """The kernel called directly: sizes around the 12 x 32 register tile and the 256-deep k
-    blocks, row/column-major and stepped operands, alpha/beta, one to four threads (each thread
-    computes its own rectangle of C: the grid splits rows, columns or both)."""
+    """The kernel called directly: sizes around the 12 x 32 register tile and the k blocks (up
+    to 400 deep), row/column-major and stepped operands, alpha/beta, one to four threads (each
+    thread computes its own rectangle of C: the grid splits rows, columns or both)."""
     m = data.draw(st.sampled_from([1, 7, 8, 11, 12, 13, 25, 33, 47, 131, 257]))
     n = data.draw(st.sampled_from([1, 7, 13, 15, 16, 17, 31, 32, 33, 64, 95, 257]))
-    k = data.draw(st.sampled_from([1, 3, 7, 13, 15, 16, 17, 33, 64, 255, 256, 257, 600]))
+    k = data.draw(st.sampled_from([1, 3, 7, 13, 15, 16, 17, 33, 64, 255, 256, 257, 401, 600, 801]))
     rng = np.random.default_rng(data.draw(st.integers(0, 99)))
 
     def operand(rows, cols):
