@@ -6,13 +6,14 @@
  *
  * Structure (Goto/BLIS): C is row-major, so the micro-kernel keeps a 12 x 32 tile of C in 24
  * zmm registers, one row per register pair; per step k it loads 32 values of a packed row of B
- * and broadcasts 12 values of a packed column of A (24 FMAs to 14 loads). Blocks: B is packed
- * KC x NC at a time (sized for L2), A MC x KC; a 12 x KC sliver of A stays in L1 while the
- * 32-wide slivers of B stream past it. Packing reads any strides (transposed operands need no
- * copy beforehand); partial tiles at the edges use masked stores and fewer rows.
- * Threads (OpenMP) split the tiles of each block; packing is shared between them.
+ * and broadcasts 12 values of A (24 FMAs to 14 loads). Blocks: B is packed KC x NC at a time
+ * (sized for L2); a 12 x KC sliver of A stays in L1 while the 32-wide slivers of B stream past
+ * it. A contiguous along k (row-major) is read in place; any other A is packed MC x KC.
+ * Packing reads any strides (transposed operands need no copy beforehand; k-contiguous ones are
+ * transposed 16 x 16 in registers); partial tiles at the edges use masked stores, fewer rows
+ * and a 16-wide kernel. C with few columns is computed transposed (fm_sgemm).
+ * Threads (OpenMP) each compute their own rectangle of C with their own packing (sg_grid).
  */
-#include <sched.h>
 #include <stdlib.h>
 #include <omp.h>
 
@@ -24,57 +25,124 @@
 
 #define MR 12
 #define NR 32
-#define KC_MAX 256
+#define KC_MAX 400 /* measured: 2 blocks of 392 beat 4 of 196 for k = 784 (x @ W.t(), 2 threads) */
 #define MC_MAX 384
 #define NC_MAX 1024
 
 #define AVX512 __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,fma")))
 
-/* C[r x 32] (masks m0/m1 select the valid columns) = alpha * A.B + beta * C, with A the packed
-   kc x MR sliver and B the packed kc x NR sliver; R is a compile-time constant after inlining */
+/* C[r x 32] (masks m0/m1 select the valid columns) = alpha * A.B + beta * C, with B the packed
+   kc x NR sliver and A either the packed kc x MR sliver (lda = 1, ka = MR) or R rows of A read
+   where they are (lda = A's row stride, ka = 1: row-major A needs no packing); H: only the
+   first 16 columns (half the FMAs for a sliver at C's edge). R and H are compile-time
+   constants after inlining */
 static inline __attribute__((always_inline)) AVX512 void
-kern_t(const int R, int64_t kc, const float *Ap, const float *Bp, float *C, int64_t ldc,
-       float alpha, float beta, __mmask16 m0, __mmask16 m1) {
+kern_t(const int R, const int H, int64_t kc, const float *Ap, const int64_t lda, const int64_t ka,
+       const float *Bp, float *C, int64_t ldc, float alpha, float beta, __mmask16 m0,
+       __mmask16 m1) {
     __m512 c0[MR], c1[MR];
 #pragma GCC unroll 12
     for (int i = 0; i < R; i++) c0[i] = c1[i] = _mm512_setzero_ps();
+#pragma GCC unroll 12
+    for (int i = 0; i < R; i++) { /* C's tile, read or written at the end */
+        _mm_prefetch((const char *)(C + i * ldc), _MM_HINT_T0);
+        if (!H) _mm_prefetch((const char *)(C + i * ldc + 16), _MM_HINT_T0);
+    }
     for (int64_t k = 0; k < kc; k++) {
-        __m512 b0 = _mm512_load_ps(Bp), b1 = _mm512_load_ps(Bp + 16);
-        _mm_prefetch((const char *)(Bp + 16 * NR), _MM_HINT_T0);
+        __m512 b0 = _mm512_load_ps(Bp), b1 = H ? b0 : _mm512_load_ps(Bp + 16);
+        _mm_prefetch((const char *)(Bp + 16 * NR), _MM_HINT_T0); /* both lines of a row */
+        if (!H) _mm_prefetch((const char *)(Bp + 16 * NR + 16), _MM_HINT_T0);
 #pragma GCC unroll 12
         for (int i = 0; i < R; i++) {
-            __m512 a = _mm512_set1_ps(Ap[i]);
+            __m512 a = _mm512_set1_ps(Ap[i * lda]);
             c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);
-            c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
+            if (!H) c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
         }
-        Ap += MR;
+        Ap += ka;
         Bp += NR;
     }
     __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
 #pragma GCC unroll 12
     for (int i = 0; i < R; i++) {
         float *p = C + i * ldc;
-        __m512 r0 = _mm512_mul_ps(va, c0[i]), r1 = _mm512_mul_ps(va, c1[i]);
-        if (beta != 0.0f) {
-            r0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, p), r0);
-            r1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, p + 16), r1);
-        }
+        __m512 r0 = _mm512_mul_ps(va, c0[i]);
+        if (beta != 0.0f) r0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, p), r0);
         _mm512_mask_storeu_ps(p, m0, r0);
-        _mm512_mask_storeu_ps(p + 16, m1, r1);
+        if (!H) {
+            __m512 r1 = _mm512_mul_ps(va, c1[i]);
+            if (beta != 0.0f) r1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, p + 16), r1);
+            _mm512_mask_storeu_ps(p + 16, m1, r1);
+        }
     }
 }
 
-typedef void (*kern_fn)(int64_t, const float *, const float *, float *, int64_t, float, float,
-                        __mmask16, __mmask16);
-#define KERN(R)                                                                               \
-    static AVX512 void kern_##R(int64_t kc, const float *Ap, const float *Bp, float *C,        \
-                                int64_t ldc, float al, float be, __mmask16 m0, __mmask16 m1) { \
-        kern_t(R, kc, Ap, Bp, C, ldc, al, be, m0, m1);                                        \
+typedef void (*kern_fn)(int64_t, const float *, int64_t, const float *, float *, int64_t, float,
+                        float, __mmask16, __mmask16);
+#define KERN1(NAME, R, H, LDA, KA)                                                            \
+    static AVX512 void NAME(int64_t kc, const float *Ap, int64_t lda, const float *Bp,          \
+                            float *C, int64_t ldc, float al, float be, __mmask16 m0,            \
+                            __mmask16 m1) {                                                     \
+        (void)lda;                                                                              \
+        kern_t(R, H, kc, Ap, LDA, KA, Bp, C, ldc, al, be, m0, m1);                              \
     }
+/* packed A / A read in place, 32 / 16 columns */
+#define KERN(R)                                                                                \
+    KERN1(kern_##R, R, 0, 1, MR) KERN1(kdir_##R, R, 0, lda, 1)                                 \
+    KERN1(khalf_##R, R, 1, 1, MR) KERN1(kdirhalf_##R, R, 1, lda, 1)
 KERN(1) KERN(2) KERN(3) KERN(4) KERN(5) KERN(6) KERN(7) KERN(8) KERN(9) KERN(10) KERN(11)
 KERN(12)
-static const kern_fn kerns[MR + 1] = {NULL, kern_1, kern_2, kern_3, kern_4, kern_5, kern_6,
-                                      kern_7, kern_8, kern_9, kern_10, kern_11, kern_12};
+#define KTAB(P) {NULL, P##1, P##2, P##3, P##4, P##5, P##6, P##7, P##8, P##9, P##10, P##11, P##12}
+static const kern_fn kerns[4][MR + 1] = {KTAB(kern_), KTAB(kdir_), KTAB(khalf_), KTAB(kdirhalf_)};
+
+/* a sliver from rows that are contiguous along k (A row-major, or B = W.t()): 16 rows x 16 k
+   at a time transposed in registers, so that each k's row of the sliver is one store */
+static AVX512 void pack_tk(const float *src, int64_t ld, int64_t w, int64_t kc, int W,
+                           float *out) {
+    int64_t k16 = kc & ~(int64_t)15;
+    for (int h = 0; h < W; h += 16) {
+        const float *r = src + h * ld;
+        int64_t rows = w - h < 0 ? 0 : w - h > 16 ? 16 : w - h;
+        __mmask16 ms = W - h >= 16 ? 0xFFFF : (__mmask16)((1u << (W - h)) - 1);
+        for (int64_t k = 0; k < k16; k += 16) {
+            __m512 x[16], t[16];
+            for (int i = 0; i < 16; i++) {
+                if (i < rows) {
+                    x[i] = _mm512_loadu_ps(r + i * ld + k);
+                    _mm_prefetch((const char *)(r + i * ld + k + 32), _MM_HINT_T0);
+                } else {
+                    x[i] = _mm512_setzero_ps();
+                }
+            }
+            for (int i = 0; i < 16; i += 2) {
+                t[i] = _mm512_unpacklo_ps(x[i], x[i + 1]);
+                t[i + 1] = _mm512_unpackhi_ps(x[i], x[i + 1]);
+            }
+            /* x[4g + j], 128-bit lane l: rows 4g..4g+3 at k + 4l + j */
+            for (int g = 0; g < 4; g++) {
+                __m512 a0 = t[4 * g], a1 = t[4 * g + 1], a2 = t[4 * g + 2], a3 = t[4 * g + 3];
+                x[4 * g] = _mm512_shuffle_ps(a0, a2, 0x44);
+                x[4 * g + 1] = _mm512_shuffle_ps(a0, a2, 0xEE);
+                x[4 * g + 2] = _mm512_shuffle_ps(a1, a3, 0x44);
+                x[4 * g + 3] = _mm512_shuffle_ps(a1, a3, 0xEE);
+            }
+            /* 4 x 4 transpose of the 128-bit lanes of x[j], x[4 + j], x[8 + j], x[12 + j] */
+            for (int j = 0; j < 4; j++) {
+                __m512 p0 = _mm512_shuffle_f32x4(x[j], x[4 + j], 0x44);
+                __m512 p1 = _mm512_shuffle_f32x4(x[j], x[4 + j], 0xEE);
+                __m512 p2 = _mm512_shuffle_f32x4(x[8 + j], x[12 + j], 0x44);
+                __m512 p3 = _mm512_shuffle_f32x4(x[8 + j], x[12 + j], 0xEE);
+                float *o = out + (k + j) * W + h;
+                _mm512_mask_storeu_ps(o, ms, _mm512_shuffle_f32x4(p0, p2, 0x88));
+                _mm512_mask_storeu_ps(o + 4 * W, ms, _mm512_shuffle_f32x4(p0, p2, 0xDD));
+                _mm512_mask_storeu_ps(o + 8 * W, ms, _mm512_shuffle_f32x4(p1, p3, 0x88));
+                _mm512_mask_storeu_ps(o + 12 * W, ms, _mm512_shuffle_f32x4(p1, p3, 0xDD));
+            }
+        }
+        int64_t hw = W - h < 16 ? W - h : 16;
+        for (int64_t k = k16; k < kc; k++)
+            for (int i = 0; i < hw; i++) out[k * W + h + i] = i < rows ? r[i * ld + k] : 0.0f;
+    }
+}
 
 /* out[k*W + i] = src[i*ld + k*ks] for i < w (zeros up to W), k < kc: one sliver */
 static AVX512 void pack(const float *src, int64_t ld, int64_t ks, int64_t w, int64_t kc, int W,
@@ -91,41 +159,39 @@ static AVX512 void pack(const float *src, int64_t ld, int64_t ks, int64_t w, int
         return;
     }
     if (ks == 1) {
-        /* contiguous along k: 4 rows x 16 k at a time, transposed in registers; leftover
-           rows one by one, missing rows as zeros */
-        int64_t k16 = kc & ~(int64_t)15, w4 = w & ~(int64_t)3;
-        for (int64_t i = 0; i < w4; i += 4) {
-            const float *r0 = src + i * ld;
-            for (int64_t k = 0; k < k16; k += 16) {
-                __m512 x0 = _mm512_loadu_ps(r0 + k), x1 = _mm512_loadu_ps(r0 + ld + k);
-                __m512 x2 = _mm512_loadu_ps(r0 + 2 * ld + k);
-                __m512 x3 = _mm512_loadu_ps(r0 + 3 * ld + k);
-                __m512 t0 = _mm512_unpacklo_ps(x0, x1), t1 = _mm512_unpackhi_ps(x0, x1);
-                __m512 t2 = _mm512_unpacklo_ps(x2, x3), t3 = _mm512_unpackhi_ps(x2, x3);
-                /* u_j, 128-bit lane l: rows i..i+3 at k + 4l + j */
-                __m512 u0 = _mm512_shuffle_ps(t0, t2, 0x44), u1 = _mm512_shuffle_ps(t0, t2, 0xEE);
-                __m512 u2 = _mm512_shuffle_ps(t1, t3, 0x44), u3 = _mm512_shuffle_ps(t1, t3, 0xEE);
-                float *o = out + k * W + i;
-#define ST4(U, J)                                                          \
-    _mm_storeu_ps(o + (J) * W, _mm512_castps512_ps128(U));                 \
-    _mm_storeu_ps(o + (4 + (J)) * W, _mm512_extractf32x4_ps(U, 1));        \
-    _mm_storeu_ps(o + (8 + (J)) * W, _mm512_extractf32x4_ps(U, 2));        \
-    _mm_storeu_ps(o + (12 + (J)) * W, _mm512_extractf32x4_ps(U, 3));
-                ST4(u0, 0) ST4(u1, 1) ST4(u2, 2) ST4(u3, 3)
-#undef ST4
-            }
-            for (int64_t k = k16; k < kc; k++)
-                for (int j = 0; j < 4; j++) out[k * W + i + j] = r0[j * ld + k];
-        }
-        for (int64_t k = 0; k < kc; k++) {
-            for (int64_t i = w4; i < w; i++) out[k * W + i] = src[i * ld + k];
-            for (int64_t i = w; i < W; i++) out[k * W + i] = 0.0f;
-        }
+        pack_tk(src, ld, w, kc, W, out);
         return;
     }
     for (int64_t k = 0; k < kc; k++) {
         for (int64_t i = 0; i < w; i++) out[k * W + i] = src[i * ld + k * ks];
         for (int64_t i = w; i < W; i++) out[k * W + i] = 0.0f;
+    }
+}
+
+/* the B block (kc x nc, rows sk apart, columns sn apart) as NR-wide slivers, zero-padded */
+static AVX512 void pack_b(const float *src, int64_t sk, int64_t sn, int64_t nc, int64_t kc,
+                          float *out) {
+    if (sn != 1) {
+        for (int64_t j = 0; j < nc; j += NR)
+            pack(src + j * sn, sn, sk, nc - j < NR ? nc - j : NR, kc, NR, out + j * kc);
+        return;
+    }
+    /* row-major B: row by row, so that the reads stream along whole rows */
+    int64_t nfull = nc / NR, rest = nc - nfull * NR;
+    __mmask16 ml0 = rest >= 16 ? 0xFFFF : (__mmask16)((1u << rest) - 1);
+    __mmask16 ml1 = rest > 16 ? (__mmask16)((1u << (rest - 16)) - 1) : 0;
+    for (int64_t k = 0; k < kc; k++) {
+        const float *r = src + k * sk;
+        float *o = out + k * NR;
+        for (int64_t s = 0; s < nfull; s++) {
+            _mm512_store_ps(o + s * NR * kc, _mm512_loadu_ps(r + s * NR));
+            _mm512_store_ps(o + s * NR * kc + 16, _mm512_loadu_ps(r + s * NR + 16));
+        }
+        if (rest) {
+            _mm512_store_ps(o + nfull * NR * kc, _mm512_maskz_loadu_ps(ml0, r + nfull * NR));
+            _mm512_store_ps(o + nfull * NR * kc + 16,
+                            _mm512_maskz_loadu_ps(ml1, r + nfull * NR + 16));
+        }
     }
 }
 
@@ -139,104 +205,91 @@ static int64_t block(int64_t n, int64_t cap, int64_t unit) {
 }
 
 /* ---- the driver -------------------------------------------------------------------------
- * The product is a sequence of blocks (jc over n, pc over k). In each block the threads first
- * pack B's slivers and then compute work items, a row chunk times a column group of C; both are
- * handed out by atomic counters rather than split in advance, so that a thread the system
- * deschedules for a while holds the others up as little as possible (there are no barriers).
- * A thread packs the A rows of its item into its own buffer. B is double-buffered across
- * blocks; before refilling a buffer a thread waits until everyone is done with the block that
- * used it, and an item in a later k block waits for the same item of the previous one (it
- * accumulates into the same part of C). */
-typedef struct {
-    int64_t bclaim, bdone, iclaim; /* slivers claimed / packed, items claimed */
-    char pad[40];
-} blk_state;
-
+ * Each thread computes its own rectangle of C (a grid of T parts, see sg_grid) as a plain
+ * single-threaded Goto loop: it packs the B block and the A blocks of its rectangle into its
+ * own buffers, which stay in its own L2. There is no synchronisation between threads except the
+ * end of the parallel region: measured on 2 cores, the shared packing with per-block waits the
+ * threads did before cost more than packing the shared operand twice. */
 typedef struct {
     int64_t m, n, k, sam, sak, sbk, sbn, ldc;
     const float *a, *b;
     float *c;
     float alpha, beta;
-    int64_t ncb, kcb, nbj, nbp; /* block sizes and counts along n and k */
-    int64_t chunk, nrc, ncg;    /* rows per chunk, row chunks, column groups per block */
-    float *Bp[2];
-    blk_state *blk;             /* per block */
-    uint8_t *idone;             /* per block and item: finished */
-    int64_t *progress;          /* per thread (8 apart): blocks finished */
-    int T;
+    int64_t kcb;                 /* k block (the same for every part) */
+    int64_t tm, tn;              /* the grid of parts: tm row ranges x tn column ranges */
+    int direct_a;                /* A row-major: the kernel reads it where it is, unpacked */
+    int64_t abytes, bbytes;      /* per-thread buffer sizes */
+    char *buf;                   /* T x (abytes + bbytes) */
 } sg_job;
 
-static inline void spin_wait(int64_t *spins) {
-    if (++*spins < 2000) {
-        _mm_pause();
-    } else {
-        sched_yield(); /* the one we wait for may need this CPU */
+/* C[i0:i1, j0:j1] on one thread */
+static AVX512 void sg_part(const sg_job *J, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
+                           float *Ap, float *Bp) {
+    int64_t ncb = block(j1 - j0, NC_MAX, NR), mcb = block(i1 - i0, MC_MAX, MR), kcb = J->kcb;
+    for (int64_t jc = j0; jc < j1; jc += ncb) {
+        int64_t nc = j1 - jc < ncb ? j1 - jc : ncb;
+        for (int64_t pc = 0; pc < J->k; pc += kcb) {
+            int64_t kc = J->k - pc < kcb ? J->k - pc : kcb;
+            float be = pc == 0 ? J->beta : 1.0f;
+            pack_b(J->b + pc * J->sbk + jc * J->sbn, J->sbk, J->sbn, nc, kc, Bp);
+            for (int64_t ic = i0; ic < i1; ic += mcb) {
+                int64_t mc = i1 - ic < mcb ? i1 - ic : mcb;
+                if (!J->direct_a)
+                    for (int64_t ii = 0; ii < mc; ii += MR)
+                        pack(J->a + (ic + ii) * J->sam + pc * J->sak, J->sam, J->sak,
+                             mc - ii < MR ? mc - ii : MR, kc, MR, Ap + ii * kc);
+                for (int64_t ir = 0; ir < mc; ir += MR) {
+                    int64_t mr = mc - ir < MR ? mc - ir : MR;
+                    kern_fn kf = kerns[J->direct_a][mr], kh = kerns[2 + J->direct_a][mr];
+                    const float *as = J->direct_a ? J->a + (ic + ir) * J->sam + pc : Ap + ir * kc;
+                    for (int64_t jr = 0; jr < nc; jr += NR) {
+                        int64_t nr = nc - jr < NR ? nc - jr : NR;
+                        __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
+                        __mmask16 m1 = nr >= 32 ? 0xFFFF
+                                       : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
+                        (nr <= 16 ? kh : kf)(kc, as, J->sam, Bp + jr * kc,
+                                             J->c + (ic + ir) * J->ldc + jc + jr, J->ldc,
+                                             J->alpha, be, m0, m1);
+                    }
+                }
+            }
+        }
     }
 }
 
-static AVX512 void sg_run(sg_job *J, int t, float *Ap) {
-    const int T = J->T;
-    int64_t nitems = J->nrc * J->ncg;
-    for (int64_t bi = 0; bi < J->nbj * J->nbp; bi++) {
-        int64_t jc = bi / J->nbp * J->ncb, pc = bi % J->nbp * J->kcb;
-        int64_t nc = J->n - jc < J->ncb ? J->n - jc : J->ncb;
-        int64_t kc = J->k - pc < J->kcb ? J->k - pc : J->kcb;
-        int64_t nsl = cdiv(nc, NR);
-        float *Bp = J->Bp[bi & 1];
-        blk_state *st = &J->blk[bi];
-        float be = pc == 0 ? J->beta : 1.0f;
-        if (bi >= 2 && T > 1) { /* everyone done with block bi - 2, the last user of Bp */
-            for (int u = 0; u < T; u++) {
-                int64_t spins = 0;
-                while (__atomic_load_n(&J->progress[8 * u], __ATOMIC_ACQUIRE) < bi - 1)
-                    spin_wait(&spins);
-            }
-        }
-        for (;;) {
-            int64_t s = __atomic_fetch_add(&st->bclaim, 1, __ATOMIC_RELAXED);
-            if (s >= nsl) break;
-            int64_t j0 = s * NR;
-            pack(J->b + pc * J->sbk + (jc + j0) * J->sbn, J->sbn, J->sbk,
-                 nc - j0 < NR ? nc - j0 : NR, kc, NR, Bp + j0 * kc);
-            __atomic_fetch_add(&st->bdone, 1, __ATOMIC_RELEASE);
-        }
-        {
-            int64_t spins = 0;
-            while (__atomic_load_n(&st->bdone, __ATOMIC_ACQUIRE) < nsl) spin_wait(&spins);
-        }
-        int64_t packed_rc = -1;
-        for (;;) {
-            int64_t it = __atomic_fetch_add(&st->iclaim, 1, __ATOMIC_RELAXED);
-            if (it >= nitems) break;
-            int64_t rc = it / J->ncg, cg = it % J->ncg;
-            if (pc > 0 && T > 1) { /* the previous k block's part of this item is in C */
-                int64_t spins = 0;
-                while (!__atomic_load_n(&J->idone[(bi - 1) * nitems + it], __ATOMIC_ACQUIRE))
-                    spin_wait(&spins);
-            }
-            int64_t ic = rc * J->chunk, mc = J->m - ic < J->chunk ? J->m - ic : J->chunk;
-            if (rc != packed_rc) {
-                for (int64_t i0 = 0; i0 < mc; i0 += MR)
-                    pack(J->a + (ic + i0) * J->sam + pc * J->sak, J->sam, J->sak,
-                         mc - i0 < MR ? mc - i0 : MR, kc, MR, Ap + i0 * kc);
-                packed_rc = rc;
-            }
-            int64_t j_lo = nsl * cg / J->ncg, j_hi = nsl * (cg + 1) / J->ncg;
-            for (int64_t ir = 0; ir < mc; ir += MR) {
-                int64_t mr = mc - ir < MR ? mc - ir : MR;
-                kern_fn kf = kerns[mr];
-                for (int64_t js = j_lo; js < j_hi; js++) {
-                    int64_t jr = js * NR, nr = nc - jr < NR ? nc - jr : NR;
-                    __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
-                    __mmask16 m1 = nr >= 32 ? 0xFFFF
-                                   : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
-                    kf(kc, Ap + ir * kc, Bp + jr * kc, J->c + (ic + ir) * J->ldc + jc + jr,
-                       J->ldc, J->alpha, be, m0, m1);
-                }
-            }
-            if (T > 1) __atomic_store_n(&J->idone[bi * nitems + it], 1, __ATOMIC_RELEASE);
-        }
-        if (T > 1) __atomic_store_n(&J->progress[8 * t], bi + 1, __ATOMIC_RELEASE);
+/* part t of the grid: rows in MR slivers, columns in 16-wide halves of NR slivers */
+static void sg_range(const sg_job *J, int64_t t, int64_t *i0, int64_t *i1, int64_t *j0,
+                     int64_t *j1) {
+    int64_t r = t / J->tn, q = t % J->tn, msl = cdiv(J->m, MR), nh = cdiv(J->n, 16);
+    *i0 = msl * r / J->tm * MR, *i1 = msl * (r + 1) / J->tm * MR;
+    *j0 = nh * q / J->tn * 16, *j1 = nh * (q + 1) / J->tn * 16;
+    if (*i1 > J->m) *i1 = J->m;
+    if (*j1 > J->n) *j1 = J->n;
+}
+
+static AVX512 void sg_thread(const sg_job *J, int64_t t) {
+    int64_t i0, i1, j0, j1;
+    sg_range(J, t, &i0, &i1, &j0, &j1);
+    if (i0 >= i1 || j0 >= j1) return;
+    char *mine = J->buf + t * (J->abytes + J->bbytes);
+    sg_part(J, i0, i1, j0, j1, (float *)mine, (float *)(mine + J->abytes));
+}
+
+/* the grid tm x tn (tm * tn <= T) with the least estimated time of the slowest part: its FMAs
+   (whole 12 x 32 tiles, 32 lanes a cycle) plus its packing (every element of its A rows once
+   per column block, of its B columns once; about a cycle per element) */
+static void sg_grid(sg_job *J, int T) {
+    int64_t msl = cdiv(J->m, MR), nsl = cdiv(J->n, NR);
+    double best = -1;
+    J->tm = J->tn = 1;
+    for (int64_t tm = 1; tm <= T; tm++) {
+        int64_t tn = T / tm;
+        if (tm > msl || tn > nsl || (tm > 1 && tn > 1 && tm * tn != T)) continue;
+        int64_t rows = cdiv(msl, tm) * MR, cols = cdiv(nsl, tn) * NR;
+        double njc = (double)cdiv(cols, NC_MAX);
+        double cost = (double)rows * cols * J->k / 32.0 +
+                      ((double)rows * njc + cols) * J->k * 1.0;
+        if (best < 0 || cost < best) best = cost, J->tm = tm, J->tn = tn;
     }
 }
 
@@ -251,80 +304,62 @@ int fm_sgemm_available(void) {
     return have_avx512;
 }
 
-int fm_sgemm(int64_t m, int64_t n, int64_t k, double alpha, intptr_t a, int64_t sam, int64_t sak,
-             intptr_t b, int64_t sbk, int64_t sbn, double beta, intptr_t c, int64_t ldc,
-             int nthreads) {
-    if (!fm_sgemm_available()) return FM_ERR_OP;
-    if (m <= 0 || n <= 0 || k <= 0) return FM_ERR_ARG; /* empty products: the caller's job */
-    int T = nthreads < 1 ? 1 : nthreads > 64 ? 64 : nthreads;
+static int sg_gemm(int64_t m, int64_t n, int64_t k, double alpha, intptr_t a, int64_t sam,
+                   int64_t sak, intptr_t b, int64_t sbk, int64_t sbn, double beta, intptr_t c,
+                   int64_t ldc, int T) {
     sg_job J;
     memset(&J, 0, sizeof(J));
     J.m = m, J.n = n, J.k = k, J.sam = sam, J.sak = sak, J.sbk = sbk, J.sbn = sbn, J.ldc = ldc;
     J.a = (const float *)a, J.b = (const float *)b, J.c = (float *)c;
     J.alpha = (float)alpha, J.beta = (float)beta;
     J.kcb = block(k, KC_MAX, 4);
-    J.ncb = block(n, NC_MAX, NR);
-    J.nbj = cdiv(n, J.ncb), J.nbp = cdiv(k, J.kcb);
-    /* work items: about 8 per thread, row chunks first (each packs its A rows once); column
-       groups only when there are too few rows to go round */
-    int64_t msl = cdiv(m, MR), want = T > 1 ? 8 * T : 1;
-    int64_t per = cdiv(msl, want);
-    if (per * MR > MC_MAX) per = MC_MAX / MR;
-    J.chunk = per * MR;
-    J.nrc = cdiv(m, J.chunk);
-    J.ncg = 1;
-    if (J.nrc < want) {
-        int64_t nsl_max = cdiv(J.ncb, NR);
-        J.ncg = cdiv(want, J.nrc);
-        if (J.ncg > nsl_max) J.ncg = nsl_max;
-    }
-    J.T = T;
-    int64_t nblocks = J.nbj * J.nbp, nitems = J.nrc * J.ncg;
-    int64_t bbytes = cdiv(J.ncb, NR) * NR * J.kcb * 4, abytes = J.chunk * J.kcb * 4;
-    int64_t sbytes = nblocks * (int64_t)sizeof(blk_state) + T * 64 + (T > 1 ? nblocks * nitems : 0);
-    int nb = T > 1 && nblocks > 1 ? 2 : 1;
-    char *sync = (char *)fm_alloc_zeroed(sbytes);
-    J.Bp[0] = (float *)fm_alloc(bbytes);
-    J.Bp[1] = nb == 2 ? (float *)fm_alloc(bbytes) : J.Bp[0];
-    int rc = FM_OK;
-    if (!sync || !J.Bp[0] || !J.Bp[1]) {
-        rc = FM_ERR_NOMEM;
-        goto done;
-    }
-    J.blk = (blk_state *)sync;
-    J.progress = (int64_t *)(sync + nblocks * sizeof(blk_state));
-    J.idone = (uint8_t *)(sync + nblocks * sizeof(blk_state) + T * 64);
-    if (T > 1) {
-        /* every thread allocates its A buffer first: one that cannot makes the whole call fail
-           before any work is handed out */
-        int64_t ok = 0;
-#pragma omp parallel num_threads(T)
-        {
-            float *Ap = (float *)fm_alloc(abytes);
-            if (Ap) __atomic_fetch_add(&ok, 1, __ATOMIC_RELAXED);
-#pragma omp barrier
-            if (__atomic_load_n(&ok, __ATOMIC_RELAXED) == omp_get_num_threads()) {
-#pragma omp single
-                J.T = omp_get_num_threads(); /* the team may be smaller than asked */
-                sg_run(&J, omp_get_thread_num(), Ap);
-            }
-            if (Ap) fm_free((intptr_t)Ap, abytes);
-        }
-        if (ok != J.T) rc = FM_ERR_NOMEM; /* then nobody computed anything */
+    sg_grid(&J, T);
+    /* A contiguous along k: the kernel broadcasts from A's rows directly. Packing them cost as
+       much as it saved here, and with the columns split between threads every thread packed
+       the same rows */
+    J.direct_a = sak == 1;
+    int64_t P = J.tm * J.tn;
+    /* buffers for the largest part (block() never exceeds min(cap, n rounded up to its unit)) */
+    int64_t rows = cdiv(cdiv(m, MR), J.tm) * MR, cols = (cdiv(cdiv(n, 16), J.tn) * 16);
+    int64_t mcb = rows < MC_MAX ? rows : MC_MAX, ncb = cdiv(cols < NC_MAX ? cols : NC_MAX, NR) * NR;
+    J.abytes = J.direct_a ? 0 : (mcb * J.kcb * 4 + 63) & ~(int64_t)63;
+    J.bbytes = (ncb * J.kcb * 4 + 63) & ~(int64_t)63;
+    int64_t total = P * (J.abytes + J.bbytes);
+    J.buf = (char *)fm_alloc(total);
+    if (!J.buf) return FM_ERR_NOMEM;
+    if (P > 1) {
+#pragma omp parallel for num_threads((int)P) schedule(static, 1)
+        for (int64_t t = 0; t < P; t++) sg_thread(&J, t);
     } else {
-        float *Ap = (float *)fm_alloc(abytes);
-        if (Ap) {
-            sg_run(&J, 0, Ap);
-            fm_free((intptr_t)Ap, abytes);
-        } else {
-            rc = FM_ERR_NOMEM;
+        sg_thread(&J, 0);
+    }
+    fm_free((intptr_t)J.buf, total);
+    return FM_OK;
+}
+
+int fm_sgemm(int64_t m, int64_t n, int64_t k, double alpha, intptr_t a, int64_t sam, int64_t sak,
+             intptr_t b, int64_t sbk, int64_t sbn, double beta, intptr_t c, int64_t ldc,
+             int nthreads) {
+    if (!fm_sgemm_available()) return FM_ERR_OP;
+    if (m <= 0 || n <= 0 || k <= 0) return FM_ERR_ARG; /* empty products: the caller's job */
+    int T = nthreads < 1 ? 1 : nthreads > 64 ? 64 : nthreads;
+    /* C with few columns (a classifier's logits: x @ W.t() with n = 10) wastes most of the
+       32-wide tiles; C^T = B^T A^T fills them, computed into a scratch and transposed back */
+    if (n < NR && cdiv(n, MR) * MR * cdiv(m, NR) * NR * 4 < cdiv(m, MR) * MR * NR * 3) {
+        int64_t bytes = n * m * 4;
+        float *t = (float *)fm_alloc(bytes);
+        if (t) {
+            int rc = sg_gemm(n, m, k, alpha, b, sbn, sbk, a, sak, sam, 0.0, (intptr_t)t, m, T);
+            float *C = (float *)c, be = (float)beta;
+            if (rc == FM_OK)
+                for (int64_t i = 0; i < m; i++)
+                    for (int64_t j = 0; j < n; j++)
+                        C[i * ldc + j] = be == 0.0f ? t[j * m + i] : t[j * m + i] + be * C[i * ldc + j];
+            fm_free((intptr_t)t, bytes);
+            return rc;
         }
     }
-done:
-    if (sync) fm_free((intptr_t)sync, sbytes);
-    if (J.Bp[1] && J.Bp[1] != J.Bp[0]) fm_free((intptr_t)J.Bp[1], bbytes);
-    if (J.Bp[0]) fm_free((intptr_t)J.Bp[0], bbytes);
-    return rc;
+    return sg_gemm(m, n, k, alpha, a, sam, sak, b, sbk, sbn, beta, c, ldc, T);
 }
 
 #else /* not x86-64 GCC/Clang: BLAS does everything */

@@ -435,14 +435,15 @@ def test_type_errors():
 # ---- the own float32 kernel (AVX-512 CPUs) and its blocking edges -------------------------------
 
 @pytest.mark.skipif(not lib.fm_sgemm_available(), reason="the own kernel needs AVX-512")
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(st.data())
 def test_float32_kernel_tiles_and_layouts(data):
-    """The kernel called directly: sizes around the 12 x 32 register tile and the 256-deep k
-    blocks, row/column-major and stepped operands, alpha/beta, one or two threads."""
-    m = data.draw(st.sampled_from([1, 8, 11, 12, 13, 25, 47, 131]))
-    n = data.draw(st.sampled_from([1, 15, 16, 17, 31, 32, 33, 64, 95]))
-    k = data.draw(st.sampled_from([1, 3, 15, 16, 17, 64, 255, 256, 257, 600]))
+    """The kernel called directly: sizes around the 12 x 32 register tile and the k blocks (up
+    to 400 deep), row/column-major and stepped operands, alpha/beta, one to four threads (each
+    thread computes its own rectangle of C: the grid splits rows, columns or both)."""
+    m = data.draw(st.sampled_from([1, 7, 8, 11, 12, 13, 25, 33, 47, 131, 257]))
+    n = data.draw(st.sampled_from([1, 7, 13, 15, 16, 17, 31, 32, 33, 64, 95, 257]))
+    k = data.draw(st.sampled_from([1, 3, 7, 13, 15, 16, 17, 33, 64, 255, 256, 257, 401, 600, 801]))
     rng = np.random.default_rng(data.draw(st.integers(0, 99)))
 
     def operand(rows, cols):
@@ -463,7 +464,7 @@ def test_float32_kernel_tiles_and_layouts(data):
     alpha, beta = data.draw(st.sampled_from([(1.0, 0.0), (0.5, 2.0), (-1.0, 1.0)]))
     if beta == 0.0:
         cbig[:, :n] = np.nan  # never read
-    nt = data.draw(st.sampled_from([1, 2]))
+    nt = data.draw(st.sampled_from([1, 2, 3, 4]))  # 3 and 4: grids of parts in both directions
     rc = lib.fm_sgemm(m, n, k, alpha, a.ctypes.data, a.strides[0] // 4, a.strides[1] // 4,
                       b.ctypes.data, b.strides[0] // 4, b.strides[1] // 4, beta,
                       cbig.ctypes.data, ldc, nt)
@@ -472,6 +473,59 @@ def test_float32_kernel_tiles_and_layouts(data):
     bound = abs(alpha) * (np.abs(a) @ np.abs(b)) + abs(beta) * np.abs(c0[:, :n])
     assert np.all(np.abs(cbig[:, :n] - want) <= 1e-5 * bound + 1e-30)
     np.testing.assert_array_equal(cbig[:, n:], c0[:, n:])  # padding untouched
+
+
+@pytest.mark.skipif(not lib.fm_sgemm_available(), reason="the own kernel needs AVX-512")
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (7, 13, 33), (13, 7, 257), (33, 257, 13),
+                                   (257, 33, 7), (128, 40, 300), (40, 300, 100), (300, 300, 600)],
+                         ids=str)
+@pytest.mark.parametrize("nt", [1, 2, 3, 4, 7])
+def test_float32_kernel_thread_grids(m, n, k, nt):
+    """Every thread count splits C into parts (rows, columns or both; more threads than tiles
+    leave some idle): transposed A (TN), transposed B (NT), beta != 0, a wider C."""
+    rng = np.random.default_rng(m * 1000 + n + k)
+    a = np.asfortranarray(rng.uniform(-1, 1, (m, k)).astype(np.float32))
+    b = np.ascontiguousarray(rng.uniform(-1, 1, (n, k)).astype(np.float32)).T
+    ldc = n + 5
+    cbig = rng.uniform(-1, 1, (m, ldc)).astype(np.float32)
+    c0 = cbig.copy()
+    for trans_a in (False, True):
+        x = np.ascontiguousarray(a) if trans_a else a
+        cbig[:] = c0
+        rc = lib.fm_sgemm(m, n, k, 1.5, x.ctypes.data, x.strides[0] // 4, x.strides[1] // 4,
+                          b.ctypes.data, b.strides[0] // 4, b.strides[1] // 4, -0.5,
+                          cbig.ctypes.data, ldc, nt)
+        assert rc == 0
+        want = 1.5 * (a.astype(np.float64) @ b) - 0.5 * c0[:, :n]
+        bound = 1.5 * (np.abs(a) @ np.abs(b)) + 0.5 * np.abs(c0[:, :n])
+        assert np.all(np.abs(cbig[:, :n] - want) <= 1e-5 * bound + 1e-30)
+        np.testing.assert_array_equal(cbig[:, n:], c0[:, n:])
+
+
+@pytest.mark.parametrize("m,k,n", [(128, 512, 10), (200, 300, 8), (1000, 100, 24),
+                                   (130, 400, 20), (64, 300, 31), (10, 512, 128)], ids=str)
+@pytest.mark.parametrize("la,lb", [("c", "t"), ("c", "c"), ("t", "c"), ("s", "t")])
+def test_float32_few_columns(m, k, n, la, lb):
+    """C with few columns (x @ W.t() for a classifier) is computed as C^T = B^T A^T and
+    transposed back: plain, addmm with beta, a column-major out=, a batch."""
+    rng = np.random.default_rng(m + k + n)
+    a, w = rng.uniform(-1, 1, (m, k)), rng.uniform(-1, 1, (k, n))
+    ta, tw = make(a, F.float32, la), make(w, F.float32, lb)
+    for nt in (1, 2):
+        prev = lib.fm_blas_get_num_threads()
+        lib.fm_blas_set_num_threads(nt)
+        try:
+            check(F.matmul(ta, tw), a, w, F.float32)
+            c = rng.uniform(-1, 1, (m, n))
+            check(F.addmm(ft(c, F.float32), ta, tw, beta=0.5, alpha=-2.0), a, w, F.float32,
+                  want=0.5 * c - 2.0 * (a @ w), bound=0.5 * np.abs(c) + 2.0 * (np.abs(a) @ np.abs(w)))
+            out = F.empty(n, m).transpose(0, 1)
+            F.mm(ta, tw, out=out)
+            check(out, a, w, F.float32)
+        finally:
+            lib.fm_blas_set_num_threads(prev)
+    a3 = rng.uniform(-1, 1, (3, m, k))
+    check(F.matmul(ft(a3, F.float32), tw), a3, w, F.float32)
 
 
 @settings(max_examples=20, deadline=None)
