@@ -27,6 +27,10 @@ from pathlib import Path
 # one library's spinning threads slow the other down. A short spin (set before either library
 # loads; an explicit setting wins) keeps the comparison fair to both.
 os.environ.setdefault("GOMP_SPINCOUNT", "20000")
+# The same for NumPy's own OpenBLAS: its idle threads poll for work for ~0.1 s after a threaded
+# call (fiamma loads its OpenBLAS with this setting already), which took the CPU from the
+# library timed after NumPy's matmul.
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "16")
 
 import numpy as np  # noqa: E402
 
