@@ -518,7 +518,8 @@ def test_float32_few_columns(m, k, n, la, lb):
             check(F.matmul(ta, tw), a, w, F.float32)
             c = rng.uniform(-1, 1, (m, n))
             check(F.addmm(ft(c, F.float32), ta, tw, beta=0.5, alpha=-2.0), a, w, F.float32,
-                  want=0.5 * c - 2.0 * (a @ w), bound=0.5 * np.abs(c) + 2.0 * (np.abs(a) @ np.abs(w)))
+                  want=0.5 * c - 2.0 * (a @ w),
+                  bound=0.5 * np.abs(c) + 2.0 * (np.abs(a) @ np.abs(w)))
             out = F.empty(n, m).transpose(0, 1)
             F.mm(ta, tw, out=out)
             check(out, a, w, F.float32)
