@@ -92,6 +92,19 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
                            f"{n_classes} classes or no classes but got weight tensor of shape: "
                            f"{list(weight.shape)}")
     target = target.long()
+    if weight is None and not 0 <= ignore_index < n_classes and input.numel() and \
+            reduction in ("mean", "sum", "none"):
+        # the common case in a few ops: gather checks every index itself, so when it succeeds
+        # every target is a class in range, none equals ignore_index and all weights are 1
+        try:
+            picked = input.gather(class_dim, target.unsqueeze(class_dim))
+        except IndexError:
+            picked = None  # out of range or ignored targets: the general path below
+        if picked is not None:
+            picked = picked.squeeze(class_dim)
+            if reduction == "mean":
+                return -picked.mean()
+            return -picked.sum() if reduction == "sum" else -picked
     ignored = target == ignore_index
     bad = (~ignored) & ((target < 0) | (target >= n_classes))
     if bool(bad.any()):
