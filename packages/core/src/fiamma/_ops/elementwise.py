@@ -808,51 +808,63 @@ def _scalar_fast_ok(self, other, tp, kind):
     return tp is int and dt.kind == 1 and kind != TRUEDIV and -_I64 <= other < _I64
 
 
+# what every operator method's hot path uses, as module globals: a closure's free variables
+# are copied into the frame at every call (Python 3.11), globals are not
+_SMALL, _SMALL_BYTES, _ALLOC, _FREE = _S._small, _S.SMALL_BYTES, _S._alloc, _S._free
+_NEW = object.__new__
+_STRIDES = _T._STRIDES
+
+
 def _fast_binary(code, name, kind, fallback, scalar_first=False):
     """An operator method: one C call when both operands are same-dtype, same-shape,
     contiguous tensors that need no gradient, or ``other`` is a Python number that needs no
     cast (``scalar_first``: the reflected operator, ``other OP self``); ``fallback(self,
     other)`` otherwise."""
-    bc = _binary_contig_c
-    sc = _binary_scalar_contig_c
-    predicate = kind == PREDICATE
     scalar_ok = code != lib.FM_BIN_POW or scalar_first  # pow's shortcuts live in pow()
     first = 1 if scalar_first else 0
-
-    bool_ = D.bool
-    small, small_bytes, alloc, free = _S._small, _S.SMALL_BYTES, _S._alloc, _S._free
-    strides = _T._STRIDES
-    new = object.__new__
+    # the hot path's tests folded into constants: no tensor-tensor path for a reflected
+    # operator (``type(other) is None`` never holds), integer true division falls back, a
+    # predicate's result is bool
+    same_type = None if scalar_first else Tensor
+    int_div = kind == TRUEDIV
+    fixed = D.bool if kind == PREDICATE else None
 
     def method(self, other):
-        if (not scalar_first and type(other) is Tensor and other._dtype is self._dtype and
+        if (type(other) is same_type and other._dtype is self._dtype and
                 other._shape == self._shape and self._contig and other._contig and
                 self._storage.device is CPU is other._storage.device):
             dt = self._dtype
-            if kind == TRUEDIV and dt.kind != 2:
+            if int_div and dt.kind != 2:
                 return fallback(self, other)
             # the result is built inline (what new_empty does, without its calls): this path
             # is the whole cost of a small op
-            rdt = bool_ if predicate else dt
+            rdt = fixed or dt
             n = self._numel
             nb = n * rdt.itemsize
-            pool = small.get(nb) if nb <= small_bytes else None
-            ptr = pool.pop() if pool else alloc(nb)
-            if not ptr:
-                raise MemoryError(f"{name}: cannot allocate {nb} bytes on the CPU")
-            rc = bc(code, dt.code, n, ptr, self._ptr, other._ptr)
+            pool = _SMALL.get(nb) if nb <= _SMALL_BYTES else None
+            if pool:
+                ptr = pool.pop()
+            else:
+                if pool is None and nb <= _SMALL_BYTES:
+                    # the first block of this size: start its free list, or every result of
+                    # a loop of this size would go through the C allocator (~0.2 us more)
+                    _SMALL[nb] = []
+                ptr = _ALLOC(nb)
+                if not ptr:
+                    raise MemoryError(f"{name}: cannot allocate {nb} bytes on the CPU")
+            rc = _binary_contig_c(code, dt.code, n, ptr, self._ptr, other._ptr)
             if rc:
-                free(ptr, nb)
+                _FREE(ptr, nb)
                 _raise(rc, name, dt)
-            st = new(Storage)
+            st = _NEW(Storage)
             st.ptr = ptr
             st.nbytes = nb
             st.version = 0
-            res = new(Tensor)
+            res = _NEW(Tensor)
             res._storage = st
             res._dtype = rdt
             shape = res._shape = self._shape
-            res._stride = strides.get(shape) or self._stride
+            res._stride = _STRIDES.get(shape) or self._stride
             res._offset = 0
             res._ptr = ptr
             res._numel = n
@@ -868,9 +880,9 @@ def _fast_binary(code, name, kind, fallback, scalar_first=False):
         if ((tp is float or tp is int) and scalar_ok and self._contig and
                 self._storage.device is CPU and _scalar_fast_ok(self, other, tp, kind)):
             dt = self._dtype
-            res = new_empty(self._shape, D.bool if predicate else dt, CPU)
-            rc = sc(code, dt.code, self._numel, res._ptr, self._ptr, other,
-                    other if dt.kind == 1 else 0, first)
+            res = new_empty(self._shape, fixed or dt, CPU)
+            rc = _binary_scalar_contig_c(code, dt.code, self._numel, res._ptr, self._ptr, other,
+                                         other if dt.kind == 1 else 0, first)
             if rc:
                 _raise(rc, name, dt)
             if self.requires_grad:
