@@ -11,12 +11,11 @@
  * splits (adversarial input) hand the piece to an LSD radix sort. Large pieces become OpenMP
  * tasks, so two threads share the work once the first partitions are done.
  */
-#include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
 #include <omp.h>
 
 #include "fiamma.h"
+#include "api_matmul.h"
 #include "sort_simd.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -267,16 +266,8 @@ static AVX512 void qs(uint32_t *a, int64_t n, uint32_t *tmp, int depth, int par)
     small_sort(a, n);
 }
 
-static int have_avx512 = -1;
-
-int fm_sort_u32_available(void) {
-    if (have_avx512 < 0) {
-        __builtin_cpu_init();
-        have_avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-                      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw");
-    }
-    return have_avx512;
-}
+/* the same AVX-512 subsets as the sgemm kernel (F, VL, DQ, BW): one CPU check for both */
+int fm_sort_u32_available(void) { return fm_sgemm_available(); }
 
 int fm_sort_u32(uint32_t *a, int64_t n, int nthreads) {
     if (!fm_sort_u32_available()) return FM_ERR_OP;
