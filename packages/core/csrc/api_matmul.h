@@ -33,3 +33,14 @@ int fm_sgemm_available(void);
 int fm_sgemm(int64_t m, int64_t n, int64_t k, double alpha, intptr_t a, int64_t sam, int64_t sak,
              intptr_t b, int64_t sbk, int64_t sbn, double beta, intptr_t c, int64_t ldc,
              int nthreads);
+/* C = A @ B + bias, float32 on the own kernel: bias (n floats, contiguous) is added to every row
+   of the row-major C (row stride ldc) as the tiles are stored, instead of being copied into C
+   first. FM_ERR_OP where the own kernel does not take such a product (no AVX-512, or C with
+   fewer than 32 columns); the caller then fills C and multiplies with beta = 1. */
+int fm_sgemm_bias(int64_t m, int64_t n, int64_t k, intptr_t a, int64_t sam, int64_t sak,
+                  intptr_t b, int64_t sbk, int64_t sbn, intptr_t bias, intptr_t c, int64_t ldc,
+                  int nthreads);
+/* the same as a matmul entry: takes it only where fm_mm would use the own kernel (size, thread
+   count, fork state); FM_ERR_OP otherwise */
+int fm_mm_bias_f32(int64_t m, int64_t n, int64_t k, intptr_t c, int64_t scm, intptr_t a,
+                   int64_t sam, int64_t sak, intptr_t b, int64_t sbk, int64_t sbn, intptr_t bias);

@@ -95,6 +95,12 @@ static int own_threads(int64_t m, int64_t n, int64_t k) {
     return nt > 1 ? nt : 1;
 }
 
+int fm_mm_bias_f32(int64_t m, int64_t n, int64_t k, intptr_t c, int64_t scm, intptr_t a,
+                   int64_t sam, int64_t sak, intptr_t b, int64_t sbk, int64_t sbn, intptr_t bias) {
+    if (m <= 0 || n <= 0 || k <= 0 || scm < n || !own_sgemm(m, n, k)) return FM_ERR_OP;
+    return fm_sgemm_bias(m, n, k, a, sam, sak, b, sbk, sbn, bias, c, scm, own_threads(m, n, k));
+}
+
 int fm_par_threads(double work, double min_work) {
     pthread_once(&fork_once, fork_register);
     if (forked || work < min_work) return 1;

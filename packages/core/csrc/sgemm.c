@@ -38,8 +38,8 @@
    constants after inlining */
 static inline __attribute__((always_inline)) AVX512 void
 kern_t(const int R, const int H, int64_t kc, const float *Ap, const int64_t lda, const int64_t ka,
-       const float *Bp, float *C, int64_t ldc, float alpha, float beta, __mmask16 m0,
-       __mmask16 m1) {
+       const float *Bp, float *C, int64_t ldc, float alpha, float beta, const float *bias,
+       __mmask16 m0, __mmask16 m1) {
     __m512 c0[MR], c1[MR];
 #pragma GCC unroll 12
     for (int i = 0; i < R; i++) c0[i] = c1[i] = _mm512_setzero_ps();
@@ -62,14 +62,17 @@ kern_t(const int R, const int H, int64_t kc, const float *Ap, const int64_t lda,
         Bp += NR;
     }
     __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    /* a bias row (a linear layer's) is added here instead of being copied into C first */
+    __m512 bias0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
+    __m512 bias1 = bias && !H ? _mm512_maskz_loadu_ps(m1, bias + 16) : _mm512_setzero_ps();
 #pragma GCC unroll 12
     for (int i = 0; i < R; i++) {
         float *p = C + i * ldc;
-        __m512 r0 = _mm512_mul_ps(va, c0[i]);
+        __m512 r0 = bias ? _mm512_fmadd_ps(va, c0[i], bias0) : _mm512_mul_ps(va, c0[i]);
         if (beta != 0.0f) r0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, p), r0);
         _mm512_mask_storeu_ps(p, m0, r0);
         if (!H) {
-            __m512 r1 = _mm512_mul_ps(va, c1[i]);
+            __m512 r1 = bias ? _mm512_fmadd_ps(va, c1[i], bias1) : _mm512_mul_ps(va, c1[i]);
             if (beta != 0.0f) r1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, p + 16), r1);
             _mm512_mask_storeu_ps(p + 16, m1, r1);
         }
@@ -77,13 +80,13 @@ kern_t(const int R, const int H, int64_t kc, const float *Ap, const int64_t lda,
 }
 
 typedef void (*kern_fn)(int64_t, const float *, int64_t, const float *, float *, int64_t, float,
-                        float, __mmask16, __mmask16);
+                        float, const float *, __mmask16, __mmask16);
 #define KERN1(NAME, R, H, LDA, KA)                                                            \
     static AVX512 void NAME(int64_t kc, const float *Ap, int64_t lda, const float *Bp,          \
-                            float *C, int64_t ldc, float al, float be, __mmask16 m0,            \
-                            __mmask16 m1) {                                                     \
+                            float *C, int64_t ldc, float al, float be, const float *bias,       \
+                            __mmask16 m0, __mmask16 m1) {                                       \
         (void)lda;                                                                              \
-        kern_t(R, H, kc, Ap, LDA, KA, Bp, C, ldc, al, be, m0, m1);                              \
+        kern_t(R, H, kc, Ap, LDA, KA, Bp, C, ldc, al, be, bias, m0, m1);                        \
     }
 /* packed A / A read in place, 32 / 16 columns */
 #define KERN(R)                                                                                \
@@ -215,6 +218,7 @@ typedef struct {
     const float *a, *b;
     float *c;
     float alpha, beta;
+    const float *bias;           /* a row added to every row of C (or NULL), with beta 0 */
     int64_t kcb;                 /* k block (the same for every part) */
     int64_t tm, tn;              /* the grid of parts: tm row ranges x tn column ranges */
     int direct_a;                /* A row-major: the kernel reads it where it is, unpacked */
@@ -231,6 +235,7 @@ static AVX512 void sg_part(const sg_job *J, int64_t i0, int64_t i1, int64_t j0, 
         for (int64_t pc = 0; pc < J->k; pc += kcb) {
             int64_t kc = J->k - pc < kcb ? J->k - pc : kcb;
             float be = pc == 0 ? J->beta : 1.0f;
+            const float *bias = pc == 0 && J->bias ? J->bias + jc : NULL;
             pack_b(J->b + pc * J->sbk + jc * J->sbn, J->sbk, J->sbn, nc, kc, Bp);
             for (int64_t ic = i0; ic < i1; ic += mcb) {
                 int64_t mc = i1 - ic < mcb ? i1 - ic : mcb;
@@ -249,7 +254,7 @@ static AVX512 void sg_part(const sg_job *J, int64_t i0, int64_t i1, int64_t j0, 
                                        : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
                         (nr <= 16 ? kh : kf)(kc, as, J->sam, Bp + jr * kc,
                                              J->c + (ic + ir) * J->ldc + jc + jr, J->ldc,
-                                             J->alpha, be, m0, m1);
+                                             J->alpha, be, bias ? bias + jr : NULL, m0, m1);
                     }
                 }
             }
@@ -306,9 +311,10 @@ int fm_sgemm_available(void) {
 
 static int sg_gemm(int64_t m, int64_t n, int64_t k, double alpha, intptr_t a, int64_t sam,
                    int64_t sak, intptr_t b, int64_t sbk, int64_t sbn, double beta, intptr_t c,
-                   int64_t ldc, int T) {
+                   int64_t ldc, int T, const float *bias) {
     sg_job J;
     memset(&J, 0, sizeof(J));
+    J.bias = bias;
     J.m = m, J.n = n, J.k = k, J.sam = sam, J.sak = sak, J.sbk = sbk, J.sbn = sbn, J.ldc = ldc;
     J.a = (const float *)a, J.b = (const float *)b, J.c = (float *)c;
     J.alpha = (float)alpha, J.beta = (float)beta;
@@ -349,7 +355,8 @@ int fm_sgemm(int64_t m, int64_t n, int64_t k, double alpha, intptr_t a, int64_t 
         int64_t bytes = n * m * 4;
         float *t = (float *)fm_alloc(bytes);
         if (t) {
-            int rc = sg_gemm(n, m, k, alpha, b, sbn, sbk, a, sak, sam, 0.0, (intptr_t)t, m, T);
+            int rc = sg_gemm(n, m, k, alpha, b, sbn, sbk, a, sak, sam, 0.0, (intptr_t)t, m, T,
+                             NULL);
             float *C = (float *)c, be = (float)beta;
             if (rc == FM_OK)
                 for (int64_t i = 0; i < m; i++)
@@ -359,10 +366,29 @@ int fm_sgemm(int64_t m, int64_t n, int64_t k, double alpha, intptr_t a, int64_t 
             return rc;
         }
     }
-    return sg_gemm(m, n, k, alpha, a, sam, sak, b, sbk, sbn, beta, c, ldc, T);
+    return sg_gemm(m, n, k, alpha, a, sam, sak, b, sbk, sbn, beta, c, ldc, T, NULL);
+}
+
+int fm_sgemm_bias(int64_t m, int64_t n, int64_t k, intptr_t a, int64_t sam, int64_t sak,
+                  intptr_t b, int64_t sbk, int64_t sbn, intptr_t bias, intptr_t c, int64_t ldc,
+                  int nthreads) {
+    if (!fm_sgemm_available() || !bias) return FM_ERR_OP;
+    if (m <= 0 || n <= 0 || k <= 0) return FM_ERR_ARG;
+    /* C with few columns takes fm_sgemm's transposed path (bias copied into C by the caller) */
+    if (n < NR) return FM_ERR_OP;
+    int T = nthreads < 1 ? 1 : nthreads > 64 ? 64 : nthreads;
+    return sg_gemm(m, n, k, 1.0, a, sam, sak, b, sbk, sbn, 0.0, c, ldc, T, (const float *)bias);
 }
 
 #else /* not x86-64 GCC/Clang: BLAS does everything */
+
+int fm_sgemm_bias(int64_t m, int64_t n, int64_t k, intptr_t a, int64_t sam, int64_t sak,
+                  intptr_t b, int64_t sbk, int64_t sbn, intptr_t bias, intptr_t c, int64_t ldc,
+                  int nthreads) {
+    (void)m, (void)n, (void)k, (void)a, (void)sam, (void)sak, (void)b, (void)sbk, (void)sbn;
+    (void)bias, (void)c, (void)ldc, (void)nthreads;
+    return FM_ERR_OP;
+}
 
 int fm_sgemm_available(void) { return 0; }
 

@@ -607,3 +607,31 @@ def test_matmul_in_forked_child():
     os.kill(pid, 9)
     os.waitpid(pid, 0)
     pytest.fail("matmul hung in a forked child")
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 7, 32), (5, 3, 33), (128, 512, 512), (257, 100, 31),
+                                   (64, 784, 70), (3, 1, 100), (200, 64, 1000)])
+@pytest.mark.parametrize("w_transposed", [False, True])
+def test_addmm_row_bias_against_float64(m, k, n, w_transposed):
+    # a linear layer's addmm(bias, x, W.t()): the kernel adds the bias row as it stores C
+    # (n >= 32 on the own kernel); every other form takes the copy-then-multiply path
+    rng = np.random.default_rng(m * 1000 + n)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    fw = F.from_numpy(w).t() if w_transposed else F.from_numpy(np.ascontiguousarray(w.T))
+    want = x.astype(np.float64) @ w.T.astype(np.float64) + b
+    bound = np.abs(x).astype(np.float64) @ np.abs(w.T).astype(np.float64) + np.abs(b)
+    got = F.addmm(F.from_numpy(b), F.from_numpy(x), fw).numpy()
+    assert np.all(np.abs(got - want) <= 1e-5 * bound + 1e-6)
+    # the forms that do not take the kernel's bias: scaled, strided bias, float64, a 2-D input
+    got = F.addmm(F.from_numpy(b), F.from_numpy(x), fw, beta=0.5, alpha=2.0).numpy()
+    assert np.all(np.abs(got - (2 * (want - b) + 0.5 * b)) <= 3e-5 * bound + 1e-6)
+    bs = F.from_numpy(np.repeat(b, 2))[::2]
+    assert np.all(np.abs(F.addmm(bs, F.from_numpy(x), fw).numpy() - want) <= 1e-5 * bound + 1e-6)
+    got64 = F.addmm(F.from_numpy(b.astype(np.float64)), F.from_numpy(x.astype(np.float64)),
+                    F.from_numpy(w.T.astype(np.float64))).numpy()
+    np.testing.assert_allclose(got64, want, rtol=1e-10, atol=1e-10)
+    c2 = np.broadcast_to(b, (m, n)).copy()
+    got = F.addmm(F.from_numpy(c2), F.from_numpy(x), fw).numpy()
+    assert np.all(np.abs(got - want) <= 1e-5 * bound + 1e-6)

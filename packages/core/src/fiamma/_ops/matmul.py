@@ -24,6 +24,7 @@ __all__ = ["matmul", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", 
 
 _mm_c = lib.fm_mm
 _matmul_c = lib.fm_matmul
+_mm_bias_c = lib.fm_mm_bias_f32
 _F32 = D.float32
 
 
@@ -161,6 +162,16 @@ def _product(op, a, b, out, c_in=None, beta=0, alpha=1, record=True, kw=None, re
     use_c = c_in is not None and (fb != 0.0 or ib != 0)
     inputs = (a, b) if c_in is None else (c_in, a, b)
     res = new_empty(shape, dt) if out is None else _dest(out, shape, dt, op, (a, b))
+    if (use_c and out is None and fa == 1.0 and fb == 1.0 and da == 2 and db == 2 and
+            dt is D.float32 and c_in._dtype is dt and c_in._shape == (n,) and
+            c_in._stride == (1,) and c_in._storage.device is CPU and res._numel):
+        # a linear layer's bias: added by the kernel as it stores C (no copy into C first)
+        rc = _mm_bias_c(m, n, k, res._ptr, res._stride[0], a._ptr, a._stride[0], a._stride[1],
+                        b._ptr, b._stride[0], b._stride[1], c_in._ptr)
+        if rc == 0:
+            return _finish(res, out, rec or op, inputs, kw) if record else res
+        if rc != lib.FM_ERR_OP:
+            check(rc, op, f"dtype {dt}")
     if use_c and not (res is c_in or (res._ptr == c_in._ptr and res._stride == c_in._stride
                                       and res._shape == c_in._shape)):
         if c_in._storage is res._storage:  # c_in aliases out in another layout
