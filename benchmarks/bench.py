@@ -33,6 +33,7 @@ os.environ.setdefault("GOMP_SPINCOUNT", "20000")
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "16")
 
 import numpy as np  # noqa: E402
+from _models import nn_models  # noqa: E402
 
 import fiamma  # noqa: E402
 
@@ -438,16 +439,6 @@ def optim_workloads(quick):
                      targets=(("pt", 1.0),), check=False, repeat=5 if quick else 10)]
 
 
-def _nn_models():
-    """The model builders shared with fiamma-nn's tests (one source for both frameworks)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "packages" / "nn" / "tests"))
-    try:
-        import nn_models
-    finally:
-        sys.path.pop(0)
-    return nn_models
-
-
 def _train_step(lib, model, opt, x, y):
     def step():
         opt.zero_grad()
@@ -471,7 +462,7 @@ def nn_workloads(quick):
     except (ImportError, AttributeError):
         return [Workload(n, "ms", None, None, targets=t, check=False,
                          direct=lambda: (None, None, None)) for n, t in names]
-    models = _nn_models()
+    models = nn_models()
     rng = np.random.default_rng(2)
     repeat = 3 if quick else 7
     libs = [fiamma] + ([torch] if torch is not None else [])

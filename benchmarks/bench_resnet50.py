@@ -9,25 +9,14 @@ alternate between the two libraries and the medians are compared (ratio < 1: fia
 import argparse
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
 THREADS = 2
 os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
 os.environ.setdefault("OPENBLAS_NUM_THREADS", str(THREADS))
 
 import numpy as np  # noqa: E402
-
-
-def _nn_models():
-    """The model builders shared with fiamma-nn's tests (one source for both frameworks)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "packages" / "nn" / "tests"))
-    try:
-        import nn_models
-    finally:
-        sys.path.pop(0)
-    return nn_models
+from _models import nn_models  # noqa: E402
 
 
 def main():
@@ -60,7 +49,7 @@ def main():
               "(torch not installed: no ratio)")
         return
     torch.set_num_threads(THREADS)
-    tm = _nn_models().resnet50(torch.nn).eval()
+    tm = nn_models().resnet50(torch.nn).eval()
     for m in tm.modules():  # non-trivial running stats, so BN is not an identity
         if isinstance(m, torch.nn.BatchNorm2d):
             m.running_mean.uniform_(-0.1, 0.1)
