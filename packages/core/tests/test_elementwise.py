@@ -1002,6 +1002,55 @@ def test_scalar_operator_fast_paths(dt, scalar):
                           np.allclose(a[1], b[1], equal_nan=True)), (name, a, b)
 
 
+@pytest.mark.parametrize("dt", ALL, ids=str)
+def test_tensor_operator_fast_paths(dt):
+    # each generated operator method's tensor-tensor hot path (same dtype and shape, both
+    # contiguous) against the general path on a strided copy: dtype, values and errors agree
+    # (integer true division promotes to float, predicates give bool)
+    rng = np.random.default_rng(7)
+    base = rng.integers(1, 6, (2, 3)) if dt is not F.bool else rng.integers(0, 2, (2, 3))
+    other = rng.integers(1, 4, (2, 3)) if dt is not F.bool else rng.integers(0, 2, (2, 3))
+    x, y = T(base, dt), T(other, dt)
+    xs = T(np.ascontiguousarray(base.T), dt).t()
+    for op in SCALAR_OPS + [operator.ne, operator.le, operator.gt]:
+        a, b = _outcome(op, x, y), _outcome(op, xs, y)
+        assert a == b or (isinstance(a, tuple) and isinstance(b, tuple) and a[0] == b[0] and
+                          np.allclose(a[1], b[1], equal_nan=True)), (op, a, b)
+
+
+def test_operator_result_layout():
+    # a contiguous operand whose size-1 dimension has an odd stride: the result has the
+    # row-major strides of its shape, as torch gives, and is contiguous CPU memory
+    x = F.arange(35.0).reshape(5, 7)[2:3, :4]
+    assert x.stride() == (7, 1) and x.is_contiguous()
+    for r in (x + x, x * 2.0, x == x, 1 - x):
+        assert r.stride() == (4, 1) and r._cpu_contig and r.is_contiguous()
+        assert to_np(r).shape == (1, 4)
+    np.testing.assert_array_equal(to_np(x + x), 2 * np.arange(14.0, 18.0)[None])
+    # the fast-path flag follows contiguity through views
+    z = F.arange(24.0).reshape(2, 3, 4)
+    for v in (z, z[0], z[:, 1], z.t() if z.ndim == 2 else z.transpose(0, 2), z[..., :2],
+              z.view(6, 4), z[None], z[1:, 1:2]):
+        assert v._cpu_contig == v.is_contiguous(), v.shape
+
+
+def test_operator_strides_table_starts_over_when_full():
+    from fiamma import _tensor
+
+    saved = dict(_tensor._STRIDES)
+    try:
+        _tensor._STRIDES.update({(i, 1, 1, 1): (1, 1, 1, 1) for i in range(5000)})
+        _tensor._STRIDES.pop((3, 5), None)
+        x = F.ones(3, 5)  # a shape the full table lacks: it starts over with this one
+        assert len(_tensor._STRIDES) <= 4096
+        del _tensor._STRIDES[(3, 5)]
+        r = x + x  # the operator path fills it in too
+        assert r.stride() == (5, 1) and _tensor._STRIDES[(3, 5)] == (5, 1)
+    finally:
+        _tensor._STRIDES.clear()
+        _tensor._STRIDES.update(saved)
+
+
 @pytest.mark.parametrize("dt", [F.int64, F.float32], ids=str)
 def test_add_sub_alpha_fast_path(dt):
     base = np.array([1, 2, 3])

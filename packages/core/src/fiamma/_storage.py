@@ -111,6 +111,7 @@ class Storage:
         ptr = (_alloc_zeroed if zero else _alloc)(nbytes)
         if not ptr:
             self.ptr = 0
+            self.nbytes = -1  # nothing to give back (no pool has this size)
             raise MemoryError(f"fiamma: cannot allocate {nbytes} bytes on the CPU")
         self.ptr = ptr
         self.nbytes = nbytes
@@ -121,15 +122,14 @@ class Storage:
         """A storage over memory that ``owner`` keeps alive (not freed by fiamma)."""
         return BorrowedStorage(ptr, nbytes, owner, dev)
 
-    def __del__(self, _free=_free, _small=_small):
-        n = self.nbytes
-        if n <= SMALL_BYTES:
-            pool = _small.get(n)
-            if pool is not None and len(pool) < SMALL_POOL:
-                pool.append(self.ptr)
-                return
-        if self.ptr:
-            _free(self.ptr, n)
+    def __del__(self, _free=_free, _small=_small, _cap=SMALL_POOL):
+        # free lists exist only for sizes up to SMALL_BYTES (new_cpu_storage and the operator
+        # fast path start them), so one dict lookup decides
+        pool = _small.get(self.nbytes)
+        if pool is not None and len(pool) < _cap:
+            pool.append(self.ptr)
+        elif self.ptr:
+            _free(self.ptr, self.nbytes)
 
     def __repr__(self):
         return f"<fiamma.Storage {self.nbytes} bytes on {self.device}>"

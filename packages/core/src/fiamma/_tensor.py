@@ -56,7 +56,8 @@ class Tensor:
     """
 
     __slots__ = ("_storage", "_dtype", "_shape", "_stride", "_offset", "_ptr", "_numel",
-                 "_contig", "requires_grad", "grad", "grad_fn", "_ag", "_base", "__weakref__")
+                 "_contig", "_cpu_contig", "requires_grad", "grad", "grad_fn", "_ag", "_base",
+                 "__weakref__")
 
     # torch.Tensor(*sizes) / torch.Tensor(data): default-dtype tensor
     def __new__(cls, *args, **kwargs):
@@ -785,7 +786,9 @@ def _init(t, storage, dt, shape, stride, offset, contig):
     for s in shape:
         n *= s
     t._numel = n
-    t._contig = _is_contig(shape, stride) if contig is None else contig
+    t._contig = c = _is_contig(shape, stride) if contig is None else contig
+    # the operator fast paths' one test: contiguous memory a C kernel can read on the CPU
+    t._cpu_contig = c and storage.device is CPU
     t.requires_grad = False
     t.grad = None
     t.grad_fn = None
@@ -793,6 +796,16 @@ def _init(t, storage, dt, shape, stride, offset, contig):
 
 
 _STRIDES = {}
+
+
+def cached_strides(shape):
+    """contiguous_strides(shape), remembered in _STRIDES for the next result of that shape
+    (a program with more than 4096 shapes starts the table over with the ones it uses now)."""
+    stride = contiguous_strides(shape)
+    if len(_STRIDES) >= 4096:
+        _STRIDES.clear()
+    _STRIDES[shape] = stride
+    return stride
 
 
 def new_empty(shape, dt, dev=CPU, zero=False):
@@ -813,15 +826,12 @@ def new_empty(shape, dt, dev=CPU, zero=False):
     t._dtype = dt
     t._shape = shape
     stride = _STRIDES.get(shape)
-    if stride is None:
-        stride = contiguous_strides(shape)
-        if len(_STRIDES) < 4096:
-            _STRIDES[shape] = stride
-    t._stride = stride
+    t._stride = stride if stride is not None else cached_strides(shape)
     t._offset = 0
     t._ptr = st.ptr
     t._numel = n
     t._contig = True
+    t._cpu_contig = dev is CPU
     t.requires_grad = False
     t.grad = None
     t.grad_fn = None

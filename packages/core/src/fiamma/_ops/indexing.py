@@ -25,6 +25,7 @@ from fiamma._creation import from_array_copy, tensor as _tensor
 from fiamma._lib import check, ffi, lib
 from fiamma._ops._common import bcast_strides, broadcast_shapes, check_out, is_scalar
 from fiamma._ops.elementwise import add as _add
+from fiamma._storage import CPU
 from fiamma._tensor import Tensor, _copy_into, install_methods, new_empty
 
 __all__ = ["argwhere", "index_put", "index_put_", "nonzero"]
@@ -75,6 +76,7 @@ def _make_view(x, shape, stride, offset, contig):
             n *= s
     t._numel = n
     t._contig = contig
+    t._cpu_contig = contig and st.device is CPU
     t.requires_grad = False
     t.grad = None
     t.grad_fn = None
