@@ -29,15 +29,21 @@ def make_ffi():
     for h in headers:
         with open(os.path.join(HERE, h)) as f:
             ffi.cdef(f.read())
+    # a second name for fm_binary_contig whose wrapper keeps the GIL (see cffi_glue.h)
+    ffi.cdef("int fm_binary_contig_small(int op, int dtype, int64_t n, intptr_t out, "
+             "intptr_t a, intptr_t b);")
     inc, libdir, libname = _openblas()
     sources = sorted(glob.glob(os.path.join(HERE, "*.c")))
     # setuptools wants paths relative to the project root
     root = os.path.dirname(HERE)
     sources = [os.path.relpath(s, root) for s in sources]
+    # a changed header (cffi_glue.h above all) rebuilds the module in an in-place build too
+    depends = [os.path.relpath(h, root) for h in sorted(glob.glob(os.path.join(HERE, "*.h")))]
     ffi.set_source(
         "fiamma._C",
-        "".join(f'#include "{h}"\n' for h in ["fiamma.h"] + headers[1:]),
+        "".join(f'#include "{h}"\n' for h in ["fiamma.h"] + headers[1:] + ["cffi_glue.h"]),
         sources=sources,
+        depends=depends,
         include_dirs=[HERE, inc],
         library_dirs=[libdir],
         libraries=[libname, "m"],

@@ -815,6 +815,19 @@ _SMALL, _SMALL_BYTES, _ALLOC, _FREE = _S._small, _S.SMALL_BYTES, _S._alloc, _S._
 _NEW = object.__new__
 _STRIDES = _T._STRIDES
 _STORAGE = _S.Storage
+_binary_contig_small = lib.fm_binary_contig_small  # fm_binary_contig, keeping the GIL
+
+
+def _new_block(nb, name):
+    """A block for an operator's result when the free list of its size is empty or missing."""
+    if nb <= _SMALL_BYTES and nb not in _SMALL:
+        # the first block of this size: start its free list, or every result of a loop of
+        # this size would go through the C allocator (~0.2 us more)
+        _SMALL[nb] = []
+    ptr = _ALLOC(nb)
+    if not ptr:
+        raise MemoryError(f"{name}: cannot allocate {nb} bytes on the CPU")
+    return ptr
 
 
 # An operator method is generated from the source below, specialised for its operator when the
@@ -830,17 +843,12 @@ _TENSOR_SRC = """
             n = self._numel
             nb = n * {rdt}.itemsize
             pool = _SMALL.get(nb)  # only sizes up to _SMALL_BYTES have one
-            if pool:
+            if pool:  # a small block: a short call, made without releasing the GIL
                 ptr = pool.pop()
+                rc = _binary_contig_small({code}, dt.code, n, ptr, self._ptr, other._ptr)
             else:
-                if pool is None and nb <= _SMALL_BYTES:
-                    # the first block of this size: start its free list, or every result of
-                    # a loop of this size would go through the C allocator (~0.2 us more)
-                    _SMALL[nb] = []
-                ptr = _ALLOC(nb)
-                if not ptr:
-                    raise MemoryError(f"{name}: cannot allocate {{nb}} bytes on the CPU")
-            rc = _binary_contig_c({code}, dt.code, n, ptr, self._ptr, other._ptr)
+                ptr = _new_block(nb, {name!r})
+                rc = _binary_contig_c({code}, dt.code, n, ptr, self._ptr, other._ptr)
             if rc:
                 _FREE(ptr, nb)
                 _raise(rc, {name!r}, dt)
