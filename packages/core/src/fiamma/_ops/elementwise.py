@@ -14,6 +14,7 @@ The unary math functions (exp, sin, sigmoid, floor, isnan, ...) are in ``_unary.
 
 import builtins
 import linecache
+from collections import deque
 
 import numpy as np
 
@@ -823,7 +824,7 @@ def _new_block(nb, name):
     if nb <= _SMALL_BYTES and nb not in _SMALL:
         # the first block of this size: start its free list, or every result of a loop of
         # this size would go through the C allocator (~0.2 us more)
-        _SMALL[nb] = []
+        _SMALL[nb] = deque()
     ptr = _ALLOC(nb)
     if not ptr:
         raise MemoryError(f"{name}: cannot allocate {nb} bytes on the CPU")
