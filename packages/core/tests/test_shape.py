@@ -874,3 +874,44 @@ def test_flip_large_matches_numpy():
     t = F.from_numpy(a)[:, ::3]
     assert_close(F.flip(t, (0, 1, 2)), np.flip(a[:, ::3]))
     assert_close(F.roll(t, (5, -2), (1, 2)), np.roll(a[:, ::3], (5, -2), (1, 2)))
+
+
+# ---- the contiguous fast path of view/reshape ---------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(12))
+def test_view_reshape_fast_path_against_numpy(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.choice([0, 1, 6, 24, 60]))
+    base = F.arange(float(n + 3))
+    x = base[3:] if seed % 2 else base[:n]  # contiguous, with and without an offset
+    ref = np.arange(float(n + 3))[3:] if seed % 2 else np.arange(float(n + 3))[:n]
+    divisors = [d for d in range(1, n + 1) if n % d == 0] or [0]
+    for _ in range(6):
+        d = int(rng.choice(divisors))
+        shape = (d, n // d if d else 0)
+        forms = [shape, list(shape), F.Size(shape), (shape[0], -1) if d else shape]
+        for form in forms:
+            for f in ("view", "reshape"):
+                y = getattr(x, f)(form) if not isinstance(form, tuple) or len(form) != 2 \
+                    else getattr(x, f)(*form)
+                assert y.shape == ref.reshape(shape).shape
+                np.testing.assert_array_equal(y.numpy(), ref.reshape(shape))
+                assert y.data_ptr() == x.data_ptr() and y.storage_offset() == x.storage_offset()
+                assert y.stride() == tuple(np.zeros(shape).strides[i] // 8
+                                           for i in range(2)) or 0 in shape
+                assert y.is_contiguous() and y._cpu_contig and y._base is base
+
+
+def test_view_fast_path_leaves_errors_to_the_general_path():
+    x = F.arange(6.0)
+    for bad, err in [((4, -1), RuntimeError), ((-1, -1), RuntimeError), ((7,), RuntimeError),
+                     ((-2, -3), RuntimeError), ((True, 6), None), ((np.int64(2), 3), None),
+                     ((0, -1), RuntimeError), ((2.0, 3), TypeError)]:
+        for f in ("view", "reshape"):
+            if err is None:
+                assert getattr(x, f)(*bad).shape == (int(bad[0]), int(bad[1]))
+            else:
+                with pytest.raises(err):
+                    getattr(x, f)(*bad)
+    assert x.view(F.float32).dtype == F.float32  # a dtype still reinterprets
+    assert F.ones(1).view(()).shape == () and F.ones(1, 1).reshape([]).shape == ()

@@ -199,6 +199,33 @@ class Tensor:
                                       "in_offset": self._offset})
         return t
 
+    def _contig_view(self, shape):
+        """A view of this contiguous tensor with another shape of as many elements: what
+        view/reshape make, built directly (the hot path of x.view(n, -1) in a forward)."""
+        st = self._storage
+        t = _new(Tensor)
+        t._storage = st
+        t._dtype = self._dtype
+        t._shape = shape
+        stride = _STRIDES.get(shape)
+        t._stride = stride if stride is not None else cached_strides(shape)
+        t._offset = self._offset
+        t._ptr = self._ptr
+        t._numel = self._numel
+        t._contig = True
+        t._cpu_contig = self._cpu_contig
+        t.requires_grad = False
+        t.grad = None
+        t.grad_fn = None
+        t._ag = None
+        b = getattr(self, "_base", None)
+        t._base = self if b is None else b
+        if self.requires_grad:
+            G.record("view", t, (self,), {"shape": shape, "stride": t._stride,
+                                          "offset": t._offset, "in_stride": self._stride,
+                                          "in_offset": self._offset})
+        return t
+
     def as_subclass(self, cls):
         """This tensor as an instance of the Tensor subclass ``cls``: same storage, shape and
         strides (no copy), attached to the same autograd graph (as torch.Tensor.as_subclass).
@@ -232,6 +259,10 @@ class Tensor:
         return self._view(size, stride, off, "as_strided")
 
     def view(self, *shape):
+        if self._contig:
+            plain = _plain_shape(shape, self._numel)
+            if plain is not None:
+                return self._contig_view(plain)
         if len(shape) == 1 and isinstance(shape[0], D.dtype):
             return self._view_dtype(shape[0])
         shape = _infer_shape(_shape_arg(shape), self._numel, "view")
@@ -283,6 +314,10 @@ class Tensor:
         return self.view(other._shape)
 
     def reshape(self, *shape):
+        if self._contig:
+            plain = _plain_shape(shape, self._numel)
+            if plain is not None:
+                return self._contig_view(plain)
         shape = _infer_shape(_shape_arg(shape), self._numel, "reshape")
         stride = _view_strides(self._shape, self._stride, shape)
         if stride is not None:
@@ -895,6 +930,35 @@ def _shape_arg(args):
         return tuple(_index(a) for a in args)
     except TypeError:
         raise TypeError(f"expected a sequence of ints as shape, got {args!r}") from None
+
+
+def _plain_shape(args, numel):
+    """The shape view/reshape were given, as a tuple, when every entry is a plain int, at most
+    one is -1 (inferred) and the rest are >= 0 with ``numel`` elements in all; None otherwise
+    (the general path then parses, infers and raises its errors)."""
+    if len(args) == 1:
+        a = args[0]
+        if type(a) is tuple or type(a) is list or type(a) is Size:
+            args = a
+    p = 1
+    neg = -1
+    i = 0
+    for s in args:
+        if type(s) is not int:
+            return None
+        if s < 0:
+            if s != -1 or neg >= 0:
+                return None
+            neg = i
+        else:
+            p *= s
+        i += 1
+    args = tuple(args)
+    if neg >= 0:
+        if p == 0 or numel % p:
+            return None
+        return args[:neg] + (numel // p,) + args[neg + 1:]
+    return args if p == numel else None
 
 
 def _infer_shape(shape, numel, op):
