@@ -1018,6 +1018,27 @@ def test_tensor_operator_fast_paths(dt):
                           np.allclose(a[1], b[1], equal_nan=True)), (op, a, b)
 
 
+FUNCTIONAL = ["add", "sub", "mul", "div", "true_divide", "floor_divide", "remainder", "pow",
+              "eq", "ne", "lt", "le", "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_xor",
+              "bitwise_left_shift", "bitwise_right_shift", "maximum", "atan2"]
+
+
+@pytest.mark.parametrize("dt", ALL, ids=str)
+def test_functional_forms_take_the_operator_hot_path_correctly(dt):
+    # fiamma.add(x, y) on two same-shape contiguous tensors runs the operator's hot path:
+    # dtype, values and errors agree with the general path on a strided copy
+    rng = np.random.default_rng(3)
+    base = rng.integers(1, 6, (3, 4)) if dt is not F.bool else rng.integers(0, 2, (3, 4))
+    other = rng.integers(1, 4, (3, 4)) if dt is not F.bool else rng.integers(0, 2, (3, 4))
+    x, y = T(base, dt), T(other, dt)
+    xs = T(np.ascontiguousarray(base.T), dt).t()
+    for name in FUNCTIONAL:
+        f = getattr(F, name)
+        a, b = _outcome(f, x, y), _outcome(f, xs, y)
+        assert a == b or (isinstance(a, tuple) and isinstance(b, tuple) and a[0] == b[0] and
+                          np.allclose(a[1], b[1], equal_nan=True)), (name, a, b)
+
+
 def test_operator_result_layout():
     # a contiguous operand whose size-1 dimension has an odd stride: the result has the
     # row-major strides of its shape, as torch gives, and is contiguous CPU memory

@@ -165,6 +165,14 @@ def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=No
     ``out`` may be given (cast into it). ``params`` (p0, p1, p2) go to ops that take them
     (tensor operands only). Returns the result tensor.
     """
+    if (type(a) is Tensor and type(b) is Tensor and out is None and params is None and
+            kwargs is None and record and a._dtype is b._dtype and a._shape == b._shape and
+            a._cpu_contig and b._cpu_contig and (kind != TRUEDIV or a._dtype.kind == 2)):
+        # what the operator method's hot path takes (fiamma.add(x, y) as x + y): that method
+        # exists for this op under this name, and its tests hold, so it cannot fall back here
+        fast = _OPERATOR_HOT.get((code, name, kind))
+        if fast is not None:
+            return fast(a, b)
     ta = isinstance(a, Tensor)
     tb = isinstance(b, Tensor)
     if not ta and not is_scalar(a):
@@ -923,7 +931,13 @@ def _fast_binary(code, name, kind, fallback, scalar_first=False):
     exec(compile(src, filename, "exec"), globals(), scope)
     fn = scope["make"](fallback)
     fn.__qualname__ = f"Tensor.{method}"
+    if not scalar_first:
+        _OPERATOR_HOT[(int(code), name, kind)] = fn
     return fn
+
+
+# (code, name, kind) -> the operator method with that tensor-tensor hot path, for binary()
+_OPERATOR_HOT = {}
 
 
 def _fast_inplace(code, name, kind, fallback, operator=True):
