@@ -679,9 +679,25 @@ static void reduce_rows_range(const red_plan *pl, const char *base, int64_t r0, 
 static void rows_outputs(const red_plan *pl, int64_t o0, int64_t o1) {
     const red_vt *vt = pl->vt;
     int64_t idx[FM_MAX_DIMS], off[3];
-    kept_seek(pl, pl->nk, o0, idx, off);
     acc_u c;
     memset(&c, 0, sizeof c);
+    if (pl->nk == 1 && pl->nr == 1 && !vt->hasc) {
+        /* one kept and one reduced dimension (x.sum(-1) of a matrix): no index bookkeeping
+           between rows */
+        const char *in = pl->in + o0 * pl->kin[0];
+        char *out = pl->out ? pl->out + o0 * pl->kout[0] : NULL;
+        char *aux = pl->aux ? pl->aux + o0 * pl->kaux[0] : NULL;
+        for (int64_t o = o0; o < o1; o++) {
+            acc_u r;
+            vt->row(in, pl->rinner, pl->rstride, &c, &r, 0, pl->p);
+            vt->fin(&r, pl->R, pl->p, &c, out, aux);
+            in += pl->kin[0];
+            if (out) out += pl->kout[0];
+            if (aux) aux += pl->kaux[0];
+        }
+        return;
+    }
+    kept_seek(pl, pl->nk, o0, idx, off);
     for (int64_t o = o0; o < o1; o++) {
         acc_u r;
         if (vt->hasc) vt->ldc(&c, pl->aux + off[2]);

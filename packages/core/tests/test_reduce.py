@@ -689,6 +689,38 @@ def test_large_inputs_every_layout(shape):
     check_float(t.sum(), f64(a).sum(), fiamma.float32, np.abs(f64(a)).sum(), 20)
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("rows, cols", [(5, 7), (700, 300), (4096, 64)])
+def test_matrix_row_reductions(threads, rows, cols):
+    # one kept and one reduced dimension (x.sum(-1) of a matrix; x.T.sum(0) reads the same
+    # rows): contiguous rows, rows inside a wider buffer (row stride > row length), columns
+    old = fiamma.get_num_threads()
+    fiamma.set_num_threads(threads)
+    try:
+        rng = np.random.default_rng(rows + cols)
+        wide = rng.standard_normal((rows, cols + 5)).astype(np.float32)
+        t_wide = fiamma.from_numpy(wide)
+        for t, a, d in [(fiamma.from_numpy(wide[:, :cols].copy()), wide[:, :cols], 1),
+                        (t_wide[:, 2:cols + 2], wide[:, 2:cols + 2], 1),
+                        (fiamma.from_numpy(wide[:, :cols].copy()).t(), wide[:, :cols].T, 0),
+                        (fiamma.from_numpy(wide[:, :cols].copy()), wide[:, :cols], 0)]:
+            x = f64(a)
+            check_float(t.sum(d), x.sum(d), fiamma.float32, np.abs(x).sum(d), 12)
+            check_float(t.mean(d), x.mean(d), fiamma.float32, np.abs(x).mean(d), 12)
+            ref_v = x.var(d, ddof=1)
+            check_float(t.var(d), ref_v, fiamma.float32, ref_v, 12)
+            check_float(t.norm(dim=d), np.sqrt((x * x).sum(d)), fiamma.float32,
+                        np.sqrt((x * x).sum(d)), 12)
+            check_float(t.logsumexp(d), lse_ref(x, (d,), False), fiamma.float32, 10.0, 8)
+            np.testing.assert_array_equal(t.amax(d).numpy(), a.max(d))
+            np.testing.assert_array_equal(t.argmax(d).numpy(), a.argmax(d))
+            np.testing.assert_array_equal(t.argmin(d).numpy(), a.argmin(d))
+            np.testing.assert_array_equal((t > 0).any(d).numpy(), (a > 0).any(d))
+            np.testing.assert_array_equal((t > -9).all(d).numpy(), (a > -9).all(d))
+    finally:
+        fiamma.set_num_threads(old)
+
+
 # ---- shapes, keepdim, out=, errors -----------------------------------------------------------
 
 def test_empty_reductions():
