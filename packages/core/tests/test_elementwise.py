@@ -1082,3 +1082,23 @@ def test_add_sub_alpha_fast_path(dt):
             a = _outcome(getattr(y, name), o, alpha=alpha)
             b = _outcome(getattr(ys, name), o, alpha=alpha)
             assert a == b, (name, alpha, a, b)
+
+
+def test_broadcast_pair_matches_numpy_and_broadcast_shapes():
+    from fiamma._ops._common import broadcast_pair, broadcast_shapes
+
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        na, nb = rng.integers(0, 5, 2)
+        sa = tuple(int(v) for v in rng.choice([0, 1, 2, 3], na))
+        sb = tuple(int(v) for v in rng.choice([0, 1, 2, 3], nb))
+        try:
+            ref = np.broadcast_shapes(sa, sb)
+        except ValueError:
+            with pytest.raises(RuntimeError) as e1:
+                broadcast_pair(sa, sb, "add")
+            with pytest.raises(RuntimeError) as e2:
+                broadcast_shapes(sa, sb, op="add")
+            assert str(e1.value) == str(e2.value) and "add" in str(e1.value)
+            continue
+        assert broadcast_pair(sa, sb, "add") == ref == broadcast_shapes(sa, sb, op="add")

@@ -175,15 +175,12 @@ class BorrowedStorage(Storage):
 
 def new_cpu_storage(nbytes, _new=object.__new__, _alloc=_alloc, _small=_small):
     """A fresh owning CPU storage (the allocation every op result makes; kept minimal)."""
-    if nbytes <= SMALL_BYTES:
-        pool = _small.get(nbytes)
-        if pool is None:
-            pool = _small.setdefault(nbytes, deque())
-        try:
-            ptr = pool.pop()
-        except IndexError:
-            ptr = _alloc(nbytes)
+    pool = _small.get(nbytes)  # only sizes up to SMALL_BYTES have one
+    if pool:
+        ptr = pool.pop()
     else:
+        if pool is None and nbytes <= SMALL_BYTES:
+            _small[nbytes] = deque()  # the first block of this size starts its free list
         ptr = _alloc(nbytes)
     if not ptr:
         raise MemoryError(f"fiamma: cannot allocate {nbytes} bytes on the CPU")

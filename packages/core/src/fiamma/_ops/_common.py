@@ -37,6 +37,23 @@ def broadcast_shapes(*shapes, op="broadcast_shapes"):
     return tuple(out)
 
 
+def broadcast_pair(sa, sb, op):
+    """broadcast_shapes(sa, sb, op=op) for the two shapes of a binary op, without its
+    generality (the per-op cost of every broadcasting binary op)."""
+    na, nb = len(sa), len(sb)
+    pa = (1,) * (nb - na) + sa if na < nb else sa
+    pb = (1,) * (na - nb) + sb if nb < na else sb
+    out = []
+    for x, y in zip(pa, pb):
+        if x == y or y == 1:
+            out.append(x)
+        elif x == 1:
+            out.append(y)
+        else:
+            return broadcast_shapes(sa, sb, op=op)  # raises, with its message
+    return tuple(out)
+
+
 def bcast_strides(t, shape):
     """Strides of ``t`` viewed as broadcast to ``shape`` (0 along broadcast dims)."""
     ts = t._shape

@@ -23,6 +23,7 @@ from fiamma._lib import check, ffi, lib
 from fiamma._ops._common import (
     as_operand,
     bcast_strides,
+    broadcast_pair,
     broadcast_shapes,
     cast,
     check_out,
@@ -182,8 +183,10 @@ def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=No
         b = as_operand(b, name)
         tb = isinstance(b, Tensor)
     if ta and tb:
-        dev = same_device(name, a, b)
-        shape = a._shape if a._shape == b._shape else broadcast_shapes(a._shape, b._shape, op=name)
+        dev = a._storage.device
+        if b._storage.device is not dev:
+            dev = same_device(name, a, b)
+        shape = a._shape if a._shape == b._shape else broadcast_pair(a._shape, b._shape, name)
     elif ta or tb:
         t = a if ta else b
         dev = t._storage.device
