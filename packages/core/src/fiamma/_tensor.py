@@ -381,7 +381,8 @@ class Tensor:
                 f"t: expects a tensor with <= 2 dimensions, but self is {self.ndim}D")
         if len(self._shape) < 2:
             return self._view(self._shape, self._stride, op="t")
-        return self.transpose(0, 1)
+        (s0, s1), (t0, t1) = self._shape, self._stride
+        return self._view((s1, s0), (t1, t0), op="transpose")
 
     @property
     def T(self):
@@ -818,10 +819,20 @@ def _init(t, storage, dt, shape, stride, offset, contig):
     t._offset = offset
     t._ptr = storage.ptr + offset * dt.itemsize
     n = 1
-    for s in shape:
-        n *= s
+    if contig is None:  # numel and contiguity in one pass (what _is_contig tests)
+        contig = True
+        i = len(shape)
+        while i:
+            i -= 1
+            s = shape[i]
+            if s != 1 and stride[i] != n:
+                contig = False
+            n *= s
+    else:
+        for s in shape:
+            n *= s
     t._numel = n
-    t._contig = c = _is_contig(shape, stride) if contig is None else contig
+    t._contig = c = contig
     # the operator fast paths' one test: contiguous memory a C kernel can read on the CPU
     t._cpu_contig = c and storage.device is CPU
     t.requires_grad = False
