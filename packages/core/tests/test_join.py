@@ -351,3 +351,37 @@ def test_split_of_empty():
     assert len(F.split(F.empty(0), 0)) == 1
     assert [p.shape for p in F.chunk(F.empty(0, 2), 3)] == [(0, 2)] * 3
     assert [p.shape for p in F.tensor_split(F.empty(2, 0), 3, dim=1)] == [(2, 0)] * 3
+
+
+def test_cat_one_pass_path_against_numpy():
+    # same-dtype contiguous parts (the one-pass path) and the cases it hands to the general
+    # path (mixed dtypes, strided parts, a legacy (0,) part, bad ranks and sizes, 0-d)
+    rng = np.random.default_rng(4)
+    for _ in range(60):
+        nd = int(rng.integers(1, 4))
+        base = [int(v) for v in rng.integers(0, 4, nd)]
+        d = int(rng.integers(-nd, nd))
+        arrs = []
+        for _ in range(int(rng.integers(1, 4))):
+            s = list(base)
+            s[d] = int(rng.integers(0, 4))
+            arrs.append(rng.standard_normal(s).astype(np.float32))
+        ts = [F.from_numpy(a) for a in arrs]
+        for seq in (ts, tuple(ts)):
+            got = F.cat(seq, d)
+            np.testing.assert_array_equal(got.numpy(), np.concatenate(arrs, d))
+            assert got.is_contiguous() and got.dtype == F.float32
+    a = F.ones(2, 3)
+    assert F.cat([a, a.double()]).dtype == F.float64
+    np.testing.assert_array_equal(F.cat([a.t(), a.t()], 1).numpy(), np.ones((3, 4)))
+    assert F.cat([F.zeros(0), a]).shape == (2, 3)
+    with pytest.raises(RuntimeError, match="cat: Sizes of tensors must match"):
+        F.cat([a, F.ones(2, 4)])
+    with pytest.raises(RuntimeError, match="same number of dimensions"):
+        F.cat([a, F.ones(3)])
+    with pytest.raises(RuntimeError, match="zero-dimensional"):
+        F.cat([F.tensor(1.0), F.tensor(2.0)])
+    with pytest.raises(IndexError):
+        F.cat([a, a], 2)
+    with pytest.raises(TypeError):
+        F.cat([a, 1.0])

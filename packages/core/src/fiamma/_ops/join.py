@@ -50,7 +50,55 @@ def cat(tensors, dim=0, *, out=None):
     >>> fiamma.cat([fiamma.zeros(2, 1), fiamma.ones(2, 2)], dim=1).tolist()
     [[0.0, 1.0, 1.0], [0.0, 1.0, 1.0]]
     """
+    if out is None and (type(tensors) is list or type(tensors) is tuple):
+        res = _cat_simple(tensors, dim)
+        if res is not None:
+            return res
     return _cat(_tensor_list(tensors, "cat"), dim, out, "cat")
+
+
+def _cat_simple(ts, dim):
+    """cat of same-dtype, contiguous CPU tensors of one rank that fit together, in one pass (a
+    cat in a loop); None for anything else, which _cat then handles (with its errors)."""
+    if not ts:
+        return None
+    t0 = ts[0]
+    if type(t0) is not Tensor or type(dim) is not int:
+        return None
+    s0 = t0._shape
+    nd = len(s0)
+    if not -nd <= dim < nd:
+        return None
+    d = dim + nd if dim < 0 else dim
+    dt = t0._dtype
+    head, tail = s0[:d], s0[d + 1:]
+    inner = dt.itemsize
+    for n in tail:
+        inner *= n
+    total = 0
+    grad = False
+    ptrs = []
+    sizes = []
+    for t in ts:
+        if type(t) is not Tensor or t._dtype is not dt or not t._cpu_contig:
+            return None
+        s = t._shape
+        if len(s) != nd or s[:d] != head or s[d + 1:] != tail:
+            return None
+        n = s[d]
+        total += n
+        grad = grad or t.requires_grad
+        ptrs.append(t._ptr)
+        sizes.append(n * inner)
+    res = new_empty(head + (total,) + tail, dt)
+    if res._numel:
+        rows = 1
+        for n in head:
+            rows *= n
+        check(_cat_bytes(len(ts), rows, res._ptr, total * inner, ptrs, sizes), "cat")
+    if grad:
+        G.record("cat", res, tuple(ts), {"dim": d})
+    return res
 
 
 def _cat(ts, dim, out, op):
