@@ -174,6 +174,24 @@ def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=No
         fast = _OPERATOR_HOT.get((code, name, kind))
         if fast is not None:
             return fast(a, b)
+    if (type(a) is Tensor and type(b) is Tensor and out is None and params is None and
+            a._dtype is b._dtype and (kind == ARITH or kind == PREDICATE) and
+            a._storage.device is CPU is b._storage.device):
+        # two CPU tensors of one dtype (m + bias): no promotion, cast or device search
+        ct = a._dtype
+        if not _BIN_OK[code][ct.code]:
+            _raise(lib.FM_ERR_DTYPE, name, ct)
+        sa, sb = a._shape, b._shape
+        shape = sa if sa == sb else broadcast_pair(sa, sb, name)
+        res = new_empty(shape, D.bool if kind == PREDICATE else ct, CPU)
+        if res._numel:
+            rc = _binary_c(code, ct.code, len(shape), shape, res._ptr, res._stride, a._ptr,
+                           bcast_strides(a, shape), b._ptr, bcast_strides(b, shape))
+            if rc:
+                _raise(rc, name, ct)
+        if record and (a.requires_grad or b.requires_grad):
+            G.record(name, res, (a, b), kwargs or {})
+        return res
     ta = isinstance(a, Tensor)
     tb = isinstance(b, Tensor)
     if not ta and not is_scalar(a):
