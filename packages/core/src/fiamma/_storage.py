@@ -173,15 +173,19 @@ class BorrowedStorage(Storage):
         pass
 
 
-def new_cpu_storage(nbytes, _new=object.__new__, _alloc=_alloc, _small=_small):
+def fresh_block(nbytes):
+    """A block from the C allocator (0 if it fails), for when the free list of its size is
+    empty or missing. The first block of a small size starts that size's free list, or every
+    result of a loop of that size would go through the C allocator (~0.2 us more)."""
+    if nbytes <= SMALL_BYTES and nbytes not in _small:
+        _small[nbytes] = deque()
+    return _alloc(nbytes)
+
+
+def new_cpu_storage(nbytes, _new=object.__new__, _small=_small):
     """A fresh owning CPU storage (the allocation every op result makes; kept minimal)."""
     pool = _small.get(nbytes)  # only sizes up to SMALL_BYTES have one
-    if pool:
-        ptr = pool.pop()
-    else:
-        if pool is None and nbytes <= SMALL_BYTES:
-            _small[nbytes] = deque()  # the first block of this size starts its free list
-        ptr = _alloc(nbytes)
+    ptr = pool.pop() if pool else fresh_block(nbytes)
     if not ptr:
         raise MemoryError(f"fiamma: cannot allocate {nbytes} bytes on the CPU")
     st = _new(Storage)

@@ -14,7 +14,6 @@ The unary math functions (exp, sin, sigmoid, floor, isnan, ...) are in ``_unary.
 
 import builtins
 import linecache
-from collections import deque
 
 import numpy as np
 
@@ -167,31 +166,31 @@ def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=No
     (tensor operands only). Returns the result tensor.
     """
     if (type(a) is Tensor and type(b) is Tensor and out is None and params is None and
-            kwargs is None and record and a._dtype is b._dtype and a._shape == b._shape and
-            a._cpu_contig and b._cpu_contig and (kind != TRUEDIV or a._dtype.kind == 2)):
-        # what the operator method's hot path takes (fiamma.add(x, y) as x + y): that method
-        # exists for this op under this name, and its tests hold, so it cannot fall back here
-        fast = _OPERATOR_HOT.get((code, name, kind))
-        if fast is not None:
-            return fast(a, b)
-    if (type(a) is Tensor and type(b) is Tensor and out is None and params is None and
-            a._dtype is b._dtype and (kind == ARITH or kind == PREDICATE) and
-            a._storage.device is CPU is b._storage.device):
-        # two CPU tensors of one dtype (m + bias): no promotion, cast or device search
+            a._dtype is b._dtype):
         ct = a._dtype
-        if not _BIN_OK[code][ct.code]:
-            _raise(lib.FM_ERR_DTYPE, name, ct)
-        sa, sb = a._shape, b._shape
-        shape = sa if sa == sb else broadcast_pair(sa, sb, name)
-        res = new_empty(shape, D.bool if kind == PREDICATE else ct, CPU)
-        if res._numel:
-            rc = _binary_c(code, ct.code, len(shape), shape, res._ptr, res._stride, a._ptr,
-                           bcast_strides(a, shape), b._ptr, bcast_strides(b, shape))
-            if rc:
-                _raise(rc, name, ct)
-        if record and (a.requires_grad or b.requires_grad):
-            G.record(name, res, (a, b), kwargs or {})
-        return res
+        if (kwargs is None and record and a._shape == b._shape and a._cpu_contig and
+                b._cpu_contig and (kind != TRUEDIV or ct.kind == 2)):
+            # what the operator method's hot path takes (fiamma.add(x, y) as x + y): that
+            # method exists for this op under this name, and its tests hold, so it cannot fall
+            # back here
+            fast = _OPERATOR_HOT.get((code, name, kind))
+            if fast is not None:
+                return fast(a, b)
+        if (kind == ARITH or kind == PREDICATE) and a._storage.device is CPU is b._storage.device:
+            # two CPU tensors of one dtype (m + bias): no promotion, cast or device search
+            if not _BIN_OK[code][ct.code]:
+                _raise(lib.FM_ERR_DTYPE, name, ct)
+            sa, sb = a._shape, b._shape
+            shape = sa if sa == sb else broadcast_pair(sa, sb, name)
+            res = new_empty(shape, D.bool if kind == PREDICATE else ct, CPU)
+            if res._numel:
+                rc = _binary_c(code, ct.code, len(shape), shape, res._ptr, res._stride, a._ptr,
+                               bcast_strides(a, shape), b._ptr, bcast_strides(b, shape))
+                if rc:
+                    _raise(rc, name, ct)
+            if record and (a.requires_grad or b.requires_grad):
+                G.record(name, res, (a, b), kwargs or {})
+            return res
     ta = isinstance(a, Tensor)
     tb = isinstance(b, Tensor)
     if not ta and not is_scalar(a):
@@ -841,7 +840,7 @@ def _scalar_fast_ok(self, other, tp, kind):
 
 # what every operator method's hot path uses, as module globals: a closure's free variables
 # are copied into the frame at every call (Python 3.11), globals are not
-_SMALL, _SMALL_BYTES, _ALLOC, _FREE = _S._small, _S.SMALL_BYTES, _S._alloc, _S._free
+_SMALL, _FREE = _S._small, _S._free
 _NEW = object.__new__
 _STRIDES = _T._STRIDES
 _STORAGE = _S.Storage
@@ -850,11 +849,7 @@ _binary_contig_small = lib.fm_binary_contig_small  # fm_binary_contig, keeping t
 
 def _new_block(nb, name):
     """A block for an operator's result when the free list of its size is empty or missing."""
-    if nb <= _SMALL_BYTES and nb not in _SMALL:
-        # the first block of this size: start its free list, or every result of a loop of
-        # this size would go through the C allocator (~0.2 us more)
-        _SMALL[nb] = deque()
-    ptr = _ALLOC(nb)
+    ptr = _S.fresh_block(nb)
     if not ptr:
         raise MemoryError(f"{name}: cannot allocate {nb} bytes on the CPU")
     return ptr
@@ -872,7 +867,7 @@ _TENSOR_SRC = """
             dt = self._dtype{int_div}
             n = self._numel
             nb = n * {rdt}.itemsize
-            pool = _SMALL.get(nb)  # only sizes up to _SMALL_BYTES have one
+            pool = _SMALL.get(nb)  # only sizes up to _S.SMALL_BYTES have one
             if pool:  # a small block: a short call, made without releasing the GIL
                 ptr = pool.pop()
                 rc = _binary_contig_small({code}, dt.code, n, ptr, self._ptr, other._ptr)

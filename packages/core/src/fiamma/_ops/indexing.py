@@ -25,8 +25,7 @@ from fiamma._creation import from_array_copy, tensor as _tensor
 from fiamma._lib import check, ffi, lib
 from fiamma._ops._common import bcast_strides, broadcast_shapes, check_out, is_scalar
 from fiamma._ops.elementwise import add as _add
-from fiamma._storage import CPU
-from fiamma._tensor import Tensor, _copy_into, install_methods, new_empty
+from fiamma._tensor import Tensor, _copy_into, _init, install_methods, new_empty
 
 __all__ = ["argwhere", "index_put", "index_put_", "nonzero"]
 
@@ -51,36 +50,9 @@ _BAD_DTYPE = "tensors used as indices must be long, int, byte or bool tensors"
 # ---- views ------------------------------------------------------------------------------------
 
 def _make_view(x, shape, stride, offset, contig):
-    """A view of ``x`` (what Tensor._view does, inlined: this is the hot path of x[0])."""
+    """A view of ``x`` (the hot path of x[0]): Tensor._view without its argument copies."""
     t = _new(Tensor)
-    st = x._storage
-    dt = x._dtype
-    t._storage = st
-    t._dtype = dt
-    t._shape = shape
-    t._stride = stride
-    t._offset = offset
-    t._ptr = st.ptr + offset * dt.itemsize
-    n = 1
-    if contig is None:  # numel and contiguity in one pass (n is the running product)
-        contig = True
-        i = len(shape)
-        while i:
-            i -= 1
-            s = shape[i]
-            if s != 1 and stride[i] != n:
-                contig = False
-            n *= s
-    else:
-        for s in shape:
-            n *= s
-    t._numel = n
-    t._contig = contig
-    t._cpu_contig = contig and st.device is CPU
-    t.requires_grad = False
-    t.grad = None
-    t.grad_fn = None
-    t._ag = None
+    _init(t, x._storage, x._dtype, shape, stride, offset, contig)
     b = getattr(x, "_base", None)
     t._base = x if b is None else b
     if x.requires_grad:
