@@ -2,11 +2,13 @@
 with map_location and zero-copy memory mapping. The pickle part goes through
 ``_unpickler.RestrictedUnpickler``; this module supplies the storages it asks for."""
 
+import bisect
 import io
 import mmap as _mmap
 import struct
 import sys
 import zipfile
+import zlib
 
 from fiamma._lib import ffi
 from fiamma._storage import BorrowedStorage, Storage, device as _device
@@ -17,6 +19,9 @@ __all__ = ["load_from", "make_placer", "flat_tensor"]
 
 _LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 _LEGACY_PROTOCOL = 1001
+# deflate emits at most 258 bytes per 2 bits of input (1032:1); a record declaring more than
+# that is refused before any memory is allocated for it
+_DEFLATE_MAX_RATIO = 1032
 
 
 def flat_tensor(storage, dt, numel):
@@ -115,7 +120,7 @@ def make_placer(map_location):
 
 # ---- format detection --------------------------------------------------------------------------
 
-def load_from(fp, name, place, mmap, encoding):
+def load_from(fp, name, place, mmap, encoding, weights_only=True):
     try:
         fp.seek(fp.tell())
         seekable = True
@@ -133,7 +138,7 @@ def load_from(fp, name, place, mmap, encoding):
     if not head:
         raise RuntimeError(f"fiamma.load: {name} is empty")
     if head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
-        return _ZipReader(fp, name, place, mmap, encoding).load()
+        return _ZipReader(fp, name, place, mmap, encoding, weights_only).load()
     if len(head) >= 262 and head[257:262] == b"ustar":
         raise RuntimeError(f"fiamma.load: {name} is in PyTorch's tar format (PyTorch < 0.4), "
                            "which fiamma does not read; re-save it with a newer PyTorch")
@@ -144,20 +149,26 @@ def load_from(fp, name, place, mmap, encoding):
         raise RuntimeError(f"fiamma.load: mmap=True needs PyTorch's zip format; {name} is in "
                            "the legacy format (torch.save with "
                            "_use_new_zipfile_serialization=False): load it without mmap")
-    return _load_legacy(fp, name, place, encoding)
+    return _load_legacy(fp, name, place, encoding, weights_only)
 
 
 # ---- zip format --------------------------------------------------------------------------------
 
 class _ZipReader:
-    def __init__(self, fp, name, place, mmap, encoding):
+    def __init__(self, fp, name, place, mmap, encoding, weights_only=True):
         self.fp, self.name, self.place, self.encoding = fp, name, place, encoding
+        self.weights_only = weights_only
         try:
             self.zf = zipfile.ZipFile(fp)
         except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:
             raise RuntimeError(f"fiamma.load: {name}: not a readable zip checkpoint "
                                f"(truncated or corrupt file?): {e}") from None
-        self.infos = {zi.filename: zi for zi in self.zf.infolist()}
+        self.infos = {}
+        for zi in self.zf.infolist():
+            if zi.filename in self.infos:
+                raise RuntimeError(f"fiamma.load: {name}: record {zi.filename} appears twice "
+                                   "in the zip directory (corrupt file?)")
+            self.infos[zi.filename] = zi
         pkls = [n for n in self.infos if n.endswith("/data.pkl") and n.count("/") == 1]
         if not pkls:
             raise RuntimeError(f"fiamma.load: {name} is a zip file but not a PyTorch checkpoint "
@@ -168,6 +179,15 @@ class _ZipReader:
                                "only checkpoints written by torch.save can be loaded")
         fp.seek(0, 2)
         self.file_size = fp.tell()
+        # where each record must end: at the next record's local header (or the central
+        # directory); a record whose data runs into another's overlaps it (a zip bomb's trick)
+        starts = sorted({zi.header_offset for zi in self.infos.values()})
+        central = getattr(self.zf, "start_dir", self.file_size)
+        self.limit = {}
+        for zi in self.infos.values():
+            i = bisect.bisect_right(starts, zi.header_offset)
+            self.limit[zi.filename] = min(starts[i] if i < len(starts) else central, central,
+                                          self.file_size)
         order = self._small("byteorder", b"little").decode("ascii", "replace")
         if order not in ("little", "big"):
             raise RuntimeError(f"fiamma.load: {name}: unknown byteorder record {order!r}")
@@ -185,12 +205,43 @@ class _ZipReader:
         if zi is None:
             return default
         if zi.file_size > 1 << 30:
-            raise RuntimeError(f"fiamma.load: {self.name}: record {rname} is implausibly large")
+            raise RuntimeError(f"fiamma.load: {self.name}: record {rname} is implausibly large "
+                               f"({zi.file_size} bytes)")
+        self._check_record(zi, rname, zi.file_size)
         try:
-            return self.zf.read(zi)
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError, RuntimeError) as e:
+            with self.zf.open(zi) as src:
+                data = src.read(zi.file_size + 1)
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError, RuntimeError,
+                NotImplementedError, zlib.error) as e:
             raise RuntimeError(f"fiamma.load: {self.name}: can't read record {rname} "
                                f"(truncated or corrupt file?): {e}") from None
+        if len(data) != zi.file_size:
+            raise RuntimeError(f"fiamma.load: {self.name}: record {rname} declares "
+                               f"{zi.file_size} bytes but holds {len(data)} (truncated or "
+                               "corrupt file?)")
+        return data
+
+    def _check_record(self, zi, rname, need):
+        """Refuse, before any memory is set aside for it, a record that can't hold ``need``
+        bytes: a compression method PyTorch never writes, a declared size beyond what deflate
+        can produce from the stored bytes, data reaching past the file or into the next
+        record."""
+        if zi.flag_bits & 1:
+            raise RuntimeError(f"fiamma.load: {self.name}: record {rname} is encrypted")
+        if zi.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise RuntimeError(f"fiamma.load: {self.name}: record {rname} uses zip compression "
+                               f"method {zi.compress_type}; checkpoints are stored or deflated")
+        if zi.compress_type == zipfile.ZIP_DEFLATED and \
+                need > zi.compress_size * _DEFLATE_MAX_RATIO + 1024:
+            raise RuntimeError(
+                f"fiamma.load: {self.name}: record {rname} is {zi.compress_size} compressed bytes, "
+                f"which can't inflate to the {need} bytes needed (corrupt file or zip bomb?)")
+        if zi.header_offset + 30 > self.limit[zi.filename] or \
+                zi.header_offset + 30 + zi.compress_size > self.limit[zi.filename]:
+            raise RuntimeError(
+                f"fiamma.load: {self.name}: record {rname} ({zi.compress_size} bytes at offset "
+                f"{zi.header_offset}) reaches past the end of the file or into the next record "
+                "(truncated or corrupt file?)")
 
     def _map_file(self):
         try:
@@ -208,15 +259,43 @@ class _ZipReader:
         if len(h) != 30 or h[:4] != b"PK\x03\x04":
             raise RuntimeError(f"fiamma.load: {self.name}: bad local header for record {rname} "
                                "(corrupt file?)")
+        method, = struct.unpack("<H", h[8:10])
         n, e = struct.unpack("<HH", h[26:30])
+        fname = self.fp.read(n)
+        want = zi.orig_filename.encode("utf-8" if zi.flag_bits & 0x800 else "cp437")
+        if method != zi.compress_type or fname != want:
+            raise RuntimeError(f"fiamma.load: {self.name}: the local header of record {rname} "
+                               "disagrees with the zip directory (name or compression method; "
+                               "corrupt file?)")
         off = zi.header_offset + 30 + n + e
         if zi.compress_size != zi.file_size:  # a stored record is its own bytes
             raise RuntimeError(f"fiamma.load: {self.name}: record {rname} claims {zi.file_size} "
                                f"bytes but stores {zi.compress_size} (corrupt file?)")
-        if off + zi.compress_size > self.file_size:
+        if off + zi.compress_size > self.limit[zi.filename]:
             raise RuntimeError(f"fiamma.load: {self.name}: record {rname} reaches past the end "
-                               "of the file (truncated file?)")
+                               "of the file or into the next record (truncated or corrupt "
+                               "file?)")
         return off
+
+    def _inflate_into(self, zi, rname, ptr, need):
+        """Decompress record ``zi`` into ``need`` bytes at ``ptr``, never writing more, then
+        check that the record holds exactly its declared size (and zipfile its CRC)."""
+        try:
+            with self.zf.open(zi) as src:
+                _readinto(src, ptr, need, f"{self.name}: record {rname} (inflated)")
+                extra = need
+                while True:
+                    chunk = src.read(1 << 20)
+                    if not chunk:
+                        break
+                    extra += len(chunk)
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError,
+                zlib.error) as e:
+            raise RuntimeError(f"fiamma.load: {self.name}: can't read record {rname}: "
+                               f"{e}") from None
+        if extra != zi.file_size:
+            raise RuntimeError(f"fiamma.load: {self.name}: record {rname} declares "
+                               f"{zi.file_size} bytes but inflates to {extra} (corrupt file?)")
 
     def load_storage(self, stype, key, location, numel, view):
         if view is not None:
@@ -238,7 +317,8 @@ class _ZipReader:
         if zi.file_size < need:
             raise RuntimeError(f"fiamma.load: {self.name}: record {rname} holds {zi.file_size} "
                                f"bytes, but its storage of {numel} {dt} elements needs {need}")
-        stored = zi.compress_type == zipfile.ZIP_STORED and not zi.flag_bits & 1
+        self._check_record(zi, rname, need)
+        stored = zi.compress_type == zipfile.ZIP_STORED
         if stored:
             off = self._data_offset(zi, rname)
         if self.map is not None and stored and (self.map[1] + off) % dt.itemsize == 0:
@@ -247,14 +327,9 @@ class _ZipReader:
             st = Storage(need)
             if stored:
                 self.fp.seek(off)
-                _readinto(self.fp, st.ptr, need, rname)
-            else:  # a re-zipped (compressed) checkpoint: zipfile inflates and checks the CRC
-                try:
-                    data = self.zf.read(zi)
-                except (zipfile.BadZipFile, OSError, ValueError, EOFError, RuntimeError) as e:
-                    raise RuntimeError(f"fiamma.load: {self.name}: can't read record {rname}: "
-                                       f"{e}") from None
-                ffi.memmove(ffi.cast("char *", st.ptr), data, need)
+                _readinto(self.fp, st.ptr, need, f"{self.name}: record {rname}")
+            else:  # a re-zipped (deflated) checkpoint
+                self._inflate_into(zi, rname, st.ptr, need)
         flat = flat_tensor(st, dt, numel)
         if self.swap:
             _byteswap(flat)
@@ -263,11 +338,9 @@ class _ZipReader:
         return flat
 
     def load(self):
-        zi = self.infos[self.prefix + "data.pkl"]
         data = self._small("data.pkl", b"")
-        if len(data) != zi.file_size:
-            raise RuntimeError(f"fiamma.load: {self.name}: data.pkl is truncated")
-        up = RestrictedUnpickler(io.BytesIO(data), self.load_storage)
+        up = RestrictedUnpickler(io.BytesIO(data), self.load_storage,
+                                 weights_only=self.weights_only)
         up.encoding = self.encoding
         return up.load()
 
@@ -278,7 +351,7 @@ def _no_storage(*args):
     raise UnpicklingError("fiamma.load: unexpected storage in the legacy header")
 
 
-def _load_legacy(fp, name, place, encoding):
+def _load_legacy(fp, name, place, encoding, weights_only=True):
     def small():
         up = RestrictedUnpickler(fp, _no_storage)
         up.encoding = encoding
@@ -337,7 +410,7 @@ def _load_legacy(fp, name, place, encoding):
             v = views[vkey] = hit._view((size,), (1,), hit._offset + offset, "load")
         return v
 
-    up = RestrictedUnpickler(fp, load_storage)
+    up = RestrictedUnpickler(fp, load_storage, weights_only=weights_only)
     up.encoding = encoding
     obj = up.load()
     keys = small()

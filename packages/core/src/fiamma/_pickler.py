@@ -1,13 +1,18 @@
 """A small pickle writer for checkpoints: the objects ``fiamma.save`` supports, written with the
 globals PyTorch's loader expects (``torch._utils._rebuild_tensor_v2``, ``torch.FloatStorage``,
-``collections.OrderedDict``, ...), none of which need to exist in this process.
+``collections.OrderedDict``, ...), none of which need to exist in this process. Other objects
+(a whole ``nn.Module``) are written as pickle writes them (their class by name, ``NEWOBJ``
+and their state), as ``torch.save`` does.
 
 Python's own Pickler can only name a global it can import, so the opcodes are written here
 directly (protocol 2 opcodes, valid in every later protocol; bytes use BINBYTES from protocol 3).
 """
 
 import collections
+import copyreg
 import struct
+import sys
+import types
 
 import numpy as np
 
@@ -28,6 +33,7 @@ _EMPTY_TUPLE, _TUPLE1, _TUPLE2, _TUPLE3, _TUPLE, _MARK = b")", b"\x85", b"\x86",
 _EMPTY_LIST, _APPENDS, _EMPTY_DICT, _SETITEMS = b"]", b"e", b"}", b"u"
 _GLOBAL, _REDUCE, _BUILD, _BINPERSID = b"c", b"R", b"b", b"Q"
 _BINPUT, _LONG_BINPUT, _BINGET, _LONG_BINGET = b"q", b"r", b"h", b"j"
+_NEWOBJ, _POP = b"\x81", b"0"
 
 _BATCH = 1000
 
@@ -152,10 +158,77 @@ class CheckpointPickler:
             elif isinstance(obj, str):
                 self._str(str(obj))
             else:
-                raise TypeError(
-                    f"fiamma.save: can't save an object of type {t.__module__}.{t.__qualname__} "
-                    "(supported: tensors, dict, OrderedDict, list, tuple, set, int, float, "
-                    "complex, bool, None, str, bytes, fiamma.dtype, fiamma.device, fiamma.Size)")
+                self._object(obj)
+
+    def _object(self, obj):
+        """Any other object, as pickle writes it (``__reduce_ex__``): a class or function by
+        name; an instance as its class, ``NEWOBJ`` (or a call of its reducer) and its state."""
+        w = self.parts.append
+        t = type(obj)
+        if isinstance(obj, type) or t in (types.FunctionType, types.BuiltinFunctionType):
+            self._named_global(obj)
+            return
+        what = f"an object of type {t.__module__}.{t.__qualname__}"
+        try:
+            rv = obj.__reduce_ex__(self.protocol)
+        except Exception as e:
+            raise TypeError(f"fiamma.save: can't save {what}: {e}") from None
+        if isinstance(rv, str):  # a module-level singleton, saved by name
+            self._named_global(obj, rv)
+            return
+        if type(rv) is not tuple or not 2 <= len(rv) <= 6:
+            raise TypeError(f"fiamma.save: can't save {what}: its __reduce_ex__ returned "
+                            f"{type(rv).__name__}")
+        func, args, state, listitems, dictitems, setter = (rv + (None,) * 4)[:6]
+        if setter is not None or func is copyreg.__newobj_ex__ or type(args) is not tuple:
+            raise TypeError(f"fiamma.save: can't save {what}: it pickles with keyword "
+                            "arguments or a state setter, which checkpoints can't hold")
+        if func is copyreg.__newobj__:
+            if not args or not isinstance(args[0], type):
+                raise TypeError(f"fiamma.save: can't save {what}: malformed __reduce_ex__")
+            self._named_global(args[0])
+            self._tuple(args[1:])
+            w(_NEWOBJ)
+        else:
+            self._named_global(func)
+            self._tuple(args)
+            w(_REDUCE)
+        m = self.memo.get(id(obj))
+        if m is not None:  # reached again through its own arguments: use that copy
+            w(_POP)
+            self._get(m[0])
+            return
+        self._put(obj)
+        if listitems is not None:
+            items = list(listitems)
+            for i in range(0, len(items), _BATCH):
+                w(_MARK)
+                for x in items[i:i + _BATCH]:
+                    self.save(x)
+                w(_APPENDS)
+        if dictitems is not None:
+            self._items(dict(dictitems))
+        if state is not None:
+            self.save(state)
+            w(_BUILD)
+
+    def _named_global(self, obj, qualname=None):
+        module = getattr(obj, "__module__", None)
+        qualname = qualname or getattr(obj, "__qualname__", None) or \
+            getattr(obj, "__name__", None)
+        found = None
+        if isinstance(module, str) and isinstance(qualname, str) and \
+                "<locals>" not in qualname and "<lambda>" not in qualname:
+            found = sys.modules.get(module)
+            for part in qualname.split("."):
+                found = getattr(found, part, None)
+        if found is not obj:
+            raise TypeError(f"fiamma.save: can't save {obj!r:.80}: it is not found by its name "
+                            f"{module}.{qualname} (a local or lambda object can't be saved; "
+                            "define it at the top level of a module)")
+        if not (module + qualname).isascii() or "\n" in module + qualname:
+            raise TypeError(f"fiamma.save: can't save {module}.{qualname}: non-ASCII name")
+        self._global(module, qualname)
 
     def _int(self, v):
         w = self.parts.append
@@ -237,6 +310,11 @@ class CheckpointPickler:
 
     def _tensor(self, t):
         w = self.parts.append
+        cls = type(t)
+        param = cls.__name__ == "Parameter" and cls.__module__.startswith("fiamma.nn")
+        if param:  # as PyTorch: _rebuild_parameter(data, requires_grad, OrderedDict())
+            self._global("torch._utils", "_rebuild_parameter")
+            w(_MARK)
         key, location, numel = self.storage_id(t)
         self._global("torch._utils", "_rebuild_tensor_v2")
         w(_MARK)
@@ -251,7 +329,11 @@ class CheckpointPickler:
         self._int(t._offset)
         self._tuple(t._shape)
         self._tuple(t._stride)
-        w(_TRUE if t.requires_grad else _FALSE)
+        w(_TRUE if t.requires_grad and not param else _FALSE)
         self._global("collections", "OrderedDict")
         w(_EMPTY_TUPLE + _REDUCE + _TUPLE + _REDUCE)
+        if param:
+            w(_TRUE if t.requires_grad else _FALSE)
+            self._global("collections", "OrderedDict")
+            w(_EMPTY_TUPLE + _REDUCE + _TUPLE + _REDUCE)
         self._put(t)

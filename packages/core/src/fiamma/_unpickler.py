@@ -1,5 +1,7 @@
 """The restricted unpickler behind ``fiamma.load``: it rebuilds tensors, storages, OrderedDict
-and plain containers, and refuses every other global, so loading a file never runs its code.
+and plain containers, plus instances of the classes the user allowlisted with
+``fiamma.serialization.add_safe_globals`` (PyTorch's weights-only rules), and refuses every other
+global by name, so loading a file never runs code from it.
 
 It is Python's pure-Python unpickler with a vetted opcode table: every opcode that can call
 something (GLOBAL and STACK_GLOBAL, REDUCE, BUILD, NEWOBJ, INST, OBJ, EXT*, APPEND(S),
@@ -11,17 +13,106 @@ rebuilt tensor.
 import collections
 import pickle
 import struct
+import sys
 
 import numpy as np
 
 from fiamma import _dtype as D, _grad_hook as G
 from fiamma._storage import device as _device
 from fiamma._tensor import Size, Tensor, _init
+from fiamma.serialization import _safe_globals
 
-__all__ = ["RestrictedUnpickler", "StorageType", "STORAGE_TYPES_BY_NAME"]
+__all__ = ["RestrictedUnpickler", "StorageType", "STORAGE_TYPES_BY_NAME", "check_layout"]
 
 UnpicklingError = pickle.UnpicklingError
 _MAX_DIMS = 64
+INT64_MAX = (1 << 63) - 1
+
+
+def check_layout(size, stride, offset, itemsize, what):
+    """Refuse a tensor layout PyTorch could not hold: sizes, strides or an offset beyond int64,
+    or more elements (or bytes) than int64 counts, even when a zero dimension makes it empty.
+    ``what`` names the tensor in the message. Returns the number of elements."""
+    for name, vals in (("size", size), ("stride", stride)):
+        for v in vals:
+            if v < 0 or v > INT64_MAX:
+                raise UnpicklingError(f"fiamma.load: {what}: {name} {tuple(vals)} holds {v}, "
+                                      "outside 0..2**63-1")
+    if offset < 0 or offset > INT64_MAX:
+        raise UnpicklingError(f"fiamma.load: {what}: storage offset {offset} is outside "
+                              "0..2**63-1")
+    numel = span = 1
+    for s in size:
+        numel *= s
+        span *= s or 1
+    if span * itemsize > INT64_MAX:
+        raise UnpicklingError(f"fiamma.load: {what}: size {tuple(size)} has more elements than "
+                              "an int64 can count (PyTorch refuses it too)")
+    if numel and offset + sum((n - 1) * st for n, st in zip(size, stride)) > INT64_MAX:
+        raise UnpicklingError(f"fiamma.load: {what}: size {tuple(size)} with stride "
+                              f"{tuple(stride)} reaches beyond 2**63-1 elements")
+    return numel
+
+
+def _allowlisted_class(obj):
+    return isinstance(obj, type) and any(v is obj for v in _safe_globals.values())
+
+
+def _refuse_tensor_class(cls, op):
+    from fiamma._storage import Storage
+
+    if issubclass(cls, (Tensor, Storage)):
+        raise UnpicklingError(f"fiamma.load: refusing {op} of {cls.__module__}."
+                              f"{cls.__qualname__}: tensors and storages are rebuilt only "
+                              "from the checkpoint's storage records, even when allowlisted")
+
+
+class _BoundedReader:
+    """The file as the unpickler sees it: a read of more bytes than remain is refused before
+    anything is allocated for it, and a short read is the end of the data."""
+
+    __slots__ = ("fp", "left")
+
+    def __init__(self, fp):
+        self.fp = fp
+        try:
+            pos = fp.tell()
+            end = fp.seek(0, 2)
+            fp.seek(pos)
+            self.left = end - pos
+        except (AttributeError, OSError, ValueError):
+            self.left = None
+
+    def _claim(self, n):
+        if self.left is not None and n is not None and n > self.left:
+            raise UnpicklingError(f"fiamma.load: the pickle data asks for {n} bytes where "
+                                  f"{self.left} remain (corrupt or truncated file?)")
+
+    def read(self, n=-1):
+        if n is not None and n >= 0:
+            self._claim(n)
+        data = self.fp.read(n)
+        if self.left is not None:
+            self.left -= len(data)
+        if n is not None and 0 <= n != len(data):
+            raise EOFError
+        return data
+
+    def readinto(self, b):
+        n = memoryview(b).nbytes
+        self._claim(n)
+        got = self.fp.readinto(b)
+        if self.left is not None:
+            self.left -= got
+        if got != n:
+            raise EOFError
+        return got
+
+    def readline(self):
+        line = self.fp.readline()
+        if self.left is not None:
+            self.left -= len(line)
+        return line
 
 
 class _Passthrough(Exception):
@@ -167,11 +258,13 @@ class RestrictedUnpickler(pickle._Unpickler):
     """Unpickles a checkpoint, calling ``load_storage(storage_type, key, location, numel,
     view_metadata)`` for each persistent id; it returns a flat 1-D tensor (the typed storage)."""
 
-    def __init__(self, file, load_storage, set_requires_grad=True):
-        super().__init__(file, encoding="utf-8")
+    def __init__(self, file, load_storage, set_requires_grad=True, weights_only=True):
+        super().__init__(_BoundedReader(file), encoding="utf-8")
         self._load_storage = load_storage
         self._set_requires_grad = set_requires_grad
+        self._weights_only = weights_only
         self._storages = {}  # id(flat tensor) -> flat tensor: only these may back a rebuild
+        self._storage_names = {}  # id(flat tensor) -> the storage key, for messages
         self._globals = {
             ("collections", "OrderedDict"): collections.OrderedDict,
             ("torch._utils", "_rebuild_tensor_v2"): self._rebuild_tensor_v2,
@@ -221,13 +314,23 @@ class RestrictedUnpickler(pickle._Unpickler):
                 name in _UNSUPPORTED_STORAGES or name.startswith(_UNSUPPORTED_DTYPE_PREFIXES)):
             raise UnpicklingError(f"fiamma.load: the checkpoint holds {module}.{name}, a type "
                                   "fiamma has no dtype for")
+        user = _safe_globals.get(f"{module}.{name}")
+        if user is not None:
+            return user
         hint = ""
-        if module.startswith("torch.nn.") or module.startswith("torchvision."):
-            hint = "; this file holds a pickled model: save and load its state_dict() instead"
+        if module.startswith(("torch.", "torchvision.", "torchaudio.")):
+            hint = (" This is one of PyTorch's own classes, which fiamma does not have: a "
+                    "pickled PyTorch model loads in fiamma through its state_dict() (save and "
+                    "load model.state_dict()).")
+        short = name.rsplit(".", 1)[-1]
+        also = (" (weights_only=False does not lift this: fiamma never runs code from a file)"
+                if not self._weights_only else "")
         raise UnpicklingError(
             f"fiamma.load: refusing to load global {module}.{name}: only tensors, storages, "
-            "OrderedDict and plain containers can be loaded (loading never runs code from the "
-            f"file){hint}")
+            "OrderedDict, plain containers and allowlisted globals can be loaded (loading never "
+            f"runs code from the file){also}. If you trust this class or function, allowlist it "
+            f"with `fiamma.serialization.add_safe_globals([{short}])` or the "
+            f"`fiamma.serialization.safe_globals([{short}])` context manager.{hint}")
 
     def persistent_load(self, pid):
         if type(pid) is not tuple or len(pid) not in (5, 6) or pid[0] != "storage":
@@ -248,6 +351,7 @@ class RestrictedUnpickler(pickle._Unpickler):
         except Exception as e:  # e.g. a TypeError from a map_location callable: not corruption
             raise _Passthrough(e) from None
         self._storages[id(flat)] = flat
+        self._storage_names[id(flat)] = key
         return flat
 
     # ---- tensors -----------------------------------------------------------------------------
@@ -255,21 +359,21 @@ class RestrictedUnpickler(pickle._Unpickler):
         if id(storage) not in self._storages or self._storages[id(storage)] is not storage:
             raise UnpicklingError("fiamma.load: a tensor is rebuilt from something that is not "
                                   "a storage of this checkpoint")
-        size = _int_tuple(size, "tensor size")
-        stride = _int_tuple(stride, "tensor stride")
+        what = f"tensor over storage {self._storage_names.get(id(storage), '?')!r}"
+        size = _int_tuple(size, f"{what}: size")
+        stride = _int_tuple(stride, f"{what}: stride")
         if len(size) != len(stride):
-            raise UnpicklingError(f"fiamma.load: tensor size {size} and stride {stride} have "
+            raise UnpicklingError(f"fiamma.load: {what}: size {size} and stride {stride} have "
                                   "different lengths")
         if type(storage_offset) is not int or storage_offset < 0:
-            raise UnpicklingError(f"fiamma.load: invalid storage offset {storage_offset!r}")
+            raise UnpicklingError(f"fiamma.load: {what}: invalid storage offset "
+                                  f"{storage_offset!r}")
+        numel = check_layout(size, stride, storage_offset, storage._dtype.itemsize, what)
         cap = storage._numel
-        numel = 1
-        for s in size:
-            numel *= s
         end = storage_offset + sum((n - 1) * st for n, st in zip(size, stride)) + 1
         if (numel and end > cap) or storage_offset > cap:
             raise UnpicklingError(
-                f"fiamma.load: tensor of size {size}, stride {stride}, offset {storage_offset} "
+                f"fiamma.load: {what}: size {size}, stride {stride}, offset {storage_offset} "
                 f"reaches past its storage of {cap} elements")
         return storage._view(size, stride, storage._offset + storage_offset, "load")
 
@@ -292,13 +396,21 @@ class RestrictedUnpickler(pickle._Unpickler):
             typed = object.__new__(Tensor)
             _init(typed, storage._storage, dtype, (nbytes // dtype.itemsize,), (1,),
                   storage._offset * storage._dtype.itemsize // dtype.itemsize, True)
-            self._storages[id(typed)] = storage = typed
+            self._storages[id(typed)] = typed
+            self._storage_names[id(typed)] = self._storage_names.get(id(storage))
+            storage = typed
         t = self._rebuild_tensor(storage, storage_offset, size, stride)
         return self._grad(t, requires_grad)
 
     def _rebuild_parameter(self, data, requires_grad, backward_hooks=None):
         if not isinstance(data, Tensor):
             raise UnpicklingError("fiamma.load: _rebuild_parameter expects a tensor")
+        # a whole-module checkpoint needs real Parameters; fiamma.nn is loaded when its classes
+        # are allowlisted (core never imports it): then its own Parameter is used, as PyTorch's
+        # _rebuild_parameter makes a torch.nn.Parameter
+        nn_param = sys.modules.get("fiamma.nn.parameter")
+        if nn_param is not None and type(requires_grad) is bool and self._set_requires_grad:
+            return nn_param.Parameter(data, requires_grad)
         return self._grad(data, requires_grad)
 
     def _rebuild_parameter_with_state(self, data, requires_grad, backward_hooks=None, state=None):
@@ -335,12 +447,19 @@ class RestrictedUnpickler(pickle._Unpickler):
         stack = self.stack
         args = stack.pop()
         func = stack[-1]
-        if self._callables.get(id(func)) is not func:
-            raise UnpicklingError(f"fiamma.load: refusing to call {func!r:.80} (not an allowed "
-                                  "global)")
         if type(args) is not tuple:
             raise UnpicklingError("fiamma.load: REDUCE arguments are not a tuple")
-        stack[-1] = func(*args)
+        if self._callables.get(id(func)) is func:
+            stack[-1] = func(*args)
+            return
+        if callable(func) and any(v is func for v in _safe_globals.values()):
+            # as PyTorch's weights-only unpickler: an allowlisted global may be called
+            if isinstance(func, type):
+                _refuse_tensor_class(func, "a call")
+            stack[-1] = func(*args)
+            return
+        raise UnpicklingError(f"fiamma.load: refusing to call {func!r:.80} (not an allowed "
+                              "global)")
 
     def _load_build(self):
         stack = self.stack
@@ -352,6 +471,29 @@ class RestrictedUnpickler(pickle._Unpickler):
                     state[2:] != (None, None, None, -1, -1, 0):
                 raise UnpicklingError("fiamma.load: unsupported numpy dtype state")
             stack[-1] = inst.newbyteorder(state[1]) if state[1] in "<>" else inst
+            return
+        if _allowlisted_class(type(inst)):
+            # an allowlisted class's own state setter, as pickle (and PyTorch) would call it
+            _refuse_tensor_class(type(inst), "setting the state")
+            setstate = getattr(inst, "__setstate__", None)
+            if setstate is not None and getattr(type(inst), "__setstate__", None) is not \
+                    getattr(object, "__setstate__", None):
+                setstate(state)
+                return
+            slotstate = None
+            if type(state) is tuple and len(state) == 2:
+                state, slotstate = state
+            if state:
+                if type(state) is not dict:
+                    raise UnpicklingError(f"fiamma.load: the state of a "
+                                          f"{type(inst).__qualname__} must be a dict")
+                inst.__dict__.update(state)
+            if slotstate:
+                if type(slotstate) is not dict:
+                    raise UnpicklingError(f"fiamma.load: the slot state of a "
+                                          f"{type(inst).__qualname__} must be a dict")
+                for k, v in slotstate.items():
+                    setattr(inst, k, v)
             return
         # only what a module's state_dict carries: OrderedDict attributes such as `_metadata`
         if type(inst) is not collections.OrderedDict or not (
@@ -365,10 +507,28 @@ class RestrictedUnpickler(pickle._Unpickler):
     def _load_newobj(self):
         args = self.stack.pop()
         cls = self.stack.pop()
-        if cls not in (collections.OrderedDict, set, frozenset, dict, list) or \
-                type(args) is not tuple:
-            raise UnpicklingError(f"fiamma.load: refusing to create an object of {cls!r:.80}")
-        self.append(cls(*args) if cls in (set, frozenset) else cls())
+        if type(args) is not tuple:
+            raise UnpicklingError("fiamma.load: NEWOBJ arguments are not a tuple")
+        if cls in (collections.OrderedDict, set, frozenset, dict, list):
+            self.append(cls(*args) if cls in (set, frozenset) else cls())
+            return
+        if _allowlisted_class(cls):
+            _refuse_tensor_class(cls, "creating an object")
+            self.append(cls.__new__(cls, *args))
+            return
+        raise UnpicklingError(f"fiamma.load: refusing to create an object of {cls!r:.80}")
+
+    def _load_inst(self):
+        module = self.readline()[:-1].decode("ascii", "replace")
+        name = self.readline()[:-1].decode("ascii", "replace")
+        raise UnpicklingError(f"fiamma.load: refusing pickle opcode INST of {module}.{name} "
+                              "(it calls the global it names)")
+
+    def _load_obj(self):
+        args = self.pop_mark()
+        cls = args[0] if args else None
+        raise UnpicklingError(f"fiamma.load: refusing pickle opcode OBJ on {cls!r:.80} (it "
+                              "calls the class with arguments from the file)")
 
     def _load_append(self):
         value = self.stack.pop()
@@ -416,8 +576,9 @@ class RestrictedUnpickler(pickle._Unpickler):
     dispatch[pickle.SETITEM[0]] = _load_setitem
     dispatch[pickle.SETITEMS[0]] = _load_setitems
     dispatch[pickle.ADDITEMS[0]] = _load_additems
-    for _op, _name in ((pickle.INST, "INST"), (pickle.OBJ, "OBJ"),
-                       (pickle.NEWOBJ_EX, "NEWOBJ_EX"), (pickle.EXT1, "EXT1"),
+    dispatch[pickle.INST[0]] = _load_inst
+    dispatch[pickle.OBJ[0]] = _load_obj
+    for _op, _name in ((pickle.NEWOBJ_EX, "NEWOBJ_EX"), (pickle.EXT1, "EXT1"),
                        (pickle.EXT2, "EXT2"), (pickle.EXT4, "EXT4"),
                        (pickle.NEXT_BUFFER, "NEXT_BUFFER"),
                        (pickle.READONLY_BUFFER, "READONLY_BUFFER")):

@@ -3,18 +3,99 @@
 ``save`` writes PyTorch's zip format (what ``torch.save`` writes since 1.6), so ``torch.load``
 (with its default ``weights_only=True``) reads the file. ``load`` reads that format and the
 legacy one (``_use_new_zipfile_serialization=False``, PyTorch < 1.6) through a restricted
-unpickler: only tensors, storages, OrderedDict and plain containers are rebuilt; any other global
-in the file is refused with ``pickle.UnpicklingError``, so loading never runs code from the file.
+unpickler: only tensors, storages, OrderedDict and plain containers are rebuilt, plus instances of
+the classes allowlisted with ``add_safe_globals`` / ``safe_globals`` (PyTorch 2.6's weights-only
+rules); any other global in the file is refused with ``pickle.UnpicklingError`` naming it, so
+loading never runs code from the file. Every size and offset the file gives is checked against
+the bytes it holds before memory is touched.
 
 Importing this module is cheap: the pickle and zip machinery is imported on the first call.
 """
 
 import os
 
-__all__ = ["save", "load"]
+__all__ = ["save", "load", "add_safe_globals", "safe_globals", "get_safe_globals",
+           "clear_safe_globals"]
 
 _ALIGN = 64             # data records start at a multiple of this in the file (as PyTorch)
 _FORMAT_VERSION = b"3\n"
+
+
+# ---- the allowlist (torch.serialization.add_safe_globals) ----------------------------------
+
+_safe_globals = {}  # "module.qualname" -> the object
+
+
+def _global_name(obj):
+    if isinstance(obj, tuple):
+        if len(obj) != 2 or not isinstance(obj[1], str):
+            raise TypeError("add_safe_globals: expected an object or an (object, "
+                            f"'module.name') pair, got {obj!r:.80}")
+        return obj[1], obj[0]
+    module = getattr(obj, "__module__", None)
+    qualname = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+    if not isinstance(module, str) or not isinstance(qualname, str):
+        raise TypeError(f"add_safe_globals: {obj!r:.80} has no module and name to be found by "
+                        "in a file; pass (object, 'module.name')")
+    return f"{module}.{qualname}", obj
+
+
+def add_safe_globals(safe_globals):
+    """Allow ``fiamma.load`` to rebuild these classes (and reference these functions) from a
+    file, as ``torch.serialization.add_safe_globals``. An allowlisted class is created with
+    ``cls.__new__(cls, *args)`` and its state set with ``__setstate__`` (or its ``__dict__``
+    updated); an allowlisted callable may be called by the file with arguments from the file:
+    allowlist only what you trust. Entries are objects or ``(object, "module.name")`` pairs.
+
+    >>> import fiamma, io, collections
+    >>> Point = collections.namedtuple("Point", "x y")
+    >>> fiamma.serialization.add_safe_globals([(Point, "mymod.Point")])
+    >>> "mymod.Point" in [n for _, n in fiamma.serialization.get_safe_globals()]
+    True
+    >>> fiamma.serialization.clear_safe_globals()
+    """
+    if not isinstance(safe_globals, (list, tuple, set)):
+        raise TypeError(f"add_safe_globals: expected a list, got {type(safe_globals).__name__}")
+    named = [_global_name(g) for g in safe_globals]
+    for name, obj in named:
+        _safe_globals[name] = obj
+
+
+def get_safe_globals():
+    """The allowlisted globals, as ``(object, "module.name")`` pairs."""
+    return [(obj, name) for name, obj in _safe_globals.items()]
+
+
+def clear_safe_globals():
+    """Forget every allowlisted global."""
+    _safe_globals.clear()
+
+
+class safe_globals:
+    """Context manager: ``add_safe_globals(globals)`` inside the block only.
+
+    >>> import fiamma, collections
+    >>> P = collections.namedtuple("P", "x")
+    >>> with fiamma.serialization.safe_globals([(P, "m.P")]):
+    ...     len(fiamma.serialization.get_safe_globals()) > 0
+    True
+    """
+
+    def __init__(self, safe_globals):
+        self._named = [_global_name(g) for g in safe_globals]
+        self._saved = None
+
+    def __enter__(self):
+        self._saved = dict(_safe_globals)
+        for name, obj in self._named:
+            _safe_globals[name] = obj
+        return self
+
+    def __exit__(self, *exc):
+        _safe_globals.clear()
+        _safe_globals.update(self._saved)
+        return False
+
 
 
 # ---- save ------------------------------------------------------------------------------------
@@ -26,8 +107,12 @@ def save(obj, f, pickle_protocol=2):
     ``f`` is a path (the file is written under a temporary name in the same folder, flushed to
     disk and renamed over ``f``, so an interrupted save leaves any old file intact) or a binary
     file object. Tensors that share a storage (views) are saved once and share it again after
-    loading. Supported objects: tensors, dict, OrderedDict, list, tuple, set, int, float,
-    complex, bool, None, str, bytes, fiamma.dtype, fiamma.device, fiamma.Size.
+    loading. Tensors, dict, OrderedDict, list, tuple, set, numbers, None, str, bytes,
+    fiamma.dtype, fiamma.device and fiamma.Size are written the way PyTorch writes them, so a
+    plain ``torch.load`` reads them; any other object (a whole ``nn.Module``) is written as
+    pickle writes it: its class by name and its state (``fiamma.load`` rebuilds it only when
+    the class is allowlisted with ``fiamma.serialization.add_safe_globals``). ``nn.Parameter``
+    is written as PyTorch writes a parameter.
 
     >>> import fiamma, io
     >>> buf = io.BytesIO()
@@ -49,7 +134,13 @@ def save(obj, f, pickle_protocol=2):
 
 class atomic_write:
     """Context manager giving a binary file that replaces ``path`` only once fully written and
-    synced to disk; on an exception the temporary file is removed and ``path`` is untouched."""
+    synced to disk; on an exception the temporary file is removed and ``path`` is untouched.
+
+    The temporary file is ``.<name>.<pid>.<8 hex digits>.tmp`` in the same folder, and its
+    writer holds an exclusive ``flock`` on it while writing. A writer that was killed (SIGKILL,
+    power loss) cannot remove its temporary file, so each new write to ``path`` first removes
+    the temporaries of ``path`` whose process is gone: the pid in the name is not running here
+    and no process holds the lock (the kernel drops a dead process's locks)."""
 
     def __init__(self, path):
         if os.path.islink(path):
@@ -63,8 +154,14 @@ class atomic_write:
         folder = os.path.dirname(self.tmp)
         if not os.path.isdir(folder):
             raise FileNotFoundError(f"cannot write {self.path}: folder {folder} does not exist")
+        remove_stale_temporaries(self.path)
         fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
                      0o666)
+        if _fcntl is not None:
+            try:
+                _fcntl.flock(fd, _fcntl.LOCK_EX | _fcntl.LOCK_NB)
+            except OSError:
+                pass  # a file system without locks: the pid test alone guards it
         self.fp = os.fdopen(fd, "wb")
         return self.fp
 
@@ -83,6 +180,65 @@ class atomic_write:
         if exc_type is not None:
             _unlink(self.tmp)
         return False
+
+
+try:
+    import fcntl as _fcntl
+except ImportError:  # Windows
+    _fcntl = None
+
+
+def _pid_alive(pid):
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # another user's process (or no way to tell): keep its file
+    return True
+
+
+def remove_stale_temporaries(path):
+    """Remove the temporary files that writers of ``path`` killed mid-write left behind
+    (``.<name>.<pid>.<hex>.tmp`` whose process is gone and whose lock is free). Returns the
+    paths removed."""
+    folder, base = os.path.split(os.path.abspath(path))
+    prefix = f".{base}."
+    removed = []
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith(prefix) and n.endswith(".tmp")]
+    except OSError:
+        return removed
+    for n in names:
+        parts = n[len(prefix):-len(".tmp")].split(".")
+        if len(parts) != 2 or not parts[0].isdigit() or len(parts[1]) != 8 or \
+                any(c not in "0123456789abcdef" for c in parts[1]):
+            continue
+        if _pid_alive(int(parts[0])):
+            continue
+        victim = os.path.join(folder, n)
+        try:
+            fd = os.open(victim, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            if _fcntl is not None:
+                try:
+                    _fcntl.flock(fd, _fcntl.LOCK_EX | _fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue  # a live writer (another host, or a reused pid) holds it
+                except OSError:
+                    pass
+            try:
+                os.unlink(victim)
+                removed.append(victim)
+            except OSError:
+                pass
+        finally:
+            os.close(fd)
+    return removed
 
 
 def _unlink(p):
@@ -186,9 +342,13 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=Fa
 
     Loading never executes code from the file: a restricted unpickler rebuilds tensors,
     storages, OrderedDict, plain containers, numbers, strings, bytes, dtypes, devices and sizes,
-    and refuses any other global with ``pickle.UnpicklingError`` naming it. ``weights_only`` is
-    accepted for compatibility; fiamma always loads this way (``weights_only=False`` does not
-    allow more).
+    and the classes allowlisted with :func:`add_safe_globals` / :class:`safe_globals` (an
+    allowlisted class is made with ``cls.__new__`` and its ``__setstate__`` or ``__dict__``,
+    as PyTorch's ``weights_only=True`` loader does), and refuses any other global with
+    ``pickle.UnpicklingError`` naming it and saying how to allowlist it. ``weights_only``
+    defaults to True as in PyTorch >= 2.6; ``weights_only=False`` is accepted so that PyTorch
+    code runs, but loads exactly the same way (fiamma never runs code from a file: a refused
+    global says so).
 
     map_location: None (where the file says: 'cpu'; a CUDA location needs CUDA), a device or
     string (every tensor there), a dict mapping saved locations to new ones, or a callable
@@ -213,12 +373,14 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=Fa
     encoding = pickle_load_args.get("encoding", "utf-8")
     from fiamma import _checkpoint_reader as R
 
+    weights_only = weights_only is None or bool(weights_only)
     placer = R.make_placer(map_location)
     if isinstance(f, (str, bytes, os.PathLike)):
         path = os.fsdecode(f)
         with open(path, "rb") as fp:
-            return R.load_from(fp, path, placer, mmap, encoding)
+            return R.load_from(fp, path, placer, mmap, encoding, weights_only)
     if not hasattr(f, "read"):
         raise TypeError(f"fiamma.load: f must be a path or a binary file object, got "
                         f"{type(f).__name__}")
-    return R.load_from(f, getattr(f, "name", "<file object>"), placer, mmap, encoding)
+    return R.load_from(f, getattr(f, "name", "<file object>"), placer, mmap, encoding,
+                       weights_only)
