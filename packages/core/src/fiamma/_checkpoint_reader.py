@@ -160,7 +160,7 @@ class _ZipReader:
         self.weights_only = weights_only
         try:
             self.zf = zipfile.ZipFile(fp)
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError) as e:
             raise RuntimeError(f"fiamma.load: {name}: not a readable zip checkpoint "
                                f"(truncated or corrupt file?): {e}") from None
         self.infos = {}
@@ -342,7 +342,10 @@ class _ZipReader:
         up = RestrictedUnpickler(io.BytesIO(data), self.load_storage,
                                  weights_only=self.weights_only)
         up.encoding = self.encoding
-        return up.load()
+        try:
+            return up.load()
+        except UnpicklingError as e:
+            raise UnpicklingError(f"{e} [in {self.name}, record data.pkl]") from None
 
 
 # ---- legacy format -----------------------------------------------------------------------------
@@ -412,7 +415,10 @@ def _load_legacy(fp, name, place, encoding, weights_only=True):
 
     up = RestrictedUnpickler(fp, load_storage, weights_only=weights_only)
     up.encoding = encoding
-    obj = up.load()
+    try:
+        obj = up.load()
+    except UnpicklingError as e:
+        raise UnpicklingError(f"{e} [in {name}, legacy format]") from None
     keys = small()
     if type(keys) is not list or any(type(k) is not str for k in keys):
         raise RuntimeError(f"fiamma.load: {name}: malformed storage key list")

@@ -589,8 +589,10 @@ class RestrictedUnpickler(pickle._Unpickler):
         """Unpickle one object; malformed data raises pickle.UnpicklingError."""
         try:
             return super().load()
-        except UnpicklingError:
-            raise
+        except UnpicklingError as e:
+            if str(e).startswith("fiamma.load"):
+                raise
+            raise UnpicklingError(f"fiamma.load: corrupt pickle data ({e})") from None
         except _Passthrough as p:
             raise p.args[0] from None
         except EOFError:

@@ -26,6 +26,7 @@ from fiamma._tensor import Tensor, _init, contiguous_strides
 __all__ = ["save_file", "load_file", "save", "load", "safe_open", "SafetensorError"]
 
 MAX_HEADER_SIZE = 100_000_000
+_INT64_MAX = (1 << 63) - 1
 
 _CODES = {D.bool: "BOOL", D.uint8: "U8", D.int8: "I8", D.int16: "I16", D.int32: "I32",
           D.int64: "I64", D.float16: "F16", D.bfloat16: "BF16", D.float32: "F32",
@@ -176,13 +177,17 @@ def _parse(buf, size, name):
                 type(o) is int and o >= 0 for o in offs):
             raise SafetensorError(f"{where}: data_offsets must be [begin, end], got "
                                   f"{offs!r:.100}")
+        numel = span = 1
+        for s in shape:
+            numel *= s
+            span *= s or 1
+        if span * dt.itemsize > _INT64_MAX:
+            raise SafetensorError(f"{where}: shape {shape} has more elements than an int64 can "
+                                  "count (even with a zero dimension, PyTorch refuses it)")
         begin, end = offs
         if begin > end or end > data_len:
             raise SafetensorError(f"{where}: data_offsets {offs} outside the {data_len} data "
                                   "bytes (truncated file?)")
-        numel = 1
-        for s in shape:
-            numel *= s
         if (end - begin) != numel * dt.itemsize:
             raise SafetensorError(f"{where}: shape {shape} of {code} needs "
                                   f"{numel * dt.itemsize} bytes, data_offsets give {end - begin}")

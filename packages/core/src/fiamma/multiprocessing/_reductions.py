@@ -136,13 +136,32 @@ def reduce_if_forking(t):
 def _rebuild_tensor(cls, storage, dtype_name, shape, stride, offset, requires_grad):
     if isinstance(storage, tuple):
         storage = storage[0](*storage[1])
+    dt = D._by_name(dtype_name)
+    shape, stride = tuple(shape), tuple(stride)
+    _check_view(storage, dt, shape, stride, offset)
     t = _new(Tensor)
-    _init(t, storage, D._by_name(dtype_name), tuple(shape), tuple(stride), offset, None)
+    _init(t, storage, dt, shape, stride, offset, None)
     if cls is not Tensor:
         t = t._as_subclass(cls)
     if requires_grad:
         t.requires_grad_(True)
     return t
+
+
+def _check_view(storage, dt, shape, stride, offset):
+    """The layout received from another process must stay inside the storage received."""
+    ints = shape + stride + (offset,)
+    if len(shape) != len(stride) or any(type(v) is not int or v < 0 for v in ints):
+        raise RuntimeError(f"fiamma.multiprocessing: invalid tensor layout received: shape "
+                           f"{shape}, stride {stride}, offset {offset!r}")
+    numel = 1
+    for n in shape:
+        numel *= n
+    end = offset + sum((n - 1) * s for n, s in zip(shape, stride)) + 1 if numel else offset
+    if end * dt.itemsize > storage.nbytes:
+        raise RuntimeError(f"fiamma.multiprocessing: a tensor received (shape {shape}, stride "
+                           f"{stride}, offset {offset}, {dt}) reaches past its shared storage "
+                           f"of {storage.nbytes} bytes")
 
 
 def _register_tensor_class(cls):

@@ -18,6 +18,7 @@ import fcntl
 import gc
 import mmap
 import os
+import re
 import secrets
 import sys
 import threading
@@ -36,6 +37,7 @@ _strategy = "file_descriptor"
 
 SHM_DIR = "/dev/shm"
 PREFIX = "fiamma_mp_"
+_NAME_RE = re.compile(PREFIX + r"[0-9]+_[0-9a-f]{16}")  # what _create_named makes
 _PAGE = mmap.PAGESIZE
 # Blocks of at least this size come from the allocator's own page-aligned mmap (csrc/alloc.c,
 # HUGE_THRESHOLD): such a block can be replaced in place by a shared mapping, so every pointer
@@ -391,11 +393,24 @@ def _new_shared(seg):
     return st
 
 
+def _check_size(fd, nbytes, found, what):
+    """The size another process sent must fit the segment actually there: mapping (or viewing)
+    past the end of the file would fault on first touch."""
+    if type(nbytes) is not int or nbytes < 0:
+        raise RuntimeError(f"fiamma.multiprocessing: invalid storage size {nbytes!r:.40} "
+                           f"received for {what}")
+    have = found.nbytes if found is not None else os.fstat(fd).st_size
+    if nbytes > have:
+        raise RuntimeError(f"fiamma.multiprocessing: {what} holds {have} bytes, but the "
+                           f"storage received for it claims {nbytes}")
+
+
 def rebuild_from_fd(fd, nbytes):
     """The storage over the shared file open as ``fd`` (takes ownership of ``fd``)."""
     with _lock:
         try:
             found = _lookup(_fstat_key(fd))
+            _check_size(fd, nbytes, found, "the shared-memory segment received")
             if found is not None:
                 os.close(fd)
                 return found
@@ -409,6 +424,9 @@ def rebuild_from_fd(fd, nbytes):
 def rebuild_from_name(name, nbytes):
     """The storage over the shared file /dev/shm/<name> (file_system strategy)."""
     global _used_names
+    if type(name) is not str or not _NAME_RE.fullmatch(name):
+        raise RuntimeError(f"fiamma.multiprocessing: {name!r:.80} is not a fiamma shared-memory "
+                           "name")
     path = os.path.join(SHM_DIR, name)
     with _lock:
         try:
@@ -420,6 +438,7 @@ def rebuild_from_name(name, nbytes):
                 "sender until it has been received)") from None
         try:
             found = _lookup(_fstat_key(fd))
+            _check_size(fd, nbytes, found, f"shared memory {name!r}")
             if found is not None:
                 os.close(fd)
                 return found

@@ -6,6 +6,8 @@ directly in ``root`` (such as Debian's ``/usr/share/datasets/fashion-mnist``).
 
 import gzip
 import os
+import struct
+import zlib
 
 import numpy as np
 
@@ -28,42 +30,75 @@ _IDX_TYPES = {0x08: np.dtype(np.uint8), 0x09: np.dtype(np.int8), 0x0B: np.dtype(
               0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
 
 
-def _read_bytes(path):
+_GZ_TRAILING_MAX = 1 << 26
+
+
+def _open(path):
+    return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
+
+
+def _read_up_to(f, n, path):
+    """At most ``n`` bytes of ``f``, read in chunks: a header that lies about the size costs
+    no more memory than the data actually there (a .gz file is never inflated past ``n``)."""
+    parts, got = [], 0
     try:
-        if path.endswith(".gz"):
-            with gzip.open(path, "rb") as f:
-                return f.read()
-        with open(path, "rb") as f:
-            return f.read()
-    except (OSError, EOFError) as e:
-        if isinstance(e, FileNotFoundError):
-            raise
+        while got < n:
+            chunk = f.read(min(n - got, 1 << 24))
+            if not chunk:
+                break
+            parts.append(chunk)
+            got += len(chunk)
+    except (OSError, EOFError, zlib.error) as e:
         raise RuntimeError(f"cannot read {path}: {e}") from None
+    return b"".join(parts)
 
 
 def read_sn3_pascalvincent_tensor(path, strict=True):
     """Read an IDX file (raw or ``.gz``) into a tensor of its stored dtype and shape.
 
     Errors name the file: a bad magic number, an unknown type code, or a size that does not
-    match the header (extra trailing bytes are allowed when ``strict`` is false)."""
+    match the header (extra trailing bytes are allowed when ``strict`` is false). The header's
+    size is checked against the bytes present before anything is allocated for it."""
     path = os.fspath(path)
-    raw = _read_bytes(path)
-    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0:
-        raise RuntimeError(f"{path} is not an IDX file (bad magic number {raw[:4]!r})")
-    code, ndim = raw[2], raw[3]
-    if code not in _IDX_TYPES:
-        raise RuntimeError(f"{path}: unknown IDX type code 0x{code:02x}")
-    if len(raw) < 4 + 4 * ndim:
-        raise RuntimeError(f"{path}: truncated IDX header ({len(raw)} bytes)")
-    shape = tuple(int(d) for d in np.frombuffer(raw, ">u4", ndim, 4))
-    dt = _IDX_TYPES[code]
-    start = 4 + 4 * ndim
-    need = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
-    have = len(raw) - start
+    try:
+        f = _open(path)
+    except OSError as e:
+        if isinstance(e, FileNotFoundError):
+            raise
+        raise RuntimeError(f"cannot read {path}: {e}") from None
+    with f:
+        head = _read_up_to(f, 4, path)
+        if len(head) < 4 or head[0] != 0 or head[1] != 0:
+            raise RuntimeError(f"{path} is not an IDX file (bad magic number {head[:4]!r})")
+        code, ndim = head[2], head[3]
+        if code not in _IDX_TYPES:
+            raise RuntimeError(f"{path}: unknown IDX type code 0x{code:02x}")
+        dims = _read_up_to(f, 4 * ndim, path)
+        if len(dims) < 4 * ndim:
+            raise RuntimeError(f"{path}: truncated IDX header ({4 + len(dims)} bytes)")
+        shape = struct.unpack(f">{ndim}I", dims)
+        dt = _IDX_TYPES[code]
+        need = dt.itemsize
+        for d in shape:  # Python ints: no int64 wrap-around for a lying header
+            need *= d
+        raw = _read_up_to(f, need + (1 if strict else 0), path)
+        if path.endswith(".gz") and len(raw) >= need:
+            # inflate what follows (discarded, bounded) so that gzip checks its CRC and length
+            extra = 0
+            while extra <= _GZ_TRAILING_MAX:
+                chunk = _read_up_to(f, 1 << 20, path)
+                if not chunk:
+                    break
+                extra += len(chunk)
+            if extra > _GZ_TRAILING_MAX:
+                raise RuntimeError(f"{path}: more than {_GZ_TRAILING_MAX} bytes follow the "
+                                   f"{need} bytes of data the IDX header describes")
+    have = len(raw)
     if have < need or (strict and have != need):
+        more = " or more" if strict and have > need else ""
         raise RuntimeError(f"{path}: the IDX header says shape {shape} ({need} bytes of data), "
-                           f"but the file holds {have}")
-    arr = np.frombuffer(raw, dt, need // dt.itemsize, start).reshape(shape)
+                           f"but the file holds {have}{more}")
+    arr = np.frombuffer(raw, dt, need // dt.itemsize).reshape(shape)
     return fiamma.from_numpy(arr.astype(dt.newbyteorder("="), copy=True))
 
 
