@@ -317,20 +317,21 @@ class RestrictedUnpickler(pickle._Unpickler):
         user = _safe_globals.get(f"{module}.{name}")
         if user is not None:
             return user
-        hint = ""
-        if module.startswith(("torch.", "torchvision.", "torchaudio.")):
-            hint = (" This is one of PyTorch's own classes, which fiamma does not have: a "
-                    "pickled PyTorch model loads in fiamma through its state_dict() (save and "
-                    "load model.state_dict()).")
-        short = name.rsplit(".", 1)[-1]
         also = (" (weights_only=False does not lift this: fiamma never runs code from a file)"
                 if not self._weights_only else "")
+        if module.split(".")[0] in ("torch", "torchvision", "torchaudio"):
+            raise UnpicklingError(
+                f"fiamma.load: refusing to load global {module}.{name}: the file holds a pickled "
+                "PyTorch object (such as a whole model saved with torch.save(model)), whose "
+                f"PyTorch class fiamma does not have{also}. Save model.state_dict() in PyTorch "
+                "and load it into the fiamma model with load_state_dict().")
+        short = name.rsplit(".", 1)[-1]
         raise UnpicklingError(
             f"fiamma.load: refusing to load global {module}.{name}: only tensors, storages, "
             "OrderedDict, plain containers and allowlisted globals can be loaded (loading never "
             f"runs code from the file){also}. If you trust this class or function, allowlist it "
             f"with `fiamma.serialization.add_safe_globals([{short}])` or the "
-            f"`fiamma.serialization.safe_globals([{short}])` context manager.{hint}")
+            f"`fiamma.serialization.safe_globals([{short}])` context manager.")
 
     def persistent_load(self, pid):
         if type(pid) is not tuple or len(pid) not in (5, 6) or pid[0] != "storage":
