@@ -144,11 +144,49 @@ def load(uri, frame_offset=0, num_frames=-1, normalize=True, channels_first=True
                     f.seek(min(frame_offset, f.frames))
                 else:
                     f.read(frame_offset, dtype=dtype)
-            arr = f.read(num_frames, dtype=dtype, always_2d=True)
+            want = f.frames - (f.tell() if f.seekable() else frame_offset) \
+                if num_frames < 0 else num_frames
+            if _implausible(uri, f, want):
+                arr = _read_blocks(f, num_frames, dtype)
+            else:
+                arr = f.read(num_frames, dtype=dtype, always_2d=True)
         except (_sf().LibsndfileError, RuntimeError) as e:
             raise AudioIOError(f"fiamma.audio.load: cannot decode '{name}': {e}") from None
         sr = f.samplerate
     return _to_tensor(arr, final, channels_first), sr
+
+
+# No codec libsndfile reads stores more than a few hundred samples per byte (FLAC's constant
+# subframes of silence come nearest); a header claiming more than this lies about its length
+_MAX_SAMPLES_PER_BYTE = 4096
+
+
+def _implausible(uri, f, frames):
+    """A frame count that the file's size can't hold (a lying header): such a file is read in
+    blocks, so memory follows the samples really there, not the header's claim."""
+    if frames * f.channels <= 1 << 22:
+        return False
+    try:
+        size = os.path.getsize(uri) if isinstance(uri, (str, os.PathLike)) else None
+    except OSError:
+        size = None
+    return size is None or frames * f.channels > _MAX_SAMPLES_PER_BYTE * max(size, 1)
+
+
+def _read_blocks(f, num_frames, dtype):
+    parts, got = [], 0
+    while num_frames < 0 or got < num_frames:
+        n = 1 << 16 if num_frames < 0 else min(1 << 16, num_frames - got)
+        block = f.read(n, dtype=dtype, always_2d=True)
+        if not len(block):
+            break
+        parts.append(block)
+        got += len(block)
+        if len(block) < n:
+            break
+    if not parts:
+        return np.zeros((0, f.channels), dtype)
+    return np.concatenate(parts)
 
 
 def info(uri, format=None, buffer_size=4096, backend=None):
