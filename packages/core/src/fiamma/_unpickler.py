@@ -11,6 +11,7 @@ rebuilt tensor.
 """
 
 import collections
+import io
 import pickle
 import struct
 import sys
@@ -29,28 +30,27 @@ _MAX_DIMS = 64
 INT64_MAX = (1 << 63) - 1
 
 
-def check_layout(size, stride, offset, itemsize, what):
+def check_layout(size, stride, offset, itemsize):
     """Refuse a tensor layout PyTorch could not hold: sizes, strides or an offset beyond int64,
     or more elements (or bytes) than int64 counts, even when a zero dimension makes it empty.
-    ``what`` names the tensor in the message. Returns the number of elements."""
+    Returns the number of elements."""
     for name, vals in (("size", size), ("stride", stride)):
         for v in vals:
             if v < 0 or v > INT64_MAX:
-                raise UnpicklingError(f"fiamma.load: {what}: {name} {tuple(vals)} holds {v}, "
-                                      "outside 0..2**63-1")
+                raise UnpicklingError(f"fiamma.load: {name} {tuple(vals)} holds {v}, outside "
+                                      "0..2**63-1")
     if offset < 0 or offset > INT64_MAX:
-        raise UnpicklingError(f"fiamma.load: {what}: storage offset {offset} is outside "
-                              "0..2**63-1")
+        raise UnpicklingError(f"fiamma.load: storage offset {offset} is outside 0..2**63-1")
     numel = span = 1
     for s in size:
         numel *= s
         span *= s or 1
     if span * itemsize > INT64_MAX:
-        raise UnpicklingError(f"fiamma.load: {what}: size {tuple(size)} has more elements than "
-                              "an int64 can count (PyTorch refuses it too)")
+        raise UnpicklingError(f"fiamma.load: size {tuple(size)} has more elements than an int64 "
+                              "can count (PyTorch refuses it too)")
     if numel and offset + sum((n - 1) * st for n, st in zip(size, stride)) > INT64_MAX:
-        raise UnpicklingError(f"fiamma.load: {what}: size {tuple(size)} with stride "
-                              f"{tuple(stride)} reaches beyond 2**63-1 elements")
+        raise UnpicklingError(f"fiamma.load: size {tuple(size)} with stride {tuple(stride)} "
+                              "reaches beyond 2**63-1 elements")
     return numel
 
 
@@ -259,7 +259,9 @@ class RestrictedUnpickler(pickle._Unpickler):
     view_metadata)`` for each persistent id; it returns a flat 1-D tensor (the typed storage)."""
 
     def __init__(self, file, load_storage, set_requires_grad=True, weights_only=True):
-        super().__init__(_BoundedReader(file), encoding="utf-8")
+        # in-memory data (a zip's data.pkl) can't be asked for more than it holds; a file can
+        super().__init__(file if type(file) is io.BytesIO else _BoundedReader(file),
+                         encoding="utf-8")
         self._load_storage = load_storage
         self._set_requires_grad = set_requires_grad
         self._weights_only = weights_only
@@ -360,22 +362,25 @@ class RestrictedUnpickler(pickle._Unpickler):
         if id(storage) not in self._storages or self._storages[id(storage)] is not storage:
             raise UnpicklingError("fiamma.load: a tensor is rebuilt from something that is not "
                                   "a storage of this checkpoint")
-        what = f"tensor over storage {self._storage_names.get(id(storage), '?')!r}"
-        size = _int_tuple(size, f"{what}: size")
-        stride = _int_tuple(stride, f"{what}: stride")
-        if len(size) != len(stride):
-            raise UnpicklingError(f"fiamma.load: {what}: size {size} and stride {stride} have "
-                                  "different lengths")
-        if type(storage_offset) is not int or storage_offset < 0:
-            raise UnpicklingError(f"fiamma.load: {what}: invalid storage offset "
-                                  f"{storage_offset!r}")
-        numel = check_layout(size, stride, storage_offset, storage._dtype.itemsize, what)
-        cap = storage._numel
-        end = storage_offset + sum((n - 1) * st for n, st in zip(size, stride)) + 1
-        if (numel and end > cap) or storage_offset > cap:
-            raise UnpicklingError(
-                f"fiamma.load: {what}: size {size}, stride {stride}, offset {storage_offset} "
-                f"reaches past its storage of {cap} elements")
+        try:
+            size = _int_tuple(size, "size")
+            stride = _int_tuple(stride, "stride")
+            if len(size) != len(stride):
+                raise UnpicklingError(f"fiamma.load: size {size} and stride {stride} have "
+                                      "different lengths")
+            if type(storage_offset) is not int or storage_offset < 0:
+                raise UnpicklingError(f"fiamma.load: invalid storage offset {storage_offset!r}")
+            numel = check_layout(size, stride, storage_offset, storage._dtype.itemsize)
+            cap = storage._numel
+            end = storage_offset + sum((n - 1) * st for n, st in zip(size, stride)) + 1
+            if (numel and end > cap) or storage_offset > cap:
+                raise UnpicklingError(
+                    f"fiamma.load: size {size}, stride {stride}, offset {storage_offset} "
+                    f"reaches past its storage of {cap} elements")
+        except UnpicklingError as e:  # name the tensor by its storage record
+            key = self._storage_names.get(id(storage), "?")
+            raise UnpicklingError(f"fiamma.load: tensor over storage {key!r}: "
+                                  f"{str(e)[len('fiamma.load: '):]}") from None
         return storage._view(size, stride, storage._offset + storage_offset, "load")
 
     def _rebuild_tensor_v2(self, storage, storage_offset, size, stride, requires_grad=False,
