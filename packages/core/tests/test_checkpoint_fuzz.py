@@ -179,7 +179,8 @@ TARGETED = {
                                 "archive/data.pkl", file_size=1 << 30),
                       "load", {}, r"record data.pkl.*can't inflate"),
     "pickle asks 2**40 bytes": (checkpoint_zip(b"\x80\x04\x8e" + struct.pack("<Q", 2**40),
-                                               {}), "load", {}, r"pickle data ends early.*record data.pkl"),
+                                               {}), "load", {},
+                                r"pickle data ends early.*record data.pkl"),
     # legacy
     "legacy truncated data": (_legacy(one_tensor(numel=16, size=(16,)), [("0", 16, F32[:20])]),
                               "load", {}, r"storage '0'.*ends 44 bytes early"),
