@@ -23,7 +23,8 @@ _FORMAT_VERSION = b"3\n"
 
 # ---- the allowlist (torch.serialization.add_safe_globals) ----------------------------------
 
-_safe_globals = {}  # "module.qualname" -> the object
+_safe_globals = {}  # "module.qualname" -> the object (what the unpickler looks up)
+_entries = {}       # "module.qualname" -> the entry as the user gave it
 
 
 def _global_name(obj):
@@ -40,62 +41,69 @@ def _global_name(obj):
     return f"{module}.{qualname}", obj
 
 
+def _named(entries):
+    if not isinstance(entries, (list, tuple, set)):
+        raise TypeError(f"add_safe_globals: expected a list, got {type(entries).__name__}")
+    return [(_global_name(g), g) for g in entries]
+
+
 def add_safe_globals(safe_globals):
     """Allow ``fiamma.load`` to rebuild these classes (and reference these functions) from a
     file, as ``torch.serialization.add_safe_globals``. An allowlisted class is created with
     ``cls.__new__(cls, *args)`` and its state set with ``__setstate__`` (or its ``__dict__``
     updated); an allowlisted callable may be called by the file with arguments from the file:
-    allowlist only what you trust. Entries are objects or ``(object, "module.name")`` pairs.
+    allowlist only what you trust. Entries are objects (found in a file by their
+    ``module.qualname``) or ``(object, "module.name")`` pairs (a class saved under another name).
 
-    >>> import fiamma, io, collections
+    >>> import fiamma, collections
     >>> Point = collections.namedtuple("Point", "x y")
     >>> fiamma.serialization.add_safe_globals([(Point, "mymod.Point")])
-    >>> "mymod.Point" in [n for _, n in fiamma.serialization.get_safe_globals()]
+    >>> fiamma.serialization.get_safe_globals() == [(Point, "mymod.Point")]
     True
     >>> fiamma.serialization.clear_safe_globals()
     """
-    if not isinstance(safe_globals, (list, tuple, set)):
-        raise TypeError(f"add_safe_globals: expected a list, got {type(safe_globals).__name__}")
-    named = [_global_name(g) for g in safe_globals]
-    for name, obj in named:
+    for (name, obj), entry in _named(safe_globals):
         _safe_globals[name] = obj
+        _entries[name] = entry
 
 
 def get_safe_globals():
-    """The allowlisted globals, as ``(object, "module.name")`` pairs."""
-    return [(obj, name) for name, obj in _safe_globals.items()]
+    """The allowlisted globals, as they were given to :func:`add_safe_globals`."""
+    return list(_entries.values())
 
 
 def clear_safe_globals():
     """Forget every allowlisted global."""
     _safe_globals.clear()
+    _entries.clear()
 
 
 class safe_globals:
-    """Context manager: ``add_safe_globals(globals)`` inside the block only.
+    """Context manager: ``add_safe_globals(safe_globals)`` inside the block only.
 
     >>> import fiamma, collections
     >>> P = collections.namedtuple("P", "x")
     >>> with fiamma.serialization.safe_globals([(P, "m.P")]):
-    ...     len(fiamma.serialization.get_safe_globals()) > 0
+    ...     fiamma.serialization.get_safe_globals() == [(P, "m.P")]
     True
     """
 
     def __init__(self, safe_globals):
-        self._named = [_global_name(g) for g in safe_globals]
+        self._named = _named(safe_globals)
         self._saved = None
 
     def __enter__(self):
-        self._saved = dict(_safe_globals)
-        for name, obj in self._named:
+        self._saved = dict(_safe_globals), dict(_entries)
+        for (name, obj), entry in self._named:
             _safe_globals[name] = obj
+            _entries[name] = entry
         return self
 
     def __exit__(self, *exc):
-        _safe_globals.clear()
-        _safe_globals.update(self._saved)
+        for table, saved in zip((_safe_globals, _entries), self._saved):
+            table.clear()
+            table.update(saved)
         return False
-
 
 
 # ---- save ------------------------------------------------------------------------------------
