@@ -215,6 +215,8 @@ def remove_stale_temporaries(path):
     folder, base = os.path.split(os.path.abspath(path))
     prefix = f".{base}."
     removed = []
+    if os.name != "posix":  # no pid probe without side effects (os.kill(pid, 0) is Ctrl-C there)
+        return removed
     try:
         names = [n for n in os.listdir(folder) if n.startswith(prefix) and n.endswith(".tmp")]
     except OSError:
