@@ -158,3 +158,38 @@ def test_torch_reads_a_fiamma_module_and_fiamma_refuses_torchs(tmp_path):
     with pytest.raises(pickle.UnpicklingError,
                        match=r"global torch\.nn\.modules\.container\.Sequential.*state_dict"):
         fiamma.load(path, weights_only=False)
+
+
+class RNNModel(nn.Module):
+    """The shape of pytorch/examples' word_language_model: saved whole with torch.save(model, f)
+    and loaded under torch.serialization.safe_globals([...])."""
+
+    def __init__(self, ntoken=20, ninp=6, nhid=8):
+        super().__init__()
+        self.drop = nn.Dropout(0.5)
+        self.encoder = nn.Embedding(ntoken, ninp)
+        self.rnn = nn.LSTM(ninp, nhid, 2, dropout=0.5)
+        self.decoder = nn.Linear(nhid, ntoken)
+        self.decoder.weight = self.encoder.weight if ninp == nhid else self.decoder.weight
+        self.rnn_type, self.nhid, self.nlayers = "LSTM", nhid, 2
+
+    def forward(self, x, hidden):
+        out, hidden = self.rnn(self.drop(self.encoder(x)), hidden)
+        return self.decoder(self.drop(out)), hidden
+
+
+def test_word_language_model_flow(tmp_path):
+    fiamma.manual_seed(4)
+    model = RNNModel(ninp=8)  # tied weights: decoder.weight is encoder.weight
+    path = tmp_path / "model.pt"
+    with open(path, "wb") as f:
+        fiamma.save(model, f)
+    allow = [RNNModel, nn.Dropout, nn.Linear, nn.GRU, nn.LSTM, nn.RNN, nn.Embedding]
+    with open(path, "rb") as f, safe_globals(allow):
+        m2 = fiamma.load(f)
+    assert m2.decoder.weight is m2.encoder.weight
+    model.eval()
+    m2.eval()
+    x = fiamma.randint(0, 20, (5, 3))
+    h = (fiamma.zeros(2, 3, 8), fiamma.zeros(2, 3, 8))
+    np.testing.assert_array_equal(model(x, h)[0].detach().numpy(), m2(x, h)[0].detach().numpy())
