@@ -256,6 +256,13 @@ TARGETED = {
                                                                           "OrderedDict")
                                + b")RtR" + b"N}" + p_str("_ptr") + p_int(0) + b"s\x86b"),
                        "load", {}, r"refusing to set the state of a Tensor"),
+    "BUILD slot state on OrderedDict": (_gadget(p_global("collections", "OrderedDict") + b")R"
+                                                + b"N}" + p_str("__class__") + p_int(1)
+                                                + b"s\x86b"),
+                                        "load", {}, r"refusing to set the state of a "
+                                        "OrderedDict"),
+    "REDUCE a storage type": (_gadget(p_global("torch", "FloatStorage") + b")R"), "load", {},
+                              r"refusing to call torch.FloatStorage"),
     "persistent id with a global": (_gadget(b"(" + p_str("storage") + p_global("os", "system")
                                             + p_str("0") + p_str("cpu") + p_int(1) + b"tQ"),
                                     "load", {}, r"global os.system"),
