@@ -65,3 +65,64 @@ def test_cifar_pickle_with_a_lying_array_is_refused(tmp_path):
     p.write_bytes(raw[:len(raw) // 2])
     with pytest.raises(RuntimeError, match="data_batch_1"):
         restricted_load(str(p))
+
+
+_CHILD = r"""
+import json, sys
+from fiamma.vision.datasets import mnist
+from fiamma.vision.datasets._safe_pickle import restricted_load
+cases = json.load(open(sys.argv[1]))
+with open(sys.argv[2], "w") as out:
+    for path, kind in cases:
+        out.write(json.dumps({"start": path}) + "\n"); out.flush()
+        try:
+            if kind == "idx":
+                mnist.read_sn3_pascalvincent_tensor(path, strict=False).sum()
+            else:
+                restricted_load(path)
+            r = {"ok": True}
+        except Exception as e:
+            r = {"ok": False, "type": type(e).__name__, "msg": str(e)[:300]}
+        r["path"] = path
+        out.write(json.dumps(r) + "\n"); out.flush()
+"""
+
+
+def test_mutated_idx_and_cifar_files_in_a_child(tmp_path):
+    import json
+    import random
+    import subprocess
+    import sys
+
+    rng = random.Random(7)
+    bases = {"idx": idx(0x08, [6, 4, 4], bytes(range(96))),
+             "idx16": idx(0x0B, [3, 5], bytes(30)),
+             "cifar": pickle.dumps({"data": np.arange(48, dtype=np.uint8).reshape(2, 24),
+                                    "labels": [1, 2]}, protocol=2)}
+    cases = []
+    for i in range(300):
+        name = rng.choice(list(bases))
+        raw = bytearray(bases[name])
+        how = rng.randrange(3)
+        if how == 0:
+            raw = raw[:rng.randrange(len(raw))]
+        elif how == 1:
+            for _ in range(rng.randint(1, 4)):
+                raw[rng.randrange(len(raw))] = rng.randrange(256)
+        else:
+            j = rng.randrange(max(1, len(raw) - 4))
+            raw[j:j + 4] = rng.choice([0, 1, 2**31, 2**32 - 1, 0x7FFFFFFF]).to_bytes(4, "big")
+        gz = name != "cifar" and rng.random() < 0.3
+        p = tmp_path / f"f{i}{'.gz' if gz else ''}"
+        p.write_bytes(gzip.compress(bytes(raw)) if gz else bytes(raw))
+        cases.append((str(p), "pickle" if name == "cifar" else "idx"))
+    spec, report = tmp_path / "cases.json", tmp_path / "report.jsonl"
+    spec.write_text(json.dumps(cases))
+    proc = subprocess.run([sys.executable, "-c", _CHILD, str(spec), str(report)],
+                          capture_output=True, text=True, timeout=120)
+    lines = [json.loads(x) for x in report.read_text().splitlines()]
+    done = [x for x in lines if "start" not in x]
+    assert proc.returncode == 0 and len(done) == len(cases), (lines[-1:], proc.stderr[-2000:])
+    bad = [x for x in done if not x["ok"] and (x["type"] != "RuntimeError"
+                                               or x["path"] not in x["msg"])]
+    assert not bad, bad[:5]
