@@ -55,11 +55,26 @@ from fiamma.multiprocessing._shm import (  # noqa: F401
     get_all_sharing_strategies,
     get_sharing_strategy,
     set_sharing_strategy,
+    sweep as _sweep,
 )
 
 __all__ = list(multiprocessing.__all__) + [
     "get_sharing_strategy", "set_sharing_strategy", "get_all_sharing_strategies",
-    "init_reductions",
+    "init_reductions", "sweep_shared_memory",
 ]
+
+
+def sweep_shared_memory(pid=None):
+    """Unlink the ``/dev/shm/fiamma_mp_*`` names (``file_system`` strategy) that no live process
+    holds, or with ``pid`` only those that process created: what a process killed before its
+    receivers mapped its tensors leaves behind. A name some process still holds is never
+    touched. Every process that used the strategy does this when it exits normally; the
+    DataLoader does it for a worker it found dead.
+
+    >>> import os, fiamma.multiprocessing as mp
+    >>> mp.sweep_shared_memory(os.getpid())
+    """
+    _sweep(pid)
+
 
 init_reductions()

@@ -207,7 +207,7 @@ class DataLoader:
         from fiamma.data._workers import MultiProcessIter
 
         if self.persistent_workers:
-            if self._iterator is None:
+            if self._iterator is None or self._iterator._shutdown_done:
                 self._iterator = MultiProcessIter(self)
             else:
                 self._iterator._reset(self)
