@@ -27,6 +27,7 @@ import fiamma
 from fiamma.data import _slabs, dataloader as _dl
 
 _POLL = 0.2  # seconds between liveness checks while waiting for a batch
+_STOP_GRACE_S = 2.5  # how long stopping workers may take before they are terminated
 # as PyTorch on Linux: fork (fast, and a script without a main guard works); core's OpenMP
 # kernels run on one thread in a forked child, so fork is safe after they ran here
 _DEFAULT_CONTEXT = "fork" if sys.platform.startswith("linux") else "forkserver"
@@ -48,7 +49,10 @@ class _ExceptionWrapper:
             exc = self.exc_type(msg)
         except Exception:  # an exception type whose constructor wants other arguments
             exc = RuntimeError(msg)
-        raise exc
+        try:
+            raise exc
+        finally:
+            del exc  # no cycle through this frame: the failed iterator is freed with the error
 
 
 class _IterableEnd:
@@ -355,7 +359,7 @@ class _Resources:
         # shared-memory handles to be fetched (file_descriptor), and a full pipe would block
         # its last put. What is read is dropped at once.
         rq = self.result_queue
-        deadline = time.monotonic() + 5.0
+        deadline = time.monotonic() + _STOP_GRACE_S
         while any(w.is_alive() for w in self.workers) and time.monotonic() < deadline:
             if rq is None or not _drain(rq, 0.05):
                 for w in self.workers:
@@ -508,11 +512,11 @@ class MultiProcessIter:
                     w.join(timeout=1.0 if not w.is_alive() else 0.2)
             dead = [w for w in self._workers if not w.is_alive()]
             if lost is not None and not dead:
-                self._shutdown()
+                self._close()
                 raise RuntimeError(f"DataLoader: could not receive a batch from a worker: "
                                    f"{lost!r}") from lost
             if dead:
-                self._shutdown()
+                self._close()
                 parts = []
                 for w in dead:
                     code = w.exitcode
@@ -533,7 +537,7 @@ class MultiProcessIter:
                              "multiprocessing_context, 'fork' on Linux).")
                 raise RuntimeError(" ".join(parts) + hint) from lost
             if deadline is not None and time.monotonic() >= deadline:
-                self._shutdown()
+                self._close()
                 raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds")
 
     def __iter__(self):
@@ -549,7 +553,7 @@ class MultiProcessIter:
             if not self._worker_error:
                 # an interrupt (Ctrl-C) or an error of our own half-way through a receive:
                 # the queues' state is unknown, so nothing of this iterator can be used again
-                self._shutdown()
+                self._close()
             raise
 
     def _next(self):
@@ -577,7 +581,7 @@ class MultiProcessIter:
     def _deliver(self, data):
         if isinstance(data, _ExceptionWrapper):
             if not self._persistent:
-                self._shutdown()
+                self._close()
             else:
                 self._put_next()
             self._worker_error = True  # the iterator stays usable (persistent workers)
@@ -587,9 +591,16 @@ class MultiProcessIter:
             data = self._slabs.unpack(data)
         return data
 
+    def _close(self):
+        """Shut down, and drop the batches that came early: they hold shared memory, and an
+        iterator that failed may live on in a traceback."""
+        self._shutdown()
+        self._arrived.clear()
+        self._pending.clear()
+
     def _finish(self):
         if not self._persistent:
-            self._shutdown()
+            self._close()
         raise StopIteration
 
     def __len__(self):
