@@ -4,6 +4,7 @@ check that no shared-memory files are left behind."""
 
 import gc
 import os
+import sys
 
 import pytest
 from loader_datasets import (
@@ -306,3 +307,65 @@ def test_main_variable_is_ignored_outside_the_forkserver(tmp_path):
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert proc.stdout.split() == ["False", "False"], proc.stderr
     assert not (tmp_path / "ran.txt").exists()
+
+
+_TOP_LEVEL_SCRIPT = """\
+import os
+import random
+
+import numpy as np
+
+import fiamma
+from fiamma.data import DataLoader, Dataset, get_worker_info
+
+# OpenMP kernels run on several threads here first: libgomp's pool does not survive a fork, so
+# forked workers must run them single-threaded (a worker that used the pool would hang)
+fiamma.set_num_threads(2)
+x = fiamma.randn(4, 16, 24, 24, generator=fiamma.Generator().manual_seed(1))
+w = fiamma.randn(32, 16, 3, 3, generator=fiamma.Generator().manual_seed(2))
+a = fiamma.randn(300, 300, generator=fiamma.Generator().manual_seed(3))
+conv_ref = fiamma.conv2d(x, w, padding=1)
+mm_ref = a @ a
+
+
+class Work(Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        conv_ok = fiamma.allclose(fiamma.conv2d(x, w, padding=1), conv_ref, atol=1e-4)
+        mm_ok = fiamma.allclose(a @ a, mm_ref, atol=1e-3)
+        return fiamma.tensor([float(i), float(get_worker_info().id), fiamma.rand(()).item(),
+                              random.random(), float(np.random.rand()),
+                              float(conv_ok and mm_ok), float(fiamma.get_num_threads())],
+                             dtype=fiamma.float64)
+
+
+# no `if __name__ == "__main__":` guard, as in many PyTorch scripts
+rows = [r for b in DataLoader(Work(), batch_size=2, num_workers=2) for r in b.tolist()]
+assert [r[0] for r in rows] == list(range(8)), rows
+assert {r[1] for r in rows} == {0.0, 1.0}, rows
+assert all(r[5] == 1.0 for r in rows), "a kernel gave a wrong result in a worker"
+assert all(r[6] == 1.0 for r in rows), "workers run one thread each"
+for k in (2, 3, 4):  # fiamma, random and NumPy draws: distinct across workers and samples
+    assert len({r[k] for r in rows}) == 8, [r[k] for r in rows]
+assert fiamma.allclose(fiamma.conv2d(x, w, padding=1), conv_ref, atol=1e-4)  # parent still fine
+print("ok", os.getpid())
+"""
+
+
+def test_top_level_loader_without_main_guard_works(tmp_path):
+    """A script that builds and iterates a worker DataLoader at module top level, with no main
+    guard, runs (fork, as PyTorch on Linux): the workers are seeded apart, run fiamma's
+    OpenMP kernels correctly after the parent ran them on several threads, and the process
+    exits cleanly, leaving nothing behind."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("fork is the default start method on Linux only")
+    (tmp_path / "toplevel.py").write_text(_TOP_LEVEL_SCRIPT)
+    before = _shm()
+    proc = _run_script(tmp_path, ["toplevel.py"])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("ok"), proc.stdout
+    assert "Traceback" not in proc.stderr, proc.stderr
+    pid = proc.stdout.split()[1]
+    assert not [n for n in _shm() - before if n.startswith(f"fiamma_mp_{pid}_")]
