@@ -95,8 +95,9 @@ class DataLoader:
     """Iterate over ``dataset`` in batches (PyTorch's arguments and defaults).
 
     ``num_workers=0`` loads in this process; ``num_workers > 0`` starts worker processes
-    (``multiprocessing_context``, default ``'forkserver'``; never a plain ``fork`` after
-    fiamma's threaded kernels ran) that return batches through shared memory. Each worker's
+    (``multiprocessing_context``: by default ``'fork'`` on Linux, as PyTorch, so a script needs
+    no main guard; ``'forkserver'`` elsewhere) that run one thread each and return batches
+    through shared memory. Each worker's
     Python, NumPy and fiamma random states are seeded from the loader's ``generator`` (or the
     global one) plus the worker id, so runs are reproducible. Iterable datasets are sharded
     across workers automatically (sample i goes to worker i mod num_workers) unless
