@@ -369,3 +369,24 @@ def test_top_level_loader_without_main_guard_works(tmp_path):
     assert "Traceback" not in proc.stderr, proc.stderr
     pid = proc.stdout.split()[1]
     assert not [n for n in _shm() - before if n.startswith(f"fiamma_mp_{pid}_")]
+
+
+def test_start_method_chosen_by_the_program_is_used(tmp_path):
+    """multiprocessing.set_start_method("spawn") makes the loader spawn its workers (as in
+    PyTorch); without it, workers are forked on Linux."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("fork is the default start method on Linux only")
+    script = tmp_path / "chosen.py"
+    script.write_text(
+        "import multiprocessing, sys\n"
+        "import fiamma\n"
+        "from fiamma.data import DataLoader, TensorDataset\n"
+        "if __name__ == '__main__':\n"
+        "    if sys.argv[1] != 'none':\n"
+        "        multiprocessing.set_start_method(sys.argv[1])\n"
+        "    it = iter(DataLoader(TensorDataset(fiamma.arange(8.0)), batch_size=4,\n"
+        "                         num_workers=1))\n"
+        "    print(it._start_method, len(list(it)))\n")
+    got = [_run_script(tmp_path, ["chosen.py", m]) for m in ("spawn", "none")]
+    assert [p.stdout.split() for p in got] == [["spawn", "2"], ["fork", "2"]], \
+        [p.stderr for p in got]

@@ -183,7 +183,9 @@ def _context(spec):
     import fiamma.multiprocessing as fmp
 
     if spec is None:
-        spec = _DEFAULT_CONTEXT
+        # a start method the program chose (multiprocessing.set_start_method) wins, as in
+        # PyTorch, whose loader uses multiprocessing's default context
+        spec = fmp.get_start_method(allow_none=True) or _DEFAULT_CONTEXT
     if isinstance(spec, str):
         try:
             ctx = fmp.get_context(spec)
