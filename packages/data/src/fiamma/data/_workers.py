@@ -3,13 +3,15 @@
 
 Protocol. Each worker has its own index queue; all share one result queue. The main process
 keeps ``prefetch_factor * num_workers`` tasks in flight, dealt round-robin, each task a
-(task number, indices) pair; a worker answers (task number, batch), or an _ExceptionWrapper
-(re-raised in the main process with the worker's traceback), or an _IterableEnd when its shard
-of an iterable dataset is exhausted. ``None`` on an index queue stops a worker. The main process
-never blocks forever: it waits on the result queue in short slices and checks between them that
-every worker is alive (a worker killed by a signal is named in the error) and that ``timeout``
-has not passed. Workers watch their parent and exit if it disappears.
-"""
+(task number, indices, task numbers received from this worker since the last task) triple; a
+worker answers (task number, batch), or an _ExceptionWrapper (re-raised in the main process
+with the worker's traceback), or an _IterableEnd when its shard of an iterable dataset is
+exhausted, and keeps a batch sent without a slab until it is acknowledged. ``None`` on an index
+queue stops a worker. The main process never blocks forever: it waits on the result queue in
+short slices and checks between them that every worker is alive (a worker killed by a signal
+is named in the error) and that ``timeout`` has not passed. Workers watch their parent and exit
+if it disappears. Everything the iterator holds outside its memory is released by
+``_Resources.shutdown`` (see there for when it runs)."""
 
 import itertools
 import os
