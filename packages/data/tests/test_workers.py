@@ -5,6 +5,7 @@ check that no shared-memory files are left behind."""
 import gc
 import os
 import sys
+import time
 
 import pytest
 from loader_datasets import (
@@ -390,3 +391,39 @@ def test_start_method_chosen_by_the_program_is_used(tmp_path):
     got = [_run_script(tmp_path, ["chosen.py", m]) for m in ("spawn", "none")]
     assert [p.stdout.split() for p in got] == [["spawn", "2"], ["fork", "2"]], \
         [p.stderr for p in got]
+
+
+def test_shutdown_drops_unreadable_batches_without_raising():
+    """Issue 18, defect 4: shutdown drained the result queue by unpickling it, and a batch that
+    could not be rebuilt (its worker had exited and taken its shared memory along) raised out
+    of shutdown, replacing the worker's own error. Now nothing read while stopping can raise."""
+    import multiprocessing
+
+    from loader_datasets import Unrebuildable
+
+    from fiamma.data import _workers as W
+
+    res = W._Resources()
+    res.result_queue = multiprocessing.get_context("fork").Queue()
+    for i in range(3):
+        res.result_queue.put((i, Unrebuildable()))
+    time.sleep(0.2)  # let the feeder thread write them
+    res.shutdown()
+    assert res.done
+
+
+def test_worker_error_wins_over_the_batches_in_flight():
+    """A worker raises while batches that will never be read are in flight: the user gets the
+    worker's ValueError with its traceback, with either sharing strategy."""
+    from loader_datasets import FailingBig
+
+    import fiamma.multiprocessing as fmp
+
+    for strategy in ("file_system", "file_descriptor"):
+        fmp.set_sharing_strategy(strategy)
+        try:
+            with pytest.raises(ValueError, match="sample 37 is broken") as e:
+                list(D.DataLoader(FailingBig(), num_workers=2))
+            assert "Traceback" in str(e.value)
+        finally:
+            fmp.set_sharing_strategy("file_descriptor")
