@@ -330,7 +330,7 @@ def _drain(q, timeout):
     that cannot be rebuilt (its worker is dead) is as unwanted as the others."""
     try:
         q.get(timeout=timeout) if timeout else q.get_nowait()
-    except queue.Empty:
+    except (queue.Empty, EOFError):
         return False
     except Exception:  # noqa: BLE001
         return True
@@ -377,8 +377,9 @@ class _Resources:
                 w.kill()
                 w.join(timeout=2.0)
         if rq is not None:
-            while _drain(rq, 0):
-                pass
+            for _ in range(100_000):  # bounded: a broken pipe must not keep us here
+                if not _drain(rq, 0):
+                    break
         for q in self.index_queues + ([rq] if rq is not None else []):
             q.cancel_join_thread()
             q.close()
