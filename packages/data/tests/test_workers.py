@@ -427,3 +427,15 @@ def test_worker_error_wins_over_the_batches_in_flight():
             assert "Traceback" in str(e.value)
         finally:
             fmp.set_sharing_strategy("file_descriptor")
+
+
+def test_iterator_after_a_worker_error_is_exhausted():
+    """After a worker's error the iterator is shut down: next() raises StopIteration (as a
+    generator that raised), not an error about closed queues; a new iter() works."""
+    dl = D.DataLoader(Failing(), batch_size=4, num_workers=2)
+    it = iter(dl)
+    with pytest.raises(ValueError):
+        list(it)
+    with pytest.raises(StopIteration):
+        next(it)
+    assert len(list(D.DataLoader(Squares(8), batch_size=4, num_workers=2))) == 2

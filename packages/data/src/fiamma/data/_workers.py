@@ -549,6 +549,8 @@ class MultiProcessIter:
         return self
 
     def __next__(self):
+        if self._res.done:  # ended, failed or interrupted: like a generator that raised
+            raise StopIteration
         self._worker_error = False
         try:
             return self._next()
