@@ -391,3 +391,55 @@ def test_pool_results_and_pipe(no_leak):
     a.close()
     b.close()
     del out, t, tail
+
+
+# ---- named segments at exit and across fork (issue 18) ------------------------------------------
+_LIFETIME_SCRIPT = """
+import os, sys, time
+import multiprocessing
+import fiamma
+import fiamma.multiprocessing as mp
+
+mp.set_sharing_strategy("file_system")
+case = sys.argv[1]
+t = fiamma.arange(6.0).share_memory_()   # a named segment this process maps
+name = [n for n in os.listdir("/dev/shm") if n.startswith("fiamma_mp_%d_" % os.getpid())][0]
+print(name, flush=True)
+
+
+def child(conn):
+    conn.send(t.tolist())                 # the inherited mapping works in the child
+    conn.recv()                           # wait until the parent has let go
+
+
+if case == "alive_at_exit":
+    pass                                  # t is still alive when the interpreter exits
+elif case == "fork_then_parent_lets_go":
+    a, b = multiprocessing.Pipe()
+    p = multiprocessing.get_context("fork").Process(target=child, args=(b,))
+    p.start()
+    assert a.recv() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    del t                                 # the parent lets go while the child still maps it
+    import gc; gc.collect()
+    assert os.path.exists("/dev/shm/" + name)   # the child holds it: not unlinked under it
+    a.send("done")
+    p.join()
+    time.sleep(0.2)
+    # the child was the last holder: it unlinked the name when it exited
+    assert not os.path.exists("/dev/shm/" + name), "left by the child"
+print("ok", flush=True)
+"""
+
+
+@pytest.mark.parametrize("case", ["alive_at_exit", "fork_then_parent_lets_go"])
+def test_named_segment_lifetime_at_exit_and_across_fork(tmp_path, case):
+    """file_system: a name this process still maps at exit is unlinked (the exit hook unlocks
+    first: a mapping keeps the file description, and so its lock, alive); a forked child is a
+    holder of its own (not a sharer of the parent's lock), so whoever lets go last unlinks."""
+    f = tmp_path / "lifetime.py"
+    f.write_text(_LIFETIME_SCRIPT)
+    r = subprocess.run([sys.executable, str(f), case], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and r.stdout.split()[-1] == "ok", r.stderr
+    name = r.stdout.split()[0]
+    assert not os.path.exists("/dev/shm/" + name)

@@ -139,3 +139,26 @@ class Backed(D.Dataset):
 
     def __getitem__(self, i):
         return self.x[i].float(), fiamma.tensor(self.x.is_shared()), i
+
+
+def _refuse():
+    raise RuntimeError("shared memory 'fiamma_mp_x' is gone")
+
+
+class Unrebuildable:
+    """Unpickles into an error, as a batch whose shared memory its dead worker took along."""
+
+    def __reduce__(self):
+        return (_refuse, ())
+
+
+class FailingBig(D.Dataset):
+    """64x64 samples; sample 37 raises (issue 18's report)."""
+
+    def __len__(self):
+        return 60
+
+    def __getitem__(self, i):
+        if i == 37:
+            raise ValueError(f"sample {i} is broken")
+        return fiamma.full((64, 64), float(i))

@@ -4,6 +4,8 @@ check that no shared-memory files are left behind."""
 
 import gc
 import os
+import sys
+import time
 
 import pytest
 from loader_datasets import (
@@ -186,8 +188,8 @@ def test_batches_kept_by_the_user_stay_intact():
 def test_slabs_are_reused_when_batches_are_dropped():
     it = iter(D.DataLoader(Squares(200), batch_size=4, num_workers=2))
     for x, y in it:
-        pass
-    assert 0 < sum(len(t) for t in it._slabs.slabs) <= 8
+        used = sum(len(t) for t in it._slabs.slabs)  # the pool (it is released at the end)
+    assert 0 < used <= 8
 
 
 def test_every_dtype_and_structure_survives_the_transport():
@@ -203,37 +205,42 @@ def test_every_dtype_and_structure_survives_the_transport():
 
 
 def test_script_without_main_guard_gets_a_hint(tmp_path):
-    """A script that iterates a worker DataLoader at import time kills its forkserver workers
-    (they re-import it); the error must say how to fix the script."""
+    """A script that iterates a forkserver DataLoader at import time kills its workers (they
+    re-import it); the error must say how to fix the script. (The default, fork, runs it.)"""
     import subprocess
     import sys
 
     script = tmp_path / "noguard.py"
     script.write_text("import fiamma\nfrom fiamma.data import DataLoader, TensorDataset\n"
                       "ds = TensorDataset(fiamma.randn(40, 3))\n"
-                      "for b in DataLoader(ds, batch_size=10, num_workers=2):\n    pass\n")
+                      "for b in DataLoader(ds, batch_size=10, num_workers=2,\n"
+                      "                    multiprocessing_context='forkserver'):\n    pass\n")
     proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode != 0
     assert 'if __name__ == "__main__":' in proc.stderr.splitlines()[-1]
 
 
-def test_dataset_tensors_reach_workers_through_shared_memory():
-    """A dataset's tensors go to each worker as shared memory (not a pickled copy), every
-    epoch, and the samples read from them are right; the main process's tensor keeps its
-    values after being moved to shared memory."""
+@pytest.mark.parametrize("ctx", ["forkserver", "fork"])
+def test_dataset_tensors_reach_workers_through_shared_memory(ctx):
+    """A dataset's tensors go to each forkserver worker as shared memory (not a pickled copy),
+    every epoch, and the samples read from them are right; the main process's tensor keeps its
+    values after being moved to shared memory. A forked worker reads the parent's memory as it
+    was at the fork (copy-on-write), as in PyTorch."""
     from loader_datasets import Backed
 
     ds = Backed()
-    loader = D.DataLoader(ds, batch_size=128, shuffle=True, num_workers=2)
+    loader = D.DataLoader(ds, batch_size=128, shuffle=True, num_workers=2,
+                          multiprocessing_context=ctx)
     for _ in range(2):
         seen = []
         for x, shared, idx in loader:
-            assert shared.all().item()
+            assert shared.all().item() == (ctx == "forkserver")
             assert x.tolist() == ds.array[idx.numpy()].astype("float32").tolist()
             seen += idx.tolist()
         assert sorted(seen) == list(range(len(ds)))
-    assert ds.x.is_shared() and ds.x.numpy().tolist() == ds.array.tolist()
+    assert ds.x.is_shared() == (ctx == "forkserver")
+    assert ds.x.numpy().tolist() == ds.array.tolist()
 
 
 def _run_script(tmp_path, args):
@@ -263,7 +270,8 @@ class Rows(Dataset):                       # defined in the main module: pickled
 
 if __name__ == "__main__":
     for epoch in range(3):
-        got = sorted(v for b in DataLoader(Rows(), batch_size=4, num_workers=2)
+        got = sorted(v for b in DataLoader(Rows(), batch_size=4, num_workers=2,
+                                           multiprocessing_context="forkserver")
                      for v in b[:, 0].tolist())
         assert got == [float(i) for i in range(40)], got
     print("ok")
@@ -300,3 +308,134 @@ def test_main_variable_is_ignored_outside_the_forkserver(tmp_path):
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert proc.stdout.split() == ["False", "False"], proc.stderr
     assert not (tmp_path / "ran.txt").exists()
+
+
+_TOP_LEVEL_SCRIPT = """\
+import os
+import random
+
+import numpy as np
+
+import fiamma
+from fiamma.data import DataLoader, Dataset, get_worker_info
+
+# OpenMP kernels run on several threads here first: libgomp's pool does not survive a fork, so
+# forked workers must run them single-threaded (a worker that used the pool would hang)
+fiamma.set_num_threads(2)
+x = fiamma.randn(4, 16, 24, 24, generator=fiamma.Generator().manual_seed(1))
+w = fiamma.randn(32, 16, 3, 3, generator=fiamma.Generator().manual_seed(2))
+a = fiamma.randn(300, 300, generator=fiamma.Generator().manual_seed(3))
+conv_ref = fiamma.conv2d(x, w, padding=1)
+mm_ref = a @ a
+
+
+class Work(Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        conv_ok = fiamma.allclose(fiamma.conv2d(x, w, padding=1), conv_ref, atol=1e-4)
+        mm_ok = fiamma.allclose(a @ a, mm_ref, atol=1e-3)
+        return fiamma.tensor([float(i), float(get_worker_info().id), fiamma.rand(()).item(),
+                              random.random(), float(np.random.rand()),
+                              float(conv_ok and mm_ok), float(fiamma.get_num_threads())],
+                             dtype=fiamma.float64)
+
+
+# no `if __name__ == "__main__":` guard, as in many PyTorch scripts
+rows = [r for b in DataLoader(Work(), batch_size=2, num_workers=2) for r in b.tolist()]
+assert [r[0] for r in rows] == list(range(8)), rows
+assert {r[1] for r in rows} == {0.0, 1.0}, rows
+assert all(r[5] == 1.0 for r in rows), "a kernel gave a wrong result in a worker"
+assert all(r[6] == 1.0 for r in rows), "workers run one thread each"
+for k in (2, 3, 4):  # fiamma, random and NumPy draws: distinct across workers and samples
+    assert len({r[k] for r in rows}) == 8, [r[k] for r in rows]
+assert fiamma.allclose(fiamma.conv2d(x, w, padding=1), conv_ref, atol=1e-4)  # parent still fine
+print("ok", os.getpid())
+"""
+
+
+def test_top_level_loader_without_main_guard_works(tmp_path):
+    """A script that builds and iterates a worker DataLoader at module top level, with no main
+    guard, runs (fork, as PyTorch on Linux): the workers are seeded apart, run fiamma's
+    OpenMP kernels correctly after the parent ran them on several threads, and the process
+    exits cleanly, leaving nothing behind."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("fork is the default start method on Linux only")
+    (tmp_path / "toplevel.py").write_text(_TOP_LEVEL_SCRIPT)
+    before = _shm()
+    proc = _run_script(tmp_path, ["toplevel.py"])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("ok"), proc.stdout
+    assert "Traceback" not in proc.stderr, proc.stderr
+    pid = proc.stdout.split()[1]
+    assert not [n for n in _shm() - before if n.startswith(f"fiamma_mp_{pid}_")]
+
+
+def test_start_method_chosen_by_the_program_is_used(tmp_path):
+    """multiprocessing.set_start_method("spawn") makes the loader spawn its workers (as in
+    PyTorch); without it, workers are forked on Linux."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("fork is the default start method on Linux only")
+    script = tmp_path / "chosen.py"
+    script.write_text(
+        "import multiprocessing, sys\n"
+        "import fiamma\n"
+        "from fiamma.data import DataLoader, TensorDataset\n"
+        "if __name__ == '__main__':\n"
+        "    if sys.argv[1] != 'none':\n"
+        "        multiprocessing.set_start_method(sys.argv[1])\n"
+        "    it = iter(DataLoader(TensorDataset(fiamma.arange(8.0)), batch_size=4,\n"
+        "                         num_workers=1))\n"
+        "    print(it._start_method, len(list(it)))\n")
+    got = [_run_script(tmp_path, ["chosen.py", m]) for m in ("spawn", "none")]
+    assert [p.stdout.split() for p in got] == [["spawn", "2"], ["fork", "2"]], \
+        [p.stderr for p in got]
+
+
+def test_shutdown_drops_unreadable_batches_without_raising():
+    """Issue 18, defect 4: shutdown drained the result queue by unpickling it, and a batch that
+    could not be rebuilt (its worker had exited and taken its shared memory along) raised out
+    of shutdown, replacing the worker's own error. Now nothing read while stopping can raise."""
+    import multiprocessing
+
+    from loader_datasets import Unrebuildable
+
+    from fiamma.data import _workers as W
+
+    res = W._Resources()
+    res.result_queue = multiprocessing.get_context("fork").Queue()
+    for i in range(3):
+        res.result_queue.put((i, Unrebuildable()))
+    time.sleep(0.2)  # let the feeder thread write them
+    res.shutdown()
+    assert res.done
+
+
+def test_worker_error_wins_over_the_batches_in_flight():
+    """A worker raises while batches that will never be read are in flight: the user gets the
+    worker's ValueError with its traceback, with either sharing strategy."""
+    from loader_datasets import FailingBig
+
+    import fiamma.multiprocessing as fmp
+
+    for strategy in ("file_system", "file_descriptor"):
+        fmp.set_sharing_strategy(strategy)
+        try:
+            with pytest.raises(ValueError, match="sample 37 is broken") as e:
+                list(D.DataLoader(FailingBig(), num_workers=2))
+            assert "Traceback" in str(e.value)
+        finally:
+            fmp.set_sharing_strategy("file_descriptor")
+
+
+def test_iterator_after_a_worker_error_is_exhausted():
+    """After a worker's error the iterator is shut down: next() raises StopIteration (as a
+    generator that raised), not an error about closed queues; a new iter() works."""
+    dl = D.DataLoader(Failing(), batch_size=4, num_workers=2)
+    it = iter(dl)
+    with pytest.raises(ValueError):
+        list(it)
+    with pytest.raises(StopIteration):
+        next(it)
+    assert len(list(D.DataLoader(Squares(8), batch_size=4, num_workers=2))) == 2

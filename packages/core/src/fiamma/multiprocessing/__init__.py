@@ -31,17 +31,18 @@ shared files (memfd) and passes their descriptors over Unix sockets; nothing eve
 /dev/shm and the kernel frees the memory when the last process holding it exits or lets go,
 even if it was killed. Each shared storage keeps one descriptor open per process that maps it
 (raise ``ulimit -n`` if you share many thousands of storages). ``"file_system"`` names the files
-(/dev/shm/fiamma_mp_*) and passes names; whoever lets go last unlinks the name, and names left
-by a killed process are swept when a process that used the strategy exits normally.
+(/dev/shm/fiamma_mp_*) and passes names; whoever lets go last unlinks the name (at exit too,
+after multiprocessing stopped the daemonic children), and names left by a killed process are
+swept when a process that used the strategy exits normally (or by ``sweep_shared_memory``).
 
 In flight, a tensor must stay alive in the sender until the receiver has it (with
 ``file_system`` the name goes away when the last holder lets go).
 
-Start methods: ``spawn`` and ``forkserver`` always work. ``fork`` shares tensors already moved
-to shared memory, but is unsafe once fiamma's OpenMP kernels have run in the parent (libgomp's
-thread pool does not survive ``fork``: the child can hang in its next parallel kernel); use
-``spawn``/``forkserver`` in programs that compute before starting workers. As in PyTorch, the
-random generator's state is copied into a forked child, not reseeded: reseed each worker.
+Start methods: all three work. A forked child runs fiamma's OpenMP kernels on one thread
+(libgomp's thread pool does not survive ``fork``; OpenBLAS handles ``fork`` itself), so forking
+after the parent ran threaded kernels is safe; a forked child also takes its own lock on each
+``file_system`` name it inherits. As in PyTorch, the random generator's state is copied into a
+forked child, not reseeded: reseed each worker.
 
 ``data_ptr()`` of a tensor over a small storage changes when it moves to shared memory (as in
 PyTorch); storages of 2 MiB and more keep their address.
@@ -55,11 +56,26 @@ from fiamma.multiprocessing._shm import (  # noqa: F401
     get_all_sharing_strategies,
     get_sharing_strategy,
     set_sharing_strategy,
+    sweep as _sweep,
 )
 
 __all__ = list(multiprocessing.__all__) + [
     "get_sharing_strategy", "set_sharing_strategy", "get_all_sharing_strategies",
-    "init_reductions",
+    "init_reductions", "sweep_shared_memory",
 ]
+
+
+def sweep_shared_memory(pid=None):
+    """Unlink the ``/dev/shm/fiamma_mp_*`` names (``file_system`` strategy) that no live process
+    holds, or with ``pid`` only those that process created: what a process killed before its
+    receivers mapped its tensors leaves behind. A name some process still holds is never
+    touched. Every process that used the strategy does this when it exits normally; the
+    DataLoader does it for a worker it found dead.
+
+    >>> import os, fiamma.multiprocessing as mp
+    >>> mp.sweep_shared_memory(os.getpid())
+    """
+    _sweep(pid)
+
 
 init_reductions()

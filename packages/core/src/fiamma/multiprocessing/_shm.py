@@ -12,7 +12,6 @@ A segment is a file in shared memory (tmpfs) mapped ``MAP_SHARED``:
   else mapped them are swept at exit by any process that used this strategy.
 """
 
-import atexit
 import ctypes
 import fcntl
 import gc
@@ -23,6 +22,7 @@ import secrets
 import sys
 import threading
 import weakref
+from multiprocessing.util import Finalize, register_after_fork
 
 from fiamma import _dtype as D
 from fiamma._lib import lib
@@ -165,24 +165,31 @@ def _unlink_if_unused(name):
     os.close(fd)
 
 
-def sweep():
+def sweep(pid=None):
     """Unlink every ``fiamma_mp_*`` name in /dev/shm that no live process holds (left by a
-    process killed before anyone else mapped its segment). Safe to call at any time."""
+    process killed before anyone else mapped its segment); with ``pid``, only the names that
+    process created. Safe to call at any time: a name is unlinked only while nobody holds it."""
     try:
         names = os.listdir(SHM_DIR)
     except OSError:
         return
+    mine = PREFIX if pid is None else f"{PREFIX}{int(pid)}_"
     for n in names:
-        if n.startswith(PREFIX) and not n.endswith(".tmp"):
+        if n.startswith(mine) and not n.endswith(".tmp"):
             _unlink_if_unused(n)
 
 
 def _at_exit():
-    # Unlink what this process still holds by name (mappings stay: code running later at
-    # shutdown may still read the tensors), then sweep names whose creator was killed.
+    # Unlink what this process still holds by name, then sweep names whose creator was killed.
+    # The mappings stay (code running later at shutdown may still read the tensors), and a
+    # mapping keeps its file's open description, and so its lock, alive: unlock explicitly.
     for seg in list(_named.values()):
         fd, seg.fd = seg.fd, -1
         if fd >= 0:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            except OSError:
+                pass
             os.close(fd)
         _unlink_if_unused(seg.name)
     _named.clear()
@@ -190,7 +197,50 @@ def _at_exit():
         sweep()
 
 
-atexit.register(_at_exit)
+# The exit hook is one of multiprocessing's own finalizers, run last: after the daemonic
+# children (DataLoader workers) were stopped, so that their locks no longer keep names alive,
+# and in child processes too (they end through multiprocessing's exit function, not atexit).
+def _register_exit_hook(_=None):
+    Finalize(None, _at_exit, exitpriority=-1000)
+
+
+class _ExitHookOwner:
+    pass
+
+
+_register_exit_hook()
+register_after_fork(_ExitHookOwner, _register_exit_hook)  # a forked child starts with none
+
+
+def _after_fork_in_child():
+    """A forked child shares the parent's open file descriptions (through the descriptor and
+    the mapping it inherited), so the parent's lock on a named segment would be the child's
+    too: the parent could not tell whether it is the last holder while the child lives, and
+    nobody would unlink the name after. Give the child a description and lock of its own:
+    open the name again, map it over the inherited mapping (same file, same address, same
+    bytes) and put it in place of the inherited descriptor. The module lock may have been
+    held by another thread at the fork: make a fresh one."""
+    global _lock
+    _lock = threading.RLock()
+    for seg in list(_named.values()):
+        if seg.fd < 0 or not seg.addr:
+            continue
+        try:
+            fd = os.open(os.path.join(SHM_DIR, seg.name), os.O_RDWR | os.O_CLOEXEC)
+        except OSError:  # unlinked already: nobody can open it by name any more
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            _map(fd, seg.length, seg.addr)
+            os.dup2(fd, seg.fd, inheritable=False)
+        except OSError:
+            pass  # keep the inherited description: the name may outlive us (swept later)
+        finally:
+            os.close(fd)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _new_fd(nbytes, strategy):

@@ -159,6 +159,12 @@ class MainSlabs:
         self.flags = [f.numpy() for f in flags]  # one shared flags tensor per worker (views)
         self.slabs = [dict() for _ in flags]
 
+    def close(self):
+        """Forget every slab and flag (the iterator is shut down): their shared memory goes
+        as soon as no batch the user still holds refers to it."""
+        self.flags = []
+        self.slabs = []
+
     def discard(self, packed):
         """A batch nobody will read: keep its slab registered and mark it free again."""
         if packed.slab is not None:

@@ -95,8 +95,9 @@ class DataLoader:
     """Iterate over ``dataset`` in batches (PyTorch's arguments and defaults).
 
     ``num_workers=0`` loads in this process; ``num_workers > 0`` starts worker processes
-    (``multiprocessing_context``, default ``'forkserver'``; never a plain ``fork`` after
-    fiamma's threaded kernels ran) that return batches through shared memory. Each worker's
+    (``multiprocessing_context``: by default ``'fork'`` on Linux, as PyTorch, so a script needs
+    no main guard; ``'forkserver'`` elsewhere) that run one thread each and return batches
+    through shared memory. Each worker's
     Python, NumPy and fiamma random states are seeded from the loader's ``generator`` (or the
     global one) plus the worker id, so runs are reproducible. Iterable datasets are sharded
     across workers automatically (sample i goes to worker i mod num_workers) unless
@@ -207,7 +208,7 @@ class DataLoader:
         from fiamma.data._workers import MultiProcessIter
 
         if self.persistent_workers:
-            if self._iterator is None:
+            if self._iterator is None or self._iterator._shutdown_done:
                 self._iterator = MultiProcessIter(self)
             else:
                 self._iterator._reset(self)
