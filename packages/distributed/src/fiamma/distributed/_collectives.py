@@ -34,8 +34,12 @@ def _root(g, what, global_rank, group_rank, name):
     return g.group_rank(global_rank, what, name)
 
 
-def _avg(tensor, n):
-    tensor.detach().div_(n)
+def _avg(tensor, buf, n):
+    """Divide by the group size, in NumPy (the worker thread never runs fiamma ops)."""
+    if tensor.dtype in (fiamma.float16, fiamma.bfloat16):
+        _mpi.from_float32(_mpi.to_float32(buf, tensor.dtype) / n, tensor.dtype, buf)
+    else:
+        np.divide(buf, n, out=buf)
 
 
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
@@ -59,7 +63,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     def run():
         g._comm.Allreduce(MPI.IN_PLACE, [buf, dt], mop)
         if op is ReduceOp.AVG:
-            _avg(tensor, g.size())
+            _avg(tensor, buf, g.size())
 
     h = Header.make("all_reduce", 0, tensor, reduce_op=op)
     return _finish(g.submit("all_reduce", h, run, describe_tensor(tensor), [tensor]), async_op)
@@ -96,7 +100,7 @@ def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_
         if me == root:
             g._comm.Reduce(MPI.IN_PLACE, [buf, dt], mop, root=root)
             if op is ReduceOp.AVG:
-                _avg(tensor, g.size())
+                _avg(tensor, buf, g.size())
         else:
             g._comm.Reduce([buf, dt], None, mop, root=root)
 
@@ -126,12 +130,13 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
     flat = fiamma.empty((g.size(),) + tuple(tensor.shape), dtype=tensor.dtype)
     out = buffer(flat, "all_gather")
     outs = list(tensor_list)
+    targets = [buffer(t, "all_gather") for t in outs]
 
     def run():
         g._comm.Allgather([buf, dt], [out, dt])
-        with fiamma.no_grad():
-            for r, t in enumerate(outs):
-                t.copy_(flat[r])
+        whole = out.reshape(len(outs), -1)
+        for r, b in enumerate(targets):
+            b[...] = whole[r]
 
     h = Header.make("all_gather", 0, tensor)
     return _finish(g.submit("all_gather", h, run, describe_tensor(tensor), outs), async_op)
@@ -181,7 +186,7 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     def run():
         g._comm.Reduce_scatter_block([buf, dt], [out, dt], mop)
         if op is ReduceOp.AVG:
-            _avg(output, g.size())
+            _avg(output, out, g.size())
 
     h = Header.make(what, 0, input, reduce_op=op)
     return _finish(g.submit(what, h, run, describe_tensor(input), [output]), async_op)

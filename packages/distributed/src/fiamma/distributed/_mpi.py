@@ -93,19 +93,37 @@ def datatype(dtype):
 _HALF_OPS = {}
 
 
+def to_float32(bits, dtype):
+    """float16/bfloat16 stored as uint16 -> float32 (NumPy only: this runs on the worker
+    thread, beside fiamma ops on the main thread)."""
+    if dtype is fiamma.float16:
+        return bits.view(np.float16).astype(np.float32)
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def from_float32(x, dtype, out):
+    """float32 -> float16/bfloat16 bits written into ``out`` (round to nearest even)."""
+    if dtype is fiamma.float16:
+        out.view(np.float16)[...] = x
+        return
+    u = x.view(np.uint32)
+    rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    nan = np.isnan(x)
+    out[...] = np.where(nan, ((u >> 16) | 0x40).astype(np.uint16), rounded)
+
+
 def _half_op(dtype, op):
-    """A user-defined MPI op reducing float16/bfloat16 (no MPI datatype for them): the
-    operands widen to float32 and the result rounds back with fiamma's own conversion."""
+    """A user-defined MPI op reducing float16/bfloat16 (MPI has no datatype for them): the
+    operands widen to float32, the result is rounded back."""
     key = (dtype, op)
     if key not in _HALF_OPS:
         fn = {ReduceOp.SUM: np.add, ReduceOp.AVG: np.add, ReduceOp.PRODUCT: np.multiply,
               ReduceOp.MIN: np.minimum, ReduceOp.MAX: np.maximum}[op]
 
         def reduce(inbuf, inoutbuf, _datatype):
-            a = fiamma.from_numpy(np.frombuffer(inbuf, np.int16)).view(dtype).float().numpy()
-            out = fiamma.from_numpy(np.frombuffer(inoutbuf, np.int16)).view(dtype)
-            b = out.float().numpy()
-            out.copy_(fiamma.from_numpy(fn(a, b)).to(dtype))
+            a = np.frombuffer(inbuf, np.uint16)
+            out = np.frombuffer(inoutbuf, np.uint16)
+            from_float32(fn(to_float32(a, dtype), to_float32(out, dtype)), dtype, out)
 
         _HALF_OPS[key] = mpi().Op.Create(reduce, commute=True)
     return _HALF_OPS[key]
