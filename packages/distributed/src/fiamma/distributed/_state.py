@@ -227,7 +227,7 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
     if me not in members:
         return GroupMember.NON_GROUP_MEMBER
     name = group_desc or f"group{len(_groups)}{members}"
-    g = ProcessGroup(out["comm"], members, name, seconds, check=world.check)
+    g = ProcessGroup(out["comm"], members, name, seconds, check=_debug != "OFF")
     g.backend = "mpi"
     _groups.append(g)
     return g
