@@ -124,3 +124,11 @@ def test_debug_level():
 
 def test_nccl_is_reported_unavailable():
     assert not dist.is_nccl_available() and dist.is_gloo_available()
+
+
+def test_default_backend_for_device():
+    assert dist.get_default_backend_for_device("cpu") == "gloo"
+    assert dist.get_default_backend_for_device(fiamma.device("cpu")) == "gloo"
+    assert dist.get_default_backend_for_device("cuda:1") == "nccl"
+    with pytest.raises(ValueError, match="no backend for device 'tpu'"):
+        dist.get_default_backend_for_device("tpu")

@@ -39,6 +39,8 @@ def test_ddp_one_rank_and_its_errors(world):
     model(fiamma.ones(2, 3)).sum().backward()  # the average over one rank is the gradient
     for a, b in zip(expect, model.parameters()):
         assert fiamma.equal(a, b.grad)
+    ddp(fiamma.ones(2, 3))  # a forward without backward (evaluation with grad on) is fine
+    ddp(fiamma.ones(2, 3)).sum().backward()
     with pytest.raises(RuntimeError, match="doesn't have any parameter that requires"):
         nn.parallel.DistributedDataParallel(nn.ReLU())
     with pytest.raises(ValueError, match="bucket_cap_mb must be positive"):

@@ -83,6 +83,21 @@ def is_nccl_available():
     return False
 
 
+def get_default_backend_for_device(device):
+    """The backend PyTorch would pick for ``device``: "gloo" for CPU (MPI here), "nccl" for
+    CUDA.
+
+    >>> import fiamma.distributed as dist
+    >>> dist.get_default_backend_for_device("cpu")
+    'gloo'
+    """
+    kind = getattr(device, "type", None) or str(device).split(":")[0]
+    backends = {"cpu": "gloo", "cuda": "nccl"}
+    if kind not in backends:
+        raise ValueError(f"get_default_backend_for_device: no backend for device {device!r}")
+    return backends[kind]
+
+
 def is_torchelastic_launched():
     """Whether this process was started by fiamma's launcher (PyTorch's name)."""
     import os

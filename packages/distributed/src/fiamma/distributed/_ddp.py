@@ -145,6 +145,7 @@ class DistributedDataParallel(nn.Module):
             for i, p in enumerate(b.params):
                 self._where[id(p)] = (b, i)
         self._armed = False
+        self._started = False
         self._ready = set()
         self._next = 0
         self._hooks = [p.register_post_accumulate_grad_hook(self._grad_ready)
@@ -185,7 +186,7 @@ class DistributedDataParallel(nn.Module):
     # ---- forward ----
 
     def forward(self, *inputs, **kwargs):
-        if self._armed:
+        if self._armed and self._started:
             self._unfinished()
         sync = fiamma.is_grad_enabled() and self.require_backward_grad_sync
         if sync and self.broadcast_buffers:
@@ -199,6 +200,7 @@ class DistributedDataParallel(nn.Module):
 
     def _arm(self, out):
         self._armed = True
+        self._started = False  # a forward without backward (evaluation with grad on) is fine
         self._ready = set()
         self._next = 0
         for b in self._bucket_list:
@@ -245,6 +247,7 @@ class DistributedDataParallel(nn.Module):
                 f"DistributedDataParallel: parameter {self._names[id(p)]} received a gradient "
                 "twice in one iteration (backward through the same forward twice?); run the "
                 "extra backward passes inside no_sync()")
+        self._started = True
         self._mark(p, p.grad)
 
     def _mark(self, p, grad):

@@ -254,7 +254,9 @@ class ProcessGroup:
     def shutdown(self):
         if self._thread is not None and self._broken is None:
             self._queue.put(None)
-            self._thread.join(timeout=5)
+            self._thread.join(timeout=min(self.timeout, 60))
+            if self._thread.is_alive():  # stuck in MPI: freeing its communicator would crash
+                self._broken = "destroyed while an operation was still running"
         self._thread = None
         if self._broken is None:
             for c in (self._p2p, self._comm):
