@@ -123,6 +123,19 @@ for r in range(n):
     pieces.append(xs[r][start:start + split(r)[rank]])
 check(out, np.concatenate(pieces), "all_to_all uneven")
 
+# large tensors take the worker thread's blocking path (small ones run in the calling thread)
+xs = [data(r, (40000,), np.float32, 9) for r in range(n)]
+for op in (dist.ReduceOp.SUM, dist.ReduceOp.AVG, dist.ReduceOp.MAX):
+    t = fiamma.from_numpy(xs[rank].copy())
+    dist.all_reduce(t, op=op)
+    check(t, REF[op](xs), f"all_reduce large {op.name}")
+t = fiamma.from_numpy(xs[rank].copy())
+dist.broadcast(t, src=n - 1)
+check(t, xs[n - 1], "broadcast large")
+out = fiamma.zeros(n * 40000)
+dist.all_gather_into_tensor(out, fiamma.from_numpy(xs[rank].copy()))
+check(out, np.concatenate(xs), "all_gather_into_tensor large")
+
 # async: several in flight, waited out of order
 ts = [fiamma.full((5,), float(rank + i)) for i in range(4)]
 works = [dist.all_reduce(t, async_op=True) for t in ts]

@@ -34,6 +34,11 @@ def _root(g, what, global_rank, group_rank, name):
     return g.group_rank(global_rank, what, name)
 
 
+def _half(t):
+    """float16/bfloat16 reduce through a user-defined MPI op: kept on the blocking path."""
+    return t.dtype in (fiamma.float16, fiamma.bfloat16)
+
+
 def _avg(tensor, buf, n):
     """Divide by the group size, in NumPy (the worker thread never runs fiamma ops)."""
     if tensor.dtype in (fiamma.float16, fiamma.bfloat16):
@@ -60,13 +65,21 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     dt = datatype(tensor.dtype)
     MPI = _mpi.mpi()
 
-    def run():
-        g._comm.Allreduce(MPI.IN_PLACE, [buf, dt], mop)
+    def after():
         if op is ReduceOp.AVG:
             _avg(tensor, buf, g.size())
 
+    def run():
+        g._comm.Allreduce(MPI.IN_PLACE, [buf, dt], mop)
+        after()
+
+    def post():
+        return [g._comm.Iallreduce(MPI.IN_PLACE, [buf, dt], mop)]
+
     h = Header.make("all_reduce", 0, tensor, reduce_op=op)
-    return _finish(g.submit("all_reduce", h, run, describe_tensor(tensor), [tensor]), async_op)
+    return _finish(g.submit("all_reduce", h, run, describe_tensor(tensor), [tensor],
+                            post=None if _half(tensor) else post, after=after,
+                            nbytes=buf.nbytes, async_op=async_op), async_op)
 
 
 def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
@@ -80,8 +93,12 @@ def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
     def run():
         g._comm.Bcast([buf, dt], root=root)
 
+    def post():
+        return [g._comm.Ibcast([buf, dt], root=root)]
+
     h = Header.make("broadcast", 0, tensor, root=root)
-    return _finish(g.submit("broadcast", h, run, describe_tensor(tensor), [tensor]), async_op)
+    return _finish(g.submit("broadcast", h, run, describe_tensor(tensor), [tensor], post=post,
+                            nbytes=buf.nbytes, async_op=async_op), async_op)
 
 
 def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_dst=None):
@@ -96,16 +113,26 @@ def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_
     MPI = _mpi.mpi()
     me = g.rank()
 
+    def after():
+        if me == root and op is ReduceOp.AVG:
+            _avg(tensor, buf, g.size())
+
     def run():
         if me == root:
             g._comm.Reduce(MPI.IN_PLACE, [buf, dt], mop, root=root)
-            if op is ReduceOp.AVG:
-                _avg(tensor, buf, g.size())
         else:
             g._comm.Reduce([buf, dt], None, mop, root=root)
+        after()
+
+    def post():
+        if me == root:
+            return [g._comm.Ireduce(MPI.IN_PLACE, [buf, dt], mop, root=root)]
+        return [g._comm.Ireduce([buf, dt], None, mop, root=root)]
 
     h = Header.make("reduce", 0, tensor, root=root, reduce_op=op)
-    return _finish(g.submit("reduce", h, run, describe_tensor(tensor), [tensor]), async_op)
+    return _finish(g.submit("reduce", h, run, describe_tensor(tensor), [tensor],
+                            post=None if _half(tensor) else post, after=after,
+                            nbytes=buf.nbytes, async_op=async_op), async_op)
 
 
 def _same(t, ref, what, name):
@@ -132,14 +159,21 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
     outs = list(tensor_list)
     targets = [buffer(t, "all_gather") for t in outs]
 
-    def run():
-        g._comm.Allgather([buf, dt], [out, dt])
+    def after():
         whole = out.reshape(len(outs), -1)
         for r, b in enumerate(targets):
             b[...] = whole[r]
 
+    def run():
+        g._comm.Allgather([buf, dt], [out, dt])
+        after()
+
+    def post():
+        return [g._comm.Iallgather([buf, dt], [out, dt])]
+
     h = Header.make("all_gather", 0, tensor)
-    return _finish(g.submit("all_gather", h, run, describe_tensor(tensor), outs), async_op)
+    return _finish(g.submit("all_gather", h, run, describe_tensor(tensor), outs, post=post,
+                            after=after, nbytes=out.nbytes, async_op=async_op), async_op)
 
 
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
@@ -162,9 +196,12 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
     def run():
         g._comm.Allgather([buf, dt], [out, dt])
 
+    def post():
+        return [g._comm.Iallgather([buf, dt], [out, dt])]
+
     h = Header.make(what, 0, input_tensor)
-    return _finish(g.submit(what, h, run, describe_tensor(input_tensor), [output_tensor]),
-                   async_op)
+    return _finish(g.submit(what, h, run, describe_tensor(input_tensor), [output_tensor],
+                            post=post, nbytes=out.nbytes, async_op=async_op), async_op)
 
 
 def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
@@ -183,13 +220,21 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     buf, out = buffer(input, what), buffer(output, what)
     mop, dt = mpi_op(op, input.dtype, what), datatype(input.dtype)
 
-    def run():
-        g._comm.Reduce_scatter_block([buf, dt], [out, dt], mop)
+    def after():
         if op is ReduceOp.AVG:
             _avg(output, out, g.size())
 
+    def run():
+        g._comm.Reduce_scatter_block([buf, dt], [out, dt], mop)
+        after()
+
+    def post():
+        return [g._comm.Ireduce_scatter_block([buf, dt], [out, dt], mop)]
+
     h = Header.make(what, 0, input, reduce_op=op)
-    return _finish(g.submit(what, h, run, describe_tensor(input), [output]), async_op)
+    return _finish(g.submit(what, h, run, describe_tensor(input), [output],
+                            post=None if _half(input) else post, after=after,
+                            nbytes=buf.nbytes, async_op=async_op), async_op)
 
 
 def _splits(sizes, rows, n, what, name):
@@ -263,4 +308,8 @@ def barrier(group=None, async_op=False, device_ids=None):
     def run():
         g._comm.Barrier()
 
-    return _finish(g.submit("barrier", Header.make("barrier", 0), run, "barrier"), async_op)
+    def post():
+        return [g._comm.Ibarrier()]
+
+    return _finish(g.submit("barrier", Header.make("barrier", 0), run, "barrier", post=post,
+                            async_op=async_op), async_op)
