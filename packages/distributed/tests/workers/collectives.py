@@ -136,6 +136,30 @@ out = fiamma.zeros(n * 40000)
 dist.all_gather_into_tensor(out, fiamma.from_numpy(xs[rank].copy()))
 check(out, np.concatenate(xs), "all_gather_into_tensor large")
 
+# gather / scatter / reduce_scatter (lists) / all_to_all (lists of different sizes)
+xs = [data(r, (2, 2), np.int64, 10) for r in range(n)]
+root = n - 1
+got = [fiamma.zeros(2, 2, dtype=fiamma.int64) for _ in range(n)] if rank == root else None
+dist.gather(fiamma.from_numpy(xs[rank].copy()), got, dst=root)
+if rank == root:
+    for r in range(n):
+        check(got[r], xs[r], f"gather [{r}]")
+parts = [data(r, (3,), np.float32, 11) for r in range(n)]
+out = fiamma.zeros(3)
+dist.scatter(out, [fiamma.from_numpy(p.copy()) for p in parts] if rank == 0 else None, src=0)
+check(out, parts[rank], "scatter")
+lists = [[data(10 * r + d, (4,), np.float64, 12) for d in range(n)] for r in range(n)]
+out = fiamma.zeros(4, dtype=fiamma.float64)
+dist.reduce_scatter(out, [fiamma.from_numpy(x.copy()) for x in lists[rank]])
+check(out, np.sum([lists[r][rank] for r in range(n)], axis=0), "reduce_scatter")
+sizes = [[r + d + 1 for d in range(n)] for r in range(n)]  # rank r sends r+d+1 items to d
+ins = [fiamma.full((sizes[rank][d],), rank * 100 + d, dtype=fiamma.int32) for d in range(n)]
+outs = [fiamma.zeros(sizes[s][rank], dtype=fiamma.int32) for s in range(n)]
+w = dist.all_to_all(outs, ins, async_op=True)
+w.wait()
+for s in range(n):
+    check(outs[s], np.full(sizes[s][rank], s * 100 + rank, np.int32), f"all_to_all from {s}")
+
 # async: several in flight, waited out of order
 ts = [fiamma.full((5,), float(rank + i)) for i in range(4)]
 works = [dist.all_reduce(t, async_op=True) for t in ts]

@@ -20,11 +20,15 @@ from fiamma.distributed._collectives import (  # noqa: F401
     all_gather,
     all_gather_into_tensor,
     all_reduce,
+    all_to_all,
     all_to_all_single,
     barrier,
     broadcast,
+    gather,
     reduce,
+    reduce_scatter,
     reduce_scatter_tensor,
+    scatter,
 )
 from fiamma.distributed._group import (  # noqa: F401
     DistBackendError,

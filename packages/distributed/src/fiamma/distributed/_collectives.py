@@ -313,3 +313,138 @@ def barrier(group=None, async_op=False, device_ids=None):
 
     return _finish(g.submit("barrier", Header.make("barrier", 0), run, "barrier", post=post,
                             async_op=async_op), async_op)
+
+
+def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group_dst=None):
+    """Rank ``dst``'s ``gather_list[r]`` receives ``tensor`` of group rank r (``gather_list``
+    only on ``dst``; every rank's tensor has the same shape and dtype)."""
+    g = resolve(group, "gather")
+    if g is None:
+        return None
+    root = _root(g, "gather", 0 if dst is None and group_dst is None else dst, group_dst, "dst")
+    mine = g.rank() == root
+    if mine:
+        if gather_list is None or len(gather_list) != g.size():
+            raise ValueError(f"gather: on rank dst, gather_list must hold {g.size()} tensors "
+                             "(the group's size)")
+        for t in gather_list:
+            _same(t, tensor, "gather", "gather_list")
+    elif gather_list:
+        raise ValueError("gather: gather_list must be None or empty on ranks other than dst")
+    buf, dt = buffer(tensor, "gather"), datatype(tensor.dtype)
+    flat = buffer(fiamma.empty((g.size(),) + tuple(tensor.shape), dtype=tensor.dtype),
+                  "gather") if mine else None
+    targets = [buffer(t, "gather") for t in gather_list] if mine else []
+
+    def run():
+        g._comm.Gather([buf, dt], [flat, dt] if mine else None, root=root)
+        if mine:
+            whole = flat.reshape(g.size(), -1)
+            for r, b in enumerate(targets):
+                b[...] = whole[r]
+
+    h = Header.make("gather", 0, tensor, root=root)
+    return _finish(g.submit("gather", h, run, describe_tensor(tensor),
+                            list(gather_list or [])), async_op)
+
+
+def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, group_src=None):
+    """``tensor`` of group rank r receives rank ``src``'s ``scatter_list[r]``."""
+    g = resolve(group, "scatter")
+    if g is None:
+        return None
+    root = _root(g, "scatter", 0 if src is None and group_src is None else src, group_src,
+                 "src")
+    mine = g.rank() == root
+    if mine:
+        if scatter_list is None or len(scatter_list) != g.size():
+            raise ValueError(f"scatter: on rank src, scatter_list must hold {g.size()} tensors "
+                             "(the group's size)")
+        for t in scatter_list:
+            _same(t, tensor, "scatter", "scatter_list")
+    elif scatter_list:
+        raise ValueError("scatter: scatter_list must be None or empty on ranks other than src")
+    out, dt = buffer(tensor, "scatter"), datatype(tensor.dtype)
+    flat = fiamma.stack([t.detach() for t in scatter_list]) if mine else None
+    send = buffer(flat, "scatter") if mine else None
+
+    def run():
+        g._comm.Scatter([send, dt] if mine else None, [out, dt], root=root)
+
+    h = Header.make("scatter", 0, tensor, root=root)
+    return _finish(g.submit("scatter", h, run, describe_tensor(tensor), [tensor]), async_op)
+
+
+def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=False):
+    """``output`` of rank r receives the reduction over all ranks of their ``input_list[r]``."""
+    g = resolve(group, "reduce_scatter")
+    if g is None:
+        return None
+    if len(input_list) != g.size():
+        raise ValueError(f"reduce_scatter: input_list must hold {g.size()} tensors (the "
+                         f"group's size), got {len(input_list)}")
+    for t in input_list:
+        _same(t, output, "reduce_scatter", "input_list")
+    return reduce_scatter_tensor(output, fiamma.stack([t.detach() for t in input_list]), op,
+                                 group, async_op)
+
+
+def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False):
+    """Rank r's ``output_tensor_list[r']`` receives rank r''s ``input_tensor_list[r]`` (the
+    tensors may differ in size; one dtype)."""
+    g = resolve(group, "all_to_all")
+    if g is None:
+        return None
+    n = g.size()
+    if len(output_tensor_list) != n or len(input_tensor_list) != n:
+        raise ValueError(f"all_to_all: both lists must hold {n} tensors (the group's size), got "
+                         f"{len(output_tensor_list)} and {len(input_tensor_list)}")
+    dtype = input_tensor_list[0].dtype
+    if any(t.dtype != dtype for t in list(output_tensor_list) + list(input_tensor_list)):
+        raise TypeError("all_to_all: every tensor must have the same dtype")
+    send = fiamma.cat([t.detach().reshape(-1) for t in input_tensor_list])
+    recv = fiamma.empty(sum(t.numel() for t in output_tensor_list), dtype=dtype)
+    outs = list(output_tensor_list)
+    w = all_to_all_single(recv, send, [t.numel() for t in outs],
+                          [t.numel() for t in input_tensor_list], group, async_op=True)
+    targets = [buffer(t, "all_to_all") for t in outs]
+    whole = buffer(recv, "all_to_all")
+
+    def unpack():
+        off = 0
+        for b in targets:
+            b[...] = whole[off:off + b.size]
+            off += b.size
+
+    if async_op:
+        return _ThenWork(w, unpack, outs)
+    w.wait()
+    unpack()
+    return None
+
+
+class _ThenWork:
+    """A Work whose ``wait()`` also runs a finishing step (copies out of a staging buffer)."""
+
+    def __init__(self, work, then, result):
+        self._work, self._then, self._result, self._finished = work, then, result, False
+
+    def wait(self, timeout=None):
+        self._work.wait(timeout)
+        if not self._finished:
+            self._then()
+            self._finished = True
+        return True
+
+    def is_completed(self):
+        return self._work.is_completed()
+
+    def is_success(self):
+        return self._work.is_success()
+
+    def exception(self):
+        return self._work.exception()
+
+    def result(self):
+        self.wait()
+        return self._result
