@@ -28,12 +28,16 @@ def test_environment_of_every_rank():
 
 def test_flags_and_script_arguments(tmp_path):
     script = tmp_path / "echo_args.py"
-    script.write_text("import os, sys\nprint('ARGS', os.environ['RANK'], sys.argv[1:])\n")
+    script.write_text("import json, os, sys\n"
+                      "open(os.path.join(os.path.dirname(__file__), 'args-' + os.environ['RANK']),"
+                      " 'w').write(json.dumps([sys.argv[1:], os.environ['MASTER_ADDR'],"
+                      " os.environ['MASTER_PORT']]))\n")
     proc = launch(2, str(script), "--lr", "0.1", "-x",
                   flags=("--master-port", "29555", "--master_addr", "localhost"))
     assert proc.returncode == 0, show(proc)
-    got = sorted(x for x in proc.stdout.splitlines() if x.startswith("ARGS"))
-    assert got == ["ARGS 0 ['--lr', '0.1', '-x']", "ARGS 1 ['--lr', '0.1', '-x']"]
+    for r in (0, 1):  # (files: the ranks' printed lines may interleave)
+        got = json.loads((tmp_path / f"args-{r}").read_text())
+        assert got == [["--lr", "0.1", "-x"], "localhost", "29555"]
 
 
 def test_exit_code_of_a_failing_script(tmp_path):
