@@ -116,6 +116,11 @@ class DistributedDataParallel(nn.Module):
         if mixed_precision is not None or device_mesh is not None:
             raise ValueError("DistributedDataParallel: mixed_precision and device_mesh are not "
                              "supported")
+        if delay_all_reduce_named_params is not None or param_to_hook_all_reduce is not None:
+            raise ValueError("DistributedDataParallel: delay_all_reduce_named_params and "
+                             "param_to_hook_all_reduce are not supported")
+        # gradient_as_bucket_view and static_graph are optimisation hints in PyTorch: the
+        # results are the same without them, so they are accepted and have no effect here
         group = resolve(process_group, "DistributedDataParallel")
         if group is None:
             raise ValueError("DistributedDataParallel: this rank is not in process_group")
