@@ -42,10 +42,12 @@ def test_flags_and_script_arguments(tmp_path):
 
 def test_exit_code_of_a_failing_script(tmp_path):
     script = tmp_path / "fail.py"
-    script.write_text("import os, sys\nsys.exit(3 if os.environ['RANK'] == '1' else 0)\n")
+    script.write_text("import os, sys\nif os.environ['RANK'] == '1':\n"
+                      "    sys.exit('no data for rank 1')\n")
     proc = launch(2, str(script))
     assert proc.returncode == 1, show(proc)
-    assert "rank 1 (of 2) failed first: exited with code 3" in proc.stderr
+    assert "rank 1 (of 2) failed first: exited with code 1; its last error output: no data " \
+           "for rank 1" in proc.stderr, show(proc)
 
 
 def _args(*argv):

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 # (rank, size, local rank, local size) as MPICH/Hydra, Open MPI and Slurm export them
@@ -62,6 +63,25 @@ def _write(folder, name, record):
         json.dump(record, f)
 
 
+def _relay(stream, tail, keep=4096):
+    """Copy the child's stderr to ours as it comes, keeping its last ``keep`` bytes."""
+    out = sys.stderr.buffer
+    while True:
+        chunk = stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536)
+        if not chunk:
+            return
+        out.write(chunk)
+        out.flush()
+        tail.append(chunk)
+        while sum(map(len, tail)) > keep and len(tail) > 1:
+            tail.pop(0)
+
+
+def _last_line(tail):
+    lines = b"".join(tail).decode(errors="replace").strip().splitlines()
+    return lines[-1].strip()[:500] if lines else ""
+
+
 def main(argv):
     mode, command = argv[0], argv[1:]
     env = dict(os.environ)
@@ -72,15 +92,23 @@ def main(argv):
     elif mode == "module":
         command = [sys.executable, "-m", *command]
     fds = tuple(int(env[k]) for k in ("PMI_FD",) if env.get(k, "").isdigit())
-    child = subprocess.Popen(command, env=env, pass_fds=fds, preexec_fn=_die_with_parent)
+    child = subprocess.Popen(command, env=env, pass_fds=fds, preexec_fn=_die_with_parent,
+                             stderr=subprocess.PIPE)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda s, _f: child.send_signal(s))
+    tail = []
+    relay = threading.Thread(target=_relay, args=(child.stderr, tail), daemon=True)
+    relay.start()
     code = child.wait()
+    relay.join(timeout=5)
     folder = env.get("FIAMMA_DIST_FAILURE_DIR")
     now = time.time()
     if code != 0:
         what = (f"killed by signal {signal.Signals(-code).name}" if code < 0
                 else f"exited with code {code}")
+        last = _last_line(tail)
+        if last:
+            what += f"; its last error output: {last}"
         _write(folder, f"rank-{rank}.json", {"rank": rank, "time": now, "kind": "exit",
                                              "text": what})
     _write(folder, f"done-{rank}.json", {"rank": rank, "time": now, "code": code})
