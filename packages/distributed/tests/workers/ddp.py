@@ -116,6 +116,25 @@ except RuntimeError as e:
 else:
     raise AssertionError("unused parameters were not reported")
 
+# BatchNorm: buffers (float and int64) broadcast before each forward that follows a synced
+# one, so an evaluation under no_grad after training is the same on every rank; a frozen
+# parameter (requires_grad=False) is not bucketed
+fiamma.manual_seed(rank)
+bn_model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 2))
+bn_model[0].weight.requires_grad_(False)
+bn_ddp = DDP(bn_model, bucket_cap_mb=0.00001)
+for step in range(3):
+    out = bn_ddp(fiamma.randn(6, 4) + rank)
+    out.pow(2).mean().backward()
+    sgd(bn_ddp.module)
+bn_ddp.eval()
+with fiamma.no_grad():
+    y = bn_ddp(fiamma.ones(1, 4))
+views = [None] * n
+dist.all_gather_object(views, (bn_model[1].running_mean.tolist(),
+                               int(bn_model[1].num_batches_tracked), y.tolist()))
+assert all(v == views[0] for v in views), views
+
 # a checkpoint saved from rank 0 (the plain module's state_dict) loads anywhere
 if rank == 0:
     fiamma.save(ddp.module.state_dict(), sys.argv[1])

@@ -151,6 +151,7 @@ class DistributedDataParallel(nn.Module):
                 self._where[id(p)] = (b, i)
         self._armed = False
         self._started = False
+        self._sync_buffers_next = True
         self._ready = set()
         self._next = 0
         self._hooks = [p.register_post_accumulate_grad_hook(self._grad_ready)
@@ -194,11 +195,14 @@ class DistributedDataParallel(nn.Module):
         if self._armed and self._started:
             self._unfinished()
         sync = fiamma.is_grad_enabled() and self.require_backward_grad_sync
-        if sync and self.broadcast_buffers:
+        # PyTorch's rule: buffers are broadcast before a forward that follows a synced one
+        # (so an evaluation under no_grad after training sees rank 0's statistics everywhere)
+        if self._sync_buffers_next and self.broadcast_buffers:
             buffers = list(self.module.buffers())
             if buffers and self.process_group.size() > 1:
                 self._sync(buffers, "buffers")
         out = self.module(*inputs, **kwargs)
+        self._sync_buffers_next = sync
         if sync:
             self._arm(out)
         return out
