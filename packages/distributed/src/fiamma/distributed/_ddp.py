@@ -14,17 +14,21 @@ reductions and writes the averages back into ``.grad``.
 from __future__ import annotations
 
 import contextlib
+import time
 
 import fiamma
 from fiamma import nn
+from fiamma.distributed import _mpi
 from fiamma.distributed._collectives import all_reduce, broadcast
-from fiamma.distributed._mpi import ReduceOp
+from fiamma.distributed._group import Header
+from fiamma.distributed._mpi import ReduceOp, buffer, datatype, mpi_op
 from fiamma.distributed._objects import all_gather_object
 from fiamma.distributed._state import resolve
 
 
 class _Bucket:
-    __slots__ = ("index", "params", "offsets", "flat", "pending", "work", "dtype")
+    __slots__ = ("index", "params", "offsets", "flat", "pending", "work", "dtype", "buf",
+                 "mpi_type", "mpi_op")
 
     def __init__(self, index, params):
         self.index = index
@@ -36,8 +40,11 @@ class _Bucket:
             self.offsets.append(n)
             n += p.numel()
         self.flat = fiamma.zeros(n, dtype=self.dtype)
+        self.buf = buffer(self.flat, "DistributedDataParallel")
+        self.mpi_type = datatype(self.dtype)
+        self.mpi_op = mpi_op(ReduceOp.SUM, self.dtype, "DistributedDataParallel")
         self.pending = len(params)
-        self.work = None
+        self.work = None  # the MPI request of its all-reduce
 
 
 def _buckets(params, cap_bytes, first_cap_bytes):
@@ -145,6 +152,7 @@ class DistributedDataParallel(nn.Module):
             raise ValueError(f"DistributedDataParallel: bucket_cap_mb must be positive, got {mb}")
         cap = int(mb * 1024 * 1024)
         self._bucket_list = _buckets(self._params, cap, min(cap, 1024 * 1024))
+        self._comm = self._own_communicator()
         self._where = {}
         for b in self._bucket_list:
             for i, p in enumerate(b.params):
@@ -152,6 +160,8 @@ class DistributedDataParallel(nn.Module):
         self._armed = False
         self._started = False
         self._sync_buffers_next = True
+        self._inflight = []
+        self._deadline = 0.0
         self._ready = set()
         self._next = 0
         self._hooks = [p.register_post_accumulate_grad_hook(self._grad_ready)
@@ -172,6 +182,19 @@ class DistributedDataParallel(nn.Module):
                     "DistributedDataParallel: the ranks' models differ: rank "
                     f"{self.process_group._ranks[0]} has {diff[0]} where rank "
                     f"{self.process_group._ranks[r]} has {diff[1]}")
+
+    def _own_communicator(self):
+        """A duplicate of the group's communicator for the gradient all-reduces, which are
+        posted from backward's thread as non-blocking MPI requests: they can never interleave
+        with the group's other collectives, and no thread hand-off is on the backward path."""
+        g = self.process_group
+        out = {}
+
+        def run():
+            out["comm"] = g._comm.Dup()
+
+        g.submit("dup", Header.make("dup", 0), run, "DistributedDataParallel").wait()
+        return out["comm"]
 
     def _sync(self, tensors, what):
         """Broadcast rank 0's ``tensors`` to every rank, one flat buffer per dtype."""
@@ -215,6 +238,7 @@ class DistributedDataParallel(nn.Module):
         for b in self._bucket_list:
             b.pending = len(b.params)
             b.work = None
+        self._inflight = []
         self._locally_unused = []
         if self.find_unused_parameters:
             used = _reachable_leaves(out)
@@ -224,9 +248,12 @@ class DistributedDataParallel(nn.Module):
 
     def _unfinished(self):
         missing = [self._names[id(p)] for p in self._params if id(p) not in self._ready]
-        for b in self._bucket_list:  # let launched reductions finish: the group stays usable
-            if b.work is not None:
-                b.work.wait()
+        launched = [b.work for b in self._bucket_list if b.work is not None]
+        if launched:  # let launched reductions finish: the communicator stays usable
+            self.process_group._drive(launched, self._deadline, "DistributedDataParallel "
+                                      "gradient all_reduce")
+            for b in self._bucket_list:
+                b.work = None
         self._armed = False
         raise RuntimeError(
             "DistributedDataParallel: the previous iteration's backward did not produce "
@@ -271,12 +298,18 @@ class DistributedDataParallel(nn.Module):
         b.pending -= 1
         if b.pending == 0:
             self._launch()
+        elif self._inflight:
+            _mpi.mpi().Request.Testall(self._inflight)  # MPI progresses only inside calls
 
     def _launch(self):
         buckets = self._bucket_list
+        MPI = _mpi.mpi()
+        if self._next == 0:
+            self._deadline = time.monotonic() + self.process_group.timeout
         while self._next < len(buckets) and buckets[self._next].pending == 0:
             b = buckets[self._next]
-            b.work = all_reduce(b.flat, ReduceOp.AVG, self.process_group, async_op=True)
+            b.work = self._comm.Iallreduce(MPI.IN_PLACE, [b.buf, b.mpi_type], b.mpi_op)
+            self._inflight.append(b.work)
             self._next += 1
         if self._next == len(buckets):
             self._finish()
@@ -290,9 +323,19 @@ class DistributedDataParallel(nn.Module):
                                   dtype=fiamma.uint8)
             all_reduce(flags, ReduceOp.MAX, self.process_group)
             unused = {id(p) for p, f in zip(self._params, flags.tolist()) if not f}
+        g = self.process_group
+        g._drive(self._inflight, self._deadline,
+                 f"DistributedDataParallel gradient all_reduce ({len(self._inflight)} buckets) "
+                 f"in group {g.name()}, rank {g.rank()}")
+        self._inflight = []
+        n = g.size()
         with fiamma.no_grad():
             for b in self._bucket_list:
-                b.work.wait()
+                b.work = None
+                if b.dtype in (fiamma.float16, fiamma.bfloat16):
+                    b.flat.div_(n)
+                else:
+                    b.buf /= n
                 for p, off in zip(b.params, b.offsets):
                     if unused is not None and id(p) in unused:
                         continue

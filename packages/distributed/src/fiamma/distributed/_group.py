@@ -46,7 +46,7 @@ for _cls in (DistError, DistBackendError, DistTimeoutError):
 # operation names, numbered for the metadata check
 OPS = ["barrier", "all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor",
        "reduce_scatter_tensor", "all_to_all_single", "new_group", "gather", "scatter",
-       "all_to_all"]
+       "all_to_all", "dup"]
 OP_CODE = {name: i for i, name in enumerate(OPS)}
 REDUCE_CODE = {op: i for i, op in enumerate(_mpi.ReduceOp)}
 
