@@ -41,6 +41,8 @@ def test_wrong_sized_receive():
     ("kill", 1, "killed by signal SIGKILL"),
     ("hang", 0, "all_reduce #2 (float32[4]) in group WORLD, rank 0 did not complete within the "
                 "timeout 0:00:03"),
+    ("ddp", 0, "DistributedDataParallel gradient all_reduce (1 buckets) in group WORLD, rank 0 "
+               "did not complete within the timeout 0:00:03"),
 ])
 def test_failing_rank_is_named_and_the_others_stop(mode, first, text):
     start = time.monotonic()

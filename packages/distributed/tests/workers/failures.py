@@ -50,5 +50,11 @@ elif mode == "hang":  # rank 1 never joins (busy elsewhere): the others time out
     if rank == 1:
         time.sleep(300)
     dist.all_reduce(t)
+elif mode == "ddp":  # rank 1 never runs backward: rank 0's gradient all-reduce times out
+    model = fiamma.nn.parallel.DistributedDataParallel(fiamma.nn.Linear(3, 2))
+    out = model(fiamma.ones(4, 3)).sum()
+    if rank == 1:
+        time.sleep(300)
+    out.backward()
 dist.destroy_process_group()
 print(f"rank {rank} finished", flush=True)
