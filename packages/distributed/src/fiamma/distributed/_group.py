@@ -66,13 +66,68 @@ def describe_tensor(t):
     return f"{str(t.dtype).replace('fiamma.', '')}{list(t.shape)}"
 
 
+class _What:
+    """An operation's description for messages, formatted only when one is needed."""
+
+    __slots__ = ("op", "seq", "detail", "group")
+
+    def __init__(self, op, seq, detail, group):
+        self.op, self.seq, self.detail, self.group = op, seq, detail, group
+
+    def __str__(self):
+        d = self.detail
+        d = describe_tensor(d) if hasattr(d, "dtype") else d
+        g = self.group
+        return f"{self.op} #{self.seq} ({d}) in group {g._name}, rank {g._rank}"
+
+
+class _Completed:
+    """The handle of an operation that had completed when it was returned."""
+
+    __slots__ = ("_result",)
+
+    def __init__(self, result):
+        self._result = result if result is not None else []
+
+    def wait(self, timeout=None):
+        return True
+
+    def is_completed(self):
+        return True
+
+    def is_success(self):
+        return True
+
+    def exception(self):
+        return None
+
+    def result(self):
+        return self._result
+
+
+_HEADERS = {}
+
+
 class Header:
     """What one rank passes to a collective, as a fixed row of int64 that all ranks exchange."""
 
     @staticmethod
     def make(op, seq, tensor=None, root=-1, reduce_op=None, extra=0):
+        key = (op, root, reduce_op, extra) if tensor is None else (
+            op, root, reduce_op, extra, tensor.dtype, tuple(tensor.shape))
+        h = _HEADERS.get(key)
+        if h is None:
+            h = Header._build(op, tensor, root, reduce_op, extra)
+            if len(_HEADERS) < 4096:
+                _HEADERS[key] = h
+        h = h.copy()
+        h[1] = seq
+        return h
+
+    @staticmethod
+    def _build(op, tensor, root, reduce_op, extra):
         h = np.full(_HEADER, -1, dtype=np.int64)
-        h[0], h[1] = OP_CODE[op], seq
+        h[0], h[1] = OP_CODE[op], 0
         if tensor is not None:
             shape = tuple(tensor.shape)
             h[2] = _mpi.DTYPE_CODE[tensor.dtype]
@@ -204,13 +259,13 @@ class ProcessGroup:
         two thread switches (~60 us) that dominate small collectives. Large ones go to the
         thread, where MPI's blocking algorithms are faster than its non-blocking ones."""
         if self._broken is not None:
-            raise DistBackendError(f"{what}: process group {self._name} is unusable: "
-                                   f"{self._broken}")
+            raise DistBackendError(f"{_What(op, self._seq + 1, what, self)}: process group "
+                                   f"{self._name} is unusable: {self._broken}")
         self._seq += 1
         seq = self._seq
         if header is not None:
             header[1] = seq
-        what = f"{op} #{seq} ({what}) in group {self._name}, rank {self._rank}"
+        what = _What(op, seq, what, self)
         check = self.check and header is not None
         limit = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + limit
@@ -231,9 +286,7 @@ class ProcessGroup:
                 finally:
                     with self._lock:
                         self._pending -= 1
-                w = Work(self, what, None, deadline, result)
-                w._done.set()
-                return w
+                return _Completed(result)
 
         def fn():
             if check:

@@ -82,7 +82,18 @@ def buffer(t, op):
     return a.view(wire) if a.dtype != wire else a
 
 
+_DATATYPES = {}
+_OPS = {}
+
+
 def datatype(dtype):
+    t = _DATATYPES.get(dtype)
+    if t is None:
+        t = _DATATYPES[dtype] = _datatype(dtype)
+    return t
+
+
+def _datatype(dtype):
     MPI = mpi()
     return {fiamma.float32: MPI.FLOAT, fiamma.float64: MPI.DOUBLE, fiamma.float16: MPI.UINT16_T,
             fiamma.bfloat16: MPI.UINT16_T, fiamma.int8: MPI.INT8_T, fiamma.int16: MPI.INT16_T,
@@ -131,6 +142,17 @@ def _half_op(dtype, op):
 
 def mpi_op(op, dtype, name):
     """The MPI op for ReduceOp ``op`` on tensors of ``dtype`` (error naming ``name``)."""
+    try:
+        found = _OPS.get((op, dtype))
+    except TypeError:  # an unhashable op: _mpi_op names it
+        found = None
+    if found is None:
+        found = _mpi_op(op, dtype, name)
+        _OPS[(op, dtype)] = found
+    return found
+
+
+def _mpi_op(op, dtype, name):
     if not isinstance(op, ReduceOp):
         raise TypeError(f"{name}: op must be a fiamma.distributed.ReduceOp, got {op!r}")
     MPI = mpi()
