@@ -154,6 +154,12 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
                          "the world")
     seconds = _seconds(timeout, "init_process_group") or DEFAULT_TIMEOUT.total_seconds()
     MPI = _mpi.mpi()
+    if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
+        raise RuntimeError(
+            "init_process_group: MPI was initialised without MPI_THREAD_MULTIPLE (thread level "
+            f"{MPI.Query_thread()}), which fiamma.distributed needs (collectives run on a worker "
+            "thread): set mpi4py.rc.thread_level = 'multiple' before importing mpi4py.MPI, or "
+            "let init_process_group import it")
     world = MPI.COMM_WORLD
     mpi_rank, mpi_size = world.Get_rank(), world.Get_size()
     want_rank = rank if rank is not None and rank >= 0 else _env_int("RANK")
