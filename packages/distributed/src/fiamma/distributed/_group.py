@@ -312,7 +312,7 @@ class ProcessGroup:
             if spins % 64 == 0:
                 if time.monotonic() > deadline:
                     raise self._timed_out(what)
-                if spins > 4096:  # waiting long: give the CPU to the other ranks
+                if spins > 512:  # waiting long: give the CPU to the other ranks
                     time.sleep(2e-5)
 
     def _loop(self):
