@@ -329,7 +329,8 @@ class DistributedDataParallel(nn.Module):
         g = self.process_group
         g._drive(self._inflight, self._deadline,
                  f"DistributedDataParallel gradient all_reduce ({len(self._inflight)} buckets) "
-                 f"in group {g.name()}, rank {g.rank()}")
+                 f"in group {g.name()}, rank {g.rank()}",
+                 sum(b.buf.nbytes for b in self._bucket_list))
         self._inflight = []
         n = g.size()
         with fiamma.no_grad():

@@ -280,7 +280,7 @@ class ProcessGroup:
                         rows = np.empty((self._size, _HEADER), dtype=np.int64)
                         self._drive([self._comm.Iallgather(header, rows)], deadline, what)
                         self._check_rows(rows, op, seq)
-                    self._drive(post(), deadline, what)
+                    self._drive(post(), deadline, what, nbytes)
                     if after is not None:
                         after()
                 finally:
@@ -303,16 +303,23 @@ class ProcessGroup:
         self._queue.put(w)
         return w
 
-    def _drive(self, requests, deadline, what):
-        """Poll MPI requests to completion (MPI progresses only inside a call)."""
+    def _drive(self, requests, deadline, what, nbytes=0):
+        """Poll MPI requests to completion (MPI progresses only inside a call). Busy for about
+        as long as moving ``nbytes`` should take (1 ms + 1 ms per MB), then polling with short
+        sleeps: on a shared machine a spinning rank starves the peer it is waiting for."""
         test = _mpi.mpi().Request.Testall
+        if test(requests):
+            return
+        now = time.monotonic()
+        patient = now + 1e-3 + nbytes * 1e-9
         spins = 0
         while not test(requests):
             spins += 1
-            if spins % 64 == 0:
-                if time.monotonic() > deadline:
+            if spins % 32 == 0:
+                now = time.monotonic()
+                if now > deadline:
                     raise self._timed_out(what)
-                if spins > 512:  # waiting long: give the CPU to the other ranks
+                if now > patient:
                     time.sleep(2e-5)
 
     def _loop(self):

@@ -42,6 +42,7 @@ class P2PWork:
         self._after = None      # a receive from any source posts its data request later
         self._check = None
         self._source = None
+        self._nbytes = 0
 
     def _poll(self):
         MPI = _mpi.mpi()
@@ -87,13 +88,15 @@ class P2PWork:
         limit = self._deadline
         if timeout is not None:
             limit = min(limit, time.monotonic() + _seconds(timeout, "Work.wait"))
-        spins = 0
+        # MPI progresses only inside a call: poll busily for about as long as the message
+        # should take (1 ms + 1 ms per MB), then with short sleeps that leave the CPU to others
+        patient = time.monotonic() + 1e-3 + self._nbytes * 1e-9
         while not self._poll():
-            if time.monotonic() > limit:
+            now = time.monotonic()
+            if now > limit:
                 raise self._group._timed_out(self._what, timeout)
-            spins += 1
-            if spins > 100:  # MPI progresses only inside a call: poll, yielding the CPU
-                time.sleep(min(1e-3, 1e-6 * spins))
+            if now > patient:
+                time.sleep(2e-5)
         if self._exc is not None:
             raise self._exc
         return True
@@ -118,6 +121,7 @@ def isend(tensor, dst=None, group=None, tag=0, group_dst=None):
     h = _header(tensor, seq)
     w = P2PWork(g, f"send #{seq} of {describe_tensor(tensor)} to rank {g._ranks[peer]} "
                    f"(tag {tag}) in group {g.name()}", time.monotonic() + g.timeout)
+    w._nbytes = buf.nbytes
     w._requests = [g._p2p.Isend(h, dest=peer, tag=htag),
                    g._p2p.Isend([buf, dt], dest=peer, tag=dtag)]
     w._keep = h
@@ -152,6 +156,7 @@ def irecv(tensor, src=None, group=None, tag=0, group_src=None):
         return None
 
     w._check = check
+    w._nbytes = buf.nbytes
     if peer is not None:
         w._source = g._ranks[peer]
         w._requests = [g._p2p.Irecv(theirs, source=peer, tag=htag),
