@@ -116,7 +116,7 @@ def test_debug_level():
     dist.set_debug_level("OFF")
     try:
         dist.init_process_group()
-        assert not dist.group.WORLD.check
+        assert not dist.group.WORLD._check
         dist.destroy_process_group()
     finally:
         dist.set_debug_level("INFO")

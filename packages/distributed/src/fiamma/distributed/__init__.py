@@ -67,6 +67,20 @@ from fiamma.distributed._version import __version__  # noqa: F401
 
 reduce_op = ReduceOp  # PyTorch's deprecated alias
 
+__all__ = [
+    "init_process_group", "destroy_process_group", "is_initialized", "is_available",
+    "is_mpi_available", "is_gloo_available", "is_nccl_available", "is_torchelastic_launched",
+    "get_rank", "get_world_size", "get_backend", "new_group", "get_process_group_ranks",
+    "get_global_rank", "get_group_rank", "get_default_backend_for_device", "set_debug_level",
+    "get_debug_level", "GroupMember", "group", "ProcessGroup", "ReduceOp", "Work",
+    "DistError", "DistBackendError", "DistTimeoutError",
+    "all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor",
+    "reduce_scatter_tensor", "reduce_scatter", "all_to_all_single", "all_to_all", "gather",
+    "scatter", "barrier", "send", "recv", "isend", "irecv",
+    "all_gather_object", "gather_object", "broadcast_object_list", "scatter_object_list",
+    "send_object_list", "recv_object_list", "DistributedDataParallel",
+]
+
 
 def is_available():
     """Whether the distributed package can run here (mpi4py is installed)."""

@@ -31,7 +31,7 @@ def _root(g, what, global_rank, group_rank, name):
         return group_rank
     if global_rank is None:
         raise ValueError(f"{what}: {name} is required")
-    return g.group_rank(global_rank, what, name)
+    return g._group_rank(global_rank, what, name)
 
 
 def _half(t):
@@ -77,7 +77,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
         return [g._comm.Iallreduce(MPI.IN_PLACE, [buf, dt], mop)]
 
     h = Header.make("all_reduce", 0, tensor, reduce_op=op)
-    return _finish(g.submit("all_reduce", h, run, tensor, [tensor],
+    return _finish(g._submit("all_reduce", h, run, tensor, [tensor],
                             post=None if _half(tensor) else post, after=after,
                             nbytes=buf.nbytes, async_op=async_op), async_op)
 
@@ -97,7 +97,7 @@ def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
         return [g._comm.Ibcast([buf, dt], root=root)]
 
     h = Header.make("broadcast", 0, tensor, root=root)
-    return _finish(g.submit("broadcast", h, run, tensor, [tensor], post=post,
+    return _finish(g._submit("broadcast", h, run, tensor, [tensor], post=post,
                             nbytes=buf.nbytes, async_op=async_op), async_op)
 
 
@@ -130,7 +130,7 @@ def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_
         return [g._comm.Ireduce([buf, dt], None, mop, root=root)]
 
     h = Header.make("reduce", 0, tensor, root=root, reduce_op=op)
-    return _finish(g.submit("reduce", h, run, tensor, [tensor],
+    return _finish(g._submit("reduce", h, run, tensor, [tensor],
                             post=None if _half(tensor) else post, after=after,
                             nbytes=buf.nbytes, async_op=async_op), async_op)
 
@@ -172,7 +172,7 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
         return [g._comm.Iallgather([buf, dt], [out, dt])]
 
     h = Header.make("all_gather", 0, tensor)
-    return _finish(g.submit("all_gather", h, run, tensor, outs, post=post,
+    return _finish(g._submit("all_gather", h, run, tensor, outs, post=post,
                             after=after, nbytes=out.nbytes, async_op=async_op), async_op)
 
 
@@ -200,7 +200,7 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
         return [g._comm.Iallgather([buf, dt], [out, dt])]
 
     h = Header.make(what, 0, input_tensor)
-    return _finish(g.submit(what, h, run, input_tensor, [output_tensor],
+    return _finish(g._submit(what, h, run, input_tensor, [output_tensor],
                             post=post, nbytes=out.nbytes, async_op=async_op), async_op)
 
 
@@ -232,7 +232,7 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
         return [g._comm.Ireduce_scatter_block([buf, dt], [out, dt], mop)]
 
     h = Header.make(what, 0, input, reduce_op=op)
-    return _finish(g.submit(what, h, run, input, [output],
+    return _finish(g._submit(what, h, run, input, [output],
                             post=None if _half(input) else post, after=after,
                             nbytes=buf.nbytes, async_op=async_op), async_op)
 
@@ -277,7 +277,7 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     rdisp = np.concatenate([[0], np.cumsum(rcount)[:-1]])
     buf, out = buffer(input, what), buffer(output, what)
     dt = datatype(input.dtype)
-    check = g.check
+    check = g._check
     me = g.rank()
 
     def run():
@@ -296,7 +296,7 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
 
     h = Header.make(what, 0, extra=zlib.crc32(repr(tuple(input.shape[1:])).encode()))
     h[2] = _mpi.DTYPE_CODE[input.dtype]
-    return _finish(g.submit(what, h, run, input, [output]), async_op)
+    return _finish(g._submit(what, h, run, input, [output]), async_op)
 
 
 def barrier(group=None, async_op=False, device_ids=None):
@@ -311,7 +311,7 @@ def barrier(group=None, async_op=False, device_ids=None):
     def post():
         return [g._comm.Ibarrier()]
 
-    return _finish(g.submit("barrier", Header.make("barrier", 0), run, "barrier", post=post,
+    return _finish(g._submit("barrier", Header.make("barrier", 0), run, "barrier", post=post,
                             async_op=async_op), async_op)
 
 
@@ -344,7 +344,7 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
                 b[...] = whole[r]
 
     h = Header.make("gather", 0, tensor, root=root)
-    return _finish(g.submit("gather", h, run, tensor,
+    return _finish(g._submit("gather", h, run, tensor,
                             list(gather_list or [])), async_op)
 
 
@@ -372,7 +372,7 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
         g._comm.Scatter([send, dt] if mine else None, [out, dt], root=root)
 
     h = Header.make("scatter", 0, tensor, root=root)
-    return _finish(g.submit("scatter", h, run, tensor, [tensor]), async_op)
+    return _finish(g._submit("scatter", h, run, tensor, [tensor]), async_op)
 
 
 def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=False):

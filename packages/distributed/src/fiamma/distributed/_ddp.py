@@ -196,7 +196,7 @@ class DistributedDataParallel(nn.Module):
         def run():
             out["comm"] = g._comm.Dup()
 
-        g.submit("dup", Header.make("dup", 0), run, "DistributedDataParallel").wait()
+        g._submit("dup", Header.make("dup", 0), run, "DistributedDataParallel").wait()
         return out["comm"]
 
     def _sync(self, tensors, what):
@@ -308,7 +308,7 @@ class DistributedDataParallel(nn.Module):
         buckets = self._bucket_list
         MPI = _mpi.mpi()
         if self._next == 0:
-            self._deadline = time.monotonic() + self.process_group.timeout
+            self._deadline = time.monotonic() + self.process_group._timeout
         while self._next < len(buckets) and buckets[self._next].pending == 0:
             b = buckets[self._next]
             b.work = self._comm.Iallreduce(MPI.IN_PLACE, [b.buf, b.mpi_type], b.mpi_op)

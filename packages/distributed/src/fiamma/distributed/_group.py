@@ -223,8 +223,8 @@ class ProcessGroup:
         self._size = comm.Get_size()
         self._ranks = list(ranks)    # group rank -> global rank
         self._name = name
-        self.timeout = timeout       # seconds
-        self.check = check
+        self._timeout = timeout       # seconds
+        self._check = check
         self._seq = 0
         self._queue = queue.SimpleQueue()
         self._lock = threading.Lock()
@@ -248,7 +248,7 @@ class ProcessGroup:
 
     # ---- running operations ----
 
-    def submit(self, op, header, run, what, result=None, timeout=None, post=None, after=None,
+    def _submit(self, op, header, run, what, result=None, timeout=None, post=None, after=None,
                nbytes=0, async_op=True):
         """Run collective ``op``: first (when checking) the headers of all ranks are compared,
         then ``run()`` runs on the worker thread. Returns its Work.
@@ -266,8 +266,8 @@ class ProcessGroup:
         if header is not None:
             header[1] = seq
         what = _What(op, seq, what, self)
-        check = self.check and header is not None
-        limit = self.timeout if timeout is None else timeout
+        check = self._check and header is not None
+        limit = self._timeout if timeout is None else timeout
         deadline = time.monotonic() + limit
         if post is not None and not async_op and nbytes <= INLINE_BYTES:
             with self._lock:
@@ -348,7 +348,7 @@ class ProcessGroup:
                                + "\n".join(lines))
 
     def _timed_out(self, what, timeout=None):
-        limit = datetime.timedelta(seconds=self.timeout)
+        limit = datetime.timedelta(seconds=self._timeout)
         if timeout is not None:
             return DistTimeoutError(f"fiamma.distributed: {what} did not complete within the "
                                     f"wait timeout {timeout}")
@@ -361,10 +361,10 @@ class ProcessGroup:
             "rank did not join it (it died, hangs, or called a different operation). The group "
             "is unusable now; this process aborts the MPI job when it exits.")
 
-    def shutdown(self):
+    def _shutdown(self):
         if self._thread is not None and self._broken is None:
             self._queue.put(None)
-            self._thread.join(timeout=min(self.timeout, 60))
+            self._thread.join(timeout=min(self._timeout, 60))
             if self._thread.is_alive():  # stuck in MPI: freeing its communicator would crash
                 self._broken = "destroyed while an operation was still running"
         self._thread = None
@@ -377,7 +377,7 @@ class ProcessGroup:
 
     # ---- ranks ----
 
-    def group_rank(self, global_rank, what, arg):
+    def _group_rank(self, global_rank, what, arg):
         try:
             return self._ranks.index(global_rank)
         except ValueError:

@@ -48,7 +48,7 @@ def gather_object(obj, object_gather_list=None, dst=0, group=None):
     g = resolve(group, "gather_object")
     if g is None:
         return
-    mine = g.rank() == g.group_rank(dst, "gather_object", "dst")
+    mine = g.rank() == g._group_rank(dst, "gather_object", "dst")
     if mine and (object_gather_list is None or len(object_gather_list) != g.size()):
         raise ValueError(f"gather_object: on rank dst, object_gather_list must hold {g.size()} "
                          "items")
@@ -89,7 +89,7 @@ def scatter_object_list(scatter_object_output_list, scatter_object_input_list=No
     g = resolve(group, "scatter_object_list")
     if g is None:
         return
-    root = g.group_rank(src, "scatter_object_list", "src")
+    root = g._group_rank(src, "scatter_object_list", "src")
     if g.rank() == root and (scatter_object_input_list is None
                              or len(scatter_object_input_list) != g.size()):
         raise ValueError(f"scatter_object_list: on rank src, scatter_object_input_list must "

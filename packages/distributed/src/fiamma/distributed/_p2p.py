@@ -120,7 +120,7 @@ def isend(tensor, dst=None, group=None, tag=0, group_dst=None):
     seq = g._send_seq[peer] = g._send_seq.get(peer, 0) + 1
     h = _header(tensor, seq)
     w = P2PWork(g, f"send #{seq} of {describe_tensor(tensor)} to rank {g._ranks[peer]} "
-                   f"(tag {tag}) in group {g.name()}", time.monotonic() + g.timeout)
+                   f"(tag {tag}) in group {g.name()}", time.monotonic() + g._timeout)
     w._nbytes = buf.nbytes
     w._requests = [g._p2p.Isend(h, dest=peer, tag=htag),
                    g._p2p.Isend([buf, dt], dest=peer, tag=dtag)]
@@ -144,7 +144,7 @@ def irecv(tensor, src=None, group=None, tag=0, group_src=None):
     theirs = np.zeros_like(mine)
     frm = "any rank" if peer is None else f"rank {g._ranks[peer]}"
     w = P2PWork(g, f"recv into {describe_tensor(tensor)} from {frm} (tag {tag}) in group "
-                   f"{g.name()}", time.monotonic() + g.timeout)
+                   f"{g.name()}", time.monotonic() + g._timeout)
 
     def check():
         if theirs[1] == 0:

@@ -193,7 +193,7 @@ def destroy_process_group(group=None):
             raise RuntimeError("destroy_process_group: the default process group is not "
                                "initialized")
         for g in reversed(_groups):
-            g.shutdown()
+            g._shutdown()
         _groups.clear()
         _world = None
         GroupMember.WORLD = globals()["group"].WORLD = None
@@ -201,7 +201,7 @@ def destroy_process_group(group=None):
     if group is GroupMember.NON_GROUP_MEMBER:
         return
     if group in _groups:
-        group.shutdown()
+        group._shutdown()
         _groups.remove(group)
 
 
@@ -218,7 +218,7 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
     if len(set(members)) != len(members) or any(not 0 <= r < size for r in members):
         raise ValueError(f"new_group: ranks must be distinct ranks in [0, {size - 1}], got "
                          f"{ranks}")
-    seconds = _seconds(timeout, "new_group") or world.timeout
+    seconds = _seconds(timeout, "new_group") or world._timeout
     me = world.rank()
     out = {}
     MPI = _mpi.mpi()
@@ -229,7 +229,7 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
 
     import zlib
     header = Header.make("new_group", 0, extra=zlib.crc32(repr(members).encode()))
-    world.submit("new_group", header, run, f"ranks {members}").wait()
+    world._submit("new_group", header, run, f"ranks {members}").wait()
     if me not in members:
         return GroupMember.NON_GROUP_MEMBER
     name = group_desc or f"group{len(_groups)}{members}"
@@ -270,7 +270,7 @@ def get_global_rank(group, group_rank):
 
 def get_group_rank(group, global_rank):
     g = resolve(group, "get_group_rank")
-    return g.group_rank(global_rank, "get_group_rank", "global_rank")
+    return g._group_rank(global_rank, "get_group_rank", "global_rank")
 
 
 # ---- failures --------------------------------------------------------------------------------
