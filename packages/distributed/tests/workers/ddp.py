@@ -135,6 +135,19 @@ dist.all_gather_object(views, (bn_model[1].running_mean.tolist(),
                                int(bn_model[1].num_batches_tracked), y.tolist()))
 assert all(v == views[0] for v in views), views
 
+# models that differ between ranks (here: a frozen bias on the last rank) are refused on
+# every rank, naming the difference
+odd = nn.Linear(3, 2)
+if rank == n - 1:
+    odd.bias.requires_grad_(False)
+try:
+    DDP(odd)
+except RuntimeError as e:
+    assert f"the ranks' models differ: rank 0 has ('bias', (2,), 'fiamma.float64', True) where " \
+           f"rank {n - 1} has ('bias', (2,), 'fiamma.float64', False)" in str(e), e
+else:
+    raise AssertionError("different models were accepted")
+
 # a checkpoint saved from rank 0 (the plain module's state_dict) loads anywhere
 if rank == 0:
     fiamma.save(ddp.module.state_dict(), sys.argv[1])

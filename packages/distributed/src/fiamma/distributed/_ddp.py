@@ -173,7 +173,8 @@ class DistributedDataParallel(nn.Module):
     # ---- construction ----
 
     def _verify(self, module):
-        mine = [(n, tuple(t.shape), str(t.dtype)) for n, t in
+        # requires_grad too: the buckets (and so the all-reduce counts) are built from it
+        mine = [(n, tuple(t.shape), str(t.dtype), bool(t.requires_grad)) for n, t in
                 list(module.named_parameters()) + list(module.named_buffers())]
         everyone = [None] * self.process_group.size()
         all_gather_object(everyone, mine, self.process_group)
