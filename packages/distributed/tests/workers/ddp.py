@@ -105,6 +105,15 @@ g = ddp.module.spare.weight.grad.clone()
 everyone = fiamma.zeros(n, *g.shape)
 dist.all_gather_into_tensor(everyone, g)
 assert float((everyone - everyone[0]).abs().max()) == 0.0
+# forwards without backward (grad on) before a real step: the all-reduces the unused
+# parameters started at those forwards are finished, not left pending
+ddp.module.zero_grad()
+ddp(x)
+ddp(x)
+F.cross_entropy(ddp(x), y).backward()
+g = ddp.module.fc1.weight.grad.clone()
+dist.all_gather_into_tensor(everyone := fiamma.zeros(n, *g.shape), g)
+assert float((everyone - everyone[0]).abs().max()) == 0.0
 # without find_unused_parameters, an unused parameter is named at the next forward
 ddp = DDP(Net(spare=True))
 F.cross_entropy(ddp(x), y).backward()

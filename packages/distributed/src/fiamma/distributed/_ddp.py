@@ -235,6 +235,9 @@ class DistributedDataParallel(nn.Module):
         return out
 
     def _arm(self, out):
+        if self._inflight:  # launched by an armed forward that had no backward: finish them
+            self.process_group._drive(self._inflight, self._deadline,
+                                      "DistributedDataParallel gradient all_reduce")
         self._armed = True
         self._started = False  # a forward without backward (evaluation with grad on) is fine
         self._ready = set()
@@ -258,6 +261,7 @@ class DistributedDataParallel(nn.Module):
                                       "gradient all_reduce")
             for b in self._bucket_list:
                 b.work = None
+        self._inflight = []
         self._armed = False
         raise RuntimeError(
             "DistributedDataParallel: the previous iteration's backward did not produce "
