@@ -114,6 +114,14 @@ F.cross_entropy(ddp(x), y).backward()
 g = ddp.module.fc1.weight.grad.clone()
 dist.all_gather_into_tensor(everyone := fiamma.zeros(n, *g.shape), g)
 assert float((everyone - everyone[0]).abs().max()) == 0.0
+# a synced forward without backward, then a no_sync step: the no_sync backward stays local
+ddp.module.zero_grad()
+ddp(x)
+with ddp.no_sync():
+    F.cross_entropy(ddp(x[rank:rank + 1]), y[rank:rank + 1]).backward()
+local = ddp.module.fc1.weight.grad.clone()
+dist.all_gather_into_tensor(everyone := fiamma.zeros(n, *local.shape), local)
+assert float((everyone[0] - everyone[1]).abs().max()) > 0, "no_sync backward was averaged"
 # without find_unused_parameters, an unused parameter is named at the next forward
 ddp = DDP(Net(spare=True))
 F.cross_entropy(ddp(x), y).backward()

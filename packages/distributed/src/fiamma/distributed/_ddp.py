@@ -219,8 +219,14 @@ class DistributedDataParallel(nn.Module):
     # ---- forward ----
 
     def forward(self, *inputs, **kwargs):
-        if self._armed and self._started:
-            self._unfinished()
+        if self._armed:  # the previous forward was synced and its backward did not finish
+            if self._started:
+                self._unfinished()
+            if self._inflight:  # started for unused parameters by a forward without backward
+                self.process_group._drive(self._inflight, self._deadline,
+                                          "DistributedDataParallel gradient all_reduce")
+                self._inflight = []
+            self._armed = False  # (a backward under no_sync must not sync)
         sync = fiamma.is_grad_enabled() and self.require_backward_grad_sync
         # PyTorch's rule: buffers are broadcast before a forward that follows a synced one
         # (so an evaluation under no_grad after training sees rank 0's statistics everywhere)
@@ -235,9 +241,6 @@ class DistributedDataParallel(nn.Module):
         return out
 
     def _arm(self, out):
-        if self._inflight:  # launched by an armed forward that had no backward: finish them
-            self.process_group._drive(self._inflight, self._deadline,
-                                      "DistributedDataParallel gradient all_reduce")
         self._armed = True
         self._started = False  # a forward without backward (evaluation with grad on) is fine
         self._ready = set()
