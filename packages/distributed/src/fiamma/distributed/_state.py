@@ -14,7 +14,6 @@ import warnings
 from fiamma.distributed import _mpi
 from fiamma.distributed._group import (
     DEFAULT_TIMEOUT,
-    DistBackendError,
     Header,
     ProcessGroup,
     _seconds,
@@ -312,7 +311,3 @@ def _at_exit():
     time.sleep(0.2)  # let mpiexec forward what was printed before it kills the job
     MPI.COMM_WORLD.Abort(1)
 
-
-def _check_backend_group(g, what):
-    if g is not None and g._broken is not None:
-        raise DistBackendError(f"{what}: process group {g.name()} is unusable: {g._broken}")
