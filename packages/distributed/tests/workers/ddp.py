@@ -152,6 +152,12 @@ dist.all_gather_object(views, (bn_model[1].running_mean.tolist(),
                                int(bn_model[1].num_batches_tracked), y.tolist()))
 assert all(v == views[0] for v in views), views
 
+# bfloat16 parameters: the bucket is reduced through the float32-widening MPI op
+half = DDP(nn.Linear(4, 3).to(fiamma.bfloat16))
+half(fiamma.full((2, 4), float(rank + 1)).to(fiamma.bfloat16)).float().sum().backward()
+want = 2.0 * sum(range(1, n + 1)) / n  # the mean over ranks of 2 rows of (rank + 1)
+assert half.module.weight.grad.float().tolist() == [[want] * 4] * 3, half.module.weight.grad
+
 # models that differ between ranks (here: a frozen bias on the last rank) are refused on
 # every rank, naming the difference
 odd = nn.Linear(3, 2)
