@@ -41,6 +41,7 @@ def test_wrong_sized_receive():
     ("kill", 1, "killed by signal SIGKILL"),
     ("hang", 0, "all_reduce #2 (float32[4]) in group WORLD, rank 0 did not complete within the "
                 "timeout 0:00:05"),
+    ("monitored", 0, "monitored_barrier: rank 1 did not reach the barrier within 0:00:05"),
     ("ddp", 0, "DistributedDataParallel gradient all_reduce (1 buckets) in group WORLD, rank 0 "
                "did not complete within the timeout 0:00:05"),
 ])

@@ -223,5 +223,7 @@ if rank % 2 == 0:
 else:
     assert evens is dist.GroupMember.NON_GROUP_MEMBER and dist.get_rank(evens) == -1
 dist.barrier()
+dist.monitored_barrier()
+dist.monitored_barrier(wait_all_ranks=True)
 dist.destroy_process_group()
 print(f"OK rank {rank}")

@@ -50,6 +50,10 @@ elif mode == "hang":  # rank 1 never joins (busy elsewhere): the others time out
     if rank == 1:
         time.sleep(300)
     dist.all_reduce(t)
+elif mode == "monitored":  # rank 1 never reaches the barrier: rank 0 names it
+    if rank == 1:
+        time.sleep(300)
+    dist.monitored_barrier(timeout=datetime.timedelta(seconds=float(sys.argv[2])))
 elif mode == "ddp":  # rank 1 never runs backward: rank 0's gradient all-reduce times out
     model = fiamma.nn.parallel.DistributedDataParallel(fiamma.nn.Linear(3, 2))
     out = model(fiamma.ones(4, 3)).sum()

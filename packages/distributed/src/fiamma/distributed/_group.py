@@ -232,6 +232,8 @@ class ProcessGroup:
         self._thread = None
         self._broken = None
         self._send_seq = {}
+        self._barrier_comm = comm.Dup()  # monitored_barrier's (made now: a rank may be gone
+        #                                  by the time it is first called)
         self._recv_seq = {}
 
     def rank(self):
@@ -369,7 +371,9 @@ class ProcessGroup:
                 self._broken = "destroyed while an operation was still running"
         self._thread = None
         if self._broken is None:
-            for c in (self._p2p, self._comm):
+            for c in (self._barrier_comm, self._p2p, self._comm):
+                if c is None:
+                    continue
                 try:
                     c.Free()
                 except Exception:  # noqa: BLE001  (MPI already finalized: nothing to free)

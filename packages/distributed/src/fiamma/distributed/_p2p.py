@@ -6,6 +6,7 @@ shape, sequence number) so that a receive of the wrong size or dtype names both 
 
 from __future__ import annotations
 
+import datetime
 import time
 
 import numpy as np
@@ -190,3 +191,59 @@ def recv(tensor, src=None, group=None, tag=0, group_src=None):
         return -1
     w.wait()
     return w._source
+
+
+def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+    """A barrier that names the ranks that did not reach it: every rank reports to rank 0 of
+    the group, which releases them all once everyone has arrived. On rank 0 a timeout raises
+    ``DistTimeoutError`` naming the first missing rank (every missing rank with
+    ``wait_all_ranks=True``); the others time out waiting for the release. ``timeout``
+    (a timedelta) defaults to the group's.
+
+    >>> import fiamma.distributed as dist
+    >>> dist.init_process_group()
+    >>> dist.monitored_barrier()
+    >>> dist.destroy_process_group()
+    """
+    from fiamma.distributed._group import DistTimeoutError, _seconds
+    from fiamma.distributed._state import mark_broken
+
+    g = resolve(group, "monitored_barrier")
+    if g is None:
+        return
+    seconds = _seconds(timeout, "monitored_barrier") or g._timeout
+    if g.size() == 1:
+        return
+    comm = g._barrier_comm
+    test = _mpi.mpi().Request.Test
+    deadline = time.monotonic() + seconds
+    token = np.zeros(1, dtype=np.int64)
+    if g.rank() != 0:
+        requests = [comm.Isend(token, dest=0, tag=1), comm.Irecv(np.zeros(1, np.int64),
+                                                                 source=0, tag=2)]
+        while not all(test(r) for r in requests):
+            if time.monotonic() > deadline:
+                mark_broken()
+                raise DistTimeoutError(
+                    f"fiamma.distributed: monitored_barrier: rank {g._ranks[g.rank()]} was not "
+                    f"released by rank {g._ranks[0]} within {datetime.timedelta(seconds=seconds)}"
+                    " (another rank did not arrive, or rank 0 failed)")
+            time.sleep(2e-5)
+        return
+    arrivals = {r: comm.Irecv(np.zeros(1, np.int64), source=r, tag=1)
+                for r in range(1, g.size())}
+    waiting = set(arrivals)
+    while waiting:
+        waiting = {r for r in waiting if not test(arrivals[r])}
+        if waiting and time.monotonic() > deadline:
+            mark_broken()
+            late = sorted(g._ranks[r] for r in waiting)
+            who = (f"ranks {late} did" if wait_all_ranks and len(late) > 1
+                   else f"rank {late[0]} did")
+            raise DistTimeoutError(
+                f"fiamma.distributed: monitored_barrier: {who} not reach the barrier within "
+                f"{datetime.timedelta(seconds=seconds)} (group {g.name()})")
+        if waiting:
+            time.sleep(2e-5)
+    releases = [comm.Isend(token, dest=r, tag=2) for r in range(1, g.size())]
+    _mpi.mpi().Request.Waitall(releases)
