@@ -7,6 +7,7 @@ code path is exercised everywhere. Skipped when the tests run from a copy outsid
 """
 
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -181,3 +182,35 @@ def test_finetune_pretrained_on_photos():
         ["--weights", weights, "--photos", photos, "--steps", "8", "--image-size", "96"])
     assert acc1 >= 0.75, f"held-out accuracy {acc1:.1%} after fine-tuning"
     assert sum(losses[-3:]) / 3 < losses[0]
+
+
+# ---- ddp_digits ---------------------------------------------------------------------------------
+
+def test_ddp_digits_two_ranks_match_one(tmp_path):
+    """examples/ddp_digits.py under the launcher: 2 ranks with DDP and 1 rank follow the same
+    trajectory (global batch split between the ranks): same test accuracy, and rank 0's
+    checkpoint loads into a plain LeNet."""
+    pytest.importorskip("fiamma.distributed")
+    if shutil.which("mpiexec", path=os.path.dirname(sys.executable)) is None \
+            and shutil.which("mpiexec") is None:
+        pytest.skip("no mpiexec (pip install mpich)")
+    figures = {}
+    for n in (1, 2):
+        ckpt = tmp_path / f"lenet{n}.pt"
+        proc = subprocess.run(
+            [sys.executable, "-m", "fiamma.distributed.run", "--nproc-per-node", str(n),
+             str(EXAMPLES / "ddp_digits.py"), "--epochs", "1", "--limit", "1024", "--json",
+             "--save", str(ckpt)],
+            capture_output=True, text=True, timeout=300,
+            env={**os.environ, "OMP_NUM_THREADS": "1"})
+        assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
+        line = next(x for x in proc.stdout.splitlines() if x.startswith("FIGURES "))
+        figures[n] = json.loads(line[len("FIGURES "):])
+        assert figures[n]["ranks"] == n and figures[n]["samples"] == 1024
+    assert figures[1]["test_accuracy"] == figures[2]["test_accuracy"]
+    assert figures[1]["test_accuracy"] > 0.2  # 16 steps from chance (10%)
+    model = load("ddp_digits").LeNet()
+    model.load_state_dict(fiamma.load(str(tmp_path / "lenet2.pt")))
+    one = fiamma.load(str(tmp_path / "lenet1.pt"))
+    for k, v in model.state_dict().items():
+        assert float((v - one[k]).abs().max()) < 1e-4, k

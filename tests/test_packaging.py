@@ -27,6 +27,7 @@ SIBLINGS = {
     "data": "fiamma-data",
     "vision": "fiamma-vision",
     "audio": "fiamma-audio",
+    "distributed": "fiamma-distributed",
 }
 REPO = Path(__file__).resolve().parents[1]
 

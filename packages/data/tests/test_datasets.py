@@ -156,6 +156,21 @@ def test_distributed_sampler_partitions(n, replicas, drop_last, shuffle):
         D.DistributedSampler(Range(n))
 
 
+def test_distributed_sampler_warns_once_when_set_epoch_is_forgotten():
+    s = D.DistributedSampler(Range(10), 2, 0, shuffle=True)
+    list(s)
+    with pytest.warns(UserWarning, match="call sampler.set_epoch"):
+        list(s)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        list(s)  # once only
+        s.set_epoch(1)
+        list(s)
+        unshuffled = D.DistributedSampler(Range(10), 2, 0, shuffle=False)
+        list(unshuffled)
+        list(unshuffled)  # the same order is what was asked for
+
+
 def test_default_collate():
     Point = collections.namedtuple("Point", "x y")
     batch = [{"img": fiamma.ones(2, 2) * i, "label": i, "name": f"s{i}", "w": float(i),

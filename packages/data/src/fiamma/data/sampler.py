@@ -1,6 +1,7 @@
 """Samplers (``torch.utils.data``): which indices a DataLoader fetches, in which order."""
 
 import math
+import warnings
 
 import fiamma
 
@@ -153,18 +154,44 @@ class BatchSampler(Sampler):
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
 
+def _process_group():
+    """(world size, rank) of the default process group of fiamma-distributed, an optional
+    companion: fiamma-data does not depend on it and imports it only when asked."""
+    import importlib.util
+
+    if importlib.util.find_spec("fiamma.distributed") is None:
+        raise ValueError("DistributedSampler: fiamma-distributed is not installed, so there is "
+                         "no process group to ask; pass num_replicas and rank explicitly")
+    import fiamma.distributed as dist
+
+    if not dist.is_initialized():
+        raise ValueError("DistributedSampler: the default process group has not been "
+                         "initialized; call fiamma.distributed.init_process_group() first, or "
+                         "pass num_replicas and rank explicitly")
+    return dist.get_world_size(), dist.get_rank()
+
+
 class DistributedSampler(Sampler):
     """The share of a dataset that process ``rank`` of ``num_replicas`` reads: every process
     permutes with the same seed (``seed + epoch``; call ``set_epoch`` each epoch), the list is
     padded by wrapping (or trimmed with ``drop_last``) to a multiple of ``num_replicas``, and
-    rank r takes every num_replicas-th index starting at r. fiamma has no distributed runtime,
-    so ``num_replicas`` and ``rank`` must be given."""
+    rank r takes every num_replicas-th index starting at r. ``num_replicas`` and ``rank``
+    default to the world size and rank of fiamma.distributed's default process group.
+
+    Iterating a shuffling sampler twice with the same epoch (``set_epoch`` forgotten) warns
+    once: every epoch would see the same order.
+
+    >>> from fiamma.data import DistributedSampler
+    >>> list(DistributedSampler(range(5), num_replicas=2, rank=1, shuffle=False))
+    [1, 3, 0]
+    """
 
     def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0,
                  drop_last=False):
         if num_replicas is None or rank is None:
-            raise ValueError("DistributedSampler: fiamma has no distributed runtime to ask; "
-                             "pass num_replicas and rank explicitly")
+            world, me = _process_group()
+            num_replicas = world if num_replicas is None else num_replicas
+            rank = me if rank is None else rank
         _positive_int(num_replicas, "num_replicas", "DistributedSampler")
         if rank >= num_replicas or rank < 0:
             raise ValueError(f"Invalid rank {rank}, rank should be in the interval "
@@ -182,9 +209,17 @@ class DistributedSampler(Sampler):
         self.total_size = self.num_samples * num_replicas
         self.shuffle = shuffle
         self.seed = seed
+        self._last_epoch = None
+        self._warned = False
 
     def __iter__(self):
         n = len(self.dataset)
+        if self.shuffle and self._last_epoch == self.epoch and not self._warned:
+            self._warned = True
+            warnings.warn(f"DistributedSampler: iterated again with epoch {self.epoch}: call "
+                          "sampler.set_epoch(epoch) at the start of every epoch, or each epoch "
+                          "sees the same order", UserWarning, stacklevel=2)
+        self._last_epoch = self.epoch
         if self.shuffle:
             g = fiamma.Generator().manual_seed(self.seed + self.epoch)
             indices = fiamma.randperm(n, generator=g).tolist()

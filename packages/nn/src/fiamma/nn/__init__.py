@@ -1,6 +1,6 @@
 """fiamma.nn: modules, layers, functional and initialisation with PyTorch's torch.nn API."""
 
-from fiamma.nn import functional, init, utils  # noqa: F401
+from fiamma.nn import functional, init, parallel, utils  # noqa: F401
 from fiamma.nn._version import __version__  # noqa: F401
 from fiamma.nn.modules import *  # noqa: F401,F403
 from fiamma.nn.modules.module import (  # noqa: F401
@@ -9,4 +9,5 @@ from fiamma.nn.modules.module import (  # noqa: F401
     register_module_full_backward_hook,
     register_module_full_backward_pre_hook,
 )
+from fiamma.nn.parallel import DataParallel  # noqa: F401
 from fiamma.nn.parameter import Buffer, Parameter  # noqa: F401

@@ -1,0 +1,313 @@
+"""The default process group: init_process_group, destroy_process_group, new_group, ranks, and
+what happens at exit when something failed."""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import sys
+import time
+import traceback
+import warnings
+
+from fiamma.distributed import _mpi
+from fiamma.distributed._group import (
+    DEFAULT_TIMEOUT,
+    Header,
+    ProcessGroup,
+    _seconds,
+)
+
+
+class _NonMember:
+    def __repr__(self):
+        return "GroupMember.NON_GROUP_MEMBER"
+
+
+class GroupMember:
+    """``GroupMember.WORLD`` is the default group once initialised;
+    ``GroupMember.NON_GROUP_MEMBER`` is what ``new_group`` returns to ranks outside it."""
+
+    WORLD = None
+    NON_GROUP_MEMBER = _NonMember()
+
+
+_world = None
+_groups = []
+_broken = False
+_exit_hook = False
+_debug = "INFO"
+_BACKENDS = ("mpi", "gloo", "nccl")
+
+
+class group:  # noqa: N801  (PyTorch's name: torch.distributed.group.WORLD)
+    """``group.WORLD``: the default process group (None before ``init_process_group``)."""
+
+    WORLD = None
+
+
+def set_debug_level(level):
+    """How much checking collectives do, for groups created after the call: ``"OFF"`` (none),
+    ``"INFO"`` (the default: before each collective the ranks exchange what they passed, one
+    small allgather, and disagreements raise an error naming every rank's shapes and dtypes) or
+    ``"DETAIL"`` (the same). Call it with the same level on every rank.
+
+    >>> import fiamma.distributed as dist
+    >>> dist.set_debug_level("INFO"); dist.get_debug_level()
+    'INFO'
+    """
+    global _debug
+    level = str(getattr(level, "name", level)).upper()
+    if level not in ("OFF", "INFO", "DETAIL"):
+        raise ValueError(f"set_debug_level: expected 'OFF', 'INFO' or 'DETAIL', got {level!r}")
+    _debug = level
+
+
+def get_debug_level():
+    return _debug
+
+
+def mark_broken():
+    global _broken
+    _broken = True
+
+
+def is_initialized():
+    """Whether the default process group exists.
+
+    >>> import fiamma.distributed as dist
+    >>> dist.is_initialized()
+    False
+    """
+    return _world is not None
+
+
+def _require(what):
+    if _world is None:
+        raise RuntimeError(f"{what}: the default process group has not been initialized; "
+                           "call fiamma.distributed.init_process_group() first")
+    return _world
+
+
+def resolve(group, what):
+    """The ProcessGroup to use (None: the default), or None when this rank is not a member."""
+    if group is None or group is GroupMember.WORLD:
+        return _require(what)
+    if group is GroupMember.NON_GROUP_MEMBER:
+        warnings.warn(f"{what}: this rank is not a member of the given group; nothing to do",
+                      stacklevel=3)
+        return None
+    if not isinstance(group, ProcessGroup):
+        raise TypeError(f"{what}: group must be a ProcessGroup from new_group(), got "
+                        f"{type(group).__name__}")
+    _require(what)
+    return group
+
+
+def _env_int(name):
+    v = os.environ.get(name)
+    if v is None or v == "":
+        return None
+    try:
+        return int(v)
+    except ValueError:
+        raise ValueError(f"init_process_group: environment variable {name}={v!r} is not an "
+                         "integer") from None
+
+
+def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1,
+                       store=None, group_name="", pg_options=None, device_id=None):
+    """Join the default process group. The processes and their ranks come from the MPI launcher
+    (``python -m fiamma.distributed.run``, ``mpiexec``, ``srun``); ``RANK``/``WORLD_SIZE``
+    (env://) or ``rank=``/``world_size=``, when given, must agree with it.
+
+    ``backend``: ``"mpi"`` (CPU tensors; ``"gloo"`` and None mean the same here) or
+    ``"nccl"``. ``timeout`` (a ``datetime.timedelta``, default 30 minutes) bounds every
+    collective of the group.
+
+    >>> import fiamma.distributed as dist
+    >>> dist.init_process_group("mpi")          # a single process is a world of one
+    >>> dist.get_rank(), dist.get_world_size()
+    (0, 1)
+    >>> dist.destroy_process_group()
+    """
+    global _world, _exit_hook
+    if _world is not None:
+        raise RuntimeError("init_process_group: trying to initialize the default process group "
+                           "twice")
+    backend = "mpi" if backend is None else str(backend).lower()
+    if backend not in _BACKENDS:
+        raise ValueError(f"init_process_group: unknown backend {backend!r}; expected one of "
+                         f"{', '.join(_BACKENDS)}")
+    if backend == "nccl":
+        raise RuntimeError(
+            "init_process_group: backend='nccl' is not available in this version of "
+            "fiamma-distributed: the GPU path (NCCL through CuPy's cupy.cuda.nccl, bootstrapped "
+            "over MPI) has not been built and tested yet. Use backend='mpi' with CPU tensors.")
+    if init_method not in (None, "env://"):
+        raise ValueError(f"init_process_group: init_method={init_method!r} is not supported: the "
+                         "MPI launcher forms the world; use None or 'env://'")
+    if store is not None:
+        raise ValueError("init_process_group: store= is not supported: the MPI launcher forms "
+                         "the world")
+    seconds = _seconds(timeout, "init_process_group") or DEFAULT_TIMEOUT.total_seconds()
+    MPI = _mpi.mpi()
+    if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
+        raise RuntimeError(
+            "init_process_group: MPI was initialised without MPI_THREAD_MULTIPLE (thread level "
+            f"{MPI.Query_thread()}), which fiamma.distributed needs (collectives run on a worker "
+            "thread): set mpi4py.rc.thread_level = 'multiple' before importing mpi4py.MPI, or "
+            "let init_process_group import it")
+    world = MPI.COMM_WORLD
+    mpi_rank, mpi_size = world.Get_rank(), world.Get_size()
+    want_rank = rank if rank is not None and rank >= 0 else _env_int("RANK")
+    want_size = (world_size if world_size is not None and world_size >= 0
+                 else _env_int("WORLD_SIZE"))
+    if want_size is not None and want_size != mpi_size:
+        how = ("this process was not started by an MPI launcher (it is an MPI world of one); "
+               "start the ranks with `python -m fiamma.distributed.run --nproc-per-node N` or "
+               "`mpiexec -n N`" if mpi_size == 1 else "the MPI launcher started "
+               f"{mpi_size} processes")
+        raise ValueError(f"init_process_group: world_size/WORLD_SIZE is {want_size} but {how}")
+    if want_rank is not None and want_rank != mpi_rank:
+        raise ValueError(f"init_process_group: rank/RANK is {want_rank} but MPI gave this process "
+                         f"rank {mpi_rank}")
+    comm = world.Dup()
+    _world = ProcessGroup(comm, range(mpi_size), group_name or "WORLD", seconds,
+                          check=_debug != "OFF")
+    _world.backend = backend
+    _groups.append(_world)
+    GroupMember.WORLD = group.WORLD = _world
+    if not _exit_hook:
+        atexit.register(_at_exit)
+        _exit_hook = True
+
+
+def destroy_process_group(group=None):
+    """Leave a process group (None: the default group and every group made from it)."""
+    global _world
+    if group is None or group is _world:
+        if _world is None:
+            raise RuntimeError("destroy_process_group: the default process group is not "
+                               "initialized")
+        for g in reversed(_groups):
+            g._shutdown()
+        _groups.clear()
+        _world = None
+        GroupMember.WORLD = globals()["group"].WORLD = None
+        return
+    if group is GroupMember.NON_GROUP_MEMBER:
+        return
+    if group in _groups:
+        group._shutdown()
+        _groups.remove(group)
+
+
+def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
+              use_local_synchronization=False, group_desc=None):
+    """A process group of the given global ranks (all ranks when None). Every rank of the
+    default group must call it, members or not (as in PyTorch); non-members get
+    ``GroupMember.NON_GROUP_MEMBER``."""
+    world = _require("new_group")
+    if backend is not None and str(backend).lower() not in ("mpi", "gloo"):
+        raise ValueError(f"new_group: backend {backend!r} is not available (only 'mpi')")
+    size = world.size()
+    members = list(range(size)) if ranks is None else sorted(int(r) for r in ranks)
+    if len(set(members)) != len(members) or any(not 0 <= r < size for r in members):
+        raise ValueError(f"new_group: ranks must be distinct ranks in [0, {size - 1}], got "
+                         f"{ranks}")
+    seconds = _seconds(timeout, "new_group") or world._timeout
+    me = world.rank()
+    out = {}
+    MPI = _mpi.mpi()
+
+    def run():
+        color = 0 if me in members else MPI.UNDEFINED
+        out["comm"] = world._comm.Split(color, key=me)
+
+    import zlib
+    header = Header.make("new_group", 0, extra=zlib.crc32(repr(members).encode()))
+    world._submit("new_group", header, run, f"ranks {members}").wait()
+    if me not in members:
+        return GroupMember.NON_GROUP_MEMBER
+    name = group_desc or f"group{len(_groups)}{members}"
+    g = ProcessGroup(out["comm"], members, name, seconds, check=_debug != "OFF")
+    g.backend = "mpi"
+    _groups.append(g)
+    return g
+
+
+def get_rank(group=None):
+    """This process's rank in ``group`` (-1 when it is not a member)."""
+    if group is GroupMember.NON_GROUP_MEMBER:
+        return -1
+    return resolve(group, "get_rank").rank()
+
+
+def get_world_size(group=None):
+    """The number of ranks in ``group`` (-1 when this process is not a member)."""
+    if group is GroupMember.NON_GROUP_MEMBER:
+        return -1
+    return resolve(group, "get_world_size").size()
+
+
+def get_backend(group=None):
+    return resolve(group, "get_backend").backend
+
+
+def get_process_group_ranks(group):
+    return list(resolve(group, "get_process_group_ranks")._ranks)
+
+
+def get_global_rank(group, group_rank):
+    g = resolve(group, "get_global_rank")
+    if not 0 <= group_rank < g.size():
+        raise ValueError(f"get_global_rank: group rank {group_rank} is not in [0, {g.size()})")
+    return g._ranks[group_rank]
+
+
+def get_group_rank(group, global_rank):
+    g = resolve(group, "get_group_rank")
+    return g._group_rank(global_rank, "get_group_rank", "global_rank")
+
+
+# ---- failures --------------------------------------------------------------------------------
+
+def record_failure(rank, kind, text):
+    """Write ``rank``'s failure where the launcher looks (first record per rank wins)."""
+    folder = os.environ.get("FIAMMA_DIST_FAILURE_DIR")
+    if not folder:
+        return
+    path = os.path.join(folder, f"rank-{rank}.json")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except OSError:
+        return
+    with os.fdopen(fd, "w") as f:
+        json.dump({"rank": rank, "time": time.time(), "kind": kind, "text": text}, f)
+
+
+def _at_exit():
+    """An unhandled exception, or a collective that timed out, in a rank of a multi-process
+    world aborts the MPI job: the other ranks stop now instead of waiting for this one in their
+    next collective (or in MPI_Finalize)."""
+    exc = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+    if exc is None and not _broken:
+        return
+    MPI = _mpi._MPI
+    if MPI is None or MPI.Is_finalized() or MPI.COMM_WORLD.Get_size() == 1:
+        return
+    rank = MPI.COMM_WORLD.Get_rank()
+    if exc is not None:
+        text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    else:
+        text = "a collective timed out"
+    record_failure(rank, "exception", text)
+    sys.stdout.flush()
+    sys.stderr.write(f"fiamma.distributed: rank {rank} failed ({text.splitlines()[0]}); "
+                     "aborting the MPI job\n")
+    sys.stderr.flush()
+    time.sleep(0.2)  # let mpiexec forward what was printed before it kills the job
+    MPI.COMM_WORLD.Abort(1)
+

@@ -1,0 +1,96 @@
+"""python -m fiamma.distributed.run: torchrun's environment on every rank, its flags, and the
+mpiexec command lines it builds."""
+
+import json
+import sys
+
+import pytest
+from _launch import launch, show
+
+from fiamma.distributed import run
+
+
+def test_environment_of_every_rank():
+    proc = launch(3, "env.py")
+    assert proc.returncode == 0, show(proc)
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("ENV "))
+    ranks = json.loads(line[4:])
+    port = ranks[0]["MASTER_PORT"]
+    assert port.isdigit() and 0 < int(port) < 65536
+    run_id = ranks[0]["TORCHELASTIC_RUN_ID"]
+    for r, rec in enumerate(ranks):
+        assert rec == {"RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": "3",
+                       "LOCAL_WORLD_SIZE": "3", "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+                       "MASTER_PORT": port, "OMP_NUM_THREADS": "1",
+                       "TORCHELASTIC_RUN_ID": run_id, "mpi_rank": r, "mpi_size": 3,
+                       "launched": True}
+
+
+def test_flags_and_script_arguments(tmp_path):
+    script = tmp_path / "echo_args.py"
+    script.write_text("import json, os, sys\n"
+                      "open(os.path.join(os.path.dirname(__file__), 'args-' + os.environ['RANK']),"
+                      " 'w').write(json.dumps([sys.argv[1:], os.environ['MASTER_ADDR'],"
+                      " os.environ['MASTER_PORT']]))\n")
+    proc = launch(2, str(script), "--lr", "0.1", "-x",
+                  flags=("--master-port", "29555", "--master_addr", "localhost"))
+    assert proc.returncode == 0, show(proc)
+    for r in (0, 1):  # (files: the ranks' printed lines may interleave)
+        got = json.loads((tmp_path / f"args-{r}").read_text())
+        assert got == [["--lr", "0.1", "-x"], "localhost", "29555"]
+
+
+def test_exit_code_of_a_failing_script(tmp_path):
+    script = tmp_path / "fail.py"
+    script.write_text("import os, sys\nif os.environ['RANK'] == '1':\n"
+                      "    sys.exit('no data for rank 1')\n")
+    proc = launch(2, str(script))
+    assert proc.returncode == 1, show(proc)
+    assert "rank 1 (of 2) failed first: exited with code 1; its last error output: no data " \
+           "for rank 1" in proc.stderr, show(proc)
+
+
+def _args(*argv):
+    return run._parser().parse_args([*argv, "train.py", "--epochs", "2"])
+
+
+def test_command_lines():
+    cmd = run.command(_args("--nproc-per-node", "4"), "mpiexec", "hydra", 4, 1, ["X"])
+    assert cmd == ["mpiexec", "-n", "4", sys.executable, "-m", "fiamma.distributed._bootstrap",
+                   "python", "train.py", "--epochs", "2"]
+    cmd = run.command(_args("--nnodes", "2", "--hostfile", "hosts", "-m"), "mpiexec", "hydra",
+                      8, 2, [])
+    assert cmd[:6] == ["mpiexec", "-n", "16", "-f", "hosts", "-ppn"] and cmd[6] == "8"
+    assert cmd[-4:] == ["module", "train.py", "--epochs", "2"]
+    cmd = run.command(_args("--hostfile", "h"), "mpirun", "openmpi", 2, 2, ["MASTER_PORT"])
+    assert cmd[:9] == ["mpirun", "-n", "4", "--oversubscribe", "--hostfile", "h", "--npernode",
+                       "2", "-x"]
+
+
+@pytest.mark.parametrize("argv,text", [
+    (["--nnodes", "2"], "--nnodes > 1 needs --hostfile"),
+    (["--nnodes", "2", "--node-rank", "1", "--hostfile", "h"], "do not run it on the other"),
+    (["--nnodes", "1:4"], "elastic ranges are not supported"),
+    (["--max-restarts", "2"], "--max-restarts"),
+])
+def test_bad_flags(argv, text, capsys):
+    assert run.main([*argv, "train.py"]) == 2
+    assert text in capsys.readouterr().err
+
+
+def test_rank_environment_from_each_mpi_launcher():
+    from fiamma.distributed._bootstrap import rank_environment
+
+    hydra = rank_environment({"PMI_RANK": "5", "PMI_SIZE": "8", "MPI_LOCALRANKID": "1",
+                              "MPI_LOCALNRANKS": "4"})
+    assert (hydra["RANK"], hydra["LOCAL_RANK"], hydra["GROUP_RANK"], hydra["WORLD_SIZE"]) == \
+        ("5", "1", "1", "8")
+    ompi = rank_environment({"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "4",
+                             "OMPI_COMM_WORLD_LOCAL_RANK": "0",
+                             "OMPI_COMM_WORLD_LOCAL_SIZE": "2"})
+    assert (ompi["RANK"], ompi["LOCAL_RANK"], ompi["GROUP_RANK"]) == ("2", "0", "1")
+    slurm = rank_environment({"SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_LOCALID": "1",
+                              "SLURM_NTASKS_PER_NODE": "2(x2)"})
+    assert (slurm["RANK"], slurm["LOCAL_WORLD_SIZE"], slurm["GROUP_RANK"]) == ("3", "2", "1")
+    with pytest.raises(RuntimeError, match="no MPI launcher variables"):
+        rank_environment({})
