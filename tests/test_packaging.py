@@ -27,6 +27,7 @@ SIBLINGS = {
     "data": "fiamma-data",
     "vision": "fiamma-vision",
     "audio": "fiamma-audio",
+    "distributions": "fiamma-distributions",
 }
 REPO = Path(__file__).resolve().parents[1]
 

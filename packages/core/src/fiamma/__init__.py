@@ -54,6 +54,7 @@ _SIBLINGS = {
     "data": "fiamma-data",
     "vision": "fiamma-vision",
     "audio": "fiamma-audio",
+    "distributions": "fiamma-distributions",
 }
 
 
