@@ -353,7 +353,8 @@ class Beta(ExponentialFamily):
         else:
             concentration1, concentration0 = broadcast_all(concentration1, concentration0)
             concentration1_concentration0 = fiamma.stack([concentration1, concentration0], -1)
-        self._dirichlet = Dirichlet(concentration1_concentration0, validate_args=validate_args)
+        # Beta validates its own arguments, so an error names concentration1/concentration0
+        self._dirichlet = Dirichlet(concentration1_concentration0, validate_args=False)
         super().__init__(self._dirichlet._batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):

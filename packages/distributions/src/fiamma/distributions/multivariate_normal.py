@@ -256,8 +256,8 @@ class LowRankMultivariateNormal(Distribution):
         batch_shape = tuple(self.loc.shape[:-1])
         self._unbroadcasted_cov_factor = cov_factor
         self._unbroadcasted_cov_diag = cov_diag
-        self._capacitance_tril = _batch_capacitance_tril(cov_factor, cov_diag)
         super().__init__(batch_shape, event_shape, validate_args=validate_args)
+        self._capacitance_tril = _batch_capacitance_tril(cov_factor, cov_diag)
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(LowRankMultivariateNormal, _instance)
