@@ -46,6 +46,21 @@ def _batch_mahalanobis(bL, bx):
     return (sol * sol).sum(-1)
 
 
+def _tril_inverse(L):
+    eye = fiamma.eye(L.shape[-1], dtype=L.dtype, device=L.device)
+    return fiamma.linalg.solve_triangular(L, eye.expand(tuple(L.shape)), upper=False)
+
+
+def _mahalanobis_by_inverse(Linv, x):
+    """|L^-1 x|^2 over broadcast batch dims, given L^-1."""
+    n = x.shape[-1]
+    if Linv.dim() == 2:
+        y = x.reshape(-1, n) @ Linv.mT
+        return (y * y).sum(-1).reshape(tuple(x.shape[:-1]))
+    y = (Linv @ x.unsqueeze(-1)).squeeze(-1)
+    return (y * y).sum(-1)
+
+
 def _precision_to_scale_tril(P):
     """The lower Cholesky factor of P^-1 without forming P^-1 (flip, Cholesky, flip)."""
     Lf = fiamma.linalg.cholesky(P.flip(-2, -1))
@@ -56,8 +71,7 @@ def _precision_to_scale_tril(P):
 
 def _tril_inverse_gram(L):
     """(L L^T)^-1 = L^-T L^-1."""
-    eye = fiamma.eye(L.shape[-1], dtype=L.dtype, device=L.device)
-    Linv = fiamma.linalg.solve_triangular(L, eye.expand(tuple(L.shape)), upper=False)
+    Linv = _tril_inverse(L)
     return Linv.mT @ Linv
 
 
@@ -171,11 +185,25 @@ class MultivariateNormal(Distribution):
             return self.loc + eps @ L.mT
         return self.loc + _batch_mv(L, eps)
 
+    def _scale_tril_inverse(self):
+        """L^-1, cached when no gradient can flow through it (a cached graph would be
+        freed by the first backward)."""
+        L = self._unbroadcasted_scale_tril
+        if L.requires_grad and fiamma.is_grad_enabled():
+            return _tril_inverse(L)
+        cached = self.__dict__.get("_scale_tril_inv")
+        if cached is None:
+            with fiamma.no_grad():
+                cached = self.__dict__["_scale_tril_inv"] = _tril_inverse(L)
+        return cached
+
     def log_prob(self, value):
         if self._validate_args:
             self._validate_sample(value)
         diff = value - self.loc
-        M = _batch_mahalanobis(self._unbroadcasted_scale_tril, diff)
+        # the Mahalanobis term as |L^-1 diff|^2 with L^-1 formed once: a matrix product over
+        # all the vectors instead of a triangular solve per batch
+        M = _mahalanobis_by_inverse(self._scale_tril_inverse(), diff)
         half_log_det = self._unbroadcasted_scale_tril.diagonal(dim1=-2, dim2=-1).log().sum(-1)
         return -0.5 * (self._event_shape[0] * _LOG_2PI + M) - half_log_det
 
