@@ -64,6 +64,10 @@ BUILDERS = {
         t([0.0, 1.0, 2.0]), t([[1.0, 0.2], [0.5, -1.0], [0.3, 0.3]]), t([0.5, 1.0, 0.2])),
     "MixtureSameFamily": lambda D, t: D.MixtureSameFamily(
         D.Categorical(probs=t([0.3, 0.7])), D.Normal(t([-1.0, 2.0]), t([0.5, 1.5]))),
+    "MixtureSameFamily_events": lambda D, t: D.MixtureSameFamily(
+        D.Categorical(probs=t([[0.3, 0.7], [0.5, 0.5]])),
+        D.Independent(D.Normal(t([[[0.0, 1.0], [2.0, 3.0]], [[1.0, 1.0], [-1.0, 0.0]]]),
+                               t([[[1.0, 0.5], [0.7, 1.2]], [[1.0, 1.0], [0.5, 0.5]]])), 1)),
     "Multinomial": lambda D, t: D.Multinomial(5, probs=t([0.2, 0.3, 0.5])),
     "MultivariateNormal": lambda D, t: D.MultivariateNormal(t([0.0, 1.0, 2.0]),
                                                             covariance_matrix=_spd(D, t)),
