@@ -33,6 +33,7 @@ T = fiamma.tensor
     (lambda: D.LowRankMultivariateNormal(fiamma.zeros(2), fiamma.ones(2, 1), -fiamma.ones(2)),
      "cov_diag"),
     (lambda: D.VonMises(T(0.0), T(-1.0)), "concentration"),
+    (lambda: D.ContinuousBernoulli(probs=T(1.5)), "probs"),
 ])
 def test_bad_parameter_names_it(make, param):
     with pytest.raises(ValueError, match=f"Expected parameter {param}"):

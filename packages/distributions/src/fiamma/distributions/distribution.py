@@ -37,7 +37,7 @@ class Distribution:
 
     has_rsample = False
     has_enumerate_support = False
-    _validate_args = True
+    _validate_args = __debug__   # on unless python -O (as PyTorch)
     arg_constraints = {}
     support = None
 

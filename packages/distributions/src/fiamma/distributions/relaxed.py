@@ -53,9 +53,14 @@ class ContinuousBernoulli(ExponentialFamily):
         if probs is not None:
             is_scalar = isinstance(probs, Number)
             (self.probs,) = broadcast_all(probs)
-            if validate_args is not None and not bool(
-                    self.arg_constraints["probs"].check(self.probs).all()):
-                raise ValueError("ContinuousBernoulli: the parameter probs has invalid values")
+            # probs are clamped away from 0 and 1 below, so check them before that
+            validate = Distribution._validate_args if validate_args is None else validate_args
+            if validate and not bool(self.arg_constraints["probs"].check(self.probs).all()):
+                raise ValueError(f"Expected parameter probs (Tensor of shape "
+                                 f"{tuple(self.probs.shape)}) of distribution "
+                                 "ContinuousBernoulli to satisfy the constraint "
+                                 f"{self.arg_constraints['probs']!r}, but found invalid "
+                                 f"values:\n{self.probs}")
             self.probs = clamp_probs(self.probs)
         else:
             is_scalar = isinstance(logits, Number)
