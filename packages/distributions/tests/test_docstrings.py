@@ -7,6 +7,7 @@ import pytest
 
 MODULES = ["fiamma.distributions", "fiamma.distributions.utils",
            "fiamma.distributions.constraints", "fiamma.distributions.transforms",
+           "fiamma.distributions._transforms_structured",
            "fiamma.distributions.constraint_registry", "fiamma.distributions.distribution",
            "fiamma.distributions.exp_family", "fiamma.distributions.kl",
            "fiamma.distributions.normal", "fiamma.distributions.categorical",
