@@ -36,6 +36,8 @@ CASES = {
     "Exponential": lambda: D.Exponential(t(0.5, 1.0, 2.0)),
     "FisherSnedecor": lambda: D.FisherSnedecor(t(3.0, 5.0, 7.0), t(5.0, 6.0, 9.0)),
     "Gamma": lambda: D.Gamma(t(0.5, 1.0, 3.0), t(1.0, 2.0, 0.5)),
+    "GeneralizedPareto": lambda: D.GeneralizedPareto(t(0.0, 1.0, -1.0), t(1.0, 2.0, 0.5),
+                                                     t(0.3, 0.0, -0.2)),
     "Geometric": lambda: D.Geometric(t(0.2, 0.5, 0.9)),
     "Gumbel": lambda: D.Gumbel(t(0.0, 1.0, 2.0), t(1.0, 2.0, 3.0)),
     "HalfCauchy": lambda: D.HalfCauchy(t(1.0, 2.0, 3.0)),

@@ -56,6 +56,8 @@ LOG_PROB = {
     "FisherSnedecor": (lambda a, b: D.FisherSnedecor(a, b), (P(3.0, 5.0), P(4.0, 7.0)),
                        T([0.8, 1.8])),
     "Dirichlet": (lambda a: D.Dirichlet(a), (P(1.5, 3.0, 0.7),), T([0.2, 0.5, 0.3])),
+    "GeneralizedPareto": (lambda m, s, c: D.GeneralizedPareto(m, s, c),
+                          (P(0.3, -1.0), P(1.2, 0.7), P(0.3, -0.2)), T([0.5, -0.2])),
     "VonMises": (lambda m, k: D.VonMises(m, k), (P(0.3, -1.0), P(1.2, 0.7)), T([0.5, -0.2])),
     "Bernoulli": (lambda p: D.Bernoulli(probs=p), (P(0.3, 0.6),), T([1.0, 0.0])),
     "Bernoulli_logits": (lambda lg: D.Bernoulli(logits=lg), (P(0.3, -0.6),), T([1.0, 0.0])),
@@ -131,7 +133,8 @@ def _seeded_rsample(make):
 
 
 RSAMPLE = ["Normal", "LogNormal", "HalfNormal", "Cauchy", "HalfCauchy", "Laplace", "Gumbel",
-           "Exponential", "Kumaraswamy", "Weibull", "Pareto", "ContinuousBernoulli",
+           "Exponential", "GeneralizedPareto", "Kumaraswamy", "Weibull", "Pareto",
+           "ContinuousBernoulli",
            "RelaxedBernoulli", "RelaxedOneHotCategorical", "LogisticNormal",
            "MultivariateNormal", "MultivariateNormal_precision", "LowRankMultivariateNormal"]
 

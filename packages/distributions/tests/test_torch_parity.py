@@ -48,6 +48,10 @@ BUILDERS = {
     "Exponential": lambda D, t: D.Exponential(t([0.5, 1.0, 2.0])),
     "FisherSnedecor": lambda D, t: D.FisherSnedecor(t([3.0, 5.0, 7.0]), t([5.0, 6.0, 9.0])),
     "Gamma": lambda D, t: D.Gamma(t([0.5, 1.0, 3.0]), t([1.0, 2.0, 0.5])),
+    # float32: PyTorch 2.13's GeneralizedPareto fails on float64 parameters (isclose against a
+    # float32 zero)
+    "GeneralizedPareto": lambda D, t: D.GeneralizedPareto(
+        t([0.0, 1.0, -1.0]).float(), t([1.0, 2.0, 0.5]).float(), t([0.3, 0.0, -0.2]).float()),
     "Geometric": lambda D, t: D.Geometric(t([0.2, 0.5, 0.9])),
     "Gumbel": lambda D, t: D.Gumbel(t([0.0, 1.0, 2.0]), t([1.0, 2.0, 3.0])),
     "HalfCauchy": lambda D, t: D.HalfCauchy(t([1.0, 2.0, 3.0])),
@@ -98,7 +102,7 @@ BUILDERS = {
 
 # PyTorch evaluates log I0 for VonMises by a polynomial approximation good to about 1e-8;
 # fiamma uses special.i0e (float64-accurate, checked against mpmath in core's tests)
-TOLERANCE = {"VonMises": 3e-7}
+TOLERANCE = {"VonMises": 3e-7, "GeneralizedPareto": 1e-5}
 
 
 def _np(x):
@@ -144,10 +148,10 @@ def test_parity_shapes_log_prob_moments(name):
         _close(fd.entropy(), te, rtol=rtol)
     tc = _try(lambda: td.cdf(x))
     if tc is not NotImplemented:
-        _close(fd.cdf(fx), tc)
+        _close(fd.cdf(fx), tc, rtol=rtol)
         ti = _try(lambda: td.icdf(tc))
         if ti is not NotImplemented:
-            _close(fd.icdf(fd.cdf(fx)), ti, rtol=1e-7)
+            _close(fd.icdf(fd.cdf(fx)), ti, rtol=max(rtol, 1e-7))
     if td.has_enumerate_support:
         _close(fd.enumerate_support(), td.enumerate_support())
 

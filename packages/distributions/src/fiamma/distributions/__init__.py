@@ -35,6 +35,7 @@ from fiamma.distributions.counts import Binomial, Geometric, Multinomial, Negati
 from fiamma.distributions.distribution import Distribution
 from fiamma.distributions.exp_family import ExponentialFamily
 from fiamma.distributions.gamma import Beta, Chi2, Dirichlet, Exponential, Gamma, InverseGamma
+from fiamma.distributions.generalized_pareto import GeneralizedPareto
 from fiamma.distributions.independent import Independent
 from fiamma.distributions.kl import kl_divergence, register_kl
 from fiamma.distributions.matrix import LKJCholesky, Wishart
@@ -59,6 +60,7 @@ from fiamma.distributions.transforms import *  # noqa: F403
 __all__ = [
     "Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2", "ContinuousBernoulli",
     "Dirichlet", "Distribution", "Exponential", "ExponentialFamily", "FisherSnedecor", "Gamma",
+    "GeneralizedPareto",
     "Geometric", "Gumbel", "HalfCauchy", "HalfNormal", "Independent", "InverseGamma",
     "Kumaraswamy", "LKJCholesky", "Laplace", "LogNormal", "LogisticNormal",
     "LowRankMultivariateNormal", "MixtureSameFamily", "Multinomial", "MultivariateNormal",
