@@ -107,22 +107,26 @@ def standard_gamma(alpha):
 
 
 def _poisson_small(lam, op):
-    """Inversion: count how many cumulative pmf terms a uniform exceeds (rates below 10)."""
+    """Inversion: count how many cumulative pmf terms a uniform exceeds (rates below 10).
+    Each round works only on the values still counting, so the cost follows the mean count,
+    not the largest."""
     n = lam.numel()
     u = fiamma.rand(n, dtype=fiamma.float64)
     k = fiamma.zeros(n, dtype=fiamma.float64)
     p = (-lam).exp()
-    cdf = p.clone()
-    active = u > cdf
+    active = u > p
+    idx = fiamma.arange(n)[active]
+    la, ua, pa, ca = lam[active], u[active], p[active], p[active]
     i = 0
-    while bool(active.any()):
+    while idx.numel():
         i += 1
         if i > 10000:
             raise RuntimeError(f"{op}: inversion did not terminate")
-        k = k + active.to(fiamma.float64)
-        p = p * lam / i
-        cdf = cdf + p
-        active = active & (u > cdf) & (p > 0)
+        k[idx] = float(i)
+        pa = pa * la / i
+        ca = ca + pa
+        keep = (ua > ca) & (pa > 0)
+        idx, la, ua, pa, ca = idx[keep], la[keep], ua[keep], pa[keep], ca[keep]
     return k
 
 
@@ -164,22 +168,26 @@ def poisson(rate):
 
 
 def _binomial_inversion(n, p, op):
+    """Inversion by the pmf recurrence, on the values still counting (as _poisson_small)."""
     q = 1 - p
-    s = p / q
-    a = (n + 1) * s
+    s_ = p / q
+    a = (n + 1) * s_
     r = q.pow(n)
     u = fiamma.rand(n.numel(), dtype=fiamma.float64)
     k = fiamma.zeros(n.numel(), dtype=fiamma.float64)
-    active = (u > r) & (k < n)
+    active = (u > r) & (n > 0)
+    idx = fiamma.arange(n.numel())[active]
+    ua, ra, aa, sa, na = u[active], r[active], a[active], s_[active], n[active]
     i = 0
-    while bool(active.any()):
+    while idx.numel():
         i += 1
         if i > 100000:
             raise RuntimeError(f"{op}: inversion did not terminate")
-        u = fiamma.where(active, u - r, u)
-        k = k + active.to(fiamma.float64)
-        r = fiamma.where(active, r * (a / k.clamp(min=1) - s), r)
-        active = active & (u > r) & (k < n)
+        ua = ua - ra
+        k[idx] = float(i)
+        ra = ra * (aa / i - sa)
+        keep = (ua > ra) & (na > i)
+        idx, ua, ra, aa, sa, na = idx[keep], ua[keep], ra[keep], aa[keep], sa[keep], na[keep]
     return k
 
 
