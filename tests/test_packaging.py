@@ -28,6 +28,7 @@ SIBLINGS = {
     "vision": "fiamma-vision",
     "audio": "fiamma-audio",
     "distributed": "fiamma-distributed",
+    "distributions": "fiamma-distributions",
 }
 REPO = Path(__file__).resolve().parents[1]
 

@@ -87,3 +87,17 @@ def test_zeta_second_argument():
     rng = np.random.default_rng(2)
     s = fiamma.tensor([2.5, 3.0], dtype=fiamma.float64)
     check(lambda q: _S().zeta(s, q), rand(2, rng=rng, low=1.0, high=2.0))
+
+
+@pytest.mark.parametrize("name", ["gammainc", "gammaincc"])
+def test_gammainc_second_argument(name):
+    rng = np.random.default_rng(3)
+    a = fiamma.tensor([0.7, 2.5], dtype=fiamma.float64)
+    check(lambda x: getattr(_S(), name)(a, x), rand(2, rng=rng, low=0.5, high=3.0))
+
+
+def test_gammainc_first_argument_has_no_gradient():
+    a = fiamma.tensor([1.5], dtype=fiamma.float64, requires_grad=True)
+    y = _S().gammainc(a, fiamma.tensor([1.0], dtype=fiamma.float64))
+    with pytest.raises(RuntimeError, match="gammainc: the derivative w.r.t. the first"):
+        y.sum().backward()

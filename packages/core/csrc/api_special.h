@@ -31,7 +31,9 @@
 #define FM_SP_LOGADDEXP 2
 #define FM_SP_LOGADDEXP2 3
 #define FM_SP_ZETA 4        /* Hurwitz zeta(a, b) */
-#define FM_SP_NBINARY 5
+#define FM_SP_GAMMAINC 5    /* regularized lower incomplete gamma P(a, x) */
+#define FM_SP_GAMMAINCC 6   /* regularized upper incomplete gamma Q(a, x) = 1 - P(a, x) */
+#define FM_SP_NBINARY 7
 
 int fm_special_unary(int op, int dtype, int ndim, const int64_t *shape,
                      intptr_t out, const int64_t *sout, intptr_t a, const int64_t *sa,

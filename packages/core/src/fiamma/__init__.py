@@ -55,6 +55,7 @@ _SIBLINGS = {
     "vision": "fiamma-vision",
     "audio": "fiamma-audio",
     "distributed": "fiamma-distributed",
+    "distributions": "fiamma-distributions",
 }
 
 

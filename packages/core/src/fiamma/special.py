@@ -32,7 +32,7 @@ __all__ = [
     "digamma", "psi", "polygamma", "gammaln", "multigammaln", "erf", "erfc", "erfcx", "erfinv",
     "expit", "logit", "exp2", "expm1", "log1p", "round", "sinc", "i0", "i0e", "i1", "i1e",
     "ndtr", "ndtri", "log_ndtr", "entr", "xlogy", "xlog1py", "zeta", "logsumexp", "softmax",
-    "log_softmax",
+    "log_softmax", "gammainc", "gammaincc",
 ]
 
 psi = digamma
@@ -77,6 +77,29 @@ def xlog1py(input, other, *, out=None):
 def zeta(input, other, *, out=None):
     """The Hurwitz zeta function sum_k (other + k)^-input."""
     return sp_binary(lib.FM_SP_ZETA, "zeta", input, other, out)
+
+
+def gammainc(input, other, *, out=None):
+    """The regularized lower incomplete gamma function P(input, other) (``torch.igamma``).
+
+    NaN where ``input < 0`` or ``other < 0``. Autograd: gradient w.r.t. ``other`` only (as
+    PyTorch); asking for the gradient w.r.t. ``input`` raises. Autograd name: ``'gammainc'``.
+
+    >>> import fiamma
+    >>> round(fiamma.special.gammainc(fiamma.tensor([1.0]), fiamma.tensor([2.0])).item(), 6)
+    0.864665
+    """
+    return sp_binary(lib.FM_SP_GAMMAINC, "gammainc", input, other, out)
+
+
+def gammaincc(input, other, *, out=None):
+    """The regularized upper incomplete gamma function Q(input, other) = 1 - P (``igammac``).
+
+    >>> import fiamma
+    >>> round(fiamma.special.gammaincc(fiamma.tensor([1.0]), fiamma.tensor([2.0])).item(), 6)
+    0.135335
+    """
+    return sp_binary(lib.FM_SP_GAMMAINCC, "gammaincc", input, other, out)
 
 
 def logsumexp(input, dim, keepdim=False, *, out=None):

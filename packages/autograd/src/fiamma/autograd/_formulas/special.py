@@ -1,6 +1,6 @@
 """Derivatives of the special functions (lgamma, digamma, polygamma, erfinv, sinc, Bessel
 I0/I1 and their scaled forms, ndtr/ndtri/log_ndtr, erfcx, entr, logit, mvlgamma, xlogy,
-xlog1py, logaddexp/logaddexp2, zeta in its second argument).
+xlog1py, logaddexp/logaddexp2, zeta and gammainc/gammaincc in their second argument).
 
 Written with the special functions themselves (``fiamma.special``), so they differentiate
 again. Conventions follow PyTorch: xlogy's gradient w.r.t. x is 0 where x is 0; sinc's is 0 at
@@ -165,3 +165,25 @@ def _zeta(ctx, grad):
     s, q = ctx.inputs
     gq = grad * -s * _sp().zeta(s + 1, q) if ctx.needs_input_grad[1] else None
     return None, gq
+
+
+def _gammainc_grad(ctx, grad, sign, name):
+    """d/dx P(a, x) = x^(a-1) e^-x / Gamma(a) = -d/dx Q(a, x); none w.r.t. a (as PyTorch)."""
+    a, x = ctx.inputs
+    if ctx.needs_input_grad[0]:
+        raise RuntimeError(f"{name}: the derivative w.r.t. the first argument (a) is not "
+                           "implemented (as in PyTorch); detach it")
+    gx = None
+    if ctx.needs_input_grad[1]:
+        gx = grad * sign * ((a - 1) * x.log() - x - fiamma.lgamma(a)).exp()
+    return None, gx
+
+
+@derivative("gammainc", save="inputs")
+def _gammainc(ctx, grad):
+    return _gammainc_grad(ctx, grad, 1.0, "gammainc")
+
+
+@derivative("gammaincc", save="inputs")
+def _gammaincc(ctx, grad):
+    return _gammainc_grad(ctx, grad, -1.0, "gammaincc")
