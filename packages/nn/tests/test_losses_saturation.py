@@ -219,3 +219,14 @@ def test_logit_losses_at_zero_and_inf_equal_pytorch(name):
     tv, tg = run(torch, torch.nn.functional)
     np.testing.assert_allclose(v, tv, rtol=1e-12, equal_nan=True)
     np.testing.assert_allclose(g, tg, rtol=1e-12, atol=1e-300)
+
+
+def test_poisson_nll_full_target_gradient_includes_stirling():
+    """full=True adds t log t - t + log(2 pi t) / 2 where t > 1; its target gradient
+    log t + 1 / (2 t) was missing (the term was computed from a detached target)."""
+    x = fiamma.tensor([0.5, 2.0, 1.5, 3.0], dtype=fiamma.float64)
+    t = fiamma.tensor([0.0, 1.0, 3.0, 2.5], dtype=fiamma.float64, requires_grad=True)
+    F.poisson_nll_loss(x, t, log_input=False, full=True, eps=1e-8, reduction="sum").backward()
+    xs, ts = x.numpy(), t.detach().numpy()
+    expected = -np.log(xs + 1e-8) + np.where(ts > 1, np.log(np.maximum(ts, 1)) + 0.5 / ts, 0)
+    np.testing.assert_allclose(t.grad.numpy(), expected, rtol=1e-12)

@@ -331,7 +331,9 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
     else:
         loss = input - target * (input + eps).log()
     if full:
-        t = target.detach() if isinstance(target, fiamma.Tensor) else fiamma.tensor(target)
+        t = target if isinstance(target, fiamma.Tensor) else fiamma.tensor(target)
+        # the target itself where the term applies (its gradient flows, as in PyTorch), 1
+        # elsewhere so that log never sees 0 (PyTorch's t log t there is NaN, then masked)
         safe = fiamma.where(t > 1, t, fiamma.ones_like(t))
         stirling = safe * safe.log() - safe + 0.5 * (2 * math.pi * safe).log()
         loss = loss + stirling.masked_fill(t <= 1, 0.0)
