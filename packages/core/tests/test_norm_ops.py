@@ -450,3 +450,18 @@ def test_bad_arguments_name_the_op():
         fiamma.instance_norm(x, use_input_stats=False)
     with pytest.raises(ValueError, match="rms_norm.*weight"):
         fiamma.rms_norm(x, (4,), fiamma.ones(3))
+
+
+@pytest.mark.parametrize("mean,std", [(1000.0, 0.01), (1e4, 1.0), (100.0, 1e-3)])
+def test_row_norms_keep_precision_at_a_large_mean(mean, std):
+    """float32 rows whose mean is 1e5 times their spread: the forward subtracts the mean as a
+    float32 plus its rest, so the output keeps float32 precision (it erred by ~3e-3 when the
+    mean was rounded to float32 first; PyTorch's kernel errs by ~9e-3 here)."""
+    rng = np.random.default_rng(0)
+    x = (mean + std * rng.standard_normal((8, 64))).astype(np.float32)
+    x64 = x.astype(np.float64)
+    ref = (x64 - x64.mean(1, keepdims=True)) / np.sqrt(x64.var(1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(N(fiamma.layer_norm(T(x, F32), (64,))), ref, atol=2e-6)
+    w = rng.uniform(0.5, 2, 4)
+    y = fiamma.group_norm(T(x.reshape(8, 4, 16), F32), 1, T(w, F32), None, 1e-5)
+    np.testing.assert_allclose(N(y), ref.reshape(8, 4, 16) * w[None, :, None], atol=5e-6)
