@@ -300,30 +300,32 @@ FM_CLONES static void row_fwd_##SFX(const void *vc, int64_t lo, int64_t hi, int 
         double inv = 1.0 / sqrt(var + c->eps);                                                  \
         RSTD[r] = (T)inv;                                                                       \
         int64_t off = (r % G) * P;                                                              \
+        /* the mean as T plus the rest (tl): x - tm is exact for x near the mean, so a row   \
+           whose mean is large beside its spread keeps its precision */                       \
+        T tm = (T)mu, tl = (T)(mu - (double)tm), ti = (T)inv;                                   \
         if (Sp == 1) {                                                                          \
-            T tm = (T)mu, ti = (T)inv;                                                          \
             const T *w = W ? W + off : NULL, *b = B ? B + off : NULL;                           \
             if (w && b) {                                                                       \
                 _Pragma("omp simd")                                                             \
-                for (int64_t k = 0; k < K; k++) q[k] = (p[k] - tm) * ti * w[k] + b[k];          \
+                for (int64_t k = 0; k < K; k++) q[k] = (p[k] - tm - tl) * ti * w[k] + b[k];     \
             } else if (w) {                                                                     \
                 _Pragma("omp simd")                                                             \
-                for (int64_t k = 0; k < K; k++) q[k] = (p[k] - tm) * ti * w[k];                 \
+                for (int64_t k = 0; k < K; k++) q[k] = (p[k] - tm - tl) * ti * w[k];            \
             } else if (b) {                                                                     \
                 _Pragma("omp simd")                                                             \
-                for (int64_t k = 0; k < K; k++) q[k] = (p[k] - tm) * ti + b[k];                 \
+                for (int64_t k = 0; k < K; k++) q[k] = (p[k] - tm - tl) * ti + b[k];            \
             } else {                                                                            \
                 _Pragma("omp simd")                                                             \
-                for (int64_t k = 0; k < K; k++) q[k] = (p[k] - tm) * ti;                        \
+                for (int64_t k = 0; k < K; k++) q[k] = (p[k] - tm - tl) * ti;                   \
             }                                                                                   \
         } else {                                                                                \
             for (int64_t pp = 0; pp < P; pp++) {                                                \
-                double a = inv * (W ? (double)W[off + pp] : 1.0);                               \
-                T ta = (T)a, tb = (T)((B ? (double)B[off + pp] : 0.0) - mu * a);                \
+                T ta = (T)(inv * (W ? (double)W[off + pp] : 1.0));                              \
+                T tb = (T)(B ? (double)B[off + pp] : 0.0);                                      \
                 const T *pi = p + pp * Sp;                                                      \
                 T *qi = q + pp * Sp;                                                            \
                 _Pragma("omp simd")                                                             \
-                for (int64_t i = 0; i < Sp; i++) qi[i] = pi[i] * ta + tb;                       \
+                for (int64_t i = 0; i < Sp; i++) qi[i] = (pi[i] - tm - tl) * ta + tb;           \
             }                                                                                   \
         }                                                                                       \
     }                                                                                           \

@@ -55,6 +55,17 @@ def rows_bwd(x2, g2, w2, eps, center=True):
     return gx, g2 * xh, g2
 
 
+def rows_bwd_given(x2, g2, w2, mean, rstd, center=True):
+    """gx for rows x2 from the saved statistics a backward kernel is given (in float32 they are
+    rounded, and with a variance near eps the gradient amplifies that rounding by far more
+    than float32's own: the reference must start from the same numbers)."""
+    r = rstd[:, None]
+    xh = (x2 - (mean[:, None] if center else 0.0)) * r
+    gh = g2 * w2
+    cen = (gh - gh.mean(1, keepdims=True)) if center else gh
+    return r * (cen - xh * (gh * xh).mean(1, keepdims=True))
+
+
 def bn_layout(x):
     """(N, C, *) -> (C, N*S) rows and back."""
     n, c = x.shape[:2]
@@ -278,7 +289,8 @@ def test_layer_and_rms_norm(nd, seed, affine, rms, kind, dt):
         gx, gw, gb = fiamma.layer_norm_backward(gt, xt, ns, None if w is None else T(w, dt),
                                                 T(mean, dt), T(rstd, dt), eps)
         np.testing.assert_allclose(N(gb), g2.sum(0).reshape(ns), **tol(dt))
-    egx, egw, _ = rows_bwd(x2, g2, w2, eps, not rms)
+    _, egw, _ = rows_bwd(x2, g2, w2, eps, not rms)
+    egx = rows_bwd_given(x2, g2, w2, rounded(mean, dt), rounded(rstd, dt), not rms)
     np.testing.assert_allclose(N(gx), egx.reshape(shape), **gtol(dt, rstd))
     np.testing.assert_allclose(N(gw).reshape(-1), egw.sum(0), **tol(dt))
 
@@ -438,3 +450,18 @@ def test_bad_arguments_name_the_op():
         fiamma.instance_norm(x, use_input_stats=False)
     with pytest.raises(ValueError, match="rms_norm.*weight"):
         fiamma.rms_norm(x, (4,), fiamma.ones(3))
+
+
+@pytest.mark.parametrize("mean,std", [(1000.0, 0.01), (1e4, 1.0), (100.0, 1e-3)])
+def test_row_norms_keep_precision_at_a_large_mean(mean, std):
+    """float32 rows whose mean is 1e5 times their spread: the forward subtracts the mean as a
+    float32 plus its rest, so the output keeps float32 precision (it erred by ~3e-3 when the
+    mean was rounded to float32 first; PyTorch's kernel errs by ~9e-3 here)."""
+    rng = np.random.default_rng(0)
+    x = (mean + std * rng.standard_normal((8, 64))).astype(np.float32)
+    x64 = x.astype(np.float64)
+    ref = (x64 - x64.mean(1, keepdims=True)) / np.sqrt(x64.var(1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(N(fiamma.layer_norm(T(x, F32), (64,))), ref, atol=2e-6)
+    w = rng.uniform(0.5, 2, 4)
+    y = fiamma.group_norm(T(x.reshape(8, 4, 16), F32), 1, T(w, F32), None, 1e-5)
+    np.testing.assert_allclose(N(y), ref.reshape(8, 4, 16) * w[None, :, None], atol=5e-6)

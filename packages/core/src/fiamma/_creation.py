@@ -10,6 +10,7 @@ import numpy as np
 
 from fiamma import _dtype as D
 from fiamma._lib import check, lib
+from fiamma._limits import check_shape
 from fiamma._storage import CPU, device as _device
 from fiamma._tensor import Tensor, _shape_arg, install_methods, new_empty
 
@@ -161,10 +162,7 @@ def _size(size, op):
         shape = _shape_arg(size)
     except TypeError:
         raise TypeError(f"{op}: expected a shape (ints), got {size!r}") from None
-    for s in shape:
-        if s < 0:
-            raise RuntimeError(f"{op}: Trying to create tensor with negative dimension {s}: "
-                               f"{list(shape)}")
+    check_shape(shape, op)
     return shape
 
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from fiamma import _dtype as D, _grad_hook as G
 from fiamma._lib import check, ffi, lib
+from fiamma._limits import MAX_SIZE, check_shape
 from fiamma._storage import CPU, device as _device
 from fiamma._tensor import Tensor, _copy_into, _shape_arg, install_methods, new_empty
 
@@ -296,8 +297,8 @@ def _size_args(size, kw_size, op):
         size = (kw_size,)
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = size[0]
-    for s in size:  # fast path: plain non-negative ints
-        if type(s) is not builtins.int or s < 0:
+    for s in size:  # fast path: plain ints in [0, 2**63)
+        if type(s) is not builtins.int or s < 0 or s > MAX_SIZE:
             break
     else:
         return tuple(size)
@@ -305,10 +306,7 @@ def _size_args(size, kw_size, op):
         shape = _shape_arg(size)
     except TypeError:
         raise TypeError(f"{op}: size must be a sequence of ints, got {size!r}") from None
-    for s in shape:
-        if s < 0:
-            raise RuntimeError(f"{op}: Trying to create tensor with negative dimension {s}: "
-                               f"{list(shape)}")
+    check_shape(shape, op)
     return shape
 
 

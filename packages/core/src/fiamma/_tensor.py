@@ -10,6 +10,11 @@ import sys
 
 from fiamma import _dtype as D, _grad_hook as G
 from fiamma._lib import check, lib
+from fiamma._limits import (
+    MAX_SIZE as _MAX_SIZE,
+    allocation_error as _allocation_error,
+    check_shape as _check_shape,
+)
 from fiamma._storage import CPU, Storage, device, new_cpu_storage as _new_cpu_storage
 
 __all__ = ["Tensor", "empty_strided_like", "new_empty", "contiguous_strides", "install_methods"]
@@ -241,6 +246,7 @@ class Tensor:
         if any(s < 0 for s in size) or any(s < 0 for s in stride) or off < 0:
             raise ValueError(
                 f"as_strided: negative size, stride or offset: {size}, {stride}, {off}")
+        _check_shape(size, "as_strided")
         if _prod(size):
             last = off + builtins.sum((n - 1) * st for n, st in zip(size, stride))
             cap = self._storage.nbytes // self._dtype.itemsize
@@ -430,6 +436,8 @@ class Tensor:
         lead = len(sizes) - nd
         shape = []
         stride = []
+        n = 1
+        big = False  # a new size beyond int64: refused, as the C kernels could not take it
         for i, s in enumerate(sizes):
             s = _index(s)
             if i < lead:
@@ -438,21 +446,27 @@ class Tensor:
                                        f"dimension {i}")
                 shape.append(s)
                 stride.append(0)
+                n *= s
+                big = big or s > _MAX_SIZE
                 continue
             cur = self._shape[i - lead]
             if s == -1:
                 s = cur
+            n *= s
             if cur == s:
                 shape.append(s)
                 stride.append(self._stride[i - lead])
             elif cur == 1 and s >= 0:
                 shape.append(s)
                 stride.append(0)
+                big = big or s > _MAX_SIZE
             else:
                 raise RuntimeError(
                     f"expand: the expanded size of the tensor ({s}) must match the existing size "
                     f"({cur}) at non-singleton dimension {i}. Target sizes: {list(sizes)}. "
                     f"Tensor sizes: {list(self._shape)}")
+        if big or n > _MAX_SIZE:
+            _check_shape(shape, "expand")
         return self._view(shape, stride, op="expand")
 
     def expand_as(self, other):
@@ -851,14 +865,21 @@ def new_empty(shape, dt, dev=CPU, zero=False):
     n = 1
     for s in shape:
         n *= s
-    if dev is CPU and not zero:
-        st = _new_cpu_storage(n * dt.itemsize)
-    elif dev is CPU:
-        st = Storage(n * dt.itemsize, zero)
-    else:
-        from fiamma._device_copy import device_storage
+    try:
+        if dev is CPU and not zero:
+            st = _new_cpu_storage(n * dt.itemsize)
+        else:
+            # these allocators take no size beyond int64 without side effects: check first
+            if n * dt.itemsize > _MAX_SIZE or n < 0:
+                raise OverflowError
+            if dev is CPU:
+                st = Storage(n * dt.itemsize, zero)
+            else:
+                from fiamma._device_copy import device_storage
 
-        st = device_storage(dev, n * dt.itemsize, zero)
+                st = device_storage(dev, n * dt.itemsize, zero)
+    except (OverflowError, MemoryError):  # the shape is beyond the limits, or memory is out
+        raise _allocation_error(shape, dt, n * dt.itemsize, dev) from None
     t = _new(Tensor)
     t._storage = st
     t._dtype = dt

@@ -127,7 +127,10 @@ def glu(input, dim=-1):
 
 
 def logsigmoid(input):
-    return input.clamp(max=0.0) - (-input.abs()).exp().log1p()
+    """``log(sigmoid(x))`` without overflow; its gradient is ``sigmoid(-x)`` everywhere (the
+    form ``min(x, 0) - log1p(exp(-|x|))`` gets 1 instead of 0.5 at exactly 0 from its kinks)."""
+    neg = input < 0
+    return fiamma.where(neg, input, 0.0) - fiamma.where(neg, input, -input).exp().log1p()
 
 
 def softmin(input, dim=None, dtype=None):

@@ -167,18 +167,79 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     return (1 - label_smoothing) * nll + ret * (label_smoothing / n_classes)
 
 
+# PyTorch's floor on x (1 - x) in the BCE gradient, so saturated inputs give finite gradients:
+# a float constant 1e-12, i.e. this double in float64 computations
+_BCE_EPS = 9.999999960041972e-13
+_BCE = None
+
+
+def _bce_value(x, t):
+    """Pointwise ``-(t log x + (1 - t) log(1 - x))``, each log clamped at -100 (PyTorch's
+    formula: ``log1p(-x)`` keeps ``log(1 - x)`` exact for small x)."""
+    return (t - 1) * (-x).log1p().clamp(min=-100) - t * x.log().clamp(min=-100)
+
+
+def _bce_function():
+    """The autograd Function of the pointwise loss, built on first use (importing fiamma.nn
+    stays free of fiamma.autograd until gradients are needed)."""
+    global _BCE
+    if _BCE is None:
+        from fiamma.autograd import Function
+
+        class _BinaryCrossEntropy(Function):
+            """Gradients as PyTorch's: ``(x - t) / max(x (1 - x), 1e-12f)`` for the input (finite
+            at x = 0 and 1, where the clamped logs' own derivative is 0 * inf = NaN); for the
+            target the derivative of the clamped forward, ``max(log(1 - x), -100) -
+            max(log x, -100)`` (PyTorch's ``-logit(x)`` is infinite at 0 and 1). The backward is
+            made of differentiable ops, so higher-order gradients work."""
+
+            @staticmethod
+            def forward(ctx, x, t):
+                ctx.save_for_backward(x, t)
+                return _bce_value(x, t)
+
+            @staticmethod
+            def backward(ctx, grad):
+                x, t = ctx.saved_tensors
+                gx = gt = None
+                if ctx.needs_input_grad[0]:
+                    gx = grad * (x - t) / (x * (1 - x)).clamp(min=_BCE_EPS)
+                if ctx.needs_input_grad[1]:
+                    gt = grad * ((-x).log1p().clamp(min=-100) - x.log().clamp(min=-100))
+                return gx, gt
+
+        _BCE = _BinaryCrossEntropy
+    return _BCE
+
+
 def binary_cross_entropy(input, target, weight=None, reduction="mean"):
-    """``-w (t log x + (1 - t) log(1 - x))`` for probabilities x (logs clamped at -100)."""
+    """``-w (t log x + (1 - t) log(1 - x))`` for probabilities x and targets t in [0, 1], each
+    log clamped at -100 as in PyTorch; the input's gradient is PyTorch's
+    ``w (x - t) / max(x (1 - x), 1e-12)``, finite where x is exactly 0 or 1.
+
+    >>> x = fiamma.tensor([1.0, 0.5], requires_grad=True)
+    >>> loss = binary_cross_entropy(x, fiamma.tensor([0.0, 1.0]))
+    >>> round(loss.item(), 4)
+    50.3466
+    >>> loss.backward(); x.grad.tolist()
+    [499999997952.0, -1.0]
+    """
     op = "binary_cross_entropy"
+    if not isinstance(input, fiamma.Tensor) or not isinstance(target, fiamma.Tensor):
+        raise TypeError(f"{op}: input and target must be Tensors")
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Using a target size ({fiamma.Size(target.shape)}) that is different "
                          f"to the input size ({fiamma.Size(input.shape)}) is deprecated. Please "
                          "ensure they have the same size.")
-    if bool(((input < 0) | (input > 1)).any()):
+    # written as "not inside" so that NaN is refused too, as PyTorch does
+    if not bool(((input >= 0) & (input <= 1)).all()):
         raise RuntimeError(f"{op}: all elements of input should be between 0 and 1")
-    log_x = input.log().clamp(min=-100)
-    log_1mx = (1 - input).log().clamp(min=-100)
-    loss = -(target * log_x + (1 - target) * log_1mx)
+    if not bool(((target >= 0) & (target <= 1)).all()):
+        raise RuntimeError(f"{op}: all elements of target should be between 0 and 1")
+    if fiamma.is_grad_enabled() and (input.requires_grad or target.requires_grad):
+        loss = _bce_function().apply(input, target)
+    else:
+        loss = _bce_value(input, target)
     if weight is not None:
         loss = loss * weight
     return _reduce(loss, reduction, op)
@@ -192,7 +253,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Target size ({fiamma.Size(target.shape)}) must be the same as input "
                          f"size ({fiamma.Size(input.shape)})")
-    softplus_neg = (-input.abs()).exp().log1p() + (-input).clamp(min=0)
+    softplus_neg = _softplus(-input)
     if pos_weight is not None:
         lw = (pos_weight - 1) * target + 1
         loss = (1 - target) * input + lw * softplus_neg
@@ -239,8 +300,11 @@ def _legacy_reduction(size_average, reduce, reduction):
 
 
 def _softplus(x):
-    """``log(1 + exp(x))`` without overflow."""
-    return (-x.abs()).exp().log1p() + x.clamp(min=0)
+    """``log(1 + exp(x))`` without overflow, with the gradient ``sigmoid(x)`` everywhere: the
+    form ``max(x, 0) + log1p(exp(-|x|))`` has kinks in both terms and its autograd gradient at
+    exactly 0 is 1, not 0.5 (a zero-initialised logit layer hits that on its first step)."""
+    pos = x > 0
+    return fiamma.where(pos, x, 0.0) + fiamma.where(pos, -x, x).exp().log1p()
 
 
 def _grad_as_identity(x, y):
@@ -267,7 +331,9 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
     else:
         loss = input - target * (input + eps).log()
     if full:
-        t = target.detach() if isinstance(target, fiamma.Tensor) else fiamma.tensor(target)
+        t = target if isinstance(target, fiamma.Tensor) else fiamma.tensor(target)
+        # the target itself where the term applies (its gradient flows, as in PyTorch), 1
+        # elsewhere so that log never sees 0 (PyTorch's t log t there is NaN, then masked)
         safe = fiamma.where(t > 1, t, fiamma.ones_like(t))
         stirling = safe * safe.log() - safe + 0.5 * (2 * math.pi * safe).log()
         loss = loss + stirling.masked_fill(t <= 1, 0.0)

@@ -37,7 +37,9 @@ class _Point:
 def _strong_wolfe(evaluate, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1e-9,
                   max_ls=25):
     """Find a step ``t`` along ``d`` meeting the strong Wolfe conditions. ``evaluate(t)``
-    returns (loss, flat gradient) at x + t d. Returns (loss, gradient, t, evaluations)."""
+    returns (loss, flat gradient) at x + t d; at most ``max_ls`` evaluations after the first
+    (none if ``max_ls`` <= 0: then the better of 0 and ``t``). Returns (loss, gradient, t,
+    evaluations)."""
     d_norm = d.abs().max().item()
     start = _Point(0.0, f, g.clone(), gtd)
     prev = start
@@ -245,8 +247,10 @@ class LBFGS(Optimizer):
                     self._restore(start)
                     return f, g
 
+                # the search may spend only what is left of max_eval (as PyTorch does): with
+                # max_eval=1 it evaluates t once and keeps the better of 0 and t
                 loss, flat_grad, t, ls_evals = _strong_wolfe(evaluate, t, d, loss, flat_grad,
-                                                             gtd)
+                                                             gtd, max_ls=max_eval - evals)
                 self._add_to_params(t, d)
                 converged = flat_grad.abs().max().item() <= tol_grad
             else:
