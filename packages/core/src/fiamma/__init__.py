@@ -16,7 +16,7 @@ from fiamma._dtype import (  # noqa: F401
     half, float, double, short, int, long, promote_types, result_type, can_cast,
     get_default_dtype, set_default_dtype, finfo, iinfo,
 )
-from fiamma._storage import device, Storage as UntypedStorage  # noqa: F401
+from fiamma._storage import device  # noqa: F401
 from fiamma._tensor import Tensor, Size  # noqa: F401
 from fiamma._grad_hook import is_grad_enabled, is_inference_mode_enabled  # noqa: F401
 from fiamma._grad_mode import no_grad, enable_grad, set_grad_enabled, inference_mode  # noqa: F401
@@ -38,6 +38,8 @@ from fiamma._ops.sample import *  # noqa: F401,F403
 from fiamma._ops.pool import *  # noqa: F401,F403
 from fiamma._ops.conv import *  # noqa: F401,F403
 
+from fiamma._tensor_api import *  # noqa: F401,F403
+from fiamma._storage_api import UntypedStorage, TypedStorage  # noqa: F401
 from fiamma._allocator import *  # noqa: F401,F403
 from fiamma._parallel import *  # noqa: F401,F403
 from fiamma.serialization import save, load  # noqa: F401  (light: imports its machinery on call)

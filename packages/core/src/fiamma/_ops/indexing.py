@@ -88,11 +88,21 @@ class _Item:
         self.val = val
 
 
+_SEQ_AS_TUPLE = ("Using a non-tuple sequence for multidimensional indexing is deprecated; use "
+                 "x[tuple(seq)] instead of x[seq] (PyTorch 2.x still reads it as a tuple)")
+
+
 def _seq_is_tuple(seq):
-    """PyTorch reads a list holding tensors, slices, None or Ellipsis as a tuple of indices."""
+    """PyTorch reads a list (shorter than 32) holding tensors, slices, None, Ellipsis or
+    sequences (lists, tuples, ranges, arrays) as a tuple of indices."""
     for k in seq:
         if k is None or k is Ellipsis or isinstance(k, (slice, Tensor)):
             return True
+    if len(seq) < 32:
+        for k in seq:
+            if isinstance(k, (list, tuple, range, np.ndarray, str)):
+                warnings.warn(_SEQ_AS_TUPLE, UserWarning, stacklevel=4)
+                return True
     return False
 
 
@@ -142,7 +152,7 @@ def _convert(k, tensor0d_as_int=True):
         raise IndexError(_BAD_DTYPE)
     if isinstance(k, np.ndarray):
         return _from_array(k)
-    if isinstance(k, (list, tuple)):
+    if isinstance(k, (list, tuple, range)):
         try:
             a = np.asarray(k)
         except (ValueError, TypeError):
