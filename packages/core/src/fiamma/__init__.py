@@ -39,6 +39,8 @@ from fiamma._ops.pool import *  # noqa: F401,F403
 from fiamma._ops.conv import *  # noqa: F401,F403
 
 from fiamma._tensor_api import *  # noqa: F401,F403
+from fiamma._compat_ops import *  # noqa: F401,F403
+from fiamma._legacy_types import *  # noqa: F401,F403
 from fiamma._storage_api import UntypedStorage, TypedStorage  # noqa: F401
 from fiamma._allocator import *  # noqa: F401,F403
 from fiamma._parallel import *  # noqa: F401,F403

@@ -9,8 +9,10 @@ selects along dim 0 and then indexes the view, so its shape is (x.shape[1], 2) (
 NumPy rule holds: if they index adjacent dims of the (basic-indexed) view, the broadcast index
 shape replaces those dims in place, otherwise it goes first.
 
-Lists of numbers are index arrays (NumPy's rule and PyTorch's announced one); a list that holds
-tensors, slices, None or Ellipsis is read as a tuple, as PyTorch still does. A uint8 tensor is a
+Lists of numbers and ``range`` objects are index arrays (NumPy's rule); a list that holds
+tensors, slices, None or Ellipsis, or a list shorter than 32 that holds sequences (lists,
+tuples, ranges, arrays), is read as a tuple, as PyTorch 2.x still does (with its deprecation
+warning for the sequences). A uint8 tensor is a
 mask (PyTorch's deprecated rule); int8/int16/int32/int64 tensors are integer indices.
 """
 
