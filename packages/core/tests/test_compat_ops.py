@@ -354,3 +354,40 @@ def test_compat_ops_parity():
         isinstance(torch.LongTensor([1]), torch.LongTensor)
     assert fiamma.zeros(2, 3, 4).permute(2, 0, 1).dim_order() == \
         torch.zeros(2, 3, 4).permute(2, 0, 1).dim_order()
+
+
+def test_numpy_backed_odds_and_ends():
+    b = bytearray(np.arange(4, dtype=np.float32).tobytes())
+    t = fiamma.frombuffer(b, dtype=fiamma.float32, offset=4, count=2)
+    assert t.tolist() == [1.0, 2.0]
+    b[4:8] = np.float32(9).tobytes()
+    assert t.tolist() == [9.0, 2.0]  # shares a writable buffer
+    assert fiamma.frombuffer(b"\x01\x00\x02\x00", dtype=fiamma.int16).tolist() == [1, 2]
+    with pytest.raises(ValueError, match="must not be greater"):
+        fiamma.frombuffer(b"\x00" * 4, dtype=fiamma.int32, count=2)
+    v = rng.standard_normal(50)
+    h, edges = fiamma.histogram(T(v), bins=5, range=(-2.0, 2.0))
+    hr, er = np.histogram(v, bins=5, range=(-2.0, 2.0))
+    np.testing.assert_array_equal(h.numpy(), hr)
+    np.testing.assert_allclose(edges.numpy(), er)
+    m, ex = fiamma.frexp(T(np.array([8.0, 0.3, -5.0])))
+    mr, er = np.frexp([8.0, 0.3, -5.0])
+    np.testing.assert_array_equal(m.numpy(), mr)
+    assert ex.dtype is fiamma.int32 and ex.tolist() == er.tolist()
+    n = fiamma.nextafter(T(np.float32([1.0])), T(np.float32([2.0])))
+    assert n.item() == np.nextafter(np.float32(1), np.float32(2))
+    fiamma.set_num_interop_threads(2)
+    assert fiamma.get_num_interop_threads() == 2
+    x = fiamma.zeros(3)
+    x.set_(fiamma.arange(6.0).reshape(2, 3))
+    assert x.shape == (2, 3) and x[1, 2].item() == 5.0
+    s = fiamma.arange(6.0).untyped_storage()
+    y = fiamma.zeros(0).set_(s, 1, (2, 2), (2, 1))
+    assert y.tolist() == [[1.0, 2.0], [3.0, 4.0]] and y.untyped_storage() is s
+    with pytest.raises(RuntimeError, match="needs"):
+        fiamma.zeros(0).set_(s, 4, (2, 2))
+    assert fiamma.zeros(0).set_().shape == (0,)
+    assert fiamma.zeros(2).name is None and fiamma.zeros(2).output_nr == 0
+    z = fiamma.zeros(4)
+    assert fiamma.as_strided_(z, (2,), (2,)).shape == (2,)
+    assert fiamma.resize_as_(z, fiamma.zeros(2, 2)).shape == (2, 2)

@@ -37,6 +37,8 @@ __all__ = [
     "squeeze_copy", "t_copy", "transpose_copy", "unbind_copy", "unfold_copy",
     "unsqueeze_copy", "view_copy",
     "diagonal_scatter", "select_scatter", "slice_scatter", "as_strided_scatter",
+    "frombuffer", "histogram", "frexp", "nextafter", "detach_", "resize_as_", "as_strided_",
+    "get_num_interop_threads", "set_num_interop_threads",
 ]
 
 pi = math.pi
@@ -848,6 +850,143 @@ def as_strided_scatter(input, src, size, stride, storage_offset=None):
                          "as_strided_scatter")
 
 
+# ---- NumPy-backed odds and ends (no gradient: integer or piecewise-constant results) ----------
+
+def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False):
+    """A 1-D tensor over the bytes of a Python buffer (``bytes``, ``bytearray``, ``memoryview``,
+    ``array``), sharing a writable buffer's memory as PyTorch does; ``count`` elements
+    (-1: all) after ``offset`` bytes.
+
+    >>> import fiamma
+    >>> fiamma.frombuffer(bytearray(b"\\x01\\x00\\x02\\x00"), dtype=fiamma.int16).tolist()
+    [1, 2]
+    """
+    f = _F()
+    dt = D.to_dtype(dtype, "frombuffer")
+    nbytes = memoryview(buffer).nbytes
+    if offset < 0 or offset > nbytes:
+        raise ValueError(f"frombuffer: offset ({offset} bytes) must be non-negative and no "
+                         f"greater than buffer length ({nbytes} bytes) minus 1")
+    avail = (nbytes - offset) // dt.itemsize
+    if count == 0 or (count < 0 and avail == 0):
+        raise ValueError(f"frombuffer: both buffer length ({nbytes}) and count ({count}) "
+                         "must not be 0")
+    n = avail if count < 0 else count
+    if n > avail:
+        raise ValueError(f"frombuffer: requested buffer length ({n} * {dt.itemsize} bytes) "
+                         f"after offset ({offset} bytes) must not be greater than actual "
+                         f"buffer length ({nbytes} bytes)")
+    np_dt = np.uint16 if dt is D.bfloat16 else np.dtype(dt.name)
+    arr = np.frombuffer(buffer, dtype=np_dt, count=n, offset=offset)
+    # a read-only buffer (bytes) is copied: PyTorch shares it and calls writes undefined
+    t = f.from_numpy(arr) if arr.flags.writeable else f.from_numpy(arr.copy())
+    if dt is D.bfloat16:
+        t = t.view(D.bfloat16)
+    return t.requires_grad_(requires_grad) if requires_grad else t
+
+
+def histogram(input, bins=100, *, range=None, weight=None, density=False, out=None):
+    """(hist, bin_edges) of ``input``'s values: ``bins`` equal bins over ``range`` (default:
+    min..max) or the given edges tensor, as ``numpy.histogram``."""
+    f = _F()
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"histogram: input tensor and bins tensors should have the same "
+                           f"floating-point dtype, got {input.dtype}")
+    b = bins.numpy() if isinstance(bins, Tensor) else bins
+    w = None if weight is None else weight.numpy().reshape(-1)
+    h, edges = np.histogram(input.numpy().reshape(-1), bins=b, range=range, weights=w,
+                            density=density)
+    res = (f.tensor(h, dtype=input.dtype), f.tensor(edges, dtype=input.dtype))
+    if out is not None:
+        out[0].copy_(res[0])
+        out[1].copy_(res[1])
+        return out
+    return res
+
+
+def frexp(input):
+    """(mantissa, exponent) with input = mantissa * 2 ** exponent, |mantissa| in [0.5, 1)
+    (exponent int32)."""
+    f = _F()
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"frexp only supports floating-point dtypes, got {input.dtype}")
+    m, ex = np.frexp(input.float().numpy() if input.dtype is D.bfloat16 else input.numpy())
+    return f.tensor(m, dtype=input.dtype), f.tensor(ex.astype(np.int32))
+
+
+def nextafter(input, other):
+    """The next representable value after ``input`` towards ``other`` (float32/float64)."""
+    f = _F()
+    if input.dtype not in (D.float32, D.float64) or other.dtype is not input.dtype:
+        raise RuntimeError(f"nextafter: expected two float32 or two float64 tensors, got "
+                           f"{input.dtype} and {other.dtype}")
+    return f.from_numpy(np.ascontiguousarray(np.nextafter(input.numpy(), other.numpy())))
+
+
+def detach_(input):
+    return input.detach_()
+
+
+def resize_as_(input, the_template, *, memory_format=None):
+    return input.resize_as_(the_template)
+
+
+def as_strided_(input, size, stride, storage_offset=None):
+    return input.as_strided_(size, stride, storage_offset)
+
+
+_interop = [1]
+
+
+def get_num_interop_threads():
+    """Threads for running independent ops at once: fiamma runs ops one after the other, so
+    this is the recorded setting (1 unless set)."""
+    return _interop[0]
+
+
+def set_num_interop_threads(num):
+    if not isinstance(num, builtins.int) or num <= 0:
+        raise RuntimeError(f"set_num_interop_threads: expected a positive int, got {num!r}")
+    _interop[0] = num
+
+
+def _set_(self, source=None, storage_offset=0, size=None, stride=None):
+    """Make this tensor show ``source``'s memory: another tensor (its storage and layout) or a
+    storage (with ``storage_offset``, ``size``, ``stride``); no argument: an empty tensor."""
+    from fiamma._storage_api import TypedStorage, UntypedStorage
+    from fiamma._tensor_api import _take_layout, _view_of
+
+    if self.requires_grad:
+        raise RuntimeError("set_: cannot set the storage of a tensor that requires grad")
+    if source is None:
+        _take_layout(self, _F().empty(0, dtype=self.dtype), "set_")
+        return self
+    if isinstance(source, Tensor):
+        if source.dtype is not self.dtype:
+            raise RuntimeError(f"set_: expected {self.dtype} source, got {source.dtype}")
+        _take_layout(self, source, "set_")
+        return self
+    if isinstance(source, TypedStorage):
+        source = source.untyped()
+    if not isinstance(source, UntypedStorage):
+        raise TypeError(f"set_: expected a Tensor or a storage, got {type(source).__name__}")
+    n = source.nbytes() // self.dtype.itemsize
+    if size is None:
+        size, stride = (n - storage_offset,), (1,)
+    size = tuple(size)
+    if stride is None:
+        from fiamma._tensor import contiguous_strides
+
+        stride = contiguous_strides(size)
+    need = storage_offset + builtins.sum((s - 1) * st for s, st in zip(size, stride)) + 1 \
+        if all(size) else 0
+    if need > n:
+        raise RuntimeError(f"set_: size {list(size)} with stride {list(stride)} and offset "
+                           f"{storage_offset} needs {need} elements, the storage has {n}")
+    _take_layout(self, _view_of(source._st, self.dtype, size, stride, storage_offset), "set_")
+    return self
+
+
 # ---- Tensor methods ---------------------------------------------------------------------------
 
 def _fill_diagonal_(self, fill_value, wrap=False):
@@ -966,6 +1105,13 @@ install_methods({
     "map_": _map_, "new": _new, "new_empty_strided": _new_empty_strided,
     "dim_order": _dim_order, "is_pinned": _is_pinned, "pin_memory": _pin_memory,
     "const_data_ptr": lambda self: self.data_ptr(),
+    "histogram": _method(histogram), "frexp": _method(frexp), "nextafter": _method(nextafter),
+    "nextafter_": _inplace(nextafter), "set_": _set_,
+    "stft": lambda self, *a, **k: _F().stft(self, *a, **k),
+    "istft": lambda self, *a, **k: _F().istft(self, *a, **k),
+    "name": property(lambda self: None, doc="None (PyTorch's answer for an unnamed tensor)."),
+    "output_nr": property(lambda self: 0 if self._ag is None else self._ag.output_nr,
+                          doc="Which output of its grad_fn this tensor is."),
     "cumsum_": lambda self, dim, *, dtype=None: self.copy_(self.cumsum(dim, dtype=dtype)),
     "cumprod_": lambda self, dim, *, dtype=None: self.copy_(self.cumprod(dim, dtype=dtype)),
 })

@@ -8,6 +8,8 @@ from fiamma.nn._activation_functional import *  # noqa: F401,F403
 from fiamma.nn._activation_functional import __all__ as _activations
 from fiamma.nn._attention_functional import *  # noqa: F401,F403
 from fiamma.nn._attention_functional import __all__ as _attention
+from fiamma.nn._compat_functional import *  # noqa: F401,F403
+from fiamma.nn._compat_functional import __all__ as _compat
 from fiamma.nn._conv_functional import *  # noqa: F401,F403
 from fiamma.nn._conv_functional import __all__ as _convs
 from fiamma.nn._loss_functional import *  # noqa: F401,F403
@@ -23,7 +25,7 @@ from fiamma.nn._sample_functional import __all__ as _sample
 
 __all__ = (["linear", "bilinear", "relu", "softmax", "log_softmax", "pad", "dropout",
             "embedding"] + _losses + _activations
-           + _attention + _misc + _norms + _sample + _pools + _convs)
+           + _attention + _misc + _norms + _sample + _pools + _convs + _compat)
 
 
 def linear(input, weight, bias=None):
