@@ -71,6 +71,7 @@ def test_missing_module_is_a_named_gap_and_catchable(tmp_path):
     assert out[0] == "FiammaModuleNotFoundError torch.no_such_module"
     assert "fiamma has no 'fiamma.no_such_module'" in out[1] and "gap" in out[1]
     assert "FiammaModuleNotFoundError" in r.stderr and "gap in fiamma" in r.stderr
+    assert "fiamma.run:" not in r.stderr  # the message says it once
 
 
 def test_missing_attribute_is_a_named_gap(tmp_path):

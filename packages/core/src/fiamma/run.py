@@ -43,6 +43,10 @@ their submodules) are fiamma's modules."""
 
 def _gap_note(e):
     """A note for an uncaught error about a name fiamma lacks (None if it is not one)."""
+    from fiamma._torch_alias import FiammaAttributeError, FiammaModuleNotFoundError
+
+    if isinstance(e, (FiammaAttributeError, FiammaModuleNotFoundError)):
+        return None  # their message says it already
     if isinstance(e, AttributeError):
         obj = getattr(e, "obj", None)
         if obj is None:
