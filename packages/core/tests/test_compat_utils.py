@@ -221,5 +221,5 @@ def test_utils_data_without_fiamma_data_names_the_distribution():
 def test_no_warning_on_import_of_utils():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        import fiamma.utils.checkpoint  # noqa: F401
         import fiamma.hub  # noqa: F401
+        import fiamma.utils.checkpoint  # noqa: F401
