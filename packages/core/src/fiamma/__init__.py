@@ -48,7 +48,8 @@ from fiamma.serialization import save, load  # noqa: F401  (light: imports its m
 # (new op modules: one `from fiamma._ops.<area> import *` line each, above this comment)
 
 # submodules of core that are imported on first use (import time stays small)
-_SUBMODULES = {"linalg", "fft", "special", "multiprocessing", "safetensors", "utils", "fused"}
+_SUBMODULES = {"linalg", "fft", "special", "multiprocessing", "safetensors", "utils", "fused",
+               "backends", "accelerator", "cuda", "amp", "cpu", "hub"}
 
 # sibling distributions, imported on first use
 _SIBLINGS = {
@@ -60,8 +61,17 @@ _SIBLINGS = {
     "audio": "fiamma-audio",
 }
 
+# PyTorch's top-level names for functions of a core submodule, imported on first use
+_FROM_SUBMODULE = {"autocast": "amp", "is_autocast_enabled": "amp",
+                   "get_autocast_dtype": "amp", "set_autocast_enabled": "amp",
+                   "set_autocast_dtype": "amp"}
+
 
 def __getattr__(name):
+    if name in _FROM_SUBMODULE:
+        import importlib
+
+        return getattr(importlib.import_module("fiamma." + _FROM_SUBMODULE[name]), name)
     if name in _SUBMODULES:
         import importlib
 
