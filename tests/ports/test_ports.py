@@ -21,8 +21,9 @@ HERE = Path(__file__).parent
 TIMEOUT = 300
 
 # program -> (tiny flags, {figure: (kind, margin)}) where kind is "rel" (relative difference
-# of the two libraries' figures at most margin), "abs" (absolute difference) or "min"
-# (both at least margin); the CI run checks the "min" figures and that every figure is finite
+# of the two libraries' figures at most margin), "abs" (absolute difference), "min" (both at
+# least margin) or "max" (both at most margin); the CI run checks the "min"/"max" figures and
+# that every figure is finite
 PROGRAMS = {
     "mnist_cnn": (["--epochs", "2", "--train-size", "512", "--log-interval", "100",
                    "--save-model", "mnist_cnn.pt"],
@@ -41,7 +42,7 @@ PROGRAMS = {
                       {"accuracy": ("min", 0.2), "test_loss": ("rel", 0.5)}),
     "imagenet": (["IMAGES", "--epochs", "2", "-b", "16", "-j", "2", "--image-size", "32",
                   "--lr", "0.01", "-p", "100", "--seed", "0", "--checkpoint", "ck.pth"],
-                 {"train_loss": ("rel", 0.5)}),
+                 {"train_loss": ("max", 1.2)}),  # chance: ln(6) = 1.79
     "actor_critic": (["--episodes", "30", "--log-interval", "100"],
                      {"running_reward": ("min", 8.0)}),
     "siamese_network": (["--epochs", "2", "--train-size", "512", "--log-interval", "100"],
@@ -99,6 +100,8 @@ def test_program_runs_on_fiamma(name, tmp_path):
     for k, (kind, margin) in PROGRAMS[name][1].items():
         if kind == "min":
             assert got[k] >= margin, f"{name}: {k}={got[k]} below {margin}"
+        if kind == "max":
+            assert got[k] <= margin, f"{name}: {k}={got[k]} above {margin}"
     if name == "mnist_hogwild":
         assert got["shared_update"] == 1.0  # the workers' steps reached the shared model
     if name == "imagenet":
@@ -122,5 +125,7 @@ def test_program_figures_match_pytorch(name, tmp_path):
             assert abs(g - w) <= margin * abs(w), f"{name}: {k} fiamma {g} vs torch {w}"
         elif kind == "abs":
             assert abs(g - w) <= margin, f"{name}: {k} fiamma {g} vs torch {w}"
-        else:
+        elif kind == "min":
             assert g >= margin and w >= margin, f"{name}: {k} fiamma {g} torch {w} < {margin}"
+        else:
+            assert g <= margin and w <= margin, f"{name}: {k} fiamma {g} torch {w} > {margin}"
