@@ -9,7 +9,6 @@ import torch
 import torch.nn as nn
 import torch.optim as optim
 import torch.utils.data
-
 from synthetic import SyntheticDigits
 
 

@@ -8,10 +8,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import torch.optim as optim
+from synthetic import SyntheticDigits
 from torch.optim.lr_scheduler import StepLR
 from torch.utils.data import DataLoader
-
-from synthetic import SyntheticDigits
 
 
 class Net(nn.Module):

@@ -9,9 +9,8 @@ import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
 import torch.optim as optim
-from torch.utils.data import DataLoader
-
 from synthetic import SyntheticDigits
+from torch.utils.data import DataLoader
 
 
 class Net(nn.Module):

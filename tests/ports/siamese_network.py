@@ -10,10 +10,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import torch.optim as optim
+from synthetic import SyntheticDigits
 from torch.optim.lr_scheduler import StepLR
 from torch.utils.data import DataLoader, Dataset
-
-from synthetic import SyntheticDigits
 
 
 class SiameseNetwork(nn.Module):

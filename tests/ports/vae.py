@@ -5,10 +5,9 @@ import argparse
 
 import torch
 import torch.utils.data
+from synthetic import SyntheticDigits
 from torch import nn, optim
 from torch.nn import functional as F
-
-from synthetic import SyntheticDigits
 
 
 class VAE(nn.Module):

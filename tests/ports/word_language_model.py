@@ -11,7 +11,6 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
 from synthetic import word_corpus
 
 
