@@ -302,6 +302,10 @@ def test_gradients_through_compositions():
     sq = fiamma.tensor(rng.standard_normal((3, 3)) + 3 * np.eye(3), requires_grad=True)
     assert gradcheck(lambda t: fiamma.logdet(t @ t.T), (sq,))
     assert gradcheck(lambda t: fiamma.diagonal_scatter(t, t[0] * 2), (sq,))
+    assert gradcheck(lambda t: fiamma.frexp(t)[0], (x,))
+    y = fiamma.tensor([1.0, 2.0], dtype=fiamma.float64, requires_grad=True)
+    fiamma.nextafter(y, fiamma.tensor([3.0, 0.0], dtype=fiamma.float64)).sum().backward()
+    assert y.grad.tolist() == [1.0, 1.0]
 
 
 # ---- parity --------------------------------------------------------------------------------

@@ -906,12 +906,15 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False, out=No
 
 def frexp(input):
     """(mantissa, exponent) with input = mantissa * 2 ** exponent, |mantissa| in [0.5, 1)
-    (exponent int32)."""
+    (exponent int32); the mantissa has a gradient, as in PyTorch."""
     f = _F()
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"frexp only supports floating-point dtypes, got {input.dtype}")
-    m, ex = np.frexp(input.float().numpy() if input.dtype is D.bfloat16 else input.numpy())
-    return f.tensor(m, dtype=input.dtype), f.tensor(ex.astype(np.int32))
+    _, ex = np.frexp(input.detach().float().numpy() if input.dtype is D.bfloat16 else
+                     input.detach().numpy())
+    exponent = f.tensor(ex.astype(np.int32))
+    # the mantissa as input / 2**exponent: exact, and differentiable (d/dx = 2**-exponent)
+    return input / f.pow(2.0, exponent.to(input.dtype)), exponent
 
 
 def nextafter(input, other):
@@ -920,7 +923,10 @@ def nextafter(input, other):
     if input.dtype not in (D.float32, D.float64) or other.dtype is not input.dtype:
         raise RuntimeError(f"nextafter: expected two float32 or two float64 tensors, got "
                            f"{input.dtype} and {other.dtype}")
-    return f.from_numpy(np.ascontiguousarray(np.nextafter(input.numpy(), other.numpy())))
+    out = f.from_numpy(np.ascontiguousarray(np.nextafter(input.detach().numpy(),
+                                                         other.detach().numpy())))
+    # PyTorch's derivative: 1 with respect to input, 0 with respect to other
+    return input + (out - input).detach() if input.requires_grad else out
 
 
 def detach_(input):
