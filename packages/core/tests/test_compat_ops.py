@@ -90,6 +90,7 @@ def test_old_linalg_names():
     assert math.isnan(fiamma.logdet(T([[-1.0, 0.0], [0.0, 1.0]])).item())
     assert fiamma.logdet(T([[0.0, 0.0], [0.0, 1.0]])).item() == -math.inf
     u, sv, v = fiamma.svd(x)
+    assert fiamma.svd(x).V.shape == (3, 3) and fiamma.svd(x).S.shape == (3,)
     np.testing.assert_allclose((u * sv) @ v.T, a, atol=1e-10)
     _, _, vf = fiamma.svd(T(rng.standard_normal((4, 2))), some=False)
     assert vf.shape == (2, 2)
@@ -374,6 +375,8 @@ def test_numpy_backed_odds_and_ends():
     hr, er = np.histogram(v, bins=5, range=(-2.0, 2.0))
     np.testing.assert_array_equal(h.numpy(), hr)
     np.testing.assert_allclose(edges.numpy(), er)
+    assert fiamma.frexp(T([1.0])).exponent.tolist() == [1]
+    assert fiamma.histogram(T([1.0]), 2).bin_edges.shape == (3,)
     m, ex = fiamma.frexp(T(np.array([8.0, 0.3, -5.0])))
     mr, er = np.frexp([8.0, 0.3, -5.0])
     np.testing.assert_array_equal(m.numpy(), mr)

@@ -9,6 +9,7 @@ Everything here is public at ``fiamma.<name>`` (and as a Tensor method where PyT
 
 import builtins
 import math
+from collections import namedtuple
 
 import numpy as np
 
@@ -46,6 +47,12 @@ e = math.e
 inf = math.inf
 nan = math.nan
 newaxis = None
+
+
+# PyTorch's named results (torch.return_types.*)
+_SVD = namedtuple("svd", ["U", "S", "V"])
+_Histogram = namedtuple("histogram", ["hist", "bin_edges"])
+_Frexp = namedtuple("frexp", ["mantissa", "exponent"])
 
 
 def _F():
@@ -223,10 +230,10 @@ def svd(input, some=True, compute_uv=True):
         m, n = input.shape[-2], input.shape[-1]
         f = _F()
         bs = tuple(input.shape[:-2])
-        return (f.zeros(*bs, m, m, dtype=input.dtype), s,
-                f.zeros(*bs, n, n, dtype=input.dtype))
+        return _SVD(f.zeros(*bs, m, m, dtype=input.dtype), s,
+                    f.zeros(*bs, n, n, dtype=input.dtype))
     u, s, vh = L.svd(input, full_matrices=not some)
-    return u, s, vh.mT
+    return _SVD(u, s, vh.mT)
 
 
 def qr(input, some=True):
@@ -896,7 +903,7 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False, out=No
     w = None if weight is None else weight.numpy().reshape(-1)
     h, edges = np.histogram(input.numpy().reshape(-1), bins=b, range=range, weights=w,
                             density=density)
-    res = (f.tensor(h, dtype=input.dtype), f.tensor(edges, dtype=input.dtype))
+    res = _Histogram(f.tensor(h, dtype=input.dtype), f.tensor(edges, dtype=input.dtype))
     if out is not None:
         out[0].copy_(res[0])
         out[1].copy_(res[1])
@@ -914,7 +921,7 @@ def frexp(input):
                      input.detach().numpy())
     exponent = f.tensor(ex.astype(np.int32))
     # the mantissa as input / 2**exponent: exact, and differentiable (d/dx = 2**-exponent)
-    return input / f.pow(2.0, exponent.to(input.dtype)), exponent
+    return _Frexp(input / f.pow(2.0, exponent.to(input.dtype)), exponent)
 
 
 def nextafter(input, other):
