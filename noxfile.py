@@ -401,6 +401,11 @@ def _install_torch(session):
     return True
 
 
+# the torchvision/torchaudio releases that go with TORCH_REQUIREMENT (torchaudio's last
+# release, 2.11, installs beside torch 2.13)
+TORCH_COMPANIONS = ("torchvision==0.28.*", "torchaudio==2.11.*")
+
+
 # real weights and photos the parity tests check against; installed without their
 # dependencies (they would pull torch's CUDA build), each optional
 REFERENCE_ASSETS = (
@@ -538,6 +543,13 @@ def parity(session):
     if not _install_torch(session):
         session.skip("PyTorch is not installable here (see benchmarks/README.md)")
     _install_reference_assets(session)
+    # torchvision/torchaudio for tests/compat's name coverage (skipped there when missing);
+    # without their dependencies, which would replace the local torch
+    for extra in TORCH_COMPANIONS:
+        try:
+            session.install("--no-deps", extra)
+        except nox.command.CommandFailed:
+            session.warn(f"{extra} could not be installed; its name coverage is skipped")
     folders = [ROOT / "tests"] + [p.tests_dir for p in pkgs if _has_tests(p.tests_dir)]
     for folder in folders:
         _pytest(session, folder, "-m", "parity", allow_empty=True)

@@ -71,7 +71,7 @@ def test_file_roundtrip_is_memory_mapped(tmp_path):
     assert set(back) == set(tensors)
     for k, t in tensors.items():
         assert_same(back[k], t)
-        assert isinstance(back[k].untyped_storage(), _storage.BorrowedStorage)
+        assert isinstance(back[k]._storage, _storage.BorrowedStorage)
         assert back[k].data_ptr() % back[k].element_size() == 0
     back["float32"].fill_(0.0)  # a private mapping: the file does not change
     assert path.read_bytes() == raw_bytes

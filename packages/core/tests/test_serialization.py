@@ -272,7 +272,7 @@ def test_mmap_views_the_file_without_copying(tmp_path):
     fiamma.save(obj, path)
     back = fiamma.load(path, mmap=True)
     for k in obj:
-        assert isinstance(back[k].untyped_storage(), _storage.BorrowedStorage)
+        assert isinstance(back[k]._storage, _storage.BorrowedStorage)
         assert back[k].data_ptr() % 64 == 0
         assert_same(back[k], obj[k])
     before = path.read_bytes()
@@ -289,7 +289,7 @@ def test_mmap_of_compressed_records_copies(tmp_path):
     for mm in (False, True):
         back = fiamma.load(tmp_path / "z.pt", mmap=mm)
         assert back["a"].tolist() == list(range(50))
-        assert not isinstance(back["a"].untyped_storage(), _storage.BorrowedStorage)
+        assert not isinstance(back["a"]._storage, _storage.BorrowedStorage)
 
 
 def test_mmap_of_unaligned_records(tmp_path):

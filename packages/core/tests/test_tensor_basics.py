@@ -68,7 +68,7 @@ def assert_same_view(t, a, src):
         assert ptr(t) == ptr(a)
         big = [i for i, n in enumerate(a.shape) if n > 1]
         assert [t.stride(i) for i in big] == [elem_strides(a)[i] for i in big]
-        assert t.storage_offset() == (ptr(t) - src.untyped_storage().ptr) // t.element_size()
+        assert t.storage_offset() == (ptr(t) - src.untyped_storage().data_ptr()) // t.element_size()
 
 
 def factor_shapes(n):
@@ -734,11 +734,11 @@ def test_like_functions(dt, rng):
 def test_empty_strided():
     t = fiamma.empty_strided((2, 3), (1, 2))
     assert t.shape == (2, 3) and t.stride() == (1, 2) and not t.is_contiguous()
-    assert t.untyped_storage().nbytes >= 6 * 4
+    assert t.untyped_storage().nbytes() >= 6 * 4
     t.fill_(1.0)
     assert t.tolist() == [[1.0] * 3] * 2
     u = fiamma.empty_strided((3, 2), (4, 1), dtype=fiamma.int16)
-    assert u.stride() == (4, 1) and u.untyped_storage().nbytes >= (2 * 4 + 1 + 1) * 2
+    assert u.stride() == (4, 1) and u.untyped_storage().nbytes() >= (2 * 4 + 1 + 1) * 2
     assert fiamma.empty_strided((2, 0), (1, 2)).numel() == 0
     assert fiamma.empty_strided((), ()).shape == ()
     with pytest.raises(RuntimeError):

@@ -16,7 +16,7 @@ from fiamma._dtype import (  # noqa: F401
     half, float, double, short, int, long, promote_types, result_type, can_cast,
     get_default_dtype, set_default_dtype, finfo, iinfo,
 )
-from fiamma._storage import device, Storage as UntypedStorage  # noqa: F401
+from fiamma._storage import device  # noqa: F401
 from fiamma._tensor import Tensor, Size  # noqa: F401
 from fiamma._grad_hook import is_grad_enabled, is_inference_mode_enabled  # noqa: F401
 from fiamma._grad_mode import no_grad, enable_grad, set_grad_enabled, inference_mode  # noqa: F401
@@ -38,13 +38,18 @@ from fiamma._ops.sample import *  # noqa: F401,F403
 from fiamma._ops.pool import *  # noqa: F401,F403
 from fiamma._ops.conv import *  # noqa: F401,F403
 
+from fiamma._tensor_api import *  # noqa: F401,F403
+from fiamma._compat_ops import *  # noqa: F401,F403
+from fiamma._legacy_types import *  # noqa: F401,F403
+from fiamma._storage_api import UntypedStorage, TypedStorage  # noqa: F401
 from fiamma._allocator import *  # noqa: F401,F403
 from fiamma._parallel import *  # noqa: F401,F403
 from fiamma.serialization import save, load  # noqa: F401  (light: imports its machinery on call)
 # (new op modules: one `from fiamma._ops.<area> import *` line each, above this comment)
 
 # submodules of core that are imported on first use (import time stays small)
-_SUBMODULES = {"linalg", "fft", "special", "multiprocessing", "safetensors", "utils", "fused"}
+_SUBMODULES = {"linalg", "fft", "special", "multiprocessing", "safetensors", "utils", "fused",
+               "backends", "accelerator", "cuda", "amp", "cpu", "hub", "testing"}
 
 # sibling distributions, imported on first use
 _SIBLINGS = {
@@ -58,8 +63,17 @@ _SIBLINGS = {
     "distributions": "fiamma-distributions",
 }
 
+# PyTorch's top-level names for functions of a core submodule, imported on first use
+_FROM_SUBMODULE = {"autocast": "amp", "is_autocast_enabled": "amp",
+                   "get_autocast_dtype": "amp", "set_autocast_enabled": "amp",
+                   "set_autocast_dtype": "amp"}
+
 
 def __getattr__(name):
+    if name in _FROM_SUBMODULE:
+        import importlib
+
+        return getattr(importlib.import_module("fiamma." + _FROM_SUBMODULE[name]), name)
     if name in _SUBMODULES:
         import importlib
 

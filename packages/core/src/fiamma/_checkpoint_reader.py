@@ -105,6 +105,9 @@ def make_placer(map_location):
             out = map_location(flat, loc)
             if out is None:
                 return _move(flat, _as_device(loc, "saved location"), loc, True)
+            if hasattr(out, "untyped") and isinstance(getattr(out.untyped(), "_st", None),
+                                                      Storage):
+                out = out.untyped()._st  # a public UntypedStorage/TypedStorage
             if isinstance(out, Storage):
                 out = flat_tensor(out, flat._dtype, out.nbytes // flat._dtype.itemsize)
             if not isinstance(out, Tensor) or out._dtype is not flat._dtype or \

@@ -612,10 +612,12 @@ class Tensor:
             out = self.clone()
         return out
 
-    def type(self, dtype=None):
+    def type(self, dtype=None, non_blocking=False):
         if dtype is None:
             return "fiamma." + _TYPE_NAMES[self._dtype.name]
-        return self.to(D.to_dtype(dtype, "type"))
+        from fiamma._legacy_types import dtype_of_type  # also fiamma.LongTensor, 'torch.X'
+
+        return self.to(dtype_of_type(dtype, "type"))
 
     def type_as(self, other):
         return self.to(other._dtype)

@@ -13,7 +13,7 @@ convolution (and vice versa), so autograd needs only ``convolution`` and
 import builtins
 import operator
 
-from fiamma import _dtype as D, _grad_hook as G
+from fiamma import _autocast as _AC, _dtype as D, _grad_hook as G
 from fiamma._lib import check, lib
 from fiamma._ops._common import cast
 from fiamma._storage import CPU
@@ -24,6 +24,7 @@ __all__ = ["convolution", "convolution_backward_weight", "conv1d", "conv2d", "co
 
 _conv_c = lib.fm_conv
 _NULL = 0
+_AC_ON = False  # True while an autocast region is enabled (fiamma._autocast keeps it)
 
 
 def _tuple(v, n, name, op):
@@ -93,6 +94,8 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
     >>> fiamma.convolution(x, w, None, [1], [0], [1], False, [0], 1).tolist()
     [[[2.0, 2.0, 2.0]]]
     """
+    if _AC_ON:  # on autocast's lower-precision list
+        input, weight, bias = _AC.cast_lower("cpu", input, weight, bias)
     op = "conv_transpose" if transposed else "convolution"
     _check_tensor(input, "input", op)
     _check_tensor(weight, "weight", op)
@@ -328,6 +331,8 @@ def _batched(op, input, nd):
 
 
 def _conv(op, nd, input, weight, bias, stride, padding, dilation, groups):
+    if _AC_ON:  # on autocast's lower-precision list
+        input, weight, bias = _AC.cast_lower("cpu", input, weight, bias)
     x, unbatched = _batched(op, input, nd)
     _check_tensor(weight, "weight", op)
     if weight.dim() != nd + 2:
@@ -360,6 +365,8 @@ def _conv(op, nd, input, weight, bias, stride, padding, dilation, groups):
 
 
 def _conv_t(op, nd, input, weight, bias, stride, padding, output_padding, groups, dilation):
+    if _AC_ON:  # on autocast's lower-precision list
+        input, weight, bias = _AC.cast_lower("cpu", input, weight, bias)
     x, unbatched = _batched(op, input, nd)
     _check_tensor(weight, "weight", op)
     if weight.dim() != nd + 2:
@@ -434,3 +441,6 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
     C_out / groups, kD, kH, kW)."""
     return _conv_t("conv_transpose3d", 3, input, weight, bias, stride, padding, output_padding,
                    groups, dilation)
+
+
+_AC.listen(globals())

@@ -9,8 +9,10 @@ selects along dim 0 and then indexes the view, so its shape is (x.shape[1], 2) (
 NumPy rule holds: if they index adjacent dims of the (basic-indexed) view, the broadcast index
 shape replaces those dims in place, otherwise it goes first.
 
-Lists of numbers are index arrays (NumPy's rule and PyTorch's announced one); a list that holds
-tensors, slices, None or Ellipsis is read as a tuple, as PyTorch still does. A uint8 tensor is a
+Lists of numbers and ``range`` objects are index arrays (NumPy's rule); a list that holds
+tensors, slices, None or Ellipsis, or a list shorter than 32 that holds sequences (lists,
+tuples, ranges, arrays), is read as a tuple, as PyTorch 2.x still does (with its deprecation
+warning for the sequences). A uint8 tensor is a
 mask (PyTorch's deprecated rule); int8/int16/int32/int64 tensors are integer indices.
 """
 
@@ -88,11 +90,21 @@ class _Item:
         self.val = val
 
 
+_SEQ_AS_TUPLE = ("Using a non-tuple sequence for multidimensional indexing is deprecated; use "
+                 "x[tuple(seq)] instead of x[seq] (PyTorch 2.x still reads it as a tuple)")
+
+
 def _seq_is_tuple(seq):
-    """PyTorch reads a list holding tensors, slices, None or Ellipsis as a tuple of indices."""
+    """PyTorch reads a list (shorter than 32) holding tensors, slices, None, Ellipsis or
+    sequences (lists, tuples, ranges, arrays) as a tuple of indices."""
     for k in seq:
         if k is None or k is Ellipsis or isinstance(k, (slice, Tensor)):
             return True
+    if len(seq) < 32:
+        for k in seq:
+            if isinstance(k, (list, tuple, range, np.ndarray, str)):
+                warnings.warn(_SEQ_AS_TUPLE, UserWarning, stacklevel=4)
+                return True
     return False
 
 
@@ -142,7 +154,7 @@ def _convert(k, tensor0d_as_int=True):
         raise IndexError(_BAD_DTYPE)
     if isinstance(k, np.ndarray):
         return _from_array(k)
-    if isinstance(k, (list, tuple)):
+    if isinstance(k, (list, tuple, range)):
         try:
             a = np.asarray(k)
         except (ValueError, TypeError):

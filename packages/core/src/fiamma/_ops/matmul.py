@@ -13,7 +13,7 @@ int64 (wrapping like PyTorch), bool as OR of ANDs. Threads: ``fiamma._lib.lib``'
 import builtins
 import numbers
 
-from fiamma import _dtype as D, _grad_hook as G
+from fiamma import _autocast as _AC, _dtype as D, _grad_hook as G
 from fiamma._lib import check, lib
 from fiamma._ops._common import bcast_strides, broadcast_shapes
 from fiamma._storage import CPU
@@ -26,6 +26,7 @@ _mm_c = lib.fm_mm
 _matmul_c = lib.fm_matmul
 _mm_bias_c = lib.fm_mm_bias_f32
 _F32 = D.float32
+_AC_ON = False  # True while an autocast region is enabled (fiamma._autocast keeps it)
 
 
 # ---- argument checks -------------------------------------------------------------------------
@@ -237,6 +238,8 @@ def matmul(input, other, *, out=None):
     >>> fiamma.matmul(fiamma.ones(4, 2, 3), fiamma.ones(3)).shape
     fiamma.Size([4, 2])
     """
+    if _AC_ON and out is None:  # on autocast's lower-precision list
+        input, other = _AC.cast_lower("cpu", input, other)
     a = _tensor_arg(input, "matmul", "input")
     b = _tensor_arg(other, "matmul", "other")
     if out is None:
@@ -264,6 +267,8 @@ def mm(input, mat2, *, out=None):
     >>> fiamma.mm(fiamma.ones(2, 3), fiamma.ones(3, 4)).shape
     fiamma.Size([2, 4])
     """
+    if _AC_ON and out is None:  # on autocast's lower-precision list
+        input, mat2 = _AC.cast_lower("cpu", input, mat2)
     a = _tensor_arg(input, "mm", "input")
     b = _tensor_arg(mat2, "mm", "mat2")
     _dims(a, 2, "mm", "self")
@@ -283,6 +288,8 @@ def bmm(input, mat2, *, out=None):
     >>> fiamma.bmm(fiamma.ones(5, 2, 3), fiamma.ones(5, 3, 4)).shape
     fiamma.Size([5, 2, 4])
     """
+    if _AC_ON and out is None:  # on autocast's lower-precision list
+        input, mat2 = _AC.cast_lower("cpu", input, mat2)
     a = _tensor_arg(input, "bmm", "input")
     b = _tensor_arg(mat2, "bmm", "mat2")
     _dims(a, 3, "bmm", "batch1")
@@ -407,6 +414,8 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
     >>> fiamma.addmm(fiamma.ones(2, 2), fiamma.ones(2, 3), fiamma.ones(3, 2), beta=2).tolist()
     [[5.0, 5.0], [5.0, 5.0]]
     """
+    if _AC_ON and out is None:  # on autocast's lower-precision list
+        input, mat1, mat2 = _AC.cast_lower("cpu", input, mat1, mat2)
     c, a, b = (_tensor_arg(t, "addmm", n) for t, n in
                ((input, "input"), (mat1, "mat1"), (mat2, "mat2")))
     _dims(a, 2, "addmm", "mat1")
@@ -464,6 +473,8 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1, out=None):
 
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * bmm(batch1, batch2)``; input broadcasts to (b x n x p)."""
+    if _AC_ON and out is None:  # on autocast's lower-precision list
+        input, batch1, batch2 = _AC.cast_lower("cpu", input, batch1, batch2)
     c, a, b = (_tensor_arg(t, "baddbmm", n) for t, n in
                ((input, "input"), (batch1, "batch1"), (batch2, "batch2")))
     _dims(a, 3, "baddbmm", "batch1")
@@ -476,6 +487,8 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
 
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * sum_i batch1[i] @ batch2[i]``; input broadcasts to (n x p)."""
+    if _AC_ON and out is None:  # on autocast's lower-precision list
+        input, batch1, batch2 = _AC.cast_lower("cpu", input, batch1, batch2)
     c, a, b = (_tensor_arg(t, "addbmm", n) for t, n in
                ((input, "input"), (batch1, "batch1"), (batch2, "batch2")))
     _dims(a, 3, "addbmm", "batch1")
@@ -536,6 +549,8 @@ def _fast(a, b, op):
 
 
 def _matmul_method(self, other):
+    if _AC_ON:
+        return matmul(self, other) if isinstance(other, Tensor) else NotImplemented
     if type(other) is Tensor:
         r = _fast(self, other, "matmul")
         if r is not None:
@@ -592,3 +607,6 @@ install_methods({
     "baddbmm_": _inplace(baddbmm, "baddbmm_"),
     "addbmm_": _inplace(addbmm, "addbmm_"),
 })
+
+
+_AC.listen(globals())

@@ -16,6 +16,7 @@ from multiprocessing.util import Finalize, register_after_fork
 
 from fiamma import _dtype as D
 from fiamma._storage import BorrowedStorage, Storage
+from fiamma._storage_api import TypedStorage, UntypedStorage, untyped
 from fiamma._tensor import Tensor, _init
 from fiamma.multiprocessing import _shm
 
@@ -187,6 +188,10 @@ def _register_exit_wait():
                      Finalize(None, _wait_for_receivers, exitpriority=-50)]
 
 
+def _rebuild_typed(u, dtype):
+    return TypedStorage(wrap_storage=u, dtype=dtype)
+
+
 def init_reductions():
     """Register the reducers with ForkingPickler (Tensor, its subclasses present and future,
     and the storage classes). Called on import of fiamma.multiprocessing."""
@@ -196,6 +201,10 @@ def init_reductions():
         register_after_fork(_ExitWait, lambda _: _register_exit_wait())
     for cls in (Storage, BorrowedStorage, _shm.SharedStorage, _shm.SharedBorrowedStorage):
         ForkingPickler.register(cls, _reduce_storage)
+    # the public faces (x.untyped_storage(), x.storage()) travel as the storage they show
+    ForkingPickler.register(UntypedStorage, lambda u: (untyped, (u._st,)))
+    ForkingPickler.register(TypedStorage, lambda t: (_rebuild_typed, (t._untyped_storage,
+                                                                      t.dtype)))
     _walk(Tensor)
     # ForkingPickler dispatches on the exact type: subclasses defined later (nn.Parameter)
     # register themselves when they are created

@@ -1,9 +1,15 @@
-"""fiamma.utils: helpers around core. Submodules are imported on use:
+"""fiamma.utils: helpers around core, at PyTorch's ``torch.utils`` paths. Submodules are
+imported on use:
 
 * ``fiamma.utils.cext``: write a C kernel, compile it with cffi and call it on tensors.
+* ``fiamma.utils.data``: ``fiamma.data`` at PyTorch's ``torch.utils.data`` path (the same
+  objects; needs fiamma-data).
+* ``fiamma.utils.checkpoint``: activation checkpointing (recompute in backward).
+* ``fiamma.utils.tensorboard``: ``SummaryWriter`` over the ``tensorboard`` package.
+* ``fiamma.utils.model_zoo``: ``load_url`` (``fiamma.hub.load_state_dict_from_url``).
 """
 
-_SUBMODULES = {"cext"}
+_SUBMODULES = {"cext", "data", "checkpoint", "tensorboard", "model_zoo"}
 
 
 def __getattr__(name):

@@ -546,3 +546,13 @@ def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_fu
 
 
 from fiamma.nn._ctc import ctc_loss  # noqa: E402
+
+# PyTorch's autocast float32 list: inside an autocast region these compute in float32
+_FLOAT32_LOSSES = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "nll_loss",
+                   "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+                   "kl_div", "poisson_nll_loss", "cosine_embedding_loss", "margin_ranking_loss",
+                   "hinge_embedding_loss", "multi_margin_loss", "multilabel_margin_loss",
+                   "soft_margin_loss", "triplet_margin_loss", "ctc_loss")
+for _name in _FLOAT32_LOSSES:
+    globals()[_name] = fiamma.amp.float32_op(globals()[_name])
+del _name

@@ -8,6 +8,8 @@ from fiamma.nn._activation_functional import *  # noqa: F401,F403
 from fiamma.nn._activation_functional import __all__ as _activations
 from fiamma.nn._attention_functional import *  # noqa: F401,F403
 from fiamma.nn._attention_functional import __all__ as _attention
+from fiamma.nn._compat_functional import *  # noqa: F401,F403
+from fiamma.nn._compat_functional import __all__ as _compat
 from fiamma.nn._conv_functional import *  # noqa: F401,F403
 from fiamma.nn._conv_functional import __all__ as _convs
 from fiamma.nn._loss_functional import *  # noqa: F401,F403
@@ -23,11 +25,16 @@ from fiamma.nn._sample_functional import __all__ as _sample
 
 __all__ = (["linear", "bilinear", "relu", "softmax", "log_softmax", "pad", "dropout",
             "embedding"] + _losses + _activations
-           + _attention + _misc + _norms + _sample + _pools + _convs)
+           + _attention + _misc + _norms + _sample + _pools + _convs + _compat)
+
+
+_AC_ON = False  # True while an autocast region is enabled (fiamma.amp keeps it)
 
 
 def linear(input, weight, bias=None):
     """``input @ weight.T + bias``."""
+    if _AC_ON:  # on autocast's lower-precision list
+        input, weight, bias = fiamma.amp.cast_lower("cpu", input, weight, bias)
     if input.dim() == 2 and bias is not None:
         return fiamma.addmm(bias, input, weight.t())
     out = fiamma.matmul(input, weight.t())
@@ -108,3 +115,6 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         pad = (flat == padding_idx).unsqueeze(1)
         out = fiamma.where(pad, out.detach(), out)
     return out.reshape(tuple(input.shape) + (weight.shape[1],))
+
+
+fiamma.amp.register_autocast_flag(globals())

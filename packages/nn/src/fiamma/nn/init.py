@@ -196,3 +196,29 @@ def sparse_(tensor, sparsity, std=0.01, generator=None):
             idx = fiamma.randperm(rows, generator=generator)[:zeros]
             tensor[idx, c] = 0
     return tensor
+
+
+def _deprecated(fn):
+    old = fn.__name__[:-1]
+
+    def alias(*args, **kwargs):
+        warnings.warn(f"nn.init.{old} is now deprecated in favor of nn.init.{fn.__name__}.",
+                      FutureWarning, stacklevel=2)
+        return fn(*args, **kwargs)
+    alias.__name__ = old
+    alias.__doc__ = f"Deprecated alias of ``{fn.__name__}`` (warns, as PyTorch)."
+    return alias
+
+
+# PyTorch's pre-underscore names, kept (with a warning) for old scripts
+uniform = _deprecated(uniform_)
+normal = _deprecated(normal_)
+constant = _deprecated(constant_)
+eye = _deprecated(eye_)
+dirac = _deprecated(dirac_)
+xavier_uniform = _deprecated(xavier_uniform_)
+xavier_normal = _deprecated(xavier_normal_)
+kaiming_uniform = _deprecated(kaiming_uniform_)
+kaiming_normal = _deprecated(kaiming_normal_)
+orthogonal = _deprecated(orthogonal_)
+sparse = _deprecated(sparse_)

@@ -10,6 +10,7 @@ from fiamma.nn.modules.linear import *  # noqa: F401,F403
 from fiamma.nn.modules.loss import *  # noqa: F401,F403
 from fiamma.nn.modules.module import Module  # noqa: F401
 from fiamma.nn.modules.normalization import *  # noqa: F401,F403
+from fiamma.nn.modules.padding import *  # noqa: F401,F403
 from fiamma.nn.modules.pixelshuffle import *  # noqa: F401,F403
 from fiamma.nn.modules.pooling import *  # noqa: F401,F403
 from fiamma.nn.modules.rnn import *  # noqa: F401,F403

@@ -423,6 +423,11 @@ class Module:
                     self._buffers[name] = fn(b)
         return self
 
+    def share_memory(self):
+        """Move every parameter, gradient and buffer to shared memory in place (for Hogwild
+        training with fiamma.multiprocessing); returns ``self``."""
+        return self._apply(lambda t: t.share_memory_())
+
     def to(self, *args, **kwargs):
         """Move and/or cast: ``to(dtype)``, ``to(device)``, ``to(device, dtype)``,
         ``to(tensor)``. Only floating-point parameters and buffers change dtype."""

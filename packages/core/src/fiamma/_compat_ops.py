@@ -1,0 +1,1130 @@
+"""PyTorch names that real scripts use and that are composed from fiamma's own ops (so autograd
+records them with no extra formulas): constants, the process-wide switches (determinism,
+matmul precision, default device), the old linear-algebra names (``torch.det``,
+``torch.inverse``, ``torch.svd``, ...), a few elementwise and statistics ops, the ``*_copy``
+and ``*_scatter`` forms of the view ops, and predicates.
+
+Everything here is public at ``fiamma.<name>`` (and as a Tensor method where PyTorch has one).
+"""
+
+import builtins
+import math
+from collections import namedtuple
+
+import numpy as np
+
+from fiamma import _dtype as D
+from fiamma._tensor import Tensor, install_methods
+
+__all__ = [
+    "pi", "e", "inf", "nan", "newaxis",
+    "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
+    "is_deterministic_algorithms_warn_only_enabled", "set_deterministic_debug_mode",
+    "get_deterministic_debug_mode", "set_float32_matmul_precision",
+    "get_float32_matmul_precision", "set_default_device", "get_default_device",
+    "set_warn_always", "is_warn_always_enabled", "compile",
+    "det", "logdet", "slogdet", "inverse", "pinverse", "matrix_power", "svd", "qr", "cholesky",
+    "chain_matmul",
+    "deg2rad", "rad2deg", "deg2rad_", "rad2deg_", "heaviside", "ldexp", "gcd", "lcm",
+    "isin", "isreal", "logcumsumexp", "quantile", "nanquantile", "cov", "corrcoef",
+    "trapezoid", "trapz", "cumulative_trapezoid", "dist", "renorm", "unravel_index",
+    "cosine_similarity", "pairwise_distance", "pdist",
+    "fill", "fill_", "zero_", "is_complex", "is_conj", "is_neg", "is_nonzero", "is_same_size",
+    "is_signed", "is_storage", "is_inference", "typename", "get_device",
+    "conj", "conj_physical", "resolve_conj", "resolve_neg", "real", "angle",
+    "split_with_sizes", "unsafe_chunk", "unsafe_split", "unsafe_split_with_sizes",
+    "alias_copy", "as_strided_copy", "detach_copy", "diagonal_copy", "expand_copy",
+    "permute_copy", "select_copy", "slice_copy", "split_copy", "split_with_sizes_copy",
+    "squeeze_copy", "t_copy", "transpose_copy", "unbind_copy", "unfold_copy",
+    "unsqueeze_copy", "view_copy",
+    "diagonal_scatter", "select_scatter", "slice_scatter", "as_strided_scatter",
+    "frombuffer", "histogram", "frexp", "nextafter", "detach_", "resize_as_", "as_strided_",
+    "get_num_interop_threads", "set_num_interop_threads",
+]
+
+pi = math.pi
+e = math.e
+inf = math.inf
+nan = math.nan
+newaxis = None
+
+
+# PyTorch's named results (torch.return_types.*)
+_SVD = namedtuple("svd", ["U", "S", "V"])
+_Histogram = namedtuple("histogram", ["hist", "bin_edges"])
+_Frexp = namedtuple("frexp", ["mantissa", "exponent"])
+
+
+def _F():
+    import fiamma
+
+    return fiamma
+
+
+# ---- process-wide switches ------------------------------------------------------------------
+
+class _Flags:
+    deterministic = False
+    warn_only = False
+    matmul_precision = "highest"
+    warn_always = False
+
+
+def use_deterministic_algorithms(mode, *, warn_only=False):
+    """Ask for deterministic algorithms. fiamma's CPU kernels are all deterministic (same inputs,
+    same threads: same bits), so this records the setting and changes no result.
+
+    >>> import fiamma
+    >>> fiamma.use_deterministic_algorithms(True); fiamma.are_deterministic_algorithms_enabled()
+    True
+    >>> fiamma.use_deterministic_algorithms(False)
+    """
+    if not isinstance(mode, builtins.bool):
+        raise TypeError(f"use_deterministic_algorithms: expected a bool, got "
+                        f"{type(mode).__name__}")
+    _Flags.deterministic = mode
+    _Flags.warn_only = builtins.bool(warn_only)
+
+
+def are_deterministic_algorithms_enabled():
+    return _Flags.deterministic
+
+
+def is_deterministic_algorithms_warn_only_enabled():
+    return _Flags.warn_only
+
+
+def set_deterministic_debug_mode(debug_mode):
+    """0/'default', 1/'warn', 2/'error', as PyTorch (sets use_deterministic_algorithms)."""
+    modes = {"default": 0, "warn": 1, "error": 2}
+    m = modes.get(debug_mode, debug_mode) if isinstance(debug_mode, str) else debug_mode
+    if m not in (0, 1, 2):
+        raise RuntimeError(f"set_deterministic_debug_mode: invalid mode {debug_mode!r}, expected "
+                           "one of 0, 1, 2, 'default', 'warn', 'error'")
+    use_deterministic_algorithms(m != 0, warn_only=m == 1)
+
+
+def get_deterministic_debug_mode():
+    if not _Flags.deterministic:
+        return 0
+    return 1 if _Flags.warn_only else 2
+
+
+def set_float32_matmul_precision(precision):
+    """Record the float32 matmul precision ('highest', 'high', 'medium'). fiamma's CPU matmul
+    always computes in float32 ('highest'); lower settings are accepted and change nothing
+    (PyTorch's CPU does the same without TF32/bfloat16 hardware paths)."""
+    if precision not in ("highest", "high", "medium"):
+        raise RuntimeError(f"set_float32_matmul_precision: invalid precision {precision!r}, "
+                           "expected 'highest', 'high' or 'medium'")
+    _Flags.matmul_precision = precision
+
+
+def get_float32_matmul_precision():
+    return _Flags.matmul_precision
+
+
+def set_default_device(device):
+    """Set the device new tensors are made on. fiamma makes tensors on the CPU only, so 'cpu'
+    (or None) is accepted and any other device raises naming the reason."""
+    if device is None:
+        return
+    from fiamma._storage import device as _device
+
+    d = _device(device)
+    if d.type != "cpu":
+        raise RuntimeError(f"set_default_device: fiamma creates tensors on the CPU only; "
+                           f"{d} cannot be the default device")
+
+
+def get_default_device():
+    from fiamma._storage import CPU
+
+    return CPU
+
+
+def set_warn_always(b):
+    _Flags.warn_always = builtins.bool(b)
+
+
+def is_warn_always_enabled():
+    return _Flags.warn_always
+
+
+def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None,
+            options=None, disable=False):
+    """PyTorch's ``torch.compile`` entry point: fiamma runs eagerly and has no compiler, so
+    the module or function comes back unchanged (results are those of eager mode, as with
+    ``backend='eager'``). Usable as ``compile(fn)``, ``compile(**opts)(fn)`` and ``@compile``.
+
+    >>> import fiamma
+    >>> f = fiamma.compile(lambda x: x * 2)
+    >>> f(fiamma.ones(2)).tolist()
+    [2.0, 2.0]
+    """
+    if model is None:
+        return lambda m: m
+    if not callable(model):
+        raise RuntimeError(f"compile: expected a callable (module or function), got "
+                           f"{type(model).__name__}")
+    return model
+
+
+# ---- old linear-algebra names ----------------------------------------------------------------
+
+def _L():
+    import fiamma.linalg
+
+    return fiamma.linalg
+
+
+def det(input):
+    """``linalg.det``."""
+    return _L().det(input)
+
+
+def slogdet(input):
+    """``linalg.slogdet``: (sign, log|det|)."""
+    return _L().slogdet(input)
+
+
+def logdet(input):
+    """log(det(input)): nan for a negative determinant, -inf for a singular matrix.
+
+    >>> import fiamma
+    >>> round(fiamma.logdet(fiamma.tensor([[2.0, 0.0], [0.0, 3.0]])).item(), 4)
+    1.7918
+    """
+    sign, logabs = _L().slogdet(input)
+    f = _F()
+    return f.where(sign < 0, f.full_like(logabs, math.nan), logabs)
+
+
+def inverse(input):
+    """``linalg.inv``."""
+    return _L().inv(input)
+
+
+def pinverse(input, rcond=1e-15):
+    """``linalg.pinv`` with PyTorch's old ``rcond`` (relative cut-off of singular values)."""
+    return _L().pinv(input, rtol=rcond)
+
+
+def matrix_power(input, n):
+    """``linalg.matrix_power``."""
+    return _L().matrix_power(input, n)
+
+
+def svd(input, some=True, compute_uv=True):
+    """PyTorch's old ``torch.svd``: (U, S, V) with V (not V^H); ``some=False`` gives the full
+    U and V. Without ``compute_uv``, U and V are zeros (PyTorch's shapes).
+
+    >>> import fiamma
+    >>> u, s, v = fiamma.svd(fiamma.tensor([[3.0, 0.0], [0.0, 2.0]]))
+    >>> s.tolist()
+    [3.0, 2.0]
+    """
+    L = _L()
+    if not compute_uv:
+        s = L.svdvals(input)
+        m, n = input.shape[-2], input.shape[-1]
+        f = _F()
+        bs = tuple(input.shape[:-2])
+        return _SVD(f.zeros(*bs, m, m, dtype=input.dtype), s,
+                    f.zeros(*bs, n, n, dtype=input.dtype))
+    u, s, vh = L.svd(input, full_matrices=not some)
+    return _SVD(u, s, vh.mT)
+
+
+def qr(input, some=True):
+    """PyTorch's old ``torch.qr``: ``linalg.qr`` with mode 'reduced' (``some``) or
+    'complete'."""
+    return _L().qr(input, mode="reduced" if some else "complete")
+
+
+def cholesky(input, upper=False):
+    """PyTorch's old ``torch.cholesky`` (lower factor unless ``upper``)."""
+    return _L().cholesky(input, upper=upper)
+
+
+def chain_matmul(*matrices):
+    """``linalg.multi_dot`` of the arguments."""
+    if len(matrices) == 1 and isinstance(matrices[0], (list, tuple)):
+        matrices = tuple(matrices[0])
+    if len(matrices) == 1:
+        return matrices[0].clone()
+    return _L().multi_dot(list(matrices))
+
+
+# ---- elementwise and statistics -----------------------------------------------------------------
+
+def _float_of(x):
+    return x if x.dtype.is_floating_point else x.to(D.get_default_dtype())
+
+
+def deg2rad(input):
+    """Degrees to radians (integers become the default float dtype)."""
+    return _float_of(input) * (math.pi / 180.0)
+
+
+def rad2deg(input):
+    """Radians to degrees."""
+    return _float_of(input) * (180.0 / math.pi)
+
+
+def deg2rad_(input):
+    return input.mul_(math.pi / 180.0)
+
+
+def rad2deg_(input):
+    return input.mul_(180.0 / math.pi)
+
+
+def heaviside(input, values):
+    """0 where input < 0, ``values`` where input == 0, 1 where input > 0 (nan stays nan).
+
+    >>> import fiamma
+    >>> fiamma.heaviside(fiamma.tensor([-1.0, 0.0, 2.0]), fiamma.tensor(0.5)).tolist()
+    [0.0, 0.5, 1.0]
+    """
+    f = _F()
+    if not isinstance(values, Tensor):
+        raise TypeError("heaviside: values must be a Tensor")
+    dt = D.promote_types(input.dtype, values.dtype)
+    if input.dtype is not values.dtype:
+        raise RuntimeError(f"heaviside is not yet implemented for tensors with different dtypes "
+                           f"(got {input.dtype} and {values.dtype})")
+    one = f.ones((), dtype=dt)
+    zero = f.zeros((), dtype=dt)
+    out = f.where(input == 0, values.to(dt), f.where(input > 0, one, zero))
+    return f.where(f.isnan(input), input.to(dt), out) if dt.is_floating_point else out
+
+
+def ldexp(input, other):
+    """input * 2 ** other (a float result)."""
+    f = _F()
+    return _float_of(input) * f.pow(2.0, other)
+
+
+def _np_binary_int(name, fn, a, b):
+    f = _F()
+    a = a if isinstance(a, Tensor) else f.tensor(a)
+    b = b if isinstance(b, Tensor) else f.tensor(b)
+    if a.dtype.is_floating_point or b.dtype.is_floating_point or a.dtype is D.bool:
+        raise RuntimeError(f"{name}: expected integer tensors, got {a.dtype} and {b.dtype}")
+    dt = D.promote_types(a.dtype, b.dtype)
+    return f.from_numpy(np.ascontiguousarray(fn(a.numpy(), b.numpy()))).to(dt)
+
+
+def gcd(input, other):
+    """Elementwise greatest common divisor of integer tensors (gcd(0, 0) = 0).
+
+    >>> import fiamma
+    >>> fiamma.gcd(fiamma.tensor([12, -9, 0]), fiamma.tensor([8, 6, 5])).tolist()
+    [4, 3, 5]
+    """
+    return _np_binary_int("gcd", np.gcd, input, other)
+
+
+def lcm(input, other):
+    """Elementwise least common multiple of integer tensors."""
+    return _np_binary_int("lcm", np.lcm, input, other)
+
+
+def isin(elements, test_elements, *, assume_unique=False, invert=False):
+    """Boolean tensor of ``elements``' shape: which elements occur in ``test_elements``.
+
+    >>> import fiamma
+    >>> fiamma.isin(fiamma.tensor([1, 2, 3]), fiamma.tensor([2, 5])).tolist()
+    [False, True, False]
+    """
+    f = _F()
+    a = elements.numpy() if isinstance(elements, Tensor) else np.asarray(elements)
+    b = test_elements.numpy() if isinstance(test_elements, Tensor) else \
+        np.asarray(test_elements)
+    return f.from_numpy(np.ascontiguousarray(
+        np.isin(a, b, assume_unique=assume_unique, invert=invert)))
+
+
+def isreal(input):
+    """True everywhere: fiamma's dtypes are all real."""
+    return _F().ones(input.shape, dtype=D.bool)
+
+
+def logcumsumexp(input, dim):
+    """log(cumsum(exp(input), dim)), computed without overflow (shifted by the max along dim).
+
+    >>> import fiamma
+    >>> [round(v, 4) for v in fiamma.logcumsumexp(fiamma.tensor([0.0, 0.0]), 0).tolist()]
+    [0.0, 0.6931]
+    """
+    f = _F()
+    x = _float_of(input)
+    if x.ndim == 0:
+        return x.clone()
+    m = x.detach().amax(dim, keepdim=True)
+    m = f.where(f.isfinite(m), m, f.zeros_like(m))
+    return f.log(f.cumsum(f.exp(x - m), dim)) + m
+
+
+_INTERP = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def _quantile(input, q, dim, keepdim, interpolation, op, ignore_nan):
+    f = _F()
+    if interpolation not in _INTERP:
+        raise ValueError(f"{op}: interpolation must be one of {_INTERP}, got "
+                         f"{interpolation!r}")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"{op}: input tensor must be either float or double dtype, got "
+                           f"{input.dtype}")
+    scalar_q = not isinstance(q, Tensor)
+    if not scalar_q and q.dtype is not input.dtype:
+        raise RuntimeError(f"{op}() q tensor must be same dtype as the input tensor (got "
+                           f"{q.dtype} and {input.dtype})")
+    qt = f.tensor(q, dtype=input.dtype) if scalar_q else q
+    if qt.ndim > 1:
+        raise RuntimeError(f"{op}: q must be a scalar or 1D tensor, got {qt.ndim}D")
+    qv = qt.reshape(-1)
+    if qv.numel() and builtins.bool(((qv < 0) | (qv > 1)).any()):
+        raise RuntimeError(f"{op}: q values must be in the range [0, 1]")
+    x = input.reshape(-1) if dim is None else input
+    d = 0 if dim is None else dim % builtins.max(x.ndim, 1)
+    if x.ndim == 0:
+        x = x.reshape(1)
+    s = f.sort(x, dim=d).values  # nan sorts last
+    n = x.shape[d]
+    if ignore_nan:
+        cnt = (~f.isnan(x)).sum(d, keepdim=True)
+    else:
+        cnt = f.full_like(x.sum(d, keepdim=True), n, dtype=D.int64)
+    last = (cnt - 1).clamp(min=0).to(input.dtype)
+    outs = []
+    for qi in qv.tolist():
+        pos = last * qi
+        lo = pos.floor()
+        hi = pos.ceil()
+        if interpolation == "lower":
+            pos2 = lo
+        elif interpolation == "higher":
+            pos2 = hi
+        elif interpolation == "nearest":
+            pos2 = pos.round()  # half to even, as PyTorch
+        else:
+            pos2 = None
+        if pos2 is not None:
+            r = f.take_along_dim(s, pos2.long(), d)
+        else:
+            a = f.take_along_dim(s, lo.long(), d)
+            b = f.take_along_dim(s, hi.long(), d)
+            r = a + (b - a) * (0.5 if interpolation == "midpoint" else pos - lo)
+        if ignore_nan:
+            r = f.where(cnt == 0, f.full_like(r, math.nan), r)
+        else:
+            r = f.where(f.isnan(s).any(d, keepdim=True), f.full_like(r, math.nan), r)
+        if not keepdim:
+            r = r.squeeze(d)
+        elif dim is None:
+            r = r.reshape((1,) * input.ndim)
+        outs.append(r)
+    return outs[0] if scalar_q else f.stack(outs)
+
+
+def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear", out=None):
+    """The ``q``-th quantiles of ``input`` (over all elements, or along ``dim``); a nan in a
+    slice makes that result nan. ``q`` a tensor stacks the results on a new first dim.
+
+    >>> import fiamma
+    >>> fiamma.quantile(fiamma.tensor([1.0, 2.0, 3.0, 4.0]), 0.5).item()
+    2.5
+    """
+    r = _quantile(input, q, dim, keepdim, interpolation, "quantile", False)
+    return r if out is None else out.copy_(r)
+
+
+def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear", out=None):
+    """``quantile`` ignoring nans (a slice of only nans gives nan)."""
+    r = _quantile(input, q, dim, keepdim, interpolation, "nanquantile", True)
+    return r if out is None else out.copy_(r)
+
+
+def cov(input, *, correction=1, fweights=None, aweights=None):
+    """Covariance of the variables in the rows of ``input`` (observations in the columns).
+
+    >>> import fiamma
+    >>> fiamma.cov(fiamma.tensor([[0.0, 1.0, 2.0], [2.0, 1.0, 0.0]])).tolist()
+    [[1.0, -1.0], [-1.0, 1.0]]
+    """
+    f = _F()
+    if input.ndim > 2:
+        raise ValueError(f"cov: expected input to have two or fewer dimensions but got an "
+                         f"input with {input.ndim} dimensions")
+    x = _float_of(input)
+    if x.ndim < 2:
+        x = x.reshape(1, -1)
+    n = x.shape[1]
+    w = None
+    if fweights is not None:
+        w = fweights.to(x.dtype)
+    if aweights is not None:
+        w = aweights.to(x.dtype) if w is None else w * aweights.to(x.dtype)
+    if w is None:
+        avg = x.mean(1, keepdim=True)
+        wsum = f.tensor(float(n), dtype=x.dtype)
+        norm = wsum - correction
+    else:
+        wsum = w.sum()
+        avg = (x * w).sum(1, keepdim=True) / wsum
+        if aweights is None or correction == 0:
+            norm = wsum - correction
+        else:
+            norm = wsum - correction * (w * aweights.to(x.dtype)).sum() / wsum
+    norm = f.clamp(norm, min=0)
+    xm = x - avg
+    c = ((xm * w) if w is not None else xm) @ xm.mT / norm
+    return c.squeeze() if input.ndim < 2 else c
+
+
+def corrcoef(input):
+    """Pearson correlation coefficients of the rows of ``input`` (clipped to [-1, 1])."""
+    f = _F()
+    c = cov(input)
+    if c.ndim == 0:
+        return c / c
+    d = f.diagonal(c)
+    sd = f.sqrt(d)
+    c = c / sd.reshape(-1, 1) / sd.reshape(1, -1)
+    return c.clamp(-1, 1)
+
+
+def _dx_and_y(y, x, dx, dim, op):
+    f = _F()
+    if x is not None and dx is not None:
+        raise RuntimeError(f"{op}: cannot pass both x and dx")
+    y = _float_of(y)
+    n = y.shape[dim]
+    a = y.narrow(dim, 0, builtins.max(n - 1, 0))
+    b = y.narrow(dim, 1, builtins.max(n - 1, 0)) if n else a
+    if x is not None:
+        if not isinstance(x, Tensor):
+            x = f.tensor(x, dtype=y.dtype)
+        if x.ndim == 1:
+            shape = [1] * y.ndim
+            shape[dim] = x.shape[0]
+            x = x.reshape(shape)
+        xn = x.shape[dim]
+        dxs = x.narrow(dim, 1, builtins.max(xn - 1, 0)) - x.narrow(dim, 0, builtins.max(xn - 1, 0))
+        return (a + b) * dxs / 2
+    return (a + b) * ((1.0 if dx is None else dx) / 2)
+
+
+def trapezoid(y, x=None, *, dx=None, dim=-1):
+    """Integral of ``y`` along ``dim`` by the trapezoid rule, with sample points ``x`` or
+    spacing ``dx`` (default 1).
+
+    >>> import fiamma
+    >>> fiamma.trapezoid(fiamma.tensor([1.0, 2.0, 3.0])).item()
+    4.0
+    """
+    return _dx_and_y(y, x, dx, dim, "trapezoid").sum(dim)
+
+
+def trapz(y, x=None, *, dx=None, dim=-1):
+    """Alias of ``trapezoid``."""
+    return trapezoid(y, x, dx=dx, dim=dim)
+
+
+def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
+    """Running trapezoid integral along ``dim`` (one element fewer than ``y``)."""
+    return _dx_and_y(y, x, dx, dim, "cumulative_trapezoid").cumsum(dim)
+
+
+def dist(input, other, p=2):
+    """The p-norm of ``input - other`` (broadcast)."""
+    return _L().vector_norm(_float_of(input) - other, p)
+
+
+def renorm(input, p, dim, maxnorm):
+    """Each slice along ``dim`` whose p-norm exceeds ``maxnorm`` scaled down to norm
+    ``maxnorm`` (PyTorch's 1e-7 in the divisor)."""
+    f = _F()
+    if p <= 0:
+        raise RuntimeError(f"renorm: non-positive norm not supported, got p={p}")
+    if maxnorm < 0:
+        raise RuntimeError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm}")
+    d = dim % input.ndim
+    others = [i for i in range(input.ndim) if i != d]
+    norms = _L().vector_norm(input, p, dim=others, keepdim=True)
+    scale = f.where(norms > maxnorm, maxnorm / (norms + 1e-7), f.ones_like(norms))
+    return input * scale
+
+
+def unravel_index(indices, shape):
+    """Flat indices into ``shape`` as a tuple of coordinate tensors (C order).
+
+    >>> import fiamma
+    >>> [t.tolist() for t in fiamma.unravel_index(fiamma.tensor([4, 1]), (2, 3))]
+    [[1, 0], [1, 1]]
+    """
+    f = _F()
+    idx = indices if isinstance(indices, Tensor) else f.tensor(indices)
+    if idx.dtype.is_floating_point or idx.dtype is D.bool:
+        raise TypeError(f"unravel_index: expected 'indices' to be an integer tensor, got "
+                        f"{idx.dtype}")
+    shape = (shape,) if isinstance(shape, builtins.int) else tuple(shape)
+    if any(s < 0 for s in shape):
+        raise ValueError(f"unravel_index: 'shape' cannot have negative values, got {shape}")
+    total = math.prod(shape)
+    if idx.numel() and (builtins.bool((idx < -total).any()) or
+                        builtins.bool((idx >= total).any())):
+        raise RuntimeError(f"unravel_index: index out of bounds for shape {shape}")
+    idx = f.where(idx < 0, idx + total, idx).long()
+    out = []
+    for s in reversed(shape):
+        out.append(f.remainder(idx, s) if s else idx * 0)
+        idx = f.div(idx, s, rounding_mode="floor") if s else idx
+    return tuple(reversed(out))
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """Cosine similarity along ``dim`` (broadcast), each norm clamped to at least ``eps``."""
+    L = _L()
+    n1 = L.vector_norm(x1, dim=dim).clamp(min=eps)
+    n2 = L.vector_norm(x2, dim=dim).clamp(min=eps)
+    return (x1 * x2).sum(dim) / (n1 * n2)
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    """p-norm of ``x1 - x2 + eps`` along the last dim."""
+    return _L().vector_norm(x1 - x2 + eps, p, dim=-1, keepdim=keepdim)
+
+
+def pdist(input, p=2):
+    """The p-norm distances between the rows of a 2-D ``input`` (upper triangle, row-major)."""
+    f = _F()
+    if input.ndim != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
+    n = input.shape[0]
+    i, j = f.triu_indices(n, n, 1)
+    return _L().vector_norm(input[i] - input[j], p, dim=-1)
+
+
+# ---- small functional forms and predicates ---------------------------------------------------
+
+def fill(input, value):
+    """A new tensor like ``input`` filled with ``value``."""
+    return _F().full_like(input, value.item() if isinstance(value, Tensor) else value)
+
+
+def fill_(input, value):
+    return input.fill_(value)
+
+
+def zero_(input):
+    return input.zero_()
+
+
+def is_complex(input):
+    return False
+
+
+def is_conj(input):
+    return False
+
+
+def is_neg(input):
+    return False
+
+
+def is_nonzero(input):
+    """The truth of a one-element tensor (RuntimeError for any other size)."""
+    if input.numel() != 1:
+        raise RuntimeError("Boolean value of Tensor with no values is ambiguous" if
+                           input.numel() == 0 else
+                           "Boolean value of Tensor with more than one value is ambiguous")
+    return builtins.bool(input.item())
+
+
+def is_same_size(input, other):
+    return tuple(input.shape) == tuple(other.shape)
+
+
+def is_signed(input):
+    return input.dtype.is_signed
+
+
+def is_storage(obj):
+    from fiamma._storage_api import TypedStorage, UntypedStorage
+
+    return isinstance(obj, (TypedStorage, UntypedStorage))
+
+
+def is_inference(input):
+    return False
+
+
+def typename(obj):
+    """'fiamma.FloatTensor' for a tensor (by dtype), else the object's qualified type name."""
+    if isinstance(obj, Tensor):
+        return obj.type()
+    t = type(obj)
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def get_device(input):
+    return input.get_device()
+
+
+def conj(input):
+    """The conjugate: for fiamma's real dtypes, ``input`` itself (as PyTorch does)."""
+    return input
+
+
+def conj_physical(input):
+    """The conjugate as a new tensor: a copy for real dtypes."""
+    return input.clone()
+
+
+def resolve_conj(input):
+    return input
+
+
+def resolve_neg(input):
+    return input
+
+
+def real(input):
+    """The real part: ``input`` itself for real dtypes."""
+    return input
+
+
+def _imag(self):
+    raise RuntimeError("imag is not implemented for tensors with non-complex dtypes "
+                       f"(got {self.dtype}; fiamma has no complex dtype)")
+
+
+def angle(input):
+    """0 for x >= 0, pi for x < 0, nan for nan (integers become the default float dtype)."""
+    return _angle(input)
+
+
+def _angle(self):
+    """0 for x >= 0, pi for x < 0, nan for nan (integers become the default float dtype)."""
+    f = _F()
+    x = _float_of(self)
+    return f.where(x < 0, f.full_like(x, math.pi), f.where(f.isnan(x), x, f.zeros_like(x)))
+
+
+# ---- view ops as copies, and scatters into views ----------------------------------------------
+
+def split_with_sizes(input, split_sizes, dim=0):
+    """``split`` with a list of sizes."""
+    return _F().split(input, list(split_sizes), dim)
+
+
+def unsafe_chunk(input, chunks, dim=0):
+    return _F().chunk(input, chunks, dim)
+
+
+def unsafe_split(input, split_size, dim=0):
+    return _F().split(input, split_size, dim)
+
+
+def unsafe_split_with_sizes(input, split_sizes, dim=0):
+    return split_with_sizes(input, split_sizes, dim)
+
+
+def _copies(r):
+    """A contiguous copy of a view (or of each view of a tuple)."""
+    if isinstance(r, (tuple, list)):
+        return tuple(_copies(t) for t in r)
+    return r.clone().contiguous()
+
+
+def alias_copy(input):
+    return input.clone()
+
+
+def as_strided_copy(input, size, stride, storage_offset=None):
+    return _copies(input.as_strided(size, stride, storage_offset))
+
+
+def detach_copy(input):
+    return input.detach().clone()
+
+
+def diagonal_copy(input, offset=0, dim1=0, dim2=1):
+    return _copies(input.diagonal(offset, dim1, dim2))
+
+
+def expand_copy(input, size, *, implicit=False):
+    return _copies(input.expand(*size))
+
+
+def permute_copy(input, dims):
+    return _copies(input.permute(*dims))
+
+
+def select_copy(input, dim, index):
+    return _copies(input.select(dim, index))
+
+
+def _slice(input, dim, start, end, step):
+    idx = [builtins.slice(None)] * input.ndim
+    idx[dim] = builtins.slice(start, end, step)
+    return input[tuple(idx)]
+
+
+def slice_copy(input, dim=0, start=None, end=None, step=1):
+    return _copies(_slice(input, dim, start, end, step))
+
+
+def split_copy(input, split_size, dim=0):
+    return _copies(_F().split(input, split_size, dim))
+
+
+def split_with_sizes_copy(input, split_sizes, dim=0):
+    return _copies(split_with_sizes(input, split_sizes, dim))
+
+
+def squeeze_copy(input, dim=None):
+    return _copies(input.squeeze(dim))
+
+
+def t_copy(input):
+    return _copies(input.t())
+
+
+def transpose_copy(input, dim0, dim1):
+    return _copies(input.transpose(dim0, dim1))
+
+
+def unbind_copy(input, dim=0):
+    return _copies(input.unbind(dim))
+
+
+def unfold_copy(input, dimension, size, step):
+    return _copies(input.unfold(dimension, size, step))
+
+
+def unsqueeze_copy(input, dim):
+    return _copies(input.unsqueeze(dim))
+
+
+def view_copy(input, *size, dtype=None):
+    if dtype is not None:
+        raise RuntimeError("view_copy: the dtype form is not supported; use view(dtype).clone()")
+    return _copies(input.view(*size))
+
+
+def _scatter_into(input, src, view_of, op):
+    out = input.clone()
+    v = view_of(out)
+    if tuple(v.shape) != tuple(src.shape):
+        raise RuntimeError(f"{op}: expected src to have a size equal to the slice of self. "
+                           f"src size = {list(src.shape)}, slice size = {list(v.shape)}")
+    v.copy_(src)
+    return out
+
+
+def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
+    """A copy of ``input`` with its diagonal (``offset``, ``dim1``, ``dim2``) set to ``src``.
+
+    >>> import fiamma
+    >>> fiamma.diagonal_scatter(fiamma.zeros(2, 2), fiamma.ones(2)).tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
+    """
+    return _scatter_into(input, src, lambda t: t.diagonal(offset, dim1, dim2),
+                         "diagonal_scatter")
+
+
+def select_scatter(input, src, dim, index):
+    """A copy of ``input`` with ``input.select(dim, index)`` set to ``src``."""
+    return _scatter_into(input, src, lambda t: t.select(dim, index), "select_scatter")
+
+
+def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
+    """A copy of ``input`` with the slice ``start:end:step`` of ``dim`` set to ``src``."""
+    return _scatter_into(input, src, lambda t: _slice(t, dim, start, end, step),
+                         "slice_scatter")
+
+
+def as_strided_scatter(input, src, size, stride, storage_offset=None):
+    """A copy of ``input`` with ``as_strided(size, stride, storage_offset)`` set to ``src``."""
+    f = _F()
+    base = f.empty_like(input).copy_(input).contiguous()
+    return _scatter_into(base, src, lambda t: t.as_strided(size, stride, storage_offset),
+                         "as_strided_scatter")
+
+
+# ---- NumPy-backed odds and ends (no gradient: integer or piecewise-constant results) ----------
+
+def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False):
+    """A 1-D tensor over the bytes of a Python buffer (``bytes``, ``bytearray``, ``memoryview``,
+    ``array``), sharing a writable buffer's memory as PyTorch does; ``count`` elements
+    (-1: all) after ``offset`` bytes.
+
+    >>> import fiamma
+    >>> fiamma.frombuffer(bytearray(b"\\x01\\x00\\x02\\x00"), dtype=fiamma.int16).tolist()
+    [1, 2]
+    """
+    f = _F()
+    dt = D.to_dtype(dtype, "frombuffer")
+    nbytes = memoryview(buffer).nbytes
+    if offset < 0 or offset > nbytes:
+        raise ValueError(f"frombuffer: offset ({offset} bytes) must be non-negative and no "
+                         f"greater than buffer length ({nbytes} bytes) minus 1")
+    avail = (nbytes - offset) // dt.itemsize
+    if count == 0 or (count < 0 and avail == 0):
+        raise ValueError(f"frombuffer: both buffer length ({nbytes}) and count ({count}) "
+                         "must not be 0")
+    n = avail if count < 0 else count
+    if n > avail:
+        raise ValueError(f"frombuffer: requested buffer length ({n} * {dt.itemsize} bytes) "
+                         f"after offset ({offset} bytes) must not be greater than actual "
+                         f"buffer length ({nbytes} bytes)")
+    np_dt = np.uint16 if dt is D.bfloat16 else np.dtype(dt.name)
+    arr = np.frombuffer(buffer, dtype=np_dt, count=n, offset=offset)
+    # a read-only buffer (bytes) is copied: PyTorch shares it and calls writes undefined
+    t = f.from_numpy(arr) if arr.flags.writeable else f.from_numpy(arr.copy())
+    if dt is D.bfloat16:
+        t = t.view(D.bfloat16)
+    return t.requires_grad_(requires_grad) if requires_grad else t
+
+
+def histogram(input, bins=100, *, range=None, weight=None, density=False, out=None):
+    """(hist, bin_edges) of ``input``'s values: ``bins`` equal bins over ``range`` (default:
+    min..max) or the given edges tensor, as ``numpy.histogram``."""
+    f = _F()
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"histogram: input tensor and bins tensors should have the same "
+                           f"floating-point dtype, got {input.dtype}")
+    b = bins.numpy() if isinstance(bins, Tensor) else bins
+    w = None if weight is None else weight.numpy().reshape(-1)
+    h, edges = np.histogram(input.numpy().reshape(-1), bins=b, range=range, weights=w,
+                            density=density)
+    res = _Histogram(f.tensor(h, dtype=input.dtype), f.tensor(edges, dtype=input.dtype))
+    if out is not None:
+        out[0].copy_(res[0])
+        out[1].copy_(res[1])
+        return out
+    return res
+
+
+def frexp(input):
+    """(mantissa, exponent) with input = mantissa * 2 ** exponent, |mantissa| in [0.5, 1)
+    (exponent int32); the mantissa has a gradient, as in PyTorch."""
+    f = _F()
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"frexp only supports floating-point dtypes, got {input.dtype}")
+    _, ex = np.frexp(input.detach().float().numpy() if input.dtype is D.bfloat16 else
+                     input.detach().numpy())
+    exponent = f.tensor(ex.astype(np.int32))
+    # the mantissa as input / 2**exponent: exact, and differentiable (d/dx = 2**-exponent)
+    return _Frexp(input / f.pow(2.0, exponent.to(input.dtype)), exponent)
+
+
+def nextafter(input, other):
+    """The next representable value after ``input`` towards ``other`` (float32/float64)."""
+    f = _F()
+    if input.dtype not in (D.float32, D.float64) or other.dtype is not input.dtype:
+        raise RuntimeError(f"nextafter: expected two float32 or two float64 tensors, got "
+                           f"{input.dtype} and {other.dtype}")
+    out = f.from_numpy(np.ascontiguousarray(np.nextafter(input.detach().numpy(),
+                                                         other.detach().numpy())))
+    # PyTorch's derivative: 1 with respect to input, 0 with respect to other
+    return input + (out - input).detach() if input.requires_grad else out
+
+
+def detach_(input):
+    return input.detach_()
+
+
+def resize_as_(input, the_template, *, memory_format=None):
+    return input.resize_as_(the_template)
+
+
+def as_strided_(input, size, stride, storage_offset=None):
+    return input.as_strided_(size, stride, storage_offset)
+
+
+_interop = [1]
+
+
+def get_num_interop_threads():
+    """Threads for running independent ops at once: fiamma runs ops one after the other, so
+    this is the recorded setting (1 unless set)."""
+    return _interop[0]
+
+
+def set_num_interop_threads(num):
+    if not isinstance(num, builtins.int) or num <= 0:
+        raise RuntimeError(f"set_num_interop_threads: expected a positive int, got {num!r}")
+    _interop[0] = num
+
+
+def _set_(self, source=None, storage_offset=0, size=None, stride=None):
+    """Make this tensor show ``source``'s memory: another tensor (its storage and layout) or a
+    storage (with ``storage_offset``, ``size``, ``stride``); no argument: an empty tensor."""
+    from fiamma._storage_api import TypedStorage, UntypedStorage
+    from fiamma._tensor_api import _take_layout, _view_of
+
+    if self.requires_grad:
+        raise RuntimeError("set_: cannot set the storage of a tensor that requires grad")
+    if source is None:
+        _take_layout(self, _F().empty(0, dtype=self.dtype), "set_")
+        return self
+    if isinstance(source, Tensor):
+        if source.dtype is not self.dtype:
+            raise RuntimeError(f"set_: expected {self.dtype} source, got {source.dtype}")
+        _take_layout(self, source, "set_")
+        return self
+    if isinstance(source, TypedStorage):
+        source = source.untyped()
+    if not isinstance(source, UntypedStorage):
+        raise TypeError(f"set_: expected a Tensor or a storage, got {type(source).__name__}")
+    n = source.nbytes() // self.dtype.itemsize
+    if size is None:
+        size, stride = (n - storage_offset,), (1,)
+    size = tuple(size)
+    if stride is None:
+        from fiamma._tensor import contiguous_strides
+
+        stride = contiguous_strides(size)
+    need = storage_offset + builtins.sum((s - 1) * st for s, st in zip(size, stride)) + 1 \
+        if all(size) else 0
+    if need > n:
+        raise RuntimeError(f"set_: size {list(size)} with stride {list(stride)} and offset "
+                           f"{storage_offset} needs {need} elements, the storage has {n}")
+    _take_layout(self, _view_of(source._st, self.dtype, size, stride, storage_offset), "set_")
+    return self
+
+
+# ---- Tensor methods ---------------------------------------------------------------------------
+
+def _fill_diagonal_(self, fill_value, wrap=False):
+    """Fill the main diagonal in place (all dims of equal size for ndim > 2; for a tall 2-D
+    matrix, ``wrap`` restarts the diagonal every ncols + 1 rows, as NumPy and PyTorch)."""
+    if self.ndim < 2:
+        raise RuntimeError("fill_diagonal_: dimensions must larger than 1")
+    n = self.shape[0]
+    if self.ndim > 2 and any(s != n for s in self.shape):
+        raise RuntimeError("fill_diagonal_: all dimensions of input must be of equal length")
+    if self.ndim == 2:
+        rows, cols = self.shape
+        self.diagonal().fill_(fill_value)
+        if wrap and rows > cols + 1:
+            start = cols + 1
+            while start < rows:
+                sub = self[start:]
+                sub.diagonal().fill_(fill_value)
+                start += cols + 1
+        return self
+    st = builtins.sum(self.stride())
+    self.as_strided((n,), (st,), self.storage_offset()).fill_(fill_value)
+    return self
+
+
+def _sum_to_size(self, *size):
+    """Sum this tensor down to ``size`` (which it must broadcast from)."""
+    from fiamma._tensor import _shape_arg
+
+    shape = tuple(_shape_arg(size))
+    if len(shape) > self.ndim:
+        raise RuntimeError(f"sum_to_size: size {list(shape)} is not expandable to size "
+                           f"{list(self.shape)}")
+    lead = self.ndim - len(shape)
+    x = self.sum(tuple(range(lead))) if lead else self
+    dims = tuple(i for i, s in enumerate(shape) if s == 1 and x.shape[i] != 1)
+    for i, s in enumerate(shape):
+        if s != 1 and s != x.shape[i]:
+            raise RuntimeError(f"sum_to_size: size {list(shape)} is not expandable to size "
+                               f"{list(self.shape)}")
+    return x.sum(dims, keepdim=True) if dims else x
+
+
+def _apply_(self, callable):
+    """Apply a Python function to every element in place (CPU; slow; for quick scripts)."""
+    vals = [callable(v) for v in self.reshape(-1).tolist()]
+    self.copy_(_F().tensor(vals, dtype=self.dtype).reshape(self.shape))
+    return self
+
+
+def _map_(self, tensor, callable):
+    """``self[i] = callable(self[i], tensor[i])`` in place (``tensor`` broadcast to self)."""
+    other = tensor.expand_as(self).reshape(-1).tolist()
+    vals = [callable(a, b) for a, b in zip(self.reshape(-1).tolist(), other)]
+    self.copy_(_F().tensor(vals, dtype=self.dtype).reshape(self.shape))
+    return self
+
+
+def _new(self, *args, **kwargs):
+    """Legacy ``x.new(...)``: ``fiamma.Tensor(...)`` with x's dtype."""
+    from fiamma._creation import _legacy_tensor_new
+
+    kwargs.setdefault("dtype", self.dtype)
+    return _legacy_tensor_new(*args, **kwargs)
+
+
+def _new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_grad=False,
+                       layout=None, pin_memory=False):
+    return _F().empty_strided(size, stride, dtype=self.dtype if dtype is None else dtype,
+                              device=device, requires_grad=requires_grad)
+
+
+def _dim_order(self, *, ambiguity_check=False):
+    """The dims from outermost to innermost in memory (by stride, ties by position)."""
+    st = self.stride()
+    return tuple(sorted(range(self.ndim), key=lambda i: (-st[i], i)))
+
+
+def _is_pinned(self, device=None):
+    return False
+
+
+def _pin_memory(self, device=None):
+    raise RuntimeError("pin_memory: fiamma has no pinned (page-locked) memory: there is no "
+                       "CUDA device")
+
+
+def _inplace(fn):
+    def method(self, *args, **kwargs):
+        return self.copy_(fn(self, *args, **kwargs))
+    method.__name__ = fn.__name__ + "_"
+    return method
+
+
+def _method(fn):
+    def method(self, *args, **kwargs):
+        return fn(self, *args, **kwargs)
+    method.__name__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    return method
+
+
+install_methods({
+    **{n: _method(globals()[n]) for n in (
+        "det", "logdet", "slogdet", "inverse", "pinverse", "matrix_power", "svd", "qr",
+        "cholesky", "deg2rad", "rad2deg", "heaviside", "ldexp", "gcd", "lcm", "isreal",
+        "logcumsumexp", "quantile", "nanquantile", "cov", "corrcoef", "dist", "renorm",
+        "is_nonzero", "is_same_size", "conj", "conj_physical", "resolve_conj", "resolve_neg",
+        "unsafe_chunk", "unsafe_split", "unsafe_split_with_sizes",
+        "diagonal_scatter", "select_scatter", "slice_scatter", "as_strided_scatter")},
+    "deg2rad_": deg2rad_, "rad2deg_": rad2deg_,
+    **{n + "_": _inplace(globals()[n]) for n in ("heaviside", "ldexp", "gcd", "lcm", "renorm")},
+    "conj_physical_": lambda self: self, "is_conj": is_conj, "is_neg": is_neg,
+    "real": property(lambda self: self), "imag": property(_imag), "angle": _angle,
+    "fill_diagonal_": _fill_diagonal_, "sum_to_size": _sum_to_size, "apply_": _apply_,
+    "map_": _map_, "new": _new, "new_empty_strided": _new_empty_strided,
+    "dim_order": _dim_order, "is_pinned": _is_pinned, "pin_memory": _pin_memory,
+    "const_data_ptr": lambda self: self.data_ptr(),
+    "histogram": _method(histogram), "frexp": _method(frexp), "nextafter": _method(nextafter),
+    "nextafter_": _inplace(nextafter), "set_": _set_,
+    "stft": lambda self, *a, **k: _F().stft(self, *a, **k),
+    "istft": lambda self, *a, **k: _F().istft(self, *a, **k),
+    "name": property(lambda self: None, doc="None (PyTorch's answer for an unnamed tensor)."),
+    "output_nr": property(lambda self: 0 if self._ag is None else self._ag.output_nr,
+                          doc="Which output of its grad_fn this tensor is."),
+    "cumsum_": lambda self, dim, *, dtype=None: self.copy_(self.cumsum(dim, dtype=dtype)),
+    "cumprod_": lambda self, dim, *, dtype=None: self.copy_(self.cumprod(dim, dtype=dtype)),
+})

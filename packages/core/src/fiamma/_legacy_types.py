@@ -1,0 +1,101 @@
+"""PyTorch's legacy typed-tensor names (``torch.FloatTensor``, ``torch.LongTensor``, ...), still
+common in older scripts: as constructors (``LongTensor([1, 2])``, ``FloatTensor(2, 3)``), in
+``isinstance`` checks and as arguments of ``x.type(...)`` and ``set_default_tensor_type``.
+
+They are not subclasses: a fiamma tensor of dtype float32 on the CPU *is* a ``FloatTensor``
+for ``isinstance``, as in PyTorch.
+"""
+
+import builtins
+
+from fiamma import _dtype as D
+from fiamma._tensor import Size, Tensor
+
+__all__ = ["FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor",
+           "IntTensor", "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor",
+           "set_default_tensor_type", "dtype_of_type"]
+
+
+class _LegacyTensorType(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Tensor) and obj.dtype is cls.dtype and obj.device.type == "cpu"
+
+    def __subclasscheck__(cls, sub):
+        return sub is cls
+
+    def __call__(cls, *args, device=None):
+        from fiamma import _creation as C
+
+        if device is not None and str(device) != "cpu":
+            raise RuntimeError(f"{cls.__name__}: legacy constructors make CPU tensors, got "
+                               f"device={device}")
+        dt = cls.dtype
+        if not args:
+            return C.empty(0, dtype=dt)
+        if len(args) == 1 and isinstance(args[0], Size):
+            return C.empty(*args[0], dtype=dt)
+        if len(args) == 1 and not isinstance(args[0], builtins.int):
+            a = args[0]
+            if isinstance(a, Tensor):
+                if a.dtype is not dt:
+                    raise TypeError(f"{cls.__name__}: expected {dt} tensor, got {a.dtype}")
+                return a.detach()
+            return C.tensor(a, dtype=dt)
+        return C.empty(*args, dtype=dt)
+
+    def __repr__(cls):
+        return f"<class 'fiamma.{cls.__name__}'>"
+
+
+def _make(name, dt):
+    return _LegacyTensorType(name, (), {"dtype": dt, "__module__": "fiamma",
+                                        "__doc__": f"Legacy name: CPU tensors of {dt}."})
+
+
+FloatTensor = _make("FloatTensor", D.float32)
+DoubleTensor = _make("DoubleTensor", D.float64)
+HalfTensor = _make("HalfTensor", D.float16)
+BFloat16Tensor = _make("BFloat16Tensor", D.bfloat16)
+LongTensor = _make("LongTensor", D.int64)
+IntTensor = _make("IntTensor", D.int32)
+ShortTensor = _make("ShortTensor", D.int16)
+CharTensor = _make("CharTensor", D.int8)
+ByteTensor = _make("ByteTensor", D.uint8)
+BoolTensor = _make("BoolTensor", D.bool)
+
+_BY_NAME = {c.__name__: c for c in (FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor,
+                                    LongTensor, IntTensor, ShortTensor, CharTensor, ByteTensor,
+                                    BoolTensor)}
+
+
+def dtype_of_type(obj, op="type"):
+    """The dtype a ``type()``-style argument names: a dtype, a legacy class
+    (``fiamma.LongTensor``) or its name (``'torch.LongTensor'``, ``'fiamma.LongTensor'``).
+    CUDA type names raise naming the reason."""
+    if isinstance(obj, _LegacyTensorType):
+        return obj.dtype
+    if isinstance(obj, str):
+        parts = obj.split(".")
+        if len(parts) >= 2 and parts[0] in ("torch", "fiamma"):
+            if parts[1] == "cuda":
+                raise RuntimeError(f"{op}: {obj} names a CUDA tensor type; fiamma has no CUDA "
+                                   "device here")
+            if parts[-1] in _BY_NAME and len(parts) == 2:
+                return _BY_NAME[parts[-1]].dtype
+    return D.to_dtype(obj, op)
+
+
+def set_default_tensor_type(t):
+    """Legacy form of ``set_default_dtype``: ``set_default_tensor_type(fiamma.DoubleTensor)``
+    or ``set_default_tensor_type('torch.FloatTensor')`` (floating-point CPU types only).
+
+    >>> import fiamma
+    >>> fiamma.set_default_tensor_type("torch.DoubleTensor"); fiamma.zeros(1).dtype
+    fiamma.float64
+    >>> fiamma.set_default_tensor_type(fiamma.FloatTensor)
+    """
+    dt = dtype_of_type(t, "set_default_tensor_type")
+    if not dt.is_floating_point:
+        raise TypeError(f"set_default_tensor_type: only floating-point types are supported as "
+                        f"the default type, got {t!r}")
+    D.set_default_dtype(dt)

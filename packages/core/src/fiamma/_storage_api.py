@@ -1,0 +1,363 @@
+"""PyTorch's storage objects over core's Storage: ``UntypedStorage`` (bytes) and
+``TypedStorage`` (elements of a dtype), what ``x.untyped_storage()`` and ``x.storage()`` return.
+
+Core's own ``Storage`` keeps the hot-path layout (``ptr``, ``nbytes`` slots); these are the
+public faces with PyTorch's methods (``nbytes()``, ``size()``, ``data_ptr()``, item access).
+One ``UntypedStorage`` object stands for a Storage while anything holds it, so
+``x.untyped_storage() is x[0].untyped_storage()`` as in PyTorch.
+"""
+
+import builtins
+import operator
+import weakref
+
+from fiamma import _dtype as D
+from fiamma._storage import BorrowedStorage, Storage, device as _device
+from fiamma._tensor import Tensor, _copy_into, _init
+
+__all__ = ["UntypedStorage", "TypedStorage", "untyped"]
+
+_live = weakref.WeakValueDictionary()  # id(Storage) -> its UntypedStorage while one is alive
+
+
+def untyped(st):
+    """The UntypedStorage standing for core Storage ``st`` (the live one if there is one)."""
+    w = _live.get(id(st))
+    if w is None or w._st is not st:
+        w = object.__new__(UntypedStorage)
+        w._st = st
+        _live[id(st)] = w
+    return w
+
+
+def _view(st, dt, n, offset=0):
+    t = object.__new__(Tensor)
+    _init(t, st, dt, (n,), (1,), offset, True)
+    t._base = None
+    return t
+
+
+def _index(i, n, what):
+    try:
+        i = operator.index(i)
+    except TypeError:
+        raise TypeError(f"{what}: can't index with {type(i).__name__}") from None
+    if not -n <= i < n:
+        raise IndexError(f"index {i} out of range for storage of size {n}")
+    return i + n if i < 0 else i
+
+
+class UntypedStorage:
+    """Bytes of device memory shared by a tensor and its views.
+
+    >>> import fiamma
+    >>> x = fiamma.tensor([1, 2], dtype=fiamma.int16)
+    >>> s = x.untyped_storage()
+    >>> s.nbytes(), s[0], s is x[1:].untyped_storage()
+    (4, 1, True)
+    """
+
+    __slots__ = ("_st", "__weakref__")
+
+    def __init__(self, size=0, *, device=None):
+        dev = _device("cpu" if device is None else device)
+        if dev.type != "cpu":
+            raise RuntimeError(f"UntypedStorage: only CPU storages can be created, got {dev}")
+        size = operator.index(size)
+        if size < 0:
+            raise RuntimeError(f"UntypedStorage: size must be non-negative, got {size}")
+        self._st = Storage(size, zero=True)
+        _live[id(self._st)] = self
+
+    # -- sizes and addresses
+    def nbytes(self):
+        return self._st.nbytes
+
+    def size(self):
+        return self._st.nbytes
+
+    def __len__(self):
+        return self._st.nbytes
+
+    def element_size(self):
+        return 1
+
+    def data_ptr(self):
+        return self._st.ptr
+
+    @property
+    def device(self):
+        return self._st.device
+
+    @property
+    def is_cuda(self):
+        return self._st.device.type == "cuda"
+
+    is_sparse = False
+
+    def get_device(self):
+        dev = self._st.device
+        return -1 if dev.type == "cpu" else (dev.index or 0)
+
+    def resizable(self):
+        return not isinstance(self._st, BorrowedStorage)
+
+    def is_pinned(self, device="cuda"):
+        return False
+
+    def pin_memory(self, device="cuda"):
+        raise RuntimeError("UntypedStorage.pin_memory: fiamma has no pinned memory "
+                           "(there is no CUDA device)")
+
+    def is_shared(self):
+        return self._st.is_shared()
+
+    def share_memory_(self):
+        self._st.share_memory_()
+        return self
+
+    def untyped(self):
+        return self
+
+    # -- contents (bytes as ints 0..255)
+    def _bytes(self):
+        return _view(self._st, D.uint8, self._st.nbytes)
+
+    def __getitem__(self, i):
+        n = self._st.nbytes
+        if isinstance(i, slice):
+            start, stop, step = i.indices(n)
+            if step != 1:
+                raise RuntimeError("UntypedStorage: slices with a step are not supported "
+                                   f"(got step {step})")
+            stop = max(stop, start)
+            w = object.__new__(UntypedStorage)
+            w._st = BorrowedStorage(self._st.ptr + start, stop - start, self._st,
+                                    self._st.device)
+            return w
+        return self._bytes()[_index(i, n, "UntypedStorage.__getitem__")].item()
+
+    def __setitem__(self, i, value):
+        b = self._bytes()
+        if isinstance(i, slice):
+            b[i] = value if isinstance(value, Tensor) else builtins.int(value) & 0xFF
+        else:
+            b[_index(i, self._st.nbytes, "UntypedStorage.__setitem__")] = \
+                builtins.int(value) & 0xFF
+
+    def __iter__(self):
+        return iter(self.tolist())
+
+    def tolist(self):
+        return self._bytes().tolist()
+
+    def fill_(self, value):
+        self._bytes().fill_(builtins.int(value) & 0xFF)
+        return self
+
+    def copy_(self, src, non_blocking=None):
+        if src.nbytes() != self.nbytes():
+            raise RuntimeError(f"UntypedStorage.copy_: size mismatch, {self.nbytes()} bytes "
+                               f"vs {src.nbytes()}")
+        _copy_into(self._bytes(), src._bytes())
+        return self
+
+    def clone(self):
+        out = UntypedStorage(self.nbytes())
+        return out.copy_(self)
+
+    def cpu(self):
+        return self
+
+    def to(self, *, device=None, non_blocking=False):
+        if device is None or _device(device).type == "cpu":
+            return self
+        raise RuntimeError(f"UntypedStorage.to: cannot move a storage to {device}")
+
+    def type(self, dtype=None, non_blocking=False):
+        if dtype is None:
+            return "fiamma.UntypedStorage"
+        raise TypeError("UntypedStorage.type: converting storages is not supported; "
+                        "convert the tensor")
+
+    def __reduce_ex__(self, proto):
+        raise TypeError("fiamma.UntypedStorage can't be pickled on its own: pickle a tensor, "
+                        "or send it through fiamma.multiprocessing")
+
+    def __repr__(self):
+        body = "\n".join(f" {b}" for b in self.tolist()[:64])
+        more = " ..." if self.nbytes() > 64 else ""
+        return (f"{body}{more}\n[fiamma.storage.UntypedStorage(device={self.device}) "
+                f"of size {self.nbytes()}]")
+
+
+class TypedStorage:
+    """A storage read as elements of ``dtype`` (PyTorch's deprecated ``x.storage()``): the
+    whole storage from its start, whatever the tensor's offset.
+
+    >>> import fiamma
+    >>> s = fiamma.tensor([1.5, 2.5]).storage()
+    >>> s.size(), s[1], s.tolist()
+    (2, 2.5, [1.5, 2.5])
+    """
+
+    __slots__ = ("_untyped_storage", "dtype")
+
+    def __init__(self, *args, wrap_storage=None, dtype=None, device=None):
+        dt = D.get_default_dtype() if dtype is None else D.to_dtype(dtype, "TypedStorage")
+        if wrap_storage is not None:
+            if args:
+                raise TypeError("TypedStorage: wrap_storage= takes no positional arguments")
+            if not isinstance(wrap_storage, UntypedStorage):
+                raise TypeError(f"TypedStorage: wrap_storage must be an UntypedStorage, got "
+                                f"{type(wrap_storage).__name__}")
+            u = wrap_storage
+        elif not args:
+            u = UntypedStorage(0, device=device)
+        elif len(args) == 1 and not isinstance(args[0], (list, tuple)):
+            u = UntypedStorage(operator.index(args[0]) * dt.itemsize, device=device)
+        elif len(args) == 1:
+            from fiamma._creation import tensor
+
+            u = tensor(args[0], dtype=dt).untyped_storage()
+        else:
+            raise TypeError(f"TypedStorage: expected a size, a sequence or wrap_storage=, got "
+                            f"{len(args)} positional arguments")
+        self._untyped_storage = u
+        self.dtype = dt
+
+    def _elements(self):
+        st = self._untyped_storage._st
+        return _view(st, self.dtype, st.nbytes // self.dtype.itemsize)
+
+    def size(self):
+        return self._untyped_storage.nbytes() // self.dtype.itemsize
+
+    __len__ = size
+
+    def nbytes(self):
+        return self._untyped_storage.nbytes()
+
+    def element_size(self):
+        return self.dtype.itemsize
+
+    def data_ptr(self):
+        return self._untyped_storage.data_ptr()
+
+    @property
+    def device(self):
+        return self._untyped_storage.device
+
+    @property
+    def is_cuda(self):
+        return self._untyped_storage.is_cuda
+
+    is_sparse = False
+
+    def get_device(self):
+        return self._untyped_storage.get_device()
+
+    def untyped(self):
+        return self._untyped_storage
+
+    def is_shared(self):
+        return self._untyped_storage.is_shared()
+
+    def share_memory_(self):
+        self._untyped_storage.share_memory_()
+        return self
+
+    def is_pinned(self, device="cuda"):
+        return False
+
+    def resizable(self):
+        return self._untyped_storage.resizable()
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            raise RuntimeError("slices are only supported in UntypedStorage.__getitem__")
+        return self._elements()[_index(i, self.size(), "TypedStorage.__getitem__")].item()
+
+    def __setitem__(self, i, value):
+        e = self._elements()
+        if isinstance(i, slice):
+            e[i] = value
+        else:
+            e[_index(i, self.size(), "TypedStorage.__setitem__")] = value
+
+    def __iter__(self):
+        return iter(self.tolist())
+
+    def tolist(self):
+        return self._elements().tolist()
+
+    def fill_(self, value):
+        self._elements().fill_(value)
+        return self
+
+    def copy_(self, src, non_blocking=None):
+        if len(src) != len(self):
+            raise RuntimeError(f"TypedStorage.copy_: size mismatch, {len(self)} elements vs "
+                               f"{len(src)}")
+        _copy_into(self._elements(), src._elements())
+        return self
+
+    def clone(self):
+        return TypedStorage(wrap_storage=self._untyped_storage.clone(), dtype=self.dtype)
+
+    def cpu(self):
+        return self
+
+    def _to(self, dt):
+        if dt is self.dtype:
+            return self
+        t = self._elements().to(dt)
+        return TypedStorage(wrap_storage=t.untyped_storage(), dtype=dt)
+
+    def float(self):
+        return self._to(D.float32)
+
+    def double(self):
+        return self._to(D.float64)
+
+    def half(self):
+        return self._to(D.float16)
+
+    def bfloat16(self):
+        return self._to(D.bfloat16)
+
+    def long(self):
+        return self._to(D.int64)
+
+    def int(self):
+        return self._to(D.int32)
+
+    def short(self):
+        return self._to(D.int16)
+
+    def char(self):
+        return self._to(D.int8)
+
+    def byte(self):
+        return self._to(D.uint8)
+
+    def bool(self):
+        return self._to(D.bool)
+
+    def type(self, dtype=None, non_blocking=False):
+        if dtype is None:
+            from fiamma._tensor import _TYPE_NAMES
+
+            return "fiamma." + _TYPE_NAMES.get(str(self.dtype).split(".")[-1],
+                                               "Tensor").replace("Tensor", "Storage")
+        raise TypeError("TypedStorage.type: converting storages by name is not supported; "
+                        "use .float(), .long(), ...")
+
+    def __reduce_ex__(self, proto):
+        raise TypeError("fiamma.TypedStorage can't be pickled on its own: pickle a tensor")
+
+    def __repr__(self):
+        body = "\n".join(f" {v}" for v in self.tolist()[:64])
+        more = " ..." if self.size() > 64 else ""
+        return (f"{body}{more}\n[fiamma.storage.TypedStorage(dtype={self.dtype}, "
+                f"device={self.device}) of size {self.size()}]")

@@ -1,0 +1,183 @@
+"""``fiamma.amp.autocast`` and the autocast state functions (PyTorch's ``torch.amp``)."""
+
+import functools
+import warnings
+
+from fiamma import _autocast as _AC
+
+__all__ = ["autocast", "is_autocast_available", "is_autocast_enabled", "get_autocast_dtype",
+           "set_autocast_enabled", "set_autocast_dtype", "clear_autocast_cache", "cast_lower",
+           "custom_fwd", "custom_bwd"]
+
+
+def _check_device_type(device_type, op):
+    if not isinstance(device_type, str):
+        raise TypeError(f"{op}: expected device_type of type str, got "
+                        f"{type(device_type).__name__}")
+    if device_type not in _AC.DEVICE_TYPES:
+        raise RuntimeError(f"{op}: unsupported device_type {device_type!r} (fiamma supports "
+                           f"{', '.join(map(repr, _AC.DEVICE_TYPES))})")
+
+
+def is_autocast_available(device_type):
+    """Whether autocast can run on ``device_type`` ('cpu' always; 'cuda' with CUDA)."""
+    _check_device_type(device_type, "is_autocast_available")
+    if device_type == "cuda":
+        from fiamma import cuda
+
+        return cuda.is_available()
+    return True
+
+
+def is_autocast_enabled(device_type=None):
+    """Whether autocast is on for ``device_type`` in this thread (no argument: 'cuda', as in
+    PyTorch)."""
+    device_type = "cuda" if device_type is None else device_type
+    _check_device_type(device_type, "is_autocast_enabled")
+    return _AC.state(device_type).enabled
+
+
+def get_autocast_dtype(device_type):
+    """The dtype autocast uses on ``device_type`` in this thread."""
+    _check_device_type(device_type, "get_autocast_dtype")
+    return _AC.state(device_type).dtype
+
+
+def set_autocast_enabled(device_type, enabled):
+    """Turn autocast on or off for ``device_type`` in this thread (prefer ``autocast``)."""
+    _check_device_type(device_type, "set_autocast_enabled")
+    _AC.set_enabled(_AC.state(device_type), enabled)
+
+
+def set_autocast_dtype(device_type, dtype):
+    """Set the dtype autocast uses on ``device_type`` in this thread."""
+    _check_device_type(device_type, "set_autocast_dtype")
+    _AC.state(device_type).dtype = _check_dtype(device_type, dtype, "set_autocast_dtype")
+
+
+def clear_autocast_cache():
+    """Drop the parameters' cached casts of this thread."""
+    _AC.clear_cache()
+
+
+def cast_lower(device_type, *args):
+    """``args`` with their floating-point tensors (not float64) cast to the autocast dtype
+    when autocast is on for ``device_type`` in this thread: what an op on PyTorch's
+    lower-precision list does first."""
+    return _AC.cast_lower(device_type, *args)
+
+
+def _check_dtype(device_type, dtype, op):
+    import fiamma
+
+    allowed = (fiamma.bfloat16, fiamma.float16) if device_type == "cpu" else (
+        fiamma.float16, fiamma.bfloat16, fiamma.float32)
+    if dtype not in allowed:
+        raise ValueError(f"{op}: {device_type} autocast supports the dtypes "
+                         f"{', '.join(map(str, allowed))}, got {dtype}")
+    return dtype
+
+
+class autocast:
+    """Run the region's ops in mixed precision: PyTorch's ``torch.autocast``.
+
+    ``autocast(device_type, dtype=None, enabled=True, cache_enabled=None)``: on 'cpu' the
+    dtype defaults to bfloat16 (float16 is allowed); on 'cuda' fiamma has no CUDA here, so
+    the region warns and stays disabled, as in PyTorch on a machine without a GPU. Usable as
+    a context manager (nesting restores the outer state) and as a decorator. Inside, ops on
+    PyTorch's CPU lower-precision list return the autocast dtype; ops on its float32 list
+    (losses) compute in float32; everything else runs in its inputs' dtypes. Gradients flow
+    back through the casts to the float32 parameters.
+
+    >>> import fiamma
+    >>> x = fiamma.randn(8, 16)
+    >>> with fiamma.autocast("cpu"):
+    ...     y = x @ fiamma.randn(16, 4)
+    ...     z = y.float().sum()
+    >>> y.dtype, z.dtype
+    (fiamma.bfloat16, fiamma.float32)
+    """
+
+    def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
+        _check_device_type(device_type, "autocast")
+        self.device = device_type
+        self.fast_dtype = (_AC.default_dtype(device_type) if dtype is None
+                           else _check_dtype(device_type, dtype, "autocast"))
+        self._enabled = bool(enabled)
+        self._cache_enabled = True if cache_enabled is None else bool(cache_enabled)
+        if self._enabled and device_type == "cuda" and not is_autocast_available("cuda"):
+            warnings.warn("User provided device_type of 'cuda', but CUDA is not available. "
+                          "Disabling", UserWarning, stacklevel=2)
+            self._enabled = False
+        self._saved = []
+
+    def __enter__(self):
+        st = _AC.state(self.device)
+        self._saved.append((st.enabled, st.dtype, st.cache_enabled))
+        _AC.region_entered()
+        st.dtype, st.cache_enabled = self.fast_dtype, self._cache_enabled
+        _AC.set_enabled(st, self._enabled)
+        return self
+
+    def __exit__(self, *exc):
+        st = _AC.state(self.device)
+        enabled, dtype, cache_enabled = self._saved.pop()
+        _AC.set_enabled(st, enabled)
+        st.dtype, st.cache_enabled = dtype, cache_enabled
+        _AC.region_exited()
+        return False
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with autocast(self.device, self.fast_dtype, self._enabled, self._cache_enabled):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+def custom_fwd(fwd=None, *, device_type, cast_inputs=None):
+    """Decorator for a custom autograd ``Function.forward``: inside an enabled autocast region
+    on ``device_type``, with ``cast_inputs`` a dtype, the floating-point tensor arguments are
+    cast to it and forward runs with autocast off; otherwise forward runs in the region's
+    state. ``custom_bwd`` runs backward in the state forward ran in."""
+    _check_device_type(device_type, "custom_fwd")
+    if fwd is None:
+        return functools.partial(custom_fwd, device_type=device_type, cast_inputs=cast_inputs)
+
+    @functools.wraps(fwd)
+    def forward(*args, **kwargs):
+        st = _AC.state(device_type)
+        ctx = args[0] if args else None
+        if ctx is not None:
+            try:
+                ctx._fwd_used_autocast = st.enabled
+                ctx._dtype = st.dtype
+            except AttributeError:
+                pass
+        if cast_inputs is None or not st.enabled:
+            return fwd(*args, **kwargs)
+        args = tuple(_AC._cast(a, cast_inputs, device_type, False) for a in args)
+        kwargs = {k: _AC._cast(v, cast_inputs, device_type, False) for k, v in kwargs.items()}
+        with autocast(device_type, enabled=False):
+            return fwd(*args, **kwargs)
+
+    return forward
+
+
+def custom_bwd(bwd=None, *, device_type):
+    """Decorator for a custom autograd ``Function.backward``: runs it with the autocast state
+    its forward ran with (see :func:`custom_fwd`)."""
+    _check_device_type(device_type, "custom_bwd")
+    if bwd is None:
+        return functools.partial(custom_bwd, device_type=device_type)
+
+    @functools.wraps(bwd)
+    def backward(*args, **kwargs):
+        ctx = args[0]
+        enabled = getattr(ctx, "_fwd_used_autocast", False)
+        dtype = getattr(ctx, "_dtype", None)
+        with autocast(device_type, dtype=dtype if enabled else None, enabled=enabled):
+            return bwd(*args, **kwargs)
+
+    return backward

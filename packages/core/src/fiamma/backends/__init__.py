@@ -1,0 +1,16 @@
+"""fiamma.backends: PyTorch's ``torch.backends`` flags and queries.
+
+fiamma runs on its own CPU kernels (C with OpenMP, OpenBLAS for matmul): there is no cuDNN,
+MPS, oneDNN (mkldnn) or MKL, so their ``is_available()`` answer False and their flags, which
+a program may read and set as in PyTorch (``fiamma.backends.cudnn.benchmark = True``), change
+nothing. ``fiamma.backends.openmp.is_available()`` is True.
+
+>>> import fiamma
+>>> fiamma.backends.cudnn.benchmark = True
+>>> fiamma.backends.mps.is_available(), fiamma.backends.cuda.is_built()
+(False, False)
+"""
+
+from fiamma.backends import cpu, cuda, cudnn, mkl, mkldnn, mps, openmp  # noqa: F401
+
+__all__ = ["cpu", "cuda", "cudnn", "mkl", "mkldnn", "mps", "openmp"]

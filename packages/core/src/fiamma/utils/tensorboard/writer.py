@@ -1,0 +1,269 @@
+"""``SummaryWriter``: scalars, histograms, images and text into TensorBoard event files."""
+
+import os
+import socket
+import struct
+import time
+import zlib
+from datetime import datetime
+
+import numpy as np
+from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2
+from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+__all__ = ["SummaryWriter"]
+
+
+def _numpy(x, what):
+    if hasattr(x, "detach"):
+        x = x.detach()
+    if hasattr(x, "numpy"):
+        return x.numpy()
+    try:
+        return np.asarray(x)
+    except Exception:  # noqa: BLE001 - any conversion failure is reported the same way
+        raise TypeError(f"SummaryWriter.{what}: expected a tensor, an array or numbers, got "
+                        f"{type(x).__name__}") from None
+
+
+def _scalar(x, what):
+    a = _numpy(x, what)
+    if a.size != 1:
+        raise ValueError(f"SummaryWriter.{what}: expected a single value, got shape "
+                         f"{tuple(a.shape)}")
+    return a.reshape(()).item()
+
+
+def _tf_bucket_limits():
+    """TensorFlow's default histogram buckets (exponential, 10% apart, mirrored)."""
+    v, pos = 1e-12, []
+    while v < 1e20:
+        pos.append(v)
+        v *= 1.1
+    return [-x for x in reversed(pos)] + [0.0] + pos
+
+
+def _histogram(values, bins, max_bins):
+    v = _numpy(values, "add_histogram").astype(np.float64).reshape(-1)
+    if v.size == 0:
+        raise ValueError("SummaryWriter.add_histogram: the input has no values")
+    if not np.isfinite(v).all():
+        raise ValueError("SummaryWriter.add_histogram: the input holds inf or NaN")
+    edges = np.array(_tf_bucket_limits()) if bins == "tensorflow" else bins
+    counts, limits = np.histogram(v, bins=edges)
+    if max_bins is not None and len(counts) > max_bins:
+        k = -(-len(counts) // max_bins)
+        pad = (-len(counts)) % k
+        counts = np.pad(counts, (0, pad)).reshape(-1, k).sum(1)
+        limits = np.concatenate([limits[:-1:k], limits[-1:]])
+    nz = np.nonzero(counts)[0]
+    lo, hi = nz[0], nz[-1] + 1  # keep the buckets from the first to the last non-empty one
+    return summary_pb2.HistogramProto(
+        min=float(v.min()), max=float(v.max()), num=int(v.size), sum=float(v.sum()),
+        sum_squares=float(v.dot(v)), bucket_limit=[float(x) for x in limits[lo + 1:hi + 1]],
+        bucket=[float(c) for c in counts[lo:hi]])
+
+
+def _png(img):
+    """PNG bytes of an HWC uint8 image with 1, 3 or 4 channels (zlib, no imaging library)."""
+    h, w, c = img.shape
+    color = {1: 0, 3: 2, 4: 6}[c]
+    rows = b"".join(b"\x00" + img[y].tobytes() for y in range(h))
+
+    def chunk(kind, data):
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, color, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows, 6)) + chunk(b"IEND", b""))
+
+
+def _image_hwc(img, dataformats, what):
+    a = _numpy(img, what)
+    fmt = dataformats.upper()
+    if sorted(fmt) != sorted(set(fmt)) or not set(fmt) <= set("NCHW") or len(fmt) != a.ndim:
+        raise ValueError(f"SummaryWriter.{what}: dataformats {dataformats!r} does not describe "
+                         f"an image of shape {tuple(a.shape)}")
+    if "N" in fmt:  # a batch: tiled into one image in a near-square grid, as PyTorch does
+        a = np.moveaxis(a, [fmt.index(x) for x in "N" + ("C" if "C" in fmt else "") + "HW"],
+                        range(4 if "C" in fmt else 3))
+        if "C" not in fmt:
+            a = a[:, None]
+        n, ch, h, w = a.shape
+        cols = int(np.ceil(np.sqrt(n)))
+        rows = -(-n // cols)
+        grid = np.zeros((ch, rows * h, cols * w), dtype=a.dtype)
+        for i in range(n):
+            r, col = divmod(i, cols)
+            grid[:, r * h:(r + 1) * h, col * w:(col + 1) * w] = a[i]
+        a, fmt = grid, "CHW"
+    if "C" not in fmt:
+        a = a[None] if fmt == "HW" else a
+        fmt = "CHW"
+    a = np.moveaxis(a, [fmt.index("H"), fmt.index("W"), fmt.index("C")], [0, 1, 2])
+    if a.shape[2] not in (1, 3, 4):
+        raise ValueError(f"SummaryWriter.{what}: expected 1, 3 or 4 channels, got {a.shape[2]}")
+    if a.dtype != np.uint8:  # floats in [0, 1], as PyTorch reads them
+        a = (np.clip(a.astype(np.float64), 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+    return np.ascontiguousarray(a)
+
+
+class SummaryWriter:
+    """Write TensorBoard event files to ``log_dir`` (default
+    ``runs/<Mon>DD_HH-MM-SS_<host><comment>``), as PyTorch's SummaryWriter does.
+
+    Supported: ``add_scalar``, ``add_scalars`` (one sub-directory per scalar, as PyTorch),
+    ``add_histogram``, ``add_image``, ``add_images``, ``add_text``, ``flush``, ``close``, use as a
+    context manager. Not supported (they raise ``NotImplementedError`` saying so):
+    ``add_graph`` (fiamma has no traced graph to write), ``add_embedding``, ``add_audio``,
+    ``add_video``, ``add_figure``, ``add_pr_curve``, ``add_mesh``, ``add_hparams``.
+
+    >>> import tempfile, fiamma
+    >>> from fiamma.utils.tensorboard import SummaryWriter
+    >>> with SummaryWriter(tempfile.mkdtemp()) as w:
+    ...     for step in range(3):
+    ...         w.add_scalar("loss", 1.0 / (step + 1), step)
+    """
+
+    def __init__(self, log_dir=None, comment="", purge_step=None, max_queue=10, flush_secs=120,
+                 filename_suffix=""):
+        if log_dir is None:
+            stamp = datetime.now().strftime("%b%d_%H-%M-%S")
+            log_dir = os.path.join("runs", stamp + "_" + socket.gethostname() + comment)
+        self.log_dir = os.fspath(log_dir)
+        self.purge_step = purge_step
+        self.max_queue, self.flush_secs, self.filename_suffix = (max_queue, flush_secs,
+                                                                 filename_suffix)
+        self._writer = None
+        self._sub = {}
+        self._open()
+
+    def _open(self):
+        if self._writer is None:
+            self._writer = EventFileWriter(self.log_dir, self.max_queue, self.flush_secs,
+                                           self.filename_suffix)
+            if self.purge_step is not None:
+                # events from a crashed run at or after purge_step are hidden by TensorBoard
+                self._writer.add_event(event_pb2.Event(
+                    step=int(self.purge_step), file_version="brain.Event:2",
+                    session_log=event_pb2.SessionLog(status=event_pb2.SessionLog.START)))
+                self.purge_step = None
+        return self._writer
+
+    def get_logdir(self):
+        return self.log_dir
+
+    def _summary(self, value, global_step, walltime, writer=None):
+        event = event_pb2.Event(summary=summary_pb2.Summary(value=[value]),
+                                wall_time=time.time() if walltime is None else float(walltime))
+        if global_step is not None:
+            event.step = int(global_step)
+        (writer or self._open()).add_event(event)
+
+    def add_scalar(self, tag, scalar_value, global_step=None, walltime=None, new_style=False,
+                   double_precision=False):
+        """Log one number under ``tag`` at ``global_step``."""
+        v = float(_scalar(scalar_value, "add_scalar"))
+        if new_style:
+            dtype = "DT_DOUBLE" if double_precision else "DT_FLOAT"
+            tensor = tensor_pb2.TensorProto(
+                dtype=dtype, tensor_shape=tensor_shape_pb2.TensorShapeProto(),
+                **({"double_val": [v]} if double_precision else {"float_val": [v]}))
+            meta = summary_pb2.SummaryMetadata(
+                plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
+            value = summary_pb2.Summary.Value(tag=tag, tensor=tensor, metadata=meta)
+        else:
+            value = summary_pb2.Summary.Value(tag=tag, simple_value=v)
+        self._summary(value, global_step, walltime)
+
+    def add_scalars(self, main_tag, tag_scalar_dict, global_step=None, walltime=None):
+        """Log several numbers, each into ``log_dir/<main_tag>_<tag>`` under ``main_tag``."""
+        for tag, value in tag_scalar_dict.items():
+            d = os.path.join(self.log_dir, f"{main_tag.replace('/', '_')}_{tag}")
+            w = self._sub.get(d)
+            if w is None:
+                w = self._sub[d] = EventFileWriter(d, self.max_queue, self.flush_secs,
+                                                   self.filename_suffix)
+            v = summary_pb2.Summary.Value(tag=main_tag,
+                                          simple_value=float(_scalar(value, "add_scalars")))
+            self._summary(v, global_step, walltime, w)
+
+    def add_histogram(self, tag, values, global_step=None, bins="tensorflow", walltime=None,
+                      max_bins=None):
+        """Log the distribution of ``values`` (TensorFlow's buckets by default, or ``bins``
+        as NumPy's ``histogram`` takes it)."""
+        histo = _histogram(values, bins, max_bins)
+        self._summary(summary_pb2.Summary.Value(tag=tag, histo=histo), global_step, walltime)
+
+    def add_image(self, tag, img_tensor, global_step=None, walltime=None, dataformats="CHW"):
+        """Log an image (uint8, or floats in [0, 1]) laid out as ``dataformats``."""
+        img = _image_hwc(img_tensor, dataformats, "add_image")
+        h, w, c = img.shape
+        image = summary_pb2.Summary.Image(height=h, width=w, colorspace=c,
+                                          encoded_image_string=_png(img))
+        self._summary(summary_pb2.Summary.Value(tag=tag, image=image), global_step, walltime)
+
+    def add_images(self, tag, img_tensor, global_step=None, walltime=None, dataformats="NCHW"):
+        """Log a batch of images as one grid image."""
+        self.add_image(tag, img_tensor, global_step, walltime, dataformats)
+
+    def add_text(self, tag, text_string, global_step=None, walltime=None):
+        """Log a (Markdown) string."""
+        tensor = tensor_pb2.TensorProto(
+            dtype="DT_STRING", string_val=[str(text_string).encode("utf-8")],
+            tensor_shape=tensor_shape_pb2.TensorShapeProto(
+                dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=1)]))
+        meta = summary_pb2.SummaryMetadata(
+            plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="text"))
+        value = summary_pb2.Summary.Value(tag=tag + "/text_summary", metadata=meta,
+                                          tensor=tensor)
+        self._summary(value, global_step, walltime)
+
+    def _unsupported(self, name, why):
+        raise NotImplementedError(f"SummaryWriter.{name} is not supported by fiamma: {why}")
+
+    def add_graph(self, model, input_to_model=None, verbose=False, use_strict_trace=True):
+        self._unsupported("add_graph", "fiamma has no traced model graph to write")
+
+    def add_embedding(self, *args, **kwargs):
+        self._unsupported("add_embedding", "the projector plugin's files are not written")
+
+    def add_audio(self, *args, **kwargs):
+        self._unsupported("add_audio", "audio summaries are not written")
+
+    def add_video(self, *args, **kwargs):
+        self._unsupported("add_video", "video summaries are not written")
+
+    def add_figure(self, *args, **kwargs):
+        self._unsupported("add_figure", "matplotlib figures are not rendered")
+
+    def add_pr_curve(self, *args, **kwargs):
+        self._unsupported("add_pr_curve", "PR-curve summaries are not written")
+
+    def add_mesh(self, *args, **kwargs):
+        self._unsupported("add_mesh", "mesh summaries are not written")
+
+    def add_hparams(self, *args, **kwargs):
+        self._unsupported("add_hparams", "hyper-parameter summaries are not written")
+
+    def flush(self):
+        """Write pending events to disk."""
+        for w in [self._writer, *self._sub.values()]:
+            if w is not None:
+                w.flush()
+
+    def close(self):
+        """Flush and close the event files (a later add_* opens a new file)."""
+        for w in [self._writer, *self._sub.values()]:
+            if w is not None:
+                w.flush()
+                w.close()
+        self._writer = None
+        self._sub = {}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False

@@ -1,0 +1,112 @@
+"""``python -m fiamma.run``: PyTorch-style programs across packages, unmodified, in a fresh
+interpreter (torch.utils.data with workers, torch.nn, torch.optim, torchvision)."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+
+def run(tmp_path, code, *args, timeout=180):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(code))
+    return subprocess.run([sys.executable, "-m", "fiamma.run", str(script), *args],
+                          capture_output=True, text=True, timeout=timeout, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+
+
+PROGRAM = """
+import argparse
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.optim as optim
+from torch.optim.lr_scheduler import StepLR
+from torch.utils.data import DataLoader, Dataset
+import torch.utils.data.dataloader
+import torch.utils.data.sampler
+from torch.utils.data.distributed import DistributedSampler
+
+
+class Squares(Dataset):
+    def __init__(self, n):
+        g = torch.Generator().manual_seed(0)
+        self.x = torch.randn(n, 4, generator=g)
+        self.y = (self.x ** 2).sum(1, keepdim=True)
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        return self.x[i], self.y[i]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--context", default=None)
+    args = p.parse_args()
+    torch.manual_seed(1)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 1)).to(device)
+    opt = optim.Adam(model.parameters(), lr=1e-2)
+    sched = StepLR(opt, step_size=1, gamma=0.9)
+    loader = DataLoader(Squares(256), batch_size=32, shuffle=True, num_workers=args.workers,
+                        multiprocessing_context=args.context)
+    assert torch.utils.data.dataloader.DataLoader is DataLoader
+    assert torch.utils.data.sampler.RandomSampler is torch.utils.data.RandomSampler
+    assert DistributedSampler is torch.utils.data.DistributedSampler
+    first = last = None
+    for epoch in range(5):
+        model.train()
+        for x, y in loader:
+            x, y = x.to(device), y.to(device)
+            opt.zero_grad()
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+            first = loss.item() if first is None else first
+            last = loss.item()
+        sched.step()
+    model.eval()
+    with torch.no_grad():
+        out = model(torch.zeros(1, 4))
+    print(f"first {first:.3f} last {last:.3f} out {tuple(out.shape)}")
+    print("decreased", last < first)
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+@pytest.mark.parametrize("context", [None, "spawn", "fork"])
+def test_training_script_with_dataloader_workers(tmp_path, context):
+    pytest.importorskip("fiamma.data")
+    pytest.importorskip("fiamma.nn")
+    pytest.importorskip("fiamma.optim")
+    args = ["--workers", "2"] + (["--context", context] if context else [])
+    r = run(tmp_path, PROGRAM, *args)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines()[-1] == "decreased True", r.stdout
+
+
+def test_torchvision_names(tmp_path):
+    pytest.importorskip("fiamma.vision")
+    r = run(tmp_path, """
+        import torch
+        import torchvision
+        import torchvision.transforms as transforms
+        from torchvision import datasets, models
+        import fiamma.vision
+        print(torchvision.__version__ >= "0.20", torchvision.transforms is fiamma.vision.transforms)
+        print(datasets.FakeData is fiamma.vision.datasets.FakeData, models.resnet18.__name__)
+        t = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.5,), (0.5,))])
+        ds = datasets.FakeData(size=4, image_size=(1, 8, 8), transform=t)
+        x, y = ds[0]
+        print(type(x) is torch.Tensor, tuple(x.shape))
+        """)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines() == ["True True", "True resnet18", "True (1, 8, 8)"]
