@@ -2,13 +2,13 @@
 
 from collections import deque
 
-from fiamma._lib import lib
+from fiamma._backend import cpu as _cpu
 
 __all__ = ["Storage", "BorrowedStorage", "new_cpu_storage", "device", "CPU"]
 
-_alloc = lib.fm_alloc
-_alloc_zeroed = lib.fm_alloc_zeroed
-_free = lib.fm_free
+_alloc = _cpu.alloc
+_alloc_zeroed = _cpu.alloc_zeroed
+_free = _cpu.free
 
 
 class device:
@@ -109,6 +109,7 @@ class Storage:
     __slots__ = ("ptr", "nbytes", "version", "__weakref__")
     owner = None
     device = CPU
+    backend = _cpu  # the backend that runs ops on this memory (its device's)
 
     def __init__(self, nbytes, zero=False):
         ptr = (_alloc_zeroed if zero else _alloc)(nbytes)

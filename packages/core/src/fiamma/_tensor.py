@@ -9,14 +9,12 @@ import operator
 import sys
 
 from fiamma import _dtype as D, _grad_hook as G
-from fiamma._lib import check, lib
+from fiamma._backend import check
 from fiamma._storage import CPU, Storage, device, new_cpu_storage as _new_cpu_storage
 
 __all__ = ["Tensor", "empty_strided_like", "new_empty", "contiguous_strides", "install_methods"]
 
 _new = object.__new__
-_copy = lib.fm_copy
-_copy_contig = lib.fm_copy_contig
 _index = operator.index
 
 
@@ -649,8 +647,8 @@ class Tensor:
         t = self if self._storage.device is CPU else self.cpu()
         k = t._dtype.kind
         if k == 2:
-            return lib.fm_get_f64(t._dtype.code, t._ptr)
-        v = lib.fm_get_i64(t._dtype.code, t._ptr)
+            return t._storage.backend.read_float(t)
+        v = t._storage.backend.read_int(t)
         return builtins.bool(v) if k == 0 else v
 
     def tolist(self):
@@ -896,12 +894,7 @@ def _copy_into(dst, src):
     """Copy src into dst (same shape; dtypes may differ; both CPU)."""
     if dst._numel == 0:
         return
-    if dst._contig and src._contig:
-        rc = _copy_contig(dst._dtype.code, src._dtype.code, dst._numel, dst._ptr, src._ptr)
-    else:
-        rc = _copy(dst._dtype.code, src._dtype.code, len(dst._shape), dst._shape, dst._ptr,
-                   dst._stride, src._ptr, src._stride)
-    check(rc, "copy")
+    check(dst._storage.backend.copy(dst, src), "copy")
 
 
 def _cast(x, dt):

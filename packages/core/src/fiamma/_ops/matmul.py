@@ -6,15 +6,15 @@ Every product is one call of the C kernel ``fm_matmul`` (or ``fm_mm`` without a 
 takes the operands with their strides as they are (transposed and sliced views included, batch
 dims broadcast through zero strides), so no operand is copied here. float32 runs on fiamma's
 own AVX-512 kernel or OpenBLAS, float64 on OpenBLAS, float16/bfloat16 in float32, integers in
-int64 (wrapping like PyTorch), bool as OR of ANDs. Threads: ``fiamma._lib.lib``'s
-``fm_blas_set_num_threads`` sets them for both kernels.
+int64 (wrapping like PyTorch), bool as OR of ANDs. Threads: ``fiamma.set_num_threads`` sets
+them for both kernels. The kernels are the backend's ``mm`` / ``matmul`` primitives.
 """
 
 import builtins
 import numbers
 
 from fiamma import _dtype as D, _grad_hook as G
-from fiamma._lib import check, lib
+from fiamma._backend import check, codes as K, cpu as _cpu
 from fiamma._ops._common import bcast_strides, broadcast_shapes
 from fiamma._storage import CPU
 from fiamma._tensor import Tensor, _copy_into, install_methods, new_empty
@@ -22,9 +22,6 @@ from fiamma._tensor import Tensor, _copy_into, install_methods, new_empty
 __all__ = ["matmul", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm",
            "addmv", "addr", "addbmm", "baddbmm"]
 
-_mm_c = lib.fm_mm
-_matmul_c = lib.fm_matmul
-_mm_bias_c = lib.fm_mm_bias_f32
 _F32 = D.float32
 
 
@@ -166,20 +163,21 @@ def _product(op, a, b, out, c_in=None, beta=0, alpha=1, record=True, kw=None, re
             dt is D.float32 and c_in._dtype is dt and c_in._shape == (n,) and
             c_in._stride == (1,) and c_in._storage.device is CPU and res._numel):
         # a linear layer's bias: added by the kernel as it stores C (no copy into C first)
-        rc = _mm_bias_c(m, n, k, res._ptr, res._stride[0], a._ptr, a._stride[0], a._stride[1],
-                        b._ptr, b._stride[0], b._stride[1], c_in._ptr)
+        rc = res._storage.backend.mm_bias(m, n, k, res, res._stride[0], a, a._stride[0],
+                                          a._stride[1], b, b._stride[0], b._stride[1], c_in)
         if rc == 0:
             return _finish(res, out, rec or op, inputs, kw) if record else res
-        if rc != lib.FM_ERR_OP:
+        if rc != K.ERR_OP:
             check(rc, op, f"dtype {dt}")
-    if use_c and not (res is c_in or (res._ptr == c_in._ptr and res._stride == c_in._stride
-                                      and res._shape == c_in._shape)):
+    if use_c and not (res is c_in or (res._storage is c_in._storage and
+                                      res._offset == c_in._offset and
+                                      res._stride == c_in._stride and
+                                      res._shape == c_in._shape)):
         if c_in._storage is res._storage:  # c_in aliases out in another layout
             res = new_empty(shape, dt)
         cs = bcast_strides(c_in, shape)
         if res._numel:
-            check(lib.fm_copy(dt.code, c_in._dtype.code, len(shape), shape, res._ptr,
-                              res._stride, c_in._ptr, cs), op)
+            check(res._storage.backend.copy_region(shape, res, 0, res._stride, c_in, 0, cs), op)
     if not use_c:
         fb, ib = 0.0, 0
     # the result's row and column strides (for a dim dropped by a 1-D operand: any value)
@@ -193,14 +191,14 @@ def _product(op, a, b, out, c_in=None, beta=0, alpha=1, record=True, kw=None, re
     else:
         sbk, sbn = b._stride[0], 0
     if nb == 0:
-        rc = _mm_c(dt.code, m, n, k, res._ptr, scm, scn, a._ptr, sam, sak, b._ptr, sbk, sbn,
-                   fa, fb, ia, ib)
+        rc = res._storage.backend.mm(m, n, k, res, scm, scn, a, sam, sak, b, sbk, sbn, fa, fb,
+                                     ia, ib)
     else:
         # size-1 batch dims are dropped in C: their strides do not matter
         bs_a = a._stride[:-2] if ba == batch else _batch_strides(a, batch, da)
         bs_b = b._stride[:-2] if bb == batch else _batch_strides(b, batch, db)
-        rc = _matmul_c(dt.code, nb, batch, m, n, k, res._ptr, rst[:nb] + (scm, scn),
-                       a._ptr, bs_a + (sam, sak), b._ptr, bs_b + (sbk, sbn), fa, fb, ia, ib)
+        rc = res._storage.backend.matmul(batch, m, n, k, res, rst[:nb] + (scm, scn), a,
+                                         bs_a + (sam, sak), b, bs_b + (sbk, sbn), fa, fb, ia, ib)
     if rc:
         check(rc, op, f"dtype {dt}")
     if not record:
@@ -525,11 +523,9 @@ def _fast(a, b, op):
     dt = a._dtype
     res = new_empty(shape, dt)
     if dt.kind == 2:
-        rc = _mm_c(dt.code, m, n, k, res._ptr, n, 1, a._ptr, sam, sak, b._ptr, sbk, sbn,
-                   1.0, 0.0, 0, 0)
+        rc = _cpu.mm(m, n, k, res, n, 1, a, sam, sak, b, sbk, sbn, 1.0, 0.0, 0, 0)
     else:
-        rc = _mm_c(dt.code, m, n, k, res._ptr, n, 1, a._ptr, sam, sak, b._ptr, sbk, sbn,
-                   0.0, 0.0, 1, 0)
+        rc = _cpu.mm(m, n, k, res, n, 1, a, sam, sak, b, sbk, sbn, 0.0, 0.0, 1, 0)
     if rc:
         check(rc, op, f"dtype {dt}")
     return res
