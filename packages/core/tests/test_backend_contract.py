@@ -55,14 +55,6 @@ def test_status_codes_become_exceptions():
     _backend.check(codes.OK, "myop")
 
 
-# files that still import the cffi library (see docs/architecture.md, Backends): host-memory
-# glue of serialization and shared memory, and the user C-extension helper
-_NOT_YET_BEHIND_THE_CONTRACT = {
-    "_checkpoint_reader.py", "safetensors.py", "serialization.py", "multiprocessing/_shm.py",
-    "utils/cext.py",
-}
-
-
 def test_only_the_cpu_backend_imports_the_c_library():
     users = set()
     for path in CORE.rglob("*.py"):
@@ -70,7 +62,7 @@ def test_only_the_cpu_backend_imports_the_c_library():
         if re.search(r"_lib\b", path.read_text()):
             users.add(rel)
     backend = {u for u in users if u.startswith("_backend/cpu/") or u == "_lib.py"}
-    assert users - backend == _NOT_YET_BEHIND_THE_CONTRACT
+    assert users - backend == set()
 
 
 def test_a_tensor_names_its_backend():

@@ -8,7 +8,7 @@ import struct
 import sys
 import zipfile
 
-from fiamma._lib import ffi
+from fiamma._backend.cpu import host_buffer, host_memmove, pin_buffer
 from fiamma._storage import BorrowedStorage, Storage, device as _device
 from fiamma._tensor import Tensor, _init
 from fiamma._unpickler import RestrictedUnpickler, UnpicklingError
@@ -30,7 +30,7 @@ def _readinto(fp, ptr, nbytes, what):
     """Fill ``nbytes`` at ``ptr`` from ``fp`` (no intermediate copy)."""
     if nbytes == 0:
         return
-    view = memoryview(ffi.buffer(ffi.cast("char *", ptr), nbytes))
+    view = memoryview(host_buffer(ptr, nbytes))
     readinto = getattr(fp, "readinto", None)
     got = 0
     while got < nbytes:
@@ -51,8 +51,7 @@ def _byteswap(flat):
 
     isz = flat._dtype.itemsize
     if isz > 1 and flat._numel:
-        a = np.frombuffer(ffi.buffer(ffi.cast("char *", flat._ptr), flat._numel * isz),
-                          dtype=f"u{isz}")
+        a = np.frombuffer(host_buffer(flat._ptr, flat._numel * isz), dtype=f"u{isz}")
         a.byteswap(inplace=True)
 
 
@@ -199,8 +198,8 @@ class _ZipReader:
             raise ValueError("fiamma.load: mmap=True needs a path or a real file, not "
                              f"{type(self.fp).__name__}") from None
         mm = _mmap.mmap(fileno, 0, access=_mmap.ACCESS_COPY)  # private: writes stay in memory
-        buf = ffi.from_buffer(mm)  # keeps the mapping alive (and un-closable) while used
-        return buf, int(ffi.cast("intptr_t", buf))
+        # the keepalive holds the mapping (and keeps it un-closable) while used
+        return pin_buffer(mm)
 
     def _data_offset(self, zi, rname):
         self.fp.seek(zi.header_offset)
@@ -254,7 +253,7 @@ class _ZipReader:
                 except (zipfile.BadZipFile, OSError, ValueError, EOFError, RuntimeError) as e:
                     raise RuntimeError(f"fiamma.load: {self.name}: can't read record {rname}: "
                                        f"{e}") from None
-                ffi.memmove(ffi.cast("char *", st.ptr), data, need)
+                host_memmove(st.ptr, data, need)
         flat = flat_tensor(st, dt, numel)
         if self.swap:
             _byteswap(flat)

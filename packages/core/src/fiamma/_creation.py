@@ -318,12 +318,9 @@ def _emit(n, dt, device, out, requires_grad, op, fill):
                 out.copy_(tmp)
         out._bump()
         return _finish(out, requires_grad)
-    t = new_empty((n,), dt)
+    t = new_empty((n,), dt, _dev(device))
     if n:
         fill(t)
-    dev = _dev(device)
-    if dev is not CPU:
-        t = t.to(dev)
     return _finish(t, requires_grad)
 
 
@@ -518,13 +515,11 @@ def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_g
         fill_(t, 0)
         t._bump()
     else:
-        t = new_empty((n, m), dt, zero=True)
+        t = new_empty((n, m), dt, _dev(device), zero=True)
     k = builtins.min(n, m)
     if k:
         check(t._storage.backend.fill_region((k,), t, 0, (t._stride[0] + t._stride[1],), 1.0,
                                              1, 1), op)
-    if out is None and _dev(device) is not CPU:
-        t = t.to(_dev(device))
     return _finish(t, requires_grad)
 
 

@@ -2,6 +2,7 @@
 
 from collections import deque
 
+from fiamma import _backend
 from fiamma._backend import cpu as _cpu
 
 __all__ = ["Storage", "BorrowedStorage", "new_cpu_storage", "device", "CPU"]
@@ -36,8 +37,9 @@ class device:
                 index = int(idx)
             except ValueError:
                 raise ValueError(f"device: invalid device string {type}:{idx}") from None
-        if type not in ("cpu", "cuda", "meta"):
-            raise ValueError(f"device: expected one of cpu, cuda, meta, got {type!r}")
+        if type not in _backend.DEVICE_TYPES:
+            raise ValueError(f"device: expected one of {', '.join(sorted(_backend.DEVICE_TYPES))}"
+                             f", got {type!r}")
         if index is not None and index < 0:
             raise ValueError(f"device: index must be non-negative, got {index}")
         if type == "cpu" and index is None and CPU is not None:

@@ -9,7 +9,7 @@ import operator
 import sys
 
 from fiamma import _dtype as D, _grad_hook as G
-from fiamma._backend import check
+from fiamma._backend import check, cpu as _cpu
 from fiamma._storage import CPU, Storage, device, new_cpu_storage as _new_cpu_storage
 
 __all__ = ["Tensor", "empty_strided_like", "new_empty", "contiguous_strides", "install_methods"]
@@ -523,8 +523,11 @@ class Tensor:
         return self.clone()
 
     def clone(self, memory_format=None):
-        out = empty_strided_like(self)
-        _copy_into(out, self)
+        out = new_empty(self._shape, self._dtype, self._storage.device)
+        if out._numel:
+            rc = out._storage.backend.copy(out, self)
+            if rc:
+                check(rc, "clone")
         if self.requires_grad:
             G.record("clone", out, (self,), {})
         return out
@@ -647,14 +650,14 @@ class Tensor:
         t = self if self._storage.device is CPU else self.cpu()
         k = t._dtype.kind
         if k == 2:
-            return t._storage.backend.read_float(t)
-        v = t._storage.backend.read_int(t)
+            return _cpu.read_float(t)
+        v = _cpu.read_int(t)
         return builtins.bool(v) if k == 0 else v
 
     def tolist(self):
         if not self._shape:
             return self.item()
-        t = self.detach()
+        t = self.detach() if self._storage.device is CPU else self.detach().cpu()
         a = t.numpy() if self._dtype is not D.bfloat16 else t.float().numpy()
         return a.tolist()
 
@@ -894,7 +897,9 @@ def _copy_into(dst, src):
     """Copy src into dst (same shape; dtypes may differ; both CPU)."""
     if dst._numel == 0:
         return
-    check(dst._storage.backend.copy(dst, src), "copy")
+    rc = dst._storage.backend.copy(dst, src)
+    if rc:
+        check(rc, "copy")
 
 
 def _cast(x, dt):

@@ -9,7 +9,7 @@ backends register themselves with ``register``. Nothing here imports a device li
 
 from fiamma._backend import codes as C
 
-__all__ = ["register", "backend_for", "registered", "check", "raise_status"]
+__all__ = ["register", "backend_for", "registered", "check", "raise_status", "DEVICE_TYPES"]
 
 _MESSAGES = {
     C.ERR_NOMEM: (MemoryError, "out of memory"),
@@ -38,10 +38,14 @@ def check(rc, op, detail=""):
 
 # device type -> backend module (or object) implementing contract.Backend
 _BACKENDS = {}
+# the device types fiamma.device accepts (a registered backend adds its own)
+DEVICE_TYPES = {"cpu", "cuda", "meta"}
 
 
 def register(device_type, backend):
-    """Make ``backend`` run the primitives of tensors whose device type is ``device_type``."""
+    """Make ``backend`` run the primitives of tensors whose device type is ``device_type``
+    (a new type becomes a valid ``fiamma.device`` name)."""
+    DEVICE_TYPES.add(device_type)
     _BACKENDS[device_type] = backend
 
 

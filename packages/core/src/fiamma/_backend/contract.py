@@ -39,6 +39,11 @@ class Backend(Protocol):
     name: str  # the device type it runs ("cpu", "cuda", ...)
 
     # ---- memory: allocation, copies, fills, ranges ----------------------------------------
+    def new_storage(self, dev, nbytes, zero=False):
+        """A fresh storage of ``nbytes`` on device ``dev`` (zeroed if ``zero``): a
+        fiamma.Storage subclass instance whose ``device`` is dev and ``backend`` this backend,
+        ``ptr`` the address of its memory on the device; MemoryError when none is left."""
+
     def copy(self, dst, src):
         """``dst[...] = src`` cast to dst's dtype; same shape, any strides (both on this
         device). Overlap: the op layer passes non-overlapping or identical views."""
@@ -69,6 +74,10 @@ class Backend(Protocol):
     def from_host(self, dst, src_dtype, address):
         """dst (contiguous) = the contiguous host array of dst's element count and dtype
         ``src_dtype`` at integer ``address`` (a NumPy buffer kept alive by the caller), cast."""
+
+    def to_host(self, src, address):
+        """The contiguous src copied, unconverted, to host memory at integer ``address``
+        (src's element count and dtype; the caller keeps that memory alive)."""
 
     def read_float(self, t, index=0):
         """Element ``index`` (counted in elements from t's first, not through strides) as a
@@ -329,8 +338,9 @@ class Backend(Protocol):
 # The primitives of each family. The CPU backend (fiamma._backend.cpu) implements all of
 # them; tests/test_backend_contract.py checks every one against the signatures above.
 FAMILIES = {
-    "memory": ["copy", "copy_region", "fill", "fill_region", "arange", "linspace", "logspace",
-               "from_host", "read_float", "read_int", "cat_rows"],
+    "memory": ["new_storage", "copy", "copy_region", "fill", "fill_region", "arange",
+               "linspace", "logspace", "from_host", "to_host", "read_float", "read_int",
+               "cat_rows"],
     "elementwise": ["unary", "binary", "binary_params", "binary_scalar", "ternary",
                     "special_unary", "special_binary"],
     "reductions": ["reduce", "scan", "softmax"],

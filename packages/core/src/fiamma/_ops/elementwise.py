@@ -241,6 +241,18 @@ def unary(code, name, x, out=None, p0=0.0, p1=0.0, p2=0.0, float_only=False, rec
           kwargs=None):
     """Run unary op ``code``. ``float_only`` ops promote integer/bool input to the default float
     dtype (torch.exp(int tensor) -> float32)."""
+    if type(x) is Tensor and out is None and x._cpu_contig and not (p0 or p1 or p2):
+        # a contiguous CPU tensor (x.exp()): no cast, no out=, one C call
+        od = _UN_OUT[code][x._dtype.code]
+        if od is not None and (x._dtype.kind == 2 or not float_only):
+            res = new_empty(x._shape, od, CPU)
+            if res._numel:
+                rc = _cpu.unary_contig(code, res, x)
+                if rc:
+                    _raise(rc, name, x._dtype)
+            if record and x.requires_grad:
+                G.record(name, res, (x,), kwargs or {})
+            return res
     if not isinstance(x, Tensor):
         raise TypeError(f"{name}: expected a Tensor, got {type(x).__name__}")
     src = x

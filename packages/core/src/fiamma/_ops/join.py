@@ -10,6 +10,7 @@ import operator
 
 from fiamma import _dtype as D, _grad_hook as G
 from fiamma._backend import check
+from fiamma._backend.cpu import operators as _cpu_operators
 from fiamma._ops._common import check_out
 from fiamma._tensor import Tensor, _copy_into, install_methods, new_empty, wrap_dim
 
@@ -49,52 +50,10 @@ def cat(tensors, dim=0, *, out=None):
     [[0.0, 1.0, 1.0], [0.0, 1.0, 1.0]]
     """
     if out is None and (type(tensors) is list or type(tensors) is tuple):
-        res = _cat_simple(tensors, dim)
+        res = _cpu_operators.cat_simple(tensors, dim)
         if res is not None:
             return res
     return _cat(_tensor_list(tensors, "cat"), dim, out, "cat")
-
-
-def _cat_simple(ts, dim):
-    """cat of same-dtype, contiguous CPU tensors of one rank that fit together, in one pass (a
-    cat in a loop); None for anything else, which _cat then handles (with its errors)."""
-    if not ts:
-        return None
-    t0 = ts[0]
-    if type(t0) is not Tensor or type(dim) is not int:
-        return None
-    s0 = t0._shape
-    nd = len(s0)
-    if not -nd <= dim < nd:
-        return None
-    d = dim + nd if dim < 0 else dim
-    dt = t0._dtype
-    head, tail = s0[:d], s0[d + 1:]
-    inner = dt.itemsize
-    for n in tail:
-        inner *= n
-    total = 0
-    grad = False
-    sizes = []
-    for t in ts:
-        if type(t) is not Tensor or t._dtype is not dt or not t._cpu_contig:
-            return None
-        s = t._shape
-        if len(s) != nd or s[:d] != head or s[d + 1:] != tail:
-            return None
-        n = s[d]
-        total += n
-        grad = grad or t.requires_grad
-        sizes.append(n * inner)
-    res = new_empty(head + (total,) + tail, dt)
-    if res._numel:
-        rows = 1
-        for n in head:
-            rows *= n
-        check(res._storage.backend.cat_rows(res, ts, rows, total * inner, sizes), "cat")
-    if grad:
-        G.record("cat", res, tuple(ts), {"dim": d})
-    return res
 
 
 def _cat(ts, dim, out, op):

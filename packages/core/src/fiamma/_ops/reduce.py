@@ -83,8 +83,6 @@ class EmptyReductionError(IndexError, RuntimeError):
 def _check_tensor(x, name):
     if not isinstance(x, Tensor):
         raise TypeError(f"{name}: expected a Tensor as input, got {type(x).__name__}")
-    if x._storage.device is not CPU:
-        raise NotImplementedError(f"{name}: not implemented for device {x.device}")
 
 
 def _mask(dim, nd, name):
@@ -215,13 +213,12 @@ def _sum_like(code, name, input, dim, keepdim, dtype, out):
     dt = _dtype_arg(dtype, name)
     x = input if dt is None else cast(input, dt)
     rdt = dt or (D.int64 if x._dtype.kind != 2 else x._dtype)
-    if (dim is None and not keepdim and out is None and x._contig and
+    if (dim is None and not keepdim and out is None and x._cpu_contig and
             not input.requires_grad):
-        # the common x.sum(): one C call over contiguous memory
+        # the common x.sum() on the CPU: one C call over contiguous memory
         odc = _OUT[code][x._dtype.code]
-        res = new_empty((), D.BY_CODE[odc], x._storage.device)
-        rc = res._storage.backend.reduce(code, x, (1 << len(x._shape)) - 1, res, (), None, None,
-                                         0.0)
+        res = new_empty((), D.BY_CODE[odc], CPU)
+        rc = _cpu.reduce_all(code, x, res)
         if rc:
             _raise(rc, name, x)
         return _to(res, rdt)

@@ -5,7 +5,8 @@ contiguous kernel (no per-element index arithmetic)."""
 from fiamma._lib import ffi, lib
 
 __all__ = ["binary_out_dtype", "unary_out_dtype", "ternary_out_dtype", "binary",
-           "binary_params", "binary_scalar", "unary", "ternary", "special_unary", "special_binary"]
+           "binary_params", "binary_scalar", "unary", "unary_contig", "ternary", "special_unary",
+           "special_binary"]
 
 binary_out_dtype = lib.fm_binary_out_dtype
 unary_out_dtype = lib.fm_unary_out_dtype
@@ -22,7 +23,7 @@ _NULL = ffi.NULL
 
 
 def binary(op, shape, out, a, sa, b, sb):
-    if out._contig and a._contig and b._contig and a._shape == shape == b._shape:
+    if a._shape == shape == b._shape and out._contig and a._contig and b._contig:
         return _binary_contig(op, a._dtype.code, out._numel, out._ptr, a._ptr, b._ptr)
     return _binary(op, a._dtype.code, len(shape), shape, out._ptr, out._stride, a._ptr, sa,
                    b._ptr, sb)
@@ -39,6 +40,12 @@ def binary_scalar(op, shape, out, a, sa, fval, ival, scalar_first):
                                      scalar_first)
     return _binary_scalar(op, a._dtype.code, len(shape), shape, out._ptr, out._stride, a._ptr,
                           sa, fval, ival, scalar_first)
+
+
+def unary_contig(op, out, x):
+    """unary() of a contiguous x into the contiguous out, without parameters (CPU fast
+    path)."""
+    return _unary_contig(op, x._dtype.code, out._numel, out._ptr, x._ptr)
 
 
 def unary(op, out, x, p0, p1, p2):

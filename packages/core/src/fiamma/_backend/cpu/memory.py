@@ -1,11 +1,14 @@
 """CPU primitives of the memory family: allocation, strided copies with casts, fills, ranges,
 reading one element (contract.Backend documents each)."""
 
+from operator import attrgetter
+
 from fiamma._lib import ffi, lib
 
 __all__ = ["alloc", "alloc_zeroed", "free", "alloc_stats", "empty_cache", "set_cache_limit",
-           "reset_peak", "copy", "copy_region", "fill", "fill_region", "arange", "from_host",
-           "linspace", "logspace", "read_float", "read_int", "cat_rows", "buffer_address"]
+           "reset_peak", "new_storage", "copy", "copy_region", "fill", "fill_region", "arange",
+           "from_host", "to_host", "linspace", "logspace", "read_float", "read_int", "cat_rows",
+           "buffer_address", "host_buffer", "pin_buffer", "host_memmove", "c_pointer"]
 
 alloc = lib.fm_alloc
 alloc_zeroed = lib.fm_alloc_zeroed
@@ -77,19 +80,43 @@ def logspace(dst, start, end, base):
     return lib.fm_logspace(dst._dtype.code, dst._numel, dst._ptr, start, end, base)
 
 
+def to_host(src, address):
+    """The contiguous src copied to host memory at ``address`` (src's element count and
+    dtype; the caller keeps that memory alive)."""
+    return _copy_contig(src._dtype.code, src._dtype.code, src._numel, address, src._ptr)
+
+
+def new_storage(dev, nbytes, zero=False):
+    """A fresh CPU storage of nbytes (zeroed if ``zero``)."""
+    from fiamma._storage import Storage
+
+    return Storage(nbytes, zero)
+
+
+_get_f64 = lib.fm_get_f64
+_get_i64 = lib.fm_get_i64
+
+
 def read_float(t, index=0):
     """Element ``index`` (counted in elements from t's first, not through strides) as a float."""
-    return lib.fm_get_f64(t._dtype.code, t._ptr + index * t._dtype.itemsize)
+    if index:
+        return _get_f64(t._dtype.code, t._ptr + index * t._dtype.itemsize)
+    return _get_f64(t._dtype.code, t._ptr)
 
 
 def read_int(t, index=0):
-    return lib.fm_get_i64(t._dtype.code, t._ptr + index * t._dtype.itemsize)
+    if index:
+        return _get_i64(t._dtype.code, t._ptr + index * t._dtype.itemsize)
+    return _get_i64(t._dtype.code, t._ptr)
+
+
+_PTR = attrgetter("_ptr")
 
 
 def cat_rows(dst, parts, rows, dst_row_bytes, part_row_bytes):
     """Contiguous concatenation: for each of ``rows`` rows, dst's row (dst_row_bytes wide) is
     the parts' rows (part_row_bytes[k] wide each, parts contiguous) side by side."""
-    return _cat_bytes(len(parts), rows, dst._ptr, dst_row_bytes, [t._ptr for t in parts],
+    return _cat_bytes(len(parts), rows, dst._ptr, dst_row_bytes, list(map(_PTR, parts)),
                       part_row_bytes)
 
 
@@ -102,3 +129,31 @@ def buffer_address(obj):
     (``__array_interface__`` costs ~3 us). Raises TypeError/ValueError/BufferError for objects
     that do not export such a buffer."""
     return int(_cast("intptr_t", _from_buffer(obj)))
+
+
+# ---- host memory for the CPU-only glue (files, shared memory, user C extensions) -------------
+
+def host_buffer(address, nbytes):
+    """A writable Python buffer over ``nbytes`` of host memory at ``address`` (alive while the
+    memory's owner is)."""
+    return ffi.buffer(_cast("char *", address), nbytes)
+
+
+def pin_buffer(obj):
+    """(keepalive, address) of a Python buffer (bytes, mmap, memoryview): the address is valid
+    while ``keepalive`` lives, and an mmap cannot be closed under it."""
+    buf = _from_buffer(obj)
+    return buf, int(_cast("intptr_t", buf))
+
+
+def host_memmove(address, src, nbytes):
+    """Copy nbytes to host memory at ``address`` from a Python buffer or an integer address."""
+    if isinstance(src, int):
+        src = _cast("char *", src)
+    ffi.memmove(_cast("char *", address), src, nbytes)
+
+
+def c_pointer(ctype, address):
+    """``address`` as a cffi pointer of C type ``ctype`` (``"float *"``), for cffi modules
+    compiled by fiamma.utils.cext."""
+    return _cast(ctype, address)

@@ -1,4 +1,6 @@
-"""The CPU backend's Tensor operator methods (``x + y``, ``x += 1``, ``x.add_(y, alpha=2)``):
+"""The CPU backend's fast paths: the one-pass ``cat`` of contiguous CPU tensors (``cat_simple``),
+the one-call product of small CPU operands (``mm_simple``)
+and the Tensor operator methods (``x + y``, ``x += 1``, ``x.add_(y, alpha=2)``):
 each is one Python frame and one C call when its operands are contiguous CPU tensors of one
 dtype and shape (or a tensor and a Python number that needs no cast) and no gradient is
 recorded, and calls the general op (``fallback``, which dispatches on the device) otherwise.
@@ -9,13 +11,13 @@ import linecache
 
 # D, G, CPU and new_empty are used by the generated source
 from fiamma import _dtype as D, _grad_hook as G, _storage as _S, _tensor as _T  # noqa: F401
-from fiamma._backend import codes as K
+from fiamma._backend import check, codes as K
 from fiamma._lib import lib
 from fiamma._ops._common import is_scalar
 from fiamma._storage import CPU  # noqa: F401
 from fiamma._tensor import Tensor, new_empty  # noqa: F401
 
-__all__ = ["binary_operator", "inplace_operator", "add_inplace"]
+__all__ = ["binary_operator", "inplace_operator", "add_inplace", "cat_simple", "mm_simple"]
 
 _I64 = 1 << 63
 
@@ -214,3 +216,96 @@ def add_inplace(sign, generic, raise_):
     method.__name__ = name + "_"
     method.__doc__ = f"In-place version of :func:`{name}`."
     return method
+
+
+_cat_bytes = lib.fm_cat_bytes
+
+
+def cat_simple(ts, dim):
+    """cat of same-dtype, contiguous CPU tensors of one rank that fit together, in one pass (a
+    cat in a loop); None for anything else, which _cat then handles (with its errors)."""
+    if not ts:
+        return None
+    t0 = ts[0]
+    if type(t0) is not Tensor or type(dim) is not int:
+        return None
+    s0 = t0._shape
+    nd = len(s0)
+    if not -nd <= dim < nd:
+        return None
+    d = dim + nd if dim < 0 else dim
+    dt = t0._dtype
+    head, tail = s0[:d], s0[d + 1:]
+    inner = dt.itemsize
+    for n in tail:
+        inner *= n
+    total = 0
+    grad = False
+    ptrs = []
+    sizes = []
+    for t in ts:
+        if type(t) is not Tensor or t._dtype is not dt or not t._cpu_contig:
+            return None
+        s = t._shape
+        if len(s) != nd or s[:d] != head or s[d + 1:] != tail:
+            return None
+        n = s[d]
+        total += n
+        grad = grad or t.requires_grad
+        ptrs.append(t._ptr)
+        sizes.append(n * inner)
+    res = new_empty(head + (total,) + tail, dt, CPU)
+    if res._numel:
+        rows = 1
+        for n in head:
+            rows *= n
+        rc = _cat_bytes(len(ts), rows, res._ptr, total * inner, ptrs, sizes)
+        if rc:
+            check(rc, "cat")
+    if grad:
+        G.record("cat", res, tuple(ts), {"dim": d})
+    return res
+
+
+_mm = lib.fm_mm
+
+
+def mm_simple(a, b, op):
+    """The common case in few steps: CPU tensors of one dtype with at most 2 dims each, no
+    gradient wanted. Returns None when it does not apply (or the shapes do not match: the
+    general path then raises the error)."""
+    sa, sb = a._shape, b._shape
+    da, db = len(sa), len(sb)
+    if not (0 < da <= 2 and 0 < db <= 2) or a._dtype is not b._dtype or a.requires_grad or \
+            b.requires_grad or a._storage.device is not CPU or b._storage.device is not CPU:
+        return None
+    k = sa[-1]
+    if db == 2:
+        if sb[0] != k:
+            return None
+        n = sb[1]
+        sbk, sbn = b._stride
+    else:
+        if sb[0] != k:
+            return None
+        n = 1
+        sbk, sbn = b._stride[0], 0
+    if da == 2:
+        m = sa[0]
+        sam, sak = a._stride
+        shape = (m, n) if db == 2 else (m,)
+    else:
+        m = 1
+        sam, sak = 0, a._stride[0]
+        shape = (n,) if db == 2 else ()
+    dt = a._dtype
+    res = new_empty(shape, dt, CPU)
+    if dt.kind == 2:
+        rc = _mm(dt.code, m, n, k, res._ptr, n, 1, a._ptr, sam, sak, b._ptr, sbk, sbn, 1.0, 0.0,
+                 0, 0)
+    else:
+        rc = _mm(dt.code, m, n, k, res._ptr, n, 1, a._ptr, sam, sak, b._ptr, sbk, sbn, 0.0, 0.0,
+                 1, 0)
+    if rc:
+        check(rc, op, f"dtype {dt}")
+    return res

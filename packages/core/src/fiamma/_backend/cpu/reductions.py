@@ -3,7 +3,7 @@
 
 from fiamma._lib import ffi, lib
 
-__all__ = ["reduce_out_dtype", "scan_out_dtype", "reduce", "scan", "softmax"]
+__all__ = ["reduce_out_dtype", "scan_out_dtype", "reduce", "reduce_all", "scan", "softmax"]
 
 reduce_out_dtype = lib.fm_reduce_out_dtype
 scan_out_dtype = lib.fm_scan_out_dtype
@@ -24,6 +24,11 @@ def reduce(op, x, rmask, out, sout, aux, saux, p):
                        sout, 0, _NULL, p)
     return _reduce(op, x._dtype.code, nd, x._shape, x._ptr, x._stride, rmask,
                    0 if out is None else out._ptr, sout, aux._ptr, saux, p)
+
+
+def reduce_all(op, x, out):
+    """reduce() of every element of the contiguous x into the 0-d out (CPU fast path)."""
+    return _reduce_contig(op, x._dtype.code, x._numel, x._ptr, out._ptr, 0.0)
 
 
 def _lanes(x, out):
