@@ -144,6 +144,12 @@ def recorded_op_names():
                 # the callee is the calling module's own function or the one it imports, not a
                 # namesake elsewhere
                 if smod is not None:
+                    # a backend primitive of the same name (``be.binary(...)`` on a local
+                    # backend, ``_cpu.binary(...)``) takes no op name: only the op layer's do
+                    if isinstance(node.func, ast.Attribute) and (
+                            owner not in imported[module] or
+                            imported[module][owner].startswith("_backend")):
+                        continue
                     src = module if callee in defined[module] else \
                         imported[module].get(callee)
                     if src is not None and src != smod:

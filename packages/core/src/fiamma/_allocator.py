@@ -1,6 +1,6 @@
 """Introspection and control of core's CPU allocator cache."""
 
-from fiamma._lib import ffi, lib
+from fiamma._backend import cpu as _cpu
 from fiamma._storage import drain_small_pool
 
 __all__ = ["cpu_memory_stats", "cpu_empty_cache", "cpu_set_cache_limit",
@@ -14,22 +14,19 @@ def cpu_memory_stats():
     >>> sorted(fiamma.cpu_memory_stats())[:2]
     ['allocated_bytes', 'cache_hits']
     """
-    out = ffi.new("int64_t[6]")
-    lib.fm_alloc_stats(out)
-    return {"allocated_bytes": out[0], "cached_bytes": out[1], "peak_allocated_bytes": out[2],
-            "cache_hits": out[3], "cache_misses": out[4], "cache_limit_bytes": out[5]}
+    return _cpu.alloc_stats()
 
 
 def cpu_empty_cache():
     """Give every cached free block back to the system."""
     drain_small_pool()
-    lib.fm_alloc_empty_cache()
+    _cpu.empty_cache()
 
 
 def cpu_set_cache_limit(nbytes):
     """Bound the bytes the allocator keeps cached (default 2 GiB); 0 disables the cache."""
-    lib.fm_alloc_set_cache_limit(int(nbytes))
+    _cpu.set_cache_limit(nbytes)
 
 
 def cpu_reset_peak_memory_stats():
-    lib.fm_alloc_reset_peak()
+    _cpu.reset_peak()

@@ -10,7 +10,7 @@ import sys
 import zipfile
 import zlib
 
-from fiamma._lib import ffi
+from fiamma._backend.cpu import host_buffer, pin_buffer
 from fiamma._storage import BorrowedStorage, Storage, device as _device
 from fiamma._tensor import Tensor, _init
 from fiamma._unpickler import RestrictedUnpickler, UnpicklingError
@@ -35,7 +35,7 @@ def _readinto(fp, ptr, nbytes, what):
     """Fill ``nbytes`` at ``ptr`` from ``fp`` (no intermediate copy)."""
     if nbytes == 0:
         return
-    view = memoryview(ffi.buffer(ffi.cast("char *", ptr), nbytes))
+    view = memoryview(host_buffer(ptr, nbytes))
     readinto = getattr(fp, "readinto", None)
     got = 0
     while got < nbytes:
@@ -56,8 +56,7 @@ def _byteswap(flat):
 
     isz = flat._dtype.itemsize
     if isz > 1 and flat._numel:
-        a = np.frombuffer(ffi.buffer(ffi.cast("char *", flat._ptr), flat._numel * isz),
-                          dtype=f"u{isz}")
+        a = np.frombuffer(host_buffer(flat._ptr, flat._numel * isz), dtype=f"u{isz}")
         a.byteswap(inplace=True)
 
 
@@ -253,8 +252,8 @@ class _ZipReader:
             raise ValueError("fiamma.load: mmap=True needs a path or a real file, not "
                              f"{type(self.fp).__name__}") from None
         mm = _mmap.mmap(fileno, 0, access=_mmap.ACCESS_COPY)  # private: writes stay in memory
-        buf = ffi.from_buffer(mm)  # keeps the mapping alive (and un-closable) while used
-        return buf, int(ffi.cast("intptr_t", buf))
+        # the keepalive holds the mapping (and keeps it un-closable) while used
+        return pin_buffer(mm)
 
     def _data_offset(self, zi, rname):
         self.fp.seek(zi.header_offset)

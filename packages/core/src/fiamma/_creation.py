@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 
 from fiamma import _dtype as D
-from fiamma._lib import check, lib
+from fiamma._backend import check
 from fiamma._limits import check_shape
 from fiamma._storage import CPU, device as _device
 from fiamma._tensor import Tensor, _shape_arg, install_methods, new_empty
@@ -86,8 +86,8 @@ def from_array_copy(arr, dt):
     arr = np.require(arr, requirements=("C", "A"))
     out = new_empty(shape, dt)
     if out._numel:
-        check(lib.fm_copy_contig(dt.code, src_dt.code, out._numel, out._ptr,
-                                 arr.__array_interface__["data"][0]), "tensor")
+        check(out._storage.backend.from_host(out, src_dt, arr.__array_interface__["data"][0]),
+              "tensor")
     return out
 
 
@@ -192,12 +192,12 @@ def fill_(t, value):
         check_fits(value, t._dtype, "fill_")
     if t._dtype.kind == 2 or isinstance(value, builtins.float):
         v = builtins.float(value)
-        rc = lib.fm_fill(t._dtype.code, len(t._shape), t._shape, t._ptr, t._stride, v, 0, 0)
+        rc = t._storage.backend.fill(t, v, 0, 0)
     else:
         v = builtins.int(value)
         if v >= 1 << 63:
             v -= 1 << 64
-        rc = lib.fm_fill(t._dtype.code, len(t._shape), t._shape, t._ptr, t._stride, 0.0, v, 1)
+        rc = t._storage.backend.fill(t, 0.0, v, 1)
     check(rc, "fill_")
     return t
 
@@ -316,12 +316,9 @@ def _emit(n, dt, device, out, requires_grad, op, fill):
                 out.copy_(tmp)
         out._bump()
         return _finish(out, requires_grad)
-    t = new_empty((n,), dt)
+    t = new_empty((n,), dt, _dev(device))
     if n:
         fill(t)
-    dev = _dev(device)
-    if dev is not CPU:
-        t = t.to(dev)
     return _finish(t, requires_grad)
 
 
@@ -351,7 +348,7 @@ def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devi
         n = end - start  # the common arange(n) / arange(a, b)
         t = new_empty((n,), D.int64)
         if n:
-            lib.fm_arange(5, n, t._ptr, 0.0, 0.0, start, 1)
+            t._storage.backend.arange(t, 0.0, 0.0, start, 1)
         return t
     s = _number(start, op, "start")
     e = _number(end, op, "end")
@@ -373,7 +370,7 @@ def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devi
             raise RuntimeError(f"{op}: invalid size {q}, possible overflow")
         n = math.ceil(q)
         def fill(t):
-            return check(lib.fm_arange(dt.code, n, t._ptr, fs, fst, 0, 0), op)
+            return check(t._storage.backend.arange(t, fs, fst, 0, 0), op)
     else:
         s, e, st = builtins.int(s), builtins.int(e), builtins.int(st)
         if st == 0:
@@ -389,7 +386,7 @@ def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devi
         if n > (1 << 62):
             raise RuntimeError(f"{op}: invalid size {n}, possible overflow")
         def fill(t):
-            return check(lib.fm_arange(dt.code, n, t._ptr, 0.0, 0.0, s, st), op)
+            return check(t._storage.backend.arange(t, 0.0, 0.0, s, st), op)
     return _emit(n, dt, device, out, requires_grad, op, fill)
 
 
@@ -421,11 +418,11 @@ def range(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devic
     n = math.floor(q) + 1
     if dt.kind == 2:
         def fill(t):
-            return check(lib.fm_arange(dt.code, n, t._ptr, s, st, 0, 0), op)
+            return check(t._storage.backend.arange(t, s, st, 0, 0), op)
     else:
         def fill(t):
-            return check(lib.fm_arange(dt.code, n, t._ptr, 0.0, 0.0, builtins.int(s),
-                                                     builtins.int(st)), op)
+            return check(t._storage.backend.arange(t, 0.0, 0.0, builtins.int(s),
+                                                   builtins.int(st)), op)
     return _emit(n, dt, device, out, requires_grad, op, fill)
 
 
@@ -469,7 +466,7 @@ def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=Non
     dt = _range_dtype(dtype, out, True, op)
     s, e = _space_args(start, end, dt, op)
     return _emit(n, dt, device, out, requires_grad, op,
-                 lambda t: check(lib.fm_linspace(dt.code, n, t._ptr, s, e), op))
+                 lambda t: check(t._storage.backend.linspace(t, s, e), op))
 
 
 def logspace(start, end, steps, base=10.0, *, out=None, dtype=None, layout=None, device=None,
@@ -487,7 +484,7 @@ def logspace(start, end, steps, base=10.0, *, out=None, dtype=None, layout=None,
     e = builtins.float(_number(end, op, "end"))
     b = builtins.float(_number(base, op, "base"))
     return _emit(n, dt, device, out, requires_grad, op,
-                 lambda t: check(lib.fm_logspace(dt.code, n, t._ptr, s, e, b), op))
+                 lambda t: check(t._storage.backend.logspace(t, s, e, b), op))
 
 
 def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_grad=False):
@@ -516,13 +513,11 @@ def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_g
         fill_(t, 0)
         t._bump()
     else:
-        t = new_empty((n, m), dt, zero=True)
+        t = new_empty((n, m), dt, _dev(device), zero=True)
     k = builtins.min(n, m)
     if k:
-        check(lib.fm_fill(t._dtype.code, 1, (k,), t._ptr, (t._stride[0] + t._stride[1],),
-                          1.0, 1, 1), op)
-    if out is None and _dev(device) is not CPU:
-        t = t.to(_dev(device))
+        check(t._storage.backend.fill_region((k,), t, 0, (t._stride[0] + t._stride[1],), 1.0,
+                                             1, 1), op)
     return _finish(t, requires_grad)
 
 

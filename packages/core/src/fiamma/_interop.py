@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 
 from fiamma import _dtype as D
-from fiamma._lib import ffi
+from fiamma._backend.cpu import buffer_address
 
 # set_printoptions & co. live in _printing; they are exported from here because fiamma's
 # __init__ star-imports this module (and not _printing)
@@ -70,7 +70,7 @@ def from_numpy(ndarray):
     if flags.c_contiguous:
         try:
             # the cheapest way to the address (__array_interface__ costs ~3 us)
-            ptr = int(ffi.cast("intptr_t", ffi.from_buffer(ndarray)))
+            ptr = buffer_address(ndarray)
         except (TypeError, ValueError, BufferError):
             ptr = ndarray.__array_interface__["data"][0]
     else:

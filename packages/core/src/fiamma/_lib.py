@@ -41,25 +41,5 @@ finally:
 
 __all__ = ["ffi", "lib", "check", "raise_status"]
 
-_MESSAGES = {
-    lib.FM_ERR_NOMEM: (MemoryError, "out of memory"),
-    lib.FM_ERR_DTYPE: (TypeError, "unsupported dtype"),
-    lib.FM_ERR_NDIM: (ValueError, "too many dimensions (at most %d)" % lib.FM_MAX_DIMS),
-    lib.FM_ERR_INDEX: (IndexError, "index out of range"),
-    lib.FM_ERR_ARG: (ValueError, "invalid argument"),
-    lib.FM_ERR_OP: (ValueError, "unknown operation"),
-    lib.FM_ERR_VALUE: (ValueError, "invalid value"),
-}
-
-
-def raise_status(rc, op, detail=""):
-    """Raise the exception for a nonzero C status ``rc`` returned by ``op``."""
-    exc, msg = _MESSAGES.get(rc, (RuntimeError, "internal error %d" % rc))
-    if detail:
-        msg = msg + ": " + detail
-    raise exc(f"{op}: {msg}")
-
-
-def check(rc, op, detail=""):
-    if rc:
-        raise_status(rc, op, detail)
+# one implementation of the status -> exception mapping, shared with every backend
+from fiamma._backend import check, raise_status  # noqa: E402,F401

@@ -2,7 +2,7 @@
 
 import numbers
 
-from fiamma._lib import lib
+from fiamma._backend import cpu as _cpu
 
 __all__ = ["get_num_threads", "set_num_threads"]
 
@@ -16,7 +16,7 @@ def get_num_threads():
     >>> fiamma.get_num_threads() >= 1
     True
     """
-    return int(lib.fm_blas_get_num_threads())
+    return _cpu.get_num_threads()
 
 
 def set_num_threads(num_threads):
@@ -36,4 +36,4 @@ def set_num_threads(num_threads):
     n = int(num_threads)
     if n < 1:
         raise ValueError(f"set_num_threads: expected a positive number of threads, got {n}")
-    lib.fm_blas_set_num_threads(min(n, 256))  # more would only oversubscribe the machine
+    _cpu.set_num_threads(min(n, 256))  # more would only oversubscribe the machine

@@ -19,7 +19,7 @@ import threading
 import numpy as np
 
 from fiamma import _dtype as D, _grad_hook as G
-from fiamma._lib import check, ffi, lib
+from fiamma._backend import check, codes as K
 from fiamma._limits import MAX_SIZE, check_shape
 from fiamma._storage import CPU, device as _device
 from fiamma._tensor import Tensor, _copy_into, _shape_arg, install_methods, new_empty
@@ -48,15 +48,14 @@ def _reset_lock():
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_lock)
 
-_UNIFORM = lib.FM_RAND_UNIFORM
-_NORMAL = lib.FM_RAND_NORMAL
-_BERNOULLI = lib.FM_RAND_BERNOULLI
-_EXPONENTIAL = lib.FM_RAND_EXPONENTIAL
-_GEOMETRIC = lib.FM_RAND_GEOMETRIC
-_LOGNORMAL = lib.FM_RAND_LOGNORMAL
-_CAUCHY = lib.FM_RAND_CAUCHY
-_BITS64 = lib.FM_RAND_BITS64
-_fill_c = lib.fm_rand_fill
+_UNIFORM = K.RAND_UNIFORM
+_NORMAL = K.RAND_NORMAL
+_BERNOULLI = K.RAND_BERNOULLI
+_EXPONENTIAL = K.RAND_EXPONENTIAL
+_GEOMETRIC = K.RAND_GEOMETRIC
+_LOGNORMAL = K.RAND_LOGNORMAL
+_CAUCHY = K.RAND_CAUCHY
+_BITS64 = K.RAND_BITS64
 # (dist, dtype code) pairs drawn with one 32-bit word per value (4 per Philox block); all other
 # draws take 64 bits (2 per block). Mirrors fm_rand_blocks in random.c.
 _WORD32 = frozenset((d, c) for d in (_UNIFORM, _NORMAL)
@@ -145,7 +144,8 @@ class Generator:
         """The state as a uint8 tensor of 24 bytes (magic, seed, offset)."""
         raw = _STATE_MAGIC + self._seed.to_bytes(8, "little") + self._offset.to_bytes(8, "little")
         out = new_empty((_STATE_BYTES,), D.uint8)
-        ffi.memmove(ffi.cast("char *", out._ptr), raw, _STATE_BYTES)
+        buf = np.frombuffer(raw, np.uint8)
+        check(out._storage.backend.from_host(out, D.uint8, buf.ctypes.data), "get_state")
         return out
 
     def set_state(self, new_state):
@@ -263,7 +263,7 @@ def _fill(t, dist, a, b, generator, op):
         off = g._offset
         g._offset = (off + blocks) & _U64
     dst = t if t._contig else new_empty(t._shape, t._dtype)
-    check(_fill_c(dist, code, n, dst._ptr, seed_, off, a, b), op)
+    check(dst._storage.backend.rand_fill(dist, dst, seed_, off, a, b), op)
     if dst is not t:
         _copy_into(t, dst)
     return t
@@ -279,7 +279,7 @@ def _fill_int(t, low, rng, generator, op):
     g = default_generator if generator is None else _gen(generator, op)
     dst = t if t._contig else new_empty(t._shape, t._dtype)
     seed_, off = g._reserve((n + 1) >> 1)
-    check(lib.fm_rand_int(t._dtype.code, n, dst._ptr, seed_, off, low, rng & _U64), op)
+    check(dst._storage.backend.rand_int(dst, seed_, off, low, rng & _U64), op)
     if dst is not t:
         _copy_into(t, dst)
     return t
@@ -550,7 +550,7 @@ def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=Non
         g = _gen(generator, op)
         perm = t if (dt is D.int64 and t._contig) else new_empty((n,), D.int64)
         seed_, off = g._reserve(_blocks(_BITS64, 0, n - 1))
-        check(lib.fm_randperm(n, perm._ptr, seed_, off), op)
+        check(perm._storage.backend.randperm(perm, seed_, off), op)
         if perm is not t:
             _copy_into(t, perm)
     return _done(t, out, requires_grad)
@@ -664,10 +664,10 @@ def _bernoulli_tensor(t, p, generator, op):
     g = _gen(generator, op)
     dst = t if t._contig else new_empty(t._shape, t._dtype)
     seed_, off = g._reserve(_blocks(_BITS64, 0, n))
-    bad = ffi.new("int64_t *")
-    rc = lib.fm_rand_bernoulli_p(t._dtype.code, n, dst._ptr, pd._ptr, seed_, off, bad)
-    if rc == lib.FM_ERR_VALUE:
-        v = lib.fm_get_f64(pd._dtype.code, pd._ptr + 8 * bad[0])
+    bad = [0]
+    rc = dst._storage.backend.rand_bernoulli_p(dst, pd, seed_, off, bad)
+    if rc == K.ERR_VALUE:
+        v = pd._storage.backend.read_float(pd, bad[0])
         raise RuntimeError(f"{op}: expects all probabilities p in [0, 1], but got p={v} at "
                            f"flat index {bad[0]}")
     check(rc, op)
@@ -735,10 +735,10 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
         g = _gen(generator, op)
         draws = rows * (k if replacement else ncat)
         seed_, off = g._reserve(_blocks(_BITS64, 0, draws))
-        info = ffi.new("int64_t[2]")
-        rc = lib.fm_multinomial(rows, ncat, probs._ptr, k, builtins.bool(replacement), res._ptr,
-                                seed_, off, info)
-        if rc == lib.FM_ERR_VALUE:
+        info = [0, 0]
+        rc = res._storage.backend.multinomial(probs, k, builtins.bool(replacement), res, seed_,
+                                              off, info)
+        if rc == K.ERR_VALUE:
             where = f" (row {info[0]})" if input.ndim == 2 else ""
             raise RuntimeError(f"{op}: {_MN_REASONS.get(info[1], 'invalid input')}{where}")
         check(rc, op)

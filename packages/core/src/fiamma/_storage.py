@@ -2,13 +2,14 @@
 
 from collections import deque
 
-from fiamma._lib import lib
+from fiamma import _backend
+from fiamma._backend import cpu as _cpu
 
 __all__ = ["Storage", "BorrowedStorage", "new_cpu_storage", "device", "CPU"]
 
-_alloc = lib.fm_alloc
-_alloc_zeroed = lib.fm_alloc_zeroed
-_free = lib.fm_free
+_alloc = _cpu.alloc
+_alloc_zeroed = _cpu.alloc_zeroed
+_free = _cpu.free
 
 
 class device:
@@ -36,8 +37,9 @@ class device:
                 index = int(idx)
             except ValueError:
                 raise ValueError(f"device: invalid device string {type}:{idx}") from None
-        if type not in ("cpu", "cuda", "meta"):
-            raise ValueError(f"device: expected one of cpu, cuda, meta, got {type!r}")
+        if type not in _backend.DEVICE_TYPES:
+            raise ValueError(f"device: expected one of {', '.join(sorted(_backend.DEVICE_TYPES))}"
+                             f", got {type!r}")
         if index is not None and index < 0:
             raise ValueError(f"device: index must be non-negative, got {index}")
         if type == "cpu" and index is None and CPU is not None:
@@ -109,6 +111,7 @@ class Storage:
     __slots__ = ("ptr", "nbytes", "version", "__weakref__")
     owner = None
     device = CPU
+    backend = _cpu  # the backend that runs ops on this memory (its device's)
 
     def __init__(self, nbytes, zero=False):
         ptr = (_alloc_zeroed if zero else _alloc)(nbytes)

@@ -9,7 +9,7 @@ import operator
 import sys
 
 from fiamma import _dtype as D, _grad_hook as G
-from fiamma._lib import check, lib
+from fiamma._backend import check, cpu as _cpu
 from fiamma._limits import (
     MAX_SIZE as _MAX_SIZE,
     allocation_error as _allocation_error,
@@ -20,8 +20,6 @@ from fiamma._storage import CPU, Storage, device, new_cpu_storage as _new_cpu_st
 __all__ = ["Tensor", "empty_strided_like", "new_empty", "contiguous_strides", "install_methods"]
 
 _new = object.__new__
-_copy = lib.fm_copy
-_copy_contig = lib.fm_copy_contig
 _index = operator.index
 
 
@@ -539,8 +537,11 @@ class Tensor:
         return self.clone()
 
     def clone(self, memory_format=None):
-        out = empty_strided_like(self)
-        _copy_into(out, self)
+        out = new_empty(self._shape, self._dtype, self._storage.device)
+        if out._numel:
+            rc = out._storage.backend.copy(out, self)
+            if rc:
+                check(rc, "clone")
         if self.requires_grad:
             G.record("clone", out, (self,), {})
         return out
@@ -665,14 +666,14 @@ class Tensor:
         t = self if self._storage.device is CPU else self.cpu()
         k = t._dtype.kind
         if k == 2:
-            return lib.fm_get_f64(t._dtype.code, t._ptr)
-        v = lib.fm_get_i64(t._dtype.code, t._ptr)
+            return _cpu.read_float(t)
+        v = _cpu.read_int(t)
         return builtins.bool(v) if k == 0 else v
 
     def tolist(self):
         if not self._shape:
             return self.item()
-        t = self.detach()
+        t = self.detach() if self._storage.device is CPU else self.detach().cpu()
         a = t.numpy() if self._dtype is not D.bfloat16 else t.float().numpy()
         return a.tolist()
 
@@ -919,12 +920,9 @@ def _copy_into(dst, src):
     """Copy src into dst (same shape; dtypes may differ; both CPU)."""
     if dst._numel == 0:
         return
-    if dst._contig and src._contig:
-        rc = _copy_contig(dst._dtype.code, src._dtype.code, dst._numel, dst._ptr, src._ptr)
-    else:
-        rc = _copy(dst._dtype.code, src._dtype.code, len(dst._shape), dst._shape, dst._ptr,
-                   dst._stride, src._ptr, src._stride)
-    check(rc, "copy")
+    rc = dst._storage.backend.copy(dst, src)
+    if rc:
+        check(rc, "copy")
 
 
 def _cast(x, dt):

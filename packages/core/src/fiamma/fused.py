@@ -12,8 +12,8 @@ reference update to rounding (fiamma-optim tests the equivalence).
 [0.949999988079071, 0.949999988079071, 0.949999988079071, 0.949999988079071]
 """
 
+from fiamma._backend import check, codes as K
 from fiamma._dtype import float32, float64
-from fiamma._lib import check, ffi, lib
 from fiamma._storage import CPU
 from fiamma._tensor import Tensor
 
@@ -36,9 +36,8 @@ def supports(tensors):
     return True
 
 
-def _ptrs(op, name, tensors, ref, allow_none=False):
-    """A C array of the data pointers, checking each tensor against the parameter's layout."""
-    arr = ffi.new("intptr_t[]", max(len(ref), 1))
+def _checked(op, name, tensors, ref, allow_none=False):
+    """The tensors, each checked against its parameter's layout."""
     if len(tensors) != len(ref):
         raise ValueError(f"{op}: expected {len(ref)} {name} tensors, got {len(tensors)}")
     for i, (t, p) in enumerate(zip(tensors, ref)):
@@ -53,8 +52,7 @@ def _ptrs(op, name, tensors, ref, allow_none=False):
                              f"{list(p._shape)}")
         if not t._contig or t._storage.device is not CPU:
             raise ValueError(f"{op}: {name}[{i}] must be a contiguous CPU tensor")
-        arr[i] = t._ptr
-    return arr
+    return tensors
 
 
 def _params(op, params):
@@ -62,10 +60,7 @@ def _params(op, params):
     if not supports(params):
         raise TypeError(f"{op}: parameters must be contiguous CPU tensors, all float32 or all "
                         "float64")
-    n = ffi.new("int64_t[]", max(len(params), 1))
-    for i, p in enumerate(params):
-        n[i] = p._numel
-    return params, n
+    return params
 
 
 def adam_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs=None, *, steps, lr, beta1,
@@ -73,23 +68,22 @@ def adam_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs=None, *, steps, 
     """In-place Adam/AdamW update of every parameter (``steps``: each one's step count, already
     incremented for this update). ``decoupled`` applies AdamW's weight decay."""
     op = "fused.adam_"
-    params, n = _params(op, params)
+    params = _params(op, params)
     if not params:
         return
-    pp = _ptrs(op, "params", params, params)
-    gp = _ptrs(op, "grads", list(grads), params)
-    mp = _ptrs(op, "exp_avgs", list(exp_avgs), params)
-    vp = _ptrs(op, "exp_avg_sqs", list(exp_avg_sqs), params)
-    vmp = _ptrs(op, "max_exp_avg_sqs", list(max_exp_avg_sqs), params) if amsgrad else ffi.NULL
+    gp = _checked(op, "grads", list(grads), params)
+    mp = _checked(op, "exp_avgs", list(exp_avgs), params)
+    vp = _checked(op, "exp_avg_sqs", list(exp_avg_sqs), params)
+    vmp = _checked(op, "max_exp_avg_sqs", list(max_exp_avg_sqs), params) if amsgrad else None
     steps = list(steps)
     if len(steps) != len(params):
         raise ValueError(f"{op}: expected {len(params)} step counts, got {len(steps)}")
-    st = ffi.new("double[]", [float(s) for s in steps])
-    flags = ((lib.FM_OPT_MAXIMIZE if maximize else 0) | (lib.FM_OPT_AMSGRAD if amsgrad else 0)
-             | (lib.FM_OPT_DECOUPLED if decoupled else 0))
-    check(lib.fm_adam_step(len(params), params[0]._dtype.code, pp, gp, mp, vp, vmp, n, st,
-                           float(lr), float(beta1), float(beta2), float(eps),
-                           float(weight_decay), flags), op)
+    st = [float(s) for s in steps]
+    flags = ((K.OPT_MAXIMIZE if maximize else 0) | (K.OPT_AMSGRAD if amsgrad else 0)
+             | (K.OPT_DECOUPLED if decoupled else 0))
+    check(params[0]._storage.backend.adam_step(params, gp, mp, vp, vmp, st, float(lr),
+                                               float(beta1), float(beta2), float(eps),
+                                               float(weight_decay), flags), op)
     for t in params:
         t._bump()
     for t in exp_avgs:
@@ -103,20 +97,19 @@ def sgd_(params, grads, momentum_buffers=None, *, lr, momentum=0.0, dampening=0.
     """In-place SGD update; ``first``: the momentum buffers are set to the gradient (the first
     step of a fresh buffer) instead of being decayed."""
     op = "fused.sgd_"
-    params, n = _params(op, params)
+    params = _params(op, params)
     if not params:
         return
-    pp = _ptrs(op, "params", params, params)
-    gp = _ptrs(op, "grads", list(grads), params)
-    bp = ffi.NULL
+    gp = _checked(op, "grads", list(grads), params)
+    bp = None
     if momentum != 0:
         if momentum_buffers is None:
             raise ValueError(f"{op}: momentum {momentum} needs momentum_buffers")
-        bp = _ptrs(op, "momentum_buffers", list(momentum_buffers), params)
-    flags = ((lib.FM_OPT_MAXIMIZE if maximize else 0) | (lib.FM_OPT_NESTEROV if nesterov else 0)
-             | (lib.FM_OPT_FIRST if first else 0))
-    check(lib.fm_sgd_step(len(params), params[0]._dtype.code, pp, gp, bp, n, float(lr),
-                          float(momentum), float(dampening), float(weight_decay), flags), op)
+        bp = _checked(op, "momentum_buffers", list(momentum_buffers), params)
+    flags = ((K.OPT_MAXIMIZE if maximize else 0) | (K.OPT_NESTEROV if nesterov else 0)
+             | (K.OPT_FIRST if first else 0))
+    check(params[0]._storage.backend.sgd_step(params, gp, bp, float(lr), float(momentum),
+                                              float(dampening), float(weight_decay), flags), op)
     for t in params:
         t._bump()
     if momentum != 0:

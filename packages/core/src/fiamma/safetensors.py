@@ -19,7 +19,7 @@ import struct
 import sys
 
 from fiamma import _dtype as D
-from fiamma._lib import ffi
+from fiamma._backend.cpu import host_buffer, host_memmove, pin_buffer
 from fiamma._storage import BorrowedStorage, Storage
 from fiamma._tensor import Tensor, _init, contiguous_strides
 
@@ -85,7 +85,7 @@ def _layout(tensors, metadata):
 def _bytes_of(t, n):
     if sys.byteorder != "little":
         raise NotImplementedError("safetensors: writing on a big-endian machine")
-    return ffi.buffer(ffi.cast("char *", t._ptr), n)
+    return host_buffer(t._ptr, n)
 
 
 def save(tensors, metadata=None):
@@ -213,7 +213,7 @@ def _tensor(dt, shape, storage):
 def _copy_tensor(dt, shape, src_ptr, nbytes):
     st = Storage(nbytes)
     if nbytes:
-        ffi.memmove(ffi.cast("char *", st.ptr), ffi.cast("char *", src_ptr), nbytes)
+        host_memmove(st.ptr, src_ptr, nbytes)
     return _tensor(dt, shape, st)
 
 
@@ -234,8 +234,8 @@ class _Mapped:
                 raise SafetensorError(f"safetensors: {self.name}: file too small ({size} bytes) "
                                       "to hold a header")
             mm = _mmap.mmap(f.fileno(), 0, access=_mmap.ACCESS_COPY)
-        self.buf = ffi.from_buffer(mm)  # keeps the mapping alive while tensors view it
-        self.base = int(ffi.cast("intptr_t", self.buf))
+        # buf keeps the mapping alive while tensors view it
+        self.buf, self.base = pin_buffer(mm)
         self.start, self.entries, self.meta = _parse(mm, size, self.name)
 
     def tensor(self, key):
@@ -266,7 +266,7 @@ def load(data):
         raise TypeError(f"safetensors.load: expected bytes, got {type(data).__name__}")
     mv = memoryview(data).cast("B")
     start, entries, _ = _parse(mv, mv.nbytes, "<bytes>")
-    base = int(ffi.cast("intptr_t", ffi.from_buffer(mv))) if mv.nbytes else 0
+    keep, base = pin_buffer(mv) if mv.nbytes else (None, 0)
     return {k: _copy_tensor(dt, shape, base + start + b, e - b)
             for k, (dt, shape, b, e) in entries.items()}
 

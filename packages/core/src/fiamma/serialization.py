@@ -303,7 +303,7 @@ def _pickle(obj, protocol):
 
 def _storage_bytes(st, dt):
     """A buffer over the storage's bytes (a whole number of elements), on the CPU."""
-    from fiamma._lib import ffi
+    from fiamma._backend.cpu import host_buffer
     from fiamma._tensor import Tensor, _init
 
     numel = st.nbytes // dt.itemsize
@@ -311,7 +311,7 @@ def _storage_bytes(st, dt):
         flat = object.__new__(Tensor)
         _init(flat, st, dt, (numel,), (1,), 0, True)
         st = flat.cpu()._storage
-    return ffi.buffer(ffi.cast("char *", st.ptr), numel * dt.itemsize), st
+    return host_buffer(st.ptr, numel * dt.itemsize), st
 
 
 def _write_zip(fp, name, payload, storages):

@@ -11,7 +11,7 @@ the name given in the function's docstring (``special.erfcx`` records ``"erfcx"`
 [0.0]
 """
 
-from fiamma._lib import lib
+from fiamma._backend import codes as K
 from fiamma._ops._unary import erf, erfc, exp2, expm1, log1p, round  # noqa: F401
 from fiamma._ops.elementwise import sigmoid as _sigmoid
 from fiamma._ops.special_ops import (  # noqa: F401
@@ -48,15 +48,15 @@ def _u(code, name, doc):
     return fn
 
 
-erfcx = _u(lib.FM_SP_ERFCX, "erfcx", "The scaled complementary error function exp(x^2) erfc(x).")
-i0e = _u(lib.FM_SP_I0E, "i0e", "exp(-|x|) I0(x), the exponentially scaled Bessel I0.")
-i1 = _u(lib.FM_SP_I1, "i1", "The modified Bessel function of the first kind, order 1.")
-i1e = _u(lib.FM_SP_I1E, "i1e", "exp(-|x|) I1(x), the exponentially scaled Bessel I1.")
-ndtr = _u(lib.FM_SP_NDTR, "ndtr", "The standard normal CDF.")
-ndtri = _u(lib.FM_SP_NDTRI, "ndtri", "The inverse of the standard normal CDF (quantile).")
-log_ndtr = _u(lib.FM_SP_LOG_NDTR, "log_ndtr",
+erfcx = _u(K.SP_ERFCX, "erfcx", "The scaled complementary error function exp(x^2) erfc(x).")
+i0e = _u(K.SP_I0E, "i0e", "exp(-|x|) I0(x), the exponentially scaled Bessel I0.")
+i1 = _u(K.SP_I1, "i1", "The modified Bessel function of the first kind, order 1.")
+i1e = _u(K.SP_I1E, "i1e", "exp(-|x|) I1(x), the exponentially scaled Bessel I1.")
+ndtr = _u(K.SP_NDTR, "ndtr", "The standard normal CDF.")
+ndtri = _u(K.SP_NDTRI, "ndtri", "The inverse of the standard normal CDF (quantile).")
+log_ndtr = _u(K.SP_LOG_NDTR, "log_ndtr",
               "log of the standard normal CDF, accurate far in both tails.")
-entr = _u(lib.FM_SP_ENTR, "entr", "-x log x (0 at 0, -inf for x < 0).")
+entr = _u(K.SP_ENTR, "entr", "-x log x (0 at 0, -inf for x < 0).")
 
 
 def expit(input, *, out=None):
@@ -71,12 +71,12 @@ def multigammaln(input, p, *, out=None):
 
 def xlog1py(input, other, *, out=None):
     """``input * log1p(other)``, 0 where input is 0 (unless other is NaN)."""
-    return sp_binary(lib.FM_SP_XLOG1PY, "xlog1py", input, other, out)
+    return sp_binary(K.SP_XLOG1PY, "xlog1py", input, other, out)
 
 
 def zeta(input, other, *, out=None):
     """The Hurwitz zeta function sum_k (other + k)^-input."""
-    return sp_binary(lib.FM_SP_ZETA, "zeta", input, other, out)
+    return sp_binary(K.SP_ZETA, "zeta", input, other, out)
 
 
 def gammainc(input, other, *, out=None):
@@ -89,7 +89,7 @@ def gammainc(input, other, *, out=None):
     >>> round(fiamma.special.gammainc(fiamma.tensor([1.0]), fiamma.tensor([2.0])).item(), 6)
     0.864665
     """
-    return sp_binary(lib.FM_SP_GAMMAINC, "gammainc", input, other, out)
+    return sp_binary(K.SP_GAMMAINC, "gammainc", input, other, out)
 
 
 def gammaincc(input, other, *, out=None):
@@ -99,7 +99,7 @@ def gammaincc(input, other, *, out=None):
     >>> round(fiamma.special.gammaincc(fiamma.tensor([1.0]), fiamma.tensor([2.0])).item(), 6)
     0.135335
     """
-    return sp_binary(lib.FM_SP_GAMMAINCC, "gammaincc", input, other, out)
+    return sp_binary(K.SP_GAMMAINCC, "gammaincc", input, other, out)
 
 
 def logsumexp(input, dim, keepdim=False, *, out=None):

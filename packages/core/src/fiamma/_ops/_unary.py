@@ -9,7 +9,7 @@ everything here and installs the methods and in-place forms.
 import builtins
 
 from fiamma import _dtype as D, _grad_hook as G
-from fiamma._lib import lib
+from fiamma._backend import codes as K
 from fiamma._ops._common import cast
 from fiamma._ops.elementwise import _finish, unary
 from fiamma._tensor import Tensor, _copy_into
@@ -34,87 +34,87 @@ def _math(code, name, what):
                "float dtype.", float_only=True)
 
 
-exp = _math(lib.FM_UN_EXP, "exp", "e to the power of input")
+exp = _math(K.UN_EXP, "exp", "e to the power of input")
 exp.__doc__ += """
 
     >>> import fiamma
     >>> fiamma.exp(fiamma.tensor([0.0, 1.0])).tolist()
     [1.0, 2.7182817459106445]
     """
-exp2 = _math(lib.FM_UN_EXP2, "exp2", "2 to the power of input")
-expm1 = _math(lib.FM_UN_EXPM1, "expm1", "exp(input) - 1, accurate near 0")
-log = _math(lib.FM_UN_LOG, "log", "The natural logarithm")
-log2 = _math(lib.FM_UN_LOG2, "log2", "The base-2 logarithm")
-log10 = _math(lib.FM_UN_LOG10, "log10", "The base-10 logarithm")
-log1p = _math(lib.FM_UN_LOG1P, "log1p", "log(1 + input), accurate near 0")
-sqrt = _math(lib.FM_UN_SQRT, "sqrt", "The square root")
-rsqrt = _math(lib.FM_UN_RSQRT, "rsqrt", "1 / sqrt(input)")
-reciprocal = _math(lib.FM_UN_RECIPROCAL, "reciprocal", "1 / input")
-sin = _math(lib.FM_UN_SIN, "sin", "The sine")
-cos = _math(lib.FM_UN_COS, "cos", "The cosine")
-tan = _math(lib.FM_UN_TAN, "tan", "The tangent")
-asin = _math(lib.FM_UN_ASIN, "asin", "The arcsine")
-acos = _math(lib.FM_UN_ACOS, "acos", "The arccosine")
-atan = _math(lib.FM_UN_ATAN, "atan", "The arctangent")
-sinh = _math(lib.FM_UN_SINH, "sinh", "The hyperbolic sine")
-cosh = _math(lib.FM_UN_COSH, "cosh", "The hyperbolic cosine")
-tanh = _math(lib.FM_UN_TANH, "tanh", "The hyperbolic tangent")
-asinh = _math(lib.FM_UN_ASINH, "asinh", "The inverse hyperbolic sine")
-acosh = _math(lib.FM_UN_ACOSH, "acosh", "The inverse hyperbolic cosine")
-atanh = _math(lib.FM_UN_ATANH, "atanh", "The inverse hyperbolic tangent")
-sigmoid = _math(lib.FM_UN_SIGMOID, "sigmoid", "The logistic function 1 / (1 + exp(-input))")
+exp2 = _math(K.UN_EXP2, "exp2", "2 to the power of input")
+expm1 = _math(K.UN_EXPM1, "expm1", "exp(input) - 1, accurate near 0")
+log = _math(K.UN_LOG, "log", "The natural logarithm")
+log2 = _math(K.UN_LOG2, "log2", "The base-2 logarithm")
+log10 = _math(K.UN_LOG10, "log10", "The base-10 logarithm")
+log1p = _math(K.UN_LOG1P, "log1p", "log(1 + input), accurate near 0")
+sqrt = _math(K.UN_SQRT, "sqrt", "The square root")
+rsqrt = _math(K.UN_RSQRT, "rsqrt", "1 / sqrt(input)")
+reciprocal = _math(K.UN_RECIPROCAL, "reciprocal", "1 / input")
+sin = _math(K.UN_SIN, "sin", "The sine")
+cos = _math(K.UN_COS, "cos", "The cosine")
+tan = _math(K.UN_TAN, "tan", "The tangent")
+asin = _math(K.UN_ASIN, "asin", "The arcsine")
+acos = _math(K.UN_ACOS, "acos", "The arccosine")
+atan = _math(K.UN_ATAN, "atan", "The arctangent")
+sinh = _math(K.UN_SINH, "sinh", "The hyperbolic sine")
+cosh = _math(K.UN_COSH, "cosh", "The hyperbolic cosine")
+tanh = _math(K.UN_TANH, "tanh", "The hyperbolic tangent")
+asinh = _math(K.UN_ASINH, "asinh", "The inverse hyperbolic sine")
+acosh = _math(K.UN_ACOSH, "acosh", "The inverse hyperbolic cosine")
+atanh = _math(K.UN_ATANH, "atanh", "The inverse hyperbolic tangent")
+sigmoid = _math(K.UN_SIGMOID, "sigmoid", "The logistic function 1 / (1 + exp(-input))")
 sigmoid.__doc__ += """
 
     >>> import fiamma
     >>> fiamma.sigmoid(fiamma.tensor([0.0])).tolist()
     [0.5]
     """
-erf = _math(lib.FM_UN_ERF, "erf", "The error function")
-erfc = _math(lib.FM_UN_ERFC, "erfc", "The complementary error function 1 - erf(input)")
+erf = _math(K.UN_ERF, "erf", "The error function")
+erfc = _math(K.UN_ERFC, "erfc", "The complementary error function 1 - erf(input)")
 
 arcsin, arccos, arctan = asin, acos, atan
 arcsinh, arccosh, arctanh = asinh, acosh, atanh
 
 _NEG_BOOL = ("Negation, the `-` operator, on a bool tensor is not supported. If you are trying "
              "to invert a mask, use the `~` or `logical_not()` operator instead.")
-neg = _op(lib.FM_UN_NEG, "neg", "``-input`` (integers wrap; not defined for bool).",
+neg = _op(K.UN_NEG, "neg", "``-input`` (integers wrap; not defined for bool).",
           no_bool=_NEG_BOOL)
 negative = neg
-abs = _op(lib.FM_UN_ABS, "abs", "The absolute value (not defined for bool).")
+abs = _op(K.UN_ABS, "abs", "The absolute value (not defined for bool).")
 absolute = abs
-sign = _op(lib.FM_UN_SIGN, "sign", "-1, 0 or 1 by the sign of input (0 for NaN), same dtype.")
+sign = _op(K.UN_SIGN, "sign", "-1, 0 or 1 by the sign of input (0 for NaN), same dtype.")
 sgn = sign
-floor = _op(lib.FM_UN_FLOOR, "floor", "Round toward -inf (the identity on integers).")
-ceil = _op(lib.FM_UN_CEIL, "ceil", "Round toward +inf (the identity on integers).")
-trunc = _op(lib.FM_UN_TRUNC, "trunc", "Round toward zero (the identity on integers).")
+floor = _op(K.UN_FLOOR, "floor", "Round toward -inf (the identity on integers).")
+ceil = _op(K.UN_CEIL, "ceil", "Round toward +inf (the identity on integers).")
+trunc = _op(K.UN_TRUNC, "trunc", "Round toward zero (the identity on integers).")
 fix = trunc
-frac = _op(lib.FM_UN_FRAC, "frac", "``input - trunc(input)`` (floating dtypes).")
-relu = _op(lib.FM_UN_RELU, "relu", "``max(input, 0)``; NaN stays NaN.")
+frac = _op(K.UN_FRAC, "frac", "``input - trunc(input)`` (floating dtypes).")
+relu = _op(K.UN_RELU, "relu", "``max(input, 0)``; NaN stays NaN.")
 relu.__doc__ += """
 
     >>> import fiamma
     >>> fiamma.relu(fiamma.tensor([-1.0, 2.0])).tolist()
     [0.0, 2.0]
     """
-isnan = _op(lib.FM_UN_ISNAN, "isnan", "True where input is NaN.")
-isinf = _op(lib.FM_UN_ISINF, "isinf", "True where input is +inf or -inf.")
-isposinf = _op(lib.FM_UN_ISPOSINF, "isposinf", "True where input is +inf.")
-isneginf = _op(lib.FM_UN_ISNEGINF, "isneginf", "True where input is -inf.")
-isfinite = _op(lib.FM_UN_ISFINITE, "isfinite", "True where input is neither inf nor NaN.")
-signbit = _op(lib.FM_UN_SIGNBIT, "signbit", "True where the sign bit is set (-0.0 included).")
-logical_not = _op(lib.FM_UN_LOGICAL_NOT, "logical_not", "True where input is zero.")
-bitwise_not = _op(lib.FM_UN_BITWISE_NOT, "bitwise_not",
+isnan = _op(K.UN_ISNAN, "isnan", "True where input is NaN.")
+isinf = _op(K.UN_ISINF, "isinf", "True where input is +inf or -inf.")
+isposinf = _op(K.UN_ISPOSINF, "isposinf", "True where input is +inf.")
+isneginf = _op(K.UN_ISNEGINF, "isneginf", "True where input is -inf.")
+isfinite = _op(K.UN_ISFINITE, "isfinite", "True where input is neither inf nor NaN.")
+signbit = _op(K.UN_SIGNBIT, "signbit", "True where the sign bit is set (-0.0 included).")
+logical_not = _op(K.UN_LOGICAL_NOT, "logical_not", "True where input is zero.")
+bitwise_not = _op(K.UN_BITWISE_NOT, "bitwise_not",
                   "``~input`` on integer tensors; logical NOT on bool tensors.")
 
 
 def square(input, *, out=None):
     """``input * input``, same dtype (bool gives int64, as in PyTorch)."""
     if isinstance(input, Tensor) and input._dtype is D.bool:
-        res = unary(lib.FM_UN_SQUARE, "square", cast(input, D.int64), out, record=False)
+        res = unary(K.UN_SQUARE, "square", cast(input, D.int64), out, record=False)
         if input.requires_grad:
             G.record("square", res, (input,), {})
         return res
-    return unary(lib.FM_UN_SQUARE, "square", input, out)
+    return unary(K.UN_SQUARE, "square", input, out)
 
 
 def positive(input):
@@ -135,9 +135,9 @@ def round(input, *, decimals=0, out=None):
     [1234.5699462890625]
     """
     if decimals == 0:
-        return unary(lib.FM_UN_ROUND, "round", input, out)
+        return unary(K.UN_ROUND, "round", input, out)
     d = builtins.int(decimals)
-    return unary(lib.FM_UN_ROUND_DECIMALS, "round", input, out, p0=10.0 ** builtins.abs(d),
+    return unary(K.UN_ROUND_DECIMALS, "round", input, out, p0=10.0 ** builtins.abs(d),
                  p1=1.0 if d < 0 else 0.0, kwargs={"decimals": d})
 
 
@@ -158,13 +158,13 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None, *, out=None):
     fi = D.finfo(input._dtype)
     p1 = fi.max if posinf is None else builtins.float(posinf)
     p2 = fi.min if neginf is None else builtins.float(neginf)
-    return unary(lib.FM_UN_NAN_TO_NUM, "nan_to_num", input, out, p0=builtins.float(nan), p1=p1,
+    return unary(K.UN_NAN_TO_NUM, "nan_to_num", input, out, p0=builtins.float(nan), p1=p1,
                  p2=p2, kwargs={"nan": nan, "posinf": posinf, "neginf": neginf})
 
 
 def _log_sigmoid(input, *, out=None):
     """log(sigmoid(input)), stable for large |input| (for fiamma.nn's logsigmoid)."""
-    return unary(lib.FM_UN_LOG_SIGMOID, "log_sigmoid", input, out, float_only=True)
+    return unary(K.UN_LOG_SIGMOID, "log_sigmoid", input, out, float_only=True)
 
 
 __all__ = [

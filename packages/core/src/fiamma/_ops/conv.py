@@ -14,7 +14,7 @@ import builtins
 import operator
 
 from fiamma import _autocast as _AC, _dtype as D, _grad_hook as G
-from fiamma._lib import check, lib
+from fiamma._backend import check, codes as K
 from fiamma._ops._common import cast
 from fiamma._storage import CPU
 from fiamma._tensor import Tensor, new_empty
@@ -22,8 +22,6 @@ from fiamma._tensor import Tensor, new_empty
 __all__ = ["convolution", "convolution_backward_weight", "conv1d", "conv2d", "conv3d",
            "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "im2col", "col2im"]
 
-_conv_c = lib.fm_conv
-_NULL = 0
 _AC_ON = False  # True while an autocast region is enabled (fiamma._autocast keeps it)
 
 
@@ -78,8 +76,8 @@ def _params(op, nd, stride, padding, dilation):
 def _run(op, mode, cdt, nd, n, cb, cs, groups, big, small, k, s, p, d, a, b, bias, out):
     if out._numel == 0:
         return
-    rc = _conv_c(mode, cdt.code, nd, n, cb, cs, groups, big, small, k, s, p, d, a._ptr,
-                 _NULL if b is None else b._ptr, _NULL if bias is None else bias._ptr, out._ptr)
+    rc = out._storage.backend.conv(mode, nd, n, cb, cs, groups, big, small, k, s, p, d, a, b,
+                                   bias, out)
     check(rc, op)
 
 
@@ -170,7 +168,7 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
     x, w = _prep(input, cdt), _prep(weight, cdt)
     b = None if bias is None else _prep(bias, cdt)
     out = new_empty(out_shape, cdt)
-    mode = lib.FM_CONV_BWD_DATA if transposed else lib.FM_CONV_FWD
+    mode = K.CONV_BWD_DATA if transposed else K.CONV_FWD
     _run(op, mode, cdt, nd, n, cb, cs, groups, big, small, k, s, p, d, x, w, b, out)
     if cdt is not odt:
         out = cast(out, odt)
@@ -213,8 +211,8 @@ def convolution_backward_weight(input, grad_output, weight_size, stride, padding
     x, g = _prep(input, cdt), _prep(grad_output, cdt)
     out = new_empty(wsh, cdt)
     if out._numel:
-        check(_conv_c(lib.FM_CONV_BWD_WEIGHT, cdt.code, nd, xsh[0], xsh[1], gsh[1], groups, big,
-                      small, k, s, p, d, x._ptr, g._ptr, _NULL, out._ptr), op)
+        check(out._storage.backend.conv(K.CONV_BWD_WEIGHT, nd, xsh[0], xsh[1], gsh[1], groups,
+                                        big, small, k, s, p, d, x, g, None, out), op)
     if cdt is not odt:
         out = cast(out, odt)
     if G.any_requires_grad(input, grad_output):
@@ -262,7 +260,7 @@ def im2col(input, kernel_size, dilation=1, padding=0, stride=1):
     out = new_empty((n, c * kp, L), cdt)
     if c and out._numel:
         x = _prep(input, cdt)
-        _run(op, lib.FM_CONV_IM2COL, cdt, nd, n, c, c, 1, big, small, k, s, p, d, x, None, None,
+        _run(op, K.CONV_IM2COL, cdt, nd, n, c, c, 1, big, small, k, s, p, d, x, None, None,
              out)
     if cdt is not odt:
         out = cast(out, odt)
@@ -308,7 +306,7 @@ def col2im(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     out = new_empty((n, c) + big, cdt)
     if c and out._numel:
         x = _prep(input, cdt)
-        _run(op, lib.FM_CONV_COL2IM, cdt, nd, n, c, c, 1, big, small, k, s, p, d, x, None, None,
+        _run(op, K.CONV_COL2IM, cdt, nd, n, c, c, 1, big, small, k, s, p, d, x, None, None,
              out)
     if cdt is not odt:
         out = cast(out, odt)

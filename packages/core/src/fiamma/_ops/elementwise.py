@@ -13,12 +13,11 @@ The unary math functions (exp, sin, sigmoid, floor, isnan, ...) are in ``_unary.
 """
 
 import builtins
-import linecache
 
 import numpy as np
 
-from fiamma import _dtype as D, _grad_hook as G, _storage as _S, _tensor as _T
-from fiamma._lib import check, ffi, lib
+from fiamma import _dtype as D, _grad_hook as G
+from fiamma._backend import check, codes as K, cpu as _cpu
 from fiamma._ops._common import (
     as_operand,
     bcast_strides,
@@ -32,15 +31,6 @@ from fiamma._ops._common import (
 )
 from fiamma._storage import CPU
 from fiamma._tensor import Tensor, _copy_into, install_methods, new_empty
-
-_binary_c = lib.fm_binary
-_binary_scalar_c = lib.fm_binary_scalar
-_binary_contig_c = lib.fm_binary_contig
-_binary_params_c = lib.fm_binary_params
-_binary_scalar_contig_c = lib.fm_binary_scalar_contig
-_unary_c = lib.fm_unary
-_unary_contig_c = lib.fm_unary_contig
-_ternary_c = lib.fm_ternary
 
 _I64 = 1 << 63  # Python ints must lie in [-_I64, _I64) to pass as int64
 
@@ -64,11 +54,11 @@ def _unsupported(op, dt):
 
 
 def _raise(rc, name, dt):
-    if rc == lib.FM_ERR_DTYPE and name == "sub" and dt is D.bool:
+    if rc == K.ERR_DTYPE and name == "sub" and dt is D.bool:
         _bool_sub_error(name)
-    if rc == lib.FM_ERR_DTYPE:
+    if rc == K.ERR_DTYPE:
         _unsupported(name, dt)
-    if rc == lib.FM_ERR_VALUE:
+    if rc == K.ERR_VALUE:
         raise ZeroDivisionError(f"{name}: integer division or modulo by zero")
     check(rc, name)
 
@@ -151,11 +141,12 @@ def _promote(a, b):
     return D.result_type(a, b)
 
 
-# which dtype codes each binary / ternary op supports
-_BIN_OK = [[lib.fm_binary_out_dtype(op, d.code) >= 0 for d in D.ALL]
-           for op in range(lib.FM_NBINARY)]
-_TER_OK = [[lib.fm_ternary_out_dtype(op, d.code) >= 0 for d in D.ALL]
-           for op in range(lib.FM_NTERNARY)]
+# which dtype codes each binary / ternary op supports (the CPU backend's tables are the ops'
+# dtype semantics on every device)
+_BIN_OK = [[_cpu.binary_out_dtype(op, d.code) >= 0 for d in D.ALL]
+           for op in range(K.NBINARY)]
+_TER_OK = [[_cpu.ternary_out_dtype(op, d.code) >= 0 for d in D.ALL]
+           for op in range(K.NTERNARY)]
 
 
 def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=None):
@@ -179,13 +170,13 @@ def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=No
         if (kind == ARITH or kind == PREDICATE) and a._storage.device is CPU is b._storage.device:
             # two CPU tensors of one dtype (m + bias): no promotion, cast or device search
             if not _BIN_OK[code][ct.code]:
-                _raise(lib.FM_ERR_DTYPE, name, ct)
+                _raise(K.ERR_DTYPE, name, ct)
             sa, sb = a._shape, b._shape
             shape = sa if sa == sb else broadcast_pair(sa, sb, name)
             res = new_empty(shape, D.bool if kind == PREDICATE else ct, CPU)
             if res._numel:
-                rc = _binary_c(code, ct.code, len(shape), shape, res._ptr, res._stride, a._ptr,
-                               bcast_strides(a, shape), b._ptr, bcast_strides(b, shape))
+                rc = _cpu.binary(code, shape, res, a, bcast_strides(a, shape), b,
+                                 bcast_strides(b, shape))
                 if rc:
                     _raise(rc, name, ct)
             if record and (a.requires_grad or b.requires_grad):
@@ -212,31 +203,25 @@ def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=No
         raise TypeError(f"{name}: expected at least one tensor operand")
     ct = _compute_dtype(kind, _promote(a, b))
     if not _BIN_OK[code][ct.code]:  # also for empty operands
-        _raise(lib.FM_ERR_DTYPE, name, ct)
+        _raise(K.ERR_DTYPE, name, ct)
     od = D.bool if kind == PREDICATE else ct
     res = new_empty(shape, od, dev) if out is None else _result(out, shape, od, dev, name, (a, b))
     if res._numel:
+        be = res._storage.backend
         if ta and tb:
             ca, cb = cast(a, ct), cast(b, ct)
             if params is not None:
-                rc = _binary_params_c(code, ct.code, len(shape), shape, res._ptr, res._stride,
-                                      ca._ptr, bcast_strides(ca, shape), cb._ptr,
+                rc = be.binary_params(code, shape, res, ca, bcast_strides(ca, shape), cb,
                                       bcast_strides(cb, shape), *params)
-            elif res._contig and ca._contig and cb._contig and ca._shape == cb._shape:
-                rc = _binary_contig_c(code, ct.code, res._numel, res._ptr, ca._ptr, cb._ptr)
             else:
-                rc = _binary_c(code, ct.code, len(shape), shape, res._ptr, res._stride, ca._ptr,
-                               bcast_strides(ca, shape), cb._ptr, bcast_strides(cb, shape))
+                rc = be.binary(code, shape, res, ca, bcast_strides(ca, shape), cb,
+                               bcast_strides(cb, shape))
         else:
             t, s = (a, b) if ta else (b, a)
             t = cast(t, ct)
             sf, si = _scalar_args(s, ct, name)
-            if res._contig and t._contig:
-                rc = _binary_scalar_contig_c(code, ct.code, res._numel, res._ptr, t._ptr, sf, si,
-                                             0 if ta else 1)
-            else:
-                rc = _binary_scalar_c(code, ct.code, len(shape), shape, res._ptr, res._stride,
-                                      t._ptr, bcast_strides(t, shape), sf, si, 0 if ta else 1)
+            rc = be.binary_scalar(code, shape, res, t, bcast_strides(t, shape), sf, si,
+                                  0 if ta else 1)
         if rc:
             _raise(rc, name, ct)
     if out is not None:
@@ -248,14 +233,26 @@ def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=No
 
 # output dtype of each unary op per input dtype code (None: unsupported)
 _UN_OUT = [[D.BY_CODE[o] if o >= 0 else None
-            for o in (lib.fm_unary_out_dtype(op, d.code) for d in D.ALL)]
-           for op in range(lib.FM_NUNARY)]
+            for o in (_cpu.unary_out_dtype(op, d.code) for d in D.ALL)]
+           for op in range(K.NUNARY)]
 
 
 def unary(code, name, x, out=None, p0=0.0, p1=0.0, p2=0.0, float_only=False, record=True,
           kwargs=None):
     """Run unary op ``code``. ``float_only`` ops promote integer/bool input to the default float
     dtype (torch.exp(int tensor) -> float32)."""
+    if type(x) is Tensor and out is None and x._cpu_contig and not (p0 or p1 or p2):
+        # a contiguous CPU tensor (x.exp()): no cast, no out=, one C call
+        od = _UN_OUT[code][x._dtype.code]
+        if od is not None and (x._dtype.kind == 2 or not float_only):
+            res = new_empty(x._shape, od, CPU)
+            if res._numel:
+                rc = _cpu.unary_contig(code, res, x)
+                if rc:
+                    _raise(rc, name, x._dtype)
+            if record and x.requires_grad:
+                G.record(name, res, (x,), kwargs or {})
+            return res
     if not isinstance(x, Tensor):
         raise TypeError(f"{name}: expected a Tensor, got {type(x).__name__}")
     src = x
@@ -267,11 +264,7 @@ def unary(code, name, x, out=None, p0=0.0, p1=0.0, p2=0.0, float_only=False, rec
     res = new_empty(x._shape, od, x._storage.device) if out is None else \
         _result(out, x._shape, od, x._storage.device, name, (src,))
     if res._numel:
-        if res._contig and src._contig and not (p0 or p1 or p2):
-            rc = _unary_contig_c(code, src._dtype.code, res._numel, res._ptr, src._ptr)
-        else:
-            rc = _unary_c(code, src._dtype.code, len(x._shape), x._shape, res._ptr, res._stride,
-                          src._ptr, src._stride, p0, p1, p2)
+        rc = res._storage.backend.unary(code, res, src, p0, p1, p2)
         if rc:
             _raise(rc, name, src._dtype)
     if out is not None:
@@ -286,23 +279,23 @@ def ternary(code, name, ct, a, b, c, out=None, p0=0.0, record=True, inputs=None,
     for where, else cast to ct), ``b`` and ``c`` tensors or Python scalars. ``inputs`` is what
     autograd sees as the op's positional arguments (default (a, b, c))."""
     if not _TER_OK[code][ct.code]:
-        _raise(lib.FM_ERR_DTYPE, name, ct)
+        _raise(K.ERR_DTYPE, name, ct)
     ops = [t for t in (a, b, c) if isinstance(t, Tensor)]
     dev = same_device(name, *ops)
     shape = broadcast_shapes(*(t._shape for t in ops), op=name)
     res = _result(out, shape, ct, dev, name, ops)
     if res._numel:
-        ca = a if code == lib.FM_TER_WHERE else cast(a, ct)
+        ca = a if code == K.TER_WHERE else cast(a, ct)
         args = []
         for t in (b, c):
             if isinstance(t, Tensor):
                 t = cast(t, ct)
-                args.append((t._ptr, bcast_strides(t, shape), 0.0, 0))
+                args.append((t, bcast_strides(t, shape), 0.0, 0))
             else:
-                args.append((0, ffi.NULL) + _scalar_args(t, ct, name))
-        (pb, sb, bf, bi), (pc, sc, cf, ci) = args
-        rc = _ternary_c(code, ct.code, len(shape), shape, res._ptr, res._stride, ca._ptr,
-                        bcast_strides(ca, shape), pb, sb, pc, sc, bf, bi, cf, ci, p0)
+                args.append((None, None) + _scalar_args(t, ct, name))
+        (tb, sb, bf, bi), (tc, sc, cf, ci) = args
+        rc = res._storage.backend.ternary(code, ct, shape, res, ca, bcast_strides(ca, shape), tb,
+                                          sb, tc, sc, bf, bi, cf, ci, p0)
         if rc:
             _raise(rc, name, ct)
     res = _finish(res, out)
@@ -390,7 +383,7 @@ def _add_alpha(name, input, other, alpha, sign, out):
         raise RuntimeError(f"{name}: alpha {alpha} cannot be converted to type {rt} without "
                            "overflow")
     kw = {"alpha": alpha}
-    code = lib.FM_BIN_ADD if sign > 0 else lib.FM_BIN_SUB
+    code = K.BIN_ADD if sign > 0 else K.BIN_SUB
     if rt is D.bool:  # alpha acts as a bool: input | (other & alpha)
         res = binary(code, name, ARITH, input, other if alpha else False, out, record=False)
         if _any_grad((input, other)):
@@ -399,10 +392,10 @@ def _add_alpha(name, input, other, alpha, sign, out):
     if not isinstance(other, Tensor):
         res = binary(code, name, ARITH, input, other * alpha, out, record=False)
     elif not isinstance(input, Tensor):
-        scaled = binary(lib.FM_BIN_MUL, name, ARITH, other, alpha, record=False)
+        scaled = binary(K.BIN_MUL, name, ARITH, other, alpha, record=False)
         res = binary(code, name, ARITH, input, scaled, out, record=False)
     else:
-        res = binary(lib.FM_BIN_ADD_ALPHA, name, ARITH, input, other, out, record=False,
+        res = binary(K.BIN_ADD_ALPHA, name, ARITH, input, other, out, record=False,
                      params=(sign * alpha, 0.0, 0.0))
     if _any_grad((input, other)):
         G.record(name, res, (input, other), kw)
@@ -419,7 +412,7 @@ def add(input, other, *, alpha=1, out=None):
     [11.0, 12.0]
     """
     if alpha == 1 and not isinstance(alpha, builtins.bool):
-        return binary(lib.FM_BIN_ADD, "add", ARITH, input, other, out)
+        return binary(K.BIN_ADD, "add", ARITH, input, other, out)
     return _add_alpha("add", input, other, alpha, 1, out)
 
 
@@ -427,7 +420,7 @@ def sub(input, other, *, alpha=1, out=None):
     """``input - alpha * other`` (not defined for bool tensors)."""
     _reject_bool_sub("sub", input, other)
     if alpha == 1 and not isinstance(alpha, builtins.bool):
-        return binary(lib.FM_BIN_SUB, "sub", ARITH, input, other, out)
+        return binary(K.BIN_SUB, "sub", ARITH, input, other, out)
     return _add_alpha("sub", input, other, alpha, -1, out)
 
 
@@ -438,7 +431,7 @@ def rsub(input, other, *, alpha=1, out=None):
 
 def mul(input, other, *, out=None):
     """``input * other`` with broadcasting and type promotion."""
-    return binary(lib.FM_BIN_MUL, "mul", ARITH, input, other, out)
+    return binary(K.BIN_MUL, "mul", ARITH, input, other, out)
 
 
 def div(input, other, *, rounding_mode=None, out=None):
@@ -453,12 +446,12 @@ def div(input, other, *, rounding_mode=None, out=None):
     [3, -4]
     """
     if rounding_mode is None:
-        return binary(lib.FM_BIN_DIV, "div", TRUEDIV, input, other, out)
+        return binary(K.BIN_DIV, "div", TRUEDIV, input, other, out)
     if rounding_mode == "trunc":
-        return binary(lib.FM_BIN_TRUNCDIV, "div", ARITH, input, other, out,
+        return binary(K.BIN_TRUNCDIV, "div", ARITH, input, other, out,
                       kwargs={"rounding_mode": "trunc"})
     if rounding_mode == "floor":
-        return binary(lib.FM_BIN_FLOORDIV, "div", ARITH, input, other, out,
+        return binary(K.BIN_FLOORDIV, "div", ARITH, input, other, out,
                       kwargs={"rounding_mode": "floor"})
     raise ValueError(f"div: expected rounding_mode to be one of None, 'trunc', or 'floor' but "
                      f"found '{rounding_mode}'")
@@ -466,20 +459,20 @@ def div(input, other, *, rounding_mode=None, out=None):
 
 def floor_divide(input, other, *, out=None):
     """``input // other``: division rounded toward -inf (Python's ``//``)."""
-    return binary(lib.FM_BIN_FLOORDIV, "floor_divide", ARITH, input, other, out)
+    return binary(K.BIN_FLOORDIV, "floor_divide", ARITH, input, other, out)
 
 
 def remainder(input, other, *, out=None):
     """Python's ``%``: the result has the sign of the divisor (``a - b * floor(a / b)``)."""
-    return binary(lib.FM_BIN_REMAINDER, "remainder", ARITH, input, other, out)
+    return binary(K.BIN_REMAINDER, "remainder", ARITH, input, other, out)
 
 
 def fmod(input, other, *, out=None):
     """C's fmod: the remainder of division rounded toward zero (sign of the dividend)."""
-    return binary(lib.FM_BIN_FMOD, "fmod", ARITH, input, other, out)
+    return binary(K.BIN_FMOD, "fmod", ARITH, input, other, out)
 
 
-_POW_SHORTCUTS = {2: lib.FM_UN_SQUARE, 0.5: lib.FM_UN_SQRT, -1: lib.FM_UN_RECIPROCAL}
+_POW_SHORTCUTS = {2: K.UN_SQUARE, 0.5: K.UN_SQRT, -1: K.UN_RECIPROCAL}
 
 
 def pow(input, exponent, *, out=None):
@@ -495,39 +488,39 @@ def pow(input, exponent, *, out=None):
     """
     if isinstance(input, Tensor) and input._dtype is D.bool and \
             isinstance(exponent, (builtins.bool, np.bool_)):  # x ** True is x, x ** False is 1
-        return binary(lib.FM_BIN_LOGICAL_OR, "pow", PREDICATE, input, not exponent, out)
+        return binary(K.BIN_LOGICAL_OR, "pow", PREDICATE, input, not exponent, out)
     if isinstance(input, Tensor) and is_scalar(exponent) and \
             not isinstance(exponent, (builtins.bool, np.bool_)):
         rt = D.result_type(input, exponent)
         if rt.kind != 2 and exponent < 0:
             raise RuntimeError("pow: Integers to negative integer powers are not allowed.")
         code = _POW_SHORTCUTS.get(exponent)
-        if code is not None and (rt.kind == 2 or code == lib.FM_UN_SQUARE):
+        if code is not None and (rt.kind == 2 or code == K.UN_SQUARE):
             res = unary(code, "pow", cast(input, rt), out, record=False)
             if input.requires_grad:
                 G.record("pow", res, (input, exponent), {})
             return res
-    return binary(lib.FM_BIN_POW, "pow", ARITH, input, exponent, out)
+    return binary(K.BIN_POW, "pow", ARITH, input, exponent, out)
 
 
 def float_power(input, exponent, *, out=None):
     """``input ** exponent`` computed in float64 (the result is float64)."""
-    return binary(lib.FM_BIN_POW, "float_power", DOUBLE, input, exponent, out)
+    return binary(K.BIN_POW, "float_power", DOUBLE, input, exponent, out)
 
 
 def atan2(input, other, *, out=None):
     """The angle of (other, input), elementwise; integers promote to the default float."""
-    return binary(lib.FM_BIN_ATAN2, "atan2", TRUEDIV, input, other, out)
+    return binary(K.BIN_ATAN2, "atan2", TRUEDIV, input, other, out)
 
 
 def hypot(input, other, *, out=None):
     """``sqrt(input**2 + other**2)`` without intermediate overflow (floating dtypes)."""
-    return binary(lib.FM_BIN_HYPOT, "hypot", ARITH, input, other, out)
+    return binary(K.BIN_HYPOT, "hypot", ARITH, input, other, out)
 
 
 def copysign(input, other, *, out=None):
     """The magnitude of ``input`` with the sign of ``other`` (float result)."""
-    return binary(lib.FM_BIN_COPYSIGN, "copysign", TRUEDIV, input, other, out)
+    return binary(K.BIN_COPYSIGN, "copysign", TRUEDIV, input, other, out)
 
 
 def _tensor_other(name, other):
@@ -538,25 +531,25 @@ def _tensor_other(name, other):
 def maximum(input, other, *, out=None):
     """Elementwise maximum; NaN if either is NaN."""
     _tensor_other("maximum", other)
-    return binary(lib.FM_BIN_MAXIMUM, "maximum", ARITH, input, other, out)
+    return binary(K.BIN_MAXIMUM, "maximum", ARITH, input, other, out)
 
 
 def minimum(input, other, *, out=None):
     """Elementwise minimum; NaN if either is NaN."""
     _tensor_other("minimum", other)
-    return binary(lib.FM_BIN_MINIMUM, "minimum", ARITH, input, other, out)
+    return binary(K.BIN_MINIMUM, "minimum", ARITH, input, other, out)
 
 
 def fmax(input, other, *, out=None):
     """Elementwise maximum ignoring NaN (NaN only where both are NaN)."""
     _tensor_other("fmax", other)
-    return binary(lib.FM_BIN_FMAX, "fmax", ARITH, input, other, out)
+    return binary(K.BIN_FMAX, "fmax", ARITH, input, other, out)
 
 
 def fmin(input, other, *, out=None):
     """Elementwise minimum ignoring NaN (NaN only where both are NaN)."""
     _tensor_other("fmin", other)
-    return binary(lib.FM_BIN_FMIN, "fmin", ARITH, input, other, out)
+    return binary(K.BIN_FMIN, "fmin", ARITH, input, other, out)
 
 
 def _binop(code, name, kind, doc):
@@ -568,30 +561,30 @@ def _binop(code, name, kind, doc):
     return op
 
 
-eq = _binop(lib.FM_BIN_EQ, "eq", PREDICATE, "``input == other`` elementwise (bool result).")
-ne = _binop(lib.FM_BIN_NE, "ne", PREDICATE, "``input != other`` elementwise (bool result).")
-lt = _binop(lib.FM_BIN_LT, "lt", PREDICATE, "``input < other`` elementwise (bool result).")
-le = _binop(lib.FM_BIN_LE, "le", PREDICATE, "``input <= other`` elementwise (bool result).")
-gt = _binop(lib.FM_BIN_GT, "gt", PREDICATE, "``input > other`` elementwise (bool result).")
-ge = _binop(lib.FM_BIN_GE, "ge", PREDICATE, "``input >= other`` elementwise (bool result).")
-logical_and = _binop(lib.FM_BIN_LOGICAL_AND, "logical_and", PREDICATE,
+eq = _binop(K.BIN_EQ, "eq", PREDICATE, "``input == other`` elementwise (bool result).")
+ne = _binop(K.BIN_NE, "ne", PREDICATE, "``input != other`` elementwise (bool result).")
+lt = _binop(K.BIN_LT, "lt", PREDICATE, "``input < other`` elementwise (bool result).")
+le = _binop(K.BIN_LE, "le", PREDICATE, "``input <= other`` elementwise (bool result).")
+gt = _binop(K.BIN_GT, "gt", PREDICATE, "``input > other`` elementwise (bool result).")
+ge = _binop(K.BIN_GE, "ge", PREDICATE, "``input >= other`` elementwise (bool result).")
+logical_and = _binop(K.BIN_LOGICAL_AND, "logical_and", PREDICATE,
                      "Elementwise AND of the truth values (nonzero is True); bool result.")
-logical_or = _binop(lib.FM_BIN_LOGICAL_OR, "logical_or", PREDICATE,
+logical_or = _binop(K.BIN_LOGICAL_OR, "logical_or", PREDICATE,
                     "Elementwise OR of the truth values (nonzero is True); bool result.")
-logical_xor = _binop(lib.FM_BIN_LOGICAL_XOR, "logical_xor", PREDICATE,
+logical_xor = _binop(K.BIN_LOGICAL_XOR, "logical_xor", PREDICATE,
                      "Elementwise XOR of the truth values (nonzero is True); bool result.")
-bitwise_and = _binop(lib.FM_BIN_BITAND, "bitwise_and", ARITH,
+bitwise_and = _binop(K.BIN_BITAND, "bitwise_and", ARITH,
                      "Bitwise AND of integer or bool tensors (logical AND on bool).")
-bitwise_or = _binop(lib.FM_BIN_BITOR, "bitwise_or", ARITH,
+bitwise_or = _binop(K.BIN_BITOR, "bitwise_or", ARITH,
                     "Bitwise OR of integer or bool tensors (logical OR on bool).")
-bitwise_xor = _binop(lib.FM_BIN_BITXOR, "bitwise_xor", ARITH,
+bitwise_xor = _binop(K.BIN_BITXOR, "bitwise_xor", ARITH,
                      "Bitwise XOR of integer or bool tensors (logical XOR on bool).")
 bitwise_left_shift = _binop(
-    lib.FM_BIN_LSHIFT, "bitwise_left_shift", ARITH,
+    K.BIN_LSHIFT, "bitwise_left_shift", ARITH,
     "``input << other`` on integer tensors; shifting by the bit width or more (or by a "
     "negative count) gives 0.")
 bitwise_right_shift = _binop(
-    lib.FM_BIN_RSHIFT, "bitwise_right_shift", ARITH,
+    K.BIN_RSHIFT, "bitwise_right_shift", ARITH,
     "``input >> other`` (arithmetic for signed types); out-of-range counts give the sign fill.")
 
 subtract = sub
@@ -603,7 +596,7 @@ greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
 
 def true_divide(dividend, divisor, *, out=None):
     """``dividend / divisor`` with true division (same as ``div`` without rounding_mode)."""
-    return binary(lib.FM_BIN_DIV, "div", TRUEDIV, dividend, divisor, out)
+    return binary(K.BIN_DIV, "div", TRUEDIV, dividend, divisor, out)
 
 
 def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
@@ -623,7 +616,7 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
         raise RuntimeError(f"isclose: rtol must be greater than or equal to zero, but got {rtol}")
     if atol < 0:
         raise RuntimeError(f"isclose: atol must be greater than or equal to zero, but got {atol}")
-    return binary(lib.FM_BIN_ISCLOSE, "isclose", PREDICATE, input, other, record=False,
+    return binary(K.BIN_ISCLOSE, "isclose", PREDICATE, input, other, record=False,
                   params=(builtins.float(rtol), builtins.float(atol),
                           1.0 if equal_nan else 0.0))
 
@@ -645,7 +638,7 @@ def equal(input, other):
         raise TypeError("equal: expected input and other to be Tensors")
     if input._shape != other._shape:
         return False
-    return _all_true(binary(lib.FM_BIN_EQ, "equal", PREDICATE, input, other, record=False))
+    return _all_true(binary(K.BIN_EQ, "equal", PREDICATE, input, other, record=False))
 
 
 # ---- ternary ops -----------------------------------------------------------------------------
@@ -664,8 +657,8 @@ def clamp(input, min=None, max=None, *, out=None):
         dt = input._dtype
         res = new_empty(input._shape, dt, CPU)
         if res._numel:
-            rc = _ternary_c(lib.FM_TER_CLAMP, dt.code, 1, (res._numel,), res._ptr, _ONE,
-                            input._ptr, _ONE, 0, ffi.NULL, 0, ffi.NULL, min, 0, max, 0, 0.0)
+            rc = _cpu.ternary(K.TER_CLAMP, dt, res._shape, res, input, input._stride, None, None,
+                              None, None, min, 0, max, 0, 0.0)
             if rc:
                 _raise(rc, "clamp", dt)
         return res
@@ -679,11 +672,11 @@ def clamp(input, min=None, max=None, *, out=None):
     for b in (lo, hi):
         _check_scalar_fits(b, rt, "clamp")
     if hi is None:
-        res = binary(lib.FM_BIN_MAXIMUM, "clamp", ARITH, input, lo, out, record=False)
+        res = binary(K.BIN_MAXIMUM, "clamp", ARITH, input, lo, out, record=False)
     elif lo is None:
-        res = binary(lib.FM_BIN_MINIMUM, "clamp", ARITH, input, hi, out, record=False)
+        res = binary(K.BIN_MINIMUM, "clamp", ARITH, input, hi, out, record=False)
     else:
-        res = ternary(lib.FM_TER_CLAMP, "clamp", rt, input, lo, hi, out, record=False)
+        res = ternary(K.TER_CLAMP, "clamp", rt, input, lo, hi, out, record=False)
     if _any_grad((input, lo, hi)):
         G.record("clamp", res, (input, lo, hi), {})
     return res
@@ -714,16 +707,16 @@ def _where_fast(cond, x, y):
         if not (y._dtype is dt and y._shape == x._shape and y._contig and not y.requires_grad
                 and y._storage.device is CPU):
             return None
-        py, sy, yf, yi = y._ptr, _ONE, 0.0, 0
+        ty, sy, yf, yi = y, y._stride, 0.0, 0
     elif (ty is float and dt.kind == 2) or (ty is int and dt.kind and -_I64 <= y < _I64):
         _check_scalar_fits(y, dt, "where")
-        py, sy, yf, yi = 0, ffi.NULL, y, y if ty is int else 0
+        ty, sy, yf, yi = None, None, y, y if ty is int else 0
     else:
         return None
     res = new_empty(x._shape, dt, CPU)
     if res._numel:
-        rc = _ternary_c(lib.FM_TER_WHERE, dt.code, 1, (res._numel,), res._ptr, _ONE, cond._ptr,
-                        _ONE, x._ptr, _ONE, py, sy, 0.0, 0, yf, yi, 0.0)
+        rc = _cpu.ternary(K.TER_WHERE, dt, res._shape, res, cond, cond._stride, x, x._stride, ty,
+                          sy, 0.0, 0, yf, yi, 0.0)
         if rc:
             _raise(rc, "where", dt)
     return res
@@ -763,7 +756,7 @@ def where(condition, input=None, other=None, *, out=None):
     rt = D.result_type(input, other)
     _check_scalar_fits(input, rt, "where")
     _check_scalar_fits(other, rt, "where")
-    return ternary(lib.FM_TER_WHERE, "where", rt, condition, input, other, out)
+    return ternary(K.TER_WHERE, "where", rt, condition, input, other, out)
 
 
 def lerp(input, end, weight, *, out=None):
@@ -779,7 +772,7 @@ def lerp(input, end, weight, *, out=None):
         raise RuntimeError(f"lerp: expected dtype {input._dtype} for `end` but got dtype "
                            f"{end._dtype}")
     weight = as_operand(weight, "lerp")
-    return ternary(lib.FM_TER_LERP, "lerp", input._dtype, input, end, weight, out)
+    return ternary(K.TER_LERP, "lerp", input._dtype, input, end, weight, out)
 
 
 def addcmul(input, tensor1, tensor2, *, value=1, out=None):
@@ -788,7 +781,7 @@ def addcmul(input, tensor1, tensor2, *, value=1, out=None):
     if rt.kind == 1 and not -_I64 <= value < _I64:
         raise RuntimeError(f"addcmul: value {value} cannot be converted to type {rt} without "
                            "overflow")
-    return ternary(lib.FM_TER_ADDCMUL, "addcmul", rt, input, tensor1, tensor2, out,
+    return ternary(K.TER_ADDCMUL, "addcmul", rt, input, tensor1, tensor2, out,
                    p0=builtins.float(value), inputs=(input, tensor1, tensor2),
                    kwargs={"value": value})
 
@@ -802,7 +795,7 @@ def addcdiv(input, tensor1, tensor2, *, value=1, out=None):
                            "use addcmul(input, tensor1, 1 / tensor2) or div(tensor1, tensor2, "
                            "rounding_mode=...) instead.")
     rt = D.result_type(input, tensor1, tensor2)
-    return ternary(lib.FM_TER_ADDCDIV, "addcdiv", rt, input, tensor1, tensor2, out,
+    return ternary(K.TER_ADDCDIV, "addcdiv", rt, input, tensor1, tensor2, out,
                    p0=builtins.float(value), inputs=(input, tensor1, tensor2),
                    kwargs={"value": value})
 
@@ -826,127 +819,20 @@ __all__ = [
 
 # ---- operators with the fast path ----------------------------------------------------------
 
-_ONE = (1,)
+def _cpu_operators():
+    # imported on first use: the CPU backend's operator module builds on Tensor and this layer
+    from fiamma._backend.cpu import operators
 
-
-def _scalar_fast_ok(self, other, tp, kind):
-    """Whether ``self op other`` (other a Python int/float of type tp) runs in self's dtype
-    without a cast: float tensors with any number, integer tensors with ints."""
-    dt = self._dtype
-    if dt.kind == 2:
-        return True
-    return tp is int and dt.kind == 1 and kind != TRUEDIV and -_I64 <= other < _I64
-
-
-# what every operator method's hot path uses, as module globals: a closure's free variables
-# are copied into the frame at every call (Python 3.11), globals are not
-_SMALL, _FREE = _S._small, _S._free
-_NEW = object.__new__
-_STRIDES = _T._STRIDES
-_STORAGE = _S.Storage
-_binary_contig_small = lib.fm_binary_contig_small  # fm_binary_contig, keeping the GIL
-
-
-def _new_block(nb, name):
-    """A block for an operator's result when the free list of its size is empty or missing."""
-    ptr = _S.fresh_block(nb)
-    if not ptr:
-        raise MemoryError(f"{name}: cannot allocate {nb} bytes on the CPU")
-    return ptr
-
-
-# An operator method is generated from the source below, specialised for its operator when the
-# module loads. Its hot path (two same-dtype, same-shape, contiguous CPU tensors) builds the
-# result inline (what new_empty does, without the calls): this is the whole cost of a small op,
-# so the operator's own tests are written in instead of branched on at each call (that alone
-# measured ~35 ns of ~0.95 us), its C code and name are constants, and what it calls are
-# module globals (a closure's cells are copied into every frame in Python 3.11).
-_TENSOR_SRC = """
-        if (type(other) is Tensor and other._dtype is self._dtype and
-                other._shape == self._shape and self._cpu_contig and other._cpu_contig):
-            dt = self._dtype{int_div}
-            n = self._numel
-            nb = n * {rdt}.itemsize
-            pool = _SMALL.get(nb)  # only sizes up to _S.SMALL_BYTES have one
-            if pool:  # a small block: a short call, made without releasing the GIL
-                ptr = pool.pop()
-                rc = _binary_contig_small({code}, dt.code, n, ptr, self._ptr, other._ptr)
-            else:
-                ptr = _new_block(nb, {name!r})
-                rc = _binary_contig_c({code}, dt.code, n, ptr, self._ptr, other._ptr)
-            if rc:
-                _FREE(ptr, nb)
-                _raise(rc, {name!r}, dt)
-            st = _NEW(_STORAGE)
-            st.ptr = ptr
-            st.nbytes = nb
-            st.version = 0
-            res = _NEW(Tensor)
-            res._storage = st
-            res._dtype = {rdt}
-            shape = res._shape = self._shape
-            try:
-                res._stride = _STRIDES[shape]
-            except KeyError:
-                res._stride = _T.cached_strides(shape)
-            res._offset = 0
-            res._ptr = ptr
-            res._numel = n
-            res._contig = res._cpu_contig = True
-            res.requires_grad = False
-            res.grad = None
-            res.grad_fn = None
-            res._ag = None
-            if self.requires_grad or other.requires_grad:
-                G.record({name!r}, res, (self, other), {{}})
-            return res"""
-_SCALAR_SRC = """
-        tp = type(other)
-        if ((tp is float or tp is int) and self._cpu_contig and
-                _scalar_fast_ok(self, other, tp, {kind})):
-            dt = self._dtype
-            res = new_empty(self._shape, {rdt}, CPU)
-            rc = _binary_scalar_contig_c({code}, dt.code, self._numel, res._ptr, self._ptr,
-                                         other, other if dt.kind == 1 else 0, {first})
-            if rc:
-                _raise(rc, {name!r}, dt)
-            if self.requires_grad:
-                G.record({name!r}, res, {inputs}, {{}})
-            return res"""
-_METHOD_SRC = """
-def make(fallback):
-    def {method}(self, other):{tensor}{scalar}
-        if not (isinstance(other, Tensor) or is_scalar(other)):
-            return NotImplemented
-        return fallback({args})
-    return {method}
-"""
+    return operators
 
 
 def _fast_binary(code, name, kind, fallback, scalar_first=False):
-    """An operator method: one C call when both operands are same-dtype, same-shape,
-    contiguous CPU tensors, or ``other`` is a Python number that needs no cast
-    (``scalar_first``: the reflected operator, ``other OP self``, which has no tensor-tensor
-    case); ``fallback(self, other)`` otherwise (the autograd hook records either)."""
-    rdt = "D.bool" if kind == PREDICATE else "dt"
-    f = dict(code=int(code), name=name, kind=kind, rdt=rdt, first=int(scalar_first),
-             inputs="(other, self)" if scalar_first else "(self, other)")
-    # integer true division promotes to float: the general function does that
-    int_div = ("\n            if dt.kind != 2:\n                return fallback(self, other)"
-               if kind == TRUEDIV else "")
-    method = f"__r{name}__" if scalar_first else f"__{name}__"
-    src = _METHOD_SRC.format(
-        method=method,
-        tensor="" if scalar_first else _TENSOR_SRC.format(int_div=int_div, **f),
+    """The operator method of binary op ``code`` (``__add__``, ``__radd__``): the CPU backend's
+    one-call path for contiguous CPU operands, ``fallback`` otherwise."""
+    fn = _cpu_operators().binary_operator(
+        code, name, kind == PREDICATE, kind == TRUEDIV, fallback, _raise, scalar_first,
         # pow's number shortcuts live in pow()
-        scalar="" if code == lib.FM_BIN_POW and not scalar_first else _SCALAR_SRC.format(**f),
-        args="other, self" if scalar_first else "self, other")
-    filename = f"<fiamma operator {method}>"
-    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)  # tracebacks
-    scope = {}
-    exec(compile(src, filename, "exec"), globals(), scope)
-    fn = scope["make"](fallback)
-    fn.__qualname__ = f"Tensor.{method}"
+        number_fast=scalar_first or code != K.BIN_POW)
     if not scalar_first:
         _OPERATOR_HOT[(int(code), name, kind)] = fn
     return fn
@@ -957,70 +843,14 @@ _OPERATOR_HOT = {}
 
 
 def _fast_inplace(code, name, kind, fallback, operator=True):
-    """``self op= other``: one C call writing into self when other is a same-dtype,
-    same-shape, contiguous tensor that does not partially overlap self, or a Python number that
-    needs no cast, and nothing needs a gradient; ``fallback(self, other)`` otherwise."""
-    bc = _binary_contig_c
-    sc = _binary_scalar_contig_c
-
-    def method(self, other):
-        if (type(other) is Tensor and other._dtype is self._dtype and other._shape ==
-                self._shape and self._cpu_contig and other._cpu_contig and not
-                (self.requires_grad or other.requires_grad) and
-                (other._storage is not self._storage or other._ptr == self._ptr) and
-                not (kind == TRUEDIV and self._dtype.kind != 2)):
-            rc = bc(code, self._dtype.code, self._numel, self._ptr, self._ptr, other._ptr)
-            if rc:
-                _raise(rc, name, self._dtype)
-            self._storage.version += 1
-            return self
-        tp = type(other)
-        if ((tp is float or tp is int) and self._cpu_contig and not self.requires_grad and
-                _scalar_fast_ok(self, other, tp, kind)):
-            rc = sc(code, self._dtype.code, self._numel, self._ptr, self._ptr, other,
-                    other if self._dtype.kind == 1 else 0, 0)
-            if rc:
-                _raise(rc, name, self._dtype)
-            self._storage.version += 1
-            return self
-        if operator and not (isinstance(other, Tensor) or is_scalar(other)):
-            return NotImplemented
-        return fallback(self, other)
-
-    method.__name__ = f"__i{name}__" if operator else f"{name}_"
-    return method
+    """``self op= other`` (or ``self.op_(other)`` when not ``operator``) with the CPU backend's
+    one-call path."""
+    return _cpu_operators().inplace_operator(code, name, kind == TRUEDIV, fallback, _raise,
+                                             operator)
 
 
 def _fast_add_inplace(sign, generic):
-    """``add_`` / ``sub_`` with alpha: the fast paths of _fast_inplace, and a fused
-    ``self + alpha * other`` for a tensor other."""
-    name = "add" if sign > 0 else "sub"
-    fast = _fast_inplace(lib.FM_BIN_ADD if sign > 0 else lib.FM_BIN_SUB, name, ARITH, generic,
-                         operator=False)
-
-    def method(self, other, *, alpha=1):
-        if type(alpha) is int and alpha == 1:
-            return fast(self, other)
-        ta = type(alpha)
-        if (type(other) is Tensor and other._dtype is self._dtype and other._shape ==
-                self._shape and self._cpu_contig and other._cpu_contig and not
-                (self.requires_grad or other.requires_grad) and
-                (other._storage is not self._storage or other._ptr == self._ptr) and
-                ((self._dtype.kind == 2 and (ta is int or ta is float)) or
-                 (self._dtype.kind == 1 and ta is int))):
-            if self._numel:
-                rc = _binary_params_c(lib.FM_BIN_ADD_ALPHA, self._dtype.code, 1,
-                                      (self._numel,), self._ptr, _ONE, self._ptr, _ONE,
-                                      other._ptr, _ONE, float(sign * alpha), 0.0, 0.0)
-                if rc:
-                    _raise(rc, name + "_", self._dtype)
-            self._storage.version += 1
-            return self
-        return generic(self, other, alpha=alpha)
-
-    method.__name__ = name + "_"
-    method.__doc__ = f"In-place version of :func:`{name}`."
-    return method
+    return _cpu_operators().add_inplace(sign, generic, _raise)
 
 
 def _reflected(fn):
@@ -1068,9 +898,9 @@ def _inplace_fns():
     fns["float_power_"] = float_power_
     fns["add_"] = _fast_add_inplace(1, fns["add_"])
     fns["sub_"] = fns["subtract_"] = _fast_add_inplace(-1, fns["sub_"])
-    fns["mul_"] = fns["multiply_"] = _fast_inplace(lib.FM_BIN_MUL, "mul", ARITH, fns["mul_"],
+    fns["mul_"] = fns["multiply_"] = _fast_inplace(K.BIN_MUL, "mul", ARITH, fns["mul_"],
                                                    operator=False)
-    fast_div = _fast_inplace(lib.FM_BIN_DIV, "div", TRUEDIV, fns["div_"], operator=False)
+    fast_div = _fast_inplace(K.BIN_DIV, "div", TRUEDIV, fns["div_"], operator=False)
     generic_div = fns["div_"]
 
     def div_(self, other, *, rounding_mode=None):
@@ -1112,53 +942,53 @@ install_methods({
     "where": _tensor_where, "lerp": lerp, "addcmul": addcmul, "addcdiv": addcdiv,
     **U.UNARY_METHODS,
     **_INPLACE,
-    "__add__": _fast_binary(lib.FM_BIN_ADD, "add", ARITH, add),
-    "__radd__": _fast_binary(lib.FM_BIN_ADD, "add", ARITH, add, scalar_first=True),
-    "__iadd__": _fast_inplace(lib.FM_BIN_ADD, "add", ARITH, _INPLACE["add_"]),
-    "__sub__": _fast_binary(lib.FM_BIN_SUB, "sub", ARITH, sub),
-    "__rsub__": _fast_binary(lib.FM_BIN_SUB, "sub", ARITH, sub, scalar_first=True),
-    "__isub__": _fast_inplace(lib.FM_BIN_SUB, "sub", ARITH, _INPLACE["sub_"]),
-    "__mul__": _fast_binary(lib.FM_BIN_MUL, "mul", ARITH, mul),
-    "__rmul__": _fast_binary(lib.FM_BIN_MUL, "mul", ARITH, mul, scalar_first=True),
-    "__imul__": _fast_inplace(lib.FM_BIN_MUL, "mul", ARITH, _INPLACE["mul_"]),
-    "__truediv__": _fast_binary(lib.FM_BIN_DIV, "div", TRUEDIV, div),
-    "__rtruediv__": _fast_binary(lib.FM_BIN_DIV, "div", TRUEDIV, div, scalar_first=True),
-    "__itruediv__": _fast_inplace(lib.FM_BIN_DIV, "div", TRUEDIV, _INPLACE["div_"]),
-    "__floordiv__": _fast_binary(lib.FM_BIN_FLOORDIV, "floor_divide", ARITH, floor_divide),
-    "__rfloordiv__": _fast_binary(lib.FM_BIN_FLOORDIV, "floor_divide", ARITH, floor_divide,
+    "__add__": _fast_binary(K.BIN_ADD, "add", ARITH, add),
+    "__radd__": _fast_binary(K.BIN_ADD, "add", ARITH, add, scalar_first=True),
+    "__iadd__": _fast_inplace(K.BIN_ADD, "add", ARITH, _INPLACE["add_"]),
+    "__sub__": _fast_binary(K.BIN_SUB, "sub", ARITH, sub),
+    "__rsub__": _fast_binary(K.BIN_SUB, "sub", ARITH, sub, scalar_first=True),
+    "__isub__": _fast_inplace(K.BIN_SUB, "sub", ARITH, _INPLACE["sub_"]),
+    "__mul__": _fast_binary(K.BIN_MUL, "mul", ARITH, mul),
+    "__rmul__": _fast_binary(K.BIN_MUL, "mul", ARITH, mul, scalar_first=True),
+    "__imul__": _fast_inplace(K.BIN_MUL, "mul", ARITH, _INPLACE["mul_"]),
+    "__truediv__": _fast_binary(K.BIN_DIV, "div", TRUEDIV, div),
+    "__rtruediv__": _fast_binary(K.BIN_DIV, "div", TRUEDIV, div, scalar_first=True),
+    "__itruediv__": _fast_inplace(K.BIN_DIV, "div", TRUEDIV, _INPLACE["div_"]),
+    "__floordiv__": _fast_binary(K.BIN_FLOORDIV, "floor_divide", ARITH, floor_divide),
+    "__rfloordiv__": _fast_binary(K.BIN_FLOORDIV, "floor_divide", ARITH, floor_divide,
                                   scalar_first=True),
-    "__ifloordiv__": _fast_inplace(lib.FM_BIN_FLOORDIV, "floor_divide", ARITH,
+    "__ifloordiv__": _fast_inplace(K.BIN_FLOORDIV, "floor_divide", ARITH,
                                    _INPLACE["floor_divide_"]),
-    "__mod__": _fast_binary(lib.FM_BIN_REMAINDER, "remainder", ARITH, remainder),
-    "__rmod__": _fast_binary(lib.FM_BIN_REMAINDER, "remainder", ARITH, remainder,
+    "__mod__": _fast_binary(K.BIN_REMAINDER, "remainder", ARITH, remainder),
+    "__rmod__": _fast_binary(K.BIN_REMAINDER, "remainder", ARITH, remainder,
                              scalar_first=True),
-    "__imod__": _fast_inplace(lib.FM_BIN_REMAINDER, "remainder", ARITH, _INPLACE["remainder_"]),
-    "__pow__": _fast_binary(lib.FM_BIN_POW, "pow", ARITH, pow),
-    "__rpow__": _fast_binary(lib.FM_BIN_POW, "pow", ARITH, pow, scalar_first=True),
+    "__imod__": _fast_inplace(K.BIN_REMAINDER, "remainder", ARITH, _INPLACE["remainder_"]),
+    "__pow__": _fast_binary(K.BIN_POW, "pow", ARITH, pow),
+    "__rpow__": _fast_binary(K.BIN_POW, "pow", ARITH, pow, scalar_first=True),
     "__ipow__": _INPLACE["pow_"],
-    "__and__": _fast_binary(lib.FM_BIN_BITAND, "bitwise_and", ARITH, bitwise_and),
+    "__and__": _fast_binary(K.BIN_BITAND, "bitwise_and", ARITH, bitwise_and),
     "__rand__": _reflected(bitwise_and),
-    "__iand__": _fast_inplace(lib.FM_BIN_BITAND, "bitwise_and", ARITH, _INPLACE["bitwise_and_"]),
-    "__or__": _fast_binary(lib.FM_BIN_BITOR, "bitwise_or", ARITH, bitwise_or),
+    "__iand__": _fast_inplace(K.BIN_BITAND, "bitwise_and", ARITH, _INPLACE["bitwise_and_"]),
+    "__or__": _fast_binary(K.BIN_BITOR, "bitwise_or", ARITH, bitwise_or),
     "__ror__": _reflected(bitwise_or),
-    "__ior__": _fast_inplace(lib.FM_BIN_BITOR, "bitwise_or", ARITH, _INPLACE["bitwise_or_"]),
-    "__xor__": _fast_binary(lib.FM_BIN_BITXOR, "bitwise_xor", ARITH, bitwise_xor),
+    "__ior__": _fast_inplace(K.BIN_BITOR, "bitwise_or", ARITH, _INPLACE["bitwise_or_"]),
+    "__xor__": _fast_binary(K.BIN_BITXOR, "bitwise_xor", ARITH, bitwise_xor),
     "__rxor__": _reflected(bitwise_xor),
-    "__ixor__": _fast_inplace(lib.FM_BIN_BITXOR, "bitwise_xor", ARITH, _INPLACE["bitwise_xor_"]),
-    "__lshift__": _fast_binary(lib.FM_BIN_LSHIFT, "bitwise_left_shift", ARITH,
+    "__ixor__": _fast_inplace(K.BIN_BITXOR, "bitwise_xor", ARITH, _INPLACE["bitwise_xor_"]),
+    "__lshift__": _fast_binary(K.BIN_LSHIFT, "bitwise_left_shift", ARITH,
                                bitwise_left_shift),
     "__rlshift__": _reflected(bitwise_left_shift),
     "__ilshift__": _INPLACE["bitwise_left_shift_"],
-    "__rshift__": _fast_binary(lib.FM_BIN_RSHIFT, "bitwise_right_shift", ARITH,
+    "__rshift__": _fast_binary(K.BIN_RSHIFT, "bitwise_right_shift", ARITH,
                                bitwise_right_shift),
     "__rrshift__": _reflected(bitwise_right_shift),
     "__irshift__": _INPLACE["bitwise_right_shift_"],
-    "__eq__": _fast_binary(lib.FM_BIN_EQ, "eq", PREDICATE, eq),
-    "__ne__": _fast_binary(lib.FM_BIN_NE, "ne", PREDICATE, ne),
-    "__lt__": _fast_binary(lib.FM_BIN_LT, "lt", PREDICATE, lt),
-    "__le__": _fast_binary(lib.FM_BIN_LE, "le", PREDICATE, le),
-    "__gt__": _fast_binary(lib.FM_BIN_GT, "gt", PREDICATE, gt),
-    "__ge__": _fast_binary(lib.FM_BIN_GE, "ge", PREDICATE, ge),
+    "__eq__": _fast_binary(K.BIN_EQ, "eq", PREDICATE, eq),
+    "__ne__": _fast_binary(K.BIN_NE, "ne", PREDICATE, ne),
+    "__lt__": _fast_binary(K.BIN_LT, "lt", PREDICATE, lt),
+    "__le__": _fast_binary(K.BIN_LE, "le", PREDICATE, le),
+    "__gt__": _fast_binary(K.BIN_GT, "gt", PREDICATE, gt),
+    "__ge__": _fast_binary(K.BIN_GE, "ge", PREDICATE, ge),
     "__neg__": U.neg,
     "__pos__": _pos,
     "__abs__": U.abs,

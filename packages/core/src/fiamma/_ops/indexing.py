@@ -23,8 +23,8 @@ import warnings
 import numpy as np
 
 from fiamma import _dtype as D, _grad_hook as G
+from fiamma._backend import check, codes as K
 from fiamma._creation import from_array_copy, tensor as _tensor
-from fiamma._lib import check, ffi, lib
 from fiamma._ops._common import bcast_strides, broadcast_shapes, check_out, is_scalar
 from fiamma._ops.elementwise import add as _add
 from fiamma._tensor import Tensor, _copy_into, _init, install_methods, new_empty
@@ -33,13 +33,7 @@ __all__ = ["argwhere", "index_put", "index_put_", "nonzero"]
 
 _new = object.__new__
 _index = operator.index
-_gather_c = lib.fm_index_gather
-_scatter_c = lib.fm_index_scatter
-_copy_c = lib.fm_copy
-_fill_c = lib.fm_fill
-_cast = ffi.cast
-_ERR_INDEX = lib.FM_ERR_INDEX
-_NULL = ffi.NULL
+_ERR_INDEX = K.ERR_INDEX
 
 # kinds of converted (non-basic) index items
 _BOOL, _ADV, _MASK = range(3)
@@ -61,11 +55,6 @@ def _make_view(x, shape, stride, offset, contig):
         G.record("getitem", t, (x,), {"shape": shape, "stride": stride, "offset": offset,
                                       "in_stride": x._stride, "in_offset": x._offset})
     return t
-
-
-def _addr(buf):
-    """The address of a cffi buffer as the intptr_t the kernels take."""
-    return int(_cast("intptr_t", buf))
 
 
 def _oob(i, d, n):
@@ -195,11 +184,11 @@ def _bool_index(flag):
 def _parse(x, seq, want_view=True):
     """Apply the basic items of index sequence ``seq`` to ``x``.
 
-    Returns (view, vshape, vstride, vptr, adv): ``adv`` is None (only basic items) or a list
+    Returns (view, vshape, vstride, voff, adv): ``adv`` is None (only basic items) or a list
     of (dim in the view, int64 index tensor, dim of x it came from or None); vshape, vstride
-    and vptr describe the basic-indexed view, and ``view`` is that view as a Tensor, made only
-    when ``want_view`` and needed (no advanced items, or x requires grad and autograd must see
-    the view).
+    and voff (in elements from x's first element) describe the basic-indexed view, and
+    ``view`` is that view as a Tensor, made only when ``want_view`` and needed (no advanced
+    items, or x requires grad and autograd must see the view).
     """
     shape = x._shape
     stride = x._stride
@@ -302,7 +291,7 @@ def _parse(x, seq, want_view=True):
         view = x._view(oshape, ostride, off, op="getitem")
     else:
         view = None
-    return view, oshape, ostride, x._storage.ptr + off * x._dtype.itemsize, adv
+    return view, oshape, ostride, off - x._offset, adv
 
 
 def _layout(vshape, vstride, adv):
@@ -363,19 +352,15 @@ def _index_error(rc, bad, adv, sizes, x_op):
     check(rc, x_op)
 
 
-def _gather(x, vshape, vstride, vptr, adv, view):
-    """The advanced-index result over x's view (vshape, vstride, vptr); ``view`` (the view as
+def _gather(x, vshape, vstride, voff, adv, view):
+    """The advanced-index result over x's view (vshape, vstride, voff); ``view`` (the view as
     a Tensor) is only used to record for autograd when x requires grad."""
     rshape, sstride, idx, istr, sizes, strides = _layout(vshape, vstride, adv)
-    dt = x._dtype
-    out = new_empty(rshape, dt, x._storage.device)
-    ptrs = [t._ptr for t in idx]
-    rc = _gather_c(dt.code, len(rshape), rshape, out._ptr, out._stride, vptr, sstride, len(idx),
-                   ptrs, istr, sizes, strides, _NULL)
-    if rc:  # a gather has no side effects: run it again to learn which index was bad
-        bad = ffi.new("int64_t[2]")
-        rc = _gather_c(dt.code, len(rshape), rshape, out._ptr, out._stride, vptr, sstride,
-                       len(idx), ptrs, istr, sizes, strides, bad)
+    out = new_empty(rshape, x._dtype, x._storage.device)
+    bad = [-1, 0]
+    rc = out._storage.backend.index_gather(rshape, out, x, voff, sstride, idx, istr, sizes,
+                                           strides, bad)
+    if rc:
         _index_error(rc, bad, adv, sizes, "index")
     if x.requires_grad:
         G.record("index", out, (view, _indices_tuple(adv)), {})
@@ -430,13 +415,13 @@ def _getitem(self, key):
         return _basic(self, (key,))
     elif tk is Tensor and self._shape and key._shape:
         if key._dtype is D.int64:
-            return _gather(self, self._shape, self._stride, self._ptr, [(0, key, 0)], self)
+            return _gather(self, self._shape, self._stride, 0, [(0, key, 0)], self)
         if key._dtype is D.bool and key._shape == self._shape:
             return _masked_select(self, key)
-    view, vshape, vstride, vptr, adv = _parse(self, _key_seq(key))
+    view, vshape, vstride, voff, adv = _parse(self, _key_seq(key))
     if adv is None:
         return view
-    return _gather(self, vshape, vstride, vptr, adv, view)
+    return _gather(self, vshape, vstride, voff, adv, view)
 
 
 def _basic(x, key):
@@ -499,13 +484,11 @@ def _basic(x, key):
 
 def _masked_select(x, mask):
     """x[mask] with a mask of x's full shape: one count and one compacting pass in C."""
-    cnt = ffi.new("int64_t[1]")
-    check(lib.fm_nonzero_count(mask._dtype.code, len(mask._shape), mask._shape, mask._ptr,
-                               mask._stride, cnt), "index")
-    n = cnt[0]
+    be = x._storage.backend
+    rc, n = be.nonzero_count(mask._shape, mask, mask._stride)
+    check(rc, "index")
     out = new_empty((n,), x._dtype, x._storage.device)
-    check(lib.fm_masked_select(x._dtype.code, len(x._shape), x._shape, out._ptr, n, x._ptr,
-                               x._stride, mask._ptr, mask._stride, cnt), "index")
+    check(be.masked_select(x._shape, out, n, x, x._stride, mask, mask._stride)[0], "index")
     if x.requires_grad:
         G.record("index", out, (x, (mask,)), {})
     return out
@@ -545,6 +528,13 @@ def check_fits(value, dt, op):
                            "overflow")
 
 
+def _scalar_tensor(value, dt, op, dev=None):
+    """A Python number as a 0-d tensor of dtype ``dt`` (on ``dev``, default the CPU)."""
+    t = new_empty((), dt) if dev is None else new_empty((), dt, dev)
+    check(t._storage.backend.fill(t, *_fill_args(value, dt, op)), op)
+    return t
+
+
 def _value_tensor(value, dt, op):
     """The value of an assignment as a tensor of dtype ``dt`` (numbers become 0-d tensors)."""
     if isinstance(value, Tensor):
@@ -554,9 +544,7 @@ def _value_tensor(value, dt, op):
         _copy_into(out, value)
         return out
     if is_scalar(value):
-        t = new_empty((), dt)
-        check(_fill_c(dt.code, 0, (), t._ptr, (), *_fill_args(value, dt, op)), op)
-        return t
+        return _scalar_tensor(value, dt, op)
     try:
         return _tensor(value, dtype=dt)
     except (TypeError, ValueError) as e:
@@ -605,7 +593,7 @@ def _setitem(self, key, value):
             key._shape == self._shape:
         _masked_put(self, key, value)
     elif type(key) is Tensor and key._shape and self._shape and key._dtype is D.int64:
-        _scatter(self, self._shape, self._stride, self._ptr, [(0, key, 0)], value, False,
+        _scatter(self, self._shape, self._stride, 0, [(0, key, 0)], value, False,
                  "__setitem__")
     else:
         _assign(self, _key_seq(key), value, False, "__setitem__")
@@ -616,55 +604,47 @@ def _setitem(self, key, value):
 
 def _assign(self, seq, value, accumulate, op):
     """Write ``value`` at index sequence ``seq`` of ``self`` (no version bump, no record)."""
-    _, vshape, vstride, vptr, adv = _parse(self, seq, False)
+    _, vshape, vstride, voff, adv = _parse(self, seq, False)
     if adv is not None:
-        _scatter(self, vshape, vstride, vptr, adv, value, accumulate, op)
+        _scatter(self, vshape, vstride, voff, adv, value, accumulate, op)
         return
     dt = self._dtype
     if accumulate:
-        view = _make_view(self.detach(), vshape, vstride,
-                          (vptr - self._storage.ptr) // dt.itemsize, None)
+        view = _make_view(self.detach(), vshape, vstride, self._offset + voff, None)
         _add(view, _value_tensor(value, dt, op), out=view)
         return
-    nd = len(vshape)
     if is_scalar(value):
-        check(_fill_c(dt.code, nd, vshape, vptr, vstride, *_fill_args(value, dt, op)), op)
+        check(self._storage.backend.fill_region(vshape, self, voff, vstride,
+                                                *_fill_args(value, dt, op)), op)
         return
     v = value if isinstance(value, Tensor) else _value_tensor(value, dt, op)
     if v._storage is self._storage:
         v = v.clone()
     vst = _value_strides(v, vshape, op)
-    check(_copy_c(dt.code, v._dtype.code, nd, vshape, vptr, vstride, v._ptr, vst), op)
+    check(self._storage.backend.copy_region(vshape, self, voff, vstride, v, 0, vst), op)
 
 
-def _scatter(self, vshape, vstride, vptr, adv, value, accumulate, op):
+def _scatter(self, vshape, vstride, voff, adv, value, accumulate, op):
     """Scatter ``value`` into the advanced indices ``adv`` of self's view (vshape, vstride,
-    vptr)."""
+    voff)."""
     st = self._storage
     if any(a[1]._storage is st for a in adv):  # x[x] = v: indices must not change under us
         adv = [(p, t.clone() if t._storage is st else t, d) for p, t, d in adv]
     rshape, sstride, idx, istr, sizes, strides = _layout(vshape, vstride, adv)
     dt = self._dtype
     if is_scalar(value):
-        # a number: one element in a scratch buffer, read through zero strides
-        buf = ffi.new("int64_t[1]")
-        vp = _addr(buf)
-        check(_fill_c(dt.code, 0, (), vp, (), *_fill_args(value, dt, op)), op)
+        # a number: one element, read through zero strides
+        v = _scalar_tensor(value, dt, op, self._storage.device)
         vst = (0,) * len(rshape)
     else:
         v = _value_tensor(value, dt, op)
         if v._storage is self._storage:
             v = v.clone()
-        vp = v._ptr
         vst = _value_strides(v, rshape, op)
-    ptrs = [t._ptr for t in idx]
-    acc = 1 if accumulate else 0
-    rc = _scatter_c(dt.code, len(rshape), rshape, vptr, sstride, vp, vst, len(idx), ptrs, istr,
-                    sizes, strides, acc, _NULL)
-    if rc:  # every index is checked before the first write: nothing was written, run it again
-        bad = ffi.new("int64_t[2]")  # to learn which index was bad
-        rc = _scatter_c(dt.code, len(rshape), rshape, vptr, sstride, vp, vst, len(idx), ptrs,
-                        istr, sizes, strides, acc, bad)
+    bad = [-1, 0]
+    rc = self._storage.backend.index_scatter(rshape, self, voff, sstride, v, vst, idx, istr,
+                                             sizes, strides, 1 if accumulate else 0, bad)
+    if rc:  # every index is checked before the first write: nothing was written
         _index_error(rc, bad, adv, sizes, op)
 
 
@@ -673,13 +653,10 @@ def _masked_put(x, mask, value):
     dt = x._dtype
     if mask._storage is x._storage and (mask._ptr != x._ptr or mask._stride != x._stride):
         mask = mask.clone()  # another view of x's memory: writes would change the mask
+    be = x._storage.backend
     if is_scalar(value):
-        buf = ffi.new("int64_t[1]")
-        vp = _addr(buf)
-        check(_fill_c(dt.code, 0, (), vp, (), *_fill_args(value, dt, "__setitem__")),
-              "__setitem__")
-        check(lib.fm_masked_put(dt.code, len(x._shape), x._shape, x._ptr, x._stride, mask._ptr,
-                                mask._stride, vp, 1, 0, ffi.NULL), "__setitem__")
+        v = _scalar_tensor(value, dt, "__setitem__", x._storage.device)
+        check(be.masked_put(x._shape, x, x._stride, mask, mask._stride, v, 1, 0), "__setitem__")
         return
     v = _value_tensor(value, dt, "__setitem__")
     if v._storage is x._storage:
@@ -687,10 +664,8 @@ def _masked_put(x, mask, value):
     if v._numel == 1:
         nval, sval = 1, 0
     else:
-        cnt = ffi.new("int64_t[1]")
-        check(lib.fm_nonzero_count(mask._dtype.code, len(mask._shape), mask._shape, mask._ptr,
-                                   mask._stride, cnt), "__setitem__")
-        n = cnt[0]
+        rc, n = be.nonzero_count(mask._shape, mask, mask._stride)
+        check(rc, "__setitem__")
         vs = v._shape
         while len(vs) > 1 and vs[0] == 1:
             vs = vs[1:]
@@ -699,8 +674,8 @@ def _masked_put(x, mask, value):
                                f"{list(v._shape)} cannot be broadcast to indexing result of "
                                f"shape [{n}]")
         nval, sval = n, v._stride[-1]
-    check(lib.fm_masked_put(x._dtype.code, len(x._shape), x._shape, x._ptr, x._stride, mask._ptr,
-                            mask._stride, v._ptr, nval, sval, ffi.NULL), "__setitem__")
+    check(be.masked_put(x._shape, x, x._stride, mask, mask._stride, v, nval, sval),
+          "__setitem__")
 
 
 # ---- index_put ----------------------------------------------------------------------------
@@ -762,15 +737,14 @@ def index_put(input, indices, values, accumulate=False):
 def _nonzero_cols(x):
     """The coordinates of x's nonzero elements as one contiguous int64 tensor per dim."""
     nd = len(x._shape)
-    cnt = ffi.new("int64_t[1]")
-    check(lib.fm_nonzero_count(x._dtype.code, nd, x._shape, x._ptr, x._stride, cnt), "nonzero")
-    n = cnt[0]
+    be = x._storage.backend
+    rc, n = be.nonzero_count(x._shape, x, x._stride)
+    check(rc, "nonzero")
     out = new_empty((builtins.max(nd, 1), n), D.int64, x._storage.device)
-    check(lib.fm_nonzero(x._dtype.code, nd, x._shape, x._ptr, x._stride, out._ptr, 1, n, n, cnt),
-          "nonzero")
+    check(be.nonzero(x, out, 1, n, n)[0], "nonzero")
     if nd == 0:  # a 0-d tensor counts as 1-d: coordinate 0
         if n:
-            lib.fm_fill(D.int64.code, 1, (1,), out._ptr, (1,), 0.0, 0, 1)
+            be.fill(out, 0.0, 0, 1)
         return (out[0],)
     return tuple(out[j] for j in range(nd))
 
@@ -789,13 +763,11 @@ def nonzero(input, *, out=None, as_tuple=False):
     if as_tuple:
         return _nonzero_cols(input)
     nd = len(input._shape)
-    cnt = ffi.new("int64_t[1]")
-    check(lib.fm_nonzero_count(input._dtype.code, nd, input._shape, input._ptr, input._stride,
-                               cnt), "nonzero")
-    n = cnt[0]
+    be = input._storage.backend
+    rc, n = be.nonzero_count(input._shape, input, input._stride)
+    check(rc, "nonzero")
     res = new_empty((n, nd), D.int64, input._storage.device)
-    check(lib.fm_nonzero(input._dtype.code, nd, input._shape, input._ptr, input._stride,
-                         res._ptr, nd, 1, n, cnt), "nonzero")
+    check(be.nonzero(input, res, nd, 1, n)[0], "nonzero")
     if out is not None:
         check_out(out, res._shape, D.int64, "nonzero")
         _copy_into(out, res)

@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from fiamma import _dtype as D, _grad_hook as G
-from fiamma._lib import check, ffi, lib
+from fiamma._backend import check, codes as K
 from fiamma._ops._common import broadcast_shapes, check_out, is_scalar
 from fiamma._ops.indexing import _fill_args
 from fiamma._tensor import Tensor, _copy_into, install_methods, new_empty, wrap_dim
@@ -24,12 +24,9 @@ __all__ = ["gather", "scatter", "scatter_add", "scatter_reduce", "index_select",
            "index_copy", "index_fill", "masked_fill", "masked_select", "masked_scatter", "take",
            "take_along_dim", "put", "bincount", "histc"]
 
-_ixop = lib.fm_ixop
-_cast = ffi.cast
-_GATHER, _SCATTER, _ADD, _MUL, _MAX, _MIN = (lib.FM_IXOP_GATHER, lib.FM_IXOP_SCATTER,
-                                              lib.FM_IXOP_ADD, lib.FM_IXOP_MUL,
-                                              lib.FM_IXOP_MAX, lib.FM_IXOP_MIN)
-_ERR_INDEX = lib.FM_ERR_INDEX
+_GATHER, _SCATTER, _ADD, _MUL, _MAX, _MIN = (K.IXOP_GATHER, K.IXOP_SCATTER, K.IXOP_ADD,
+                                              K.IXOP_MUL, K.IXOP_MAX, K.IXOP_MIN)
+_ERR_INDEX = K.ERR_INDEX
 
 
 # ---- argument helpers ------------------------------------------------------------------------
@@ -61,8 +58,8 @@ def _as1(t):
     return (1,), (1,)
 
 
-def _value_buf(value, dt, op):
-    """A number (or 0-d tensor) as one element of dtype ``dt`` in a scratch buffer."""
+def _value_buf(value, dt, op, dev):
+    """A number (or 0-d tensor) as a 0-d tensor of dtype ``dt`` on ``dev``."""
     if isinstance(value, Tensor):
         if value._shape:
             raise RuntimeError(f"{op}: only supports a 0-dimensional value tensor, but got "
@@ -70,10 +67,9 @@ def _value_buf(value, dt, op):
         value = value.item()
     if not is_scalar(value):
         raise TypeError(f"{op}: value must be a number, got {type(value).__name__}")
-    buf = ffi.new("int64_t[1]")
-    addr = int(_cast("intptr_t", buf))
-    check(lib.fm_fill(dt.code, 0, (), addr, (), *_fill_args(value, dt, op)), op)
-    return buf, addr
+    t = new_empty((), dt, dev)
+    check(t._storage.backend.fill(t, *_fill_args(value, dt, op)), op)
+    return t
 
 
 def _no_internal_overlap(x, op):
@@ -91,15 +87,12 @@ def _private(t, dst):
     return t
 
 
-def _run(mode, op, dt, shape, a, sa, b, sb, idx, sidx, isize, istride, dim, wrap=0,
+def _run(mode, op, shape, a, sa, b, sb, idx, sidx, isize, istride, dim, wrap=0,
          precheck=0, init=None):
-    bad = ffi.new("int64_t[1]")
-    if init is None:
-        rc = _ixop(mode, dt.code, len(shape), shape, a, sa, b, sb, idx, sidx, isize, istride,
-                   wrap, precheck, bad)
-    else:  # b starts as a copy of init (same contiguous layout), made by the kernel's threads
-        rc = lib.fm_ixop_init(mode, dt.code, len(shape), shape, a, sa, b, sb, idx, sidx, isize,
-                              istride, wrap, 0, init._ptr, init._numel * dt.itemsize, bad)
+    """The backend's ixop over tensors a (dense), b (indexed) and idx (int64 indices)."""
+    bad = [0]
+    rc = b._storage.backend.ixop(mode, shape, a, sa, b, sb, idx, sidx, isize, istride, wrap,
+                                 precheck, bad, init)
     if rc:
         if rc == _ERR_INDEX:
             if dim is None:
@@ -186,8 +179,8 @@ def gather(input, dim, index, *, sparse_grad=False, out=None):
         xs, xst = _as1(input)
         ish, ist = _as1(index)
         sb = xst[:d] + (0,) + xst[d + 1:]
-        _run(_GATHER, "gather", input._dtype, ish, res._ptr, _as1(res)[1], input._ptr, sb,
-             index._ptr, ist, xs[d], xst[d], d)
+        _run(_GATHER, "gather", ish, res, _as1(res)[1], input, sb,
+             index, ist, xs[d], xst[d], d)
     return _finish("gather", res, out, (input, dim, index), {}, input.requires_grad)
 
 
@@ -212,11 +205,11 @@ def _scatter_into(op, dst, d, index, src, mode, precheck, init=None):
     sb = dst_st[:d] + (0,) + dst_st[d + 1:]
     if isinstance(src, Tensor):
         src = _private(src, dst)
-        _run(mode, op, dst._dtype, ish, src._ptr, _as1(src)[1], dst._ptr, sb, index._ptr, ist,
+        _run(mode, op, ish, src, _as1(src)[1], dst, sb, index, ist,
              ds[d], dst_st[d], d, precheck=precheck, init=init)
     else:
-        buf, addr = _value_buf(src, dst._dtype, op)
-        _run(mode, op, dst._dtype, ish, addr, (0,) * len(ish), dst._ptr, sb, index._ptr, ist,
+        vt = _value_buf(src, dst._dtype, op, dst._storage.device)
+        _run(mode, op, ish, vt, (0,) * len(ish), dst, sb, index, ist,
              ds[d], dst_st[d], d, precheck=precheck, init=init)
 
 
@@ -337,7 +330,7 @@ def _scatter_reduce_into(op, dst, d, index, src, reduce, include_self, precheck)
         _scatter_into(op, dst, d, index, _identity(reduce, dst._dtype), _SCATTER, 0)
     if reduce == "mean":
         cnt = new_empty(dst._shape, D.int64, dst._storage.device)
-        lib.fm_fill(D.int64.code, len(cnt._shape), cnt._shape, cnt._ptr, cnt._stride, 0.0, 1, 1)
+        cnt._storage.backend.fill(cnt, 0.0, 1, 1)
         if not include_self:
             _scatter_into(op, cnt, d, index, 0, _SCATTER, 0)
         _scatter_into(op, cnt, d, index, 1, _ADD, 0)
@@ -357,7 +350,7 @@ def _check_only(op, dst, d, index):
     ish, ist = _as1(index)
     sb = dst_st[:d] + (0,) + dst_st[d + 1:]
     scratch = new_empty(index._shape, dst._dtype, dst._storage.device)
-    _run(_GATHER, op, dst._dtype, ish, scratch._ptr, _as1(scratch)[1], dst._ptr, sb, index._ptr,
+    _run(_GATHER, op, ish, scratch, _as1(scratch)[1], dst, sb, index,
          ist, ds[d], dst_st[d], d)
 
 
@@ -432,8 +425,8 @@ def index_select(input, dim, index, *, out=None):
     shape, sb, si, isize, istride = _dim_layout(input, d, index)
     res = new_empty(shape if input._shape else (), input._dtype, input._storage.device)
     if res._numel:
-        _run(_GATHER, "index_select", input._dtype, shape, res._ptr, _as1(res)[1], input._ptr,
-             sb, index._ptr, si, isize, istride, d)
+        _run(_GATHER, "index_select", shape, res, _as1(res)[1], input,
+             sb, index, si, isize, istride, d)
     return _finish("index_select", res, out, (input, dim, index), {}, input.requires_grad)
 
 
@@ -461,11 +454,11 @@ def _index_scatter(op, dst, d, index, source, mode, precheck, wrap=0):
         return
     if isinstance(source, Tensor):
         source = _private(source, dst)
-        _run(mode, op, dst._dtype, shape, source._ptr, _as1(source)[1], dst._ptr, sb, index._ptr,
+        _run(mode, op, shape, source, _as1(source)[1], dst, sb, index,
              si, isize, istride, d, wrap, precheck)
     else:
-        buf, addr = _value_buf(source, dst._dtype, op)
-        _run(mode, op, dst._dtype, shape, addr, (0,) * len(shape), dst._ptr, sb, index._ptr, si,
+        vt = _value_buf(source, dst._dtype, op, dst._storage.device)
+        _run(mode, op, shape, vt, (0,) * len(shape), dst, sb, index, si,
              isize, istride, d, wrap, precheck)
 
 
@@ -601,16 +594,16 @@ def _masked_fill_into(op, dst, mask, value):
     if mask._storage is dst._storage:
         mask = mask.detach().clone()
     mst = _bstrides(mask, dst._shape, op)
-    buf, addr = _value_buf(value, dst._dtype, op)
-    check(lib.fm_masked_put(dst._dtype.code, len(dst._shape), dst._shape, dst._ptr, dst._stride,
-                            mask._ptr, mst, addr, 1, 0, ffi.NULL), op)
+    vt = _value_buf(value, dst._dtype, op, dst._storage.device)
+    check(dst._storage.backend.masked_put(dst._shape, dst, dst._stride, mask, mst, vt, 1, 0),
+          op)
 
 
 def _expanded_copy(x, shape):
     out = new_empty(shape, x._dtype, x._storage.device)
     if out._numel:
-        check(lib.fm_copy(x._dtype.code, x._dtype.code, len(shape), shape, out._ptr, out._stride,
-                          x._ptr, _bstrides(x, shape, "expand")), "expand")
+        check(out._storage.backend.copy_region(shape, out, 0, out._stride, x, 0,
+                                               _bstrides(x, shape, "expand")), "expand")
     return out
 
 
@@ -640,9 +633,9 @@ def _masked_fill_(self, mask, value):
 
 
 def _count(mask, shape, mst):
-    cnt = ffi.new("int64_t[1]")
-    check(lib.fm_nonzero_count(D.bool.code, len(shape), shape, mask._ptr, mst, cnt), "count")
-    return cnt[0]
+    rc, n = mask._storage.backend.nonzero_count(shape, mask, mst)
+    check(rc, "count")
+    return n
 
 
 def masked_select(input, mask, *, out=None):
@@ -661,8 +654,8 @@ def masked_select(input, mask, *, out=None):
     n = _count(mask, shape, mst)
     res = new_empty((n,), input._dtype, input._storage.device)
     if n:
-        check(lib.fm_masked_select(input._dtype.code, len(shape), shape, res._ptr, n, input._ptr,
-                                   xst, mask._ptr, mst, ffi.NULL), "masked_select")
+        check(res._storage.backend.masked_select(shape, res, n, input, xst, mask, mst)[0],
+              "masked_select")
     return _finish("masked_select", res, out, (input, mask), {}, input.requires_grad)
 
 
@@ -684,8 +677,8 @@ def _masked_scatter_into(op, dst, mask, source):
     src = source.detach()
     if not src._contig or src._storage is dst._storage:
         src = _fresh(src)
-    check(lib.fm_masked_put(dst._dtype.code, len(dst._shape), dst._shape, dst._ptr, dst._stride,
-                            mask._ptr, mst, src._ptr, source._numel, 1, ffi.NULL), op)
+    check(dst._storage.backend.masked_put(dst._shape, dst, dst._stride, mask, mst, src,
+                                          source._numel, 1), op)
 
 
 def masked_scatter(input, mask, source):
@@ -730,8 +723,8 @@ def take(input, index, *, out=None):
     if index._numel:
         flat = input if input._contig else _fresh(input)
         ish, ist = _as1(index)
-        _run(_GATHER, "take", input._dtype, ish, res._ptr, _as1(res)[1], flat._ptr,
-             (0,) * len(ish), index._ptr, ist, input._numel, 1, None, wrap=1)
+        _run(_GATHER, "take", ish, res, _as1(res)[1], flat,
+             (0,) * len(ish), index, ist, input._numel, 1, None, wrap=1)
     return _finish("take", res, out, (input, index), {}, input.requires_grad)
 
 
@@ -785,8 +778,8 @@ def _put_into(op, dst, index, source, accumulate):
     idx = index if index._contig and index._storage is not dst._storage else _fresh(index)
     src = source if source._contig and source._storage is not dst._storage else _fresh(source)
     n = index._numel
-    _run(_ADD if accumulate else _SCATTER, op, dst._dtype, (n,), src._ptr, (1,), target._ptr,
-         (0,), idx._ptr, (1,), dst._numel, 1, None, wrap=1, precheck=1)
+    _run(_ADD if accumulate else _SCATTER, op, (n,), src, (1,), target,
+         (0,), idx, (1,), dst._numel, 1, None, wrap=1, precheck=1)
     if target is not dst:
         _copy_into(dst, target)
 
@@ -859,11 +852,10 @@ def bincount(input, weights=None, minlength=0):
         nbins = builtins.max(nbins, amax(input).item() + 1)
     res = new_empty((nbins,), odt, input._storage.device, zero=True)
     if n:
-        bad = ffi.new("int64_t[1]")
-        rc = lib.fm_bincount(input._dtype.code, n, input._ptr, input._stride[0], odt.code,
-                             weights._ptr if weights is not None else 0,
-                             weights._stride[0] if weights is not None else 0, res._ptr, nbins,
-                             bad)
+        bad = [0]
+        rc = res._storage.backend.bincount(input, n, input._stride[0], weights,
+                                           weights._stride[0] if weights is not None else 0, res,
+                                           nbins, bad)
         if rc == _ERR_INDEX:
             raise RuntimeError(f"bincount only supports 1-d non-negative integral inputs, got "
                                f"value {bad[0]}")
@@ -900,9 +892,7 @@ def histc(input, bins=100, min=0, max=0, *, out=None):
     counts = new_empty((bins,), D.int64, input._storage.device, zero=True)
     if input._numel:
         edges = np.linspace(lo, hi, bins + 1)
-        ep = ffi.cast("const double *", edges.ctypes.data)
-        check(lib.fm_histc(dt.code, len(input._shape), input._shape, input._ptr, input._stride,
-                           bins, lo, hi, ep, counts._ptr), "histc")
+        check(counts._storage.backend.histc(input, bins, lo, hi, edges, counts), "histc")
     res = new_empty((bins,), dt, input._storage.device)
     _copy_into(res, counts)
     return _finish("histc", res, out, (input,), {}, False)

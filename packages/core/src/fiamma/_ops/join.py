@@ -9,15 +9,14 @@ import builtins
 import operator
 
 from fiamma import _dtype as D, _grad_hook as G
-from fiamma._lib import check, lib
+from fiamma._backend import check
+from fiamma._backend.cpu import operators as _cpu_operators
 from fiamma._ops._common import check_out
 from fiamma._tensor import Tensor, _copy_into, install_methods, new_empty, wrap_dim
 
 __all__ = ["cat", "concat", "concatenate", "stack", "hstack", "vstack", "row_stack", "dstack",
            "column_stack", "split", "chunk", "tensor_split", "hsplit", "vsplit", "dsplit"]
 
-_copy = lib.fm_copy
-_cat_bytes = lib.fm_cat_bytes
 _index = operator.index
 
 
@@ -51,54 +50,10 @@ def cat(tensors, dim=0, *, out=None):
     [[0.0, 1.0, 1.0], [0.0, 1.0, 1.0]]
     """
     if out is None and (type(tensors) is list or type(tensors) is tuple):
-        res = _cat_simple(tensors, dim)
+        res = _cpu_operators.cat_simple(tensors, dim)
         if res is not None:
             return res
     return _cat(_tensor_list(tensors, "cat"), dim, out, "cat")
-
-
-def _cat_simple(ts, dim):
-    """cat of same-dtype, contiguous CPU tensors of one rank that fit together, in one pass (a
-    cat in a loop); None for anything else, which _cat then handles (with its errors)."""
-    if not ts:
-        return None
-    t0 = ts[0]
-    if type(t0) is not Tensor or type(dim) is not int:
-        return None
-    s0 = t0._shape
-    nd = len(s0)
-    if not -nd <= dim < nd:
-        return None
-    d = dim + nd if dim < 0 else dim
-    dt = t0._dtype
-    head, tail = s0[:d], s0[d + 1:]
-    inner = dt.itemsize
-    for n in tail:
-        inner *= n
-    total = 0
-    grad = False
-    ptrs = []
-    sizes = []
-    for t in ts:
-        if type(t) is not Tensor or t._dtype is not dt or not t._cpu_contig:
-            return None
-        s = t._shape
-        if len(s) != nd or s[:d] != head or s[d + 1:] != tail:
-            return None
-        n = s[d]
-        total += n
-        grad = grad or t.requires_grad
-        ptrs.append(t._ptr)
-        sizes.append(n * inner)
-    res = new_empty(head + (total,) + tail, dt)
-    if res._numel:
-        rows = 1
-        for n in head:
-            rows *= n
-        check(_cat_bytes(len(ts), rows, res._ptr, total * inner, ptrs, sizes), "cat")
-    if grad:
-        G.record("cat", res, tuple(ts), {"dim": d})
-    return res
 
 
 def _cat(ts, dim, out, op):
@@ -167,20 +122,19 @@ def _cat(ts, dim, out, op):
             inner = rdt.itemsize
             for s in shape[d + 1:]:
                 inner *= s
-            check(_cat_bytes(len(parts), rows, res._ptr, shape[d] * inner,
-                             [t._ptr for t in parts], [t._shape[d] * inner for t in parts]), op)
+            check(res._storage.backend.cat_rows(res, parts, rows, shape[d] * inner,
+                                                [t._shape[d] * inner for t in parts]), op)
         else:
             nd = len(shape)
             rst = res._stride
-            step = rst[d] * rdt.itemsize
-            ptr = res._ptr
-            code = rdt.code
+            step = rst[d]
+            off = 0
+            copy = res._storage.backend.copy_region
             for t in parts:
                 n = t._shape[d]
                 if n and t._numel:
-                    check(_copy(code, t._dtype.code, nd, t._shape, ptr, rst, t._ptr, t._stride),
-                          op)
-                ptr += n * step
+                    check(copy(t._shape, res, off, rst, t, 0, t._stride), op)
+                off += n * step
     if out is not None:
         if res is not out:
             _copy_into(out, res)
@@ -236,8 +190,8 @@ def stack(tensors, dim=0, *, out=None):
             inner = dt.itemsize
             for s in s0[d:]:
                 inner *= s
-            check(_cat_bytes(n, rows, res._ptr, n * inner, [t._ptr for t in ts],
-                             [inner] * n), "stack")
+            check(res._storage.backend.cat_rows(res, ts, rows, n * inner, [inner] * n),
+                  "stack")
         return res
     return _cat([t.unsqueeze(d) for t in ts], d, out, "stack")
 

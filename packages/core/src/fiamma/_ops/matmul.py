@@ -6,25 +6,23 @@ Every product is one call of the C kernel ``fm_matmul`` (or ``fm_mm`` without a 
 takes the operands with their strides as they are (transposed and sliced views included, batch
 dims broadcast through zero strides), so no operand is copied here. float32 runs on fiamma's
 own AVX-512 kernel or OpenBLAS, float64 on OpenBLAS, float16/bfloat16 in float32, integers in
-int64 (wrapping like PyTorch), bool as OR of ANDs. Threads: ``fiamma._lib.lib``'s
-``fm_blas_set_num_threads`` sets them for both kernels.
+int64 (wrapping like PyTorch), bool as OR of ANDs. Threads: ``fiamma.set_num_threads`` sets
+them for both kernels. The kernels are the backend's ``mm`` / ``matmul`` primitives.
 """
 
 import builtins
 import numbers
 
 from fiamma import _autocast as _AC, _dtype as D, _grad_hook as G
-from fiamma._lib import check, lib
-from fiamma._ops._common import bcast_strides, broadcast_shapes
+from fiamma._backend import check, codes as K
+from fiamma._backend.cpu import operators as _cpu_operators
+from fiamma._ops._common import bcast_strides, broadcast_shapes, same_device
 from fiamma._storage import CPU
 from fiamma._tensor import Tensor, _copy_into, install_methods, new_empty
 
 __all__ = ["matmul", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm",
            "addmv", "addr", "addbmm", "baddbmm"]
 
-_mm_c = lib.fm_mm
-_matmul_c = lib.fm_matmul
-_mm_bias_c = lib.fm_mm_bias_f32
 _F32 = D.float32
 _AC_ON = False  # True while an autocast region is enabled (fiamma._autocast keeps it)
 
@@ -34,8 +32,6 @@ _AC_ON = False  # True while an autocast region is enabled (fiamma._autocast kee
 def _tensor_arg(x, op, name):
     if not isinstance(x, Tensor):
         raise TypeError(f"{op}: expected {name} to be a Tensor, got {type(x).__name__}")
-    if x._storage.device is not CPU:
-        raise RuntimeError(f"{op}: not implemented for tensors on {x._storage.device}")
     return x
 
 
@@ -46,6 +42,7 @@ def _dims(x, nd, op, name):
 
 
 def _same_dtype(op, *ts):
+    same_device(op, *ts)
     dt = ts[0]._dtype
     for t in ts[1:]:
         if t._dtype is not dt:
@@ -94,8 +91,9 @@ _PLAIN = ((0.0, 0.0, 1, 0), (1.0, 0.0, 0, 0))  # alpha 1, beta 0: (integer, floa
 def _dest(out, shape, dt, op, inputs):
     """The tensor the kernel writes: ``out`` itself when it is contiguous and shares no memory
     with an input, else a fresh one (copied into ``out`` afterwards)."""
+    dev = inputs[0]._storage.device
     if out is None:
-        return new_empty(shape, dt)
+        return new_empty(shape, dt, dev)
     if not isinstance(out, Tensor):
         raise TypeError(f"{op}: out must be a Tensor, got {type(out).__name__}")
     if out._dtype is not dt:
@@ -107,11 +105,11 @@ def _dest(out, shape, dt, op, inputs):
                                f"shape {list(shape)}")
         from fiamma._tensor import _init
 
-        fresh = new_empty(shape, dt)
+        fresh = new_empty(shape, dt, dev)
         _init(out, fresh._storage, dt, fresh._shape, fresh._stride, 0, True)
     if out._contig and not builtins.any(t._storage is out._storage for t in inputs):
         return out
-    return new_empty(shape, dt)
+    return new_empty(shape, dt, dev)
 
 
 def _finish(res, out, op, inputs, kwargs=None):
@@ -162,25 +160,27 @@ def _product(op, a, b, out, c_in=None, beta=0, alpha=1, record=True, kw=None, re
         fa, fb, ia, ib = _coefs(dt, beta, alpha, op)
     use_c = c_in is not None and (fb != 0.0 or ib != 0)
     inputs = (a, b) if c_in is None else (c_in, a, b)
-    res = new_empty(shape, dt) if out is None else _dest(out, shape, dt, op, (a, b))
+    res = (new_empty(shape, dt, a._storage.device) if out is None else
+           _dest(out, shape, dt, op, (a, b)))
     if (use_c and out is None and fa == 1.0 and fb == 1.0 and da == 2 and db == 2 and
             dt is D.float32 and c_in._dtype is dt and c_in._shape == (n,) and
             c_in._stride == (1,) and c_in._storage.device is CPU and res._numel):
         # a linear layer's bias: added by the kernel as it stores C (no copy into C first)
-        rc = _mm_bias_c(m, n, k, res._ptr, res._stride[0], a._ptr, a._stride[0], a._stride[1],
-                        b._ptr, b._stride[0], b._stride[1], c_in._ptr)
+        rc = res._storage.backend.mm_bias(m, n, k, res, res._stride[0], a, a._stride[0],
+                                          a._stride[1], b, b._stride[0], b._stride[1], c_in)
         if rc == 0:
             return _finish(res, out, rec or op, inputs, kw) if record else res
-        if rc != lib.FM_ERR_OP:
+        if rc != K.ERR_OP:
             check(rc, op, f"dtype {dt}")
-    if use_c and not (res is c_in or (res._ptr == c_in._ptr and res._stride == c_in._stride
-                                      and res._shape == c_in._shape)):
+    if use_c and not (res is c_in or (res._storage is c_in._storage and
+                                      res._offset == c_in._offset and
+                                      res._stride == c_in._stride and
+                                      res._shape == c_in._shape)):
         if c_in._storage is res._storage:  # c_in aliases out in another layout
-            res = new_empty(shape, dt)
+            res = new_empty(shape, dt, res._storage.device)
         cs = bcast_strides(c_in, shape)
         if res._numel:
-            check(lib.fm_copy(dt.code, c_in._dtype.code, len(shape), shape, res._ptr,
-                              res._stride, c_in._ptr, cs), op)
+            check(res._storage.backend.copy_region(shape, res, 0, res._stride, c_in, 0, cs), op)
     if not use_c:
         fb, ib = 0.0, 0
     # the result's row and column strides (for a dim dropped by a 1-D operand: any value)
@@ -194,14 +194,14 @@ def _product(op, a, b, out, c_in=None, beta=0, alpha=1, record=True, kw=None, re
     else:
         sbk, sbn = b._stride[0], 0
     if nb == 0:
-        rc = _mm_c(dt.code, m, n, k, res._ptr, scm, scn, a._ptr, sam, sak, b._ptr, sbk, sbn,
-                   fa, fb, ia, ib)
+        rc = res._storage.backend.mm(m, n, k, res, scm, scn, a, sam, sak, b, sbk, sbn, fa, fb,
+                                     ia, ib)
     else:
         # size-1 batch dims are dropped in C: their strides do not matter
         bs_a = a._stride[:-2] if ba == batch else _batch_strides(a, batch, da)
         bs_b = b._stride[:-2] if bb == batch else _batch_strides(b, batch, db)
-        rc = _matmul_c(dt.code, nb, batch, m, n, k, res._ptr, rst[:nb] + (scm, scn),
-                       a._ptr, bs_a + (sam, sak), b._ptr, bs_b + (sbk, sbn), fa, fb, ia, ib)
+        rc = res._storage.backend.matmul(batch, m, n, k, res, rst[:nb] + (scm, scn), a,
+                                         bs_a + (sam, sak), b, bs_b + (sbk, sbn), fa, fb, ia, ib)
     if rc:
         check(rc, op, f"dtype {dt}")
     if not record:
@@ -250,7 +250,7 @@ def matmul(input, other, *, out=None):
 
 
 def _matmul(a, b, out):
-    if a._storage.device is not CPU or b._storage.device is not CPU:
+    if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
         _tensor_arg(a, "matmul", "input")
         _tensor_arg(b, "matmul", "other")
     if not a._shape or not b._shape:
@@ -507,45 +507,8 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
 
 # ---- Tensor methods --------------------------------------------------------------------------
 
-def _fast(a, b, op):
-    """The common case in few steps: CPU tensors of one dtype with at most 2 dims each, no
-    gradient wanted. Returns None when it does not apply (or the shapes do not match: the
-    general path then raises the error)."""
-    sa, sb = a._shape, b._shape
-    da, db = len(sa), len(sb)
-    if not (0 < da <= 2 and 0 < db <= 2) or a._dtype is not b._dtype or a.requires_grad or \
-            b.requires_grad or a._storage.device is not CPU or b._storage.device is not CPU:
-        return None
-    k = sa[-1]
-    if db == 2:
-        if sb[0] != k:
-            return None
-        n = sb[1]
-        sbk, sbn = b._stride
-    else:
-        if sb[0] != k:
-            return None
-        n = 1
-        sbk, sbn = b._stride[0], 0
-    if da == 2:
-        m = sa[0]
-        sam, sak = a._stride
-        shape = (m, n) if db == 2 else (m,)
-    else:
-        m = 1
-        sam, sak = 0, a._stride[0]
-        shape = (n,) if db == 2 else ()
-    dt = a._dtype
-    res = new_empty(shape, dt)
-    if dt.kind == 2:
-        rc = _mm_c(dt.code, m, n, k, res._ptr, n, 1, a._ptr, sam, sak, b._ptr, sbk, sbn,
-                   1.0, 0.0, 0, 0)
-    else:
-        rc = _mm_c(dt.code, m, n, k, res._ptr, n, 1, a._ptr, sam, sak, b._ptr, sbk, sbn,
-                   0.0, 0.0, 1, 0)
-    if rc:
-        check(rc, op, f"dtype {dt}")
-    return res
+# the CPU backend's one-call product of small CPU operands (None where it does not apply)
+_fast = _cpu_operators.mm_simple
 
 
 def _matmul_method(self, other):

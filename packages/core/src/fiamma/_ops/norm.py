@@ -13,7 +13,7 @@ statistics; the backward ops record themselves too, so second derivatives work.
 """
 
 from fiamma import _dtype as D, _grad_hook as G
-from fiamma._lib import check, lib
+from fiamma._backend import check
 from fiamma._ops._common import cast
 from fiamma._tensor import Tensor, new_empty
 
@@ -22,10 +22,6 @@ __all__ = [
     "batch_norm_backward", "layer_norm_backward", "group_norm_backward", "rms_norm_backward",
 ]
 
-_bn_fwd = lib.fm_batch_norm_fwd
-_bn_bwd = lib.fm_batch_norm_bwd
-_row_fwd = lib.fm_row_norm_fwd
-_row_bwd = lib.fm_row_norm_bwd
 
 
 # ---- argument helpers ----------------------------------------------------------------------
@@ -79,10 +75,6 @@ def _prod(xs):
     for v in xs:
         p *= v
     return p
-
-
-def _ptr(t):
-    return t._ptr if t is not None else 0
 
 
 def _as_ncs(x):
@@ -170,11 +162,10 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     invstd = new_empty((C,), cd)
     mom = 0.0 if momentum is None else float(momentum)
     upd = training and input._numel > 0
-    rc = _bn_fwd(cd.code, N, C, S, x._ptr, xs, y._ptr, _ptr(w), _ptr(b), mean._ptr,
-                 invstd._ptr, _ptr(rm) if upd or not training else 0,
-                 rm._stride[0] if rm is not None else 0,
-                 _ptr(rv) if upd or not training else 0,
-                 rv._stride[0] if rv is not None else 0, int(training), mom, float(eps))
+    rc = y._storage.backend.batch_norm_fwd(
+        N, C, S, x, xs, y, w, b, mean, invstd, rm if upd or not training else None,
+        rm._stride[0] if rm is not None else 0, rv if upd or not training else None,
+        rv._stride[0] if rv is not None else 0, int(training), mom, float(eps))
     check(rc, op, f"input shape {tuple(shape)}")
     if upd:
         for r, back in ((rm, rm_back), (rv, rv_back)):
@@ -214,8 +205,8 @@ def batch_norm_backward(grad_output, input, weight, mean, invstd, training, eps=
     gx = new_empty(shape, cd) if output_mask[0] else None
     gw = new_empty((C,), cd) if output_mask[1] else None
     gb = new_empty((C,), cd) if output_mask[2] else None
-    rc = _bn_bwd(cd.code, N, C, S, g._ptr, gs, x._ptr, xs, _ptr(w), m._ptr, iv._ptr,
-                 int(bool(training)), _ptr(gx), _ptr(gw), _ptr(gb))
+    rc = x._storage.backend.batch_norm_bwd(N, C, S, g, gs, x, xs, w, m, iv, int(bool(training)),
+                                           gx, gw, gb)
     check(rc, op, f"input shape {tuple(shape)}")
     outs = _cast_outs((gx, gw, gb), (input, weight, weight))
     if _grad_on(grad_output, input, weight):
@@ -291,8 +282,8 @@ def _row_forward(op, rms, input, k, weight, bias, Gs, P, Sp, eps, wshape):
     mean = None if rms else new_empty((M,), cd)
     rstd = new_empty((M,), cd)
     if input._numel:
-        rc = _row_fwd(cd.code, int(rms), M, K, x._ptr, sx, y._ptr, _ptr(w), _ptr(b), Gs, P, Sp,
-                      _ptr(mean), rstd._ptr, float(eps))
+        rc = y._storage.backend.row_norm_fwd(int(rms), M, K, x, sx, y, w, b, Gs, P, Sp, mean,
+                                             rstd, float(eps))
         check(rc, op, f"input shape {tuple(shape)}")
     if input._dtype is not cd:
         y = cast(y, input._dtype)
@@ -322,8 +313,8 @@ def _row_backward(op, rms, grad_output, input, k, weight, mean, rstd, Gs, P, Sp,
     gw = new_empty(wsh, cd, zero=True) if output_mask[1] else None
     gb = new_empty(wsh, cd, zero=True) if has_bias and output_mask[2] else None
     if input._numel:
-        rc = _row_bwd(cd.code, int(rms), M, K, g._ptr, sg, x._ptr, sx, _ptr(w), Gs, P, Sp,
-                      _ptr(mu), rs._ptr, _ptr(gx), _ptr(gw), _ptr(gb))
+        rc = x._storage.backend.row_norm_bwd(int(rms), M, K, g, sg, x, sx, w, Gs, P, Sp, mu, rs,
+                                             gx, gw, gb)
         check(rc, op, f"input shape {tuple(shape)}")
     return _cast_outs((gx, gw, gb), (input, weight, weight))
 

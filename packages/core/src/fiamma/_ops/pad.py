@@ -11,34 +11,35 @@ import numbers
 import operator
 
 from fiamma import _grad_hook as G
-from fiamma._lib import check, lib
+from fiamma._backend import check
 from fiamma._storage import CPU
 from fiamma._tensor import Tensor, new_empty
 
 __all__ = ["pad"]
 
 _index = operator.index
-_copy_c = lib.fm_copy
 _MODES = ("constant", "reflect", "replicate", "circular")
 
 
-def _fill(op, t, shape, ptr, stride, value):
+def _fill(op, t, shape, off, stride, value):
+    """Fill the view (shape, stride) of t starting ``off`` elements in."""
     if builtins.any(s == 0 for s in shape):
         return
     dt = t._dtype
     if dt.kind == 2:
-        rc = lib.fm_fill(dt.code, len(shape), shape, ptr, stride, builtins.float(value), 0, 0)
+        rc = t._storage.backend.fill_region(shape, t, off, stride, builtins.float(value), 0, 0)
     else:
         v = builtins.int(value) if not isinstance(value, builtins.bool) else builtins.int(value)
         if dt.kind == 0:
             v = builtins.int(value != 0)
-        rc = lib.fm_fill(dt.code, len(shape), shape, ptr, stride, 0.0, v, 1)
+        rc = t._storage.backend.fill_region(shape, t, off, stride, 0.0, v, 1)
     check(rc, op)
 
 
-def _copy(op, dt, shape, optr, ostride, iptr, istride):
+def _copy(op, shape, out, ooff, ostride, x, ioff, istride):
+    """The view (shape, istride) of x from element ``ioff`` into that of out from ``ooff``."""
     if builtins.all(s > 0 for s in shape):
-        check(_copy_c(dt.code, dt.code, len(shape), shape, optr, ostride, iptr, istride), op)
+        check(out._storage.backend.copy_region(shape, out, ooff, ostride, x, ioff, istride), op)
 
 
 def pad(input, pad, mode="constant", value=None):
@@ -110,8 +111,7 @@ def pad(input, pad, mode="constant", value=None):
         out_shape.append(m)
     # where the input lands: output positions [o0, o0 + count) hold input [i0, i0 + count);
     # negative amounts crop the padded whole, so a crop may eat into the other side's padding
-    isz = x._dtype.itemsize
-    src_ptr, crop_shape, dst_off, ext = x._ptr, [], 0, []
+    src_off, crop_shape, dst_off, ext = 0, [], 0, []
     out = new_empty(tuple(out_shape), x._dtype)
     ost = out._stride
     for d, (lo, hi) in enumerate(lr):
@@ -123,7 +123,7 @@ def pad(input, pad, mode="constant", value=None):
         crop_shape.append(count)
         ext.append((o0, count))
         if count:
-            src_ptr += i0 * x._stride[d] * isz
+            src_off += i0 * x._stride[d]
         dst_off += o0 * ost[d]
     if mode in ("reflect", "replicate") and builtins.any(
             (lo > 0 and lo >= (n if mode == "reflect" else n + 1)) or
@@ -142,8 +142,7 @@ def pad(input, pad, mode="constant", value=None):
                 raise RuntimeError(f"{op}: Padding value causes wrapping around more than once "
                                    f"(padding ({lo}, {hi}) at dimension {d} of input "
                                    f"{list(shape)})")
-    optr = out._ptr
-    _copy(op, x._dtype, crop_shape, optr + dst_off * isz, ost, src_ptr, x._stride)
+    _copy(op, crop_shape, out, dst_off, ost, x, src_off, x._stride)
     if out._numel:
         _bands(op, out, ext, mode, value)
     if x.requires_grad:
@@ -175,7 +174,6 @@ def _bands(op, out, ext, mode, value):
     """Fill the padding bands of ``out``, dim by dim from the last one. ``ext[d]`` is (start,
     size) of the input's block along dim d; each band spans the block along dims not yet
     padded and the whole extent along dims already done."""
-    isz = out._dtype.itemsize
     ost = out._stride
     nd = len(ext)
     ext = list(ext)
@@ -184,26 +182,26 @@ def _bands(op, out, ext, mode, value):
         left, right = s0, out._shape[d] - s0 - n
         if left == 0 and right == 0:
             continue
-        base = out._ptr + builtins.sum(ext[i][0] * ost[i] for i in range(nd) if i != d) * isz
+        base = builtins.sum(ext[i][0] * ost[i] for i in range(nd) if i != d)  # elements
         shape = [e[1] for e in ext]
         sd = ost[d]
         for side, length in ((0, left), (1, right)):
             if not length:
                 continue
             shape[d] = length
-            dst = base + (0 if side == 0 else s0 + n) * sd * isz
+            dst = base + (0 if side == 0 else s0 + n) * sd
             if mode == "constant":
                 _fill(op, out, shape, dst, ost, value)
                 continue
             ist = list(ost)
             if mode == "replicate":
-                src = base + (s0 if side == 0 else s0 + n - 1) * sd * isz
+                src = base + (s0 if side == 0 else s0 + n - 1) * sd
                 ist[d] = 0
             elif mode == "reflect":
                 # band index j reads block index left - j (left) or n - 2 - j (right)
-                src = base + ((s0 + left) if side == 0 else (s0 + n - 2)) * sd * isz
+                src = base + ((s0 + left) if side == 0 else (s0 + n - 2)) * sd
                 ist[d] = -sd
             else:  # circular: the left band reads the block's last `left`, the right its first
-                src = base + ((s0 + n - left) if side == 0 else s0) * sd * isz
-            _copy(op, out._dtype, shape, dst, ost, src, ist)
+                src = base + ((s0 + n - left) if side == 0 else s0) * sd
+            _copy(op, shape, out, dst, ost, out, src, ist)
         ext[d] = (0, out._shape[d])

@@ -16,7 +16,7 @@ The backward kernels are ops too (``max_pool_backward``, ``avg_pool_backward``,
 """
 
 from fiamma import _dtype as D, _grad_hook as G
-from fiamma._lib import check, ffi, lib
+from fiamma._backend import check, codes as K
 from fiamma._tensor import Tensor, _copy_into, new_empty
 
 __all__ = [
@@ -199,9 +199,9 @@ def _max_core(op, x, lead, sp, o, adaptive, k, s, p, d, want_indices=True):
     xc = _plain(x, cd)
     out = new_empty(lead + o, cd, x._storage.device)
     idx = new_empty(lead + o, D.int64, x._storage.device) if want_indices else None
-    check(lib.fm_pool_max(cd.code, adaptive, _nplanes(lead), _pad3(sp, 1), _pad3(o, 1),
-                          _pad3(k, 1), _pad3(s, 1), _pad3(p, 0), _pad3(d, 1),
-                          xc._ptr, out._ptr, idx._ptr if want_indices else 0), op)
+    check(out._storage.backend.pool_max(adaptive, _nplanes(lead), _pad3(sp, 1), _pad3(o, 1),
+                                        _pad3(k, 1), _pad3(s, 1), _pad3(p, 0), _pad3(d, 1), xc,
+                                        out, idx), op)
     return _finish_dtype(out, dt), idx
 
 
@@ -308,10 +308,9 @@ def _scatter(op, src, indices, lead, size, accumulate):
     ssize = src._numel // n if n else 0
     dsize = _nplanes(size)
     out = new_empty(tuple(lead) + tuple(size), cd, src._storage.device)
-    bad = ffi.new("int64_t[1]")
-    rc = lib.fm_pool_scatter(cd.code, accumulate, n, ssize, dsize, sc._ptr, ic._ptr, out._ptr,
-                             bad)
-    if rc == lib.FM_ERR_INDEX:
+    bad = [0]
+    rc = out._storage.backend.pool_scatter(accumulate, n, ssize, dsize, sc, ic, out, bad)
+    if rc == K.ERR_INDEX:
         raise IndexError(f"{op}: index {bad[0]} is out of range for an output plane of "
                          f"{dsize} elements (size {tuple(size)})")
     check(rc, op)
@@ -397,9 +396,10 @@ def _avg_run(op, backward, adaptive, src, lead, isz, osz, k, s, p, cip, divo):
     cd = _compute_dtype(dt)
     sc = _plain(src, cd)
     out = new_empty(tuple(lead) + tuple(isz if backward else osz), cd, src._storage.device)
-    fn = lib.fm_pool_avg_backward if backward else lib.fm_pool_avg
-    check(fn(cd.code, adaptive, _nplanes(lead), _pad3(isz, 1), _pad3(osz, 1), _pad3(k, 1),
-             _pad3(s, 1), _pad3(p, 0), int(bool(cip)), int(divo or 0), sc._ptr, out._ptr), op)
+    be = out._storage.backend
+    fn = be.pool_avg_backward if backward else be.pool_avg
+    check(fn(adaptive, _nplanes(lead), _pad3(isz, 1), _pad3(osz, 1), _pad3(k, 1), _pad3(s, 1),
+             _pad3(p, 0), int(bool(cip)), int(divo or 0), sc, out), op)
     return _finish_dtype(out, dt)
 
 

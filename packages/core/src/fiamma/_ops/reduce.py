@@ -16,7 +16,7 @@ import builtins
 import collections
 
 from fiamma import _dtype as D, _grad_hook as G
-from fiamma._lib import check, ffi, lib
+from fiamma._backend import check, codes as K, cpu as _cpu
 from fiamma._ops._common import cast, check_out
 from fiamma._storage import CPU
 from fiamma._tensor import (
@@ -57,18 +57,13 @@ __all__ = [
     "var_mean",
 ]
 
-_reduce_c = lib.fm_reduce
-_reduce_contig_c = lib.fm_reduce_contig
-_softmax_c = lib.fm_softmax
-_scan_c = lib.fm_scan
-_NULL = ffi.NULL
 _tuple_new = tuple.__new__
 _INF = float("inf")
 
 # C output dtype of every (op, dtype), -1 where unsupported
-_OUT = [[lib.fm_reduce_out_dtype(op, d) for d in range(lib.FM_NDTYPES)]
-        for op in range(lib.FM_NRED)]
-_SUM = lib.FM_RED_SUM
+_OUT = [[_cpu.reduce_out_dtype(op, d) for d in range(K.NDTYPES)]
+        for op in range(K.NRED)]
+_SUM = K.RED_SUM
 
 
 class return_types:
@@ -88,8 +83,6 @@ class EmptyReductionError(IndexError, RuntimeError):
 def _check_tensor(x, name):
     if not isinstance(x, Tensor):
         raise TypeError(f"{name}: expected a Tensor as input, got {type(x).__name__}")
-    if x._storage.device is not CPU:
-        raise NotImplementedError(f"{name}: not implemented for device {x.device}")
 
 
 def _mask(dim, nd, name):
@@ -154,9 +147,9 @@ def _unsupported(name, dt):
 
 
 def _raise(rc, name, x):
-    if rc == lib.FM_ERR_DTYPE:
+    if rc == K.ERR_DTYPE:
         _unsupported(name, x._dtype)
-    if rc == lib.FM_ERR_VALUE:
+    if rc == K.ERR_VALUE:
         raise EmptyReductionError(f"{name}: the reduction has no identity and a reduced "
                                   "dimension is empty")
     check(rc, name)
@@ -183,19 +176,11 @@ def _run(code, name, x, mask, keepdim, p=0.0, center=None):
     odc = _OUT[code][dt.code]
     if odc < 0:
         _unsupported(name, dt)
-    shape = x._shape
-    nd = len(shape)
-    oshape, so = _layout(shape, mask, keepdim)
-    res = new_empty(oshape, D.BY_CODE[odc], CPU)
+    oshape, so = _layout(x._shape, mask, keepdim)
+    res = new_empty(oshape, D.BY_CODE[odc], x._storage.device)
     if res._numel:
-        if center is None and x._contig and mask == (1 << nd) - 1:  # all of contiguous memory
-            rc = _reduce_contig_c(code, dt.code, x._numel, x._ptr, res._ptr, p)
-        elif center is None:
-            rc = _reduce_c(code, dt.code, nd, shape, x._ptr, x._stride, mask, res._ptr, so, 0,
-                           _NULL, p)
-        else:
-            rc = _reduce_c(code, dt.code, nd, shape, x._ptr, x._stride, mask, res._ptr, so,
-                           center._ptr, center._stride, p)
+        rc = res._storage.backend.reduce(code, x, mask, res, so, center,
+                                         None if center is None else center._stride, p)
         if rc:
             _raise(rc, name, x)
     return res
@@ -228,12 +213,12 @@ def _sum_like(code, name, input, dim, keepdim, dtype, out):
     dt = _dtype_arg(dtype, name)
     x = input if dt is None else cast(input, dt)
     rdt = dt or (D.int64 if x._dtype.kind != 2 else x._dtype)
-    if (dim is None and not keepdim and out is None and x._contig and
+    if (dim is None and not keepdim and out is None and x._cpu_contig and
             not input.requires_grad):
-        # the common x.sum(): one C call over contiguous memory
+        # the common x.sum() on the CPU: one C call over contiguous memory
         odc = _OUT[code][x._dtype.code]
         res = new_empty((), D.BY_CODE[odc], CPU)
-        rc = _reduce_contig_c(code, x._dtype.code, x._numel, x._ptr, res._ptr, 0.0)
+        rc = _cpu.reduce_all(code, x, res)
         if rc:
             _raise(rc, name, x)
         return _to(res, rdt)
@@ -257,12 +242,12 @@ def sum(input, dim=None, keepdim=False, *, dtype=None, out=None):
 
 def nansum(input, dim=None, keepdim=False, *, dtype=None, out=None):
     """Sum treating NaN as zero."""
-    return _sum_like(lib.FM_RED_NANSUM, "nansum", input, dim, keepdim, dtype, out)
+    return _sum_like(K.RED_NANSUM, "nansum", input, dim, keepdim, dtype, out)
 
 
 def prod(input, dim=None, keepdim=False, *, dtype=None, out=None):
     """Product of elements over ``dim`` (integers and bool give int64, wrapping on overflow)."""
-    return _sum_like(lib.FM_RED_PROD, "prod", input, dim, keepdim, dtype, out)
+    return _sum_like(K.RED_PROD, "prod", input, dim, keepdim, dtype, out)
 
 
 def _mean_input(input, dtype, name):
@@ -288,7 +273,7 @@ def mean(input, dim=None, keepdim=False, *, dtype=None, out=None):
     """
     x, dt = _mean_input(input, dtype, "mean")
     mask = _mask(dim, len(x._shape), "mean")
-    res = _to(_run(lib.FM_RED_MEAN, "mean", x, mask, keepdim), x._dtype)
+    res = _to(_run(K.RED_MEAN, "mean", x, mask, keepdim), x._dtype)
     if out is None and not input.requires_grad:
         return res
     return _finish(res, out, "mean", input, mask, keepdim, dtype=dt)
@@ -304,8 +289,8 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None, out=None):
                            f"{input._dtype}")
     x, dt = _mean_input(input, dtype, "nanmean")
     mask = _mask(dim, len(x._shape), "nanmean")
-    total = _run(lib.FM_RED_NANSUM, "nanmean", x, mask, keepdim)
-    count = _run(lib.FM_RED_NANCOUNT, "nanmean", x, mask, keepdim)
+    total = _run(K.RED_NANSUM, "nanmean", x, mask, keepdim)
+    count = _run(K.RED_NANCOUNT, "nanmean", x, mask, keepdim)
     res = _to(div(total, count), x._dtype)
     return _finish(res, out, "nanmean", input, mask, keepdim, dtype=dt)
 
@@ -317,7 +302,7 @@ def _extreme(code, arg_code, name, pair, input, dim, keepdim, out):
     if isinstance(dim, Tensor):
         from fiamma._ops import elementwise as E
 
-        fn = E.maximum if code == lib.FM_RED_MAX else E.minimum
+        fn = E.maximum if code == K.RED_MAX else E.minimum
         return fn(input, dim) if out is None else fn(input, dim, out=out)
     _check_tensor(input, name)
     nd = len(input._shape)
@@ -351,15 +336,12 @@ def _extreme(code, arg_code, name, pair, input, dim, keepdim, out):
 
 
 def _arg_run(code, name, x, mask, keepdim, want_values):
-    dt = x._dtype
-    shape = x._shape
-    nd = len(shape)
-    oshape, so = _layout(shape, mask, keepdim)
-    idx = new_empty(oshape, D.int64, CPU)
-    values = new_empty(oshape, dt, CPU) if want_values else None
+    dev = x._storage.device
+    oshape, so = _layout(x._shape, mask, keepdim)
+    idx = new_empty(oshape, D.int64, dev)
+    values = new_empty(oshape, x._dtype, dev) if want_values else None
     if idx._numel:
-        rc = _reduce_c(code, dt.code, nd, shape, x._ptr, x._stride, mask,
-                       values._ptr if want_values else 0, so, idx._ptr, so, 0.0)
+        rc = idx._storage.backend.reduce(code, x, mask, values, so, idx, so, 0.0)
         if rc:
             _raise(rc, name, x)
     return values, idx
@@ -375,13 +357,13 @@ def max(input, dim=None, keepdim=False, *, out=None):
     >>> v.tolist(), i.tolist()
     ([7, 9], [1, 0])
     """
-    return _extreme(lib.FM_RED_MAX, lib.FM_RED_ARGMAX, "max", return_types.max, input, dim,
+    return _extreme(K.RED_MAX, K.RED_ARGMAX, "max", return_types.max, input, dim,
                     keepdim, out)
 
 
 def min(input, dim=None, keepdim=False, *, out=None):
     """The smallest element; see ``max`` for the forms."""
-    return _extreme(lib.FM_RED_MIN, lib.FM_RED_ARGMIN, "min", return_types.min, input, dim,
+    return _extreme(K.RED_MIN, K.RED_ARGMIN, "min", return_types.min, input, dim,
                     keepdim, out)
 
 
@@ -397,12 +379,12 @@ def _amax_like(code, name, input, dim, keepdim, out):
 
 def amax(input, dim=(), keepdim=False, *, out=None):
     """Maximum over ``dim`` (an int or a tuple; () or None: all dims), values only."""
-    return _amax_like(lib.FM_RED_MAX, "amax", input, dim, keepdim, out)
+    return _amax_like(K.RED_MAX, "amax", input, dim, keepdim, out)
 
 
 def amin(input, dim=(), keepdim=False, *, out=None):
     """Minimum over ``dim`` (an int or a tuple; () or None: all dims), values only."""
-    return _amax_like(lib.FM_RED_MIN, "amin", input, dim, keepdim, out)
+    return _amax_like(K.RED_MIN, "amin", input, dim, keepdim, out)
 
 
 def _argext(code, name, input, dim, keepdim):
@@ -433,12 +415,12 @@ def argmax(input, dim=None, keepdim=False):
     >>> fiamma.tensor([[3, 9, 9], [4, 1, 0]]).argmax(dim=1).tolist()
     [1, 0]
     """
-    return _argext(lib.FM_RED_ARGMAX, "argmax", input, dim, keepdim)
+    return _argext(K.RED_ARGMAX, "argmax", input, dim, keepdim)
 
 
 def argmin(input, dim=None, keepdim=False):
     """Index of the smallest element along ``dim`` (None: of the flattened tensor)."""
-    return _argext(lib.FM_RED_ARGMIN, "argmin", input, dim, keepdim)
+    return _argext(K.RED_ARGMIN, "argmin", input, dim, keepdim)
 
 
 def aminmax(input, *, dim=None, keepdim=False, out=None):
@@ -449,8 +431,8 @@ def aminmax(input, *, dim=None, keepdim=False, out=None):
     if _reduced_count(input, mask) == 0:
         raise EmptyReductionError("aminmax(): cannot compute aminmax over an empty dimension as "
                                   "the operation has no identity.")
-    lo = _run(lib.FM_RED_MIN, "aminmax", input, mask, keepdim)
-    hi = _run(lib.FM_RED_MAX, "aminmax", input, mask, keepdim)
+    lo = _run(K.RED_MIN, "aminmax", input, mask, keepdim)
+    hi = _run(K.RED_MAX, "aminmax", input, mask, keepdim)
     res = return_types.aminmax(lo, hi)
     if out is not None:
         for o, r in zip(out, res):
@@ -482,8 +464,8 @@ def _var_core(name, input, dim, unbiased, keepdim, correction, want_mean):
     corr = _correction(name, unbiased, correction)
     nd = len(input._shape)
     mask = _mask(dim, nd, name)
-    center = _run(lib.FM_RED_MEAN, name, input, mask, True)
-    code = lib.FM_RED_STD if name.startswith("std") else lib.FM_RED_VAR
+    center = _run(K.RED_MEAN, name, input, mask, True)
+    code = K.RED_STD if name.startswith("std") else K.RED_VAR
     res = _to(_run(code, name, input, mask, keepdim, corr, center), input._dtype)
     m = None
     if want_mean:
@@ -558,14 +540,14 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
         p = 2.0
     p = builtins.float(p)
     if p == _INF:
-        code = lib.FM_RED_NORMINF
+        code = K.RED_NORMINF
     elif p == -_INF:
-        code = lib.FM_RED_NORMNINF
+        code = K.RED_NORMNINF
     else:
-        code = {0.0: lib.FM_RED_NORM0, 1.0: lib.FM_RED_NORM1,
-                2.0: lib.FM_RED_NORM2}.get(p, lib.FM_RED_NORMP)
+        code = {0.0: K.RED_NORM0, 1.0: K.RED_NORM1,
+                2.0: K.RED_NORM2}.get(p, K.RED_NORMP)
     mask = _mask(dim, nd, "norm")
-    if code in (lib.FM_RED_NORMINF, lib.FM_RED_NORMNINF) and _reduced_count(x, mask) == 0:
+    if code in (K.RED_NORMINF, K.RED_NORMNINF) and _reduced_count(x, mask) == 0:
         raise EmptyReductionError(f"norm(): cannot compute the {p} norm on an empty tensor "
                                   "because the operation does not have an identity")
     res = _to(_run(code, "norm", x, mask, keepdim, p), x._dtype)
@@ -584,9 +566,9 @@ def logsumexp(input, dim, keepdim=False, *, out=None):
 
         res = full(_out_shape(x._shape, mask, keepdim), -_INF, dtype=x._dtype)
     else:
-        center = _to(_run(lib.FM_RED_MAX, "logsumexp", x, mask, True),
-                     D.BY_CODE[_OUT[lib.FM_RED_LSE][x._dtype.code]])
-        res = _to(_run(lib.FM_RED_LSE, "logsumexp", x, mask, keepdim, 0.0, center), x._dtype)
+        center = _to(_run(K.RED_MAX, "logsumexp", x, mask, True),
+                     D.BY_CODE[_OUT[K.RED_LSE][x._dtype.code]])
+        res = _to(_run(K.RED_LSE, "logsumexp", x, mask, keepdim, 0.0, center), x._dtype)
     return _finish(res, out, "logsumexp", input, mask, keepdim)
 
 
@@ -604,19 +586,19 @@ def _logical(code, name, input, dim, keepdim, out):
 
 def all(input, dim=None, keepdim=False, *, out=None):
     """Whether every element over ``dim`` is non-zero (bool; uint8 for uint8 input)."""
-    return _logical(lib.FM_RED_ALL, "all", input, dim, keepdim, out)
+    return _logical(K.RED_ALL, "all", input, dim, keepdim, out)
 
 
 def any(input, dim=None, keepdim=False, *, out=None):
     """Whether some element over ``dim`` is non-zero (bool; uint8 for uint8 input)."""
-    return _logical(lib.FM_RED_ANY, "any", input, dim, keepdim, out)
+    return _logical(K.RED_ANY, "any", input, dim, keepdim, out)
 
 
 def count_nonzero(input, dim=None):
     """Number of non-zero elements over ``dim`` (int64)."""
     _check_tensor(input, "count_nonzero")
     mask = _mask(dim, len(input._shape), "count_nonzero")
-    return _run(lib.FM_RED_COUNTNZ, "count_nonzero", input, mask, False)
+    return _run(K.RED_COUNTNZ, "count_nonzero", input, mask, False)
 
 
 # ---- cumulative scans ------------------------------------------------------------------------
@@ -627,12 +609,10 @@ def _scan(code, name, input, dim, dtype, out):
     x = input if dt is None else cast(input, dt)
     nd = len(x._shape)
     d = wrap_dim(dim, nd, name)
-    odt = D.BY_CODE[lib.fm_scan_out_dtype(code, x._dtype.code)]
-    res = new_empty(x._shape, odt, CPU)
+    odt = D.BY_CODE[_cpu.scan_out_dtype(code, x._dtype.code)]
+    res = new_empty(x._shape, odt, x._storage.device)
     if res._numel:
-        shape, sin, sout = (x._shape, x._stride, res._stride) if nd else ((1,), (1,), (1,))
-        rc = _scan_c(code, x._dtype.code, builtins.max(nd, 1), shape, x._ptr, sin, res._ptr,
-                     sout, d)
+        rc = res._storage.backend.scan(code, x, res, d)
         if rc:
             _raise(rc, name, x)
     res = _to(res, dt or odt)
@@ -652,12 +632,12 @@ def cumsum(input, dim, *, dtype=None, out=None):
     >>> fiamma.tensor([1, 2, 3]).cumsum(0).tolist()
     [1, 3, 6]
     """
-    return _scan(lib.FM_SCAN_CUMSUM, "cumsum", input, dim, dtype, out)
+    return _scan(K.SCAN_CUMSUM, "cumsum", input, dim, dtype, out)
 
 
 def cumprod(input, dim, *, dtype=None, out=None):
     """Inclusive cumulative product along ``dim`` (integers and bool give int64)."""
-    return _scan(lib.FM_SCAN_CUMPROD, "cumprod", input, dim, dtype, out)
+    return _scan(K.SCAN_CUMPROD, "cumprod", input, dim, dtype, out)
 
 
 # ---- softmax ---------------------------------------------------------------------------------
@@ -673,11 +653,9 @@ def _softmax(log, name, input, dim, dtype):
     if x._dtype.kind != 2:
         raise TypeError(f"{name}: not implemented for dtype {x._dtype} (pass a floating dtype= "
                         "or convert the input)")
-    res = new_empty(x._shape, x._dtype, CPU)
+    res = new_empty(x._shape, x._dtype, x._storage.device)
     if res._numel:
-        shape, sin, sout = (x._shape, x._stride, res._stride) if nd else ((1,), (1,), (1,))
-        rc = _softmax_c(log, x._dtype.code, builtins.max(nd, 1), shape, x._ptr, sin, res._ptr,
-                        sout, d)
+        rc = res._storage.backend.softmax(log, x, res, d)
         if rc:
             _raise(rc, name, x)
     if input.requires_grad:

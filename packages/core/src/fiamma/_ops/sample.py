@@ -15,7 +15,7 @@ import builtins
 import operator
 
 from fiamma import _dtype as D, _grad_hook as G
-from fiamma._lib import check, lib
+from fiamma._backend import check, codes as K
 from fiamma._ops._common import cast
 from fiamma._storage import CPU
 from fiamma._tensor import Tensor, new_empty
@@ -23,16 +23,12 @@ from fiamma._tensor import Tensor, new_empty
 __all__ = ["upsample", "upsample_backward", "grid_sampler", "grid_sampler_backward",
            "pixel_shuffle", "pixel_unshuffle", "channel_shuffle"]
 
-_MODES = {"nearest": lib.FM_SAMPLE_NEAREST, "nearest-exact": lib.FM_SAMPLE_NEAREST_EXACT,
-          "linear": lib.FM_SAMPLE_LINEAR, "cubic": lib.FM_SAMPLE_CUBIC}
+_MODES = {"nearest": K.SAMPLE_NEAREST, "nearest-exact": K.SAMPLE_NEAREST_EXACT,
+          "linear": K.SAMPLE_LINEAR, "cubic": K.SAMPLE_CUBIC}
 # torch.grid_sampler's integer codes -> the C modes
-_GRID_MODES = {0: lib.FM_SAMPLE_LINEAR, 1: lib.FM_SAMPLE_NEAREST, 2: lib.FM_SAMPLE_CUBIC}
+_GRID_MODES = {0: K.SAMPLE_LINEAR, 1: K.SAMPLE_NEAREST, 2: K.SAMPLE_CUBIC}
 _GRID_NAMES = {0: "bilinear", 1: "nearest", 2: "bicubic"}
 _PAD_NAMES = {0: "zeros", 1: "border", 2: "reflection"}
-_up_c = lib.fm_upsample
-_up_back_c = lib.fm_upsample_backward
-_gs_c = lib.fm_grid_sample
-_gs_back_c = lib.fm_grid_sample_backward
 
 
 def _tensor(x, op, name="input"):
@@ -118,14 +114,15 @@ def upsample(input, size, mode="nearest", align_corners=False, scales=None):
     if builtins.any(s <= 0 for s in size):
         raise ValueError(f"{op}: output sizes must be > 0, got {size}")
     sc = _scales(scales, nsp, op)
-    ac = bool(align_corners) and m >= lib.FM_SAMPLE_LINEAR
-    cdt = _compute_dtype(input, op, integer_ok=m <= lib.FM_SAMPLE_NEAREST_EXACT)
+    ac = bool(align_corners) and m >= K.SAMPLE_LINEAR
+    cdt = _compute_dtype(input, op, integer_ok=m <= K.SAMPLE_NEAREST_EXACT)
     x = cast(input, cdt)
     n, c = input._shape[:2]
     res = new_empty((n, c) + size, cdt, CPU)
     if res._numel:
-        check(_up_c(cdt.code, m, ac, nsp, n, c, input._shape[2:], size, sc, x._ptr, x._stride,
-                    res._ptr), op, f"input {tuple(input._shape)}, size {size}")
+        check(res._storage.backend.upsample(m, ac, nsp, n, c, input._shape[2:], size, sc, x,
+                                            x._stride, res), op,
+              f"input {tuple(input._shape)}, size {size}")
     res = cast(res, input._dtype)
     if input.requires_grad:
         G.record("upsample", res, (input,), {"size": size, "mode": mode,
@@ -152,15 +149,16 @@ def upsample_backward(grad_output, input_size, mode="nearest", align_corners=Fal
         raise ValueError(f"{op}: grad_output of shape {tuple(gs)} does not match input_size "
                          f"{input_size}")
     sc = _scales(scales, nsp, op)
-    ac = bool(align_corners) and m >= lib.FM_SAMPLE_LINEAR
+    ac = bool(align_corners) and m >= K.SAMPLE_LINEAR
     cdt = _compute_dtype(grad_output, op)
     g = cast(grad_output, cdt).contiguous()
     n, c = input_size[:2]
     res = new_empty(input_size, cdt, CPU)
     if res._numel:
         if g._numel:
-            check(_up_back_c(cdt.code, m, ac, nsp, n, c, input_size[2:], tuple(gs[2:]), sc,
-                             g._ptr, res._ptr), op, f"input_size {input_size}")
+            check(res._storage.backend.upsample_backward(m, ac, nsp, n, c, input_size[2:],
+                                                         tuple(gs[2:]), sc, g, res), op,
+                  f"input_size {input_size}")
         else:
             res = new_empty(input_size, cdt, CPU, zero=True)
     res = cast(res, grad_output._dtype)
@@ -221,9 +219,9 @@ def grid_sampler(input, grid, interpolation_mode=0, padding_mode=0, align_corner
     osz = tuple(grid._shape[1:-1])
     res = new_empty((n, c) + osz, cdt, CPU)
     if res._numel:
-        check(_gs_c(cdt.code, nsp, _GRID_MODES[interpolation_mode], padding_mode,
-                    bool(align_corners), n, c, input._shape[2:], osz, x._ptr, x._stride,
-                    gr._ptr, res._ptr), op)
+        check(res._storage.backend.grid_sample(nsp, _GRID_MODES[interpolation_mode],
+                                               padding_mode, bool(align_corners), n, c,
+                                               input._shape[2:], osz, x, x._stride, gr, res), op)
     res = cast(res, input._dtype)
     if input.requires_grad or grid.requires_grad:
         G.record("grid_sampler", res, (input, grid),
@@ -253,10 +251,9 @@ def grid_sampler_backward(grad_output, input, grid, interpolation_mode=0, paddin
     gx = new_empty(input._shape, cdt, CPU, zero=True) if want_x else None
     gg = new_empty(grid._shape, cdt, CPU, zero=True) if want_g else None
     if gy._numel and input._numel and (want_x or want_g):
-        check(_gs_back_c(cdt.code, nsp, _GRID_MODES[interpolation_mode], padding_mode,
-                         bool(align_corners), n, c, input._shape[2:], osz, gy._ptr, x._ptr,
-                         x._stride, gr._ptr, gx._ptr if want_x else 0,
-                         gg._ptr if want_g else 0), op)
+        check(x._storage.backend.grid_sample_backward(
+            nsp, _GRID_MODES[interpolation_mode], padding_mode, bool(align_corners), n, c,
+            input._shape[2:], osz, gy, x, x._stride, gr, gx, gg), op)
     kw = {"interpolation_mode": interpolation_mode, "padding_mode": padding_mode,
           "align_corners": bool(align_corners)}
     if want_x:

@@ -17,7 +17,7 @@ import operator
 import numpy as np
 
 from fiamma import _dtype as D, _grad_hook as G
-from fiamma._lib import lib
+from fiamma._backend.codes import MAX_DIMS
 from fiamma._ops import _common as C, einsum as _E, pad as _P, shape_build as _B, shape_views as _V
 from fiamma._ops.einsum import cross, kron
 from fiamma._ops.shape_views import (
@@ -46,16 +46,15 @@ _index = operator.index
 # ---- flip / roll / rot90 ---------------------------------------------------------------------
 
 def _flipped_layout(x, dims):
-    """(pointer, strides) reading ``x`` reversed along ``dims``."""
-    ptr = x._ptr
+    """(element offset, strides) reading ``x`` reversed along ``dims``."""
+    off = 0
     st = list(x._stride)
-    isz = x._dtype.itemsize
     for d in dims:
         n = x._shape[d]
         if n > 1:
-            ptr += (n - 1) * st[d] * isz
+            off += (n - 1) * st[d]
             st[d] = -st[d]
-    return ptr, st
+    return off, st
 
 
 def flip(input, dims):
@@ -71,8 +70,8 @@ def flip(input, dims):
     if nd == 0:
         ds = ()
     out = new_empty(x._shape, x._dtype)
-    ptr, st = _flipped_layout(x, ds)
-    _copy_raw("flip", x._dtype, x._shape, out._ptr, out._stride, ptr, st)
+    off, st = _flipped_layout(x, ds)
+    _copy_raw("flip", x._shape, out, 0, out._stride, x, off, st)
     return _rec("flip", out, (input,), {"dims": ds})
 
 
@@ -145,14 +144,13 @@ def _roll(x, shifts, dims):
             per_dim.append(((0, 0, n),))
         else:
             per_dim.append(((s, 0, n - s), (0, n - s, s)))
-    isz = x._dtype.itemsize
     for blocks in itertools.product(*per_dim):
-        optr, iptr, bshape = out._ptr, x._ptr, []
+        ooff, ioff, bshape = 0, 0, []
         for d, (o0, i0, ln) in enumerate(blocks):
-            optr += o0 * out._stride[d] * isz
-            iptr += i0 * x._stride[d] * isz
+            ooff += o0 * out._stride[d]
+            ioff += i0 * x._stride[d]
             bshape.append(ln)
-        _copy_raw("roll", x._dtype, bshape, optr, out._stride, iptr, x._stride)
+        _copy_raw("roll", bshape, out, ooff, out._stride, x, ioff, x._stride)
     return out
 
 
@@ -178,13 +176,13 @@ def rot90(input, k=1, dims=(0, 1)):
                            f"{d0} and dim1 = {d1}")
     k = _index(k) % 4
     flips = {0: (), 1: (d1,), 2: (d0, d1), 3: (d0,)}[k]
-    ptr, st = _flipped_layout(x, flips)
+    off, st = _flipped_layout(x, flips)
     shape = list(x._shape)
     if k % 2:  # rotated by an odd multiple: the two dims swap
         shape[d0], shape[d1] = shape[d1], shape[d0]
         st[d0], st[d1] = st[d1], st[d0]
     out = new_empty(tuple(shape), x._dtype)
-    _copy_raw("rot90", x._dtype, out._shape, out._ptr, out._stride, ptr, st)
+    _copy_raw("rot90", out._shape, out, 0, out._stride, x, off, st)
     return _rec("rot90", out, (input,), {"k": k, "dims": (d0, d1)})
 
 
@@ -206,11 +204,11 @@ def _repeat_copy(x, reps, op):
         shape.append(s)
         ost.append(so)
         ist.append(st)
-    if len(shape) > lib.FM_MAX_DIMS:  # too many split dims for one call: two passes
+    if len(shape) > MAX_DIMS:  # too many split dims for one call: two passes
         h = len(reps) // 2
         x2 = _repeat_copy(x, reps[:h] + (1,) * (len(reps) - h), op)
         return _repeat_copy(x2, (1,) * h + reps[h:], op)
-    _copy_raw(op, x._dtype, shape, out._ptr, ost, x._ptr, ist)
+    _copy_raw(op, shape, out, 0, ost, x, 0, ist)
     return out
 
 
@@ -322,7 +320,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
         v = xv._view(s[:d + 1] + (rep,) + s[d + 1:],
                      xv._stride[:d + 1] + (0,) + xv._stride[d + 1:])
         out = new_empty(v._shape, x._dtype)
-        _copy_raw(op, x._dtype, v._shape, out._ptr, out._stride, v._ptr, v._stride)
+        _copy_raw(op, v._shape, out, 0, out._stride, v, 0, v._stride)
         out = out.view(s[:d] + (n * rep,) + s[d + 1:])
     return _rec(op, out, (input,), {"repeats": repeats, "dim": dim, "output_size": output_size})
 
@@ -419,7 +417,7 @@ def diag(input, diagonal=0, *, out=None):
     elif nd == 2:
         v = _V.diagonal(x.detach(), k)
         res = new_empty(v._shape, x._dtype)
-        _copy_raw("diag", x._dtype, v._shape, res._ptr, res._stride, v._ptr, v._stride)
+        _copy_raw("diag", v._shape, res, 0, res._stride, v, 0, v._stride)
     else:
         raise RuntimeError(f"diag: Supports 1D or 2D tensors. Got {nd}D")
     if out is not None:
@@ -441,8 +439,7 @@ def _embed(x, offset, d1, d2):
         shape[i] = m if i in (d1, d2) else next(it)
     out = new_empty(tuple(shape), x._dtype, zero=True)
     vs, vst, voff = _diag_layout(out._shape, out._stride, offset, d1, d2, 0)
-    _copy_raw("diag_embed", x._dtype, vs, out._ptr + voff * x._dtype.itemsize, vst, x._ptr,
-              x._stride if x._shape else (1,))
+    _copy_raw("diag_embed", vs, out, voff, vst, x, 0, x._stride if x._shape else (1,))
     return out
 
 

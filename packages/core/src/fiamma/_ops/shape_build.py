@@ -11,7 +11,7 @@ import operator
 import numpy as np
 
 from fiamma import _dtype as D
-from fiamma._lib import check, ffi, lib
+from fiamma._backend import check
 from fiamma._ops.shape_views import _cpu, _from_np, _rec, _t, _tensors_arg, meshgrid
 from fiamma._tensor import new_empty
 
@@ -19,7 +19,6 @@ __all__ = ["tril_indices", "triu_indices", "one_hot", "block_diag", "cartesian_p
            "combinations", "vander"]
 
 _index = operator.index
-_copy_c = lib.fm_copy
 
 
 # ---- tril_indices / triu_indices --------------------------------------------------------------
@@ -89,10 +88,9 @@ def one_hot(tensor, num_classes=-1):
     if x._numel and nc:
         flat = x.reshape(-1)
         one = new_empty((), D.int64)
-        check(lib.fm_fill(D.int64.code, 0, (), one._ptr, (), 0.0, 1, 1), op)
-        bad = ffi.new("int64_t[2]")
-        check(lib.fm_index_scatter(D.int64.code, 1, (flat._numel,), out._ptr, (nc,), one._ptr,
-                                   (0,), 1, [flat._ptr], flat._stride, [nc], [1], 0, bad), op)
+        check(one._storage.backend.fill(one, 0.0, 1, 1), op)
+        check(out._storage.backend.index_scatter((flat._numel,), out, 0, (nc,), one, (0,),
+                                                 [flat], flat._stride, [nc], [1], 0, None), op)
     return out
 
 
@@ -118,12 +116,11 @@ def block_diag(*tensors):
     cols = builtins.sum(m._shape[1] for m in mats)
     out = new_empty((rows, cols), dt, zero=True)
     r = c = 0
-    isz = dt.itemsize
     for m in mats:
         h, w = m._shape
         if h and w:
-            check(_copy_c(dt.code, m._dtype.code, 2, (h, w), out._ptr + (r * cols + c) * isz,
-                          out._stride, m._ptr, m._stride), op)
+            check(out._storage.backend.copy_region((h, w), out, r * cols + c, out._stride, m, 0,
+                                                   m._stride), op)
         r += h
         c += w
     return _rec(op, out, tuple(ts), {})  # one input per position, for the engine
@@ -185,7 +182,7 @@ def vander(x, N=None, increasing=False):
     from fiamma._ops.join import cat
 
     ones = new_empty((n, builtins.min(N, 1)), dt)
-    check(lib.fm_fill(dt.code, 2, ones._shape, ones._ptr, ones._stride, 1.0, 1, 1), op)
+    check(ones._storage.backend.fill(ones, 1.0, 1, 1), op)
     if N > 1:
         xs = x.to(dt).unsqueeze(1).expand(n, N - 1)
         res = cat([ones, xs.cumprod(1)], 1)

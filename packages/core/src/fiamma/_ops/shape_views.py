@@ -11,7 +11,7 @@ import operator
 import numpy as np
 
 from fiamma import _grad_hook as G
-from fiamma._lib import check, ffi, lib
+from fiamma._backend import check
 from fiamma._ops import _common as C
 from fiamma._storage import CPU
 from fiamma._tensor import Size, Tensor, new_empty, wrap_dim
@@ -21,8 +21,6 @@ __all__ = ["diagonal", "trace", "broadcast_to", "broadcast_tensors", "broadcast_
            "atleast_3d"]
 
 _index = operator.index
-_copy_c = lib.fm_copy
-_gather_c = lib.fm_index_gather
 
 
 # ---- helpers ---------------------------------------------------------------------------------
@@ -54,12 +52,13 @@ def _rec(op, out, inputs, kwargs):
     return out
 
 
-def _copy_raw(op, dt, shape, optr, ostride, iptr, istride):
-    """Same-dtype strided copy of raw layouts (strides may be negative on the input side)."""
+def _copy_raw(op, shape, out, ooff, ostride, x, ioff, istride):
+    """Strided copy between layouts given as (element offset, strides) in out and x (strides
+    may be negative on the input side)."""
     for s in shape:
         if s == 0:
             return
-    check(_copy_c(dt.code, dt.code, len(shape), shape, optr, ostride, iptr, istride), op)
+    check(out._storage.backend.copy_region(shape, out, ooff, ostride, x, ioff, istride), op)
 
 
 def _dims_list(dims, nd, op):
@@ -94,9 +93,8 @@ def _take(x, d, idx, op):
     k = len(idx._shape)
     ssrc = x._stride[:d] + (0,) * k + x._stride[d + 1:]
     sidx = (0,) * d + idx._stride + (0,) * (nd - d - 1)
-    bad = ffi.new("int64_t[2]")
-    check(_gather_c(x._dtype.code, len(shape), shape, out._ptr, out._stride, x._ptr, ssrc, 1,
-                    [idx._ptr], sidx, [xs[d]], [x._stride[d]], bad), op)
+    check(out._storage.backend.index_gather(shape, out, x, 0, ssrc, [idx], sidx, [xs[d]],
+                                            [x._stride[d]], None), op)
     return out
 
 

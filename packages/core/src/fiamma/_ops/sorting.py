@@ -16,10 +16,9 @@ import collections
 import numbers
 
 from fiamma import _dtype as D, _grad_hook as G
-from fiamma._lib import check, ffi, lib
+from fiamma._backend import check, codes as K
 from fiamma._ops._common import check_out
 from fiamma._ops.reduce import _layout, return_types
-from fiamma._storage import CPU
 from fiamma._tensor import Tensor, _copy_into, install_methods, new_empty, wrap_dim
 
 __all__ = [
@@ -27,11 +26,6 @@ __all__ = [
     "nanmedian", "searchsorted", "sort", "topk", "unique", "unique_consecutive",
 ]
 
-_sort_c = lib.fm_sort
-_topk_c = lib.fm_topk
-_select_c = lib.fm_select
-_cumext_c = lib.fm_cumext
-_NULL = ffi.NULL
 _tuple_new = tuple.__new__
 
 for _name in ("sort", "topk", "kthvalue", "median", "nanmedian", "mode", "cummax", "cummin"):
@@ -46,12 +40,10 @@ class SortIndexError(IndexError, RuntimeError):
 def _check_tensor(x, name):
     if not isinstance(x, Tensor):
         raise TypeError(f"{name}: expected a Tensor as input, got {type(x).__name__}")
-    if x._storage.device is not CPU:
-        raise NotImplementedError(f"{name}: not implemented for device {x.device}")
 
 
 def _fail(rc, name, x, detail=""):
-    if rc == lib.FM_ERR_DTYPE:
+    if rc == K.ERR_DTYPE:
         raise TypeError(f"{name}: not implemented for dtype {x._dtype}")
     check(rc, name, detail)
 
@@ -81,13 +73,14 @@ def _deliver(pair, values, indices, out, name):
 
 def _sort_run(x, d, descending, want_values=True):
     shape = x._shape
-    values = new_empty(shape, x._dtype, CPU) if want_values else None
-    indices = new_empty(shape, D.int64, CPU)
+    dev = x._storage.device
+    values = new_empty(shape, x._dtype, dev) if want_values else None
+    indices = new_empty(shape, D.int64, dev)
     if x._numel:
         nd, sh, st, _ = _geom(x, None)
         ost = indices._stride if shape else (1,)
-        rc = _sort_c(x._dtype.code, nd, sh, x._ptr, st, d, 1 if descending else 0,
-                     values._ptr if want_values else 0, ost, indices._ptr, ost)
+        rc = indices._storage.backend.sort(sh, x, st, d, 1 if descending else 0, values, ost,
+                                           indices, ost)
         if rc:
             _fail(rc, "sort", x)
     return values, indices
@@ -127,11 +120,11 @@ def argsort(input, dim=-1, descending=False, stable=False):
 def _sort_values(x, d, name):
     """The sorted values alone (ascending along ``d``): long lanes of 16/32-bit dtypes take the
     vectorised quicksort, which carries no indices."""
-    values = new_empty(x._shape, x._dtype, CPU)
+    values = new_empty(x._shape, x._dtype, x._storage.device)
     if x._numel:
         nd, sh, st, _ = _geom(x, None)
         ost = values._stride if x._shape else (1,)
-        rc = _sort_c(x._dtype.code, nd, sh, x._ptr, st, d, 0, values._ptr, ost, 0, ost)
+        rc = values._storage.backend.sort(sh, x, st, d, 0, values, ost, None, ost)
         if rc:
             _fail(rc, name, x)
     return values
@@ -182,12 +175,12 @@ def topk(input, k, dim=-1, largest=True, sorted=True, *, out=None):
         raise SortIndexError(f"topk(): selected index k out of range: k={k} for dimension {d} "
                              f"of size {n}")
     shape, ost = _lane_out(input, d, k)
-    values = new_empty(shape, input._dtype, CPU)
-    indices = new_empty(shape, D.int64, CPU)
+    values = new_empty(shape, input._dtype, input._storage.device)
+    indices = new_empty(shape, D.int64, input._storage.device)
     if values._numel:
         ndg, sh, st, os_ = _geom(input, ost)
-        rc = _topk_c(input._dtype.code, ndg, sh, input._ptr, st, d, k if nd else 1,
-                     1 if largest else 0, values._ptr, os_, indices._ptr, os_)
+        rc = values._storage.backend.topk(sh, input, st, d, k if nd else 1, 1 if largest else 0,
+                                          values, os_, indices, os_)
         if rc:
             _fail(rc, "topk", input)
     res = _deliver(return_types.topk, values, indices, out, "topk")
@@ -210,18 +203,17 @@ def _select(mode, name, pair, input, dim, keepdim, out, k=0):
         oshape, so = _layout(input._shape, 1 << d, keepdim)
     else:
         oshape, so = (), (0,)
-    values = new_empty(oshape, input._dtype, CPU)
-    indices = new_empty(oshape, D.int64, CPU)
+    values = new_empty(oshape, input._dtype, input._storage.device)
+    indices = new_empty(oshape, D.int64, input._storage.device)
     if values._numel:
         ndg, sh, st, _ = _geom(input, None)
-        rc = _select_c(mode, input._dtype.code, ndg, sh, input._ptr, st, d, k, values._ptr, so,
-                       indices._ptr, so)
+        rc = values._storage.backend.select(mode, sh, input, st, d, k, values, so, indices, so)
         if rc:
             _fail(rc, name, input)
     res = _deliver(pair, values, indices, out, name)
     if input.requires_grad:
         kw = {"dim": d, "keepdim": builtins.bool(keepdim)}
-        if mode == lib.FM_SEL_KTH:
+        if mode == K.SEL_KTH:
             kw["k"] = k + 1
         G.record(name, res, (input,), kw)
     return res
@@ -242,7 +234,7 @@ def kthvalue(input, k, dim=-1, keepdim=False, *, out=None):
     if not 1 <= k <= n:
         raise SortIndexError(f"kthvalue(): selected number k out of range for dimension {d}: "
                              f"k={k}, size {n}")
-    return _select(lib.FM_SEL_KTH, "kthvalue", return_types.kthvalue, input, d, keepdim, out,
+    return _select(K.SEL_KTH, "kthvalue", return_types.kthvalue, input, d, keepdim, out,
                    k - 1)
 
 
@@ -257,9 +249,9 @@ def _median_all(mode, name, input, out):
         res = full((), float("nan"), dtype=input._dtype)
     else:
         flat = x._view((x._numel,), (1,), op="view")
-        res = new_empty((), input._dtype, CPU)
-        rc = _select_c(mode, x._dtype.code, 1, (x._numel,), flat._ptr, (1,), 0, 0, res._ptr,
-                       (1,), 0, _NULL)
+        res = new_empty((), input._dtype, input._storage.device)
+        rc = res._storage.backend.select(mode, (x._numel,), flat, (1,), 0, 0, res, (1,), None,
+                                         None)
         if rc:
             _fail(rc, name, input)
     if out is not None:
@@ -281,16 +273,16 @@ def median(input, dim=None, keepdim=False, *, out=None):
     """
     _check_tensor(input, "median")
     if dim is None:
-        return _median_all(lib.FM_SEL_MEDIAN, "median", input, out)
-    return _select(lib.FM_SEL_MEDIAN, "median", return_types.median, input, dim, keepdim, out)
+        return _median_all(K.SEL_MEDIAN, "median", input, out)
+    return _select(K.SEL_MEDIAN, "median", return_types.median, input, dim, keepdim, out)
 
 
 def nanmedian(input, dim=None, keepdim=False, *, out=None):
     """``median`` ignoring NaNs (NaN only where every element is NaN)."""
     _check_tensor(input, "nanmedian")
     if dim is None:
-        return _median_all(lib.FM_SEL_NANMEDIAN, "nanmedian", input, out)
-    return _select(lib.FM_SEL_NANMEDIAN, "nanmedian", return_types.nanmedian, input, dim,
+        return _median_all(K.SEL_NANMEDIAN, "nanmedian", input, out)
+    return _select(K.SEL_NANMEDIAN, "nanmedian", return_types.nanmedian, input, dim,
                    keepdim, out)
 
 
@@ -303,7 +295,7 @@ def mode(input, dim=-1, keepdim=False, *, out=None):
     1
     """
     _check_tensor(input, "mode")
-    return _select(lib.FM_SEL_MODE, "mode", return_types.mode, input, dim, keepdim, out)
+    return _select(K.SEL_MODE, "mode", return_types.mode, input, dim, keepdim, out)
 
 
 # ---- cummax / cummin ---------------------------------------------------------------------------
@@ -311,12 +303,11 @@ def mode(input, dim=-1, keepdim=False, *, out=None):
 def _cumext(ismin, name, pair, input, dim, out):
     _check_tensor(input, name)
     d = wrap_dim(dim, len(input._shape), name)
-    values = new_empty(input._shape, input._dtype, CPU)
-    indices = new_empty(input._shape, D.int64, CPU)
+    values = new_empty(input._shape, input._dtype, input._storage.device)
+    indices = new_empty(input._shape, D.int64, input._storage.device)
     if values._numel:
         nd, sh, st, os_ = _geom(input, values._stride)
-        rc = _cumext_c(ismin, input._dtype.code, nd, sh, input._ptr, st, d, values._ptr, os_,
-                       indices._ptr, os_)
+        rc = values._storage.backend.cumext(ismin, sh, input, st, d, values, os_, indices, os_)
         if rc:
             _fail(rc, name, input)
     res = _deliver(pair, values, indices, out, name)
@@ -406,18 +397,17 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     vals = _tensor(input, dtype=ct) if scalar else cast(input, ct).contiguous()
     sq = cast(seq, ct).contiguous()
     odt = D.int32 if out_int32 else D.int64
-    res = new_empty(vals._shape, odt, CPU)
+    res = new_empty(vals._shape, odt, vals._storage.device)
     if res._numel:
         nseq = sq._shape[-1]
         nval = vals._shape[-1] if vals._shape else 1
         nlanes = res._numel // nval
         seq_ls = nseq if len(sq._shape) > 1 else 0
         so = sorter.contiguous() if sorter is not None else None
-        bad = ffi.new("int64_t *")
-        rc = lib.fm_searchsorted(ct.code, nlanes, nseq, sq._ptr, seq_ls,
-                                 so._ptr if so is not None else 0, seq_ls, nval, vals._ptr,
-                                 nval, 1 if right else 0, 1 if out_int32 else 0, res._ptr, bad)
-        if rc == lib.FM_ERR_INDEX:
+        bad = [0]
+        rc = res._storage.backend.searchsorted(nlanes, nseq, sq, seq_ls, so, seq_ls, nval, vals,
+                                               nval, 1 if right else 0, res, bad)
+        if rc == K.ERR_INDEX:
             raise IndexError(f"{name}(): sorter index out of range: {bad[0]} not in "
                              f"[0, {nseq})")
         if rc:
@@ -449,18 +439,13 @@ def bucketize(input, boundaries, *, out_int32=False, right=False, out=None):
 
 def _runs(x2d, n, m, order, origpos, want_inverse, want_counts, name):
     """Group equal consecutive rows; (first rows tensor, inverse or None, counts or None)."""
-    first = new_empty((n,), D.int64, CPU)
-    inverse = new_empty((n,), D.int64, CPU) if want_inverse else None
-    counts = new_empty((n,), D.int64, CPU) if want_counts else None
-    ng = ffi.new("int64_t *")
-    rc = lib.fm_unique_runs(x2d._dtype.code, n, m, x2d._ptr,
-                            order._ptr if order is not None else 0,
-                            origpos._ptr if origpos is not None else 0, first._ptr,
-                            inverse._ptr if inverse is not None else 0,
-                            counts._ptr if counts is not None else 0, ng)
+    dev = x2d._storage.device
+    first = new_empty((n,), D.int64, dev)
+    inverse = new_empty((n,), D.int64, dev) if want_inverse else None
+    counts = new_empty((n,), D.int64, dev) if want_counts else None
+    rc, g = first._storage.backend.unique_runs(n, m, x2d, order, origpos, first, inverse, counts)
     if rc:
         _fail(rc, name, x2d)
-    g = ng[0]
     first = first[:g]
     if counts is not None:
         counts = counts[:g].clone()
@@ -501,8 +486,8 @@ def _unique_impl(input, consecutive, return_inverse, return_counts, dim, name):
         if consecutive or n == 0:
             order = None
         else:
-            order = new_empty((n,), D.int64, CPU)
-            rc = lib.fm_sort_rows(x2d._dtype.code, n, m, x2d._ptr, order._ptr)
+            order = new_empty((n,), D.int64, x2d._storage.device)
+            rc = order._storage.backend.sort_rows(n, m, x2d, order)
             if rc:
                 _fail(rc, name, x2d)
         first, inv, counts = _runs(x2d, n, m, order, order, return_inverse, return_counts, name)

@@ -15,7 +15,7 @@ positional arguments as received (``polygamma``: ``(n, input)``; ``logit``: ``(i
 import builtins
 
 from fiamma import _dtype as D, _grad_hook as G
-from fiamma._lib import check, lib
+from fiamma._backend import check, codes as K
 from fiamma._ops._common import as_operand, bcast_strides, broadcast_shapes, cast, same_device
 from fiamma._ops.elementwise import _finish, _result, check_inplace
 from fiamma._tensor import Tensor, install_methods
@@ -24,8 +24,6 @@ __all__ = ["lgamma", "digamma", "polygamma", "erfinv", "xlogy", "logaddexp", "lo
            "logit", "sinc", "i0", "mvlgamma",
            "lgamma_", "digamma_", "erfinv_", "xlogy_", "logit_", "sinc_", "i0_"]
 
-_unary_c = lib.fm_special_unary
-_binary_c = lib.fm_special_binary
 
 
 def _float_dtype(dt):
@@ -40,9 +38,8 @@ def sp_unary(code, name, x, p0=0.0, out=None, inputs=None, kwargs=None):
     src = cast(x, ct)
     res = _result(out, x._shape, ct, x._storage.device, name, (src,))
     if res._numel:
-        rc = _unary_c(code, ct.code, len(x._shape), x._shape, res._ptr, res._stride, src._ptr,
-                      src._stride, builtins.float(p0))
-        check(rc, name, f"dtype {ct}" if rc == lib.FM_ERR_DTYPE else "")
+        rc = res._storage.backend.special_unary(code, res, src, builtins.float(p0))
+        check(rc, name, f"dtype {ct}" if rc == K.ERR_DTYPE else "")
     if out is not None:
         res = _finish(res, out)
     if x.requires_grad:
@@ -66,8 +63,8 @@ def sp_binary(code, name, a, b, out=None):
     shape = broadcast_shapes(ca._shape, cb._shape, op=name)
     res = _result(out, shape, ct, dev, name, (ca, cb))
     if res._numel:
-        rc = _binary_c(code, ct.code, len(shape), shape, res._ptr, res._stride, ca._ptr,
-                       bcast_strides(ca, shape), cb._ptr, bcast_strides(cb, shape))
+        rc = res._storage.backend.special_binary(code, shape, res, ca, bcast_strides(ca, shape),
+                                                 cb, bcast_strides(cb, shape))
         check(rc, name)
     if out is not None:
         res = _finish(res, out)
@@ -85,17 +82,17 @@ def _unary_fn(code, name, doc):
     return fn
 
 
-lgamma = _unary_fn(lib.FM_SP_LGAMMA, "lgamma", """log|Gamma(input)|, elementwise.
+lgamma = _unary_fn(K.SP_LGAMMA, "lgamma", """log|Gamma(input)|, elementwise.
 
     >>> import fiamma
     >>> round(fiamma.lgamma(fiamma.tensor([5.0])).item(), 5)  # log(24)
     3.17805""")
-digamma = _unary_fn(lib.FM_SP_DIGAMMA, "digamma", """The digamma function d/dx log Gamma(x)
+digamma = _unary_fn(K.SP_DIGAMMA, "digamma", """The digamma function d/dx log Gamma(x)
     (-inf at 0, +inf at -0, NaN at the negative integers).""")
-erfinv = _unary_fn(lib.FM_SP_ERFINV, "erfinv", """The inverse error function on [-1, 1]
+erfinv = _unary_fn(K.SP_ERFINV, "erfinv", """The inverse error function on [-1, 1]
     (+-inf at +-1, NaN outside).""")
-sinc = _unary_fn(lib.FM_SP_SINC, "sinc", """The normalized sinc: sin(pi x) / (pi x), 1 at 0.""")
-i0 = _unary_fn(lib.FM_SP_I0, "i0", """The modified Bessel function of the first kind, order 0.""")
+sinc = _unary_fn(K.SP_SINC, "sinc", """The normalized sinc: sin(pi x) / (pi x), 1 at 0.""")
+i0 = _unary_fn(K.SP_I0, "i0", """The modified Bessel function of the first kind, order 0.""")
 
 
 def polygamma(n, input, *, out=None):
@@ -109,13 +106,13 @@ def polygamma(n, input, *, out=None):
         raise TypeError(f"polygamma: n must be an int, got {type(n).__name__}")
     if n < 0:
         raise RuntimeError(f"polygamma: n must be non-negative, got {n}")
-    return sp_unary(lib.FM_SP_POLYGAMMA, "polygamma", input, n, out, inputs=(n, input))
+    return sp_unary(K.SP_POLYGAMMA, "polygamma", input, n, out, inputs=(n, input))
 
 
 def logit(input, eps=None, *, out=None):
     """log(p / (1 - p)); with ``eps`` the input is first clamped to [eps, 1 - eps]."""
     e = -1.0 if eps is None else builtins.float(eps)
-    return sp_unary(lib.FM_SP_LOGIT, "logit", input, e, out, kwargs={"eps": eps})
+    return sp_unary(K.SP_LOGIT, "logit", input, e, out, kwargs={"eps": eps})
 
 
 def mvlgamma(input, p, *, out=None):
@@ -131,7 +128,7 @@ def mvlgamma(input, p, *, out=None):
         if not lo > (p - 1) / 2:
             raise RuntimeError(f"mvlgamma: All elements must be greater than (p-1)/2 = "
                                f"{(p - 1) / 2}, got {lo}")
-    return sp_unary(lib.FM_SP_MULTIGAMMALN, "mvlgamma", input, p, out, kwargs={"p": p})
+    return sp_unary(K.SP_MULTIGAMMALN, "mvlgamma", input, p, out, kwargs={"p": p})
 
 
 def xlogy(input, other, *, out=None):
@@ -141,17 +138,17 @@ def xlogy(input, other, *, out=None):
     >>> fiamma.xlogy(fiamma.tensor([0.0, 2.0]), fiamma.tensor([0.0, 1.0])).tolist()
     [0.0, 0.0]
     """
-    return sp_binary(lib.FM_SP_XLOGY, "xlogy", input, other, out)
+    return sp_binary(K.SP_XLOGY, "xlogy", input, other, out)
 
 
 def logaddexp(input, other, *, out=None):
     """``log(exp(input) + exp(other))``, computed without overflow."""
-    return sp_binary(lib.FM_SP_LOGADDEXP, "logaddexp", input, other, out)
+    return sp_binary(K.SP_LOGADDEXP, "logaddexp", input, other, out)
 
 
 def logaddexp2(input, other, *, out=None):
     """``log2(2**input + 2**other)``, computed without overflow."""
-    return sp_binary(lib.FM_SP_LOGADDEXP2, "logaddexp2", input, other, out)
+    return sp_binary(K.SP_LOGADDEXP2, "logaddexp2", input, other, out)
 
 
 # ---- in-place forms --------------------------------------------------------------------------

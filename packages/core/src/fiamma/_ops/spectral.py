@@ -181,16 +181,16 @@ def _stft_setup(op, input, n_fft, hop_length, win_length, center, pad_mode):
 
 
 def _use_c(n_fft):
-    from fiamma._lib import lib
+    from fiamma._backend import cpu
 
-    return lib.fm_fft_largest_factor(n_fft // 2 if n_fft % 2 == 0 else n_fft) <= _C_MAX_FACTOR
+    return cpu.fft_largest_factor(n_fft // 2 if n_fft % 2 == 0 else n_fft) <= _C_MAX_FACTOR
 
 
 def _stft_c(op, power, x, n_fft, hop, win, window, pad, pad_mode, onesided, scale, frames):
     """The C kernel: (B?, n_freq, frames, 2) pairs, or (B?, n_freq, frames) |X|^2 if power."""
     import numpy as np
 
-    from fiamma._lib import check, lib
+    from fiamma._backend import check
 
     w = _window_np(window, win, n_fft, op, np).astype(
         np.float32 if x._dtype is D.float32 else np.float64)
@@ -200,9 +200,9 @@ def _stft_c(op, power, x, n_fft, hop, win, window, pad, pad_mode, onesided, scal
     shape = (nfreq, frames) + (() if power else (2,))
     res = new_empty(shape if len(xc._shape) == 1 else (batch,) + shape, x._dtype)
     if res._numel:
-        check(lib.fm_stft(x._dtype.code, 1 if power else 0, batch, xc._shape[-1], xc._ptr,
-                          n_fft, hop, frames, pad, _CPAD.get(pad_mode, 0),
-                          w.ctypes.data, builtins.int(onesided), scale, res._ptr), op)
+        check(res._storage.backend.stft(1 if power else 0, xc, n_fft, hop, frames, pad,
+                                        _CPAD.get(pad_mode, 0), w, builtins.int(onesided), scale,
+                                        res), op)
     return res
 
 

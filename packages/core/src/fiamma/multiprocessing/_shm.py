@@ -25,7 +25,7 @@ import weakref
 from multiprocessing.util import Finalize, register_after_fork
 
 from fiamma import _dtype as D
-from fiamma._lib import lib
+from fiamma._backend import cpu as _cpu
 from fiamma._storage import CPU, BorrowedStorage, Storage
 from fiamma._tensor import Tensor, new_empty
 
@@ -130,7 +130,7 @@ class _Segment:
                 p = _c_mmap(self.addr, self.length, _RW,
                             mmap.MAP_PRIVATE | _MAP_ANONYMOUS | _MAP_FIXED, -1, 0)
                 if p == self.addr:
-                    lib.fm_free(self.addr, self.nbytes)
+                    _cpu.free(self.addr, self.nbytes)
             else:
                 _c_munmap(self.addr, self.length)
             self.addr = 0
@@ -431,7 +431,7 @@ class _OldBlock:
         self.nbytes = nbytes
 
     def __del__(self):
-        lib.fm_free(self.ptr, self.nbytes)
+        _cpu.free(self.ptr, self.nbytes)
 
 
 def _new_shared(seg):

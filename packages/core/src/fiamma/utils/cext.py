@@ -45,7 +45,7 @@ import threading
 
 import fiamma
 from fiamma import _dtype as D
-from fiamma._lib import ffi as _ffi
+from fiamma._backend.cpu import c_pointer as _c_pointer
 from fiamma._tensor import Tensor
 
 __all__ = ["load", "pointer", "address", "c_type", "kernel", "Kernel", "In", "InOut", "Out",
@@ -241,7 +241,7 @@ def pointer(t, dtype=None, contiguous=True, writable=False, name="tensor"):
     2.5
     """
     _check(t, f"cext.pointer({name})", dtype, contiguous, writable)
-    return _ffi.cast(_C_TYPES[t.dtype.name] + " *", t.data_ptr())
+    return _c_pointer(_C_TYPES[t.dtype.name] + " *", t.data_ptr())
 
 
 # ---- kernels ----------------------------------------------------------------------------------
@@ -436,7 +436,7 @@ class Kernel:
         for a in self.args:
             if isinstance(a, (In, Out)):
                 t = given[a.name]
-                cargs.append(_ffi.cast(_C_TYPES[t.dtype.name] + " *", t.data_ptr()))
+                cargs.append(_c_pointer(_C_TYPES[t.dtype.name] + " *", t.data_ptr()))
             elif isinstance(a, Scalar):
                 cargs.append(given[a.name])
             elif isinstance(a, Numel):

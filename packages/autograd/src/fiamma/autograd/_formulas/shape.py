@@ -277,6 +277,13 @@ def _cat(ctx, grad):
     return tuple(out)
 
 
-@derivative("clone", "to", "contiguous", save="none")
+@derivative("clone", "contiguous", save="none")
 def _identity(ctx, grad):
     return (grad,)
+
+
+@derivative("to", save="none")
+def _to(ctx, grad):
+    # a copy to another device sends the gradient back to the input's device
+    dev = ctx.kwargs.get("source_device")
+    return (grad if dev is None else grad.to(dev),)

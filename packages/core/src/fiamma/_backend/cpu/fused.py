@@ -1,0 +1,110 @@
+"""CPU primitives of the fused kernels: convolution (forward, both backwards, im2col/col2im),
+batch and row normalisation, pooling, resampling (interpolate, grid_sample) and optimizer steps
+(contract.Backend documents each). Every operand is contiguous unless strides are passed; they
+compute in the dtype of their first tensor operand; optional operands are None."""
+
+from fiamma._backend.codes import ERR_INDEX
+from fiamma._lib import ffi, lib
+
+__all__ = ["conv", "batch_norm_fwd", "batch_norm_bwd", "row_norm_fwd", "row_norm_bwd",
+           "pool_max", "pool_avg", "pool_avg_backward", "pool_scatter", "upsample",
+           "upsample_backward", "grid_sample", "grid_sample_backward", "adam_step", "sgd_step"]
+
+
+def _p(t):
+    return 0 if t is None else t._ptr
+
+
+def conv(mode, nd, n, cb, cs, groups, big, small, k, stride, pad, dil, a, b, bias, out):
+    return lib.fm_conv(mode, a._dtype.code, nd, n, cb, cs, groups, big, small, k, stride, pad, dil,
+                       a._ptr, _p(b), _p(bias), out._ptr)
+
+
+def batch_norm_fwd(N, C, S, x, xs, y, w, b, mean, invstd, rmean, srm, rvar, srv, training,
+                   momentum, eps):
+    return lib.fm_batch_norm_fwd(x._dtype.code, N, C, S, x._ptr, xs, y._ptr, _p(w), _p(b),
+                                 mean._ptr, invstd._ptr, _p(rmean), srm, _p(rvar), srv, training,
+                                 momentum, eps)
+
+
+def batch_norm_bwd(N, C, S, g, gs, x, xs, w, mean, invstd, training, gx, gw, gb):
+    return lib.fm_batch_norm_bwd(x._dtype.code, N, C, S, g._ptr, gs, x._ptr, xs, _p(w),
+                                 mean._ptr, invstd._ptr, training, _p(gx), _p(gw), _p(gb))
+
+
+def row_norm_fwd(rms, M, K, x, sx, y, w, b, G, P, Sp, mean, rstd, eps):
+    return lib.fm_row_norm_fwd(x._dtype.code, rms, M, K, x._ptr, sx, y._ptr, _p(w), _p(b), G, P,
+                               Sp, _p(mean), rstd._ptr, eps)
+
+
+def row_norm_bwd(rms, M, K, g, sg, x, sx, w, G, P, Sp, mean, rstd, gx, gw, gb):
+    return lib.fm_row_norm_bwd(x._dtype.code, rms, M, K, g._ptr, sg, x._ptr, sx, _p(w), G, P, Sp,
+                               _p(mean), rstd._ptr, _p(gx), _p(gw), _p(gb))
+
+
+def pool_max(adaptive, nplanes, isz, osz, k, s, p, d, x, out, idx):
+    return lib.fm_pool_max(x._dtype.code, adaptive, nplanes, isz, osz, k, s, p, d, x._ptr,
+                           out._ptr, _p(idx))
+
+
+def pool_avg(adaptive, nplanes, isz, osz, k, s, p, count_include_pad, divisor_override, x, out):
+    return lib.fm_pool_avg(x._dtype.code, adaptive, nplanes, isz, osz, k, s, p, count_include_pad,
+                           divisor_override, x._ptr, out._ptr)
+
+
+def pool_avg_backward(adaptive, nplanes, isz, osz, k, s, p, count_include_pad, divisor_override,
+                      gout, gin):
+    return lib.fm_pool_avg_backward(gout._dtype.code, adaptive, nplanes, isz, osz, k, s, p,
+                                    count_include_pad, divisor_override, gout._ptr, gin._ptr)
+
+
+def pool_scatter(accumulate, nplanes, ssize, dsize, src, idx, dst, bad):
+    buf = ffi.new("int64_t[1]")
+    rc = lib.fm_pool_scatter(src._dtype.code, accumulate, nplanes, ssize, dsize, src._ptr,
+                             idx._ptr, dst._ptr, buf)
+    if rc == ERR_INDEX and bad is not None:
+        bad[:] = [buf[0]]
+    return rc
+
+
+def upsample(mode, align_corners, nsp, n, c, isize, osize, scales, x, xs, y):
+    return lib.fm_upsample(x._dtype.code, mode, align_corners, nsp, n, c, isize, osize, scales,
+                           x._ptr, xs, y._ptr)
+
+
+def upsample_backward(mode, align_corners, nsp, n, c, isize, osize, scales, gy, gx):
+    return lib.fm_upsample_backward(gy._dtype.code, mode, align_corners, nsp, n, c, isize, osize,
+                                    scales, gy._ptr, gx._ptr)
+
+
+def grid_sample(nsp, mode, padding, align_corners, n, c, isize, osize, x, xs, grid, y):
+    return lib.fm_grid_sample(x._dtype.code, nsp, mode, padding, align_corners, n, c, isize,
+                              osize, x._ptr, xs, grid._ptr, y._ptr)
+
+
+def grid_sample_backward(nsp, mode, padding, align_corners, n, c, isize, osize, gy, x, xs, grid,
+                         gx, ggrid):
+    return lib.fm_grid_sample_backward(x._dtype.code, nsp, mode, padding, align_corners, n, c,
+                                       isize, osize, gy._ptr, x._ptr, xs, grid._ptr, _p(gx),
+                                       _p(ggrid))
+
+
+def adam_step(params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps, lr, beta1, beta2, eps,
+              weight_decay, flags):
+    """One Adam/AdamW step over lists of contiguous same-dtype tensors (max_sqs None without
+    amsgrad; steps: each tensor's step count after this one)."""
+    return lib.fm_adam_step(len(params), params[0]._dtype.code, [t._ptr for t in params],
+                            [t._ptr for t in grads], [t._ptr for t in exp_avgs],
+                            [t._ptr for t in exp_avg_sqs],
+                            ffi.NULL if max_sqs is None else [t._ptr for t in max_sqs],
+                            [t._numel for t in params], steps, lr, beta1, beta2, eps,
+                            weight_decay, flags)
+
+
+def sgd_step(params, grads, bufs, lr, momentum, dampening, weight_decay, flags):
+    """One SGD step over lists of contiguous same-dtype tensors (bufs None without momentum)."""
+    return lib.fm_sgd_step(len(params), params[0]._dtype.code, [t._ptr for t in params],
+                           [t._ptr for t in grads],
+                           ffi.NULL if bufs is None else [t._ptr for t in bufs],
+                           [t._numel for t in params], lr, momentum, dampening, weight_decay,
+                           flags)

@@ -1,0 +1,311 @@
+"""The CPU backend's fast paths: the one-pass ``cat`` of contiguous CPU tensors (``cat_simple``),
+the one-call product of small CPU operands (``mm_simple``)
+and the Tensor operator methods (``x + y``, ``x += 1``, ``x.add_(y, alpha=2)``):
+each is one Python frame and one C call when its operands are contiguous CPU tensors of one
+dtype and shape (or a tensor and a Python number that needs no cast) and no gradient is
+recorded, and calls the general op (``fallback``, which dispatches on the device) otherwise.
+The op layer (fiamma._ops.elementwise) builds its operators here: this is a CPU detail of the
+binary-op driver, not a second op layer (it decides nothing the general op does not)."""
+
+import linecache
+
+# D, G, CPU and new_empty are used by the generated source
+from fiamma import _dtype as D, _grad_hook as G, _storage as _S, _tensor as _T  # noqa: F401
+from fiamma._backend import check, codes as K
+from fiamma._lib import lib
+from fiamma._ops._common import is_scalar
+from fiamma._storage import CPU  # noqa: F401
+from fiamma._tensor import Tensor, new_empty  # noqa: F401
+
+__all__ = ["binary_operator", "inplace_operator", "add_inplace", "cat_simple", "mm_simple"]
+
+_I64 = 1 << 63
+
+_ONE = (1,)
+
+
+def _scalar_fast_ok(self, other, tp, truediv):
+    """Whether ``self op other`` (other a Python int/float of type tp) runs in self's dtype
+    without a cast: float tensors with any number, integer tensors with ints."""
+    dt = self._dtype
+    if dt.kind == 2:
+        return True
+    return tp is int and dt.kind == 1 and not truediv and -_I64 <= other < _I64
+
+
+# what every operator method's hot path uses, as module globals: a closure's free variables
+# are copied into the frame at every call (Python 3.11), globals are not
+_SMALL, _FREE = _S._small, _S._free
+_NEW = object.__new__
+_STRIDES = _T._STRIDES
+_STORAGE = _S.Storage
+_binary_contig_small = lib.fm_binary_contig_small  # fm_binary_contig, keeping the GIL
+_binary_contig_c = lib.fm_binary_contig
+_binary_scalar_contig_c = lib.fm_binary_scalar_contig
+_binary_params_c = lib.fm_binary_params
+
+
+def _new_block(nb, name):
+    """A block for an operator's result when the free list of its size is empty or missing."""
+    ptr = _S.fresh_block(nb)
+    if not ptr:
+        raise MemoryError(f"{name}: cannot allocate {nb} bytes on the CPU")
+    return ptr
+
+
+# An operator method is generated from the source below, specialised for its operator when the
+# module loads. Its hot path (two same-dtype, same-shape, contiguous CPU tensors) builds the
+# result inline (what new_empty does, without the calls): this is the whole cost of a small op,
+# so the operator's own tests are written in instead of branched on at each call (that alone
+# measured ~35 ns of ~0.95 us), its C code and name are constants, and what it calls are
+# module globals (a closure's cells are copied into every frame in Python 3.11).
+_TENSOR_SRC = """
+        if (type(other) is Tensor and other._dtype is self._dtype and
+                other._shape == self._shape and self._cpu_contig and other._cpu_contig):
+            dt = self._dtype{int_div}
+            n = self._numel
+            nb = n * {rdt}.itemsize
+            pool = _SMALL.get(nb)  # only sizes up to _S.SMALL_BYTES have one
+            if pool:  # a small block: a short call, made without releasing the GIL
+                ptr = pool.pop()
+                rc = _binary_contig_small({code}, dt.code, n, ptr, self._ptr, other._ptr)
+            else:
+                ptr = _new_block(nb, {name!r})
+                rc = _binary_contig_c({code}, dt.code, n, ptr, self._ptr, other._ptr)
+            if rc:
+                _FREE(ptr, nb)
+                _raise(rc, {name!r}, dt)
+            st = _NEW(_STORAGE)
+            st.ptr = ptr
+            st.nbytes = nb
+            st.version = 0
+            res = _NEW(Tensor)
+            res._storage = st
+            res._dtype = {rdt}
+            shape = res._shape = self._shape
+            try:
+                res._stride = _STRIDES[shape]
+            except KeyError:
+                res._stride = _T.cached_strides(shape)
+            res._offset = 0
+            res._ptr = ptr
+            res._numel = n
+            res._contig = res._cpu_contig = True
+            res.requires_grad = False
+            res.grad = None
+            res.grad_fn = None
+            res._ag = None
+            if self.requires_grad or other.requires_grad:
+                G.record({name!r}, res, (self, other), {{}})
+            return res"""
+_SCALAR_SRC = """
+        tp = type(other)
+        if ((tp is float or tp is int) and self._cpu_contig and
+                _scalar_fast_ok(self, other, tp, {truediv})):
+            dt = self._dtype
+            res = new_empty(self._shape, {rdt}, CPU)
+            rc = _binary_scalar_contig_c({code}, dt.code, self._numel, res._ptr, self._ptr,
+                                         other, other if dt.kind == 1 else 0, {first})
+            if rc:
+                _raise(rc, {name!r}, dt)
+            if self.requires_grad:
+                G.record({name!r}, res, {inputs}, {{}})
+            return res"""
+_METHOD_SRC = """
+def make(fallback):
+    def {method}(self, other):{tensor}{scalar}
+        if not (isinstance(other, Tensor) or is_scalar(other)):
+            return NotImplemented
+        return fallback({args})
+    return {method}
+"""
+
+
+def binary_operator(code, name, predicate, truediv, fallback, raise_, scalar_first=False,
+                    number_fast=True):
+    """An operator method: one C call when both operands are same-dtype, same-shape,
+    contiguous CPU tensors, or ``other`` is a Python number that needs no cast
+    (``scalar_first``: the reflected operator, ``other OP self``, which has no tensor-tensor
+    case; ``number_fast`` False: no number case); ``fallback(self, other)`` otherwise (the
+    autograd hook records either). ``predicate``: a bool result; ``truediv``: integer operands
+    promote (left to fallback). ``raise_(rc, name, dtype)`` turns a C status into the op's
+    error."""
+    rdt = "D.bool" if predicate else "dt"
+    f = dict(code=int(code), name=name, truediv=bool(truediv), rdt=rdt,
+             first=int(scalar_first), inputs="(other, self)" if scalar_first else "(self, other)")
+    # integer true division promotes to float: the general function does that
+    int_div = ("\n            if dt.kind != 2:\n                return fallback(self, other)"
+               if truediv else "")
+    method = f"__r{name}__" if scalar_first else f"__{name}__"
+    src = _METHOD_SRC.format(
+        method=method,
+        tensor="" if scalar_first else _TENSOR_SRC.format(int_div=int_div, **f),
+        scalar=_SCALAR_SRC.format(**f) if number_fast else "",
+        args="other, self" if scalar_first else "self, other")
+    filename = f"<fiamma operator {method}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)  # tracebacks
+    scope = {}
+    exec(compile(src, filename, "exec"), dict(globals(), _raise=raise_), scope)
+    fn = scope["make"](fallback)
+    fn.__qualname__ = f"Tensor.{method}"
+    return fn
+
+
+def inplace_operator(code, name, truediv, fallback, raise_, operator=True):
+    """``self op= other``: one C call writing into self when other is a same-dtype,
+    same-shape, contiguous tensor that does not partially overlap self, or a Python number that
+    needs no cast, and nothing needs a gradient; ``fallback(self, other)`` otherwise."""
+    bc = _binary_contig_c
+    sc = _binary_scalar_contig_c
+
+    def method(self, other):
+        if (type(other) is Tensor and other._dtype is self._dtype and other._shape ==
+                self._shape and self._cpu_contig and other._cpu_contig and not
+                (self.requires_grad or other.requires_grad) and
+                (other._storage is not self._storage or other._ptr == self._ptr) and
+                not (truediv and self._dtype.kind != 2)):
+            rc = bc(code, self._dtype.code, self._numel, self._ptr, self._ptr, other._ptr)
+            if rc:
+                raise_(rc, name, self._dtype)
+            self._storage.version += 1
+            return self
+        tp = type(other)
+        if ((tp is float or tp is int) and self._cpu_contig and not self.requires_grad and
+                _scalar_fast_ok(self, other, tp, truediv)):
+            rc = sc(code, self._dtype.code, self._numel, self._ptr, self._ptr, other,
+                    other if self._dtype.kind == 1 else 0, 0)
+            if rc:
+                raise_(rc, name, self._dtype)
+            self._storage.version += 1
+            return self
+        if operator and not (isinstance(other, Tensor) or is_scalar(other)):
+            return NotImplemented
+        return fallback(self, other)
+
+    method.__name__ = f"__i{name}__" if operator else f"{name}_"
+    return method
+
+
+def add_inplace(sign, generic, raise_):
+    """``add_`` / ``sub_`` with alpha: the fast paths of inplace_operator, and a fused
+    ``self + alpha * other`` for a tensor other."""
+    name = "add" if sign > 0 else "sub"
+    fast = inplace_operator(K.BIN_ADD if sign > 0 else K.BIN_SUB, name, False, generic, raise_,
+                            operator=False)
+
+    def method(self, other, *, alpha=1):
+        if type(alpha) is int and alpha == 1:
+            return fast(self, other)
+        ta = type(alpha)
+        if (type(other) is Tensor and other._dtype is self._dtype and other._shape ==
+                self._shape and self._cpu_contig and other._cpu_contig and not
+                (self.requires_grad or other.requires_grad) and
+                (other._storage is not self._storage or other._ptr == self._ptr) and
+                ((self._dtype.kind == 2 and (ta is int or ta is float)) or
+                 (self._dtype.kind == 1 and ta is int))):
+            if self._numel:
+                rc = _binary_params_c(K.BIN_ADD_ALPHA, self._dtype.code, 1,
+                                      (self._numel,), self._ptr, _ONE, self._ptr, _ONE,
+                                      other._ptr, _ONE, float(sign * alpha), 0.0, 0.0)
+                if rc:
+                    raise_(rc, name + "_", self._dtype)
+            self._storage.version += 1
+            return self
+        return generic(self, other, alpha=alpha)
+
+    method.__name__ = name + "_"
+    method.__doc__ = f"In-place version of :func:`{name}`."
+    return method
+
+
+_cat_bytes = lib.fm_cat_bytes
+
+
+def cat_simple(ts, dim):
+    """cat of same-dtype, contiguous CPU tensors of one rank that fit together, in one pass (a
+    cat in a loop); None for anything else, which _cat then handles (with its errors)."""
+    if not ts:
+        return None
+    t0 = ts[0]
+    if type(t0) is not Tensor or type(dim) is not int:
+        return None
+    s0 = t0._shape
+    nd = len(s0)
+    if not -nd <= dim < nd:
+        return None
+    d = dim + nd if dim < 0 else dim
+    dt = t0._dtype
+    head, tail = s0[:d], s0[d + 1:]
+    inner = dt.itemsize
+    for n in tail:
+        inner *= n
+    total = 0
+    grad = False
+    ptrs = []
+    sizes = []
+    for t in ts:
+        if type(t) is not Tensor or t._dtype is not dt or not t._cpu_contig:
+            return None
+        s = t._shape
+        if len(s) != nd or s[:d] != head or s[d + 1:] != tail:
+            return None
+        n = s[d]
+        total += n
+        grad = grad or t.requires_grad
+        ptrs.append(t._ptr)
+        sizes.append(n * inner)
+    res = new_empty(head + (total,) + tail, dt, CPU)
+    if res._numel:
+        rows = 1
+        for n in head:
+            rows *= n
+        rc = _cat_bytes(len(ts), rows, res._ptr, total * inner, ptrs, sizes)
+        if rc:
+            check(rc, "cat")
+    if grad:
+        G.record("cat", res, tuple(ts), {"dim": d})
+    return res
+
+
+_mm = lib.fm_mm
+
+
+def mm_simple(a, b, op):
+    """The common case in few steps: CPU tensors of one dtype with at most 2 dims each, no
+    gradient wanted. Returns None when it does not apply (or the shapes do not match: the
+    general path then raises the error)."""
+    sa, sb = a._shape, b._shape
+    da, db = len(sa), len(sb)
+    if not (0 < da <= 2 and 0 < db <= 2) or a._dtype is not b._dtype or a.requires_grad or \
+            b.requires_grad or a._storage.device is not CPU or b._storage.device is not CPU:
+        return None
+    k = sa[-1]
+    if db == 2:
+        if sb[0] != k:
+            return None
+        n = sb[1]
+        sbk, sbn = b._stride
+    else:
+        if sb[0] != k:
+            return None
+        n = 1
+        sbk, sbn = b._stride[0], 0
+    if da == 2:
+        m = sa[0]
+        sam, sak = a._stride
+        shape = (m, n) if db == 2 else (m,)
+    else:
+        m = 1
+        sam, sak = 0, a._stride[0]
+        shape = (n,) if db == 2 else ()
+    dt = a._dtype
+    res = new_empty(shape, dt, CPU)
+    if dt.kind == 2:
+        rc = _mm(dt.code, m, n, k, res._ptr, n, 1, a._ptr, sam, sak, b._ptr, sbk, sbn, 1.0, 0.0,
+                 0, 0)
+    else:
+        rc = _mm(dt.code, m, n, k, res._ptr, n, 1, a._ptr, sam, sak, b._ptr, sbk, sbn, 0.0, 0.0,
+                 1, 0)
+    if rc:
+        check(rc, op, f"dtype {dt}")
+    return res
