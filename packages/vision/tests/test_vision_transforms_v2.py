@@ -261,3 +261,45 @@ def test_v1_transforms_still_work():
     from fiamma.vision import transforms as T
     out = T.Compose([T.Resize(8), T.CenterCrop(8)])(PILImage.new("RGB", (20, 10)))
     assert out.size == (8, 8)
+
+
+# ---------------------------------------------------------------------------- MixUp / CutMix
+
+def test_beta_sampler_statistics():
+    from fiamma.vision.transforms.v2._augment import sample_beta
+    fiamma.manual_seed(0)
+    for a, var in [(2.0, 1 / 20), (0.5, 1 / 8)]:
+        s = np.array([sample_beta(a, a) for _ in range(3000)])
+        assert ((s > 0) & (s < 1)).all()
+        assert abs(s.mean() - 0.5) < 0.03 and abs(s.var() - var) < 0.2 * var
+
+
+def test_mixup_and_cutmix_by_hand():
+    x = fiamma.arange(2 * 1 * 4 * 4, dtype=fiamma.float32).reshape(2, 1, 4, 4)
+    y = fiamma.tensor([0, 2])
+    mix = v2.MixUp(num_classes=3)
+    out, lam = mix._mix(tv.Image(x), {"lam": 0.25})
+    np.testing.assert_allclose(out.numpy(), 0.25 * x.numpy() + 0.75 * x.numpy()[::-1])
+    assert type(out) is tv.Image
+    cut = v2.CutMix(num_classes=3)
+    out, lam = cut._mix(x, {"box": (1, 0, 3, 2), "lam_adjusted": 0.75})
+    ref = x.numpy().copy()
+    ref[0, :, 0:2, 1:3] = x.numpy()[1, :, 0:2, 1:3]
+    ref[1, :, 0:2, 1:3] = x.numpy()[0, :, 0:2, 1:3]
+    np.testing.assert_array_equal(out.numpy(), ref)
+    fiamma.manual_seed(0)
+    xm, ym = mix(x, y)
+    assert tuple(ym.shape) == (2, 3)
+    np.testing.assert_allclose(ym.sum(1).numpy(), [1, 1], rtol=1e-6)
+    lam = float(ym[0, 0])                     # label 0 weighted by lam, label 2 by 1 - lam
+    np.testing.assert_allclose(xm.numpy(), lam * x.numpy() + (1 - lam) * x.numpy()[::-1],
+                               rtol=1e-5, atol=1e-5)
+    fiamma.manual_seed(1)
+    out = cut({"image": tv.Image(x), "labels": y})
+    assert type(out["image"]) is tv.Image and tuple(out["labels"].shape) == (2, 3)
+    with pytest.raises(ValueError, match="num_classes"):
+        v2.MixUp()(x, y)
+    with pytest.raises(ValueError, match="bounding boxes"):
+        mix(x, y, _boxes([[0, 0, 1, 1]], canvas=(4, 4)))
+    with pytest.raises(ValueError, match="batch"):
+        mix(x[0], y)

@@ -155,3 +155,23 @@ def test_deterministic_transforms_on_a_sample_equal_torchvision():
     assert ft["labels"].tolist() == tt["labels"].tolist()
     assert tuple(ft["masks"].shape) == tuple(tt["masks"].shape)
     np.testing.assert_array_equal(ft["masks"].numpy(), tt["masks"].numpy())
+
+
+def test_mixup_cutmix_fixed_params_equal_torchvision():
+    torch, TT, TV, TF = _MODS
+    x = np.random.default_rng(2).random((3, 3, 8, 10)).astype(np.float32)
+    y = np.array([0, 2, 1])
+    for tcls, fcls, params in [(TV.MixUp, FV.MixUp, {"lam": 0.3}),
+                               (TV.CutMix, FV.CutMix, {"box": (2, 1, 7, 6),
+                                                       "lam_adjusted": 1 - 25 / 80})]:
+        t = tcls(num_classes=4)
+        ty = torch.from_numpy(y)
+        tp = {"labels": ty, "batch_size": 3, **params}
+        ti = t.transform(torch.from_numpy(x), tp)
+        tl = t.transform(ty, tp)
+        f = fcls(num_classes=4)
+        fi, lam = f._mix(fiamma.from_numpy(x.copy()), params)
+        np.testing.assert_allclose(fi.numpy(), ti.numpy(), atol=1e-6)
+        one_hot = np.eye(4, dtype=np.float32)[y]
+        np.testing.assert_allclose(np.roll(one_hot, 1, 0) * (1 - lam) + one_hot * lam,
+                                   tl.numpy(), atol=1e-6)
