@@ -87,6 +87,10 @@ def test_box_affine_by_hand():
     e = F.rotate(_boxes([[0, 0, 20, 10]], canvas=(10, 20)), 90.0, expand=True)
     assert e.canvas_size == (20, 10)
     np.testing.assert_allclose(e.numpy(), [[0, 0, 10, 20]], atol=1e-4)
+    corners = [[0, 0], [9, 0], [9, 9], [0, 9]]
+    shifted = [[2, 1], [11, 1], [11, 10], [2, 10]]      # a translation by (2, 1)
+    np.testing.assert_allclose(F.perspective(b, corners, shifted).numpy(), [[3, 3, 6, 4]],
+                               atol=1e-4)
     kp = F.rotate(tv.KeyPoints([[1, 2]], canvas_size=(10, 10)), 90.0)
     np.testing.assert_allclose(kp.numpy(), [[2, 9]], atol=1e-5)
 
@@ -239,7 +243,8 @@ def test_random_transforms_seeded_and_reprs():
     img = _img(h=32, w=32)
     boxes = _boxes([[4, 4, 20, 12]], canvas=(32, 32))
     for t in [v2.RandomResizedCrop(16), v2.RandomAffine(20, (0.1, 0.1), (0.8, 1.2), 5),
-              v2.RandomRotation(30, expand=True), v2.ColorJitter(0.3, 0.3, 0.3, 0.1),
+              v2.RandomRotation(30, expand=True), v2.RandomPerspective(p=1.0),
+              v2.ColorJitter(0.3, 0.3, 0.3, 0.1),
               v2.RandomPhotometricDistort(p=1.0), v2.GaussianBlur(3),
               v2.RandomErasing(p=1.0), v2.Grayscale(3), v2.CenterCrop(20), v2.Pad(2),
               v2.RandomApply([v2.RandomVerticalFlip(1.0)], p=0.5),

@@ -77,6 +77,8 @@ CASES = {
                                          shear=[0.0, 0.0], center=[10, 12])),
     "rotate": ("rotate", (25.0,), {}), "rotate_expand": ("rotate", (25.0,), dict(expand=True)),
     "rotate_center": ("rotate", (40.0,), dict(center=[5, 9])),
+    "perspective": ("perspective", ([[0, 0], [44, 0], [44, 36], [0, 36]],
+                                    [[3, 2], [40, 5], [42, 30], [1, 33]]), {}),
 }
 
 

@@ -20,7 +20,8 @@ __all__ = [
     "Transform", "Compose", "RandomApply", "RandomChoice", "RandomOrder", "Lambda",
     "RandomHorizontalFlip", "RandomVerticalFlip", "Resize", "CenterCrop", "RandomCrop",
     "RandomResizedCrop", "Pad", "RandomZoomOut", "RandomIoUCrop", "RandomAffine",
-    "RandomRotation", "ColorJitter", "RandomPhotometricDistort", "Grayscale", "Normalize",
+    "RandomRotation", "RandomPerspective", "ColorJitter", "RandomPhotometricDistort",
+    "Grayscale", "Normalize",
     "GaussianBlur", "RandomErasing", "ToImage", "ToDtype", "ToPureTensor",
     "ClampBoundingBoxes", "SanitizeBoundingBoxes", "ConvertBoundingBoxFormat",
 ]
@@ -402,6 +403,29 @@ class RandomRotation(Transform):
     def transform(self, inpt, params):
         return F.rotate(inpt, params["angle"], self.interpolation, self.expand, self.center,
                         _fill_for(self.fill, inpt))
+
+
+class RandomPerspective(RandomTransform):
+    """With probability ``p``, a random projective warp of the corners by up to
+    ``distortion_scale`` of half the size (applied to boxes, masks and keypoints too)."""
+
+    def __init__(self, distortion_scale=0.5, p=0.5, interpolation=InterpolationMode.BILINEAR,
+                 fill=0):
+        super().__init__(p)
+        if not 0 <= distortion_scale <= 1:
+            raise ValueError(f"RandomPerspective: distortion_scale should be in [0, 1], got "
+                             f"{distortion_scale}")
+        self.distortion_scale, self.interpolation, self.fill = (distortion_scale,
+                                                                interpolation, fill)
+
+    def make_params(self, flat_inputs):
+        h, w = query_size(flat_inputs)
+        start, end = T1.RandomPerspective.get_params(w, h, self.distortion_scale)
+        return dict(startpoints=start, endpoints=end)
+
+    def transform(self, inpt, params):
+        return F.perspective(inpt, params["startpoints"], params["endpoints"],
+                             self.interpolation, _fill_for(self.fill, inpt))
 
 
 # ---------------------------------------------------------------------------- colour

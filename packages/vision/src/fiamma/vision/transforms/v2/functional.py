@@ -24,7 +24,7 @@ from fiamma.vision.transforms.functional import InterpolationMode
 __all__ = [
     "InterpolationMode", "get_size", "get_dimensions", "horizontal_flip", "vertical_flip",
     "hflip", "vflip", "resize", "crop", "center_crop", "resized_crop", "pad", "affine",
-    "rotate", "convert_bounding_box_format", "clamp_bounding_boxes", "to_image",
+    "rotate", "perspective", "convert_bounding_box_format", "clamp_bounding_boxes", "to_image",
     "to_pure_tensor", "to_dtype", "normalize", "adjust_brightness", "adjust_contrast",
     "adjust_saturation", "adjust_hue", "rgb_to_grayscale", "to_grayscale", "gaussian_blur",
     "erase", "pil_to_tensor", "to_pil_image", "convert_image_dtype",
@@ -385,6 +385,44 @@ def rotate(inpt, angle, interpolation=InterpolationMode.NEAREST, expand=False, c
         return _mask_op(inpt, lambda t: F1.rotate(t, angle, InterpolationMode.NEAREST, expand,
                                                   center, fill))
     return _image_op(inpt, lambda t: F1.rotate(t, angle, interpolation, expand, center, fill))
+
+
+def _perspective_points(a, startpoints, endpoints):
+    # the projective map taking startpoints to endpoints (the image kernel samples with the
+    # inverse one), applied in float64
+    m = np.zeros((8, 8))
+    for i, ((xs, ys), (xe, ye)) in enumerate(zip(startpoints, endpoints)):
+        m[2 * i] = [xs, ys, 1, 0, 0, 0, -xe * xs, -xe * ys]
+        m[2 * i + 1] = [0, 0, 0, xs, ys, 1, -ye * xs, -ye * ys]
+    c = np.linalg.solve(m, np.asarray(endpoints, np.float64).reshape(8))
+    den = c[6] * a[:, 0] + c[7] * a[:, 1] + 1.0
+    return np.stack([(c[0] * a[:, 0] + c[1] * a[:, 1] + c[2]) / den,
+                     (c[3] * a[:, 0] + c[4] * a[:, 1] + c[5]) / den], axis=1)
+
+
+def perspective(inpt, startpoints, endpoints, interpolation=InterpolationMode.BILINEAR,
+                fill=None):
+    """Projective warp moving the four ``startpoints`` to ``endpoints``; boxes map their four
+    corners and take the bounds (clamped), keypoints map directly."""
+    if len(startpoints) != 4 or len(endpoints) != 4:
+        raise ValueError("perspective: startpoints and endpoints must be 4 points each")
+    k = _kind(inpt)
+    if k == "boxes":
+        def fn(a, c):
+            x1, y1, x2, y2 = a.T
+            corners = np.stack([np.stack([x1, y1], 1), np.stack([x2, y1], 1),
+                                np.stack([x2, y2], 1), np.stack([x1, y2], 1)], 1)
+            pts = _perspective_points(corners.reshape(-1, 2), startpoints, endpoints)
+            pts = pts.reshape(-1, 4, 2)
+            return np.concatenate([pts.min(1), pts.max(1)], axis=1), c
+        return _box_op(inpt, "perspective", fn)
+    if k == "keypoints":
+        return _kp_op(inpt, lambda a, c: (_perspective_points(a, startpoints, endpoints), c))
+    if k == "mask":
+        return _mask_op(inpt, lambda t: F1.perspective(t, startpoints, endpoints,
+                                                       InterpolationMode.NEAREST, fill))
+    return _image_op(inpt, lambda t: F1.perspective(t, startpoints, endpoints, interpolation,
+                                                    fill))
 
 
 # ---------------------------------------------------------------------------- type/dtype
