@@ -144,3 +144,42 @@ def test_voc_detection_and_segmentation(voc):
     with pytest.raises(TypeError, match="not supported"):
         wrap_dataset_for_transforms_v2([1, 2])
     assert fiamma.is_tensor(tgt["labels"])
+
+
+def _celeba(tmp_path):
+    base = tmp_path / "celeba"
+    (base / "img_align_celeba").mkdir(parents=True)
+    names = ["000001.jpg", "000002.jpg", "000003.jpg"]
+    for i, n in enumerate(names):
+        Image.new("RGB", (6, 7), (i, 0, 0)).save(base / "img_align_celeba" / n)
+    (base / "list_eval_partition.txt").write_text("000001.jpg 0\n000002.jpg 1\n000003.jpg 0\n")
+    (base / "identity_CelebA.txt").write_text("000001.jpg 10\n000002.jpg 20\n000003.jpg 10\n")
+    (base / "list_attr_celeba.txt").write_text(
+        "3\nSmiling Young\n000001.jpg 1 -1\n000002.jpg -1 -1\n000003.jpg -1  1\n")
+    (base / "list_bbox_celeba.txt").write_text(
+        "3\nimage_id x_1 y_1 width height\n000001.jpg 1 2 3 4\n000002.jpg 5 6 7 8\n"
+        "000003.jpg 9 10 11 12\n")
+    (base / "list_landmarks_align_celeba.txt").write_text(
+        "3\nlefteye_x lefteye_y\n000001.jpg 1 1\n000002.jpg 2 2\n000003.jpg 3 3\n")
+
+
+def test_celeba_folder(tmp_path):
+    from fiamma.vision.datasets import CelebA
+    _celeba(tmp_path)
+    ds = CelebA(str(tmp_path), split="train", target_type=["attr", "identity", "bbox",
+                                                              "landmarks"])
+    assert len(ds) == 2 and ds.attr_names == ["Smiling", "Young"]
+    img, (attr, ident, bbox, lms) = ds[1]
+    assert img.size == (6, 7) and np.asarray(img)[0, 0, 0] == 2
+    assert attr.tolist() == [0, 1] and int(ident) == 10
+    assert bbox.tolist() == [9, 10, 11, 12] and lms.tolist() == [3, 3]
+    assert len(CelebA(str(tmp_path), split="all")) == 3
+    valid = CelebA(str(tmp_path), split="valid", target_type="identity")
+    assert int(valid[0][1]) == 20
+    assert CelebA(str(tmp_path), target_type=[])[0][1] is None
+    with pytest.raises(ValueError, match="split"):
+        CelebA(str(tmp_path), split="dev")
+    with pytest.raises(ValueError, match="target_type"):
+        CelebA(str(tmp_path), target_type="age")
+    with pytest.raises(RuntimeError, match="not found"):
+        CelebA(str(tmp_path / "nope"))

@@ -5,6 +5,7 @@
 10
 """
 
+from fiamma.vision.datasets.celeba import CelebA
 from fiamma.vision.datasets.cifar import CIFAR10, CIFAR100
 from fiamma.vision.datasets.coco import CocoCaptions, CocoDetection
 from fiamma.vision.datasets.fakedata import FakeData
@@ -16,5 +17,5 @@ from fiamma.vision.datasets.wrap import wrap_dataset_for_transforms_v2
 
 __all__ = ["VisionDataset", "StandardTransform", "DatasetFolder", "ImageFolder", "MNIST",
            "FashionMNIST", "KMNIST", "CIFAR10", "CIFAR100", "FakeData",
-           "CocoDetection", "CocoCaptions", "VOCDetection", "VOCSegmentation",
+           "CocoDetection", "CocoCaptions", "VOCDetection", "VOCSegmentation", "CelebA",
            "wrap_dataset_for_transforms_v2"]
