@@ -308,3 +308,40 @@ def test_mixup_and_cutmix_by_hand():
         mix(x, y, _boxes([[0, 0, 1, 1]], canvas=(4, 4)))
     with pytest.raises(ValueError, match="batch"):
         mix(x[0], y)
+
+
+# ---------------------------------------------------------------------------- auto-augment
+
+@pytest.mark.parametrize("name,kw", [("AutoAugment", {}), ("RandAugment", {"num_ops": 3}),
+                                     ("TrivialAugmentWide", {})])
+def test_auto_augment_equals_v1_on_images_and_moves_boxes(name, kw):
+    from fiamma.vision import transforms as T
+    img = _img(h=24, w=28, seed=3)
+    pure = img.as_subclass(fiamma.Tensor)
+    t2, t1 = getattr(v2, name)(**kw), getattr(T, name)(**kw)
+    for seed in range(6):
+        fiamma.manual_seed(seed)
+        ref = t1(pure)
+        fiamma.manual_seed(seed)
+        out = t2(img)
+        assert type(out) is tv.Image
+        np.testing.assert_array_equal(out.numpy(), ref.numpy())
+        fiamma.manual_seed(seed)
+        oi, ob, om = t2(img, _boxes([[4, 4, 12, 10]], canvas=(24, 28)),
+                        tv.Mask(fiamma.ones(24, 28, dtype=fiamma.uint8)))
+        assert type(ob) is tv.BoundingBoxes and ob.canvas_size == tuple(oi.shape[-2:])
+        assert type(om) is tv.Mask and tuple(om.shape) == tuple(oi.shape[-2:])
+    with pytest.raises(TypeError, match="exactly one image"):
+        t2(_boxes([[0, 0, 1, 1]]))
+
+
+def test_auto_augment_ops_on_boxes_by_hand():
+    from fiamma.vision.transforms.v2._auto_augment import _apply
+    b = _boxes([[2, 2, 6, 5]], canvas=(10, 20))
+    assert _apply(b, "TranslateX", 3.0, F.InterpolationMode.NEAREST, None).tolist() == \
+        [[5, 2, 9, 5]]
+    assert _apply(b, "Brightness", 0.5, F.InterpolationMode.NEAREST, None) is b
+    sheared = _apply(b, "ShearX", 0.5, F.InterpolationMode.NEAREST, None)
+    # a positive ShearX maps x -> x - 0.5 y about the top-left corner (as torchvision):
+    # corners' x: 1, 5, 3.5, -0.5 -> [-0.5, 5], clamped to [0, 5]
+    np.testing.assert_allclose(sheared.numpy(), [[0, 2, 5, 5]], atol=1e-5)

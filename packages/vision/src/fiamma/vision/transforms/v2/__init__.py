@@ -15,8 +15,16 @@ A plain tensor is taken for an image only when the sample has no ``tv_tensors.Im
 """
 from fiamma.vision.transforms.v2 import functional  # noqa: F401
 from fiamma.vision.transforms.v2._augment import CutMix, MixUp  # noqa: F401
+from fiamma.vision.transforms.v2._auto_augment import (  # noqa: F401
+    AutoAugment,
+    AutoAugmentPolicy,
+    RandAugment,
+    TrivialAugmentWide,
+)
 from fiamma.vision.transforms.v2._transforms import *  # noqa: F401,F403
 from fiamma.vision.transforms.v2._transforms import __all__ as _all
 from fiamma.vision.transforms.v2.functional import InterpolationMode  # noqa: F401
 
-__all__ = list(_all) + ["functional", "InterpolationMode", "MixUp", "CutMix"]
+__all__ = list(_all) + ["functional", "InterpolationMode", "MixUp", "CutMix",
+                          "AutoAugment", "AutoAugmentPolicy", "RandAugment",
+                          "TrivialAugmentWide"]
