@@ -11,7 +11,7 @@ import importlib
 from fiamma.vision._version import __version__
 
 # submodules imported lazily on first attribute access
-_SUBMODULES = ("transforms", "io", "utils", "datasets", "models", "ops")
+_SUBMODULES = ("transforms", "io", "utils", "datasets", "models", "ops", "tv_tensors")
 
 __all__ = ["__version__", *_SUBMODULES]
 

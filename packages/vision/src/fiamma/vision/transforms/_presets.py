@@ -14,7 +14,7 @@ from fiamma.nn import Module
 from fiamma.vision.transforms import functional as F
 from fiamma.vision.transforms.functional import InterpolationMode
 
-__all__ = ["ImageClassification"]
+__all__ = ["ImageClassification", "SemanticSegmentation"]
 
 
 class ImageClassification(Module):
@@ -54,3 +54,31 @@ class ImageClassification(Module):
                 f"``, followed by a central crop of ``crop_size={self.crop_size}``. Finally the "
                 "values are first rescaled to ``[0.0, 1.0]`` and then normalized using "
                 f"``mean={self.mean}`` and ``std={self.std}``.")
+
+
+class SemanticSegmentation(Module):
+    """The inference transform of the segmentation weights: resize the shorter side to
+    ``resize_size`` (if given), scale to float in [0, 1], normalise with ``mean``/``std``."""
+
+    def __init__(self, *, resize_size, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225),
+                 interpolation=InterpolationMode.BILINEAR, antialias=True):
+        super().__init__()
+        self.resize_size = [resize_size] if resize_size is not None else None
+        self.mean = list(mean)
+        self.std = list(std)
+        self.interpolation = interpolation
+        self.antialias = antialias
+
+    def forward(self, img):
+        if isinstance(self.resize_size, list):
+            img = F.resize(img, self.resize_size, interpolation=self.interpolation,
+                           antialias=self.antialias)
+        if not isinstance(img, fiamma.Tensor):
+            img = F.pil_to_tensor(img)
+        img = F.convert_image_dtype(img, fiamma.float32)
+        return F.normalize(img, mean=self.mean, std=self.std)
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(\n    resize_size={self.resize_size}\n"
+                f"    mean={self.mean}\n    std={self.std}\n"
+                f"    interpolation={self.interpolation}\n)")

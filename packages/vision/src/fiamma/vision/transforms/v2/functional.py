@@ -1,0 +1,529 @@
+"""transforms.v2.functional: kernels that dispatch on what the input is (torchvision's names).
+
+Images (``tv_tensors.Image``, plain tensors, PIL images) and videos go through the v1
+image kernels; masks through the same kernels with nearest interpolation; bounding boxes and
+keypoints have their own coordinate kernels (computed in float64, cast back to the input's
+dtype). The output keeps the input's tv_tensor type and metadata (``canvas_size`` updated).
+
+    >>> from fiamma.vision import tv_tensors
+    >>> from fiamma.vision.transforms.v2 import functional as F
+    >>> b = tv_tensors.BoundingBoxes([[1, 2, 4, 6]], format="XYXY", canvas_size=(10, 10))
+    >>> F.horizontal_flip(b).tolist()
+    [[6, 2, 9, 6]]
+"""
+import numbers
+
+import numpy as np
+from PIL import Image as PILImage
+
+import fiamma
+from fiamma.vision import tv_tensors as tv
+from fiamma.vision.transforms import _functional_tensor as FT, functional as F1
+from fiamma.vision.transforms.functional import InterpolationMode
+
+__all__ = [
+    "InterpolationMode", "get_size", "get_dimensions", "horizontal_flip", "vertical_flip",
+    "hflip", "vflip", "resize", "crop", "center_crop", "resized_crop", "pad", "affine",
+    "rotate", "perspective", "convert_bounding_box_format", "clamp_bounding_boxes", "to_image",
+    "to_pure_tensor", "to_dtype", "normalize", "adjust_brightness", "adjust_contrast",
+    "adjust_saturation", "adjust_hue", "rgb_to_grayscale", "to_grayscale", "gaussian_blur",
+    "erase", "pil_to_tensor", "to_pil_image", "convert_image_dtype",
+]
+
+BBF = tv.BoundingBoxFormat
+pil_to_tensor = F1.pil_to_tensor
+to_pil_image = F1.to_pil_image
+
+
+def _kind(x):
+    if isinstance(x, tv.BoundingBoxes):
+        return "boxes"
+    if isinstance(x, tv.KeyPoints):
+        return "keypoints"
+    if isinstance(x, tv.Mask):
+        return "mask"
+    if isinstance(x, (fiamma.Tensor, PILImage.Image)):
+        return "image"          # Image, Video, plain tensors and PIL images
+    raise TypeError(f"expected a tensor, a tv_tensor or a PIL image, got {type(x).__name__}")
+
+
+def _rewrap(out, like, **meta):
+    if isinstance(like, tv.TVTensor):
+        if isinstance(out, tv.TVTensor):
+            out = out.as_subclass(fiamma.Tensor)
+        return tv.wrap(out, like=like, **meta)
+    return out
+
+
+def _pure(x):
+    return x.as_subclass(fiamma.Tensor) if isinstance(x, tv.TVTensor) else x
+
+
+def _image_op(x, fn):
+    """Apply the v1 kernel ``fn`` to an image-like input and re-wrap the result."""
+    return _rewrap(fn(_pure(x)), x)
+
+
+def _mask_op(x, fn):
+    t = _pure(x)
+    flat = t.ndim == 2
+    out = fn(t.unsqueeze(0) if flat else t)
+    return _rewrap(out[0] if flat else out, x)
+
+
+# ---------------------------------------------------------------------------- sizes
+
+def get_dimensions(inpt):
+    """[channels, height, width] of an image or video."""
+    return F1.get_dimensions(_pure(inpt))
+
+
+def get_size(inpt):
+    """[height, width] of any input (the canvas of boxes and keypoints)."""
+    k = _kind(inpt)
+    if k in ("boxes", "keypoints"):
+        return list(inpt.canvas_size)
+    if isinstance(inpt, PILImage.Image):
+        return [inpt.height, inpt.width]
+    if inpt.ndim < 2:
+        raise TypeError(f"get_size: expected a tensor with at least 2 dims, got "
+                        f"{tuple(inpt.shape)}")
+    return [int(inpt.shape[-2]), int(inpt.shape[-1])]
+
+
+# ---------------------------------------------------------------------------- box helpers
+
+def _np(t):
+    return np.asarray(_pure(t).detach().numpy(), dtype=np.float64)
+
+
+def _check_axis_aligned(fmt, op):
+    if tv.is_rotated_bounding_format(fmt):
+        raise NotImplementedError(f"{op}: rotated box format {fmt.name} is not supported by "
+                                  "this kernel (use XYXY, XYWH or CXCYWH)")
+
+
+def _to_xyxy(a, fmt):
+    if fmt == BBF.XYXY:
+        return a.copy()
+    if fmt == BBF.XYWH:
+        return np.concatenate([a[:, :2], a[:, :2] + a[:, 2:]], axis=1)
+    cx, cy, w, h = a.T
+    return np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], axis=1)
+
+
+def _from_xyxy(a, fmt):
+    if fmt == BBF.XYXY:
+        return a
+    if fmt == BBF.XYWH:
+        return np.concatenate([a[:, :2], a[:, 2:] - a[:, :2]], axis=1)
+    x1, y1, x2, y2 = a.T
+    return np.stack([(x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1], axis=1)
+
+
+def _back(a, like):
+    dt = like.dtype
+    if not dt.is_floating_point:
+        a = np.trunc(a)
+    return fiamma.from_numpy(np.ascontiguousarray(a)).to(dt)
+
+
+def _clamp_xyxy(a, canvas):
+    h, w = canvas
+    a[:, 0::2] = np.clip(a[:, 0::2], 0, w)
+    a[:, 1::2] = np.clip(a[:, 1::2], 0, h)
+    return a
+
+
+def _box_op(boxes, op, fn, clamp=True):
+    """``fn(xyxy float64 array, canvas) -> (array, new_canvas)`` on BoundingBoxes."""
+    _check_axis_aligned(boxes.format, op)
+    a = _to_xyxy(_np(boxes).reshape(-1, 4), boxes.format)
+    a, canvas = fn(a, tuple(boxes.canvas_size))
+    if clamp and boxes.clamping_mode is not None:
+        a = _clamp_xyxy(a, canvas)
+    a = _from_xyxy(a, boxes.format)
+    return tv.wrap(_back(a.reshape(tuple(boxes.shape)), boxes), like=boxes,
+                   canvas_size=tuple(int(v) for v in canvas))
+
+
+def _kp_op(kp, fn):
+    a = _np(kp).reshape(-1, 2)
+    a, canvas = fn(a, tuple(kp.canvas_size))
+    return tv.wrap(_back(a.reshape(tuple(kp.shape)), kp), like=kp,
+                   canvas_size=tuple(int(v) for v in canvas))
+
+
+def convert_bounding_box_format(inpt, old_format=None, new_format=None, inplace=False):
+    """Boxes from ``old_format`` (default: the BoundingBoxes' own) to ``new_format``."""
+    if new_format is None:
+        raise TypeError("convert_bounding_box_format: missing required argument new_format")
+    new_format = tv._parse_format(new_format)
+    if isinstance(inpt, tv.BoundingBoxes):
+        if old_format is not None:
+            raise ValueError("convert_bounding_box_format: old_format must not be given for "
+                             "BoundingBoxes (they carry their format)")
+        old = inpt.format
+    else:
+        if old_format is None:
+            raise ValueError("convert_bounding_box_format: old_format is required for plain "
+                             "tensors")
+        old = tv._parse_format(old_format)
+    for f in (old, new_format):
+        _check_axis_aligned(f, "convert_bounding_box_format")
+    a = _from_xyxy(_to_xyxy(_np(inpt).reshape(-1, 4), old), new_format)
+    out = _back(a.reshape(tuple(inpt.shape)), inpt)
+    if isinstance(inpt, tv.BoundingBoxes):
+        return tv.wrap(out, like=inpt, format=new_format)
+    return out
+
+
+def clamp_bounding_boxes(inpt, format=None, canvas_size=None, clamping_mode="soft"):
+    """Clamp boxes into their canvas (x in [0, W], y in [0, H])."""
+    if isinstance(inpt, tv.BoundingBoxes):
+        if format is not None or canvas_size is not None:
+            raise ValueError("clamp_bounding_boxes: format and canvas_size must not be given "
+                             "for BoundingBoxes")
+        if inpt.clamping_mode is None:
+            return inpt
+        return _box_op(inpt, "clamp_bounding_boxes", lambda a, c: (a, c))
+    if format is None or canvas_size is None:
+        raise ValueError("clamp_bounding_boxes: format and canvas_size are required for plain "
+                         "tensors")
+    b = tv.BoundingBoxes(inpt, format=format, canvas_size=canvas_size,
+                         clamping_mode=clamping_mode)
+    return _pure(clamp_bounding_boxes(b))
+
+
+# ---------------------------------------------------------------------------- geometry
+
+def horizontal_flip(inpt):
+    """Mirror left-right."""
+    k = _kind(inpt)
+    if k == "boxes":
+        def fn(a, c):
+            w = c[1]
+            return np.stack([w - a[:, 2], a[:, 1], w - a[:, 0], a[:, 3]], axis=1), c
+        return _box_op(inpt, "horizontal_flip", fn, clamp=False)
+    if k == "keypoints":
+        # keypoints are pixel positions: x -> W - 1 - x (torchvision's convention)
+        return _kp_op(inpt, lambda a, c: (np.stack([c[1] - 1 - a[:, 0], a[:, 1]], axis=1), c))
+    if k == "mask":
+        return _mask_op(inpt, F1.hflip)
+    return _image_op(inpt, F1.hflip)
+
+
+def vertical_flip(inpt):
+    """Mirror top-bottom."""
+    k = _kind(inpt)
+    if k == "boxes":
+        def fn(a, c):
+            h = c[0]
+            return np.stack([a[:, 0], h - a[:, 3], a[:, 2], h - a[:, 1]], axis=1), c
+        return _box_op(inpt, "vertical_flip", fn, clamp=False)
+    if k == "keypoints":
+        return _kp_op(inpt, lambda a, c: (np.stack([a[:, 0], c[0] - 1 - a[:, 1]], axis=1), c))
+    if k == "mask":
+        return _mask_op(inpt, F1.vflip)
+    return _image_op(inpt, F1.vflip)
+
+
+hflip = horizontal_flip
+vflip = vertical_flip
+
+
+def resize(inpt, size, interpolation=InterpolationMode.BILINEAR, max_size=None,
+           antialias=True):
+    """Resize to ``size`` (h, w), or the shorter side to ``size`` (int / 1-sequence)."""
+    k = _kind(inpt)
+    if k in ("boxes", "keypoints"):
+        h, w = inpt.canvas_size
+        nh, nw = F1._resized_size(h, w, size, max_size)
+        sx, sy = nw / w, nh / h
+        if k == "boxes":
+            return _box_op(inpt, "resize", lambda a, c: (a * [sx, sy, sx, sy], (nh, nw)),
+                           clamp=False)
+        return _kp_op(inpt, lambda a, c: (a * [sx, sy], (nh, nw)))
+    if k == "mask":
+        return _mask_op(inpt, lambda t: F1.resize(t, size, InterpolationMode.NEAREST, max_size))
+    return _image_op(inpt, lambda t: F1.resize(t, size, interpolation, max_size, antialias))
+
+
+def crop(inpt, top, left, height, width):
+    """Crop the window (top, left, height, width); outside the image is zero."""
+    k = _kind(inpt)
+    if k == "boxes":
+        return _box_op(inpt, "crop",
+                       lambda a, c: (a - [left, top, left, top], (height, width)))
+    if k == "keypoints":
+        return _kp_op(inpt, lambda a, c: (a - [left, top], (height, width)))
+    fn = lambda t: F1.crop(t, top, left, height, width)  # noqa: E731
+    return _mask_op(inpt, fn) if k == "mask" else _image_op(inpt, fn)
+
+
+def center_crop(inpt, output_size):
+    """Crop the centre ``output_size`` (padding with zeros where it exceeds the input).
+
+    Boxes and keypoints move with the image's padding ((crop - size) // 2 on the left/top);
+    torchvision 0.28 shifts them by round((crop - size) / 2) instead, one pixel off the image
+    when that difference is odd."""
+    ch, cw = F1._size2(output_size, "center_crop")
+    h, w = get_size(inpt)
+    if cw > w or ch > h:
+        ltrb = [(cw - w) // 2 if cw > w else 0, (ch - h) // 2 if ch > h else 0,
+                (cw - w + 1) // 2 if cw > w else 0, (ch - h + 1) // 2 if ch > h else 0]
+        inpt = pad(inpt, ltrb, fill=0)
+        h, w = get_size(inpt)
+        if cw == w and ch == h:
+            return inpt
+    return crop(inpt, int(round((h - ch) / 2.0)), int(round((w - cw) / 2.0)), ch, cw)
+
+
+def resized_crop(inpt, top, left, height, width, size, interpolation=InterpolationMode.BILINEAR,
+                 antialias=True):
+    """crop then resize."""
+    return resize(crop(inpt, top, left, height, width), size, interpolation,
+                  antialias=antialias)
+
+
+def pad(inpt, padding, fill=0, padding_mode="constant"):
+    """Pad by an int, (left/right, top/bottom) or (left, top, right, bottom)."""
+    k = _kind(inpt)
+    if k in ("boxes", "keypoints"):
+        if padding_mode not in ("constant", "edge", "reflect", "symmetric"):
+            raise ValueError(f"pad: padding_mode should be constant, edge, reflect or "
+                             f"symmetric, got {padding_mode!r}")
+        left, top, right, bottom = F1._ltrb(padding, "pad")
+
+        def canvas(c):
+            return (c[0] + top + bottom, c[1] + left + right)
+        if k == "boxes":
+            return _box_op(inpt, "pad",
+                           lambda a, c: (a + [left, top, left, top], canvas(c)))
+        return _kp_op(inpt, lambda a, c: (a + [left, top], canvas(c)))
+    if k == "mask":
+        f = 0 if fill is None else fill
+        return _mask_op(inpt, lambda t: F1.pad(t, padding, f, padding_mode))
+    return _image_op(inpt, lambda t: F1.pad(t, padding, fill, padding_mode))
+
+
+def _norm_shear(shear):
+    if isinstance(shear, numbers.Number):
+        return [float(shear), 0.0]
+    shear = [float(s) for s in shear]
+    return [shear[0], shear[0]] if len(shear) == 1 else shear
+
+
+def _forward_affine(center, angle, translate, scale, shear):
+    inv = F1._inverse_affine(center, angle, translate, scale, shear)
+    m = np.array([inv[:3], inv[3:], [0.0, 0.0, 1.0]])
+    return np.linalg.inv(m)
+
+
+def _affine_points(a, c, angle, translate, scale, shear, center, expand):
+    """Map (n, 2) points by the forward affine about ``center`` (default: canvas centre);
+    with ``expand`` shift them onto the enlarged canvas the image kernel produces."""
+    h, w = c
+    ctr = [w * 0.5, h * 0.5] if center is None else [float(v) for v in center]
+    m = _forward_affine(ctr, angle, [float(t) for t in translate], scale, shear)
+    pts = a @ m[:2, :2].T + m[:2, 2]
+    if expand:
+        corners = np.array([[0, 0], [0, h], [w, h], [w, 0]], dtype=np.float64)
+        mapped = corners @ m[:2, :2].T + m[:2, 2]
+        pts = pts - mapped.min(axis=0)
+        cf = [0.0, 0.0] if center is None else [v - s * 0.5 for v, s in zip(ctr, [w, h])]
+        inv = F1._inverse_affine(cf, angle, [float(t) for t in translate], scale, shear)
+        nw, nh = FT.affine_size(inv, w, h)
+        c = (nh, nw)
+    return pts, c
+
+
+def _affine_boxes(boxes, op, angle, translate, scale, shear, center, expand):
+    def fn(a, c):
+        x1, y1, x2, y2 = a.T
+        corners = np.stack([np.stack([x1, y1], 1), np.stack([x2, y1], 1),
+                            np.stack([x2, y2], 1), np.stack([x1, y2], 1)], 1).reshape(-1, 2)
+        pts, c = _affine_points(corners, c, angle, translate, scale, shear, center, expand)
+        pts = pts.reshape(-1, 4, 2)
+        return np.concatenate([pts.min(1), pts.max(1)], axis=1), c
+    return _box_op(boxes, op, fn)
+
+
+def affine(inpt, angle, translate, scale, shear, interpolation=InterpolationMode.NEAREST,
+           fill=None, center=None):
+    """Rotate by ``angle`` degrees (counter-clockwise positive in image terms), translate,
+    scale and shear about ``center`` (default: the centre)."""
+    k = _kind(inpt)
+    if not isinstance(translate, (list, tuple)) or len(translate) != 2:
+        raise TypeError(f"affine: translate should be a sequence of length 2, got {translate!r}")
+    if scale <= 0.0:
+        raise ValueError(f"affine: scale should be positive, got {scale}")
+    shear = _norm_shear(shear)
+    if k == "boxes":
+        return _affine_boxes(inpt, "affine", angle, translate, scale, shear, center, False)
+    if k == "keypoints":
+        return _kp_op(inpt, lambda a, c: _affine_points(a, c, angle, translate, scale, shear,
+                                                        center, False))
+    if k == "mask":
+        return _mask_op(inpt, lambda t: F1.affine(t, angle, list(translate), scale, shear,
+                                                  InterpolationMode.NEAREST, fill, center))
+    return _image_op(inpt, lambda t: F1.affine(t, angle, list(translate), scale, shear,
+                                               interpolation, fill, center))
+
+
+def rotate(inpt, angle, interpolation=InterpolationMode.NEAREST, expand=False, center=None,
+           fill=None):
+    """Rotate counter-clockwise by ``angle`` degrees; ``expand`` grows the canvas to hold it."""
+    k = _kind(inpt)
+    if k == "boxes":
+        return _affine_boxes(inpt, "rotate", -angle, [0.0, 0.0], 1.0, [0.0, 0.0], center,
+                             expand)
+    if k == "keypoints":
+        return _kp_op(inpt, lambda a, c: _affine_points(a, c, -angle, [0.0, 0.0], 1.0,
+                                                        [0.0, 0.0], center, expand))
+    if k == "mask":
+        return _mask_op(inpt, lambda t: F1.rotate(t, angle, InterpolationMode.NEAREST, expand,
+                                                  center, fill))
+    return _image_op(inpt, lambda t: F1.rotate(t, angle, interpolation, expand, center, fill))
+
+
+def _perspective_points(a, startpoints, endpoints):
+    # the projective map taking startpoints to endpoints (the image kernel samples with the
+    # inverse one), applied in float64
+    m = np.zeros((8, 8))
+    for i, ((xs, ys), (xe, ye)) in enumerate(zip(startpoints, endpoints)):
+        m[2 * i] = [xs, ys, 1, 0, 0, 0, -xe * xs, -xe * ys]
+        m[2 * i + 1] = [0, 0, 0, xs, ys, 1, -ye * xs, -ye * ys]
+    c = np.linalg.solve(m, np.asarray(endpoints, np.float64).reshape(8))
+    den = c[6] * a[:, 0] + c[7] * a[:, 1] + 1.0
+    return np.stack([(c[0] * a[:, 0] + c[1] * a[:, 1] + c[2]) / den,
+                     (c[3] * a[:, 0] + c[4] * a[:, 1] + c[5]) / den], axis=1)
+
+
+def perspective(inpt, startpoints, endpoints, interpolation=InterpolationMode.BILINEAR,
+                fill=None):
+    """Projective warp moving the four ``startpoints`` to ``endpoints``; boxes map their four
+    corners and take the bounds (clamped), keypoints map directly."""
+    if len(startpoints) != 4 or len(endpoints) != 4:
+        raise ValueError("perspective: startpoints and endpoints must be 4 points each")
+    k = _kind(inpt)
+    if k == "boxes":
+        def fn(a, c):
+            x1, y1, x2, y2 = a.T
+            corners = np.stack([np.stack([x1, y1], 1), np.stack([x2, y1], 1),
+                                np.stack([x2, y2], 1), np.stack([x1, y2], 1)], 1)
+            pts = _perspective_points(corners.reshape(-1, 2), startpoints, endpoints)
+            pts = pts.reshape(-1, 4, 2)
+            return np.concatenate([pts.min(1), pts.max(1)], axis=1), c
+        return _box_op(inpt, "perspective", fn)
+    if k == "keypoints":
+        return _kp_op(inpt, lambda a, c: (_perspective_points(a, startpoints, endpoints), c))
+    if k == "mask":
+        return _mask_op(inpt, lambda t: F1.perspective(t, startpoints, endpoints,
+                                                       InterpolationMode.NEAREST, fill))
+    return _image_op(inpt, lambda t: F1.perspective(t, startpoints, endpoints, interpolation,
+                                                    fill))
+
+
+# ---------------------------------------------------------------------------- type/dtype
+
+def to_image(inpt):
+    """A PIL image, NumPy array (H, W, C) or tensor (..., C, H, W) as a ``tv_tensors.Image``."""
+    if isinstance(inpt, np.ndarray):
+        a = inpt[:, :, None] if inpt.ndim == 2 else inpt
+        return tv.Image(fiamma.from_numpy(np.ascontiguousarray(a)).permute(2, 0, 1)
+                        .contiguous())
+    if isinstance(inpt, PILImage.Image):
+        return tv.Image(F1.pil_to_tensor(inpt))
+    if isinstance(inpt, fiamma.Tensor):
+        return tv.Image(_pure(inpt))
+    raise TypeError(f"to_image: expected a PIL image, NumPy array or tensor, got "
+                    f"{type(inpt).__name__}")
+
+
+def to_pure_tensor(inpt):
+    """The plain ``fiamma.Tensor`` under a tv_tensor (shared memory)."""
+    return _pure(inpt)
+
+
+def to_dtype(inpt, dtype=fiamma.float32, scale=False):
+    """Cast; with ``scale`` image values are rescaled between the dtypes' ranges (uint8 255 <->
+    float 1.0) as ``convert_image_dtype`` does (images and videos only)."""
+    k = _kind(inpt)
+    if isinstance(inpt, PILImage.Image):
+        raise TypeError("to_dtype: expected a tensor, got a PIL image (use ToImage first)")
+    if scale and k == "image":
+        return _image_op(inpt, lambda t: F1.convert_image_dtype(t, dtype))
+    return _rewrap(_pure(inpt).to(dtype), inpt)
+
+
+def convert_image_dtype(image, dtype=fiamma.float32):
+    return to_dtype(image, dtype, scale=True)
+
+
+# ---------------------------------------------------------------------------- colour
+
+def _color(op, inpt, fn):
+    k = _kind(inpt)
+    if k != "image":
+        return inpt           # colour ops leave boxes, masks and keypoints alone
+    return _image_op(inpt, fn)
+
+
+def normalize(inpt, mean, std, inplace=False):
+    """(x - mean) / std per channel (float images and videos)."""
+    if isinstance(inpt, PILImage.Image):
+        raise TypeError("normalize: expected a tensor, got a PIL image")
+    return _color("normalize", inpt, lambda t: F1.normalize(t, mean, std, inplace))
+
+
+def adjust_brightness(inpt, brightness_factor):
+    return _color("adjust_brightness", inpt,
+                  lambda t: F1.adjust_brightness(t, brightness_factor))
+
+
+def adjust_contrast(inpt, contrast_factor):
+    return _color("adjust_contrast", inpt, lambda t: F1.adjust_contrast(t, contrast_factor))
+
+
+def adjust_saturation(inpt, saturation_factor):
+    return _color("adjust_saturation", inpt,
+                  lambda t: F1.adjust_saturation(t, saturation_factor))
+
+
+def adjust_hue(inpt, hue_factor):
+    return _color("adjust_hue", inpt, lambda t: F1.adjust_hue(t, hue_factor))
+
+
+def rgb_to_grayscale(inpt, num_output_channels=1):
+    return _color("rgb_to_grayscale", inpt,
+                  lambda t: F1.to_grayscale(t, num_output_channels)
+                  if isinstance(t, PILImage.Image) else F1.rgb_to_grayscale(t,
+                                                                             num_output_channels))
+
+
+to_grayscale = rgb_to_grayscale
+
+
+def gaussian_blur(inpt, kernel_size, sigma=None):
+    return _color("gaussian_blur", inpt, lambda t: F1.gaussian_blur(t, kernel_size, sigma))
+
+
+def erase(inpt, i, j, h, w, v, inplace=False):
+    """Set the window (i, j, h, w) to ``v`` (images and videos; others unchanged)."""
+    return _color("erase", inpt, lambda t: F1.erase(t, i, j, h, w, v, inplace))
+
+
+def _sanitize_mask(boxes, min_size, min_area):
+    """Which boxes are kept by SanitizeBoundingBoxes: size and area at least the minimums and
+    all coordinates inside the canvas."""
+    _check_axis_aligned(boxes.format, "sanitize_bounding_boxes")
+    a = _to_xyxy(_np(boxes).reshape(-1, 4), boxes.format)
+    w, h = a[:, 2] - a[:, 0], a[:, 3] - a[:, 1]
+    ch, cw = boxes.canvas_size
+    valid = (w >= min_size) & (h >= min_size) & (w * h >= min_area)
+    valid &= (a[:, 0] <= cw) & (a[:, 2] <= cw) & (a[:, 1] <= ch) & (a[:, 3] <= ch)
+    valid &= (a >= 0).all(axis=1)
+    return valid
+
+
