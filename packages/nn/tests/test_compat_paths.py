@@ -19,7 +19,7 @@ def test_torch_module_paths():
 
 def test_layers_under_cpu_autocast():
     x = fiamma.randn(2, 3, 6, 6)
-    conv, lin = nn.Conv2d(3, 4, 3), nn.Linear(16, 5)
+    conv, lin = nn.Conv2d(3, 4, 3), nn.Linear(64, 5)
     with fiamma.autocast("cpu"):
         h = conv(x)
         y = lin(h.flatten(1))
