@@ -270,3 +270,13 @@ class RReLU(Module):
     def extra_repr(self):
         return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace
                                                             else "")
+
+
+def __getattr__(name):
+    # PyTorch's path for MultiheadAttention (defined with the transformer layers, which
+    # import this module): programs name it here, e.g. in serialization allowlists
+    if name == "MultiheadAttention":
+        from fiamma.nn.modules.transformer import MultiheadAttention
+
+        return MultiheadAttention
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

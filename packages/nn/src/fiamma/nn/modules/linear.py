@@ -113,3 +113,12 @@ class Unflatten(Module):
 
     def extra_repr(self):
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
+
+
+def __getattr__(name):
+    # PyTorch's path for MultiheadAttention's out_proj class (defined in transformer.py)
+    if name == "NonDynamicallyQuantizableLinear":
+        from fiamma.nn.modules.transformer import NonDynamicallyQuantizableLinear
+
+        return NonDynamicallyQuantizableLinear
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
