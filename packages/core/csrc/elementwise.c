@@ -15,6 +15,7 @@
 #endif
 #include "dtypes.h"
 #include "fmath.h"
+#include "ferf.h"
 #include "api_elementwise.h"
 
 /* float16 in these kernels is the tag h16: stored as raw bits, converted with fmath.h's integer
@@ -35,6 +36,8 @@ static inline double fm_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 #define EXPM1(x) _Generic((x), float: fm_expm1f, default: expm1)(x)
 #define LOG1P(x) _Generic((x), float: fm_log1pf, default: log1p)(x)
 #define TANH(x) _Generic((x), float: fm_tanhf, default: tanh)(x)
+#define ERF(x) _Generic((x), float: fm_erff, default: erf)(x)
+#define ERFC(x) _Generic((x), float: fm_erfcf, default: erfc)(x)
 /* the sign bit read through the bits (GCC 12 ICEs vectorising signbit() for bfloat16 loops) */
 static inline int fm_signbitf(float x) { return (int)(fm_f_to_bits(x) >> 31); }
 static inline int fm_signbitd(double x) {
@@ -434,8 +437,8 @@ FLOATS(UN_SAME, asinh, TG1(asinh, x))
 FLOATS(UN_SAME, acosh, TG1(acosh, x))
 FLOATS(UN_SAME, atanh, TG1(atanh, x))
 FLOATS(UN_SAME, sigmoid, SIGMOID(x))
-FLOATS(UN_SAME, erf, TG1(erf, x))
-FLOATS(UN_SAME, erfc, TG1(erfc, x))
+FLOATS(UN_SAME, erf, ERF(x))
+FLOATS(UN_SAME, erfc, ERFC(x))
 INTS(UN_SAME, floor, x)
 FLOATS(UN_SAME, floor, TG1(floor, x))
 INTS(UN_SAME, ceil, x)

@@ -1,8 +1,6 @@
 """Activation functions (``torch.nn.functional``), composed of differentiable core ops
 (fused C kernels for the common ones are planned; the results and gradients are the same)."""
 
-import math
-
 import fiamma
 
 __all__ = ["leaky_relu", "elu", "selu", "celu", "gelu", "silu", "mish", "hardtanh", "relu6",
@@ -47,13 +45,9 @@ def celu(input, alpha=1.0, inplace=False):
 
 
 def gelu(input, approximate="none"):
-    """``x * Phi(x)`` (``approximate='tanh'``: the tanh approximation)."""
-    if approximate == "none":
-        return 0.5 * input * (1.0 + (input * (1.0 / math.sqrt(2.0))).erf())
-    if approximate == "tanh":
-        inner = math.sqrt(2.0 / math.pi) * (input + 0.044715 * input * input * input)
-        return 0.5 * input * (1.0 + inner.tanh())
-    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    """``x * Phi(x)`` (``approximate='tanh'``: the tanh approximation): core's fused
+    :func:`fiamma.gelu`, one pass and one recorded op."""
+    return fiamma.gelu(input, approximate=approximate)
 
 
 def silu(input, inplace=False):

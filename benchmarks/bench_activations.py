@@ -1,0 +1,82 @@
+"""Fused GELU (exact and tanh) and erf beside PyTorch: forward, and forward + backward through
+autograd, on the GPT benchmark's MLP activation shape (1024, 512) float32. Both libraries in one
+process, interleaved round-robin; median per call in microseconds, ratio fiamma / PyTorch.
+
+    python benchmarks/bench_activations.py            # 1 thread
+    python benchmarks/bench_activations.py --threads 2
+
+Two threads in one process put two OpenMP runtimes on 2 cores, which distorts both columns;
+the single-thread figures are the comparison.
+"""
+
+import argparse
+import gc
+import math
+import os
+import statistics
+import time
+
+import numpy as np
+import torch
+
+import fiamma
+
+
+def _time(fn, reps):
+    t = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    return (time.perf_counter() - t) / reps
+
+
+def compare(name, ff, tf, rounds, reps=20):
+    for _ in range(3):
+        ff()
+        tf()
+    a, b = [], []
+    gc.disable()
+    for _ in range(rounds):
+        a.append(_time(ff, reps))
+        b.append(_time(tf, reps))
+    gc.enable()
+    fa, ta = statistics.median(a), statistics.median(b)
+    print(f"{name:26s} fiamma {fa * 1e6:9.1f} us  torch {ta * 1e6:9.1f} us  ratio {fa / ta:5.2f}"
+          f"  (load {os.getloadavg()[0]:.1f})", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=15)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    fiamma.set_num_threads(a.threads)
+    x = np.random.default_rng(0).standard_normal((1024, 512)).astype(np.float32)
+    fx, tx = fiamma.from_numpy(x), torch.from_numpy(x)
+    fxg, txg = fx.clone().requires_grad_(), tx.clone().requires_grad_()
+    g = np.ones_like(x)
+    fg, tg = fiamma.from_numpy(g), torch.from_numpy(g)
+    F, TF = fiamma.nn.functional, torch.nn.functional
+    print(f"threads {a.threads}, shape {x.shape}")
+    compare("erf", lambda: fx.erf(), lambda: tx.erf(), a.rounds)
+    for ap_ in ("none", "tanh"):
+        compare(f"gelu({ap_}) forward", lambda: F.gelu(fx, approximate=ap_),
+                lambda: TF.gelu(tx, approximate=ap_), a.rounds)
+
+        def fb(lib, xg, g, Fn):
+            y = Fn.gelu(xg, approximate=ap_)
+            y.backward(g)
+            xg.grad = None
+        compare(f"gelu({ap_}) fwd+bwd", lambda: fb(fiamma, fxg, fg, F),
+                lambda: fb(torch, txg, tg, TF), a.rounds)
+
+    def composed(xg, g):  # what F.gelu was before the fused op: five recorded ops
+        y = 0.5 * xg * (1.0 + (xg * (1.0 / math.sqrt(2.0))).erf())
+        y.backward(g)
+        xg.grad = None
+    compare("gelu composed fwd+bwd", lambda: composed(fxg, fg), lambda: composed(txg, tg),
+            a.rounds)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+"""Derivatives of core's fused activations: ``gelu`` (its first derivative is core's fused
+``gelu_backward``) and ``gelu_backward`` (written in differentiable fiamma ops, so higher
+orders work).
+
+gelu_backward(g, x) = g d(x) with d = gelu'. Its derivative is d(x) along g and g d'(x) along x:
+  exact:  d = Phi + x phi,  d' = phi (2 - x^2)                 (phi' = -x phi)
+  tanh:   u = k (x + c x^3), t = tanh(u), d = (1 + t)/2 + x (1 - t^2) u'/2,
+          d' = (1 - t^2) (u' + x (u'' - 2 t u'^2) / 2),  u' = k (1 + 3 c x^2), u'' = 6 k c x.
+"""
+
+import math
+
+import fiamma
+from fiamma.autograd._formulas import derivative
+
+_K = math.sqrt(2.0 / math.pi)
+_C = 0.044715
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+def _need(ctx, i):
+    n = ctx._next
+    return i < len(n) and n[i] is not None
+
+
+def _slope(x, approximate):
+    """gelu'(x) in differentiable ops (devices without the fused kernel)."""
+    if approximate == "none":
+        return 0.5 * (1.0 + (x * (1.0 / math.sqrt(2.0))).erf()) + \
+            x * (-0.5 * x * x).exp() * _INV_SQRT_2PI
+    t = (_K * (x + _C * x * x * x)).tanh()
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * (_K * (1.0 + 3.0 * _C * x * x))
+
+
+def _curvature(x, approximate):
+    """gelu''(x) in differentiable ops."""
+    if approximate == "none":
+        return (-0.5 * x * x).exp() * _INV_SQRT_2PI * (2.0 - x * x)
+    t = (_K * (x + _C * x * x * x)).tanh()
+    du = _K * (1.0 + 3.0 * _C * x * x)
+    return (1.0 - t * t) * (du + 0.5 * x * (6.0 * _K * _C * x - 2.0 * t * du * du))
+
+
+@derivative("gelu", save="inputs")
+def _gelu(ctx, grad):
+    (x,) = ctx.inputs
+    approximate = ctx.kwargs["approximate"]
+    if x.is_cpu and grad.is_cpu:
+        return (fiamma.gelu_backward(grad, x, approximate),)
+    return (grad * _slope(x, approximate),)
+
+
+@derivative("gelu_backward", save="inputs")
+def _gelu_backward(ctx, grad):
+    g, x = ctx.inputs
+    approximate = ctx.kwargs["approximate"]
+    if not (x.is_cpu and grad.is_cpu):
+        dg = grad * _slope(x, approximate) if _need(ctx, 0) else None
+    else:
+        dg = fiamma.gelu_backward(grad, x, approximate) if _need(ctx, 0) else None
+    dx = grad * g * _curvature(x, approximate) if _need(ctx, 1) else None
+    return dg, dx

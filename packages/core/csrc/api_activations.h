@@ -1,0 +1,14 @@
+/* Fused activation kernels (activations.c): GELU forward and backward in one pass each.
+ * cffi cdef rules: plain declarations and integer #defines only.
+ *
+ * dtype is FM_FLOAT32 or FM_FLOAT64 (other float dtypes are computed in float32 by the caller);
+ * all arrays are contiguous with n elements of that dtype. approximate: FM_GELU_NONE (x Phi(x),
+ * Phi the normal CDF) or FM_GELU_TANH (PyTorch's tanh approximation).
+ * fm_gelu_fwd: y = gelu(x).  fm_gelu_bwd: gx = g * gelu'(x).
+ * Limits: gelu(+inf) = +inf, gelu(-inf) = -0 (the limits), gelu'(+inf) = 1, gelu'(-inf) = 0. */
+
+#define FM_GELU_NONE 0
+#define FM_GELU_TANH 1
+
+int fm_gelu_fwd(int dtype, int approximate, int64_t n, intptr_t x, intptr_t y);
+int fm_gelu_bwd(int dtype, int approximate, int64_t n, intptr_t g, intptr_t x, intptr_t gx);

@@ -1,0 +1,104 @@
+"""Fused activations: ``gelu`` and its backward ``gelu_backward`` (csrc/activations.c), each
+one C pass and one recorded autograd op (the composition ``0.5 x (1 + erf(x / sqrt 2))`` was
+five). float16/bfloat16 compute in float32 and round once; other devices use the composition.
+
+>>> import fiamma
+>>> [round(v, 4) for v in fiamma.gelu(fiamma.tensor([-1.0, 0.0, 1.0])).tolist()]
+[-0.1587, 0.0, 0.8413]
+"""
+
+import math
+
+from fiamma import _dtype as D, _grad_hook as G
+from fiamma._lib import check, lib
+from fiamma._ops._common import cast
+from fiamma._tensor import Tensor, new_empty
+
+__all__ = ["gelu", "gelu_backward"]
+
+_fwd = lib.fm_gelu_fwd
+_bwd = lib.fm_gelu_bwd
+_APPROX = {"none": lib.FM_GELU_NONE, "tanh": lib.FM_GELU_TANH}
+_K = math.sqrt(2.0 / math.pi)
+
+
+def _approx_code(approximate, op):
+    code = _APPROX.get(approximate) if isinstance(approximate, str) else None
+    if code is None:
+        raise ValueError(f"{op}: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return code
+
+
+def _check(x, op, what="input"):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: expected {what} to be a Tensor, got {type(x).__name__}")
+    if x._dtype.kind != 2:
+        raise TypeError(f"{op}: expected a floating point {what}, got dtype {x._dtype}")
+
+
+def _operand(x, cd):
+    """x as a contiguous CPU tensor of dtype cd (C only reads it)."""
+    if x._dtype is cd and x._cpu_contig:
+        return x
+    x = x.detach()
+    return cast(x, cd).contiguous()
+
+
+def _composed(input, approximate):
+    if approximate == "none":
+        return 0.5 * input * (1.0 + (input * (1.0 / math.sqrt(2.0))).erf())
+    return 0.5 * input * (1.0 + (_K * (input + 0.044715 * input * input * input)).tanh())
+
+
+def gelu(input, approximate="none"):
+    """The Gaussian error linear unit ``x * Phi(x)`` (``Phi`` the standard normal CDF);
+    ``approximate='tanh'``: ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``.
+
+    Limits at infinity: ``gelu(inf) = inf``, ``gelu(-inf) = 0`` (gradients 1 and 0).
+
+    >>> import fiamma
+    >>> round(fiamma.gelu(fiamma.tensor(1.0), approximate="tanh").item(), 4)
+    0.8412
+    """
+    op = "gelu"
+    _check(input, op)
+    code = _approx_code(approximate, op)
+    if not input.is_cpu:
+        return _composed(input, approximate)
+    cd = D.float64 if input._dtype is D.float64 else D.float32
+    x = _operand(input, cd)
+    y = new_empty(input._shape, cd, input._storage.device)
+    check(_fwd(cd.code, code, x._numel, x._ptr, y._ptr), op)
+    y = cast(y, input._dtype)
+    if input.requires_grad and G.state.enabled:
+        G.record(op, y, (input,), {"approximate": approximate})
+    return y
+
+
+def gelu_backward(grad_output, input, approximate="none"):
+    """``grad_output * gelu'(input)`` in one pass (the backward of :func:`gelu`; differentiable
+    again, so higher-order gradients work). ``grad_output`` and ``input`` have one shape.
+
+    >>> import fiamma
+    >>> fiamma.gelu_backward(fiamma.ones(1), fiamma.zeros(1)).tolist()
+    [0.5]
+    """
+    op = "gelu_backward"
+    _check(grad_output, op, "grad_output")
+    _check(input, op)
+    code = _approx_code(approximate, op)
+    if tuple(grad_output._shape) != tuple(input._shape):
+        raise ValueError(f"{op}: expected grad_output of shape {tuple(input._shape)}, got "
+                         f"{tuple(grad_output._shape)}")
+    if not input.is_cpu or not grad_output.is_cpu:
+        raise RuntimeError(f"{op}: expected CPU tensors, got {grad_output.device} and "
+                           f"{input.device}")
+    dt = D.promote_types(grad_output._dtype, input._dtype)
+    cd = D.float64 if dt is D.float64 else D.float32
+    g, x = _operand(grad_output, cd), _operand(input, cd)
+    out = new_empty(input._shape, cd, input._storage.device)
+    check(_bwd(cd.code, code, x._numel, g._ptr, x._ptr, out._ptr), op)
+    out = cast(out, dt)
+    if G.state.enabled and (grad_output.requires_grad or input.requires_grad):
+        G.record(op, out, (grad_output, input), {"approximate": approximate})
+    return out
