@@ -15,3 +15,4 @@ from fiamma.vision.models.shufflenetv2 import *  # noqa: F401,F403
 from fiamma.vision.models.squeezenet import *  # noqa: F401,F403
 from fiamma.vision.models.vgg import *  # noqa: F401,F403
 from fiamma.vision.models.vision_transformer import *  # noqa: F401,F403
+from fiamma.vision.models.convnext import *  # noqa: F401,F403
