@@ -6,13 +6,14 @@
 
 from fiamma.vision.models._api import *  # noqa: F401,F403
 from fiamma.vision.models.alexnet import *  # noqa: F401,F403
+from fiamma.vision.models.convnext import *  # noqa: F401,F403
 from fiamma.vision.models.densenet import *  # noqa: F401,F403
 from fiamma.vision.models.efficientnet import *  # noqa: F401,F403
 from fiamma.vision.models.mobilenetv2 import *  # noqa: F401,F403
 from fiamma.vision.models.mobilenetv3 import *  # noqa: F401,F403
+from fiamma.vision.models.regnet import *  # noqa: F401,F403
 from fiamma.vision.models.resnet import *  # noqa: F401,F403
 from fiamma.vision.models.shufflenetv2 import *  # noqa: F401,F403
 from fiamma.vision.models.squeezenet import *  # noqa: F401,F403
 from fiamma.vision.models.vgg import *  # noqa: F401,F403
 from fiamma.vision.models.vision_transformer import *  # noqa: F401,F403
-from fiamma.vision.models.convnext import *  # noqa: F401,F403
