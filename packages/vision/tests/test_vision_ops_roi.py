@@ -123,3 +123,101 @@ def test_roi_align_matches_torchvision(aligned):
     np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), rtol=1e-12,
                                atol=1e-12)
     np.testing.assert_allclose(xf.grad.numpy(), xt.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------- FPN and pooler
+
+def test_fpn_top_down_vs_numpy():
+    from collections import OrderedDict
+
+    from fiamma.vision.ops import FeaturePyramidNetwork, LastLevelMaxPool, LastLevelP6P7
+    fpn = FeaturePyramidNetwork([2, 3], 2, extra_blocks=LastLevelMaxPool()).double()
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((1, 2, 4, 4)), rng.standard_normal((1, 3, 2, 2))
+    out = fpn(OrderedDict(a=fiamma.from_numpy(a), b=fiamma.from_numpy(b)))
+    assert list(out) == ["a", "b", "pool"]
+    sd = {k: v.detach().numpy() for k, v in fpn.state_dict().items()}
+
+    def conv1(x, i):
+        return np.einsum("oc,nchw->nohw", sd[f"inner_blocks.{i}.0.weight"][:, :, 0, 0], x) \
+            + sd[f"inner_blocks.{i}.0.bias"][None, :, None, None]
+
+    def conv3(x, i):
+        w, bias = sd[f"layer_blocks.{i}.0.weight"], sd[f"layer_blocks.{i}.0.bias"]
+        xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+        h, wd = x.shape[2:]
+        y = np.zeros((1, w.shape[0], h, wd))
+        for dy in range(3):
+            for dx in range(3):
+                y += np.einsum("oc,nchw->nohw", w[:, :, dy, dx], xp[:, :, dy:dy + h, dx:dx + wd])
+        return y + bias[None, :, None, None]
+
+    inner_b = conv1(b, 1)
+    inner_a = conv1(a, 0) + inner_b.repeat(2, axis=2).repeat(2, axis=3)
+    np.testing.assert_allclose(out["b"].detach().numpy(), conv3(inner_b, 1), rtol=1e-10)
+    np.testing.assert_allclose(out["a"].detach().numpy(), conv3(inner_a, 0), rtol=1e-10)
+    np.testing.assert_allclose(out["pool"].detach().numpy(), conv3(inner_b, 1)[:, :, ::2, ::2])
+    p67 = FeaturePyramidNetwork([2, 3], 2, extra_blocks=LastLevelP6P7(3, 2))
+    out = p67(OrderedDict(a=fiamma.randn(1, 2, 16, 16), b=fiamma.randn(1, 3, 8, 8)))
+    assert [tuple(v.shape) for v in out.values()] == [(1, 2, 16, 16), (1, 2, 8, 8),
+                                                      (1, 2, 4, 4), (1, 2, 2, 2)]
+    with pytest.raises(TypeError, match="extra_blocks"):
+        FeaturePyramidNetwork([2], 2, extra_blocks=object())
+
+
+def test_multiscale_roi_align_levels():
+    from collections import OrderedDict
+
+    from fiamma.vision.ops import MultiScaleRoIAlign
+    rng = np.random.default_rng(1)
+    f0, f1 = rng.standard_normal((1, 2, 32, 32)), rng.standard_normal((1, 2, 16, 16))
+    boxes = np.array([[0., 0., 20., 20.], [10., 10., 120., 120.], [5., 5., 60., 40.]])
+    pool = MultiScaleRoIAlign(["p0", "p1"], 2, 2, canonical_scale=50, canonical_level=3)
+    out = pool(OrderedDict(p0=fiamma.from_numpy(f0), p1=fiamma.from_numpy(f1)),
+               [fiamma.from_numpy(boxes)], [(64, 64)])
+    assert pool.scales == [0.5, 0.25]
+    s = np.sqrt((boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1]))
+    lv = np.clip(np.floor(3 + np.log2(s / 50) + 1e-6), 1, 2).astype(int) - 1
+    rois = np.concatenate([np.zeros((3, 1)), boxes], 1)
+    for j in range(3):
+        f, sc = (f0, 0.5) if lv[j] == 0 else (f1, 0.25)
+        np.testing.assert_allclose(out[j:j + 1].numpy(), _ref(f, rois[j:j + 1], 2, sc, 2, False),
+                                   rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parity
+def test_fpn_and_multiscale_match_torchvision():
+    torch = pytest.importorskip("torch")
+    try:
+        import torchvision.ops as TO
+        from torchvision.ops.feature_pyramid_network import LastLevelMaxPool as TLast
+    except Exception:
+        pytest.skip("torchvision is not installed")
+    from collections import OrderedDict
+
+    from fiamma.vision.ops import FeaturePyramidNetwork, LastLevelMaxPool, MultiScaleRoIAlign
+    torch.manual_seed(0)
+    t = TO.FeaturePyramidNetwork([4, 6, 8], 5, extra_blocks=TLast())
+    f = FeaturePyramidNetwork([4, 6, 8], 5, extra_blocks=LastLevelMaxPool())
+    assert list(t.state_dict()) == list(f.state_dict())
+    f.load_state_dict({k: fiamma.from_numpy(v.numpy().copy()) for k, v in
+                       t.state_dict().items()})
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal((2, c, s, s)).astype(np.float32) for c, s in
+          ((4, 32), (6, 16), (8, 8))]
+    with torch.no_grad():
+        tout = t(OrderedDict((str(i), torch.from_numpy(x)) for i, x in enumerate(xs)))
+    fout = f(OrderedDict((str(i), fiamma.from_numpy(x)) for i, x in enumerate(xs)))
+    for k in tout:
+        np.testing.assert_allclose(fout[k].detach().numpy(), tout[k].numpy(), rtol=1e-5,
+                                   atol=1e-5)
+    boxes = [np.array([[0., 0., 40., 40.], [10., 10., 120., 100.], [3., 3., 9., 12.]]),
+             np.array([[30., 20., 127., 127.]])]
+    tp = TO.MultiScaleRoIAlign(["0", "1", "2"], 3, 2)
+    fp = MultiScaleRoIAlign(["0", "1", "2"], 3, 2)
+    feats = {k: tout[k].numpy() for k in ("0", "1", "2")}     # one width, as an FPN gives
+    ref = tp(OrderedDict((k, torch.from_numpy(v)) for k, v in feats.items()),
+             [torch.from_numpy(b.astype(np.float32)) for b in boxes], [(128, 128)] * 2)
+    got = fp(OrderedDict((k, fiamma.from_numpy(v)) for k, v in feats.items()),
+             [fiamma.from_numpy(b.astype(np.float32)) for b in boxes], [(128, 128)] * 2)
+    np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-5, atol=1e-6)

@@ -44,7 +44,8 @@ from fiamma.serialization import save, load  # noqa: F401  (light: imports its m
 # (new op modules: one `from fiamma._ops.<area> import *` line each, above this comment)
 
 # submodules of core that are imported on first use (import time stays small)
-_SUBMODULES = {"linalg", "fft", "special", "multiprocessing", "safetensors", "utils", "fused"}
+_SUBMODULES = {"linalg", "fft", "special", "multiprocessing", "safetensors", "utils", "fused",
+               "detection"}
 
 # sibling distributions, imported on first use
 _SIBLINGS = {
