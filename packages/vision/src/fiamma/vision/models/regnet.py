@@ -280,7 +280,8 @@ def _make_enum(name):
     if v1 is not None:
         h, a1, a5, size = v1
         size_tag = name.rsplit("_", 1)[1] if name.count("_") == 2 else name[9:]
-        recipe = f"{_REF}tree/main/references/classification#{_V1_RECIPE[size_tag]}-models"
+        group = "medium" if name == "regnet_x_16gf" else _V1_RECIPE[size_tag]
+        recipe = f"{_REF}tree/main/references/classification#{group}-models"
         members["IMAGENET1K_V1"] = Weights(
             url=f"{url}{name}-{h}.pth",
             transforms=classification_preset(crop_size=224),
