@@ -9,7 +9,7 @@ gradient flows to the boxes.
     >>> import fiamma
     >>> from fiamma.vision.ops import roi_align
     >>> x = fiamma.arange(16.).reshape(1, 1, 4, 4)
-    >>> roi_align(x, [fiamma.tensor([[0., 0., 3., 3.]])], output_size=1, aligned=True).item()
+    >>> roi_align(x, [fiamma.tensor([[0., 0., 3., 3.]])], output_size=1).item()
     7.5
 """
 import math
