@@ -58,12 +58,8 @@ def test_large_builders_num_params(name):
     assert _nparams(m) == M.get_model_weights(name).DEFAULT.meta["num_params"]
 
 
-@pytest.mark.parametrize("name", SMALL + LARGE + HUGE)
+@pytest.mark.parametrize("name", SMALL)
 def test_small_num_classes_forward(name):
-    if name in LARGE + HUGE and not name.startswith("regnet"):
-        pytest.skip("built in the slow test")
-    if name in ("regnet_y_32gf", "regnet_y_128gf", "regnet_x_32gf", "regnet_y_16gf"):
-        pytest.skip("too large for CI; counted in the slow test")
     m = _plain(name, num_classes=3).eval()
     s = _size(name)
     with fiamma.no_grad():
