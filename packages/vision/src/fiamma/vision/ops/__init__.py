@@ -6,6 +6,8 @@
 """
 from fiamma.vision.ops.boxes import *  # noqa: F401,F403
 from fiamma.vision.ops.boxes import __all__ as _boxes_all
+from fiamma.vision.ops.drop_block import *  # noqa: F401,F403
+from fiamma.vision.ops.drop_block import __all__ as _db_all
 from fiamma.vision.ops.feature_pyramid_network import *  # noqa: F401,F403
 from fiamma.vision.ops.feature_pyramid_network import __all__ as _fpn_all
 from fiamma.vision.ops.losses import *  # noqa: F401,F403
@@ -18,4 +20,4 @@ from fiamma.vision.ops.stochastic_depth import *  # noqa: F401,F403
 from fiamma.vision.ops.stochastic_depth import __all__ as _sd_all
 
 __all__ = (list(_misc_all) + list(_sd_all) + list(_boxes_all) + list(_losses_all)
-           + list(_roi_all) + list(_fpn_all))
+           + list(_roi_all) + list(_fpn_all) + list(_db_all))
