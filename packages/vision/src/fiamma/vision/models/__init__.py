@@ -7,10 +7,15 @@
 from fiamma.vision.models import segmentation  # noqa: F401,E402
 from fiamma.vision.models._api import *  # noqa: F401,F403
 from fiamma.vision.models.alexnet import *  # noqa: F401,F403
+from fiamma.vision.models.convnext import *  # noqa: F401,F403
 from fiamma.vision.models.densenet import *  # noqa: F401,F403
 from fiamma.vision.models.efficientnet import *  # noqa: F401,F403
+from fiamma.vision.models.googlenet import *  # noqa: F401,F403
+from fiamma.vision.models.inception import *  # noqa: F401,F403
+from fiamma.vision.models.mnasnet import *  # noqa: F401,F403
 from fiamma.vision.models.mobilenetv2 import *  # noqa: F401,F403
 from fiamma.vision.models.mobilenetv3 import *  # noqa: F401,F403
+from fiamma.vision.models.regnet import *  # noqa: F401,F403
 from fiamma.vision.models.resnet import *  # noqa: F401,F403
 from fiamma.vision.models.shufflenetv2 import *  # noqa: F401,F403
 from fiamma.vision.models.squeezenet import *  # noqa: F401,F403

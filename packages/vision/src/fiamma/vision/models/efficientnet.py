@@ -10,6 +10,8 @@ from fiamma import nn
 from fiamma.vision.models._api import Weights, WeightsEnum, register_model
 from fiamma.vision.models._efficientnet_lite import *  # noqa: F401,F403
 from fiamma.vision.models._efficientnet_lite import __all__ as _lite_all
+from fiamma.vision.models._efficientnet_v2 import *  # noqa: F401,F403
+from fiamma.vision.models._efficientnet_v2 import FusedMBConvConfig, __all__ as _v2_all
 from fiamma.vision.models._meta import imagenet_categories
 from fiamma.vision.models._weights_util import (
     build,
@@ -23,7 +25,7 @@ from fiamma.vision.transforms.functional import InterpolationMode
 
 __all__ = ["EfficientNet", "MBConvConfig", "MBConv"] + [
     f"EfficientNet_B{i}_Weights" for i in range(8)] + [f"efficientnet_b{i}" for i in range(8)] \
-    + list(_lite_all)
+    + list(_lite_all) + list(_v2_all)
 
 
 
@@ -107,9 +109,10 @@ class EfficientNet(nn.Module):
         super().__init__()
         if not inverted_residual_setting:
             raise ValueError("EfficientNet: the inverted_residual_setting should not be empty")
-        if not all(isinstance(s, MBConvConfig) for s in inverted_residual_setting):
+        if not all(isinstance(s, (MBConvConfig, FusedMBConvConfig))
+                   for s in inverted_residual_setting):
             raise TypeError("EfficientNet: the inverted_residual_setting should be a list of "
-                            "MBConvConfig")
+                            "MBConvConfig/FusedMBConvConfig")
         if norm_layer is None:
             norm_layer = nn.BatchNorm2d
         layers = []
