@@ -8,9 +8,9 @@
 [0, 2]
 """
 
+from fiamma._backend import check
 from fiamma._creation import empty
 from fiamma._dtype import float32, float64, int64
-from fiamma._lib import check, ffi, lib
 from fiamma._storage import CPU
 from fiamma._tensor import Tensor
 
@@ -42,7 +42,6 @@ def nms(boxes, scores, iou_threshold):
         raise ValueError(f"{op}: scores contain NaN")
     n = boxes.shape[0]
     keep = empty(n, dtype=int64)
-    count = ffi.new("int64_t *")
-    check(lib.fm_nms(boxes._dtype.code, n, boxes._ptr, scores._ptr,
-                     float(iou_threshold), keep._ptr, count), op)
-    return keep[:count[0]].clone()
+    count = empty(1, dtype=int64)
+    check(keep._storage.backend.nms(boxes, scores, float(iou_threshold), keep, count), op)
+    return keep[:int(count.item())].clone()

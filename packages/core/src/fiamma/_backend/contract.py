@@ -328,6 +328,19 @@ class Backend(Protocol):
         """One SGD update (flags: OPT_MAXIMIZE, OPT_NESTEROV, OPT_FIRST: the momentum buffers
         start as the gradient); bufs None without momentum."""
 
+    def gelu_fwd(self, approximate, x, y):
+        """GELU of the contiguous float32/float64 tensor x into y (same dtype and numel);
+        approximate: codes.GELU_NONE (x Phi(x)) or codes.GELU_TANH (the tanh form)."""
+
+    def gelu_bwd(self, approximate, g, x, out):
+        """out = g * gelu'(x) (the backward of gelu_fwd); all contiguous, one float dtype."""
+
+    def nms(self, boxes, scores, iou_threshold, keep, count):
+        """Greedy non-maximum suppression of the contiguous (N, 4) xyxy ``boxes`` by the (N,)
+        ``scores`` (one float dtype): the kept indices in decreasing score order (ties: lower
+        index first) into the int64 (N,) ``keep``, their number into the int64 (1,)
+        ``count``."""
+
     # ---- spectral -------------------------------------------------------------------------
     def stft(self, power, x, n_fft, hop, frames, pad, pad_mode, window, onesided, scale, out):
         """Short-time Fourier transform of the contiguous (B?, L) signal (padded by ``pad``,
@@ -352,6 +365,6 @@ FAMILIES = {
     "fused": ["conv", "batch_norm_fwd", "batch_norm_bwd", "row_norm_fwd", "row_norm_bwd",
               "pool_max", "pool_avg", "pool_avg_backward", "pool_scatter", "upsample",
               "upsample_backward", "grid_sample", "grid_sample_backward", "adam_step",
-              "sgd_step"],
+              "sgd_step", "gelu_fwd", "gelu_bwd", "nms"],
     "spectral": ["stft"],
 }

@@ -10,15 +10,13 @@ five). float16/bfloat16 compute in float32 and round once; other devices use the
 import math
 
 from fiamma import _dtype as D, _grad_hook as G
-from fiamma._lib import check, lib
+from fiamma._backend import check, codes as K
 from fiamma._ops._common import cast
 from fiamma._tensor import Tensor, new_empty
 
 __all__ = ["gelu", "gelu_backward"]
 
-_fwd = lib.fm_gelu_fwd
-_bwd = lib.fm_gelu_bwd
-_APPROX = {"none": lib.FM_GELU_NONE, "tanh": lib.FM_GELU_TANH}
+_APPROX = {"none": K.GELU_NONE, "tanh": K.GELU_TANH}
 _K = math.sqrt(2.0 / math.pi)
 
 
@@ -68,7 +66,7 @@ def gelu(input, approximate="none"):
     cd = D.float64 if input._dtype is D.float64 else D.float32
     x = _operand(input, cd)
     y = new_empty(input._shape, cd, input._storage.device)
-    check(_fwd(cd.code, code, x._numel, x._ptr, y._ptr), op)
+    check(y._storage.backend.gelu_fwd(code, x, y), op)
     y = cast(y, input._dtype)
     if input.requires_grad and G.state.enabled:
         G.record(op, y, (input,), {"approximate": approximate})
@@ -97,7 +95,7 @@ def gelu_backward(grad_output, input, approximate="none"):
     cd = D.float64 if dt is D.float64 else D.float32
     g, x = _operand(grad_output, cd), _operand(input, cd)
     out = new_empty(input._shape, cd, input._storage.device)
-    check(_bwd(cd.code, code, x._numel, g._ptr, x._ptr, out._ptr), op)
+    check(out._storage.backend.gelu_bwd(code, g, x, out), op)
     out = cast(out, dt)
     if G.state.enabled and (grad_output.requires_grad or input.requires_grad):
         G.record(op, out, (grad_output, input), {"approximate": approximate})

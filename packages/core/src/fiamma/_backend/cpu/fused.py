@@ -8,7 +8,8 @@ from fiamma._lib import ffi, lib
 
 __all__ = ["conv", "batch_norm_fwd", "batch_norm_bwd", "row_norm_fwd", "row_norm_bwd",
            "pool_max", "pool_avg", "pool_avg_backward", "pool_scatter", "upsample",
-           "upsample_backward", "grid_sample", "grid_sample_backward", "adam_step", "sgd_step"]
+           "upsample_backward", "grid_sample", "grid_sample_backward", "adam_step", "sgd_step",
+           "gelu_fwd", "gelu_bwd", "nms"]
 
 
 def _p(t):
@@ -108,3 +109,16 @@ def sgd_step(params, grads, bufs, lr, momentum, dampening, weight_decay, flags):
                            ffi.NULL if bufs is None else [t._ptr for t in bufs],
                            [t._numel for t in params], lr, momentum, dampening, weight_decay,
                            flags)
+
+
+def gelu_fwd(approximate, x, y):
+    return lib.fm_gelu_fwd(x._dtype.code, approximate, x._numel, x._ptr, y._ptr)
+
+
+def gelu_bwd(approximate, g, x, out):
+    return lib.fm_gelu_bwd(x._dtype.code, approximate, x._numel, g._ptr, x._ptr, out._ptr)
+
+
+def nms(boxes, scores, iou_threshold, keep, count):
+    return lib.fm_nms(boxes._dtype.code, boxes._shape[0], boxes._ptr, scores._ptr,
+                      float(iou_threshold), keep._ptr, ffi.cast("int64_t *", count._ptr))
