@@ -399,18 +399,22 @@ class ReshapeTransform(Transform):
         return fiamma.Size(tuple(shape[:cut]) + tuple(self.in_shape))
 
 
-class ExpTransform(Transform):
+class _ParameterFreeTransform(Transform):
+    """A transform without parameters: every instance of the class is equal."""
+
+    def __eq__(self, other):
+        return isinstance(other, type(self))
+
+    __hash__ = object.__hash__
+
+
+class ExpTransform(_ParameterFreeTransform):
     """y = exp(x)."""
 
     domain = constraints.real
     codomain = constraints.positive
     bijective = True
     sign = +1
-
-    def __eq__(self, other):
-        return isinstance(other, ExpTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         return x.exp()
@@ -474,18 +478,13 @@ def _clipped_sigmoid(x):
     return fiamma.sigmoid(x).clamp(min=finfo.tiny, max=1.0 - finfo.eps)
 
 
-class SigmoidTransform(Transform):
+class SigmoidTransform(_ParameterFreeTransform):
     """y = 1 / (1 + exp(-x))."""
 
     domain = constraints.real
     codomain = constraints.unit_interval
     bijective = True
     sign = +1
-
-    def __eq__(self, other):
-        return isinstance(other, SigmoidTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         return _clipped_sigmoid(x)
@@ -499,18 +498,13 @@ class SigmoidTransform(Transform):
         return -softplus(-x) - softplus(x)
 
 
-class SoftplusTransform(Transform):
+class SoftplusTransform(_ParameterFreeTransform):
     """y = log(1 + exp(x))."""
 
     domain = constraints.real
     codomain = constraints.positive
     bijective = True
     sign = +1
-
-    def __eq__(self, other):
-        return isinstance(other, SoftplusTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         return softplus(x)
@@ -522,18 +516,13 @@ class SoftplusTransform(Transform):
         return -softplus(-x)
 
 
-class TanhTransform(Transform):
+class TanhTransform(_ParameterFreeTransform):
     """y = tanh(x)."""
 
     domain = constraints.real
     codomain = constraints.interval(-1.0, 1.0)
     bijective = True
     sign = +1
-
-    def __eq__(self, other):
-        return isinstance(other, TanhTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         return x.tanh()
@@ -546,16 +535,11 @@ class TanhTransform(Transform):
         return 2.0 * (math.log(2.0) - x - softplus(-2.0 * x))
 
 
-class AbsTransform(Transform):
+class AbsTransform(_ParameterFreeTransform):
     """y = |x| (not injective: the inverse returns the nonnegative root)."""
 
     domain = constraints.real
     codomain = constraints.positive
-
-    def __eq__(self, other):
-        return isinstance(other, AbsTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         return x.abs()
