@@ -15,9 +15,9 @@ import fiamma
 from fiamma.distributions import constraints
 from fiamma.distributions.distribution import Distribution
 from fiamma.distributions.gamma import Exponential
+from fiamma.distributions.normal import _HalfDistribution
 from fiamma.distributions.transformed_distribution import TransformedDistribution
 from fiamma.distributions.transforms import (
-    AbsTransform,
     AffineTransform,
     ExpTransform,
     PowerTransform,
@@ -177,7 +177,7 @@ class Cauchy(Distribution):
         return math.log(4 * math.pi) + self.scale.log()
 
 
-class HalfCauchy(TransformedDistribution):
+class HalfCauchy(_HalfDistribution):
     """|X| for X ~ Cauchy(0, scale).
 
     >>> import fiamma
@@ -186,29 +186,15 @@ class HalfCauchy(TransformedDistribution):
     0.5
     """
 
-    arg_constraints = {"scale": constraints.positive}
-    support = constraints.nonnegative
-    has_rsample = True
-
-    def __init__(self, scale, validate_args=None):
-        base_dist = Cauchy(0, scale, validate_args=False)
-        super().__init__(base_dist, AbsTransform(), validate_args=validate_args)
+    _base = Cauchy
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(HalfCauchy, _instance)
         return super().expand(batch_shape, _instance=new)
 
     @property
-    def scale(self):
-        return self.base_dist.scale
-
-    @property
     def mean(self):
         return fiamma.full(tuple(self._extended_shape()), math.inf, dtype=self.scale.dtype)
-
-    @property
-    def mode(self):
-        return fiamma.zeros_like(self.scale)
 
     @property
     def variance(self):
@@ -220,17 +206,6 @@ class HalfCauchy(TransformedDistribution):
         value = fiamma.as_tensor(value, dtype=self.base_dist.scale.dtype)
         log_prob = self.base_dist.log_prob(value) + math.log(2)
         return fiamma.where(value >= 0, log_prob, -math.inf)
-
-    def cdf(self, value):
-        if self._validate_args:
-            self._validate_sample(value)
-        return 2 * self.base_dist.cdf(value) - 1
-
-    def icdf(self, prob):
-        return self.base_dist.icdf((prob + 1) / 2)
-
-    def entropy(self):
-        return self.base_dist.entropy() - math.log(2)
 
 
 class Laplace(Distribution):

@@ -158,42 +158,26 @@ class LogNormal(TransformedDistribution):
         return self.base_dist.entropy() + self.loc
 
 
-class HalfNormal(TransformedDistribution):
-    """|X| for X ~ Normal(0, scale).
-
-    >>> import fiamma
-    >>> from fiamma.distributions import HalfNormal
-    >>> round(HalfNormal(1.0).mean.item(), 4)
-    0.7979
-    """
+class _HalfDistribution(TransformedDistribution):
+    """|X| for X ~ ``_base(0, scale)``, a distribution symmetric about 0 (``HalfNormal``,
+    ``HalfCauchy``): density, cdf and entropy follow from the base's by folding."""
 
     arg_constraints = {"scale": constraints.positive}
     support = constraints.nonnegative
     has_rsample = True
+    _base = None
 
     def __init__(self, scale, validate_args=None):
-        base_dist = Normal(0, scale, validate_args=False)
+        base_dist = self._base(0, scale, validate_args=False)
         super().__init__(base_dist, AbsTransform(), validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(HalfNormal, _instance)
-        return super().expand(batch_shape, _instance=new)
 
     @property
     def scale(self):
         return self.base_dist.scale
 
     @property
-    def mean(self):
-        return self.scale * math.sqrt(2 / math.pi)
-
-    @property
     def mode(self):
         return fiamma.zeros_like(self.scale)
-
-    @property
-    def variance(self):
-        return self.scale.pow(2) * (1 - 2 / math.pi)
 
     def log_prob(self, value):
         if self._validate_args:
@@ -211,3 +195,27 @@ class HalfNormal(TransformedDistribution):
 
     def entropy(self):
         return self.base_dist.entropy() - math.log(2)
+
+
+class HalfNormal(_HalfDistribution):
+    """|X| for X ~ Normal(0, scale).
+
+    >>> import fiamma
+    >>> from fiamma.distributions import HalfNormal
+    >>> round(HalfNormal(1.0).mean.item(), 4)
+    0.7979
+    """
+
+    _base = Normal
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(HalfNormal, _instance)
+        return super().expand(batch_shape, _instance=new)
+
+    @property
+    def mean(self):
+        return self.scale * math.sqrt(2 / math.pi)
+
+    @property
+    def variance(self):
+        return self.scale.pow(2) * (1 - 2 / math.pi)
