@@ -225,7 +225,24 @@ class LogitRelaxedBernoulli(_BinaryProbsLogits, Distribution):
         return self.temperature.log() + diff - 2 * diff.exp().log1p()
 
 
-class RelaxedBernoulli(TransformedDistribution):
+class _RelaxedParams:
+    """``temperature``, ``logits`` and ``probs`` of a relaxed distribution, read from the
+    log-space ``base_dist`` it transforms."""
+
+    @property
+    def temperature(self):
+        return self.base_dist.temperature
+
+    @property
+    def logits(self):
+        return self.base_dist.logits
+
+    @property
+    def probs(self):
+        return self.base_dist.probs
+
+
+class RelaxedBernoulli(_RelaxedParams, TransformedDistribution):
     """The binary Concrete distribution on (0, 1): sigmoid of a ``LogitRelaxedBernoulli``;
     ``temperature`` -> 0 approaches ``Bernoulli(probs)``.
 
@@ -247,18 +264,6 @@ class RelaxedBernoulli(TransformedDistribution):
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(RelaxedBernoulli, _instance)
         return super().expand(batch_shape, _instance=new)
-
-    @property
-    def temperature(self):
-        return self.base_dist.temperature
-
-    @property
-    def logits(self):
-        return self.base_dist.logits
-
-    @property
-    def probs(self):
-        return self.base_dist.probs
 
 
 class ExpRelaxedCategorical(Distribution):
@@ -326,7 +331,7 @@ class ExpRelaxedCategorical(Distribution):
         return score + log_scale
 
 
-class RelaxedOneHotCategorical(TransformedDistribution):
+class RelaxedOneHotCategorical(_RelaxedParams, TransformedDistribution):
     """The Concrete / Gumbel-softmax distribution on the simplex; ``temperature`` -> 0
     approaches ``OneHotCategorical(probs)``.
 
@@ -350,15 +355,3 @@ class RelaxedOneHotCategorical(TransformedDistribution):
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(RelaxedOneHotCategorical, _instance)
         return super().expand(batch_shape, _instance=new)
-
-    @property
-    def temperature(self):
-        return self.base_dist.temperature
-
-    @property
-    def logits(self):
-        return self.base_dist.logits
-
-    @property
-    def probs(self):
-        return self.base_dist.probs
