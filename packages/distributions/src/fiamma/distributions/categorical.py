@@ -242,7 +242,24 @@ class Categorical(Distribution):
         return values
 
 
-class OneHotCategorical(Distribution):
+class _CategoricalParams:
+    """``probs``, ``logits`` and ``param_shape`` of a distribution built on a ``Categorical``
+    (held as ``_categorical``)."""
+
+    @property
+    def probs(self):
+        return self._categorical.probs
+
+    @property
+    def logits(self):
+        return self._categorical.logits
+
+    @property
+    def param_shape(self):
+        return self._categorical.param_shape
+
+
+class OneHotCategorical(_CategoricalParams, Distribution):
     """A ``Categorical`` whose samples are one-hot vectors of length K (event_shape (K,)).
 
     >>> import fiamma
@@ -277,14 +294,6 @@ class OneHotCategorical(Distribution):
         return self._categorical._param
 
     @property
-    def probs(self):
-        return self._categorical.probs
-
-    @property
-    def logits(self):
-        return self._categorical.logits
-
-    @property
     def mean(self):
         return self._categorical.probs
 
@@ -296,10 +305,6 @@ class OneHotCategorical(Distribution):
     @property
     def variance(self):
         return self._categorical.probs * (1 - self._categorical.probs)
-
-    @property
-    def param_shape(self):
-        return self._categorical.param_shape
 
     def sample(self, sample_shape=()):
         probs = self._categorical.probs

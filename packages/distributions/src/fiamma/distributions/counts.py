@@ -15,6 +15,7 @@ from fiamma.distributions.categorical import (
     Categorical,
     _bce_with_logits,
     _BinaryProbsLogits,
+    _CategoricalParams,
     _expand_probs_logits,
     _one_of,
 )
@@ -130,7 +131,7 @@ class Binomial(_BinaryProbsLogits, Distribution):
         return values
 
 
-class Multinomial(Distribution):
+class Multinomial(_CategoricalParams, Distribution):
     """Counts of ``total_count`` draws from a ``Categorical(probs)`` (event_shape (K,)).
 
     >>> import fiamma
@@ -176,18 +177,6 @@ class Multinomial(Distribution):
     @constraints.dependent_property(is_discrete=True, event_dim=1)
     def support(self):
         return constraints.multinomial(self.total_count)
-
-    @property
-    def logits(self):
-        return self._categorical.logits
-
-    @property
-    def probs(self):
-        return self._categorical.probs
-
-    @property
-    def param_shape(self):
-        return self._categorical.param_shape
 
     def sample(self, sample_shape=()):
         sample_shape = fiamma.Size(tuple(sample_shape))

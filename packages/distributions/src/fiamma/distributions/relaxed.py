@@ -19,6 +19,7 @@ from fiamma.distributions.categorical import (
     Categorical,
     _bce_with_logits,
     _BinaryProbsLogits,
+    _CategoricalParams,
     _expand_probs_logits,
     _one_of,
 )
@@ -266,7 +267,7 @@ class RelaxedBernoulli(_RelaxedParams, TransformedDistribution):
         return super().expand(batch_shape, _instance=new)
 
 
-class ExpRelaxedCategorical(Distribution):
+class ExpRelaxedCategorical(_CategoricalParams, Distribution):
     """The log of a ``RelaxedOneHotCategorical`` sample (Gumbel-softmax in log space).
 
     >>> import fiamma
@@ -298,18 +299,6 @@ class ExpRelaxedCategorical(Distribution):
                                                    validate_args=False)
         new._validate_args = self._validate_args
         return new
-
-    @property
-    def param_shape(self):
-        return self._categorical.param_shape
-
-    @property
-    def logits(self):
-        return self._categorical.logits
-
-    @property
-    def probs(self):
-        return self._categorical.probs
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
