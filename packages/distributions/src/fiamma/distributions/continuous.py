@@ -9,7 +9,6 @@ reparameterised (the sample is a differentiable function of a uniform or of a si
 """
 
 import math
-from numbers import Number
 
 import fiamma
 from fiamma.distributions import constraints
@@ -22,16 +21,10 @@ from fiamma.distributions.transforms import (
     ExpTransform,
     PowerTransform,
 )
-from fiamma.distributions.utils import broadcast_all, euler_constant
+from fiamma.distributions.utils import _batch_shape_of, broadcast_all, euler_constant
 
 __all__ = ["Cauchy", "Gumbel", "HalfCauchy", "Kumaraswamy", "Laplace", "Pareto", "Uniform",
            "Weibull"]
-
-
-def _shape_of(*params):
-    if all(isinstance(p, Number) for p in params):
-        return fiamma.Size()
-    return None
 
 
 def _uniform(shape, like):
@@ -78,10 +71,7 @@ class Uniform(Distribution):
 
     def __init__(self, low, high, validate_args=None):
         self.low, self.high = broadcast_all(low, high)
-        batch_shape = _shape_of(low, high)
-        if batch_shape is None:
-            batch_shape = self.low.size()
-        super().__init__(batch_shape, validate_args=validate_args)
+        super().__init__(_batch_shape_of((low, high), self.low), validate_args=validate_args)
         if self._validate_args and not bool(fiamma.lt(self.low, self.high).all()):
             raise ValueError("Uniform is not defined when low >= high: expected parameter low "
                              f"< high, got low={self.low}, high={self.high}")
@@ -134,9 +124,7 @@ class Cauchy(Distribution):
 
     def __init__(self, loc, scale, validate_args=None):
         self.loc, self.scale = broadcast_all(loc, scale)
-        batch_shape = _shape_of(loc, scale)
-        super().__init__(self.loc.size() if batch_shape is None else batch_shape,
-                         validate_args=validate_args)
+        super().__init__(_batch_shape_of((loc, scale), self.loc), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(Cauchy, _instance)
@@ -239,9 +227,7 @@ class Laplace(Distribution):
 
     def __init__(self, loc, scale, validate_args=None):
         self.loc, self.scale = broadcast_all(loc, scale)
-        batch_shape = _shape_of(loc, scale)
-        super().__init__(self.loc.size() if batch_shape is None else batch_shape,
-                         validate_args=validate_args)
+        super().__init__(_batch_shape_of((loc, scale), self.loc), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(Laplace, _instance)

@@ -21,7 +21,7 @@ from fiamma.distributions._samplers import standard_gamma
 from fiamma.distributions.exp_family import ExponentialFamily
 from fiamma.distributions.transformed_distribution import TransformedDistribution
 from fiamma.distributions.transforms import PowerTransform
-from fiamma.distributions.utils import broadcast_all
+from fiamma.distributions.utils import _batch_shape_of, broadcast_all
 
 __all__ = ["Beta", "Chi2", "Dirichlet", "Exponential", "Gamma", "InverseGamma"]
 
@@ -65,10 +65,7 @@ class Gamma(ExponentialFamily):
 
     def __init__(self, concentration, rate, validate_args=None):
         self.concentration, self.rate = broadcast_all(concentration, rate)
-        if isinstance(concentration, Number) and isinstance(rate, Number):
-            batch_shape = fiamma.Size()
-        else:
-            batch_shape = self.concentration.size()
+        batch_shape = _batch_shape_of((concentration, rate), self.concentration)
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):

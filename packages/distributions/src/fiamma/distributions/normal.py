@@ -10,14 +10,14 @@
 """
 
 import math
-from numbers import Number, Real
+from numbers import Real
 
 import fiamma
 from fiamma.distributions import constraints
 from fiamma.distributions.exp_family import ExponentialFamily
 from fiamma.distributions.transformed_distribution import TransformedDistribution
 from fiamma.distributions.transforms import AbsTransform, ExpTransform
-from fiamma.distributions.utils import _standard_normal, broadcast_all
+from fiamma.distributions.utils import _batch_shape_of, _standard_normal, broadcast_all
 
 __all__ = ["HalfNormal", "LogNormal", "Normal"]
 
@@ -58,10 +58,7 @@ class Normal(ExponentialFamily):
 
     def __init__(self, loc, scale, validate_args=None):
         self.loc, self.scale = broadcast_all(loc, scale)
-        if isinstance(loc, Number) and isinstance(scale, Number):
-            batch_shape = fiamma.Size()
-        else:
-            batch_shape = self.loc.size()
+        batch_shape = _batch_shape_of((loc, scale), self.loc)
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
