@@ -26,7 +26,7 @@ from fiamma.distributions.utils import _batch_shape_of, broadcast_all
 __all__ = ["Beta", "Chi2", "Dirichlet", "Exponential", "Gamma", "InverseGamma"]
 
 
-def _expand(new, self, names, batch_shape, cls, event_shape=None):
+def _expand(new, self, names, batch_shape, event_shape=None):
     batch_shape = fiamma.Size(tuple(batch_shape))
     for n in names:
         v = getattr(self, n)
@@ -70,7 +70,7 @@ class Gamma(ExponentialFamily):
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(Gamma, _instance)
-        batch_shape = _expand(new, self, ("concentration", "rate"), batch_shape, Gamma)
+        batch_shape = _expand(new, self, ("concentration", "rate"), batch_shape)
         super(Gamma, new).__init__(batch_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new
@@ -167,7 +167,7 @@ class Exponential(ExponentialFamily):
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(Exponential, _instance)
-        batch_shape = _expand(new, self, ("rate",), batch_shape, Exponential)
+        batch_shape = _expand(new, self, ("rate",), batch_shape)
         super(Exponential, new).__init__(batch_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new
@@ -275,7 +275,7 @@ class Dirichlet(ExponentialFamily):
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(Dirichlet, _instance)
-        batch_shape = _expand(new, self, ("concentration",), batch_shape, Dirichlet, "last")
+        batch_shape = _expand(new, self, ("concentration",), batch_shape, "last")
         super(Dirichlet, new).__init__(batch_shape, self.event_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new
