@@ -19,6 +19,7 @@ from fiamma.distributions import constraints
 from fiamma.distributions.transforms import (
     Transform,
     _clipped_sigmoid,
+    _need_dims,
     _ParameterFreeTransform,
 )
 from fiamma.distributions.utils import (
@@ -75,8 +76,7 @@ class CorrCholeskyTransform(Transform):
         return stick_breaking_logdet + tanh_logdet
 
     def forward_shape(self, shape):
-        if len(shape) < 1:
-            raise ValueError("CorrCholeskyTransform: too few dimensions on input")
+        _need_dims(len(shape), 1, "CorrCholeskyTransform")
         n = shape[-1]
         d = round((0.25 + 2 * n) ** 0.5 + 0.5)
         if d * (d - 1) // 2 != n:
@@ -105,13 +105,11 @@ class SoftmaxTransform(_ParameterFreeTransform):
         return y.log()
 
     def forward_shape(self, shape):
-        if len(shape) < 1:
-            raise ValueError("SoftmaxTransform: too few dimensions on input")
+        _need_dims(len(shape), 1, "SoftmaxTransform")
         return shape
 
     def inverse_shape(self, shape):
-        if len(shape) < 1:
-            raise ValueError("SoftmaxTransform: too few dimensions on input")
+        _need_dims(len(shape), 1, "SoftmaxTransform")
         return shape
 
 
@@ -142,13 +140,11 @@ class StickBreakingTransform(_ParameterFreeTransform):
         return (-x - softplus(-x) + y[..., :-1].log()).sum(-1)
 
     def forward_shape(self, shape):
-        if len(shape) < 1:
-            raise ValueError("StickBreakingTransform: too few dimensions on input")
+        _need_dims(len(shape), 1, "StickBreakingTransform")
         return fiamma.Size(tuple(shape[:-1]) + (shape[-1] + 1,))
 
     def inverse_shape(self, shape):
-        if len(shape) < 1:
-            raise ValueError("StickBreakingTransform: too few dimensions on input")
+        _need_dims(len(shape), 1, "StickBreakingTransform")
         return fiamma.Size(tuple(shape[:-1]) + (shape[-1] - 1,))
 
 

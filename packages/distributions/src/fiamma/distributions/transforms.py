@@ -33,6 +33,11 @@ __all__ = [
 ]
 
 
+def _need_dims(ndim, needed, name):
+    if ndim < needed:
+        raise ValueError(f"{name}: too few dimensions on input")
+
+
 class Transform:
     """Base class of invertible (or at least computable) transforms.
 
@@ -318,13 +323,11 @@ class IndependentTransform(Transform):
         return self.base_transform.sign
 
     def _call(self, x):
-        if x.dim() < self.domain.event_dim:
-            raise ValueError("IndependentTransform: too few dimensions on input")
+        _need_dims(x.dim(), self.domain.event_dim, "IndependentTransform")
         return self.base_transform(x)
 
     def _inverse(self, y):
-        if y.dim() < self.codomain.event_dim:
-            raise ValueError("IndependentTransform: too few dimensions on input")
+        _need_dims(y.dim(), self.codomain.event_dim, "IndependentTransform")
         return self.base_transform.inv(y)
 
     def log_abs_det_jacobian(self, x, y):
@@ -381,22 +384,19 @@ class ReshapeTransform(Transform):
         return fiamma.zeros(batch_shape, dtype=x.dtype, device=x.device)
 
     def forward_shape(self, shape):
-        if len(shape) < len(self.in_shape):
-            raise ValueError("ReshapeTransform: too few dimensions on input")
-        cut = len(shape) - len(self.in_shape)
-        if tuple(shape[cut:]) != tuple(self.in_shape):
-            raise ValueError(f"ReshapeTransform: shape mismatch: expected {tuple(shape[cut:])} "
-                             f"but got {tuple(self.in_shape)}")
-        return fiamma.Size(tuple(shape[:cut]) + tuple(self.out_shape))
+        return self._swap_event_shape(shape, self.in_shape, self.out_shape)
 
     def inverse_shape(self, shape):
-        if len(shape) < len(self.out_shape):
-            raise ValueError("ReshapeTransform: too few dimensions on input")
-        cut = len(shape) - len(self.out_shape)
-        if tuple(shape[cut:]) != tuple(self.out_shape):
+        return self._swap_event_shape(shape, self.out_shape, self.in_shape)
+
+    @staticmethod
+    def _swap_event_shape(shape, old, new):
+        _need_dims(len(shape), len(old), "ReshapeTransform")
+        cut = len(shape) - len(old)
+        if tuple(shape[cut:]) != tuple(old):
             raise ValueError(f"ReshapeTransform: shape mismatch: expected {tuple(shape[cut:])} "
-                             f"but got {tuple(self.out_shape)}")
-        return fiamma.Size(tuple(shape[:cut]) + tuple(self.in_shape))
+                             f"but got {tuple(old)}")
+        return fiamma.Size(tuple(shape[:cut]) + tuple(new))
 
 
 class _ParameterFreeTransform(Transform):
