@@ -315,22 +315,32 @@ def barrier(group=None, async_op=False, device_ids=None):
                             async_op=async_op), async_op)
 
 
+def _rooted_list(g, what, tensor, tensors, list_name, global_rank, group_rank, role):
+    """The root (rank 0 by default) of a gather/scatter and whether this rank is it; checks
+    that the list of per-rank tensors is given on the root only, one like ``tensor`` a rank."""
+    if global_rank is None and group_rank is None:
+        global_rank = 0
+    root = _root(g, what, global_rank, group_rank, role)
+    mine = g.rank() == root
+    if mine:
+        if tensors is None or len(tensors) != g.size():
+            raise ValueError(f"{what}: on rank {role}, {list_name} must hold {g.size()} tensors "
+                             "(the group's size)")
+        for t in tensors:
+            _same(t, tensor, what, list_name)
+    elif tensors:
+        raise ValueError(f"{what}: {list_name} must be None or empty on ranks other than {role}")
+    return root, mine
+
+
 def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group_dst=None):
     """Rank ``dst``'s ``gather_list[r]`` receives ``tensor`` of group rank r (``gather_list``
     only on ``dst``; every rank's tensor has the same shape and dtype)."""
     g = resolve(group, "gather")
     if g is None:
         return None
-    root = _root(g, "gather", 0 if dst is None and group_dst is None else dst, group_dst, "dst")
-    mine = g.rank() == root
-    if mine:
-        if gather_list is None or len(gather_list) != g.size():
-            raise ValueError(f"gather: on rank dst, gather_list must hold {g.size()} tensors "
-                             "(the group's size)")
-        for t in gather_list:
-            _same(t, tensor, "gather", "gather_list")
-    elif gather_list:
-        raise ValueError("gather: gather_list must be None or empty on ranks other than dst")
+    root, mine = _rooted_list(g, "gather", tensor, gather_list, "gather_list", dst, group_dst,
+                              "dst")
     buf, dt = buffer(tensor, "gather"), datatype(tensor.dtype)
     flat = buffer(fiamma.empty((g.size(),) + tuple(tensor.shape), dtype=tensor.dtype),
                   "gather") if mine else None
@@ -353,17 +363,8 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
     g = resolve(group, "scatter")
     if g is None:
         return None
-    root = _root(g, "scatter", 0 if src is None and group_src is None else src, group_src,
-                 "src")
-    mine = g.rank() == root
-    if mine:
-        if scatter_list is None or len(scatter_list) != g.size():
-            raise ValueError(f"scatter: on rank src, scatter_list must hold {g.size()} tensors "
-                             "(the group's size)")
-        for t in scatter_list:
-            _same(t, tensor, "scatter", "scatter_list")
-    elif scatter_list:
-        raise ValueError("scatter: scatter_list must be None or empty on ranks other than src")
+    root, mine = _rooted_list(g, "scatter", tensor, scatter_list, "scatter_list", src,
+                              group_src, "src")
     out, dt = buffer(tensor, "scatter"), datatype(tensor.dtype)
     flat = fiamma.stack([t.detach() for t in scatter_list]) if mine else None
     send = buffer(flat, "scatter") if mine else None

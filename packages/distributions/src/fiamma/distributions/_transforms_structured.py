@@ -16,7 +16,12 @@ from functools import reduce
 
 import fiamma
 from fiamma.distributions import constraints
-from fiamma.distributions.transforms import Transform, _clipped_sigmoid
+from fiamma.distributions.transforms import (
+    Transform,
+    _clipped_sigmoid,
+    _need_dims,
+    _ParameterFreeTransform,
+)
 from fiamma.distributions.utils import (
     _sum_rightmost,
     softplus,
@@ -71,8 +76,7 @@ class CorrCholeskyTransform(Transform):
         return stick_breaking_logdet + tanh_logdet
 
     def forward_shape(self, shape):
-        if len(shape) < 1:
-            raise ValueError("CorrCholeskyTransform: too few dimensions on input")
+        _need_dims(len(shape), 1, "CorrCholeskyTransform")
         n = shape[-1]
         d = round((0.25 + 2 * n) ** 0.5 + 0.5)
         if d * (d - 1) // 2 != n:
@@ -86,17 +90,12 @@ class CorrCholeskyTransform(Transform):
         return fiamma.Size(tuple(shape[:-2]) + (n,))
 
 
-class SoftmaxTransform(Transform):
+class SoftmaxTransform(_ParameterFreeTransform):
     """Unconstrained vectors -> the simplex by exp and normalisation (not bijective: the
     inverse is log, defined up to an additive constant)."""
 
     domain = constraints.real_vector
     codomain = constraints.simplex
-
-    def __eq__(self, other):
-        return isinstance(other, SoftmaxTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         probs = (x - x.max(-1, keepdim=True)[0]).exp()
@@ -106,27 +105,20 @@ class SoftmaxTransform(Transform):
         return y.log()
 
     def forward_shape(self, shape):
-        if len(shape) < 1:
-            raise ValueError("SoftmaxTransform: too few dimensions on input")
+        _need_dims(len(shape), 1, "SoftmaxTransform")
         return shape
 
     def inverse_shape(self, shape):
-        if len(shape) < 1:
-            raise ValueError("SoftmaxTransform: too few dimensions on input")
+        _need_dims(len(shape), 1, "SoftmaxTransform")
         return shape
 
 
-class StickBreakingTransform(Transform):
+class StickBreakingTransform(_ParameterFreeTransform):
     """Unconstrained vectors of length K-1 -> the K-simplex by stick breaking (bijective)."""
 
     domain = constraints.real_vector
     codomain = constraints.simplex
     bijective = True
-
-    def __eq__(self, other):
-        return isinstance(other, StickBreakingTransform)
-
-    __hash__ = object.__hash__
 
     @staticmethod
     def _offset(x):
@@ -148,27 +140,20 @@ class StickBreakingTransform(Transform):
         return (-x - softplus(-x) + y[..., :-1].log()).sum(-1)
 
     def forward_shape(self, shape):
-        if len(shape) < 1:
-            raise ValueError("StickBreakingTransform: too few dimensions on input")
+        _need_dims(len(shape), 1, "StickBreakingTransform")
         return fiamma.Size(tuple(shape[:-1]) + (shape[-1] + 1,))
 
     def inverse_shape(self, shape):
-        if len(shape) < 1:
-            raise ValueError("StickBreakingTransform: too few dimensions on input")
+        _need_dims(len(shape), 1, "StickBreakingTransform")
         return fiamma.Size(tuple(shape[:-1]) + (shape[-1] - 1,))
 
 
-class LowerCholeskyTransform(Transform):
+class LowerCholeskyTransform(_ParameterFreeTransform):
     """Unconstrained square matrices -> lower-triangular matrices with positive diagonal
     (strict lower part kept, diagonal exponentiated)."""
 
     domain = constraints.independent(constraints.real, 2)
     codomain = constraints.lower_cholesky
-
-    def __eq__(self, other):
-        return isinstance(other, LowerCholeskyTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         return x.tril(-1) + x.diagonal(dim1=-2, dim2=-1).exp().diag_embed()
@@ -177,17 +162,12 @@ class LowerCholeskyTransform(Transform):
         return y.tril(-1) + y.diagonal(dim1=-2, dim2=-1).log().diag_embed()
 
 
-class PositiveDefiniteTransform(Transform):
+class PositiveDefiniteTransform(_ParameterFreeTransform):
     """Unconstrained square matrices -> positive-definite matrices (L L^T of
     ``LowerCholeskyTransform``)."""
 
     domain = constraints.independent(constraints.real, 2)
     codomain = constraints.positive_definite
-
-    def __eq__(self, other):
-        return isinstance(other, PositiveDefiniteTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         x = LowerCholeskyTransform()(x)

@@ -36,7 +36,33 @@ def _bce_with_logits(logits, target):
     return logits.clamp(min=0) - logits * target + (-logits.abs()).exp().log1p()
 
 
-class Bernoulli(ExponentialFamily):
+def _expand_probs_logits(new, old, shape):
+    """Gives ``new`` whichever of ``probs``/``logits`` ``old`` holds, expanded to ``shape``
+    (also as ``_param``)."""
+    for name in ("probs", "logits"):
+        if name in old.__dict__:
+            new._param = getattr(old, name).expand(shape)
+            setattr(new, name, new._param)
+
+
+class _BinaryProbsLogits:
+    """``probs`` and ``logits`` of a two-outcome parameter: the one given is stored (and is
+    ``_param``), the other is derived on first use."""
+
+    @lazy_property
+    def logits(self):
+        return probs_to_logits(self.probs, is_binary=True)
+
+    @lazy_property
+    def probs(self):
+        return logits_to_probs(self.logits, is_binary=True)
+
+    @property
+    def param_shape(self):
+        return self._param.size()
+
+
+class Bernoulli(_BinaryProbsLogits, ExponentialFamily):
     """1 with probability ``probs`` (or ``sigmoid(logits)``), else 0.
 
     >>> import fiamma
@@ -64,12 +90,7 @@ class Bernoulli(ExponentialFamily):
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(Bernoulli, _instance)
         batch_shape = fiamma.Size(tuple(batch_shape))
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(batch_shape)
-            new._param = new.probs
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(batch_shape)
-            new._param = new.logits
+        _expand_probs_logits(new, self, batch_shape)
         super(Bernoulli, new).__init__(batch_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new
@@ -86,18 +107,6 @@ class Bernoulli(ExponentialFamily):
     @property
     def variance(self):
         return self.probs * (1 - self.probs)
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
-
-    @property
-    def param_shape(self):
-        return self._param.size()
 
     def sample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
@@ -165,12 +174,7 @@ class Categorical(Distribution):
         new = self._get_checked_instance(Categorical, _instance)
         batch_shape = fiamma.Size(tuple(batch_shape))
         param_shape = tuple(batch_shape) + (self._num_events,)
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(param_shape)
-            new._param = new.probs
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(param_shape)
-            new._param = new.logits
+        _expand_probs_logits(new, self, param_shape)
         new._num_events = self._num_events
         super(Categorical, new).__init__(batch_shape, validate_args=False)
         new._validate_args = self._validate_args
@@ -238,7 +242,24 @@ class Categorical(Distribution):
         return values
 
 
-class OneHotCategorical(Distribution):
+class _CategoricalParams:
+    """``probs``, ``logits`` and ``param_shape`` of a distribution built on a ``Categorical``
+    (held as ``_categorical``)."""
+
+    @property
+    def probs(self):
+        return self._categorical.probs
+
+    @property
+    def logits(self):
+        return self._categorical.logits
+
+    @property
+    def param_shape(self):
+        return self._categorical.param_shape
+
+
+class OneHotCategorical(_CategoricalParams, Distribution):
     """A ``Categorical`` whose samples are one-hot vectors of length K (event_shape (K,)).
 
     >>> import fiamma
@@ -273,14 +294,6 @@ class OneHotCategorical(Distribution):
         return self._categorical._param
 
     @property
-    def probs(self):
-        return self._categorical.probs
-
-    @property
-    def logits(self):
-        return self._categorical.logits
-
-    @property
     def mean(self):
         return self._categorical.probs
 
@@ -292,10 +305,6 @@ class OneHotCategorical(Distribution):
     @property
     def variance(self):
         return self._categorical.probs * (1 - self._categorical.probs)
-
-    @property
-    def param_shape(self):
-        return self._categorical.param_shape
 
     def sample(self, sample_shape=()):
         probs = self._categorical.probs

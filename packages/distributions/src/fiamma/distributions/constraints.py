@@ -139,7 +139,16 @@ class _OneHot(Constraint):
         return is_boolean & is_normalized
 
 
-class _IntegerInterval(Constraint):
+class _Bounded(Constraint):
+    """A constraint with ``lower_bound`` and/or ``upper_bound``, shown by ``repr``."""
+
+    def __repr__(self):
+        bounds = ", ".join(f"{name}={self.__dict__[name]}"
+                           for name in ("lower_bound", "upper_bound") if name in self.__dict__)
+        return f"{self.__class__.__name__[1:]}({bounds})"
+
+
+class _IntegerInterval(_Bounded):
     is_discrete = True
 
     def __init__(self, lower_bound, upper_bound):
@@ -150,12 +159,8 @@ class _IntegerInterval(Constraint):
     def check(self, value):
         return (value % 1 == 0) & (self.lower_bound <= value) & (value <= self.upper_bound)
 
-    def __repr__(self):
-        return (f"{self.__class__.__name__[1:]}(lower_bound={self.lower_bound}, "
-                f"upper_bound={self.upper_bound})")
 
-
-class _IntegerLessThan(Constraint):
+class _IntegerLessThan(_Bounded):
     is_discrete = True
 
     def __init__(self, upper_bound):
@@ -165,11 +170,8 @@ class _IntegerLessThan(Constraint):
     def check(self, value):
         return (value % 1 == 0) & (value <= self.upper_bound)
 
-    def __repr__(self):
-        return f"{self.__class__.__name__[1:]}(upper_bound={self.upper_bound})"
 
-
-class _IntegerGreaterThan(Constraint):
+class _IntegerGreaterThan(_Bounded):
     is_discrete = True
 
     def __init__(self, lower_bound):
@@ -179,16 +181,13 @@ class _IntegerGreaterThan(Constraint):
     def check(self, value):
         return (value % 1 == 0) & (value >= self.lower_bound)
 
-    def __repr__(self):
-        return f"{self.__class__.__name__[1:]}(lower_bound={self.lower_bound})"
-
 
 class _Real(Constraint):
     def check(self, value):
         return value == value  # False for NaN
 
 
-class _GreaterThan(Constraint):
+class _GreaterThan(_Bounded):
     def __init__(self, lower_bound):
         self.lower_bound = lower_bound
         super().__init__()
@@ -196,16 +195,13 @@ class _GreaterThan(Constraint):
     def check(self, value):
         return self.lower_bound < value
 
-    def __repr__(self):
-        return f"{self.__class__.__name__[1:]}(lower_bound={self.lower_bound})"
-
 
 class _GreaterThanEq(_GreaterThan):
     def check(self, value):
         return self.lower_bound <= value
 
 
-class _LessThan(Constraint):
+class _LessThan(_Bounded):
     def __init__(self, upper_bound):
         self.upper_bound = upper_bound
         super().__init__()
@@ -213,11 +209,8 @@ class _LessThan(Constraint):
     def check(self, value):
         return value < self.upper_bound
 
-    def __repr__(self):
-        return f"{self.__class__.__name__[1:]}(upper_bound={self.upper_bound})"
 
-
-class _Interval(Constraint):
+class _Interval(_Bounded):
     def __init__(self, lower_bound, upper_bound):
         self.lower_bound = lower_bound
         self.upper_bound = upper_bound
@@ -225,10 +218,6 @@ class _Interval(Constraint):
 
     def check(self, value):
         return (self.lower_bound <= value) & (value <= self.upper_bound)
-
-    def __repr__(self):
-        return (f"{self.__class__.__name__[1:]}(lower_bound={self.lower_bound}, "
-                f"upper_bound={self.upper_bound})")
 
 
 class _HalfOpenInterval(_Interval):

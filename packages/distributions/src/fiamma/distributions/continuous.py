@@ -9,29 +9,22 @@ reparameterised (the sample is a differentiable function of a uniform or of a si
 """
 
 import math
-from numbers import Number
 
 import fiamma
 from fiamma.distributions import constraints
 from fiamma.distributions.distribution import Distribution
 from fiamma.distributions.gamma import Exponential
+from fiamma.distributions.normal import _HalfDistribution
 from fiamma.distributions.transformed_distribution import TransformedDistribution
 from fiamma.distributions.transforms import (
-    AbsTransform,
     AffineTransform,
     ExpTransform,
     PowerTransform,
 )
-from fiamma.distributions.utils import broadcast_all, euler_constant
+from fiamma.distributions.utils import _batch_shape_of, broadcast_all, euler_constant
 
 __all__ = ["Cauchy", "Gumbel", "HalfCauchy", "Kumaraswamy", "Laplace", "Pareto", "Uniform",
            "Weibull"]
-
-
-def _shape_of(*params):
-    if all(isinstance(p, Number) for p in params):
-        return fiamma.Size()
-    return None
 
 
 def _uniform(shape, like):
@@ -78,10 +71,7 @@ class Uniform(Distribution):
 
     def __init__(self, low, high, validate_args=None):
         self.low, self.high = broadcast_all(low, high)
-        batch_shape = _shape_of(low, high)
-        if batch_shape is None:
-            batch_shape = self.low.size()
-        super().__init__(batch_shape, validate_args=validate_args)
+        super().__init__(_batch_shape_of((low, high), self.low), validate_args=validate_args)
         if self._validate_args and not bool(fiamma.lt(self.low, self.high).all()):
             raise ValueError("Uniform is not defined when low >= high: expected parameter low "
                              f"< high, got low={self.low}, high={self.high}")
@@ -134,9 +124,7 @@ class Cauchy(Distribution):
 
     def __init__(self, loc, scale, validate_args=None):
         self.loc, self.scale = broadcast_all(loc, scale)
-        batch_shape = _shape_of(loc, scale)
-        super().__init__(self.loc.size() if batch_shape is None else batch_shape,
-                         validate_args=validate_args)
+        super().__init__(_batch_shape_of((loc, scale), self.loc), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(Cauchy, _instance)
@@ -177,7 +165,7 @@ class Cauchy(Distribution):
         return math.log(4 * math.pi) + self.scale.log()
 
 
-class HalfCauchy(TransformedDistribution):
+class HalfCauchy(_HalfDistribution):
     """|X| for X ~ Cauchy(0, scale).
 
     >>> import fiamma
@@ -186,29 +174,15 @@ class HalfCauchy(TransformedDistribution):
     0.5
     """
 
-    arg_constraints = {"scale": constraints.positive}
-    support = constraints.nonnegative
-    has_rsample = True
-
-    def __init__(self, scale, validate_args=None):
-        base_dist = Cauchy(0, scale, validate_args=False)
-        super().__init__(base_dist, AbsTransform(), validate_args=validate_args)
+    _base = Cauchy
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(HalfCauchy, _instance)
         return super().expand(batch_shape, _instance=new)
 
     @property
-    def scale(self):
-        return self.base_dist.scale
-
-    @property
     def mean(self):
         return fiamma.full(tuple(self._extended_shape()), math.inf, dtype=self.scale.dtype)
-
-    @property
-    def mode(self):
-        return fiamma.zeros_like(self.scale)
 
     @property
     def variance(self):
@@ -220,17 +194,6 @@ class HalfCauchy(TransformedDistribution):
         value = fiamma.as_tensor(value, dtype=self.base_dist.scale.dtype)
         log_prob = self.base_dist.log_prob(value) + math.log(2)
         return fiamma.where(value >= 0, log_prob, -math.inf)
-
-    def cdf(self, value):
-        if self._validate_args:
-            self._validate_sample(value)
-        return 2 * self.base_dist.cdf(value) - 1
-
-    def icdf(self, prob):
-        return self.base_dist.icdf((prob + 1) / 2)
-
-    def entropy(self):
-        return self.base_dist.entropy() - math.log(2)
 
 
 class Laplace(Distribution):
@@ -264,9 +227,7 @@ class Laplace(Distribution):
 
     def __init__(self, loc, scale, validate_args=None):
         self.loc, self.scale = broadcast_all(loc, scale)
-        batch_shape = _shape_of(loc, scale)
-        super().__init__(self.loc.size() if batch_shape is None else batch_shape,
-                         validate_args=validate_args)
+        super().__init__(_batch_shape_of((loc, scale), self.loc), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(Laplace, _instance)

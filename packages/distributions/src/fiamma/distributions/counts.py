@@ -11,7 +11,14 @@ from numbers import Number
 
 import fiamma
 from fiamma.distributions import _samplers, constraints
-from fiamma.distributions.categorical import Categorical, _bce_with_logits, _one_of
+from fiamma.distributions.categorical import (
+    Categorical,
+    _bce_with_logits,
+    _BinaryProbsLogits,
+    _CategoricalParams,
+    _expand_probs_logits,
+    _one_of,
+)
 from fiamma.distributions.distribution import Distribution
 from fiamma.distributions.exp_family import ExponentialFamily
 from fiamma.distributions.gamma import Gamma
@@ -37,7 +44,7 @@ def _expand_params(new, self, batch_shape, names):
             setattr(new, n, getattr(self, n).expand(tuple(batch_shape)))
 
 
-class Binomial(Distribution):
+class Binomial(_BinaryProbsLogits, Distribution):
     """Number of successes in ``total_count`` Bernoulli(probs) trials.
 
     >>> import fiamma
@@ -66,8 +73,7 @@ class Binomial(Distribution):
         new = self._get_checked_instance(Binomial, _instance)
         batch_shape = fiamma.Size(tuple(batch_shape))
         new.total_count = self.total_count.expand(batch_shape)
-        _expand_params(new, self, batch_shape, ("probs", "logits"))
-        new._param = new.probs if "probs" in self.__dict__ else new.logits
+        _expand_probs_logits(new, self, batch_shape)
         super(Binomial, new).__init__(batch_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new
@@ -87,18 +93,6 @@ class Binomial(Distribution):
     @property
     def variance(self):
         return self.total_count * self.probs * (1 - self.probs)
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
-
-    @property
-    def param_shape(self):
-        return self._param.size()
 
     def sample(self, sample_shape=()):
         shape = tuple(self._extended_shape(sample_shape))
@@ -137,7 +131,7 @@ class Binomial(Distribution):
         return values
 
 
-class Multinomial(Distribution):
+class Multinomial(_CategoricalParams, Distribution):
     """Counts of ``total_count`` draws from a ``Categorical(probs)`` (event_shape (K,)).
 
     >>> import fiamma
@@ -183,18 +177,6 @@ class Multinomial(Distribution):
     @constraints.dependent_property(is_discrete=True, event_dim=1)
     def support(self):
         return constraints.multinomial(self.total_count)
-
-    @property
-    def logits(self):
-        return self._categorical.logits
-
-    @property
-    def probs(self):
-        return self._categorical.probs
-
-    @property
-    def param_shape(self):
-        return self._categorical.param_shape
 
     def sample(self, sample_shape=()):
         sample_shape = fiamma.Size(tuple(sample_shape))
@@ -360,7 +342,7 @@ class Geometric(Distribution):
         return _bce_with_logits(self.logits, self.probs) / self.probs
 
 
-class NegativeBinomial(Distribution):
+class NegativeBinomial(_BinaryProbsLogits, Distribution):
     """Number of successes before ``total_count`` failures, success probability ``probs``.
 
     >>> import fiamma
@@ -389,8 +371,7 @@ class NegativeBinomial(Distribution):
         new = self._get_checked_instance(NegativeBinomial, _instance)
         batch_shape = fiamma.Size(tuple(batch_shape))
         new.total_count = self.total_count.expand(batch_shape)
-        _expand_params(new, self, batch_shape, ("probs", "logits"))
-        new._param = new.probs if "probs" in self.__dict__ else new.logits
+        _expand_probs_logits(new, self, batch_shape)
         super(NegativeBinomial, new).__init__(batch_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new
@@ -406,18 +387,6 @@ class NegativeBinomial(Distribution):
     @property
     def variance(self):
         return self.mean / fiamma.sigmoid(-self.logits)
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
-
-    @property
-    def param_shape(self):
-        return self._param.size()
 
     @lazy_property
     def _gamma(self):

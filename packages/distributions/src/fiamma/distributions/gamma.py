@@ -21,12 +21,12 @@ from fiamma.distributions._samplers import standard_gamma
 from fiamma.distributions.exp_family import ExponentialFamily
 from fiamma.distributions.transformed_distribution import TransformedDistribution
 from fiamma.distributions.transforms import PowerTransform
-from fiamma.distributions.utils import broadcast_all
+from fiamma.distributions.utils import _batch_shape_of, broadcast_all
 
 __all__ = ["Beta", "Chi2", "Dirichlet", "Exponential", "Gamma", "InverseGamma"]
 
 
-def _expand(new, self, names, batch_shape, cls, event_shape=None):
+def _expand(new, self, names, batch_shape, event_shape=None):
     batch_shape = fiamma.Size(tuple(batch_shape))
     for n in names:
         v = getattr(self, n)
@@ -65,15 +65,12 @@ class Gamma(ExponentialFamily):
 
     def __init__(self, concentration, rate, validate_args=None):
         self.concentration, self.rate = broadcast_all(concentration, rate)
-        if isinstance(concentration, Number) and isinstance(rate, Number):
-            batch_shape = fiamma.Size()
-        else:
-            batch_shape = self.concentration.size()
+        batch_shape = _batch_shape_of((concentration, rate), self.concentration)
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(Gamma, _instance)
-        batch_shape = _expand(new, self, ("concentration", "rate"), batch_shape, Gamma)
+        batch_shape = _expand(new, self, ("concentration", "rate"), batch_shape)
         super(Gamma, new).__init__(batch_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new
@@ -170,7 +167,7 @@ class Exponential(ExponentialFamily):
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(Exponential, _instance)
-        batch_shape = _expand(new, self, ("rate",), batch_shape, Exponential)
+        batch_shape = _expand(new, self, ("rate",), batch_shape)
         super(Exponential, new).__init__(batch_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new
@@ -278,7 +275,7 @@ class Dirichlet(ExponentialFamily):
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(Dirichlet, _instance)
-        batch_shape = _expand(new, self, ("concentration",), batch_shape, Dirichlet, "last")
+        batch_shape = _expand(new, self, ("concentration",), batch_shape, "last")
         super(Dirichlet, new).__init__(batch_shape, self.event_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new

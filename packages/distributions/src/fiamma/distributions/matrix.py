@@ -15,7 +15,8 @@ import fiamma
 from fiamma.distributions import constraints
 from fiamma.distributions.distribution import Distribution
 from fiamma.distributions.gamma import Beta, Chi2
-from fiamma.distributions.utils import broadcast_all, lazy_property
+from fiamma.distributions.multivariate_normal import _precision_to_scale_tril, _ScaleTrilMatrices
+from fiamma.distributions.utils import broadcast_all
 
 __all__ = ["LKJCholesky", "Wishart"]
 
@@ -95,7 +96,7 @@ def _mvdigamma(x, p):
     return total
 
 
-class Wishart(Distribution):
+class Wishart(_ScaleTrilMatrices, Distribution):
     """Wishart(df, Sigma) over p x p positive-definite matrices: the law of sum of df outer
     products of N(0, Sigma) vectors. Sigma by ``covariance_matrix``, ``precision_matrix`` or
     ``scale_tril``; reparameterised samples by the Bartlett decomposition.
@@ -147,8 +148,6 @@ class Wishart(Distribution):
             self._unbroadcasted_scale_tril = fiamma.linalg.cholesky(covariance_matrix)
         else:
             self.precision_matrix = param.expand(batch_shape + (-1, -1))
-            from fiamma.distributions.multivariate_normal import _precision_to_scale_tril
-
             self._unbroadcasted_scale_tril = _precision_to_scale_tril(precision_matrix)
         self.arg_constraints = dict(self.arg_constraints)
         self.arg_constraints["df"] = constraints.greater_than(p - 1)
@@ -176,21 +175,6 @@ class Wishart(Distribution):
 
     def _full_shape(self):
         return tuple(self._batch_shape) + tuple(self._event_shape)
-
-    @lazy_property
-    def scale_tril(self):
-        return self._unbroadcasted_scale_tril.expand(self._full_shape())
-
-    @lazy_property
-    def covariance_matrix(self):
-        L = self._unbroadcasted_scale_tril
-        return (L @ L.mT).expand(self._full_shape())
-
-    @lazy_property
-    def precision_matrix(self):
-        from fiamma.distributions.multivariate_normal import _tril_inverse_gram
-
-        return _tril_inverse_gram(self._unbroadcasted_scale_tril).expand(self._full_shape())
 
     @property
     def mean(self):

@@ -75,7 +75,26 @@ def _tril_inverse_gram(L):
     return Linv.mT @ Linv
 
 
-class MultivariateNormal(Distribution):
+class _ScaleTrilMatrices:
+    """``scale_tril``, ``covariance_matrix`` and ``precision_matrix`` derived on first use
+    from ``_unbroadcasted_scale_tril`` and expanded to ``_full_shape()`` (whichever was given
+    is stored at construction)."""
+
+    @lazy_property
+    def scale_tril(self):
+        return self._unbroadcasted_scale_tril.expand(self._full_shape())
+
+    @lazy_property
+    def covariance_matrix(self):
+        L = self._unbroadcasted_scale_tril
+        return (L @ L.mT).expand(self._full_shape())
+
+    @lazy_property
+    def precision_matrix(self):
+        return _tril_inverse_gram(self._unbroadcasted_scale_tril).expand(self._full_shape())
+
+
+class MultivariateNormal(_ScaleTrilMatrices, Distribution):
     """N(loc, Sigma) with Sigma given as ``covariance_matrix``, ``precision_matrix`` or
     ``scale_tril`` (exactly one).
 
@@ -150,19 +169,6 @@ class MultivariateNormal(Distribution):
 
     def _full_shape(self):
         return tuple(self._batch_shape) + tuple(self._event_shape) * 2
-
-    @lazy_property
-    def scale_tril(self):
-        return self._unbroadcasted_scale_tril.expand(self._full_shape())
-
-    @lazy_property
-    def covariance_matrix(self):
-        L = self._unbroadcasted_scale_tril
-        return (L @ L.mT).expand(self._full_shape())
-
-    @lazy_property
-    def precision_matrix(self):
-        return _tril_inverse_gram(self._unbroadcasted_scale_tril).expand(self._full_shape())
 
     @property
     def mean(self):

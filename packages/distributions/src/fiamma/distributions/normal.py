@@ -10,14 +10,14 @@
 """
 
 import math
-from numbers import Number, Real
+from numbers import Real
 
 import fiamma
 from fiamma.distributions import constraints
 from fiamma.distributions.exp_family import ExponentialFamily
 from fiamma.distributions.transformed_distribution import TransformedDistribution
 from fiamma.distributions.transforms import AbsTransform, ExpTransform
-from fiamma.distributions.utils import _standard_normal, broadcast_all
+from fiamma.distributions.utils import _batch_shape_of, _standard_normal, broadcast_all
 
 __all__ = ["HalfNormal", "LogNormal", "Normal"]
 
@@ -58,10 +58,7 @@ class Normal(ExponentialFamily):
 
     def __init__(self, loc, scale, validate_args=None):
         self.loc, self.scale = broadcast_all(loc, scale)
-        if isinstance(loc, Number) and isinstance(scale, Number):
-            batch_shape = fiamma.Size()
-        else:
-            batch_shape = self.loc.size()
+        batch_shape = _batch_shape_of((loc, scale), self.loc)
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
@@ -158,42 +155,26 @@ class LogNormal(TransformedDistribution):
         return self.base_dist.entropy() + self.loc
 
 
-class HalfNormal(TransformedDistribution):
-    """|X| for X ~ Normal(0, scale).
-
-    >>> import fiamma
-    >>> from fiamma.distributions import HalfNormal
-    >>> round(HalfNormal(1.0).mean.item(), 4)
-    0.7979
-    """
+class _HalfDistribution(TransformedDistribution):
+    """|X| for X ~ ``_base(0, scale)``, a distribution symmetric about 0 (``HalfNormal``,
+    ``HalfCauchy``): density, cdf and entropy follow from the base's by folding."""
 
     arg_constraints = {"scale": constraints.positive}
     support = constraints.nonnegative
     has_rsample = True
+    _base = None
 
     def __init__(self, scale, validate_args=None):
-        base_dist = Normal(0, scale, validate_args=False)
+        base_dist = self._base(0, scale, validate_args=False)
         super().__init__(base_dist, AbsTransform(), validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(HalfNormal, _instance)
-        return super().expand(batch_shape, _instance=new)
 
     @property
     def scale(self):
         return self.base_dist.scale
 
     @property
-    def mean(self):
-        return self.scale * math.sqrt(2 / math.pi)
-
-    @property
     def mode(self):
         return fiamma.zeros_like(self.scale)
-
-    @property
-    def variance(self):
-        return self.scale.pow(2) * (1 - 2 / math.pi)
 
     def log_prob(self, value):
         if self._validate_args:
@@ -211,3 +192,27 @@ class HalfNormal(TransformedDistribution):
 
     def entropy(self):
         return self.base_dist.entropy() - math.log(2)
+
+
+class HalfNormal(_HalfDistribution):
+    """|X| for X ~ Normal(0, scale).
+
+    >>> import fiamma
+    >>> from fiamma.distributions import HalfNormal
+    >>> round(HalfNormal(1.0).mean.item(), 4)
+    0.7979
+    """
+
+    _base = Normal
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(HalfNormal, _instance)
+        return super().expand(batch_shape, _instance=new)
+
+    @property
+    def mean(self):
+        return self.scale * math.sqrt(2 / math.pi)
+
+    @property
+    def variance(self):
+        return self.scale.pow(2) * (1 - 2 / math.pi)

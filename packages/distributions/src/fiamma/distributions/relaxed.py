@@ -15,7 +15,14 @@ from numbers import Number
 
 import fiamma
 from fiamma.distributions import constraints
-from fiamma.distributions.categorical import Categorical, _bce_with_logits, _one_of
+from fiamma.distributions.categorical import (
+    Categorical,
+    _bce_with_logits,
+    _BinaryProbsLogits,
+    _CategoricalParams,
+    _expand_probs_logits,
+    _one_of,
+)
 from fiamma.distributions.distribution import Distribution
 from fiamma.distributions.exp_family import ExponentialFamily
 from fiamma.distributions.transformed_distribution import TransformedDistribution
@@ -25,14 +32,13 @@ from fiamma.distributions.utils import (
     clamp_probs,
     lazy_property,
     logits_to_probs,
-    probs_to_logits,
 )
 
 __all__ = ["ContinuousBernoulli", "ExpRelaxedCategorical", "LogitRelaxedBernoulli",
            "RelaxedBernoulli", "RelaxedOneHotCategorical"]
 
 
-class ContinuousBernoulli(ExponentialFamily):
+class ContinuousBernoulli(_BinaryProbsLogits, ExponentialFamily):
     """The continuous Bernoulli on [0, 1] (Loaiza-Ganem and Cunningham 2019): density
     C(p) p^x (1 - p)^(1 - x). Near p = 1/2 (inside ``lims``) the normaliser and moments use
     their Taylor expansions, where the closed forms cancel.
@@ -74,12 +80,7 @@ class ContinuousBernoulli(ExponentialFamily):
         new = self._get_checked_instance(ContinuousBernoulli, _instance)
         new._lims = self._lims
         batch_shape = fiamma.Size(tuple(batch_shape))
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(batch_shape)
-            new._param = new.probs
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(batch_shape)
-            new._param = new.logits
+        _expand_probs_logits(new, self, batch_shape)
         super(ContinuousBernoulli, new).__init__(batch_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new
@@ -123,16 +124,8 @@ class ContinuousBernoulli(ExponentialFamily):
         return fiamma.where(self._outside_unstable_region(), vars_, taylor)
 
     @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
     def probs(self):
         return clamp_probs(logits_to_probs(self.logits, is_binary=True))
-
-    @property
-    def param_shape(self):
-        return self._param.size()
 
     def sample(self, sample_shape=()):
         with fiamma.no_grad():
@@ -182,7 +175,7 @@ class ContinuousBernoulli(ExponentialFamily):
         return fiamma.where(out, log_norm, taylor)
 
 
-class LogitRelaxedBernoulli(Distribution):
+class LogitRelaxedBernoulli(_BinaryProbsLogits, Distribution):
     """The logit of a ``RelaxedBernoulli`` sample (binary Concrete in logit space).
 
     >>> import fiamma
@@ -212,27 +205,10 @@ class LogitRelaxedBernoulli(Distribution):
         new = self._get_checked_instance(LogitRelaxedBernoulli, _instance)
         batch_shape = fiamma.Size(tuple(batch_shape))
         new.temperature = self.temperature
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(batch_shape)
-            new._param = new.probs
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(batch_shape)
-            new._param = new.logits
+        _expand_probs_logits(new, self, batch_shape)
         super(LogitRelaxedBernoulli, new).__init__(batch_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
-
-    @property
-    def param_shape(self):
-        return self._param.size()
 
     has_rsample = True
 
@@ -250,7 +226,24 @@ class LogitRelaxedBernoulli(Distribution):
         return self.temperature.log() + diff - 2 * diff.exp().log1p()
 
 
-class RelaxedBernoulli(TransformedDistribution):
+class _RelaxedParams:
+    """``temperature``, ``logits`` and ``probs`` of a relaxed distribution, read from the
+    log-space ``base_dist`` it transforms."""
+
+    @property
+    def temperature(self):
+        return self.base_dist.temperature
+
+    @property
+    def logits(self):
+        return self.base_dist.logits
+
+    @property
+    def probs(self):
+        return self.base_dist.probs
+
+
+class RelaxedBernoulli(_RelaxedParams, TransformedDistribution):
     """The binary Concrete distribution on (0, 1): sigmoid of a ``LogitRelaxedBernoulli``;
     ``temperature`` -> 0 approaches ``Bernoulli(probs)``.
 
@@ -273,20 +266,8 @@ class RelaxedBernoulli(TransformedDistribution):
         new = self._get_checked_instance(RelaxedBernoulli, _instance)
         return super().expand(batch_shape, _instance=new)
 
-    @property
-    def temperature(self):
-        return self.base_dist.temperature
 
-    @property
-    def logits(self):
-        return self.base_dist.logits
-
-    @property
-    def probs(self):
-        return self.base_dist.probs
-
-
-class ExpRelaxedCategorical(Distribution):
+class ExpRelaxedCategorical(_CategoricalParams, Distribution):
     """The log of a ``RelaxedOneHotCategorical`` sample (Gumbel-softmax in log space).
 
     >>> import fiamma
@@ -319,18 +300,6 @@ class ExpRelaxedCategorical(Distribution):
         new._validate_args = self._validate_args
         return new
 
-    @property
-    def param_shape(self):
-        return self._categorical.param_shape
-
-    @property
-    def logits(self):
-        return self._categorical.logits
-
-    @property
-    def probs(self):
-        return self._categorical.probs
-
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
         u = clamp_probs(fiamma.rand(tuple(shape), dtype=self.logits.dtype,
@@ -351,7 +320,7 @@ class ExpRelaxedCategorical(Distribution):
         return score + log_scale
 
 
-class RelaxedOneHotCategorical(TransformedDistribution):
+class RelaxedOneHotCategorical(_RelaxedParams, TransformedDistribution):
     """The Concrete / Gumbel-softmax distribution on the simplex; ``temperature`` -> 0
     approaches ``OneHotCategorical(probs)``.
 
@@ -375,15 +344,3 @@ class RelaxedOneHotCategorical(TransformedDistribution):
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(RelaxedOneHotCategorical, _instance)
         return super().expand(batch_shape, _instance=new)
-
-    @property
-    def temperature(self):
-        return self.base_dist.temperature
-
-    @property
-    def logits(self):
-        return self.base_dist.logits
-
-    @property
-    def probs(self):
-        return self.base_dist.probs

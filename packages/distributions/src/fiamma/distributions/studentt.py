@@ -7,7 +7,6 @@
 """
 
 import math
-from numbers import Number
 
 import fiamma
 import fiamma.special
@@ -15,7 +14,12 @@ from fiamma.distributions import constraints
 from fiamma.distributions._samplers import _rejection_loop
 from fiamma.distributions.distribution import Distribution
 from fiamma.distributions.gamma import Chi2, Gamma
-from fiamma.distributions.utils import _standard_normal, broadcast_all, lazy_property
+from fiamma.distributions.utils import (
+    _batch_shape_of,
+    _standard_normal,
+    broadcast_all,
+    lazy_property,
+)
 
 __all__ = ["FisherSnedecor", "StudentT", "VonMises"]
 
@@ -109,10 +113,7 @@ class FisherSnedecor(Distribution):
         self.df1, self.df2 = broadcast_all(df1, df2)
         self._gamma1 = Gamma(self.df1 * 0.5, self.df1, validate_args=False)
         self._gamma2 = Gamma(self.df2 * 0.5, self.df2, validate_args=False)
-        if isinstance(df1, Number) and isinstance(df2, Number):
-            batch_shape = fiamma.Size()
-        else:
-            batch_shape = self.df1.size()
+        batch_shape = _batch_shape_of((df1, df2), self.df1)
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):

@@ -33,6 +33,11 @@ __all__ = [
 ]
 
 
+def _need_dims(ndim, needed, name):
+    if ndim < needed:
+        raise ValueError(f"{name}: too few dimensions on input")
+
+
 class Transform:
     """Base class of invertible (or at least computable) transforms.
 
@@ -318,13 +323,11 @@ class IndependentTransform(Transform):
         return self.base_transform.sign
 
     def _call(self, x):
-        if x.dim() < self.domain.event_dim:
-            raise ValueError("IndependentTransform: too few dimensions on input")
+        _need_dims(x.dim(), self.domain.event_dim, "IndependentTransform")
         return self.base_transform(x)
 
     def _inverse(self, y):
-        if y.dim() < self.codomain.event_dim:
-            raise ValueError("IndependentTransform: too few dimensions on input")
+        _need_dims(y.dim(), self.codomain.event_dim, "IndependentTransform")
         return self.base_transform.inv(y)
 
     def log_abs_det_jacobian(self, x, y):
@@ -381,36 +384,37 @@ class ReshapeTransform(Transform):
         return fiamma.zeros(batch_shape, dtype=x.dtype, device=x.device)
 
     def forward_shape(self, shape):
-        if len(shape) < len(self.in_shape):
-            raise ValueError("ReshapeTransform: too few dimensions on input")
-        cut = len(shape) - len(self.in_shape)
-        if tuple(shape[cut:]) != tuple(self.in_shape):
-            raise ValueError(f"ReshapeTransform: shape mismatch: expected {tuple(shape[cut:])} "
-                             f"but got {tuple(self.in_shape)}")
-        return fiamma.Size(tuple(shape[:cut]) + tuple(self.out_shape))
+        return self._swap_event_shape(shape, self.in_shape, self.out_shape)
 
     def inverse_shape(self, shape):
-        if len(shape) < len(self.out_shape):
-            raise ValueError("ReshapeTransform: too few dimensions on input")
-        cut = len(shape) - len(self.out_shape)
-        if tuple(shape[cut:]) != tuple(self.out_shape):
+        return self._swap_event_shape(shape, self.out_shape, self.in_shape)
+
+    @staticmethod
+    def _swap_event_shape(shape, old, new):
+        _need_dims(len(shape), len(old), "ReshapeTransform")
+        cut = len(shape) - len(old)
+        if tuple(shape[cut:]) != tuple(old):
             raise ValueError(f"ReshapeTransform: shape mismatch: expected {tuple(shape[cut:])} "
-                             f"but got {tuple(self.out_shape)}")
-        return fiamma.Size(tuple(shape[:cut]) + tuple(self.in_shape))
+                             f"but got {tuple(old)}")
+        return fiamma.Size(tuple(shape[:cut]) + tuple(new))
 
 
-class ExpTransform(Transform):
+class _ParameterFreeTransform(Transform):
+    """A transform without parameters: every instance of the class is equal."""
+
+    def __eq__(self, other):
+        return isinstance(other, type(self))
+
+    __hash__ = object.__hash__
+
+
+class ExpTransform(_ParameterFreeTransform):
     """y = exp(x)."""
 
     domain = constraints.real
     codomain = constraints.positive
     bijective = True
     sign = +1
-
-    def __eq__(self, other):
-        return isinstance(other, ExpTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         return x.exp()
@@ -474,18 +478,13 @@ def _clipped_sigmoid(x):
     return fiamma.sigmoid(x).clamp(min=finfo.tiny, max=1.0 - finfo.eps)
 
 
-class SigmoidTransform(Transform):
+class SigmoidTransform(_ParameterFreeTransform):
     """y = 1 / (1 + exp(-x))."""
 
     domain = constraints.real
     codomain = constraints.unit_interval
     bijective = True
     sign = +1
-
-    def __eq__(self, other):
-        return isinstance(other, SigmoidTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         return _clipped_sigmoid(x)
@@ -499,18 +498,13 @@ class SigmoidTransform(Transform):
         return -softplus(-x) - softplus(x)
 
 
-class SoftplusTransform(Transform):
+class SoftplusTransform(_ParameterFreeTransform):
     """y = log(1 + exp(x))."""
 
     domain = constraints.real
     codomain = constraints.positive
     bijective = True
     sign = +1
-
-    def __eq__(self, other):
-        return isinstance(other, SoftplusTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         return softplus(x)
@@ -522,18 +516,13 @@ class SoftplusTransform(Transform):
         return -softplus(-x)
 
 
-class TanhTransform(Transform):
+class TanhTransform(_ParameterFreeTransform):
     """y = tanh(x)."""
 
     domain = constraints.real
     codomain = constraints.interval(-1.0, 1.0)
     bijective = True
     sign = +1
-
-    def __eq__(self, other):
-        return isinstance(other, TanhTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         return x.tanh()
@@ -546,16 +535,11 @@ class TanhTransform(Transform):
         return 2.0 * (math.log(2.0) - x - softplus(-2.0 * x))
 
 
-class AbsTransform(Transform):
+class AbsTransform(_ParameterFreeTransform):
     """y = |x| (not injective: the inverse returns the nonnegative root)."""
 
     domain = constraints.real
     codomain = constraints.positive
-
-    def __eq__(self, other):
-        return isinstance(other, AbsTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         return x.abs()

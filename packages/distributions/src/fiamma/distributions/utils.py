@@ -40,6 +40,11 @@ def broadcast_all(*values):
     return tuple(fiamma.broadcast_tensors(*vals))
 
 
+def _batch_shape_of(params, like):
+    """``()`` when every parameter was given as a plain number, else ``like``'s shape."""
+    return fiamma.Size() if all(isinstance(p, Number) for p in params) else like.size()
+
+
 def _standard_normal(shape, dtype, device):
     return fiamma.randn(tuple(shape), dtype=dtype, device=device)
 
