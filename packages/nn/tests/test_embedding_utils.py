@@ -60,6 +60,25 @@ def test_clip_grad():
     assert a.grad.tolist() == [3.0, 4.0, 0.0]  # below the bound: unchanged
 
 
+def test_clip_grad_norm_keeps_float64_precision():
+    # A float64 model's norm must come back in float64 to full precision (NumPy reference);
+    # it used to be cut to float32 (7 digits), which hid step-by-step parity in float64.
+    rng = np.random.default_rng(3)
+    ga, gb = rng.standard_normal(7), rng.standard_normal((3, 4))
+    a = fiamma.zeros(7, dtype=fiamma.float64, requires_grad=True)
+    b = fiamma.zeros(3, 4, dtype=fiamma.float64, requires_grad=True)
+    a.grad, b.grad = fiamma.tensor(ga), fiamma.tensor(gb)
+    ref = np.sqrt((ga ** 2).sum() + (gb ** 2).sum())
+    total = nn.utils.clip_grad_norm_([a, b], max_norm=0.1)
+    assert total.dtype == fiamma.float64
+    assert abs(total.item() - ref) <= 1e-13 * ref
+    coef = 0.1 / (ref + 1e-6)
+    np.testing.assert_allclose(a.grad.numpy(), ga * coef, rtol=1e-13)
+    f32 = fiamma.zeros(2, requires_grad=True)
+    f32.grad = fiamma.tensor([3.0, 4.0])
+    assert nn.utils.clip_grad_norm_(f32, 1.0).dtype == fiamma.float32
+
+
 def test_parameter_vectors():
     lin = nn.Linear(3, 2)
     v = nn.utils.parameters_to_vector(lin.parameters())
@@ -88,4 +107,5 @@ def test_embedding_and_clip_equal_pytorch():
     fn = nn.utils.clip_grad_norm_([fw], 0.5, norm_type=3.0)
     tn = torch.nn.utils.clip_grad_norm_([tw], 0.5, norm_type=3.0)
     assert fn.item() == pytest.approx(tn.item(), rel=1e-5)
+    assert str(fn.dtype).split(".")[-1] == str(tn.dtype).split(".")[-1]
     np.testing.assert_allclose(fw.grad.numpy(), tw.grad.numpy(), rtol=1e-5, atol=1e-7)

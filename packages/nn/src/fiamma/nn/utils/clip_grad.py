@@ -46,7 +46,14 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
         with fiamma.no_grad():
             for g in grads:
                 g.mul_(coef)
-    return total.float()
+    # PyTorch returns the norm in the gradients' dtype: a float64 model's norm keeps its
+    # precision (float32 here cut it to 7 digits).
+    dtype = fiamma.float32
+    if grads:
+        dtype = grads[0].dtype
+        for g in grads[1:]:
+            dtype = fiamma.promote_types(dtype, g.dtype)
+    return total.to(dtype)
 
 
 def clip_grad_value_(parameters, clip_value, foreach=None):
