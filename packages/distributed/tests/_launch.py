@@ -29,9 +29,17 @@ def env():
 
 
 def run_ranks(n, worker, *args, limit=60):
-    """``mpiexec -n n python workers/<worker> args``; a CompletedProcess (text output)."""
+    """``mpiexec -n n python workers/<worker> args``; a CompletedProcess (text output). The
+    MPICH segments a failing job leaves in /dev/shm are removed afterwards, as the launcher
+    does."""
+    from fiamma.distributed import _shm_sweep
+
     cmd = [mpiexec(), "-n", str(n), sys.executable, str(WORKERS / worker), *map(str, args)]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=limit, env=env())
+    before = _shm_sweep.segments()
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=limit, env=env())
+    finally:
+        _shm_sweep.remove_orphans(before)
 
 
 def launch(n, worker, *args, limit=60, flags=()):

@@ -69,3 +69,14 @@ def test_timeout_without_the_launcher():
     assert proc.returncode != 0, show(proc)
     assert "DistTimeoutError" in proc.stderr and "aborting the MPI job" in proc.stderr
     assert time.monotonic() - start < 30
+
+
+def test_an_aborted_job_leaves_no_mpich_segments():
+    # MPI_Abort (a raising rank) leaves MPICH's /dev/shm/mpich_shm_* segments behind; the
+    # launcher removes the ones its job made once mpiexec has returned
+    from fiamma.distributed import _shm_sweep
+
+    before = _shm_sweep.segments()
+    proc = launch(2, "failures.py", "raise", TIMEOUT, limit=60)
+    assert proc.returncode != 0, show(proc)
+    assert _shm_sweep.segments() - before == set()

@@ -25,6 +25,8 @@ import sys
 import tempfile
 import uuid
 
+from fiamma.distributed import _shm_sweep
+
 
 def _parser():
     p = argparse.ArgumentParser(
@@ -180,6 +182,7 @@ def main(argv=None):
                          "(set it yourself to use more threads per rank)\n")
     flavour = _flavour(mpiexec)
     cmd = command(args, mpiexec, flavour, nproc, nnodes, list(env))
+    shm_before = _shm_sweep.segments()
     try:
         code = subprocess.call(cmd, env={**os.environ, **env})
         status = _report(folder, nproc * nnodes)
@@ -187,6 +190,7 @@ def main(argv=None):
         return 130
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+        _shm_sweep.remove_orphans(shm_before)
     if status:
         return status
     if code:
