@@ -44,6 +44,27 @@ def _expand_params(new, self, batch_shape, names):
             setattr(new, n, getattr(self, n).expand(tuple(batch_shape)))
 
 
+
+def _init_count_params(self, name, total_count, probs, logits):
+    """total_count broadcast with probs or logits (exactly one given), in their dtype; the
+    Binomial family's shared constructor step."""
+    _one_of(name, probs, logits)
+    if probs is not None:
+        self.total_count, self.probs = broadcast_all(total_count, probs)
+        self.total_count = self.total_count.to(self.probs.dtype)
+    else:
+        self.total_count, self.logits = broadcast_all(total_count, logits)
+        self.total_count = self.total_count.to(self.logits.dtype)
+    self._param = self.probs if probs is not None else self.logits
+
+
+def _expand_count_params(new, old, batch_shape):
+    """Expand total_count and probs/logits of ``old`` into ``new``; returns the batch shape."""
+    batch_shape = fiamma.Size(tuple(batch_shape))
+    new.total_count = old.total_count.expand(batch_shape)
+    _expand_probs_logits(new, old, batch_shape)
+    return batch_shape
+
 class Binomial(_BinaryProbsLogits, Distribution):
     """Number of successes in ``total_count`` Bernoulli(probs) trials.
 
@@ -59,21 +80,12 @@ class Binomial(_BinaryProbsLogits, Distribution):
     has_enumerate_support = True
 
     def __init__(self, total_count=1, probs=None, logits=None, validate_args=None):
-        _one_of("Binomial", probs, logits)
-        if probs is not None:
-            self.total_count, self.probs = broadcast_all(total_count, probs)
-            self.total_count = self.total_count.to(self.probs.dtype)
-        else:
-            self.total_count, self.logits = broadcast_all(total_count, logits)
-            self.total_count = self.total_count.to(self.logits.dtype)
-        self._param = self.probs if probs is not None else self.logits
+        _init_count_params(self, "Binomial", total_count, probs, logits)
         super().__init__(self._param.size(), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(Binomial, _instance)
-        batch_shape = fiamma.Size(tuple(batch_shape))
-        new.total_count = self.total_count.expand(batch_shape)
-        _expand_probs_logits(new, self, batch_shape)
+        batch_shape = _expand_count_params(new, self, batch_shape)
         super(Binomial, new).__init__(batch_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new
@@ -357,21 +369,12 @@ class NegativeBinomial(_BinaryProbsLogits, Distribution):
     support = constraints.nonnegative_integer
 
     def __init__(self, total_count, probs=None, logits=None, validate_args=None):
-        _one_of("NegativeBinomial", probs, logits)
-        if probs is not None:
-            self.total_count, self.probs = broadcast_all(total_count, probs)
-            self.total_count = self.total_count.to(self.probs.dtype)
-        else:
-            self.total_count, self.logits = broadcast_all(total_count, logits)
-            self.total_count = self.total_count.to(self.logits.dtype)
-        self._param = self.probs if probs is not None else self.logits
+        _init_count_params(self, "NegativeBinomial", total_count, probs, logits)
         super().__init__(self._param.size(), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(NegativeBinomial, _instance)
-        batch_shape = fiamma.Size(tuple(batch_shape))
-        new.total_count = self.total_count.expand(batch_shape)
-        _expand_probs_logits(new, self, batch_shape)
+        batch_shape = _expand_count_params(new, self, batch_shape)
         super(NegativeBinomial, new).__init__(batch_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new
