@@ -169,3 +169,54 @@ def assert_close(actual, expected, dtype=None, rtol=None, atol=None, check_dtype
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+# ---- devices ---------------------------------------------------------------------------------
+# Tests that take the ``device`` fixture run once per device besides the CPU: ``xp`` (the NumPy
+# reference device of the array-module backend, always) and ``cuda`` (CuPy on a GPU; marked
+# ``gpu`` and skipped without one). FIAMMA_TEST_DEVICES=cuda (comma-separated) picks devices.
+
+def _cuda_reason():
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            return None
+        return "no CUDA GPU"
+    except Exception as e:  # no CuPy, or no driver
+        return f"CuPy unavailable ({type(e).__name__})"
+
+
+def _device_params():
+    import os
+
+    wanted = os.environ.get("FIAMMA_TEST_DEVICES", "xp,cuda").split(",")
+    params = []
+    if "xp" in wanted:
+        params.append(pytest.param("xp", id="xp"))
+    if "cuda" in wanted:
+        reason = _cuda_reason()
+        params.append(pytest.param("cuda", id="cuda", marks=[
+            pytest.mark.gpu, pytest.mark.skipif(reason is not None, reason=str(reason))]))
+    return params
+
+
+DEVICES = _device_params()
+
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+    """A device other than the CPU to run a test on (see DEVICES)."""
+    return request.param
+
+
+def assert_same(got, want, rtol=1e-5, atol=1e-6):
+    """A tensor computed on another device equals the CPU's result: dtype, shape, values."""
+    assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    assert tuple(got.shape) == tuple(want.shape), (got.shape, want.shape)
+    g = got.cpu().float().numpy() if got.dtype == fiamma.bfloat16 else got.cpu().numpy()
+    w = want.float().numpy() if want.dtype == fiamma.bfloat16 else want.numpy()
+    if w.dtype.kind in "biu":
+        np.testing.assert_array_equal(g, w)
+    else:
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, equal_nan=True)

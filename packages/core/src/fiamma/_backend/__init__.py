@@ -39,7 +39,7 @@ def check(rc, op, detail=""):
 # device type -> backend module (or object) implementing contract.Backend
 _BACKENDS = {}
 # the device types fiamma.device accepts (a registered backend adds its own)
-DEVICE_TYPES = {"cpu", "cuda", "meta"}
+DEVICE_TYPES = {"cpu", "cuda", "meta", "xp"}  # xp: the NumPy reference device (testing)
 
 
 def register(device_type, backend):
@@ -71,9 +71,18 @@ def backend_for(dev, op="device"):
         return be
     if dev.type == "cpu":
         return _cpu()
+    if dev.type == "xp":
+        from fiamma._backend.xp import reference
+
+        return reference()
     from fiamma._device_copy import cuda_unavailable_reason
 
     if dev.type == "cuda":
+        from fiamma._backend.xp import cuda
+
+        be = cuda.backend()  # registers itself when CuPy and a GPU are there
+        if be is not None:
+            return be
         raise RuntimeError(f"{op}: device {dev}: CUDA is not available: "
                            f"{cuda_unavailable_reason()}")
     raise RuntimeError(f"{op}: device {dev}: no backend runs tensors on '{dev.type}'")

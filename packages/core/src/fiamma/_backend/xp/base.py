@@ -1,0 +1,156 @@
+"""The array-module backend's foundation: storages that hold an ``xp`` allocation, views of a
+tensor's memory as ``xp`` arrays, and dtype conversion (bfloat16 travels as its 16 bits and is
+computed in float32).
+
+A backend object is an ``XpBackend`` built over one array module: NumPy (the reference device
+``xp``, for testing the op layer on a second device without a GPU) or CuPy (the ``cuda``
+device). Every primitive of contract.Backend is a method of one of the family mixins (memory,
+elementwise, reductions, products, index, sorting, random, fused, spectral); they read operands
+through ``self.get`` (a view in the compute dtype) and write results through ``self.put``.
+"""
+
+import ctypes
+
+import numpy as np
+
+from fiamma import _dtype as D
+from fiamma._storage import Storage
+
+__all__ = ["XpBase", "STORE_NP", "COMPUTE_NP"]
+
+# the array dtype a fiamma dtype is stored as (bfloat16: its bits) and computed in
+STORE_NP = {d.code: (np.dtype(np.uint16) if d is D.bfloat16 else d._np) for d in D.ALL}
+COMPUTE_NP = {d.code: (np.dtype(np.float32) if d is D.bfloat16 else d._np) for d in D.ALL}
+BF16 = D.bfloat16.code
+
+
+class XpBase:
+    """Storage, views and conversions shared by every family (see the module docstring)."""
+
+    def __init__(self, xp, name, device_cls):
+        self.xp = xp
+        self.name = name
+        self.is_numpy = xp is np
+        backend = self
+
+        class XpStorage(Storage):
+            """Memory on this backend's device: ``mem`` is the array module's allocation (a
+            NumPy uint8 array, or a CuPy MemoryPointer) and keeps it alive; ``ptr`` its
+            address."""
+
+            __slots__ = ("mem", "device")
+
+            def __init__(self, nbytes, zero=False, dev=None):
+                self.version = 0
+                self.nbytes = nbytes
+                self.device = dev
+                self.mem = backend._alloc(dev, nbytes, zero)
+                self.ptr = backend._address(self.mem)
+
+            def __del__(self):
+                pass  # the allocation frees itself with ``mem``
+
+            def __repr__(self):
+                return f"<fiamma.Storage {self.nbytes} bytes on {self.device}>"
+
+            def is_shared(self):
+                return False
+
+            def share_memory_(self):
+                return self  # device memory is shared between processes by handle, not moved
+
+        XpStorage.backend = self
+        XpStorage.__name__ = XpStorage.__qualname__ = f"{name.capitalize()}Storage"
+        self.storage_cls = XpStorage
+        self.device_cls = device_cls
+
+    # ---- allocation (overridden by the CuPy flavour) ---------------------------------------
+    def _alloc(self, dev, nbytes, zero):
+        return np.zeros(nbytes, np.uint8) if zero else np.empty(nbytes, np.uint8)
+
+    def _address(self, mem):
+        return mem.__array_interface__["data"][0]
+
+    def _array(self, st, dtype, shape, bstrides, boff):
+        """An array of ``dtype`` over storage ``st`` (shape, strides in bytes, byte offset)."""
+        return np.ndarray(shape, dtype, buffer=st.mem, offset=boff, strides=bstrides)
+
+    def new_storage(self, dev, nbytes, zero=False):
+        return self.storage_cls(nbytes, zero, dev)
+
+    def synchronize(self):
+        """Wait for the device's queued work (nothing to wait for with NumPy)."""
+
+    # ---- views -----------------------------------------------------------------------------
+    def raw(self, t, shape=None, strides=None, off=0):
+        """The view of tensor t (or the layout given: shape, strides in elements, an element
+        offset from t's first element) as an array of its storage dtype."""
+        st = t._storage
+        dt = t._dtype
+        isz = dt.itemsize
+        if shape is None:
+            shape = t._shape
+        if strides is None:
+            strides = t._stride
+        return self._array(st, STORE_NP[dt.code], tuple(shape),
+                           tuple(s * isz for s in strides), t._ptr - st.ptr + off * isz)
+
+    def get(self, t, shape=None, strides=None, off=0):
+        """raw() in the compute dtype (bfloat16 widened to float32: a new array)."""
+        a = self.raw(t, shape, strides, off)
+        if t._dtype.code == BF16:
+            return self.bf16_to_f32(a)
+        return a
+
+    def put(self, t, values, shape=None, strides=None, off=0):
+        """Write ``values`` (an array or scalar, broadcast) into t's view, cast to t's dtype
+        (C casts: float to int truncates, nonzero to bool is True)."""
+        r = self.raw(t, shape, strides, off)
+        xp = self.xp
+        if t._dtype.code == BF16:
+            v = xp.asarray(values)
+            if v.dtype != np.float32:
+                v = v.astype(np.float32)
+            r[...] = self.f32_to_bf16(v)
+        elif t._dtype is D.bool:
+            v = xp.asarray(values)
+            r[...] = v if v.dtype == np.bool_ else (v != 0)
+        else:
+            r[...] = values
+
+    def cdt(self, dt):
+        """The array dtype ops compute in for fiamma dtype dt."""
+        return COMPUTE_NP[dt.code]
+
+    # ---- bfloat16 ----------------------------------------------------------------------------
+    def bf16_to_f32(self, bits):
+        xp = self.xp
+        return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+    def f32_to_bf16(self, f):
+        """Round-to-nearest-even float32 -> bfloat16 bits; NaN stays a quiet NaN."""
+        xp = self.xp
+        f = xp.ascontiguousarray(f, dtype=np.float32)
+        u = f.view(np.uint32)
+        r = (u + (np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))) >> np.uint32(16)
+        r = xp.where(xp.isnan(f), np.uint32(0x7FC0) | ((u >> np.uint32(16)) & np.uint32(0x8000)),
+                     r)
+        return r.astype(np.uint16)
+
+    # ---- host memory ---------------------------------------------------------------------------
+    @staticmethod
+    def host_array(address, dtype, count):
+        """A NumPy array over ``count`` elements of host memory at integer ``address``."""
+        dtype = np.dtype(dtype)
+        if count == 0:
+            return np.empty(0, dtype)
+        buf = (ctypes.c_char * (count * dtype.itemsize)).from_address(address)
+        return np.frombuffer(buf, dtype, count)
+
+    def to_numpy(self, a):
+        """A NumPy array with a's values (a host copy for device arrays)."""
+        return a if self.is_numpy else self.xp.asnumpy(a)
+
+    def asarray(self, a):
+        """An array of this backend's module from a NumPy array (or scalar)."""
+        return self.xp.asarray(a)

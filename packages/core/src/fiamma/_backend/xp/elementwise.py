@@ -1,0 +1,354 @@
+"""Array-module primitives of the elementwise family (contract.Backend documents each). The
+semantics are the CPU backend's (csrc/elementwise.c): integer division by zero is ERR_VALUE,
+x / -1 wraps, shifts outside [0, bits) give 0 or the sign fill, a negative integer power is 0
+except for bases 1 and -1, maximum/minimum propagate NaN, sign(NaN) is 0, rounding is half to
+even."""
+
+import math
+
+import numpy as np
+
+from fiamma import _dtype as D
+from fiamma._backend import codes as C
+
+__all__ = ["ElementwiseMixin"]
+
+
+def _maxp(xp, x, y):
+    if x.dtype.kind == "f":
+        return xp.where(xp.isnan(x) | (x > y), x, y)
+    return xp.maximum(x, y)
+
+
+def _minp(xp, x, y):
+    if x.dtype.kind == "f":
+        return xp.where(xp.isnan(x) | (x < y), x, y)
+    return xp.minimum(x, y)
+
+
+class ElementwiseMixin:
+    # ---- helpers -----------------------------------------------------------------------------
+    def _special_fn(self, name):
+        """A special function of this array module (scipy.special / cupyx.scipy.special), or
+        None where it has none."""
+        mod = self._special_module()
+        return getattr(mod, name, None) if mod is not None else None
+
+    def _special_module(self):
+        if not hasattr(self, "_sp"):
+            try:
+                if self.is_numpy:
+                    import scipy.special as sp
+                else:
+                    import cupyx.scipy.special as sp
+            except Exception:  # no SciPy: the few functions with a math fallback still work
+                sp = None
+            self._sp = sp
+        return self._sp
+
+    def _math1(self, name, x):
+        """A special function of one argument: the array module's, or math's per element."""
+        fn = self._special_fn(name)
+        if fn is not None:
+            return fn(x)
+        f = getattr(math, name)
+        xn = self.to_numpy(x)
+        r = np.vectorize(lambda v: f(float(v)) if v == v else v, otypes=[xn.dtype])(xn)
+        return self.asarray(r)
+
+    # ---- unary ------------------------------------------------------------------------------
+    def unary(self, op, out, x, p0, p1, p2):
+        xp = self.xp
+        v = self.get(x)
+        isf = v.dtype.kind == "f"
+        kind = v.dtype.kind
+        if op == C.UN_NEG:
+            r = -v if kind != "b" else None
+        elif op == C.UN_EXP:
+            r = xp.exp(v)
+        elif op == C.UN_RELU:
+            r = xp.where(v < 0, v.dtype.type(0), v)
+        elif op == C.UN_ABS:
+            r = xp.abs(v)
+        elif op == C.UN_SIGN:
+            if kind == "b":
+                r = v.copy()
+            else:
+                r = ((v > 0).astype(np.int8) - (v < 0).astype(np.int8)).astype(v.dtype)
+        elif op in _UNARY_FUNCS:
+            r = getattr(xp, _UNARY_FUNCS[op])(v)
+        elif op == C.UN_RSQRT:
+            r = v.dtype.type(1) / xp.sqrt(v)
+        elif op == C.UN_SQUARE:
+            r = v * v
+        elif op == C.UN_RECIPROCAL:
+            r = v.dtype.type(1) / v
+        elif op == C.UN_SIGMOID:
+            r = self._sigmoid(v)
+        elif op == C.UN_ERF:
+            r = self._math1("erf", v)
+        elif op == C.UN_ERFC:
+            r = self._math1("erfc", v)
+        elif op in (C.UN_FLOOR, C.UN_CEIL, C.UN_ROUND, C.UN_TRUNC):
+            if not isf:
+                r = v.copy()
+            else:
+                r = {C.UN_FLOOR: xp.floor, C.UN_CEIL: xp.ceil, C.UN_ROUND: xp.rint,
+                     C.UN_TRUNC: xp.trunc}[op](v)
+        elif op == C.UN_FRAC:
+            r = v - xp.trunc(v)
+        elif op == C.UN_ISNAN:
+            r = xp.isnan(v) if isf else xp.zeros(v.shape, np.bool_)
+        elif op == C.UN_ISINF:
+            r = xp.isinf(v) if isf else xp.zeros(v.shape, np.bool_)
+        elif op == C.UN_ISPOSINF:
+            r = (v == np.inf) if isf else xp.zeros(v.shape, np.bool_)
+        elif op == C.UN_ISNEGINF:
+            r = (v == -np.inf) if isf else xp.zeros(v.shape, np.bool_)
+        elif op == C.UN_ISFINITE:
+            r = xp.isfinite(v) if isf else xp.ones(v.shape, np.bool_)
+        elif op == C.UN_SIGNBIT:
+            r = xp.signbit(v) if isf else (v < 0) if kind == "i" else xp.zeros(v.shape, np.bool_)
+        elif op == C.UN_NAN_TO_NUM:
+            t = v.dtype.type
+            r = xp.where(xp.isnan(v), t(p0), xp.where(v == np.inf, t(p1),
+                                                        xp.where(v == -np.inf, t(p2), v)))
+        elif op == C.UN_LOGICAL_NOT:
+            r = v == 0
+        elif op == C.UN_BITWISE_NOT:
+            r = ~v
+        elif op == C.UN_ROUND_DECIMALS:
+            t = v.dtype.type
+            r = xp.rint(v / t(p0)) * t(p0) if p1 else xp.rint(v * t(p0)) / t(p0)
+        elif op == C.UN_LOG_SIGMOID:
+            r = xp.minimum(v, v.dtype.type(0)) - xp.log1p(xp.exp(-xp.abs(v)))
+        else:
+            return C.ERR_OP
+        if r is None:
+            return C.ERR_DTYPE
+        self.put(out, r)
+        return 0
+
+    def _sigmoid(self, v):
+        xp = self.xp
+        e = xp.exp(-xp.abs(v))
+        one = v.dtype.type(1)
+        return xp.where(v >= 0, one / (one + e), e / (one + e))
+
+    # ---- binary ------------------------------------------------------------------------------
+    def _binop(self, op, a, b, dt, p0=0.0, p1=0.0, p2=0.0):
+        """(status, result) of binary op on the compute-dtype arrays a, b (broadcast)."""
+        xp = self.xp
+        isf = dt.kind == 2
+        isb = dt is D.bool
+        if op == C.BIN_ADD:
+            return 0, (a | b) if isb else a + b
+        if op == C.BIN_SUB:
+            return 0, a - b
+        if op == C.BIN_MUL:
+            return 0, (a & b) if isb else a * b
+        if op == C.BIN_DIV:
+            return 0, a / b
+        if C.BIN_EQ <= op <= C.BIN_GE:
+            return 0, _CMP[op](a, b)
+        if op == C.BIN_MAXIMUM:
+            return 0, _maxp(xp, a, b)
+        if op == C.BIN_MINIMUM:
+            return 0, _minp(xp, a, b)
+        if op in (C.BIN_FLOORDIV, C.BIN_TRUNCDIV, C.BIN_REMAINDER, C.BIN_FMOD):
+            return self._divmod(op, a, b, isf)
+        if op == C.BIN_POW:
+            if isf:
+                return 0, xp.power(a, b)
+            return 0, self._ipow(a, b)
+        if op == C.BIN_ATAN2:
+            return 0, xp.arctan2(a, b)
+        if op == C.BIN_HYPOT:
+            return 0, xp.hypot(a, b)
+        if op == C.BIN_COPYSIGN:
+            return 0, xp.copysign(a, b)
+        if op in (C.BIN_FMAX, C.BIN_FMIN):
+            f = xp.fmax if op == C.BIN_FMAX else xp.fmin
+            return 0, f(a, b)
+        if op == C.BIN_LOGICAL_AND:
+            return 0, (a != 0) & (b != 0)
+        if op == C.BIN_LOGICAL_OR:
+            return 0, (a != 0) | (b != 0)
+        if op == C.BIN_LOGICAL_XOR:
+            return 0, (a != 0) ^ (b != 0)
+        if op == C.BIN_BITAND:
+            return 0, a & b
+        if op == C.BIN_BITOR:
+            return 0, a | b
+        if op == C.BIN_BITXOR:
+            return 0, a ^ b
+        if op in (C.BIN_LSHIFT, C.BIN_RSHIFT):
+            return 0, self._shift(op, a, b, dt)
+        if op == C.BIN_ISCLOSE:
+            if isf:
+                d = xp.abs(a - b)
+                r = (a == b) | ((d <= a.dtype.type(p1) + xp.abs(a.dtype.type(p0) * b)) &
+                                (d < np.inf))
+                if p2:
+                    r = r | (xp.isnan(a) & xp.isnan(b))
+                return 0, r
+            af = a.astype(np.float64)
+            bf = b.astype(np.float64)
+            return 0, (a == b) | (xp.abs(af - bf) <= p1 + xp.abs(p0 * bf))
+        if op == C.BIN_ADD_ALPHA:
+            if isf:
+                return 0, a + a.dtype.type(p0) * b
+            return 0, a + b * a.dtype.type(int(p0))
+        return C.ERR_OP, None
+
+    def _divmod(self, op, a, b, isf):
+        xp = self.xp
+        if isf:
+            if op == C.BIN_FLOORDIV:
+                return 0, xp.floor_divide(a, b)
+            if op == C.BIN_TRUNCDIV:
+                return 0, xp.trunc(a / b)
+            if op == C.BIN_REMAINDER:
+                return 0, xp.remainder(a, b)
+            return 0, xp.fmod(a, b)
+        if bool((b == 0).any()):
+            return C.ERR_VALUE, None
+        a, b = xp.broadcast_arrays(a, b)
+        neg1 = b == -1
+        bs = xp.where(neg1, b.dtype.type(1), b)  # x / -1 wraps: computed as a negation below
+        if op == C.BIN_FMOD:
+            r = xp.fmod(a, bs)
+            return 0, xp.where(neg1, a.dtype.type(0), r)
+        if op == C.BIN_REMAINDER:
+            r = xp.remainder(a, bs)
+            return 0, xp.where(neg1, a.dtype.type(0), r)
+        if op == C.BIN_FLOORDIV:
+            q = xp.floor_divide(a, bs)
+        else:  # truncating: floor, plus one where the signs differ and it is inexact
+            q = xp.floor_divide(a, bs)
+            q = q + (((a % bs) != 0) & ((a < 0) != (bs < 0))).astype(q.dtype)
+        return 0, xp.where(neg1, (a.dtype.type(0) - a).astype(a.dtype), q)
+
+    def _ipow(self, a, b):
+        xp = self.xp
+        a, b = xp.broadcast_arrays(a, b)
+        t = a.dtype.type
+        e = xp.where(b < 0, b.dtype.type(0), b).astype(np.int64)
+        r = xp.ones(a.shape, a.dtype)
+        base = a.copy()
+        while bool((e > 0).any()):
+            odd = (e & 1) == 1
+            r = xp.where(odd, r * base, r)
+            base = base * base
+            e = e >> 1
+        neg = b < 0
+        if bool(neg.any()):
+            odd_e = (b & 1) == 1
+            special = xp.where(a == t(1), t(1),
+                               xp.where((a == t(-1)) if a.dtype.kind == "i" else False,
+                                        xp.where(odd_e, a, t(1)), t(0)))
+            r = xp.where(neg, special, r)
+        return r
+
+    def _shift(self, op, a, b, dt):
+        xp = self.xp
+        bits = dt.itemsize * 8
+        signed = dt is not D.uint8
+        a, b = xp.broadcast_arrays(a, b)
+        bl = b.astype(np.int64)
+        t = a.dtype.type
+        if op == C.BIN_LSHIFT:
+            bad = (bl < 0) | (bl >= bits)
+            safe = xp.where(bad, 0, bl).astype(a.dtype)
+            return xp.where(bad, t(0), xp.left_shift(a, safe))
+        bad = (bl < 0) | (bl >= bits - (1 if signed else 0))
+        safe = xp.where(bad, 0, bl).astype(a.dtype)
+        fill = xp.where(a < 0, t(-1) if signed else t(0), t(0))
+        return xp.where(bad, fill, xp.right_shift(a, safe))
+
+    def binary(self, op, shape, out, a, sa, b, sb):
+        av = self.get(a, shape, sa)
+        bv = self.get(b, shape, sb)
+        rc, r = self._binop(op, av, bv, a._dtype)
+        if rc:
+            return rc
+        self.put(out, r)
+        return 0
+
+    def binary_params(self, op, shape, out, a, sa, b, sb, p0, p1, p2):
+        rc, r = self._binop(op, self.get(a, shape, sa), self.get(b, shape, sb), a._dtype,
+                            p0, p1, p2)
+        if rc:
+            return rc
+        self.put(out, r)
+        return 0
+
+    def binary_scalar(self, op, shape, out, a, sa, fval, ival, scalar_first):
+        xp = self.xp
+        av = self.get(a, shape, sa)
+        dt = a._dtype
+        if dt is D.bool:
+            s = xp.asarray(bool(ival) if ival else bool(fval))
+        elif dt.kind == 2:
+            s = xp.asarray(fval, dtype=av.dtype)
+        else:
+            s = xp.asarray(self._scalar(dt, fval, ival, True), dtype=av.dtype)
+        x, y = (s, av) if scalar_first else (av, s)
+        rc, r = self._binop(op, x, y, dt)
+        if rc:
+            return rc
+        self.put(out, xp.broadcast_to(r, tuple(shape)))
+        return 0
+
+    # ---- ternary -----------------------------------------------------------------------------
+    def ternary(self, op, dtype, shape, out, a, sa, b, sb, c, sc, bf, bi, cf, ci, p0):
+        xp = self.xp
+        cdt = self.cdt(dtype)
+        av = self.get(a, shape, sa)
+
+        def operand(t, s, f, i):
+            if t is not None:
+                return self.get(t, shape, s)
+            if dtype is D.bool:
+                return xp.asarray(bool(i) or bool(f))
+            if dtype.kind == 2:
+                return xp.asarray(f, dtype=cdt)
+            return xp.asarray(self._scalar(dtype, f, i, True), dtype=cdt)
+
+        bv = operand(b, sb, bf, bi)
+        cv = operand(c, sc, cf, ci)
+        if op == C.TER_WHERE:
+            if dtype.code == D.bfloat16.code and b is not None and c is not None:
+                # where moves bits: bfloat16 NaN payloads stay as they are
+                r = xp.where(av, self.raw(b, shape, sb), self.raw(c, shape, sc))
+                self.raw(out)[...] = r
+                return 0
+            r = xp.where(av, bv, cv)
+        elif op == C.TER_CLAMP:
+            r = _minp(xp, _maxp(xp, av, bv), cv)
+        elif op == C.TER_LERP:
+            r = xp.where(xp.abs(cv) < 0.5, av + cv * (bv - av), bv - (bv - av) * (1 - cv))
+        elif op == C.TER_ADDCMUL:
+            w = av.dtype.type(p0 if dtype.kind == 2 else int(p0))
+            r = av + w * bv * cv
+        elif op == C.TER_ADDCDIV:
+            r = av + av.dtype.type(p0) * bv / cv
+        else:
+            return C.ERR_OP
+        self.put(out, xp.broadcast_to(r, tuple(shape)))
+        return 0
+
+
+_UNARY_FUNCS = {
+    C.UN_EXP2: "exp2", C.UN_EXPM1: "expm1", C.UN_LOG: "log", C.UN_LOG2: "log2",
+    C.UN_LOG10: "log10", C.UN_LOG1P: "log1p", C.UN_SQRT: "sqrt", C.UN_SIN: "sin",
+    C.UN_COS: "cos", C.UN_TAN: "tan", C.UN_ASIN: "arcsin", C.UN_ACOS: "arccos",
+    C.UN_ATAN: "arctan", C.UN_SINH: "sinh", C.UN_COSH: "cosh", C.UN_TANH: "tanh",
+    C.UN_ASINH: "arcsinh", C.UN_ACOSH: "arccosh", C.UN_ATANH: "arctanh",
+}
+
+_CMP = {
+    C.BIN_EQ: lambda a, b: a == b, C.BIN_NE: lambda a, b: a != b,
+    C.BIN_LT: lambda a, b: a < b, C.BIN_LE: lambda a, b: a <= b,
+    C.BIN_GT: lambda a, b: a > b, C.BIN_GE: lambda a, b: a >= b,
+}

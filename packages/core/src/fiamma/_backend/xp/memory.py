@@ -1,0 +1,149 @@
+"""Array-module primitives of the memory family (contract.Backend documents each)."""
+
+import numpy as np
+
+from fiamma import _dtype as D
+from fiamma._backend.xp.base import BF16, STORE_NP
+
+__all__ = ["MemoryMixin"]
+
+
+class MemoryMixin:
+    def copy(self, dst, src):
+        if dst._dtype is src._dtype:
+            self.raw(dst)[...] = self.raw(src)
+        else:
+            self.put(dst, self.get(src))
+        return 0
+
+    def copy_region(self, shape, dst, doff, dstride, src, soff, sstride):
+        if dst._dtype is src._dtype:
+            self.raw(dst, shape, dstride, doff)[...] = self.raw(src, shape, sstride, soff)
+        else:
+            self.put(dst, self.get(src, shape, sstride, soff), shape, dstride, doff)
+        return 0
+
+    def _scalar(self, dt, fval, ival, use_int):
+        if dt is D.bool:
+            return bool(ival if use_int else fval)
+        if dt.kind == 2:
+            return float(ival) if use_int else fval
+        if not use_int:
+            if fval != fval or fval in (float("inf"), float("-inf")):
+                return 0
+            ival = int(fval)
+        # integers wrap to the dtype's width, as the C cast does
+        bits = dt.itemsize * 8
+        ival &= (1 << bits) - 1
+        if dt is not D.uint8 and ival >= 1 << (bits - 1):
+            ival -= 1 << bits
+        return ival
+
+    def fill(self, dst, fval, ival, use_int):
+        self.put(dst, self._fillval(dst._dtype, fval, ival, use_int))
+        return 0
+
+    def _fillval(self, dt, fval, ival, use_int):
+        v = self._scalar(dt, fval, ival, use_int)
+        return np.asarray(v, dtype=np.float32 if dt.code == BF16 else STORE_NP[dt.code])
+
+    def fill_region(self, shape, dst, off, stride, fval, ival, use_int):
+        self.put(dst, self._fillval(dst._dtype, fval, ival, use_int), shape, stride, off)
+        return 0
+
+    def arange(self, dst, fstart, fstep, istart, istep):
+        xp = self.xp
+        n = dst._numel
+        if dst._dtype.kind == 2:
+            v = fstart + xp.arange(n, dtype=np.float64) * fstep
+        else:
+            # int64 arithmetic wraps like C's
+            v = (xp.arange(n, dtype=np.int64) * np.int64(istep)) + np.int64(istart)
+        self.put(dst, v)
+        return 0
+
+    def linspace(self, dst, start, end):
+        xp = self.xp
+        n = dst._numel
+        if n == 0:
+            return 0
+        if n == 1:
+            self.put(dst, xp.asarray([start], dtype=np.float64))
+            return 0
+        step = (end - start) / (n - 1)
+        i = xp.arange(n, dtype=np.float64)
+        half = n // 2
+        v = xp.where(i < half, start + i * step, end - (n - 1 - i) * step)
+        if dst._dtype.kind != 2:
+            v = xp.trunc(v)
+        self.put(dst, v)
+        return 0
+
+    def logspace(self, dst, start, end, base):
+        xp = self.xp
+        n = dst._numel
+        if n == 0:
+            return 0
+        if n == 1:
+            v = xp.asarray([base ** start], dtype=np.float64)
+        else:
+            step = (end - start) / (n - 1)
+            i = xp.arange(n, dtype=np.float64)
+            v = xp.power(np.float64(base), xp.where(i < n // 2, start + i * step,
+                                                    end - (n - 1 - i) * step))
+        self.put(dst, v)
+        return 0
+
+    def from_host(self, dst, src_dtype, address):
+        n = dst._numel
+        if n == 0:
+            return 0
+        host = self.host_array(address, STORE_NP[src_dtype.code], n)
+        if src_dtype is dst._dtype:
+            self._upload(dst, host)
+            return 0
+        a = self.asarray(host)
+        if src_dtype.code == BF16:
+            a = self.bf16_to_f32(a)
+        self.put(dst, a.reshape(dst._shape))
+        return 0
+
+    def _upload(self, dst, host):
+        self.raw(dst)[...] = host.reshape(dst._shape)
+
+    def to_host(self, src, address):
+        n = src._numel
+        if n:
+            self._download(src, self.host_array(address, STORE_NP[src._dtype.code], n))
+        return 0
+
+    def _download(self, src, host):
+        host[...] = self.raw(src).reshape(-1)
+
+    def _element(self, t, index):
+        return self.raw(t, (1,), (1,), index)
+
+    def read_float(self, t, index=0):
+        a = self.to_numpy(self._element(t, index))
+        if t._dtype.code == BF16:
+            a = self.bf16_to_f32(a) if self.is_numpy else \
+                (a.astype(np.uint32) << np.uint32(16)).view(np.float32)
+        return float(a[0])
+
+    def read_int(self, t, index=0):
+        a = self.to_numpy(self._element(t, index))
+        return int(a[0])
+
+    def cat_rows(self, dst, parts, rows, dst_row_bytes, part_row_bytes):
+        d = self._bytes(dst, rows, dst_row_bytes)
+        col = 0
+        for p, w in zip(parts, part_row_bytes):
+            if w:
+                d[:, col:col + w] = self._bytes(p, rows, w)
+            col += w
+        return 0
+
+    def _bytes(self, t, rows, width):
+        st = t._storage
+        return self._array(st, np.uint8, (rows, width), (width, 1), t._ptr - st.ptr)
+
