@@ -124,7 +124,6 @@ class XpBase:
 
     # ---- bfloat16 ----------------------------------------------------------------------------
     def bf16_to_f32(self, bits):
-        xp = self.xp
         return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
 
     def f32_to_bf16(self, f):
