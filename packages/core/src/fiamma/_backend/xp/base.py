@@ -107,6 +107,8 @@ class XpBase:
         (C casts: float to int truncates, nonzero to bool is True)."""
         r = self.raw(t, shape, strides, off)
         xp = self.xp
+        if not self.is_numpy and isinstance(values, np.ndarray):
+            values = xp.asarray(values)
         if t._dtype.code == BF16:
             v = xp.asarray(values)
             if v.dtype != np.float32:
@@ -117,6 +119,13 @@ class XpBase:
             r[...] = v if v.dtype == np.bool_ else (v != 0)
         else:
             r[...] = values
+
+    def direct(self, t):
+        """t's array view when results can be written straight into it (t's dtype is its own
+        compute dtype: not bfloat16), else None (then compute, and ``put``)."""
+        if t._dtype.code == BF16:
+            return None
+        return self.raw(t)
 
     def cdt(self, dt):
         """The array dtype ops compute in for fiamma dtype dt."""

@@ -136,6 +136,15 @@ class ElementwiseMixin:
         return xp.where(v >= 0, one / (one + e), e / (one + e))
 
     # ---- binary ------------------------------------------------------------------------------
+    def _overlaps(self, out, *ins):
+        """out shares memory with an input in another layout (then compute first, then put)."""
+        st = out._storage
+        for t in ins:
+            if t is not None and t._storage is st and (t._ptr != out._ptr or
+                                                       t._stride != out._stride):
+                return True
+        return False
+
     def _binop(self, op, a, b, dt, p0=0.0, p1=0.0, p2=0.0):
         """(status, result) of binary op on the compute-dtype arrays a, b (broadcast)."""
         xp = self.xp
@@ -244,9 +253,8 @@ class ElementwiseMixin:
         neg = b < 0
         if bool(neg.any()):
             odd_e = (b & 1) == 1
-            special = xp.where(a == t(1), t(1),
-                               xp.where((a == t(-1)) if a.dtype.kind == "i" else False,
-                                        xp.where(odd_e, a, t(1)), t(0)))
+            minus1 = (a == t(-1)) if a.dtype.kind == "i" else xp.zeros(a.shape, np.bool_)
+            special = xp.where(a == t(1), t(1), xp.where(minus1, xp.where(odd_e, a, t(1)), t(0)))
             r = xp.where(neg, special, r)
         return r
 
@@ -269,6 +277,12 @@ class ElementwiseMixin:
     def binary(self, op, shape, out, a, sa, b, sb):
         av = self.get(a, shape, sa)
         bv = self.get(b, shape, sb)
+        f = _UFUNCS.get(op)
+        if f is not None and a._dtype is out._dtype and a._dtype.kind == 2:
+            o = self.direct(out)
+            if o is not None and o.shape == av.shape and not self._overlaps(out, a, b):
+                getattr(self.xp, f)(av, bv, out=o)  # one pass, no temporary
+                return 0
         rc, r = self._binop(op, av, bv, a._dtype)
         if rc:
             return rc
@@ -346,6 +360,9 @@ _UNARY_FUNCS = {
     C.UN_ATAN: "arctan", C.UN_SINH: "sinh", C.UN_COSH: "cosh", C.UN_TANH: "tanh",
     C.UN_ASINH: "arcsinh", C.UN_ACOSH: "arccosh", C.UN_ATANH: "arctanh",
 }
+
+# float ops written straight into a same-dtype output by the array module's ufunc
+_UFUNCS = {C.BIN_ADD: "add", C.BIN_SUB: "subtract", C.BIN_MUL: "multiply", C.BIN_DIV: "divide"}
 
 _CMP = {
     C.BIN_EQ: lambda a, b: a == b, C.BIN_NE: lambda a, b: a != b,

@@ -126,8 +126,7 @@ class MemoryMixin:
     def read_float(self, t, index=0):
         a = self.to_numpy(self._element(t, index))
         if t._dtype.code == BF16:
-            a = self.bf16_to_f32(a) if self.is_numpy else \
-                (a.astype(np.uint32) << np.uint32(16)).view(np.float32)
+            a = (a.astype(np.uint32) << np.uint32(16)).view(np.float32)
         return float(a[0])
 
     def read_int(self, t, index=0):

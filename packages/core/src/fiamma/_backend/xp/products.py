@@ -18,7 +18,6 @@ class ProductsMixin:
         return xp.matmul(a, b)
 
     def _store_mm(self, c, r, shape, strides, alpha, beta, ialpha, ibeta):
-        xp = self.xp
         dt = c._dtype
         if dt is D.bool:
             if ibeta:
@@ -36,11 +35,16 @@ class ProductsMixin:
             if ibeta:
                 r = r + r.dtype.type(ibeta) * self.get(c, shape, strides)
         self.put(c, r, shape, strides)
-        _ = xp
 
     def mm(self, m, n, k, c, scm, scn, a, sam, sak, b, sbk, sbn, alpha, beta, ialpha, ibeta):
         av = self.get(a, (m, k), (sam, sak))
         bv = self.get(b, (k, n), (sbk, sbn))
+        if (alpha == 1.0 and not beta and c._dtype.kind == 2 and c._contig and
+                (scm, scn) == (n, 1) and c._dtype is a._dtype):
+            o = self.direct(c)
+            if o is not None:
+                self.xp.matmul(av, bv, out=o.reshape(m, n))  # straight into c
+                return 0
         self._store_mm(c, self._gemm(av, bv, c._dtype), (m, n), (scm, scn), alpha, beta,
                        ialpha, ibeta)
         return 0
