@@ -171,6 +171,15 @@ def rng():
     return np.random.default_rng(0)
 
 
+# ---- the differential run --------------------------------------------------------------------
+# FIAMMA_CPU_BACKEND=xp runs the CPU device on the array-module backend over NumPy (the whole
+# suite checks that backend). Tests of the C kernels' own properties (ulp accuracy of the
+# vectorised math, the operator fast path's result layout) skip there.
+XP_HOST = __import__("os").environ.get("FIAMMA_CPU_BACKEND", "") == "xp"
+c_kernels_only = pytest.mark.skipif(XP_HOST, reason="tests a property of the C kernels "
+                                    "(FIAMMA_CPU_BACKEND=xp runs the NumPy backend)")
+
+
 # ---- devices ---------------------------------------------------------------------------------
 # Tests that take the ``device`` fixture run once per device besides the CPU: ``xp`` (the NumPy
 # reference device of the array-module backend, always) and ``cuda`` (CuPy on a GPU; marked

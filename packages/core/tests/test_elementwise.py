@@ -7,6 +7,7 @@ import operator
 
 import numpy as np
 import pytest
+from conftest import c_kernels_only
 from hypothesis import given, settings, strategies as st
 from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
@@ -916,6 +917,7 @@ def _all_floats(step):
     ("sin", np.sin, 2.0, None),
     ("cos", np.cos, 2.0, None),
 ])
+@c_kernels_only
 def test_fmath_accuracy(name, ref, max_ulp, domain):
     x = _all_floats(1009)
     if domain == "pos":
@@ -1026,6 +1028,7 @@ def test_tensor_operator_fast_paths(dt):
                           np.allclose(a[1], b[1], equal_nan=True)), (name, a, b)
 
 
+@c_kernels_only
 def test_operator_result_layout():
     # a contiguous operand whose size-1 dimension has an odd stride: the result has the
     # row-major strides of its shape, as torch gives, and is contiguous CPU memory

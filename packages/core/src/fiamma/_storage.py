@@ -78,6 +78,15 @@ class device:
 CPU = None
 CPU = device("cpu")
 
+# FIAMMA_CPU_BACKEND=xp runs the CPU device's primitives on the array-module backend over NumPy
+# (fiamma._backend.xp.host) instead of the C library: the test suites run on it to check that
+# backend against the same assertions (a differential run; not a user setting). The CPU fast
+# paths (which call C directly) are then off: they run only for tensors on FAST_DEVICE.
+import os as _os  # noqa: E402
+
+XP_HOST = _os.environ.get("FIAMMA_CPU_BACKEND", "") == "xp"
+FAST_DEVICE = None if XP_HOST else CPU
+
 
 # Small blocks skip even the C allocator: a freed block of at most SMALL_BYTES goes on a
 # per-size free list and the next tensor of that size takes it back, so a loop of small ops
@@ -196,3 +205,9 @@ def new_cpu_storage(nbytes, _new=object.__new__, _small=_small):
     st.nbytes = nbytes
     st.version = 0
     return st
+
+
+if XP_HOST:
+    from fiamma._backend.xp.host import install as _install_xp_host
+
+    _install_xp_host()

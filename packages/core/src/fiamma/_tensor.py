@@ -15,7 +15,13 @@ from fiamma._limits import (
     allocation_error as _allocation_error,
     check_shape as _check_shape,
 )
-from fiamma._storage import CPU, Storage, device, new_cpu_storage as _new_cpu_storage
+from fiamma._storage import (
+    CPU,
+    FAST_DEVICE as _FAST,
+    Storage,
+    device,
+    new_cpu_storage as _new_cpu_storage,
+)
 
 __all__ = ["Tensor", "empty_strided_like", "new_empty", "contiguous_strides", "install_methods"]
 
@@ -843,7 +849,7 @@ def _init(t, storage, dt, shape, stride, offset, contig):
     t._numel = n
     t._contig = c = contig
     # the operator fast paths' one test: contiguous memory a C kernel can read on the CPU
-    t._cpu_contig = c and storage.device is CPU
+    t._cpu_contig = c and storage.device is _FAST
     t.requires_grad = False
     t.grad = None
     t.grad_fn = None
@@ -893,7 +899,7 @@ def new_empty(shape, dt, dev=CPU, zero=False):
     t._ptr = st.ptr
     t._numel = n
     t._contig = True
-    t._cpu_contig = dev is CPU
+    t._cpu_contig = dev is _FAST
     t.requires_grad = False
     t.grad = None
     t.grad_fn = None

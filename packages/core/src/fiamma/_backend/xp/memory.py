@@ -67,6 +67,9 @@ class MemoryMixin:
         n = dst._numel
         if n == 0:
             return 0
+        if dst._dtype.kind != 2:  # integer linspace starts from the ends converted (PyTorch)
+            start = float(self._scalar(dst._dtype, start, 0, False))
+            end = float(self._scalar(dst._dtype, end, 0, False))
         if n == 1:
             self.put(dst, xp.asarray([start], dtype=np.float64))
             return 0

@@ -29,11 +29,12 @@ class ProductsMixin:
                 r = r * r.dtype.type(alpha)
             if beta:  # beta == 0 ignores c (NaN in it too)
                 r = r + r.dtype.type(beta) * self.get(c, shape, strides)
-        else:
+        else:  # integers: in int64, wrapping to c's dtype when stored
+            r = r.astype(np.int64)
             if ialpha != 1:
-                r = r * r.dtype.type(ialpha)
+                r = r * np.int64(ialpha)
             if ibeta:
-                r = r + r.dtype.type(ibeta) * self.get(c, shape, strides)
+                r = r + np.int64(ibeta) * self.get(c, shape, strides).astype(np.int64)
         self.put(c, r, shape, strides)
 
     def mm(self, m, n, k, c, scm, scn, a, sam, sak, b, sbk, sbn, alpha, beta, ialpha, ibeta):

@@ -16,9 +16,10 @@ _IDENTITY = {C.RED_SUM, C.RED_NANSUM, C.RED_PROD, C.RED_MEAN, C.RED_ALL, C.RED_A
 
 class ReductionsMixin:
     def _acc(self, v):
-        """The dtype sums of v accumulate in (16-bit floats in float32)."""
-        if v.dtype.kind == "f" and v.dtype.itemsize < 4:
-            return np.float32
+        """The dtype sums of v accumulate in: float64 for every floating dtype (the C kernels
+        keep float32 sums of ten million values exact to the last bit or so)."""
+        if v.dtype.kind == "f":
+            return np.float64
         return None
 
     def reduce(self, op, x, rmask, out, sout, aux, saux, p):
@@ -110,6 +111,7 @@ class ReductionsMixin:
             return xp.sqrt(r) if op == C.RED_STD else r
         if op == C.RED_LSE:
             c = self.get(aux, kshape, saux)
+            c = xp.where(xp.isfinite(c), c, c.dtype.type(0))  # all -inf lanes give -inf
             return xp.log(xp.sum(xp.exp(v - c), dtype=acc, **kd)) + c
         if op == C.RED_ALL:
             return xp.all(v != 0, **kd)
