@@ -549,7 +549,8 @@ def _to_dev(t, x):
     """Tensor t on x's device (a copy when it is elsewhere: index tensors, masks and values
     from the CPU may index or be written into a tensor on any device)."""
     dev = x._storage.device
-    return t if t._storage.device == dev else t.to(dev)
+    d = t._storage.device
+    return t if d is dev or d == dev else t.to(dev)
 
 
 def _value_tensor(value, dt, op, x=None):
