@@ -261,3 +261,18 @@ def test_segmented_scatter_matches_ufunc_at():
             np.testing.assert_array_equal(a, b)
     keep = be._last_writes(np.array([3, 1, 3, 2, 1, 3]))
     assert sorted(keep.tolist()) == [3, 4, 5]
+
+
+@pytest.mark.parametrize("dt", [fiamma.float16, fiamma.bfloat16, fiamma.float32], ids=str)
+def test_accumulation_rounding(device, dt):
+    """Many duplicates of an inexact value: the reference device rounds after every step in
+    index order, as the C loops do (bit for bit); CUDA's atomics only agree to rounding."""
+    idx = (fiamma.arange(300) % 37) % 5
+    src = fiamma.full((300,), 0.1, dtype=dt)
+    tol = {} if device == "xp" else dict(rtol=0.1, atol=0.0)
+    _both(lambda i, s: fiamma.zeros(5, dtype=dt, device=s.device).index_add(0, i, s), device,
+          idx, src, **tol)
+    _both(lambda i, s: fiamma.ones(5, dtype=dt, device=s.device).scatter_reduce(
+        0, i, s + 0.91, "prod"), device, idx, src, **tol)
+    _both(lambda i, s: fiamma.zeros(5, dtype=dt, device=s.device).index_put(
+        (i,), s, accumulate=True), device, idx, src, **tol)

@@ -136,6 +136,9 @@ class IndexMixin:
             else:
                 flat[off[~vb]] = False
             return
+        if dt.code == BF16 and self.is_numpy:
+            self._bf16_in_order(op, flat, off, v)
+            return
         if dt.code == BF16:
             uniq, inv = xp.unique(off, return_inverse=True)
             acc = self.bf16_to_f32(flat[uniq])
@@ -143,6 +146,27 @@ class IndexMixin:
             flat[uniq] = self.f32_to_bf16(acc)
             return
         self._scatter_at(op, flat, off, v.astype(flat.dtype, copy=False))
+
+    def _bf16_in_order(self, op, flat, off, v):
+        """The bfloat16 accumulation of the C loops: in index order, rounded to bfloat16 after
+        every step. Round r applies the r-th value of every destination (one vectorised step
+        per round: as many rounds as the most repeated destination has values)."""
+        xp = self.xp
+        n = off.shape[0]
+        if n == 0:
+            return
+        f = _SEG_OPS[op]
+        order = self._argsort_stable(off)
+        so = off[order]
+        sv = v[order].astype(np.float32, copy=False)
+        start = xp.ones(n, dtype=np.bool_)
+        start[1:] = so[1:] != so[:-1]
+        first = xp.nonzero(start)[0]
+        length = xp.diff(xp.concatenate([first, xp.asarray([n], dtype=first.dtype)]))
+        for r in range(int(length.max())):
+            at = first[length > r] + r
+            d = so[at]
+            flat[d] = self.f32_to_bf16(f(xp, self.bf16_to_f32(flat[d]), sv[at]))
 
     # ---- advanced indexing -------------------------------------------------------------------
     def _adv_indices(self, shape, idx, sidx, isize, bad):
