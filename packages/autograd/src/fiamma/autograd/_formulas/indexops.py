@@ -217,8 +217,7 @@ def _masked_scatter(ctx, grad):
         numel = source.numel()
         rest = numel - taken.shape[0]
         if rest:
-            taken = fiamma.cat([taken, fiamma.zeros((rest,), dtype=grad.dtype,
-                                                    device=grad.device)])
+            taken = fiamma.cat([taken, fiamma.zeros((rest,), dtype=grad.dtype, device=grad.device)])
         gs = taken.reshape(tuple(source.shape))
     return gx, None, gs
 
@@ -249,8 +248,8 @@ def _take_along_dim(ctx, grad):
     target[d] = shape[d]
     idx = indices.expand(tuple(grad.shape)) if tuple(indices.shape) != tuple(grad.shape) \
         else indices
-    z = fiamma.zeros(tuple(target), dtype=grad.dtype, device=grad.device)
-    g = fiamma.scatter_add(z, d, idx, grad)
+    g = fiamma.scatter_add(fiamma.zeros(tuple(target), dtype=grad.dtype, device=grad.device), d,
+                           idx, grad)
     return reduce_to(g, shape), None
 
 

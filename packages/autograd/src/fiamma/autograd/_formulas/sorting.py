@@ -58,7 +58,7 @@ def _select(ctx, grad):
         g = g.unsqueeze(d)
         idx = idx.unsqueeze(d)
     n = x.shape[d]
-    ar = fiamma.arange(n, device=idx.device).reshape((n,) + (1,) * (nd - d - 1))
+    ar = fiamma.arange(n, device=g.device).reshape((n,) + (1,) * (nd - d - 1))
     return (fiamma.where(ar == idx, g, 0.0),)
 
 
