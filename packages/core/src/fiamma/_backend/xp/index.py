@@ -57,7 +57,9 @@ class IndexMixin:
         return True, int(values.reshape(-1)[p])
 
     def _argsort_stable(self, a, axis=-1):
-        return self.xp.argsort(a, axis=axis, kind="stable")
+        if self.is_numpy:
+            return np.argsort(a, axis=axis, kind="stable")
+        return self.xp.argsort(a, axis=axis)  # CuPy's sort is always stable
 
     def _last_writes(self, off):
         """Positions of the last occurrence of each value of the 1-d int64 ``off`` (None when
