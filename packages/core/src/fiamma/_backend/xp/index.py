@@ -37,6 +37,19 @@ class IndexMixin:
         a = self._array(st, STORE_NP[t._dtype.code], ((st.nbytes - r) // isz,), (isz,), r)
         return a, b // isz
 
+    def _compact(self, a):
+        """The broadcast view a with its zero-stride dims cut to size 1 (it broadcasts back):
+        work on it is not repeated along them."""
+        return a[tuple(slice(0, 1) if st == 0 and n > 1 else slice(None)
+                       for st, n in zip(a.strides, a.shape))]
+
+    def _grid(self, shape):
+        """One broadcastable int64 arange per dim of shape (the coordinates p)."""
+        xp = self.xp
+        nd = len(shape)
+        return tuple(xp.arange(n, dtype=np.int64).reshape((n,) + (1,) * (nd - d - 1))
+                     for d, n in enumerate(shape))
+
     def _lin(self, shape, strides, base=0):
         """int64 array of ``shape``: base + sum_d p_d * strides[d]."""
         xp = self.xp
@@ -198,7 +211,7 @@ class IndexMixin:
             return 0, None
         w = []
         for j, t in enumerate(idx):
-            v = self.raw(t, shape, strides[j])
+            v = self._compact(self.raw(t, shape, strides[j]))
             w.append(xp.where(v < 0, v + np.int64(isize[j]), v))
         return 0, w
 
@@ -213,8 +226,9 @@ class IndexMixin:
         rc, w = self._adv_indices(shape, idx, sidx, isize, bad)
         if rc or w is None:
             return rc
-        flat, off = self._adv_offsets(shape, x, xoff, sx, w, istride)
-        self.raw(out, shape)[...] = flat[off]
+        # x viewed with one extra dim per index array, read at (p, w_0[p], ..., w_k[p])
+        v = self.raw(x, tuple(shape) + tuple(isize), tuple(sx) + tuple(istride), xoff)
+        self.raw(out, shape)[...] = v[self._grid(shape) + tuple(w)]
         return 0
 
     def index_scatter(self, shape, dst, doff, sdst, val, sval, idx, sidx, isize, istride,
@@ -299,19 +313,20 @@ class IndexMixin:
             self.raw(b, (n,), (1,))[...] = self.raw(init, (n,), (1,))
         if 0 in shape:
             return 0
-        v = self.raw(idx, shape, sidx)
+        v = self._compact(self.raw(idx, shape, sidx))
         w = xp.where(v < 0, v + np.int64(isize), v) if wrap else v
         found, value = self._first_bad((w < 0) | (w >= isize), v)
         if found:
             if bad is not None:
                 bad[:] = [value]
             return C.ERR_INDEX
-        flat, first = self._flat(b)
-        off = self._lin(shape, sb, first) + w * np.int64(istride)
-        if mode == C.IXOP_GATHER:
-            self.raw(a, shape, sa)[...] = flat[off]
+        if mode == C.IXOP_GATHER:  # b viewed with the indexed dim last, read at (p, w[p])
+            bv = self.raw(b, tuple(shape) + (isize,), tuple(sb) + (istride,))
+            self.raw(a, shape, sa)[...] = bv[self._grid(shape) + (w,)]
             return 0
-        off = off.reshape(-1)
+        flat, first = self._flat(b)
+        off = xp.broadcast_to(self._lin(shape, sb, first) + w * np.int64(istride),
+                              tuple(shape)).reshape(-1)
         if mode == C.IXOP_SCATTER:
             v = xp.broadcast_to(self.raw(a, shape, sa), tuple(shape)).reshape(-1)
             self._put_last(flat, off, v)
