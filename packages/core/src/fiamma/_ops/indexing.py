@@ -27,6 +27,7 @@ from fiamma._backend import check, codes as K
 from fiamma._creation import from_array_copy, tensor as _tensor
 from fiamma._ops._common import bcast_strides, broadcast_shapes, check_out, is_scalar
 from fiamma._ops.elementwise import add as _add
+from fiamma._storage import CPU
 from fiamma._tensor import Tensor, _copy_into, _init, install_methods, new_empty
 
 __all__ = ["argwhere", "index_put", "index_put_", "nonzero"]
@@ -179,6 +180,12 @@ def _bool_index(flag):
         _TRUE_IDX = new_empty((1,), D.int64, zero=True)
         _FALSE_IDX = new_empty((0,), D.int64)
     return _TRUE_IDX if flag else _FALSE_IDX
+
+
+def _on_device(adv, dev):
+    """The advanced items with their index tensors on ``dev`` (lists, arrays and CPU index
+    tensors index a tensor on any device, as in PyTorch)."""
+    return [(p, t if t._storage.device == dev else t.to(dev), d) for p, t, d in adv]
 
 
 def _parse(x, seq, want_view=True):
@@ -355,6 +362,8 @@ def _index_error(rc, bad, adv, sizes, x_op):
 def _gather(x, vshape, vstride, voff, adv, view):
     """The advanced-index result over x's view (vshape, vstride, voff); ``view`` (the view as
     a Tensor) is only used to record for autograd when x requires grad."""
+    if x._storage.device is not CPU:
+        adv = _on_device(adv, x._storage.device)
     rshape, sstride, idx, istr, sizes, strides = _layout(vshape, vstride, adv)
     out = new_empty(rshape, x._dtype, x._storage.device)
     bad = [-1, 0]
@@ -485,6 +494,7 @@ def _basic(x, key):
 def _masked_select(x, mask):
     """x[mask] with a mask of x's full shape: one count and one compacting pass in C."""
     be = x._storage.backend
+    mask = _to_dev(mask, x)
     rc, n = be.nonzero_count(mask._shape, mask, mask._stride)
     check(rc, "index")
     out = new_empty((n,), x._dtype, x._storage.device)
@@ -535,18 +545,30 @@ def _scalar_tensor(value, dt, op, dev=None):
     return t
 
 
-def _value_tensor(value, dt, op):
-    """The value of an assignment as a tensor of dtype ``dt`` (numbers become 0-d tensors)."""
+def _to_dev(t, x):
+    """Tensor t on x's device (a copy when it is elsewhere: index tensors, masks and values
+    from the CPU may index or be written into a tensor on any device)."""
+    dev = x._storage.device
+    d = t._storage.device
+    return t if d is dev or d == dev else t.to(dev)
+
+
+def _value_tensor(value, dt, op, x=None):
+    """The value of an assignment as a tensor of dtype ``dt`` (numbers become 0-d tensors), on
+    the device of ``x`` (default the CPU)."""
     if isinstance(value, Tensor):
+        if x is not None and value._storage.device is not x._storage.device:
+            value = _to_dev(value, x)
         if value._dtype is dt:
             return value
         out = new_empty(value._shape, dt, value._storage.device)
         _copy_into(out, value)
         return out
     if is_scalar(value):
-        return _scalar_tensor(value, dt, op)
+        return _scalar_tensor(value, dt, op, None if x is None else x._storage.device)
     try:
-        return _tensor(value, dtype=dt)
+        t = _tensor(value, dtype=dt)
+        return t if x is None else _to_dev(t, x)
     except (TypeError, ValueError) as e:
         raise TypeError(f"{op}: can't assign a {type(value).__name__} to a {dt} tensor ({e})") \
             from None
@@ -611,13 +633,14 @@ def _assign(self, seq, value, accumulate, op):
     dt = self._dtype
     if accumulate:
         view = _make_view(self.detach(), vshape, vstride, self._offset + voff, None)
-        _add(view, _value_tensor(value, dt, op), out=view)
+        _add(view, _value_tensor(value, dt, op, self), out=view)
         return
     if is_scalar(value):
         check(self._storage.backend.fill_region(vshape, self, voff, vstride,
                                                 *_fill_args(value, dt, op)), op)
         return
-    v = value if isinstance(value, Tensor) else _value_tensor(value, dt, op)
+    v = _value_tensor(value, dt, op, self) if not isinstance(value, Tensor) or \
+        value._storage.device is not self._storage.device else value
     if v._storage is self._storage:
         v = v.clone()
     vst = _value_strides(v, vshape, op)
@@ -628,6 +651,8 @@ def _scatter(self, vshape, vstride, voff, adv, value, accumulate, op):
     """Scatter ``value`` into the advanced indices ``adv`` of self's view (vshape, vstride,
     voff)."""
     st = self._storage
+    if st.device is not CPU:
+        adv = _on_device(adv, st.device)
     if any(a[1]._storage is st for a in adv):  # x[x] = v: indices must not change under us
         adv = [(p, t.clone() if t._storage is st else t, d) for p, t, d in adv]
     rshape, sstride, idx, istr, sizes, strides = _layout(vshape, vstride, adv)
@@ -637,7 +662,7 @@ def _scatter(self, vshape, vstride, voff, adv, value, accumulate, op):
         v = _scalar_tensor(value, dt, op, self._storage.device)
         vst = (0,) * len(rshape)
     else:
-        v = _value_tensor(value, dt, op)
+        v = _value_tensor(value, dt, op, self)
         if v._storage is self._storage:
             v = v.clone()
         vst = _value_strides(v, rshape, op)
@@ -651,6 +676,7 @@ def _scatter(self, vshape, vstride, voff, adv, value, accumulate, op):
 def _masked_put(x, mask, value):
     """x[mask] = value with a mask of x's full shape."""
     dt = x._dtype
+    mask = _to_dev(mask, x)
     if mask._storage is x._storage and (mask._ptr != x._ptr or mask._stride != x._stride):
         mask = mask.clone()  # another view of x's memory: writes would change the mask
     be = x._storage.backend
@@ -658,7 +684,7 @@ def _masked_put(x, mask, value):
         v = _scalar_tensor(value, dt, "__setitem__", x._storage.device)
         check(be.masked_put(x._shape, x, x._stride, mask, mask._stride, v, 1, 0), "__setitem__")
         return
-    v = _value_tensor(value, dt, "__setitem__")
+    v = _value_tensor(value, dt, "__setitem__", x)
     if v._storage is x._storage:
         v = v.clone()
     if v._numel == 1:

@@ -87,9 +87,21 @@ def _private(t, dst):
     return t
 
 
+def _same_device(op, *ts):
+    """RuntimeError naming op unless the tensors ts (None skipped) share one device."""
+    devs = [t._storage.device for t in ts if t is not None]
+    for d in devs[1:]:
+        if d != devs[0]:
+            raise RuntimeError(f"{op}: expected all tensors to be on the same device, but found "
+                               f"at least two devices, {devs[0]} and {d}")
+
+
 def _run(mode, op, shape, a, sa, b, sb, idx, sidx, isize, istride, dim, wrap=0,
          precheck=0, init=None):
     """The backend's ixop over tensors a (dense), b (indexed) and idx (int64 indices)."""
+    dev = b._storage.device
+    if a._storage.device is not dev or idx._storage.device is not dev:
+        _same_device(op, b, a, idx)
     bad = [0]
     rc = b._storage.backend.ixop(mode, shape, a, sa, b, sb, idx, sidx, isize, istride, wrap,
                                  precheck, bad, init)
@@ -590,6 +602,8 @@ def _bstrides(t, shape, op):
 
 
 def _masked_fill_into(op, dst, mask, value):
+    if mask._storage.device is not dst._storage.device:
+        _same_device(op, dst, mask)
     _no_internal_overlap(dst, op)
     if mask._storage is dst._storage:
         mask = mask.detach().clone()
@@ -649,6 +663,8 @@ def masked_select(input, mask, *, out=None):
     _tensor_arg(input, "masked_select")
     mask = _mask_arg(mask, "masked_select")
     shape = broadcast_shapes(input._shape, mask._shape, op="masked_select")
+    if mask._storage.device is not input._storage.device:
+        _same_device("masked_select", input, mask)
     mst = _bstrides(mask, shape, "masked_select")
     xst = _bstrides(input, shape, "masked_select")
     n = _count(mask, shape, mst)
@@ -664,6 +680,9 @@ def _masked_scatter_into(op, dst, mask, source):
     if source._dtype is not dst._dtype:
         raise RuntimeError(f"{op}: expected self and source to have same dtypes but got "
                            f"{dst._dtype} and {source._dtype}")
+    if mask._storage.device is not dst._storage.device or \
+            source._storage.device is not dst._storage.device:
+        _same_device(op, dst, mask, source)
     _no_internal_overlap(dst, op)
     if mask._storage is dst._storage:
         mask = mask.detach().clone()
@@ -831,6 +850,8 @@ def bincount(input, weights=None, minlength=0):
         raise RuntimeError(f"bincount: minlength should be >= 0, got {minlength}")
     if weights is not None:
         _tensor_arg(weights, "bincount", "weights")
+        if weights._storage.device is not input._storage.device:
+            _same_device("bincount", input, weights)
         if weights._shape != input._shape:
             raise RuntimeError(f"bincount: weights should be 1-d and have the same length as "
                                f"input, got {list(weights._shape)} and {list(input._shape)}")

@@ -246,7 +246,7 @@ def _median_all(mode, name, input, out):
                                  f"dtype {input._dtype}")
         from fiamma._creation import full
 
-        res = full((), float("nan"), dtype=input._dtype)
+        res = full((), float("nan"), dtype=input._dtype, device=input._storage.device)
     else:
         flat = x._view((x._numel,), (1,), op="view")
         res = new_empty((), input._dtype, input._storage.device)
@@ -394,7 +394,8 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     from fiamma._ops._common import cast
 
     ct = D.result_type(seq, input)
-    vals = _tensor(input, dtype=ct) if scalar else cast(input, ct).contiguous()
+    vals = _tensor(input, dtype=ct, device=seq._storage.device) if scalar else \
+        cast(input, ct).contiguous()
     sq = cast(seq, ct).contiguous()
     odt = D.int32 if out_int32 else D.int64
     res = new_empty(vals._shape, odt, vals._storage.device)
@@ -562,7 +563,7 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
             from fiamma._creation import full
 
             extra = full(input._shape[:d] + (1,) + input._shape[d + 1:], extra,
-                         dtype=input._dtype)
+                         dtype=input._dtype, device=input._storage.device)
         elif len(extra._shape) != nd:
             raise RuntimeError(f"{name}(): expected {what} to have the same number of dimensions "
                                f"as input ({nd}), got {len(extra._shape)}")
