@@ -24,6 +24,11 @@ def _tap_slices(nd, k, st, dl, small):
     return out
 
 
+def _pointwise(k, stride, pad, big, small):
+    return (all(v == 1 for v in tuple(k) + tuple(stride)) and not any(pad)
+            and tuple(big) == tuple(small))
+
+
 class ConvMixin:
     def _conv_geometry(self, mode, nd, n, cb, cs, groups, big, small, k, stride, pad, dil):
         if mode < C.CONV_FWD or mode > C.CONV_COL2IM:
@@ -43,8 +48,10 @@ class ConvMixin:
     def _im2col(self, x, nd, k, stride, pad, dil, small):
         """x (n, c, *big) -> columns (n, c, prod(k), *small)."""
         xp = self.xp
-        need = [(small[i] - 1) * stride[i] + dil[i] * (k[i] - 1) + 1 for i in range(nd)]
         big = x.shape[2:]
+        if _pointwise(k, stride, pad, big, small):  # the image already is the matrix
+            return x.reshape(x.shape[:2] + (1,) + tuple(small))
+        need = [(small[i] - 1) * stride[i] + dil[i] * (k[i] - 1) + 1 for i in range(nd)]
         widths = [(0, 0), (0, 0)] + [(pad[i], max(need[i] - big[i] - pad[i], 0))
                                      for i in range(nd)]
         xpd = xp.pad(x, widths) if any(a or b for a, b in widths) else x
@@ -56,6 +63,8 @@ class ConvMixin:
         """The adjoint of _im2col: cols (n, c, prod(k), *small) summed into (n, c, *big)."""
         xp = self.xp
         n = cols.shape[0]
+        if _pointwise(k, stride, pad, big, small):
+            return cols.reshape((n, c) + tuple(big))
         need = [(small[i] - 1) * stride[i] + dil[i] * (k[i] - 1) + 1 for i in range(nd)]
         padded = tuple(max(big[i] + 2 * pad[i], pad[i] + need[i]) for i in range(nd))
         acc = xp.zeros((n, c) + padded, cols.dtype)

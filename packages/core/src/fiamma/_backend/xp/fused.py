@@ -5,8 +5,9 @@ CPU backend's (csrc/norm.c, optim.c, activations.c, detection.c): float32 and fl
 op layer computes 16-bit floats in float32), statistics accumulated in float64, optimizer
 arithmetic in the parameter's dtype in the C kernel's order.
 
-The two scatters NumPy and CuPy spell differently (``np.add.at`` / ``cupyx.scatter_add``, and a
-last-write-wins assignment) are ``scatter_add`` and ``scatter_last`` below."""
+The two scatters (an accumulating one, and a last-write-wins assignment) are ``scatter_add`` and
+``scatter_last`` below: ``add.at``/``maximum.at`` where the module has them (NumPy, CuPy >= 13),
+cupyx's scatters on older CuPy."""
 
 import math
 
@@ -42,9 +43,11 @@ class FusedMixin(ConvMixin, PoolMixin, SampleMixin):
 
     # ---- scatters ----------------------------------------------------------------------------
     def scatter_add(self, dst, index, values):
-        """dst[index] += values with repeated indices accumulating (an unbuffered add)."""
-        if self.is_numpy:
-            np.add.at(dst, index, values)
+        """dst[index] += values with repeated indices accumulating (an unbuffered add):
+        ``add.at`` (NumPy, CuPy >= 13), else cupyx.scatter_add (older CuPy)."""
+        at = getattr(self.xp.add, "at", None)
+        if at is not None:
+            at(dst, index, values)
         else:
             import cupyx
 
@@ -56,8 +59,9 @@ class FusedMixin(ConvMixin, PoolMixin, SampleMixin):
         xp = self.xp
         pos = xp.arange(flat.shape[0], dtype=np.int64)
         last = xp.full(dst.shape, -1, np.int64)
-        if self.is_numpy:
-            np.maximum.at(last, flat, pos)
+        at = getattr(xp.maximum, "at", None)
+        if at is not None:
+            at(last, flat, pos)
         else:
             import cupyx
 

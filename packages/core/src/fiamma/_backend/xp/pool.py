@@ -14,6 +14,8 @@ from fiamma._backend import codes as C
 
 __all__ = ["PoolMixin"]
 
+_ONE3 = (1, 1, 1)
+
 
 def _windows(adaptive, avg, cip, isz, osz, k, s, p, d):
     """Per dim (start, count, divisor factor, step) arrays as in csrc/pool.c, or None for bad
@@ -83,6 +85,27 @@ class PoolMixin:
         return (st[0][:, None, None] * (H * W) + st[1][None, :, None] * W +
                 st[2][None, None, :])
 
+    def _tap_views(self, planes, isz, osz, k, s, p, d, fill):
+        """A fixed-window pool's taps as strided views of the planes padded with ``fill``:
+        per tap (kernel row-major) the view (nplanes, *osz) and the flat in-plane index of
+        every element it reads (outside the plane for padding) as an (osz) array."""
+        xp = self.xp
+        need = [(osz[a] - 1) * s[a] + d[a] * (k[a] - 1) + 1 for a in range(3)]
+        widths = [(0, 0)] + [(p[a], max(need[a] - isz[a] - p[a], 0)) for a in range(3)]
+        padded = xp.pad(planes, widths, constant_values=fill) \
+            if any(a or b for a, b in widths) else planes
+        mults = (isz[1] * isz[2], isz[2], 1)
+        for tap in itertools.product(*(range(v) for v in k)):
+            sl = (slice(None),) + tuple(slice(tap[a] * d[a], tap[a] * d[a] + s[a] * (osz[a] - 1)
+                                              + 1, s[a]) for a in range(3))
+            idx = 0
+            for a in range(3):
+                shape = [1, 1, 1]
+                shape[a] = -1
+                pos = xp.arange(osz[a], dtype=np.int64) * s[a] + (tap[a] * d[a] - p[a])
+                idx = idx + (pos * mults[a]).reshape(shape)
+            yield sl, padded, idx
+
     def pool_max(self, adaptive, nplanes, isz, osz, k, s, p, d, x, out, idx):
         xp = self.xp
         if x._dtype is not D.float32 and x._dtype is not D.float64:
@@ -99,11 +122,19 @@ class PoolMixin:
         t = plane.dtype.type
         best = xp.full((nplanes,) + osz, t(-np.inf), plane.dtype)
         bi = xp.broadcast_to(xp.asarray(self._plane_start(win, isz)), best.shape)
-        for tap, ok in self._pool_taps(win, isz):
-            v = plane[:, tap]
-            upd = ok & ((v > best) | xp.isnan(v))
-            best = xp.where(upd, v, best)
-            bi = xp.where(upd, tap, bi)
+        if adaptive:
+            for tap, ok in self._pool_taps(win, isz):
+                v = plane[:, tap]
+                upd = ok & ((v > best) | xp.isnan(v))
+                best = xp.where(upd, v, best)
+                bi = xp.where(upd, tap, bi)
+        else:  # -inf padding never wins: a tap outside the plane needs no mask
+            for sl, padded, tap in self._tap_views(plane.reshape((nplanes,) + isz), isz, osz,
+                                                   k, s, p, d, t(-np.inf)):
+                v = padded[sl]
+                upd = (v > best) | xp.isnan(v)
+                best = xp.where(upd, v, best)
+                bi = xp.where(upd, tap, bi)
         self.cview(out, (nplanes,) + osz)[...] = best
         if idx is not None:
             self.cview(idx, (nplanes,) + osz)[...] = bi
@@ -135,8 +166,13 @@ class PoolMixin:
             return 0
         acc = xp.zeros((nplanes,) + osz, plane.dtype)
         zero = plane.dtype.type(0)
-        for tap, ok in self._pool_taps(win, isz):
-            acc += xp.where(ok, plane[:, tap], zero)
+        if adaptive:
+            for tap, ok in self._pool_taps(win, isz):
+                acc += xp.where(ok, plane[:, tap], zero)
+        else:  # zero padding adds nothing
+            for sl, padded, _ in self._tap_views(plane.reshape((nplanes,) + isz), isz, osz, k,
+                                                 s, p, _ONE3, zero):
+                acc += padded[sl]
         self.cview(out, (nplanes,) + osz)[...] = acc / self._avg_divisor(win, divisor_override,
                                                                          plane.dtype)
         return 0
@@ -157,10 +193,18 @@ class PoolMixin:
         if 0 not in osz:
             g = self.cview(gout, (nplanes,) + osz) / self._avg_divisor(win, divisor_override,
                                                                       res.dtype)
-            rows = xp.arange(nplanes).reshape((nplanes, 1, 1, 1))
-            zero = res.dtype.type(0)
-            for tap, ok in self._pool_taps(win, isz):
-                self.scatter_add(res, (rows, tap[None]), xp.where(ok, g, zero))
+            if adaptive:  # windows of one tap may share an element: a scatter
+                rows = xp.arange(nplanes).reshape((nplanes, 1, 1, 1))
+                zero = res.dtype.type(0)
+                for tap, ok in self._pool_taps(win, isz):
+                    self.scatter_add(res, (rows, tap[None]), xp.where(ok, g, zero))
+            else:  # one tap's elements are distinct: a strided add per tap, then the crop
+                pz = xp.zeros((nplanes,) + isz, res.dtype)
+                padded = None
+                for sl, padded, _ in self._tap_views(pz, isz, osz, k, s, p, _ONE3, 0):
+                    padded[sl] += g
+                crop = (slice(None),) + tuple(slice(p[a], p[a] + isz[a]) for a in range(3))
+                res = padded[crop].reshape(nplanes, n_in)
         self.cview(gin, (nplanes, n_in))[...] = res
         return 0
 
