@@ -233,6 +233,21 @@ def test_adaptive_pools(device, nd):
               _rand(rng, *y.shape))
 
 
+def test_adaptive_pools_tiling_evenly(device):
+    # windows that tile the plane (in % out == 0) run as one reduction: ties, NaN, -inf
+    rng = np.random.default_rng(15)
+    x = np.round(_rand(rng, 2, 3, 8, 6))
+    x[0, 0, :2, :3] = -np.inf
+    x[0, 1, 0, 0] = x[0, 1, 1, 1] = np.nan
+    x[1, 2, 4:6, 3:6] = 7.0
+    for size in [(4, 3), (2, 2), (8, 1), (1, 1)]:
+        _both(lambda x: fiamma.adaptive_max_pool2d(x, size, True), device, x)
+        _both(lambda x: fiamma.adaptive_avg_pool2d(x, size), device, x)
+    x3 = _rand(rng, 1, 2, 4, 6, 2)
+    _both(lambda x: fiamma.adaptive_max_pool3d(x, (2, 3, 1), True), device, x3)
+    _both(lambda x: fiamma.adaptive_avg_pool3d(x, (2, 3, 1)), device, x3)
+
+
 @pytest.mark.parametrize("nd", [1, 2, 3])
 @pytest.mark.parametrize("cip,divo", [(True, None), (False, None), (True, 3)])
 def test_avg_pool_and_backward(device, nd, cip, divo):

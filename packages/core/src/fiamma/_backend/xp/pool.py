@@ -87,8 +87,8 @@ class PoolMixin:
 
     def _tap_views(self, planes, isz, osz, k, s, p, d, fill):
         """A fixed-window pool's taps as strided views of the planes padded with ``fill``:
-        per tap (kernel row-major) the view (nplanes, *osz) and the flat in-plane index of
-        every element it reads (outside the plane for padding) as an (osz) array."""
+        per tap (kernel row-major) the slices of the padded planes giving its (nplanes, *osz)
+        view, and the offset of its flat in-plane index from the window's (see _tap_base)."""
         xp = self.xp
         need = [(osz[a] - 1) * s[a] + d[a] * (k[a] - 1) + 1 for a in range(3)]
         widths = [(0, 0)] + [(p[a], max(need[a] - isz[a] - p[a], 0)) for a in range(3)]
@@ -98,13 +98,30 @@ class PoolMixin:
         for tap in itertools.product(*(range(v) for v in k)):
             sl = (slice(None),) + tuple(slice(tap[a] * d[a], tap[a] * d[a] + s[a] * (osz[a] - 1)
                                               + 1, s[a]) for a in range(3))
-            idx = 0
-            for a in range(3):
-                shape = [1, 1, 1]
-                shape[a] = -1
-                pos = xp.arange(osz[a], dtype=np.int64) * s[a] + (tap[a] * d[a] - p[a])
-                idx = idx + (pos * mults[a]).reshape(shape)
-            yield sl, padded, idx
+            yield sl, padded, sum(tap[a] * d[a] * mults[a] for a in range(3))
+
+    def _tap_base(self, isz, osz, s, p):
+        """The flat in-plane index of every fixed window's first (padded) tap, an (osz)
+        array (outside the plane where the window starts in the padding)."""
+        xp = self.xp
+        mults = (isz[1] * isz[2], isz[2], 1)
+        base = 0
+        for a in range(3):
+            shape = [1, 1, 1]
+            shape[a] = -1
+            pos = xp.arange(osz[a], dtype=np.int64) * (s[a] * mults[a]) - p[a] * mults[a]
+            base = base + pos.reshape(shape)
+        return base
+
+    def _tiled(self, planes, isz, osz):
+        """Adaptive windows that tile each dim evenly (in % out == 0: non-overlapping, one
+        size): the planes as (nplanes, *osz, window elements), else None."""
+        if any(isz[a] % osz[a] for a in range(3)):
+            return None
+        w = [isz[a] // osz[a] for a in range(3)]
+        v = planes.reshape((planes.shape[0], osz[0], w[0], osz[1], w[1], osz[2], w[2]))
+        return v.transpose(0, 1, 3, 5, 2, 4, 6).reshape(
+            (planes.shape[0],) + tuple(osz) + (w[0] * w[1] * w[2],)), w
 
     def pool_max(self, adaptive, nplanes, isz, osz, k, s, p, d, x, out, idx):
         xp = self.xp
@@ -122,6 +139,10 @@ class PoolMixin:
         t = plane.dtype.type
         best = xp.full((nplanes,) + osz, t(-np.inf), plane.dtype)
         bi = xp.broadcast_to(xp.asarray(self._plane_start(win, isz)), best.shape)
+        tiled = self._tiled(plane.reshape((nplanes,) + isz), isz, osz) if adaptive else None
+        if tiled is not None:
+            self._max_tiled(tiled, isz, osz, out, idx)
+            return 0
         if adaptive:
             for tap, ok in self._pool_taps(win, isz):
                 v = plane[:, tap]
@@ -129,16 +150,38 @@ class PoolMixin:
                 best = xp.where(upd, v, best)
                 bi = xp.where(upd, tap, bi)
         else:  # -inf padding never wins: a tap outside the plane needs no mask
-            for sl, padded, tap in self._tap_views(plane.reshape((nplanes,) + isz), isz, osz,
+            base = self._tap_base(isz, osz, s, p)
+            for sl, padded, off in self._tap_views(plane.reshape((nplanes,) + isz), isz, osz,
                                                    k, s, p, d, t(-np.inf)):
                 v = padded[sl]
-                upd = (v > best) | xp.isnan(v)
+                upd = (v > best) | (v != v)
                 best = xp.where(upd, v, best)
-                bi = xp.where(upd, tap, bi)
+                bi = xp.where(upd, base + off, bi)
         self.cview(out, (nplanes,) + osz)[...] = best
         if idx is not None:
             self.cview(idx, (nplanes,) + osz)[...] = bi
         return 0
+
+    def _max_tiled(self, tiled, isz, osz, out, idx):
+        """Max over evenly tiling windows: one reduction; the first maximum, or the last NaN,
+        of each window, as the window loop picks them."""
+        xp = self.xp
+        vals, w = tiled
+        nplanes, kk = vals.shape[0], vals.shape[-1]
+        am = xp.argmax(vals, axis=-1)
+        nan = vals != vals
+        last_nan = (kk - 1) - xp.argmax(nan[..., ::-1], axis=-1)
+        am = xp.where(nan.any(axis=-1), last_nan, am)
+        self.cview(out, (nplanes,) + osz)[...] = xp.take_along_axis(vals, am[..., None],
+                                                                    axis=-1)[..., 0]
+        if idx is None:
+            return
+        kd, rem = am // (w[1] * w[2]), am % (w[1] * w[2])
+        kh, kw = rem // w[2], rem % w[2]
+        o = [xp.arange(osz[a], dtype=np.int64).reshape([-1 if b == a else 1 for b in range(3)])
+             for a in range(3)]
+        flat = ((o[0] * w[0] + kd) * isz[1] + (o[1] * w[1] + kh)) * isz[2] + (o[2] * w[2] + kw)
+        self.cview(idx, (nplanes,) + osz)[...] = flat
 
     def _avg_divisor(self, win, divo, dtype):
         if divo > 0:
@@ -163,6 +206,12 @@ class PoolMixin:
         if adaptive and osz == (1, 1, 1):  # a global pool: one mean per plane
             r = xp.sum(plane, axis=1) / plane.dtype.type(n_in)
             self.cview(out, (nplanes,))[...] = r
+            return 0
+        tiled = self._tiled(plane.reshape((nplanes,) + isz), isz, osz) if adaptive else None
+        if tiled is not None:  # one mean per window (the divisor is the window's size)
+            vals, w = tiled
+            self.cview(out, (nplanes,) + osz)[...] = xp.sum(vals, axis=-1) / \
+                plane.dtype.type(w[0] * w[1] * w[2])
             return 0
         acc = xp.zeros((nplanes,) + osz, plane.dtype)
         zero = plane.dtype.type(0)
