@@ -35,8 +35,8 @@ def _check(x, op, what="input"):
 
 
 def _operand(x, cd):
-    """x as a contiguous CPU tensor of dtype cd (C only reads it)."""
-    if x._dtype is cd and x._cpu_contig:
+    """x as a contiguous tensor of dtype cd on its device (the kernel only reads it)."""
+    if x._dtype is cd and x._contig:
         return x
     x = x.detach()
     return cast(x, cd).contiguous()
