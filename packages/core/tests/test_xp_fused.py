@@ -2,6 +2,8 @@
 normalisation, pooling, resampling, padding, optimizer steps, GELU and NMS, forward and the
 backward primitives, against the CPU backend's results (the semantics every device shares)."""
 
+import inspect
+
 import numpy as np
 import pytest
 from conftest import assert_same
@@ -34,6 +36,16 @@ def _both(f, device, *arrays, dtype=fiamma.float32, tol=F32):
             continue
         assert g.device.type == device
         assert_same(g, w, **tol)
+
+
+def test_xp_backend_implements_the_fused_family():
+    from fiamma._backend.contract import FAMILIES, Backend
+    from fiamma._backend.xp import XpBackend
+
+    for name in FAMILIES["fused"]:
+        want = list(inspect.signature(getattr(Backend, name)).parameters)
+        got = list(inspect.signature(getattr(XpBackend, name)).parameters)
+        assert got == want, name
 
 
 # ---- convolution -----------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from fiamma import _dtype as D
-from fiamma._backend import codes as C
+from fiamma._backend import codes as K
 from fiamma._backend.xp.conv import ConvMixin
 from fiamma._backend.xp.pool import PoolMixin
 from fiamma._backend.xp.sample import SampleMixin
@@ -70,19 +70,19 @@ class FusedMixin(ConvMixin, PoolMixin, SampleMixin):
         dst[flat[win]] = values[win]
 
     # ---- batch norm --------------------------------------------------------------------------
-    def batch_norm_fwd(self, N, C_, S, x, xs, y, w, b, mean, invstd, rmean, srm, rvar, srv,
+    def batch_norm_fwd(self, N, C, S, x, xs, y, w, b, mean, invstd, rmean, srm, rvar, srv,
                        training, momentum, eps):
         xp = self.xp
-        if N < 0 or C_ < 0 or S < 0 or (not training and (rmean is None or rvar is None)):
-            return C.ERR_ARG
+        if N < 0 or C < 0 or S < 0 or (not training and (rmean is None or rvar is None)):
+            return K.ERR_ARG
         if not _floating(x):
-            return C.ERR_DTYPE
-        if C_ == 0:
+            return K.ERR_DTYPE
+        if C == 0:
             return 0
-        v = self.raw(x, (N, C_, S), xs)
+        v = self.raw(x, (N, C, S), xs)
         t = v.dtype.type
-        rm = self.raw(rmean, (C_,), (srm,)) if rmean is not None else None
-        rv = self.raw(rvar, (C_,), (srv,)) if rvar is not None else None
+        rm = self.raw(rmean, (C,), (srm,)) if rmean is not None else None
+        rv = self.raw(rvar, (C,), (srv,)) if rvar is not None else None
         if training:
             m = N * S
             if m > 0:
@@ -92,64 +92,64 @@ class FusedMixin(ConvMixin, PoolMixin, SampleMixin):
                 var = xp.maximum(xp.sum(d * d, axis=(0, 2), dtype=np.float64) / m - dm * dm, 0)
                 mu = mu + dm
             else:
-                mu = xp.zeros(C_, np.float64)
-                var = xp.full(C_, np.nan)
+                mu = xp.zeros(C, np.float64)
+                var = xp.full(C, np.nan)
             inv = 1.0 / xp.sqrt(var + eps)
             if rm is not None:
                 rm[...] = ((1 - momentum) * rm.astype(np.float64) + momentum * mu).astype(t)
             if rv is not None:
-                ub = var * (m / (m - 1)) if m > 1 else xp.full(C_, np.inf)
+                ub = var * (m / (m - 1)) if m > 1 else xp.full(C, np.inf)
                 rv[...] = ((1 - momentum) * rv.astype(np.float64) + momentum * ub).astype(t)
         else:
             mu = rm.astype(np.float64)
             inv = 1.0 / xp.sqrt(rv.astype(np.float64) + eps)
-        self.cview(mean, (C_,))[...] = mu
-        self.cview(invstd, (C_,))[...] = inv
-        a = inv * (self.cview(w, (C_,)).astype(np.float64) if w is not None else 1.0)
-        sh = (self.cview(b, (C_,)).astype(np.float64) if b is not None else 0.0) - mu * a
+        self.cview(mean, (C,))[...] = mu
+        self.cview(invstd, (C,))[...] = inv
+        a = inv * (self.cview(w, (C,)).astype(np.float64) if w is not None else 1.0)
+        sh = (self.cview(b, (C,)).astype(np.float64) if b is not None else 0.0) - mu * a
         ta, tb = a.astype(t)[None, :, None], sh.astype(t)[None, :, None]
-        self.cview(y, (N, C_, S))[...] = v * ta + tb
+        self.cview(y, (N, C, S))[...] = v * ta + tb
         return 0
 
-    def batch_norm_bwd(self, N, C_, S, g, gs, x, xs, w, mean, invstd, training, gx, gw, gb):
+    def batch_norm_bwd(self, N, C, S, g, gs, x, xs, w, mean, invstd, training, gx, gw, gb):
         xp = self.xp
-        if N < 0 or C_ < 0 or S < 0:
-            return C.ERR_ARG
+        if N < 0 or C < 0 or S < 0:
+            return K.ERR_ARG
         if not _floating(x):
-            return C.ERR_DTYPE
-        if C_ == 0:
+            return K.ERR_DTYPE
+        if C == 0:
             return 0
-        gv = self.raw(g, (N, C_, S), gs)
-        v = self.raw(x, (N, C_, S), xs)
+        gv = self.raw(g, (N, C, S), gs)
+        v = self.raw(x, (N, C, S), xs)
         t = v.dtype.type
-        mu = self.cview(mean, (C_,)).astype(np.float64)
-        inv = self.cview(invstd, (C_,)).astype(np.float64)
-        wd = self.cview(w, (C_,)).astype(np.float64) if w is not None else 1.0
+        mu = self.cview(mean, (C,)).astype(np.float64)
+        inv = self.cview(invstd, (C,)).astype(np.float64)
+        wd = self.cview(w, (C,)).astype(np.float64) if w is not None else 1.0
         m = N * S
-        d = v - self.cview(mean, (C_,))[None, :, None]
+        d = v - self.cview(mean, (C,))[None, :, None]
         if training or gw is not None or gb is not None:
             sg = xp.sum(gv, axis=(0, 2), dtype=np.float64)
             sgx = xp.sum(gv.astype(np.float64) * (v.astype(np.float64) - mu[None, :, None]),
                          axis=(0, 2))
         else:
-            sg = sgx = xp.zeros(C_, np.float64)
+            sg = sgx = xp.zeros(C, np.float64)
         if gb is not None:
-            self.cview(gb, (C_,))[...] = sg
+            self.cview(gb, (C,))[...] = sg
         if gw is not None:
-            self.cview(gw, (C_,))[...] = sgx * inv
+            self.cview(gw, (C,))[...] = sgx * inv
         if gx is None:
             return 0
-        k1 = (wd * inv) * xp.ones(C_)
+        k1 = (wd * inv) * xp.ones(C)
         if training and m > 0:
             k2 = -wd * inv * inv * inv * sgx / m
             k0 = -wd * inv * sg / m
         else:
-            k2 = k0 = xp.zeros(C_)
+            k2 = k0 = xp.zeros(C)
 
         def col(a):
             return a.astype(t)[None, :, None]
 
-        self.cview(gx, (N, C_, S))[...] = gv * col(k1) + d * col(k2) + col(k0)
+        self.cview(gx, (N, C, S))[...] = gv * col(k1) + d * col(k2) + col(k0)
         return 0
 
     # ---- layer / group / RMS norm --------------------------------------------------------------
@@ -167,9 +167,9 @@ class FusedMixin(ConvMixin, PoolMixin, SampleMixin):
         xp = self.xp
         if M < 0 or K < 0 or P < 0 or G < 1 or Sp < 1 or P * Sp != K or rstd is None or \
                 (not rms and mean is None):
-            return C.ERR_ARG
+            return K.ERR_ARG
         if not _floating(x):
-            return C.ERR_DTYPE
+            return K.ERR_DTYPE
         if M == 0:
             return 0
         v = self.raw(x, (M, K), (sx, 1))
@@ -206,9 +206,9 @@ class FusedMixin(ConvMixin, PoolMixin, SampleMixin):
         xp = self.xp
         if M < 0 or K < 0 or P < 0 or G < 1 or Sp < 1 or P * Sp != K or rstd is None or \
                 (not rms and mean is None):
-            return C.ERR_ARG
+            return K.ERR_ARG
         if not _floating(x):
-            return C.ERR_DTYPE
+            return K.ERR_DTYPE
         gv = self.raw(g, (M, K), (sg, 1))
         v = self.raw(x, (M, K), (sx, 1))
         dt = v.dtype
@@ -250,9 +250,9 @@ class FusedMixin(ConvMixin, PoolMixin, SampleMixin):
             return 0
         dt = params[0]._dtype
         if dt is not D.float32 and dt is not D.float64:
-            return C.ERR_DTYPE
+            return K.ERR_DTYPE
         if len(grads) != len(params):
-            return C.ERR_ARG
+            return K.ERR_ARG
         return 0
 
     def adam_step(self, params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps, lr, beta1, beta2,
@@ -261,12 +261,12 @@ class FusedMixin(ConvMixin, PoolMixin, SampleMixin):
         rc = self._opt_check(params, grads)
         if rc:
             return rc
-        ams = flags & C.OPT_AMSGRAD
+        ams = flags & K.OPT_AMSGRAD
         if ams and max_sqs is None:
-            return C.ERR_ARG
+            return K.ERR_ARG
         for i, p in enumerate(params):
             if p._numel and not steps[i] >= 1:
-                return C.ERR_ARG
+                return K.ERR_ARG
         for i, p in enumerate(params):
             if not p._numel:
                 continue
@@ -278,11 +278,11 @@ class FusedMixin(ConvMixin, PoolMixin, SampleMixin):
             step_size = t(-(lr / (1.0 - beta1 ** st)))
             bc2s = t(math.sqrt(1.0 - beta2 ** st))
             gi = self.raw(grads[i])
-            if flags & C.OPT_MAXIMIZE:
+            if flags & K.OPT_MAXIMIZE:
                 gi = -gi
             pi = pv
             if weight_decay != 0:
-                if flags & C.OPT_DECOUPLED:
+                if flags & K.OPT_DECOUPLED:
                     pi = pv * t(1.0 - lr * weight_decay)
                 else:
                     gi = gi + wd * pv
@@ -304,23 +304,23 @@ class FusedMixin(ConvMixin, PoolMixin, SampleMixin):
             return rc
         if momentum != 0 and (bufs is None or any(b is None for b, p in zip(bufs, params)
                                                   if p._numel)):
-            return C.ERR_ARG
+            return K.ERR_ARG
         for i, p in enumerate(params):
             if not p._numel:
                 continue
             pv = self.raw(p)
             t = pv.dtype.type
             gi = self.raw(grads[i])
-            if flags & C.OPT_MAXIMIZE:
+            if flags & K.OPT_MAXIMIZE:
                 gi = -gi
             if weight_decay != 0:
                 gi = gi + t(weight_decay) * pv
             if momentum != 0:
                 bv = self.raw(bufs[i])
                 mom = t(momentum)
-                bi = gi if flags & C.OPT_FIRST else bv * mom + t(1.0 - dampening) * gi
+                bi = gi if flags & K.OPT_FIRST else bv * mom + t(1.0 - dampening) * gi
                 bv[...] = bi
-                gi = gi + mom * bi if flags & C.OPT_NESTEROV else bi
+                gi = gi + mom * bi if flags & K.OPT_NESTEROV else bi
             pv[...] = pv + t(-lr) * gi
         return 0
 
@@ -329,7 +329,7 @@ class FusedMixin(ConvMixin, PoolMixin, SampleMixin):
         """(Phi-like factor p with gelu = 0.5 x p, d gelu / dx) for the float array v."""
         xp = self.xp
         t = v.dtype.type
-        if approximate == C.GELU_TANH:
+        if approximate == K.GELU_TANH:
             vd = v.astype(np.float64)
             u = _TANH_K * vd * (1.0 + _TANH_C * vd * vd)
             e = xp.exp(xp.maximum(-2.0 * xp.abs(u), -110.0))
@@ -345,16 +345,16 @@ class FusedMixin(ConvMixin, PoolMixin, SampleMixin):
     def _gelu_limits(self, approximate, dt, bwd):
         """(above which gelu is x / its slope 1, below which -0 / slope 0): activations.c's."""
         if dt is D.float32:
-            lim = 12.0 if approximate == C.GELU_TANH else 16.0
+            lim = 12.0 if approximate == K.GELU_TANH else 16.0
             return lim, -lim
-        if approximate == C.GELU_TANH:
+        if approximate == K.GELU_TANH:
             return (24.0 if bwd else 12.0), -30.0
         return 40.0, -40.0
 
     def gelu_fwd(self, approximate, x, y):
         xp = self.xp
         if not _floating(x, y):
-            return C.ERR_DTYPE
+            return K.ERR_DTYPE
         if x._numel == 0:
             return 0
         v = self.raw(x, (x._numel,), (1,))
@@ -368,7 +368,7 @@ class FusedMixin(ConvMixin, PoolMixin, SampleMixin):
     def gelu_bwd(self, approximate, g, x, out):
         xp = self.xp
         if not _floating(x, g, out):
-            return C.ERR_DTYPE
+            return K.ERR_DTYPE
         if x._numel == 0:
             return 0
         n = (x._numel,)
@@ -386,7 +386,7 @@ class FusedMixin(ConvMixin, PoolMixin, SampleMixin):
         by nature) on the host, one vectorised row per kept box."""
         xp = self.xp
         if not _floating(boxes, scores):
-            return C.ERR_DTYPE
+            return K.ERR_DTYPE
         n = boxes._shape[0]
         if n == 0:
             self.put(count, 0)
