@@ -1,8 +1,9 @@
 """Fused kernels that other fiamma packages build on (public, stable API).
 
-Each function updates a whole list of tensors in one C call, one pass over each tensor's
-memory. They are the fast paths of ``fiamma.optim``; the arithmetic matches the op-by-op
-reference update to rounding (fiamma-optim tests the equivalence).
+Each function updates a whole list of tensors in one backend call (on the CPU one C call, one
+pass over each tensor's memory), on whatever device the tensors are (all on one). They are the
+fast paths of ``fiamma.optim``; the arithmetic matches the op-by-op reference update to
+rounding (fiamma-optim tests the equivalence).
 
 >>> import fiamma
 >>> from fiamma import fused
@@ -14,7 +15,6 @@ reference update to rounding (fiamma-optim tests the equivalence).
 
 from fiamma._backend import check, codes as K
 from fiamma._dtype import float32, float64
-from fiamma._storage import CPU
 from fiamma._tensor import Tensor
 
 __all__ = ["adam_", "sgd_", "supports"]
@@ -22,10 +22,15 @@ __all__ = ["adam_", "sgd_", "supports"]
 
 def supports(tensors):
     """Whether the fused kernels can update these tensors: all float32 or all float64,
-    contiguous, on the CPU, of one dtype."""
-    dt = None
+    contiguous, of one dtype, on one device."""
+    dt = dev = None
     for t in tensors:
-        if not isinstance(t, Tensor) or t._storage.device is not CPU or not t._contig:
+        if not isinstance(t, Tensor) or not t._contig:
+            return False
+        d = t._storage.device
+        if dev is None:
+            dev = d
+        elif d is not dev and d != dev:
             return False
         if t._dtype is not float32 and t._dtype is not float64:
             return False
@@ -50,16 +55,20 @@ def _checked(op, name, tensors, ref, allow_none=False):
         if t._shape != p._shape:
             raise ValueError(f"{op}: {name}[{i}] has shape {list(t._shape)}, expected "
                              f"{list(p._shape)}")
-        if not t._contig or t._storage.device is not CPU:
-            raise ValueError(f"{op}: {name}[{i}] must be a contiguous CPU tensor")
+        if not t._contig:
+            raise ValueError(f"{op}: {name}[{i}] must be a contiguous tensor")
+        d = t._storage.device
+        if d is not p._storage.device and d != p._storage.device:
+            raise RuntimeError(f"{op}: {name}[{i}] is on {d}, its parameter on "
+                               f"{p._storage.device}")
     return tensors
 
 
 def _params(op, params):
     params = list(params)
     if not supports(params):
-        raise TypeError(f"{op}: parameters must be contiguous CPU tensors, all float32 or all "
-                        "float64")
+        raise TypeError(f"{op}: parameters must be contiguous tensors on one device, all float32 "
+                        "or all float64")
     return params
 
 

@@ -35,8 +35,8 @@ def _check(x, op, what="input"):
 
 
 def _operand(x, cd):
-    """x as a contiguous CPU tensor of dtype cd (C only reads it)."""
-    if x._dtype is cd and x._cpu_contig:
+    """x as a contiguous tensor of dtype cd on its device (the kernel only reads it)."""
+    if x._dtype is cd and x._contig:
         return x
     x = x.detach()
     return cast(x, cd).contiguous()
@@ -61,7 +61,7 @@ def gelu(input, approximate="none"):
     op = "gelu"
     _check(input, op)
     code = _approx_code(approximate, op)
-    if not input.is_cpu:
+    if not input.is_cpu and not hasattr(input._storage.backend, "gelu_fwd"):
         return _composed(input, approximate)
     cd = D.float64 if input._dtype is D.float64 else D.float32
     x = _operand(input, cd)
@@ -88,9 +88,9 @@ def gelu_backward(grad_output, input, approximate="none"):
     if tuple(grad_output._shape) != tuple(input._shape):
         raise ValueError(f"{op}: expected grad_output of shape {tuple(input._shape)}, got "
                          f"{tuple(grad_output._shape)}")
-    if not input.is_cpu or not grad_output.is_cpu:
-        raise RuntimeError(f"{op}: expected CPU tensors, got {grad_output.device} and "
-                           f"{input.device}")
+    if grad_output._storage.device != input._storage.device:
+        raise RuntimeError(f"{op}: expected all tensors on one device, got {grad_output.device} "
+                           f"and {input.device}")
     dt = D.promote_types(grad_output._dtype, input._dtype)
     cd = D.float64 if dt is D.float64 else D.float32
     g, x = _operand(grad_output, cd), _operand(input, cd)

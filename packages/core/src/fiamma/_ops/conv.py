@@ -16,7 +16,6 @@ import operator
 from fiamma import _autocast as _AC, _dtype as D, _grad_hook as G
 from fiamma._backend import check, codes as K
 from fiamma._ops._common import cast
-from fiamma._storage import CPU
 from fiamma._tensor import Tensor, new_empty
 
 __all__ = ["convolution", "convolution_backward_weight", "conv1d", "conv2d", "conv3d",
@@ -39,8 +38,16 @@ def _tuple(v, n, name, op):
 def _check_tensor(t, name, op):
     if not isinstance(t, Tensor):
         raise TypeError(f"{op}: expected {name} to be a Tensor, got {type(t).__name__}")
-    if t._storage.device is not CPU:
-        raise NotImplementedError(f"{op}: not implemented for tensors on {t.device}")
+
+
+def _device(op, *ts):
+    """The one device of the tensors ``ts`` (None entries skipped); mixing raises naming both."""
+    dev = ts[0]._storage.device
+    for t in ts[1:]:
+        if t is not None and t._storage.device is not dev and t._storage.device != dev:
+            raise RuntimeError(f"{op}: expected all tensors on one device, got {dev} and "
+                               f"{t._storage.device}")
+    return dev
 
 
 def _compute_dtype(op, *ts):
@@ -165,9 +172,10 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
                            f"{builtins.list(bias.shape)}")
     if not transposed and builtins.any(v <= 0 for v in small):
         raise RuntimeError(f"{op}: calculated output size {builtins.list(small)} is too small")
+    dev = _device(op, input, weight, bias)
     x, w = _prep(input, cdt), _prep(weight, cdt)
     b = None if bias is None else _prep(bias, cdt)
-    out = new_empty(out_shape, cdt)
+    out = new_empty(out_shape, cdt, dev)
     mode = K.CONV_BWD_DATA if transposed else K.CONV_FWD
     _run(op, mode, cdt, nd, n, cb, cs, groups, big, small, k, s, p, d, x, w, b, out)
     if cdt is not odt:
@@ -208,8 +216,9 @@ def convolution_backward_weight(input, grad_output, weight_size, stride, padding
     if builtins.any(v <= 0 for v in big + small):
         raise RuntimeError(f"{op}: expected non-empty spatial sizes, got input "
                            f"{builtins.list(xsh)} and grad_output {builtins.list(gsh)}")
+    dev = _device(op, input, grad_output)
     x, g = _prep(input, cdt), _prep(grad_output, cdt)
-    out = new_empty(wsh, cdt)
+    out = new_empty(wsh, cdt, dev)
     if out._numel:
         check(out._storage.backend.conv(K.CONV_BWD_WEIGHT, nd, xsh[0], xsh[1], gsh[1], groups,
                                         big, small, k, s, p, d, x, g, None, out), op)
@@ -257,7 +266,7 @@ def im2col(input, kernel_size, dilation=1, padding=0, stride=1):
     L = 1
     for v in small:
         L *= v
-    out = new_empty((n, c * kp, L), cdt)
+    out = new_empty((n, c * kp, L), cdt, input._storage.device)
     if c and out._numel:
         x = _prep(input, cdt)
         _run(op, K.CONV_IM2COL, cdt, nd, n, c, c, 1, big, small, k, s, p, d, x, None, None,
@@ -303,7 +312,7 @@ def col2im(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
                            f"{' * '.join(str(v) for v in small)} = {Lexp}, but got "
                            f"input.size(2)={L}")
     c = ck // kp
-    out = new_empty((n, c) + big, cdt)
+    out = new_empty((n, c) + big, cdt, input._storage.device)
     if c and out._numel:
         x = _prep(input, cdt)
         _run(op, K.CONV_COL2IM, cdt, nd, n, c, c, 1, big, small, k, s, p, d, x, None, None,

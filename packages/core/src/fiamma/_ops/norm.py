@@ -105,6 +105,16 @@ def _rows(x, k):
     return x, outer
 
 
+def _device(op, x, *ts):
+    """x's device, after checking every tensor of ts (None skipped) is on it."""
+    dev = x._storage.device
+    for t in ts:
+        if isinstance(t, Tensor) and t._storage.device != dev:
+            raise RuntimeError(f"{op}: expected all tensors on one device, got {dev} and "
+                               f"{t._storage.device}")
+    return dev
+
+
 def _grad_on(*ts):
     return G.state.enabled and G.any_requires_grad(*ts)
 
@@ -155,11 +165,12 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     b = _param(bias, C, cd, op, "bias")
     rm, rm_back = _running(running_mean, C, cd, op, "running_mean")
     rv, rv_back = _running(running_var, C, cd, op, "running_var")
+    dev = _device(op, input, weight, bias, running_mean, running_var)
     x = cast(input.detach() if input.requires_grad else input, cd)
     x, xs = _as_ncs(x)
-    y = new_empty(shape, cd)
-    mean = new_empty((C,), cd)
-    invstd = new_empty((C,), cd)
+    y = new_empty(shape, cd, dev)
+    mean = new_empty((C,), cd, dev)
+    invstd = new_empty((C,), cd, dev)
     mom = 0.0 if momentum is None else float(momentum)
     upd = training and input._numel > 0
     rc = y._storage.backend.batch_norm_fwd(
@@ -202,9 +213,10 @@ def batch_norm_backward(grad_output, input, weight, mean, invstd, training, eps=
     x, xs = _as_ncs(cast(input.detach() if input.requires_grad else input, cd))
     g, gs = _as_ncs(cast(grad_output.detach() if grad_output.requires_grad else grad_output,
                          cd))
-    gx = new_empty(shape, cd) if output_mask[0] else None
-    gw = new_empty((C,), cd) if output_mask[1] else None
-    gb = new_empty((C,), cd) if output_mask[2] else None
+    dev = _device(op, input, grad_output, weight, mean, invstd)
+    gx = new_empty(shape, cd, dev) if output_mask[0] else None
+    gw = new_empty((C,), cd, dev) if output_mask[1] else None
+    gb = new_empty((C,), cd, dev) if output_mask[2] else None
     rc = x._storage.backend.batch_norm_bwd(N, C, S, g, gs, x, xs, w, m, iv, int(bool(training)),
                                            gx, gw, gb)
     check(rc, op, f"input shape {tuple(shape)}")
@@ -277,10 +289,11 @@ def _row_forward(op, rms, input, k, weight, bias, Gs, P, Sp, eps, wshape):
     for t, what in ((weight, "weight"), (bias, "bias")):
         if t is not None and wshape is not None and tuple(t._shape) != wshape:
             raise ValueError(f"{op}: expected {what} of shape {wshape}, got {tuple(t._shape)}")
+    dev = _device(op, input, weight, bias)
     x, sx = _rows(input if input._dtype is cd else cast(input, cd), k)
-    y = new_empty(shape, cd)
-    mean = None if rms else new_empty((M,), cd)
-    rstd = new_empty((M,), cd)
+    y = new_empty(shape, cd, dev)
+    mean = None if rms else new_empty((M,), cd, dev)
+    rstd = new_empty((M,), cd, dev)
     if input._numel:
         rc = y._storage.backend.row_norm_fwd(int(rms), M, K, x, sx, y, w, b, Gs, P, Sp, mean,
                                              rstd, float(eps))
@@ -308,10 +321,11 @@ def _row_backward(op, rms, grad_output, input, k, weight, mean, rstd, Gs, P, Sp,
     x, sx = _rows(cast(input.detach() if input.requires_grad else input, cd), k)
     g, sg = _rows(cast(grad_output.detach() if grad_output.requires_grad else grad_output, cd),
                   k)
-    gx = new_empty(shape, cd) if output_mask[0] else None
+    dev = _device(op, input, grad_output, weight, mean, rstd)
+    gx = new_empty(shape, cd, dev) if output_mask[0] else None
     wsh = tuple(weight._shape) if weight is not None else wshape
-    gw = new_empty(wsh, cd, zero=True) if output_mask[1] else None
-    gb = new_empty(wsh, cd, zero=True) if has_bias and output_mask[2] else None
+    gw = new_empty(wsh, cd, dev, zero=True) if output_mask[1] else None
+    gb = new_empty(wsh, cd, dev, zero=True) if has_bias and output_mask[2] else None
     if input._numel:
         rc = x._storage.backend.row_norm_bwd(int(rms), M, K, g, sg, x, sx, w, Gs, P, Sp, mu, rs,
                                              gx, gw, gb)

@@ -12,7 +12,6 @@ import operator
 
 from fiamma import _grad_hook as G
 from fiamma._backend import check
-from fiamma._storage import CPU
 from fiamma._tensor import Tensor, new_empty
 
 __all__ = ["pad"]
@@ -57,8 +56,6 @@ def pad(input, pad, mode="constant", value=None):
     op = "pad"
     if not isinstance(input, Tensor):
         raise TypeError(f"{op}: expected input to be a Tensor, got {type(input).__name__}")
-    if input._storage.device is not CPU:
-        raise RuntimeError(f"{op}: not implemented for tensors on {input._storage.device}")
     try:
         p = tuple(_index(v) for v in pad)
     except TypeError:
@@ -112,7 +109,7 @@ def pad(input, pad, mode="constant", value=None):
     # where the input lands: output positions [o0, o0 + count) hold input [i0, i0 + count);
     # negative amounts crop the padded whole, so a crop may eat into the other side's padding
     src_off, crop_shape, dst_off, ext = 0, [], 0, []
-    out = new_empty(tuple(out_shape), x._dtype)
+    out = new_empty(tuple(out_shape), x._dtype, x._storage.device)
     ost = out._stride
     for d, (lo, hi) in enumerate(lr):
         n, m = shape[d], out_shape[d]
@@ -166,7 +163,10 @@ def _pad_by_index(x, lr, mode, op):
         else:  # amounts < n: one reflection at each end suffices
             i = np.abs(i)
             i = np.where(i >= n, 2 * (n - 1) - i, i)
-        t = _take(t, d, _from_np(i), op)
+        idx = _from_np(i)
+        if t._storage.device is not idx._storage.device:
+            idx = idx.to(t.device)
+        t = _take(t, d, idx, op)
     return t
 
 

@@ -17,7 +17,6 @@ import operator
 from fiamma import _dtype as D, _grad_hook as G
 from fiamma._backend import check, codes as K
 from fiamma._ops._common import cast
-from fiamma._storage import CPU
 from fiamma._tensor import Tensor, new_empty
 
 __all__ = ["upsample", "upsample_backward", "grid_sampler", "grid_sampler_backward",
@@ -34,9 +33,13 @@ _PAD_NAMES = {0: "zeros", 1: "border", 2: "reflection"}
 def _tensor(x, op, name="input"):
     if not isinstance(x, Tensor):
         raise TypeError(f"{op}: expected a Tensor as {name}, got {type(x).__name__}")
-    if x._storage.device is not CPU:
-        raise NotImplementedError(f"{op}: not implemented for device {x.device}")
     return x
+
+
+def _same_device(op, a, b):
+    if a._storage.device != b._storage.device:
+        raise RuntimeError(f"{op}: expected all tensors on one device, got "
+                           f"{a._storage.device} and {b._storage.device}")
 
 
 def _compute_dtype(x, op, integer_ok=False):
@@ -118,7 +121,7 @@ def upsample(input, size, mode="nearest", align_corners=False, scales=None):
     cdt = _compute_dtype(input, op, integer_ok=m <= K.SAMPLE_NEAREST_EXACT)
     x = cast(input, cdt)
     n, c = input._shape[:2]
-    res = new_empty((n, c) + size, cdt, CPU)
+    res = new_empty((n, c) + size, cdt, input._storage.device)
     if res._numel:
         check(res._storage.backend.upsample(m, ac, nsp, n, c, input._shape[2:], size, sc, x,
                                             x._stride, res), op,
@@ -153,14 +156,15 @@ def upsample_backward(grad_output, input_size, mode="nearest", align_corners=Fal
     cdt = _compute_dtype(grad_output, op)
     g = cast(grad_output, cdt).contiguous()
     n, c = input_size[:2]
-    res = new_empty(input_size, cdt, CPU)
+    dev = grad_output._storage.device
+    res = new_empty(input_size, cdt, dev)
     if res._numel:
         if g._numel:
             check(res._storage.backend.upsample_backward(m, ac, nsp, n, c, input_size[2:],
                                                          tuple(gs[2:]), sc, g, res), op,
                   f"input_size {input_size}")
         else:
-            res = new_empty(input_size, cdt, CPU, zero=True)
+            res = new_empty(input_size, cdt, dev, zero=True)
     res = cast(res, grad_output._dtype)
     if grad_output.requires_grad:
         G.record("upsample_backward", res, (grad_output,),
@@ -193,6 +197,7 @@ def _grid_args(input, grid, interpolation_mode, padding_mode, op):
     if padding_mode not in _PAD_NAMES:
         raise ValueError(f"{op}: padding_mode must be 0 (zeros), 1 (border) or 2 (reflection), "
                          f"got {padding_mode!r}")
+    _same_device(op, input, grid)
     if input._dtype is not grid._dtype:
         raise TypeError(f"{op}: expected grid to have the dtype of input ({input._dtype}), "
                         f"got {grid._dtype}")
@@ -217,7 +222,7 @@ def grid_sampler(input, grid, interpolation_mode=0, padding_mode=0, align_corner
     gr = cast(grid, cdt).contiguous()
     n, c = input._shape[:2]
     osz = tuple(grid._shape[1:-1])
-    res = new_empty((n, c) + osz, cdt, CPU)
+    res = new_empty((n, c) + osz, cdt, input._storage.device)
     if res._numel:
         check(res._storage.backend.grid_sample(nsp, _GRID_MODES[interpolation_mode],
                                                padding_mode, bool(align_corners), n, c,
@@ -248,8 +253,10 @@ def grid_sampler_backward(grad_output, input, grid, interpolation_mode=0, paddin
     x = cast(input, cdt)
     gr = cast(grid, cdt).contiguous()
     gy = cast(grad_output, cdt).contiguous()
-    gx = new_empty(input._shape, cdt, CPU, zero=True) if want_x else None
-    gg = new_empty(grid._shape, cdt, CPU, zero=True) if want_g else None
+    _same_device(op, input, grad_output)
+    dev = input._storage.device
+    gx = new_empty(input._shape, cdt, dev, zero=True) if want_x else None
+    gg = new_empty(grid._shape, cdt, dev, zero=True) if want_g else None
     if gy._numel and input._numel and (want_x or want_g):
         check(x._storage.backend.grid_sample_backward(
             nsp, _GRID_MODES[interpolation_mode], padding_mode, bool(align_corners), n, c,
