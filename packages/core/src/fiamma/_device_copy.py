@@ -11,11 +11,12 @@ __all__ = ["to_device", "copy_across", "device_storage", "cuda_unavailable_reaso
 
 
 def cuda_unavailable_reason():
-    try:
-        import cupy  # noqa: F401
-    except Exception as e:  # ImportError, or CUDA driver errors raised at import
-        return f"CuPy could not be imported ({type(e).__name__}: {e})"
-    return "the cuda backend is not implemented in this version of fiamma-core"
+    """CuPy's own reason why fiamma has no cuda backend (None when it has one)."""
+    from fiamma._backend.xp import cuda
+
+    if cuda.backend() is not None:
+        return None
+    return cuda.reason()
 
 
 def device_storage(dev, nbytes, zero=False):
