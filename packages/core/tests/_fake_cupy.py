@@ -73,6 +73,7 @@ def make():
 
     cp.ndarray = ndarray
     cuda = types.SimpleNamespace()
+    calls = []
 
     def alloc(n):
         pool.used += n
@@ -100,7 +101,23 @@ def make():
         def use(self):
             pass
 
+    class Event:
+        done = True
+
+        def __init__(self, block=False, disable_timing=False, interprocess=False):
+            pass
+
+        def record(self, stream=None):
+            pass
+
+    def alloc_pinned_memory(n):
+        m = _Memory(n)
+        calls.append(("pinned", n))
+        return types.SimpleNamespace(ptr=m.ptr, mem=m)
+
     cuda.alloc = alloc
+    cuda.Event = Event
+    cuda.alloc_pinned_memory = alloc_pinned_memory
     cuda.Device = Device
     cuda.get_current_stream = lambda: Stream()
     cuda.device = types.SimpleNamespace(get_cublas_handle=lambda: 1)
@@ -110,13 +127,17 @@ def make():
         getDeviceProperties=lambda i: {"name": b"Fake GPU", "major": 9, "minor": 0,
                                        "totalGlobalMem": 2 << 30, "multiProcessorCount": 4,
                                        "l2CacheSize": 1 << 20})
-    calls = []
 
     def memcpyAsync(dst, src, size, kind, stream):
         calls.append(("memcpy", kind, size))
         ctypes.memmove(dst, src, size)
 
+    def pointerGetAttributes(ptr):
+        raise RuntimeError("fake: no pointer attributes")
+
     runtime.memcpyAsync = memcpyAsync
+    runtime.pointerGetAttributes = pointerGetAttributes
+    runtime.cudaMemoryTypeHost = 1
     cuda.runtime = runtime
     cp.cuda = cuda
     cp.calls = calls

@@ -201,6 +201,31 @@ def test_fake_integer_products_take_the_generic_path(fake_cuda):
     assert not [c for c in fake_cuda.xp.calls if c[0].startswith("gemm")]
 
 
+def test_fake_pinned_memory_and_non_blocking(fake_cuda):
+    c = fiamma.arange(10, dtype=fiamma.float32)
+    p = c.pin_memory()
+    assert p.is_pinned() and not c.is_pinned() and p.device.type == "cpu"
+    assert p.pin_memory() is p
+    assert_same(p, c)
+    fake_cuda.xp.calls.clear()
+    d = p.to("cuda", non_blocking=True)
+    assert_same(d, c)
+    back = d.to("cpu", non_blocking=True)
+    assert back.is_pinned()
+    assert_same(back, c)
+    e = fiamma.zeros(10, device="cuda")
+    e.copy_(p, non_blocking=True)
+    assert_same(e, c)
+    assert [k for k in fake_cuda.xp.calls if k[0] == "memcpy"] == [
+        ("memcpy", 1, 40), ("memcpy", 2, 40), ("memcpy", 2, 40), ("memcpy", 1, 40),
+        ("memcpy", 2, 40)]  # one copy each way per transfer (and assert_same's reads)
+    assert fiamma.ones(2).cuda(0).device == fiamma.device("cuda", 0)
+    x = fiamma.ones(2, device="cuda")
+    assert x.to("cuda") is x and x.cuda() is x
+    with pytest.raises(RuntimeError, match="only CPU tensors"):
+        x.pin_memory()
+
+
 def test_blas_operand_mapping():
     from fiamma._backend.xp.cuda import _blas_operand, _collapse
 

@@ -22,6 +22,8 @@ These paths run only on a GPU: test_xp_*.py run them with FIAMMA_TEST_DEVICES=cu
 benchmarks/gpu/run.sh runs that suite on a GPU machine.
 """
 
+import collections
+
 import numpy as np
 
 from fiamma import _dtype as D
@@ -113,6 +115,7 @@ class CupyBackend(RuntimeMixin, XpBackend):
         self._ndevices = runtime.getDeviceCount()
         RuntimeMixin.__init__(self)
         self.fast_path_errors = {}  # cuBLAS failures that fell back to the generic code
+        self._pending = collections.deque()  # (event, host source) of async uploads in flight
 
     # ---- memory ------------------------------------------------------------------------------
     def new_storage(self, dev, nbytes, zero=False):
@@ -169,6 +172,29 @@ class CupyBackend(RuntimeMixin, XpBackend):
         stream = self.xp.cuda.get_current_stream()
         self._rt.memcpyAsync(host.ctypes.data, src._ptr, host.nbytes, self._d2h, stream.ptr)
         stream.synchronize()
+
+    def upload_async(self, dst, src):
+        """dst (contiguous, on this device) = the contiguous, same-dtype host tensor src in
+        pinned memory, queued on the current stream without waiting; src is kept alive until
+        the copy has run."""
+        stream = self.xp.cuda.get_current_stream()
+        self._rt.memcpyAsync(dst._ptr, src._ptr, src._numel * src._dtype.itemsize, self._h2d,
+                             stream.ptr)
+        self._keep_until_done(src, stream)
+
+    def download_async(self, src, dst):
+        """The host tensor dst (pinned, contiguous) = src (contiguous, on this device), queued
+        on the current stream without waiting (synchronize before reading dst)."""
+        self._rt.memcpyAsync(dst._ptr, src._ptr, src._numel * src._dtype.itemsize, self._d2h,
+                             self._stream_ptr())
+
+    def _keep_until_done(self, obj, stream):
+        pending = self._pending
+        while pending and pending[0][0].done:
+            pending.popleft()
+        ev = self.xp.cuda.Event(disable_timing=True)
+        ev.record(stream)
+        pending.append((ev, obj))
 
     def _read_element(self, t, index):
         dt = t._dtype
