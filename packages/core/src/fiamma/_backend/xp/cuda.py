@@ -196,6 +196,45 @@ class CupyBackend(RuntimeMixin, XpBackend):
         ev.record(stream)
         pending.append((ev, obj))
 
+    # ---- DLPack ------------------------------------------------------------------------------
+    def borrow_storage(self, ptr, nbytes, owner, index):
+        """A storage over device memory that ``owner`` keeps alive (a DLPack import): CuPy
+        sees it as UnownedMemory, so views of it are CuPy arrays like any other."""
+        cp = self.xp
+        dev = self.cuda_device(index)
+        mem = cp.cuda.MemoryPointer(cp.cuda.UnownedMemory(ptr, max(nbytes, 1), owner, index),
+                                    0) if ptr else cp.cuda.alloc(0)
+        st = object.__new__(self.storage_cls)
+        st.version = 0
+        st.nbytes = nbytes
+        st.device = dev
+        st.mem = mem
+        st.ptr = ptr
+        return st
+
+    def dlpack_stream(self):
+        """The stream number a DLPack consumer passes to ``__dlpack__`` for the current
+        stream (1: the legacy default stream, as the protocol numbers it)."""
+        ptr = self._stream_ptr()
+        return ptr if ptr else 1
+
+    def dlpack_export(self, t, stream, max_version, dl_device, copy):
+        """A DLPack capsule over tensor t's memory, made by CuPy from a CuPy view of it (the
+        view holds the allocation, so the memory outlives t if the consumer keeps it).
+        bfloat16 is exported as its bits (uint16) and relabelled by the caller."""
+        a = self.raw(t)
+        kwargs = {"stream": stream}
+        if max_version is not None:
+            kwargs["max_version"] = tuple(max_version)
+        if dl_device is not None:
+            kwargs["dl_device"] = tuple(dl_device)
+        if copy is not None:
+            kwargs["copy"] = copy
+        try:
+            return a.__dlpack__(**kwargs)
+        except TypeError:  # a CuPy that predates the 2023 keywords
+            return a.__dlpack__(stream=stream)
+
     def _read_element(self, t, index):
         dt = t._dtype
         buf = np.empty(1, np.uint16 if dt is D.bfloat16 else dt._np)
