@@ -192,8 +192,8 @@ def bench_mlp(ctx):
     tstep = _train_step(t, tm, t.optim.SGD(tm.parameters(), lr=0.01), t.nn.CrossEntropyLoss(),
                         _t_from_np(ctx, x), _t_from_np(ctx, y))
     l0f, l0t = float(fstep().item()), float(tstep().item())
-    fs, fn_ = timeit(fstep, ctx.fsync, warmup=5, iters=50, budget_s=20)
-    ts, tn_ = timeit(tstep, ctx.tsync, warmup=5, iters=50, budget_s=20)
+    fs, fn_ = timeit(fstep, ctx.fsync, warmup=5, iters=50, budget_s=12)
+    ts, tn_ = timeit(tstep, ctx.tsync, warmup=5, iters=50, budget_s=8)
     return (fs * 1e3, ts * 1e3, "ms/step", False,
             f"batch {bs}; first loss fiamma {l0f:.5f} torch {l0t:.5f}; timed steps {fn_}/{tn_}")
 
@@ -218,13 +218,13 @@ def bench_resnet(ctx):
     fstep = _train_step(f, fm, f.optim.SGD(fm.parameters(), lr=0.01, momentum=0.9),
                         f.nn.CrossEntropyLoss(), _f_from_np(ctx, x), _f_from_np(ctx, y),
                         autocast_dtype=dt_f, dev_type=ctx.fdev if ctx.gpu else "cpu")
-    fs, fn_ = timeit(fstep, ctx.fsync, warmup=2, iters=10, budget_s=40)
+    fs, fn_ = timeit(fstep, ctx.fsync, warmup=2, iters=10, budget_s=35)
     ts, tn_ = float("nan"), 0
     if tm is not None:
         tstep = _train_step(t, tm, t.optim.SGD(tm.parameters(), lr=0.01, momentum=0.9),
                             t.nn.CrossEntropyLoss(), _t_from_np(ctx, x), _t_from_np(ctx, y),
                             autocast_dtype=t.bfloat16, dev_type=ctx.tdev)
-        ts, tn_ = timeit(tstep, ctx.tsync, warmup=3, iters=10, budget_s=20)
+        ts, tn_ = timeit(tstep, ctx.tsync, warmup=3, iters=10, budget_s=12)
     return (fs * 1e3, ts * 1e3, "ms/step", False,
             f"batch {bs}, {hw}^2, bf16 autocast; {tnote}; timed steps {fn_}/{tn_}")
 
@@ -301,7 +301,7 @@ def bench_gpt(ctx):
                         _t_from_np(ctx, x), _t_from_np(ctx, y))
     l0f, l0t = float(fstep().item()), float(tstep().item())
     fs, fn_ = timeit(fstep, ctx.fsync, warmup=2, iters=10, budget_s=30)
-    ts, tn_ = timeit(tstep, ctx.tsync, warmup=3, iters=10, budget_s=15)
+    ts, tn_ = timeit(tstep, ctx.tsync, warmup=3, iters=10, budget_s=10)
     return (fs * 1e3, ts * 1e3, "ms/step", False,
             f"{layers}L {heads}H {width}w block {block} batch {bs}, fp32, AdamW; first loss "
             f"fiamma {l0f:.5f} torch {l0t:.5f}; timed steps {fn_}/{tn_}")

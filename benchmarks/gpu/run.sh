@@ -10,8 +10,8 @@ OUT=${OUT:-gpu-results}
 mkdir -p "$OUT"
 PY=${PYTHON:-python3}
 T_INSTALL=${T_INSTALL:-90}
-T_TESTS=${T_TESTS:-210}
-T_BENCH=${T_BENCH:-150}
+T_TESTS=${T_TESTS:-250}  # the tests end this many seconds after the start at the latest
+T_END=${T_END:-460}  # the benchmarks end this many seconds after the start at the latest
 start=$(date +%s)
 
 # 1. the wheels core needs beyond what the machine has (cffi's runtime, OpenBLAS)
@@ -47,22 +47,46 @@ PY
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
 
-# 3. the cuda test suite (device-parametrised files only, on cuda)
-tests=$(ls packages/*/tests/test_xp_*.py packages/*/tests/test_cuda*.py \
+# 3. the cuda test suite: the device-parametrised files, on cuda, one pytest run per tests/
+#    folder (each has its own conftest.py); junit reports merged into one file
+files=$(ls packages/*/tests/test_xp_*.py packages/*/tests/test_cuda*.py \
         packages/*/tests/test_device*.py tests/test_devices*.py tests/test_xp*.py \
         tests/test_cuda*.py 2>/dev/null | sort -u)
+dirs=$(for f in $files; do dirname "$f"; done | sort -u)
 timeout_flag=""
 if "$PY" -c "import pytest_timeout" 2>/dev/null; then timeout_flag="--timeout=60"; fi
-echo "== tests: $tests"
-set -o pipefail
-FIAMMA_TEST_DEVICES=cuda timeout -k 10 "$T_TESTS" "$PY" -m pytest -q -p no:cacheprovider \
-    --maxfail=30 -rfEs $timeout_flag --junitxml="$OUT/junit.xml" $tests 2>&1 \
-    | tee "$OUT/pytest.log" | tail -60
-echo "== tests exit: $?  ($(( $(date +%s) - start )) s so far)"
+mkdir -p /tmp/junit
+: > "$OUT/pytest.log"
+i=0
+for d in $dirs; do
+    i=$((i + 1))
+    left=$(( T_TESTS - ($(date +%s) - start) ))
+    [ "$left" -lt 20 ] && { echo "== no time left for $d" | tee -a "$OUT/pytest.log"; continue; }
+    these=$(for f in $files; do [ "$(dirname "$f")" = "$d" ] && echo "$f"; done)
+    echo "== $d: $(echo $these | wc -w) files (${left} s left)" | tee -a "$OUT/pytest.log"
+    FIAMMA_TEST_DEVICES=cuda timeout -k 10 "$left" "$PY" -m pytest -q -p no:cacheprovider \
+        --maxfail=30 -rfE $timeout_flag --junitxml="/tmp/junit/$i.xml" $these \
+        >> "$OUT/pytest.log" 2>&1
+    echo "== $d: exit $?" | tee -a "$OUT/pytest.log"
+done
+"$PY" - "$OUT/junit.xml" /tmp/junit/*.xml <<'PY' || true
+import sys, xml.etree.ElementTree as ET
+root = ET.Element("testsuites")
+for f in sys.argv[2:]:
+    try:
+        r = ET.parse(f).getroot()
+    except Exception as e:
+        print("junit:", f, e)
+        continue
+    root.extend(r.findall("testsuite") if r.tag == "testsuites" else [r])
+ET.ElementTree(root).write(sys.argv[1], encoding="utf-8", xml_declaration=True)
+PY
+grep -E "passed|failed|error|no tests ran" "$OUT/pytest.log" | tail -20
+echo "== tests done ($(( $(date +%s) - start )) s so far)"
 
 # 4. the benchmarks beside PyTorch on the same GPU
-left=$(( 450 - ($(date +%s) - start) ))
-[ "$left" -lt "$T_BENCH" ] && T_BENCH=$left
+T_BENCH=$(( T_END - ($(date +%s) - start) ))
+echo "== benchmarks (${T_BENCH} s left)"
 timeout -k 10 "$T_BENCH" "$PY" benchmarks/gpu/bench_cuda.py --device cuda --out "$OUT" 2>&1 \
     | tee "$OUT/bench.log" | tail -30
 echo "== bench exit: $?  ($(( $(date +%s) - start )) s in all)"
