@@ -159,11 +159,13 @@ class CupyBackend(RuntimeMixin, XpBackend):
 
     def _upload(self, dst, host):
         if not dst._contig:
-            return XpBackend._upload(self, dst, host)
-        # from pageable memory the call returns once the data is staged: host may go away
-        self._rt.memcpyAsync(dst._ptr, host.ctypes.data, host.nbytes, self._h2d,
-                             self._stream_ptr())
-        return None
+            self.raw(dst)[...] = self.xp.asarray(host.reshape(dst._shape))
+            return
+        # waited for, as PyTorch's blocking copy is: the host memory may be pinned (then the
+        # copy really is asynchronous) and be reused by the caller as soon as this returns
+        stream = self.xp.cuda.get_current_stream()
+        self._rt.memcpyAsync(dst._ptr, host.ctypes.data, host.nbytes, self._h2d, stream.ptr)
+        stream.synchronize()
 
     def _download(self, src, host):
         if not src._contig:
