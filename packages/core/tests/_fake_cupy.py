@@ -9,6 +9,7 @@ every operand layout); a GPU run (benchmarks/gpu/run.sh) checks the real thing.
 import ctypes
 import sys
 import types
+import weakref
 
 import numpy as np
 
@@ -53,6 +54,9 @@ class _Pool:
     def total_bytes(self):
         return self.used
 
+    def release(self, n):
+        self.used -= n
+
     def free_all_blocks(self):
         pass
 
@@ -77,13 +81,42 @@ def make():
 
     def alloc(n):
         pool.used += n
-        return MemoryPointer(_Memory(n), 0)
+        m = _Memory(n)
+        weakref.finalize(m, pool.release, n)
+        return MemoryPointer(m, 0)
 
     class Stream:
-        ptr = 7
+        """Streams run nothing (the fake computes at once); they keep CuPy's bookkeeping."""
+
+        _next = [0x1000]
+        current = None
+
+        def __init__(self, null=False, non_blocking=False, ptds=False, priority=None):
+            if null:
+                self.ptr = 0
+            else:
+                self.ptr = Stream._next[0]
+                Stream._next[0] += 0x10
+            self.priority = priority
+            self.done = True
 
         def synchronize(self):
             pass
+
+        def use(self):
+            Stream.current = self
+            return self
+
+        def wait_event(self, event):
+            assert isinstance(event, Event)
+
+        def record(self, event=None):
+            event = Event() if event is None else event
+            event.record(self)
+            return event
+
+    Stream.null = Stream(null=True)
+    Stream.current = Stream.null
 
     class Device:
         def __init__(self, i=0):
@@ -103,12 +136,20 @@ def make():
 
     class Event:
         done = True
+        ptr = 0x2000
 
         def __init__(self, block=False, disable_timing=False, interprocess=False):
-            pass
+            self.timing = not disable_timing
 
         def record(self, stream=None):
+            assert stream is None or isinstance(stream, Stream)
+
+        def synchronize(self):
             pass
+
+    def get_elapsed_time(start, end):
+        assert start.timing and end.timing
+        return 0.25
 
     def alloc_pinned_memory(n):
         m = _Memory(n)
@@ -116,10 +157,12 @@ def make():
         return types.SimpleNamespace(ptr=m.ptr, mem=m)
 
     cuda.alloc = alloc
+    cuda.Stream = Stream
+    cuda.get_elapsed_time = get_elapsed_time
     cuda.Event = Event
     cuda.alloc_pinned_memory = alloc_pinned_memory
     cuda.Device = Device
-    cuda.get_current_stream = lambda: Stream()
+    cuda.get_current_stream = lambda: Stream.current
     cuda.device = types.SimpleNamespace(get_cublas_handle=lambda: 1)
     runtime = types.SimpleNamespace(
         memcpyHostToDevice=1, memcpyDeviceToHost=2, getDeviceCount=lambda: 1,
