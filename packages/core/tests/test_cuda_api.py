@@ -76,7 +76,10 @@ def test_cpu_tensors_answer_cpu():
 
 @pytest.fixture
 def fake_cuda():
-    """The cuda backend built over _fake_cupy and registered as 'cuda' for one test."""
+    """The cuda backend built over _fake_cupy and registered as 'cuda' for one test (on a
+    machine with a GPU the real backend is tested instead)."""
+    if HAVE_GPU:
+        pytest.skip("a GPU is here: the real CuPy is tested instead of the stand-in")
     import _fake_cupy
 
     from fiamma import _backend
@@ -243,11 +246,18 @@ def test_blas_operand_mapping():
 
 # ---- on a GPU -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("_", [0], ids=[""])
-class TestGPU:
-    pytestmark = gpu
+@pytest.fixture(params=[pytest.param("fake", id="fake"),
+                        pytest.param("gpu", id="gpu", marks=gpu)])
+def where(request):
+    """Runs a test over the CuPy stand-in (CI) and on a real GPU (when there is one)."""
+    if request.param == "fake":
+        request.getfixturevalue("fake_cuda")
+    return request.param
 
-    def test_devices_and_properties(self, _):
+
+class TestGPU:
+
+    def test_devices_and_properties(self, where):
         assert fiamma.cuda.is_available() and fiamma.cuda.device_count() >= 1
         i = fiamma.cuda.current_device()
         p = fiamma.cuda.get_device_properties(i)
@@ -259,7 +269,7 @@ class TestGPU:
         free, total = fiamma.cuda.mem_get_info()
         assert 0 < free <= total
 
-    def test_allocation_and_memory_stats(self, _):
+    def test_allocation_and_memory_stats(self, where):
         fiamma.cuda.synchronize()
         fiamma.cuda.empty_cache()
         fiamma.cuda.reset_peak_memory_stats()
@@ -277,7 +287,7 @@ class TestGPU:
         z = fiamma.zeros(1000, 3, device="cuda")
         assert float(z.abs().sum().item()) == 0.0
 
-    def test_streams_and_events(self, _):
+    def test_streams_and_events(self, where):
         s = fiamma.cuda.Stream()
         start = fiamma.cuda.Event(enable_timing=True)
         end = fiamma.cuda.Event(enable_timing=True)
@@ -296,7 +306,7 @@ class TestGPU:
         assert float(y[-1].item()) == 3.0
         assert fiamma.cuda.default_stream().cuda_stream == 0
 
-    def test_copies_and_item_on_gpu(self, _):
+    def test_copies_and_item_on_gpu(self, where):
         rng = np.random.default_rng(0)
         for dt in [fiamma.float32, fiamma.bfloat16, fiamma.int64, fiamma.bool]:
             c = fiamma.tensor(rng.integers(0, 5, (3, 4)).astype(np.float64), dtype=dt)
@@ -306,7 +316,9 @@ class TestGPU:
             assert_same(d.t().contiguous(), c.t().contiguous())
             assert d[2, 3].item() == c[2, 3].item()
 
-    def test_dlpack_with_cupy(self, _):
+    def test_dlpack_with_cupy(self, where):
+        if where == "fake":
+            pytest.skip("DLPack on the GPU needs the real CuPy")
         import cupy
 
         a = cupy.arange(6, dtype=cupy.float32).reshape(2, 3)
@@ -318,7 +330,9 @@ class TestGPU:
         assert back.data.ptr == t.data_ptr()
         np.testing.assert_array_equal(cupy.asnumpy(back), np.arange(6).reshape(2, 3) * 2)
 
-    def test_dlpack_with_torch(self, _):
+    def test_dlpack_with_torch(self, where):
+        if where == "fake":
+            pytest.skip("DLPack on the GPU needs the real CuPy")
         torch = pytest.importorskip("torch")
         if not torch.cuda.is_available():
             pytest.skip("PyTorch without CUDA")
@@ -332,7 +346,7 @@ class TestGPU:
         bf = fiamma.ones(4, dtype=fiamma.bfloat16, device="cuda")
         assert torch.from_dlpack(bf).dtype == torch.bfloat16
 
-    def test_pinned_memory_and_non_blocking(self, _):
+    def test_pinned_memory_and_non_blocking(self, where):
         c = fiamma.arange(1 << 16, dtype=fiamma.float32)
         p = c.pin_memory()
         assert p.is_pinned() and not c.is_pinned() and p.device.type == "cpu"
@@ -346,14 +360,14 @@ class TestGPU:
         fiamma.cuda.synchronize()
         assert_same(e, c)
 
-    def test_same_seed_same_numbers(self, _):
+    def test_same_seed_same_numbers(self, where):
         fiamma.manual_seed(7)
         a = fiamma.rand(1000)
         fiamma.cuda.manual_seed(7)
         b = fiamma.rand(1000, device="cuda")
         assert_same(b, a)
 
-    def test_autocast_cuda(self, _):
+    def test_autocast_cuda(self, where):
         x = fiamma.randn(8, 16).cuda()
         w = fiamma.randn(16, 4).cuda()
         with fiamma.autocast("cuda", dtype=fiamma.bfloat16):
@@ -362,7 +376,7 @@ class TestGPU:
         assert y.dtype is fiamma.bfloat16 and c.dtype is fiamma.float32
         assert_same(y.float(), (x.cpu() @ w.cpu()), rtol=2e-2, atol=5e-2)
 
-    def test_grad_scaler_cuda(self, _):
+    def test_grad_scaler_cuda(self, where):
         w = fiamma.ones(3, device="cuda", requires_grad=True)
         opt = fiamma.optim.SGD([w], lr=0.1)
         scaler = fiamma.amp.GradScaler("cuda")
