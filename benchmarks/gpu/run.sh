@@ -18,6 +18,11 @@ start=$(date +%s)
 site=/tmp/site
 timeout "$T_INSTALL" "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
     --upgrade --target "$site" .whl/*.whl || echo "pip install of .whl/ failed" >&2
+# the core extension links libgomp.so.1 (GCC's OpenMP runtime): use the carried copy only
+# where the machine has none
+if ! ldconfig -p 2>/dev/null | grep -q "libgomp.so.1 " && [ -e .whl/lib/libgomp.so.1 ]; then
+    export LD_LIBRARY_PATH="$PWD/.whl/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 srcs=$(ls -d packages/*/src | tr '\n' ':')
 export PYTHONPATH="$site:${srcs%:}"
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
