@@ -603,7 +603,7 @@ class Tensor:
             if dev != here and not (dev.index is None and dev.type == here.type):
                 from fiamma._device_copy import to_device
 
-                out = to_device(out, dev, non_blocking)
+                out = to_device(out, dev, True) if non_blocking else to_device(out, dev)
                 copy = False
         if dt is not None:
             dt = D.to_dtype(dt, "to")
