@@ -112,33 +112,50 @@ def _cast(x, dtype, device_type, cache_enabled):
 
 def cast_lower(device_type, *args):
     """``args`` with eligible tensors cast to this thread's autocast dtype for
-    ``device_type`` when autocast is enabled there (unchanged otherwise)."""
+    ``device_type`` when autocast is enabled there (unchanged otherwise). ``device_type``
+    None: each tensor by the autocast state of its own device type (what an op on the
+    lower-precision list does: its inputs share one device)."""
+    if device_type is None:
+        for dev_type, st in _enabled_states():
+            args = tuple(_cast(a, st.dtype, dev_type, st.cache_enabled) for a in args)
+        return args
     st = state(device_type)
     if not st.enabled:
         return args
     return tuple(_cast(a, st.dtype, device_type, st.cache_enabled) for a in args)
 
 
+def _enabled_states():
+    """[(device type, state)] of this thread's enabled autocast states."""
+    states = getattr(_tls, "states", None)
+    if not states:
+        return []
+    return [(k, st) for k, st in states.items() if st.enabled]
+
+
 def float32_op(fn):
-    """Run ``fn`` on float32 inputs with autocast off inside an enabled CPU autocast region
-    (PyTorch's "fp32" list: losses and other precision-sensitive ops)."""
+    """Run ``fn`` on float32 inputs with autocast off inside an enabled autocast region
+    (PyTorch's "fp32" list: losses and other precision-sensitive ops); a tensor is cast when
+    autocast is on for its device type."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         if not _regions:
             return fn(*args, **kwargs)
-        st = state("cpu")
-        if not st.enabled:
+        enabled = _enabled_states()
+        if not enabled:
             return fn(*args, **kwargs)
         import fiamma
 
         f32 = fiamma.float32
-        args = tuple(_cast(a, f32, "cpu", False) for a in args)
-        kwargs = {k: _cast(v, f32, "cpu", False) for k, v in kwargs.items()}
-        st.enabled = False  # not counted: the region stays open around this call
+        for dev_type, st in enabled:
+            args = tuple(_cast(a, f32, dev_type, False) for a in args)
+            kwargs = {k: _cast(v, f32, dev_type, False) for k, v in kwargs.items()}
+            st.enabled = False  # not counted: the region stays open around this call
         try:
             return fn(*args, **kwargs)
         finally:
-            st.enabled = True
+            for _, st in enabled:
+                st.enabled = True
 
     return wrapper

@@ -1079,12 +1079,15 @@ def _dim_order(self, *, ambiguity_check=False):
 
 
 def _is_pinned(self, device=None):
-    return False
+    from fiamma._device_copy import is_pinned
+
+    return is_pinned(self)
 
 
 def _pin_memory(self, device=None):
-    raise RuntimeError("pin_memory: fiamma has no pinned (page-locked) memory: there is no "
-                       "CUDA device")
+    from fiamma._device_copy import pin_memory
+
+    return pin_memory(self)
 
 
 def _inplace(fn):

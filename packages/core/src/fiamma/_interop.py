@@ -285,9 +285,11 @@ def _dlpack(self, stream=None, max_version=None, dl_device=None, copy=None):
         raise RuntimeError("__dlpack__: can't export tensors that require gradient, use "
                            "tensor.detach()")
     dev = _dl_device_of(self)
+    if dev[0] == kDLCUDA:
+        return _cuda_dlpack(self, stream, max_version, dl_device, copy)
     if dev[0] != kDLCPU:
-        raise BufferError(f"__dlpack__: only CPU tensors can be exported for now (the tensor is "
-                          f"on {self.device})")
+        raise BufferError(f"__dlpack__: only CPU and CUDA tensors can be exported (the tensor "
+                          f"is on {self.device})")
     if stream is not None and stream != -1:
         raise ValueError(f"__dlpack__: stream must be None for CPU tensors, got {stream!r}")
     if dl_device is not None and tuple(int(x) for x in dl_device) != dev:
@@ -312,6 +314,29 @@ def _dlpack(self, stream=None, max_version=None, dl_device=None, copy=None):
     if self._dtype is D.bfloat16:
         _dl_tensor(*_managed(cap)).dtype.code = _DL_BFLOAT  # int16 -> bfloat16, same bits
     return cap
+
+
+def _cuda_dlpack(self, stream, max_version, dl_device, copy):
+    """__dlpack__ of a CUDA tensor: CuPy makes the capsule over a view of the tensor's memory
+    (no copy); ``stream`` is the consumer's, as the protocol defines it."""
+    be = self._storage.backend
+    src = self.view(D.int16) if self._dtype is D.bfloat16 else self
+    cap = be.dlpack_export(src, stream, max_version, dl_device, copy)
+    if self._dtype is D.bfloat16:
+        _dl_tensor(*_managed(cap)).dtype.code = _DL_BFLOAT  # int16 -> bfloat16, same bits
+    return cap
+
+
+def _cuda_importer(op):
+    """The cuda backend, to import CUDA memory (BufferError saying why when there is none)."""
+    from fiamma._backend.xp import cuda
+
+    be = cuda.backend()
+    if be is None:
+        raise BufferError(f"{op}: the data is in CUDA memory (DLPack device type {kDLCUDA}) "
+                          f"and CUDA is not available, so only CPU memory can be imported: "
+                          f"{cuda.reason()}")
+    return be
 
 
 def _managed(cap):
@@ -380,7 +405,7 @@ def from_dlpack(ext_tensor, *, device=None, copy=None):
     JAX tensors, ...) or with a DLPack capsule (``"dltensor"`` or ``"dltensor_versioned"``).
 
     The producer's memory is kept alive until the tensor (and its views) die, then the
-    producer's deleter is called. Only CPU memory is supported for now. ``copy=True`` returns
+    producer's deleter is called. CPU and CUDA memory are supported. ``copy=True`` returns
     a copy; ``copy=False`` raises BufferError where sharing is impossible (negative strides,
     unaligned data), which ``copy=None`` answers with a copy.
 
@@ -391,15 +416,24 @@ def from_dlpack(ext_tensor, *, device=None, copy=None):
     array([7., 7., 7., 7.])
     """
     if device is not None and _device(device) is not CPU:
-        raise BufferError(f"from_dlpack: only device='cpu' is supported for now, got "
-                          f"{device!r}")
+        if _device(device).type != "cuda":
+            raise BufferError(f"from_dlpack: only device='cpu' or 'cuda' is supported, got "
+                              f"{device!r}")
+        from fiamma._backend.xp import cuda
+
+        if cuda.backend() is None:
+            raise BufferError(f"from_dlpack: device={device!r} needs CUDA, which is not "
+                              f"available (only device='cpu' works here): {cuda.reason()}")
     if hasattr(ext_tensor, "__dlpack__"):
+        kwargs = {"max_version": _DLPACK_VERSION}
         if hasattr(ext_tensor, "__dlpack_device__"):
             dev = tuple(ext_tensor.__dlpack_device__())
-            if int(dev[0]) != kDLCPU:
-                raise BufferError(f"from_dlpack: only CPU memory (DLPack device type "
-                                  f"{kDLCPU}) is supported for now, got device {dev}")
-        kwargs = {"max_version": _DLPACK_VERSION}
+            if int(dev[0]) == kDLCUDA:
+                # the producer orders its work before our current stream
+                kwargs["stream"] = _cuda_importer("from_dlpack").dlpack_stream()
+            elif int(dev[0]) != kDLCPU:
+                raise BufferError(f"from_dlpack: only CPU and CUDA memory (DLPack device types "
+                                  f"{kDLCPU}, {kDLCUDA}) are supported, got device {dev}")
         if copy is not None:
             kwargs["copy"] = copy
         try:
@@ -408,13 +442,21 @@ def from_dlpack(ext_tensor, *, device=None, copy=None):
                 copy = None  # the producer made the copy
         except TypeError:
             # producers older than the 2023 protocol only take ``stream``
-            cap = ext_tensor.__dlpack__()
+            cap = ext_tensor.__dlpack__(**({"stream": kwargs["stream"]} if "stream" in kwargs
+                                           else {}))
     elif _is_capsule(ext_tensor):
         cap = ext_tensor
     else:
         raise TypeError(f"from_dlpack: expected an object with __dlpack__ or a DLPack capsule, "
                         f"got {type(ext_tensor).__name__}")
-    return _from_capsule(cap, copy)
+    out = _from_capsule(cap, copy)
+    if device is not None and out.device != _device(device) and not (
+            _device(device).index is None and out.device.type == _device(device).type):
+        if copy is False:
+            raise BufferError(f"from_dlpack: the data is on {out.device}; device={device!r} "
+                              "needs a copy, and copy=False was requested")
+        out = out.to(device)
+    return out
 
 
 def _from_capsule(cap, copy):
@@ -428,9 +470,10 @@ def _from_capsule(cap, copy):
     if major > _DLPACK_VERSION[0]:
         raise BufferError(f"from_dlpack: DLPack version {major}.x is newer than the supported "
                           f"{_DLPACK_VERSION[0]}.x")
-    if dev_type != kDLCPU:
-        raise BufferError(f"from_dlpack: only CPU memory (DLPack device type {kDLCPU}) is "
-                          f"supported for now, got device type {dev_type}")
+    if dev_type not in (kDLCPU, kDLCUDA):
+        raise BufferError(f"from_dlpack: only CPU and CUDA memory (DLPack device types "
+                          f"{kDLCPU}, {kDLCUDA}) are supported, got device type {dev_type}")
+    cuda_be = _cuda_importer("from_dlpack") if dev_type == kDLCUDA else None
     dt = _FROM_DL_DTYPE.get((code, bits))
     if dt is None or lanes != 1:
         raise BufferError(f"from_dlpack: unsupported DLPack dtype (code {code}, bits {bits}, "
@@ -450,6 +493,9 @@ def _from_capsule(cap, copy):
         strides = contiguous_strides(shape)
     ptr = (data or 0) + byte_offset
     need_copy = not empty and ((nd and min(strides) < 0) or ptr % dt.itemsize)
+    if need_copy and cuda_be is not None:
+        raise BufferError("from_dlpack: CUDA data with negative strides or unaligned can't be "
+                          "imported")
     if need_copy and copy is False:
         raise BufferError("from_dlpack: the data has negative strides or is unaligned; it can't "
                           "be shared without a copy (copy=False was requested)")
@@ -465,7 +511,11 @@ def _from_capsule(cap, copy):
         owner.release()
         return out
     isz = dt.itemsize
-    st = Storage.borrow(ptr, _extent(shape, strides) * isz, owner)
+    if cuda_be is not None:
+        dev_id = _dl_tensor(addr, versioned).device.device_id
+        st = cuda_be.borrow_storage(ptr, _extent(shape, strides) * isz, owner, dev_id)
+    else:
+        st = Storage.borrow(ptr, _extent(shape, strides) * isz, owner)
     t = _wrap(st, dt, shape, strides)
     return t.clone() if copy else t
 

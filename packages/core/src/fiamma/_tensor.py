@@ -563,7 +563,7 @@ class Tensor:
         if src._storage.device != self._storage.device:
             from fiamma._device_copy import copy_across
 
-            copy_across(self, src)
+            copy_across(self, src, non_blocking)
             return self
         if src._shape != self._shape:
             src = src.expand(self._shape)
@@ -585,7 +585,7 @@ class Tensor:
         dt = kwargs.pop("dtype", None)
         dev = kwargs.pop("device", None)
         copy = kwargs.pop("copy", False)
-        kwargs.pop("non_blocking", None)
+        non_blocking = kwargs.pop("non_blocking", False)
         kwargs.pop("memory_format", None)
         if kwargs:
             raise TypeError(f"to: unexpected keyword arguments {sorted(kwargs)}")
@@ -599,16 +599,17 @@ class Tensor:
             elif isinstance(a, (str, device, int)) and not isinstance(a, builtins.bool):
                 dev = a
             elif isinstance(a, builtins.bool):
-                continue  # non_blocking positional
+                non_blocking = a  # positional, as in to(device, dtype, non_blocking)
             else:
                 raise TypeError(f"to: unexpected argument {a!r}")
         out = self
         if dev is not None:
             dev = device(dev)
-            if dev != self._storage.device:
+            here = self._storage.device
+            if dev != here and not (dev.index is None and dev.type == here.type):
                 from fiamma._device_copy import to_device
 
-                out = to_device(out, dev)
+                out = to_device(out, dev, True) if non_blocking else to_device(out, dev)
                 copy = False
         if dt is not None:
             dt = D.to_dtype(dt, "to")
@@ -663,7 +664,11 @@ class Tensor:
         return self.to("cpu")
 
     def cuda(self, device=None, non_blocking=False):
-        return self.to("cuda" if device is None else device)
+        """A copy on a CUDA device (``device``: an index, "cuda:N"; default the current one);
+        self when it is there already."""
+        if isinstance(device, builtins.int) and not isinstance(device, builtins.bool):
+            device = f"cuda:{device}"
+        return self.to("cuda" if device is None else device, non_blocking=non_blocking)
 
     def item(self):
         if self._numel != 1:

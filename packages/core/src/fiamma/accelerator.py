@@ -1,19 +1,20 @@
 """fiamma.accelerator: PyTorch's ``torch.accelerator`` (the device-agnostic accelerator API).
 
-fiamma's only accelerator would be CUDA (fiamma.cuda), which this version of fiamma-core does
-not have: ``is_available()`` is False, ``device_count()`` is 0 and ``current_accelerator()``
-is None (as in a CPU-only PyTorch build), so PyTorch's idiom picks the CPU:
+fiamma's accelerator is CUDA (fiamma.cuda, through CuPy). Without CuPy or a GPU,
+``is_available()`` is False, ``device_count()`` is 0 and ``current_accelerator()`` is None (as
+in a CPU-only PyTorch build), so PyTorch's idiom picks the CPU:
 
 >>> import fiamma
 >>> acc = fiamma.accelerator.current_accelerator()
 >>> device = acc if fiamma.accelerator.is_available() else fiamma.device("cpu")
->>> device
-device(type='cpu')
+>>> device.type in ("cpu", "cuda")
+True
 
 The functions that need an accelerator (``current_device_index``, ``set_device_index``,
 ``current_stream``, ``set_stream``, ``synchronize``, ``get_device_capability``,
-``get_memory_info``) raise a ``RuntimeError`` saying why; the memory counters are 0 and
-``empty_cache()`` does nothing, as PyTorch's are before an accelerator is initialized.
+``get_memory_info``) raise a ``RuntimeError`` saying why when there is none; the memory
+counters are 0 and ``empty_cache()`` does nothing, as PyTorch's are before an accelerator is
+initialized.
 """
 
 from fiamma import cuda as _cuda
@@ -102,8 +103,14 @@ def current_stream(device=None, /):
 
 
 def set_stream(stream):
+    """Make ``stream`` (a ``fiamma.cuda.Stream``) the current stream of its device."""
     _need("set_stream")
-    raise RuntimeError("fiamma.accelerator.set_stream: streams are not supported")
+    if not isinstance(stream, _cuda.Stream):
+        raise TypeError(f"fiamma.accelerator.set_stream: expected a fiamma.cuda.Stream, got "
+                        f"{type(stream).__name__}")
+    if stream.device.index != _cuda.current_device():
+        _cuda.set_device(stream.device.index)
+    stream._cp.use()
 
 
 def synchronize(device=None, /):

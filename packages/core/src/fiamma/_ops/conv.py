@@ -100,7 +100,7 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
     [[[2.0, 2.0, 2.0]]]
     """
     if _AC_ON:  # on autocast's lower-precision list
-        input, weight, bias = _AC.cast_lower("cpu", input, weight, bias)
+        input, weight, bias = _AC.cast_lower(None, input, weight, bias)
     op = "conv_transpose" if transposed else "convolution"
     _check_tensor(input, "input", op)
     _check_tensor(weight, "weight", op)
@@ -339,7 +339,7 @@ def _batched(op, input, nd):
 
 def _conv(op, nd, input, weight, bias, stride, padding, dilation, groups):
     if _AC_ON:  # on autocast's lower-precision list
-        input, weight, bias = _AC.cast_lower("cpu", input, weight, bias)
+        input, weight, bias = _AC.cast_lower(None, input, weight, bias)
     x, unbatched = _batched(op, input, nd)
     _check_tensor(weight, "weight", op)
     if weight.dim() != nd + 2:
@@ -373,7 +373,7 @@ def _conv(op, nd, input, weight, bias, stride, padding, dilation, groups):
 
 def _conv_t(op, nd, input, weight, bias, stride, padding, output_padding, groups, dilation):
     if _AC_ON:  # on autocast's lower-precision list
-        input, weight, bias = _AC.cast_lower("cpu", input, weight, bias)
+        input, weight, bias = _AC.cast_lower(None, input, weight, bias)
     x, unbatched = _batched(op, input, nd)
     _check_tensor(weight, "weight", op)
     if weight.dim() != nd + 2:

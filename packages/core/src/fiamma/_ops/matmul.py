@@ -239,7 +239,7 @@ def matmul(input, other, *, out=None):
     fiamma.Size([4, 2])
     """
     if _AC_ON and out is None:  # on autocast's lower-precision list
-        input, other = _AC.cast_lower("cpu", input, other)
+        input, other = _AC.cast_lower(None, input, other)
     a = _tensor_arg(input, "matmul", "input")
     b = _tensor_arg(other, "matmul", "other")
     if out is None:
@@ -268,7 +268,7 @@ def mm(input, mat2, *, out=None):
     fiamma.Size([2, 4])
     """
     if _AC_ON and out is None:  # on autocast's lower-precision list
-        input, mat2 = _AC.cast_lower("cpu", input, mat2)
+        input, mat2 = _AC.cast_lower(None, input, mat2)
     a = _tensor_arg(input, "mm", "input")
     b = _tensor_arg(mat2, "mm", "mat2")
     _dims(a, 2, "mm", "self")
@@ -289,7 +289,7 @@ def bmm(input, mat2, *, out=None):
     fiamma.Size([5, 2, 4])
     """
     if _AC_ON and out is None:  # on autocast's lower-precision list
-        input, mat2 = _AC.cast_lower("cpu", input, mat2)
+        input, mat2 = _AC.cast_lower(None, input, mat2)
     a = _tensor_arg(input, "bmm", "input")
     b = _tensor_arg(mat2, "bmm", "mat2")
     _dims(a, 3, "bmm", "batch1")
@@ -415,7 +415,7 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
     [[5.0, 5.0], [5.0, 5.0]]
     """
     if _AC_ON and out is None:  # on autocast's lower-precision list
-        input, mat1, mat2 = _AC.cast_lower("cpu", input, mat1, mat2)
+        input, mat1, mat2 = _AC.cast_lower(None, input, mat1, mat2)
     c, a, b = (_tensor_arg(t, "addmm", n) for t, n in
                ((input, "input"), (mat1, "mat1"), (mat2, "mat2")))
     _dims(a, 2, "addmm", "mat1")
@@ -474,7 +474,7 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1, out=None):
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * bmm(batch1, batch2)``; input broadcasts to (b x n x p)."""
     if _AC_ON and out is None:  # on autocast's lower-precision list
-        input, batch1, batch2 = _AC.cast_lower("cpu", input, batch1, batch2)
+        input, batch1, batch2 = _AC.cast_lower(None, input, batch1, batch2)
     c, a, b = (_tensor_arg(t, "baddbmm", n) for t, n in
                ((input, "input"), (batch1, "batch1"), (batch2, "batch2")))
     _dims(a, 3, "baddbmm", "batch1")
@@ -488,7 +488,7 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * sum_i batch1[i] @ batch2[i]``; input broadcasts to (n x p)."""
     if _AC_ON and out is None:  # on autocast's lower-precision list
-        input, batch1, batch2 = _AC.cast_lower("cpu", input, batch1, batch2)
+        input, batch1, batch2 = _AC.cast_lower(None, input, batch1, batch2)
     c, a, b = (_tensor_arg(t, "addbmm", n) for t, n in
                ((input, "input"), (batch1, "batch1"), (batch2, "batch2")))
     _dims(a, 3, "addbmm", "batch1")

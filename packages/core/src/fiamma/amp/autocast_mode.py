@@ -63,7 +63,8 @@ def clear_autocast_cache():
 def cast_lower(device_type, *args):
     """``args`` with their floating-point tensors (not float64) cast to the autocast dtype
     when autocast is on for ``device_type`` in this thread: what an op on PyTorch's
-    lower-precision list does first."""
+    lower-precision list does first. ``device_type=None`` casts each tensor by the autocast
+    state of its own device type (what fiamma's ops pass: an op's inputs share a device)."""
     return _AC.cast_lower(device_type, *args)
 
 
@@ -82,12 +83,13 @@ class autocast:
     """Run the region's ops in mixed precision: PyTorch's ``torch.autocast``.
 
     ``autocast(device_type, dtype=None, enabled=True, cache_enabled=None)``: on 'cpu' the
-    dtype defaults to bfloat16 (float16 is allowed); on 'cuda' fiamma has no CUDA here, so
-    the region warns and stays disabled, as in PyTorch on a machine without a GPU. Usable as
-    a context manager (nesting restores the outer state) and as a decorator. Inside, ops on
-    PyTorch's CPU lower-precision list return the autocast dtype; ops on its float32 list
-    (losses) compute in float32; everything else runs in its inputs' dtypes. Gradients flow
-    back through the casts to the float32 parameters.
+    dtype defaults to bfloat16 (float16 is allowed); on 'cuda' it defaults to float16
+    (bfloat16 and float32 are allowed) and, without CUDA, the region warns and stays disabled,
+    as in PyTorch on a machine without a GPU. Usable as a context manager (nesting restores
+    the outer state) and as a decorator. Inside, ops on PyTorch's CPU lower-precision list
+    (the same list on cuda) return the autocast dtype for tensors on the region's device;
+    ops on its float32 list (losses) compute in float32; everything else runs in its inputs'
+    dtypes. Gradients flow back through the casts to the float32 parameters.
 
     >>> import fiamma
     >>> x = fiamma.randn(8, 16)

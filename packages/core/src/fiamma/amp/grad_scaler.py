@@ -92,7 +92,7 @@ class GradScaler:
 
         def apply(v):
             if isinstance(v, fiamma.Tensor):
-                return v * s
+                return v * (s if v.device == s.device else s.to(v.device))
             if isinstance(v, (list, tuple)):
                 return type(v)(apply(x) for x in v)
             raise ValueError("GradScaler.scale: outputs must be a Tensor or an iterable of "
@@ -136,7 +136,7 @@ class GradScaler:
                         continue
                     if g.dtype is fiamma.float16:
                         raise ValueError("Attempting to unscale FP16 gradients.")
-                    g.mul_(fiamma.tensor(inv, dtype=fiamma.float32))
+                    g.mul_(fiamma.tensor(inv, dtype=fiamma.float32, device=g.device))
                     if not found and not bool(fiamma.isfinite(g).all()):
                         found = True
         return found

@@ -402,6 +402,7 @@ class MultiProcessIter:
     def __init__(self, loader):
         from multiprocessing.util import Finalize
 
+        self._pin = loader._pin
         self._n = loader.num_workers
         _check_shared_memory(loader)
         ctx = _context(loader.multiprocessing_context)
@@ -596,6 +597,10 @@ class MultiProcessIter:
         self._put_next()
         if isinstance(data, _slabs.Packed):
             data = self._slabs.unpack(data)
+        if self._pin:
+            from fiamma.data.dataloader import pin_batch
+
+            data = pin_batch(data)
         return data
 
     def _close(self):

@@ -165,7 +165,8 @@ class DataLoader:
             batch_sampler = BatchSampler(sampler, batch_size, drop_last)
         if collate_fn is None:
             collate_fn = default_collate if batch_sampler is not None else default_convert
-        if pin_memory:
+        self._pin = bool(pin_memory) and fiamma.cuda.is_available()
+        if pin_memory and not self._pin:
             warnings.warn("pin_memory argument is set as true but no accelerator is found, "
                           "then device pinned memory won't be used.", UserWarning, stacklevel=2)
         if multiprocessing_context is not None and num_workers == 0:
@@ -248,7 +249,30 @@ class _SingleProcessIter:
         index = next(self._sampler_iter)
         data = self._fetcher.fetch(index)
         self._yielded += 1
-        return data
+        return pin_batch(data) if self._loader._pin else data
 
     def __len__(self):
         return len(self._loader)
+
+
+def pin_batch(data):
+    """``data`` (a tensor, or tensors nested in mappings, sequences, namedtuples) with every
+    tensor copied into pinned host memory: what a loader with ``pin_memory=True`` yields, so
+    ``.to("cuda", non_blocking=True)`` overlaps the copy with the GPU's work."""
+    if isinstance(data, fiamma.Tensor):
+        return data.pin_memory()
+    if isinstance(data, (str, bytes)):
+        return data
+    if isinstance(data, dict):
+        pinned = {k: pin_batch(v) for k, v in data.items()}
+        try:
+            return type(data)(pinned)
+        except TypeError:  # a mapping type that can't be built from a dict
+            return pinned
+    if isinstance(data, tuple) and hasattr(data, "_fields"):
+        return type(data)(*(pin_batch(v) for v in data))
+    if isinstance(data, (list, tuple)):
+        return type(data)(pin_batch(v) for v in data)
+    if hasattr(data, "pin_memory"):
+        return data.pin_memory()
+    return data

@@ -136,7 +136,7 @@ def softmin(input, dim=None, dtype=None):
 def prelu(input, weight):
     """``x`` where ``x >= 0``, else ``weight * x``; a weight of C values applies per channel
     (dimension 1)."""
-    input, weight = fiamma.amp.cast_lower("cpu", input, weight)  # autocast's lower list
+    input, weight = fiamma.amp.cast_lower(None, input, weight)  # autocast's lower list
     if weight.numel() != 1:
         if input.dim() < 2 or input.shape[1] != weight.numel():
             raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found "

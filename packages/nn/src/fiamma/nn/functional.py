@@ -34,7 +34,7 @@ _AC_ON = False  # True while an autocast region is enabled (fiamma.amp keeps it)
 def linear(input, weight, bias=None):
     """``input @ weight.T + bias``."""
     if _AC_ON:  # on autocast's lower-precision list
-        input, weight, bias = fiamma.amp.cast_lower("cpu", input, weight, bias)
+        input, weight, bias = fiamma.amp.cast_lower(None, input, weight, bias)
     if input.dim() == 2 and bias is not None:
         return fiamma.addmm(bias, input, weight.t())
     out = fiamma.matmul(input, weight.t())
