@@ -262,7 +262,7 @@ def _fill(t, dist, a, b, generator, op):
         seed_ = g._seed
         off = g._offset
         g._offset = (off + blocks) & _U64
-    dst = t if t._contig else new_empty(t._shape, t._dtype)
+    dst = t if t._contig else new_empty(t._shape, t._dtype, t._storage.device)
     check(dst._storage.backend.rand_fill(dist, dst, seed_, off, a, b), op)
     if dst is not t:
         _copy_into(t, dst)
@@ -277,7 +277,7 @@ def _fill_int(t, low, rng, generator, op):
     if not n:
         return t
     g = default_generator if generator is None else _gen(generator, op)
-    dst = t if t._contig else new_empty(t._shape, t._dtype)
+    dst = t if t._contig else new_empty(t._shape, t._dtype, t._storage.device)
     seed_, off = g._reserve((n + 1) >> 1)
     check(dst._storage.backend.rand_int(dst, seed_, off, low, rng & _U64), op)
     if dst is not t:
@@ -311,18 +311,15 @@ def _size_args(size, kw_size, op):
 
 
 def _result(shape, dt, device, out, op):
-    """The tensor a sampling function writes: ``out`` (checked) or a new one on CPU."""
+    """The tensor a sampling function writes: ``out`` (checked) or a new one on ``device``
+    (the values are the same on every device: the draws depend only on seed and offset)."""
     if out is not None:
         from fiamma._ops._common import check_out
 
         check_out(out, shape, dt, op)
         return out
     dev = CPU if device is None else _device(device)
-    if dev is not CPU:
-        from fiamma._device_copy import to_device
-
-        to_device(new_empty((0,), dt), dev)  # raises the device's error
-    return new_empty(shape, dt)
+    return new_empty(shape, dt, dev)
 
 
 def _done(t, out, requires_grad):
@@ -548,7 +545,8 @@ def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=Non
     t = _result((n,), dt, device, out, op)
     if n:
         g = _gen(generator, op)
-        perm = t if (dt is D.int64 and t._contig) else new_empty((n,), D.int64)
+        perm = t if (dt is D.int64 and t._contig) else new_empty((n,), D.int64,
+                                                                 t._storage.device)
         seed_, off = g._reserve(_blocks(_BITS64, 0, n - 1))
         check(perm._storage.backend.randperm(perm, seed_, off), op)
         if perm is not t:
@@ -584,12 +582,11 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
         return _done(t, out, requires_grad)
     if size is not None:
         raise TypeError(f"{op}: size is only accepted when mean and std are numbers")
-    from fiamma._ops._common import broadcast_shapes
+    from fiamma._ops._common import broadcast_shapes, same_device
     from fiamma._ops.elementwise import add, mul
 
     if ts:
-        std_np = std.detach().to(D.float64).numpy() if std._numel else np.zeros(0)
-        if (std_np < 0).any():
+        if std._numel and builtins.bool((std.detach() < 0).any()):
             raise RuntimeError(f"{op}: expects all elements of std >= 0.0")
     else:
         s = _float_arg(std, op, "std")
@@ -602,7 +599,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
         shape = (mean if tm else std)._shape
         dt = (mean if tm else std)._dtype
     _check_float(dt, op)
-    z = new_empty(shape, dt)
+    z = new_empty(shape, dt, same_device(op, mean, std))
     _fill(z, _NORMAL, 0.0, 1.0, generator, op)
     res = add(mul(z, std), mean)
     if out is not None:
@@ -635,12 +632,13 @@ def bernoulli(input, p=None, *, generator=None, out=None):
     op = "bernoulli"
     if not isinstance(input, Tensor):
         raise TypeError(f"{op}: expected a Tensor, got {type(input).__name__}")
+    dev = input._storage.device
     if p is None:
         _check_float(input._dtype, op)
-        res = new_empty(input._shape, input._dtype)
+        res = new_empty(input._shape, input._dtype, dev)
         _bernoulli_tensor(res, input, generator, op)
     else:
-        res = new_empty(input._shape, input._dtype)
+        res = new_empty(input._shape, input._dtype, dev)
         _bernoulli_(res, p, generator, op)
     if out is not None:
         from fiamma._ops._common import check_out
@@ -654,15 +652,22 @@ def bernoulli(input, p=None, *, generator=None, out=None):
 def _bernoulli_tensor(t, p, generator, op):
     """t <- bernoulli(p), p a tensor broadcastable to t."""
     n = t._numel
+    dev = t._storage.device
+    if p._storage.device != dev:
+        if p._shape != ():
+            from fiamma._ops._common import same_device
+
+            same_device(op, t, p)  # raises, naming both devices
+        p = p.to(dev)
     if p._shape != t._shape:
         p = p.expand(t._shape)
-    pd = new_empty(t._shape, D.float64)
+    pd = new_empty(t._shape, D.float64, dev)
     if n:
         _copy_into(pd, p)
     if not n:
         return t
     g = _gen(generator, op)
-    dst = t if t._contig else new_empty(t._shape, t._dtype)
+    dst = t if t._contig else new_empty(t._shape, t._dtype, dev)
     seed_, off = g._reserve(_blocks(_BITS64, 0, n))
     bad = [0]
     rc = dst._storage.backend.rand_bernoulli_p(dst, pd, seed_, off, bad)
@@ -728,9 +733,10 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
         raise RuntimeError(f"{op}: cannot sample n_sample > prob_dist.size(-1) samples without "
                            f"replacement (n_sample={k}, categories={ncat})")
     shape = (rows, k) if input.ndim == 2 else (k,)
-    res = new_empty(shape, D.int64)
+    dev = input._storage.device
+    res = new_empty(shape, D.int64, dev)
     if rows:
-        probs = new_empty((rows, ncat), D.float64)
+        probs = new_empty((rows, ncat), D.float64, dev)
         _copy_into(probs, input.reshape(rows, ncat))
         g = _gen(generator, op)
         draws = rows * (k if replacement else ncat)

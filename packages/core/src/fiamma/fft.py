@@ -68,8 +68,6 @@ def is_complex_layout(t):
 def _float_src(x, op):
     if not isinstance(x, Tensor):
         raise TypeError(f"fft.{op}: expected a Tensor, got {type(x).__name__}")
-    if x._storage.device.type != "cpu":
-        raise RuntimeError(f"fft.{op}: only CPU tensors are supported, got {x.device}")
     x = x.detach()
     dt = x._dtype
     if dt in (D.float16, D.bfloat16):
@@ -79,8 +77,26 @@ def _float_src(x, op):
     return x
 
 
+class _DevSignal:
+    """A tensor of a device other than the CPU standing in for the NumPy array of the CPU
+    path: it has the signal's ``shape``/``ndim``, and _np_call runs the transform on its device
+    (the backend's ``fft`` primitive: the device's array module's FFT)."""
+
+    __slots__ = ("t", "cplx", "shape", "ndim", "conj")
+
+    def __init__(self, t, cplx):
+        self.t = t
+        self.cplx = cplx
+        self.shape = t._shape[:-1] if cplx else t._shape
+        self.ndim = len(self.shape)
+        self.conj = 0
+
+
 def _real_np(x, op):
-    return _float_src(x, op).numpy()
+    x = _float_src(x, op)
+    if x._storage.device.type != "cpu":
+        return _DevSignal(x, False)
+    return x.numpy()
 
 
 def _complex_np(x, op):
@@ -89,6 +105,8 @@ def _complex_np(x, op):
     if not x._shape or x._shape[-1] != 2:
         raise RuntimeError(f"fft.{op}: expected a complex input as (real, imag) pairs (last "
                            f"dimension of size 2), got shape {list(x._shape)}")
+    if x._storage.device.type != "cpu":
+        return _DevSignal(x, True)
     a = x.numpy()
     isz = a.itemsize
     if a.strides[-1] != isz or builtins.any(s % (2 * isz) for s in a.strides[:-1]):
@@ -110,6 +128,8 @@ def _is_complex_input(x, complex_input, op):
 
 
 def _out_real(arr, out, op):
+    if isinstance(arr, Tensor):  # computed on its device
+        return _finish(arr, out, op)
     arr = np.asarray(arr)
     res = new_empty(arr.shape, D.from_numpy_dtype(arr.dtype))
     if res._numel:
@@ -118,6 +138,8 @@ def _out_real(arr, out, op):
 
 
 def _out_complex(arr, out, op):
+    if isinstance(arr, Tensor):  # computed on its device: (..., 2) pairs
+        return as_complex_layout(_finish(arr, out, op))
     arr = np.asarray(arr)
     fdt = D.float32 if arr.dtype == np.complex64 else D.float64
     res = new_empty(arr.shape + (2,), fdt)
@@ -147,7 +169,14 @@ def _finish(res, out, op):
 
 
 def _np_call(op, fn, *args, **kwargs):
+    a = args[0]
     try:
+        if isinstance(a, _DevSignal):
+            from fiamma._backend import check
+
+            rc, res = a.t._storage.backend.fft(fn.__name__, a.t, a.cplx, a.conj, kwargs)
+            check(rc, "fft." + op)
+            return res
         return fn(*args, **kwargs)
     except ValueError as e:  # e.g. a transform over an empty dimension
         raise RuntimeError(f"fft.{op}: {e}") from None
@@ -345,9 +374,12 @@ def _rfftn(op, input, s, dim, norm, out, two, conj=False):
     if not dims:
         raise RuntimeError(f"fft.{op}: must transform at least one axis")
     nrm = _norm(norm, op)
+    dev = isinstance(a, _DevSignal)
+    if conj and dev:
+        a.conj = 2  # the device conjugates the result
     r = _np_call(op, np.fft.rfftn, a, s=_sizes(a, s, dims, op), axes=dims,
                  norm=_SWAP[nrm] if conj else nrm)
-    if conj:
+    if conj and not dev:
         r = np.conj(r)
     return _record(op, _out_complex(r, out, op), input, {"s": s, "dim": dim, "norm": norm})
 
@@ -364,7 +396,9 @@ def _irfftn(op, input, s, dim, norm, out, two, conj=False):
             raise RuntimeError(f"fft.{op}: Invalid number of data points ({sizes[-1]}) "
                                "specified")
     nrm = _norm(norm, op)
-    if conj:
+    if conj and isinstance(a, _DevSignal):
+        a.conj = 1  # the device conjugates the input
+    elif conj:
         a = np.conj(a)
     r = _np_call(op, np.fft.irfftn, a, s=sizes, axes=dims, norm=_SWAP[nrm] if conj else nrm)
     return _record(op, _out_real(r, out, op), input, {"s": s, "dim": dim, "norm": norm})
@@ -412,13 +446,15 @@ def ihfftn(input, s=None, dim=None, norm=None, *, out=None):
 
 # ---- helpers -------------------------------------------------------------------------------
 
-def _freq_tensor(arr, dtype, requires_grad):
+def _freq_tensor(arr, dtype, requires_grad, device=None):
     dt = D.get_default_dtype() if dtype is None else dtype
     res = new_empty(arr.shape, dt)
     if res._numel:
         src = new_empty(arr.shape, D.float64)
         src.numpy()[...] = arr
         _copy_into(res, src)
+    if device is not None:
+        res = res.to(device)
     if requires_grad:
         res.requires_grad_(True)
     return res
@@ -431,12 +467,14 @@ def fftfreq(n, d=1.0, *, out=None, dtype=None, layout=None, device=None, require
     >>> fiamma.fft.fftfreq(4).tolist()
     [0.0, 0.25, -0.5, -0.25]
     """
-    return _finish(_freq_tensor(np.fft.fftfreq(n, d), dtype, requires_grad), out, "fftfreq")
+    return _finish(_freq_tensor(np.fft.fftfreq(n, d), dtype, requires_grad, device), out,
+                   "fftfreq")
 
 
 def rfftfreq(n, d=1.0, *, out=None, dtype=None, layout=None, device=None, requires_grad=False):
     """The n // 2 + 1 non-negative sample frequencies of an n-point real DFT."""
-    return _finish(_freq_tensor(np.fft.rfftfreq(n, d), dtype, requires_grad), out, "rfftfreq")
+    return _finish(_freq_tensor(np.fft.rfftfreq(n, d), dtype, requires_grad, device), out,
+                   "rfftfreq")
 
 
 def _shift(op, input, dim, sign):
@@ -449,6 +487,18 @@ def _shift(op, input, dim, sign):
         dims = list(range(lnd))
     else:
         dims = [_wrap(d, lnd, op) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))]
+    if input._storage.device.type != "cpu":
+        # on a device: a roll as the concatenation of two slices per dim (differentiable)
+        from fiamma._ops.join import cat
+
+        res = input
+        for d in dims:
+            n = input._shape[d]
+            k = (sign * (n // 2)) % n if n else 0
+            if k:
+                res = cat([res.narrow(d, n - k, k), res.narrow(d, 0, n - k)], d)
+        res = res.clone() if res is input else res
+        return as_complex_layout(res) if cplx else res
     src = input if input._dtype is not D.bfloat16 else input.view(D.int16)
     a = src.detach().numpy()
     shifts = [sign * (a.shape[d] // 2) for d in dims]

@@ -347,6 +347,15 @@ class Backend(Protocol):
         codes.STFT_PAD_*), windowed by ``window`` (NumPy, n_fft): out (B?, n_freq, frames, 2)
         (re, im), or |X|^2 (B?, n_freq, frames) with ``power``; scaled by ``scale``."""
 
+    def fft(self, name, x, cin, conj, kwargs):
+        """(status, result): numpy.fft's ``name`` (fft, ifft, rfft, irfft, hfft, ihfft, fftn,
+        ifftn, rfftn, irfftn; NumPy's semantics and result dtypes) of the float32/float64
+        tensor x, ``cin``: x's trailing dim of 2 holds (real, imag) pairs, read as complex;
+        ``conj`` 1: conjugate the input first, 2: conjugate the result; ``kwargs``: the NumPy
+        keyword arguments (n/s, axis/axes, norm). The one primitive that allocates its result
+        (its shape is the transform's): a fresh tensor on x's device, real, or (..., 2) pairs
+        for a complex result. Invalid sizes raise ValueError (as NumPy's)."""
+
 
 # The primitives of each family. The CPU backend (fiamma._backend.cpu) implements all of
 # them; tests/test_backend_contract.py checks every one against the signatures above.
@@ -366,5 +375,5 @@ FAMILIES = {
               "pool_max", "pool_avg", "pool_avg_backward", "pool_scatter", "upsample",
               "upsample_backward", "grid_sample", "grid_sample_backward", "adam_step",
               "sgd_step", "gelu_fwd", "gelu_bwd", "nms"],
-    "spectral": ["stft"],
+    "spectral": ["stft", "fft"],
 }

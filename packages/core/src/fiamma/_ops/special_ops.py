@@ -58,8 +58,11 @@ def sp_binary(code, name, a, b, out=None):
     dev = same_device(name, a, b)
     from fiamma._creation import tensor
 
-    ca = cast(a, ct) if ta else tensor(a, dtype=ct)
-    cb = cast(b, ct) if tb else tensor(b, dtype=ct)
+    # numbers (and 0-d tensors of another device) join the operands' device
+    ca = cast(a if a._storage.device == dev else a.to(dev), ct) if ta else \
+        tensor(a, dtype=ct, device=dev)
+    cb = cast(b if b._storage.device == dev else b.to(dev), ct) if tb else \
+        tensor(b, dtype=ct, device=dev)
     shape = broadcast_shapes(ca._shape, cb._shape, op=name)
     res = _result(out, shape, ct, dev, name, (ca, cb))
     if res._numel:

@@ -117,7 +117,7 @@ def _window_np(window, win_length, n_fft, op, np):
             raise RuntimeError(f"{op}: expected a 1D window tensor of size equal to win_length="
                                f"{win_length}, but got window with size "
                                f"{list(getattr(window, 'shape', ()))}")
-        w = window.detach().to(D.float64).numpy()
+        w = window.detach().to(D.float64).cpu().numpy()  # n_fft values: a host copy
     left = (n_fft - win_length) // 2
     full = np.zeros(n_fft)
     full[left:left + win_length] = w
@@ -180,7 +180,11 @@ def _stft_setup(op, input, n_fft, hop_length, win_length, center, pad_mode):
     return x, hop, win, pad, 1 + (padded - n_fft) // hop
 
 
-def _use_c(n_fft):
+def _use_c(x, n_fft):
+    """Whether the backend's stft primitive runs it: always on a device other than the CPU
+    (the array module's FFT takes any length), on the CPU when the C kernel's factors allow."""
+    if x._storage.device.type != "cpu":
+        return True
     from fiamma._backend import cpu
 
     return cpu.fft_largest_factor(n_fft // 2 if n_fft % 2 == 0 else n_fft) <= _C_MAX_FACTOR
@@ -198,7 +202,8 @@ def _stft_c(op, power, x, n_fft, hop, win, window, pad, pad_mode, onesided, scal
     batch = 1 if len(xc._shape) == 1 else xc._shape[0]
     nfreq = n_fft // 2 + 1 if onesided else n_fft
     shape = (nfreq, frames) + (() if power else (2,))
-    res = new_empty(shape if len(xc._shape) == 1 else (batch,) + shape, x._dtype)
+    res = new_empty(shape if len(xc._shape) == 1 else (batch,) + shape, x._dtype,
+                    x._storage.device)
     if res._numel:
         check(res._storage.backend.stft(1 if power else 0, xc, n_fft, hop, frames, pad,
                                         _CPAD.get(pad_mode, 0), w, builtins.int(onesided), scale,
@@ -249,7 +254,7 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
                                            center, pad_mode)
     one = True if onesided is None else builtins.bool(onesided)
     scale = 1.0 / math.sqrt(n_fft) if normalized else 1.0
-    if _use_c(n_fft):
+    if _use_c(x, n_fft):
         res = _stft_c("stft", False, x, n_fft, hop, win, window, pad, pad_mode, one, scale,
                       frames)
     else:
@@ -286,7 +291,7 @@ def stft_power(input, n_fft, hop_length=None, win_length=None, window=None, cent
                                            center, pad_mode)
     one = builtins.bool(onesided)
     scale = 1.0 / math.sqrt(n_fft) if normalized else 1.0
-    if _use_c(n_fft):
+    if _use_c(x, n_fft):
         res = _stft_c("stft_power", True, x, n_fft, hop, win, window, pad, pad_mode, one,
                       scale, frames)
     else:
@@ -313,6 +318,15 @@ def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tr
 
     if not isinstance(input, Tensor):
         raise TypeError(f"istft: expected a Tensor, got {type(input).__name__}")
+    dev = input._storage.device
+    if dev.type != "cpu":
+        # the overlap-add runs on the host: the spectrum goes there and the signal comes back
+        # (both transfers are recorded, so gradients flow back to the device)
+        from fiamma.fft import as_complex_layout
+
+        w = window.cpu() if isinstance(window, Tensor) else window
+        return istft(as_complex_layout(input.cpu()), n_fft, hop_length, win_length, w, center,
+                     normalized, onesided, length, return_complex).to(dev)
     spec = _complex_np(input, "istft")
     if spec.ndim not in (2, 3):
         raise RuntimeError("istft: expected a (B?, n_freq, n_frames, 2) tensor, got shape "
