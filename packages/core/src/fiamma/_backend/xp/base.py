@@ -9,6 +9,7 @@ elementwise, reductions, products, index, sorting, random, fused, spectral); the
 through ``self.get`` (a view in the compute dtype) and write results through ``self.put``.
 """
 
+import contextlib
 import ctypes
 
 import numpy as np
@@ -153,3 +154,14 @@ class XpBase:
     def asarray(self, a):
         """An array of this backend's module from a NumPy array (or scalar)."""
         return self.xp.asarray(a)
+
+    # ---- linalg ----------------------------------------------------------------------------
+    def linalg_errors(self):
+        """The context fiamma.linalg computes in on this device: NumPy raises LinAlgError on
+        singular / non-positive-definite input by itself; CuPy only inside
+        ``cupyx.errstate(linalg='raise')`` (otherwise it returns NaNs silently)."""
+        if self.is_numpy:
+            return contextlib.nullcontext()
+        import cupyx
+
+        return cupyx.errstate(linalg="raise")
