@@ -31,7 +31,7 @@ def _fit(g, d, length):
         return g.narrow(d, 0, length)
     shape = list(g.shape)
     shape[d] = length - n
-    return fiamma.cat([g, fiamma.zeros(tuple(shape), dtype=g.dtype)], d)
+    return fiamma.cat([g, fiamma.zeros(tuple(shape), dtype=g.dtype, device=g.device)], d)
 
 
 def _signal_dims(ctx):
@@ -72,7 +72,7 @@ _SWAP = {None: "forward", "backward": "forward", "forward": "backward", "ortho":
 
 def _conj(t):
     """Complex conjugate in the (real, imag) layout."""
-    return t * fiamma.tensor([1.0, -1.0], dtype=t.dtype)
+    return t * fiamma.tensor([1.0, -1.0], dtype=t.dtype, device=t.device)
 
 
 def _real_dims(ctx, nd):
@@ -107,7 +107,7 @@ def _adj_c2r(g, cshape, dims, norm):
     bins = z.shape[d]
     paired = n - bins
     if paired > 0:
-        w = fiamma.ones((bins,), dtype=z.dtype)
+        w = fiamma.ones((bins,), dtype=z.dtype, device=z.device)
         w = fiamma.cat([w[:1], w[1:1 + paired] * 2.0, w[1 + paired:]])
         z = z * w.reshape((bins,) + (1,) * (z.ndim - 1 - d))
     for k in dims:

@@ -26,7 +26,7 @@ def _dim(ctx, i=1):
 
 
 def _zeros(ctx, grad, i=0):
-    return fiamma.zeros(tuple(ctx.input_shapes[i]), dtype=grad.dtype)
+    return fiamma.zeros(tuple(ctx.input_shapes[i]), dtype=grad.dtype, device=grad.device)
 
 
 @derivative("gather", save="inputs")
@@ -75,9 +75,10 @@ def _scatter_reduce(ctx, grad):
         gx = grad if include_self else fiamma.scatter(grad, d, index, 0.0)
         gs = fiamma.gather(grad, d, index)
     elif reduce == "mean":
-        ones = fiamma.ones(tuple(src.shape), dtype=grad.dtype)
-        base = fiamma.ones(tuple(x.shape), dtype=grad.dtype) if include_self else \
-            fiamma.scatter(fiamma.ones(tuple(x.shape), dtype=grad.dtype), d, index, 0.0)
+        ones = fiamma.ones(tuple(src.shape), dtype=grad.dtype, device=grad.device)
+        base = fiamma.ones(tuple(x.shape), dtype=grad.dtype, device=grad.device)
+        if not include_self:
+            base = fiamma.scatter(base, d, index, 0.0)
         count = fiamma.scatter_add(base, d, index, ones)
         gmean = grad / fiamma.where(count == 0, 1.0, count)
         gx = gmean if include_self else fiamma.scatter(gmean, d, index, 0.0)
@@ -115,8 +116,8 @@ def _scatter_reduce_inplace(ctx, grad):
         gs = fiamma.gather(grad, d, index)
     elif reduce == "mean":
         shape = tuple(ctx.input_shapes[0])
-        ones = fiamma.ones(tuple(src.shape), dtype=grad.dtype)
-        base = fiamma.ones(shape, dtype=grad.dtype)
+        ones = fiamma.ones(tuple(src.shape), dtype=grad.dtype, device=grad.device)
+        base = fiamma.ones(shape, dtype=grad.dtype, device=grad.device)
         if not include_self:
             base = fiamma.scatter(base, d, index, 0.0)
         count = fiamma.scatter_add(base, d, index, ones)
@@ -200,7 +201,7 @@ def _masked_select(ctx, grad):
     x, mask = ctx.inputs
     shape = _broadcast(tuple(x.shape), tuple(mask.shape))
     m = _broadcast_mask(mask, shape).contiguous()
-    z = fiamma.zeros(tuple(shape), dtype=grad.dtype)
+    z = fiamma.zeros(tuple(shape), dtype=grad.dtype, device=grad.device)
     return reduce_to(z.index_put((m,), grad, accumulate=True), tuple(x.shape)), None
 
 
@@ -216,7 +217,7 @@ def _masked_scatter(ctx, grad):
         numel = source.numel()
         rest = numel - taken.shape[0]
         if rest:
-            taken = fiamma.cat([taken, fiamma.zeros((rest,), dtype=grad.dtype)])
+            taken = fiamma.cat([taken, fiamma.zeros((rest,), dtype=grad.dtype, device=grad.device)])
         gs = taken.reshape(tuple(source.shape))
     return gx, None, gs
 
@@ -228,7 +229,7 @@ def _take(ctx, grad):
     numel = 1
     for s in shape:
         numel *= s
-    flat = fiamma.zeros((numel,), dtype=grad.dtype)
+    flat = fiamma.zeros((numel,), dtype=grad.dtype, device=grad.device)
     idx = index.reshape(-1)
     idx = fiamma.where(idx < 0, idx + numel, idx)
     g = flat.index_put((idx,), grad.reshape(-1), accumulate=True)
@@ -247,7 +248,8 @@ def _take_along_dim(ctx, grad):
     target[d] = shape[d]
     idx = indices.expand(tuple(grad.shape)) if tuple(indices.shape) != tuple(grad.shape) \
         else indices
-    g = fiamma.scatter_add(fiamma.zeros(tuple(target), dtype=grad.dtype), d, idx, grad)
+    g = fiamma.scatter_add(fiamma.zeros(tuple(target), dtype=grad.dtype, device=grad.device), d,
+                           idx, grad)
     return reduce_to(g, shape), None
 
 
@@ -265,6 +267,6 @@ def _put(ctx, grad):
     gx = None
     if _need(ctx, 0):
         gx = grad if accumulate else flat.index_put(
-            (idx,), fiamma.zeros((), dtype=grad.dtype)).reshape(shape)
+            (idx,), fiamma.zeros((), dtype=grad.dtype, device=grad.device)).reshape(shape)
     gs = flat[idx].reshape(tuple(ctx.input_shapes[2])) if _need(ctx, 2) else None
     return gx, None, gs

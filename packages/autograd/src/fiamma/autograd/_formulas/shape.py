@@ -18,13 +18,13 @@ from fiamma.autograd.function import Function
 # ---- strided views -----------------------------------------------------------------------------
 
 
-def _offsets(shape, stride, offset):
-    """An int64 tensor of ``shape``: the storage offset of each element."""
+def _offsets(shape, stride, offset, device):
+    """An int64 tensor of ``shape`` on ``device``: the storage offset of each element."""
     nd = len(shape)
-    t = fiamma.full((), offset, dtype=fiamma.int64)
+    t = fiamma.full((), offset, dtype=fiamma.int64, device=device)
     for d, (n, st) in enumerate(zip(shape, stride)):
         if n != 1 and st:
-            t = t + (fiamma.arange(n) * st).reshape((n,) + (1,) * (nd - d - 1))
+            t = t + (fiamma.arange(n, device=device) * st).reshape((n,) + (1,) * (nd - d - 1))
     return t.expand(tuple(shape)) if tuple(t.shape) != tuple(shape) else t
 
 
@@ -76,7 +76,7 @@ def _accumulate(buf, g, geom):
         for i in range(shape[d]):
             buf.as_strided(sub_shape, sub_stride, off + i * stride[d]).add_(g.select(d, i))
         return
-    idx = _offsets(shape, stride, off).reshape(-1)
+    idx = _offsets(shape, stride, off, buf.device).reshape(-1)
     buf.index_put_((idx,), g.reshape(-1), accumulate=True)
 
 
@@ -89,7 +89,7 @@ class _Restride(Function):
     @staticmethod
     def forward(ctx, g, span, src, dst):
         ctx.geoms = (span, src, dst)
-        buf = fiamma.zeros((span,), dtype=g.dtype)
+        buf = fiamma.zeros((span,), dtype=g.dtype, device=g.device)
         _accumulate(buf, g, src)
         return buf.as_strided(*dst)
 
@@ -110,7 +110,7 @@ def strided_backward(grad, in_shape, in_stride, in_offset, shape, stride, offset
     for n in shape:
         vnumel *= n
     if numel == 0 or vnumel == 0:
-        return fiamma.zeros(in_shape, dtype=grad.dtype)
+        return fiamma.zeros(in_shape, dtype=grad.dtype, device=grad.device)
     lo, hi = _extent(in_shape, in_stride, in_offset)
     vlo, vhi = _extent(shape, stride, offset)
     base = min(lo, vlo)
@@ -120,13 +120,13 @@ def strided_backward(grad, in_shape, in_stride, in_offset, shape, stride, offset
                                (in_shape, tuple(in_stride), in_offset - base))
     # the input overlaps itself (a view of an expanded tensor): each storage slot's gradient
     # is split evenly among the input elements that share it
-    voff = _offsets(shape, stride, offset - base).reshape(-1)
-    buf = fiamma.zeros((span,), dtype=grad.dtype).index_put((voff,), grad.reshape(-1),
-                                                            accumulate=True)
-    xoff = _offsets(in_shape, in_stride, in_offset - base)
-    ones = fiamma.ones((numel,), dtype=grad.dtype)
-    cnt = fiamma.zeros((span,), dtype=grad.dtype).index_put((xoff.reshape(-1),), ones,
-                                                            accumulate=True)
+    voff = _offsets(shape, stride, offset - base, grad.device).reshape(-1)
+    buf = fiamma.zeros((span,), dtype=grad.dtype, device=grad.device).index_put(
+        (voff,), grad.reshape(-1), accumulate=True)
+    xoff = _offsets(in_shape, in_stride, in_offset - base, grad.device)
+    ones = fiamma.ones((numel,), dtype=grad.dtype, device=grad.device)
+    cnt = fiamma.zeros((span,), dtype=grad.dtype, device=grad.device).index_put(
+        (xoff.reshape(-1),), ones, accumulate=True)
     return buf[xoff] / cnt[xoff]
 
 
@@ -195,7 +195,7 @@ def _key(indices):
 @derivative("index", save="none")
 def _index(ctx, grad):
     indices = ctx.inputs[1]
-    z = fiamma.zeros(tuple(ctx.input_shapes[0]), dtype=grad.dtype)
+    z = fiamma.zeros(tuple(ctx.input_shapes[0]), dtype=grad.dtype, device=grad.device)
     return z.index_put(tuple(indices), grad, accumulate=True), None
 
 
@@ -206,7 +206,8 @@ def _put_grads(ctx, grad, indices, values_shape, accumulate):
         if accumulate:
             gx = grad
         else:
-            gx = grad.index_put(tuple(indices), fiamma.zeros((), dtype=grad.dtype))
+            gx = grad.index_put(tuple(indices),
+                                fiamma.zeros((), dtype=grad.dtype, device=grad.device))
     if len(need) > 2 and need[2] and values_shape is not None:
         gv = reduce_to(grad[_key(indices)], values_shape)
     return gx, gv
@@ -232,7 +233,7 @@ def _setitem(ctx, grad):
     gx = gv = None
     if need[0]:
         with fiamma.no_grad():
-            written = fiamma.zeros(tuple(grad.shape), dtype=fiamma.bool)
+            written = fiamma.zeros(tuple(grad.shape), dtype=fiamma.bool, device=grad.device)
             written[key] = True
         gx = fiamma.where(written, 0.0, grad)
     if len(need) > 2 and need[2] and is_tensor(value):

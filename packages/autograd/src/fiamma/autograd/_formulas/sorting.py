@@ -23,8 +23,9 @@ def _scatter_along(shape, dim, index, src):
             coords.append(index)
         else:
             n = index.shape[j]
-            coords.append(fiamma.arange(n).reshape(tuple(n if k == j else 1 for k in range(nd))))
-    z = fiamma.zeros(tuple(shape), dtype=src.dtype)
+            coords.append(fiamma.arange(n, device=index.device).reshape(
+                tuple(n if k == j else 1 for k in range(nd))))
+    z = fiamma.zeros(tuple(shape), dtype=src.dtype, device=src.device)
     return z.index_put(tuple(coords), src, accumulate=True)
 
 
@@ -57,7 +58,7 @@ def _select(ctx, grad):
         g = g.unsqueeze(d)
         idx = idx.unsqueeze(d)
     n = x.shape[d]
-    ar = fiamma.arange(n).reshape((n,) + (1,) * (nd - d - 1))
+    ar = fiamma.arange(n, device=g.device).reshape((n,) + (1,) * (nd - d - 1))
     return (fiamma.where(ar == idx, g, 0.0),)
 
 
@@ -73,13 +74,13 @@ def _diff(ctx, grad):
     npre, nx, napp = sizes[1], sizes[0], sizes[2]
     total = npre + nx + napp
     if n and total - n <= 0:  # nothing left after the differences
-        return tuple(fiamma.zeros(s, dtype=grad.dtype) if s is not None else None
-                     for s in shapes)
+        return tuple(fiamma.zeros(s, dtype=grad.dtype, device=grad.device) if s is not None
+                     else None for s in shapes)
     g = grad
     for _ in range(n):
         zshape = list(g.shape)
         zshape[d] = 1
-        z = fiamma.zeros(tuple(zshape), dtype=g.dtype)
+        z = fiamma.zeros(tuple(zshape), dtype=g.dtype, device=g.device)
         g = fiamma.cat([z, g], d) - fiamma.cat([g, z], d)
     gx = g.narrow(d, npre, nx)
     gpre = g.narrow(d, 0, npre) if shapes[1] is not None else None
