@@ -284,7 +284,7 @@ def ternary(code, name, ct, a, b, c, out=None, p0=0.0, record=True, inputs=None,
         _raise(K.ERR_DTYPE, name, ct)
     ops = [t for t in (a, b, c) if isinstance(t, Tensor)]
     dev = same_device(name, *ops)
-    if builtins.any(t._storage.device != dev for t in ops):
+    if dev is not CPU and builtins.any(t._storage.device != dev for t in ops):
         a, b, c = on_device(a, dev), on_device(b, dev), on_device(c, dev)
         ops = [t for t in (a, b, c) if isinstance(t, Tensor)]
     shape = broadcast_shapes(*(t._shape for t in ops), op=name)
