@@ -246,6 +246,63 @@ def test_transformer_encoder_layer(device):
     _grads_equal(dev, cpu)
 
 
+MODULES = {
+    "lstm": (lambda: nn.LSTM(4, 6, num_layers=2), (5, 3, 4)),
+    "gru_bidirectional": (lambda: nn.GRU(4, 6, bidirectional=True), (5, 3, 4)),
+    "rnn_tanh": (lambda: nn.RNN(4, 6), (5, 3, 4)),
+    "lstm_cell": (lambda: nn.LSTMCell(4, 6), (3, 4)),
+    "prelu_mlp": (lambda: nn.Sequential(nn.Linear(4, 8), nn.PReLU(), nn.Hardswish(),
+                                        nn.Linear(8, 4), nn.Mish()), (3, 4)),
+    "mha_seq_first": (lambda: nn.MultiheadAttention(4, 2), (5, 3, 4)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_modules_forward_backward(device, name):
+    make, shape = MODULES[name]
+    cpu, dev = _twin(make, device)
+    x, _ = _batch(int(fiamma.tensor(shape).prod()) // shape[-1], shape[-1], seed=8)
+    x = x.reshape(shape)
+    args = (x, x, x) if name.startswith("mha") else (x,)
+    yc, yd = cpu(*args), dev(*(a.to(device) for a in args))
+    yc, yd = (yc[0], yd[0]) if isinstance(yc, tuple) else (yc, yd)
+    assert_same(yd, yc, **TOL)
+    yc.pow(2).sum().backward()
+    yd.pow(2).sum().backward()
+    _grads_equal(dev, cpu)
+
+
+LOSS_FNS = {
+    "huber": lambda a, b: F.huber_loss(a, b, delta=0.5),
+    "smooth_l1": lambda a, b: F.smooth_l1_loss(a, b),
+    "l1": lambda a, b: F.l1_loss(a, b, reduction="sum"),
+    "bce": lambda a, b: F.binary_cross_entropy(a.sigmoid(), (b > 0).to(a.dtype)),
+    "cosine_embedding": lambda a, b: F.cosine_embedding_loss(
+        a, b, fiamma.tensor([1.0, -1.0, 1.0, -1.0], dtype=a.dtype).to(a.device)),
+    "triplet": lambda a, b: F.triplet_margin_loss(a, b, a.flip(0)),
+    "poisson_nll": lambda a, b: F.poisson_nll_loss(a, b.abs()),
+    "gaussian_nll": lambda a, b: F.gaussian_nll_loss(a, b, b.abs() + 0.1),
+    "multilabel_soft_margin": lambda a, b: F.multilabel_soft_margin_loss(a, (b > 0).to(a.dtype)),
+    "soft_margin": lambda a, b: F.soft_margin_loss(a, b.sign()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOSS_FNS))
+def test_losses_match_cpu(device, name):
+    a, _ = _batch(4, 5, seed=9)
+    b, _ = _batch(4, 5, seed=10)
+    a, b = a.double(), b.double()
+    res = []
+    for x, y in ((a, b), (a.to(device), b.to(device))):
+        x = x.clone().requires_grad_()
+        loss = LOSS_FNS[name](x, y)
+        loss.backward()
+        res.append((loss, x.grad))
+    for got, want in zip(res[1], res[0]):
+        assert got.device.type == device
+        assert_same(got, want, rtol=1e-10, atol=1e-12)
+
+
 # ---- gradients of common ops ---------------------------------------------------------------------
 
 OPS = {
