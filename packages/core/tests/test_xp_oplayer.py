@@ -234,6 +234,11 @@ def test_pinned_memory(device):
     assert_same(_on(p.to(device, non_blocking=True), device), c)
     with pytest.raises(RuntimeError, match="only dense CPU tensors"):
         c.to(device).pin_memory(device)
+    if not fiamma.cuda.is_available():  # pinning for "the accelerator" needs one
+        with pytest.raises(RuntimeError, match="pinned host memory"):
+            fiamma.empty(2, pin_memory=True)
+        with pytest.raises(RuntimeError, match="pinned host memory"):
+            c.pin_memory()
 
 
 # ---- linalg ------------------------------------------------------------------------------------
