@@ -75,8 +75,9 @@ def _default_for_numpy_kind(arr):
     raise TypeError(f"tensor: unsupported element type {arr.dtype}")
 
 
-def from_array_copy(arr, dt):
-    """A new CPU tensor holding a copy of NumPy array ``arr`` cast to ``dt``."""
+def from_array_copy(arr, dt, dev=CPU):
+    """A new tensor on ``dev`` holding a copy of NumPy array ``arr`` cast to ``dt`` (one upload
+    for another device: its from_host casts)."""
     if arr.dtype.kind == "c":
         raise TypeError("tensor: complex numbers are not supported")
     if arr.dtype not in D._FROM_NUMPY:
@@ -84,7 +85,7 @@ def from_array_copy(arr, dt):
     src_dt = D._FROM_NUMPY[arr.dtype]
     shape = tuple(arr.shape)  # before ascontiguousarray, which makes 0-d arrays 1-d
     arr = np.require(arr, requirements=("C", "A"))
-    out = new_empty(shape, dt)
+    out = new_empty(shape, dt, dev)
     if out._numel:
         check(out._storage.backend.from_host(out, src_dt, arr.__array_interface__["data"][0]),
               "tensor")
@@ -101,10 +102,10 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
     fiamma.int64
     """
     dt = None if dtype is None else D.to_dtype(dtype, "tensor")
-    dev = _dev(device)
     if isinstance(data, Tensor):
+        dev = data._storage.device if device is None else _device(device)
         out = data.detach().to(dtype=dt or data._dtype, device=dev, copy=True)
-        return _finish(out, requires_grad)
+        return _finish(_pinned(out) if pin_memory else out, requires_grad)
     if isinstance(data, np.ndarray):
         src = data
         if dt is None:
@@ -117,10 +118,16 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
                 dt = D._FROM_NUMPY[src.dtype]
             else:
                 dt = _default_for_numpy_kind(src)
-    out = from_array_copy(src, dt)
-    if dev is not CPU:
-        out = out.to(dev)
-    return _finish(out, requires_grad)
+    out = from_array_copy(src, dt, _dev(device))
+    return _finish(_pinned(out) if pin_memory else out, requires_grad)
+
+
+def _pinned(t):
+    """``pin_memory=True`` of a creation function: the CPU result in pinned host memory for
+    the accelerator (Tensor.pin_memory; RuntimeError without one)."""
+    if t._storage.device is not CPU:
+        raise RuntimeError(f"pin_memory: only CPU tensors can be pinned, not {t.device}")
+    return t.pin_memory()
 
 
 def as_tensor(data, dtype=None, device=None):
@@ -171,7 +178,7 @@ def empty(*size, dtype=None, device=None, requires_grad=False, out=None, pin_mem
     """An uninitialised tensor of the given shape."""
     dt = D.get_default_dtype() if dtype is None else D.to_dtype(dtype, "empty")
     t = new_empty(_size(size, "empty"), dt, _dev(device))
-    return _finish(t, requires_grad)
+    return _finish(_pinned(t) if pin_memory else t, requires_grad)
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False, out=None):

@@ -116,7 +116,7 @@ class _ArrayHolder:
 
 def _check_numpy_able(t, exc=TypeError):
     if t._storage.device is not CPU:
-        raise exc(f"can't convert {t.device} tensor to numpy. Use Tensor.cpu() to copy "
+        raise exc(f"can't convert {t.device} device type tensor to numpy. Use Tensor.cpu() to copy "
                   "the tensor to host memory first.")
     if t._dtype is D.bfloat16:
         raise exc("Got unsupported ScalarType BFloat16 (NumPy has no bfloat16; use "

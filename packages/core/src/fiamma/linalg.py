@@ -1,7 +1,11 @@
 """fiamma.linalg: PyTorch's ``torch.linalg`` (norms, inverses, decompositions, solvers).
 
 Computed by NumPy's LAPACK on zero-copy views of the inputs (``tensor.numpy()``), batched over
-the leading dimensions; results are copied into fresh fiamma tensors of the input's dtype.
+the leading dimensions; results are copied into fresh fiamma tensors of the input's dtype. On
+another device the same code runs on the device's arrays: the backend's array module computes
+(``backend.get`` views the inputs as its arrays, NumPy's functions dispatch to CuPy's through
+``__array_function__``, results are written with ``backend.put`` into tensors on the input's
+device), inside ``backend.linalg_errors()`` so that singular input raises there too.
 float32 and float64 are supported; float16 / bfloat16 raise (as PyTorch does on the CPU) and
 integer inputs raise where PyTorch does. A singular / non-positive-definite input raises
 :class:`LinAlgError` (a RuntimeError) naming the op and the batch element.
@@ -23,12 +27,15 @@ of core ops and record those.
 
 import builtins
 import collections
+import contextvars
+import functools
 import math
 
 import numpy as np
 
 from fiamma import _dtype as D, _grad_hook as G
 from fiamma._ops.matmul import matmul
+from fiamma._storage import CPU
 from fiamma._tensor import Tensor, _copy_into, new_empty
 
 __all__ = ["LinAlgError", "vector_norm", "matrix_norm", "norm", "cond", "inv", "inv_ex", "pinv",
@@ -60,15 +67,55 @@ _NAMES = {D.float16: "Half", D.bfloat16: "BFloat16", D.float32: "Float", D.float
 
 # ---- conversions -----------------------------------------------------------------------------
 
+# the device the running public function computes on (None: the CPU); set by _on_device
+_DEVICE = contextvars.ContextVar("fiamma_linalg_device", default=None)
+
+
+def _on_device(fn):
+    """Run ``fn`` on the device of its first tensor argument: there the module's NumPy code
+    computes on the device's arrays (see the module docstring). CPU inputs take the plain
+    path."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        t = args[0] if args else next(iter(kwargs.values()), None)
+        if isinstance(t, (tuple, list)) and t:
+            t = t[0]
+        if not isinstance(t, Tensor) or t._storage.device is CPU or _DEVICE.get() is not None:
+            return fn(*args, **kwargs)
+        token = _DEVICE.set(t._storage.device)
+        try:
+            with t._storage.backend.linalg_errors():
+                return fn(*args, **kwargs)
+        finally:
+            _DEVICE.reset(token)
+
+    return run
+
+
 def _check(A, op, name="A"):
     if not isinstance(A, Tensor):
         raise TypeError(f"linalg.{op}: expected {name} to be a Tensor, got {type(A).__name__}")
-    if A._storage.device.type != "cpu":
-        raise RuntimeError(f"linalg.{op}: only CPU tensors are supported, got {A.device}")
+    dev = _DEVICE.get() or CPU
+    if A._storage.device != dev:
+        raise RuntimeError(f"linalg.{op}: Expected all tensors to be on the same device, but "
+                           f"found at least two devices, {dev} and {A.device}!")
+
+
+def _arr(t):
+    """The array of a float32/float64 tensor on the device computed on (NumPy on the CPU)."""
+    t = t.detach()
+    if t._storage.device is CPU:
+        return t.numpy()
+    return t._storage.backend.get(t)
+
+
+def _host(a):
+    """A NumPy copy of a device array (error paths that loop on the host)."""
+    return a if isinstance(a, np.ndarray) else a.get()
 
 
 def _float_np(A, op, name="A"):
-    """The NumPy view of a float32/float64 tensor (PyTorch's dtype errors otherwise)."""
+    """The array view of a float32/float64 tensor (PyTorch's dtype errors otherwise)."""
     _check(A, op, name)
     dt = A._dtype
     if dt in (D.float16, D.bfloat16):
@@ -76,7 +123,7 @@ def _float_np(A, op, name="A"):
     if dt.kind != 2:
         raise RuntimeError(f"linalg.{op}: Expected a floating point or complex tensor as input. "
                            f"Got {_NAMES[dt]}")
-    return A.detach().numpy()
+    return _arr(A)
 
 
 def _matrix_np(A, op, square=False, name="A"):
@@ -90,13 +137,26 @@ def _matrix_np(A, op, square=False, name="A"):
 
 
 def _tensor(arr, dt=None):
-    """A fresh fiamma tensor holding a copy of NumPy array ``arr`` (cast to ``dt``)."""
-    arr = np.asarray(arr)
+    """A fresh fiamma tensor holding a copy of array ``arr`` (cast to ``dt``), on the device
+    computed on."""
+    dev = _DEVICE.get()
+    if dev is None:
+        arr = np.asarray(arr)
+        if dt is None:
+            dt = D.from_numpy_dtype(arr.dtype)
+        res = new_empty(arr.shape, dt)
+        if res._numel:
+            res.numpy()[...] = arr
+        return res
+    from fiamma._backend import backend_for
+
+    be = backend_for(dev)
+    arr = be.asarray(arr)
     if dt is None:
-        dt = D.from_numpy_dtype(arr.dtype)
-    res = new_empty(arr.shape, dt)
+        dt = D.from_numpy_dtype(np.dtype(arr.dtype))
+    res = new_empty(arr.shape, dt, dev)
     if res._numel:
-        res.numpy()[...] = arr
+        be.put(res, arr)
     return res
 
 
@@ -144,7 +204,7 @@ def _batch_label(shape, flat):
 
 def _first_failure(a, fn):
     """Index of the first batch element on which ``fn`` raises numpy's LinAlgError."""
-    flat = a.reshape(_flat_shape(a))
+    flat = _host(a).reshape(_flat_shape(a))
     for i in range(flat.shape[0]):
         try:
             fn(flat[i])
@@ -156,7 +216,7 @@ def _first_failure(a, fn):
 def _singular(op, a):
     i = _first_failure(a, np.linalg.inv)
     raise LinAlgError(f"linalg.{op}: {_batch_label(a.shape[:-2], i)}The diagonal element "
-                      f"{_zero_pivot(a.reshape(_flat_shape(a))[i])} is zero, the "
+                      f"{_zero_pivot(_host(a).reshape(_flat_shape(a))[i])} is zero, the "
                       "inversion could not be completed because the input matrix is singular.")
 
 
@@ -343,7 +403,7 @@ def inv_ex(A, *, check_errors=False, out=None):
 def _tol(s, m, n, atol, rtol, dt, op):
     """PyTorch's tolerance for pinv / matrix_rank: max(atol, rtol * s_max)."""
     def val(v):
-        return v.detach().to(D.float64).numpy()[..., None] if isinstance(v, Tensor) else v
+        return _arr(v.to(D.float64))[..., None] if isinstance(v, Tensor) else v
 
     eps = np.finfo(dt._np).eps
     if rtol is None:
@@ -410,11 +470,11 @@ def matrix_power(A, n, *, out=None):
         raise RuntimeError("linalg.matrix_power: expected a tensor of square matrices, got "
                            f"shape {list(A._shape)}")
     if n < 0:
-        a = inv(A.detach()).numpy()  # LinAlgError naming inv when singular
+        a = _arr(inv(A.detach()))  # LinAlgError naming inv when singular
         r = np.linalg.matrix_power(a, -n)
     else:
         a = A.detach()
-        a = a.to(D.float32).numpy() if A._dtype is D.bfloat16 else a.numpy()
+        a = _arr(a.to(D.float32)) if A._dtype is D.bfloat16 else _arr(a)
         r = np.linalg.matrix_power(a, n)
     return _record("matrix_power", _result(r, A._dtype, out, "matrix_power"), (A,), {"n": n})
 
@@ -475,7 +535,7 @@ def solve_ex(A, B, *, left=True, check_errors=False, out=None):
         if check_errors:
             raise
     _, info = inv_ex(A)
-    b = B.detach().numpy()
+    b = _arr(B)
     nan = np.full(np.broadcast_shapes(b.shape, b.shape), np.nan)
     return SolveExResult(_tensor(nan, A._dtype), info)
 
@@ -678,9 +738,7 @@ def _complex_tensor(z, dt):
     pair, marked complex), float32 pairs for a float32 input."""
     from fiamma.fft import as_complex_layout
 
-    res = new_empty(z.shape + (2,), dt)
-    if res._numel:
-        res.numpy().view(np.complex64 if dt is D.float32 else np.complex128)[..., 0] = z
+    res = _tensor(np.stack([z.real, z.imag], -1), dt)
     return as_complex_layout(res)
 
 
@@ -828,7 +886,7 @@ def cross(input, other, *, dim=-1, out=None):
     def arr(t):
         t = t.detach()
         t = t if t._dtype is dt else t.to(dt)
-        return t.to(D.float32).numpy() if dt is D.bfloat16 else t.numpy()
+        return _arr(t.to(D.float32)) if dt is D.bfloat16 else _arr(t)
 
     a = np.broadcast_to(arr(input), shape)
     b = np.broadcast_to(arr(other), shape)
@@ -864,3 +922,11 @@ def diagonal(A, *, offset=0, dim1=-2, dim2=-1):
     shape = [A._shape[i] for i in keep] + [size]
     stride = [A._stride[i] for i in keep] + [A._stride[d1] + A._stride[d2]]
     return A.as_strided(shape, stride, start if size else A._offset)
+
+
+# every public function computes on its input's device
+for _name in __all__:
+    _f = globals()[_name]
+    if callable(_f) and not isinstance(_f, type) and _name != "matmul":
+        globals()[_name] = _on_device(_f)
+del _name, _f

@@ -71,7 +71,7 @@ def _make_grads(outputs, grads, op):
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
             g = fiamma.ones_like(t)
         elif not isinstance(g, Tensor):
-            g = fiamma.full(tuple(t.shape), g, dtype=t.dtype)
+            g = fiamma.full(tuple(t.shape), g, dtype=t.dtype, device=t.device)
         elif tuple(g.shape) != tuple(t.shape):
             raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} "
                                f"and output[{i}] has a shape of {t.shape}.")

@@ -43,7 +43,7 @@ class _Scatter(Function):
     def forward(ctx, g, geom, n):
         ctx.geom = geom
         ctx.n = n
-        out = fiamma.zeros(n, dtype=g.dtype)
+        out = fiamma.zeros(n, dtype=g.dtype, device=g.device)
         out.as_strided(*geom).copy_(g)
         return out
 

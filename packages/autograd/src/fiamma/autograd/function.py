@@ -103,8 +103,9 @@ class BackwardCFunction(FunctionCtx, Node):
     def _backward(self, grad):
         grads = (grad,) if self._nout == 1 else tuple(grad)
         if self._materialize:
-            grads = tuple(fiamma.zeros(shape, dtype=dt) if g is None and shape is not None
-                          else g for g, (shape, dt) in zip(grads, self._out_meta))
+            grads = tuple(fiamma.zeros(shape, dtype=dt, device=dev)
+                          if g is None and shape is not None
+                          else g for g, (shape, dt, dev) in zip(grads, self._out_meta))
         res = self._function.backward(self, *grads)
         if not isinstance(res, tuple):
             res = (res,)
@@ -186,9 +187,9 @@ def _wrap_outputs(node, args, out):
     meta = []
     for i, o in enumerate(outs):
         if not isinstance(o, Tensor):
-            meta.append((None, None))
+            meta.append((None, None, None))
             continue
-        meta.append((o._shape, o._dtype))
+        meta.append((o._shape, o._dtype, o.device))
         if any(o is t for t in non_diff) or o._dtype.kind != 2:
             if not any(o is a for a in args):
                 o.requires_grad = False

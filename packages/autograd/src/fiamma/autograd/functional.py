@@ -100,7 +100,7 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
             n = o.numel()
             for k in range(n):
                 if o.requires_grad:
-                    onehot = fiamma.zeros(n, dtype=o.dtype)
+                    onehot = fiamma.zeros(n, dtype=o.dtype, device=o.device)
                     onehot[k] = 1
                     g = fiamma.autograd.grad(o, xs, onehot.reshape(tuple(o.shape)),
                                              retain_graph=True, create_graph=create_graph,
@@ -114,7 +114,8 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
                 if rows[i]:
                     j = fiamma.stack(rows[i]).reshape(tuple(o.shape) + tuple(x.shape))
                 else:
-                    j = fiamma.zeros(tuple(o.shape) + tuple(x.shape), dtype=x.dtype)
+                    j = fiamma.zeros(tuple(o.shape) + tuple(x.shape), dtype=x.dtype,
+                                     device=x.device)
                 per_in.append(_finish(j, create_graph))
             jac.append(per_in[0] if single_in else tuple(per_in))
     return jac[0] if single_out else tuple(jac)

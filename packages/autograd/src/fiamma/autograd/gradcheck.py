@@ -31,8 +31,8 @@ def _outputs(fn, inputs):
 
 
 def _flat(t):
-    """A float64 copy of ``t``, flattened."""
-    return t.detach().to(fiamma.float64).reshape(-1).clone()
+    """A float64 host copy of ``t``, flattened (Jacobians are assembled on the CPU)."""
+    return t.detach().to("cpu", fiamma.float64).reshape(-1).clone()
 
 
 def _zeros(n, m):
@@ -77,7 +77,7 @@ def get_analytical_jacobian(fn, inputs, create_graph=False):
             continue
         n = o.numel()
         for k in range(n):
-            g = fiamma.zeros(n, dtype=o.dtype)
+            g = fiamma.zeros(n, dtype=o.dtype, device=o.device)
             g[k] = 1.0
             go = g.reshape(tuple(o.shape))
             res = fiamma.autograd.grad(o, diff, go, retain_graph=True, allow_unused=True,
@@ -147,7 +147,8 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
     if grad_outputs is None:
         gen = fiamma.Generator().manual_seed(0)
         grad_outputs = tuple(
-            fiamma.randn(tuple(o.shape), generator=gen, dtype=o.dtype).requires_grad_(True)
+            fiamma.randn(tuple(o.shape), generator=gen, dtype=o.dtype).to(o.device)
+            .requires_grad_(True)
             for o in outs)
     grad_outputs = _tuple(grad_outputs)
     n_in = len(inputs)

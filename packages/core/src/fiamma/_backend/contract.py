@@ -25,6 +25,13 @@ Conventions, for every primitive:
 - **Python scalars** travel as (double, int64) pairs (``fval``, ``ival``): the int64 one is used
   for integer dtypes (exact), the double for floating ones.
 
+Linear algebra (fiamma.linalg) is not a primitive family: on the CPU it is NumPy's LAPACK over
+zero-copy views. A non-CPU backend runs the same code on its own arrays and so provides, beside
+the primitives: ``xp`` (its array module), ``get(t)`` (tensor t as an array in its compute
+dtype), ``put(t, values)`` (write an array into t, cast), ``asarray(a)`` (an array of its
+module from NumPy) and ``linalg_errors()`` (a context in which its linalg raises
+numpy.linalg.LinAlgError on singular input); the array-module backend (_backend/xp) has them.
+
 The primitives are grouped by family below. ``Backend`` is a typing.Protocol: it documents the
 signatures; tests/test_backend_contract.py checks that the CPU backend provides each one with
 these parameter names.

@@ -6,10 +6,11 @@ import numbers
 import numpy as np
 
 from fiamma import _dtype as D
+from fiamma._storage import CPU
 from fiamma._tensor import Tensor, _copy_into, new_empty
 
 __all__ = ["broadcast_shapes", "bcast_strides", "is_scalar", "as_operand", "check_out",
-           "same_device", "cast", "overlaps"]
+           "same_device", "on_device", "cast", "overlaps"]
 
 
 def is_scalar(x):
@@ -78,16 +79,29 @@ def as_operand(x, op):
 
 
 def same_device(op, *ts):
+    """The device an op on tensors ``ts`` runs on: their common device, where a 0-d CPU tensor
+    goes with any device (PyTorch's CPU-scalar rule; ``on_device`` moves it); RuntimeError
+    naming both devices otherwise."""
     dev = None
     for t in ts:
         if isinstance(t, Tensor):
             d = t._storage.device
+            if d is CPU and t._shape == ():
+                continue
             if dev is None:
                 dev = d
-            elif d != dev and t._shape != ():
+            elif d != dev:
                 raise RuntimeError(f"{op}: Expected all tensors to be on the same device, but "
                                    f"found at least two devices, {dev} and {d}!")
-    return dev
+    return CPU if dev is None else dev
+
+
+def on_device(t, dev):
+    """Tensor ``t`` (anything else unchanged) on ``dev``: a 0-d CPU operand of an op on
+    another device is copied there (see same_device)."""
+    if isinstance(t, Tensor) and t._storage.device != dev:
+        return t.to(dev)
+    return t
 
 
 def cast(t, dt):

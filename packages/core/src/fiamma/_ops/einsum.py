@@ -368,7 +368,7 @@ def _pair(a, b, need, sizes, trace=None):
         if prod._dtype.kind == 2 and K > 1:  # BLAS gemv sums rows faster than a reduction
             from fiamma._creation import ones
 
-            r = prod.matmul(ones(K, dtype=prod._dtype))
+            r = prod.matmul(ones(K, dtype=prod._dtype, device=prod._storage.device))
         else:
             r = prod.sum(-1)
         return _Op(_rs(r, r._shape + ms + ns), batch + m + n)
@@ -587,7 +587,7 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     if P == 0 or R == 0 or M == 0:
         from fiamma._creation import zeros
 
-        return zeros(batch + (P, R), dtype=x1._dtype)
+        return zeros(batch + (P, R), dtype=x1._dtype, device=x1._storage.device)
     if use_mm:
         # |x - y|^2 = |x|^2 - 2 x.y + |y|^2, clamped at 0 against rounding
         a2 = (a * a).sum(-1, keepdim=True)

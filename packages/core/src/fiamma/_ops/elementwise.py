@@ -26,6 +26,7 @@ from fiamma._ops._common import (
     cast,
     check_out,
     is_scalar,
+    on_device,
     overlaps,
     same_device,
 )
@@ -194,6 +195,7 @@ def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=No
         dev = a._storage.device
         if b._storage.device is not dev:
             dev = same_device(name, a, b)
+            a, b = on_device(a, dev), on_device(b, dev)
         shape = a._shape if a._shape == b._shape else broadcast_pair(a._shape, b._shape, name)
     elif ta or tb:
         t = a if ta else b
@@ -282,6 +284,9 @@ def ternary(code, name, ct, a, b, c, out=None, p0=0.0, record=True, inputs=None,
         _raise(K.ERR_DTYPE, name, ct)
     ops = [t for t in (a, b, c) if isinstance(t, Tensor)]
     dev = same_device(name, *ops)
+    if dev is not CPU and builtins.any(t._storage.device != dev for t in ops):
+        a, b, c = on_device(a, dev), on_device(b, dev), on_device(c, dev)
+        ops = [t for t in (a, b, c) if isinstance(t, Tensor)]
     shape = broadcast_shapes(*(t._shape for t in ops), op=name)
     res = _result(out, shape, ct, dev, name, ops)
     if res._numel:

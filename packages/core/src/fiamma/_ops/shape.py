@@ -22,7 +22,6 @@ from fiamma._ops import _common as C, einsum as _E, pad as _P, shape_build as _B
 from fiamma._ops.einsum import cross, kron
 from fiamma._ops.shape_views import (
     _copy_raw,
-    _cpu,
     _diag_dims,
     _diag_layout,
     _dims_list,
@@ -64,12 +63,12 @@ def flip(input, dims):
     >>> fiamma.flip(fiamma.arange(4).reshape(2, 2), [0, 1]).tolist()
     [[3, 2], [1, 0]]
     """
-    x = _cpu(_t(input, "flip"), "flip")
+    x = _t(input, "flip")
     nd = len(x._shape)
     ds = _dims_list(dims, nd, "flip")
     if nd == 0:
         ds = ()
-    out = new_empty(x._shape, x._dtype)
+    out = new_empty(x._shape, x._dtype, x._storage.device)
     off, st = _flipped_layout(x, ds)
     _copy_raw("flip", x._shape, out, 0, out._stride, x, off, st)
     return _rec("flip", out, (input,), {"dims": ds})
@@ -103,7 +102,7 @@ def roll(input, shifts, dims=None):
     >>> fiamma.roll(fiamma.arange(5), 2).tolist()
     [3, 4, 0, 1, 2]
     """
-    x = _cpu(_t(input, "roll"), "roll")
+    x = _t(input, "roll")
     sh = _int_tuple(shifts, "roll", "shifts")
     nd = len(x._shape)
     if dims is None:
@@ -132,7 +131,7 @@ def _roll(x, shifts, dims):
     total = {}
     for s, d in zip(shifts, dims):
         total[d] = total.get(d, 0) + s
-    out = new_empty(shape, x._dtype)
+    out = new_empty(shape, x._dtype, x._storage.device)
     if out._numel == 0:
         return out
     # each rolled dim splits into two blocks: out[s:] = x[:n-s], out[:s] = x[n-s:]
@@ -162,7 +161,7 @@ def rot90(input, k=1, dims=(0, 1)):
     >>> fiamma.rot90(fiamma.tensor([[1, 2], [3, 4]])).tolist()
     [[2, 4], [1, 3]]
     """
-    x = _cpu(_t(input, "rot90"), "rot90")
+    x = _t(input, "rot90")
     dims = tuple(dims)
     nd = len(x._shape)
     if len(dims) != 2:
@@ -181,7 +180,7 @@ def rot90(input, k=1, dims=(0, 1)):
     if k % 2:  # rotated by an odd multiple: the two dims swap
         shape[d0], shape[d1] = shape[d1], shape[d0]
         st[d0], st[d1] = st[d1], st[d0]
-    out = new_empty(tuple(shape), x._dtype)
+    out = new_empty(tuple(shape), x._dtype, x._storage.device)
     _copy_raw("rot90", out._shape, out, 0, out._stride, x, off, st)
     return _rec("rot90", out, (input,), {"k": k, "dims": (d0, d1)})
 
@@ -193,7 +192,7 @@ def _repeat_copy(x, reps, op):
     view (dims with a single repeat are not split)."""
     shape, ost, ist = [], [], []
     final = tuple(r * s for r, s in zip(reps, x._shape))
-    out = new_empty(final, x._dtype)
+    out = new_empty(final, x._dtype, x._storage.device)
     if out._numel == 0:
         return out
     for r, s, st, so in zip(reps, x._shape, x._stride, out._stride):
@@ -220,7 +219,7 @@ def _repeat(self, *sizes):
     >>> fiamma.tensor([1, 2]).repeat(2, 2).tolist()
     [[1, 2, 1, 2], [1, 2, 1, 2]]
     """
-    x = _cpu(_t(self, "repeat"), "repeat")
+    x = _t(self, "repeat")
     reps = _shape_arg(sizes)
     nd = len(x._shape)
     if len(reps) < nd:
@@ -293,7 +292,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
         out = _from_np(np.repeat(np.arange(r.size, dtype=np.int64), r))
         _check_output_size(out._numel, output_size, op)
         return out
-    x = _cpu(_t(input, op), op)
+    x = _t(input, op)
     xv = x.detach()
     if dim is None:
         xv = xv.reshape(-1)
@@ -309,7 +308,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     if isinstance(repeats, Tensor):
         r = _repeats_counts(repeats, n, op)
         _check_output_size(int(r.sum()), output_size, op)
-        idx = _from_np(np.repeat(np.arange(n, dtype=np.int64), r))
+        idx = _from_np(np.repeat(np.arange(n, dtype=np.int64), r), x._storage.device)
         out = _take(xv, d, idx, op)
     else:
         rep = _index(repeats)
@@ -319,7 +318,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
         s = xv._shape
         v = xv._view(s[:d + 1] + (rep,) + s[d + 1:],
                      xv._stride[:d + 1] + (0,) + xv._stride[d + 1:])
-        out = new_empty(v._shape, x._dtype)
+        out = new_empty(v._shape, x._dtype, x._storage.device)
         _copy_raw(op, v._shape, out, 0, out._stride, v, 0, v._stride)
         out = out.view(s[:d] + (n * rep,) + s[d + 1:])
     return _rec(op, out, (input,), {"repeats": repeats, "dim": dim, "output_size": output_size})
@@ -334,16 +333,16 @@ def _check_output_size(total, output_size, op):
 # ---- tril / triu -----------------------------------------------------------------------------
 
 def _tri(op, input, diagonal, out, upper):
-    x = _cpu(_t(input, op), op)
+    x = _t(input, op)
     if len(x._shape) < 2:
         raise RuntimeError(f"{op}: input tensor must have at least 2 dimensions, got "
                            f"{len(x._shape)}")
     k = _index(diagonal)
     m, n = x._shape[-2:]
-    keep = _tri_mask(m, n, k, upper)
+    keep = _tri_mask(m, n, k, upper, x._storage.device)
     from fiamma._ops.elementwise import where
 
-    zero = new_empty((), x._dtype, zero=True)
+    zero = new_empty((), x._dtype, x._storage.device, zero=True)
     res = where(keep, x.detach(), zero)
     if out is not None:
         C.check_out(out, res._shape, res._dtype, op)
@@ -355,13 +354,13 @@ def _tri(op, input, diagonal, out, upper):
 _MASKS = {}  # small triangle masks, reused (internal, never written)
 
 
-def _tri_mask(m, n, k, upper):
-    key = (m, n, k, upper)
+def _tri_mask(m, n, k, upper, dev):
+    key = (m, n, k, upper, dev)
     mask = _MASKS.get(key)
     if mask is None:
         # np.tri builds the boolean mask directly (no int intermediate)
         keep = ~np.tri(m, n, k - 1, dtype=bool) if upper else np.tri(m, n, k, dtype=bool)
-        mask = _from_np(keep)
+        mask = _from_np(keep, dev)
         if m * n <= 65536:
             if len(_MASKS) >= 64:
                 _MASKS.clear()
@@ -409,14 +408,14 @@ def diag(input, diagonal=0, *, out=None):
     >>> fiamma.diag(fiamma.tensor([1, 2])).tolist()
     [[1, 0], [0, 2]]
     """
-    x = _cpu(_t(input, "diag"), "diag")
+    x = _t(input, "diag")
     k = _index(diagonal)
     nd = len(x._shape)
     if nd == 1:
         res = _embed(x.detach(), k, 0, 1)
     elif nd == 2:
         v = _V.diagonal(x.detach(), k)
-        res = new_empty(v._shape, x._dtype)
+        res = new_empty(v._shape, x._dtype, x._storage.device)
         _copy_raw("diag", v._shape, res, 0, res._stride, v, 0, v._stride)
     else:
         raise RuntimeError(f"diag: Supports 1D or 2D tensors. Got {nd}D")
@@ -437,7 +436,7 @@ def _embed(x, offset, d1, d2):
     it = iter(rest)
     for i in range(nd):
         shape[i] = m if i in (d1, d2) else next(it)
-    out = new_empty(tuple(shape), x._dtype, zero=True)
+    out = new_empty(tuple(shape), x._dtype, x._storage.device, zero=True)
     vs, vst, voff = _diag_layout(out._shape, out._stride, offset, d1, d2, 0)
     _copy_raw("diag_embed", vs, out, voff, vst, x, 0, x._stride if x._shape else (1,))
     return out
@@ -451,7 +450,7 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1):
     >>> fiamma.diag_embed(fiamma.tensor([[1, 2]])).shape
     fiamma.Size([1, 2, 2])
     """
-    x = _cpu(_t(input, "diag_embed"), "diag_embed")
+    x = _t(input, "diag_embed")
     if not x._shape:
         raise RuntimeError("diag_embed: expected input with at least 1 dimension, got 0")
     nd = len(x._shape) + 1
@@ -462,7 +461,7 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1):
 
 def diagflat(input, offset=0):
     """A 2-D tensor with the flattened ``input`` on the ``offset``-th diagonal."""
-    x = _cpu(_t(input, "diagflat"), "diagflat")
+    x = _t(input, "diagflat")
     k = _index(offset)
     res = _embed(x.detach().reshape(-1), k, 0, 1)
     return _rec("diagflat", res, (input,), {"offset": k})

@@ -12,8 +12,9 @@ import numpy as np
 
 from fiamma import _dtype as D
 from fiamma._backend import check
-from fiamma._ops.shape_views import _cpu, _from_np, _rec, _t, _tensors_arg, meshgrid
-from fiamma._tensor import new_empty
+from fiamma._ops.shape_views import _from_np, _rec, _t, _tensors_arg, meshgrid
+from fiamma._storage import CPU
+from fiamma._tensor import Tensor, new_empty
 
 __all__ = ["tril_indices", "triu_indices", "one_hot", "block_diag", "cartesian_prod",
            "combinations", "vander"]
@@ -65,7 +66,7 @@ def one_hot(tensor, num_classes=-1):
     [[1, 0, 0], [0, 0, 1]]
     """
     op = "one_hot"
-    x = _cpu(_t(tensor, op, "tensor"), op)
+    x = _t(tensor, op, "tensor")
     if x._dtype is not D.int64:
         raise RuntimeError(f"{op}: one_hot is only applicable to index tensor of type int64, "
                            f"got {x._dtype}")
@@ -84,10 +85,11 @@ def one_hot(tensor, num_classes=-1):
     elif x._numel and hi >= nc:
         raise RuntimeError(f"{op}: Class values must be smaller than num_classes ({nc}), got "
                            f"{hi}")
-    out = new_empty(x._shape + (nc,), D.int64, zero=True)
+    dev = x._storage.device
+    out = new_empty(x._shape + (nc,), D.int64, dev, zero=True)
     if x._numel and nc:
         flat = x.reshape(-1)
-        one = new_empty((), D.int64)
+        one = new_empty((), D.int64, dev)
         check(one._storage.backend.fill(one, 0.0, 1, 1), op)
         check(out._storage.backend.index_scatter((flat._numel,), out, 0, (nc,), one, (0,),
                                                  [flat], flat._stride, [nc], [1], 0, None), op)
@@ -104,8 +106,11 @@ def block_diag(*tensors):
     """
     op = "block_diag"
     ts = list(tensors)
+    dev = ts[0]._storage.device if ts and isinstance(ts[0], Tensor) else CPU
     for i, t in enumerate(ts):
-        _cpu(_t(t, op, f"tensor {i}"), op)
+        if _t(t, op, f"tensor {i}")._storage.device != dev:
+            raise RuntimeError(f"{op}: Expected all tensors to be on the same device, but found "
+                               f"at least two devices, {dev} and {t._storage.device}!")
         if len(t._shape) > 2:
             raise RuntimeError(f"{op}: Input tensors must have 2 or fewer dimensions. Input {i} "
                                f"has {len(t._shape)} dimensions")
@@ -114,7 +119,7 @@ def block_diag(*tensors):
     dt = D.result_type(*ts) if ts else D.get_default_dtype()
     rows = builtins.sum(m._shape[0] for m in mats)
     cols = builtins.sum(m._shape[1] for m in mats)
-    out = new_empty((rows, cols), dt, zero=True)
+    out = new_empty((rows, cols), dt, dev, zero=True)
     r = c = 0
     for m in mats:
         h, w = m._shape
@@ -157,7 +162,7 @@ def combinations(input, r=2, with_replacement=False):
     n = x._shape[0]
     f = itertools.combinations_with_replacement if with_replacement else itertools.combinations
     flat = np.fromiter(itertools.chain.from_iterable(f(range(n), r)), dtype=np.int64)
-    idx = _from_np(flat.reshape(-1, r))
+    idx = _from_np(flat.reshape(-1, r), x._storage.device)
     return x[idx]
 
 
@@ -181,7 +186,7 @@ def vander(x, N=None, increasing=False):
     dt = x._dtype if x._dtype.kind == 2 else D.int64
     from fiamma._ops.join import cat
 
-    ones = new_empty((n, builtins.min(N, 1)), dt)
+    ones = new_empty((n, builtins.min(N, 1)), dt, x._storage.device)
     check(ones._storage.backend.fill(ones, 1.0, 1, 1), op)
     if N > 1:
         xs = x.to(dt).unsqueeze(1).expand(n, N - 1)

@@ -31,12 +31,6 @@ def _t(x, op, name="input"):
     return x
 
 
-def _cpu(x, op):
-    if x._storage.device is not CPU:
-        raise RuntimeError(f"{op}: not implemented for tensors on {x._storage.device}")
-    return x
-
-
 def _rec(op, out, inputs, kwargs):
     """Record ``op`` for autograd when a tensor input (or one inside a tuple input) needs grad."""
     for t in inputs:
@@ -98,10 +92,12 @@ def _take(x, d, idx, op):
     return out
 
 
-def _from_np(a):
+def _from_np(a, dev=CPU):
+    """A tensor on ``dev`` holding the NumPy array ``a`` (a host-built index or mask)."""
     from fiamma._interop import from_numpy
 
-    return from_numpy(np.ascontiguousarray(a))
+    t = from_numpy(np.ascontiguousarray(a))
+    return t if dev is CPU else t.to(dev)
 
 
 # ---- diagonals -------------------------------------------------------------------------------

@@ -89,13 +89,13 @@ def softsign(input):
 def softshrink(input, lambd=0.5):
     if lambd < 0:
         raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
-    zero = fiamma.zeros((), dtype=input.dtype)
+    zero = fiamma.zeros((), dtype=input.dtype, device=input.device)
     return fiamma.where(input > lambd, input - lambd,
                         fiamma.where(input < -lambd, input + lambd, zero))
 
 
 def hardshrink(input, lambd=0.5):
-    zero = fiamma.zeros((), dtype=input.dtype)
+    zero = fiamma.zeros((), dtype=input.dtype, device=input.device)
     return fiamma.where(input.abs() > lambd, input, zero)
 
 
@@ -105,7 +105,7 @@ def tanhshrink(input):
 
 def threshold(input, threshold, value, inplace=False):
     """``x`` where ``x > threshold``, else ``value``."""
-    v = fiamma.full((), value, dtype=input.dtype)
+    v = fiamma.full((), value, dtype=input.dtype, device=input.device)
     return _maybe_inplace(input, lambda x: fiamma.where(x > threshold, x, v), inplace)
 
 
@@ -153,5 +153,6 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     slope otherwise."""
     if not training:
         return leaky_relu(input, (lower + upper) / 2, inplace)
-    slope = fiamma.empty(input.shape, dtype=input.dtype).uniform_(lower, upper)
+    slope = fiamma.empty(input.shape, dtype=input.dtype, device=input.device).uniform_(
+        lower, upper)
     return _maybe_inplace(input, lambda x: fiamma.where(x >= 0, x, x * slope), inplace)

@@ -21,13 +21,13 @@ def _dropout(x, p, training=True):
 _causal_cache = {}
 
 
-def _causal_add(L, S, dtype):
-    """The additive (L, S) top-left causal mask (0 / -inf) of ``dtype`` (cached: adding it
-    is faster than a masked fill with a broadcast bool mask)."""
-    key = (L, S, dtype)
+def _causal_add(L, S, dtype, device):
+    """The additive (L, S) top-left causal mask (0 / -inf) of ``dtype`` on ``device`` (cached:
+    adding it is faster than a masked fill with a broadcast bool mask)."""
+    key = (L, S, dtype, device)
     m = _causal_cache.get(key)
     if m is None:
-        m = fiamma.full((L, S), _NEG_INF, dtype=dtype).triu(1)
+        m = fiamma.full((L, S), _NEG_INF, dtype=dtype, device=device).triu(1)
         if len(_causal_cache) > 64:
             _causal_cache.clear()
         _causal_cache[key] = m
@@ -40,7 +40,7 @@ def _apply_mask(scores, attn_mask, is_causal):
     the mask does not enlarge it."""
     if is_causal:
         # top-left aligned: row i keeps columns 0..i, so no row is fully masked
-        return scores.add_(_causal_add(*scores.shape[-2:], scores.dtype)), None
+        return scores.add_(_causal_add(*scores.shape[-2:], scores.dtype, scores.device)), None
     if attn_mask is None:
         return scores, None
     grows = fiamma.broadcast_shapes(scores.shape, attn_mask.shape) != scores.shape
@@ -57,7 +57,8 @@ def _apply_mask(scores, attn_mask, is_causal):
             return scores.masked_fill(drop, _NEG_INF), dead
         if 4 * drop.numel() <= scores.numel():
             # a broadcast mask: adding its (small) additive form beats a masked fill
-            add = fiamma.zeros(drop.shape, dtype=scores.dtype).masked_fill_(drop, _NEG_INF)
+            add = fiamma.zeros(drop.shape, dtype=scores.dtype, device=scores.device).masked_fill_(
+                drop, _NEG_INF)
             return scores.add_(add), dead
         return scores.masked_fill_(drop, _NEG_INF), dead
     if not attn_mask.is_floating_point():
@@ -158,7 +159,8 @@ def _float_mask(mask, name, target_dtype):
     if mask is None:
         return None
     if mask.dtype is fiamma.bool:
-        return fiamma.zeros(mask.shape, dtype=target_dtype).masked_fill(mask, _NEG_INF)
+        return fiamma.zeros(mask.shape, dtype=target_dtype, device=mask.device).masked_fill(
+            mask, _NEG_INF)
     if not mask.is_floating_point():
         raise AssertionError(f"MultiheadAttention: only bool and floating types of {name} are "
                              f"supported, got {mask.dtype}")
@@ -268,7 +270,8 @@ def _merge_heads(out, bf_out, w, b):
 
 def _pad_last(mask):
     """Append one zero (take part) column to a float mask."""
-    return fiamma.cat([mask, fiamma.zeros(tuple(mask.shape[:-1]) + (1,), dtype=mask.dtype)], -1)
+    return fiamma.cat([mask, fiamma.zeros(tuple(mask.shape[:-1]) + (1,), dtype=mask.dtype,
+                                         device=mask.device)], -1)
 
 
 def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_heads,
@@ -379,8 +382,8 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
 
     if add_zero_attn:
         zshape = (bsz * num_heads, 1, head_dim)
-        k = fiamma.cat([k, fiamma.zeros(zshape, dtype=k.dtype)], 1)
-        v = fiamma.cat([v, fiamma.zeros(zshape, dtype=v.dtype)], 1)
+        k = fiamma.cat([k, fiamma.zeros(zshape, dtype=k.dtype, device=k.device)], 1)
+        v = fiamma.cat([v, fiamma.zeros(zshape, dtype=v.dtype, device=v.device)], 1)
         if attn_mask is not None:
             attn_mask = _pad_last(attn_mask)
         if key_padding_mask is not None:

@@ -476,7 +476,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     if bool((valid & (t >= c)).any()):
         raise IndexError(f"{op}: target out of range: expected -1 <= target < {c}")
     safe = fiamma.where(valid, t, fiamma.zeros_like(t))
-    is_target = fiamma.zeros(x.shape, dtype=fiamma.float32).scatter_add(
+    is_target = fiamma.zeros(x.shape, dtype=fiamma.float32, device=x.device).scatter_add(
         1, safe, valid.float()) > 0
     xj = x.gather(1, safe)
     z = (1 - xj.unsqueeze(2) + x.unsqueeze(1)).clamp(min=0)

@@ -67,9 +67,9 @@ def pdist(input, p=2):
     if p < 0:
         raise RuntimeError("pdist only supports non-negative p values")
     n = input.shape[0]
-    ij = fiamma.triu_indices(n, n, 1)
+    ij = fiamma.triu_indices(n, n, 1, device=input.device)
     if ij.shape[1] == 0:
-        return fiamma.empty(0, dtype=input.dtype)
+        return fiamma.empty(0, dtype=input.dtype, device=input.device)
     return fiamma.linalg.vector_norm(input[ij[0]] - input[ij[1]], p, dim=1)
 
 
@@ -84,7 +84,7 @@ def _bag_ids(input, offsets, include_last_offset, op):
                              "treated is a mini-batch of fixed length sequences. However, found "
                              f"offsets of type {type(offsets).__name__}")
         b, length = input.shape
-        bag = fiamma.arange(b).unsqueeze(1).expand(b, length).reshape(-1)
+        bag = fiamma.arange(b, device=input.device).unsqueeze(1).expand(b, length).reshape(-1)
         return input.reshape(-1).long(), bag, b
     if input.dim() != 1:
         raise ValueError(f"{op}: input has to be 1D or 2D Tensor, but got Tensor of dimension "
@@ -92,7 +92,7 @@ def _bag_ids(input, offsets, include_last_offset, op):
     if offsets is None:
         raise ValueError(f"{op}: offsets has to be a 1D Tensor but got None")
     if not isinstance(offsets, fiamma.Tensor):
-        offsets = fiamma.tensor(list(offsets), dtype=fiamma.int64)
+        offsets = fiamma.tensor(list(offsets), dtype=fiamma.int64, device=input.device)
     if offsets.dim() != 1:
         raise ValueError(f"{op}: offsets has to be a 1D Tensor, got {offsets.dim()}-D")
     offsets = offsets.long()
@@ -109,7 +109,7 @@ def _bag_ids(input, offsets, include_last_offset, op):
             raise RuntimeError(f"{op}: offsets must be non-decreasing")
     nb = offsets.numel() - 1 if include_last_offset else offsets.numel()
     nb = max(nb, 0)
-    bag = fiamma.searchsorted(offsets, fiamma.arange(m), right=True) - 1
+    bag = fiamma.searchsorted(offsets, fiamma.arange(m, device=offsets.device), right=True) - 1
     if include_last_offset:  # indices at or past the last offset belong to no bag
         bag = bag.masked_fill(bag >= nb, nb)
     return input.reshape(-1).long(), bag, nb
@@ -163,14 +163,14 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
         rows = rows * per_sample_weights.reshape(-1, 1).to(rows.dtype)
     if padding_idx is not None:  # send padding entries to a discarded extra bag
         bag = bag.masked_fill(flat == padding_idx, nb)
-    zeros = fiamma.zeros((nb + 1, dim), dtype=weight.dtype)
+    zeros = fiamma.zeros((nb + 1, dim), dtype=weight.dtype, device=weight.device)
     if mode == "max":
         idx = bag.unsqueeze(1).expand(bag.shape[0], dim)
         return zeros.scatter_reduce(0, idx, rows, "amax", include_self=False)[:nb]
     out = zeros.index_add(0, bag, rows)[:nb]
     if mode == "mean":
-        count = fiamma.zeros(nb + 1, dtype=weight.dtype).index_add(
-            0, bag, fiamma.ones(bag.shape[0], dtype=weight.dtype))[:nb]
+        count = fiamma.zeros(nb + 1, dtype=weight.dtype, device=weight.device).index_add(
+            0, bag, fiamma.ones(bag.shape[0], dtype=weight.dtype, device=weight.device))[:nb]
         out = out / count.clamp(min=1).unsqueeze(1)
     return out
 
@@ -197,7 +197,7 @@ def _dropout_impl(input, p, training, inplace, feature, alpha):
         raise RuntimeError(f"Feature dropout requires at least 2 dimensions in the input, got "
                            f"{input.dim()}-D")
     shape = _feature_noise(input) if feature else tuple(input.shape)
-    keep = fiamma.bernoulli(fiamma.full(shape, 1.0 - p, dtype=input.dtype))
+    keep = fiamma.bernoulli(fiamma.full(shape, 1.0 - p, dtype=input.dtype, device=input.device))
     if alpha:
         if p == 1.0:
             return input.mul_(0.0) if inplace else input * 0.0

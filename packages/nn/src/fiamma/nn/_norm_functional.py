@@ -85,10 +85,12 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     before, after = size // 2, (size - 1) // 2
     parts = []
     if before:
-        parts.append(fiamma.zeros((sq.shape[0], before) + tuple(sq.shape[2:]), dtype=sq.dtype))
+        parts.append(fiamma.zeros((sq.shape[0], before) + tuple(sq.shape[2:]), dtype=sq.dtype,
+                                  device=sq.device))
     parts.append(sq)
     if after:
-        parts.append(fiamma.zeros((sq.shape[0], after) + tuple(sq.shape[2:]), dtype=sq.dtype))
+        parts.append(fiamma.zeros((sq.shape[0], after) + tuple(sq.shape[2:]), dtype=sq.dtype,
+                                  device=sq.device))
     padded = fiamma.cat(parts, 1) if len(parts) > 1 else sq
     total = padded[:, 0:C]
     for j in range(1, size):

@@ -224,10 +224,10 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
                                bool(align_corners))
 
 
-def _base_coords(n, align_corners, dtype):
+def _base_coords(n, align_corners, dtype, device):
     if n <= 1:
-        return fiamma.zeros(max(n, 0), dtype=dtype)
-    v = fiamma.linspace(-1.0, 1.0, n, dtype=dtype)
+        return fiamma.zeros(max(n, 0), dtype=dtype, device=device)
+    v = fiamma.linspace(-1.0, 1.0, n, dtype=dtype, device=device)
     return v if align_corners else v * ((n - 1) / n)
 
 
@@ -265,14 +265,15 @@ def affine_grid(theta, size, align_corners=None):
     dt = theta.dtype
     nsp = len(spatial)
     # base[..., k]: coordinate k (x, y[, z], 1) at every output point, x varying fastest
-    axes = [_base_coords(s, align_corners, dt) for s in reversed(spatial)]  # x, y[, z]
+    # x, y[, z]
+    axes = [_base_coords(s, align_corners, dt, theta.device) for s in reversed(spatial)]
     full = tuple(spatial)
     cols = []
     for k, a in enumerate(axes):
         shape = [1] * nsp
         shape[nsp - 1 - k] = full[nsp - 1 - k]
         cols.append(a.reshape(shape).expand(full))
-    cols.append(fiamma.ones(full, dtype=dt))
+    cols.append(fiamma.ones(full, dtype=dt, device=theta.device))
     base = fiamma.stack(cols, -1).reshape(1, -1, nsp + 1)
     grid = fiamma.matmul(base, theta.transpose(1, 2))
     return grid.reshape(size[0], *full, nsp)

@@ -142,7 +142,7 @@ class LBFGS(Optimizer):
 
     def _flat_grad(self):
         parts = [p.grad.reshape(-1) if p.grad is not None else fiamma.zeros(p.numel(),
-                 dtype=p.dtype) for p in self._params]
+                 dtype=p.dtype, device=p.device) for p in self._params]
         return fiamma.cat(parts, 0)
 
     def _add_to_params(self, scale, vec):

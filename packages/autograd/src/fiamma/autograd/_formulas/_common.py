@@ -48,28 +48,26 @@ def reduced_count(shape, dims):
 
 def scalar_like(value, ref):
     """A 0-d tensor holding ``value`` with ref's dtype."""
-    return fiamma.full((), value, dtype=ref.dtype)
+    return fiamma.full((), value, dtype=ref.dtype, device=ref.device)
 
 
 def zeros_of(shape, ref):
-    return fiamma.zeros(tuple(shape), dtype=ref.dtype)
+    return fiamma.zeros(tuple(shape), dtype=ref.dtype, device=ref.device)
 
 
 def flip(t, dim):
-    """``t`` reversed along ``dim`` (an advanced index, so differentiable)."""
-    n = t.shape[dim]
-    if n <= 1:
+    """``t`` reversed along ``dim`` (fiamma.flip: a strided copy with its own derivative, so
+    differentiable to any order, on any device)."""
+    if t.shape[dim] <= 1:
         return t
-    idx = fiamma.arange(n - 1, -1, -1)
-    key = (slice(None),) * dim + (idx,)
-    return t[key]
+    return t.flip(dim)
 
 
 def gather_dim(t, dim, index):
     """``t.gather(dim, index)`` for ``index`` of t's shape with size 1 along ``dim`` (keepdim
     layout): picks one element per row along dim, via a one-hot mask (differentiable)."""
     n = t.shape[dim]
-    ar = fiamma.arange(n).reshape((n,) + (1,) * (t.ndim - dim - 1))
+    ar = fiamma.arange(n, device=t.device).reshape((n,) + (1,) * (t.ndim - dim - 1))
     mask = ar == index
     return fiamma.where(mask, t, 0.0).sum(dim, keepdim=True)
 

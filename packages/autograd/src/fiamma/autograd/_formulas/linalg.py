@@ -24,13 +24,13 @@ def _mT(t):
     return t.transpose(-2, -1)
 
 
-def _eye_mask(n):
-    ar = fiamma.arange(n)
+def _eye_mask(n, device):
+    ar = fiamma.arange(n, device=device)
     return ar.unsqueeze(1) == ar.unsqueeze(0)
 
 
-def _tri_mask(n, upper, strict):
-    ar = fiamma.arange(n)
+def _tri_mask(n, upper, strict, device):
+    ar = fiamma.arange(n, device=device)
     r, c = ar.unsqueeze(1), ar.unsqueeze(0)
     if upper:
         return c > r if strict else c >= r
@@ -40,7 +40,7 @@ def _tri_mask(n, upper, strict):
 def _diag_embed_last(v):
     """A batch of diagonal matrices from the last dim of ``v``."""
     n = v.shape[-1]
-    return fiamma.where(_eye_mask(n), v.unsqueeze(-1), 0.0)
+    return fiamma.where(_eye_mask(n, v.device), v.unsqueeze(-1), 0.0)
 
 
 def _inv(a):
@@ -77,7 +77,7 @@ def _power_grad(a, g, n):
     """Gradient of a^n (n >= 1) w.r.t. a: sum_k (a^T)^k g (a^T)^(n-1-k)."""
     at = _mT(a)
     powers = [None] * n
-    eye = fiamma.where(_eye_mask(a.shape[-1]), 1.0, 0.0).to(a.dtype)
+    eye = fiamma.where(_eye_mask(a.shape[-1], a.device), 1.0, 0.0).to(a.dtype)
     powers[0] = eye
     for k in range(1, n):
         powers[k] = fiamma.matmul(powers[k - 1], at)
@@ -137,7 +137,7 @@ def _d_solve_triangular(ctx, grad):
     ga = None
     if need[0]:
         ga = -fiamma.matmul(gb, _mT(x)) if left else -fiamma.matmul(_mT(x), gb)
-        ga = fiamma.where(_tri_mask(a.shape[-1], upper, unit), ga, 0.0)
+        ga = fiamma.where(_tri_mask(a.shape[-1], upper, unit, ga.device), ga, 0.0)
         ga = reduce_to(ga, a.shape)
     return ga, (reduce_to(gb, b.shape) if need[1] else None)
 
@@ -154,7 +154,8 @@ def _d_cholesky(ctx, grad):
     gl = _mT(grad) if upper else grad
     n = low.shape[-1]
     p = fiamma.matmul(_mT(low), gl)
-    p = fiamma.where(_tri_mask(n, False, True), p, fiamma.where(_eye_mask(n), p * 0.5, 0.0))
+    p = fiamma.where(_tri_mask(n, False, True, p.device), p,
+                     fiamma.where(_eye_mask(n, p.device), p * 0.5, 0.0))
     L = _L()
     s = L.solve_triangular(_mT(low), p, upper=True, left=True)
     s = L.solve_triangular(low, s, upper=False, left=False)
@@ -168,7 +169,7 @@ def _d_eigh(ctx, grad):
     inner = None
     if gv is not None:
         diff = w.unsqueeze(-2) - w.unsqueeze(-1)  # [i, j] = w_j - w_i
-        eye = _eye_mask(w.shape[-1])
+        eye = _eye_mask(w.shape[-1], w.device)
         f = fiamma.where(eye, 0.0, 1.0 / fiamma.where(eye, 1.0, diff))
         inner = f * fiamma.matmul(_mT(v), gv)
     if gw is not None:
@@ -260,7 +261,7 @@ def _d_svd(ctx, grad):
         gvh = None if gvh is None else gvh[..., :k, :]
     v = _mT(vh)
     inner = _diag_embed_last(gs) if gs is not None else None
-    eye = _eye_mask(k)
+    eye = _eye_mask(k, s.device)
     sinv = 1.0 / fiamma.where(s == 0, 1.0, s)
     out = None
     if gu is not None or gvh is not None:
@@ -303,13 +304,13 @@ def _d_qr(ctx, grad):
         raise NotImplementedError(f"linalg.qr: the derivative is implemented for mode="
                                   f"'reduced' with m >= n (got mode={mode!r}, shape {m}x{n})")
     k = r.shape[-2]
-    mm = fiamma.zeros(tuple(r.shape[:-2]) + (k, k), dtype=r.dtype)
+    mm = fiamma.zeros(tuple(r.shape[:-2]) + (k, k), dtype=r.dtype, device=r.device)
     if gr is not None:
         mm = mm + fiamma.matmul(r, _mT(gr))
     if gq is not None:
         mm = mm - fiamma.matmul(_mT(gq), q)
-    low = fiamma.where(_tri_mask(k, False, True), mm, 0.0)
-    sym = low + _mT(low) + fiamma.where(_eye_mask(k), mm, 0.0)
+    low = fiamma.where(_tri_mask(k, False, True, mm.device), mm, 0.0)
+    sym = low + _mT(low) + fiamma.where(_eye_mask(k, mm.device), mm, 0.0)
     b = fiamma.matmul(q, sym)
     if gq is not None:
         b = b + gq

@@ -98,7 +98,7 @@ def _from_last(t, shape, perm):
 
 def _exclusive_cumprod(t):
     """Along the last dim: [1, t0, t0*t1, ...] (differentiable)."""
-    ones = fiamma.ones(tuple(t.shape[:-1]) + (1,), dtype=t.dtype)
+    ones = fiamma.ones(tuple(t.shape[:-1]) + (1,), dtype=t.dtype, device=t.device)
     return fiamma.cat([ones, t[..., :-1]], -1).cumprod(-1)
 
 
@@ -144,7 +144,7 @@ def _cumprod_quadratic(x, g):
     """cumprod's gradient along the last dim as an explicit sum (twice differentiable
     everywhere): grad[i] = sum_{k>=i} g[k] * prod_{j<=k, j!=i} x[j]."""
     n = x.shape[-1]
-    ar = fiamma.arange(n)
+    ar = fiamma.arange(n, device=x.device)
     eye = ar.unsqueeze(1) == ar.unsqueeze(0)
     upper = ar.unsqueeze(0) >= ar.unsqueeze(1)  # [i, k]: k >= i
     t = fiamma.where(eye, 1.0, x.unsqueeze(-2).expand(tuple(x.shape[:-1]) + (n, n)))
@@ -212,7 +212,7 @@ def _max(ctx, grad):
         g = g.unsqueeze(d)
         idx = idx.unsqueeze(d)
     n = x.shape[d]
-    ar = fiamma.arange(n).reshape((n,) + (1,) * (nd - d - 1))
+    ar = fiamma.arange(n, device=g.device).reshape((n,) + (1,) * (nd - d - 1))
     return (fiamma.where(ar == idx, g, 0.0),)
 
 

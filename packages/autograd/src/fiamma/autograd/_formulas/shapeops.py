@@ -62,8 +62,9 @@ def _repeat_interleave(ctx, grad):
         base = shape if shape else (1,)
     n = base[d]
     if isinstance(repeats, fiamma.Tensor):  # per-element counts
-        idx = fiamma.repeat_interleave(fiamma.arange(n), repeats.reshape(-1).to(fiamma.int64))
-        z = fiamma.zeros(base, dtype=grad.dtype)
+        idx = fiamma.repeat_interleave(fiamma.arange(n, device=grad.device),
+                                       repeats.reshape(-1).to(grad.device, fiamma.int64))
+        z = fiamma.zeros(base, dtype=grad.dtype, device=grad.device)
         g = z.index_put((None,) * d + (idx,), grad.reshape(
             base[:d] + (idx.shape[0],) + base[d + 1:]), accumulate=True)
         return (g.reshape(shape),)
@@ -190,17 +191,18 @@ def pad_backward(grad, shape, p, mode):
             zshape = list(g.shape)
             if before:
                 zshape[d] = before
-                pieces.append(fiamma.zeros(tuple(zshape), dtype=g.dtype))
+                pieces.append(fiamma.zeros(tuple(zshape), dtype=g.dtype, device=g.device))
             if part is not None:
                 pieces.append(part)
             if after:
                 zshape[d] = after
-                pieces.append(fiamma.zeros(tuple(zshape), dtype=g.dtype))
+                pieces.append(fiamma.zeros(tuple(zshape), dtype=g.dtype, device=g.device))
             g = fiamma.cat(pieces, d) if len(pieces) > 1 else pieces[0]
             continue
-        sel = g[lead + (fiamma.tensor(pos, dtype=fiamma.int64),)]
+        sel = g[lead + (fiamma.tensor(pos, dtype=fiamma.int64, device=g.device),)]
         zshape = list(g.shape)
         zshape[d] = shape[d]
-        g = fiamma.zeros(tuple(zshape), dtype=g.dtype).index_put(
-            (None,) * d + (fiamma.tensor(src, dtype=fiamma.int64),), sel, accumulate=True)
+        g = fiamma.zeros(tuple(zshape), dtype=g.dtype, device=g.device).index_put(
+            (None,) * d + (fiamma.tensor(src, dtype=fiamma.int64, device=g.device),), sel,
+            accumulate=True)
     return reduce_to(g, shape)

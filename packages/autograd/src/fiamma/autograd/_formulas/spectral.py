@@ -15,21 +15,22 @@ from fiamma.autograd._formulas import derivative
 from fiamma.autograd._formulas.fft import _F, _adj_c2r, _adj_r2c
 
 
-def _window(kw, n_fft, dtype):
+def _window(kw, n_fft, dtype, device):
     """The window zero-padded to n_fft, centred (as stft / istft use it)."""
     win = kw["win_length"]
     w = kw.get("window")
-    w = fiamma.ones((win,), dtype=dtype) if w is None else w.detach().to(dtype)
+    w = fiamma.ones((win,), dtype=dtype, device=device) if w is None else w.detach().to(dtype)
     left = (n_fft - win) // 2
     right = n_fft - win - left
-    parts = ([fiamma.zeros((left,), dtype=dtype)] if left else []) + [w] + \
-        ([fiamma.zeros((right,), dtype=dtype)] if right else [])
+    parts = ([fiamma.zeros((left,), dtype=dtype, device=device)] if left else []) + [w] + \
+        ([fiamma.zeros((right,), dtype=dtype, device=device)] if right else [])
     return fiamma.cat(parts) if len(parts) > 1 else w
 
 
-def _frame_index(frames, n_fft, hop):
+def _frame_index(frames, n_fft, hop, device):
     """(frames, n_fft) int64: the signal position of each frame element."""
-    return (fiamma.arange(frames) * hop).unsqueeze(1) + fiamma.arange(n_fft).unsqueeze(0)
+    return ((fiamma.arange(frames, device=device) * hop).unsqueeze(1)
+            + fiamma.arange(n_fft, device=device).unsqueeze(0))
 
 
 @derivative("stft", save="none")
@@ -61,13 +62,13 @@ def _stft_adjoint(kw, shape, grad):
         gf = _adj_r2c(g, (g.shape[0], frames, n_fft), [2], n_fft, None)
     else:
         gf = _F().ifft(g, dim=2, norm="forward", complex_input=True)[..., 0]
-    gf = gf * _window(kw, n_fft, gf.dtype)                # (B, T, n_fft)
+    gf = gf * _window(kw, n_fft, gf.dtype, gf.device)                # (B, T, n_fft)
     batch = gf.shape[0]
     length = shape[-1]
     padded = length + 2 * (n_fft // 2) if kw.get("center", True) else length
-    idx = _frame_index(frames, n_fft, hop)
-    rows = fiamma.arange(batch).reshape(batch, 1, 1)
-    ga = fiamma.zeros((batch, padded), dtype=gf.dtype).index_put(
+    idx = _frame_index(frames, n_fft, hop, gf.device)
+    rows = fiamma.arange(batch, device=gf.device).reshape(batch, 1, 1)
+    ga = fiamma.zeros((batch, padded), dtype=gf.dtype, device=gf.device).index_put(
         (rows, idx.unsqueeze(0)), gf, accumulate=True)
     if kw.get("center", True):
         from fiamma.autograd._formulas.shapeops import pad_backward
@@ -95,13 +96,14 @@ def _istft(ctx, grad):
         end = start + length
     end = min(end, total)
     g = g[:, :end - start]                                # padding beyond the signal: no grad
-    w = _window(kw, n_fft, g.dtype)
-    idx = _frame_index(frames, n_fft, hop)
-    env = fiamma.zeros((total,), dtype=g.dtype).index_put(
+    w = _window(kw, n_fft, g.dtype, g.device)
+    idx = _frame_index(frames, n_fft, hop, g.device)
+    env = fiamma.zeros((total,), dtype=g.dtype, device=g.device).index_put(
         (idx.reshape(-1),), (w * w).expand(frames, n_fft).reshape(-1), accumulate=True)
     g = g / env[start:end]
-    parts = ([fiamma.zeros((batch, start), dtype=g.dtype)] if start else []) + [g] + \
-        ([fiamma.zeros((batch, total - end), dtype=g.dtype)] if total > end else [])
+    parts = ([fiamma.zeros((batch, start), dtype=g.dtype, device=g.device)] if start else []) \
+        + [g] + ([fiamma.zeros((batch, total - end), dtype=g.dtype, device=g.device)]
+                 if total > end else [])
     gy = fiamma.cat(parts, 1) if len(parts) > 1 else g   # (B, total)
     gf = gy[:, idx] * w                                   # (B, T, n_fft)
     if kw.get("normalized"):
