@@ -226,6 +226,8 @@ def test_cpu_scalar_tensor_goes_with_device(device):
 
 
 def test_pinned_memory(device):
+    if device != "cuda":
+        pytest.skip("pinned host memory is CUDA's (CuPy's pinned pool)")
     c = fiamma.tensor(A34).t()
     p = c.pin_memory(device)
     assert p.is_pinned() and not c.is_pinned() and p.device.type == "cpu"
@@ -327,5 +329,5 @@ def test_gelu_and_its_backward(device, approximate):
                 rtol=1e-12, atol=1e-12)
     assert_same(_on(fiamma.gelu_backward(gd, d, approximate), device),
                 fiamma.gelu_backward(g, c, approximate), rtol=1e-12, atol=1e-12)
-    with pytest.raises(RuntimeError, match="same device"):
+    with pytest.raises(RuntimeError, match="one device"):
         fiamma.gelu_backward(g, d, approximate)

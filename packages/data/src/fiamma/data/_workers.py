@@ -455,7 +455,6 @@ class MultiProcessIter:
         self._cycle = itertools.cycle(range(self._n))
         self._in_order = loader.in_order
         self._timeout = loader.timeout
-        self._pin_device = loader._pin_device
         for _ in range(loader.prefetch_factor * self._n):
             self._put_next()
 

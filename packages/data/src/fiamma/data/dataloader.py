@@ -1,7 +1,6 @@
 """DataLoader (``torch.utils.data.DataLoader``): batches from a dataset, in this process or in
 worker processes that hand batches back through shared memory."""
 
-import collections.abc
 import itertools
 import math
 import warnings
@@ -185,7 +184,6 @@ class DataLoader:
         self.collate_fn = collate_fn
         self.pin_memory = pin_memory
         self.pin_memory_device = pin_memory_device
-        self._pin_device = pin_device  # batches are copied to its pinned host memory
         self.timeout = timeout
         self.worker_init_fn = worker_init_fn
         self.multiprocessing_context = multiprocessing_context

@@ -111,7 +111,7 @@ class RandomMixin:
         else:
             seg[...] = v.astype(seg.dtype)
 
-    def _flat(self, out):
+    def _rand_flat(self, out):
         return self.raw(out).reshape(-1)
 
     def _scatter_max(self, a, idx, vals):
@@ -145,7 +145,7 @@ class RandomMixin:
             rb = _round_to(code, b)
             hb = _below(code, rb) if rb >= b else rb
         unit = dist == C.RAND_UNIFORM and a == 0.0 and b == 1.0
-        flat = self._flat(out)
+        flat = self._rand_flat(out)
         if dist in (C.RAND_UNIFORM, C.RAND_NORMAL) and code in _FLOAT_CODES:
             step = 4 * _PIECE
             for lo in range(0, n, step):
@@ -209,7 +209,7 @@ class RandomMixin:
     # ---- integers ------------------------------------------------------------------------------
     def rand_int(self, out, seed, offset, low, rng):
         n = out._numel
-        flat = self._flat(out)
+        flat = self._rand_flat(out)
         lowu = np.uint64(low & 0xFFFFFFFFFFFFFFFF)
         step = 2 * _PIECE
         for lo in range(0, n, step):
@@ -228,7 +228,7 @@ class RandomMixin:
             if bad is not None:
                 bad[:] = [int(xp.argmax(wrong))]
             return C.ERR_VALUE
-        flat = self._flat(out)
+        flat = self._rand_flat(out)
         step = 2 * _PIECE
         for lo in range(0, n, step):
             m = min(step, n - lo)
