@@ -48,17 +48,6 @@ def _composed(input, approximate):
     return 0.5 * input * (1.0 + (_K * (input + 0.044715 * input * input * input)).tanh())
 
 
-def _composed_backward(grad_output, input, approximate):
-    x = input
-    if approximate == "none":
-        cdf = 0.5 * (1.0 + (x * (1.0 / math.sqrt(2.0))).erf())
-        pdf = (-0.5 * x * x).exp() * (1.0 / math.sqrt(2.0 * math.pi))
-        return grad_output * (cdf + x * pdf)
-    t = (_K * (x + 0.044715 * x * x * x)).tanh()
-    return grad_output * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _K
-                          * (1.0 + 3.0 * 0.044715 * x * x))
-
-
 def gelu(input, approximate="none"):
     """The Gaussian error linear unit ``x * Phi(x)`` (``Phi`` the standard normal CDF);
     ``approximate='tanh'``: ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``.
@@ -100,8 +89,8 @@ def gelu_backward(grad_output, input, approximate="none"):
         raise ValueError(f"{op}: expected grad_output of shape {tuple(input._shape)}, got "
                          f"{tuple(grad_output._shape)}")
     if not input.is_cpu or not grad_output.is_cpu:
-        # another device: the derivative composed of elementwise ops (recorded by them)
-        return _composed_backward(grad_output, input, approximate)
+        raise RuntimeError(f"{op}: expected CPU tensors, got {grad_output.device} and "
+                           f"{input.device}")
     dt = D.promote_types(grad_output._dtype, input._dtype)
     cd = D.float64 if dt is D.float64 else D.float32
     g, x = _operand(grad_output, cd), _operand(input, cd)
