@@ -225,22 +225,6 @@ def test_cpu_scalar_tensor_goes_with_device(device):
         c + d.sum()  # a device scalar does not go with a CPU tensor (PyTorch's rule)
 
 
-def test_pinned_memory(device):
-    c = fiamma.tensor(A34).t()
-    p = c.pin_memory(device)
-    assert p.is_pinned() and not c.is_pinned() and p.device.type == "cpu"
-    assert p.pin_memory(device) is p
-    assert_same(p, c)
-    assert_same(_on(p.to(device, non_blocking=True), device), c)
-    with pytest.raises(RuntimeError, match="only dense CPU tensors"):
-        c.to(device).pin_memory(device)
-    if not fiamma.cuda.is_available():  # pinning for "the accelerator" needs one
-        with pytest.raises(RuntimeError, match="pinned host memory"):
-            fiamma.empty(2, pin_memory=True)
-        with pytest.raises(RuntimeError, match="pinned host memory"):
-            c.pin_memory()
-
-
 # ---- linalg ------------------------------------------------------------------------------------
 
 SPD = np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]])

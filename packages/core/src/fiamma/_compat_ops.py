@@ -1079,63 +1079,12 @@ def _dim_order(self, *, ambiguity_check=False):
 
 
 def _is_pinned(self, device=None):
-    """Whether this tensor's memory is pinned host memory (see ``pin_memory``)."""
-    from fiamma._storage import PinnedStorage
-
-    return isinstance(self._storage, PinnedStorage)
-
-
-def _pinning_backend(device, op):
-    """The backend whose pinned host memory ``device`` (None: the accelerator, cuda) uses."""
-    from fiamma import _backend
-    from fiamma._storage import device as _device
-
-    if device is None:
-        from fiamma import accelerator
-
-        if not accelerator.is_available():
-            from fiamma import cuda
-
-            raise RuntimeError(f"{op}: no accelerator to make pinned host memory for (CUDA: "
-                               f"{cuda.unavailable_reason()})")
-        device = accelerator.current_accelerator()
-    dev = _device(device)
-    if dev.type == "cpu":
-        raise RuntimeError(f"{op}: pinned memory is host memory for an accelerator; got device "
-                           "'cpu'")
-    be = _backend.backend_for(dev, op)
-    if not hasattr(be, "pinned_host_storage"):
-        raise RuntimeError(f"{op}: device type '{dev.type}' has no pinned host memory")
-    return be
+    return False
 
 
 def _pin_memory(self, device=None):
-    """A copy of this CPU tensor in pinned host memory (self if it already is there): copies
-    from it to the accelerator (``device``, default the current one) may be asynchronous
-    (``.to(device, non_blocking=True)``)."""
-    from fiamma._storage import CPU
-    from fiamma._tensor import Tensor, _copy_into, _init
-
-    if self._storage.device is not CPU:
-        raise RuntimeError(f"pin_memory: cannot pin a tensor on {self.device}: only dense CPU "
-                           "tensors can be pinned")
-    if _is_pinned(self):
-        return self
-    be = _pinning_backend(device, "pin_memory")
-    st = be.pinned_host_storage(self.numel() * self.element_size())
-    out = Tensor.__new__(Tensor)
-    _init(out, st, self.dtype, tuple(self.shape), _contiguous(tuple(self.shape)), 0, True)
-    if out.numel():
-        _copy_into(out, self.detach())
-    return out
-
-
-def _contiguous(shape):
-    out, acc = [], 1
-    for s in reversed(shape):
-        out.append(acc)
-        acc *= max(s, 1)
-    return tuple(reversed(out))
+    raise RuntimeError("pin_memory: fiamma has no pinned (page-locked) memory: there is no "
+                       "CUDA device")
 
 
 def _inplace(fn):

@@ -454,7 +454,6 @@ class MultiProcessIter:
         self._cycle = itertools.cycle(range(self._n))
         self._in_order = loader.in_order
         self._timeout = loader.timeout
-        self._pin_device = loader._pin_device
         for _ in range(loader.prefetch_factor * self._n):
             self._put_next()
 
@@ -597,8 +596,6 @@ class MultiProcessIter:
         self._put_next()
         if isinstance(data, _slabs.Packed):
             data = self._slabs.unpack(data)
-        if self._pin_device is not None:
-            data = _dl.pin_batch(data, self._pin_device)
         return data
 
     def _close(self):

@@ -1,7 +1,6 @@
 """DataLoader (``torch.utils.data.DataLoader``): batches from a dataset, in this process or in
 worker processes that hand batches back through shared memory."""
 
-import collections.abc
 import itertools
 import math
 import warnings
@@ -166,16 +165,9 @@ class DataLoader:
             batch_sampler = BatchSampler(sampler, batch_size, drop_last)
         if collate_fn is None:
             collate_fn = default_collate if batch_sampler is not None else default_convert
-        pin_device = None
         if pin_memory:
-            if pin_memory_device:
-                pin_device = fiamma.device(pin_memory_device)
-            elif fiamma.accelerator.is_available():
-                pin_device = fiamma.accelerator.current_accelerator()
-            else:
-                warnings.warn("pin_memory argument is set as true but no accelerator is found, "
-                              "then device pinned memory won't be used.", UserWarning,
-                              stacklevel=2)
+            warnings.warn("pin_memory argument is set as true but no accelerator is found, "
+                          "then device pinned memory won't be used.", UserWarning, stacklevel=2)
         if multiprocessing_context is not None and num_workers == 0:
             raise ValueError("multiprocessing_context can only be used with multi-process "
                              "loading (num_workers > 0), but got num_workers=0")
@@ -191,7 +183,6 @@ class DataLoader:
         self.collate_fn = collate_fn
         self.pin_memory = pin_memory
         self.pin_memory_device = pin_memory_device
-        self._pin_device = pin_device  # batches are copied to its pinned host memory
         self.timeout = timeout
         self.worker_init_fn = worker_init_fn
         self.multiprocessing_context = multiprocessing_context
@@ -257,34 +248,7 @@ class _SingleProcessIter:
         index = next(self._sampler_iter)
         data = self._fetcher.fetch(index)
         self._yielded += 1
-        if self._loader._pin_device is not None:
-            data = pin_batch(data, self._loader._pin_device)
         return data
 
     def __len__(self):
         return len(self._loader)
-
-
-def pin_batch(data, device):
-    """``data`` with every CPU tensor inside (containers walked as default_collate builds
-    them; objects with a ``pin_memory`` method asked) copied to pinned host memory for
-    ``device``."""
-    if isinstance(data, fiamma.Tensor):
-        return data.pin_memory(device) if data.device.type == "cpu" else data
-    if isinstance(data, (str, bytes)):
-        return data
-    if isinstance(data, collections.abc.Mapping):
-        out = {k: pin_batch(v, device) for k, v in data.items()}
-        try:
-            return type(data)(out)
-        except TypeError:
-            return out
-    if isinstance(data, tuple) and hasattr(data, "_fields"):  # namedtuple
-        return type(data)(*(pin_batch(v, device) for v in data))
-    if isinstance(data, tuple):
-        return tuple(pin_batch(v, device) for v in data)
-    if isinstance(data, list):
-        return [pin_batch(v, device) for v in data]
-    if hasattr(data, "pin_memory"):
-        return data.pin_memory()
-    return data
