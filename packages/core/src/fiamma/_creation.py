@@ -105,7 +105,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
     if isinstance(data, Tensor):
         dev = data._storage.device if device is None else _device(device)
         out = data.detach().to(dtype=dt or data._dtype, device=dev, copy=True)
-        return _finish(_pinned(out) if pin_memory else out, requires_grad)
+        return _finish(out, requires_grad)
     if isinstance(data, np.ndarray):
         src = data
         if dt is None:
@@ -118,16 +118,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
                 dt = D._FROM_NUMPY[src.dtype]
             else:
                 dt = _default_for_numpy_kind(src)
-    out = from_array_copy(src, dt, _dev(device))
-    return _finish(_pinned(out) if pin_memory else out, requires_grad)
-
-
-def _pinned(t):
-    """``pin_memory=True`` of a creation function: the CPU result in pinned host memory for
-    the accelerator (Tensor.pin_memory; RuntimeError without one)."""
-    if t._storage.device is not CPU:
-        raise RuntimeError(f"pin_memory: only CPU tensors can be pinned, not {t.device}")
-    return t.pin_memory()
+    return _finish(from_array_copy(src, dt, _dev(device)), requires_grad)
 
 
 def as_tensor(data, dtype=None, device=None):
@@ -178,7 +169,7 @@ def empty(*size, dtype=None, device=None, requires_grad=False, out=None, pin_mem
     """An uninitialised tensor of the given shape."""
     dt = D.get_default_dtype() if dtype is None else D.to_dtype(dtype, "empty")
     t = new_empty(_size(size, "empty"), dt, _dev(device))
-    return _finish(_pinned(t) if pin_memory else t, requires_grad)
+    return _finish(t, requires_grad)
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False, out=None):

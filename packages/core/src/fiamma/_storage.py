@@ -5,7 +5,7 @@ from collections import deque
 from fiamma import _backend
 from fiamma._backend import cpu as _cpu
 
-__all__ = ["Storage", "BorrowedStorage", "PinnedStorage", "new_cpu_storage", "device", "CPU"]
+__all__ = ["Storage", "BorrowedStorage", "new_cpu_storage", "device", "CPU"]
 
 _alloc = _cpu.alloc
 _alloc_zeroed = _cpu.alloc_zeroed
@@ -183,14 +183,6 @@ class BorrowedStorage(Storage):
 
     def __del__(self):
         pass
-
-
-class PinnedStorage(BorrowedStorage):
-    """Host (CPU) memory from an accelerator backend's ``pinned_host_storage``: page-locked
-    for CUDA, so that copies to the device can run asynchronously; ``owner`` (the backend's
-    allocation) keeps it alive. ``Tensor.is_pinned()`` is True for tensors over one."""
-
-    __slots__ = ()
 
 
 def fresh_block(nbytes):

@@ -48,17 +48,6 @@ def _composed(input, approximate):
     return 0.5 * input * (1.0 + (_K * (input + 0.044715 * input * input * input)).tanh())
 
 
-def _composed_backward(grad_output, input, approximate):
-    x = input
-    if approximate == "none":
-        cdf = 0.5 * (1.0 + (x * (1.0 / math.sqrt(2.0))).erf())
-        pdf = (-0.5 * x * x).exp() * (1.0 / math.sqrt(2.0 * math.pi))
-        return grad_output * (cdf + x * pdf)
-    t = (_K * (x + 0.044715 * x * x * x)).tanh()
-    return grad_output * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _K
-                          * (1.0 + 3.0 * 0.044715 * x * x))
-
-
 def gelu(input, approximate="none"):
     """The Gaussian error linear unit ``x * Phi(x)`` (``Phi`` the standard normal CDF);
     ``approximate='tanh'``: ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``.

@@ -164,20 +164,6 @@ class XpBase:
         """An array of this backend's module from a NumPy array (or scalar)."""
         return self.xp.asarray(a)
 
-    def pinned_host_storage(self, nbytes):
-        """A CPU storage of ``nbytes`` from which this device's copies may run asynchronously
-        (``Tensor.pin_memory``): CuPy's page-locked allocation; the NumPy reference device
-        copies synchronously, so for it ordinary host memory (a NumPy allocation) is that."""
-        from fiamma._storage import PinnedStorage
-
-        if self.is_numpy:
-            mem = np.empty(max(nbytes, 1), np.uint8)
-            ptr = self._address(mem)
-        else:
-            mem = self.xp.cuda.alloc_pinned_memory(max(nbytes, 1))
-            ptr = mem.ptr
-        return PinnedStorage(ptr, nbytes, mem)
-
     # ---- linalg ----------------------------------------------------------------------------
     def linalg_errors(self):
         """The context fiamma.linalg computes in on this device: NumPy raises LinAlgError on
