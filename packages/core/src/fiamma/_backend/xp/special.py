@@ -34,7 +34,7 @@ _LN2 = 0.69314718055994530942
 
 
 class SpecialMixin:
-    def _spfn(self, fname, public):
+    def _sp_fn(self, fname, public):
         fn = self._special_fn(fname)
         if fn is None:
             mod = "scipy.special (SciPy)" if self.is_numpy else "cupyx.scipy.special (CuPy)"
@@ -50,17 +50,17 @@ class SpecialMixin:
         if not 0 <= op < C.SP_NUNARY:
             return C.ERR_OP
         v = self.get(x).astype(np.float64)
-        self.put(out, self._unary64(op, v, p0))
+        self.put(out, self._sp_unary64(op, v, p0))
         return 0
 
-    def _unary64(self, op, v, p0):
+    def _sp_unary64(self, op, v, p0):
         xp = self.xp
         nan = np.float64(np.nan)
         inf = np.float64(np.inf)
         if op == C.SP_LOGIT:
-            return self._logit(v, p0)
+            return self._sp_logit(v, p0)
         if op == C.SP_SINC:
-            return self._sinc(v)
+            return self._sp_sinc(v)
         if op == C.SP_ENTR:
             safe = xp.where(v > 0, v, 1.0)
             return xp.where(v > 0, -v * xp.log(safe), xp.where(v == 0, 0.0,
@@ -69,17 +69,17 @@ class SpecialMixin:
             p = int(p0)
             r = xp.full(v.shape, 0.25 * p0 * (p0 - 1.0) * math.log(math.pi))
             for j in range(1, p + 1):
-                r = r + self._unary64(C.SP_LGAMMA, v + 0.5 * (1 - j), 0.0)
+                r = r + self._sp_unary64(C.SP_LGAMMA, v + 0.5 * (1 - j), 0.0)
             return r
         if op == C.SP_POLYGAMMA:
             n = int(p0)
             if n == 0:
-                return self._unary64(C.SP_DIGAMMA, v, 0.0)
-            z = self._spfn("zeta", "polygamma")(np.float64(n + 1), v)
+                return self._sp_unary64(C.SP_DIGAMMA, v, 0.0)
+            z = self._sp_fn("zeta", "polygamma")(np.float64(n + 1), v)
             sign = 1.0 if n % 2 == 1 else -1.0
             return sign * math.gamma(n + 1.0) * z
         fname, public = _UNARY_SP[op]
-        r = self._spfn(fname, public)(v)
+        r = self._sp_fn(fname, public)(v)
         if op == C.SP_DIGAMMA:
             # psi(+-0) = -+inf, NaN at -inf and the negative integers (the C's rules)
             neg0 = xp.signbit(v)
@@ -91,7 +91,7 @@ class SpecialMixin:
             r = xp.where(xp.isinf(v), inf if op == C.SP_I0 else v, r)
         return r
 
-    def _logit(self, v, eps):
+    def _sp_logit(self, v, eps):
         xp = self.xp
         if eps >= 0:
             v = xp.where(v < eps, eps, xp.where(v > 1.0 - eps, 1.0 - eps, v))
@@ -100,7 +100,7 @@ class SpecialMixin:
         near = xp.log1p((2.0 * v - 1.0) / xp.where(mid, one, 1.0))
         return xp.where(mid, near, xp.log(v / one))
 
-    def _sinc(self, x):
+    def _sp_sinc(self, x):
         """sin(pi x) / (pi x) with the C's exact argument reduction (sincospi)."""
         xp = self.xp
         ax = xp.abs(x)
@@ -141,7 +141,7 @@ class SpecialMixin:
             r = xp.where((x != x) | (y != y), nan, r)
         else:
             fname, public = _BINARY_SP[op]
-            r = self._spfn(fname, public)(x, y)
+            r = self._sp_fn(fname, public)(x, y)
             if op == C.SP_ZETA:
                 r = xp.where(x == 1.0, np.inf, r)
                 r = xp.where((x < 1.0) | (x != x) | (y != y), nan, r)
