@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from fiamma._backend import codes as C
+from fiamma._backend.xp.philox import fma_d
 
 __all__ = ["SpecialMixin"]
 
@@ -31,6 +32,7 @@ _BINARY_SP = {
     C.SP_GAMMAINCC: ("gammaincc", "special.gammaincc"),
 }
 _LN2 = 0.69314718055994530942
+_SQRT1_2 = 0.70710678118654752440
 
 
 class SpecialMixin:
@@ -78,9 +80,20 @@ class SpecialMixin:
             z = self._sp_fn("zeta", "polygamma")(np.float64(n + 1), v)
             sign = 1.0 if n % 2 == 1 else -1.0
             return sign * math.gamma(n + 1.0) * z
+        if op == C.SP_NDTR:
+            return self._sp_ndtr(v)
+        if op == C.SP_LOG_NDTR:
+            return self._sp_log_ndtr(v)
+        if op == C.SP_ERFCX:
+            return self._sp_erfcx(v)
         fname, public = _UNARY_SP[op]
         r = self._sp_fn(fname, public)(v)
         if op == C.SP_DIGAMMA:
+            # reflection with the exact sin/cos(pi x) for x < 0: psi(x) = psi(1 - x) - pi cot(pi x)
+            neg = v < 0
+            s, c = self._sp_sincospi(xp.where(neg, v, 0.5))
+            r = xp.where(neg, -math.pi * c / xp.where(s == 0, 1.0, s)
+                         + self._sp_fn(fname, public)(xp.where(neg, 1.0 - v, 1.0)), r)
             # psi(+-0) = -+inf, NaN at -inf and the negative integers (the C's rules)
             neg0 = xp.signbit(v)
             r = xp.where(v == 0, xp.where(neg0, inf, -inf), r)
@@ -100,8 +113,8 @@ class SpecialMixin:
         near = xp.log1p((2.0 * v - 1.0) / xp.where(mid, one, 1.0))
         return xp.where(mid, near, xp.log(v / one))
 
-    def _sp_sinc(self, x):
-        """sin(pi x) / (pi x) with the C's exact argument reduction (sincospi)."""
+    def _sp_sincospi(self, x):
+        """(sin(pi x), cos(pi x)) with the C's exact argument reduction (sincospi)."""
         xp = self.xp
         ax = xp.abs(x)
         big = ax >= 4503599627370496.0  # 2**52: x is an integer, sin(pi x) = +-0
@@ -112,10 +125,66 @@ class SpecialMixin:
         c0 = xp.cos(math.pi * r)
         q = xp.fmod(xp.fmod(n, 4.0) + 4.0, 4.0).astype(np.int64)
         s = xp.where(q == 0, s0, xp.where(q == 1, c0, xp.where(q == 2, -s0, -c0)))
+        c = xp.where(q == 0, c0, xp.where(q == 1, -s0, xp.where(q == 2, -c0, s0)))
         s = xp.where(big, xp.copysign(0.0, x), s)
-        s = xp.where(xp.isfinite(x), s, np.nan)
+        c = xp.where(big, xp.where(xp.fmod(ax, 2.0) == 0, 1.0, -1.0), c)
+        fin = xp.isfinite(x)
+        return xp.where(fin, s, np.nan), xp.where(fin, c, np.nan)
+
+    def _sp_sinc(self, x):
+        """sin(pi x) / (pi x), 1 at 0."""
+        xp = self.xp
+        s, _ = self._sp_sincospi(x)
         res = s / (math.pi * xp.where(x == 0, 1.0, x))
         return xp.where(x == 0, 1.0, res)
+
+    def _sp_sq(self, x):
+        """(hi, lo): hi + lo = x * x exactly (hi = 0, lo = 0 where x * x overflows)."""
+        xp = self.xp
+        hi = x * x
+        ok = xp.isfinite(hi)
+        xs = xp.where(ok, x, 0.0)
+        return hi, xp.where(ok, fma_d(xp, xs, xs, -xp.where(ok, hi, 0.0)), 0.0)
+
+    def _sp_exp_mhalf_sq(self, x):
+        """exp(-x^2 / 2) with x^2 split exactly."""
+        xp = self.xp
+        hi, lo = self._sp_sq(x)
+        return xp.where(xp.isfinite(hi), xp.exp(-0.5 * hi) * (1.0 - 0.5 * lo), 0.0)
+
+    def _sp_erfcx(self, v):
+        """erfcx; for x < 0 through 2 exp(x^2) - erfcx(-x) with x^2 split exactly."""
+        xp = self.xp
+        f = self._sp_fn("erfcx", "special.erfcx")
+        neg = v < 0
+        hi, lo = self._sp_sq(xp.where(neg, v, 0.0))
+        r = xp.where(neg, 2.0 * (xp.exp(hi) * (1.0 + lo)) - f(xp.where(neg, -v, 0.0)), f(v))
+        return xp.where(v < -26.7, np.inf, r)
+
+    def _sp_ndtr(self, v):
+        """The normal CDF: in the lower tail through erfcx and an exactly split exp(-x^2/2)."""
+        xp = self.xp
+        erfc = self._sp_fn("erfc", "special.ndtr")
+        low = (v < -1.0) & (v > -np.inf)
+        t = xp.where(low, self._sp_erfcx(-v * _SQRT1_2) * self._sp_exp_mhalf_sq(v), 0.0)
+        return xp.where(low, 0.5 * t, 0.5 * erfc(-v * _SQRT1_2))
+
+    def _sp_log_ndtr(self, v):
+        """log of the normal CDF, accurate in both tails (the C's four regions)."""
+        xp = self.xp
+        erfc = self._sp_fn("erfc", "special.log_ndtr")
+        ex = self._sp_erfcx
+        up = v > 1.0
+        hi_t = xp.log1p(-0.5 * ex(xp.where(up, v, 2.0) * _SQRT1_2)
+                        * self._sp_exp_mhalf_sq(xp.where(up, v, 2.0)))
+        mid_hi = xp.log1p(-0.5 * erfc(v * _SQRT1_2))
+        mid_lo = xp.log(0.5 * erfc(-v * _SQRT1_2))
+        lowv = xp.where(v <= -1.0, v, -2.0)
+        hi, lo = self._sp_sq(lowv)
+        low_t = xp.log(0.5 * ex(-lowv * _SQRT1_2)) - 0.5 * hi - 0.5 * lo
+        r = xp.where(up, hi_t, xp.where(v > 0, mid_hi, xp.where(v > -1.0, mid_lo, low_t)))
+        r = xp.where(v == -np.inf, -np.inf, r)
+        return xp.where(v != v, v, r)
 
     # ---- binary -----------------------------------------------------------------------------
     def special_binary(self, op, shape, out, a, sa, b, sb):
