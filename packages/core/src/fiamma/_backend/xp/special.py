@@ -87,6 +87,13 @@ class SpecialMixin:
         if op == C.SP_ERFCX:
             return self._sp_erfcx(v)
         fname, public = _UNARY_SP[op]
+        if self._special_fn(fname) is None:  # computed from a function the module has
+            if op == C.SP_DIGAMMA and self._special_fn("digamma") is not None:
+                fname = "digamma"
+            elif op == C.SP_ERFCINV and self._special_fn("ndtri") is not None:
+                return xp.where(v == 0, np.inf, -self._special_fn("ndtri")(0.5 * v) * _SQRT1_2)
+            elif op == C.SP_NDTRI and self._special_fn("erfcinv") is not None:
+                return -math.sqrt(2.0) * self._special_fn("erfcinv")(2.0 * v)
         r = self._sp_fn(fname, public)(v)
         if op == C.SP_DIGAMMA:
             # reflection with the exact sin/cos(pi x) for x < 0: psi(x) = psi(1 - x) - pi cot(pi x)
