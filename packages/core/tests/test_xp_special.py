@@ -115,7 +115,7 @@ def test_binary_scalars_and_dtypes(device):
 def test_without_scipy_error_names_function(device, monkeypatch):
     be = fiamma.empty(1, device=device)._storage.backend
     monkeypatch.setattr(be, "_sp", None, raising=False)
-    with pytest.raises(RuntimeError, match=r"lgamma.*(scipy|cupyx)\.special.*gammaln"):
+    with pytest.raises(RuntimeError, match=r"lgamma.*needs (scipy|cupyx\.scipy)\.special\.gamma"):
         fiamma.lgamma(fiamma.ones(3, device=device))
     # the functions written in array arithmetic need no SciPy
     assert_same(fiamma.logit(fiamma.full((3,), 0.3, device=device)),

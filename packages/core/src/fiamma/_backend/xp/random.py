@@ -73,13 +73,13 @@ def _below(code, x):
 
 class RandomMixin:
     # ---- helpers -----------------------------------------------------------------------------
-    def _draws64(self, seed, first, lo, hi):
+    def _rnd_draws64(self, seed, first, lo, hi):
         """64-bit draws lo .. hi-1 of the stream (seed, first) as uint64 (lo even)."""
         nb = (hi - lo + 1) // 2
         w = P.philox_words(self.xp, seed, first + lo // 2, nb)
         return P.u64_values(self.xp, w)[:hi - lo]
 
-    def _store_f64(self, out, flat, lo, v):
+    def _rnd_store_f64(self, out, flat, lo, v):
         """flat[lo:lo + len(v)] = float64 values v with the C's STF casts (float -> integer:
         truncation through int64, NaN 0, saturating at the int64 range, then wrapping)."""
         xp = self.xp
@@ -97,7 +97,7 @@ class RandomMixin:
         else:
             seg[...] = v.astype(seg.dtype)
 
-    def _store_i64(self, out, flat, lo, v):
+    def _rnd_store_i64(self, out, flat, lo, v):
         """flat[lo:...] = int64 values v with the C's STI casts (wrapping; float16 and
         bfloat16 through float32)."""
         seg = flat[lo:lo + v.shape[0]]
@@ -111,10 +111,10 @@ class RandomMixin:
         else:
             seg[...] = v.astype(seg.dtype)
 
-    def _rand_flat(self, out):
+    def _rnd_flat(self, out):
         return self.raw(out).reshape(-1)
 
-    def _scatter_max(self, a, idx, vals):
+    def _rnd_scatter_max(self, a, idx, vals):
         """a[idx] = max(a[idx], vals) with repeated indices (NumPy's ufunc.at, CuPy's
         cupyx.scatter_max)."""
         if self.is_numpy:
@@ -124,7 +124,7 @@ class RandomMixin:
 
             cupyx.scatter_max(a, idx, vals)
 
-    def _stable_argsort(self, a):
+    def _rnd_stable_argsort(self, a):
         if self.is_numpy:
             return np.argsort(a, axis=1, kind="stable")
         return self.xp.argsort(a, axis=1)  # CuPy's sort is a stable radix sort
@@ -145,27 +145,27 @@ class RandomMixin:
             rb = _round_to(code, b)
             hb = _below(code, rb) if rb >= b else rb
         unit = dist == C.RAND_UNIFORM and a == 0.0 and b == 1.0
-        flat = self._rand_flat(out)
+        flat = self._rnd_flat(out)
         if dist in (C.RAND_UNIFORM, C.RAND_NORMAL) and code in _FLOAT_CODES:
             step = 4 * _PIECE
             for lo in range(0, n, step):
                 m = min(step, n - lo)
                 w = P.philox_words(self.xp, seed, offset + lo // 4, (m + 3) // 4)
-                self._float_path(out, flat, lo, w, dist, code, a, b, clamp, hb, unit, m)
+                self._rnd_float_path(out, flat, lo, w, dist, code, a, b, clamp, hb, unit, m)
             return 0
         step = 2 * _PIECE
         for lo in range(0, n, step):
             m = min(step, n - lo)
-            x = self._draws64(seed, offset, lo, lo + m + (m & 1))
-            v = self._double_path(dist, x, a, b)[:m]
+            x = self._rnd_draws64(seed, offset, lo, lo + m + (m & 1))
+            v = self._rnd_double_path(dist, x, a, b)[:m]
             if dist == C.RAND_UNIFORM and not unit:
                 v = a + (b - a) * v
                 if clamp:
                     v = self.xp.where(v >= b, hb, v)
-            self._store_f64(out, flat, lo, v)
+            self._rnd_store_f64(out, flat, lo, v)
         return 0
 
-    def _float_path(self, out, flat, lo, w, dist, code, a, b, clamp, hb, unit, m):
+    def _rnd_float_path(self, out, flat, lo, w, dist, code, a, b, clamp, hb, unit, m):
         xp = self.xp
         if dist == C.RAND_NORMAL:
             v = P.normal_f(xp, w, a, b)[:m]
@@ -188,7 +188,7 @@ class RandomMixin:
         else:
             seg[...] = v.astype(seg.dtype)
 
-    def _double_path(self, dist, x, a, b):
+    def _rnd_double_path(self, dist, x, a, b):
         xp = self.xp
         if dist == C.RAND_UNIFORM:
             return P.u53(xp, x)
@@ -209,14 +209,14 @@ class RandomMixin:
     # ---- integers ------------------------------------------------------------------------------
     def rand_int(self, out, seed, offset, low, rng):
         n = out._numel
-        flat = self._rand_flat(out)
+        flat = self._rnd_flat(out)
         lowu = np.uint64(low & 0xFFFFFFFFFFFFFFFF)
         step = 2 * _PIECE
         for lo in range(0, n, step):
             m = min(step, n - lo)
-            x = self._draws64(seed, offset, lo, lo + m)
+            x = self._rnd_draws64(seed, offset, lo, lo + m)
             v = (P.mulhi64(self.xp, x, rng) if rng else x) + lowu
-            self._store_i64(out, flat, lo, v.view(np.int64))
+            self._rnd_store_i64(out, flat, lo, v.view(np.int64))
         return 0
 
     def rand_bernoulli_p(self, out, p, seed, offset, bad):
@@ -228,12 +228,12 @@ class RandomMixin:
             if bad is not None:
                 bad[:] = [int(xp.argmax(wrong))]
             return C.ERR_VALUE
-        flat = self._rand_flat(out)
+        flat = self._rnd_flat(out)
         step = 2 * _PIECE
         for lo in range(0, n, step):
             m = min(step, n - lo)
-            x = self._draws64(seed, offset, lo, lo + m)
-            self._store_i64(out, flat, lo, (P.u53(xp, x) < pp[lo:lo + m]).astype(np.int64))
+            x = self._rnd_draws64(seed, offset, lo, lo + m)
+            self._rnd_store_i64(out, flat, lo, (P.u53(xp, x) < pp[lo:lo + m]).astype(np.int64))
         return 0
 
     def randperm(self, out, seed, offset):
@@ -242,14 +242,14 @@ class RandomMixin:
         a = xp.arange(n, dtype=np.int64)
         if n > 1:
             d = n - 1
-            x = self._draws64(seed, offset, 0, d)
+            x = self._rnd_draws64(seed, offset, 0, d)
             pos = xp.arange(n - 1, 0, -1, dtype=np.int64)  # position n-1-d of draw d
             part = P.mulhi64(xp, x, (pos + 1).astype(np.uint64)).astype(np.int64)
             res = xp.full(n, -1, dtype=np.int64)
             while pos.shape[0]:
                 # reserve both positions (priority: larger position = earlier draw)
-                self._scatter_max(res, pos, pos)
-                self._scatter_max(res, part, pos)
+                self._rnd_scatter_max(res, pos, pos)
+                self._rnd_scatter_max(res, part, pos)
                 go = (res[pos] == pos) & (res[part] == pos)
                 i, j = pos[go], part[go]
                 ai, aj = a[i], a[j]
@@ -284,27 +284,27 @@ class RandomMixin:
             return 0
         dst = self.raw(out).reshape(rows, nsamp)
         if replacement:
-            x = self._draws64(seed, offset, 0, rows * nsamp).reshape(rows, nsamp)
+            x = self._rnd_draws64(seed, offset, 0, rows * nsamp).reshape(rows, nsamp)
             cdf = xp.cumsum(p, axis=1)
             target = P.u53(xp, x) * cdf[:, -1:]
             # first c with cdf[c] > target (ncat - 1 if none), as the C's bisection
-            lo = self._bisect(ncat, lambda mid: xp.take_along_axis(cdf, mid, axis=1) > target,
+            lo = self._rnd_bisect(ncat, lambda mid: xp.take_along_axis(cdf, mid, axis=1) > target,
                               (rows, nsamp))
             # never a zero-probability category: back to the last positive one at or before
             cnt = xp.cumsum(pos, axis=1)
             need = xp.take_along_axis(cnt, lo, axis=1)
-            lo = self._bisect(ncat, lambda mid: xp.take_along_axis(cnt, mid, axis=1) >= need,
+            lo = self._rnd_bisect(ncat, lambda mid: xp.take_along_axis(cnt, mid, axis=1) >= need,
                               (rows, nsamp))
             dst[...] = lo
             return 0
-        x = self._draws64(seed, offset, 0, rows * ncat).reshape(rows, ncat)
+        x = self._rnd_draws64(seed, offset, 0, rows * ncat).reshape(rows, ncat)
         # Efraimidis-Spirakis: the nsamp largest keys log(u) / p, larger first, ties to the
         # smaller index; zero-probability categories (NaN here) sort after every key
         key = xp.where(pos, -(xp.log(P.u53_oc(xp, x)) / xp.where(pos, p, 1.0)), np.nan)
-        dst[...] = self._stable_argsort(key)[:, :nsamp]
+        dst[...] = self._rnd_stable_argsort(key)[:, :nsamp]
         return 0
 
-    def _bisect(self, ncat, above, shape):
+    def _rnd_bisect(self, ncat, above, shape):
         """Per element: the first c in [0, ncat - 1] with above(c) (ncat - 1 if none);
         ``above`` is monotone in c."""
         xp = self.xp
