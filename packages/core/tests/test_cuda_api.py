@@ -59,6 +59,13 @@ def test_unavailable_errors_carry_cupys_reason():
 
 
 @no_gpu
+def test_pin_memory_without_cuda_says_why():
+    with pytest.raises(RuntimeError, match="pinned host memory needs CUDA") as info:
+        fiamma.ones(2).pin_memory()
+    assert fiamma.cuda.unavailable_reason() in str(info.value)
+
+
+@no_gpu
 def test_autocast_and_scaler_disable_themselves_without_cuda():
     with pytest.warns(UserWarning, match="CUDA is not available"):
         ac = fiamma.autocast("cuda", dtype=fiamma.bfloat16)
@@ -225,7 +232,7 @@ def test_fake_pinned_memory_and_non_blocking(fake_cuda):
     assert fiamma.ones(2).cuda(0).device == fiamma.device("cuda", 0)
     x = fiamma.ones(2, device="cuda")
     assert x.to("cuda") is x and x.cuda() is x
-    with pytest.raises(RuntimeError, match="only CPU tensors"):
+    with pytest.raises(RuntimeError, match="only dense CPU tensors"):
         x.pin_memory()
 
 

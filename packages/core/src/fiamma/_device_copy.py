@@ -95,7 +95,7 @@ def _cuda_backend(op):
 
     be = cuda.backend()
     if be is None:
-        raise RuntimeError(f"{op}: pinned memory needs CUDA, which is not available: "
+        raise RuntimeError(f"{op}: pinned host memory needs CUDA, which is not available: "
                            f"{cuda.reason()}")
     return be
 
@@ -117,8 +117,8 @@ def pin_memory(x):
     """A copy of CPU tensor x in page-locked host memory (what ``Tensor.pin_memory`` returns);
     x itself when it is pinned already."""
     if x._storage.device is not CPU:
-        raise RuntimeError(f"pin_memory: cannot pin a tensor on {x.device}: only CPU tensors "
-                           "can be pinned")
+        raise RuntimeError(f"pin_memory: cannot pin a tensor on {x.device}: only dense CPU "
+                           "tensors can be pinned")
     if is_pinned(x):
         return x
     out = _pinned_empty(x._shape, x._dtype, _cuda_backend("pin_memory"))
