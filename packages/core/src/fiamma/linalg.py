@@ -136,6 +136,12 @@ def _matrix_np(A, op, square=False, name="A"):
     return a
 
 
+def _host(v):
+    """v as a host value (a CuPy result copied back; NumPy values as they are): lstsq gathers
+    per-matrix results into host arrays, and CuPy refuses implicit conversion."""
+    return v.get() if hasattr(v, "get") and not isinstance(v, np.ndarray) else v
+
+
 def _tensor(arr, dt=None):
     """A fresh fiamma tensor holding a copy of array ``arr`` (cast to ``dt``), on the device
     computed on."""
@@ -587,7 +593,7 @@ def lstsq(A, B, rcond=None, *, driver=None):
     for i in range(aa.shape[0]):
         if m == 0 or n == 0:
             continue
-        x, r, rk, s = np.linalg.lstsq(aa[i], bf[i], rcond=rc)
+        x, r, rk, s = (_host(v) for v in np.linalg.lstsq(aa[i], bf[i], rcond=rc))
         sol[i], rank[i], sv[i] = x, rk, s
         if r.size:
             res[i] = r

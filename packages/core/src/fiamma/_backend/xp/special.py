@@ -149,6 +149,10 @@ class SpecialMixin:
             r = xp.where((v < 0) & (v == xp.floor(v)), nan, r)
         elif op in (C.SP_I0, C.SP_I1):
             r = xp.where(xp.isinf(v), inf if op == C.SP_I0 else v, r)
+        elif op in (C.SP_I0E, C.SP_I1E):
+            # e^-|x| I(x) -> 0 at +-inf (cupyx gives NaN there): i0e 0, i1e a zero of x's sign
+            zero = xp.zeros_like(v) if op == C.SP_I0E else xp.copysign(xp.zeros_like(v), v)
+            r = xp.where(xp.isinf(v), zero, r)
         return r
 
     def _sp_series(self, c, e):
