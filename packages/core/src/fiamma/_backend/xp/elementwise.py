@@ -62,6 +62,15 @@ class ElementwiseMixin:
         v = self.get(x)
         isf = v.dtype.kind == "f"
         kind = v.dtype.kind
+        f = _UNARY_DIRECT.get(op)
+        if f is not None and isf and out._dtype is x._dtype:
+            o = self.direct(out)
+            if o is not None and not self._overlaps(out, x):
+                if op == C.UN_RELU:  # maximum passes NaN through, as the C's x < 0 test does
+                    xp.maximum(v, v.dtype.type(0), out=o)
+                else:
+                    getattr(xp, f)(v, out=o)  # one kernel straight into the result
+                return 0
         if op == C.UN_NEG:
             r = -v if kind != "b" else None
         elif op == C.UN_EXP:
@@ -363,6 +372,12 @@ _UNARY_FUNCS = {
 
 # float ops written straight into a same-dtype output by the array module's ufunc
 _UFUNCS = {C.BIN_ADD: "add", C.BIN_SUB: "subtract", C.BIN_MUL: "multiply", C.BIN_DIV: "divide"}
+
+# float unary ops written straight into a same-dtype result by one ufunc call
+_UNARY_DIRECT = dict(_UNARY_FUNCS)
+_UNARY_DIRECT.update({C.UN_EXP: "exp", C.UN_NEG: "negative", C.UN_ABS: "absolute",
+                      C.UN_RELU: "maximum", C.UN_SQUARE: "square",
+                      C.UN_RECIPROCAL: "reciprocal"})
 
 _CMP = {
     C.BIN_EQ: lambda a, b: a == b, C.BIN_NE: lambda a, b: a != b,
