@@ -384,6 +384,7 @@ class TestGPU:
         assert_same(y.float(), (x.cpu() @ w.cpu()), rtol=2e-2, atol=5e-2)
 
     def test_grad_scaler_cuda(self, where):
+        pytest.importorskip("fiamma.autograd")  # core's wheel tests run without it
         w = fiamma.ones(3, device="cuda", requires_grad=True)
         opt = fiamma.optim.SGD([w], lr=0.1)
         scaler = fiamma.amp.GradScaler("cuda")

@@ -92,6 +92,7 @@ def test_shape_copies_inplace_and_out(device):
 
 
 def test_shape_copies_backward(device):
+    pytest.importorskip("fiamma.autograd")  # core's wheel tests run without it
     c, d = _pair(A234, device, fiamma.float64)
     w = fiamma.tensor(RNG.normal(size=(2, 4, 3, 2)))
     for f in [lambda x: x.flip(1).roll(1, 2).rot90(1, (1, 2)),
@@ -285,6 +286,7 @@ def test_linalg_decompositions(device):
 
 
 def test_linalg_errors_and_grad(device):
+    pytest.importorskip("fiamma.autograd")  # core's wheel tests run without it
     sing = fiamma.tensor([[1.0, 2.0], [2.0, 4.0]], device=device)
     with pytest.raises(fiamma.linalg.LinAlgError, match="singular"):
         fiamma.linalg.inv(sing)
@@ -305,6 +307,7 @@ def test_linalg_errors_and_grad(device):
 
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_gelu_and_its_gradient(device, approximate):
+    pytest.importorskip("fiamma.autograd")  # core's wheel tests run without it
     c, d = _pair(RNG.normal(size=(5, 7)) * 3, device, fiamma.float64)
     assert_same(_on(fiamma.gelu(d, approximate), device), fiamma.gelu(c, approximate),
                 rtol=1e-12, atol=1e-12)
