@@ -22,8 +22,27 @@ SPAWN = mp.get_context("spawn")
 TIMEOUT = 60
 
 
+def _foreign(name):
+    """Whether a segment name was made by a live process outside this test's process tree
+    (another test run on the same machine): its creator's pid follows the prefix."""
+    try:
+        pid = int(name[len(_shm.PREFIX):].lstrip("_").split("_")[0])
+    except ValueError:
+        return False
+    me = os.getpid()
+    while pid > 1:
+        if pid == me:
+            return False
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])  # the parent's pid
+        except (OSError, ValueError, IndexError):
+            return False  # gone: a child of this test that left its segment behind
+    return True
+
+
 def shm_names():
-    return {n for n in os.listdir("/dev/shm") if n.startswith(_shm.PREFIX)}
+    return {n for n in os.listdir("/dev/shm") if n.startswith(_shm.PREFIX) and not _foreign(n)}
 
 
 def memfds():
