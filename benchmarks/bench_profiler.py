@@ -1,0 +1,111 @@
+"""What fiamma.profiler costs, in one run.
+
+1. Off: the small-add benchmark (``x + y`` and ``fiamma.add(x, y)`` on (16,) float32) timed
+   before any profile ran and again after a profile started and stopped (its wrappers are then
+   gone), in interleaved rounds: the ratio after/before should be 1.00 (noise only).
+2. On: a training step of the benchmarks' MLP (784-512-512-10, batch 128, SGD with momentum,
+   cross-entropy) with no profile, and inside ``profile()`` (CPU), also with ``record_shapes``
+   and ``profile_memory``, in interleaved rounds; the issue's target is <= 1.3x.
+
+    PYTHONPATH=packages/core/src:packages/autograd/src:packages/nn/src:packages/optim/src:\
+packages/data/src python benchmarks/bench_profiler.py
+"""
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import fiamma
+from fiamma.profiler import profile
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _models import nn_models  # noqa: E402
+
+N_SMALL = 20_000
+
+
+def per_call(fn, n=N_SMALL):
+    t = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - t) / n
+
+
+def small_add(rounds=7):
+    x, y = fiamma.rand(16), fiamma.rand(16)
+    cases = [("x + y", lambda: x + y), ("fiamma.add(x, y)", lambda: fiamma.add(x, y))]
+    before = {name: [] for name, _ in cases}
+    for _ in range(rounds):
+        for name, fn in cases:
+            before[name].append(per_call(fn))
+    with profile():  # installs the wrappers ...
+        for _ in range(100):
+            x + y
+    # ... and they are gone again
+    after = {name: [] for name, _ in cases}
+    for _ in range(rounds):
+        for name, fn in cases:
+            after[name].append(per_call(fn))
+    on = {}
+    with profile():
+        for name, fn in cases:
+            on[name] = per_call(fn, 2000)
+    for name, _ in cases:
+        b, a = statistics.median(before[name]), statistics.median(after[name])
+        print(f"{name:18s} off: before {b * 1e6:6.3f} us  after a profile {a * 1e6:6.3f} us  "
+              f"ratio {a / b:5.2f}   (recording: {on[name] * 1e6:6.2f} us)", flush=True)
+
+
+def mlp_step(rounds=7, steps=5):
+    models = nn_models()
+    fiamma.manual_seed(0)
+    model = models.mlp(fiamma.nn)
+    opt = fiamma.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    rng = np.random.default_rng(0)
+    x = fiamma.tensor(rng.standard_normal((128, 784), dtype=np.float32))
+    y = fiamma.tensor(rng.integers(0, 10, 128))
+
+    def step():
+        opt.zero_grad()
+        loss = fiamma.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+
+    def timed(kw):
+        if kw is None:
+            t = time.perf_counter()
+            for _ in range(steps):
+                step()
+            return (time.perf_counter() - t) / steps
+        with profile(**kw) as prof:
+            t = time.perf_counter()
+            for _ in range(steps):
+                step()
+            dt = (time.perf_counter() - t) / steps
+        timed.events = len(prof.events())
+        return dt
+
+    for _ in range(3):
+        step()
+    configs = [("off", None), ("profile()", {}),
+               ("shapes+memory", {"record_shapes": True, "profile_memory": True})]
+    res = {name: [] for name, _ in configs}
+    for _ in range(rounds):
+        for name, kw in configs:
+            res[name].append(timed(kw))
+    base = statistics.median(res["off"])
+    print(f"MLP step b128 SGD: off {base * 1e3:7.3f} ms", flush=True)
+    for name, _ in configs[1:]:
+        m = statistics.median(res[name])
+        print(f"MLP step b128 SGD: {name:14s} {m * 1e3:7.3f} ms  ratio {m / base:5.2f} "
+              f"(target <= 1.30; {timed.events // steps} events per step)", flush=True)
+
+
+if __name__ == "__main__":
+    print(f"fiamma.profiler overhead, {time.strftime('%Y-%m-%d')}, threads "
+          f"{fiamma.get_num_threads()}", flush=True)
+    small_add()
+    mlp_step()
