@@ -14,13 +14,13 @@ import fiamma
 from fiamma.profiler import (
     ProfilerAction,
     ProfilerActivity,
+    _record,
     hook,
     profile,
     record_function,
     schedule,
     tensorboard_trace_handler,
 )
-from fiamma.profiler import _record
 
 
 def _names(events):
