@@ -279,12 +279,14 @@ def build(rec):
     for i, r in enumerate(rec.raw):
         mem = (0, 0)
         if rec.mem is not None:
-            mem = (r[R.MEM1][0] - r[R.MEM0][0], r[R.MEM1][1] - r[R.MEM0][1])
+            m0, m1 = r[R.MEM0], r[R.MEM1]
+            mem = (m1 - m0, 0) if rec.dev_mem is None else (m1[0] - m0[0], m1[1] - m0[1])
         dt = dev_times.get(i)
         e = FunctionEvent(
             i + 1, r[R.NAME], r[R.TID], r[R.T0] - rec.perf0, r[R.T1] - rec.perf0, r[R.CAT],
-            r[R.SHAPES], r[R.STACK], mem[0], mem[1],
-            device_time_ns=dt[1] if dt else 0, device_start_ns=dt[0] if dt else None)
+            _shape_lists(r[R.SHAPES]), _frames(r[R.STACK]), mem[0], mem[1],
+            device_time_ns=dt[1] if dt else 0, device_start_ns=dt[0] if dt else None,
+            device_index=r[R.DEV][2] if dt else 0)
         parent = r[R.PARENT]
         if parent is not None:
             p = by_record.get(id(parent))
@@ -296,19 +298,32 @@ def build(rec):
     return events
 
 
+def _shape_lists(shapes):
+    if shapes is None:
+        return None
+    return [[list(t) for t in s] if s.__class__ is list else list(s) for s in shapes]
+
+
+def _frames(stack):
+    if not stack:
+        return stack
+    return [f"{file}({line}): {name}" for file, line, name in stack]
+
+
 def _device_times(rec):
     """(start ns after the recording's base CUDA event, elapsed ns) per record index."""
     out = {}
-    last = None
-    for r in rec.raw:
-        if r[R.DEV] is not None:
-            last = r[R.DEV][1]
-    if last is None:
+    if not any(r[R.DEV] is not None for r in rec.raw):
         return out
-    last.synchronize()
+    import fiamma.cuda
+
+    for r in rec.raw:  # every event recorded must have completed before it is read
+        if r[R.DEV] is not None:
+            r[R.DEV][1].synchronize()
+    fiamma.cuda.synchronize()
     base = rec.base_event
     for i, r in enumerate(rec.raw):
         if r[R.DEV] is not None:
-            start, end = r[R.DEV]
+            start, end = r[R.DEV][0], r[R.DEV][1]
             out[i] = (int(base.elapsed_time(start) * 1e6), int(start.elapsed_time(end) * 1e6))
     return out

@@ -44,20 +44,25 @@ def current_recorder():
 
 # ---- what an op's event records ---------------------------------------------------------------
 
-def _shape_of(a, Tensor):
-    if isinstance(a, Tensor):
-        return list(a._shape)
-    if isinstance(a, (list, tuple)) and a and isinstance(a[0], Tensor):
-        return [list(t._shape) if isinstance(t, Tensor) else [] for t in a]
-    return []
+_Tensor = None  # fiamma.Tensor, set when the first Recorder is made (no import cycle)
 
 
 def _shapes(args, kwargs):
-    from fiamma._tensor import Tensor
-
-    out = [_shape_of(a, Tensor) for a in args]
+    """The input shapes of a call as tuples (a tensor's own shape tuple, no copy: fewer new
+    objects on the recording path); ``_events`` turns them into PyTorch's nested lists."""
+    T = _Tensor
+    out = []
+    for a in args:
+        if isinstance(a, T):
+            out.append(a._shape)
+        elif a.__class__ in (list, tuple) and a and isinstance(a[0], T):
+            out.append([t._shape if isinstance(t, T) else () for t in a])
+        else:
+            out.append(())
     if kwargs:
-        out.extend(_shape_of(v, Tensor) for v in kwargs.values() if isinstance(v, Tensor))
+        for v in kwargs.values():
+            if isinstance(v, T):
+                out.append(v._shape)
     return out
 
 
@@ -68,7 +73,7 @@ def _stack():
     while f is not None and len(out) < _MAX_STACK:
         co = f.f_code
         if not co.co_filename.startswith(_HERE):
-            out.append(f"{co.co_filename}({f.f_lineno}): {co.co_name}")
+            out.append((co.co_filename, f.f_lineno, co.co_name))  # formatted when read
         f = f.f_back
     return out
 
@@ -109,25 +114,31 @@ def _cpu_memory_reader():
     return read
 
 
-def _touches_cuda(args, kwargs):
-    """Whether a call works on the GPU: a CUDA tensor among its arguments, or a CUDA device
-    asked for (``.to("cuda")``, ``zeros(..., device="cuda")``)."""
+def _cuda_index(args, kwargs):
+    """The CUDA device a call works on (the first CUDA tensor among its arguments, or a CUDA
+    device asked for, as in ``.to("cuda")``), or -1 when it works on none."""
     from fiamma._storage import device
     from fiamma._tensor import Tensor
 
     for a in (*args, *kwargs.values()) if kwargs else args:
         if isinstance(a, Tensor):
-            if a._storage.device.type == "cuda":
-                return True
+            d = a._storage.device
+            if d.type == "cuda":
+                return d.index or 0
         elif isinstance(a, (list, tuple)):
-            if any(isinstance(t, Tensor) and t._storage.device.type == "cuda" for t in a):
-                return True
-        elif isinstance(a, str):
-            if a.startswith("cuda"):
-                return True
-        elif isinstance(a, device) and a.type == "cuda":
-            return True
-    return False
+            for t in a:
+                if isinstance(t, Tensor) and t._storage.device.type == "cuda":
+                    return t._storage.device.index or 0
+        elif isinstance(a, (str, device)):
+            d = a if isinstance(a, device) else None
+            if d is None and a.startswith("cuda"):
+                try:
+                    d = device(a)
+                except Exception:  # a string that only looks like a device: not ours to judge
+                    continue
+            if d is not None and d.type == "cuda":
+                return d.index or 0
+    return -1
 
 
 class Recorder:
@@ -135,6 +146,10 @@ class Recorder:
 
     def __init__(self, record_shapes=False, profile_memory=False, with_stack=False,
                  cuda=False):
+        global _Tensor
+        from fiamma._tensor import Tensor
+
+        _Tensor = Tensor
         self.record_shapes = record_shapes
         self.with_stack = with_stack
         self.mem = _cpu_memory_reader() if profile_memory else None
@@ -173,11 +188,13 @@ class Recorder:
         if self.with_stack:
             r[STACK] = _stack()
         if self.mem is not None:
-            r[MEM0] = (self.mem(), self.dev_mem() if self.dev_mem is not None else 0)
-        if self.cuda and (cat is not CAT_OP or _touches_cuda(args, kwargs)):
-            ev = self._event(enable_timing=True)
-            ev.record()
-            r[DEV] = [ev, None]
+            r[MEM0] = self.mem() if self.dev_mem is None else (self.mem(), self.dev_mem())
+        if self.cuda:
+            idx = 0 if cat is not CAT_OP else _cuda_index(args, kwargs)
+            if idx >= 0:
+                ev = self._event(enable_timing=True)
+                ev.record()
+                r[DEV] = [ev, None, idx]
         st.append(r)
         self.raw.append(r)
         r[T0] = _now()
@@ -192,7 +209,7 @@ class Recorder:
             ev.record()
             r[DEV][1] = ev
         if self.mem is not None:
-            r[MEM1] = (self.mem(), self.dev_mem() if self.dev_mem is not None else 0)
+            r[MEM1] = self.mem() if self.dev_mem is None else (self.mem(), self.dev_mem())
         st = self.stacks.get(r[TID])
         if st:
             if st[-1] is r:
@@ -207,7 +224,8 @@ class Recorder:
             for r in st:
                 r[T1] = t
                 if self.mem is not None:
-                    r[MEM1] = (self.mem(), self.dev_mem() if self.dev_mem is not None else 0)
+                    r[MEM1] = self.mem() if self.dev_mem is None else (self.mem(),
+                                                                         self.dev_mem())
                 if r[DEV] is not None and r[DEV][1] is None:
                     ev = self._event(enable_timing=True)
                     ev.record()
