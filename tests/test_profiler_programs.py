@@ -12,7 +12,7 @@ import pytest
 
 import fiamma
 import fiamma.nn as nn
-from fiamma.data import DataLoader, TensorDataset
+from fiamma.data import DataLoader, Dataset, TensorDataset
 from fiamma.profiler import hook, profile, record_function, schedule
 
 REPO = Path(__file__).resolve().parents[1]
@@ -92,14 +92,28 @@ def test_dataloader_fetch_events():
     assert prof.key_averages().table().count(name[:40]) == 1
 
 
+class _ProfilerStateInWorker(Dataset):
+    """Items that tell whether the process that made them was recording a profile."""
+
+    def __len__(self):
+        return 12
+
+    def __getitem__(self, i):
+        from fiamma.profiler import _record
+
+        return fiamma.tensor([float(hook.enabled), float(_record.installed())])
+
+
 def test_dataloader_with_workers_fetch_events():
-    ds = TensorDataset(fiamma.arange(24.0).reshape(12, 2))
-    loader = DataLoader(ds, batch_size=4, num_workers=1)
+    loader = DataLoader(_ProfilerStateInWorker(), batch_size=4, num_workers=1,
+                        multiprocessing_context="fork")
     with profile() as prof:
-        n = sum(1 for _ in loader)
-    assert n == 3
+        batches = list(loader)
+    assert len(batches) == 3
     names = [e.name for e in prof.events()]
     assert names.count("enumerate(DataLoader)#MultiProcessIter.__next__") == 4
+    # a worker forked while the profile recorded records nothing itself
+    assert all(b.sum().item() == 0 for b in batches)
 
 
 def test_hooks_cost_one_check_when_off():

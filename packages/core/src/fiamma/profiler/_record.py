@@ -380,6 +380,18 @@ def deactivate(rec):
         rec.finish()
 
 
+def _after_fork_in_child():
+    # a process forked while a profile records (a DataLoader worker) does not record: nothing
+    # would read its events, and the wrappers would only slow it down
+    if _state.rec is not None:
+        hook.enabled = False
+        _state.rec = None
+        uninstall()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 # ---- the public hook and record_function ------------------------------------------------------
 
 class ProfilerHook:
@@ -399,7 +411,7 @@ class ProfilerHook:
 
     enabled = False
 
-    def call(self, name, fn, *args, **kwargs):
+    def call(self, name, fn, /, *args, **kwargs):
         rec = _state.rec
         if rec is None:
             return fn(*args, **kwargs)
