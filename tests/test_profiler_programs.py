@@ -48,10 +48,13 @@ def test_training_step_events():
     assert [c.name for c in addmm_bw[1].cpu_children].count("aten::mm") == 1  # x needs none
     relu_bw = next(e for e in ev if e.name == EVAL + "ReluBackward0")
     assert relu_bw.input_shapes == [[[4, 5]], []]  # its incoming gradient
-    # forward ops are at top level, in program order
+    # forward: nn.functional's functions (registered by fiamma-nn) with core's ops nested in
+    # them, in program order, as PyTorch shows aten::linear > aten::t, aten::addmm
     fwd = top[1:top.index(EVAL + "SumBackward0")]
-    assert fwd == ["aten::t", "aten::addmm", "aten::relu", "aten::t", "aten::addmm",
-                   "aten::sum", "aten::ones_like"]
+    assert fwd == ["aten::linear", "aten::relu", "aten::linear", "aten::sum", "aten::ones_like"]
+    linear = next(e for e in ev if e.name == "aten::linear")
+    assert [c.name for c in linear.cpu_children] == ["aten::t", "aten::addmm"]
+    assert linear.input_shapes == [[4, 3], [5, 3], [5]]
     assert not hook.enabled
 
 

@@ -426,6 +426,32 @@ def test_record_function_nesting_and_decorator():
         record_function(3)
 
 
+def test_register_ops(tmp_path, monkeypatch):
+    mod = types.ModuleType("my_ops_for_profiler")
+    exec("import fiamma\ndef double(x):\n    return fiamma.mul(x, 2)\n"
+         "def _helper(x):\n    return x\n", mod.__dict__)
+    monkeypatch.setitem(__import__("sys").modules, mod.__name__, mod)
+    monkeypatch.setattr(_record, "_REGISTERED", dict(_record._REGISTERED))
+    fiamma.profiler.register_ops(mod, prefix="my_")
+    plain = mod.double
+    with profile() as prof:
+        mod.double(fiamma.ones(2))
+        mod._helper(1)
+    assert _names(prof.events()) == ["aten::ones", "aten::my_double", "aten::mul"]
+    assert mod.double is plain
+    mod2 = types.ModuleType("my_ops_for_profiler2")
+    exec("def triple(x):\n    return x * 3\n", mod2.__dict__)
+    monkeypatch.setitem(__import__("sys").modules, mod2.__name__, mod2)
+    with profile() as prof:  # registered while recording: recorded from then on
+        mod2.triple(fiamma.ones(2))
+        fiamma.profiler.register_ops("my_ops_for_profiler2")
+        mod2.triple(fiamma.ones(2))
+    assert _names(prof.events()) == ["aten::ones", "aten::mul", "aten::ones", "aten::triple",
+                                     "aten::mul"]
+    assert not _record.installed() and type(mod2.triple) is types.FunctionType
+    assert not getattr(mod2.triple, "_fiamma_profiler_wrapper", False)
+
+
 def test_hook_call():
     assert hook.enabled is False
     assert hook.call("x", lambda a, b: a + b, 1, b=2) == 3

@@ -15,7 +15,8 @@ functions when recording starts and taken out when it stops.
 [('scale', None), ('aten::ones', 'scale'), ('aten::mul', 'scale')]
 
 ``hook`` is the public entry for packages above core: ``if hook.enabled:`` is all they cost
-while no profile records, and ``hook.call(name, fn, *args)`` runs ``fn`` as a named event.
+while no profile records, and ``hook.call(name, fn, *args)`` runs ``fn`` as a named event;
+``register_ops(module)`` has a module's public functions recorded like core's ops.
 """
 
 from fiamma.profiler._events import EventList, FunctionEvent, FunctionEventAvg
@@ -26,12 +27,12 @@ from fiamma.profiler._profile import (
     schedule,
     supported_activities,
 )
-from fiamma.profiler._record import ProfilerHook, hook, record_function
+from fiamma.profiler._record import ProfilerHook, hook, record_function, register_ops
 from fiamma.profiler._trace import tensorboard_trace_handler
 
 __all__ = ["profile", "schedule", "record_function", "ProfilerActivity", "ProfilerAction",
            "tensorboard_trace_handler", "supported_activities", "EventList", "FunctionEvent",
-           "FunctionEventAvg", "ProfilerHook", "hook", "is_profiler_enabled"]
+           "FunctionEventAvg", "ProfilerHook", "hook", "register_ops", "is_profiler_enabled"]
 
 
 def is_profiler_enabled():

@@ -17,7 +17,7 @@ import threading
 import time
 import types
 
-__all__ = ["hook", "ProfilerHook", "record_function", "current_recorder"]
+__all__ = ["hook", "ProfilerHook", "record_function", "current_recorder", "register_ops"]
 
 _now = time.perf_counter_ns
 _get_ident = threading.get_ident
@@ -320,6 +320,35 @@ _WRAPPERS = {}    # (owner id, attribute, original) -> wrapper, made once and re
 _INSTALLED = []   # (owner, attribute, original) while wrappers are in place
 
 
+_REGISTERED = {}  # module name -> event-name prefix (register_ops: packages above core)
+
+
+def register_ops(module, prefix=""):
+    """Have the public functions of ``module`` (a module or its name) recorded as events
+    ``aten::<prefix><name>`` while a profile records, like core's ops: how a package above core
+    (``fiamma.nn.functional``) makes its functions show in the profiler. Costs nothing while no
+    profile records.
+
+    >>> import fiamma.profiler
+    >>> fiamma.profiler.register_ops("fiamma.nn.functional")
+    """
+    name = module if isinstance(module, str) else module.__name__
+    _REGISTERED[name] = prefix
+    if _INSTALLED and name in sys.modules:  # registered while a profile records
+        _install_targets(_module_targets(sys.modules[name], prefix, registered=True))
+
+
+def _module_targets(mod, prefix, registered=False):
+    for attr, fn in list(vars(mod).items()):
+        if type(fn) is types.FunctionType and not getattr(fn, "_fiamma_profiler_wrapper", 0):
+            if registered:
+                ev = None if attr.startswith("_") else "aten::" + prefix + attr
+            else:
+                ev = _function_event_name(attr, fn, prefix)
+            if ev is not None:
+                yield mod, attr, fn, ev
+
+
 def _targets():
     import fiamma
     from fiamma._tensor import Tensor
@@ -331,24 +360,26 @@ def _targets():
                 yield Tensor, attr, fn, ev
     for mod, prefix in [(fiamma, "")] + [(sys.modules[m], p) for m, p in _SUBMODULES.items()
                                          if m in sys.modules]:
-        for attr, fn in list(vars(mod).items()):
-            if type(fn) is types.FunctionType and not getattr(fn, "_fiamma_profiler_wrapper", 0):
-                ev = _function_event_name(attr, fn, prefix)
-                if ev is not None:
-                    yield mod, attr, fn, ev
+        yield from _module_targets(mod, prefix)
+    for m, prefix in list(_REGISTERED.items()):
+        if m in sys.modules:
+            yield from _module_targets(sys.modules[m], prefix, registered=True)
 
 
-def install():
-    """Put the timing wrappers in place of the op functions and methods."""
-    if _INSTALLED:
-        return
-    for owner, attr, fn, ev in list(_targets()):
+def _install_targets(targets):
+    for owner, attr, fn, ev in list(targets):
         key = (id(owner), attr, fn)
         w = _WRAPPERS.get(key)
         if w is None:
             w = _WRAPPERS[key] = _make_wrapper(fn, ev)
         _INSTALLED.append((owner, attr, fn))
         setattr(owner, attr, w)
+
+
+def install():
+    """Put the timing wrappers in place of the op functions and methods."""
+    if not _INSTALLED:
+        _install_targets(_targets())
 
 
 def uninstall():
