@@ -4,11 +4,13 @@
    before any profile ran and again after a profile started and stopped (its wrappers are then
    gone), in interleaved rounds: the ratio after/before should be 1.00 (noise only).
    Minima over 15 rounds (the least disturbed by other processes on a shared machine).
-   All times are CPU time of the process (``time.process_time``: both threads of a matmul
-   count), which a busy shared machine disturbs less than wall time.
+   Times are CPU time of the process (``time.process_time``), which a busy shared machine
+   disturbs less than wall time.
 2. On: a training step of the benchmarks' MLP (784-512-512-10, batch 128, SGD with momentum,
    cross-entropy) with no profile, and inside ``profile()`` (CPU), also with ``record_shapes``
-   and ``profile_memory``, in interleaved rounds; the issue's target is <= 1.3x.
+   and ``profile_memory``, in interleaved rounds; the issue's target is <= 1.3x. Measured on
+   1 thread in CPU time (stable: with 2 threads the CPU time of OpenMP's waiting threads on a
+   loaded machine swamps the step) and on 2 threads in wall time (noisy on a shared machine).
 
     PYTHONPATH=packages/core/src:packages/autograd/src:packages/nn/src:packages/optim/src:\
 packages/data/src python benchmarks/bench_profiler.py
@@ -65,7 +67,8 @@ def small_add(rounds=15):
               f"   recording: {on[name] * 1e6:6.2f} us", flush=True)
 
 
-def mlp_step(rounds=9, steps=10):
+def mlp_step(rounds=9, steps=10, threads=1, clock=time.process_time, label="CPU time"):
+    fiamma.set_num_threads(threads)
     models = nn_models()
     fiamma.manual_seed(0)
     model = models.mlp(fiamma.nn)
@@ -82,15 +85,15 @@ def mlp_step(rounds=9, steps=10):
 
     def timed(kw):
         if kw is None:
-            t = _clock()
+            t = clock()
             for _ in range(steps):
                 step()
-            return (_clock() - t) / steps
+            return (clock() - t) / steps
         with profile(**kw) as prof:
-            t = _clock()
+            t = clock()
             for _ in range(steps):
                 step()
-            dt = (_clock() - t) / steps
+            dt = (clock() - t) / steps
         timed.events = len(prof.events())
         return dt
 
@@ -103,11 +106,11 @@ def mlp_step(rounds=9, steps=10):
         for name, kw in configs:
             res[name].append(timed(kw))
     base, low = statistics.median(res["off"]), min(res["off"])
-    print(f"MLP step b128 SGD: off            {base * 1e3:7.3f} ms (min {low * 1e3:7.3f})",
-          flush=True)
+    tag = f"MLP step b128 SGD ({threads} thread{'s' if threads > 1 else ''}, {label})"
+    print(f"{tag}: off            {base * 1e3:7.3f} ms (min {low * 1e3:7.3f})", flush=True)
     for name, _ in configs[1:]:
         m, lo = statistics.median(res[name]), min(res[name])
-        print(f"MLP step b128 SGD: {name:14s} {m * 1e3:7.3f} ms (min {lo * 1e3:7.3f})  "
+        print(f"{tag}: {name:14s} {m * 1e3:7.3f} ms (min {lo * 1e3:7.3f})  "
               f"ratio {m / base:5.2f} (of the minima {lo / low:5.2f}; target <= 1.30; "
               f"{timed.events // steps} events per step)", flush=True)
 
@@ -117,3 +120,4 @@ if __name__ == "__main__":
           f"{fiamma.get_num_threads()}", flush=True)
     small_add()
     mlp_step()
+    mlp_step(threads=2, clock=time.perf_counter, label="wall time")

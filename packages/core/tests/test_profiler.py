@@ -308,13 +308,18 @@ def test_schedule_cycles_call_on_trace_ready(repeat, steps, expected):
     assert not _record.installed()
 
 
-def test_schedule_waits_cost_nothing():
-    installed = []
+def test_schedule_waits_record_nothing():
+    recording, installed = [], []
     with profile(schedule=schedule(wait=2, warmup=1, active=1, repeat=1)) as prof:
         for _ in range(6):
+            recording.append(_record.current_recorder() is not None)
             installed.append(_record.installed())
+            fiamma.ones(1)
             prof.step()
-    assert installed == [False, False, True, True, False, False]
+    assert recording == [False, False, True, True, False, False]
+    # the wrappers stay for the whole profile (see _record.acquire) and go at its stop
+    assert all(installed) and not _record.installed()
+    assert [e.name for e in prof.events()] == ["ProfilerStep#3", "aten::ones"]
 
 
 def test_stop_during_record_saves_and_acc_events():
@@ -340,7 +345,7 @@ def test_start_stop_and_errors():
     try:
         with pytest.raises(RuntimeError, match="already"):
             p.start()
-        with pytest.raises(RuntimeError, match="already recording"):
+        with pytest.raises(RuntimeError, match="already running"):
             profile().start()
         fiamma.ones(2)
     finally:

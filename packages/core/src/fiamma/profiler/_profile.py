@@ -243,8 +243,14 @@ class profile:
         """Start profiling (the schedule decides whether step 0 records)."""
         if self.current_action is not None:
             raise RuntimeError("profile.start: this profile was already started")
-        self.current_action = self.schedule(self.step_num)
-        self._transit(None, self.current_action)
+        R.acquire(self)
+        try:
+            self.current_action = self.schedule(self.step_num)
+            self._transit(None, self.current_action)
+        except BaseException:
+            self.current_action = None
+            R.release(self)
+            raise
         self._enter_step()
 
     def stop(self):
@@ -253,7 +259,10 @@ class profile:
             return
         self._exit_step()
         prev, self.current_action = self.current_action, None
-        self._transit(prev, None)
+        try:
+            self._transit(prev, None)
+        finally:
+            R.release(self)
 
     def step(self):
         """Mark the end of a training step: the schedule decides what the next step does."""

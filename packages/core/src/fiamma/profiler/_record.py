@@ -394,11 +394,35 @@ def installed():
     return bool(_INSTALLED)
 
 
+_owner = [None]  # the profile whose wrappers are in place (one per process)
+
+
+def acquire(owner):
+    """Put the wrappers in place for the profile ``owner`` (from its start to its stop).
+
+    They stay for the whole profile, across a schedule's cycles, rather than coming and going
+    with each cycle: every swap of a dunder re-types Tensor, and CPython 3.13 gives a class a
+    bounded number of type-version tags, after which its attribute lookups are no longer
+    specialised (measured: ~1000 swaps, then Tensor ops ran slower for good). A profile's idle
+    (wait) steps cost one pass-through call per op; after ``stop`` nothing is left."""
+    if _owner[0] is not None and _owner[0] is not owner:
+        raise RuntimeError("fiamma.profiler: a profile is already running in this process; "
+                           "stop it before starting another")
+    _owner[0] = owner
+    install()
+
+
+def release(owner):
+    if _owner[0] is owner:
+        _owner[0] = None
+        uninstall()
+
+
 def activate(rec):
+    """Start recording into ``rec`` (the wrappers are in place: ``acquire``)."""
     if _state.rec is not None:
         raise RuntimeError("fiamma.profiler: a profile is already recording in this process; "
                            "stop it before starting another")
-    install()
     _state.rec = rec
     hook.enabled = True
 
@@ -407,17 +431,16 @@ def deactivate(rec):
     if _state.rec is rec:
         hook.enabled = False
         _state.rec = None
-        uninstall()
         rec.finish()
 
 
 def _after_fork_in_child():
     # a process forked while a profile records (a DataLoader worker) does not record: nothing
     # would read its events, and the wrappers would only slow it down
-    if _state.rec is not None:
-        hook.enabled = False
-        _state.rec = None
-        uninstall()
+    hook.enabled = False
+    _state.rec = None
+    _owner[0] = None
+    uninstall()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
