@@ -98,17 +98,15 @@ def _cpu_memory_reader():
 
     buf = ffi.new("int64_t[6]")
     stats = lib.fm_alloc_stats
-    sizes = {}
+    pools = []  # (free list, allocator bytes of one block), rebuilt when a size appears
 
     def read():
         stats(buf)
         n = buf[0]
-        for size, pool in _small.items():
-            if pool:
-                r = sizes.get(size)
-                if r is None:
-                    r = sizes[size] = _allocator_bytes(size)
-                n -= r * len(pool)
+        if len(pools) != len(_small):
+            pools[:] = [(pool, _allocator_bytes(size)) for size, pool in list(_small.items())]
+        for pool, r in pools:
+            n -= r * len(pool)
         return n
 
     return read
