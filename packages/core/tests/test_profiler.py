@@ -119,6 +119,31 @@ def test_exception_inside_an_op_closes_its_event():
     assert all(e.cpu_parent is None for e in ev)
 
 
+def test_ops_on_other_threads_have_their_own_nesting(tmp_path):
+    import threading
+
+    def work():
+        with record_function("in_thread"):
+            fiamma.ones(2).exp()
+
+    with profile() as prof:
+        with record_function("main"):
+            t = threading.Thread(target=work)
+            t.start()
+            t.join()
+            fiamma.zeros(1)
+    ev = prof.events()
+    by = {e.name: e for e in ev}
+    assert by["in_thread"].cpu_parent is None  # not nested in the main thread's block
+    assert by["in_thread"].thread != by["main"].thread
+    assert [c.name for c in by["in_thread"].cpu_children] == ["aten::ones", "aten::exp"]
+    assert [c.name for c in by["main"].cpu_children] == ["aten::zeros"]
+    prof.export_chrome_trace(str(tmp_path / "t.json"))
+    xs = [t for t in json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+          if t["ph"] == "X"]
+    assert len({t["tid"] for t in xs}) == 2
+
+
 def test_linalg_functions_are_recorded_when_loaded():
     import fiamma.linalg
 
