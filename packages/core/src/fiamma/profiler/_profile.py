@@ -1,7 +1,6 @@
 """``profile``, ``schedule``, ``ProfilerActivity`` and ``ProfilerAction`` (torch.profiler's API)."""
 
 import enum
-import json
 import os
 import warnings
 
@@ -322,6 +321,8 @@ class profile:
 
     def add_metadata_json(self, key, value):
         """Add a ``key: value`` pair whose value is a JSON string."""
+        import json
+
         self._metadata[str(key)] = json.loads(value)
 
     @property

@@ -6,10 +6,7 @@ epoch) and ``dur`` (microseconds) on its process and thread; GPU time measured w
 goes on a process of its own per device ("GPU 0"), as PyTorch's traces put kernels.
 """
 
-import gzip
-import json
 import os
-import socket
 import time
 
 __all__ = ["write_chrome_trace", "chrome_trace", "tensorboard_trace_handler"]
@@ -64,6 +61,9 @@ def chrome_trace(events):
 def write_chrome_trace(events, path, use_gzip=None):
     """Write ``events`` as Chrome trace JSON at ``path`` (gzip-compressed when the name ends
     in ``.gz``), through a temporary file and a rename."""
+    import gzip
+    import json
+
     path = os.fspath(path)
     trace = chrome_trace(events)
     trace["traceName"] = path
@@ -93,6 +93,8 @@ def tensorboard_trace_handler(dir_name, worker_name=None, use_gzip=False):
     dir_name = os.fspath(dir_name)
 
     def handler(prof):
+        import socket
+
         os.makedirs(dir_name, exist_ok=True)
         name = worker_name or f"{socket.gethostname()}_{os.getpid()}"
         fname = f"{name}.{time.time_ns() // 1_000_000}.pt.trace.json" + (
