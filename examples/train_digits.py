@@ -215,7 +215,33 @@ def parse_args(argv=None):
     p.add_argument("--limit", type=int, help="train on only this many images (quick runs)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="runs/digits", help="folder for the checkpoint and PNGs")
+    p.add_argument("--profile", action="store_true",
+                   help="profile training steps 3-5 with fiamma.profiler: write OUT/trace.json "
+                        "(Chrome trace; open in https://ui.perfetto.dev) and print the ops "
+                        "that took the most time")
     return p.parse_args(argv)
+
+
+def start_profile(out):
+    """A running fiamma.profiler.profile that records steps 3-5 (after one idle and one warmup
+    step) and writes their Chrome trace to ``out/trace.json``; its ``table`` attribute gets the
+    summary to print when the cycle is done."""
+    from fiamma.profiler import ProfilerActivity, profile, schedule, supported_activities
+
+    trace = out / "trace.json"
+
+    def ready(p):
+        p.export_chrome_trace(str(trace))
+        p.table = (f"profile of training steps {p.step_num - 2}-{p.step_num} "
+                   f"({ProfilerActivity.CPU.name} time; trace: {trace}, open it in "
+                   "https://ui.perfetto.dev):\n"
+                   + p.key_averages().table(sort_by="self_cpu_time_total", row_limit=15))
+
+    prof = profile(activities=supported_activities(), record_shapes=True, profile_memory=True,
+                   schedule=schedule(wait=1, warmup=1, active=3, repeat=1), on_trace_ready=ready)
+    prof.table = None
+    prof.start()
+    return prof
 
 
 def main(argv=None):
@@ -249,6 +275,7 @@ def main(argv=None):
     sched = fiamma.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, epochs=args.epochs,
                                                  steps_per_epoch=len(loader))
 
+    prof = start_profile(out) if args.profile else None
     history = []
     for epoch in range(1, args.epochs + 1):
         model.train()
@@ -264,6 +291,8 @@ def main(argv=None):
             total_loss += loss.item() * len(y)
             correct += int((logits.argmax(1) == y).sum().item())
             seen += len(y)
+            if prof is not None:
+                prof.step()
             if step % 5 == 0 or step == len(loader):
                 progress(epoch, args.epochs, step, len(loader), total_loss / seen,
                          correct / seen, t0)
@@ -273,6 +302,9 @@ def main(argv=None):
               f"{correct / seen:.2%}  test acc {test_acc:.2%}  ({time.perf_counter() - t0:.1f}s)",
               flush=True)
     train_time = time.perf_counter() - start
+    if prof is not None:
+        prof.stop()
+        print(prof.table or "profile: fewer than 3 training steps ran, nothing was recorded")
 
     # checkpoint: save, reload into a fresh model, check the predictions agree
     ckpt = out / "checkpoint.pt"

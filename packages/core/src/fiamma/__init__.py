@@ -51,7 +51,7 @@ from fiamma.serialization import save, load  # noqa: F401  (light: imports its m
 # submodules of core that are imported on first use (import time stays small)
 _SUBMODULES = {"linalg", "fft", "special", "multiprocessing", "safetensors", "utils", "fused",
                "backends", "accelerator", "cuda", "amp", "cpu", "hub", "testing",
-               "detection"}
+               "detection", "profiler"}
 
 # sibling distributions, imported on first use
 _SIBLINGS = {

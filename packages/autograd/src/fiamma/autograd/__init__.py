@@ -178,5 +178,5 @@ _recorder = types.SimpleNamespace(
 _formulas.load_all()
 register_autograd(_recorder)
 
-from fiamma.autograd import functional, graph  # noqa: E402,F401
+from fiamma.autograd import functional, graph, profiler  # noqa: E402,F401
 from fiamma.autograd.gradcheck import gradcheck, gradgradcheck  # noqa: E402

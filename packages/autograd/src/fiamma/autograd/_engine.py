@@ -28,6 +28,7 @@ from fiamma.autograd._node import (
     pack_saved_output,
 )
 from fiamma.autograd_hook import is_grad_enabled, no_grad, set_grad_enabled_flag
+from fiamma.profiler import hook as _profiler
 
 _new = object.__new__
 
@@ -592,6 +593,9 @@ class _ExecState(threading.local):
 _exec_state = _ExecState()
 
 
+_EVAL = "autograd::engine::evaluate_function: "  # PyTorch's event name for a node
+
+
 def execute(roots, grads, keep_graph, create_graph, targets=None, accumulate=True):
     """Run the graph backwards from ``roots`` ((node, output_nr) pairs) seeded with ``grads``.
 
@@ -639,6 +643,7 @@ def execute(roots, grads, keep_graph, create_graph, targets=None, accumulate=Tru
     prev = set_grad_enabled_flag(create_graph)
     anomaly_on = anomaly.enabled
     check_nan = anomaly.check_nan
+    prof = _profiler.call if _profiler.enabled else None  # one check per backward when off
     try:
         while ready:
             n = ready.pop()
@@ -664,10 +669,15 @@ def execute(roots, grads, keep_graph, create_graph, targets=None, accumulate=Tru
             elif run is not None and n not in run:
                 continue
             if n.__class__ is AccumulateGrad:
-                _accumulate(n, gs[0], create_graph)
+                if prof is None:
+                    _accumulate(n, gs[0], create_graph)
+                else:
+                    prof(_EVAL + "AccumulateGrad", _accumulate, n, gs[0], create_graph)
                 continue
             if anomaly_on:
                 outs = _apply_anomaly(n, gs, hooks_done, check_nan)
+            elif prof is not None:
+                outs = prof(_EVAL + n.__class__.__name__, n._apply, gs, hooks_done)
             else:
                 outs = n._apply(gs, hooks_done)
             if not keep_graph:

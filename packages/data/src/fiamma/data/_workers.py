@@ -27,6 +27,7 @@ import numpy as np
 
 import fiamma
 from fiamma.data import _slabs, dataloader as _dl
+from fiamma.profiler import hook as _profiler
 
 _POLL = 0.2  # seconds between liveness checks while waiting for a batch
 _STOP_GRACE_S = 2.5  # how long stopping workers may take before they are terminated
@@ -554,6 +555,9 @@ class MultiProcessIter:
             raise StopIteration
         self._worker_error = False
         try:
+            if _profiler.enabled:  # the wait for the workers' batch, as one event
+                return _profiler.call(
+                    "enumerate(DataLoader)#MultiProcessIter.__next__", self._next)
             return self._next()
         except StopIteration:
             raise

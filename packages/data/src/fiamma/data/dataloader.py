@@ -9,6 +9,7 @@ import fiamma
 from fiamma.data._collate import default_collate, default_convert
 from fiamma.data.dataset import IterableDataset
 from fiamma.data.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
+from fiamma.profiler import hook as _profiler
 
 __all__ = ["DataLoader", "get_worker_info", "WorkerInfo"]
 
@@ -246,6 +247,12 @@ class _SingleProcessIter:
         return self
 
     def __next__(self):
+        if _profiler.enabled:  # PyTorch's event: "enumerate(DataLoader)#<iterator>.__next__"
+            return _profiler.call("enumerate(DataLoader)#_SingleProcessIter.__next__",
+                                  self._next)
+        return self._next()
+
+    def _next(self):
         index = next(self._sampler_iter)
         data = self._fetcher.fetch(index)
         self._yielded += 1

@@ -118,3 +118,4 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
 
 
 fiamma.amp.register_autocast_flag(globals())
+fiamma.profiler.register_ops(__name__)  # F.<name> as events while a profile records

@@ -12,6 +12,7 @@ from collections import OrderedDict, defaultdict
 from itertools import chain
 
 import fiamma
+from fiamma.profiler import hook as _profiler
 
 __all__ = ["Optimizer", "required", "register_optimizer_step_pre_hook",
            "register_optimizer_step_post_hook"]
@@ -86,7 +87,11 @@ def _with_hooks(step):
                     raise RuntimeError(f"{type(self).__name__}.step: a step pre-hook must "
                                        f"return None or (args, kwargs), got {res!r}")
                 args, kwargs = res
-        out = step(self, *args, **kwargs)
+        if _profiler.enabled:  # PyTorch's event name: "Optimizer.step#SGD.step"
+            name = type(self).__name__
+            out = _profiler.call(f"Optimizer.step#{name}.step", step, self, *args, **kwargs)
+        else:
+            out = step(self, *args, **kwargs)
         for hook in chain(self._step_post_hooks.values(), _global_post_hooks.values()):
             hook(self, args, kwargs)
         return out
@@ -188,6 +193,13 @@ class Optimizer:
 
     def zero_grad(self, set_to_none=True):
         """Reset the gradients of all parameters (to None by default, as PyTorch does)."""
+        if _profiler.enabled:
+            name = type(self).__name__
+            return _profiler.call(f"Optimizer.zero_grad#{name}.zero_grad", self._zero_grad,
+                                  set_to_none)
+        self._zero_grad(set_to_none)
+
+    def _zero_grad(self, set_to_none):
         for group in self.param_groups:
             for p in group["params"]:
                 g = p.grad
