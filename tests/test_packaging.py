@@ -29,6 +29,8 @@ SIBLINGS = {
     "audio": "fiamma-audio",
     "distributed": "fiamma-distributed",
     "distributions": "fiamma-distributions",
+    "jit": "fiamma-export",
+    "onnx": "fiamma-export",
 }
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,0 +1,129 @@
+"""Strided views as a few dense steps (permute, reshape, slice, expand).
+
+Core records every view op (view, transpose, permute, expand, basic indexing, ...) with the
+strides it produced, not with the op's own arguments. A traced graph and an ONNX file need
+dense ops, so ``plan_view`` recovers, from (input shape, strides, offset) and (output shape,
+strides, offset) over the same memory, the steps that make the output from the dense input.
+It works on the element addresses (NumPy index arithmetic at trace time), so any mix of those
+view ops is covered; a view that is none of them (overlapping windows from ``as_strided``,
+``unfold``) gets None and the tracer names it as unsupported.
+"""
+
+import numpy as np
+
+__all__ = ["plan_view"]
+
+
+def _addresses(shape, stride, off):
+    a = np.full((), off, dtype=np.int64)
+    for n, s in zip(shape, stride):
+        a = a[..., None] + np.arange(n, dtype=np.int64) * s
+    return a.reshape(shape)
+
+
+def plan_view(ishape, istride, ioff, shape, stride, off):
+    """Steps ``[(op, arg), ...]`` turning the dense input into the view, or None.
+
+    ops: ("permute", dims), ("reshape", shape), ("slice", [(axis, start, end, step), ...]),
+    ("expand", shape). Reshapes keep PyTorch's sizes; the caller decides which to keep dynamic.
+    """
+    ishape, istride, shape, stride = tuple(ishape), tuple(istride), tuple(shape), tuple(stride)
+    if 0 in ishape or 0 in shape:
+        return None if int(np.prod(shape)) else [("reshape", shape)]
+    nd = len(ishape)
+    big = [d for d in range(nd) if ishape[d] != 1]
+    if any(istride[d] == 0 for d in big):
+        return None
+    order = sorted(big, key=lambda d: -istride[d])
+    for a, b in zip(order, order[1:]):
+        if istride[a] < istride[b] * ishape[b]:
+            return None
+    steps = []
+    perm = order + [d for d in range(nd) if ishape[d] == 1]
+    cur = ishape
+    if order != big:
+        steps.append(("permute", tuple(perm)))
+        cur = tuple(ishape[d] for d in perm)
+    red = tuple(ishape[d] for d in order)
+    # output: the dims that address distinct memory, ordered by stride
+    odims = [i for i in range(len(shape)) if shape[i] != 1 and stride[i] != 0]
+    oorder = sorted(odims, key=lambda i: -stride[i])
+    oshape = tuple(shape[i] for i in oorder)
+    r = _addresses(oshape, tuple(stride[i] for i in oorder), off) - ioff
+    idx = []
+    for d in order:
+        q = r // istride[d]
+        r = r - q * istride[d]
+        if q.size and (q.min() < 0 or q.max() >= ishape[d]):
+            return None
+        idx.append(q)
+    if r.size and r.any():
+        return None
+    box, sl = [], []
+    for k, q in enumerate(idx):
+        u = np.unique(q)
+        n = len(u)
+        step = int(u[1] - u[0]) if n > 1 else 1
+        if n > 1 and not np.array_equal(u, u[0] + step * np.arange(n)):
+            return None
+        start = int(u[0])
+        box.append((start, step, n))
+        if not (start == 0 and step == 1 and n == red[k]):
+            sl.append((k, start, start + step * (n - 1) + 1, step))
+    lin = np.zeros(oshape, dtype=np.int64)
+    for k, q in enumerate(idx):
+        start, step, n = box[k]
+        lin = lin * n + (q - start) // step
+    if not np.array_equal(lin.reshape(-1), np.arange(lin.size)):
+        return None
+    if sl:
+        if cur != red:
+            steps.append(("reshape", red))
+            cur = red
+        steps.append(("slice", tuple(sl)))
+        cur = tuple(n for (_, _, n) in box)
+    if cur != oshape:
+        steps.append(("reshape", oshape))
+        cur = oshape
+    p2 = tuple(oorder.index(i) for i in odims)
+    if p2 != tuple(range(len(p2))):
+        steps.append(("permute", p2))
+        cur = tuple(oshape[i] for i in p2)
+    full = tuple(shape[i] if i in odims else 1 for i in range(len(shape)))
+    if cur != full:
+        steps.append(("reshape", full))
+    if full != shape:
+        steps.append(("expand", shape))
+    return _merge(steps, ishape)
+
+
+def _merge(steps, shape):
+    """Adjacent reshapes collapse into the last; adjacent permutes compose."""
+    out = []
+    for op, arg in steps:
+        if out and op == "reshape" and out[-1][0] == "reshape":
+            out[-1] = (op, arg)
+        elif out and op == "permute" and out[-1][0] == "permute":
+            prev = out[-1][1]
+            out[-1] = (op, tuple(prev[i] for i in arg))
+        else:
+            out.append((op, arg))
+    kept, cur = [], tuple(shape)
+    for op, arg in out:
+        if op == "permute":
+            if tuple(arg) == tuple(range(len(arg))):
+                continue
+            cur = tuple(cur[i] for i in arg)
+        elif op == "reshape":
+            if tuple(arg) == cur:
+                continue
+            cur = tuple(arg)
+        elif op == "slice":
+            cur = list(cur)
+            for ax, start, end, step in arg:
+                cur[ax] = len(range(start, end, step))
+            cur = tuple(cur)
+        else:
+            cur = tuple(arg)
+        kept.append((op, arg))
+    return kept
