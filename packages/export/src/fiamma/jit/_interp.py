@@ -7,12 +7,13 @@ arguments (tensors resolved) and returns a tensor or a tuple of tensors.
 import fiamma
 
 from ._graph import Value
+from ._views import dynamic_target
 
 __all__ = ["OPS", "Program"]
 
 
 def _reshape(x, arg, keep=0):
-    return x.reshape(tuple(x.shape[:keep]) + tuple(arg[keep:]))
+    return x.reshape(tuple(x.shape[:keep]) + tuple(arg[keep:])) if keep else x.reshape(arg)
 
 
 def _slice(x, arg):
@@ -139,12 +140,7 @@ class Program:
             if n.op == "reshape":
                 src = n.args[0]
                 ishape = graph.meta.get(src.name, ((),))[0] if isinstance(src, Value) else ()
-                keep = 0
-                for a, b in zip(kw["arg"], ishape):
-                    if a != b:
-                        break
-                    keep += 1
-                kw["keep"] = keep
+                kw["arg"], kw["keep"] = dynamic_target(kw["arg"], ishape)
             plain = all(not isinstance(a, (tuple, list)) for a in n.args) and \
                 all(not isinstance(v, (Value, tuple, list)) for v in kw.values())
             steps.append((fn, n.args, kw, n.outputs, plain, n))

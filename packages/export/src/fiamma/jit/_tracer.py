@@ -14,7 +14,7 @@ import fiamma
 from fiamma import Tensor, autograd_hook
 
 from ._graph import Graph, Node, Value
-from ._views import plan_view
+from ._views import plan_view, step_shape
 
 __all__ = ["TracerWarning", "TracingError", "trace_graph"]
 
@@ -168,9 +168,12 @@ class Tracer:
             return
         where = self.source()
         cur = src
-        for i, (sop, arg) in enumerate(steps):
+        shape, dt = self.g.meta[src.name]
+        for sop, arg in steps:
             name = self.new_name()
             self.g.nodes.append(Node(sop, [cur], {"arg": arg}, [name], where))
+            shape = step_shape(shape, sop, arg)
+            self.g.meta[name] = (shape, dt)
             cur = Value(name)
         self.bind(out, cur.name)
 

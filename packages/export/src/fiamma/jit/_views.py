@@ -11,7 +11,20 @@ view ops is covered; a view that is none of them (overlapping windows from ``as_
 
 import numpy as np
 
-__all__ = ["plan_view"]
+__all__ = ["plan_view", "step_shape"]
+
+
+def step_shape(cur, op, arg):
+    """The shape after one step of a plan."""
+    cur = tuple(cur)
+    if op == "permute":
+        return tuple(cur[i] for i in arg)
+    if op == "slice":
+        cur = list(cur)
+        for ax, start, end, step in arg:
+            cur[ax] = len(range(start, end, step))
+        return tuple(cur)
+    return tuple(arg)
 
 
 def _addresses(shape, stride, off):
@@ -110,20 +123,27 @@ def _merge(steps, shape):
             out.append((op, arg))
     kept, cur = [], tuple(shape)
     for op, arg in out:
-        if op == "permute":
-            if tuple(arg) == tuple(range(len(arg))):
-                continue
-            cur = tuple(cur[i] for i in arg)
-        elif op == "reshape":
-            if tuple(arg) == cur:
-                continue
-            cur = tuple(arg)
-        elif op == "slice":
-            cur = list(cur)
-            for ax, start, end, step in arg:
-                cur[ax] = len(range(start, end, step))
-            cur = tuple(cur)
-        else:
-            cur = tuple(arg)
+        if (op == "permute" and tuple(arg) == tuple(range(len(arg)))) or \
+                (op == "reshape" and tuple(arg) == cur):
+            continue
+        cur = step_shape(cur, op, arg)
         kept.append((op, arg))
     return kept
+
+
+def dynamic_target(target, ishape):
+    """A reshape's target for inputs whose leading sizes may change (batch axes): returns
+    (target, keep) where the first ``keep`` sizes are the input's own (copied at run time) and
+    the first size that differs is written -1 (inferred), so a batch axis at or after it (a
+    merge ``(B*T, C)``, a split, ``(T, B*heads, d)``) follows the input. A batch axis placed
+    after a static dim that the reshape changes is not followed (a file with that dim dynamic
+    fails at run time in the Reshape)."""
+    t = list(target)
+    keep = 0
+    for a, b in zip(t, ishape):
+        if a != b:
+            break
+        keep += 1
+    if -1 not in t and keep < len(t) and t[keep] != 0:
+        t[keep] = -1
+    return t, keep

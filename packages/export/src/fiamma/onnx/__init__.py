@@ -82,7 +82,7 @@ def export(model, args, f, export_params=True, verbose=False, training=None,
     converter raises :class:`UnsupportedOpError` naming it and the model's line.
     """
     onnx = _onnx()
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
 
     if kwargs:
         raise TypeError(f"fiamma.onnx.export: unexpected arguments {sorted(kwargs)}")
@@ -159,10 +159,8 @@ def export(model, args, f, export_params=True, verbose=False, training=None,
         on = ctx.names.get(name, name)
         if on not in used:
             continue
-        if arr.dtype == np.float64 and False:
-            arr = arr.astype(np.float32)
         t = numpy_helper.from_array(np.ascontiguousarray(arr), on)
-        if export_params or not name in graph.params:
+        if export_params or name not in graph.params:
             inits.append(t)
         else:
             extra_inputs.append(helper.make_tensor_value_info(on, t.data_type, list(arr.shape)))
@@ -173,7 +171,6 @@ def export(model, args, f, export_params=True, verbose=False, training=None,
     m = helper.make_model(g, opset_imports=[opset_id], producer_name="fiamma",
                           producer_version=fiamma.__version__)
     m.ir_version = min(m.ir_version, _ir_for(onnx, opset))
-    del TensorProto
     onnx.checker.check_model(m, full_check=True)
     data = m.SerializeToString()
     if isinstance(f, (str, os.PathLike)):

@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from fiamma.jit import Value
+from fiamma.jit._views import dynamic_target
 
 CONVERTERS = {}
 
@@ -200,7 +201,9 @@ def _gelu(ctx, node, outs):
     approx = node.kwargs.get("approximate", node.args[1] if len(node.args) > 1 else "none")
     if ctx.opset >= 20:
         return ctx.add("Gelu", [x], outs, approximate=approx)
-    c = (lambda v: ctx.scalar_like(node.args[0], v))
+    def c(v):
+        return ctx.scalar_like(node.args[0], v)
+
     if approx == "tanh":
         inner = ctx.add("Mul", [c(math.sqrt(2 / math.pi)), ctx.add(
             "Add", [x, ctx.add("Mul", [c(0.044715), ctx.add("Mul", [x, ctx.add(
@@ -238,7 +241,9 @@ def _softplus(ctx, node, outs):
     beta = float(_kw(node, "beta", 1, 1.0))
     threshold = float(_kw(node, "threshold", 2, 20.0))
     x = _x(ctx, node)
-    c = (lambda v: ctx.scalar_like(node.args[0], v))
+    def c(v):
+        return ctx.scalar_like(node.args[0], v)
+
     bx = ctx.add("Mul", [x, c(beta)]) if beta != 1 else x
     sp = ctx.add("Softplus", [bx])
     if beta != 1:
@@ -346,12 +351,10 @@ def _permute(ctx, node, outs):
 @converter("reshape")
 def _reshape(ctx, node, outs):
     x = node.args[0]
-    target = list(node.kwargs["arg"])
-    ishape = ctx.shape(x)
-    for i, (a, b) in enumerate(zip(target, ishape)):
-        if a != b:
-            break
-        target[i] = 0  # the input's own size there: stays dynamic (batch axes)
+    # the input's own leading sizes (0: copied) and a merge/split of the next dims (-1) stay
+    # free, so batch axes stay dynamic
+    target, keep = dynamic_target(node.kwargs["arg"], ctx.shape(x))
+    target[:keep] = [0] * keep
     return ctx.add("Reshape", [x, ctx.ints(target)], outs)
 
 

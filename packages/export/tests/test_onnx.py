@@ -1,0 +1,148 @@
+import io
+
+import numpy as np
+import pytest
+from models import MLP, RNNLM, BiLSTM, CausalSelfAttention, SmallCNN, randn, transformer_encoder
+
+import fiamma
+import fiamma.nn as nn
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+import fiamma.onnx  # noqa: E402
+
+
+def _export(m, args, **kw):
+    buf = io.BytesIO()
+    fiamma.onnx.export(m, args, buf, **kw)
+    data = buf.getvalue()
+    onnx.checker.check_model(onnx.load_from_string(data), full_check=True)
+    return data, ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+
+
+def _run_eager(m, args):
+    with fiamma.no_grad():
+        out = m(*args)
+    out = out if isinstance(out, tuple) else (out,)
+    return [o.numpy() for o in out]
+
+
+def _check(m, args, runs=(), rtol=1e-4, **kw):
+    m.eval()
+    args = args if isinstance(args, tuple) else (args,)
+    _, sess = _export(m, args, **kw)
+    names = [i.name for i in sess.get_inputs()]
+    for a in (args,) + tuple(runs):
+        want = _run_eager(m, a)
+        got = sess.run(None, {n: t.numpy() for n, t in zip(names, a)})
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape
+            scale = np.abs(w).max() + 1e-12
+            assert np.abs(g - w).max() <= rtol * scale, (np.abs(g - w).max(), scale)
+
+
+BATCH = {"input_0": {0: "batch"}, "output_0": {0: "batch"}}
+
+
+def test_small_cnn_dynamic_batch():
+    _check(SmallCNN(), randn(2, 1, 8, 8), runs=[(randn(5, 1, 8, 8, seed=1),)],
+           dynamic_axes=BATCH)
+
+
+def test_mlp_names_and_opset():
+    data, sess = _export(MLP().eval(), randn(2, 64), input_names=["x"], output_names=["y"],
+                         opset_version=17, dynamic_axes={"x": [0], "y": [0]})
+    model = onnx.load_from_string(data)
+    assert model.opset_import[0].version == 17
+    assert [i.name for i in sess.get_inputs()] == ["x"]
+    assert sess.get_inputs()[0].shape[0] == "x_dynamic_axes_1"
+    assert {i.name for i in model.graph.initializer} >= {"net.0.bias"}
+
+
+def test_default_opset_is_newest():
+    data, _ = _export(MLP().eval(), randn(2, 64))
+    assert onnx.load_from_string(data).opset_import[0].version == onnx.defs.onnx_opset_version()
+
+
+def test_bad_opset():
+    with pytest.raises(ValueError, match="opset_version"):
+        fiamma.onnx.export(MLP(), randn(1, 64), io.BytesIO(), opset_version=13)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+def test_rnn_language_models(kind):
+    ids = fiamma.randint(0, 50, (7, 3))
+    _check(RNNLM(kind), ids, runs=[(fiamma.randint(0, 50, (11, 3)),)],
+           dynamic_axes={"input_0": {0: "seq"}, "output_0": {0: "seq"}})
+
+
+def test_bidirectional_lstm_with_state():
+    _check(BiLSTM(), (randn(3, 4, 8), randn(2, 3, 6, seed=1), randn(2, 3, 6, seed=2)))
+
+
+def test_transformer_encoder():
+    _check(transformer_encoder(), randn(2, 5, 16), runs=[(randn(4, 5, 16, seed=1),)],
+           dynamic_axes=BATCH)
+
+
+def test_sdpa_attention():
+    _check(CausalSelfAttention(), randn(2, 6, 16), runs=[(randn(3, 6, 16, seed=1),)],
+           dynamic_axes=BATCH)
+
+
+def test_norms_pooling_resampling_padding():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gn = nn.GroupNorm(2, 4)
+            self.conv = nn.Conv2d(4, 4, 3, groups=2, padding=1)
+            self.ct = nn.ConvTranspose2d(4, 2, 2, stride=2)
+
+        def forward(self, x):
+            F = nn.functional
+            y = self.gn(x)
+            y = F.avg_pool2d(self.conv(y), 2, ceil_mode=True)
+            y = F.interpolate(y, scale_factor=2, mode="bilinear", align_corners=False)
+            y = F.interpolate(y, size=(6, 6), mode="nearest")
+            y = F.pad(y, (1, 2, 0, 1), mode="reflect")
+            y = F.adaptive_avg_pool2d(self.ct(F.hardswish(y)), (7, 9))
+            return F.softplus(F.leaky_relu(y, 0.1)) + F.silu(y).clamp(max=0.5)
+
+    _check(M(), randn(2, 4, 6, 6), runs=[(randn(3, 4, 6, 6, seed=1),)], dynamic_axes=BATCH)
+
+
+def test_embedding_and_tensor_ops():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(20, 8)
+
+        def forward(self, ids, x):
+            e = self.emb(ids)                          # (B, T, 8)
+            y = fiamma.cat([e, x], dim=-1).permute(0, 2, 1)
+            y = y[:, 2:, 1:].mean(dim=1) + y[:, :, :4].amax(dim=1)
+            return fiamma.where(y > 0, y, y * 0.5).softmax(-1), e.flatten(1)
+
+    _check(M(), (fiamma.randint(0, 20, (2, 5)), randn(2, 5, 4)))
+
+
+def test_unsupported_op_names_op_and_line():
+    def f(x):
+        return fiamma.linalg.inv(x)
+
+    with pytest.raises(fiamma.onnx.UnsupportedOpError, match=r"linalg_inv.*test_onnx.py:\d+"):
+        fiamma.onnx.export(f, randn(3, 3), io.BytesIO())
+
+
+def test_export_params_false_makes_weights_inputs():
+    data, sess = _export(MLP().eval(), randn(2, 64), export_params=False,
+                         do_constant_folding=False)
+    names = {i.name for i in sess.get_inputs()}
+    assert "net.0.weight" in names
+
+
+def test_export_to_path(tmp_path):
+    p = tmp_path / "m.onnx"
+    fiamma.onnx.export(SmallCNN(), randn(1, 1, 8, 8), str(p))
+    onnx.checker.check_model(str(p), full_check=True)

@@ -1,0 +1,49 @@
+"""The vision zoo in ONNX Runtime: every builder (random init) equals eager within 1e-4."""
+
+import pytest
+from test_onnx import BATCH, _check
+
+import fiamma
+
+M = pytest.importorskip("fiamma.vision.models")
+
+FAST = ["resnet18", "mobilenet_v3_small", "efficientnet_b0", "squeezenet1_1",
+        "shufflenet_v2_x0_5"]
+SLOW = ["alexnet", "vgg11_bn", "resnet50", "resnext50_32x4d", "wide_resnet50_2", "densenet121",
+        "googlenet", "inception_v3", "mnasnet0_5", "mobilenet_v2", "mobilenet_v3_large",
+        "efficientnet_lite0", "efficientnet_v2_s", "regnet_x_400mf", "regnet_y_400mf",
+        "convnext_tiny", "shufflenet_v2_x1_0", "squeezenet1_0", "vit_b_32"]
+
+
+def _size(name):
+    return 299 if name == "inception_v3" else 224 if name in ("vit_b_32", "alexnet") else 64
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_vision_models(name):
+    s = _size(name)
+    fiamma.manual_seed(0)
+    m = getattr(M, name)(num_classes=10).eval()
+    _check(m, fiamma.randn(2, 3, s, s), runs=[(fiamma.randn(3, 3, s, s),)], dynamic_axes=BATCH)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SLOW)
+def test_vision_models_slow(name):
+    s = _size(name)
+    fiamma.manual_seed(0)
+    kw = {"aux_logits": False, "init_weights": True} if name in ("googlenet", "inception_v3") \
+        else {}
+    m = getattr(M, name)(num_classes=10, **kw).eval()
+    dyn = None if name.startswith("vit") else BATCH  # ViT's class token is expanded to n
+    _check(m, fiamma.randn(1, 3, s, s), dynamic_axes=dyn)
+
+
+def test_vit_tiny():
+    fiamma.manual_seed(0)
+    vit = M.vision_transformer.VisionTransformer(
+        image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=16, mlp_dim=32,
+        num_classes=10)
+    for p in vit.heads.parameters():
+        fiamma.nn.init.normal_(p)
+    _check(vit, fiamma.randn(2, 3, 32, 32))
