@@ -28,7 +28,8 @@ def _run_eager(m, args):
 
 
 def _check(m, args, runs=(), rtol=1e-4, **kw):
-    m.eval()
+    if isinstance(m, nn.Module):
+        m.eval()
     args = args if isinstance(args, tuple) else (args,)
     _, sess = _export(m, args, **kw)
     names = [i.name for i in sess.get_inputs()]
@@ -146,3 +147,11 @@ def test_export_to_path(tmp_path):
     p = tmp_path / "m.onnx"
     fiamma.onnx.export(SmallCNN(), randn(1, 1, 8, 8), str(p))
     onnx.checker.check_model(str(p), full_check=True)
+
+
+@pytest.mark.parametrize("shape,size", [((2, 3, 2, 2), (7, 7)), ((1, 2, 10, 7), (3, 4)),
+                                        ((1, 2, 6, 9), (3, 3))])
+@pytest.mark.parametrize("kind", ["avg", "max"])
+def test_adaptive_pools_any_size(shape, size, kind):
+    fn = getattr(nn.functional, f"adaptive_{kind}_pool2d")
+    _check(lambda x: fn(x, size), randn(*shape))

@@ -161,11 +161,46 @@ def _adaptive(ctx, node, outs):
     if all(v == 1 for v in o):
         return ctx.add("GlobalMaxPool" if is_max else "GlobalAveragePool", [x], outs[:1])
     if any(n % m for n, m in zip(spatial, o)):
-        ctx.unsupported(f"{node.op} from {list(spatial)} to {list(o)} (not a whole kernel) has "
-                        "no converter")
+        return _adaptive_general(ctx, x, spatial, o, is_max, outs[0])
     k = [n // m for n, m in zip(spatial, o)]
     return ctx.add("MaxPool" if is_max else "AveragePool", [x], outs[:1], kernel_shape=k,
                    strides=k)
+
+
+def _windows(n, m):
+    """PyTorch's adaptive windows: [floor(i*n/m), ceil((i+1)*n/m)) for output i."""
+    return [(i * n // m, -(-(i + 1) * n // m)) for i in range(m)]
+
+
+def _adaptive_general(ctx, x, spatial, o, is_max, out):
+    """Windows that do not tile evenly: averaging is linear, so each spatial dim is one MatMul
+    with a constant (n_in x n_out) averaging matrix; max takes each window with Slice +
+    ReduceMax and concatenates."""
+    r = ctx.rank(x)
+    dt = ctx.np_dtype(x)
+    y = ctx.name(x)
+    for d, (n, m) in enumerate(zip(spatial, o)):
+        axis = 2 + d
+        if is_max:
+            parts = []
+            for a, b in _windows(n, m):
+                sl = ctx.add("Slice", [y, ctx.ints([a]), ctx.ints([b]), ctx.ints([axis])])
+                parts.append(ctx.add("ReduceMax", [sl, ctx.ints([axis])], keepdims=1)
+                             if ctx.opset >= 18 else
+                             ctx.add("ReduceMax", [sl], axes=[axis], keepdims=1))
+            y = ctx.add("Concat", parts, axis=axis)
+            continue
+        A = np.zeros((n, m), np.float64)
+        for i, (a, b) in enumerate(_windows(n, m)):
+            A[a:b, i] = 1.0 / (b - a)
+        perm = list(range(r))
+        perm[axis], perm[-1] = perm[-1], perm[axis]
+        if axis != r - 1:
+            y = ctx.add("Transpose", [y], perm=perm)
+        y = ctx.add("MatMul", [y, ctx.const(A.astype(dt), "adaptive")])
+        if axis != r - 1:
+            y = ctx.add("Transpose", [y], perm=perm)
+    return ctx.add("Identity", [y], out)
 
 
 @converter("upsample")
