@@ -611,6 +611,11 @@ def train(session):
     examples/data (checkpoint, predictions grid and curves in runs/digits).
 
     Arguments after `--` go to the script (e.g. `nox -s train -- --epochs 3 --workers 2`)."""
-    _install_checkouts(session, _closure(["nn", "optim", "data", "vision"]))  # pillow: vision's
+    want = ["nn", "optim", "data", "vision"]  # pillow: vision's
+    if "--export" in session.posargs:
+        want.append("export")
+    _install_checkouts(session, _closure(want))
+    if "--export" in session.posargs:
+        session.install("onnx>=1.14", "onnxruntime>=1.16")
     session.run("python", str(ROOT / "examples" / "train_digits.py"), *session.posargs,
                 env=CLEAN_ENV)

@@ -42,7 +42,15 @@ def plan_view(ishape, istride, ioff, shape, stride, off):
     """
     ishape, istride, shape, stride = tuple(ishape), tuple(istride), tuple(shape), tuple(stride)
     if 0 in ishape or 0 in shape:
-        return None if int(np.prod(shape)) else [("reshape", shape)]
+        if int(np.prod(shape)):
+            return None
+        if 0 in ishape:
+            return [("reshape", shape)]
+        n = int(np.prod(ishape))  # an empty slice of a non-empty input
+        return [("reshape", (n,)), ("slice", ((0, 0, 0, 1),)), ("reshape", shape)]
+    fast = _fast_plan(ishape, istride, ioff, shape, stride, off)
+    if fast is not None:
+        return fast
     nd = len(ishape)
     big = [d for d in range(nd) if ishape[d] != 1]
     if any(istride[d] == 0 for d in big):
@@ -108,6 +116,35 @@ def plan_view(ishape, istride, ioff, shape, stride, off):
     if full != shape:
         steps.append(("expand", shape))
     return _merge(steps, ishape)
+
+
+def _contiguous(shape, stride):
+    expect = 1
+    for n, s in zip(reversed(shape), reversed(stride)):
+        if n != 1 and s != expect:
+            return False
+        expect *= n
+    return True
+
+
+def _fast_plan(ishape, istride, ioff, shape, stride, off):
+    """The two views of every forward (a reshape of contiguous memory, a pure permutation)
+    without the address arithmetic; None to take the general path."""
+    if off != ioff:
+        return None
+    if _contiguous(ishape, istride) and _contiguous(shape, stride) and \
+            int(np.prod(ishape)) == int(np.prod(shape)):
+        return [] if shape == ishape else [("reshape", shape)]
+    if len(shape) == len(ishape) and sorted(shape) == sorted(ishape) and 1 not in ishape:
+        pairs = list(zip(ishape, istride))
+        perm = []
+        for p in zip(shape, stride):
+            if p not in pairs or pairs.index(p) in perm:
+                return None
+            perm.append(pairs.index(p))
+        if len(set(istride)) == len(istride):
+            return [] if perm == list(range(len(perm))) else [("permute", tuple(perm))]
+    return None
 
 
 def _merge(steps, shape):
