@@ -170,3 +170,15 @@ def test_rnn_with_packed_sequence_is_refused():
 
     with pytest.raises((fiamma.jit.TracingError, TypeError)):
         fiamma.jit.trace(W(), randn(2, 2, 3))
+
+
+def test_nested_inputs_are_flattened():
+    m = nn.LSTM(3, 4).eval()
+    x, h, c = randn(5, 2, 3), randn(1, 2, 4, seed=1), randn(1, 2, 4, seed=2)
+    tm = fiamma.jit.trace(m, (x, (h, c)))
+    assert len(tm.graph.inputs) == 3
+    got, (gh, gc) = tm(x, (h, c))
+    with fiamma.no_grad():
+        want, (wh, wc) = m(x, (h, c))
+    _same(got, want)
+    _same(gc, wc)

@@ -155,3 +155,34 @@ def test_export_to_path(tmp_path):
 def test_adaptive_pools_any_size(shape, size, kind):
     fn = getattr(nn.functional, f"adaptive_{kind}_pool2d")
     _check(lambda x: fn(x, size), randn(*shape))
+
+
+def test_word_language_model_export_shape():
+    """pytorch/examples' word_language_model exports ``model, (input, hidden)`` with hidden an
+    (h, c) tuple for LSTM: nested inputs become input_0..2, outputs (decoded, h, c)."""
+
+    class RNNModel(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = nn.Embedding(30, 8)
+            self.rnn = nn.LSTM(8, 12, 2, dropout=0.2)
+            self.decoder = nn.Linear(12, 30)
+
+        def forward(self, input, hidden):
+            output, hidden = self.rnn(self.encoder(input), hidden)
+            decoded = self.decoder(output).view(-1, 30)
+            return nn.functional.log_softmax(decoded, dim=1), hidden
+
+    m = RNNModel().eval()
+    ids = fiamma.zeros(35, 1, dtype=fiamma.int64)
+    hidden = (fiamma.zeros(2, 1, 12), fiamma.zeros(2, 1, 12))
+    data, sess = _export(m, (ids, hidden))
+    assert [i.name for i in sess.get_inputs()] == ["input_0", "input_1", "input_2"]
+    x = fiamma.randint(0, 30, (35, 1))
+    h = (randn(2, 1, 12), randn(2, 1, 12, seed=1))
+    got = sess.run(None, {"input_0": x.numpy(), "input_1": h[0].numpy(),
+                          "input_2": h[1].numpy()})
+    with fiamma.no_grad():
+        out, (hn, cn) = m(x, h)
+    for g, w in zip(got, (out, hn, cn)):
+        np.testing.assert_allclose(g, w.numpy(), rtol=1e-4, atol=1e-5)

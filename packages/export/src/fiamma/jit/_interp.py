@@ -149,6 +149,10 @@ class Program:
     def run(self, inputs, params):
         env = dict(params)
         g = self.graph
+        if len(inputs) != len(g.inputs) or any(isinstance(x, (tuple, list)) for x in inputs):
+            from ._tracer import flat_inputs
+
+            inputs = flat_inputs(inputs)
         if len(inputs) != len(g.inputs):
             raise TypeError(f"traced function takes {len(g.inputs)} inputs, got {len(inputs)}")
         for name, x in zip(g.inputs, inputs):

@@ -337,6 +337,26 @@ def _patch_rnns(module, tracer):
     return patched
 
 
+def flat_inputs(inputs):
+    """The tensors of (possibly nested tuple/list) inputs, in order: the graph's inputs
+    (as torch.onnx flattens ``(x, (h, c))``)."""
+    out = []
+
+    def walk(x, where):
+        if isinstance(x, Tensor):
+            out.append(x)
+        elif isinstance(x, (tuple, list)):
+            for j, y in enumerate(x):
+                walk(y, f"{where}[{j}]")
+        else:
+            raise TypeError(f"fiamma.jit.trace: example inputs must be tensors or tuples/lists "
+                            f"of them, input {where} is a {type(x).__name__}")
+
+    for i, x in enumerate(inputs):
+        walk(x, str(i))
+    return out
+
+
 def trace_graph(func, inputs, module=None):
     """Trace ``func(*inputs)``; returns (graph, eager outputs)."""
     g = Graph()
@@ -346,10 +366,7 @@ def trace_graph(func, inputs, module=None):
         for k, t in module.state_dict(keep_vars=True).items():
             named.setdefault(id(t), k)
     tr.names = named
-    for i, x in enumerate(inputs):
-        if not isinstance(x, Tensor):
-            raise TypeError(f"fiamma.jit.trace: example inputs must be tensors, input {i} is "
-                            f"a {type(x).__name__}")
+    for i, x in enumerate(flat_inputs(inputs)):
         name = f"input_{i}"
         if id(x) in tr.vals:
             raise ValueError("fiamma.jit.trace: the same tensor is given as two inputs")
