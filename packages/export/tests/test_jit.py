@@ -182,3 +182,22 @@ def test_nested_inputs_are_flattened():
         want, (wh, wc) = m(x, (h, c))
     _same(got, want)
     _same(gc, wc)
+
+
+def test_torchscript_helpers_for_model_code():
+    seen = []
+
+    def f(x):
+        seen.append(fiamma.jit.is_tracing())
+        return x + 1
+
+    fiamma.jit.trace(f, randn(2), check_trace=False)
+    assert seen == [True] and not fiamma.jit.is_tracing()
+    assert fiamma.jit.is_scripting() is False
+
+    @fiamma.jit.ignore
+    def g(x):
+        return x
+
+    assert g(3) == 3 and fiamma.jit.unused(g) is g
+    assert fiamma.jit.annotate(list, []) == []

@@ -26,7 +26,38 @@ from ._tracer import TracerWarning, TracingError, trace_graph
 from ._version import __version__
 
 __all__ = ["trace", "load", "save", "script", "TracedModule", "TracerWarning", "TracingError",
-           "Graph", "Node", "Value", "__version__"]
+           "Graph", "Node", "Value", "is_tracing", "is_scripting", "ignore", "unused", "export",
+           "annotate", "Final", "__version__"]
+
+
+def is_tracing():
+    """Whether a trace is recording in this thread (as torch.jit.is_tracing)."""
+    from fiamma import autograd_hook
+
+    prev = autograd_hook.set_trace_hook(None)
+    autograd_hook.set_trace_hook(prev)
+    return prev is not None
+
+
+def is_scripting():
+    """Always False: scripting is not built (model code that asks takes its eager path)."""
+    return False
+
+
+def _passthrough(fn=None, **kwargs):
+    return fn if fn is not None else (lambda f: f)
+
+
+# TorchScript's decorators and annotations, for model code that carries them: no-ops here
+ignore = unused = export = _passthrough
+
+
+def annotate(the_type, the_value):
+    """``the_value`` unchanged (a TorchScript type hint)."""
+    return the_value
+
+
+Final = __import__("typing").Final
 
 
 def _rebuild(spec, flat):
