@@ -44,10 +44,14 @@ def main():
     mlp = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
                         nn.Linear(256, 10)).eval()
     xm = fiamma.randn(32, 64)
+    tiny = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8), nn.ReLU(),
+                         nn.Linear(8, 2)).eval()
+    xt = fiamma.randn(1, 8)
     r18 = M.resnet18().eval()
     xr = fiamma.randn(1, 3, 224, 224)
-    for name, model, inp, n, reps in (("MLP 32x64", mlp, xm, 500, 9),
-                                      ("resnet18 1x3x224x224", r18, xr, 2, 5)):
+    for name, model, inp, n, reps in (("tiny MLP 1x8 (per-op overhead)", tiny, xt, 500, 15),
+                                      ("MLP 32x64", mlp, xm, 100, 30),
+                                      ("resnet18 1x3x224x224", r18, xr, 1, 9)):
         buf = io.BytesIO()
         fiamma.jit.trace(model, inp).save(buf)
         buf.seek(0)

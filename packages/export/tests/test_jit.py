@@ -201,3 +201,20 @@ def test_torchscript_helpers_for_model_code():
 
     assert g(3) == 3 and fiamma.jit.unused(g) is g
     assert fiamma.jit.annotate(list, []) == []
+
+
+def test_runner_reuses_only_dead_buffers():
+    def f(x):
+        y = x * 2
+        z = y.relu()          # y is read again below: not overwritten
+        w = (z + 1).sigmoid()  # z + 1 dies at sigmoid: may be reused
+        return w + y, x.relu()  # x is an input: never overwritten
+
+    x = randn(4, 5)
+    keep = x.numpy().copy()
+    tm = fiamma.jit.trace(f, x)
+    got = tm(x)
+    want = f(x)
+    for g, w in zip(got, want):
+        _same(g, w)
+    assert np.array_equal(x.numpy(), keep)

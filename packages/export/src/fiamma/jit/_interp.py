@@ -5,6 +5,7 @@ arguments (tensors resolved) and returns a tensor or a tuple of tensors.
 """
 
 import fiamma
+from fiamma.autograd_hook import set_grad_enabled_flag
 
 from ._graph import Value
 from ._views import dynamic_target
@@ -40,6 +41,10 @@ def _channel(t, nd):
 
 
 def _batch_norm(x, w, b, mean, invstd, training=False, eps=1e-5):
+    if x.dim() >= 2 and mean.dim() == 1 and x.dtype == invstd.dtype:
+        # core's fused kernel, from the variance the recorded 1/sqrt(var + eps) stands for
+        var = invstd.pow(-2) - eps
+        return fiamma.batch_norm(x, mean, var, w, b, False, 0.0, eps)
     nd = x.dim()
     scale = invstd if w is None else invstd * w
     y = (x - _channel(mean, nd)) * _channel(scale, nd)
@@ -77,6 +82,14 @@ def _rnn(*inputs, mode, input_size, hidden_size, num_layers, bias, batch_first, 
     out, h = m(x, hx)
     return (out,) + (tuple(h) if isinstance(h, tuple) else (h,))
 
+
+_VIEW_STEPS = ("permute", "reshape", "slice", "expand")
+
+# elementwise ops with an in-place method of the same semantics (same result dtype and shape)
+_INPLACE = {op: getattr(fiamma.Tensor, op + "_") for op in (
+    "relu", "add", "sub", "mul", "div", "sigmoid", "tanh", "exp", "neg", "abs", "clamp",
+    "hardtanh", "silu", "gelu", "hardswish", "hardsigmoid", "leaky_relu", "elu")
+    if hasattr(fiamma.Tensor, op + "_")}
 
 OPS = {
     "permute": lambda x, arg: x.permute(*arg),
@@ -144,10 +157,60 @@ class Program:
             plain = all(not isinstance(a, (tuple, list)) for a in n.args) and \
                 all(not isinstance(v, (Value, tuple, list)) for v in kw.values())
             steps.append((fn, n.args, kw, n.outputs, plain, n))
-        self.steps = steps
+        self.steps = self._reuse(graph, steps)
+        self._params = None
+
+    @staticmethod
+    def _reuse(graph, steps):
+        """Elementwise ops whose first operand dies there write into it (relu_, add_, ...):
+        what an eager forward does with ``inplace=True`` and ``out += identity``, saving an
+        allocation and a pass. Views alias their input (one root); only a value that is not
+        itself a view (an expand has overlapping elements) is overwritten, and never a graph
+        input, an initializer or a value whose memory is read later."""
+        root, last = {}, {}
+        for i, (_, _, _, outs, _, node) in enumerate(steps):
+            ins = node.inputs()
+            for v in ins:
+                last[root.get(v, v)] = i
+            for o in outs:
+                root[o] = root.get(ins[0], ins[0]) if node.op in _VIEW_STEPS else o
+        for o in graph.outputs:
+            last[root.get(o, o)] = len(steps)
+        fixed = set(graph.inputs) | set(graph.params)
+        out = []
+        for i, st in enumerate(steps):
+            fn, args, kw, outs, plain, node = st
+            a = args[0] if args else None
+            if (node.op in _INPLACE and plain and isinstance(a, Value) and len(outs) == 1
+                    and graph.meta.get(a.name) == graph.meta.get(outs[0])):
+                r = root.get(a.name, a.name)
+                others = [root.get(v, v) for v in node.inputs()[1:]]
+                if r == a.name and r not in fixed and last.get(r) == i and r not in others:
+                    st = (_INPLACE[node.op], args, kw, outs, plain, node)
+            out.append(st)
+        return out
+
+    def _base(self, params):
+        """The initializers plus the view steps that read only them (a weight's transpose):
+        computed once; they are views, so in-place updates of the weights show through."""
+        env = dict(params)
+        steps = []
+        for st in self.steps:
+            fn, args, kw, outs, plain, node = st
+            ins = node.inputs()
+            if node.op in _VIEW_STEPS and ins and all(i in env for i in ins):
+                r = fn(*_resolve(args, env), **kw)
+                if r._storage is env[ins[0]]._storage:  # a view: weight updates show through
+                    env[outs[0]] = r
+                    continue
+            steps.append(st)
+        return env, steps
 
     def run(self, inputs, params):
-        env = dict(params)
+        if self._params is not params:
+            self._env, self._steps = self._base(params)
+            self._params = params
+        env = self._env.copy()
         g = self.graph
         if len(inputs) != len(g.inputs) or any(isinstance(x, (tuple, list)) for x in inputs):
             from ._tracer import flat_inputs
@@ -160,11 +223,11 @@ class Program:
                 raise TypeError(f"traced function: inputs must be tensors, got "
                                 f"{type(x).__name__}")
             env[name] = x
-        with fiamma.no_grad():
-            for fn, args, kw, outs, plain, node in self.steps:
+        prev = set_grad_enabled_flag(False)
+        try:
+            for fn, args, kw, outs, plain, node in self._steps:
                 if plain:
-                    a = [env[x.name] if isinstance(x, Value) else x for x in args]
-                    r = fn(*a, **kw)
+                    r = fn(*[env[x.name] if x.__class__ is Value else x for x in args], **kw)
                 else:
                     r = fn(*_resolve(args, env), **{k: _resolve(v, env) for k, v in kw.items()})
                 if len(outs) == 1:
@@ -172,4 +235,6 @@ class Program:
                 else:
                     for o, t in zip(outs, r):
                         env[o] = t
+        finally:
+            set_grad_enabled_flag(prev)
         return [env[o] for o in g.outputs]
