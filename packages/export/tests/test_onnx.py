@@ -9,6 +9,7 @@ import fiamma.nn as nn
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
+import fiamma.jit  # noqa: E402
 import fiamma.onnx  # noqa: E402
 
 
@@ -186,3 +187,25 @@ def test_word_language_model_export_shape():
         out, (hn, cn) = m(x, h)
     for g, w in zip(got, (out, hn, cn)):
         np.testing.assert_allclose(g, w.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_baked_batch_size_is_reported():
+    class ClassToken(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok = nn.Parameter(fiamma.zeros(1, 1, 4))
+
+        def forward(self, x):
+            n = x.shape[0]  # read in Python: the trace bakes it in
+            return fiamma.cat([self.tok.expand(n, -1, -1), x], dim=1)
+
+    with pytest.warns(fiamma.jit.TracerWarning, match="dynamic axes"):
+        fiamma.onnx.export(ClassToken(), randn(2, 3, 4), io.BytesIO(), dynamic_axes=BATCH)
+
+
+def test_verify_and_model_return():
+    m = fiamma.onnx.export(SmallCNN().eval(), randn(2, 1, 8, 8), None, verify=True,
+                           dynamo=True)
+    assert isinstance(m, onnx.ModelProto)
+    with pytest.raises(ValueError, match="dynamic_axes"):
+        fiamma.onnx.export(MLP(), randn(1, 64), None, dynamic_shapes={"x": {0: "b"}})

@@ -17,7 +17,7 @@ import numpy as np
 import fiamma
 from fiamma.jit import Value
 from fiamma.jit._interp import OPS
-from fiamma.jit._tracer import trace_graph
+from fiamma.jit._tracer import flat_inputs, trace_graph
 
 from . import _nn  # noqa: F401  (registers its converters)
 from ._context import Context, UnsupportedOpError
@@ -67,25 +67,42 @@ def _fold(graph, consts):
     graph.nodes = kept
 
 
-def export(model, args, f, export_params=True, verbose=False, training=None,
-           input_names=None, output_names=None, operator_export_type=None,
-           opset_version=None, do_constant_folding=True, dynamic_axes=None,
-           keep_initializers_as_inputs=None, custom_opsets=None,
-           export_modules_as_functions=False, **kwargs):
-    """Export ``model`` run on ``args`` to the ONNX file ``f`` (a path or a binary file).
+def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=None,
+           output_names=None, opset_version=None, dynamo=True, external_data=True,
+           dynamic_shapes=None, custom_translation_table=None, report=False, optimize=True,
+           verify=False, profile=False, dump_exported_program=False, artifacts_dir=".",
+           export_params=True, keep_initializers_as_inputs=False, dynamic_axes=None,
+           training=None, operator_export_type=None, do_constant_folding=True,
+           custom_opsets=None, export_modules_as_functions=False, autograd_inlining=True):
+    """Export ``model`` run on ``args`` to the ONNX file ``f`` (a path or a binary file), with
+    torch.onnx.export's signature.
 
-    ``args``: a tensor or a tuple of tensors. ``input_names``/``output_names`` name the graph's
-    inputs and outputs (default ``input_0``..., ``output_0``...); ``dynamic_axes`` maps a name
-    to ``{axis: "symbol"}`` or a list of axes (those sizes are left free in the file);
+    ``args``: a tensor or a tuple of tensors (tuples may nest: their tensors become the inputs in
+    order). ``input_names``/``output_names`` name the graph's inputs and outputs (default
+    ``input_0``..., ``output_0``...); ``dynamic_axes`` maps a name to ``{axis: "symbol"}`` or a
+    list of axes (those sizes are left free in the file; the graph is run once with those sizes
+    changed and a :class:`fiamma.jit.TracerWarning` says if it does not follow them);
     ``opset_version`` is 17 or newer (default: the newest the installed onnx knows).
-    ``export_params=False`` leaves the weights out as graph inputs. An op without a
-    converter raises :class:`UnsupportedOpError` naming it and the model's line.
+    ``export_params=False`` leaves the weights out as graph inputs. ``verify=True`` runs the
+    file in ONNX Runtime (when installed) and raises if it differs from eager. With ``f=None``
+    the ``onnx.ModelProto`` is returned. There is one exporter (a trace): ``dynamo``,
+    ``optimize``, ``report``, ``profile``, ``dump_exported_program`` and ``artifacts_dir`` are
+    accepted and have no effect; ``dynamic_shapes`` and a ``custom_translation_table`` are not
+    supported (use ``dynamic_axes``). An op without a converter raises
+    :class:`UnsupportedOpError` naming it and the model's line.
     """
     onnx = _onnx()
     from onnx import helper, numpy_helper
 
     if kwargs:
-        raise TypeError(f"fiamma.onnx.export: unexpected arguments {sorted(kwargs)}")
+        raise ValueError("fiamma.onnx.export: keyword inputs (kwargs=) are not supported")
+    if dynamic_shapes is not None:
+        raise ValueError("fiamma.onnx.export: dynamic_shapes is not supported; name the free "
+                         "axes with dynamic_axes={input_name: {axis: 'name'}}")
+    if custom_translation_table:
+        raise ValueError("fiamma.onnx.export: custom_translation_table is not supported")
+    if export_modules_as_functions:
+        raise ValueError("fiamma.onnx.export: export_modules_as_functions is not supported")
     newest = onnx.defs.onnx_opset_version()
     opset = int(opset_version) if opset_version is not None else newest
     if opset < MIN_OPSET or opset > newest:
@@ -107,10 +124,18 @@ def export(model, args, f, export_params=True, verbose=False, training=None,
     if module is not None:
         module.eval()
     try:
-        graph, _ = trace_graph(model, args, module)
+        graph, eager = trace_graph(model, args, module)
     finally:
         if module is not None and was_training:
             module.train()
+    flat_args = flat_inputs(args)
+    in_names0 = list(input_names or [])
+    in_names0 += [f"input_{i}" for i in range(len(in_names0), len(graph.inputs))]
+    out_names0 = list(output_names or [])
+    out_names0 += [f"output_{i}" for i in range(len(out_names0), len(graph.outputs))]
+    if dynamic_axes:
+        _check_dynamic(graph, flat_args, _dynamic(dynamic_axes, in_names0, out_names0),
+                       in_names0, out_names0)
     consts = {k: v.detach().numpy().copy() for k, v in graph.params.items()}
     if do_constant_folding:
         _fold(graph, consts)
@@ -172,6 +197,10 @@ def export(model, args, f, export_params=True, verbose=False, training=None,
                           producer_version=fiamma.__version__)
     m.ir_version = min(m.ir_version, _ir_for(onnx, opset))
     onnx.checker.check_model(m, full_check=True)
+    if verify:
+        _verify(m, flat_args, eager, in_names)
+    if f is None:
+        return m
     data = m.SerializeToString()
     if isinstance(f, (str, os.PathLike)):
         tmp = os.fspath(f) + ".tmp"
@@ -182,6 +211,63 @@ def export(model, args, f, export_params=True, verbose=False, training=None,
         f.write(data)
     if verbose:
         print(onnx.helper.printable_graph(m.graph))
+
+
+def _check_dynamic(graph, flat_args, dyn, in_names, out_names):
+    """Run the graph with every dynamic input axis one longer: it must run and the dynamic
+    output axes must follow (a size read in Python and baked in, e.g. ``x.expand(n, ...)``
+    with ``n = x.shape[0]``, does not)."""
+    import warnings
+
+    from fiamma.jit import TracerWarning
+    from fiamma.jit._interp import Program
+
+    grown = []
+    changed = False
+    for x, name in zip(flat_args, in_names):
+        for ax in sorted(dyn.get(name, {})):
+            if ax >= x.dim() or x.shape[ax] == 0:
+                raise ValueError(f"fiamma.onnx.export: dynamic axis {ax} of input {name!r} "
+                                 f"(shape {list(x.shape)}) does not exist or is empty")
+            x = fiamma.cat([x, x.narrow(ax, 0, 1)], ax)
+            changed = True
+        grown.append(x)
+    if not changed:
+        return
+    try:
+        outs = Program(graph).run(grown, graph.params)
+    except Exception as e:  # noqa: BLE001  (any failure means: does not follow)
+        warnings.warn(f"fiamma.onnx.export: the traced graph fails when the dynamic axes "
+                      f"change size ({type(e).__name__}: {e}); a size was baked in by the trace "
+                      "(shapes read in Python), so the file only runs with the traced sizes",
+                      TracerWarning, stacklevel=3)
+        return
+    for o, name, v in zip(outs, out_names, graph.outputs):
+        traced = graph.meta[v][0]
+        for ax in dyn.get(name, {}):
+            if ax < len(traced) and tuple(o.shape)[ax] == traced[ax]:
+                warnings.warn(f"fiamma.onnx.export: output {name!r} axis {ax} does not follow "
+                              "the dynamic input axes (a size was baked in by the trace)",
+                              TracerWarning, stacklevel=3)
+
+
+def _verify(model, flat_args, eager, in_names):
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise ImportError("fiamma.onnx.export(verify=True) needs onnxruntime") from None
+    from fiamma.jit._tracer import _flatten_out
+
+    want = []
+    _flatten_out(eager, want)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = sess.run(None, {n: x.detach().numpy() for n, x in zip(in_names, flat_args)})
+    for i, (g, w) in enumerate(zip(got, want)):
+        w = w.detach().numpy()
+        scale = float(np.abs(w).max()) if w.size else 0.0
+        if g.shape != w.shape or (w.size and float(np.abs(g - w).max()) > 1e-4 * scale + 1e-6):
+            raise RuntimeError(f"fiamma.onnx.export(verify=True): output {i} of ONNX Runtime "
+                               "differs from the eager model")
 
 
 def _ir_for(onnx, opset):
