@@ -91,6 +91,21 @@ _INPLACE = {op: getattr(fiamma.Tensor, op + "_") for op in (
     "hardtanh", "silu", "gelu", "hardswish", "hardsigmoid", "leaky_relu", "elu")
     if hasattr(fiamma.Tensor, op + "_")}
 
+def _maxmin(f, am):
+    def run(x, dim=None, keepdim=False):
+        if dim is None or isinstance(dim, (tuple, list)):
+            return am(x, tuple(range(x.dim())) if dim is None else dim, keepdim)
+        r = f(x, dim, keepdim)
+        return (r[0], r[1])
+    return run
+
+
+def _one_hot(x, num_classes):
+    import fiamma.nn.functional as F
+
+    return F.one_hot(x, num_classes)
+
+
 OPS = {
     "permute": lambda x, arg: x.permute(*arg),
     "reshape": _reshape,
@@ -110,6 +125,9 @@ OPS = {
     "clone": lambda x, **kw: x.clone(),
     "index": lambda x, indices: x[tuple(slice(None) if i is None else i for i in indices)],
     "rnn": _rnn,
+    "max": _maxmin(fiamma.max, fiamma.amax),
+    "min": _maxmin(fiamma.min, fiamma.amin),
+    "one_hot": _one_hot,
 }
 
 # ops whose recorded arguments are those of the public function of the same name
@@ -121,7 +139,8 @@ add sub mul div pow maximum minimum fmod remainder atan2 eq ne lt le gt ge logic
 logical_or logical_not where clamp clamp_min clamp_max softmax log_softmax matmul mm bmm addmm
 baddbmm sum mean amax amin prod cumsum index_select gather masked_fill convolution
 adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d avg_pool1d avg_pool2d avg_pool3d
-upsample pad prelu var std logsumexp norm tril triu flip roll repeat tile
+upsample pad prelu var std logsumexp norm tril triu flip roll repeat tile argmax argmin
+topk sort any all
 """.split()
 
 for _n in _PUBLIC:

@@ -56,6 +56,7 @@ class Tracer:
         self.vals = {}          # id(tensor) -> value name
         self.keep = []          # every tensor seen, alive until the trace ends (ids stay unique)
         self.marked = []        # (tensor, previous requires_grad)
+        self.marked_ids = set()  # the tensors whose requires_grad only the trace set
         self.by_storage = {}    # id(storage) -> traced tensors over it
         self.stale = set()      # values overwritten in place through another view
         self.consts = {}        # id(tensor) -> initializer name
@@ -76,6 +77,48 @@ class Tracer:
         if not t.requires_grad:
             self.marked.append((t, False))
             t.requires_grad = True
+
+    def alias(self, t, name):
+        """``t`` holds the same values as graph value ``name`` (a detach, a same-shape view)."""
+        self.vals[id(t)] = name
+        self.keep.append(t)
+        self.by_storage.setdefault(id(t._storage), []).append(t)
+        if not t.requires_grad:
+            self.marked.append((t, False))
+            self.marked_ids.add(id(t))
+            t.requires_grad = True
+
+    def unrecorded(self, kind, src, out, args, kwargs):
+        """An op that core does not record for autograd (integer results, detach) ran on a
+        traced tensor: record it here, so its result is not baked in as a constant."""
+        name = self.vals[id(src)]
+        if kind == "detach":
+            self.alias(out, name)
+            return
+        if kind == "cast":
+            if out._dtype is src._dtype and out._shape == src._shape:
+                self.alias(out, name) if out._storage is src._storage else \
+                    self._node("clone", [Value(name)], {}, out)
+                return
+            return self._node("to", [Value(name)], {"dtype": out._dtype}, out)
+        if kind in ("argmax", "argmin"):
+            dim = args[1] if len(args) > 1 else kwargs.get("dim")
+            keep = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+            return self._node(kind, [Value(name)], {"dim": dim, "keepdim": bool(keep)}, out)
+        if kind == "one_hot":
+            return self._node("one_hot", [Value(name)], {"num_classes": out._shape[-1]}, out)
+        raise AssertionError(kind)
+
+    def _node(self, op, args, kw, out):
+        oname = self.new_name()
+        self.bind(out, oname)
+        self.g.nodes.append(Node(op, args, kw, [oname], self.source()))
+
+    def in_library(self):
+        """Whether the code calling into a patched method is fiamma's own (not the model's)."""
+        f = sys._getframe(2)
+        fn = f.f_code.co_filename
+        return fn.startswith(self.lib) and not any(u in fn for u in self.user)
 
     def source(self):
         f = sys._getframe(2)
@@ -159,12 +202,7 @@ class Tracer:
                 f"{list(out._stride)} over an input of shape {list(x._shape)}) is not a "
                 f"permute/reshape/slice/expand of its input ({self.source()})")
         if not steps:
-            self.vals[id(out)] = src.name
-            self.keep.append(out)
-            self.by_storage.setdefault(id(out._storage), []).append(out)
-            if not out.requires_grad:
-                self.marked.append((out, False))
-                out.requires_grad = True
+            self.alias(out, src.name)
             return
         where = self.source()
         cur = src
@@ -289,7 +327,9 @@ def _patch_readbacks(tracer):
         saved[meth] = orig
 
         def wrapper(self, *a, _orig=orig, _what=what, **k):
-            if id(self) in tracer.vals:
+            # fiamma's own ops read values for checks (bounds, sizes): only the model's reads
+            # are the ones a trace bakes in
+            if id(self) in tracer.vals and not tracer.in_library():
                 warnings.warn(
                     f"{_what} of a traced tensor: the trace records it as a constant, so the "
                     f"traced function may not generalize to other inputs ({tracer.source()})",
@@ -297,12 +337,78 @@ def _patch_readbacks(tracer):
             return _orig(self, *a, **k)
 
         setattr(Tensor, meth, wrapper)
+    _patch_numpy(tracer, saved)
     return saved
+
+
+def _patch_numpy(tracer, saved):
+    """``.numpy()`` of a tensor the trace marked: core ops that compute through NumPy
+    (linalg) keep working (their result is recorded by the op); model code reading values gets
+    a TracerWarning."""
+    orig = Tensor.__dict__.get("numpy")
+    if orig is None:
+        return
+
+    def numpy(self, *a, **k):
+        if id(self) in tracer.vals:
+            if not tracer.in_library():
+                warnings.warn(
+                    "reading a traced tensor as NumPy bakes its values into the trace as "
+                    f"constants ({tracer.source()})", TracerWarning, stacklevel=2)
+            if id(self) in tracer.marked_ids:
+                self.requires_grad = False
+                try:
+                    return orig(self, *a, **k)
+                finally:
+                    self.requires_grad = True
+        return orig(self, *a, **k)
+
+    saved["numpy"] = orig
+    Tensor.numpy = numpy
 
 
 def _unpatch(saved):
     for meth, orig in saved.items():
         setattr(Tensor, meth, orig)
+
+
+def _unrecorded_targets():
+    import fiamma.nn.functional as F
+
+    out = [(Tensor, m, "cast") for m in ("to", "long", "int", "short", "bool", "byte", "char",
+                                          "float", "double", "half", "type", "type_as")]
+    out += [(Tensor, "detach", "detach"), (Tensor, "argmax", "argmax"),
+            (Tensor, "argmin", "argmin"), (fiamma, "argmax", "argmax"),
+            (fiamma, "argmin", "argmin"), (F, "one_hot", "one_hot")]
+    return [(o, m, k) for o, m, k in out if hasattr(o, m)]
+
+
+def _patch_unrecorded(tracer):
+    saved = []
+    for owner, meth, kind in _unrecorded_targets():
+        own = owner.__dict__.get(meth) if isinstance(owner, type) else None
+        orig = getattr(owner, meth)
+
+        def wrapper(*args, _orig=orig, _kind=kind, **kwargs):
+            out = _orig(*args, **kwargs)
+            src = args[0] if args else None
+            if (isinstance(out, Tensor) and isinstance(src, Tensor) and id(src) in tracer.vals
+                    and id(out) not in tracer.vals
+                    and autograd_hook.set_trace_hook(tracer) is tracer):
+                tracer.unrecorded(_kind, src, out, args, kwargs)
+            return out
+
+        saved.append((owner, meth, own if isinstance(owner, type) else orig))
+        setattr(owner, meth, wrapper)
+    return saved
+
+
+def _unpatch_unrecorded(saved):
+    for owner, meth, orig in reversed(saved):
+        if orig is None:
+            delattr(owner, meth)
+        else:
+            setattr(owner, meth, orig)
 
 
 def _patch_rnns(module, tracer):
@@ -379,6 +485,7 @@ def trace_graph(func, inputs, module=None):
                 tr.bind(t, k)
     rnns = _patch_rnns(module, tr) if module is not None else []
     saved = _patch_readbacks(tr)
+    unrec = _patch_unrecorded(tr)
     prev_tracer = autograd_hook.set_trace_hook(tr)
     prev_grad = autograd_hook.set_grad_enabled_flag(True)
     try:
@@ -392,6 +499,7 @@ def trace_graph(func, inputs, module=None):
         autograd_hook.set_grad_enabled_flag(prev_grad)
         autograd_hook.set_trace_hook(prev_tracer)
         _unpatch(saved)
+        _unpatch_unrecorded(unrec)
         for m in rnns:
             del m.forward
         for t, flag in tr.marked:
