@@ -101,10 +101,12 @@ def test_no_warning_for_plain_model():
         fiamma.jit.trace(MLP().eval(), randn(2, 64))
 
 
-def test_training_batch_norm_is_refused():
-    m = SmallCNN().train()
-    with pytest.raises(fiamma.jit.TracingError, match="eval"):
-        fiamma.jit.trace(m, randn(2, 1, 8, 8))
+def test_training_mode_batch_norm_uses_batch_statistics():
+    m = nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4)).train()
+    tm = fiamma.jit.trace(m, randn(2, 1, 8, 8), check_trace=False)
+    x = randn(3, 1, 8, 8, seed=4)
+    with fiamma.no_grad():
+        _same(tm(x), m(x))
 
 
 def test_tracing_leaves_no_requires_grad_behind():

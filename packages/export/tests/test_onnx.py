@@ -236,3 +236,30 @@ def test_ops_core_does_not_record_for_autograd(name):
     tm = fiamma.jit.trace(f, x)
     x2 = randn(3, 4, seed=6)
     np.testing.assert_allclose(tm(x2).numpy(), f(x2).numpy(), rtol=1e-6, atol=1e-6)
+
+
+MORE = {
+    "instance_norm": (nn.InstanceNorm2d(4, affine=True), (2, 4, 6, 6)),
+    "bicubic": (lambda x: nn.functional.interpolate(x, scale_factor=2, mode="bicubic"),
+                (2, 4, 6, 6)),
+    "nearest_exact": (lambda x: nn.functional.interpolate(x, size=(9, 7), mode="nearest-exact"),
+                      (2, 4, 6, 6)),
+    "unfold": (nn.Unfold(2, dilation=1, padding=1, stride=2), (2, 3, 6, 6)),
+    "sdpa_bool_mask": (lambda x: nn.functional.scaled_dot_product_attention(
+        x, x, x, attn_mask=fiamma.ones(5, 5).tril().bool()), (2, 5, 8)),
+    "scatter_masked_fill": (lambda x: x.scatter(2, fiamma.zeros(2, 5, 3, dtype=fiamma.int64), 1.0)
+                            + x.masked_fill(x > 1, 0.0), (2, 5, 8)),
+    "pixel_shuffle_glu": (lambda x: nn.functional.glu(nn.functional.pixel_shuffle(x, 2), 1),
+                          (2, 8, 3, 3)),
+    "multihead_attention": (nn.MultiheadAttention(8, 2), None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MORE))
+def test_more_layers(name):
+    m, shape = MORE[name]
+    if shape is None:
+        args = (randn(5, 2, 8), randn(5, 2, 8, seed=1), randn(5, 2, 8, seed=2))
+    else:
+        args = (randn(*shape),)
+    _check(m, args)

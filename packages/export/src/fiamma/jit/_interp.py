@@ -40,7 +40,9 @@ def _channel(t, nd):
     return t.reshape((1, -1) + (1,) * (nd - 2))
 
 
-def _batch_norm(x, w, b, mean, invstd, training=False, eps=1e-5):
+def _batch_norm(x, w, b, mean=None, invstd=None, training=False, eps=1e-5):
+    if training:  # the batch's own statistics (instance norm, a module traced in train mode)
+        return fiamma.batch_norm(x, None, None, w, b, True, 0.0, eps)
     if x.dim() >= 2 and mean.dim() == 1 and x.dtype == invstd.dtype:
         # core's fused kernel, from the variance the recorded 1/sqrt(var + eps) stands for
         var = invstd.pow(-2) - eps
@@ -128,6 +130,7 @@ OPS = {
     "max": _maxmin(fiamma.max, fiamma.amax),
     "min": _maxmin(fiamma.min, fiamma.amin),
     "one_hot": _one_hot,
+    "im2col": lambda x, **kw: fiamma.im2col(x, **kw),
 }
 
 # ops whose recorded arguments are those of the public function of the same name
@@ -140,7 +143,7 @@ logical_or logical_not where clamp clamp_min clamp_max softmax log_softmax matmu
 baddbmm sum mean amax amin prod cumsum index_select gather masked_fill convolution
 adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d avg_pool1d avg_pool2d avg_pool3d
 upsample pad prelu var std logsumexp norm tril triu flip roll repeat tile argmax argmin
-topk sort any all
+topk sort any all index_fill index_copy scatter index_put
 """.split()
 
 for _n in _PUBLIC:

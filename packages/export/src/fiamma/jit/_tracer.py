@@ -27,6 +27,9 @@ class TracingError(RuntimeError):
     """The function did something a trace cannot record faithfully."""
 
 
+# in-place ops recorded after the write whose result does not depend on the overwritten values
+_OVERWRITE = ("masked_fill", "index_fill", "index_copy", "scatter", "index_put")
+
 # kwargs of recorded ops that are saved for backward, not arguments of the computation
 _SAVED = {"layer_norm": ("mean", "rstd"), "group_norm": ("mean", "rstd"),
           "rms_norm": ("rstd",)}
@@ -162,10 +165,20 @@ class Tracer:
     def const(self, t):
         name = self.consts.get(id(t))
         if name is None:
-            name = self.names.get(id(t)) or f"const_{len(self.consts)}"
+            name = self.names.get(id(t))
+            value = t
+            if name is None:
+                # a tensor made by the forward: its value now (a later in-place write to it
+                # must not reach back into the ops that read it before)
+                name = f"const_{len(self.consts)}"
+                prev = autograd_hook.set_grad_enabled_flag(False)
+                try:
+                    value = t.detach().clone()
+                finally:
+                    autograd_hook.set_grad_enabled_flag(prev)
             self.consts[id(t)] = name
             self.keep.append(t)
-            self.g.params[name] = t
+            self.g.params[name] = value
             self.g.meta[name] = _shape_dtype(t)
         return name
 
@@ -175,11 +188,9 @@ class Tracer:
             return  # the op returned a tensor it was given
         if "in_stride" in kwargs or (op == "view" and all(k in kwargs for k in _VIEW_KEYS)):
             return self._view(op, out, inputs[0], kwargs)
-        if op == "batch_norm" and kwargs.get("training"):
-            raise TracingError(
-                "fiamma.jit.trace: batch_norm in training mode uses the batch's statistics; "
-                f"call model.eval() before tracing ({self.source()})")
         drop = _SAVED.get(op, ())
+        if op == "batch_norm" and kwargs.get("training"):
+            drop = ("mean", "invstd")  # the batch's statistics: computed in the graph
         args = [self.ref(x, op) for x in inputs]
         kw = {k: self.ref(v, op) for k, v in kwargs.items() if k not in drop}
         outs = out if isinstance(out, (tuple, list)) else (out,)
@@ -223,6 +234,21 @@ class Tracer:
                                      {"shape": tuple(dst._shape), "dtype": dst._dtype},
                                      [name], self.source()))
             self._rebind(dst, name)
+            return
+        base = op[:-1] if op.endswith("_") else op
+        dst = inputs[0] if inputs else out
+        if base in _OVERWRITE and not (kwargs.get("accumulate") or kwargs.get("reduce")) and \
+                isinstance(dst, Tensor):
+            # ops that overwrite some positions: f(old, ...) is f(new, ...), so a destination
+            # the trace did not follow (read after the write) gives the same result
+            name = self.new_name()
+            self.g.nodes.append(Node(base, [self.ref(x, op) for x in inputs],
+                                     {k: self.ref(v, op) for k, v in kwargs.items()},
+                                     [name], self.source()))
+            if id(dst) in self.vals:
+                self._rebind(dst, name)
+            else:
+                self.bind(dst, name)
             return
         raise TracingError(f"fiamma.jit.trace: in-place {op} on a traced tensor is not "
                            f"supported ({self.source()}); write it out of place")

@@ -627,3 +627,18 @@ def _one_hot(ctx, node, outs):
     return ctx.add("OneHot", [_operand(ctx, x, np.dtype(np.int64)),
                               ctx.const(np.asarray(c, np.int64)),
                               ctx.const(np.asarray([0, 1], np.int64))], outs, axis=-1)
+
+
+@converter("scatter")
+def _scatter(ctx, node, outs):
+    x, dim, idx = node.args[:3]
+    src = node.args[3] if len(node.args) > 3 else node.kwargs.get("src", node.kwargs.get("value"))
+    if node.kwargs.get("reduce"):
+        ctx.unsupported("scatter with reduce= has no converter")
+    dt = _out_dtype(ctx, node)
+    i = _operand(ctx, idx, np.dtype(np.int64))
+    if isinstance(src, Value):
+        s = _operand(ctx, src, dt)
+    else:
+        s = ctx.add("Expand", [ctx.const(np.asarray(src, dt)), ctx.add("Shape", [i])])
+    return ctx.add("ScatterElements", [ctx.name(x), i, s], outs, axis=int(dim))

@@ -32,6 +32,8 @@ def _per_channel(ctx, arr, nd):
 @converter("batch_norm")
 def _batch_norm(ctx, node, outs):
     x, w, b = node.args[:3]
+    if node.kwargs.get("training"):
+        return _batch_norm_train(ctx, x, w, b, float(node.kwargs["eps"]), outs)
     mean, invstd = node.kwargs["mean"], node.kwargs["invstd"]
     nd = ctx.rank(x)
     dt = ctx.np_dtype(x)
@@ -51,6 +53,38 @@ def _batch_norm(ctx, node, outs):
     if b is None:
         return ctx.add("Identity", [y], outs)
     return ctx.add("Add", [y, ctx.add("Reshape", [b, shp])], outs)
+
+
+def _batch_norm_train(ctx, x, w, b, eps, outs):
+    """Normalised by the batch's own statistics (biased variance), as in training mode."""
+    nd = ctx.rank(x)
+    y = _normalize(ctx, ctx.name(x), [0] + list(range(2, nd)), eps, ctx.np_dtype(x))
+    shp = ctx.ints([-1] + [1] * (nd - 2))
+    if w is not None:
+        y = ctx.add("Mul", [y, ctx.add("Reshape", [w, shp])])
+    if b is not None:
+        y = ctx.add("Add", [y, ctx.add("Reshape", [b, shp])])
+    return ctx.add("Identity", [y], outs)
+
+
+@converter("im2col")
+def _im2col(ctx, node, outs):
+    """nn.Unfold as a grouped convolution with one-hot kernels: output channel c*K + k takes
+    tap k of channel c (PyTorch's order)."""
+    x = node.args[0]
+    kw = node.kwargs
+    kh, kw_ = kw["kernel_size"]
+    C = ctx.shape(x)[1]
+    K = kh * kw_
+    w = np.zeros((C * K, 1, kh, kw_), ctx.np_dtype(x))
+    for c in range(C):
+        for k in range(K):
+            w[c * K + k, 0, k // kw_, k % kw_] = 1
+    p = list(kw["padding"])
+    y = ctx.add("Conv", [ctx.name(x), ctx.const(w, "unfold")], group=C,
+                strides=list(kw["stride"]), pads=p + p, dilations=list(kw["dilation"]),
+                kernel_shape=[kh, kw_])
+    return ctx.add("Reshape", [y, ctx.ints([0, C * K, -1])], outs)
 
 
 @converter("layer_norm")
@@ -214,13 +248,15 @@ def _upsample(ctx, node, outs):
         attrs = dict(mode="nearest", coordinate_transformation_mode="asymmetric",
                      nearest_mode="floor")
     elif mode == "nearest-exact":
+        # floor((dst + 0.5) * in/out): half_pixel's (dst + 0.5) * in/out - 0.5, rounded half up
         attrs = dict(mode="nearest", coordinate_transformation_mode="half_pixel",
-                     nearest_mode="floor")
-    elif mode in ("linear", "bilinear", "trilinear", "bicubic"):
-        attrs = dict(mode="cubic" if mode == "bicubic" else "linear",
+                     nearest_mode="round_prefer_ceil")
+    elif mode in ("linear", "bilinear", "trilinear", "bicubic", "cubic"):
+        cubic = mode in ("bicubic", "cubic")
+        attrs = dict(mode="cubic" if cubic else "linear",
                      coordinate_transformation_mode="align_corners" if ac
                      else "pytorch_half_pixel")
-        if mode == "bicubic":
+        if cubic:
             attrs["cubic_coeff_a"] = -0.75
     else:
         ctx.unsupported(f"upsample mode {mode!r} has no converter")
