@@ -220,3 +220,22 @@ def test_runner_reuses_only_dead_buffers():
     for g, w in zip(got, want):
         _same(g, w)
     assert np.array_equal(x.numpy(), keep)
+
+
+def test_trace_save_and_export_on_the_reference_device(tmp_path):
+    """The xp reference device (the array-module backend over NumPy): tensors stay there."""
+    xp = pytest.importorskip("fiamma._backend.xp")
+    xp.reference()
+    m = MLP().to("xp").eval()
+    x = randn(3, 64).to("xp")
+    tm = fiamma.jit.trace(m, x)
+    assert tm(x).device.type == "xp"
+    with fiamma.no_grad():
+        _same(tm(x).cpu(), m(x).cpu())
+    tm.save(str(tmp_path / "m.fjit"))
+    t2 = fiamma.jit.load(str(tmp_path / "m.fjit"), map_location="xp")
+    _same(t2(x).cpu(), tm(x).cpu())
+    onnx = pytest.importorskip("onnx")
+    fonnx = pytest.importorskip("fiamma.onnx")
+    model = fonnx.export(m, x, None)
+    assert isinstance(model, onnx.ModelProto)

@@ -218,7 +218,7 @@ def save(m, f):
         z.writestr("graph.json", m.graph.to_json())
         z.writestr("name.txt", m._name)
         z.writestr("tensors.safetensors",
-                   st_save({k: v.detach().contiguous() for k, v in m.graph.params.items()}))
+                   st_save({k: v.detach().cpu().contiguous() for k, v in m.graph.params.items()}))
     data = buf.getvalue()
     if isinstance(f, (str, os.PathLike)):
         tmp = os.fspath(f) + ".tmp"

@@ -61,7 +61,7 @@ def _fold(graph, consts):
                               **{k: _resolve(v, env) for k, v in n.kwargs.items()})
             rs = r if isinstance(r, (tuple, list)) else (r,)
             for o, t in zip(n.outputs, rs):
-                consts[o] = t.numpy().copy()
+                consts[o] = t.cpu().numpy().copy()
             continue
         kept.append(n)
     graph.nodes = kept
@@ -136,7 +136,7 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
     if dynamic_axes:
         _check_dynamic(graph, flat_args, _dynamic(dynamic_axes, in_names0, out_names0),
                        in_names0, out_names0)
-    consts = {k: v.detach().numpy().copy() for k, v in graph.params.items()}
+    consts = {k: v.detach().cpu().numpy().copy() for k, v in graph.params.items()}
     if do_constant_folding:
         _fold(graph, consts)
     opset_id = helper.make_opsetid("", opset)
@@ -261,9 +261,9 @@ def _verify(model, flat_args, eager, in_names):
     want = []
     _flatten_out(eager, want)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    got = sess.run(None, {n: x.detach().numpy() for n, x in zip(in_names, flat_args)})
+    got = sess.run(None, {n: x.detach().cpu().numpy() for n, x in zip(in_names, flat_args)})
     for i, (g, w) in enumerate(zip(got, want)):
-        w = w.detach().numpy()
+        w = w.detach().cpu().numpy()
         scale = float(np.abs(w).max()) if w.size else 0.0
         if g.shape != w.shape or (w.size and float(np.abs(g - w).max()) > 1e-4 * scale + 1e-6):
             raise RuntimeError(f"fiamma.onnx.export(verify=True): output {i} of ONNX Runtime "
