@@ -19,7 +19,7 @@ from fiamma.jit import Value
 from fiamma.jit._interp import OPS
 from fiamma.jit._tracer import flat_inputs, trace_graph
 
-from . import _nn  # noqa: F401  (registers its converters)
+from . import _nn, _reduce  # noqa: F401  (register their converters)
 from ._context import Context, UnsupportedOpError
 from ._converters import CONVERTERS
 

@@ -7,6 +7,7 @@ import numpy as np
 from fiamma.jit import Value
 
 from ._converters import _kw, _operand, _out_dtype, converter
+from ._reduce import _reduce_mean
 
 
 @converter("convolution")
@@ -99,8 +100,6 @@ def _layer_norm(ctx, node, outs):
 
 
 def _normalize(ctx, x, axes, eps, dt):
-    from ._converters import _reduce_mean
-
     mu = _reduce_mean(ctx, x, axes)
     d = ctx.add("Sub", [x, mu])
     var = _reduce_mean(ctx, ctx.add("Mul", [d, d]), axes)
@@ -128,8 +127,6 @@ def _group_norm(ctx, node, outs):
 
 @converter("rms_norm")
 def _rms_norm(ctx, node, outs):
-    from ._converters import _reduce_mean
-
     x, w = node.args[:2]
     ns = node.kwargs["normalized_shape"]
     dt = ctx.np_dtype(x)
