@@ -239,3 +239,16 @@ def test_trace_save_and_export_on_the_reference_device(tmp_path):
     fonnx = pytest.importorskip("fiamma.onnx")
     model = fonnx.export(m, x, None)
     assert isinstance(model, onnx.ModelProto)
+
+
+def test_traced_module_state_dict_round_trip():
+    m = SmallCNN().eval()
+    x = randn(2, 1, 8, 8)
+    tm = fiamma.jit.trace(m, x)
+    m2 = SmallCNN().eval()
+    tm2 = fiamma.jit.trace(m2, x)
+    tm2.load_state_dict(tm.state_dict())
+    _same(tm2(x), tm(x))
+    with pytest.raises(RuntimeError, match="missing"):
+        tm2.load_state_dict({})
+    _same(tm.cpu()(x), tm(x))

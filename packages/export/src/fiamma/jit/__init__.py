@@ -109,6 +109,33 @@ class TracedModule:
     def parameters(self):
         return iter(self.graph.params.values())
 
+    def load_state_dict(self, state_dict, strict=True):
+        """Copy tensors into the graph's initializers by name (shapes must match)."""
+        own = self.graph.params
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        if strict and (missing or unexpected):
+            raise RuntimeError(f"load_state_dict: missing keys {missing[:5]}, unexpected keys "
+                               f"{unexpected[:5]}")
+        with fiamma.no_grad():
+            for k, v in state_dict.items():
+                if k in own:
+                    if tuple(own[k].shape) != tuple(v.shape):
+                        raise RuntimeError(f"load_state_dict: {k} has shape "
+                                           f"{list(own[k].shape)}, got {list(v.shape)}")
+                    own[k].copy_(v)
+
+    def to(self, device):
+        """The traced module with its tensors on ``device`` (a new object; this one is kept)."""
+        g = Graph()
+        g.inputs, g.nodes, g.outputs = self.graph.inputs, self.graph.nodes, self.graph.outputs
+        g.out_spec, g.meta = self.graph.out_spec, self.graph.meta
+        g.params = {k: v.to(device) for k, v in self.graph.params.items()}
+        return TracedModule(g, self._name)
+
+    def cpu(self):
+        return self.to("cpu")
+
     def eval(self):
         return self
 
