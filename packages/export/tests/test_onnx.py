@@ -1,4 +1,5 @@
 import io
+import warnings
 
 import numpy as np
 import pytest
@@ -15,7 +16,9 @@ import fiamma.onnx  # noqa: E402
 
 def _export(m, args, **kw):
     buf = io.BytesIO()
-    fiamma.onnx.export(m, args, buf, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", fiamma.jit.TracerWarning)  # nothing baked in
+        fiamma.onnx.export(m, args, buf, **kw)
     data = buf.getvalue()
     onnx.checker.check_model(onnx.load_from_string(data), full_check=True)
     return data, ort.InferenceSession(data, providers=["CPUExecutionProvider"])

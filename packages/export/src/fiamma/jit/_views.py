@@ -55,24 +55,32 @@ def plan_view(ishape, istride, ioff, shape, stride, off):
     big = [d for d in range(nd) if ishape[d] != 1]
     if any(istride[d] == 0 for d in big):
         return None
-    order = sorted(big, key=lambda d: -istride[d])
-    for a, b in zip(order, order[1:]):
-        if istride[a] < istride[b] * ishape[b]:
+    byst = sorted(big, key=lambda d: -istride[d])
+    for x, y in zip(byst, byst[1:]):
+        if istride[x] < istride[y] * ishape[y]:
             return None
+    # the input's dims by stride, its size-1 dims (a batch of 1 while tracing) left in place
+    # so that the steps keep them where reshapes can still find the batch axis
+    it = iter(byst)
+    order = [d if ishape[d] == 1 else next(it) for d in range(nd)]
     steps = []
-    perm = order + [d for d in range(nd) if ishape[d] == 1]
-    cur = ishape
-    if order != big:
-        steps.append(("permute", tuple(perm)))
-        cur = tuple(ishape[d] for d in perm)
+    if order != list(range(nd)):
+        steps.append(("permute", tuple(order)))
     red = tuple(ishape[d] for d in order)
-    # output: the dims that address distinct memory, ordered by stride
-    odims = [i for i in range(len(shape)) if shape[i] != 1 and stride[i] != 0]
-    oorder = sorted(odims, key=lambda i: -stride[i])
-    oshape = tuple(shape[i] for i in oorder)
-    r = _addresses(oshape, tuple(stride[i] for i in oorder), off) - ioff
+    cur = red
+    # the output's dims likewise (broadcast dims, stride 0, count as size 1 until the expand)
+    no = len(shape)
+    osz = tuple(1 if stride[i] == 0 else shape[i] for i in range(no))
+    obig = sorted((i for i in range(no) if osz[i] != 1), key=lambda i: -stride[i])
+    it = iter(obig)
+    oorder = [i if osz[i] == 1 else next(it) for i in range(no)]
+    oshape = tuple(osz[i] for i in oorder)
+    r = _addresses(oshape, tuple(stride[i] if osz[i] != 1 else 0 for i in oorder), off) - ioff
     idx = []
     for d in order:
+        if ishape[d] == 1:
+            idx.append(np.zeros_like(r))
+            continue
         q = r // istride[d]
         r = r - q * istride[d]
         if q.size and (q.min() < 0 or q.max() >= ishape[d]):
@@ -98,22 +106,18 @@ def plan_view(ishape, istride, ioff, shape, stride, off):
     if not np.array_equal(lin.reshape(-1), np.arange(lin.size)):
         return None
     if sl:
-        if cur != red:
-            steps.append(("reshape", red))
-            cur = red
         steps.append(("slice", tuple(sl)))
         cur = tuple(n for (_, _, n) in box)
     if cur != oshape:
         steps.append(("reshape", oshape))
         cur = oshape
-    p2 = tuple(oorder.index(i) for i in odims)
-    if p2 != tuple(range(len(p2))):
+    p2 = tuple(oorder.index(i) for i in range(no))
+    if p2 != tuple(range(no)):
         steps.append(("permute", p2))
         cur = tuple(oshape[i] for i in p2)
-    full = tuple(shape[i] if i in odims else 1 for i in range(len(shape)))
-    if cur != full:
-        steps.append(("reshape", full))
-    if full != shape:
+    if cur != osz:
+        steps.append(("reshape", osz))
+    if osz != shape:
         steps.append(("expand", shape))
     return _merge(steps, ishape)
 
@@ -135,15 +139,23 @@ def _fast_plan(ishape, istride, ioff, shape, stride, off):
     if _contiguous(ishape, istride) and _contiguous(shape, stride) and \
             int(np.prod(ishape)) == int(np.prod(shape)):
         return [] if shape == ishape else [("reshape", shape)]
-    if len(shape) == len(ishape) and sorted(shape) == sorted(ishape) and 1 not in ishape:
-        pairs = list(zip(ishape, istride))
+    if len(shape) == len(ishape) and sorted(shape) == sorted(ishape):
+        # a permutation; size-1 dims (a batch of 1 while tracing) pair up in order, so they
+        # keep their place and reshapes after them still see the batch axis
+        big = [(n, st, d) for d, (n, st) in enumerate(zip(ishape, istride)) if n != 1]
+        if len({st for _, st, _ in big}) != len(big):
+            return None
+        ones = iter(d for d in range(len(ishape)) if ishape[d] == 1)
         perm = []
-        for p in zip(shape, stride):
-            if p not in pairs or pairs.index(p) in perm:
+        for n, st in zip(shape, stride):
+            if n == 1:
+                perm.append(next(ones))
+                continue
+            match = [d for m, t, d in big if m == n and t == st and d not in perm]
+            if not match:
                 return None
-            perm.append(pairs.index(p))
-        if len(set(istride)) == len(istride):
-            return [] if perm == list(range(len(perm))) else [("permute", tuple(perm))]
+            perm.append(match[0])
+        return [] if perm == list(range(len(perm))) else [("permute", tuple(perm))]
     return None
 
 
