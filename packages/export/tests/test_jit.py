@@ -53,7 +53,7 @@ def test_trace_function_and_listing():
     _same(tm(x, y), f(x, y))
     text = repr(tm.graph)
     assert "mm" in text or "matmul" in text
-    assert tm.code.startswith("def forward(input_0, input_1):")
+    assert tm.code.startswith("def forward(self, input_0, input_1):")
     assert "return" in tm.code
 
 

@@ -10,7 +10,7 @@ deprecated upstream and is not built: :func:`script` raises, pointing to :func:`
 >>> bool((tm(x) - m(x)).abs().max() < 1e-6)
 True
 >>> print(tm.code.splitlines()[0])
-def forward(input_0):
+def forward(self, input_0):
 """
 
 import io
@@ -94,7 +94,7 @@ class TracedModule:
     @property
     def code(self):
         g = self.graph
-        lines = [f"def {self._name}(" + ", ".join(g.inputs) + "):"]
+        lines = ["def forward(" + ", ".join(["self"] + g.inputs) + "):"]
         for n in g.nodes:
             args = [_code_arg(a) for a in n.args]
             args += [f"{k}={_code_arg(v)}" for k, v in n.kwargs.items()]
