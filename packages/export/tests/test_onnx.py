@@ -192,18 +192,31 @@ def test_word_language_model_export_shape():
         np.testing.assert_allclose(g, w.numpy(), rtol=1e-4, atol=1e-5)
 
 
-def test_baked_batch_size_is_reported():
-    class ClassToken(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.tok = nn.Parameter(fiamma.zeros(1, 1, 4))
+class ClassToken(nn.Module):
+    """ViT's pattern: a parameter expanded to the batch size read in Python."""
 
-        def forward(self, x):
-            n = x.shape[0]  # read in Python: the trace bakes it in
-            return fiamma.cat([self.tok.expand(n, -1, -1), x], dim=1)
+    def __init__(self):
+        super().__init__()
+        self.tok = nn.Parameter(fiamma.randn(1, 1, 4))
+
+    def forward(self, x):
+        n = x.shape[0]
+        y = fiamma.cat([self.tok.expand(n, -1, -1), x], dim=1)
+        return y.reshape(n * 4, -1)[:, :2]
+
+
+def test_sizes_read_in_python_follow_the_batch():
+    """Traced twice more with other batch sizes, the expand/reshape sizes that move with the
+    batch are computed from the input's shape in the file."""
+    _check(ClassToken(), randn(1, 3, 4), runs=[(randn(3, 3, 4, seed=1),)], dynamic_axes=BATCH)
+
+
+def test_baked_batch_size_is_reported():
+    def f(x):
+        return fiamma.cat([fiamma.zeros(x.shape[0], 1, 4), x], dim=1)  # a new tensor of size n
 
     with pytest.warns(fiamma.jit.TracerWarning, match="dynamic axes"):
-        fiamma.onnx.export(ClassToken(), randn(2, 3, 4), io.BytesIO(), dynamic_axes=BATCH)
+        fiamma.onnx.export(f, randn(2, 3, 4), io.BytesIO(), dynamic_axes=BATCH)
 
 
 def test_verify_and_model_return():

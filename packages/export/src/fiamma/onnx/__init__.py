@@ -52,7 +52,8 @@ def _fold(graph, consts):
     kept = []
     for n in graph.nodes:
         ins = n.inputs()
-        if ins and all(i in consts for i in ins) and n.op in OPS and n.op != "rnn":
+        if ins and all(i in consts for i in ins) and n.op in OPS and n.op != "rnn" and \
+                "sym" not in n.kwargs:
             from fiamma.jit._interp import _resolve
 
             env = {i: fiamma.from_numpy(np.ascontiguousarray(consts[i])) for i in ins}
@@ -134,8 +135,20 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
     out_names0 = list(output_names or [])
     out_names0 += [f"output_{i}" for i in range(len(out_names0), len(graph.outputs))]
     if dynamic_axes:
-        _check_dynamic(graph, flat_args, _dynamic(dynamic_axes, in_names0, out_names0),
-                       in_names0, out_names0)
+        dyn0 = _dynamic(dynamic_axes, in_names0, out_names0)
+        problem = _check_dynamic(graph, flat_args, dyn0, in_names0, out_names0)
+        if problem:
+            # sizes read in Python (x.shape[0] into expand/view): trace at two other sizes and
+            # make the reshape/expand sizes that move with the axis follow it in the file
+            sym = _symbolic(model, module, args, dyn0, in_names0)
+            if sym is None:
+                import warnings
+
+                from fiamma.jit import TracerWarning
+
+                warnings.warn(problem, TracerWarning, stacklevel=2)
+            else:
+                graph = sym
     consts = {k: v.detach().cpu().numpy().copy() for k, v in graph.params.items()}
     if do_constant_folding:
         _fold(graph, consts)
@@ -213,42 +226,91 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
         print(onnx.helper.printable_graph(m.graph))
 
 
-def _check_dynamic(graph, flat_args, dyn, in_names, out_names):
-    """Run the graph with every dynamic input axis one longer: it must run and the dynamic
-    output axes must follow (a size read in Python and baked in, e.g. ``x.expand(n, ...)``
-    with ``n = x.shape[0]``, does not)."""
-    import warnings
-
-    from fiamma.jit import TracerWarning
-    from fiamma.jit._interp import Program
-
-    grown = []
-    changed = False
+def _grown(flat_args, dyn, in_names, by):
+    out = []
     for x, name in zip(flat_args, in_names):
         for ax in sorted(dyn.get(name, {})):
             if ax >= x.dim() or x.shape[ax] == 0:
                 raise ValueError(f"fiamma.onnx.export: dynamic axis {ax} of input {name!r} "
                                  f"(shape {list(x.shape)}) does not exist or is empty")
-            x = fiamma.cat([x, x.narrow(ax, 0, 1)], ax)
-            changed = True
-        grown.append(x)
-    if not changed:
-        return
+            x = fiamma.cat([x] + [x.narrow(ax, 0, 1)] * by, ax)
+        out.append(x)
+    return out
+
+
+def _check_dynamic(graph, flat_args, dyn, in_names, out_names):
+    """Run the graph with every dynamic input axis one longer: it must run and the dynamic
+    output axes must follow. Returns what went wrong, or None."""
+    from fiamma.jit._interp import Program
+
+    grown = _grown(flat_args, dyn, in_names, 1)
+    if all(a is b for a, b in zip(grown, flat_args)):
+        return None
     try:
         outs = Program(graph).run(grown, graph.params)
     except Exception as e:  # noqa: BLE001  (any failure means: does not follow)
-        warnings.warn(f"fiamma.onnx.export: the traced graph fails when the dynamic axes "
-                      f"change size ({type(e).__name__}: {e}); a size was baked in by the trace "
-                      "(shapes read in Python), so the file only runs with the traced sizes",
-                      TracerWarning, stacklevel=3)
-        return
+        return (f"fiamma.onnx.export: the traced graph fails when the dynamic axes change size "
+                f"({type(e).__name__}: {e}); a size was baked in by the trace (shapes read in "
+                "Python), so the file only runs with the traced sizes")
     for o, name, v in zip(outs, out_names, graph.outputs):
         traced = graph.meta[v][0]
         for ax in dyn.get(name, {}):
             if ax < len(traced) and tuple(o.shape)[ax] == traced[ax]:
-                warnings.warn(f"fiamma.onnx.export: output {name!r} axis {ax} does not follow "
-                              "the dynamic input axes (a size was baked in by the trace)",
-                              TracerWarning, stacklevel=3)
+                return (f"fiamma.onnx.export: output {name!r} axis {ax} does not follow the "
+                        "dynamic input axes (a size was baked in by the trace)")
+    return None
+
+
+def _nest(like, flat):
+    if isinstance(like, fiamma.Tensor):
+        return next(flat)
+    return type(like)(_nest(x, flat) for x in like)
+
+
+def _symbolic(model, module, args, dyn, in_names):
+    """The graph traced with the one dynamic axis one and two longer, where the two traces
+    differ only in reshape/expand sizes that grow with it (k per step, k * size): those sizes
+    are marked to be computed from the input's shape in the file. None if that is not so."""
+    flat = flat_inputs(args)
+    axes = [(i, ax) for i, name in enumerate(in_names[:len(flat)]) for ax in dyn.get(name, {})]
+    if len(axes) != 1:
+        return None
+    i, ax = axes[0]
+    size1 = flat[i].shape[ax] + 1
+    was_training = module.training if module is not None else False
+    if module is not None:
+        module.eval()
+    try:
+        g1, _ = trace_graph(model, _nest(args, iter(_grown(flat, dyn, in_names, 1))), module)
+        g2, _ = trace_graph(model, _nest(args, iter(_grown(flat, dyn, in_names, 2))), module)
+    except Exception:  # noqa: BLE001
+        return None
+    finally:
+        if was_training:
+            module.train()
+    if len(g1.nodes) != len(g2.nodes) or set(g1.params) != set(g2.params):
+        return None
+    if any(tuple(g1.params[k].shape) != tuple(g2.params[k].shape) for k in g1.params):
+        return None
+    for n1, n2 in zip(g1.nodes, g2.nodes):
+        if n1.op != n2.op or n1.args != n2.args or set(n1.kwargs) != set(n2.kwargs):
+            return None
+        if n1.kwargs == n2.kwargs:
+            continue
+        if n1.op not in ("reshape", "expand"):
+            return None
+        a1, a2 = n1.kwargs["arg"], n2.kwargs["arg"]
+        if len(a1) != len(a2):
+            return None
+        sym = []
+        for j, (u, v) in enumerate(zip(a1, a2)):
+            if u != v:
+                k = v - u
+                if k <= 0 or u != k * size1:
+                    return None
+                sym.append((j, k))
+        n1.kwargs["sym"] = (i, ax, tuple(sym))
+    return g1
 
 
 def _verify(model, flat_args, eager, in_names):

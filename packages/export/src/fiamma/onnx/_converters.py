@@ -351,6 +351,8 @@ def _permute(ctx, node, outs):
 @converter("reshape")
 def _reshape(ctx, node, outs):
     x = node.args[0]
+    if "sym" in node.kwargs:
+        return ctx.add("Reshape", [x, _sym_shape(ctx, node, list(node.kwargs["arg"]))], outs)
     # the input's own leading sizes (0: copied) and a merge/split of the next dims (-1) stay
     # free, so batch axes stay dynamic
     target, keep = dynamic_target(node.kwargs["arg"], ctx.shape(x))
@@ -372,8 +374,26 @@ def _expand(ctx, node, outs):
     x = node.args[0]
     shape = list(node.kwargs["arg"])
     xs = (1,) * (len(shape) - ctx.rank(x)) + ctx.shape(x)
-    return ctx.add("Expand", [x, ctx.ints([1 if a == b else b for a, b in zip(xs, shape)])],
-                   outs)
+    ones = [1 if a == b else b for a, b in zip(xs, shape)]
+    if "sym" in node.kwargs:
+        return ctx.add("Expand", [x, _sym_shape(ctx, node, ones)], outs)
+    return ctx.add("Expand", [x, ctx.ints(ones)], outs)
+
+
+def _sym_shape(ctx, node, sizes):
+    """A shape whose marked entries are k * (the dynamic input axis's size), computed in the
+    file from the input's shape (see fiamma.onnx._symbolic)."""
+    i, ax, sym = node.kwargs["sym"]
+    n = ctx.add("Gather", [ctx.add("Shape", [ctx.name(ctx.graph.inputs[i])]), ctx.ints([ax])],
+                axis=0)
+    parts = []
+    marked = dict(sym)
+    for j, v in enumerate(sizes):
+        if j in marked:
+            parts.append(n if marked[j] == 1 else ctx.add("Mul", [n, ctx.ints([marked[j]])]))
+        else:
+            parts.append(ctx.ints([v]))
+    return ctx.add("Concat", parts, axis=0)
 
 
 @converter("cat")
