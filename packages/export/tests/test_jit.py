@@ -252,3 +252,24 @@ def test_traced_module_state_dict_round_trip():
     with pytest.raises(RuntimeError, match="missing"):
         tm2.load_state_dict({})
     _same(tm.cpu()(x), tm(x))
+
+
+def test_other_threads_are_not_traced():
+    import threading
+
+    def f(x):
+        seen = []
+
+        def work():
+            y = fiamma.ones(3).long().float()  # wrapped methods, another thread
+            seen.append((y * 2).sum().item())
+
+        t = threading.Thread(target=work)
+        t.start()
+        t.join()
+        return x * seen[0]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", fiamma.jit.TracerWarning)
+        tm = fiamma.jit.trace(f, randn(3))
+    assert [n.op for n in tm.graph.nodes] == ["mul"]

@@ -5,7 +5,7 @@ the recurrent layers recorded as one op."""
 import warnings
 
 import fiamma
-from fiamma import Tensor, autograd_hook
+from fiamma import Tensor
 
 from ._errors import TracerWarning, TracingError
 
@@ -29,7 +29,7 @@ def _patch_readbacks(tracer):
         def wrapper(self, *a, _orig=orig, _what=what, **k):
             # fiamma's own ops read values for checks (bounds, sizes): only the model's reads
             # are the ones a trace bakes in
-            if id(self) in tracer.vals and not tracer.in_library():
+            if tracer.here() and id(self) in tracer.vals and not tracer.in_library():
                 warnings.warn(
                     f"{_what} of a traced tensor: the trace records it as a constant, so the "
                     f"traced function may not generalize to other inputs ({tracer.source()})",
@@ -50,7 +50,7 @@ def _patch_numpy(tracer, saved):
         return
 
     def numpy(self, *a, **k):
-        if id(self) in tracer.vals:
+        if tracer.here() and id(self) in tracer.vals:
             if not tracer.in_library():
                 warnings.warn(
                     "reading a traced tensor as NumPy bakes its values into the trace as "
@@ -94,7 +94,7 @@ def _patch_unrecorded(tracer):
             src = args[0] if args else None
             if (isinstance(out, Tensor) and isinstance(src, Tensor) and id(src) in tracer.vals
                     and id(out) not in tracer.vals
-                    and autograd_hook.set_trace_hook(tracer) is tracer):
+                    and tracer.here()):
                 tracer.unrecorded(_kind, src, out, args, kwargs)
             return out
 

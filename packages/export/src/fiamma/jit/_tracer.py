@@ -8,6 +8,7 @@ on the no-grad fast paths). Tensors that do not depend on those are constants of
 
 import os
 import sys
+import threading
 
 import fiamma
 from fiamma import Tensor, autograd_hook
@@ -65,6 +66,12 @@ class Tracer:
         self.names = {}         # id(parameter/buffer) -> state_dict key
         self.n = 0
         self.lib, self.user = _library_dirs()
+        self.thread = threading.get_ident()
+
+    def here(self):
+        """Whether the calling thread is the one being traced (the wrapped class methods are
+        shared by every thread while a trace runs)."""
+        return threading.get_ident() == self.thread
 
     # ---- values ----
     def new_name(self):
