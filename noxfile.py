@@ -77,12 +77,21 @@ class Package:
     dist: str                  # distribution name ("fiamma-core")
     deps: tuple                # keys of the fiamma siblings it requires directly
     requires: tuple            # its third-party requirements (strings)
-    test_requires: tuple       # its `test` extra (or DEFAULT_TEST_REQUIRES)
+    test_requires: tuple       # its `test` extra's third-party part (or DEFAULT_TEST_REQUIRES)
+    test_deps: tuple = ()      # keys of the fiamma siblings its `test` extra names
 
     @property
     def module(self):
-        """The import name: core is `fiamma` itself, every other package `fiamma.<key>`."""
-        return "fiamma" if (self.path / "src/fiamma/__init__.py").exists() else f"fiamma.{self.key}"
+        """The import name: core is `fiamma` itself, every other package `fiamma.<key>` (or,
+        for one that ships differently named subpackages, the first of them: fiamma-export
+        ships fiamma.jit and fiamma.onnx)."""
+        src = self.path / "src/fiamma"
+        if (src / "__init__.py").exists():
+            return "fiamma"
+        if (src / self.key).is_dir():
+            return f"fiamma.{self.key}"
+        subs = sorted(d.name for d in src.iterdir() if (d / "__init__.py").exists())
+        return f"fiamma.{subs[0]}" if subs else f"fiamma.{self.key}"
 
     @property
     def compiled(self):
@@ -121,8 +130,12 @@ def _discover():
             else:
                 requires.append(spec)
         tests = project.get("optional-dependencies", {}).get("test") or DEFAULT_TEST_REQUIRES
+        # fiamma siblings a test extra names come from the wheelhouse/checkouts, not an index
+        test_deps = tuple(key_of[_norm(Requirement(t).name)] for t in tests
+                          if _norm(Requirement(t).name).startswith("fiamma-"))
+        tests = tuple(t for t in tests if not _norm(Requirement(t).name).startswith("fiamma-"))
         packages[path.name] = Package(path.name, path, project["name"], tuple(deps),
-                                      tuple(requires), tuple(tests))
+                                      tuple(requires), tuple(tests), test_deps)
     return packages
 
 
@@ -500,7 +513,7 @@ def wheel_tests(session, package):
     if package not in PACKAGES:
         _not_found(session, package)
     pkg = PACKAGES[package]
-    pkgs = _closure([package])
+    pkgs = _closure([package, *pkg.test_deps])
     for p in pkgs:
         _build(session, p)
     _install_wheels(session, pkgs, test_for=[pkg])
@@ -526,7 +539,7 @@ def tests(session, package):
     if package not in PACKAGES:
         _not_found(session, package)
     pkg = PACKAGES[package]
-    _install_checkouts(session, _closure([package]), test_for=[pkg])
+    _install_checkouts(session, _closure([package, *pkg.test_deps]), test_for=[pkg])
     if _has_tests(pkg.tests_dir):
         _pytest(session, pkg.tests_dir, "-m", "not parity")
     else:
@@ -598,6 +611,11 @@ def train(session):
     examples/data (checkpoint, predictions grid and curves in runs/digits).
 
     Arguments after `--` go to the script (e.g. `nox -s train -- --epochs 3 --workers 2`)."""
-    _install_checkouts(session, _closure(["nn", "optim", "data", "vision"]))  # pillow: vision's
+    want = ["nn", "optim", "data", "vision"]  # pillow: vision's
+    if "--export" in session.posargs:
+        want.append("export")
+    _install_checkouts(session, _closure(want))
+    if "--export" in session.posargs:
+        session.install("onnx>=1.14", "onnxruntime>=1.16")
     session.run("python", str(ROOT / "examples" / "train_digits.py"), *session.posargs,
                 env=CLEAN_ENV)

@@ -114,6 +114,33 @@ def predict(model, images, batch=500):
     return np.concatenate(out)
 
 
+def export_onnx(model, images, logits, path):
+    """Export ``model`` to ONNX with a free batch axis; when ONNX Runtime is installed, run the
+    file on ``images`` and compare with fiamma's ``logits``. Returns whether they agree."""
+    from fiamma import onnx as fiamma_onnx
+
+    def prep(imgs):
+        return ((imgs.astype(np.float32) / 255.0 - MEAN) / STD)[:, None].copy()
+
+    model.eval()
+    fiamma_onnx.export(model, fiamma.from_numpy(prep(images[:2])), path,
+                       input_names=["image"], output_names=["logits"],
+                       dynamic_axes={"image": {0: "batch"}, "logits": {0: "batch"}})
+    msg = f"onnx: {path} ({Path(path).stat().st_size / 1e6:.2f} MB)"
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        print(msg + "; onnxruntime is not installed, so it was not run")
+        return True
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    got = sess.run(["logits"], {"image": prep(images)})[0]
+    same = bool(np.array_equal(got.argmax(1), logits.argmax(1)) and
+                np.abs(got - logits).max() <= 1e-4 * np.abs(logits).max())
+    print(f"{msg}; ONNX Runtime on the {len(images)} test digits: predictions "
+          f"{'identical' if same else 'DIFFER'} (onnx check {'passed' if same else 'FAILED'})")
+    return same
+
+
 # ---- progress -------------------------------------------------------------------------------
 
 def progress(epoch, epochs, done, total, loss, acc, t0, width=28):
@@ -219,6 +246,9 @@ def parse_args(argv=None):
                    help="profile training steps 3-5 with fiamma.profiler: write OUT/trace.json "
                         "(Chrome trace; open in https://ui.perfetto.dev) and print the ops "
                         "that took the most time")
+    p.add_argument("--export", metavar="MODEL.onnx",
+                   help="also export the trained model to ONNX (needs fiamma-export[onnx]) and, "
+                        "when onnxruntime is installed, check it on the test digits")
     return p.parse_args(argv)
 
 
@@ -321,6 +351,9 @@ def main(argv=None):
     print(f"checkpoint: {ckpt} ({ckpt.stat().st_size / 1e6:.2f} MB); reloaded into a fresh "
           f"model: predictions {'identical' if same else 'DIFFER'} "
           f"(reload check {'passed' if same else 'FAILED'})")
+
+    if args.export:
+        same = export_onnx(model, test_x, logits, args.export) and same
 
     preds = logits.argmax(1)
     grid_png, curves_png = out / "predictions.png", out / "curves.png"

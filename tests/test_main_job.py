@@ -78,3 +78,15 @@ def test_train_digits_reads_idx_folders(tmp_path):
     assert "100 training and 100 held-out test images" in proc.stdout
     assert "reload check passed" in proc.stdout
     assert (out / "predictions.png").is_file() and (out / "curves.png").is_file()
+
+
+def test_train_digits_exports_onnx(tmp_path):
+    """--export: the trained model as ONNX, run in ONNX Runtime on the test digits."""
+    pytest.importorskip("fiamma.onnx")
+    pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    path = tmp_path / "digits.onnx"
+    _, proc = run(tmp_path, "--epochs", "1", "--limit", "256", "--batch-size", "64",
+                  "--export", str(path))
+    assert path.is_file()
+    assert "onnx check passed" in proc.stdout

@@ -32,7 +32,14 @@ def _module_of(readme):
     if readme.parent == REPO:
         return None
     key = readme.parent.name
-    return "fiamma" if key == "core" else f"fiamma.{key}"
+    if key == "core":
+        return "fiamma"
+    src = readme.parent / "src" / "fiamma"
+    if not (src / key).is_dir() and src.is_dir():  # fiamma-export ships fiamma.jit/fiamma.onnx
+        subs = sorted(d.name for d in src.iterdir() if (d / "__init__.py").is_file())
+        if subs:
+            return f"fiamma.{subs[0]}"
+    return f"fiamma.{key}"
 
 
 @pytest.mark.parametrize("readme,code", list(_examples()))

@@ -63,6 +63,8 @@ _SIBLINGS = {
     "audio": "fiamma-audio",
     "distributed": "fiamma-distributed",
     "distributions": "fiamma-distributions",
+    "jit": "fiamma-export",
+    "onnx": "fiamma-export",
 }
 
 # PyTorch's top-level names for functions of a core submodule, imported on first use

@@ -23,6 +23,13 @@ The recorder contract (public, used by fiamma-autograd):
         write leaves the tensor unchanged.
     recorder.requires_grad_(tensor, flag) -> None
         set or clear requires_grad on a tensor (validating that it is allowed).
+
+The trace hook (public through fiamma.autograd_hook.set_trace_hook, used by fiamma.jit): while
+a tracer is installed in this thread, ``record``, ``record_inplace``, ``check_inplace`` and
+``inplace`` go to it instead of the autograd recorder (same signatures). The tracer marks the
+tensors it follows with the ``requires_grad`` slot, so every op depending on them reaches this
+path; nothing changes on the ops' no-grad fast paths, and with no tracer the cost is one
+thread-local read on the recording path.
 """
 
 import threading
@@ -30,7 +37,7 @@ import threading
 __all__ = [
     "register_autograd", "autograd_module", "is_grad_enabled", "set_grad_enabled_flag",
     "is_inference_mode_enabled", "record", "record_inplace", "check_inplace",
-    "any_requires_grad", "inplace",
+    "any_requires_grad", "inplace", "set_trace_hook",
 ]
 
 _recorder = None
@@ -39,6 +46,7 @@ _recorder = None
 class _State(threading.local):
     enabled = True
     inference = False
+    tracer = None
 
 
 state = _State()
@@ -91,19 +99,26 @@ def any_requires_grad(*xs):
     return False
 
 
+def set_trace_hook(tracer):
+    """Install ``tracer`` (or None) for this thread; returns the previous one."""
+    prev = state.tracer
+    state.tracer = tracer
+    return prev
+
+
 def record(op, out, inputs, kwargs=None):
     """Record ``op`` for autograd if grad mode is on (callers check requires_grad first).
     A tensor may require grad before fiamma-autograd was imported (``t.requires_grad = True``
     sets the slot directly): the recorder is then imported here."""
     if state.enabled:
-        (_recorder or autograd_module()).record(op, out, inputs, kwargs or {})
+        (state.tracer or _recorder or autograd_module()).record(op, out, inputs, kwargs or {})
 
 
 def check_inplace(t, op):
     """Before ``op`` writes into ``t`` in place (callers check ``t.requires_grad`` first): the
     recorder's leaf check, so a refused write changes nothing."""
     if state.enabled:
-        rec = _recorder or autograd_module()
+        rec = state.tracer or _recorder or autograd_module()
         chk = getattr(rec, "check_inplace", None)
         if chk is not None:
             chk(t, op)
@@ -111,9 +126,10 @@ def check_inplace(t, op):
 
 def record_inplace(op, out, inputs, kwargs=None):
     if state.enabled:
-        (_recorder or autograd_module()).record_inplace(op, out, inputs, kwargs or {})
+        (state.tracer or _recorder or autograd_module()).record_inplace(op, out, inputs,
+                                                                        kwargs or {})
 
 
 def inplace(fn, name, self, args, kwargs):
     """An in-place op with gradients (grad mode on, a tensor argument requires grad)."""
-    autograd_module().inplace(fn, name, self, args, kwargs)
+    (state.tracer or autograd_module()).inplace(fn, name, self, args, kwargs)

@@ -34,6 +34,12 @@ views (the root of a chain of views; unset on other tensors: read it with
 ``getattr(t, "_base", None)``). ``Tensor._version`` is
 the version counter shared by all views of a storage; in-place ops bump it.
 
+The trace hook (used by fiamma.jit): :func:`set_trace_hook` installs, for this thread, an object
+with ``record``, ``record_inplace``, ``check_inplace`` and ``inplace`` (the signatures above)
+that receives those calls instead of the autograd recorder while it is installed. A tracer marks
+the tensors it follows by setting their ``requires_grad`` slot, so every op depending on them
+calls it; with no tracer installed the recording path pays one thread-local read.
+
 >>> import fiamma
 >>> from fiamma import autograd_hook
 >>> autograd_hook.is_grad_enabled()
@@ -46,13 +52,14 @@ from fiamma._grad_hook import (  # noqa: F401
     is_inference_mode_enabled,
     register_autograd,
     set_grad_enabled_flag,
+    set_trace_hook,
 )
 from fiamma._grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled  # noqa: F401
 
 __all__ = [
     "register_autograd", "autograd_module", "is_grad_enabled", "set_grad_enabled_flag",
     "is_inference_mode_enabled", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
-    "registered_recorder",
+    "registered_recorder", "set_trace_hook",
 ]
 
 

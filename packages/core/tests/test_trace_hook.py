@@ -1,0 +1,57 @@
+"""The trace hook (fiamma.autograd_hook.set_trace_hook): while installed, the recording calls
+go to it instead of the autograd recorder; uninstalled, nothing changes."""
+
+import threading
+
+import fiamma
+from fiamma import autograd_hook
+
+
+class Tape:
+    def __init__(self):
+        self.calls = []
+
+    def record(self, op, out, inputs, kwargs):
+        self.calls.append(("record", op))
+        out.requires_grad = True
+
+    def record_inplace(self, op, out, inputs, kwargs):
+        self.calls.append(("record_inplace", op))
+
+    def check_inplace(self, t, op):
+        self.calls.append(("check_inplace", op))
+
+    def inplace(self, fn, name, self_, args, kwargs):
+        self.calls.append(("inplace", name))
+
+
+def test_hook_receives_ops_of_marked_tensors():
+    tape = Tape()
+    x = fiamma.ones(3)
+    x.requires_grad = True  # the slot: what a tracer sets
+    prev = autograd_hook.set_trace_hook(tape)
+    try:
+        y = (x * 2).sum()
+        z = fiamma.ones(3) + 1  # unmarked: not recorded
+        x.add_(1)
+    finally:
+        autograd_hook.set_trace_hook(prev)
+        x.requires_grad = False
+    assert ("record", "mul") in tape.calls and ("record", "sum") in tape.calls
+    assert ("inplace", "add_") in tape.calls and len(tape.calls) == 3
+    assert y.grad_fn is None and z.grad_fn is None  # autograd saw nothing
+
+
+def test_hook_is_per_thread_and_removable():
+    tape = Tape()
+    prev = autograd_hook.set_trace_hook(tape)
+    seen = []
+    try:
+        t = threading.Thread(target=lambda: seen.append(autograd_hook.set_trace_hook(None)))
+        t.start()
+        t.join()
+    finally:
+        assert autograd_hook.set_trace_hook(prev) is tape
+    assert seen == [None]
+    x = fiamma.ones(2, requires_grad=True)
+    assert (x * 3).grad_fn is not None  # back to autograd

@@ -1,0 +1,290 @@
+"""fiamma.jit: tracing an eager model into a graph that runs without the model's code.
+
+PyTorch's ``torch.jit.trace`` / ``torch.jit.load`` (TorchScript's scripting language is
+deprecated upstream and is not built: :func:`script` raises, pointing to :func:`trace`).
+
+>>> import fiamma, fiamma.nn as nn, fiamma.jit
+>>> m = nn.Sequential(nn.Linear(4, 3), nn.ReLU()).eval()
+>>> x = fiamma.randn(2, 4)
+>>> tm = fiamma.jit.trace(m, x)
+>>> bool((tm(x) - m(x)).abs().max() < 1e-6)
+True
+>>> print(tm.code.splitlines()[0])
+def forward(self, input_0):
+"""
+
+import io
+import os
+import warnings
+import zipfile
+
+import fiamma
+
+from ._graph import Graph, Node, Value
+from ._interp import OPS, Program
+from ._tracer import TracerWarning, TracingError, trace_graph
+from ._version import __version__
+
+__all__ = ["trace", "load", "save", "script", "TracedModule", "TracerWarning", "TracingError",
+           "Graph", "Node", "Value", "is_tracing", "is_scripting", "ignore", "unused", "export",
+           "annotate", "Final", "__version__"]
+
+
+def is_tracing():
+    """Whether a trace is recording in this thread (as torch.jit.is_tracing)."""
+    from fiamma import autograd_hook
+
+    prev = autograd_hook.set_trace_hook(None)
+    autograd_hook.set_trace_hook(prev)
+    return prev is not None
+
+
+def is_scripting():
+    """Always False: scripting is not built (model code that asks takes its eager path)."""
+    return False
+
+
+def _passthrough(fn=None, **kwargs):
+    return fn if fn is not None else (lambda f: f)
+
+
+# TorchScript's decorators and annotations, for model code that carries them: no-ops here
+ignore = unused = export = _passthrough
+
+
+def annotate(the_type, the_value):
+    """``the_value`` unchanged (a TorchScript type hint)."""
+    return the_value
+
+
+Final = __import__("typing").Final
+
+
+def _rebuild(spec, flat):
+    if isinstance(spec, int):
+        return flat[spec]
+    if isinstance(spec, tuple):
+        return tuple(_rebuild(s, flat) for s in spec)
+    if isinstance(spec, list):
+        return [_rebuild(s, flat) for s in spec]
+    if isinstance(spec, dict):
+        return {k: _rebuild(v, flat) for k, v in spec.items()}
+    return spec
+
+
+class TracedModule:
+    """A traced function or module: call it like the original (tensors in, tensors out).
+
+    ``graph`` is the recorded :class:`Graph` (printable), ``code`` a Python-like listing,
+    ``save(path)`` writes one file that :func:`fiamma.jit.load` reads without the model's code.
+    """
+
+    def __init__(self, graph, name="forward"):
+        self.graph = graph
+        self._name = name
+        self._prog = Program(graph)
+        self.training = False
+
+    def __call__(self, *inputs):
+        flat = self._prog.run(inputs, self.graph.params)
+        return _rebuild(self.graph.out_spec, flat)
+
+    forward = __call__
+
+    @property
+    def code(self):
+        g = self.graph
+        lines = ["def forward(" + ", ".join(["self"] + g.inputs) + "):"]
+        for n in g.nodes:
+            args = [_code_arg(a) for a in n.args]
+            args += [f"{k}={_code_arg(v)}" for k, v in n.kwargs.items()]
+            lhs = ", ".join(_ident(o) for o in n.outputs)
+            lines.append(f"    {lhs} = {n.op}({', '.join(args)})")
+        lines.append("    return " + ", ".join(_ident(o) for o in g.outputs))
+        return "\n".join(lines)
+
+    def state_dict(self):
+        return dict(self.graph.params)
+
+    def parameters(self):
+        return iter(self.graph.params.values())
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Copy tensors into the graph's initializers by name (shapes must match)."""
+        own = self.graph.params
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        if strict and (missing or unexpected):
+            raise RuntimeError(f"load_state_dict: missing keys {missing[:5]}, unexpected keys "
+                               f"{unexpected[:5]}")
+        with fiamma.no_grad():
+            for k, v in state_dict.items():
+                if k in own:
+                    if tuple(own[k].shape) != tuple(v.shape):
+                        raise RuntimeError(f"load_state_dict: {k} has shape "
+                                           f"{list(own[k].shape)}, got {list(v.shape)}")
+                    own[k].copy_(v)
+
+    def to(self, device):
+        """The traced module with its tensors on ``device`` (a new object; this one is kept)."""
+        g = Graph()
+        g.inputs, g.nodes, g.outputs = self.graph.inputs, self.graph.nodes, self.graph.outputs
+        g.out_spec, g.meta = self.graph.out_spec, self.graph.meta
+        g.params = {k: v.to(device) for k, v in self.graph.params.items()}
+        return TracedModule(g, self._name)
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def eval(self):
+        return self
+
+    def save(self, f):
+        """Write the graph (JSON) and its tensors (safetensors) into one zip file."""
+        save(self, f)
+
+    def __repr__(self):
+        return f"TracedModule(inputs={len(self.graph.inputs)}, nodes={len(self.graph.nodes)})"
+
+
+def _ident(name):
+    if name.startswith("%"):
+        return "v" + name[1:]
+    return name.replace(".", "_")
+
+
+def _code_arg(a):
+    if isinstance(a, Value):
+        n = a.name
+        return _ident(n) if n.startswith("%") or n.startswith("input_") \
+            else f"self.{n}"
+    if isinstance(a, tuple):
+        return "(" + ", ".join(_code_arg(x) for x in a) + ("," if len(a) == 1 else "") + ")"
+    if isinstance(a, list):
+        return "[" + ", ".join(_code_arg(x) for x in a) + "]"
+    if isinstance(a, fiamma.dtype):
+        return "fiamma." + str(a).split(".")[-1]
+    return repr(a)
+
+
+def trace(func, example_inputs=None, check_trace=True, check_tolerance=1e-5, strict=True):
+    """Run ``func`` once on ``example_inputs`` and record its ops as a :class:`TracedModule`.
+
+    ``func`` is an ``nn.Module`` (its parameters and buffers become the graph's named
+    initializers) or a function of tensors. ``example_inputs`` is a tensor or a tuple of them.
+    Python control flow is baked in for these inputs; ``.item()``, ``.tolist()`` and tensors
+    used as Python bools raise :class:`TracerWarning`. With ``check_trace`` the traced module is
+    run on the same inputs and must match the eager outputs (a TracerWarning says if not).
+
+    >>> import fiamma, fiamma.jit
+    >>> tm = fiamma.jit.trace(lambda x: (x * 2).relu(), fiamma.tensor([-1.0, 3.0]))
+    >>> tm(fiamma.tensor([2.0, -5.0])).tolist()
+    [4.0, 0.0]
+    """
+    if isinstance(example_inputs, fiamma.Tensor):
+        example_inputs = (example_inputs,)
+    elif example_inputs is None:
+        raise TypeError("fiamma.jit.trace: example_inputs is required")
+    example_inputs = tuple(example_inputs)
+    module = None
+    try:
+        import fiamma.nn as nn
+
+        if isinstance(func, nn.Module):
+            module = func
+    except ImportError:
+        pass
+    graph, out = trace_graph(func, example_inputs, module)
+    tm = TracedModule(graph, type(func).__name__ if module is not None else "forward")
+    if check_trace:
+        _check(tm, example_inputs, out, check_tolerance)
+    return tm
+
+
+def _check(tm, inputs, eager, tol):
+    flat_e = []
+    from ._tracer import _flatten_out
+
+    _flatten_out(eager, flat_e)
+    got = tm._prog.run(inputs, tm.graph.params)
+    for i, (a, b) in enumerate(zip(got, flat_e)):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            warnings.warn(f"fiamma.jit.trace: output {i} of the traced function has shape "
+                          f"{list(a.shape)} {a.dtype}, eager gave {list(b.shape)} {b.dtype}",
+                          TracerWarning, stacklevel=3)
+        elif a.numel() and a.dtype.is_floating_point:
+            err = float((a.double() - b.double()).abs().max())
+            scale = float(b.double().abs().max()) + 1.0
+            if err > tol * scale:
+                warnings.warn(f"fiamma.jit.trace: output {i} of the traced function does not "
+                              f"match the eager output (max abs difference {err:.3g})",
+                              TracerWarning, stacklevel=3)
+        elif a.numel() and not bool((a == b).all()):
+            warnings.warn(f"fiamma.jit.trace: output {i} of the traced function does not match "
+                          "the eager output", TracerWarning, stacklevel=3)
+
+
+def script(obj, *args, **kwargs):
+    """Not built: TorchScript's scripting language is deprecated upstream. Use
+    :func:`fiamma.jit.trace` (a graph that runs without the model code) or
+    :func:`fiamma.onnx.export`."""
+    raise RuntimeError(
+        "fiamma.jit.script is not supported (TorchScript scripting is deprecated in PyTorch): "
+        "use fiamma.jit.trace(model, example_inputs) to get a graph that runs without the "
+        "model's code, or fiamma.onnx.export to deploy it")
+
+
+def save(m, f):
+    """Save a :class:`TracedModule` to ``f`` (a path or a binary file object)."""
+    if not isinstance(m, TracedModule):
+        raise TypeError(f"fiamma.jit.save: expected a TracedModule, got {type(m).__name__}")
+    from fiamma.safetensors import save as st_save
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("graph.json", m.graph.to_json())
+        z.writestr("name.txt", m._name)
+        z.writestr("tensors.safetensors",
+                   st_save({k: v.detach().cpu().contiguous() for k, v in m.graph.params.items()}))
+    data = buf.getvalue()
+    if isinstance(f, (str, os.PathLike)):
+        tmp = os.fspath(f) + ".tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, f)
+    else:
+        f.write(data)
+
+
+def load(f, map_location=None):
+    """Load a traced module saved with :meth:`TracedModule.save`; runs only known ops.
+
+    >>> import io, fiamma, fiamma.jit
+    >>> buf = io.BytesIO()
+    >>> fiamma.jit.trace(lambda x: x + 1, fiamma.zeros(2)).save(buf)
+    >>> _ = buf.seek(0)
+    >>> fiamma.jit.load(buf)(fiamma.ones(2)).tolist()
+    [2.0, 2.0]
+    """
+    from fiamma.safetensors import load as st_load
+
+    if isinstance(f, (str, os.PathLike)):
+        with open(f, "rb") as fh:
+            data = fh.read()
+    else:
+        data = f.read()
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            text = z.read("graph.json").decode()
+            name = z.read("name.txt").decode() if "name.txt" in z.namelist() else "forward"
+            tensors = st_load(z.read("tensors.safetensors"))
+    except (zipfile.BadZipFile, KeyError) as e:
+        raise RuntimeError(f"fiamma.jit.load: not a traced-module file ({e})") from None
+    graph = Graph.from_json(text, tensors)
+    for n in graph.nodes:
+        if n.op not in OPS:
+            raise RuntimeError(f"fiamma.jit.load: the file uses op '{n.op}', which this "
+                               "version of fiamma.jit cannot run")
+    if map_location is not None:
+        graph.params = {k: v.to(map_location) for k, v in graph.params.items()}
+    return TracedModule(graph, name)

@@ -1,0 +1,262 @@
+"""Running a traced graph with fiamma's ops: the table of ops a graph may contain.
+
+Only ops in ``OPS`` run: a loaded file names ops, never code. Each entry takes the node's
+arguments (tensors resolved) and returns a tensor or a tuple of tensors.
+"""
+
+import fiamma
+from fiamma.autograd_hook import set_grad_enabled_flag
+
+from ._graph import Value
+from ._views import dynamic_target
+
+__all__ = ["OPS", "Program"]
+
+
+def _reshape(x, arg, keep=0):
+    return x.reshape(tuple(x.shape[:keep]) + tuple(arg[keep:])) if keep else x.reshape(arg)
+
+
+def _slice(x, arg):
+    idx = [slice(None)] * x.dim()
+    for ax, start, end, step in arg:
+        idx[ax] = slice(start, end, step)
+    return x[tuple(idx)]
+
+
+def _expand(x, arg):
+    return x.expand(*[-1 if n == m else m for n, m in zip(x.shape, arg)]) \
+        if x.dim() == len(arg) else x.expand(*arg)
+
+
+def _copy(src, shape, dtype):
+    y = src.to(dtype)
+    if tuple(y.shape) != tuple(shape) and y.dim() != len(shape):
+        y = fiamma.broadcast_to(y, shape)
+    return y.clone() if y is src else y
+
+
+def _channel(t, nd):
+    return t.reshape((1, -1) + (1,) * (nd - 2))
+
+
+def _batch_norm(x, w, b, mean=None, invstd=None, training=False, eps=1e-5):
+    if training:  # the batch's own statistics (instance norm, a module traced in train mode)
+        return fiamma.batch_norm(x, None, None, w, b, True, 0.0, eps)
+    if x.dim() >= 2 and mean.dim() == 1 and x.dtype == invstd.dtype:
+        # core's fused kernel, from the variance the recorded 1/sqrt(var + eps) stands for
+        var = invstd.pow(-2) - eps
+        return fiamma.batch_norm(x, mean, var, w, b, False, 0.0, eps)
+    nd = x.dim()
+    scale = invstd if w is None else invstd * w
+    y = (x - _channel(mean, nd)) * _channel(scale, nd)
+    return y if b is None else y + _channel(b, nd)
+
+
+def _max_pool(nd):
+    f = getattr(fiamma, f"max_pool{nd}d_with_indices")
+    return lambda x, **kw: f(x, **kw)
+
+
+def _adaptive_max(nd):
+    f = getattr(fiamma, f"adaptive_max_pool{nd}d")
+    return lambda x, output_size: f(x, output_size, return_indices=True)
+
+
+def _rnn(*inputs, mode, input_size, hidden_size, num_layers, bias, batch_first, bidirectional,
+         has_hx, param_names, params):
+    import fiamma.nn as nn
+
+    cls = {"LSTM": nn.LSTM, "GRU": nn.GRU}.get(mode)
+    kw = {}
+    if cls is None:
+        cls = nn.RNN
+        kw["nonlinearity"] = "tanh" if mode == "RNN_TANH" else "relu"
+    m = cls(input_size, hidden_size, num_layers, bias=bias, batch_first=batch_first,
+            bidirectional=bidirectional, **kw)
+    with fiamma.no_grad():
+        for name, p in zip(param_names, params):
+            getattr(m, name).copy_(p)
+    x = inputs[0]
+    hx = None
+    if has_hx:
+        hx = inputs[1] if mode != "LSTM" else (inputs[1], inputs[2])
+    out, h = m(x, hx)
+    return (out,) + (tuple(h) if isinstance(h, tuple) else (h,))
+
+
+_VIEW_STEPS = ("permute", "reshape", "slice", "expand")
+
+# elementwise ops with an in-place method of the same semantics (same result dtype and shape)
+_INPLACE = {op: getattr(fiamma.Tensor, op + "_") for op in (
+    "relu", "add", "sub", "mul", "div", "sigmoid", "tanh", "exp", "neg", "abs", "clamp",
+    "hardtanh", "silu", "gelu", "hardswish", "hardsigmoid", "leaky_relu", "elu")
+    if hasattr(fiamma.Tensor, op + "_")}
+
+def _maxmin(f, am):
+    def run(x, dim=None, keepdim=False):
+        if dim is None or isinstance(dim, (tuple, list)):
+            return am(x, tuple(range(x.dim())) if dim is None else dim, keepdim)
+        r = f(x, dim, keepdim)
+        return (r[0], r[1])
+    return run
+
+
+def _one_hot(x, num_classes):
+    import fiamma.nn.functional as F
+
+    return F.one_hot(x, num_classes)
+
+
+OPS = {
+    "permute": lambda x, arg: x.permute(*arg),
+    "reshape": _reshape,
+    "slice": _slice,
+    "expand": _expand,
+    "copy": _copy,
+    "batch_norm": _batch_norm,
+    "layer_norm": lambda x, w, b, normalized_shape, eps: fiamma.layer_norm(
+        x, normalized_shape, w, b, eps),
+    "group_norm": lambda x, w, b, num_groups, eps: fiamma.group_norm(x, num_groups, w, b, eps),
+    "rms_norm": lambda x, w, normalized_shape, eps: fiamma.rms_norm(x, normalized_shape, w, eps),
+    "max_pool1d": _max_pool(1), "max_pool2d": _max_pool(2), "max_pool3d": _max_pool(3),
+    "adaptive_max_pool1d": _adaptive_max(1), "adaptive_max_pool2d": _adaptive_max(2),
+    "cat": lambda *parts, dim=0: fiamma.cat(list(parts), dim),
+    "stack": lambda *parts, dim=0: fiamma.stack(list(parts), dim),
+    "to": lambda x, dtype: x.to(dtype),
+    "clone": lambda x, **kw: x.clone(),
+    "index": lambda x, indices: x[tuple(slice(None) if i is None else i for i in indices)],
+    "rnn": _rnn,
+    "max": _maxmin(fiamma.max, fiamma.amax),
+    "min": _maxmin(fiamma.min, fiamma.amin),
+    "one_hot": _one_hot,
+    "im2col": lambda x, **kw: fiamma.im2col(x, **kw),
+}
+
+# ops whose recorded arguments are those of the public function of the same name
+_PUBLIC = """
+abs neg exp exp2 expm1 log log2 log10 log1p sqrt rsqrt sin cos tan asin acos atan sinh cosh tanh
+asinh acosh atanh sigmoid relu erf erfc floor ceil round trunc sign reciprocal square silu mish
+gelu hardtanh leaky_relu elu selu celu softplus hardsigmoid hardswish relu6 logit
+add sub mul div pow maximum minimum fmod remainder atan2 eq ne lt le gt ge logical_and
+logical_or logical_not where clamp clamp_min clamp_max softmax log_softmax matmul mm bmm addmm
+baddbmm sum mean amax amin prod cumsum index_select gather masked_fill convolution
+adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d avg_pool1d avg_pool2d avg_pool3d
+upsample pad prelu var std logsumexp norm tril triu flip roll repeat tile argmax argmin
+topk sort any all index_fill index_copy scatter index_put
+""".split()
+
+for _n in _PUBLIC:
+    if _n not in OPS and callable(getattr(fiamma, _n, None)):
+        OPS[_n] = getattr(fiamma, _n)
+
+
+def _resolve(x, env):
+    if isinstance(x, Value):
+        return env[x.name]
+    if isinstance(x, (tuple, list)) and x:
+        return type(x)(_resolve(y, env) for y in x)
+    return x
+
+
+class Program:
+    """A graph ready to run: each node's function looked up once."""
+
+    def __init__(self, graph):
+        self.graph = graph
+        steps = []
+        for n in graph.nodes:
+            fn = OPS.get(n.op)
+            if fn is None:
+                raise RuntimeError(
+                    f"fiamma.jit: no runner for op '{n.op}' (node {n.outputs[0]}"
+                    + (f", {n.source}" if n.source else "") + ")")
+            kw = dict(n.kwargs)
+            if n.op == "reshape":
+                src = n.args[0]
+                ishape = graph.meta.get(src.name, ((),))[0] if isinstance(src, Value) else ()
+                kw["arg"], kw["keep"] = dynamic_target(kw["arg"], ishape)
+            plain = all(not isinstance(a, (tuple, list)) for a in n.args) and \
+                all(not isinstance(v, (Value, tuple, list)) for v in kw.values())
+            steps.append((fn, n.args, kw, n.outputs, plain, n))
+        self.steps = self._reuse(graph, steps)
+        self._params = None
+
+    @staticmethod
+    def _reuse(graph, steps):
+        """Elementwise ops whose first operand dies there write into it (relu_, add_, ...):
+        what an eager forward does with ``inplace=True`` and ``out += identity``, saving an
+        allocation and a pass. Views alias their input (one root); only a value that is not
+        itself a view (an expand has overlapping elements) is overwritten, and never a graph
+        input, an initializer or a value whose memory is read later."""
+        root, last = {}, {}
+        for i, (_, _, _, outs, _, node) in enumerate(steps):
+            ins = node.inputs()
+            for v in ins:
+                last[root.get(v, v)] = i
+            for o in outs:
+                root[o] = root.get(ins[0], ins[0]) if node.op in _VIEW_STEPS else o
+        for o in graph.outputs:
+            last[root.get(o, o)] = len(steps)
+        fixed = set(graph.inputs) | set(graph.params)
+        out = []
+        for i, st in enumerate(steps):
+            fn, args, kw, outs, plain, node = st
+            a = args[0] if args else None
+            if (node.op in _INPLACE and plain and isinstance(a, Value) and len(outs) == 1
+                    and graph.meta.get(a.name) == graph.meta.get(outs[0])):
+                r = root.get(a.name, a.name)
+                others = [root.get(v, v) for v in node.inputs()[1:]]
+                if r == a.name and r not in fixed and last.get(r) == i and r not in others:
+                    st = (_INPLACE[node.op], args, kw, outs, plain, node)
+            out.append(st)
+        return out
+
+    def _base(self, params):
+        """The initializers plus the view steps that read only them (a weight's transpose):
+        computed once; they are views, so in-place updates of the weights show through."""
+        env = dict(params)
+        steps = []
+        for st in self.steps:
+            fn, args, kw, outs, plain, node = st
+            ins = node.inputs()
+            if node.op in _VIEW_STEPS and ins and all(i in env for i in ins):
+                r = fn(*_resolve(args, env), **kw)
+                if r._storage is env[ins[0]]._storage:  # a view: weight updates show through
+                    env[outs[0]] = r
+                    continue
+            steps.append(st)
+        return env, steps
+
+    def run(self, inputs, params):
+        if self._params is not params:
+            self._env, self._steps = self._base(params)
+            self._params = params
+        env = self._env.copy()
+        g = self.graph
+        if len(inputs) != len(g.inputs) or any(isinstance(x, (tuple, list)) for x in inputs):
+            from ._tracer import flat_inputs
+
+            inputs = flat_inputs(inputs)
+        if len(inputs) != len(g.inputs):
+            raise TypeError(f"traced function takes {len(g.inputs)} inputs, got {len(inputs)}")
+        for name, x in zip(g.inputs, inputs):
+            if not isinstance(x, fiamma.Tensor):
+                raise TypeError(f"traced function: inputs must be tensors, got "
+                                f"{type(x).__name__}")
+            env[name] = x
+        prev = set_grad_enabled_flag(False)
+        try:
+            for fn, args, kw, outs, plain, node in self._steps:
+                if plain:
+                    r = fn(*[env[x.name] if x.__class__ is Value else x for x in args], **kw)
+                else:
+                    r = fn(*_resolve(args, env), **{k: _resolve(v, env) for k, v in kw.items()})
+                if len(outs) == 1:
+                    env[outs[0]] = r
+                else:
+                    for o, t in zip(outs, r):
+                        env[o] = t
+        finally:
+            set_grad_enabled_flag(prev)
+        return [env[o] for o in g.outputs]

@@ -1,0 +1,143 @@
+"""What the tracer wraps while a trace runs (class attributes restored afterwards; nothing is
+wrapped outside a trace): value read-backs that warn, the ops core leaves out of autograd, and
+the recurrent layers recorded as one op."""
+
+import warnings
+
+import fiamma
+from fiamma import Tensor
+
+from ._errors import TracerWarning, TracingError
+
+# ---- TracerWarning on values read back to Python ----
+
+_READBACK = {"item": ".item() reads a value",
+             "tolist": ".tolist() reads values",
+             "__bool__": "a tensor used as a Python bool (data-dependent control flow) is",
+             "__int__": "int(tensor) reads a value", "__float__": "float(tensor) reads a value",
+             "__index__": "a tensor used as an index reads a value"}
+
+
+def _patch_readbacks(tracer):
+    saved = {}
+    for meth, what in _READBACK.items():
+        orig = Tensor.__dict__.get(meth)
+        if orig is None:
+            continue
+        saved[meth] = orig
+
+        def wrapper(self, *a, _orig=orig, _what=what, **k):
+            # fiamma's own ops read values for checks (bounds, sizes): only the model's reads
+            # are the ones a trace bakes in
+            if tracer.here() and id(self) in tracer.vals and not tracer.in_library():
+                warnings.warn(
+                    f"{_what} of a traced tensor: the trace records it as a constant, so the "
+                    f"traced function may not generalize to other inputs ({tracer.source()})",
+                    TracerWarning, stacklevel=2)
+            return _orig(self, *a, **k)
+
+        setattr(Tensor, meth, wrapper)
+    _patch_numpy(tracer, saved)
+    return saved
+
+
+def _patch_numpy(tracer, saved):
+    """``.numpy()`` of a tensor the trace marked: core ops that compute through NumPy
+    (linalg) keep working (their result is recorded by the op); model code reading values gets
+    a TracerWarning."""
+    orig = Tensor.__dict__.get("numpy")
+    if orig is None:
+        return
+
+    def numpy(self, *a, **k):
+        if tracer.here() and id(self) in tracer.vals:
+            if not tracer.in_library():
+                warnings.warn(
+                    "reading a traced tensor as NumPy bakes its values into the trace as "
+                    f"constants ({tracer.source()})", TracerWarning, stacklevel=2)
+            if id(self) in tracer.marked_ids:
+                self.requires_grad = False
+                try:
+                    return orig(self, *a, **k)
+                finally:
+                    self.requires_grad = True
+        return orig(self, *a, **k)
+
+    saved["numpy"] = orig
+    Tensor.numpy = numpy
+
+
+def _unpatch(saved):
+    for meth, orig in saved.items():
+        setattr(Tensor, meth, orig)
+
+
+def _unrecorded_targets():
+    import fiamma.nn.functional as F
+
+    out = [(Tensor, m, "cast") for m in ("to", "long", "int", "short", "bool", "byte", "char",
+                                          "float", "double", "half", "type", "type_as")]
+    out += [(Tensor, "detach", "detach"), (Tensor, "argmax", "argmax"),
+            (Tensor, "argmin", "argmin"), (fiamma, "argmax", "argmax"),
+            (fiamma, "argmin", "argmin"), (F, "one_hot", "one_hot")]
+    return [(o, m, k) for o, m, k in out if hasattr(o, m)]
+
+
+def _patch_unrecorded(tracer):
+    saved = []
+    for owner, meth, kind in _unrecorded_targets():
+        own = owner.__dict__.get(meth) if isinstance(owner, type) else None
+        orig = getattr(owner, meth)
+
+        def wrapper(*args, _orig=orig, _kind=kind, **kwargs):
+            out = _orig(*args, **kwargs)
+            src = args[0] if args else None
+            if (isinstance(out, Tensor) and isinstance(src, Tensor) and id(src) in tracer.vals
+                    and id(out) not in tracer.vals
+                    and tracer.here()):
+                tracer.unrecorded(_kind, src, out, args, kwargs)
+            return out
+
+        saved.append((owner, meth, own if isinstance(owner, type) else orig))
+        setattr(owner, meth, wrapper)
+    return saved
+
+
+def _unpatch_unrecorded(saved):
+    for owner, meth, orig in reversed(saved):
+        if orig is None:
+            delattr(owner, meth)
+        else:
+            setattr(owner, meth, orig)
+
+
+def _patch_rnns(module, tracer):
+    """nn.RNN/LSTM/GRU run as one recorded op (their weights as the op's parameters)."""
+    import fiamma.nn as nn
+
+    patched = []
+    for m in module.modules():
+        if not isinstance(m, nn.RNNBase):
+            continue
+        orig = m.forward
+
+        def fwd(input, hx=None, _m=m, _orig=orig):
+            if not isinstance(input, Tensor):
+                raise TracingError(
+                    f"fiamma.jit.trace: {type(_m).__name__} with a {type(input).__name__} input "
+                    "(packed sequences) cannot be traced; pass a padded tensor")
+            if _m.proj_size:
+                raise TracingError(f"fiamma.jit.trace: {type(_m).__name__} with proj_size is "
+                                   "not supported")
+            hxs = [] if hx is None else ([hx] if isinstance(hx, Tensor) else list(hx))
+            attrs = {"mode": _m.mode, "input_size": _m.input_size,
+                     "hidden_size": _m.hidden_size, "num_layers": _m.num_layers,
+                     "bias": bool(_m.bias), "batch_first": bool(_m.batch_first),
+                     "bidirectional": bool(_m.bidirectional), "has_hx": hx is not None,
+                     "param_names": [k for k, _ in _m.named_parameters()]}
+            params = [p for _, p in _m.named_parameters()]
+            return tracer.leaf("rnn", lambda: _orig(input, hx), [input] + hxs, attrs, params)
+
+        m.forward = fwd
+        patched.append(m)
+    return patched

@@ -1,0 +1,419 @@
+"""Tracing: run a function once on example inputs and record every op that depends on them.
+
+The tracer installs itself with ``fiamma.autograd_hook.set_trace_hook`` and marks the example
+inputs, the module's parameters and buffers, and every op result with the ``requires_grad``
+slot, so core's ops call it exactly where they would call the autograd recorder (nothing runs
+on the no-grad fast paths). Tensors that do not depend on those are constants of the graph.
+"""
+
+import os
+import sys
+import threading
+
+import fiamma
+from fiamma import Tensor, autograd_hook
+
+from ._errors import TracerWarning, TracingError
+from ._graph import Graph, Node, Value
+from ._patches import (
+    _patch_readbacks,
+    _patch_rnns,
+    _patch_unrecorded,
+    _unpatch,
+    _unpatch_unrecorded,
+)
+from ._views import plan_view, step_shape
+
+__all__ = ["TracerWarning", "TracingError", "trace_graph"]
+
+
+# in-place ops recorded after the write whose result does not depend on the overwritten values
+_OVERWRITE = ("masked_fill", "index_fill", "index_copy", "scatter", "index_put")
+
+# kwargs of recorded ops that are saved for backward, not arguments of the computation
+_SAVED = {"layer_norm": ("mean", "rstd"), "group_norm": ("mean", "rstd"),
+          "rms_norm": ("rstd",)}
+_VIEW_KEYS = ("shape", "stride", "offset")
+
+
+def _library_dirs():
+    import fiamma.autograd
+    import fiamma.nn
+
+    dirs = [os.path.dirname(fiamma.__file__) + os.sep]
+    for m in (fiamma.nn, fiamma.autograd):
+        dirs.append(os.path.dirname(m.__file__) + os.sep)
+    dirs.append(os.path.dirname(os.path.dirname(__file__)) + os.sep)  # fiamma.jit, fiamma.onnx
+    # core's directory holds fiamma/__init__.py; siblings installed beside it share it, so the
+    # model code of fiamma.vision (a user of the library) is named explicitly as not library
+    return tuple(dirs), (os.sep + "vision" + os.sep, os.sep + "audio" + os.sep)
+
+
+def _shape_dtype(t):
+    return tuple(t._shape), str(t._dtype).split(".")[-1]
+
+
+class Tracer:
+    def __init__(self, graph):
+        self.g = graph
+        self.vals = {}          # id(tensor) -> value name
+        self.keep = []          # every tensor seen, alive until the trace ends (ids stay unique)
+        self.marked = []        # (tensor, previous requires_grad)
+        self.marked_ids = set()  # the tensors whose requires_grad only the trace set
+        self.by_storage = {}    # id(storage) -> traced tensors over it
+        self.stale = set()      # values overwritten in place through another view
+        self.consts = {}        # id(tensor) -> initializer name
+        self.names = {}         # id(parameter/buffer) -> state_dict key
+        self.n = 0
+        self.lib, self.user = _library_dirs()
+        self.thread = threading.get_ident()
+
+    def here(self):
+        """Whether the calling thread is the one being traced (the wrapped class methods are
+        shared by every thread while a trace runs)."""
+        return threading.get_ident() == self.thread
+
+    # ---- values ----
+    def new_name(self):
+        self.n += 1
+        return f"%{self.n}"
+
+    def bind(self, t, name):
+        self.vals[id(t)] = name
+        self.keep.append(t)
+        self.by_storage.setdefault(id(t._storage), []).append(t)
+        self.g.meta[name] = _shape_dtype(t)
+        if not t.requires_grad:
+            self.marked.append((t, False))
+            t.requires_grad = True
+
+    def alias(self, t, name):
+        """``t`` holds the same values as graph value ``name`` (a detach, a same-shape view)."""
+        self.vals[id(t)] = name
+        self.keep.append(t)
+        self.by_storage.setdefault(id(t._storage), []).append(t)
+        if not t.requires_grad:
+            self.marked.append((t, False))
+            self.marked_ids.add(id(t))
+            t.requires_grad = True
+
+    def unrecorded(self, kind, src, out, args, kwargs):
+        """An op that core does not record for autograd (integer results, detach) ran on a
+        traced tensor: record it here, so its result is not baked in as a constant."""
+        name = self.vals[id(src)]
+        if kind == "detach":
+            self.alias(out, name)
+            return
+        if kind == "cast":
+            if out._dtype is src._dtype and out._shape == src._shape:
+                self.alias(out, name) if out._storage is src._storage else \
+                    self._node("clone", [Value(name)], {}, out)
+                return
+            return self._node("to", [Value(name)], {"dtype": out._dtype}, out)
+        if kind in ("argmax", "argmin"):
+            dim = args[1] if len(args) > 1 else kwargs.get("dim")
+            keep = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+            return self._node(kind, [Value(name)], {"dim": dim, "keepdim": bool(keep)}, out)
+        if kind == "one_hot":
+            return self._node("one_hot", [Value(name)], {"num_classes": out._shape[-1]}, out)
+        raise AssertionError(kind)
+
+    def _node(self, op, args, kw, out):
+        oname = self.new_name()
+        self.bind(out, oname)
+        self.g.nodes.append(Node(op, args, kw, [oname], self.source()))
+
+    def in_library(self):
+        """Whether the code calling into a patched method is fiamma's own (not the model's)."""
+        f = sys._getframe(2)
+        fn = f.f_code.co_filename
+        return fn.startswith(self.lib) and not any(u in fn for u in self.user)
+
+    def source(self):
+        f = sys._getframe(2)
+        while f is not None:
+            fn = f.f_code.co_filename
+            if not fn.startswith(self.lib) or any(u in fn for u in self.user):
+                return f"{os.path.basename(fn)}:{f.f_lineno}"
+            f = f.f_back
+        return ""
+
+    def ref(self, x, op):
+        if isinstance(x, Tensor):
+            name = self.vals.get(id(x))
+            if name is not None:
+                if name in self.stale:
+                    raise TracingError(
+                        f"fiamma.jit.trace: {op} reads a tensor that an in-place op changed "
+                        f"through another view of its memory ({self.source()}); a trace records "
+                        "values, not memory: write it out of place")
+                return Value(name)
+            for k in self.by_storage.get(id(x._storage), ()):
+                if k._shape == x._shape and k._stride == x._stride and k._offset == x._offset \
+                        and k._dtype is x._dtype:
+                    return Value(self.vals[id(k)])  # x.detach() / .data: the same value
+            if id(x._storage) in self.by_storage:
+                raise TracingError(
+                    f"fiamma.jit.trace: {op} reads a view of a traced tensor made without a "
+                    f"recorded op (detach()/.data then a view?) at {self.source()}")
+            if x.grad_fn is not None:
+                raise TracingError(
+                    f"fiamma.jit.trace: {op} reads a tensor made by "
+                    f"{type(x.grad_fn).__name__}, which the trace cannot see (a custom "
+                    f"autograd.Function?) at {self.source()}")
+            return Value(self.const(x))
+        if isinstance(x, (tuple, list)):
+            return type(x)(self.ref(y, op) for y in x)
+        if isinstance(x, fiamma.device):
+            return str(x)
+        return x
+
+    def const(self, t):
+        name = self.consts.get(id(t))
+        if name is None:
+            name = self.names.get(id(t))
+            value = t
+            if name is None:
+                # a tensor made by the forward: its value now (a later in-place write to it
+                # must not reach back into the ops that read it before)
+                name = f"const_{len(self.consts)}"
+                prev = autograd_hook.set_grad_enabled_flag(False)
+                try:
+                    value = t.detach().clone()
+                finally:
+                    autograd_hook.set_grad_enabled_flag(prev)
+            self.consts[id(t)] = name
+            self.keep.append(t)
+            self.g.params[name] = value
+            self.g.meta[name] = _shape_dtype(t)
+        return name
+
+    # ---- the hook (fiamma.autograd_hook.set_trace_hook contract) ----
+    def record(self, op, out, inputs, kwargs):
+        if isinstance(out, Tensor) and id(out) in self.vals:
+            return  # the op returned a tensor it was given
+        if "in_stride" in kwargs or (op == "view" and all(k in kwargs for k in _VIEW_KEYS)):
+            return self._view(op, out, inputs[0], kwargs)
+        drop = _SAVED.get(op, ())
+        if op == "batch_norm" and kwargs.get("training"):
+            drop = ("mean", "invstd")  # the batch's statistics: computed in the graph
+        args = [self.ref(x, op) for x in inputs]
+        kw = {k: self.ref(v, op) for k, v in kwargs.items() if k not in drop}
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        names = []
+        for o in outs:
+            name = self.new_name()
+            if isinstance(o, Tensor):
+                self.bind(o, name)
+            names.append(name)
+        self.g.nodes.append(Node(op, args, kw, names, self.source()))
+
+    def _view(self, op, out, x, kwargs):
+        src = self.ref(x, op)
+        steps = plan_view(x._shape, kwargs.get("in_stride", x._stride),
+                          kwargs.get("in_offset", x._offset), out._shape, out._stride,
+                          out._offset)
+        if steps is None:
+            raise TracingError(
+                f"fiamma.jit.trace: the view made by {op} (shape {list(out._shape)}, strides "
+                f"{list(out._stride)} over an input of shape {list(x._shape)}) is not a "
+                f"permute/reshape/slice/expand of its input ({self.source()})")
+        if not steps:
+            self.alias(out, src.name)
+            return
+        where = self.source()
+        cur = src
+        shape, dt = self.g.meta[src.name]
+        for sop, arg in steps:
+            name = self.new_name()
+            self.g.nodes.append(Node(sop, [cur], {"arg": arg}, [name], where))
+            shape = step_shape(shape, sop, arg)
+            self.g.meta[name] = (shape, dt)
+            cur = Value(name)
+        self.bind(out, cur.name)
+
+    def record_inplace(self, op, out, inputs, kwargs):
+        if op == "copy_" and len(inputs) >= 2:
+            dst, src = inputs[0], inputs[1]
+            name = self.new_name()
+            self.g.nodes.append(Node("copy", [self.ref(src, op)],
+                                     {"shape": tuple(dst._shape), "dtype": dst._dtype},
+                                     [name], self.source()))
+            self._rebind(dst, name)
+            return
+        base = op[:-1] if op.endswith("_") else op
+        dst = inputs[0] if inputs else out
+        if base in _OVERWRITE and not (kwargs.get("accumulate") or kwargs.get("reduce")) and \
+                isinstance(dst, Tensor):
+            # ops that overwrite some positions: f(old, ...) is f(new, ...), so a destination
+            # the trace did not follow (read after the write) gives the same result
+            name = self.new_name()
+            self.g.nodes.append(Node(base, [self.ref(x, op) for x in inputs],
+                                     {k: self.ref(v, op) for k, v in kwargs.items()},
+                                     [name], self.source()))
+            if id(dst) in self.vals:
+                self._rebind(dst, name)
+            else:
+                self.bind(dst, name)
+            return
+        raise TracingError(f"fiamma.jit.trace: in-place {op} on a traced tensor is not "
+                           f"supported ({self.source()}); write it out of place")
+
+    def _rebind(self, t, name):
+        for k in self.by_storage.get(id(t._storage), ()):
+            if k is not t and id(k) in self.vals:
+                self.stale.add(self.vals[id(k)])
+        self.vals[id(t)] = name
+        self.stale.discard(name)
+        self.g.meta[name] = _shape_dtype(t)
+
+    def check_inplace(self, t, op):
+        pass
+
+    def inplace(self, fn, name, self_, args, kwargs):
+        r = fn(self_, *args, **kwargs)
+        prev = autograd_hook.set_grad_enabled_flag(False)
+        try:
+            self_.copy_(r)
+        finally:
+            autograd_hook.set_grad_enabled_flag(prev)
+        rname = self.vals.get(id(r))
+        if rname is None:
+            rname = self.const(r)
+        self._rebind(self_, rname)
+
+    # ---- leaf modules (recorded as one op, their inside not traced) ----
+    def leaf(self, op, run, inputs, attrs, params):
+        prev = autograd_hook.set_grad_enabled_flag(False)
+        try:
+            out = run()
+        finally:
+            autograd_hook.set_grad_enabled_flag(prev)
+        flat = []
+        _flatten(out, flat)
+        args = [self.ref(x, op) for x in inputs]
+        kw = dict(attrs)
+        kw["params"] = [self.ref(p, op) for p in params]
+        names = []
+        for o in flat:
+            name = self.new_name()
+            self.bind(o, name)
+            names.append(name)
+        self.g.nodes.append(Node(op, args, kw, names, self.source()))
+        return out
+
+
+def _flatten(x, out):
+    if isinstance(x, Tensor):
+        out.append(x)
+    elif isinstance(x, (tuple, list)):
+        for y in x:
+            _flatten(y, out)
+    elif x is not None:
+        raise TracingError(f"fiamma.jit.trace: outputs must be tensors or tuples/lists of "
+                           f"them, got {type(x).__name__}")
+
+
+def _spec(x, counter):
+    if isinstance(x, Tensor):
+        counter[0] += 1
+        return counter[0] - 1
+    if isinstance(x, tuple):
+        return tuple(_spec(y, counter) for y in x)
+    if isinstance(x, list):
+        return [_spec(y, counter) for y in x]
+    if isinstance(x, dict):
+        return {k: _spec(v, counter) for k, v in x.items()}
+    if x is None:
+        return None
+    raise TracingError(f"fiamma.jit.trace: outputs must be tensors or tuples/lists/dicts of "
+                       f"them, got {type(x).__name__}")
+
+
+def _flatten_out(x, out):
+    if isinstance(x, dict):
+        for v in x.values():
+            _flatten_out(v, out)
+    elif isinstance(x, (tuple, list)):
+        for v in x:
+            _flatten_out(v, out)
+    elif isinstance(x, Tensor):
+        out.append(x)
+
+
+def flat_inputs(inputs):
+    """The tensors of (possibly nested tuple/list) inputs, in order: the graph's inputs
+    (as torch.onnx flattens ``(x, (h, c))``)."""
+    out = []
+
+    def walk(x, where):
+        if isinstance(x, Tensor):
+            out.append(x)
+        elif isinstance(x, (tuple, list)):
+            for j, y in enumerate(x):
+                walk(y, f"{where}[{j}]")
+        else:
+            raise TypeError(f"fiamma.jit.trace: example inputs must be tensors or tuples/lists "
+                            f"of them, input {where} is a {type(x).__name__}")
+
+    for i, x in enumerate(inputs):
+        walk(x, str(i))
+    return out
+
+
+def trace_graph(func, inputs, module=None):
+    """Trace ``func(*inputs)``; returns (graph, eager outputs)."""
+    g = Graph()
+    tr = Tracer(g)
+    named = {}
+    if module is not None:
+        for k, t in module.state_dict(keep_vars=True).items():
+            named.setdefault(id(t), k)
+    tr.names = named
+    for i, x in enumerate(flat_inputs(inputs)):
+        name = f"input_{i}"
+        if id(x) in tr.vals:
+            raise ValueError("fiamma.jit.trace: the same tensor is given as two inputs")
+        g.inputs.append(name)
+        tr.bind(x, name)
+    if module is not None:
+        for k, t in module.state_dict(keep_vars=True).items():
+            if id(t) not in tr.vals and isinstance(t, Tensor):
+                g.params[k] = t
+                tr.bind(t, k)
+    rnns = _patch_rnns(module, tr) if module is not None else []
+    saved = _patch_readbacks(tr)
+    unrec = _patch_unrecorded(tr)
+    prev_tracer = autograd_hook.set_trace_hook(tr)
+    prev_grad = autograd_hook.set_grad_enabled_flag(True)
+    try:
+        out = func(*inputs)
+        flat = []
+        _flatten_out(out, flat)
+        g.out_spec = _spec(out, [0])
+        for t in flat:
+            g.outputs.append(tr.ref(t, "output"))
+    finally:
+        autograd_hook.set_grad_enabled_flag(prev_grad)
+        autograd_hook.set_trace_hook(prev_tracer)
+        _unpatch(saved)
+        _unpatch_unrecorded(unrec)
+        for m in rnns:
+            del m.forward
+        for t, flag in tr.marked:
+            t.requires_grad = flag
+    g.outputs = [v.name for v in g.outputs]
+    _prune(g)
+    return g, out
+
+
+def _prune(g):
+    """Drop nodes no output depends on (and constants nothing reads)."""
+    need = set(g.outputs)
+    kept = []
+    for n in reversed(g.nodes):
+        if any(o in need for o in n.outputs):
+            kept.append(n)
+            need.update(n.inputs())
+    g.nodes = kept[::-1]
+    g.params = {k: v for k, v in g.params.items() if k in need or not k.startswith("const_")}

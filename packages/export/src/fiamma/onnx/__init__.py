@@ -1,0 +1,356 @@
+"""fiamma.onnx: export a model to ONNX (PyTorch's ``torch.onnx.export``).
+
+The model is traced with :func:`fiamma.jit.trace`; each op of the graph goes through a
+converter (opset 17 or newer). Needs the ``onnx`` package (``pip install fiamma-export[onnx]``).
+
+>>> import io, fiamma, fiamma.nn as nn, fiamma.onnx
+>>> buf = io.BytesIO()
+>>> fiamma.onnx.export(nn.Linear(4, 2), fiamma.randn(1, 4), buf, input_names=["x"])
+>>> buf.getvalue()[:2] != b""
+True
+"""
+
+import os
+
+import numpy as np
+
+import fiamma
+from fiamma.jit import Value
+from fiamma.jit._interp import OPS
+from fiamma.jit._tracer import flat_inputs, trace_graph
+
+from . import _nn, _reduce  # noqa: F401  (register their converters)
+from ._context import Context, UnsupportedOpError
+from ._converters import CONVERTERS
+
+__all__ = ["export", "UnsupportedOpError", "is_supported", "supported_ops"]
+
+MIN_OPSET = 17
+
+
+def _onnx():
+    try:
+        import onnx
+    except ImportError as e:
+        raise ImportError("fiamma.onnx.export needs the onnx package: pip install "
+                          f"fiamma-export[onnx] (import failed: {e})") from None
+    return onnx
+
+
+def supported_ops():
+    """The names of the traced ops that have an ONNX converter."""
+    return sorted(CONVERTERS)
+
+
+def is_supported(op):
+    return op in CONVERTERS
+
+
+def _fold(graph, consts):
+    """Evaluate (with fiamma) every node whose inputs are all constants: weight transposes
+    and the like become initializers, as torch.onnx's do_constant_folding does."""
+    kept = []
+    for n in graph.nodes:
+        ins = n.inputs()
+        if ins and all(i in consts for i in ins) and n.op in OPS and n.op != "rnn" and \
+                "sym" not in n.kwargs:
+            from fiamma.jit._interp import _resolve
+
+            env = {i: fiamma.from_numpy(np.ascontiguousarray(consts[i])) for i in ins}
+            with fiamma.no_grad():
+                r = OPS[n.op](*_resolve(n.args, env),
+                              **{k: _resolve(v, env) for k, v in n.kwargs.items()})
+            rs = r if isinstance(r, (tuple, list)) else (r,)
+            for o, t in zip(n.outputs, rs):
+                consts[o] = t.cpu().numpy().copy()
+            continue
+        kept.append(n)
+    graph.nodes = kept
+
+
+def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=None,
+           output_names=None, opset_version=None, dynamo=True, external_data=True,
+           dynamic_shapes=None, custom_translation_table=None, report=False, optimize=True,
+           verify=False, profile=False, dump_exported_program=False, artifacts_dir=".",
+           export_params=True, keep_initializers_as_inputs=False, dynamic_axes=None,
+           training=None, operator_export_type=None, do_constant_folding=True,
+           custom_opsets=None, export_modules_as_functions=False, autograd_inlining=True):
+    """Export ``model`` run on ``args`` to the ONNX file ``f`` (a path or a binary file), with
+    torch.onnx.export's signature.
+
+    ``args``: a tensor or a tuple of tensors (tuples may nest: their tensors become the inputs in
+    order). ``input_names``/``output_names`` name the graph's inputs and outputs (default
+    ``input_0``..., ``output_0``...); ``dynamic_axes`` maps a name to ``{axis: "symbol"}`` or a
+    list of axes (those sizes are left free in the file; the graph is run once with those sizes
+    changed and a :class:`fiamma.jit.TracerWarning` says if it does not follow them);
+    ``opset_version`` is 17 or newer (default: the newest the installed onnx knows).
+    ``export_params=False`` leaves the weights out as graph inputs. ``verify=True`` runs the
+    file in ONNX Runtime (when installed) and raises if it differs from eager. With ``f=None``
+    the ``onnx.ModelProto`` is returned. There is one exporter (a trace): ``dynamo``,
+    ``optimize``, ``report``, ``profile``, ``dump_exported_program`` and ``artifacts_dir`` are
+    accepted and have no effect; ``dynamic_shapes`` and a ``custom_translation_table`` are not
+    supported (use ``dynamic_axes``). An op without a converter raises
+    :class:`UnsupportedOpError` naming it and the model's line.
+    """
+    onnx = _onnx()
+    from onnx import helper, numpy_helper
+
+    if kwargs:
+        raise ValueError("fiamma.onnx.export: keyword inputs (kwargs=) are not supported")
+    if dynamic_shapes is not None:
+        raise ValueError("fiamma.onnx.export: dynamic_shapes is not supported; name the free "
+                         "axes with dynamic_axes={input_name: {axis: 'name'}}")
+    if custom_translation_table:
+        raise ValueError("fiamma.onnx.export: custom_translation_table is not supported")
+    if export_modules_as_functions:
+        raise ValueError("fiamma.onnx.export: export_modules_as_functions is not supported")
+    newest = onnx.defs.onnx_opset_version()
+    opset = int(opset_version) if opset_version is not None else newest
+    if opset < MIN_OPSET or opset > newest:
+        raise ValueError(f"fiamma.onnx.export: opset_version must be between {MIN_OPSET} and "
+                         f"{newest} (the installed onnx's newest), got {opset}")
+    if training not in (None, False) and str(training).split(".")[-1] not in ("EVAL", "False"):
+        raise ValueError("fiamma.onnx.export: only inference graphs (training=None/EVAL)")
+    if isinstance(args, fiamma.Tensor):
+        args = (args,)
+    args = tuple(args)
+    if args and isinstance(args[-1], dict):
+        if args[-1]:
+            raise ValueError("fiamma.onnx.export: keyword inputs are not supported")
+        args = args[:-1]
+    import fiamma.nn as nn
+
+    module = model if isinstance(model, nn.Module) else None
+    was_training = module.training if module is not None else False
+    if module is not None:
+        module.eval()
+    try:
+        graph, eager = trace_graph(model, args, module)
+    finally:
+        if module is not None and was_training:
+            module.train()
+    flat_args = flat_inputs(args)
+    in_names0 = list(input_names or [])
+    in_names0 += [f"input_{i}" for i in range(len(in_names0), len(graph.inputs))]
+    out_names0 = list(output_names or [])
+    out_names0 += [f"output_{i}" for i in range(len(out_names0), len(graph.outputs))]
+    if dynamic_axes:
+        dyn0 = _dynamic(dynamic_axes, in_names0, out_names0)
+        problem = _check_dynamic(graph, flat_args, dyn0, in_names0, out_names0)
+        if problem:
+            # sizes read in Python (x.shape[0] into expand/view): trace at two other sizes and
+            # make the reshape/expand sizes that move with the axis follow it in the file
+            sym = _symbolic(model, module, args, dyn0, in_names0)
+            if sym is None:
+                import warnings
+
+                from fiamma.jit import TracerWarning
+
+                warnings.warn(problem, TracerWarning, stacklevel=2)
+            else:
+                graph = sym
+    consts = {k: v.detach().cpu().numpy().copy() for k, v in graph.params.items()}
+    if do_constant_folding:
+        _fold(graph, consts)
+    opset_id = helper.make_opsetid("", opset)
+    ctx = Context(onnx, graph, opset, consts)
+    in_names = list(input_names or [])
+    in_names += [f"input_{i}" for i in range(len(in_names), len(graph.inputs))]
+    out_names = list(output_names or [])
+    out_names += [f"output_{i}" for i in range(len(out_names), len(graph.outputs))]
+    if len(in_names) > len(graph.inputs) or len(out_names) > len(graph.outputs):
+        raise ValueError(f"fiamma.onnx.export: {len(in_names)} input names for "
+                         f"{len(graph.inputs)} inputs / {len(out_names)} output names for "
+                         f"{len(graph.outputs)} outputs")
+    for v, n in zip(graph.inputs, in_names):
+        ctx.names[v] = n
+    produced = {o for node in graph.nodes for o in node.outputs}
+    late = []  # outputs that are inputs, constants or repeated: an Identity each
+    for v, n in zip(graph.outputs, out_names):
+        if v in produced and v not in ctx.names:
+            ctx.names[v] = n
+        else:
+            late.append((v, n))
+    for node in graph.nodes:
+        conv = CONVERTERS.get(node.op)
+        ctx.node = node
+        if conv is None:
+            ctx.unsupported(f"no ONNX converter for op '{node.op}'")
+        conv(ctx, node, [ctx.name(o) for o in node.outputs])
+    ctx.node = None
+    for v, n in late:
+        ctx.add("Identity", [ctx.name(v)], n)
+
+    dyn = _dynamic(dynamic_axes, in_names, out_names)
+
+    def vinfo(name, value):
+        shape, dt = graph.meta[value]
+        dims = [dyn.get(name, {}).get(i, d) for i, d in enumerate(shape)]
+        return helper.make_tensor_value_info(
+            name, helper.np_dtype_to_tensor_dtype(np.dtype(dt)), dims)
+
+    used = set()
+    for n in ctx.nodes:
+        used.update(n.input)
+    inits, extra_inputs = [], []
+    for name, arr in consts.items():
+        on = ctx.names.get(name, name)
+        if on not in used:
+            continue
+        t = numpy_helper.from_array(np.ascontiguousarray(arr), on)
+        if export_params or name not in graph.params:
+            inits.append(t)
+        else:
+            extra_inputs.append(helper.make_tensor_value_info(on, t.data_type, list(arr.shape)))
+    g = helper.make_graph(
+        ctx.nodes, getattr(model, "__class__", type(model)).__name__,
+        [vinfo(n, v) for v, n in zip(graph.inputs, in_names)] + extra_inputs,
+        [vinfo(n, v) for v, n in zip(graph.outputs, out_names)], inits)
+    m = helper.make_model(g, opset_imports=[opset_id], producer_name="fiamma",
+                          producer_version=fiamma.__version__)
+    m.ir_version = min(m.ir_version, _ir_for(onnx, opset))
+    onnx.checker.check_model(m, full_check=True)
+    if verify:
+        _verify(m, flat_args, eager, in_names)
+    if f is None:
+        return m
+    data = m.SerializeToString()
+    if isinstance(f, (str, os.PathLike)):
+        tmp = os.fspath(f) + ".tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, f)
+    else:
+        f.write(data)
+    if verbose:
+        print(onnx.helper.printable_graph(m.graph))
+
+
+def _grown(flat_args, dyn, in_names, by):
+    out = []
+    for x, name in zip(flat_args, in_names):
+        for ax in sorted(dyn.get(name, {})):
+            if ax >= x.dim() or x.shape[ax] == 0:
+                raise ValueError(f"fiamma.onnx.export: dynamic axis {ax} of input {name!r} "
+                                 f"(shape {list(x.shape)}) does not exist or is empty")
+            x = fiamma.cat([x] + [x.narrow(ax, 0, 1)] * by, ax)
+        out.append(x)
+    return out
+
+
+def _check_dynamic(graph, flat_args, dyn, in_names, out_names):
+    """Run the graph with every dynamic input axis one longer: it must run and the dynamic
+    output axes must follow. Returns what went wrong, or None."""
+    from fiamma.jit._interp import Program
+
+    grown = _grown(flat_args, dyn, in_names, 1)
+    if all(a is b for a, b in zip(grown, flat_args)):
+        return None
+    try:
+        outs = Program(graph).run(grown, graph.params)
+    except Exception as e:  # noqa: BLE001  (any failure means: does not follow)
+        return (f"fiamma.onnx.export: the traced graph fails when the dynamic axes change size "
+                f"({type(e).__name__}: {e}); a size was baked in by the trace (shapes read in "
+                "Python), so the file only runs with the traced sizes")
+    for o, name, v in zip(outs, out_names, graph.outputs):
+        traced = graph.meta[v][0]
+        for ax in dyn.get(name, {}):
+            if ax < len(traced) and tuple(o.shape)[ax] == traced[ax]:
+                return (f"fiamma.onnx.export: output {name!r} axis {ax} does not follow the "
+                        "dynamic input axes (a size was baked in by the trace)")
+    return None
+
+
+def _nest(like, flat):
+    if isinstance(like, fiamma.Tensor):
+        return next(flat)
+    return type(like)(_nest(x, flat) for x in like)
+
+
+def _symbolic(model, module, args, dyn, in_names):
+    """The graph traced with the one dynamic axis one and two longer, where the two traces
+    differ only in reshape/expand sizes that grow with it (k per step, k * size): those sizes
+    are marked to be computed from the input's shape in the file. None if that is not so."""
+    flat = flat_inputs(args)
+    axes = [(i, ax) for i, name in enumerate(in_names[:len(flat)]) for ax in dyn.get(name, {})]
+    if len(axes) != 1:
+        return None
+    i, ax = axes[0]
+    size1 = flat[i].shape[ax] + 1
+    was_training = module.training if module is not None else False
+    if module is not None:
+        module.eval()
+    try:
+        g1, _ = trace_graph(model, _nest(args, iter(_grown(flat, dyn, in_names, 1))), module)
+        g2, _ = trace_graph(model, _nest(args, iter(_grown(flat, dyn, in_names, 2))), module)
+    except Exception:  # noqa: BLE001
+        return None
+    finally:
+        if was_training:
+            module.train()
+    if len(g1.nodes) != len(g2.nodes) or set(g1.params) != set(g2.params):
+        return None
+    if any(tuple(g1.params[k].shape) != tuple(g2.params[k].shape) for k in g1.params):
+        return None
+    for n1, n2 in zip(g1.nodes, g2.nodes):
+        if n1.op != n2.op or n1.args != n2.args or set(n1.kwargs) != set(n2.kwargs):
+            return None
+        if n1.kwargs == n2.kwargs:
+            continue
+        if n1.op not in ("reshape", "expand"):
+            return None
+        a1, a2 = n1.kwargs["arg"], n2.kwargs["arg"]
+        if len(a1) != len(a2):
+            return None
+        sym = []
+        for j, (u, v) in enumerate(zip(a1, a2)):
+            if u != v:
+                k = v - u
+                if k <= 0 or u != k * size1:
+                    return None
+                sym.append((j, k))
+        n1.kwargs["sym"] = (i, ax, tuple(sym))
+    return g1
+
+
+def _verify(model, flat_args, eager, in_names):
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise ImportError("fiamma.onnx.export(verify=True) needs onnxruntime") from None
+    from fiamma.jit._tracer import _flatten_out
+
+    want = []
+    _flatten_out(eager, want)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = sess.run(None, {n: x.detach().cpu().numpy() for n, x in zip(in_names, flat_args)})
+    for i, (g, w) in enumerate(zip(got, want)):
+        w = w.detach().cpu().numpy()
+        scale = float(np.abs(w).max()) if w.size else 0.0
+        if g.shape != w.shape or (w.size and float(np.abs(g - w).max()) > 1e-4 * scale + 1e-6):
+            raise RuntimeError(f"fiamma.onnx.export(verify=True): output {i} of ONNX Runtime "
+                               "differs from the eager model")
+
+
+def _ir_for(onnx, opset):
+    """The IR version the ONNX release that introduced ``opset`` wrote (runtimes accept it)."""
+    for row in onnx.helper.VERSION_TABLE:
+        if row[2] == opset:
+            return row[1]
+    return onnx.IR_VERSION
+
+
+def _dynamic(dynamic_axes, in_names, out_names):
+    out = {}
+    for name, axes in (dynamic_axes or {}).items():
+        if name not in in_names and name not in out_names:
+            raise ValueError(f"fiamma.onnx.export: dynamic_axes names {name!r}, which is neither "
+                             f"an input ({in_names}) nor an output ({out_names})")
+        if isinstance(axes, dict):
+            out[name] = {int(k): str(v) for k, v in axes.items()}
+        else:
+            out[name] = {int(a): f"{name}_dynamic_axes_{i + 1}" for i, a in enumerate(axes)}
+    return out
+
+
+del Value

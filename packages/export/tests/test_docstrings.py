@@ -1,0 +1,20 @@
+"""The examples in the docstrings run and print what they claim."""
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = ["fiamma.jit"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name):
+    res = doctest.testmod(importlib.import_module(name))
+    assert res.attempted > 0 and res.failed == 0
+
+
+def test_onnx_docstring_examples():
+    pytest.importorskip("onnx")
+    res = doctest.testmod(importlib.import_module("fiamma.onnx"))
+    assert res.attempted > 0 and res.failed == 0

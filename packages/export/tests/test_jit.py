@@ -1,0 +1,275 @@
+import io
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+from models import MLP, RNNLM, CausalSelfAttention, SmallCNN, randn, transformer_encoder
+
+import fiamma
+import fiamma.jit
+import fiamma.nn as nn
+
+
+def _same(a, b, tol=1e-5):
+    a, b = a.detach().numpy(), b.detach().numpy()
+    assert a.shape == b.shape
+    np.testing.assert_allclose(a, b, rtol=tol, atol=tol * (np.abs(b).max() + 1e-30))
+
+
+@pytest.mark.parametrize("make,shape,shape2", [
+    (SmallCNN, (2, 1, 8, 8), (5, 1, 8, 8)),
+    (MLP, (3, 64), (7, 64)),
+    (CausalSelfAttention, (2, 6, 16), (3, 6, 16)),
+    (transformer_encoder, (2, 5, 16), (4, 5, 16)),
+])
+def test_trace_equals_eager_and_follows_batch(make, shape, shape2):
+    m = make().eval()
+    tm = fiamma.jit.trace(m, randn(*shape))
+    for s in (shape, shape2):
+        x = randn(*s, seed=1)
+        with fiamma.no_grad():
+            _same(tm(x), m(x))
+
+
+def test_trace_rnn_lms():
+    for kind in ("LSTM", "GRU", "RNN"):
+        m = RNNLM(kind).eval()
+        ids = fiamma.randint(0, 50, (7, 3))
+        tm = fiamma.jit.trace(m, ids)
+        ids2 = fiamma.randint(0, 50, (9, 3))
+        with fiamma.no_grad():
+            _same(tm(ids2), m(ids2))
+
+
+def test_trace_function_and_listing():
+    def f(x, y):
+        return (x @ y).relu().sum(1, keepdim=True) * 2 + x[:, :1]
+
+    x, y = randn(3, 4), randn(4, 4, seed=2)
+    tm = fiamma.jit.trace(f, (x, y))
+    _same(tm(x, y), f(x, y))
+    text = repr(tm.graph)
+    assert "mm" in text or "matmul" in text
+    assert tm.code.startswith("def forward(self, input_0, input_1):")
+    assert "return" in tm.code
+
+
+def test_parameters_are_named_initializers():
+    m = SmallCNN().eval()
+    tm = fiamma.jit.trace(m, randn(1, 1, 8, 8))
+    assert {"c1.weight", "c1.bias", "fc2.weight", "bn.running_mean"} <= set(tm.state_dict())
+
+
+def test_inplace_ops_are_functionalised():
+    def f(x):
+        y = x * 2
+        y.add_(1).relu_()
+        return y
+
+    x = randn(4, 4)
+    tm = fiamma.jit.trace(f, x)
+    x2 = randn(4, 4, seed=3)
+    _same(tm(x2), f(x2))
+
+
+def test_inplace_through_a_view_then_reading_the_base_raises():
+    def f(x):
+        y = x * 1
+        y[:, 0].mul_(0)
+        return y
+
+    with pytest.raises(fiamma.jit.TracingError, match="in-place"):
+        fiamma.jit.trace(f, randn(3, 3), check_trace=False)
+
+
+def test_tracer_warning_on_item_and_control_flow():
+    def f(x):
+        if x.sum() > 0:
+            return x * x.max().item()
+        return -x
+
+    with pytest.warns(fiamma.jit.TracerWarning):
+        fiamma.jit.trace(f, randn(3))
+
+
+def test_no_warning_for_plain_model():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", fiamma.jit.TracerWarning)
+        fiamma.jit.trace(MLP().eval(), randn(2, 64))
+
+
+def test_training_mode_batch_norm_uses_batch_statistics():
+    m = nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4)).train()
+    tm = fiamma.jit.trace(m, randn(2, 1, 8, 8), check_trace=False)
+    x = randn(3, 1, 8, 8, seed=4)
+    with fiamma.no_grad():
+        _same(tm(x), m(x))
+
+
+def test_tracing_leaves_no_requires_grad_behind():
+    m = SmallCNN().eval()
+    x = randn(2, 1, 8, 8)
+    fiamma.jit.trace(m, x)
+    assert not x.requires_grad
+    assert all(not b.requires_grad for b in m.buffers())
+    assert all(p.requires_grad for p in m.parameters())
+
+
+def test_script_points_to_trace():
+    with pytest.raises(RuntimeError, match="trace"):
+        fiamma.jit.script(MLP())
+
+
+def test_save_load_in_a_fresh_process(tmp_path):
+    m = SmallCNN().eval()
+    x = randn(3, 1, 8, 8)
+    path = tmp_path / "cnn.fjit"
+    fiamma.jit.trace(m, x).save(str(path))
+    with fiamma.no_grad():
+        want = m(x).numpy()
+    np.save(tmp_path / "x.npy", x.numpy())
+    code = (
+        "import sys, numpy as np, fiamma, fiamma.jit\n"
+        f"tm = fiamma.jit.load({str(path)!r})\n"
+        f"y = tm(fiamma.from_numpy(np.load({str(tmp_path / 'x.npy')!r})))\n"
+        "bad = [m for m in sys.modules if m.startswith(('models', 'test_'))]\n"
+        "assert not bad, bad\n"
+        f"np.save({str(tmp_path / 'y.npy')!r}, y.numpy())\n")
+    env = dict(os.environ)
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=tmp_path, env=env)
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), want, rtol=1e-6, atol=1e-6)
+
+
+def test_load_rejects_unknown_ops():
+    tm = fiamma.jit.trace(lambda x: x.exp(), randn(2))
+    tm.graph.nodes[0].op = "os_system"
+    buf = io.BytesIO()
+    tm.save(buf)
+    buf.seek(0)
+    with pytest.raises(RuntimeError, match="os_system"):
+        fiamma.jit.load(buf)
+
+
+def test_load_rejects_garbage():
+    with pytest.raises(RuntimeError, match="not a traced-module"):
+        fiamma.jit.load(io.BytesIO(b"nope"))
+
+
+def test_rnn_with_packed_sequence_is_refused():
+    m = nn.LSTM(3, 4)
+
+    class W(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.m = m
+
+        def forward(self, x):
+            p = nn.utils.rnn.pack_padded_sequence(x, [2, 1])
+            return self.m(p)[1][0]
+
+    with pytest.raises((fiamma.jit.TracingError, TypeError)):
+        fiamma.jit.trace(W(), randn(2, 2, 3))
+
+
+def test_nested_inputs_are_flattened():
+    m = nn.LSTM(3, 4).eval()
+    x, h, c = randn(5, 2, 3), randn(1, 2, 4, seed=1), randn(1, 2, 4, seed=2)
+    tm = fiamma.jit.trace(m, (x, (h, c)))
+    assert len(tm.graph.inputs) == 3
+    got, (gh, gc) = tm(x, (h, c))
+    with fiamma.no_grad():
+        want, (wh, wc) = m(x, (h, c))
+    _same(got, want)
+    _same(gc, wc)
+
+
+def test_torchscript_helpers_for_model_code():
+    seen = []
+
+    def f(x):
+        seen.append(fiamma.jit.is_tracing())
+        return x + 1
+
+    fiamma.jit.trace(f, randn(2), check_trace=False)
+    assert seen == [True] and not fiamma.jit.is_tracing()
+    assert fiamma.jit.is_scripting() is False
+
+    @fiamma.jit.ignore
+    def g(x):
+        return x
+
+    assert g(3) == 3 and fiamma.jit.unused(g) is g
+    assert fiamma.jit.annotate(list, []) == []
+
+
+def test_runner_reuses_only_dead_buffers():
+    def f(x):
+        y = x * 2
+        z = y.relu()          # y is read again below: not overwritten
+        w = (z + 1).sigmoid()  # z + 1 dies at sigmoid: may be reused
+        return w + y, x.relu()  # x is an input: never overwritten
+
+    x = randn(4, 5)
+    keep = x.numpy().copy()
+    tm = fiamma.jit.trace(f, x)
+    got = tm(x)
+    want = f(x)
+    for g, w in zip(got, want):
+        _same(g, w)
+    assert np.array_equal(x.numpy(), keep)
+
+
+def test_trace_save_and_export_on_the_reference_device(tmp_path):
+    """The xp reference device (the array-module backend over NumPy): tensors stay there."""
+    xp = pytest.importorskip("fiamma._backend.xp")
+    xp.reference()
+    m = MLP().to("xp").eval()
+    x = randn(3, 64).to("xp")
+    tm = fiamma.jit.trace(m, x)
+    assert tm(x).device.type == "xp"
+    with fiamma.no_grad():
+        _same(tm(x).cpu(), m(x).cpu())
+    tm.save(str(tmp_path / "m.fjit"))
+    t2 = fiamma.jit.load(str(tmp_path / "m.fjit"), map_location="xp")
+    _same(t2(x).cpu(), tm(x).cpu())
+    onnx = pytest.importorskip("onnx")
+    fonnx = pytest.importorskip("fiamma.onnx")
+    model = fonnx.export(m, x, None)
+    assert isinstance(model, onnx.ModelProto)
+
+
+def test_traced_module_state_dict_round_trip():
+    m = SmallCNN().eval()
+    x = randn(2, 1, 8, 8)
+    tm = fiamma.jit.trace(m, x)
+    m2 = SmallCNN().eval()
+    tm2 = fiamma.jit.trace(m2, x)
+    tm2.load_state_dict(tm.state_dict())
+    _same(tm2(x), tm(x))
+    with pytest.raises(RuntimeError, match="missing"):
+        tm2.load_state_dict({})
+    _same(tm.cpu()(x), tm(x))
+
+
+def test_other_threads_are_not_traced():
+    import threading
+
+    def f(x):
+        seen = []
+
+        def work():
+            y = fiamma.ones(3).long().float()  # wrapped methods, another thread
+            seen.append((y * 2).sum().item())
+
+        t = threading.Thread(target=work)
+        t.start()
+        t.join()
+        return x * seen[0]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", fiamma.jit.TracerWarning)
+        tm = fiamma.jit.trace(f, randn(3))
+    assert [n.op for n in tm.graph.nodes] == ["mul"]
