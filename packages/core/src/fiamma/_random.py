@@ -425,7 +425,8 @@ def _int_bound(x, op, name):
         raise TypeError(f"{op}: {name} must be an int, got {type(x).__name__}") from None
 
 
-_DIGITS = {D.float16: 11, D.bfloat16: 8, D.float32: 24, D.float64: 53}
+_DIGITS = {D.float16: 11, D.bfloat16: 8, D.float32: 24, D.float64: 53, D.complex64: 24,
+           D.complex128: 53}
 
 
 def _limits(dt):

@@ -68,6 +68,10 @@ def _value_buf(value, dt, op, dev):
     if not is_scalar(value):
         raise TypeError(f"{op}: value must be a number, got {type(value).__name__}")
     t = new_empty((), dt, dev)
+    if dt.kind == 3:
+        from fiamma._creation import fill_
+
+        return fill_(t, value)
     check(t._storage.backend.fill(t, *_fill_args(value, dt, op)), op)
     return t
 

@@ -173,6 +173,8 @@ def _run(code, name, x, mask, keepdim, p=0.0, center=None):
     """Run C reduction ``code`` of ``x`` over the dims in ``mask``: a new tensor in the C output
     dtype (``center``: the per-output operand of var/std/logsumexp, keepdim-shaped)."""
     dt = x._dtype
+    if dt.kind == 3 and code in _CX_RED:
+        return _run_complex(code, x, mask, keepdim)
     odc = _OUT[code][dt.code]
     if odc < 0:
         _unsupported(name, dt)
@@ -183,6 +185,22 @@ def _run(code, name, x, mask, keepdim, p=0.0, center=None):
                                          None if center is None else center._stride, p)
         if rc:
             _raise(rc, name, x)
+    return res
+
+
+# complex reductions: computed by the device's array module (pairwise sums, as NumPy)
+_CX_RED = {K.RED_SUM: "sum", K.RED_PROD: "prod", K.RED_MEAN: "mean", K.RED_NANSUM: "nansum"}
+
+
+def _run_complex(code, x, mask, keepdim):
+    from fiamma._ops.complex_ops import arr, xp_of
+
+    oshape, _ = _layout(x._shape, mask, keepdim)
+    res = new_empty(oshape, x._dtype, x._storage.device)
+    if res._numel:
+        axes = tuple(d for d in range(len(x._shape)) if mask >> d & 1)
+        v = getattr(xp_of(x), _CX_RED[code])(arr(x), axis=axes, keepdims=keepdim)
+        arr(res)[...] = v
     return res
 
 
@@ -212,16 +230,17 @@ def _sum_like(code, name, input, dim, keepdim, dtype, out):
     _check_tensor(input, name)
     dt = _dtype_arg(dtype, name)
     x = input if dt is None else cast(input, dt)
-    rdt = dt or (D.int64 if x._dtype.kind != 2 else x._dtype)
+    rdt = dt or (D.int64 if x._dtype.kind < 2 else x._dtype)
     if (dim is None and not keepdim and out is None and x._cpu_contig and
             not input.requires_grad):
         # the common x.sum() on the CPU: one C call over contiguous memory
         odc = _OUT[code][x._dtype.code]
-        res = new_empty((), D.BY_CODE[odc], CPU)
-        rc = _cpu.reduce_all(code, x, res)
-        if rc:
-            _raise(rc, name, x)
-        return _to(res, rdt)
+        if odc >= 0:  # (complex: below)
+            res = new_empty((), D.BY_CODE[odc], CPU)
+            rc = _cpu.reduce_all(code, x, res)
+            if rc:
+                _raise(rc, name, x)
+            return _to(res, rdt)
     mask = _mask(dim, len(x._shape), name)
     res = _to(_run(code, name, x, mask, keepdim), rdt)
     if out is None and not input.requires_grad:
@@ -254,11 +273,11 @@ def _mean_input(input, dtype, name):
     _check_tensor(input, name)
     dt = _dtype_arg(dtype, name)
     if dt is not None:
-        if dt.kind != 2:
+        if dt.kind < 2:
             raise RuntimeError(f"{name}(): could not infer output dtype. Optional dtype must be "
                                f"either a floating point or complex dtype. Got: {dt}")
         return cast(input, dt), dt
-    if input._dtype.kind != 2:
+    if input._dtype.kind < 2:
         raise RuntimeError(f"{name}(): could not infer output dtype. Input dtype must be either "
                            f"a floating point or complex dtype. Got: {input._dtype}")
     return input, None
