@@ -167,10 +167,16 @@ def _out_complex(arr, out, op, dtype_out=False):
             res = view_as_complex(arr)
         else:
             arr = np.asarray(arr)
-            res = new_empty(arr.shape, D.complex64 if arr.dtype == np.complex64 else
-                            D.complex128)
-            if res._numel:
-                _arr(res)[...] = arr
+            if arr.flags.c_contiguous and arr.flags.writeable and arr.flags.aligned and \
+                    arr.dtype in (np.complex64, np.complex128):
+                from fiamma._interop import from_numpy
+
+                res = from_numpy(arr)  # NumPy's fresh result becomes the tensor's memory
+            else:
+                res = new_empty(arr.shape, D.complex64 if arr.dtype == np.complex64 else
+                                D.complex128)
+                if res._numel:
+                    _arr(res)[...] = arr
         return _finish(res, out, op)
     if isinstance(arr, Tensor):  # computed on its device: (..., 2) pairs
         return as_complex_layout(_finish(arr, out, op))

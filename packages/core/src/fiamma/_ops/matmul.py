@@ -13,6 +13,8 @@ them for both kernels. The kernels are the backend's ``mm`` / ``matmul`` primiti
 import builtins
 import numbers
 
+import numpy as np
+
 from fiamma import _autocast as _AC, _dtype as D, _grad_hook as G
 from fiamma._backend import check, codes as K
 from fiamma._backend.cpu import operators as _cpu_operators
@@ -224,6 +226,9 @@ def _product_complex(op, a, b, out, shape, c_in, beta, alpha):
     if not res._numel:
         return res
     xp = xp_of(a)
+    if xp is np and alpha == 1 and (c_in is None or beta == 0):
+        np.matmul(arr(a), arr(b), out=arr(res))  # straight into the result
+        return res
     v = xp.matmul(arr(a), arr(b))
     if alpha != 1:
         v = v * dt._np.type(alpha)
