@@ -502,3 +502,21 @@ def test_no_silent_gradient_loss():
             fn()
     with fm.no_grad():
         assert fm.complex(x, x).dtype is fm.complex64
+
+
+def test_isclose_where_logical_and_assert_close():
+    a = np.array([1 + 1j, complex(np.nan, 0), complex(np.inf, 0), 2j, 0], np.complex64)
+    b = np.array([1 + 1.000001j, complex(np.nan, 0), complex(np.inf, 0), 2.1j, 0], np.complex64)
+    ta, tb = fm.tensor(a), fm.tensor(b)
+    assert fm.isclose(ta, tb).tolist() == [True, False, True, False, True]
+    assert fm.isclose(ta, tb, equal_nan=True).tolist() == [True, True, True, False, True]
+    assert not fm.allclose(ta, tb) and fm.allclose(ta[:1], tb[:1])
+    c = ta.real > 0.5
+    close(fm.where(c, ta, 0), np.where(c.numpy(), a, 0))
+    close(fm.where(c, fm.ones(5), 1j), np.where(c.numpy(), 1, 1j).astype(np.complex64))
+    assert fm.tensor([0j, 1j]).any().item() and not fm.tensor([0j, 1j]).all().item()
+    assert fm.count_nonzero(ta).item() == 4
+    assert fm.nonzero(fm.tensor([0j, 1j, 1 + 0j])).tolist() == [[1], [2]]
+    fm.testing.assert_close(ta[:1], ta[:1])
+    with pytest.raises(AssertionError):
+        fm.testing.assert_close(fm.tensor([1 + 1j]), fm.tensor([1 - 1j]))  # imag parts differ

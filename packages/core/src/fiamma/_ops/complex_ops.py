@@ -337,6 +337,52 @@ def sgn(input):
     return res
 
 
+def _same_dev(op, *ts):
+    from fiamma._ops._common import on_device, same_device
+
+    dev = same_device(op, *[t for t in ts if isinstance(t, Tensor)])
+    return dev, [on_device(t, dev) if isinstance(t, Tensor) else t for t in ts]
+
+
+def where(cond, a, b, ct, out=None):
+    """where() with a complex result dtype ct (a, b: tensors or numbers)."""
+    from fiamma._ops._common import broadcast_shapes, cast
+
+    dev, (cond, a, b) = _same_dev("where", cond, a, b)
+    shape = broadcast_shapes(*(t._shape for t in (cond, a, b) if isinstance(t, Tensor)),
+                             op="where")
+    res = new_empty(shape, ct, dev)
+    if res._numel:
+        xp = xp_of(res)
+        A = arr(cast(a, ct)) if isinstance(a, Tensor) else ct._np.type(a)
+        B = arr(cast(b, ct)) if isinstance(b, Tensor) else ct._np.type(b)
+        _put(res, xp.where(arr(cond), A, B))
+    if out is not None:
+        out.copy_(res)
+        return out
+    return res
+
+
+def isclose(a, b, rtol, atol, equal_nan):
+    """isclose of two complex tensors of one dtype (PyTorch's rule: equal, or both NaN with
+    equal_nan, or a finite |a - b| <= atol + rtol * |b|)."""
+    from fiamma._ops._common import broadcast_shapes
+
+    dev, (a, b) = _same_dev("isclose", a, b)
+    res = new_empty(broadcast_shapes(a._shape, b._shape, op="isclose"), D.bool, dev)
+    if res._numel:
+        xp = xp_of(res)
+        A, B = arr(a), arr(b)
+        with np.errstate(all="ignore"):
+            close = A == B
+            if equal_nan:
+                close |= xp.isnan(A) & xp.isnan(B)
+            err = xp.abs(A - B)
+            close |= xp.isfinite(err) & (err <= atol + rtol * xp.abs(B))
+        _put(res, close)
+    return res
+
+
 # ---- the arithmetic the elementwise drivers hand over ------------------------------------------
 
 # binary op code -> array-module function; the others (ordering comparisons, floor division,

@@ -78,7 +78,7 @@ def _scalar_args(s, ct, name):
 def _check_scalar_fits(s, dt, name):
     """PyTorch's check for scalar bounds of clamp/where on integer tensors: out-of-range values
     raise (negative values wrap for unsigned types, as in C)."""
-    if dt.kind == 2 or not is_scalar(s) or isinstance(s, builtins.float):
+    if dt.kind >= 2 or not is_scalar(s) or isinstance(s, builtins.float):
         return
     v = builtins.int(s)
     info = D.iinfo(dt)
@@ -641,6 +641,8 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
         raise RuntimeError(f"isclose: rtol must be greater than or equal to zero, but got {rtol}")
     if atol < 0:
         raise RuntimeError(f"isclose: atol must be greater than or equal to zero, but got {atol}")
+    if input._dtype.kind == 3:
+        return _cx.isclose(input, other, builtins.float(rtol), builtins.float(atol), equal_nan)
     return binary(K.BIN_ISCLOSE, "isclose", PREDICATE, input, other, record=False,
                   params=(builtins.float(rtol), builtins.float(atol),
                           1.0 if equal_nan else 0.0))
@@ -728,6 +730,8 @@ def _where_fast(cond, x, y):
     tensor of that shape or a Python number that needs no cast; None if it does not apply."""
     dt = x._dtype
     ty = type(y)
+    if dt.kind == 3:
+        return None
     if ty is Tensor:
         if not (y._dtype is dt and y._shape == x._shape and y._contig and not y.requires_grad
                 and y._storage.device is CPU):
@@ -781,6 +785,8 @@ def where(condition, input=None, other=None, *, out=None):
     rt = D.result_type(input, other)
     _check_scalar_fits(input, rt, "where")
     _check_scalar_fits(other, rt, "where")
+    if rt.kind == 3:
+        return _cx.where(condition, input, other, rt, out)
     return ternary(K.TER_WHERE, "where", rt, condition, input, other, out)
 
 

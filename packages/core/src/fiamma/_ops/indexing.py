@@ -795,6 +795,8 @@ def nonzero(input, *, out=None, as_tuple=False):
     """
     if not isinstance(input, Tensor):
         raise TypeError(f"nonzero: expected a Tensor, got {type(input).__name__}")
+    if input._dtype.kind == 3:
+        input = input != 0  # nonzero when either part is
     if as_tuple:
         return _nonzero_cols(input)
     nd = len(input._shape)

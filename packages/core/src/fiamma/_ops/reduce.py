@@ -597,7 +597,8 @@ def _logical(code, name, input, dim, keepdim, out):
     _check_tensor(input, name)
     nd = len(input._shape)
     mask = _mask(dim, nd, name)
-    res = _run(code, name, input, mask, keepdim)
+    x = input != 0 if input._dtype.kind == 3 else input  # complex: nonzero if either part is
+    res = _run(code, name, x, mask, keepdim)
     if input._dtype is D.uint8:  # PyTorch keeps uint8 for uint8 input
         res = res._view_dtype(D.uint8)
     return _finish(res, out, name, input, mask, keepdim)
@@ -617,7 +618,8 @@ def count_nonzero(input, dim=None):
     """Number of non-zero elements over ``dim`` (int64)."""
     _check_tensor(input, "count_nonzero")
     mask = _mask(dim, len(input._shape), "count_nonzero")
-    return _run(K.RED_COUNTNZ, "count_nonzero", input, mask, False)
+    x = input != 0 if input._dtype.kind == 3 else input
+    return _run(K.RED_COUNTNZ, "count_nonzero", x, mask, False)
 
 
 # ---- cumulative scans ------------------------------------------------------------------------
