@@ -520,3 +520,29 @@ def test_isclose_where_logical_and_assert_close():
     fm.testing.assert_close(ta[:1], ta[:1])
     with pytest.raises(AssertionError):
         fm.testing.assert_close(fm.tensor([1 + 1j]), fm.tensor([1 - 1j]))  # imag parts differ
+
+
+@pytest.mark.parametrize("npdt", [np.complex64, np.complex128])
+def test_index_ops_through_pairs(npdt):
+    a = crand(3, 4, dtype=npdt)
+    z = fm.tensor(a)
+    idx = np.array([[3, 0], [1, 1], [2, 3]])
+    close(z.gather(1, fm.tensor(idx)), np.take_along_axis(a, idx, 1))
+    close(z[:, ::2].gather(1, fm.tensor(idx % 2)), np.take_along_axis(a[:, ::2], idx % 2, 1))
+    close(z.index_select(1, fm.tensor([2, 0])), a[:, [2, 0]])
+    close(fm.take(z, fm.tensor([0, 11])), a.reshape(-1)[[0, 11]])
+    got = fm.zeros(3, 4, dtype=z.dtype).scatter(1, fm.tensor(idx[:, :1]), z[:, :1])
+    want = np.zeros_like(a)
+    np.put_along_axis(want, idx[:, :1], a[:, :1], 1)
+    close(got, want)
+    got = fm.zeros(4, dtype=z.dtype).index_add(0, fm.tensor([0, 0, 3, 1]), z[0])
+    want = np.zeros(4, npdt)
+    np.add.at(want, [0, 0, 3, 1], a[0])
+    close(got, want, rtol=1e-5)
+    got = fm.zeros(4, dtype=z.dtype).scatter_add(0, fm.tensor([2, 2, 2, 0]), z[1])
+    want = np.zeros(4, npdt)
+    np.add.at(want, [2, 2, 2, 0], a[1])
+    close(got, want, rtol=1e-5)
+    close(z.index_fill(1, fm.tensor([0]), 1j), np.where(np.arange(4) == 0, 1j, a).astype(npdt))
+    with pytest.raises(TypeError, match="scatter_reduce"):
+        fm.zeros(4, dtype=z.dtype).scatter_reduce(0, fm.tensor([1]), z[0, :1], "prod")
