@@ -546,3 +546,25 @@ def test_index_ops_through_pairs(npdt):
     close(z.index_fill(1, fm.tensor([0]), 1j), np.where(np.arange(4) == 0, 1j, a).astype(npdt))
     with pytest.raises(TypeError, match="scatter_reduce"):
         fm.zeros(4, dtype=z.dtype).scatter_reduce(0, fm.tensor([1]), z[0, :1], "prod")
+
+
+def test_var_std_norm_scans_and_random():
+    a = crand(3, 5)
+    z = fm.tensor(a)
+    close(z.var(), np.var(a, ddof=1), rtol=1e-12)
+    close(z.std(1), np.std(a, 1, ddof=1), rtol=1e-12)
+    close(z.var(0, correction=0), np.var(a, 0), rtol=1e-12)
+    v, m = fm.var_mean(z, 1)
+    close(v, np.var(a, 1, ddof=1), rtol=1e-12)
+    close(m, a.mean(1), rtol=1e-12)
+    close(z.norm(), np.linalg.norm(a), rtol=1e-12)
+    close(fm.linalg.vector_norm(z, 1, dim=0), np.abs(a).sum(0), rtol=1e-12)
+    close(z.cumsum(1), np.cumsum(a, 1), rtol=1e-12)
+    close(z[:, ::2].cumprod(0), np.cumprod(a[:, ::2], 0), rtol=1e-12)
+    close(fm.tensor(1 + 1j).cumsum(0), np.array(1 + 1j, np.complex64))
+    g = fm.Generator().manual_seed(0)
+    r = fm.randn(100000, dtype=fm.complex128, generator=g)
+    assert r.dtype is fm.complex128
+    assert abs(r.real.var().item() - 0.5) < 0.02 and abs(r.imag.var().item() - 0.5) < 0.02
+    u = fm.rand(1000, dtype=fm.complex64, generator=g).numpy()
+    assert u.real.min() >= 0 and u.real.max() < 1 and u.imag.min() >= 0 and u.imag.max() < 1

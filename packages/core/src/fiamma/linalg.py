@@ -258,6 +258,10 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
     5.0
     """
     _check(x, "vector_norm", "x")
+    if x._dtype.kind == 3 and (dtype is None or dtype.kind == 3):
+        # the norm of complex values is the norm of their magnitudes (real, as PyTorch)
+        x = x.abs()
+        dtype = None if dtype is None else dtype.to_real
     dt = x._dtype if dtype is None else dtype
     if dt.kind != 2:
         raise RuntimeError("linalg.vector_norm: Expected a floating point or complex tensor as "

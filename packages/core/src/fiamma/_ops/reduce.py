@@ -477,6 +477,8 @@ def _var_core(name, input, dim, unbiased, keepdim, correction, want_mean):
     _check_tensor(input, name)
     if isinstance(dim, builtins.bool):  # var(x, True): the legacy unbiased argument
         dim, unbiased = None, dim
+    if input._dtype.kind == 3:
+        return _var_complex(name, input, dim, unbiased, keepdim, correction, want_mean)
     if input._dtype.kind != 2:
         raise RuntimeError(f"{name}(): std and var only support floating point dtypes, got "
                            f"{input._dtype}")
@@ -492,6 +494,21 @@ def _var_core(name, input, dim, unbiased, keepdim, correction, want_mean):
         if not keepdim:
             m = m._view(res._shape, res._stride, op="view")
     return res, m, {"mask": mask, "correction": corr}
+
+
+def _var_complex(name, input, dim, unbiased, keepdim, correction, want_mean):
+    """var/std of complex values: real, the sum of the parts' variances (the mean squared
+    magnitude of the deviations, as PyTorch)."""
+    from fiamma._ops.complex_ops import imag_, real_
+
+    vname = name.replace("std", "var")
+    vr, _, info = _var_core(vname, real_(input), dim, unbiased, keepdim, correction, False)
+    vi, _, _ = _var_core(vname, imag_(input), dim, unbiased, keepdim, correction, False)
+    res = vr + vi
+    if name.startswith("std"):
+        res = res.sqrt()
+    m = _run_complex(K.RED_MEAN, input, info["mask"], keepdim) if want_mean else None
+    return res, m, info
 
 
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
@@ -543,6 +560,8 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     _check_tensor(input, "norm")
     dt = _dtype_arg(dtype, "norm")
     x = input if dt is None else cast(input, dt)
+    if x._dtype.kind == 3:  # the norm of complex values is the norm of their magnitudes
+        return norm(x.abs(), p, dim, keepdim, out)
     if x._dtype.kind != 2:
         raise RuntimeError(f"norm(): input dtype should be floating point, got {x._dtype}")
     nd = len(x._shape)
@@ -630,12 +649,21 @@ def _scan(code, name, input, dim, dtype, out):
     x = input if dt is None else cast(input, dt)
     nd = len(x._shape)
     d = wrap_dim(dim, nd, name)
-    odt = D.BY_CODE[_cpu.scan_out_dtype(code, x._dtype.code)]
-    res = new_empty(x._shape, odt, x._storage.device)
-    if res._numel:
-        rc = res._storage.backend.scan(code, x, res, d)
-        if rc:
-            _raise(rc, name, x)
+    if x._dtype.kind == 3:  # complex: the device's array module
+        from fiamma._ops.complex_ops import arr, xp_of
+
+        odt = x._dtype
+        res = new_empty(x._shape, odt, x._storage.device)
+        if res._numel:
+            fn = xp_of(x).cumsum if code == K.SCAN_CUMSUM else xp_of(x).cumprod
+            arr(res)[...] = fn(arr(x), axis=d if nd else None).reshape(x._shape)
+    else:
+        odt = D.BY_CODE[_cpu.scan_out_dtype(code, x._dtype.code)]
+        res = new_empty(x._shape, odt, x._storage.device)
+        if res._numel:
+            rc = res._storage.backend.scan(code, x, res, d)
+            if rc:
+                _raise(rc, name, x)
     res = _to(res, dt or odt)
     if out is not None:
         check_out(out, res._shape, res._dtype, name)
