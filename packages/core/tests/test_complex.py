@@ -568,3 +568,10 @@ def test_var_std_norm_scans_and_random():
     assert abs(r.real.var().item() - 0.5) < 0.02 and abs(r.imag.var().item() - 0.5) < 0.02
     u = fm.rand(1000, dtype=fm.complex64, generator=g).numpy()
     assert u.real.min() >= 0 and u.real.max() < 1 and u.imag.min() >= 0 and u.imag.max() < 1
+
+
+def test_eye_complex():
+    close(fm.eye(2, 3, dtype=fm.complex128), np.eye(2, 3, dtype=np.complex128))
+    out = fm.ones(3, 3, dtype=fm.complex64)
+    fm.eye(3, out=out)
+    close(out, np.eye(3, dtype=np.complex64))

@@ -526,7 +526,12 @@ def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_g
         t = new_empty((n, m), dt, _dev(device), zero=True)
     k = builtins.min(n, m)
     if k:
-        check(t._storage.backend.fill_region((k,), t, 0, (t._stride[0] + t._stride[1],), 1.0,
+        d = t
+        if t._dtype.kind == 3:  # the real parts of the diagonal (a real view of t)
+            from fiamma._ops.complex_ops import real_
+
+            d = real_(t)
+        check(t._storage.backend.fill_region((k,), d, 0, (d._stride[0] + d._stride[1],), 1.0,
                                              1, 1), op)
     return _finish(t, requires_grad)
 
