@@ -53,33 +53,142 @@ DEF_MOVE(16)
 DEF_MOVE(32)
 DEF_MOVE(64)
 
+FM_CLONES static void move_128(int64_t n, char **p, const int64_t *s, const void *ctx) {
+    (void)ctx;
+    if (s[0] == 16 && s[1] == 16) {
+        memcpy(p[0], p[1], (size_t)n * 16);
+        return;
+    }
+    char *o = p[0];
+    const char *in = p[1];
+    for (int64_t k = 0; k < n; k++, o += s[0], in += s[1]) *(fm_b128 *)o = *(const fm_b128 *)in;
+}
+
 static fm_inner_fn move_for(int itemsize) {
     switch (itemsize) {
         case 1: return move_8;
         case 2: return move_16;
         case 4: return move_32;
+        case 16: return move_128;
         default: return move_64;
     }
 }
 
+/* ---- casts to and from complex (PyTorch's rules: real -> complex has imaginary part 0,
+   complex -> real keeps the real part, complex -> bool is true when either part is nonzero) */
+#define LDD_I(TAG, p) ((double)LDI_##TAG(p))
+#define LDD_F(TAG, p) LDF_##TAG(p)
+
+#define DEF_TOCX(FROM, KIND)                                                                \
+    static void c64_from_##FROM(int64_t n, char **p, const int64_t *s, const void *ctx) {  \
+        (void)ctx;                                                                          \
+        char *o = p[0];                                                                     \
+        const char *in = p[1];                                                              \
+        for (int64_t k = 0; k < n; k++, o += s[0], in += s[1]) {                            \
+            ((float *)o)[0] = (float)LDD_##KIND(FROM, in);                                  \
+            ((float *)o)[1] = 0.0f;                                                         \
+        }                                                                                   \
+    }                                                                                       \
+    static void c128_from_##FROM(int64_t n, char **p, const int64_t *s, const void *ctx) { \
+        (void)ctx;                                                                          \
+        char *o = p[0];                                                                     \
+        const char *in = p[1];                                                              \
+        for (int64_t k = 0; k < n; k++, o += s[0], in += s[1]) {                            \
+            ((double *)o)[0] = LDD_##KIND(FROM, in);                                        \
+            ((double *)o)[1] = 0.0;                                                         \
+        }                                                                                   \
+    }                                                                                       \
+    static void FROM##_from_c64(int64_t n, char **p, const int64_t *s, const void *ctx) {  \
+        (void)ctx;                                                                          \
+        char *o = p[0];                                                                     \
+        const char *in = p[1];                                                              \
+        for (int64_t k = 0; k < n; k++, o += s[0], in += s[1])                              \
+            STF_##FROM(o, (double)((const float *)in)[0]);                                  \
+    }                                                                                       \
+    static void FROM##_from_c128(int64_t n, char **p, const int64_t *s, const void *ctx) { \
+        (void)ctx;                                                                          \
+        char *o = p[0];                                                                     \
+        const char *in = p[1];                                                              \
+        for (int64_t k = 0; k < n; k++, o += s[0], in += s[1])                              \
+            STF_##FROM(o, ((const double *)in)[0]);                                         \
+    }
+FM_ALL_DTYPES(DEF_TOCX)
+
+static void b_from_cx(int64_t n, char **p, const int64_t *s, const void *ctx) {
+    int wide = ctx != NULL;
+    char *o = p[0];
+    const char *in = p[1];
+    for (int64_t k = 0; k < n; k++, o += s[0], in += s[1]) {
+        double re = wide ? ((const double *)in)[0] : ((const float *)in)[0];
+        double im = wide ? ((const double *)in)[1] : ((const float *)in)[1];
+        *(uint8_t *)o = (uint8_t)(re != 0 || im != 0);
+    }
+}
+
+static void c64_from_c128(int64_t n, char **p, const int64_t *s, const void *ctx) {
+    (void)ctx;
+    char *o = p[0];
+    const char *in = p[1];
+    for (int64_t k = 0; k < n; k++, o += s[0], in += s[1]) {
+        ((float *)o)[0] = (float)((const double *)in)[0];
+        ((float *)o)[1] = (float)((const double *)in)[1];
+    }
+}
+
+static void c128_from_c64(int64_t n, char **p, const int64_t *s, const void *ctx) {
+    (void)ctx;
+    char *o = p[0];
+    const char *in = p[1];
+    for (int64_t k = 0; k < n; k++, o += s[0], in += s[1]) {
+        ((double *)o)[0] = ((const float *)in)[0];
+        ((double *)o)[1] = ((const float *)in)[1];
+    }
+}
+
+#define CX_ROW(T) T##_from_c64, T##_from_c128
+static const fm_inner_fn from_cx_table[FM_COMPLEX64][2] = {
+    {b_from_cx, b_from_cx}, {CX_ROW(u8)}, {CX_ROW(i8)}, {CX_ROW(i16)}, {CX_ROW(i32)},
+    {CX_ROW(i64)}, {CX_ROW(f16)}, {CX_ROW(bf16)}, {CX_ROW(f32)}, {CX_ROW(f64)}};
+#define TO_ROW(T) c64_from_##T, c128_from_##T
+static const fm_inner_fn to_cx_table[FM_COMPLEX64][2] = {
+    {TO_ROW(b)}, {TO_ROW(u8)}, {TO_ROW(i8)}, {TO_ROW(i16)}, {TO_ROW(i32)},
+    {TO_ROW(i64)}, {TO_ROW(f16)}, {TO_ROW(bf16)}, {TO_ROW(f32)}, {TO_ROW(f64)}};
+
+/* the inner loop casting dtype_in to dtype_out (both valid, different); *ctx is set for the
+   complex -> bool loop, which reads either width */
+static fm_inner_fn cast_fn(int dtype_out, int dtype_in, const void **ctx) {
+    static const int wide = 1;
+    *ctx = NULL;
+    int cin = dtype_in >= FM_COMPLEX64, cout = dtype_out >= FM_COMPLEX64;
+    if (cin && cout) return dtype_out == FM_COMPLEX64 ? c64_from_c128 : c128_from_c64;
+    if (cout) return to_cx_table[dtype_in][dtype_out - FM_COMPLEX64];
+    if (cin) {
+        if (dtype_out == FM_BOOL && dtype_in == FM_COMPLEX128) *ctx = &wide;
+        return from_cx_table[dtype_out][dtype_in - FM_COMPLEX64];
+    }
+    return copy_table[dtype_in][dtype_out];
+}
+
 int fm_copy(int dtype_out, int dtype_in, int ndim, const int64_t *shape, intptr_t out,
             const int64_t *sout, intptr_t in, const int64_t *sin) {
-    if (!fm_dtype_ok(dtype_out) || !fm_dtype_ok(dtype_in)) return FM_ERR_DTYPE;
+    if (!fm_dtype_any(dtype_out) || !fm_dtype_any(dtype_in)) return FM_ERR_DTYPE;
     char *base[2] = {(char *)out, (char *)in};
     const int64_t *st[2] = {sout, sin};
     int isz[2] = {fm_itemsize[dtype_out], fm_itemsize[dtype_in]};
-    fm_inner_fn fn = dtype_out == dtype_in ? move_for(isz[0]) : copy_table[dtype_in][dtype_out];
-    return fm_iterate(2, ndim, shape, base, st, isz, fn, NULL);
+    const void *ctx = NULL;
+    fm_inner_fn fn = dtype_out == dtype_in ? move_for(isz[0]) : cast_fn(dtype_out, dtype_in, &ctx);
+    return fm_iterate(2, ndim, shape, base, st, isz, fn, ctx);
 }
 
 int fm_copy_contig(int dtype_out, int dtype_in, int64_t n, intptr_t out, intptr_t in) {
-    if (!fm_dtype_ok(dtype_out) || !fm_dtype_ok(dtype_in)) return FM_ERR_DTYPE;
+    if (!fm_dtype_any(dtype_out) || !fm_dtype_any(dtype_in)) return FM_ERR_DTYPE;
     if (n < 0) return FM_ERR_ARG;
     if (n == 0) return FM_OK;
     char *base[2] = {(char *)out, (char *)in};
     int64_t s[2] = {fm_itemsize[dtype_out], fm_itemsize[dtype_in]};
-    fm_inner_fn fn = dtype_out == dtype_in ? move_for((int)s[0]) : copy_table[dtype_in][dtype_out];
-    fn(n, base, s, NULL);
+    const void *ctx = NULL;
+    fm_inner_fn fn = dtype_out == dtype_in ? move_for((int)s[0]) : cast_fn(dtype_out, dtype_in, &ctx);
+    fn(n, base, s, ctx);
     return FM_OK;
 }
 

@@ -24,7 +24,9 @@
 #define FM_BFLOAT16 7
 #define FM_FLOAT32 8
 #define FM_FLOAT64 9
-#define FM_NDTYPES 10
+#define FM_COMPLEX64 10
+#define FM_COMPLEX128 11
+#define FM_NDTYPES 12
 
 /* status codes */
 #define FM_OK 0

@@ -154,6 +154,7 @@ static inline int ix_offset(ix_ctx *c, char **p, const int64_t *s, int64_t e, in
 #define MOVE_16(d, s) (*(uint16_t *)(d) = *(const uint16_t *)(s))
 #define MOVE_32(d, s) (*(uint32_t *)(d) = *(const uint32_t *)(s))
 #define MOVE_64(d, s) (*(uint64_t *)(d) = *(const uint64_t *)(s))
+#define MOVE_128(d, s) (*(fm_b128 *)(d) = *(const fm_b128 *)(s))
 
 DEF_IX_LOOP(gather_8, MOVE_8, 1, 1)
 DEF_IX_LOOP(gather_16, MOVE_16, 1, 2)
@@ -163,6 +164,8 @@ DEF_IX_LOOP(scatter_8, MOVE_8, 0, 1)
 DEF_IX_LOOP(scatter_16, MOVE_16, 0, 2)
 DEF_IX_LOOP(scatter_32, MOVE_32, 0, 4)
 DEF_IX_LOOP(scatter_64, MOVE_64, 0, 8)
+DEF_IX_LOOP(gather_128, MOVE_128, 1, 16)
+DEF_IX_LOOP(scatter_128, MOVE_128, 0, 16)
 
 /* accumulate: dst += src in the compute type of each dtype (bool: logical or) */
 #define DEF_ACC(T, KIND)                                                                      \
@@ -216,6 +219,7 @@ static ix_loop move_loop(int isz, int gather) {
         case 1: return gather ? gather_8 : scatter_8;
         case 2: return gather ? gather_16 : scatter_16;
         case 4: return gather ? gather_32 : scatter_32;
+        case 16: return gather ? gather_128 : scatter_128;
         default: return gather ? gather_64 : scatter_64;
     }
 }
@@ -223,7 +227,7 @@ static ix_loop move_loop(int isz, int gather) {
 /* validate arguments and set up the operand tables shared by gather and scatter */
 static int ix_setup(int dtype, int ndim, int k, const int64_t *isize, const int64_t *istride,
                     ix_ctx *c, int *isz) {
-    if (!fm_dtype_ok(dtype)) return FM_ERR_DTYPE;
+    if (!fm_dtype_any(dtype)) return FM_ERR_DTYPE;
     if (ndim < 0 || ndim > FM_MAX_DIMS) return FM_ERR_NDIM;
     if (k < 0 || k > FM_MAX_DIMS) return FM_ERR_ARG;
     c->k = k;
@@ -245,6 +249,7 @@ static int ix_run(int dtype, int ndim, const int64_t *shape, intptr_t dense, con
                   int mode, int64_t *bad) {
     ix_ctx c;
     int isz[IX_MAXOPS];
+    if (mode == 2 && !fm_dtype_ok(dtype)) return FM_ERR_DTYPE; /* no complex accumulate */
     int rc = ix_setup(dtype, ndim, k, isize, istride, &c, isz);
     if (rc) return rc;
     char *base[IX_MAXOPS];
@@ -487,17 +492,19 @@ DEF_MASK(8)
 DEF_MASK(16)
 DEF_MASK(32)
 DEF_MASK(64)
+typedef fm_b128 uint128_t; /* complex128 moves as one 16-byte element */
+DEF_MASK(128)
 
 /* mode 0: select, 1: put, 2: fill with one value */
 static int mask_run(int dtype, int ndim, const int64_t *shape, intptr_t x, const int64_t *sx,
                     intptr_t mask, const int64_t *smask, int mode, mask_ctx *c) {
-    if (!fm_dtype_ok(dtype)) return FM_ERR_DTYPE;
+    if (!fm_dtype_any(dtype)) return FM_ERR_DTYPE;
     int isz[2] = {fm_itemsize[dtype], 1};
-    static const fm_inner_fn fns[3][4] = {
-        {mselect_8, mselect_16, mselect_32, mselect_64},
-        {mput_8, mput_16, mput_32, mput_64},
-        {mfill_8, mfill_16, mfill_32, mfill_64}};
-    int w = isz[0] == 1 ? 0 : isz[0] == 2 ? 1 : isz[0] == 4 ? 2 : 3;
+    static const fm_inner_fn fns[3][5] = {
+        {mselect_8, mselect_16, mselect_32, mselect_64, mselect_128},
+        {mput_8, mput_16, mput_32, mput_64, mput_128},
+        {mfill_8, mfill_16, mfill_32, mfill_64, mfill_128}};
+    int w = isz[0] == 1 ? 0 : isz[0] == 2 ? 1 : isz[0] == 4 ? 2 : isz[0] == 8 ? 3 : 4;
     char *base[2] = {(char *)x, (char *)mask};
     const int64_t *st[2] = {sx, smask};
     int rc = fm_iterate(2, ndim, shape, base, st, isz, fns[mode][w], c);
@@ -516,7 +523,7 @@ int fm_masked_select(int dtype, int ndim, const int64_t *shape, intptr_t out, in
 int fm_masked_put(int dtype, int ndim, const int64_t *shape, intptr_t dst, const int64_t *sdst,
                   intptr_t mask, const int64_t *smask, intptr_t val, int64_t nval, int64_t sval,
                   int64_t *count) {
-    if (!fm_dtype_ok(dtype)) return FM_ERR_DTYPE;
+    if (!fm_dtype_any(dtype)) return FM_ERR_DTYPE;
     if (sval != 0 && nval < 0) return FM_ERR_ARG;
     mask_ctx c = {(char *)val, nval, sval * fm_itemsize[dtype], 0, FM_OK};
     int rc = mask_run(dtype, ndim, shape, dst, sdst, mask, smask, sval ? 1 : 2, &c);

@@ -379,8 +379,13 @@ def test_stft_c_kernel_checks_its_arguments():
 
 def test_stft_errors_and_float32():
     x = fiamma.randn(64)
-    with pytest.raises(RuntimeError, match="stft: return_complex=True is not supported"):
-        fiamma.stft(x, 16, return_complex=True)
+    c = fiamma.stft(x, 16, return_complex=True)  # the pairs' memory as complex numbers
+    assert c.dtype is fiamma.complex64 and c.shape == (9, 17)
+    assert np.array_equal(fiamma.view_as_real(c).numpy(), fiamma.stft(x, 16).numpy())
+    xg = x.detach()
+    xg.requires_grad = True  # (the slot: core's tests run without fiamma-autograd)
+    with pytest.raises(RuntimeError, match="return_complex=True on an input that requires"):
+        fiamma.stft(xg, 16, return_complex=True)
     with pytest.raises(RuntimeError, match="stft: expected a 1D or 2D tensor"):
         fiamma.stft(fiamma.randn(2, 2, 64), 16)
     with pytest.raises(RuntimeError, match="stft: expected a 1D window"):

@@ -698,7 +698,7 @@ def test_creation_errors_and_dtype_inference_of_full():
     with pytest.raises(TypeError):
         fiamma.ones("3")
     with pytest.raises(TypeError):
-        fiamma.zeros(2, dtype="complex64")
+        fiamma.zeros(2, dtype="complex32")
     assert fiamma.full((2,), 1).dtype is fiamma.int64
     assert fiamma.full((2,), 1.5).dtype is fiamma.get_default_dtype()
     assert fiamma.full((2,), True).dtype is fiamma.bool
@@ -822,8 +822,6 @@ def test_tensor_from_tensors_and_conversions():
 @pytest.mark.parametrize("bad,exc", [([[1, 2], [3]], (ValueError, TypeError)),
                                      ([1, [2]], (ValueError, TypeError)),
                                      (["a", "b"], TypeError),
-                                     ([1 + 2j], TypeError),
-                                     (np.array([1 + 1j]), TypeError),
                                      ([object()], TypeError),
                                      (2**70, (TypeError, OverflowError, RuntimeError,
                                               ValueError))])

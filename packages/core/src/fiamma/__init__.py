@@ -13,6 +13,7 @@ imported on first attribute access; a missing one raises an error naming what to
 from fiamma._version import __version__
 from fiamma._dtype import (  # noqa: F401
     dtype, bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64,
+    complex64, complex128, cfloat, cdouble,
     half, float, double, short, int, long, promote_types, result_type, can_cast,
     get_default_dtype, set_default_dtype, finfo, iinfo,
 )
@@ -38,6 +39,7 @@ from fiamma._ops.sample import *  # noqa: F401,F403
 from fiamma._ops.pool import *  # noqa: F401,F403
 from fiamma._ops.conv import *  # noqa: F401,F403
 from fiamma._ops.activations import *  # noqa: F401,F403
+from fiamma._ops.complex_ops import *  # noqa: F401,F403
 
 from fiamma._tensor_api import *  # noqa: F401,F403
 from fiamma._compat_ops import *  # noqa: F401,F403

@@ -14,6 +14,19 @@ from collections import namedtuple
 import numpy as np
 
 from fiamma import _dtype as D
+from fiamma._ops.complex_ops import (  # noqa: F401  (re-exported: PyTorch's top-level names)
+    angle,
+    conj,
+    conj_physical,
+    conj_physical_,
+    imag,
+    is_complex,
+    is_conj,
+    real,
+    resolve_conj,
+    resolve_neg,
+    sgn,
+)
 from fiamma._tensor import Tensor, install_methods
 
 __all__ = [
@@ -624,14 +637,6 @@ def zero_(input):
     return input.zero_()
 
 
-def is_complex(input):
-    return False
-
-
-def is_conj(input):
-    return False
-
-
 def is_neg(input):
     return False
 
@@ -675,47 +680,15 @@ def get_device(input):
     return input.get_device()
 
 
-def conj(input):
-    """The conjugate: for fiamma's real dtypes, ``input`` itself (as PyTorch does)."""
-    return input
-
-
-def conj_physical(input):
-    """The conjugate as a new tensor: a copy for real dtypes."""
-    return input.clone()
-
-
-def resolve_conj(input):
-    return input
-
-
-def resolve_neg(input):
-    return input
-
-
-def real(input):
-    """The real part: ``input`` itself for real dtypes."""
-    return input
-
-
-def _imag(self):
-    raise RuntimeError("imag is not implemented for tensors with non-complex dtypes "
-                       f"(got {self.dtype}; fiamma has no complex dtype)")
-
-
-def angle(input):
-    """0 for x >= 0, pi for x < 0, nan for nan (integers become the default float dtype)."""
-    return _angle(input)
-
-
-def _angle(self):
-    """0 for x >= 0, pi for x < 0, nan for nan (integers become the default float dtype)."""
-    f = _F()
-    x = _float_of(self)
-    return f.where(x < 0, f.full_like(x, math.pi), f.where(f.isnan(x), x, f.zeros_like(x)))
-
-
 # ---- view ops as copies, and scatters into views ----------------------------------------------
+
+def _set_real(self, value):
+    real(self).copy_(value)
+
+
+def _set_imag(self, value):
+    imag(self).copy_(value)
+
 
 def split_with_sizes(input, split_sizes, dim=0):
     """``split`` with a list of sizes."""
@@ -1115,8 +1088,12 @@ install_methods({
         "diagonal_scatter", "select_scatter", "slice_scatter", "as_strided_scatter")},
     "deg2rad_": deg2rad_, "rad2deg_": rad2deg_,
     **{n + "_": _inplace(globals()[n]) for n in ("heaviside", "ldexp", "gcd", "lcm", "renorm")},
-    "conj_physical_": lambda self: self, "is_conj": is_conj, "is_neg": is_neg,
-    "real": property(lambda self: self), "imag": property(_imag), "angle": _angle,
+    "conj_physical_": conj_physical_, "is_conj": is_conj,
+    "cfloat": lambda self: self.to(D.complex64), "cdouble": lambda self: self.to(D.complex128),
+    "is_neg": is_neg,
+    "real": property(real, _set_real, doc="The real part (a view; see fiamma.real)."),
+    "imag": property(imag, _set_imag, doc="The imaginary part (a view; see fiamma.imag)."),
+    "angle": angle, "sgn": sgn, "sgn_": lambda self: self.copy_(sgn(self)),
     "fill_diagonal_": _fill_diagonal_, "sum_to_size": _sum_to_size, "apply_": _apply_,
     "map_": _map_, "new": _new, "new_empty_strided": _new_empty_strided,
     "dim_order": _dim_order, "is_pinned": _is_pinned, "pin_memory": _pin_memory,

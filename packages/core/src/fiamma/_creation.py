@@ -71,17 +71,16 @@ def _default_for_numpy_kind(arr):
     if k == "f":
         return D.get_default_dtype()
     if k == "c":
-        raise TypeError("tensor: complex numbers are not supported")
+        return D.default_complex_dtype()
     raise TypeError(f"tensor: unsupported element type {arr.dtype}")
 
 
 def from_array_copy(arr, dt, dev=CPU):
     """A new tensor on ``dev`` holding a copy of NumPy array ``arr`` cast to ``dt`` (one upload
     for another device: its from_host casts)."""
-    if arr.dtype.kind == "c":
-        raise TypeError("tensor: complex numbers are not supported")
     if arr.dtype not in D._FROM_NUMPY:
-        arr = arr.astype(np.float64 if arr.dtype.kind == "f" else np.int64)
+        k = arr.dtype.kind
+        arr = arr.astype(np.float64 if k == "f" else np.complex128 if k == "c" else np.int64)
     src_dt = D._FROM_NUMPY[arr.dtype]
     shape = tuple(arr.shape)  # before ascontiguousarray, which makes 0-d arrays 1-d
     arr = np.require(arr, requirements=("C", "A"))
@@ -184,6 +183,19 @@ def fill_(t, value):
         value = value.item()
     if t._numel == 0:
         return t
+    if t._dtype.kind == 3:
+        # the parts are real views of the same memory: two real fills
+        from fiamma._ops.complex_ops import imag_, real_
+
+        v = builtins.complex(value)
+        check(t._storage.backend.fill(real_(t), v.real, 0, 0), "fill_")
+        check(t._storage.backend.fill(imag_(t), v.imag, 0, 0), "fill_")
+        return t
+    if isinstance(value, (builtins.complex, np.complexfloating)):
+        if value.imag != 0:
+            raise RuntimeError(f"fill_: value {value} cannot be converted to type {t._dtype} "
+                               "without overflow")
+        value = value.real
     if t._dtype.kind != 2:
         from fiamma._ops.indexing import check_fits
 
@@ -514,7 +526,12 @@ def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_g
         t = new_empty((n, m), dt, _dev(device), zero=True)
     k = builtins.min(n, m)
     if k:
-        check(t._storage.backend.fill_region((k,), t, 0, (t._stride[0] + t._stride[1],), 1.0,
+        d = t
+        if t._dtype.kind == 3:  # the real parts of the diagonal (a real view of t)
+            from fiamma._ops.complex_ops import real_
+
+            d = real_(t)
+        check(t._storage.backend.fill_region((k,), d, 0, (d._stride[0] + d._stride[1],), 1.0,
                                              1, 1), op)
     return _finish(t, requires_grad)
 

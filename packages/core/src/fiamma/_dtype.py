@@ -7,6 +7,7 @@ import numpy as np
 __all__ = [
     "dtype", "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16",
     "float32", "float64", "half", "float", "double", "short", "int", "long",
+    "complex64", "complex128", "cfloat", "cdouble",
     "promote_types", "result_type", "can_cast", "get_default_dtype", "set_default_dtype",
     "finfo", "iinfo",
 ]
@@ -20,24 +21,32 @@ class dtype:
     (4, False)
     """
 
-    __slots__ = ("name", "code", "itemsize", "is_floating_point", "is_signed", "kind",
-                 "_np", "_fmt")
+    __slots__ = ("name", "code", "itemsize", "is_floating_point", "is_complex", "is_signed",
+                 "kind", "_np", "_fmt")
 
     def __init__(self, name, code, itemsize, kind, np_dtype, fmt):
         self.name = name
         self.code = code
         self.itemsize = itemsize
-        self.kind = kind  # 0 bool, 1 integer, 2 floating
+        self.kind = kind  # 0 bool, 1 integer, 2 floating, 3 complex
         self.is_floating_point = kind == 2
-        self.is_signed = kind == 2 or name.startswith("int")
+        self.is_complex = kind == 3
+        self.is_signed = kind >= 2 or name.startswith("int")
         self._np = np_dtype
         self._fmt = fmt
 
-    is_complex = False
-
     @property
     def to_real(self):
-        return self
+        """The real dtype of a complex one's parts (complex64 -> float32); itself otherwise."""
+        return _TO_REAL.get(self, self)
+
+    @property
+    def to_complex(self):
+        """The complex dtype with this dtype's parts (float64 -> complex128); complex dtypes
+        give themselves, other dtypes complex64 (fiamma has no complex32)."""
+        if self.kind == 3:
+            return self
+        return complex128 if self is float64 else complex64
 
     def __repr__(self):
         return "fiamma." + self.name
@@ -57,14 +66,20 @@ float16 = dtype("float16", 6, 2, 2, np.dtype(np.float16), "e")
 bfloat16 = dtype("bfloat16", 7, 2, 2, None, None)
 float32 = dtype("float32", 8, 4, 2, np.dtype(np.float32), "f")
 float64 = dtype("float64", 9, 8, 2, np.dtype(np.float64), "d")
+complex64 = dtype("complex64", 10, 8, 3, np.dtype(np.complex64), "Zf")
+complex128 = dtype("complex128", 11, 16, 3, np.dtype(np.complex128), "Zd")
 
 half, float, double = float16, float32, float64
 short, int, long = int16, int32, int64
+cfloat, cdouble = complex64, complex128
 
-ALL = (bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)
+ALL = (bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64,
+       complex64, complex128)
 BY_CODE = ALL
 _NAMES = {d.name: d for d in ALL}
-_NAMES.update(half=float16, float=float32, double=float64, short=int16, int=int32, long=int64)
+_NAMES.update(half=float16, float=float32, double=float64, short=int16, int=int32, long=int64,
+              cfloat=complex64, cdouble=complex128)
+_TO_REAL = {complex64: float32, complex128: float64}
 
 
 def _by_name(name):
@@ -81,7 +96,8 @@ def from_numpy_dtype(npdt):
     except (KeyError, TypeError):
         raise TypeError(
             f"can't convert np.ndarray of type {np.dtype(npdt)}. The only supported types are: "
-            "float64, float32, float16, int64, int32, int16, int8, uint8, and bool.") from None
+            "complex128, complex64, float64, float32, float16, int64, int32, int16, int8, uint8, "
+            "and bool.") from None
 
 
 def to_dtype(obj, op="dtype"):
@@ -94,6 +110,8 @@ def to_dtype(obj, op="dtype"):
         return int64
     if obj is builtins.bool:
         return bool
+    if obj is builtins.complex:
+        return complex128  # as PyTorch: the Python complex type means cdouble
     if isinstance(obj, str) and obj in _NAMES:
         return _NAMES[obj]
     try:
@@ -107,6 +125,10 @@ def to_dtype(obj, op="dtype"):
 def _promote_pair(a, b):
     if a is b:
         return a
+    if a.kind == 3 or b.kind == 3:
+        # complex with anything: complex parts wide enough for both (float64 + complex64 ->
+        # complex128); complex beats the other categories
+        return complex128 if complex128 in (a, b) or float64 in (a, b) else complex64
     if a.kind != b.kind:
         return a if a.kind > b.kind else b
     if a.kind == 0:
@@ -136,6 +158,11 @@ def _combine(higher, lower):
         return lower
     if lower is None:
         return higher
+    if higher.kind == 3:
+        return higher
+    if lower.kind == 3:
+        # a complex lower participant keeps a floating higher one's precision
+        return higher.to_complex if higher.kind == 2 else lower
     if higher.kind == 2:
         return higher
     if higher is bool or lower.kind == 2:
@@ -150,7 +177,15 @@ def scalar_dtype(x):
         return bool
     if t is builtins.int or isinstance(x, np.integer):
         return int64
+    if t is builtins.complex or isinstance(x, np.complexfloating):
+        return default_complex_dtype()
     return _default[0]
+
+
+def default_complex_dtype():
+    """The dtype of complex tensors made from Python complex numbers (complex64 while the
+    default dtype is float32, complex128 when it is float64)."""
+    return complex128 if _default[0] is float64 else complex64
 
 
 def result_type(*operands):
@@ -165,7 +200,8 @@ def result_type(*operands):
                 dim_r = d if dim_r is None else _PROMOTE[dim_r.code][d.code]
             else:
                 zero_r = d if zero_r is None else _PROMOTE[zero_r.code][d.code]
-        elif isinstance(x, (builtins.bool, builtins.int, builtins.float, np.number, np.bool_)):
+        elif isinstance(x, (builtins.bool, builtins.int, builtins.float, builtins.complex,
+                            np.number, np.bool_)):
             d = scalar_dtype(x)
             wrap_r = d if wrap_r is None else _PROMOTE[wrap_r.code][d.code]
         elif isinstance(x, dtype):
@@ -205,6 +241,7 @@ class finfo:
 
     def __init__(self, type=None):
         t = get_default_dtype() if type is None else to_dtype(type, "finfo")
+        t = t.to_real  # a complex dtype's limits are its parts' (as PyTorch)
         if not t.is_floating_point:
             raise TypeError(f"finfo: expected a floating dtype, got {t}")
         self.dtype = t.name
@@ -232,7 +269,7 @@ class iinfo:
 
     def __init__(self, type):
         t = to_dtype(type, "iinfo")
-        if t.kind == 2:
+        if t.kind >= 2:
             raise TypeError(f"iinfo: expected an integer dtype, got {t}")
         ii = np.iinfo(np.uint8 if t is bool else t._np)
         self.dtype = t.name

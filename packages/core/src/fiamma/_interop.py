@@ -187,7 +187,7 @@ def _array_interface_get(self):
 
 kDLCPU = 1
 kDLCUDA = 2
-_DL_INT, _DL_UINT, _DL_FLOAT, _DL_BFLOAT, _DL_BOOL = 0, 1, 2, 4, 6
+_DL_INT, _DL_UINT, _DL_FLOAT, _DL_BFLOAT, _DL_COMPLEX, _DL_BOOL = 0, 1, 2, 4, 5, 6
 _FLAG_READ_ONLY = 1
 _DLPACK_VERSION = (1, 0)
 _MAX_DIMS = 64  # FM_MAX_DIMS
@@ -250,6 +250,7 @@ _DL_DTYPE = {
     D.bool: (_DL_BOOL, 8), D.uint8: (_DL_UINT, 8), D.int8: (_DL_INT, 8), D.int16: (_DL_INT, 16),
     D.int32: (_DL_INT, 32), D.int64: (_DL_INT, 64), D.float16: (_DL_FLOAT, 16),
     D.bfloat16: (_DL_BFLOAT, 16), D.float32: (_DL_FLOAT, 32), D.float64: (_DL_FLOAT, 64),
+    D.complex64: (_DL_COMPLEX, 64), D.complex128: (_DL_COMPLEX, 128),
 }
 _FROM_DL_DTYPE = {v: k for k, v in _DL_DTYPE.items()}
 

@@ -155,6 +155,22 @@ class _Formatter:
         return self._plain(v).rjust(self.width)
 
 
+class _ComplexFormatter:
+    """Complex elements as PyTorch prints them: ``1.5000+2.0000j``, the real and the imaginary
+    parts each formatted as the floats of their own kind among the values shown."""
+
+    def __init__(self, values, precision, sci_mode):
+        self.re = _Formatter(values.real, D.float64, precision, sci_mode)
+        self.im = _Formatter(values.imag, D.float64, precision, sci_mode)
+        self.width = self.re.width + self.im.width + 2
+
+    def __call__(self, v):
+        v = complex(v)
+        r = self.re(v.real)
+        i = (self.im(v.imag) + "j").lstrip()
+        return r + i if i[0] in "+-" else r + "+" + i
+
+
 # ---- layout -------------------------------------------------------------------------------------
 
 def _vector(values, full_len, indent, fmt, opts):
@@ -217,20 +233,21 @@ def tensor_repr(t):
         body = "[]"
         if len(t._shape) != 1:
             suffixes.append(f"size={tuple(t._shape)}")
-        if dt is not D.get_default_dtype():
+        if dt is not D.get_default_dtype() and dt is not D.default_complex_dtype():
             suffixes.append(f"dtype={dt}")
     else:
         a = _host_array(t)
         shown = _edges(a, opts["edgeitems"]) if t._numel > opts["threshold"] else a
         if dt is D.bfloat16:
             shown = _bf16_bits_to_f32(shown)
-        fmt = _Formatter(shown, dt, opts["precision"], opts["sci_mode"])
+        fmt = _ComplexFormatter(shown, opts["precision"], opts["sci_mode"]) if dt.kind == 3 \
+            else _Formatter(shown, dt, opts["precision"], opts["sci_mode"])
         if dt.kind == 0:
             shown = shown.astype(bool)
         body = _render(shown, a.shape, indent, fmt, opts)
         if not opts["edgeitems"]:  # "[...]" says nothing of the shape
             suffixes.append(f"size={tuple(t._shape)}")
-        if dt not in (D.get_default_dtype(), D.int64, D.bool):
+        if dt not in (D.get_default_dtype(), D.int64, D.bool, D.default_complex_dtype()):
             suffixes.append(f"dtype={dt}")
     if t.grad_fn is not None:
         suffixes.append(f"grad_fn=<{_grad_fn_name(t.grad_fn)}>")

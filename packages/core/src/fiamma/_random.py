@@ -354,10 +354,13 @@ def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
     shape = _size_args(size, kw.pop("size", None) if kw else None, op)
     if kw:
         _no_extra(kw, op)
-    dt = _default_float(dtype, op)
+    dt = _default_float(dtype, op, True)
     t = new_empty(shape, dt) if out is None and device is None else \
         _result(shape, dt, device, out, op)
-    _fill(t, _UNIFORM, 0.0, 1.0, generator, op)
+    if dt.kind == 3:  # real and imaginary parts each uniform in [0, 1), as PyTorch
+        _fill_pairs(t, _UNIFORM, 1.0, generator, op)
+    else:
+        _fill(t, _UNIFORM, 0.0, 1.0, generator, op)
     return t if out is None and not requires_grad else _done(t, out, requires_grad)
 
 
@@ -373,20 +376,33 @@ def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
     shape = _size_args(size, kw.pop("size", None) if kw else None, op)
     if kw:
         _no_extra(kw, op)
-    dt = _default_float(dtype, op)
+    dt = _default_float(dtype, op, True)
     t = new_empty(shape, dt) if out is None and device is None else \
         _result(shape, dt, device, out, op)
-    _fill(t, _NORMAL, 0.0, 1.0, generator, op)
+    if dt.kind == 3:  # a standard complex normal: each part N(0, 1/2), as PyTorch
+        _fill_pairs(t, _NORMAL, math.sqrt(0.5), generator, op)
+    else:
+        _fill(t, _NORMAL, 0.0, 1.0, generator, op)
     return t if out is None and not requires_grad else _done(t, out, requires_grad)
 
 
-def _default_float(dtype, op):
+def _default_float(dtype, op, complex_ok=False):
     if dtype is None:
         return D._default[0]
     dt = dtype if type(dtype) is D.dtype else D.to_dtype(dtype, op)
-    if dt.kind != 2:
+    if dt.kind != 2 and not (complex_ok and dt.kind == 3):
         raise TypeError(f"{op}: expected a floating point dtype, got {dt}")
     return dt
+
+
+def _fill_pairs(t, dist, scale, generator, op):
+    """rand/randn of a complex tensor: its (real, imag) pairs filled as real values."""
+    from fiamma._ops.complex_ops import view_as_real
+
+    r = view_as_real(t)
+    _fill(r, dist, 0.0, 1.0, generator, op)
+    if scale != 1.0:
+        r.mul_(scale)
 
 
 def _no_extra(kw, op):
@@ -425,7 +441,8 @@ def _int_bound(x, op, name):
         raise TypeError(f"{op}: {name} must be an int, got {type(x).__name__}") from None
 
 
-_DIGITS = {D.float16: 11, D.bfloat16: 8, D.float32: 24, D.float64: 53}
+_DIGITS = {D.float16: 11, D.bfloat16: 8, D.float32: 24, D.float64: 53, D.complex64: 24,
+           D.complex128: 53}
 
 
 def _limits(dt):

@@ -107,7 +107,10 @@ class Tensor:
     is_sparse = False
     is_quantized = False
     is_meta = False
-    is_complex = staticmethod(lambda: False)
+
+    def is_complex(self):
+        """Whether the dtype is complex (complex64 or complex128)."""
+        return self._dtype.kind == 3
 
     @property
     def layout(self):
@@ -678,6 +681,10 @@ class Tensor:
         k = t._dtype.kind
         if k == 2:
             return _cpu.read_float(t)
+        if k == 3:
+            from fiamma._ops.complex_ops import arr
+
+            return builtins.complex(arr(t).item())
         v = _cpu.read_int(t)
         return builtins.bool(v) if k == 0 else v
 
@@ -937,6 +944,14 @@ def _copy_into(dst, src):
 
 
 def _cast(x, dt):
+    if x._dtype.kind == 3 and dt.kind != 3:
+        import warnings
+
+        warnings.warn("Casting complex values to real discards the imaginary part",
+                      UserWarning, stacklevel=3)
+    elif dt.kind == 3 and x.requires_grad and G.is_grad_enabled():
+        raise RuntimeError(f"to: casting a tensor that requires grad to {dt} is not supported "
+                           "yet (no gradients through complex tensors); detach it first")
     out = new_empty(x._shape, dt, x._storage.device)
     _copy_into(out, x)
     if x.requires_grad and dt.kind == 2:

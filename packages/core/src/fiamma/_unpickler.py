@@ -135,16 +135,17 @@ _STORAGE_DTYPES = {
     "BoolStorage": D.bool, "ByteStorage": D.uint8, "CharStorage": D.int8,
     "ShortStorage": D.int16, "IntStorage": D.int32, "LongStorage": D.int64,
     "HalfStorage": D.float16, "BFloat16Storage": D.bfloat16, "FloatStorage": D.float32,
-    "DoubleStorage": D.float64,
+    "DoubleStorage": D.float64, "ComplexFloatStorage": D.complex64,
+    "ComplexDoubleStorage": D.complex128,
 }
 # PyTorch storage/dtype names fiamma has no dtype for: refused with a clear message
-_UNSUPPORTED_STORAGES = {"ComplexFloatStorage", "ComplexDoubleStorage", "QInt8Storage",
+_UNSUPPORTED_STORAGES = {"QInt8Storage",
                          "QUInt8Storage", "QInt32Storage", "QUInt4x2Storage", "QUInt2x4Storage",
                          "UInt16Storage", "UInt32Storage", "UInt64Storage",
                          "ComplexHalfStorage"}
 STORAGE_TYPES_BY_NAME = {n: StorageType(n, d) for n, d in _STORAGE_DTYPES.items()}
 _UNTYPED = StorageType("UntypedStorage", D.uint8)  # bytes; _rebuild_tensor_v3 names the dtype
-_UNSUPPORTED_DTYPE_PREFIXES = ("complex", "cfloat", "cdouble", "chalf", "uint16", "uint32",
+_UNSUPPORTED_DTYPE_PREFIXES = ("complex32", "chalf", "uint16", "uint32",
                                "uint64", "float8", "float4", "qint", "quint", "bits")
 _CUDA_STORAGE_TYPES = {n: StorageType(n, d, True) for n, d in _STORAGE_DTYPES.items()}
 _TORCH_DTYPES = {
@@ -152,6 +153,8 @@ _TORCH_DTYPES = {
     "int32": D.int32, "int": D.int32, "int64": D.int64, "long": D.int64,
     "float16": D.float16, "half": D.float16, "bfloat16": D.bfloat16, "float32": D.float32,
     "float": D.float32, "float64": D.float64, "double": D.float64,
+    "complex64": D.complex64, "cfloat": D.complex64, "complex128": D.complex128,
+    "cdouble": D.complex128,
 }
 
 

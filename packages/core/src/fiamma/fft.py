@@ -1,11 +1,17 @@
 """fiamma.fft: discrete Fourier transforms with PyTorch's ``torch.fft`` names and arguments.
 
-**Complex layout.** fiamma has no complex dtype. A complex tensor of shape ``S`` is represented
-as a real tensor of shape ``S + (2,)`` holding (real, imag) pairs, the layout of PyTorch's
-``torch.view_as_real`` (float32 pairs for complex64, float64 pairs for complex128).
+**Complex tensors.** A complex64/complex128 input is a complex signal, and the transforms that
+take one (fft, ifft, fft2, ifft2, fftn, ifftn) return a complex tensor of its dtype, as
+PyTorch; irfft/hfft (and their 2-d/n-d forms) take a complex tensor and return a real one.
 
-- Transforms with a complex result (fft, ifft, rfft, ihfft, fft2, ..., fftn, rfftn, ...) return
-  that layout.
+**The (real, imag) pair layout** (what fiamma used before it had complex dtypes, and what real
+inputs still give): a complex tensor of shape ``S`` as a real tensor of shape ``S + (2,)`` holding
+(real, imag) pairs, the layout of ``fiamma.view_as_real`` (float32 pairs for complex64, float64
+pairs for complex128).
+
+- Transforms of a real input with a complex result (fft, ifft, rfft, ihfft, fft2, ..., fftn,
+  rfftn, ...) return that layout (``fiamma.view_as_complex`` turns it into a complex tensor
+  without a copy).
 - Transforms that need a complex input (irfft, irfft2, irfftn, hfft, hfft2, hfftn) take that
   layout: the last dimension must have size 2 and ``dim``/``s`` refer to the complex tensor's
   dimensions (the trailing 2 is not a dimension of the signal).
@@ -72,7 +78,7 @@ def _float_src(x, op):
     dt = x._dtype
     if dt in (D.float16, D.bfloat16):
         raise RuntimeError(f"fft.{op}: Unsupported dtype {dt} (use float32 or float64)")
-    if dt.kind != 2:
+    if dt.kind < 2:
         x = x.to(D.get_default_dtype())
     return x
 
@@ -93,6 +99,8 @@ class _DevSignal:
 
 
 def _real_np(x, op):
+    if isinstance(x, Tensor) and x._dtype.kind == 3:
+        raise RuntimeError(f"fft.{op}: expected a real input tensor, but got {x._dtype}")
     x = _float_src(x, op)
     if x._storage.device.type != "cpu":
         return _DevSignal(x, False)
@@ -100,7 +108,17 @@ def _real_np(x, op):
 
 
 def _complex_np(x, op):
-    """The complex NumPy array of a (..., 2) tensor (a view when the pairs are contiguous)."""
+    """The complex NumPy array of a complex tensor or a (..., 2) pairs tensor (a view when the
+    pairs are contiguous)."""
+    if isinstance(x, Tensor) and x._dtype.kind == 3:
+        x = x.detach()
+        if x._storage.device.type != "cpu":
+            from fiamma._ops.complex_ops import view_as_real
+
+            return _DevSignal(view_as_real(x), True)
+        from fiamma._ops.complex_ops import arr
+
+        return arr(x)
     x = _float_src(x, op)
     if not x._shape or x._shape[-1] != 2:
         raise RuntimeError(f"fft.{op}: expected a complex input as (real, imag) pairs (last "
@@ -115,6 +133,8 @@ def _complex_np(x, op):
 
 
 def _is_complex_input(x, complex_input, op):
+    if isinstance(x, Tensor) and x._dtype.kind == 3:
+        return True
     if complex_input is not None:
         return builtins.bool(complex_input)
     if is_complex_layout(x):
@@ -137,7 +157,27 @@ def _out_real(arr, out, op):
     return _finish(res, out, op)
 
 
-def _out_complex(arr, out, op):
+def _out_complex(arr, out, op, dtype_out=False):
+    """The transform's complex result: a complex tensor (``dtype_out``: the input was one) or
+    (real, imag) pairs."""
+    if dtype_out:
+        from fiamma._ops.complex_ops import arr as _arr, view_as_complex
+
+        if isinstance(arr, Tensor):  # computed on its device: (..., 2) pairs
+            res = view_as_complex(arr)
+        else:
+            arr = np.asarray(arr)
+            if arr.flags.c_contiguous and arr.flags.writeable and arr.flags.aligned and \
+                    arr.dtype in (np.complex64, np.complex128):
+                from fiamma._interop import from_numpy
+
+                res = from_numpy(arr)  # NumPy's fresh result becomes the tensor's memory
+            else:
+                res = new_empty(arr.shape, D.complex64 if arr.dtype == np.complex64 else
+                                D.complex128)
+                if res._numel:
+                    _arr(res)[...] = arr
+        return _finish(res, out, op)
     if isinstance(arr, Tensor):  # computed on its device: (..., 2) pairs
         return as_complex_layout(_finish(arr, out, op))
     arr = np.asarray(arr)
@@ -261,8 +301,12 @@ def _c2c(op, npfn, input, n, dim, norm, out, complex_input):
     _check_n(n, op)
     d = _wrap(dim, a.ndim, op)
     r = _np_call(op, npfn, a, n=n, axis=d, norm=_norm(norm, op))
-    return _record(op, _out_complex(r, out, op), input, {"n": n, "dim": dim, "norm": norm,
-                                                          "complex_input": cplx})
+    res = _out_complex(r, out, op, _is_cdtype(input))
+    return _record(op, res, input, {"n": n, "dim": dim, "norm": norm, "complex_input": cplx})
+
+
+def _is_cdtype(x):
+    return isinstance(x, Tensor) and x._dtype.kind == 3
 
 
 def fft(input, n=None, dim=-1, norm=None, *, out=None, complex_input=None):
@@ -344,7 +388,7 @@ def _nd_c2c(op, npfn, input, s, dim, norm, out, complex_input, two):
     a = _complex_np(input, op) if cplx else _real_np(input, op)
     s, dims = _axes(a.ndim, s, dim, op, two=two)
     r = _np_call(op, npfn, a, s=_sizes(a, s, dims, op), axes=dims, norm=_norm(norm, op))
-    return _record(op, _out_complex(r, out, op), input,
+    return _record(op, _out_complex(r, out, op, _is_cdtype(input)), input,
                    {"s": s, "dim": dim, "norm": norm, "complex_input": cplx})
 
 

@@ -62,7 +62,7 @@ SolveExResult = collections.namedtuple("linalg_solve_ex", ["result", "info"])
 
 _NAMES = {D.float16: "Half", D.bfloat16: "BFloat16", D.float32: "Float", D.float64: "Double",
           D.int64: "Long", D.int32: "Int", D.int16: "Short", D.int8: "Char", D.uint8: "Byte",
-          D.bool: "Bool"}
+          D.bool: "Bool", D.complex64: "ComplexFloat", D.complex128: "ComplexDouble"}
 
 
 # ---- conversions -----------------------------------------------------------------------------
@@ -114,20 +114,29 @@ def _host(a):
     return a if isinstance(a, np.ndarray) else a.get()
 
 
-def _float_np(A, op, name="A"):
-    """The array view of a float32/float64 tensor (PyTorch's dtype errors otherwise)."""
+def _float_np(A, op, name="A", complex_ok=False):
+    """The array view of a float32/float64 tensor (and complex64/complex128 with
+    ``complex_ok``: the functions that compute on complex matrices); PyTorch's dtype errors
+    otherwise."""
     _check(A, op, name)
     dt = A._dtype
     if dt in (D.float16, D.bfloat16):
         raise RuntimeError(f"linalg.{op}: Low precision dtypes not supported. Got {_NAMES[dt]}")
-    if dt.kind != 2:
+    if dt.kind == 3 and not complex_ok:
+        raise RuntimeError(f"linalg.{op}: complex input ({dt}) is not supported yet; only "
+                           "inv, det, solve, qr, svd, svdvals, eig and eigvals take complex "
+                           "matrices")
+    if dt.kind == 3 and A.requires_grad and G.is_grad_enabled():
+        raise RuntimeError(f"linalg.{op}: gradients through complex matrices are not "
+                           "supported yet; detach the input")
+    if dt.kind < 2:
         raise RuntimeError(f"linalg.{op}: Expected a floating point or complex tensor as input. "
                            f"Got {_NAMES[dt]}")
     return _arr(A)
 
 
-def _matrix_np(A, op, square=False, name="A"):
-    a = _float_np(A, op, name)
+def _matrix_np(A, op, square=False, name="A", complex_ok=False):
+    a = _float_np(A, op, name, complex_ok)
     if a.ndim < 2:
         raise RuntimeError(f"linalg.{op}: The input tensor {name} must have at least 2 dimensions.")
     if square and a.shape[-1] != a.shape[-2]:
@@ -249,6 +258,10 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
     5.0
     """
     _check(x, "vector_norm", "x")
+    if x._dtype.kind == 3 and (dtype is None or dtype.kind == 3):
+        # the norm of complex values is the norm of their magnitudes (real, as PyTorch)
+        x = x.abs()
+        dtype = None if dtype is None else dtype.to_real
     dt = x._dtype if dtype is None else dtype
     if dt.kind != 2:
         raise RuntimeError("linalg.vector_norm: Expected a floating point or complex tensor as "
@@ -377,7 +390,7 @@ def inv(A, *, out=None):
     >>> fiamma.linalg.inv(fiamma.tensor([[0.0, 1.0], [1.0, 0.0]])).tolist()
     [[0.0, 1.0], [1.0, 0.0]]
     """
-    a = _matrix_np(A, "inv", square=True)
+    a = _matrix_np(A, "inv", square=True, complex_ok=True)
     try:
         r = np.linalg.inv(a)
     except np.linalg.LinAlgError:
@@ -453,7 +466,7 @@ def pinv(A, rcond=None, hermitian=False, *, atol=None, rtol=None, out=None):
 
 def det(A, *, out=None):
     """The determinant of square matrices (batched)."""
-    a = _matrix_np(A, "det", square=True)
+    a = _matrix_np(A, "det", square=True, complex_ok=True)
     return _record("det", _result(np.linalg.det(a), A._dtype, out, "det"), (A,))
 
 
@@ -522,8 +535,8 @@ def solve(A, B, *, left=True, out=None):
     >>> fiamma.linalg.solve(A, fiamma.tensor([9.0, 8.0])).tolist()
     [2.0, 3.0]
     """
-    a = _matrix_np(A, "solve", square=True)
-    b = _float_np(B, "solve", "B")
+    a = _matrix_np(A, "solve", square=True, complex_ok=True)
+    b = _float_np(B, "solve", "B", complex_ok=True)
     if A._dtype is not B._dtype:
         raise RuntimeError(f"linalg.solve: Expected A and B to have the same dtype, but found "
                            f"A of type {_NAMES[A._dtype]} and B of type {_NAMES[B._dtype]}")
@@ -671,7 +684,7 @@ def cholesky_ex(A, *, upper=False, check_errors=False, out=None):
 def qr(A, mode="reduced", *, out=None):
     """The QR decomposition ``(Q, R)``: mode 'reduced' (Q m x k), 'complete' (Q m x m) or 'r'
     (R only; Q is an empty tensor)."""
-    a = _matrix_np(A, "qr")
+    a = _matrix_np(A, "qr", complex_ok=True)
     if mode not in ("reduced", "complete", "r"):
         raise RuntimeError(f"linalg.qr: qr received unrecognized mode '{mode}' but expected one "
                            "of 'reduced' (default), 'r', or 'complete'")
@@ -686,7 +699,7 @@ def qr(A, mode="reduced", *, out=None):
 
 def svd(A, full_matrices=True, *, driver=None, out=None):
     """The singular value decomposition ``(U, S, Vh)`` with A = U diag(S) Vh, S descending."""
-    a = _matrix_np(A, "svd")
+    a = _matrix_np(A, "svd", complex_ok=True)
     m, n = a.shape[-2:]
     if a.size == 0:
         k = builtins.min(m, n)
@@ -694,19 +707,20 @@ def svd(A, full_matrices=True, *, driver=None, out=None):
                             a.shape[:-2] + (m, m if full_matrices else k))
         vh = np.broadcast_to(np.eye(n if full_matrices else k, n, dtype=a.dtype),
                              a.shape[:-2] + (n if full_matrices else k, n))
-        s = np.zeros(a.shape[:-2] + (k,), a.dtype)
+        s = np.zeros(a.shape[:-2] + (k,), a.real.dtype)
     else:
         u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
-    res = SVDResult(_tensor(u, A._dtype), _tensor(s, A._dtype), _tensor(vh, A._dtype))
+    # the singular values are real (float32 for complex64 input)
+    res = SVDResult(_tensor(u, A._dtype), _tensor(s, A._dtype.to_real), _tensor(vh, A._dtype))
     return _record("svd", res, (A,), {"full_matrices": full_matrices})
 
 
 def svdvals(A, *, driver=None, out=None):
     """The singular values of A, descending."""
-    a = _matrix_np(A, "svdvals")
+    a = _matrix_np(A, "svdvals", complex_ok=True)
     s = np.linalg.svd(a, compute_uv=False) if a.size else \
-        np.zeros(a.shape[:-2] + (builtins.min(a.shape[-2:]),), a.dtype)
-    return _record("svdvals", _result(s, A._dtype, out, "svdvals"), (A,))
+        np.zeros(a.shape[:-2] + (builtins.min(a.shape[-2:]),), a.real.dtype)
+    return _record("svdvals", _result(s, A._dtype.to_real, out, "svdvals"), (A,))
 
 
 def _uplo(UPLO, op):
@@ -740,21 +754,13 @@ def eigvalsh(A, UPLO="L", *, out=None):
 
 
 def _complex_tensor(z, dt):
-    """A complex NumPy array as a tensor in fiamma's complex layout (trailing (real, imag)
-    pair, marked complex), float32 pairs for a float32 input."""
-    from fiamma.fft import as_complex_layout
-
-    res = _tensor(np.stack([z.real, z.imag], -1), dt)
-    return as_complex_layout(res)
+    """A complex NumPy array as a complex tensor: complex64 for float32/complex64 input,
+    complex128 for float64/complex128."""
+    return _tensor(z, dt.to_complex)
 
 
 def _eig_np(A, op, vectors):
-    from fiamma.fft import is_complex_layout
-
-    a = _matrix_np(A, op, square=True)
-    if is_complex_layout(A):
-        raise RuntimeError(f"linalg.{op}: complex input (fiamma's (..., 2) complex layout) is not "
-                           "supported; pass a real matrix")
+    a = _matrix_np(A, op, square=True, complex_ok=True)
     if A.requires_grad and G.is_grad_enabled():
         raise RuntimeError(
             f"linalg.{op}: gradients are not supported (the results are complex, and fiamma's "
@@ -767,37 +773,32 @@ def _eig_np(A, op, vectors):
 
 
 def eig(A, *, out=None):
-    """Eigenvalues and eigenvectors of general (non-symmetric) square matrices.
+    """Eigenvalues and eigenvectors of general (non-symmetric) square matrices, real or complex.
 
-    The results are complex, in fiamma's complex layout (as :mod:`fiamma.fft`): eigenvalues
-    ``(..., n, 2)`` and eigenvectors ``(..., n, n, 2)`` hold (real, imag) pairs
-    (``torch.view_as_real`` of PyTorch's complex results); column ``k`` of the eigenvectors
-    (unit norm, LAPACK's geev normalisation) belongs to eigenvalue ``k``. float32 input gives
-    float32 pairs. Not differentiable (use :func:`eigh` for symmetric matrices).
+    The results are complex tensors (complex64 for float32/complex64 input, complex128 for
+    float64/complex128), as PyTorch's: eigenvalues ``(..., n)`` and eigenvectors ``(..., n, n)``;
+    column ``k`` of the eigenvectors (unit norm, LAPACK's geev normalisation) belongs to
+    eigenvalue ``k``. ``fiamma.view_as_real`` gives the (real, imag) pair layout. Not
+    differentiable (use :func:`eigh` for symmetric matrices).
 
     >>> import fiamma
     >>> w, v = fiamma.linalg.eig(fiamma.tensor([[0.0, -1.0], [1.0, 0.0]]))
     >>> w.tolist()  # a rotation by 90 degrees: eigenvalues +i and -i
-    [[0.0, 1.0], [0.0, -1.0]]
+    [1j, -1j]
     """
     w, v = _eig_np(A, "eig", True)
     res = EigResult(_complex_tensor(w, A._dtype), _complex_tensor(v, A._dtype))
     if out is None:
         return res
-    from fiamma.fft import as_complex_layout
-
-    return EigResult(*(as_complex_layout(t) for t in _into_pair(out, res, "eig")))
+    return EigResult(*_into_pair(out, res, "eig"))
 
 
 def eigvals(A, *, out=None):
-    """The eigenvalues of general square matrices, complex: ``(..., n, 2)`` (real, imag) pairs
-    in fiamma's complex layout (see :func:`eig`)."""
+    """The eigenvalues of general square matrices, as a complex tensor (see :func:`eig`)."""
     res = _complex_tensor(_eig_np(A, "eigvals", False), A._dtype)
     if out is None:
         return res
-    from fiamma.fft import as_complex_layout
-
-    return as_complex_layout(_into(out, res, "eigvals"))
+    return _into(out, res, "eigvals")
 
 
 def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None, out=None):

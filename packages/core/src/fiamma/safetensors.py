@@ -30,10 +30,10 @@ _INT64_MAX = (1 << 63) - 1
 
 _CODES = {D.bool: "BOOL", D.uint8: "U8", D.int8: "I8", D.int16: "I16", D.int32: "I32",
           D.int64: "I64", D.float16: "F16", D.bfloat16: "BF16", D.float32: "F32",
-          D.float64: "F64"}
+          D.float64: "F64", D.complex64: "C64"}
 _DTYPES = {v: k for k, v in _CODES.items()}
 _OTHER_CODES = {"U16", "U32", "U64", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4", "F6_E2M3",
-                "F6_E3M2", "C64", "E8M0"}
+                "F6_E3M2", "E8M0"}
 
 
 class SafetensorError(ValueError):
@@ -53,6 +53,9 @@ def _check_tensors(tensors, metadata):
             raise SafetensorError("safetensors: '__metadata__' is reserved, not a tensor name")
         if not isinstance(v, Tensor):
             raise TypeError(f"safetensors: {k!r} is a {type(v).__name__}, not a fiamma tensor")
+        if v._dtype not in _CODES:
+            raise TypeError(f"safetensors: {k!r} has dtype {v._dtype}, which the safetensors "
+                            "format has no code for (complex64 is C64; complex128 has none)")
     if metadata is not None:
         if not isinstance(metadata, dict) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):

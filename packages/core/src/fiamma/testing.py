@@ -18,7 +18,7 @@ __all__ = ["assert_close", "assert_allclose"]
 
 # PyTorch's default (rtol, atol) by dtype; integers and bool compare exactly
 _TOL = {D.float16: (1e-3, 1e-5), D.bfloat16: (1.6e-2, 1e-5), D.float32: (1.3e-6, 1e-5),
-        D.float64: (1e-7, 1e-7)}
+        D.float64: (1e-7, 1e-7), D.complex64: (1.3e-6, 1e-5), D.complex128: (1e-7, 1e-7)}
 
 
 def _tol(dt, rtol, atol):
@@ -50,7 +50,9 @@ def _compare_tensors(a, b, rtol, atol, equal_nan, check_dtype, check_device, che
             _fail(f"The values for attribute '{attr}' do not match: {va} != {vb}.", path, msg)
     dt = D.promote_types(a.dtype, b.dtype)
     rtol, atol = _tol(dt, rtol, atol)
-    conv = D.float64 if dt.is_floating_point or dt is D.bfloat16 else D.int64
+    # complex values compare as complex numbers: |a - b| <= atol + rtol * |b| (as PyTorch)
+    conv = D.complex128 if dt.is_complex else \
+        D.float64 if dt.is_floating_point or dt is D.bfloat16 else D.int64
     x = a.detach().to(conv).numpy()
     y = b.detach().to(conv).numpy()
     if a.numel() == 0:
@@ -59,7 +61,8 @@ def _compare_tensors(a, b, rtol, atol, equal_nan, check_dtype, check_device, che
         bad = x != y
         diff = np.abs(x - y).astype(np.float64)
     else:
-        x, y = x.astype(np.float64), y.astype(np.float64)
+        wide = np.complex128 if conv is D.complex128 else np.float64
+        x, y = x.astype(wide), y.astype(wide)
         with np.errstate(invalid="ignore"):
             diff = np.abs(x - y)
             bad = ~(diff <= atol + rtol * np.abs(y))

@@ -14,8 +14,8 @@ __all__ = ["broadcast_shapes", "bcast_strides", "is_scalar", "as_operand", "chec
 
 
 def is_scalar(x):
-    return isinstance(x, (builtins.bool, builtins.int, builtins.float, np.number, np.bool_)) \
-        or (isinstance(x, numbers.Number) and not isinstance(x, complex))
+    return isinstance(x, (builtins.bool, builtins.int, builtins.float, builtins.complex,
+                          np.number, np.bool_)) or isinstance(x, numbers.Number)
 
 
 def broadcast_shapes(*shapes, op="broadcast_shapes"):

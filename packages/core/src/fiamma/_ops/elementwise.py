@@ -18,6 +18,7 @@ import numpy as np
 
 from fiamma import _dtype as D, _grad_hook as G
 from fiamma._backend import check, codes as K, cpu as _cpu
+from fiamma._ops import complex_ops as _cx
 from fiamma._ops._common import (
     as_operand,
     bcast_strides,
@@ -43,7 +44,7 @@ DOUBLE = 3     # compute in float64 (float_power)
 
 
 def _compute_dtype(kind, rt):
-    if kind == TRUEDIV and rt.kind != 2:
+    if kind == TRUEDIV and rt.kind < 2:
         return D.get_default_dtype()
     if kind == DOUBLE:
         return D.float64
@@ -77,7 +78,7 @@ def _scalar_args(s, ct, name):
 def _check_scalar_fits(s, dt, name):
     """PyTorch's check for scalar bounds of clamp/where on integer tensors: out-of-range values
     raise (negative values wrap for unsigned types, as in C)."""
-    if dt.kind == 2 or not is_scalar(s) or isinstance(s, builtins.float):
+    if dt.kind >= 2 or not is_scalar(s) or isinstance(s, builtins.float):
         return
     v = builtins.int(s)
     info = D.iinfo(dt)
@@ -126,7 +127,7 @@ def _promote(a, b):
             if b._dtype is da:
                 return da
         elif tb is float:
-            return da if da.kind == 2 else D.get_default_dtype()
+            return da if da.kind >= 2 else D.get_default_dtype()
         elif tb is int:
             return da if da.kind else D.int64
         elif tb is bool:
@@ -134,7 +135,7 @@ def _promote(a, b):
     elif tb is Tensor:
         db = b._dtype
         if ta is float:
-            return db if db.kind == 2 else D.get_default_dtype()
+            return db if db.kind >= 2 else D.get_default_dtype()
         if ta is int:
             return db if db.kind else D.int64
         if ta is bool:
@@ -171,6 +172,8 @@ def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=No
         if (kind == ARITH or kind == PREDICATE) and a._storage.device is CPU is b._storage.device:
             # two CPU tensors of one dtype (m + bias): no promotion, cast or device search
             if not _BIN_OK[code][ct.code]:
+                if ct.kind == 3 and code in _cx.BINARY:
+                    return _complex_same(code, name, kind, a, b, record, kwargs)
                 _raise(K.ERR_DTYPE, name, ct)
             sa, sb = a._shape, b._shape
             shape = sa if sa == sb else broadcast_pair(sa, sb, name)
@@ -204,11 +207,14 @@ def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=No
     else:
         raise TypeError(f"{name}: expected at least one tensor operand")
     ct = _compute_dtype(kind, _promote(a, b))
-    if not _BIN_OK[code][ct.code]:  # also for empty operands
-        _raise(K.ERR_DTYPE, name, ct)
+    if not _BIN_OK[code][ct.code] and not (ct.kind == 3 and code in _cx.BINARY):
+        _raise(K.ERR_DTYPE, name, ct)  # also for empty operands
     od = D.bool if kind == PREDICATE else ct
     res = new_empty(shape, od, dev) if out is None else _result(out, shape, od, dev, name, (a, b))
-    if res._numel:
+    if res._numel and ct.kind == 3:
+        _cx.binary_into(code, res, cast(a, ct).expand(shape) if ta else a,
+                        cast(b, ct).expand(shape) if tb else b, ct, params)
+    elif res._numel:
         be = res._storage.backend
         if ta and tb:
             ca, cb = cast(a, ct), cast(b, ct)
@@ -229,6 +235,17 @@ def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=No
     if out is not None:
         res = _finish(res, out)
     if record and ((ta and a.requires_grad) or (tb and b.requires_grad)):
+        G.record(name, res, (a, b), kwargs or {})
+    return res
+
+
+def _complex_same(code, name, kind, a, b, record, kwargs):
+    """binary() of two CPU tensors of one complex dtype."""
+    shape = a._shape if a._shape == b._shape else broadcast_pair(a._shape, b._shape, name)
+    res = new_empty(shape, D.bool if kind == PREDICATE else a._dtype, CPU)
+    if res._numel:
+        _cx.binary_into(code, res, a.expand(shape), b.expand(shape), a._dtype)
+    if record and (a.requires_grad or b.requires_grad):
         G.record(name, res, (a, b), kwargs or {})
     return res
 
@@ -258,14 +275,17 @@ def unary(code, name, x, out=None, p0=0.0, p1=0.0, p2=0.0, float_only=False, rec
     if not isinstance(x, Tensor):
         raise TypeError(f"{name}: expected a Tensor, got {type(x).__name__}")
     src = x
-    if float_only and x._dtype.kind != 2:
+    if float_only and x._dtype.kind < 2:
         src = cast(x, D.get_default_dtype())
-    od = _UN_OUT[code][src._dtype.code]
+    cx = src._dtype.kind == 3
+    od = _cx.unary_out_dtype(code, src._dtype) if cx else _UN_OUT[code][src._dtype.code]
     if od is None:
         _unsupported(name, src._dtype)
     res = new_empty(x._shape, od, x._storage.device) if out is None else \
         _result(out, x._shape, od, x._storage.device, name, (src,))
-    if res._numel:
+    if res._numel and cx:
+        _cx.unary_into(code, res, src)
+    elif res._numel:
         rc = res._storage.backend.unary(code, res, src, p0, p1, p2)
         if rc:
             _raise(rc, name, src._dtype)
@@ -621,6 +641,8 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
         raise RuntimeError(f"isclose: rtol must be greater than or equal to zero, but got {rtol}")
     if atol < 0:
         raise RuntimeError(f"isclose: atol must be greater than or equal to zero, but got {atol}")
+    if input._dtype.kind == 3:
+        return _cx.isclose(input, other, builtins.float(rtol), builtins.float(atol), equal_nan)
     return binary(K.BIN_ISCLOSE, "isclose", PREDICATE, input, other, record=False,
                   params=(builtins.float(rtol), builtins.float(atol),
                           1.0 if equal_nan else 0.0))
@@ -708,6 +730,8 @@ def _where_fast(cond, x, y):
     tensor of that shape or a Python number that needs no cast; None if it does not apply."""
     dt = x._dtype
     ty = type(y)
+    if dt.kind == 3:
+        return None
     if ty is Tensor:
         if not (y._dtype is dt and y._shape == x._shape and y._contig and not y.requires_grad
                 and y._storage.device is CPU):
@@ -761,6 +785,8 @@ def where(condition, input=None, other=None, *, out=None):
     rt = D.result_type(input, other)
     _check_scalar_fits(input, rt, "where")
     _check_scalar_fits(other, rt, "where")
+    if rt.kind == 3:
+        return _cx.where(condition, input, other, rt, out)
     return ternary(K.TER_WHERE, "where", rt, condition, input, other, out)
 
 

@@ -524,8 +524,13 @@ def check_fits(value, dt, op):
     """PyTorch's overflow check for a number written into an integer dtype (fill_, full,
     masked_fill, index_fill, x[i] = v): outside the dtype's range raises; negative values
     down to -max wrap for unsigned types (as C does); floats are truncated. bool takes any."""
-    if dt.kind == 2 or dt is D.bool:
+    if dt.kind >= 2 or dt is D.bool:
         return
+    if isinstance(value, (builtins.complex, np.complexfloating)):
+        if value.imag != 0:
+            raise RuntimeError(f"{op}: value {value} cannot be converted to type {dt} without "
+                               "overflow")
+        value = value.real
     v = builtins.float(value) if isinstance(value, (builtins.float, np.floating)) else \
         builtins.int(value)
     if v != v:
@@ -541,6 +546,10 @@ def check_fits(value, dt, op):
 def _scalar_tensor(value, dt, op, dev=None):
     """A Python number as a 0-d tensor of dtype ``dt`` (on ``dev``, default the CPU)."""
     t = new_empty((), dt) if dev is None else new_empty((), dt, dev)
+    if dt.kind == 3:
+        from fiamma._creation import fill_
+
+        return fill_(t, value)
     check(t._storage.backend.fill(t, *_fill_args(value, dt, op)), op)
     return t
 
@@ -635,7 +644,7 @@ def _assign(self, seq, value, accumulate, op):
         view = _make_view(self.detach(), vshape, vstride, self._offset + voff, None)
         _add(view, _value_tensor(value, dt, op, self), out=view)
         return
-    if is_scalar(value):
+    if is_scalar(value) and dt.kind != 3:
         check(self._storage.backend.fill_region(vshape, self, voff, vstride,
                                                 *_fill_args(value, dt, op)), op)
         return
@@ -786,6 +795,8 @@ def nonzero(input, *, out=None, as_tuple=False):
     """
     if not isinstance(input, Tensor):
         raise TypeError(f"nonzero: expected a Tensor, got {type(input).__name__}")
+    if input._dtype.kind == 3:
+        input = input != 0  # nonzero when either part is
     if as_tuple:
         return _nonzero_cols(input)
     nd = len(input._shape)

@@ -68,6 +68,10 @@ def _value_buf(value, dt, op, dev):
     if not is_scalar(value):
         raise TypeError(f"{op}: value must be a number, got {type(value).__name__}")
     t = new_empty((), dt, dev)
+    if dt.kind == 3:
+        from fiamma._creation import fill_
+
+        return fill_(t, value)
     check(t._storage.backend.fill(t, *_fill_args(value, dt, op)), op)
     return t
 
@@ -102,6 +106,9 @@ def _run(mode, op, shape, a, sa, b, sb, idx, sidx, isize, istride, dim, wrap=0,
     dev = b._storage.device
     if a._storage.device is not dev or idx._storage.device is not dev:
         _same_device(op, b, a, idx)
+    if b._dtype.kind == 3:
+        a, sa, b, sb, shape, sidx, istride = _complex_as_pairs(mode, op, shape, a, sa, b, sb,
+                                                               sidx, istride)
     bad = [0]
     rc = b._storage.backend.ixop(mode, shape, a, sa, b, sb, idx, sidx, isize, istride, wrap,
                                  precheck, bad, init)
@@ -113,6 +120,18 @@ def _run(mode, op, shape, a, sa, b, sb, idx, sidx, isize, istride, dim, wrap=0,
             raise IndexError(f"{op}(): index {bad[0]} is out of bounds for dimension {dim} "
                              f"with size {isize}")
         check(rc, op)
+
+
+def _complex_as_pairs(mode, op, shape, a, sa, b, sb, sidx, istride):
+    """A complex gather/scatter/add as the same op on the (real, imag) pairs: one more
+    dimension of size 2 that the index does not move (adding is componentwise)."""
+    from fiamma._ops.complex_ops import view_as_real
+
+    if mode not in (K.IXOP_GATHER, K.IXOP_SCATTER, K.IXOP_ADD) or a._dtype is not b._dtype:
+        raise TypeError(f"{op}: not implemented for dtype {b._dtype}")
+    return (view_as_real(a), tuple(2 * s for s in sa) + (1,), view_as_real(b),
+            tuple(2 * s for s in sb) + (1,), tuple(shape) + (2,), tuple(sidx) + (0,),
+            2 * istride)
 
 
 def _finish(op, res, out, inputs, kwargs, grad):

@@ -13,6 +13,8 @@ them for both kernels. The kernels are the backend's ``mm`` / ``matmul`` primiti
 import builtins
 import numbers
 
+import numpy as np
+
 from fiamma import _autocast as _AC, _dtype as D, _grad_hook as G
 from fiamma._backend import check, codes as K
 from fiamma._backend.cpu import operators as _cpu_operators
@@ -154,6 +156,10 @@ def _product(op, a, b, out, c_in=None, beta=0, alpha=1, record=True, kw=None, re
     ba, bb = sa_[:-2], sb_[:-2]
     batch = ba if ba == bb else broadcast_shapes(ba, bb, op=op)
     shape = batch + ((m,) if da >= 2 else ()) + ((n,) if db >= 2 else ())
+    if dt.kind == 3:
+        res = _product_complex(op, a, b, out, shape, c_in, beta, alpha)
+        inputs = (a, b) if c_in is None else (c_in, a, b)
+        return _finish(res, out, rec or op, inputs, kw) if record else res
     if c_in is None and alpha == 1:
         fa, fb, ia, ib = _PLAIN[dt.kind == 2]
     else:
@@ -207,6 +213,30 @@ def _product(op, a, b, out, c_in=None, beta=0, alpha=1, record=True, kw=None, re
     if not record:
         return res
     return _finish(res, out, rec or op, inputs, kw)
+
+
+def _product_complex(op, a, b, out, shape, c_in, beta, alpha):
+    """_product for complex operands: the array module's matmul (NumPy's is BLAS's cgemm /
+    zgemm), written into the result."""
+    from fiamma._ops.complex_ops import arr, xp_of
+
+    dt = a._dtype
+    res = new_empty(shape, dt, a._storage.device) if out is None else \
+        _dest(out, shape, dt, op, (a, b))
+    if not res._numel:
+        return res
+    xp = xp_of(a)
+    if xp is np and alpha == 1 and (c_in is None or beta == 0):
+        np.matmul(arr(a), arr(b), out=arr(res))  # straight into the result
+        return res
+    v = xp.matmul(arr(a), arr(b))
+    if alpha != 1:
+        v = v * dt._np.type(alpha)
+    if c_in is not None and beta != 0:
+        c = arr(c_in)
+        v = v + (c if beta == 1 else c * dt._np.type(beta))
+    arr(res)[...] = v
+    return res
 
 
 def _batch_strides(t, batch, nd):
@@ -350,8 +380,12 @@ def dot(input, other, *, out=None):
 
 
 def vdot(input, other, *, out=None):
-    """Dot product of two 1-D tensors; the first would be conjugated (real dtypes only)."""
+    """Dot product of two 1-D tensors, the first conjugated (complex dtypes)."""
     a, b = _vecs("vdot", input, other)
+    if a._dtype.kind == 3:
+        from fiamma._ops.complex_ops import conj
+
+        return _product("vdot", conj(a), b, out)
     return _product("vdot", a, b, out)
 
 

@@ -173,6 +173,8 @@ def _run(code, name, x, mask, keepdim, p=0.0, center=None):
     """Run C reduction ``code`` of ``x`` over the dims in ``mask``: a new tensor in the C output
     dtype (``center``: the per-output operand of var/std/logsumexp, keepdim-shaped)."""
     dt = x._dtype
+    if dt.kind == 3 and code in _CX_RED:
+        return _run_complex(code, x, mask, keepdim)
     odc = _OUT[code][dt.code]
     if odc < 0:
         _unsupported(name, dt)
@@ -183,6 +185,22 @@ def _run(code, name, x, mask, keepdim, p=0.0, center=None):
                                          None if center is None else center._stride, p)
         if rc:
             _raise(rc, name, x)
+    return res
+
+
+# complex reductions: computed by the device's array module (pairwise sums, as NumPy)
+_CX_RED = {K.RED_SUM: "sum", K.RED_PROD: "prod", K.RED_MEAN: "mean", K.RED_NANSUM: "nansum"}
+
+
+def _run_complex(code, x, mask, keepdim):
+    from fiamma._ops.complex_ops import arr, xp_of
+
+    oshape, _ = _layout(x._shape, mask, keepdim)
+    res = new_empty(oshape, x._dtype, x._storage.device)
+    if res._numel:
+        axes = tuple(d for d in range(len(x._shape)) if mask >> d & 1)
+        v = getattr(xp_of(x), _CX_RED[code])(arr(x), axis=axes, keepdims=keepdim)
+        arr(res)[...] = v
     return res
 
 
@@ -212,16 +230,17 @@ def _sum_like(code, name, input, dim, keepdim, dtype, out):
     _check_tensor(input, name)
     dt = _dtype_arg(dtype, name)
     x = input if dt is None else cast(input, dt)
-    rdt = dt or (D.int64 if x._dtype.kind != 2 else x._dtype)
+    rdt = dt or (D.int64 if x._dtype.kind < 2 else x._dtype)
     if (dim is None and not keepdim and out is None and x._cpu_contig and
             not input.requires_grad):
         # the common x.sum() on the CPU: one C call over contiguous memory
         odc = _OUT[code][x._dtype.code]
-        res = new_empty((), D.BY_CODE[odc], CPU)
-        rc = _cpu.reduce_all(code, x, res)
-        if rc:
-            _raise(rc, name, x)
-        return _to(res, rdt)
+        if odc >= 0:  # (complex: below)
+            res = new_empty((), D.BY_CODE[odc], CPU)
+            rc = _cpu.reduce_all(code, x, res)
+            if rc:
+                _raise(rc, name, x)
+            return _to(res, rdt)
     mask = _mask(dim, len(x._shape), name)
     res = _to(_run(code, name, x, mask, keepdim), rdt)
     if out is None and not input.requires_grad:
@@ -254,11 +273,11 @@ def _mean_input(input, dtype, name):
     _check_tensor(input, name)
     dt = _dtype_arg(dtype, name)
     if dt is not None:
-        if dt.kind != 2:
+        if dt.kind < 2:
             raise RuntimeError(f"{name}(): could not infer output dtype. Optional dtype must be "
                                f"either a floating point or complex dtype. Got: {dt}")
         return cast(input, dt), dt
-    if input._dtype.kind != 2:
+    if input._dtype.kind < 2:
         raise RuntimeError(f"{name}(): could not infer output dtype. Input dtype must be either "
                            f"a floating point or complex dtype. Got: {input._dtype}")
     return input, None
@@ -458,6 +477,8 @@ def _var_core(name, input, dim, unbiased, keepdim, correction, want_mean):
     _check_tensor(input, name)
     if isinstance(dim, builtins.bool):  # var(x, True): the legacy unbiased argument
         dim, unbiased = None, dim
+    if input._dtype.kind == 3:
+        return _var_complex(name, input, dim, unbiased, keepdim, correction, want_mean)
     if input._dtype.kind != 2:
         raise RuntimeError(f"{name}(): std and var only support floating point dtypes, got "
                            f"{input._dtype}")
@@ -473,6 +494,21 @@ def _var_core(name, input, dim, unbiased, keepdim, correction, want_mean):
         if not keepdim:
             m = m._view(res._shape, res._stride, op="view")
     return res, m, {"mask": mask, "correction": corr}
+
+
+def _var_complex(name, input, dim, unbiased, keepdim, correction, want_mean):
+    """var/std of complex values: real, the sum of the parts' variances (the mean squared
+    magnitude of the deviations, as PyTorch)."""
+    from fiamma._ops.complex_ops import imag_, real_
+
+    vname = name.replace("std", "var")
+    vr, _, info = _var_core(vname, real_(input), dim, unbiased, keepdim, correction, False)
+    vi, _, _ = _var_core(vname, imag_(input), dim, unbiased, keepdim, correction, False)
+    res = vr + vi
+    if name.startswith("std"):
+        res = res.sqrt()
+    m = _run_complex(K.RED_MEAN, input, info["mask"], keepdim) if want_mean else None
+    return res, m, info
 
 
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
@@ -524,6 +560,8 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     _check_tensor(input, "norm")
     dt = _dtype_arg(dtype, "norm")
     x = input if dt is None else cast(input, dt)
+    if x._dtype.kind == 3:  # the norm of complex values is the norm of their magnitudes
+        return norm(x.abs(), p, dim, keepdim, out)
     if x._dtype.kind != 2:
         raise RuntimeError(f"norm(): input dtype should be floating point, got {x._dtype}")
     nd = len(x._shape)
@@ -578,7 +616,8 @@ def _logical(code, name, input, dim, keepdim, out):
     _check_tensor(input, name)
     nd = len(input._shape)
     mask = _mask(dim, nd, name)
-    res = _run(code, name, input, mask, keepdim)
+    x = input != 0 if input._dtype.kind == 3 else input  # complex: nonzero if either part is
+    res = _run(code, name, x, mask, keepdim)
     if input._dtype is D.uint8:  # PyTorch keeps uint8 for uint8 input
         res = res._view_dtype(D.uint8)
     return _finish(res, out, name, input, mask, keepdim)
@@ -598,7 +637,8 @@ def count_nonzero(input, dim=None):
     """Number of non-zero elements over ``dim`` (int64)."""
     _check_tensor(input, "count_nonzero")
     mask = _mask(dim, len(input._shape), "count_nonzero")
-    return _run(K.RED_COUNTNZ, "count_nonzero", input, mask, False)
+    x = input != 0 if input._dtype.kind == 3 else input
+    return _run(K.RED_COUNTNZ, "count_nonzero", x, mask, False)
 
 
 # ---- cumulative scans ------------------------------------------------------------------------
@@ -609,12 +649,21 @@ def _scan(code, name, input, dim, dtype, out):
     x = input if dt is None else cast(input, dt)
     nd = len(x._shape)
     d = wrap_dim(dim, nd, name)
-    odt = D.BY_CODE[_cpu.scan_out_dtype(code, x._dtype.code)]
-    res = new_empty(x._shape, odt, x._storage.device)
-    if res._numel:
-        rc = res._storage.backend.scan(code, x, res, d)
-        if rc:
-            _raise(rc, name, x)
+    if x._dtype.kind == 3:  # complex: the device's array module
+        from fiamma._ops.complex_ops import arr, xp_of
+
+        odt = x._dtype
+        res = new_empty(x._shape, odt, x._storage.device)
+        if res._numel:
+            fn = xp_of(x).cumsum if code == K.SCAN_CUMSUM else xp_of(x).cumprod
+            arr(res)[...] = fn(arr(x), axis=d if nd else None).reshape(x._shape)
+    else:
+        odt = D.BY_CODE[_cpu.scan_out_dtype(code, x._dtype.code)]
+        res = new_empty(x._shape, odt, x._storage.device)
+        if res._numel:
+            rc = res._storage.backend.scan(code, x, res, d)
+            if rc:
+                _raise(rc, name, x)
     res = _to(res, dt or odt)
     if out is not None:
         check_out(out, res._shape, res._dtype, name)

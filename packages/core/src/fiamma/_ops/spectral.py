@@ -1,10 +1,10 @@
 """Short-time Fourier transform (stft / istft) and the window functions.
 
-fiamma has no complex dtype (see :mod:`fiamma.fft`): the spectrogram of ``stft`` is a real
-tensor of shape ``(B?, n_freq, n_frames, 2)`` holding (real, imag) pairs, the layout of PyTorch's
-``torch.view_as_real(torch.stft(..., return_complex=True))`` (and of its old
-``return_complex=False`` output). ``istft`` takes that layout. ``return_complex=True`` raises,
-since a complex tensor cannot be returned.
+``stft(..., return_complex=True)`` returns a complex tensor (B?, n_freq, n_frames); otherwise
+(the default) the spectrogram is a real tensor of shape ``(B?, n_freq, n_frames, 2)`` holding
+(real, imag) pairs, the layout of PyTorch's ``torch.view_as_real(torch.stft(...,
+return_complex=True))`` (and of its old ``return_complex=False`` output), the same memory as
+the complex result. ``istft`` takes either.
 
 NumPy's FFT is imported with the functions (``import fiamma`` stays fast).
 """
@@ -140,9 +140,8 @@ def _lengths(op, n_fft, hop_length, win_length):
 def _no_complex(op, return_complex):
     if return_complex:
         raise RuntimeError(
-            f"{op}: return_complex=True is not supported: fiamma has no complex dtype. The "
-            "spectrum is returned as (real, imag) pairs in a trailing dimension of size 2 "
-            "(torch.view_as_real's layout); pass return_complex=False")
+            f"{op}: return_complex=True is not supported yet (the signal istft returns is "
+            "real); pass return_complex=False")
 
 
 _CPAD = {"constant": 0, "reflect": 1, "replicate": 2, "circular": 3}
@@ -239,7 +238,9 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
          pad_mode="reflect", normalized=False, onesided=None, return_complex=None):
     """The short-time Fourier transform of a real signal of shape (L,) or (B, L).
 
-    Returns ``(B?, n_freq, n_frames, 2)``: (real, imag) pairs, n_freq = n_fft // 2 + 1 when
+    Returns a complex tensor ``(B?, n_freq, n_frames)`` when ``return_complex=True`` (complex64
+    for float32 input), else ``(B?, n_freq, n_frames, 2)``: (real, imag) pairs (the same memory:
+    ``fiamma.view_as_real`` of the complex result), n_freq = n_fft // 2 + 1 when
     ``onesided`` (the default) else n_fft, n_frames = 1 + (L' - n_fft) // hop_length with L' the
     padded length (``center`` pads n_fft // 2 on both sides with ``pad_mode``). float32 and
     float64 signals are transformed in C (a mixed-radix FFT, many frames at a time); n_fft with
@@ -249,7 +250,10 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
     >>> fiamma.stft(fiamma.ones(64), 16, window=fiamma.hann_window(16)).shape
     fiamma.Size([9, 17, 2])
     """
-    _no_complex("stft", return_complex)
+    if return_complex and isinstance(input, Tensor) and input.requires_grad:
+        raise RuntimeError("stft: return_complex=True on an input that requires grad is not "
+                           "supported yet (gradients through complex tensors are not "
+                           "implemented); pass return_complex=False for the (real, imag) pairs")
     x, hop, win, pad, frames = _stft_setup("stft", input, n_fft, hop_length, win_length,
                                            center, pad_mode)
     one = True if onesided is None else builtins.bool(onesided)
@@ -268,6 +272,10 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
     from fiamma.fft import as_complex_layout
 
     _record_stft("stft", res, input, n_fft, hop, win, window, center, pad_mode, normalized, one)
+    if return_complex:
+        from fiamma._ops.complex_ops import view_as_complex
+
+        return view_as_complex(res)
     return as_complex_layout(res)
 
 
@@ -308,7 +316,8 @@ def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tr
           normalized=False, onesided=None, length=None, return_complex=False):
     """The inverse of :func:`stft` by windowed overlap-add (least squares).
 
-    ``input``: (B?, n_freq, n_frames, 2) (real, imag) pairs, as :func:`stft` returns. The
+    ``input``: a complex (B?, n_freq, n_frames) tensor or (B?, n_freq, n_frames, 2) (real, imag)
+    pairs, as :func:`stft` returns. The
     result is real, of shape (B?, length) (default: the length stft was given when ``center``).
     """
     import numpy as np
@@ -325,8 +334,10 @@ def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tr
         from fiamma.fft import as_complex_layout
 
         w = window.cpu() if isinstance(window, Tensor) else window
-        return istft(as_complex_layout(input.cpu()), n_fft, hop_length, win_length, w, center,
-                     normalized, onesided, length, return_complex).to(dev)
+        host = input.cpu()
+        host = host if host._dtype.kind == 3 else as_complex_layout(host)
+        return istft(host, n_fft, hop_length, win_length, w, center, normalized, onesided,
+                     length, return_complex).to(dev)
     spec = _complex_np(input, "istft")
     if spec.ndim not in (2, 3):
         raise RuntimeError("istft: expected a (B?, n_freq, n_frames, 2) tensor, got shape "

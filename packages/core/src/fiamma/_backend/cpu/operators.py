@@ -45,6 +45,21 @@ _binary_scalar_contig_c = lib.fm_binary_scalar_contig
 _binary_params_c = lib.fm_binary_params
 
 
+def _complex_pair(code, name, predicate, a, b, raise_):
+    """``a op b`` for same-shape contiguous CPU tensors of one complex dtype (the C kernels
+    are real-only; the op layer's complex arithmetic computes it)."""
+    from fiamma._ops import complex_ops
+
+    if code not in complex_ops.BINARY:
+        raise_(K.ERR_DTYPE, name, a._dtype)
+    res = new_empty(a._shape, D.bool if predicate else a._dtype, CPU)
+    if res._numel:
+        complex_ops.binary_into(code, res, a, b, a._dtype)
+    if a.requires_grad or b.requires_grad:
+        G.record(name, res, (a, b), {})
+    return res
+
+
 def _new_block(nb, name):
     """A block for an operator's result when the free list of its size is empty or missing."""
     ptr = _S.fresh_block(nb)
@@ -74,6 +89,8 @@ _TENSOR_SRC = """
                 rc = _binary_contig_c({code}, dt.code, n, ptr, self._ptr, other._ptr)
             if rc:
                 _FREE(ptr, nb)
+                if dt.kind == 3:
+                    return _complex_pair({code}, {name!r}, {pred}, self, other, _raise)
                 _raise(rc, {name!r}, dt)
             st = _NEW(_STORAGE)
             st.ptr = ptr
@@ -131,7 +148,7 @@ def binary_operator(code, name, predicate, truediv, fallback, raise_, scalar_fir
     promote (left to fallback). ``raise_(rc, name, dtype)`` turns a C status into the op's
     error."""
     rdt = "D.bool" if predicate else "dt"
-    f = dict(code=int(code), name=name, truediv=bool(truediv), rdt=rdt,
+    f = dict(code=int(code), name=name, truediv=bool(truediv), rdt=rdt, pred=bool(predicate),
              first=int(scalar_first), inputs="(other, self)" if scalar_first else "(self, other)")
     # integer true division promotes to float: the general function does that
     int_div = ("\n            if dt.kind != 2:\n                return fallback(self, other)"
@@ -166,6 +183,8 @@ def inplace_operator(code, name, truediv, fallback, raise_, operator=True):
                 not (truediv and self._dtype.kind != 2)):
             rc = bc(code, self._dtype.code, self._numel, self._ptr, self._ptr, other._ptr)
             if rc:
+                if self._dtype.kind == 3:  # complex: computed by the general op
+                    return fallback(self, other)
                 raise_(rc, name, self._dtype)
             self._storage.version += 1
             return self
@@ -307,5 +326,7 @@ def mm_simple(a, b, op):
         rc = _mm(dt.code, m, n, k, res._ptr, n, 1, a._ptr, sam, sak, b._ptr, sbk, sbn, 0.0, 0.0,
                  1, 0)
     if rc:
+        if dt.kind == 3:  # complex: the general path's complex GEMM
+            return None
         check(rc, op, f"dtype {dt}")
     return res
