@@ -1,7 +1,8 @@
 /* Fused cross entropy (see api_xent.h): per row, the max, the sum of exp(x - max) in 16 lanes
- * (fmath.h's vectorisable expf for float32), then the loss from lse, x[t] and (with label
- * smoothing) the weighted row sum; the backward recomputes lse (the row is still in L1) and
- * writes the gradient in one more pass, so nothing but the input is saved for it.
+ * (fmath.h's vectorisable expf/logf for float32; the logs of a block of rows in one vector
+ * loop), then the loss from lse, x[t] and (with label smoothing) the weighted row sum. The
+ * backward recomputes the row's max and writes exp(x - max) into the gradient while summing it,
+ * then scales that in place (one exp per element, no log), so nothing but the input is saved.
  * Rows are split over OpenMP threads above XENT_PAR_MIN elements; a forked child stays serial. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
@@ -16,6 +17,10 @@
 
 #define XENT_PAR_MIN (1 << 15)
 #define XENT_LANES 16
+#define XENT_BLOCK 32
+/* the row helpers are inlined into the per-ISA clones of the row loops (one dispatch per call,
+   not per row: the rows are short, e.g. 65 logits) */
+#define XENT_INLINE static inline __attribute__((always_inline))
 
 static volatile int xent_forked = 0;
 static void xent_mark_forked(void) { xent_forked = 1; }
@@ -26,27 +31,47 @@ __attribute__((constructor)) static void xent_register_atfork(void) {
 static inline double xent_exp_d(double v) { return exp(v); }
 
 #define DEF_XENT(T, EXP, LOG)                                                                  \
-    /* log sum_j exp(x_j) of one row (-inf max: all -inf, lse -inf; NaN propagates) */          \
-    FM_CLONES static T lse_##T(const T *FM_RESTRICT x, int64_t c) {                            \
-        T m = -INFINITY, acc[XENT_LANES];                                                      \
-        int nan = 0;                                                                           \
-        for (int64_t j = 0; j < c; j++) {                                                      \
-            nan |= x[j] != x[j];                                                               \
-            m = x[j] > m ? x[j] : m;                                                           \
-        }                                                                                      \
-        if (nan) return NAN;                                                                   \
-        if (m == INFINITY || m == -INFINITY) return m;                                         \
-        for (int k = 0; k < XENT_LANES; k++) acc[k] = 0;                                       \
+    /* the row's max ignoring NaN; NaN rows come out of the sum of exp(x - max) as NaN */       \
+    XENT_INLINE T max_##T(const T *FM_RESTRICT x, int64_t c) {                            \
+        T acc[XENT_LANES];                                                                     \
+        for (int k = 0; k < XENT_LANES; k++) acc[k] = -INFINITY;                               \
         int64_t j = 0;                                                                         \
         for (; j + XENT_LANES <= c; j += XENT_LANES)                                           \
-            for (int k = 0; k < XENT_LANES; k++) acc[k] += EXP(x[j + k] - m);                  \
-        for (; j < c; j++) acc[0] += EXP(x[j] - m);                                            \
+            for (int k = 0; k < XENT_LANES; k++) acc[k] = x[j + k] > acc[k] ? x[j + k] : acc[k]; \
+        for (; j < c; j++) acc[0] = x[j] > acc[0] ? x[j] : acc[0];                             \
+        for (int w = XENT_LANES / 2; w >= 1; w /= 2)                                           \
+            for (int k = 0; k < w; k++) acc[k] = acc[k + w] > acc[k] ? acc[k + w] : acc[k];    \
+        return acc[0];                                                                         \
+    }                                                                                          \
+    /* sum_j exp(x_j - m), stored into e when e is not null */                                 \
+    XENT_INLINE T sumexp_##T(const T *FM_RESTRICT x, int64_t c, T m, T *FM_RESTRICT e) {  \
+        T acc[XENT_LANES];                                                                     \
+        for (int k = 0; k < XENT_LANES; k++) acc[k] = 0;                                       \
+        int64_t j = 0;                                                                         \
+        if (e) {                                                                               \
+            for (; j + XENT_LANES <= c; j += XENT_LANES)                                       \
+                for (int k = 0; k < XENT_LANES; k++) {                                         \
+                    T v = EXP(x[j + k] - m);                                                   \
+                    e[j + k] = v;                                                              \
+                    acc[k] += v;                                                               \
+                }                                                                              \
+            for (; j < c; j++) acc[0] += e[j] = EXP(x[j] - m);                                 \
+        } else {                                                                               \
+            for (; j + XENT_LANES <= c; j += XENT_LANES)                                       \
+                for (int k = 0; k < XENT_LANES; k++) acc[k] += EXP(x[j + k] - m);              \
+            for (; j < c; j++) acc[0] += EXP(x[j] - m);                                        \
+        }                                                                                      \
         for (int w = XENT_LANES / 2; w >= 1; w /= 2)                                           \
             for (int k = 0; k < w; k++) acc[k] += acc[k + w];                                  \
-        return m + LOG(acc[0]);                                                                \
+        return acc[0];                                                                         \
+    }                                                                                          \
+    /* the max to subtract: all -inf rows (or -inf and NaN) would give -inf - -inf = NaN */    \
+    static inline T shift_##T(const T *x, int64_t c) {                                         \
+        T m = max_##T(x, c);                                                                   \
+        return m == -INFINITY ? 0 : m;                                                         \
     }                                                                                          \
     /* sum_j w_j x_j (w null: sum_j x_j) */                                                    \
-    FM_CLONES static T wsum_##T(const T *FM_RESTRICT x, const T *FM_RESTRICT w, int64_t c) {   \
+    XENT_INLINE T wsum_##T(const T *FM_RESTRICT x, const T *FM_RESTRICT w, int64_t c) {   \
         T acc[XENT_LANES];                                                                     \
         for (int k = 0; k < XENT_LANES; k++) acc[k] = 0;                                       \
         int64_t j = 0;                                                                         \
@@ -63,32 +88,44 @@ static inline double xent_exp_d(double v) { return exp(v); }
             for (int k = 0; k < v; k++) acc[k] += acc[k + v];                                  \
         return acc[0];                                                                         \
     }                                                                                          \
-    static void fwd_rows_##T(int64_t r0, int64_t r1, int64_t c, const T *x, const int64_t *tg, \
-                             const T *w, T W, int64_t ii, T s, T *loss, T *wt) {               \
-        for (int64_t i = r0; i < r1; i++) {                                                    \
-            int64_t t = tg[i];                                                                 \
-            if (t == ii) {                                                                     \
-                loss[i] = 0;                                                                   \
-                wt[i] = 0;                                                                     \
-                continue;                                                                      \
+    /* rows in blocks of XENT_BLOCK: max and sum first, then the logs in one vector loop */    \
+    FM_CLONES static void fwd_rows_##T(int64_t r0, int64_t r1, int64_t c, const T *x,          \
+                                       const int64_t *tg, const T *w, T W, int64_t ii, T s,    \
+                                       T *loss, T *wt) {                                       \
+        T m[XENT_BLOCK], su[XENT_BLOCK];                                                       \
+        for (int64_t b0 = r0; b0 < r1; b0 += XENT_BLOCK) {                                     \
+            int nb = r1 - b0 < XENT_BLOCK ? (int)(r1 - b0) : XENT_BLOCK;                       \
+            for (int r = 0; r < nb; r++) {                                                     \
+                const T *row = x + (b0 + r) * c;                                               \
+                m[r] = shift_##T(row, c);                                                      \
+                su[r] = sumexp_##T(row, c, m[r], 0);                                           \
             }                                                                                  \
-            const T *row = x + i * c;                                                          \
-            T lse = lse_##T(row, c), wti = w ? w[t] : (T)1;                                    \
-            T l = (1 - s) * wti * (lse - row[t]);                                              \
-            if (s != 0) l += s / (T)c * (W * lse - wsum_##T(row, w, c));                       \
-            loss[i] = l;                                                                       \
-            wt[i] = wti;                                                                       \
+            for (int r = 0; r < nb; r++) su[r] = m[r] + LOG(su[r]);                            \
+            for (int r = 0; r < nb; r++) {                                                     \
+                int64_t i = b0 + r, t = tg[i];                                                 \
+                if (t == ii) {                                                                 \
+                    loss[i] = 0;                                                               \
+                    wt[i] = 0;                                                                 \
+                    continue;                                                                  \
+                }                                                                              \
+                const T *row = x + i * c;                                                      \
+                T lse = su[r], wti = w ? w[t] : (T)1;                                          \
+                T l = (1 - s) * wti * (lse - row[t]);                                          \
+                if (s != 0) l += s / (T)c * (W * lse - wsum_##T(row, w, c));                   \
+                loss[i] = l;                                                                   \
+                wt[i] = wti;                                                                   \
+            }                                                                                  \
         }                                                                                      \
     }                                                                                          \
-    FM_CLONES static void bwd_row_##T(const T *FM_RESTRICT row, T *FM_RESTRICT gr, int64_t c,  \
-                                      T lse, T kp, const T *FM_RESTRICT w, T sw) {             \
-        /* gr_j = kp exp(x_j - lse) - sw w_j */                                                \
+    XENT_INLINE void bwd_row_##T(T *FM_RESTRICT gr, int64_t c, T kp,                      \
+                                      const T *FM_RESTRICT w, T sw) {                          \
+        /* gr holds exp(x_j - m); gr_j = kp gr_j - sw w_j */                                   \
         if (w)                                                                                 \
-            for (int64_t j = 0; j < c; j++) gr[j] = kp * EXP(row[j] - lse) - sw * w[j];        \
+            for (int64_t j = 0; j < c; j++) gr[j] = kp * gr[j] - sw * w[j];                    \
         else                                                                                   \
-            for (int64_t j = 0; j < c; j++) gr[j] = kp * EXP(row[j] - lse) - sw;               \
+            for (int64_t j = 0; j < c; j++) gr[j] = kp * gr[j] - sw;                           \
     }                                                                                          \
-    static void bwd_rows_##T(int64_t r0, int64_t r1, int64_t c, const T *x, const int64_t *tg, \
+    FM_CLONES static void bwd_rows_##T(int64_t r0, int64_t r1, int64_t c, const T *x, const int64_t *tg, \
                              const T *w, T W, int64_t ii, T s, const T *g, int64_t gs,         \
                              double scale, T *gx) {                                            \
         for (int64_t i = r0; i < r1; i++) {                                                    \
@@ -100,13 +137,13 @@ static inline double xent_exp_d(double v) { return exp(v); }
             }                                                                                  \
             const T *row = x + i * c;                                                          \
             T a = (T)((double)g[i * gs] * scale), wti = w ? w[t] : (T)1;                       \
-            T lse = lse_##T(row, c);                                                           \
-            bwd_row_##T(row, gr, c, lse, a * ((1 - s) * wti + s * W / (T)c), w, a * s / (T)c); \
+            T sum = sumexp_##T(row, c, shift_##T(row, c), gr);                                 \
+            bwd_row_##T(gr, c, a * ((1 - s) * wti + s * W / (T)c) / sum, w, a * s / (T)c);     \
             gr[t] -= a * (1 - s) * wti;                                                        \
         }                                                                                      \
     }
 
-DEF_XENT(float, fm_expf, logf)
+DEF_XENT(float, fm_expf, fm_logf)
 DEF_XENT(double, xent_exp_d, log)
 
 /* the first row whose target is neither a class nor ignore_index, or -1 */
