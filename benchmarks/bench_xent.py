@@ -2,8 +2,9 @@
 class-index targets (mean reduction) on the GPT benchmark's logits (1024, 65), an ImageNet-like
 (256, 1000) and a language model's (64, 32000); also with label smoothing and ignore_index, and
 fiamma's former composition (log_softmax + nll_loss, four recorded ops) for reference. Both
-libraries in one process, interleaved round-robin, 1 thread; min over rounds of the mean per
-call (the machine is shared: the least disturbed round), ratio fiamma / PyTorch.
+libraries in one process, interleaved round-robin, 1 thread; min over rounds of the mean CPU
+time per call (the machine is shared and loaded: process CPU time, the least disturbed round),
+ratio fiamma / PyTorch.
 
     python benchmarks/bench_xent.py
 """
@@ -20,10 +21,10 @@ import fiamma
 
 
 def _time(fn, reps):
-    t = time.perf_counter()
+    t = time.process_time()
     for _ in range(reps):
         fn()
-    return (time.perf_counter() - t) / reps
+    return (time.process_time() - t) / reps
 
 
 def compare(name, fns, rounds, reps):
