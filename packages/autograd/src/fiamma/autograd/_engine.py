@@ -99,6 +99,35 @@ def _acc(t):
 
 _ZEROS = [(0,) * i for i in range(8)]
 
+# Nodes share one ``_dtypes`` tuple per dtype combination instead of building one each: a tuple
+# of dtype objects stays tracked by the cyclic GC, and every tracked object that outlives the
+# forward pass brings the next full collection (a traversal of the whole Python heap) closer.
+_DT1 = {}   # dtype -> (dtype,)
+_DT2 = {}   # dtype -> {dtype: (dtype, dtype)}
+_DTN = {}   # short dtype tuples of other lengths, interned
+
+
+def _dtypes1(da):
+    t = _DT1.get(da)
+    if t is None:
+        t = _DT1[da] = (da,)
+    return t
+
+
+def _dtypes2(da, db):
+    row = _DT2.get(da)
+    if row is None:
+        row = _DT2[da] = {}
+    t = row.get(db)
+    if t is None:
+        t = row[db] = (da, db)
+    return t
+
+
+def _dtypes_n(dtypes):
+    t = tuple(dtypes)
+    return _DTN.setdefault(t, t) if len(t) <= 8 else t
+
 
 def _edge1(x):
     """(node, output_nr) of a tensor that requires grad."""
@@ -145,7 +174,9 @@ def _make_node(cls, inputs, kwargs, skip_self):
             node._next = (ea, eb)
             node._nrs = (0, 0) if not (na or nb) else (na, nb)
             node._shapes = (a._shape, b._shape)
-            node._dtypes = (a._dtype, b._dtype)
+            row = _DT2.get(a._dtype)
+            dts = row.get(b._dtype) if row is not None else None
+            node._dtypes = dts if dts is not None else _dtypes2(a._dtype, b._dtype)
             node._kwargs = kwargs
             save = cls._save
             if save == "inputs" or save == "both":
@@ -167,7 +198,8 @@ def _make_node(cls, inputs, kwargs, skip_self):
             node._next = (ea,)
             node._nrs = (na,)
             node._shapes = (a._shape,)
-            node._dtypes = (a._dtype,)
+            dts = _DT1.get(a._dtype)
+            node._dtypes = dts if dts is not None else _dtypes1(a._dtype)
             node._kwargs = kwargs
             save = cls._save
             if save == "inputs" or save == "both":
@@ -209,7 +241,7 @@ def _make_node(cls, inputs, kwargs, skip_self):
     node._next = tuple(nexts)
     node._nrs = _ZEROS[n] if nrs is None and n < 8 else tuple(nrs or (0,) * n)
     node._shapes = tuple(shapes)
-    node._dtypes = tuple(dtypes)
+    node._dtypes = _dtypes_n(dtypes)
     node._kwargs = kwargs
     save = cls._save
     if save == "inputs" or save == "both":

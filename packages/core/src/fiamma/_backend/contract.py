@@ -342,6 +342,18 @@ class Backend(Protocol):
     def gelu_bwd(self, approximate, g, x, out):
         """out = g * gelu'(x) (the backward of gelu_fwd); all contiguous, one float dtype."""
 
+    def xent_fwd(self, n, c, x, target, weight, ignore_index, smoothing, loss, wt):
+        """Cross entropy of the rows of the contiguous (n, c) float32/float64 x against the
+        int64 (n,) class targets (csrc/api_xent.h has the formula): per-row loss and target
+        weight wt (0 on rows whose target is ignore_index) into loss, wt (n, x's dtype);
+        weight: (c,) or None; smoothing: the label smoothing in [0, 1]. A target outside
+        [0, c) that is not ignore_index returns codes.ERR_INDEX."""
+
+    def xent_bwd(self, n, c, x, target, weight, ignore_index, smoothing, g, gs, scale, gx):
+        """The gradient of xent_fwd's loss w.r.t. x into gx ((n, c), x's dtype): row i scaled
+        by g's element i * gs (gs 0: g's element 0 for every row) times ``scale``; 0 on
+        ignored rows."""
+
     def nms(self, boxes, scores, iou_threshold, keep, count):
         """Greedy non-maximum suppression of the contiguous (N, 4) xyxy ``boxes`` by the (N,)
         ``scores`` (one float dtype): the kept indices in decreasing score order (ties: lower
@@ -381,6 +393,6 @@ FAMILIES = {
     "fused": ["conv", "batch_norm_fwd", "batch_norm_bwd", "row_norm_fwd", "row_norm_bwd",
               "pool_max", "pool_avg", "pool_avg_backward", "pool_scatter", "upsample",
               "upsample_backward", "grid_sample", "grid_sample_backward", "adam_step",
-              "sgd_step", "gelu_fwd", "gelu_bwd", "nms"],
+              "sgd_step", "gelu_fwd", "gelu_bwd", "nms", "xent_fwd", "xent_bwd"],
     "spectral": ["stft", "fft"],
 }

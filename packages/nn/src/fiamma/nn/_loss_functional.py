@@ -131,6 +131,11 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
                          f"{label_smoothing}")
     if input.dim() == 0:
         raise ValueError(f"{op}: input must have at least 1 dimension (classes), got 0-d")
+    if not target.dtype.is_floating_point and input.dtype.is_floating_point and \
+            (weight is None or not (weight.requires_grad and fiamma.is_grad_enabled())):
+        # class indices: log_softmax and nll in one fused op each way (core's)
+        return fiamma.cross_entropy_loss(input, target, weight, reduction, ignore_index,
+                                         label_smoothing)
     class_dim = 0 if input.dim() == 1 else 1
     n_classes = input.shape[class_dim]
     logp = input.log_softmax(class_dim)

@@ -9,7 +9,7 @@ from fiamma._lib import ffi, lib
 __all__ = ["conv", "batch_norm_fwd", "batch_norm_bwd", "row_norm_fwd", "row_norm_bwd",
            "pool_max", "pool_avg", "pool_avg_backward", "pool_scatter", "upsample",
            "upsample_backward", "grid_sample", "grid_sample_backward", "adam_step", "sgd_step",
-           "gelu_fwd", "gelu_bwd", "nms"]
+           "gelu_fwd", "gelu_bwd", "nms", "xent_fwd", "xent_bwd"]
 
 
 def _p(t):
@@ -122,3 +122,13 @@ def gelu_bwd(approximate, g, x, out):
 def nms(boxes, scores, iou_threshold, keep, count):
     return lib.fm_nms(boxes._dtype.code, boxes._shape[0], boxes._ptr, scores._ptr,
                       float(iou_threshold), keep._ptr, ffi.cast("int64_t *", count._ptr))
+
+
+def xent_fwd(n, c, x, target, weight, ignore_index, smoothing, loss, wt):
+    return lib.fm_xent_fwd(x._dtype.code, n, c, x._ptr, target._ptr, _p(weight), ignore_index,
+                           smoothing, loss._ptr, wt._ptr)
+
+
+def xent_bwd(n, c, x, target, weight, ignore_index, smoothing, g, gs, scale, gx):
+    return lib.fm_xent_bwd(x._dtype.code, n, c, x._ptr, target._ptr, _p(weight), ignore_index,
+                           smoothing, g._ptr, gs, scale, gx._ptr)

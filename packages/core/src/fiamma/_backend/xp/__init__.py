@@ -22,6 +22,7 @@ from fiamma._backend.xp.reductions import ReductionsMixin
 from fiamma._backend.xp.sorting import SortingMixin
 from fiamma._backend.xp.special import SpecialMixin
 from fiamma._backend.xp.spectral import SpectralMixin
+from fiamma._backend.xp.xent import XentMixin
 
 __all__ = ["XpBackend", "reference", "PRIMITIVES"]
 
@@ -29,7 +30,8 @@ PRIMITIVES = [p for names in FAMILIES.values() for p in names]
 
 
 class XpBackend(MemoryMixin, ElementwiseMixin, SpecialMixin, ReductionsMixin, ProductsMixin,
-                IndexMixin, SortingMixin, RandomMixin, FusedMixin, SpectralMixin, XpBase):
+                IndexMixin, SortingMixin, RandomMixin, FusedMixin, SpectralMixin, XentMixin,
+                XpBase):
     """The contract over one array module (see the module docstring)."""
 
     def __init__(self, xp, name, device_cls=None):
