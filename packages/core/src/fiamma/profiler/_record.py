@@ -93,16 +93,14 @@ def _cpu_memory_reader():
     """A function returning the bytes of CPU memory held by tensors now, as core's allocator
     counts them: its in-use bytes less the blocks parked on core's Python-side small-block free
     lists (free for the program, though the C allocator still counts them as in use)."""
-    from fiamma._lib import ffi, lib
+    from fiamma._backend.cpu import allocated_bytes_reader
     from fiamma._storage import _small
 
-    buf = ffi.new("int64_t[6]")
-    stats = lib.fm_alloc_stats
+    in_use = allocated_bytes_reader()
     pools = []  # (free list, allocator bytes of one block), rebuilt when a size appears
 
     def read():
-        stats(buf)
-        n = buf[0]
+        n = in_use()
         if len(pools) != len(_small):
             pools[:] = [(pool, _allocator_bytes(size)) for size, pool in list(_small.items())]
         for pool, r in pools:

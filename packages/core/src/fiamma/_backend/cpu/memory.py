@@ -5,7 +5,8 @@ from operator import attrgetter
 
 from fiamma._lib import ffi, lib
 
-__all__ = ["alloc", "alloc_zeroed", "free", "alloc_stats", "empty_cache", "set_cache_limit",
+__all__ = ["alloc", "alloc_zeroed", "free", "alloc_stats", "allocated_bytes_reader", "empty_cache",
+           "set_cache_limit",
            "reset_peak", "new_storage", "copy", "copy_region", "fill", "fill_region", "arange",
            "from_host", "to_host", "linspace", "logspace", "read_float", "read_int", "cat_rows",
            "buffer_address", "host_buffer", "pin_buffer", "host_memmove", "c_pointer"]
@@ -26,6 +27,19 @@ def alloc_stats():
     lib.fm_alloc_stats(out)
     return {"allocated_bytes": out[0], "cached_bytes": out[1], "peak_allocated_bytes": out[2],
             "cache_hits": out[3], "cache_misses": out[4], "cache_limit_bytes": out[5]}
+
+
+def allocated_bytes_reader():
+    """A function returning the allocator's in-use bytes now (one C call into a buffer made
+    once: what a profiler reads around every op)."""
+    buf = ffi.new("int64_t[6]")
+    stats = lib.fm_alloc_stats
+
+    def read():
+        stats(buf)
+        return buf[0]
+
+    return read
 
 
 def set_cache_limit(nbytes):
