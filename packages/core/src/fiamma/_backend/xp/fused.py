@@ -178,11 +178,12 @@ class FusedMixin(ConvMixin, PoolMixin, SampleMixin):
             mu = xp.zeros(M, np.float64)
             var = xp.sum(v.astype(np.float64) ** 2, axis=1) / K if K else xp.full(M, np.nan)
         elif K:
-            mu0 = xp.sum(v, axis=1, dtype=np.float64) / K
-            d = v - mu0.astype(v.dtype)[:, None]
+            # sums about a shift (the mean rounded to the dtype), as norm.c's about x[0]
+            sh = (xp.sum(v, axis=1, dtype=np.float64) / K).astype(v.dtype)
+            d = v - sh[:, None]
             dm = xp.sum(d, axis=1, dtype=np.float64) / K
             var = xp.maximum(xp.sum(d * d, axis=1, dtype=np.float64) / K - dm * dm, 0)
-            mu = mu0 + dm
+            mu = sh.astype(np.float64) + dm
         else:
             mu, var = xp.zeros(M, np.float64), xp.full(M, np.nan)
         inv = 1.0 / xp.sqrt(var + eps)
