@@ -342,7 +342,7 @@ class FusedMixin(ConvMixin, PoolMixin, SampleMixin):
             return p.astype(v.dtype), d.astype(v.dtype)
         # in float64 for every dtype: x / sqrt(2) rounded to float32 would cost ~x^2 ulps of
         # erfc's tail (activations.c splits x^2 exactly for the same reason)
-        p = self._math1("erfc", -vd * _INV_SQRT2)
+        p = self._erfc(-vd * _INV_SQRT2)
         d = 0.5 * p + vd * xp.exp(-0.5 * vd * vd) * _INV_SQRT_2PI
         return p.astype(v.dtype), d.astype(v.dtype)
 
