@@ -15,7 +15,7 @@ core installs that wheel instead of compiling again.
     nox -s "tests(package='root')"       the cross-package tests in tests/
     nox -s bench [-- --json out.json]    benchmarks/bench.py (PyTorch columns if installable)
     nox -s parity                        the tests marked `parity`, against PyTorch
-    nox -s xp [-- --all]                 core/autograd/nn/optim's suites on the array-module
+    nox -s xp                            core/autograd/nn/optim's suites on the array-module
                                          backend over NumPy (FIAMMA_CPU_BACKEND=xp), from wheels
     nox -s train [-- --epochs N ...]     examples/train_digits.py: the main job (a CNN on real
                                          MNIST digits; checkpoint and PNGs in runs/digits)
@@ -537,10 +537,6 @@ def tests(session, package):
 
 # the suites the array-module backend is checked with (FIAMMA_CPU_BACKEND=xp, see `xp`)
 XP_SUITES = ("core", "autograd", "nn", "optim")
-# what CI runs of each under xp (the whole core suite; the others' fast part): see the Backends
-# section of docs/architecture.md. `nox -s xp -- --all` runs every test of the four.
-XP_CI_MARKERS = {"core": "not parity", "autograd": "not parity and not slow",
-                 "nn": "not parity and not slow", "optim": "not parity and not slow"}
 
 
 @nox.session
@@ -550,25 +546,16 @@ def xp(session):
     (fiamma._backend.xp) instead of the C kernels, checked by the suites' own assertions.
 
     SciPy is installed too: the NumPy flavour takes the special functions from scipy.special
-    (as the CUDA flavour takes them from cupyx.scipy.special). ``-- --all`` runs the slow tests
-    as well; other arguments after `--` go to pytest."""
-    run_all = "--all" in session.posargs
-    posargs = [a for a in session.posargs if a != "--all"]
+    (as the CUDA flavour takes them from cupyx.scipy.special). Arguments after `--` go to
+    pytest."""
     pkgs = _closure(XP_SUITES)
     for p in pkgs:
         _build(session, p)
     _install_wheels(session, pkgs, test_for=[PACKAGES[k] for k in XP_SUITES])
     session.install("scipy")
     for key in XP_SUITES:
-        marker = "not parity" if run_all else XP_CI_MARKERS[key]
-        with tempfile.TemporaryDirectory(prefix="fiamma-xp-") as tmp:
-            copy = Path(tmp) / "tests"
-            shutil.copytree(PACKAGES[key].tests_dir, copy,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-            with session.chdir(tmp):
-                session.run("pytest", str(copy), "-c", str(ROOT / "pyproject.toml"),
-                            "--rootdir", tmp, "-m", marker, *posargs,
-                            env={**CLEAN_ENV, "FIAMMA_CPU_BACKEND": "xp"})
+        _pytest_outside(session, PACKAGES[key].tests_dir, "-m", "not parity",
+                        env={"FIAMMA_CPU_BACKEND": "xp"})
 
 
 @nox.session
