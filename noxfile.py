@@ -15,6 +15,8 @@ core installs that wheel instead of compiling again.
     nox -s "tests(package='root')"       the cross-package tests in tests/
     nox -s bench [-- --json out.json]    benchmarks/bench.py (PyTorch columns if installable)
     nox -s parity                        the tests marked `parity`, against PyTorch
+    nox -s xp                            core/autograd/nn/optim's suites on the array-module
+                                         backend over NumPy (FIAMMA_CPU_BACKEND=xp), from wheels
     nox -s train [-- --epochs N ...]     examples/train_digits.py: the main job (a CNN on real
                                          MNIST digits; checkpoint and PNGs in runs/digits)
     nox -s demo                          examples/quickstart.py
@@ -544,6 +546,29 @@ def tests(session, package):
         _pytest(session, pkg.tests_dir, "-m", "not parity")
     else:
         session.warn(f"{pkg.dist} has no tests (no test_*.py under {pkg.tests_dir})")
+
+
+# the suites the array-module backend is checked with (FIAMMA_CPU_BACKEND=xp, see `xp`)
+XP_SUITES = ("core", "autograd", "nn", "optim")
+
+
+@nox.session
+def xp(session):
+    """The differential run: core/autograd/nn/optim's suites from their installed wheels with
+    FIAMMA_CPU_BACKEND=xp, i.e. every CPU primitive on the array-module backend over NumPy
+    (fiamma._backend.xp) instead of the C kernels, checked by the suites' own assertions.
+
+    SciPy is installed too: the NumPy flavour takes the special functions from scipy.special
+    (as the CUDA flavour takes them from cupyx.scipy.special). Arguments after `--` go to
+    pytest."""
+    pkgs = _closure(XP_SUITES)
+    for p in pkgs:
+        _build(session, p)
+    _install_wheels(session, pkgs, test_for=[PACKAGES[k] for k in XP_SUITES])
+    session.install("scipy")
+    for key in XP_SUITES:
+        _pytest_outside(session, PACKAGES[key].tests_dir, "-m", "not parity",
+                        env={"FIAMMA_CPU_BACKEND": "xp"})
 
 
 @nox.session

@@ -7,6 +7,7 @@ import pathlib
 import re
 
 import pytest
+from conftest import c_kernels_only
 
 import fiamma
 from fiamma import _backend
@@ -65,6 +66,8 @@ def test_only_the_cpu_backend_imports_the_c_library():
     assert users - backend == set()
 
 
+# FIAMMA_CPU_BACKEND=xp puts the NumPy backend behind the CPU device on purpose
+@c_kernels_only
 def test_a_tensor_names_its_backend():
     x = fiamma.ones(3)
     assert x._storage.backend is cpu

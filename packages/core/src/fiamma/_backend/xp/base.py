@@ -93,6 +93,11 @@ class XpBase:
             shape = t._shape
         if strides is None:
             strides = t._stride
+        if 0 in shape:
+            # an empty view may start past its storage's end (a slice at the end, an offset
+            # into an empty buffer), which the array constructors refuse: nothing is read or
+            # written through it anyway
+            return self.xp.empty(tuple(shape), STORE_NP[dt.code])
         return self._array(st, STORE_NP[dt.code], tuple(shape),
                            tuple(s * isz for s in strides), t._ptr - st.ptr + off * isz)
 

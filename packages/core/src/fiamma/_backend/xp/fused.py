@@ -178,11 +178,12 @@ class FusedMixin(ConvMixin, PoolMixin, SampleMixin):
             mu = xp.zeros(M, np.float64)
             var = xp.sum(v.astype(np.float64) ** 2, axis=1) / K if K else xp.full(M, np.nan)
         elif K:
-            mu0 = xp.sum(v, axis=1, dtype=np.float64) / K
-            d = v - mu0.astype(v.dtype)[:, None]
+            # sums about a shift (the mean rounded to the dtype), as norm.c's about x[0]
+            sh = (xp.sum(v, axis=1, dtype=np.float64) / K).astype(v.dtype)
+            d = v - sh[:, None]
             dm = xp.sum(d, axis=1, dtype=np.float64) / K
             var = xp.maximum(xp.sum(d * d, axis=1, dtype=np.float64) / K - dm * dm, 0)
-            mu = mu0 + dm
+            mu = sh.astype(np.float64) + dm
         else:
             mu, var = xp.zeros(M, np.float64), xp.full(M, np.nan)
         inv = 1.0 / xp.sqrt(var + eps)
@@ -328,19 +329,22 @@ class FusedMixin(ConvMixin, PoolMixin, SampleMixin):
     def _gelu_parts(self, approximate, v):
         """(Phi-like factor p with gelu = 0.5 x p, d gelu / dx) for the float array v."""
         xp = self.xp
-        t = v.dtype.type
+        vd = v.astype(np.float64)
         if approximate == K.GELU_TANH:
-            vd = v.astype(np.float64)
             u = _TANH_K * vd * (1.0 + _TANH_C * vd * vd)
-            e = xp.exp(xp.maximum(-2.0 * xp.abs(u), -110.0))
+            m = -2.0 * xp.abs(u)
+            # activations.c floors exp's argument for float32 only (float64 keeps its tail)
+            e = xp.exp(m if v.dtype == np.float64 else xp.maximum(m, -110.0))
             s = 1.0 / (1.0 + e)
             sech2 = 4.0 * e * s * s
             p = xp.where(u >= 0, 2.0 * s, 2.0 * e * s)
             d = 0.5 * p + 0.5 * vd * sech2 * _TANH_K * (1.0 + 3.0 * _TANH_C * vd * vd)
             return p.astype(v.dtype), d.astype(v.dtype)
-        p = self._math1("erfc", -v * t(_INV_SQRT2))
-        d = t(0.5) * p + v * xp.exp(t(-0.5) * v * v) * t(_INV_SQRT_2PI)
-        return p, d
+        # in float64 for every dtype: x / sqrt(2) rounded to float32 would cost ~x^2 ulps of
+        # erfc's tail (activations.c splits x^2 exactly for the same reason)
+        p = self._erfc(-vd * _INV_SQRT2)
+        d = 0.5 * p + vd * xp.exp(-0.5 * vd * vd) * _INV_SQRT_2PI
+        return p.astype(v.dtype), d.astype(v.dtype)
 
     def _gelu_limits(self, approximate, dt, bwd):
         """(above which gelu is x / its slope 1, below which -0 / slope 0): activations.c's."""
