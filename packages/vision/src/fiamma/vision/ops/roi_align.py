@@ -80,35 +80,71 @@ def _axis_samples(start, size, n_bins, grid, length, dt):
 _CHUNK_ELEMS = 1 << 22     # gathered values per chunk of boxes (bounds the temporary memory)
 
 
-def roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=-1, aligned=False):
-    """Pool each region of ``boxes`` to ``output_size`` by averaging bilinear samples.
-
-    ``input`` (N, C, H, W); ``boxes`` a (K, 5) tensor ``(batch_index, x1, y1, x2, y2)`` or a
-    list of (K_i, 4) tensors, one per image, in input coordinates times ``1/spatial_scale``;
-    ``sampling_ratio`` samples per bin and axis (<= 0: ``ceil(roi_size / bins)``);
-    ``aligned=True`` shifts the boxes by -0.5 pixel. Returns (K, C, oh, ow)."""
-    op = "roi_align"
+def _prepare(op, input, boxes):
+    """Validated (input, rois as float64 NumPy (K, 5), batch indices (K,) int64)."""
     if not isinstance(input, fiamma.Tensor) or input.ndim != 4:
         raise ValueError(f"{op}: input should be a 4-d (N, C, H, W) tensor, got "
                          f"{getattr(input, 'shape', type(input).__name__)}")
     rois = _check_rois(op, boxes)
-    ph, pw = _pair(output_size)
-    n, c, h, w = input.shape
-    dt = np.float64 if input.dtype == fiamma.float64 else np.float32
+    n = input.shape[0]
     r = rois.detach().to(fiamma.float64).numpy()
-    k = r.shape[0]
-    if k == 0:
-        return fiamma.zeros((0, c, ph, pw), dtype=input.dtype)
     bidx = r[:, 0].astype(np.int64)
     if (bidx < 0).any() or (bidx >= n).any() or (r[:, 0] != bidx).any():
         raise IndexError(f"{op}: box batch indices must be integers in [0, {n}), got "
                          f"{sorted(set(r[:, 0].tolist()))[:5]}")
+    return r, bidx
+
+
+def _separable_pool(input, bidx, iy, wy, ix, wx, position_sensitive=False):
+    """``out[k, c, i, j] = sum_{r, s} wy[k, i, r] * wx[k, j, s] * X[k, c', iy[k, i, r],
+    ix[k, j, s]]`` with X the box's image and c' = c (or ``(c * ph + i) * pw + j`` when
+    ``position_sensitive``): one fiamma gather of channel vectors per chunk of boxes and two
+    small batched matmuls. Returns (K, C_out, ph, pw)."""
+    n, c, h, w = input.shape
+    k, ph, ry = iy.shape
+    pw, rx = ix.shape[1], ix.shape[2]
+    lin = ((bidx[:, None, None, None, None] * h + iy[:, :, :, None, None]) * w
+           + ix[:, None, None, :, :])                                 # (K, ph, Ry, pw, Rx)
+    if position_sensitive:
+        bins = ph * pw
+        if c % bins:
+            raise ValueError(f"input channels ({c}) must be a multiple of output_size[0] * "
+                             f"output_size[1] ({bins})")
+        cout = c // bins
+        flat = input.reshape(n, cout, bins, h, w).permute(0, 3, 4, 2, 1).reshape(
+            n * h * w * bins, cout)
+        lin = (lin * bins + (np.arange(ph)[:, None, None, None] * pw
+                             + np.arange(pw)[None, None, :, None]))
+    else:
+        cout = c
+        flat = input.permute(0, 2, 3, 1).reshape(n * h * w, c)
+    lin = lin.reshape(k, ph * ry, pw * rx)
+    wy_t = fiamma.from_numpy(np.ascontiguousarray(wy).reshape(k, ph, 1, ry)).to(input.dtype)
+    wx_t = fiamma.from_numpy(np.ascontiguousarray(wx).reshape(k, 1, pw, 1, rx)).to(input.dtype)
+    per_box = ph * ry * pw * rx * cout
+    step = max(1, _CHUNK_ELEMS // max(per_box, 1))
+    outs = []
+    for a in range(0, k, step):
+        b = min(k, a + step)
+        kb = b - a
+        g = flat[fiamma.from_numpy(lin[a:b])]                     # (kb, ph*Ry, pw*Rx, C)
+        g = g.reshape(kb, ph, ry, pw * rx * cout)
+        t = fiamma.matmul(wy_t[a:b], g)                            # (kb, ph, 1, pw*Rx*C)
+        t = t.reshape(kb, ph, pw, rx, cout)
+        o = fiamma.matmul(wx_t[a:b].expand(kb, ph, pw, 1, rx), t)  # (kb, ph, pw, 1, C)
+        outs.append(o.reshape(kb, ph, pw, cout))
+    out = outs[0] if len(outs) == 1 else fiamma.cat(outs, dim=0)
+    return out.permute(0, 3, 1, 2).contiguous()
+
+
+def _bilinear_taps(r, h, w, ph, pw, spatial_scale, sampling_ratio, aligned, min_one, dt):
     offset = dt(0.5 if aligned else 0.0)
     xy = r[:, 1:].astype(dt) * dt(spatial_scale) - offset
     x1, y1, x2, y2 = xy[:, 0], xy[:, 1], xy[:, 2], xy[:, 3]
     rw, rh = x2 - x1, y2 - y1
-    if not aligned:         # torchvision's legacy behaviour: at least one pixel
+    if min_one:             # torchvision's legacy roi_align: at least one pixel
         rw, rh = np.maximum(rw, 1), np.maximum(rh, 1)
+    k = r.shape[0]
     if sampling_ratio > 0:
         gh = gw = np.full(k, int(sampling_ratio))
     else:
@@ -116,27 +152,25 @@ def roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=-1, a
         gw = np.ceil(rw / pw).astype(np.int64)
     iy, wy = _axis_samples(y1, rh, ph, gh, h, dt)             # (K, ph, Ry)
     ix, wx = _axis_samples(x1, rw, pw, gw, w, dt)             # (K, pw, Rx)
-    ry, rx = iy.shape[2], ix.shape[2]
-    # one flat gather of channel vectors from the channels-last input: (K, ph*Ry, pw*Rx, C)
-    flat = input.permute(0, 2, 3, 1).reshape(n * h * w, c)
-    lin = ((bidx[:, None, None] * h + iy.reshape(k, -1)[:, :, None]) * w
-           + ix.reshape(k, -1)[:, None, :])
-    wy_t = fiamma.from_numpy(wy.reshape(k, ph, 1, 1, ry)).to(input.dtype)
-    wx_t = fiamma.from_numpy(wx.reshape(k, 1, pw, 1, rx)).to(input.dtype)
-    per_box = ph * ry * pw * rx * c
-    step = max(1, _CHUNK_ELEMS // max(per_box, 1))
-    outs = []
-    for a in range(0, k, step):
-        b = min(k, a + step)
-        kb = b - a
-        g = flat[fiamma.from_numpy(lin[a:b])]                         # (kb, ph*Ry, pw*Rx, C)
-        g = g.reshape(kb, ph, ry, pw * rx * c)
-        t = fiamma.matmul(wy_t[a:b].reshape(kb, ph, 1, ry), g)       # (kb, ph, 1, pw*Rx*C)
-        t = t.reshape(kb, ph, pw, rx, c)
-        o = fiamma.matmul(wx_t[a:b].expand(kb, ph, pw, 1, rx), t)    # (kb, ph, pw, 1, C)
-        outs.append(o.reshape(kb, ph, pw, c))
-    out = outs[0] if len(outs) == 1 else fiamma.cat(outs, dim=0)
-    return out.permute(0, 3, 1, 2).contiguous()
+    return iy, wy, ix, wx
+
+
+def roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=-1, aligned=False):
+    """Pool each region of ``boxes`` to ``output_size`` by averaging bilinear samples.
+
+    ``input`` (N, C, H, W); ``boxes`` a (K, 5) tensor ``(batch_index, x1, y1, x2, y2)`` or a
+    list of (K_i, 4) tensors, one per image, in input coordinates times ``1/spatial_scale``;
+    ``sampling_ratio`` samples per bin and axis (<= 0: ``ceil(roi_size / bins)``);
+    ``aligned=True`` shifts the boxes by -0.5 pixel. Returns (K, C, oh, ow)."""
+    r, bidx = _prepare("roi_align", input, boxes)
+    ph, pw = _pair(output_size)
+    n, c, h, w = input.shape
+    if r.shape[0] == 0:
+        return fiamma.zeros((0, c, ph, pw), dtype=input.dtype)
+    dt = np.float64 if input.dtype == fiamma.float64 else np.float32
+    iy, wy, ix, wx = _bilinear_taps(r, h, w, ph, pw, spatial_scale, sampling_ratio, aligned,
+                                    not aligned, dt)
+    return _separable_pool(input, bidx, iy, wy, ix, wx)
 
 
 class RoIAlign(nn.Module):
