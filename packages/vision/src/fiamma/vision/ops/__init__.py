@@ -6,6 +6,8 @@
 """
 from fiamma.vision.ops.boxes import *  # noqa: F401,F403
 from fiamma.vision.ops.boxes import __all__ as _boxes_all
+from fiamma.vision.ops.deform_conv import *  # noqa: F401,F403
+from fiamma.vision.ops.deform_conv import __all__ as _dc_all
 from fiamma.vision.ops.drop_block import *  # noqa: F401,F403
 from fiamma.vision.ops.drop_block import __all__ as _db_all
 from fiamma.vision.ops.feature_pyramid_network import *  # noqa: F401,F403
@@ -22,4 +24,4 @@ from fiamma.vision.ops.stochastic_depth import *  # noqa: F401,F403
 from fiamma.vision.ops.stochastic_depth import __all__ as _sd_all
 
 __all__ = (list(_misc_all) + list(_sd_all) + list(_boxes_all) + list(_losses_all)
-           + list(_roi_all) + list(_roipool_all) + list(_fpn_all) + list(_db_all))
+           + list(_roi_all) + list(_roipool_all) + list(_fpn_all) + list(_db_all) + list(_dc_all))
