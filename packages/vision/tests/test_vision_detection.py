@@ -185,11 +185,13 @@ def test_weights_meta_and_registry():
 
 
 @pytest.mark.parametrize("builder,n", [("fasterrcnn_resnet50_fpn", 41755286),
-                                       ("fasterrcnn_resnet50_fpn_v2", 43712278)])
+                                       ("fasterrcnn_resnet50_fpn_v2", 43712278),
+                                       ("retinanet_resnet50_fpn", 34014999),
+                                       ("retinanet_resnet50_fpn_v2", 38198935)])
 def test_num_params_equal_meta(builder, n):
     m = getattr(D, builder)(weights=None, weights_backbone=None)
     count = sum(p.numel() for p in m.parameters())
-    if builder == "fasterrcnn_resnet50_fpn":
+    if not builder.endswith("_v2"):
         # the meta counts the pretrained model, whose ResNet has FrozenBatchNorm2d (buffers);
         # built without weights it has trainable BatchNorm2d
         count -= sum(p.numel() for mod in m.backbone.body.modules()
@@ -237,7 +239,7 @@ def _compare_with_torchvision(torch, tm, fm, imgs, boxes, labels):
     sum(fl.values()).backward()
     tgrads = {n: p.grad for n, p in tm.named_parameters() if p.grad is not None}
     fgrads = {n: p.grad for n, p in fm.named_parameters() if p.grad is not None}
-    assert set(tgrads) == set(fgrads) and len(fgrads) > 10
+    assert set(tgrads) == set(fgrads) and len(fgrads) > 10, set(tgrads) ^ set(fgrads)
     for n, g in tgrads.items():
         scale = max(g.abs().max().item(), 1e-12)
         np.testing.assert_allclose(fgrads[n].numpy() / scale, g.numpy() / scale, atol=1e-6,
@@ -292,3 +294,56 @@ def test_faster_rcnn_builders_match_torchvision(builder):
               rpn_batch_size_per_image=_BIG, box_batch_size_per_image=_BIG)
     _compare_with_torchvision(torch, getattr(tvd, builder)(**kw), getattr(D, builder)(**kw),
                               *_sample())
+
+
+def test_small_retinanet_eval_and_train():
+    fiamma.manual_seed(0)
+    m = D.RetinaNet(_TinyBackbone(), num_classes=3, min_size=64, max_size=96,
+                    anchor_generator=D.AnchorGenerator(((16, 32),), ((0.5, 1.0, 2.0),)),
+                    score_thresh=0.0).eval()
+    imgs = [fiamma.rand(3, 48, 64), fiamma.rand(3, 64, 40)]
+    with fiamma.no_grad():
+        out = m(imgs)
+    assert [set(o) for o in out] == [{"boxes", "labels", "scores"}] * 2
+    assert set(out[0]["labels"].tolist()) <= {0, 1, 2} and len(out[0]["boxes"]) <= 300
+    m.train()
+    targets = [{"boxes": fiamma.tensor([[4., 6., 30., 40.]]), "labels": fiamma.tensor([1])},
+               {"boxes": fiamma.zeros((0, 4)), "labels": fiamma.zeros((0,), dtype=fiamma.int64)}]
+    losses = m(imgs, targets)
+    assert set(losses) == {"classification", "bbox_regression"}
+    sum(losses.values()).backward()
+    g = m.head.classification_head.cls_logits.weight.grad
+    assert g is not None and g.abs().sum().item() > 0
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("v2", [False, True])
+def test_retinanet_resnet18_fpn_matches_torchvision(v2):
+    torch = pytest.importorskip("torch")
+    tvd = pytest.importorskip("torchvision.models.detection")
+    from functools import partial
+
+    from torchvision.models.detection.backbone_utils import resnet_fpn_backbone as tv_rfb
+    from torchvision.models.detection.retinanet import RetinaNetHead as TvHead
+    from torchvision.ops.feature_pyramid_network import LastLevelP6P7 as TvP6P7
+
+    from fiamma.vision.models.detection.backbone_utils import resnet_fpn_backbone
+    from fiamma.vision.ops import LastLevelP6P7
+    torch.manual_seed(0)
+    kw = dict(num_classes=4, min_size=64, max_size=96, topk_candidates=100, score_thresh=0.005)
+    bkw = dict(backbone_name="resnet18", weights=None, trainable_layers=5,
+               returned_layers=[2, 3, 4])
+    tb = tv_rfb(norm_layer=torch.nn.BatchNorm2d, extra_blocks=TvP6P7(256, 256), **bkw)
+    fb = resnet_fpn_backbone(norm_layer=nn.BatchNorm2d, extra_blocks=LastLevelP6P7(256, 256),
+                             **bkw)
+    if v2:
+        th = TvHead(256, 9, 4, norm_layer=partial(torch.nn.GroupNorm, 32))
+        th.regression_head._loss_type = "giou"
+        fh = D.RetinaNetHead(256, 9, 4, norm_layer=partial(nn.GroupNorm, 32))
+        fh.regression_head._loss_type = "giou"
+        kw_t, kw_f = dict(kw, head=th), dict(kw, head=fh)
+    else:
+        kw_t = kw_f = kw
+    tm = tvd.RetinaNet(tb, **kw_t)
+    fm = D.RetinaNet(fb, **kw_f)
+    _compare_with_torchvision(torch, tm, fm, *_sample())

@@ -7,6 +7,7 @@ import fiamma
 __all__ = ["BalancedPositiveNegativeSampler", "BoxCoder", "Matcher", "overwrite_eps"]
 
 
+
 class BalancedPositiveNegativeSampler:
     """Per image, draw at most ``batch_size_per_image`` elements with at most
     ``positive_fraction`` of them positive (label >= 1), the rest negative (label 0); -1 is
@@ -169,3 +170,22 @@ def overwrite_eps(model, eps):
 
 def _topk_min(input, orig_kval, axis):
     return min(int(orig_kval), int(input.shape[axis]))
+
+
+def _box_loss(kind, box_coder, anchors, matched_gt_boxes, bbox_regression, cnf=None):
+    """Summed box regression loss of one image: ``'l1'``/``'smooth_l1'`` on the encoded
+    targets, ``'giou'``/``'diou'``/``'ciou'`` on the decoded boxes."""
+    import fiamma.nn.functional as F
+    from fiamma.vision.ops import losses as L
+    if kind in ("l1", "smooth_l1"):
+        target = box_coder.encode_single(matched_gt_boxes, anchors)
+        if kind == "l1":
+            return F.l1_loss(bbox_regression, target, reduction="sum")
+        beta = (cnf or {}).get("beta", 1.0)
+        return F.smooth_l1_loss(bbox_regression, target, reduction="sum", beta=beta)
+    fns = {"giou": L.generalized_box_iou_loss, "diou": L.distance_box_iou_loss,
+           "ciou": L.complete_box_iou_loss}
+    if kind not in fns:
+        raise ValueError(f"Unsupported loss: {kind}; expected l1, smooth_l1, giou, diou or ciou")
+    boxes = box_coder.decode_single(bbox_regression, anchors)
+    return fns[kind](boxes, matched_gt_boxes, reduction="sum", eps=(cnf or {}).get("eps", 1e-7))

@@ -23,16 +23,7 @@ class GeneralizedRCNN(nn.Module):
 
     def forward(self, images, targets=None):
         if self.training:
-            if targets is None:
-                raise ValueError("targets should not be none when in training mode")
-            for target in targets:
-                boxes = target["boxes"]
-                if not isinstance(boxes, fiamma.Tensor):
-                    raise TypeError(f"Expected target boxes to be of type Tensor, got "
-                                    f"{type(boxes).__name__}.")
-                if boxes.ndim != 2 or boxes.shape[-1] != 4:
-                    raise ValueError(f"Expected target boxes to be a tensor of shape [N, 4], "
-                                     f"got {list(boxes.shape)}.")
+            _check_targets(targets)
         original_image_sizes = []
         for img in images:
             if img.ndim < 2:
@@ -40,15 +31,7 @@ class GeneralizedRCNN(nn.Module):
                                  f"W instead got {list(img.shape)}")
             original_image_sizes.append((int(img.shape[-2]), int(img.shape[-1])))
         images, targets = self.transform(images, targets)
-        if targets is not None:
-            for target_idx, target in enumerate(targets):
-                boxes = target["boxes"]
-                degenerate = (boxes[:, 2:] <= boxes[:, :2]).any(dim=1)
-                if bool(degenerate.any()):
-                    bb_idx = int(fiamma.where(degenerate)[0][0])
-                    raise ValueError(f"All bounding boxes should have positive height and "
-                                     f"width. Found invalid box {boxes[bb_idx].tolist()} for "
-                                     f"target at index {target_idx}.")
+        _check_degenerate(targets)
         features = self.backbone(images.tensors)
         if isinstance(features, fiamma.Tensor):
             features = OrderedDict([("0", features)])
@@ -61,3 +44,29 @@ class GeneralizedRCNN(nn.Module):
         losses.update(detector_losses)
         losses.update(proposal_losses)
         return losses if self.training else detections
+
+
+def _check_targets(targets):
+    if targets is None:
+        raise ValueError("targets should not be none when in training mode")
+    for target in targets:
+        boxes = target["boxes"]
+        if not isinstance(boxes, fiamma.Tensor):
+            raise TypeError(f"Expected target boxes to be of type Tensor, got "
+                            f"{type(boxes).__name__}.")
+        if boxes.ndim != 2 or boxes.shape[-1] != 4:
+            raise ValueError(f"Expected target boxes to be a tensor of shape [N, 4], "
+                             f"got {list(boxes.shape)}.")
+
+
+def _check_degenerate(targets):
+    if targets is None:
+        return
+    for target_idx, target in enumerate(targets):
+        boxes = target["boxes"]
+        degenerate = (boxes[:, 2:] <= boxes[:, :2]).any(dim=1)
+        if bool(degenerate.any()):
+            bb_idx = int(fiamma.where(degenerate)[0][0])
+            raise ValueError(f"All bounding boxes should have positive height and width. "
+                             f"Found invalid box {boxes[bb_idx].tolist()} for target at index "
+                             f"{target_idx}.")
