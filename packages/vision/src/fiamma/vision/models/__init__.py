@@ -19,5 +19,6 @@ from fiamma.vision.models.regnet import *  # noqa: F401,F403
 from fiamma.vision.models.resnet import *  # noqa: F401,F403
 from fiamma.vision.models.shufflenetv2 import *  # noqa: F401,F403
 from fiamma.vision.models.squeezenet import *  # noqa: F401,F403
+from fiamma.vision.models.swin_transformer import *  # noqa: F401,F403
 from fiamma.vision.models.vgg import *  # noqa: F401,F403
 from fiamma.vision.models.vision_transformer import *  # noqa: F401,F403
