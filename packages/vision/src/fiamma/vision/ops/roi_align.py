@@ -11,7 +11,7 @@ to the samples, not to the feature map, and every op is a fiamma op (any device,
     >>> import fiamma
     >>> from fiamma.vision.ops import roi_align
     >>> x = fiamma.arange(16.).reshape(1, 1, 4, 4)
-    >>> roi_align(x, [fiamma.tensor([[0., 0., 3., 3.]])], output_size=1).item()
+    >>> round(roi_align(x, [fiamma.tensor([[0., 0., 3., 3.]])], output_size=1).item(), 5)
     7.5
 """
 
