@@ -1,8 +1,9 @@
 """Dense-prediction models in eval mode beside torchvision, each library in its own process
 (so their OpenMP runtimes never share the 2 cores): DeepLabV3-ResNet50 on one 520x520 image,
-and Faster R-CNN ResNet-50 FPN on one 800x800 image where fiamma has it (shown ``n/a``
-otherwise). Both libraries load the same random weights (saved once to a temp .npz); each
-process times ``--rounds`` calls after a warm-up and prints the median.
+and Faster R-CNN ResNet-50 FPN on one 800x800 image (the issue's target) and on one small
+320x320 image (``min_size=max_size=320``, so it is not upscaled to 800). Both libraries load
+the same random weights (saved once to a temp .npz); each process times ``--rounds`` calls
+after a warm-up and prints the median.
 
     PYTHONPATH=<the packages' src dirs> python benchmarks/bench_vision2_det.py [--rounds 5]
 """
@@ -17,12 +18,19 @@ import time
 
 THREADS = 2
 WORKLOADS = {
-    # name: (fiamma module, builder, input size)
+    # name: (fiamma module, builder, input size[, builder kwargs])
     "deeplabv3_resnet50 520x520": ("fiamma.vision.models.segmentation", "deeplabv3_resnet50",
                                    520),
     "fasterrcnn_resnet50_fpn 800x800": ("fiamma.vision.models.detection",
                                         "fasterrcnn_resnet50_fpn", 800),
+    "fasterrcnn_resnet50_fpn 320x320": ("fiamma.vision.models.detection",
+                                        "fasterrcnn_resnet50_fpn", 320,
+                                        {"min_size": 320, "max_size": 320}),
 }
+
+
+def _kwargs(name):
+    return WORKLOADS[name][3] if len(WORKLOADS[name]) > 3 else {}
 
 
 def _child(lib, name, weights, rounds):
@@ -30,7 +38,7 @@ def _child(lib, name, weights, rounds):
     import importlib
 
     import numpy as np
-    mod_name, builder, size = WORKLOADS[name]
+    mod_name, builder, size = WORKLOADS[name][:3]
     x = np.random.default_rng(0).random((1, 3, size, size), dtype=np.float32)
     sd = dict(np.load(weights))
     if lib == "torch":
@@ -39,7 +47,7 @@ def _child(lib, name, weights, rounds):
         import torchvision.models.segmentation as S
         torch.set_num_threads(THREADS)
         mod = S if "segmentation" in mod_name else D
-        m = getattr(mod, builder)(weights=None, weights_backbone=None).eval()
+        m = getattr(mod, builder)(weights=None, weights_backbone=None, **_kwargs(name)).eval()
         m.load_state_dict({k: torch.from_numpy(v) for k, v in sd.items()})
         inp = torch.from_numpy(x)
         ctx = torch.no_grad
@@ -51,7 +59,7 @@ def _child(lib, name, weights, rounds):
         except (ImportError, AttributeError):
             print(json.dumps({"median": None}))
             return
-        m = fn(weights=None, weights_backbone=None).eval()
+        m = fn(weights=None, weights_backbone=None, **_kwargs(name)).eval()
         m.load_state_dict({k: fiamma.from_numpy(v) for k, v in sd.items()})
         inp = fiamma.from_numpy(x)
         ctx = fiamma.no_grad
@@ -64,8 +72,9 @@ def _child(lib, name, weights, rounds):
             out = call()
             ts.append(time.perf_counter() - t0)
     first = out["out"] if isinstance(out, dict) else out[0]["boxes"]
+    extra = {} if isinstance(out, dict) else {"detections": int(first.shape[0])}
     print(json.dumps({"median": statistics.median(ts), "min": min(ts),
-                      "checksum": float(first.sum())}))
+                      "checksum": float(first.sum()), **extra}))
 
 
 def _weights(name, path):
@@ -74,7 +83,7 @@ def _weights(name, path):
     import torch
     import torchvision.models.detection as D
     import torchvision.models.segmentation as S
-    mod_name, builder, _ = WORKLOADS[name]
+    mod_name, builder = WORKLOADS[name][:2]
     torch.manual_seed(0)
     mod = S if "segmentation" in mod_name else D
     m = getattr(mod, builder)(weights=None, weights_backbone=None)

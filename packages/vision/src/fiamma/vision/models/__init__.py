@@ -4,7 +4,7 @@
     >>> m = models.get_model("resnet18", weights=None)
 """
 
-from fiamma.vision.models import segmentation  # noqa: F401,E402
+from fiamma.vision.models import detection, segmentation  # noqa: F401,E402
 from fiamma.vision.models._api import *  # noqa: F401,F403
 from fiamma.vision.models.alexnet import *  # noqa: F401,F403
 from fiamma.vision.models.convnext import *  # noqa: F401,F403
@@ -19,5 +19,6 @@ from fiamma.vision.models.regnet import *  # noqa: F401,F403
 from fiamma.vision.models.resnet import *  # noqa: F401,F403
 from fiamma.vision.models.shufflenetv2 import *  # noqa: F401,F403
 from fiamma.vision.models.squeezenet import *  # noqa: F401,F403
+from fiamma.vision.models.swin_transformer import *  # noqa: F401,F403
 from fiamma.vision.models.vgg import *  # noqa: F401,F403
 from fiamma.vision.models.vision_transformer import *  # noqa: F401,F403

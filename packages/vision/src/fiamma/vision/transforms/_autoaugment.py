@@ -11,7 +11,7 @@ from fiamma.vision.transforms import functional as F
 from fiamma.vision.transforms._policies import _POLICIES
 from fiamma.vision.transforms.functional import InterpolationMode, _interp
 
-__all__ = ["AutoAugmentPolicy", "AutoAugment", "RandAugment", "TrivialAugmentWide"]
+__all__ = ["AutoAugmentPolicy", "AutoAugment", "RandAugment", "TrivialAugmentWide", "AugMix"]
 
 
 def _apply_op(img, op_name, magnitude, interpolation, fill):
@@ -278,3 +278,120 @@ class TrivialAugmentWide(nn.Module):
             f"{self.__class__.__name__}(num_magnitude_bins={self.num_magnitude_bins}, "
             f"interpolation={self.interpolation}, fill={self.fill})"
         )
+
+
+def _gamma(a):
+    """One Gamma(a, 1) draw from fiamma's generator (Marsaglia and Tsang; a < 1 boosted)."""
+    if a < 1.0:
+        return _gamma(a + 1.0) * fiamma.rand(1).item() ** (1.0 / a)
+    d = a - 1.0 / 3.0
+    c = 1.0 / math.sqrt(9.0 * d)
+    while True:
+        x = fiamma.randn(1).item()
+        v = (1.0 + c * x) ** 3
+        if v <= 0:
+            continue
+        u = fiamma.rand(1).item()
+        if math.log(max(u, 1e-300)) < 0.5 * x * x + d - d * v + d * math.log(v):
+            return d * v
+
+
+def sample_dirichlet(alphas):
+    """One Dirichlet(alphas) draw (normalised Gamma draws) as a list of floats."""
+    g = [_gamma(float(a)) for a in alphas]
+    total = sum(g)
+    return [x / total for x in g]
+
+
+class AugMix(nn.Module):
+    """AugMix (Hendrycks et al., 2020): ``mixture_width`` chains of ``chain_depth`` random ops
+    (1-3 when -1) at magnitudes up to ``severity`` (of 10), mixed with Dirichlet(``alpha``)
+    weights and blended with the original by a Beta(``alpha``, ``alpha``) weight. Works on PIL
+    images and on uint8 (..., C, H, W) tensors (each image of a batch gets its own weights; the
+    chains are shared, as torchvision's); the result has the input's type and dtype.
+
+        >>> import fiamma
+        >>> out = AugMix()(fiamma.randint(0, 256, (3, 16, 16), dtype=fiamma.uint8))
+        >>> out.dtype, tuple(out.shape)
+        (fiamma.uint8, (3, 16, 16))
+    """
+
+    _PARAMETER_MAX = 10
+
+    def __init__(self, severity=3, mixture_width=3, chain_depth=-1, alpha=1.0, all_ops=True,
+                 interpolation=InterpolationMode.BILINEAR, fill=None):
+        super().__init__()
+        if not 1 <= severity <= self._PARAMETER_MAX:
+            raise ValueError(f"The severity must be between [1, {self._PARAMETER_MAX}]. Got "
+                             f"{severity} instead.")
+        self.severity = severity
+        self.mixture_width = mixture_width
+        self.chain_depth = chain_depth
+        self.alpha = alpha
+        self.all_ops = all_ops
+        self.interpolation = _interp(interpolation, "AugMix")
+        self.fill = fill
+
+    def _augmentation_space(self, num_bins, image_size):
+        lin = lambda a, b: np.linspace(a, b, num_bins, dtype=np.float32)  # noqa: E731
+        zero = np.array(0.0)
+        s = {
+            "ShearX": (lin(0.0, 0.3), True),
+            "ShearY": (lin(0.0, 0.3), True),
+            "TranslateX": (lin(0.0, image_size[1] / 3.0), True),
+            "TranslateY": (lin(0.0, image_size[0] / 3.0), True),
+            "Rotate": (lin(0.0, 30.0), True),
+            "Posterize": (4 - np.round(np.arange(num_bins) / ((num_bins - 1) / 4)).astype(
+                np.int64), False),
+            "Solarize": (lin(255.0, 0.0), False),
+            "AutoContrast": (zero, False),
+            "Equalize": (zero, False),
+        }
+        if self.all_ops:
+            s.update({"Brightness": (lin(0.0, 0.9), True), "Color": (lin(0.0, 0.9), True),
+                      "Contrast": (lin(0.0, 0.9), True), "Sharpness": (lin(0.0, 0.9), True)})
+        return s
+
+    def _sample_dirichlet(self, alphas, rows):
+        return fiamma.tensor([sample_dirichlet(alphas) for _ in range(rows)],
+                             dtype=fiamma.float32)
+
+    def forward(self, orig_img):
+        is_tensor = fiamma.is_tensor(orig_img)
+        img = orig_img if is_tensor else F.pil_to_tensor(orig_img)
+        if img.dtype != fiamma.uint8:
+            # as torchvision's: its Posterize and Equalize ops need uint8 images
+            raise TypeError(f"AugMix: tensor images must be uint8, got {img.dtype}")
+        fill = _fill(img, self.fill)
+        h, w = img.shape[-2:]
+        # torchvision passes _PARAMETER_MAX (10) as the number of bins
+        space = self._augmentation_space(self._PARAMETER_MAX, (h, w))
+        names = list(space)
+        orig_dims = list(img.shape)
+        batch = img.reshape([1] * max(4 - img.ndim, 0) + orig_dims)
+        b = batch.shape[0]
+        bdims = [b] + [1] * (batch.ndim - 1)
+        m = self._sample_dirichlet([self.alpha, self.alpha], b)
+        weights = self._sample_dirichlet([self.alpha] * self.mixture_width, b) * m[:, 1:2]
+        mix = m[:, 0].reshape(bdims) * batch
+        for i in range(self.mixture_width):
+            aug = batch
+            depth = (self.chain_depth if self.chain_depth > 0
+                     else int(fiamma.randint(1, 4, (1,)).item()))
+            for _ in range(depth):
+                op = names[int(fiamma.randint(len(names), (1,)).item())]
+                mags, signed = space[op]
+                mag = (float(mags[int(fiamma.randint(self.severity, (1,)).item())])
+                       if mags.ndim > 0 else 0.0)
+                if signed and int(fiamma.randint(2, (1,)).item()):
+                    mag *= -1.0
+                aug = _apply_op(aug, op, mag, self.interpolation, fill)
+            mix = mix + weights[:, i].reshape(bdims) * aug
+        out = mix.reshape(orig_dims)
+        out = out.to(img.dtype)        # truncation, as torchvision's .to(dtype)
+        return out if is_tensor else F.to_pil_image(out)
+
+    def __repr__(self):
+        return (f"{self.__class__.__name__}(severity={self.severity}, mixture_width="
+                f"{self.mixture_width}, chain_depth={self.chain_depth}, alpha={self.alpha}, "
+                f"all_ops={self.all_ops}, interpolation={self.interpolation}, fill={self.fill})")

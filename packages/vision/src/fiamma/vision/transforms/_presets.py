@@ -14,7 +14,24 @@ from fiamma.nn import Module
 from fiamma.vision.transforms import functional as F
 from fiamma.vision.transforms.functional import InterpolationMode
 
-__all__ = ["ImageClassification", "SemanticSegmentation"]
+__all__ = ["ObjectDetection", "ImageClassification", "SemanticSegmentation"]
+
+
+class ObjectDetection(Module):
+    """The inference transform of the detection weights: a PIL image or uint8 tensor to a
+    float tensor in [0, 1] (the model normalises and resizes itself)."""
+
+    def forward(self, img):
+        if not isinstance(img, fiamma.Tensor):
+            img = F.pil_to_tensor(img)
+        return F.convert_image_dtype(img, fiamma.float32)
+
+    def __repr__(self):
+        return self.__class__.__name__ + "()"
+
+    def describe(self):
+        return ("Accepts ``PIL.Image``, batched ``(B, C, H, W)`` and single ``(C, H, W)`` image "
+                "``fiamma.Tensor`` objects. The images are rescaled to ``[0.0, 1.0]``.")
 
 
 class ImageClassification(Module):

@@ -16,6 +16,7 @@ A plain tensor is taken for an image only when the sample has no ``tv_tensors.Im
 from fiamma.vision.transforms.v2 import functional  # noqa: F401
 from fiamma.vision.transforms.v2._augment import CutMix, MixUp  # noqa: F401
 from fiamma.vision.transforms.v2._auto_augment import (  # noqa: F401
+    AugMix,
     AutoAugment,
     AutoAugmentPolicy,
     RandAugment,
@@ -27,4 +28,4 @@ from fiamma.vision.transforms.v2.functional import InterpolationMode  # noqa: F4
 
 __all__ = list(_all) + ["functional", "InterpolationMode", "MixUp", "CutMix",
                           "AutoAugment", "AutoAugmentPolicy", "RandAugment",
-                          "TrivialAugmentWide"]
+                          "TrivialAugmentWide", "AugMix"]

@@ -15,7 +15,7 @@ from fiamma.vision.transforms.v2._transform import (
     unflatten,
 )
 
-__all__ = ["AutoAugment", "RandAugment", "TrivialAugmentWide", "AutoAugmentPolicy"]
+__all__ = ["AutoAugment", "RandAugment", "TrivialAugmentWide", "AutoAugmentPolicy", "AugMix"]
 
 AutoAugmentPolicy = A1.AutoAugmentPolicy
 _GEOMETRIC = {"ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate"}
@@ -136,3 +136,35 @@ class TrivialAugmentWide(_AutoAugmentBase):
         if signed and _pick(2):
             mag = -mag
         return [(op, mag)]
+
+
+class AugMix(Transform):
+    """AugMix for v2 samples: the v1 :class:`~fiamma.vision.transforms.AugMix` applied to the
+    sample's one image or video; a sample with boxes, masks or keypoints is refused (the mix
+    of differently warped images has no single geometry to apply to them)."""
+
+    def __init__(self, severity=3, mixture_width=3, chain_depth=-1, alpha=1.0, all_ops=True,
+                 interpolation=F1.InterpolationMode.BILINEAR, fill=None):
+        super().__init__()
+        self._impl = A1.AugMix(severity, mixture_width, chain_depth, alpha, all_ops,
+                               interpolation, fill)
+
+    def forward(self, *inputs):
+        inputs = inputs if len(inputs) > 1 else inputs[0]
+        flat, spec = flatten(inputs)
+        needs = needs_transform_list(flat)
+        if any(isinstance(x, (tv.BoundingBoxes, tv.Mask, tv.KeyPoints)) for x in flat):
+            raise TypeError("AugMix: inputs with BoundingBoxes, Mask or KeyPoints are not "
+                            "supported (only images and videos)")
+        idx = [i for i, n in enumerate(needs) if n]
+        if len(idx) != 1:
+            raise TypeError(f"AugMix: expected exactly one image or video in the sample, found "
+                            f"{len(idx)}")
+        x = flat[idx[0]]
+        out = self._impl(F.to_pure_tensor(x) if isinstance(x, tv.TVTensor) else x)
+        flat = list(flat)
+        flat[idx[0]] = tv.wrap(out, like=x) if isinstance(x, tv.TVTensor) else out
+        return unflatten(flat, spec)
+
+    def __repr__(self):
+        return repr(self._impl)

@@ -20,7 +20,8 @@ __all__ = [
     "Transform", "Compose", "RandomApply", "RandomChoice", "RandomOrder", "Lambda",
     "RandomHorizontalFlip", "RandomVerticalFlip", "Resize", "CenterCrop", "RandomCrop",
     "RandomResizedCrop", "Pad", "RandomZoomOut", "RandomIoUCrop", "RandomAffine",
-    "RandomRotation", "RandomPerspective", "ColorJitter", "RandomPhotometricDistort",
+    "RandomRotation", "RandomPerspective", "ElasticTransform", "ColorJitter",
+    "RandomPhotometricDistort",
     "Grayscale", "Normalize",
     "GaussianBlur", "RandomErasing", "ToImage", "ToDtype", "ToPureTensor",
     "ClampBoundingBoxes", "SanitizeBoundingBoxes", "ConvertBoundingBoxFormat",
@@ -426,6 +427,55 @@ class RandomPerspective(RandomTransform):
     def transform(self, inpt, params):
         return F.perspective(inpt, params["startpoints"], params["endpoints"],
                              self.interpolation, _fill_for(self.fill, inpt))
+
+
+def _number_or_pair(v, name):
+    if isinstance(v, (int, float)):
+        return [float(v), float(v)]
+    v = [float(e) for e in v]
+    if len(v) == 1:
+        return v * 2
+    if len(v) != 2:
+        raise ValueError(f"ElasticTransform: {name} should be a number or a sequence of 1 or 2 "
+                         f"numbers, got {v}")
+    return v
+
+
+class ElasticTransform(Transform):
+    """Random elastic deformation (Simard et al.): uniform [-1, 1] displacement fields per axis,
+    smoothed by a Gaussian of ``sigma`` (kernel ``int(8 * sigma + 1)``, made odd) and scaled by
+    ``alpha`` / size, applied with :func:`functional.elastic` to images, masks, boxes and
+    keypoints alike.
+
+        >>> import fiamma
+        >>> t = ElasticTransform(alpha=10.0, sigma=2.0)
+        >>> tuple(t(fiamma.rand(3, 16, 16)).shape)
+        (3, 16, 16)
+    """
+
+    def __init__(self, alpha=50.0, sigma=5.0, interpolation=InterpolationMode.BILINEAR,
+                 fill=0):
+        super().__init__()
+        self.alpha = _number_or_pair(alpha, "alpha")
+        self.sigma = _number_or_pair(sigma, "sigma")
+        self.interpolation = interpolation
+        self.fill = fill
+
+    def make_params(self, flat_inputs):
+        h, w = query_size(flat_inputs)
+        fields = []
+        for axis, size in ((0, w), (1, h)):
+            d = fiamma.rand(1, 1, h, w) * 2 - 1
+            if self.sigma[axis] > 0.0:
+                k = int(8 * self.sigma[axis] + 1)
+                k += 1 - k % 2
+                d = F.gaussian_blur(d, [k, k], list(self.sigma))
+            fields.append(d * self.alpha[axis] / size)
+        return dict(displacement=fiamma.cat(fields, 1).permute(0, 2, 3, 1).contiguous())
+
+    def transform(self, inpt, params):
+        return F.elastic(inpt, params["displacement"], self.interpolation,
+                         _fill_for(self.fill, inpt))
 
 
 # ---------------------------------------------------------------------------- colour

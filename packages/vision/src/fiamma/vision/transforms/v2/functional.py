@@ -27,7 +27,8 @@ __all__ = [
     "rotate", "perspective", "convert_bounding_box_format", "clamp_bounding_boxes", "to_image",
     "to_pure_tensor", "to_dtype", "normalize", "adjust_brightness", "adjust_contrast",
     "adjust_saturation", "adjust_hue", "rgb_to_grayscale", "to_grayscale", "gaussian_blur",
-    "erase", "pil_to_tensor", "to_pil_image", "convert_image_dtype",
+    "erase", "pil_to_tensor", "to_pil_image", "convert_image_dtype", "elastic",
+    "elastic_transform",
 ]
 
 BBF = tv.BoundingBoxFormat
@@ -423,6 +424,99 @@ def perspective(inpt, startpoints, endpoints, interpolation=InterpolationMode.BI
                                                        InterpolationMode.NEAREST, fill))
     return _image_op(inpt, lambda t: F1.perspective(t, startpoints, endpoints, interpolation,
                                                     fill))
+
+
+def _check_displacement(displacement, canvas):
+    want = (1, int(canvas[0]), int(canvas[1]), 2)
+    if not isinstance(displacement, fiamma.Tensor):
+        raise TypeError("elastic: argument displacement should be a Tensor")
+    if tuple(displacement.shape) != want:
+        raise ValueError(f"elastic: argument displacement shape should be {want}, but given "
+                         f"{tuple(displacement.shape)}")
+
+
+def _elastic_inverse_points(a, canvas, displacement, ceil):
+    """Points (M, 2) moved by torchvision's approximate inverse of the displacement field:
+    the field is read at the (ceiled, for boxes) integer pixel of each point."""
+    h, w = canvas
+    d = np.asarray(displacement.detach().to(fiamma.float64).numpy())[0]     # (H, W, 2)
+    pts = np.ceil(a) if ceil else a
+    ix = np.clip(np.trunc(pts[:, 0]).astype(np.int64), 0, w - 1)
+    iy = np.clip(np.trunc(pts[:, 1]).astype(np.int64), 0, h - 1)
+    gx = (2 * ix + 1) / w - 1 - d[iy, ix, 0]      # identity grid minus the displacement
+    gy = (2 * iy + 1) / h - 1 - d[iy, ix, 1]
+    return np.stack([(gx + 1) * 0.5 * w - 0.5, (gy + 1) * 0.5 * h - 0.5], axis=1)
+
+
+def _elastic_image(t, displacement, mode, fill):
+    h, w = t.shape[-2:]
+    dt = t.dtype if t.is_floating_point() else fiamma.float32
+    d = displacement.to(dt)
+    xs = fiamma.arange(w, dtype=dt).reshape(1, w)
+    ys = fiamma.arange(h, dtype=dt).reshape(h, 1)
+    # grid = identity + displacement (normalised, align_corners=False), in source pixels
+    ix = xs + d[0, :, :, 0] * (0.5 * w)
+    iy = ys + d[0, :, :, 1] * (0.5 * h)
+    return FT._sample(t, ix, iy, mode, fill)
+
+
+def elastic(inpt, displacement, interpolation=InterpolationMode.BILINEAR, fill=None):
+    """Elastic warp: output pixel (y, x) samples the input at the identity grid plus
+    ``displacement`` (1, H, W, 2), (dx, dy) in normalised [-1, 1] units (torchvision's
+    convention). Masks use nearest sampling; boxes and keypoints move by torchvision's
+    approximate inverse (the field read at each corner/point's pixel), boxes taking the
+    bounds of their corners (clamped).
+
+        >>> import fiamma
+        >>> img = fiamma.arange(16.).reshape(1, 4, 4)
+        >>> bool((elastic(img, fiamma.zeros(1, 4, 4, 2)) == img).all())
+        True
+    """
+    k = _kind(inpt)
+    if k == "boxes":
+        _check_displacement(displacement, inpt.canvas_size)
+        if inpt.numel() == 0:
+            return inpt
+
+        def fn(a, c):
+            x1, y1, x2, y2 = a.T
+            corners = np.stack([np.stack([x1, y1], 1), np.stack([x2, y1], 1),
+                                np.stack([x2, y2], 1), np.stack([x1, y2], 1)], 1)
+            pts = _elastic_inverse_points(corners.reshape(-1, 2), c, displacement, True)
+            pts = pts.reshape(-1, 4, 2)
+            return np.concatenate([pts.min(1), pts.max(1)], axis=1), c
+        return _box_op(inpt, "elastic", fn)
+    if k == "keypoints":
+        _check_displacement(displacement, inpt.canvas_size)
+        if inpt.numel() == 0:
+            return inpt
+        return _kp_op(inpt, lambda a, c: (_elastic_inverse_points(a, c, displacement, False),
+                                          c))
+    if isinstance(inpt, PILImage.Image):
+        t = F1.pil_to_tensor(inpt)
+        out = elastic(t, displacement, interpolation, fill)
+        return F1.to_pil_image(out, mode=inpt.mode)
+    _check_displacement(displacement, get_size(inpt))
+    interpolation = InterpolationMode(interpolation) if isinstance(interpolation, str) \
+        else interpolation
+    if interpolation not in (InterpolationMode.NEAREST, InterpolationMode.BILINEAR):
+        raise ValueError(f"elastic: interpolation should be NEAREST or BILINEAR, got "
+                         f"{interpolation}")
+    if k == "mask":
+        return _mask_op(inpt, lambda t: _elastic_any(t, displacement, "nearest", fill))
+    return _image_op(inpt, lambda t: _elastic_any(t, displacement, interpolation.value, fill))
+
+
+def _elastic_any(t, displacement, mode, fill):
+    if t.is_floating_point():
+        return _elastic_image(t, displacement, mode, fill)
+    out = _elastic_image(t.to(fiamma.float32), displacement, mode, fill)
+    if mode == "bilinear":
+        out = out.round()
+    return out.to(t.dtype)
+
+
+elastic_transform = elastic
 
 
 # ---------------------------------------------------------------------------- type/dtype
