@@ -282,6 +282,8 @@ def record(op, out, inputs, kwargs):
                 pack_saved_output(node)
         out.grad_fn = node
         out.requires_grad = True
+        if getattr(out, "_base", None) is not None and op not in VIEW_OPS:
+            _own_result(out, inputs)
         if op in VIEW_OPS:
             x = inputs[0]
             if isinstance(x, Tensor) and x._storage is out._storage:
@@ -308,6 +310,21 @@ def record(op, out, inputs, kwargs):
             o.grad_fn = node
             o.requires_grad = True
             o._ag = Meta(i)
+            if getattr(o, "_base", None) is not None and op not in VIEW_OPS:
+                _own_result(o, inputs)
+
+
+def _own_result(out, inputs):
+    """A non-view op's result that core built as a view of its own temporary (group_norm's
+    rows reshaped back, say) is a fresh tensor to autograd: without this, an in-place op on it
+    (``relu_`` after GroupNorm) took the temporary, which has no history, for its base and the
+    gradient to everything before it was silently lost. Results sharing an input's memory keep
+    their base."""
+    st = out._storage
+    for x in inputs:
+        if isinstance(x, Tensor) and x._storage is st:
+            return
+    out._base = None
 
 
 # ---- in-place ops -------------------------------------------------------------------------
