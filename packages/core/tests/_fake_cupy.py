@@ -6,6 +6,7 @@ run the backend's own code (address arithmetic, copies, the row-major -> cuBLAS 
 every operand layout); a GPU run (benchmarks/gpu/run.sh) checks the real thing.
 """
 
+import contextlib
 import ctypes
 import sys
 import types
@@ -282,3 +283,27 @@ def install(cp, cublas):
                 sys.modules[n] = m
 
     return undo
+
+
+@contextlib.contextmanager
+def cuda_backend():
+    """The cuda backend built over this stand-in and registered as 'cuda' while the block
+    runs (the fiamma.cuda state before it is restored after)."""
+    from fiamma import _backend
+    from fiamma._backend.xp import cuda as C
+
+    cp, cublas = make()
+    undo = install(cp, cublas)
+    saved = (C._BACKEND, C._REASON, C._TRIED, _backend._BACKENDS.get("cuda"))
+    try:
+        be = C.CupyBackend(cp)
+        _backend.register("cuda", be)
+        C._BACKEND, C._REASON, C._TRIED = be, None, True
+        yield be
+    finally:
+        undo()
+        C._BACKEND, C._REASON, C._TRIED = saved[:3]
+        if saved[3] is None:
+            _backend._BACKENDS.pop("cuda", None)
+        else:
+            _backend._BACKENDS["cuda"] = saved[3]

@@ -89,24 +89,8 @@ def fake_cuda():
         pytest.skip("a GPU is here: the real CuPy is tested instead of the stand-in")
     import _fake_cupy
 
-    from fiamma import _backend
-    from fiamma._backend.xp import cuda as C
-
-    cp, cublas = _fake_cupy.make()
-    undo = _fake_cupy.install(cp, cublas)
-    saved = (C._BACKEND, C._REASON, C._TRIED, _backend._BACKENDS.get("cuda"))
-    try:
-        be = C.CupyBackend(cp)
-        _backend.register("cuda", be)
-        C._BACKEND, C._REASON, C._TRIED = be, None, True
+    with _fake_cupy.cuda_backend() as be:
         yield be
-    finally:
-        undo()
-        C._BACKEND, C._REASON, C._TRIED = saved[:3]
-        if saved[3] is None:
-            _backend._BACKENDS.pop("cuda", None)
-        else:
-            _backend._BACKENDS["cuda"] = saved[3]
 
 
 def test_fake_api_and_devices(fake_cuda):
