@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 import fiamma
-import fiamma.nn.functional as F
 from fiamma.autograd import gradcheck, gradgradcheck
 
 CASES = [((5, 4), "mean", 0.0, False, -100), ((5, 4), "sum", 0.2, True, 1),
@@ -39,6 +38,7 @@ def test_gradcheck_and_gradgradcheck(shape, reduction, s, w, ii):
 
 @pytest.mark.parametrize("shape,reduction,s,w,ii", CASES)
 def test_same_gradients_as_the_composition(shape, reduction, s, w, ii):
+    F = pytest.importorskip("fiamma.nn.functional")  # autograd's wheel tests run without nn
     x, t, wt = _inputs(shape, w, ii)
     fused = fiamma.cross_entropy_loss(x, t, wt, reduction, ii, s)
     assert fused.grad_fn.name() == "CrossEntropyLossBackward0"
@@ -59,6 +59,7 @@ def test_same_gradients_as_the_composition(shape, reduction, s, w, ii):
 
 
 def test_nn_cross_entropy_uses_the_fused_op():
+    F = pytest.importorskip("fiamma.nn.functional")
     x, t, _ = _inputs((5, 4), False, -100)
     assert F.cross_entropy(x, t).grad_fn.name() == "CrossEntropyLossBackward0"
     # probability targets keep the composition

@@ -99,6 +99,7 @@ def test_matches_float64_reference(shape, reduction, s, w, ii, dt):
 
 
 def test_autograd_records_one_op_and_matches_backward():
+    pytest.importorskip("fiamma.autograd")  # core's wheel tests run without it
     x, t, wv = _case((9, 7), True, 2)
     fx = fiamma.tensor(x, requires_grad=True)
     loss = fiamma.cross_entropy_loss(fx, fiamma.tensor(t), fiamma.tensor(wv), ignore_index=2,
@@ -165,6 +166,7 @@ def test_errors_name_the_op():
         fiamma.cross_entropy_loss(fiamma.tensor(1.0), fiamma.tensor(0))
     with pytest.raises(ValueError, match="expected grad_output of shape"):
         fiamma.cross_entropy_loss_backward(fiamma.ones(3), x, fiamma.tensor([0, 1, 2]))
+    pytest.importorskip("fiamma.autograd")  # the rest records for autograd
     with pytest.raises(RuntimeError, match="derivative for 'weight'"):
         fiamma.cross_entropy_loss(x, fiamma.tensor([0, 1, 2]), fiamma.ones(4, requires_grad=True))
 

@@ -237,6 +237,8 @@ class IndexMixin:
         rc, w = self._adv_indices(shape, idx, sidx, isize, bad)
         if rc or w is None:
             return rc
+        if accumulate and dst._dtype.kind == 3:
+            return C.ERR_DTYPE  # the C kernels accumulate real dtypes only (as moves: any)
         flat, off = self._adv_offsets(shape, dst, doff, sdst, w, istride)
         off = off.reshape(-1)
         if accumulate:
@@ -306,11 +308,16 @@ class IndexMixin:
         xp = self.xp
         if mode < C.IXOP_GATHER or mode > C.IXOP_MIN or isize < 0:
             return C.ERR_ARG
+        if mode > C.IXOP_SCATTER and b._dtype.kind == 3:
+            return C.ERR_DTYPE  # accumulating modes: real dtypes only, as the C kernels
         if init is not None:
             if mode == C.IXOP_GATHER:
                 return C.ERR_ARG
-            n = init._numel
-            self.raw(b, (n,), (1,))[...] = self.raw(init, (n,), (1,))
+            # a byte copy, as the C kernel makes: init may be another dtype of the same bytes
+            # (a complex tensor under its float-pair view)
+            nb = init._numel * init._dtype.itemsize
+            if nb:
+                self._bytes(b, 1, nb)[...] = self._bytes(init, 1, nb)
         if 0 in shape:
             return 0
         v = self._compact(self.raw(idx, shape, sidx))
