@@ -6,7 +6,6 @@ picks devices.
     from conftest import assert_same, needs_device_support
 """
 
-import os
 import re
 
 import numpy as np
@@ -15,29 +14,16 @@ import pytest
 import fiamma
 
 
-def _cuda_reason():
-    try:
-        import cupy
-
-        if cupy.cuda.runtime.getDeviceCount() > 0:
-            return None
-        return "no CUDA GPU"
-    except Exception as e:  # no CuPy, or no driver
-        return f"CuPy unavailable ({type(e).__name__})"
-
-
 def _device_params():
-    wanted = os.environ.get("FIAMMA_TEST_DEVICES", "xp,cuda").split(",")
     params = []
-    if "xp" in wanted:
-        params.append(pytest.param("xp", id="xp"))
-    if "cuda" in wanted:
-        reason = _cuda_reason()
-        params.append(pytest.param("cuda", id="cuda", marks=[
-            pytest.mark.gpu, pytest.mark.skipif(reason is not None, reason=str(reason))]))
+    for name, reason in fiamma.testing.devices_to_test():
+        marks = [] if name != "cuda" else [
+            pytest.mark.gpu, pytest.mark.skipif(reason is not None, reason=str(reason))]
+        params.append(pytest.param(name, id=name, marks=marks))
     return params
 
 
+_cuda_reason = fiamma.testing.cuda_skip_reason
 DEVICES = _device_params()
 
 

@@ -185,31 +185,16 @@ c_kernels_only = pytest.mark.skipif(XP_HOST, reason="tests a property of the C k
 # reference device of the array-module backend, always) and ``cuda`` (CuPy on a GPU; marked
 # ``gpu`` and skipped without one). FIAMMA_TEST_DEVICES=cuda (comma-separated) picks devices.
 
-def _cuda_reason():
-    try:
-        import cupy
-
-        if cupy.cuda.runtime.getDeviceCount() > 0:
-            return None
-        return "no CUDA GPU"
-    except Exception as e:  # no CuPy, or no driver
-        return f"CuPy unavailable ({type(e).__name__})"
-
-
 def _device_params():
-    import os
-
-    wanted = os.environ.get("FIAMMA_TEST_DEVICES", "xp,cuda").split(",")
     params = []
-    if "xp" in wanted:
-        params.append(pytest.param("xp", id="xp"))
-    if "cuda" in wanted:
-        reason = _cuda_reason()
-        params.append(pytest.param("cuda", id="cuda", marks=[
-            pytest.mark.gpu, pytest.mark.skipif(reason is not None, reason=str(reason))]))
+    for name, reason in fiamma.testing.devices_to_test():
+        marks = [] if name != "cuda" else [
+            pytest.mark.gpu, pytest.mark.skipif(reason is not None, reason=str(reason))]
+        params.append(pytest.param(name, id=name, marks=marks))
     return params
 
 
+_cuda_reason = fiamma.testing.cuda_skip_reason
 DEVICES = _device_params()
 
 

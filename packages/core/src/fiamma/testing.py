@@ -14,7 +14,7 @@ import numpy as np
 from fiamma import _dtype as D
 from fiamma._tensor import Tensor
 
-__all__ = ["assert_close", "assert_allclose"]
+__all__ = ["assert_close", "assert_allclose", "devices_to_test", "cuda_skip_reason"]
 
 # PyTorch's default (rtol, atol) by dtype; integers and bool compare exactly
 _TOL = {D.float16: (1e-3, 1e-5), D.bfloat16: (1.6e-2, 1e-5), D.float32: (1.3e-6, 1e-5),
@@ -173,3 +173,31 @@ def assert_allclose(actual, expected, rtol=None, atol=None, equal_nan=True, msg=
         expected = tensor(expected, dtype=actual.dtype)
     assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=equal_nan,
                  check_dtype=False, msg=msg or None)
+
+
+def devices_to_test():
+    """The devices besides the CPU that device-parametrised tests run on, as (name, reason)
+    pairs, reason None when the device can run here: ``xp`` (the NumPy reference device of the
+    array-module backend) always, ``cuda`` with the reason it can't run (no CuPy, no GPU).
+    The environment variable FIAMMA_TEST_DEVICES (comma-separated, default "xp,cuda") picks
+    which."""
+    import os
+
+    wanted = os.environ.get("FIAMMA_TEST_DEVICES", "xp,cuda").split(",")
+    out = []
+    if "xp" in wanted:
+        out.append(("xp", None))
+    if "cuda" in wanted:
+        out.append(("cuda", cuda_skip_reason()))
+    return out
+
+
+def cuda_skip_reason():
+    """Why CUDA tests can't run here (no CuPy, no GPU), or None when they can. CuPy is probed
+    directly, so fiamma.cuda's state stays untouched."""
+    try:
+        import cupy
+
+        return None if cupy.cuda.runtime.getDeviceCount() > 0 else "no CUDA GPU"
+    except Exception as e:  # no CuPy, or no driver
+        return f"CuPy unavailable ({type(e).__name__})"
