@@ -7,6 +7,7 @@ import io
 import math
 import pickle
 
+import numpy as np
 import pytest
 
 import fiamma
@@ -68,8 +69,10 @@ def test_unlisted_class_is_refused_by_name_with_the_fix():
     assert f"refusing to load global {__name__}.Point" in msg
     assert "fiamma.serialization.add_safe_globals([Point])" in msg
     assert "safe_globals([Point])" in msg
-    with pytest.raises(pickle.UnpicklingError, match="weights_only=False does not lift this"):
-        roundtrip(obj, weights_only=False)
+    assert "weights_only=False" in msg
+    # a file the caller trusts loads as pickle would, as in PyTorch
+    back = roundtrip(obj, weights_only=False)
+    assert type(back["p"]) is Point and back["p"].x == 1 and back["p"].t.tolist() == [0, 1, 2]
 
 
 def test_allowlisted_class_is_rebuilt():
@@ -167,8 +170,45 @@ def test_whole_torch_module_is_refused_by_name(tmp_path):
     torch = pytest.importorskip("torch")
     path = tmp_path / "m.pt"
     torch.save(torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.ReLU()), path)
-    for wo in (True, False):
-        with pytest.raises(pickle.UnpicklingError,
-                           match=r"global torch\.nn\.modules\.container\.Sequential.*"
-                           r"state_dict"):
-            fiamma.load(path, weights_only=wo)
+    with pytest.raises(pickle.UnpicklingError,
+                       match=r"global torch\.nn\.modules\.container\.Sequential.*"
+                       r"state_dict"):
+        fiamma.load(path)
+
+
+def test_weights_only_false_loads_what_pickle_would():
+    import argparse
+
+    obj = {"a": np.arange(3), "s": np.float32(2.5), "ns": argparse.Namespace(lr=0.1),
+           "t": fiamma.ones(2), "fn": math.sqrt, "uf": np.add}
+    with pytest.raises(pickle.UnpicklingError, match="numpy"):
+        roundtrip(obj)
+    back = roundtrip(obj, weights_only=False)
+    np.testing.assert_array_equal(back["a"], np.arange(3))
+    assert back["s"] == np.float32(2.5) and back["ns"].lr == 0.1
+    assert back["fn"] is math.sqrt and back["uf"] is np.add
+    assert back["t"].tolist() == [1.0, 1.0]
+
+
+def test_weights_only_false_names_a_global_that_cannot_be_imported():
+    # a pickle naming a module that does not exist here (protocol 2: GLOBAL, EMPTY_TUPLE, NEWOBJ)
+    data = b"\x80\x02cno_such_module_xyz\nThing\nq\x00)\x81q\x01."
+    with pytest.raises(pickle.UnpicklingError, match=r"no_such_module_xyz\.Thing"):
+        from fiamma._unpickler import RestrictedUnpickler
+        RestrictedUnpickler(io.BytesIO(data), None, weights_only=False).load()
+
+
+@pytest.mark.parity
+def test_weights_only_false_reads_a_whole_torch_module_as_fiammas(tmp_path):
+    torch = pytest.importorskip("torch")
+    nn = pytest.importorskip("fiamma.nn")
+    path = tmp_path / "m.pt"
+    tm = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.ReLU(), torch.nn.BatchNorm1d(3))
+    tm.train()(torch.randn(8, 2))  # running stats move
+    torch.save(tm.eval(), path)
+    m = fiamma.load(path, weights_only=False)
+    assert type(m) is nn.Sequential and type(m[0]) is nn.Linear
+    assert isinstance(m[0].weight, nn.Parameter) and m[0].weight.requires_grad
+    x = np.random.default_rng(0).standard_normal((4, 2)).astype(np.float32)
+    np.testing.assert_allclose(m(fiamma.tensor(x)).detach().numpy(),
+                               tm(torch.tensor(x)).detach().numpy(), rtol=1e-6, atol=1e-6)

@@ -153,11 +153,14 @@ def test_torch_reads_a_fiamma_module_and_fiamma_refuses_torchs(tmp_path):
     assert type(t).__name__ == "Sequential" and isinstance(t[0].weight, torch.nn.Parameter)
     np.testing.assert_array_equal(t[0].weight.detach().numpy(), m[0].weight.detach().numpy())
     assert t[0].weight.requires_grad
-    # torch's own pickled model is refused here by name (no torch class is rebuilt)
+    # torch's own pickled model is refused here by name by default, and read as fiamma's
+    # classes when the caller trusts the file (weights_only=False)
     torch.save(torch.nn.Sequential(torch.nn.Linear(3, 4)), path)
     with pytest.raises(pickle.UnpicklingError,
                        match=r"global torch\.nn\.modules\.container\.Sequential.*state_dict"):
-        fiamma.load(path, weights_only=False)
+        fiamma.load(path)
+    f = fiamma.load(path, weights_only=False)
+    assert type(f) is nn.Sequential and type(f[0]) is nn.Linear
 
 
 class RNNModel(nn.Module):

@@ -171,7 +171,8 @@ class CheckpointPickler:
             return
         what = f"an object of type {t.__module__}.{t.__qualname__}"
         try:
-            rv = obj.__reduce_ex__(self.protocol)
+            reducer = copyreg.dispatch_table.get(t)  # as pickle: a registered reducer first
+            rv = reducer(obj) if reducer is not None else obj.__reduce_ex__(self.protocol)
         except Exception as e:
             raise TypeError(f"fiamma.save: can't save {what}: {e}") from None
         if isinstance(rv, str):  # a module-level singleton, saved by name

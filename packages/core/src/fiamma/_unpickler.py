@@ -257,6 +257,29 @@ def _int_tuple(v, what):
     return tuple(v)
 
 
+_TRUSTED_DISPATCH = dict(pickle._Unpickler.dispatch)
+
+
+def _trusted_global(module, name):
+    """A global for ``weights_only=False``: imported as pickle would, with PyTorch's module
+    names (``torch.nn.modules.linear`` ...) read as fiamma's (``fiamma.nn.modules.linear``)."""
+    import importlib
+
+    from fiamma import _torch_alias
+
+    target = _torch_alias.target_name(module) or module
+    try:
+        obj = importlib.import_module(target)
+        for part in name.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as e:
+        shown = f"{module}.{name}" + (f" (fiamma's {target}.{name})" if target != module
+                                      else "")
+        raise UnpicklingError(f"fiamma.load: the file needs {shown}, which cannot be "
+                              f"imported here ({type(e).__name__}: {e})") from None
+    return obj
+
+
 class RestrictedUnpickler(pickle._Unpickler):
     """Unpickles a checkpoint, calling ``load_storage(storage_type, key, location, numel,
     view_metadata)`` for each persistent id; it returns a flat 1-D tensor (the typed storage)."""
@@ -268,6 +291,8 @@ class RestrictedUnpickler(pickle._Unpickler):
         self._load_storage = load_storage
         self._set_requires_grad = set_requires_grad
         self._weights_only = weights_only
+        if not weights_only:  # the caller trusts the file: every opcode, as pickle itself
+            self.dispatch = _TRUSTED_DISPATCH
         self._storages = {}  # id(flat tensor) -> flat tensor: only these may back a rebuild
         self._storage_names = {}  # id(flat tensor) -> the storage key, for messages
         self._globals = {
@@ -322,21 +347,22 @@ class RestrictedUnpickler(pickle._Unpickler):
         user = _safe_globals.get(f"{module}.{name}")
         if user is not None:
             return user
-        also = (" (weights_only=False does not lift this: fiamma never runs code from a file)"
-                if not self._weights_only else "")
+        if not self._weights_only:
+            return _trusted_global(module, name)
         if module.split(".")[0] in ("torch", "torchvision", "torchaudio"):
             raise UnpicklingError(
                 f"fiamma.load: refusing to load global {module}.{name}: the file holds a pickled "
                 "PyTorch object (such as a whole model saved with torch.save(model)), whose "
-                f"PyTorch class fiamma does not have{also}. Save model.state_dict() in PyTorch "
+                "PyTorch class fiamma does not have. Save model.state_dict() in PyTorch "
                 "and load it into the fiamma model with load_state_dict().")
         short = name.rsplit(".", 1)[-1]
         raise UnpicklingError(
             f"fiamma.load: refusing to load global {module}.{name}: only tensors, storages, "
             "OrderedDict, plain containers and allowlisted globals can be loaded (loading never "
-            f"runs code from the file){also}. If you trust this class or function, allowlist it "
+            "runs code from the file). If you trust this class or function, allowlist it "
             f"with `fiamma.serialization.add_safe_globals([{short}])` or the "
-            f"`fiamma.serialization.safe_globals([{short}])` context manager.")
+            f"`fiamma.serialization.safe_globals([{short}])` context manager; if you trust the "
+            "whole file, load it with weights_only=False (which, as pickle, may run code).")
 
     def persistent_load(self, pid):
         if type(pid) is not tuple or len(pid) not in (5, 6) or pid[0] != "storage":

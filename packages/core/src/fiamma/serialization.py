@@ -356,9 +356,10 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=Fa
     allowlisted class is made with ``cls.__new__`` and its ``__setstate__`` or ``__dict__``,
     as PyTorch's ``weights_only=True`` loader does), and refuses any other global with
     ``pickle.UnpicklingError`` naming it and saying how to allowlist it. ``weights_only``
-    defaults to True as in PyTorch >= 2.6; ``weights_only=False`` is accepted so that PyTorch
-    code runs, but loads exactly the same way (fiamma never runs code from a file: a refused
-    global says so).
+    defaults to True as in PyTorch >= 2.6. ``weights_only=False`` says the file is trusted: it
+    then loads as pickle (and PyTorch) would, importing any global it names (PyTorch's
+    ``torch.*`` module names read as fiamma's) and running its reducers; only use it for files
+    you trust.
 
     map_location: None (where the file says: 'cpu'; a CUDA location needs CUDA), a device or
     string (every tensor there), a dict mapping saved locations to new ones, or a callable
