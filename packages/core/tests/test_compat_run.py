@@ -224,3 +224,21 @@ def test_target_names_and_versions():
     assert v == "2.13" and v >= (2, 1) and v < "2.13.1" and v > "1.13.1+cu117"
     assert v != "2.12.0" and not (v == object()) and str(v) == "2.13.0"
     assert {v: 1}["2.13.0"] == 1
+
+
+def test_reprs_and_type_names_are_torchs_under_the_runner(tmp_path):
+    # ported scripts print shapes and dtypes and compare x.type() with 'torch.FloatTensor'
+    r = run(tmp_path, """
+        import torch
+        x = torch.ones(2, dtype=torch.float64)
+        print(x.shape, x.dtype, x.type(), x.type() == "torch.DoubleTensor")
+        print(repr(torch.zeros(1, dtype=torch.int16)))
+        print(x.untyped_storage is not None, torch.ones(1).storage().type())
+        """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "torch.Size([2]) torch.float64 torch.DoubleTensor True",
+        "tensor([0], dtype=torch.int16)", "True torch.FloatStorage"]
+    # without the runner, fiamma's own names
+    assert repr(fiamma.ones(2).shape) == "fiamma.Size([2])" and fiamma.ones(1).type() == \
+        "fiamma.FloatTensor"

@@ -13,6 +13,10 @@ __all__ = [
 ]
 
 
+# the module name reprs show: "torch." while fiamma.run aliases torch (so a ported script prints,
+# and compares `x.type()` against, what it would under PyTorch); set by fiamma._torch_alias
+NAMESPACE = "fiamma."
+
 class dtype:
     """A tensor element type (``fiamma.float32``, ``fiamma.int64``, ...).
 
@@ -49,7 +53,7 @@ class dtype:
         return complex128 if self is float64 else complex64
 
     def __repr__(self):
-        return "fiamma." + self.name
+        return NAMESPACE + self.name
 
     def __reduce__(self):
         return (_by_name, (self.name,))

@@ -348,7 +348,7 @@ class TypedStorage:
         if dtype is None:
             from fiamma._tensor import _TYPE_NAMES
 
-            return "fiamma." + _TYPE_NAMES.get(str(self.dtype).split(".")[-1],
+            return D.NAMESPACE + _TYPE_NAMES.get(self.dtype.name,
                                                "Tensor").replace("Tensor", "Storage")
         raise TypeError("TypedStorage.type: converting storages by name is not supported; "
                         "use .float(), .long(), ...")

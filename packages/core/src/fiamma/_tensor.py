@@ -625,7 +625,7 @@ class Tensor:
 
     def type(self, dtype=None, non_blocking=False):
         if dtype is None:
-            return "fiamma." + _TYPE_NAMES[self._dtype.name]
+            return D.NAMESPACE + _TYPE_NAMES[self._dtype.name]
         from fiamma._legacy_types import dtype_of_type  # also fiamma.LongTensor, 'torch.X'
 
         return self.to(dtype_of_type(dtype, "type"))
@@ -831,7 +831,7 @@ class Size(tuple):
         return _prod(self)
 
     def __repr__(self):
-        return f"fiamma.Size({list(self)})"
+        return f"{D.NAMESPACE}Size({list(self)})"
 
     def __getitem__(self, k):
         r = tuple.__getitem__(self, k)

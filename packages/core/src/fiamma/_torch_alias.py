@@ -29,6 +29,8 @@ import re
 import sys
 import types
 
+from fiamma import _dtype
+
 # the releases whose APIs fiamma follows (what `torch.__version__` & co. answer under the runner)
 TORCH_VERSION = "2.13.0"
 TORCHVISION_VERSION = "0.28.0"
@@ -238,6 +240,7 @@ def install():
     libraries stay as they are: call this before anything imports them."""
     if not is_installed():
         sys.meta_path.insert(0, _finder)
+    _dtype.NAMESPACE = "torch."
     for name in list(sys.modules):
         if name.partition(".")[0] in ROOTS and not _is_ours(sys.modules[name]):
             del sys.modules[name]  # a real torch imported earlier must not answer
@@ -253,6 +256,7 @@ def uninstall():
     """Undo :func:`install` in this process (the aliased names leave ``sys.modules``)."""
     while _finder in sys.meta_path:
         sys.meta_path.remove(_finder)
+    _dtype.NAMESPACE = "fiamma."
     for name in list(sys.modules):
         if name.partition(".")[0] in ROOTS and _is_ours(sys.modules[name]):
             del sys.modules[name]

@@ -63,7 +63,7 @@ def _seconds(timeout, what):
 
 
 def describe_tensor(t):
-    return f"{str(t.dtype).replace('fiamma.', '')}{list(t.shape)}"
+    return f"{t.dtype.name}{list(t.shape)}"
 
 
 class _What:
@@ -147,7 +147,7 @@ class Header:
         s = f"{op} #{h[1]}"
         if h[2] >= 0:
             dims = [int(d) for d in h[5:5 + max(min(int(h[4]), _MAXDIMS), 0)]]
-            dt = str(_mpi.DTYPE_OF_CODE[int(h[2])]).replace("fiamma.", "")
+            dt = _mpi.DTYPE_OF_CODE[int(h[2])].name
             if h[4] < 0:  # the dtype only (all_to_all_single: dim 0 may differ)
                 s += f" {dt}"
             else:

@@ -50,7 +50,7 @@ def _library_dirs():
 
 
 def _shape_dtype(t):
-    return tuple(t._shape), str(t._dtype).split(".")[-1]
+    return tuple(t._shape), t._dtype.name
 
 
 class Tracer:
