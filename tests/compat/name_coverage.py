@@ -42,6 +42,7 @@ MODULES = {
     "torchvision.transforms": ("fiamma.vision.transforms",),
     "torchaudio.functional": ("fiamma.audio.functional",),
     "torchaudio.transforms": ("fiamma.audio.transforms",),
+    "torchaudio.compliance.kaldi": ("fiamma.audio.compliance.kaldi",),
 }
 _LIBS = ("torch", "torchvision", "torchaudio")
 

@@ -15,9 +15,9 @@ from fiamma.audio._io import AudioIOError, AudioMetaData, AudioStream, info, loa
 from fiamma.audio._version import __version__
 
 __all__ = ["load", "save", "info", "stream", "AudioMetaData", "AudioStream", "AudioIOError",
-           "functional", "transforms", "datasets", "models", "__version__"]
+           "functional", "transforms", "datasets", "models", "compliance", "__version__"]
 
-_SUBMODULES = {"functional", "transforms", "datasets", "models"}
+_SUBMODULES = {"functional", "transforms", "datasets", "models", "compliance"}
 
 
 def __getattr__(name):

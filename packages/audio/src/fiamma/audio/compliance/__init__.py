@@ -1,0 +1,5 @@
+"""Feature extraction compatible with other toolkits (``torchaudio.compliance``): ``kaldi``."""
+
+from fiamma.audio.compliance import kaldi
+
+__all__ = ["kaldi"]
