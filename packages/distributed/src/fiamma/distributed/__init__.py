@@ -63,6 +63,14 @@ from fiamma.distributed._state import (  # noqa: F401
     new_group,
     set_debug_level,
 )
+from fiamma.distributed._store import (  # noqa: F401
+    DistStoreError,
+    FileStore,
+    HashStore,
+    PrefixStore,
+    Store,
+    TCPStore,
+)
 from fiamma.distributed._version import __version__  # noqa: F401
 
 reduce_op = ReduceOp  # PyTorch's deprecated alias
@@ -73,7 +81,8 @@ __all__ = [
     "get_rank", "get_world_size", "get_backend", "new_group", "get_process_group_ranks",
     "get_global_rank", "get_group_rank", "get_default_backend_for_device", "set_debug_level",
     "get_debug_level", "GroupMember", "group", "ProcessGroup", "ReduceOp", "Work",
-    "DistError", "DistBackendError", "DistTimeoutError",
+    "DistError", "DistBackendError", "DistTimeoutError", "DistStoreError", "Store", "TCPStore",
+    "FileStore", "HashStore", "PrefixStore",
     "all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor",
     "reduce_scatter_tensor", "reduce_scatter", "all_to_all_single", "all_to_all", "gather",
     "scatter", "barrier", "monitored_barrier", "send", "recv", "isend", "irecv",
