@@ -106,8 +106,10 @@ def is_gloo_available():
 
 
 def is_nccl_available():
-    """False: the NCCL backend is not built in this version (see init_process_group)."""
-    return False
+    """Whether ``backend="nccl"`` can run here: CuPy with NCCL imports and sees a GPU."""
+    from fiamma.distributed._nccl import available
+
+    return available()
 
 
 def get_default_backend_for_device(device):

@@ -8,7 +8,7 @@ import zlib
 import numpy as np
 
 import fiamma
-from fiamma.distributed import _mpi
+from fiamma.distributed import _mpi, _nccl_ops as _N
 from fiamma.distributed._group import Header, describe_tensor
 from fiamma.distributed._mpi import ReduceOp, buffer, datatype, mpi_op
 from fiamma.distributed._state import resolve
@@ -32,6 +32,14 @@ def _root(g, what, global_rank, group_rank, name):
     if global_rank is None:
         raise ValueError(f"{what}: {name} is required")
     return g._group_rank(global_rank, what, name)
+
+
+def _no_cuda(what, t):
+    if _N.is_cuda(t):
+        raise ValueError(f"{what}: not available for CUDA tensors (the nccl backend has "
+                         "all_reduce, broadcast, reduce, all_gather, all_gather_into_tensor, "
+                         "reduce_scatter_tensor, reduce_scatter, all_to_all_single, barrier and "
+                         "send/recv); use all_gather / all_to_all_single, or CPU tensors")
 
 
 def _half(t):
@@ -60,6 +68,8 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     g = resolve(group, "all_reduce")
     if g is None:
         return None
+    if _N.is_cuda(tensor):
+        return _N.all_reduce(g, tensor, op, async_op)
     buf = buffer(tensor, "all_reduce")
     mop = mpi_op(op, tensor.dtype, "all_reduce")
     dt = datatype(tensor.dtype)
@@ -88,6 +98,8 @@ def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
     if g is None:
         return None
     root = _root(g, "broadcast", src, group_src, "src")
+    if _N.is_cuda(tensor):
+        return _N.broadcast(g, tensor, root, async_op)
     buf, dt = buffer(tensor, "broadcast"), datatype(tensor.dtype)
 
     def run():
@@ -108,6 +120,8 @@ def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_
     if g is None:
         return None
     root = _root(g, "reduce", dst, group_dst, "dst")
+    if _N.is_cuda(tensor):
+        return _N.reduce(g, tensor, root, op, async_op)
     buf = buffer(tensor, "reduce")
     mop, dt = mpi_op(op, tensor.dtype, "reduce"), datatype(tensor.dtype)
     MPI = _mpi.mpi()
@@ -153,6 +167,8 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
                          f"size), got {len(tensor_list)}")
     for t in tensor_list:
         _same(t, tensor, "all_gather", "tensor_list")
+    if _N.is_cuda(tensor):
+        return _N.all_gather(g, tensor_list, tensor, async_op)
     buf, dt = buffer(tensor, "all_gather"), datatype(tensor.dtype)
     flat = fiamma.empty((g.size(),) + tuple(tensor.shape), dtype=tensor.dtype)
     out = buffer(flat, "all_gather")
@@ -183,6 +199,8 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
     if g is None:
         return None
     what = "all_gather_into_tensor"
+    if _N.is_cuda(input_tensor) or _N.is_cuda(output_tensor):
+        return _N.all_gather_into_tensor(g, output_tensor, input_tensor, async_op)
     if output_tensor.dtype != input_tensor.dtype:
         raise TypeError(f"{what}: output dtype {output_tensor.dtype} differs from the input's "
                         f"{input_tensor.dtype}")
@@ -211,6 +229,8 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     if g is None:
         return None
     what = "reduce_scatter_tensor"
+    if _N.is_cuda(input) or _N.is_cuda(output):
+        return _N.reduce_scatter_tensor(g, output, input, op, async_op)
     if output.dtype != input.dtype:
         raise TypeError(f"{what}: output dtype {output.dtype} differs from the input's "
                         f"{input.dtype}")
@@ -271,6 +291,8 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     isz = _splits(input_split_sizes, rin, n, what, "input")
     osz = _splits(output_split_sizes, rout, n, what, "output")
     row = int(np.prod(input.shape[1:])) if input.dim() > 1 else 1
+    if _N.is_cuda(input) or _N.is_cuda(output):
+        return _N.all_to_all_single(g, output, input, isz, osz, row, async_op)
     scount = np.array(isz, dtype=np.int64) * row
     rcount = np.array(osz, dtype=np.int64) * row
     sdisp = np.concatenate([[0], np.cumsum(scount)[:-1]])
@@ -304,6 +326,8 @@ def barrier(group=None, async_op=False, device_ids=None):
     g = resolve(group, "barrier")
     if g is None:
         return None
+    if getattr(g, "_nccl", None) is not None:
+        return _N.barrier(g, async_op)
 
     def run():
         g._comm.Barrier()
@@ -339,6 +363,7 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
     g = resolve(group, "gather")
     if g is None:
         return None
+    _no_cuda("gather", tensor)
     root, mine = _rooted_list(g, "gather", tensor, gather_list, "gather_list", dst, group_dst,
                               "dst")
     buf, dt = buffer(tensor, "gather"), datatype(tensor.dtype)
@@ -363,6 +388,7 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
     g = resolve(group, "scatter")
     if g is None:
         return None
+    _no_cuda("scatter", tensor)
     root, mine = _rooted_list(g, "scatter", tensor, scatter_list, "scatter_list", src,
                               group_src, "src")
     out, dt = buffer(tensor, "scatter"), datatype(tensor.dtype)
@@ -396,6 +422,7 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
     g = resolve(group, "all_to_all")
     if g is None:
         return None
+    _no_cuda("all_to_all", input_tensor_list[0] if input_tensor_list else None)
     n = g.size()
     if len(output_tensor_list) != n or len(input_tensor_list) != n:
         raise ValueError(f"all_to_all: both lists must hold {n} tensors (the group's size), got "

@@ -230,11 +230,37 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     _world = ProcessGroup(comm, range(mpi_size), group_name or "WORLD", seconds,
                           check=_debug != "OFF")
     _world.backend = backend
+    if backend == "nccl":
+        _attach_nccl(_world, device_id)
     _groups.append(_world)
     GroupMember.WORLD = group.WORLD = _world
     if not _exit_hook:
         atexit.register(_at_exit)
         _exit_hook = True
+
+
+def _attach_nccl(pg, device_id):
+    """Give ``pg`` its NCCL communicator, on ``device_id`` (a cuda device or index) or the
+    current CUDA device; on failure the group is shut down and the error raised."""
+    from fiamma.distributed import _nccl
+
+    try:
+        _nccl.modules()
+        import fiamma
+
+        if not fiamma.cuda.is_available():
+            raise RuntimeError("init_process_group: backend='nccl' needs a CUDA device: "
+                               f"{fiamma.cuda.unavailable_reason()}")
+        if device_id is None:
+            index = fiamma.cuda.current_device()
+        else:
+            index = getattr(device_id, "index", device_id)
+            index = 0 if index is None else int(index)
+            fiamma.cuda.set_device(index)
+        pg._nccl = _nccl.NcclGroup(pg, index)
+    except BaseException:
+        pg._shutdown()
+        raise
 
 
 def destroy_process_group(group=None):
@@ -245,6 +271,8 @@ def destroy_process_group(group=None):
             raise RuntimeError("destroy_process_group: the default process group is not "
                                "initialized")
         for g in reversed(_groups):
+            if getattr(g, "_nccl", None) is not None:
+                g._nccl.close()
             g._shutdown()
         _groups.clear()
         _world = None
@@ -257,6 +285,8 @@ def destroy_process_group(group=None):
     if group is GroupMember.NON_GROUP_MEMBER:
         return
     if group in _groups:
+        if getattr(group, "_nccl", None) is not None:
+            group._nccl.close()
         group._shutdown()
         _groups.remove(group)
 
@@ -267,8 +297,10 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
     default group must call it, members or not (as in PyTorch); non-members get
     ``GroupMember.NON_GROUP_MEMBER``."""
     world = _require("new_group")
-    if backend is not None and str(backend).lower() not in ("mpi", "gloo"):
-        raise ValueError(f"new_group: backend {backend!r} is not available (only 'mpi')")
+    kind = world.backend if backend is None else str(backend).lower()
+    if kind not in _BACKENDS:
+        raise ValueError(f"new_group: unknown backend {backend!r}; expected one of "
+                         f"{', '.join(_BACKENDS)}")
     size = world.size()
     members = list(range(size)) if ranks is None else sorted(int(r) for r in ranks)
     if len(set(members)) != len(members) or any(not 0 <= r < size for r in members):
@@ -290,7 +322,10 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
         return GroupMember.NON_GROUP_MEMBER
     name = group_desc or f"group{len(_groups)}{members}"
     g = ProcessGroup(out["comm"], members, name, seconds, check=_debug != "OFF")
-    g.backend = "mpi"
+    g.backend = "mpi" if kind == "gloo" else kind
+    if kind == "nccl":
+        dev = getattr(world, "_nccl", None)
+        _attach_nccl(g, dev.device if dev is not None else None)
     _groups.append(g)
     return g
 

@@ -1,0 +1,196 @@
+"""The collectives and point-to-point operations of the NCCL backend (CUDA tensors). The
+public functions in _collectives.py / _p2p.py send a call here when its tensor is on CUDA;
+argument checks and messages match the MPI path's."""
+
+from __future__ import annotations
+
+import zlib
+
+import fiamma
+from fiamma.distributed._group import Header, describe_tensor
+from fiamma.distributed._mpi import ReduceOp
+
+
+def is_cuda(t):
+    return isinstance(t, fiamma.Tensor) and t.device.type == "cuda"
+
+
+def _ng(g, op):
+    ng = getattr(g, "_nccl", None)
+    if ng is None:
+        raise ValueError(f"{op}: CUDA tensors need a process group with backend='nccl' (this "
+                         f"group's backend is {g.backend!r})")
+    return ng
+
+
+def all_reduce(g, tensor, op, async_op):
+    ng = _ng(g, "all_reduce")
+    p, dt = ng.ptr(tensor, "all_reduce"), ng.dtype(tensor, "all_reduce")
+    code = ng.op(op, tensor.dtype, "all_reduce")
+    n = tensor.numel()
+    h = Header.make("all_reduce", 0, tensor, reduce_op=op)
+    return ng.run("all_reduce", h, tensor,
+                  lambda s: ng.comm.allReduce(p, p, n, dt, code, s), [tensor], tensor, async_op)
+
+
+def broadcast(g, tensor, root, async_op):
+    ng = _ng(g, "broadcast")
+    p, dt = ng.ptr(tensor, "broadcast"), ng.dtype(tensor, "broadcast")
+    n = tensor.numel()
+    h = Header.make("broadcast", 0, tensor, root=root)
+    return ng.run("broadcast", h, tensor,
+                  lambda s: ng.comm.broadcast(p, p, n, dt, root, s), [tensor], tensor, async_op)
+
+
+def reduce(g, tensor, root, op, async_op):
+    ng = _ng(g, "reduce")
+    p, dt = ng.ptr(tensor, "reduce"), ng.dtype(tensor, "reduce")
+    code = ng.op(op, tensor.dtype, "reduce")
+    n = tensor.numel()
+    h = Header.make("reduce", 0, tensor, root=root, reduce_op=op)
+    return ng.run("reduce", h, tensor,
+                  lambda s: ng.comm.reduce(p, p, n, dt, code, root, s), [tensor], tensor,
+                  async_op)
+
+
+def all_gather_into_tensor(g, output, input, async_op):
+    what = "all_gather_into_tensor"
+    ng = _ng(g, what)
+    if output.dtype != input.dtype:
+        raise TypeError(f"{what}: output dtype {output.dtype} differs from the input's "
+                        f"{input.dtype}")
+    if output.numel() != input.numel() * g.size():
+        raise ValueError(f"{what}: output must hold world_size ({g.size()}) x the input's "
+                         f"elements ({describe_tensor(input)}), got {describe_tensor(output)}")
+    pi, po, dt = ng.ptr(input, what), ng.ptr(output, what), ng.dtype(input, what)
+    n = input.numel()
+    h = Header.make(what, 0, input)
+    return ng.run(what, h, input, lambda s: ng.comm.allGather(pi, po, n, dt, s), [output],
+                  (input, output), async_op)
+
+
+def all_gather(g, tensor_list, tensor, async_op):
+    """Into one staging tensor, then copied into the list's tensors on the current stream."""
+    flat = fiamma.empty((g.size(),) + tuple(tensor.shape), dtype=tensor.dtype,
+                        device=tensor.device)
+    w = all_gather_into_tensor(g, flat, tensor, True)
+
+    def unpack():
+        with fiamma.no_grad():
+            for r, t in enumerate(tensor_list):
+                t.copy_(flat[r])
+
+    return _then(w, unpack, list(tensor_list), async_op)
+
+
+def reduce_scatter_tensor(g, output, input, op, async_op):
+    what = "reduce_scatter_tensor"
+    ng = _ng(g, what)
+    if output.dtype != input.dtype:
+        raise TypeError(f"{what}: output dtype {output.dtype} differs from the input's "
+                        f"{input.dtype}")
+    if output.numel() * g.size() != input.numel():
+        raise ValueError(f"{what}: input must hold world_size ({g.size()}) x the output's "
+                         f"elements ({describe_tensor(output)}), got {describe_tensor(input)}")
+    pi, po, dt = ng.ptr(input, what), ng.ptr(output, what), ng.dtype(input, what)
+    code = ng.op(op, input.dtype, what)
+    n = output.numel()
+    h = Header.make(what, 0, input, reduce_op=op)
+    return ng.run(what, h, input, lambda s: ng.comm.reduceScatter(pi, po, n, dt, code, s),
+                  [output], (input, output), async_op)
+
+
+def all_to_all_single(g, output, input, isz, osz, row, async_op):
+    """Split sizes already checked (rows per rank); one NCCL group of sends and receives."""
+    what = "all_to_all_single"
+    ng = _ng(g, what)
+    pi, po, dt = ng.ptr(input, what), ng.ptr(output, what), ng.dtype(input, what)
+    size = input.element_size()
+    nccl = ng.nccl
+
+    def launch(s):
+        nccl.groupStart()
+        try:
+            soff = roff = 0
+            for r in range(g.size()):
+                ns, nr = isz[r] * row, osz[r] * row
+                if ns:
+                    ng.comm.send(pi + soff * size, ns, dt, r, s)
+                if nr:
+                    ng.comm.recv(po + roff * size, nr, dt, r, s)
+                soff += ns
+                roff += nr
+        finally:
+            nccl.groupEnd()
+
+    h = Header.make(what, 0, extra=zlib.crc32(repr(tuple(input.shape[1:])).encode()))
+    return ng.run(what, h, input, launch, [output], (input, output), async_op)
+
+
+def barrier(g, async_op):
+    """An all_reduce of one element on the device; the host waits for it (as PyTorch's)."""
+    ng = _ng(g, "barrier")
+    one = fiamma.ones(1, device=f"cuda:{ng.device}")
+    p, dt = one.data_ptr(), ng.dtype(one, "barrier")
+    code = ng.op(ReduceOp.SUM, one.dtype, "barrier")
+    w = ng.run("barrier", Header.make("barrier", 0), "barrier",
+               lambda s: ng.comm.allReduce(p, p, 1, dt, code, s), [], one, True)
+    if async_op:
+        return w
+    w.synchronize()
+    return None
+
+
+def p2p(g, tensor, peer, send, what):
+    """send/isend (``send=True``) or recv/irecv of ``tensor`` with group rank ``peer``."""
+    ng = _ng(g, what)
+    p, dt = ng.ptr(tensor, what), ng.dtype(tensor, what)
+    n = tensor.numel()
+    if send:
+        def launch(s):
+            ng.comm.send(p, n, dt, peer, s)
+    else:
+        def launch(s):
+            ng.comm.recv(p, n, dt, peer, s)
+    return ng.run("send" if send else "recv", None, what, launch, [tensor], tensor, True,
+                  collective=False)
+
+
+class _Then:
+    """A work handle that runs a finishing step (on the current stream) after the wait."""
+
+    def __init__(self, work, then, result):
+        self._work, self._then, self._result, self._finished = work, then, result, False
+
+    def wait(self, timeout=None):
+        self._work.wait(timeout)
+        if not self._finished:
+            self._then()
+            self._finished = True
+        return True
+
+    def synchronize(self, timeout=None):
+        self.wait(timeout)
+        self._work.synchronize(timeout)
+        return True
+
+    def is_completed(self):
+        return self._work.is_completed()
+
+    def is_success(self):
+        return self._work.is_success()
+
+    def exception(self):
+        return self._work.exception()
+
+    def result(self):
+        self.wait()
+        return self._result
+
+
+def _then(work, then, result, async_op):
+    w = _Then(work, then, result)
+    if async_op:
+        return w
+    w.wait()
+    return None
