@@ -7,15 +7,13 @@ import datetime
 import os
 import sys
 
-import numpy as np
-
 sys.path[:0] = [sys.argv[1], os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
 import _fake_cupy  # noqa: E402  (core's CuPy stand-in)
 import _fake_nccl  # noqa: E402
+from nccl_checks import run_checks  # noqa: E402
 
 import fiamma  # noqa: E402
 import fiamma.distributed as dist  # noqa: E402
-from fiamma import nn  # noqa: E402
 
 mode = sys.argv[2] if len(sys.argv) > 2 else "all"
 with _fake_cupy.cuda_backend() as backend:
@@ -25,22 +23,22 @@ with _fake_cupy.cuda_backend() as backend:
     sys.modules["cupy"] = fake_cp
     sys.modules["cupy.cuda"] = fake_cp.cuda
     sys.modules["cupy.cuda.nccl"] = fake_cp.cuda.nccl
+    if mode != "shared":  # one "GPU" per process (mode shared: all ranks on one)
+        fake_cp.cuda.Device.pci_bus_id = f"0000:{os.getpid() % 256:02x}:00.0"
+    if mode == "shared":
+        try:
+            dist.init_process_group("nccl")
+        except RuntimeError as e:
+            print(f"rank refused: {e}", flush=True)
+            assert not dist.is_initialized()
+            raise SystemExit(0) from None
+        raise AssertionError("two ranks on one GPU were accepted")
     seconds = 2 if mode == "timeout" else 30
     dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=seconds))
     assert dist.is_nccl_available() and dist.get_backend() == "nccl"
     rank, n = dist.get_rank(), dist.get_world_size()
     assert calls[0] == ("init", n, rank), calls
     dev = "cuda"
-
-    def data(r, shape, dtype=np.float32, seed=0):
-        rng = np.random.default_rng(100 * seed + r)
-        return (rng.integers(-8, 9, size=shape) / 4).astype(dtype)
-
-    def check(t, want, what):
-        assert t.device.type == "cuda", what
-        got = t.cpu().numpy()
-        assert got.shape == want.shape and np.array_equal(got, want), \
-            f"rank {rank}: {what}: {got} != {want}"
 
     if mode == "timeout":
         fake_cp.cuda.Event.done = False  # the collective "never finishes" on the device
@@ -56,117 +54,7 @@ with _fake_cupy.cuda_backend() as backend:
             print(f"rank {rank} then: {e}", flush=True)
         raise SystemExit(0)
 
-    xs = [data(r, (3, 4)) for r in range(n)]
-    for op, ref in [(dist.ReduceOp.SUM, np.sum), (dist.ReduceOp.MAX, np.max),
-                    (dist.ReduceOp.MIN, np.min), (dist.ReduceOp.PRODUCT, np.prod)]:
-        t = fiamma.tensor(xs[rank], device=dev)
-        dist.all_reduce(t, op=op)
-        check(t, ref(xs, axis=0).astype(np.float32), f"all_reduce {op.name}")
-    t = fiamma.tensor(xs[rank], device=dev)
-    dist.all_reduce(t, op=dist.ReduceOp.AVG)
-    check(t, (np.sum(xs, axis=0) / n).astype(np.float32), "all_reduce AVG")
-    ints = [np.arange(6, dtype=np.int64) * (r + 1) for r in range(n)]
-    t = fiamma.tensor(ints[rank], device=dev)
-    w = dist.all_reduce(t, async_op=True)
-    assert w.wait() and w.is_completed() and w.result() == [t]
-    check(t, np.sum(ints, axis=0), "async all_reduce int64")
-    bs = [np.array([r == 0, False, True]) for r in range(n)]
-    t = fiamma.tensor(bs[rank], device=dev)
-    dist.all_reduce(t)
-    check(t, np.logical_or.reduce(bs), "all_reduce bool")
-    bf = fiamma.tensor(xs[rank], device=dev).to(fiamma.bfloat16)
-    dist.all_reduce(bf)
-    check(bf.float(), np.sum(xs, axis=0).astype(np.float32), "all_reduce bfloat16")
-    t = fiamma.tensor(xs[rank], device=dev)
-    dist.broadcast(t, src=n - 1)
-    check(t, xs[n - 1], "broadcast")
-    t = fiamma.tensor(xs[rank], device=dev)
-    dist.reduce(t, dst=0)
-    check(t, np.sum(xs, axis=0).astype(np.float32) if rank == 0 else xs[rank], "reduce")
-    out = [fiamma.zeros(3, 4, device=dev) for _ in range(n)]
-    dist.all_gather(out, fiamma.tensor(xs[rank], device=dev))
-    for r in range(n):
-        check(out[r], xs[r], f"all_gather [{r}]")
-    big = fiamma.zeros(n * 3, 4, device=dev)
-    dist.all_gather_into_tensor(big, fiamma.tensor(xs[rank], device=dev))
-    check(big, np.concatenate(xs), "all_gather_into_tensor")
-    ys = [data(r, (2 * n, 3), seed=1) for r in range(n)]
-    o = fiamma.zeros(2, 3, device=dev)
-    dist.reduce_scatter_tensor(o, fiamma.tensor(ys[rank], device=dev))
-    check(o, np.sum(ys, axis=0)[2 * rank:2 * rank + 2].astype(np.float32),
-          "reduce_scatter_tensor")
-    # all_to_all_single with uneven splits: rank r sends r + q + 1 rows to rank q
-    sizes = [[r + q + 1 for q in range(n)] for r in range(n)]
-    inp = [np.arange(sum(sizes[r]) * 2, dtype=np.float64).reshape(-1, 2) + 100 * r
-           for r in range(n)]
-    offs = [np.concatenate([[0], np.cumsum(s)]) for s in sizes]
-    want = np.concatenate([inp[r][offs[r][rank]:offs[r][rank + 1]] for r in range(n)])
-    o = fiamma.zeros(want.shape[0], 2, dtype=fiamma.float64, device=dev)
-    dist.all_to_all_single(o, fiamma.tensor(inp[rank], device=dev),
-                           [sizes[r][rank] for r in range(n)], sizes[rank])
-    check(o, want, "all_to_all_single uneven")
-    dist.barrier()
-    if rank == 0:
-        dist.send(fiamma.tensor([5.0, 6.0], device=dev), dst=n - 1)
-    elif rank == n - 1:
-        got = fiamma.zeros(2, device=dev)
-        assert dist.recv(got, src=0) == 0
-        check(got, np.array([5.0, 6.0], np.float32), "recv")
-    objs = [None] * n
-    dist.all_gather_object(objs, rank)
-    assert objs == list(range(n))
-    # errors name the op
-    for fn, err, text in [
-        (lambda: dist.all_reduce(fiamma.ones(2, dtype=fiamma.int16, device=dev)), TypeError,
-         "all_reduce: NCCL has no data type for fiamma.int16"),
-        (lambda: dist.all_reduce(fiamma.ones(2, dtype=fiamma.int64, device=dev),
-                                 op=dist.ReduceOp.BAND), TypeError, "no bitwise reductions"),
-        (lambda: dist.gather(fiamma.ones(2, device=dev)), ValueError,
-         "gather: not available for CUDA tensors"),
-        (lambda: dist.recv(fiamma.ones(2, device=dev)), ValueError,
-         "NCCL cannot receive from any rank"),
-        (lambda: dist.all_reduce(fiamma.ones(4, 4, device=dev).t()), ValueError,
-         "all_reduce: tensors must be contiguous"),
-    ]:
-        try:
-            fn()
-        except err as e:
-            assert text in str(e), (text, str(e))
-        else:
-            raise AssertionError(f"no error: {text}")
-    # a mismatch between ranks is named (the metadata check runs over MPI)
-    try:
-        dist.all_reduce(fiamma.ones(rank + 1, device=dev))
-    except dist.DistBackendError as e:
-        assert "ranks disagree on what they passed to all_reduce" in str(e), str(e)
-    else:
-        raise AssertionError("mismatch not detected")
-
-    # DDP on "cuda" parameters == one process on the full batch
-    fiamma.manual_seed(rank)  # different initial weights: DDP broadcasts rank 0's
-    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2)).to(dev).double()
-    ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.0001)
-    assert len(ddp._bucket_list) > 1 and ddp._cuda
-    reference = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2)).double()
-    reference.load_state_dict({k: v.cpu() for k, v in model.state_dict().items()})
-    rng = np.random.default_rng(7)
-    opt = fiamma.optim.SGD(ddp.parameters(), lr=0.1)
-    ropt = fiamma.optim.SGD(reference.parameters(), lr=0.1)
-    for step in range(3):
-        x = rng.standard_normal((4 * n, 4))
-        y = rng.standard_normal((4 * n, 2))
-        part = slice(4 * rank, 4 * rank + 4)
-        opt.zero_grad()
-        loss = ((ddp(fiamma.tensor(x[part], device=dev)) - fiamma.tensor(y[part], device=dev))
-                ** 2).mean()
-        loss.backward()
-        opt.step()
-        ropt.zero_grad()
-        ((reference(fiamma.tensor(x)) - fiamma.tensor(y)) ** 2).mean().backward()
-        ropt.step()
-    for (name, a), b in zip(model.named_parameters(), reference.parameters()):
-        diff = np.abs(a.detach().cpu().numpy() - b.detach().numpy()).max()
-        assert diff < 1e-12, (name, diff)
+    run_checks(dev)
     kinds = {c[0] for c in calls}
     assert {"allReduce", "broadcast", "reduce", "allGather", "reduceScatter", "send",
             "recv"} <= kinds, kinds

@@ -20,6 +20,7 @@ operation, and every later use of the group raises it.
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import threading
 import time
@@ -139,11 +140,26 @@ class NcclGroup:
         cp = self.cupy
         uid = {}
 
+        with cp.cuda.Device(device):
+            bus = getattr(cp.cuda.Device(device), "pci_bus_id", None) or f"device {device}"
+        me = (socket.gethostname(), bus)
+
         def make_id():  # on rank 0, then broadcast over MPI (in the group's worker thread)
+            uid["gpus"] = pg._comm.allgather(me)
             ident = self.nccl.get_unique_id() if pg.rank() == 0 else None
             uid["id"] = pg._comm.bcast(ident, root=0)
 
         pg._submit("broadcast", None, make_id, "the NCCL unique id").wait()
+        gpus = uid["gpus"]
+        for r, place in enumerate(gpus):
+            first = gpus.index(place)
+            if first != r:  # every rank sees the same list, so every rank raises
+                raise RuntimeError(
+                    f"init_process_group: backend='nccl': ranks {pg._ranks[first]} and "
+                    f"{pg._ranks[r]} would share one GPU ({place[1]} on {place[0]}); NCCL "
+                    "(>= 2.5) refuses two ranks of a communicator on one device. Give each rank "
+                    "its own GPU (fiamma.cuda.set_device(local_rank), or device_id=), or use "
+                    "backend='mpi' with CPU tensors")
         with cp.cuda.Device(device):
             self.comm = self.nccl.NcclCommunicator(pg.size(), tuple(uid["id"]), pg.rank())
             self.stream = cp.cuda.Stream(non_blocking=True)

@@ -227,11 +227,12 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     if rendezvous is None:
         comm = _world_from_launcher(MPI, rank, world_size)
     mpi_size = comm.Get_size()
-    _world = ProcessGroup(comm, range(mpi_size), group_name or "WORLD", seconds,
-                          check=_debug != "OFF")
-    _world.backend = backend
+    pg = ProcessGroup(comm, range(mpi_size), group_name or "WORLD", seconds,
+                      check=_debug != "OFF")
+    pg.backend = backend
     if backend == "nccl":
-        _attach_nccl(_world, device_id)
+        _attach_nccl(pg, device_id)
+    _world = pg
     _groups.append(_world)
     GroupMember.WORLD = group.WORLD = _world
     if not _exit_hook:
