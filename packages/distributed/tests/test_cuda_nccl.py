@@ -10,9 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from _launch import WORKERS, env, run_ranks, show
 
-import fiamma.distributed as dist
+pytest.importorskip("mpi4py", reason="fiamma-distributed needs mpi4py (and an MPI library)")
+from _launch import WORKERS, env, run_ranks, show  # noqa: E402
+
+import fiamma.distributed as dist  # noqa: E402
 
 CORE_TESTS = Path(__file__).resolve().parents[2] / "core" / "tests"
 needs_stand_in = pytest.mark.skipif(not (CORE_TESTS / "_fake_cupy.py").exists(),

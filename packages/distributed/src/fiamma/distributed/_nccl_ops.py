@@ -23,14 +23,36 @@ def _ng(g, op):
     return ng
 
 
+def _code(ng, op, dtype, what):
+    """The NCCL op, and whether to divide by the group size afterwards (ReduceOp.AVG where
+    NCCL predates ncclAvg, 2.10)."""
+    if op is ReduceOp.AVG and getattr(ng.nccl, "NCCL_AVG", None) is None:
+        ng.op(op, dtype, what)  # the checks (floating point) only
+        return ng.op(ReduceOp.SUM, dtype, what), True
+    return ng.op(op, dtype, what), False
+
+
+def _divided(g, work, tensor, divide, async_op, mine=True):
+    if not divide:
+        return work if async_op else None
+
+    def after():
+        if mine:
+            with fiamma.no_grad():
+                tensor.div_(g.size())
+
+    return _then(work, after, [tensor], async_op)
+
+
 def all_reduce(g, tensor, op, async_op):
     ng = _ng(g, "all_reduce")
     p, dt = ng.ptr(tensor, "all_reduce"), ng.dtype(tensor, "all_reduce")
-    code = ng.op(op, tensor.dtype, "all_reduce")
+    code, divide = _code(ng, op, tensor.dtype, "all_reduce")
     n = tensor.numel()
     h = Header.make("all_reduce", 0, tensor, reduce_op=op)
-    return ng.run("all_reduce", h, tensor,
-                  lambda s: ng.comm.allReduce(p, p, n, dt, code, s), [tensor], tensor, async_op)
+    w = ng.run("all_reduce", h, tensor, lambda s: ng.comm.allReduce(p, p, n, dt, code, s),
+               [tensor], tensor, async_op or divide)
+    return _divided(g, w, tensor, divide, async_op)
 
 
 def broadcast(g, tensor, root, async_op):
@@ -45,12 +67,12 @@ def broadcast(g, tensor, root, async_op):
 def reduce(g, tensor, root, op, async_op):
     ng = _ng(g, "reduce")
     p, dt = ng.ptr(tensor, "reduce"), ng.dtype(tensor, "reduce")
-    code = ng.op(op, tensor.dtype, "reduce")
+    code, divide = _code(ng, op, tensor.dtype, "reduce")
     n = tensor.numel()
     h = Header.make("reduce", 0, tensor, root=root, reduce_op=op)
-    return ng.run("reduce", h, tensor,
-                  lambda s: ng.comm.reduce(p, p, n, dt, code, root, s), [tensor], tensor,
-                  async_op)
+    w = ng.run("reduce", h, tensor, lambda s: ng.comm.reduce(p, p, n, dt, code, root, s),
+               [tensor], tensor, async_op or divide)
+    return _divided(g, w, tensor, divide, async_op, mine=g.rank() == root)
 
 
 def all_gather_into_tensor(g, output, input, async_op):
@@ -93,11 +115,12 @@ def reduce_scatter_tensor(g, output, input, op, async_op):
         raise ValueError(f"{what}: input must hold world_size ({g.size()}) x the output's "
                          f"elements ({describe_tensor(output)}), got {describe_tensor(input)}")
     pi, po, dt = ng.ptr(input, what), ng.ptr(output, what), ng.dtype(input, what)
-    code = ng.op(op, input.dtype, what)
+    code, divide = _code(ng, op, input.dtype, what)
     n = output.numel()
     h = Header.make(what, 0, input, reduce_op=op)
-    return ng.run(what, h, input, lambda s: ng.comm.reduceScatter(pi, po, n, dt, code, s),
-                  [output], (input, output), async_op)
+    w = ng.run(what, h, input, lambda s: ng.comm.reduceScatter(pi, po, n, dt, code, s),
+               [output], (input, output), async_op or divide)
+    return _divided(g, w, output, divide, async_op)
 
 
 def all_to_all_single(g, output, input, isz, osz, row, async_op):
