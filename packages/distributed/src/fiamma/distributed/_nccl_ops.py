@@ -27,7 +27,9 @@ def _code(ng, op, dtype, what):
     """The NCCL op, and whether to divide by the group size afterwards (ReduceOp.AVG where
     NCCL predates ncclAvg, 2.10)."""
     if op is ReduceOp.AVG and getattr(ng.nccl, "NCCL_AVG", None) is None:
-        ng.op(op, dtype, what)  # the checks (floating point) only
+        if not dtype.is_floating_point:
+            raise TypeError(f"{what}: ReduceOp.AVG needs a floating point tensor, got {dtype} "
+                            "(use SUM and divide)")
         return ng.op(ReduceOp.SUM, dtype, what), True
     return ng.op(op, dtype, what), False
 
