@@ -1,7 +1,9 @@
-"""fiamma.distributed: PyTorch's torch.distributed on MPI.
+"""fiamma.distributed: PyTorch's torch.distributed on MPI and NCCL.
 
-Process groups and collectives on CPU tensors through mpi4py (MPICH or Open MPI), a launcher
-(``python -m fiamma.distributed.run``) and ``DistributedDataParallel``. Every collective honours
+Process groups and collectives on CPU tensors through mpi4py (MPICH or Open MPI), on CUDA
+tensors through NCCL (CuPy's ``cupy.cuda.nccl``, ``backend="nccl"``), a launcher
+(``python -m fiamma.distributed.run``), key-value stores with ``tcp://``/``file://``
+rendezvous, and ``DistributedDataParallel``. Every collective honours
 the group's timeout, and (unless ``set_debug_level("OFF")``) the ranks compare what they passed
 before each collective, so a mismatch raises an error naming each rank's shapes and dtypes.
 

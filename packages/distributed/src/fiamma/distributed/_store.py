@@ -173,7 +173,12 @@ class HashStore(Store):
 
 
 class PrefixStore(Store):
-    """The keys of ``store`` that start with ``prefix + "/"``, seen without the prefix."""
+    """The keys of ``store`` that start with ``prefix + "/"``, seen without the prefix.
+
+    >>> from fiamma.distributed import HashStore, PrefixStore
+    >>> base = HashStore(); PrefixStore("job", base).set("k", "v"); base.get("job/k")
+    b'v'
+    """
 
     def __init__(self, prefix, store):
         super().__init__()
