@@ -157,6 +157,13 @@ def test_mpich_singleton_is_refused_on_every_rank():
     assert "pmodels/mpich#7805" in results[1][1], show(results)
 
 
+def test_ranks_started_differently_are_told_so():
+    results = start_ranks("mixed", 2)
+    for code, text in results:
+        assert code != 0 and "the ranks disagree on how to form the MPI world: ranks [0]" in \
+            text, show(results)
+
+
 def test_missing_rank_times_out_naming_it():
     t0 = time.monotonic()
     (code, text), = start_ranks("die", 2, ranks=[0], limit=60)

@@ -14,9 +14,9 @@ import fiamma.distributed as dist
 faulthandler.dump_traceback_later(40, exit=True)  # a hang shows where, then ends the rank
 mode, rank, n, address = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 timeout = datetime.timedelta(seconds=4 if mode == "die" else 20)
-if mode == "early-mpi":
+if mode == "early-mpi" or (mode == "mixed" and rank == 1):
     from mpi4py import MPI  # noqa: F401  (an MPI singleton before init_process_group)
-if mode in ("tcp", "early-mpi", "mpiexec-each", "die"):
+if mode in ("tcp", "early-mpi", "mpiexec-each", "die", "mixed"):
     dist.init_process_group("gloo", init_method=f"tcp://{address}", rank=rank, world_size=n,
                             timeout=timeout)
 elif mode == "file":

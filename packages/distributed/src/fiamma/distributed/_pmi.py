@@ -43,8 +43,12 @@ class Server:
             with self.cond:
                 if self.connected and self.closed >= self.connected >= self.size:
                     return 0
-                if self.connected == 0 and time.monotonic() > deadline:
-                    return 1
+                if time.monotonic() > deadline and self.connected < self.size:
+                    if self.connected == 0:
+                        return 1
+                    self.failed = self.failed or (f"only {self.connected} of {self.size} ranks "
+                                                  "connected to the process manager in time")
+                    self.cond.notify_all()
                 self.cond.wait(0.2)
             if parent is not None and os.getppid() != parent and self.connected < self.size:
                 return 1  # the rank that started us is gone before the world formed

@@ -113,8 +113,16 @@ def form_world(store, rank, size, seconds, advertise=None):
     fresh = not mpi_started() and not under_process_manager()
     store.set(f"fiamma/rendezvous/rank{rank}",
               f"{socket.gethostname()} pid {os.getpid()} {'fresh' if fresh else 'mpi'}")
-    _wait(store, [f"fiamma/rendezvous/rank{r}" for r in range(size)], deadline,
-          "every rank to arrive (missing keys name the ranks)")
+    keys = [f"fiamma/rendezvous/rank{r}" for r in range(size)]
+    _wait(store, keys, deadline, "every rank to arrive (missing keys name the ranks)")
+    modes = [v.decode().rsplit(" ", 1)[-1] for v in store.multi_get(keys)]
+    if len(set(modes)) > 1:  # every rank sees the same list, so every rank raises
+        fresh_ranks = [r for r, m in enumerate(modes) if m == "fresh"]
+        raise RuntimeError(
+            "init_process_group: the ranks disagree on how to form the MPI world: ranks "
+            f"{fresh_ranks} have not initialised MPI and run without an MPI process manager, "
+            f"the others ({[r for r in range(size) if r not in fresh_ranks]}) have MPI up "
+            "already or run under mpiexec. Start every rank the same way.")
     if fresh:
         return _through_pmi(store, rank, size, seconds, deadline, advertise), True
     MPI = _mpi.mpi()
