@@ -63,4 +63,7 @@ if n > 1:
         assert got.item() == 42.0
 dist.barrier()
 dist.destroy_process_group()
+if mode == "store":  # a store passed in is the caller's: still serving after destroy
+    store.set(f"after{rank}", "1")
+    store.wait([f"after{r}" for r in range(n)])
 print(f"OK rank {rank}", flush=True)

@@ -224,9 +224,13 @@ def _through_ports(store, rank, size, deadline):
     return ordered
 
 
-def leave(store, size, is_master):
-    """At destroy_process_group: a FileStore's file is removed by the last rank to leave; a
-    TCPStore's master stops serving once every rank has left (or after a few seconds)."""
+def leave(store, size, is_master, owned):
+    """At destroy_process_group: the store init_process_group made from init_method (``owned``;
+    a store passed as ``store=`` stays as it is) is cleaned up: a FileStore's file is removed by
+    the last rank to leave; a TCPStore's master stops serving once every rank has left (or after
+    a few seconds)."""
+    if not owned:
+        return
     try:
         n = store.add("fiamma/rendezvous/left", 1)
         if isinstance(store, FileStore) and n >= size:

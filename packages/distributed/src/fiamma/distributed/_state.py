@@ -213,7 +213,7 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
                                                 advertise)
         MPI = _mpi.mpi()
         global _rv, _abort_comm
-        _rv = (rv_store, world_size, rank == 0)
+        _rv = (rv_store, world_size, rank == 0, store is None)
         if not is_world and _abort_comm is None:  # joined from worlds of one
             _abort_comm = comm.Dup()
     else:
