@@ -198,6 +198,13 @@ class NcclGroup:
                                    f"{self.pg._name} is unusable: {self.broken}")
 
     def _watch(self):
+        try:
+            self._watch_loop()
+        except Exception as e:  # noqa: BLE001  (a CUDA error while polling an event)
+            self.fail(DistBackendError(f"fiamma.distributed: the NCCL watchdog of group "
+                                       f"{self.pg._name} failed: {type(e).__name__}: {e}"))
+
+    def _watch_loop(self):
         cp = self.cupy
         with cp.cuda.Device(self.device):
             while True:
