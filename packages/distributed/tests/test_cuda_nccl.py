@@ -1,13 +1,12 @@
-"""The NCCL backend. On any machine: its plumbing over stand-ins (core's CuPy stand-in, whose
-"device" memory is host memory, and tests/_fake_nccl.py, an NCCL that reduces over MPI) on 2
-and 3 ranks; the watchdog's timeout; two ranks on one GPU refused; the error without CuPy.
-Where CuPy sees a GPU (benchmarks/gpu/run.sh runs this file): the same checks on the GPU (a
-world of one; two ranks when there are two GPUs, else two ranks sharing GPU 0 are refused),
-and a collective that a rank skips times out."""
+"""The NCCL backend on a GPU, where CuPy with NCCL sees one (benchmarks/gpu/run.sh runs this
+file): the checks of workers/nccl_checks.py as a world of one; two ranks when there are two
+GPUs (else two ranks sharing GPU 0 are refused); a collective that a rank skips times out.
+Without a GPU: the error that names what is missing. The same checks run on the CPU over
+stand-ins for CuPy and NCCL in the repository's tests/test_distributed_nccl.py (they need
+core's tests beside these, which a wheel's test run does not have)."""
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -15,11 +14,6 @@ pytest.importorskip("mpi4py", reason="fiamma-distributed needs mpi4py (and an MP
 from _launch import WORKERS, env, run_ranks, show  # noqa: E402
 
 import fiamma.distributed as dist  # noqa: E402
-
-CORE_TESTS = Path(__file__).resolve().parents[2] / "core" / "tests"
-needs_stand_in = pytest.mark.skipif(not (CORE_TESTS / "_fake_cupy.py").exists(),
-                                    reason="core's tests (_fake_cupy.py) are not beside this "
-                                           "package's tests")
 
 
 def gpus():
@@ -33,35 +27,6 @@ def gpus():
 
 
 needs_gpu = pytest.mark.skipif(gpus() < 1, reason="needs CuPy with NCCL and a GPU")
-
-
-@needs_stand_in
-@pytest.mark.parametrize("ranks", [2, 3])
-def test_nccl_plumbing_over_stand_ins(ranks):
-    proc = run_ranks(ranks, "nccl_fake.py", CORE_TESTS, limit=180)
-    assert proc.returncode == 0, show(proc)
-    for r in range(ranks):
-        assert f"OK rank {r}" in proc.stdout, show(proc)
-
-
-@needs_stand_in
-def test_nccl_watchdog_aborts_a_collective_that_never_ends():
-    proc = run_ranks(2, "nccl_fake.py", CORE_TESTS, "timeout", limit=120)
-    out = proc.stdout + proc.stderr
-    assert "rank 0 timed out: fiamma.distributed: all_reduce #2 (float32[3]) in group WORLD, " \
-           "rank 0 (nccl) did not complete within the timeout 0:00:02" in out, show(proc)
-    assert "The NCCL communicator was aborted" in out, show(proc)
-    assert "rank 1 then: fiamma.distributed: all_reduce #3: process group WORLD is unusable" \
-           in out, show(proc)
-    assert proc.returncode != 0, show(proc)  # a broken group aborts the job at exit
-
-
-@needs_stand_in
-def test_nccl_two_ranks_on_one_gpu_are_refused():
-    proc = run_ranks(2, "nccl_fake.py", CORE_TESTS, "shared", limit=120)
-    assert proc.returncode == 0, show(proc)
-    assert proc.stdout.count("rank refused: init_process_group: backend='nccl': ranks 0 and 1 "
-                             "would share one GPU") == 2, show(proc)
 
 
 @pytest.mark.skipif(gpus() > 0, reason="CuPy with NCCL and a GPU are here")
