@@ -8,9 +8,7 @@ Wire format: a request is ``!BII`` (op, number of parts, payload bytes) and the 
 ``!I`` length and bytes; the reply has the same shape with op 0 (ok) or 1 (error text).
 """
 
-import ctypes
 import os
-import signal
 import socket
 import struct
 import sys
@@ -171,11 +169,9 @@ class _Server:
 
 
 def main(argv):
+    # the parent is polled rather than PR_SET_PDEATHSIG'd: that signal comes when the thread
+    # that started this process ends, which may be long before the process does
     parent = os.getppid()
-    try:
-        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
     server = _Server(argv[0], int(argv[1]))
     sys.stdout.write(f"{server.port}\n")
     sys.stdout.flush()
