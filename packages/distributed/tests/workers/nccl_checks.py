@@ -71,6 +71,23 @@ def run_checks(dev):
     dist.all_to_all_single(o, fiamma.tensor(inp[rank], device=dev),
                            [sizes[r][rank] for r in range(n)], sizes[rank])
     check(o, want, "all_to_all_single uneven")
+    root = n - 1
+    got = [fiamma.zeros(3, 4, device=dev) for _ in range(n)] if rank == root else None
+    dist.gather(fiamma.tensor(xs[rank], device=dev), got, dst=root)
+    if rank == root:
+        for r in range(n):
+            check(got[r], xs[r], f"gather [{r}]")
+    mine = fiamma.zeros(3, 4, device=dev)
+    parts = [fiamma.tensor(xs[r] * 10, device=dev) for r in range(n)] if rank == 0 else None
+    w = dist.scatter(mine, parts, src=0, async_op=True)
+    w.wait()
+    check(mine, xs[rank] * 10, "scatter")
+    # all_to_all of lists, sizes differing per pair: rank r sends r + q + 1 values to rank q
+    ins = [fiamma.full((rank + q + 1,), float(10 * rank + q), device=dev) for q in range(n)]
+    outs = [fiamma.zeros(q + rank + 1, device=dev) for q in range(n)]
+    dist.all_to_all(outs, ins)
+    for q in range(n):
+        check(outs[q], np.full(q + rank + 1, 10 * q + rank, np.float32), f"all_to_all [{q}]")
     dist.barrier()
     if n > 1 and rank == 0:
         dist.send(fiamma.tensor([5.0, 6.0], device=dev), dst=n - 1)
@@ -87,8 +104,6 @@ def run_checks(dev):
          "all_reduce: NCCL has no data type for fiamma.int16"),
         (lambda: dist.all_reduce(fiamma.ones(2, dtype=fiamma.int64, device=dev),
                                  op=dist.ReduceOp.BAND), TypeError, "no bitwise reductions"),
-        (lambda: dist.gather(fiamma.ones(2, device=dev)), ValueError,
-         "gather: not available for CUDA tensors"),
         (lambda: dist.recv(fiamma.ones(2, device=dev)), ValueError,
          "NCCL cannot receive from any rank"),
         (lambda: dist.all_reduce(fiamma.ones(4, 4, device=dev).t()), ValueError,

@@ -34,14 +34,6 @@ def _root(g, what, global_rank, group_rank, name):
     return g._group_rank(global_rank, what, name)
 
 
-def _no_cuda(what, t):
-    if _N.is_cuda(t):
-        raise ValueError(f"{what}: not available for CUDA tensors (the nccl backend has "
-                         "all_reduce, broadcast, reduce, all_gather, all_gather_into_tensor, "
-                         "reduce_scatter_tensor, reduce_scatter, all_to_all_single, barrier and "
-                         "send/recv); use all_gather / all_to_all_single, or CPU tensors")
-
-
 def _half(t):
     """float16/bfloat16 reduce through a user-defined MPI op: kept on the blocking path."""
     return t.dtype in (fiamma.float16, fiamma.bfloat16)
@@ -363,9 +355,10 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
     g = resolve(group, "gather")
     if g is None:
         return None
-    _no_cuda("gather", tensor)
     root, mine = _rooted_list(g, "gather", tensor, gather_list, "gather_list", dst, group_dst,
                               "dst")
+    if _N.is_cuda(tensor):
+        return _N.gather(g, tensor, gather_list, root, mine, async_op)
     buf, dt = buffer(tensor, "gather"), datatype(tensor.dtype)
     flat = buffer(fiamma.empty((g.size(),) + tuple(tensor.shape), dtype=tensor.dtype),
                   "gather") if mine else None
@@ -388,9 +381,10 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
     g = resolve(group, "scatter")
     if g is None:
         return None
-    _no_cuda("scatter", tensor)
     root, mine = _rooted_list(g, "scatter", tensor, scatter_list, "scatter_list", src,
                               group_src, "src")
+    if _N.is_cuda(tensor):
+        return _N.scatter(g, tensor, scatter_list, root, mine, async_op)
     out, dt = buffer(tensor, "scatter"), datatype(tensor.dtype)
     flat = fiamma.stack([t.detach() for t in scatter_list]) if mine else None
     send = buffer(flat, "scatter") if mine else None
@@ -422,7 +416,6 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
     g = resolve(group, "all_to_all")
     if g is None:
         return None
-    _no_cuda("all_to_all", input_tensor_list[0] if input_tensor_list else None)
     n = g.size()
     if len(output_tensor_list) != n or len(input_tensor_list) != n:
         raise ValueError(f"all_to_all: both lists must hold {n} tensors (the group's size), got "
@@ -430,6 +423,8 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
     dtype = input_tensor_list[0].dtype
     if any(t.dtype != dtype for t in list(output_tensor_list) + list(input_tensor_list)):
         raise TypeError("all_to_all: every tensor must have the same dtype")
+    if _N.is_cuda(input_tensor_list[0]):
+        return _N.all_to_all(g, list(output_tensor_list), list(input_tensor_list), async_op)
     send = fiamma.cat([t.detach().reshape(-1) for t in input_tensor_list])
     recv = fiamma.empty(sum(t.numel() for t in output_tensor_list), dtype=dtype)
     outs = list(output_tensor_list)

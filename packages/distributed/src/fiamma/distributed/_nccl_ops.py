@@ -8,7 +8,7 @@ import zlib
 
 import fiamma
 from fiamma.distributed._group import Header, describe_tensor
-from fiamma.distributed._mpi import ReduceOp
+from fiamma.distributed._mpi import DTYPE_CODE, ReduceOp
 
 
 def is_cuda(t):
@@ -150,6 +150,58 @@ def all_to_all_single(g, output, input, isz, osz, row, async_op):
 
     h = Header.make(what, 0, extra=zlib.crc32(repr(tuple(input.shape[1:])).encode()))
     return ng.run(what, h, input, launch, [output], (input, output), async_op)
+
+
+def _grouped(ng, pairs):
+    """launch(stream): one NCCL group of (send?, pointer, count, datatype, peer) operations."""
+    def launch(s):
+        ng.nccl.groupStart()
+        try:
+            for send, p, n, dt, peer in pairs:
+                if n:
+                    (ng.comm.send if send else ng.comm.recv)(p, n, dt, peer, s)
+        finally:
+            ng.nccl.groupEnd()
+    return launch
+
+
+def gather(g, tensor, gather_list, root, mine, async_op):
+    """Every rank sends to ``root``, which receives into ``gather_list`` (shapes checked)."""
+    ng = _ng(g, "gather")
+    dt, n = ng.dtype(tensor, "gather"), tensor.numel()
+    pairs = [(True, ng.ptr(tensor, "gather"), n, dt, root)]
+    if mine:
+        pairs += [(False, ng.ptr(t, "gather"), n, dt, r) for r, t in enumerate(gather_list)]
+    h = Header.make("gather", 0, tensor, root=root)
+    return ng.run("gather", h, tensor, _grouped(ng, pairs), list(gather_list or []),
+                  (tensor, gather_list), async_op)
+
+
+def scatter(g, tensor, scatter_list, root, mine, async_op):
+    """``root`` sends ``scatter_list[r]`` to rank r; every rank receives into ``tensor``."""
+    ng = _ng(g, "scatter")
+    dt, n = ng.dtype(tensor, "scatter"), tensor.numel()
+    pairs = [(False, ng.ptr(tensor, "scatter"), n, dt, root)]
+    if mine:
+        pairs += [(True, ng.ptr(t, "scatter"), n, dt, r) for r, t in enumerate(scatter_list)]
+    h = Header.make("scatter", 0, tensor, root=root)
+    return ng.run("scatter", h, tensor, _grouped(ng, pairs), [tensor], (tensor, scatter_list),
+                  async_op)
+
+
+def all_to_all(g, outputs, inputs, async_op):
+    """Rank r's ``outputs[q]`` receives rank q's ``inputs[r]`` (any sizes, one dtype); the
+    sizes are not exchanged first, so a size that disagrees hangs until the timeout."""
+    ng = _ng(g, "all_to_all")
+    dt = ng.dtype(inputs[0], "all_to_all")
+    pairs = []
+    for r in range(g.size()):
+        pairs.append((True, ng.ptr(inputs[r], "all_to_all"), inputs[r].numel(), dt, r))
+        pairs.append((False, ng.ptr(outputs[r], "all_to_all"), outputs[r].numel(), dt, r))
+    h = Header.make("all_to_all", 0)
+    h[2] = DTYPE_CODE[inputs[0].dtype]
+    return ng.run("all_to_all", h, f"{len(inputs)} tensors", _grouped(ng, pairs), outputs,
+                  (inputs, outputs), async_op)
 
 
 def barrier(g, async_op):
