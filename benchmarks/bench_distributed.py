@@ -52,16 +52,20 @@ def worker(repeat):
             "mpi4py Allreduce": lambda: comm.Allreduce(MPI.IN_PLACE, a, MPI.SUM),
         }
         times = {k: [] for k in variants}
+        cpu = {k: [] for k in variants}
         for _ in range(3):
             for f in variants.values():
                 f()
         for _ in range(repeat):
             for name, f in variants.items():
                 comm.Barrier()
+                c0 = time.process_time()  # every thread of the process (MPI's worker too)
                 start = time.perf_counter()
                 f()
                 times[name].append(time.perf_counter() - start)
+                cpu[name].append(time.process_time() - c0)
         mine = {k: float(np.median(v)) for k, v in times.items()}
+        mine.update({f"{k} cpu": float(np.median(v)) for k, v in cpu.items()})
         # the slower rank's time is the collective's time
         both = comm.allgather(mine)
         out[label] = {k: max(r[k] for r in both) for k in mine}
@@ -96,16 +100,30 @@ def main():
     args = p.parse_args()
     if args.worker:
         return worker(args.repeat)
-    results = {"all_reduce": _launch(2, __file__, "--worker", "--repeat", str(args.repeat))}
+    load = os.getloadavg()
+    results = {"all_reduce": _launch(2, __file__, "--worker", "--repeat", str(args.repeat)),
+               "load_average_before": load}
+    print(f"load average before: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} "
+          f"({os.cpu_count()} cores)")
     print("all_reduce on 2 ranks (median per call, the slower rank's)")
     print(f"{'size':>6}  {'fiamma':>10}  {'no check':>10}  {'mpi4py':>10}  {'ratio':>6}  "
           f"{'no-check ratio':>14}")
     for label, r in results["all_reduce"].items():
+        if not isinstance(r, dict):
+            continue
         ours, raw, ref = (r["fiamma all_reduce"], r["fiamma all_reduce, no check"],
                           r["mpi4py Allreduce"])
         print(f"{label:>6}  {ours * 1e6:8.0f}us  {raw * 1e6:8.0f}us  {ref * 1e6:8.0f}us  "
               f"{ref / ours:5.2f}x  {ref / raw:13.2f}x")
     print("  ratio = mpi4py time / fiamma time (target >= 0.9 at 16 MB)")
+    print("CPU time per call (process CPU seconds, all threads; the busier rank's):")
+    for label, r in results["all_reduce"].items():
+        if not isinstance(r, dict):
+            continue
+        ours, raw, ref = (r["fiamma all_reduce cpu"], r["fiamma all_reduce, no check cpu"],
+                          r["mpi4py Allreduce cpu"])
+        print(f"{label:>6}  {ours * 1e6:8.0f}us  {raw * 1e6:8.0f}us  {ref * 1e6:8.0f}us  "
+              f"{ref / max(ours, 1e-9):5.2f}x  {ref / max(raw, 1e-9):13.2f}x")
     if not args.skip_ddp:
         example = str(ROOT / "examples" / "ddp_digits.py")
         flags = ["--epochs", str(args.epochs), "--batch-size", "64", "--json"]
@@ -121,6 +139,8 @@ def main():
         print(f"  CPU seconds of the busiest rank: {one['busiest_rank_cpu_s']:.1f} (1 rank), "
               f"{two['busiest_rank_cpu_s']:.1f} (2 ranks): {cpu:.2f}x, the speed-up two idle "
               "cores would give if each rank ran undisturbed")
+    results["load_average_after"] = os.getloadavg()
+    print(f"load average after: {results['load_average_after'][0]:.1f}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 

@@ -25,6 +25,7 @@ if ! ldconfig -p 2>/dev/null | grep -q "libgomp.so.1 " && [ -e .whl/lib/libgomp.
 fi
 srcs=$(ls -d packages/*/src | tr '\n' ':')
 export PYTHONPATH="$site:${srcs%:}"
+export PATH="$site/bin:$PATH"  # mpiexec of the mpich wheel (fiamma-distributed's tests)
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 
 # 2. the machine and the versions

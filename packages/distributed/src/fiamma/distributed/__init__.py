@@ -1,7 +1,9 @@
-"""fiamma.distributed: PyTorch's torch.distributed on MPI.
+"""fiamma.distributed: PyTorch's torch.distributed on MPI and NCCL.
 
-Process groups and collectives on CPU tensors through mpi4py (MPICH or Open MPI), a launcher
-(``python -m fiamma.distributed.run``) and ``DistributedDataParallel``. Every collective honours
+Process groups and collectives on CPU tensors through mpi4py (MPICH or Open MPI), on CUDA
+tensors through NCCL (CuPy's ``cupy.cuda.nccl``, ``backend="nccl"``), a launcher
+(``python -m fiamma.distributed.run``), key-value stores with ``tcp://``/``file://``
+rendezvous, and ``DistributedDataParallel``. Every collective honours
 the group's timeout, and (unless ``set_debug_level("OFF")``) the ranks compare what they passed
 before each collective, so a mismatch raises an error naming each rank's shapes and dtypes.
 
@@ -63,6 +65,14 @@ from fiamma.distributed._state import (  # noqa: F401
     new_group,
     set_debug_level,
 )
+from fiamma.distributed._store import (  # noqa: F401
+    DistStoreError,
+    FileStore,
+    HashStore,
+    PrefixStore,
+    Store,
+    TCPStore,
+)
 from fiamma.distributed._version import __version__  # noqa: F401
 
 reduce_op = ReduceOp  # PyTorch's deprecated alias
@@ -73,7 +83,8 @@ __all__ = [
     "get_rank", "get_world_size", "get_backend", "new_group", "get_process_group_ranks",
     "get_global_rank", "get_group_rank", "get_default_backend_for_device", "set_debug_level",
     "get_debug_level", "GroupMember", "group", "ProcessGroup", "ReduceOp", "Work",
-    "DistError", "DistBackendError", "DistTimeoutError",
+    "DistError", "DistBackendError", "DistTimeoutError", "DistStoreError", "Store", "TCPStore",
+    "FileStore", "HashStore", "PrefixStore",
     "all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor",
     "reduce_scatter_tensor", "reduce_scatter", "all_to_all_single", "all_to_all", "gather",
     "scatter", "barrier", "monitored_barrier", "send", "recv", "isend", "irecv",
@@ -97,8 +108,10 @@ def is_gloo_available():
 
 
 def is_nccl_available():
-    """False: the NCCL backend is not built in this version (see init_process_group)."""
-    return False
+    """Whether ``backend="nccl"`` can run here: CuPy with NCCL imports and sees a GPU."""
+    from fiamma.distributed._nccl import available
+
+    return available()
 
 
 def get_default_backend_for_device(device):

@@ -8,7 +8,7 @@ import zlib
 import numpy as np
 
 import fiamma
-from fiamma.distributed import _mpi
+from fiamma.distributed import _mpi, _nccl_ops as _N
 from fiamma.distributed._group import Header, describe_tensor
 from fiamma.distributed._mpi import ReduceOp, buffer, datatype, mpi_op
 from fiamma.distributed._state import resolve
@@ -60,6 +60,8 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     g = resolve(group, "all_reduce")
     if g is None:
         return None
+    if _N.is_cuda(tensor):
+        return _N.all_reduce(g, tensor, op, async_op)
     buf = buffer(tensor, "all_reduce")
     mop = mpi_op(op, tensor.dtype, "all_reduce")
     dt = datatype(tensor.dtype)
@@ -88,6 +90,8 @@ def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
     if g is None:
         return None
     root = _root(g, "broadcast", src, group_src, "src")
+    if _N.is_cuda(tensor):
+        return _N.broadcast(g, tensor, root, async_op)
     buf, dt = buffer(tensor, "broadcast"), datatype(tensor.dtype)
 
     def run():
@@ -108,6 +112,8 @@ def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_
     if g is None:
         return None
     root = _root(g, "reduce", dst, group_dst, "dst")
+    if _N.is_cuda(tensor):
+        return _N.reduce(g, tensor, root, op, async_op)
     buf = buffer(tensor, "reduce")
     mop, dt = mpi_op(op, tensor.dtype, "reduce"), datatype(tensor.dtype)
     MPI = _mpi.mpi()
@@ -153,6 +159,8 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
                          f"size), got {len(tensor_list)}")
     for t in tensor_list:
         _same(t, tensor, "all_gather", "tensor_list")
+    if _N.is_cuda(tensor):
+        return _N.all_gather(g, tensor_list, tensor, async_op)
     buf, dt = buffer(tensor, "all_gather"), datatype(tensor.dtype)
     flat = fiamma.empty((g.size(),) + tuple(tensor.shape), dtype=tensor.dtype)
     out = buffer(flat, "all_gather")
@@ -183,6 +191,8 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
     if g is None:
         return None
     what = "all_gather_into_tensor"
+    if _N.is_cuda(input_tensor) or _N.is_cuda(output_tensor):
+        return _N.all_gather_into_tensor(g, output_tensor, input_tensor, async_op)
     if output_tensor.dtype != input_tensor.dtype:
         raise TypeError(f"{what}: output dtype {output_tensor.dtype} differs from the input's "
                         f"{input_tensor.dtype}")
@@ -211,6 +221,8 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     if g is None:
         return None
     what = "reduce_scatter_tensor"
+    if _N.is_cuda(input) or _N.is_cuda(output):
+        return _N.reduce_scatter_tensor(g, output, input, op, async_op)
     if output.dtype != input.dtype:
         raise TypeError(f"{what}: output dtype {output.dtype} differs from the input's "
                         f"{input.dtype}")
@@ -271,6 +283,8 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     isz = _splits(input_split_sizes, rin, n, what, "input")
     osz = _splits(output_split_sizes, rout, n, what, "output")
     row = int(np.prod(input.shape[1:])) if input.dim() > 1 else 1
+    if _N.is_cuda(input) or _N.is_cuda(output):
+        return _N.all_to_all_single(g, output, input, isz, osz, row, async_op)
     scount = np.array(isz, dtype=np.int64) * row
     rcount = np.array(osz, dtype=np.int64) * row
     sdisp = np.concatenate([[0], np.cumsum(scount)[:-1]])
@@ -304,6 +318,8 @@ def barrier(group=None, async_op=False, device_ids=None):
     g = resolve(group, "barrier")
     if g is None:
         return None
+    if getattr(g, "_nccl", None) is not None:
+        return _N.barrier(g, async_op)
 
     def run():
         g._comm.Barrier()
@@ -341,6 +357,8 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
         return None
     root, mine = _rooted_list(g, "gather", tensor, gather_list, "gather_list", dst, group_dst,
                               "dst")
+    if _N.is_cuda(tensor):
+        return _N.gather(g, tensor, gather_list, root, mine, async_op)
     buf, dt = buffer(tensor, "gather"), datatype(tensor.dtype)
     flat = buffer(fiamma.empty((g.size(),) + tuple(tensor.shape), dtype=tensor.dtype),
                   "gather") if mine else None
@@ -365,6 +383,8 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
         return None
     root, mine = _rooted_list(g, "scatter", tensor, scatter_list, "scatter_list", src,
                               group_src, "src")
+    if _N.is_cuda(tensor):
+        return _N.scatter(g, tensor, scatter_list, root, mine, async_op)
     out, dt = buffer(tensor, "scatter"), datatype(tensor.dtype)
     flat = fiamma.stack([t.detach() for t in scatter_list]) if mine else None
     send = buffer(flat, "scatter") if mine else None
@@ -403,6 +423,8 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
     dtype = input_tensor_list[0].dtype
     if any(t.dtype != dtype for t in list(output_tensor_list) + list(input_tensor_list)):
         raise TypeError("all_to_all: every tensor must have the same dtype")
+    if _N.is_cuda(input_tensor_list[0]):
+        return _N.all_to_all(g, list(output_tensor_list), list(input_tensor_list), async_op)
     send = fiamma.cat([t.detach().reshape(-1) for t in input_tensor_list])
     recv = fiamma.empty(sum(t.numel() for t in output_tensor_list), dtype=dtype)
     outs = list(output_tensor_list)

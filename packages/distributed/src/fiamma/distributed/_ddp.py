@@ -42,10 +42,13 @@ class _Bucket:
         for p in params:
             self.offsets.append(n)
             n += p.numel()
-        self.flat = fiamma.zeros(n, dtype=self.dtype)
-        self.buf = buffer(self.flat, "DistributedDataParallel")
-        self.mpi_type = datatype(self.dtype)
-        self.mpi_op = mpi_op(ReduceOp.SUM, self.dtype, "DistributedDataParallel")
+        self.flat = fiamma.zeros(n, dtype=self.dtype, device=params[0].device)
+        if params[0].device.type == "cuda":  # reduced by NCCL (the flat tensor's pointer)
+            self.buf = self.mpi_type = self.mpi_op = None
+        else:
+            self.buf = buffer(self.flat, "DistributedDataParallel")
+            self.mpi_type = datatype(self.dtype)
+            self.mpi_op = mpi_op(ReduceOp.SUM, self.dtype, "DistributedDataParallel")
         self.pending = len(params)
         self.work = None  # the MPI request of its all-reduce
 
@@ -56,7 +59,8 @@ def _buckets(params, cap_bytes, first_cap_bytes):
     buckets, current, size, cap = [], [], 0, first_cap_bytes
     for p in reversed(params):
         nbytes = p.numel() * p.element_size()
-        if current and (size + nbytes > cap or p.dtype != current[0].dtype):
+        if current and (size + nbytes > cap or p.dtype != current[0].dtype
+                        or p.device != current[0].device):
             buckets.append(_Bucket(len(buckets), current))
             current, size, cap = [], 0, cap_bytes
         current.append(p)
@@ -155,7 +159,15 @@ class DistributedDataParallel(nn.Module):
             raise ValueError(f"DistributedDataParallel: bucket_cap_mb must be positive, got {mb}")
         cap = int(mb * 1024 * 1024)
         self._bucket_list = _buckets(self._params, cap, min(cap, 1024 * 1024))
-        self._comm = self._own_communicator()
+        self._cuda = any(b.buf is None for b in self._bucket_list)
+        if self._cuda and group._nccl is None:
+            raise ValueError("DistributedDataParallel: the model has CUDA parameters but the "
+                             f"process group's backend is {group.backend!r}; use "
+                             "init_process_group('nccl')")
+        if self._cuda and any(b.buf is not None for b in self._bucket_list):
+            raise ValueError("DistributedDataParallel: the model has parameters on CPU and on "
+                             "CUDA; put the whole replica on one device")
+        self._comm = None if self._cuda else self._own_communicator()
         self._where = {}
         for b in self._bucket_list:
             for i, p in enumerate(b.params):
@@ -223,8 +235,7 @@ class DistributedDataParallel(nn.Module):
             if self._started:
                 self._unfinished()
             if self._inflight:  # started for unused parameters by a forward without backward
-                self.process_group._drive(self._inflight, self._deadline,
-                                          "DistributedDataParallel gradient all_reduce")
+                self._complete(self._inflight, "DistributedDataParallel gradient all_reduce")
                 self._inflight = []
             self._armed = False  # (a backward under no_sync must not sync)
         sync = fiamma.is_grad_enabled() and self.require_backward_grad_sync
@@ -260,8 +271,7 @@ class DistributedDataParallel(nn.Module):
         missing = [self._names[id(p)] for p in self._params if id(p) not in self._ready]
         launched = [b.work for b in self._bucket_list if b.work is not None]
         if launched:  # let launched reductions finish: the communicator stays usable
-            self.process_group._drive(launched, self._deadline, "DistributedDataParallel "
-                                      "gradient all_reduce")
+            self._complete(launched, "DistributedDataParallel gradient all_reduce")
             for b in self._bucket_list:
                 b.work = None
         self._inflight = []
@@ -309,7 +319,7 @@ class DistributedDataParallel(nn.Module):
         b.pending -= 1
         if b.pending == 0:
             self._launch()
-        elif self._inflight:
+        elif self._inflight and not self._cuda:
             _mpi.mpi().Request.Testall(self._inflight)  # MPI progresses only inside calls
 
     def _launch(self):
@@ -319,11 +329,31 @@ class DistributedDataParallel(nn.Module):
             self._deadline = time.monotonic() + self.process_group._timeout
         while self._next < len(buckets) and buckets[self._next].pending == 0:
             b = buckets[self._next]
-            b.work = self._comm.Iallreduce(MPI.IN_PLACE, [b.buf, b.mpi_type], b.mpi_op)
+            if self._cuda:  # queued on the NCCL stream; no metadata check (see _verify)
+                b.work = self._nccl_all_reduce(b.flat)
+            else:
+                b.work = self._comm.Iallreduce(MPI.IN_PLACE, [b.buf, b.mpi_type], b.mpi_op)
             self._inflight.append(b.work)
             self._next += 1
         if self._next == len(buckets):
             self._finish()
+
+    def _nccl_all_reduce(self, flat):
+        ng = self.process_group._nccl
+        p, dt = ng.ptr(flat, "DistributedDataParallel"), ng.dtype(flat, "DistributedDataParallel")
+        code = ng.op(ReduceOp.SUM, flat.dtype, "DistributedDataParallel")
+        n = flat.numel()
+        return ng.run("all_reduce", None, "DistributedDataParallel gradient bucket",
+                      lambda s: ng.comm.allReduce(p, p, n, dt, code, s), [flat], flat, True)
+
+    def _complete(self, works, what, nbytes=0):
+        """Wait for the buckets' reductions: NCCL works make the current stream wait (errors
+        and timeouts come from the NCCL watchdog); MPI requests are driven to completion."""
+        if self._cuda:
+            for w in works:
+                w.wait()
+        else:
+            self.process_group._drive(works, self._deadline, what, nbytes)
 
     def _finish(self):
         unused = None
@@ -335,16 +365,16 @@ class DistributedDataParallel(nn.Module):
             all_reduce(flags, ReduceOp.MAX, self.process_group)
             unused = {id(p) for p, f in zip(self._params, flags.tolist()) if not f}
         g = self.process_group
-        g._drive(self._inflight, self._deadline,
-                 f"DistributedDataParallel gradient all_reduce ({len(self._inflight)} buckets) "
-                 f"in group {g.name()}, rank {g.rank()}",
-                 sum(b.buf.nbytes for b in self._bucket_list))
+        self._complete(self._inflight,
+                       f"DistributedDataParallel gradient all_reduce ({len(self._inflight)} "
+                       f"buckets) in group {g.name()}, rank {g.rank()}",
+                       sum(b.flat.numel() * b.flat.element_size() for b in self._bucket_list))
         self._inflight = []
         n = g.size()
         with fiamma.no_grad():
             for b in self._bucket_list:
                 b.work = None
-                if b.dtype in (fiamma.float16, fiamma.bfloat16):
+                if self._cuda or b.dtype in (fiamma.float16, fiamma.bfloat16):
                     b.flat.div_(n)
                 else:
                     b.buf /= n

@@ -235,6 +235,8 @@ class ProcessGroup:
         self._barrier_comm = comm.Dup()  # monitored_barrier's (made now: a rank may be gone
         #                                  by the time it is first called)
         self._recv_seq = {}
+        self._nccl = None            # the NCCL side (backend "nccl"), see _nccl.py
+        self.backend = "mpi"
 
     def rank(self):
         return self._rank

@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from fiamma.distributed import _mpi
+from fiamma.distributed import _mpi, _nccl_ops as _N
 from fiamma.distributed._group import (
     DistBackendError,
     Header,
@@ -117,6 +117,9 @@ def isend(tensor, dst=None, group=None, tag=0, group_dst=None):
 
     peer = _root(g, "isend", dst, group_dst, "dst")
     dtag, htag = _tags(tag)
+    if _N.is_cuda(tensor):
+        return _N.p2p(g, tensor, peer, True, f"send of {describe_tensor(tensor)} to rank "
+                      f"{g._ranks[peer]}")
     buf, dt = buffer(tensor, "isend"), datatype(tensor.dtype)
     seq = g._send_seq[peer] = g._send_seq.get(peer, 0) + 1
     h = _header(tensor, seq)
@@ -140,6 +143,13 @@ def irecv(tensor, src=None, group=None, tag=0, group_src=None):
     peer = None if src is None and group_src is None else _root(g, "irecv", src, group_src,
                                                                  "src")
     dtag, htag = _tags(tag)
+    if _N.is_cuda(tensor):
+        if peer is None:
+            raise ValueError("irecv: NCCL cannot receive from any rank: give src")
+        w = _N.p2p(g, tensor, peer, False, f"recv into {describe_tensor(tensor)} from rank "
+                   f"{g._ranks[peer]}")
+        w._source = g._ranks[peer]
+        return w
     buf, dt = buffer(tensor, "irecv"), datatype(tensor.dtype)
     mine = _header(tensor, 0)
     theirs = np.zeros_like(mine)

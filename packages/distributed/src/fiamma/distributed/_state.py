@@ -11,7 +11,7 @@ import time
 import traceback
 import warnings
 
-from fiamma.distributed import _mpi
+from fiamma.distributed import _mpi, _rendezvous, _store
 from fiamma.distributed._group import (
     DEFAULT_TIMEOUT,
     Header,
@@ -36,6 +36,8 @@ class GroupMember:
 _world = None
 _groups = []
 _broken = False
+_rv = None           # (store, world size, is rank 0) of a store rendezvous
+_abort_comm = None   # what to abort at exit when MPI_COMM_WORLD is not the whole job
 _exit_hook = False
 _debug = "INFO"
 _BACKENDS = ("mpi", "gloo", "nccl")
@@ -116,11 +118,71 @@ def _env_int(name):
                          "integer") from None
 
 
+def _rendezvous_of(init_method, store, rank, world_size, seconds):
+    """(store, rank, world_size) when the world forms through a store rendezvous, else None
+    (the MPI launcher formed it)."""
+    if store is not None:
+        if init_method is not None:
+            raise ValueError("init_process_group: init_method and store are mutually exclusive")
+        if rank is None or world_size is None or rank < 0 or world_size < 1:
+            raise ValueError("init_process_group: store= needs rank= and world_size= (got "
+                             f"rank={rank}, world_size={world_size})")
+        if rank >= world_size:
+            raise ValueError(f"init_process_group: rank {rank} is not in [0, {world_size})")
+        return store, rank, world_size
+    if init_method is not None and not isinstance(init_method, str):
+        raise TypeError(f"init_process_group: init_method must be a str, got "
+                        f"{type(init_method).__name__}")
+    if init_method not in (None, "env://"):
+        return _rendezvous.store_from_url(init_method, rank, world_size, seconds)
+    # env:// in processes no MPI launcher started (e.g. by hand, or another launcher):
+    # MASTER_ADDR/MASTER_PORT name rank 0's store, as in PyTorch
+    addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+    size = world_size if world_size is not None and world_size >= 0 else _env_int("WORLD_SIZE")
+    if (addr and port and size and size > 1 and not _rendezvous.under_process_manager()
+            and not _rendezvous.mpi_started()):
+        me = rank if rank is not None and rank >= 0 else _env_int("RANK")
+        if me is None:
+            raise ValueError("init_process_group: env:// with MASTER_ADDR needs RANK (or "
+                             "rank=)")
+        return _rendezvous.store_from_url(f"tcp://{addr}:{port}", me, size, seconds)
+    return None
+
+
+def _world_from_launcher(MPI, rank, world_size):  # noqa: N803  (the module's name)
+    world = MPI.COMM_WORLD
+    mpi_rank, mpi_size = world.Get_rank(), world.Get_size()
+    want_rank = rank if rank is not None and rank >= 0 else _env_int("RANK")
+    want_size = (world_size if world_size is not None and world_size >= 0
+                 else _env_int("WORLD_SIZE"))
+    if want_size is not None and want_size != mpi_size:
+        how = ("this process was not started by an MPI launcher (it is an MPI world of one); "
+               "start the ranks with `python -m fiamma.distributed.run --nproc-per-node N` or "
+               "`mpiexec -n N`, or give init_method='tcp://host:port' (or MASTER_ADDR and "
+               "MASTER_PORT) with rank and world_size" if mpi_size == 1
+               else f"the MPI launcher started {mpi_size} processes")
+        raise ValueError(f"init_process_group: world_size/WORLD_SIZE is {want_size} but {how}")
+    if want_rank is not None and want_rank != mpi_rank:
+        raise ValueError(f"init_process_group: rank/RANK is {want_rank} but MPI gave this process "
+                         f"rank {mpi_rank}")
+    return world.Dup()
+
+
 def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1,
                        store=None, group_name="", pg_options=None, device_id=None):
-    """Join the default process group. The processes and their ranks come from the MPI launcher
-    (``python -m fiamma.distributed.run``, ``mpiexec``, ``srun``); ``RANK``/``WORLD_SIZE``
-    (env://) or ``rank=``/``world_size=``, when given, must agree with it.
+    """Join the default process group.
+
+    Where the processes come from:
+
+    - ``init_method=None`` or ``"env://"`` under an MPI launcher (``python -m
+      fiamma.distributed.run``, ``mpiexec``, ``srun``): the launcher's ranks;
+      ``RANK``/``WORLD_SIZE`` or ``rank=``/``world_size=``, when given, must agree with it.
+    - ``init_method="tcp://host:port"`` (rank 0 serves a ``TCPStore`` there),
+      ``"file:///path"`` (a ``FileStore``), ``store=`` a store, or ``env://`` with
+      ``MASTER_ADDR``/``MASTER_PORT``/``RANK``/``WORLD_SIZE`` in processes no MPI launcher
+      started: ``rank`` and ``world_size`` come from the arguments (or the environment), and
+      the processes form the MPI world through the store (see ``_rendezvous.py``). Call
+      ``init_process_group`` before importing ``mpi4py.MPI`` yourself.
 
     ``backend``: ``"mpi"`` (CPU tensors; ``"gloo"`` and None mean the same here) or
     ``"nccl"``. ``timeout`` (a ``datetime.timedelta``, default 30 minutes) bounds every
@@ -140,48 +202,66 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     if backend not in _BACKENDS:
         raise ValueError(f"init_process_group: unknown backend {backend!r}; expected one of "
                          f"{', '.join(_BACKENDS)}")
-    if backend == "nccl":
-        raise RuntimeError(
-            "init_process_group: backend='nccl' is not available in this version of "
-            "fiamma-distributed: the GPU path (NCCL through CuPy's cupy.cuda.nccl, bootstrapped "
-            "over MPI) has not been built and tested yet. Use backend='mpi' with CPU tensors.")
-    if init_method not in (None, "env://"):
-        raise ValueError(f"init_process_group: init_method={init_method!r} is not supported: the "
-                         "MPI launcher forms the world; use None or 'env://'")
-    if store is not None:
-        raise ValueError("init_process_group: store= is not supported: the MPI launcher forms "
-                         "the world")
     seconds = _seconds(timeout, "init_process_group") or DEFAULT_TIMEOUT.total_seconds()
-    MPI = _mpi.mpi()
+    rendezvous = _rendezvous_of(init_method, store, rank, world_size, seconds)
+    if rendezvous is not None:
+        rv_store, rank, world_size = rendezvous
+        advertise = None
+        if isinstance(rv_store, _store.TCPStore):
+            advertise = rv_store.host
+        comm, is_world = _rendezvous.form_world(rv_store, rank, world_size, seconds,
+                                                advertise)
+        MPI = _mpi.mpi()
+        global _rv, _abort_comm
+        _rv = (rv_store, world_size, rank == 0, store is None)
+        if not is_world and _abort_comm is None:  # joined from worlds of one
+            _abort_comm = comm.Dup()
+    else:
+        MPI = _mpi.mpi()
     if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
         raise RuntimeError(
             "init_process_group: MPI was initialised without MPI_THREAD_MULTIPLE (thread level "
             f"{MPI.Query_thread()}), which fiamma.distributed needs (collectives run on a worker "
             "thread): set mpi4py.rc.thread_level = 'multiple' before importing mpi4py.MPI, or "
             "let init_process_group import it")
-    world = MPI.COMM_WORLD
-    mpi_rank, mpi_size = world.Get_rank(), world.Get_size()
-    want_rank = rank if rank is not None and rank >= 0 else _env_int("RANK")
-    want_size = (world_size if world_size is not None and world_size >= 0
-                 else _env_int("WORLD_SIZE"))
-    if want_size is not None and want_size != mpi_size:
-        how = ("this process was not started by an MPI launcher (it is an MPI world of one); "
-               "start the ranks with `python -m fiamma.distributed.run --nproc-per-node N` or "
-               "`mpiexec -n N`" if mpi_size == 1 else "the MPI launcher started "
-               f"{mpi_size} processes")
-        raise ValueError(f"init_process_group: world_size/WORLD_SIZE is {want_size} but {how}")
-    if want_rank is not None and want_rank != mpi_rank:
-        raise ValueError(f"init_process_group: rank/RANK is {want_rank} but MPI gave this process "
-                         f"rank {mpi_rank}")
-    comm = world.Dup()
-    _world = ProcessGroup(comm, range(mpi_size), group_name or "WORLD", seconds,
-                          check=_debug != "OFF")
-    _world.backend = backend
+    if rendezvous is None:
+        comm = _world_from_launcher(MPI, rank, world_size)
+    mpi_size = comm.Get_size()
+    pg = ProcessGroup(comm, range(mpi_size), group_name or "WORLD", seconds,
+                      check=_debug != "OFF")
+    pg.backend = backend
+    if backend == "nccl":
+        _attach_nccl(pg, device_id)
+    _world = pg
     _groups.append(_world)
     GroupMember.WORLD = group.WORLD = _world
     if not _exit_hook:
         atexit.register(_at_exit)
         _exit_hook = True
+
+
+def _attach_nccl(pg, device_id):
+    """Give ``pg`` its NCCL communicator, on ``device_id`` (a cuda device or index) or the
+    current CUDA device; on failure the group is shut down and the error raised."""
+    from fiamma.distributed import _nccl
+
+    try:
+        _nccl.modules()
+        import fiamma
+
+        if not fiamma.cuda.is_available():
+            raise RuntimeError("init_process_group: backend='nccl' needs a CUDA device: "
+                               f"{fiamma.cuda.unavailable_reason()}")
+        if device_id is None:
+            index = fiamma.cuda.current_device()
+        else:
+            index = getattr(device_id, "index", device_id)
+            index = 0 if index is None else int(index)
+            fiamma.cuda.set_device(index)
+        pg._nccl = _nccl.NcclGroup(pg, index)
+    except BaseException:
+        pg._shutdown()
+        raise
 
 
 def destroy_process_group(group=None):
@@ -192,14 +272,22 @@ def destroy_process_group(group=None):
             raise RuntimeError("destroy_process_group: the default process group is not "
                                "initialized")
         for g in reversed(_groups):
+            if getattr(g, "_nccl", None) is not None:
+                g._nccl.close()
             g._shutdown()
         _groups.clear()
         _world = None
         GroupMember.WORLD = globals()["group"].WORLD = None
+        global _rv
+        if _rv is not None:
+            rv, _rv = _rv, None
+            _rendezvous.leave(*rv)
         return
     if group is GroupMember.NON_GROUP_MEMBER:
         return
     if group in _groups:
+        if getattr(group, "_nccl", None) is not None:
+            group._nccl.close()
         group._shutdown()
         _groups.remove(group)
 
@@ -210,8 +298,10 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
     default group must call it, members or not (as in PyTorch); non-members get
     ``GroupMember.NON_GROUP_MEMBER``."""
     world = _require("new_group")
-    if backend is not None and str(backend).lower() not in ("mpi", "gloo"):
-        raise ValueError(f"new_group: backend {backend!r} is not available (only 'mpi')")
+    kind = world.backend if backend is None else str(backend).lower()
+    if kind not in _BACKENDS:
+        raise ValueError(f"new_group: unknown backend {backend!r}; expected one of "
+                         f"{', '.join(_BACKENDS)}")
     size = world.size()
     members = list(range(size)) if ranks is None else sorted(int(r) for r in ranks)
     if len(set(members)) != len(members) or any(not 0 <= r < size for r in members):
@@ -233,7 +323,10 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
         return GroupMember.NON_GROUP_MEMBER
     name = group_desc or f"group{len(_groups)}{members}"
     g = ProcessGroup(out["comm"], members, name, seconds, check=_debug != "OFF")
-    g.backend = "mpi"
+    g.backend = "mpi" if kind == "gloo" else kind
+    if kind == "nccl":
+        dev = getattr(world, "_nccl", None)
+        _attach_nccl(g, dev.device if dev is not None else None)
     _groups.append(g)
     return g
 
@@ -296,9 +389,10 @@ def _at_exit():
     if exc is None and not _broken:
         return
     MPI = _mpi._MPI
-    if MPI is None or MPI.Is_finalized() or MPI.COMM_WORLD.Get_size() == 1:
+    job = _abort_comm if _abort_comm is not None else (MPI.COMM_WORLD if MPI else None)
+    if MPI is None or MPI.Is_finalized() or job.Get_size() == 1:
         return
-    rank = MPI.COMM_WORLD.Get_rank()
+    rank = job.Get_rank()
     if exc is not None:
         text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     else:
@@ -309,5 +403,5 @@ def _at_exit():
                      "aborting the MPI job\n")
     sys.stderr.flush()
     time.sleep(0.2)  # let mpiexec forward what was printed before it kills the job
-    MPI.COMM_WORLD.Abort(1)
+    job.Abort(1)
 
