@@ -686,6 +686,8 @@ class Tensor:
 
             return builtins.complex(arr(t).item())
         v = _cpu.read_int(t)
+        if v < 0 and t._dtype is D.uint64:  # (C returns its int64 bits)
+            v += 1 << 64
         return builtins.bool(v) if k == 0 else v
 
     def tolist(self):
