@@ -408,3 +408,15 @@ def test_float_ops_promote_like_other_ints():
     same(T(a) @ T(a), np.int64(a.astype(np.uint64) @ a.astype(np.uint64)).astype(np.uint16))
     m = np.arange(6, dtype=np.uint64).reshape(2, 3) * np.uint64(2 ** 62)
     same(T(m) @ T(m.T.copy()), m @ m.T)
+
+
+def test_python_int_past_int64_needs_the_dtype():
+    with pytest.raises(ValueError, match="Overflow"):
+        fiamma.tensor([2 ** 64 - 1])
+    with pytest.raises(ValueError, match="Overflow"):
+        fiamma.tensor(2 ** 63)
+    assert fiamma.tensor([1, 2 ** 64 - 3], dtype=fiamma.uint64).tolist() == [1, 2 ** 64 - 3]
+    x = fiamma.tensor([2 ** 63, 5], dtype=fiamma.uint64)
+    same(x >= 2 ** 63, np.array([True, False]))
+    same(x + (2 ** 64 - 1), np.array([2 ** 63 - 1, 4], np.uint64))
+    assert x.type() == "fiamma.UInt64Tensor"

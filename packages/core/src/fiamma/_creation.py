@@ -122,6 +122,9 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
             if isinstance(data, (np.generic,)) and src.dtype in D._FROM_NUMPY:
                 dt = D._FROM_NUMPY[src.dtype]
             else:
+                if src.dtype == np.uint64:  # Python ints past int64 (int64 is the default)
+                    raise ValueError("tensor: Overflow when unpacking long long (pass "
+                                     "dtype=fiamma.uint64 for values up to 2**64 - 1)")
                 dt = _default_for_numpy_kind(src)
     return _finish(from_array_copy(src, dt, _dev(device)), requires_grad)
 
