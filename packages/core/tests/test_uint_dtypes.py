@@ -420,3 +420,14 @@ def test_python_int_past_int64_needs_the_dtype():
     same(x >= 2 ** 63, np.array([True, False]))
     same(x + (2 ** 64 - 1), np.array([2 ** 63 - 1, 4], np.uint64))
     assert x.type() == "fiamma.UInt64Tensor"
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("dt", U, ids=U_IDS)
+def test_parity_dlpack_torch(dt):
+    torch = pytest.importorskip("torch")
+    a = vals(dt, seed=13)
+    t = torch.from_dlpack(T(a))
+    assert str(t.dtype) == f"torch.{dt.name}"
+    np.testing.assert_array_equal(t.numpy(), a)
+    same(fiamma.from_dlpack(torch.from_numpy(a.copy())), a)
