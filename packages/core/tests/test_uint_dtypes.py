@@ -431,3 +431,14 @@ def test_parity_dlpack_torch(dt):
     assert str(t.dtype) == f"torch.{dt.name}"
     np.testing.assert_array_equal(t.numpy(), a)
     same(fiamma.from_dlpack(torch.from_numpy(a.copy())), a)
+
+
+def test_assert_close_uint64():
+    c = fiamma.tensor([2 ** 64 - 1, 3], dtype=fiamma.uint64)
+    fiamma.testing.assert_close(c, c.clone())
+    with pytest.raises(AssertionError, match=r"absolute difference: 1.0 .*\n.*relative "
+                                             r"difference: 5.42"):
+        fiamma.testing.assert_close(c, fiamma.tensor([2 ** 64 - 2, 3], dtype=fiamma.uint64))
+    with pytest.raises(AssertionError):
+        fiamma.testing.assert_close(fiamma.tensor([1], dtype=fiamma.uint16),
+                                    fiamma.tensor([2], dtype=fiamma.uint16))
