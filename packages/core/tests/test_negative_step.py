@@ -137,7 +137,7 @@ def test_random_keys_on_permuted_tensors_match_numpy():
 
     base = np.arange(120).reshape(4, 5, 6)
     checked = 0
-    for _ in range(300):
+    for _ in range(120):
         perm = rng.choice([(0, 1, 2), (2, 0, 1), (1, 2, 0)])
         a = base.transpose(perm)
         key = tuple(rand_slice(n) for n in a.shape)
@@ -154,4 +154,4 @@ def test_random_keys_on_permuted_tensors_match_numpy():
         y[key] = fiamma.tensor(v)
         np.testing.assert_array_equal(y.numpy(), b, err_msg=str(key))
         checked += 1
-    assert checked == 300
+    assert checked == 120
