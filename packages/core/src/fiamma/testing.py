@@ -51,15 +51,17 @@ def _compare_tensors(a, b, rtol, atol, equal_nan, check_dtype, check_device, che
     dt = D.promote_types(a.dtype, b.dtype)
     rtol, atol = _tol(dt, rtol, atol)
     # complex values compare as complex numbers: |a - b| <= atol + rtol * |b| (as PyTorch)
+    # (uint64 stays uint64: as int64 its upper half would read negative)
     conv = D.complex128 if dt.is_complex else \
-        D.float64 if dt.is_floating_point or dt is D.bfloat16 else D.int64
+        D.float64 if dt.is_floating_point or dt is D.bfloat16 else \
+        D.uint64 if dt is D.uint64 else D.int64
     x = a.detach().to(conv).numpy()
     y = b.detach().to(conv).numpy()
     if a.numel() == 0:
         return
-    if conv is D.int64 and rtol == 0 and atol == 0:
+    if conv.kind == 1 and rtol == 0 and atol == 0:
         bad = x != y
-        diff = np.abs(x - y).astype(np.float64)
+        diff = (np.maximum(x, y) - np.minimum(x, y)).astype(np.float64)
     else:
         wide = np.complex128 if conv is D.complex128 else np.float64
         x, y = x.astype(wide), y.astype(wide)
