@@ -102,6 +102,12 @@ def _maxmin(f, am):
     return run
 
 
+def _embedding_bag(input, weight, offsets, per_sample_weights, params=(), **kw):
+    import fiamma.nn.functional as F
+
+    return F.embedding_bag(input, weight, offsets, per_sample_weights=per_sample_weights, **kw)
+
+
 def _one_hot(x, num_classes):
     import fiamma.nn.functional as F
 
@@ -131,7 +137,23 @@ OPS = {
     "min": _maxmin(fiamma.min, fiamma.amin),
     "one_hot": _one_hot,
     "im2col": lambda x, **kw: fiamma.im2col(x, **kw),
+    "repeat": lambda x, repeats: x.repeat(*repeats),
+    "col2im": lambda x, **kw: fiamma.col2im(x, **kw),
+    "grid_sampler": lambda x, grid, **kw: fiamma.grid_sampler(x, grid, **kw),
+    "embedding_bag": _embedding_bag,
 }
+
+# fiamma.fft's transforms (recorded as fft_<name> with their own keyword arguments) and
+# fiamma.linalg's ops (linalg_<name>; a namedtuple result is the node's several outputs)
+for _n in ("fft ifft rfft irfft hfft ihfft fft2 ifft2 rfft2 irfft2 hfft2 ihfft2 fftn ifftn "
+           "rfftn irfftn hfftn ihfftn").split():
+    OPS["fft_" + _n] = getattr(fiamma.fft, _n)
+OPS["fftshift"], OPS["ifftshift"] = fiamma.fft.fftshift, fiamma.fft.ifftshift
+for _n in ("det slogdet inv inv_ex pinv matrix_power solve solve_ex solve_triangular "
+           "cholesky cholesky_ex qr svd svdvals eigh eigvalsh matrix_norm cond cross "
+           "matrix_exp").split():
+    if hasattr(fiamma.linalg, _n):
+        OPS["linalg_" + _n] = getattr(fiamma.linalg, _n)
 
 # ops whose recorded arguments are those of the public function of the same name
 _PUBLIC = """

@@ -141,3 +141,30 @@ def _patch_rnns(module, tracer):
         m.forward = fwd
         patched.append(m)
     return patched
+
+
+def _patch_leaf_functions(tracer):
+    """F.embedding_bag runs as one recorded op: its eager form computes the bag of each index
+    from the offsets outside the recorded ops, which a trace would bake in."""
+    import fiamma.nn.functional as F
+
+    orig = F.embedding_bag
+
+    def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
+                      scale_grad_by_freq=False, mode="mean", sparse=False,
+                      per_sample_weights=None, include_last_offset=False, padding_idx=None):
+        def run():
+            return orig(input, weight, offsets, max_norm, norm_type, scale_grad_by_freq, mode,
+                        sparse, per_sample_weights, include_last_offset, padding_idx)
+
+        if not tracer.here():
+            return run()
+        if padding_idx is not None:
+            padding_idx %= weight.shape[0]
+        attrs = {"max_norm": max_norm, "norm_type": norm_type, "mode": mode,
+                 "include_last_offset": bool(include_last_offset), "padding_idx": padding_idx}
+        return tracer.leaf("embedding_bag", run,
+                           [input, weight, offsets, per_sample_weights], attrs, [])
+
+    F.embedding_bag = embedding_bag
+    return [(F, "embedding_bag", orig)]

@@ -16,6 +16,7 @@ from fiamma import Tensor, autograd_hook
 from ._errors import TracerWarning, TracingError
 from ._graph import Graph, Node, Value
 from ._patches import (
+    _patch_leaf_functions,
     _patch_readbacks,
     _patch_rnns,
     _patch_unrecorded,
@@ -383,7 +384,7 @@ def trace_graph(func, inputs, module=None):
                 tr.bind(t, k)
     rnns = _patch_rnns(module, tr) if module is not None else []
     saved = _patch_readbacks(tr)
-    unrec = _patch_unrecorded(tr)
+    unrec = _patch_unrecorded(tr) + _patch_leaf_functions(tr)
     prev_tracer = autograd_hook.set_trace_hook(tr)
     prev_grad = autograd_hook.set_grad_enabled_flag(True)
     try:

@@ -19,7 +19,7 @@ from fiamma.jit import Value
 from fiamma.jit._interp import OPS
 from fiamma.jit._tracer import flat_inputs, trace_graph
 
-from . import _nn, _reduce  # noqa: F401  (register their converters)
+from . import _extra, _fft, _nn, _reduce  # noqa: F401  (register their converters)
 from ._context import Context, UnsupportedOpError
 from ._converters import CONVERTERS
 
@@ -56,7 +56,7 @@ def _fold(graph, consts):
                 "sym" not in n.kwargs:
             from fiamma.jit._interp import _resolve
 
-            env = {i: fiamma.from_numpy(np.ascontiguousarray(consts[i])) for i in ins}
+            env = {i: fiamma.from_numpy(np.asarray(consts[i], order="C")) for i in ins}
             with fiamma.no_grad():
                 r = OPS[n.op](*_resolve(n.args, env),
                               **{k: _resolve(v, env) for k, v in n.kwargs.items()})
@@ -175,8 +175,18 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
         conv = CONVERTERS.get(node.op)
         ctx.node = node
         if conv is None:
-            ctx.unsupported(f"no ONNX converter for op '{node.op}'")
+            why = _extra.no_converter_reason(node.op)
+            ctx.unsupported(why or f"no ONNX converter for op '{node.op}'")
+        if node.op not in _fft.FFT_OPS and any(
+                graph.meta.get(v, ((), ""))[1].startswith("complex")
+                for v in node.inputs() + node.outputs):
+            conv = _fft.COMPLEX_CONVERTERS.get(node.op)
+        if conv is None:
+            ctx.unsupported(f"op '{node.op}' on a complex tensor has no converter (only the "
+                            "fiamma.fft transforms take complex values, as (real, imag) pairs)")
         conv(ctx, node, [ctx.name(o) for o in node.outputs])
+        if node.op in _fft.COMPLEX_RESULT:
+            ctx.pairs.update(node.outputs)
     ctx.node = None
     for v, n in late:
         ctx.add("Identity", [ctx.name(v)], n)
@@ -186,6 +196,8 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
     def vinfo(name, value):
         shape, dt = graph.meta[value]
         dims = [dyn.get(name, {}).get(i, d) for i, d in enumerate(shape)]
+        if dt.startswith("complex"):  # (real, imag) pairs: ONNX runtimes compute no complex
+            dt, dims = {"complex64": "float32", "complex128": "float64"}[dt], dims + [2]
         return helper.make_tensor_value_info(
             name, helper.np_dtype_to_tensor_dtype(np.dtype(dt)), dims)
 
@@ -197,7 +209,7 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
         on = ctx.names.get(name, name)
         if on not in used:
             continue
-        t = numpy_helper.from_array(np.ascontiguousarray(arr), on)
+        t = numpy_helper.from_array(np.asarray(arr, order="C"), on)
         if export_params or name not in graph.params:
             inits.append(t)
         else:
@@ -233,7 +245,7 @@ def _grown(flat_args, dyn, in_names, by):
             if ax >= x.dim() or x.shape[ax] == 0:
                 raise ValueError(f"fiamma.onnx.export: dynamic axis {ax} of input {name!r} "
                                  f"(shape {list(x.shape)}) does not exist or is empty")
-            x = fiamma.cat([x] + [x.narrow(ax, 0, 1)] * by, ax)
+            x = fiamma.cat([x] + [x.narrow(ax, x.shape[ax] - 1, 1)] * by, ax)
         out.append(x)
     return out
 
@@ -323,13 +335,21 @@ def _verify(model, flat_args, eager, in_names):
     want = []
     _flatten_out(eager, want)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    got = sess.run(None, {n: x.detach().cpu().numpy() for n, x in zip(in_names, flat_args)})
+    got = sess.run(None, {n: _pairs(x) for n, x in zip(in_names, flat_args)})
     for i, (g, w) in enumerate(zip(got, want)):
-        w = w.detach().cpu().numpy()
+        w = _pairs(w)
         scale = float(np.abs(w).max()) if w.size else 0.0
         if g.shape != w.shape or (w.size and float(np.abs(g - w).max()) > 1e-4 * scale + 1e-6):
             raise RuntimeError(f"fiamma.onnx.export(verify=True): output {i} of ONNX Runtime "
                                "differs from the eager model")
+
+
+def _pairs(t):
+    """A tensor as the file holds it: NumPy, a complex tensor as (real, imag) pairs."""
+    a = t.detach().cpu().numpy()
+    if np.iscomplexobj(a):
+        a = np.stack([a.real, a.imag], axis=-1)
+    return a
 
 
 def _ir_for(onnx, opset):
