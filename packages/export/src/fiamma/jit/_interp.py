@@ -8,12 +8,15 @@ import fiamma
 from fiamma.autograd_hook import set_grad_enabled_flag
 
 from ._graph import Value
+from ._symbolic import first_dim_source, sizes
 from ._views import dynamic_target
 
 __all__ = ["OPS", "Program"]
 
 
-def _reshape(x, arg, keep=0):
+def _reshape(x, arg, keep=0, symsize=None):
+    if symsize is not None:
+        return x.reshape(sizes(arg, symsize))
     return x.reshape(tuple(x.shape[:keep]) + tuple(arg[keep:])) if keep else x.reshape(arg)
 
 
@@ -24,7 +27,9 @@ def _slice(x, arg):
     return x[tuple(idx)]
 
 
-def _expand(x, arg):
+def _expand(x, arg, symsize=None):
+    if symsize is not None:
+        return x.expand(*sizes(arg, symsize))
     return x.expand(*[-1 if n == m else m for n, m in zip(x.shape, arg)]) \
         if x.dim() == len(arg) else x.expand(*arg)
 
@@ -108,6 +113,18 @@ def _embedding_bag(input, weight, offsets, per_sample_weights, params=(), **kw):
     return F.embedding_bag(input, weight, offsets, per_sample_weights=per_sample_weights, **kw)
 
 
+def _full(size, symsize, fill_value, dtype):
+    src = first_dim_source(symsize)
+    return fiamma.full(sizes(size, symsize), fill_value, dtype=dtype,
+                       device=src.device if src is not None else None)
+
+
+def _arange(size, symsize, dtype):
+    src = first_dim_source(symsize)
+    return fiamma.arange(*sizes(size, symsize), dtype=dtype,
+                         device=src.device if src is not None else None)
+
+
 def _one_hot(x, num_classes):
     import fiamma.nn.functional as F
 
@@ -137,6 +154,8 @@ OPS = {
     "min": _maxmin(fiamma.min, fiamma.amin),
     "one_hot": _one_hot,
     "im2col": lambda x, **kw: fiamma.im2col(x, **kw),
+    "full": _full,
+    "arange": _arange,
     "repeat": lambda x, repeats: x.repeat(*repeats),
     "col2im": lambda x, **kw: fiamma.col2im(x, **kw),
     "grid_sampler": lambda x, grid, **kw: fiamma.grid_sampler(x, grid, **kw),
@@ -194,7 +213,7 @@ class Program:
                     f"fiamma.jit: no runner for op '{n.op}' (node {n.outputs[0]}"
                     + (f", {n.source}" if n.source else "") + ")")
             kw = dict(n.kwargs)
-            if n.op == "reshape":
+            if n.op == "reshape" and "symsize" not in kw:
                 src = n.args[0]
                 ishape = graph.meta.get(src.name, ((),))[0] if isinstance(src, Value) else ()
                 kw["arg"], kw["keep"] = dynamic_target(kw["arg"], ishape)

@@ -23,6 +23,7 @@ from ._patches import (
     _unpatch,
     _unpatch_unrecorded,
 )
+from ._symbolic import SymInt, patch_sizes, unpatch_sizes
 from ._views import plan_view, step_shape
 
 __all__ = ["TracerWarning", "TracingError", "trace_graph"]
@@ -68,6 +69,7 @@ class Tracer:
         self.n = 0
         self.lib, self.user = _library_dirs()
         self.thread = threading.get_ident()
+        self.paused = 0         # > 0 while a leaf op runs its own forward
 
     def here(self):
         """Whether the calling thread is the one being traced (the wrapped class methods are
@@ -167,6 +169,8 @@ class Tracer:
             return type(x)(self.ref(y, op) for y in x)
         if isinstance(x, fiamma.device):
             return str(x)
+        if isinstance(x, SymInt):
+            return int(x)
         return x
 
     def const(self, t):
@@ -286,9 +290,11 @@ class Tracer:
     # ---- leaf modules (recorded as one op, their inside not traced) ----
     def leaf(self, op, run, inputs, attrs, params):
         prev = autograd_hook.set_grad_enabled_flag(False)
+        self.paused += 1
         try:
             out = run()
         finally:
+            self.paused -= 1
             autograd_hook.set_grad_enabled_flag(prev)
         flat = []
         _flatten(out, flat)
@@ -385,6 +391,7 @@ def trace_graph(func, inputs, module=None):
     rnns = _patch_rnns(module, tr) if module is not None else []
     saved = _patch_readbacks(tr)
     unrec = _patch_unrecorded(tr) + _patch_leaf_functions(tr)
+    sizes = patch_sizes(tr)
     prev_tracer = autograd_hook.set_trace_hook(tr)
     prev_grad = autograd_hook.set_grad_enabled_flag(True)
     try:
@@ -398,6 +405,7 @@ def trace_graph(func, inputs, module=None):
         autograd_hook.set_grad_enabled_flag(prev_grad)
         autograd_hook.set_trace_hook(prev_tracer)
         _unpatch(saved)
+        unpatch_sizes(sizes)
         _unpatch_unrecorded(unrec)
         for m in rnns:
             del m.forward

@@ -154,6 +154,7 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
         _fold(graph, consts)
     opset_id = helper.make_opsetid("", opset)
     ctx = Context(onnx, graph, opset, consts)
+    ctx.dynamic = bool(dynamic_axes)
     in_names = list(input_names or [])
     in_names += [f"input_{i}" for i in range(len(in_names), len(graph.inputs))]
     out_names = list(output_names or [])

@@ -24,6 +24,8 @@ class Context:
         self.n = 0
         self.node = None                # the traced node being converted (for errors)
         self.pairs = set()              # values in the complex pair layout (fft results)
+        self.dynamic = False            # dynamic axes asked for: symbolic sizes stay symbolic
+        self._shapes = {}
 
     # ---- names ----
     def fresh(self, hint="t"):
@@ -79,6 +81,13 @@ class Context:
     def scalar_like(self, x, value, dtype=None):
         dt = dtype if dtype is not None else self.np_dtype(x)
         return self.const(np.asarray(value, dtype=dt), "scalar")
+
+    def shape_of(self, v):
+        """The ONNX Shape of value ``v`` (one node per value)."""
+        key = v.name if isinstance(v, Value) else v
+        if key not in self._shapes:
+            self._shapes[key] = self.add("Shape", [v])
+        return self._shapes[key]
 
     def unsupported(self, what):
         n = self.node

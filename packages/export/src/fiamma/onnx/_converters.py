@@ -351,6 +351,12 @@ def _permute(ctx, node, outs):
 @converter("reshape")
 def _reshape(ctx, node, outs):
     x = node.args[0]
+    if node.kwargs.get("symsize") is not None:
+        if ctx.dynamic:
+            return ctx.add("Reshape", [x, sym_sizes(ctx, node.kwargs["arg"],
+                                                    node.kwargs["symsize"])], outs)
+        # no dynamic axes: the traced sizes (the user's -1 kept)
+        return ctx.add("Reshape", [x, ctx.ints(node.kwargs["arg"])], outs)
     if "sym" in node.kwargs:
         return ctx.add("Reshape", [x, _sym_shape(ctx, node, list(node.kwargs["arg"]))], outs)
     # the input's own leading sizes (0: copied) and a merge/split of the next dims (-1) stay
@@ -374,10 +380,63 @@ def _expand(ctx, node, outs):
     x = node.args[0]
     shape = list(node.kwargs["arg"])
     xs = (1,) * (len(shape) - ctx.rank(x)) + ctx.shape(x)
-    ones = [1 if a == b else b for a, b in zip(xs, shape)]
+    ones = [1 if a == b or b == -1 else b for a, b in zip(xs, shape)]
+    syms = node.kwargs.get("symsize")
+    if syms is not None and ctx.dynamic:
+        return ctx.add("Expand", [x, sym_sizes(ctx, ones, syms)], outs)
     if "sym" in node.kwargs:
         return ctx.add("Expand", [x, _sym_shape(ctx, node, ones)], outs)
     return ctx.add("Expand", [x, ctx.ints(ones)], outs)
+
+
+def sym_expr(ctx, e):
+    """An int64 [1] tensor computing a symbolic size expression (fiamma.jit._symbolic) from
+    the shapes of the graph's values."""
+    if not isinstance(e, tuple):
+        return ctx.ints([int(e)])
+    op = e[0]
+    if op == "dim":
+        return ctx.add("Gather", [ctx.shape_of(e[1]), ctx.ints([int(e[2])])], axis=0)
+    if op == "neg":
+        return ctx.add("Neg", [sym_expr(ctx, e[1])])
+    a, b = sym_expr(ctx, e[1]), sym_expr(ctx, e[2])
+    if op == "floordiv":  # ONNX's integer Div truncates: floor for the signs sizes have
+        return ctx.add("Div", [a, b])
+    return ctx.add({"add": "Add", "sub": "Sub", "mul": "Mul", "mod": "Mod"}[op], [a, b])
+
+
+def sym_sizes(ctx, arg, symsize):
+    """A 1-D int64 shape: the traced ``arg`` with the symbolic entries computed in the file."""
+    if all(s is None for s in symsize):
+        return ctx.ints(arg)
+    parts = [ctx.ints([int(a)]) if s is None else sym_expr(ctx, s)
+             for a, s in zip(arg, symsize)]
+    return ctx.add("Concat", parts, axis=0)
+
+
+@converter("full")
+def _full(ctx, node, outs):
+    kw = node.kwargs
+    dt = _out_dtype(ctx, node)
+    value = ctx.helper.make_tensor("value", _onnx_type(ctx, dt), [1],
+                                   [np.asarray(kw["fill_value"], dt).item()])
+    shape = sym_sizes(ctx, kw["size"], kw["symsize"]) if ctx.dynamic else ctx.ints(kw["size"])
+    return ctx.add("ConstantOfShape", [shape], outs, value=value)
+
+
+@converter("arange")
+def _arange(ctx, node, outs):
+    kw = node.kwargs
+    dt = _out_dtype(ctx, node)
+    ends = kw["size"] if not ctx.dynamic else [None] * 3
+    parts = []
+    for a, s, e in zip(kw["size"], kw["symsize"], ends):
+        if s is None or e is not None:
+            parts.append(ctx.const(np.asarray(a, dt), "range"))
+        else:
+            v = ctx.add("Squeeze", [sym_expr(ctx, s), ctx.ints([0])])
+            parts.append(ctx.add("Cast", [v], to=_onnx_type(ctx, dt)) if dt != np.int64 else v)
+    return ctx.add("Range", parts, outs)
 
 
 def _sym_shape(ctx, node, sizes):
