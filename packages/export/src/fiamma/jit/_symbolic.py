@@ -237,6 +237,22 @@ def patch_sizes(tracer):
 
     for m in ("permute", "transpose", "swapaxes", "swapdims", "t"):
         perm_like(m)
+
+    def tri_like(name):
+        """tril/triu as themselves (core applies them as a where with a mask of this size)."""
+        orig = getattr(fiamma, name)
+
+        def fn(input, diagonal=0, **kw):
+            out = orig(input, diagonal, **kw)
+            if kw.get("out") is not None or not mine(input) or out is input:
+                return out
+            return record_node(name, input, out, {"diagonal": int(diagonal)})
+        put(fiamma, name, fn)
+        if Tensor.__dict__.get(name) is orig:
+            put(Tensor, name, fn)
+
+    tri_like("tril")
+    tri_like("triu")
     view_like("view", "reshape")
     view_like("reshape", "reshape")
     view_like("expand", "expand")
