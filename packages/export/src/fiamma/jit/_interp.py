@@ -269,16 +269,24 @@ class Program:
             steps.append(st)
         return env, steps
 
-    def run(self, inputs, params):
+    def run(self, inputs, params, kwargs=None):
         if self._params is not params:
             self._env, self._steps = self._base(params)
             self._params = params
         env = self._env.copy()
         g = self.graph
-        if len(inputs) != len(g.inputs) or any(isinstance(x, (tuple, list)) for x in inputs):
+        flat_call = len(inputs) == len(g.inputs) and \
+            all(isinstance(x, fiamma.Tensor) for x in inputs)
+        if kwargs or (g.kwarg_names and not flat_call):
+            kwargs = kwargs or {}
+            if set(kwargs) != set(g.kwarg_names):
+                raise TypeError(f"traced function: keyword inputs {g.kwarg_names} were traced, "
+                                f"got {list(kwargs)}")
+            kwargs = {k: kwargs[k] for k in g.kwarg_names}  # the traced order
+        if kwargs or not flat_call:
             from ._tracer import flat_inputs
 
-            inputs = flat_inputs(inputs)
+            inputs = flat_inputs(inputs, kwargs)
         if len(inputs) != len(g.inputs):
             raise TypeError(f"traced function takes {len(g.inputs)} inputs, got {len(inputs)}")
         for name, x in zip(g.inputs, inputs):

@@ -348,28 +348,57 @@ def _flatten_out(x, out):
         out.append(x)
 
 
-def flat_inputs(inputs):
-    """The tensors of (possibly nested tuple/list) inputs, in order: the graph's inputs
-    (as torch.onnx flattens ``(x, (h, c))``)."""
+def input_leaves(inputs, kwargs=None):
+    """``[(path, tensor), ...]``: the tensors of the positional inputs (tuples, lists and dicts
+    nest; dicts in insertion order) then of the keyword inputs, in order. A path is a tuple of
+    positions and dict keys, keyword inputs starting with their name (as torch.onnx flattens
+    ``(x, (h, c))`` and ``kwargs=``)."""
     out = []
 
-    def walk(x, where):
+    def walk(x, path):
         if isinstance(x, Tensor):
-            out.append(x)
+            out.append((path, x))
         elif isinstance(x, (tuple, list)):
             for j, y in enumerate(x):
-                walk(y, f"{where}[{j}]")
+                walk(y, path + (j,))
+        elif isinstance(x, dict):
+            for k, y in x.items():
+                walk(y, path + (str(k),))
         else:
-            raise TypeError(f"fiamma.jit.trace: example inputs must be tensors or tuples/lists "
+            where = "".join(f"[{p!r}]" for p in path)
+            raise TypeError(f"fiamma.jit.trace: inputs must be tensors or tuples/lists/dicts "
                             f"of them, input {where} is a {type(x).__name__}")
 
     for i, x in enumerate(inputs):
-        walk(x, str(i))
+        walk(x, (i,))
+    for k, x in (kwargs or {}).items():
+        walk(x, (str(k),))
     return out
 
 
-def trace_graph(func, inputs, module=None):
-    """Trace ``func(*inputs)``; returns (graph, eager outputs)."""
+def flat_inputs(inputs, kwargs=None):
+    """The tensors of (possibly nested) inputs, in order: the graph's inputs."""
+    return [t for _, t in input_leaves(inputs, kwargs)]
+
+
+def rebuild_inputs(args, kwargs, flat):
+    """``args``/``kwargs`` with their tensors replaced, in order, by those of ``flat``."""
+    it = iter(flat)
+
+    def nest(x):
+        if isinstance(x, Tensor):
+            return next(it)
+        if isinstance(x, dict):
+            return {k: nest(v) for k, v in x.items()}
+        if isinstance(x, (tuple, list)):
+            return type(x)(nest(v) for v in x)
+        return x
+
+    return nest(tuple(args)), nest(dict(kwargs or {}))
+
+
+def trace_graph(func, inputs, module=None, kwargs=None):
+    """Trace ``func(*inputs, **kwargs)``; returns (graph, eager outputs)."""
     g = Graph()
     tr = Tracer(g)
     named = {}
@@ -377,7 +406,9 @@ def trace_graph(func, inputs, module=None):
         for k, t in module.state_dict(keep_vars=True).items():
             named.setdefault(id(t), k)
     tr.names = named
-    for i, x in enumerate(flat_inputs(inputs)):
+    kwargs = dict(kwargs or {})
+    g.kwarg_names = list(kwargs)
+    for i, x in enumerate(flat_inputs(inputs, kwargs)):
         name = f"input_{i}"
         if id(x) in tr.vals:
             raise ValueError("fiamma.jit.trace: the same tensor is given as two inputs")
@@ -395,7 +426,7 @@ def trace_graph(func, inputs, module=None):
     prev_tracer = autograd_hook.set_trace_hook(tr)
     prev_grad = autograd_hook.set_grad_enabled_flag(True)
     try:
-        out = func(*inputs)
+        out = func(*inputs, **kwargs)
         flat = []
         _flatten_out(out, flat)
         g.out_spec = _spec(out, [0])

@@ -17,9 +17,9 @@ import numpy as np
 import fiamma
 from fiamma.jit import Value
 from fiamma.jit._interp import OPS
-from fiamma.jit._tracer import flat_inputs, trace_graph
+from fiamma.jit._tracer import flat_inputs, rebuild_inputs, trace_graph
 
-from . import _extra, _fft, _nn, _reduce  # noqa: F401  (register their converters)
+from . import _extra, _fft, _io, _nn, _reduce  # noqa: F401  (register their converters)
 from ._context import Context, UnsupportedOpError
 from ._converters import CONVERTERS
 
@@ -95,11 +95,6 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
     onnx = _onnx()
     from onnx import helper, numpy_helper
 
-    if kwargs:
-        raise ValueError("fiamma.onnx.export: keyword inputs (kwargs=) are not supported")
-    if dynamic_shapes is not None:
-        raise ValueError("fiamma.onnx.export: dynamic_shapes is not supported; name the free "
-                         "axes with dynamic_axes={input_name: {axis: 'name'}}")
     if custom_translation_table:
         raise ValueError("fiamma.onnx.export: custom_translation_table is not supported")
     if export_modules_as_functions:
@@ -111,13 +106,9 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
                          f"{newest} (the installed onnx's newest), got {opset}")
     if training not in (None, False) and str(training).split(".")[-1] not in ("EVAL", "False"):
         raise ValueError("fiamma.onnx.export: only inference graphs (training=None/EVAL)")
-    if isinstance(args, fiamma.Tensor):
-        args = (args,)
-    args = tuple(args)
-    if args and isinstance(args[-1], dict):
-        if args[-1]:
-            raise ValueError("fiamma.onnx.export: keyword inputs are not supported")
-        args = args[:-1]
+    if dynamic_axes and dynamic_shapes is not None:
+        raise ValueError("fiamma.onnx.export: give dynamic_axes or dynamic_shapes, not both")
+    args, kwargs = _io.split_args(args, kwargs)
     import fiamma.nn as nn
 
     module = model if isinstance(model, nn.Module) else None
@@ -125,22 +116,25 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
     if module is not None:
         module.eval()
     try:
-        graph, eager = trace_graph(model, args, module)
+        graph, eager = trace_graph(model, args, module, kwargs)
     finally:
         if module is not None and was_training:
             module.train()
-    flat_args = flat_inputs(args)
-    in_names0 = list(input_names or [])
-    in_names0 += [f"input_{i}" for i in range(len(in_names0), len(graph.inputs))]
-    out_names0 = list(output_names or [])
-    out_names0 += [f"output_{i}" for i in range(len(out_names0), len(graph.outputs))]
+    flat_args = flat_inputs(args, kwargs)
+    in_names = _io.input_names(args, kwargs, input_names, len(graph.inputs))
+    out_names = _io.output_names(graph.out_spec, output_names, len(graph.outputs))
+    if dynamic_shapes is not None:
+        dyn_in = _io.dynamic_from_shapes(dynamic_shapes, model, args, kwargs, in_names)
+        dynamic_axes = dict(dyn_in)
+        dynamic_axes.update(_output_axes(graph, flat_args, dyn_in, in_names, out_names))
     if dynamic_axes:
-        dyn0 = _dynamic(dynamic_axes, in_names0, out_names0)
-        problem = _check_dynamic(graph, flat_args, dyn0, in_names0, out_names0)
+        dyn0 = _dynamic(dynamic_axes, in_names, out_names)
+        problem = _check_dynamic(graph, flat_args, dyn0, in_names, out_names)
         if problem:
-            # sizes read in Python (x.shape[0] into expand/view): trace at two other sizes and
-            # make the reshape/expand sizes that move with the axis follow it in the file
-            sym = _symbolic(model, module, args, dyn0, in_names0)
+            # sizes read in Python that the symbolic sizes did not follow (len(x), a size
+            # through int()): trace at two other sizes and make the reshape/expand sizes that
+            # move with the axis follow it in the file
+            sym = _symbolic(model, module, args, kwargs, dyn0, in_names)
             if sym is None:
                 import warnings
 
@@ -155,14 +149,6 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
     opset_id = helper.make_opsetid("", opset)
     ctx = Context(onnx, graph, opset, consts)
     ctx.dynamic = bool(dynamic_axes)
-    in_names = list(input_names or [])
-    in_names += [f"input_{i}" for i in range(len(in_names), len(graph.inputs))]
-    out_names = list(output_names or [])
-    out_names += [f"output_{i}" for i in range(len(out_names), len(graph.outputs))]
-    if len(in_names) > len(graph.inputs) or len(out_names) > len(graph.outputs):
-        raise ValueError(f"fiamma.onnx.export: {len(in_names)} input names for "
-                         f"{len(graph.inputs)} inputs / {len(out_names)} output names for "
-                         f"{len(graph.outputs)} outputs")
     for v, n in zip(graph.inputs, in_names):
         ctx.names[v] = n
     produced = {o for node in graph.nodes for o in node.outputs}
@@ -274,17 +260,31 @@ def _check_dynamic(graph, flat_args, dyn, in_names, out_names):
     return None
 
 
-def _nest(like, flat):
-    if isinstance(like, fiamma.Tensor):
-        return next(flat)
-    return type(like)(_nest(x, flat) for x in like)
+def _output_axes(graph, flat_args, dyn_in, in_names, out_names):
+    """The output axes that follow the dynamic input axes (their sizes change when the graph
+    runs with those axes one longer), named ``{output}_dim_{axis}``."""
+    from fiamma.jit._interp import Program
+
+    grown = _grown(flat_args, dyn_in, in_names, 1)
+    try:
+        outs = Program(graph).run(grown, graph.params)
+    except Exception:  # noqa: BLE001  (reported by the dynamic check that follows)
+        return {}
+    res = {}
+    for o, name, v in zip(outs, out_names, graph.outputs):
+        traced = graph.meta[v][0]
+        axes = {ax: f"{name}_dim_{ax}" for ax, (a, b) in enumerate(zip(o.shape, traced))
+                if a != b}
+        if axes and len(o.shape) == len(traced):
+            res[name] = axes
+    return res
 
 
-def _symbolic(model, module, args, dyn, in_names):
+def _symbolic(model, module, args, kwargs, dyn, in_names):
     """The graph traced with the one dynamic axis one and two longer, where the two traces
     differ only in reshape/expand sizes that grow with it (k per step, k * size): those sizes
     are marked to be computed from the input's shape in the file. None if that is not so."""
-    flat = flat_inputs(args)
+    flat = flat_inputs(args, kwargs)
     axes = [(i, ax) for i, name in enumerate(in_names[:len(flat)]) for ax in dyn.get(name, {})]
     if len(axes) != 1:
         return None
@@ -294,8 +294,11 @@ def _symbolic(model, module, args, dyn, in_names):
     if module is not None:
         module.eval()
     try:
-        g1, _ = trace_graph(model, _nest(args, iter(_grown(flat, dyn, in_names, 1))), module)
-        g2, _ = trace_graph(model, _nest(args, iter(_grown(flat, dyn, in_names, 2))), module)
+        graphs = []
+        for by in (1, 2):
+            a, k = rebuild_inputs(args, kwargs, _grown(flat, dyn, in_names, by))
+            graphs.append(trace_graph(model, a, module, k)[0])
+        g1, g2 = graphs
     except Exception:  # noqa: BLE001
         return None
     finally:
