@@ -78,18 +78,27 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
     """Export ``model`` run on ``args`` to the ONNX file ``f`` (a path or a binary file), with
     torch.onnx.export's signature.
 
-    ``args``: a tensor or a tuple of tensors (tuples may nest: their tensors become the inputs in
-    order). ``input_names``/``output_names`` name the graph's inputs and outputs (default
-    ``input_0``..., ``output_0``...); ``dynamic_axes`` maps a name to ``{axis: "symbol"}`` or a
-    list of axes (those sizes are left free in the file; the graph is run once with those sizes
-    changed and a :class:`fiamma.jit.TracerWarning` says if it does not follow them);
-    ``opset_version`` is 17 or newer (default: the newest the installed onnx knows).
-    ``export_params=False`` leaves the weights out as graph inputs. ``verify=True`` runs the
-    file in ONNX Runtime (when installed) and raises if it differs from eager. With ``f=None``
-    the ``onnx.ModelProto`` is returned. There is one exporter (a trace): ``dynamo``,
-    ``optimize``, ``report``, ``profile``, ``dump_exported_program`` and ``artifacts_dir`` are
-    accepted and have no effect; ``dynamic_shapes`` and a ``custom_translation_table`` are not
-    supported (use ``dynamic_axes``). An op without a converter raises
+    ``args``: a tensor or a tuple of inputs (tuples, lists and dicts of tensors nest: their
+    tensors become the graph's inputs in order); without ``kwargs=``, a dict at the end of
+    ``args`` holds keyword inputs (``{}`` for none), and ``kwargs`` passes them explicitly.
+    ``input_names``/``output_names`` name the graph's inputs and outputs (default
+    ``input_0``..., ``output_0``...; tensors under a dict key or keyword are named by it:
+    ``mask``, ``hidden_0``; dict outputs by their keys). ``dynamic_axes`` maps a name to
+    ``{axis: "symbol"}`` or a list of axes; ``dynamic_shapes`` (torch.export's form: a tuple
+    matching the inputs or a dict by the forward's parameter names, per tensor ``{axis: name}``
+    or a list per axis, names as strings or ``Dim``-like objects with ``__name__``) marks input
+    axes, and the output axes that follow them are found and named. Sizes the model reads from
+    ``x.shape``/``x.size()`` are symbolic in the trace: in a file with dynamic axes they are
+    computed from the inputs' shapes (Shape/Gather nodes). The graph is run once with the
+    dynamic axes grown, and a :class:`fiamma.jit.TracerWarning` says if a size is still baked
+    in (``len(x)``, a size through ``int()``). ``opset_version`` is 17 or newer (default: the
+    newest the installed onnx knows). ``export_params=False`` leaves the weights out as graph
+    inputs. ``verify=True`` runs the file in ONNX Runtime (when installed) and raises if it
+    differs from eager. With ``f=None`` the ``onnx.ModelProto`` is returned. There is one
+    exporter (a trace): ``dynamo``, ``optimize``, ``report``, ``profile``,
+    ``dump_exported_program`` and ``artifacts_dir`` are accepted and have no effect; a
+    ``custom_translation_table`` is not supported. Complex tensors (fiamma.fft results) are
+    (real, imag) float pairs in the file. An op without a converter raises
     :class:`UnsupportedOpError` naming it and the model's line.
     """
     onnx = _onnx()
