@@ -268,6 +268,16 @@ def test_fft_complex_inputs_and_pair_layout():
     check(lambda a: FF.fft(a.reshape(3, 4, 2), complex_input=True), (randn(3, 8),))
 
 
+def test_complex_views_real_imag():
+    """view_as_complex/view_as_real and .real/.imag of a traced tensor are ops of the trace
+    (not constants), in the jit runner and in the file."""
+    def f(a):
+        z = fiamma.view_as_complex(FF.rfft(a))
+        return z.abs() + z.real * 2 - fiamma.imag(z), fiamma.view_as_real(FF.fft(z))
+
+    check(f, (randn(3, 8),), runs=[(randn(3, 8, seed=1),)])
+
+
 def test_power_spectrum_dynamic_batch():
     def spec(a):
         f = FF.rfft(a * fiamma.hann_window(16), norm="ortho")

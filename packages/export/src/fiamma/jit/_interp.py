@@ -91,6 +91,8 @@ def _rnn(*inputs, mode, input_size, hidden_size, num_layers, bias, batch_first, 
 
 
 _VIEW_STEPS = ("permute", "reshape", "slice", "expand")
+# ops whose result shares its input's memory (a later in-place reuse must not write into it)
+_ALIASING = _VIEW_STEPS + ("real", "imag", "view_as_real", "view_as_complex")
 
 # elementwise ops with an in-place method of the same semantics (same result dtype and shape)
 _INPLACE = {op: getattr(fiamma.Tensor, op + "_") for op in (
@@ -155,6 +157,10 @@ OPS = {
     "one_hot": _one_hot,
     "im2col": lambda x, **kw: fiamma.im2col(x, **kw),
     "full": _full,
+    "view_as_real": lambda x: fiamma.view_as_real(x),
+    "view_as_complex": lambda x: fiamma.view_as_complex(x),
+    "real": lambda x: x.real,
+    "imag": lambda x: x.imag,
     "arange": _arange,
     "repeat": lambda x, repeats: x.repeat(*repeats),
     "col2im": lambda x, **kw: fiamma.col2im(x, **kw),
@@ -236,7 +242,7 @@ class Program:
             for v in ins:
                 last[root.get(v, v)] = i
             for o in outs:
-                root[o] = root.get(ins[0], ins[0]) if node.op in _VIEW_STEPS else o
+                root[o] = root.get(ins[0], ins[0]) if node.op in _ALIASING else o
         for o in graph.outputs:
             last[root.get(o, o)] = len(steps)
         fixed = set(graph.inputs) | set(graph.params)

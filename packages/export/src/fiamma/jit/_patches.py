@@ -168,3 +168,31 @@ def _patch_leaf_functions(tracer):
 
     F.embedding_bag = embedding_bag
     return [(F, "embedding_bag", orig)]
+
+
+def _patch_complex_views(tracer):
+    """view_as_real/view_as_complex and .real/.imag reinterpret a traced tensor's memory
+    without a recorded op (their result would be a constant of the trace): recorded here as
+    ops of their own."""
+    saved = []
+
+    def wrap(owner, name, op, is_property=False):
+        orig = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+        call = orig.fget if is_property else orig
+
+        def fn(x, *a, **k):
+            if not (isinstance(x, Tensor) and tracer.here() and id(x) in tracer.vals
+                    and not tracer.paused):
+                return call(x, *a, **k)
+            return tracer.leaf_op(op, lambda: call(x, *a, **k), x)
+
+        saved.append((owner, name, orig))
+        setattr(owner, name, property(fn) if is_property else fn)
+
+    for fname in ("view_as_real", "view_as_complex", "real", "imag"):
+        if hasattr(fiamma, fname):
+            wrap(fiamma, fname, fname)
+    for attr in ("real", "imag"):
+        if isinstance(Tensor.__dict__.get(attr), property):
+            wrap(Tensor, attr, attr, is_property=True)
+    return saved

@@ -16,6 +16,7 @@ from fiamma import Tensor, autograd_hook
 from ._errors import TracerWarning, TracingError
 from ._graph import Graph, Node, Value
 from ._patches import (
+    _patch_complex_views,
     _patch_leaf_functions,
     _patch_readbacks,
     _patch_rnns,
@@ -287,6 +288,24 @@ class Tracer:
             rname = self.const(r)
         self._rebind(self_, rname)
 
+    def leaf_op(self, op, run, x):
+        """``run()`` (a function of traced ``x``, not recorded by core) as one op ``op(x)``."""
+        prev = autograd_hook.set_grad_enabled_flag(False)
+        self.paused += 1
+        try:
+            out = run()
+        finally:
+            self.paused -= 1
+            autograd_hook.set_grad_enabled_flag(prev)
+        name = self.new_name()
+        self.g.nodes.append(Node(op, [self.ref(x, op)], {}, [name], self.source()))
+        if id(out) in self.vals:
+            self.vals[id(out)] = name
+            self.g.meta[name] = _shape_dtype(out)
+        else:
+            self.bind(out, name)
+        return out
+
     # ---- leaf modules (recorded as one op, their inside not traced) ----
     def leaf(self, op, run, inputs, attrs, params):
         prev = autograd_hook.set_grad_enabled_flag(False)
@@ -421,7 +440,7 @@ def trace_graph(func, inputs, module=None, kwargs=None):
                 tr.bind(t, k)
     rnns = _patch_rnns(module, tr) if module is not None else []
     saved = _patch_readbacks(tr)
-    unrec = _patch_unrecorded(tr) + _patch_leaf_functions(tr)
+    unrec = _patch_unrecorded(tr) + _patch_leaf_functions(tr) + _patch_complex_views(tr)
     sizes = patch_sizes(tr)
     prev_tracer = autograd_hook.set_trace_hook(tr)
     prev_grad = autograd_hook.set_grad_enabled_flag(True)

@@ -170,16 +170,17 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
     for node in graph.nodes:
         conv = CONVERTERS.get(node.op)
         ctx.node = node
-        if conv is None:
-            why = _extra.no_converter_reason(node.op)
-            ctx.unsupported(why or f"no ONNX converter for op '{node.op}'")
         if node.op not in _fft.FFT_OPS and any(
                 graph.meta.get(v, ((), ""))[1].startswith("complex")
                 for v in node.inputs() + node.outputs):
             conv = _fft.COMPLEX_CONVERTERS.get(node.op)
+            if conv is None:
+                ctx.unsupported(f"op '{node.op}' on a complex tensor has no converter (complex "
+                                "values are (real, imag) pairs in the file: only the fiamma.fft "
+                                "transforms, abs, real, imag and view_as_real/complex take them)")
         if conv is None:
-            ctx.unsupported(f"op '{node.op}' on a complex tensor has no converter (only the "
-                            "fiamma.fft transforms take complex values, as (real, imag) pairs)")
+            why = _extra.no_converter_reason(node.op)
+            ctx.unsupported(why or f"no ONNX converter for op '{node.op}'")
         conv(ctx, node, [ctx.name(o) for o in node.outputs])
         if node.op in _fft.COMPLEX_RESULT:
             ctx.pairs.update(node.outputs)

@@ -301,5 +301,19 @@ def _complex_abs(ctx, node, outs):
     return ctx.add("Sqrt", [s], outs)
 
 
-# converters for ops whose input is a complex tensor (complex64/128 in the trace)
-COMPLEX_CONVERTERS = {"abs": _complex_abs}
+def _identity(ctx, node, outs):
+    """view_as_real / view_as_complex: the pairs are the same tensor in the file."""
+    return ctx.add("Identity", [node.args[0]], outs)
+
+
+def _part(index):
+    def conv(ctx, node, outs):
+        x = node.args[0]
+        return ctx.add("Gather", [x, ctx.const(np.asarray(index, np.int64), "part")], outs,
+                       axis=len(ctx.shape(x)))
+    return conv
+
+
+# converters for ops whose input or result is a complex tensor (complex64/128 in the trace)
+COMPLEX_CONVERTERS = {"abs": _complex_abs, "view_as_real": _identity,
+                      "view_as_complex": _identity, "real": _part(0), "imag": _part(1)}
