@@ -207,8 +207,14 @@ def test_linalg(name):
     check(LINALG[name], (randn(3, 4, 4),))
 
 
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_linalg_inv_small(n):
+    a = randn(2, n, n) + 3 * fiamma.eye(n)  # well conditioned
+    check(lambda a: fiamma.linalg.inv(a) @ a[0], (a,))
+
+
 @pytest.mark.parametrize("name,fn", [
-    ("linalg_inv", lambda a: fiamma.linalg.inv(a)),
+    ("linalg_inv of 4x4", lambda a: fiamma.linalg.inv(a)),
     ("linalg_solve", lambda a: fiamma.linalg.solve(a, a[..., :1])),
     ("linalg_svd", lambda a: fiamma.linalg.svd(a)[1]),
     ("linalg_matrix_norm with ord=2", lambda a: fiamma.linalg.matrix_norm(a, ord=2)),

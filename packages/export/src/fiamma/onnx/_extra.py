@@ -1,6 +1,6 @@
 """ONNX converters for Fold (col2im), grid_sample, roll, EmbeddingBag and the linalg ops that
 ONNX has an op or an exact decomposition for (det, slogdet, matrix_power n >= 0, cross,
-matrix norms 'fro'/1/-1/inf/-inf, vecdot); every other linalg op raises naming it."""
+matrix norms 'fro'/1/-1/inf/-inf, inv up to 3x3); every other linalg op raises naming it."""
 
 import numpy as np
 
@@ -164,6 +164,35 @@ def _det(ctx, node, outs):
     return ctx.add("Det", [node.args[0]], outs)
 
 
+@converter("linalg_inv")
+def _inv(ctx, node, outs):
+    """The inverse of 1x1, 2x2 and 3x3 matrices as the adjugate over the determinant (an exact
+    formula; ONNX has no inverse op, so larger matrices are refused)."""
+    x = node.args[0]
+    n = ctx.shape(x)[-1]
+    if n > 3:
+        ctx.unsupported(f"linalg_inv of {n}x{n} matrices (ONNX has no inverse operator; the "
+                        "exact adjugate formula is used up to 3x3)")
+    y = ctx.name(x)
+
+    def e(i, j):
+        return ctx.add("Slice", [y, ctx.ints([i % n, j % n]), ctx.ints([i % n + 1, j % n + 1]),
+                                 ctx.ints([-2, -1])])
+
+    if n == 1:
+        return ctx.add("Reciprocal", [y], outs)
+    if n == 2:
+        cof = {(0, 0): e(1, 1), (1, 1): e(0, 0), (0, 1): ctx.add("Neg", [e(1, 0)]),
+               (1, 0): ctx.add("Neg", [e(0, 1)])}
+    else:  # cyclic indices give the signed cofactors of a 3x3 matrix
+        cof = {(i, j): ctx.add("Sub", [ctx.add("Mul", [e(i + 1, j + 1), e(i + 2, j + 2)]),
+                                       ctx.add("Mul", [e(i + 1, j + 2), e(i + 2, j + 1)])])
+               for i in range(3) for j in range(3)}
+    det = ctx.add("Unsqueeze", [ctx.add("Det", [y]), ctx.ints([-1, -2])])
+    rows = [ctx.add("Concat", [cof[(j, i)] for j in range(n)], axis=-1) for i in range(n)]
+    return ctx.add("Div", [ctx.add("Concat", rows, axis=-2), det], outs)
+
+
 @converter("linalg_slogdet")
 def _slogdet(ctx, node, outs):
     d = ctx.add("Det", [node.args[0]])
@@ -236,7 +265,7 @@ def _matrix_norm(ctx, node, outs):
 
 
 _NO_ONNX = {
-    "inv": "a matrix inverse", "inv_ex": "a matrix inverse", "pinv": "a pseudo-inverse",
+    "inv_ex": "a matrix inverse", "pinv": "a pseudo-inverse",
     "solve": "a linear solve", "solve_ex": "a linear solve",
     "solve_triangular": "a triangular solve", "lstsq": "a least-squares solve",
     "cholesky": "a Cholesky factorisation", "cholesky_ex": "a Cholesky factorisation",
