@@ -81,6 +81,27 @@ def test_nanogpt_attention_batch_and_sequence():
             _close(tm(x), m(x))
 
 
+class BufferMask(nn.Module):
+    """nanoGPT's non-flash path: a causal buffer sliced to the sequence length."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("bias", fiamma.ones(16, 16).tril().view(1, 1, 16, 16))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        att = (x @ x.transpose(1, 2)).unsqueeze(1)
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        return att.softmax(-1)[..., -T:, 1:T].squeeze(1)
+
+
+def test_slices_with_bounds_read_from_shapes():
+    m = BufferMask()
+    tm = fiamma.jit.trace(m, randn(2, 5, 4))
+    x = randn(3, 9, 4, seed=1)
+    _close(tm(x), m(x))
+
+
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 import fiamma.onnx  # noqa: E402
@@ -114,6 +135,15 @@ def test_onnx_nanogpt_attention_batch_and_sequence():
         x = randn(*s, seed=3)
         with fiamma.no_grad():
             _close(sess.run(None, {"input_0": x.numpy()})[0], m(x).numpy())
+
+
+def test_onnx_slices_with_bounds_read_from_shapes():
+    m = BufferMask()
+    sess = _session(m, (randn(2, 5, 4),),
+                    dynamic_axes={"input_0": {0: "B", 1: "T"}, "output_0": [0, 1, 2]})
+    for s in [(3, 9, 4), (1, 2, 4)]:
+        x = randn(*s, seed=1)
+        _close(sess.run(None, {"input_0": x.numpy()})[0], m(x).numpy())
 
 
 class RNNModel(nn.Module):

@@ -8,7 +8,7 @@ import fiamma
 from fiamma.autograd_hook import set_grad_enabled_flag
 
 from ._graph import Value
-from ._symbolic import first_dim_source, sizes
+from ._symbolic import _BIG, evaluate, first_dim_source, sizes
 from ._views import dynamic_target
 
 __all__ = ["OPS", "Program"]
@@ -20,10 +20,14 @@ def _reshape(x, arg, keep=0, symsize=None):
     return x.reshape(tuple(x.shape[:keep]) + tuple(arg[keep:])) if keep else x.reshape(arg)
 
 
-def _slice(x, arg):
+def _slice(x, arg, symsize=None):
     idx = [slice(None)] * x.dim()
-    for ax, start, end, step in arg:
-        idx[ax] = slice(start, end, step)
+    for j, (ax, start, end, step) in enumerate(arg):
+        if symsize is not None:
+            s0, s1 = symsize[j]
+            start = start if s0 is None else evaluate(s0)
+            end = end if s1 is None else evaluate(s1)
+        idx[ax] = slice(start, None if end >= _BIG else end, step)
     return x[tuple(idx)]
 
 
@@ -90,7 +94,7 @@ def _rnn(*inputs, mode, input_size, hidden_size, num_layers, bias, batch_first, 
     return (out,) + (tuple(h) if isinstance(h, tuple) else (h,))
 
 
-_VIEW_STEPS = ("permute", "reshape", "slice", "expand")
+_VIEW_STEPS = ("permute", "reshape", "slice", "expand", "unsqueeze", "squeeze")
 # ops whose result shares its input's memory (a later in-place reuse must not write into it)
 _ALIASING = _VIEW_STEPS + ("real", "imag", "view_as_real", "view_as_complex")
 
@@ -157,6 +161,8 @@ OPS = {
     "one_hot": _one_hot,
     "im2col": lambda x, **kw: fiamma.im2col(x, **kw),
     "full": _full,
+    "unsqueeze": lambda x, dim: x.unsqueeze(dim),
+    "squeeze": lambda x, dim: x.squeeze(dim),
     "view_as_real": lambda x: fiamma.view_as_real(x),
     "view_as_complex": lambda x: fiamma.view_as_complex(x),
     "real": lambda x: x.real,

@@ -23,6 +23,8 @@ from ._graph import Value
 
 __all__ = ["SymInt", "evaluate", "sizes", "patch_sizes"]
 
+_BIG = 2 ** 63 - 1  # a slice without a stop
+
 _OPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
         "floordiv": operator.floordiv, "mod": operator.mod}
 
@@ -238,6 +240,28 @@ def patch_sizes(tracer):
     for m in ("permute", "transpose", "swapaxes", "swapdims", "t"):
         perm_like(m)
 
+    unsqueeze_orig, squeeze_orig = Tensor.__dict__["unsqueeze"], Tensor.__dict__["squeeze"]
+
+    def unsqueeze(self, dim):
+        """As itself: inserting a size-1 dim next to a size-1 batch looks like a reshape."""
+        out = unsqueeze_orig(self, dim)
+        if not mine(self):
+            return out
+        return record_node("unsqueeze", self, out, {"dim": int(dim) % (self.dim() + 1)})
+
+    def squeeze(self, dim=None):
+        out = squeeze_orig(self, dim)
+        if out is self or not mine(self) or out.dim() == self.dim():
+            return out
+        nd = self.dim()
+        ds = range(nd) if dim is None else \
+            [int(d) % nd for d in (dim if isinstance(dim, (tuple, list)) else (dim,))]
+        gone = tuple(sorted({d for d in ds if self._shape[d] == 1}))
+        return record_node("squeeze", self, out, {"dim": gone})
+
+    put(Tensor, "unsqueeze", unsqueeze)
+    put(Tensor, "squeeze", squeeze)
+
     def tri_like(name):
         """tril/triu as themselves (core applies them as a where with a mask of this size)."""
         orig = getattr(fiamma, name)
@@ -253,6 +277,35 @@ def patch_sizes(tracer):
 
     tri_like("tril")
     tri_like("triu")
+
+    getitem_orig = Tensor.__dict__["__getitem__"]
+
+    def getitem(self, idx):
+        """Basic slicing with bounds read from shapes (nanoGPT's ``bias[:, :, :T, :T]``)."""
+        out = getitem_orig(self, idx)
+        if not live():
+            return out
+        items = idx if isinstance(idx, tuple) else (idx,)
+        if not any(isinstance(i, slice) and _has_sym((i.start, i.stop, i.step)) for i in items):
+            return out
+        if not all(isinstance(i, slice) or i is Ellipsis for i in items) or \
+                sum(i is Ellipsis for i in items) > 1 or len(items) > self.dim() + 1:
+            return out  # integer/tensor/None indices mixed in: the trace's plan (baked)
+        if any(i is Ellipsis for i in items):
+            k = items.index(Ellipsis)
+            items = items[:k] + (slice(None),) * (self.dim() - len(items) + 1) + items[k + 1:]
+        arg, syms = [], []
+        for ax, sl in enumerate(items):
+            if sl == slice(None):
+                continue
+            start = 0 if sl.start is None else sl.start
+            stop = _BIG if sl.stop is None else sl.stop
+            step = 1 if sl.step is None else sl.step
+            arg.append((ax, int(start), int(stop), int(step)))
+            syms.append(tuple(v.expr if isinstance(v, SymInt) else None for v in (start, stop)))
+        return record_node("slice", self, out, {"arg": tuple(arg), "symsize": syms})
+
+    put(Tensor, "__getitem__", getitem)
     view_like("view", "reshape")
     view_like("reshape", "reshape")
     view_like("expand", "expand")

@@ -366,13 +366,26 @@ def _reshape(ctx, node, outs):
     return ctx.add("Reshape", [x, ctx.ints(target)], outs)
 
 
+@converter("unsqueeze", "squeeze")
+def _squeeze(ctx, node, outs):
+    d = node.kwargs["dim"]
+    return ctx.add("Unsqueeze" if node.op == "unsqueeze" else "Squeeze",
+                   [node.args[0], ctx.ints([d] if isinstance(d, int) else list(d))], outs)
+
+
 @converter("slice")
 def _slice(ctx, node, outs):
     sl = node.kwargs["arg"]
     axes = [a for a, _, _, _ in sl]
-    return ctx.add("Slice", [node.args[0], ctx.ints([s for _, s, _, _ in sl]),
-                             ctx.ints([e for _, _, e, _ in sl]), ctx.ints(axes),
-                             ctx.ints([st for _, _, _, st in sl])], outs)
+    starts, ends = [s for _, s, _, _ in sl], [e for _, _, e, _ in sl]
+    syms = node.kwargs.get("symsize")
+    if syms is not None and ctx.dynamic:  # bounds read from shapes
+        st = sym_sizes(ctx, starts, [s for s, _ in syms])
+        en = sym_sizes(ctx, ends, [e for _, e in syms])
+    else:
+        st, en = ctx.ints(starts), ctx.ints(ends)
+    return ctx.add("Slice", [node.args[0], st, en, ctx.ints(axes),
+                             ctx.ints([step for _, _, _, step in sl])], outs)
 
 
 @converter("expand")
