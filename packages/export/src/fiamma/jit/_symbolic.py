@@ -75,7 +75,11 @@ def evaluate(e):
             return int(e[1].shape[e[2]])
         if op == "neg":
             return -evaluate(e[1])
+        if op not in _OPS:
+            raise RuntimeError(f"fiamma.jit: unknown size expression {op!r} in the graph")
         return _OPS[op](evaluate(e[1]), evaluate(e[2]))
+    if not isinstance(e, int):
+        raise RuntimeError(f"fiamma.jit: malformed size expression {e!r} in the graph")
     return e
 
 
