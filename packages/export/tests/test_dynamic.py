@@ -95,6 +95,19 @@ class BufferMask(nn.Module):
         return att.softmax(-1)[..., -T:, 1:T].squeeze(1)
 
 
+def from_end(x):
+    """Positions counted from the end follow the size (a sequence model's ``out[:, -1]``)."""
+    return x[:, -1], x[..., -3:, None], x[-2:, 1:-1], x[:, -2, None, 1]
+
+
+def test_indices_from_the_end_follow_the_size():
+    tm = fiamma.jit.trace(from_end, randn(2, 5, 4))
+    for s in [(3, 9, 4), (4, 3, 6)]:
+        x = randn(*s, seed=2)
+        for got, want in zip(tm(x), from_end(x)):
+            _close(got, want)
+
+
 def test_slices_with_bounds_read_from_shapes():
     m = BufferMask()
     tm = fiamma.jit.trace(m, randn(2, 5, 4))
@@ -144,6 +157,16 @@ def test_onnx_slices_with_bounds_read_from_shapes():
     for s in [(3, 9, 4), (1, 2, 4)]:
         x = randn(*s, seed=1)
         _close(sess.run(None, {"input_0": x.numpy()})[0], m(x).numpy())
+
+
+def test_onnx_indices_from_the_end():
+    sess = _session(from_end, (randn(2, 5, 4),),
+                    dynamic_axes={"input_0": [0, 1, 2], "output_0": [0, 1],
+                                  "output_1": [0, 1], "output_2": [1, 2], "output_3": [0]})
+    for s in [(3, 9, 4), (4, 3, 6)]:
+        x = randn(*s, seed=2)
+        for got, want in zip(sess.run(None, {"input_0": x.numpy()}), from_end(x)):
+            _close(got, want.numpy())
 
 
 class RNNModel(nn.Module):

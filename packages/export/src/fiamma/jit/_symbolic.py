@@ -284,30 +284,83 @@ def patch_sizes(tracer):
 
     getitem_orig = Tensor.__dict__["__getitem__"]
 
+    def _is_int(i):
+        return isinstance(i, int) and not isinstance(i, bool)
+
+    def _from_end(v):
+        return v is not None and (isinstance(v, SymInt) or (_is_int(v) and v < 0))
+
     def getitem(self, idx):
-        """Basic slicing with bounds read from shapes (nanoGPT's ``bias[:, :, :T, :T]``)."""
+        """Basic indexing whose positions depend on the size: bounds read from shapes
+        (nanoGPT's ``bias[:, :, :T, :T]``) or counted from the end (``out[:, -1]``,
+        ``x[..., -3:]``), which the strides of this trace would fix to this size's positions."""
         out = getitem_orig(self, idx)
-        if not live():
+        if not live() or not isinstance(out, Tensor):
             return out
         items = idx if isinstance(idx, tuple) else (idx,)
-        if not any(isinstance(i, slice) and _has_sym((i.start, i.stop, i.step)) for i in items):
+        if not all(isinstance(i, slice) or i is Ellipsis or i is None or _is_int(i)
+                   for i in items):
+            return out  # tensor/bool/list indices: recorded by core
+        if not any(_from_end(v) for i in items for v in (
+                (i.start, i.stop) if isinstance(i, slice) else (i,) if _is_int(i) else ())):
+            return out  # positions from the start: the same at every size
+        real = [i for i in items if i is not None and i is not Ellipsis]
+        if sum(i is Ellipsis for i in items) > 1 or len(real) > self.dim():
             return out
-        if not all(isinstance(i, slice) or i is Ellipsis for i in items) or \
-                sum(i is Ellipsis for i in items) > 1 or len(items) > self.dim() + 1:
-            return out  # integer/tensor/None indices mixed in: the trace's plan (baked)
-        if any(i is Ellipsis for i in items):
+        if Ellipsis in items:
             k = items.index(Ellipsis)
-            items = items[:k] + (slice(None),) * (self.dim() - len(items) + 1) + items[k + 1:]
-        arg, syms = [], []
-        for ax, sl in enumerate(items):
-            if sl == slice(None):
+            items = items[:k] + (slice(None),) * (self.dim() - len(real)) + items[k + 1:]
+        arg, syms, drop, new = [], [], [], []
+        ax = pos = 0
+        for i in items:
+            if i is None:
+                new.append(pos)
+                pos += 1
                 continue
-            start = 0 if sl.start is None else sl.start
-            stop = _BIG if sl.stop is None else sl.stop
-            step = 1 if sl.step is None else sl.step
+            if isinstance(i, slice):
+                pos += 1
+                if i == slice(None):
+                    ax += 1
+                    continue
+                start = 0 if i.start is None else i.start
+                stop = _BIG if i.stop is None else i.stop
+                step = 1 if i.step is None else i.step
+            else:
+                start, step = i, 1
+                stop = _BIG if (not isinstance(i, SymInt) and i == -1) else i + 1
+                drop.append(ax)
             arg.append((ax, int(start), int(stop), int(step)))
-            syms.append(tuple(v.expr if isinstance(v, SymInt) else None for v in (start, stop)))
-        return record_node("slice", self, out, {"arg": tuple(arg), "symsize": syms})
+            syms.append(tuple(v.expr if isinstance(v, SymInt) else None
+                              for v in (start, stop)))
+            ax += 1
+        steps = [("slice", {"arg": tuple(arg), "symsize": syms})]
+        if drop:
+            steps.append(("squeeze", {"dim": tuple(drop)}))
+        for p in new:
+            steps.append(("unsqueeze", {"dim": p}))
+        return record_chain(self, out, steps)
+
+    def record_chain(src, out, steps):
+        try:
+            cur = tracer.ref(src, steps[0][0])
+        except TracingError:
+            return out
+        from ._graph import Node
+
+        where = tracer.source()
+        for op, kw in steps[:-1]:
+            name = tracer.new_name()
+            tracer.g.nodes.append(Node(op, [cur], kw, [name], where))
+            cur = Value(name)
+        op, kw = steps[-1]
+        name = tracer.new_name()
+        tracer.g.nodes.append(Node(op, [cur], kw, [name], where))
+        if id(out) in tracer.vals:
+            tracer.vals[id(out)] = name
+            tracer.g.meta[name] = (tuple(out._shape), str(out._dtype).split(".")[-1])
+        else:
+            tracer.bind(out, name)
+        return out
 
     put(Tensor, "__getitem__", getitem)
     view_like("view", "reshape")
