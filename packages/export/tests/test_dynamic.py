@@ -108,6 +108,27 @@ def test_indices_from_the_end_follow_the_size():
             _close(got, want)
 
 
+class Skip(nn.Module):
+    """A U-Net-style skip: upsampled back to the input's own spatial size."""
+
+    def __init__(self):
+        super().__init__()
+        self.down = nn.Conv2d(3, 4, 3, stride=2, padding=1)
+        self.up = nn.Conv2d(4, 3, 1)
+
+    def forward(self, x):
+        y = nn.functional.interpolate(self.down(x), size=x.shape[2:], mode="bilinear")
+        return x + self.up(y)
+
+
+def test_interpolate_to_a_size_read_from_shapes():
+    m = Skip().eval()
+    tm = fiamma.jit.trace(m, randn(1, 3, 9, 7))
+    x = randn(2, 3, 13, 10, seed=1)
+    with fiamma.no_grad():
+        _close(tm(x), m(x))
+
+
 def test_slices_with_bounds_read_from_shapes():
     m = BufferMask()
     tm = fiamma.jit.trace(m, randn(2, 5, 4))
@@ -167,6 +188,15 @@ def test_onnx_indices_from_the_end():
         x = randn(*s, seed=2)
         for got, want in zip(sess.run(None, {"input_0": x.numpy()}), from_end(x)):
             _close(got, want.numpy())
+
+
+def test_onnx_interpolate_to_a_size_read_from_shapes():
+    m = Skip().eval()
+    sess = _session(m, (randn(1, 3, 9, 7),),
+                    dynamic_axes={"input_0": [0, 2, 3], "output_0": [0, 2, 3]})
+    x = randn(2, 3, 13, 10, seed=1)
+    with fiamma.no_grad():
+        _close(sess.run(None, {"input_0": x.numpy()})[0], m(x).numpy())
 
 
 class RNNModel(nn.Module):

@@ -131,6 +131,10 @@ def _arange(size, symsize, dtype):
                          device=src.device if src is not None else None)
 
 
+def _upsample(x, size, symsize=None, **kw):
+    return fiamma.upsample(x, size=sizes(size, symsize) if symsize is not None else size, **kw)
+
+
 def _one_hot(x, num_classes):
     import fiamma.nn.functional as F
 
@@ -161,6 +165,7 @@ OPS = {
     "one_hot": _one_hot,
     "im2col": lambda x, **kw: fiamma.im2col(x, **kw),
     "full": _full,
+    "upsample": _upsample,
     "unsqueeze": lambda x, dim: x.unsqueeze(dim),
     "squeeze": lambda x, dim: x.squeeze(dim),
     "view_as_real": lambda x: fiamma.view_as_real(x),

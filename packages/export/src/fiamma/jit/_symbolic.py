@@ -450,6 +450,27 @@ def patch_sizes(tracer):
         return record("arange", None, out, vals, _symsize(vals), dtype=out.dtype)
 
     put(fiamma, "arange", arange)
+
+    import fiamma.nn.functional as F
+
+    interp_orig = F.interpolate
+
+    def interpolate(input, size=None, *a, **kw):
+        """``size=`` read from shapes (a skip connection's ``shape[2:]``): the recorded
+        upsample node gets the expressions."""
+        out = interp_orig(input, size, *a, **kw)
+        sz = tuple(size) if isinstance(size, (tuple, list)) else (size,)
+        if not (live() and _has_sym(sz)) or id(out) not in tracer.vals:
+            return out
+        name = tracer.vals[id(out)]
+        for node in reversed(tracer.g.nodes):
+            if node.outputs == [name]:
+                if node.op == "upsample" and len(node.kwargs.get("size", ())) == len(sz):
+                    node.kwargs["symsize"] = _symsize(sz)
+                break
+        return out
+
+    put(F, "interpolate", interpolate)
     return saved
 
 
