@@ -19,7 +19,7 @@ from fiamma.jit import Value
 from fiamma.jit._interp import OPS
 from fiamma.jit._tracer import flat_inputs, rebuild_inputs, trace_graph
 
-from . import _extra, _fft, _io, _nn, _reduce  # noqa: F401  (register their converters)
+from . import _extra, _fft, _io, _nn, _reduce, _shape  # noqa: F401  (register converters)
 from ._context import Context, UnsupportedOpError
 from ._converters import CONVERTERS
 

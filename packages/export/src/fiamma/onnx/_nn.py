@@ -6,8 +6,9 @@ import numpy as np
 
 from fiamma.jit import Value
 
-from ._converters import _kw, _operand, _out_dtype, converter, sym_sizes
+from ._converters import _kw, _operand, _out_dtype, converter
 from ._reduce import _reduce_mean
+from ._shape import sym_sizes
 
 
 @converter("convolution")
