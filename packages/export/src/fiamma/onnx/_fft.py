@@ -314,6 +314,92 @@ def _part(index):
     return conv
 
 
+# ---- complex arithmetic on pairs -------------------------------------------------------------
+
+def _dtype_of(ctx, node):
+    return real_dtype(ctx, node.outputs[0])
+
+
+def _is_c(ctx, v):
+    return isinstance(v, complex) or (hasattr(v, "name") and _is_cplx_dtype(ctx, v))
+
+
+def _pairs(ctx, v, dt):
+    """A complex operand as pairs; a real one as (x, 0) pairs."""
+    if isinstance(v, complex) or not hasattr(v, "name"):
+        z = complex(v)
+        return ctx.const(np.asarray([z.real, z.imag], dt), "cplx")
+    if _is_cplx_dtype(ctx, v):
+        return ctx.name(v)
+    u = _real_col(ctx, v, dt)
+    return ctx.add("Concat", [u, ctx.add("Mul", [u, ctx.const(np.asarray(0, dt))])], axis=-1)
+
+
+def _real_col(ctx, v, dt):
+    """A real operand as [..., 1] (a Python number as a 0-d constant): it scales pairs."""
+    if not hasattr(v, "name"):
+        return ctx.const(np.asarray(v, dt), "scalar")
+    x = ctx.name(v)
+    if ctx.np_dtype(v) != dt:
+        x = ctx.add("Cast", [x], to=ctx.helper.np_dtype_to_tensor_dtype(np.dtype(dt)))
+    return ctx.add("Unsqueeze", [x, ctx.ints([-1])])
+
+
+def _re_im(ctx, p):
+    return (ctx.add("Slice", [p, ctx.ints([0]), ctx.ints([1]), ctx.ints([-1])]),
+            ctx.add("Slice", [p, ctx.ints([1]), ctx.ints([2]), ctx.ints([-1])]))
+
+
+def _cmul(ctx, a, b):
+    (ar, ai), (br, bi) = _re_im(ctx, a), _re_im(ctx, b)
+    re = ctx.add("Sub", [ctx.add("Mul", [ar, br]), ctx.add("Mul", [ai, bi])])
+    im = ctx.add("Add", [ctx.add("Mul", [ar, bi]), ctx.add("Mul", [ai, br])])
+    return ctx.add("Concat", [re, im], axis=-1)
+
+
+def _complex_addsub(ctx, node, outs):
+    dt = _dtype_of(ctx, node)
+    a, b = (_pairs(ctx, v, dt) for v in node.args[:2])
+    alpha = node.kwargs.get("alpha", 1)
+    if alpha not in (1, None):
+        b = ctx.add("Mul", [b, ctx.const(np.asarray(alpha, dt))])
+    return ctx.add("Add" if node.op == "add" else "Sub", [a, b], outs)
+
+
+def _complex_mul(ctx, node, outs):
+    dt = _dtype_of(ctx, node)
+    a, b = node.args[:2]
+    if not _is_c(ctx, a) or not _is_c(ctx, b):  # a real factor scales both parts
+        z, r = (a, b) if _is_c(ctx, a) else (b, a)
+        return ctx.add("Mul", [_pairs(ctx, z, dt), _real_col(ctx, r, dt)], outs)
+    return ctx.add("Identity", [_cmul(ctx, _pairs(ctx, a, dt), _pairs(ctx, b, dt))], outs)
+
+
+def _complex_div(ctx, node, outs):
+    dt = _dtype_of(ctx, node)
+    a, b = node.args[:2]
+    if node.kwargs.get("rounding_mode"):
+        ctx.unsupported("div with rounding_mode of complex values")
+    pa = _pairs(ctx, a, dt)
+    if not _is_c(ctx, b):
+        return ctx.add("Div", [pa, _real_col(ctx, b, dt)], outs)
+    pb = _pairs(ctx, b, dt)
+    num = _cmul(ctx, pa, _conj(ctx, pb, dt))
+    den = ctx.add("ReduceSum", [ctx.add("Mul", [pb, pb]), ctx.ints([-1])], keepdims=1)
+    return ctx.add("Div", [num, den], outs)
+
+
+def _complex_neg(ctx, node, outs):
+    return ctx.add("Neg", [node.args[0]], outs)
+
+
+def _complex_conj(ctx, node, outs):
+    return ctx.add("Identity", [_conj(ctx, ctx.name(node.args[0]), _dtype_of(ctx, node))], outs)
+
+
 # converters for ops whose input or result is a complex tensor (complex64/128 in the trace)
 COMPLEX_CONVERTERS = {"abs": _complex_abs, "view_as_real": _identity,
-                      "view_as_complex": _identity, "real": _part(0), "imag": _part(1)}
+                      "view_as_complex": _identity, "real": _part(0), "imag": _part(1),
+                      "add": _complex_addsub, "sub": _complex_addsub, "mul": _complex_mul,
+                      "div": _complex_div, "neg": _complex_neg, "conj": _complex_conj,
+                      "conj_physical": _complex_conj, "clone": _identity}
