@@ -1,10 +1,18 @@
 """fiamma.jit / fiamma.onnx speed: trace+export of ResNet-50 (target < 10 s on 2 cores), and
 a traced module's call beside the eager model on an MLP and ResNet-18 (ratio in one run).
 
-    python benchmarks/bench_export.py
+    python benchmarks/bench_export.py            # all of it
+    python benchmarks/bench_export.py --cpu      # only the CPU-time ResNet-18 comparison
+
+The CPU-time comparison is meant for a shared, loaded machine: each round runs eager and the
+loaded traced module back to back (alternating which goes first) and measures the process's
+CPU time (time.process_time: every thread of this process, not the wall clock that other
+processes stretch); the ratio reported is the median of the per-round ratios.
 """
 
 import io
+import statistics
+import sys
 import time
 import warnings
 
@@ -22,7 +30,56 @@ def _best(fn, n):
     return best
 
 
+def cpu_time_compare(name, model, tm, inp, rounds=41, n=3):
+    """Per-call CPU time of eager vs the traced module over interleaved rounds."""
+    def eager():
+        with fiamma.no_grad():
+            for _ in range(n):
+                model(inp)
+
+    def traced():
+        for _ in range(n):
+            tm(inp)
+
+    def cpu(fn):
+        t = time.process_time()
+        fn()
+        return (time.process_time() - t) / n
+
+    eager(), traced()  # warm up
+    te, tt, ratios = [], [], []
+    for r in range(rounds):
+        if r % 2:
+            b, a = cpu(traced), cpu(eager)
+        else:
+            a, b = cpu(eager), cpu(traced)
+        te.append(a)
+        tt.append(b)
+        if a > 0:
+            ratios.append(b / a)
+    q = statistics.quantiles(ratios, n=4)
+    print(f"{name} CPU time per call ({rounds} interleaved rounds of {n}): eager median "
+          f"{statistics.median(te) * 1e3:.2f} ms, traced median {statistics.median(tt) * 1e3:.2f} "
+          f"ms; traced/eager median of per-round ratios {statistics.median(ratios):.3f} "
+          f"(quartiles {q[0]:.3f}-{q[2]:.3f})")
+
+
+def cpu_main():
+    warnings.simplefilter("ignore")
+    import fiamma.vision.models as M
+
+    fiamma.manual_seed(0)
+    r18 = M.resnet18().eval()
+    xr = fiamma.randn(1, 3, 224, 224)
+    buf = io.BytesIO()
+    fiamma.jit.trace(r18, xr).save(buf)
+    buf.seek(0)
+    cpu_time_compare("resnet18 1x3x224x224", r18, fiamma.jit.load(buf), xr)
+
+
 def main():
+    if "--cpu" in sys.argv[1:]:
+        return cpu_main()
     warnings.simplefilter("ignore")
     import fiamma.vision.models as M
 
@@ -72,6 +129,7 @@ def main():
             tt = min(tt, _best(traced, 1) / n)
         print(f"{name}: eager {te * 1e6:.1f} us, loaded traced {tt * 1e6:.1f} us, "
               f"ratio traced/eager {tt / te:.2f}")
+    cpu_main()
 
 
 if __name__ == "__main__":

@@ -85,8 +85,8 @@ class TracedModule:
         self._prog = Program(graph)
         self.training = False
 
-    def __call__(self, *inputs):
-        flat = self._prog.run(inputs, self.graph.params)
+    def __call__(self, *inputs, **kwargs):
+        flat = self._prog.run(inputs, self.graph.params, kwargs)
         return _rebuild(self.graph.out_spec, flat)
 
     forward = __call__
@@ -130,6 +130,7 @@ class TracedModule:
         g = Graph()
         g.inputs, g.nodes, g.outputs = self.graph.inputs, self.graph.nodes, self.graph.outputs
         g.out_spec, g.meta = self.graph.out_spec, self.graph.meta
+        g.kwarg_names = self.graph.kwarg_names
         g.params = {k: v.to(device) for k, v in self.graph.params.items()}
         return TracedModule(g, self._name)
 
@@ -167,11 +168,15 @@ def _code_arg(a):
     return repr(a)
 
 
-def trace(func, example_inputs=None, check_trace=True, check_tolerance=1e-5, strict=True):
+def trace(func, example_inputs=None, check_trace=True, check_tolerance=1e-5, strict=True,
+          example_kwarg_inputs=None):
     """Run ``func`` once on ``example_inputs`` and record its ops as a :class:`TracedModule`.
 
     ``func`` is an ``nn.Module`` (its parameters and buffers become the graph's named
-    initializers) or a function of tensors. ``example_inputs`` is a tensor or a tuple of them.
+    initializers) or a function of tensors. ``example_inputs`` is a tensor or a tuple of them
+    (tuples, lists and dicts of tensors nest); ``example_kwarg_inputs`` a dict of keyword
+    inputs (the traced module then takes them by name). Sizes read from the inputs' shapes
+    (``x.view(x.size(0), -1)``) stay symbolic: the traced module runs other sizes.
     Python control flow is baked in for these inputs; ``.item()``, ``.tolist()`` and tensors
     used as Python bools raise :class:`TracerWarning`. With ``check_trace`` the traced module is
     run on the same inputs and must match the eager outputs (a TracerWarning says if not).
@@ -184,8 +189,12 @@ def trace(func, example_inputs=None, check_trace=True, check_tolerance=1e-5, str
     if isinstance(example_inputs, fiamma.Tensor):
         example_inputs = (example_inputs,)
     elif example_inputs is None:
-        raise TypeError("fiamma.jit.trace: example_inputs is required")
+        if example_kwarg_inputs is None:
+            raise TypeError("fiamma.jit.trace: example_inputs (or example_kwarg_inputs) is "
+                            "required")
+        example_inputs = ()
     example_inputs = tuple(example_inputs)
+    kwargs = dict(example_kwarg_inputs or {})
     module = None
     try:
         import fiamma.nn as nn
@@ -194,19 +203,19 @@ def trace(func, example_inputs=None, check_trace=True, check_tolerance=1e-5, str
             module = func
     except ImportError:
         pass
-    graph, out = trace_graph(func, example_inputs, module)
+    graph, out = trace_graph(func, example_inputs, module, kwargs)
     tm = TracedModule(graph, type(func).__name__ if module is not None else "forward")
     if check_trace:
-        _check(tm, example_inputs, out, check_tolerance)
+        _check(tm, example_inputs, kwargs, out, check_tolerance)
     return tm
 
 
-def _check(tm, inputs, eager, tol):
+def _check(tm, inputs, kwargs, eager, tol):
     flat_e = []
     from ._tracer import _flatten_out
 
     _flatten_out(eager, flat_e)
-    got = tm._prog.run(inputs, tm.graph.params)
+    got = tm._prog.run(inputs, tm.graph.params, kwargs)
     for i, (a, b) in enumerate(zip(got, flat_e)):
         if a.shape != b.shape or a.dtype != b.dtype:
             warnings.warn(f"fiamma.jit.trace: output {i} of the traced function has shape "

@@ -87,6 +87,7 @@ class Graph:
         self.inputs, self.nodes, self.outputs = [], [], []
         self.params = {}
         self.out_spec = 0
+        self.kwarg_names = []   # keyword inputs of the trace, in the order of their tensors
         self.meta = {}
 
     def __repr__(self):
@@ -105,6 +106,7 @@ class Graph:
         return json.dumps({
             "format": "fiamma.jit/1",
             "inputs": self.inputs, "outputs": self.outputs, "out_spec": _enc(self.out_spec),
+            "kwarg_names": self.kwarg_names,
             "params": list(self.params),
             "meta": {k: [list(s), d] for k, (s, d) in self.meta.items()},
             "nodes": [{"op": n.op, "args": _enc(n.args), "kwargs": _enc(n.kwargs),
@@ -120,6 +122,7 @@ class Graph:
         g = cls()
         g.inputs, g.outputs = list(d["inputs"]), list(d["outputs"])
         g.out_spec = _dec(d["out_spec"])
+        g.kwarg_names = list(d.get("kwarg_names", []))
         g.meta = {k: (tuple(s), t) for k, (s, t) in d["meta"].items()}
         missing = [k for k in d["params"] if k not in params]
         if missing:

@@ -8,23 +8,32 @@ import fiamma
 from fiamma.autograd_hook import set_grad_enabled_flag
 
 from ._graph import Value
+from ._symbolic import _BIG, evaluate, first_dim_source, sizes
 from ._views import dynamic_target
 
 __all__ = ["OPS", "Program"]
 
 
-def _reshape(x, arg, keep=0):
+def _reshape(x, arg, keep=0, symsize=None):
+    if symsize is not None:
+        return x.reshape(sizes(arg, symsize))
     return x.reshape(tuple(x.shape[:keep]) + tuple(arg[keep:])) if keep else x.reshape(arg)
 
 
-def _slice(x, arg):
+def _slice(x, arg, symsize=None):
     idx = [slice(None)] * x.dim()
-    for ax, start, end, step in arg:
-        idx[ax] = slice(start, end, step)
+    for j, (ax, start, end, step) in enumerate(arg):
+        if symsize is not None:
+            s0, s1 = symsize[j]
+            start = start if s0 is None else evaluate(s0)
+            end = end if s1 is None else evaluate(s1)
+        idx[ax] = slice(start, None if end >= _BIG else end, step)
     return x[tuple(idx)]
 
 
-def _expand(x, arg):
+def _expand(x, arg, symsize=None):
+    if symsize is not None:
+        return x.expand(*sizes(arg, symsize))
     return x.expand(*[-1 if n == m else m for n, m in zip(x.shape, arg)]) \
         if x.dim() == len(arg) else x.expand(*arg)
 
@@ -85,7 +94,9 @@ def _rnn(*inputs, mode, input_size, hidden_size, num_layers, bias, batch_first, 
     return (out,) + (tuple(h) if isinstance(h, tuple) else (h,))
 
 
-_VIEW_STEPS = ("permute", "reshape", "slice", "expand")
+_VIEW_STEPS = ("permute", "reshape", "slice", "expand", "unsqueeze", "squeeze")
+# ops whose result shares its input's memory (a later in-place reuse must not write into it)
+_ALIASING = _VIEW_STEPS + ("real", "imag", "view_as_real", "view_as_complex")
 
 # elementwise ops with an in-place method of the same semantics (same result dtype and shape)
 _INPLACE = {op: getattr(fiamma.Tensor, op + "_") for op in (
@@ -100,6 +111,28 @@ def _maxmin(f, am):
         r = f(x, dim, keepdim)
         return (r[0], r[1])
     return run
+
+
+def _embedding_bag(input, weight, offsets, per_sample_weights, params=(), **kw):
+    import fiamma.nn.functional as F
+
+    return F.embedding_bag(input, weight, offsets, per_sample_weights=per_sample_weights, **kw)
+
+
+def _full(size, symsize, fill_value, dtype):
+    src = first_dim_source(symsize)
+    return fiamma.full(sizes(size, symsize), fill_value, dtype=dtype,
+                       device=src.device if src is not None else None)
+
+
+def _arange(size, symsize, dtype):
+    src = first_dim_source(symsize)
+    return fiamma.arange(*sizes(size, symsize), dtype=dtype,
+                         device=src.device if src is not None else None)
+
+
+def _upsample(x, size, symsize=None, **kw):
+    return fiamma.upsample(x, size=sizes(size, symsize) if symsize is not None else size, **kw)
 
 
 def _one_hot(x, num_classes):
@@ -131,7 +164,32 @@ OPS = {
     "min": _maxmin(fiamma.min, fiamma.amin),
     "one_hot": _one_hot,
     "im2col": lambda x, **kw: fiamma.im2col(x, **kw),
+    "full": _full,
+    "upsample": _upsample,
+    "unsqueeze": lambda x, dim: x.unsqueeze(dim),
+    "squeeze": lambda x, dim: x.squeeze(dim),
+    "view_as_real": lambda x: fiamma.view_as_real(x),
+    "view_as_complex": lambda x: fiamma.view_as_complex(x),
+    "real": lambda x: x.real,
+    "imag": lambda x: x.imag,
+    "arange": _arange,
+    "repeat": lambda x, repeats: x.repeat(*repeats),
+    "col2im": lambda x, **kw: fiamma.col2im(x, **kw),
+    "grid_sampler": lambda x, grid, **kw: fiamma.grid_sampler(x, grid, **kw),
+    "embedding_bag": _embedding_bag,
 }
+
+# fiamma.fft's transforms (recorded as fft_<name> with their own keyword arguments) and
+# fiamma.linalg's ops (linalg_<name>; a namedtuple result is the node's several outputs)
+for _n in ("fft ifft rfft irfft hfft ihfft fft2 ifft2 rfft2 irfft2 hfft2 ihfft2 fftn ifftn "
+           "rfftn irfftn hfftn ihfftn").split():
+    OPS["fft_" + _n] = getattr(fiamma.fft, _n)
+OPS["fftshift"], OPS["ifftshift"] = fiamma.fft.fftshift, fiamma.fft.ifftshift
+for _n in ("det slogdet inv inv_ex pinv matrix_power solve solve_ex solve_triangular "
+           "cholesky cholesky_ex qr svd svdvals eigh eigvalsh matrix_norm cond cross "
+           "matrix_exp").split():
+    if hasattr(fiamma.linalg, _n):
+        OPS["linalg_" + _n] = getattr(fiamma.linalg, _n)
 
 # ops whose recorded arguments are those of the public function of the same name
 _PUBLIC = """
@@ -172,7 +230,7 @@ class Program:
                     f"fiamma.jit: no runner for op '{n.op}' (node {n.outputs[0]}"
                     + (f", {n.source}" if n.source else "") + ")")
             kw = dict(n.kwargs)
-            if n.op == "reshape":
+            if n.op == "reshape" and "symsize" not in kw:
                 src = n.args[0]
                 ishape = graph.meta.get(src.name, ((),))[0] if isinstance(src, Value) else ()
                 kw["arg"], kw["keep"] = dynamic_target(kw["arg"], ishape)
@@ -195,7 +253,7 @@ class Program:
             for v in ins:
                 last[root.get(v, v)] = i
             for o in outs:
-                root[o] = root.get(ins[0], ins[0]) if node.op in _VIEW_STEPS else o
+                root[o] = root.get(ins[0], ins[0]) if node.op in _ALIASING else o
         for o in graph.outputs:
             last[root.get(o, o)] = len(steps)
         fixed = set(graph.inputs) | set(graph.params)
@@ -228,16 +286,24 @@ class Program:
             steps.append(st)
         return env, steps
 
-    def run(self, inputs, params):
+    def run(self, inputs, params, kwargs=None):
         if self._params is not params:
             self._env, self._steps = self._base(params)
             self._params = params
         env = self._env.copy()
         g = self.graph
-        if len(inputs) != len(g.inputs) or any(isinstance(x, (tuple, list)) for x in inputs):
+        flat_call = len(inputs) == len(g.inputs) and \
+            all(isinstance(x, fiamma.Tensor) for x in inputs)
+        if kwargs or (g.kwarg_names and not flat_call):
+            kwargs = kwargs or {}
+            if set(kwargs) != set(g.kwarg_names):
+                raise TypeError(f"traced function: keyword inputs {g.kwarg_names} were traced, "
+                                f"got {list(kwargs)}")
+            kwargs = {k: kwargs[k] for k in g.kwarg_names}  # the traced order
+        if kwargs or not flat_call:
             from ._tracer import flat_inputs
 
-            inputs = flat_inputs(inputs)
+            inputs = flat_inputs(inputs, kwargs)
         if len(inputs) != len(g.inputs):
             raise TypeError(f"traced function takes {len(g.inputs)} inputs, got {len(inputs)}")
         for name, x in zip(g.inputs, inputs):

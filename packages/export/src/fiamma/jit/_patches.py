@@ -141,3 +141,58 @@ def _patch_rnns(module, tracer):
         m.forward = fwd
         patched.append(m)
     return patched
+
+
+def _patch_leaf_functions(tracer):
+    """F.embedding_bag runs as one recorded op: its eager form computes the bag of each index
+    from the offsets outside the recorded ops, which a trace would bake in."""
+    import fiamma.nn.functional as F
+
+    orig = F.embedding_bag
+
+    def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
+                      scale_grad_by_freq=False, mode="mean", sparse=False,
+                      per_sample_weights=None, include_last_offset=False, padding_idx=None):
+        def run():
+            return orig(input, weight, offsets, max_norm, norm_type, scale_grad_by_freq, mode,
+                        sparse, per_sample_weights, include_last_offset, padding_idx)
+
+        if not tracer.here():
+            return run()
+        if padding_idx is not None:
+            padding_idx %= weight.shape[0]
+        attrs = {"max_norm": max_norm, "norm_type": norm_type, "mode": mode,
+                 "include_last_offset": bool(include_last_offset), "padding_idx": padding_idx}
+        return tracer.leaf("embedding_bag", run,
+                           [input, weight, offsets, per_sample_weights], attrs, [])
+
+    F.embedding_bag = embedding_bag
+    return [(F, "embedding_bag", orig)]
+
+
+def _patch_complex_views(tracer):
+    """view_as_real/view_as_complex and .real/.imag reinterpret a traced tensor's memory
+    without a recorded op (their result would be a constant of the trace): recorded here as
+    ops of their own."""
+    saved = []
+
+    def wrap(owner, name, op, is_property=False):
+        orig = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+        call = orig.fget if is_property else orig
+
+        def fn(x, *a, **k):
+            if not (isinstance(x, Tensor) and tracer.here() and id(x) in tracer.vals
+                    and not tracer.paused):
+                return call(x, *a, **k)
+            return tracer.leaf_op(op, lambda: call(x, *a, **k), x)
+
+        saved.append((owner, name, orig))
+        setattr(owner, name, property(fn) if is_property else fn)
+
+    for fname in ("view_as_real", "view_as_complex", "real", "imag"):
+        if hasattr(fiamma, fname):
+            wrap(fiamma, fname, fname)
+    for attr in ("real", "imag"):
+        if isinstance(Tensor.__dict__.get(attr), property):
+            wrap(Tensor, attr, attr, is_property=True)
+    return saved

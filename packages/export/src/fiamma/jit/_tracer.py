@@ -16,12 +16,15 @@ from fiamma import Tensor, autograd_hook
 from ._errors import TracerWarning, TracingError
 from ._graph import Graph, Node, Value
 from ._patches import (
+    _patch_complex_views,
+    _patch_leaf_functions,
     _patch_readbacks,
     _patch_rnns,
     _patch_unrecorded,
     _unpatch,
     _unpatch_unrecorded,
 )
+from ._symbolic import SymInt, patch_sizes, unpatch_sizes
 from ._views import plan_view, step_shape
 
 __all__ = ["TracerWarning", "TracingError", "trace_graph"]
@@ -67,6 +70,7 @@ class Tracer:
         self.n = 0
         self.lib, self.user = _library_dirs()
         self.thread = threading.get_ident()
+        self.paused = 0         # > 0 while a leaf op runs its own forward
 
     def here(self):
         """Whether the calling thread is the one being traced (the wrapped class methods are
@@ -166,6 +170,8 @@ class Tracer:
             return type(x)(self.ref(y, op) for y in x)
         if isinstance(x, fiamma.device):
             return str(x)
+        if isinstance(x, SymInt):
+            return int(x)
         return x
 
     def const(self, t):
@@ -282,12 +288,32 @@ class Tracer:
             rname = self.const(r)
         self._rebind(self_, rname)
 
-    # ---- leaf modules (recorded as one op, their inside not traced) ----
-    def leaf(self, op, run, inputs, attrs, params):
+    def leaf_op(self, op, run, x):
+        """``run()`` (a function of traced ``x``, not recorded by core) as one op ``op(x)``."""
         prev = autograd_hook.set_grad_enabled_flag(False)
+        self.paused += 1
         try:
             out = run()
         finally:
+            self.paused -= 1
+            autograd_hook.set_grad_enabled_flag(prev)
+        name = self.new_name()
+        self.g.nodes.append(Node(op, [self.ref(x, op)], {}, [name], self.source()))
+        if id(out) in self.vals:
+            self.vals[id(out)] = name
+            self.g.meta[name] = _shape_dtype(out)
+        else:
+            self.bind(out, name)
+        return out
+
+    # ---- leaf modules (recorded as one op, their inside not traced) ----
+    def leaf(self, op, run, inputs, attrs, params):
+        prev = autograd_hook.set_grad_enabled_flag(False)
+        self.paused += 1
+        try:
+            out = run()
+        finally:
+            self.paused -= 1
             autograd_hook.set_grad_enabled_flag(prev)
         flat = []
         _flatten(out, flat)
@@ -341,28 +367,57 @@ def _flatten_out(x, out):
         out.append(x)
 
 
-def flat_inputs(inputs):
-    """The tensors of (possibly nested tuple/list) inputs, in order: the graph's inputs
-    (as torch.onnx flattens ``(x, (h, c))``)."""
+def input_leaves(inputs, kwargs=None):
+    """``[(path, tensor), ...]``: the tensors of the positional inputs (tuples, lists and dicts
+    nest; dicts in insertion order) then of the keyword inputs, in order. A path is a tuple of
+    positions and dict keys, keyword inputs starting with their name (as torch.onnx flattens
+    ``(x, (h, c))`` and ``kwargs=``)."""
     out = []
 
-    def walk(x, where):
+    def walk(x, path):
         if isinstance(x, Tensor):
-            out.append(x)
+            out.append((path, x))
         elif isinstance(x, (tuple, list)):
             for j, y in enumerate(x):
-                walk(y, f"{where}[{j}]")
+                walk(y, path + (j,))
+        elif isinstance(x, dict):
+            for k, y in x.items():
+                walk(y, path + (str(k),))
         else:
-            raise TypeError(f"fiamma.jit.trace: example inputs must be tensors or tuples/lists "
+            where = "".join(f"[{p!r}]" for p in path)
+            raise TypeError(f"fiamma.jit.trace: inputs must be tensors or tuples/lists/dicts "
                             f"of them, input {where} is a {type(x).__name__}")
 
     for i, x in enumerate(inputs):
-        walk(x, str(i))
+        walk(x, (i,))
+    for k, x in (kwargs or {}).items():
+        walk(x, (str(k),))
     return out
 
 
-def trace_graph(func, inputs, module=None):
-    """Trace ``func(*inputs)``; returns (graph, eager outputs)."""
+def flat_inputs(inputs, kwargs=None):
+    """The tensors of (possibly nested) inputs, in order: the graph's inputs."""
+    return [t for _, t in input_leaves(inputs, kwargs)]
+
+
+def rebuild_inputs(args, kwargs, flat):
+    """``args``/``kwargs`` with their tensors replaced, in order, by those of ``flat``."""
+    it = iter(flat)
+
+    def nest(x):
+        if isinstance(x, Tensor):
+            return next(it)
+        if isinstance(x, dict):
+            return {k: nest(v) for k, v in x.items()}
+        if isinstance(x, (tuple, list)):
+            return type(x)(nest(v) for v in x)
+        return x
+
+    return nest(tuple(args)), nest(dict(kwargs or {}))
+
+
+def trace_graph(func, inputs, module=None, kwargs=None):
+    """Trace ``func(*inputs, **kwargs)``; returns (graph, eager outputs)."""
     g = Graph()
     tr = Tracer(g)
     named = {}
@@ -370,7 +425,9 @@ def trace_graph(func, inputs, module=None):
         for k, t in module.state_dict(keep_vars=True).items():
             named.setdefault(id(t), k)
     tr.names = named
-    for i, x in enumerate(flat_inputs(inputs)):
+    kwargs = dict(kwargs or {})
+    g.kwarg_names = list(kwargs)
+    for i, x in enumerate(flat_inputs(inputs, kwargs)):
         name = f"input_{i}"
         if id(x) in tr.vals:
             raise ValueError("fiamma.jit.trace: the same tensor is given as two inputs")
@@ -383,11 +440,12 @@ def trace_graph(func, inputs, module=None):
                 tr.bind(t, k)
     rnns = _patch_rnns(module, tr) if module is not None else []
     saved = _patch_readbacks(tr)
-    unrec = _patch_unrecorded(tr)
+    unrec = _patch_unrecorded(tr) + _patch_leaf_functions(tr) + _patch_complex_views(tr)
+    sizes = patch_sizes(tr)
     prev_tracer = autograd_hook.set_trace_hook(tr)
     prev_grad = autograd_hook.set_grad_enabled_flag(True)
     try:
-        out = func(*inputs)
+        out = func(*inputs, **kwargs)
         flat = []
         _flatten_out(out, flat)
         g.out_spec = _spec(out, [0])
@@ -397,6 +455,7 @@ def trace_graph(func, inputs, module=None):
         autograd_hook.set_grad_enabled_flag(prev_grad)
         autograd_hook.set_trace_hook(prev_tracer)
         _unpatch(saved)
+        unpatch_sizes(sizes)
         _unpatch_unrecorded(unrec)
         for m in rnns:
             del m.forward

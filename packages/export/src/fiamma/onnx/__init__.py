@@ -17,9 +17,9 @@ import numpy as np
 import fiamma
 from fiamma.jit import Value
 from fiamma.jit._interp import OPS
-from fiamma.jit._tracer import flat_inputs, trace_graph
+from fiamma.jit._tracer import flat_inputs, rebuild_inputs, trace_graph
 
-from . import _nn, _reduce  # noqa: F401  (register their converters)
+from . import _extra, _fft, _io, _nn, _reduce, _shape  # noqa: F401  (register converters)
 from ._context import Context, UnsupportedOpError
 from ._converters import CONVERTERS
 
@@ -56,7 +56,7 @@ def _fold(graph, consts):
                 "sym" not in n.kwargs:
             from fiamma.jit._interp import _resolve
 
-            env = {i: fiamma.from_numpy(np.ascontiguousarray(consts[i])) for i in ins}
+            env = {i: fiamma.from_numpy(np.asarray(consts[i], order="C")) for i in ins}
             with fiamma.no_grad():
                 r = OPS[n.op](*_resolve(n.args, env),
                               **{k: _resolve(v, env) for k, v in n.kwargs.items()})
@@ -78,28 +78,32 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
     """Export ``model`` run on ``args`` to the ONNX file ``f`` (a path or a binary file), with
     torch.onnx.export's signature.
 
-    ``args``: a tensor or a tuple of tensors (tuples may nest: their tensors become the inputs in
-    order). ``input_names``/``output_names`` name the graph's inputs and outputs (default
-    ``input_0``..., ``output_0``...); ``dynamic_axes`` maps a name to ``{axis: "symbol"}`` or a
-    list of axes (those sizes are left free in the file; the graph is run once with those sizes
-    changed and a :class:`fiamma.jit.TracerWarning` says if it does not follow them);
-    ``opset_version`` is 17 or newer (default: the newest the installed onnx knows).
-    ``export_params=False`` leaves the weights out as graph inputs. ``verify=True`` runs the
-    file in ONNX Runtime (when installed) and raises if it differs from eager. With ``f=None``
-    the ``onnx.ModelProto`` is returned. There is one exporter (a trace): ``dynamo``,
-    ``optimize``, ``report``, ``profile``, ``dump_exported_program`` and ``artifacts_dir`` are
-    accepted and have no effect; ``dynamic_shapes`` and a ``custom_translation_table`` are not
-    supported (use ``dynamic_axes``). An op without a converter raises
+    ``args``: a tensor or a tuple of inputs (tuples, lists and dicts of tensors nest: their
+    tensors become the graph's inputs in order); without ``kwargs=``, a dict at the end of
+    ``args`` holds keyword inputs (``{}`` for none), and ``kwargs`` passes them explicitly.
+    ``input_names``/``output_names`` name the graph's inputs and outputs (default
+    ``input_0``..., ``output_0``...; tensors under a dict key or keyword are named by it:
+    ``mask``, ``hidden_0``; dict outputs by their keys). ``dynamic_axes`` maps a name to
+    ``{axis: "symbol"}`` or a list of axes; ``dynamic_shapes`` (torch.export's form: a tuple
+    matching the inputs or a dict by the forward's parameter names, per tensor ``{axis: name}``
+    or a list per axis, names as strings or ``Dim``-like objects with ``__name__``) marks input
+    axes, and the output axes that follow them are found and named. Sizes the model reads from
+    ``x.shape``/``x.size()`` are symbolic in the trace: in a file with dynamic axes they are
+    computed from the inputs' shapes (Shape/Gather nodes). The graph is run once with the
+    dynamic axes grown, and a :class:`fiamma.jit.TracerWarning` says if a size is still baked
+    in (``len(x)``, a size through ``int()``). ``opset_version`` is 17 or newer (default: the
+    newest the installed onnx knows). ``export_params=False`` leaves the weights out as graph
+    inputs. ``verify=True`` runs the file in ONNX Runtime (when installed) and raises if it
+    differs from eager. With ``f=None`` the ``onnx.ModelProto`` is returned. There is one
+    exporter (a trace): ``dynamo``, ``optimize``, ``report``, ``profile``,
+    ``dump_exported_program`` and ``artifacts_dir`` are accepted and have no effect; a
+    ``custom_translation_table`` is not supported. Complex tensors (fiamma.fft results) are
+    (real, imag) float pairs in the file. An op without a converter raises
     :class:`UnsupportedOpError` naming it and the model's line.
     """
     onnx = _onnx()
     from onnx import helper, numpy_helper
 
-    if kwargs:
-        raise ValueError("fiamma.onnx.export: keyword inputs (kwargs=) are not supported")
-    if dynamic_shapes is not None:
-        raise ValueError("fiamma.onnx.export: dynamic_shapes is not supported; name the free "
-                         "axes with dynamic_axes={input_name: {axis: 'name'}}")
     if custom_translation_table:
         raise ValueError("fiamma.onnx.export: custom_translation_table is not supported")
     if export_modules_as_functions:
@@ -111,13 +115,9 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
                          f"{newest} (the installed onnx's newest), got {opset}")
     if training not in (None, False) and str(training).split(".")[-1] not in ("EVAL", "False"):
         raise ValueError("fiamma.onnx.export: only inference graphs (training=None/EVAL)")
-    if isinstance(args, fiamma.Tensor):
-        args = (args,)
-    args = tuple(args)
-    if args and isinstance(args[-1], dict):
-        if args[-1]:
-            raise ValueError("fiamma.onnx.export: keyword inputs are not supported")
-        args = args[:-1]
+    if dynamic_axes and dynamic_shapes is not None:
+        raise ValueError("fiamma.onnx.export: give dynamic_axes or dynamic_shapes, not both")
+    args, kwargs = _io.split_args(args, kwargs)
     import fiamma.nn as nn
 
     module = model if isinstance(model, nn.Module) else None
@@ -125,22 +125,25 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
     if module is not None:
         module.eval()
     try:
-        graph, eager = trace_graph(model, args, module)
+        graph, eager = trace_graph(model, args, module, kwargs)
     finally:
         if module is not None and was_training:
             module.train()
-    flat_args = flat_inputs(args)
-    in_names0 = list(input_names or [])
-    in_names0 += [f"input_{i}" for i in range(len(in_names0), len(graph.inputs))]
-    out_names0 = list(output_names or [])
-    out_names0 += [f"output_{i}" for i in range(len(out_names0), len(graph.outputs))]
+    flat_args = flat_inputs(args, kwargs)
+    in_names = _io.input_names(args, kwargs, input_names, len(graph.inputs))
+    out_names = _io.output_names(graph.out_spec, output_names, len(graph.outputs))
+    if dynamic_shapes is not None:
+        dyn_in = _io.dynamic_from_shapes(dynamic_shapes, model, args, kwargs, in_names)
+        dynamic_axes = dict(dyn_in)
+        dynamic_axes.update(_output_axes(graph, flat_args, dyn_in, in_names, out_names))
     if dynamic_axes:
-        dyn0 = _dynamic(dynamic_axes, in_names0, out_names0)
-        problem = _check_dynamic(graph, flat_args, dyn0, in_names0, out_names0)
+        dyn0 = _dynamic(dynamic_axes, in_names, out_names)
+        problem = _check_dynamic(graph, flat_args, dyn0, in_names, out_names)
         if problem:
-            # sizes read in Python (x.shape[0] into expand/view): trace at two other sizes and
-            # make the reshape/expand sizes that move with the axis follow it in the file
-            sym = _symbolic(model, module, args, dyn0, in_names0)
+            # sizes read in Python that the symbolic sizes did not follow (len(x), a size
+            # through int()): trace at two other sizes and make the reshape/expand sizes that
+            # move with the axis follow it in the file
+            sym = _symbolic(model, module, args, kwargs, dyn0, in_names)
             if sym is None:
                 import warnings
 
@@ -154,14 +157,7 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
         _fold(graph, consts)
     opset_id = helper.make_opsetid("", opset)
     ctx = Context(onnx, graph, opset, consts)
-    in_names = list(input_names or [])
-    in_names += [f"input_{i}" for i in range(len(in_names), len(graph.inputs))]
-    out_names = list(output_names or [])
-    out_names += [f"output_{i}" for i in range(len(out_names), len(graph.outputs))]
-    if len(in_names) > len(graph.inputs) or len(out_names) > len(graph.outputs):
-        raise ValueError(f"fiamma.onnx.export: {len(in_names)} input names for "
-                         f"{len(graph.inputs)} inputs / {len(out_names)} output names for "
-                         f"{len(graph.outputs)} outputs")
+    ctx.dynamic = bool(dynamic_axes)
     for v, n in zip(graph.inputs, in_names):
         ctx.names[v] = n
     produced = {o for node in graph.nodes for o in node.outputs}
@@ -174,9 +170,20 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
     for node in graph.nodes:
         conv = CONVERTERS.get(node.op)
         ctx.node = node
+        if node.op not in _fft.FFT_OPS and any(
+                graph.meta.get(v, ((), ""))[1].startswith("complex")
+                for v in node.inputs() + node.outputs):
+            conv = _fft.COMPLEX_CONVERTERS.get(node.op)
+            if conv is None:
+                ctx.unsupported(f"op '{node.op}' on a complex tensor has no converter (complex "
+                                "values are (real, imag) pairs in the file: only the fiamma.fft "
+                                "transforms, abs, real, imag and view_as_real/complex take them)")
         if conv is None:
-            ctx.unsupported(f"no ONNX converter for op '{node.op}'")
+            why = _extra.no_converter_reason(node.op)
+            ctx.unsupported(why or f"no ONNX converter for op '{node.op}'")
         conv(ctx, node, [ctx.name(o) for o in node.outputs])
+        if node.op in _fft.COMPLEX_RESULT:
+            ctx.pairs.update(node.outputs)
     ctx.node = None
     for v, n in late:
         ctx.add("Identity", [ctx.name(v)], n)
@@ -186,6 +193,8 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
     def vinfo(name, value):
         shape, dt = graph.meta[value]
         dims = [dyn.get(name, {}).get(i, d) for i, d in enumerate(shape)]
+        if dt.startswith("complex"):  # (real, imag) pairs: ONNX runtimes compute no complex
+            dt, dims = {"complex64": "float32", "complex128": "float64"}[dt], dims + [2]
         return helper.make_tensor_value_info(
             name, helper.np_dtype_to_tensor_dtype(np.dtype(dt)), dims)
 
@@ -197,7 +206,7 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
         on = ctx.names.get(name, name)
         if on not in used:
             continue
-        t = numpy_helper.from_array(np.ascontiguousarray(arr), on)
+        t = numpy_helper.from_array(np.asarray(arr, order="C"), on)
         if export_params or name not in graph.params:
             inits.append(t)
         else:
@@ -233,7 +242,7 @@ def _grown(flat_args, dyn, in_names, by):
             if ax >= x.dim() or x.shape[ax] == 0:
                 raise ValueError(f"fiamma.onnx.export: dynamic axis {ax} of input {name!r} "
                                  f"(shape {list(x.shape)}) does not exist or is empty")
-            x = fiamma.cat([x] + [x.narrow(ax, 0, 1)] * by, ax)
+            x = fiamma.cat([x] + [x.narrow(ax, x.shape[ax] - 1, 1)] * by, ax)
         out.append(x)
     return out
 
@@ -261,17 +270,31 @@ def _check_dynamic(graph, flat_args, dyn, in_names, out_names):
     return None
 
 
-def _nest(like, flat):
-    if isinstance(like, fiamma.Tensor):
-        return next(flat)
-    return type(like)(_nest(x, flat) for x in like)
+def _output_axes(graph, flat_args, dyn_in, in_names, out_names):
+    """The output axes that follow the dynamic input axes (their sizes change when the graph
+    runs with those axes one longer), named ``{output}_dim_{axis}``."""
+    from fiamma.jit._interp import Program
+
+    grown = _grown(flat_args, dyn_in, in_names, 1)
+    try:
+        outs = Program(graph).run(grown, graph.params)
+    except Exception:  # noqa: BLE001  (reported by the dynamic check that follows)
+        return {}
+    res = {}
+    for o, name, v in zip(outs, out_names, graph.outputs):
+        traced = graph.meta[v][0]
+        axes = {ax: f"{name}_dim_{ax}" for ax, (a, b) in enumerate(zip(o.shape, traced))
+                if a != b}
+        if axes and len(o.shape) == len(traced):
+            res[name] = axes
+    return res
 
 
-def _symbolic(model, module, args, dyn, in_names):
+def _symbolic(model, module, args, kwargs, dyn, in_names):
     """The graph traced with the one dynamic axis one and two longer, where the two traces
     differ only in reshape/expand sizes that grow with it (k per step, k * size): those sizes
     are marked to be computed from the input's shape in the file. None if that is not so."""
-    flat = flat_inputs(args)
+    flat = flat_inputs(args, kwargs)
     axes = [(i, ax) for i, name in enumerate(in_names[:len(flat)]) for ax in dyn.get(name, {})]
     if len(axes) != 1:
         return None
@@ -281,8 +304,11 @@ def _symbolic(model, module, args, dyn, in_names):
     if module is not None:
         module.eval()
     try:
-        g1, _ = trace_graph(model, _nest(args, iter(_grown(flat, dyn, in_names, 1))), module)
-        g2, _ = trace_graph(model, _nest(args, iter(_grown(flat, dyn, in_names, 2))), module)
+        graphs = []
+        for by in (1, 2):
+            a, k = rebuild_inputs(args, kwargs, _grown(flat, dyn, in_names, by))
+            graphs.append(trace_graph(model, a, module, k)[0])
+        g1, g2 = graphs
     except Exception:  # noqa: BLE001
         return None
     finally:
@@ -323,13 +349,21 @@ def _verify(model, flat_args, eager, in_names):
     want = []
     _flatten_out(eager, want)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    got = sess.run(None, {n: x.detach().cpu().numpy() for n, x in zip(in_names, flat_args)})
+    got = sess.run(None, {n: _pairs(x) for n, x in zip(in_names, flat_args)})
     for i, (g, w) in enumerate(zip(got, want)):
-        w = w.detach().cpu().numpy()
+        w = _pairs(w)
         scale = float(np.abs(w).max()) if w.size else 0.0
         if g.shape != w.shape or (w.size and float(np.abs(g - w).max()) > 1e-4 * scale + 1e-6):
             raise RuntimeError(f"fiamma.onnx.export(verify=True): output {i} of ONNX Runtime "
                                "differs from the eager model")
+
+
+def _pairs(t):
+    """A tensor as the file holds it: NumPy, a complex tensor as (real, imag) pairs."""
+    a = t.detach().cpu().numpy()
+    if np.iscomplexobj(a):
+        a = np.stack([a.real, a.imag], axis=-1)
+    return a
 
 
 def _ir_for(onnx, opset):

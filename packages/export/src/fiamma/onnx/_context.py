@@ -6,7 +6,8 @@ from fiamma.jit import Value
 
 _NP = {"float32": np.float32, "float64": np.float64, "float16": np.float16,
        "int64": np.int64, "int32": np.int32, "int16": np.int16, "int8": np.int8,
-       "uint8": np.uint8, "bool": np.bool_}
+       "uint8": np.uint8, "bool": np.bool_, "complex64": np.complex64,
+       "complex128": np.complex128}
 
 
 class UnsupportedOpError(RuntimeError):
@@ -22,6 +23,9 @@ class Context:
         self.names = {}                 # graph value name -> ONNX name
         self.n = 0
         self.node = None                # the traced node being converted (for errors)
+        self.pairs = set()              # values in the complex pair layout (fft results)
+        self.dynamic = False            # dynamic axes asked for: symbolic sizes stay symbolic
+        self._shapes = {}
 
     # ---- names ----
     def fresh(self, hint="t"):
@@ -77,6 +81,13 @@ class Context:
     def scalar_like(self, x, value, dtype=None):
         dt = dtype if dtype is not None else self.np_dtype(x)
         return self.const(np.asarray(value, dtype=dt), "scalar")
+
+    def shape_of(self, v):
+        """The ONNX Shape of value ``v`` (one node per value)."""
+        key = v.name if isinstance(v, Value) else v
+        if key not in self._shapes:
+            self._shapes[key] = self.add("Shape", [v])
+        return self._shapes[key]
 
     def unsupported(self, what):
         n = self.node

@@ -8,6 +8,7 @@ from fiamma.jit import Value
 
 from ._converters import _kw, _operand, _out_dtype, converter
 from ._reduce import _reduce_mean
+from ._shape import sym_sizes
 
 
 @converter("convolution")
@@ -262,7 +263,9 @@ def _upsample(ctx, node, outs):
         # PyTorch computes source indices from the given scale factors: ONNX's scales input
         return ctx.add("Resize", [ctx.name(x), "", sc], outs, **attrs)
     lead = ctx.add("Slice", [ctx.add("Shape", [x]), ctx.ints([0]), ctx.ints([2])])
-    sizes = ctx.add("Concat", [lead, ctx.ints(size)], axis=0)
+    syms = kw.get("symsize")
+    own = sym_sizes(ctx, size, syms) if syms is not None and ctx.dynamic else ctx.ints(size)
+    sizes = ctx.add("Concat", [lead, own], axis=0)
     return ctx.add("Resize", [ctx.name(x), "", "", sizes], outs, **attrs)
 
 

@@ -24,6 +24,10 @@ _causal_cache = {}
 def _causal_add(L, S, dtype, device):
     """The additive (L, S) top-left causal mask (0 / -inf) of ``dtype`` on ``device`` (cached:
     adding it is faster than a masked fill with a broadcast bool mask)."""
+    if type(L) is not int or type(S) is not int:
+        # sizes that carry more than their value (a trace's symbolic sizes): built each time,
+        # so the mask follows them instead of being a cached constant
+        return fiamma.full((L, S), _NEG_INF, dtype=dtype, device=device).triu(1)
     key = (L, S, dtype, device)
     m = _causal_cache.get(key)
     if m is None:
