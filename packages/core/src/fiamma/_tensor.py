@@ -949,12 +949,9 @@ def _cast(x, dt):
 
         warnings.warn("Casting complex values to real discards the imaginary part",
                       UserWarning, stacklevel=3)
-    elif dt.kind == 3 and x.requires_grad and G.is_grad_enabled():
-        raise RuntimeError(f"to: casting a tensor that requires grad to {dt} is not supported "
-                           "yet (no gradients through complex tensors); detach it first")
     out = new_empty(x._shape, dt, x._storage.device)
     _copy_into(out, x)
-    if x.requires_grad and dt.kind == 2:
+    if x.requires_grad and dt.kind >= 2:
         G.record("to", out, (x,), {"dtype": dt})
     return out
 

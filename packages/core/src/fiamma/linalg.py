@@ -126,9 +126,6 @@ def _float_np(A, op, name="A", complex_ok=False):
         raise RuntimeError(f"linalg.{op}: complex input ({dt}) is not supported yet; only "
                            "inv, det, solve, qr, svd, svdvals, eig and eigvals take complex "
                            "matrices")
-    if dt.kind == 3 and A.requires_grad and G.is_grad_enabled():
-        raise RuntimeError(f"linalg.{op}: gradients through complex matrices are not "
-                           "supported yet; detach the input")
     if dt.kind < 2:
         raise RuntimeError(f"linalg.{op}: Expected a floating point or complex tensor as input. "
                            f"Got {_NAMES[dt]}")
@@ -402,7 +399,7 @@ def inv_ex(A, *, check_errors=False, out=None):
     """``(inverse, info)``: info (int32, one per matrix) is 0 or the 1-based index of the zero
     pivot; the inverse of a singular matrix is left unspecified (no error unless
     check_errors)."""
-    a = _matrix_np(A, "inv_ex", square=True)
+    a = _matrix_np(A, "inv_ex", square=True, complex_ok=True)
     flat = a.reshape(_flat_shape(a))
     inv_flat = np.empty_like(flat)
     info = np.zeros(flat.shape[0], np.int32)

@@ -293,9 +293,9 @@ def _norm(ctx, grad):
     if p == 0.0:
         return (fiamma.zeros_like(x).to(grad.dtype),)
     if p == 1.0:
-        return (x.sign() * g,)
+        return (x.sgn() * g,)
     if math.isinf(p):
-        return (x.sign() * _even_split(x.abs(), n, g, dims),)
+        return (x.sgn() * _even_split(x.abs(), n, g, dims),)
     nz = n == 0
     if p == 2.0:
         return (x * fiamma.where(nz, 0.0, g / fiamma.where(nz, 1.0, n)),)
@@ -304,7 +304,7 @@ def _norm(ctx, grad):
     if p < 2.0:
         xz = x == 0
         mag = fiamma.where(xz, 0.0, fiamma.where(xz, 1.0, ax).pow(p - 1))
-        return (x.sign() * mag * scale,)
+        return (x.sgn() * mag * scale,)
     return (x * ax.pow(p - 2) * scale,)
 
 
