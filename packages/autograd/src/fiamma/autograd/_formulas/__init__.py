@@ -26,7 +26,8 @@ replaces an earlier one.
 import importlib
 import pkgutil
 
-__all__ = ["derivative", "sum_to_shape", "lookup", "lookup_complex", "registered", "load_all", "SAVE_MODES"]
+__all__ = ["derivative", "sum_to_shape", "lookup", "lookup_complex", "registered", "load_all",
+           "SAVE_MODES"]
 
 SAVE_MODES = ("inputs", "output", "both", "none")
 

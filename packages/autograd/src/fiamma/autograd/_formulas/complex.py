@@ -9,8 +9,8 @@ abs, angle, sgn, conj, the views between the real and complex layouts, complex()
 real formula compares values (pow).
 
 The ``complex=True`` registrations are used when the op's result is complex; ops with a real
-result from a complex input (angle, real, imag, view_as_real; abs in elementwise.py) have one formula that
-looks at the input dtype.
+result from a complex input (angle, real, imag, view_as_real; abs in elementwise.py) have one
+formula that looks at the input dtype.
 """
 
 import fiamma
@@ -55,7 +55,7 @@ def _angle(ctx, grad):
     return (z * scale * 1j,)
 
 
-# ---- complex results ------------------------------------------------------------------------------
+# ---- complex results -------------------------------------------------------------------------
 
 @derivative("view_as_complex", save="none", complex=True)
 def _view_as_complex(ctx, grad):
