@@ -21,6 +21,11 @@ def _need(ctx, i):
     return ctx._next[i] is not None  # ctx.needs_input_grad[i], without building the tuple
 
 
+def _cj(v):
+    """A Python coefficient as the gradient multiplies by it (conjugated if complex)."""
+    return v.conjugate() if isinstance(v, complex) else v
+
+
 def _zeros(grad):
     return fiamma.zeros_like(grad)
 
@@ -94,7 +99,7 @@ def _add(ctx, grad):
     gb = None
     if nxt[1] is not None:
         alpha = ctx._kwargs.get("alpha", 1)
-        gb = grad if alpha == 1 else grad * alpha
+        gb = grad if alpha == 1 else grad * _cj(alpha)
     return (grad if nxt[0] is not None else None), gb
 
 
@@ -103,7 +108,7 @@ def _sub(ctx, grad):
     alpha = ctx.kwargs.get("alpha", 1)
     gb = None
     if _need(ctx, 1):
-        gb = -grad if alpha == 1 else grad * -alpha
+        gb = -grad if alpha == 1 else grad * -_cj(alpha)
     return grad if _need(ctx, 0) else None, gb
 
 
@@ -293,7 +298,7 @@ def _lerp(ctx, grad):
 @derivative("addcmul", save="inputs")
 def _addcmul(ctx, grad):
     _, t1, t2 = ctx.inputs
-    v = ctx.kwargs.get("value", 1)
+    v = _cj(ctx.kwargs.get("value", 1))
     gv = grad if v == 1 else grad * v
     return (grad if _need(ctx, 0) else None, gv * t2 if _need(ctx, 1) else None,
             gv * t1 if _need(ctx, 2) else None)
@@ -302,7 +307,7 @@ def _addcmul(ctx, grad):
 @derivative("addcdiv", save="inputs")
 def _addcdiv(ctx, grad):
     _, t1, t2 = ctx.inputs
-    v = ctx.kwargs.get("value", 1)
+    v = _cj(ctx.kwargs.get("value", 1))
     gv = grad if v == 1 else grad * v
     g1 = gv / t2 if _need(ctx, 1) else None
     g2 = -gv * t1 / (t2 * t2) if _need(ctx, 2) else None
