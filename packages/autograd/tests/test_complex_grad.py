@@ -71,7 +71,7 @@ def test_complex64_grad_dtype():
     assert z.grad.dtype is fiamma.complex64
 
 
-# ---- finite differences: every op that takes complex ------------------------------------------------
+# ---- finite differences: every op that takes complex -----------------------------------------
 
 UNARY = ["exp", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal", "sin",
          "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh",
@@ -266,7 +266,7 @@ def test_linalg(name):
     assert gradcheck(LINALG[name], (a.detach().requires_grad_(),))
 
 
-# ---- parity with PyTorch -----------------------------------------------------------------------------
+# ---- parity with PyTorch -------------------------------------------------------------------------
 
 PARITY = {
     "abs2": lambda m, z, x: (z.abs() ** 2).sum(),
