@@ -253,10 +253,72 @@ def test_fft_complex_input(name):
     assert gradcheck(SPECTRAL[name], (cz(3, 4),))
 
 
+REAL_SPECTRAL = {
+    "fft": lambda x: fiamma.fft.fft(x),
+    "ifft": lambda x: fiamma.fft.ifft(x, n=5),
+    "rfft": lambda x: fiamma.fft.rfft(x, norm="ortho"),
+    "ihfft": lambda x: fiamma.fft.ihfft(x),
+    "rfft2": lambda x: fiamma.fft.rfft2(x),
+    "rfftn_s": lambda x: fiamma.fft.rfftn(x, s=(2, 6)),
+    "ihfftn": lambda x: fiamma.fft.ihfftn(x),
+    "fftshift": lambda x: fiamma.fft.fftshift(fiamma.fft.fft2(x)),
+    "irfft_real": lambda x: fiamma.fft.irfft(x),
+    "roundtrip": lambda x: fiamma.fft.irfft(fiamma.fft.rfft(x) * 1j, n=4),
+    "stft": lambda x: fiamma.stft(x.reshape(-1), 4, 2, window=fiamma.hann_window(
+        4, dtype=R), return_complex=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REAL_SPECTRAL))
+def test_fft_real_input_complex_output(name):
+    assert gradcheck(REAL_SPECTRAL[name], (rx(3, 4),))
+
+
+def test_fft_second_order():
+    assert gradgradcheck(lambda x: fiamma.fft.rfft(x).abs(), (rx(3, 4, shift=0.5),))
+    assert gradgradcheck(lambda z: fiamma.fft.fft(z * z), (cz(4),))
+
+
+def _herm(a):
+    return a @ a.mH + 3 * fiamma.eye(a.shape[-1], dtype=a.dtype)
+
+
+def _svd_inv(a):
+    # phase-invariant functions of the singular vectors (they are unique up to phases)
+    u, s, vh = fiamma.linalg.svd(a, full_matrices=False)
+    return u @ (s.to(C).unsqueeze(-1) * vh), s, u.abs(), vh.abs()
+
+
+L = fiamma.linalg
 LINALG = {
-    "inv": lambda a: fiamma.linalg.inv(a),
-    "det": lambda a: fiamma.linalg.det(a),
-    "solve": lambda a: fiamma.linalg.solve(a, a[:, :1] * 1j),
+    "inv": lambda a: L.inv(a),
+    "inv_ex": lambda a: L.inv_ex(a)[0],
+    "det": lambda a: L.det(a),
+    "solve": lambda a: L.solve(a, a[:, :1] * 1j),
+    "solve_triangular": lambda a: L.solve_triangular(a.triu(), a[:, :2], upper=True),
+    "solve_triangular_right": lambda a: L.solve_triangular(a.tril(), a[:2], upper=False,
+                                                           left=False),
+    "matrix_power": lambda a: L.matrix_power(a, 3) + L.matrix_power(a, -1),
+    "slogdet": lambda a: L.slogdet(a),
+    "cholesky": lambda a: L.cholesky(_herm(a)),
+    "cholesky_upper": lambda a: L.cholesky(_herm(a), upper=True),
+    "eigh": lambda a: (lambda w, v: (w, v.abs(), v @ (w.to(C).unsqueeze(-1) * v.mH)))(
+        *L.eigh(a + a.mH)),
+    "eigvalsh": lambda a: L.eigvalsh(a + a.mH),
+    "svd": _svd_inv,
+    "svd_wide": lambda a: _svd_inv(a[:2]),
+    "svdvals": lambda a: L.svdvals(a),
+    "qr": lambda a: (lambda q, r: (q @ r, q.abs(), r.abs()))(*L.qr(a)),
+    "pinv": lambda a: L.pinv(a[:, :2]),
+    "pinv_hermitian": lambda a: L.pinv(_herm(a), hermitian=True),
+    "lstsq": lambda a: L.lstsq(a[:, :2], a[:, 2:] * 1j).solution,
+    "matrix_norm_fro": lambda a: L.matrix_norm(a),
+    "matrix_norm_nuc": lambda a: L.matrix_norm(a, "nuc"),
+    "matrix_norm_2": lambda a: L.matrix_norm(a, 2),
+    "matrix_norm_1": lambda a: L.matrix_norm(a, 1),
+    "matrix_norm_inf": lambda a: L.matrix_norm(a, float("inf")),
+    "cond": lambda a: L.cond(a),
+    "vecdot": lambda a: L.vecdot(a, a.exp()),
 }
 
 
@@ -264,6 +326,18 @@ LINALG = {
 def test_linalg(name):
     a = cz(3, 3) + 3 * fiamma.eye(3, dtype=C)
     assert gradcheck(LINALG[name], (a.detach().requires_grad_(),))
+
+
+@pytest.mark.parametrize("name", ["inv", "det", "cholesky", "eigh", "svd"])
+def test_linalg_second_order(name):
+    a = cz(3, 3) + 3 * fiamma.eye(3, dtype=C)
+    assert gradgradcheck(LINALG[name], (a.detach().requires_grad_(),))
+
+
+def test_eig_gradient_refused_clearly():
+    a = cz(3, 3)
+    with pytest.raises(RuntimeError, match="linalg.eig: gradients are not supported"):
+        fiamma.linalg.eig(a)
 
 
 # ---- parity with PyTorch -------------------------------------------------------------------------
@@ -281,6 +355,40 @@ PARITY = {
     "reduce": lambda m, z, x: (z.sum() * z.mean() * z.prod()).abs() + z.var(),
     "unary": lambda m, z, x: sum(getattr(z, n)().abs().sum() for n in UNARY[:-6]),
 }
+
+
+PARITY_LINALG = {
+    "svd": lambda m, a: (lambda u, s, vh: (u.abs() ** 2 * 1.3).sum() + (s * s).sum()
+                         + vh.abs().sum() + (u[..., :1] @ vh[:1]).real.sum())(
+        *m.linalg.svd(a, full_matrices=False)),
+    "qr": lambda m, a: (lambda q, r: (q.abs() ** 3).sum() + r.abs().sum()
+                        + (q @ r).imag.sum())(*m.linalg.qr(a)),
+    "eigh": lambda m, a: (lambda w, v: w.sum() * 2 + (v.abs() ** 2 * m.arange(3.0)).sum())(
+        *m.linalg.eigh(a + a.mH)),
+    "cholesky": lambda m, a: m.linalg.cholesky(a @ a.mH + 3 * m.eye(3, dtype=a.dtype),
+                                               upper=True).abs().sum(),
+    "slogdet": lambda m, a: (lambda s, l: s.real.sum() + l * 3 + s.imag.sum())(
+        *m.linalg.slogdet(a)),
+    "pinv": lambda m, a: m.linalg.pinv(a[:, :2]).abs().sum(),
+    "lstsq": lambda m, a: m.linalg.lstsq(a[:, :2], a[:, 2:]).solution.abs().sum(),
+    "det_inv_solve": lambda m, a: m.linalg.det(a).abs() + m.linalg.inv(a).real.sum()
+    + m.linalg.solve(a, a[:, 0]).imag.sum(),
+    "norms": lambda m, a: m.linalg.matrix_norm(a, 1) + m.linalg.matrix_norm(a, "nuc")
+    + m.linalg.cond(a) + m.linalg.eigvalsh(a + a.mH).sum(),
+}
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("name", sorted(PARITY_LINALG))
+def test_linalg_parity_with_torch(name):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    av = rng.standard_normal((3, 3)) + 1j * rng.standard_normal((3, 3))
+    a = fiamma.tensor(av, dtype=C, requires_grad=True)
+    ta = torch.tensor(av, dtype=torch.complex128, requires_grad=True)
+    PARITY_LINALG[name](fiamma, a).backward()
+    PARITY_LINALG[name](torch, ta).backward()
+    np.testing.assert_allclose(a.grad.numpy(), ta.grad.numpy(), rtol=1e-8, atol=1e-10)
 
 
 @pytest.mark.parity

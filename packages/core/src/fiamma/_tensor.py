@@ -400,16 +400,18 @@ class Tensor:
             raise RuntimeError("mT: tensor must have at least 2 dimensions")
         return self.transpose(-2, -1)
 
+    # the conjugate transposes: views for real tensors; complex ones are conjugated into a new
+    # tensor (fiamma has no lazy conjugate bit)
     @property
     def H(self):
-        return self.T
+        return self.T if self._dtype.kind != 3 else self.T.conj()
 
     @property
     def mH(self):
-        return self.mT
+        return self.mT if self._dtype.kind != 3 else self.mT.conj()
 
     def adjoint(self):
-        return self.mT
+        return self.mT if self._dtype.kind != 3 else self.mT.conj()
 
     def squeeze(self, dim=None):
         nd = len(self._shape)
