@@ -222,6 +222,13 @@ INDEX = {
     "setitem": lambda z: _setitem(z),
     "index_put": lambda z: z.index_put((fiamma.tensor([0, 0]),), z[1:] * 1j,
                                        accumulate=True),
+    "scatter_add": lambda z: z.scatter_add(0, fiamma.tensor([[0, 2, 1, 0]]), z[1:2] * 2),
+    "scatter_reduce_sum": lambda z: z.scatter_reduce(0, fiamma.tensor([[0, 2, 1, 0]]), z[1:2],
+                                                     "sum", include_self=False),
+    "scatter_reduce_prod": lambda z: z.scatter_reduce(0, fiamma.tensor([[0, 2, 1, 0]]),
+                                                      z[1:2].exp(), "prod"),
+    "scatter_reduce_mean": lambda z: z.scatter_reduce(0, fiamma.tensor([[0, 2, 1, 0]]),
+                                                      z[1:2], "mean"),
 }
 
 
