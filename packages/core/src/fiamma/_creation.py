@@ -466,6 +466,14 @@ def _complex_number(x, op, name):
     return None
 
 
+_PY_REAL = (builtins.int, builtins.float)
+
+
+def _plain_reals(start, end, dtype, out):
+    """The common call: Python int/float ends, no dtype or out (no complex result possible)."""
+    return type(start) in _PY_REAL and type(end) in _PY_REAL and dtype is None and out is None
+
+
 def _complex_space(op, values, dtype, out):
     """(start, end, complex dtype) when linspace/logspace must build complex values (a complex
     argument or a complex dtype, as PyTorch), else None."""
@@ -523,7 +531,8 @@ def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=Non
     """
     op = "linspace"
     n = _steps(steps, op)
-    cx = _complex_space(op, (start, end), dtype, out)
+    cx = None if _plain_reals(start, end, dtype, out) else \
+        _complex_space(op, (start, end), dtype, out)
     if cx is not None:
         re = linspace(cx[0].real, cx[1].real, n, dtype=cx[2].to_real)
         im = linspace(cx[0].imag, cx[1].imag, n, dtype=cx[2].to_real)
@@ -544,7 +553,8 @@ def logspace(start, end, steps, base=10.0, *, out=None, dtype=None, layout=None,
     """
     op = "logspace"
     n = _steps(steps, op)
-    cx = _complex_space(op, (start, end, base), dtype, out)
+    cx = None if _plain_reals(start, end, dtype, out) and type(base) in _PY_REAL else \
+        _complex_space(op, (start, end, base), dtype, out)
     if cx is not None:  # base ** z = exp(z log(base)) on the complex linspace
         z = linspace(cx[0], cx[1], n, dtype=cx[2])
         b = _complex_number(base, op, "base")

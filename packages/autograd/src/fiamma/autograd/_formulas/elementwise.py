@@ -80,8 +80,13 @@ _unary("log_sigmoid", "inputs", lambda c, g: g * fiamma.sigmoid(-_x(c)))
 _unary("erf", "inputs", lambda c, g: g * (-_x(c) * _x(c)).exp() * _TWO_OVER_SQRT_PI)
 _unary("erfc", "inputs", lambda c, g: g * (-_x(c) * _x(c)).exp() * -_TWO_OVER_SQRT_PI)
 _unary("neg", "none", lambda c, g: -g)
-# sgn: sign(x) for real x, z/|z| for complex z (PyTorch's complex abs gradient)
-_unary("abs", "inputs", lambda c, g: g * _x(c).sgn())
+def _abs_grad(c, g):
+    x = _x(c)
+    # complex z: g * z/|z| (sgn, PyTorch's complex abs gradient); real x: g * sign(x)
+    return g * (x.sign() if x._dtype.kind != 3 else x.sgn())
+
+
+_unary("abs", "inputs", _abs_grad)
 _unary("square", "inputs", lambda c, g: g * _x(c) * 2)
 _unary("frac", "none", lambda c, g: g)
 _unary("relu", "output", lambda c, g: fiamma.where(_y(c) > 0, g, 0.0))

@@ -241,7 +241,8 @@ def _d_matrix_norm(ctx, grad):
             sums.detach().amin((-2, -1), keepdim=True)
         hit = sums == ext
         count = hit.sum((-2, -1), keepdim=True).to(grad.dtype)
-        res = am.sgn() * fiamma.where(hit, gm / count, 0.0)
+        sgn = am.sign() if am._dtype.kind != 3 else am.sgn()
+        res = sgn * fiamma.where(hit, gm / count, 0.0)
     else:
         raise NotImplementedError(f"linalg.matrix_norm: no derivative for ord={ord_!r}")
     return (res.permute(inv),)

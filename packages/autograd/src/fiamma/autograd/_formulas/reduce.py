@@ -283,6 +283,11 @@ def _var_mean(ctx, grad):
 
 # ---- norms, logsumexp, softmax -----------------------------------------------------------------
 
+def _sgn(x):
+    """sign(x); z/|z| for complex z."""
+    return x.sign() if x._dtype.kind != 3 else x.sgn()
+
+
 @derivative("norm", save="both")
 def _norm(ctx, grad):
     x = ctx.inputs[0]
@@ -293,9 +298,9 @@ def _norm(ctx, grad):
     if p == 0.0:
         return (fiamma.zeros_like(x).to(grad.dtype),)
     if p == 1.0:
-        return (x.sgn() * g,)
+        return (_sgn(x) * g,)
     if math.isinf(p):
-        return (x.sgn() * _even_split(x.abs(), n, g, dims),)
+        return (_sgn(x) * _even_split(x.abs(), n, g, dims),)
     nz = n == 0
     if p == 2.0:
         return (x * fiamma.where(nz, 0.0, g / fiamma.where(nz, 1.0, n)),)
@@ -304,7 +309,7 @@ def _norm(ctx, grad):
     if p < 2.0:
         xz = x == 0
         mag = fiamma.where(xz, 0.0, fiamma.where(xz, 1.0, ax).pow(p - 1))
-        return (x.sgn() * mag * scale,)
+        return (_sgn(x) * mag * scale,)
     return (x * ax.pow(p - 2) * scale,)
 
 
