@@ -170,6 +170,12 @@ REDUCE = {
     "vector_norm_1": lambda z: fiamma.linalg.vector_norm(z, 1, dim=1),
     "vector_norm_3": lambda z: fiamma.linalg.vector_norm(z, 3),
     "vector_norm_inf": lambda z: fiamma.linalg.vector_norm(z, float("inf")),
+    "var_mean": lambda z: fiamma.var_mean(z, 1),
+    "std_mean": lambda z: fiamma.std_mean(z),
+    "logsumexp": lambda z: fiamma.logsumexp(z, 1),
+    "logcumsumexp": lambda z: fiamma.logcumsumexp(z, 0),
+    "nansum": lambda z: z.nansum(0),
+    "trace": lambda z: fiamma.trace(z[:, :3]),
 }
 
 

@@ -670,3 +670,15 @@ def test_ranges_and_scatter_parity_with_torch():
             got = fm.ones(2, dtype=fm.complex64).scatter_reduce(
                 0, fm.tensor([0, 0, 1]), fm.tensor(z), red, include_self=inc)
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+
+
+def test_logsumexp_logcumsumexp_complex():
+    # the principal log of the sum of exponentials, shifted by the largest real part
+    a = crand(3, 4) * 30
+    t = fm.tensor(a)
+    close(fm.logsumexp(t, 1), np.log(np.exp(a - a.real.max(1, keepdims=True)).sum(1))
+          + a.real.max(1), rtol=1e-10)
+    close(fm.logsumexp(t, (0, 1), keepdim=True).reshape(()),
+          np.log(np.exp(a - a.real.max()).sum()) + a.real.max(), rtol=1e-10)
+    m = a.real.max(0, keepdims=True)
+    close(fm.logcumsumexp(t, 0), np.log(np.cumsum(np.exp(a - m), 0)) + m, rtol=1e-10)

@@ -372,10 +372,10 @@ def logcumsumexp(input, dim):
     [0.0, 0.6931]
     """
     f = _F()
-    x = _float_of(input)
+    x = input if input.dtype.is_complex else _float_of(input)
     if x.ndim == 0:
         return x.clone()
-    m = x.detach().amax(dim, keepdim=True)
+    m = (x.detach().real if x.dtype.is_complex else x.detach()).amax(dim, keepdim=True)
     m = f.where(f.isfinite(m), m, f.zeros_like(m))
     return f.log(f.cumsum(f.exp(x - m), dim)) + m
 

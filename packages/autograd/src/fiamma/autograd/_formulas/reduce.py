@@ -264,6 +264,7 @@ def _std(ctx, grad):
 
 
 @derivative("var_mean", "std_mean", save="both")
+@derivative("var_mean", "std_mean", save="both", complex=True)  # the complex mean: x as saved
 def _var_mean(ctx, grad):
     x = ctx.inputs[0]
     gv, gm = grad
