@@ -682,3 +682,16 @@ def test_logsumexp_logcumsumexp_complex():
           np.log(np.exp(a - a.real.max()).sum()) + a.real.max(), rtol=1e-10)
     m = a.real.max(0, keepdims=True)
     close(fm.logcumsumexp(t, 0), np.log(np.cumsum(np.exp(a - m), 0)) + m, rtol=1e-10)
+
+
+def test_cov_corrcoef_trapezoid_complex():
+    a = crand(3, 5)
+    t = fm.tensor(a)
+    close(fm.cov(t), np.cov(a), rtol=1e-10)
+    r = np.corrcoef(a)
+    close(fm.corrcoef(t), np.clip(r.real, -1, 1) + 1j * np.clip(r.imag, -1, 1), rtol=1e-10)
+    close(fm.trapezoid(t), np.trapezoid(a) if hasattr(np, "trapezoid") else np.trapz(a),
+          rtol=1e-10)
+    close(fm.cumulative_trapezoid(t, dim=0)[-1], (a[:-1] + a[1:]).sum(0) / 2, rtol=1e-10)
+    with pytest.raises(RuntimeError, match="deg2rad is not supported for complex"):
+        fm.deg2rad(t)
