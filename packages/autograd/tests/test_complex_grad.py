@@ -347,10 +347,20 @@ def test_linalg_second_order(name):
     assert gradgradcheck(LINALG[name], (a.detach().requires_grad_(),))
 
 
-def test_eig_gradient_refused_clearly():
-    a = cz(3, 3)
-    with pytest.raises(RuntimeError, match="linalg.eig: gradients are not supported"):
-        fiamma.linalg.eig(a)
+def _eig_inv(a):
+    # phase-invariant functions of the eigenvectors (unit norm, phases arbitrary)
+    w, v = L.eig(a)
+    return w, v.abs(), (v * w.unsqueeze(-2)) @ L.inv(v)
+
+
+def test_eig_eigvals_gradients():
+    a = cz(4, 4)
+    assert gradcheck(_eig_inv, (a,))
+    assert gradcheck(L.eigvals, (a,))
+    x = rx(4, 4)  # a real matrix: complex results, a real gradient
+    assert gradcheck(_eig_inv, (x,))
+    assert gradcheck(L.eigvals, (x,))
+    assert gradgradcheck(lambda t: L.eigvals(t), (rx(3, 3),))
 
 
 # ---- parity with PyTorch -------------------------------------------------------------------------
@@ -388,6 +398,10 @@ PARITY_LINALG = {
     + m.linalg.solve(a, a[:, 0]).imag.sum(),
     "norms": lambda m, a: m.linalg.matrix_norm(a, 1) + m.linalg.matrix_norm(a, "nuc")
     + m.linalg.cond(a) + m.linalg.eigvalsh(a + a.mH).sum(),
+    "eig": lambda m, a: (lambda w, v: (w * w).real.sum() + w.imag.sum() * 2
+                         + (v.abs() ** 2 * m.arange(3.0)).sum())(*m.linalg.eig(a)),
+    "eigvals": lambda m, a: (m.linalg.eigvals(a) ** 2).real.sum()
+    + m.linalg.eigvals(a.real.to(a.dtype)).imag.abs().sum(),
 }
 
 

@@ -764,11 +764,6 @@ def _complex_tensor(z, dt):
 
 def _eig_np(A, op, vectors):
     a = _matrix_np(A, op, square=True, complex_ok=True)
-    if A.requires_grad and G.is_grad_enabled():
-        raise RuntimeError(
-            f"linalg.{op}: gradients are not supported (the results are complex, and fiamma's "
-            "autograd works on real tensors); detach the input, or use linalg.eigh for "
-            "symmetric matrices")
     try:
         return np.linalg.eig(a) if vectors else np.linalg.eigvals(a)
     except np.linalg.LinAlgError as e:
@@ -781,8 +776,9 @@ def eig(A, *, out=None):
     The results are complex tensors (complex64 for float32/complex64 input, complex128 for
     float64/complex128), as PyTorch's: eigenvalues ``(..., n)`` and eigenvectors ``(..., n, n)``;
     column ``k`` of the eigenvectors (unit norm, LAPACK's geev normalisation) belongs to
-    eigenvalue ``k``. ``fiamma.view_as_real`` gives the (real, imag) pair layout. Not
-    differentiable (use :func:`eigh` for symmetric matrices).
+    eigenvalue ``k``. ``fiamma.view_as_real`` gives the (real, imag) pair layout.
+    Differentiable as PyTorch's: the loss must not depend on the eigenvectors' phases, and the
+    gradients are infinite for repeated eigenvalues.
 
     >>> import fiamma
     >>> w, v = fiamma.linalg.eig(fiamma.tensor([[0.0, -1.0], [1.0, 0.0]]))
@@ -791,6 +787,7 @@ def eig(A, *, out=None):
     """
     w, v = _eig_np(A, "eig", True)
     res = EigResult(_complex_tensor(w, A._dtype), _complex_tensor(v, A._dtype))
+    res = _record("eig", res, (A,))
     if out is None:
         return res
     return EigResult(*_into_pair(out, res, "eig"))
@@ -798,7 +795,7 @@ def eig(A, *, out=None):
 
 def eigvals(A, *, out=None):
     """The eigenvalues of general square matrices, as a complex tensor (see :func:`eig`)."""
-    res = _complex_tensor(_eig_np(A, "eigvals", False), A._dtype)
+    res = _record("eigvals", _complex_tensor(_eig_np(A, "eigvals", False), A._dtype), (A,))
     if out is None:
         return res
     return _into(out, res, "eigvals")

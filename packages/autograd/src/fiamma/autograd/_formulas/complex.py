@@ -303,3 +303,40 @@ def _lstsq(ctx, grad):
         gb = fiamma.matmul(_mH(p), g2)
         gb = reduce_to(gb.squeeze(-1) if vec else gb, b.shape)
     return ga, gb
+
+
+def _eig_grad(w, v, gw, gv):
+    """A = V diag(w) V^-1 (eigenvectors of unit norm): gA = V^-H (diag(gw) + (V^H gV -
+    V^H V Re(diag(V^H gV))) / conj(E)) V^H, E_ij = w_j - w_i off the diagonal."""
+    import fiamma.linalg as L
+
+    n = w.shape[-1]
+    eye = _eye(n, w.device)
+    inner = None
+    if gv is not None:
+        vhgv = fiamma.matmul(_mH(v), gv)
+        re_diag = vhgv.diagonal(0, -2, -1).real.to(v.dtype)
+        inner = vhgv - fiamma.matmul(_mH(v), v * re_diag.unsqueeze(-2))
+        e = (w.unsqueeze(-2) - w.unsqueeze(-1)).conj()
+        inner = fiamma.where(eye, 0.0, inner / fiamma.where(eye, 1.0, e))
+    if gw is not None:
+        d = _diag(gw)
+        inner = d if inner is None else inner + d
+    if inner is None:
+        return None
+    return L.solve(_mH(v), fiamma.matmul(inner, _mH(v)))
+
+
+@derivative("linalg_eig", save="output", complex=True)
+def _eig(ctx, grad):
+    w, v = ctx.output
+    gw, gv = grad
+    return (_eig_grad(w, v, gw, gv),)
+
+
+@derivative("linalg_eigvals", save="inputs", complex=True)
+def _eigvals(ctx, grad):
+    import fiamma.linalg as L
+
+    w, v = L.eig(ctx.inputs[0])
+    return (_eig_grad(w, v, grad, None),)
