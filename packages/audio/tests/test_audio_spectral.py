@@ -22,7 +22,7 @@ def ft(a, dtype=None):
 
 
 def npy(t):
-    return t.detach().to(fiamma.float64).numpy()
+    return t.detach().to(fiamma.complex128 if t.is_complex() else fiamma.float64).numpy()
 
 
 # ---- float64 NumPy references ----------------------------------------------------------------
@@ -120,10 +120,10 @@ def test_spectrogram_defaults(shape, power):
     x = RNG.standard_normal(shape)
     got = T.Spectrogram(power=power)(ft(x, fiamma.float32))
     z = ref_stft(x)
-    if power is None:
-        assert tuple(got.shape) == z.shape + (2,)
-        np.testing.assert_allclose(npy(got)[..., 0], z.real, atol=2e-4, rtol=1e-4)
-        np.testing.assert_allclose(npy(got)[..., 1], z.imag, atol=2e-4, rtol=1e-4)
+    if power is None:  # complex, as torchaudio
+        assert tuple(got.shape) == z.shape and got.dtype is fiamma.complex64
+        np.testing.assert_allclose(npy(got).real, z.real, atol=2e-4, rtol=1e-4)
+        np.testing.assert_allclose(npy(got).imag, z.imag, atol=2e-4, rtol=1e-4)
     else:
         assert tuple(got.shape) == z.shape
         np.testing.assert_allclose(npy(got), np.abs(z) ** power, rtol=1e-3, atol=1e-3)
@@ -157,6 +157,9 @@ def test_inverse_spectrogram_roundtrip():
         spec = T.Spectrogram(power=None, **kw)(ft(x))
         back = T.InverseSpectrogram(**kw)(spec, length=1000)
         assert tuple(back.shape) == x.shape
+        np.testing.assert_allclose(npy(back), x, atol=1e-9)
+        # the (real, imag) pair layout is still accepted
+        back = T.InverseSpectrogram(**kw)(fiamma.view_as_real(spec), length=1000)
         np.testing.assert_allclose(npy(back), x, atol=1e-9)
 
 
@@ -403,8 +406,10 @@ def test_time_stretch(rate):
     z = ref_stft(x, 256, 64)
     adv = np.linspace(0, np.pi * 64, 129)[:, None]
     ref = ref_phase_vocoder(z, rate, adv)
-    assert got.shape == ref.shape + (2,)
-    np.testing.assert_allclose(got[..., 0] + 1j * got[..., 1], ref, atol=1e-6)
+    assert got.shape == ref.shape
+    np.testing.assert_allclose(got, ref, atol=1e-6)
+    pairs = npy(ts(fiamma.view_as_real(spec)))  # the pair layout in: pairs out
+    np.testing.assert_allclose(pairs[..., 0] + 1j * pairs[..., 1], ref, atol=1e-6)
     assert ts(spec, 1.0) is spec
     with pytest.raises(ValueError):
         T.TimeStretch(n_freq=129)(spec)
@@ -548,12 +553,41 @@ def test_specaugment():
     assert (c[c != x] == 0).all()
 
 
-def test_masking_complex_layout():
-    """A complex spectrogram (..., freq, time, 2) is masked as the complex (..., freq, time)
-    tensor: the same bands as its magnitude gets under the same seed, value + 0j."""
+def test_masking_complex():
+    """A complex spectrogram (..., freq, time) is masked like its magnitude under the same
+    seed; SpecAugment fills with the complex mean."""
     wav = ft(RNG.standard_normal((3, 4000)), fiamma.float32)
     spec = T.Spectrogram(n_fft=64, power=None)(wav)
-    assert fiamma.fft.is_complex_layout(spec) and tuple(spec.shape) == (3, 33, 126, 2)
+    assert spec.dtype is fiamma.complex64 and tuple(spec.shape) == (3, 33, 126)
+    mag = spec.abs()
+    for iid in (False, True):
+        for mod in (T.FrequencyMasking(20, iid), T.TimeMasking(60, iid)):
+            fiamma.manual_seed(11)
+            got = mod(spec)
+            fiamma.manual_seed(11)
+            want = npy(mod(mag))
+            assert got.dtype is fiamma.complex64
+            g = npy(got)
+            masked = want == 0
+            assert masked.any() and (~masked).any()
+            assert (g[masked] == 0).all()
+            np.testing.assert_array_equal(g[~masked], npy(spec)[~masked])
+    fiamma.manual_seed(4)
+    sa = T.SpecAugment(1, 30, 1, 10, iid_masks=True)(spec)
+    changed = npy(sa) != npy(spec)
+    assert changed.any()
+    mean = npy(spec).mean()
+    np.testing.assert_allclose(npy(sa)[changed], mean, atol=1e-6 * np.abs(npy(spec)).max())
+
+
+def test_masking_complex_layout():
+    """(real, imag) pairs (..., freq, time, 2) marked as such are masked as the complex
+    (..., freq, time) tensor: the same bands as its magnitude gets under the same seed,
+    value + 0j."""
+    wav = ft(RNG.standard_normal((3, 4000)), fiamma.float32)
+    spec = fiamma.fft.as_complex_layout(
+        fiamma.view_as_real(T.Spectrogram(n_fft=64, power=None)(wav)))
+    assert tuple(spec.shape) == (3, 33, 126, 2)
     mag = spec.pow(2).sum(-1).sqrt()
     for iid in (False, True):
         for mod in (T.FrequencyMasking(20, iid), T.TimeMasking(60, iid)):
@@ -616,6 +650,11 @@ def test_gradients():
     z = RNG.standard_normal((2, 9, 5, 2))
     _gc(lambda t: T.InverseSpectrogram(n_fft=16, hop_length=4)(t, length=16), z)
     _gc(lambda t: T.TimeStretch(hop_length=4, n_freq=9, fixed_rate=1.4)(t), z + 0.1)
+    # complex spectrograms: gradients in PyTorch's convention, checked on the parts
+    zc = z[..., 0] + 1j * z[..., 1]
+    _gc(lambda t: T.InverseSpectrogram(n_fft=16, hop_length=4)(t, length=16), zc)
+    _gc(lambda t: T.TimeStretch(hop_length=4, n_freq=9, fixed_rate=1.4)(t), zc + 0.1)
+    _gc(lambda t: T.Spectrogram(n_fft=16, hop_length=4, power=None)(t), x)
 
 
 # ---- parity with torch ops -------------------------------------------------------------------
@@ -628,7 +667,7 @@ def test_parity_torch_stft_mel():
     xt = torch.from_numpy(x)
     s = torch.stft(xt, 400, 160, 400, torch.hann_window(400), return_complex=True)
     np.testing.assert_allclose(npy(T.Spectrogram(400, hop_length=160, power=None)(ft(x))),
-                               torch.view_as_real(s).double().numpy(), atol=1e-3, rtol=1e-4)
+                               s.numpy(), atol=1e-3, rtol=1e-4)
     fb = torch.from_numpy(m.mel_scale.fb.numpy().copy())
     ref = torch.matmul(s.abs().pow(2).transpose(-1, -2), fb).transpose(-1, -2)
     np.testing.assert_allclose(npy(m(ft(x))), ref.double().numpy(), rtol=1e-3, atol=1e-2)

@@ -49,9 +49,10 @@ def test_nd_and_real_output_transforms():
     x = fm.tensor(a)
     close(F.ifft(F.fft(x)), np.fft.ifft(np.fft.fft(a)))
     r = fm.randn(16, dtype=fm.float64)
-    pairs = F.fft(r)  # a real input keeps the (real, imag) pair layout
-    assert pairs.shape == (16, 2)
-    close(fm.view_as_complex(pairs), np.fft.fft(r.numpy()))
+    z = F.fft(r)  # a real input gives a complex result too (PyTorch)
+    assert z.shape == (16,) and z.dtype is fm.complex128
+    close(z, np.fft.fft(r.numpy()))
+    close(fm.view_as_real(z), np.stack([z.numpy().real, z.numpy().imag], -1))
     out = fm.empty(4, 6, 5, dtype=fm.complex128)
     F.fft(t[0], out=out[0])
     close(out[0], np.fft.fft(a[0]))
@@ -90,8 +91,55 @@ def test_linalg_on_complex():
     np.testing.assert_allclose((A @ v).numpy(), (v * w.unsqueeze(-2)).numpy(), atol=1e-9)
     w2 = fm.linalg.eigvals(fm.tensor([[0.0, -1.0], [1.0, 0.0]]))
     assert w2.dtype is fm.complex64 and sorted(w2.tolist(), key=lambda z: z.imag) == [-1j, 1j]
-    with pytest.raises(RuntimeError, match="complex input"):
-        fm.linalg.cholesky(A)
+    assert fm.linalg.vecdot(A[0], B[0, :, :1].expand(4, 4)).numpy().tolist() == \
+        (np.conj(a[0]) * b[0, :, :1]).sum(-1).tolist()
+    # the conjugate transposes conjugate complex tensors
+    np.testing.assert_array_equal(A.mH.numpy(), np.conj(np.swapaxes(a, -1, -2)))
+    np.testing.assert_array_equal(A[0].H.numpy(), a[0].conj().T)
+    np.testing.assert_array_equal(A.adjoint().numpy(), np.conj(np.swapaxes(a, -1, -2)))
+
+
+def test_more_linalg_on_complex():
+    a = crand(2, 3, 3)
+    h = a @ np.conj(np.swapaxes(a, -1, -2)) + 3 * np.eye(3)  # Hermitian positive-definite
+    A, H = fm.tensor(a), fm.tensor(h)
+    L = fm.linalg
+    close(L.cholesky(H), np.linalg.cholesky(h), 1e-9, 1e-9)
+    close(L.cholesky(H, upper=True), np.conj(np.swapaxes(np.linalg.cholesky(h), -1, -2)),
+          1e-9, 1e-9)
+    lo, info = L.cholesky_ex(H)
+    close(lo, np.linalg.cholesky(h), 1e-9, 1e-9)
+    assert info.tolist() == [0, 0]
+    w, v = L.eigh(H)
+    assert w.dtype is fm.float64 and v.dtype is fm.complex128
+    close(w, np.linalg.eigvalsh(h), 1e-9, 1e-9)
+    np.testing.assert_allclose((v @ (w.to(fm.complex128).unsqueeze(-1) * v.mH)).numpy(), h,
+                               atol=1e-9)
+    close(L.eigvalsh(H, UPLO="U"), np.linalg.eigvalsh(h, UPLO="U"), 1e-9, 1e-9)
+    sign, logabs = L.slogdet(A)
+    ws, wl = np.linalg.slogdet(a)
+    close(sign, ws, 1e-9, 1e-9)
+    close(logabs, wl, 1e-9, 1e-9)
+    r = crand(4, 3)
+    close(L.pinv(fm.tensor(r)), np.linalg.pinv(r), 1e-9, 1e-9)
+    close(L.pinv(H, hermitian=True), np.linalg.pinv(h, hermitian=True), 1e-9, 1e-9)
+    b = crand(4, 2)
+    sol = L.lstsq(fm.tensor(r), fm.tensor(b), driver="gelsd")
+    ref = np.linalg.lstsq(r, b, rcond=None)
+    close(sol.solution, ref[0], 1e-9, 1e-9)
+    close(sol.residuals, ref[1], 1e-9, 1e-9)
+    close(sol.singular_values, ref[3], 1e-9, 1e-9)
+    for o in ("fro", "nuc", 1, -1, 2, -2, np.inf, -np.inf):
+        close(L.matrix_norm(A, o), np.linalg.norm(a, o, axis=(-2, -1)), 1e-9, 1e-9)
+    close(L.cond(A), np.linalg.cond(a), 1e-8, 1e-8)
+    assert L.matrix_rank(A).tolist() == [3, 3]
+    tri = np.triu(a)
+    close(L.solve_triangular(fm.tensor(tri), fm.tensor(a), upper=True),
+          np.linalg.solve(tri, a), 1e-9, 1e-9)
+    close(L.matrix_power(A, 3), np.linalg.matrix_power(a, 3), 1e-9, 1e-9)
+    close(L.matrix_power(A, -2), np.linalg.matrix_power(np.linalg.inv(a), 2), 1e-8, 1e-8)
+    with pytest.raises(RuntimeError, match="same dtype"):
+        L.solve_triangular(fm.tensor(tri), fm.tensor(a.real), upper=True)
 
 
 @pytest.mark.parity

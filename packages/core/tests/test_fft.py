@@ -1,7 +1,7 @@
 """fiamma.fft, stft/istft and the windows against numpy.fft and closed forms: every transform,
-n / s, dim, the three norms, batched and non-contiguous inputs, the complex (real, imag) layout
-(in, out, ambiguity errors), round trips, float32 kept as float32; PyTorch parity for stft and
-the windows when torch is installed."""
+n / s, dim, the three norms, batched and non-contiguous inputs, complex results (and the
+(real, imag) pairs read with complex_input=True), round trips, float32 kept as float32 /
+complex64; PyTorch parity for the transforms, stft and the windows when torch is installed."""
 
 import math
 
@@ -18,8 +18,10 @@ NORMS = [None, "backward", "ortho", "forward"]
 RTOL = {fiamma.float32: 1e-4, fiamma.float64: 1e-10}
 
 
-def T(a, dtype=fiamma.float64, layout="contiguous"):
+def T(a, dtype=fiamma.float64, layout="contiguous", cplx=False):
     npdt = np.float32 if dtype is fiamma.float32 else np.float64
+    if cplx:
+        npdt = np.complex64 if dtype is fiamma.float32 else np.complex128
     a = np.asarray(a, npdt)
     if layout == "transposed" and a.ndim >= 2:
         return fiamma.from_numpy(np.ascontiguousarray(a.T)).permute(
@@ -43,10 +45,18 @@ def cplx(t):
 
 
 def check_c(t, want, dtype):
+    """A complex result: complex64 for float32 work, complex128 for float64."""
+    cdt = fiamma.complex64 if dtype is fiamma.float32 else fiamma.complex128
+    assert t.dtype is cdt and tuple(t.shape) == want.shape
+    scale = max(1.0, float(np.abs(want).max(initial=0)))
+    np.testing.assert_allclose(to_numpy(t), want, rtol=RTOL[dtype], atol=RTOL[dtype] * scale)
+
+
+def check_pairs(t, want, dtype):
+    """stft(return_complex=False): (real, imag) pairs."""
     assert t.dtype is dtype and tuple(t.shape) == want.shape + (2,)
     scale = max(1.0, float(np.abs(want).max(initial=0)))
     np.testing.assert_allclose(cplx(t), want, rtol=RTOL[dtype], atol=RTOL[dtype] * scale)
-    assert F.is_complex_layout(t)
 
 
 def check_r(t, want, dtype):
@@ -68,8 +78,7 @@ def test_1d_transforms(shape, dtype, layout, norm, seed, n, dim):
     a = rng.standard_normal(shape)
     c = a + 1j * rng.standard_normal(shape)
     x = T(a, dtype, layout)
-    xc = F.as_complex_layout(T(pairs(c), dtype, layout if layout != "transposed" else
-                                 "contiguous"))
+    xc = T(c, dtype, layout, cplx=True)
     check_c(F.fft(x, n, dim, norm), np.fft.fft(a, n, dim, norm), dtype)
     check_c(F.ifft(x, n, dim, norm), np.fft.ifft(a, n, dim, norm), dtype)
     check_c(F.fft(xc, n, dim, norm), np.fft.fft(c, n, dim, norm), dtype)
@@ -102,7 +111,7 @@ def test_nd_transforms(shape, dtype, layout, norm, seed, s, dim):
         return
     ss = None if s is None else [a.shape[ax] if v == -1 else v for v, ax in zip(s, axes)]
     x = T(a, dtype, layout)
-    xc = F.as_complex_layout(T(pairs(c), dtype))
+    xc = T(c, dtype, cplx=True)
     check_c(F.fftn(x, s, dim, norm), np.fft.fftn(a, ss, axes, norm), dtype)
     check_c(F.ifftn(xc, s, dim, norm), np.fft.ifftn(c, ss, axes, norm), dtype)
     check_c(F.rfftn(x, s, dim, norm), np.fft.rfftn(a, ss, axes, norm), dtype)
@@ -125,46 +134,50 @@ def test_hfftn_ihfftn_are_inverse_and_match_1d():
     np.testing.assert_allclose(to_numpy(back), a, atol=1e-12)
     # along one dim they are numpy's hfft / ihfft
     c = rng.standard_normal(5) + 1j * rng.standard_normal(5)
-    np.testing.assert_allclose(to_numpy(F.hfftn(T(pairs(c)), dim=(0,))), np.fft.hfft(c),
+    np.testing.assert_allclose(to_numpy(F.hfftn(T(c, cplx=True), dim=(0,))), np.fft.hfft(c),
                                atol=1e-12)
-    np.testing.assert_allclose(cplx(F.ihfftn(T(a[0]))), np.fft.ihfft(a[0]), atol=1e-12)
+    np.testing.assert_allclose(to_numpy(F.ihfftn(T(a[0]))), np.fft.ihfft(a[0]), atol=1e-12)
 
 
 def test_round_trips_and_layout_rules():
     rng = np.random.default_rng(2)
     a = rng.standard_normal((3, 8))
     x = T(a)
-    np.testing.assert_allclose(to_numpy(F.ifft(F.fft(x)))[..., 0], a, atol=1e-12)
+    np.testing.assert_allclose(to_numpy(F.ifft(F.fft(x)).real), a, atol=1e-12)
     np.testing.assert_allclose(to_numpy(F.irfft(F.rfft(x), n=8)), a, atol=1e-12)
-    np.testing.assert_allclose(to_numpy(F.ifftn(F.fftn(x)))[..., 0], a, atol=1e-12)
-    # a real tensor whose last dim is 2 is ambiguous unless marked / told
+    np.testing.assert_allclose(to_numpy(F.ifftn(F.fftn(x)).real), a, atol=1e-12)
+    # a real tensor is a real signal (PyTorch), whatever its last dim
     stereo = T(rng.standard_normal((16, 2)))
-    with pytest.raises(ValueError, match="fft.fft: ambiguous input of shape \\[16, 2\\]"):
-        F.fft(stereo, dim=0)
-    got = F.fft(stereo, dim=0, complex_input=False)
-    assert got.shape == (16, 2, 2)
-    np.testing.assert_allclose(cplx(got), np.fft.fft(to_numpy(stereo), axis=0), atol=1e-12)
+    got = F.fft(stereo, dim=0)
+    assert got.shape == (16, 2) and got.dtype is fiamma.complex128
+    np.testing.assert_allclose(to_numpy(got), np.fft.fft(to_numpy(stereo), axis=0),
+                               atol=1e-12)
+    # complex_input=True reads (real, imag) pairs (a fiamma extension)
     got = F.fft(stereo, complex_input=True)
     c = to_numpy(stereo) @ np.array([1, 1j])
-    np.testing.assert_allclose(cplx(got), np.fft.fft(c), atol=1e-12)
-    # arithmetic loses the mark: an explicit complex_input is then needed
+    np.testing.assert_allclose(to_numpy(got), np.fft.fft(c), atol=1e-12)
+    # results are ordinary complex tensors: arithmetic keeps them complex
     X = F.fft(x)
-    with pytest.raises(ValueError, match="complex_input=True"):
-        F.ifft(X * 2)
-    np.testing.assert_allclose(to_numpy(F.ifft(X * 2, complex_input=True))[..., 0], 2 * a,
+    np.testing.assert_allclose(to_numpy(F.ifft(X * 2).real), 2 * a, atol=1e-12)
+    np.testing.assert_allclose(to_numpy(fiamma.view_as_real(X)), pairs(np.fft.fft(a)),
                                atol=1e-12)
-    # complex-input-only transforms need the layout
-    with pytest.raises(RuntimeError, match="fft.irfft: expected a complex input"):
-        F.irfft(T(np.ones((4, 3))))
+    # a real spectrum has zero imaginary parts (PyTorch)
+    r = rng.standard_normal((4, 3))
+    np.testing.assert_allclose(to_numpy(F.irfft(T(r))), np.fft.irfft(r), atol=1e-12)
+    np.testing.assert_allclose(to_numpy(F.hfft(T(r))), np.fft.hfft(r), atol=1e-12)
+    with pytest.raises(RuntimeError, match="fft.rfft: expected a real input"):
+        F.rfft(X)
     # non-contiguous pairs are read correctly
     c = rng.standard_normal((5, 4)) + 1j * rng.standard_normal((5, 4))
     xt = T(pairs(c).transpose(1, 0, 2).copy()).transpose(0, 1)
-    np.testing.assert_allclose(cplx(F.fft(xt, complex_input=True)), np.fft.fft(c), atol=1e-12)
+    np.testing.assert_allclose(to_numpy(F.fft(xt, complex_input=True)), np.fft.fft(c),
+                               atol=1e-12)
 
 
 def test_dtypes_and_errors():
-    assert F.fft(fiamma.arange(4)).dtype is fiamma.float32
-    assert F.rfft(T(np.ones(4), fiamma.float32)).dtype is fiamma.float32
+    assert F.fft(fiamma.arange(4)).dtype is fiamma.complex64
+    assert F.rfft(T(np.ones(4), fiamma.float32)).dtype is fiamma.complex64
+    assert F.irfft(F.rfft(T(np.ones(4), fiamma.float32))).dtype is fiamma.float32
     with pytest.raises(RuntimeError, match="fft.fft: Unsupported dtype"):
         F.fft(fiamma.ones(4, dtype=fiamma.float16))
     with pytest.raises(ValueError, match="fft.fft: Invalid normalization mode"):
@@ -179,11 +192,11 @@ def test_dtypes_and_errors():
         F.rfft(fiamma.tensor(1.0))
     with pytest.raises(RuntimeError, match="fft.fftn: When given"):
         F.fftn(fiamma.ones(3, 3), s=(3,), dim=(0, 1))
-    out = fiamma.empty(0)
+    out = fiamma.empty(0, dtype=fiamma.complex64)
     r = F.rfft(fiamma.ones(4), out=out)
-    assert r is out and out.shape == (3, 2)
+    assert r is out and out.shape == (3,) and out.tolist() == [4, 0, 0]
     # batch dims that are empty are fine
-    assert F.fft(fiamma.ones(0, 4)).shape == (0, 4, 2)
+    assert F.fft(fiamma.ones(0, 4)).shape == (0, 4)
 
 
 def test_freqs_and_shifts():
@@ -194,10 +207,14 @@ def test_freqs_and_shifts():
     np.testing.assert_array_equal(to_numpy(F.fftshift(T(a))), np.fft.fftshift(a))
     np.testing.assert_array_equal(to_numpy(F.ifftshift(T(a), dim=1)), np.fft.ifftshift(a, 1))
     np.testing.assert_array_equal(to_numpy(F.ifftshift(F.fftshift(T(a)))), a)
-    # a complex result: the (real, imag) pair is not shifted
+    # a complex result
     X = F.fft(T(np.arange(5.0)))
-    np.testing.assert_allclose(cplx(F.fftshift(X)), np.fft.fftshift(np.fft.fft(np.arange(5.0))))
-    assert F.is_complex_layout(F.fftshift(X))
+    np.testing.assert_allclose(to_numpy(F.fftshift(X)),
+                               np.fft.fftshift(np.fft.fft(np.arange(5.0))))
+    # (real, imag) pairs marked as such: the trailing pair is not shifted
+    P = F.as_complex_layout(fiamma.view_as_real(X))
+    np.testing.assert_allclose(cplx(F.fftshift(P)), np.fft.fftshift(np.fft.fft(np.arange(5.0))))
+    assert F.is_complex_layout(F.fftshift(P))
 
 
 # ---- windows, stft, istft ----------------------------------------------------------------------
@@ -277,7 +294,7 @@ def test_stft_istft(batch, L, n_fft, hop, win, center, pad_mode, normalized, one
                     return_complex=False)
     want = np_stft(x, n_fft, h, wl, None if window is None else to_numpy(window), center,
                    pad_mode, normalized, onesided is not False)
-    check_c(S, want, fiamma.float64)
+    check_pairs(S, want, fiamma.float64)
     # istft inverts it where the window overlap-add does not vanish
     if center:
         try:
@@ -382,10 +399,6 @@ def test_stft_errors_and_float32():
     c = fiamma.stft(x, 16, return_complex=True)  # the pairs' memory as complex numbers
     assert c.dtype is fiamma.complex64 and c.shape == (9, 17)
     assert np.array_equal(fiamma.view_as_real(c).numpy(), fiamma.stft(x, 16).numpy())
-    xg = x.detach()
-    xg.requires_grad = True  # (the slot: core's tests run without fiamma-autograd)
-    with pytest.raises(RuntimeError, match="return_complex=True on an input that requires"):
-        fiamma.stft(xg, 16, return_complex=True)
     with pytest.raises(RuntimeError, match="stft: expected a 1D or 2D tensor"):
         fiamma.stft(fiamma.randn(2, 2, 64), 16)
     with pytest.raises(RuntimeError, match="stft: expected a 1D window"):
@@ -421,5 +434,33 @@ def test_torch_parity_when_installed():
     fy = fiamma.istft(fs, 32, 8, 20, fiamma.hann_window(20, dtype=fiamma.float64), length=100)
     np.testing.assert_allclose(to_numpy(fy), ty.numpy(), atol=1e-10)
     c = torch.fft.fft2(torch.from_numpy(x), norm="ortho")
-    np.testing.assert_allclose(to_numpy(F.fft2(T(x), norm="ortho")),
-                               torch.view_as_real(c).numpy(), atol=1e-10)
+    np.testing.assert_allclose(to_numpy(F.fft2(T(x), norm="ortho")), c.numpy(), atol=1e-10)
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("name", ["fft", "ifft", "rfft", "ihfft", "irfft", "hfft", "fft2",
+                                  "ifft2", "rfft2", "irfft2", "hfft2", "ihfft2", "fftn",
+                                  "ifftn", "rfftn", "irfftn", "hfftn", "ihfftn"])
+@pytest.mark.parametrize("kind", ["float32", "float64", "complex64", "complex128"])
+def test_transforms_match_torch(name, kind):
+    """dtype, shape and values of every transform as torch.fft, real and complex inputs."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((3, 6))
+    if kind.startswith("complex"):
+        a = a + 1j * rng.standard_normal((3, 6))
+    a = a.astype(kind)
+    tx = torch.from_numpy(a.copy())
+    fx = fiamma.from_numpy(a.copy())
+    kw = {"norm": "ortho"}
+    try:
+        want = getattr(torch.fft, name)(tx, **kw)
+    except RuntimeError:  # torch refuses it (rfft of a complex input): fiamma raises too
+        with pytest.raises(RuntimeError):
+            getattr(F, name)(fx, **kw)
+        return
+    got = getattr(F, name)(fx, **kw)
+    assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+    assert tuple(got.shape) == tuple(want.shape)
+    tol = 1e-4 if kind in ("float32", "complex64") else 1e-10
+    np.testing.assert_allclose(to_numpy(got), want.resolve_conj().numpy(), rtol=tol, atol=tol)

@@ -284,13 +284,15 @@ def test_eig_cases_and_errors():
         LA.eig(T(np.eye(2)), out=fiamma.empty(0))
 
 
-def test_eig_refuses_gradients():
+def test_eig_records_gradients():
     pytest.importorskip("fiamma.autograd")
-    x = T(np.eye(2)).requires_grad_()
-    with pytest.raises(RuntimeError, match="linalg.eig: gradients are not supported"):
-        LA.eig(x)
+    x = T(np.array([[2.0, 1.0], [0.0, 3.0]])).requires_grad_()
+    w, v = LA.eig(x)
+    assert w.requires_grad and v.requires_grad and LA.eigvals(x).requires_grad
+    w.real.sum().backward()  # d trace(A) / dA = I
+    np.testing.assert_allclose(x.grad.numpy(), np.eye(2), atol=1e-12)
     with fiamma.no_grad():
-        assert LA.eigvals(x).shape == (2,)
+        assert LA.eigvals(x).shape == (2,) and not LA.eigvals(x).requires_grad
 
 
 @SETTINGS

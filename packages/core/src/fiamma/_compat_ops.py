@@ -272,16 +272,25 @@ def chain_matmul(*matrices):
 # ---- elementwise and statistics -----------------------------------------------------------------
 
 def _float_of(x):
-    return x if x.dtype.is_floating_point else x.to(D.get_default_dtype())
+    """x as a floating (or complex) tensor: integers and bools become the default float."""
+    return x if x.dtype.is_floating_point or x.dtype.is_complex else \
+        x.to(D.get_default_dtype())
+
+
+def _no_complex(x, op):
+    if x.dtype.is_complex:
+        raise RuntimeError(f"{op} is not supported for complex tensors (as in PyTorch)")
 
 
 def deg2rad(input):
     """Degrees to radians (integers become the default float dtype)."""
+    _no_complex(input, "deg2rad")
     return _float_of(input) * (math.pi / 180.0)
 
 
 def rad2deg(input):
     """Radians to degrees."""
+    _no_complex(input, "rad2deg")
     return _float_of(input) * (180.0 / math.pi)
 
 
@@ -372,10 +381,10 @@ def logcumsumexp(input, dim):
     [0.0, 0.6931]
     """
     f = _F()
-    x = _float_of(input)
+    x = input if input.dtype.is_complex else _float_of(input)
     if x.ndim == 0:
         return x.clone()
-    m = x.detach().amax(dim, keepdim=True)
+    m = (x.detach().real if x.dtype.is_complex else x.detach()).amax(dim, keepdim=True)
     m = f.where(f.isfinite(m), m, f.zeros_like(m))
     return f.log(f.cumsum(f.exp(x - m), dim)) + m
 
@@ -476,14 +485,15 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
     if x.ndim < 2:
         x = x.reshape(1, -1)
     n = x.shape[1]
+    rdt = x.dtype.to_real  # weights and the normaliser are real (complex x: x's parts' dtype)
     w = None
     if fweights is not None:
-        w = fweights.to(x.dtype)
+        w = fweights.to(rdt)
     if aweights is not None:
-        w = aweights.to(x.dtype) if w is None else w * aweights.to(x.dtype)
+        w = aweights.to(rdt) if w is None else w * aweights.to(rdt)
     if w is None:
         avg = x.mean(1, keepdim=True)
-        wsum = f.tensor(float(n), dtype=x.dtype)
+        wsum = f.tensor(float(n), dtype=rdt)
         norm = wsum - correction
     else:
         wsum = w.sum()
@@ -491,10 +501,10 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
         if aweights is None or correction == 0:
             norm = wsum - correction
         else:
-            norm = wsum - correction * (w * aweights.to(x.dtype)).sum() / wsum
+            norm = wsum - correction * (w * aweights.to(rdt)).sum() / wsum
     norm = f.clamp(norm, min=0)
     xm = x - avg
-    c = ((xm * w) if w is not None else xm) @ xm.mT / norm
+    c = ((xm * w) if w is not None else xm) @ xm.mH / norm
     return c.squeeze() if input.ndim < 2 else c
 
 
@@ -505,6 +515,10 @@ def corrcoef(input):
     if c.ndim == 0:
         return c / c
     d = f.diagonal(c)
+    if c.dtype.is_complex:  # the variances are real; parts clipped to [-1, 1] (PyTorch)
+        sd = f.sqrt(d.real)
+        c = c / sd.reshape(-1, 1) / sd.reshape(1, -1)
+        return f.complex(c.real.clamp(-1, 1), c.imag.clamp(-1, 1))
     sd = f.sqrt(d)
     c = c / sd.reshape(-1, 1) / sd.reshape(1, -1)
     return c.clamp(-1, 1)

@@ -2,6 +2,7 @@
 ranges arange/range/linspace/logspace/eye."""
 
 import builtins
+import cmath
 import math
 import operator
 import warnings
@@ -378,6 +379,10 @@ def _arange(start, end, step, out, dtype, device, requires_grad, empty_ok):
     op = "arange"
     if end is None:
         start, end = 0, start
+    if any(isinstance(v, builtins.complex) for v in (start, end, step)) or (
+            dtype is not None and D.to_dtype(dtype, op).kind == 3):
+        raise TypeError(f"{op}: not implemented for complex numbers or dtypes (as in PyTorch; "
+                        "use linspace, which takes them)")
     if (type(start) is builtins.int and type(end) is builtins.int and step == 1
             and type(step) is builtins.int and dtype is None and out is None
             and device is None and not requires_grad and _I64_MIN <= start <= end <= _I64_MAX):
@@ -476,6 +481,59 @@ def _steps(steps, op):
     return n
 
 
+def _complex_number(x, op, name):
+    """A Python complex from a complex number, NumPy complex scalar or one-element complex
+    tensor; None for real values."""
+    if isinstance(x, builtins.complex):
+        return x
+    if isinstance(x, np.generic) and x.dtype.kind == "c":
+        return builtins.complex(x.item())
+    if isinstance(x, Tensor) and x._dtype.kind == 3:
+        if x._numel != 1:
+            raise RuntimeError(f"{op}: {name} must be a number or a one-element tensor, got a "
+                               f"tensor of shape {list(x._shape)}")
+        return builtins.complex(x.item())
+    return None
+
+
+_PY_REAL = (builtins.int, builtins.float)
+
+
+def _plain_reals(start, end, dtype, out):
+    """The common call: Python int/float ends, no dtype or out (no complex result possible)."""
+    return type(start) in _PY_REAL and type(end) in _PY_REAL and dtype is None and out is None
+
+
+def _complex_space(op, values, dtype, out):
+    """(start, end, complex dtype) when linspace/logspace must build complex values (a complex
+    argument or a complex dtype, as PyTorch), else None."""
+    cs = [_complex_number(v, op, n) for v, n in zip(values, ("start", "end", "base"))]
+    dt = None
+    if dtype is not None:
+        dt = D.to_dtype(dtype, op)
+    elif out is not None and isinstance(out, Tensor):
+        dt = out._dtype
+    if all(c is None for c in cs) and (dt is None or dt.kind != 3):
+        return None
+    if dt is None:
+        dt = D.get_default_dtype().to_complex
+    elif dt.kind != 3:
+        raise RuntimeError(f"{op}: complex start/end/base need a complex dtype, got {dt}")
+    s = cs[0] if cs[0] is not None else builtins.complex(_number(values[0], op, "start"))
+    e = cs[1] if cs[1] is not None else builtins.complex(_number(values[1], op, "end"))
+    return s, e, dt
+
+
+def _complex_emit(re, im, n, dt, device, out, requires_grad, op):
+    from fiamma._ops.complex_ops import imag_, real_
+
+    def fill(t):
+        real_(t).copy_(re)
+        imag_(t).copy_(im)
+
+    return _emit(n, dt, device, out, requires_grad, op, fill)
+
+
 def _space_args(start, end, dt, op):
     s = builtins.float(_number(start, op, "start"))
     e = builtins.float(_number(end, op, "end"))
@@ -503,6 +561,12 @@ def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=Non
     """
     op = "linspace"
     n = _steps(steps, op)
+    cx = None if _plain_reals(start, end, dtype, out) else \
+        _complex_space(op, (start, end), dtype, out)
+    if cx is not None:
+        re = linspace(cx[0].real, cx[1].real, n, dtype=cx[2].to_real)
+        im = linspace(cx[0].imag, cx[1].imag, n, dtype=cx[2].to_real)
+        return _complex_emit(re, im, n, cx[2], device, out, requires_grad, op)
     dt = _range_dtype(dtype, out, True, op)
     s, e = _space_args(start, end, dt, op)
     return _emit(n, dt, device, out, requires_grad, op,
@@ -519,6 +583,14 @@ def logspace(start, end, steps, base=10.0, *, out=None, dtype=None, layout=None,
     """
     op = "logspace"
     n = _steps(steps, op)
+    cx = None if _plain_reals(start, end, dtype, out) and type(base) in _PY_REAL else \
+        _complex_space(op, (start, end, base), dtype, out)
+    if cx is not None:  # base ** z = exp(z log(base)) on the complex linspace
+        z = linspace(cx[0], cx[1], n, dtype=cx[2])
+        b = _complex_number(base, op, "base")
+        b = builtins.complex(_number(base, op, "base")) if b is None else b
+        v = (z * (cmath.log(b) if b != 0 else -math.inf)).exp() if n else z
+        return _complex_emit(v.real, v.imag, n, cx[2], device, out, requires_grad, op)
     dt = _range_dtype(dtype, out, True, op)
     s = builtins.float(_number(start, op, "start"))
     e = builtins.float(_number(end, op, "end"))

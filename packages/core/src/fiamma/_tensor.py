@@ -400,16 +400,18 @@ class Tensor:
             raise RuntimeError("mT: tensor must have at least 2 dimensions")
         return self.transpose(-2, -1)
 
+    # the conjugate transposes: views for real tensors; complex ones are conjugated into a new
+    # tensor (fiamma has no lazy conjugate bit)
     @property
     def H(self):
-        return self.T
+        return self.T if self._dtype.kind != 3 else self.T.conj()
 
     @property
     def mH(self):
-        return self.mT
+        return self.mT if self._dtype.kind != 3 else self.mT.conj()
 
     def adjoint(self):
-        return self.mT
+        return self.mT if self._dtype.kind != 3 else self.mT.conj()
 
     def squeeze(self, dim=None):
         nd = len(self._shape)
@@ -952,12 +954,9 @@ def _cast(x, dt):
 
         warnings.warn("Casting complex values to real discards the imaginary part",
                       UserWarning, stacklevel=3)
-    elif dt.kind == 3 and x.requires_grad and G.is_grad_enabled():
-        raise RuntimeError(f"to: casting a tensor that requires grad to {dt} is not supported "
-                           "yet (no gradients through complex tensors); detach it first")
     out = new_empty(x._shape, dt, x._storage.device)
     _copy_into(out, x)
-    if x.requires_grad and dt.kind == 2:
+    if x.requires_grad and dt.kind >= 2:
         G.record("to", out, (x,), {"dtype": dt})
     return out
 

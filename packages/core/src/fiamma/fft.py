@@ -1,35 +1,25 @@
-"""fiamma.fft: discrete Fourier transforms with PyTorch's ``torch.fft`` names and arguments.
+"""fiamma.fft: discrete Fourier transforms with PyTorch's ``torch.fft`` names, arguments and
+results.
 
-**Complex tensors.** A complex64/complex128 input is a complex signal, and the transforms that
-take one (fft, ifft, fft2, ifft2, fftn, ifftn) return a complex tensor of its dtype, as
-PyTorch; irfft/hfft (and their 2-d/n-d forms) take a complex tensor and return a real one.
+Transforms with a complex result (fft, ifft, rfft, ihfft, fft2, ..., fftn, rfftn, ihfftn)
+return a complex tensor (complex64 from float32 / complex64 input, complex128 from float64 /
+complex128), for real and complex inputs alike, as PyTorch. The transforms that read a complex
+spectrum (irfft, hfft and their 2-d / n-d forms) take a complex tensor; a real tensor there is
+a spectrum with zero imaginary parts, as in PyTorch.
 
-**The (real, imag) pair layout** (what fiamma used before it had complex dtypes, and what real
-inputs still give): a complex tensor of shape ``S`` as a real tensor of shape ``S + (2,)`` holding
-(real, imag) pairs, the layout of ``fiamma.view_as_real`` (float32 pairs for complex64, float64
-pairs for complex128).
-
-- Transforms of a real input with a complex result (fft, ifft, rfft, ihfft, fft2, ..., fftn,
-  rfftn, ...) return that layout (``fiamma.view_as_complex`` turns it into a complex tensor
-  without a copy).
-- Transforms that need a complex input (irfft, irfft2, irfftn, hfft, hfft2, hfftn) take that
-  layout: the last dimension must have size 2 and ``dim``/``s`` refer to the complex tensor's
-  dimensions (the trailing 2 is not a dimension of the signal).
-- fft, ifft, fft2, ifft2, fftn and ifftn take a real signal or a complex one. A tensor returned
-  by a fiamma.fft function (or marked with :func:`as_complex_layout`) is complex; a tensor whose
-  last dimension is not 2 is real; any other tensor with a last dimension of size 2 is
-  ambiguous and raises, unless ``complex_input=True`` or ``False`` says what it is (a fiamma
-  extension of PyTorch's signature). So ``ifft(fft(x))`` works as in PyTorch and a real (N, 2)
-  signal is never silently read as N complex numbers.
+``complex_input=True`` (a fiamma extension on fft/ifft/fft2/ifft2/fftn/ifftn) reads a real
+tensor whose last dimension is 2 as (real, imag) pairs (``fiamma.view_as_real``'s layout);
+``fiamma.view_as_real`` of a result gives that layout back without a copy.
 
 Computed with NumPy's pocketfft on zero-copy views (float32 stays float32). Integer and bool
 inputs give the default float dtype; float16 and bfloat16 raise, as PyTorch does on the CPU.
+Differentiable (fiamma-autograd), with complex gradients in PyTorch's convention.
 
 >>> import fiamma
 >>> X = fiamma.fft.fft(fiamma.tensor([1.0, 0.0, 0.0, 0.0]))
->>> X.shape  # 4 complex numbers as (real, imag) pairs
-fiamma.Size([4, 2])
->>> fiamma.fft.ifft(X)[:, 0].tolist()
+>>> X.dtype, X.shape
+(fiamma.complex64, fiamma.Size([4]))
+>>> fiamma.fft.ifft(X).real.tolist()
 [1.0, 0.0, 0.0, 0.0]
 """
 
@@ -48,7 +38,8 @@ __all__ = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rf
 _NORMS = ("backward", "ortho", "forward")
 _SWAP = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
 
-# tensors known to hold complex (real, imag) pairs: id -> weak reference (a WeakSet would
+# tensors marked as holding complex (real, imag) pairs (``as_complex_layout``; fftshift keeps
+# their trailing pair unshifted): id -> weak reference (a WeakSet would
 # compare tensors with the elementwise ==)
 _COMPLEX = {}
 
@@ -64,7 +55,7 @@ def as_complex_layout(t):
 
 
 def is_complex_layout(t):
-    """Whether ``t`` is marked as complex (real, imag) pairs (a fiamma.fft result)."""
+    """Whether ``t`` is marked as complex (real, imag) pairs (``as_complex_layout``)."""
     r = _COMPLEX.get(id(t))
     return r is not None and r() is t
 
@@ -107,9 +98,9 @@ def _real_np(x, op):
     return x.numpy()
 
 
-def _complex_np(x, op):
-    """The complex NumPy array of a complex tensor or a (..., 2) pairs tensor (a view when the
-    pairs are contiguous)."""
+def _complex_np(x, op, pairs=False):
+    """The complex NumPy array of a complex tensor, of a real one (zero imaginary parts), or
+    with ``pairs`` of a (..., 2) (real, imag) tensor (a view when the pairs are contiguous)."""
     if isinstance(x, Tensor) and x._dtype.kind == 3:
         x = x.detach()
         if x._storage.device.type != "cpu":
@@ -120,6 +111,8 @@ def _complex_np(x, op):
 
         return arr(x)
     x = _float_src(x, op)
+    if not pairs:  # a real spectrum: the complex one with zero imaginary parts (PyTorch)
+        return _complex_np(x.to(x._dtype.to_complex), op)
     if not x._shape or x._shape[-1] != 2:
         raise RuntimeError(f"fft.{op}: expected a complex input as (real, imag) pairs (last "
                            f"dimension of size 2), got shape {list(x._shape)}")
@@ -133,18 +126,11 @@ def _complex_np(x, op):
 
 
 def _is_complex_input(x, complex_input, op):
+    """Whether the input is a complex signal: a complex tensor, or (real, imag) pairs with
+    ``complex_input=True``; any other real tensor is a real signal (PyTorch)."""
     if isinstance(x, Tensor) and x._dtype.kind == 3:
         return True
-    if complex_input is not None:
-        return builtins.bool(complex_input)
-    if is_complex_layout(x):
-        return True
-    if not isinstance(x, Tensor) or not x._shape or x._shape[-1] != 2:
-        return False
-    raise ValueError(
-        f"fft.{op}: ambiguous input of shape {list(x._shape)}: a real tensor whose last "
-        "dimension has size 2 may be a real signal or complex (real, imag) pairs. Pass "
-        "complex_input=True (complex pairs) or complex_input=False (real signal)")
+    return builtins.bool(complex_input)
 
 
 def _out_real(arr, out, op):
@@ -157,36 +143,23 @@ def _out_real(arr, out, op):
     return _finish(res, out, op)
 
 
-def _out_complex(arr, out, op, dtype_out=False):
-    """The transform's complex result: a complex tensor (``dtype_out``: the input was one) or
-    (real, imag) pairs."""
-    if dtype_out:
-        from fiamma._ops.complex_ops import arr as _arr, view_as_complex
+def _out_complex(arr, out, op):
+    """The transform's complex result as a complex tensor."""
+    from fiamma._ops.complex_ops import arr as _arr, view_as_complex
 
-        if isinstance(arr, Tensor):  # computed on its device: (..., 2) pairs
-            res = view_as_complex(arr)
-        else:
-            arr = np.asarray(arr)
-            if arr.flags.c_contiguous and arr.flags.writeable and arr.flags.aligned and \
-                    arr.dtype in (np.complex64, np.complex128):
-                from fiamma._interop import from_numpy
-
-                res = from_numpy(arr)  # NumPy's fresh result becomes the tensor's memory
-            else:
-                res = new_empty(arr.shape, D.complex64 if arr.dtype == np.complex64 else
-                                D.complex128)
-                if res._numel:
-                    _arr(res)[...] = arr
-        return _finish(res, out, op)
     if isinstance(arr, Tensor):  # computed on its device: (..., 2) pairs
-        return as_complex_layout(_finish(arr, out, op))
+        return _finish(view_as_complex(arr), out, op)
     arr = np.asarray(arr)
-    fdt = D.float32 if arr.dtype == np.complex64 else D.float64
-    res = new_empty(arr.shape + (2,), fdt)
-    if res._numel:  # one pass: the pairs seen as complex numbers
-        res.numpy().view(arr.dtype)[..., 0] = arr
-    res = _finish(res, out, op)
-    return as_complex_layout(res)
+    if arr.flags.c_contiguous and arr.flags.writeable and arr.flags.aligned and \
+            arr.dtype in (np.complex64, np.complex128):
+        from fiamma._interop import from_numpy
+
+        res = from_numpy(arr)  # NumPy's fresh result becomes the tensor's memory
+    else:
+        res = new_empty(arr.shape, D.complex64 if arr.dtype == np.complex64 else D.complex128)
+        if res._numel:
+            _arr(res)[...] = arr
+    return _finish(res, out, op)
 
 
 def _finish(res, out, op):
@@ -294,46 +267,41 @@ def _record(op, res, x, kwargs):
 
 def _c2c(op, npfn, input, n, dim, norm, out, complex_input):
     cplx = _is_complex_input(input, complex_input, op)
-    a = _complex_np(input, op) if cplx else _real_np(input, op)
+    a = _complex_np(input, op, pairs=True) if cplx else _real_np(input, op)
     if a.ndim == 0:
         raise IndexError(f"fft.{op}: expected a signal of at least one dimension, got a 0-d "
                          "tensor")
     _check_n(n, op)
     d = _wrap(dim, a.ndim, op)
     r = _np_call(op, npfn, a, n=n, axis=d, norm=_norm(norm, op))
-    res = _out_complex(r, out, op, _is_cdtype(input))
+    res = _out_complex(r, out, op)
     return _record(op, res, input, {"n": n, "dim": dim, "norm": norm, "complex_input": cplx})
-
-
-def _is_cdtype(x):
-    return isinstance(x, Tensor) and x._dtype.kind == 3
 
 
 def fft(input, n=None, dim=-1, norm=None, *, out=None, complex_input=None):
     """The 1-d discrete Fourier transform along ``dim`` (zero-padded / trimmed to ``n``).
 
-    Returns complex (real, imag) pairs (shape ``(..., 2)``); see the module docstring for how a
-    complex input is recognised. ``norm``: 'backward' (default, no scaling), 'ortho'
-    (1/sqrt(n)), 'forward' (1/n).
+    Returns a complex tensor (a real input is a real signal). ``norm``: 'backward' (default,
+    no scaling), 'ortho' (1/sqrt(n)), 'forward' (1/n).
 
     >>> import fiamma
-    >>> fiamma.fft.fft(fiamma.tensor([1.0, 2.0, 3.0, 4.0]))[0].tolist()
-    [10.0, 0.0]
+    >>> fiamma.fft.fft(fiamma.tensor([1.0, 2.0, 3.0, 4.0])).tolist()
+    [(10+0j), (-2+2j), (-2+0j), (-2-2j)]
     """
     return _c2c("fft", np.fft.fft, input, n, dim, norm, out, complex_input)
 
 
 def ifft(input, n=None, dim=-1, norm=None, *, out=None, complex_input=None):
-    """The 1-d inverse DFT (``norm='backward'`` scales by 1/n). Complex (real, imag) pairs out."""
+    """The 1-d inverse DFT (``norm='backward'`` scales by 1/n); a complex tensor out."""
     return _c2c("ifft", np.fft.ifft, input, n, dim, norm, out, complex_input)
 
 
 def rfft(input, n=None, dim=-1, norm=None, *, out=None):
-    """The DFT of a real signal: the n // 2 + 1 non-negative frequencies, as (real, imag) pairs.
+    """The DFT of a real signal: the n // 2 + 1 non-negative frequencies (complex).
 
     >>> import fiamma
     >>> fiamma.fft.rfft(fiamma.ones(4)).tolist()
-    [[4.0, 0.0], [0.0, 0.0], [0.0, 0.0]]
+    [(4+0j), 0j, 0j]
     """
     a = _real_np(input, "rfft")
     if a.ndim == 0:
@@ -346,8 +314,8 @@ def rfft(input, n=None, dim=-1, norm=None, *, out=None):
 
 
 def irfft(input, n=None, dim=-1, norm=None, *, out=None):
-    """The inverse of :func:`rfft`: a complex half-spectrum as (real, imag) pairs (last dim 2)
-    to a real signal of length ``n`` (default 2 * (m - 1))."""
+    """The inverse of :func:`rfft`: a complex half-spectrum to a real signal of length ``n``
+    (default 2 * (m - 1))."""
     a = _complex_np(input, "irfft")
     if a.ndim == 0:
         raise IndexError("fft.irfft: expected a signal of at least one dimension")
@@ -362,8 +330,8 @@ def irfft(input, n=None, dim=-1, norm=None, *, out=None):
 
 
 def hfft(input, n=None, dim=-1, norm=None, *, out=None):
-    """The DFT of a Hermitian-symmetric signal given by its first half as (real, imag) pairs;
-    the result is real, of length ``n`` (default 2 * (m - 1))."""
+    """The DFT of a Hermitian-symmetric signal given by its first half (complex); the result
+    is real, of length ``n`` (default 2 * (m - 1))."""
     a = _complex_np(input, "hfft")
     _check_n(n, "hfft")
     d = _wrap(dim, a.ndim, "hfft")
@@ -372,7 +340,7 @@ def hfft(input, n=None, dim=-1, norm=None, *, out=None):
 
 
 def ihfft(input, n=None, dim=-1, norm=None, *, out=None):
-    """The inverse of :func:`hfft`: a real signal to its half spectrum as (real, imag) pairs."""
+    """The inverse of :func:`hfft`: a real signal to its (complex) half spectrum."""
     a = _real_np(input, "ihfft")
     _check_n(n, "ihfft")
     d = _wrap(dim, a.ndim, "ihfft")
@@ -385,30 +353,30 @@ def ihfft(input, n=None, dim=-1, norm=None, *, out=None):
 
 def _nd_c2c(op, npfn, input, s, dim, norm, out, complex_input, two):
     cplx = _is_complex_input(input, complex_input, op)
-    a = _complex_np(input, op) if cplx else _real_np(input, op)
+    a = _complex_np(input, op, pairs=True) if cplx else _real_np(input, op)
     s, dims = _axes(a.ndim, s, dim, op, two=two)
     r = _np_call(op, npfn, a, s=_sizes(a, s, dims, op), axes=dims, norm=_norm(norm, op))
-    return _record(op, _out_complex(r, out, op, _is_cdtype(input)), input,
+    return _record(op, _out_complex(r, out, op), input,
                    {"s": s, "dim": dim, "norm": norm, "complex_input": cplx})
 
 
 def fft2(input, s=None, dim=(-2, -1), norm=None, *, out=None, complex_input=None):
-    """The 2-d DFT over ``dim`` (default the last two); complex (real, imag) pairs out."""
+    """The 2-d DFT over ``dim`` (default the last two); a complex tensor out."""
     return _nd_c2c("fft2", np.fft.fftn, input, s, dim, norm, out, complex_input, True)
 
 
 def ifft2(input, s=None, dim=(-2, -1), norm=None, *, out=None, complex_input=None):
-    """The 2-d inverse DFT; complex (real, imag) pairs out."""
+    """The 2-d inverse DFT; a complex tensor out."""
     return _nd_c2c("ifft2", np.fft.ifftn, input, s, dim, norm, out, complex_input, True)
 
 
 def fftn(input, s=None, dim=None, norm=None, *, out=None, complex_input=None):
-    """The n-d DFT over ``dim`` (default: the last len(s) dims, or all); (real, imag) out."""
+    """The n-d DFT over ``dim`` (default: the last len(s) dims, or all); complex out."""
     return _nd_c2c("fftn", np.fft.fftn, input, s, dim, norm, out, complex_input, False)
 
 
 def ifftn(input, s=None, dim=None, norm=None, *, out=None, complex_input=None):
-    """The n-d inverse DFT; complex (real, imag) pairs out."""
+    """The n-d inverse DFT; a complex tensor out."""
     return _nd_c2c("ifftn", np.fft.ifftn, input, s, dim, norm, out, complex_input, False)
 
 
@@ -454,7 +422,7 @@ def rfft2(input, s=None, dim=(-2, -1), norm=None, *, out=None):
 
 
 def irfft2(input, s=None, dim=(-2, -1), norm=None, *, out=None):
-    """The inverse of :func:`rfft2` ((real, imag) pairs in, real out)."""
+    """The inverse of :func:`rfft2` (complex in, real out)."""
     return _irfftn("irfft2", input, s, dim, norm, out, True)
 
 
@@ -464,12 +432,12 @@ def rfftn(input, s=None, dim=None, norm=None, *, out=None):
 
 
 def irfftn(input, s=None, dim=None, norm=None, *, out=None):
-    """The inverse of :func:`rfftn` ((real, imag) pairs in, real out)."""
+    """The inverse of :func:`rfftn` (complex in, real out)."""
     return _irfftn("irfftn", input, s, dim, norm, out, False)
 
 
 def hfft2(input, s=None, dim=(-2, -1), norm=None, *, out=None):
-    """The 2-d DFT of a Hermitian signal given as its half ((real, imag) pairs); real out."""
+    """The 2-d DFT of a Hermitian signal given as its (complex) half; real out."""
     return _irfftn("hfft2", input, s, dim, norm, out, True, conj=True)
 
 
@@ -479,7 +447,7 @@ def ihfft2(input, s=None, dim=(-2, -1), norm=None, *, out=None):
 
 
 def hfftn(input, s=None, dim=None, norm=None, *, out=None):
-    """The n-d DFT of a Hermitian signal given as its half ((real, imag) pairs); real out."""
+    """The n-d DFT of a Hermitian signal given as its (complex) half; real out."""
     return _irfftn("hfftn", input, s, dim, norm, out, False, conj=True)
 
 

@@ -124,12 +124,7 @@ def _float_np(A, op, name="A", complex_ok=False):
     if dt in (D.float16, D.bfloat16):
         raise RuntimeError(f"linalg.{op}: Low precision dtypes not supported. Got {_NAMES[dt]}")
     if dt.kind == 3 and not complex_ok:
-        raise RuntimeError(f"linalg.{op}: complex input ({dt}) is not supported yet; only "
-                           "inv, det, solve, qr, svd, svdvals, eig and eigvals take complex "
-                           "matrices")
-    if dt.kind == 3 and A.requires_grad and G.is_grad_enabled():
-        raise RuntimeError(f"linalg.{op}: gradients through complex matrices are not "
-                           "supported yet; detach the input")
+        raise RuntimeError(f"linalg.{op}: complex input ({dt}) is not supported")
     if dt.kind < 2:
         raise RuntimeError(f"linalg.{op}: Expected a floating point or complex tensor as input. "
                            f"Got {_NAMES[dt]}")
@@ -279,7 +274,7 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
 def _mnorm_np(a, ord, op):
     """Matrix norms over the last two axes of NumPy array ``a``."""
     if ord == "fro":
-        return np.sqrt(np.sum(np.square(a), axis=(-2, -1)))
+        return np.sqrt(np.sum(np.square(np.abs(a)), axis=(-2, -1)))
     if ord == "nuc":
         return np.sum(np.linalg.svd(a, compute_uv=False), axis=-1) if a.size else \
             np.zeros(a.shape[:-2], a.dtype)
@@ -312,7 +307,7 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=No
     """
     _check(A, "matrix_norm")
     src = A if dtype is None else A.to(dtype)
-    a = _float_np(src, "matrix_norm")
+    a = _float_np(src, "matrix_norm", complex_ok=True)
     if a.ndim < 2:
         raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 "
                            "dimensions.")
@@ -332,7 +327,7 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=No
     if keepdim:
         for d in sorted((d0, d1)):
             r = np.expand_dims(r, d)
-    res = _result(r, src._dtype, out, "matrix_norm")
+    res = _result(r, src._dtype.to_real, out, "matrix_norm")
     return _record("matrix_norm", res, (A,), {"ord": ord, "dim": dim, "keepdim": keepdim,
                                              "dtype": dtype})
 
@@ -368,7 +363,7 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None, out=None):
 def cond(A, p=None, *, out=None):
     """The condition number of A in the ``p`` norm (None / 2: ratio of extreme singular
     values; 'fro', 'nuc', inf, -inf, 1, -1: norm(A) * norm(inv(A)))."""
-    a = _matrix_np(A, "cond", square=p not in (None, 2, -2))
+    a = _matrix_np(A, "cond", square=p not in (None, 2, -2), complex_ok=True)
     if p in (None, 2, -2):
         s = np.linalg.svd(a, compute_uv=False)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -379,7 +374,7 @@ def cond(A, p=None, *, out=None):
         except np.linalg.LinAlgError:
             ia = np.full_like(a, np.inf)
         r = _mnorm_np(a, p, "cond") * _mnorm_np(ia, p, "cond")
-    return _record("cond", _result(r, A._dtype, out, "cond"), (A,), {"p": p})
+    return _record("cond", _result(r, A._dtype.to_real, out, "cond"), (A,), {"p": p})
 
 
 # ---- inverses and determinants ---------------------------------------------------------------
@@ -403,7 +398,7 @@ def inv_ex(A, *, check_errors=False, out=None):
     """``(inverse, info)``: info (int32, one per matrix) is 0 or the 1-based index of the zero
     pivot; the inverse of a singular matrix is left unspecified (no error unless
     check_errors)."""
-    a = _matrix_np(A, "inv_ex", square=True)
+    a = _matrix_np(A, "inv_ex", square=True, complex_ok=True)
     flat = a.reshape(_flat_shape(a))
     inv_flat = np.empty_like(flat)
     info = np.zeros(flat.shape[0], np.int32)
@@ -437,7 +432,7 @@ def _tol(s, m, n, atol, rtol, dt, op):
 def pinv(A, rcond=None, hermitian=False, *, atol=None, rtol=None, out=None):
     """The Moore-Penrose pseudo-inverse by SVD (or eigh when ``hermitian``); singular values
     below max(atol, rtol * s_max) count as zero (``rcond`` is the old name of rtol)."""
-    a = _matrix_np(A, "pinv")
+    a = _matrix_np(A, "pinv", complex_ok=True)
     if rcond is not None:
         if rtol is not None:
             raise RuntimeError("linalg.pinv: rcond and rtol cannot both be given")
@@ -451,7 +446,7 @@ def pinv(A, rcond=None, hermitian=False, *, atol=None, rtol=None, out=None):
         tol = _tol(np.abs(w), m, n, atol, rtol, A._dtype, "pinv")
         with np.errstate(divide="ignore"):
             wi = np.where(np.abs(w) > tol, 1.0 / np.where(w == 0, 1, w), 0.0).astype(a.dtype)
-        r = (v * wi[..., None, :]) @ np.swapaxes(v, -1, -2)
+        r = (v * wi[..., None, :]) @ np.conj(np.swapaxes(v, -1, -2))
     else:
         if a.size == 0:
             r = np.zeros(a.shape[:-2] + (n, m), a.dtype)
@@ -460,7 +455,8 @@ def pinv(A, rcond=None, hermitian=False, *, atol=None, rtol=None, out=None):
             tol = _tol(s, m, n, atol, rtol, A._dtype, "pinv")
             with np.errstate(divide="ignore"):
                 si = np.where(s > tol, 1.0 / np.where(s == 0, 1, s), 0.0).astype(a.dtype)
-            r = np.swapaxes(vh, -1, -2) @ (si[..., :, None] * np.swapaxes(u, -1, -2))
+            r = np.conj(np.swapaxes(vh, -1, -2)) @ (si[..., :, None] *
+                                                    np.conj(np.swapaxes(u, -1, -2)))
     return _record("pinv", _result(r, A._dtype, out, "pinv"), (A,),
                    {"atol": atol, "rtol": rtol, "hermitian": hermitian})
 
@@ -473,9 +469,9 @@ def det(A, *, out=None):
 
 def slogdet(A, *, out=None):
     """``(sign, logabsdet)`` of the determinant (sign 0 and logabsdet -inf when singular)."""
-    a = _matrix_np(A, "slogdet", square=True)
-    s, l = np.linalg.slogdet(a)
-    res = SlogdetResult(_tensor(s, A._dtype), _tensor(l, A._dtype))
+    a = _matrix_np(A, "slogdet", square=True, complex_ok=True)
+    s, l = np.linalg.slogdet(a)  # complex A: sign = det / |det| (complex), logabsdet real
+    res = SlogdetResult(_tensor(s, A._dtype), _tensor(l, A._dtype.to_real))
     if out is not None:
         res = SlogdetResult(_into(out[0], res[0], "slogdet"), _into(out[1], res[1], "slogdet"))
     return _record("slogdet", res, (A,))
@@ -547,7 +543,7 @@ def solve(A, B, *, left=True, out=None):
 
 def solve_ex(A, B, *, left=True, check_errors=False, out=None):
     """``(result, info)`` of :func:`solve`; info is nonzero for singular matrices."""
-    a = _matrix_np(A, "solve_ex", square=True)
+    a = _matrix_np(A, "solve_ex", square=True, complex_ok=True)
     try:
         return SolveExResult(solve(A, B, left=left),
                              _tensor(np.zeros(a.shape[:-2], np.int32), D.int32))
@@ -563,8 +559,12 @@ def solve_ex(A, B, *, left=True, check_errors=False, out=None):
 def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
     """The solution X of AX = B (or XA = B) for triangular A (only the ``upper`` / lower
     triangle of A is read; ``unitriangular``: its diagonal is taken as ones)."""
-    a = _matrix_np(A, "solve_triangular", square=True)
-    b = _matrix_np(B, "solve_triangular", name="B")
+    a = _matrix_np(A, "solve_triangular", square=True, complex_ok=True)
+    b = _matrix_np(B, "solve_triangular", name="B", complex_ok=True)
+    if A._dtype is not B._dtype:
+        raise RuntimeError(f"linalg.solve_triangular: Expected A and B to have the same dtype, "
+                           f"but found A of type {_NAMES[A._dtype]} and B of type "
+                           f"{_NAMES[B._dtype]}")
     t = np.triu(a) if upper else np.tril(a)
     if unitriangular:
         t = t.copy()
@@ -580,8 +580,8 @@ def lstsq(A, B, rcond=None, *, driver=None):
     singular_values)`` as PyTorch: residuals (squared, per column of B) only when m > n and
     every A has full rank; rank for drivers other than 'gels'; singular values for 'gelsd' and
     'gelss' (empty tensors otherwise). Computed by SVD (LAPACK gelsd) for every driver."""
-    a = _matrix_np(A, "lstsq")
-    b = _float_np(B, "lstsq", "B")
+    a = _matrix_np(A, "lstsq", complex_ok=True)
+    b = _float_np(B, "lstsq", "B", complex_ok=True)
     if A._dtype is not B._dtype:
         raise RuntimeError(f"linalg.lstsq: Expected A and B to have the same dtype, but found "
                            f"A of type {_NAMES[A._dtype]} and B of type {_NAMES[B._dtype]}")
@@ -600,9 +600,9 @@ def lstsq(A, B, rcond=None, *, driver=None):
     bf = np.broadcast_to(bb, batch + bb.shape[-2:]).reshape((math.prod(batch), m, bb.shape[-1]))
     k = bb.shape[-1]
     sol = np.zeros((aa.shape[0], n, k), a.dtype)
-    res = np.zeros((aa.shape[0], k), a.dtype)
+    res = np.zeros((aa.shape[0], k), a.real.dtype)  # residuals, singular values: real
     rank = np.zeros(aa.shape[0], np.int64)
-    sv = np.zeros((aa.shape[0], builtins.min(m, n)), a.dtype)
+    sv = np.zeros((aa.shape[0], builtins.min(m, n)), a.real.dtype)
     rc = np.finfo(a.dtype).eps * builtins.max(m, n) if rcond is None else rcond
     for i in range(aa.shape[0]):
         if m == 0 or n == 0:
@@ -615,13 +615,14 @@ def lstsq(A, B, rcond=None, *, driver=None):
     out_sol = sol.reshape(batch + (n, k))
     if vec:
         out_sol = out_sol[..., 0]
-    residuals = _tensor(res.reshape(batch + (k,)) if full else np.zeros(0, a.dtype), A._dtype)
+    rdt = A._dtype.to_real
+    residuals = _tensor(res.reshape(batch + (k,)) if full else np.zeros(0, res.dtype), rdt)
     if vec and full:
-        residuals = _tensor(res.reshape(batch + (k,))[..., 0], A._dtype)
+        residuals = _tensor(res.reshape(batch + (k,))[..., 0], rdt)
     ranks = _tensor(rank.reshape(batch) if driver != "gels" else np.zeros(0, np.int64),
                     D.int64)
     svals = _tensor(sv.reshape(batch + (builtins.min(m, n),)) if driver in ("gelsd", "gelss")
-                    else np.zeros(0, a.dtype), A._dtype)
+                    else np.zeros(0, sv.dtype), rdt)
     result = LstsqResult(_tensor(out_sol, A._dtype), residuals, ranks, svals)
     _record("lstsq", result.solution, (A, B), {"rcond": rcond, "driver": driver})
     return result
@@ -649,21 +650,22 @@ def _pd_order(m):
 
 def cholesky(A, *, upper=False, out=None):
     """The Cholesky factor L (A = L L^T) of symmetric positive-definite matrices, or U = L^T
-    with ``upper``. Only the lower triangle of A is read. LinAlgError when not PD."""
-    a = _matrix_np(A, "cholesky", square=True)
+    with ``upper``. Only the lower triangle of A is read. LinAlgError when not PD. Complex
+    Hermitian matrices: A = L L^H, and ``upper`` gives U = L^H."""
+    a = _matrix_np(A, "cholesky", square=True, complex_ok=True)
     try:
         r = np.linalg.cholesky(a)
     except np.linalg.LinAlgError:
         _not_pd("cholesky", a)
     if upper:
-        r = np.swapaxes(r, -1, -2)
+        r = np.conj(np.swapaxes(r, -1, -2))
     return _record("cholesky", _result(r, A._dtype, out, "cholesky"), (A,), {"upper": upper})
 
 
 def cholesky_ex(A, *, upper=False, check_errors=False, out=None):
     """``(L, info)``: info (int32 per matrix) is 0 or the order of the first leading minor that
     is not positive-definite."""
-    a = _matrix_np(A, "cholesky_ex", square=True)
+    a = _matrix_np(A, "cholesky_ex", square=True, complex_ok=True)
     flat = a.reshape(_flat_shape(a))
     L = np.zeros_like(flat)
     info = np.zeros(flat.shape[0], np.int32)
@@ -676,7 +678,7 @@ def cholesky_ex(A, *, upper=False, check_errors=False, out=None):
         _not_pd("cholesky_ex", a)
     L = L.reshape(a.shape)
     if upper:
-        L = np.swapaxes(L, -1, -2)
+        L = np.conj(np.swapaxes(L, -1, -2))
     res = _tensor(L, A._dtype)
     _record("cholesky_ex", res, (A,), {"upper": upper})
     return CholeskyExResult(res, _tensor(info.reshape(a.shape[:-2]), D.int32))
@@ -738,20 +740,21 @@ def _into_pair(out, res, op):
 
 
 def eigh(A, UPLO="L", *, out=None):
-    """Eigenvalues (ascending) and orthonormal eigenvectors of symmetric matrices; only the
-    ``UPLO`` ('L' or 'U') triangle is read."""
-    a = _matrix_np(A, "eigh", square=True)
+    """Eigenvalues (ascending) and orthonormal eigenvectors of symmetric (complex: Hermitian)
+    matrices; only the ``UPLO`` ('L' or 'U') triangle is read. The eigenvalues are real."""
+    a = _matrix_np(A, "eigh", square=True, complex_ok=True)
     w, v = np.linalg.eigh(a, UPLO=_uplo(UPLO, "eigh"))
-    res = EighResult(_tensor(w, A._dtype), _tensor(v, A._dtype))
+    res = EighResult(_tensor(w, A._dtype.to_real), _tensor(v, A._dtype))
     res = _record("eigh", res, (A,), {"UPLO": UPLO})
     return res if out is None else _into_pair(out, res, "eigh")
 
 
 def eigvalsh(A, UPLO="L", *, out=None):
-    """The eigenvalues (ascending) of symmetric matrices."""
-    a = _matrix_np(A, "eigvalsh", square=True)
+    """The eigenvalues (ascending, real) of symmetric (complex: Hermitian) matrices."""
+    a = _matrix_np(A, "eigvalsh", square=True, complex_ok=True)
     w = np.linalg.eigvalsh(a, UPLO=_uplo(UPLO, "eigvalsh"))
-    return _record("eigvalsh", _result(w, A._dtype, out, "eigvalsh"), (A,), {"UPLO": UPLO})
+    return _record("eigvalsh", _result(w, A._dtype.to_real, out, "eigvalsh"), (A,),
+                   {"UPLO": UPLO})
 
 
 def _complex_tensor(z, dt):
@@ -762,11 +765,6 @@ def _complex_tensor(z, dt):
 
 def _eig_np(A, op, vectors):
     a = _matrix_np(A, op, square=True, complex_ok=True)
-    if A.requires_grad and G.is_grad_enabled():
-        raise RuntimeError(
-            f"linalg.{op}: gradients are not supported (the results are complex, and fiamma's "
-            "autograd works on real tensors); detach the input, or use linalg.eigh for "
-            "symmetric matrices")
     try:
         return np.linalg.eig(a) if vectors else np.linalg.eigvals(a)
     except np.linalg.LinAlgError as e:
@@ -779,8 +777,9 @@ def eig(A, *, out=None):
     The results are complex tensors (complex64 for float32/complex64 input, complex128 for
     float64/complex128), as PyTorch's: eigenvalues ``(..., n)`` and eigenvectors ``(..., n, n)``;
     column ``k`` of the eigenvectors (unit norm, LAPACK's geev normalisation) belongs to
-    eigenvalue ``k``. ``fiamma.view_as_real`` gives the (real, imag) pair layout. Not
-    differentiable (use :func:`eigh` for symmetric matrices).
+    eigenvalue ``k``. ``fiamma.view_as_real`` gives the (real, imag) pair layout.
+    Differentiable as PyTorch's: the loss must not depend on the eigenvectors' phases, and the
+    gradients are infinite for repeated eigenvalues.
 
     >>> import fiamma
     >>> w, v = fiamma.linalg.eig(fiamma.tensor([[0.0, -1.0], [1.0, 0.0]]))
@@ -789,6 +788,7 @@ def eig(A, *, out=None):
     """
     w, v = _eig_np(A, "eig", True)
     res = EigResult(_complex_tensor(w, A._dtype), _complex_tensor(v, A._dtype))
+    res = _record("eig", res, (A,))
     if out is None:
         return res
     return EigResult(*_into_pair(out, res, "eig"))
@@ -796,7 +796,7 @@ def eig(A, *, out=None):
 
 def eigvals(A, *, out=None):
     """The eigenvalues of general square matrices, as a complex tensor (see :func:`eig`)."""
-    res = _complex_tensor(_eig_np(A, "eigvals", False), A._dtype)
+    res = _record("eigvals", _complex_tensor(_eig_np(A, "eigvals", False), A._dtype), (A,))
     if out is None:
         return res
     return _into(out, res, "eigvals")
@@ -805,7 +805,7 @@ def eigvals(A, *, out=None):
 def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None, out=None):
     """The number of singular values above max(atol, rtol * s_max) (``tol``: the old name of
     atol), as int64."""
-    a = _matrix_np(A, "matrix_rank")
+    a = _matrix_np(A, "matrix_rank", complex_ok=True)
     if tol is not None:
         atol, rtol = tol, 0.0 if rtol is None else rtol
     m, n = a.shape[-2:]
@@ -903,13 +903,15 @@ def cross(input, other, *, dim=-1, out=None):
 
 
 def vecdot(x, y, *, dim=-1, out=None):
-    """The dot product of vectors along ``dim`` (broadcast): ``(x * y).sum(dim)``."""
+    """The dot product of vectors along ``dim`` (broadcast): ``(x.conj() * y).sum(dim)`` (x is
+    conjugated when complex, as PyTorch)."""
     _check(x, "vecdot", "x")
     _check(y, "vecdot", "y")
+    from fiamma._ops.complex_ops import conj
     from fiamma._ops.elementwise import mul
     from fiamma._ops.reduce import sum as _sum
 
-    return _sum(mul(x, y), dim, out=out)
+    return _sum(mul(conj(x), y), dim, out=out)
 
 
 def diagonal(A, *, offset=0, dim1=-2, dim2=-1):

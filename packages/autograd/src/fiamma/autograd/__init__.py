@@ -69,6 +69,9 @@ def _make_grads(outputs, grads, op):
         if g is None:
             if t.numel() != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            if t._dtype.kind == 3:
+                raise RuntimeError("grad can be implicitly created only for real scalar "
+                                   f"outputs (got {t.dtype})")
             g = fiamma.ones_like(t)
         elif not isinstance(g, Tensor):
             g = fiamma.full(tuple(t.shape), g, dtype=t.dtype, device=t.device)

@@ -16,6 +16,7 @@ from fiamma import Tensor
 from fiamma.autograd import _formulas as F
 from fiamma.autograd._node import (
     AccumulateGrad,
+    ComplexNode,
     Meta,
     Node,
     _HookDict,
@@ -67,11 +68,36 @@ def node_class(op):
     return cls
 
 
+_CCLASSES = {}  # op name -> ComplexNode subclass (nodes of ops with a complex result)
+
+
+def complex_node_class(op):
+    """The node class of ``op`` for a complex result (or complex inputs of a multi-output op):
+    its formula is the op's complex formula when one is registered (``derivative(...,
+    complex=True)``), else the real formula, which then sees the saved tensors conjugated
+    (``ComplexNode``): right for the ops that are holomorphic with real Taylor coefficients
+    and for the linear ones with real coefficients (shape and index ops, sums, products)."""
+    cls = _CCLASSES.get(op)
+    if cls is None:
+        spec = F.lookup_complex(op)
+        conj = spec is None
+        if conj:
+            spec = F.lookup(op)
+        fn, save = spec if spec is not None else (None, "none")
+        cls = type(_class_name(op), (ComplexNode,), {
+            "__slots__": (), "_op": op, "_save": save, "_formula": _static(fn),
+            "_conj_saved": conj})
+        _CCLASSES[op] = cls
+    return cls
+
+
 def _registered(op):
     cls = _CLASSES.get(op)
-    if cls is not None:
-        fn, cls._save = F.lookup(op)
+    spec = F.lookup(op)
+    if cls is not None and spec is not None:
+        fn, cls._save = spec
         cls._formula = _static(fn)
+    _CCLASSES.pop(op, None)
 
 
 F._listeners.append(_registered)
@@ -269,7 +295,9 @@ def record(op, out, inputs, kwargs):
         cls = node_class(op)
     if type(out) is Tensor or isinstance(out, Tensor):
         if out._dtype.kind != 2:
-            return
+            if out._dtype.kind != 3:
+                return
+            cls = complex_node_class(op)  # complex result: conjugated saved tensors
         for x in inputs:
             if x is out:
                 return  # the op returned its input unchanged
@@ -294,8 +322,10 @@ def record(op, out, inputs, kwargs):
                 mo.vver = out._storage.version
         return
     outs = tuple(out)
-    if not any(isinstance(o, Tensor) and o._dtype.kind == 2 for o in outs):
+    if not any(isinstance(o, Tensor) and o._dtype.kind >= 2 for o in outs):
         return
+    if any(isinstance(t, Tensor) and t._dtype.kind == 3 for t in outs + tuple(inputs)):
+        cls = complex_node_class(op)
     node = _make_node(cls, inputs, kwargs, False)
     node._nout = len(outs)
     save = cls._save
@@ -306,7 +336,7 @@ def record(op, out, inputs, kwargs):
         if hooks_active[0]:
             pack_saved_output(node)
     for i, o in enumerate(outs):
-        if isinstance(o, Tensor) and o._dtype.kind == 2:
+        if isinstance(o, Tensor) and o._dtype.kind >= 2:
             o.grad_fn = node
             o.requires_grad = True
             o._ag = Meta(i)
@@ -387,9 +417,11 @@ def inplace(fn, name, self, args, kwargs):
 def record_inplace(op, out, inputs, kwargs):
     """Core's hook after an in-place op that overwrote ``out`` without reading it."""
     check_inplace_target(out, op)
-    if out._dtype.kind != 2:
+    k = out._dtype.kind
+    if k != 2 and k != 3:
         return
-    node = _make_node(node_class(op), inputs, kwargs, True)
+    node = _make_node(node_class(op) if k == 2 else complex_node_class(op), inputs, kwargs,
+                      True)
     rebase(out, node)
 
 
@@ -416,9 +448,9 @@ def requires_grad_(t, flag):
             "requires_grad_: you can only change requires_grad flags of leaf variables. If you "
             "want to use a computed variable in a subgraph that doesn't require differentiation "
             "use var_no_grad = var.detach().")
-    if flag and t._dtype.kind != 2:
-        raise RuntimeError(f"requires_grad_: only Tensors of floating point dtype can require "
-                           f"gradients (got {t._dtype})")
+    if flag and t._dtype.kind < 2:
+        raise RuntimeError(f"requires_grad_: only Tensors of floating point and complex dtype "
+                           f"can require gradients (got {t._dtype})")
     t.requires_grad = flag
 
 

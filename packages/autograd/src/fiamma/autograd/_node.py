@@ -270,7 +270,7 @@ class Node:
         return tuple(res)
 
     def _attach(self, alias, nr):
-        if alias._dtype.kind != 2:
+        if alias._dtype.kind < 2:
             return alias
         t = alias.detach()
         t.requires_grad = True
@@ -367,6 +367,7 @@ class Node:
             if g._shape != shape:
                 g = F.sum_to_shape(g, shape)
             if g._dtype is not dt:
+                g = g.real if g._dtype.kind == 3 and dt.kind != 3 else g
                 g = g.to(dt)
             out.append(g)
         if self._post is not None:
@@ -374,6 +375,41 @@ class Node:
                 r = h(tuple(out), tuple(gs))
                 if r is not None:
                     out = list(r)
+        return out
+
+
+def _conj(x):
+    if isinstance(x, Tensor):
+        return x.conj() if x._dtype.kind == 3 else x
+    if isinstance(x, complex):
+        return x.conjugate()
+    if isinstance(x, (tuple, list)) and any(isinstance(v, Tensor) for v in x):
+        return type(x)(_conj(v) for v in x)
+    return x
+
+
+class ComplexNode(Node):
+    """The node of an op with a complex result. Without a complex formula of its own the op's
+    real formula runs on the saved tensors conjugated: for ``f`` holomorphic with real Taylor
+    coefficients, ``grad * f'(conj z) = grad * conj(f'(z))``, PyTorch's convention (the
+    gradient is the conjugate Wirtinger derivative); a real input receiving a complex gradient
+    keeps its real part."""
+
+    __slots__ = ()
+    _conj_saved = False
+
+    @property
+    def inputs(self):
+        ins = Node.inputs.fget(self)
+        if self._conj_saved and ins is not None:
+            ins = tuple(_conj(x) for x in ins)
+        return ins
+
+    @property
+    def output(self):
+        out = Node.output.fget(self)
+        if self._conj_saved:
+            out = _conj(out)
         return out
 
 

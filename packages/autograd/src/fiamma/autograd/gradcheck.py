@@ -93,15 +93,46 @@ def get_analytical_jacobian(fn, inputs, create_graph=False):
             for x in inputs]
 
 
+def _realified(func, inputs):
+    """``(func', inputs')`` for the real function that ``func`` is on pairs: each complex
+    input that requires grad becomes a float leaf of shape (..., 2) (its real and imaginary
+    parts) and each complex output its ``view_as_real``. Its Jacobian is the real Jacobian of
+    func over the parts, which backward reproduces exactly when the complex gradients follow
+    PyTorch's convention (grad = dL/dRe + i dL/dIm, i.e. the conjugate Wirtinger derivative
+    doubled); finite differences perturb the real and imaginary parts one at a time."""
+    flags = [isinstance(x, Tensor) and x.requires_grad and x.dtype.is_complex for x in inputs]
+    if not any(flags) and not any(isinstance(o, Tensor) and o.dtype.is_complex
+                                  for o in _outputs(func, inputs)):
+        return func, inputs
+    new = tuple(fiamma.view_as_real(x.detach()).clone().requires_grad_(True) if f else x
+                for x, f in zip(inputs, flags))
+
+    def real_func(*args):
+        ins = tuple(fiamma.view_as_complex(a) if f else a for a, f in zip(args, flags))
+        return tuple(fiamma.view_as_real(o) if isinstance(o, Tensor) and o.dtype.is_complex
+                     else o for o in _outputs(func, ins))
+
+    return real_func, new
+
+
 def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
               nondet_tol=0.0, check_undefined_grad=True, check_grad_dtypes=False,
               check_batched_grad=False, check_backward_ad=True, fast_mode=False, masked=None):
     """Check the gradients of ``func(*inputs)`` w.r.t. the inputs that require grad against
-    finite differences. Inputs should be float64. Returns True, or raises GradcheckError (or
-    returns False with ``raise_exception=False``)."""
+    finite differences. Inputs should be float64 or complex128 (complex inputs and outputs are
+    checked through their real and imaginary parts). Returns True, or raises GradcheckError (or
+    returns False with ``raise_exception=False``).
+
+    >>> import fiamma
+    >>> from fiamma.autograd import gradcheck
+    >>> z = fiamma.randn(3, dtype=fiamma.complex128, requires_grad=True)
+    >>> gradcheck(lambda t: (t * t.conj()).exp(), (z,))
+    True
+    """
     inputs = _tuple(inputs)
     for x in inputs:
-        if isinstance(x, Tensor) and x.requires_grad and x.dtype is not fiamma.float64:
+        if isinstance(x, Tensor) and x.requires_grad and \
+                x.dtype not in (fiamma.float64, fiamma.complex128):
             import warnings
 
             warnings.warn(f"gradcheck: input of dtype {x.dtype} is not float64; the check may "
@@ -117,6 +148,7 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     if not any(isinstance(x, Tensor) and x.requires_grad for x in inputs):
         raise ValueError("gradcheck expects at least one input tensor to require gradient, "
                          "but none of the them have requires_grad=True.")
+    func, inputs = _realified(func, inputs)
     try:
         numerical = get_numerical_jacobian(func, inputs, eps)
         analytical = get_analytical_jacobian(func, inputs)
@@ -141,7 +173,8 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
                   check_fwd_over_rev=False, check_rev_over_rev=True, fast_mode=False,
                   masked=False):
     """Check second derivatives: gradcheck of the function ``(inputs, grad_outputs) ->
-    grad(func(inputs), inputs, grad_outputs, create_graph=True)``."""
+    grad(func(inputs), inputs, grad_outputs, create_graph=True)`` (complex inputs, outputs and
+    grad_outputs are checked through their parts, as in gradcheck)."""
     inputs = _tuple(inputs)
     outs = _outputs(func, inputs)
     if grad_outputs is None:

@@ -13,10 +13,8 @@ computes complex numbers with C99's semantics, as PyTorch does.
 ``conj`` returns a new tensor (a copy with the imaginary part negated), not a lazily conjugated
 view: ``is_conj()`` is always False and ``resolve_conj()`` returns its input.
 
-No autograd yet: complex tensors cannot require grad (fiamma-autograd refuses them and ignores
-complex outputs), so nothing here records for it, and making a complex tensor from real ones
-that require grad (``complex``, ``polar``, ``view_as_complex``, casts) raises while grad mode
-is on instead of silently dropping the gradient.
+Each function here records for autograd (``_rec``) when an input requires grad; the
+derivatives (PyTorch's convention: conjugate Wirtinger) live in fiamma-autograd.
 """
 
 import builtins
@@ -24,7 +22,7 @@ import math
 
 import numpy as np
 
-from fiamma import _dtype as D
+from fiamma import _dtype as D, _grad_hook as G
 from fiamma._backend import codes as K
 from fiamma._storage import CPU
 from fiamma._tensor import Tensor, _init, new_empty
@@ -66,15 +64,13 @@ def _t(x, op):
     return x
 
 
-def no_grad_into_complex(op, *ts):
-    """Refuse to build a complex tensor from real ones that require grad (grad mode on):
-    gradients through complex tensors are not implemented yet."""
-    from fiamma._grad_hook import is_grad_enabled
-
-    if builtins.any(isinstance(t, Tensor) and t.requires_grad for t in ts) and \
-            is_grad_enabled():
-        raise RuntimeError(f"{op}: gradients through complex tensors are not supported yet; "
-                           "detach the inputs (or use fiamma.no_grad())")
+def _rec(op, res, inputs, kwargs=None):
+    """Record ``op`` for autograd when a tensor input requires grad."""
+    for t in inputs:
+        if isinstance(t, Tensor) and t.requires_grad:
+            G.record(op, res, inputs, kwargs)
+            return res
+    return res
 
 
 def _reinterpret(x, dt, shape, stride, offset, op):
@@ -98,8 +94,9 @@ def view_as_real(input):
     x = _t(input, "view_as_real")
     if x._dtype.kind != 3:
         raise RuntimeError(f"view_as_real is only supported for complex tensors, got {x._dtype}")
-    return _reinterpret(x, x._dtype.to_real, x._shape + (2,),
-                        tuple(2 * s for s in x._stride) + (1,), 2 * x._offset, "view_as_real")
+    return _rec("view_as_real", _reinterpret(x, x._dtype.to_real, x._shape + (2,),
+                                             tuple(2 * s for s in x._stride) + (1,),
+                                             2 * x._offset, "view_as_real"), (x,))
 
 
 def view_as_complex(input):
@@ -126,9 +123,9 @@ def view_as_complex(input):
     if x._offset % 2:
         raise RuntimeError("view_as_complex: tensor must have a storage_offset divisible by 2, "
                            f"got {x._offset}")
-    no_grad_into_complex("view_as_complex", x)
-    return _reinterpret(x, x._dtype.to_complex, x._shape[:-1],
-                        tuple(s // 2 for s in x._stride[:-1]), x._offset // 2, "view_as_complex")
+    return _rec("view_as_complex", _reinterpret(x, x._dtype.to_complex, x._shape[:-1],
+                                                tuple(s // 2 for s in x._stride[:-1]),
+                                                x._offset // 2, "view_as_complex"), (x,))
 
 
 def view_as_real_copy(input):
@@ -155,7 +152,7 @@ def real(input):
     [1.0]
     """
     x = _t(input, "real")
-    return _part(x, 0, "real") if x._dtype.kind == 3 else x
+    return _rec("real", _part(x, 0, "real"), (x,)) if x._dtype.kind == 3 else x
 
 
 def imag(input):
@@ -168,7 +165,7 @@ def imag(input):
     x = _t(input, "imag")
     if x._dtype.kind != 3:
         raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
-    return _part(x, 1, "imag")
+    return _rec("imag", _part(x, 1, "imag"), (x,))
 
 
 # ---- complex-only functions ------------------------------------------------------------------
@@ -185,7 +182,7 @@ def conj_physical(input):
     res = _fresh_like(x)
     if res._numel:
         xp_of(x).conjugate(arr(x), out=arr(res))
-    return res
+    return _rec("conj", res, (x,))
 
 
 def conj(input):
@@ -249,7 +246,7 @@ def angle(input):
         res = _fresh_like(x, x._dtype.to_real)
         if res._numel:
             _put(res, xp.angle(arr(x)))
-        return res
+        return _rec("angle", res, (x,))
     # real input: composed of differentiable ops (its gradient is zero)
     from fiamma._ops.elementwise import where
 
@@ -279,17 +276,28 @@ def complex(real, imag, *, out=None):
     if re._dtype not in (D.float32, D.float64):
         raise RuntimeError(f"complex: expected both inputs to be float32 or float64, got "
                            f"{re._dtype}")
-    no_grad_into_complex("complex", re, im)
     dev = same_device("complex", re, im)
     shape = broadcast_shapes(re._shape, im._shape, op="complex")
     res = new_empty(shape, re._dtype.to_complex, dev)
     if res._numel:
-        real_(res).copy_(re.expand(shape))
-        imag_(res).copy_(im.expand(shape))
+        with _NoGrad():
+            real_(res).copy_(re.expand(shape))
+            imag_(res).copy_(im.expand(shape))
+    _rec("complex", res, (re, im))
     if out is not None:
         out.copy_(res)
         res = out
     return res
+
+
+class _NoGrad:
+    """Grad mode off inside (the part copies of ``complex`` are not recorded)."""
+
+    def __enter__(self):
+        self.prev = G.set_grad_enabled_flag(False)
+
+    def __exit__(self, *exc):
+        G.set_grad_enabled_flag(self.prev)
 
 
 def real_(x):
@@ -310,7 +318,6 @@ def polar(abs, angle, *, out=None):
     [(2+0j)]
     """
     r, th = _t(abs, "polar"), _t(angle, "polar")
-    no_grad_into_complex("polar", r, th)
     if r._dtype is not th._dtype or r._dtype not in (D.float32, D.float64):
         raise RuntimeError(f"polar: expected abs and angle of one dtype, float32 or float64, "
                            f"got {r._dtype} and {th._dtype}")
@@ -334,7 +341,7 @@ def sgn(input):
         m = xp.abs(a)
         safe = xp.where(m == 0, 1, m).astype(m.dtype)
         _put(res, xp.where(m == 0, 0, a / safe))
-    return res
+    return _rec("sgn", res, (x,))
 
 
 def _same_dev(op, *ts):
@@ -357,6 +364,7 @@ def where(cond, a, b, ct, out=None):
         A = arr(cast(a, ct)) if isinstance(a, Tensor) else ct._np.type(a)
         B = arr(cast(b, ct)) if isinstance(b, Tensor) else ct._np.type(b)
         _put(res, xp.where(arr(cond), A, B))
+    _rec("where", res, (cond, a, b))
     if out is not None:
         out.copy_(res)
         return out

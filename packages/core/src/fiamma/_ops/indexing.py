@@ -683,6 +683,13 @@ def _setitem(self, key, value):
 
 def _assign(self, seq, value, accumulate, op):
     """Write ``value`` at index sequence ``seq`` of ``self`` (no version bump, no record)."""
+    if accumulate and self._dtype.kind == 3:  # the C kernels accumulate reals: one per part
+        from fiamma._ops.complex_ops import imag_, real_
+
+        v = _value_tensor(value, self._dtype, op, self)
+        _assign(real_(self), seq, real_(v), True, op)
+        _assign(imag_(self), seq, imag_(v), True, op)
+        return
     _, vshape, vstride, voff, adv = _parse(self, seq, False)
     if adv is not None:
         _scatter(self, vshape, vstride, voff, adv, value, accumulate, op)

@@ -231,6 +231,11 @@ def _scatter_into(op, dst, d, index, src, mode, precheck, init=None):
         return
     if index._storage is dst._storage:
         index = index.detach().clone()
+    if mode == _MUL and dst._dtype.kind == 3:
+        if init is not None:
+            _copy_into(dst, init)
+        _complex_scatter_mul(op, dst, d, index, src)
+        return
     ds, dst_st = _as1(dst)
     ish, ist = _as1(index)
     sb = dst_st[:d] + (0,) + dst_st[d + 1:]
@@ -242,6 +247,42 @@ def _scatter_into(op, dst, d, index, src, mode, precheck, init=None):
         vt = _value_buf(src, dst._dtype, op, dst._storage.device)
         _run(mode, op, ish, vt, (0,) * len(ish), dst, sb, index, ist,
              ds[d], dst_st[d], d, precheck=precheck, init=init)
+
+
+def _complex_scatter_mul(op, dst, d, index, src):
+    """dst[..., index[p], ...] *= src[p] for complex dst (the C kernels multiply reals only):
+    with the device's array module, in rounds in which every destination appears once (a
+    product of complex numbers is not a product of their parts)."""
+    from fiamma._ops.complex_ops import arr, xp_of
+
+    xp = xp_of(dst)
+    I = arr(index)
+    n = dst._shape[d]
+    bad = (I < 0) | (I >= n)
+    if bool(bad.any()):
+        raise IndexError(f"{op}(): index {int(I[bad].ravel()[0])} is out of bounds for "
+                         f"dimension {d} with size {n}")
+    ish = index._shape
+    if isinstance(src, Tensor):
+        src = _private(src, dst)
+        vals = arr(src)[tuple(slice(0, k) for k in ish)]
+    else:
+        vals = xp.full(ish, dst._dtype._np.type(src.item() if isinstance(src, Tensor) else src))
+    comps = [xp.broadcast_to(xp.arange(k).reshape((k,) + (1,) * (len(ish) - i - 1)), ish)
+             for i, k in enumerate(ish)]
+    comps[d] = I
+    D = arr(dst)
+    flat = xp.ravel_multi_index(tuple(c.ravel() for c in comps), D.shape)
+    order = xp.argsort(flat)
+    fs, vs = flat[order], vals.ravel()[order]
+    start = xp.concatenate([xp.ones(1, dtype=bool), fs[1:] != fs[:-1]])
+    pos = xp.arange(fs.shape[0])
+    rank = pos - pos[start][xp.cumsum(start) - 1]  # position within its destination's run
+    acc = D.reshape(-1).copy()
+    for r in range(int(rank.max()) + 1):
+        m = rank == r
+        acc[fs[m]] *= vs[m]
+    D[...] = acc.reshape(D.shape)
 
 
 def _scatter_fresh(op, input, d, index, src, mode):
@@ -369,6 +410,9 @@ def _scatter_reduce_into(op, dst, d, index, src, reduce, include_self, precheck)
     if reduce == "mean":
         from fiamma._ops.elementwise import div
 
+        if dst._dtype.kind == 3:  # complex: the mean of each part
+            _copy_into(dst, div(dst.detach(), cnt.to(dst._dtype.to_real)))
+            return
         div(dst.detach(), cnt, rounding_mode=None if dst._dtype.kind == 2 else "floor",
             out=dst.detach())
 

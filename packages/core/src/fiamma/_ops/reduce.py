@@ -596,6 +596,8 @@ def logsumexp(input, dim, keepdim=False, *, out=None):
     """``log(sum(exp(x)))`` over ``dim``, computed stably (shifted by the max). Integer inputs
     are computed in the default float dtype."""
     _check_tensor(input, "logsumexp")
+    if input._dtype.kind == 3:
+        return _logsumexp_complex(input, dim, keepdim, out)
     x = input if input._dtype.kind == 2 else cast(input, D.get_default_dtype())
     nd = len(x._shape)
     mask = _mask(dim, nd, "logsumexp")
@@ -608,6 +610,28 @@ def logsumexp(input, dim, keepdim=False, *, out=None):
                      D.BY_CODE[_OUT[K.RED_LSE][x._dtype.code]])
         res = _to(_run(K.RED_LSE, "logsumexp", x, mask, keepdim, 0.0, center), x._dtype)
     return _finish(res, out, "logsumexp", input, mask, keepdim)
+
+
+def _logsumexp_complex(z, dim, keepdim, out):
+    """log(sum(exp(z))) of complex values (the principal log, as PyTorch), shifted by the
+    largest real part; composed of differentiable ops."""
+    from fiamma._ops.elementwise import where
+
+    nd = len(z._shape)
+    dims = tuple(range(nd)) if dim is None or dim == () else \
+        ((dim,) if isinstance(dim, int) else tuple(dim))
+    m = z.detach().real.amax(dims, keepdim=True) if z._numel else None
+    if m is not None:
+        m = where(m.isfinite(), m, 0.0)
+        res = (z - m).exp().sum(dims, keepdim=True).log() + m
+    else:
+        res = z.sum(dims, keepdim=True).log()
+    if not keepdim:
+        res = res.squeeze(dims) if nd else res
+    if out is not None:
+        out.copy_(res)
+        return out
+    return res
 
 
 # ---- logical reductions, counts ---------------------------------------------------------------

@@ -379,7 +379,8 @@ def t(input):
 
 
 def adjoint(input):
-    """The last two dims swapped (a view; real dtypes only, so no conjugation)."""
+    """The last two dims swapped and conjugated (a view for real tensors; a new tensor for
+    complex ones: fiamma has no lazy conjugate bit)."""
     return _t(input, "adjoint").adjoint()
 
 

@@ -40,6 +40,9 @@ class SortIndexError(IndexError, RuntimeError):
 def _check_tensor(x, name):
     if not isinstance(x, Tensor):
         raise TypeError(f"{name}: expected a Tensor as input, got {type(x).__name__}")
+    if x._dtype.kind == 3:  # checked here for every backend (the array-module one would sort)
+        raise TypeError(f"{name}: not implemented for dtype {x._dtype} (complex numbers have "
+                        "no order, as in PyTorch)")
 
 
 def _fail(rc, name, x, detail=""):

@@ -250,10 +250,6 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
     >>> fiamma.stft(fiamma.ones(64), 16, window=fiamma.hann_window(16)).shape
     fiamma.Size([9, 17, 2])
     """
-    if return_complex and isinstance(input, Tensor) and input.requires_grad:
-        raise RuntimeError("stft: return_complex=True on an input that requires grad is not "
-                           "supported yet (gradients through complex tensors are not "
-                           "implemented); pass return_complex=False for the (real, imag) pairs")
     x, hop, win, pad, frames = _stft_setup("stft", input, n_fft, hop_length, win_length,
                                            center, pad_mode)
     one = True if onesided is None else builtins.bool(onesided)
@@ -338,7 +334,7 @@ def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tr
         host = host if host._dtype.kind == 3 else as_complex_layout(host)
         return istft(host, n_fft, hop_length, win_length, w, center, normalized, onesided,
                      length, return_complex).to(dev)
-    spec = _complex_np(input, "istft")
+    spec = _complex_np(input, "istft", pairs=input._dtype.kind != 3)
     if spec.ndim not in (2, 3):
         raise RuntimeError("istft: expected a (B?, n_freq, n_frames, 2) tensor, got shape "
                            f"{list(input._shape)}")

@@ -1,9 +1,10 @@
 """Spectral functions of fiamma.audio.functional (torchaudio's names, arguments and semantics).
 
-fiamma has no complex dtype: a complex spectrogram is a real tensor whose last dimension of
-size 2 holds (real, imag) pairs (``torch.view_as_real``'s layout), so torchaudio's complex
-``(..., freq, time)`` is ``(..., freq, time, 2)`` here. Everything that torchaudio computes with
-differentiable torch ops is written with fiamma ops, so gradients flow through it.
+A complex spectrogram is a complex tensor ``(..., freq, time)`` (complex64 for float32
+signals), as in torchaudio; the functions that take one also accept the older layout, a real
+``(..., freq, time, 2)`` tensor of (real, imag) pairs (``fiamma.view_as_real``'s), and then
+return that layout. Everything that torchaudio computes with differentiable torch ops is
+written with fiamma ops, so gradients flow through it.
 """
 
 import math
@@ -45,10 +46,19 @@ def _polar(mag, phase):
 
 
 def _check_complex(x, op):
+    """Validate a complex spectrogram; True for a complex tensor, False for (real, imag)
+    pairs."""
+    if isinstance(x, fiamma.Tensor) and x.is_complex():
+        if x.dim() < 2:
+            raise ValueError(f"{op}: expected a complex spectrogram (..., freq, time), got "
+                             f"shape {list(x.shape)}")
+        return True
     if not isinstance(x, fiamma.Tensor) or x.dim() < 3 or x.shape[-1] != 2:
-        raise ValueError(f"{op}: expected a complex spectrogram as (..., freq, time, 2) "
-                         "(real, imag) pairs, got shape "
+        raise ValueError(f"{op}: expected a complex spectrogram (..., freq, time) or "
+                         "(..., freq, time, 2) (real, imag) pairs, got "
+                         f"{getattr(x, 'dtype', type(x).__name__)} of shape "
                          f"{list(getattr(x, 'shape', ()))}")
+    return False
 
 
 def _get_spec_norms(normalized):
@@ -68,9 +78,10 @@ def spectrogram(waveform, pad, window, n_fft, hop_length, win_length, power, nor
                 center=True, pad_mode="reflect", onesided=True, return_complex=None):
     """The (power) spectrogram of ``waveform`` (..., time) -> (..., freq, frames).
 
-    ``power=None`` returns the complex spectrogram as (..., freq, frames, 2) (real, imag)
-    pairs. ``normalized``: True or "window" divides by the window's L2 norm, "frame_length"
-    by sqrt(n_fft).
+    ``power=None`` returns the complex spectrogram (..., freq, frames), a complex tensor, as
+    torchaudio (``return_complex`` is accepted and ignored, as torchaudio deprecates it).
+    ``normalized``: True or "window" divides by the window's L2 norm, "frame_length" by
+    sqrt(n_fft).
 
     >>> import fiamma
     >>> from fiamma.audio import functional as F
@@ -104,18 +115,22 @@ def spectrogram(waveform, pad, window, n_fft, hop_length, win_length, power, nor
     spec = spec.reshape(shape[:-1] + tuple(spec.shape[-3:]))
     if window_norm:
         spec = spec / window.pow(2.0).sum().sqrt()
-    return _mark(spec)
+    return fiamma.view_as_complex(spec)
 
 
 def inverse_spectrogram(spectrogram, length, pad, window, n_fft, hop_length, win_length,
                         normalized, center=True, pad_mode="reflect", onesided=True):
-    """The waveform (..., time) of a complex spectrogram (..., freq, frames, 2) (istft)."""
-    _check_complex(spectrogram, "inverse_spectrogram")
+    """The waveform (..., time) of a complex spectrogram (..., freq, frames) (istft)."""
+    cx = _check_complex(spectrogram, "inverse_spectrogram")
     frame_norm, window_norm = _get_spec_norms(normalized)
     if window_norm:
         spectrogram = spectrogram * window.pow(2.0).sum().sqrt()
     shape = tuple(spectrogram.shape)
-    spec = spectrogram.reshape((-1,) + shape[-3:])
+    if cx:
+        shape = shape + (2,)  # the shape bookkeeping below counts the pair dim
+        spec = spectrogram.reshape((-1,) + shape[-3:-1])
+    else:
+        spec = spectrogram.reshape((-1,) + shape[-3:])
     wav = fiamma.istft(spec, n_fft=n_fft, hop_length=hop_length, win_length=win_length,
                        window=window, center=center, normalized=frame_norm,
                        onesided=onesided,
@@ -315,12 +330,14 @@ def spectral_centroid(waveform, sample_rate, pad, window, n_fft, hop_length, win
 # ---- phase vocoder, pitch shift ---------------------------------------------------------------
 
 def phase_vocoder(complex_specgrams, rate, phase_advance):
-    """Time-stretch a complex spectrogram (..., freq, time, 2) by ``rate`` (> 1 faster)
+    """Time-stretch a complex spectrogram (..., freq, time) by ``rate`` (> 1 faster)
     without changing pitch. ``phase_advance``: (freq, 1), the expected phase advance per hop.
-    Returns (..., freq, ceil(time / rate), 2)."""
+    Returns (..., freq, ceil(time / rate)) ((real, imag) pairs in: pairs out)."""
     if rate == 1.0:
         return complex_specgrams
-    _check_complex(complex_specgrams, "phase_vocoder")
+    if _check_complex(complex_specgrams, "phase_vocoder"):
+        out = phase_vocoder(fiamma.view_as_real(complex_specgrams), rate, phase_advance)
+        return fiamma.complex(out[..., 0], out[..., 1])
     shape = tuple(complex_specgrams.shape)
     z = complex_specgrams.reshape((-1,) + shape[-3:])
     dt = z.dtype
@@ -388,9 +405,10 @@ def mask_along_axis(specgram, mask_param, mask_value, axis, p=1.0):
     """Mask one band [v0, v0 + v) of ``axis`` (one of the last two dims), shared by all
     batch entries: v ~ U(0, mask_param), v0 ~ U(0, size - v) (fiamma's generator).
 
-    A complex spectrogram (..., freq, time, 2) from ``spectrogram(power=None)`` is masked as
-    the complex (..., freq, time) tensor it stands for: ``axis`` counts its complex dims and
-    masked entries become ``mask_value + 0j``."""
+    A complex spectrogram is masked like any tensor (masked entries become ``mask_value``);
+    (real, imag) pairs marked by ``fiamma.fft.as_complex_layout`` are masked as the complex
+    tensor they stand for: ``axis`` counts its complex dims and masked entries become
+    ``mask_value + 0j``."""
     cx, dim, axis = _mask_args(specgram, axis, p, 2, "two")
     size = specgram.shape[axis]
     mask_param = _get_mask_param(mask_param, p, size)
@@ -425,8 +443,8 @@ def _mask_args(spec, axis, p, min_dims, words):
 
 
 def _is_cx(t):
-    """A complex spectrogram in fiamma's layout (a trailing (real, imag) pair, as marked by
-    fiamma.fft / spectrogram(power=None)): its frequency and time dims are -3 and -2."""
+    """A complex spectrogram as (real, imag) pairs (marked by fiamma.fft.as_complex_layout, as
+    stft's return_complex=False result is): its frequency and time dims are -3 and -2."""
     from fiamma.fft import is_complex_layout
 
     return int(is_complex_layout(t))

@@ -1,8 +1,8 @@
 """Spectral transforms of fiamma.audio.transforms (torchaudio's modules, names, defaults and
 buffers: ``state_dict`` keys match torchaudio's).
 
-Complex spectrograms are (..., freq, time, 2) (real, imag) pairs (see
-:mod:`fiamma.audio.functional._spectral`).
+Complex spectrograms are complex tensors (..., freq, time), as in torchaudio; (real, imag)
+pairs (..., freq, time, 2) are still accepted (see :mod:`fiamma.audio.functional._spectral`).
 """
 
 import math
@@ -45,7 +45,7 @@ def _make_window(window_fn, win_length, wkwargs):
 class Spectrogram(nn.Module):
     """Spectrogram of a waveform (..., time) -> (..., n_fft // 2 + 1, frames).
 
-    ``power=None`` gives the complex spectrogram as (..., freq, frames, 2) (real, imag).
+    ``power=None`` gives the complex spectrogram (..., freq, frames), a complex tensor.
 
     >>> import fiamma
     >>> from fiamma.audio import transforms as T
@@ -75,7 +75,8 @@ class Spectrogram(nn.Module):
 
 
 class InverseSpectrogram(nn.Module):
-    """Waveform from a complex spectrogram (..., freq, frames, 2) (inverse STFT)."""
+    """Waveform from a complex spectrogram (..., freq, frames) (inverse STFT; (real, imag)
+    pairs (..., freq, frames, 2) are accepted too)."""
 
     def __init__(self, n_fft=400, win_length=None, hop_length=None, pad=0,
                  window_fn=fiamma.hann_window, normalized=False, wkwargs=None, center=True,
@@ -382,7 +383,7 @@ class SpecAugment(nn.Module):
 
 
 class TimeStretch(nn.Module):
-    """Stretch a complex spectrogram (..., freq, time, 2) in time by ``rate`` (phase vocoder;
+    """Stretch a complex spectrogram (..., freq, time) in time by ``rate`` (phase vocoder;
     buffer ``phase_advance`` (n_freq, 1))."""
 
     def __init__(self, hop_length=None, n_freq=201, fixed_rate=None):

@@ -26,16 +26,22 @@ replaces an earlier one.
 import importlib
 import pkgutil
 
-__all__ = ["derivative", "sum_to_shape", "lookup", "registered", "load_all", "SAVE_MODES"]
+__all__ = ["derivative", "sum_to_shape", "lookup", "lookup_complex", "registered", "load_all",
+           "SAVE_MODES"]
 
 SAVE_MODES = ("inputs", "output", "both", "none")
 
 _REGISTRY = {}    # op name -> (formula, save)
+_COMPLEX = {}     # op name -> (formula, save) used when the op's result is complex
 _listeners = []   # called with the op name when a registration changes
 
 
-def derivative(*names, save="inputs"):
-    """Decorator registering ``fn(ctx, grad)`` as the derivative of the ops ``names``."""
+def derivative(*names, save="inputs", complex=False):
+    """Decorator registering ``fn(ctx, grad)`` as the derivative of the ops ``names``.
+
+    With ``complex=True`` the formula is used only for complex results, and gets the saved
+    tensors as they are; an op without one runs its real formula on the saved tensors
+    conjugated (PyTorch's convention for holomorphic ops with real coefficients)."""
     if not names or not all(isinstance(n, str) for n in names):
         raise TypeError("derivative: expected one or more op names (str)")
     if save not in SAVE_MODES:
@@ -43,7 +49,7 @@ def derivative(*names, save="inputs"):
 
     def deco(fn):
         for n in names:
-            _REGISTRY[n] = (fn, save)
+            (_COMPLEX if complex else _REGISTRY)[n] = (fn, save)
             for cb in _listeners:
                 cb(n)
         return fn
@@ -54,6 +60,11 @@ def derivative(*names, save="inputs"):
 def lookup(op):
     """``(formula, save)`` registered for ``op``, or None."""
     return _REGISTRY.get(op)
+
+
+def lookup_complex(op):
+    """``(formula, save)`` registered with ``complex=True`` for ``op``, or None."""
+    return _COMPLEX.get(op)
 
 
 def registered():

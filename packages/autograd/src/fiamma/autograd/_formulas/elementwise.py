@@ -21,6 +21,11 @@ def _need(ctx, i):
     return ctx._next[i] is not None  # ctx.needs_input_grad[i], without building the tuple
 
 
+def _cj(v):
+    """A Python coefficient as the gradient multiplies by it (conjugated if complex)."""
+    return v.conjugate() if isinstance(v, complex) else v
+
+
 def _zeros(grad):
     return fiamma.zeros_like(grad)
 
@@ -75,7 +80,13 @@ _unary("log_sigmoid", "inputs", lambda c, g: g * fiamma.sigmoid(-_x(c)))
 _unary("erf", "inputs", lambda c, g: g * (-_x(c) * _x(c)).exp() * _TWO_OVER_SQRT_PI)
 _unary("erfc", "inputs", lambda c, g: g * (-_x(c) * _x(c)).exp() * -_TWO_OVER_SQRT_PI)
 _unary("neg", "none", lambda c, g: -g)
-_unary("abs", "inputs", lambda c, g: g * _x(c).sign())
+def _abs_grad(c, g):
+    x = _x(c)
+    # complex z: g * z/|z| (sgn, PyTorch's complex abs gradient); real x: g * sign(x)
+    return g * (x.sign() if x._dtype.kind != 3 else x.sgn())
+
+
+_unary("abs", "inputs", _abs_grad)
 _unary("square", "inputs", lambda c, g: g * _x(c) * 2)
 _unary("frac", "none", lambda c, g: g)
 _unary("relu", "output", lambda c, g: fiamma.where(_y(c) > 0, g, 0.0))
@@ -93,7 +104,7 @@ def _add(ctx, grad):
     gb = None
     if nxt[1] is not None:
         alpha = ctx._kwargs.get("alpha", 1)
-        gb = grad if alpha == 1 else grad * alpha
+        gb = grad if alpha == 1 else grad * _cj(alpha)
     return (grad if nxt[0] is not None else None), gb
 
 
@@ -102,7 +113,7 @@ def _sub(ctx, grad):
     alpha = ctx.kwargs.get("alpha", 1)
     gb = None
     if _need(ctx, 1):
-        gb = -grad if alpha == 1 else grad * -alpha
+        gb = -grad if alpha == 1 else grad * -_cj(alpha)
     return grad if _need(ctx, 0) else None, gb
 
 
@@ -292,7 +303,7 @@ def _lerp(ctx, grad):
 @derivative("addcmul", save="inputs")
 def _addcmul(ctx, grad):
     _, t1, t2 = ctx.inputs
-    v = ctx.kwargs.get("value", 1)
+    v = _cj(ctx.kwargs.get("value", 1))
     gv = grad if v == 1 else grad * v
     return (grad if _need(ctx, 0) else None, gv * t2 if _need(ctx, 1) else None,
             gv * t1 if _need(ctx, 2) else None)
@@ -301,7 +312,7 @@ def _addcmul(ctx, grad):
 @derivative("addcdiv", save="inputs")
 def _addcdiv(ctx, grad):
     _, t1, t2 = ctx.inputs
-    v = ctx.kwargs.get("value", 1)
+    v = _cj(ctx.kwargs.get("value", 1))
     gv = grad if v == 1 else grad * v
     g1 = gv / t2 if _need(ctx, 1) else None
     g2 = -gv * t1 / (t2 * t2) if _need(ctx, 2) else None

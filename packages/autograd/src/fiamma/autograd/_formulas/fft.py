@@ -1,6 +1,7 @@
 """Derivatives of every fiamma.fft transform (fft, ifft, rfft, irfft, hfft, ihfft and their
-2-d / n-d forms) and of fftshift / ifftshift, on fiamma's complex layout (a trailing dim of 2
-holding (real, imag) pairs).
+2-d / n-d forms) and of fftshift / ifftshift. Complex spectra are complex tensors; gradients
+follow PyTorch's convention (for a complex tensor, dL/dRe + i dL/dIm), so the gradient of a
+linear transform is its adjoint applied to the incoming gradient.
 
 The adjoint of a DFT is the DFT in the other direction with the dual normalisation
 ('backward' <-> 'forward', 'ortho' <-> 'ortho'); the gradient is then cut or zero-padded back
@@ -23,7 +24,7 @@ def _F():
 
 
 def _fit(g, d, length):
-    """``g`` (complex layout or real) cut or zero-padded along signal dim ``d`` to ``length``."""
+    """``g`` cut or zero-padded along signal dim ``d`` to ``length``."""
     n = g.shape[d]
     if n == length:
         return g
@@ -35,9 +36,14 @@ def _fit(g, d, length):
 
 
 def _signal_dims(ctx):
+    """(input shape, how the input held its signal, number of signal dims): "complex" for a
+    complex tensor, "pairs" for a real (..., 2) tensor read with complex_input=True, "real"."""
     shape = tuple(ctx.input_shapes[0])
-    cplx = ctx.kwargs.get("complex_input", False)
-    return shape, cplx, (len(shape) - 1 if cplx else len(shape))
+    if ctx.input_dtypes[0].is_complex:
+        return shape, "complex", len(shape)
+    if ctx.kwargs.get("complex_input", False):
+        return shape, "pairs", len(shape) - 1
+    return shape, "real", len(shape)
 
 
 def _c2c_dims(ctx, nd):
@@ -61,18 +67,15 @@ def _c2c(ctx, grad):
     norm = _DUAL[ctx.kwargs.get("norm")]
     F = _F()
     fn = F.fftn if inverse else F.ifftn
-    g = fn(grad, dim=tuple(dims), norm=norm, complex_input=True)
+    g = fn(grad, dim=tuple(dims), norm=norm)
     for d in dims:
         g = _fit(g, d, shape[d])
-    return (g if cplx else g[..., 0],)
+    if cplx == "pairs":
+        return (fiamma.view_as_real(g),)
+    return (g if cplx == "complex" else g.real,)
 
 
 _SWAP = {None: "forward", "backward": "forward", "forward": "backward", "ortho": "ortho"}
-
-
-def _conj(t):
-    """Complex conjugate in the (real, imag) layout."""
-    return t * fiamma.tensor([1.0, -1.0], dtype=t.dtype, device=t.device)
 
 
 def _real_dims(ctx, nd):
@@ -91,7 +94,7 @@ def _adj_r2c(g, shape, dims, n_last, norm):
     full length ``n_last``)": zero-fill the missing frequencies, inverse-transform with the dual
     norm, keep the real part, cut/pad back to the signal's sizes."""
     full = _fit(g, dims[-1], n_last)
-    x = _F().ifftn(full, dim=tuple(dims), norm=_DUAL[norm], complex_input=True)[..., 0]
+    x = _F().ifftn(full, dim=tuple(dims), norm=_DUAL[norm]).real
     for d in dims:
         x = _fit(x, d, shape[d])
     return x
@@ -107,7 +110,7 @@ def _adj_c2r(g, cshape, dims, norm):
     bins = z.shape[d]
     paired = n - bins
     if paired > 0:
-        w = fiamma.ones((bins,), dtype=z.dtype, device=z.device)
+        w = fiamma.ones((bins,), dtype=g.dtype, device=z.device)
         w = fiamma.cat([w[:1], w[1:1 + paired] * 2.0, w[1 + paired:]])
         z = z * w.reshape((bins,) + (1,) * (z.ndim - 1 - d))
     for k in dims:
@@ -137,12 +140,12 @@ def _ihfft(ctx, grad):
     shape = tuple(ctx.input_shapes[0])
     dims = _real_dims(ctx, len(shape))
     norm = _SWAP[ctx.kwargs.get("norm")]
-    return (_adj_r2c(_conj(grad), shape, dims, _n_last(ctx, shape, dims), norm),)
+    return (_adj_r2c(grad.conj(), shape, dims, _n_last(ctx, shape, dims), norm),)
 
 
 @derivative("fft_irfft", "fft_irfft2", "fft_irfftn", save="none")
 def _irfft(ctx, grad):
-    cshape = tuple(ctx.input_shapes[0])[:-1]
+    cshape = tuple(ctx.input_shapes[0])
     dims = _real_dims(ctx, len(cshape))
     return (_adj_c2r(grad, cshape, dims, ctx.kwargs.get("norm")),)
 
@@ -150,15 +153,15 @@ def _irfft(ctx, grad):
 @derivative("fft_hfft", "fft_hfft2", "fft_hfftn", save="none")
 def _hfft(ctx, grad):
     """hfft(x) = irfft(conj(x)) with the swapped norm."""
-    cshape = tuple(ctx.input_shapes[0])[:-1]
+    cshape = tuple(ctx.input_shapes[0])
     dims = _real_dims(ctx, len(cshape))
-    return (_conj(_adj_c2r(grad, cshape, dims, _SWAP[ctx.kwargs.get("norm")])),)
+    return (_adj_c2r(grad, cshape, dims, _SWAP[ctx.kwargs.get("norm")]).conj(),)
 
 
 @derivative("fftshift", "ifftshift", save="inputs")
 def _fftshift(ctx, grad):
     """A roll by n // 2 (fftshift) or -(n // 2): rolled back. The trailing (real, imag) pair of
-    a complex input is not a signal dim."""
+    a tensor marked with ``as_complex_layout`` is not a signal dim."""
     x = ctx.inputs[0]
     F = _F()
     nd = x.ndim - 1 if F.is_complex_layout(x) else x.ndim

@@ -184,7 +184,7 @@ def _d_eigh(ctx, grad):
 def _d_eigvalsh(ctx, grad):
     a = ctx.inputs[0]
     _, v = _L().eigh(a, UPLO=ctx.kwargs.get("UPLO", "L"))
-    return (fiamma.matmul(v * grad.unsqueeze(-2), _mT(v)),)
+    return (fiamma.matmul(v * grad.unsqueeze(-2), _mT(v).conj()),)
 
 
 @derivative("linalg_svdvals", save="inputs")
@@ -235,9 +235,14 @@ def _d_matrix_norm(ctx, grad):
         # 1: max over columns of column abs sums; inf: max over rows of row abs sums
         ax = -2 if ord_ in (1, -1) else -1
         sums = am.abs().sum(ax, keepdim=True)
-        hit = sums == nm
+        # the extreme sum recomputed from the same values (the norm came from NumPy, whose
+        # rounding of complex magnitudes may differ in the last bit)
+        ext = sums.detach().amax((-2, -1), keepdim=True) if ord_ > 0 else \
+            sums.detach().amin((-2, -1), keepdim=True)
+        hit = sums == ext
         count = hit.sum((-2, -1), keepdim=True).to(grad.dtype)
-        res = am.sign() * fiamma.where(hit, gm / count, 0.0)
+        sgn = am.sign() if am._dtype.kind != 3 else am.sgn()
+        res = sgn * fiamma.where(hit, gm / count, 0.0)
     else:
         raise NotImplementedError(f"linalg.matrix_norm: no derivative for ord={ord_!r}")
     return (res.permute(inv),)
@@ -317,8 +322,9 @@ def _d_qr(ctx, grad):
     return (_L().solve_triangular(_mT(r), b, upper=False, left=False),)
 
 
-def _pinv_grad(a, p, gp):
-    """Gradient w.r.t. A of P = pinv(A) (A of constant rank), for P's gradient gp."""
+def _pinv_grad(a, p, gp, _mT=_mT):
+    """Gradient w.r.t. A of P = pinv(A) (A of constant rank), for P's gradient gp (complex:
+    called with the conjugate transpose as ``_mT``)."""
     m, n = a.shape[-2], a.shape[-1]
     pt, gt = _mT(p), _mT(gp)
     mm = fiamma.matmul

@@ -264,6 +264,7 @@ def _std(ctx, grad):
 
 
 @derivative("var_mean", "std_mean", save="both")
+@derivative("var_mean", "std_mean", save="both", complex=True)  # the complex mean: x as saved
 def _var_mean(ctx, grad):
     x = ctx.inputs[0]
     gv, gm = grad
@@ -283,6 +284,11 @@ def _var_mean(ctx, grad):
 
 # ---- norms, logsumexp, softmax -----------------------------------------------------------------
 
+def _sgn(x):
+    """sign(x); z/|z| for complex z."""
+    return x.sign() if x._dtype.kind != 3 else x.sgn()
+
+
 @derivative("norm", save="both")
 def _norm(ctx, grad):
     x = ctx.inputs[0]
@@ -293,9 +299,9 @@ def _norm(ctx, grad):
     if p == 0.0:
         return (fiamma.zeros_like(x).to(grad.dtype),)
     if p == 1.0:
-        return (x.sign() * g,)
+        return (_sgn(x) * g,)
     if math.isinf(p):
-        return (x.sign() * _even_split(x.abs(), n, g, dims),)
+        return (_sgn(x) * _even_split(x.abs(), n, g, dims),)
     nz = n == 0
     if p == 2.0:
         return (x * fiamma.where(nz, 0.0, g / fiamma.where(nz, 1.0, n)),)
@@ -304,7 +310,7 @@ def _norm(ctx, grad):
     if p < 2.0:
         xz = x == 0
         mag = fiamma.where(xz, 0.0, fiamma.where(xz, 1.0, ax).pow(p - 1))
-        return (x.sign() * mag * scale,)
+        return (_sgn(x) * mag * scale,)
     return (x * ax.pow(p - 2) * scale,)
 
 

@@ -51,17 +51,18 @@ def _stft_power(ctx, grad):
 
 
 def _stft_adjoint(kw, shape, grad):
-    """stft's adjoint: from a gradient (B?, n_freq, frames, 2) to the signal's (B?, L)."""
+    """stft's adjoint: from a gradient (B?, n_freq, frames, 2) (real, imag) to the signal's
+    (B?, L)."""
     n_fft, hop = kw["n_fft"], kw["hop_length"]
     g = grad if len(shape) == 2 else grad.unsqueeze(0)   # (B, k, T, 2)
-    g = g.transpose(1, 2)                                 # (B, T, k, 2)
+    g = fiamma.complex(g[..., 0], g[..., 1]).transpose(1, 2)   # (B, T, k) complex
     if kw.get("normalized"):
         g = g * (1.0 / math.sqrt(n_fft))
     frames = g.shape[1]
     if kw.get("onesided", True):
         gf = _adj_r2c(g, (g.shape[0], frames, n_fft), [2], n_fft, None)
     else:
-        gf = _F().ifft(g, dim=2, norm="forward", complex_input=True)[..., 0]
+        gf = _F().ifft(g, dim=2, norm="forward").real
     gf = gf * _window(kw, n_fft, gf.dtype, gf.device)                # (B, T, n_fft)
     batch = gf.shape[0]
     length = shape[-1]
@@ -82,9 +83,12 @@ def _stft_adjoint(kw, shape, grad):
 def _istft(ctx, grad):
     kw = ctx.kwargs
     n_fft, hop = kw["n_fft"], kw["hop_length"]
-    shape = tuple(ctx.input_shapes[0])                    # (B?, k, T, 2)
-    batched = len(shape) == 4
-    frames = shape[-2]
+    shape = tuple(ctx.input_shapes[0])        # (B?, k, T) complex or (B?, k, T, 2) pairs
+    pairs = not ctx.input_dtypes[0].is_complex
+    if pairs:
+        shape = shape[:-1]
+    batched = len(shape) == 3
+    frames = shape[-1]
     g = grad if batched else grad.unsqueeze(0)            # (B, len)
     batch = g.shape[0]
     total = n_fft + hop * (frames - 1)
@@ -108,11 +112,12 @@ def _istft(ctx, grad):
     gf = gy[:, idx] * w                                   # (B, T, n_fft)
     if kw.get("normalized"):
         gf = gf * math.sqrt(n_fft)
-    nfreq = shape[-3]
+    nfreq = shape[-2]
     if kw.get("onesided", True):
         gs = _adj_c2r(gf, (batch, frames, nfreq), [2], None)
     else:
         # adjoint of real(ifft(., norm="backward"))
-        gs = _F().fft(gf, dim=2, norm="forward", complex_input=False)
-    gs = gs.transpose(1, 2)                               # (B, k, T, 2)
-    return (gs if batched else gs[0],)
+        gs = _F().fft(gf, dim=2, norm="forward")
+    gs = gs.transpose(1, 2)                               # (B, k, T) complex
+    gs = gs if batched else gs[0]
+    return (fiamma.view_as_real(gs) if pairs else gs,)
