@@ -229,9 +229,12 @@ class RNNBase(Module):
 
     # ---- forward ---------------------------------------------------------------------------
 
-    def _layer_weights(self, layer, d):
+    def _layer_weights(self, layer, d, dt=None):
         sfx = f"_l{layer}" + ("_reverse" if d == 1 else "")
-        g = lambda n: getattr(self, n + sfx, None)  # noqa: E731
+
+        def g(n):
+            w = getattr(self, n + sfx, None)
+            return w.to(dt) if dt is not None and w is not None and w.dtype != dt else w
         return g("weight_ih"), g("weight_hh"), g("bias_ih"), g("bias_hh"), g("weight_hr")
 
     def _check_hidden(self, h, expected, what):
@@ -239,7 +242,7 @@ class RNNBase(Module):
             raise RuntimeError(f"{type(self).__name__}: Expected {what} size "
                                f"{tuple(expected)}, got {list(h.shape)}")
 
-    def _prepare(self, input):
+    def _prepare(self, input, wdt=None):
         """(data (N, input_size), batch sizes per step, hx, batched, packed, sort/unsort)."""
         name = type(self).__name__
         packed = isinstance(input, PackedSequence)
@@ -270,7 +273,7 @@ class RNNBase(Module):
         if x.dim() != 2 + (not packed) or x.shape[-1] != self.input_size:
             raise RuntimeError(f"{name}: input.size(-1) must be equal to input_size. Expected "
                                f"{self.input_size}, got {x.shape[-1]}")
-        if x.dtype != w0.dtype:
+        if x.dtype != (w0.dtype if wdt is None else wdt):
             raise RuntimeError(f"{name}: input must have the type {w0.dtype}, got type "
                                f"{x.dtype}")
         if not packed:
@@ -311,7 +314,49 @@ class RNNBase(Module):
         return out
 
     def forward(self, input, hx=None):
-        x, sizes, B, batched, packed, sorted_idx, unsorted_idx = self._prepare(input)
+        ac = self._autocast_dtype(input)
+        if ac is None:
+            return self._forward(input, hx)
+        if ac is False:  # not on the list: the whole layer in its own dtype
+            with fiamma.autocast(self.weight_ih_l0.device.type, enabled=False):
+                return self._forward(input, hx)
+        return self._forward_autocast(input, hx, ac)
+
+    def _autocast_dtype(self, input):
+        """None outside autocast; inside, the dtype the layer runs in, or False to run it with
+        autocast off. PyTorch's CPU autocast lists the fused RNN layer (LSTM without
+        projections, Elman RNN): inputs, states and weights run in the lower precision, and so
+        do all the results. GRU and projected LSTMs are not on the list: they run in their own
+        dtype (float32 results), never half-cast."""
+        data = input.data if isinstance(input, PackedSequence) else input
+        if not isinstance(data, fiamma.Tensor):
+            return None
+        dev = data.device.type
+        if dev not in ("cpu", "cuda") or not fiamma.is_autocast_enabled(dev):
+            return None
+        if self.mode == "GRU" or (self.mode == "LSTM" and self.proj_size > 0):
+            return False
+        dt = fiamma.get_autocast_dtype(dev)
+        if data.dtype not in (fiamma.float32, fiamma.float16, fiamma.bfloat16) or \
+                data.dtype == dt and self.weight_ih_l0.dtype == dt:
+            return None
+        return dt
+
+    def _forward_autocast(self, input, hx, dt):
+        cast = lambda t: t.to(dt) if t is not None and t.dtype != dt else t  # noqa: E731
+        if isinstance(input, PackedSequence):
+            input = input._with_data(cast(input.data))
+        else:
+            input = cast(input)
+        if hx is not None:
+            hx = tuple(cast(h) for h in hx) if isinstance(hx, (tuple, list)) else cast(hx)
+        with fiamma.autocast(input.data.device.type if isinstance(input, PackedSequence)
+                             else input.device.type, enabled=False):
+            return self._forward(input, hx, dt)
+
+    def _forward(self, input, hx, wdt=None):
+        # wdt: the dtype the weights are cast to for this call (autocast), None as they are
+        x, sizes, B, batched, packed, sorted_idx, unsorted_idx = self._prepare(input, wdt)
         _load_autograd()
         hidden = self._hidden(hx, B, batched, sorted_idx, x.dtype, x.device)
         dirs = 2 if self.bidirectional else 1
@@ -325,7 +370,7 @@ class RNNBase(Module):
                 x = F.dropout(x, self.dropout, True)
             outs = []
             for d in range(dirs):
-                w_ih, w_hh, b_ih, b_hh, w_hr = self._layer_weights(layer, d)
+                w_ih, w_hh, b_ih, b_hh, w_hr = self._layer_weights(layer, d, wdt)
                 gru = self.mode == "GRU"
                 bias = b_ih + b_hh if b_ih is not None and not gru else b_ih
                 xw = _linear(x, w_ih, bias)
