@@ -299,3 +299,16 @@ def fasterrcnn_resnet50_fpn_v2(*, weights=None, progress=True, num_classes=None,
     model = FasterRCNN(backbone, num_classes=num_classes, rpn_anchor_generator=anchor_gen,
                        rpn_head=rpn_head, box_head=box_head, **kwargs)
     return _load(model, weights, progress)
+
+
+# the MobileNetV3 builders live in their own file (they import this module's helpers)
+from fiamma.vision.models.detection._faster_rcnn_mobilenet import (  # noqa: E402
+    FasterRCNN_MobileNet_V3_Large_320_FPN_Weights,
+    FasterRCNN_MobileNet_V3_Large_FPN_Weights,
+    fasterrcnn_mobilenet_v3_large_320_fpn,
+    fasterrcnn_mobilenet_v3_large_fpn,
+)
+
+__all__ += ["FasterRCNN_MobileNet_V3_Large_FPN_Weights",
+            "FasterRCNN_MobileNet_V3_Large_320_FPN_Weights",
+            "fasterrcnn_mobilenet_v3_large_fpn", "fasterrcnn_mobilenet_v3_large_320_fpn"]
