@@ -9,6 +9,7 @@ mode returns the losses dict, eval mode a list of ``{"boxes", "labels", "scores"
 """
 from fiamma.vision.models.detection.anchor_utils import AnchorGenerator  # noqa: F401
 from fiamma.vision.models.detection.faster_rcnn import *  # noqa: F401,F403
+from fiamma.vision.models.detection.fcos import *  # noqa: F401,F403
 from fiamma.vision.models.detection.image_list import ImageList  # noqa: F401
 from fiamma.vision.models.detection.keypoint_rcnn import *  # noqa: F401,F403
 from fiamma.vision.models.detection.mask_rcnn import *  # noqa: F401,F403
