@@ -170,3 +170,163 @@ def test_fcos_builder_matches_torchvision():
     kw = dict(weights=None, weights_backbone=None, num_classes=4, min_size=64, max_size=96,
               score_thresh=0.05)
     _compare(torch, tvd.fcos_resnet50_fpn(**kw), D.fcos_resnet50_fpn(**kw), *_sample())
+
+
+# ---------------------------------------------------------------- SSD / SSDlite
+
+def test_default_box_generator_by_hand():
+    from fiamma.vision.models.detection.image_list import ImageList
+    g = D.DefaultBoxGenerator([[2]], scales=[0.5, 0.8], steps=[16])
+    assert g.num_anchors_per_location() == [4]
+    boxes = g(ImageList(fiamma.zeros(2, 3, 32, 32), [(32, 32)] * 2),
+              [fiamma.zeros(2, 8, 2, 2)])
+    assert len(boxes) == 2 and tuple(boxes[0].shape) == (2 * 2 * 4, 4)
+    b = boxes[0].numpy()
+    s1, r = math.sqrt(0.5 * 0.8) * 32, math.sqrt(2)
+    # cell (0, 0) centred at (8, 8): 16x16, sqrt(s_k s_k+1) square, 2:1 and 1:2 boxes
+    np.testing.assert_allclose(b[0], [0, 0, 16, 16], atol=1e-5)
+    np.testing.assert_allclose(b[1], [8 - s1 / 2, 8 - s1 / 2, 8 + s1 / 2, 8 + s1 / 2],
+                               atol=1e-5)
+    np.testing.assert_allclose(b[2], [8 - 8 * r, 8 - 8 / r, 8 + 8 * r, 8 + 8 / r], atol=1e-5)
+    np.testing.assert_allclose(b[3], [8 - 8 / r, 8 - 8 * r, 8 + 8 / r, 8 + 8 * r], atol=1e-5)
+    # cell (0, 1) is centred at (24, 8)
+    np.testing.assert_allclose(b[4], [16, 0, 32, 16], atol=1e-5)
+    # default scales: min..max evenly, then 1.0
+    assert D.DefaultBoxGenerator([[2]] * 3, 0.2, 0.8).scales == [0.2, 0.5, 0.8, 1.0]
+    with pytest.raises(ValueError, match="same length"):
+        D.DefaultBoxGenerator([[2]] * 3, steps=[8, 16])
+
+
+class _TwoMaps(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, stride=4, padding=1)
+        self.conv2 = nn.Conv2d(16, 8, 3, stride=2, padding=1)
+
+    def forward(self, x):
+        a = fiamma.relu(self.conv1(x))
+        return {"0": a, "1": fiamma.relu(self.conv2(a))}
+
+
+def _torch_two_maps(torch):
+    class TwoMaps(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = torch.nn.Conv2d(3, 16, 3, stride=4, padding=1)
+            self.conv2 = torch.nn.Conv2d(16, 8, 3, stride=2, padding=1)
+
+        def forward(self, x):
+            a = torch.relu(self.conv1(x))
+            return {"0": a, "1": torch.relu(self.conv2(a))}
+    return TwoMaps()
+
+
+_SSD_KW = dict(num_classes=4, score_thresh=0.05, topk_candidates=50, detections_per_img=30)
+
+
+def test_small_ssd_eval_and_train():
+    fiamma.manual_seed(0)
+    m = D.SSD(_TwoMaps(), D.DefaultBoxGenerator([[2], [2, 3]]), (64, 64), **_SSD_KW)
+    # out_channels found by running the backbone once
+    assert [h.in_channels for h in m.head.regression_head.module_list] == [16, 8]
+    imgs = [fiamma.rand(3, 48, 64), fiamma.rand(3, 64, 40)]
+    m.eval()
+    with fiamma.no_grad():
+        out = m(imgs)
+    assert [set(o) for o in out] == [{"boxes", "labels", "scores"}] * 2
+    b = out[1]["boxes"].numpy()
+    assert len(b) <= 30 and (b[:, 2] <= 40 + 1e-4).all() and (b[:, 3] <= 64 + 1e-4).all()
+    m.train()
+    losses = m(imgs, _TARGETS)
+    assert set(losses) == {"bbox_regression", "classification"}
+    sum(losses.values()).backward()
+    g = m.head.classification_head.module_list[1].weight.grad
+    assert g is not None and g.abs().sum().item() > 0
+    empty = [{"boxes": fiamma.zeros((0, 4)), "labels": fiamma.zeros((0,), dtype=fiamma.int64)}]
+    losses = m(imgs[:1], empty)
+    # no positive: no hard negatives either, so both losses are zero
+    assert losses["bbox_regression"].item() == 0.0 and losses["classification"].item() == 0.0
+    with pytest.raises(ValueError, match="aspect ratios"):
+        D.SSD(_TwoMaps(), D.DefaultBoxGenerator([[2]]), (64, 64), num_classes=3)
+    with pytest.raises(TypeError, match="DefaultBoxGenerator"):
+        D.SSD(_TwoMaps(), D.AnchorGenerator(), (64, 64), num_classes=3)
+
+
+@pytest.mark.parametrize("builder,n", [
+    pytest.param("ssd300_vgg16", 35641826, marks=pytest.mark.slow),
+    ("ssdlite320_mobilenet_v3_large", 3440060)])
+def test_ssd_builders_meta_and_weights(builder, n):
+    from fiamma.vision import models
+    enum = models.get_model_weights(builder)
+    assert enum.DEFAULT.meta["num_params"] == n
+    m = getattr(D, builder)(weights=None, weights_backbone=None)
+    assert sum(p.numel() for p in m.parameters()) == n
+    assert m.transform.fixed_size == ((300, 300) if builder == "ssd300_vgg16" else (320, 320))
+    with pytest.warns(UserWarning, match="fixed"):
+        m2 = getattr(D, builder)(weights=m.state_dict(), size=(100, 100))
+    k = "head.regression_head.module_list.0.weight" if builder == "ssd300_vgg16" else \
+        "head.regression_head.module_list.0.1.weight"
+    np.testing.assert_array_equal(m2.state_dict()[k].numpy(), m.state_dict()[k].numpy())
+    with pytest.raises(ValueError, match="num_classes"):
+        getattr(D, builder)(weights="DEFAULT", num_classes=3)
+
+
+@pytest.mark.parity
+def test_default_box_generator_matches_torchvision():
+    torch = pytest.importorskip("torch")
+    from torchvision.models.detection.anchor_utils import DefaultBoxGenerator as T
+    from torchvision.models.detection.image_list import ImageList as TI
+
+    from fiamma.vision.models.detection.image_list import ImageList as FI
+    sizes = [(38, 38), (19, 19), (10, 10), (5, 5), (3, 3), (1, 1)]
+    for args in (dict(aspect_ratios=[[2], [2, 3], [2, 3], [2, 3], [2], [2]],
+                      scales=[0.07, 0.15, 0.33, 0.51, 0.69, 0.87, 1.05],
+                      steps=[8, 16, 32, 64, 100, 300]),
+                 dict(aspect_ratios=[[2, 3]] * 6, min_ratio=0.2, max_ratio=0.95)):
+        for tdt, fdt in ((torch.float32, fiamma.float32), (torch.float64, fiamma.float64)):
+            t = T(**args)(TI(torch.zeros(1, 3, 300, 300, dtype=tdt), [(300, 300)]),
+                          [torch.zeros(1, 1, *s, dtype=tdt) for s in sizes])
+            f = D.DefaultBoxGenerator(**args)(
+                FI(fiamma.zeros(1, 3, 300, 300, dtype=fdt), [(300, 300)]),
+                [fiamma.zeros(1, 1, *s, dtype=fdt) for s in sizes])
+            assert f[0].dtype == fdt
+            np.testing.assert_array_equal(f[0].numpy(), t[0].numpy())
+
+
+@pytest.mark.parity
+def test_small_ssd_matches_torchvision():
+    torch = pytest.importorskip("torch")
+    tvd = pytest.importorskip("torchvision.models.detection")
+    torch.manual_seed(0)
+    tm = tvd.ssd.SSD(_torch_two_maps(torch),
+                 tvd.anchor_utils.DefaultBoxGenerator([[2], [2, 3]]), (64, 64), **_SSD_KW)
+    fm = D.SSD(_TwoMaps(), D.DefaultBoxGenerator([[2], [2, 3]]), (64, 64), **_SSD_KW)
+    _compare(torch, tm, fm, *_sample())
+
+
+@pytest.mark.parity
+@pytest.mark.slow
+def test_ssdlite_builder_matches_torchvision():
+    torch = pytest.importorskip("torch")
+    tvd = pytest.importorskip("torchvision.models.detection")
+    torch.manual_seed(0)
+    kw = dict(weights=None, weights_backbone=None, num_classes=4, score_thresh=0.05,
+              topk_candidates=50, detections_per_img=30)
+    tm = tvd.ssdlite320_mobilenet_v3_large(**kw)
+    # the builder's N(0, 0.03) init makes the deep maps (nearly) vanish in eval mode, which
+    # leaves many anchors with tied scores whose NMS order is arbitrary: use He init
+    for p in tm.parameters():
+        if p.ndim > 1:
+            torch.nn.init.kaiming_normal_(p)
+    _compare(torch, tm, D.ssdlite320_mobilenet_v3_large(**kw), *_sample())
+
+
+@pytest.mark.parity
+@pytest.mark.slow
+def test_ssd300_vgg16_builder_matches_torchvision():
+    torch = pytest.importorskip("torch")
+    tvd = pytest.importorskip("torchvision.models.detection")
+    torch.manual_seed(0)
+    kw = dict(weights=None, weights_backbone=None, num_classes=4, score_thresh=0.05,
+              topk_candidates=50, detections_per_img=30)
+    _compare(torch, tvd.ssd300_vgg16(**kw), D.ssd300_vgg16(**kw), *_sample())

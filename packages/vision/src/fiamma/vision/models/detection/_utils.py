@@ -5,7 +5,7 @@ import math
 import fiamma
 
 __all__ = ["BalancedPositiveNegativeSampler", "BoxCoder", "BoxLinearCoder", "Matcher",
-           "SSDMatcher", "overwrite_eps"]
+           "SSDMatcher", "overwrite_eps", "retrieve_out_channels"]
 
 
 
@@ -226,6 +226,25 @@ def overwrite_eps(model, eps):
     for module in model.modules():
         if isinstance(module, FrozenBatchNorm2d):
             module.eps = eps
+
+
+def retrieve_out_channels(model, size):
+    """The channel counts of the feature maps ``model`` returns for a zero (1, 3, size[1],
+    size[0]) image, run in eval mode without gradients (the training flag is restored)."""
+    from collections import OrderedDict
+    was_training = model.training
+    model.eval()
+    try:
+        params = list(model.parameters())
+        kw = {"device": params[0].device} if params else {}
+        with fiamma.no_grad():
+            features = model(fiamma.zeros((1, 3, size[1], size[0]), **kw))
+    finally:
+        if was_training:
+            model.train()
+    if isinstance(features, fiamma.Tensor):
+        features = OrderedDict([("0", features)])
+    return [int(x.shape[1]) for x in features.values()]
 
 
 def _topk_min(input, orig_kval, axis):
