@@ -390,9 +390,34 @@ def models_get_weights(name):
 
 
 @pytest.mark.parity
-@pytest.mark.parametrize("builder", [
-    pytest.param("fasterrcnn_mobilenet_v3_large_fpn", marks=pytest.mark.slow),
-    "fasterrcnn_mobilenet_v3_large_320_fpn"])
+def test_mobilenet_v3_fpn_faster_rcnn_matches_torchvision():
+    # the builders' backbone (mobilenet_backbone with FPN) and anchors, with a small box head
+    torch = pytest.importorskip("torch")
+    tvd = pytest.importorskip("torchvision.models.detection")
+    from torchvision.models.detection import faster_rcnn as tfr
+    from torchvision.models.detection.backbone_utils import mobilenet_backbone as tmb
+
+    from fiamma.vision.models.detection.backbone_utils import mobilenet_backbone
+    torch.manual_seed(0)
+    bkw = dict(backbone_name="mobilenet_v3_large", weights=None, fpn=True, trainable_layers=6)
+    sizes, ratios = ((32, 64, 128, 256, 512),) * 3, ((0.5, 1.0, 2.0),) * 3
+    kw = dict(min_size=96, max_size=128, rpn_batch_size_per_image=_BIG,
+              box_batch_size_per_image=_BIG)
+    tm = tvd.FasterRCNN(tmb(norm_layer=torch.nn.BatchNorm2d, **bkw),
+                        rpn_anchor_generator=tvd.anchor_utils.AnchorGenerator(sizes, ratios),
+                        box_head=tfr.TwoMLPHead(256 * 49, 64),
+                        box_predictor=tfr.FastRCNNPredictor(64, 4), **kw)
+    fm = D.FasterRCNN(mobilenet_backbone(norm_layer=nn.BatchNorm2d, **bkw),
+                      rpn_anchor_generator=D.AnchorGenerator(sizes, ratios),
+                      box_head=D.TwoMLPHead(256 * 49, 64),
+                      box_predictor=D.FastRCNNPredictor(64, 4), **kw)
+    _compare_with_torchvision(torch, tm, fm, *_sample())
+
+
+@pytest.mark.parity
+@pytest.mark.slow
+@pytest.mark.parametrize("builder", ["fasterrcnn_mobilenet_v3_large_fpn",
+                                     "fasterrcnn_mobilenet_v3_large_320_fpn"])
 def test_mobilenet_v3_builders_match_torchvision(builder):
     torch = pytest.importorskip("torch")
     tvd = pytest.importorskip("torchvision.models.detection")
