@@ -40,6 +40,7 @@ MODULES = {
     "torch.fft": ("fiamma.fft",),
     "torch.special": ("fiamma.special",),
     "torchvision.transforms": ("fiamma.vision.transforms",),
+    "torchvision.models.detection": ("fiamma.vision.models.detection",),
     "torchaudio.functional": ("fiamma.audio.functional",),
     "torchaudio.transforms": ("fiamma.audio.transforms",),
     "torchaudio.compliance.kaldi": ("fiamma.audio.compliance.kaldi",),

@@ -240,8 +240,16 @@ def _compare_with_torchvision(torch, tm, fm, imgs, boxes, labels):
     tgrads = {n: p.grad for n, p in tm.named_parameters() if p.grad is not None}
     fgrads = {n: p.grad for n, p in fm.named_parameters() if p.grad is not None}
     assert set(tgrads) == set(fgrads) and len(fgrads) > 10, set(tgrads) ^ set(fgrads)
+    # some gradients are zero in exact arithmetic (a batch-norm bias whose output reaches the
+    # loss only through another training-mode batch norm, which removes per-channel shifts):
+    # both libraries give rounding noise there, up to ~1e-4 of the largest gradient in
+    # MobileNetV3's first blocks, so such parameters are only checked to be that small
+    gmax = max(g.abs().max().item() for g in tgrads.values())
     for n, g in tgrads.items():
         scale = max(g.abs().max().item(), 1e-12)
+        if scale < 1e-3 * gmax:
+            assert fgrads[n].abs().max().item() < 1e-3 * gmax, n
+            continue
         np.testing.assert_allclose(fgrads[n].numpy() / scale, g.numpy() / scale, atol=1e-6,
                                    err_msg=n)
 
@@ -347,3 +355,75 @@ def test_retinanet_resnet18_fpn_matches_torchvision(v2):
     tm = tvd.RetinaNet(tb, **kw_t)
     fm = D.RetinaNet(fb, **kw_f)
     _compare_with_torchvision(torch, tm, fm, *_sample())
+
+
+@pytest.mark.parametrize("builder", ["fasterrcnn_mobilenet_v3_large_fpn",
+                                     "fasterrcnn_mobilenet_v3_large_320_fpn"])
+def test_mobilenet_v3_builders(builder):
+    enum = models_get_weights(builder)
+    assert enum.DEFAULT.meta["num_params"] == 19386354
+    m = getattr(D, builder)(weights=None, weights_backbone=None)
+    count = sum(p.numel() for p in m.parameters())
+    # the meta counts the pretrained model (FrozenBatchNorm2d in the MobileNet)
+    count -= sum(p.numel() for mod in m.backbone.body.modules()
+                 if isinstance(mod, nn.BatchNorm2d) for p in mod.parameters())
+    assert count == 19386354
+    assert m.rpn.score_thresh == 0.05
+    if builder.endswith("320_fpn"):
+        assert (m.transform.min_size, m.transform.max_size) == ((320,), 640)
+        assert m.rpn._pre_nms_top_n["testing"] == 150
+    # weights= a state dict builds the same model without the backbone download
+    sd = m.state_dict()
+    m2 = getattr(D, builder)(weights=sd, num_classes=91)
+    k = "backbone.fpn.layer_blocks.0.0.weight"
+    np.testing.assert_array_equal(m2.state_dict()[k].numpy(), sd[k].numpy())
+    with pytest.raises(ValueError, match="Trainable"):
+        getattr(D, builder)(weights=None, weights_backbone="DEFAULT", trainable_backbone_layers=7)
+    with pytest.raises(ValueError, match="num_classes"):
+        getattr(D, builder)(weights="DEFAULT", num_classes=5)
+
+
+def models_get_weights(name):
+    from fiamma.vision import models
+    assert name in models.list_models()
+    return models.get_model_weights(name)
+
+
+@pytest.mark.parity
+def test_mobilenet_v3_fpn_faster_rcnn_matches_torchvision():
+    # the builders' backbone (mobilenet_backbone with FPN) and anchors, with a small box head
+    torch = pytest.importorskip("torch")
+    tvd = pytest.importorskip("torchvision.models.detection")
+    from torchvision.models.detection import faster_rcnn as tfr
+    from torchvision.models.detection.backbone_utils import mobilenet_backbone as tmb
+
+    from fiamma.vision.models.detection.backbone_utils import mobilenet_backbone
+    torch.manual_seed(0)
+    bkw = dict(backbone_name="mobilenet_v3_large", weights=None, fpn=True, trainable_layers=6)
+    sizes, ratios = ((32, 64, 128, 256, 512),) * 3, ((0.5, 1.0, 2.0),) * 3
+    kw = dict(min_size=96, max_size=128, rpn_batch_size_per_image=_BIG,
+              box_batch_size_per_image=_BIG)
+    tm = tvd.FasterRCNN(tmb(norm_layer=torch.nn.BatchNorm2d, **bkw),
+                        rpn_anchor_generator=tvd.anchor_utils.AnchorGenerator(sizes, ratios),
+                        box_head=tfr.TwoMLPHead(256 * 49, 64),
+                        box_predictor=tfr.FastRCNNPredictor(64, 4), **kw)
+    fm = D.FasterRCNN(mobilenet_backbone(norm_layer=nn.BatchNorm2d, **bkw),
+                      rpn_anchor_generator=D.AnchorGenerator(sizes, ratios),
+                      box_head=D.TwoMLPHead(256 * 49, 64),
+                      box_predictor=D.FastRCNNPredictor(64, 4), **kw)
+    _compare_with_torchvision(torch, tm, fm, *_sample())
+
+
+@pytest.mark.parity
+@pytest.mark.slow
+@pytest.mark.parametrize("builder", ["fasterrcnn_mobilenet_v3_large_fpn",
+                                     "fasterrcnn_mobilenet_v3_large_320_fpn"])
+def test_mobilenet_v3_builders_match_torchvision(builder):
+    torch = pytest.importorskip("torch")
+    tvd = pytest.importorskip("torchvision.models.detection")
+    torch.manual_seed(0)
+    kw = dict(weights=None, weights_backbone=None, num_classes=4, min_size=96, max_size=128,
+              rpn_batch_size_per_image=_BIG, box_batch_size_per_image=_BIG,
+              rpn_score_thresh=0.0)
+    _compare_with_torchvision(torch, getattr(tvd, builder)(**kw), getattr(D, builder)(**kw),
+                              *_sample())

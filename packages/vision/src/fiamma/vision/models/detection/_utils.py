@@ -4,7 +4,8 @@ import math
 
 import fiamma
 
-__all__ = ["BalancedPositiveNegativeSampler", "BoxCoder", "Matcher", "overwrite_eps"]
+__all__ = ["BalancedPositiveNegativeSampler", "BoxCoder", "BoxLinearCoder", "Matcher",
+           "SSDMatcher", "overwrite_eps", "retrieve_out_channels"]
 
 
 
@@ -112,6 +113,46 @@ class BoxCoder:
                             dim=2).flatten(1)
 
 
+class BoxLinearCoder:
+    """FCOS's box parameterisation: the distances ``(left, top, right, bottom)`` from the centre
+    of a reference box to the edges of a box, divided by the reference's ``(w, h, w, h)`` when
+    ``normalize_by_size``. Works on any leading shape ``(..., 4)``.
+
+        >>> import fiamma
+        >>> c = BoxLinearCoder()
+        >>> ref = fiamma.tensor([[0., 0., 8., 8.]])
+        >>> c.encode(ref, fiamma.tensor([[2., 0., 6., 12.]])).tolist()
+        [[0.25, 0.5, 0.25, 1.0]]
+    """
+
+    def __init__(self, normalize_by_size=True):
+        self.normalize_by_size = normalize_by_size
+
+    def encode(self, reference_boxes, proposals):
+        """Offsets of ``proposals`` from the centres of ``reference_boxes``."""
+        cx = 0.5 * (reference_boxes[..., 0] + reference_boxes[..., 2])
+        cy = 0.5 * (reference_boxes[..., 1] + reference_boxes[..., 3])
+        targets = fiamma.stack((cx - proposals[..., 0], cy - proposals[..., 1],
+                                proposals[..., 2] - cx, proposals[..., 3] - cy), dim=-1)
+        if self.normalize_by_size:
+            w = reference_boxes[..., 2] - reference_boxes[..., 0]
+            h = reference_boxes[..., 3] - reference_boxes[..., 1]
+            targets = targets / fiamma.stack((w, h, w, h), dim=-1)
+        return targets
+
+    def decode(self, rel_codes, boxes):
+        """Boxes from offsets ``rel_codes`` relative to the centres of ``boxes``."""
+        boxes = boxes.to(rel_codes.dtype)
+        cx = 0.5 * (boxes[..., 0] + boxes[..., 2])
+        cy = 0.5 * (boxes[..., 1] + boxes[..., 3])
+        if self.normalize_by_size:
+            w = boxes[..., 2] - boxes[..., 0]
+            h = boxes[..., 3] - boxes[..., 1]
+            rel_codes = rel_codes * fiamma.stack((w, h, w, h), dim=-1)
+        return fiamma.stack((cx - rel_codes[..., 0], cy - rel_codes[..., 1],
+                             cx + rel_codes[..., 2], cy + rel_codes[..., 3]), dim=-1)
+
+
 class Matcher:
     """Match each prediction (column of an M x N quality matrix) to its best ground truth:
     the ground-truth index when the quality is >= ``high_threshold``,
@@ -159,6 +200,25 @@ class Matcher:
         matches[preds] = all_matches[preds]
 
 
+class SSDMatcher(Matcher):
+    """SSD's matcher: IoU >= ``threshold`` matches, anything lower is background (-1); then each
+    ground truth also claims its best prediction (a later ground truth wins a shared one).
+
+        >>> import fiamma
+        >>> SSDMatcher(0.5)(fiamma.tensor([[0.9, 0.3, 0.1], [0.2, 0.4, 0.3]])).tolist()
+        [0, 1, -1]
+    """
+
+    def __init__(self, threshold):
+        super().__init__(threshold, threshold, allow_low_quality_matches=False)
+
+    def __call__(self, match_quality_matrix):
+        matches = super().__call__(match_quality_matrix)
+        best_pred = match_quality_matrix.max(dim=1)[1]
+        matches[best_pred] = fiamma.arange(int(best_pred.shape[0]), dtype=fiamma.int64)
+        return matches
+
+
 def overwrite_eps(model, eps):
     """Set ``eps`` of every FrozenBatchNorm2d in ``model`` (the v1 detection checkpoints were
     trained with eps=0)."""
@@ -166,6 +226,25 @@ def overwrite_eps(model, eps):
     for module in model.modules():
         if isinstance(module, FrozenBatchNorm2d):
             module.eps = eps
+
+
+def retrieve_out_channels(model, size):
+    """The channel counts of the feature maps ``model`` returns for a zero (1, 3, size[1],
+    size[0]) image, run in eval mode without gradients (the training flag is restored)."""
+    from collections import OrderedDict
+    was_training = model.training
+    model.eval()
+    try:
+        params = list(model.parameters())
+        kw = {"device": params[0].device} if params else {}
+        with fiamma.no_grad():
+            features = model(fiamma.zeros((1, 3, size[1], size[0]), **kw))
+    finally:
+        if was_training:
+            model.train()
+    if isinstance(features, fiamma.Tensor):
+        features = OrderedDict([("0", features)])
+    return [int(x.shape[1]) for x in features.values()]
 
 
 def _topk_min(input, orig_kval, axis):

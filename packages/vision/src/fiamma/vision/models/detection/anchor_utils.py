@@ -1,9 +1,14 @@
-"""AnchorGenerator (torchvision.models.detection.anchor_utils): anchors at every position of
-each feature map, ``len(sizes[i]) * len(aspect_ratios[i])`` per position of map ``i``."""
+"""AnchorGenerator and DefaultBoxGenerator (torchvision.models.detection.anchor_utils): anchors
+at every position of each feature map, ``len(sizes[i]) * len(aspect_ratios[i])`` per position
+of map ``i`` (R-CNN, RetinaNet, FCOS), or SSD's default boxes."""
+import math
+
+import numpy as np
+
 import fiamma
 from fiamma import nn
 
-__all__ = ["AnchorGenerator"]
+__all__ = ["AnchorGenerator", "DefaultBoxGenerator"]
 
 
 class AnchorGenerator(nn.Module):
@@ -73,3 +78,99 @@ class AnchorGenerator(nn.Module):
         self.set_cell_anchors(feature_maps[0].dtype, feature_maps[0].device)
         per_level = self.grid_anchors(grid_sizes, strides)
         return [fiamma.cat(per_level) for _ in range(len(image_list.image_sizes))]
+
+
+class DefaultBoxGenerator(nn.Module):
+    """SSD's default boxes: for feature map ``k`` of ``len(aspect_ratios)`` maps, squares of
+    relative sizes ``s_k`` and ``sqrt(s_k * s_{k+1})`` and, per ratio ``r`` of
+    ``aspect_ratios[k]``, boxes ``s_k * sqrt(r)`` by ``s_k / sqrt(r)`` and their transposes,
+    centred on the map's cells (spaced ``steps[k]`` pixels when given). ``scales`` default to
+    ``min_ratio`` .. ``max_ratio`` evenly plus 1.0; ``clip`` clamps the relative sizes to
+    [0, 1]. Returns per image an (A, 4) tensor of xyxy boxes in pixels.
+
+        >>> import fiamma
+        >>> from fiamma.vision.models.detection.image_list import ImageList
+        >>> g = DefaultBoxGenerator([[2]], scales=[0.5, 1.0], steps=[32])
+        >>> g.num_anchors_per_location()
+        [4]
+        >>> g(ImageList(fiamma.zeros(1, 3, 32, 32), [(32, 32)]), [fiamma.zeros(1, 8, 1, 1)])[0][0]
+        tensor([ 8.,  8., 24., 24.])
+    """
+
+    def __init__(self, aspect_ratios, min_ratio=0.15, max_ratio=0.9, scales=None, steps=None,
+                 clip=True):
+        super().__init__()
+        if steps is not None and len(aspect_ratios) != len(steps):
+            raise ValueError("aspect_ratios and steps should have the same length")
+        self.aspect_ratios = aspect_ratios
+        self.steps = steps
+        self.clip = clip
+        n = len(aspect_ratios)
+        if scales is None:
+            if n > 1:
+                self.scales = [min_ratio + (max_ratio - min_ratio) * k / (n - 1.0)
+                               for k in range(n)]
+                self.scales.append(1.0)
+            else:
+                self.scales = [min_ratio, max_ratio]
+        else:
+            self.scales = scales
+        if len(self.scales) < n + 1:
+            raise ValueError(f"DefaultBoxGenerator: {n} feature maps need {n + 1} scales, got "
+                             f"{len(self.scales)}")
+        self._wh_pairs = self._generate_wh_pairs(n)
+
+    def _generate_wh_pairs(self, num_outputs):
+        pairs = []
+        for k in range(num_outputs):
+            s_k = self.scales[k]
+            s_prime = math.sqrt(self.scales[k] * self.scales[k + 1])
+            wh = [[s_k, s_k], [s_prime, s_prime]]
+            for ar in self.aspect_ratios[k]:
+                w, h = s_k * math.sqrt(ar), s_k / math.sqrt(ar)
+                wh.extend([[w, h], [h, w]])
+            # float32 as torchvision's, whatever the model's dtype
+            pairs.append(np.asarray(wh, dtype=np.float32))
+        return pairs
+
+    def num_anchors_per_location(self):
+        return [2 + 2 * len(r) for r in self.aspect_ratios]
+
+    def _grid_default_boxes(self, grid_sizes, image_size):
+        """(A, 4) ``(cx, cy, w, h)`` relative to the image, computed in float32."""
+        boxes = []
+        for k, (fh, fw) in enumerate(grid_sizes):
+            if self.steps is not None:
+                x_f, y_f = image_size[1] / self.steps[k], image_size[0] / self.steps[k]
+            else:
+                y_f, x_f = fh, fw
+            sx = (np.arange(fw, dtype=np.float32) + np.float32(0.5)) / np.float32(x_f)
+            sy = (np.arange(fh, dtype=np.float32) + np.float32(0.5)) / np.float32(y_f)
+            gy, gx = np.meshgrid(sy, sx, indexing="ij")
+            wh = self._wh_pairs[k]
+            if self.clip:
+                wh = np.clip(wh, 0, 1)
+            centres = np.repeat(np.stack([gx.reshape(-1), gy.reshape(-1)], 1), len(wh), axis=0)
+            boxes.append(np.concatenate([centres, np.tile(wh, (fh * fw, 1))], axis=1))
+        return np.concatenate(boxes, axis=0)
+
+    def __repr__(self):
+        return (f"{self.__class__.__name__}(aspect_ratios={self.aspect_ratios}, "
+                f"clip={self.clip}, scales={self.scales}, steps={self.steps})")
+
+    def forward(self, image_list, feature_maps):
+        if len(feature_maps) != len(self.aspect_ratios):
+            raise ValueError(f"DefaultBoxGenerator: {len(feature_maps)} feature maps but default "
+                             f"boxes for {len(self.aspect_ratios)}")
+        grid_sizes = [tuple(int(s) for s in f.shape[-2:]) for f in feature_maps]
+        ih, iw = (int(s) for s in image_list.tensors.shape[-2:])
+        dtype = feature_maps[0].dtype
+        rel = self._grid_default_boxes(grid_sizes, (ih, iw)).astype(
+            np.float64 if dtype == fiamma.float64 else np.float32)
+        size = np.asarray([iw, ih], dtype=rel.dtype)
+        xyxy = np.concatenate([(rel[:, :2] - 0.5 * rel[:, 2:]) * size,
+                               (rel[:, :2] + 0.5 * rel[:, 2:]) * size], axis=1)
+        boxes = fiamma.from_numpy(xyxy).to(dtype)
+        if feature_maps[0].device != boxes.device:
+            boxes = boxes.to(feature_maps[0].device)
+        return [boxes for _ in image_list.image_sizes]

@@ -12,7 +12,7 @@ from fiamma.vision.ops.feature_pyramid_network import (  # noqa: F401
 )
 from fiamma.vision.ops.misc import FrozenBatchNorm2d
 
-__all__ = ["BackboneWithFPN", "resnet_fpn_backbone"]
+__all__ = ["BackboneWithFPN", "resnet_fpn_backbone", "mobilenet_backbone"]
 
 
 class BackboneWithFPN(nn.Module):
@@ -77,6 +77,62 @@ def _resnet_fpn_extractor(backbone, trainable_layers, returned_layers=None, extr
     in_channels_list = [in_channels_stage2 * 2 ** (i - 1) for i in returned_layers]
     return BackboneWithFPN(backbone, return_layers, in_channels_list, 256,
                            extra_blocks=extra_blocks, norm_layer=norm_layer)
+
+
+def mobilenet_backbone(*, backbone_name, weights, fpn, norm_layer=FrozenBatchNorm2d,
+                       trainable_layers=2, returned_layers=None, extra_blocks=None):
+    """The ``features`` of a torchvision MobileNet named ``backbone_name`` ('mobilenet_v2',
+    'mobilenet_v3_large', 'mobilenet_v3_small'), with an FPN of 256 channels when ``fpn``, or
+    else followed by a 1x1 conv to 256 channels; the first stages are frozen so that
+    ``trainable_layers`` stages train.
+
+        >>> import fiamma
+        >>> b = mobilenet_backbone(backbone_name="mobilenet_v3_small", weights=None, fpn=True)
+        >>> [(k, tuple(v.shape)) for k, v in b(fiamma.zeros(1, 3, 64, 64)).items()]
+        [('0', (1, 256, 2, 2)), ('1', (1, 256, 2, 2)), ('pool', (1, 256, 1, 1))]
+    """
+    from fiamma.vision.models import mobilenetv2, mobilenetv3
+    builders = {"mobilenet_v2": mobilenetv2.mobilenet_v2,
+                "mobilenet_v3_large": mobilenetv3.mobilenet_v3_large,
+                "mobilenet_v3_small": mobilenetv3.mobilenet_v3_small}
+    if backbone_name not in builders:
+        raise ValueError(f"mobilenet_backbone: unknown backbone_name {backbone_name!r}; expected "
+                         f"one of {tuple(builders)}")
+    backbone = builders[backbone_name](weights=weights, norm_layer=norm_layer)
+    return _mobilenet_extractor(backbone, fpn, trainable_layers, returned_layers, extra_blocks)
+
+
+def _mobilenet_extractor(backbone, fpn, trainable_layers, returned_layers=None,
+                         extra_blocks=None, norm_layer=None):
+    backbone = backbone.features
+    # stages start at the stem, at every strided block and at the last conv
+    stage_indices = ([0] + [i for i, b in enumerate(backbone) if getattr(b, "_is_cn", False)]
+                     + [len(backbone) - 1])
+    num_stages = len(stage_indices)
+    if trainable_layers < 0 or trainable_layers > num_stages:
+        raise ValueError(f"Trainable layers should be in the range [0,{num_stages}], got "
+                         f"{trainable_layers} ")
+    freeze_before = (len(backbone) if trainable_layers == 0
+                     else stage_indices[num_stages - trainable_layers])
+    for b in list(backbone)[:freeze_before]:
+        for parameter in b.parameters():
+            parameter.requires_grad_(False)
+    out_channels = 256
+    if fpn:
+        if extra_blocks is None:
+            extra_blocks = LastLevelMaxPool()
+        if returned_layers is None:
+            returned_layers = [num_stages - 2, num_stages - 1]
+        if min(returned_layers) < 0 or max(returned_layers) >= num_stages:
+            raise ValueError(f"Each returned layer should be in the range [0,{num_stages - 1}], "
+                             f"got {returned_layers} ")
+        return_layers = {f"{stage_indices[k]}": str(v) for v, k in enumerate(returned_layers)}
+        in_channels_list = [backbone[stage_indices[i]].out_channels for i in returned_layers]
+        return BackboneWithFPN(backbone, return_layers, in_channels_list, out_channels,
+                               extra_blocks=extra_blocks, norm_layer=norm_layer)
+    m = nn.Sequential(backbone, nn.Conv2d(backbone[-1].out_channels, out_channels, 1))
+    m.out_channels = out_channels
+    return m
 
 
 def _validate_trainable_layers(is_trained, trainable_backbone_layers, max_value, default_value):

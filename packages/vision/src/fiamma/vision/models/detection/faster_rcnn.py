@@ -9,6 +9,8 @@ torchvision's, so its checkpoints load by key.
     >>> sorted(out[0])
     ['boxes', 'labels', 'scores']
 """
+from collections.abc import Mapping
+
 from fiamma import nn
 from fiamma.nn import functional as F
 from fiamma.vision.models._api import (
@@ -208,9 +210,15 @@ class FasterRCNN_ResNet50_FPN_V2_Weights(WeightsEnum):
     DEFAULT = COCO_V1
 
 
-def _resolve(enum_cls, weights, weights_backbone, num_classes):
-    weights = resolve_weights(enum_cls, weights)
-    weights_backbone = resolve_weights(ResNet50_Weights, weights_backbone)
+def _resolve(enum_cls, weights, weights_backbone, num_classes,
+             backbone_enum=ResNet50_Weights, default_classes=91):
+    """(weights, weights_backbone, num_classes) of a detection builder: ``weights`` an
+    ``enum_cls`` member or its name (num_classes must then agree with its categories), a local
+    checkpoint path or an already loaded state dict (both hold the whole model, so no backbone
+    weights are loaded), or None."""
+    if not isinstance(weights, Mapping):
+        weights = resolve_weights(enum_cls, weights)
+    weights_backbone = resolve_weights(backbone_enum, weights_backbone)
     if isinstance(weights, WeightsEnum):
         weights_backbone = None
         expected = len(weights.meta["categories"])
@@ -221,17 +229,21 @@ def _resolve(enum_cls, weights, weights_backbone, num_classes):
     elif weights is not None:
         weights_backbone = None          # a local checkpoint holds the whole model
         if num_classes is None:
-            num_classes = 91
+            num_classes = default_classes
     elif num_classes is None:
-        num_classes = 91
+        num_classes = default_classes
     return weights, weights_backbone, num_classes
 
 
 def _load(model, weights, progress):
     if weights is None:
         return model
-    sd = (weights.get_state_dict(progress=progress, check_hash=True)
-          if isinstance(weights, WeightsEnum) else load_weights(weights))
+    if isinstance(weights, WeightsEnum):
+        sd = weights.get_state_dict(progress=progress, check_hash=True)
+    elif isinstance(weights, Mapping):
+        sd = weights
+    else:
+        sd = load_weights(weights)
     model.load_state_dict(sd)
     return model
 
@@ -243,10 +255,11 @@ def fasterrcnn_resnet50_fpn(*, weights=None, progress=True, num_classes=None,
     """Faster R-CNN with a ResNet-50-FPN backbone (torchvision's ``fasterrcnn_resnet50_fpn``).
 
     ``weights`` a :class:`FasterRCNN_ResNet50_FPN_Weights` member, its name, a local checkpoint
-    path or None; ``num_classes`` (default 91, COCO with background); ``weights_backbone``
-    (None to build offline); ``trainable_backbone_layers`` (0-5, default 3 when pretrained);
-    other keyword arguments go to :class:`FasterRCNN`. With pretrained weights or backbone the
-    ResNet uses FrozenBatchNorm2d (eps 0 for COCO_V1, as that checkpoint was trained)."""
+    path, a state dict or None; ``num_classes`` (default 91, COCO with background);
+    ``weights_backbone`` (None to build offline); ``trainable_backbone_layers`` (0-5, default 3
+    when pretrained); other keyword arguments go to :class:`FasterRCNN`. With pretrained weights
+    or backbone the ResNet uses FrozenBatchNorm2d (eps 0 for COCO_V1, as that checkpoint was
+    trained)."""
     weights, weights_backbone, num_classes = _resolve(
         FasterRCNN_ResNet50_FPN_Weights, weights, weights_backbone, num_classes)
     is_trained = weights is not None or weights_backbone is not None
@@ -286,3 +299,16 @@ def fasterrcnn_resnet50_fpn_v2(*, weights=None, progress=True, num_classes=None,
     model = FasterRCNN(backbone, num_classes=num_classes, rpn_anchor_generator=anchor_gen,
                        rpn_head=rpn_head, box_head=box_head, **kwargs)
     return _load(model, weights, progress)
+
+
+# the MobileNetV3 builders live in their own file (they import this module's helpers)
+from fiamma.vision.models.detection._faster_rcnn_mobilenet import (  # noqa: E402
+    FasterRCNN_MobileNet_V3_Large_320_FPN_Weights,
+    FasterRCNN_MobileNet_V3_Large_FPN_Weights,
+    fasterrcnn_mobilenet_v3_large_320_fpn,
+    fasterrcnn_mobilenet_v3_large_fpn,
+)
+
+__all__ += ["FasterRCNN_MobileNet_V3_Large_FPN_Weights",
+            "FasterRCNN_MobileNet_V3_Large_320_FPN_Weights",
+            "fasterrcnn_mobilenet_v3_large_fpn", "fasterrcnn_mobilenet_v3_large_320_fpn"]

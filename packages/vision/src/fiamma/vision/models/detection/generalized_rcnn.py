@@ -57,6 +57,16 @@ def _check_targets(targets):
         if boxes.ndim != 2 or boxes.shape[-1] != 4:
             raise ValueError(f"Expected target boxes to be a tensor of shape [N, 4], "
                              f"got {list(boxes.shape)}.")
+        kps = target.get("keypoints")
+        if kps is not None and (not isinstance(kps, fiamma.Tensor) or kps.ndim != 3
+                                or kps.shape[-1] != 3 or not kps.is_floating_point()):
+            raise TypeError(f"target keypoints must be a float tensor of shape [N, K, 3], got "
+                            f"{getattr(kps, 'dtype', type(kps).__name__)} of shape "
+                            f"{list(getattr(kps, 'shape', []))}")
+        masks = target.get("masks")
+        if masks is not None and (not isinstance(masks, fiamma.Tensor) or masks.ndim != 3):
+            raise ValueError(f"target masks must be a tensor of shape [N, H, W], got "
+                             f"{list(getattr(masks, 'shape', []))}")
 
 
 def _check_degenerate(targets):

@@ -1,13 +1,30 @@
-"""RoIHeads (torchvision.models.detection.roi_heads), box branch: pool each proposal, run the
-box head and predictor, and either compute the Fast R-CNN losses (training) or decode, score,
-filter and NMS the detections (eval)."""
+"""RoIHeads (torchvision.models.detection.roi_heads): pool each proposal, run the box head and
+predictor, and either compute the Fast R-CNN losses (training) or decode, score, filter and NMS
+the detections (eval); with a mask branch (Mask R-CNN) or a keypoint branch (Keypoint R-CNN)
+the positive proposals (training) or the detections (eval) also go through those heads."""
 import fiamma
 import fiamma.nn.functional as F
 from fiamma import nn
 from fiamma.vision.models.detection import _utils as det_utils
+from fiamma.vision.models.detection._roi_masks import (
+    expand_boxes,
+    expand_masks,
+    heatmaps_to_keypoints,
+    keypointrcnn_inference,
+    keypointrcnn_loss,
+    keypoints_to_heatmap,
+    maskrcnn_inference,
+    maskrcnn_loss,
+    paste_mask_in_image,
+    paste_masks_in_image,
+    project_masks_on_boxes,
+)
 from fiamma.vision.ops import boxes as box_ops
 
-__all__ = ["RoIHeads", "fastrcnn_loss"]
+__all__ = ["RoIHeads", "fastrcnn_loss", "maskrcnn_inference", "project_masks_on_boxes",
+           "maskrcnn_loss", "keypoints_to_heatmap", "heatmaps_to_keypoints",
+           "keypointrcnn_loss", "keypointrcnn_inference", "expand_boxes", "expand_masks",
+           "paste_mask_in_image", "paste_masks_in_image"]
 
 
 def fastrcnn_loss(class_logits, box_regression, labels, regression_targets):
@@ -27,8 +44,9 @@ def fastrcnn_loss(class_logits, box_regression, labels, regression_targets):
 
 
 class RoIHeads(nn.Module):
-    """The second stage of Faster R-CNN (box branch; the mask and keypoint branches of
-    Mask/Keypoint R-CNN are not built and must be None)."""
+    """The second stage of the R-CNN family: the box branch, plus the mask branch when
+    ``mask_roi_pool``, ``mask_head`` and ``mask_predictor`` are all given, and the keypoint
+    branch when the three ``keypoint_*`` modules are."""
 
     def __init__(self, box_roi_pool, box_head, box_predictor, fg_iou_thresh, bg_iou_thresh,
                  batch_size_per_image, positive_fraction, bbox_reg_weights, score_thresh,
@@ -36,14 +54,6 @@ class RoIHeads(nn.Module):
                  mask_predictor=None, keypoint_roi_pool=None, keypoint_head=None,
                  keypoint_predictor=None):
         super().__init__()
-        extra = [n for n, v in (("mask_roi_pool", mask_roi_pool), ("mask_head", mask_head),
-                                ("mask_predictor", mask_predictor),
-                                ("keypoint_roi_pool", keypoint_roi_pool),
-                                ("keypoint_head", keypoint_head),
-                                ("keypoint_predictor", keypoint_predictor)) if v is not None]
-        if extra:
-            raise NotImplementedError(f"RoIHeads: the mask and keypoint branches (Mask R-CNN, "
-                                      f"Keypoint R-CNN) are not implemented; got {extra}")
         self.box_similarity = box_ops.box_iou
         self.proposal_matcher = det_utils.Matcher(fg_iou_thresh, bg_iou_thresh,
                                                   allow_low_quality_matches=False)
@@ -58,14 +68,20 @@ class RoIHeads(nn.Module):
         self.score_thresh = score_thresh
         self.nms_thresh = nms_thresh
         self.detections_per_img = detections_per_img
-        self.mask_roi_pool = self.mask_head = self.mask_predictor = None
-        self.keypoint_roi_pool = self.keypoint_head = self.keypoint_predictor = None
+        self.mask_roi_pool = mask_roi_pool
+        self.mask_head = mask_head
+        self.mask_predictor = mask_predictor
+        self.keypoint_roi_pool = keypoint_roi_pool
+        self.keypoint_head = keypoint_head
+        self.keypoint_predictor = keypoint_predictor
 
     def has_mask(self):
-        return False
+        return (self.mask_roi_pool is not None and self.mask_head is not None
+                and self.mask_predictor is not None)
 
     def has_keypoint(self):
-        return False
+        return (self.keypoint_roi_pool is not None and self.keypoint_head is not None
+                and self.keypoint_predictor is not None)
 
     def assign_targets_to_proposals(self, proposals, gt_boxes, gt_labels):
         matched_idxs, labels = [], []
@@ -97,6 +113,10 @@ class RoIHeads(nn.Module):
             raise ValueError("Every element of targets should have a boxes key")
         if not all("labels" in t for t in targets):
             raise ValueError("Every element of targets should have a labels key")
+        if self.has_mask() and not all("masks" in t for t in targets):
+            raise ValueError("Every element of targets should have a masks key")
+        if self.has_keypoint() and not all("keypoints" in t for t in targets):
+            raise ValueError("Every element of targets should have a keypoints key")
 
     def select_training_samples(self, proposals, targets):
         self.check_targets(targets)
@@ -153,8 +173,13 @@ class RoIHeads(nn.Module):
                 if t["labels"].dtype != fiamma.int64:
                     raise TypeError(f"target labels must of int64 type, instead got "
                                     f"{t['labels'].dtype}")
+                if self.has_keypoint() and "keypoints" in t and \
+                        not t["keypoints"].is_floating_point():
+                    raise TypeError(f"target keypoints must of float type, instead got "
+                                    f"{t['keypoints'].dtype}")
+        matched_idxs = None
         if self.training:
-            proposals, _matched, labels, regression_targets = self.select_training_samples(
+            proposals, matched_idxs, labels, regression_targets = self.select_training_samples(
                 proposals, targets)
         box_features = self.box_roi_pool(features, proposals, image_shapes)
         box_features = self.box_head(box_features)
@@ -169,4 +194,54 @@ class RoIHeads(nn.Module):
                                                                 proposals, image_shapes)
             for b, s, lab in zip(boxes, scores, labels):
                 result.append({"boxes": b, "labels": lab, "scores": s})
+        if self.has_mask():
+            losses.update(self._mask_branch(features, proposals, image_shapes, targets,
+                                            matched_idxs, labels, result))
+        if self.has_keypoint():
+            losses.update(self._keypoint_branch(features, proposals, image_shapes, targets,
+                                                matched_idxs, labels, result))
         return result, losses
+
+    def _positive(self, proposals, matched_idxs, labels):
+        """Training: the positive proposals of each image and their ground-truth indices."""
+        props, idxs = [], []
+        for p, m, lab in zip(proposals, matched_idxs, labels):
+            pos = fiamma.where(lab > 0)[0]
+            props.append(p[pos])
+            idxs.append(m[pos])
+        return props, idxs
+
+    def _mask_branch(self, features, proposals, image_shapes, targets, matched_idxs, labels,
+                     result):
+        if self.training:
+            mask_proposals, pos_idxs = self._positive(proposals, matched_idxs, labels)
+        else:
+            mask_proposals = [r["boxes"] for r in result]
+        x = self.mask_roi_pool(features, mask_proposals, image_shapes)
+        mask_logits = self.mask_predictor(self.mask_head(x))
+        if self.training:
+            loss = maskrcnn_loss(mask_logits, mask_proposals, [t["masks"] for t in targets],
+                                 [t["labels"] for t in targets], pos_idxs)
+            return {"loss_mask": loss}
+        probs = maskrcnn_inference(mask_logits, [r["labels"] for r in result])
+        for prob, r in zip(probs, result):
+            r["masks"] = prob
+        return {}
+
+    def _keypoint_branch(self, features, proposals, image_shapes, targets, matched_idxs,
+                         labels, result):
+        if self.training:
+            kp_proposals, pos_idxs = self._positive(proposals, matched_idxs, labels)
+        else:
+            kp_proposals = [r["boxes"] for r in result]
+        x = self.keypoint_roi_pool(features, kp_proposals, image_shapes)
+        kp_logits = self.keypoint_predictor(self.keypoint_head(x))
+        if self.training:
+            loss = keypointrcnn_loss(kp_logits, kp_proposals,
+                                     [t["keypoints"] for t in targets], pos_idxs)
+            return {"loss_keypoint": loss}
+        kps, scores = keypointrcnn_inference(kp_logits, kp_proposals)
+        for kp, sc, r in zip(kps, scores, result):
+            r["keypoints"] = kp
+            r["keypoints_scores"] = sc
+        return {}

@@ -6,6 +6,7 @@ import math
 import fiamma
 import fiamma.nn.functional as F
 from fiamma import nn
+from fiamma.vision.models.detection._roi_masks import paste_masks_in_image
 from fiamma.vision.models.detection.image_list import ImageList
 
 __all__ = ["GeneralizedRCNNTransform", "resize_boxes", "resize_keypoints"]
@@ -137,12 +138,16 @@ class GeneralizedRCNNTransform(nn.Module):
         return fiamma.stack(padded)
 
     def postprocess(self, result, image_shapes, original_image_sizes):
-        """Detections' boxes (and keypoints) scaled back to the original image sizes."""
+        """Detections' boxes (and keypoints) scaled back to the original image sizes; RoI
+        masks pasted into full-size (N, 1, H, W) masks of the original image."""
         if self.training:
             return result
         for i, (pred, im_s, o_im_s) in enumerate(zip(result, image_shapes,
                                                      original_image_sizes)):
-            result[i]["boxes"] = resize_boxes(pred["boxes"], im_s, o_im_s)
+            boxes = resize_boxes(pred["boxes"], im_s, o_im_s)
+            result[i]["boxes"] = boxes
+            if "masks" in pred:
+                result[i]["masks"] = paste_masks_in_image(pred["masks"], boxes, o_im_s)
             if "keypoints" in pred:
                 result[i]["keypoints"] = resize_keypoints(pred["keypoints"], im_s, o_im_s)
         return result
