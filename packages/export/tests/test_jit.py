@@ -118,9 +118,19 @@ def test_tracing_leaves_no_requires_grad_behind():
     assert all(p.requires_grad for p in m.parameters())
 
 
-def test_script_points_to_trace():
-    with pytest.raises(RuntimeError, match="trace"):
-        fiamma.jit.script(MLP())
+def test_script_runs_eagerly_and_save_asks_for_a_trace(tmp_path):
+    m = MLP()
+    assert fiamma.jit.script(m) is m
+
+    @fiamma.jit.script
+    def f(x, k: int):
+        return x * k + 1
+
+    assert f(fiamma.tensor([1.0, 2.0]), 3).tolist() == [4.0, 7.0]
+    with pytest.raises(TypeError, match="expected a TracedModule"):
+        fiamma.jit.save(fiamma.jit.script(m), str(tmp_path / "m.fjit"))
+    with pytest.raises(TypeError, match="function or a module"):
+        fiamma.jit.script(3)
 
 
 def test_save_load_in_a_fresh_process(tmp_path):

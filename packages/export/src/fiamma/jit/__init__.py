@@ -233,14 +233,27 @@ def _check(tm, inputs, kwargs, eager, tol):
                           "the eager output", TracerWarning, stacklevel=3)
 
 
-def script(obj, *args, **kwargs):
-    """Not built: TorchScript's scripting language is deprecated upstream. Use
-    :func:`fiamma.jit.trace` (a graph that runs without the model code) or
-    :func:`fiamma.onnx.export`."""
-    raise RuntimeError(
-        "fiamma.jit.script is not supported (TorchScript scripting is deprecated in PyTorch): "
-        "use fiamma.jit.trace(model, example_inputs) to get a graph that runs without the "
-        "model's code, or fiamma.onnx.export to deploy it")
+def script(obj=None, optimize=None, _frames_up=0, _rcb=None, example_inputs=None):
+    """``obj`` itself, run eagerly (as :func:`fiamma.compile` does): TorchScript's language is
+    a subset of Python whose programs compute the same values when Python runs them, so
+    ``@torch.jit.script`` functions and ``torch.jit.script(model)`` calls in model code keep
+    working. What needs the compiled program is refused where it is asked for:
+    :func:`fiamma.jit.save` takes only a :func:`fiamma.jit.trace` result (trace the model with
+    example inputs, or use :func:`fiamma.onnx.export`, to deploy it).
+
+    >>> import fiamma, fiamma.jit
+    >>> @fiamma.jit.script
+    ... def scaled_relu(x, s: float):
+    ...     return fiamma.relu(x) * s
+    >>> scaled_relu(fiamma.tensor([-1.0, 2.0]), 3.0).tolist()
+    [0.0, 6.0]
+    """
+    if obj is None:
+        raise TypeError("fiamma.jit.script: expected a function or a module to script")
+    if not callable(obj):
+        raise TypeError(f"fiamma.jit.script: expected a function or a module, got "
+                        f"{type(obj).__name__}")
+    return obj
 
 
 def save(m, f):
