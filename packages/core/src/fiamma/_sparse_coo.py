@@ -268,10 +268,10 @@ class SparseCOO(Tensor):
             rows *= s
         if v._dtype is D.bool:  # duplicates of a bool tensor combine with "or"
             d = f.zeros((rows,) + dshape, dtype=D.int64, device=v.device)
-            d = d.index_add(0, _linear(self._sp_i, sshape), v.to(D.int64)) != 0
+            d = d.index_put((_linear(self._sp_i, sshape),), v.to(D.int64), accumulate=True) != 0
         else:
             d = f.zeros((rows,) + dshape, dtype=v._dtype, device=v.device)
-            d = d.index_add(0, _linear(self._sp_i, sshape), v)
+            d = d.index_put((_linear(self._sp_i, sshape),), v, accumulate=True)
         return d.reshape(self._shape)
 
     def to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=None):
@@ -298,9 +298,9 @@ class SparseCOO(Tensor):
         v = self._sp_v
         nv = f.zeros((uniq._shape[0],) + v._shape[1:], dtype=v._dtype, device=v.device)
         if v._dtype is D.bool:
-            nv = nv.to(D.int64).index_add(0, inv, v.to(D.int64)) != 0
+            nv = nv.to(D.int64).index_put((inv,), v.to(D.int64), accumulate=True) != 0
         else:
-            nv = nv.index_add(0, inv, v)
+            nv = nv.index_put((inv,), v, accumulate=True)
         return _make(_unravel(uniq, sshape), nv, self._shape, True)
 
     # ---- shape --------------------------------------------------------------------------------
@@ -527,7 +527,7 @@ def _to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=
     if sd < nd:
         nz = nz.reshape(rows, -1).any(1)
     lin = f.nonzero(nz).reshape(-1)
-    values = flat.index_select(0, lin)
+    values = flat[lin]
     return _make(_unravel(lin, sshape), values, self._shape, True)
 
 

@@ -1,9 +1,9 @@
 """Operations on sparse COO tensors, composed of differentiable dense ops on indices/values.
 
-Products gather and scatter: ``S @ D`` is ``index_add`` over the rows of ``S`` of
-``values[:, None] * D[cols]`` (cost and memory O(nnz * D's columns)); ``D @ S`` the same along
-D's columns. Gradients therefore reach the dense operand and the sparse operand's values (a
-sparse leaf's ``.grad`` is sparse with its pattern).
+Products gather and scatter: ``S @ D`` adds ``values[:, None] * D[cols]`` into the rows of
+the result (``index_put(accumulate=True)``; cost and memory O(nnz * D's columns)); ``D @ S``
+the same along D's columns. Gradients therefore reach the dense operand and the sparse
+operand's values (a sparse leaf's ``.grad`` is sparse with its pattern).
 """
 
 import numbers
@@ -42,7 +42,7 @@ def _gather_dense(s, d, op):
     for n in s._shape[:sd]:
         rows *= n
     flat = d.reshape((rows,) + tuple(s._shape[sd:]))
-    return flat.index_select(0, _linear(s._sp_i, s._shape[:sd]))
+    return flat[_linear(s._sp_i, s._shape[:sd])]
 
 
 def _same_shape(op, a, b):
@@ -148,10 +148,10 @@ def _sparse_dense(op, s, d):
                            f"{'x'.join(map(str, d.shape))})")
     d = d.to(s.device)
     i, v = s._sp_i, s._sp_v
-    g = d.index_select(0, i[1])
+    g = d[i[1]]
     g = g * (v.unsqueeze(1) if d.ndim == 2 else v)
     out = f.zeros((m,) + tuple(d.shape[1:]), dtype=g.dtype, device=g.device)
-    return out.index_add(0, i[0], g)
+    return out.index_put((i[0],), g, accumulate=True)
 
 
 def _dense_sparse(op, d, s):
@@ -168,9 +168,9 @@ def _dense_sparse(op, d, s):
                            f"({'x'.join(map(str, d.shape))} and {k}x{n})")
     d = d.to(s.device)
     i, v = s._sp_i, s._sp_v
-    g = d.index_select(d.ndim - 1, i[0]) * v
-    out = f.zeros(tuple(d.shape[:-1]) + (n,), dtype=g.dtype, device=g.device)
-    return out.index_add(d.ndim - 1, i[1], g)
+    g = d.t()[i[0]] * (v.unsqueeze(1) if d.ndim == 2 else v)  # (nnz, M): d's columns, scaled
+    out = f.zeros((n,) + tuple(d.shape[:-1]), dtype=g.dtype, device=g.device)
+    return out.index_put((i[1],), g, accumulate=True).t()
 
 
 def _product(op, a, b):
@@ -301,12 +301,12 @@ def _group_softmax(s, inv, groups, log):
     # the shift only guards exp against overflow; softmax does not depend on it
     m = f.zeros((groups,) + tuple(v.shape[1:]), dtype=v.dtype, device=v.device)
     m = m.scatter_reduce(0, ix, v.detach(), "amax", include_self=False)
-    z = v - m.index_select(0, inv)
+    z = v - m[inv]
     e = z.exp()
-    den = f.zeros(m.shape, dtype=v.dtype, device=v.device).index_add(0, inv, e)
+    den = f.zeros(m.shape, dtype=v.dtype, device=v.device).index_put((inv,), e, accumulate=True)
     if log:
-        return z - den.log().index_select(0, inv)
-    return e / den.index_select(0, inv)
+        return z - den.log()[inv]
+    return e / den[inv]
 
 
 def softmax(input, dim, *, dtype=None):
