@@ -54,7 +54,7 @@ def _caller_op():
         f = f.f_back
     if name is None:
         return "this op"
-    return name.strip("_")
+    return name[2:-2] if name.startswith("__") and name.endswith("__") else name.lstrip("_")
 
 
 def unsupported(op):
@@ -130,7 +130,16 @@ class SparseCOO(Tensor):
         g = self._sp_v.grad
         if g is None:
             return None
-        return _make(self._sp_i, g, self._shape, self._sp_c).coalesce()
+        if self._sp_c:
+            return _make(self._sp_i, g, self._shape, True)
+        # as PyTorch: the gradient at each position of the pattern, once. Duplicates of a
+        # position all received it (the tensor's value depends only on their sum), so any
+        # one of them carries it
+        f = _fiamma()
+        sshape = self._shape[:self._sp_i._shape[0]]
+        uniq, inv = f.unique(_linear(self._sp_i, sshape), sorted=True, return_inverse=True)
+        gv = f.zeros((uniq._shape[0],) + g._shape[1:], dtype=g._dtype, device=g.device)
+        return _make(_unravel(uniq, sshape), gv.index_put((inv,), g), self._shape, True)
 
     @grad.setter
     def grad(self, value):
