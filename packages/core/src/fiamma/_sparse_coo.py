@@ -19,7 +19,7 @@ from fiamma import _dtype as D
 from fiamma._layout import sparse_coo
 from fiamma._tensor import Tensor, install_methods
 
-__all__ = ["sparse_coo_tensor", "SparseCOO"]
+__all__ = ["sparse_coo_tensor", "SparseCOO", "indices_copy", "values_copy"]
 
 _new = object.__new__
 # the dense slots a sparse tensor leaves unset: touching one means a dense-only op was called
@@ -544,5 +544,53 @@ def _to_dense_dense(self, dtype=None, *, masked_grad=None):
     return self if dtype is None else self.to(dtype)
 
 
-install_methods({"to_sparse": _to_sparse, "to_sparse_coo": lambda self: _to_sparse(self),
-                 "to_dense": _to_dense_dense})
+def _sparse_only(name, what="sparse coordinate"):
+    def method(self, *args, **kwargs):
+        raise RuntimeError(f"{name} expected {what} tensor layout but got {self.layout!r}")
+
+    method.__name__ = name
+    return method
+
+
+def _sparse_mask(self, mask):
+    """This dense tensor's entries at the positions of the sparse ``mask``: a sparse tensor with
+    ``mask``'s pattern (as ``torch.Tensor.sparse_mask``)."""
+    if not isinstance(mask, SparseCOO):
+        raise RuntimeError(f"sparse_mask: mask must be a sparse COO tensor, got layout "
+                           f"{getattr(mask, 'layout', type(mask).__name__)}")
+    if tuple(self._shape) != tuple(mask._shape):
+        raise RuntimeError(f"sparse_mask: expected self and mask to have the same shape, got "
+                           f"{tuple(self._shape)} and {tuple(mask._shape)}")
+    m = mask.coalesce()
+    sd = m._sp_i._shape[0]
+    rows = 1
+    for n in m._shape[:sd]:
+        rows *= n
+    flat = self.reshape((rows,) + tuple(m._shape[sd:]))
+    return _make(m._sp_i, flat[_linear(m._sp_i, m._shape[:sd])], m._shape, True)
+
+
+install_methods({
+    "to_sparse": _to_sparse, "to_sparse_coo": lambda self: _to_sparse(self),
+    "to_dense": _to_dense_dense, "sparse_mask": _sparse_mask,
+    # what a dense tensor answers (as PyTorch's strided tensors)
+    "sparse_dim": lambda self: 0, "dense_dim": lambda self: len(self._shape),
+    "indices": _sparse_only("indices"), "values": _sparse_only("values", "sparse"),
+    "is_coalesced": _sparse_only("is_coalesced"), "coalesce": _sparse_only("coalesce"),
+    "_indices": _sparse_only("_indices"), "_values": _sparse_only("_values", "sparse"),
+    "_nnz": _sparse_only("_nnz", "sparse"), "smm": _sparse_only("smm", "sparse"),
+})
+
+
+def indices_copy(input):
+    """A copy of a coalesced sparse tensor's indices (``torch.indices_copy``)."""
+    if not isinstance(input, SparseCOO):
+        raise RuntimeError("indices_copy: expected a sparse COO tensor")
+    return input.indices().clone()
+
+
+def values_copy(input):
+    """A copy of a coalesced sparse tensor's values (``torch.values_copy``)."""
+    if not isinstance(input, SparseCOO):
+        raise RuntimeError("values_copy: expected a sparse COO tensor")
+    return input.values().clone()

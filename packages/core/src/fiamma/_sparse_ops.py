@@ -13,7 +13,7 @@ from fiamma import _dtype as D
 from fiamma._sparse_coo import SparseCOO, _linear, _make, _wrap, unsupported
 from fiamma._tensor import Tensor
 
-__all__ = ["binary", "mm", "spmm", "matmul", "addmm", "sparse_sum", "softmax", "log_softmax"]
+__all__ = ["binary", "mm", "spmm", "smm", "matmul", "addmm", "sparse_sum", "softmax", "log_softmax"]
 
 
 def _f():
@@ -209,6 +209,13 @@ def spmm(input, mat2):
     return mm(input, mat2)
 
 
+def smm(input, mat):
+    """Sparse ``input`` @ dense ``mat`` as a sparse tensor (``torch.smm``)."""
+    if not _is_sp(input):
+        raise TypeError("smm: input must be a sparse COO tensor")
+    return mm(input, mat).to_sparse()
+
+
 def matmul(input, other, *, out=None):
     """matmul with a sparse operand (2-D sparse with 1-D or 2-D dense)."""
     if out is not None:
@@ -390,7 +397,7 @@ def _method_table():
         "sum": sparse_method_sum,
         "mm": lambda self, mat2: mm(self, mat2),
         "matmul": lambda self, other: matmul(self, other),
-        "smm": lambda self, mat2: mm(self, mat2),
+        "smm": lambda self, mat2: smm(self, mat2),
         "softmax": lambda self, dim, dtype=None: softmax(self, dim, dtype=dtype),
         "log_softmax": lambda self, dim, dtype=None: log_softmax(self, dim, dtype=dtype),
     }
