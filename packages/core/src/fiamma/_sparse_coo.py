@@ -139,7 +139,7 @@ class SparseCOO(Tensor):
         sshape = self._shape[:self._sp_i._shape[0]]
         uniq, inv = f.unique(_linear(self._sp_i, sshape), sorted=True, return_inverse=True)
         gv = f.zeros((uniq._shape[0],) + g._shape[1:], dtype=g._dtype, device=g.device)
-        return _make(_unravel(uniq, sshape), gv.index_put((inv,), g), self._shape, True)
+        return _make(_unravel(uniq, sshape), gv.index_put_((inv,), g), self._shape, True)
 
     @grad.setter
     def grad(self, value):
@@ -277,10 +277,10 @@ class SparseCOO(Tensor):
             rows *= s
         if v._dtype is D.bool:  # duplicates of a bool tensor combine with "or"
             d = f.zeros((rows,) + dshape, dtype=D.int64, device=v.device)
-            d = d.index_put((_linear(self._sp_i, sshape),), v.to(D.int64), accumulate=True) != 0
+            d = d.index_put_((_linear(self._sp_i, sshape),), v.to(D.int64), accumulate=True) != 0
         else:
             d = f.zeros((rows,) + dshape, dtype=v._dtype, device=v.device)
-            d = d.index_put((_linear(self._sp_i, sshape),), v, accumulate=True)
+            d = d.index_put_((_linear(self._sp_i, sshape),), v, accumulate=True)
         return d.reshape(self._shape)
 
     def to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=None):
@@ -307,9 +307,9 @@ class SparseCOO(Tensor):
         v = self._sp_v
         nv = f.zeros((uniq._shape[0],) + v._shape[1:], dtype=v._dtype, device=v.device)
         if v._dtype is D.bool:
-            nv = nv.to(D.int64).index_put((inv,), v.to(D.int64), accumulate=True) != 0
+            nv = nv.to(D.int64).index_put_((inv,), v.to(D.int64), accumulate=True) != 0
         else:
-            nv = nv.index_put((inv,), v, accumulate=True)
+            nv = nv.index_put_((inv,), v, accumulate=True)
         return _make(_unravel(uniq, sshape), nv, self._shape, True)
 
     # ---- shape --------------------------------------------------------------------------------

@@ -151,7 +151,7 @@ def _sparse_dense(op, s, d):
     g = d[i[1]]
     g = g * (v.unsqueeze(1) if d.ndim == 2 else v)
     out = f.zeros((m,) + tuple(d.shape[1:]), dtype=g.dtype, device=g.device)
-    return out.index_put((i[0],), g, accumulate=True)
+    return out.index_put_((i[0],), g, accumulate=True)
 
 
 def _dense_sparse(op, d, s):
@@ -170,7 +170,7 @@ def _dense_sparse(op, d, s):
     i, v = s._sp_i, s._sp_v
     g = d.t()[i[0]] * (v.unsqueeze(1) if d.ndim == 2 else v)  # (nnz, M): d's columns, scaled
     out = f.zeros((n,) + tuple(d.shape[:-1]), dtype=g.dtype, device=g.device)
-    return out.index_put((i[1],), g, accumulate=True).t()
+    return out.index_put_((i[1],), g, accumulate=True).t()
 
 
 def _product(op, a, b):
@@ -310,7 +310,7 @@ def _group_softmax(s, inv, groups, log):
     m = m.scatter_reduce(0, ix, v.detach(), "amax", include_self=False)
     z = v - m[inv]
     e = z.exp()
-    den = f.zeros(m.shape, dtype=v.dtype, device=v.device).index_put((inv,), e, accumulate=True)
+    den = f.zeros(m.shape, dtype=v.dtype, device=v.device).index_put_((inv,), e, accumulate=True)
     if log:
         return z - den.log()[inv]
     return e / den[inv]
