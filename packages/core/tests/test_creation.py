@@ -326,3 +326,13 @@ def test_integer_fill_values_checked_like_pytorch(dtype, ok, bad):
     b = fiamma.zeros(2, dtype=fiamma.bool)
     b.fill_(300)
     assert b.tolist() == [True, True]
+
+
+def test_shape_as_size_keyword():
+    # torch.empty(size=(2, 3)) as pytorch/examples' gat/main.py writes it
+    for fn in (fiamma.empty, fiamma.zeros, fiamma.ones):
+        assert fn(size=(2, 3)).shape == (2, 3)
+        assert fn(size=[4]).shape == (4,)
+        with pytest.raises(TypeError, match="both positionally and as size="):
+            fn(2, size=(2,))
+    assert fiamma.zeros(size=(2,), dtype=fiamma.int64).tolist() == [0, 0]

@@ -49,12 +49,15 @@ from fiamma._storage_api import UntypedStorage, TypedStorage  # noqa: F401
 from fiamma._allocator import *  # noqa: F401,F403
 from fiamma._parallel import *  # noqa: F401,F403
 from fiamma.serialization import save, load  # noqa: F401  (light: imports its machinery on call)
+from fiamma._layout import layout, strided, sparse_coo  # noqa: F401
+from fiamma._sparse_coo import sparse_coo_tensor, indices_copy, values_copy  # noqa: F401
+from fiamma._sparse_ops import spmm, smm  # noqa: F401
 # (new op modules: one `from fiamma._ops.<area> import *` line each, above this comment)
 
 # submodules of core that are imported on first use (import time stays small)
 _SUBMODULES = {"linalg", "fft", "special", "multiprocessing", "safetensors", "utils", "fused",
                "backends", "accelerator", "cuda", "amp", "cpu", "hub", "testing",
-               "detection", "profiler"}
+               "detection", "profiler", "sparse"}
 
 # sibling distributions, imported on first use
 _SIBLINGS = {

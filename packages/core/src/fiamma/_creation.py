@@ -173,15 +173,24 @@ def _size(size, op):
     return shape
 
 
-def empty(*size, dtype=None, device=None, requires_grad=False, out=None, pin_memory=False,
-          memory_format=None):
+def _size_kw(args, size, op):
+    """The shape given positionally (``zeros(2, 3)``, ``zeros((2, 3))``) or as ``size=``."""
+    if args:
+        raise TypeError(f"{op}: the shape was given both positionally and as size=")
+    return (size,)
+
+
+def empty(*size_args, size=None, dtype=None, device=None, requires_grad=False, out=None,
+          pin_memory=False, memory_format=None):
     """An uninitialised tensor of the given shape."""
+    size = size_args if size is None else _size_kw(size_args, size, "empty")
     dt = D.get_default_dtype() if dtype is None else D.to_dtype(dtype, "empty")
     t = new_empty(_size(size, "empty"), dt, _dev(device))
     return _finish(t, requires_grad)
 
 
-def zeros(*size, dtype=None, device=None, requires_grad=False, out=None):
+def zeros(*size_args, size=None, dtype=None, device=None, requires_grad=False, out=None):
+    size = size_args if size is None else _size_kw(size_args, size, "zeros")
     dt = D.get_default_dtype() if dtype is None else D.to_dtype(dtype, "zeros")
     t = new_empty(_size(size, "zeros"), dt, _dev(device), zero=True)
     return _finish(t, requires_grad)
@@ -222,7 +231,8 @@ def fill_(t, value):
     return t
 
 
-def ones(*size, dtype=None, device=None, requires_grad=False, out=None):
+def ones(*size_args, size=None, dtype=None, device=None, requires_grad=False, out=None):
+    size = size_args if size is None else _size_kw(size_args, size, "ones")
     dt = D.get_default_dtype() if dtype is None else D.to_dtype(dtype, "ones")
     t = new_empty(_size(size, "ones"), dt, _dev(device))
     fill_(t, 1)

@@ -312,6 +312,18 @@ class CheckpointPickler:
 
     def _tensor(self, t):
         w = self.parts.append
+        if t.is_sparse:  # as PyTorch: _rebuild_sparse_tensor(layout, (indices, values, size,
+            # is_coalesced)), the layout written as torch.serialization._get_layout(name)
+            self._global("torch._utils", "_rebuild_sparse_tensor")
+            self._global("torch.serialization", "_get_layout")
+            self._str("torch.sparse_coo")
+            w(_TUPLE1 + _REDUCE + _MARK)
+            self.save(t._indices())
+            self.save(t._values().detach())
+            self.save(t.shape)
+            w((_TRUE if t.is_coalesced() else _FALSE) + _TUPLE + _TUPLE2 + _REDUCE)
+            self._put(t)
+            return
         cls = type(t)
         param = cls.__name__ == "Parameter" and cls.__module__.startswith("fiamma.nn")
         if param:  # as PyTorch: _rebuild_parameter(data, requires_grad, OrderedDict())

@@ -10,6 +10,7 @@ import sys
 
 from fiamma import _dtype as D, _grad_hook as G
 from fiamma._backend import check, cpu as _cpu
+from fiamma._layout import strided as _STRIDED
 from fiamma._limits import (
     MAX_SIZE as _MAX_SIZE,
     allocation_error as _allocation_error,
@@ -112,9 +113,7 @@ class Tensor:
         """Whether the dtype is complex (complex64 or complex128)."""
         return self._dtype.kind == 3
 
-    @property
-    def layout(self):
-        return "strided"
+    layout = _STRIDED
 
     @property
     def ndim(self):

@@ -246,6 +246,38 @@ def _torch_device(type, index=None):
         return str(type) if index is None else f"{type}:{index}"
 
 
+def _get_layout(name):
+    from fiamma import _layout
+
+    if name not in ("torch.sparse_coo", "torch.strided"):
+        raise UnpicklingError(f"fiamma.load: unsupported tensor layout {name!r:.50} (fiamma "
+                              "has strided and sparse_coo)")
+    return getattr(_layout, name.rpartition(".")[2])
+
+
+def _rebuild_sparse_tensor(layout, data):
+    """A sparse COO tensor from (indices, values, size[, is_coalesced]); checked as
+    ``sparse_coo_tensor`` checks its input (indices in range, coalesced if it says so)."""
+    from fiamma import _layout
+    from fiamma._sparse_coo import sparse_coo_tensor
+
+    if layout is not _layout.sparse_coo:
+        raise UnpicklingError(f"fiamma.load: sparse layout {layout!r} is not supported")
+    if type(data) is not tuple or len(data) not in (3, 4):
+        raise UnpicklingError("fiamma.load: _rebuild_sparse_tensor expects (indices, values, "
+                              "size[, is_coalesced])")
+    indices, values, size = data[:3]
+    coalesced = data[3] if len(data) == 4 else None
+    if not (isinstance(indices, Tensor) and isinstance(values, Tensor)) or \
+            type(coalesced) not in (bool, type(None)):
+        raise UnpicklingError("fiamma.load: _rebuild_sparse_tensor expects tensors and a bool")
+    try:
+        return sparse_coo_tensor(indices, values, _int_tuple(size, "size"),
+                                 is_coalesced=coalesced or None)
+    except (RuntimeError, TypeError) as e:
+        raise UnpicklingError(f"fiamma.load: invalid sparse tensor: {e}") from None
+
+
 def _int_tuple(v, what):
     if type(v) not in (tuple, list, Size) or len(v) > _MAX_DIMS:
         raise UnpicklingError(f"fiamma.load: {what} must be a tuple of at most {_MAX_DIMS} ints, "
@@ -302,6 +334,8 @@ class RestrictedUnpickler(pickle._Unpickler):
             ("torch._utils", "_rebuild_parameter"): self._rebuild_parameter,
             ("torch._utils", "_rebuild_parameter_with_state"): self._rebuild_parameter_with_state,
             ("torch._tensor", "_rebuild_from_type_v2"): self._rebuild_from_type_v2,
+            ("torch._utils", "_rebuild_sparse_tensor"): _rebuild_sparse_tensor,
+            ("torch.serialization", "_get_layout"): _get_layout,
             ("torch", "Size"): _torch_size,
             ("torch", "device"): _torch_device,
             ("builtins", "set"): _collection(set),

@@ -190,6 +190,10 @@ def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=No
             return res
     ta = isinstance(a, Tensor)
     tb = isinstance(b, Tensor)
+    if (ta and a.is_sparse) or (tb and b.is_sparse):  # sparse COO operands compute elsewhere
+        from fiamma._sparse_ops import binary as sparse_binary
+
+        return sparse_binary(name, a, b, out)
     if not ta and not is_scalar(a):
         a = as_operand(a, name)
         ta = isinstance(a, Tensor)
@@ -398,6 +402,10 @@ def _reject_bool_sub(name, input, other):
 
 def _add_alpha(name, input, other, alpha, sign, out):
     """input + sign * alpha * other in one pass (the kernel computes a + p0 * b)."""
+    if getattr(input, "is_sparse", False) or getattr(other, "is_sparse", False):
+        from fiamma._sparse_ops import binary as sparse_binary
+
+        return sparse_binary(name, input, other, out, alpha=alpha)
     input = as_operand(input, name)
     other = as_operand(other, name)
     rt = D.result_type(input, other)

@@ -272,6 +272,10 @@ def matmul(input, other, *, out=None):
         input, other = _AC.cast_lower(None, input, other)
     a = _tensor_arg(input, "matmul", "input")
     b = _tensor_arg(other, "matmul", "other")
+    if a.is_sparse or b.is_sparse:
+        from fiamma._sparse_ops import matmul as sparse_matmul
+
+        return sparse_matmul(a, b, out=out)
     if out is None:
         r = _fast(a, b, "matmul")
         if r is not None:
@@ -301,6 +305,10 @@ def mm(input, mat2, *, out=None):
         input, mat2 = _AC.cast_lower(None, input, mat2)
     a = _tensor_arg(input, "mm", "input")
     b = _tensor_arg(mat2, "mm", "mat2")
+    if a.is_sparse or b.is_sparse:
+        from fiamma._sparse_ops import mm as sparse_mm
+
+        return sparse_mm(a, b, out=out)
     _dims(a, 2, "mm", "self")
     _dims(b, 2, "mm", "mat2")
     if out is None:
@@ -452,6 +460,10 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
         input, mat1, mat2 = _AC.cast_lower(None, input, mat1, mat2)
     c, a, b = (_tensor_arg(t, "addmm", n) for t, n in
                ((input, "input"), (mat1, "mat1"), (mat2, "mat2")))
+    if a.is_sparse or b.is_sparse or c.is_sparse:
+        from fiamma._sparse_ops import addmm as sparse_addmm
+
+        return sparse_addmm(c, a, b, beta=beta, alpha=alpha, out=out)
     _dims(a, 2, "addmm", "mat1")
     _dims(b, 2, "addmm", "mat2")
     _same_dtype("addmm", c, a, b)

@@ -1,0 +1,107 @@
+"""Sparse COO beside PyTorch on a Cora-sized graph (2708 nodes, 10556 edges + self loops, 1433
+binary features at 1.3% density): to_dense / coalesce / to_sparse, sparse @ dense and
+dense @ sparse, a GCN training step (pytorch/examples gcn: two GraphConv layers, NLL loss,
+forward + backward) and the dense small add (the hot path sparse support must not slow).
+Both libraries in one process, interleaved round-robin, 1 thread; min over rounds of the mean
+CPU time per call (the machine is shared and loaded), ratio fiamma / PyTorch.
+
+    python benchmarks/bench_sparse.py
+"""
+
+import argparse
+import gc
+import os
+import time
+import warnings
+
+import numpy as np
+import torch
+
+import fiamma
+
+
+def _time(fn, reps):
+    t = time.process_time()
+    for _ in range(reps):
+        fn()
+    return (time.process_time() - t) / reps
+
+
+def compare(name, fns, rounds, reps):
+    for fn in fns.values():
+        fn()
+        fn()
+    best = dict.fromkeys(fns, float("inf"))
+    gc.disable()
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            best[k] = min(best[k], _time(fn, reps))
+    gc.enable()
+    t = best["torch"]
+    cols = "  ".join(f"{k} {v * 1e6:9.1f} us ({v / t:4.2f}x)" for k, v in best.items())
+    print(f"{name:28s} {cols}  (load {os.getloadavg()[0]:.1f})", flush=True)
+
+
+def graph(rng, n=2708, e=10556, f=1433):
+    src, dst = rng.integers(0, n, e), rng.integers(0, n, e)
+    feats = (rng.random((n, f)) < 0.013).astype(np.float32)
+    return np.stack([src, dst]), feats
+
+
+def gcn_step(lib, adj, x, w1, w2, y):
+    h = lib.spmm(adj, lib.mm(x, w1)).relu()
+    out = lib.spmm(adj, lib.mm(h, w2)).log_softmax(1)
+    loss = -out[lib.arange(out.shape[0]), y].mean()
+    loss.backward()
+    w1.grad = None
+    w2.grad = None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=8)
+    a = ap.parse_args()
+    warnings.simplefilter("ignore")
+    torch.set_num_threads(1)
+    fiamma.set_num_threads(1)
+    rng = np.random.default_rng(0)
+    edges, feats = graph(rng)
+    n = feats.shape[0]
+    libs = {"fiamma": fiamma, "torch": torch}
+    adj = {k: (lib.eye(n) + lib.sparse_coo_tensor(lib.from_numpy(edges), lib.ones(edges.shape[1]),
+                                                   (n, n))).to_sparse() for k, lib in libs.items()}
+    x = {k: lib.from_numpy(feats).to_sparse() for k, lib in libs.items()}
+    unco = {k: lib.sparse_coo_tensor(lib.from_numpy(edges), lib.ones(edges.shape[1]), (n, n))
+            for k, lib in libs.items()}
+    d16 = rng.standard_normal((n, 16)).astype(np.float32)
+    d16t = np.ascontiguousarray(d16.T)
+    w1 = rng.standard_normal((feats.shape[1], 16)).astype(np.float32) * 0.05
+    w2 = rng.standard_normal((16, 7)).astype(np.float32) * 0.3
+    y = rng.integers(0, 7, n)
+    small = rng.standard_normal(10).astype(np.float32)
+    R = a.rounds
+    compare("x + y (10 floats, dense)", {
+        k: (lambda s=lib.from_numpy(small): s + s) for k, lib in libs.items()}, R, 20000)
+    compare("coalesce (10556 nnz)", {k: (lambda s=unco[k]: s.coalesce()) for k in libs}, R, 20)
+    compare("to_dense (2708^2)", {k: (lambda s=adj[k]: s.to_dense()) for k in libs}, R, 5)
+    compare("to_sparse (features)", {
+        k: (lambda d=lib.from_numpy(feats): d.to_sparse()) for k, lib in libs.items()}, R, 5)
+    compare("spmm adj @ (2708,16)", {
+        k: (lambda s=adj[k], d=lib.from_numpy(d16), lib=lib: lib.spmm(s, d))
+        for k, lib in libs.items()}, R, 50)
+    compare("(16,2708) @ adj", {
+        k: (lambda s=adj[k], d=lib.from_numpy(d16t): d @ s) for k, lib in libs.items()}, R, 50)
+    compare("features @ (1433,16)", {
+        k: (lambda s=x[k], d=lib.from_numpy(w1), lib=lib: lib.mm(s, d)) for k, lib in libs.items()},
+        R, 20)
+    steps = {}
+    for k, lib in libs.items():
+        p1 = lib.from_numpy(w1.copy()).requires_grad_()
+        p2 = lib.from_numpy(w2.copy()).requires_grad_()
+        steps[k] = (lambda lib=lib, s=adj[k], f=x[k], p1=p1, p2=p2, t=lib.from_numpy(y):
+                    gcn_step(lib, s, f, p1, p2, t))
+    compare("GCN step (fwd + bwd)", steps, R, 10)
+
+
+if __name__ == "__main__":
+    main()

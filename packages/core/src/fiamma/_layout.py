@@ -1,0 +1,32 @@
+"""Tensor layouts (``torch.layout``): ``fiamma.strided`` (dense) and ``fiamma.sparse_coo``."""
+
+from fiamma import _dtype as D
+
+__all__ = ["layout", "strided", "sparse_coo"]
+
+
+class layout:
+    """How a tensor's elements are stored (PyTorch's ``torch.layout``): ``fiamma.strided`` for
+    dense tensors, ``fiamma.sparse_coo`` for sparse COO tensors. One object per layout, so
+    compare with ``is`` or ``==``.
+
+    >>> import fiamma
+    >>> fiamma.ones(2).layout is fiamma.strided
+    True
+    """
+
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return D.NAMESPACE + self.name
+
+    def __reduce__(self):
+        return self.name  # pickled as the module-level name fiamma.<name>
+
+
+layout.__module__ = "fiamma"
+strided = layout("strided")
+sparse_coo = layout("sparse_coo")
