@@ -54,7 +54,7 @@ from fiamma.serialization import save, load  # noqa: F401  (light: imports its m
 # submodules of core that are imported on first use (import time stays small)
 _SUBMODULES = {"linalg", "fft", "special", "multiprocessing", "safetensors", "utils", "fused",
                "backends", "accelerator", "cuda", "amp", "cpu", "hub", "testing",
-               "detection", "profiler"}
+               "detection", "profiler", "array_api"}
 
 # sibling distributions, imported on first use
 _SIBLINGS = {

@@ -1,0 +1,154 @@
+"""Element-wise functions of the array API standard: fiamma's ops behind the standard's names,
+parameters and promotion (0-d arrays and Python scalars promote like any array)."""
+
+import fiamma
+from fiamma.array_api._dtypes import binary, check_array, is_scalar
+
+_UNARY = {
+    # standard name: fiamma op
+    "abs": fiamma.abs, "acos": fiamma.acos, "acosh": fiamma.acosh, "asin": fiamma.asin,
+    "asinh": fiamma.asinh, "atan": fiamma.atan, "atanh": fiamma.atanh, "cos": fiamma.cos,
+    "cosh": fiamma.cosh, "exp": fiamma.exp, "expm1": fiamma.expm1, "isfinite": fiamma.isfinite,
+    "isinf": fiamma.isinf, "isnan": fiamma.isnan, "log": fiamma.log, "log1p": fiamma.log1p,
+    "log2": fiamma.log2, "log10": fiamma.log10, "logical_not": fiamma.logical_not,
+    "negative": fiamma.neg, "sin": fiamma.sin, "sinh": fiamma.sinh, "square": fiamma.square,
+    "sqrt": fiamma.sqrt, "tan": fiamma.tan, "tanh": fiamma.tanh, "signbit": fiamma.signbit,
+    "reciprocal": fiamma.reciprocal,
+}
+_BINARY = {
+    "add": fiamma.add, "atan2": fiamma.atan2, "bitwise_and": fiamma.bitwise_and,
+    "bitwise_left_shift": fiamma.bitwise_left_shift, "bitwise_or": fiamma.bitwise_or,
+    "bitwise_right_shift": fiamma.bitwise_right_shift, "bitwise_xor": fiamma.bitwise_xor,
+    "copysign": fiamma.copysign, "divide": fiamma.div, "equal": fiamma.eq,
+    "floor_divide": fiamma.floor_divide, "greater": fiamma.gt, "greater_equal": fiamma.ge,
+    "hypot": fiamma.hypot, "less": fiamma.lt, "less_equal": fiamma.le,
+    "logaddexp": fiamma.logaddexp, "logical_and": fiamma.logical_and,
+    "logical_or": fiamma.logical_or, "logical_xor": fiamma.logical_xor,
+    "maximum": fiamma.maximum, "minimum": fiamma.minimum, "multiply": fiamma.mul,
+    "nextafter": fiamma.nextafter, "not_equal": fiamma.ne, "pow": fiamma.pow,
+    "remainder": fiamma.remainder, "subtract": fiamma.sub,
+}
+
+__all__ = sorted(list(_UNARY) + list(_BINARY) + [
+    "bitwise_invert", "ceil", "clip", "conj", "floor", "imag", "positive", "real", "round",
+    "sign", "trunc"])
+
+
+def _unary(name, op):
+    def f(x, /):
+        return op(check_array(x, name))
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = (f"``{name}`` of each element of ``x`` (fiamma.{op.__name__}).\n\n"
+                 f"    >>> import fiamma.array_api as xp\n"
+                 f"    >>> xp.{name}(xp.asarray([0.5])).shape\n    (1,)\n")
+    return f
+
+
+def _binary(name, op):
+    def f(x1, x2, /):
+        a, b = binary(x1, x2, name)
+        return op(a, b)
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = (f"``{name}`` of each pair of broadcast elements (fiamma.{op.__name__}); the "
+                 f"standard's type promotion, a Python scalar for either argument.\n\n"
+                 f"    >>> import fiamma.array_api as xp\n"
+                 f"    >>> xp.{name}(xp.asarray([1.0, 2.0]), 1.0).shape\n    (2,)\n")
+    return f
+
+
+for _n, _op in _UNARY.items():
+    globals()[_n] = _unary(_n, _op)
+for _n, _op in _BINARY.items():
+    globals()[_n] = _binary(_n, _op)
+del _n, _op
+
+
+def _integral_identity(name, op):
+    def f(x, /):
+        check_array(x, name)
+        if x._dtype.kind < 2:
+            return x.clone()  # integers and bools are already integral
+        return op(x)
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = (f"``{name}`` of each element (integer arrays are returned as a copy).\n\n"
+                 f"    >>> import fiamma.array_api as xp\n"
+                 f"    >>> xp.{name}(xp.asarray([1.5, -1.5])).shape\n    (2,)\n")
+    return f
+
+
+ceil = _integral_identity("ceil", fiamma.ceil)
+floor = _integral_identity("floor", fiamma.floor)
+trunc = _integral_identity("trunc", fiamma.trunc)
+round = _integral_identity("round", fiamma.round)
+
+
+def bitwise_invert(x, /):
+    """Bitwise NOT of integers, logical NOT of bools.
+
+    >>> import fiamma.array_api as xp
+    >>> xp.bitwise_invert(xp.asarray([0, 5], dtype=xp.int8)).tolist()
+    [-1, -6]
+    """
+    return fiamma.bitwise_not(check_array(x, "bitwise_invert"))
+
+
+def positive(x, /):
+    """A copy of ``x`` (unary plus)."""
+    return check_array(x, "positive").clone()
+
+
+def sign(x, /):
+    """-1, 0 or 1 per element (NaN for NaN); ``x / |x|`` for complex numbers (0 for 0).
+
+    >>> import fiamma.array_api as xp
+    >>> xp.sign(xp.asarray([-2.0, 0.0, 3.0])).tolist()
+    [-1.0, 0.0, 1.0]
+    """
+    check_array(x, "sign")
+    return fiamma.sgn(x) if x._dtype.kind == 3 else fiamma.sign(x)
+
+
+def conj(x, /):
+    """The complex conjugate (a copy of ``x`` for real arrays)."""
+    check_array(x, "conj")
+    return fiamma.conj_physical(x) if x._dtype.kind == 3 else x.clone()
+
+
+def real(x, /):
+    """The real part (``x`` itself, copied, for real arrays).
+
+    >>> import fiamma.array_api as xp
+    >>> xp.real(xp.asarray([1 + 2j])).tolist()
+    [1.0]
+    """
+    check_array(x, "real")
+    return fiamma.real(x).clone() if x._dtype.kind == 3 else x.clone()
+
+
+def imag(x, /):
+    """The imaginary part (zeros for real arrays)."""
+    check_array(x, "imag")
+    return fiamma.imag(x).clone() if x._dtype.kind == 3 else fiamma.zeros_like(x)
+
+
+def clip(x, /, min=None, max=None):
+    """``x`` limited to ``[min, max]`` (arrays or Python scalars); the result keeps x's dtype.
+
+    >>> import fiamma.array_api as xp
+    >>> xp.clip(xp.asarray([1, 5, 9]), 2, 6).tolist()
+    [2, 5, 6]
+    """
+    check_array(x, "clip")
+    if x._dtype.kind == 3:
+        raise TypeError("clip: complex arrays have no order")
+    out = x
+    if min is not None:
+        lo = fiamma.full((), min, dtype=x._dtype, device=x.device) if is_scalar(min) else min
+        out = fiamma.maximum(out, lo.to(x._dtype))
+    if max is not None:
+        hi = fiamma.full((), max, dtype=x._dtype, device=x.device) if is_scalar(max) else max
+        out = fiamma.minimum(out, hi.to(x._dtype))
+    return out.clone() if out is x else out
