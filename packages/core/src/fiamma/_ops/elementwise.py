@@ -517,7 +517,7 @@ def pow(input, exponent, *, out=None):
     if isinstance(input, Tensor) and is_scalar(exponent) and \
             not isinstance(exponent, (builtins.bool, np.bool_)):
         rt = D.result_type(input, exponent)
-        if rt.kind != 2 and exponent < 0:
+        if rt.kind < 2 and exponent < 0:
             raise RuntimeError("pow: Integers to negative integer powers are not allowed.")
         code = _POW_SHORTCUTS.get(exponent)
         if code is not None and (rt.kind == 2 or code == K.UN_SQUARE):

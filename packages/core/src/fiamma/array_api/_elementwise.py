@@ -1,6 +1,8 @@
 """Element-wise functions of the array API standard: fiamma's ops behind the standard's names,
 parameters and promotion (0-d arrays and Python scalars promote like any array)."""
 
+import math
+
 import fiamma
 from fiamma.array_api._dtypes import binary, check_array, is_scalar
 
@@ -8,7 +10,7 @@ _UNARY = {
     # standard name: fiamma op
     "abs": fiamma.abs, "acos": fiamma.acos, "acosh": fiamma.acosh, "asin": fiamma.asin,
     "asinh": fiamma.asinh, "atan": fiamma.atan, "atanh": fiamma.atanh, "cos": fiamma.cos,
-    "cosh": fiamma.cosh, "exp": fiamma.exp, "expm1": fiamma.expm1, "isfinite": fiamma.isfinite,
+    "cosh": fiamma.cosh, "exp": fiamma.exp, "isfinite": fiamma.isfinite,
     "isinf": fiamma.isinf, "isnan": fiamma.isnan, "log": fiamma.log, "log1p": fiamma.log1p,
     "log2": fiamma.log2, "log10": fiamma.log10, "logical_not": fiamma.logical_not,
     "negative": fiamma.neg, "sin": fiamma.sin, "sinh": fiamma.sinh, "square": fiamma.square,
@@ -30,7 +32,7 @@ _BINARY = {
 }
 
 __all__ = sorted(list(_UNARY) + list(_BINARY) + [
-    "bitwise_invert", "ceil", "clip", "conj", "floor", "imag", "positive", "real", "round",
+    "bitwise_invert", "ceil", "expm1", "clip", "conj", "floor", "imag", "positive", "real", "round",
     "sign", "trunc"])
 
 
@@ -85,6 +87,32 @@ trunc = _integral_identity("trunc", fiamma.trunc)
 round = _integral_identity("round", fiamma.round)
 
 
+def expm1(x, /):
+    """``exp(x) - 1``, accurate near 0; complex arrays follow the standard's special cases
+    (C99's cexp with the -1 folded in).
+
+    >>> import fiamma.array_api as xp
+    >>> xp.expm1(xp.asarray([0.0])).tolist()
+    [0.0]
+    """
+    check_array(x, "expm1")
+    if x._dtype.kind != 3:
+        return fiamma.expm1(x)
+    re, im = fiamma.real(x), fiamma.imag(x)
+    finite_im = fiamma.isfinite(im)
+    half = fiamma.sin(im * 0.5)
+    out_re = fiamma.expm1(re) * fiamma.cos(im) - 2.0 * half * half
+    out_im = fiamma.exp(re) * fiamma.sin(im)
+    zero_im = im == 0
+    out_re = fiamma.where(zero_im, fiamma.expm1(re), out_re)
+    out_im = fiamma.where(zero_im, im, out_im)  # keeps the zero's sign, also for inf/NaN real
+    neg_inf, pos_inf = re == -math.inf, re == math.inf
+    out_re = fiamma.where(neg_inf, fiamma.full_like(re, -1.0), out_re)
+    out_im = fiamma.where(neg_inf & ~finite_im, fiamma.zeros_like(im), out_im)
+    out_re = fiamma.where(pos_inf & ~finite_im, re, out_re)
+    return fiamma.complex(out_re, out_im)
+
+
 def bitwise_invert(x, /):
     """Bitwise NOT of integers, logical NOT of bools.
 
@@ -108,7 +136,11 @@ def sign(x, /):
     [-1.0, 0.0, 1.0]
     """
     check_array(x, "sign")
-    return fiamma.sgn(x) if x._dtype.kind == 3 else fiamma.sign(x)
+    if x._dtype.kind == 3:
+        return fiamma.sgn(x)
+    if x._dtype.kind == 2:
+        return fiamma.where(fiamma.isnan(x), x, fiamma.sign(x))  # PyTorch's sign(NaN) is 0
+    return fiamma.sign(x)
 
 
 def conj(x, /):

@@ -112,9 +112,9 @@ def _moment(op, name):
     def f(x, /, *, axis=None, correction=0.0, keepdims=False):
         check_array(x, name)
         r = _reduce(op, name, x, axis, keepdims, correction=correction)
-        if r is None:
-            return fiamma.where(fiamma.isfinite(x), fiamma.zeros_like(x),
-                                fiamma.full_like(x, float("nan")))
+        if r is None:  # over no axes: one element each, N - correction degrees of freedom
+            v = fiamma.abs(x - x) ** 2 / builtins.max(1.0 - correction, 0.0)
+            return fiamma.sqrt(v) if name == "std" else v
         return r
 
     f.__name__ = f.__qualname__ = name
