@@ -1,9 +1,9 @@
 /* Strided copy with casting between every pair of dtypes; fill; single-element reads. */
 #include "dtypes.h"
 
-/* copy_<to>_<from>: one inner loop per (destination, source) pair */
+/* copy_<from>_<to>: one inner loop per (source, destination) pair */
 #define DEF_COPY(TO, TOK, FROM, KIND)                                                       \
-    FM_CLONES static void copy_##TO##_##FROM(int64_t n, char **p, const int64_t *s,         \
+    FM_CLONES static void copy_##FROM##_##TO(int64_t n, char **p, const int64_t *s,         \
                                               const void *ctx) {                           \
         (void)ctx;                                                                          \
         char *o = p[0];                                                                     \
@@ -22,18 +22,19 @@
     DEF_COPY(b, I, FROM, KIND) DEF_COPY(u8, I, FROM, KIND) DEF_COPY(i8, I, FROM, KIND)      \
     DEF_COPY(i16, I, FROM, KIND) DEF_COPY(i32, I, FROM, KIND) DEF_COPY(i64, I, FROM, KIND)  \
     DEF_COPY(f16, F, FROM, KIND) DEF_COPY(bf16, F, FROM, KIND) DEF_COPY(f32, F, FROM, KIND) \
-    DEF_COPY(f64, F, FROM, KIND)
+    DEF_COPY(f64, F, FROM, KIND) DEF_COPY(u16, I, FROM, KIND) DEF_COPY(u32, I, FROM, KIND)  \
+    DEF_COPY(u64, I, FROM, KIND)
 
+/* (kind U, uint64, sources load with LDU_u64 and store with STU_<to>) */
 FM_ALL_DTYPES(COPY_ROW)
 
-#define COPY_ENTRY(FROM)                                                                    \
-    {copy_b_##FROM, copy_u8_##FROM, copy_i8_##FROM, copy_i16_##FROM, copy_i32_##FROM,       \
-     copy_i64_##FROM, copy_f16_##FROM, copy_bf16_##FROM, copy_f32_##FROM, copy_f64_##FROM},
+#define COPY_ENTRY(FROM) [CODE_##FROM] = FM_TABLE(copy_##FROM##_),
 
 /* indexed [from][to] */
 static const fm_inner_fn copy_table[FM_NDTYPES][FM_NDTYPES] = {
     COPY_ENTRY(b) COPY_ENTRY(u8) COPY_ENTRY(i8) COPY_ENTRY(i16) COPY_ENTRY(i32)
-    COPY_ENTRY(i64) COPY_ENTRY(f16) COPY_ENTRY(bf16) COPY_ENTRY(f32) COPY_ENTRY(f64)};
+    COPY_ENTRY(i64) COPY_ENTRY(f16) COPY_ENTRY(bf16) COPY_ENTRY(f32) COPY_ENTRY(f64)
+    COPY_ENTRY(u16) COPY_ENTRY(u32) COPY_ENTRY(u64)};
 
 /* same-dtype copies move bytes: one loop per element size */
 #define DEF_MOVE(BITS)                                                                      \
@@ -76,8 +77,6 @@ static fm_inner_fn move_for(int itemsize) {
 
 /* ---- casts to and from complex (PyTorch's rules: real -> complex has imaginary part 0,
    complex -> real keeps the real part, complex -> bool is true when either part is nonzero) */
-#define LDD_I(TAG, p) ((double)LDI_##TAG(p))
-#define LDD_F(TAG, p) LDF_##TAG(p)
 
 #define DEF_TOCX(FROM, KIND)                                                                \
     static void c64_from_##FROM(int64_t n, char **p, const int64_t *s, const void *ctx) {  \
@@ -146,20 +145,26 @@ static void c128_from_c64(int64_t n, char **p, const int64_t *s, const void *ctx
 }
 
 #define CX_ROW(T) T##_from_c64, T##_from_c128
-static const fm_inner_fn from_cx_table[FM_COMPLEX64][2] = {
-    {b_from_cx, b_from_cx}, {CX_ROW(u8)}, {CX_ROW(i8)}, {CX_ROW(i16)}, {CX_ROW(i32)},
-    {CX_ROW(i64)}, {CX_ROW(f16)}, {CX_ROW(bf16)}, {CX_ROW(f32)}, {CX_ROW(f64)}};
+static const fm_inner_fn from_cx_table[FM_NDTYPES][2] = {
+    [FM_BOOL] = {b_from_cx, b_from_cx}, [FM_UINT8] = {CX_ROW(u8)}, [FM_INT8] = {CX_ROW(i8)},
+    [FM_INT16] = {CX_ROW(i16)}, [FM_INT32] = {CX_ROW(i32)}, [FM_INT64] = {CX_ROW(i64)},
+    [FM_FLOAT16] = {CX_ROW(f16)}, [FM_BFLOAT16] = {CX_ROW(bf16)}, [FM_FLOAT32] = {CX_ROW(f32)},
+    [FM_FLOAT64] = {CX_ROW(f64)}, [FM_UINT16] = {CX_ROW(u16)}, [FM_UINT32] = {CX_ROW(u32)},
+    [FM_UINT64] = {CX_ROW(u64)}};
 #define TO_ROW(T) c64_from_##T, c128_from_##T
-static const fm_inner_fn to_cx_table[FM_COMPLEX64][2] = {
-    {TO_ROW(b)}, {TO_ROW(u8)}, {TO_ROW(i8)}, {TO_ROW(i16)}, {TO_ROW(i32)},
-    {TO_ROW(i64)}, {TO_ROW(f16)}, {TO_ROW(bf16)}, {TO_ROW(f32)}, {TO_ROW(f64)}};
+static const fm_inner_fn to_cx_table[FM_NDTYPES][2] = {
+    [FM_BOOL] = {TO_ROW(b)}, [FM_UINT8] = {TO_ROW(u8)}, [FM_INT8] = {TO_ROW(i8)},
+    [FM_INT16] = {TO_ROW(i16)}, [FM_INT32] = {TO_ROW(i32)}, [FM_INT64] = {TO_ROW(i64)},
+    [FM_FLOAT16] = {TO_ROW(f16)}, [FM_BFLOAT16] = {TO_ROW(bf16)}, [FM_FLOAT32] = {TO_ROW(f32)},
+    [FM_FLOAT64] = {TO_ROW(f64)}, [FM_UINT16] = {TO_ROW(u16)}, [FM_UINT32] = {TO_ROW(u32)},
+    [FM_UINT64] = {TO_ROW(u64)}};
 
 /* the inner loop casting dtype_in to dtype_out (both valid, different); *ctx is set for the
    complex -> bool loop, which reads either width */
 static fm_inner_fn cast_fn(int dtype_out, int dtype_in, const void **ctx) {
     static const int wide = 1;
     *ctx = NULL;
-    int cin = dtype_in >= FM_COMPLEX64, cout = dtype_out >= FM_COMPLEX64;
+    int cin = fm_is_complex(dtype_in), cout = fm_is_complex(dtype_out);
     if (cin && cout) return dtype_out == FM_COMPLEX64 ? c64_from_c128 : c128_from_c64;
     if (cout) return to_cx_table[dtype_in][dtype_out - FM_COMPLEX64];
     if (cin) {
@@ -227,6 +232,9 @@ static void scalar_bytes(int dtype, double fval, int64_t ival, int use_int, char
         SB_CASE(bf16, F, FM_BFLOAT16)
         SB_CASE(f32, F, FM_FLOAT32)
         SB_CASE(f64, F, FM_FLOAT64)
+        SB_CASE(u16, I, FM_UINT16)
+        SB_CASE(u32, I, FM_UINT32)
+        SB_CASE(u64, I, FM_UINT64)
     }
 #undef SB_CASE
 }
@@ -255,6 +263,9 @@ double fm_get_f64(int dtype, intptr_t ptr) {
         case FM_BFLOAT16: return LDF_bf16(p);
         case FM_FLOAT32: return LDF_f32(p);
         case FM_FLOAT64: return LDF_f64(p);
+        case FM_UINT16: return (double)LDI_u16(p);
+        case FM_UINT32: return (double)LDI_u32(p);
+        case FM_UINT64: return (double)LDU_u64(p);
     }
     return 0.0;
 }
@@ -267,6 +278,9 @@ int64_t fm_get_i64(int dtype, intptr_t ptr) {
         case FM_INT16: return LDI_i16(p);
         case FM_INT32: return LDI_i32(p);
         case FM_INT64: return LDI_i64(p);
+        case FM_UINT16: return LDI_u16(p);
+        case FM_UINT32: return LDI_u32(p);
+        case FM_UINT64: return LDI_u64(p); /* the bits: callers read it back as unsigned */
         default: return fm_f2i(fm_get_f64(dtype, ptr));
     }
 }

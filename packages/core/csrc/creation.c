@@ -25,6 +25,7 @@
         const uint64_t s0 = (uint64_t)istart, d = (uint64_t)istep;                          \
         for (int64_t i = 0; i < n; i++) STI_##T(&out[i], (int64_t)(s0 + d * (uint64_t)i));  \
     }
+#define DEF_ARANGE_U(T) DEF_ARANGE_I(T)
 #define DEF_ARANGE_X(T, K) DEF_ARANGE_##K(T)
 FM_ALL_DTYPES(DEF_ARANGE_X)
 
@@ -54,19 +55,14 @@ typedef void (*arange_fn)(int64_t, char *, double, double, int64_t, int64_t);
 typedef void (*linspace_fn)(int64_t, char *, double, double, double);
 typedef void (*logspace_fn)(int64_t, char *, double, double, double, double);
 
-/* bool has no ranges (as in PyTorch) */
-static const arange_fn arange_table[FM_NDTYPES] = {NULL, arange_u8, arange_i8, arange_i16,
-    arange_i32, arange_i64, arange_f16, arange_bf16, arange_f32, arange_f64};
-static const linspace_fn linspace_table[FM_NDTYPES] = {NULL, linspace_u8, linspace_i8,
-    linspace_i16, linspace_i32, linspace_i64, linspace_f16, linspace_bf16, linspace_f32,
-    linspace_f64};
-static const logspace_fn logspace_table[FM_NDTYPES] = {NULL, logspace_u8, logspace_i8,
-    logspace_i16, logspace_i32, logspace_i64, logspace_f16, logspace_bf16, logspace_f32,
-    logspace_f64};
+/* bool has no ranges (as in PyTorch): its entries are cleared by the entry points */
+static const arange_fn arange_table[FM_NDTYPES] = FM_TABLE(arange_);
+static const linspace_fn linspace_table[FM_NDTYPES] = FM_TABLE(linspace_);
+static const logspace_fn logspace_table[FM_NDTYPES] = FM_TABLE(logspace_);
 
 int fm_arange(int dtype, int64_t n, intptr_t out, double start, double step, int64_t istart,
               int64_t istep) {
-    if (!fm_dtype_ok(dtype) || !arange_table[dtype]) return FM_ERR_DTYPE;
+    if (!fm_dtype_ok(dtype) || dtype == FM_BOOL || !arange_table[dtype]) return FM_ERR_DTYPE;
     if (n < 0) return FM_ERR_ARG;
     arange_table[dtype](n, (char *)out, start, step, istart, istep);
     return FM_OK;
@@ -77,11 +73,12 @@ static double to_dtype_value(int dtype, double x) {
     if (fm_is_float(dtype)) return x;
     _Alignas(8) char buf[8];
     fm_scalar_bytes(dtype, x, 0, 0, buf);
+    if (dtype == FM_UINT64) return (double)(uint64_t)fm_get_i64(dtype, (intptr_t)buf);
     return (double)fm_get_i64(dtype, (intptr_t)buf);
 }
 
 int fm_linspace(int dtype, int64_t n, intptr_t out, double start, double end) {
-    if (!fm_dtype_ok(dtype) || !linspace_table[dtype]) return FM_ERR_DTYPE;
+    if (!fm_dtype_ok(dtype) || dtype == FM_BOOL || !linspace_table[dtype]) return FM_ERR_DTYPE;
     if (n < 0) return FM_ERR_ARG;
     start = to_dtype_value(dtype, start);
     end = to_dtype_value(dtype, end);
@@ -92,7 +89,7 @@ int fm_linspace(int dtype, int64_t n, intptr_t out, double start, double end) {
 }
 
 int fm_logspace(int dtype, int64_t n, intptr_t out, double start, double end, double base) {
-    if (!fm_dtype_ok(dtype) || !logspace_table[dtype]) return FM_ERR_DTYPE;
+    if (!fm_dtype_ok(dtype) || dtype == FM_BOOL || !logspace_table[dtype]) return FM_ERR_DTYPE;
     if (n < 0) return FM_ERR_ARG;
     double step = n > 1 ? (end - start) / (double)(n - 1) : 0.0;
     if (n == 1) end = start;

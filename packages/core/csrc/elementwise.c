@@ -93,6 +93,25 @@ static inline int64_t fm_iremainder(int64_t x, int64_t y, int *bad) {
     return (r != 0 && ((r < 0) != (y < 0))) ? r + y : r;
 }
 
+/* uint64 division and remainder (floor and truncation agree for unsigned values) */
+static inline uint64_t fm_udiv(uint64_t x, uint64_t y, int *bad) {
+    if (y == 0) { *bad = 1; return 0; }
+    return x / y;
+}
+static inline uint64_t fm_umod(uint64_t x, uint64_t y, int *bad) {
+    if (y == 0) { *bad = 1; return 0; }
+    return x % y;
+}
+static inline uint64_t fm_upow(uint64_t b, uint64_t e) {
+    uint64_t r = 1;
+    while (e) {
+        if (e & 1) r *= b;
+        b *= b;
+        e >>= 1;
+    }
+    return r;
+}
+
 /* integer power by squaring in wrapping (unsigned) arithmetic; a negative exponent gives 0
    except for bases 1 and -1 (PyTorch's rule for tensor exponents) */
 static inline int64_t fm_ipow(int64_t base, int64_t e) {
@@ -290,8 +309,11 @@ typedef struct {
 
 /* ---- instantiation helpers ------------------------------------------------------------------ */
 #define BOOLT(X, NAME, EXPR) X(NAME, b, EXPR)
-#define INTS(X, NAME, EXPR) \
-    X(NAME, u8, EXPR) X(NAME, i8, EXPR) X(NAME, i16, EXPR) X(NAME, i32, EXPR) X(NAME, i64, EXPR)
+/* the integers whose values all fit in int64 (the int64 helpers below are exact for them) */
+#define INTS64(X, NAME, EXPR)                                                                  \
+    X(NAME, u8, EXPR) X(NAME, i8, EXPR) X(NAME, i16, EXPR) X(NAME, i32, EXPR) X(NAME, i64, EXPR) \
+    X(NAME, u16, EXPR) X(NAME, u32, EXPR)
+#define INTS(X, NAME, EXPR) INTS64(X, NAME, EXPR) X(NAME, u64, EXPR)
 #define FLOATS(X, NAME, EXPR) \
     X(NAME, h16, EXPR) X(NAME, bf16, EXPR) X(NAME, f32, EXPR) X(NAME, f64, EXPR)
 #define NUMERIC(X, NAME, EXPR) INTS(X, NAME, EXPR) FLOATS(X, NAME, EXPR)
@@ -312,7 +334,8 @@ typedef struct {
     [K] = {SEL_##B(P##_##NAME##_b), SEL_##I(P##_##NAME##_u8), SEL_##I(P##_##NAME##_i8),        \
            SEL_##I(P##_##NAME##_i16), SEL_##I(P##_##NAME##_i32), SEL_##I(P##_##NAME##_i64),    \
            SEL_##F(P##_##NAME##_h16), SEL_##F(P##_##NAME##_bf16), SEL_##F(P##_##NAME##_f32),   \
-           SEL_##F(P##_##NAME##_f64)}
+           SEL_##F(P##_##NAME##_f64), [FM_UINT16] = SEL_##I(P##_##NAME##_u16),                \
+           SEL_##I(P##_##NAME##_u32), SEL_##I(P##_##NAME##_u64)}
 
 /* ---- binary ops ------------------------------------------------------------------------------ */
 ALL(BIN_SAME, add, x + y)
@@ -327,15 +350,20 @@ ALL(BIN_BOOL, gt, x > y)
 ALL(BIN_BOOL, ge, x >= y)
 ALL(BIN_SAME, maximum, MAXP(x, y))
 ALL(BIN_SAME, minimum, MINP(x, y))
-INTS(BIN_SAME, floordiv, fm_ifloordiv(x, y, &bad_))
+INTS64(BIN_SAME, floordiv, fm_ifloordiv(x, y, &bad_))
+BIN_SAME(floordiv, u64, fm_udiv(x, y, &bad_))
 FLOATS(BIN_SAME, floordiv, FFLOORDIV(x, y))
-INTS(BIN_SAME, truncdiv, fm_idiv(x, y, &bad_))
+INTS64(BIN_SAME, truncdiv, fm_idiv(x, y, &bad_))
+BIN_SAME(truncdiv, u64, fm_udiv(x, y, &bad_))
 FLOATS(BIN_SAME, truncdiv, TG1(trunc, x / y))
-INTS(BIN_SAME, remainder, fm_iremainder(x, y, &bad_))
+INTS64(BIN_SAME, remainder, fm_iremainder(x, y, &bad_))
+BIN_SAME(remainder, u64, fm_umod(x, y, &bad_))
 FLOATS(BIN_SAME, remainder, FREMAINDER(x, y))
-INTS(BIN_SAME, fmod, fm_ifmod(x, y, &bad_))
+INTS64(BIN_SAME, fmod, fm_ifmod(x, y, &bad_))
+BIN_SAME(fmod, u64, fm_umod(x, y, &bad_))
 FLOATS(BIN_SAME, fmod, TG2(fmod, x, y))
-INTS(BIN_SAME, pow, fm_ipow(x, y))
+INTS64(BIN_SAME, pow, fm_ipow(x, y))
+BIN_SAME(pow, u64, fm_upow(x, y))
 FLOATS(BIN_SAME, pow, TG2(pow, x, y))
 FLOATS(BIN_SAME, atan2, TG2(atan2, x, y))
 FLOATS(BIN_SAME, hypot, TG2(hypot, x, y))
@@ -361,7 +389,10 @@ FLOATS(BIN_BOOL, isclose, ({
     (x == y) | ((P2 != 0) & ISNAN(x) & ISNAN(y)) |
         ((d_ <= (VT(x))P1 + TG1(fabs, (VT(x))P0 * y)) & (d_ < INFINITY));
 }))
-NUMERIC(BIN_SAME, add_alpha, x + (VT(x))P0 * y)
+/* (an integer alpha goes through int64: a negative double converted to an unsigned type is
+   undefined) */
+INTS(BIN_SAME, add_alpha, x + (VT(x))(int64_t)P0 * y)
+FLOATS(BIN_SAME, add_alpha, x + (VT(x))P0 * y)
 
 static const fm_inner_fn bin_table[FM_NBINARY][FM_NDTYPES] = {
     ROW(FM_BIN_ADD, bin, add, 1, 1, 1),
@@ -529,12 +560,14 @@ static int un_is_predicate(int op) {
 INTB(TER_COND, where, a ? b : c)
 NUMERIC(TER, clamp, MINP(MAXP(a, b), c))
 FLOATS(TER, lerp, TG1(fabs, c) < 0.5f ? a + c * (b - a) : b - (b - a) * (1 - c))
-NUMERIC(TER, addcmul, a + (VT(a))P0 * b * c)
+INTS(TER, addcmul, a + (VT(a))(int64_t)P0 * b * c)
+FLOATS(TER, addcmul, a + (VT(a))P0 * b * c)
 FLOATS(TER, addcdiv, a + (VT(a))P0 * b / c)
 
 static const fm_inner_fn ter_table[FM_NTERNARY][FM_NDTYPES] = {
     [FM_TER_WHERE] = {ter_where_b, ter_where_u8, ter_where_i8, ter_where_i16, ter_where_i32,
-                      ter_where_i64, ter_where_i16, ter_where_i16, ter_where_i32, ter_where_i64},
+                      ter_where_i64, ter_where_i16, ter_where_i16, ter_where_i32, ter_where_i64,
+                      [FM_UINT16] = ter_where_i16, ter_where_i32, ter_where_i64},
     ROW(FM_TER_CLAMP, ter, clamp, 0, 1, 1),
     ROW(FM_TER_LERP, ter, lerp, 0, 0, 1),
     ROW(FM_TER_ADDCMUL, ter, addcmul, 0, 1, 1),

@@ -38,16 +38,20 @@ static inline fm_bf16 fm_f32_to_bf16(float f) {
     return (fm_bf16)(u >> 16);
 }
 
-static const int fm_itemsize[FM_NDTYPES] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8, 8, 16};
+static const int fm_itemsize[FM_NDTYPES] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8, 8, 16, 2, 4, 8};
 
 /* The real dtypes: what every arithmetic table covers (complex entries of tables sized
-   FM_NDTYPES are NULL/0), so an op that checks fm_dtype_ok rejects complex with FM_ERR_DTYPE. */
-static inline int fm_dtype_ok(int dt) { return dt >= 0 && dt < FM_COMPLEX64; }
+   FM_NDTYPES are NULL/0), so an op that checks fm_dtype_ok rejects complex with FM_ERR_DTYPE.
+   The unsigned uint16/uint32/uint64 (codes after complex) are real. */
+static inline int fm_dtype_ok(int dt) {
+    return (dt >= 0 && dt < FM_COMPLEX64) || (dt >= FM_UINT16 && dt < FM_NDTYPES);
+}
+static inline int fm_is_complex(int dt) { return dt == FM_COMPLEX64 || dt == FM_COMPLEX128; }
 /* every dtype, complex included: for the kernels that only move bytes (copy, gather, masks) */
 static inline int fm_dtype_any(int dt) { return dt >= 0 && dt < FM_NDTYPES; }
 /* 16 bytes moved as one element (complex128); 8-byte aligned like its parts */
 typedef struct { uint64_t lo, hi; } fm_b128;
-static inline int fm_is_float(int dt) { return dt >= FM_FLOAT16; }
+static inline int fm_is_float(int dt) { return dt >= FM_FLOAT16 && dt < FM_UINT16; }
 
 /* ---- strided N-d iteration ----------------------------------------------------------------
    An inner loop gets n elements, the operands' base pointers and their BYTE strides along the

@@ -26,7 +26,10 @@
 #define FM_FLOAT64 9
 #define FM_COMPLEX64 10
 #define FM_COMPLEX128 11
-#define FM_NDTYPES 12
+#define FM_UINT16 12
+#define FM_UINT32 13
+#define FM_UINT64 14
+#define FM_NDTYPES 15
 
 /* status codes */
 #define FM_OK 0

@@ -173,9 +173,7 @@ DEF_IX_LOOP(scatter_128, MOVE_128, 0, 16)
     DEF_IX_LOOP(scatter_acc_##T, acc_move_##T, 0, 0)
 FM_ALL_DTYPES(DEF_ACC)
 
-static const ix_loop acc_table[FM_NDTYPES] = {
-    scatter_acc_b, scatter_acc_u8, scatter_acc_i8, scatter_acc_i16, scatter_acc_i32,
-    scatter_acc_i64, scatter_acc_f16, scatter_acc_bf16, scatter_acc_f32, scatter_acc_f64};
+static const ix_loop acc_table[FM_NDTYPES] = FM_TABLE(scatter_acc_);
 
 /* checks the indices only (the pass before a scatter writes anything) */
 static int check_loop(int64_t n, char **p, const int64_t *s, ix_ctx *c) {
@@ -310,6 +308,9 @@ int fm_index_scatter(int dtype, int ndim, const int64_t *shape, intptr_t dst,
 #define NZ_bf16(p) ((*(const uint16_t *)(p) & 0x7fffu) != 0)
 #define NZ_f32(p) (*(const float *)(p) != 0.0f)
 #define NZ_f64(p) (*(const double *)(p) != 0.0)
+#define NZ_u16(p) (*(const uint16_t *)(p) != 0)
+#define NZ_u32(p) (*(const uint32_t *)(p) != 0)
+#define NZ_u64(p) (*(const uint64_t *)(p) != 0)
 
 typedef struct {
     int64_t count;
@@ -328,9 +329,7 @@ typedef struct {
     }
 FM_ALL_DTYPES(DEF_COUNT)
 
-static const fm_inner_fn count_table[FM_NDTYPES] = {
-    count_b, count_u8, count_i8, count_i16, count_i32, count_i64, count_f16, count_bf16,
-    count_f32, count_f64};
+static const fm_inner_fn count_table[FM_NDTYPES] = FM_TABLE(count_);
 
 int fm_nonzero_count(int dtype, int ndim, const int64_t *shape, intptr_t x, const int64_t *sx,
                      int64_t *count) {
@@ -396,9 +395,7 @@ FM_ALL_DTYPES(DEF_NONZERO)
 
 typedef int (*nonzero_fn)(int, const int64_t *, const char *, const int64_t *, int64_t *,
                           int64_t, int64_t, int64_t, int64_t *);
-static const nonzero_fn nonzero_table[FM_NDTYPES] = {
-    nonzero_b, nonzero_u8, nonzero_i8, nonzero_i16, nonzero_i32, nonzero_i64, nonzero_f16,
-    nonzero_bf16, nonzero_f32, nonzero_f64};
+static const nonzero_fn nonzero_table[FM_NDTYPES] = FM_TABLE(nonzero_);
 
 int fm_nonzero(int dtype, int ndim, const int64_t *shape, intptr_t x, const int64_t *sx,
                intptr_t out, int64_t srow, int64_t scol, int64_t cap, int64_t *count) {

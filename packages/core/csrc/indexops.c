@@ -168,8 +168,10 @@ DEF_XO(xo_scatter_64, MOVE_64, 0, 8, uint64_t)
 
 /* reductions in the compute type; integers through a wide unsigned type (wrap, no UB) */
 typedef uint32_t wu_b, wu_u8, wu_i8, wu_i16, wu_i32;
-typedef uint64_t wu_i64;
+typedef uint32_t wu_u16;
+typedef uint64_t wu_i64, wu_u32, wu_u64;
 #define ISNAN_I(x) 0
+#define ISNAN_U(x) 0
 #define ISNAN_F(x) ((x) != (x))
 
 #define DEF_RED(T, KIND)                                                                      \
@@ -205,13 +207,19 @@ typedef cp_f16 wu_f16_or;
 typedef cp_bf16 wu_bf16_or;
 typedef cp_f32 wu_f32_or;
 typedef cp_f64 wu_f64_or;
+typedef wu_u16 wu_u16_or;
+typedef wu_u32 wu_u32_or;
+typedef wu_u64 wu_u64_or;
 
 FM_ALL_DTYPES(DEF_RED)
 
 #define XO_ROW(T) {xo_add_##T, xo_mul_##T, xo_max_##T, xo_min_##T}
 static const xo_loop red_table[FM_NDTYPES][4] = {
-    XO_ROW(b), XO_ROW(u8), XO_ROW(i8), XO_ROW(i16), XO_ROW(i32),
-    XO_ROW(i64), XO_ROW(f16), XO_ROW(bf16), XO_ROW(f32), XO_ROW(f64)};
+    [FM_BOOL] = XO_ROW(b), [FM_UINT8] = XO_ROW(u8), [FM_INT8] = XO_ROW(i8),
+    [FM_INT16] = XO_ROW(i16), [FM_INT32] = XO_ROW(i32), [FM_INT64] = XO_ROW(i64),
+    [FM_FLOAT16] = XO_ROW(f16), [FM_BFLOAT16] = XO_ROW(bf16), [FM_FLOAT32] = XO_ROW(f32),
+    [FM_FLOAT64] = XO_ROW(f64), [FM_UINT16] = XO_ROW(u16), [FM_UINT32] = XO_ROW(u32),
+    [FM_UINT64] = XO_ROW(u64)};
 
 /* checks only (the pass before an in-place scatter writes) */
 static int xo_check(int64_t n, char *a, int64_t sa, char *b, int64_t sb, const char *ip,
@@ -422,6 +430,9 @@ fail:
         return FM_OK;                                                                         \
     }
 DEF_BINCOUNT(u8, I)
+DEF_BINCOUNT(u16, I)
+DEF_BINCOUNT(u32, I)
+DEF_BINCOUNT(u64, I)
 DEF_BINCOUNT(i8, I)
 DEF_BINCOUNT(i16, I)
 DEF_BINCOUNT(i32, I)
@@ -443,6 +454,9 @@ int fm_bincount(int dtype, int64_t n, intptr_t x, int64_t sx, int wdtype, intptr
         case FM_INT16: return bincount_i16(n, xp, sx * isz, wdtype, wp, sw * wsz, op, nbins, bad);
         case FM_INT32: return bincount_i32(n, xp, sx * isz, wdtype, wp, sw * wsz, op, nbins, bad);
         case FM_INT64: return bincount_i64(n, xp, sx * isz, wdtype, wp, sw * wsz, op, nbins, bad);
+        case FM_UINT16: return bincount_u16(n, xp, sx * isz, wdtype, wp, sw * wsz, op, nbins, bad);
+        case FM_UINT32: return bincount_u32(n, xp, sx * isz, wdtype, wp, sw * wsz, op, nbins, bad);
+        case FM_UINT64: return bincount_u64(n, xp, sx * isz, wdtype, wp, sw * wsz, op, nbins, bad);
         default: return FM_ERR_DTYPE;
     }
 }

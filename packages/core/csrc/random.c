@@ -357,12 +357,9 @@ FM_ALL_DTYPES(DEF_STORE_X)
 typedef void (*store_f_fn)(char *, const float *, int64_t);
 typedef void (*store_d_fn)(char *, const double *, int64_t);
 typedef void (*store_i_fn)(char *, const int64_t *, int64_t);
-static const store_f_fn store_f[FM_NDTYPES] = {store_f_b, store_f_u8, store_f_i8, store_f_i16,
-    store_f_i32, store_f_i64, store_f_f16, store_f_bf16, store_f_f32, store_f_f64};
-static const store_d_fn store_d[FM_NDTYPES] = {store_d_b, store_d_u8, store_d_i8, store_d_i16,
-    store_d_i32, store_d_i64, store_d_f16, store_d_bf16, store_d_f32, store_d_f64};
-static const store_i_fn store_i[FM_NDTYPES] = {store_i_b, store_i_u8, store_i_i8, store_i_i16,
-    store_i_i32, store_i_i64, store_i_f16, store_i_bf16, store_i_f32, store_i_f64};
+static const store_f_fn store_f[FM_NDTYPES] = FM_TABLE(store_f_);
+static const store_d_fn store_d[FM_NDTYPES] = FM_TABLE(store_d_);
+static const store_i_fn store_i[FM_NDTYPES] = FM_TABLE(store_i_);
 
 /* the value a double becomes in dtype, as a double (for the [from, to) clamp) */
 static double round_to(int dtype, double x) {

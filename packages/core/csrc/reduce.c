@@ -107,6 +107,9 @@ static inline __attribute__((always_inline)) float red_expf(float x) {
 #define LOWEST_bf16 (-INFINITY)
 #define LOWEST_f32 (-INFINITY)
 #define LOWEST_f64 (-INFINITY)
+#define LOWEST_u16 0
+#define LOWEST_u32 0
+#define LOWEST_u64 0
 #define HIGHEST_b 1
 #define HIGHEST_u8 UINT8_MAX
 #define HIGHEST_i8 INT8_MAX
@@ -117,17 +120,11 @@ static inline __attribute__((always_inline)) float red_expf(float x) {
 #define HIGHEST_bf16 INFINITY
 #define HIGHEST_f32 INFINITY
 #define HIGHEST_f64 INFINITY
+#define HIGHEST_u16 UINT16_MAX
+#define HIGHEST_u32 UINT32_MAX
+#define HIGHEST_u64 UINT64_MAX
 
-#define CODE_b FM_BOOL
-#define CODE_u8 FM_UINT8
-#define CODE_i8 FM_INT8
-#define CODE_i16 FM_INT16
-#define CODE_i32 FM_INT32
-#define CODE_i64 FM_INT64
-#define CODE_f16 FM_FLOAT16
-#define CODE_bf16 FM_BFLOAT16
-#define CODE_f32 FM_FLOAT32
-#define CODE_f64 FM_FLOAT64
+/* (CODE_<tag>: dtypes.h) */
 
 /* ---- per-kind element maps and combiners ------------------------------------------------------
    INIT_K(T, AT): identity, MAP_K(AT, x, c): element x (compute type) -> accumulator (c: centre),
@@ -540,6 +537,9 @@ INT_DTYPE(i8)
 INT_DTYPE(i16)
 INT_DTYPE(i32)
 INT_DTYPE(i64)
+INT_DTYPE(u16)
+INT_DTYPE(u32)
+INT_DTYPE(u64)
 
 /* floats: accumulate in AT (float or double), results in the accumulator dtype O */
 #define FLOAT_DTYPE(T, AT, O)                                                                       \
@@ -575,7 +575,8 @@ FLOAT_DTYPE(f64, double, f64)
 
 #define VT_ALL(OP)                                                                                  \
     {&vt_##OP##_b, &vt_##OP##_u8, &vt_##OP##_i8, &vt_##OP##_i16, &vt_##OP##_i32,                    \
-     &vt_##OP##_i64, &vt_##OP##_f16, &vt_##OP##_bf16, &vt_##OP##_f32, &vt_##OP##_f64}
+     &vt_##OP##_i64, &vt_##OP##_f16, &vt_##OP##_bf16, &vt_##OP##_f32, &vt_##OP##_f64,              \
+     [FM_UINT16] = &vt_##OP##_u16, &vt_##OP##_u32, &vt_##OP##_u64}
 #define VT_FLOATS(OP)                                                                               \
     {NULL, NULL, NULL, NULL, NULL, NULL, &vt_##OP##_f16, &vt_##OP##_bf16, &vt_##OP##_f32,           \
      &vt_##OP##_f64}
@@ -1266,6 +1267,9 @@ SCAN_INT(i8, I)
 SCAN_INT(i16, I)
 SCAN_INT(i32, I)
 SCAN_INT(i64, I)
+SCAN_INT(u16, I)
+SCAN_INT(u32, I)
+SCAN_INT(u64, U)
 DEF_SCAN(f16, CUMSUM, float, f16, 0, +)
 DEF_SCAN(f16, CUMPROD, float, f16, 1, *)
 DEF_SCAN(bf16, CUMSUM, float, bf16, 0, +)
@@ -1278,7 +1282,7 @@ DEF_SCAN(f64, CUMPROD, double, f64, 1, *)
 #define SCAN_ROW(OPN)                                                                               \
     {scrun_##OPN##_b, scrun_##OPN##_u8, scrun_##OPN##_i8, scrun_##OPN##_i16, scrun_##OPN##_i32,     \
      scrun_##OPN##_i64, scrun_##OPN##_f16, scrun_##OPN##_bf16, scrun_##OPN##_f32,                   \
-     scrun_##OPN##_f64}
+     scrun_##OPN##_f64, [FM_UINT16] = scrun_##OPN##_u16, scrun_##OPN##_u32, scrun_##OPN##_u64}
 static const dim_run_fn scan_table[FM_NSCAN][FM_NDTYPES] = {
     [FM_SCAN_CUMSUM] = SCAN_ROW(CUMSUM), [FM_SCAN_CUMPROD] = SCAN_ROW(CUMPROD)};
 

@@ -56,6 +56,9 @@ static inline uint32_t key_i32(const void *p) {
 static inline uint64_t key_i64(const void *p) {
     return (uint64_t)*(const int64_t *)p ^ 0x8000000000000000ull;
 }
+static inline uint32_t key_u16(const void *p) { return *(const uint16_t *)p; }
+static inline uint32_t key_u32(const void *p) { return *(const uint32_t *)p; }
+static inline uint64_t key_u64(const void *p) { return *(const uint64_t *)p; }
 /* floats, branch-free so the key loops vectorise */
 static inline uint32_t key_f16(const void *p) {
     uint32_t u = *(const uint16_t *)p;
@@ -82,7 +85,7 @@ static inline uint64_t key_f64(const void *p) {
     return (u & 0x7fffffffffffffffull) > 0x7ff0000000000000ull ? ~0ull : k;
 }
 
-static const int key_bits[FM_NDTYPES] = {8, 8, 8, 16, 32, 64, 16, 16, 32, 64};
+static const int key_bits[FM_NDTYPES] = {8, 8, 8, 16, 32, 64, 16, 16, 32, 64, 0, 0, 16, 32, 64};
 
 /* the key NaN maps to (floats), or 0 (no NaN in the dtype) */
 static uint64_t nan_key(int dt) {
@@ -101,6 +104,9 @@ static uint64_t key_at(int dt, const char *p) {
     case FM_FLOAT16: return key_f16(p);
     case FM_BFLOAT16: return key_bf16(p);
     case FM_FLOAT32: return key_f32(p);
+    case FM_UINT16: return key_u16(p);
+    case FM_UINT32: return key_u32(p);
+    case FM_UINT64: return key_u64(p);
     default: return key_f64(p);
     }
 }
@@ -131,8 +137,11 @@ DEF_PACK(i32, LOSSY_INT)
 DEF_PACK(f16, LOSSY_F16)
 DEF_PACK(bf16, LOSSY_BF16)
 DEF_PACK(f32, LOSSY_F32)
+DEF_PACK(u16, LOSSY_INT)
+DEF_PACK(u32, LOSSY_INT)
 static const pack_fn pack_table[FM_NDTYPES] = {pack_b, pack_u8, pack_i8, pack_i16, pack_i32, NULL,
-                                               pack_f16, pack_bf16, pack_f32, NULL};
+                                               pack_f16, pack_bf16, pack_f32, NULL,
+                                               [FM_UINT16] = pack_u16, [FM_UINT32] = pack_u32};
 
 /* the inverse of the key maps (exact where pack reported no loss): values straight from the
    sorted words, without reading the input again at random places */
@@ -143,6 +152,8 @@ static const pack_fn pack_table[FM_NDTYPES] = {pack_b, pack_u8, pack_i8, pack_i1
 #define INV_i32(k) ((uint32_t)((k) ^ 0x80000000u))
 #define INV_f16(k) ((uint16_t)(((k) & 0x8000u) ? (k) ^ 0x8000u : ~(k)))
 #define INV_bf16(k) INV_f16(k)
+#define INV_u16(k) ((uint16_t)(k))
+#define INV_u32(k) ((uint32_t)(k))
 #define INV_f32(k) ((uint32_t)(((k) & 0x80000000u) ? (k) ^ 0x80000000u : ~(k)))
 typedef void (*unpack_fn)(const uint64_t *w, int64_t cnt, uint32_t xm, uint32_t kadd, char *vo,
                           int64_t vs);
@@ -170,9 +181,12 @@ DEF_UNPACK(i32, uint32_t)
 DEF_UNPACK(f16, uint16_t)
 DEF_UNPACK(bf16, uint16_t)
 DEF_UNPACK(f32, uint32_t)
+DEF_UNPACK(u16, uint16_t)
+DEF_UNPACK(u32, uint32_t)
 static const unpack_fn unpack_table[FM_NDTYPES] = {unpack_b, unpack_u8, unpack_i8, unpack_i16,
                                                    unpack_i32, NULL, unpack_f16, unpack_bf16,
-                                                   unpack_f32, NULL};
+                                                   unpack_f32, NULL, [FM_UINT16] = unpack_u16,
+                                                   [FM_UINT32] = unpack_u32};
 
 /* ---- radix sorts ------------------------------------------------------------------------------ */
 
@@ -340,7 +354,9 @@ static sorted_t sort_lane(int dt, const char *src, int64_t n, int desc, char *sc
     uint32_t *ia = (uint32_t *)(b + n), *ib = ia + n;
     uint64_t xm = desc ? ~0ull : 0ull;
     for (int64_t i = 0; i < n; i++) {
-        a[i] = (dt == FM_INT64 ? key_i64(src + 8 * i) : key_f64(src + 8 * i)) ^ xm;
+        a[i] = (dt == FM_INT64    ? key_i64(src + 8 * i)
+                : dt == FM_UINT64 ? key_u64(src + 8 * i)
+                                  : key_f64(src + 8 * i)) ^ xm;
         ia[i] = (uint32_t)i;
     }
     uint32_t cnt[8 * 256];
@@ -572,18 +588,24 @@ DEF_MSD(i32, LOSSY_INT)
 DEF_MSD(f16, LOSSY_F16)
 DEF_MSD(bf16, LOSSY_BF16)
 DEF_MSD(f32, LOSSY_F32)
+DEF_MSD(u16, LOSSY_INT)
+DEF_MSD(u32, LOSSY_INT)
 static const range_fn range_table[FM_NDTYPES] = {[FM_INT16] = range_i16, [FM_INT32] = range_i32,
                                                  [FM_FLOAT16] = range_f16,
                                                  [FM_BFLOAT16] = range_bf16,
-                                                 [FM_FLOAT32] = range_f32};
+                                                 [FM_FLOAT32] = range_f32,
+                                                 [FM_UINT16] = range_u16,
+                                                 [FM_UINT32] = range_u32};
 static const hist_fn hist_table[FM_NDTYPES] = {[FM_INT16] = hist_i16, [FM_INT32] = hist_i32,
                                                [FM_FLOAT16] = hist_f16,
                                                [FM_BFLOAT16] = hist_bf16,
-                                               [FM_FLOAT32] = hist_f32};
+                                               [FM_FLOAT32] = hist_f32,
+                                               [FM_UINT16] = hist_u16, [FM_UINT32] = hist_u32};
 static const scat_fn scat_table[FM_NDTYPES] = {[FM_INT16] = scat_i16, [FM_INT32] = scat_i32,
                                                [FM_FLOAT16] = scat_f16,
                                                [FM_BFLOAT16] = scat_bf16,
-                                               [FM_FLOAT32] = scat_f32};
+                                               [FM_FLOAT32] = scat_f32,
+                                               [FM_UINT16] = scat_u16, [FM_UINT32] = scat_u32};
 
 /* One long lane of a dtype of 16 or 32 bits: the key range, the MSD pass on the top digit of
    key - kmin, then each bucket sorted (in cache) on the bits below the digit and written by
@@ -683,9 +705,12 @@ DEF_KEYS32(i32)
 DEF_KEYS32(f16)
 DEF_KEYS32(bf16)
 DEF_KEYS32(f32)
+DEF_KEYS32(u16)
+DEF_KEYS32(u32)
 static const keys_fn keys32_table[FM_NDTYPES] = {
     [FM_INT16] = keys32_i16, [FM_INT32] = keys32_i32, [FM_FLOAT16] = keys32_f16,
-    [FM_BFLOAT16] = keys32_bf16, [FM_FLOAT32] = keys32_f32};
+    [FM_BFLOAT16] = keys32_bf16, [FM_FLOAT32] = keys32_f32, [FM_UINT16] = keys32_u16,
+    [FM_UINT32] = keys32_u32};
 typedef void (*inv32_fn)(const uint32_t *k, int64_t m, uint32_t xm, char *vo, int64_t vs);
 #define DEF_INV32(tag, T)                                                                       \
     static FM_CLONES void inv32_##tag(const uint32_t *FM_RESTRICT k, int64_t m, uint32_t xm,    \
@@ -708,9 +733,12 @@ DEF_INV32(i32, uint32_t)
 DEF_INV32(f16, uint16_t)
 DEF_INV32(bf16, uint16_t)
 DEF_INV32(f32, uint32_t)
+DEF_INV32(u16, uint16_t)
+DEF_INV32(u32, uint32_t)
 static const inv32_fn inv32_table[FM_NDTYPES] = {
     [FM_INT16] = inv32_i16, [FM_INT32] = inv32_i32, [FM_FLOAT16] = inv32_f16,
-    [FM_BFLOAT16] = inv32_bf16, [FM_FLOAT32] = inv32_f32};
+    [FM_BFLOAT16] = inv32_bf16, [FM_FLOAT32] = inv32_f32, [FM_UINT16] = inv32_u16,
+    [FM_UINT32] = inv32_u32};
 
 static int sort_values_simd(int dt, const char *src, int64_t n, int desc, char *vo, int64_t vs) {
     int kb = key_bits[dt], isz = fm_itemsize[dt];
@@ -872,6 +900,9 @@ DEF_TOPK(f16, uint32_t)
 DEF_TOPK(bf16, uint32_t)
 DEF_TOPK(f32, uint32_t)
 DEF_TOPK(f64, uint64_t)
+DEF_TOPK(u16, uint32_t)
+DEF_TOPK(u32, uint32_t)
+DEF_TOPK(u64, uint64_t)
 
 static void topk_lane(const job_t *J, const char *src, int64_t n, char *scr, char *vo,
                       int64_t vs, char *io, int64_t is) {
@@ -893,6 +924,9 @@ static void topk_lane(const job_t *J, const char *src, int64_t n, char *scr, cha
         case FM_FLOAT16: topk_small_f16(src, n, k, (uint32_t)xm, k32, ii, scr); break;
         case FM_BFLOAT16: topk_small_bf16(src, n, k, (uint32_t)xm, k32, ii, scr); break;
         case FM_FLOAT32: topk_small_f32(src, n, k, (uint32_t)xm, k32, ii, scr); break;
+        case FM_UINT16: topk_small_u16(src, n, k, (uint32_t)xm, k32, ii, scr); break;
+        case FM_UINT32: topk_small_u32(src, n, k, (uint32_t)xm, k32, ii, scr); break;
+        case FM_UINT64: topk_small_u64(src, n, k, xm, kk, ii, scr); break;
         default: topk_small_f64(src, n, k, xm, kk, ii, scr); break;
         }
         sorted_t s = {NULL, NULL, ii, dt, 0, 0, 0};
@@ -1009,9 +1043,11 @@ DEF_CUM(f16)
 DEF_CUM(bf16)
 DEF_CUM(f32)
 DEF_CUM(f64)
+DEF_CUM(u16)
+DEF_CUM(u32)
+DEF_CUM(u64)
 typedef void (*cum_fn)(int, const char *, int64_t, int64_t, char *, int64_t, char *, int64_t);
-static const cum_fn cum_table[FM_NDTYPES] = {cum_b, cum_u8, cum_i8, cum_i16, cum_i32, cum_i64,
-                                             cum_f16, cum_bf16, cum_f32, cum_f64};
+static const cum_fn cum_table[FM_NDTYPES] = FM_TABLE(cum_);
 
 int fm_cumext(int ismin, int dtype, int ndim, const int64_t *shape, intptr_t in,
               const int64_t *sin, int dim, intptr_t vout, const int64_t *svout, intptr_t iout,
@@ -1061,10 +1097,12 @@ DEF_SS(f16)
 DEF_SS(bf16)
 DEF_SS(f32)
 DEF_SS(f64)
+DEF_SS(u16)
+DEF_SS(u32)
+DEF_SS(u64)
 typedef void (*ss_fn)(const char *, const int64_t *, int64_t, const char *, int64_t, int, int,
                       char *);
-static const ss_fn ss_table[FM_NDTYPES] = {ss_b, ss_u8, ss_i8, ss_i16, ss_i32, ss_i64,
-                                           ss_f16, ss_bf16, ss_f32, ss_f64};
+static const ss_fn ss_table[FM_NDTYPES] = FM_TABLE(ss_);
 
 int fm_searchsorted(int dtype, int64_t nlanes, int64_t nseq, intptr_t seq, int64_t seq_ls,
                     intptr_t sorter, int64_t sorter_ls, int64_t nval, intptr_t vals,
@@ -1148,6 +1186,9 @@ int fm_unique_runs(int dtype, int64_t n, int64_t m, intptr_t data, intptr_t orde
         case FM_FLOAT16: RUNS1(f16)
         case FM_BFLOAT16: RUNS1(bf16)
         case FM_FLOAT32: RUNS1(f32)
+        case FM_UINT16: RUNS1(u16)
+        case FM_UINT32: RUNS1(u32)
+        case FM_UINT64: RUNS1(u64)
         default: RUNS1(f64)
         }
 #undef RUNS1

@@ -13,7 +13,7 @@ imported on first attribute access; a missing one raises an error naming what to
 from fiamma._version import __version__
 from fiamma._dtype import (  # noqa: F401
     dtype, bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64,
-    complex64, complex128, cfloat, cdouble,
+    complex64, complex128, cfloat, cdouble, uint16, uint32, uint64,
     half, float, double, short, int, long, promote_types, result_type, can_cast,
     get_default_dtype, set_default_dtype, finfo, iinfo,
 )

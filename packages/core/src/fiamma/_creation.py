@@ -349,6 +349,23 @@ def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devi
     >>> fiamma.arange(1, 2.5, 0.5).tolist()
     [1.0, 1.5, 2.0]
     """
+    return _arange(start, end, step, out, dtype, device, requires_grad, False)
+
+
+def arange_or_empty(start, end, step=1, dtype=None, device=None):
+    """``arange`` for the array API: a range whose bounds disagree with the step's sign
+    (``arange(0, -1)``, ``arange(5, 0)``) is empty, as in NumPy and the array API standard,
+    where ``fiamma.arange`` raises as PyTorch does.
+
+    >>> import fiamma
+    >>> from fiamma._creation import arange_or_empty
+    >>> arange_or_empty(5, 0).shape, arange_or_empty(5, 0, -2).tolist()
+    (fiamma.Size([0]), [5, 3, 1])
+    """
+    return _arange(start, end, step, None, dtype, device, False, True)
+
+
+def _arange(start, end, step, out, dtype, device, requires_grad, empty_ok):
     op = "arange"
     if end is None:
         start, end = 0, start
@@ -373,8 +390,10 @@ def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devi
         if fst == 0:
             raise RuntimeError(f"{op}: step must be nonzero")
         if (fst > 0 and fe < fs) or (fst < 0 and fe > fs):
-            raise RuntimeError(f"{op}: upper bound and lower bound inconsistent with step sign "
-                               f"(start={s}, end={e}, step={st})")
+            if not empty_ok:
+                raise RuntimeError(f"{op}: upper bound and lower bound inconsistent with step "
+                                   f"sign (start={s}, end={e}, step={st})")
+            fe = fs
         q = (fe - fs) / fst
         if not q <= (1 << 62):
             raise RuntimeError(f"{op}: invalid size {q}, possible overflow")
@@ -387,8 +406,10 @@ def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devi
             raise RuntimeError(f"{op}: step must be nonzero (after truncation to an integer "
                                f"for dtype {dt})" if floating else f"{op}: step must be nonzero")
         if (st > 0 and e < s) or (st < 0 and e > s):
-            raise RuntimeError(f"{op}: upper bound and lower bound inconsistent with step sign "
-                               f"(start={s}, end={e}, step={st})")
+            if not empty_ok:
+                raise RuntimeError(f"{op}: upper bound and lower bound inconsistent with step "
+                                   f"sign (start={s}, end={e}, step={st})")
+            e = s
         for name, v in (("start", s), ("end", e), ("step", st)):
             if not _I64_MIN <= v <= _I64_MAX:
                 raise RuntimeError(f"{op}: {name}={v} is out of the int64 range")

@@ -7,7 +7,7 @@ import numpy as np
 __all__ = [
     "dtype", "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16",
     "float32", "float64", "half", "float", "double", "short", "int", "long",
-    "complex64", "complex128", "cfloat", "cdouble",
+    "complex64", "complex128", "cfloat", "cdouble", "uint16", "uint32", "uint64",
     "promote_types", "result_type", "can_cast", "get_default_dtype", "set_default_dtype",
     "finfo", "iinfo",
 ]
@@ -68,13 +68,17 @@ float32 = dtype("float32", 8, 4, 2, np.dtype(np.float32), "f")
 float64 = dtype("float64", 9, 8, 2, np.dtype(np.float64), "d")
 complex64 = dtype("complex64", 10, 8, 3, np.dtype(np.complex64), "Zf")
 complex128 = dtype("complex128", 11, 16, 3, np.dtype(np.complex128), "Zd")
+uint16 = dtype("uint16", 12, 2, 1, np.dtype(np.uint16), "H")
+uint32 = dtype("uint32", 13, 4, 1, np.dtype(np.uint32), "I")
+uint64 = dtype("uint64", 14, 8, 1, np.dtype(np.uint64), "Q")
 
 half, float, double = float16, float32, float64
 short, int, long = int16, int32, int64
 cfloat, cdouble = complex64, complex128
 
 ALL = (bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64,
-       complex64, complex128)
+       complex64, complex128, uint16, uint32, uint64)
+UNSIGNED = (uint8, uint16, uint32, uint64)
 BY_CODE = ALL
 _NAMES = {d.name: d for d in ALL}
 _NAMES.update(half=float16, float=float32, double=float64, short=int16, int=int32, long=int64,
@@ -96,8 +100,8 @@ def from_numpy_dtype(npdt):
     except (KeyError, TypeError):
         raise TypeError(
             f"can't convert np.ndarray of type {np.dtype(npdt)}. The only supported types are: "
-            "complex128, complex64, float64, float32, float16, int64, int32, int16, int8, uint8, "
-            "and bool.") from None
+            "complex128, complex64, float64, float32, float16, int64, int32, int16, int8, uint64, "
+            "uint32, uint16, uint8, and bool.") from None
 
 
 def to_dtype(obj, op="dtype"):
@@ -137,11 +141,20 @@ def _promote_pair(a, b):
         if {a, b} == {float16, bfloat16}:
             return float32
         return a if a.itemsize > b.itemsize else b
-    # integers: unsigned uint8 with a signed type needs a wider signed type
-    if a is uint8 or b is uint8:
-        other = b if a is uint8 else a
-        return int16 if other is int8 else other
-    return a if a.itemsize > b.itemsize else b
+    # integers of one signedness: the wider
+    ua, ub = a in UNSIGNED, b in UNSIGNED
+    if ua == ub:
+        return a if a.itemsize > b.itemsize else b
+    # unsigned with signed: the smallest signed type holding both (NumPy's rule; PyTorch's for
+    # uint8, the only unsigned type it promotes); nothing holds uint64 and a signed type, so
+    # that gives float64 as in NumPy
+    u, i = (a, b) if ua else (b, a)
+    if u is uint64:
+        return float64
+    for t in (int16, int32, int64):
+        if t.itemsize > u.itemsize and t.itemsize >= i.itemsize:
+            return t
+    return int64
 
 
 _PROMOTE = [[_promote_pair(a, b) for b in ALL] for a in ALL]

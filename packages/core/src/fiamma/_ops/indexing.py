@@ -2,6 +2,8 @@
 ``index_put_``/``index_put`` and ``nonzero``.
 
 Basic indices (ints, slices with a positive step, None, Ellipsis) give views sharing storage.
+A slice with a negative step (NumPy's ``x[::-1]``; PyTorch raises) gives a copy, since fiamma's
+views keep non-negative strides; assigning through one (``x[::-1] = y``) writes into ``x``.
 Advanced indices (integer and bool tensors, lists, NumPy arrays, bool scalars) copy through the
 C gather/scatter kernels. As in PyTorch, ints are always basic: ``x[0, :, [0, 1]]`` first
 selects along dim 0 and then indexes the view, so its shape is (x.shape[1], 2) (NumPy gives
@@ -188,6 +190,25 @@ def _on_device(adv, dev):
     return [(p, t if t._storage.device == dev else t.to(dev), d) for p, t, d in adv]
 
 
+class _NegativeSteps(Exception):
+    """Raised by _parse for negative-step slices of a tensor that requires grad: (index in
+    the sequence, dim of x) of each; _getitem then indexes a flipped x instead."""
+
+
+def _flipped_key(x, seq, negd):
+    """x flipped along the dims of negative-step slices, and the index sequence that selects
+    the same elements from it with positive steps (a differentiable form of x[seq])."""
+    from fiamma._ops.shape import flip
+
+    seq = list(seq)
+    for i, d in negd:
+        n = x._shape[d]
+        start, stop, step = seq[i].indices(n)
+        r = builtins.range(start, stop, step)
+        seq[i] = slice(n - 1 - r[0], n - r[-1], -step) if len(r) else slice(0, 0)
+    return flip(x, [d for _, d in negd]), tuple(seq)
+
+
 def _parse(x, seq, want_view=True):
     """Apply the basic items of index sequence ``seq`` to ``x``.
 
@@ -232,8 +253,9 @@ def _parse(x, seq, want_view=True):
     ostride = []
     off = x._offset
     adv = None
+    negd = None
     d = 0
-    for k in seq:
+    for i, k in enumerate(seq):
         t = type(k)
         if t is int:
             n = shape[d]
@@ -243,10 +265,21 @@ def _parse(x, seq, want_view=True):
             d += 1
         elif t is slice:
             step = k.step
-            if step is not None and _index(step) <= 0:
-                raise ValueError("step must be greater than zero")
+            if step is not None and _index(step) == 0:
+                raise ValueError("slice step cannot be zero")
             start, stop, step = k.indices(shape[d])
-            n = (stop - start + step - 1) // step if stop > start else 0
+            if step < 0:
+                # NumPy's negative step: a negative stride here; a getitem result is then
+                # copied (fiamma's views have non-negative strides), an assignment writes
+                # through it
+                n = (start - stop - step - 1) // -step if start > stop else 0
+                if negd is None:
+                    negd = []
+                negd.append((i, d))
+                if n == 0:
+                    start = 0
+            else:
+                n = (stop - start + step - 1) // step if stop > start else 0
             oshape.append(n)
             # a dim of size <= 1 never steps: keep a huge step from overflowing the stride
             ostride.append(stride[d] * step if n > 1 else stride[d])
@@ -290,8 +323,16 @@ def _parse(x, seq, want_view=True):
         ostride.extend(stride[d:])
     oshape = tuple(oshape)
     ostride = tuple(ostride)
+    if negd is not None and want_view and x.requires_grad:
+        raise _NegativeSteps(negd)
     if not want_view:
         view = None
+    elif negd is not None:
+        view = None
+        if adv is None:  # the elements in a new tensor
+            view = new_empty(oshape, x._dtype, x._storage.device)
+            check(view._storage.backend.copy_region(oshape, view, 0, view._stride, x,
+                                                    off - x._offset, ostride), "getitem")
     elif adv is None:
         view = _make_view(x, oshape, ostride, off, None)
     elif x.requires_grad:
@@ -427,7 +468,11 @@ def _getitem(self, key):
             return _gather(self, self._shape, self._stride, 0, [(0, key, 0)], self)
         if key._dtype is D.bool and key._shape == self._shape:
             return _masked_select(self, key)
-    view, vshape, vstride, voff, adv = _parse(self, _key_seq(key))
+    seq = _key_seq(key)
+    try:
+        view, vshape, vstride, voff, adv = _parse(self, seq)
+    except _NegativeSteps as e:
+        return _getitem(*_flipped_key(self, seq, e.args[0]))
     if adv is None:
         return view
     return _gather(self, vshape, vstride, voff, adv, view)
