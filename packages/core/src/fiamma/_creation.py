@@ -112,10 +112,19 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
                 _default_for_numpy_kind(data)
     else:
         src = _infer_numpy(data)
+        if dt is D.uint64 and src.dtype.kind == "f":
+            # NumPy reads ints past int64's range as float64: keep them exact
+            try:
+                src = np.asarray(data, dtype=np.uint64)
+            except (OverflowError, ValueError, TypeError):
+                pass
         if dt is None:
             if isinstance(data, (np.generic,)) and src.dtype in D._FROM_NUMPY:
                 dt = D._FROM_NUMPY[src.dtype]
             else:
+                if src.dtype == np.uint64:  # Python ints past int64 (int64 is the default)
+                    raise ValueError("tensor: Overflow when unpacking long long (pass "
+                                     "dtype=fiamma.uint64 for values up to 2**64 - 1)")
                 dt = _default_for_numpy_kind(src)
     return _finish(from_array_copy(src, dt, _dev(device)), requires_grad)
 

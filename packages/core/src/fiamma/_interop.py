@@ -251,6 +251,7 @@ _DL_DTYPE = {
     D.int32: (_DL_INT, 32), D.int64: (_DL_INT, 64), D.float16: (_DL_FLOAT, 16),
     D.bfloat16: (_DL_BFLOAT, 16), D.float32: (_DL_FLOAT, 32), D.float64: (_DL_FLOAT, 64),
     D.complex64: (_DL_COMPLEX, 64), D.complex128: (_DL_COMPLEX, 128),
+    D.uint16: (_DL_UINT, 16), D.uint32: (_DL_UINT, 32), D.uint64: (_DL_UINT, 64),
 }
 _FROM_DL_DTYPE = {v: k for k, v in _DL_DTYPE.items()}
 

@@ -317,22 +317,31 @@ class CheckpointPickler:
             self._global("torch._utils", "_rebuild_parameter")
             w(_MARK)
         key, location, numel = self.storage_id(t)
-        self._global("torch._utils", "_rebuild_tensor_v2")
+        typed = t._dtype in STORAGE_TYPES
+        # dtypes without a typed storage class (uint16/32/64) are written as PyTorch writes
+        # them: _rebuild_tensor_v3 over an UntypedStorage (bytes), naming the dtype
+        self._global("torch._utils", "_rebuild_tensor_v2" if typed else "_rebuild_tensor_v3")
         w(_MARK)
         # persistent id: ('storage', torch.<Type>Storage, key, location, numel)
         w(_MARK)
         self._str("storage")
-        self._global("torch", STORAGE_TYPES[t._dtype])
+        if typed:
+            self._global("torch", STORAGE_TYPES[t._dtype])
+        else:
+            self._global("torch.storage", "UntypedStorage")
         self._str(key)
         self._str(location)
-        self._int(numel)
+        self._int(numel if typed else numel * t._dtype.itemsize)
         w(_TUPLE + _BINPERSID)
         self._int(t._offset)
         self._tuple(t._shape)
         self._tuple(t._stride)
         w(_TRUE if t.requires_grad and not param else _FALSE)
         self._global("collections", "OrderedDict")
-        w(_EMPTY_TUPLE + _REDUCE + _TUPLE + _REDUCE)
+        w(_EMPTY_TUPLE + _REDUCE)
+        if not typed:
+            self._global("torch", t._dtype.name)
+        w(_TUPLE + _REDUCE)
         if param:
             w(_TRUE if t.requires_grad else _FALSE)
             self._global("collections", "OrderedDict")

@@ -706,6 +706,8 @@ class Tensor:
 
             return builtins.complex(arr(t).item())
         v = _cpu.read_int(t)
+        if v < 0 and t._dtype is D.uint64:  # (C returns its int64 bits)
+            v += 1 << 64
         return builtins.bool(v) if k == 0 else v
 
     def tolist(self):
@@ -839,7 +841,8 @@ class Tensor:
 _TYPE_NAMES = {"bool": "BoolTensor", "uint8": "ByteTensor", "int8": "CharTensor",
                "int16": "ShortTensor", "int32": "IntTensor", "int64": "LongTensor",
                "float16": "HalfTensor", "bfloat16": "BFloat16Tensor", "float32": "FloatTensor",
-               "float64": "DoubleTensor"}
+               "float64": "DoubleTensor", "uint16": "UInt16Tensor", "uint32": "UInt32Tensor",
+               "uint64": "UInt64Tensor"}
 
 
 class Size(tuple):

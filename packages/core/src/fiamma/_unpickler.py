@@ -145,8 +145,7 @@ _UNSUPPORTED_STORAGES = {"QInt8Storage",
                          "ComplexHalfStorage"}
 STORAGE_TYPES_BY_NAME = {n: StorageType(n, d) for n, d in _STORAGE_DTYPES.items()}
 _UNTYPED = StorageType("UntypedStorage", D.uint8)  # bytes; _rebuild_tensor_v3 names the dtype
-_UNSUPPORTED_DTYPE_PREFIXES = ("complex32", "chalf", "uint16", "uint32",
-                               "uint64", "float8", "float4", "qint", "quint", "bits")
+_UNSUPPORTED_DTYPE_PREFIXES = ("complex32", "chalf", "float8", "float4", "qint", "quint", "bits")
 _CUDA_STORAGE_TYPES = {n: StorageType(n, d, True) for n, d in _STORAGE_DTYPES.items()}
 _TORCH_DTYPES = {
     "bool": D.bool, "uint8": D.uint8, "int8": D.int8, "int16": D.int16, "short": D.int16,
@@ -154,7 +153,7 @@ _TORCH_DTYPES = {
     "float16": D.float16, "half": D.float16, "bfloat16": D.bfloat16, "float32": D.float32,
     "float": D.float32, "float64": D.float64, "double": D.float64,
     "complex64": D.complex64, "cfloat": D.complex64, "complex128": D.complex128,
-    "cdouble": D.complex128,
+    "cdouble": D.complex128, "uint16": D.uint16, "uint32": D.uint32, "uint64": D.uint64,
 }
 
 

@@ -62,7 +62,8 @@ SolveExResult = collections.namedtuple("linalg_solve_ex", ["result", "info"])
 
 _NAMES = {D.float16: "Half", D.bfloat16: "BFloat16", D.float32: "Float", D.float64: "Double",
           D.int64: "Long", D.int32: "Int", D.int16: "Short", D.int8: "Char", D.uint8: "Byte",
-          D.bool: "Bool", D.complex64: "ComplexFloat", D.complex128: "ComplexDouble"}
+          D.bool: "Bool", D.complex64: "ComplexFloat", D.complex128: "ComplexDouble",
+          D.uint16: "UInt16", D.uint32: "UInt32", D.uint64: "UInt64"}
 
 
 # ---- conversions -----------------------------------------------------------------------------

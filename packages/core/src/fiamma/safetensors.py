@@ -30,9 +30,10 @@ _INT64_MAX = (1 << 63) - 1
 
 _CODES = {D.bool: "BOOL", D.uint8: "U8", D.int8: "I8", D.int16: "I16", D.int32: "I32",
           D.int64: "I64", D.float16: "F16", D.bfloat16: "BF16", D.float32: "F32",
-          D.float64: "F64", D.complex64: "C64"}
+          D.float64: "F64", D.complex64: "C64", D.uint16: "U16", D.uint32: "U32",
+          D.uint64: "U64"}
 _DTYPES = {v: k for k, v in _CODES.items()}
-_OTHER_CODES = {"U16", "U32", "U64", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4", "F6_E2M3",
+_OTHER_CODES = {"F8_E4M3", "F8_E5M2", "F8_E8M0", "F4", "F6_E2M3",
                 "F6_E3M2", "E8M0"}
 
 

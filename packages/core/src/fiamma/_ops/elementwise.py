@@ -71,6 +71,8 @@ def _scalar_args(s, ct, name):
         return builtins.float(s), 0
     v = builtins.int(s)
     if not -_I64 <= v < _I64:
+        if ct is D.uint64 and _I64 <= v < 2 * _I64:
+            return 0.0, v - 2 * _I64  # the C kernel takes the value's 64 bits as int64
         raise RuntimeError(f"{name}: value {v} cannot be converted to type {ct} without overflow")
     return 0.0, v
 

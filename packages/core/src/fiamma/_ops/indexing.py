@@ -104,6 +104,9 @@ def _int_tensor(x):
     """An integer index tensor as int64 (a copy only when the dtype differs)."""
     if x._dtype is D.int64:
         return x
+    if x._dtype is D.uint64 and x._numel and (x >= (1 << 63)).any().item():
+        # (as int64 these would read as negative indices, counting from the end)
+        raise IndexError(f"index {int(x.max().item())} is out of bounds (uint64 index)")
     out = new_empty(x._shape, D.int64, x._storage.device)
     _copy_into(out, x)
     return out

@@ -54,7 +54,8 @@ __all__ = ["load", "pointer", "address", "c_type", "kernel", "Kernel", "In", "In
 _C_TYPES = {
     "bool": "_Bool", "uint8": "uint8_t", "int8": "int8_t", "int16": "int16_t",
     "int32": "int32_t", "int64": "int64_t", "float16": "uint16_t", "bfloat16": "uint16_t",
-    "float32": "float", "float64": "double",
+    "float32": "float", "float64": "double", "uint16": "uint16_t", "uint32": "uint32_t",
+    "uint64": "uint64_t",
 }
 _loaded = {}
 _load_lock = threading.Lock()

@@ -313,7 +313,7 @@ class ElementwiseMixin:
     def _shift(self, op, a, b, dt):
         xp = self.xp
         bits = dt.itemsize * 8
-        signed = dt is not D.uint8
+        signed = dt.is_signed
         a, b = xp.broadcast_arrays(a, b)
         bl = b.astype(np.int64)
         t = a.dtype.type

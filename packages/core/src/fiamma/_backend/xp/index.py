@@ -349,7 +349,8 @@ class IndexMixin:
             return C.ERR_ARG
         if w is not None and w._dtype not in (D.float32, D.float64):
             return C.ERR_DTYPE
-        if x._dtype not in (D.uint8, D.int8, D.int16, D.int32, D.int64):
+        if x._dtype not in (D.uint8, D.int8, D.int16, D.int32, D.int64, D.uint16, D.uint32,
+                            D.uint64):
             return C.ERR_DTYPE
         if n == 0:
             return 0

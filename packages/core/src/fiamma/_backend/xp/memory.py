@@ -35,7 +35,7 @@ class MemoryMixin:
         # integers wrap to the dtype's width, as the C cast does
         bits = dt.itemsize * 8
         ival &= (1 << bits) - 1
-        if dt is not D.uint8 and ival >= 1 << (bits - 1):
+        if dt.is_signed and ival >= 1 << (bits - 1):
             ival -= 1 << bits
         return ival
 

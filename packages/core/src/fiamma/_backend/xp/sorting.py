@@ -23,7 +23,10 @@ _KEYINFO = {
     D.int32.code: (np.uint32, None), D.int64.code: (np.uint64, None),
     _F16: (np.uint16, 0x7C00), _BF16: (np.uint16, 0x7F80),
     D.float32.code: (np.uint32, 0x7F800000), D.float64.code: (np.uint64, 0x7FF0000000000000),
+    D.uint16.code: (np.uint16, None), D.uint32.code: (np.uint32, None),
+    D.uint64.code: (np.uint64, None),
 }
+_UNSIGNED = {d.code for d in D.UNSIGNED} | {D.bool.code}
 
 
 class SortingMixin:
@@ -38,7 +41,7 @@ class SortingMixin:
         sign = t(1 << (bits - 1))
         u = r.view(kt)
         if nanb is None:
-            if code in (D.bool.code, D.uint8.code):
+            if code in _UNSIGNED:
                 return u
             return u ^ sign
         ones = t((1 << bits) - 1)
