@@ -173,3 +173,18 @@ def test_asarray_copy_semantics():
     assert xp.asarray([A(1), A(2)]).tolist() == [1, 2]
     with pytest.raises(OverflowError):
         xp.asarray([2 ** 63])
+
+
+def test_on_device(device):
+    # the namespace is fiamma's ops: results stay on the arrays' device
+    x = xp.asarray([[3.0, 1.0], [2.0, 5.0]], device=device, dtype=xp.float64)
+    dev = fiamma.device(device)
+    outs = [xp.sort(x, axis=1), xp.sum(x, axis=0), xp.where(x > 2, x, 0.0),
+            xp.unique_counts(xp.asarray([1, 2, 2], device=device)).counts,
+            xp.linalg.inv(x), xp.fft.rfft(x), xp.expm1(xp.asarray([1j], device=device)),
+            xp.eye(2, device=device), xp.arange(3, device=device),
+            xp.linspace(0, 1, 3, device=device), xp.add(x, xp.asarray(1, device=device))]
+    assert all(o.device == dev for o in outs)
+    np.testing.assert_allclose(outs[0].cpu().numpy(), [[1.0, 3.0], [2.0, 5.0]])
+    np.testing.assert_allclose(outs[5].cpu().numpy(), np.fft.rfft([[3.0, 1.0], [2.0, 5.0]]))
+    assert x.to_device("cpu").device == fiamma.device("cpu")

@@ -73,6 +73,16 @@ def test_special_values():
     close(xp.sign(A(v)), np.sign(v))
     close(xp.round(A([0.5, 1.5, 2.5, -0.5])), np.round([0.5, 1.5, 2.5, -0.5]))
     assert xp.signbit(A([-0.0, 0.0])).tolist() == [True, False]
+    inf = np.inf
+    a = np.array([inf, inf, -inf, 3.0, -3.0, 7.0, -7.0, -0.0, 0.0])
+    b = np.array([2.0, -2.0, 2.0, -inf, inf, 2.0, 2.0, 1.0, -1.0])
+    # IEEE quotients with infinite operands (PyTorch's floor_divide gives NaN there)
+    np.testing.assert_array_equal(xp.floor_divide(A(a), A(b)).numpy(),
+                                  [inf, -inf, -inf, -0.0, -0.0, 3.0, -4.0, -0.0, -0.0])
+    r = xp.remainder(A(a), A(b)).numpy()
+    np.testing.assert_array_equal(r[3:], np.remainder(a, b)[3:])
+    assert np.signbit(r[-2:]).tolist() == [False, True]  # a zero takes the divisor's sign
+    assert xp.nextafter(A(0.0), A(1.0)).shape == ()
     z = np.array([complex(np.inf, 0), complex(-np.inf, np.inf), complex(np.nan, 0),
                   1e-10 + 1e-10j, 1 + 2j])
     r = xp.expm1(A(z, xp.complex128)).numpy()

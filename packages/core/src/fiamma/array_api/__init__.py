@@ -8,7 +8,7 @@ itself keeps PyTorch's. Operators on the arrays (``x + y``, ``x[i]``) are fiamma
 >>> import fiamma
 >>> x = fiamma.tensor([3.0, 1.0, 2.0])
 >>> xp = x.__array_namespace__()
->>> xp.sort(x).tolist(), xp.sum(x, axis=0, keepdims=True).shape
+>>> xp.sort(x).tolist(), tuple(xp.sum(x, axis=0, keepdims=True).shape)
 ([1.0, 2.0, 3.0], (1,))
 """
 

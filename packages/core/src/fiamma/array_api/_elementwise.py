@@ -22,18 +22,18 @@ _BINARY = {
     "bitwise_left_shift": fiamma.bitwise_left_shift, "bitwise_or": fiamma.bitwise_or,
     "bitwise_right_shift": fiamma.bitwise_right_shift, "bitwise_xor": fiamma.bitwise_xor,
     "copysign": fiamma.copysign, "divide": fiamma.div, "equal": fiamma.eq,
-    "floor_divide": fiamma.floor_divide, "greater": fiamma.gt, "greater_equal": fiamma.ge,
+    "greater": fiamma.gt, "greater_equal": fiamma.ge,
     "hypot": fiamma.hypot, "less": fiamma.lt, "less_equal": fiamma.le,
     "logaddexp": fiamma.logaddexp, "logical_and": fiamma.logical_and,
     "logical_or": fiamma.logical_or, "logical_xor": fiamma.logical_xor,
     "maximum": fiamma.maximum, "minimum": fiamma.minimum, "multiply": fiamma.mul,
     "nextafter": fiamma.nextafter, "not_equal": fiamma.ne, "pow": fiamma.pow,
-    "remainder": fiamma.remainder, "subtract": fiamma.sub,
+    "subtract": fiamma.sub,
 }
 
 __all__ = sorted(list(_UNARY) + list(_BINARY) + [
-    "bitwise_invert", "ceil", "expm1", "clip", "conj", "floor", "imag", "positive", "real", "round",
-    "sign", "trunc"])
+    "bitwise_invert", "ceil", "clip", "conj", "expm1", "floor", "floor_divide", "imag",
+    "positive", "real", "remainder", "round", "sign", "trunc"])
 
 
 def _unary(name, op):
@@ -43,7 +43,7 @@ def _unary(name, op):
     f.__name__ = f.__qualname__ = name
     f.__doc__ = (f"``{name}`` of each element of ``x`` (fiamma.{op.__name__}).\n\n"
                  f"    >>> import fiamma.array_api as xp\n"
-                 f"    >>> xp.{name}(xp.asarray([0.5])).shape\n    (1,)\n")
+                 f"    >>> tuple(xp.{name}(xp.asarray([0.5])).shape)\n    (1,)\n")
     return f
 
 
@@ -53,10 +53,11 @@ def _binary(name, op):
         return op(a, b)
 
     f.__name__ = f.__qualname__ = name
+    arg = "[1, 2]), 1" if name.startswith("bitwise") else "[1.0, 2.0]), 1.0"
     f.__doc__ = (f"``{name}`` of each pair of broadcast elements (fiamma.{op.__name__}); the "
                  f"standard's type promotion, a Python scalar for either argument.\n\n"
                  f"    >>> import fiamma.array_api as xp\n"
-                 f"    >>> xp.{name}(xp.asarray([1.0, 2.0]), 1.0).shape\n    (2,)\n")
+                 f"    >>> tuple(xp.{name}(xp.asarray({arg}).shape)\n    (2,)\n")
     return f
 
 
@@ -77,7 +78,7 @@ def _integral_identity(name, op):
     f.__name__ = f.__qualname__ = name
     f.__doc__ = (f"``{name}`` of each element (integer arrays are returned as a copy).\n\n"
                  f"    >>> import fiamma.array_api as xp\n"
-                 f"    >>> xp.{name}(xp.asarray([1.5, -1.5])).shape\n    (2,)\n")
+                 f"    >>> tuple(xp.{name}(xp.asarray([1.5, -1.5])).shape)\n    (2,)\n")
     return f
 
 
@@ -104,13 +105,44 @@ def expm1(x, /):
     out_re = fiamma.expm1(re) * fiamma.cos(im) - 2.0 * half * half
     out_im = fiamma.exp(re) * fiamma.sin(im)
     zero_im = im == 0
-    out_re = fiamma.where(zero_im, fiamma.expm1(re), out_re)
+    out_re = fiamma.where(zero_im, fiamma.expm1(re) + 0.0, out_re)  # cexp(-0) - 1 is +0
     out_im = fiamma.where(zero_im, im, out_im)  # keeps the zero's sign, also for inf/NaN real
     neg_inf, pos_inf = re == -math.inf, re == math.inf
     out_re = fiamma.where(neg_inf, fiamma.full_like(re, -1.0), out_re)
     out_im = fiamma.where(neg_inf & ~finite_im, fiamma.zeros_like(im), out_im)
     out_re = fiamma.where(pos_inf & ~finite_im, re, out_re)
     return fiamma.complex(out_re, out_im)
+
+
+def floor_divide(x1, x2, /):
+    """``floor(x1 / x2)`` per element; with an infinite operand the IEEE quotient's floor
+    (inf // 2 is inf, 1 // -inf is -0), where PyTorch's floor_divide gives NaN.
+
+    >>> import fiamma.array_api as xp
+    >>> xp.floor_divide(xp.asarray([7.0, -7.0, float("inf")]), 2.0).tolist()
+    [3.0, -4.0, inf]
+    """
+    a, b = binary(x1, x2, "floor_divide")
+    r = fiamma.floor_divide(a, b)
+    if a._dtype.kind == 2:
+        inf = fiamma.isinf(a) | fiamma.isinf(b)
+        r = fiamma.where(inf, fiamma.floor(a / b), r)
+    return r
+
+
+def remainder(x1, x2, /):
+    """``x1 - floor(x1 / x2) * x2`` per element, with the sign of ``x2`` (also for a zero
+    result: -0.0 % 1.0 is +0.0, as in Python).
+
+    >>> import fiamma.array_api as xp
+    >>> xp.remainder(xp.asarray([7, -7]), 3).tolist()
+    [1, 2]
+    """
+    a, b = binary(x1, x2, "remainder")
+    r = fiamma.remainder(a, b)
+    if a._dtype.kind == 2:
+        r = fiamma.where(r == 0, fiamma.copysign(r, b), r)
+    return r
 
 
 def bitwise_invert(x, /):

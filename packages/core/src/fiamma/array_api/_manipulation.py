@@ -71,7 +71,7 @@ def expand_dims(x, /, axis=0):
     """``x`` with a new axis of size 1 at ``axis`` (in ``[-ndim-1, ndim]``).
 
     >>> import fiamma.array_api as xp
-    >>> xp.expand_dims(xp.asarray([1, 2]), axis=-1).shape
+    >>> tuple(xp.expand_dims(xp.asarray([1, 2]), axis=-1).shape)
     (2, 1)
     """
     check_array(x, "expand_dims")
@@ -101,7 +101,7 @@ def permute_dims(x, /, axes):
     """``x`` with its axes permuted (a view).
 
     >>> import fiamma.array_api as xp
-    >>> xp.permute_dims(xp.zeros((2, 3, 4)), (2, 0, 1)).shape
+    >>> tuple(xp.permute_dims(xp.zeros((2, 3, 4)), (2, 0, 1)).shape)
     (4, 2, 3)
     """
     return fiamma.permute(check_array(x, "permute_dims"), tuple(axes))

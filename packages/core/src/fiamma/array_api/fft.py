@@ -81,7 +81,7 @@ def rfft(x, /, *, n=None, axis=-1, norm="backward"):
     """The 1-D transform of a real array: the ``n//2 + 1`` non-negative frequencies.
 
     >>> import fiamma.array_api as xp
-    >>> xp.fft.rfft(xp.ones(4)).shape
+    >>> tuple(xp.fft.rfft(xp.ones(4)).shape)
     (3,)
     """
     r = _fft.rfft(_real(x, "rfft"), n=n, dim=axis, norm=_norm(norm, "rfft"))
