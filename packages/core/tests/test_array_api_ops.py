@@ -83,6 +83,10 @@ def test_special_values():
     np.testing.assert_array_equal(r[3:], np.remainder(a, b)[3:])
     assert np.signbit(r[-2:]).tolist() == [False, True]  # a zero takes the divisor's sign
     assert xp.nextafter(A(0.0), A(1.0)).shape == ()
+    t = xp.tanh(A([complex(inf, 8.2e152), complex(-inf, -3.0), 0.5 + 0.25j], xp.complex128))
+    t = t.numpy()
+    assert t[0] == 1 and not np.signbit(t[0].imag) and t[1] == -1 and np.signbit(t[1].imag)
+    np.testing.assert_allclose(t[2], np.tanh(0.5 + 0.25j), rtol=1e-12)
     z = np.array([complex(np.inf, 0), complex(-np.inf, np.inf), complex(np.nan, 0),
                   1e-10 + 1e-10j, 1 + 2j])
     r = xp.expm1(A(z, xp.complex128)).numpy()
@@ -228,6 +232,12 @@ def test_unique_functions():
     close(inv, np.unique(w, return_inverse=True)[1])
     close(xp.unique_values(A(w)), np.unique(w))
     assert xp.unique_values(xp.zeros(0)).shape == (0,)
+    c = np.array([2 + 1j, 1 + 5j, 2 + 1j, 2 - 1j, 1 + 5j])
+    r = xp.unique_all(A(c))
+    close(r.values, [1 + 5j, 2 - 1j, 2 + 1j])
+    close(r.indices, [1, 3, 0])
+    close(r.counts, [2, 1, 2])
+    np.testing.assert_array_equal(r.values.numpy()[r.inverse_indices.numpy()], c)
 
 
 # ---- linear algebra ---------------------------------------------------------------------------

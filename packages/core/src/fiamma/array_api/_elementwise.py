@@ -14,7 +14,7 @@ _UNARY = {
     "isinf": fiamma.isinf, "isnan": fiamma.isnan, "log": fiamma.log, "log1p": fiamma.log1p,
     "log2": fiamma.log2, "log10": fiamma.log10, "logical_not": fiamma.logical_not,
     "negative": fiamma.neg, "sin": fiamma.sin, "sinh": fiamma.sinh, "square": fiamma.square,
-    "sqrt": fiamma.sqrt, "tan": fiamma.tan, "tanh": fiamma.tanh, "signbit": fiamma.signbit,
+    "sqrt": fiamma.sqrt, "tan": fiamma.tan, "signbit": fiamma.signbit,
     "reciprocal": fiamma.reciprocal,
 }
 _BINARY = {
@@ -33,7 +33,7 @@ _BINARY = {
 
 __all__ = sorted(list(_UNARY) + list(_BINARY) + [
     "bitwise_invert", "ceil", "clip", "conj", "expm1", "floor", "floor_divide", "imag",
-    "positive", "real", "remainder", "round", "sign", "trunc"])
+    "positive", "real", "remainder", "round", "sign", "tanh", "trunc"])
 
 
 def _unary(name, op):
@@ -111,6 +111,25 @@ def expm1(x, /):
     out_re = fiamma.where(neg_inf, fiamma.full_like(re, -1.0), out_re)
     out_im = fiamma.where(neg_inf & ~finite_im, fiamma.zeros_like(im), out_im)
     out_re = fiamma.where(pos_inf & ~finite_im, re, out_re)
+    return fiamma.complex(out_re, out_im)
+
+
+def tanh(x, /):
+    """The hyperbolic tangent; for complex ``x`` with an infinite real part and a finite
+    imaginary part exactly ``±1 ± 0j`` (the zero with the imaginary part's sign).
+
+    >>> import fiamma.array_api as xp
+    >>> xp.tanh(xp.asarray([0.0])).tolist()
+    [0.0]
+    """
+    check_array(x, "tanh")
+    r = fiamma.tanh(x)
+    if x._dtype.kind != 3:
+        return r
+    re, im = fiamma.real(x), fiamma.imag(x)
+    edge = fiamma.isinf(re) & fiamma.isfinite(im)
+    out_re = fiamma.where(edge, fiamma.sign(re), fiamma.real(r))
+    out_im = fiamma.where(edge, fiamma.copysign(fiamma.zeros_like(im), im), fiamma.imag(r))
     return fiamma.complex(out_re, out_im)
 
 

@@ -135,6 +135,16 @@ UniqueCountsResult = namedtuple("UniqueCountsResult", "values counts")
 UniqueInverseResult = namedtuple("UniqueInverseResult", "values inverse_indices")
 
 
+def _stable_order(flat):
+    """A stable sorting permutation of 1-D ``flat``; complex values in lexicographic (real,
+    imaginary) order by two stable sorts (fiamma's sort takes real dtypes only)."""
+    if flat._dtype.kind != 3:
+        return fiamma.argsort(flat, stable=True)
+    order = fiamma.argsort(fiamma.imag(flat).contiguous(), stable=True)
+    re = fiamma.real(flat).contiguous()[order]
+    return order[fiamma.argsort(re, stable=True)]
+
+
 def _unique(x, op):
     """Sorted distinct values of flattened ``x`` (every NaN distinct), the index of each one's
     first occurrence, each element's position in the values, and the counts."""
@@ -144,7 +154,7 @@ def _unique(x, op):
     if n == 0:
         e = fiamma.empty((0,), dtype=int64, device=x.device)
         return flat.clone(), e, e.reshape(x.shape), e
-    order = fiamma.argsort(flat, stable=True)
+    order = _stable_order(flat)
     s = flat[order]
     # a new value starts where the sorted neighbour differs; NaN != NaN keeps NaNs apart
     new = fiamma.ones((n,), dtype=fiamma.bool, device=x.device)
