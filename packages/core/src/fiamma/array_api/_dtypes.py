@@ -43,7 +43,7 @@ def category(d):
     k = d.kind
     if k == 1:
         return "u" if d.name.startswith("uint") else "i"
-    return "bifc"[k] if k != 1 else "i"
+    return "b?fc"[k]
 
 
 def _signed_wider_than(u):

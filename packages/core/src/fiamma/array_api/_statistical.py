@@ -38,7 +38,7 @@ def _reduce(op, name, x, axis, keepdims, **kw):
     return op(x, dim=axes, keepdim=keepdims, **kw)
 
 
-def accumulation_dtype(x, dtype, name):
+def accumulation_dtype(x, dtype):
     """The standard's result dtype of sum/prod/cumulative_*: the default integer dtype (or
     the unsigned one of its width) for narrower integers and bools, x's dtype otherwise."""
     if dtype is not None:
@@ -58,7 +58,7 @@ def sum(x, /, *, axis=None, dtype=None, keepdims=False):
     >>> xp.sum(xp.asarray([[1, 2], [3, 4]], dtype=xp.int8), axis=0).tolist()
     [4, 6]
     """
-    dt = accumulation_dtype(check_array(x, "sum"), dtype, "sum")
+    dt = accumulation_dtype(check_array(x, "sum"), dtype)
     r = _reduce(fiamma.sum, "sum", x, axis, keepdims, dtype=dt)
     return x.to(dt, copy=True) if r is None else r
 
@@ -70,7 +70,7 @@ def prod(x, /, *, axis=None, dtype=None, keepdims=False):
     >>> xp.prod(xp.asarray([[1, 2], [3, 4]]), axis=(0, 1)).item()
     24
     """
-    dt = accumulation_dtype(check_array(x, "prod"), dtype, "prod")
+    dt = accumulation_dtype(check_array(x, "prod"), dtype)
     axes = norm_axes(axis, x.ndim, "prod")
     r = x.to(dt, copy=True)
     if x.ndim == 0:
@@ -143,7 +143,7 @@ def _cumulative(op, name, identity):
         if not -nd <= axis < nd:
             raise IndexError(f"{name}: axis {axis} is out of range for {nd} dimensions")
         axis %= nd
-        dt = accumulation_dtype(x, dtype, name)
+        dt = accumulation_dtype(x, dtype)
         out = op(x.to(dt), axis) if x.shape[axis] else x.to(dt, copy=True)
         if include_initial:
             shape = list(x.shape)

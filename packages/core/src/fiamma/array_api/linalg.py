@@ -307,7 +307,7 @@ def svdvals(x, /):
 def trace(x, /, *, offset=0, dtype=None):
     """The sum of the ``offset``-th diagonal of each matrix (sum's dtype rules)."""
     _matrices(x, "trace")
-    dt = accumulation_dtype(x, dtype, "trace")
+    dt = accumulation_dtype(x, dtype)
     return fiamma.sum(_la.diagonal(x, offset=offset).to(dt), dim=-1, dtype=dt)
 
 
