@@ -17,6 +17,8 @@ core installs that wheel instead of compiling again.
     nox -s parity                        the tests marked `parity`, against PyTorch
     nox -s xp                            core/autograd/nn/optim's suites on the array-module
                                          backend over NumPy (FIAMMA_CPU_BACKEND=xp), from wheels
+    nox -s array_api                     data-apis/array-api-tests against fiamma.array_api
+                                         (cloned from GitHub or ARRAY_API_TESTS_DIR; not CI)
     nox -s train [-- --epochs N ...]     examples/train_digits.py: the main job (a CNN on real
                                          MNIST digits; checkpoint and PNGs in runs/digits)
     nox -s demo                          examples/quickstart.py
@@ -569,6 +571,72 @@ def xp(session):
     for key in XP_SUITES:
         _pytest_outside(session, PACKAGES[key].tests_dir, "-m", "not parity",
                         env={"FIAMMA_CPU_BACKEND": "xp"})
+
+
+# data-apis/array-api-tests is not on PyPI: a checkout (with its array-api submodule) at a
+# pinned commit, or the one ARRAY_API_TESTS_DIR points at
+ARRAY_API_TESTS_GIT = "https://github.com/data-apis/array-api-tests"
+ARRAY_API_TESTS_COMMIT = "55fcc60179efa2680ddd6cd926ddf17b83530e2b"
+ARRAY_API_TESTS_REQUIRES = ("pytest>=8", "hypothesis>=6.151", "ndindex>=1.8",
+                            "pytest-json-report")
+ARRAY_API_XFAILS = PACKAGES_DIR / "core" / "tests" / "array_api_xfails.txt"
+
+
+def _array_api_tests_checkout(session):
+    """The suite's directory: $ARRAY_API_TESTS_DIR, or a clone (cached under .nox/) of the
+    pinned commit; None when neither is available."""
+    local = os.environ.get("ARRAY_API_TESTS_DIR")
+    if local:
+        path = Path(local).expanduser().resolve()
+        if not (path / "array_api_tests").is_dir() or not (path / "array-api" / "spec").is_dir():
+            session.error(f"ARRAY_API_TESTS_DIR={local} is not an array-api-tests checkout with "
+                          "its array-api submodule (git submodule update --init)")
+        return path
+    dest = ROOT / ".nox" / "_array-api-tests"
+    if (dest / "array-api" / "spec").is_dir() and subprocess.run(
+            ["git", "-C", str(dest), "rev-parse", "HEAD"], capture_output=True,
+            text=True).stdout.strip() == ARRAY_API_TESTS_COMMIT:
+        return dest
+    shutil.rmtree(dest, ignore_errors=True)
+    try:
+        subprocess.run(["git", "clone", "-q", ARRAY_API_TESTS_GIT, str(dest)], check=True,
+                       timeout=300, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
+        subprocess.run(["git", "-C", str(dest), "checkout", "-q", ARRAY_API_TESTS_COMMIT],
+                       check=True)
+        subprocess.run(["git", "-C", str(dest), "submodule", "update", "--init", "-q"],
+                       check=True, timeout=300)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as e:
+        shutil.rmtree(dest, ignore_errors=True)
+        session.log(f"cloning {ARRAY_API_TESTS_GIT} failed: {e}")
+        return None
+    return dest
+
+
+@nox.session
+def array_api(session):
+    """data-apis/array-api-tests against fiamma.array_api (standard 2023.12, 20 examples per
+    test, derandomized), with packages/core/tests/array_api_xfails.txt as the known gaps.
+
+    The suite is not on PyPI: it is cloned from GitHub (pinned commit, cached under .nox/), or
+    taken from ARRAY_API_TESTS_DIR (a checkout with its array-api submodule); the session
+    skips when neither is reachable. ARRAY_API_TESTS_MODULE=numpy measures NumPy on the same
+    settings (no xfails file then). Arguments after `--` go to pytest. Not part of CI."""
+    suite = _array_api_tests_checkout(session)
+    if suite is None:
+        session.skip(f"array-api-tests is not reachable: set ARRAY_API_TESTS_DIR to a local "
+                     f"checkout of {ARRAY_API_TESTS_GIT} (with its array-api submodule)")
+    _install_checkouts(session, _closure(["core"]))
+    session.install(*ARRAY_API_TESTS_REQUIRES)
+    module = os.environ.get("ARRAY_API_TESTS_MODULE", "fiamma.array_api")
+    # --derandomize: the same examples every run, and no example database replaying old failures
+    args = ["--max-examples=20", "--derandomize", "-p", "no:cacheprovider", "-q",
+            "--tb=line", "-W", "ignore::UserWarning"]
+    if module == "fiamma.array_api":
+        args.append(f"--xfails-file={ARRAY_API_XFAILS}")
+    with session.chdir(suite):
+        session.run("python", "-m", "pytest", "array_api_tests", *args, *session.posargs,
+                    env={**CLEAN_ENV, "ARRAY_API_TESTS_MODULE": module,
+                         "ARRAY_API_TESTS_VERSION": "2023.12"})
 
 
 @nox.session

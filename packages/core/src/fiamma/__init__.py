@@ -57,7 +57,7 @@ from fiamma._sparse_ops import spmm, smm  # noqa: F401
 # submodules of core that are imported on first use (import time stays small)
 _SUBMODULES = {"linalg", "fft", "special", "multiprocessing", "safetensors", "utils", "fused",
                "backends", "accelerator", "cuda", "amp", "cpu", "hub", "testing",
-               "detection", "profiler", "sparse"}
+               "detection", "profiler", "sparse", "array_api"}
 
 # sibling distributions, imported on first use
 _SIBLINGS = {

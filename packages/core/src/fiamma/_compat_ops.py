@@ -917,8 +917,9 @@ def nextafter(input, other):
     if input.dtype not in (D.float32, D.float64) or other.dtype is not input.dtype:
         raise RuntimeError(f"nextafter: expected two float32 or two float64 tensors, got "
                            f"{input.dtype} and {other.dtype}")
-    out = f.from_numpy(np.ascontiguousarray(np.nextafter(input.detach().numpy(),
-                                                         other.detach().numpy())))
+    # np.asarray, not np.ascontiguousarray: that one makes a 0-d result 1-d
+    res = np.asarray(np.nextafter(input.detach().numpy(), other.detach().numpy()))
+    out = f.from_numpy(res if res.flags.c_contiguous else res.copy())
     # PyTorch's derivative: 1 with respect to input, 0 with respect to other
     return input + (out - input).detach() if input.requires_grad else out
 

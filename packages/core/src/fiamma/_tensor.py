@@ -97,6 +97,26 @@ class Tensor:
     def device(self):
         return self._storage.device
 
+    def __array_namespace__(self, /, *, api_version=None):
+        """The Python array API namespace of fiamma tensors, ``fiamma.array_api``.
+
+        >>> import fiamma
+        >>> fiamma.zeros(2).__array_namespace__().__name__
+        'fiamma.array_api'
+        """
+        from fiamma import array_api
+
+        if api_version is not None and api_version not in array_api.SUPPORTED_VERSIONS:
+            raise ValueError(f"__array_namespace__: unsupported array API version "
+                             f"{api_version!r}; supported: {array_api.SUPPORTED_VERSIONS}")
+        return array_api
+
+    def to_device(self, device, /, *, stream=None):
+        """This tensor on ``device`` (itself if already there): the array API's ``to``."""
+        if stream is not None:
+            raise ValueError("to_device: the stream argument is not supported")
+        return self.to(device)
+
     @property
     def is_cuda(self):
         return self._storage.device.type == "cuda"
