@@ -23,6 +23,7 @@ typedef struct {
     int wrap;
     int pf; /* the indexed dim spans more than the caches keep close: prefetch */
     int64_t bad;
+    int64_t rowbytes; /* > 0: a 2-d gather of contiguous rows of this size (xo_gather_rows) */
 } xo_ctx;
 
 /* n elements; a/b/ip: operand pointers; sa/sb/si: their BYTE strides along the inner dim */
@@ -241,8 +242,33 @@ typedef struct {
     int64_t st[3][FM_MAX_DIMS + 1]; /* BYTE strides of a, b, idx */
 } xo_space;
 
+/* Whole rows of a gather (index_select along a leading dim, x[idx] on rows): the index is
+   constant along the inner dim, which a and b both step through contiguously; one tight loop
+   over the rows instead of one inner-loop call per row (3x on 64-byte rows). */
+static int xo_gather_rows(const xo_space *sp, char *pa, char *pb, char *pi, xo_ctx *c) {
+    const int64_t rows = sp->sh[0], rb = c->rowbytes;
+    const int64_t sa0 = sp->st[0][0], sb0 = sp->st[1][0], si0 = sp->st[2][0];
+    const int64_t isz = c->isize, ibs = c->ibs;
+    for (int64_t r = 0; r < rows; r++, pa += sa0, pb += sb0, pi += si0) {
+        int64_t v = *(const int64_t *)pi;
+        if (v < 0 && c->wrap) v += isz;
+        if ((uint64_t)v >= (uint64_t)isz) {
+            c->bad = *(const int64_t *)pi;
+            return FM_ERR_INDEX;
+        }
+        if (c->pf && r + 4 < rows) {
+            int64_t w = *(const int64_t *)(pi + 4 * si0);
+            if (w < 0 && c->wrap) w += isz;
+            if ((uint64_t)w < (uint64_t)isz) __builtin_prefetch(pb + 4 * sb0 + w * ibs);
+        }
+        memcpy(pa, pb + v * ibs, (size_t)rb);
+    }
+    return FM_OK;
+}
+
 static int xo_run(const xo_space *sp, char *pa, char *pb, char *pi, xo_loop fn, xo_ctx *c) {
     const int nd = sp->nd, inner = nd - 1;
+    if (c->rowbytes) return xo_gather_rows(sp, pa, pb, pi, c);
     const int64_t n = sp->sh[inner];
     const int64_t sa = sp->st[0][inner], sb = sp->st[1][inner], si = sp->st[2][inner];
     int64_t pos[FM_MAX_DIMS + 1];
@@ -341,7 +367,7 @@ int fm_ixop_init(int mode, int dtype, int ndim, const int64_t *shape,
     if (mode < FM_IXOP_GATHER || mode > FM_IXOP_MIN || isize < 0) return FM_ERR_ARG;
     const int isz = fm_itemsize[dtype];
     int64_t span = isize * istride * isz;
-    xo_ctx c = {isize, istride * isz, wrap, span > XO_PF_SPAN || span < -XO_PF_SPAN, 0};
+    xo_ctx c = {isize, istride * isz, wrap, span > XO_PF_SPAN || span < -XO_PF_SPAN, 0, 0};
     xo_space sp;
     int nd = 0;
     int64_t total = 1;
@@ -397,6 +423,9 @@ int fm_ixop_init(int mode, int dtype, int ndim, const int64_t *shape,
         if (rc) goto fail;
     }
     xo_loop fn;
+    if (mode == FM_IXOP_GATHER && nd == 2 && sp.st[2][1] == 0 && sp.st[0][1] == isz &&
+        sp.st[1][1] == isz)
+        c.rowbytes = sp.sh[1] * isz;
     if (mode == FM_IXOP_GATHER || mode == FM_IXOP_SCATTER) {
         static const xo_loop moves[2][4] = {
             {xo_gather_8, xo_gather_16, xo_gather_32, xo_gather_64},

@@ -79,16 +79,23 @@ def test_lda(sklearn_dispatch):
                                ref.explained_variance_ratio_, rtol=1e-9)
 
 
-# scikit-learn's check_array reads `dtype.kind in "USV"` (NumPy's one-letter kind) on every
-# array it validates with dtype="numeric"; fiamma.dtype.kind is fiamma's integer category
-# (0 bool .. 3 complex), so predict/transform of LDA and Ridge raise a TypeError there
-@pytest.mark.xfail(strict=True, raises=TypeError,
-                   reason="fiamma.dtype.kind is an int; scikit-learn expects NumPy's kind char")
 def test_predict_after_fit(sklearn_dispatch):
+    # scikit-learn's check_array reads NumPy's one-letter `dtype.kind` ("USV" ...) of every
+    # array it validates: fiamma.dtype.kind answers in NumPy's letters
+    from sklearn.discriminant_analysis import LinearDiscriminantAnalysis as LDA
     from sklearn.linear_model import Ridge
 
+    ref = Ridge(alpha=0.7, solver="svd").fit(X, Y_REG)
     got = Ridge(alpha=0.7, solver="svd").fit(fiamma.asarray(X), fiamma.asarray(Y_REG))
-    got.predict(fiamma.asarray(X))
+    np.testing.assert_allclose(_np(got.predict(fiamma.asarray(X))), ref.predict(X), rtol=1e-9)
+    for solver in ("svd",):  # scikit-learn dispatches LDA only with the svd solver
+        ref = LDA(solver=solver).fit(X, Y_CLASS)
+        got = LDA(solver=solver).fit(fiamma.asarray(X), fiamma.asarray(Y_CLASS))
+        np.testing.assert_array_equal(_np(got.predict(fiamma.asarray(X))), ref.predict(X))
+        np.testing.assert_allclose(_np(got.predict_proba(fiamma.asarray(X))),
+                                   ref.predict_proba(X), rtol=1e-7, atol=1e-12)
+        np.testing.assert_allclose(_np(got.decision_function(fiamma.asarray(X))),
+                                   ref.decision_function(X), rtol=1e-7, atol=1e-10)
 
 
 def test_dispatch_off_leaves_numpy_paths():

@@ -289,7 +289,7 @@ def _reference(src_vals, dst):
         else:
             ref = src_vals.astype(NP_DTYPE[dst])
     valid = np.ones(src_vals.shape, bool)
-    if src_vals.dtype.kind == "f" and dst.kind == 1:
+    if src_vals.dtype.kind == "f" and dst._kind == 1:
         info = np.iinfo(NP_DTYPE[dst])
         with np.errstate(invalid="ignore"):
             trunc = np.trunc(src_vals.astype(np.float64))
@@ -355,3 +355,13 @@ def test_bfloat16_rounding_and_specials():
     assert b[2] == np.float32(round_bf16(np.array([3.4e38]))[0])
     assert math.copysign(1, b[3]) == -1 and b[4] == np.inf and np.isnan(b[5])
     assert b[6] == round_bf16(np.array([1e-40], dtype=np.float32))[0]  # subnormals kept
+
+
+def test_kind_is_numpys_letter():
+    import numpy as np
+
+    for dt in (fiamma.bool, fiamma.uint8, fiamma.uint16, fiamma.uint32, fiamma.uint64,
+               fiamma.int8, fiamma.int16, fiamma.int32, fiamma.int64, fiamma.float16,
+               fiamma.float32, fiamma.float64, fiamma.complex64, fiamma.complex128):
+        assert dt.kind == np.dtype(dt.name).kind, dt
+    assert fiamma.bfloat16.kind == "f"

@@ -575,7 +575,7 @@ def test_item_and_tolist(dt, rng):
     assert t.tolist() == a.tolist()
     one = t.select(0, 1).select(0, 2).select(0, 0)
     v = one.item()
-    py = {0: bool, 1: int, 2: float}[dt.kind]
+    py = {0: bool, 1: int, 2: float}[dt._kind]
     assert type(v) is py and v == a[1, 2, 0]
     assert one.tolist() == v  # 0-d: a Python number
     assert t.narrow(0, 0, 1).narrow(1, 0, 1).narrow(2, 0, 1).item() == a[0, 0, 0]

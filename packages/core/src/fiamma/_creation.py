@@ -202,7 +202,7 @@ def fill_(t, value):
         value = value.item()
     if t._numel == 0:
         return t
-    if t._dtype.kind == 3:
+    if t._dtype._kind == 3:
         # the parts are real views of the same memory: two real fills
         from fiamma._ops.complex_ops import imag_, real_
 
@@ -215,11 +215,11 @@ def fill_(t, value):
             raise RuntimeError(f"fill_: value {value} cannot be converted to type {t._dtype} "
                                "without overflow")
         value = value.real
-    if t._dtype.kind != 2:
+    if t._dtype._kind != 2:
         from fiamma._ops.indexing import check_fits
 
         check_fits(value, t._dtype, "fill_")
-    if t._dtype.kind == 2 or isinstance(value, builtins.float):
+    if t._dtype._kind == 2 or isinstance(value, builtins.float):
         v = builtins.float(value)
         rc = t._storage.backend.fill(t, v, 0, 0)
     else:
@@ -390,7 +390,7 @@ def _arange(start, end, step, out, dtype, device, requires_grad, empty_ok):
     if end is None:
         start, end = 0, start
     if any(isinstance(v, builtins.complex) for v in (start, end, step)) or (
-            dtype is not None and D.to_dtype(dtype, op).kind == 3):
+            dtype is not None and D.to_dtype(dtype, op)._kind == 3):
         raise TypeError(f"{op}: not implemented for complex numbers or dtypes (as in PyTorch; "
                         "use linspace, which takes them)")
     if (type(start) is builtins.int and type(end) is builtins.int and step == 1
@@ -409,7 +409,7 @@ def _arange(start, end, step, out, dtype, device, requires_grad, empty_ok):
     for v in (s, e, st):
         if isinstance(v, builtins.float) and not math.isfinite(v):
             raise RuntimeError(f"{op}: unsupported range: {s} -> {e} (step {st})")
-    if dt.kind == 2:
+    if dt._kind == 2:
         fs, fe, fst = builtins.float(s), builtins.float(e), builtins.float(st)
         if fst == 0:
             raise RuntimeError(f"{op}: step must be nonzero")
@@ -471,7 +471,7 @@ def range(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devic
     if not q <= (1 << 62):
         raise RuntimeError(f"{op}: invalid size {q}, possible overflow")
     n = math.floor(q) + 1
-    if dt.kind == 2:
+    if dt._kind == 2:
         def fill(t):
             return check(t._storage.backend.arange(t, s, st, 0, 0), op)
     else:
@@ -498,7 +498,7 @@ def _complex_number(x, op, name):
         return x
     if isinstance(x, np.generic) and x.dtype.kind == "c":
         return builtins.complex(x.item())
-    if isinstance(x, Tensor) and x._dtype.kind == 3:
+    if isinstance(x, Tensor) and x._dtype._kind == 3:
         if x._numel != 1:
             raise RuntimeError(f"{op}: {name} must be a number or a one-element tensor, got a "
                                f"tensor of shape {list(x._shape)}")
@@ -523,11 +523,11 @@ def _complex_space(op, values, dtype, out):
         dt = D.to_dtype(dtype, op)
     elif out is not None and isinstance(out, Tensor):
         dt = out._dtype
-    if all(c is None for c in cs) and (dt is None or dt.kind != 3):
+    if all(c is None for c in cs) and (dt is None or dt._kind != 3):
         return None
     if dt is None:
         dt = D.get_default_dtype().to_complex
-    elif dt.kind != 3:
+    elif dt._kind != 3:
         raise RuntimeError(f"{op}: complex start/end/base need a complex dtype, got {dt}")
     s = cs[0] if cs[0] is not None else builtins.complex(_number(values[0], op, "start"))
     e = cs[1] if cs[1] is not None else builtins.complex(_number(values[1], op, "end"))
@@ -547,7 +547,7 @@ def _complex_emit(re, im, n, dt, device, out, requires_grad, op):
 def _space_args(start, end, dt, op):
     s = builtins.float(_number(start, op, "start"))
     e = builtins.float(_number(end, op, "end"))
-    if dt.kind == 1:
+    if dt._kind == 1:
         info = np.iinfo(dt._np)
         # PyTorch's checked conversion: unsigned types also take negatives down to -max (wrapping)
         lo = -builtins.int(info.max) if info.min == 0 else builtins.int(info.min)
@@ -639,7 +639,7 @@ def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_g
     k = builtins.min(n, m)
     if k:
         d = t
-        if t._dtype.kind == 3:  # the real parts of the diagonal (a real view of t)
+        if t._dtype._kind == 3:  # the real parts of the diagonal (a real view of t)
             from fiamma._ops.complex_ops import real_
 
             d = real_(t)

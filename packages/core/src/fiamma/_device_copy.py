@@ -47,7 +47,7 @@ def to_device(x, dev, non_blocking=False):
     dev = device(dev)
     out = _async_copy(x, dev) if non_blocking and x._numel and x._contig else None
     if out is not None:
-        if x.requires_grad and x._dtype.kind == 2:
+        if x.requires_grad and x._dtype._kind == 2:
             G.record("to", out, (x,), {"device": dev, "source_device": x._storage.device})
         return out
     src = x if x._storage.device is CPU else _host_copy(x)
@@ -58,7 +58,7 @@ def to_device(x, dev, non_blocking=False):
         if out._numel:
             src = src if src._contig else src.contiguous()
             _backend.check(out._storage.backend.from_host(out, src._dtype, src._ptr), "to")
-    if x.requires_grad and x._dtype.kind == 2:
+    if x.requires_grad and x._dtype._kind == 2:
         G.record("to", out, (x,), {"device": dev, "source_device": x._storage.device})
     return out
 

@@ -26,13 +26,13 @@ class dtype:
     """
 
     __slots__ = ("name", "code", "itemsize", "is_floating_point", "is_complex", "is_signed",
-                 "kind", "_np", "_fmt")
+                 "_kind", "_np", "_fmt")
 
     def __init__(self, name, code, itemsize, kind, np_dtype, fmt):
         self.name = name
         self.code = code
         self.itemsize = itemsize
-        self.kind = kind  # 0 bool, 1 integer, 2 floating, 3 complex
+        self._kind = kind  # 0 bool, 1 integer, 2 floating, 3 complex
         self.is_floating_point = kind == 2
         self.is_complex = kind == 3
         self.is_signed = kind >= 2 or name.startswith("int")
@@ -48,9 +48,18 @@ class dtype:
     def to_complex(self):
         """The complex dtype with this dtype's parts (float64 -> complex128); complex dtypes
         give themselves, other dtypes complex64 (fiamma has no complex32)."""
-        if self.kind == 3:
+        if self._kind == 3:
             return self
         return complex128 if self is float64 else complex64
+
+    @property
+    def kind(self):
+        """NumPy's one-letter kind: 'b' bool, 'i' signed and 'u' unsigned integer, 'f' floating
+        (bfloat16 too), 'c' complex (libraries written for NumPy dtypes read it)."""
+        k = self._kind
+        if k == 1:
+            return "i" if self.is_signed else "u"
+        return "bifc"[k]
 
     def __repr__(self):
         return NAMESPACE + self.name
@@ -133,15 +142,15 @@ def to_dtype(obj, op="dtype"):
 def _promote_pair(a, b):
     if a is b:
         return a
-    if a.kind == 3 or b.kind == 3:
+    if a._kind == 3 or b._kind == 3:
         # complex with anything: complex parts wide enough for both (float64 + complex64 ->
         # complex128); complex beats the other categories
         return complex128 if complex128 in (a, b) or float64 in (a, b) else complex64
-    if a.kind != b.kind:
-        return a if a.kind > b.kind else b
-    if a.kind == 0:
+    if a._kind != b._kind:
+        return a if a._kind > b._kind else b
+    if a._kind == 0:
         return bool
-    if a.kind == 2:
+    if a._kind == 2:
         if {a, b} == {float16, bfloat16}:
             return float32
         return a if a.itemsize > b.itemsize else b
@@ -175,14 +184,14 @@ def _combine(higher, lower):
         return lower
     if lower is None:
         return higher
-    if higher.kind == 3:
+    if higher._kind == 3:
         return higher
-    if lower.kind == 3:
+    if lower._kind == 3:
         # a complex lower participant keeps a floating higher one's precision
-        return higher.to_complex if higher.kind == 2 else lower
-    if higher.kind == 2:
+        return higher.to_complex if higher._kind == 2 else lower
+    if higher._kind == 2:
         return higher
-    if higher is bool or lower.kind == 2:
+    if higher is bool or lower._kind == 2:
         return _PROMOTE[higher.code][lower.code]
     return higher
 
@@ -230,7 +239,7 @@ def result_type(*operands):
 
 def can_cast(from_, to):
     """Whether a cast is allowed by PyTorch's same-kind rule (torch.can_cast)."""
-    return from_.kind <= to.kind
+    return from_._kind <= to._kind
 
 
 # ---- default dtype ---------------------------------------------------------------------------
@@ -286,7 +295,7 @@ class iinfo:
 
     def __init__(self, type):
         t = to_dtype(type, "iinfo")
-        if t.kind >= 2:
+        if t._kind >= 2:
             raise TypeError(f"iinfo: expected an integer dtype, got {t}")
         ii = np.iinfo(np.uint8 if t is bool else t._np)
         self.dtype = t.name

@@ -118,12 +118,12 @@ class _Formatter:
     """Formats every element of one tensor with a common mode and width."""
 
     def __init__(self, values, dt, precision, sci_mode):
-        self.floating = dt.kind == 2
+        self.floating = dt._kind == 2
         self.precision = precision
         flat = values.ravel()
         if not self.floating:
             self.sci = self.int_mode = False
-            strs = [str(v) for v in (flat.astype(bool) if dt.kind == 0 else flat).tolist()]
+            strs = [str(v) for v in (flat.astype(bool) if dt._kind == 0 else flat).tolist()]
             self.width = max(map(len, strs), default=1)
             return
         flat = flat.astype(np.float64)
@@ -240,9 +240,9 @@ def tensor_repr(t):
         shown = _edges(a, opts["edgeitems"]) if t._numel > opts["threshold"] else a
         if dt is D.bfloat16:
             shown = _bf16_bits_to_f32(shown)
-        fmt = _ComplexFormatter(shown, opts["precision"], opts["sci_mode"]) if dt.kind == 3 \
+        fmt = _ComplexFormatter(shown, opts["precision"], opts["sci_mode"]) if dt._kind == 3 \
             else _Formatter(shown, dt, opts["precision"], opts["sci_mode"])
-        if dt.kind == 0:
+        if dt._kind == 0:
             shown = shown.astype(bool)
         body = _render(shown, a.shape, indent, fmt, opts)
         if not opts["edgeitems"]:  # "[...]" says nothing of the shape

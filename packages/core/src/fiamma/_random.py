@@ -286,7 +286,7 @@ def _fill_int(t, low, rng, generator, op):
 
 
 def _check_float(dt, op):
-    if dt.kind != 2:
+    if dt._kind != 2:
         raise TypeError(f"{op}: expected a floating point dtype, got {dt}")
 
 
@@ -357,7 +357,7 @@ def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
     dt = _default_float(dtype, op, True)
     t = new_empty(shape, dt) if out is None and device is None else \
         _result(shape, dt, device, out, op)
-    if dt.kind == 3:  # real and imaginary parts each uniform in [0, 1), as PyTorch
+    if dt._kind == 3:  # real and imaginary parts each uniform in [0, 1), as PyTorch
         _fill_pairs(t, _UNIFORM, 1.0, generator, op)
     else:
         _fill(t, _UNIFORM, 0.0, 1.0, generator, op)
@@ -379,7 +379,7 @@ def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
     dt = _default_float(dtype, op, True)
     t = new_empty(shape, dt) if out is None and device is None else \
         _result(shape, dt, device, out, op)
-    if dt.kind == 3:  # a standard complex normal: each part N(0, 1/2), as PyTorch
+    if dt._kind == 3:  # a standard complex normal: each part N(0, 1/2), as PyTorch
         _fill_pairs(t, _NORMAL, math.sqrt(0.5), generator, op)
     else:
         _fill(t, _NORMAL, 0.0, 1.0, generator, op)
@@ -390,7 +390,7 @@ def _default_float(dtype, op, complex_ok=False):
     if dtype is None:
         return D._default[0]
     dt = dtype if type(dtype) is D.dtype else D.to_dtype(dtype, op)
-    if dt.kind != 2 and not (complex_ok and dt.kind == 3):
+    if dt._kind != 2 and not (complex_ok and dt._kind == 3):
         raise TypeError(f"{op}: expected a floating point dtype, got {dt}")
     return dt
 
@@ -448,14 +448,14 @@ _DIGITS = {D.float16: 11, D.bfloat16: 8, D.float32: 24, D.float64: 53, D.complex
 def _limits(dt):
     if dt is D.bool:
         return 0, 1
-    if dt.kind == 1:
+    if dt._kind == 1:
         info = np.iinfo(dt._np)
         return builtins.int(info.min), builtins.int(info.max)
     return -(1 << _DIGITS[dt]), 1 << _DIGITS[dt]
 
 
 _LIMITS = {dt: _limits(dt) for dt in D.ALL}
-_FMAX = {dt: D.finfo(dt).max for dt in D.ALL if dt.kind == 2}
+_FMAX = {dt: D.finfo(dt).max for dt in D.ALL if dt._kind == 2}
 
 
 def _int_range_limits(dt):
@@ -469,7 +469,7 @@ def _check_from_to(low, high, dt, op):
     if low >= high:
         raise RuntimeError(f"{op}: expects 'from' to be less than 'to', but got from={low} >= "
                            f"to={high}")
-    if dt.kind == 2:
+    if dt._kind == 2:
         fmax = _FMAX[dt]
         for name, v in (("from", low), ("to - 1", high - 1)):
             if not -fmax <= v <= fmax:
@@ -728,7 +728,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
     op = "multinomial"
     if not isinstance(input, Tensor):
         raise TypeError(f"{op}: expected a Tensor, got {type(input).__name__}")
-    if input._dtype.kind != 2:
+    if input._dtype._kind != 2:
         raise RuntimeError(f"{op}: only supports floating-point dtypes for input, got "
                            f"{input._dtype}")
     if input.ndim not in (1, 2):

@@ -443,7 +443,7 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None,
     if device is not None:
         v = v.to(device)
     i = _as_tensor(indices, op, "indices", device=v.device)
-    if i._dtype.kind > 1 or i._dtype is D.bool:
+    if i._dtype._kind > 1 or i._dtype is D.bool:
         raise RuntimeError(f"{op}: indices must be an integer tensor, got {i._dtype}")
     if i._dtype is not D.int64:
         i = i.to(D.int64)
@@ -502,7 +502,7 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None,
         coalesced = True
     s = _make(i, v, shape, coalesced)
     if requires_grad:
-        if v._dtype.kind < 2:
+        if v._dtype._kind < 2:
             raise RuntimeError(f"{op}: only floating point and complex tensors can require "
                                f"gradients, got {v._dtype}")
         s.requires_grad_(True)

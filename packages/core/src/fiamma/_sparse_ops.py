@@ -266,7 +266,7 @@ def sparse_sum(input, dim=None, keepdim=False, *, dtype=None):
     ddims = [d - sd + 1 for d in dims if d >= sd]
     if ddims:
         v = v.sum(ddims)
-    elif v.dtype.kind < 2:  # integers and bool sum to int64, as the dense sum
+    elif v.dtype._kind < 2:  # integers and bool sum to int64, as the dense sum
         v = v.to(D.int64)
     keep = [d for d in range(sd) if d not in dims]
     if not keep:

@@ -131,7 +131,7 @@ class Tensor:
 
     def is_complex(self):
         """Whether the dtype is complex (complex64 or complex128)."""
-        return self._dtype.kind == 3
+        return self._dtype._kind == 3
 
     layout = _STRIDED
 
@@ -187,7 +187,7 @@ class Tensor:
         return self._storage.is_shared()
 
     def is_floating_point(self):
-        return self._dtype.kind == 2
+        return self._dtype._kind == 2
 
     def is_signed(self):
         return self._dtype.is_signed
@@ -423,14 +423,14 @@ class Tensor:
     # tensor (fiamma has no lazy conjugate bit)
     @property
     def H(self):
-        return self.T if self._dtype.kind != 3 else self.T.conj()
+        return self.T if self._dtype._kind != 3 else self.T.conj()
 
     @property
     def mH(self):
-        return self.mT if self._dtype.kind != 3 else self.mT.conj()
+        return self.mT if self._dtype._kind != 3 else self.mT.conj()
 
     def adjoint(self):
-        return self.mT if self._dtype.kind != 3 else self.mT.conj()
+        return self.mT if self._dtype._kind != 3 else self.mT.conj()
 
     def squeeze(self, dim=None):
         nd = len(self._shape)
@@ -699,7 +699,7 @@ class Tensor:
             raise RuntimeError(f"item: a Tensor with {self._numel} elements cannot be converted "
                                "to a Python number")
         t = self if self._storage.device is CPU else self.cpu()
-        k = t._dtype.kind
+        k = t._dtype._kind
         if k == 2:
             return _cpu.read_float(t)
         if k == 3:
@@ -730,7 +730,7 @@ class Tensor:
         return builtins.int(self.item())
 
     def __index__(self):
-        if self._dtype.kind == 2 or self._numel != 1:
+        if self._dtype._kind == 2 or self._numel != 1:
             raise TypeError("only integer tensors of a single element can be converted to an index")
         return self.item()
 
@@ -968,14 +968,14 @@ def _copy_into(dst, src):
 
 
 def _cast(x, dt):
-    if x._dtype.kind == 3 and dt.kind != 3:
+    if x._dtype._kind == 3 and dt._kind != 3:
         import warnings
 
         warnings.warn("Casting complex values to real discards the imaginary part",
                       UserWarning, stacklevel=3)
     out = new_empty(x._shape, dt, x._storage.device)
     _copy_into(out, x)
-    if x.requires_grad and dt.kind >= 2:
+    if x.requires_grad and dt._kind >= 2:
         G.record("to", out, (x,), {"dtype": dt})
     return out
 

@@ -69,7 +69,7 @@ def _float_src(x, op):
     dt = x._dtype
     if dt in (D.float16, D.bfloat16):
         raise RuntimeError(f"fft.{op}: Unsupported dtype {dt} (use float32 or float64)")
-    if dt.kind < 2:
+    if dt._kind < 2:
         x = x.to(D.get_default_dtype())
     return x
 
@@ -90,7 +90,7 @@ class _DevSignal:
 
 
 def _real_np(x, op):
-    if isinstance(x, Tensor) and x._dtype.kind == 3:
+    if isinstance(x, Tensor) and x._dtype._kind == 3:
         raise RuntimeError(f"fft.{op}: expected a real input tensor, but got {x._dtype}")
     x = _float_src(x, op)
     if x._storage.device.type != "cpu":
@@ -101,7 +101,7 @@ def _real_np(x, op):
 def _complex_np(x, op, pairs=False):
     """The complex NumPy array of a complex tensor, of a real one (zero imaginary parts), or
     with ``pairs`` of a (..., 2) (real, imag) tensor (a view when the pairs are contiguous)."""
-    if isinstance(x, Tensor) and x._dtype.kind == 3:
+    if isinstance(x, Tensor) and x._dtype._kind == 3:
         x = x.detach()
         if x._storage.device.type != "cpu":
             from fiamma._ops.complex_ops import view_as_real
@@ -128,7 +128,7 @@ def _complex_np(x, op, pairs=False):
 def _is_complex_input(x, complex_input, op):
     """Whether the input is a complex signal: a complex tensor, or (real, imag) pairs with
     ``complex_input=True``; any other real tensor is a real signal (PyTorch)."""
-    if isinstance(x, Tensor) and x._dtype.kind == 3:
+    if isinstance(x, Tensor) and x._dtype._kind == 3:
         return True
     return builtins.bool(complex_input)
 

@@ -123,9 +123,9 @@ def _float_np(A, op, name="A", complex_ok=False):
     dt = A._dtype
     if dt in (D.float16, D.bfloat16):
         raise RuntimeError(f"linalg.{op}: Low precision dtypes not supported. Got {_NAMES[dt]}")
-    if dt.kind == 3 and not complex_ok:
+    if dt._kind == 3 and not complex_ok:
         raise RuntimeError(f"linalg.{op}: complex input ({dt}) is not supported")
-    if dt.kind < 2:
+    if dt._kind < 2:
         raise RuntimeError(f"linalg.{op}: Expected a floating point or complex tensor as input. "
                            f"Got {_NAMES[dt]}")
     return _arr(A)
@@ -254,12 +254,12 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
     5.0
     """
     _check(x, "vector_norm", "x")
-    if x._dtype.kind == 3 and (dtype is None or dtype.kind == 3):
+    if x._dtype._kind == 3 and (dtype is None or dtype._kind == 3):
         # the norm of complex values is the norm of their magnitudes (real, as PyTorch)
         x = x.abs()
         dtype = None if dtype is None else dtype.to_real
     dt = x._dtype if dtype is None else dtype
-    if dt.kind != 2:
+    if dt._kind != 2:
         raise RuntimeError("linalg.vector_norm: Expected a floating point or complex tensor as "
                            f"input. Got {_NAMES[dt]}")
     if isinstance(ord, str):

@@ -59,7 +59,7 @@ def _compare_tensors(a, b, rtol, atol, equal_nan, check_dtype, check_device, che
     y = b.detach().to(conv).numpy()
     if a.numel() == 0:
         return
-    if conv.kind == 1 and rtol == 0 and atol == 0:
+    if conv._kind == 1 and rtol == 0 and atol == 0:
         bad = x != y
         diff = (np.maximum(x, y) - np.minimum(x, y)).astype(np.float64)
     else:

@@ -69,7 +69,7 @@ def _make_grads(outputs, grads, op):
         if g is None:
             if t.numel() != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
-            if t._dtype.kind == 3:
+            if t._dtype._kind == 3:
                 raise RuntimeError("grad can be implicitly created only for real scalar "
                                    f"outputs (got {t.dtype})")
             g = fiamma.ones_like(t)

@@ -294,8 +294,8 @@ def record(op, out, inputs, kwargs):
     if cls is None:
         cls = node_class(op)
     if type(out) is Tensor or isinstance(out, Tensor):
-        if out._dtype.kind != 2:
-            if out._dtype.kind != 3:
+        if out._dtype._kind != 2:
+            if out._dtype._kind != 3:
                 return
             cls = complex_node_class(op)  # complex result: conjugated saved tensors
         for x in inputs:
@@ -322,9 +322,9 @@ def record(op, out, inputs, kwargs):
                 mo.vver = out._storage.version
         return
     outs = tuple(out)
-    if not any(isinstance(o, Tensor) and o._dtype.kind >= 2 for o in outs):
+    if not any(isinstance(o, Tensor) and o._dtype._kind >= 2 for o in outs):
         return
-    if any(isinstance(t, Tensor) and t._dtype.kind == 3 for t in outs + tuple(inputs)):
+    if any(isinstance(t, Tensor) and t._dtype._kind == 3 for t in outs + tuple(inputs)):
         cls = complex_node_class(op)
     node = _make_node(cls, inputs, kwargs, False)
     node._nout = len(outs)
@@ -336,7 +336,7 @@ def record(op, out, inputs, kwargs):
         if hooks_active[0]:
             pack_saved_output(node)
     for i, o in enumerate(outs):
-        if isinstance(o, Tensor) and o._dtype.kind >= 2:
+        if isinstance(o, Tensor) and o._dtype._kind >= 2:
             o.grad_fn = node
             o.requires_grad = True
             o._ag = Meta(i)
@@ -395,7 +395,7 @@ def inplace(fn, name, self, args, kwargs):
     (and recorded), written into ``self``, and ``self``'s history is rebased on it."""
     check_inplace_target(self, name)
     res = fn(self, *args, **kwargs)
-    if res._dtype.kind > self._dtype.kind:
+    if res._dtype._kind > self._dtype._kind:
         raise RuntimeError(f"{name}: result type {res._dtype} can't be cast to the desired "
                            f"output type {self._dtype}")
     node = res.grad_fn
@@ -417,7 +417,7 @@ def inplace(fn, name, self, args, kwargs):
 def record_inplace(op, out, inputs, kwargs):
     """Core's hook after an in-place op that overwrote ``out`` without reading it."""
     check_inplace_target(out, op)
-    k = out._dtype.kind
+    k = out._dtype._kind
     if k != 2 and k != 3:
         return
     node = _make_node(node_class(op) if k == 2 else complex_node_class(op), inputs, kwargs,
@@ -448,7 +448,7 @@ def requires_grad_(t, flag):
             "requires_grad_: you can only change requires_grad flags of leaf variables. If you "
             "want to use a computed variable in a subgraph that doesn't require differentiation "
             "use var_no_grad = var.detach().")
-    if flag and t._dtype.kind < 2:
+    if flag and t._dtype._kind < 2:
         raise RuntimeError(f"requires_grad_: only Tensors of floating point and complex dtype "
                            f"can require gradients (got {t._dtype})")
     t.requires_grad = flag

@@ -270,7 +270,7 @@ class Node:
         return tuple(res)
 
     def _attach(self, alias, nr):
-        if alias._dtype.kind < 2:
+        if alias._dtype._kind < 2:
             return alias
         t = alias.detach()
         t.requires_grad = True
@@ -367,7 +367,7 @@ class Node:
             if g._shape != shape:
                 g = F.sum_to_shape(g, shape)
             if g._dtype is not dt:
-                g = g.real if g._dtype.kind == 3 and dt.kind != 3 else g
+                g = g.real if g._dtype._kind == 3 and dt._kind != 3 else g
                 g = g.to(dt)
             out.append(g)
         if self._post is not None:
@@ -380,7 +380,7 @@ class Node:
 
 def _conj(x):
     if isinstance(x, Tensor):
-        return x.conj() if x._dtype.kind == 3 else x
+        return x.conj() if x._dtype._kind == 3 else x
     if isinstance(x, complex):
         return x.conjugate()
     if isinstance(x, (tuple, list)) and any(isinstance(v, Tensor) for v in x):

@@ -190,7 +190,7 @@ def _wrap_outputs(node, args, out):
             meta.append((None, None, None))
             continue
         meta.append((o._shape, o._dtype, o.device))
-        if any(o is t for t in non_diff) or o._dtype.kind < 2:
+        if any(o is t for t in non_diff) or o._dtype._kind < 2:
             if not any(o is a for a in args):
                 o.requires_grad = False
             continue

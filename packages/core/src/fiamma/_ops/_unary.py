@@ -146,7 +146,7 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None, *, out=None):
     dtype's largest / lowest finite value). Integer and bool tensors are copied unchanged."""
     if not isinstance(input, Tensor):
         raise TypeError(f"nan_to_num: expected a Tensor, got {type(input).__name__}")
-    if input._dtype.kind != 2:
+    if input._dtype._kind != 2:
         res = input.clone() if out is None else out
         if out is not None:
             if out._shape != input._shape:

@@ -30,7 +30,7 @@ def _approx_code(approximate, op):
 def _check(x, op, what="input"):
     if not isinstance(x, Tensor):
         raise TypeError(f"{op}: expected {what} to be a Tensor, got {type(x).__name__}")
-    if x._dtype.kind != 2:
+    if x._dtype._kind != 2:
         raise TypeError(f"{op}: expected a floating point {what}, got dtype {x._dtype}")
 
 

@@ -92,7 +92,7 @@ def view_as_real(input):
     [[1.0, 2.0]]
     """
     x = _t(input, "view_as_real")
-    if x._dtype.kind != 3:
+    if x._dtype._kind != 3:
         raise RuntimeError(f"view_as_real is only supported for complex tensors, got {x._dtype}")
     return _rec("view_as_real", _reinterpret(x, x._dtype.to_real, x._shape + (2,),
                                              tuple(2 * s for s in x._stride) + (1,),
@@ -152,7 +152,7 @@ def real(input):
     [1.0]
     """
     x = _t(input, "real")
-    return _rec("real", _part(x, 0, "real"), (x,)) if x._dtype.kind == 3 else x
+    return _rec("real", _part(x, 0, "real"), (x,)) if x._dtype._kind == 3 else x
 
 
 def imag(input):
@@ -163,7 +163,7 @@ def imag(input):
     [2.0]
     """
     x = _t(input, "imag")
-    if x._dtype.kind != 3:
+    if x._dtype._kind != 3:
         raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
     return _rec("imag", _part(x, 1, "imag"), (x,))
 
@@ -177,7 +177,7 @@ def _fresh_like(x, dt=None):
 def conj_physical(input):
     """The complex conjugate as a new tensor (real tensors: a copy)."""
     x = _t(input, "conj_physical")
-    if x._dtype.kind != 3:
+    if x._dtype._kind != 3:
         return x.clone()
     res = _fresh_like(x)
     if res._numel:
@@ -194,7 +194,7 @@ def conj(input):
     [(1-2j)]
     """
     x = _t(input, "conj")
-    if x._dtype.kind != 3:
+    if x._dtype._kind != 3:
         return x
     res = conj_physical(x)
     return res
@@ -204,7 +204,7 @@ def conj_physical_(input):
     """Conjugate a complex tensor in place (negate its imaginary part); real tensors are left
     as they are. Returns the input."""
     x = _t(input, "conj_physical_")
-    if x._dtype.kind == 3:
+    if x._dtype._kind == 3:
         imag_(x).neg_()
         x._bump()
     return x
@@ -228,7 +228,7 @@ def resolve_neg(input):
 
 def is_complex(input):
     """Whether the tensor's dtype is complex (complex64 or complex128)."""
-    return _t(input, "is_complex")._dtype.kind == 3
+    return _t(input, "is_complex")._dtype._kind == 3
 
 
 def angle(input):
@@ -242,7 +242,7 @@ def angle(input):
     """
     x = _t(input, "angle")
     xp = xp_of(x)
-    if x._dtype.kind == 3:
+    if x._dtype._kind == 3:
         res = _fresh_like(x, x._dtype.to_real)
         if res._numel:
             _put(res, xp.angle(arr(x)))
@@ -250,7 +250,7 @@ def angle(input):
     # real input: composed of differentiable ops (its gradient is zero)
     from fiamma._ops.elementwise import where
 
-    f = x if x._dtype.kind == 2 else x.to(D.get_default_dtype())
+    f = x if x._dtype._kind == 2 else x.to(D.get_default_dtype())
     return where(f < 0, math.pi, where(f.isnan(), f, 0.0))
 
 
@@ -332,7 +332,7 @@ def sgn(input):
     [(0.6000000238418579+0.800000011920929j)]
     """
     x = _t(input, "sgn")
-    if x._dtype.kind != 3:
+    if x._dtype._kind != 3:
         return x.sign()
     xp = xp_of(x)
     res = _fresh_like(x)

@@ -56,7 +56,7 @@ def _compute_dtype(op, *ts):
         if t is not None and t._dtype is not dt:
             raise RuntimeError(f"{op}: expected input, weight and bias to have the same dtype, "
                                f"got {', '.join(str(x._dtype) for x in ts if x is not None)}")
-    if dt.kind != 2:
+    if dt._kind != 2:
         raise RuntimeError(f"{op}: not implemented for dtype {dt} (expected a floating dtype)")
     return dt, (dt if dt in (D.float32, D.float64) else D.float32)
 

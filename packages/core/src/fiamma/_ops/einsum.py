@@ -365,7 +365,7 @@ def _pair(a, b, need, sizes, trace=None):
     if M == 1 and N == 1 and nb_:
         # a batch of dot products: elementwise product and a sum beat tiny matmuls
         prod = _rs(ta, bsa + (K,)) * _rs(tb, bsb + (K,))
-        if prod._dtype.kind == 2 and K > 1:  # BLAS gemv sums rows faster than a reduction
+        if prod._dtype._kind == 2 and K > 1:  # BLAS gemv sums rows faster than a reduction
             from fiamma._creation import ones
 
             r = prod.matmul(ones(K, dtype=prod._dtype, device=prod._storage.device))
@@ -561,7 +561,7 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     for name, t in (("x1", x1), ("x2", x2)):
         if not isinstance(t, Tensor):
             raise TypeError(f"{op}: expected {name} to be a Tensor, got {type(t).__name__}")
-        if t._dtype.kind != 2:
+        if t._dtype._kind != 2:
             raise RuntimeError(f"{op}: cdist only supports floating-point dtypes, {name} got: "
                                f"{t._dtype}")
         if len(t._shape) < 2:

@@ -44,7 +44,7 @@ DOUBLE = 3     # compute in float64 (float_power)
 
 
 def _compute_dtype(kind, rt):
-    if kind == TRUEDIV and rt.kind < 2:
+    if kind == TRUEDIV and rt._kind < 2:
         return D.get_default_dtype()
     if kind == DOUBLE:
         return D.float64
@@ -67,7 +67,7 @@ def _raise(rc, name, dt):
 
 def _scalar_args(s, ct, name):
     """A Python scalar as (double, int64) for the C kernel."""
-    if ct.kind == 2:
+    if ct._kind == 2:
         return builtins.float(s), 0
     v = builtins.int(s)
     if not -_I64 <= v < _I64:
@@ -80,7 +80,7 @@ def _scalar_args(s, ct, name):
 def _check_scalar_fits(s, dt, name):
     """PyTorch's check for scalar bounds of clamp/where on integer tensors: out-of-range values
     raise (negative values wrap for unsigned types, as in C)."""
-    if dt.kind >= 2 or not is_scalar(s) or isinstance(s, builtins.float):
+    if dt._kind >= 2 or not is_scalar(s) or isinstance(s, builtins.float):
         return
     v = builtins.int(s)
     info = D.iinfo(dt)
@@ -129,17 +129,17 @@ def _promote(a, b):
             if b._dtype is da:
                 return da
         elif tb is float:
-            return da if da.kind >= 2 else D.get_default_dtype()
+            return da if da._kind >= 2 else D.get_default_dtype()
         elif tb is int:
-            return da if da.kind else D.int64
+            return da if da._kind else D.int64
         elif tb is bool:
             return da
     elif tb is Tensor:
         db = b._dtype
         if ta is float:
-            return db if db.kind >= 2 else D.get_default_dtype()
+            return db if db._kind >= 2 else D.get_default_dtype()
         if ta is int:
-            return db if db.kind else D.int64
+            return db if db._kind else D.int64
         if ta is bool:
             return db
     return D.result_type(a, b)
@@ -164,7 +164,7 @@ def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=No
             a._dtype is b._dtype):
         ct = a._dtype
         if (kwargs is None and record and a._shape == b._shape and a._cpu_contig and
-                b._cpu_contig and (kind != TRUEDIV or ct.kind == 2)):
+                b._cpu_contig and (kind != TRUEDIV or ct._kind == 2)):
             # what the operator method's hot path takes (fiamma.add(x, y) as x + y): that
             # method exists for this op under this name, and its tests hold, so it cannot fall
             # back here
@@ -174,7 +174,7 @@ def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=No
         if (kind == ARITH or kind == PREDICATE) and a._storage.device is CPU is b._storage.device:
             # two CPU tensors of one dtype (m + bias): no promotion, cast or device search
             if not _BIN_OK[code][ct.code]:
-                if ct.kind == 3 and code in _cx.BINARY:
+                if ct._kind == 3 and code in _cx.BINARY:
                     return _complex_same(code, name, kind, a, b, record, kwargs)
                 _raise(K.ERR_DTYPE, name, ct)
             sa, sb = a._shape, b._shape
@@ -213,11 +213,11 @@ def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=No
     else:
         raise TypeError(f"{name}: expected at least one tensor operand")
     ct = _compute_dtype(kind, _promote(a, b))
-    if not _BIN_OK[code][ct.code] and not (ct.kind == 3 and code in _cx.BINARY):
+    if not _BIN_OK[code][ct.code] and not (ct._kind == 3 and code in _cx.BINARY):
         _raise(K.ERR_DTYPE, name, ct)  # also for empty operands
     od = D.bool if kind == PREDICATE else ct
     res = new_empty(shape, od, dev) if out is None else _result(out, shape, od, dev, name, (a, b))
-    if res._numel and ct.kind == 3:
+    if res._numel and ct._kind == 3:
         _cx.binary_into(code, res, cast(a, ct).expand(shape) if ta else a,
                         cast(b, ct).expand(shape) if tb else b, ct, params)
     elif res._numel:
@@ -269,7 +269,7 @@ def unary(code, name, x, out=None, p0=0.0, p1=0.0, p2=0.0, float_only=False, rec
     if type(x) is Tensor and out is None and x._cpu_contig and not (p0 or p1 or p2):
         # a contiguous CPU tensor (x.exp()): no cast, no out=, one C call
         od = _UN_OUT[code][x._dtype.code]
-        if od is not None and (x._dtype.kind == 2 or not float_only):
+        if od is not None and (x._dtype._kind == 2 or not float_only):
             res = new_empty(x._shape, od, CPU)
             if res._numel:
                 rc = _cpu.unary_contig(code, res, x)
@@ -281,9 +281,9 @@ def unary(code, name, x, out=None, p0=0.0, p1=0.0, p2=0.0, float_only=False, rec
     if not isinstance(x, Tensor):
         raise TypeError(f"{name}: expected a Tensor, got {type(x).__name__}")
     src = x
-    if float_only and x._dtype.kind < 2:
+    if float_only and x._dtype._kind < 2:
         src = cast(x, D.get_default_dtype())
-    cx = src._dtype.kind == 3
+    cx = src._dtype._kind == 3
     od = _cx.unary_out_dtype(code, src._dtype) if cx else _UN_OUT[code][src._dtype.code]
     if od is None:
         _unsupported(name, src._dtype)
@@ -411,10 +411,10 @@ def _add_alpha(name, input, other, alpha, sign, out):
     rt = D.result_type(input, other)
     if isinstance(alpha, builtins.bool) and rt is not D.bool:
         raise RuntimeError(f"{name}: Boolean alpha only supported for Boolean results.")
-    if rt.kind != 2 and isinstance(alpha, builtins.float):
+    if rt._kind != 2 and isinstance(alpha, builtins.float):
         raise RuntimeError(f"{name}: For integral input tensors, argument alpha must not be a "
                            "floating point number.")
-    if rt.kind == 1 and not -_I64 <= alpha < _I64:
+    if rt._kind == 1 and not -_I64 <= alpha < _I64:
         raise RuntimeError(f"{name}: alpha {alpha} cannot be converted to type {rt} without "
                            "overflow")
     kw = {"alpha": alpha}
@@ -527,10 +527,10 @@ def pow(input, exponent, *, out=None):
     if isinstance(input, Tensor) and is_scalar(exponent) and \
             not isinstance(exponent, (builtins.bool, np.bool_)):
         rt = D.result_type(input, exponent)
-        if rt.kind < 2 and exponent < 0:
+        if rt._kind < 2 and exponent < 0:
             raise RuntimeError("pow: Integers to negative integer powers are not allowed.")
         code = _POW_SHORTCUTS.get(exponent)
-        if code is not None and (rt.kind == 2 or code == K.UN_SQUARE):
+        if code is not None and (rt._kind == 2 or code == K.UN_SQUARE):
             res = unary(code, "pow", cast(input, rt), out, record=False)
             if input.requires_grad:
                 G.record("pow", res, (input, exponent), {})
@@ -651,7 +651,7 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
         raise RuntimeError(f"isclose: rtol must be greater than or equal to zero, but got {rtol}")
     if atol < 0:
         raise RuntimeError(f"isclose: atol must be greater than or equal to zero, but got {atol}")
-    if input._dtype.kind == 3:
+    if input._dtype._kind == 3:
         return _cx.isclose(input, other, builtins.float(rtol), builtins.float(atol), equal_nan)
     return binary(K.BIN_ISCLOSE, "isclose", PREDICATE, input, other, record=False,
                   params=(builtins.float(rtol), builtins.float(atol),
@@ -688,7 +688,7 @@ def clamp(input, min=None, max=None, *, out=None):
     >>> fiamma.clamp(fiamma.tensor([-2.0, 0.5, 3.0]), min=0, max=1).tolist()
     [0.0, 0.5, 1.0]
     """
-    if (type(input) is Tensor and out is None and input._contig and input._dtype.kind == 2 and
+    if (type(input) is Tensor and out is None and input._contig and input._dtype._kind == 2 and
             type(min) in _PYNUM and type(max) in _PYNUM and not input.requires_grad and
             input._storage.device is CPU):
         dt = input._dtype
@@ -740,14 +740,14 @@ def _where_fast(cond, x, y):
     tensor of that shape or a Python number that needs no cast; None if it does not apply."""
     dt = x._dtype
     ty = type(y)
-    if dt.kind == 3:
+    if dt._kind == 3:
         return None
     if ty is Tensor:
         if not (y._dtype is dt and y._shape == x._shape and y._contig and not y.requires_grad
                 and y._storage.device is CPU):
             return None
         ty, sy, yf, yi = y, y._stride, 0.0, 0
-    elif (ty is float and dt.kind == 2) or (ty is int and dt.kind and -_I64 <= y < _I64):
+    elif (ty is float and dt._kind == 2) or (ty is int and dt.kind and -_I64 <= y < _I64):
         _check_scalar_fits(y, dt, "where")
         ty, sy, yf, yi = None, None, y, y if ty is int else 0
     else:
@@ -795,7 +795,7 @@ def where(condition, input=None, other=None, *, out=None):
     rt = D.result_type(input, other)
     _check_scalar_fits(input, rt, "where")
     _check_scalar_fits(other, rt, "where")
-    if rt.kind == 3:
+    if rt._kind == 3:
         return _cx.where(condition, input, other, rt, out)
     return ternary(K.TER_WHERE, "where", rt, condition, input, other, out)
 
@@ -819,7 +819,7 @@ def lerp(input, end, weight, *, out=None):
 def addcmul(input, tensor1, tensor2, *, value=1, out=None):
     """``input + value * tensor1 * tensor2`` with broadcasting and type promotion."""
     rt = D.result_type(input, tensor1, tensor2)
-    if rt.kind == 1 and not -_I64 <= value < _I64:
+    if rt._kind == 1 and not -_I64 <= value < _I64:
         raise RuntimeError(f"addcmul: value {value} cannot be converted to type {rt} without "
                            "overflow")
     return ternary(K.TER_ADDCMUL, "addcmul", rt, input, tensor1, tensor2, out,
@@ -831,7 +831,7 @@ def addcdiv(input, tensor1, tensor2, *, value=1, out=None):
     """``input + value * tensor1 / tensor2`` (true division; integer tensor1 and tensor2 are
     rejected as in PyTorch)."""
     if isinstance(tensor1, Tensor) and isinstance(tensor2, Tensor) and \
-            tensor1._dtype.kind != 2 and tensor2._dtype.kind != 2:
+            tensor1._dtype._kind != 2 and tensor2._dtype._kind != 2:
         raise RuntimeError("addcdiv: Integer division with addcdiv is no longer supported; "
                            "use addcmul(input, tensor1, 1 / tensor2) or div(tensor1, tensor2, "
                            "rounding_mode=...) instead.")

@@ -142,7 +142,7 @@ def _convert(k, tensor0d_as_int=True):
             if not k._shape:
                 return _Item(_BOOL, builtins.bool(k.item()))
             return _Item(_MASK, k)
-        if dt.kind == 1:
+        if dt._kind == 1:
             if not k._shape and tensor0d_as_int:
                 return k.item()
             return _Item(_ADV, _int_tensor(k))
@@ -420,6 +420,37 @@ def _gather(x, vshape, vstride, voff, adv, view):
     return out
 
 
+def _rows(x, key):
+    """``x[key]`` for a 1-d int64 ``key``: whole rows, through the dim-wise gather (one row
+    copy per index) instead of the general advanced-index kernel; recorded as ``index``."""
+    from fiamma._ops.indexops import _dim_layout
+
+    dev = x._storage.device
+    if key._storage.device is not dev:
+        key = _on_device([(0, key, 0)], dev)[0][1]
+    shape, sb, si, isize, istride = _dim_layout(x, 0, key)
+    out = new_empty(shape, x._dtype, dev)
+    if out._numel:
+        bad = [0]
+        rc = x._storage.backend.ixop(K.IXOP_GATHER, shape, out, _contig_strides(shape), x, sb,
+                                     key, si, isize, istride, 1, 0, bad, None)
+        if rc == K.ERR_INDEX:
+            raise IndexError(f"index {bad[0]} is out of bounds for dimension 0 with size "
+                             f"{isize}")
+        check(rc, "index")
+    if x.requires_grad:
+        G.record("index", out, (x, (key,)), {})
+    return out
+
+
+def _contig_strides(shape):
+    st, acc = [], 1
+    for n in reversed(shape):
+        st.append(acc)
+        acc *= n
+    return tuple(reversed(st))
+
+
 def _indices_tuple(adv):
     """PyTorch's aten::index form of the advanced indices: one entry per view dim up to the
     last indexed one, None where the dim is not indexed."""
@@ -468,6 +499,9 @@ def _getitem(self, key):
         return _basic(self, (key,))
     elif tk is Tensor and self._shape and key._shape:
         if key._dtype is D.int64:
+            if len(key._shape) == 1 and len(self._shape) >= 2 and self._numel and \
+                    self._dtype._kind != 3:
+                return _rows(self, key)
             return _gather(self, self._shape, self._stride, 0, [(0, key, 0)], self)
         if key._dtype is D.bool and key._shape == self._shape:
             return _masked_select(self, key)
@@ -557,7 +591,7 @@ def _masked_select(x, mask):
 def _fill_args(value, dt, op):
     """A Python/NumPy number as fm_fill's (double, int64, use_int) for dtype ``dt``: floats and
     float dtypes go through double (a float into an int dtype truncates), ints stay exact."""
-    if dt.kind == 2:
+    if dt._kind == 2:
         return builtins.float(value), 0, 0
     check_fits(value, dt, op)
     if isinstance(value, (builtins.float, np.floating)):
@@ -572,7 +606,7 @@ def check_fits(value, dt, op):
     """PyTorch's overflow check for a number written into an integer dtype (fill_, full,
     masked_fill, index_fill, x[i] = v): outside the dtype's range raises; negative values
     down to -max wrap for unsigned types (as C does); floats are truncated. bool takes any."""
-    if dt.kind >= 2 or dt is D.bool:
+    if dt._kind >= 2 or dt is D.bool:
         return
     if isinstance(value, (builtins.complex, np.complexfloating)):
         if value.imag != 0:
@@ -594,7 +628,7 @@ def check_fits(value, dt, op):
 def _scalar_tensor(value, dt, op, dev=None):
     """A Python number as a 0-d tensor of dtype ``dt`` (on ``dev``, default the CPU)."""
     t = new_empty((), dt) if dev is None else new_empty((), dt, dev)
-    if dt.kind == 3:
+    if dt._kind == 3:
         from fiamma._creation import fill_
 
         return fill_(t, value)
@@ -683,7 +717,7 @@ def _setitem(self, key, value):
 
 def _assign(self, seq, value, accumulate, op):
     """Write ``value`` at index sequence ``seq`` of ``self`` (no version bump, no record)."""
-    if accumulate and self._dtype.kind == 3:  # the C kernels accumulate reals: one per part
+    if accumulate and self._dtype._kind == 3:  # the C kernels accumulate reals: one per part
         from fiamma._ops.complex_ops import imag_, real_
 
         v = _value_tensor(value, self._dtype, op, self)
@@ -699,7 +733,7 @@ def _assign(self, seq, value, accumulate, op):
         view = _make_view(self.detach(), vshape, vstride, self._offset + voff, None)
         _add(view, _value_tensor(value, dt, op, self), out=view)
         return
-    if is_scalar(value) and dt.kind != 3:
+    if is_scalar(value) and dt._kind != 3:
         check(self._storage.backend.fill_region(vshape, self, voff, vstride,
                                                 *_fill_args(value, dt, op)), op)
         return
@@ -850,7 +884,7 @@ def nonzero(input, *, out=None, as_tuple=False):
     """
     if not isinstance(input, Tensor):
         raise TypeError(f"nonzero: expected a Tensor, got {type(input).__name__}")
-    if input._dtype.kind == 3:
+    if input._dtype._kind == 3:
         input = input != 0  # nonzero when either part is
     if as_tuple:
         return _nonzero_cols(input)

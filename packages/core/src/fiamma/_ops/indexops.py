@@ -68,7 +68,7 @@ def _value_buf(value, dt, op, dev):
     if not is_scalar(value):
         raise TypeError(f"{op}: value must be a number, got {type(value).__name__}")
     t = new_empty((), dt, dev)
-    if dt.kind == 3:
+    if dt._kind == 3:
         from fiamma._creation import fill_
 
         return fill_(t, value)
@@ -106,7 +106,7 @@ def _run(mode, op, shape, a, sa, b, sb, idx, sidx, isize, istride, dim, wrap=0,
     dev = b._storage.device
     if a._storage.device is not dev or idx._storage.device is not dev:
         _same_device(op, b, a, idx)
-    if b._dtype.kind == 3:
+    if b._dtype._kind == 3:
         a, sa, b, sb, shape, sidx, istride = _complex_as_pairs(mode, op, shape, a, sa, b, sb,
                                                                sidx, istride)
     bad = [0]
@@ -231,7 +231,7 @@ def _scatter_into(op, dst, d, index, src, mode, precheck, init=None):
         return
     if index._storage is dst._storage:
         index = index.detach().clone()
-    if mode == _MUL and dst._dtype.kind == 3:
+    if mode == _MUL and dst._dtype._kind == 3:
         if init is not None:
             _copy_into(dst, init)
         _complex_scatter_mul(op, dst, d, index, src)
@@ -384,7 +384,7 @@ def _identity(reduce, dt):
         return 1
     if dt is D.bool:
         return reduce == "amin"
-    if dt.kind == 2:
+    if dt._kind == 2:
         return -math.inf if reduce == "amax" else math.inf
     info = D.iinfo(dt)
     return info.min if reduce == "amax" else info.max
@@ -410,10 +410,10 @@ def _scatter_reduce_into(op, dst, d, index, src, reduce, include_self, precheck)
     if reduce == "mean":
         from fiamma._ops.elementwise import div
 
-        if dst._dtype.kind == 3:  # complex: the mean of each part
+        if dst._dtype._kind == 3:  # complex: the mean of each part
             _copy_into(dst, div(dst.detach(), cnt.to(dst._dtype.to_real)))
             return
-        div(dst.detach(), cnt, rounding_mode=None if dst._dtype.kind == 2 else "floor",
+        div(dst.detach(), cnt, rounding_mode=None if dst._dtype._kind == 2 else "floor",
             out=dst.detach())
 
 
@@ -903,7 +903,7 @@ def bincount(input, weights=None, minlength=0):
     [0, 2, 0, 1, 0]
     """
     _tensor_arg(input, "bincount")
-    if input._dtype.kind != 1 or input._dtype is D.bool:
+    if input._dtype._kind != 1 or input._dtype is D.bool:
         raise RuntimeError(f"bincount: only integral inputs are supported, got {input._dtype}")
     if len(input._shape) != 1:
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs, got shape "
@@ -957,7 +957,7 @@ def histc(input, bins=100, min=0, max=0, *, out=None):
     """
     _tensor_arg(input, "histc")
     dt = input._dtype
-    if dt.kind != 2:
+    if dt._kind != 2:
         raise NotImplementedError(f"histc: not implemented for {dt}")
     bins = builtins.int(bins)
     if bins <= 0:

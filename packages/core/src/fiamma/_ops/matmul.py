@@ -68,7 +68,7 @@ def _mismatch(op, sa, sb):
 def _coefs(dt, beta, alpha, op):
     """(alpha, beta, ialpha, ibeta) for the kernel: floats use the first pair, integers and
     bool the second (PyTorch refuses float coefficients for integer tensors)."""
-    if dt.kind == 2:
+    if dt._kind == 2:
         return builtins.float(alpha), builtins.float(beta), 0, 0
     vals = []
     for name, v in (("alpha", alpha), ("beta", beta)):
@@ -156,12 +156,12 @@ def _product(op, a, b, out, c_in=None, beta=0, alpha=1, record=True, kw=None, re
     ba, bb = sa_[:-2], sb_[:-2]
     batch = ba if ba == bb else broadcast_shapes(ba, bb, op=op)
     shape = batch + ((m,) if da >= 2 else ()) + ((n,) if db >= 2 else ())
-    if dt.kind == 3:
+    if dt._kind == 3:
         res = _product_complex(op, a, b, out, shape, c_in, beta, alpha)
         inputs = (a, b) if c_in is None else (c_in, a, b)
         return _finish(res, out, rec or op, inputs, kw) if record else res
     if c_in is None and alpha == 1:
-        fa, fb, ia, ib = _PLAIN[dt.kind == 2]
+        fa, fb, ia, ib = _PLAIN[dt._kind == 2]
     else:
         fa, fb, ia, ib = _coefs(dt, beta, alpha, op)
     use_c = c_in is not None and (fb != 0.0 or ib != 0)
@@ -390,7 +390,7 @@ def dot(input, other, *, out=None):
 def vdot(input, other, *, out=None):
     """Dot product of two 1-D tensors, the first conjugated (complex dtypes)."""
     a, b = _vecs("vdot", input, other)
-    if a._dtype.kind == 3:
+    if a._dtype._kind == 3:
         from fiamma._ops.complex_ops import conj
 
         return _product("vdot", conj(a), b, out)

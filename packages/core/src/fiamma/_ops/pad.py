@@ -25,11 +25,11 @@ def _fill(op, t, shape, off, stride, value):
     if builtins.any(s == 0 for s in shape):
         return
     dt = t._dtype
-    if dt.kind == 2:
+    if dt._kind == 2:
         rc = t._storage.backend.fill_region(shape, t, off, stride, builtins.float(value), 0, 0)
     else:
         v = builtins.int(value) if not isinstance(value, builtins.bool) else builtins.int(value)
-        if dt.kind == 0:
+        if dt._kind == 0:
             v = builtins.int(value != 0)
         rc = t._storage.backend.fill_region(shape, t, off, stride, 0.0, v, 1)
     check(rc, op)

@@ -78,7 +78,7 @@ def _input(x, nd, op):
         if n == 0 and not (len(shp) == nd + 2 and i == 0):
             raise RuntimeError(f"{op}: expected an input with non-zero sizes except an optional "
                                f"0 batch size, got shape {list(shp)}")
-    if x._dtype.kind != 2:
+    if x._dtype._kind != 2:
         raise TypeError(f"{op}: expected a floating-point input, got {x._dtype}")
     return shp[:-nd], shp[-nd:]
 

@@ -173,7 +173,7 @@ def _run(code, name, x, mask, keepdim, p=0.0, center=None):
     """Run C reduction ``code`` of ``x`` over the dims in ``mask``: a new tensor in the C output
     dtype (``center``: the per-output operand of var/std/logsumexp, keepdim-shaped)."""
     dt = x._dtype
-    if dt.kind == 3 and code in _CX_RED:
+    if dt._kind == 3 and code in _CX_RED:
         return _run_complex(code, x, mask, keepdim)
     odc = _OUT[code][dt.code]
     if odc < 0:
@@ -230,7 +230,7 @@ def _sum_like(code, name, input, dim, keepdim, dtype, out):
     _check_tensor(input, name)
     dt = _dtype_arg(dtype, name)
     x = input if dt is None else cast(input, dt)
-    rdt = dt or (D.int64 if x._dtype.kind < 2 else x._dtype)
+    rdt = dt or (D.int64 if x._dtype._kind < 2 else x._dtype)
     if (dim is None and not keepdim and out is None and x._cpu_contig and
             not input.requires_grad):
         # the common x.sum() on the CPU: one C call over contiguous memory
@@ -279,11 +279,11 @@ def _mean_input(input, dtype, name):
     _check_tensor(input, name)
     dt = _dtype_arg(dtype, name)
     if dt is not None:
-        if dt.kind < 2:
+        if dt._kind < 2:
             raise RuntimeError(f"{name}(): could not infer output dtype. Optional dtype must be "
                                f"either a floating point or complex dtype. Got: {dt}")
         return cast(input, dt), dt
-    if input._dtype.kind < 2:
+    if input._dtype._kind < 2:
         raise RuntimeError(f"{name}(): could not infer output dtype. Input dtype must be either "
                            f"a floating point or complex dtype. Got: {input._dtype}")
     return input, None
@@ -309,7 +309,7 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None, out=None):
     from fiamma._ops.elementwise import div
 
     _check_tensor(input, "nanmean")
-    if input._dtype.kind != 2 and dtype is None:
+    if input._dtype._kind != 2 and dtype is None:
         raise RuntimeError(f"nanmean(): expected input to have floating point dtype but got "
                            f"{input._dtype}")
     x, dt = _mean_input(input, dtype, "nanmean")
@@ -483,9 +483,9 @@ def _var_core(name, input, dim, unbiased, keepdim, correction, want_mean):
     _check_tensor(input, name)
     if isinstance(dim, builtins.bool):  # var(x, True): the legacy unbiased argument
         dim, unbiased = None, dim
-    if input._dtype.kind == 3:
+    if input._dtype._kind == 3:
         return _var_complex(name, input, dim, unbiased, keepdim, correction, want_mean)
-    if input._dtype.kind != 2:
+    if input._dtype._kind != 2:
         raise RuntimeError(f"{name}(): std and var only support floating point dtypes, got "
                            f"{input._dtype}")
     corr = _correction(name, unbiased, correction)
@@ -566,9 +566,9 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     _check_tensor(input, "norm")
     dt = _dtype_arg(dtype, "norm")
     x = input if dt is None else cast(input, dt)
-    if x._dtype.kind == 3:  # the norm of complex values is the norm of their magnitudes
+    if x._dtype._kind == 3:  # the norm of complex values is the norm of their magnitudes
         return norm(x.abs(), p, dim, keepdim, out)
-    if x._dtype.kind != 2:
+    if x._dtype._kind != 2:
         raise RuntimeError(f"norm(): input dtype should be floating point, got {x._dtype}")
     nd = len(x._shape)
     if isinstance(p, str):
@@ -602,9 +602,9 @@ def logsumexp(input, dim, keepdim=False, *, out=None):
     """``log(sum(exp(x)))`` over ``dim``, computed stably (shifted by the max). Integer inputs
     are computed in the default float dtype."""
     _check_tensor(input, "logsumexp")
-    if input._dtype.kind == 3:
+    if input._dtype._kind == 3:
         return _logsumexp_complex(input, dim, keepdim, out)
-    x = input if input._dtype.kind == 2 else cast(input, D.get_default_dtype())
+    x = input if input._dtype._kind == 2 else cast(input, D.get_default_dtype())
     nd = len(x._shape)
     mask = _mask(dim, nd, "logsumexp")
     if _reduced_count(x, mask) == 0:
@@ -646,7 +646,7 @@ def _logical(code, name, input, dim, keepdim, out):
     _check_tensor(input, name)
     nd = len(input._shape)
     mask = _mask(dim, nd, name)
-    x = input != 0 if input._dtype.kind == 3 else input  # complex: nonzero if either part is
+    x = input != 0 if input._dtype._kind == 3 else input  # complex: nonzero if either part is
     res = _run(code, name, x, mask, keepdim)
     if input._dtype is D.uint8:  # PyTorch keeps uint8 for uint8 input
         res = res._view_dtype(D.uint8)
@@ -667,7 +667,7 @@ def count_nonzero(input, dim=None):
     """Number of non-zero elements over ``dim`` (int64)."""
     _check_tensor(input, "count_nonzero")
     mask = _mask(dim, len(input._shape), "count_nonzero")
-    x = input != 0 if input._dtype.kind == 3 else input
+    x = input != 0 if input._dtype._kind == 3 else input
     return _run(K.RED_COUNTNZ, "count_nonzero", x, mask, False)
 
 
@@ -679,7 +679,7 @@ def _scan(code, name, input, dim, dtype, out):
     x = input if dt is None else cast(input, dt)
     nd = len(x._shape)
     d = wrap_dim(dim, nd, name)
-    if x._dtype.kind == 3:  # complex: the device's array module
+    if x._dtype._kind == 3:  # complex: the device's array module
         from fiamma._ops.complex_ops import arr, xp_of
 
         odt = x._dtype
@@ -729,7 +729,7 @@ def _softmax(log, name, input, dim, dtype):
     if dim is None:  # PyTorch's legacy implicit dim
         dim = 0 if nd in (0, 1, 3) else 1
     d = wrap_dim(dim, nd, name)
-    if x._dtype.kind != 2:
+    if x._dtype._kind != 2:
         raise TypeError(f"{name}: not implemented for dtype {x._dtype} (pass a floating dtype= "
                         "or convert the input)")
     res = new_empty(x._shape, x._dtype, x._storage.device)

@@ -303,7 +303,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
             xv = xv.reshape(1)
     n = xv._shape[d]
     if isinstance(repeats, Tensor) and repeats._numel == 1 and len(repeats._shape) <= 1 \
-            and repeats._dtype.kind == 1:
+            and repeats._dtype._kind == 1:
         repeats = repeats.item()
     if isinstance(repeats, Tensor):
         r = _repeats_counts(repeats, n, op)

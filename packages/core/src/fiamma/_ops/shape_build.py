@@ -183,7 +183,7 @@ def vander(x, N=None, increasing=False):
     N = n if N is None else _index(N)
     if N < 0:
         raise RuntimeError(f"{op}: N must be non-negative, got {N}")
-    dt = x._dtype if x._dtype.kind == 2 else D.int64
+    dt = x._dtype if x._dtype._kind == 2 else D.int64
     from fiamma._ops.join import cat
 
     ones = new_empty((n, builtins.min(N, 1)), dt, x._storage.device)

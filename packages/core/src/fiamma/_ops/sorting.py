@@ -40,7 +40,7 @@ class SortIndexError(IndexError, RuntimeError):
 def _check_tensor(x, name):
     if not isinstance(x, Tensor):
         raise TypeError(f"{name}: expected a Tensor as input, got {type(x).__name__}")
-    if x._dtype.kind == 3:  # checked here for every backend (the array-module one would sort)
+    if x._dtype._kind == 3:  # checked here for every backend (the array-module one would sort)
         raise TypeError(f"{name}: not implemented for dtype {x._dtype} (complex numbers have "
                         "no order, as in PyTorch)")
 
@@ -244,7 +244,7 @@ def kthvalue(input, k, dim=-1, keepdim=False, *, out=None):
 def _median_all(mode, name, input, out):
     x = input.detach().contiguous()
     if x._numel == 0:
-        if input._dtype.kind != 2:
+        if input._dtype._kind != 2:
             raise SortIndexError(f"{name}(): cannot compute the median of an empty tensor of "
                                  f"dtype {input._dtype}")
         from fiamma._creation import full

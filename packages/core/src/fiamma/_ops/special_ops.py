@@ -27,7 +27,7 @@ __all__ = ["lgamma", "digamma", "polygamma", "erfinv", "xlogy", "logaddexp", "lo
 
 
 def _float_dtype(dt):
-    return dt if dt.kind == 2 else D.get_default_dtype()
+    return dt if dt._kind == 2 else D.get_default_dtype()
 
 
 def sp_unary(code, name, x, p0=0.0, out=None, inputs=None, kwargs=None):
@@ -162,7 +162,7 @@ def _inplace(name, call, oop):
     rebases self's history on it, so the old value stays available to the formula)."""
     def method(self, *args, **kwargs):
         check_inplace(self, name, builtins.tuple(a for a in args if isinstance(a, Tensor)))
-        if self._dtype.kind != 2:
+        if self._dtype._kind != 2:
             raise RuntimeError(f"{name}: result type {_float_dtype(self._dtype)} can't be cast "
                                f"to the desired output type {self._dtype}")
         grad = self.requires_grad or builtins.any(getattr(a, "requires_grad", False)

@@ -31,7 +31,7 @@ def _window(name, window_length, periodic, dtype, requires_grad, formula):
         raise RuntimeError(f"{name}: requires non-negative window_length, got "
                            f"window_length={window_length}")
     dt = D.get_default_dtype() if dtype is None else dtype
-    if not isinstance(dt, D.dtype) or dt.kind != 2:
+    if not isinstance(dt, D.dtype) or dt._kind != 2:
         raise RuntimeError(f"{name}: expected a floating point dtype, got {dt}")
     if window_length == 0:
         w = np.zeros(0)
@@ -158,7 +158,7 @@ def _stft_setup(op, input, n_fft, hop_length, win_length, center, pad_mode):
         raise RuntimeError(f"{op}: expected a 1D or 2D tensor, got shape {list(input._shape)}")
     if input._dtype in (D.float16, D.bfloat16):
         raise RuntimeError(f"{op}: Unsupported dtype {input._dtype}")
-    x = input if input._dtype.kind == 2 else input.to(D.get_default_dtype())
+    x = input if input._dtype._kind == 2 else input.to(D.get_default_dtype())
     hop, win = _lengths(op, n_fft, hop_length, win_length)
     length = x._shape[-1]
     pad = 0
@@ -331,10 +331,10 @@ def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tr
 
         w = window.cpu() if isinstance(window, Tensor) else window
         host = input.cpu()
-        host = host if host._dtype.kind == 3 else as_complex_layout(host)
+        host = host if host._dtype._kind == 3 else as_complex_layout(host)
         return istft(host, n_fft, hop_length, win_length, w, center, normalized, onesided,
                      length, return_complex).to(dev)
-    spec = _complex_np(input, "istft", pairs=input._dtype.kind != 3)
+    spec = _complex_np(input, "istft", pairs=input._dtype._kind != 3)
     if spec.ndim not in (2, 3):
         raise RuntimeError("istft: expected a (B?, n_freq, n_frames, 2) tensor, got shape "
                            f"{list(input._shape)}")

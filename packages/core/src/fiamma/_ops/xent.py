@@ -23,9 +23,9 @@ def _rows(input, target, weight, reduction, label_smoothing, op):
     if not isinstance(input, Tensor) or not isinstance(target, Tensor):
         raise TypeError(f"{op}: expected input and target to be Tensors, got "
                         f"{type(input).__name__} and {type(target).__name__}")
-    if input._dtype.kind != 2:
+    if input._dtype._kind != 2:
         raise TypeError(f"{op}: expected a floating point input, got dtype {input._dtype}")
-    if target._dtype.kind != 1:
+    if target._dtype._kind != 1:
         raise RuntimeError(f"{op}: expected target of an integer dtype (class indices), got "
                            f"{target._dtype}")
     if reduction not in _REDUCTIONS:

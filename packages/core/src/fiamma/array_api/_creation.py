@@ -57,7 +57,7 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
     n = builtins.max(0, math.ceil((stop - start) / step))
     if n == 0:
         return fiamma.empty((0,), dtype=dtype, device=device)
-    if dtype.kind == 2 or not builtins.all(type(v) is builtins.int for v in (start, step)):
+    if dtype._kind == 2 or not builtins.all(type(v) is builtins.int for v in (start, step)):
         # computed in float64, as start + i*step, then cast: exact for every integer dtype
         out = fiamma.arange(n, dtype=fiamma.float64, device=device) * step + start
         return out.to(dtype)
@@ -211,7 +211,7 @@ def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
     cplx = builtins.any(isinstance(v, builtins.complex) for v in (start, stop))
     if dtype is None:
         dtype = default_float().to_complex if cplx else default_float()
-    if cplx or dtype.kind == 3:
+    if cplx or dtype._kind == 3:
         start, stop = builtins.complex(start), builtins.complex(stop)
         rdt = dtype.to_real
         re = linspace(start.real, stop.real, num, dtype=rdt, device=device, endpoint=endpoint)

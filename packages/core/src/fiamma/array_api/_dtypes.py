@@ -40,7 +40,7 @@ _BY_NAME = {d.name: d for d in ALL}
 
 def category(d):
     """'b', 'i', 'u', 'f' or 'c': the standard's kind of dtype ``d``."""
-    k = d.kind
+    k = d._kind
     if k == 1:
         return "u" if d.name.startswith("uint") else "i"
     return "b?fc"[k]
@@ -204,7 +204,7 @@ def finfo(type, /):
     32
     """
     d = _as_dtype(type, "finfo")
-    if d.kind < 2:
+    if d._kind < 2:
         raise TypeError(f"finfo: expected a floating or complex dtype, got {d}")
     fi = fiamma.finfo(d)
     real = d.to_real
@@ -219,7 +219,7 @@ def iinfo(type, /):
     -128
     """
     d = _as_dtype(type, "iinfo")
-    if d.kind != 1:
+    if d._kind != 1:
         raise TypeError(f"iinfo: expected an integer dtype, got {d}")
     ii = fiamma.iinfo(d)
     return iinfo_object(d.itemsize * 8, ii.max, ii.min, d)
@@ -230,8 +230,8 @@ _KINDS = {
     "signed integer": lambda d: d in SIGNED,
     "unsigned integer": lambda d: d in UNSIGNED,
     "integral": lambda d: d in INTEGRAL,
-    "real floating": lambda d: d.kind == 2,
-    "complex floating": lambda d: d.kind == 3,
+    "real floating": lambda d: d._kind == 2,
+    "complex floating": lambda d: d._kind == 3,
     "numeric": lambda d: d is not bool,
 }
 
@@ -272,7 +272,7 @@ def astype(x, dtype, /, *, copy=True, device=None):
     check_array(x, "astype")
     if not isinstance(dtype, fiamma.dtype):
         raise TypeError(f"astype: expected a dtype, got {type(dtype).__name__}")
-    if x._dtype.kind == 3 and dtype.kind != 3:
+    if x._dtype._kind == 3 and dtype._kind != 3:
         raise TypeError(f"astype: casting {x._dtype} to {dtype} is not defined by the array "
                         "API standard (take the real part with real() first)")
     dev = x.device if device is None else device

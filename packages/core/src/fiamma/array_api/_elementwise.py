@@ -71,7 +71,7 @@ del _n, _op
 def _integral_identity(name, op):
     def f(x, /):
         check_array(x, name)
-        if x._dtype.kind < 2:
+        if x._dtype._kind < 2:
             return x.clone()  # integers and bools are already integral
         return op(x)
 
@@ -97,7 +97,7 @@ def expm1(x, /):
     [0.0]
     """
     check_array(x, "expm1")
-    if x._dtype.kind != 3:
+    if x._dtype._kind != 3:
         return fiamma.expm1(x)
     re, im = fiamma.real(x), fiamma.imag(x)
     finite_im = fiamma.isfinite(im)
@@ -124,7 +124,7 @@ def tanh(x, /):
     """
     check_array(x, "tanh")
     r = fiamma.tanh(x)
-    if x._dtype.kind != 3:
+    if x._dtype._kind != 3:
         return r
     re, im = fiamma.real(x), fiamma.imag(x)
     edge = fiamma.isinf(re) & fiamma.isfinite(im)
@@ -143,7 +143,7 @@ def floor_divide(x1, x2, /):
     """
     a, b = binary(x1, x2, "floor_divide")
     r = fiamma.floor_divide(a, b)
-    if a._dtype.kind == 2:
+    if a._dtype._kind == 2:
         inf = fiamma.isinf(a) | fiamma.isinf(b)
         r = fiamma.where(inf, fiamma.floor(a / b), r)
     return r
@@ -159,7 +159,7 @@ def remainder(x1, x2, /):
     """
     a, b = binary(x1, x2, "remainder")
     r = fiamma.remainder(a, b)
-    if a._dtype.kind == 2:
+    if a._dtype._kind == 2:
         r = fiamma.where(r == 0, fiamma.copysign(r, b), r)
     return r
 
@@ -187,9 +187,9 @@ def sign(x, /):
     [-1.0, 0.0, 1.0]
     """
     check_array(x, "sign")
-    if x._dtype.kind == 3:
+    if x._dtype._kind == 3:
         return fiamma.sgn(x)
-    if x._dtype.kind == 2:
+    if x._dtype._kind == 2:
         return fiamma.where(fiamma.isnan(x), x, fiamma.sign(x))  # PyTorch's sign(NaN) is 0
     return fiamma.sign(x)
 
@@ -197,7 +197,7 @@ def sign(x, /):
 def conj(x, /):
     """The complex conjugate (a copy of ``x`` for real arrays)."""
     check_array(x, "conj")
-    return fiamma.conj_physical(x) if x._dtype.kind == 3 else x.clone()
+    return fiamma.conj_physical(x) if x._dtype._kind == 3 else x.clone()
 
 
 def real(x, /):
@@ -208,13 +208,13 @@ def real(x, /):
     [1.0]
     """
     check_array(x, "real")
-    return fiamma.real(x).clone() if x._dtype.kind == 3 else x.clone()
+    return fiamma.real(x).clone() if x._dtype._kind == 3 else x.clone()
 
 
 def imag(x, /):
     """The imaginary part (zeros for real arrays)."""
     check_array(x, "imag")
-    return fiamma.imag(x).clone() if x._dtype.kind == 3 else fiamma.zeros_like(x)
+    return fiamma.imag(x).clone() if x._dtype._kind == 3 else fiamma.zeros_like(x)
 
 
 def clip(x, /, min=None, max=None):
@@ -225,7 +225,7 @@ def clip(x, /, min=None, max=None):
     [2, 5, 6]
     """
     check_array(x, "clip")
-    if x._dtype.kind == 3:
+    if x._dtype._kind == 3:
         raise TypeError("clip: complex arrays have no order")
     out = x
     if min is not None:

@@ -13,7 +13,7 @@ __all__ = ["argmax", "argmin", "count_nonzero", "nonzero", "searchsorted", "wher
 def _arg(op, name):
     def f(x, /, *, axis=None, keepdims=False):
         check_array(x, name)
-        if x._dtype.kind == 3:
+        if x._dtype._kind == 3:
             raise TypeError(f"{name}: complex arrays have no order")
         if axis is None:
             if x.numel() == 0:
@@ -138,7 +138,7 @@ UniqueInverseResult = namedtuple("UniqueInverseResult", "values inverse_indices"
 def _stable_order(flat):
     """A stable sorting permutation of 1-D ``flat``; complex values in lexicographic (real,
     imaginary) order by two stable sorts (fiamma's sort takes real dtypes only)."""
-    if flat._dtype.kind != 3:
+    if flat._dtype._kind != 3:
         return fiamma.argsort(flat, stable=True)
     order = fiamma.argsort(fiamma.imag(flat).contiguous(), stable=True)
     re = fiamma.real(flat).contiguous()[order]

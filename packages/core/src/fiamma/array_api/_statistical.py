@@ -44,7 +44,7 @@ def accumulation_dtype(x, dtype):
     if dtype is not None:
         return dtype
     d = x._dtype
-    if d.kind >= 2:
+    if d._kind >= 2:
         return d
     if d in UNSIGNED:
         return getattr(fiamma, "uint64", int64)
@@ -83,7 +83,7 @@ def prod(x, /, *, axis=None, dtype=None, keepdims=False):
 def _minmax(op, name):
     def f(x, /, *, axis=None, keepdims=False):
         check_array(x, name)
-        if x._dtype.kind == 3:
+        if x._dtype._kind == 3:
             raise TypeError(f"{name}: complex arrays have no order")
         if x.numel() == 0 and (axis is None or x.ndim == 0):
             raise ValueError(f"{name}: zero-size array has no {name}imum")

@@ -23,23 +23,23 @@ def _norm(norm, op):
 
 def _complex(x, op):
     check_array(x, op)
-    if x._dtype.kind == 3:
+    if x._dtype._kind == 3:
         return x
-    if x._dtype.kind != 2:
+    if x._dtype._kind != 2:
         raise TypeError(f"{op}: expected a floating or complex array, got {x._dtype}")
     return x.to(x._dtype.to_complex)
 
 
 def _real(x, op):
     check_array(x, op)
-    if x._dtype.kind != 2:
+    if x._dtype._kind != 2:
         raise TypeError(f"{op}: expected a real floating array, got {x._dtype}")
     return x
 
 
 def _pairs_to_complex(t):
     # fiamma.fft gives real inputs' spectra as trailing (real, imag) pairs
-    if t._dtype.kind == 3:
+    if t._dtype._kind == 3:
         return t
     return fiamma.view_as_complex(t.contiguous())
 

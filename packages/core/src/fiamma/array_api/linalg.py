@@ -31,7 +31,7 @@ def _matrices(x, op):
 
 
 def _float(x):
-    return x if x._dtype.kind >= 2 else x.to(fiamma.get_default_dtype())
+    return x if x._dtype._kind >= 2 else x.to(fiamma.get_default_dtype())
 
 
 def matmul(x1, x2, /):
@@ -87,7 +87,7 @@ def vecdot(x1, x2, /, *, axis=-1):
     if builtins.min(a.ndim, b.ndim) < -ax or a.shape[ax] != b.shape[ax]:
         raise ValueError(f"vecdot: the arrays' sizes along axis {axis} differ or are "
                          f"missing ({tuple(a.shape)} and {tuple(b.shape)})")
-    if a._dtype.kind == 3:
+    if a._dtype._kind == 3:
         a = fiamma.conj_physical(a)
     return fiamma.sum(a * b, dim=ax, dtype=a._dtype)
 
@@ -100,7 +100,7 @@ def cholesky(x, /, *, upper=False):
     [[2.0, 0.0], [1.0, 1.0]]
     """
     x = _float(_matrices(x, "cholesky"))
-    if x._dtype.kind != 3:
+    if x._dtype._kind != 3:
         return _la.cholesky(x, upper=upper)
     low = _cholesky_complex(x)
     return fiamma.conj_physical(low).mT.contiguous() if upper else low
@@ -170,7 +170,7 @@ def matrix_norm(x, /, *, keepdims=False, ord="fro"):
     5.0
     """
     x = _float(_matrices(x, "matrix_norm"))
-    if x._dtype.kind != 3:
+    if x._dtype._kind != 3:
         return _la.matrix_norm(x, ord=ord, keepdim=keepdims)
     if ord in ("fro", 1, -1, math.inf, -math.inf):
         # these norms depend only on the entries' moduli
@@ -207,7 +207,7 @@ def matrix_rank(x, /, *, rtol=None):
     1
     """
     x = _float(_matrices(x, "matrix_rank"))
-    if x._dtype.kind != 3:
+    if x._dtype._kind != 3:
         return _la.matrix_rank(x, rtol=rtol)
     if x.shape[-1] == 0 or x.shape[-2] == 0:
         return fiamma.zeros(x.shape[:-2], dtype=fiamma.int64, device=x.device)
@@ -231,7 +231,7 @@ def pinv(x, /, *, rtol=None):
     [[0.5, 0.0], [0.0, 0.0]]
     """
     x = _float(_matrices(x, "pinv"))
-    if x._dtype.kind != 3:
+    if x._dtype._kind != 3:
         return _la.pinv(x, rtol=rtol)
     m, n = x.shape[-2:]
     if m == 0 or n == 0:
@@ -260,7 +260,7 @@ def slogdet(x, /):
     (-1.0, 1.7918)
     """
     x = _float(_matrices(x, "slogdet"))
-    if x._dtype.kind != 3:
+    if x._dtype._kind != 3:
         s, ld = _la.slogdet(x)
         return SlogdetResult(s, ld)
     n = x.shape[-1]

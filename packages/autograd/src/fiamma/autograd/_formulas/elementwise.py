@@ -83,7 +83,7 @@ _unary("neg", "none", lambda c, g: -g)
 def _abs_grad(c, g):
     x = _x(c)
     # complex z: g * z/|z| (sgn, PyTorch's complex abs gradient); real x: g * sign(x)
-    return g * (x.sign() if x._dtype.kind != 3 else x.sgn())
+    return g * (x.sign() if x._dtype._kind != 3 else x.sgn())
 
 
 _unary("abs", "inputs", _abs_grad)

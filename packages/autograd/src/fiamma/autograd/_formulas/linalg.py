@@ -241,7 +241,7 @@ def _d_matrix_norm(ctx, grad):
             sums.detach().amin((-2, -1), keepdim=True)
         hit = sums == ext
         count = hit.sum((-2, -1), keepdim=True).to(grad.dtype)
-        sgn = am.sign() if am._dtype.kind != 3 else am.sgn()
+        sgn = am.sign() if am._dtype._kind != 3 else am.sgn()
         res = sgn * fiamma.where(hit, gm / count, 0.0)
     else:
         raise NotImplementedError(f"linalg.matrix_norm: no derivative for ord={ord_!r}")

@@ -286,7 +286,7 @@ def _var_mean(ctx, grad):
 
 def _sgn(x):
     """sign(x); z/|z| for complex z."""
-    return x.sign() if x._dtype.kind != 3 else x.sgn()
+    return x.sign() if x._dtype._kind != 3 else x.sgn()
 
 
 @derivative("norm", save="both")

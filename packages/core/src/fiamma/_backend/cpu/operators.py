@@ -28,9 +28,9 @@ def _scalar_fast_ok(self, other, tp, truediv):
     """Whether ``self op other`` (other a Python int/float of type tp) runs in self's dtype
     without a cast: float tensors with any number, integer tensors with ints."""
     dt = self._dtype
-    if dt.kind == 2:
+    if dt._kind == 2:
         return True
-    return tp is int and dt.kind == 1 and not truediv and -_I64 <= other < _I64
+    return tp is int and dt._kind == 1 and not truediv and -_I64 <= other < _I64
 
 
 # what every operator method's hot path uses, as module globals: a closure's free variables
@@ -89,7 +89,7 @@ _TENSOR_SRC = """
                 rc = _binary_contig_c({code}, dt.code, n, ptr, self._ptr, other._ptr)
             if rc:
                 _FREE(ptr, nb)
-                if dt.kind == 3:
+                if dt._kind == 3:
                     return _complex_pair({code}, {name!r}, {pred}, self, other, _raise)
                 _raise(rc, {name!r}, dt)
             st = _NEW(_STORAGE)
@@ -122,7 +122,7 @@ _SCALAR_SRC = """
             dt = self._dtype
             res = new_empty(self._shape, {rdt}, CPU)
             rc = _binary_scalar_contig_c({code}, dt.code, self._numel, res._ptr, self._ptr,
-                                         other, other if dt.kind == 1 else 0, {first})
+                                         other, other if dt._kind == 1 else 0, {first})
             if rc:
                 _raise(rc, {name!r}, dt)
             if self.requires_grad:
@@ -151,7 +151,7 @@ def binary_operator(code, name, predicate, truediv, fallback, raise_, scalar_fir
     f = dict(code=int(code), name=name, truediv=bool(truediv), rdt=rdt, pred=bool(predicate),
              first=int(scalar_first), inputs="(other, self)" if scalar_first else "(self, other)")
     # integer true division promotes to float: the general function does that
-    int_div = ("\n            if dt.kind != 2:\n                return fallback(self, other)"
+    int_div = ("\n            if dt._kind != 2:\n                return fallback(self, other)"
                if truediv else "")
     method = f"__r{name}__" if scalar_first else f"__{name}__"
     src = _METHOD_SRC.format(
@@ -180,10 +180,10 @@ def inplace_operator(code, name, truediv, fallback, raise_, operator=True):
                 self._shape and self._cpu_contig and other._cpu_contig and not
                 (self.requires_grad or other.requires_grad) and
                 (other._storage is not self._storage or other._ptr == self._ptr) and
-                not (truediv and self._dtype.kind != 2)):
+                not (truediv and self._dtype._kind != 2)):
             rc = bc(code, self._dtype.code, self._numel, self._ptr, self._ptr, other._ptr)
             if rc:
-                if self._dtype.kind == 3:  # complex: computed by the general op
+                if self._dtype._kind == 3:  # complex: computed by the general op
                     return fallback(self, other)
                 raise_(rc, name, self._dtype)
             self._storage.version += 1
@@ -192,7 +192,7 @@ def inplace_operator(code, name, truediv, fallback, raise_, operator=True):
         if ((tp is float or tp is int) and self._cpu_contig and not self.requires_grad and
                 _scalar_fast_ok(self, other, tp, truediv)):
             rc = sc(code, self._dtype.code, self._numel, self._ptr, self._ptr, other,
-                    other if self._dtype.kind == 1 else 0, 0)
+                    other if self._dtype._kind == 1 else 0, 0)
             if rc:
                 raise_(rc, name, self._dtype)
             self._storage.version += 1
@@ -220,8 +220,8 @@ def add_inplace(sign, generic, raise_):
                 self._shape and self._cpu_contig and other._cpu_contig and not
                 (self.requires_grad or other.requires_grad) and
                 (other._storage is not self._storage or other._ptr == self._ptr) and
-                ((self._dtype.kind == 2 and (ta is int or ta is float)) or
-                 (self._dtype.kind == 1 and ta is int))):
+                ((self._dtype._kind == 2 and (ta is int or ta is float)) or
+                 (self._dtype._kind == 1 and ta is int))):
             if self._numel:
                 rc = _binary_params_c(K.BIN_ADD_ALPHA, self._dtype.code, 1,
                                       (self._numel,), self._ptr, _ONE, self._ptr, _ONE,
@@ -319,14 +319,14 @@ def mm_simple(a, b, op):
         shape = (n,) if db == 2 else ()
     dt = a._dtype
     res = new_empty(shape, dt, CPU)
-    if dt.kind == 2:
+    if dt._kind == 2:
         rc = _mm(dt.code, m, n, k, res._ptr, n, 1, a._ptr, sam, sak, b._ptr, sbk, sbn, 1.0, 0.0,
                  0, 0)
     else:
         rc = _mm(dt.code, m, n, k, res._ptr, n, 1, a._ptr, sam, sak, b._ptr, sbk, sbn, 0.0, 0.0,
                  1, 0)
     if rc:
-        if dt.kind == 3:  # complex: the general path's complex GEMM
+        if dt._kind == 3:  # complex: the general path's complex GEMM
             return None
         check(rc, op, f"dtype {dt}")
     return res

@@ -200,7 +200,7 @@ class ElementwiseMixin:
     def _binop(self, op, a, b, dt, p0=0.0, p1=0.0, p2=0.0):
         """(status, result) of binary op on the compute-dtype arrays a, b (broadcast)."""
         xp = self.xp
-        isf = dt.kind == 2
+        isf = dt._kind == 2
         isb = dt is D.bool
         if op == C.BIN_ADD:
             return 0, (a | b) if isb else a + b
@@ -330,7 +330,7 @@ class ElementwiseMixin:
         av = self.get(a, shape, sa)
         bv = self.get(b, shape, sb)
         f = _UFUNCS.get(op)
-        if f is not None and a._dtype is out._dtype and a._dtype.kind == 2:
+        if f is not None and a._dtype is out._dtype and a._dtype._kind == 2:
             o = self.direct(out)
             if o is not None and o.shape == av.shape and not self._overlaps(out, a, b):
                 getattr(self.xp, f)(av, bv, out=o)  # one pass, no temporary
@@ -355,7 +355,7 @@ class ElementwiseMixin:
         dt = a._dtype
         if dt is D.bool:
             s = xp.asarray(bool(ival) if ival else bool(fval))
-        elif dt.kind == 2:
+        elif dt._kind == 2:
             s = xp.asarray(fval, dtype=av.dtype)
         else:
             s = xp.asarray(self._scalar(dt, fval, ival, True), dtype=av.dtype)
@@ -377,7 +377,7 @@ class ElementwiseMixin:
                 return self.get(t, shape, s)
             if dtype is D.bool:
                 return xp.asarray(bool(i) or bool(f))
-            if dtype.kind == 2:
+            if dtype._kind == 2:
                 return xp.asarray(f, dtype=cdt)
             return xp.asarray(self._scalar(dtype, f, i, True), dtype=cdt)
 
@@ -395,7 +395,7 @@ class ElementwiseMixin:
         elif op == C.TER_LERP:
             r = xp.where(xp.abs(cv) < 0.5, av + cv * (bv - av), bv - (bv - av) * (1 - cv))
         elif op == C.TER_ADDCMUL:
-            w = av.dtype.type(p0 if dtype.kind == 2 else int(p0))
+            w = av.dtype.type(p0 if dtype._kind == 2 else int(p0))
             r = av + w * bv * cv
         elif op == C.TER_ADDCDIV:
             r = av + av.dtype.type(p0) * bv / cv

@@ -237,7 +237,7 @@ class IndexMixin:
         rc, w = self._adv_indices(shape, idx, sidx, isize, bad)
         if rc or w is None:
             return rc
-        if accumulate and dst._dtype.kind == 3:
+        if accumulate and dst._dtype._kind == 3:
             return C.ERR_DTYPE  # the C kernels accumulate real dtypes only (as moves: any)
         flat, off = self._adv_offsets(shape, dst, doff, sdst, w, istride)
         off = off.reshape(-1)
@@ -308,7 +308,7 @@ class IndexMixin:
         xp = self.xp
         if mode < C.IXOP_GATHER or mode > C.IXOP_MIN or isize < 0:
             return C.ERR_ARG
-        if mode > C.IXOP_SCATTER and b._dtype.kind == 3:
+        if mode > C.IXOP_SCATTER and b._dtype._kind == 3:
             return C.ERR_DTYPE  # accumulating modes: real dtypes only, as the C kernels
         if init is not None:
             if mode == C.IXOP_GATHER:
@@ -369,7 +369,7 @@ class IndexMixin:
 
     def histc(self, x, bins, lo, hi, edges, out):
         xp = self.xp
-        if x._dtype.kind != 2:
+        if x._dtype._kind != 2:
             return C.ERR_DTYPE
         if bins <= 0 or not hi > lo or edges is None or out is None:
             return C.ERR_ARG

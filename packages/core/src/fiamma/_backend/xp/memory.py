@@ -26,7 +26,7 @@ class MemoryMixin:
     def _scalar(self, dt, fval, ival, use_int):
         if dt is D.bool:
             return bool(ival if use_int else fval)
-        if dt.kind == 2:
+        if dt._kind == 2:
             return float(ival) if use_int else fval
         if not use_int:
             if fval != fval or fval in (float("inf"), float("-inf")):
@@ -54,7 +54,7 @@ class MemoryMixin:
     def arange(self, dst, fstart, fstep, istart, istep):
         xp = self.xp
         n = dst._numel
-        if dst._dtype.kind == 2:
+        if dst._dtype._kind == 2:
             v = fstart + xp.arange(n, dtype=np.float64) * fstep
         else:
             # int64 arithmetic wraps like C's
@@ -67,7 +67,7 @@ class MemoryMixin:
         n = dst._numel
         if n == 0:
             return 0
-        if dst._dtype.kind != 2:  # integer linspace starts from the ends converted (PyTorch)
+        if dst._dtype._kind != 2:  # integer linspace starts from the ends converted (PyTorch)
             start = float(self._scalar(dst._dtype, start, 0, False))
             end = float(self._scalar(dst._dtype, end, 0, False))
         if n == 1:
@@ -77,7 +77,7 @@ class MemoryMixin:
         i = xp.arange(n, dtype=np.float64)
         half = n // 2
         v = xp.where(i < half, start + i * step, end - (n - 1 - i) * step)
-        if dst._dtype.kind != 2:
+        if dst._dtype._kind != 2:
             v = xp.trunc(v)
         self.put(dst, v)
         return 0

@@ -24,7 +24,7 @@ class ProductsMixin:
                 r = r | self.get(c, shape, strides)
             self.put(c, r, shape, strides)
             return
-        if dt.kind == 2:
+        if dt._kind == 2:
             if alpha != 1.0:
                 r = r * r.dtype.type(alpha)
             if beta:  # beta == 0 ignores c (NaN in it too)
@@ -40,7 +40,7 @@ class ProductsMixin:
     def mm(self, m, n, k, c, scm, scn, a, sam, sak, b, sbk, sbn, alpha, beta, ialpha, ibeta):
         av = self.get(a, (m, k), (sam, sak))
         bv = self.get(b, (k, n), (sbk, sbn))
-        if (alpha == 1.0 and not beta and c._dtype.kind == 2 and c._contig and
+        if (alpha == 1.0 and not beta and c._dtype._kind == 2 and c._contig and
                 (scm, scn) == (n, 1) and c._dtype is a._dtype):
             o = self.direct(c)
             if o is not None:

@@ -87,7 +87,7 @@ class RandomMixin:
         seg = flat[lo:lo + v.shape[0]]
         if out._dtype is D.bool:
             seg[...] = v != 0
-        elif out._dtype.kind == 1:
+        elif out._dtype._kind == 1:
             i = xp.where(v != v, 0.0, xp.clip(v, -_I64_SAFE, _I64_SAFE))
             i = xp.where(v >= _I64_MAX, np.int64(2 ** 63 - 1), xp.trunc(i).astype(np.int64))
             i = xp.where(v <= -_I64_MAX, np.int64(-2 ** 63), i)
@@ -134,7 +134,7 @@ class RandomMixin:
         code = out._dtype.code
         if not C.RAND_UNIFORM <= dist <= C.RAND_CAUCHY:
             return C.ERR_OP
-        if dist in _NEEDS_FLOAT and out._dtype.kind != 2:
+        if dist in _NEEDS_FLOAT and out._dtype._kind != 2:
             return C.ERR_DTYPE
         n = out._numel
         if n == 0:

@@ -162,7 +162,7 @@ class ReductionsMixin:
     def softmax(self, log, x, out, dim):
         xp = self.xp
         v = self.get(x)
-        if x._dtype.kind != 2:
+        if x._dtype._kind != 2:
             return C.ERR_DTYPE
         if v.ndim == 0:
             self.put(out, xp.zeros((), v.dtype) if log else xp.ones((), v.dtype))

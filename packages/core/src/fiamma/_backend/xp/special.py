@@ -87,7 +87,7 @@ class SpecialMixin:
 
     # ---- unary ------------------------------------------------------------------------------
     def special_unary(self, op, out, x, p0):
-        if x._dtype.kind != 2:
+        if x._dtype._kind != 2:
             return C.ERR_DTYPE
         if not 0 <= op < C.SP_NUNARY:
             return C.ERR_OP
@@ -270,7 +270,7 @@ class SpecialMixin:
 
     # ---- binary -----------------------------------------------------------------------------
     def special_binary(self, op, shape, out, a, sa, b, sb):
-        if a._dtype.kind != 2:
+        if a._dtype._kind != 2:
             return C.ERR_DTYPE
         if not 0 <= op < C.SP_NBINARY:
             return C.ERR_OP
