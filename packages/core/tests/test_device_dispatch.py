@@ -93,7 +93,8 @@ def test_ops_run_on_their_inputs_backend(testdev):
         (x.softmax(-1), np.exp(a) / np.exp(a).sum(-1, keepdims=True), "softmax"),
         (x @ x.t(), a @ a.T, "mm"),
         (x.sort(1, descending=True).values, -np.sort(-a, 1), "sort"),
-        (x[fiamma.tensor([2, 0]).to("testdev")], a[[2, 0]], "index_gather"),
+        (x[:, fiamma.tensor([2, 0]).to("testdev")], a[:, [2, 0]], "index_gather"),
+        (x[fiamma.tensor([2, 0]).to("testdev")], a[[2, 0]], "ixop"),  # whole rows
     ]
     for got, want, prim in checks:
         assert got.device.type == "testdev", prim
