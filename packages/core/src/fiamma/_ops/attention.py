@@ -40,6 +40,13 @@ def _as4(t, lead, heads, op, name):
     return t4, st[:3]
 
 
+def _scale(E, scale):
+    if scale is not None:
+        return float(scale)
+    # E == 0: the scores are empty sums (0) whatever the scale; PyTorch's 1/sqrt(0) is inf
+    return 1.0 / math.sqrt(E) if E else math.inf
+
+
 def _prep(query, key, value, attn_mask, is_causal, enable_gqa, op):
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, Tensor):
@@ -136,7 +143,7 @@ def fused_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=
         raise RuntimeError(f"{op}: the derivative for 'attn_mask' is not implemented (use "
                            "fiamma.nn.functional.scaled_dot_product_attention, which composes "
                            "it)")
-    sc = 1.0 / math.sqrt(E) if scale is None else float(scale)
+    sc = _scale(E, scale)
     dev = query._storage.device
     drop = None
     if dropout_p > 0.0:
@@ -197,7 +204,7 @@ def fused_attention_backward(grad_output, query, key, value, logsumexp, attn_mas
     if dropout_mask is not None and tuple(dropout_mask._shape) != (B, H, L, S):
         raise RuntimeError(f"{op}: expected dropout_mask of shape {(B, H, L, S)}, got "
                            f"{tuple(dropout_mask._shape)}")
-    sc = 1.0 / math.sqrt(E) if scale is None else float(scale)
+    sc = _scale(E, scale)
     dev = query._storage.device
     g4, gst = _as4(cast(grad_output.detach(), cd), B, H, op, "grad_output")
     lse = cast(logsumexp.detach(), cd).contiguous()

@@ -23,7 +23,9 @@ class AttnMixin:
         if H != Hk:
             Kt = xp.repeat(Kt, H // Hk, axis=1)
             V = xp.repeat(V, H // Hk, axis=1)
-        sc = xp.matmul(Q, xp.swapaxes(Kt, -1, -2)) * Q.dtype.type(scale)
+        sc = xp.matmul(Q, xp.swapaxes(Kt, -1, -2))
+        if E:  # no embedding: empty sums (0), whatever the scale (inf by default)
+            sc = sc * Q.dtype.type(scale)
         ninf = Q.dtype.type(-np.inf)
         if mkind == K.ATTN_CAUSAL:
             keep = xp.arange(S)[None, :] <= xp.arange(L)[:, None]
