@@ -371,6 +371,15 @@ class Backend(Protocol):
         """The gradients of attn_fwd's out (incoming g, strides gs) w.r.t. q, k, v into the
         contiguous gq, gk, gv (each may be None: not computed), from attn_fwd's lse."""
 
+    def lstm_cell_fwd(self, B, H, gates, sg, cx, hy, cy, ws):
+        """One LSTM step's arithmetic (csrc/api_lstm.h): gates (B, 4H) with row stride sg
+        (order i, f, g, o), contiguous cx, hy, cy (B, H) and workspace ws (B, 4H): cy = f cx
+        + i g, hy = o tanh(cy), ws = the activated gates; one float dtype."""
+
+    def lstm_cell_bwd(self, B, H, ghy, gcy, cx, cy, ws, ggates, gcx):
+        """The gradients of lstm_cell_fwd: ggates (B, 4H) and gcx (B, H; None: not computed)
+        from ghy, gcy (either None: zero), cx, cy and the workspace."""
+
     def nms(self, boxes, scores, iou_threshold, keep, count):
         """Greedy non-maximum suppression of the contiguous (N, 4) xyxy ``boxes`` by the (N,)
         ``scores`` (one float dtype): the kept indices in decreasing score order (ties: lower
@@ -411,6 +420,6 @@ FAMILIES = {
               "pool_max", "pool_avg", "pool_avg_backward", "pool_scatter", "upsample",
               "upsample_backward", "grid_sample", "grid_sample_backward", "adam_step",
               "sgd_step", "gelu_fwd", "gelu_bwd", "nms", "xent_fwd", "xent_bwd", "attn_fwd",
-              "attn_bwd"],
+              "attn_bwd", "lstm_cell_fwd", "lstm_cell_bwd"],
     "spectral": ["stft", "fft"],
 }

@@ -1,6 +1,7 @@
 """The array-module attention (contract ``attn_fwd`` / ``attn_bwd``; csrc/attn.c is the CPU's):
 batched matmuls over (B, H) with the whole (L, S) score matrix, key/value heads repeated for
-grouped-query attention and the group's gradients summed back."""
+grouped-query attention and the group's gradients summed back; and the LSTM cell arithmetic
+(``lstm_cell_fwd`` / ``lstm_cell_bwd``; csrc/lstm.c) as whole-array expressions."""
 
 import numpy as np
 
@@ -105,4 +106,52 @@ class AttnMixin:
         if gk is not None:
             r = xp.matmul(xp.swapaxes(ds, -1, -2), Q) * one
             self.cview(gk, (B, Hk, S, E))[...] = r.reshape(B, Hk, rep, S, E).sum(axis=2)
+        return 0
+
+
+class LstmMixin:
+    """The array-module LSTM cell arithmetic (contract ``lstm_cell_fwd`` / ``lstm_cell_bwd``;
+    csrc/lstm.c is the CPU's)."""
+
+    def lstm_cell_fwd(self, B, H, gates, sg, cx, hy, cy, ws):
+        xp = self.xp
+        if not _float(gates, cx, hy, cy, ws):
+            return K.ERR_DTYPE
+        if B * H == 0:
+            return 0
+        gr = self.raw(gates, (B, 4 * H), (sg, 1))
+        one = gr.dtype.type(1)
+        sig = one / (one + xp.exp(-gr))
+        i, f, o = sig[:, :H], sig[:, H:2 * H], sig[:, 3 * H:]
+        g = xp.tanh(gr[:, 2 * H:3 * H])
+        c2 = f * self.cview(cx, (B, H)) + i * g
+        w = self.cview(ws, (B, 4 * H))
+        w[:, :2 * H] = sig[:, :2 * H]
+        w[:, 2 * H:3 * H] = g
+        w[:, 3 * H:] = o
+        self.cview(cy, (B, H))[...] = c2
+        self.cview(hy, (B, H))[...] = o * xp.tanh(c2)
+        return 0
+
+    def lstm_cell_bwd(self, B, H, ghy, gcy, cx, cy, ws, ggates, gcx):
+        xp = self.xp
+        if not _float(cx, ghy, gcy, cy, ws, ggates, gcx):
+            return K.ERR_DTYPE
+        if B * H == 0:
+            return 0
+        w = self.cview(ws, (B, 4 * H))
+        i, f, g, o = w[:, :H], w[:, H:2 * H], w[:, 2 * H:3 * H], w[:, 3 * H:]
+        c = self.cview(cx, (B, H))
+        tc = xp.tanh(self.cview(cy, (B, H)))
+        zero = xp.zeros((B, H), w.dtype)
+        dh = zero if ghy is None else self.cview(ghy, (B, H))
+        dc = zero if gcy is None else self.cview(gcy, (B, H))
+        dcs = dc + dh * o * (1 - tc * tc)
+        d = self.cview(ggates, (B, 4 * H))
+        d[:, :H] = dcs * g * i * (1 - i)
+        d[:, H:2 * H] = dcs * c * f * (1 - f)
+        d[:, 2 * H:3 * H] = dcs * i * (1 - g * g)
+        d[:, 3 * H:] = dh * tc * o * (1 - o)
+        if gcx is not None:
+            self.cview(gcx, (B, H))[...] = dcs * f
         return 0
