@@ -6,6 +6,7 @@ import math
 import warnings
 
 import fiamma
+from fiamma.autograd_hook import get_trace_hook
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 
@@ -124,9 +125,12 @@ def _gqa_expand(query, key, value):
 def _fusable(query, key, value, attn_mask, enable_gqa):
     """Whether core's fused kernel takes these inputs: same leading dims (no broadcasting),
     key/value heads equal or dividing the query's (gqa), a mask that broadcasts to the weights
-    and needs no gradient; otherwise the composition below runs."""
+    and needs no gradient, and no fiamma.jit trace is running (tracers know the composed ops);
+    otherwise the composition below runs."""
     nd = query.dim()
     if key.dim() != nd or value.dim() != nd:
+        return False
+    if get_trace_hook() is not None:  # fiamma.jit / onnx trace the composition
         return False
     lead = tuple(query.shape[:-3])
     if tuple(key.shape[:-3]) != lead or tuple(value.shape[:-3]) != lead:
