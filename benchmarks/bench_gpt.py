@@ -10,10 +10,11 @@ from each library's ``nn``; fiamma's copy loads PyTorch's initial weights. 4 lay
     python benchmarks/bench_gpt.py --profile       # where fiamma's step time goes
 
 1 thread: both libraries in one process, timed round-robin (one fiamma step, one PyTorch step,
-...), medians over the rounds. 2 threads: each library in its own process (two OpenMP runtimes
-in one process would fight over 2 cores), the processes alternated in blocks; medians of all
-rounds. The first step's losses are compared (they agree to ~1e-6). Python's GC is off while
-timing, as in bench.py.
+...), medians over the rounds of the process CPU time; ``--composed`` adds fiamma with nn's
+composed attention instead of the fused op (before/after in one run). 2 threads: each library
+in its own process (two OpenMP runtimes in one process would fight over 2 cores), the
+processes alternated in blocks; medians of all rounds. The first step's losses are compared
+(they agree to ~1e-6). Python's GC is off while timing, as in bench.py.
 """
 
 import argparse
@@ -130,6 +131,8 @@ class Runner:
     """One library's model, optimizer and batches; ``step()`` and ``forward()`` time one call."""
 
     def __init__(self, name, threads, nbatches=8):
+        self.clock = time.process_time if threads == 1 else time.perf_counter
+        self.composed = name == "fiamma-composed"
         if name == "torch":
             import torch as lib
         else:
@@ -163,9 +166,15 @@ class Runner:
 
     def timed(self, what):
         fn = self.train_step if what == "step" else self.forward
-        t = time.perf_counter()
+        if self.composed:  # fiamma before the fused attention: nn's composition
+            import fiamma.nn._attention_functional as AF
+            saved, AF._fusable = AF._fusable, lambda *a: False
+        t = self.clock()
         fn()
-        return time.perf_counter() - t
+        t = self.clock() - t
+        if self.composed:
+            AF._fusable = saved
+        return t
 
 
 def first_losses():
@@ -174,9 +183,13 @@ def first_losses():
     return float(a.train_step().item()), float(b.train_step().item())
 
 
-def interleaved(threads, rounds):
-    """Both libraries in this process, round-robin; medians in seconds."""
+def interleaved(threads, rounds, composed=False):
+    """Both libraries in this process, round-robin; medians in seconds (1 thread: process CPU
+    time, which the other processes on a loaded machine disturb least). ``composed``: also
+    fiamma with nn's composed attention instead of the fused op (before/after)."""
     runners = [Runner("fiamma", threads), Runner("torch", threads)]
+    if composed:
+        runners.append(Runner("fiamma-composed", threads))
     res = {}
     for what in ("step", "forward"):
         for r in runners:
@@ -221,9 +234,13 @@ def separate(threads, rounds, blocks):
 def report(threads, res):
     for what, times in res.items():
         f, t = statistics.median(times["fiamma"]), statistics.median(times["torch"])
+        extra = ""
+        if "fiamma-composed" in times:
+            c = statistics.median(times["fiamma-composed"])
+            extra = f"  composed attention {c * 1e3:8.2f} ms ratio {c / t:5.2f}"
         print(f"{threads} thread(s)  {what:8s} fiamma {f * 1e3:8.2f} ms  torch {t * 1e3:8.2f} ms"
-              f"  ratio {f / t:5.2f}  (n={len(times['fiamma'])}, load {os.getloadavg()[0]:.1f})",
-              flush=True)
+              f"  ratio {f / t:5.2f}{extra}  (n={len(times['fiamma'])}, "
+              f"load {os.getloadavg()[0]:.1f})", flush=True)
 
 
 # lib.fm_* name prefixes -> op family, for the profile
@@ -291,6 +308,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--blocks", type=int, default=3)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--composed", action="store_true",
+                    help="1 thread: also time fiamma with the composed (pre-fused) attention")
     ap.add_argument("--worker", choices=("fiamma", "torch"))
     a = ap.parse_args()
     if a.worker:
@@ -300,7 +319,7 @@ def main():
     lf, lt = first_losses()
     print(f"first-step loss: fiamma {lf:.7f}  torch {lt:.7f}  |diff| {abs(lf - lt):.2e}")
     if a.threads in (None, 1):
-        report(1, interleaved(1, a.rounds))
+        report(1, interleaved(1, a.rounds, a.composed))
     if a.threads in (None, 2):
         report(2, separate(2, max(1, a.rounds // a.blocks), a.blocks))
 

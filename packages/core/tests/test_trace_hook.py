@@ -58,3 +58,15 @@ def test_hook_is_per_thread_and_removable():
     assert seen == [None]
     x = fiamma.ones(2, requires_grad=True)
     assert (x * 3).grad_fn is not None  # back to autograd
+
+
+def test_get_trace_hook_returns_the_installed_tracer():
+    from fiamma import autograd_hook
+    assert autograd_hook.get_trace_hook() is None
+    tracer = object()
+    prev = autograd_hook.set_trace_hook(tracer)
+    try:
+        assert autograd_hook.get_trace_hook() is tracer
+    finally:
+        autograd_hook.set_trace_hook(prev)
+    assert autograd_hook.get_trace_hook() is None

@@ -41,6 +41,8 @@ from fiamma._ops.conv import *  # noqa: F401,F403
 from fiamma._ops.activations import *  # noqa: F401,F403
 from fiamma._ops.complex_ops import *  # noqa: F401,F403
 from fiamma._ops.xent import *  # noqa: F401,F403
+from fiamma._ops.attention import *  # noqa: F401,F403
+from fiamma._ops.rnn import *  # noqa: F401,F403
 
 from fiamma._tensor_api import *  # noqa: F401,F403
 from fiamma._compat_ops import *  # noqa: F401,F403

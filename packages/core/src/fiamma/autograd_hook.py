@@ -59,8 +59,16 @@ from fiamma._grad_mode import enable_grad, inference_mode, no_grad, set_grad_ena
 __all__ = [
     "register_autograd", "autograd_module", "is_grad_enabled", "set_grad_enabled_flag",
     "is_inference_mode_enabled", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
-    "registered_recorder", "set_trace_hook",
+    "registered_recorder", "set_trace_hook", "get_trace_hook",
 ]
+
+
+def get_trace_hook():
+    """The trace hook installed in this thread (see :func:`set_trace_hook`), or None. Ops with
+    a fused kernel that a tracer has no runner for (``fiamma.fused_attention``) let
+    fiamma-nn compose them from core ops instead while one is installed."""
+    from fiamma import _grad_hook
+    return _grad_hook.state.tracer
 
 
 def registered_recorder():

@@ -354,6 +354,32 @@ class Backend(Protocol):
         by g's element i * gs (gs 0: g's element 0 for every row) times ``scale``; 0 on
         ignored rows."""
 
+    def attn_fwd(self, B, H, Hk, L, S, E, Ev, scale, q, qs, k, ks, v, vs, mkind, mask, ms,
+                 drop, out, os, lse):
+        """Scaled dot-product attention (csrc/api_attn.h has the formula) of q (B, H, L, E)
+        against k (B, Hk, S, E), v (B, Hk, S, Ev) (H a multiple of Hk: query head h reads
+        key/value head h // (H // Hk)) into out (B, H, L, Ev) and the rows' log-sum-exp into
+        the contiguous lse (B, H, L); qs, ks, vs, os: each operand's element strides for
+        (batch, head, row), its last dim contiguous. mkind: codes.ATTN_NONE, ATTN_CAUSAL (top
+        left), ATTN_ADD (mask of q's dtype added) or ATTN_BOOL (bool mask, False drops), mask
+        read with the 4 strides ms (zero: broadcast); drop: None or the contiguous (B, H, L, S)
+        dropout multipliers applied to the probabilities. One float dtype (float32/float64);
+        fully masked rows give 0 and lse -inf."""
+
+    def attn_bwd(self, B, H, Hk, L, S, E, Ev, scale, q, qs, k, ks, v, vs, mkind, mask, ms,
+                 drop, g, gs, lse, gq, gk, gv):
+        """The gradients of attn_fwd's out (incoming g, strides gs) w.r.t. q, k, v into the
+        contiguous gq, gk, gv (each may be None: not computed), from attn_fwd's lse."""
+
+    def lstm_cell_fwd(self, B, H, gates, sg, cx, hy, cy, ws):
+        """One LSTM step's arithmetic (csrc/api_lstm.h): gates (B, 4H) with row stride sg
+        (order i, f, g, o), contiguous cx, hy, cy (B, H) and workspace ws (B, 4H): cy = f cx
+        + i g, hy = o tanh(cy), ws = the activated gates; one float dtype."""
+
+    def lstm_cell_bwd(self, B, H, ghy, gcy, cx, cy, ws, ggates, gcx):
+        """The gradients of lstm_cell_fwd: ggates (B, 4H) and gcx (B, H; None: not computed)
+        from ghy, gcy (either None: zero), cx, cy and the workspace."""
+
     def nms(self, boxes, scores, iou_threshold, keep, count):
         """Greedy non-maximum suppression of the contiguous (N, 4) xyxy ``boxes`` by the (N,)
         ``scores`` (one float dtype): the kept indices in decreasing score order (ties: lower
@@ -393,6 +419,7 @@ FAMILIES = {
     "fused": ["conv", "batch_norm_fwd", "batch_norm_bwd", "row_norm_fwd", "row_norm_bwd",
               "pool_max", "pool_avg", "pool_avg_backward", "pool_scatter", "upsample",
               "upsample_backward", "grid_sample", "grid_sample_backward", "adam_step",
-              "sgd_step", "gelu_fwd", "gelu_bwd", "nms", "xent_fwd", "xent_bwd"],
+              "sgd_step", "gelu_fwd", "gelu_bwd", "nms", "xent_fwd", "xent_bwd", "attn_fwd",
+              "attn_bwd", "lstm_cell_fwd", "lstm_cell_bwd"],
     "spectral": ["stft", "fft"],
 }

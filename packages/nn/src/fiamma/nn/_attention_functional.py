@@ -1,10 +1,12 @@
 """Attention: ``scaled_dot_product_attention`` and ``multi_head_attention_forward``
-(torch.nn.functional's), composed of core ops so autograd comes for free."""
+(torch.nn.functional's). Attention runs core's fused kernel (``fiamma.fused_attention``) where
+it takes the inputs, else a composition of core ops."""
 
 import math
 import warnings
 
 import fiamma
+from fiamma.autograd_hook import get_trace_hook
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 
@@ -124,6 +126,40 @@ def _gqa_expand(query, key, value):
     return key, value
 
 
+def _fusable(query, key, value, attn_mask, enable_gqa):
+    """Whether core's fused kernel takes these inputs: same leading dims (no broadcasting),
+    key/value heads equal or dividing the query's (gqa), a mask that broadcasts to the weights
+    and needs no gradient, and no fiamma.jit trace is running (tracers know the composed ops);
+    otherwise the composition below runs."""
+    nd = query.dim()
+    if key.dim() != nd or value.dim() != nd:
+        return False
+    if get_trace_hook() is not None:  # fiamma.jit / onnx trace the composition
+        return False
+    lead = tuple(query.shape[:-3])
+    if tuple(key.shape[:-3]) != lead or tuple(value.shape[:-3]) != lead:
+        return False
+    if nd >= 3:
+        hq, hk = query.shape[-3], key.shape[-3]
+        if value.shape[-3] != hk or (hk != hq and not (enable_gqa and hk and hq % hk == 0)):
+            return False
+    dev = query.device
+    if key.device != dev or value.device != dev:
+        return False
+    if attn_mask is not None:
+        if attn_mask.device != dev or attn_mask.dim() > nd:
+            return False
+        if attn_mask.requires_grad and fiamma.is_grad_enabled():
+            return False
+        weights = tuple(query.shape[:-1]) + (key.shape[-2],)
+        try:
+            if fiamma.broadcast_shapes(tuple(attn_mask.shape), weights) != weights:
+                return False
+        except RuntimeError:
+            return False
+    return True
+
+
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False):
     """``softmax(query @ key^T * scale + mask) @ value`` over the last two dims, batch dims
@@ -133,7 +169,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     the scores, broadcastable to (..., L, S); ``is_causal``: a top-left aligned lower
     triangular mask (an error together with ``attn_mask``); ``scale`` defaults to
     ``1 / sqrt(E)``; ``enable_gqa`` repeats key/value heads (dim -3) to match the query's.
-    Rows where every position is masked give zeros (as PyTorch's safe softmax).
+    Rows where every position is masked give zeros (as PyTorch's safe softmax). Runs as
+    one fused op (``fiamma.fused_attention``: a 4-d result is then laid out (N, L, heads, E)
+    in memory, as PyTorch's) unless the batch dims broadcast or the mask requires grad.
 
     Example::
 
@@ -142,6 +180,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         fiamma.Size([2, 4, 8, 16])
     """
     _check_sdpa(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa)
+    if _fusable(query, key, value, attn_mask, enable_gqa):
+        return fiamma.fused_attention(query, key, value, attn_mask, dropout_p, is_causal, scale,
+                                      enable_gqa)
     if enable_gqa:
         key, value = _gqa_expand(query, key, value)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale

@@ -9,7 +9,8 @@ from fiamma._lib import ffi, lib
 __all__ = ["conv", "batch_norm_fwd", "batch_norm_bwd", "row_norm_fwd", "row_norm_bwd",
            "pool_max", "pool_avg", "pool_avg_backward", "pool_scatter", "upsample",
            "upsample_backward", "grid_sample", "grid_sample_backward", "adam_step", "sgd_step",
-           "gelu_fwd", "gelu_bwd", "nms", "xent_fwd", "xent_bwd"]
+           "gelu_fwd", "gelu_bwd", "nms", "xent_fwd", "xent_bwd", "attn_fwd", "attn_bwd",
+           "lstm_cell_fwd", "lstm_cell_bwd"]
 
 
 def _p(t):
@@ -132,3 +133,27 @@ def xent_fwd(n, c, x, target, weight, ignore_index, smoothing, loss, wt):
 def xent_bwd(n, c, x, target, weight, ignore_index, smoothing, g, gs, scale, gx):
     return lib.fm_xent_bwd(x._dtype.code, n, c, x._ptr, target._ptr, _p(weight), ignore_index,
                            smoothing, g._ptr, gs, scale, gx._ptr)
+
+
+def attn_fwd(B, H, Hk, L, S, E, Ev, scale, q, qs, k, ks, v, vs, mkind, mask, ms, drop, out, os,
+             lse):
+    return lib.fm_attn_fwd(q._dtype.code, B, H, Hk, L, S, E, Ev, scale, q._ptr, qs, k._ptr, ks,
+                           v._ptr, vs, mkind, _p(mask), ms if mask is not None else ffi.NULL,
+                           _p(drop), out._ptr, os, lse._ptr)
+
+
+def attn_bwd(B, H, Hk, L, S, E, Ev, scale, q, qs, k, ks, v, vs, mkind, mask, ms, drop, g, gs, lse,
+             gq, gk, gv):
+    return lib.fm_attn_bwd(q._dtype.code, B, H, Hk, L, S, E, Ev, scale, q._ptr, qs, k._ptr, ks,
+                           v._ptr, vs, mkind, _p(mask), ms if mask is not None else ffi.NULL,
+                           _p(drop), g._ptr, gs, lse._ptr, _p(gq), _p(gk), _p(gv))
+
+
+def lstm_cell_fwd(B, H, gates, sg, cx, hy, cy, ws):
+    return lib.fm_lstm_cell_fwd(gates._dtype.code, B, H, gates._ptr, sg, cx._ptr, hy._ptr,
+                                cy._ptr, ws._ptr)
+
+
+def lstm_cell_bwd(B, H, ghy, gcy, cx, cy, ws, ggates, gcx):
+    return lib.fm_lstm_cell_bwd(cx._dtype.code, B, H, _p(ghy), _p(gcy), cx._ptr, cy._ptr,
+                                ws._ptr, ggates._ptr, _p(gcx))

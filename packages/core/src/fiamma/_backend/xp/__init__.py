@@ -11,6 +11,7 @@ import functools
 import numpy as np
 
 from fiamma._backend.contract import FAMILIES
+from fiamma._backend.xp.attn import AttnMixin, LstmMixin
 from fiamma._backend.xp.base import XpBase
 from fiamma._backend.xp.elementwise import ElementwiseMixin
 from fiamma._backend.xp.fused import FusedMixin
@@ -31,7 +32,7 @@ PRIMITIVES = [p for names in FAMILIES.values() for p in names]
 
 class XpBackend(MemoryMixin, ElementwiseMixin, SpecialMixin, ReductionsMixin, ProductsMixin,
                 IndexMixin, SortingMixin, RandomMixin, FusedMixin, SpectralMixin, XentMixin,
-                XpBase):
+                AttnMixin, LstmMixin, XpBase):
     """The contract over one array module (see the module docstring)."""
 
     def __init__(self, xp, name, device_cls=None):

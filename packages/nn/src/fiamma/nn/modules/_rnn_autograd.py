@@ -69,33 +69,33 @@ class RecurrentWeight(Function):
 
 class LSTMPointwise(Function):
     """The LSTM gate arithmetic of one step, ``(gates, c) -> (h, c')`` (h before any
-    projection), as one graph node: recording its dozen elementwise ops one by one costs more
-    than computing them at the sizes recurrent layers run at. The backward is written in
-    differentiable ops and, under ``create_graph``, recomputes the activations from the saved
-    inputs so that higher derivatives are right."""
+    projection), as one graph node computed by core's fused cell (``fiamma.fused_lstm_cell``:
+    one pass each way instead of a dozen elementwise ops, whose per-call cost dominates at the
+    sizes recurrent layers run at). Under ``create_graph`` the backward is written in
+    differentiable ops, recomputing the activations from the saved inputs, so that higher
+    derivatives are right."""
 
     @staticmethod
     def forward(ctx, gates, c):
-        n = c.shape[1]
-        sif = fiamma.sigmoid(gates[:, :2 * n])
-        tg = fiamma.tanh(gates[:, 2 * n:3 * n])
-        so = fiamma.sigmoid(gates[:, 3 * n:])
-        c2 = sif[:, n:] * c
-        c2 += sif[:, :n] * tg
-        tc = fiamma.tanh(c2)
-        ctx.save_for_backward(gates, c, sif, tg, so, tc)
-        return so * tc, c2
+        h, c2, ws = fiamma.fused_lstm_cell(gates, c)
+        ctx.save_for_backward(gates, c, c2, ws)
+        return h, c2
 
     @staticmethod
     def backward(ctx, dh, dc):
-        gates, c, sif, tg, so, tc = ctx.saved_tensors
-        n = c.shape[1]
-        if fiamma.is_grad_enabled():  # create_graph: activations with history
-            sif = fiamma.sigmoid(gates[:, :2 * n])
-            tg = fiamma.tanh(gates[:, 2 * n:3 * n])
-            so = fiamma.sigmoid(gates[:, 3 * n:])
-            tc = fiamma.tanh(sif[:, n:] * c + sif[:, :n] * tg)
+        gates, c, c2, ws = ctx.saved_tensors
+        if not fiamma.is_grad_enabled():
+            return fiamma.fused_lstm_cell_backward(dh, dc, c, c2, ws)
+        n = c.shape[1]  # create_graph: activations with history
+        sif = fiamma.sigmoid(gates[:, :2 * n])
+        tg = fiamma.tanh(gates[:, 2 * n:3 * n])
+        so = fiamma.sigmoid(gates[:, 3 * n:])
+        tc = fiamma.tanh(sif[:, n:] * c + sif[:, :n] * tg)
         si, sf = sif[:, :n], sif[:, n:]
+        if dh is None:
+            dh = fiamma.zeros_like(c)
+        if dc is None:
+            dc = fiamma.zeros_like(c)
         dso = dh * so
         dc = dc + dso * (1 - tc * tc)
         dsi = dc * si

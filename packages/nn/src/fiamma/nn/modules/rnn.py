@@ -69,7 +69,10 @@ def _rnn_relu_step(xw, carry, state, w_t, w_hr_t, mm):
 
 def _lstm_step(xw, carry, state, w_t, w_hr_t, mm):
     h, c = state
-    h, c = _ag.LSTMPointwise.apply(mm(carry, h, w_t), c)
+    if not fiamma.is_grad_enabled():  # not recording: core's fused cell without the node
+        h, c, _ = fiamma.fused_lstm_cell(mm(carry, h, w_t), c)
+    else:
+        h, c = _ag.LSTMPointwise.apply(mm(carry, h, w_t), c)
     if w_hr_t is not None:
         h = fiamma.mm(h, w_hr_t)
     return h, c
