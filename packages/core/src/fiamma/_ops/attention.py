@@ -54,7 +54,7 @@ def _prep(query, key, value, attn_mask, is_causal, enable_gqa, op):
         if t.dim() < 2:
             raise RuntimeError(f"{op}: expected {name} with at least 2 dims (..., L, E), got "
                                f"shape {tuple(t._shape)}")
-    if not (query._dtype is key._dtype is value._dtype) or query._dtype.kind != 2:
+    if not (query._dtype is key._dtype is value._dtype) or query._dtype._kind != 2:
         raise RuntimeError(f"{op}: expected query, key and value of one floating dtype, got "
                            f"{query._dtype}, {key._dtype} and {value._dtype}")
     nd = query.dim()

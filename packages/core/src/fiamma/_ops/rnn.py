@@ -26,7 +26,7 @@ def _check(op, gates, cx):
                                                                      4 * cx._shape[1]):
         raise RuntimeError(f"{op}: expected gates (B, 4H) and cx (B, H), got "
                            f"{tuple(gates._shape)} and {tuple(cx._shape)}")
-    if gates._dtype is not cx._dtype or gates._dtype.kind != 2:
+    if gates._dtype is not cx._dtype or gates._dtype._kind != 2:
         raise RuntimeError(f"{op}: expected gates and cx of one floating dtype, got "
                            f"{gates._dtype} and {cx._dtype}")
     if gates._storage.device != cx._storage.device:
@@ -81,7 +81,7 @@ def fused_lstm_cell_backward(grad_hy, grad_cy, cx, cy, workspace):
     if not isinstance(workspace, Tensor) or not isinstance(cx, Tensor):
         raise TypeError(f"{op}: expected workspace and cx to be Tensors")
     cd = D.float64 if cx._dtype is D.float64 else D.float32
-    if cx.dim() != 2 or cx._dtype.kind != 2 or tuple(workspace._shape) != (
+    if cx.dim() != 2 or cx._dtype._kind != 2 or tuple(workspace._shape) != (
             cx._shape[0], 4 * cx._shape[1]):
         raise RuntimeError(f"{op}: expected a floating cx (B, H) and workspace (B, 4H), got "
                            f"{tuple(cx._shape)} ({cx._dtype}) and {tuple(workspace._shape)}")
