@@ -80,3 +80,33 @@ def _check_degenerate(targets):
             raise ValueError(f"All bounding boxes should have positive height and width. "
                              f"Found invalid box {boxes[bb_idx].tolist()} for target at index "
                              f"{target_idx}.")
+
+
+def _single_stage_inputs(model, images, targets):
+    """The shared first half of a single-stage detector's forward (RetinaNet, FCOS, SSD):
+    checked targets, the transform, the backbone's features as a list, the head's outputs and
+    the anchors. Returns (original image sizes, images, targets, features, head outputs,
+    anchors)."""
+    if model.training:
+        _check_targets(targets)
+    original_image_sizes = [(int(img.shape[-2]), int(img.shape[-1])) for img in images]
+    images, targets = model.transform(images, targets)
+    _check_degenerate(targets)
+    features = model.backbone(images.tensors)
+    if isinstance(features, fiamma.Tensor):
+        features = OrderedDict([("0", features)])
+    features = list(features.values())
+    head_outputs = model.head(features)
+    anchors = model.anchor_generator(images, features)
+    return original_image_sizes, images, targets, features, head_outputs, anchors
+
+
+def _nms_detections(boxes, scores, labels, nms_thresh, detections_per_img):
+    """One image's detections from its per-level candidate lists: class-wise NMS, the best
+    ``detections_per_img`` kept, as torchvision's result dict."""
+    from fiamma.vision.ops import boxes as box_ops
+
+    boxes, scores, labels = fiamma.cat(boxes, dim=0), fiamma.cat(scores, dim=0), \
+        fiamma.cat(labels, dim=0)
+    keep = box_ops.batched_nms(boxes, scores, labels, nms_thresh)[:detections_per_img]
+    return {"boxes": boxes[keep], "scores": scores[keep], "labels": labels[keep]}

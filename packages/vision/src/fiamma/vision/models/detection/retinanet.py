@@ -9,7 +9,6 @@ torchvision's module names.
     ['boxes', 'labels', 'scores']
 """
 import math
-from collections import OrderedDict
 from functools import partial
 
 import fiamma
@@ -23,7 +22,7 @@ from fiamma.vision.models.detection.backbone_utils import (
     _validate_trainable_layers,
 )
 from fiamma.vision.models.detection.faster_rcnn import COCO_CATEGORIES, _load, _resolve
-from fiamma.vision.models.detection.generalized_rcnn import _check_degenerate, _check_targets
+from fiamma.vision.models.detection.generalized_rcnn import _nms_detections, _single_stage_inputs
 from fiamma.vision.models.detection.transform import GeneralizedRCNNTransform
 from fiamma.vision.models.resnet import ResNet50_Weights, resnet50
 from fiamma.vision.ops import boxes as box_ops, misc as misc_nn_ops, sigmoid_focal_loss
@@ -258,27 +257,13 @@ class RetinaNet(nn.Module):
                 image_boxes.append(box_ops.clip_boxes_to_image(boxes, image_shape))
                 image_scores.append(scores)
                 image_labels.append(labels)
-            boxes = fiamma.cat(image_boxes, dim=0)
-            scores = fiamma.cat(image_scores, dim=0)
-            labels = fiamma.cat(image_labels, dim=0)
-            keep = box_ops.batched_nms(boxes, scores, labels, self.nms_thresh)
-            keep = keep[:self.detections_per_img]
-            detections.append({"boxes": boxes[keep], "scores": scores[keep],
-                               "labels": labels[keep]})
+            detections.append(_nms_detections(image_boxes, image_scores, image_labels,
+                                              self.nms_thresh, self.detections_per_img))
         return detections
 
     def forward(self, images, targets=None):
-        if self.training:
-            _check_targets(targets)
-        original_image_sizes = [(int(img.shape[-2]), int(img.shape[-1])) for img in images]
-        images, targets = self.transform(images, targets)
-        _check_degenerate(targets)
-        features = self.backbone(images.tensors)
-        if isinstance(features, fiamma.Tensor):
-            features = OrderedDict([("0", features)])
-        features = list(features.values())
-        head_outputs = self.head(features)
-        anchors = self.anchor_generator(images, features)
+        original_image_sizes, images, targets, features, head_outputs, anchors = \
+            _single_stage_inputs(self, images, targets)
         if self.training:
             return self.compute_loss(targets, head_outputs, anchors)
         num_per_level = [f.shape[2] * f.shape[3] for f in features]

@@ -19,7 +19,7 @@ from fiamma.vision.models.detection import _utils as det_utils
 from fiamma.vision.models.detection.anchor_utils import DefaultBoxGenerator
 from fiamma.vision.models.detection.backbone_utils import _validate_trainable_layers
 from fiamma.vision.models.detection.faster_rcnn import COCO_CATEGORIES, _load, _resolve
-from fiamma.vision.models.detection.generalized_rcnn import _check_degenerate, _check_targets
+from fiamma.vision.models.detection.generalized_rcnn import _nms_detections, _single_stage_inputs
 from fiamma.vision.models.detection.transform import GeneralizedRCNNTransform
 from fiamma.vision.models.vgg import VGG16_Weights, vgg16
 from fiamma.vision.ops import boxes as box_ops
@@ -185,27 +185,13 @@ class SSD(nn.Module):
                 image_scores.append(score)
                 image_labels.append(fiamma.full((int(score.shape[0]),), label,
                                                 dtype=fiamma.int64))
-            image_boxes = fiamma.cat(image_boxes, dim=0)
-            image_scores = fiamma.cat(image_scores, dim=0)
-            image_labels = fiamma.cat(image_labels, dim=0)
-            keep = box_ops.batched_nms(image_boxes, image_scores, image_labels, self.nms_thresh)
-            keep = keep[:self.detections_per_img]
-            detections.append({"boxes": image_boxes[keep], "scores": image_scores[keep],
-                               "labels": image_labels[keep]})
+            detections.append(_nms_detections(image_boxes, image_scores, image_labels,
+                                              self.nms_thresh, self.detections_per_img))
         return detections
 
     def forward(self, images, targets=None):
-        if self.training:
-            _check_targets(targets)
-        original_image_sizes = [(int(img.shape[-2]), int(img.shape[-1])) for img in images]
-        images, targets = self.transform(images, targets)
-        _check_degenerate(targets)
-        features = self.backbone(images.tensors)
-        if isinstance(features, fiamma.Tensor):
-            features = OrderedDict([("0", features)])
-        features = list(features.values())
-        head_outputs = self.head(features)
-        anchors = self.anchor_generator(images, features)
+        original_image_sizes, images, targets, features, head_outputs, anchors = \
+            _single_stage_inputs(self, images, targets)
         if self.training:
             matched_idxs = []
             for anc, target in zip(anchors, targets):
