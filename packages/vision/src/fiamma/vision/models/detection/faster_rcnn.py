@@ -248,6 +248,24 @@ def _load(model, weights, progress):
     return model
 
 
+def _resnet50_fpn_model(model_cls, enum_cls, weights, weights_backbone, progress,
+                        trainable_backbone_layers, *args, **kwargs):
+    """The v1 ResNet-50-FPN builders' body (Faster/Mask/Keypoint R-CNN): a ResNet-50 with
+    FrozenBatchNorm2d when anything is pretrained, its FPN extractor, ``model_cls(backbone,
+    *args, **kwargs)``, the weights loaded, and eps 0 for the COCO_V1 checkpoints (they were
+    trained so)."""
+    is_trained = weights is not None or weights_backbone is not None
+    trainable_backbone_layers = _validate_trainable_layers(is_trained,
+                                                           trainable_backbone_layers, 5, 3)
+    norm_layer = misc_nn_ops.FrozenBatchNorm2d if is_trained else nn.BatchNorm2d
+    backbone = resnet50(weights=weights_backbone, progress=progress, norm_layer=norm_layer)
+    backbone = _resnet_fpn_extractor(backbone, trainable_backbone_layers)
+    model = _load(model_cls(backbone, *args, **kwargs), weights, progress)
+    if weights == enum_cls.COCO_V1:
+        overwrite_eps(model, 0.0)
+    return model
+
+
 @register_model(weights=FasterRCNN_ResNet50_FPN_Weights)
 def fasterrcnn_resnet50_fpn(*, weights=None, progress=True, num_classes=None,
                             weights_backbone=ResNet50_Weights.IMAGENET1K_V1,
@@ -262,17 +280,9 @@ def fasterrcnn_resnet50_fpn(*, weights=None, progress=True, num_classes=None,
     trained)."""
     weights, weights_backbone, num_classes = _resolve(
         FasterRCNN_ResNet50_FPN_Weights, weights, weights_backbone, num_classes)
-    is_trained = weights is not None or weights_backbone is not None
-    trainable_backbone_layers = _validate_trainable_layers(is_trained,
-                                                           trainable_backbone_layers, 5, 3)
-    norm_layer = misc_nn_ops.FrozenBatchNorm2d if is_trained else nn.BatchNorm2d
-    backbone = resnet50(weights=weights_backbone, progress=progress, norm_layer=norm_layer)
-    backbone = _resnet_fpn_extractor(backbone, trainable_backbone_layers)
-    model = FasterRCNN(backbone, num_classes=num_classes, **kwargs)
-    _load(model, weights, progress)
-    if weights == FasterRCNN_ResNet50_FPN_Weights.COCO_V1:
-        overwrite_eps(model, 0.0)
-    return model
+    return _resnet50_fpn_model(FasterRCNN, FasterRCNN_ResNet50_FPN_Weights, weights,
+                               weights_backbone, progress, trainable_backbone_layers,
+                               num_classes=num_classes, **kwargs)
 
 
 @register_model(weights=FasterRCNN_ResNet50_FPN_V2_Weights)

@@ -13,14 +13,8 @@ weights enum. Module names equal torchvision's, so its checkpoints load by key.
 import fiamma.nn.functional as F
 from fiamma import nn
 from fiamma.vision.models._api import Weights, WeightsEnum, register_model
-from fiamma.vision.models.detection._utils import overwrite_eps
-from fiamma.vision.models.detection.backbone_utils import (
-    _resnet_fpn_extractor,
-    _validate_trainable_layers,
-)
-from fiamma.vision.models.detection.faster_rcnn import FasterRCNN, _load, _resolve
-from fiamma.vision.models.resnet import ResNet50_Weights, resnet50
-from fiamma.vision.ops import misc as misc_nn_ops
+from fiamma.vision.models.detection.faster_rcnn import FasterRCNN, _resnet50_fpn_model, _resolve
+from fiamma.vision.models.resnet import ResNet50_Weights
 from fiamma.vision.ops.feature_pyramid_network import MultiScaleRoIAlign
 from fiamma.vision.transforms._presets import ObjectDetection
 
@@ -181,14 +175,6 @@ def keypointrcnn_resnet50_fpn(*, weights=None, progress=True, num_classes=None,
         num_keypoints = expected
     elif num_keypoints is None:
         num_keypoints = 17
-    is_trained = weights is not None or weights_backbone is not None
-    trainable_backbone_layers = _validate_trainable_layers(is_trained,
-                                                           trainable_backbone_layers, 5, 3)
-    norm_layer = misc_nn_ops.FrozenBatchNorm2d if is_trained else nn.BatchNorm2d
-    backbone = resnet50(weights=weights_backbone, progress=progress, norm_layer=norm_layer)
-    backbone = _resnet_fpn_extractor(backbone, trainable_backbone_layers)
-    model = KeypointRCNN(backbone, num_classes, num_keypoints=num_keypoints, **kwargs)
-    _load(model, weights, progress)
-    if weights == enum_cls.COCO_V1:
-        overwrite_eps(model, 0.0)
-    return model
+    return _resnet50_fpn_model(KeypointRCNN, enum_cls, weights, weights_backbone, progress,
+                               trainable_backbone_layers, num_classes,
+                               num_keypoints=num_keypoints, **kwargs)

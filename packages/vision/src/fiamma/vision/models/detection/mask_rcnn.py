@@ -14,7 +14,6 @@ from collections import OrderedDict
 
 from fiamma import nn
 from fiamma.vision.models._api import Weights, WeightsEnum, register_model
-from fiamma.vision.models.detection._utils import overwrite_eps
 from fiamma.vision.models.detection.backbone_utils import (
     _resnet_fpn_extractor,
     _validate_trainable_layers,
@@ -25,6 +24,7 @@ from fiamma.vision.models.detection.faster_rcnn import (
     FastRCNNConvFCHead,
     _default_anchorgen,
     _load,
+    _resnet50_fpn_model,
     _resolve,
 )
 from fiamma.vision.models.detection.rpn import RPNHead
@@ -178,17 +178,9 @@ def maskrcnn_resnet50_fpn(*, weights=None, progress=True, num_classes=None,
     uses FrozenBatchNorm2d (eps 0 for COCO_V1)."""
     weights, weights_backbone, num_classes = _resolve(
         MaskRCNN_ResNet50_FPN_Weights, weights, weights_backbone, num_classes)
-    is_trained = weights is not None or weights_backbone is not None
-    trainable_backbone_layers = _validate_trainable_layers(is_trained,
-                                                           trainable_backbone_layers, 5, 3)
-    norm_layer = misc_nn_ops.FrozenBatchNorm2d if is_trained else nn.BatchNorm2d
-    backbone = resnet50(weights=weights_backbone, progress=progress, norm_layer=norm_layer)
-    backbone = _resnet_fpn_extractor(backbone, trainable_backbone_layers)
-    model = MaskRCNN(backbone, num_classes=num_classes, **kwargs)
-    _load(model, weights, progress)
-    if weights == MaskRCNN_ResNet50_FPN_Weights.COCO_V1:
-        overwrite_eps(model, 0.0)
-    return model
+    return _resnet50_fpn_model(MaskRCNN, MaskRCNN_ResNet50_FPN_Weights, weights,
+                               weights_backbone, progress, trainable_backbone_layers,
+                               num_classes=num_classes, **kwargs)
 
 
 @register_model(weights=MaskRCNN_ResNet50_FPN_V2_Weights)
