@@ -285,16 +285,9 @@ def fasterrcnn_resnet50_fpn(*, weights=None, progress=True, num_classes=None,
                                num_classes=num_classes, **kwargs)
 
 
-@register_model(weights=FasterRCNN_ResNet50_FPN_V2_Weights)
-def fasterrcnn_resnet50_fpn_v2(*, weights=None, progress=True, num_classes=None,
-                               weights_backbone=None, trainable_backbone_layers=None,
-                               **kwargs):
-    """Faster R-CNN v2 (Li et al., "Benchmarking Detection Transfer Learning with Vision
-    Transformers"): ResNet-50-FPN with batch-normed FPN, a two-conv RPN head and a 4-conv +
-    1-FC box head (torchvision's ``fasterrcnn_resnet50_fpn_v2``); arguments as
-    :func:`fasterrcnn_resnet50_fpn`."""
-    weights, weights_backbone, num_classes = _resolve(
-        FasterRCNN_ResNet50_FPN_V2_Weights, weights, weights_backbone, num_classes)
+def _v2_parts(weights, weights_backbone, progress, trainable_backbone_layers):
+    """The v2 builders' shared parts (Faster and Mask R-CNN v2): a ResNet-50 with a
+    batch-normed FPN, the default anchors, a two-conv RPN head and a 4-conv + 1-FC box head."""
     is_trained = weights is not None or weights_backbone is not None
     trainable_backbone_layers = _validate_trainable_layers(is_trained,
                                                            trainable_backbone_layers, 5, 3)
@@ -306,6 +299,21 @@ def fasterrcnn_resnet50_fpn_v2(*, weights=None, progress=True, num_classes=None,
                        conv_depth=2)
     box_head = FastRCNNConvFCHead((backbone.out_channels, 7, 7), [256, 256, 256, 256], [1024],
                                   norm_layer=nn.BatchNorm2d)
+    return backbone, anchor_gen, rpn_head, box_head
+
+
+@register_model(weights=FasterRCNN_ResNet50_FPN_V2_Weights)
+def fasterrcnn_resnet50_fpn_v2(*, weights=None, progress=True, num_classes=None,
+                               weights_backbone=None, trainable_backbone_layers=None,
+                               **kwargs):
+    """Faster R-CNN v2 (Li et al., "Benchmarking Detection Transfer Learning with Vision
+    Transformers"): ResNet-50-FPN with batch-normed FPN, a two-conv RPN head and a 4-conv +
+    1-FC box head (torchvision's ``fasterrcnn_resnet50_fpn_v2``); arguments as
+    :func:`fasterrcnn_resnet50_fpn`."""
+    weights, weights_backbone, num_classes = _resolve(
+        FasterRCNN_ResNet50_FPN_V2_Weights, weights, weights_backbone, num_classes)
+    backbone, anchor_gen, rpn_head, box_head = _v2_parts(weights, weights_backbone, progress,
+                                                         trainable_backbone_layers)
     model = FasterRCNN(backbone, num_classes=num_classes, rpn_anchor_generator=anchor_gen,
                        rpn_head=rpn_head, box_head=box_head, **kwargs)
     return _load(model, weights, progress)

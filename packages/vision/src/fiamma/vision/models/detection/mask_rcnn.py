@@ -14,21 +14,15 @@ from collections import OrderedDict
 
 from fiamma import nn
 from fiamma.vision.models._api import Weights, WeightsEnum, register_model
-from fiamma.vision.models.detection.backbone_utils import (
-    _resnet_fpn_extractor,
-    _validate_trainable_layers,
-)
 from fiamma.vision.models.detection.faster_rcnn import (
     _COMMON_META,
     FasterRCNN,
-    FastRCNNConvFCHead,
-    _default_anchorgen,
     _load,
     _resnet50_fpn_model,
     _resolve,
+    _v2_parts,
 )
-from fiamma.vision.models.detection.rpn import RPNHead
-from fiamma.vision.models.resnet import ResNet50_Weights, resnet50
+from fiamma.vision.models.resnet import ResNet50_Weights
 from fiamma.vision.ops import misc as misc_nn_ops
 from fiamma.vision.ops.feature_pyramid_network import MultiScaleRoIAlign
 from fiamma.vision.transforms._presets import ObjectDetection
@@ -192,17 +186,8 @@ def maskrcnn_resnet50_fpn_v2(*, weights=None, progress=True, num_classes=None,
     :func:`maskrcnn_resnet50_fpn`."""
     weights, weights_backbone, num_classes = _resolve(
         MaskRCNN_ResNet50_FPN_V2_Weights, weights, weights_backbone, num_classes)
-    is_trained = weights is not None or weights_backbone is not None
-    trainable_backbone_layers = _validate_trainable_layers(is_trained,
-                                                           trainable_backbone_layers, 5, 3)
-    backbone = resnet50(weights=weights_backbone, progress=progress)
-    backbone = _resnet_fpn_extractor(backbone, trainable_backbone_layers,
-                                     norm_layer=nn.BatchNorm2d)
-    anchor_gen = _default_anchorgen()
-    rpn_head = RPNHead(backbone.out_channels, anchor_gen.num_anchors_per_location()[0],
-                       conv_depth=2)
-    box_head = FastRCNNConvFCHead((backbone.out_channels, 7, 7), [256, 256, 256, 256], [1024],
-                                  norm_layer=nn.BatchNorm2d)
+    backbone, anchor_gen, rpn_head, box_head = _v2_parts(weights, weights_backbone, progress,
+                                                         trainable_backbone_layers)
     mask_head = MaskRCNNHeads(backbone.out_channels, [256, 256, 256, 256], 1,
                               norm_layer=nn.BatchNorm2d)
     model = MaskRCNN(backbone, num_classes=num_classes, rpn_anchor_generator=anchor_gen,
