@@ -54,6 +54,10 @@ def make(calls):
 
     class NcclCommunicator:
         def __init__(self, ndev, commId, rank):
+            # CuPy 14's communicator takes the bytes get_unique_id made, nothing else
+            if not isinstance(commId, bytes):
+                raise TypeError("Argument 'commId' has incorrect type (expected bytes, got "
+                                f"{type(commId).__name__})")
             assert len(commId) == 128
             self.c = MPI.COMM_WORLD.Dup()
             assert (self.c.Get_size(), self.c.Get_rank()) == (ndev, rank)
@@ -123,5 +127,5 @@ def make(calls):
 
     nccl.NcclCommunicator = NcclCommunicator
     nccl.groupStart, nccl.groupEnd = groupStart, groupEnd
-    nccl.get_unique_id = lambda: tuple(range(128))
+    nccl.get_unique_id = lambda: bytes(range(128))
     return nccl

@@ -161,7 +161,9 @@ class NcclGroup:
                     "its own GPU (fiamma.cuda.set_device(local_rank), or device_id=), or use "
                     "backend='mpi' with CPU tensors")
         with cp.cuda.Device(device):
-            self.comm = self.nccl.NcclCommunicator(pg.size(), tuple(uid["id"]), pg.rank())
+            # the id goes back as get_unique_id made it: a tuple of ints before CuPy 14, bytes
+            # from CuPy 14 on (whose NcclCommunicator refuses a tuple)
+            self.comm = self.nccl.NcclCommunicator(pg.size(), uid["id"], pg.rank())
             self.stream = cp.cuda.Stream(non_blocking=True)
 
     # ---- failure ----

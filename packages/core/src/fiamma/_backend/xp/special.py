@@ -153,7 +153,25 @@ class SpecialMixin:
             # e^-|x| I(x) -> 0 at +-inf (cupyx gives NaN there): i0e 0, i1e a zero of x's sign
             zero = xp.zeros_like(v) if op == C.SP_I0E else xp.copysign(xp.zeros_like(v), v)
             r = xp.where(xp.isinf(v), zero, r)
+            # cupyx forms exp(-|x|) * I(x), NaN (0 * inf) once I(x) overflows (|x| > ~713):
+            # there the asymptotic series, converged to double precision from |x| = 700
+            big = xp.isfinite(v) & (xp.abs(v) >= 700.0)
+            r = xp.where(big, self._sp_ie_asymptotic(op == C.SP_I1E, v), r)
         return r
+
+    def _sp_ie_asymptotic(self, one, v):
+        """e^-|x| I_nu(|x|) (nu = 1 if one else 0) times sign(x) for nu = 1, for |x| >= 700:
+        1 / sqrt(2 pi |x|) sum_k (-1)^k prod_{j<=k} (4 nu^2 - (2j - 1)^2) / (k! (8 |x|)^k)."""
+        xp = self.xp
+        a = xp.maximum(xp.abs(v), 700.0)
+        mu = 4.0 if one else 0.0
+        term = xp.ones_like(a)
+        total = xp.ones_like(a)
+        for k in range(1, 9):
+            term = term * (-(mu - (2 * k - 1) ** 2) / (k * 8.0)) / a
+            total = total + term
+        r = total / xp.sqrt(2.0 * math.pi * a)
+        return xp.copysign(r, v) if one else r
 
     def _sp_series(self, c, e):
         """sum_k c[k-1] e^k by Horner."""
