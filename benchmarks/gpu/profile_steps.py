@@ -124,6 +124,54 @@ def add_paths(ctx):
     say(f"fiamma a + b {moved / t(lambda: fa + fb) / 1e9:.0f} GB/s")
 
 
+def micro(ctx):
+    """Host cost per call of the CuPy calls fiamma's generic code is made of (us, small
+    arrays, the device idle)."""
+    import cupy as cp
+
+    a = cp.ones((128, 512), cp.float32)
+    b = cp.ones((128, 512), cp.float32)
+    o = cp.empty_like(a)
+    mem = cp.cuda.alloc(a.nbytes)
+    k = cp.ElementwiseKernel("T x, T y", "T z", "z = x + y", "fm_probe_add")
+    f = ctx.fiamma
+    fa = f.ones(128, 512, device="cuda")
+    fb = f.ones(128, 512, device="cuda")
+    cases = [
+        ("cp.add(a, b, out=o)", lambda: cp.add(a, b, out=o)),
+        ("a + b", lambda: a + b),
+        ("a + np.float32(1)", lambda: a + np.float32(1)),
+        ("a + cp.asarray(1.0, float32)", lambda: a + cp.asarray(1.0, dtype=cp.float32)),
+        ("ElementwiseKernel(a, b, o)", lambda: k(a, b, o)),
+        ("cp.ndarray view on memptr", lambda: cp.ndarray((128, 512), cp.float32, memptr=mem)),
+        ("cp.cuda.alloc(256 KiB)", lambda: cp.cuda.alloc(262144)),
+        ("a.sum(axis=0, dtype=float64)", lambda: a.sum(axis=0, dtype=cp.float64)),
+        ("a.sum(axis=0)", lambda: a.sum(axis=0)),
+        ("a.max(axis=1, keepdims)", lambda: a.max(axis=1, keepdims=True)),
+        ("cp.where(a > 0, a, 0)", lambda: cp.where(a > 0, a, np.float32(0))),
+        ("o[...] = a", lambda: o.__setitem__(Ellipsis, a)),
+        ("a.astype(float64)", lambda: a.astype(cp.float64)),
+        ("cp.matmul 128x512x512", lambda: cp.matmul(a, b.T)),
+        ("bool(cp.any(a < 0)) (sync)", lambda: bool(cp.any(a < 0))),
+        ("fiamma fa + fb", lambda: fa + fb),
+        ("fiamma fa * 2.0", lambda: fa * 2.0),
+        ("fiamma fa.relu()", lambda: fa.relu()),
+        ("fiamma fa.sum(0)", lambda: fa.sum(0)),
+        ("fiamma fa @ fb.t()", lambda: fa @ fb.t()),
+        ("fiamma fa.t()", lambda: fa.t()),
+    ]
+    for name, fn in cases:
+        for _ in range(20):
+            fn()
+        cp.cuda.Device().synchronize()
+        t0 = time.perf_counter()
+        for _ in range(200):
+            fn()
+        t1 = time.perf_counter()
+        cp.cuda.Device().synchronize()
+        say(f"{name:34s} {(t1 - t0) / 200 * 1e6:8.1f} us/call host")
+
+
 def cudnn_probe():
     for mod in ("cupy.cuda.cudnn", "cupyx.cudnn", "cupy_backends.cuda.libs.cudnn"):
         try:
@@ -152,6 +200,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", default=os.environ.get("OUT", "gpu-results"))
     p.add_argument("--budget", type=float, default=120.0)
+    p.add_argument("--only", default="", help="comma-separated job names (default: all)")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     OUTF = open(os.path.join(args.out, "profile.txt"), "w")
@@ -188,7 +237,8 @@ def main():
         return B._train_step(f, m, f.optim.SGD(m.parameters(), lr=0.01, momentum=0.9),
                              f.nn.CrossEntropyLoss(), x, y, autocast_dtype=f.bfloat16)
 
-    jobs = [("cudnn", lambda: cudnn_probe()),
+    jobs = [("micro", lambda: micro(ctx)),
+            ("cudnn", lambda: cudnn_probe()),
             ("a+b", lambda: add_paths(ctx)),
             ("free", lambda: __import__("cupy").get_default_memory_pool().free_all_blocks())]
     for name, build in (("MLP", mlp), ("GPT", gpt), ("ResNet-18", resnet)):
@@ -196,10 +246,12 @@ def main():
             step = build()
             host_vs_device(ctx, name, step, n=20 if name == "MLP" else 5)
             op_table(ctx, name, step)
-            if name == "MLP":
-                cprof(ctx, name, step)
+            cprof(ctx, name, step, n=10 if name == "MLP" else 3)
         jobs.append((name, job))
+    only = [x for x in args.only.split(",") if x]
     for name, job in jobs:
+        if only and name not in only:
+            continue
         left = args.budget - (time.perf_counter() - T0)
         if left < 10:
             say(f"== {name}: skipped, {left:.0f} s left")
