@@ -28,6 +28,7 @@ import numpy as np
 
 from fiamma import _dtype as D
 from fiamma._backend.xp import XpBackend
+from fiamma._backend.xp.cuda_kernels import CudaKernelsMixin
 from fiamma._backend.xp.cuda_runtime import RuntimeMixin
 
 __all__ = ["CupyBackend", "backend", "reason"]
@@ -102,8 +103,9 @@ def _collapse(batch, strides):
     return out
 
 
-class CupyBackend(RuntimeMixin, XpBackend):
-    """The contract over CuPy (see the module docstring)."""
+class CupyBackend(CudaKernelsMixin, RuntimeMixin, XpBackend):
+    """The contract over CuPy (see the module docstring); CudaKernelsMixin's fused kernels
+    in front of the generic array code."""
 
     def __init__(self, cupy):
         XpBackend.__init__(self, cupy, "cuda")
@@ -114,7 +116,8 @@ class CupyBackend(RuntimeMixin, XpBackend):
         self._d2h = runtime.memcpyDeviceToHost
         self._ndevices = runtime.getDeviceCount()
         RuntimeMixin.__init__(self)
-        self.fast_path_errors = {}  # cuBLAS failures that fell back to the generic code
+        self.fast_path_errors = {}  # cuBLAS/kernel failures that fell back to the generic code
+        self._kernels_init()
         self._pending = collections.deque()  # (event, host source) of async uploads in flight
 
     # ---- memory ------------------------------------------------------------------------------

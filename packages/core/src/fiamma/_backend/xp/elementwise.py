@@ -353,12 +353,14 @@ class ElementwiseMixin:
         xp = self.xp
         av = self.get(a, shape, sa)
         dt = a._dtype
+        # a NumPy scalar of the array's dtype: CuPy passes it to the kernel by value (a 0-d
+        # device array would cost a host-to-device copy per call)
         if dt is D.bool:
-            s = xp.asarray(bool(ival) if ival else bool(fval))
+            s = np.bool_(bool(ival) if ival else bool(fval))
         elif dt._kind == 2:
-            s = xp.asarray(fval, dtype=av.dtype)
+            s = av.dtype.type(fval)
         else:
-            s = xp.asarray(self._scalar(dt, fval, ival, True), dtype=av.dtype)
+            s = av.dtype.type(self._scalar(dt, fval, ival, True))
         x, y = (s, av) if scalar_first else (av, s)
         rc, r = self._binop(op, x, y, dt)
         if rc:

@@ -1,0 +1,783 @@
+"""The cuda backend's own kernels: fused CuPy kernels (ElementwiseKernel / RawKernel) for the
+primitives whose generic array code costs many launches or many passes over memory:
+
+- ``gelu_fwd`` / ``gelu_bwd``: one elementwise pass (the generic code makes ~20 float64
+  passes through erfc);
+- ``adam_step`` / ``sgd_step``: one elementwise kernel per parameter (the generic code ~12);
+- ``row_norm_fwd`` / ``row_norm_bwd`` (layer norm and RMS norm with one weight per column):
+  one block per row, statistics in float64; the weight/bias gradients as column sums;
+- ``xent_fwd`` / ``xent_bwd``: one block per row (log-sum-exp, target, smoothing in float64);
+  the target range check is a flag the kernel raises, read back once (the one host sync, as
+  before);
+- ``reduce`` (sum/mean over leading dims of a contiguous float array, e.g. a bias gradient):
+  column sums in float64;
+- ``binary`` (+ - * / of same-shape contiguous float32 arrays): four elements per thread, as
+  wide loads where the addresses allow.
+
+Each path is taken only where its conditions hold (dtype float32/float64, the layouts named);
+everything else goes to the generic array code (fiamma._backend.xp), which is correct for
+every layout. Arithmetic mirrors the generic code's order in the tensor's dtype (kernels are
+compiled with --fmad=false, so no contraction changes a rounding); sums are float64 as there.
+A kernel that fails to compile is reported in ``fast_path_errors`` and its op falls back to the
+generic code; ``fast_path_calls`` counts the calls each path served (the GPU tests assert both).
+These kernels run only on a GPU: packages/core/tests/test_cuda_kernels.py checks them there
+(benchmarks/gpu/run.sh).
+"""
+
+import math
+
+import numpy as np
+
+from fiamma import _dtype as D
+from fiamma._backend import codes as K
+
+__all__ = ["CudaKernelsMixin"]
+
+_CT = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+_OPTS = ("--fmad=false",)
+_MAX_ROWS = 65535 * 64  # grid.y (65535) blocks of 64-row chunks in the column-sum kernels
+_INV_SQRT2 = 0.70710678118654752440
+_INV_SQRT_2PI = 0.39894228040143267794
+_TANH_K = 0.79788456080286535588
+_TANH_C = 0.044715
+
+# ---- CUDA sources ------------------------------------------------------------------------------
+
+_BLOCK = r"""
+#define FM_NEG_INF __longlong_as_double(0xfff0000000000000ULL)
+__device__ __forceinline__ double fm_block_sum(double v, double* sh) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    __syncthreads();
+    if (lane == 0) sh[wid] = v;
+    __syncthreads();
+    const int nw = (blockDim.x + 31) >> 5;
+    if (wid == 0) {
+        v = (lane < nw) ? sh[lane] : 0.0;
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+        if (lane == 0) sh[32] = v;
+    }
+    __syncthreads();
+    return sh[32];
+}
+__device__ __forceinline__ double fm_block_max(double v, double* sh) {
+    for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_down_sync(0xffffffffu, v, o));
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    __syncthreads();
+    if (lane == 0) sh[wid] = v;
+    __syncthreads();
+    const int nw = (blockDim.x + 31) >> 5;
+    if (wid == 0) {
+        v = (lane < nw) ? sh[lane] : FM_NEG_INF;
+        for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_down_sync(0xffffffffu, v, o));
+        if (lane == 0) sh[32] = v;
+    }
+    __syncthreads();
+    return sh[32];
+}
+"""
+
+# layer norm / RMS norm forward: one block per row; T the data, mean and rstd dtype
+_ROW_NORM_FWD = _BLOCK + r"""
+extern "C" __global__ void fm_row_norm_fwd(const T* __restrict__ x, long long sx,
+        T* __restrict__ y, const T* __restrict__ w, const T* __restrict__ b,
+        T* __restrict__ mean, T* __restrict__ rstd, long long K, int rms, double eps) {
+    __shared__ double sh[33];
+    const long long r = blockIdx.x;
+    const T* xr = x + r * sx;
+    T* yr = y + r * K;
+    double mu, var;
+    if (rms) {
+        double s2 = 0.0;
+        for (long long j = threadIdx.x; j < K; j += blockDim.x) {
+            double v = (double)xr[j];
+            s2 += v * v;
+        }
+        s2 = fm_block_sum(s2, sh);
+        mu = 0.0;
+        var = s2 / (double)K;
+    } else {
+        double s = 0.0;
+        for (long long j = threadIdx.x; j < K; j += blockDim.x) s += (double)xr[j];
+        s = fm_block_sum(s, sh);
+        const T shift = (T)(s / (double)K);
+        double sd = 0.0, sdd = 0.0;
+        for (long long j = threadIdx.x; j < K; j += blockDim.x) {
+            T d = xr[j] - shift;
+            sd += (double)d;
+            sdd += (double)(d * d);
+        }
+        sd = fm_block_sum(sd, sh);
+        sdd = fm_block_sum(sdd, sh);
+        const double dm = sd / (double)K;
+        var = fmax(sdd / (double)K - dm * dm, 0.0);
+        mu = (double)shift + dm;
+    }
+    const double inv = 1.0 / sqrt(var + eps);
+    if (threadIdx.x == 0) {
+        if (!rms) mean[r] = (T)mu;
+        rstd[r] = (T)inv;
+    }
+    const T tm = (T)mu;
+    const T tl = (T)(mu - (double)tm);
+    const T ti = (T)inv;
+    for (long long j = threadIdx.x; j < K; j += blockDim.x) {
+        T v = (xr[j] - tm - tl) * ti;
+        if (w) v = v * w[j];
+        if (b) v = v + b[j];
+        yr[j] = v;
+    }
+}
+"""
+
+# its input gradient: one block per row
+_ROW_NORM_BWD = _BLOCK + r"""
+extern "C" __global__ void fm_row_norm_bwd(const T* __restrict__ g, long long sg,
+        const T* __restrict__ x, long long sx, const T* __restrict__ w,
+        const T* __restrict__ mean, const T* __restrict__ rstd, T* __restrict__ gx,
+        long long K, int rms) {
+    __shared__ double sh[33];
+    const long long r = blockIdx.x;
+    const T* gr = g + r * sg;
+    const T* xr = x + r * sx;
+    const double mu = rms ? 0.0 : (double)mean[r];
+    const double inv = (double)rstd[r];
+    double A = 0.0, Bs = 0.0;
+    for (long long j = threadIdx.x; j < K; j += blockDim.x) {
+        double gh = (double)gr[j];
+        if (w) gh *= (double)w[j];
+        A += gh;
+        Bs += gh * ((double)xr[j] - mu);
+    }
+    A = fm_block_sum(A, sh);
+    Bs = fm_block_sum(Bs, sh) * inv;
+    const double ka = rms ? 0.0 : -inv * A / (double)K;
+    const double kb = -inv * inv * Bs / (double)K;
+    const T ti = (T)inv, tka = (T)ka, tkb = (T)kb, tmu = (T)mu;
+    T* o = gx + r * K;
+    for (long long j = threadIdx.x; j < K; j += blockDim.x) {
+        T k1 = w ? gr[j] * w[j] : gr[j];
+        o[j] = k1 * ti + tka + (xr[j] - tmu) * tkb;
+    }
+}
+"""
+
+# the weight and bias gradients: column sums over row chunks, float64 atomics into acc (2, K)
+_ROW_NORM_WB = r"""
+extern "C" __global__ void fm_row_norm_wb(const T* __restrict__ g, long long sg,
+        const T* __restrict__ x, long long sx, const T* __restrict__ mean,
+        const T* __restrict__ rstd, double* __restrict__ acc, long long M, long long K,
+        int rms, int chunk) {
+    const long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= K) return;
+    const long long r0 = (long long)blockIdx.y * chunk;
+    const long long r1 = r0 + chunk < M ? r0 + chunk : M;
+    double sw = 0.0, sb = 0.0;
+    for (long long r = r0; r < r1; ++r) {
+        const double gv = (double)g[r * sg + j];
+        const double mu = rms ? 0.0 : (double)mean[r];
+        sw += gv * ((double)x[r * sx + j] - mu) * (double)rstd[r];
+        sb += gv;
+    }
+    atomicAdd(acc + j, sw);
+    atomicAdd(acc + K + j, sb);
+}
+"""
+
+# sums over the leading dims of a contiguous (M, K) array into float64 acc (K,)
+_COLSUM = r"""
+extern "C" __global__ void fm_colsum(const T* __restrict__ x, double* __restrict__ acc,
+        long long M, long long K, int chunk) {
+    const long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= K) return;
+    const long long r0 = (long long)blockIdx.y * chunk;
+    const long long r1 = r0 + chunk < M ? r0 + chunk : M;
+    double s = 0.0;
+    for (long long r = r0; r < r1; ++r) s += (double)x[r * K + j];
+    atomicAdd(acc + j, s);
+}
+"""
+
+# cross entropy, forward: one block per row of the contiguous (n, c) x
+_XENT_FWD = _BLOCK + r"""
+extern "C" __global__ void fm_xent_fwd(const T* __restrict__ x, const long long* __restrict__ tg,
+        const T* __restrict__ w, long long c, long long ignore, double s,
+        T* __restrict__ loss, T* __restrict__ wt, int* __restrict__ err) {
+    __shared__ double sh[33];
+    const long long r = blockIdx.x;
+    const T* xr = x + r * c;
+    long long t = tg[r];
+    const bool kept = t != ignore;
+    if (kept && (t < 0 || t >= c)) {
+        if (threadIdx.x == 0) atomicExch(err, 1);
+        t = 0;
+    }
+    if (!kept) t = 0;
+    double m = FM_NEG_INF;
+    for (long long j = threadIdx.x; j < c; j += blockDim.x) m = fmax(m, (double)xr[j]);
+    m = fm_block_max(m, sh);
+    if (!isfinite(m)) m = 0.0;
+    double se = 0.0, vs = 0.0, ws = 0.0;
+    for (long long j = threadIdx.x; j < c; j += blockDim.x) {
+        const double v = (double)xr[j];
+        se += exp(v - m);
+        if (s != 0.0) {
+            vs += w ? v * (double)w[j] : v;
+            if (w) ws += (double)w[j];
+        }
+    }
+    se = fm_block_sum(se, sh);
+    if (s != 0.0) {
+        vs = fm_block_sum(vs, sh);
+        if (w) ws = fm_block_sum(ws, sh);
+    }
+    if (threadIdx.x == 0) {
+        const double lse = m + log(se);
+        const double wti = w ? (double)w[t] : 1.0;
+        double out = (1.0 - s) * wti * (lse - (double)xr[t]);
+        if (s != 0.0) out += (s / (double)c) * ((w ? ws : (double)c) * lse - vs);
+        loss[r] = kept ? (T)out : (T)0;
+        wt[r] = kept ? (T)wti : (T)0;
+    }
+}
+"""
+
+# cross entropy, gradient: one block per row
+_XENT_BWD = _BLOCK + r"""
+extern "C" __global__ void fm_xent_bwd(const T* __restrict__ x, const long long* __restrict__ tg,
+        const T* __restrict__ w, long long c, long long ignore, double s,
+        const T* __restrict__ g, long long gs, double scale, T* __restrict__ gx,
+        int* __restrict__ err) {
+    __shared__ double sh[33];
+    const long long r = blockIdx.x;
+    const T* xr = x + r * c;
+    long long t = tg[r];
+    const bool kept = t != ignore;
+    if (kept && (t < 0 || t >= c)) {
+        if (threadIdx.x == 0) atomicExch(err, 1);
+        t = 0;
+    }
+    if (!kept) t = 0;
+    double m = FM_NEG_INF;
+    for (long long j = threadIdx.x; j < c; j += blockDim.x) m = fmax(m, (double)xr[j]);
+    m = fm_block_max(m, sh);
+    if (!isfinite(m)) m = 0.0;
+    double se = 0.0, ws = 0.0;
+    for (long long j = threadIdx.x; j < c; j += blockDim.x) {
+        se += exp((double)xr[j] - m);
+        if (w) ws += (double)w[j];
+    }
+    se = fm_block_sum(se, sh);
+    if (w) ws = fm_block_sum(ws, sh);
+    const double lse = m + log(se);
+    const double a = kept ? (double)(T)((double)g[r * gs] * scale) : 0.0;
+    const double wti = w ? (double)w[t] : 1.0;
+    const double bigw = w ? ws : (double)c;
+    const double k = a * ((1.0 - s) * wti + (s / (double)c) * bigw);
+    const double sc = a * (s / (double)c);
+    T* o = gx + r * c;
+    for (long long j = threadIdx.x; j < c; j += blockDim.x) {
+        double v = k * exp((double)xr[j] - lse) - sc * (w ? (double)w[j] : 1.0);
+        if (j == t) v -= a * (1.0 - s) * wti;
+        o[j] = (T)v;
+    }
+}
+"""
+
+# + - * / of same-size contiguous float32 arrays, 4 elements a thread (float4 when aligned)
+_BIN4 = r"""
+template <int OP> __device__ __forceinline__ float fm_op(float a, float b) {
+    if (OP == 0) return a + b;
+    if (OP == 1) return a - b;
+    if (OP == 2) return a * b;
+    return a / b;
+}
+template <int OP> __device__ void fm_bin4(const float* __restrict__ a,
+        const float* __restrict__ b, float* __restrict__ o, long long n, int vec) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long n4 = n >> 2;
+    if (vec) {
+        const float4* a4 = (const float4*)a;
+        const float4* b4 = (const float4*)b;
+        float4* o4 = (float4*)o;
+        for (long long k = i; k < n4; k += stride) {
+            const float4 x = a4[k], y = b4[k];
+            o4[k] = make_float4(fm_op<OP>(x.x, y.x), fm_op<OP>(x.y, y.y),
+                                fm_op<OP>(x.z, y.z), fm_op<OP>(x.w, y.w));
+        }
+        for (long long k = (n4 << 2) + i; k < n; k += stride) o[k] = fm_op<OP>(a[k], b[k]);
+    } else {
+        for (long long k = i; k < n; k += stride) o[k] = fm_op<OP>(a[k], b[k]);
+    }
+}
+extern "C" __global__ void fm_bin4_add(const float* a, const float* b, float* o, long long n,
+        int vec) { fm_bin4<0>(a, b, o, n, vec); }
+extern "C" __global__ void fm_bin4_sub(const float* a, const float* b, float* o, long long n,
+        int vec) { fm_bin4<1>(a, b, o, n, vec); }
+extern "C" __global__ void fm_bin4_mul(const float* a, const float* b, float* o, long long n,
+        int vec) { fm_bin4<2>(a, b, o, n, vec); }
+extern "C" __global__ void fm_bin4_div(const float* a, const float* b, float* o, long long n,
+        int vec) { fm_bin4<3>(a, b, o, n, vec); }
+"""
+
+_BIN_NAMES = {K.BIN_ADD: "fm_bin4_add", K.BIN_SUB: "fm_bin4_sub", K.BIN_MUL: "fm_bin4_mul",
+              K.BIN_DIV: "fm_bin4_div"}
+
+# elementwise bodies (CuPy ElementwiseKernel): T is the tensor's dtype
+_GELU_FWD = """
+if (x > hi) { y = x; }
+else if (x < lo) { y = (T)(-0.0); }
+else {
+    const double v = (double)x;
+    double p;
+    if (approx) {
+        const double u = TK * v * (1.0 + TC * v * v);
+        double m = -2.0 * fabs(u);
+        if (f32 && m < -110.0) m = -110.0;
+        const double e = exp(m);
+        const double s = 1.0 / (1.0 + e);
+        p = u >= 0.0 ? 2.0 * s : 2.0 * e * s;
+    } else {
+        p = erfc(-v * IS2);
+    }
+    y = (T)0.5 * x * (T)p;
+}
+"""
+
+_GELU_BWD = """
+T d;
+if (x > hi) { d = (T)1; }
+else if (x < lo) { d = (T)0; }
+else {
+    const double v = (double)x;
+    double dd;
+    if (approx) {
+        const double u = TK * v * (1.0 + TC * v * v);
+        double m = -2.0 * fabs(u);
+        if (f32 && m < -110.0) m = -110.0;
+        const double e = exp(m);
+        const double s = 1.0 / (1.0 + e);
+        const double sech2 = 4.0 * e * s * s;
+        const double p = u >= 0.0 ? 2.0 * s : 2.0 * e * s;
+        dd = 0.5 * p + 0.5 * v * sech2 * TK * (1.0 + 3.0 * TC * v * v);
+    } else {
+        const double p = erfc(-v * IS2);
+        dd = 0.5 * p + v * exp(-0.5 * v * v) * ISP;
+    }
+    d = (T)dd;
+}
+o = g * d;
+"""
+
+_GELU_PRE = (f"#define TK {_TANH_K!r}\n#define TC {_TANH_C!r}\n#define IS2 {_INV_SQRT2!r}\n"
+             f"#define ISP {_INV_SQRT_2PI!r}\n")
+
+_ADAM = """
+T gi = maximize ? -g : g;
+T pi = p;
+if (mode == 2) { pi = p * dec; } else if (mode == 1) { gi = gi + wd * p; }
+const T mi = m + w1 * (gi - m);
+T vi = v * b2 + w2 * (gi * gi);
+m = mi;
+v = vi;
+AMS
+const T denom = sqrt(vi) / bc2s + eps;
+p = pi + ss * (mi / denom);
+"""
+
+_SGD = """
+T gi = maximize ? -g : g;
+if (has_wd) { gi = gi + wd * p; }
+MOM
+p = p + nlr * gi;
+"""
+
+
+def _contig(shape):
+    st, acc = [], 1
+    for s in reversed(shape):
+        st.append(acc)
+        acc *= max(int(s), 1)
+    return tuple(reversed(st))
+
+
+def _float_ct(*ts):
+    """The CUDA type of the tensors' one dtype (float32/float64), else None."""
+    dt = ts[0]._dtype
+    if dt is not D.float32 and dt is not D.float64:
+        return None
+    if any(t is not None and t._dtype is not dt for t in ts):
+        return None
+    return "float" if dt is D.float32 else "double"
+
+
+class CudaKernelsMixin:
+    """Fast paths of CupyBackend (see the module docstring). Each method tries its kernel and
+    otherwise defers to the generic array-module code (the next class in the MRO)."""
+
+    def _kernels_init(self):
+        self._kern = {}
+        self.fast_path_calls = {}
+        # an array module without CuPy's kernel classes (the tests' stand-in) takes the
+        # generic code everywhere
+        self._kernels_ok = hasattr(self.xp, "RawKernel") and hasattr(self.xp, "ElementwiseKernel")
+
+    # ---- compile once, fall back on failure -------------------------------------------------
+    def _raw_kernel(self, key, src, name, ct):
+        k = self._kern.get((key, name, ct))
+        if k is None:
+            k = self.xp.RawKernel(f"typedef {ct} T;\n" + src, name, options=_OPTS)
+            self._kern[(key, name, ct)] = k
+        return k
+
+    def _ew_kernel(self, key, in_params, out_params, body, preamble=""):
+        k = self._kern.get(key)
+        if k is None:
+            k = self.xp.ElementwiseKernel(in_params, out_params, body, "fm_" + key,
+                                          preamble=preamble, options=_OPTS)
+            self._kern[key] = k
+        return k
+
+    def _served(self, name, fn):
+        """fn() (launches one fast path) -> True; False when the path is off or its kernel
+        failed to build (recorded in fast_path_errors, and the path stays off)."""
+        if not self._kernels_ok or name in self.fast_path_errors:
+            return False
+        try:
+            fn()
+        except Exception as e:  # NVRTC/compile errors: the generic code serves from now on
+            if not _compile_error(e):
+                raise
+            self.fast_path_errors[name] = f"{type(e).__name__}: {e}"
+            return False
+        self.fast_path_calls[name] = self.fast_path_calls.get(name, 0) + 1
+        return True
+
+    def _threads(self, n):
+        t = 32
+        while t < n and t < 256:
+            t *= 2
+        return t
+
+    # ---- GELU ---------------------------------------------------------------------------------
+    def gelu_fwd(self, approximate, x, y):
+        if _float_ct(x, y) is None or x._numel == 0:
+            return super().gelu_fwd(approximate, x, y)
+        n = (x._numel,)
+        v, o = self.raw(x, n, (1,)), self.raw(y, n, (1,))
+        t = v.dtype.type
+        hi, lo = self._gelu_limits(approximate, x._dtype, False)
+        appr = int(approximate == K.GELU_TANH)
+        f32 = int(x._dtype is D.float32)
+
+        def go():
+            k = self._ew_kernel("gelu_fwd", "T x, T hi, T lo, int32 approx, int32 f32", "T y",
+                                _GELU_FWD, _GELU_PRE)
+            k(v, t(hi), t(lo), np.int32(appr), np.int32(f32), o)
+
+        if self._served("gelu_fwd", go):
+            return 0
+        return super().gelu_fwd(approximate, x, y)
+
+    def gelu_bwd(self, approximate, g, x, out):
+        if _float_ct(x, g, out) is None or x._numel == 0:
+            return super().gelu_bwd(approximate, g, x, out)
+        n = (x._numel,)
+        v, gv, o = self.raw(x, n, (1,)), self.raw(g, n, (1,)), self.raw(out, n, (1,))
+        t = v.dtype.type
+        hi, lo = self._gelu_limits(approximate, x._dtype, True)
+        appr = int(approximate == K.GELU_TANH)
+        f32 = int(x._dtype is D.float32)
+
+        def go():
+            k = self._ew_kernel("gelu_bwd", "T g, T x, T hi, T lo, int32 approx, int32 f32",
+                                "T o", _GELU_BWD, _GELU_PRE)
+            k(gv, v, t(hi), t(lo), np.int32(appr), np.int32(f32), o)
+
+        if self._served("gelu_bwd", go):
+            return 0
+        return super().gelu_bwd(approximate, g, x, out)
+
+    # ---- optimizer steps ----------------------------------------------------------------------
+    def adam_step(self, params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps, lr, beta1, beta2,
+                  eps, weight_decay, flags):
+        rc = self._opt_check(params, grads)
+        ams = flags & K.OPT_AMSGRAD
+        generic = (rc or (ams and max_sqs is None) or
+                   any(p._numel and not steps[i] >= 1 for i, p in enumerate(params)) or
+                   any(p._numel and (grads[i]._dtype is not p._dtype or
+                                     exp_avgs[i]._dtype is not p._dtype or
+                                     exp_avg_sqs[i]._dtype is not p._dtype or
+                                     (ams and max_sqs[i]._dtype is not p._dtype) or
+                                     grads[i]._shape != p._shape)
+                       for i, p in enumerate(params)))
+        if generic or "adam" in self.fast_path_errors:
+            return super().adam_step(params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps, lr,
+                                     beta1, beta2, eps, weight_decay, flags)
+        key = "adam_ams" if ams else "adam"
+        body = _ADAM.replace("AMS", "if (vm > vi) { vi = vm; } vm = vi;" if ams else "")
+        outs = "T p, T m, T v" + (", T vm" if ams else "")
+        mode = 0 if weight_decay == 0 else (2 if flags & K.OPT_DECOUPLED else 1)
+        maximize = np.int32(1 if flags & K.OPT_MAXIMIZE else 0)
+        done = []
+
+        def go():
+            k = self._ew_kernel(key, "T g, T w1, T b2, T w2, T eps, T wd, T ss, T bc2s, T dec, "
+                                "int32 maximize, int32 mode", outs, body)
+            for i, p in enumerate(params):
+                if not p._numel or i in done:
+                    continue
+                pv = self.raw(p)
+                t = pv.dtype.type
+                st = steps[i]
+                args = [self.raw(grads[i]), t(1.0 - beta1), t(beta2), t(1.0 - beta2), t(eps),
+                        t(weight_decay), t(-(lr / (1.0 - beta1 ** st))),
+                        t(math.sqrt(1.0 - beta2 ** st)), t(1.0 - lr * weight_decay),
+                        maximize, np.int32(mode), pv, self.raw(exp_avgs[i]),
+                        self.raw(exp_avg_sqs[i])]
+                if ams:
+                    args.append(self.raw(max_sqs[i]))
+                k(*args)
+                done.append(i)
+
+        if self._served("adam", go):
+            return 0
+        # the kernel did not build before touching any parameter (done is empty then)
+        return super().adam_step(params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps, lr,
+                                 beta1, beta2, eps, weight_decay, flags)
+
+    def sgd_step(self, params, grads, bufs, lr, momentum, dampening, weight_decay, flags):
+        rc = self._opt_check(params, grads)
+        mom = momentum != 0
+        generic = (rc or (mom and (bufs is None or any(b is None for b, p in zip(bufs, params)
+                                                       if p._numel))) or
+                   any(p._numel and (grads[i]._dtype is not p._dtype or
+                                     grads[i]._shape != p._shape or
+                                     (mom and bufs[i]._dtype is not p._dtype))
+                       for i, p in enumerate(params)))
+        if generic or "sgd" in self.fast_path_errors:
+            return super().sgd_step(params, grads, bufs, lr, momentum, dampening, weight_decay,
+                                    flags)
+        key = "sgd_mom" if mom else "sgd"
+        body = _SGD.replace("MOM", "{ const T bi = first ? gi : buf * mom + damp1 * gi; buf = bi;"
+                            " gi = nesterov ? gi + mom * bi : bi; }" if mom else "")
+        ins = "T g, T wd, T mom, T damp1, T nlr, int32 maximize, int32 has_wd, int32 first, " \
+              "int32 nesterov"
+        outs = "T p, T buf" if mom else "T p"
+        fl = [np.int32(1 if flags & K.OPT_MAXIMIZE else 0), np.int32(weight_decay != 0),
+              np.int32(1 if flags & K.OPT_FIRST else 0),
+              np.int32(1 if flags & K.OPT_NESTEROV else 0)]
+
+        def go():
+            k = self._ew_kernel(key, ins, outs, body)
+            for i, p in enumerate(params):
+                if not p._numel:
+                    continue
+                pv = self.raw(p)
+                t = pv.dtype.type
+                args = [self.raw(grads[i]), t(weight_decay), t(momentum), t(1.0 - dampening),
+                        t(-lr)] + fl + [pv]
+                if mom:
+                    args.append(self.raw(bufs[i]))
+                k(*args)
+
+        if self._served("sgd", go):
+            return 0
+        return super().sgd_step(params, grads, bufs, lr, momentum, dampening, weight_decay,
+                                flags)
+
+    # ---- layer norm / RMS norm ------------------------------------------------------------------
+    def _row_norm_fast(self, rms, M, K_, x, w, G, P, Sp, mean, rstd, *more):
+        ct = _float_ct(x, w, rstd, *(() if rms else (mean,)), *more)
+        if ct is None or not (G == 1 and Sp == 1 and P == K_ and 0 < M < _MAX_ROWS and K_ > 0):
+            return None
+        if rstd is None or (not rms and mean is None):
+            return None
+        return ct
+
+    def row_norm_fwd(self, rms, M, K_, x, sx, y, w, b, G, P, Sp, mean, rstd, eps):
+        ct = self._row_norm_fast(rms, M, K_, x, w, G, P, Sp, mean, rstd, y, b)
+        if ct is None:
+            return super().row_norm_fwd(rms, M, K_, x, sx, y, w, b, G, P, Sp, mean, rstd, eps)
+        xp = self.xp
+        xv = self.raw(x, (M, K_), (sx, 1))
+        yv = self.cview(y, (M, K_))
+        null = xp.zeros(0, xv.dtype)
+        wv = self.cview(w, (K_,)) if w is not None else None
+        bv = self.cview(b, (K_,)) if b is not None else None
+        mv = self.cview(mean, (M,)) if mean is not None else null
+        rv = self.cview(rstd, (M,))
+
+        def go():
+            k = self._raw_kernel("row_norm_fwd", _ROW_NORM_FWD, "fm_row_norm_fwd", ct)
+            k((M,), (self._threads(K_),),
+              (xv, np.int64(sx), yv, _ptr_or_null(wv), _ptr_or_null(bv), mv, rv,
+               np.int64(K_), np.int32(rms), np.float64(eps)))
+
+        if self._served("row_norm_fwd", go):
+            return 0
+        return super().row_norm_fwd(rms, M, K_, x, sx, y, w, b, G, P, Sp, mean, rstd, eps)
+
+    def row_norm_bwd(self, rms, M, K_, g, sg, x, sx, w, G, P, Sp, mean, rstd, gx, gw, gb):
+        ct = self._row_norm_fast(rms, M, K_, x, w, G, P, Sp, mean, rstd, g, gx, gw, gb)
+        if ct is None:
+            return super().row_norm_bwd(rms, M, K_, g, sg, x, sx, w, G, P, Sp, mean, rstd, gx,
+                                        gw, gb)
+        xp = self.xp
+        xv = self.raw(x, (M, K_), (sx, 1))
+        gv = self.raw(g, (M, K_), (sg, 1))
+        null = xp.zeros(0, xv.dtype)
+        wv = self.cview(w, (K_,)) if w is not None else None
+        mv = self.cview(mean, (M,)) if mean is not None else null
+        rv = self.cview(rstd, (M,))
+
+        def go():
+            if gw is not None or gb is not None:
+                k = self._raw_kernel("row_norm_wb", _ROW_NORM_WB, "fm_row_norm_wb", ct)
+                acc = xp.zeros((2, K_), np.float64)
+                chunk = 64
+                k(((K_ + 127) // 128, (M + chunk - 1) // chunk), (128,),
+                  (gv, np.int64(sg), xv, np.int64(sx), mv, rv, acc, np.int64(M), np.int64(K_),
+                   np.int32(rms), np.int32(chunk)))
+                if gw is not None:
+                    self.cview(gw, (K_,))[...] = acc[0]
+                if gb is not None:
+                    self.cview(gb, (K_,))[...] = acc[1]
+            if gx is not None:
+                k = self._raw_kernel("row_norm_bwd", _ROW_NORM_BWD, "fm_row_norm_bwd", ct)
+                k((M,), (self._threads(K_),),
+                  (gv, np.int64(sg), xv, np.int64(sx), _ptr_or_null(wv), mv, rv,
+                   self.cview(gx, (M, K_)), np.int64(K_), np.int32(rms)))
+
+        if self._served("row_norm_bwd", go):
+            return 0
+        return super().row_norm_bwd(rms, M, K_, g, sg, x, sx, w, G, P, Sp, mean, rstd, gx, gw,
+                                    gb)
+
+    # ---- cross entropy ------------------------------------------------------------------------
+    def _xent_ok(self, n, c, x, target, weight, *outs):
+        return (n > 0 and c >= 1 and _float_ct(x, weight, *outs) is not None and
+                target._dtype is D.int64)
+
+    def xent_fwd(self, n, c, x, target, weight, ignore_index, smoothing, loss, wt):
+        if not self._xent_ok(n, c, x, target, weight, loss, wt):
+            return super().xent_fwd(n, c, x, target, weight, ignore_index, smoothing, loss, wt)
+        xp = self.xp
+        ct = _float_ct(x)
+        xv = self.cview(x, (n, c))
+        tv = self.cview(target, (n,))
+        wv = self.cview(weight, (c,)) if weight is not None else None
+        err = xp.zeros(1, np.int32)
+
+        def go():
+            k = self._raw_kernel("xent_fwd", _XENT_FWD, "fm_xent_fwd", ct)
+            k((n,), (self._threads(c),),
+              (xv, tv, _ptr_or_null(wv), np.int64(c), np.int64(ignore_index),
+               np.float64(smoothing), self.cview(loss, (n,)), self.cview(wt, (n,)), err))
+
+        if not self._served("xent_fwd", go):
+            return super().xent_fwd(n, c, x, target, weight, ignore_index, smoothing, loss, wt)
+        if int(self.to_numpy(err)[0]):  # the one host sync: a bad target is an error first
+            return K.ERR_INDEX
+        return 0
+
+    def xent_bwd(self, n, c, x, target, weight, ignore_index, smoothing, g, gs, scale, gx):
+        if not self._xent_ok(n, c, x, target, weight, g, gx):
+            return super().xent_bwd(n, c, x, target, weight, ignore_index, smoothing, g, gs,
+                                    scale, gx)
+        xp = self.xp
+        ct = _float_ct(x)
+        xv = self.cview(x, (n, c))
+        tv = self.cview(target, (n,))
+        wv = self.cview(weight, (c,)) if weight is not None else None
+        gv = self.raw(g, (1,), (1,))
+        err = xp.zeros(1, np.int32)
+
+        def go():
+            k = self._raw_kernel("xent_bwd", _XENT_BWD, "fm_xent_bwd", ct)
+            k((n,), (self._threads(c),),
+              (xv, tv, _ptr_or_null(wv), np.int64(c), np.int64(ignore_index),
+               np.float64(smoothing), gv, np.int64(gs), np.float64(scale),
+               self.cview(gx, (n, c)), err))
+
+        if not self._served("xent_bwd", go):
+            return super().xent_bwd(n, c, x, target, weight, ignore_index, smoothing, g, gs,
+                                    scale, gx)
+        if int(self.to_numpy(err)[0]):
+            return K.ERR_INDEX
+        return 0
+
+    # ---- sums over leading dims ---------------------------------------------------------------
+    def reduce(self, op, x, rmask, out, sout, aux, saux, p):
+        nd = len(x._shape)
+        if (op in (K.RED_SUM, K.RED_MEAN) and nd >= 2 and out is not None and
+                _float_ct(x, out) is not None and x._numel > 0):
+            lead = 0
+            while lead < nd and (rmask >> lead) & 1:
+                lead += 1
+            if 0 < lead < nd and rmask >> lead == 0 and \
+                    tuple(x._stride) == _contig(x._shape):
+                M = 1
+                for s in x._shape[:lead]:
+                    M *= s
+                Kc = x._numel // M
+                if 16 <= M < _MAX_ROWS and self._colsum(op, x, M, Kc, lead, out, sout):
+                    return 0
+        return super().reduce(op, x, rmask, out, sout, aux, saux, p)
+
+    def _colsum(self, op, x, M, Kc, lead, out, sout):
+        xp = self.xp
+        ct = _float_ct(x)
+        xv = self.cview(x, (M, Kc))
+        acc = xp.zeros(Kc, np.float64)
+        chunk = 64
+
+        def go():
+            k = self._raw_kernel("colsum", _COLSUM, "fm_colsum", ct)
+            k(((Kc + 127) // 128, (M + chunk - 1) // chunk), (128,),
+              (xv, acc, np.int64(M), np.int64(Kc), np.int32(chunk)))
+
+        if not self._served("colsum", go):
+            return False
+        r = acc / np.float64(M) if op == K.RED_MEAN else acc
+        kshape = (1,) * lead + tuple(x._shape[lead:])
+        self.put(out, r.reshape(kshape), kshape, sout)
+        return True
+
+    # ---- + - * / of contiguous float32 --------------------------------------------------------
+    def binary(self, op, shape, out, a, sa, b, sb):
+        name = _BIN_NAMES.get(op)
+        if name is not None and a._dtype is D.float32 and b._dtype is D.float32 and \
+                out._dtype is D.float32:
+            shape = tuple(shape)
+            n = 1
+            for s in shape:
+                n *= s
+            cs = _contig(shape)
+            if n >= 65536 and tuple(sa) == cs and tuple(sb) == cs and \
+                    tuple(out._shape) == shape and tuple(out._stride) == cs and \
+                    not self._overlaps(out, a, b):
+                av = self.raw(a, (n,), (1,))
+                bv = self.raw(b, (n,), (1,))
+                ov = self.raw(out, (n,), (1,))
+                vec = int(a._ptr % 16 == 0 and b._ptr % 16 == 0 and out._ptr % 16 == 0)
+                blocks = min((n // 4 + 255) // 256 + 1, 1 << 20)
+
+                def go():
+                    k = self._raw_kernel("bin4", _BIN4, name, "float")
+                    k((blocks,), (256,), (av, bv, ov, np.int64(n), np.int32(vec)))
+
+                if self._served("binary", go):
+                    return 0
+        return super().binary(op, shape, out, a, sa, b, sb)
+
+
+def _ptr_or_null(a):
+    """A kernel argument for an optional array: the array, or a null pointer."""
+    return a if a is not None else np.uint64(0)
+
+
+def _compile_error(e):
+    name = type(e).__name__
+    return "Compile" in name or "NVRTC" in name or "nvrtc" in str(e)[:200]

@@ -1,0 +1,250 @@
+"""The cuda backend's own kernels (fiamma/_backend/xp/cuda_kernels.py) against the CPU: every
+fast path is taken (``fast_path_calls``), none failed to build (``fast_path_errors``), and the
+results equal the CPU's within float tolerance, edge cases included (ignored and bad targets,
+label smoothing with weights, -inf and NaN rows, rows longer than a block, strided rows,
+sums over leading dims, sizes that are not a multiple of four, unaligned operands).
+
+Runs on devices whose backend has the fast paths (cuda, on a GPU: benchmarks/gpu/run.sh);
+skipped elsewhere."""
+
+import numpy as np
+import pytest
+from conftest import assert_same
+
+import fiamma
+from fiamma import _backend
+
+
+@pytest.fixture
+def be(device):
+    b = _backend.backend_for(fiamma.device(device))
+    if not hasattr(b, "fast_path_calls"):
+        pytest.skip(f"the {device} backend has no fused kernels of its own")
+    return b
+
+
+def _calls(b, name):
+    return b.fast_path_calls.get(name, 0)
+
+
+def _served(b, name, before):
+    assert not b.fast_path_errors, b.fast_path_errors
+    assert _calls(b, name) > before, (name, b.fast_path_calls)
+
+
+def _t(a, dtype):
+    return fiamma.from_numpy(np.ascontiguousarray(a)).to(dtype).clone()
+
+
+DTYPES = [(fiamma.float32, 2e-5), (fiamma.float64, 1e-11)]
+
+
+# ---- cross entropy ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype,tol", DTYPES)
+@pytest.mark.parametrize("n,c", [(7, 10), (3, 1000), (5, 1)])
+@pytest.mark.parametrize("weighted,smoothing", [(False, 0.0), (True, 0.0), (False, 0.1),
+                                                (True, 0.25)])
+def test_cross_entropy(device, be, dtype, tol, n, c, weighted, smoothing):
+    rng = np.random.default_rng(n * c)
+    x = rng.standard_normal((n, c)) * 3
+    if n > 3 and c > 1:
+        x[1] = -np.inf          # a row of -inf: loss inf/NaN as on the CPU
+        x[2, 0] = np.nan
+    t = rng.integers(0, c, n)
+    t[0] = -100                 # ignored
+    w = rng.uniform(0.5, 2.0, c) if weighted else None
+    xc, tc = _t(x, dtype), fiamma.from_numpy(t)
+    wc = _t(w, dtype) if weighted else None
+    xd, td = xc.to(device), tc.to(device)
+    wd = wc.to(device) if weighted else None
+    for red in ("none", "mean", "sum"):
+        f0 = _calls(be, "xent_fwd")
+        ref = fiamma.cross_entropy_loss(xc, tc, wc, red, label_smoothing=smoothing)
+        got = fiamma.cross_entropy_loss(xd, td, wd, red, label_smoothing=smoothing)
+        _served(be, "xent_fwd", f0)
+        assert_same(got, ref, rtol=tol, atol=tol)
+        g = fiamma.ones(n, dtype=dtype) * 0.5 if red == "none" else fiamma.tensor(0.5,
+                                                                                   dtype=dtype)
+        b0 = _calls(be, "xent_bwd")
+        gref = fiamma.cross_entropy_loss_backward(g, xc, tc, wc, red, label_smoothing=smoothing)
+        ggot = fiamma.cross_entropy_loss_backward(g.to(device), xd, td, wd, red,
+                                                  label_smoothing=smoothing)
+        _served(be, "xent_bwd", b0)
+        assert_same(ggot, gref, rtol=tol, atol=tol)
+
+
+def test_cross_entropy_bad_target_raises(device, be):
+    x = fiamma.randn(4, 5, device=device)
+    for bad in (5, -1):
+        t = fiamma.tensor([0, 1, bad, 2], device=device)
+        with pytest.raises(IndexError):
+            fiamma.cross_entropy_loss(x, t)
+        with pytest.raises(IndexError):
+            fiamma.cross_entropy_loss_backward(fiamma.tensor(1.0, device=device), x, t)
+    # the flag is per call: a good target afterwards works
+    ok = fiamma.cross_entropy_loss(x, fiamma.tensor([0, 1, 2, 3], device=device))
+    assert np.isfinite(ok.item())
+
+
+# ---- layer norm / RMS norm -------------------------------------------------------------------
+
+def _stats(x, rms, eps):
+    x = x.astype(np.float64)
+    mu = np.zeros(x.shape[0]) if rms else x.mean(1)
+    var = (x ** 2).mean(1) if rms else x.var(1)
+    return mu, 1.0 / np.sqrt(var + eps)
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPES)
+@pytest.mark.parametrize("M,K", [(5, 384), (3, 1000), (70, 7), (1, 1)])
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm(device, be, dtype, tol, M, K, affine):
+    rng = np.random.default_rng(M + K)
+    wide = rng.standard_normal((M, K + 3)) * 2 + 5  # offset: the shifted sums matter
+    xc = _t(wide, dtype)[:, 1:K + 1]                 # strided rows (row stride K + 3)
+    w = _t(rng.uniform(0.5, 1.5, K), dtype) if affine else None
+    b = _t(rng.standard_normal(K), dtype) if affine else None
+    xd = xc.to(device)
+    assert xd.stride(0) in (K, K + 3)
+
+    def on(t):
+        return t.to(device) if t is not None else None
+
+    f0 = _calls(be, "row_norm_fwd")
+    assert_same(fiamma.layer_norm(xd, (K,), on(w), on(b)),
+                fiamma.layer_norm(xc, (K,), w, b), rtol=tol, atol=tol)
+    _served(be, "row_norm_fwd", f0)
+    assert_same(fiamma.rms_norm(xd, (K,), on(w), 1e-6), fiamma.rms_norm(xc, (K,), w, 1e-6),
+                rtol=tol, atol=tol)
+    g = _t(rng.standard_normal((M, K)), dtype)
+    mu, rs = _stats(wide[:, 1:K + 1], False, 1e-5)
+    mean, rstd = _t(mu, dtype), _t(rs, dtype)
+    b0 = _calls(be, "row_norm_bwd")
+    ref = fiamma.layer_norm_backward(g, xc, (K,), w, mean, rstd)
+    got = fiamma.layer_norm_backward(g.to(device), xd, (K,), on(w), mean.to(device),
+                                     rstd.to(device))
+    _served(be, "row_norm_bwd", b0)
+    for a, r in zip(got, ref):
+        if r is not None:
+            assert_same(a, r, rtol=tol * 10, atol=tol * 10)
+    _, rs2 = _stats(wide[:, 1:K + 1], True, 1e-6)
+    ref = fiamma.rms_norm_backward(g, xc, (K,), w, _t(rs2, dtype), 1e-6)
+    got = fiamma.rms_norm_backward(g.to(device), xd, (K,), on(w), _t(rs2, dtype).to(device),
+                                   1e-6)
+    for a, r in zip(got, ref):
+        if r is not None:
+            assert_same(a, r, rtol=tol * 10, atol=tol * 10)
+
+
+# ---- GELU ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype,tol", DTYPES)
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu(device, be, dtype, tol, approximate):
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.standard_normal(1000) * 4, [0.0, -0.0, 1e-30, -1e-30, 11.9, 12.1,
+                                                         -15.9, -16.1, 30.0, -30.0, 45.0, -45.0,
+                                                         np.inf, -np.inf, np.nan]])
+    xc = _t(x, dtype)
+    g = _t(rng.standard_normal(x.size), dtype)
+    f0, b0 = _calls(be, "gelu_fwd"), _calls(be, "gelu_bwd")
+    assert_same(fiamma.gelu(xc.to(device), approximate), fiamma.gelu(xc, approximate),
+                rtol=tol, atol=tol)
+    assert_same(fiamma.gelu_backward(g.to(device), xc.to(device), approximate),
+                fiamma.gelu_backward(g, xc, approximate), rtol=tol, atol=tol)
+    _served(be, "gelu_fwd", f0)
+    _served(be, "gelu_bwd", b0)
+
+
+# ---- optimizer steps -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype,tol", DTYPES)
+@pytest.mark.parametrize("amsgrad,decoupled,maximize,wd", [(False, False, False, 0.0),
+                                                           (True, True, True, 0.01),
+                                                           (False, False, False, 0.1)])
+def test_adam(device, be, dtype, tol, amsgrad, decoupled, maximize, wd):
+    from fiamma import fused
+
+    rng = np.random.default_rng(5)
+    shapes = [(300, 7), (5,), (0,), (1,)]
+    p, g, m = ([_t(rng.standard_normal(s), dtype) for s in shapes] for _ in range(3))
+    v = [_t(np.abs(rng.standard_normal(s)), dtype) for s in shapes]
+    vm = [fiamma.zeros_like(t) for t in p]
+    cpu = (p, g, m, v, vm)
+    dev = tuple([t.to(device) for t in group] for group in cpu)
+    a0 = _calls(be, "adam")
+    for step in (1, 2, 3):
+        for p, g, m, v, vm in (cpu, dev):
+            fused.adam_(p, g, m, v, vm if amsgrad else None, steps=[step] * len(p), lr=1e-2,
+                        beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=wd, amsgrad=amsgrad,
+                        maximize=maximize, decoupled=decoupled)
+    _served(be, "adam", a0)
+    for a, r in zip(dev[0], cpu[0]):
+        assert_same(a, r, rtol=tol * 10, atol=tol * 10)
+
+
+@pytest.mark.parametrize("momentum,nesterov,wd,maximize,dampening", [
+    (0.0, False, 0.0, False, 0.0), (0.9, True, 0.01, True, 0.0), (0.9, False, 0.0, False, 0.3)])
+def test_sgd(device, be, momentum, nesterov, wd, maximize, dampening):
+    from fiamma import fused
+
+    rng = np.random.default_rng(6)
+    shapes = [(300, 7), (5,), (0,)]
+    p_c = [_t(rng.standard_normal(s), fiamma.float32) for s in shapes]
+    g_c = [_t(rng.standard_normal(s), fiamma.float32) for s in shapes]
+    b_c = [fiamma.zeros_like(t) for t in p_c] if momentum else None
+    p_d, g_d = [t.to(device) for t in p_c], [t.to(device) for t in g_c]
+    b_d = [t.to(device) for t in b_c] if momentum else None
+    s0 = _calls(be, "sgd")
+    for first in (True, False, False):
+        for p, g, b in ((p_c, g_c, b_c), (p_d, g_d, b_d)):
+            fused.sgd_(p, g, b, lr=0.1, momentum=momentum, dampening=dampening,
+                       weight_decay=wd, nesterov=nesterov, maximize=maximize, first=first)
+    _served(be, "sgd", s0)
+    for a, r in zip(p_d, p_c):
+        assert_same(a, r, rtol=1e-6, atol=1e-6)
+
+
+# ---- sums over leading dims ------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype,tol", DTYPES)
+def test_sums_over_leading_dims(device, be, dtype, tol):
+    rng = np.random.default_rng(7)
+    x = _t(rng.standard_normal((40, 30, 33)) * 10, dtype)
+    xd = x.to(device)
+    c0 = _calls(be, "colsum")
+    for fn in (lambda t: t.sum(0), lambda t: t.sum((0, 1)), lambda t: t.mean(0),
+               lambda t: t.sum(0, keepdim=True), lambda t: t.mean((0, 1), keepdim=True)):
+        assert_same(fn(xd), fn(x), rtol=tol, atol=tol * 100)
+    _served(be, "colsum", c0)
+    # not leading, not contiguous, integer: the generic code, same answers
+    for fn in (lambda t: t.sum(1), lambda t: t.transpose(0, 2).sum(0)):
+        assert_same(fn(xd), fn(x), rtol=tol, atol=tol * 100)
+    i = fiamma.arange(60000).reshape(600, 100)
+    assert_same(i.to(device).sum(0), i.sum(0))
+
+
+# ---- + - * / of contiguous float32 -----------------------------------------------------------
+
+@pytest.mark.parametrize("n", [65536, 70001, 1 << 20])
+def test_binary_contiguous_float32(device, be, n):
+    rng = np.random.default_rng(n)
+    a = _t(rng.standard_normal(n + 1), fiamma.float32)
+    b = _t(rng.standard_normal(n + 1) + 0.1, fiamma.float32)
+    ad, bd = a.to(device), b.to(device)
+    c0 = _calls(be, "binary")
+    for sl in (slice(0, n), slice(1, n + 1)):  # aligned, and 4 bytes off (scalar loads)
+        x, y, xd, yd = a[sl], b[sl], ad[sl], bd[sl]
+        assert_same(xd + yd, x + y, rtol=0, atol=0)
+        assert_same(xd - yd, x - y, rtol=0, atol=0)
+        assert_same(xd * yd, x * y, rtol=0, atol=0)
+        assert_same(xd / yd, x / y, rtol=0, atol=0)
+    _served(be, "binary", c0)
+    z, zd = a.clone(), ad.clone()
+    z += b
+    zd += bd
+    assert_same(zd, z, rtol=0, atol=0)
+    m = a.reshape(-1)[:n].reshape(n // 5, 5) if n % 5 == 0 else None
+    if m is not None:  # broadcast: the generic code
+        assert_same(m.to(device) + m[:1].to(device), m + m[:1], rtol=0, atol=0)
