@@ -571,6 +571,28 @@ def xp(session):
     for key in XP_SUITES:
         _pytest_outside(session, PACKAGES[key].tests_dir, "-m", "not parity",
                         env={"FIAMMA_CPU_BACKEND": "xp"})
+    _cuda_emu(session)
+
+
+def _cuda_emu(session):
+    """The cuda backend's own kernels (fiamma/_backend/xp/cuda_kernels.py, GPU-only) on the CPU
+    emulation of tools/cuda_emu: core's test_cuda_kernels.py through them on the xp device,
+    against the CPU backend. Needs g++ (C++20); without one the check is reported skipped."""
+    if shutil.which("g++") is None:
+        session.warn("cuda_emu: no g++ on this machine: the emulated cuda kernels are not checked")
+        return
+    emu = ROOT / "tools" / "cuda_emu"
+    with tempfile.TemporaryDirectory(prefix="fiamma-cuda-emu-") as tmp:
+        so = str(Path(tmp) / "fiamma_cuda_emu.so")
+        session.run("python", str(emu / "build.py"), so)
+        copy = Path(tmp) / "tests"
+        shutil.copytree(PACKAGES["core"].tests_dir, copy,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        with session.chdir(tmp):
+            session.run("pytest", str(copy / "test_cuda_kernels.py"), "-c",
+                        str(ROOT / "pyproject.toml"), "--rootdir", tmp, "-p", "fiamma_cuda_emu",
+                        env={**CLEAN_ENV, "FIAMMA_TEST_DEVICES": "xp",
+                             "FIAMMA_CUDA_EMU_LIB": so, "PYTHONPATH": str(emu)})
 
 
 # data-apis/array-api-tests is not on PyPI: a checkout (with its array-api submodule) at a

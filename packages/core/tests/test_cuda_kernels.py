@@ -184,6 +184,39 @@ def test_adam(device, be, dtype, tol, amsgrad, decoupled, maximize, wd):
         assert_same(a, r, rtol=tol * 10, atol=tol * 10)
 
 
+def test_a_failing_kernel_falls_back(device, be, monkeypatch):
+    """A kernel that stops launching halfway through the parameters: the error is recorded,
+    the generic code updates the rest, and every parameter is updated exactly once."""
+    from fiamma import fused
+
+    real = be._ew_kernel
+    launched = []
+
+    def flaky(key, *a, **kw):
+        kern = real(key, *a, **kw)
+
+        def launch(*args):
+            launched.append(key)
+            if len(launched) > 1:
+                raise RuntimeError("launch refused (test)")
+            return kern(*args)
+
+        return launch
+
+    monkeypatch.setattr(be, "_ew_kernel", flaky)
+    monkeypatch.setattr(be, "fast_path_errors", {})
+    rng = np.random.default_rng(8)
+    shapes = [(30, 7), (5,), (11,)]
+    cpu = tuple([_t(rng.standard_normal(s), fiamma.float32) for s in shapes] for _ in range(3))
+    cpu += ([_t(np.abs(rng.standard_normal(s)), fiamma.float32) for s in shapes],)
+    dev = tuple([t.to(device) for t in group] for group in cpu)
+    for p, g, m, v in (cpu, dev):
+        fused.adam_(p, g, m, v, steps=[1] * 3, lr=0.1, beta1=0.9, beta2=0.999, eps=1e-8)
+    assert "adam" in be.fast_path_errors and launched == ["adam", "adam"]
+    for a, r in zip(dev[0], cpu[0]):
+        assert_same(a, r, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("momentum,nesterov,wd,maximize,dampening", [
     (0.0, False, 0.0, False, 0.0), (0.9, True, 0.01, True, 0.0), (0.9, False, 0.0, False, 0.3)])
 def test_sgd(device, be, momentum, nesterov, wd, maximize, dampening):

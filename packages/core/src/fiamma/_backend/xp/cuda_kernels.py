@@ -18,8 +18,9 @@ Each path is taken only where its conditions hold (dtype float32/float64, the la
 everything else goes to the generic array code (fiamma._backend.xp), which is correct for
 every layout. Arithmetic mirrors the generic code's order in the tensor's dtype (kernels are
 compiled with --fmad=false, so no contraction changes a rounding); sums are float64 as there.
-A kernel that fails to compile is reported in ``fast_path_errors`` and its op falls back to the
-generic code; ``fast_path_calls`` counts the calls each path served (the GPU tests assert both).
+A kernel that fails to build or launch is reported in ``fast_path_errors`` and its op falls back
+to the generic code (for the optimizer steps, on the parameters the kernel did not reach);
+``fast_path_calls`` counts the calls each path served (the GPU tests assert both).
 These kernels run only on a GPU: packages/core/tests/test_cuda_kernels.py checks them there
 (benchmarks/gpu/run.sh).
 """
@@ -440,15 +441,16 @@ class CudaKernelsMixin:
         return k
 
     def _served(self, name, fn):
-        """fn() (launches one fast path) -> True; False when the path is off or its kernel
-        failed to build (recorded in fast_path_errors, and the path stays off)."""
+        """fn() (launches one fast path) -> True; False when the path is off, or when fn
+        raised (the kernel did not build, CuPy refused an argument): the error is recorded in
+        fast_path_errors, the path stays off, and the caller's generic code serves."""
         if not self._kernels_ok or name in self.fast_path_errors:
             return False
         try:
             fn()
-        except Exception as e:  # NVRTC/compile errors: the generic code serves from now on
-            if not _compile_error(e):
-                raise
+        except MemoryError:
+            raise
+        except Exception as e:
             self.fast_path_errors[name] = f"{type(e).__name__}: {e}"
             return False
         self.fast_path_calls[name] = self.fast_path_calls.get(name, 0) + 1
@@ -520,7 +522,7 @@ class CudaKernelsMixin:
         outs = "T p, T m, T v" + (", T vm" if ams else "")
         mode = 0 if weight_decay == 0 else (2 if flags & K.OPT_DECOUPLED else 1)
         maximize = np.int32(1 if flags & K.OPT_MAXIMIZE else 0)
-        done = []
+        done = set()
 
         def go():
             k = self._ew_kernel(key, "T g, T w1, T b2, T w2, T eps, T wd, T ss, T bc2s, T dec, "
@@ -539,13 +541,19 @@ class CudaKernelsMixin:
                 if ams:
                     args.append(self.raw(max_sqs[i]))
                 k(*args)
-                done.append(i)
+                done.add(i)
 
         if self._served("adam", go):
             return 0
-        # the kernel did not build before touching any parameter (done is empty then)
-        return super().adam_step(params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps, lr,
-                                 beta1, beta2, eps, weight_decay, flags)
+        # the generic code updates the parameters the kernel did not reach
+        rest = [i for i in range(len(params)) if i not in done]
+
+        def pick(ts):
+            return None if ts is None else [ts[i] for i in rest]
+
+        return super().adam_step(pick(params), pick(grads), pick(exp_avgs), pick(exp_avg_sqs),
+                                 pick(max_sqs), pick(steps), lr, beta1, beta2, eps,
+                                 weight_decay, flags)
 
     def sgd_step(self, params, grads, bufs, lr, momentum, dampening, weight_decay, flags):
         rc = self._opt_check(params, grads)
@@ -569,10 +577,12 @@ class CudaKernelsMixin:
               np.int32(1 if flags & K.OPT_FIRST else 0),
               np.int32(1 if flags & K.OPT_NESTEROV else 0)]
 
+        done = set()
+
         def go():
             k = self._ew_kernel(key, ins, outs, body)
             for i, p in enumerate(params):
-                if not p._numel:
+                if not p._numel or i in done:
                     continue
                 pv = self.raw(p)
                 t = pv.dtype.type
@@ -581,11 +591,17 @@ class CudaKernelsMixin:
                 if mom:
                     args.append(self.raw(bufs[i]))
                 k(*args)
+                done.add(i)
 
         if self._served("sgd", go):
             return 0
-        return super().sgd_step(params, grads, bufs, lr, momentum, dampening, weight_decay,
-                                flags)
+        rest = [i for i in range(len(params)) if i not in done]
+
+        def pick(ts):
+            return None if ts is None else [ts[i] for i in rest]
+
+        return super().sgd_step(pick(params), pick(grads), pick(bufs), lr, momentum, dampening,
+                                weight_decay, flags)
 
     # ---- layer norm / RMS norm ------------------------------------------------------------------
     def _row_norm_fast(self, rms, M, K_, x, w, G, P, Sp, mean, rstd, *more):
@@ -777,7 +793,3 @@ def _ptr_or_null(a):
     """A kernel argument for an optional array: the array, or a null pointer."""
     return a if a is not None else np.uint64(0)
 
-
-def _compile_error(e):
-    name = type(e).__name__
-    return "Compile" in name or "NVRTC" in name or "nvrtc" in str(e)[:200]

@@ -1,0 +1,82 @@
+"""Build the cuda backend's kernels (fiamma/_backend/xp/cuda_kernels.py) for the CPU: the same
+CUDA sources compiled as C++20 over a small emulation of the CUDA execution model (one host
+thread per CUDA thread, the blocks of a grid in turn, __syncthreads and the warp shuffles as
+barriers, atomics under a lock), as a shared library that fiamma_cuda_emu.py drives through
+ctypes. This lets machines without a GPU (CI) check the kernels' arithmetic and indexing
+against the CPU backend; it checks nothing of CuPy's own argument passing or of real GPU
+timing, which only benchmarks/gpu/run.sh on a GPU does.
+
+    python tools/cuda_emu/build.py OUT.so        (needs g++ with C++20 <barrier>)
+"""
+import os
+import subprocess
+import sys
+
+from fiamma._backend.xp import cuda_kernels as CK
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _strip(src):
+    return src.replace('extern "C" ', "")
+
+
+def _elementwise():
+    """The ElementwiseKernel bodies as loops over contiguous arrays."""
+    out = [CK._GELU_PRE,
+           "void gelu_fwd(const T* X, T hi, T lo, int approx, int f32, T* Y, long n) {"
+           " for (long i = 0; i < n; ++i) { const T x = X[i]; T& y = Y[i];"
+           + CK._GELU_FWD + "} }",
+           "void gelu_bwd(const T* G, const T* X, T hi, T lo, int approx, int f32, T* O,"
+           " long n) { for (long i = 0; i < n; ++i) { const T g = G[i]; const T x = X[i];"
+           " T& o = O[i];" + CK._GELU_BWD + "} }"]
+    for ams in (0, 1):
+        body = CK._ADAM.replace("AMS", "if (vm > vi) { vi = vm; } vm = vi;" if ams else "")
+        out.append(f"void adam{ams}(const T* G, T w1, T b2, T w2, T eps, T wd, T ss, T bc2s,"
+                   " T dec, int maximize, int mode, T* P, T* M, T* V, T* VM, long n) {"
+                   " for (long i = 0; i < n; ++i) { const T g = G[i]; T& p = P[i];"
+                   " T& m = M[i]; T& v = V[i]; T& vm = VM[i]; (void)vm;" + body + "} }")
+    for mom in (0, 1):
+        body = CK._SGD.replace("MOM", "{ const T bi = first ? gi : buf * mom + damp1 * gi; "
+                               "buf = bi; gi = nesterov ? gi + mom * bi : bi; }" if mom else "")
+        out.append(f"void sgd{mom}(const T* G, T wd, T mom, T damp1, T nlr, int maximize,"
+                   " int has_wd, int first, int nesterov, T* P, T* B, long n) {"
+                   " for (long i = 0; i < n; ++i) { const T g = G[i]; T& p = P[i];"
+                   " T& buf = B[i]; (void)buf; (void)mom; (void)damp1; (void)first;"
+                   " (void)nesterov;" + body + "} }")
+    out.append("#undef TK\n#undef TC\n#undef IS2\n#undef ISP")
+    return out
+
+
+def source():
+    """The C++ translation unit: the kernels once per float type, then the entry points."""
+    out = ['#include "emu_shim.hpp"']
+    for ns, ct in (("f32", "float"), ("f64", "double")):
+        out.append(f"namespace {ns} {{ typedef {ct} T;")
+        out.append(_strip(CK._BLOCK))
+        for src in (CK._ROW_NORM_FWD, CK._ROW_NORM_BWD, CK._ROW_NORM_WB, CK._COLSUM,
+                    CK._XENT_FWD, CK._XENT_BWD):
+            out.append(_strip(src).replace(_strip(CK._BLOCK), ""))
+        out.append("#undef FM_NEG_INF")
+        out += _elementwise()
+        out.append("}")
+    out.append(_strip(CK._BIN4))
+    out.append('#include "emu_wrappers.inc"')
+    return "\n".join(out)
+
+
+def main(argv):
+    if len(argv) != 2:
+        sys.exit(__doc__)
+    so = argv[1]
+    src = so.rsplit(".", 1)[0] + ".cpp"
+    with open(src, "w") as f:
+        f.write(source())
+    r = subprocess.run(["g++", "-O1", "-std=c++20", "-ffp-contract=off", "-shared", "-fPIC",
+                        "-pthread", "-I", HERE, "-o", so, src], capture_output=True, text=True)
+    if r.returncode:
+        sys.exit(f"cuda_emu: g++ failed:\n{r.stderr[-6000:]}")
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,109 @@
+"""pytest plugin (`-p fiamma_cuda_emu`, with FIAMMA_CUDA_EMU_LIB naming the library that
+build.py made): the reference device ``xp`` becomes the cuda backend's CudaKernelsMixin over
+NumPy, its kernels run by the CPU emulation, so FIAMMA_TEST_DEVICES=xp runs
+packages/core/tests/test_cuda_kernels.py (and every device-parametrised suite) through them."""
+import ctypes
+import os
+
+import numpy as np
+
+import fiamma._backend.xp as X
+from fiamma import _backend
+from fiamma._backend.xp import XpBackend
+from fiamma._backend.xp.cuda_kernels import CudaKernelsMixin
+
+LIB = ctypes.CDLL(os.environ["FIAMMA_CUDA_EMU_LIB"])
+CALLS = {}
+
+
+def _arg(a, ns):
+    if isinstance(a, np.ndarray):
+        return ctypes.c_void_p(a.ctypes.data if a.size else 0)
+    if isinstance(a, np.uint64):
+        return ctypes.c_void_p(int(a) or None)
+    if isinstance(a, np.int64):
+        return ctypes.c_longlong(int(a))
+    if isinstance(a, np.int32):
+        return ctypes.c_int(int(a))
+    if isinstance(a, np.float64):
+        return ctypes.c_double(float(a))
+    if isinstance(a, np.float32):
+        return ctypes.c_float(float(a))
+    raise TypeError(type(a))
+
+
+class Raw:
+    def __init__(self, name, ct):
+        self.name, self.ns = name, "f32" if ct == "float" else "f64"
+
+    def __call__(self, grid, block, args):
+        CALLS[self.name] = CALLS.get(self.name, 0) + 1
+        grid = tuple(grid) + (1,) * (2 - len(grid))
+        for a in args:
+            if isinstance(a, np.ndarray) and a.size:
+                assert a.flags.c_contiguous or a.ndim == 2, (self.name, a.strides)
+        cargs = [_arg(a, self.ns) for a in args]
+        if self.name.startswith("fm_bin4_"):
+            op = ["add", "sub", "mul", "div"].index(self.name[8:])
+            LIB.bin4(ctypes.c_int(op), ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]), *cargs)
+            return
+        base = self.name[3:]
+        f = getattr(LIB, f"{self.ns}_{base}")
+        if base in ("row_norm_wb", "colsum"):
+            f(ctypes.c_uint(grid[0]), ctypes.c_uint(grid[1]), ctypes.c_uint(block[0]), *cargs)
+        else:
+            assert grid[1] == 1
+            f(ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]), *cargs)
+
+
+class Ew:
+    def __init__(self, key):
+        self.key = key
+
+    def __call__(self, *args):
+        CALLS[self.key] = CALLS.get(self.key, 0) + 1
+        arrs = [a for a in args if isinstance(a, np.ndarray)]
+        n = arrs[0].size
+        for a in arrs:
+            assert a.size == n and a.flags.c_contiguous, self.key
+        ns = "f32" if arrs[0].dtype == np.float32 else "f64"
+        cargs = [_arg(a, ns) for a in args]
+        k = self.key
+        if k.startswith("gelu"):
+            getattr(LIB, f"{ns}_{k}")(*cargs, ctypes.c_long(n))
+        elif k.startswith("adam"):
+            ams = k == "adam_ams"
+            if not ams:
+                cargs.append(cargs[-1])  # VM unused
+            getattr(LIB, f"{ns}_adam")(ctypes.c_int(ams), *cargs, ctypes.c_long(n))
+        elif k.startswith("sgd"):
+            mom = k == "sgd_mom"
+            if not mom:
+                cargs.append(cargs[-1])
+            getattr(LIB, f"{ns}_sgd")(ctypes.c_int(mom), *cargs, ctypes.c_long(n))
+        else:
+            raise KeyError(k)
+
+
+class Emu(CudaKernelsMixin, XpBackend):
+    def __init__(self):
+        XpBackend.__init__(self, np, "xp")
+        self.fast_path_errors = {}
+        self._kernels_init()
+        self._kernels_ok = True
+
+    def _raw_kernel(self, key, src, name, ct):
+        return Raw(name, ct)
+
+    def _ew_kernel(self, key, in_params, out_params, body, preamble=""):
+        return Ew(key)
+
+
+EMU = Emu()
+X._REFERENCE = EMU
+_backend.register("xp", EMU)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    print("\nEMU kernel calls:", dict(sorted(CALLS.items())))
+    print("EMU fast_path_calls:", EMU.fast_path_calls, "errors:", EMU.fast_path_errors)
