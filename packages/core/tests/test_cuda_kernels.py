@@ -281,3 +281,45 @@ def test_binary_contiguous_float32(device, be, n):
     m = a.reshape(-1)[:n].reshape(n // 5, 5) if n % 5 == 0 else None
     if m is not None:  # broadcast: the generic code
         assert_same(m.to(device) + m[:1].to(device), m + m[:1], rtol=0, atol=0)
+
+
+# ---- convolution: im2col / col2im of 2 spatial dims ------------------------------------------
+
+CONV2D = [  # n, cin, cout, (H, W), (kh, kw), stride, padding, dilation, groups
+    (2, 3, 4, (9, 8), (3, 3), 1, 1, 1, 1),
+    (1, 4, 6, (11, 7), (3, 2), (2, 3), (2, 0), (2, 1), 2),
+    (2, 2, 2, (5, 5), (2, 2), 3, 3, 1, 1),          # padding past the kernel's reach
+    (1, 3, 3, (7, 9), (7, 7), 2, 3, 1, 3),           # a 7x7 stem, depthwise
+]
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPES)
+@pytest.mark.parametrize("case", CONV2D)
+def test_conv2d_im2col_col2im(device, be, dtype, tol, case):
+    n, cin, cout, sp, k, s, p, d, g = case
+    rng = np.random.default_rng(sum(sp))
+    x = _t(rng.standard_normal((n, cin) + sp), dtype)
+    w = _t(rng.standard_normal((cout, cin // g) + k), dtype)
+    b = _t(rng.standard_normal(cout), dtype)
+    i0, c0 = _calls(be, "im2col"), _calls(be, "col2im")
+    y = fiamma.conv2d(x, w, b, s, p, d, g)
+    assert_same(fiamma.conv2d(x.to(device), w.to(device), b.to(device), s, p, d, g), y,
+                rtol=tol, atol=tol * 10)
+    gy = _t(rng.standard_normal(tuple(y.shape)), dtype)
+    ss, pp, dd = ((v, v) if isinstance(v, int) else v for v in (s, p, d))
+    op = [x.shape[2 + i] - ((gy.shape[2 + i] - 1) * ss[i] - 2 * pp[i] + dd[i] * (k[i] - 1) + 1)
+          for i in range(2)]
+    ref = fiamma.convolution(gy, w, None, s, p, d, True, op, g)
+    got = fiamma.convolution(gy.to(device), w.to(device), None, s, p, d, True, op, g)
+    assert_same(got, ref, rtol=tol, atol=tol * 10)
+    ref = fiamma.convolution_backward_weight(x, gy, tuple(w.shape), s, p, d, g)
+    got = fiamma.convolution_backward_weight(x.to(device), gy.to(device), tuple(w.shape), s, p,
+                                             d, g)
+    assert_same(got, ref, rtol=tol, atol=tol * 10)
+    _served(be, "im2col", i0)
+    _served(be, "col2im", c0)
+    # the unfold/fold pair itself: im2col is a copy (exact), col2im sums in tap order
+    cols = fiamma.im2col(x, k, d, p, s)
+    assert_same(fiamma.im2col(x.to(device), k, d, p, s), cols, rtol=0, atol=0)
+    back = fiamma.col2im(cols, sp, k, d, p, s)
+    assert_same(fiamma.col2im(cols.to(device), sp, k, d, p, s), back, rtol=tol, atol=tol)

@@ -12,7 +12,11 @@ primitives whose generic array code costs many launches or many passes over memo
 - ``reduce`` (sum/mean over leading dims of a contiguous float array, e.g. a bias gradient):
   column sums in float64;
 - ``binary`` (+ - * / of same-shape contiguous float32 arrays): four elements per thread, as
-  wide loads where the addresses allow.
+  wide loads where the addresses allow;
+- convolution's im2col and col2im for 2 spatial dims (``conv``'s forward, data and weight
+  gradients): one pass each (the generic code pads, stacks one view per tap, and adds one
+  strided view per tap back); col2im gathers per input pixel in tap order, so it needs no
+  atomics and sums in the generic code's order.
 
 Each path is taken only where its conditions hold (dtype float32/float64, the layouts named);
 everything else goes to the generic array code (fiamma._backend.xp), which is correct for
@@ -320,6 +324,60 @@ extern "C" __global__ void fm_bin4_mul(const float* a, const float* b, float* o,
         int vec) { fm_bin4<2>(a, b, o, n, vec); }
 extern "C" __global__ void fm_bin4_div(const float* a, const float* b, float* o, long long n,
         int vec) { fm_bin4<3>(a, b, o, n, vec); }
+"""
+
+# convolution's im2col / col2im for 2 spatial dims: x (n, c, H, W) <-> cols (n, c, kh kw, oh, ow)
+_IM2COL = r"""
+extern "C" __global__ void fm_im2col(const T* __restrict__ x, T* __restrict__ cols,
+        long long total, int C, int H, int W, int kh, int kw, int oh, int ow, int sh, int sw,
+        int ph, int pw, int dh, int dw) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += stride) {
+        long long t = i;
+        const int ox = (int)(t % ow); t /= ow;
+        const int oy = (int)(t % oh); t /= oh;
+        const int kx = (int)(t % kw); t /= kw;
+        const int ky = (int)(t % kh); t /= kh;
+        const long long plane = t;  // b * C + ch
+        const int iy = oy * sh - ph + ky * dh;
+        const int ix = ox * sw - pw + kx * dw;
+        cols[i] = (iy >= 0 && iy < H && ix >= 0 && ix < W)
+            ? x[(plane * H + iy) * W + ix] : (T)0;
+    }
+}
+"""
+
+# the adjoint: every input pixel gathers the taps that read it, in tap order (deterministic)
+_COL2IM = r"""
+extern "C" __global__ void fm_col2im(const T* __restrict__ cols, T* __restrict__ x,
+        long long total, int C, int H, int W, int kh, int kw, int oh, int ow, int sh, int sw,
+        int ph, int pw, int dh, int dw) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += stride) {
+        long long t = i;
+        const int ix = (int)(t % W); t /= W;
+        const int iy = (int)(t % H); t /= H;
+        const long long plane = t;
+        const T* cp = cols + plane * (long long)kh * kw * oh * ow;
+        T acc = (T)0;
+        for (int ky = 0; ky < kh; ++ky) {
+            const int yy = iy + ph - ky * dh;
+            if (yy < 0 || yy % sh) continue;
+            const int oy = yy / sh;
+            if (oy >= oh) continue;
+            for (int kx = 0; kx < kw; ++kx) {
+                const int xx = ix + pw - kx * dw;
+                if (xx < 0 || xx % sw) continue;
+                const int ox = xx / sw;
+                if (ox >= ow) continue;
+                acc += cp[(((long long)ky * kw + kx) * oh + oy) * ow + ox];
+            }
+        }
+        x[i] = acc;
+    }
+}
 """
 
 _BIN_NAMES = {K.BIN_ADD: "fm_bin4_add", K.BIN_SUB: "fm_bin4_sub", K.BIN_MUL: "fm_bin4_mul",
@@ -760,6 +818,57 @@ class CudaKernelsMixin:
         kshape = (1,) * lead + tuple(x._shape[lead:])
         self.put(out, r.reshape(kshape), kshape, sout)
         return True
+
+    # ---- convolution: im2col / col2im of 2 spatial dims ----------------------------------------
+    def _conv2d_args(self, nd, c, big, k, stride, pad, dil, small):
+        return [np.int32(v) for v in (c, big[0], big[1], k[0], k[1], small[0], small[1],
+                                      stride[0], stride[1], pad[0], pad[1], dil[0], dil[1])]
+
+    def _im2col(self, x, nd, k, stride, pad, dil, small):
+        ct = _CT.get(np.dtype(x.dtype))
+        big = tuple(x.shape[2:])
+        pointwise = all(v == 1 for v in tuple(k) + tuple(stride)) and not any(pad) and \
+            big == tuple(small)
+        if nd != 2 or ct is None or pointwise or x.size == 0 or \
+                max(big + tuple(small)) >= 1 << 30:
+            return super()._im2col(x, nd, k, stride, pad, dil, small)
+        xp = self.xp
+        n, c = x.shape[:2]
+        x = xp.ascontiguousarray(x)
+        cols = xp.empty((n, c, k[0] * k[1]) + tuple(small), x.dtype)
+        total = cols.size
+        args = self._conv2d_args(nd, c, big, k, stride, pad, dil, small)
+
+        def go():
+            kern = self._raw_kernel("im2col", _IM2COL, "fm_im2col", ct)
+            kern((min((total + 255) // 256, 1 << 20),), (256,), (x, cols, np.int64(total), *args))
+
+        if self._served("im2col", go):
+            return cols
+        return super()._im2col(x, nd, k, stride, pad, dil, small)
+
+    def _col2im(self, cols, nd, c, big, k, stride, pad, dil, small):
+        ct = _CT.get(np.dtype(cols.dtype))
+        big = tuple(big)
+        pointwise = all(v == 1 for v in tuple(k) + tuple(stride)) and not any(pad) and \
+            big == tuple(small)
+        if nd != 2 or ct is None or pointwise or cols.size == 0 or \
+                max(big + tuple(small)) >= 1 << 30:
+            return super()._col2im(cols, nd, c, big, k, stride, pad, dil, small)
+        xp = self.xp
+        n = cols.shape[0]
+        cols = xp.ascontiguousarray(cols)
+        x = xp.empty((n, c) + big, cols.dtype)
+        total = x.size
+        args = self._conv2d_args(nd, c, big, k, stride, pad, dil, small)
+
+        def go():
+            kern = self._raw_kernel("col2im", _COL2IM, "fm_col2im", ct)
+            kern((min((total + 255) // 256, 1 << 20),), (256,), (cols, x, np.int64(total), *args))
+
+        if self._served("col2im", go):
+            return x
+        return super()._col2im(cols, nd, c, big, k, stride, pad, dil, small)
 
     # ---- + - * / of contiguous float32 --------------------------------------------------------
     def binary(self, op, shape, out, a, sa, b, sb):
