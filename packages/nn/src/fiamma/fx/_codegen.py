@@ -94,7 +94,11 @@ def attr_path(root, dotted):
     identifiers."""
     expr = root
     for part in dotted.split("."):
-        expr = f"{expr}.{part}" if _is_ident(part) else f"getattr({expr}, {part!r})"
+        if _is_ident(part):
+            expr = f"{expr}.{part}"
+        else:
+            quoted = f'"{part}"' if '"' not in part and "\\" not in part else repr(part)
+            expr = f"getattr({expr}, {quoted})"
     return expr
 
 

@@ -445,8 +445,8 @@ def symbolic_trace(root, concrete_args=None):
     >>> gm = fx.symbolic_trace(net)
     >>> print(gm.code.strip())
     def forward(self, input_1):
-        _0 = getattr(self, '0')(input_1);  input_1 = None
-        _1 = getattr(self, '1')(_0);  _0 = None
+        _0 = getattr(self, "0")(input_1);  input_1 = None
+        _1 = getattr(self, "1")(_0);  _0 = None
         return _1
     >>> x = fiamma.randn(2, 4)
     >>> bool((gm(x) == net(x)).all())
