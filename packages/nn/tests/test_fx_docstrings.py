@@ -7,7 +7,7 @@ import pytest
 
 MODULES = ["fiamma.fx", "fiamma.fx.node", "fiamma.fx.graph", "fiamma.fx.proxy",
            "fiamma.fx._symbolic_trace", "fiamma.fx.graph_module", "fiamma.fx.interpreter",
-           "fiamma.fx.passes.shape_prop"]
+           "fiamma.fx.passes.shape_prop", "fiamma.fx.subgraph_rewriter"]
 
 
 @pytest.mark.parametrize("name", MODULES)

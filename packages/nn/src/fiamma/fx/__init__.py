@@ -21,14 +21,15 @@ Passes edit the graph directly (``Graph.inserting_after``, ``Node.replace_all_us
 ('call_function', 'add'), ('output', 'output')]
 """
 
-from . import passes
+from . import passes, subgraph_rewriter
 from ._symbolic_trace import PH, Tracer, symbolic_trace, wrap
 from .graph import Graph
 from .graph_module import GraphModule
 from .interpreter import Interpreter, Transformer
 from .node import Node, has_side_effect, map_arg
 from .proxy import Proxy, TraceError
+from .subgraph_rewriter import replace_pattern
 
 __all__ = ["symbolic_trace", "Tracer", "wrap", "PH", "Graph", "GraphModule", "Node",
            "map_arg", "has_side_effect", "Proxy", "TraceError", "Interpreter", "Transformer",
-           "passes"]
+           "passes", "subgraph_rewriter", "replace_pattern"]
