@@ -242,8 +242,8 @@ class Tracer:
         """Iterating over a Proxy: raises TraceError (override to decide)."""
         raise TraceError("Proxy object cannot be iterated. This can be attempted when the "
                          "Proxy is used in a loop or as a *args or **kwargs function argument. "
-                         "See the fiamma.fx docs (docs/fx.md) for what control flow can be "
-                         "traced")
+                         "Unpacking a fixed count (a, b = x) works; for loops over a "
+                         "tensor's rows, make the code a leaf with fiamma.fx.wrap")
 
     def keys(self, obj):
         """``**proxy``: records ``proxy.keys()``."""
