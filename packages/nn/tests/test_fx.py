@@ -195,6 +195,10 @@ def test_proxy_iteration_len_and_bool_errors():
         fx.symbolic_trace(lambda *xs: xs[0])
     with pytest.raises(fx.TraceError, match="cannot be iterated"):
         fx.symbolic_trace(lambda x: fiamma.add(*x.chunk(2)))     # *-splat of a Proxy
+    # a failed trace restores everything it patched
+    assert not hasattr(fiamma.add, "__fx_original__")
+    assert nn.Module.__call__.__name__ == "__call__"
+    assert "__getattr__" in nn.Module.__dict__ and nn.Module.__getattr__.__name__ == "__getattr__"
 
     def unpack(x):
         a, b = x.chunk(2)          # unpacking a fixed count works
@@ -275,6 +279,25 @@ def test_parameters_used_directly_become_get_attr():
     _close(gm(x), m(x), 1e-6)
     assert set(gm.state_dict()) == {"w", "inner.weight", "shift"}
     assert "shift" in dict(gm.named_buffers())
+
+
+def test_param_shapes_constant():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 5)
+
+        def forward(self, x):
+            w = self.lin.weight
+            return x @ w.t() + fiamma.zeros(w.shape[0]) + w.size(1)
+
+    g_sym = fx.Tracer().trace(Net())
+    g_const = fx.Tracer(param_shapes_constant=True).trace(net := Net())
+    assert any(n.target is getattr for n in g_sym.nodes if n.op == "call_function")
+    assert not any(n.target is getattr for n in g_const.nodes if n.op == "call_function")
+    gm = fx.GraphModule(net, g_const)
+    x = fiamma.randn(2, 3)
+    _close(gm(x), net(x), 1e-6)
 
 
 # ---- GraphModule ---------------------------------------------------------------------------

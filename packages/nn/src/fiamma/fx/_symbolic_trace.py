@@ -163,7 +163,7 @@ class Tracer:
         self.root = None
         self.submodule_paths = None
         self.tensor_attrs = {}
-        self.scope = None
+        self._param_names = self._buffer_names = None
 
     # ---- nodes and proxies ----------------------------------------------------------------
 
@@ -278,23 +278,33 @@ class Tracer:
 
     def getattr(self, attr, attr_val, parameter_proxy_cache):
         """A module attribute read while tracing: parameters (and buffers with
-        ``proxy_buffer_attributes``) become ``get_attr`` proxies, one per parameter."""
-        def lookup(value, named):
-            for n, p in named():
-                if value is p:
-                    if n not in parameter_proxy_cache:
-                        parameter_proxy_cache[n] = self.create_proxy("get_attr", n, (), {})
-                    return parameter_proxy_cache[n]
-            return None
-        if isinstance(attr_val, nn.Parameter):
-            found = lookup(attr_val, self.root.named_parameters)
-            if found is not None:
-                return found
-        if self.proxy_buffer_attributes and isinstance(attr_val, fiamma.Tensor):
-            found = lookup(attr_val, self.root.named_buffers)
-            if found is not None:
-                return found
-        return attr_val
+        ``proxy_buffer_attributes``) become ``get_attr`` proxies, one per parameter. With
+        ``param_shapes_constant`` their ``shape``, ``size()``, ``dim()``, ``ndim`` and
+        ``numel()`` are the parameter's own (Python values, not nodes)."""
+        if not isinstance(attr_val, fiamma.Tensor):
+            return attr_val
+        is_param = isinstance(attr_val, nn.Parameter)
+        if not is_param and not self.proxy_buffer_attributes:
+            return attr_val
+        names = self._param_names if is_param else self._buffer_names
+        if names is None:
+            named = self.root.named_parameters() if is_param else self.root.named_buffers()
+            names = {id(t): (n, t) for n, t in named}
+            if is_param:
+                self._param_names = names
+            else:
+                self._buffer_names = names
+        n, t = names.get(id(attr_val), (None, None))
+        if t is not attr_val:
+            return attr_val
+        if n not in parameter_proxy_cache:
+            def factory(node):
+                if self.param_shapes_constant:
+                    return ParameterProxy(node, self, attr_val)
+                return self.proxy(node)
+            parameter_proxy_cache[n] = self.create_proxy("get_attr", n, (), {},
+                                                         proxy_factory_fn=factory)
+        return parameter_proxy_cache[n]
 
     # ---- trace ----------------------------------------------------------------------------
 
@@ -410,6 +420,7 @@ class Tracer:
                             f"{type(root).__name__}")
         self.graph = Graph(tracer_cls=type(self))
         self.submodule_paths = None
+        self._param_names = self._buffer_names = None
         self.tensor_attrs = {}
         for mname, m in self.root.named_modules():
             for k, v in _tensor_attributes(m):
@@ -428,6 +439,35 @@ class Tracer:
         finally:
             self._patcher.restore()
         return self.graph
+
+
+class ParameterProxy(Proxy):
+    """A parameter's Proxy whose shape queries answer with the parameter's own values
+    (``Tracer(param_shapes_constant=True)``)."""
+
+    def __init__(self, node, tracer, param):
+        super().__init__(node, tracer)
+        self.param = param
+
+    @property
+    def shape(self):
+        return self.param.shape
+
+    @property
+    def ndim(self):
+        return self.param.ndim
+
+    def size(self, dim=None):
+        return self.param.size() if dim is None else self.param.size(dim)
+
+    def dim(self):
+        return self.param.dim()
+
+    def numel(self):
+        return self.param.numel()
+
+    def nelement(self):
+        return self.param.numel()
 
 
 def _tensor_attributes(m):
