@@ -85,6 +85,11 @@ def test_transformer_block_with_concrete_args():
         gm(x, None, False)
     with pytest.raises(AssertionError, match="mask has been specialized"):
         gm(x, fiamma.zeros(5, 5, dtype=fiamma.bool))
+    # a GraphModule traces again (its guards are recorded, not run)
+    gm2 = fx.symbolic_trace(gm)
+    assert sorted(n.name for n in gm2.graph.nodes) == sorted(n.name for n in gm.graph.nodes)
+    _close(gm2(x), m(x), 1e-6)
+    _close(pickle.loads(pickle.dumps(gm))(x), m(x), 1e-6)
     gm_nores = fx.symbolic_trace(m, concrete_args={"mask": None, "residual": False})
     _close(gm_nores(x, None, False), m(x, residual=False), 1e-6)
     assert "math.sqrt" in gm.code and "fiamma.softmax" in gm.code

@@ -376,8 +376,8 @@ class Tracer:
                 w = self._wrap_ids.get(id(value)) or _recording(self, value)
                 self._wrap_ids[id(value)] = w
                 patcher.setattr(mod, name, w)
-        for fn in self._autowrap_functions:
-            self._wrap_ids[id(fn)] = _recording(self, fn)
+        for fn in self._autowrap_functions + (_assert, _assert_is_none):
+            self._wrap_ids[id(fn)] = _recording(self, fn)  # also a retraced GraphModule's
         for globs, name in _wrapped_fns_to_patch:
             if name in globs:
                 orig = globs[name]
