@@ -231,3 +231,53 @@ def test_count_ops_tutorial_pattern():
     assert calls == Counter({"Conv2d": 20, "BatchNorm2d": 20, "ReLU": 17, "add": 8,
                              "MaxPool2d": 1, "AdaptiveAvgPool2d": 1, ".flatten": 1,
                              "Linear": 1})
+
+
+def test_decomposition_with_proxies_tutorial_pattern():
+    """The fx docs' decomposition pass: rebuild the graph node by node, expanding some calls
+    by running a Python rule on Proxies of the new graph."""
+    def relu_decomposition(x):
+        return (x > 0) * x
+
+    rules = {F.relu: relu_decomposition, fiamma.relu: relu_decomposition}
+    m = M.randomize_bn(M.ConvBNNet()).eval()
+    graph = fx.Tracer().trace(m)
+    new_graph = fx.Graph()
+    env = {}
+    tracer = fx.proxy.GraphAppendingTracer(new_graph)
+    for node in graph.nodes:
+        if node.op == "call_function" and node.target in rules:
+            args = [fx.Proxy(env[a.name], tracer) if isinstance(a, fx.Node) else a
+                    for a in node.args]
+            env[node.name] = rules[node.target](*args).node
+        else:
+            env[node.name] = new_graph.node_copy(node, lambda a: env[a.name])
+    gm = fx.GraphModule(m, new_graph)
+    assert not any(n.target in rules for n in gm.graph.nodes if n.op == "call_function")
+    x = fiamma.randn(2, 3, 8, 8)
+    _close(gm(x), m(x), 1e-6)
+
+
+def helper(x):
+    return x.clamp(min=0) if bool((x > 100).any()) else x * 1.0
+
+
+def add_then_helper(x, y):
+    return helper(fiamma.add(x, y))
+
+
+def test_retargeting_nodes_and_autowrap_functions():
+    f = add_then_helper   # autowrap_functions are found among the traced code's globals
+
+    with pytest.raises(fx.TraceError):
+        fx.symbolic_trace(f)
+    graph = fx.Tracer(autowrap_functions=(helper,)).trace(f)
+    gm = fx.GraphModule(nn.Module(), graph)
+    assert [n.target for n in gm.graph.nodes if n.op == "call_function"] == [fiamma.add,
+                                                                             helper]
+    for n in gm.graph.nodes:                  # the docs' "swap torch.add for torch.mul"
+        if n.op == "call_function" and n.target is fiamma.add:
+            n.target = fiamma.mul
+    gm.recompile()
+    x, y = fiamma.randn(3), fiamma.randn(3)
+    _close(gm(x, y), x * y, 1e-6)

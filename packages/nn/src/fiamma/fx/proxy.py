@@ -7,7 +7,7 @@ import operator
 
 from .node import map_aggregate
 
-__all__ = ["Proxy", "Attribute", "TraceError"]
+__all__ = ["Proxy", "Attribute", "TraceError", "GraphAppendingTracer"]
 
 
 class TraceError(ValueError):
@@ -35,10 +35,7 @@ class Proxy:
 
     def __init__(self, node, tracer=None):
         if tracer is None:
-            from ._symbolic_trace import Tracer
-
-            tracer = Tracer()
-            tracer.graph = node.graph
+            tracer = GraphAppendingTracer(node.graph)
         self.tracer = tracer
         self.node = node
 
@@ -78,6 +75,21 @@ class Proxy:
 
     def __deepcopy__(self, memo):
         raise TraceError(f"deepcopy of {self!r} while tracing: a traced value cannot be copied")
+
+
+def GraphAppendingTracer(graph):
+    """A tracer that appends the nodes its Proxies record to ``graph`` (for writing passes
+    with Proxy arithmetic: ``fx.Proxy(node, GraphAppendingTracer(new_graph)) * 2``). Tensor
+    constants it meets become attributes ``_tensor_constant<i>`` of its own empty root
+    module, which the GraphModule built from the graph must then be given."""
+    import fiamma.nn as nn
+
+    from ._symbolic_trace import Tracer
+
+    tracer = Tracer()
+    tracer.graph = graph
+    tracer.root = nn.Module()
+    return tracer
 
 
 def _instruction_at(code, lasti):
