@@ -196,8 +196,8 @@ def test_proxy_iteration_len_and_bool_errors():
         fx.symbolic_trace(lambda x: len(x))
     with pytest.raises(fx.TraceError, match="symbolically traced variables cannot be used"):
         fx.symbolic_trace(lambda x: x if x.sum() > 0 else -x)
-    with pytest.raises(fx.TraceError, match=r"with \*xs"):
-        fx.symbolic_trace(lambda *xs: xs[0])
+    with pytest.raises(fx.TraceError, match=r"with \*\*kw"):
+        fx.symbolic_trace(lambda x, **kw: x)
     with pytest.raises(fx.TraceError, match="cannot be iterated"):
         fx.symbolic_trace(lambda x: fiamma.add(*x.chunk(2)))     # *-splat of a Proxy
     # a failed trace restores everything it patched
@@ -212,6 +212,25 @@ def test_proxy_iteration_len_and_bool_errors():
     gm = fx.symbolic_trace(unpack)
     x = fiamma.randn(4)
     _close(gm(x), x[:2] - x[2:], 1e-6)
+
+
+def test_varargs_forward():
+    class Sum(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+
+        def forward(self, x, *rest, scale=2.0):
+            return self.lin(x) * scale + rest[0] - rest[1]
+
+    m = Sum()
+    gm = fx.symbolic_trace(m)
+    assert "def forward(self, x, scale = 2.0, *rest):" in gm.code
+    x, a, b = fiamma.randn(2, 3), fiamma.randn(2, 3), fiamma.randn(2, 3)
+    _close(gm(x, 2.0, a, b), m(x, a, b), 1e-6)
+    _close(fx.Interpreter(gm).run(x, 3.0, a, b), m(x, a, b, scale=3.0), 1e-6)
+    gm2 = fx.symbolic_trace(lambda *xs: xs[0] * xs[1])
+    _close(gm2(a, b), a * b, 0)
 
 
 def test_create_arg_rejects_unknown_objects():

@@ -309,12 +309,25 @@ class Tracer:
     # ---- trace ----------------------------------------------------------------------------
 
     def create_args_for_root(self, root_fn, is_module, concrete_args=None):
-        """Placeholders for the traced function's parameters (``concrete_args`` values are
-        passed as they are, guarded by assert nodes)."""
+        """Placeholders for the traced function's parameters; returns the function to call
+        and its positional and keyword arguments. ``concrete_args`` values are passed as they
+        are, guarded by assert nodes. A ``*args`` parameter becomes one placeholder (a
+        tuple-valued Proxy) after the named ones, as in PyTorch; ``**kwargs`` raises."""
         sig = inspect.signature(root_fn)
         params = list(sig.parameters.values())
         if is_module:
             params = params[1:]
+        if any(p.kind is p.VAR_KEYWORD for p in params):
+            name = next(p.name for p in params if p.kind is p.VAR_KEYWORD)
+            raise TraceError(f"symbolic_trace: cannot trace a forward with **{name}: its "
+                             "keys are not known; name the parameters explicitly")
+        star = next((p for p in params if p.kind is p.VAR_POSITIONAL), None)
+        if star is not None:
+            # the *args parameter becomes a plain positional one, after the named ones
+            if not isinstance(root_fn, types.FunctionType):
+                raise TraceError(f"symbolic_trace: cannot trace *{star.name} of {root_fn!r}")
+            root_fn = _varargs_as_positional(root_fn)
+            params = [p for p in params if p is not star]
         concrete_args = dict(concrete_args or {})
         unknown = set(concrete_args) - {p.name for p in params}
         if unknown:
@@ -323,12 +336,6 @@ class Tracer:
         args, kwargs = [], {}
         for p in params:
             default = p.default
-            if p.kind is p.VAR_POSITIONAL or p.kind is p.VAR_KEYWORD:
-                star = "*" if p.kind is p.VAR_POSITIONAL else "**"
-                raise TraceError(
-                    f"symbolic_trace: cannot trace a forward with {star}{p.name}: the number "
-                    "of inputs is not known; give the parameters explicitly, or trace a "
-                    "wrapper with a fixed signature")
             if p.name in concrete_args and concrete_args[p.name] is not PH:
                 value = concrete_args[p.name]
                 self._guard_concrete(p, value)
@@ -337,11 +344,13 @@ class Tracer:
                 defaults = () if default is p.empty else (default,)
                 val = self.create_proxy("placeholder", p.name, defaults, {},
                                         type_expr=root_fn.__annotations__.get(p.name))
-            if p.kind is p.KEYWORD_ONLY:
+            if p.kind is p.KEYWORD_ONLY and star is None:
                 kwargs[p.name] = val
             else:
                 args.append(val)
-        return args, kwargs
+        if star is not None:
+            args.append(self.create_proxy("placeholder", "*" + star.name, (), {}))
+        return root_fn, args, kwargs
 
     def _guard_concrete(self, p, value):
         default = () if p.default is p.empty else (p.default,)
@@ -429,7 +438,7 @@ class Tracer:
         try:
             self._install_patches()
             self._autowrap_globals(getattr(fn, "__globals__", {}))
-            args, kwargs = self.create_args_for_root(fn, is_module, concrete_args)
+            fn, args, kwargs = self.create_args_for_root(fn, is_module, concrete_args)
             if is_module:
                 result = fn(root, *args, **kwargs)
             else:
@@ -468,6 +477,17 @@ class ParameterProxy(Proxy):
 
     def nelement(self):
         return self.param.numel()
+
+
+def _varargs_as_positional(fn):
+    """``fn`` with its ``*args`` turned into one more positional parameter (keyword-only
+    parameters become positional before it): the code object's variable order already is
+    positional, keyword-only, then the ``*args`` name."""
+    co = fn.__code__
+    code = co.replace(co_argcount=co.co_argcount + co.co_kwonlyargcount + 1,
+                      co_kwonlyargcount=0, co_flags=co.co_flags & ~inspect.CO_VARARGS)
+    return types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__,
+                              fn.__closure__)
 
 
 def _tensor_attributes(m):
