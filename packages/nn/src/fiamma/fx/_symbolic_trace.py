@@ -1,7 +1,6 @@
 """Symbolic tracing: run a module's ``forward`` on Proxies and record what it does."""
 
 import builtins
-import functools
 import inspect
 import math
 import operator
@@ -11,16 +10,12 @@ import types
 import fiamma
 import fiamma.nn as nn
 
+from ._patching import _FUNCTION_MODULES, _Patcher, _recording
 from .graph import Graph
 from .node import _side_effectful_functions
-from .proxy import Attribute, Proxy, TraceError, has_proxy
+from .proxy import Attribute, ParameterProxy, Proxy, TraceError
 
 __all__ = ["Tracer", "symbolic_trace", "wrap", "PH"]
-
-# fiamma's function namespaces: while a trace runs, their functions record a node when called
-# with a Proxy (PyTorch gets the same from __torch_function__)
-_FUNCTION_MODULES = ("fiamma", "fiamma.nn.functional", "fiamma.linalg", "fiamma.special",
-                     "fiamma.fft")
 
 # (globals dict, name) of functions registered with fiamma.fx.wrap
 _wrapped_fns_to_patch = []
@@ -83,52 +78,6 @@ def wrap(fn_or_name):
                         f"{type(fn_or_name).__name__}")
     _wrapped_fns_to_patch.append((frame.f_globals, name))
     return fn_or_name
-
-
-class _Patcher:
-    """Replaces attributes while a trace runs and restores every one afterwards."""
-
-    def __init__(self):
-        self._saved = []
-        self._patched_globals = set()
-
-    def setattr(self, obj, name, value):
-        self._saved.append((obj, name, obj.__dict__.get(name, _MISSING)
-                            if not isinstance(obj, dict) else obj.get(name, _MISSING)))
-        if isinstance(obj, dict):
-            obj[name] = value
-        else:
-            setattr(obj, name, value)
-
-    def restore(self):
-        for obj, name, old in reversed(self._saved):
-            if isinstance(obj, dict):
-                if old is _MISSING:
-                    obj.pop(name, None)
-                else:
-                    obj[name] = old
-            elif old is _MISSING:
-                delattr(obj, name)
-            else:
-                setattr(obj, name, old)
-        self._saved.clear()
-
-
-_MISSING = object()
-
-
-def _recording(tracer, fn):
-    """``fn`` that records a call_function node when an argument is a Proxy."""
-    if getattr(fn, "__fx_original__", None) is not None:
-        return fn
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        if has_proxy(args) or has_proxy(kwargs):
-            return tracer.create_proxy("call_function", fn, args, kwargs)
-        return fn(*args, **kwargs)
-    wrapper.__fx_original__ = fn
-    return wrapper
 
 
 class Tracer:
@@ -448,35 +397,6 @@ class Tracer:
         finally:
             self._patcher.restore()
         return self.graph
-
-
-class ParameterProxy(Proxy):
-    """A parameter's Proxy whose shape queries answer with the parameter's own values
-    (``Tracer(param_shapes_constant=True)``)."""
-
-    def __init__(self, node, tracer, param):
-        super().__init__(node, tracer)
-        self.param = param
-
-    @property
-    def shape(self):
-        return self.param.shape
-
-    @property
-    def ndim(self):
-        return self.param.ndim
-
-    def size(self, dim=None):
-        return self.param.size() if dim is None else self.param.size(dim)
-
-    def dim(self):
-        return self.param.dim()
-
-    def numel(self):
-        return self.param.numel()
-
-    def nelement(self):
-        return self.param.numel()
 
 
 def _varargs_as_positional(fn):

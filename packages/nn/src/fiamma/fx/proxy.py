@@ -7,7 +7,7 @@ import operator
 
 from .node import map_aggregate
 
-__all__ = ["Proxy", "Attribute", "TraceError", "GraphAppendingTracer"]
+__all__ = ["Proxy", "Attribute", "ParameterProxy", "TraceError", "GraphAppendingTracer"]
 
 
 class TraceError(ValueError):
@@ -75,6 +75,35 @@ class Proxy:
 
     def __deepcopy__(self, memo):
         raise TraceError(f"deepcopy of {self!r} while tracing: a traced value cannot be copied")
+
+
+class ParameterProxy(Proxy):
+    """A parameter's Proxy whose shape queries answer with the parameter's own values
+    (``Tracer(param_shapes_constant=True)``)."""
+
+    def __init__(self, node, tracer, param):
+        super().__init__(node, tracer)
+        self.param = param
+
+    @property
+    def shape(self):
+        return self.param.shape
+
+    @property
+    def ndim(self):
+        return self.param.ndim
+
+    def size(self, dim=None):
+        return self.param.size() if dim is None else self.param.size(dim)
+
+    def dim(self):
+        return self.param.dim()
+
+    def numel(self):
+        return self.param.numel()
+
+    def nelement(self):
+        return self.param.numel()
 
 
 def GraphAppendingTracer(graph):
