@@ -23,6 +23,7 @@ import fiamma
 SIBLINGS = {
     "autograd": "fiamma-autograd",
     "nn": "fiamma-nn",
+    "fx": "fiamma-nn",
     "optim": "fiamma-optim",
     "data": "fiamma-data",
     "vision": "fiamma-vision",
@@ -143,7 +144,8 @@ def test_wheels_namespace_layout():
         if dist == "fiamma-core":
             assert "fiamma/__init__.py" in names
             continue
-        # its subpackages: fiamma/<name>/ (fiamma-export ships fiamma/jit/ and fiamma/onnx/)
+        # its subpackages: fiamma/<name>/ (fiamma-export ships fiamma/jit/ and fiamma/onnx/,
+        # fiamma-nn fiamma/nn/ and fiamma/fx/)
         subs = tuple(f"fiamma/{k}/" for k, d in SIBLINGS.items() if d == dist) or \
             (f"fiamma/{dist[len('fiamma-'):]}/",)
         assert "fiamma/__init__.py" not in names, f"{w.name} ships fiamma/__init__.py"

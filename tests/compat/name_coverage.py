@@ -39,6 +39,7 @@ MODULES = {
     "torch.linalg": ("fiamma.linalg",),
     "torch.fft": ("fiamma.fft",),
     "torch.special": ("fiamma.special",),
+    "torch.fx": ("fiamma.fx",),
     "torchvision.transforms": ("fiamma.vision.transforms",),
     "torchvision.models.detection": ("fiamma.vision.models.detection",),
     "torchaudio.functional": ("fiamma.audio.functional",),

@@ -65,6 +65,7 @@ _SUBMODULES = {"linalg", "fft", "special", "multiprocessing", "safetensors", "ut
 _SIBLINGS = {
     "autograd": "fiamma-autograd",
     "nn": "fiamma-nn",
+    "fx": "fiamma-nn",
     "optim": "fiamma-optim",
     "data": "fiamma-data",
     "vision": "fiamma-vision",
