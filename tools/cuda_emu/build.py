@@ -55,7 +55,8 @@ def source():
         out.append(f"namespace {ns} {{ typedef {ct} T;")
         out.append(_strip(CK._BLOCK))
         for src in (CK._ROW_NORM_FWD, CK._ROW_NORM_BWD, CK._ROW_NORM_WB, CK._COLSUM,
-                    CK._XENT_FWD, CK._XENT_BWD, CK._IM2COL, CK._COL2IM):
+                    CK._XENT_FWD, CK._XENT_BWD, CK._IM2COL, CK._COL2IM, CK._BN_FWD,
+                    CK._BN_BWD):
             out.append(_strip(src).replace(_strip(CK._BLOCK), ""))
         out.append("#undef FM_NEG_INF")
         out += _elementwise()

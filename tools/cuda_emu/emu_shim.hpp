@@ -19,7 +19,7 @@ thread_local dim3 threadIdx, blockIdx;
 dim3 blockDim, gridDim;
 static std::unique_ptr<std::barrier<>> g_block;
 static std::vector<std::unique_ptr<std::barrier<>>> g_warp;
-static double g_wbuf[8][32];
+static double g_wbuf[32][32];
 static std::mutex g_mu;
 inline void __syncthreads() { g_block->arrive_and_wait(); }
 inline double __shfl_down_sync(unsigned, double v, int o) {

@@ -323,3 +323,45 @@ def test_conv2d_im2col_col2im(device, be, dtype, tol, case):
     assert_same(fiamma.im2col(x.to(device), k, d, p, s), cols, rtol=0, atol=0)
     back = fiamma.col2im(cols, sp, k, d, p, s)
     assert_same(fiamma.col2im(cols.to(device), sp, k, d, p, s), back, rtol=tol, atol=tol)
+
+
+# ---- batch norm ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype,tol", DTYPES)
+@pytest.mark.parametrize("shape,affine,training,strided", [
+    ((4, 3, 5, 6), True, True, False), ((4, 3, 5, 6), False, True, True),
+    ((2, 5, 7), True, False, True), ((1, 3), True, True, False), ((6, 4), False, False, False)])
+def test_batch_norm(device, be, dtype, tol, shape, affine, training, strided):
+    rng = np.random.default_rng(len(shape) + shape[1])
+    C = shape[1]
+    x = rng.standard_normal(shape) * 3 + 5
+    if strided:  # a channels-last layout: strides the kernels read as given
+        perm = (0,) + tuple(range(2, len(shape))) + (1,)
+        inv = np.argsort(perm)
+        xc = _t(np.transpose(x, perm), dtype).permute(*inv)
+    else:
+        xc = _t(x, dtype)
+    g = _t(np.cos(x) * 2, dtype)
+    w = _t(rng.uniform(0.5, 2, C), dtype) if affine else None
+    b = _t(rng.standard_normal(C), dtype) if affine else None
+    rm0, rv0 = rng.standard_normal(C), rng.uniform(0.5, 2, C)
+    outs = []
+    f0, b0 = _calls(be, "batch_norm_fwd"), _calls(be, "batch_norm_bwd")
+    for dev in ("cpu", device):
+        rm, rv = _t(rm0, dtype).to(dev), _t(rv0, dtype).to(dev)
+        xx = xc.to(dev)
+        on = [t.to(dev) if t is not None else None for t in (w, b)]
+        y = fiamma.batch_norm(xx, rm, rv, on[0], on[1], training, 0.1, 1e-5)
+        dims = [d for d in range(len(shape)) if d != 1]
+        m = xx.mean(dims) if training else rm
+        var = xx.var(dims, unbiased=False) if training else rv
+        grads = fiamma.batch_norm_backward(g.to(dev), xx, on[0], m.contiguous(),
+                                           (var + 1e-5).rsqrt().contiguous(), training)
+        outs.append((y, rm, rv) + tuple(grads))
+    _served(be, "batch_norm_fwd", f0)
+    _served(be, "batch_norm_bwd", b0)
+    for got, ref in zip(outs[1], outs[0]):
+        if ref is None:
+            assert got is None
+        else:
+            assert_same(got, ref, rtol=tol * 10, atol=tol * 10)

@@ -13,6 +13,9 @@ primitives whose generic array code costs many launches or many passes over memo
   column sums in float64;
 - ``binary`` (+ - * / of same-shape contiguous float32 arrays): four elements per thread, as
   wide loads where the addresses allow;
+- ``batch_norm_fwd`` / ``batch_norm_bwd``: per-channel statistics in one block a channel
+  (float64 sums; the running statistics and affine factors written by the block), then one
+  elementwise pass (the generic code makes ~15 whole-array passes);
 - convolution's im2col and col2im for 2 spatial dims (``conv``'s forward, data and weight
   gradients): one pass each (the generic code pads, stacks one view per tap, and adds one
   strided view per tap back); col2im gathers per input pixel in tap order, so it needs no
@@ -324,6 +327,113 @@ extern "C" __global__ void fm_bin4_mul(const float* a, const float* b, float* o,
         int vec) { fm_bin4<2>(a, b, o, n, vec); }
 extern "C" __global__ void fm_bin4_div(const float* a, const float* b, float* o, long long n,
         int vec) { fm_bin4<3>(a, b, o, n, vec); }
+"""
+
+# batch norm: per-channel statistics (one block a channel, float64 sums; thread 0 then writes
+# mean/invstd, the running statistics and the affine factors), then one elementwise pass
+_BN_FWD = _BLOCK + r"""
+extern "C" __global__ void fm_bn_stats(const T* __restrict__ x, long long N, long long S,
+        long long s0, long long s1, long long s2, const T* __restrict__ w,
+        const T* __restrict__ b, T* __restrict__ mean, T* __restrict__ invstd,
+        T* __restrict__ rm, long long srm, T* __restrict__ rv, long long srv,
+        T* __restrict__ ab, long long C, int training, double momentum, double eps) {
+    __shared__ double sh[33];
+    const long long c = blockIdx.x;
+    const long long m = N * S;
+    double mu, var;
+    if (training) {
+        double s = 0.0;
+        for (long long i = threadIdx.x; i < m; i += blockDim.x)
+            s += (double)x[(i / S) * s0 + c * s1 + (i % S) * s2];
+        s = fm_block_sum(s, sh);
+        const double mu0 = s / (double)m;
+        const T tmu = (T)mu0;
+        double sd = 0.0, sdd = 0.0;
+        for (long long i = threadIdx.x; i < m; i += blockDim.x) {
+            const T d = x[(i / S) * s0 + c * s1 + (i % S) * s2] - tmu;
+            sd += (double)d;
+            sdd += (double)(d * d);
+        }
+        sd = fm_block_sum(sd, sh);
+        sdd = fm_block_sum(sdd, sh);
+        const double dm = sd / (double)m;
+        var = fmax(sdd / (double)m - dm * dm, 0.0);
+        mu = mu0 + dm;
+    } else {
+        mu = (double)rm[c * srm];
+        var = (double)rv[c * srv];
+    }
+    if (threadIdx.x != 0) return;
+    const double inv = 1.0 / sqrt(var + eps);
+    if (training) {
+        if (rm) rm[c * srm] = (T)((1.0 - momentum) * (double)rm[c * srm] + momentum * mu);
+        if (rv) {
+            const double ub = m > 1 ? var * ((double)m / (double)(m - 1))
+                                    : __longlong_as_double(0x7ff0000000000000ULL);
+            rv[c * srv] = (T)((1.0 - momentum) * (double)rv[c * srv] + momentum * ub);
+        }
+    }
+    mean[c] = (T)mu;
+    invstd[c] = (T)inv;
+    const double a = inv * (w ? (double)w[c] : 1.0);
+    ab[c] = (T)a;
+    ab[C + c] = (T)((b ? (double)b[c] : 0.0) - mu * a);
+}
+
+extern "C" __global__ void fm_bn_apply(const T* __restrict__ x, long long C, long long S,
+        long long s0, long long s1, long long s2, const T* __restrict__ ab,
+        T* __restrict__ y, long long total) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += stride) {
+        const long long sp = i % S, t = i / S, c = t % C, n = t / C;
+        y[i] = x[n * s0 + c * s1 + sp * s2] * ab[c] + ab[C + c];
+    }
+}
+"""
+
+_BN_BWD = _BLOCK + r"""
+extern "C" __global__ void fm_bn_grad_stats(const T* __restrict__ g, long long g0,
+        long long g1, long long g2, const T* __restrict__ x, long long s0, long long s1,
+        long long s2, long long N, long long S, const T* __restrict__ w,
+        const T* __restrict__ mean, const T* __restrict__ invstd, T* __restrict__ gw,
+        T* __restrict__ gb, T* __restrict__ k, long long C, int training) {
+    __shared__ double sh[33];
+    const long long c = blockIdx.x;
+    const long long m = N * S;
+    const double mu = (double)mean[c];
+    double sg = 0.0, sgx = 0.0;
+    for (long long i = threadIdx.x; i < m; i += blockDim.x) {
+        const long long n = i / S, sp = i % S;
+        const double gv = (double)g[n * g0 + c * g1 + sp * g2];
+        sg += gv;
+        sgx += gv * ((double)x[n * s0 + c * s1 + sp * s2] - mu);
+    }
+    sg = fm_block_sum(sg, sh);
+    sgx = fm_block_sum(sgx, sh);
+    if (threadIdx.x != 0) return;
+    const double inv = (double)invstd[c];
+    const double wd = w ? (double)w[c] : 1.0;
+    if (gb) gb[c] = (T)sg;
+    if (gw) gw[c] = (T)(sgx * inv);
+    k[c] = (T)(wd * inv);
+    const bool tr = training && m > 0;
+    k[C + c] = (T)(tr ? -wd * inv * inv * inv * sgx / (double)m : 0.0);
+    k[2 * C + c] = (T)(tr ? -wd * inv * sg / (double)m : 0.0);
+}
+
+extern "C" __global__ void fm_bn_grad_apply(const T* __restrict__ g, long long g0,
+        long long g1, long long g2, const T* __restrict__ x, long long s0, long long s1,
+        long long s2, long long C, long long S, const T* __restrict__ mean,
+        const T* __restrict__ k, T* __restrict__ gx, long long total) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += stride) {
+        const long long sp = i % S, t = i / S, c = t % C, n = t / C;
+        const T d = x[n * s0 + c * s1 + sp * s2] - mean[c];
+        gx[i] = g[n * g0 + c * g1 + sp * g2] * k[c] + d * k[C + c] + k[2 * C + c];
+    }
+}
 """
 
 # convolution's im2col / col2im for 2 spatial dims: x (n, c, H, W) <-> cols (n, c, kh kw, oh, ow)
@@ -818,6 +928,72 @@ class CudaKernelsMixin:
         kshape = (1,) * lead + tuple(x._shape[lead:])
         self.put(out, r.reshape(kshape), kshape, sout)
         return True
+
+    # ---- batch norm ---------------------------------------------------------------------------
+    def batch_norm_fwd(self, N, C, S, x, xs, y, w, b, mean, invstd, rmean, srm, rvar, srv,
+                       training, momentum, eps):
+        ct = _float_ct(x, y, w, b, mean, invstd, rmean, rvar)
+        if ct is None or N < 1 or C < 1 or S < 1 or \
+                (not training and (rmean is None or rvar is None)):
+            return super().batch_norm_fwd(N, C, S, x, xs, y, w, b, mean, invstd, rmean, srm,
+                                          rvar, srv, training, momentum, eps)
+        xp = self.xp
+        xv = self.raw(x, (1,), (1,))
+        base = self.raw(x, (N, C, S), xs)
+        ab = xp.empty(2 * C, base.dtype)
+        total = N * C * S
+        st = [np.int64(v) for v in xs]
+
+        def opt(t):
+            return self.raw(t, (1,), (1,)) if t is not None else np.uint64(0)
+
+        def go():
+            k = self._raw_kernel("bn_fwd", _BN_FWD, "fm_bn_stats", ct)
+            k((C,), (512,), (xv, np.int64(N), np.int64(S), *st, opt(w), opt(b),
+                             self.cview(mean, (C,)), self.cview(invstd, (C,)), opt(rmean),
+                             np.int64(srm), opt(rvar), np.int64(srv), ab, np.int64(C),
+                             np.int32(bool(training)), np.float64(momentum),
+                             np.float64(eps)))
+            k = self._raw_kernel("bn_fwd", _BN_FWD, "fm_bn_apply", ct)
+            k((min((total + 255) // 256, 1 << 20),), (256,),
+              (xv, np.int64(C), np.int64(S), *st, ab, self.cview(y, (N, C, S)),
+               np.int64(total)))
+
+        if self._served("batch_norm_fwd", go):
+            return 0
+        return super().batch_norm_fwd(N, C, S, x, xs, y, w, b, mean, invstd, rmean, srm, rvar,
+                                      srv, training, momentum, eps)
+
+    def batch_norm_bwd(self, N, C, S, g, gs, x, xs, w, mean, invstd, training, gx, gw, gb):
+        ct = _float_ct(x, g, w, mean, invstd, gx, gw, gb)
+        if ct is None or N < 1 or C < 1 or S < 1:
+            return super().batch_norm_bwd(N, C, S, g, gs, x, xs, w, mean, invstd, training, gx,
+                                          gw, gb)
+        xp = self.xp
+        xv, gv = self.raw(x, (1,), (1,)), self.raw(g, (1,), (1,))
+        coef = xp.empty(3 * C, self.raw(x, (1,), (1,)).dtype)
+        total = N * C * S
+        sx = [np.int64(v) for v in xs]
+        sg = [np.int64(v) for v in gs]
+
+        def opt(t):
+            return self.raw(t, (1,), (1,)) if t is not None else np.uint64(0)
+
+        def go():
+            k = self._raw_kernel("bn_bwd", _BN_BWD, "fm_bn_grad_stats", ct)
+            k((C,), (512,), (gv, *sg, xv, *sx, np.int64(N), np.int64(S), opt(w),
+                             self.cview(mean, (C,)), self.cview(invstd, (C,)), opt(gw), opt(gb),
+                             coef, np.int64(C), np.int32(bool(training))))
+            if gx is not None:
+                k = self._raw_kernel("bn_bwd", _BN_BWD, "fm_bn_grad_apply", ct)
+                k((min((total + 255) // 256, 1 << 20),), (256,),
+                  (gv, *sg, xv, *sx, np.int64(C), np.int64(S), self.cview(mean, (C,)), coef,
+                   self.cview(gx, (N, C, S)), np.int64(total)))
+
+        if self._served("batch_norm_bwd", go):
+            return 0
+        return super().batch_norm_bwd(N, C, S, g, gs, x, xs, w, mean, invstd, training, gx, gw,
+                                      gb)
 
     # ---- convolution: im2col / col2im of 2 spatial dims ----------------------------------------
     def _conv2d_args(self, nd, c, big, k, stride, pad, dil, small):
