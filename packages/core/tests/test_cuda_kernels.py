@@ -365,3 +365,44 @@ def test_batch_norm(device, be, dtype, tol, shape, affine, training, strided):
             assert got is None
         else:
             assert_same(got, ref, rtol=tol * 10, atol=tol * 10)
+
+
+# ---- softmax and max pooling -----------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype,tol", DTYPES)
+@pytest.mark.parametrize("shape", [(7, 10), (3, 1000), (2, 3, 33), (5, 1)])
+def test_softmax_last_dim(device, be, dtype, tol, shape):
+    rng = np.random.default_rng(sum(shape))
+    x = rng.standard_normal(shape) * 5
+    flat = x.reshape(-1, shape[-1])
+    if flat.shape[0] > 3 and shape[-1] > 2:
+        flat[0] = -np.inf
+        flat[1, 1] = np.nan
+        flat[2, 0] = np.inf
+    xc = _t(x, dtype)
+    s0 = _calls(be, "softmax")
+    for fn in (lambda t: t.softmax(-1), lambda t: t.log_softmax(-1)):
+        assert_same(fn(xc.to(device)), fn(xc), rtol=tol, atol=tol)
+    _served(be, "softmax", s0)
+    # another dim: the generic code
+    if len(shape) == 3:
+        assert_same(xc.to(device).softmax(1), xc.softmax(1), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [fiamma.float32, fiamma.float64])
+@pytest.mark.parametrize("k,s,p,d,ceil", [(2, 2, 0, 1, False), (3, 2, 1, 1, True),
+                                          ((3, 2), (1, 2), (1, 0), (2, 1), False),
+                                          (3, 3, 1, 2, True)])
+def test_max_pool2d(device, be, dtype, k, s, p, d, ceil):
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((2, 3, 11, 9))
+    x[0, 0, 2, 3] = np.nan
+    x[1, 2] = -np.inf
+    x[1, 1, :4, :4] = 7.0      # ties: the first maximum
+    xc = _t(x, dtype)
+    p0 = _calls(be, "pool_max")
+    y, i = fiamma.max_pool2d_with_indices(xc, k, s, p, d, ceil)
+    yd, idd = fiamma.max_pool2d_with_indices(xc.to(device), k, s, p, d, ceil)
+    _served(be, "pool_max", p0)
+    assert_same(yd, y, rtol=0, atol=0)
+    assert_same(idd, i, rtol=0, atol=0)

@@ -16,6 +16,8 @@ primitives whose generic array code costs many launches or many passes over memo
 - ``batch_norm_fwd`` / ``batch_norm_bwd``: per-channel statistics in one block a channel
   (float64 sums; the running statistics and affine factors written by the block), then one
   elementwise pass (the generic code makes ~15 whole-array passes);
+- ``softmax`` (and log-softmax) over the last dim of contiguous rows: one block a row;
+- ``pool_max`` with fixed windows: one thread an output, the window in tap order;
 - convolution's im2col and col2im for 2 spatial dims (``conv``'s forward, data and weight
   gradients): one pass each (the generic code pads, stacks one view per tap, and adds one
   strided view per tap back); col2im gathers per input pixel in tap order, so it needs no
@@ -432,6 +434,84 @@ extern "C" __global__ void fm_bn_grad_apply(const T* __restrict__ g, long long g
         const long long sp = i % S, t = i / S, c = t % C, n = t / C;
         const T d = x[n * s0 + c * s1 + sp * s2] - mean[c];
         gx[i] = g[n * g0 + c * g1 + sp * g2] * k[c] + d * k[C + c] + k[2 * C + c];
+    }
+}
+"""
+
+# softmax / log-softmax over the last dim of contiguous rows: one block a row
+_SOFTMAX = _BLOCK + r"""
+extern "C" __global__ void fm_softmax(const T* __restrict__ x, T* __restrict__ y,
+        long long ncol, int lg) {
+    __shared__ double sh[33];
+    const long long r = blockIdx.x;
+    const T* xr = x + r * ncol;
+    T* yr = y + r * ncol;
+    double m = FM_NEG_INF;
+    for (long long j = threadIdx.x; j < ncol; j += blockDim.x) m = fmax(m, (double)xr[j]);
+    m = fm_block_max(m, sh);
+    double has_nan = 0.0;
+    for (long long j = threadIdx.x; j < ncol; j += blockDim.x)
+        if (xr[j] != xr[j]) has_nan = 1.0;
+    // the row's max is NaN with a NaN in it (every output NaN); an all -inf row shifts by 0
+    if (fm_block_sum(has_nan, sh) > 0.0) m = __longlong_as_double(0x7ff8000000000000ULL);
+    else if (m == FM_NEG_INF) m = 0.0;
+    const T tm = (T)m;
+    double s = 0.0;
+    for (long long j = threadIdx.x; j < ncol; j += blockDim.x) s += exp((double)(xr[j] - tm));
+    s = fm_block_sum(s, sh);
+    if (lg) {
+        const T ls = (T)log(s);
+        for (long long j = threadIdx.x; j < ncol; j += blockDim.x) yr[j] = (xr[j] - tm) - ls;
+    } else {
+        const T ts = (T)s;
+        for (long long j = threadIdx.x; j < ncol; j += blockDim.x)
+            yr[j] = (T)exp((double)(xr[j] - tm)) / ts;
+    }
+}
+"""
+
+# max pooling with fixed windows (padded to 3 dims): one thread an output; the first maximum
+# of the window in tap order, a NaN winning (the last one); an empty window reports its clamped
+# start (csrc/pool.c's conventions)
+_MAXPOOL = r"""
+#define FM_NEG_INF_T ((T)(-__longlong_as_double(0x7ff0000000000000ULL)))
+__device__ __forceinline__ long long fm_pool_start(long long o, int s, int p, int d, int m) {
+    long long b = o * s - p;
+    long long j0 = b < 0 ? (-b + d - 1) / d : 0;
+    long long st = b + j0 * d;
+    long long hi = m - 1 > 0 ? m - 1 : 0;
+    return st < 0 ? 0 : (st > hi ? hi : st);
+}
+extern "C" __global__ void fm_maxpool(const T* __restrict__ x, T* __restrict__ out,
+        long long* __restrict__ idx, long long total, int D, int H, int W, int oD, int oH,
+        int oW, int k0, int k1, int k2, int s0, int s1, int s2, int p0, int p1, int p2, int d0,
+        int d1, int d2) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += stride) {
+        long long t = i;
+        const long long ow = t % oW; t /= oW;
+        const long long oh = t % oH; t /= oH;
+        const long long od = t % oD; t /= oD;
+        const T* xp = x + t * (long long)D * H * W;
+        long long bi = (fm_pool_start(od, s0, p0, d0, D) * H + fm_pool_start(oh, s1, p1, d1, H))
+                       * W + fm_pool_start(ow, s2, p2, d2, W);
+        T best = FM_NEG_INF_T;
+        for (int a = 0; a < k0; ++a) {
+            const long long iz = od * s0 - p0 + (long long)a * d0;
+            for (int b = 0; b < k1; ++b) {
+                const long long iy = oh * s1 - p1 + (long long)b * d1;
+                for (int c = 0; c < k2; ++c) {
+                    const long long ix = ow * s2 - p2 + (long long)c * d2;
+                    if (iz < 0 || iz >= D || iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                    const long long f = (iz * H + iy) * W + ix;
+                    const T v = xp[f];
+                    if (v > best || v != v) { best = v; bi = f; }
+                }
+            }
+        }
+        out[i] = best;
+        if (idx) idx[i] = bi;
     }
 }
 """
@@ -994,6 +1074,52 @@ class CudaKernelsMixin:
             return 0
         return super().batch_norm_bwd(N, C, S, g, gs, x, xs, w, mean, invstd, training, gx, gw,
                                       gb)
+
+    # ---- softmax / log-softmax over the last dim -----------------------------------------------
+    def softmax(self, log, x, out, dim):
+        shape = tuple(x._shape)
+        nd = len(shape)
+        ct = _float_ct(x, out)
+        if ct is None or nd == 0 or x._numel == 0 or dim not in (nd - 1, -1) or \
+                tuple(x._stride) != _contig(shape) or tuple(out._shape) != shape or \
+                tuple(out._stride) != _contig(shape):
+            return super().softmax(log, x, out, dim)
+        ncol = shape[-1]
+        rows = x._numel // ncol
+        xv, ov = self.cview(x, (rows, ncol)), self.cview(out, (rows, ncol))
+
+        def go():
+            k = self._raw_kernel("softmax", _SOFTMAX, "fm_softmax", ct)
+            k((rows,), (self._threads(ncol),), (xv, ov, np.int64(ncol), np.int32(bool(log))))
+
+        if rows < 1 << 31 and self._served("softmax", go):
+            return 0
+        return super().softmax(log, x, out, dim)
+
+    # ---- max pooling with fixed windows -------------------------------------------------------
+    def pool_max(self, adaptive, nplanes, isz, osz, k, s, p, d, x, out, idx):
+        ct = _float_ct(x, out)
+        ok = (ct is not None and not adaptive and d is not None and nplanes > 0 and
+              len(isz) == len(osz) == len(k) == len(s) == len(p) == len(d) == 3 and
+              all(v > 0 for v in tuple(isz) + tuple(osz) + tuple(k) + tuple(s) + tuple(d)) and
+              all(v >= 0 for v in p) and (idx is None or idx._dtype is D.int64))
+        if not ok:
+            return super().pool_max(adaptive, nplanes, isz, osz, k, s, p, d, x, out, idx)
+        isz, osz = tuple(isz), tuple(osz)
+        total = nplanes * osz[0] * osz[1] * osz[2]
+        xv = self.cview(x, (nplanes * isz[0] * isz[1] * isz[2],))
+        ov = self.cview(out, (total,))
+        iv = self.cview(idx, (total,)) if idx is not None else np.uint64(0)
+        args = [np.int32(v) for v in isz + osz + tuple(k) + tuple(s) + tuple(p) + tuple(d)]
+
+        def go():
+            kern = self._raw_kernel("maxpool", _MAXPOOL, "fm_maxpool", ct)
+            kern((min((total + 255) // 256, 1 << 20),), (256,), (xv, ov, iv, np.int64(total),
+                                                                  *args))
+
+        if self._served("pool_max", go):
+            return 0
+        return super().pool_max(adaptive, nplanes, isz, osz, k, s, p, d, x, out, idx)
 
     # ---- convolution: im2col / col2im of 2 spatial dims ----------------------------------------
     def _conv2d_args(self, nd, c, big, k, stride, pad, dil, small):

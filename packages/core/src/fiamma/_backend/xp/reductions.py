@@ -169,7 +169,8 @@ class ReductionsMixin:
             return 0
         w = v.astype(np.float32) if v.dtype.itemsize < 4 else v
         m = xp.max(w, axis=dim, keepdims=True)
-        m = xp.where(xp.isfinite(m), m, w.dtype.type(0))
+        # an all -inf row shifts by 0; a +inf or NaN max stays (every output NaN, as the C's)
+        m = xp.where(m == -np.inf, w.dtype.type(0), m)
         e = w - m
         if log:
             r = e - xp.log(xp.sum(xp.exp(e), axis=dim, keepdims=True))
