@@ -362,6 +362,13 @@ class ElementwiseMixin:
         else:
             s = av.dtype.type(self._scalar(dt, fval, ival, True))
         x, y = (s, av) if scalar_first else (av, s)
+        f = _UFUNCS.get(op)
+        if f is not None and dt._kind == 2 and out._dtype is dt and \
+                av.shape == tuple(shape) and not self._overlaps(out, a):
+            o = self.direct(out)
+            if o is not None and o.shape == av.shape:
+                getattr(xp, f)(x, y, out=o)  # one kernel straight into the result
+                return 0
         rc, r = self._binop(op, x, y, dt)
         if rc:
             return rc
