@@ -351,6 +351,10 @@ def write(out_dir, env, rows):
         target = (">= " if hib else "<= ") + f"{r['target']}x"
         lines.append(f"| {r['name']} | {r['fiamma']:.4g} | {r['torch']:.4g} | {r['unit']} | "
                      f"{r['ratio']:.3f} | {target} | {r['notes']} |")
+    errs = {k: v for r in rows for k, v in r.get("fast_path_errors", {}).items()}
+    if errs:
+        lines += ["", "Fast paths that failed (their ops ran the generic code): " +
+                  "; ".join(f"{k}: {v[:200]}" for k, v in errs.items())]
     with open(os.path.join(out_dir, "bench_cuda.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
     return "\n".join(lines)
@@ -378,6 +382,10 @@ def main(argv=None):
             row["error"] = f"{type(e).__name__}: {e}"
             row["traceback"] = traceback.format_exc()[-3000:]
         row["seconds"] = round(time.perf_counter() - t0, 2)
+        be = _cuda_backend(ctx)
+        if be is not None:  # which of the backend's own kernels served, and any that failed
+            row["fast_path_calls"] = dict(getattr(be, "fast_path_calls", {}))
+            row["fast_path_errors"] = dict(be.fast_path_errors)
         rows.append(row)
         print(f"[bench] {name}: {row.get('error') or row['ratio']} ({row['seconds']} s)",
               flush=True)
