@@ -56,9 +56,9 @@ def source():
         out.append(_strip(CK._BLOCK))
         for src in (CK._ROW_NORM_FWD, CK._ROW_NORM_BWD, CK._ROW_NORM_WB, CK._COLSUM,
                     CK._XENT_FWD, CK._XENT_BWD, CK._IM2COL, CK._COL2IM, CK._BN_FWD,
-                    CK._BN_BWD, CK._SOFTMAX, CK._MAXPOOL):
+                    CK._BN_BWD, CK._SOFTMAX, CK._MAXPOOL, CK._ATTN):
             out.append(_strip(src).replace(_strip(CK._BLOCK), ""))
-        out.append("#undef FM_NEG_INF")
+        out.append("#undef FM_NEG_INF\n#undef FM_INF_T\n#undef FM_NEG_INF_T")
         out += _elementwise()
         out.append("}")
     out.append(_strip(CK._BIN4))

@@ -406,3 +406,38 @@ def test_max_pool2d(device, be, dtype, k, s, p, d, ceil):
     _served(be, "pool_max", p0)
     assert_same(yd, y, rtol=0, atol=0)
     assert_same(idd, i, rtol=0, atol=0)
+
+
+# ---- attention -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype,tol", DTYPES)
+@pytest.mark.parametrize("causal,gqa,L,S", [(False, False, 6, 7), (True, False, 9, 9),
+                                            (True, True, 5, 300), (False, True, 1, 3)])
+def test_attention_rows(device, be, dtype, tol, causal, gqa, L, S):
+    rng = np.random.default_rng(L * S)
+    B, H, Hk, E, Ev = 2, 4, 2 if gqa else 4, 8, 5
+    q = _t(rng.standard_normal((B, H, L, E)), dtype)
+    k = _t(rng.standard_normal((B, Hk, S, E)), dtype)
+    v = _t(rng.standard_normal((B, Hk, S, Ev)), dtype)
+    kw = dict(is_causal=causal, enable_gqa=gqa)
+    f0, b0 = _calls(be, "attn_fwd"), _calls(be, "attn_bwd")
+    want = fiamma.fused_attention(q, k, v, **kw)
+    got = fiamma.fused_attention(q.to(device), k.to(device), v.to(device), **kw)
+    _served(be, "attn_fwd", f0)
+    assert_same(got, want.contiguous(), rtol=tol, atol=tol)
+    # the log-sum-exp of the rows, as the backward takes it
+    sc = np.einsum("bhle,bhse->bhls", q.numpy(), np.repeat(k.numpy(), H // Hk, axis=1))
+    sc = sc / np.sqrt(E)
+    if causal:
+        sc = np.where(np.arange(S)[None, :] <= np.arange(L)[:, None], sc, -np.inf)
+    m = sc.max(-1, keepdims=True)
+    lse = _t((m + np.log(np.exp(sc - m).sum(-1, keepdims=True)))[..., 0], dtype)
+    g = _t(rng.standard_normal((B, H, L, Ev)), dtype)
+    ref = fiamma.fused_attention_backward(g, q, k, v, lse, None, is_causal=causal,
+                                          enable_gqa=gqa)
+    out = fiamma.fused_attention_backward(g.to(device), q.to(device), k.to(device),
+                                          v.to(device), lse.to(device), None, is_causal=causal,
+                                          enable_gqa=gqa)
+    _served(be, "attn_bwd", b0)
+    for a, r in zip(out, ref):
+        assert_same(a, r, rtol=tol * 10, atol=tol * 10)

@@ -16,6 +16,10 @@ primitives whose generic array code costs many launches or many passes over memo
 - ``batch_norm_fwd`` / ``batch_norm_bwd``: per-channel statistics in one block a channel
   (float64 sums; the running statistics and affine factors written by the block), then one
   elementwise pass (the generic code makes ~15 whole-array passes);
+- ``attn_fwd`` / ``attn_bwd`` without a mask or with the causal one, no dropout: the score
+  rows' scale, mask, softmax and log-sum-exp (and in the backward the probabilities again and
+  ds = p (dp - sum p dp)) in one kernel between cuBLAS's products (the generic code ~10 passes
+  over the (B, H, L, S) scores);
 - ``softmax`` (and log-softmax) over the last dim of contiguous rows: one block a row;
 - ``pool_max`` with fixed windows: one thread an output, the window in tap order;
 - convolution's im2col and col2im for 2 spatial dims (``conv``'s forward, data and weight
@@ -513,6 +517,70 @@ extern "C" __global__ void fm_maxpool(const T* __restrict__ x, T* __restrict__ o
         out[i] = best;
         if (idx) idx[i] = bi;
     }
+}
+"""
+
+# attention (no mask or the causal one, no dropout): the scores' row work between cuBLAS's
+# products. Forward: scale, mask, softmax in place and the rows' log-sum-exp; backward: the
+# probabilities again from the log-sum-exp (in place of the scores) and ds = p (dp - sum p dp)
+# in place of dp
+_ATTN = _BLOCK + r"""
+#define FM_INF_T ((T)__longlong_as_double(0x7ff0000000000000ULL))
+extern "C" __global__ void fm_attn_fwd_rows(T* __restrict__ sc, T* __restrict__ lse,
+        long long L, long long S, double scale, int causal) {
+    __shared__ double sh[33];
+    const long long r = blockIdx.x;
+    const long long l = r % L;
+    T* row = sc + r * S;
+    const T tsc = (T)scale;
+    const long long lim = causal ? (l + 1 < S ? l + 1 : S) : S;
+    double m = FM_NEG_INF, has_nan = 0.0;
+    for (long long j = threadIdx.x; j < S; j += blockDim.x) {
+        T v = row[j] * tsc;
+        if (j >= lim) v = -FM_INF_T;
+        row[j] = v;
+        if (v != v) has_nan = 1.0;
+        else m = fmax(m, (double)v);
+    }
+    m = fm_block_max(m, sh);
+    has_nan = fm_block_sum(has_nan, sh);
+    const bool dead = has_nan == 0.0 && m == FM_NEG_INF;
+    const T tm = has_nan > 0.0 ? (T)__longlong_as_double(0x7ff8000000000000ULL)
+                               : (dead ? (T)0 : (T)m);
+    double s = 0.0;
+    for (long long j = threadIdx.x; j < S; j += blockDim.x) s += exp((double)(row[j] - tm));
+    s = fm_block_sum(s, sh);
+    const T ts = (T)s;
+    const T den = dead ? (T)1 : ts;
+    for (long long j = threadIdx.x; j < S; j += blockDim.x)
+        row[j] = (T)exp((double)(row[j] - tm)) / den;
+    if (threadIdx.x == 0) lse[r] = dead ? -FM_INF_T : tm + (T)log((double)ts);
+}
+
+extern "C" __global__ void fm_attn_bwd_rows(T* __restrict__ sc, T* __restrict__ dp,
+        const T* __restrict__ lse, long long L, long long S, double scale, int causal,
+        int has_dp) {
+    __shared__ double sh[33];
+    const long long r = blockIdx.x;
+    const long long l = r % L;
+    T* row = sc + r * S;
+    const T tsc = (T)scale;
+    const long long lim = causal ? (l + 1 < S ? l + 1 : S) : S;
+    const T tl = lse[r];
+    const bool dead = tl == -FM_INF_T;
+    const T ls0 = dead ? (T)0 : tl;
+    double acc = 0.0;
+    for (long long j = threadIdx.x; j < S; j += blockDim.x) {
+        T v = row[j] * tsc;
+        if (j >= lim) v = -FM_INF_T;
+        const T p = dead ? (T)0 : (T)exp((double)(v - ls0));
+        row[j] = p;
+        if (has_dp) acc += (double)(p * dp[r * S + j]);
+    }
+    if (!has_dp) return;
+    const T rs = (T)fm_block_sum(acc, sh);
+    for (long long j = threadIdx.x; j < S; j += blockDim.x)
+        dp[r * S + j] = row[j] * (dp[r * S + j] - rs);
 }
 """
 
@@ -1120,6 +1188,82 @@ class CudaKernelsMixin:
         if self._served("pool_max", go):
             return 0
         return super().pool_max(adaptive, nplanes, isz, osz, k, s, p, d, x, out, idx)
+
+    # ---- attention (no mask or causal, no dropout) ---------------------------------------------
+    def _attn_fast(self, H, Hk, L, S, E, mkind, drop, *ts):
+        return (_float_ct(*ts) is not None and mkind in (K.ATTN_NONE, K.ATTN_CAUSAL) and
+                drop is None and Hk >= 1 and H % Hk == 0 and L > 0 and S > 0 and E > 0)
+
+    def attn_fwd(self, B, H, Hk, L, S, E, Ev, scale, q, qs, k, ks, v, vs, mkind, mask, ms,
+                 drop, out, os, lse):
+        if not self._attn_fast(H, Hk, L, S, E, mkind, drop, q, k, v, out, lse) or B * H == 0:
+            return super().attn_fwd(B, H, Hk, L, S, E, Ev, scale, q, qs, k, ks, v, vs, mkind,
+                                    mask, ms, drop, out, os, lse)
+        xp = self.xp
+        ct = _float_ct(q)
+        Q = self.raw(q, (B, H, L, E), tuple(qs) + (1,))
+        Kt = self.raw(k, (B, Hk, S, E), tuple(ks) + (1,))
+        V = self.raw(v, (B, Hk, S, Ev), tuple(vs) + (1,))
+        if H != Hk:
+            Kt = xp.repeat(Kt, H // Hk, axis=1)
+            V = xp.repeat(V, H // Hk, axis=1)
+        O = self.raw(out, (B, H, L, Ev), tuple(os) + (1,))
+        LS = self.cview(lse, (B, H, L))
+
+        def go():
+            sc = xp.ascontiguousarray(xp.matmul(Q, xp.swapaxes(Kt, -1, -2)))
+            kern = self._raw_kernel("attn", _ATTN, "fm_attn_fwd_rows", ct)
+            kern((B * H * L,), (self._threads(S),),
+                 (sc, LS, np.int64(L), np.int64(S), np.float64(scale),
+                  np.int32(mkind == K.ATTN_CAUSAL)))
+            O[...] = xp.matmul(sc, V)
+
+        if self._served("attn_fwd", go):
+            return 0
+        return super().attn_fwd(B, H, Hk, L, S, E, Ev, scale, q, qs, k, ks, v, vs, mkind,
+                                mask, ms, drop, out, os, lse)
+
+    def attn_bwd(self, B, H, Hk, L, S, E, Ev, scale, q, qs, k, ks, v, vs, mkind, mask, ms,
+                 drop, g, gs, lse, gq, gk, gv):
+        if not self._attn_fast(H, Hk, L, S, E, mkind, drop, q, k, v, g, lse, gq, gk, gv) or \
+                B * H == 0:
+            return super().attn_bwd(B, H, Hk, L, S, E, Ev, scale, q, qs, k, ks, v, vs, mkind,
+                                    mask, ms, drop, g, gs, lse, gq, gk, gv)
+        xp = self.xp
+        ct = _float_ct(q)
+        rep = H // Hk
+        Q = self.raw(q, (B, H, L, E), tuple(qs) + (1,))
+        Kr = self.raw(k, (B, Hk, S, E), tuple(ks) + (1,))
+        V = self.raw(v, (B, Hk, S, Ev), tuple(vs) + (1,))
+        if H != Hk:
+            Kr = xp.repeat(Kr, rep, axis=1)
+            V = xp.repeat(V, rep, axis=1)
+        G = self.raw(g, (B, H, L, Ev), tuple(gs) + (1,))
+        LS = self.cview(lse, (B, H, L))
+        want_ds = gq is not None or gk is not None
+
+        def go():
+            p = xp.ascontiguousarray(xp.matmul(Q, xp.swapaxes(Kr, -1, -2)))
+            ds = xp.ascontiguousarray(xp.matmul(G, xp.swapaxes(V, -1, -2))) if want_ds \
+                else np.uint64(0)
+            kern = self._raw_kernel("attn", _ATTN, "fm_attn_bwd_rows", ct)
+            kern((B * H * L,), (self._threads(S),),
+                 (p, ds, LS, np.int64(L), np.int64(S), np.float64(scale),
+                  np.int32(mkind == K.ATTN_CAUSAL), np.int32(want_ds)))
+            if gv is not None:
+                r = xp.matmul(xp.swapaxes(p, -1, -2), G)
+                self.cview(gv, (B, Hk, S, Ev))[...] = r.reshape(B, Hk, rep, S, Ev).sum(axis=2)
+            one = p.dtype.type(scale)
+            if gq is not None:
+                self.cview(gq, (B, H, L, E))[...] = xp.matmul(ds, Kr) * one
+            if gk is not None:
+                r = xp.matmul(xp.swapaxes(ds, -1, -2), Q) * one
+                self.cview(gk, (B, Hk, S, E))[...] = r.reshape(B, Hk, rep, S, E).sum(axis=2)
+
+        if self._served("attn_bwd", go):
+            return 0
+        return super().attn_bwd(B, H, Hk, L, S, E, Ev, scale, q, qs, k, ks, v, vs, mkind,
+                                mask, ms, drop, g, gs, lse, gq, gk, gv)
 
     # ---- convolution: im2col / col2im of 2 spatial dims ----------------------------------------
     def _conv2d_args(self, nd, c, big, k, stride, pad, dil, small):
