@@ -20,7 +20,9 @@ def _arg(a, ns):
     if isinstance(a, np.ndarray):
         return ctypes.c_void_p(a.ctypes.data if a.size else 0)
     if isinstance(a, np.uint64):
-        return ctypes.c_void_p(int(a) or None)
+        return ctypes.c_void_p(int(a) or None)  # a null pointer, or a 64-bit integer
+    if isinstance(a, np.uint32):
+        return ctypes.c_uint(int(a))
     if isinstance(a, np.int64):
         return ctypes.c_longlong(int(a))
     if isinstance(a, np.int32):
@@ -43,6 +45,9 @@ class Raw:
             if isinstance(a, np.ndarray) and a.size:
                 assert a.flags.c_contiguous or a.ndim == 2, (self.name, a.strides)
         cargs = [_arg(a, self.ns) for a in args]
+        if self.name == "fm_philox":
+            LIB.philox(ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]), *cargs)
+            return
         if self.name.startswith("fm_bin4_"):
             op = ["add", "sub", "mul", "div"].index(self.name[8:])
             LIB.bin4(ctypes.c_int(op), ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]), *cargs)

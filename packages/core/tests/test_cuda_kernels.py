@@ -441,3 +441,22 @@ def test_attention_rows(device, be, dtype, tol, causal, gqa, L, S):
     _served(be, "attn_bwd", b0)
     for a, r in zip(out, ref):
         assert_same(a, r, rtol=tol * 10, atol=tol * 10)
+
+
+# ---- the counter-based generator -------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", [0, 12345, 2 ** 63 + 7, 2 ** 64 - 1])
+def test_philox_same_numbers_as_the_cpu(device, be, seed):
+    p0 = _calls(be, "philox")
+    for fn in (lambda dev: fiamma.rand(1001, device=dev),
+               lambda dev: fiamma.randn(3, 333, dtype=fiamma.float64, device=dev),
+               lambda dev: fiamma.randint(-5, 10 ** 12, (257,), device=dev),
+               lambda dev: fiamma.bernoulli(fiamma.full((999,), 0.3, device=dev))):
+        fiamma.manual_seed(seed)
+        fn("cpu")  # move the generator's offset along first
+        ref = fn("cpu")
+        fiamma.manual_seed(seed)
+        fn(device)
+        got = fn(device)
+        assert_same(got, ref, rtol=0, atol=0)
+    _served(be, "philox", p0)

@@ -20,6 +20,8 @@ primitives whose generic array code costs many launches or many passes over memo
   rows' scale, mask, softmax and log-sum-exp (and in the backward the probabilities again and
   ds = p (dp - sum p dp)) in one kernel between cuBLAS's products (the generic code ~10 passes
   over the (B, H, L, S) scores);
+- the counter-based generator's Philox4x32-10 blocks (every random fill: dropout, rand,
+  randn, ...): one kernel, the same words as the CPU's (the generic code ~100 array ops);
 - ``softmax`` (and log-softmax) over the last dim of contiguous rows: one block a row;
 - ``pool_max`` with fixed windows: one thread an output, the window in tap order;
 - convolution's im2col and col2im for 2 spatial dims (``conv``'s forward, data and weight
@@ -581,6 +583,35 @@ extern "C" __global__ void fm_attn_bwd_rows(T* __restrict__ sc, T* __restrict__ 
     const T rs = (T)fm_block_sum(acc, sh);
     for (long long j = threadIdx.x; j < S; j += blockDim.x)
         dp[r * S + j] = row[j] * (dp[r * S + j] - rs);
+}
+"""
+
+# Philox4x32-10 blocks first .. first + n - 1 (philox.philox_words' arithmetic): 4 words a block
+_PHILOX = r"""
+extern "C" __global__ void fm_philox(unsigned int* __restrict__ out, unsigned long long first,
+        long long n, unsigned int key0, unsigned int key1) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long b = (long long)blockIdx.x * blockDim.x + threadIdx.x; b < n; b += stride) {
+        const unsigned long long ctr = first + (unsigned long long)b;
+        unsigned int x0 = (unsigned int)ctr, x1 = (unsigned int)(ctr >> 32), x2 = 0u, x3 = 0u;
+        unsigned int k0 = key0, k1 = key1;
+        for (int r = 0; r < 10; ++r) {
+            const unsigned long long p0 = (unsigned long long)x0 * 0xD2511F53ULL;
+            const unsigned long long p1 = (unsigned long long)x2 * 0xCD9E8D57ULL;
+            const unsigned int y0 = (unsigned int)(p1 >> 32) ^ x1 ^ k0;
+            const unsigned int y2 = (unsigned int)(p0 >> 32) ^ x3 ^ k1;
+            x1 = (unsigned int)p1;
+            x3 = (unsigned int)p0;
+            x0 = y0;
+            x2 = y2;
+            k0 += 0x9E3779B9u;
+            k1 += 0xBB67AE85u;
+        }
+        out[4 * b] = x0;
+        out[4 * b + 1] = x1;
+        out[4 * b + 2] = x2;
+        out[4 * b + 3] = x3;
+    }
 }
 """
 
@@ -1264,6 +1295,24 @@ class CudaKernelsMixin:
             return 0
         return super().attn_bwd(B, H, Hk, L, S, E, Ev, scale, q, qs, k, ks, v, vs, mkind,
                                 mask, ms, drop, g, gs, lse, gq, gk, gv)
+
+    # ---- the counter-based generator ------------------------------------------------------------
+    def _philox_words(self, seed, first, nblocks):
+        if nblocks < 1:
+            return super()._philox_words(seed, first, nblocks)
+        xp = self.xp
+        out = xp.empty(4 * nblocks, np.uint32)
+
+        def go():
+            # the kernel has no type parameter: "T" is only the cache key's
+            kern = self._raw_kernel("philox", _PHILOX, "fm_philox", "float")
+            kern((min((nblocks + 255) // 256, 1 << 20),), (256,),
+                 (out, np.uint64(first & 0xFFFFFFFFFFFFFFFF), np.int64(nblocks),
+                  np.uint32(seed & 0xFFFFFFFF), np.uint32((seed >> 32) & 0xFFFFFFFF)))
+
+        if self._served("philox", go):
+            return out
+        return super()._philox_words(seed, first, nblocks)
 
     # ---- convolution: im2col / col2im of 2 spatial dims ----------------------------------------
     def _conv2d_args(self, nd, c, big, k, stride, pad, dil, small):

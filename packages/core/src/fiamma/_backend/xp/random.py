@@ -73,10 +73,14 @@ def _below(code, x):
 
 class RandomMixin:
     # ---- helpers -----------------------------------------------------------------------------
+    def _philox_words(self, seed, first, nblocks):
+        """philox.philox_words over this module (the cuda backend has a kernel of its own)."""
+        return P.philox_words(self.xp, seed, first, nblocks)
+
     def _rnd_draws64(self, seed, first, lo, hi):
         """64-bit draws lo .. hi-1 of the stream (seed, first) as uint64 (lo even)."""
         nb = (hi - lo + 1) // 2
-        w = P.philox_words(self.xp, seed, first + lo // 2, nb)
+        w = self._philox_words(seed, first + lo // 2, nb)
         return P.u64_values(self.xp, w)[:hi - lo]
 
     def _rnd_store_f64(self, out, flat, lo, v):
@@ -150,7 +154,7 @@ class RandomMixin:
             step = 4 * _PIECE
             for lo in range(0, n, step):
                 m = min(step, n - lo)
-                w = P.philox_words(self.xp, seed, offset + lo // 4, (m + 3) // 4)
+                w = self._philox_words(seed, offset + lo // 4, (m + 3) // 4)
                 self._rnd_float_path(out, flat, lo, w, dist, code, a, b, clamp, hb, unit, m)
             return 0
         step = 2 * _PIECE
