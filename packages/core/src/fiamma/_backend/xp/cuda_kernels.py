@@ -51,6 +51,7 @@ __all__ = ["CudaKernelsMixin"]
 
 _CT = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 _OPTS = ("--fmad=false",)
+_MAX_GRID = (1 << 31) - 1  # blocks in a grid's x dimension (one a row in the row kernels)
 _MAX_ROWS = 65535 * 64  # grid.y (65535) blocks of 64-row chunks in the column-sum kernels
 _INV_SQRT2 = 0.70710678118654752440
 _INV_SQRT_2PI = 0.39894228040143267794
@@ -1020,7 +1021,7 @@ class CudaKernelsMixin:
 
     # ---- cross entropy ------------------------------------------------------------------------
     def _xent_ok(self, n, c, x, target, weight, *outs):
-        return (n > 0 and c >= 1 and _float_ct(x, weight, *outs) is not None and
+        return (0 < n < _MAX_GRID and c >= 1 and _float_ct(x, weight, *outs) is not None and
                 target._dtype is D.int64)
 
     def xent_fwd(self, n, c, x, target, weight, ignore_index, smoothing, loss, wt):
@@ -1191,7 +1192,7 @@ class CudaKernelsMixin:
             k = self._raw_kernel("softmax", _SOFTMAX, "fm_softmax", ct)
             k((rows,), (self._threads(ncol),), (xv, ov, np.int64(ncol), np.int32(bool(log))))
 
-        if rows < 1 << 31 and self._served("softmax", go):
+        if rows < _MAX_GRID and self._served("softmax", go):
             return 0
         return super().softmax(log, x, out, dim)
 
@@ -1225,9 +1226,13 @@ class CudaKernelsMixin:
         return (_float_ct(*ts) is not None and mkind in (K.ATTN_NONE, K.ATTN_CAUSAL) and
                 drop is None and Hk >= 1 and H % Hk == 0 and L > 0 and S > 0 and E > 0)
 
+    def _attn_rows_ok(self, B, H, L):
+        return 0 < B * H * L < _MAX_GRID
+
     def attn_fwd(self, B, H, Hk, L, S, E, Ev, scale, q, qs, k, ks, v, vs, mkind, mask, ms,
                  drop, out, os, lse):
-        if not self._attn_fast(H, Hk, L, S, E, mkind, drop, q, k, v, out, lse) or B * H == 0:
+        if not self._attn_fast(H, Hk, L, S, E, mkind, drop, q, k, v, out, lse) or \
+                not self._attn_rows_ok(B, H, L):
             return super().attn_fwd(B, H, Hk, L, S, E, Ev, scale, q, qs, k, ks, v, vs, mkind,
                                     mask, ms, drop, out, os, lse)
         xp = self.xp
@@ -1257,7 +1262,7 @@ class CudaKernelsMixin:
     def attn_bwd(self, B, H, Hk, L, S, E, Ev, scale, q, qs, k, ks, v, vs, mkind, mask, ms,
                  drop, g, gs, lse, gq, gk, gv):
         if not self._attn_fast(H, Hk, L, S, E, mkind, drop, q, k, v, g, lse, gq, gk, gv) or \
-                B * H == 0:
+                not self._attn_rows_ok(B, H, L):
             return super().attn_bwd(B, H, Hk, L, S, E, Ev, scale, q, qs, k, ks, v, vs, mkind,
                                     mask, ms, drop, g, gs, lse, gq, gk, gv)
         xp = self.xp
