@@ -101,6 +101,15 @@ def test_meta_slot_is_the_engines_alone():
     assert H.get_meta(x) is None
 
 
+def test_clear_base():
+    x = fiamma.ones(2, 3)
+    v = x.t()
+    assert v._base is x
+    H.clear_base(v)
+    assert getattr(v, "_base", None) is None and H.same_storage(v, x)
+    assert v.tolist() == [[1.0, 1.0]] * 3
+
+
 def test_shape_and_geometry():
     x = fiamma.zeros(3, 4)[1:, ::2]
     assert H.shape(x) == (2, 2) and type(H.shape(x)) is tuple and H.shape(x) is H.shape(x)

@@ -28,7 +28,7 @@ core's tests pin them (tests/test_autograd_api.py).
 import sys
 
 __all__ = ["OpKey", "OpTable", "ops", "declare_op", "version", "same_storage", "get_meta",
-           "set_meta", "shape", "geometry", "owns_memory", "HOT_SLOTS"]
+           "set_meta", "clear_base", "shape", "geometry", "owns_memory", "HOT_SLOTS"]
 
 _getrefcount = sys.getrefcount
 
@@ -205,6 +205,13 @@ def get_meta(t):
 def set_meta(t, meta):
     """Store the engine's per-tensor data ``meta`` on ``t`` (None clears it)."""
     t._ag = meta
+
+
+def clear_base(t):
+    """Make ``t`` no view to an engine (``getattr(t, "_base", None)`` is None afterwards): for a
+    result that an op built as a view of its own temporary, which is a fresh tensor to
+    autograd. The memory is unchanged (the temporary stays alive through the storage)."""
+    t._base = None
 
 
 def shape(t):

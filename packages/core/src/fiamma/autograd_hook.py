@@ -39,9 +39,10 @@ records as an :class:`OpKey` (``ops.mul``; a ``str`` equal to the name core pass
 ``record``), so an engine links formulas to key objects and a misspelled or missing derivative
 fails when the engine is imported; :func:`declare_op` declares an op recorded by another
 distribution. The accessors :func:`version`, :func:`same_storage`, :func:`get_meta`,
-:func:`set_meta`, :func:`shape`, :func:`geometry` and :func:`owns_memory` are what an engine
-reads on tensors besides their public API; :data:`HOT_SLOTS` lists the few slots it may read
-directly on its per-op and per-node paths, where a call would cost more than the read.
+:func:`set_meta`, :func:`clear_base`, :func:`shape`, :func:`geometry` and :func:`owns_memory`
+are what an engine reads and writes on tensors besides their public API; :data:`HOT_SLOTS`
+lists the few slots it may read directly on its per-op and per-node paths, where a call would
+cost more than the read.
 
 The trace hook (used by fiamma.jit): :func:`set_trace_hook` installs, for this thread, an object
 with ``record``, ``record_inplace``, ``check_inplace`` and ``inplace`` (the signatures above)
@@ -59,6 +60,7 @@ from fiamma._autograd_api import (  # noqa: F401
     HOT_SLOTS,
     OpKey,
     OpTable,
+    clear_base,
     declare_op,
     geometry,
     get_meta,
@@ -85,7 +87,7 @@ __all__ = [
     "registered_recorder", "set_trace_hook", "get_trace_hook",
     # the typed core/autograd seam (fiamma._autograd_api)
     "ops", "OpKey", "OpTable", "declare_op", "version", "same_storage", "get_meta", "set_meta",
-    "shape", "geometry", "owns_memory", "HOT_SLOTS",
+    "clear_base", "shape", "geometry", "owns_memory", "HOT_SLOTS",
 ]
 
 

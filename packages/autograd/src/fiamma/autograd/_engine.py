@@ -28,6 +28,7 @@ from fiamma.autograd._node import (
     pack_saved_output,
 )
 from fiamma.autograd_hook import (
+    clear_base,
     get_meta,
     is_grad_enabled,
     no_grad,
@@ -374,7 +375,7 @@ def _own_result(out, inputs):
     for x in inputs:
         if isinstance(x, Tensor) and same_storage(x, out):
             return
-    out._base = None
+    clear_base(out)
 
 
 # ---- in-place ops -------------------------------------------------------------------------
@@ -416,7 +417,7 @@ def inplace(fn, name, self, args, kwargs):
     check_inplace_target(self, name)
     res = fn(self, *args, **kwargs)
     if res._dtype._kind > self._dtype._kind:
-        raise RuntimeError(f"{name}: result type {res._dtype} can't be cast to the desired "
+        raise RuntimeError(f"{name}: result type {res.dtype} can't be cast to the desired "
                            f"output type {self._dtype}")
     node = res.grad_fn
     if node is not None and node._versions is not None:
@@ -450,7 +451,7 @@ def rebase(t, node):
     m = get_meta(t)
     base = view_base(t)
     t.requires_grad = True
-    if base is None or base._dtype is not t._dtype:
+    if base is None or base.dtype is not t.dtype:
         t.grad_fn = node
         if m is not None:
             m.output_nr = 0
@@ -469,7 +470,7 @@ def requires_grad_(t, flag):
             "use var_no_grad = var.detach().")
     if flag and t._dtype._kind < 2:
         raise RuntimeError(f"requires_grad_: only Tensors of floating point and complex dtype "
-                           f"can require gradients (got {t._dtype})")
+                           f"can require gradients (got {t.dtype})")
     t.requires_grad = flag
 
 

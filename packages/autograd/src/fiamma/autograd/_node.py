@@ -14,7 +14,7 @@ import weakref
 
 from fiamma import Tensor
 from fiamma.autograd import _formulas as F
-from fiamma.autograd_hook import get_meta, set_meta
+from fiamma.autograd_hook import get_meta, set_meta, version
 
 _new = object.__new__
 _hook_ids = itertools.count()
@@ -124,7 +124,7 @@ def _version_error(t, saved_version):
         what += f", which is output {0 if m is None else m.output_nr} of {fn.name()},"
     return RuntimeError(
         "one of the variables needed for gradient computation has been modified by an inplace "
-        f"operation: {what} is at version {t._version}; expected version {saved_version} "
+        f"operation: {what} is at version {version(t)}; expected version {saved_version} "
         "instead. Hint: enable anomaly detection to find the operation that failed to compute "
         "its gradient, with fiamma.autograd.set_detect_anomaly(True).")
 

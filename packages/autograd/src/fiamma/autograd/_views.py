@@ -124,7 +124,7 @@ def view_of_base(base, view):
     v._next = (bnode,)
     v._nrs = (bnr,)
     v._shapes = (shape(base),)
-    v._dtypes = (base._dtype,)
+    v._dtypes = (base.dtype,)
     view.grad_fn = v
     view.requires_grad = True
     m = meta_of(view)
