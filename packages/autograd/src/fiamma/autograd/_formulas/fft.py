@@ -49,7 +49,7 @@ def _signal_dims(ctx):
 
 def _c2c_dims(ctx, nd):
     kw = ctx.kwargs
-    if "s" in kw or ctx.op in ("fft_fft2", "fft_ifft2", "fft_fftn", "fft_ifftn"):
+    if "s" in kw or ctx.op in (ops.fft_fft2, ops.fft_ifft2, ops.fft_fftn, ops.fft_ifftn):
         s, dim = kw.get("s"), kw.get("dim")
         if dim is None:
             dims = list(range(nd)) if s is None else list(range(nd - len(s), nd))
@@ -64,7 +64,7 @@ def _c2c_dims(ctx, nd):
 def _c2c(ctx, grad):
     shape, cplx, nd = _signal_dims(ctx)
     dims = _c2c_dims(ctx, nd)
-    inverse = ctx.op in ("fft_ifft", "fft_ifft2", "fft_ifftn")
+    inverse = ctx.op in (ops.fft_ifft, ops.fft_ifft2, ops.fft_ifftn)
     norm = _DUAL[ctx.kwargs.get("norm")]
     F = _F()
     fn = F.fftn if inverse else F.ifftn
@@ -171,6 +171,6 @@ def _fftshift(ctx, grad):
         [d % nd for d in ((dim,) if isinstance(dim, int) else dim)]
     if not dims:
         return (grad,)
-    sign = -1 if ctx.op == "fftshift" else 1
+    sign = -1 if ctx.op == ops.fftshift else 1
     shifts = tuple(sign * (grad.shape[d] // 2) for d in dims)
     return (fiamma.roll(grad, shifts, tuple(dims)),)

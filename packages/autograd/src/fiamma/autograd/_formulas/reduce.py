@@ -272,7 +272,7 @@ def _var_mean(ctx, grad):
     total = None
     if gv is not None:
         gv = _keep(ctx, gv)
-        if ctx.op == "std_mean":
+        if ctx.op == ops.std_mean:
             gv = _std_to_var(_keep(ctx, ctx.output[0]), gv)
         total = _var_grad(ctx, x, gv)
     if gm is not None:

@@ -169,11 +169,11 @@ def _permutation(in_shape, in_stride, shape, stride):
 def _view(ctx, grad):
     op = ctx.op
     in_shape, in_stride, in_offset, shape, stride, offset = _geometry(ctx)
-    if op in ("view", "reshape", "squeeze", "unsqueeze", "flatten", "unflatten", "view_as"):
+    if op in (ops.view, ops.squeeze, ops.unsqueeze):
         return (grad.reshape(in_shape),)
-    if op == "expand":
+    if op == ops.expand:
         return (reduce_to(grad, in_shape),)
-    if op in ("t", "transpose", "permute") and in_offset == offset:
+    if op in (ops.t, ops.transpose, ops.permute) and in_offset == offset:
         perm = _permutation(in_shape, in_stride, shape, stride)
         if perm is not None:
             if perm == list(range(len(perm))):
