@@ -11,6 +11,7 @@ import pytest
 import fiamma
 import fiamma.autograd as A
 from fiamma.autograd import Function
+from fiamma.autograd_hook import declare_op, ops
 
 
 def leaf(values, dtype=fiamma.float32):
@@ -127,7 +128,12 @@ def test_integer_and_bool_results_get_no_node():
 
 
 def test_missing_formula_error_names_the_op():
+    # an op that core never declared is refused when it is first recorded
     x = leaf([1.0, 2.0])
+    with pytest.raises(RuntimeError, match="recorded the op 'frobnicate_undeclared', which"):
+        A._E.record("frobnicate_undeclared", fiamma.ones(2), (x,), {})
+    # a declared op without a derivative (as the non-differentiable ones) fails at backward
+    declare_op("frobnicate", differentiable=False)
     out = fiamma.ones(2)
     A._E.record("frobnicate", out, (x,), {})
     assert out.grad_fn.name() == "FrobnicateBackward0"
@@ -703,7 +709,8 @@ def test_registry_contract_tuple_outputs_and_saved_output():
 
     seen = {}
 
-    @derivative("test_split2", save="both")
+    # an op recorded by another distribution: declared in core's table, then given a formula
+    @derivative(declare_op("test_split2"), save="both")
     def _split2(ctx, grad):
         ga, gb = grad
         seen["grad"] = (ga is None, gb is None)
@@ -736,7 +743,7 @@ def test_registry_rejects_bad_arguments():
     from fiamma.autograd._formulas import derivative, sum_to_shape
 
     with pytest.raises(ValueError, match="save must be one of"):
-        derivative("x", save="everything")
+        derivative(ops.mul, save="everything")
     with pytest.raises(TypeError):
         derivative()
     g = fiamma.ones(2, 3, 4)
@@ -918,6 +925,7 @@ def test_anomaly_mode_shows_forward_trace_of_failing_node():
     with pytest.warns(UserWarning):
         with A.detect_anomaly():
             out = fiamma.ones(2)
+            declare_op("frobnicate", differentiable=False)
             A._E.record("frobnicate", out, (x,), {})
             with pytest.warns(UserWarning, match="Error detected in FrobnicateBackward0"):
                 with pytest.raises(RuntimeError, match="not implemented"):

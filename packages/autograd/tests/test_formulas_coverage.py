@@ -1,17 +1,27 @@
-"""Every op name core records for autograd has a derivative formula.
+"""Ops are linked to derivatives by core's declared op keys (fiamma.autograd_hook.ops).
 
-The names are found in core's source, not listed by hand: every ``G.record``/``G.record_inplace``
-call site is followed back through the functions that pass the name along (``binary(code,
-name, ...)``, ``_view(..., op="transpose")``, ``_sum_like(code, "sum", ...)``, local
-``op = "uniform_"``...) to the string literals that reach it. A new recording op without a
-formula (or a new way of passing names that this scan cannot follow) fails here.
+Every op name core records is declared in that table (the names are found in core's source, not
+listed by hand), every differentiable declared op has a formula (checked when fiamma.autograd is
+imported), and a misspelled or missing derivative fails at import. The names core records are
+found thus: every ``G.record``/``G.record_inplace`` call site is followed back through the
+functions that pass the name along (``binary(code, name, ...)``, ``_view(..., op="transpose")``,
+``_sum_like(code, "sum", ...)``, local ``op = "uniform_"``...) to the string literals that reach
+it. A new recording op that is not declared (or a new way of passing names that this scan cannot
+follow) fails here; the engine also refuses an undeclared name when it first records it.
 """
 
 import ast
+import importlib
 import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
 
 import fiamma
 from fiamma.autograd import _formulas as F
+from fiamma.autograd_hook import OpTable, ops
 
 CORE = pathlib.Path(fiamma.__file__).parent
 
@@ -173,7 +183,7 @@ def recorded_op_names():
     return names, unresolved
 
 
-def test_every_recorded_op_has_a_formula():
+def test_every_recorded_op_is_declared_in_cores_table():
     names, unresolved = recorded_op_names()
     # the scan must find the known recording paths (sanity: it can fail)
     for known in ("add", "mul", "exp", "sum", "amax", "max", "cumprod", "softmax", "matmul",
@@ -181,14 +191,73 @@ def test_every_recorded_op_has_a_formula():
                   "cat", "clone", "to", "clamp", "where", "lerp", "uniform_", "addmm_",
                   "as_strided", "copy_"):
         assert known in names, known
-    F.load_all()
-    missing = sorted(n for n in names - NON_DIFFERENTIABLE
-                     if F.lookup(n) is None and F.lookup_complex(n) is None)
-    assert not missing, f"ops recorded by core without a derivative formula: {missing}"
+    undeclared = sorted(n for n in names if n not in ops)
+    assert not undeclared, f"ops recorded by core but not declared in autograd_hook.ops: " \
+        f"{undeclared}"
+    wrong = sorted(n for n in names if ops[n].differentiable == (n in NON_DIFFERENTIABLE))
+    assert not wrong, f"declared with the wrong differentiable flag: {wrong}"
     # names the scan could not follow: only the recorder plumbing itself, or a slice of a
     # name (``op[:-1]``: "tril_" -> "tril", whose literal is found elsewhere)
     assert all(expr in ("op", "name", "self._op") or kind == "Subscript"
                for _, expr, kind in unresolved), unresolved
+
+
+def test_every_differentiable_declared_op_has_a_formula():
+    F.load_all()
+    F.check_complete()  # what importing fiamma.autograd runs
+    assert all(F.lookup(k) is not None or F.lookup_complex(k) is not None
+               for k in ops if k.differentiable)
+
+
+def test_a_missing_derivative_is_an_import_time_error():
+    table = OpTable()
+    table.declare("mul")
+    table.declare("brand_new_op")
+    table.declare("never_differentiated", differentiable=False)
+    with pytest.raises(LookupError, match=r"\['brand_new_op'\]"):
+        F.check_complete(table)
+    # the real import: an op core declares without a formula makes fiamma.autograd fail
+    code = textwrap.dedent("""
+        import fiamma
+        from fiamma.autograd_hook import declare_op
+        declare_op("brand_new_op")
+        try:
+            import fiamma.autograd
+        except LookupError as e:
+            assert "brand_new_op" in str(e), e
+            print("raised")
+    """)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.stdout.strip() == "raised", res.stderr
+
+
+def test_a_misspelled_derivative_is_an_error_when_its_module_is_imported(tmp_path):
+    (tmp_path / "my_formulas.py").write_text(textwrap.dedent("""
+        from fiamma.autograd._formulas import derivative
+        from fiamma.autograd_hook import ops
+
+        @derivative(ops.mull, save="inputs")
+        def _mul(ctx, grad):
+            a, b = ctx.inputs
+            return grad * b, grad * a
+    """))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        with pytest.raises(AttributeError, match="core records no op named 'mull'"):
+            importlib.import_module("my_formulas")
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("my_formulas", None)
+
+
+def test_derivative_takes_only_keys_of_cores_table():
+    with pytest.raises(TypeError, match="op names are not accepted"):
+        F.derivative("mul")
+    other = OpTable().declare("mul")   # equal to ops.mul, but not core's key
+    assert other == ops.mul and other is not ops.mul
+    with pytest.raises(TypeError, match="expected op keys"):
+        F.derivative(other)
+    assert F.lookup(ops.mul) is F.lookup("mul") is not None
 
 
 def test_non_differentiable_ops_are_not_recorded():

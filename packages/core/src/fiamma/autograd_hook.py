@@ -27,12 +27,22 @@ inputs)``, ``retain_grad(tensor)``, ``retains_grad(tensor)``, ``register_hook(te
 ``register_post_accumulate_grad_hook(tensor, hook)``
     the behaviour of the Tensor methods of the same names.
 
-Tensor slots used by the recorder: ``requires_grad``, ``grad``, ``grad_fn`` and ``_ag`` (the
-recorder's per-tensor data; core only initialises it to None). A view made by a view op
-(``view``, ``transpose``, basic indexing, ...) has ``_base``, the tensor whose memory it
-views (the root of a chain of views; unset on other tensors: read it with
-``getattr(t, "_base", None)``). ``Tensor._version`` is
-the version counter shared by all views of a storage; in-place ops bump it.
+Tensor slots used by the recorder: ``requires_grad``, ``grad``, ``grad_fn`` and the
+recorder's per-tensor data (:func:`get_meta`/:func:`set_meta`; core only initialises it to
+None). A view made by a view op (``view``, ``transpose``, basic indexing, ...) has ``_base``,
+the tensor whose memory it views (the root of a chain of views; unset on other tensors: read it
+with ``getattr(t, "_base", None)``). :func:`version` (also ``Tensor._version``) is the version
+counter shared by all views of a storage; in-place ops bump it.
+
+The typed seam (``fiamma._autograd_api``, re-exported here): :data:`ops` declares every op core
+records as an :class:`OpKey` (``ops.mul``; a ``str`` equal to the name core passes to
+``record``), so an engine links formulas to key objects and a misspelled or missing derivative
+fails when the engine is imported; :func:`declare_op` declares an op recorded by another
+distribution. The accessors :func:`version`, :func:`same_storage`, :func:`get_meta`,
+:func:`set_meta`, :func:`clear_base`, :func:`shape`, :func:`geometry` and :func:`owns_memory`
+are what an engine reads and writes on tensors besides their public API; :data:`HOT_SLOTS`
+lists the few slots it may read directly on its per-op and per-node paths, where a call would
+cost more than the read.
 
 The trace hook (used by fiamma.jit): :func:`set_trace_hook` installs, for this thread, an object
 with ``record``, ``record_inplace``, ``check_inplace`` and ``inplace`` (the signatures above)
@@ -46,6 +56,21 @@ calls it; with no tracer installed the recording path pays one thread-local read
 True
 """
 
+from fiamma._autograd_api import (  # noqa: F401
+    HOT_SLOTS,
+    OpKey,
+    OpTable,
+    clear_base,
+    declare_op,
+    geometry,
+    get_meta,
+    ops,
+    owns_memory,
+    same_storage,
+    set_meta,
+    shape,
+    version,
+)
 from fiamma._grad_hook import (  # noqa: F401
     autograd_module,
     is_grad_enabled,
@@ -60,6 +85,9 @@ __all__ = [
     "register_autograd", "autograd_module", "is_grad_enabled", "set_grad_enabled_flag",
     "is_inference_mode_enabled", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
     "registered_recorder", "set_trace_hook", "get_trace_hook",
+    # the typed core/autograd seam (fiamma._autograd_api)
+    "ops", "OpKey", "OpTable", "declare_op", "version", "same_storage", "get_meta", "set_meta",
+    "clear_base", "shape", "geometry", "owns_memory", "HOT_SLOTS",
 ]
 
 

@@ -179,6 +179,7 @@ _recorder = types.SimpleNamespace(
 )
 
 _formulas.load_all()
+_formulas.check_complete()  # a differentiable op of core without a formula fails the import
 register_autograd(_recorder)
 
 from fiamma.autograd import functional, graph, profiler  # noqa: E402,F401

@@ -7,7 +7,6 @@ each node, then accumulates into the leaves' ``.grad`` (or captures them for
 ``autograd.grad``).
 """
 
-import sys
 import threading
 import warnings
 import weakref
@@ -28,7 +27,18 @@ from fiamma.autograd._node import (
     pack_saved,
     pack_saved_output,
 )
-from fiamma.autograd_hook import is_grad_enabled, no_grad, set_grad_enabled_flag
+from fiamma.autograd_hook import (
+    clear_base,
+    get_meta,
+    is_grad_enabled,
+    no_grad,
+    ops,
+    owns_memory,
+    same_storage,
+    set_grad_enabled_flag,
+    set_meta,
+    version,
+)
 from fiamma.profiler import hook as _profiler
 
 _new = object.__new__
@@ -57,9 +67,21 @@ def _class_name(op):
     return "".join(p[:1].upper() + p[1:] for p in op.split("_") if p) + "Backward0"
 
 
+def _declared(op):
+    """``op``'s name, checked against core's declared ops (once per op: node classes are
+    cached)."""
+    key = ops.get(op)
+    if key is None:
+        raise RuntimeError(f"autograd: core recorded the op {op!r}, which "
+                           "fiamma.autograd_hook.ops does not declare (declare it with "
+                           "fiamma.autograd_hook.declare_op and register its formula)")
+    return key.name
+
+
 def node_class(op):
     cls = _CLASSES.get(op)
     if cls is None:
+        op = _declared(op)
         spec = F.lookup(op)
         fn, save = spec if spec is not None else (None, "none")
         cls = type(_class_name(op), (Node,), {"__slots__": (), "_op": op, "_save": save,
@@ -79,6 +101,7 @@ def complex_node_class(op):
     and for the linear ones with real coefficients (shape and index ops, sums, products)."""
     cls = _CCLASSES.get(op)
     if cls is None:
+        op = _declared(op)
         spec = F.lookup_complex(op)
         conj = spec is None
         if conj:
@@ -102,21 +125,15 @@ def _registered(op):
 
 F._listeners.append(_registered)
 
-# ops whose result is a view of input 0 (in-place on such a result rewrites the base's history)
-VIEW_OPS = frozenset({
-    "view", "as_strided", "permute", "transpose", "t", "squeeze", "unsqueeze", "expand",
-    "narrow", "select", "unfold", "getitem", "reshape", "flatten", "unflatten", "view_as",
-    "diagonal", "unbind", "split", "chunk", "movedim", "alias", "real", "imag", "swapaxes",
-    "swapdims", "mT", "T",
-})
+# ops whose result is a view of input 0 (in-place on such a result rewrites the base's history),
+# as core declares them; plain names, so the per-record membership test is a str lookup
+VIEW_OPS = frozenset(k.name for k in ops if k.is_view)
 
 _NONES = [(None,) * i for i in range(8)]
 
 
 def _acc(t):
-    m = t._ag
-    if m is None:
-        m = t._ag = Meta()
+    m = meta_of(t)
     a = m.acc
     if a is None:
         a = m.acc = new_accumulate(t)
@@ -155,6 +172,12 @@ def _dtypes_n(dtypes):
     return _DTN.setdefault(t, t) if len(t) <= 8 else t
 
 
+# ---- the per-op recording path ---------------------------------------------------------------
+# ``_edge1``, ``_make_node`` and ``record`` run for every recorded op. They read the tensor slots
+# that core documents for this path (fiamma.autograd_hook.HOT_SLOTS: ``_ag``, ``_shape``,
+# ``_dtype``, ``_storage`` identity and ``.version``) directly: the accessor functions cost a
+# Python call each, more than the read (docs/architecture.md, "The core/autograd seam").
+
 def _edge1(x):
     """(node, output_nr) of a tensor that requires grad."""
     fn = x.grad_fn
@@ -171,9 +194,8 @@ def _edge1(x):
 def current_grad_fn(x):
     """``x.grad_fn``, refreshed for a view whose base was modified in place."""
     fn = x.grad_fn
-    m = x._ag
-    if fn is not None and m is not None and m.base is not None and \
-            m.vver != x._storage.version:
+    m = get_meta(x)
+    if fn is not None and m is not None and m.base is not None and m.vver != version(x):
         fn = _views.refresh(x, m)
     return fn
 
@@ -321,6 +343,7 @@ def record(op, out, inputs, kwargs):
                 mo.base = base
                 mo.vver = out._storage.version
         return
+    # a tuple result (rarer, and costlier per op already): through the accessors
     outs = tuple(out)
     if not any(isinstance(o, Tensor) and o._dtype._kind >= 2 for o in outs):
         return
@@ -331,15 +354,14 @@ def record(op, out, inputs, kwargs):
     save = cls._save
     if save == "output" or save == "both":
         node._out = tuple(o.detach() if isinstance(o, Tensor) else None for o in outs)
-        node._outver = tuple(o._storage.version if isinstance(o, Tensor) else None
-                             for o in outs)
+        node._outver = tuple(version(o) if isinstance(o, Tensor) else None for o in outs)
         if hooks_active[0]:
             pack_saved_output(node)
     for i, o in enumerate(outs):
         if isinstance(o, Tensor) and o._dtype._kind >= 2:
             o.grad_fn = node
             o.requires_grad = True
-            o._ag = Meta(i)
+            set_meta(o, Meta(i))
             if getattr(o, "_base", None) is not None and op not in VIEW_OPS:
                 _own_result(o, inputs)
 
@@ -350,11 +372,10 @@ def _own_result(out, inputs):
     (``relu_`` after GroupNorm) took the temporary, which has no history, for its base and the
     gradient to everything before it was silently lost. Results sharing an input's memory keep
     their base."""
-    st = out._storage
     for x in inputs:
-        if isinstance(x, Tensor) and x._storage is st:
+        if isinstance(x, Tensor) and same_storage(x, out):
             return
-    out._base = None
+    clear_base(out)
 
 
 # ---- in-place ops -------------------------------------------------------------------------
@@ -362,14 +383,14 @@ def _own_result(out, inputs):
 def view_base(t):
     """The tensor whose memory the view ``t`` shows (following view-of-view chains), or None
     when ``t`` is not a view."""
-    m = t._ag
+    m = get_meta(t)
     if m is not None and m.base is not None:
         return m.base
     b = getattr(t, "_base", None)
     if b is None:
         return None
     while True:
-        m = b._ag
+        m = get_meta(b)
         if m is not None and m.base is not None:
             return m.base
         nb = getattr(b, "_base", None)
@@ -396,18 +417,17 @@ def inplace(fn, name, self, args, kwargs):
     check_inplace_target(self, name)
     res = fn(self, *args, **kwargs)
     if res._dtype._kind > self._dtype._kind:
-        raise RuntimeError(f"{name}: result type {res._dtype} can't be cast to the desired "
+        raise RuntimeError(f"{name}: result type {res.dtype} can't be cast to the desired "
                            f"output type {self._dtype}")
     node = res.grad_fn
     if node is not None and node._versions is not None:
         # the formula saved tensors that the write below overwrites: save copies instead
         ins = node._inputs
-        if any(isinstance(x, Tensor) and x._storage is self._storage for x in ins):
-            ins = tuple(x.clone() if isinstance(x, Tensor) and x._storage is self._storage
-                        else x for x in ins)
+        if any(isinstance(x, Tensor) and same_storage(x, self) for x in ins):
+            ins = tuple(x.clone() if isinstance(x, Tensor) and same_storage(x, self) else x
+                        for x in ins)
             node._inputs = ins
-            node._versions = tuple(x._storage.version if isinstance(x, Tensor) else None
-                                   for x in ins)
+            node._versions = tuple(version(x) if isinstance(x, Tensor) else None for x in ins)
     with no_grad():
         self.copy_(res)
     if node is not None:
@@ -428,10 +448,10 @@ def record_inplace(op, out, inputs, kwargs):
 def rebase(t, node):
     """Make ``node`` (whose input 0 is t's old value) the history of ``t``; for a view, the
     base's history becomes a CopySlices node and the view's a view of it."""
-    m = t._ag
+    m = get_meta(t)
     base = view_base(t)
     t.requires_grad = True
-    if base is None or base._dtype is not t._dtype:
+    if base is None or base.dtype is not t.dtype:
         t.grad_fn = node
         if m is not None:
             m.output_nr = 0
@@ -450,7 +470,7 @@ def requires_grad_(t, flag):
             "use var_no_grad = var.detach().")
     if flag and t._dtype._kind < 2:
         raise RuntimeError(f"requires_grad_: only Tensors of floating point and complex dtype "
-                           f"can require gradients (got {t._dtype})")
+                           f"can require gradients (got {t.dtype})")
     t.requires_grad = flag
 
 
@@ -504,7 +524,7 @@ def retain_grad(t):
 
 
 def retains_grad(t):
-    m = t._ag
+    m = get_meta(t)
     return m is not None and m.retains
 
 
@@ -522,7 +542,7 @@ def retain_store(t, g):
 def _leaf_hooks(acc, g):
     """A leaf's tensor hooks applied to its incoming gradient."""
     t = acc._var()
-    m = t._ag if t is not None else None
+    m = get_meta(t) if t is not None else None
     if g is not None and m is not None and m.hooks:
         for h in list(m.hooks.values()):
             r = h(g)
@@ -531,29 +551,19 @@ def _leaf_hooks(acc, g):
     return g
 
 
-_getrefcount = sys.getrefcount
-
-
 def _owned(g):
     """Whether gradient ``g`` can become a ``.grad`` as is: a dense tensor without history
-    whose memory no other tensor shares, referenced only by the engine (its buffer slot, the
-    caller's variable and getrefcount's argument)."""
-    if g.grad_fn is not None or g.requires_grad or not g._contig or _getrefcount(g) > 4:
-        return False
-    b = getattr(g, "_base", None)
-    if b is None:
-        return _getrefcount(g._storage) <= 2
-    # a view (a formula's reshape or transpose) of a temporary that nothing else holds, over
-    # the same elements: the memory is reachable through g alone
-    # (references to b: g's _base slot, the local b, getrefcount's argument)
-    return _getrefcount(b) <= 3 and b._numel == g._numel and _getrefcount(g._storage) <= 3
+    whose memory no other tensor shares (a view, say a formula's reshape, only of a temporary
+    that nothing else holds), referenced only by the engine: its buffer slot, the caller's
+    variable and this function's parameter."""
+    return g.grad_fn is None and not g.requires_grad and owns_memory(g, 3)
 
 
 def _accumulate(acc, g, create_graph):
     t = acc._var()
     if t is None or g is None:
         return
-    m = t._ag
+    m = get_meta(t)
     hooked = (m is not None and bool(m.hooks)) or acc._pre is not None or acc._post is not None
     if hooked:  # a hook may keep the gradient it is given or returns: never steal it then
         g = _leaf_hooks(acc, g)

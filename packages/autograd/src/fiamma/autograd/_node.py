@@ -14,6 +14,7 @@ import weakref
 
 from fiamma import Tensor
 from fiamma.autograd import _formulas as F
+from fiamma.autograd_hook import get_meta, set_meta, version
 
 _new = object.__new__
 _hook_ids = itertools.count()
@@ -92,7 +93,7 @@ def pack_saved_output(node):
 
 
 class Meta:
-    """Per-tensor autograd data kept in ``Tensor._ag`` (None for most tensors)."""
+    """Per-tensor autograd data (``fiamma.autograd_hook.get_meta``; None for most tensors)."""
 
     __slots__ = ("output_nr", "acc", "hooks", "post_hooks", "base", "vver", "retains")
 
@@ -107,6 +108,8 @@ class Meta:
 
 
 def meta_of(t):
+    """``t``'s Meta, created on first use (on the recording path: a direct read of the ``_ag``
+    slot, one of core's documented hot slots)."""
     m = t._ag
     if m is None:
         m = t._ag = Meta()
@@ -115,13 +118,13 @@ def meta_of(t):
 
 def _version_error(t, saved_version):
     fn = t.grad_fn
-    what = f"[fiamma.{t.type().split('.')[-1]} {list(t._shape)}]"
+    what = f"[fiamma.{t.type().split('.')[-1]} {list(t.shape)}]"
     if fn is not None:
-        m = t._ag
+        m = get_meta(t)
         what += f", which is output {0 if m is None else m.output_nr} of {fn.name()},"
     return RuntimeError(
         "one of the variables needed for gradient computation has been modified by an inplace "
-        f"operation: {what} is at version {t._version}; expected version {saved_version} "
+        f"operation: {what} is at version {version(t)}; expected version {saved_version} "
         "instead. Hint: enable anomaly detection to find the operation that failed to compute "
         "its gradient, with fiamma.autograd.set_detect_anomaly(True).")
 
@@ -234,6 +237,8 @@ class Node:
             return tuple(unpack(p) if p is not _NOT_PACKED else x
                          for p, x in zip(packed, self._inputs))
         ins = self._inputs
+        # per saved tensor of every node a backward runs: ``_storage.version`` read directly
+        # (a documented hot slot; the accessor is fiamma.autograd_hook.version)
         for i, v in enumerate(vs):
             if v is not None and ins[i]._storage.version != v:
                 raise _version_error(ins[i], v)
@@ -258,6 +263,7 @@ class Node:
             res = [unpack(p) if p is not _NOT_PACKED else None for p in packed]
             return tuple(self._attach(o, i) if attach and o is not None else o
                          for i, o in enumerate(res))
+        # per node a backward runs: ``_storage.version`` read directly (a documented hot slot)
         if isinstance(out, Tensor):
             if out._storage.version != self._outver:
                 raise _version_error(out, self._outver)
@@ -276,7 +282,7 @@ class Node:
         t.requires_grad = True
         t.grad_fn = self
         if nr:
-            t._ag = Meta(nr)
+            set_meta(t, Meta(nr))
         return t
 
     def _release(self):
@@ -364,7 +370,7 @@ class Node:
             if g.__class__ is not Tensor and not isinstance(g, Tensor):
                 raise TypeError(f"{self.name()}: gradient {len(out)} must be a Tensor or None, "
                                 f"got {type(g).__name__}")
-            if g._shape != shape:
+            if g._shape != shape:  # per gradient: the documented hot slot, read directly
                 g = F.sum_to_shape(g, shape)
             if g._dtype is not dt:
                 g = g.real if g._dtype._kind == 3 and dt._kind != 3 else g

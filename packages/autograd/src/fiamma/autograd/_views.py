@@ -15,6 +15,7 @@ result is differentiable again under create_graph.
 import fiamma
 from fiamma.autograd._node import Node, meta_of
 from fiamma.autograd.function import Function
+from fiamma.autograd_hook import geometry, get_meta, shape, version
 
 _new = object.__new__
 
@@ -27,7 +28,7 @@ def _edge(t):
     fn = t.grad_fn
     if fn is None:
         return _acc(t), 0
-    m = t._ag
+    m = get_meta(t)
     return fn, (0 if m is None else m.output_nr)
 
 
@@ -69,17 +70,19 @@ class _Gather(Function):
 def _geometries(base, view):
     """(base geometry, view geometry, buffer length) relative to the first element either
     spans."""
-    def span(t):
-        if t.numel() == 0:
-            return t._offset, t._offset
-        return t._offset, t._offset + sum((n - 1) * st for n, st in zip(t._shape, t._stride)) + 1
+    bshape, bstride, boff = geometry(base)
+    vshape, vstride, voff = geometry(view)
 
-    b0, b1 = span(base)
-    v0, v1 = span(view)
+    def span(shape, stride, off):
+        if 0 in shape:
+            return off, off
+        return off, off + sum((n - 1) * st for n, st in zip(shape, stride)) + 1
+
+    b0, b1 = span(bshape, bstride, boff)
+    v0, v1 = span(vshape, vstride, voff)
     lo = min(b0, v0)
     hi = max(b1, v1)
-    return ((base._shape, base._stride, base._offset - lo),
-            (view._shape, view._stride, view._offset - lo), hi - lo)
+    return (bshape, bstride, boff - lo), (vshape, vstride, voff - lo), hi - lo
 
 
 class CopySlices(Node):
@@ -120,14 +123,14 @@ def view_of_base(base, view):
     v._bgeom, v._vgeom, v._n = bgeom, vgeom, n
     v._next = (bnode,)
     v._nrs = (bnr,)
-    v._shapes = (base._shape,)
-    v._dtypes = (base._dtype,)
+    v._shapes = (shape(base),)
+    v._dtypes = (base.dtype,)
     view.grad_fn = v
     view.requires_grad = True
     m = meta_of(view)
     m.output_nr = 0
     m.base = base
-    m.vver = view._storage.version
+    m.vver = version(view)
     return v
 
 
@@ -140,7 +143,7 @@ def copy_slices(base, view, node):
     c._bgeom, c._vgeom, c._n = bgeom, vgeom, n
     c._next = (bnode,) + node._next[1:]
     c._nrs = (bnr,) + node._nrs[1:]
-    c._shapes = (base._shape,) + node._shapes[1:]
+    c._shapes = (shape(base),) + node._shapes[1:]
     c._dtypes = (base._dtype,) + node._dtypes[1:]
     if node._trace is not None:
         c._trace = node._trace

@@ -23,7 +23,7 @@ import fiamma
 from fiamma import Tensor
 from fiamma.autograd import _engine as E
 from fiamma.autograd._node import Meta, Node, _version_error, freed_error
-from fiamma.autograd_hook import is_grad_enabled, no_grad
+from fiamma.autograd_hook import get_meta, is_grad_enabled, no_grad, set_meta, shape, version
 
 __all__ = ["Function", "FunctionCtx", "once_differentiable", "BackwardCFunction"]
 
@@ -83,12 +83,12 @@ class BackwardCFunction(FunctionCtx, Node):
             return ()
         attach = is_grad_enabled()
         res = []
-        for t, version, out_nr in saved:
+        for t, saved_version, out_nr in saved:
             if t is None:
                 res.append(None)
                 continue
-            if t._storage.version != version:
-                raise _version_error(t, version)
+            if version(t) != saved_version:
+                raise _version_error(t, saved_version)
             if out_nr is not None and attach:
                 t = self._attach(t, out_nr)
             res.append(t)
@@ -189,7 +189,7 @@ def _wrap_outputs(node, args, out):
         if not isinstance(o, Tensor):
             meta.append((None, None, None))
             continue
-        meta.append((o._shape, o._dtype, o.device))
+        meta.append((shape(o), o.dtype, o.device))
         if any(o is t for t in non_diff) or o._dtype._kind < 2:
             if not any(o is a for a in args):
                 o.requires_grad = False
@@ -198,16 +198,16 @@ def _wrap_outputs(node, args, out):
             E.check_inplace_target(o, node.name())
             E.rebase(o, node)
             if i:
-                m = o._ag if o._ag is not None else Meta()
+                m = get_meta(o) or Meta()
                 m.output_nr = i
-                o._ag = m
+                set_meta(o, m)
             continue
         if any(o is a for a in args):
             o = outs[i] = o.detach()  # an input returned as is: a new alias gets the history
         o.grad_fn = node
         o.requires_grad = True
         if i:
-            o._ag = Meta(i)
+            set_meta(o, Meta(i))
     node._out_meta = tuple(meta)
     saved = []
     for t in node._to_save:
@@ -216,9 +216,9 @@ def _wrap_outputs(node, args, out):
             continue
         nr = next((i for i, o in enumerate(outs) if o is t), None)
         if nr is not None and not any(t is d for d in dirty):
-            saved.append((t.detach(), t._version, nr))  # no reference cycle through the node
+            saved.append((t.detach(), version(t), nr))  # no reference cycle through the node
         else:
-            saved.append((t, t._version, None))
+            saved.append((t, version(t), None))
     node._saved = tuple(saved)
     node._to_save = ()
     return outs[0] if single else tuple(outs)

@@ -1,11 +1,13 @@
 """The derivative-formula registry.
 
-A formula is registered for one or more op names (the names core records, see
-``fiamma.autograd_hook``) and says what the engine must save at record time::
+A formula is registered for one or more recorded ops, named by their key objects in core's
+table ``fiamma.autograd_hook.ops`` (never by strings), and says what the engine must save at
+record time::
 
     from fiamma.autograd._formulas import derivative, sum_to_shape
+    from fiamma.autograd_hook import ops
 
-    @derivative("mul", save="inputs")      # "inputs" | "output" | "both" | "none"
+    @derivative(ops.mul, save="inputs")    # "inputs" | "output" | "both" | "none"
     def _mul(ctx, grad):
         a, b = ctx.inputs
         return grad * b, grad * a          # one entry per positional input; None: no gradient
@@ -19,33 +21,48 @@ casts it to the input's dtype. Formulas are written in differentiable fiamma ops
 ``create_graph=True`` differentiates them again.
 
 Every module in this package registers its formulas when imported; ``load_all`` imports them
-all (the engine calls it when ``fiamma.autograd`` is imported). A later registration of a name
-replaces an earlier one.
+all and ``check_complete`` then requires a formula for every differentiable op core declares
+(both run when ``fiamma.autograd`` is imported). So a misspelled op is an ``AttributeError`` of
+``ops`` while the formula's module is imported, a string or a key that core did not declare is a
+``TypeError`` of ``derivative``, and a missing derivative makes importing fiamma.autograd fail.
+A later registration for an op replaces an earlier one.
 """
 
 import importlib
 import pkgutil
 
+from fiamma.autograd_hook import OpKey, ops
+
 __all__ = ["derivative", "sum_to_shape", "lookup", "lookup_complex", "registered", "load_all",
-           "SAVE_MODES"]
+           "check_complete", "SAVE_MODES"]
 
 SAVE_MODES = ("inputs", "output", "both", "none")
 
+# keyed by the op's name (a plain str, what core passes to record): the lookups stay str lookups
 _REGISTRY = {}    # op name -> (formula, save)
 _COMPLEX = {}     # op name -> (formula, save) used when the op's result is complex
 _listeners = []   # called with the op name when a registration changes
 
 
-def derivative(*names, save="inputs", complex=False):
-    """Decorator registering ``fn(ctx, grad)`` as the derivative of the ops ``names``.
+def derivative(*keys, save="inputs", complex=False):
+    """Decorator registering ``fn(ctx, grad)`` as the derivative of the ops ``keys`` (keys of
+    ``fiamma.autograd_hook.ops``: ``ops.mul``; declare an op core does not record with
+    ``fiamma.autograd_hook.declare_op`` first).
 
     With ``complex=True`` the formula is used only for complex results, and gets the saved
     tensors as they are; an op without one runs its real formula on the saved tensors
     conjugated (PyTorch's convention for holomorphic ops with real coefficients)."""
-    if not names or not all(isinstance(n, str) for n in names):
-        raise TypeError("derivative: expected one or more op names (str)")
+    if not keys:
+        raise TypeError("derivative: expected one or more op keys (fiamma.autograd_hook.ops.X)")
+    for k in keys:
+        if not isinstance(k, OpKey) or ops.get(k.name) is not k:
+            raise TypeError(
+                f"derivative: expected op keys of fiamma.autograd_hook.ops (ops.mul), got "
+                f"{k!r} ({type(k).__name__}): op names are not accepted, declare an op that "
+                "core does not record with fiamma.autograd_hook.declare_op")
     if save not in SAVE_MODES:
         raise ValueError(f"derivative: save must be one of {SAVE_MODES}, got {save!r}")
+    names = [k.name for k in keys]
 
     def deco(fn):
         for n in names:
@@ -58,13 +75,26 @@ def derivative(*names, save="inputs", complex=False):
 
 
 def lookup(op):
-    """``(formula, save)`` registered for ``op``, or None."""
+    """``(formula, save)`` registered for ``op`` (a key or its name), or None."""
     return _REGISTRY.get(op)
 
 
 def lookup_complex(op):
-    """``(formula, save)`` registered with ``complex=True`` for ``op``, or None."""
+    """``(formula, save)`` registered with ``complex=True`` for ``op`` (a key or its name), or
+    None."""
     return _COMPLEX.get(op)
+
+
+def check_complete(table=ops):
+    """Raise ``LookupError`` naming every differentiable op of ``table`` (core's declared ops)
+    that has no formula; run when fiamma.autograd is imported, after :func:`load_all`."""
+    missing = sorted(k.name for k in table
+                     if k.differentiable and k.name not in _REGISTRY and k.name not in _COMPLEX)
+    if missing:
+        raise LookupError(
+            f"fiamma.autograd: no derivative formula is registered for the differentiable ops "
+            f"{missing} that core records (register one with @derivative(ops.<name>), or "
+            "declare the op with differentiable=False)")
 
 
 def registered():

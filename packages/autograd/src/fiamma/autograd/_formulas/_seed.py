@@ -2,22 +2,23 @@
 may register these names again (a later registration wins)."""
 
 from fiamma.autograd._formulas import derivative
+from fiamma.autograd_hook import ops
 
 
-@derivative("add", save="none")
+@derivative(ops.add, save="none")
 def _add(ctx, grad):
     alpha = ctx.kwargs.get("alpha", 1)
     return grad, (grad if alpha == 1 else grad * alpha)
 
 
-@derivative("mul", save="inputs")
+@derivative(ops.mul, save="inputs")
 def _mul(ctx, grad):
     a, b = ctx.inputs
     need = ctx.needs_input_grad
     return (grad * b if need[0] else None), (grad * a if need[1] else None)
 
 
-@derivative("sum", save="none")
+@derivative(ops.sum, save="none")
 def _sum(ctx, grad):
     shape = ctx.input_shapes[0]
     dims = ctx.kwargs.get("dim")

@@ -12,6 +12,7 @@ import math
 
 import fiamma
 from fiamma.autograd._formulas import derivative
+from fiamma.autograd_hook import ops
 
 _K = math.sqrt(2.0 / math.pi)
 _C = 0.044715
@@ -41,7 +42,7 @@ def _curvature(x, approximate):
     return (1.0 - t * t) * (du + 0.5 * x * (6.0 * _K * _C * x - 2.0 * t * du * du))
 
 
-@derivative("gelu", save="inputs")
+@derivative(ops.gelu, save="inputs")
 def _gelu(ctx, grad):
     (x,) = ctx.inputs
     approximate = ctx.kwargs["approximate"]
@@ -50,7 +51,7 @@ def _gelu(ctx, grad):
     return (grad * _slope(x, approximate),)
 
 
-@derivative("gelu_backward", save="inputs")
+@derivative(ops.gelu_backward, save="inputs")
 def _gelu_backward(ctx, grad):
     g, x = ctx.inputs
     approximate = ctx.kwargs["approximate"]

@@ -10,6 +10,7 @@ multipliers (1 without) and g the incoming gradient:
 
 import fiamma
 from fiamma.autograd._formulas import derivative
+from fiamma.autograd_hook import ops
 
 
 def _need(ctx, i):
@@ -48,7 +49,7 @@ def _composed(grad, q, k, v, mask, lse, drop, causal, scale, gqa):
     return gq, gk, gv
 
 
-@derivative("fused_attention", save="inputs")
+@derivative(ops.fused_attention, save="inputs")
 def _fused_attention(ctx, grad):
     q, k, v, mask = ctx.inputs
     kw = ctx.kwargs

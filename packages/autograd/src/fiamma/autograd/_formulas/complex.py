@@ -16,6 +16,7 @@ formula that looks at the input dtype.
 import fiamma
 from fiamma.autograd._formulas import derivative
 from fiamma.autograd._formulas._common import is_tensor
+from fiamma.autograd_hook import ops
 
 
 def _need(ctx, i):
@@ -29,23 +30,23 @@ def _cplx(ctx, i):
 
 # ---- real results from complex inputs ----------------------------------------------------------
 
-@derivative("real", save="none")
+@derivative(ops.real, save="none")
 def _real(ctx, grad):
     # d Re(z): the gradient is real; the engine widens it to the input's complex dtype
     return (grad,)
 
 
-@derivative("imag", save="none")
+@derivative(ops.imag, save="none")
 def _imag(ctx, grad):
     return (grad * 1j,)
 
 
-@derivative("view_as_real", save="none")
+@derivative(ops.view_as_real, save="none")
 def _view_as_real(ctx, grad):
     return (fiamma.complex(grad.select(-1, 0), grad.select(-1, 1)),)
 
 
-@derivative("angle", save="inputs")
+@derivative(ops.angle, save="inputs")
 def _angle(ctx, grad):
     z = ctx.inputs[0]
     # d atan2(y, x) = (-y dx + x dy) / |z|^2: the gradient i z / |z|^2 (0 at 0)
@@ -57,22 +58,22 @@ def _angle(ctx, grad):
 
 # ---- complex results -------------------------------------------------------------------------
 
-@derivative("view_as_complex", save="none", complex=True)
+@derivative(ops.view_as_complex, save="none", complex=True)
 def _view_as_complex(ctx, grad):
     return (fiamma.view_as_real(grad),)
 
 
-@derivative("complex", save="none", complex=True)
+@derivative(ops.complex, save="none", complex=True)
 def _complex(ctx, grad):
     return (grad.real if _need(ctx, 0) else None), (grad.imag if _need(ctx, 1) else None)
 
 
-@derivative("conj", save="none", complex=True)
+@derivative(ops.conj, save="none", complex=True)
 def _conj(ctx, grad):
     return (grad.conj(),)
 
 
-@derivative("sgn", save="both", complex=True)
+@derivative(ops.sgn, save="both", complex=True)
 def _sgn(ctx, grad):
     # w = z/|z|: grad_z = (g - w Re(conj(g) w)) / |z|, 0 at z == 0
     z = ctx.inputs[0]
@@ -83,7 +84,7 @@ def _sgn(ctx, grad):
     return (fiamma.where(nz, 0.0, (grad - w * proj) / fiamma.where(nz, 1.0, r)),)
 
 
-@derivative("pow", "float_power", save="both", complex=True)
+@derivative(ops.pow, ops.float_power, save="both", complex=True)
 def _pow(ctx, grad):
     """PyTorch's complex pow: grad * conj(b a^(b-1)) (0 where b == 0) and
     grad * conj(a^b log a) (0 where a == 0 and Re(b) >= 0)."""
@@ -114,7 +115,7 @@ def _pow(ctx, grad):
     return ga, gb
 
 
-@derivative("acosh", save="inputs", complex=True)
+@derivative(ops.acosh, save="inputs", complex=True)
 def _acosh(ctx, grad):
     # sqrt((z-1)(z+1)) is not sqrt(z-1) sqrt(z+1) off the real line
     z = ctx.inputs[0]
@@ -137,7 +138,7 @@ def _diag(v):
     return fiamma.where(_eye(n, v.device), v.unsqueeze(-1), 0.0)
 
 
-@derivative("linalg_svd", save="output", complex=True)
+@derivative(ops.linalg_svd, save="output", complex=True)
 def _svd(ctx, grad):
     """A = U diag(S) Vh, complex: the real formula with conjugate transposes, plus the term
     i Im(diag(U^H gU)) / S that only complex SVDs have. As in PyTorch the loss must not depend
@@ -185,7 +186,7 @@ def _svd(ctx, grad):
     return (out,)
 
 
-@derivative("linalg_qr", save="output", complex=True)
+@derivative(ops.linalg_qr, save="output", complex=True)
 def _qr(ctx, grad):
     """A = QR (m >= n, reduced or square), complex: gA = (gQ + Q copyltu(M)) R^-H with
     M = R gR^H - gQ^H Q and copyltu(M) = tril(M, -1) + tril(M, -1)^H + Re(diag(M))."""
@@ -220,7 +221,7 @@ def _inv(a):
     return L.inv_ex(a)[0]
 
 
-@derivative("linalg_cholesky", "linalg_cholesky_ex", save="output", complex=True)
+@derivative(ops.linalg_cholesky, ops.linalg_cholesky_ex, save="output", complex=True)
 def _cholesky(ctx, grad):
     """A = L L^H: gA = Herm(L^-H Phi(L^H gL) L^-1), Phi = the lower triangle with the
     diagonal halved, Herm(X) = (X + X^H) / 2."""
@@ -242,7 +243,7 @@ def _cholesky(ctx, grad):
     return ((s + _mH(s)) * 0.5,)
 
 
-@derivative("linalg_eigh", save="output", complex=True)
+@derivative(ops.linalg_eigh, save="output", complex=True)
 def _eigh(ctx, grad):
     """A = V diag(w) V^H (w real): gA = V (diag(gw) + F o (V^H gV)) V^H, F_ij = 1/(w_j - w_i)
     off the diagonal. The loss must not depend on the eigenvectors' phases."""
@@ -262,7 +263,7 @@ def _eigh(ctx, grad):
     return (fiamma.matmul(fiamma.matmul(v, inner), _mH(v)),)
 
 
-@derivative("linalg_slogdet", save="both", complex=True)
+@derivative(ops.linalg_slogdet, save="both", complex=True)
 def _slogdet(ctx, grad):
     """sign = det/|det|, logabsdet = log|det|: gA = (g_logabsdet - i Im(conj(g_sign) sign))
     A^-H."""
@@ -277,14 +278,14 @@ def _slogdet(ctx, grad):
     return (c.unsqueeze(-1).unsqueeze(-1) * _mH(_inv(a)),)
 
 
-@derivative("linalg_pinv", save="both", complex=True)
+@derivative(ops.linalg_pinv, save="both", complex=True)
 def _pinv(ctx, grad):
     from fiamma.autograd._formulas.linalg import _pinv_grad
 
     return (_pinv_grad(ctx.inputs[0], ctx.output, grad, _mT=_mH),)
 
 
-@derivative("linalg_lstsq", save="inputs", complex=True)
+@derivative(ops.linalg_lstsq, save="inputs", complex=True)
 def _lstsq(ctx, grad):
     """X = pinv(A) B (A of full rank)."""
     import fiamma.linalg as L
@@ -327,14 +328,14 @@ def _eig_grad(w, v, gw, gv):
     return L.solve(_mH(v), fiamma.matmul(inner, _mH(v)))
 
 
-@derivative("linalg_eig", save="output", complex=True)
+@derivative(ops.linalg_eig, save="output", complex=True)
 def _eig(ctx, grad):
     w, v = ctx.output
     gw, gv = grad
     return (_eig_grad(w, v, gw, gv),)
 
 
-@derivative("linalg_eigvals", save="inputs", complex=True)
+@derivative(ops.linalg_eigvals, save="inputs", complex=True)
 def _eigvals(ctx, grad):
     import fiamma.linalg as L
 

@@ -10,6 +10,7 @@ them again.
 
 import fiamma
 from fiamma.autograd._formulas import derivative
+from fiamma.autograd_hook import ops
 
 
 def _need(ctx, i):
@@ -38,7 +39,7 @@ def _transpose_to(grad, w, big_shape, s, p, d, g):
     return fiamma.convolution(grad, w, None, s, p, d, True, op, g)
 
 
-@derivative("convolution", save="inputs")
+@derivative(ops.convolution, save="inputs")
 def _convolution(ctx, grad):
     x, w, b = ctx.inputs
     kw = ctx.kwargs
@@ -60,7 +61,7 @@ def _convolution(ctx, grad):
     return gx, gw, gb
 
 
-@derivative("convolution_backward_weight", save="inputs")
+@derivative(ops.convolution_backward_weight, save="inputs")
 def _convolution_backward_weight(ctx, grad):
     x, gy, _ = ctx.inputs
     kw = ctx.kwargs
@@ -73,7 +74,7 @@ def _convolution_backward_weight(ctx, grad):
     return gx, ggy, None
 
 
-@derivative("im2col", save="none")
+@derivative(ops.im2col, save="none")
 def _im2col(ctx, grad):
     kw = ctx.kwargs
     big = tuple(ctx.input_shapes[0][2:])
@@ -81,7 +82,7 @@ def _im2col(ctx, grad):
                           kw["stride"]),)
 
 
-@derivative("col2im", save="none")
+@derivative(ops.col2im, save="none")
 def _col2im(ctx, grad):
     kw = ctx.kwargs
     return (fiamma.im2col(grad, kw["kernel_size"], kw["dilation"], kw["padding"], kw["stride"]),)

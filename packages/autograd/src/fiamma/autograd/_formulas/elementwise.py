@@ -11,6 +11,7 @@ import math
 import fiamma
 from fiamma.autograd._formulas import derivative
 from fiamma.autograd._formulas._common import is_tensor
+from fiamma.autograd_hook import ops
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
@@ -53,52 +54,52 @@ def _y(ctx):
     return ctx.output
 
 
-_unary("exp", "output", lambda c, g: g * _y(c))
-_unary("exp2", "output", lambda c, g: g * _y(c) * _LN2)
-_unary("expm1", "output", lambda c, g: g * (_y(c) + 1))
-_unary("log", "inputs", lambda c, g: g / _x(c))
-_unary("log2", "inputs", lambda c, g: g / (_x(c) * _LN2))
-_unary("log10", "inputs", lambda c, g: g / (_x(c) * _LN10))
-_unary("log1p", "inputs", lambda c, g: g / (_x(c) + 1))
-_unary("sqrt", "output", lambda c, g: g / (_y(c) * 2))
-_unary("rsqrt", "output", lambda c, g: g * _y(c).pow(3) * -0.5)
-_unary("reciprocal", "output", lambda c, g: -g * _y(c) * _y(c))
-_unary("sin", "inputs", lambda c, g: g * _x(c).cos())
-_unary("cos", "inputs", lambda c, g: -g * _x(c).sin())
-_unary("tan", "output", lambda c, g: g * (_y(c) * _y(c) + 1))
-_unary("asin", "inputs", lambda c, g: g * (1 - _x(c) * _x(c)).rsqrt())
-_unary("acos", "inputs", lambda c, g: -g * (1 - _x(c) * _x(c)).rsqrt())
-_unary("atan", "inputs", lambda c, g: g / (_x(c) * _x(c) + 1))
-_unary("sinh", "inputs", lambda c, g: g * _x(c).cosh())
-_unary("cosh", "inputs", lambda c, g: g * _x(c).sinh())
-_unary("tanh", "output", lambda c, g: g * (1 - _y(c) * _y(c)))
-_unary("asinh", "inputs", lambda c, g: g * (_x(c) * _x(c) + 1).rsqrt())
-_unary("acosh", "inputs", lambda c, g: g * ((_x(c) - 1) * (_x(c) + 1)).rsqrt())
-_unary("atanh", "inputs", lambda c, g: g / (1 - _x(c) * _x(c)))
-_unary("sigmoid", "output", lambda c, g: g * _y(c) * (1 - _y(c)))
-_unary("log_sigmoid", "inputs", lambda c, g: g * fiamma.sigmoid(-_x(c)))
-_unary("erf", "inputs", lambda c, g: g * (-_x(c) * _x(c)).exp() * _TWO_OVER_SQRT_PI)
-_unary("erfc", "inputs", lambda c, g: g * (-_x(c) * _x(c)).exp() * -_TWO_OVER_SQRT_PI)
-_unary("neg", "none", lambda c, g: -g)
+_unary(ops.exp, "output", lambda c, g: g * _y(c))
+_unary(ops.exp2, "output", lambda c, g: g * _y(c) * _LN2)
+_unary(ops.expm1, "output", lambda c, g: g * (_y(c) + 1))
+_unary(ops.log, "inputs", lambda c, g: g / _x(c))
+_unary(ops.log2, "inputs", lambda c, g: g / (_x(c) * _LN2))
+_unary(ops.log10, "inputs", lambda c, g: g / (_x(c) * _LN10))
+_unary(ops.log1p, "inputs", lambda c, g: g / (_x(c) + 1))
+_unary(ops.sqrt, "output", lambda c, g: g / (_y(c) * 2))
+_unary(ops.rsqrt, "output", lambda c, g: g * _y(c).pow(3) * -0.5)
+_unary(ops.reciprocal, "output", lambda c, g: -g * _y(c) * _y(c))
+_unary(ops.sin, "inputs", lambda c, g: g * _x(c).cos())
+_unary(ops.cos, "inputs", lambda c, g: -g * _x(c).sin())
+_unary(ops.tan, "output", lambda c, g: g * (_y(c) * _y(c) + 1))
+_unary(ops.asin, "inputs", lambda c, g: g * (1 - _x(c) * _x(c)).rsqrt())
+_unary(ops.acos, "inputs", lambda c, g: -g * (1 - _x(c) * _x(c)).rsqrt())
+_unary(ops.atan, "inputs", lambda c, g: g / (_x(c) * _x(c) + 1))
+_unary(ops.sinh, "inputs", lambda c, g: g * _x(c).cosh())
+_unary(ops.cosh, "inputs", lambda c, g: g * _x(c).sinh())
+_unary(ops.tanh, "output", lambda c, g: g * (1 - _y(c) * _y(c)))
+_unary(ops.asinh, "inputs", lambda c, g: g * (_x(c) * _x(c) + 1).rsqrt())
+_unary(ops.acosh, "inputs", lambda c, g: g * ((_x(c) - 1) * (_x(c) + 1)).rsqrt())
+_unary(ops.atanh, "inputs", lambda c, g: g / (1 - _x(c) * _x(c)))
+_unary(ops.sigmoid, "output", lambda c, g: g * _y(c) * (1 - _y(c)))
+_unary(ops.log_sigmoid, "inputs", lambda c, g: g * fiamma.sigmoid(-_x(c)))
+_unary(ops.erf, "inputs", lambda c, g: g * (-_x(c) * _x(c)).exp() * _TWO_OVER_SQRT_PI)
+_unary(ops.erfc, "inputs", lambda c, g: g * (-_x(c) * _x(c)).exp() * -_TWO_OVER_SQRT_PI)
+_unary(ops.neg, "none", lambda c, g: -g)
 def _abs_grad(c, g):
     x = _x(c)
     # complex z: g * z/|z| (sgn, PyTorch's complex abs gradient); real x: g * sign(x)
     return g * (x.sign() if x._dtype._kind != 3 else x.sgn())
 
 
-_unary("abs", "inputs", _abs_grad)
-_unary("square", "inputs", lambda c, g: g * _x(c) * 2)
-_unary("frac", "none", lambda c, g: g)
-_unary("relu", "output", lambda c, g: fiamma.where(_y(c) > 0, g, 0.0))
-_unary("nan_to_num", "inputs", lambda c, g: fiamma.where(_x(c).isfinite(), g, 0.0))
+_unary(ops.abs, "inputs", _abs_grad)
+_unary(ops.square, "inputs", lambda c, g: g * _x(c) * 2)
+_unary(ops.frac, "none", lambda c, g: g)
+_unary(ops.relu, "output", lambda c, g: fiamma.where(_y(c) > 0, g, 0.0))
+_unary(ops.nan_to_num, "inputs", lambda c, g: fiamma.where(_x(c).isfinite(), g, 0.0))
 # piecewise constant: zero almost everywhere (PyTorch: zeros_like(grad))
-for _n in ("sign", "sgn", "floor", "ceil", "trunc", "round"):
+for _n in (ops.sign, ops.sgn, ops.floor, ops.ceil, ops.trunc, ops.round):
     _unary(_n, "none", lambda c, g: _zeros(g))
 
 
 # ---- binary --------------------------------------------------------------------------------
 
-@derivative("add", save="none")
+@derivative(ops.add, save="none")
 def _add(ctx, grad):
     nxt = ctx._next
     gb = None
@@ -108,7 +109,7 @@ def _add(ctx, grad):
     return (grad if nxt[0] is not None else None), gb
 
 
-@derivative("sub", save="none")
+@derivative(ops.sub, save="none")
 def _sub(ctx, grad):
     alpha = ctx.kwargs.get("alpha", 1)
     gb = None
@@ -117,13 +118,13 @@ def _sub(ctx, grad):
     return grad if _need(ctx, 0) else None, gb
 
 
-@derivative("mul", save="inputs")
+@derivative(ops.mul, save="inputs")
 def _mul(ctx, grad):
     a, b = ctx.inputs
     return (grad * b if _need(ctx, 0) else None), (grad * a if _need(ctx, 1) else None)
 
 
-@derivative("div", save="inputs")
+@derivative(ops.div, save="inputs")
 def _div(ctx, grad):
     if ctx.kwargs.get("rounding_mode") is not None:  # trunc/floor: piecewise constant
         return _zero_grads(ctx, grad)
@@ -133,12 +134,12 @@ def _div(ctx, grad):
     return ga, gb
 
 
-@derivative("floor_divide", save="none")
+@derivative(ops.floor_divide, save="none")
 def _floor_divide(ctx, grad):
     return _zero_grads(ctx, grad)
 
 
-@derivative("remainder", save="inputs")
+@derivative(ops.remainder, save="inputs")
 def _remainder(ctx, grad):
     a, b = ctx.inputs
     gb = None
@@ -147,7 +148,7 @@ def _remainder(ctx, grad):
     return grad if _need(ctx, 0) else None, gb
 
 
-@derivative("fmod", save="inputs")
+@derivative(ops.fmod, save="inputs")
 def _fmod(ctx, grad):
     a, b = ctx.inputs
     gb = None
@@ -156,7 +157,7 @@ def _fmod(ctx, grad):
     return grad if _need(ctx, 0) else None, gb
 
 
-@derivative("pow", "float_power", save="both")
+@derivative(ops.pow, ops.float_power, save="both")
 def _pow(ctx, grad):
     a, b = ctx.inputs
     ga = gb = None
@@ -180,7 +181,7 @@ def _pow(ctx, grad):
     return ga, gb
 
 
-@derivative("atan2", save="inputs")
+@derivative(ops.atan2, save="inputs")
 def _atan2(ctx, grad):
     a, b = ctx.inputs
     denom = a * a + b * b
@@ -189,7 +190,7 @@ def _atan2(ctx, grad):
     return ga, gb
 
 
-@derivative("hypot", save="both")
+@derivative(ops.hypot, save="both")
 def _hypot(ctx, grad):
     a, b = ctx.inputs
     y = ctx.output
@@ -198,7 +199,7 @@ def _hypot(ctx, grad):
     return ga, gb
 
 
-@derivative("copysign", save="both")
+@derivative(ops.copysign, save="both")
 def _copysign(ctx, grad):
     a, _ = ctx.inputs
     ga = None
@@ -223,8 +224,8 @@ def _max_min(greater):
     return formula
 
 
-derivative("maximum", save="inputs")(_max_min(True))
-derivative("minimum", save="inputs")(_max_min(False))
+derivative(ops.maximum, save="inputs")(_max_min(True))
+derivative(ops.minimum, save="inputs")(_max_min(False))
 
 
 def _fmax_fmin(greater):
@@ -238,13 +239,13 @@ def _fmax_fmin(greater):
     return formula
 
 
-derivative("fmax", save="inputs")(_fmax_fmin(True))
-derivative("fmin", save="inputs")(_fmax_fmin(False))
+derivative(ops.fmax, save="inputs")(_fmax_fmin(True))
+derivative(ops.fmin, save="inputs")(_fmax_fmin(False))
 
 
 # ---- ternary -------------------------------------------------------------------------------
 
-@derivative("clamp", save="inputs")
+@derivative(ops.clamp, save="inputs")
 def _clamp(ctx, grad):
     """``clamp(x, lo, hi)``: the gradient goes to whichever of x, lo, hi is the result; where
     lo > hi the result is hi (PyTorch's rule); at x == lo or x == hi it goes to x."""
@@ -267,23 +268,7 @@ def _clamp(ctx, grad):
     return gx, glo, ghi
 
 
-@derivative("clamp_min", save="inputs")
-def _clamp_min(ctx, grad):
-    x, lo = ctx.inputs[:2]
-    gx = fiamma.where(x >= lo, grad, 0.0)
-    glo = fiamma.where(x < lo, grad, 0.0) if is_tensor(lo) else None
-    return gx, glo
-
-
-@derivative("clamp_max", save="inputs")
-def _clamp_max(ctx, grad):
-    x, hi = ctx.inputs[:2]
-    gx = fiamma.where(x <= hi, grad, 0.0)
-    ghi = fiamma.where(x > hi, grad, 0.0) if is_tensor(hi) else None
-    return gx, ghi
-
-
-@derivative("where", save="inputs")
+@derivative(ops.where, save="inputs")
 def _where(ctx, grad):
     cond = ctx.inputs[0]
     ga = fiamma.where(cond, grad, 0.0) if _need(ctx, 1) else None
@@ -291,7 +276,7 @@ def _where(ctx, grad):
     return None, ga, gb
 
 
-@derivative("lerp", save="inputs")
+@derivative(ops.lerp, save="inputs")
 def _lerp(ctx, grad):
     a, b, w = ctx.inputs
     ga = grad * (1 - w) if _need(ctx, 0) else None
@@ -300,7 +285,7 @@ def _lerp(ctx, grad):
     return ga, gb, gw
 
 
-@derivative("addcmul", save="inputs")
+@derivative(ops.addcmul, save="inputs")
 def _addcmul(ctx, grad):
     _, t1, t2 = ctx.inputs
     v = _cj(ctx.kwargs.get("value", 1))
@@ -309,7 +294,7 @@ def _addcmul(ctx, grad):
             gv * t1 if _need(ctx, 2) else None)
 
 
-@derivative("addcdiv", save="inputs")
+@derivative(ops.addcdiv, save="inputs")
 def _addcdiv(ctx, grad):
     _, t1, t2 = ctx.inputs
     v = _cj(ctx.kwargs.get("value", 1))

@@ -13,6 +13,7 @@ Written with fiamma.fft itself, so they differentiate again.
 
 import fiamma
 from fiamma.autograd._formulas import derivative
+from fiamma.autograd_hook import ops
 
 _DUAL = {None: "forward", "backward": "forward", "forward": "backward", "ortho": "ortho"}
 
@@ -48,7 +49,7 @@ def _signal_dims(ctx):
 
 def _c2c_dims(ctx, nd):
     kw = ctx.kwargs
-    if "s" in kw or ctx.op in ("fft_fft2", "fft_ifft2", "fft_fftn", "fft_ifftn"):
+    if "s" in kw or ctx.op in (ops.fft_fft2, ops.fft_ifft2, ops.fft_fftn, ops.fft_ifftn):
         s, dim = kw.get("s"), kw.get("dim")
         if dim is None:
             dims = list(range(nd)) if s is None else list(range(nd - len(s), nd))
@@ -58,12 +59,12 @@ def _c2c_dims(ctx, nd):
     return [kw.get("dim", -1) % nd]
 
 
-@derivative("fft_fft", "fft_ifft", "fft_fft2", "fft_ifft2", "fft_fftn", "fft_ifftn",
+@derivative(ops.fft_fft, ops.fft_ifft, ops.fft_fft2, ops.fft_ifft2, ops.fft_fftn, ops.fft_ifftn,
             save="none")
 def _c2c(ctx, grad):
     shape, cplx, nd = _signal_dims(ctx)
     dims = _c2c_dims(ctx, nd)
-    inverse = ctx.op in ("fft_ifft", "fft_ifft2", "fft_ifftn")
+    inverse = ctx.op in (ops.fft_ifft, ops.fft_ifft2, ops.fft_ifftn)
     norm = _DUAL[ctx.kwargs.get("norm")]
     F = _F()
     fn = F.fftn if inverse else F.ifftn
@@ -126,7 +127,7 @@ def _n_last(ctx, shape, dims):
     return kw.get("n") or shape[dims[-1]]
 
 
-@derivative("fft_rfft", "fft_rfft2", "fft_rfftn", save="none")
+@derivative(ops.fft_rfft, ops.fft_rfft2, ops.fft_rfftn, save="none")
 def _rfft(ctx, grad):
     shape = tuple(ctx.input_shapes[0])
     dims = _real_dims(ctx, len(shape))
@@ -134,7 +135,7 @@ def _rfft(ctx, grad):
     return (_adj_r2c(grad, shape, dims, _n_last(ctx, shape, dims), norm),)
 
 
-@derivative("fft_ihfft", "fft_ihfft2", "fft_ihfftn", save="none")
+@derivative(ops.fft_ihfft, ops.fft_ihfft2, ops.fft_ihfftn, save="none")
 def _ihfft(ctx, grad):
     """ihfft(x) = conj(rfft(x)) with the swapped norm."""
     shape = tuple(ctx.input_shapes[0])
@@ -143,14 +144,14 @@ def _ihfft(ctx, grad):
     return (_adj_r2c(grad.conj(), shape, dims, _n_last(ctx, shape, dims), norm),)
 
 
-@derivative("fft_irfft", "fft_irfft2", "fft_irfftn", save="none")
+@derivative(ops.fft_irfft, ops.fft_irfft2, ops.fft_irfftn, save="none")
 def _irfft(ctx, grad):
     cshape = tuple(ctx.input_shapes[0])
     dims = _real_dims(ctx, len(cshape))
     return (_adj_c2r(grad, cshape, dims, ctx.kwargs.get("norm")),)
 
 
-@derivative("fft_hfft", "fft_hfft2", "fft_hfftn", save="none")
+@derivative(ops.fft_hfft, ops.fft_hfft2, ops.fft_hfftn, save="none")
 def _hfft(ctx, grad):
     """hfft(x) = irfft(conj(x)) with the swapped norm."""
     cshape = tuple(ctx.input_shapes[0])
@@ -158,7 +159,7 @@ def _hfft(ctx, grad):
     return (_adj_c2r(grad, cshape, dims, _SWAP[ctx.kwargs.get("norm")]).conj(),)
 
 
-@derivative("fftshift", "ifftshift", save="inputs")
+@derivative(ops.fftshift, ops.ifftshift, save="inputs")
 def _fftshift(ctx, grad):
     """A roll by n // 2 (fftshift) or -(n // 2): rolled back. The trailing (real, imag) pair of
     a tensor marked with ``as_complex_layout`` is not a signal dim."""
@@ -170,6 +171,6 @@ def _fftshift(ctx, grad):
         [d % nd for d in ((dim,) if isinstance(dim, int) else dim)]
     if not dims:
         return (grad,)
-    sign = -1 if ctx.op == "fftshift" else 1
+    sign = -1 if ctx.op == ops.fftshift else 1
     shifts = tuple(sign * (grad.shape[d] // 2) for d in dims)
     return (fiamma.roll(grad, shifts, tuple(dims)),)

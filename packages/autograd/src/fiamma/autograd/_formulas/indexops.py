@@ -12,6 +12,7 @@ gather (as PyTorch does); amax/amin reductions split the gradient evenly among t
 import fiamma
 from fiamma.autograd._formulas import derivative
 from fiamma.autograd._formulas._common import is_tensor, reduce_to
+from fiamma.autograd_hook import ops
 
 
 def _need(ctx, i):
@@ -29,7 +30,7 @@ def _zeros(ctx, grad, i=0):
     return fiamma.zeros(tuple(ctx.input_shapes[i]), dtype=grad.dtype, device=grad.device)
 
 
-@derivative("gather", save="inputs")
+@derivative(ops.gather, save="inputs")
 def _gather(ctx, grad):
     _, dim, index = ctx.inputs
     d = _dim(ctx)
@@ -42,7 +43,7 @@ def _scatter_src_grad(ctx, grad, d, index):
     return fiamma.gather(grad, d, index)
 
 
-@derivative("scatter", "scatter_", save="inputs")
+@derivative(ops.scatter, ops.scatter_, save="inputs")
 def _scatter(ctx, grad):
     _, dim, index, src = ctx.inputs
     d = _dim(ctx)
@@ -56,14 +57,14 @@ def _scatter(ctx, grad):
     return gx, None, None, _scatter_src_grad(ctx, grad, d, index)
 
 
-@derivative("scatter_add", "scatter_add_", save="inputs")
+@derivative(ops.scatter_add, ops.scatter_add_, save="inputs")
 def _scatter_add(ctx, grad):
     _, dim, index, src = ctx.inputs
     d = _dim(ctx)
     return (grad if _need(ctx, 0) else None), None, None, _scatter_src_grad(ctx, grad, d, index)
 
 
-@derivative("scatter_reduce", save="both")
+@derivative(ops.scatter_reduce, save="both")
 def _scatter_reduce(ctx, grad):
     x, dim, index, src = ctx.inputs
     d = _dim(ctx)
@@ -103,7 +104,7 @@ def _scatter_reduce(ctx, grad):
     return (gx if _need(ctx, 0) else None), None, None, (gs if _need(ctx, 3) else None)
 
 
-@derivative("scatter_reduce_", save="inputs")
+@derivative(ops.scatter_reduce_, save="inputs")
 def _scatter_reduce_inplace(ctx, grad):
     """In place, self's old values are gone: only the sum and mean reductions, which do not
     need them, have a derivative."""
@@ -131,14 +132,14 @@ def _scatter_reduce_inplace(ctx, grad):
     return (gx if _need(ctx, 0) else None), None, None, (gs if _need(ctx, 3) else None)
 
 
-@derivative("index_select", save="inputs")
+@derivative(ops.index_select, save="inputs")
 def _index_select(ctx, grad):
     _, dim, index = ctx.inputs
     d = _dim(ctx)
     return fiamma.index_add(_zeros(ctx, grad), d, index, grad), None, None
 
 
-@derivative("index_add", "index_add_", save="inputs")
+@derivative(ops.index_add, ops.index_add_, save="inputs")
 def _index_add(ctx, grad):
     _, dim, index, source = ctx.inputs
     d = _dim(ctx)
@@ -151,7 +152,7 @@ def _index_add(ctx, grad):
     return (grad if _need(ctx, 0) else None), None, None, gs
 
 
-@derivative("index_copy", "index_copy_", save="inputs")
+@derivative(ops.index_copy, ops.index_copy_, save="inputs")
 def _index_copy(ctx, grad):
     _, dim, index, source = ctx.inputs
     d = _dim(ctx)
@@ -163,7 +164,7 @@ def _index_copy(ctx, grad):
     return gx, None, None, gs
 
 
-@derivative("index_fill", "index_fill_", save="inputs")
+@derivative(ops.index_fill, ops.index_fill_, save="inputs")
 def _index_fill(ctx, grad):
     _, dim, index, value = ctx.inputs
     d = _dim(ctx)
@@ -174,7 +175,7 @@ def _index_fill(ctx, grad):
     return gx, None, None, gv
 
 
-@derivative("masked_fill", "masked_fill_", save="inputs")
+@derivative(ops.masked_fill, ops.masked_fill_, save="inputs")
 def _masked_fill(ctx, grad):
     _, mask, value = ctx.inputs
     gx = None
@@ -196,7 +197,7 @@ def _broadcast_mask(mask, shape):
     return mask.expand(tuple(shape)) if tuple(mask.shape) != tuple(shape) else mask
 
 
-@derivative("masked_select", save="inputs")
+@derivative(ops.masked_select, save="inputs")
 def _masked_select(ctx, grad):
     x, mask = ctx.inputs
     shape = _broadcast(tuple(x.shape), tuple(mask.shape))
@@ -205,7 +206,7 @@ def _masked_select(ctx, grad):
     return reduce_to(z.index_put((m,), grad, accumulate=True), tuple(x.shape)), None
 
 
-@derivative("masked_scatter", "masked_scatter_", save="inputs")
+@derivative(ops.masked_scatter, ops.masked_scatter_, save="inputs")
 def _masked_scatter(ctx, grad):
     _, mask, source = ctx.inputs
     m = _broadcast_mask(mask, tuple(grad.shape)).contiguous()
@@ -222,7 +223,7 @@ def _masked_scatter(ctx, grad):
     return gx, None, gs
 
 
-@derivative("take", save="inputs")
+@derivative(ops.take, save="inputs")
 def _take(ctx, grad):
     _, index = ctx.inputs
     shape = tuple(ctx.input_shapes[0])
@@ -236,7 +237,7 @@ def _take(ctx, grad):
     return g.reshape(shape), None
 
 
-@derivative("take_along_dim", save="inputs")
+@derivative(ops.take_along_dim, save="inputs")
 def _take_along_dim(ctx, grad):
     _, indices = ctx.inputs
     dim = ctx.kwargs.get("dim")
@@ -253,7 +254,7 @@ def _take_along_dim(ctx, grad):
     return reduce_to(g, shape), None
 
 
-@derivative("put", "put_", save="inputs")
+@derivative(ops.put, ops.put_, save="inputs")
 def _put(ctx, grad):
     _, index, source = ctx.inputs
     accumulate = ctx.kwargs.get("accumulate", False)

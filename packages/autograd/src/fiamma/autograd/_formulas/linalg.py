@@ -12,6 +12,7 @@ import math
 import fiamma
 from fiamma.autograd._formulas import derivative
 from fiamma.autograd._formulas._common import reduce_to
+from fiamma.autograd_hook import ops
 
 
 def _L():
@@ -48,7 +49,7 @@ def _inv(a):
     return inv_ex(a)[0] if inv_ex is not None else _L().inv(a)
 
 
-@derivative("linalg_inv", "linalg_inv_ex", save="output")
+@derivative(ops.linalg_inv, ops.linalg_inv_ex, save="output")
 def _d_inv(ctx, grad):
     y = ctx.output
     if isinstance(y, tuple):
@@ -57,14 +58,14 @@ def _d_inv(ctx, grad):
     return (-fiamma.matmul(fiamma.matmul(yt, grad), yt),)
 
 
-@derivative("linalg_det", save="both")
+@derivative(ops.linalg_det, save="both")
 def _d_det(ctx, grad):
     a = ctx.inputs[0]
     d = ctx.output
     return ((grad * d).unsqueeze(-1).unsqueeze(-1) * _mT(_inv(a)),)
 
 
-@derivative("linalg_slogdet", save="inputs")
+@derivative(ops.linalg_slogdet, save="inputs")
 def _d_slogdet(ctx, grad):
     a = ctx.inputs[0]
     gl = grad[1]
@@ -88,7 +89,7 @@ def _power_grad(a, g, n):
     return total
 
 
-@derivative("linalg_matrix_power", save="inputs")
+@derivative(ops.linalg_matrix_power, save="inputs")
 def _d_matrix_power(ctx, grad):
     a = ctx.inputs[0]
     n = ctx.kwargs["n"]
@@ -106,7 +107,7 @@ def _is_vec(a, b):
     return b.ndim == 1 or (b.ndim == a.ndim - 1 and tuple(b.shape) == tuple(a.shape[:-1]))
 
 
-@derivative("linalg_solve", save="both")
+@derivative(ops.linalg_solve, save="both")
 def _d_solve(ctx, grad):
     a, b = ctx.inputs
     x = ctx.output
@@ -124,7 +125,7 @@ def _d_solve(ctx, grad):
     return ga, (reduce_to(gb, b.shape) if need[1] else None)
 
 
-@derivative("linalg_solve_triangular", save="both")
+@derivative(ops.linalg_solve_triangular, save="both")
 def _d_solve_triangular(ctx, grad):
     a, b = ctx.inputs
     x = ctx.output
@@ -142,7 +143,7 @@ def _d_solve_triangular(ctx, grad):
     return ga, (reduce_to(gb, b.shape) if need[1] else None)
 
 
-@derivative("linalg_cholesky", "linalg_cholesky_ex", save="output")
+@derivative(ops.linalg_cholesky, ops.linalg_cholesky_ex, save="output")
 def _d_cholesky(ctx, grad):
     """A = L L^T: grad_A = sym(L^-T Phi(L^T grad_L) L^-1), Phi = lower triangle with the
     diagonal halved."""
@@ -162,7 +163,7 @@ def _d_cholesky(ctx, grad):
     return ((s + _mT(s)) * 0.5,)
 
 
-@derivative("linalg_eigh", save="output")
+@derivative(ops.linalg_eigh, save="output")
 def _d_eigh(ctx, grad):
     w, v = ctx.output
     gw, gv = grad
@@ -180,21 +181,21 @@ def _d_eigh(ctx, grad):
     return (fiamma.matmul(fiamma.matmul(v, inner), _mT(v)),)
 
 
-@derivative("linalg_eigvalsh", save="inputs")
+@derivative(ops.linalg_eigvalsh, save="inputs")
 def _d_eigvalsh(ctx, grad):
     a = ctx.inputs[0]
     _, v = _L().eigh(a, UPLO=ctx.kwargs.get("UPLO", "L"))
     return (fiamma.matmul(v * grad.unsqueeze(-2), _mT(v).conj()),)
 
 
-@derivative("linalg_svdvals", save="inputs")
+@derivative(ops.linalg_svdvals, save="inputs")
 def _d_svdvals(ctx, grad):
     a = ctx.inputs[0]
     u, _, vh = _L().svd(a, full_matrices=False)
     return (fiamma.matmul(u * grad.unsqueeze(-2), vh),)
 
 
-@derivative("linalg_cross", save="inputs")
+@derivative(ops.linalg_cross, save="inputs")
 def _d_cross(ctx, grad):
     a, b = ctx.inputs
     dim = ctx.kwargs.get("dim", -1)
@@ -205,7 +206,7 @@ def _d_cross(ctx, grad):
     return ga, gb
 
 
-@derivative("linalg_matrix_norm", save="both")
+@derivative(ops.linalg_matrix_norm, save="both")
 def _d_matrix_norm(ctx, grad):
     a = ctx.inputs[0]
     kw = ctx.kwargs
@@ -248,7 +249,7 @@ def _d_matrix_norm(ctx, grad):
     return (res.permute(inv),)
 
 
-@derivative("linalg_svd", save="output")
+@derivative(ops.linalg_svd, save="output")
 def _d_svd(ctx, grad):
     """A = U diag(S) Vh (real): the standard formula with F_ij = 1 / (s_j^2 - s_i^2), plus the
     terms for the parts of U / V outside the k = min(m, n) singular directions. With
@@ -296,7 +297,7 @@ def _d_svd(ctx, grad):
     return (out,)
 
 
-@derivative("linalg_qr", save="output")
+@derivative(ops.linalg_qr, save="output")
 def _d_qr(ctx, grad):
     """A = QR with m >= n (reduced or square): gA = (gQ + Q copyltu(M)) R^-T with
     M = R gR^T - gQ^T Q and copyltu the symmetric matrix built from M's lower triangle."""
@@ -337,12 +338,12 @@ def _pinv_grad(a, p, gp, _mT=_mT):
     return -_mT(mm(k, p)) + mm(mm(gt - mm(a, k), p), pt) + ptk - mm(mm(ptk, p), a)
 
 
-@derivative("linalg_pinv", save="both")
+@derivative(ops.linalg_pinv, save="both")
 def _d_pinv(ctx, grad):
     return (_pinv_grad(ctx.inputs[0], ctx.output, grad),)
 
 
-@derivative("linalg_lstsq", save="inputs")
+@derivative(ops.linalg_lstsq, save="inputs")
 def _d_lstsq(ctx, grad):
     """X = pinv(A) B (the least-squares / minimum-norm solution for A of full rank)."""
     a, b = ctx.inputs
@@ -359,7 +360,7 @@ def _d_lstsq(ctx, grad):
     return ga, gb
 
 
-@derivative("linalg_cond", save="inputs")
+@derivative(ops.linalg_cond, save="inputs")
 def _d_cond(ctx, grad):
     """cond = s_max / s_min (p None or 2; -2: the reciprocal) through the SVD."""
     a = ctx.inputs[0]

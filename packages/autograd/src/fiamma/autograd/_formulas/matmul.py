@@ -5,6 +5,7 @@ addbmm). Batch broadcasting is summed back to each operand's shape."""
 import fiamma
 from fiamma.autograd._formulas import derivative
 from fiamma.autograd._formulas._common import reduce_to
+from fiamma.autograd_hook import ops
 
 
 def _scaled(g, s):
@@ -55,14 +56,14 @@ def _col_major(t):
     return s0 == 1 and s1 == t.shape[0] and t.shape[0] > 1 and t.shape[1] > 1
 
 
-@derivative("matmul", "mm", "bmm", "mv", "dot", "vdot", save="inputs")
+@derivative(ops.matmul, ops.mm, ops.bmm, ops.mv, ops.dot, ops.vdot, save="inputs")
 def _matmul(ctx, grad):
     a, b = ctx.inputs
     need = ctx.needs_input_grad
     return _matmul_grads(a, b, grad, need[0], need[1])
 
 
-@derivative("addmm", "addmv", "baddbmm", "addmm_", "addmv_", "baddbmm_", save="inputs")
+@derivative(ops.addmm, ops.addmv, ops.baddbmm, ops.addmm_, ops.addmv_, ops.baddbmm_, save="inputs")
 def _addmm(ctx, grad):
     c, a, b = ctx.inputs
     need = ctx.needs_input_grad
@@ -73,7 +74,7 @@ def _addmm(ctx, grad):
     return gc, ga, gb
 
 
-@derivative("addr", "addr_", save="inputs")
+@derivative(ops.addr, ops.addr_, save="inputs")
 def _addr(ctx, grad):
     c, a, b = ctx.inputs
     need = ctx.needs_input_grad
@@ -86,7 +87,7 @@ def _addr(ctx, grad):
     return gc, ga, gb
 
 
-@derivative("addbmm", "addbmm_", save="inputs")
+@derivative(ops.addbmm, ops.addbmm_, save="inputs")
 def _addbmm(ctx, grad):
     c, a, b = ctx.inputs
     need = ctx.needs_input_grad
@@ -99,7 +100,7 @@ def _addbmm(ctx, grad):
     return gc, ga, gb
 
 
-@derivative("inner", save="inputs")
+@derivative(ops.inner, save="inputs")
 def _inner(ctx, grad):
     """``inner(a, b)``: the product over the last dim, result ``a.shape[:-1] + b.shape[:-1]``."""
     a, b = ctx.inputs

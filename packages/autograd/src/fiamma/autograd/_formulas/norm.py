@@ -16,6 +16,7 @@ mode is the affine map (x - running_mean) * invstd * w + b with constant statist
 
 import fiamma
 from fiamma.autograd._formulas import derivative
+from fiamma.autograd_hook import ops
 
 
 def _need(ctx, i):
@@ -29,7 +30,7 @@ def _mask(ctx, n=3):
 
 # ---- first derivatives: the fused C backward ops -------------------------------------------
 
-@derivative("batch_norm", save="inputs")
+@derivative(ops.batch_norm, save="inputs")
 def _batch_norm(ctx, grad):
     x, w, b = ctx.inputs
     kw = ctx.kwargs
@@ -40,7 +41,7 @@ def _batch_norm(ctx, grad):
                                       kw["eps"], output_mask=mask)
 
 
-@derivative("layer_norm", save="inputs")
+@derivative(ops.layer_norm, save="inputs")
 def _layer_norm(ctx, grad):
     x, w, b = ctx.inputs
     kw = ctx.kwargs
@@ -51,7 +52,7 @@ def _layer_norm(ctx, grad):
                                       kw["rstd"], kw["eps"], output_mask=mask)
 
 
-@derivative("group_norm", save="inputs")
+@derivative(ops.group_norm, save="inputs")
 def _group_norm(ctx, grad):
     x, w, b = ctx.inputs
     kw = ctx.kwargs
@@ -62,7 +63,7 @@ def _group_norm(ctx, grad):
                                       kw["eps"], output_mask=mask)
 
 
-@derivative("rms_norm", save="inputs")
+@derivative(ops.rms_norm, save="inputs")
 def _rms_norm(ctx, grad):
     x, w = ctx.inputs
     kw = ctx.kwargs
@@ -139,7 +140,7 @@ def _grads3(grad):
     return grad[0], grad[1], grad[2]
 
 
-@derivative("batch_norm_backward", save="inputs")
+@derivative(ops.batch_norm_backward, save="inputs")
 def _batch_norm_backward(ctx, grad):
     g, x, w = ctx.inputs
     kw = ctx.kwargs
@@ -191,17 +192,17 @@ def _row_double(ctx, grad, k, center):
     return d_g, d_x, d_w
 
 
-@derivative("layer_norm_backward", save="inputs")
+@derivative(ops.layer_norm_backward, save="inputs")
 def _layer_norm_backward(ctx, grad):
     return _row_double(ctx, grad, len(ctx.kwargs["normalized_shape"]), True)
 
 
-@derivative("rms_norm_backward", save="inputs")
+@derivative(ops.rms_norm_backward, save="inputs")
 def _rms_norm_backward(ctx, grad):
     return _row_double(ctx, grad, len(ctx.kwargs["normalized_shape"]), False)
 
 
-@derivative("group_norm_backward", save="inputs")
+@derivative(ops.group_norm_backward, save="inputs")
 def _group_norm_backward(ctx, grad):
     g, x, w = ctx.inputs
     kw = ctx.kwargs

@@ -7,6 +7,7 @@ pools (their derivative is the pool again). Lp pools are composed in core and ne
 
 import fiamma
 from fiamma.autograd._formulas import derivative
+from fiamma.autograd_hook import ops
 
 _AVG = {1: "avg_pool1d", 2: "avg_pool2d", 3: "avg_pool3d"}
 _ADAPTIVE_AVG = {1: "adaptive_avg_pool1d", 2: "adaptive_avg_pool2d", 3: "adaptive_avg_pool3d"}
@@ -30,8 +31,9 @@ def _gather_planes(src, indices, nd):
     return flat.reshape(ishape)
 
 
-@derivative("max_pool1d", "max_pool2d", "max_pool3d",
-            "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d", save="output")
+@derivative(ops.max_pool1d, ops.max_pool2d, ops.max_pool3d,
+            ops.adaptive_max_pool1d, ops.adaptive_max_pool2d, ops.adaptive_max_pool3d,
+            save="output")
 def _max_pool(ctx, grad):
     g = grad[0]
     if g is None:
@@ -42,13 +44,13 @@ def _max_pool(ctx, grad):
     return (fiamma.max_pool_backward(g, indices, size),)
 
 
-@derivative("max_pool_backward", save="inputs")
+@derivative(ops.max_pool_backward, save="inputs")
 def _max_pool_backward(ctx, grad):
     _, indices, size = ctx.inputs
     return _gather_planes(grad, indices, len(size)), None, None
 
 
-@derivative("max_unpool1d", "max_unpool2d", "max_unpool3d", save="inputs")
+@derivative(ops.max_unpool1d, ops.max_unpool2d, ops.max_unpool3d, save="inputs")
 def _max_unpool(ctx, grad):
     _, indices = ctx.inputs
     nd = int(ctx.op[-2])
@@ -61,14 +63,14 @@ def _avg_kwargs(kw):
                 divisor_override=kw["divisor_override"])
 
 
-@derivative("avg_pool1d", "avg_pool2d", "avg_pool3d", save="none")
+@derivative(ops.avg_pool1d, ops.avg_pool2d, ops.avg_pool3d, save="none")
 def _avg_pool(ctx, grad):
     nd = int(ctx.op[-2])
     size = tuple(ctx.input_shapes[0])[-nd:]
     return (fiamma.avg_pool_backward(grad, size, **_avg_kwargs(ctx.kwargs)),)
 
 
-@derivative("avg_pool_backward", save="none")
+@derivative(ops.avg_pool_backward, save="none")
 def _avg_pool_backward(ctx, grad):
     nd = len(ctx.inputs[1])
     kw = _avg_kwargs(ctx.kwargs)
@@ -79,14 +81,14 @@ def _avg_pool_backward(ctx, grad):
     return pool(grad, **kw), None
 
 
-@derivative("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", save="none")
+@derivative(ops.adaptive_avg_pool1d, ops.adaptive_avg_pool2d, ops.adaptive_avg_pool3d, save="none")
 def _adaptive_avg_pool(ctx, grad):
     nd = int(ctx.op[-2])
     size = tuple(ctx.input_shapes[0])[-nd:]
     return (fiamma.adaptive_avg_pool_backward(grad, size),)
 
 
-@derivative("adaptive_avg_pool_backward", save="none")
+@derivative(ops.adaptive_avg_pool_backward, save="none")
 def _adaptive_avg_pool_backward(ctx, grad):
     nd = len(ctx.inputs[1])
     out_size = tuple(ctx.input_shapes[0])[-nd:]

@@ -17,6 +17,7 @@ from fiamma.autograd._formulas._common import (
     reduced_count,
     unreduce,
 )
+from fiamma.autograd_hook import ops
 
 
 def _dims(ctx):
@@ -44,18 +45,18 @@ def _keep(ctx, t):
 
 # ---- sums and means --------------------------------------------------------------------------
 
-@derivative("sum", save="none")
+@derivative(ops.sum, save="none")
 def _sum(ctx, grad):
     return (_expand(ctx, grad),)
 
 
-@derivative("nansum", save="inputs")
+@derivative(ops.nansum, save="inputs")
 def _nansum(ctx, grad):
     x = ctx.inputs[0]
     return (fiamma.where(x.isnan(), 0.0, _expand(ctx, grad)),)
 
 
-@derivative("mean", save="none")
+@derivative(ops.mean, save="none")
 def _mean(ctx, grad):
     shape = ctx.input_shapes[0]
     n = reduced_count(shape, _dims(ctx))
@@ -63,7 +64,7 @@ def _mean(ctx, grad):
     return (g / n if n else g,)
 
 
-@derivative("nanmean", save="inputs")
+@derivative(ops.nanmean, save="inputs")
 def _nanmean(ctx, grad):
     x = ctx.inputs[0]
     nan = x.isnan()
@@ -111,7 +112,7 @@ def _prod_others(x, dims):
     return _from_last(left * right, tuple(x.shape), perm)
 
 
-@derivative("prod", save="both")
+@derivative(ops.prod, save="both")
 def _prod(ctx, grad):
     x = ctx.inputs[0]
     if x.numel() == 0:
@@ -152,7 +153,7 @@ def _cumprod_quadratic(x, g):
     return fiamma.where(upper, p * g.unsqueeze(-2), 0.0).sum(-1)
 
 
-@derivative("cumprod", save="both")
+@derivative(ops.cumprod, save="both")
 def _cumprod(ctx, grad):
     x = ctx.inputs[0]
     y = ctx.output
@@ -172,7 +173,7 @@ def _cumprod(ctx, grad):
     return (r.transpose(d, last),)
 
 
-@derivative("cumsum", save="none")
+@derivative(ops.cumsum, save="none")
 def _cumsum(ctx, grad):
     if grad.ndim == 0:
         return (grad,)
@@ -189,13 +190,13 @@ def _even_split(x, y_keep, g_keep, dims):
     return fiamma.where(mask, g_keep / count, 0.0)
 
 
-@derivative("amax", "amin", save="both")
+@derivative(ops.amax, ops.amin, save="both")
 def _amax(ctx, grad):
     x = ctx.inputs[0]
     return (_even_split(x, _keep(ctx, ctx.output), _keep(ctx, grad), _dims(ctx)),)
 
 
-@derivative("max", "min", save="both")
+@derivative(ops.max, ops.min, save="both")
 def _max(ctx, grad):
     x = ctx.inputs[0]
     if not isinstance(grad, tuple):  # max(x): all elements
@@ -216,7 +217,7 @@ def _max(ctx, grad):
     return (fiamma.where(ar == idx, g, 0.0),)
 
 
-@derivative("aminmax", save="both")
+@derivative(ops.aminmax, save="both")
 def _aminmax(ctx, grad):
     x = ctx.inputs[0]
     nd = x.ndim
@@ -252,26 +253,26 @@ def _std_to_var(y_keep, g_keep):
     return fiamma.where(y_keep == 0, 0.0, g_keep / (safe * 2))
 
 
-@derivative("var", save="inputs")
+@derivative(ops.var, save="inputs")
 def _var(ctx, grad):
     return (_var_grad(ctx, ctx.inputs[0], _keep(ctx, grad)),)
 
 
-@derivative("std", save="both")
+@derivative(ops.std, save="both")
 def _std(ctx, grad):
     g = _std_to_var(_keep(ctx, ctx.output), _keep(ctx, grad))
     return (_var_grad(ctx, ctx.inputs[0], g),)
 
 
-@derivative("var_mean", "std_mean", save="both")
-@derivative("var_mean", "std_mean", save="both", complex=True)  # the complex mean: x as saved
+@derivative(ops.var_mean, ops.std_mean, save="both")
+@derivative(ops.var_mean, ops.std_mean, save="both", complex=True)  # the complex mean: x as saved
 def _var_mean(ctx, grad):
     x = ctx.inputs[0]
     gv, gm = grad
     total = None
     if gv is not None:
         gv = _keep(ctx, gv)
-        if ctx.op == "std_mean":
+        if ctx.op == ops.std_mean:
             gv = _std_to_var(_keep(ctx, ctx.output[0]), gv)
         total = _var_grad(ctx, x, gv)
     if gm is not None:
@@ -289,7 +290,7 @@ def _sgn(x):
     return x.sign() if x._dtype._kind != 3 else x.sgn()
 
 
-@derivative("norm", save="both")
+@derivative(ops.norm, save="both")
 def _norm(ctx, grad):
     x = ctx.inputs[0]
     p = float(ctx.kwargs.get("p", 2.0))
@@ -314,13 +315,13 @@ def _norm(ctx, grad):
     return (x * ax.pow(p - 2) * scale,)
 
 
-@derivative("logsumexp", save="both")
+@derivative(ops.logsumexp, save="both")
 def _logsumexp(ctx, grad):
     x = ctx.inputs[0]
     return (_keep(ctx, grad) * (x - _keep(ctx, ctx.output)).exp(),)
 
 
-@derivative("softmax", save="output")
+@derivative(ops.softmax, save="output")
 def _softmax(ctx, grad):
     y = ctx.output
     d = ctx.kwargs["dim"]
@@ -329,7 +330,7 @@ def _softmax(ctx, grad):
     return (y * (grad - (grad * y).sum(d, keepdim=True)),)
 
 
-@derivative("log_softmax", save="output")
+@derivative(ops.log_softmax, save="output")
 def _log_softmax(ctx, grad):
     y = ctx.output
     d = ctx.kwargs["dim"]

@@ -10,6 +10,7 @@ where it is identically zero.
 
 import fiamma
 from fiamma.autograd._formulas import derivative
+from fiamma.autograd_hook import ops
 
 
 def _need(ctx, i):
@@ -17,14 +18,14 @@ def _need(ctx, i):
     return i < len(n) and n[i] is not None
 
 
-@derivative("upsample", save="none")
+@derivative(ops.upsample, save="none")
 def _upsample(ctx, grad):
     k = ctx.kwargs
     return (fiamma.upsample_backward(grad, tuple(ctx.input_shapes[0]), k["mode"],
                                      k["align_corners"], k["scales"]),)
 
 
-@derivative("upsample_backward", save="none")
+@derivative(ops.upsample_backward, save="none")
 def _upsample_backward(ctx, grad):
     k = ctx.kwargs
     out_size = tuple(ctx.input_shapes[0])[2:]
@@ -36,7 +37,7 @@ def _args(ctx):
     return k["interpolation_mode"], k["padding_mode"], k["align_corners"]
 
 
-@derivative("grid_sampler", save="inputs")
+@derivative(ops.grid_sampler, save="inputs")
 def _grid_sampler(ctx, grad):
     x, grid = ctx.inputs
     gx, gg = fiamma.grid_sampler_backward(grad, x, grid, *_args(ctx),
@@ -44,7 +45,7 @@ def _grid_sampler(ctx, grad):
     return gx, gg
 
 
-@derivative("grid_sampler_backward_input", save="inputs")
+@derivative(ops.grid_sampler_backward_input, save="inputs")
 def _grid_sampler_backward_input(ctx, grad):
     # grad_input = J(grid)^T grad_output: <grad, J^T g> = <grid_sampler(grad, grid), g>
     g, x, grid = ctx.inputs
@@ -57,7 +58,7 @@ def _grid_sampler_backward_input(ctx, grad):
     return dg, None, dgrid
 
 
-@derivative("grid_sampler_backward_grid", save="none")
+@derivative(ops.grid_sampler_backward_grid, save="none")
 def _grid_sampler_backward_grid(ctx, grad):
     mode = ctx.kwargs["interpolation_mode"]
     if mode == 1:  # nearest: the grid gradient is identically zero

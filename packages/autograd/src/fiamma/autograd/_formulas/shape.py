@@ -14,6 +14,7 @@ import fiamma
 from fiamma.autograd._formulas import derivative
 from fiamma.autograd._formulas._common import is_tensor, reduce_to
 from fiamma.autograd.function import Function
+from fiamma.autograd_hook import ops
 
 # ---- strided views -----------------------------------------------------------------------------
 
@@ -162,18 +163,17 @@ def _permutation(in_shape, in_stride, shape, stride):
     return perm
 
 
-@derivative("view", "reshape", "squeeze", "unsqueeze", "flatten", "unflatten", "view_as",
-            "t", "transpose", "permute", "expand", "narrow", "select", "getitem", "unfold",
-            "as_strided", "diagonal", "movedim", "moveaxis", "swapaxes", "swapdims", "unbind",
-            "split", "chunk", "alias", "load", save="none")
+@derivative(ops.view, ops.squeeze, ops.unsqueeze, ops.t, ops.transpose, ops.permute, ops.expand,
+            ops.narrow, ops.select, ops.getitem, ops.unfold, ops.as_strided, ops.diagonal,
+            ops.load, save="none")
 def _view(ctx, grad):
     op = ctx.op
     in_shape, in_stride, in_offset, shape, stride, offset = _geometry(ctx)
-    if op in ("view", "reshape", "squeeze", "unsqueeze", "flatten", "unflatten", "view_as"):
+    if op in (ops.view, ops.squeeze, ops.unsqueeze):
         return (grad.reshape(in_shape),)
-    if op == "expand":
+    if op == ops.expand:
         return (reduce_to(grad, in_shape),)
-    if op in ("t", "transpose", "permute") and in_offset == offset:
+    if op in (ops.t, ops.transpose, ops.permute) and in_offset == offset:
         perm = _permutation(in_shape, in_stride, shape, stride)
         if perm is not None:
             if perm == list(range(len(perm))):
@@ -192,7 +192,7 @@ def _key(indices):
     return tuple(slice(None) if i is None else i for i in indices)
 
 
-@derivative("index", save="none")
+@derivative(ops.index, save="none")
 def _index(ctx, grad):
     indices = ctx.inputs[1]
     z = fiamma.zeros(tuple(ctx.input_shapes[0]), dtype=grad.dtype, device=grad.device)
@@ -213,7 +213,7 @@ def _put_grads(ctx, grad, indices, values_shape, accumulate):
     return gx, gv
 
 
-@derivative("index_put", "index_put_", save="none")
+@derivative(ops.index_put, ops.index_put_, save="none")
 def _index_put(ctx, grad):
     """``x.index_put(indices, values)``: x keeps its gradient outside the written positions (all
     of it with ``accumulate``); values get the gradient at the indices, summed to their shape."""
@@ -223,7 +223,7 @@ def _index_put(ctx, grad):
     return gx, None, gv
 
 
-@derivative("setitem", save="inputs")
+@derivative(ops.setitem, save="inputs")
 def _setitem(ctx, grad):
     """``x[key] = value``: x's old values survive outside x[key]; value gets x[key]'s
     gradient summed to its shape."""
@@ -241,22 +241,22 @@ def _setitem(ctx, grad):
     return gx, None, gv
 
 
-@derivative("copy_", save="none")
+@derivative(ops.copy_, save="none")
 def _copy(ctx, grad):
     shape = ctx.input_shapes[1]
     gs = reduce_to(grad, shape) if ctx.needs_input_grad[1] and shape is not None else None
     return None, gs
 
 
-@derivative("uniform_", "normal_", "random_", "bernoulli_", "exponential_", "geometric_",
-            "log_normal_", "cauchy_", save="none")
+@derivative(ops.uniform_, ops.normal_, ops.random_, ops.bernoulli_, ops.exponential_,
+            ops.geometric_, ops.log_normal_, ops.cauchy_, save="none")
 def _overwritten(ctx, grad):
     """Random fills overwrite every element: the old values get a zero gradient (PyTorch's
     zeros_like(grad))."""
     return (fiamma.zeros_like(grad),) + (None,) * (len(ctx.needs_input_grad) - 1)
 
 
-@derivative("fill_", "zero_", save="none")
+@derivative(ops.fill_, save="none")
 def _fill(ctx, grad):
     """``x.fill_(value)``: x's old values get a zero gradient, a tensor value the sum."""
     need = ctx.needs_input_grad
@@ -266,7 +266,7 @@ def _fill(ctx, grad):
 
 # ---- joining, copies, casts ----------------------------------------------------------------
 
-@derivative("cat", save="none")
+@derivative(ops.cat, save="none")
 def _cat(ctx, grad):
     d = ctx.kwargs.get("dim", 0)
     out = []
@@ -278,12 +278,12 @@ def _cat(ctx, grad):
     return tuple(out)
 
 
-@derivative("clone", "contiguous", save="none")
+@derivative(ops.clone, save="none")
 def _identity(ctx, grad):
     return (grad,)
 
 
-@derivative("to", save="none")
+@derivative(ops.to, save="none")
 def _to(ctx, grad):
     # a copy to another device sends the gradient back to the input's device
     dev = ctx.kwargs.get("source_device")

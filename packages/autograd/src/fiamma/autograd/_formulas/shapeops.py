@@ -8,19 +8,20 @@ input element reaches several outputs: repeat, replicate/reflect/circular paddin
 import fiamma
 from fiamma.autograd._formulas import derivative
 from fiamma.autograd._formulas._common import reduce_to
+from fiamma.autograd_hook import ops
 
 
 def _shape(ctx, i=0):
     return tuple(ctx.input_shapes[i])
 
 
-@derivative("flip", save="none")
+@derivative(ops.flip, save="none")
 def _flip(ctx, grad):
     dims = tuple(ctx.kwargs.get("dims") or ())
     return (fiamma.flip(grad, dims) if dims else grad,)
 
 
-@derivative("roll", save="none")
+@derivative(ops.roll, save="none")
 def _roll(ctx, grad):
     shifts = tuple(-s for s in ctx.kwargs["shifts"])
     dims = ctx.kwargs.get("dims")
@@ -29,12 +30,12 @@ def _roll(ctx, grad):
     return (fiamma.roll(grad, shifts, dims),)
 
 
-@derivative("rot90", save="none")
+@derivative(ops.rot90, save="none")
 def _rot90(ctx, grad):
     return (fiamma.rot90(grad, -ctx.kwargs.get("k", 1), ctx.kwargs.get("dims", (0, 1))),)
 
 
-@derivative("repeat", "tile", save="none")
+@derivative(ops.repeat, save="none")
 def _repeat(ctx, grad):
     """Output dim i is reps[i] copies of (padded) input dim i: view it as (reps[i], size[i])
     and sum the copies."""
@@ -50,7 +51,7 @@ def _repeat(ctx, grad):
     return (g.reshape(shape),)
 
 
-@derivative("repeat_interleave", save="none")
+@derivative(ops.repeat_interleave, save="none")
 def _repeat_interleave(ctx, grad):
     shape = _shape(ctx)
     repeats = ctx.kwargs.get("repeats")
@@ -80,17 +81,17 @@ def _numel(shape):
     return n
 
 
-@derivative("tril", "tril_", save="none")
+@derivative(ops.tril, ops.tril_, save="none")
 def _tril(ctx, grad):
     return (fiamma.tril(grad, ctx.kwargs.get("diagonal", 0)),)
 
 
-@derivative("triu", "triu_", save="none")
+@derivative(ops.triu, ops.triu_, save="none")
 def _triu(ctx, grad):
     return (fiamma.triu(grad, ctx.kwargs.get("diagonal", 0)),)
 
 
-@derivative("diag", save="none")
+@derivative(ops.diag, save="none")
 def _diag(ctx, grad):
     shape = _shape(ctx)
     k = ctx.kwargs.get("diagonal", 0)
@@ -106,18 +107,18 @@ def _diag(ctx, grad):
     return (g,)
 
 
-@derivative("diag_embed", save="none")
+@derivative(ops.diag_embed, save="none")
 def _diag_embed(ctx, grad):
     kw = ctx.kwargs
     return (fiamma.diagonal(grad, kw.get("offset", 0), kw.get("dim1", -2), kw.get("dim2", -1)),)
 
 
-@derivative("diagflat", save="none")
+@derivative(ops.diagflat, save="none")
 def _diagflat(ctx, grad):
     return (fiamma.diagonal(grad, ctx.kwargs.get("offset", 0)).reshape(_shape(ctx)),)
 
 
-@derivative("block_diag", save="none")
+@derivative(ops.block_diag, save="none")
 def _block_diag(ctx, grad):
     """Each input's block of the result (inputs recorded one per position; 0-d and 1-D inputs
     are 1x1 and 1xn blocks)."""
@@ -163,7 +164,7 @@ def _pad_index(n, lo, hi, mode):
     return pos, src
 
 
-@derivative("pad", save="none")
+@derivative(ops.pad, save="none")
 def _pad(ctx, grad):
     return (pad_backward(grad, _shape(ctx), tuple(ctx.kwargs["pad"]),
                          ctx.kwargs.get("mode", "constant")),)

@@ -9,6 +9,7 @@ as PyTorch does.
 
 import fiamma
 from fiamma.autograd._formulas import derivative
+from fiamma.autograd_hook import ops
 
 
 def _scatter_along(shape, dim, index, src):
@@ -29,7 +30,7 @@ def _scatter_along(shape, dim, index, src):
     return z.index_put(tuple(coords), src, accumulate=True)
 
 
-@derivative("sort", "topk", "cummax", "cummin", save="output")
+@derivative(ops.sort, ops.topk, ops.cummax, ops.cummin, save="output")
 def _sort(ctx, grad):
     g = grad[0]
     if g is None:
@@ -39,7 +40,7 @@ def _sort(ctx, grad):
     return (_scatter_along(shape, d, ctx.output[1], g),)
 
 
-@derivative("kthvalue", "median", "nanmedian", "mode", save="both")
+@derivative(ops.kthvalue, ops.median, ops.nanmedian, ops.mode, save="both")
 def _select(ctx, grad):
     x = ctx.inputs[0]
     if not isinstance(grad, tuple):  # median / nanmedian of all elements: a 0-d result
@@ -62,7 +63,7 @@ def _select(ctx, grad):
     return (fiamma.where(ar == idx, g, 0.0),)
 
 
-@derivative("diff", save="none")
+@derivative(ops.diff, save="none")
 def _diff(ctx, grad):
     """n forward differences of cat(prepend, x, append): each step's adjoint is
     g[j - 1] - g[j]; then each input's slice of the concatenation (inputs: x, prepend,

@@ -12,6 +12,7 @@ import math
 
 import fiamma
 from fiamma.autograd._formulas import derivative
+from fiamma.autograd_hook import ops
 
 _SQRT_PI_2 = math.sqrt(math.pi) / 2.0
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -41,23 +42,23 @@ def _y(c):
     return c.output
 
 
-_unary("lgamma", "inputs", lambda c, g: g * fiamma.digamma(_x(c)))
-_unary("digamma", "inputs", lambda c, g: g * fiamma.polygamma(1, _x(c)))
-_unary("erfinv", "output", lambda c, g: g * _SQRT_PI_2 * (_y(c) * _y(c)).exp())
-_unary("i0", "inputs", lambda c, g: g * _sp().i1(_x(c)))
+_unary(ops.lgamma, "inputs", lambda c, g: g * fiamma.digamma(_x(c)))
+_unary(ops.digamma, "inputs", lambda c, g: g * fiamma.polygamma(1, _x(c)))
+_unary(ops.erfinv, "output", lambda c, g: g * _SQRT_PI_2 * (_y(c) * _y(c)).exp())
+_unary(ops.i0, "inputs", lambda c, g: g * _sp().i1(_x(c)))
 # i0e = exp(-|x|) i0: d/dx = i1e(x) - sgn(x) i0e(x)
-_unary("i0e", "both", lambda c, g: g * (_sp().i1e(_x(c)) - _x(c).sign() * _y(c)))
-_unary("ndtr", "inputs", lambda c, g: g * (_x(c) * _x(c) * -0.5).exp() * _INV_SQRT_2PI)
+_unary(ops.i0e, "both", lambda c, g: g * (_sp().i1e(_x(c)) - _x(c).sign() * _y(c)))
+_unary(ops.ndtr, "inputs", lambda c, g: g * (_x(c) * _x(c) * -0.5).exp() * _INV_SQRT_2PI)
 # ndtri: 1 / ndtr'(ndtri(x)) = sqrt(2 pi) exp(y^2 / 2)
-_unary("ndtri", "output", lambda c, g: g * (_y(c) * _y(c) * 0.5).exp() / _INV_SQRT_2PI)
+_unary(ops.ndtri, "output", lambda c, g: g * (_y(c) * _y(c) * 0.5).exp() / _INV_SQRT_2PI)
 # log_ndtr: ndtr'(x) / ndtr(x) = exp(-x^2/2 - log_ndtr(x)) / sqrt(2 pi)
-_unary("log_ndtr", "both",
+_unary(ops.log_ndtr, "both",
        lambda c, g: g * (_x(c) * _x(c) * -0.5 - _y(c)).exp() * _INV_SQRT_2PI)
 # erfcx = exp(x^2) erfc(x): d/dx = 2 x erfcx(x) - 2 / sqrt(pi)
-_unary("erfcx", "both", lambda c, g: g * (_x(c) * _y(c) * 2 - 1.0 / _SQRT_PI_2))
+_unary(ops.erfcx, "both", lambda c, g: g * (_x(c) * _y(c) * 2 - 1.0 / _SQRT_PI_2))
 
 
-@derivative("i1", save="both")
+@derivative(ops.i1, save="both")
 def _i1(ctx, grad):
     """I1' = I0 - I1 / x (1/2 at 0)."""
     x, y = ctx.inputs[0], ctx.output
@@ -66,7 +67,7 @@ def _i1(ctx, grad):
     return (grad * d,)
 
 
-@derivative("i1e", save="both")
+@derivative(ops.i1e, save="both")
 def _i1e(ctx, grad):
     """i1e = exp(-|x|) I1: d/dx = i0e - i1e (sgn(x) + 1/x) (1/2 at 0)."""
     x, y = ctx.inputs[0], ctx.output
@@ -75,7 +76,7 @@ def _i1e(ctx, grad):
     return (grad * d,)
 
 
-@derivative("sinc", save="inputs")
+@derivative(ops.sinc, save="inputs")
 def _sinc(ctx, grad):
     x = ctx.inputs[0]
     zero = x == 0
@@ -84,20 +85,20 @@ def _sinc(ctx, grad):
     return (fiamma.where(zero, 0.0, grad * d),)
 
 
-@derivative("entr", save="inputs")
+@derivative(ops.entr, save="inputs")
 def _entr(ctx, grad):
     """-x log x: -(1 + log x) for x > 0 (-inf at 0, NaN below, as PyTorch)."""
     x = ctx.inputs[0]
     return (grad * -(x.log() + 1),)
 
 
-@derivative("polygamma", save="inputs")
+@derivative(ops.polygamma, save="inputs")
 def _polygamma(ctx, grad):
     n, x = ctx.inputs
     return None, grad * fiamma.polygamma(n + 1, x)
 
 
-@derivative("logit", save="inputs")
+@derivative(ops.logit, save="inputs")
 def _logit(ctx, grad):
     x = ctx.inputs[0]
     eps = ctx.kwargs.get("eps")
@@ -107,7 +108,7 @@ def _logit(ctx, grad):
     return (fiamma.where((x < eps) | (x > 1 - eps), 0.0, g),)
 
 
-@derivative("mvlgamma", save="inputs")
+@derivative(ops.mvlgamma, save="inputs")
 def _mvlgamma(ctx, grad):
     x = ctx.inputs[0]
     p = ctx.kwargs["p"]
@@ -117,7 +118,7 @@ def _mvlgamma(ctx, grad):
     return (grad * total,)
 
 
-@derivative("xlogy", save="inputs")
+@derivative(ops.xlogy, save="inputs")
 def _xlogy(ctx, grad):
     a, b = ctx.inputs
     need = ctx.needs_input_grad
@@ -129,7 +130,7 @@ def _xlogy(ctx, grad):
     return ga, gb
 
 
-@derivative("xlog1py", save="inputs")
+@derivative(ops.xlog1py, save="inputs")
 def _xlog1py(ctx, grad):
     a, b = ctx.inputs
     need = ctx.needs_input_grad
@@ -141,7 +142,7 @@ def _xlog1py(ctx, grad):
     return ga, gb
 
 
-@derivative("logaddexp", save="inputs")
+@derivative(ops.logaddexp, save="inputs")
 def _logaddexp(ctx, grad):
     a, b = ctx.inputs
     need = ctx.needs_input_grad
@@ -150,7 +151,7 @@ def _logaddexp(ctx, grad):
     return ga, gb
 
 
-@derivative("logaddexp2", save="inputs")
+@derivative(ops.logaddexp2, save="inputs")
 def _logaddexp2(ctx, grad):
     a, b = ctx.inputs
     need = ctx.needs_input_grad
@@ -159,7 +160,7 @@ def _logaddexp2(ctx, grad):
     return ga, gb
 
 
-@derivative("zeta", save="inputs")
+@derivative(ops.zeta, save="inputs")
 def _zeta(ctx, grad):
     """d/dq zeta(s, q) = -s zeta(s + 1, q); no gradient w.r.t. s (as PyTorch)."""
     s, q = ctx.inputs
@@ -179,11 +180,11 @@ def _gammainc_grad(ctx, grad, sign, name):
     return None, gx
 
 
-@derivative("gammainc", save="inputs")
+@derivative(ops.gammainc, save="inputs")
 def _gammainc(ctx, grad):
     return _gammainc_grad(ctx, grad, 1.0, "gammainc")
 
 
-@derivative("gammaincc", save="inputs")
+@derivative(ops.gammaincc, save="inputs")
 def _gammaincc(ctx, grad):
     return _gammainc_grad(ctx, grad, -1.0, "gammaincc")

@@ -13,6 +13,7 @@ import math
 import fiamma
 from fiamma.autograd._formulas import derivative
 from fiamma.autograd._formulas.fft import _F, _adj_c2r, _adj_r2c
+from fiamma.autograd_hook import ops
 
 
 def _window(kw, n_fft, dtype, device):
@@ -33,12 +34,12 @@ def _frame_index(frames, n_fft, hop, device):
             + fiamma.arange(n_fft, device=device).unsqueeze(0))
 
 
-@derivative("stft", save="none")
+@derivative(ops.stft, save="none")
 def _stft(ctx, grad):
     return (_stft_adjoint(ctx.kwargs, tuple(ctx.input_shapes[0]), grad),)
 
 
-@derivative("stft_power", save="inputs")
+@derivative(ops.stft_power, save="inputs")
 def _stft_power(ctx, grad):
     # P = |S|^2 summed over the (real, imag) pair: dP = 2 S . dS, so the signal's gradient is
     # stft's adjoint applied to 2 S g (S recomputed from the saved signal, differentiably)
@@ -79,7 +80,7 @@ def _stft_adjoint(kw, shape, grad):
     return ga if len(shape) == 2 else ga[0]
 
 
-@derivative("istft", save="none")
+@derivative(ops.istft, save="none")
 def _istft(ctx, grad):
     kw = ctx.kwargs
     n_fft, hop = kw["n_fft"], kw["hop_length"]

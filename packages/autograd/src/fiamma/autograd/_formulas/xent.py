@@ -9,6 +9,7 @@ by the summed target weights for ``mean``):
 
 import fiamma
 from fiamma.autograd._formulas import derivative
+from fiamma.autograd_hook import ops
 
 
 def _composed(grad, x, target, weight, reduction, ii, s):
@@ -42,7 +43,7 @@ def _composed(grad, x, target, weight, reduction, ii, s):
     return a.unsqueeze(cdim) * (k * x.softmax(cdim) - q)
 
 
-@derivative("cross_entropy_loss", save="inputs")
+@derivative(ops.cross_entropy_loss, save="inputs")
 def _cross_entropy_loss(ctx, grad):
     x, target, weight = ctx.inputs
     kw = ctx.kwargs
