@@ -198,17 +198,6 @@ def _gather(ctx, node, outs):
                    axis=int(dim))
 
 
-@converter("index")
-def _index(ctx, node, outs):
-    x, indices = node.args
-    used = [(p, t) for p, t in enumerate(indices) if t is not None]
-    if len(used) != 1 or ctx.np_dtype(used[0][1]).kind == "b":
-        ctx.unsupported("advanced indexing with several index tensors or a boolean mask "
-                        "has no converter (use index_select/gather)")
-    p, t = used[0]
-    return ctx.add("Gather", [x, _operand(ctx, t, np.dtype(np.int64))], outs, axis=p)
-
-
 @converter("cumsum")
 def _cumsum(ctx, node, outs):
     d = _kw(node, "dim", 1, 0)
