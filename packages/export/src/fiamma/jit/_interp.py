@@ -231,7 +231,7 @@ logical_or logical_not where clamp clamp_min clamp_max softmax log_softmax matmu
 baddbmm sum mean amax amin prod cumsum index_select gather masked_fill convolution
 adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d avg_pool1d avg_pool2d avg_pool3d
 upsample pad prelu var std logsumexp norm tril triu flip roll repeat tile argmax argmin
-topk sort any all index_fill index_copy scatter index_put
+topk sort any all index_fill index_copy scatter index_put bitwise_and bitwise_or bitwise_xor
 """.split()
 
 for _n in _PUBLIC:

@@ -82,7 +82,8 @@ def sym_expr(ctx, e):
     a, b = sym_expr(ctx, e[1]), sym_expr(ctx, e[2])
     if op == "floordiv":  # ONNX's integer Div truncates: floor for the signs sizes have
         return ctx.add("Div", [a, b])
-    return ctx.add({"add": "Add", "sub": "Sub", "mul": "Mul", "mod": "Mod"}[op], [a, b])
+    return ctx.add({"add": "Add", "sub": "Sub", "mul": "Mul", "mod": "Mod", "min": "Min",
+                    "max": "Max"}[op], [a, b])
 
 
 def sym_sizes(ctx, arg, symsize):

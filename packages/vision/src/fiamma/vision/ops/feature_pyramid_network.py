@@ -12,7 +12,6 @@ torchvision.ops' module names (``inner_blocks``, ``layer_blocks``, ``p6``/``p7``
 import math
 from collections import OrderedDict
 
-
 import fiamma
 import fiamma.nn.functional as F
 from fiamma import nn
@@ -173,7 +172,7 @@ class MultiScaleRoIAlign(nn.Module):
             parts.append(roi_align(feat, rois[idx], self.output_size, scale,
                                    self.sampling_ratio))
             order.append(idx)
-        perm = fiamma.argsort(fiamma.cat(order))  # the indices are distinct: any sort is stable
+        perm = fiamma.sort(fiamma.cat(order))[1]  # distinct indices: any sort is stable
         return fiamma.cat(parts, dim=0)[perm]
 
     def __repr__(self):
