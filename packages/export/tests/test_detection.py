@@ -2,7 +2,9 @@
 images) in ONNX Runtime and as traced modules: the number of boxes kept follows the image's
 values (NonZero, NonMaxSuppression, TopK with a computed count, RoiAlign), so images other
 than the traced one (same size) give eager's detections. The image size is baked in (the
-transform resizes with Python arithmetic on it): another size is refused by the file."""
+transform resizes with Python arithmetic on it): another size is refused by the file.
+Keypoint R-CNN is not exportable: its keypoint decoding resizes each detection's heatmaps to
+a size read from the box's values in a Python loop (the trace warns and bakes it in)."""
 
 import io
 import warnings
@@ -42,32 +44,38 @@ def _images():
     return out
 
 
-def _close(got, want, what):
+def _close(got, want, what, rtol=1e-4):
     assert got.shape == want.shape, (what, got.shape, want.shape)
     if want.size:
-        tol = 1e-4 * (np.abs(want).max() + 1e-12)
+        tol = rtol * (np.abs(want).max() + 1e-12)
         assert np.abs(got - want).max() <= tol, (what, np.abs(got - want).max(), tol)
 
 
-def _same_detections(got, want, what):
+def _same_detections(got, want, what, rtol=1e-4):
     """The same detections; two whose scores differ by float rounding (1e-6) may swap places
     (ONNX Runtime's TopK/NonMaxSuppression sum and compare in their own order)."""
     for k in want:
         assert got[k].shape == want[k].shape, (what, k, got[k].shape, want[k].shape)
     order = np.arange(len(want["scores"]))
     s = want["scores"]
+    tol = rtol * (np.abs(want["boxes"]).max() if want["boxes"].size else 0)
     for i in range(len(order)):
-        if not np.allclose(got["boxes"][i], want["boxes"][i], atol=1e-3, rtol=1e-4):
+        if not np.allclose(got["boxes"][i], want["boxes"][i], atol=tol, rtol=0):
             near = [j for j in range(len(s)) if abs(s[j] - s[i]) <= 1e-6 and
-                    np.allclose(got["boxes"][i], want["boxes"][j], atol=1e-3, rtol=1e-4)]
+                    np.allclose(got["boxes"][i], want["boxes"][j], atol=tol, rtol=0)]
             assert near, (what, i, got["boxes"][i], want["boxes"][i])
             order[i] = near[0]
     assert sorted(order) == list(range(len(order))), (what, "not a permutation")
     for k in want:
-        _close(got[k], want[k][order], f"{what} {k}")
+        if k == "masks":
+            # probabilities sampled (RoIAlign) at boxes that differ by float rounding (~1e-5
+            # relative), through a randomly initialised mask head
+            np.testing.assert_allclose(got[k], want[k][order], atol=1e-2, err_msg=what)
+        else:
+            _close(got[k], want[k][order], f"{what} {k}", rtol)
 
 
-def _check(name):
+def _check(name, rtol=1e-4):
     m = _model(name)
     images = _images()
     buf = io.BytesIO()
@@ -91,7 +99,7 @@ def _check(name):
         got = sess.run(None, {"image": img.numpy()})
         traced = tm([img])[0]
         want = {k: v.numpy() for k, v in want.items()}
-        _same_detections(dict(zip(keys, got)), want, "onnx")
+        _same_detections(dict(zip(keys, got)), want, "onnx", rtol)
         for k in keys:
             _close(traced[k].numpy(), want[k], f"traced {k}")
         counts.add(len(want["boxes"]))
@@ -111,6 +119,14 @@ def test_faster_rcnn():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["retinanet_resnet50_fpn", "fcos_resnet50_fpn"])
+def test_mask_rcnn():
+    # its second stage pools at proposals that differ by float rounding; through the random
+    # heads that gives scores within 2e-4 relative (the R-CNN without masks: 1e-6)
+    _check("maskrcnn_resnet50_fpn", rtol=1e-3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["retinanet_resnet50_fpn", "fcos_resnet50_fpn",
+                                  "fasterrcnn_mobilenet_v3_large_fpn"])
 def test_single_stage(name):
     _check(name)

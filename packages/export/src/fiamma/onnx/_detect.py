@@ -5,7 +5,7 @@ several index tensors (GatherND)."""
 
 import numpy as np
 
-from ._converters import _operand, converter
+from ._converters import _int_floordiv, _operand, converter
 from ._shape import sym_expr
 
 
@@ -117,3 +117,12 @@ def _bitwise(ctx, node, outs):
     if ctx.opset < 18:
         ctx.unsupported(f"integer {node.op} needs opset 18 or newer")
     return ctx.add("Bitwise" + name.capitalize(), [a, b], outs)
+
+
+@converter("floor_divide")
+def _floor_divide(ctx, node, outs):
+    dt = ctx.np_dtype(node.outputs[0])
+    a, b = (_operand(ctx, x, dt) for x in node.args[:2])
+    if dt.kind == "f":
+        return ctx.add("Floor", [ctx.add("Div", [a, b])], outs)
+    return _int_floordiv(ctx, a, b, dt, outs)
