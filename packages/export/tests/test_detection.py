@@ -105,6 +105,15 @@ def _check(name, rtol=1e-4):
         counts.add(len(want["boxes"]))
     with pytest.raises(Exception, match="(?i)dimension|shape"):
         sess.run(None, {"image": np.zeros((3, H + 32, W), np.float32)})
+    # saved and loaded (nonzero/nms/topk-count/roi_align nodes and their size expressions)
+    buf = io.BytesIO()
+    tm.save(buf)
+    buf.seek(0)
+    loaded = fiamma.jit.load(buf)
+    with fiamma.no_grad():
+        want = m([images[2]])[0]
+    for k, v in loaded([images[2]])[0].items():
+        _close(v.numpy(), want[k].numpy(), f"loaded {k}")
     return counts
 
 
