@@ -130,3 +130,19 @@ def test_onnx_data_dependent_counts():
         x = randn(*shape, seed=seed)
         for g, w in zip(sess.run(None, {"input_0": x.numpy()}), masked(x)):
             _close(g, w.numpy())
+
+
+def ranked(x):
+    """argsort's indices as a permutation of another tensor."""
+    return x[:, 0][x[:, 1].argsort(descending=True)], fiamma.argsort(x[:, 2])
+
+
+def test_argsort_follows_the_values():
+    tm = fiamma.jit.trace(ranked, randn(5, 3))
+    sess = _session(ranked, randn(5, 3), dynamic_axes={"input_0": [0], "output_0": [0],
+                                                        "output_1": [0]})
+    for seed, n in [(1, 5), (2, 8)]:
+        x = randn(n, 3, seed=seed)
+        for g, o, w in zip(tm(x), sess.run(None, {"input_0": x.numpy()}), ranked(x)):
+            _close(g, w)
+            _close(o, w.numpy())

@@ -98,6 +98,22 @@ def patch_dynamic(h):
 
     topk_like(fiamma, "topk")
     topk_like(Tensor, "topk")
+
+    def argsort_like(owner):
+        """argsort's int64 result is not recorded by core (no gradient): recorded here."""
+        orig = owner.__dict__["argsort"] if isinstance(owner, type) else owner.argsort
+
+        def fn(input, dim=-1, descending=False, stable=False):
+            out = orig(input, dim, descending, stable)
+            if live() and mine(input) and id(out) not in tracer.vals:
+                record("argsort", [input], {"dim": int(dim) % max(input.dim(), 1),
+                                            "descending": bool(descending),
+                                            "stable": bool(stable)}, [out])
+            return out
+        put(owner, "argsort", fn)
+
+    argsort_like(fiamma)
+    argsort_like(Tensor)
     _patch_scalar_sizes(put, live, tracer)
     _patch_roi_align(put, live, mine, tracer)
 

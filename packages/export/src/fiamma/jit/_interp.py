@@ -168,6 +168,8 @@ def _roi_align(x, rois, output_size, spatial_scale, sampling_ratio, aligned, par
 
 
 OPS = {
+    "argsort": lambda x, dim=-1, descending=False, stable=False: fiamma.argsort(
+        x, dim, descending, stable),
     "nonzero": _nonzero,
     "topk": _topk,
     "nms": _nms,

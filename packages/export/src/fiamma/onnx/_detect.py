@@ -82,6 +82,20 @@ def _sort(ctx, node, outs):
                    largest=int(bool(kw.get("descending", False))), sorted=1)
 
 
+@converter("argsort")
+def _argsort(ctx, node, outs):
+    """TopK over the whole dim, its indices (fiamma's argsort is stable; TopK orders equal
+    values by ONNX Runtime's rule, so ties may come in another order)."""
+    x = node.args[0]
+    kw = node.kwargs
+    d = int(kw.get("dim", -1)) % max(ctx.rank(x), 1)
+    n = ctx.add("Gather", [ctx.shape_of(x), ctx.ints([d])], axis=0) if ctx.dynamic \
+        else ctx.ints([ctx.shape(x)[d]])
+    ctx.add("TopK", [x, n], [ctx.fresh("sorted"), outs[0]], axis=d,
+            largest=int(bool(kw.get("descending", False))), sorted=1)
+    return outs
+
+
 @converter("index")
 def _index(ctx, node, outs):
     """One index tensor: Gather along its dim; several (adjacent, from dim 0): GatherND over
