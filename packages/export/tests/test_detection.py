@@ -136,6 +136,6 @@ def test_mask_rcnn():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["retinanet_resnet50_fpn", "fcos_resnet50_fpn",
-                                  "fasterrcnn_mobilenet_v3_large_fpn"])
+                                  "fasterrcnn_mobilenet_v3_large_fpn", "ssd300_vgg16"])
 def test_single_stage(name):
     _check(name)
