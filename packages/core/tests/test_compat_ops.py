@@ -398,3 +398,16 @@ def test_numpy_backed_odds_and_ends():
     z = fiamma.zeros(4)
     assert fiamma.as_strided_(z, (2,), (2,)).shape == (2,)
     assert fiamma.resize_as_(z, fiamma.zeros(2, 2)).shape == (2, 2)
+
+
+def test_sym_min_max():
+    class Sym(int):
+        def __sym_min__(self, other):
+            return ("min", int(self), other)
+
+        def __sym_max__(self, other):
+            return ("max", int(self), other)
+
+    assert fiamma.sym_min(3, 5) == 3 and fiamma.sym_max(3, 5.5) == 5.5
+    assert fiamma.sym_min(7, Sym(2)) == ("min", 2, 7)   # either side's hook is used
+    assert fiamma.sym_max(Sym(2), 7) == ("max", 2, 7)

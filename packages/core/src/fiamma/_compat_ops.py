@@ -52,7 +52,7 @@ __all__ = [
     "unsqueeze_copy", "view_copy",
     "diagonal_scatter", "select_scatter", "slice_scatter", "as_strided_scatter",
     "frombuffer", "histogram", "frexp", "nextafter", "detach_", "resize_as_", "as_strided_",
-    "get_num_interop_threads", "set_num_interop_threads",
+    "get_num_interop_threads", "set_num_interop_threads", "sym_min", "sym_max",
 ]
 
 pi = math.pi
@@ -662,6 +662,31 @@ def is_nonzero(input):
                            input.numel() == 0 else
                            "Boolean value of Tensor with more than one value is ambiguous")
     return builtins.bool(input.item())
+
+
+def sym_min(a, b):
+    """``min(a, b)`` that keeps a size symbolic: while fiamma.jit traces, sizes read from
+    ``x.shape`` remember how they were computed, and ``sym_min(k, x.shape[0])`` stays a
+    function of the input's size where the builtin ``min`` would fix this trace's choice.
+
+    >>> import fiamma
+    >>> fiamma.sym_min(1000, 3), fiamma.sym_max(2.5, 1)
+    (3, 2.5)
+    """
+    if hasattr(type(a), "__sym_min__"):
+        return a.__sym_min__(b)
+    if hasattr(type(b), "__sym_min__"):
+        return b.__sym_min__(a)
+    return builtins.min(a, b)
+
+
+def sym_max(a, b):
+    """``max(a, b)`` that keeps a size symbolic (see :func:`sym_min`)."""
+    if hasattr(type(a), "__sym_max__"):
+        return a.__sym_max__(b)
+    if hasattr(type(b), "__sym_max__"):
+        return b.__sym_max__(a)
+    return builtins.max(a, b)
 
 
 def is_same_size(input, other):

@@ -141,7 +141,39 @@ def _one_hot(x, num_classes):
     return F.one_hot(x, num_classes)
 
 
+def _nonzero(x, as_tuple=False):
+    r = fiamma.nonzero(x, as_tuple=as_tuple)
+    return r[0] if as_tuple and len(r) == 1 else r
+
+
+def _topk(x, k, dim=-1, largest=True, sorted=True, symk=None):
+    if symk is not None:
+        k = evaluate(symk)
+    return tuple(fiamma.topk(x, k, dim, largest, sorted))
+
+
+def _nms(boxes, scores, iou_threshold):
+    import fiamma.detection
+
+    return fiamma.detection.nms(boxes, scores, iou_threshold)
+
+
+def _roi_align(x, rois, output_size, spatial_scale, sampling_ratio, aligned, params=()):
+    try:
+        from fiamma.vision.ops.roi_align import roi_align
+    except ImportError as e:
+        raise RuntimeError("fiamma.jit: this graph runs roi_align, which needs fiamma-vision "
+                           f"(pip install fiamma-vision): {e}") from None
+    return roi_align(x, rois, output_size, spatial_scale, sampling_ratio, aligned)
+
+
 OPS = {
+    "argsort": lambda x, dim=-1, descending=False, stable=False: fiamma.argsort(
+        x, dim, descending, stable),
+    "nonzero": _nonzero,
+    "topk": _topk,
+    "nms": _nms,
+    "roi_align": _roi_align,
     "permute": lambda x, arg: x.permute(*arg),
     "reshape": _reshape,
     "slice": _slice,
@@ -201,7 +233,8 @@ logical_or logical_not where clamp clamp_min clamp_max softmax log_softmax matmu
 baddbmm sum mean amax amin prod cumsum index_select gather masked_fill convolution
 adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d avg_pool1d avg_pool2d avg_pool3d
 upsample pad prelu var std logsumexp norm tril triu flip roll repeat tile argmax argmin
-topk sort any all index_fill index_copy scatter index_put
+topk sort any all index_fill index_copy scatter index_put bitwise_and bitwise_or bitwise_xor
+floor_divide
 """.split()
 
 for _n in _PUBLIC:

@@ -91,10 +91,46 @@ def patch_logical(h):
     def _from_end(v):
         return v is not None and (isinstance(v, SymInt) or (_is_int(v) and v < 0))
 
+    def _masks_as_indices(idx):
+        """Boolean masks the trace follows, replaced by their nonzero positions (recorded, so
+        the number of selected elements follows the values): ``scores[scores > t]``."""
+        items = idx if isinstance(idx, tuple) else (idx,)
+        if not any(isinstance(i, Tensor) and i.dtype == fiamma.bool and mine(i) for i in items):
+            return idx
+        new = []
+        for i in items:
+            if isinstance(i, Tensor) and i.dtype == fiamma.bool and mine(i) and i.dim() > 0:
+                new.extend(fiamma.nonzero(i, as_tuple=True))
+            else:
+                new.append(i)
+        return tuple(new)
+
+    def _past_end(self, items):
+        """A slice whose stop is at or past the end of its axis: a no-op at this size that
+        cuts at others (``keep[:100]`` of a list of kept boxes)."""
+        ax = 0
+        nd = self.dim()
+        for i in items:
+            if i is Ellipsis:
+                ax = nd - sum(1 for j in items[items.index(i) + 1:]
+                              if j is not None and j is not Ellipsis)
+                continue
+            if i is None:
+                continue
+            if isinstance(i, slice) and _is_int(i.stop) and not isinstance(i.stop, SymInt) \
+                    and 0 < self._shape[ax] <= i.stop and ax < nd:
+                return True
+            ax += 1
+        return False
+
     def getitem(self, idx):
         """Basic indexing whose positions depend on the size: bounds read from shapes
-        (nanoGPT's ``bias[:, :, :T, :T]``) or counted from the end (``out[:, -1]``,
-        ``x[..., -3:]``), which the strides of this trace would fix to this size's positions."""
+        (nanoGPT's ``bias[:, :, :T, :T]``), counted from the end (``out[:, -1]``,
+        ``x[..., -3:]``) or past the end (``keep[:100]``), which the strides of this trace
+        would fix to this size's positions; boolean masks as their recorded nonzero
+        positions."""
+        if live():
+            idx = _masks_as_indices(idx)
         out = getitem_orig(self, idx)
         if not live() or not isinstance(out, Tensor):
             return out
@@ -102,12 +138,13 @@ def patch_logical(h):
         if not all(isinstance(i, slice) or i is Ellipsis or i is None or _is_int(i)
                    for i in items):
             return out  # tensor/bool/list indices: recorded by core
-        if not any(_from_end(v) for i in items for v in (
-                (i.start, i.stop) if isinstance(i, slice) else (i,) if _is_int(i) else ())):
-            return out  # positions from the start: the same at every size
         real = [i for i in items if i is not None and i is not Ellipsis]
         if sum(i is Ellipsis for i in items) > 1 or len(real) > self.dim():
             return out
+        if not any(_from_end(v) for i in items for v in (
+                (i.start, i.stop) if isinstance(i, slice) else (i,) if _is_int(i) else ())) \
+                and not (mine(self) and _past_end(self, items)):
+            return out  # positions from the start: the same at every size
         if Ellipsis in items:
             k = items.index(Ellipsis)
             items = items[:k] + (slice(None),) * (self.dim() - len(real)) + items[k + 1:]

@@ -10,15 +10,24 @@ Shape/Gather/arithmetic nodes) recompute those sizes from the actual inputs, so
 ``x.view(x.size(0), -1)`` follows the batch size as in PyTorch's tracer.
 
 An expression is an int or a tuple ``(op, ...)``: ``("dim", Value, axis)``, ``("add"|"sub"|
-"mul"|"floordiv"|"mod", a, b)``, ``("neg", a)``; after ``_resolve`` the Value is a tensor.
+"mul"|"floordiv"|"mod"|"min"|"max", a, b)``, ``("neg", a)``; after ``_resolve`` the Value is a
+tensor. ``fiamma.sym_min``/``sym_max`` of a SymInt give ``min``/``max`` expressions (a top-k
+count ``sym_min(k, n)`` follows ``n``).
+
+A SymInt turned into a plain Python number by the model's code (``int(n)``, ``float(n)``) and
+``len(x)`` of a traced tensor are baked into the trace at this trace's value: they warn with a
+:class:`~fiamma.jit.TracerWarning` naming the model's line (fiamma's own code converting sizes
+for its checks does not warn).
 """
 
+import builtins
 import operator
+import warnings
 
 import fiamma
 from fiamma import Tensor
 
-from ._errors import TracingError
+from ._errors import TracerWarning, TracingError
 from ._graph import Value
 
 __all__ = ["SymInt", "evaluate", "sizes", "patch_sizes"]
@@ -26,7 +35,22 @@ __all__ = ["SymInt", "evaluate", "sizes", "patch_sizes"]
 _BIG = 2 ** 63 - 1  # a slice without a stop
 
 _OPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
-        "floordiv": operator.floordiv, "mod": operator.mod}
+        "floordiv": operator.floordiv, "mod": operator.mod, "min": builtins.min,
+        "max": builtins.max}
+
+_ACTIVE = []  # the tracer whose trace is running (for the warnings on conversions)
+
+
+def _warn_baked(what):
+    """A TracerWarning when the model's code (not fiamma's) turns a size into a number."""
+    if not _ACTIVE:
+        return
+    tr = _ACTIVE[-1]
+    if not tr.here() or tr.paused or tr.in_library(3):
+        return
+    warnings.warn(f"{what}: the trace records this size as a constant, so the traced function "
+                  f"may not generalize to other input sizes ({tr.source(3)})", TracerWarning,
+                  stacklevel=3)
 
 
 class SymInt(int):
@@ -46,19 +70,43 @@ class SymInt(int):
     def __pos__(self):
         return self
 
+    def __int__(self):
+        _warn_baked("int() of a size read from a traced tensor's shape")
+        return int.__int__(self)
+
+    def __float__(self):
+        _warn_baked("float() of a size read from a traced tensor's shape")
+        return int.__float__(self)
+
+    def __sym_min__(self, other):
+        return _minmax("min", self, other)
+
+    def __sym_max__(self, other):
+        return _minmax("max", self, other)
+
+
+def _minmax(name, a, b):
+    fn = _OPS[name]
+    if not isinstance(b, int) or isinstance(b, bool):
+        return fn(int.__int__(a), b)
+    return SymInt(fn(int.__int__(a), int.__int__(b)), (name, _expr(a), _expr(b)))
+
 
 def _expr(v):
-    return v.expr if isinstance(v, SymInt) else int(v)
+    return v.expr if isinstance(v, SymInt) else int.__int__(v)
 
 
 def _binop(name, swap=False):
     fn = _OPS[name]
 
     def method(self, other):
+        me = int.__int__(self)
         if not isinstance(other, int):  # floats, tensors, sequences: as a plain int
-            return fn(other, int(self)) if swap else fn(int(self), other)
-        a, b = (other, self) if swap else (self, other)
-        return SymInt(fn(int(a), int(b)), (name, _expr(a), _expr(b)))
+            return fn(other, me) if swap else fn(me, other)
+        a, b = (other, me) if swap else (me, other)
+        a, b = int.__int__(a), int.__int__(b)
+        sa, sb = (other, self) if swap else (self, other)
+        return SymInt(fn(a, b), (name, _expr(sa), _expr(sb)))
     return method
 
 
@@ -75,7 +123,7 @@ def evaluate(e):
             return int(e[1].shape[e[2]])
         if op == "neg":
             return -evaluate(e[1])
-        if op not in _OPS:
+        if op not in _OPS or len(e) != 3:
             raise RuntimeError(f"fiamma.jit: unknown size expression {op!r} in the graph")
         return _OPS[op](evaluate(e[1]), evaluate(e[2]))
     if not isinstance(e, int):
@@ -126,6 +174,7 @@ def _symsize(xs):
 def patch_sizes(tracer):
     """Wrap the size readers and size takers for the trace; returns what to restore."""
     saved = []
+    _ACTIVE.append(tracer)
 
     def put(owner, name, fn, is_property=False):
         orig = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
@@ -163,6 +212,17 @@ def patch_sizes(tracer):
         return s[self._wrap_dim(dim, "size")]
 
     put(Tensor, "size", size)
+    len_orig = Tensor.__dict__["__len__"]
+
+    def length(self):
+        if mine(self) and not tracer.in_library():
+            warnings.warn("len() of a traced tensor is a plain int: the trace records it as a "
+                          "constant, so the traced function may not generalize to other input "
+                          f"sizes (use x.shape[0] / x.size(0)) ({tracer.source()})",
+                          TracerWarning, stacklevel=2)
+        return len_orig(self)
+
+    put(Tensor, "__len__", length)
 
     def record(op, src, out, arg, syms, **extra):
         """``out`` is ``op(src)`` with symbolic sizes: one node replaces what core recorded."""
@@ -241,10 +301,13 @@ def patch_sizes(tracer):
 
     from types import SimpleNamespace
 
+    from ._dynamic import patch_dynamic
     from ._logical import patch_logical
 
-    patch_logical(SimpleNamespace(put=put, live=live, mine=mine, record_node=record_node,
-                                  record_chain=record_chain))
+    helpers = SimpleNamespace(put=put, live=live, mine=mine, record_node=record_node,
+                              record_chain=record_chain, tracer=tracer)
+    patch_logical(helpers)
+    patch_dynamic(helpers)
     view_like("view", "reshape")
     view_like("reshape", "reshape")
     view_like("expand", "expand")
@@ -357,5 +420,7 @@ def patch_sizes(tracer):
 
 
 def unpatch_sizes(saved):
+    if _ACTIVE:
+        _ACTIVE.pop()
     for owner, name, orig in reversed(saved):
         setattr(owner, name, orig)

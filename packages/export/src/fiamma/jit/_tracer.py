@@ -89,6 +89,7 @@ class Tracer:
         self.g.meta[name] = _shape_dtype(t)
         if not t.requires_grad:
             self.marked.append((t, False))
+            self.marked_ids.add(id(t))
             t.requires_grad = True
 
     def alias(self, t, name):
@@ -127,14 +128,14 @@ class Tracer:
         self.bind(out, oname)
         self.g.nodes.append(Node(op, args, kw, [oname], self.source()))
 
-    def in_library(self):
+    def in_library(self, depth=2):
         """Whether the code calling into a patched method is fiamma's own (not the model's)."""
-        f = sys._getframe(2)
+        f = sys._getframe(depth)
         fn = f.f_code.co_filename
         return fn.startswith(self.lib) and not any(u in fn for u in self.user)
 
-    def source(self):
-        f = sys._getframe(2)
+    def source(self, depth=2):
+        f = sys._getframe(depth)
         while f is not None:
             fn = f.f_code.co_filename
             if not fn.startswith(self.lib) or any(u in fn for u in self.user):

@@ -54,7 +54,13 @@ def plan_view(ishape, istride, ioff, shape, stride, off):
     nd = len(ishape)
     big = [d for d in range(nd) if ishape[d] != 1]
     if any(istride[d] == 0 for d in big):
-        return None
+        # a broadcast input (an expand, meshgrid's grids): only a reshape that reads its
+        # elements in order is followed
+        if int(np.prod(ishape)) == int(np.prod(shape)) and np.array_equal(
+                _addresses(ishape, istride, ioff).reshape(-1),
+                _addresses(shape, stride, off).reshape(-1)):
+            return [("reshape", shape)]
+        return _plan_broadcast(ishape, istride, ioff, shape, stride, off)
     byst = sorted(big, key=lambda d: -istride[d])
     for x, y in zip(byst, byst[1:]):
         if istride[x] < istride[y] * ishape[y]:
@@ -120,6 +126,25 @@ def plan_view(ishape, istride, ioff, shape, stride, off):
     if osz != shape:
         steps.append(("expand", shape))
     return _merge(steps, ishape)
+
+
+def _plan_broadcast(ishape, istride, ioff, shape, stride, off):
+    """A slice/permute-free view of a broadcast input whose broadcast dims stay broadcast in
+    place (``expanded[:, 1:]``): every position along such a dim holds the same values, so the
+    dim gets a stride of its own (beyond the input's addresses) in both and is planned as a
+    dense one."""
+    nd = len(ishape)
+    if len(shape) != nd:
+        return None
+    zero = [d for d in range(nd) if istride[d] == 0 and ishape[d] != 1]
+    if any(stride[d] != 0 or shape[d] > ishape[d] for d in zero):
+        return None
+    span = ioff + sum((n - 1) * st for n, st in zip(ishape, istride)) + 1
+    ist, ost = list(istride), list(stride)
+    for d in zero:
+        ist[d] = ost[d] = span
+        span *= ishape[d]
+    return plan_view(ishape, tuple(ist), ioff, shape, tuple(ost), off)
 
 
 def _contiguous(shape, stride):

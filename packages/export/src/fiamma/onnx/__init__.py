@@ -19,7 +19,7 @@ from fiamma.jit import Value
 from fiamma.jit._interp import OPS
 from fiamma.jit._tracer import flat_inputs, rebuild_inputs, trace_graph
 
-from . import _extra, _fft, _io, _nn, _reduce, _shape  # noqa: F401  (register converters)
+from . import _detect, _extra, _fft, _io, _nn, _reduce, _shape  # noqa: F401  (register converters)
 from ._context import Context, UnsupportedOpError
 from ._converters import CONVERTERS
 
@@ -157,7 +157,10 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
         _fold(graph, consts)
     opset_id = helper.make_opsetid("", opset)
     ctx = Context(onnx, graph, opset, consts)
-    ctx.dynamic = bool(dynamic_axes)
+    from fiamma.jit._dynamic import DATA_DEPENDENT
+
+    data_dependent = _data_dependent(graph, DATA_DEPENDENT)
+    ctx.dynamic = bool(dynamic_axes) or bool(data_dependent)
     for v, n in zip(graph.inputs, in_names):
         ctx.names[v] = n
     produced = {o for node in graph.nodes for o in node.outputs}
@@ -193,6 +196,8 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
     def vinfo(name, value):
         shape, dt = graph.meta[value]
         dims = [dyn.get(name, {}).get(i, d) for i, d in enumerate(shape)]
+        if value in data_dependent and dims and name not in dyn:
+            dims[0] = f"{name}_num"  # a count the values decide (boxes kept, ...)
         if dt.startswith("complex"):  # (real, imag) pairs: ONNX runtimes compute no complex
             dt, dims = {"complex64": "float32", "complex128": "float64"}[dt], dims + [2]
         return helper.make_tensor_value_info(
@@ -233,6 +238,15 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
         f.write(data)
     if verbose:
         print(onnx.helper.printable_graph(m.graph))
+
+
+def _data_dependent(graph, ops):
+    """The values computed from an op whose result size the values decide (nonzero, nms)."""
+    out = set()
+    for n in graph.nodes:
+        if n.op in ops or any(i in out for i in n.inputs()):
+            out.update(n.outputs)
+    return out
 
 
 def _grown(flat_args, dyn, in_names, by):

@@ -53,7 +53,11 @@ def _binary(ctx, node, outs):
     kw = node.kwargs
     rounding = kw.get("rounding_mode")
     if node.op == "div" and dt.kind != "f":
-        ctx.unsupported(f"integer division ({rounding or 'true'}) has no converter")
+        if rounding == "floor":
+            return _int_floordiv(ctx, _operand(ctx, a, dt), _operand(ctx, b, dt), dt, outs)
+        if rounding == "trunc":  # ONNX's integer Div truncates
+            return ctx.add("Div", [_operand(ctx, a, dt), _operand(ctx, b, dt)], outs)
+        ctx.unsupported("integer true division has no converter")
     if node.op == "pow" and not isinstance(b, Value):
         xa = _operand(ctx, a, dt)
         if b == 2:
@@ -72,6 +76,17 @@ def _binary(ctx, node, outs):
     if rounding == "trunc":
         return _trunc(ctx, ctx.add("Div", [xa, xb]), outs)
     return ctx.add(op, [xa, xb], outs)
+
+
+def _int_floordiv(ctx, a, b, dt, outs):
+    """Integer division rounding down: ONNX's Div truncates, one less where the remainder is
+    non-zero and the signs differ."""
+    q = ctx.add("Div", [a, b])
+    r = ctx.add("Sub", [a, ctx.add("Mul", [q, b])])
+    zero = ctx.add("Sub", [b, b])
+    neg = ctx.add("Xor", [ctx.add("Less", [r, zero]), ctx.add("Less", [b, zero])])
+    fix = ctx.add("And", [ctx.add("Not", [ctx.add("Equal", [r, zero])]), neg])
+    return ctx.add("Sub", [q, ctx.add("Cast", [fix], to=_onnx_type(ctx, dt))], outs)
 
 
 def _trunc(ctx, x, outs):

@@ -76,25 +76,6 @@ def _maxmin(ctx, node, outs):
                    axis=int(dim), keepdims=int(keep))
 
 
-@converter("topk")
-def _topk(ctx, node, outs):
-    kw = node.kwargs
-    return ctx.add("TopK", [node.args[0], ctx.ints([int(kw["k"])])], outs,
-                   axis=int(kw.get("dim", -1)), largest=int(kw.get("largest", True)),
-                   sorted=1)
-
-
-@converter("sort")
-def _sort(ctx, node, outs):
-    x = node.args[0]
-    kw = node.kwargs
-    d = int(kw.get("dim", -1)) % ctx.rank(x)
-    if kw.get("stable"):
-        ctx.unsupported("sort(stable=True) has no converter (ONNX TopK does not promise it)")
-    return ctx.add("TopK", [x, ctx.ints([ctx.shape(x)[d]])], outs, axis=d,
-                   largest=int(bool(kw.get("descending", False))), sorted=1)
-
-
 @converter("any", "all")
 def _anyall(ctx, node, outs):
     x = node.args[0]

@@ -82,7 +82,8 @@ def sym_expr(ctx, e):
     a, b = sym_expr(ctx, e[1]), sym_expr(ctx, e[2])
     if op == "floordiv":  # ONNX's integer Div truncates: floor for the signs sizes have
         return ctx.add("Div", [a, b])
-    return ctx.add({"add": "Add", "sub": "Sub", "mul": "Mul", "mod": "Mod"}[op], [a, b])
+    return ctx.add({"add": "Add", "sub": "Sub", "mul": "Mul", "mod": "Mod", "min": "Min",
+                    "max": "Max"}[op], [a, b])
 
 
 def sym_sizes(ctx, arg, symsize):
@@ -196,17 +197,6 @@ def _gather(ctx, node, outs):
     x, dim, idx = node.args[:3]
     return ctx.add("GatherElements", [x, _operand(ctx, idx, np.dtype(np.int64))], outs,
                    axis=int(dim))
-
-
-@converter("index")
-def _index(ctx, node, outs):
-    x, indices = node.args
-    used = [(p, t) for p, t in enumerate(indices) if t is not None]
-    if len(used) != 1 or ctx.np_dtype(used[0][1]).kind == "b":
-        ctx.unsupported("advanced indexing with several index tensors or a boolean mask "
-                        "has no converter (use index_select/gather)")
-    p, t = used[0]
-    return ctx.add("Gather", [x, _operand(ctx, t, np.dtype(np.int64))], outs, axis=p)
 
 
 @converter("cumsum")

@@ -12,8 +12,6 @@ torchvision.ops' module names (``inner_blocks``, ``layer_blocks``, ``p6``/``p7``
 import math
 from collections import OrderedDict
 
-import numpy as np
-
 import fiamma
 import fiamma.nn.functional as F
 from fiamma import nn
@@ -127,12 +125,10 @@ class _LevelMapper:
         self.s0, self.lvl0, self.eps = canonical_scale, canonical_level, eps
 
     def __call__(self, boxlists):
-        area = np.concatenate([box_area(b).detach().to(fiamma.float64).numpy()
-                               for b in boxlists])
-        dt = np.float64 if boxlists[0].dtype == fiamma.float64 else np.float32
-        s = np.sqrt(area.astype(dt))
-        lv = np.floor(self.lvl0 + np.log2(s / dt(self.s0)) + dt(self.eps))
-        return (np.clip(lv, self.k_min, self.k_max).astype(np.int64) - self.k_min)
+        # fiamma ops (not NumPy), so a trace (ONNX export) computes the levels from the boxes
+        area = fiamma.cat([box_area(b).detach() for b in boxlists])
+        lv = fiamma.floor(self.lvl0 + fiamma.log2(fiamma.sqrt(area) / self.s0) + self.eps)
+        return fiamma.clamp(lv, self.k_min, self.k_max).to(fiamma.int64) - self.k_min
 
 
 class MultiScaleRoIAlign(nn.Module):
@@ -171,17 +167,13 @@ class MultiScaleRoIAlign(nn.Module):
         levels = mapper(boxes)
         parts, order = [], []
         for level, (feat, scale) in enumerate(zip(feats, scales)):
-            idx = np.nonzero(levels == level)[0]
-            if len(idx) == 0:
-                continue
-            parts.append(roi_align(feat, rois[fiamma.from_numpy(idx)], self.output_size,
-                                   scale, self.sampling_ratio))
+            # every level, empty or not: the same ops whatever the boxes (a trace follows them)
+            idx = fiamma.where(levels == level)[0]
+            parts.append(roi_align(feat, rois[idx], self.output_size, scale,
+                                   self.sampling_ratio))
             order.append(idx)
-        if not parts:
-            return fiamma.zeros((0, feats[0].shape[1]) + self.output_size,
-                                dtype=feats[0].dtype)
-        perm = np.argsort(np.concatenate(order), kind="stable")
-        return fiamma.cat(parts, dim=0)[fiamma.from_numpy(perm)]
+        perm = fiamma.sort(fiamma.cat(order))[1]  # distinct indices: any sort is stable
+        return fiamma.cat(parts, dim=0)[perm]
 
     def __repr__(self):
         return (f"{self.__class__.__name__}(featmap_names={self.featmap_names}, "

@@ -16,9 +16,9 @@ def maskrcnn_inference(x, labels):
     ``x`` (N, num_classes, M, M) logits, ``labels`` a per-image list of (N_i,) labels; returns
     a list of (N_i, 1, M, M) probabilities."""
     mask_prob = x.sigmoid()
-    counts = [int(lab.shape[0]) for lab in labels]
+    counts = [lab.shape[0] for lab in labels]  # sizes: symbolic under fiamma.jit.trace
     labels = fiamma.cat(list(labels))
-    mask_prob = mask_prob[fiamma.arange(int(x.shape[0])), labels][:, None]
+    mask_prob = mask_prob[fiamma.arange(x.shape[0]), labels][:, None]
     return list(mask_prob.split(counts, dim=0))
 
 
@@ -169,7 +169,27 @@ def paste_masks_in_image(masks, boxes, img_shape, padding=1):
     masks, scale = expand_masks(masks, padding=padding)
     boxes = expand_boxes(boxes, scale).to(fiamma.int64)
     im_h, im_w = (int(s) for s in img_shape)
-    res = [paste_mask_in_image(m[0], b, im_h, im_w) for m, b in zip(masks, boxes)]
-    if res:
-        return fiamma.stack(res, dim=0)[:, None]
-    return fiamma.zeros((0, 1, im_h, im_w), dtype=masks.dtype)
+    m = int(masks.shape[-1])
+    x1, y1, x2, y2 = boxes.unbind(1)
+    # the bilinear resize to the box and the placement, as two weight matrices per box (the
+    # resize is separable): every box at once, with fiamma ops only (fiamma.jit.trace and
+    # fiamma.onnx follow them for any number of boxes)
+    wy = _paste_weights(y1, (y2 - y1 + 1).clamp(min=1), im_h, m, masks.dtype)  # (N, H, m)
+    wx = _paste_weights(x1, (x2 - x1 + 1).clamp(min=1), im_w, m, masks.dtype)  # (N, W, m)
+    return fiamma.matmul(fiamma.matmul(wy, masks[:, 0]), wx.transpose(1, 2))[:, None]
+
+
+def _paste_weights(start, size, length, m, dtype):
+    """(N, length, m): row ``p`` holds the bilinear weights (align_corners=False, as
+    F.interpolate) of the m source cells for image position ``p`` of a box starting at
+    ``start`` of ``size`` pixels; zero outside the box."""
+    j = fiamma.arange(length)[None, :] - start[:, None]                       # (N, L)
+    inside = (j >= 0) & (j < size[:, None])
+    scale = (m / size.to(dtype))[:, None]
+    src = ((j.to(dtype) + 0.5) * scale - 0.5).clamp(min=0)
+    i0 = fiamma.floor(src).to(fiamma.int64).clamp(max=m - 1)
+    i1 = (i0 + 1).clamp(max=m - 1)
+    lam = (src - i0.to(dtype))[..., None]
+    k = fiamma.arange(m)
+    w = (k == i0[..., None]).to(dtype) * (1 - lam) + (k == i1[..., None]).to(dtype) * lam
+    return w * inside[..., None].to(dtype)

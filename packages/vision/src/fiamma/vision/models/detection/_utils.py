@@ -84,7 +84,7 @@ class BoxCoder:
         if not isinstance(boxes, (list, tuple)):
             raise TypeError(f"BoxCoder.decode: boxes must be a list or tuple of tensors, got "
                             f"{type(boxes).__name__}")
-        total = sum(int(b.shape[0]) for b in boxes)
+        total = sum(b.shape[0] for b in boxes)  # sizes: symbolic under fiamma.jit.trace
         concat = fiamma.cat(list(boxes), dim=0)
         if total > 0:
             rel_codes = rel_codes.reshape(total, -1)
@@ -248,7 +248,8 @@ def retrieve_out_channels(model, size):
 
 
 def _topk_min(input, orig_kval, axis):
-    return min(int(orig_kval), int(input.shape[axis]))
+    # sym_min: under fiamma.jit.trace the count follows the number of candidates
+    return fiamma.sym_min(int(orig_kval), input.shape[axis])
 
 
 def _box_loss(kind, box_coder, anchors, matched_gt_boxes, bbox_regression, cnf=None):

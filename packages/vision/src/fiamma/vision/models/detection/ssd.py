@@ -183,7 +183,7 @@ class SSD(nn.Module):
                 score, idxs = score.topk(det_utils._topk_min(score, self.topk_candidates, 0))
                 image_boxes.append(box[idxs])
                 image_scores.append(score)
-                image_labels.append(fiamma.full((int(score.shape[0]),), label,
+                image_labels.append(fiamma.full((score.shape[0],), label,
                                                 dtype=fiamma.int64))
             detections.append(_nms_detections(image_boxes, image_scores, image_labels,
                                               self.nms_thresh, self.detections_per_img))

@@ -1,0 +1,148 @@
+"""Sizes read from shapes: what stays symbolic (arithmetic, sym_min/sym_max, top-k counts,
+masks and nonzero with data-dependent lengths) and the TracerWarning where model code turns a
+size into a plain number (int(), float(), len()), checked in the traced module and in ONNX
+Runtime at another size than the traced one."""
+
+import io
+import warnings
+
+import numpy as np
+import pytest
+from models import randn
+
+import fiamma
+import fiamma.jit
+from fiamma.jit import TracerWarning
+
+
+def grouped(x):
+    """Sizes in arithmetic flowing into reshape/expand/arange/zeros only."""
+    n, c = x.shape[0], x.size(1)
+    half = c // 2
+    y = x.reshape(n * 2, half)                       # (2N, C/2)
+    pos = fiamma.arange(n * 2 - 1 + 1).float()[:, None]
+    k = fiamma.sym_min(3, n)                         # follows N below 3
+    top = x.sum(1).topk(k)[0]
+    return y + pos, top, fiamma.zeros(fiamma.sym_max(n, 2), half).expand(-1, half)
+
+
+def masked(x):
+    """A count the values decide: the positive entries, their positions."""
+    keep = x > 0
+    return x[keep], fiamma.where(keep)[0], fiamma.nonzero(x > 0.5)
+
+
+def _close(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.shape == b.shape
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_sym_min_max_plain_values():
+    assert fiamma.sym_min(3, 5) == 3 and fiamma.sym_max(3, 5) == 5
+    assert fiamma.sym_min(2.5, 1) == 1
+
+
+def test_sizes_stay_symbolic_without_warnings():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TracerWarning)
+        tm = fiamma.jit.trace(grouped, randn(4, 6))
+    for shape in [(2, 6), (7, 10), (1, 4)]:
+        x = randn(*shape, seed=1)
+        for g, w in zip(tm(x), grouped(x)):
+            _close(g, w)
+
+
+def test_data_dependent_counts_in_traced_module():
+    tm = fiamma.jit.trace(masked, randn(5, 3))
+    for seed in (1, 2, 3):
+        x = randn(6, 4, seed=seed)
+        for g, w in zip(tm(x), masked(x)):
+            _close(g, w)
+
+
+@pytest.mark.parametrize("conv,what", [(int, "int()"), (float, "float()")])
+def test_conversion_of_a_size_warns(conv, what):
+    def f(x):
+        return x.reshape(int(conv(x.shape[0]) * 2), -1)
+
+    with pytest.warns(TracerWarning, match=rf"{what.replace('(', '[(]').replace(')', '[)]')}"
+                                           r".*test_symbolic_sizes.py:\d+"):
+        fiamma.jit.trace(f, randn(4, 6))
+
+
+def test_len_warns():
+    def f(x):
+        return x.reshape(len(x), 3, -1)
+
+    with pytest.warns(TracerWarning, match="len"):
+        fiamma.jit.trace(f, randn(4, 6))
+
+
+def test_size_as_a_scalar_operand_warns_and_keeps_the_dtype():
+    def f(x):
+        return fiamma.arange(3) + x.shape[0]
+
+    with pytest.warns(TracerWarning, match="scalar operand"):
+        tm = fiamma.jit.trace(f, randn(4, 6))
+    assert tm(randn(4, 6)).dtype == fiamma.int64
+
+
+def test_library_conversions_do_not_warn():
+    """fiamma's own code turning sizes into ints (checks, NumPy) is not the model's doing."""
+    import fiamma.nn as nn
+
+    m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                      nn.Linear(4, 2)).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TracerWarning)
+        fiamma.jit.trace(m, randn(2, 3, 8, 8))
+
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+import fiamma.onnx  # noqa: E402
+
+
+def _session(fn, x, **kw):
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TracerWarning)
+        fiamma.onnx.export(fn, (x,), buf, **kw)
+    onnx.checker.check_model(onnx.load_from_string(buf.getvalue()), full_check=True)
+    return ort.InferenceSession(buf.getvalue(), providers=["CPUExecutionProvider"])
+
+
+def test_onnx_sizes_at_another_size():
+    sess = _session(grouped, randn(2, 6),
+                    dynamic_axes={"input_0": {0: "N"}, "output_0": [0],
+                                  "output_1": [0], "output_2": [0]})
+    for shape in [(2, 6), (7, 6), (1, 6)]:
+        x = randn(*shape, seed=1)
+        for g, w in zip(sess.run(None, {"input_0": x.numpy()}), grouped(x)):
+            _close(g, w.numpy())
+
+
+def test_onnx_data_dependent_counts():
+    sess = _session(masked, randn(5, 3), dynamic_axes={"input_0": [0, 1]})
+    assert [o.shape[0] for o in sess.get_outputs()] == [f"output_{i}_num" for i in range(3)]
+    for seed, shape in [(1, (6, 4)), (2, (5, 3)), (3, (2, 9))]:
+        x = randn(*shape, seed=seed)
+        for g, w in zip(sess.run(None, {"input_0": x.numpy()}), masked(x)):
+            _close(g, w.numpy())
+
+
+def ranked(x):
+    """argsort's indices as a permutation of another tensor."""
+    return x[:, 0][x[:, 1].argsort(descending=True)], fiamma.argsort(x[:, 2])
+
+
+def test_argsort_follows_the_values():
+    tm = fiamma.jit.trace(ranked, randn(5, 3))
+    sess = _session(ranked, randn(5, 3), dynamic_axes={"input_0": [0], "output_0": [0],
+                                                        "output_1": [0]})
+    for seed, n in [(1, 5), (2, 8)]:
+        x = randn(n, 3, seed=seed)
+        for g, o, w in zip(tm(x), sess.run(None, {"input_0": x.numpy()}), ranked(x)):
+            _close(g, w)
+            _close(o, w.numpy())
