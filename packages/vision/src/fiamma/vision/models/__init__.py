@@ -4,7 +4,12 @@
     >>> m = models.get_model("resnet18", weights=None)
 """
 
-from fiamma.vision.models import detection, feature_extraction, segmentation  # noqa: F401,E402
+from fiamma.vision.models import (  # noqa: F401,E402
+    detection,
+    feature_extraction,
+    segmentation,
+    video,
+)
 from fiamma.vision.models._api import *  # noqa: F401,F403
 from fiamma.vision.models.alexnet import *  # noqa: F401,F403
 from fiamma.vision.models.convnext import *  # noqa: F401,F403
