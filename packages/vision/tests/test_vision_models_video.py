@@ -160,9 +160,10 @@ def test_r2plus1d_train_gradients_match_torchvision():
     tl.backward()
     fl.backward()
     fg = dict(fm.named_parameters())
+    # relative to the largest gradient: some are zero up to rounding (biases before a norm)
+    scale = max(np.abs(p.grad.numpy()).max() for p in tm.parameters())
     for n, p in tm.named_parameters():
-        want = p.grad.numpy()
-        np.testing.assert_allclose(fg[n].grad.numpy(), want, atol=1e-10 * np.abs(want).max(),
+        np.testing.assert_allclose(fg[n].grad.numpy(), p.grad.numpy(), atol=1e-11 * scale,
                                    err_msg=n)
     fb = fm.state_dict()
     for k, v in tm.state_dict().items():

@@ -17,6 +17,7 @@ from fiamma.vision.models.densenet import *  # noqa: F401,F403
 from fiamma.vision.models.efficientnet import *  # noqa: F401,F403
 from fiamma.vision.models.googlenet import *  # noqa: F401,F403
 from fiamma.vision.models.inception import *  # noqa: F401,F403
+from fiamma.vision.models.maxvit import *  # noqa: F401,F403
 from fiamma.vision.models.mnasnet import *  # noqa: F401,F403
 from fiamma.vision.models.mobilenetv2 import *  # noqa: F401,F403
 from fiamma.vision.models.mobilenetv3 import *  # noqa: F401,F403
