@@ -9,8 +9,7 @@ import pytest
 import fiamma
 from fiamma.vision import models
 from fiamma.vision.models import optical_flow as O
-from fiamma.vision.models.optical_flow import _utils as U
-from fiamma.vision.models.optical_flow import raft as R
+from fiamma.vision.models.optical_flow import _utils as U, raft as R
 from fiamma.vision.transforms._presets import OpticalFlow
 
 
