@@ -179,3 +179,16 @@ def test_weights_meta_match_torchvision():
             drop = {"_docs"}  # written in our own words
             assert {k: v for k, v in ours[key].meta.items() if k not in drop} == \
                 {k: v for k, v in theirs[key].meta.items() if k not in drop}, (name, key)
+
+
+@pytest.mark.parity
+def test_optical_flow_preset_matches_torchvision():
+    torch = pytest.importorskip("torch")
+    tvo = pytest.importorskip("torchvision.models.optical_flow")
+    img = np.random.RandomState(0).randint(0, 256, (2, 3, 16, 24)).astype(np.uint8)
+    want = tvo.Raft_Small_Weights.DEFAULT.transforms()(torch.from_numpy(img),
+                                                       torch.from_numpy(img))
+    got = O.Raft_Small_Weights.DEFAULT.transforms()(fiamma.from_numpy(img),
+                                                    fiamma.from_numpy(img))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), atol=1e-6)

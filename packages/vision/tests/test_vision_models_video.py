@@ -196,3 +196,22 @@ def test_weights_meta_match_torchvision():
         assert ours.meta == theirs.meta, name
         for key in ("crop_size", "resize_size"):
             assert ours.transforms.keywords[key] == theirs.transforms.keywords[key]
+
+
+@pytest.mark.parity
+def test_video_preset_matches_torchvision():
+    torch = pytest.importorskip("torch")
+    tvw = pytest.importorskip("torchvision.models.video")
+    frames = np.random.RandomState(0).randint(0, 256, (2, 3, 3, 130, 180)).astype(np.uint8)
+    want = tvw.R3D_18_Weights.DEFAULT.transforms()(torch.from_numpy(frames)).numpy()
+    got = video.R3D_18_Weights.DEFAULT.transforms()(fiamma.from_numpy(frames)).numpy()
+    assert got.shape == want.shape == (2, 3, 3, 112, 112)
+    # uint8 resizing rounds to integers: a tie may land one level apart (1/255/std after
+    # normalising)
+    level = 1 / 255 / min(video.R3D_18_Weights.DEFAULT.transforms().std)
+    np.testing.assert_allclose(got, want, atol=level + 1e-5)
+    assert (np.abs(got - want) > 1e-5).mean() < 1e-3
+    floats = frames.astype(np.float32) / 255
+    want = tvw.R3D_18_Weights.DEFAULT.transforms()(torch.from_numpy(floats)).numpy()
+    got = video.R3D_18_Weights.DEFAULT.transforms()(fiamma.from_numpy(floats)).numpy()
+    np.testing.assert_allclose(got, want, atol=1e-4)

@@ -7,6 +7,7 @@
 from fiamma.vision.models import (  # noqa: F401,E402
     detection,
     feature_extraction,
+    mobilenet,
     optical_flow,
     segmentation,
     video,
