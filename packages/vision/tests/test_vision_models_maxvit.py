@@ -96,9 +96,10 @@ def test_maxvit_t_weights_from_a_local_file(tmp_path):
     src = models.maxvit_t(num_classes=3)
     path = tmp_path / "maxvit_t.pth"
     fiamma.save(src.state_dict(), str(path))
-    m = models.maxvit_t(weights=str(path), num_classes=3)
-    for (k, a), b in zip(m.state_dict().items(), src.state_dict().values()):
-        assert fiamma.equal(a, b), k
+    for w in (str(path), src.state_dict()):
+        m = models.maxvit_t(weights=w, num_classes=3)
+        for (k, a), b in zip(m.state_dict().items(), src.state_dict().values()):
+            assert fiamma.equal(a, b), k
 
 
 @pytest.mark.parity

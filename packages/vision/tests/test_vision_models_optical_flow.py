@@ -102,12 +102,13 @@ def test_input_errors_and_local_weights(tmp_path):
         m(fiamma.zeros(1, 3, 64, 128), fiamma.zeros(1, 3, 64, 128))
     path = tmp_path / "raft.pth"
     fiamma.save(m.state_dict(), str(path))
-    m2 = O.raft_small(weights=str(path)).eval()
     a, b = _pair(128, 128)
     with fiamma.no_grad():
-        np.testing.assert_array_equal(
-            m2(fiamma.from_numpy(a), fiamma.from_numpy(b), num_flow_updates=1)[0].numpy(),
-            m(fiamma.from_numpy(a), fiamma.from_numpy(b), num_flow_updates=1)[0].numpy())
+        want = m(fiamma.from_numpy(a), fiamma.from_numpy(b), num_flow_updates=1)[0].numpy()
+        for w in (str(path), m.state_dict()):
+            m2 = O.raft_small(weights=w).eval()
+            got = m2(fiamma.from_numpy(a), fiamma.from_numpy(b), num_flow_updates=1)[0]
+            np.testing.assert_array_equal(got.numpy(), want)
     assert O.Raft_Large_Weights.DEFAULT is O.Raft_Large_Weights.C_T_SKHT_V2
     with pytest.raises(ValueError, match="Raft_Small_Weights"):
         O.raft_small(weights="C_T_SKHT_V2")

@@ -93,6 +93,8 @@ def test_small_model_shapes_backward_and_local_weights(tmp_path):
     x = fiamma.rand(1, 3, 4, 16, 16)
     with fiamma.no_grad():
         np.testing.assert_array_equal(m2.eval()(x).numpy(), m.eval()(x).numpy())
+    t = video.swin3d_t(weights=video.swin3d_t(num_classes=2).state_dict(), num_classes=2)
+    assert tuple(t.head.weight.shape) == (2, 768)
     with pytest.raises(ValueError, match="SwinTransformer3d: expected a clip"):
         m(fiamma.zeros(1, 3, 16, 16))
 

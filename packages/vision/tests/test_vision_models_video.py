@@ -62,8 +62,10 @@ def test_weights_from_a_local_file_and_errors(tmp_path):
     fiamma.save(src.state_dict(), str(path))
     m = video.mc3_18(weights=str(path), num_classes=5).eval()
     x = _clip(1, 3, 2, 12, 12)
+    from_dict = video.mc3_18(weights=src.state_dict(), num_classes=5).eval()
     with fiamma.no_grad():
         np.testing.assert_array_equal(m(x).numpy(), src(x).numpy())
+        np.testing.assert_array_equal(from_dict(x).numpy(), src(x).numpy())
     with pytest.raises(ValueError, match="R3D_18_Weights"):
         video.r3d_18(weights="IMAGENET1K_V1")
     with pytest.raises(ValueError, match=r"VideoResNet: expected a clip"):

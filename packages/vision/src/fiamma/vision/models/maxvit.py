@@ -355,13 +355,16 @@ def maxvit_t(*, weights=None, progress=True, **kwargs):
 
     Args:
         weights: a :class:`MaxVit_T_Weights` member or its name (``"IMAGENET1K_V1"``,
-            ``"DEFAULT"``), the path of a local checkpoint file, or None (random
+            ``"DEFAULT"``), the path of a local checkpoint file, a state dict, or None (random
             initialisation, the default).
         progress: show a progress bar while downloading.
         **kwargs: passed to :class:`MaxVit` (``input_size``, ``num_classes``, ...).
     """
+    from collections.abc import Mapping
+
     from fiamma.vision.models._api import resolve_weights
-    if isinstance(resolve_weights(MaxVit_T_Weights, weights), WeightsEnum):
+    if not isinstance(weights, Mapping) and \
+            isinstance(resolve_weights(MaxVit_T_Weights, weights), WeightsEnum):
         size = MaxVit_T_Weights.DEFAULT.meta["min_size"]
         if kwargs.get("input_size", size) != size:
             raise ValueError(f"The parameter 'input_size' expected value {size} but got "

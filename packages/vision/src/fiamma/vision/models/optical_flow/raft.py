@@ -471,7 +471,7 @@ _ARGS = """
 
     Args:
         weights: a :class:`{0}` member or its name (``"DEFAULT"``, ...), the path of a local
-            checkpoint file, or None (random initialisation, the default).
+            checkpoint file, a state dict, or None (random initialisation, the default).
         progress: show a progress bar while downloading.
         **kwargs: replacement parts for :class:`RAFT` (``feature_encoder``,
             ``context_encoder``, ``corr_block``, ``update_block``, ``mask_predictor``).

@@ -260,7 +260,8 @@ _ARGS = """
 
     Args:
         weights: a :class:`{0}` member or its name (``"KINETICS400_V1"``, ``"DEFAULT"``), the
-            path of a local checkpoint file, or None (random initialisation, the default).
+            path of a local checkpoint file, a state dict, or None (random initialisation, the
+            default).
         progress: show a progress bar while downloading.
         **kwargs: passed to :class:`VideoResNet` (``num_classes``, ``zero_init_residual``).
 """

@@ -151,7 +151,7 @@ def s3d(*, weights=None, progress=True, **kwargs):
 
     Args:
         weights: a :class:`S3D_Weights` member or its name (``"KINETICS400_V1"``,
-            ``"DEFAULT"``), the path of a local checkpoint file, or None (random
+            ``"DEFAULT"``), the path of a local checkpoint file, a state dict, or None (random
             initialisation, the default).
         progress: show a progress bar while downloading.
         **kwargs: passed to :class:`S3D` (``num_classes``, ``dropout``, ``norm_layer``).

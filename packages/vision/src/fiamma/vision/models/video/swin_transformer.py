@@ -285,7 +285,8 @@ def _make_builder(name, enum_cls, embed_dim, depths, num_heads):
     builder.__name__ = builder.__qualname__ = name
     builder.__doc__ = (f"Video Swin Transformer {name[-1].upper()} (torchvision's ``{name}``)."
                        f"\n\n    Args:\n        weights: a :class:`{enum_cls.__name__}` member "
-                       "or its name, ``\"DEFAULT\"``, a local checkpoint path, or None.\n"
+                       "or its name, ``\"DEFAULT\"``, a local checkpoint path, a state dict,\n"
+                       "            or None.\n"
                        "        progress: show a progress bar while downloading.\n"
                        "        **kwargs: passed to :class:`SwinTransformer3d`.\n")
     return register_model(weights=enum_cls)(builder)
