@@ -4,7 +4,14 @@
     >>> m = models.get_model("resnet18", weights=None)
 """
 
-from fiamma.vision.models import detection, feature_extraction, segmentation  # noqa: F401,E402
+from fiamma.vision.models import (  # noqa: F401,E402
+    detection,
+    feature_extraction,
+    mobilenet,
+    optical_flow,
+    segmentation,
+    video,
+)
 from fiamma.vision.models._api import *  # noqa: F401,F403
 from fiamma.vision.models.alexnet import *  # noqa: F401,F403
 from fiamma.vision.models.convnext import *  # noqa: F401,F403
@@ -12,6 +19,7 @@ from fiamma.vision.models.densenet import *  # noqa: F401,F403
 from fiamma.vision.models.efficientnet import *  # noqa: F401,F403
 from fiamma.vision.models.googlenet import *  # noqa: F401,F403
 from fiamma.vision.models.inception import *  # noqa: F401,F403
+from fiamma.vision.models.maxvit import *  # noqa: F401,F403
 from fiamma.vision.models.mnasnet import *  # noqa: F401,F403
 from fiamma.vision.models.mobilenetv2 import *  # noqa: F401,F403
 from fiamma.vision.models.mobilenetv3 import *  # noqa: F401,F403

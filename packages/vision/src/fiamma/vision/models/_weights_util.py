@@ -2,6 +2,7 @@
 imported ImageClassification preset, torchvision's ``_make_divisible`` and the weights step
 of a builder."""
 import functools
+from collections.abc import Mapping
 
 from fiamma.vision.models._api import WeightsEnum, load_weights, resolve_weights
 
@@ -40,7 +41,12 @@ def overwrite_named_param(kwargs, name, value):
 
 def build(enum_cls, weights, progress, kwargs, make):
     """Resolve ``weights``, fix ``num_classes`` from its categories, call ``make(**kwargs)``
-    and load the weights (strict) into the model."""
+    and load the weights (strict) into the model. ``weights`` may also be a state dict
+    (a mapping of names to tensors), loaded as it is."""
+    if isinstance(weights, Mapping):
+        model = make(**kwargs)
+        model.load_state_dict(weights)
+        return model
     weights = resolve_weights(enum_cls, weights)
     if isinstance(weights, WeightsEnum):
         overwrite_named_param(kwargs, "num_classes", len(weights.meta["categories"]))

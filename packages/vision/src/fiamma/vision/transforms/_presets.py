@@ -14,7 +14,8 @@ from fiamma.nn import Module
 from fiamma.vision.transforms import functional as F
 from fiamma.vision.transforms.functional import InterpolationMode
 
-__all__ = ["ObjectDetection", "ImageClassification", "SemanticSegmentation"]
+__all__ = ["ObjectDetection", "ImageClassification", "SemanticSegmentation",
+           "VideoClassification", "OpticalFlow"]
 
 
 class ObjectDetection(Module):
@@ -99,3 +100,83 @@ class SemanticSegmentation(Module):
         return (f"{type(self).__name__}(\n    resize_size={self.resize_size}\n"
                 f"    mean={self.mean}\n    std={self.std}\n"
                 f"    interpolation={self.interpolation}\n)")
+
+
+class VideoClassification(Module):
+    """The inference transform of the video weights: frames ``(..., T, C, H, W)`` (uint8 or
+    float) resized to ``resize_size`` (no antialiasing), center-cropped to ``crop_size``, scaled
+    to float in [0, 1], normalised with ``mean``/``std`` and returned as ``(..., C, T, H, W)``,
+    the layout the video models take.
+
+        >>> import fiamma
+        >>> tf = VideoClassification(crop_size=(112, 112), resize_size=(128, 171))
+        >>> tuple(tf(fiamma.zeros(4, 3, 140, 180, dtype=fiamma.uint8)).shape)
+        (3, 4, 112, 112)
+    """
+
+    def __init__(self, *, crop_size, resize_size, mean=(0.43216, 0.394666, 0.37645),
+                 std=(0.22803, 0.22145, 0.216989), interpolation=InterpolationMode.BILINEAR):
+        super().__init__()
+        self.crop_size = list(crop_size)
+        self.resize_size = list(resize_size)
+        self.mean = list(mean)
+        self.std = list(std)
+        self.interpolation = interpolation
+
+    def forward(self, vid):
+        if not isinstance(vid, fiamma.Tensor) or vid.ndim not in (4, 5):
+            raise ValueError("VideoClassification: expected a tensor (T, C, H, W) or (N, T, C, H, "
+                             f"W), got {getattr(vid, 'shape', type(vid).__name__)}")
+        single = vid.ndim == 4
+        if single:
+            vid = vid.unsqueeze(0)
+        n, t, c, h, w = vid.shape
+        vid = vid.reshape(-1, c, h, w)
+        vid = F.resize(vid, self.resize_size, interpolation=self.interpolation, antialias=False)
+        vid = F.center_crop(vid, self.crop_size)
+        vid = F.convert_image_dtype(vid, fiamma.float32)
+        vid = F.normalize(vid, mean=self.mean, std=self.std)
+        vid = vid.reshape(n, t, c, *vid.shape[-2:]).permute(0, 2, 1, 3, 4)
+        return vid.squeeze(0) if single else vid
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(\n    crop_size={self.crop_size}\n"
+                f"    resize_size={self.resize_size}\n    mean={self.mean}\n"
+                f"    std={self.std}\n    interpolation={self.interpolation}\n)")
+
+    def describe(self):
+        return ("Accepts batched ``(B, T, C, H, W)`` and single ``(T, C, H, W)`` video frame "
+                "``fiamma.Tensor`` objects. The frames are resized to "
+                f"``resize_size={self.resize_size}`` using ``interpolation={self.interpolation}"
+                f"``, followed by a central crop of ``crop_size={self.crop_size}``. Finally the "
+                "values are first rescaled to ``[0.0, 1.0]`` and then normalized using "
+                f"``mean={self.mean}`` and ``std={self.std}``. Finally the output dimensions are "
+                "permuted to ``(..., C, T, H, W)`` tensors.")
+
+
+class OpticalFlow(Module):
+    """The inference transform of the optical-flow weights: both images (PIL or tensors) to
+    float in [0, 1], then normalised to [-1, 1] (mean 0.5, std 0.5 per channel).
+
+        >>> import fiamma
+        >>> a, b = OpticalFlow()(fiamma.zeros(3, 8, 8, dtype=fiamma.uint8),
+        ...                      fiamma.zeros(3, 8, 8, dtype=fiamma.uint8))
+        >>> float(a.min())
+        -1.0
+    """
+
+    def forward(self, img1, img2):
+        out = []
+        for img in (img1, img2):
+            if not isinstance(img, fiamma.Tensor):
+                img = F.pil_to_tensor(img)
+            img = F.convert_image_dtype(img, fiamma.float32)
+            out.append(F.normalize(img, mean=[0.5, 0.5, 0.5], std=[0.5, 0.5, 0.5]).contiguous())
+        return tuple(out)
+
+    def __repr__(self):
+        return self.__class__.__name__ + "()"
+
+    def describe(self):
+        return ("Accepts ``PIL.Image``, batched ``(B, C, H, W)`` and single ``(C, H, W)`` image "
+                "``fiamma.Tensor`` objects. The images are rescaled to ``[-1.0, 1.0]``.")
