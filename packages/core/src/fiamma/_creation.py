@@ -13,7 +13,7 @@ from fiamma import _dtype as D
 from fiamma._backend import check
 from fiamma._limits import check_shape
 from fiamma._storage import CPU, device as _device
-from fiamma._tensor import Tensor, _shape_arg, install_methods, new_empty
+from fiamma._tensor import Tensor, _shape_arg, new_empty
 
 __all__ = [
     "tensor", "as_tensor", "asarray", "scalar_tensor", "empty", "zeros", "ones", "full",
@@ -648,6 +648,14 @@ def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_g
     return _finish(t, requires_grad)
 
 
+def _tensor_new(cls, *args, **kwargs):
+    """``Tensor(*sizes)`` / ``Tensor(data)`` (``Tensor.__new__``): a default-dtype tensor."""
+    t = _legacy_tensor_new(*args, **kwargs)
+    if cls is not Tensor:
+        t = t._as_subclass(cls)
+    return t
+
+
 def _legacy_tensor_new(*args, dtype=None, device=None, requires_grad=False):
     """fiamma.Tensor(2, 3) -> uninitialised; fiamma.Tensor([1, 2]) -> data (default dtype)."""
     dt = D.get_default_dtype() if dtype is None else D.to_dtype(dtype, "Tensor")
@@ -679,4 +687,5 @@ def _zero_method(self):
     return _fill_method(self, 0)
 
 
-install_methods({"fill_": _fill_method, "zero_": _zero_method})
+# Tensor methods of this module: attached by fiamma._methods (the one place that does)
+METHODS = {"fill_": _fill_method, "zero_": _zero_method, "__new__": staticmethod(_tensor_new)}

@@ -33,7 +33,7 @@ from fiamma._ops._common import (
     same_device,
 )
 from fiamma._storage import CPU
-from fiamma._tensor import Tensor, _copy_into, install_methods, new_empty
+from fiamma._tensor import Tensor, _copy_into, new_empty
 
 _I64 = 1 << 63  # Python ints must lie in [-_I64, _I64) to pass as int64
 
@@ -962,7 +962,8 @@ _MODULE_INPLACE = [n + "_" for n in U.UNARY_INPLACE] + ["clamp_", "clip_", "clam
 globals().update({n: _INPLACE[n] for n in _MODULE_INPLACE})
 __all__.extend(_MODULE_INPLACE)
 
-install_methods({
+# Tensor methods of this module: attached by fiamma._methods (the one place that does)
+METHODS = {
     "add": add, "sub": sub, "subtract": sub, "mul": mul, "multiply": mul, "div": div,
     "divide": div, "true_divide": true_divide, "floor_divide": floor_divide,
     "remainder": remainder, "fmod": fmod, "pow": pow, "float_power": float_power,
@@ -1025,6 +1026,6 @@ install_methods({
     "__pos__": _pos,
     "__abs__": U.abs,
     "__invert__": U.bitwise_not,
-})
-# __eq__ without __hash__ would make tensors unhashable; keep identity hashing
-Tensor.__hash__ = lambda self: id(self)
+    # __eq__ defined after the class would leave Tensor's identity hash; it is kept explicitly
+    "__hash__": lambda self: id(self),
+}

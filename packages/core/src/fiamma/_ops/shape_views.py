@@ -410,7 +410,5 @@ def is_floating_point(input):
 __all__ += ["transpose", "permute", "reshape", "squeeze", "unsqueeze", "flatten", "unflatten",
             "ravel", "narrow", "narrow_copy", "select", "unbind", "t", "adjoint", "as_strided",
             "clone", "detach", "numel", "is_tensor", "is_floating_point"]
-if not hasattr(Tensor, "ravel"):
-    Tensor.ravel = ravel
-if not hasattr(Tensor, "narrow_copy"):
-    Tensor.narrow_copy = narrow_copy
+# Tensor methods of this module: attached by fiamma._methods (the one place that does)
+METHODS = {"ravel": ravel, "narrow_copy": narrow_copy}
