@@ -9,9 +9,10 @@ import warnings
 
 import numpy as np
 
-from fiamma import _dtype as D
+from fiamma import _dtype as D, _grad_hook as G
 from fiamma._backend import check
 from fiamma._limits import check_shape
+from fiamma._ops._common import check_out
 from fiamma._storage import CPU, device as _device
 from fiamma._tensor import Tensor, _shape_arg, new_empty
 
@@ -332,8 +333,6 @@ def _range_dtype(dtype, out, floating, op):
 
 def _emit(n, dt, device, out, requires_grad, op, fill):
     """A 1-d result of n elements made by ``fill(contiguous_tensor)`` (or written into out)."""
-    from fiamma._ops._common import check_out
-
     if out is not None:
         check_out(out, (n,), dt, op)
         if out._contig and out._dtype is dt:
@@ -628,8 +627,6 @@ def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_g
         raise RuntimeError(f"{op}: m must be greater or equal to 0, got {m}")
     dt = D.get_default_dtype() if dtype is None else D.to_dtype(dtype, op)
     if out is not None:
-        from fiamma._ops._common import check_out
-
         check_out(out, (n, m), out._dtype if dtype is None else dt, op)
         t = out
         fill_(t, 0)
@@ -671,14 +668,10 @@ def _legacy_tensor_new(*args, dtype=None, device=None, requires_grad=False):
 
 def _fill_method(self, value):
     if self.requires_grad:
-        from fiamma import _grad_hook as G
-
         G.check_inplace(self, "fill_")
     fill_(self, value)
     self._bump()
     if self.requires_grad or getattr(value, "requires_grad", False):
-        from fiamma import _grad_hook as G
-
         G.record_inplace("fill_", self, (self, value), {})
     return self
 
