@@ -1,13 +1,14 @@
 """Elementwise ops with broadcasting and PyTorch's type promotion, and the Python operators.
 
-Every binary op goes through ``binary``: promote, broadcast, cast operands to the compute dtype,
-run the C kernel over strided operands (a Python scalar stays a scalar: the kernel reads it
-through a zero stride). ``unary`` and ``ternary`` do the same for one and three operands. The
-operators have fast paths for the common cases (same-dtype, same-shape contiguous tensors, or a
-contiguous tensor and a Python number that needs no cast; no autograd) that cost one allocation
-and one C call. In-place forms (``x.add_(y)``, ``x += y``) run the op
-with ``out=x`` after checking that the result can be cast to x's dtype and that broadcasting
-does not grow x; they bump x's version counter.
+Every binary op has one driver (``binary_driver``): one fast test (same-dtype, same-shape
+contiguous CPU tensors, or such a tensor and a Python number that needs no cast: one allocation
+and one C call), compiled per op for its function, operator and in-place entries, and
+``binary``, the general path: promote, broadcast, cast operands to the compute dtype, run the
+backend's kernel over strided operands (a Python scalar stays a scalar: the kernel reads it
+through a zero stride). ``unary`` and ``ternary`` do the same for one and three operands.
+In-place forms (``x.add_(y)``, ``x += y``) outside the fast test run the op with ``out=x`` after
+checking that the result can be cast to x's dtype and that broadcasting does not grow x; they
+bump x's version counter.
 
 The unary math functions (exp, sin, sigmoid, floor, isnan, ...) are in ``_unary.py``.
 """

@@ -1,11 +1,11 @@
 """The CPU backend's fast paths: the one-pass ``cat`` of contiguous CPU tensors (``cat_simple``),
-the one-call product of small CPU operands (``mm_simple``)
-and the Tensor operator methods (``x + y``, ``x += 1``, ``x.add_(y, alpha=2)``):
-each is one Python frame and one C call when its operands are contiguous CPU tensors of one
-dtype and shape (or a tensor and a Python number that needs no cast) and no gradient is
-recorded, and calls the general op (``fallback``, which dispatches on the device) otherwise.
-The op layer (fiamma._ops.elementwise) builds its operators here: this is a CPU detail of the
-binary-op driver, not a second op layer (it decides nothing the general op does not)."""
+the one-call product of small CPU operands (``mm_simple``), and the binary-op driver's fast test
+(``compile_binary``: ``x + y``, ``fiamma.mul(x, y)``, ``x += 1``, ``x.add_(y, alpha=2)``): one
+Python frame and one C call when the operands are contiguous CPU tensors of one dtype and shape
+(or a tensor and a Python number that needs no cast), and the general path (``fallback``,
+which dispatches on the device) otherwise. The op layer (fiamma._ops.elementwise.binary_driver)
+compiles its entries here: this is a CPU detail of the one binary-op driver, not a second op
+layer (it decides nothing the general path does not)."""
 
 import linecache
 
