@@ -220,7 +220,9 @@ def compile_binary(code, name, kind, variant, fallback, raise_, *, predicate, tr
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)  # tracebacks
     scope = {}
     exec(compile(src, filename, "exec"), dict(globals(), _raise=raise_, _general=general), scope)
-    return scope["make"](fallback)
+    entry = scope["make"](fallback)
+    entry.__qualname__ = fn if variant == "function" else f"Tensor.{fn}"
+    return entry
 
 
 def add_inplace(sign, generic, raise_):
