@@ -55,6 +55,7 @@ from fiamma._layout import layout, strided, sparse_coo  # noqa: F401
 from fiamma._sparse_coo import sparse_coo_tensor, indices_copy, values_copy  # noqa: F401
 from fiamma._sparse_ops import spmm, smm  # noqa: F401
 # (new op modules: one `from fiamma._ops.<area> import *` line each, above this comment)
+from fiamma import _methods  # noqa: F401,E402  (attaches the op modules' Tensor methods, once)
 
 # submodules of core that are imported on first use (import time stays small)
 _SUBMODULES = {"linalg", "fft", "special", "multiprocessing", "safetensors", "utils", "fused",

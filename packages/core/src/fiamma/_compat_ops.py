@@ -27,7 +27,7 @@ from fiamma._ops.complex_ops import (  # noqa: F401  (re-exported: PyTorch's top
     resolve_neg,
     sgn,
 )
-from fiamma._tensor import Tensor, install_methods
+from fiamma._tensor import Tensor
 
 __all__ = [
     "pi", "e", "inf", "nan", "newaxis",
@@ -1118,7 +1118,8 @@ def _method(fn):
     return method
 
 
-install_methods({
+# Tensor methods of this module: attached by fiamma._methods (the one place that does)
+METHODS = {
     **{n: _method(globals()[n]) for n in (
         "det", "logdet", "slogdet", "inverse", "pinverse", "matrix_power", "svd", "qr",
         "cholesky", "deg2rad", "rad2deg", "heaviside", "ldexp", "gcd", "lcm", "isreal",
@@ -1147,4 +1148,4 @@ install_methods({
                           doc="Which output of its grad_fn this tensor is."),
     "cumsum_": lambda self, dim, *, dtype=None: self.copy_(self.cumsum(dim, dtype=dtype)),
     "cumprod_": lambda self, dim, *, dtype=None: self.copy_(self.cumprod(dim, dtype=dtype)),
-})
+}

@@ -9,11 +9,12 @@ import warnings
 
 import numpy as np
 
-from fiamma import _dtype as D
+from fiamma import _dtype as D, _grad_hook as G
 from fiamma._backend import check
 from fiamma._limits import check_shape
+from fiamma._ops._common import check_out
 from fiamma._storage import CPU, device as _device
-from fiamma._tensor import Tensor, _shape_arg, install_methods, new_empty
+from fiamma._tensor import Tensor, _shape_arg, new_empty
 
 __all__ = [
     "tensor", "as_tensor", "asarray", "scalar_tensor", "empty", "zeros", "ones", "full",
@@ -332,8 +333,6 @@ def _range_dtype(dtype, out, floating, op):
 
 def _emit(n, dt, device, out, requires_grad, op, fill):
     """A 1-d result of n elements made by ``fill(contiguous_tensor)`` (or written into out)."""
-    from fiamma._ops._common import check_out
-
     if out is not None:
         check_out(out, (n,), dt, op)
         if out._contig and out._dtype is dt:
@@ -628,8 +627,6 @@ def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_g
         raise RuntimeError(f"{op}: m must be greater or equal to 0, got {m}")
     dt = D.get_default_dtype() if dtype is None else D.to_dtype(dtype, op)
     if out is not None:
-        from fiamma._ops._common import check_out
-
         check_out(out, (n, m), out._dtype if dtype is None else dt, op)
         t = out
         fill_(t, 0)
@@ -648,6 +645,14 @@ def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_g
     return _finish(t, requires_grad)
 
 
+def _tensor_new(cls, *args, **kwargs):
+    """``Tensor(*sizes)`` / ``Tensor(data)`` (``Tensor.__new__``): a default-dtype tensor."""
+    t = _legacy_tensor_new(*args, **kwargs)
+    if cls is not Tensor:
+        t = t._as_subclass(cls)
+    return t
+
+
 def _legacy_tensor_new(*args, dtype=None, device=None, requires_grad=False):
     """fiamma.Tensor(2, 3) -> uninitialised; fiamma.Tensor([1, 2]) -> data (default dtype)."""
     dt = D.get_default_dtype() if dtype is None else D.to_dtype(dtype, "Tensor")
@@ -663,14 +668,10 @@ def _legacy_tensor_new(*args, dtype=None, device=None, requires_grad=False):
 
 def _fill_method(self, value):
     if self.requires_grad:
-        from fiamma import _grad_hook as G
-
         G.check_inplace(self, "fill_")
     fill_(self, value)
     self._bump()
     if self.requires_grad or getattr(value, "requires_grad", False):
-        from fiamma import _grad_hook as G
-
         G.record_inplace("fill_", self, (self, value), {})
     return self
 
@@ -679,4 +680,5 @@ def _zero_method(self):
     return _fill_method(self, 0)
 
 
-install_methods({"fill_": _fill_method, "zero_": _zero_method})
+# Tensor methods of this module: attached by fiamma._methods (the one place that does)
+METHODS = {"fill_": _fill_method, "zero_": _zero_method, "__new__": staticmethod(_tensor_new)}

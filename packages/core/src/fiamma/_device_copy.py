@@ -4,8 +4,8 @@ usable when a backend is registered for it (fiamma._backend.register): memory co
 Asking for a device without a backend raises a clear error (carrying CuPy's import error when
 that is the reason for cuda)."""
 
-from fiamma import _backend
-from fiamma._storage import CPU, device
+from fiamma import _backend, _grad_hook as G
+from fiamma._storage import CPU, Storage, device
 
 __all__ = ["to_device", "copy_across", "device_storage", "cuda_unavailable_reason", "pin_memory",
            "is_pinned"]
@@ -41,7 +41,6 @@ def to_device(x, dev, non_blocking=False):
     """A copy of x on ``dev`` (x is on another device); recorded for autograd like ``to``.
     ``non_blocking``: from pinned host memory to a GPU, or from a GPU to (new, pinned) host
     memory, the copy is queued on the current stream and not waited for (as in PyTorch)."""
-    from fiamma import _grad_hook as G
     from fiamma._tensor import new_empty
 
     dev = device(dev)
@@ -102,7 +101,6 @@ def _cuda_backend(op):
 
 def _pinned_empty(shape, dt, be):
     from fiamma._interop import _wrap
-    from fiamma._storage import Storage
     from fiamma._tensor import cached_strides
 
     n = 1

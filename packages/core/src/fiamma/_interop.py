@@ -3,6 +3,7 @@ DLPack (__dlpack__, __dlpack_device__, from_dlpack), and pickling."""
 
 import ctypes
 import struct
+import sys
 import warnings
 
 import numpy as np
@@ -14,7 +15,7 @@ from fiamma._backend.cpu import buffer_address
 # __init__ star-imports this module (and not _printing)
 from fiamma._printing import get_printoptions, printoptions, set_printoptions
 from fiamma._storage import CPU, Storage, device as _device
-from fiamma._tensor import Tensor, _init, contiguous_strides, install_methods
+from fiamma._tensor import Tensor, _init, contiguous_strides
 
 __all__ = ["from_numpy", "from_dlpack", "set_printoptions", "get_printoptions", "printoptions"]
 
@@ -565,11 +566,39 @@ def _rebuild(arr, dtype_name, requires_grad):
     return t
 
 
-install_methods({
+
+def _tensor_reduce_ex(self, proto):
+    if "multiprocessing.reduction" in sys.modules:  # sent to another process: share memory
+        from fiamma.multiprocessing._reductions import reduce_if_forking
+
+        r = reduce_if_forking(self)
+        if r is not None:
+            return r
+    return reduce_tensor(self)
+
+
+def _array_namespace(self, /, *, api_version=None):
+    """The Python array API namespace of fiamma tensors, ``fiamma.array_api``.
+
+    >>> import fiamma
+    >>> fiamma.zeros(2).__array_namespace__().__name__
+    'fiamma.array_api'
+    """
+    from fiamma import array_api
+
+    if api_version is not None and api_version not in array_api.SUPPORTED_VERSIONS:
+        raise ValueError(f"__array_namespace__: unsupported array API version "
+                         f"{api_version!r}; supported: {array_api.SUPPORTED_VERSIONS}")
+    return array_api
+
+# Tensor methods of this module: attached by fiamma._methods (the one place that does)
+METHODS = {
+    "__reduce_ex__": _tensor_reduce_ex,
+    "__array_namespace__": _array_namespace,
     "numpy": _numpy,
     "__array__": _array,
     "__array_interface__": property(_array_interface_get),
     "__array_priority__": 1000,
     "__dlpack__": _dlpack,
     "__dlpack_device__": _dlpack_device,
-})
+}

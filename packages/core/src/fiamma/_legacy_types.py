@@ -9,7 +9,7 @@ for ``isinstance``, as in PyTorch.
 import builtins
 
 from fiamma import _dtype as D
-from fiamma._tensor import Size, Tensor
+from fiamma._tensor import _TYPE_NAMES, Size, Tensor
 
 __all__ = ["FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor",
            "IntTensor", "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor",
@@ -99,3 +99,15 @@ def set_default_tensor_type(t):
         raise TypeError(f"set_default_tensor_type: only floating-point types are supported as "
                         f"the default type, got {t!r}")
     D.set_default_dtype(dt)
+
+
+def _tensor_type(self, dtype=None, non_blocking=False):
+    """``x.type()``: the legacy type name (``'fiamma.FloatTensor'``); ``x.type(t)``: ``x`` as
+    type ``t`` (a dtype, a legacy type such as fiamma.LongTensor, or its name)."""
+    if dtype is None:
+        return D.NAMESPACE + _TYPE_NAMES[self._dtype.name]
+    return self.to(dtype_of_type(dtype, "type"))
+
+
+# Tensor methods of this module: attached by fiamma._methods (the one place that does)
+METHODS = {"type": _tensor_type}

@@ -254,3 +254,7 @@ def tensor_repr(t):
     elif t.requires_grad:
         suffixes.append("requires_grad=True")
     return _add_suffixes(prefix + body, suffixes, indent, opts["linewidth"])
+
+
+# Tensor methods of this module: attached by fiamma._methods (the one place that does)
+METHODS = {"__repr__": tensor_repr, "__str__": tensor_repr}

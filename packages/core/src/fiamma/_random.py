@@ -22,7 +22,7 @@ from fiamma import _dtype as D, _grad_hook as G
 from fiamma._backend import check, codes as K
 from fiamma._limits import MAX_SIZE, check_shape
 from fiamma._storage import CPU, device as _device
-from fiamma._tensor import Tensor, _copy_into, _shape_arg, install_methods, new_empty
+from fiamma._tensor import Tensor, _copy_into, _shape_arg, new_empty
 
 __all__ = [
     "Generator", "default_generator", "manual_seed", "seed", "initial_seed", "get_rng_state",
@@ -889,11 +889,12 @@ def _multinomial_method(self, num_samples, replacement=False, *, generator=None)
     return multinomial(self, num_samples, replacement, generator=generator)
 
 
-install_methods({
+# Tensor methods of this module: attached by fiamma._methods (the one place that does)
+METHODS = {
     "uniform_": _uniform_, "normal_": _normal_, "random_": _random_,
     "bernoulli_": _bernoulli_method_, "exponential_": _exponential_,
     "geometric_": _geometric_, "log_normal_": _log_normal_, "cauchy_": _cauchy_,
     "bernoulli": _bernoulli_method, "multinomial": _multinomial_method,
-})
+}
 
 from fiamma import random  # noqa: F401,E402  (the fiamma.random namespace)

@@ -17,7 +17,7 @@ import sys
 
 from fiamma import _dtype as D
 from fiamma._layout import sparse_coo
-from fiamma._tensor import Tensor, install_methods
+from fiamma._tensor import Tensor
 
 __all__ = ["sparse_coo_tensor", "SparseCOO", "indices_copy", "values_copy"]
 
@@ -570,7 +570,8 @@ def _sparse_mask(self, mask):
     return _make(m._sp_i, flat[_linear(m._sp_i, m._shape[:sd])], m._shape, True)
 
 
-install_methods({
+# Tensor methods of this module: attached by fiamma._methods (the one place that does)
+METHODS = {
     "to_sparse": _to_sparse, "to_sparse_coo": lambda self: _to_sparse(self),
     "to_dense": _to_dense_dense, "sparse_mask": _sparse_mask,
     # what a dense tensor answers (as PyTorch's strided tensors)
@@ -579,7 +580,7 @@ install_methods({
     "is_coalesced": _sparse_only("is_coalesced"), "coalesce": _sparse_only("coalesce"),
     "_indices": _sparse_only("_indices"), "_values": _sparse_only("_values", "sparse"),
     "_nnz": _sparse_only("_nnz", "sparse"), "smm": _sparse_only("smm", "sparse"),
-})
+}
 
 
 def indices_copy(input):

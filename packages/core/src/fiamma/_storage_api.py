@@ -361,3 +361,16 @@ class TypedStorage:
         more = " ..." if self.size() > 64 else ""
         return (f"{body}{more}\n[fiamma.storage.TypedStorage(dtype={self.dtype}, "
                 f"device={self.device}) of size {self.size()}]")
+
+
+def _share_memory_(self):
+    """Move this tensor's storage to shared memory (no-op if it already is; every view of
+    the storage follows). See fiamma.multiprocessing."""
+    from fiamma.multiprocessing._shm import share_storage_
+
+    share_storage_(self._storage, self)
+    return self
+
+
+# Tensor methods of this module: attached by fiamma._methods (the one place that does)
+METHODS = {"share_memory_": _share_memory_}

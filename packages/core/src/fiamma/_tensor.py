@@ -1,14 +1,14 @@
 """The Tensor class: storage + dtype + shape/strides/offset, views, conversion, basic methods.
 
-Ops live in fiamma._ops.* and are installed as methods by ``install_methods``; this file keeps
-what defines a tensor: its layout, views over its storage, copies, and conversions.
+Ops live in fiamma._ops.* and elsewhere; fiamma._methods attaches them as Tensor methods, and
+this file imports none of them. It keeps what defines a tensor: its layout, views over its
+storage, copies, and conversions.
 """
 
 import builtins
 import operator
-import sys
 
-from fiamma import _dtype as D, _grad_hook as G
+from fiamma import _device_copy, _dtype as D, _grad_hook as G
 from fiamma._backend import check, cpu as _cpu
 from fiamma._layout import strided as _STRIDED
 from fiamma._limits import (
@@ -24,7 +24,7 @@ from fiamma._storage import (
     new_cpu_storage as _new_cpu_storage,
 )
 
-__all__ = ["Tensor", "empty_strided_like", "new_empty", "contiguous_strides", "install_methods"]
+__all__ = ["Tensor", "empty_strided_like", "new_empty", "contiguous_strides"]
 
 _new = object.__new__
 _index = operator.index
@@ -60,15 +60,7 @@ class Tensor:
                  "_contig", "_cpu_contig", "requires_grad", "grad", "grad_fn", "_ag", "_base",
                  "__weakref__")
 
-    # torch.Tensor(*sizes) / torch.Tensor(data): default-dtype tensor
-    def __new__(cls, *args, **kwargs):
-        from fiamma._creation import _legacy_tensor_new
-
-        t = _legacy_tensor_new(*args, **kwargs)
-        if cls is not Tensor:
-            t = t._as_subclass(cls)
-        return t
-
+    # torch.Tensor(*sizes) / torch.Tensor(data): __new__ is _creation's (attached by _methods)
     def __init__(self, *args, **kwargs):
         pass
 
@@ -96,20 +88,6 @@ class Tensor:
     @property
     def device(self):
         return self._storage.device
-
-    def __array_namespace__(self, /, *, api_version=None):
-        """The Python array API namespace of fiamma tensors, ``fiamma.array_api``.
-
-        >>> import fiamma
-        >>> fiamma.zeros(2).__array_namespace__().__name__
-        'fiamma.array_api'
-        """
-        from fiamma import array_api
-
-        if api_version is not None and api_version not in array_api.SUPPORTED_VERSIONS:
-            raise ValueError(f"__array_namespace__: unsupported array API version "
-                             f"{api_version!r}; supported: {array_api.SUPPORTED_VERSIONS}")
-        return array_api
 
     def to_device(self, device, /, *, stream=None):
         """This tensor on ``device`` (itself if already there): the array API's ``to``."""
@@ -173,14 +151,6 @@ class Tensor:
 
     def untyped_storage(self):
         return self._storage
-
-    def share_memory_(self):
-        """Move this tensor's storage to shared memory (no-op if it already is; every view of
-        the storage follows). See fiamma.multiprocessing."""
-        from fiamma.multiprocessing._shm import share_storage_
-
-        share_storage_(self._storage, self)
-        return self
 
     def is_shared(self):
         """True if this tensor's storage is in shared memory."""
@@ -579,15 +549,11 @@ class Tensor:
     def copy_(self, src, non_blocking=False):
         """Copy ``src`` (broadcast to this shape, cast to this dtype) into this tensor."""
         if not isinstance(src, Tensor):
-            from fiamma._creation import tensor as _tensor
-
-            src = _tensor(src, dtype=self._dtype)
+            src = self.new_tensor(src)  # (fiamma._creation's, attached by fiamma._methods)
         if self.requires_grad:
             G.check_inplace(self, "copy_")
         if src._storage.device != self._storage.device:
-            from fiamma._device_copy import copy_across
-
-            copy_across(self, src, non_blocking)
+            _device_copy.copy_across(self, src, non_blocking)
             return self
         if src._shape != self._shape:
             src = src.expand(self._shape)
@@ -631,8 +597,7 @@ class Tensor:
             dev = device(dev)
             here = self._storage.device
             if dev != here and not (dev.index is None and dev.type == here.type):
-                from fiamma._device_copy import to_device
-
+                to_device = _device_copy.to_device
                 out = to_device(out, dev, True) if non_blocking else to_device(out, dev)
                 copy = False
         if dt is not None:
@@ -643,13 +608,6 @@ class Tensor:
         if copy and out is self:
             out = self.clone()
         return out
-
-    def type(self, dtype=None, non_blocking=False):
-        if dtype is None:
-            return D.NAMESPACE + _TYPE_NAMES[self._dtype.name]
-        from fiamma._legacy_types import dtype_of_type  # also fiamma.LongTensor, 'torch.X'
-
-        return self.to(dtype_of_type(dtype, "type"))
 
     def type_as(self, other):
         return self.to(other._dtype)
@@ -703,9 +661,7 @@ class Tensor:
         if k == 2:
             return _cpu.read_float(t)
         if k == 3:
-            from fiamma._ops.complex_ops import arr
-
-            return builtins.complex(arr(t).item())
+            return builtins.complex(t.numpy().item())
         v = _cpu.read_int(t)
         if v < 0 and t._dtype is D.uint64:  # (C returns its int64 bits)
             v += 1 << 64
@@ -750,28 +706,10 @@ class Tensor:
     def __hash__(self):
         return id(self)
 
-    def __repr__(self):
-        from fiamma._printing import tensor_repr
-
-        return tensor_repr(self)
-
-    __str__ = __repr__
-
     def __format__(self, spec):
         if not self._shape:
             return format(self.item(), spec)
         return format(repr(self), spec)
-
-    def __reduce_ex__(self, proto):
-        if "multiprocessing.reduction" in sys.modules:  # sent to another process: share memory
-            from fiamma.multiprocessing._reductions import reduce_if_forking
-
-            r = reduce_if_forking(self)
-            if r is not None:
-                return r
-        from fiamma._interop import reduce_tensor
-
-        return reduce_tensor(self)
 
     def __deepcopy__(self, memo):
         out = self.clone()
@@ -920,9 +858,7 @@ def new_empty(shape, dt, dev=CPU, zero=False):
             if dev is CPU:
                 st = Storage(n * dt.itemsize, zero)
             else:
-                from fiamma._device_copy import device_storage
-
-                st = device_storage(dev, n * dt.itemsize, zero)
+                st = _device_copy.device_storage(dev, n * dt.itemsize, zero)
     except (OverflowError, MemoryError):  # the shape is beyond the limits, or memory is out
         raise _allocation_error(shape, dt, n * dt.itemsize, dev) from None
     t = _new(Tensor)
@@ -1084,8 +1020,3 @@ def _view_strides(old_shape, old_stride, new_shape):
         ni -= 1
     return tuple(new_stride)
 
-
-def install_methods(table):
-    """Attach ``{name: function}`` as Tensor methods (used by the op modules)."""
-    for name, fn in table.items():
-        setattr(Tensor, name, fn)

@@ -1,11 +1,11 @@
 """Tensor methods that real PyTorch code reaches for beyond the ops: the ``new_*`` family, the
 device predicates, ``storage()``, and the in-place shape methods (``unsqueeze_``, ``t_``,
-``resize_``, ...). Installed on Tensor by ``install_methods`` like the op modules.
+``resize_``, ...). Attached to Tensor by fiamma._methods like the op modules' methods.
 """
 
 from fiamma import _creation as C, _dtype as D, _grad_hook as G
 from fiamma._storage import BorrowedStorage, Storage
-from fiamma._tensor import Tensor, _copy_into, _init, _shape_arg, install_methods
+from fiamma._tensor import Tensor, _copy_into, _init, _shape_arg
 
 __all__ = []
 
@@ -265,7 +265,8 @@ def _view_of(st, dt, shape, stride, offset):
     return t
 
 
-install_methods({
+# Tensor methods of this module: attached by fiamma._methods (the one place that does)
+METHODS = {
     "new_empty": _new_empty, "new_zeros": _new_zeros, "new_ones": _new_ones,
     "new_full": _new_full, "new_tensor": _new_tensor,
     **_PREDICATES,
@@ -274,4 +275,4 @@ install_methods({
     "unsqueeze_": _unsqueeze_, "squeeze_": _squeeze_, "t_": _t_, "transpose_": _transpose_,
     "swapdims_": _transpose_, "swapaxes_": _transpose_, "as_strided_": _as_strided_,
     "resize_": _resize_, "resize_as_": _resize_as_,
-})
+}

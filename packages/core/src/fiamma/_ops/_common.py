@@ -2,6 +2,7 @@
 
 import builtins
 import numbers
+import operator
 
 import numpy as np
 
@@ -9,7 +10,7 @@ from fiamma import _dtype as D
 from fiamma._storage import CPU
 from fiamma._tensor import Tensor, _copy_into, new_empty
 
-__all__ = ["broadcast_shapes", "bcast_strides", "is_scalar", "as_operand", "check_out",
+__all__ = ["broadcast_shapes", "as_shape", "bcast_strides", "is_scalar", "as_operand", "check_out",
            "same_device", "on_device", "cast", "overlaps"]
 
 
@@ -19,7 +20,10 @@ def is_scalar(x):
 
 
 def broadcast_shapes(*shapes, op="broadcast_shapes"):
-    """The broadcast of several shapes by NumPy/PyTorch rules (RuntimeError if they clash)."""
+    """The shape (a tuple) that tensors of the given shapes (sequences of ints) broadcast to, by
+    NumPy/PyTorch rules; RuntimeError naming ``op`` if they clash. The one implementation,
+    behind the public ``fiamma.broadcast_shapes`` (which validates a user's shapes with
+    ``as_shape`` and returns a Size) and every op that broadcasts."""
     nd = builtins.max(len(s) for s in shapes) if shapes else 0
     out = [1] * nd
     for s in shapes:
@@ -35,7 +39,17 @@ def broadcast_shapes(*shapes, op="broadcast_shapes"):
                     f"{op}: The size of tensor a ({cur}) must match the size of tensor b ({n}) "
                     f"at non-singleton dimension {off + i}; shapes "
                     + ", ".join(str(list(x)) for x in shapes))
-    return tuple(out)
+    return builtins.tuple(out)
+
+
+def as_shape(s, op):
+    """A user's shape argument (a sequence of ints, or an int for a 1-D shape) as a tuple;
+    RuntimeError naming ``op`` for a negative size."""
+    s = builtins.tuple(operator.index(n) for n in s) if isinstance(s, (tuple, list)) else \
+        (operator.index(s),)
+    if builtins.any(n < 0 for n in s):
+        raise RuntimeError(f"{op}: Trying to create tensor with negative dimension: {list(s)}")
+    return s
 
 
 def broadcast_pair(sa, sb, op):

@@ -1,13 +1,14 @@
 """Elementwise ops with broadcasting and PyTorch's type promotion, and the Python operators.
 
-Every binary op goes through ``binary``: promote, broadcast, cast operands to the compute dtype,
-run the C kernel over strided operands (a Python scalar stays a scalar: the kernel reads it
-through a zero stride). ``unary`` and ``ternary`` do the same for one and three operands. The
-operators have fast paths for the common cases (same-dtype, same-shape contiguous tensors, or a
-contiguous tensor and a Python number that needs no cast; no autograd) that cost one allocation
-and one C call. In-place forms (``x.add_(y)``, ``x += y``) run the op
-with ``out=x`` after checking that the result can be cast to x's dtype and that broadcasting
-does not grow x; they bump x's version counter.
+Every binary op has one driver (``binary_driver``): one fast test (same-dtype, same-shape
+contiguous CPU tensors, or such a tensor and a Python number that needs no cast: one allocation
+and one C call), compiled per op for its function, operator and in-place entries, and
+``binary``, the general path: promote, broadcast, cast operands to the compute dtype, run the
+backend's kernel over strided operands (a Python scalar stays a scalar: the kernel reads it
+through a zero stride). ``unary`` and ``ternary`` do the same for one and three operands.
+In-place forms (``x.add_(y)``, ``x += y``) outside the fast test run the op with ``out=x`` after
+checking that the result can be cast to x's dtype and that broadcasting does not grow x; they
+bump x's version counter.
 
 The unary math functions (exp, sin, sigmoid, floor, isnan, ...) are in ``_unary.py``.
 """
@@ -18,6 +19,7 @@ import numpy as np
 
 from fiamma import _dtype as D, _grad_hook as G
 from fiamma._backend import check, codes as K, cpu as _cpu
+from fiamma._backend.cpu import operators as _fast
 from fiamma._ops import complex_ops as _cx
 from fiamma._ops._common import (
     as_operand,
@@ -32,7 +34,7 @@ from fiamma._ops._common import (
     same_device,
 )
 from fiamma._storage import CPU
-from fiamma._tensor import Tensor, _copy_into, install_methods, new_empty
+from fiamma._tensor import Tensor, _copy_into, new_empty
 
 _I64 = 1 << 63  # Python ints must lie in [-_I64, _I64) to pass as int64
 
@@ -154,40 +156,14 @@ _TER_OK = [[_cpu.ternary_out_dtype(op, d.code) >= 0 for d in D.ALL]
 
 
 def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=None):
-    """Run binary op ``code`` on tensors/scalars ``a`` and ``b`` with broadcasting and type
-    promotion (``kind`` says how the compute and output dtypes follow from the promoted one).
+    """The general path of binary op ``code`` on tensors/scalars ``a`` and ``b``: broadcasting,
+    type promotion (``kind`` says how the compute and output dtypes follow from the promoted
+    one), casts, devices; the op's driver (binary_driver) calls it for what its fast test does
+    not take.
 
     ``out`` may be given (cast into it). ``params`` (p0, p1, p2) go to ops that take them
     (tensor operands only). Returns the result tensor.
     """
-    if (type(a) is Tensor and type(b) is Tensor and out is None and params is None and
-            a._dtype is b._dtype):
-        ct = a._dtype
-        if (kwargs is None and record and a._shape == b._shape and a._cpu_contig and
-                b._cpu_contig and (kind != TRUEDIV or ct._kind == 2)):
-            # what the operator method's hot path takes (fiamma.add(x, y) as x + y): that
-            # method exists for this op under this name, and its tests hold, so it cannot fall
-            # back here
-            fast = _OPERATOR_HOT.get((code, name, kind))
-            if fast is not None:
-                return fast(a, b)
-        if (kind == ARITH or kind == PREDICATE) and a._storage.device is CPU is b._storage.device:
-            # two CPU tensors of one dtype (m + bias): no promotion, cast or device search
-            if not _BIN_OK[code][ct.code]:
-                if ct._kind == 3 and code in _cx.BINARY:
-                    return _complex_same(code, name, kind, a, b, record, kwargs)
-                _raise(K.ERR_DTYPE, name, ct)
-            sa, sb = a._shape, b._shape
-            shape = sa if sa == sb else broadcast_pair(sa, sb, name)
-            res = new_empty(shape, D.bool if kind == PREDICATE else ct, CPU)
-            if res._numel:
-                rc = _cpu.binary(code, shape, res, a, bcast_strides(a, shape), b,
-                                 bcast_strides(b, shape))
-                if rc:
-                    _raise(rc, name, ct)
-            if record and (a.requires_grad or b.requires_grad):
-                G.record(name, res, (a, b), kwargs or {})
-            return res
     ta = isinstance(a, Tensor)
     tb = isinstance(b, Tensor)
     if (ta and a.is_sparse) or (tb and b.is_sparse):  # sparse COO operands compute elsewhere
@@ -206,13 +182,16 @@ def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=No
             dev = same_device(name, a, b)
             a, b = on_device(a, dev), on_device(b, dev)
         shape = a._shape if a._shape == b._shape else broadcast_pair(a._shape, b._shape, name)
+        ct = a._dtype  # one dtype (m + bias): no promotion
+        if b._dtype is not ct or kind == TRUEDIV or kind == DOUBLE:
+            ct = _compute_dtype(kind, _promote(a, b))
     elif ta or tb:
         t = a if ta else b
         dev = t._storage.device
         shape = t._shape
+        ct = _compute_dtype(kind, _promote(a, b))
     else:
         raise TypeError(f"{name}: expected at least one tensor operand")
-    ct = _compute_dtype(kind, _promote(a, b))
     if not _BIN_OK[code][ct.code] and not (ct._kind == 3 and code in _cx.BINARY):
         _raise(K.ERR_DTYPE, name, ct)  # also for empty operands
     od = D.bool if kind == PREDICATE else ct
@@ -223,7 +202,8 @@ def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=No
     elif res._numel:
         be = res._storage.backend
         if ta and tb:
-            ca, cb = cast(a, ct), cast(b, ct)
+            ca = a if a._dtype is ct else cast(a, ct)
+            cb = b if b._dtype is ct else cast(b, ct)
             if params is not None:
                 rc = be.binary_params(code, shape, res, ca, bcast_strides(ca, shape), cb,
                                       bcast_strides(cb, shape), *params)
@@ -245,15 +225,16 @@ def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=No
     return res
 
 
-def _complex_same(code, name, kind, a, b, record, kwargs):
-    """binary() of two CPU tensors of one complex dtype."""
-    shape = a._shape if a._shape == b._shape else broadcast_pair(a._shape, b._shape, name)
-    res = new_empty(shape, D.bool if kind == PREDICATE else a._dtype, CPU)
-    if res._numel:
-        _cx.binary_into(code, res, a.expand(shape), b.expand(shape), a._dtype)
-    if record and (a.requires_grad or b.requires_grad):
-        G.record(name, res, (a, b), kwargs or {})
-    return res
+def binary_driver(code, name, kind, variant="function", fallback=None, number_fast=True):
+    """The entry of binary op ``code`` for ``variant`` (see _fast.compile_binary: "function"
+    for ``fiamma.add(x, y)``, "operator"/"reflected"/"inplace"/"inplace_method" for the Tensor
+    methods): the one fast test (contiguous CPU operands of one dtype and shape, or such a
+    tensor and a Python number that needs no cast) and one C call, else ``fallback(self,
+    other)``, or ``binary(code, name, kind, self, other)`` when ``fallback`` is None."""
+    return _fast.compile_binary(code, name, kind, variant,
+                                (binary,) if fallback is None else fallback, _raise,
+                                predicate=kind == PREDICATE, truediv=kind == TRUEDIV,
+                                number_fast=number_fast)
 
 
 # output dtype of each unary op per input dtype code (None: unsupported)
@@ -437,6 +418,16 @@ def _add_alpha(name, input, other, alpha, sign, out):
     return res
 
 
+# the function entries of the ops with operators (fiamma.add(x, y), x.mul(y))
+_add = binary_driver(K.BIN_ADD, "add", ARITH)
+_sub = binary_driver(K.BIN_SUB, "sub", ARITH)
+_mul = binary_driver(K.BIN_MUL, "mul", ARITH)
+_div = binary_driver(K.BIN_DIV, "div", TRUEDIV)
+_floor_divide = binary_driver(K.BIN_FLOORDIV, "floor_divide", ARITH)
+_remainder = binary_driver(K.BIN_REMAINDER, "remainder", ARITH)
+_pow = binary_driver(K.BIN_POW, "pow", ARITH, number_fast=False)
+
+
 def add(input, other, *, alpha=1, out=None):
     """``input + alpha * other`` with broadcasting and type promotion.
 
@@ -447,6 +438,8 @@ def add(input, other, *, alpha=1, out=None):
     [11.0, 12.0]
     """
     if alpha == 1 and not isinstance(alpha, builtins.bool):
+        if out is None:
+            return _add(input, other)
         return binary(K.BIN_ADD, "add", ARITH, input, other, out)
     return _add_alpha("add", input, other, alpha, 1, out)
 
@@ -455,6 +448,8 @@ def sub(input, other, *, alpha=1, out=None):
     """``input - alpha * other`` (not defined for bool tensors)."""
     _reject_bool_sub("sub", input, other)
     if alpha == 1 and not isinstance(alpha, builtins.bool):
+        if out is None:
+            return _sub(input, other)
         return binary(K.BIN_SUB, "sub", ARITH, input, other, out)
     return _add_alpha("sub", input, other, alpha, -1, out)
 
@@ -466,6 +461,8 @@ def rsub(input, other, *, alpha=1, out=None):
 
 def mul(input, other, *, out=None):
     """``input * other`` with broadcasting and type promotion."""
+    if out is None:
+        return _mul(input, other)
     return binary(K.BIN_MUL, "mul", ARITH, input, other, out)
 
 
@@ -481,6 +478,8 @@ def div(input, other, *, rounding_mode=None, out=None):
     [3, -4]
     """
     if rounding_mode is None:
+        if out is None:
+            return _div(input, other)
         return binary(K.BIN_DIV, "div", TRUEDIV, input, other, out)
     if rounding_mode == "trunc":
         return binary(K.BIN_TRUNCDIV, "div", ARITH, input, other, out,
@@ -494,11 +493,15 @@ def div(input, other, *, rounding_mode=None, out=None):
 
 def floor_divide(input, other, *, out=None):
     """``input // other``: division rounded toward -inf (Python's ``//``)."""
+    if out is None:
+        return _floor_divide(input, other)
     return binary(K.BIN_FLOORDIV, "floor_divide", ARITH, input, other, out)
 
 
 def remainder(input, other, *, out=None):
     """Python's ``%``: the result has the sign of the divisor (``a - b * floor(a / b)``)."""
+    if out is None:
+        return _remainder(input, other)
     return binary(K.BIN_REMAINDER, "remainder", ARITH, input, other, out)
 
 
@@ -535,6 +538,8 @@ def pow(input, exponent, *, out=None):
             if input.requires_grad:
                 G.record("pow", res, (input, exponent), {})
             return res
+    if out is None:
+        return _pow(input, exponent)
     return binary(K.BIN_POW, "pow", ARITH, input, exponent, out)
 
 
@@ -588,7 +593,11 @@ def fmin(input, other, *, out=None):
 
 
 def _binop(code, name, kind, doc):
+    drive = binary_driver(code, name, kind)
+
     def op(input, other, *, out=None):
+        if out is None:
+            return drive(input, other)
         return binary(code, name, kind, input, other, out)
 
     op.__name__ = op.__qualname__ = name
@@ -858,40 +867,27 @@ __all__ = [
 ]
 
 
-# ---- operators with the fast path ----------------------------------------------------------
+# ---- operators -------------------------------------------------------------------------------
 
-def _cpu_operators():
-    # imported on first use: the CPU backend's operator module builds on Tensor and this layer
-    from fiamma._backend.cpu import operators
-
-    return operators
-
-
-def _fast_binary(code, name, kind, fallback, scalar_first=False):
-    """The operator method of binary op ``code`` (``__add__``, ``__radd__``): the CPU backend's
-    one-call path for contiguous CPU operands, ``fallback`` otherwise."""
-    fn = _cpu_operators().binary_operator(
-        code, name, kind == PREDICATE, kind == TRUEDIV, fallback, _raise, scalar_first,
-        # pow's number shortcuts live in pow()
-        number_fast=scalar_first or code != K.BIN_POW)
-    if not scalar_first:
-        _OPERATOR_HOT[(int(code), name, kind)] = fn
-    return fn
+def _operator(code, name, kind, fallback=None, number_fast=True):
+    """``x op y``: the driver, falling back to the general path (or to ``fallback``, the
+    public function, where that adds a rule of its own: sub's bool check, pow's shortcuts)."""
+    return binary_driver(code, name, kind, "operator", fallback, number_fast)
 
 
-# (code, name, kind) -> the operator method with that tensor-tensor hot path, for binary()
-_OPERATOR_HOT = {}
+def _roperator(code, name, kind, fn):
+    """``number op x`` (``__radd__``): the driver's number case, else ``fn(number, x)``."""
+    return binary_driver(code, name, kind, "reflected", fn)
 
 
-def _fast_inplace(code, name, kind, fallback, operator=True):
-    """``self op= other`` (or ``self.op_(other)`` when not ``operator``) with the CPU backend's
-    one-call path."""
-    return _cpu_operators().inplace_operator(code, name, kind == TRUEDIV, fallback, _raise,
-                                             operator)
+def _ioperator(code, name, kind, inplace_fn, operator=True):
+    """``x op= y`` (``operator``) or ``x.op_(y)``: the in-place driver, else ``inplace_fn``."""
+    return binary_driver(code, name, kind, "inplace" if operator else "inplace_method",
+                         inplace_fn)
 
 
 def _fast_add_inplace(sign, generic):
-    return _cpu_operators().add_inplace(sign, generic, _raise)
+    return _fast.add_inplace(sign, generic, _raise)
 
 
 def _reflected(fn):
@@ -939,9 +935,9 @@ def _inplace_fns():
     fns["float_power_"] = float_power_
     fns["add_"] = _fast_add_inplace(1, fns["add_"])
     fns["sub_"] = fns["subtract_"] = _fast_add_inplace(-1, fns["sub_"])
-    fns["mul_"] = fns["multiply_"] = _fast_inplace(K.BIN_MUL, "mul", ARITH, fns["mul_"],
-                                                   operator=False)
-    fast_div = _fast_inplace(K.BIN_DIV, "div", TRUEDIV, fns["div_"], operator=False)
+    fns["mul_"] = fns["multiply_"] = _ioperator(K.BIN_MUL, "mul", ARITH, fns["mul_"],
+                                                operator=False)
+    fast_div = _ioperator(K.BIN_DIV, "div", TRUEDIV, fns["div_"], operator=False)
     generic_div = fns["div_"]
 
     def div_(self, other, *, rounding_mode=None):
@@ -967,7 +963,8 @@ _MODULE_INPLACE = [n + "_" for n in U.UNARY_INPLACE] + ["clamp_", "clip_", "clam
 globals().update({n: _INPLACE[n] for n in _MODULE_INPLACE})
 __all__.extend(_MODULE_INPLACE)
 
-install_methods({
+# Tensor methods of this module: attached by fiamma._methods (the one place that does)
+METHODS = {
     "add": add, "sub": sub, "subtract": sub, "mul": mul, "multiply": mul, "div": div,
     "divide": div, "true_divide": true_divide, "floor_divide": floor_divide,
     "remainder": remainder, "fmod": fmod, "pow": pow, "float_power": float_power,
@@ -983,57 +980,53 @@ install_methods({
     "where": _tensor_where, "lerp": lerp, "addcmul": addcmul, "addcdiv": addcdiv,
     **U.UNARY_METHODS,
     **_INPLACE,
-    "__add__": _fast_binary(K.BIN_ADD, "add", ARITH, add),
-    "__radd__": _fast_binary(K.BIN_ADD, "add", ARITH, add, scalar_first=True),
-    "__iadd__": _fast_inplace(K.BIN_ADD, "add", ARITH, _INPLACE["add_"]),
-    "__sub__": _fast_binary(K.BIN_SUB, "sub", ARITH, sub),
-    "__rsub__": _fast_binary(K.BIN_SUB, "sub", ARITH, sub, scalar_first=True),
-    "__isub__": _fast_inplace(K.BIN_SUB, "sub", ARITH, _INPLACE["sub_"]),
-    "__mul__": _fast_binary(K.BIN_MUL, "mul", ARITH, mul),
-    "__rmul__": _fast_binary(K.BIN_MUL, "mul", ARITH, mul, scalar_first=True),
-    "__imul__": _fast_inplace(K.BIN_MUL, "mul", ARITH, _INPLACE["mul_"]),
-    "__truediv__": _fast_binary(K.BIN_DIV, "div", TRUEDIV, div),
-    "__rtruediv__": _fast_binary(K.BIN_DIV, "div", TRUEDIV, div, scalar_first=True),
-    "__itruediv__": _fast_inplace(K.BIN_DIV, "div", TRUEDIV, _INPLACE["div_"]),
-    "__floordiv__": _fast_binary(K.BIN_FLOORDIV, "floor_divide", ARITH, floor_divide),
-    "__rfloordiv__": _fast_binary(K.BIN_FLOORDIV, "floor_divide", ARITH, floor_divide,
-                                  scalar_first=True),
-    "__ifloordiv__": _fast_inplace(K.BIN_FLOORDIV, "floor_divide", ARITH,
-                                   _INPLACE["floor_divide_"]),
-    "__mod__": _fast_binary(K.BIN_REMAINDER, "remainder", ARITH, remainder),
-    "__rmod__": _fast_binary(K.BIN_REMAINDER, "remainder", ARITH, remainder,
-                             scalar_first=True),
-    "__imod__": _fast_inplace(K.BIN_REMAINDER, "remainder", ARITH, _INPLACE["remainder_"]),
-    "__pow__": _fast_binary(K.BIN_POW, "pow", ARITH, pow),
-    "__rpow__": _fast_binary(K.BIN_POW, "pow", ARITH, pow, scalar_first=True),
+    "__add__": _operator(K.BIN_ADD, "add", ARITH),
+    "__radd__": _roperator(K.BIN_ADD, "add", ARITH, add),
+    "__iadd__": _ioperator(K.BIN_ADD, "add", ARITH, _INPLACE["add_"]),
+    "__sub__": _operator(K.BIN_SUB, "sub", ARITH, sub),
+    "__rsub__": _roperator(K.BIN_SUB, "sub", ARITH, sub),
+    "__isub__": _ioperator(K.BIN_SUB, "sub", ARITH, _INPLACE["sub_"]),
+    "__mul__": _operator(K.BIN_MUL, "mul", ARITH),
+    "__rmul__": _roperator(K.BIN_MUL, "mul", ARITH, mul),
+    "__imul__": _ioperator(K.BIN_MUL, "mul", ARITH, _INPLACE["mul_"]),
+    "__truediv__": _operator(K.BIN_DIV, "div", TRUEDIV),
+    "__rtruediv__": _roperator(K.BIN_DIV, "div", TRUEDIV, div),
+    "__itruediv__": _ioperator(K.BIN_DIV, "div", TRUEDIV, _INPLACE["div_"]),
+    "__floordiv__": _operator(K.BIN_FLOORDIV, "floor_divide", ARITH),
+    "__rfloordiv__": _roperator(K.BIN_FLOORDIV, "floor_divide", ARITH, floor_divide),
+    "__ifloordiv__": _ioperator(K.BIN_FLOORDIV, "floor_divide", ARITH,
+                                _INPLACE["floor_divide_"]),
+    "__mod__": _operator(K.BIN_REMAINDER, "remainder", ARITH),
+    "__rmod__": _roperator(K.BIN_REMAINDER, "remainder", ARITH, remainder),
+    "__imod__": _ioperator(K.BIN_REMAINDER, "remainder", ARITH, _INPLACE["remainder_"]),
+    "__pow__": _operator(K.BIN_POW, "pow", ARITH, pow, number_fast=False),
+    "__rpow__": _roperator(K.BIN_POW, "pow", ARITH, pow),
     "__ipow__": _INPLACE["pow_"],
-    "__and__": _fast_binary(K.BIN_BITAND, "bitwise_and", ARITH, bitwise_and),
+    "__and__": _operator(K.BIN_BITAND, "bitwise_and", ARITH),
     "__rand__": _reflected(bitwise_and),
-    "__iand__": _fast_inplace(K.BIN_BITAND, "bitwise_and", ARITH, _INPLACE["bitwise_and_"]),
-    "__or__": _fast_binary(K.BIN_BITOR, "bitwise_or", ARITH, bitwise_or),
+    "__iand__": _ioperator(K.BIN_BITAND, "bitwise_and", ARITH, _INPLACE["bitwise_and_"]),
+    "__or__": _operator(K.BIN_BITOR, "bitwise_or", ARITH),
     "__ror__": _reflected(bitwise_or),
-    "__ior__": _fast_inplace(K.BIN_BITOR, "bitwise_or", ARITH, _INPLACE["bitwise_or_"]),
-    "__xor__": _fast_binary(K.BIN_BITXOR, "bitwise_xor", ARITH, bitwise_xor),
+    "__ior__": _ioperator(K.BIN_BITOR, "bitwise_or", ARITH, _INPLACE["bitwise_or_"]),
+    "__xor__": _operator(K.BIN_BITXOR, "bitwise_xor", ARITH),
     "__rxor__": _reflected(bitwise_xor),
-    "__ixor__": _fast_inplace(K.BIN_BITXOR, "bitwise_xor", ARITH, _INPLACE["bitwise_xor_"]),
-    "__lshift__": _fast_binary(K.BIN_LSHIFT, "bitwise_left_shift", ARITH,
-                               bitwise_left_shift),
+    "__ixor__": _ioperator(K.BIN_BITXOR, "bitwise_xor", ARITH, _INPLACE["bitwise_xor_"]),
+    "__lshift__": _operator(K.BIN_LSHIFT, "bitwise_left_shift", ARITH),
     "__rlshift__": _reflected(bitwise_left_shift),
     "__ilshift__": _INPLACE["bitwise_left_shift_"],
-    "__rshift__": _fast_binary(K.BIN_RSHIFT, "bitwise_right_shift", ARITH,
-                               bitwise_right_shift),
+    "__rshift__": _operator(K.BIN_RSHIFT, "bitwise_right_shift", ARITH),
     "__rrshift__": _reflected(bitwise_right_shift),
     "__irshift__": _INPLACE["bitwise_right_shift_"],
-    "__eq__": _fast_binary(K.BIN_EQ, "eq", PREDICATE, eq),
-    "__ne__": _fast_binary(K.BIN_NE, "ne", PREDICATE, ne),
-    "__lt__": _fast_binary(K.BIN_LT, "lt", PREDICATE, lt),
-    "__le__": _fast_binary(K.BIN_LE, "le", PREDICATE, le),
-    "__gt__": _fast_binary(K.BIN_GT, "gt", PREDICATE, gt),
-    "__ge__": _fast_binary(K.BIN_GE, "ge", PREDICATE, ge),
+    "__eq__": _operator(K.BIN_EQ, "eq", PREDICATE),
+    "__ne__": _operator(K.BIN_NE, "ne", PREDICATE),
+    "__lt__": _operator(K.BIN_LT, "lt", PREDICATE),
+    "__le__": _operator(K.BIN_LE, "le", PREDICATE),
+    "__gt__": _operator(K.BIN_GT, "gt", PREDICATE),
+    "__ge__": _operator(K.BIN_GE, "ge", PREDICATE),
     "__neg__": U.neg,
     "__pos__": _pos,
     "__abs__": U.abs,
     "__invert__": U.bitwise_not,
-})
-# __eq__ without __hash__ would make tensors unhashable; keep identity hashing
-Tensor.__hash__ = lambda self: id(self)
+    # __eq__ defined after the class would leave Tensor's identity hash; it is kept explicitly
+    "__hash__": lambda self: id(self),
+}

@@ -30,7 +30,7 @@ from fiamma._creation import from_array_copy, tensor as _tensor
 from fiamma._ops._common import bcast_strides, broadcast_shapes, check_out, is_scalar
 from fiamma._ops.elementwise import add as _add
 from fiamma._storage import CPU
-from fiamma._tensor import Tensor, _copy_into, _init, install_methods, new_empty
+from fiamma._tensor import Tensor, _copy_into, _init, new_empty
 
 __all__ = ["argwhere", "index_put", "index_put_", "nonzero"]
 
@@ -906,11 +906,12 @@ def argwhere(input):
     return nonzero(input)
 
 
-install_methods({
+# Tensor methods of this module: attached by fiamma._methods (the one place that does)
+METHODS = {
     "__getitem__": _getitem,
     "__setitem__": _setitem,
     "index_put_": index_put_,
     "index_put": index_put,
     "nonzero": lambda self, *, as_tuple=False: nonzero(self, as_tuple=as_tuple),
     "argwhere": argwhere,
-})
+}

@@ -18,7 +18,7 @@ from fiamma import _dtype as D, _grad_hook as G
 from fiamma._backend import check, codes as K
 from fiamma._ops._common import broadcast_shapes, check_out, is_scalar
 from fiamma._ops.indexing import _fill_args
-from fiamma._tensor import Tensor, _copy_into, install_methods, new_empty, wrap_dim
+from fiamma._tensor import Tensor, _copy_into, new_empty, wrap_dim
 
 __all__ = ["gather", "scatter", "scatter_add", "scatter_reduce", "index_select", "index_add",
            "index_copy", "index_fill", "masked_fill", "masked_select", "masked_scatter", "take",
@@ -982,7 +982,8 @@ def histc(input, bins=100, min=0, max=0, *, out=None):
     return _finish("histc", res, out, (input,), {}, False)
 
 
-install_methods({
+# Tensor methods of this module: attached by fiamma._methods (the one place that does)
+METHODS = {
     "gather": lambda self, dim, index, *, sparse_grad=False: gather(self, dim, index),
     "scatter": lambda self, dim, index, src=None, *, value=None, reduce=None:
         scatter(self, dim, index, src, value=value, reduce=reduce),
@@ -1011,4 +1012,4 @@ install_methods({
     "put_": _put_,
     "bincount": bincount,
     "histc": lambda self, bins=100, min=0, max=0: histc(self, bins, min, max),
-})
+}

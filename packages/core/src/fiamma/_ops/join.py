@@ -12,7 +12,7 @@ from fiamma import _dtype as D, _grad_hook as G
 from fiamma._backend import check
 from fiamma._backend.cpu import operators as _cpu_operators
 from fiamma._ops._common import check_out
-from fiamma._tensor import Tensor, _copy_into, install_methods, new_empty, wrap_dim
+from fiamma._tensor import Tensor, _copy_into, new_empty, wrap_dim
 
 __all__ = ["cat", "concat", "concatenate", "stack", "hstack", "vstack", "row_stack", "dstack",
            "column_stack", "split", "chunk", "tensor_split", "hsplit", "vsplit", "dsplit"]
@@ -391,7 +391,8 @@ def dsplit(input, indices_or_sections):
     return _dirsplit("dsplit", input, indices_or_sections, 3, 2)
 
 
-install_methods({
+# Tensor methods of this module: attached by fiamma._methods (the one place that does)
+METHODS = {
     "split": lambda self, split_size, dim=0: split(self, split_size, dim),
     "split_with_sizes": lambda self, split_sizes, dim=0: split(self, list(split_sizes), dim),
     "chunk": lambda self, chunks, dim=0: chunk(self, chunks, dim),
@@ -400,4 +401,4 @@ install_methods({
     "hsplit": lambda self, indices_or_sections: hsplit(self, indices_or_sections),
     "vsplit": lambda self, indices_or_sections: vsplit(self, indices_or_sections),
     "dsplit": lambda self, indices_or_sections: dsplit(self, indices_or_sections),
-})
+}

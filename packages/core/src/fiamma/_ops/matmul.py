@@ -20,7 +20,7 @@ from fiamma._backend import check, codes as K
 from fiamma._backend.cpu import operators as _cpu_operators
 from fiamma._ops._common import bcast_strides, broadcast_shapes, same_device
 from fiamma._storage import CPU
-from fiamma._tensor import Tensor, _copy_into, install_methods, new_empty
+from fiamma._tensor import Tensor, _copy_into, new_empty
 
 __all__ = ["matmul", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm",
            "addmv", "addr", "addbmm", "baddbmm"]
@@ -588,7 +588,8 @@ def _inplace(fn, name):
     return method
 
 
-install_methods({
+# Tensor methods of this module: attached by fiamma._methods (the one place that does)
+METHODS = {
     "matmul": lambda self, other: matmul(self, other),
     "__matmul__": _matmul_method,
     "__rmatmul__": _rmatmul_method,
@@ -615,7 +616,7 @@ install_methods({
     "addr_": _inplace(addr, "addr_"),
     "baddbmm_": _inplace(baddbmm, "baddbmm_"),
     "addbmm_": _inplace(addbmm, "addbmm_"),
-})
+}
 
 
 _AC.listen(globals())

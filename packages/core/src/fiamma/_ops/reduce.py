@@ -23,7 +23,6 @@ from fiamma._tensor import (
     Tensor,
     _copy_into,
     contiguous_strides,
-    install_methods,
     new_empty,
     wrap_dim,
 )
@@ -757,10 +756,11 @@ def log_softmax(input, dim=None, dtype=None):
     return _softmax(1, "log_softmax", input, dim, dtype)
 
 
-install_methods({
+# Tensor methods of this module: attached by fiamma._methods (the one place that does)
+METHODS = {
     "sum": sum, "nansum": nansum, "prod": prod, "mean": mean, "nanmean": nanmean,
     "max": max, "min": min, "amax": amax, "amin": amin, "argmax": argmax, "argmin": argmin,
     "aminmax": aminmax, "std": std, "var": var, "norm": norm, "logsumexp": logsumexp,
     "all": all, "any": any, "count_nonzero": count_nonzero, "cumsum": cumsum,
     "cumprod": cumprod, "softmax": softmax, "log_softmax": log_softmax,
-})
+}

@@ -34,7 +34,7 @@ from fiamma._ops.shape_views import (
     movedim,
     trace,
 )
-from fiamma._tensor import Tensor, _shape_arg, install_methods, new_empty, wrap_dim
+from fiamma._tensor import Tensor, _shape_arg, new_empty, wrap_dim
 
 __all__ = ["flip", "fliplr", "flipud", "roll", "rot90", "repeat_interleave", "tile", "tril",
            "triu", "diag", "diag_embed", "diagflat"]
@@ -469,14 +469,15 @@ def diagflat(input, offset=0):
 
 # ---- Tensor methods --------------------------------------------------------------------------
 
-install_methods({
+# Tensor methods of this module: attached by fiamma._methods (the one place that does)
+METHODS = {
     "flip": _flip_method, "fliplr": fliplr, "flipud": flipud, "roll": roll, "rot90": rot90,
     "repeat": _repeat, "repeat_interleave": repeat_interleave, "tile": _tile_method,
     "tril": tril, "triu": triu, "tril_": _tri_inplace("tril_", False),
     "triu_": _tri_inplace("triu_", True), "diag": diag, "diagonal": diagonal,
     "diag_embed": diag_embed, "diagflat": diagflat, "trace": trace, "movedim": movedim,
     "moveaxis": movedim, "kron": kron, "cross": cross,
-})
+}
 
 # re-export the other shape modules' public names
 for _m in (_V, _B, _P, _E):

@@ -157,22 +157,14 @@ def broadcast_to(input, size):
 
 
 def broadcast_shapes(*shapes):
-    """The shape that tensors of the given shapes broadcast to (ints count as 1-D shapes).
+    """The shape that tensors of the given shapes broadcast to (ints count as 1-D shapes);
+    computed by fiamma._ops._common.broadcast_shapes, which every broadcasting op uses.
 
     >>> import fiamma
     >>> fiamma.broadcast_shapes((2, 1), (3,))
     fiamma.Size([2, 3])
     """
-    norm = []
-    for s in shapes:
-        if isinstance(s, (tuple, list)):
-            norm.append(tuple(_index(n) for n in s))
-        else:
-            norm.append((_index(s),))
-        if builtins.any(n < 0 for n in norm[-1]):
-            raise RuntimeError(f"broadcast_shapes: Trying to create tensor with negative "
-                               f"dimension: {list(norm[-1])}")
-    return Size(C.broadcast_shapes(*norm, op="broadcast_shapes"))
+    return Size(C.broadcast_shapes(*[C.as_shape(s, "broadcast_shapes") for s in shapes]))
 
 
 def _tensors_arg(tensors, op):
@@ -418,7 +410,5 @@ def is_floating_point(input):
 __all__ += ["transpose", "permute", "reshape", "squeeze", "unsqueeze", "flatten", "unflatten",
             "ravel", "narrow", "narrow_copy", "select", "unbind", "t", "adjoint", "as_strided",
             "clone", "detach", "numel", "is_tensor", "is_floating_point"]
-if not hasattr(Tensor, "ravel"):
-    Tensor.ravel = ravel
-if not hasattr(Tensor, "narrow_copy"):
-    Tensor.narrow_copy = narrow_copy
+# Tensor methods of this module: attached by fiamma._methods (the one place that does)
+METHODS = {"ravel": ravel, "narrow_copy": narrow_copy}

@@ -19,7 +19,7 @@ from fiamma import _dtype as D, _grad_hook as G
 from fiamma._backend import check, codes as K
 from fiamma._ops._common import check_out
 from fiamma._ops.reduce import _layout, return_types
-from fiamma._tensor import Tensor, _copy_into, install_methods, new_empty, wrap_dim
+from fiamma._tensor import Tensor, _copy_into, new_empty, wrap_dim
 
 __all__ = [
     "argsort", "bucketize", "cummax", "cummin", "diff", "kthvalue", "median", "mode", "msort",
@@ -590,8 +590,9 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
         G.record(name, x, (input, parts[0], parts[1]), {"n": n, "dim": d})
     return x
 
-install_methods({
+# Tensor methods of this module: attached by fiamma._methods (the one place that does)
+METHODS = {
     "sort": sort, "argsort": argsort, "msort": msort, "topk": topk, "kthvalue": kthvalue,
     "median": median, "nanmedian": nanmedian, "mode": mode, "cummax": cummax, "cummin": cummin,
     "unique": unique, "unique_consecutive": unique_consecutive, "diff": diff,
-})
+}

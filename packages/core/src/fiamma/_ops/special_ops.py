@@ -18,7 +18,7 @@ from fiamma import _dtype as D, _grad_hook as G
 from fiamma._backend import check, codes as K
 from fiamma._ops._common import as_operand, bcast_strides, broadcast_shapes, cast, same_device
 from fiamma._ops.elementwise import _finish, _result, check_inplace
-from fiamma._tensor import Tensor, install_methods
+from fiamma._tensor import Tensor
 
 __all__ = ["lgamma", "digamma", "polygamma", "erfinv", "xlogy", "logaddexp", "logaddexp2",
            "logit", "sinc", "i0", "mvlgamma",
@@ -195,12 +195,13 @@ def _polygamma_method(self, n):
     return polygamma(n, self)
 
 
-install_methods({
+# Tensor methods of this module: attached by fiamma._methods (the one place that does)
+METHODS = {
     "lgamma": lgamma, "digamma": digamma, "erfinv": erfinv, "sinc": sinc, "i0": i0,
     "xlogy": xlogy, "logaddexp": logaddexp, "logaddexp2": logaddexp2, "logit": logit,
     "mvlgamma": mvlgamma, "polygamma": _polygamma_method,
     "lgamma_": lgamma_, "digamma_": digamma_, "erfinv_": erfinv_, "sinc_": sinc_, "i0_": i0_,
     "xlogy_": xlogy_, "logit_": logit_, "polygamma_": _polygamma_, "mvlgamma_": _mvlgamma_,
-})
+}
 
 

@@ -1,11 +1,11 @@
 """The CPU backend's fast paths: the one-pass ``cat`` of contiguous CPU tensors (``cat_simple``),
-the one-call product of small CPU operands (``mm_simple``)
-and the Tensor operator methods (``x + y``, ``x += 1``, ``x.add_(y, alpha=2)``):
-each is one Python frame and one C call when its operands are contiguous CPU tensors of one
-dtype and shape (or a tensor and a Python number that needs no cast) and no gradient is
-recorded, and calls the general op (``fallback``, which dispatches on the device) otherwise.
-The op layer (fiamma._ops.elementwise) builds its operators here: this is a CPU detail of the
-binary-op driver, not a second op layer (it decides nothing the general op does not)."""
+the one-call product of small CPU operands (``mm_simple``), and the binary-op driver's fast test
+(``compile_binary``: ``x + y``, ``fiamma.mul(x, y)``, ``x += 1``, ``x.add_(y, alpha=2)``): one
+Python frame and one C call when the operands are contiguous CPU tensors of one dtype and shape
+(or a tensor and a Python number that needs no cast), and the general path (``fallback``,
+which dispatches on the device) otherwise. The op layer (fiamma._ops.elementwise.binary_driver)
+compiles its entries here: this is a CPU detail of the one binary-op driver, not a second op
+layer (it decides nothing the general path does not)."""
 
 import linecache
 
@@ -13,11 +13,11 @@ import linecache
 from fiamma import _dtype as D, _grad_hook as G, _storage as _S, _tensor as _T  # noqa: F401
 from fiamma._backend import check, codes as K
 from fiamma._lib import lib
-from fiamma._ops._common import is_scalar
+from fiamma._ops._common import is_scalar  # noqa: F401  (the generated source)
 from fiamma._storage import CPU  # noqa: F401
 from fiamma._tensor import Tensor, new_empty  # noqa: F401
 
-__all__ = ["binary_operator", "inplace_operator", "add_inplace", "cat_simple", "mm_simple"]
+__all__ = ["compile_binary", "add_inplace", "cat_simple", "mm_simple"]
 
 _I64 = 1 << 63
 
@@ -68,15 +68,17 @@ def _new_block(nb, name):
     return ptr
 
 
-# An operator method is generated from the source below, specialised for its operator when the
-# module loads. Its hot path (two same-dtype, same-shape, contiguous CPU tensors) builds the
-# result inline (what new_empty does, without the calls): this is the whole cost of a small op,
-# so the operator's own tests are written in instead of branched on at each call (that alone
-# measured ~35 ns of ~0.95 us), its C code and name are constants, and what it calls are
-# module globals (a closure's cells are copied into every frame in Python 3.11).
-_TENSOR_SRC = """
-        if (type(other) is Tensor and other._dtype is self._dtype and
-                other._shape == self._shape and self._cpu_contig and other._cpu_contig):
+# The binary-op driver's fast test and its one-call bodies, as source compiled once per op when
+# the op layer loads (fiamma._ops.elementwise.binary_driver). The hot path (two same-dtype,
+# same-shape, contiguous CPU tensors, or such a tensor and a Python number that needs no cast)
+# builds the result inline (what new_empty does, without the calls): this is the whole cost of
+# a small op, so the op's code, name and kind are constants written in instead of branched on
+# at each call (measured: see docs/architecture.md, "One binary-op driver"), and what it calls
+# are module globals (a closure's cells are copied into every frame in Python 3.11).
+_TENSOR_TEST = """
+        if ({self_ok}type(other) is Tensor and other._dtype is self._dtype and
+                other._shape == self._shape and self._cpu_contig and other._cpu_contig{extra}):"""
+_TENSOR_NEW = """
             dt = self._dtype{int_div}
             n = self._numel
             nb = n * {rdt}.itemsize
@@ -115,10 +117,20 @@ _TENSOR_SRC = """
             if self.requires_grad or other.requires_grad:
                 G.record({name!r}, res, (self, other), {{}})
             return res"""
-_SCALAR_SRC = """
+_TENSOR_INPLACE = """
+            rc = _binary_contig_c({code}, self._dtype.code, self._numel, self._ptr, self._ptr,
+                                  other._ptr)
+            if rc:
+                if self._dtype._kind == 3:  # complex: computed by the general path
+                    return {miss_call}
+                _raise(rc, {name!r}, self._dtype)
+            self._storage.version += 1
+            return self"""
+_SCALAR_TEST = """
         tp = type(other)
-        if ((tp is float or tp is int) and self._cpu_contig and
-                _scalar_fast_ok(self, other, tp, {truediv})):
+        if ({self_ok}(tp is float or tp is int) and self._cpu_contig{extra} and
+                _scalar_fast_ok(self, other, tp, {truediv})):"""
+_SCALAR_NEW = """
             dt = self._dtype
             res = new_empty(self._shape, {rdt}, CPU)
             rc = _binary_scalar_contig_c({code}, dt.code, self._numel, res._ptr, self._ptr,
@@ -128,89 +140,97 @@ _SCALAR_SRC = """
             if self.requires_grad:
                 G.record({name!r}, res, {inputs}, {{}})
             return res"""
-_METHOD_SRC = """
-def make(fallback):
-    def {method}(self, other):{tensor}{scalar}
+_SCALAR_INPLACE = """
+            rc = _binary_scalar_contig_c({code}, self._dtype.code, self._numel, self._ptr,
+                                         self._ptr, other, other if self._dtype._kind == 1 else 0,
+                                         0)
+            if rc:
+                _raise(rc, {name!r}, self._dtype)
+            self._storage.version += 1
+            return self"""
+_GUARD = """
         if not (isinstance(other, Tensor) or is_scalar(other)):
-            return NotImplemented
-        return fallback({args})
-    return {method}
+            return NotImplemented"""
+_DRIVER_SRC = """
+def make(fallback):
+    def {fn}(self, other):{body}
+        return {miss_call}
+    return {fn}
 """
+# the entries compile_binary makes: (tensor-tensor case, number case, NotImplemented for other
+# operand types, in place)
+_VARIANTS = {
+    "function": (True, True, False, False),    # fiamma.add(x, y) without out=: any operands
+    "operator": (True, True, True, False),     # x + y
+    "reflected": (False, True, True, False),   # 1 + x (__radd__): other is never a Tensor
+    "inplace": (True, True, True, True),       # x += y
+    "inplace_method": (True, True, False, True),  # x.mul_(y)
+}
 
 
-def binary_operator(code, name, predicate, truediv, fallback, raise_, scalar_first=False,
-                    number_fast=True):
-    """An operator method: one C call when both operands are same-dtype, same-shape,
-    contiguous CPU tensors, or ``other`` is a Python number that needs no cast
-    (``scalar_first``: the reflected operator, ``other OP self``, which has no tensor-tensor
-    case; ``number_fast`` False: no number case); ``fallback(self, other)`` otherwise (the
-    autograd hook records either). ``predicate``: a bool result; ``truediv``: integer operands
-    promote (left to fallback). ``raise_(rc, name, dtype)`` turns a C status into the op's
-    error."""
-    rdt = "D.bool" if predicate else "dt"
-    f = dict(code=int(code), name=name, truediv=bool(truediv), rdt=rdt, pred=bool(predicate),
-             first=int(scalar_first), inputs="(other, self)" if scalar_first else "(self, other)")
-    # integer true division promotes to float: the general function does that
-    int_div = ("\n            if dt._kind != 2:\n                return fallback(self, other)"
-               if truediv else "")
-    method = f"__r{name}__" if scalar_first else f"__{name}__"
-    src = _METHOD_SRC.format(
-        method=method,
-        tensor="" if scalar_first else _TENSOR_SRC.format(int_div=int_div, **f),
-        scalar=_SCALAR_SRC.format(**f) if number_fast else "",
-        args="other, self" if scalar_first else "self, other")
-    filename = f"<fiamma operator {method}>"
+def compile_binary(code, name, kind, variant, fallback, raise_, *, predicate, truediv,
+                   number_fast=True):
+    """One entry of binary op ``code`` (``name``: its autograd and error name; ``kind``: the op
+    layer's dtype rule) for ``variant`` (a key of _VARIANTS): the fast test and its one C call,
+    and for everything else ``fallback(self, other)`` (``fallback(other, self)`` for
+    "reflected"), or, when ``fallback`` is a tuple ``(general,)``, the general driver
+    ``general(code, name, kind, self, other)`` called directly. ``predicate``: a bool result;
+    ``truediv``: integer operands promote (left to the fallback); ``number_fast`` False: no
+    number case (pow's number shortcuts live in pow()). ``raise_(rc, name, dtype)`` turns a C
+    status into the op's error."""
+    tensor_case, number_case, guard, inplace = _VARIANTS[variant]
+    reflected = variant == "reflected"
+    pair = "other, self" if reflected else "self, other"
+    if isinstance(fallback, tuple):
+        (general,), fallback = fallback, None
+        miss_call = f"_general({int(code)}, {name!r}, {int(kind)}, {pair})"
+    else:
+        general, miss_call = None, f"fallback({pair})"
+    f = dict(code=int(code), name=name, truediv=bool(truediv), pred=bool(predicate),
+             rdt="D.bool" if predicate else "dt", first=int(reflected), inputs=f"({pair})",
+             self_ok="type(self) is Tensor and " if variant == "function" else "",
+             miss_call=miss_call)
+    body = ""
+    if tensor_case:
+        if inplace:
+            # no gradient to record, no partial overlap of self and other, and integer true
+            # division (a float result) is not in place
+            extra = ("and not (self.requires_grad or other.requires_grad) and\n"
+                     "                (other._storage is not self._storage or "
+                     "other._ptr == self._ptr)")
+            if truediv:
+                extra += " and self._dtype._kind == 2"
+            body += _TENSOR_TEST.format(extra=" " + extra, **f)
+            body += _TENSOR_INPLACE.format(**f)
+        else:
+            # integer true division promotes to float: the general path does that
+            int_div = (f"\n            if dt._kind != 2:\n                return {miss_call}"
+                       if truediv else "")
+            body += _TENSOR_TEST.format(extra="", **f)
+            body += _TENSOR_NEW.format(int_div=int_div, **f)
+    if number_case and number_fast:
+        body += _SCALAR_TEST.format(extra=" and not self.requires_grad" if inplace else "", **f)
+        body += (_SCALAR_INPLACE if inplace else _SCALAR_NEW).format(**f)
+    if guard:
+        body += _GUARD
+    fn = {"operator": f"__{name}__", "reflected": f"__r{name}__",
+          "inplace": f"__i{name}__", "inplace_method": f"{name}_"}.get(variant, name)
+    src = _DRIVER_SRC.format(fn=fn, body=body, miss_call=f["miss_call"])
+    filename = f"<fiamma binary driver {name} {variant}>"
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)  # tracebacks
     scope = {}
-    exec(compile(src, filename, "exec"), dict(globals(), _raise=raise_), scope)
-    fn = scope["make"](fallback)
-    fn.__qualname__ = f"Tensor.{method}"
-    return fn
-
-
-def inplace_operator(code, name, truediv, fallback, raise_, operator=True):
-    """``self op= other``: one C call writing into self when other is a same-dtype,
-    same-shape, contiguous tensor that does not partially overlap self, or a Python number that
-    needs no cast, and nothing needs a gradient; ``fallback(self, other)`` otherwise."""
-    bc = _binary_contig_c
-    sc = _binary_scalar_contig_c
-
-    def method(self, other):
-        if (type(other) is Tensor and other._dtype is self._dtype and other._shape ==
-                self._shape and self._cpu_contig and other._cpu_contig and not
-                (self.requires_grad or other.requires_grad) and
-                (other._storage is not self._storage or other._ptr == self._ptr) and
-                not (truediv and self._dtype._kind != 2)):
-            rc = bc(code, self._dtype.code, self._numel, self._ptr, self._ptr, other._ptr)
-            if rc:
-                if self._dtype._kind == 3:  # complex: computed by the general op
-                    return fallback(self, other)
-                raise_(rc, name, self._dtype)
-            self._storage.version += 1
-            return self
-        tp = type(other)
-        if ((tp is float or tp is int) and self._cpu_contig and not self.requires_grad and
-                _scalar_fast_ok(self, other, tp, truediv)):
-            rc = sc(code, self._dtype.code, self._numel, self._ptr, self._ptr, other,
-                    other if self._dtype._kind == 1 else 0, 0)
-            if rc:
-                raise_(rc, name, self._dtype)
-            self._storage.version += 1
-            return self
-        if operator and not (isinstance(other, Tensor) or is_scalar(other)):
-            return NotImplemented
-        return fallback(self, other)
-
-    method.__name__ = f"__i{name}__" if operator else f"{name}_"
-    return method
+    exec(compile(src, filename, "exec"), dict(globals(), _raise=raise_, _general=general), scope)
+    entry = scope["make"](fallback)
+    entry.__qualname__ = fn if variant == "function" else f"Tensor.{fn}"
+    return entry
 
 
 def add_inplace(sign, generic, raise_):
-    """``add_`` / ``sub_`` with alpha: the fast paths of inplace_operator, and a fused
+    """``add_`` / ``sub_`` with alpha: the in-place driver when alpha is 1, and a fused
     ``self + alpha * other`` for a tensor other."""
     name = "add" if sign > 0 else "sub"
-    fast = inplace_operator(K.BIN_ADD if sign > 0 else K.BIN_SUB, name, False, generic, raise_,
-                            operator=False)
+    fast = compile_binary(K.BIN_ADD if sign > 0 else K.BIN_SUB, name, 0, "inplace_method",
+                          generic, raise_, predicate=False, truediv=False)
 
     def method(self, other, *, alpha=1):
         if type(alpha) is int and alpha == 1:

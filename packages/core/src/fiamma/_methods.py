@@ -1,0 +1,43 @@
+"""The one place that attaches methods to Tensor.
+
+fiamma._tensor defines the class with what defines a tensor (layout, views, copies,
+conversions) and imports no op module; each module that adds Tensor methods lists them in a
+``METHODS`` table, and this module, imported once at the end of ``fiamma/__init__.py``, sets
+them on the class in the order below (a later table wins a name: _compat_ops's ``sgn`` over
+elementwise's). Nothing else calls ``setattr(Tensor, ...)``.
+"""
+
+from fiamma import (
+    _compat_ops,
+    _creation,
+    _interop,
+    _legacy_types,
+    _printing,
+    _random,
+    _sparse_coo,
+    _storage_api,
+    _tensor_api,
+)
+from fiamma._ops import (
+    elementwise,
+    indexing,
+    indexops,
+    join,
+    matmul,
+    reduce,
+    shape,
+    shape_views,
+    sorting,
+    special_ops,
+)
+from fiamma._tensor import Tensor
+
+__all__ = ["MODULES"]
+
+MODULES = (_creation, _printing, _legacy_types, _storage_api, _random, _interop, elementwise,
+           reduce, matmul, join, indexing, indexops, shape_views, shape, special_ops, sorting,
+           _tensor_api, _compat_ops, _sparse_coo)
+
+for _module in MODULES:
+    for _name, _fn in _module.METHODS.items():
+        setattr(Tensor, _name, _fn)
