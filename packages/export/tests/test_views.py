@@ -76,3 +76,17 @@ def test_plan_on_random_slices():
             else:
                 y = np.broadcast_to(y, arg)
         assert np.array_equal(y, v)
+
+
+def test_select_from_a_permuted_view_with_a_batch_of_one():
+    # traced at batch 1, run at 2: the size-1 batch dim makes the view's strides ambiguous,
+    # so the select is recorded as itself (Swin's q, k, v = qkv[0], qkv[1], qkv[2])
+    from test_onnx import BATCH, _check
+
+    class QKV(fiamma.nn.Module):
+        def forward(self, x):
+            qkv = x.reshape(x.shape[0], 49, 3, 2, 8).permute(2, 0, 3, 1, 4)
+            return (qkv[0] * qkv[2]).sum(2) + qkv[1][:, 1:].sum()
+
+    _check(QKV(), fiamma.randn(1, 49, 48), runs=[(fiamma.randn(2, 49, 48),)],
+           dynamic_axes=BATCH)

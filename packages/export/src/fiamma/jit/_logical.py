@@ -143,8 +143,11 @@ def patch_logical(h):
             return out
         if not any(_from_end(v) for i in items for v in (
                 (i.start, i.stop) if isinstance(i, slice) else (i,) if _is_int(i) else ())) \
-                and not (mine(self) and _past_end(self, items)):
-            return out  # positions from the start: the same at every size
+                and not (mine(self) and _past_end(self, items)) and 1 not in self._shape:
+            # positions from the start: the same at every size. (With a size-1 dim, the view's
+            # strides are ambiguous, e.g. a batch of 1 inside a permuted view: recorded as
+            # itself below, so another batch size replays it right.)
+            return out
         if Ellipsis in items:
             k = items.index(Ellipsis)
             items = items[:k] + (slice(None),) * (self.dim() - len(real)) + items[k + 1:]
