@@ -10,7 +10,6 @@ checks /dev/shm after this process is gone.
 """
 
 import faulthandler
-import gc
 import json
 import multiprocessing.process
 import multiprocessing.synchronize as mps
@@ -160,12 +159,15 @@ def case_timeout(ctx):
 
 
 def case_keyboard_interrupt(ctx):
-    # the earlier cases' loaders finalized first: Python drops an interrupt that lands inside a
-    # finalizer (a loader's __del__ joining its workers), which on a loaded machine could run
-    # right when the timer fires
-    gc.collect()
-    threading.Timer(0.8, os.kill, (os.getpid(), signal.SIGINT)).start()
-    list(_loader(Rows(8, sleep=2.0), ctx, batch_size=2))
+    # Python's Ctrl-C handler, also where this process was started with SIGINT ignored (a
+    # command put in the background by a non-interactive shell inherits that, and Python then
+    # installs no handler: the interrupt would be ignored, not raised)
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Timer(0.8, os.kill, (os.getpid(), signal.SIGINT)).start()
+        list(_loader(Rows(8, sleep=2.0), ctx, batch_size=2))
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 def case_more_batches_kept_than_slabs(ctx):
