@@ -43,12 +43,15 @@ def batch(step):
     return x, y
 
 
-def sgd(model, lr=0.1):
+def sgd(model, lr=0.1, set_to_none=True):
     with fiamma.no_grad():
         for p in model.parameters():
             if p.grad is not None:
                 p -= lr * p.grad
-                p.grad = None
+                if set_to_none:
+                    p.grad = None
+                else:
+                    p.grad.zero_()
 
 
 def close(a, b, what):
@@ -60,36 +63,43 @@ def close(a, b, what):
 fiamma.manual_seed(0)
 reference = Net()
 steps = 4
-for accumulate in (1, 2):
-    for cap in (None, 0.001):  # one bucket; many buckets (0.001 MB)
-        fiamma.manual_seed(0)
-        ref = copy.deepcopy(reference)
-        fiamma.manual_seed(rank + 1)  # every rank starts elsewhere: DDP broadcasts rank 0's
-        local = Net()
-        if rank == 0:
-            local.load_state_dict(reference.state_dict())
-        local.seen.fill_(rank + 5)
-        ddp = DDP(local, bucket_cap_mb=cap)
-        assert float(local.seen) == 5.0, "buffers not broadcast from rank 0"
-        if cap is not None:
-            assert len(ddp._bucket_list) > 2, len(ddp._bucket_list)
-        for step in range(steps):
-            x, y = batch(step)
-            F.cross_entropy(ref(x), y).backward()
-            sgd(ref)
-            mine = slice(4 * rank, 4 * rank + 4)
-            xs, ys = x[mine], y[mine]
-            micro = 4 // accumulate
-            for k in range(accumulate):
-                part = slice(k * micro, (k + 1) * micro)
-                last = k == accumulate - 1
-                if not last:
-                    with ddp.no_sync():
-                        (F.cross_entropy(ddp(xs[part]), ys[part]) / accumulate).backward()
-                else:
+# gradient_as_bucket_view, with gradients set to None or zeroed in place between steps
+modes = [(False, True), (True, True), (True, False)]
+for accumulate, cap, (as_view, to_none) in [(a, c, m) for a in (1, 2)
+                                            for c in (None, 0.001)  # 1 bucket; many
+                                            for m in modes]:
+    fiamma.manual_seed(0)
+    ref = copy.deepcopy(reference)
+    fiamma.manual_seed(rank + 1)  # every rank starts elsewhere: DDP broadcasts rank 0's
+    local = Net()
+    if rank == 0:
+        local.load_state_dict(reference.state_dict())
+    local.seen.fill_(rank + 5)
+    ddp = DDP(local, bucket_cap_mb=cap, gradient_as_bucket_view=as_view)
+    assert float(local.seen) == 5.0, "buffers not broadcast from rank 0"
+    if cap is not None:
+        assert len(ddp._bucket_list) > 2, len(ddp._bucket_list)
+    for step in range(steps):
+        x, y = batch(step)
+        F.cross_entropy(ref(x), y).backward()
+        sgd(ref)
+        mine = slice(4 * rank, 4 * rank + 4)
+        xs, ys = x[mine], y[mine]
+        micro = 4 // accumulate
+        for k in range(accumulate):
+            part = slice(k * micro, (k + 1) * micro)
+            last = k == accumulate - 1
+            if not last:
+                with ddp.no_sync():
                     (F.cross_entropy(ddp(xs[part]), ys[part]) / accumulate).backward()
-            sgd(ddp.module)
-        close(ddp.module, ref, f"accumulate={accumulate} bucket_cap_mb={cap}")
+            else:
+                (F.cross_entropy(ddp(xs[part]), ys[part]) / accumulate).backward()
+        views = [v for b in ddp._bucket_list for v in b.views]
+        in_bucket = [any(p.grad is v for v in views) for p in ddp.module.parameters()]
+        assert all(in_bucket) if as_view else not any(in_bucket), (as_view, in_bucket)
+        sgd(ddp.module, set_to_none=to_none)
+    close(ddp.module, ref, f"accumulate={accumulate} bucket_cap_mb={cap} "
+                           f"gradient_as_bucket_view={as_view} set_to_none={to_none}")
 
 # find_unused_parameters: the spare layer is unused on every rank -> its grad stays None
 fiamma.manual_seed(0)

@@ -31,7 +31,7 @@ from fiamma.distributed._state import resolve
 
 class _Bucket:
     __slots__ = ("index", "params", "offsets", "flat", "pending", "work", "dtype", "buf",
-                 "mpi_type", "mpi_op")
+                 "mpi_type", "mpi_op", "views")
 
     def __init__(self, index, params):
         self.index = index
@@ -43,6 +43,10 @@ class _Bucket:
             self.offsets.append(n)
             n += p.numel()
         self.flat = fiamma.zeros(n, dtype=self.dtype, device=params[0].device)
+        # each parameter's slice of the flat buffer, shaped like it (made once: a view per
+        # parameter per step cost more than the copy into it for small models)
+        self.views = [self.flat[o:o + p.numel()].view(p.shape)
+                      for o, p in zip(self.offsets, params)]
         if params[0].device.type == "cuda":  # reduced by NCCL (the flat tensor's pointer)
             self.buf = self.mpi_type = self.mpi_op = None
         else:
@@ -133,8 +137,12 @@ class DistributedDataParallel(nn.Module):
         if delay_all_reduce_named_params is not None or param_to_hook_all_reduce is not None:
             raise ValueError("DistributedDataParallel: delay_all_reduce_named_params and "
                              "param_to_hook_all_reduce are not supported")
-        # gradient_as_bucket_view and static_graph are optimisation hints in PyTorch: the
-        # results are the same without them, so they are accepted and have no effect here
+        # static_graph is an optimisation hint in PyTorch: the results are the same without
+        # it, so it is accepted and has no effect here. gradient_as_bucket_view=True makes
+        # each .grad a view of its bucket after the first synced backward (as PyTorch does):
+        # no copy back after the all-reduce, and none into the bucket either when the
+        # optimizer zeroes gradients in place (zero_grad(set_to_none=False))
+        self.gradient_as_bucket_view = bool(gradient_as_bucket_view)
         group = resolve(process_group, "DistributedDataParallel")
         if group is None:
             raise ValueError("DistributedDataParallel: this rank is not in process_group")
@@ -310,12 +318,12 @@ class DistributedDataParallel(nn.Module):
     def _mark(self, p, grad):
         b, i = self._where[id(p)]
         self._ready.add(id(p))
-        view = b.flat[b.offsets[i]:b.offsets[i] + p.numel()]
+        view = b.views[i]
         with fiamma.no_grad():
             if grad is None:
                 view.zero_()
-            else:
-                view.copy_(grad.detach().reshape(-1))
+            elif grad is not view:  # (a bucket-view gradient is already in place)
+                view.copy_(grad.detach())
         b.pending -= 1
         if b.pending == 0:
             self._launch()
@@ -378,14 +386,19 @@ class DistributedDataParallel(nn.Module):
                     b.flat.div_(n)
                 else:
                     b.buf /= n
-                for p, off in zip(b.params, b.offsets):
+                as_view = self.gradient_as_bucket_view
+                for p, avg in zip(b.params, b.views):
                     if unused is not None and id(p) in unused:
                         continue
-                    avg = b.flat[off:off + p.numel()].view(p.shape)
-                    if p.grad is None:
+                    g = p.grad
+                    if g is avg:
+                        continue
+                    if as_view and (g is None or g.grad_fn is None):
+                        p.grad = avg
+                    elif g is None:
                         p.grad = avg.clone()
                     else:
-                        p.grad.copy_(avg)
+                        g.copy_(avg)
         self._armed = False
 
     def extra_repr(self):
