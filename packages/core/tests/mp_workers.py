@@ -111,3 +111,24 @@ def pipe_double(conn):
     t.mul_(2)
     conn.send(t[1:])
     conn.close()
+
+
+def spawn_fill(i, out, value):
+    """mp.spawn target: write ``value + i`` into slot ``i`` of the shared ``out``."""
+    out[i] = value + i
+
+
+def spawn_fail_one(i, failing, mode):
+    """mp.spawn target: process ``failing`` fails (``mode``: raise, exit, kill); the others
+    wait to be stopped."""
+    if i == failing:
+        if mode == "raise":
+            raise ValueError(f"boom in process {i}")
+        if mode == "exit":
+            os._exit(3)
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(120)
+
+
+def spawn_sleep(i, seconds):
+    time.sleep(seconds)

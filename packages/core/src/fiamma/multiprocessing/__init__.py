@@ -58,10 +58,19 @@ from fiamma.multiprocessing._shm import (  # noqa: F401
     set_sharing_strategy,
     sweep as _sweep,
 )
+from fiamma.multiprocessing.spawn import (  # noqa: F401
+    ProcessContext,
+    ProcessExitedException,
+    ProcessRaisedException,
+    SpawnContext,
+    spawn,
+    start_processes,
+)
 
 __all__ = list(multiprocessing.__all__) + [
     "get_sharing_strategy", "set_sharing_strategy", "get_all_sharing_strategies",
-    "init_reductions", "sweep_shared_memory",
+    "init_reductions", "sweep_shared_memory", "spawn", "start_processes", "ProcessContext",
+    "SpawnContext", "ProcessRaisedException", "ProcessExitedException",
 ]
 
 
