@@ -47,3 +47,9 @@ def test_ddp_one_rank_and_its_errors(world):
         nn.parallel.DistributedDataParallel(nn.Linear(2, 2), bucket_cap_mb=0)
     with pytest.raises(ValueError, match="device_ids must name one device"):
         nn.parallel.DistributedDataParallel(nn.Linear(2, 2), device_ids=[0, 1])
+
+
+def test_sync_batchnorm_on_two_ranks_equals_batchnorm_on_the_whole_batch():
+    proc = run_ranks(2, "sync_bn.py", limit=180)
+    assert proc.returncode == 0, show(proc)
+    assert "OK rank 0" in proc.stdout and "OK rank 1" in proc.stdout, show(proc)

@@ -43,6 +43,7 @@ __all__ = [
     "trapezoid", "trapz", "cumulative_trapezoid", "dist", "renorm", "unravel_index",
     "cosine_similarity", "pairwise_distance", "pdist",
     "fill", "fill_", "zero_", "is_complex", "is_conj", "is_neg", "is_nonzero", "is_same_size",
+    "is_distributed",
     "is_signed", "is_storage", "is_inference", "typename", "get_device",
     "conj", "conj_physical", "resolve_conj", "resolve_neg", "real", "angle",
     "split_with_sizes", "unsafe_chunk", "unsafe_split", "unsafe_split_with_sizes",
@@ -689,6 +690,12 @@ def sym_max(a, b):
     return builtins.max(a, b)
 
 
+def is_distributed(input):
+    """False: PyTorch's legacy flag for tensors of its old distributed backend (always False
+    there too; fiamma.distributed works on ordinary tensors)."""
+    return False
+
+
 def is_same_size(input, other):
     return tuple(input.shape) == tuple(other.shape)
 
@@ -1124,7 +1131,7 @@ METHODS = {
         "det", "logdet", "slogdet", "inverse", "pinverse", "matrix_power", "svd", "qr",
         "cholesky", "deg2rad", "rad2deg", "heaviside", "ldexp", "gcd", "lcm", "isreal",
         "logcumsumexp", "quantile", "nanquantile", "cov", "corrcoef", "dist", "renorm",
-        "is_nonzero", "is_same_size", "conj", "conj_physical", "resolve_conj", "resolve_neg",
+        "is_nonzero", "is_same_size", "is_distributed", "conj", "conj_physical", "resolve_conj", "resolve_neg",
         "unsafe_chunk", "unsafe_split", "unsafe_split_with_sizes",
         "diagonal_scatter", "select_scatter", "slice_scatter", "as_strided_scatter")},
     "deg2rad_": deg2rad_, "rad2deg_": rad2deg_,

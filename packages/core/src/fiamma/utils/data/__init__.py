@@ -19,6 +19,11 @@ __all__ = list(_data.__all__)
 
 
 def __getattr__(name):
+    if name in ("dataloader", "dataset", "distributed", "sampler"):
+        # torch.utils.data.distributed is there without importing it: so are these
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
     try:
         return getattr(_data, name)
     except AttributeError:
