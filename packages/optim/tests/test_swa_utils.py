@@ -169,3 +169,30 @@ def test_swalr_equals_pytorch(kw):
             seq.append([float(g["lr"]) for g in opt.param_groups])
         seqs.append(seq)
     np.testing.assert_allclose(seqs[0], seqs[1], rtol=1e-12)
+
+
+def test_averaged_model_of_an_nn_module_is_an_nn_module():
+    nn = pytest.importorskip("fiamma.nn")
+    import copy
+    import pickle
+
+    net = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+    ema = SW.AveragedModel(net, multi_avg_fn=SW.get_ema_multi_avg_fn(0.5))
+    assert isinstance(ema, SW.AveragedModel) and isinstance(ema, nn.Module)
+    assert type(ema).__name__ == "AveragedModel" and repr(ema).startswith("AveragedModel(")
+    assert list(ema.state_dict())[:2] == ["n_averaged", "module.0.weight"]
+    assert len(list(ema.modules())) == 4 and len(list(ema.named_parameters())) == 4
+    ema.update_parameters(net)
+    with fiamma.no_grad():
+        net[0].weight.add_(1.0)
+    ema.update_parameters(net)
+    np.testing.assert_allclose(ema.module[0].weight.detach().numpy(),
+                               net[0].weight.detach().numpy() - 0.5,
+                               rtol=1e-6)
+    SW.update_bn([fiamma.randn(5, 3) for _ in range(2)], ema)  # walks ema.modules()
+    assert int(ema.module[1].num_batches_tracked) == 2
+    plain = SW.AveragedModel(net)
+    back = pickle.loads(pickle.dumps(plain))
+    assert type(back) is type(plain) and int(back.n_averaged) == 0
+    assert type(copy.deepcopy(ema)) is type(ema)
+    assert ema.eval() is ema and not ema.module.training

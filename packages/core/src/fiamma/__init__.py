@@ -52,6 +52,14 @@ from fiamma._allocator import *  # noqa: F401,F403
 from fiamma._parallel import *  # noqa: F401,F403
 from fiamma.serialization import save, load  # noqa: F401  (light: imports its machinery on call)
 from fiamma._layout import layout, strided, sparse_coo  # noqa: F401
+from fiamma._memory_format import (  # noqa: F401
+    channels_last,
+    channels_last_3d,
+    contiguous_format,
+    legacy_contiguous_format,
+    memory_format,
+    preserve_format,
+)
 from fiamma._sparse_coo import sparse_coo_tensor, indices_copy, values_copy  # noqa: F401
 from fiamma._sparse_ops import spmm, smm  # noqa: F401
 # (new op modules: one `from fiamma._ops.<area> import *` line each, above this comment)

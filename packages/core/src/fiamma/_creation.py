@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 
-from fiamma import _dtype as D, _grad_hook as G
+from fiamma import _dtype as D, _grad_hook as G, _memory_format as _mf
 from fiamma._backend import check
 from fiamma._limits import check_shape
 from fiamma._ops._common import check_out
@@ -187,6 +187,8 @@ def empty(*size_args, size=None, dtype=None, device=None, requires_grad=False, o
     size = size_args if size is None else _size_kw(size_args, size, "empty")
     dt = D.get_default_dtype() if dtype is None else D.to_dtype(dtype, "empty")
     t = new_empty(_size(size, "empty"), dt, _dev(device))
+    if memory_format is not None:
+        t = _formatted(t, None, memory_format, "empty")
     return _finish(t, requires_grad)
 
 
@@ -263,25 +265,44 @@ def _like(x, dtype, device, op):
     return dt, dev
 
 
+def _formatted(t, like, memory_format, op):
+    """``t`` in an explicitly given ``memory_format`` (preserve_format: the format of ``like``).
+    Without one the result is contiguous: fiamma's kernels and internal buffers are NCHW."""
+    fmt = _mf.check(memory_format, op)
+    if fmt is None:
+        return t
+    if fmt is _mf.preserve_format:
+        if like is None or like._contig:
+            return t
+        fmt = _mf.preserved(like)
+    if fmt is _mf.contiguous_format or fmt is _mf.legacy_contiguous_format:
+        return t
+    return _mf.to_format(t, fmt, op)
+
+
 def empty_like(input, dtype=None, device=None, requires_grad=False, memory_format=None):
     dt, dev = _like(input, dtype, device, "empty_like")
-    return _finish(new_empty(input._shape, dt, dev), requires_grad)
+    out = new_empty(input._shape, dt, dev)
+    return _finish(_formatted(out, input, memory_format, "empty_like"), requires_grad)
 
 
 def zeros_like(input, dtype=None, device=None, requires_grad=False, memory_format=None):
     dt, dev = _like(input, dtype, device, "zeros_like")
-    return _finish(new_empty(input._shape, dt, dev, zero=True), requires_grad)
+    out = new_empty(input._shape, dt, dev, zero=True)
+    return _finish(_formatted(out, input, memory_format, "zeros_like"), requires_grad)
 
 
 def ones_like(input, dtype=None, device=None, requires_grad=False, memory_format=None):
     dt, dev = _like(input, dtype, device, "ones_like")
-    return _finish(fill_(new_empty(input._shape, dt, dev), 1), requires_grad)
+    out = fill_(new_empty(input._shape, dt, dev), 1)
+    return _finish(_formatted(out, input, memory_format, "ones_like"), requires_grad)
 
 
 def full_like(input, fill_value, dtype=None, device=None, requires_grad=False,
               memory_format=None):
     dt, dev = _like(input, dtype, device, "full_like")
-    return _finish(fill_(new_empty(input._shape, dt, dev), fill_value), requires_grad)
+    out = fill_(new_empty(input._shape, dt, dev), fill_value)
+    return _finish(_formatted(out, input, memory_format, "full_like"), requires_grad)
 
 
 def empty_strided(size, stride, dtype=None, device=None, requires_grad=False):

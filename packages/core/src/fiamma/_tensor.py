@@ -8,7 +8,7 @@ storage, copies, and conversions.
 import builtins
 import operator
 
-from fiamma import _device_copy, _dtype as D, _grad_hook as G
+from fiamma import _device_copy, _dtype as D, _grad_hook as G, _memory_format
 from fiamma._backend import check, cpu as _cpu
 from fiamma._layout import strided as _STRIDED
 from fiamma._limits import (
@@ -163,7 +163,10 @@ class Tensor:
         return self._dtype.is_signed
 
     def is_contiguous(self, memory_format=None):
-        return self._contig
+        if memory_format is None:
+            return self._contig
+        return _memory_format.is_contiguous(self, _memory_format.check(memory_format,
+                                                                       "is_contiguous"))
 
     @property
     def _version(self):
@@ -532,11 +535,22 @@ class Tensor:
 
     # ---- copies and conversion ----------------------------------------------------------------
     def contiguous(self, memory_format=None):
-        if self._contig:
-            return self
-        return self.clone()
+        if memory_format is None or memory_format is _memory_format.contiguous_format:
+            if self._contig:
+                return self
+            return self.clone(memory_format=_memory_format.contiguous_format)
+        if _memory_format.check(memory_format, "contiguous") is _memory_format.preserve_format:
+            raise RuntimeError("contiguous: preserve memory format is unsupported by the "
+                               "contiguous operator")
+        return _memory_format.to_format(self, memory_format, "contiguous")
 
     def clone(self, memory_format=None):
+        if memory_format is not None and memory_format is not _memory_format.contiguous_format:
+            fmt = _memory_format.check(memory_format, "clone")
+            if fmt is _memory_format.preserve_format:
+                fmt = _memory_format.preserved(self)
+            if fmt is not _memory_format.contiguous_format:
+                return _memory_format.to_format(self, fmt, "clone", copy=True)
         out = new_empty(self._shape, self._dtype, self._storage.device)
         if out._numel:
             rc = out._storage.backend.copy(out, self)
@@ -576,7 +590,7 @@ class Tensor:
         dev = kwargs.pop("device", None)
         copy = kwargs.pop("copy", False)
         non_blocking = kwargs.pop("non_blocking", False)
-        kwargs.pop("memory_format", None)
+        fmt = _memory_format.check(kwargs.pop("memory_format", None), "to")
         if kwargs:
             raise TypeError(f"to: unexpected keyword arguments {sorted(kwargs)}")
         for a in args:
@@ -605,6 +619,12 @@ class Tensor:
             if dt is not out._dtype:
                 out = _cast(out, dt)
                 copy = False
+        if fmt is not None and fmt is not _memory_format.preserve_format:
+            out = _memory_format.to_format(out, fmt, "to", copy=copy and out is self)
+        elif fmt is not None and out is not self:  # an explicit preserve_format
+            keep = _memory_format.preserved(self)
+            if keep is not _memory_format.contiguous_format:
+                out = _memory_format.to_format(out, keep, "to")
         if copy and out is self:
             out = self.clone()
         return out

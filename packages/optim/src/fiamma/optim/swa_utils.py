@@ -82,6 +82,14 @@ class AveragedModel:
     Calling it runs the averaged copy. Its ``state_dict`` has PyTorch's keys
     (``n_averaged`` and ``module.<name>``)."""
 
+    def __new__(cls, *args, **kwargs):
+        if cls is AveragedModel:
+            model = args[0] if args else kwargs.get("model")
+            module_class = _averaged_module_class()
+            if module_class is not None and isinstance(model, module_class.__mro__[1]):
+                return object.__new__(module_class)  # an nn.Module itself, as in PyTorch
+        return object.__new__(cls)
+
     def __init__(self, model, device=None, avg_fn=None, multi_avg_fn=None, use_buffers=False):
         self.module = copy.deepcopy(model)
         if device is not None:
@@ -147,6 +155,45 @@ class AveragedModel:
         if hasattr(self.module, "load_state_dict"):
             return self.module.load_state_dict(inner, strict=strict)
         return None
+
+
+_AveragedModule = None
+
+
+def _averaged_module_class():
+    """AveragedModel as a subclass of fiamma.nn.Module too (so it has modules(), to(),
+    named_parameters(), hooks, ... as PyTorch's), when fiamma-nn is installed; fiamma-optim does
+    not depend on it."""
+    global _AveragedModule
+    if _AveragedModule is not None:
+        return _AveragedModule
+    try:
+        from fiamma.nn import Module
+    except ImportError:
+        return None
+
+    def __init__(self, model, device=None, avg_fn=None, multi_avg_fn=None,
+                 use_buffers=False):
+        Module.__init__(self)
+        self.module = copy.deepcopy(model)
+        if device is not None:
+            self.module = self.module.to(device)
+        self.register_buffer("n_averaged", fiamma.tensor(0, dtype=fiamma.int64, device=device))
+        self.avg_fn = avg_fn
+        self.multi_avg_fn = multi_avg_fn
+        self.use_buffers = use_buffers
+
+    def forward(self, *args, **kwargs):
+        return self.module(*args, **kwargs)
+
+    def __reduce_ex__(self, protocol):
+        return Module.__reduce_ex__(self, protocol)
+
+    _AveragedModule = type("_AveragedModule", (Module, AveragedModel), {
+        "__init__": __init__, "forward": forward, "__module__": __name__,
+        "__doc__": AveragedModel.__doc__, "__qualname__": "_AveragedModule"})
+    _AveragedModule.__name__ = "AveragedModel"  # its repr and type name; pickled by qualname
+    return _AveragedModule
 
 
 def _is_batchnorm(m):

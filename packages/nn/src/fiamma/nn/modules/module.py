@@ -430,12 +430,18 @@ class Module:
 
     def to(self, *args, **kwargs):
         """Move and/or cast: ``to(dtype)``, ``to(device)``, ``to(device, dtype)``,
-        ``to(tensor)``. Only floating-point parameters and buffers change dtype."""
+        ``to(tensor)``, ``to(memory_format=fiamma.channels_last)`` (4-d and 5-d parameters and
+        buffers; channels_last_3d for 5-d). Only floating-point parameters and buffers change
+        dtype."""
         dtype = kwargs.pop("dtype", None)
         device = kwargs.pop("device", None)
         kwargs.pop("non_blocking", None)
+        fmt = kwargs.pop("memory_format", None)
         if kwargs:
             raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+        if fmt is not None and not isinstance(fmt, fiamma.memory_format):
+            raise TypeError(f"to() memory_format must be a fiamma.memory_format, got "
+                            f"{type(fmt).__name__}")
         for a in args:
             if isinstance(a, fiamma.dtype):
                 dtype = a
@@ -455,6 +461,8 @@ class Module:
                 out = out.to(device)
             if dtype is not None and out.is_floating_point():
                 out = out.to(dtype)
+            if fmt is not None and out.dim() in (4, 5):  # as PyTorch: 4-d/5-d tensors only
+                out = out.to(memory_format=fmt)
             return out
 
         return self._apply(convert)
