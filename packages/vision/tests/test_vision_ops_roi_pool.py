@@ -152,11 +152,11 @@ def test_ps_roi_pool_gradient_at_the_last_row_and_column(scale):
     # row/column size - 2 there (torchvision's rule), so the exact gradient is zero on the
     # last row and column and equals the numerical one everywhere
     rs = np.random.RandomState(2)
-    x = rs.randn(2, 2 * 9, 6, 7)
+    x = rs.randn(2, 9, 6, 7)
     b = np.array([[0, 0.0, 0.0, 7.0, 6.0], [1, 2.6, 1.4, 6.6, 5.6], [0, 3.0, 2.0, 30.0, 20.0],
                   [1, -4.0, -3.0, 6.0, 5.0], [0, 5.6, 4.6, 9.0, 9.0]])
     b[:, 1:] /= scale
-    wgt = rs.randn(len(b), 2, 3, 3)
+    wgt = rs.randn(len(b), 1, 3, 3)
 
     def f(xn):
         return float((ps_roi_pool(fiamma.from_numpy(xn), fiamma.from_numpy(b), 3, scale).numpy()
@@ -168,6 +168,27 @@ def test_ps_roi_pool_gradient_at_the_last_row_and_column(scale):
     np.testing.assert_allclose(g, _numgrad(f, x), atol=1e-6)
     assert not g[:, :, -1, :].any() and not g[:, :, :, -1].any()
     assert g[:, :, -2, :].any() and g[:, :, :, -2].any()     # the bins do reach the edge
+
+
+@pytest.mark.parametrize("op,channels,args", [(roi_pool, 2, ()), (ps_roi_align, 8, (-1,)),
+                                               (ps_roi_align, 8, (2,))])
+def test_gradient_at_the_last_row_and_column(op, channels, args):
+    # roi_pool and ps_roi_align read the last row/column (unlike ps_roi_pool): boxes reaching
+    # or passing the bottom/right edge give it a gradient, equal to the numerical one
+    rs = np.random.RandomState(3)
+    x = rs.randn(1, channels, 6, 7)
+    b = np.array([[0, 0.0, 0.0, 7.0, 6.0], [0, 2.6, 1.4, 6.6, 5.6], [0, 3.0, 2.0, 30.0, 20.0]])
+    wgt = rs.randn(len(b), channels // (1 if op is roi_pool else 4), 2, 2)
+
+    def f(xn):
+        return float((op(fiamma.from_numpy(xn), fiamma.from_numpy(b), 2, 1.0, *args).numpy()
+                      * wgt).sum())
+
+    xt = fiamma.from_numpy(x.copy()).requires_grad_()
+    (op(xt, fiamma.from_numpy(b), 2, 1.0, *args) * fiamma.from_numpy(wgt)).sum().backward()
+    g = xt.grad.numpy()
+    np.testing.assert_allclose(g, _numgrad(f, x), atol=1e-6)
+    assert g[:, :, -1, :].any() and g[:, :, :, -1].any()
 
 
 def _vjp_of_linear(fn, x, w):
