@@ -191,6 +191,13 @@ def test_gradient_at_the_last_row_and_column(op, channels, args):
     assert g[:, :, -1, :].any() and g[:, :, :, -1].any()
 
 
+def test_ps_roi_align_zero_size_box_is_zero():
+    x = fiamma.from_numpy(np.random.RandomState(6).randn(1, 8, 6, 7))
+    b = fiamma.tensor([[0, 2.0, 3.0, 2.0, 3.0], [0, 1.0, 1.0, 4.0, 1.0]], dtype=fiamma.float64)
+    assert not ps_roi_align(x, b, 2, 1.0, -1).numpy().any()
+    assert ps_roi_align(x, b, 2, 1.0, 2).numpy().any()   # fixed samples: bilinear values
+
+
 def _vjp_of_linear(fn, x, w):
     """sum(fn(x) * w)'s gradient for an fn linear in x, from fn on each unit input (float64:
     exact up to rounding, whatever fn's own backward does)."""

@@ -101,7 +101,9 @@ def ps_roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=-1
     """Position-sensitive RoIAlign (R-FCN): bin ``(i, j)`` of output channel ``c`` averages
     bilinear samples of input channel ``(c * oh + i) * ow + j``; ``input`` has
     ``C_out * oh * ow`` channels. Boxes are shifted by -0.5 pixel (torchvision's rule) and
-    ``sampling_ratio`` is as :func:`roi_align`'s. Returns (K, C_out, oh, ow)."""
+    ``sampling_ratio`` is as :func:`roi_align`'s; a box of zero width or height with
+    ``sampling_ratio <= 0`` has no samples and gives 0 (torchvision: NaN, from 0 / 0). Returns
+    (K, C_out, oh, ow)."""
     r, bidx = _prepare("ps_roi_align", input, boxes)
     ph, pw = _pair(output_size)
     n, c, h, w = input.shape
