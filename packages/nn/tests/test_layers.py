@@ -40,6 +40,36 @@ def test_linear_gradients():
                                np.ones((3, 5)) @ x.detach().numpy(), rtol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", [fiamma.float32, fiamma.float64])
+def test_linear_nd_inputs_fused_bias_and_strided(dtype):
+    # a contiguous N-d input large enough takes addmm's fused bias, a strided one matmul + add:
+    # the same values (NumPy float64) and gradients either way
+    rs = np.random.default_rng(1)
+    x = rs.standard_normal((2, 3, 50, 24))
+    w, b = rs.standard_normal((200, 24)), rs.standard_normal(200)
+    g = rs.standard_normal((2, 3, 50, 200))
+    ref = x @ w.T + b
+    tol = 1e-4 if dtype is fiamma.float32 else 1e-12
+    for contiguous in (True, False):
+        xn = x if contiguous else np.ascontiguousarray(x.transpose(0, 2, 1, 3))
+        xt = fiamma.tensor(xn, dtype=dtype, requires_grad=True)
+        xin = xt if contiguous else xt.transpose(1, 2)
+        wt = fiamma.tensor(w, dtype=dtype, requires_grad=True)
+        bt = fiamma.tensor(b, dtype=dtype, requires_grad=True)
+        y = F.linear(xin, wt, bt)
+        assert y.shape == (2, 3, 50, 200)
+        np.testing.assert_allclose(y.detach().numpy(), ref, rtol=tol, atol=tol)
+        (y * fiamma.tensor(g, dtype=dtype)).sum().backward()
+        gx = xt.grad.numpy() if contiguous else xt.grad.numpy().transpose(0, 2, 1, 3)
+        np.testing.assert_allclose(gx, g @ w, rtol=tol, atol=tol)
+        np.testing.assert_allclose(wt.grad.numpy(), g.reshape(-1, 200).T @ x.reshape(-1, 24),
+                                   rtol=tol, atol=10 * tol)
+        np.testing.assert_allclose(bt.grad.numpy(), g.sum(axis=(0, 1, 2)), rtol=tol,
+                                   atol=10 * tol)
+    with pytest.raises(RuntimeError, match="matmul"):
+        F.linear(fiamma.randn(2, 3, 50, 23), fiamma.randn(200, 24), fiamma.randn(200))
+
+
 def test_bilinear():
     m = nn.Bilinear(3, 4, 2).double()
     a = fiamma.randn(5, 3, dtype=fiamma.float64, requires_grad=True)

@@ -146,6 +146,69 @@ def test_input_gradient_numerical(op, channels):
     np.testing.assert_allclose(xt.grad.numpy(), _numgrad(f, x), atol=1e-6)
 
 
+@pytest.mark.parametrize("scale", [1.0, 0.5])
+def test_ps_roi_pool_gradient_at_the_last_row_and_column(scale):
+    # boxes whose last bins reach or pass the map's bottom/right edge: the forward pools up to
+    # row/column size - 2 there (torchvision's rule), so the exact gradient is zero on the
+    # last row and column and equals the numerical one everywhere
+    rs = np.random.RandomState(2)
+    x = rs.randn(2, 9, 6, 7)
+    b = np.array([[0, 0.0, 0.0, 7.0, 6.0], [1, 2.6, 1.4, 6.6, 5.6], [0, 3.0, 2.0, 30.0, 20.0],
+                  [1, -4.0, -3.0, 6.0, 5.0], [0, 5.6, 4.6, 9.0, 9.0]])
+    b[:, 1:] /= scale
+    wgt = rs.randn(len(b), 1, 3, 3)
+
+    def f(xn):
+        return float((ps_roi_pool(fiamma.from_numpy(xn), fiamma.from_numpy(b), 3, scale).numpy()
+                      * wgt).sum())
+
+    xt = fiamma.from_numpy(x.copy()).requires_grad_()
+    (ps_roi_pool(xt, fiamma.from_numpy(b), 3, scale) * fiamma.from_numpy(wgt)).sum().backward()
+    g = xt.grad.numpy()
+    np.testing.assert_allclose(g, _numgrad(f, x), atol=1e-6)
+    assert not g[:, :, -1, :].any() and not g[:, :, :, -1].any()
+    assert g[:, :, -2, :].any() and g[:, :, :, -2].any()     # the bins do reach the edge
+
+
+@pytest.mark.parametrize("op,channels,args", [(roi_pool, 2, ()), (ps_roi_align, 8, (-1,)),
+                                               (ps_roi_align, 8, (2,))])
+def test_gradient_at_the_last_row_and_column(op, channels, args):
+    # roi_pool and ps_roi_align read the last row/column (unlike ps_roi_pool): boxes reaching
+    # or passing the bottom/right edge give it a gradient, equal to the numerical one
+    rs = np.random.RandomState(3)
+    x = rs.randn(1, channels, 6, 7)
+    b = np.array([[0, 0.0, 0.0, 7.0, 6.0], [0, 2.6, 1.4, 6.6, 5.6], [0, 3.0, 2.0, 30.0, 20.0]])
+    wgt = rs.randn(len(b), channels // (1 if op is roi_pool else 4), 2, 2)
+
+    def f(xn):
+        return float((op(fiamma.from_numpy(xn), fiamma.from_numpy(b), 2, 1.0, *args).numpy()
+                      * wgt).sum())
+
+    xt = fiamma.from_numpy(x.copy()).requires_grad_()
+    (op(xt, fiamma.from_numpy(b), 2, 1.0, *args) * fiamma.from_numpy(wgt)).sum().backward()
+    g = xt.grad.numpy()
+    np.testing.assert_allclose(g, _numgrad(f, x), atol=1e-6)
+    assert g[:, :, -1, :].any() and g[:, :, :, -1].any()
+
+
+def test_ps_roi_align_zero_size_box_is_zero():
+    x = fiamma.from_numpy(np.random.RandomState(6).randn(1, 8, 6, 7))
+    b = fiamma.tensor([[0, 2.0, 3.0, 2.0, 3.0], [0, 1.0, 1.0, 4.0, 1.0]], dtype=fiamma.float64)
+    assert not ps_roi_align(x, b, 2, 1.0, -1).numpy().any()
+    assert ps_roi_align(x, b, 2, 1.0, 2).numpy().any()   # fixed samples: bilinear values
+
+
+def _vjp_of_linear(fn, x, w):
+    """sum(fn(x) * w)'s gradient for an fn linear in x, from fn on each unit input (float64:
+    exact up to rounding, whatever fn's own backward does)."""
+    g = np.zeros(x.size)
+    for i in range(x.size):
+        e = np.zeros(x.size)
+        e[i] = 1.0
+        g[i] = float((fn(e.reshape(x.shape)) * w).sum())
+    return g.reshape(x.shape)
+
+
 def test_modules_lists_and_errors():
     x = fiamma.rand(2, 8, 6, 6)
     boxes = [fiamma.tensor([[0., 0., 4., 4.]]), fiamma.tensor([[1., 1., 5., 5.], [0., 0., 2., 3.]])]
@@ -179,9 +242,36 @@ def test_matches_torchvision(name, channels, args):
         got = getattr(__import__("fiamma.vision.ops", fromlist=[name]), name)(
             xf, fiamma.from_numpy(b), 3, scale, *args)
         np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), atol=1e-12)
-        if name == "ps_roi_pool":
-            continue    # torchvision's backward clips bins to the size, its forward to size-1
         w = np.random.RandomState(4).randn(*want.shape)
         (want * torch.from_numpy(w)).sum().backward()
         (got * fiamma.from_numpy(w)).sum().backward()
+        if name == "ps_roi_pool":
+            continue    # its gradient: test_ps_roi_pool_gradient_matches_torchvision_forward
         np.testing.assert_allclose(xf.grad.numpy(), xt.grad.numpy(), atol=1e-12)
+
+
+@pytest.mark.parity
+def test_ps_roi_pool_gradient_matches_torchvision_forward():
+    # torchvision's ps_roi_pool backward clips the bins to [0, size] while its forward clips
+    # them to [0, size - 1]: for a bin that reaches the last row/column its backward is not
+    # the derivative of its forward (it spreads the gradient over the last row/column too,
+    # divided by the larger area). fiamma's gradient is the derivative of the shared forward:
+    # equal to torchvision's backward for bins inside the map, and to the exact vector-Jacobian
+    # product of torchvision's forward everywhere
+    torch = pytest.importorskip("torch")
+    tvops = pytest.importorskip("torchvision.ops")
+    rs = np.random.RandomState(5)
+    x = rs.randn(1, 8, 6, 7)
+    inside = np.array([[0, 0.0, 0.0, 4.0, 3.0], [0, 1.4, 0.6, 5.2, 4.4]])
+    edge = np.array([[0, 0.0, 0.0, 7.0, 6.0], [0, 2.6, 1.4, 6.6, 5.6], [0, -2.0, 1.0, 20.0, 9.0]])
+    for b in (inside, edge):
+        w = rs.randn(len(b), 2, 2, 2)
+        xt = torch.from_numpy(x.copy()).requires_grad_()
+        (tvops.ps_roi_pool(xt, torch.from_numpy(b), 2) * torch.from_numpy(w)).sum().backward()
+        xf = fiamma.from_numpy(x.copy()).requires_grad_()
+        (ps_roi_pool(xf, fiamma.from_numpy(b), 2) * fiamma.from_numpy(w)).sum().backward()
+        exact = _vjp_of_linear(
+            lambda e: tvops.ps_roi_pool(torch.from_numpy(e), torch.from_numpy(b), 2).numpy(), x, w)
+        np.testing.assert_allclose(xf.grad.numpy(), exact, atol=1e-12)
+        if b is inside:
+            np.testing.assert_allclose(xf.grad.numpy(), xt.grad.numpy(), atol=1e-12)

@@ -31,12 +31,27 @@ __all__ = (["linear", "bilinear", "relu", "softmax", "log_softmax", "pad", "drop
 _AC_ON = False  # True while an autocast region is enabled (fiamma.amp keeps it)
 
 
+# output elements from which linear on an N-d input takes addmm's fused bias: below, the two
+# reshapes (~2 us) cost more than the second pass over the output saves
+_FUSED_BIAS_MIN = 1 << 14
+
+
 def linear(input, weight, bias=None):
     """``input @ weight.T + bias``."""
     if _AC_ON:  # on autocast's lower-precision list
         input, weight, bias = fiamma.amp.cast_lower(None, input, weight, bias)
-    if input.dim() == 2 and bias is not None:
-        return fiamma.addmm(bias, input, weight.t())
+    if bias is not None:
+        nd = input.dim()
+        if nd == 2:
+            return fiamma.addmm(bias, input, weight.t())
+        if (nd > 2 and weight.dim() == 2 and input.shape[-1] == weight.shape[1] and
+                input.numel() * weight.shape[0] >= _FUSED_BIAS_MIN * max(weight.shape[1], 1) and
+                input.is_contiguous()):
+            # the rows of a contiguous input are one matrix: addmm's kernel adds the bias as it
+            # stores the product (matmul + add is a second pass over the output)
+            shape = input.shape
+            out = fiamma.addmm(bias, input.reshape(-1, shape[-1]), weight.t())
+            return out.view(*shape[:-1], out.shape[-1])
     out = fiamma.matmul(input, weight.t())
     return out + bias if bias is not None else out
 

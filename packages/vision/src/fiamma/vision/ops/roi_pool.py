@@ -101,7 +101,9 @@ def ps_roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=-1
     """Position-sensitive RoIAlign (R-FCN): bin ``(i, j)`` of output channel ``c`` averages
     bilinear samples of input channel ``(c * oh + i) * ow + j``; ``input`` has
     ``C_out * oh * ow`` channels. Boxes are shifted by -0.5 pixel (torchvision's rule) and
-    ``sampling_ratio`` is as :func:`roi_align`'s. Returns (K, C_out, oh, ow)."""
+    ``sampling_ratio`` is as :func:`roi_align`'s; a box of zero width or height with
+    ``sampling_ratio <= 0`` has no samples and gives 0 (torchvision: NaN, from 0 / 0). Returns
+    (K, C_out, oh, ow)."""
     r, bidx = _prepare("ps_roi_align", input, boxes)
     ph, pw = _pair(output_size)
     n, c, h, w = input.shape
@@ -120,7 +122,10 @@ def ps_roi_pool(input, boxes, output_size, spatial_scale=1.0):
     """Position-sensitive RoIPool (R-FCN): bin ``(i, j)`` of output channel ``c`` is the mean
     of input channel ``(c * oh + i) * ow + j`` over the bin's pixels (integer bins as
     :func:`roi_pool`, box size ``max(x2 - x1, 1)`` after rounding, bounds clipped to
-    ``size - 1`` as torchvision's CPU kernel); an empty bin is 0."""
+    ``size - 1`` as torchvision's kernels); an empty bin is 0. The gradient is this forward's
+    derivative, so the last row and column of ``input`` get none; torchvision's backward clips
+    its bins to ``size`` instead (not its forward's derivative there) and differs for bins
+    that reach the last row/column."""
     r, bidx = _prepare("ps_roi_pool", input, boxes)
     ph, pw = _pair(output_size)
     n, c, h, w = input.shape
@@ -131,8 +136,9 @@ def ps_roi_pool(input, boxes, output_size, spatial_scale=1.0):
         return fiamma.zeros((0, c // (ph * pw), ph, pw), dtype=input.dtype)
     dt = np.float64 if input.dtype == fiamma.float64 else np.float32
     x1, y1, rw, rh = _rounded_rois(r, spatial_scale, dt, plus_one=False)
-    # torchvision's CPU forward clips the bins to [0, size - 1] (its backward to size): the
-    # last row/column of the map is never pooled; the forward is matched here
+    # torchvision's forward clips the bins to [0, size - 1] (its backward to size): the last
+    # row/column of the map is never pooled; the forward is matched here, and the gradient is
+    # its derivative (autograd through the gather and matmuls)
     iy, vy = _window(*_int_bins(y1, rh, ph, h - 1, dt))
     ix, vx = _window(*_int_bins(x1, rw, pw, w - 1, dt))
     ny = np.maximum(vy.sum(axis=2, keepdims=True), 1)
