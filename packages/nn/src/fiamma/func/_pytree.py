@@ -81,8 +81,10 @@ def tree_flatten(tree):
     """``(leaves, spec)``.
 
     >>> leaves, spec = tree_flatten({"a": (1, 2), "b": [3]})
-    >>> leaves, spec
-    ([1, 2, 3], TreeSpec(dict, ['a', 'b'], [TreeSpec(tuple, None, [*, *]), TreeSpec(list, None, [*])]))
+    >>> leaves
+    [1, 2, 3]
+    >>> spec
+    TreeSpec(dict, ['a', 'b'], [TreeSpec(tuple, None, [*, *]), TreeSpec(list, None, [*])])
     >>> tree_unflatten([4, 5, 6], spec)
     {'a': (4, 5), 'b': [6]}
     """

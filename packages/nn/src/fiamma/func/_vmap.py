@@ -173,6 +173,10 @@ def _empty_batch(func, out_dims, flat, spec, dims, kwargs):
     return _stack_outputs(func, out_dims, [out], 1, empty=True)
 
 
+def _same(a, b):
+    return isinstance(a, Tensor) and a.shape == b.shape and bool(fiamma.equal(a, b))
+
+
 def _stack_outputs(func, out_dims, outs, batch, empty=False):
     name = _fname(func)
     leaves0, spec = tree_flatten(outs[0])
@@ -202,9 +206,7 @@ def _stack_outputs(func, out_dims, outs, batch, empty=False):
         col = [leaves[j] for leaves in per_elem]
         first = col[0]
         if d is None:
-            if isinstance(first, Tensor) and not all(
-                    isinstance(c, Tensor) and c.shape == first.shape and bool(fiamma.equal(c, first))
-                    for c in col[1:]):
+            if isinstance(first, Tensor) and not all(_same(c, first) for c in col[1:]):
                 raise ValueError(f"vmap({name}, ...): `{name}` can not return a BatchedTensor "
                                  "when out_dim is None")
             result.append(first)
