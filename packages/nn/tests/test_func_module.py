@@ -179,3 +179,19 @@ def test_maml_meta_gradient_matches_autograd():
     want = fiamma.autograd.grad(loss(fast2, xq, yq), list(params.values()))
     for a, b in zip(meta, want):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_runner_maps_torch_func_and_torch_vmap():
+    import subprocess
+    import sys
+
+    code = ("import torch, torch.func\n"
+            "from torch.func import vmap, grad, functional_call\n"
+            "import fiamma.func\n"
+            "assert torch.func is fiamma.func and torch.vmap is fiamma.func.vmap\n"
+            "x = torch.arange(6.).reshape(2, 3)\n"
+            "print(torch.vmap(grad(lambda r: (r ** 2).sum()))(x).tolist())\n")
+    out = subprocess.run([sys.executable, "-m", "fiamma.run", "-c", code], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[[0.0, 2.0, 4.0], [6.0, 8.0, 10.0]]"
