@@ -27,7 +27,8 @@ How fiamma computes them (exact results; the costs differ from PyTorch's):
 
 import functools
 
-from ._autodiff import grad, grad_and_value, hessian, jacfwd, jacrev, jvp, linearize, vjp
+from ._autodiff import grad, grad_and_value, jvp, linearize, vjp
+from ._jacobian import hessian, jacfwd, jacrev
 from ._module import functional_call, replace_all_batch_norm_modules_, stack_module_state
 from ._vmap import vmap
 
