@@ -1,9 +1,12 @@
 """Nested Python containers of tensors (PyTorch's pytrees) for fiamma.func.
 
-Containers are tuples, lists, dicts (insertion order; OrderedDict too) and namedtuples;
-everything else, ``None`` included, is a leaf. ``in_dims``/``out_dims`` are *prefixes* of
+Containers are tuples, lists, dicts (insertion order; OrderedDict too) and namedtuples,
+by exact type as in PyTorch; everything else (``None``, ``fiamma.Size`` and
+other subclasses included) is a leaf. ``in_dims``/``out_dims`` are *prefixes* of
 such a tree: a leaf of the prefix (an int or None) applies to the whole subtree under it.
 """
+
+from collections import OrderedDict
 
 
 class TreeSpec:
@@ -61,8 +64,11 @@ def _is_namedtuple(x):
     return isinstance(x, tuple) and hasattr(type(x), "_fields")
 
 
+_CONTAINERS = (tuple, list, dict, OrderedDict)
+
+
 def is_container(x):
-    return isinstance(x, (tuple, list, dict))
+    return type(x) in _CONTAINERS or _is_namedtuple(x)
 
 
 def _children(x):
@@ -113,10 +119,7 @@ def _build(it, spec):
     kids = [_build(it, c) for c in spec.children]
     t = spec.type
     if issubclass(t, dict):
-        try:
-            d = t()
-        except TypeError:  # a dict subclass with a required argument (defaultdict-like)
-            d = {}
+        d = t()
         for k, v in zip(spec.context, kids):
             d[k] = v
         return d
