@@ -391,3 +391,20 @@ def test_top_level_vmap_and_runner_names():
     assert fiamma.vmap is F.vmap and fiamma.func is F
     assert set(F.__all__) >= {"vmap", "grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd",
                               "hessian", "functional_call", "stack_module_state", "linearize"}
+
+
+def test_namedtuples_sizes_and_identity_functions():
+    import collections
+
+    P = collections.namedtuple("P", "a b")
+    x = fiamma.arange(6.0, dtype=D).reshape(2, 3)
+    r = vmap(lambda p: P(p.a * 2, p.b.sum()))(P(x, x))
+    assert type(r) is P and r.a.shape == (2, 3) and r.b.shape == (2,)
+    g = grad(lambda p: (p.a * p.b).sum())(P(x, x + 1))
+    assert type(g) is P
+    np.testing.assert_allclose(g.a.numpy(), x.numpy() + 1)
+    _, n = vmap(lambda a: (a, a.shape), out_dims=(0, None))(x)  # a Size is one leaf
+    assert tuple(n) == (3,)
+    np.testing.assert_allclose(jvp(lambda a: a, (x,), (fiamma.ones_like(x),))[1].numpy(), 1.0)
+    np.testing.assert_allclose(jacfwd(lambda a: a)(fiamma.ones(2, dtype=D)).numpy(), np.eye(2))
+    np.testing.assert_allclose(jacrev(lambda a: a)(fiamma.ones(2, dtype=D)).numpy(), np.eye(2))
