@@ -408,3 +408,28 @@ def test_namedtuples_sizes_and_identity_functions():
     np.testing.assert_allclose(jvp(lambda a: a, (x,), (fiamma.ones_like(x),))[1].numpy(), 1.0)
     np.testing.assert_allclose(jacfwd(lambda a: a)(fiamma.ones(2, dtype=D)).numpy(), np.eye(2))
     np.testing.assert_allclose(jacrev(lambda a: a)(fiamma.ones(2, dtype=D)).numpy(), np.eye(2))
+
+
+def test_rearrange_against_numpy():
+    from fiamma.func import rearrange
+
+    a = np.arange(2 * 6 * 4.0).reshape(2, 6, 4)
+    x = fiamma.tensor(a)
+    np.testing.assert_array_equal(rearrange(x, "b h w -> w b h").numpy(), a.transpose(2, 0, 1))
+    np.testing.assert_array_equal(rearrange(x, "b (h1 h) w -> (b h1) h w", h1=2).numpy(),
+                                  a.reshape(2, 2, 3, 4).reshape(4, 3, 4))
+    np.testing.assert_array_equal(rearrange(x, "b (h h1) w -> b h (w h1)", h1=2).numpy(),
+                                  a.reshape(2, 3, 2, 4).transpose(0, 1, 3, 2).reshape(2, 3, 8))
+    np.testing.assert_array_equal(rearrange(x, "b ... -> ... b").numpy(), a.transpose(1, 2, 0))
+    assert rearrange(x, "b h w -> b () h w 1").shape == (2, 1, 6, 4, 1)
+    assert rearrange([x, x], "n b h w -> (n b) h w").shape == (4, 6, 4)
+    for bad, match in [("b h -> b h", "Number of dimensions in pattern"),
+                       ("b h w -> b h", "only on one side"),
+                       ("b b w -> b w", "duplicate dimension"),
+                       ("b h w => b h w", "single '->'"),
+                       ("b (h1 h2) w -> b h1 h2 w", "cannot infer the sizes"),
+                       ("b h w -> b h w ...", "Ellipsis found in right side")]:
+        with pytest.raises(ValueError, match=match):
+            rearrange(x, bad)
+    with pytest.raises(ValueError, match="cannot be split"):
+        rearrange(x, "b (h1 h) w -> b h1 h w", h1=4)

@@ -166,3 +166,15 @@ def test_errors_match(case):
     ours, theirs = got
     assert isinstance(ours, type(theirs)), (case, ours, theirs)
     assert str(ours).split("\n")[0][:60] == str(theirs).split("\n")[0][:60], (case, ours, theirs)
+
+
+@pytest.mark.parametrize("pattern, lengths", [
+    ("a b c -> c a b", {}), ("a ... -> ... a", {}), ("a b c -> a (b c) 1", {}),
+    ("a b c -> a () b c", {}), ("a ... c -> c ... a", {}), ("(a b) c d -> a b c d", {"a": 2}),
+    ("b (h1 h) (w1 w) -> (b h1 w1) h w", {"h1": 2, "w1": 3}),
+    ("b (h h1) (w w1) -> b h w (h1 w1)", {"h1": 2, "w1": 3})])
+def test_rearrange_matches(pattern, lengths):
+    a = np.arange(24.0).reshape(1, 4, 6) if "h1" in pattern else np.arange(24.0).reshape(2, 3, 4)
+    ours = fiamma.func.rearrange(fiamma.tensor(a), pattern, **lengths)
+    theirs = torch.func.rearrange(torch.tensor(a), pattern, **lengths)
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())

@@ -30,11 +30,12 @@ import functools
 from ._autodiff import grad, grad_and_value, jvp, linearize, vjp
 from ._jacobian import hessian, jacfwd, jacrev
 from ._module import functional_call, replace_all_batch_norm_modules_, stack_module_state
+from ._rearrange import rearrange
 from ._vmap import vmap
 
 __all__ = ["vmap", "grad", "grad_and_value", "vjp", "jvp", "linearize", "jacrev", "jacfwd",
            "hessian", "functional_call", "stack_module_state", "replace_all_batch_norm_modules_",
-           "functionalize", "debug_unwrap"]
+           "functionalize", "debug_unwrap", "rearrange"]
 
 _REMOVE = ("mutations", "mutations_and_views")
 
