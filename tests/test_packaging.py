@@ -24,6 +24,7 @@ SIBLINGS = {
     "autograd": "fiamma-autograd",
     "nn": "fiamma-nn",
     "fx": "fiamma-nn",
+    "func": "fiamma-nn",
     "optim": "fiamma-optim",
     "data": "fiamma-data",
     "vision": "fiamma-vision",
@@ -145,7 +146,7 @@ def test_wheels_namespace_layout():
             assert "fiamma/__init__.py" in names
             continue
         # its subpackages: fiamma/<name>/ (fiamma-export ships fiamma/jit/ and fiamma/onnx/,
-        # fiamma-nn fiamma/nn/ and fiamma/fx/)
+        # fiamma-nn fiamma/nn/, fiamma/fx/ and fiamma/func/)
         subs = tuple(f"fiamma/{k}/" for k, d in SIBLINGS.items() if d == dist) or \
             (f"fiamma/{dist[len('fiamma-'):]}/",)
         assert "fiamma/__init__.py" not in names, f"{w.name} ships fiamma/__init__.py"

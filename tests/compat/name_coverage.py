@@ -40,6 +40,7 @@ MODULES = {
     "torch.fft": ("fiamma.fft",),
     "torch.special": ("fiamma.special",),
     "torch.fx": ("fiamma.fx",),
+    "torch.func": ("fiamma.func",),
     "torchvision.transforms": ("fiamma.vision.transforms",),
     "torchvision.models": ("fiamma.vision.models",),
     "torchvision.models.detection": ("fiamma.vision.models.detection",),

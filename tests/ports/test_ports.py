@@ -47,6 +47,15 @@ PROGRAMS = {
                      {"running_reward": ("min", 8.0)}),
     "siamese_network": (["--epochs", "2", "--train-size", "512", "--log-interval", "100"],
                         {"test_loss": ("rel", 0.2)}),
+    # torch.func: vmap(grad) per-sample gradients, stack_module_state ensembles, MAML
+    "per_sample_grads": (["--epochs", "1", "--train-size", "256"],
+                         {"max_diff": ("max", 1e-5), "accuracy": ("min", 0.3),
+                          "test_loss": ("rel", 0.5)}),
+    "ensembling": (["--epochs", "2", "--train-size", "512"],
+                   {"diff_err": ("max", 1e-5), "same_err": ("max", 1e-5),
+                    "accuracy": ("min", 0.5), "test_loss": ("rel", 0.6)}),
+    "maml": (["--iterations", "60", "--log-interval", "20"],
+             {"gain": ("min", 1.0), "post_loss": ("rel", 0.3)}),
 }
 
 

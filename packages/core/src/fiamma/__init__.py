@@ -75,6 +75,7 @@ _SIBLINGS = {
     "autograd": "fiamma-autograd",
     "nn": "fiamma-nn",
     "fx": "fiamma-nn",
+    "func": "fiamma-nn",
     "optim": "fiamma-optim",
     "data": "fiamma-data",
     "vision": "fiamma-vision",
@@ -90,12 +91,17 @@ _FROM_SUBMODULE = {"autocast": "amp", "is_autocast_enabled": "amp",
                    "get_autocast_dtype": "amp", "set_autocast_enabled": "amp",
                    "set_autocast_dtype": "amp"}
 
+# PyTorch's top-level names for functions of a sibling distribution (torch.vmap is func.vmap)
+_FROM_SIBLING = {"vmap": "func"}
+
 
 def __getattr__(name):
     if name in _FROM_SUBMODULE:
         import importlib
 
         return getattr(importlib.import_module("fiamma." + _FROM_SUBMODULE[name]), name)
+    if name in _FROM_SIBLING:
+        return getattr(__getattr__(_FROM_SIBLING[name]), name)
     if name in _SUBMODULES:
         import importlib
 
