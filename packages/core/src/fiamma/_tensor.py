@@ -9,7 +9,7 @@ import builtins
 import operator
 
 from fiamma import _device_copy, _dtype as D, _grad_hook as G
-from fiamma._backend import check, cpu as _cpu
+from fiamma._backend import _BACKENDS, check, cpu as _cpu
 from fiamma._layout import strided as _STRIDED
 from fiamma._limits import (
     MAX_SIZE as _MAX_SIZE,
@@ -858,7 +858,9 @@ def new_empty(shape, dt, dev=CPU, zero=False):
             if dev is CPU:
                 st = Storage(n * dt.itemsize, zero)
             else:
-                st = _device_copy.device_storage(dev, n * dt.itemsize, zero)
+                be = _BACKENDS.get(dev.type) if type(dev) is device else None
+                st = be.new_storage(dev, n * dt.itemsize, zero) if be is not None else \
+                    _device_copy.device_storage(dev, n * dt.itemsize, zero)
     except (OverflowError, MemoryError):  # the shape is beyond the limits, or memory is out
         raise _allocation_error(shape, dt, n * dt.itemsize, dev) from None
     t = _new(Tensor)

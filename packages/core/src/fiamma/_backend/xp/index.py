@@ -3,7 +3,9 @@ ops, boolean masks, nonzero, bincount and histc (contract.Backend documents each
 are csrc/index.c's and csrc/indexops.c's).
 
 Every index is checked before anything is written (one host sync, for the error); the first bad
-one in row-major order is reported through ``bad``. Addresses are computed as element offsets
+one in row-major order is reported through ``bad``. An index tensor whose range is known
+(``note_range``: uploaded from the host, or checked whole before and not written since) is not
+checked again, so no host read. Addresses are computed as element offsets
 into a flat view of the indexed tensor's storage, so any strides work. Scatters with duplicate
 destinations: the last write in row-major order wins (only the last occurrence of each
 destination is written); accumulations apply every value (NumPy: ``ufunc.at``, in index order,
@@ -195,18 +197,22 @@ class IndexMixin:
             anybad = None
             bads = []
             for j, t in enumerate(idx):
-                v = self.raw(t, cshape, strides[j])
                 n = isize[j]
+                if self.known_in(t, -n, n):
+                    continue  # in range by what is known of it: no check, no host read
+                v = self.raw(t, cshape, strides[j])
                 b = (v < -n) | (v >= n)
-                bads.append((b, v))
+                bads.append((j, b, v))
                 anybad = b if anybad is None else anybad | b
             if anybad is not None and bool(anybad.any()):
                 p = int(xp.argmax(xp.broadcast_to(anybad, cshape).reshape(-1)))
-                for j, (b, v) in enumerate(bads):
+                for j, b, v in bads:
                     if bool(xp.broadcast_to(b, cshape).reshape(-1)[p]):
                         if bad is not None:
                             bad[:] = [j, int(xp.broadcast_to(v, cshape).reshape(-1)[p])]
                         return C.ERR_INDEX, None
+            for j, _b, _v in bads:
+                self.note_range(idx[j], -isize[j], isize[j] - 1)
         if 0 in shape:
             return 0, None
         w = []
@@ -322,11 +328,14 @@ class IndexMixin:
             return 0
         v = self._compact(self.raw(idx, shape, sidx))
         w = xp.where(v < 0, v + np.int64(isize), v) if wrap else v
-        found, value = self._first_bad((w < 0) | (w >= isize), v)
-        if found:
-            if bad is not None:
-                bad[:] = [value]
-            return C.ERR_INDEX
+        lo = -isize if wrap else 0
+        if not self.known_in(idx, lo, isize):  # else in range by what is known: no host read
+            found, value = self._first_bad((w < 0) | (w >= isize), v)
+            if found:
+                if bad is not None:
+                    bad[:] = [value]
+                return C.ERR_INDEX
+            self.note_range(idx, lo, isize - 1)
         if mode == C.IXOP_GATHER:  # b viewed with the indexed dim last, read at (p, w[p])
             bv = self.raw(b, tuple(shape) + (isize,), tuple(sb) + (istride,))
             self.raw(a, shape, sa)[...] = bv[self._grid(shape) + (w,)]

@@ -7,6 +7,8 @@ from fiamma._backend.xp.base import BF16, STORE_NP
 
 __all__ = ["MemoryMixin"]
 
+_RANGE_NOTED = 1 << 16  # integer uploads up to this many elements get their range noted
+
 
 class MemoryMixin:
     def copy(self, dst, src):
@@ -104,6 +106,10 @@ class MemoryMixin:
         host = self.host_array(address, STORE_NP[src_dtype.code], n)
         if src_dtype is dst._dtype:
             self._upload(dst, host)
+            if src_dtype._kind == 1 and n <= _RANGE_NOTED:
+                # uploaded indices (targets, token ids): their range, read on the host now,
+                # spares the index checks of the ops that use them a device read
+                self.note_range(dst, int(host.min()), int(host.max()))
             return 0
         a = self.asarray(host)
         if src_dtype.code == BF16:
