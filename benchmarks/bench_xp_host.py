@@ -6,11 +6,11 @@ small and the difference is fiamma's Python: dispatch, checks, views, result wra
 
 Each line times (thread CPU time) a loop of fiamma calls and a loop of the equivalent plain
 NumPy code on the same-sized arrays (what a NumPy user would write: one ufunc for ``a + b``,
-``x @ w.T + b`` for a linear layer, ...), interleaved, and reports the best round of each in microseconds per call
-and their difference: fiamma's overhead per op. Then the whole MLP step (784-256-10, batch 64,
-ReLU, cross entropy, SGD with momentum) on xp beside the same step written in NumPy (same
-layouts: weights stored (out, in)), with the NumPy step's count of array calls, so the
-difference per array call is comparable with the per-op figures.
+``x @ w.T + b`` for a linear layer, ...), interleaved, and reports the best round of each in
+microseconds per call and their difference: fiamma's overhead per op. Then the whole MLP step
+(784-256-10, batch 64, ReLU, cross entropy, SGD with momentum) on xp beside the same step
+written in NumPy (same layouts: weights stored (out, in)), with the NumPy step's count of array
+calls, so the difference per array call is comparable with the per-op figures.
 
     PYTHONPATH=packages/core/src:packages/autograd/src:packages/nn/src:packages/optim/src \\
         python benchmarks/bench_xp_host.py [--only TEXT] [--rounds N] [--json PATH]
