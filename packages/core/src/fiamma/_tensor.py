@@ -656,8 +656,19 @@ class Tensor:
         if self._numel != 1:
             raise RuntimeError(f"item: a Tensor with {self._numel} elements cannot be converted "
                                "to a Python number")
-        t = self if self._storage.device is CPU else self.cpu()
-        k = t._dtype._kind
+        k = self._dtype._kind
+        if self._storage.device is CPU:
+            t = self
+        elif k != 3:
+            # one element read by the device's backend (one small copy on a GPU), not a
+            # host tensor made by .cpu()
+            be = self._storage.backend
+            if k == 2:
+                return be.read_float(self)
+            v = be.read_int(self)
+            return builtins.bool(v) if k == 0 else v
+        else:
+            t = self.cpu()
         if k == 2:
             return _cpu.read_float(t)
         if k == 3:

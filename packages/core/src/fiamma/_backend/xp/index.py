@@ -228,10 +228,35 @@ class IndexMixin:
             off = off + wj * np.int64(istride[j])
         return flat, off
 
+    def _take_dim(self, w, sx):
+        """The one dim along which the compact index array w varies, when x's own stride
+        there is 0 (index_select, x[idx]: the result is one ``take`` along that dim), else
+        None."""
+        d = None
+        for i, n in enumerate(w.shape):
+            if n > 1:
+                if d is not None:
+                    return None
+                d = i
+        return d if d is not None and sx[d] == 0 else None
+
+    def _take(self, out, shape, so, x, sx, d, n, stride, w, xoff=0):
+        """out (shape, strides so) = x read along dim d at the positions w (x viewed with
+        dim d of size n and element stride ``stride``): one take, no coordinate grids."""
+        xshape = tuple(shape[:d]) + (n,) + tuple(shape[d + 1:])
+        xst = tuple(sx[:d]) + (stride,) + tuple(sx[d + 1:])
+        r = self.xp.take(self.raw(x, xshape, xst, xoff), w.reshape(-1), axis=d)
+        self.raw(out, shape, so)[...] = r
+
     def index_gather(self, shape, out, x, xoff, sx, idx, sidx, isize, istride, bad):
         rc, w = self._adv_indices(shape, idx, sidx, isize, bad)
         if rc or w is None:
             return rc
+        if len(w) == 1:
+            d = self._take_dim(w[0], sx)
+            if d is not None:
+                self._take(out, shape, None, x, sx, d, isize[0], istride[0], w[0], xoff)
+                return 0
         # x viewed with one extra dim per index array, read at (p, w_0[p], ..., w_k[p])
         v = self.raw(x, tuple(shape) + tuple(isize), tuple(sx) + tuple(istride), xoff)
         self.raw(out, shape)[...] = v[self._grid(shape) + tuple(w)]
@@ -336,7 +361,12 @@ class IndexMixin:
                     bad[:] = [value]
                 return C.ERR_INDEX
             self.note_range(idx, lo, isize - 1)
-        if mode == C.IXOP_GATHER:  # b viewed with the indexed dim last, read at (p, w[p])
+        if mode == C.IXOP_GATHER:
+            d = self._take_dim(w, sb)
+            if d is not None:
+                self._take(a, shape, sa, b, sb, d, isize, istride, w)
+                return 0
+            # b viewed with the indexed dim last, read at (p, w[p])
             bv = self.raw(b, tuple(shape) + (isize,), tuple(sb) + (istride,))
             self.raw(a, shape, sa)[...] = bv[self._grid(shape) + (w,)]
             return 0
