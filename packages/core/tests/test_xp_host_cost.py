@@ -104,3 +104,13 @@ def test_bad_uploaded_indices_still_raise(device):
     loss = F.cross_entropy(x, ign)
     want = F.cross_entropy(x.cpu(), fiamma.tensor([1, -100, 2]))
     assert abs(loss.item() - want.item()) < 1e-5
+
+
+def test_arange_positions_have_a_known_range(device):
+    t = fiamma.arange(5, device=device)
+    be = t._storage.backend
+    assert be.known_in(t, 0, 5) and not be.known_in(t, 0, 4)
+    d = fiamma.arange(10, 0, -3, device=device)   # 10, 7, 4, 1
+    assert be.known_in(d, 1, 11) and not be.known_in(d, 2, 11)
+    assert not be.known_in(fiamma.arange(3.0, device=device), 0, 3)  # floats: nothing noted
+

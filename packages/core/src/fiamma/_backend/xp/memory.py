@@ -62,6 +62,13 @@ class MemoryMixin:
             # int64 arithmetic wraps like C's
             v = (xp.arange(n, dtype=np.int64) * np.int64(istep)) + np.int64(istart)
         self.put(dst, v)
+        if n and dst._dtype._kind == 1:
+            # positions made on the device (arange(T) for a position embedding) have a range
+            # known on the host: the index checks of the ops that use them read nothing back
+            ends = (int(istart), int(istart) + (n - 1) * int(istep))
+            info = np.iinfo(STORE_NP[dst._dtype.code])
+            if info.min <= min(ends) and max(ends) <= info.max:  # no wrap
+                self.note_range(dst, min(ends), max(ends))
         return 0
 
     def linspace(self, dst, start, end):
