@@ -8,9 +8,10 @@ Each line times (thread CPU time) a loop of fiamma calls and a loop of the equiv
 NumPy code on the same-sized arrays (what a NumPy user would write: one ufunc for ``a + b``,
 ``x @ w.T + b`` for a linear layer, ...), interleaved, and reports the best round of each in
 microseconds per call and their difference: fiamma's overhead per op. Then the whole MLP step
-(784-256-10, batch 64, ReLU, cross entropy, SGD with momentum) on xp beside the same step
-written in NumPy (same layouts: weights stored (out, in)), with the NumPy step's count of array
-calls, so the difference per array call is comparable with the per-op figures.
+(784-256-10, batch 64, and a tiny 32-16-4 at batch 8 whose arrays cost next to nothing; ReLU,
+cross entropy, SGD with momentum) on xp beside the same step written in NumPy (same layouts:
+weights stored (out, in)), with the NumPy step's count of array calls, so the difference per
+array call is comparable with the per-op figures.
 
     PYTHONPATH=packages/core/src:packages/autograd/src:packages/nn/src:packages/optim/src \\
         python benchmarks/bench_xp_host.py [--only TEXT] [--rounds N] [--json PATH]
@@ -240,7 +241,8 @@ def optim_cases(rng, nparams=8):
 
 def mlp_step_pair(rng, batch=64, sizes=(784, 256, 10)):
     """(fiamma step, NumPy step, NumPy array calls per step): the same SGD-with-momentum step
-    of a 784-256-10 ReLU MLP with cross entropy, weights stored (out, in) in both."""
+    of a ReLU MLP (784-256-10: the brief's size; 32-16-4 at batch 8: arrays so small that the
+    step is all host cost) with cross entropy, weights stored (out, in) in both."""
     f32 = np.float32
     d_in, d_h, d_out = sizes
     w1 = (rng.standard_normal((d_h, d_in)) * 0.05).astype(f32)
@@ -318,9 +320,12 @@ def main():
             if args.only in name:
                 results.append(compare(name, ff, nf, max(args.calls // per, 50), args.rounds,
                                        per))
-    if args.only in "MLP step":
-        fstep, nstep, ncalls = mlp_step_pair(rng)
-        r = compare("MLP step 784-256-10 b64 (per step)", fstep, nstep, 50, args.rounds)
+    for sizes, batch, calls in [((784, 256, 10), 64, 50), ((32, 16, 4), 8, 400)]:
+        name = f"MLP step {'-'.join(map(str, sizes))} b{batch} (per step)"
+        if args.only not in name:
+            continue
+        fstep, nstep, ncalls = mlp_step_pair(rng, batch, sizes)
+        r = compare(name, fstep, nstep, calls, args.rounds)
         r["numpy_calls"] = ncalls
         r["overhead_per_numpy_call_us"] = round(r["overhead_us"] / ncalls, 3)
         print(f"{'':34s} NumPy step: {ncalls} array calls; overhead per call "
