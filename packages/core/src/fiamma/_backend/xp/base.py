@@ -26,6 +26,26 @@ BF16 = D.bfloat16.code
 _MAX_VIEWS = 8  # array views kept per storage (XpBase.raw)
 
 
+def _f32_to_bf16(xp, f):
+    f = xp.ascontiguousarray(f, dtype=np.float32)
+    u = f.view(np.uint32)
+    r = (u + (np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))) >> np.uint32(16)
+    r = xp.where(xp.isnan(f), np.uint32(0x7FC0) | ((u >> np.uint32(16)) & np.uint32(0x8000)), r)
+    return r.astype(np.uint16)
+
+
+def _store_scalar(dt, v):
+    """The NumPy scalar of fiamma dtype dt's storage type that ``put`` writes for the scalar v
+    (the casts an array assignment makes: C casts, nonzero to True, bfloat16 rounded)."""
+    a = np.asarray(v)
+    if dt.code == BF16:
+        return _f32_to_bf16(np, a.astype(np.float32).reshape(1))[0]
+    if dt is D.bool:
+        return np.bool_(a != 0)
+    with np.errstate(all="ignore"):  # NaN or inf to an integer: the C cast's value, quietly
+        return a.astype(STORE_NP[dt.code])[()]
+
+
 class XpBase:
     """Storage, views and conversions shared by every family (see the module docstring)."""
 
@@ -160,6 +180,13 @@ class XpBase:
         """Write ``values`` (an array or scalar, broadcast) into t's view, cast to t's dtype
         (C casts: float to int truncates, nonzero to bool is True)."""
         r = self.raw(t, shape, strides, off)
+        if (isinstance(values, (int, float, np.generic)) or
+                (type(values) is np.ndarray and values.ndim == 0)) and \
+                np.asarray(values).dtype.kind != "c":
+            # a scalar: cast on the host and written by value (a 0-d array would be a copy
+            # to the device per call on a GPU)
+            r[...] = _store_scalar(t._dtype, values)
+            return
         xp = self.xp
         if not self.is_numpy and isinstance(values, np.ndarray):
             values = xp.asarray(values)
@@ -191,13 +218,7 @@ class XpBase:
 
     def f32_to_bf16(self, f):
         """Round-to-nearest-even float32 -> bfloat16 bits; NaN stays a quiet NaN."""
-        xp = self.xp
-        f = xp.ascontiguousarray(f, dtype=np.float32)
-        u = f.view(np.uint32)
-        r = (u + (np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))) >> np.uint32(16)
-        r = xp.where(xp.isnan(f), np.uint32(0x7FC0) | ((u >> np.uint32(16)) & np.uint32(0x8000)),
-                     r)
-        return r.astype(np.uint16)
+        return _f32_to_bf16(self.xp, f)
 
     # ---- host memory ---------------------------------------------------------------------------
     @staticmethod

@@ -393,14 +393,20 @@ class ElementwiseMixin:
         cdt = self.cdt(dtype)
         av = self.get(a, shape, sa)
 
+        by_value = op == C.TER_WHERE or op == C.TER_CLAMP
+
         def operand(t, s, f, i):
             if t is not None:
                 return self.get(t, shape, s)
             if dtype is D.bool:
-                return xp.asarray(bool(i) or bool(f))
-            if dtype._kind == 2:
-                return xp.asarray(f, dtype=cdt)
-            return xp.asarray(self._scalar(dtype, f, i, True), dtype=cdt)
+                v = np.bool_(bool(i) or bool(f))
+            elif dtype._kind == 2:
+                v = cdt.type(f)
+            else:
+                v = cdt.type(self._scalar(dtype, f, i, True))
+            # where and clamp take a scalar by value (a 0-d array would be a copy to the device
+            # per call on a GPU); the other formulas want arrays
+            return v if by_value else xp.asarray(v)
 
         bv = operand(b, sb, bf, bi)
         cv = operand(c, sc, cf, ci)
