@@ -155,12 +155,15 @@ class FusedMixin(ConvMixin, PoolMixin, SampleMixin):
     # ---- layer / group / RMS norm --------------------------------------------------------------
     def _row_weight(self, w, M, G, P, Sp):
         """The (M, K) weight (or None) of every row: row r uses group r % G's P channels, each
-        repeated over Sp positions."""
+        repeated over Sp positions ((1, K) when every row has the same: it broadcasts)."""
         xp = self.xp
         if w is None:
             return None
         wv = self.cview(w, (G, P))
-        rows = wv[xp.arange(M) % G] if M % G else xp.tile(wv, (M // G, 1))
+        if G == 1:  # layer norm: one weight row for all
+            rows = wv
+        else:
+            rows = wv[xp.arange(M) % G] if M % G else xp.tile(wv, (M // G, 1))
         return xp.repeat(rows, Sp, axis=1) if Sp > 1 else rows
 
     def row_norm_fwd(self, rms, M, K, x, sx, y, w, b, G, P, Sp, mean, rstd, eps):
