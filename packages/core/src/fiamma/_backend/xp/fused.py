@@ -32,14 +32,23 @@ def _floating(*ts):
     return (dt is D.float32 or dt is D.float64) and all(t is None or t._dtype is dt for t in ts)
 
 
+_CSTRIDES = {}  # contiguous element strides by shape (cview)
+
+
 class FusedMixin(ConvMixin, PoolMixin, SampleMixin):
     def cview(self, t, shape):
         """The contiguous tensor t (or its first prod(shape) elements) viewed as ``shape``."""
-        strides, acc = [], 1
-        for s in reversed(shape):
-            strides.append(acc)
-            acc *= max(int(s), 1)
-        return self.raw(t, tuple(shape), tuple(reversed(strides)))
+        shape = tuple(shape)
+        st = _CSTRIDES.get(shape)
+        if st is None:
+            strides, acc = [], 1
+            for s in reversed(shape):
+                strides.append(acc)
+                acc *= max(int(s), 1)
+            st = tuple(reversed(strides))
+            if len(_CSTRIDES) < 4096:
+                _CSTRIDES[shape] = st
+        return self.raw(t, shape, st)
 
     # ---- scatters ----------------------------------------------------------------------------
     def scatter_add(self, dst, index, values):

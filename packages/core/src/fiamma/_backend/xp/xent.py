@@ -42,17 +42,22 @@ class XentMixin:
             return K.ERR_INDEX
         v, lse, t, kept, w = r
         one = v.dtype.type
-        xt = xp.take_along_axis(v, t[:, None], axis=1)[:, 0]
-        wti = xp.ones_like(xt) if w is None else w[t]
+        xt = v[xp.arange(n), t]
         lse = lse[:, 0]
-        out = one(1.0 - smoothing) * wti * (lse - xt)
+        if w is None:  # every weight 1: the products by 1 are left out (exact)
+            wti = None
+            out = lse - xt
+            if smoothing != 0:
+                out = one(1.0 - smoothing) * out
+        else:
+            wti = w[t]
+            out = one(1.0 - smoothing) * wti * (lse - xt)
         if smoothing != 0:
-            wsum = xp.sum(v, axis=1) if w is None else v @ w
+            wsum = v.sum(axis=1) if w is None else v @ w
             big_w = one(c) if w is None else xp.sum(w)
             out = out + one(smoothing / c) * (big_w * lse - wsum)
-        zero = xp.zeros_like(out)
-        self.cview(loss, (n,))[...] = xp.where(kept, out, zero)
-        self.cview(wt, (n,))[...] = xp.where(kept, wti, zero)
+        self.cview(loss, (n,))[...] = xp.where(kept, out, one(0))
+        self.cview(wt, (n,))[...] = kept if wti is None else xp.where(kept, wti, one(0))
         return 0
 
     def xent_bwd(self, n, c, x, target, weight, ignore_index, smoothing, g, gs, scale, gx):
