@@ -211,8 +211,9 @@ class IndexMixin:
                         if bad is not None:
                             bad[:] = [j, int(xp.broadcast_to(v, cshape).reshape(-1)[p])]
                         return C.ERR_INDEX, None
-            for j, _b, _v in bads:
-                self.note_range(idx[j], -isize[j], isize[j] - 1)
+            for j, _b, v in bads:
+                if self._compact(v).size == idx[j]._numel:  # every element was checked
+                    self.note_range(idx[j], -isize[j], isize[j] - 1)
         if 0 in shape:
             return 0, None
         w = []
@@ -360,7 +361,8 @@ class IndexMixin:
                 if bad is not None:
                     bad[:] = [value]
                 return C.ERR_INDEX
-            self.note_range(idx, lo, isize - 1)
+            if v.size == idx._numel:  # every element of idx was checked
+                self.note_range(idx, lo, isize - 1)
         if mode == C.IXOP_GATHER:
             d = self._take_dim(w, sb)
             if d is not None:
