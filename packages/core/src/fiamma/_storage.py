@@ -45,6 +45,8 @@ class device:
                              f", got {type!r}")
         if index is not None and index < 0:
             raise ValueError(f"device: index must be non-negative, got {index}")
+        if index is not None and index.__class__ is not int and hasattr(index, "__index__"):
+            index = index.__index__()  # np.int64(0) and 0 name the same (interned) device
         if type == "cpu" and index is None and CPU is not None:
             return CPU
         # one object per (type, index): ops compare devices by identity (a tensor's device
