@@ -108,7 +108,9 @@ def test_in_place_and_item(testdev):
     x.add_(fiamma.ones(3, device="testdev"), alpha=2)
     assert x.cpu().tolist() == [3.0, 3.0, 3.0]
     testdev.calls.clear()
-    assert x[1].item() == 3.0 and "to_host" in testdev.calls
+    assert x[1].item() == 3.0 and "read_float" in testdev.calls  # one element, on the device
+    testdev.calls.clear()
+    assert x.tolist() == [3.0, 3.0, 3.0] and "to_host" in testdev.calls
 
 
 def test_mixing_devices_names_both(testdev):

@@ -12,6 +12,9 @@ _alloc_zeroed = _cpu.alloc_zeroed
 _free = _cpu.free
 
 
+_DEVICES = {}
+
+
 class device:
     """Where a tensor lives: ``fiamma.device("cpu")``, ``fiamma.device("cuda", 0)``.
 
@@ -42,11 +45,18 @@ class device:
                              f", got {type!r}")
         if index is not None and index < 0:
             raise ValueError(f"device: index must be non-negative, got {index}")
+        if index is not None and index.__class__ is not int and hasattr(index, "__index__"):
+            index = index.__index__()  # np.int64(0) and 0 name the same (interned) device
         if type == "cpu" and index is None and CPU is not None:
             return CPU
-        self = object.__new__(cls)
-        object.__setattr__(self, "type", type)
-        object.__setattr__(self, "index", index)
+        # one object per (type, index): ops compare devices by identity (a tensor's device
+        # is its storage's), so equal devices made separately must be the same object
+        self = _DEVICES.get((type, index))
+        if self is None:
+            self = object.__new__(cls)
+            object.__setattr__(self, "type", type)
+            object.__setattr__(self, "index", index)
+            _DEVICES[(type, index)] = self
         return self
 
     def __setattr__(self, k, v):

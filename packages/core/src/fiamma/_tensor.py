@@ -9,7 +9,7 @@ import builtins
 import operator
 
 from fiamma import _device_copy, _dtype as D, _grad_hook as G, _memory_format
-from fiamma._backend import check, cpu as _cpu
+from fiamma._backend import _BACKENDS, check, cpu as _cpu
 from fiamma._layout import strided as _STRIDED
 from fiamma._limits import (
     MAX_SIZE as _MAX_SIZE,
@@ -676,8 +676,19 @@ class Tensor:
         if self._numel != 1:
             raise RuntimeError(f"item: a Tensor with {self._numel} elements cannot be converted "
                                "to a Python number")
-        t = self if self._storage.device is CPU else self.cpu()
-        k = t._dtype._kind
+        k = self._dtype._kind
+        if self._storage.device is CPU:
+            t = self
+        elif k != 3:
+            # one element read by the device's backend (one small copy on a GPU), not a
+            # host tensor made by .cpu()
+            be = self._storage.backend
+            if k == 2:
+                return be.read_float(self)
+            v = be.read_int(self)
+            return builtins.bool(v) if k == 0 else v
+        else:
+            t = self.cpu()
         if k == 2:
             return _cpu.read_float(t)
         if k == 3:
@@ -878,7 +889,9 @@ def new_empty(shape, dt, dev=CPU, zero=False):
             if dev is CPU:
                 st = Storage(n * dt.itemsize, zero)
             else:
-                st = _device_copy.device_storage(dev, n * dt.itemsize, zero)
+                be = _BACKENDS.get(dev.type) if type(dev) is device else None
+                st = be.new_storage(dev, n * dt.itemsize, zero) if be is not None else \
+                    _device_copy.device_storage(dev, n * dt.itemsize, zero)
     except (OverflowError, MemoryError):  # the shape is beyond the limits, or memory is out
         raise _allocation_error(shape, dt, n * dt.itemsize, dev) from None
     t = _new(Tensor)

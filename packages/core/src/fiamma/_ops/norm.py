@@ -109,7 +109,7 @@ def _device(op, x, *ts):
     """x's device, after checking every tensor of ts (None skipped) is on it."""
     dev = x._storage.device
     for t in ts:
-        if isinstance(t, Tensor) and t._storage.device != dev:
+        if isinstance(t, Tensor) and t._storage.device is not dev:
             raise RuntimeError(f"{op}: expected all tensors on one device, got {dev} and "
                                f"{t._storage.device}")
     return dev

@@ -11,6 +11,7 @@ one autograd op (the composition records four: log_softmax, gather, mean/sum, ne
 from fiamma import _dtype as D, _grad_hook as G
 from fiamma._backend import check, codes as K
 from fiamma._ops._common import cast
+from fiamma._storage import CPU
 from fiamma._tensor import Tensor, new_empty
 
 __all__ = ["cross_entropy_loss", "cross_entropy_loss_backward"]
@@ -95,8 +96,12 @@ def cross_entropy_loss(input, target, weight=None, reduction="mean", ignore_inde
                            "fiamma.nn.functional.cross_entropy, which composes it)")
     m, c = x._shape
     dev = input._storage.device
-    loss = new_empty((m,), x._dtype, dev)
-    wt = new_empty((m,), x._dtype, dev)
+    if dev is CPU:
+        loss = new_empty((m,), x._dtype, dev)
+        wt = new_empty((m,), x._dtype, dev)
+    else:  # one buffer: the mean's two sums are one reduction (one kernel launch, not two)
+        lw = new_empty((2, m), x._dtype, dev)
+        loss, wt = lw[0], lw[1]
     be = x._storage.backend
     rc = be.xent_fwd(m, c, x, t, w, int(ignore_index), float(label_smoothing), loss, wt)
     if rc == K.ERR_INDEX:
@@ -106,8 +111,11 @@ def cross_entropy_loss(input, target, weight=None, reduction="mean", ignore_inde
         out = loss.reshape(tuple(target._shape))
     elif reduction == "sum":
         out = loss.sum()
-    else:
+    elif dev is CPU:
         out = loss.sum() / wt.sum()
+    else:
+        s = lw.sum(1)
+        out = s[0] / s[1]
     out = cast(out, input._dtype)
     if input.requires_grad and G.state.enabled:
         G.record(op, out, (input, target, weight),

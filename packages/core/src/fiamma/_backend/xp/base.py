@@ -23,6 +23,27 @@ __all__ = ["XpBase", "STORE_NP", "COMPUTE_NP"]
 STORE_NP = {d.code: (np.dtype(np.uint16) if d is D.bfloat16 else d._np) for d in D.ALL}
 COMPUTE_NP = {d.code: (np.dtype(np.float32) if d is D.bfloat16 else d._np) for d in D.ALL}
 BF16 = D.bfloat16.code
+_MAX_VIEWS = 8  # array views kept per storage (XpBase.raw)
+
+
+def _f32_to_bf16(xp, f):
+    f = xp.ascontiguousarray(f, dtype=np.float32)
+    u = f.view(np.uint32)
+    r = (u + (np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))) >> np.uint32(16)
+    r = xp.where(xp.isnan(f), np.uint32(0x7FC0) | ((u >> np.uint32(16)) & np.uint32(0x8000)), r)
+    return r.astype(np.uint16)
+
+
+def _store_scalar(dt, v):
+    """The NumPy scalar of fiamma dtype dt's storage type that ``put`` writes for the scalar v
+    (the casts an array assignment makes: C casts, nonzero to True, bfloat16 rounded)."""
+    a = np.asarray(v)
+    if dt.code == BF16:
+        return _f32_to_bf16(np, a.astype(np.float32).reshape(1))[0]
+    if dt is D.bool:
+        return np.bool_(a != 0)
+    with np.errstate(all="ignore"):  # NaN or inf to an integer: the C cast's value, quietly
+        return a.astype(STORE_NP[dt.code])[()]
 
 
 class XpBase:
@@ -39,7 +60,7 @@ class XpBase:
             NumPy uint8 array, or a CuPy MemoryPointer) and keeps it alive; ``ptr`` its
             address."""
 
-            __slots__ = ("mem", "device")
+            __slots__ = ("mem", "device", "views", "irange")
 
             def __init__(self, nbytes, zero=False, dev=None):
                 self.version = 0
@@ -47,6 +68,8 @@ class XpBase:
                 self.device = dev
                 self.mem = backend._alloc(dev, nbytes, zero)
                 self.ptr = backend._address(self.mem)
+                self.views = {}
+                self.irange = None
 
             def __del__(self):
                 pass  # the allocation frees itself with ``mem``
@@ -85,7 +108,33 @@ class XpBase:
     # ---- views -----------------------------------------------------------------------------
     def raw(self, t, shape=None, strides=None, off=0):
         """The view of tensor t (or the layout given: shape, strides in elements, an element
-        offset from t's first element) as an array of its storage dtype."""
+        offset from t's first element) as an array of its storage dtype.
+
+        Views are kept on the storage by layout (a few per storage), so an op reading the
+        result the op before wrote, or a parameter read every step, builds no new array
+        object (a CuPy ndarray costs microseconds of host time)."""
+        st = t._storage
+        if shape is None:
+            shape = t._shape
+        elif type(shape) is not tuple:
+            shape = tuple(shape)
+        if strides is None:
+            strides = t._stride
+        elif type(strides) is not tuple:
+            strides = tuple(strides)
+        code = t._dtype.code
+        key = (t._ptr - st.ptr + off * t._dtype.itemsize, shape, strides, code)
+        views = st.views
+        a = views.get(key)
+        if a is None:
+            a = self._raw_uncached(t, shape, strides, off)
+            if 0 not in shape:
+                if len(views) >= _MAX_VIEWS:
+                    views.clear()
+                views[key] = a
+        return a
+
+    def _raw_uncached(self, t, shape=None, strides=None, off=0):
         st = t._storage
         dt = t._dtype
         isz = dt.itemsize
@@ -101,6 +150,25 @@ class XpBase:
         return self._array(st, STORE_NP[dt.code], tuple(shape),
                            tuple(s * isz for s in strides), t._ptr - st.ptr + off * isz)
 
+    # ---- known integer ranges: index checks without a host read ------------------------------
+    def note_range(self, t, lo, hi):
+        """Remember that every element of t's storage, read in t's dtype, lies in [lo, hi]
+        (t must be contiguous and cover its whole storage; otherwise nothing is noted). Index
+        checks on any view of the storage then need no host read (a device sync on a GPU)
+        until the storage is next written in place: in-place ops bump its version, which
+        drops the note."""
+        st = t._storage
+        if (t._contig and t._ptr == st.ptr and t._numel * t._dtype.itemsize == st.nbytes and
+                hasattr(st, "irange")):
+            st.irange = (st.version, t._dtype.code, lo, hi)
+
+    def known_in(self, t, lo, hi):
+        """True when t's values are known, without reading them, to lie in [lo, hi)."""
+        st = t._storage
+        r = getattr(st, "irange", None)
+        return (r is not None and r[0] == st.version and r[1] == t._dtype.code and
+                lo <= r[2] and r[3] < hi)
+
     def get(self, t, shape=None, strides=None, off=0):
         """raw() in the compute dtype (bfloat16 widened to float32: a new array)."""
         a = self.raw(t, shape, strides, off)
@@ -112,6 +180,13 @@ class XpBase:
         """Write ``values`` (an array or scalar, broadcast) into t's view, cast to t's dtype
         (C casts: float to int truncates, nonzero to bool is True)."""
         r = self.raw(t, shape, strides, off)
+        if (isinstance(values, (int, float, np.generic)) or
+                (type(values) is np.ndarray and values.ndim == 0)) and \
+                np.asarray(values).dtype.kind != "c":
+            # a scalar: cast on the host and written by value (a 0-d array would be a copy
+            # to the device per call on a GPU)
+            r[...] = _store_scalar(t._dtype, values)
+            return
         xp = self.xp
         if not self.is_numpy and isinstance(values, np.ndarray):
             values = xp.asarray(values)
@@ -143,13 +218,7 @@ class XpBase:
 
     def f32_to_bf16(self, f):
         """Round-to-nearest-even float32 -> bfloat16 bits; NaN stays a quiet NaN."""
-        xp = self.xp
-        f = xp.ascontiguousarray(f, dtype=np.float32)
-        u = f.view(np.uint32)
-        r = (u + (np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))) >> np.uint32(16)
-        r = xp.where(xp.isnan(f), np.uint32(0x7FC0) | ((u >> np.uint32(16)) & np.uint32(0x8000)),
-                     r)
-        return r.astype(np.uint16)
+        return _f32_to_bf16(self.xp, f)
 
     # ---- host memory ---------------------------------------------------------------------------
     @staticmethod

@@ -215,6 +215,8 @@ class CupyBackend(CudaKernelsMixin, RuntimeMixin, XpBackend):
         st.device = dev
         st.mem = mem
         st.ptr = ptr
+        st.views = {}
+        st.irange = None
         return st
 
     def dlpack_stream(self):

@@ -1042,7 +1042,9 @@ class CudaKernelsMixin:
 
         if not self._served("xent_fwd", go):
             return super().xent_fwd(n, c, x, target, weight, ignore_index, smoothing, loss, wt)
-        if int(self.to_numpy(err)[0]):  # the one host sync: a bad target is an error first
+        # the one host sync (a bad target is an error first), skipped when the targets'
+        # range is known (uploaded from the host)
+        if not self.known_in(target, 0, c) and int(self.to_numpy(err)[0]):
             return K.ERR_INDEX
         return 0
 
@@ -1068,7 +1070,7 @@ class CudaKernelsMixin:
         if not self._served("xent_bwd", go):
             return super().xent_bwd(n, c, x, target, weight, ignore_index, smoothing, g, gs,
                                     scale, gx)
-        if int(self.to_numpy(err)[0]):
+        if not self.known_in(target, 0, c) and int(self.to_numpy(err)[0]):
             return K.ERR_INDEX
         return 0
 

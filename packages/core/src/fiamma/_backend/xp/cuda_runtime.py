@@ -104,7 +104,8 @@ class RuntimeMixin:
     # ---- memory statistics -----------------------------------------------------------------
     def _pool_bytes(self, idx):
         pool = self.xp.get_default_memory_pool()
-        if idx == self._rt.getDevice():
+        # one device: it is the current one (no runtime call; this runs at every allocation)
+        if self._ndevices == 1 or idx == self._rt.getDevice():
             return pool.used_bytes(), pool.total_bytes()
         with self.xp.cuda.Device(idx):
             return pool.used_bytes(), pool.total_bytes()

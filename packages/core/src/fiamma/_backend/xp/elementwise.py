@@ -335,6 +335,12 @@ class ElementwiseMixin:
             if o is not None and o.shape == av.shape and not self._overlaps(out, a, b):
                 getattr(self.xp, f)(av, bv, out=o)  # one pass, no temporary
                 return 0
+        f = _CMP_UFUNCS.get(op)
+        if f is not None and out._dtype is D.bool and not self._overlaps(out, a, b):
+            o = self.raw(out)
+            if o.shape == av.shape:
+                getattr(self.xp, f)(av, bv, out=o)  # a comparison straight into the result
+                return 0
         rc, r = self._binop(op, av, bv, a._dtype)
         if rc:
             return rc
@@ -369,10 +375,16 @@ class ElementwiseMixin:
             if o is not None and o.shape == av.shape:
                 getattr(xp, f)(x, y, out=o)  # one kernel straight into the result
                 return 0
+        f = _CMP_UFUNCS.get(op)
+        if f is not None and out._dtype is D.bool and not self._overlaps(out, a):
+            o = self.raw(out)
+            if o.shape == av.shape:
+                getattr(xp, f)(x, y, out=o)  # a comparison straight into the result
+                return 0
         rc, r = self._binop(op, x, y, dt)
         if rc:
             return rc
-        self.put(out, xp.broadcast_to(r, tuple(shape)))
+        self.put(out, r)  # (put's assignment broadcasts r)
         return 0
 
     # ---- ternary -----------------------------------------------------------------------------
@@ -381,14 +393,20 @@ class ElementwiseMixin:
         cdt = self.cdt(dtype)
         av = self.get(a, shape, sa)
 
+        by_value = op == C.TER_WHERE or op == C.TER_CLAMP
+
         def operand(t, s, f, i):
             if t is not None:
                 return self.get(t, shape, s)
             if dtype is D.bool:
-                return xp.asarray(bool(i) or bool(f))
-            if dtype._kind == 2:
-                return xp.asarray(f, dtype=cdt)
-            return xp.asarray(self._scalar(dtype, f, i, True), dtype=cdt)
+                v = np.bool_(bool(i) or bool(f))
+            elif dtype._kind == 2:
+                v = cdt.type(f)
+            else:
+                v = cdt.type(self._scalar(dtype, f, i, True))
+            # where and clamp take a scalar by value (a 0-d array would be a copy to the device
+            # per call on a GPU); the other formulas want arrays
+            return v if by_value else xp.asarray(v)
 
         bv = operand(b, sb, bf, bi)
         cv = operand(c, sc, cf, ci)
@@ -410,7 +428,7 @@ class ElementwiseMixin:
             r = av + av.dtype.type(p0) * bv / cv
         else:
             return C.ERR_OP
-        self.put(out, xp.broadcast_to(r, tuple(shape)))
+        self.put(out, r)  # (put's assignment broadcasts r)
         return 0
 
 
@@ -430,6 +448,10 @@ _UNARY_DIRECT = dict(_UNARY_FUNCS)
 _UNARY_DIRECT.update({C.UN_EXP: "exp", C.UN_NEG: "negative", C.UN_ABS: "absolute",
                       C.UN_RELU: "maximum", C.UN_SQUARE: "square",
                       C.UN_RECIPROCAL: "reciprocal"})
+
+# comparisons written straight into a bool result by one ufunc call
+_CMP_UFUNCS = {C.BIN_EQ: "equal", C.BIN_NE: "not_equal", C.BIN_LT: "less", C.BIN_LE: "less_equal",
+               C.BIN_GT: "greater", C.BIN_GE: "greater_equal"}
 
 _CMP = {
     C.BIN_EQ: lambda a, b: a == b, C.BIN_NE: lambda a, b: a != b,

@@ -32,14 +32,23 @@ def _floating(*ts):
     return (dt is D.float32 or dt is D.float64) and all(t is None or t._dtype is dt for t in ts)
 
 
+_CSTRIDES = {}  # contiguous element strides by shape (cview)
+
+
 class FusedMixin(ConvMixin, PoolMixin, SampleMixin):
     def cview(self, t, shape):
         """The contiguous tensor t (or its first prod(shape) elements) viewed as ``shape``."""
-        strides, acc = [], 1
-        for s in reversed(shape):
-            strides.append(acc)
-            acc *= max(int(s), 1)
-        return self.raw(t, tuple(shape), tuple(reversed(strides)))
+        shape = tuple(shape)
+        st = _CSTRIDES.get(shape)
+        if st is None:
+            strides, acc = [], 1
+            for s in reversed(shape):
+                strides.append(acc)
+                acc *= max(int(s), 1)
+            st = tuple(reversed(strides))
+            if len(_CSTRIDES) < 4096:
+                _CSTRIDES[shape] = st
+        return self.raw(t, shape, st)
 
     # ---- scatters ----------------------------------------------------------------------------
     def scatter_add(self, dst, index, values):
@@ -155,12 +164,15 @@ class FusedMixin(ConvMixin, PoolMixin, SampleMixin):
     # ---- layer / group / RMS norm --------------------------------------------------------------
     def _row_weight(self, w, M, G, P, Sp):
         """The (M, K) weight (or None) of every row: row r uses group r % G's P channels, each
-        repeated over Sp positions."""
+        repeated over Sp positions ((1, K) when every row has the same: it broadcasts)."""
         xp = self.xp
         if w is None:
             return None
         wv = self.cview(w, (G, P))
-        rows = wv[xp.arange(M) % G] if M % G else xp.tile(wv, (M // G, 1))
+        if G == 1:  # layer norm: one weight row for all
+            rows = wv
+        else:
+            rows = wv[xp.arange(M) % G] if M % G else xp.tile(wv, (M // G, 1))
         return xp.repeat(rows, Sp, axis=1) if Sp > 1 else rows
 
     def row_norm_fwd(self, rms, M, K, x, sx, y, w, b, G, P, Sp, mean, rstd, eps):

@@ -22,6 +22,10 @@ class HostXpBackend(XpBackend):
 
         return Storage(nbytes, zero)
 
+    def raw(self, t, shape=None, strides=None, off=0):
+        # CPU storages (core's Storage) have no slot for the view cache
+        return self._raw_uncached(t, shape, strides, off)
+
     def _array(self, st, dtype, shape, bstrides, boff):
         n = st.nbytes
         buf = (ctypes.c_char * max(n, 1)).from_address(st.ptr) if st.ptr else bytearray(1)

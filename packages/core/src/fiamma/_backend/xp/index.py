@@ -3,7 +3,9 @@ ops, boolean masks, nonzero, bincount and histc (contract.Backend documents each
 are csrc/index.c's and csrc/indexops.c's).
 
 Every index is checked before anything is written (one host sync, for the error); the first bad
-one in row-major order is reported through ``bad``. Addresses are computed as element offsets
+one in row-major order is reported through ``bad``. An index tensor whose range is known
+(``note_range``: uploaded from the host, or checked whole before and not written since) is not
+checked again, so no host read. Addresses are computed as element offsets
 into a flat view of the indexed tensor's storage, so any strides work. Scatters with duplicate
 destinations: the last write in row-major order wins (only the last occurrence of each
 destination is written); accumulations apply every value (NumPy: ``ufunc.at``, in index order,
@@ -195,18 +197,23 @@ class IndexMixin:
             anybad = None
             bads = []
             for j, t in enumerate(idx):
-                v = self.raw(t, cshape, strides[j])
                 n = isize[j]
+                if self.known_in(t, -n, n):
+                    continue  # in range by what is known of it: no check, no host read
+                v = self.raw(t, cshape, strides[j])
                 b = (v < -n) | (v >= n)
-                bads.append((b, v))
+                bads.append((j, b, v))
                 anybad = b if anybad is None else anybad | b
             if anybad is not None and bool(anybad.any()):
                 p = int(xp.argmax(xp.broadcast_to(anybad, cshape).reshape(-1)))
-                for j, (b, v) in enumerate(bads):
+                for j, b, v in bads:
                     if bool(xp.broadcast_to(b, cshape).reshape(-1)[p]):
                         if bad is not None:
                             bad[:] = [j, int(xp.broadcast_to(v, cshape).reshape(-1)[p])]
                         return C.ERR_INDEX, None
+            for j, _b, v in bads:
+                if self._compact(v).size == idx[j]._numel:  # every element was checked
+                    self.note_range(idx[j], -isize[j], isize[j] - 1)
         if 0 in shape:
             return 0, None
         w = []
@@ -222,10 +229,35 @@ class IndexMixin:
             off = off + wj * np.int64(istride[j])
         return flat, off
 
+    def _take_dim(self, w, sx):
+        """The one dim along which the compact index array w varies, when x's own stride
+        there is 0 (index_select, x[idx]: the result is one ``take`` along that dim), else
+        None."""
+        d = None
+        for i, n in enumerate(w.shape):
+            if n > 1:
+                if d is not None:
+                    return None
+                d = i
+        return d if d is not None and sx[d] == 0 else None
+
+    def _take(self, out, shape, so, x, sx, d, n, stride, w, xoff=0):
+        """out (shape, strides so) = x read along dim d at the positions w (x viewed with
+        dim d of size n and element stride ``stride``): one take, no coordinate grids."""
+        xshape = tuple(shape[:d]) + (n,) + tuple(shape[d + 1:])
+        xst = tuple(sx[:d]) + (stride,) + tuple(sx[d + 1:])
+        r = self.xp.take(self.raw(x, xshape, xst, xoff), w.reshape(-1), axis=d)
+        self.raw(out, shape, so)[...] = r
+
     def index_gather(self, shape, out, x, xoff, sx, idx, sidx, isize, istride, bad):
         rc, w = self._adv_indices(shape, idx, sidx, isize, bad)
         if rc or w is None:
             return rc
+        if len(w) == 1:
+            d = self._take_dim(w[0], sx)
+            if d is not None:
+                self._take(out, shape, None, x, sx, d, isize[0], istride[0], w[0], xoff)
+                return 0
         # x viewed with one extra dim per index array, read at (p, w_0[p], ..., w_k[p])
         v = self.raw(x, tuple(shape) + tuple(isize), tuple(sx) + tuple(istride), xoff)
         self.raw(out, shape)[...] = v[self._grid(shape) + tuple(w)]
@@ -322,12 +354,21 @@ class IndexMixin:
             return 0
         v = self._compact(self.raw(idx, shape, sidx))
         w = xp.where(v < 0, v + np.int64(isize), v) if wrap else v
-        found, value = self._first_bad((w < 0) | (w >= isize), v)
-        if found:
-            if bad is not None:
-                bad[:] = [value]
-            return C.ERR_INDEX
-        if mode == C.IXOP_GATHER:  # b viewed with the indexed dim last, read at (p, w[p])
+        lo = -isize if wrap else 0
+        if not self.known_in(idx, lo, isize):  # else in range by what is known: no host read
+            found, value = self._first_bad((w < 0) | (w >= isize), v)
+            if found:
+                if bad is not None:
+                    bad[:] = [value]
+                return C.ERR_INDEX
+            if v.size == idx._numel:  # every element of idx was checked
+                self.note_range(idx, lo, isize - 1)
+        if mode == C.IXOP_GATHER:
+            d = self._take_dim(w, sb)
+            if d is not None:
+                self._take(a, shape, sa, b, sb, d, isize, istride, w)
+                return 0
+            # b viewed with the indexed dim last, read at (p, w[p])
             bv = self.raw(b, tuple(shape) + (isize,), tuple(sb) + (istride,))
             self.raw(a, shape, sa)[...] = bv[self._grid(shape) + (w,)]
             return 0

@@ -7,6 +7,8 @@ from fiamma._backend.xp.base import BF16, STORE_NP
 
 __all__ = ["MemoryMixin"]
 
+_RANGE_NOTED = 1 << 16  # integer uploads up to this many elements get their range noted
+
 
 class MemoryMixin:
     def copy(self, dst, src):
@@ -60,6 +62,13 @@ class MemoryMixin:
             # int64 arithmetic wraps like C's
             v = (xp.arange(n, dtype=np.int64) * np.int64(istep)) + np.int64(istart)
         self.put(dst, v)
+        if n and dst._dtype._kind == 1:
+            # positions made on the device (arange(T) for a position embedding) have a range
+            # known on the host: the index checks of the ops that use them read nothing back
+            ends = (int(istart), int(istart) + (n - 1) * int(istep))
+            info = np.iinfo(STORE_NP[dst._dtype.code])
+            if info.min <= min(ends) and max(ends) <= info.max:  # no wrap
+                self.note_range(dst, min(ends), max(ends))
         return 0
 
     def linspace(self, dst, start, end):
@@ -104,6 +113,10 @@ class MemoryMixin:
         host = self.host_array(address, STORE_NP[src_dtype.code], n)
         if src_dtype is dst._dtype:
             self._upload(dst, host)
+            if src_dtype._kind == 1 and n <= _RANGE_NOTED:
+                # uploaded indices (targets, token ids): their range, read on the host now,
+                # spares the index checks of the ops that use them a device read
+                self.note_range(dst, int(host.min()), int(host.max()))
             return 0
         a = self.asarray(host)
         if src_dtype.code == BF16:

@@ -40,11 +40,15 @@ class ProductsMixin:
     def mm(self, m, n, k, c, scm, scn, a, sam, sak, b, sbk, sbn, alpha, beta, ialpha, ibeta):
         av = self.get(a, (m, k), (sam, sak))
         bv = self.get(b, (k, n), (sbk, sbn))
-        if (alpha == 1.0 and not beta and c._dtype._kind == 2 and c._contig and
+        if (alpha == 1.0 and beta in (0.0, 1.0) and c._dtype._kind == 2 and c._contig and
                 (scm, scn) == (n, 1) and c._dtype is a._dtype):
             o = self.direct(c)
             if o is not None:
-                self.xp.matmul(av, bv, out=o.reshape(m, n))  # straight into c
+                o = o.reshape(m, n)
+                if beta:  # c += a @ b (linear's bias, already in c)
+                    o += self.xp.matmul(av, bv)
+                else:
+                    self.xp.matmul(av, bv, out=o)  # straight into c
                 return 0
         self._store_mm(c, self._gemm(av, bv, c._dtype), (m, n), (scm, scn), alpha, beta,
                        ialpha, ibeta)

@@ -14,6 +14,43 @@ _IDENTITY = {C.RED_SUM, C.RED_NANSUM, C.RED_PROD, C.RED_MEAN, C.RED_ALL, C.RED_A
              C.RED_STD, C.RED_VAR, C.RED_LSE}
 
 
+_LAYOUTS = {}
+
+
+def _layout(shape, rmask):
+    """(reduced axes, keepdim shape, an output-side dim is empty, a reduced dim is empty) of a
+    reduction of ``shape`` over the dims in ``rmask``; cached (ops repeat their shapes)."""
+    key = (shape, rmask)
+    r = _LAYOUTS.get(key)
+    if r is None:
+        nd = len(shape)
+        axes = tuple(d for d in range(nd) if (rmask >> d) & 1)
+        kshape = tuple(1 if d in axes else s for d, s in enumerate(shape))
+        r = (axes, kshape, any(shape[d] == 0 for d in range(nd) if d not in axes),
+             any(shape[d] == 0 for d in axes))
+        if len(_LAYOUTS) < 4096:
+            _LAYOUTS[key] = r
+    return r
+
+
+_OUT_DTYPES = []
+
+
+def _out_dtype(op, code):
+    """The CPU backend's reduce_out_dtype table (the reductions' dtype semantics), read once."""
+    if not _OUT_DTYPES:
+        from fiamma import _dtype as D
+        from fiamma._backend.cpu import reduce_out_dtype
+
+        n = max(d.code for d in D.ALL) + 1
+        for o in range(C.NRED):
+            row = [-1] * n
+            for d in D.ALL:
+                row[d.code] = reduce_out_dtype(o, d.code)
+            _OUT_DTYPES.append(row)
+    return _OUT_DTYPES[op][code]
+
+
 class ReductionsMixin:
     def _acc(self, v):
         """The dtype sums of v accumulate in: float64 for every floating dtype (the C kernels
@@ -23,20 +60,14 @@ class ReductionsMixin:
         return None
 
     def reduce(self, op, x, rmask, out, sout, aux, saux, p):
-        from fiamma._backend.cpu import reduce_out_dtype
-
         xp = self.xp
-        nd = len(x._shape)
         if op < 0 or op >= C.NRED:
             return C.ERR_OP
-        odt = reduce_out_dtype(op, x._dtype.code)
-        if odt < 0:
+        if _out_dtype(op, x._dtype.code) < 0:
             return C.ERR_DTYPE
-        axes = tuple(d for d in range(nd) if (rmask >> d) & 1)
-        kshape = tuple(1 if d in axes else s for d, s in enumerate(x._shape))
-        if any(x._shape[d] == 0 for d in range(nd) if d not in axes):
+        axes, kshape, none_kept, empty = _layout(x._shape, rmask)
+        if none_kept:
             return 0
-        empty = any(x._shape[d] == 0 for d in axes)
         if empty and op not in _IDENTITY:
             return C.ERR_VALUE
         v = self.get(x)
@@ -80,15 +111,15 @@ class ReductionsMixin:
 
     def _reduce_values(self, op, v, axes, aux, saux, kshape, p, x):
         xp = self.xp
+        if op == C.RED_SUM:  # the array's own method: no module-level wrapper frames
+            k = v.dtype.kind
+            return v.sum(axis=axes, dtype=np.float64 if k == "f" else np.int64 if k in "biu"
+                         else None, keepdims=True)
         kd = dict(axis=axes, keepdims=True)
         acc = self._acc(v)
         n = 1
         for d in axes:
             n *= x._shape[d]
-        if op == C.RED_SUM:
-            if v.dtype == np.bool_ or v.dtype.kind in "iu":
-                return xp.sum(v, dtype=np.int64, **kd)
-            return xp.sum(v, dtype=acc, **kd)
         if op == C.RED_NANSUM:
             return xp.nansum(v, dtype=acc, **kd) if v.dtype.kind == "f" else \
                 xp.sum(v, dtype=np.int64, **kd)
