@@ -1,6 +1,7 @@
 """Fused GELU (exact and tanh) and erf beside PyTorch: forward, and forward + backward through
 autograd, on the GPT benchmark's MLP activation shape (1024, 512) float32. Both libraries in one
-process, interleaved round-robin; median per call in microseconds, ratio fiamma / PyTorch.
+process, interleaved round-robin; median per call of process CPU time in microseconds, ratio
+fiamma / PyTorch.
 
     python benchmarks/bench_activations.py            # 1 thread
     python benchmarks/bench_activations.py --threads 2
@@ -23,10 +24,11 @@ import fiamma
 
 
 def _time(fn, reps):
-    t = time.perf_counter()
+    # process CPU time: on the shared VM, wall time also counts other processes' slices
+    t = time.process_time()
     for _ in range(reps):
         fn()
-    return (time.perf_counter() - t) / reps
+    return (time.process_time() - t) / reps
 
 
 def compare(name, ff, tf, rounds, reps=20):
