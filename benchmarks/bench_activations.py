@@ -1,6 +1,8 @@
-"""Fused GELU (exact and tanh) and erf beside PyTorch: forward, and forward + backward through
-autograd, on the GPT benchmark's MLP activation shape (1024, 512) float32. Both libraries in one
-process, interleaved round-robin; median per call in microseconds, ratio fiamma / PyTorch.
+"""Fused GELU (exact and tanh), erf, erfinv and trunc_normal_ beside PyTorch: forward, and
+forward + backward through autograd, on the GPT benchmark's MLP activation shape (1024, 512)
+float32. Both libraries in one
+process, interleaved round-robin; median per call of process CPU time in microseconds, ratio
+fiamma / PyTorch.
 
     python benchmarks/bench_activations.py            # 1 thread
     python benchmarks/bench_activations.py --threads 2
@@ -23,10 +25,11 @@ import fiamma
 
 
 def _time(fn, reps):
-    t = time.perf_counter()
+    # process CPU time: on the shared VM, wall time also counts other processes' slices
+    t = time.process_time()
     for _ in range(reps):
         fn()
-    return (time.perf_counter() - t) / reps
+    return (time.process_time() - t) / reps
 
 
 def compare(name, ff, tf, rounds, reps=20):
@@ -59,6 +62,12 @@ def main():
     F, TF = fiamma.nn.functional, torch.nn.functional
     print(f"threads {a.threads}, shape {x.shape}")
     compare("erf", lambda: fx.erf(), lambda: tx.erf(), a.rounds)
+    u = np.random.default_rng(1).uniform(-1, 1, x.shape).astype(np.float32)
+    fu, tu = fiamma.from_numpy(u), torch.from_numpy(u)
+    compare("erfinv", lambda: fu.erfinv(), lambda: tu.erfinv(), a.rounds)
+    fw, tw = fiamma.empty(x.shape), torch.empty(x.shape)
+    compare("trunc_normal_", lambda: fiamma.nn.init.trunc_normal_(fw, std=0.02),
+            lambda: torch.nn.init.trunc_normal_(tw, std=0.02), a.rounds)
     for ap_ in ("none", "tanh"):
         compare(f"gelu({ap_}) forward", lambda: F.gelu(fx, approximate=ap_),
                 lambda: TF.gelu(tx, approximate=ap_), a.rounds)

@@ -1,17 +1,15 @@
 /* Fused GELU forward and backward (one pass over memory each, instead of the five recorded ops
- * of the composition). float32 uses ferf.h's vectorisable erfc pieces and fmath.h's expf, in
- * contiguous loops compiled once per ISA level; float64 calls libm (erfc, exp) per element.
+ * of the composition). The exact form in float32 is gelu_f32.h (a branch-free erfc and exp the
+ * compiler vectorises, one copy per x86-64 ISA level picked at load time, see there); the tanh
+ * form uses fmath.h's expf in contiguous loops compiled once per ISA level (FM_CLONES);
+ * float64 calls libm (erfc, exp) per element.
  *
- * Exact form, z = x / sqrt(2): 1 + erf(z) is computed as erfc(|z|) for x < 0 (no cancellation,
- * so the negative tail keeps its relative accuracy), 2 - erfc(|z|) for x >= 0, 1 + z P(z^2) for
- * |z| < 0.5; exp(-x^2/2) from an exact split of x^2 serves both erfc and the derivative
- * gelu'(x) = Phi(x) + x phi(x).
  * Tanh form, u = sqrt(2/pi) (x + 0.044715 x^3): 1 + tanh(u) = 2 / (1 + e) for u >= 0 and
  * 2 e / (1 + e) below, e = exp(-2|u|); 1 - tanh(u)^2 = 4 e / (1 + e)^2.
- * Beyond |x| = 16 (exact) or 12 (tanh) the results are the limits (x or -0; slope 1 or 0), which
+ * Beyond |x| = 14.5 (exact, float32) or 12 (tanh) the results are the limits (x or -0; slope 1 or 0), which
  * also makes +-inf come out right instead of inf * 0.
  * Work above GELU_PAR_MIN elements is split over OpenMP threads (the exact form is compute-bound:
- * ~30 flops per element); a forked child stays single-threaded.
+ * ~60 flops per element); a forked child stays single-threaded.
  */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
@@ -20,7 +18,7 @@
 #include <pthread.h>
 
 #include "dtypes.h"
-#include "ferf.h"
+#include "fmath.h"
 #include "api_activations.h"
 
 #define GELU_PAR_MIN (1 << 16)
@@ -36,41 +34,70 @@ __attribute__((constructor)) static void act_register_atfork(void) {
     pthread_atfork(NULL, NULL, act_mark_forked);
 }
 
-/* 1 + erf(x / sqrt(2)) and exp(-x^2 / 2) for float x */
-static inline float phi2_f(float x, float *e2) {
-    float a = fabsf(x);
-    a = a < 16.0f ? a : 16.0f;
-    float hi, lo;
-    fm_sqr2f(a, &hi, &lo);
-    float e = fm_expf(-0.5f * hi) * (1.0f - 0.5f * lo);
-    *e2 = e;
-    float z = x * (float)INV_SQRT2;
-    float small = 1.0f + z * fm_erf_small_poly(z * z);
-    float tail = fm_erfc_tail(a * (float)INV_SQRT2, e);
-    float big = x < 0.0f ? tail : 2.0f - tail;
-    return fabsf(z) < 0.5f ? small : big;
-}
+/* exact form, float32: gelu_f32.h compiled per ISA level, picked once at run time */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define GELU_FMA 1
+#define GELU_TARGET __attribute__((target("arch=x86-64-v4")))
+#define GF(name) name##_v4
+#include "gelu_f32.h"
+#undef GELU_TARGET
+#undef GF
+#define GELU_TARGET __attribute__((target("arch=x86-64-v3")))
+#define GF(name) name##_v3
+#include "gelu_f32.h"
+#undef GELU_TARGET
+#undef GF
+#undef GELU_FMA
+#define GELU_FMA 0
+#define GELU_TARGET
+#define GF(name) name##_base
+#include "gelu_f32.h"
+#undef GELU_TARGET
+#undef GF
+#undef GELU_FMA
 
-FM_CLONES static void gelu_fwd_f(int64_t n, const float *FM_RESTRICT x, float *FM_RESTRICT y) {
-    for (int64_t i = 0; i < n; i++) {
-        float v = x[i], e;
-        float r = 0.5f * v * phi2_f(v, &e);
-        r = v > 16.0f ? v : r;
-        y[i] = v < -16.0f ? -0.0f : r;
+typedef void (*gelu_fwd_fn)(int64_t, const float *, float *);
+typedef void (*gelu_bwd_fn)(int64_t, const float *, const float *, float *);
+
+static void gelu_f_pick(gelu_fwd_fn *fwd, gelu_bwd_fn *bwd) {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("x86-64-v4")) {
+        *fwd = gelu_fwd_f_v4;
+        *bwd = gelu_bwd_f_v4;
+    } else if (__builtin_cpu_supports("x86-64-v3")) {
+        *fwd = gelu_fwd_f_v3;
+        *bwd = gelu_bwd_f_v3;
+    } else {
+        *fwd = gelu_fwd_f_base;
+        *bwd = gelu_bwd_f_base;
     }
 }
+#else
+#ifdef __FP_FAST_FMAF
+#define GELU_FMA 1
+#else
+#define GELU_FMA 0
+#endif
+#define GELU_TARGET
+#define GF(name) name##_base
+#include "gelu_f32.h"
+#undef GELU_TARGET
+#undef GF
+#undef GELU_FMA
 
-FM_CLONES static void gelu_bwd_f(int64_t n, const float *FM_RESTRICT g,
-                                 const float *FM_RESTRICT x, float *FM_RESTRICT gx) {
-    for (int64_t i = 0; i < n; i++) {
-        float v = x[i], e;
-        float p = phi2_f(v, &e);
-        float d = 0.5f * p + v * e * (float)INV_SQRT_2PI;
-        d = v > 16.0f ? 1.0f : d;
-        d = v < -16.0f ? 0.0f : d;
-        gx[i] = g[i] * d;
-    }
+typedef void (*gelu_fwd_fn)(int64_t, const float *, float *);
+typedef void (*gelu_bwd_fn)(int64_t, const float *, const float *, float *);
+
+static void gelu_f_pick(gelu_fwd_fn *fwd, gelu_bwd_fn *bwd) {
+    *fwd = gelu_fwd_f_base;
+    *bwd = gelu_bwd_f_base;
 }
+#endif
+
+static gelu_fwd_fn gelu_fwd_f;
+static gelu_bwd_fn gelu_bwd_f;
+
+__attribute__((constructor)) static void gelu_f_init(void) { gelu_f_pick(&gelu_fwd_f, &gelu_bwd_f); }
 
 /* 1 + tanh(u) and 1 - tanh(u)^2 for float x; u and 2|u| in double, split into float hi + lo
    for exp (u rounded to float would cost ~|u| ulps in the tails) */

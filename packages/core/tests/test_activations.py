@@ -69,6 +69,25 @@ def test_gelu_float32_ulps(approximate):
     assert _ulps(g, d, mag).max() <= (6 if approximate == "none" else 16)
 
 
+def test_gelu_exact_float32_dense():
+    """The exact form on a dense grid over the whole range where it is neither 0 nor x, and
+    through the negative tail, where gelu(x) = x Phi(x) needs Phi's relative accuracy: within
+    6 ulp on every ISA level (measured 4.1 forward, 3.1 backward where FMA is available)."""
+    x = np.concatenate([np.linspace(-14.6, 6.0, 400001, dtype=np.float32),
+                        np.linspace(-1.0, 1.0, 100001, dtype=np.float32)])
+    y, d, mag = _ref_gelu(x.astype(np.float64), "none")
+    t = fiamma.from_numpy(x)
+    assert _ulps(fiamma.gelu(t).numpy(), y).max() <= 6
+    g = fiamma.gelu_backward(fiamma.ones(len(x)), t).numpy()
+    assert _ulps(g, d, mag).max() <= 6
+    # gelu'(x) = Phi(x) + x phi(x) against a central difference of the float64 reference
+    xd = np.linspace(-8, 8, 1601)
+    h = 1e-6
+    num = (_ref_gelu(xd + h, "none")[0] - _ref_gelu(xd - h, "none")[0]) / (2 * h)
+    got = fiamma.gelu_backward(fiamma.ones(len(xd)), fiamma.from_numpy(xd.astype(np.float32)))
+    np.testing.assert_allclose(got.numpy(), num, rtol=2e-6, atol=2e-7)
+
+
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_gelu_float64(approximate):
     x = np.random.default_rng(1).uniform(-30, 30, 5000)

@@ -67,8 +67,10 @@ def test_unary_low_precision_round_once(device, dt):
     x = fiamma.tensor(np.random.default_rng(2).uniform(0.05, 0.95, 200), dtype=dt)
     for fn in [fiamma.lgamma, fiamma.digamma, fiamma.erfinv, fiamma.special.ndtri,
                fiamma.special.i1e, fiamma.logit]:
-        # computed in float64 and rounded once: the same element of dt
-        assert_same(fn(x.to(device)), fn(x), rtol=0, atol=0)
+        # computed in float64 and rounded once: the same element of dt (except the CPU's
+        # float32 erfinv, a float kernel of its own within 2.3 ulp)
+        tol = 3 * 2.0 ** -24 if fn is fiamma.erfinv and dt is fiamma.float32 else 0
+        assert_same(fn(x.to(device)), fn(x), rtol=tol, atol=0)
 
 
 def test_integer_input_and_strided(device):

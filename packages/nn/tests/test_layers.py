@@ -133,6 +133,33 @@ def test_init_distributions(fn, kw, std):
         assert np.abs(v).max() <= math.sqrt(3) * std * (1 + 1e-6)
 
 
+@pytest.mark.parametrize("dtype", [fiamma.float32, fiamma.float64])
+def test_trunc_normal_moments(dtype):
+    # N(0.5, 2) truncated to [-1, 3]: alpha = -0.75, beta = 1.25; mean and variance in closed
+    # form, and the fraction below 0.5 is (Phi(0) - Phi(alpha)) / Z
+    mean, std, a, b = 0.5, 2.0, -1.0, 3.0
+    w = init.trunc_normal_(fiamma.empty(400, 500, dtype=dtype), mean, std, a, b,
+                           generator=fiamma.Generator().manual_seed(0))
+    v = w.numpy().astype(np.float64)
+    assert w.dtype is dtype and v.min() >= a and v.max() <= b
+
+    def pdf(z):
+        return math.exp(-z * z / 2) / math.sqrt(2 * math.pi)
+
+    def cdf(z):
+        return 0.5 * math.erfc(-z / math.sqrt(2))
+
+    al, be = (a - mean) / std, (b - mean) / std
+    z = cdf(be) - cdf(al)
+    m = mean + std * (pdf(al) - pdf(be)) / z
+    var = std ** 2 * (1 + (al * pdf(al) - be * pdf(be)) / z - ((pdf(al) - pdf(be)) / z) ** 2)
+    n = v.size
+    assert abs(v.mean() - m) < 5 * math.sqrt(var / n)
+    assert abs(v.var() / var - 1) < 0.01
+    frac = (cdf(0.0) - cdf(al)) / z
+    assert abs((v < mean).mean() - frac) < 5 * math.sqrt(frac * (1 - frac) / n)
+
+
 def test_init_simple_fills():
     w = fiamma.empty(3, 4)
     assert init.ones_(w).tolist() == [[1.0] * 4] * 3
