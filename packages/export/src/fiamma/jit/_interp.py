@@ -167,6 +167,16 @@ def _roi_align(x, rois, output_size, spatial_scale, sampling_ratio, aligned, par
     return roi_align(x, rois, output_size, spatial_scale, sampling_ratio, aligned)
 
 
+def _heatmaps_to_keypoints(maps, rois, params=()):
+    try:
+        from fiamma.vision.models.detection.roi_heads import heatmaps_to_keypoints
+    except ImportError as e:
+        raise RuntimeError("fiamma.jit: this graph runs heatmaps_to_keypoints (Keypoint "
+                           "R-CNN), which needs fiamma-vision (pip install fiamma-vision): "
+                           f"{e}") from None
+    return heatmaps_to_keypoints(maps, rois)
+
+
 OPS = {
     "argsort": lambda x, dim=-1, descending=False, stable=False: fiamma.argsort(
         x, dim, descending, stable),
@@ -174,6 +184,7 @@ OPS = {
     "topk": _topk,
     "nms": _nms,
     "roi_align": _roi_align,
+    "heatmaps_to_keypoints": _heatmaps_to_keypoints,
     "permute": lambda x, arg: x.permute(*arg),
     "reshape": _reshape,
     "slice": _slice,
