@@ -13,12 +13,13 @@ from fiamma import Tensor
 
 from ._errors import TracingError
 from ._graph import Node
+from ._searching import patch_searching
 from ._symbolic import SymInt
 
 __all__ = ["DATA_DEPENDENT", "patch_dynamic"]
 
 # ops whose results have a size the values decide (their consumers' sizes follow at run time)
-DATA_DEPENDENT = ("nonzero", "nms")
+DATA_DEPENDENT = ("nonzero", "nms", "unique", "unique_consecutive")
 
 # the modules of fiamma.vision that call roi_align by a name of their own
 _ROI_MODULES = ("fiamma.vision.ops.roi_align", "fiamma.vision.ops",
@@ -118,6 +119,7 @@ def patch_dynamic(h):
     _patch_scalar_sizes(put, live, tracer)
     _patch_roi_align(put, live, mine, tracer)
     _patch_heatmaps(put, live, mine, tracer)
+    patch_searching(put, live, mine, tracer)
 
 
 # the modules of fiamma.vision that call heatmaps_to_keypoints by a name of their own

@@ -167,6 +167,21 @@ def _roi_align(x, rois, output_size, spatial_scale, sampling_ratio, aligned, par
     return roi_align(x, rois, output_size, spatial_scale, sampling_ratio, aligned)
 
 
+def _searchsorted(seq, *rest, right=False, out_int32=False, scalar=None, sorter=False,
+                  compute_dtype=None, params=()):
+    x = scalar if scalar is not None else rest[0]
+    return fiamma.searchsorted(seq, x, right=right, out_int32=out_int32,
+                               sorter=rest[-1] if sorter else None)
+
+
+def _unique(consecutive):
+    def run(x, return_inverse=False, return_counts=False, dim=None, sorted=True, params=()):
+        if consecutive:
+            return fiamma.unique_consecutive(x, return_inverse, return_counts, dim)
+        return fiamma.unique(x, sorted, return_inverse, return_counts, dim)
+    return run
+
+
 def _heatmaps_to_keypoints(maps, rois, params=()):
     try:
         from fiamma.vision.models.detection.roi_heads import heatmaps_to_keypoints
@@ -185,6 +200,9 @@ OPS = {
     "nms": _nms,
     "roi_align": _roi_align,
     "heatmaps_to_keypoints": _heatmaps_to_keypoints,
+    "searchsorted": _searchsorted,
+    "unique": _unique(False),
+    "unique_consecutive": _unique(True),
     "permute": lambda x, arg: x.permute(*arg),
     "reshape": _reshape,
     "slice": _slice,
