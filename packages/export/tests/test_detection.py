@@ -146,11 +146,12 @@ def test_single_stage(name):
 
 @pytest.mark.slow
 def test_keypoint_rcnn():
-    # a score threshold in a wide gap between the scores (random weights) keeps 2, 6 and 7
+    # a score threshold in a wide gap between the scores (random weights) keeps 2, 6, 7 and no
     # detections: the keypoint head's eight 512-channel convolutions cost ~0.15 s a detection.
     # Its RoIs (the detections) differ by float rounding as Mask R-CNN's do: tolerances as there
-    counts = _check("keypointrcnn_resnet50_fpn", rtol=1e-3, score_thresh=0.7)
-    assert counts == {2, 6, 7}
+    counts = _check("keypointrcnn_resnet50_fpn", rtol=1e-3, score_thresh=0.7,
+                    seeds=(0, 1, 2, 4))
+    assert counts == {0, 2, 6, 7}
 
 
 def _heatmaps_case(k, seed, dtype):
