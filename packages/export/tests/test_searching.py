@@ -163,3 +163,30 @@ def test_saved_and_loaded():
     args = (_t([5.0, 5.0, 0.0, 1.0, 7.0]), _t([1.0, 5.0, 6.0]))
     for g, w in zip(loaded(*args), fn(*args)):
         np.testing.assert_array_equal(g.numpy(), w.numpy())
+
+
+def test_counting_ops():
+    """bincount (its length follows the values), isin and count_nonzero: recorded, not baked."""
+    def fn(x, w, y):
+        return (fiamma.bincount(x), x.bincount(weights=w, minlength=7),
+                fiamma.isin(y, x), fiamma.isin(y, _t([2.0, NAN]), invert=True),
+                fiamma.count_nonzero(y), y.count_nonzero(dim=1))
+
+    x = _t([1, 3, 3, 0])
+    w = _t([0.5, 0.25, 1.0, 2.0])
+    y = _t([[0.0, 3.0, NAN], [2.0, 0.0, 1.0]])
+    _check(fn, (x, w, y),
+           [(_t([9, 0, 9, 9, 2, 2]), _t([1.0, 2.0, 0.5, 0.5, 4.0, 8.0]),
+             _t([[NAN, 9.0, -0.0, 5.0], [2.0, 2.0, 2.0, 0.0]])),
+            (_t([], fiamma.int64), _t([]), fiamma.zeros(0, 3))])
+
+
+def test_histc_traced_not_exported():
+    def fn(x):
+        return fiamma.histc(x, bins=4, min=0, max=8)
+
+    tm = fiamma.jit.trace(fn, (_t([1.0, 7.0, 3.0]),))
+    other = _t([0.5, 0.5, 6.0, 9.0, 2.0])
+    np.testing.assert_array_equal(tm(other).numpy(), fn(other).numpy())
+    with pytest.raises(fiamma.onnx.UnsupportedOpError, match="histc"):
+        fiamma.onnx.export(fn, (other,), io.BytesIO())

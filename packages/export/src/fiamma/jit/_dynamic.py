@@ -19,7 +19,7 @@ from ._symbolic import SymInt
 __all__ = ["DATA_DEPENDENT", "patch_dynamic"]
 
 # ops whose results have a size the values decide (their consumers' sizes follow at run time)
-DATA_DEPENDENT = ("nonzero", "nms", "unique", "unique_consecutive")
+DATA_DEPENDENT = ("nonzero", "nms", "unique", "unique_consecutive", "bincount")
 
 # the modules of fiamma.vision that call roi_align by a name of their own
 _ROI_MODULES = ("fiamma.vision.ops.roi_align", "fiamma.vision.ops",

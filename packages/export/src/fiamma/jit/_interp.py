@@ -182,6 +182,14 @@ def _unique(consecutive):
     return run
 
 
+def _plain(name):
+    """An op recorded with its tensor arguments named in ``tensor_args`` (jit/_searching.py)."""
+    def run(*tensors, tensor_args=(), params=(), compute_dtype=None, **attrs):
+        attrs = {k: tuple(v) if isinstance(v, list) else v for k, v in attrs.items()}
+        return getattr(fiamma, name)(**dict(zip(tensor_args, tensors)), **attrs)
+    return run
+
+
 def _heatmaps_to_keypoints(maps, rois, params=()):
     try:
         from fiamma.vision.models.detection.roi_heads import heatmaps_to_keypoints
@@ -203,6 +211,10 @@ OPS = {
     "searchsorted": _searchsorted,
     "unique": _unique(False),
     "unique_consecutive": _unique(True),
+    "bincount": _plain("bincount"),
+    "isin": _plain("isin"),
+    "count_nonzero": _plain("count_nonzero"),
+    "histc": _plain("histc"),
     "permute": lambda x, arg: x.permute(*arg),
     "reshape": _reshape,
     "slice": _slice,

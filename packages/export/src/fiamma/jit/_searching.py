@@ -1,8 +1,10 @@
-"""searchsorted/bucketize and unique/unique_consecutive recorded as themselves while a trace
-runs. Core records none of them (integer results, no gradient), so a trace would bake their
-results in as constants: each is run with the trace paused (its inside is not recorded) and
-recorded as one op with its options, which the runner and the ONNX converters replay."""
+"""searchsorted/bucketize, unique/unique_consecutive, bincount, isin, count_nonzero and histc
+recorded as themselves while a trace runs. Core records none of them (integer results, no
+gradient), so a trace would bake their results in as constants: each is run with the trace
+paused (its inside is not recorded) and recorded as one op with its options, which the runner
+and the ONNX converters replay."""
 
+import inspect
 import numbers
 
 import fiamma
@@ -64,6 +66,45 @@ def patch_searching(put, live, mine, tracer):
         _unique_like(owner, "unique", orig_of(owner, "unique"), put, live, mine, tracer)
         _unique_like(owner, "unique_consecutive", orig_of(owner, "unique_consecutive"), put,
                      live, mine, tracer)
+    for name, tensors in _PLAIN.items():
+        for owner in (fiamma, Tensor):
+            if name in (owner.__dict__ if isinstance(owner, type) else vars(owner)):
+                _plain(owner, name, orig_of(owner, name), tensors, put, live, mine, tracer)
+
+
+# op -> its parameters that may be tensors (inputs of the node); the others are attributes
+_PLAIN = {"bincount": ("input", "weights"), "isin": ("elements", "test_elements"),
+          "count_nonzero": ("input",), "histc": ("input",)}
+
+
+def _plain(owner, name, orig, tensor_params, put, live, mine, tracer):
+    try:
+        sig = inspect.signature(orig)
+    except (TypeError, ValueError):  # no Python signature: left as it is
+        return
+
+    def fn(*args, **kw):
+        try:
+            bound = sig.bind(*args, **kw)
+        except TypeError:
+            return orig(*args, **kw)  # the op raises its own error
+        given = bound.arguments
+        tensors = [p for p in tensor_params if isinstance(given.get(p), Tensor)]
+        if not (live() and any(mine(given[p]) for p in tensors)):
+            return orig(*args, **kw)
+        if given.get("out") is not None:
+            raise TracingError(f"fiamma.jit.trace: {name}(out=...) writes into a tensor, which "
+                               f"a trace cannot record ({tracer.source()}): use its result")
+        attrs = {p: (list(v) if isinstance(v, tuple) else v) for p, v in given.items()
+                 if p not in tensors and p != "out"}
+        attrs["tensor_args"] = tensors
+        if name == "isin":  # the dtype both sides are compared in
+            attrs["compute_dtype"] = str(fiamma.result_type(
+                given["elements"], given["test_elements"])).split(".")[-1]
+        return tracer.leaf(name, lambda: orig(*args, **kw), [given[p] for p in tensors],
+                           attrs, [])
+
+    put(owner, name, fn)
 
 
 def _unique_like(owner, name, orig, put, live, mine, tracer):

@@ -204,3 +204,66 @@ def _unique(ctx, node, outs):
     inverse = ctx.add("ScatterElements", [zeros, order, inv_sorted], axis=0)
     inverse = ctx.add("Reshape", [inverse, ctx.shape_of(x)])
     return _results(ctx, node, outs, values, inverse, counts)
+
+
+def _tensor_args(ctx, node):
+    return dict(zip(node.kwargs.get("tensor_args", ()), node.args))
+
+
+@converter("count_nonzero")
+def _count_nonzero(ctx, node, outs):
+    x = node.args[0]
+    dim = node.kwargs.get("dim")
+    nz = ctx.add("Cast", [ctx.add("Not", [ctx.add("Equal", [x, ctx.scalar_like(x, 0)])])],
+                 to=_onnx_type(ctx, np.int64))
+    if dim is None:
+        return ctx.add("ReduceSum", [ctx.add("Reshape", [nz, _ci(ctx, [-1])]), _ci(ctx, [0])],
+                       outs, keepdims=0)
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    return ctx.add("ReduceSum", [nz, _ci(ctx, dims)], outs, keepdims=0)
+
+
+@converter("isin")
+def _isin(ctx, node, outs):
+    """Each element against every test element (Equal over a broadcast, then any): memory
+    elements x test elements; NaN is in nothing, as in eager."""
+    kw = node.kwargs
+    given = _tensor_args(ctx, node)
+    ct = kw["compute_dtype"]
+    dt = _comparable(ct)
+    if dt.kind == "c" or dt == np.uint64:
+        ctx.unsupported(f"isin of {ct} tensors has no converter")
+
+    def side(p):
+        if p in given:
+            return _to_compute(ctx, given[p], ct, dt)
+        return ctx.const(np.asarray(np.asarray(kw[p]).astype(ct), dt))
+
+    e, t = side("elements"), side("test_elements")
+    hit = ctx.add("Equal", [ctx.add("Unsqueeze", [e, _ci(ctx, [-1])]),
+                            ctx.add("Reshape", [t, _ci(ctx, [-1])])])
+    n = ctx.add("ReduceSum", [ctx.add("Cast", [hit], to=_onnx_type(ctx, np.int64)),
+                              _ci(ctx, [-1])], keepdims=0)
+    return ctx.add("LessOrEqual" if kw.get("invert") else "Greater", [n, _ci(ctx, 0)], outs)
+
+
+@converter("bincount")
+def _bincount(ctx, node, outs):
+    """A ScatterElements adding ones (or the weights) into max(input) + 1 (at least
+    ``minlength``) zeros. Negative values, which eager refuses, are not checked in the file."""
+    given = _tensor_args(ctx, node)
+    x = given["input"]
+    odt = ctx.np_dtype(node.outputs[0])
+    minlength = int(node.kwargs.get("minlength") or 0)
+    xi = _as(ctx, x, np.int64)
+    top = ctx.add("ReduceMax", [ctx.add("Concat", [xi, _ci(ctx, [minlength - 1])], axis=0)],
+                  keepdims=1)
+    size = ctx.add("Add", [top, _ci(ctx, [1])])
+    zeros = ctx.add("ConstantOfShape", [size], value=ctx.helper.make_tensor(
+        "zero", _onnx_type(ctx, odt), [1], [0]))
+    if "weights" in given:
+        upd = _as(ctx, given["weights"], odt)
+    else:
+        upd = ctx.add("ConstantOfShape", [ctx.add("Shape", [xi])], value=ctx.helper.make_tensor(
+            "one", _onnx_type(ctx, odt), [1], [1]))
+    return ctx.add("ScatterElements", [zeros, xi, upd], outs, axis=0, reduction="add")
