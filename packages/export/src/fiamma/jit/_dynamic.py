@@ -3,7 +3,8 @@ while a trace runs, so the traced module and the ONNX file compute them from the
 ``nonzero`` (and ``where(condition)``, ``argwhere`` and boolean-mask indexing through it),
 ``fiamma.detection.nms``, ``topk`` with a count computed from sizes (``fiamma.sym_min(k,
 x.shape[0])``) and fiamma.vision's ``roi_align`` (whose sampling grid core computes from the
-boxes' values in NumPy, which a trace would bake in)."""
+boxes' values in NumPy, which a trace would bake in) and ``heatmaps_to_keypoints`` (Keypoint
+R-CNN's decoding: each detection's heatmaps resized to a size read from its box's values)."""
 
 import sys
 
@@ -12,12 +13,13 @@ from fiamma import Tensor
 
 from ._errors import TracingError
 from ._graph import Node
+from ._searching import patch_searching
 from ._symbolic import SymInt
 
 __all__ = ["DATA_DEPENDENT", "patch_dynamic"]
 
 # ops whose results have a size the values decide (their consumers' sizes follow at run time)
-DATA_DEPENDENT = ("nonzero", "nms")
+DATA_DEPENDENT = ("nonzero", "nms", "unique", "unique_consecutive", "bincount")
 
 # the modules of fiamma.vision that call roi_align by a name of their own
 _ROI_MODULES = ("fiamma.vision.ops.roi_align", "fiamma.vision.ops",
@@ -116,6 +118,34 @@ def patch_dynamic(h):
     argsort_like(Tensor)
     _patch_scalar_sizes(put, live, tracer)
     _patch_roi_align(put, live, mine, tracer)
+    _patch_heatmaps(put, live, mine, tracer)
+    patch_searching(put, live, mine, tracer)
+
+
+# the modules of fiamma.vision that call heatmaps_to_keypoints by a name of their own
+_KEYPOINT_MODULES = ("fiamma.vision.models.detection._roi_masks",
+                     "fiamma.vision.models.detection.roi_heads")
+
+
+def _patch_heatmaps(put, live, mine, tracer):
+    """Keypoint R-CNN's decoding, one leaf op: its eager form loops over the detections in
+    Python with resize sizes read from the boxes (``.tolist()``), which a trace would bake in;
+    the runner calls it again, the ONNX converter is a Loop over the detections."""
+    mod = sys.modules.get(_KEYPOINT_MODULES[0])
+    if mod is None:
+        return
+    orig = mod.heatmaps_to_keypoints
+
+    def heatmaps_to_keypoints(maps, rois):
+        if not (live() and (mine(maps) or mine(rois))):
+            return orig(maps, rois)
+        return tracer.leaf("heatmaps_to_keypoints", lambda: orig(maps, rois), [maps, rois],
+                           {}, [])
+
+    for name in _KEYPOINT_MODULES:
+        m = sys.modules.get(name)
+        if m is not None and getattr(m, "heatmaps_to_keypoints", None) is orig:
+            put(m, "heatmaps_to_keypoints", heatmaps_to_keypoints)
 
 
 def _patch_roi_align(put, live, mine, tracer):

@@ -167,6 +167,39 @@ def _roi_align(x, rois, output_size, spatial_scale, sampling_ratio, aligned, par
     return roi_align(x, rois, output_size, spatial_scale, sampling_ratio, aligned)
 
 
+def _searchsorted(seq, *rest, right=False, out_int32=False, scalar=None, sorter=False,
+                  compute_dtype=None, params=()):
+    x = scalar if scalar is not None else rest[0]
+    return fiamma.searchsorted(seq, x, right=right, out_int32=out_int32,
+                               sorter=rest[-1] if sorter else None)
+
+
+def _unique(consecutive):
+    def run(x, return_inverse=False, return_counts=False, dim=None, sorted=True, params=()):
+        if consecutive:
+            return fiamma.unique_consecutive(x, return_inverse, return_counts, dim)
+        return fiamma.unique(x, sorted, return_inverse, return_counts, dim)
+    return run
+
+
+def _plain(name):
+    """An op recorded with its tensor arguments named in ``tensor_args`` (jit/_searching.py)."""
+    def run(*tensors, tensor_args=(), params=(), compute_dtype=None, **attrs):
+        attrs = {k: tuple(v) if isinstance(v, list) else v for k, v in attrs.items()}
+        return getattr(fiamma, name)(**dict(zip(tensor_args, tensors)), **attrs)
+    return run
+
+
+def _heatmaps_to_keypoints(maps, rois, params=()):
+    try:
+        from fiamma.vision.models.detection.roi_heads import heatmaps_to_keypoints
+    except ImportError as e:
+        raise RuntimeError("fiamma.jit: this graph runs heatmaps_to_keypoints (Keypoint "
+                           "R-CNN), which needs fiamma-vision (pip install fiamma-vision): "
+                           f"{e}") from None
+    return heatmaps_to_keypoints(maps, rois)
+
+
 OPS = {
     "argsort": lambda x, dim=-1, descending=False, stable=False: fiamma.argsort(
         x, dim, descending, stable),
@@ -174,6 +207,14 @@ OPS = {
     "topk": _topk,
     "nms": _nms,
     "roi_align": _roi_align,
+    "heatmaps_to_keypoints": _heatmaps_to_keypoints,
+    "searchsorted": _searchsorted,
+    "unique": _unique(False),
+    "unique_consecutive": _unique(True),
+    "bincount": _plain("bincount"),
+    "isin": _plain("isin"),
+    "count_nonzero": _plain("count_nonzero"),
+    "histc": _plain("histc"),
     "permute": lambda x, arg: x.permute(*arg),
     "reshape": _reshape,
     "slice": _slice,

@@ -211,13 +211,15 @@ def dynamic_target(target, ishape):
     the first size that differs is written -1 (inferred), so a batch axis at or after it (a
     merge ``(B*T, C)``, a split, ``(T, B*heads, d)``) follows the input. A batch axis placed
     after a static dim that the reshape changes is not followed (a file with that dim dynamic
-    fails at run time in the Reshape)."""
+    fails at run time in the Reshape). When every input size is copied, the sizes after them
+    are 1s and stay written out (``x[:, None]``): a -1 could not be inferred for an empty
+    input."""
     t = list(target)
     keep = 0
     for a, b in zip(t, ishape):
         if a != b:
             break
         keep += 1
-    if -1 not in t and keep < len(t) and t[keep] != 0:
+    if -1 not in t and len(ishape) > keep < len(t) and t[keep] != 0:
         t[keep] = -1
     return t, keep

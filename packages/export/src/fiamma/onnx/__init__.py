@@ -19,7 +19,7 @@ from fiamma.jit import Value
 from fiamma.jit._interp import OPS
 from fiamma.jit._tracer import flat_inputs, rebuild_inputs, trace_graph
 
-from . import _detect, _extra, _fft, _io, _nn, _reduce, _shape  # noqa: F401  (register converters)
+from . import _detect, _extra, _fft, _io, _keypoints, _nn, _reduce, _searching, _shape  # noqa: F401, I001
 from ._context import Context, UnsupportedOpError
 from ._converters import CONVERTERS
 
@@ -203,9 +203,7 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
         return helper.make_tensor_value_info(
             name, helper.np_dtype_to_tensor_dtype(np.dtype(dt)), dims)
 
-    used = set()
-    for n in ctx.nodes:
-        used.update(n.input)
+    used = _used_names(ctx.nodes)
     inits, extra_inputs = [], []
     for name, arr in consts.items():
         on = ctx.names.get(name, name)
@@ -238,6 +236,17 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
         f.write(data)
     if verbose:
         print(onnx.helper.printable_graph(m.graph))
+
+
+def _used_names(nodes):
+    """The names ``nodes`` read, in the subgraphs of their attributes (a Loop's body) too."""
+    used = set()
+    for n in nodes:
+        used.update(n.input)
+        for a in n.attribute:
+            for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                used |= _used_names(sub.node)
+    return used
 
 
 def _data_dependent(graph, ops):

@@ -58,8 +58,11 @@ def batched_nms(boxes, scores, idxs, iou_threshold):
     if idxs.shape != scores.shape or scores.shape[0] != boxes.shape[0]:
         raise ValueError(f"batched_nms: boxes {list(boxes.shape)}, scores "
                          f"{list(scores.shape)} and idxs {list(idxs.shape)} must agree on N")
-    # shift each category into its own region so boxes of two categories never overlap
-    max_coordinate = boxes.max()
+    # shift each category into its own region so boxes of two categories never overlap; the
+    # -inf changes no maximum and keeps the ops valid for no boxes, which a fiamma.jit trace
+    # (made with boxes, so past the branch above) then meets
+    flat = boxes.reshape(-1)
+    max_coordinate = fiamma.cat([flat, flat.new_full((1,), float("-inf"))]).max()
     offsets = idxs.to(boxes.dtype) * (max_coordinate + 1)
     return nms(boxes + offsets[:, None], scores, iou_threshold)
 

@@ -115,7 +115,7 @@ def keypointrcnn_loss(keypoint_logits, proposals, gt_keypoints, keypoint_matched
 def keypointrcnn_inference(x, boxes):
     """Per image, :func:`heatmaps_to_keypoints` of its detections' heatmaps: lists of (N_i,
     P, 3) keypoints and (N_i, P) scores."""
-    counts = [int(b.shape[0]) for b in boxes]
+    counts = [b.shape[0] for b in boxes]  # sizes: symbolic under fiamma.jit.trace
     kps, scores = [], []
     for maps, bb in zip(x.split(counts, dim=0), boxes):
         kp, sc = heatmaps_to_keypoints(maps, bb)
