@@ -1,5 +1,6 @@
 """Module.to(memory_format=...) converts 4-d parameters to channels-last strides; training a
-channels-last model on channels-last inputs equals the contiguous one (float64; plain SGD steps in place)."""
+channels-last model on channels-last inputs equals the contiguous one (float64; plain SGD
+steps in place)."""
 
 import copy
 
