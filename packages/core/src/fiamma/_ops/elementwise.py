@@ -161,8 +161,8 @@ def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=No
     one), casts, devices; the op's driver (binary_driver) calls it for what its fast test does
     not take.
 
-    ``out`` may be given (cast into it). ``params`` (p0, p1, p2) go to ops that take them
-    (tensor operands only). Returns the result tensor.
+    ``out`` may be given (cast into it). ``params`` (p0, p1, p2) go to ops that take them.
+    Returns the result tensor.
     """
     ta = isinstance(a, Tensor)
     tb = isinstance(b, Tensor)
@@ -204,18 +204,22 @@ def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=No
         if ta and tb:
             ca = a if a._dtype is ct else cast(a, ct)
             cb = b if b._dtype is ct else cast(b, ct)
-            if params is not None:
-                rc = be.binary_params(code, shape, res, ca, bcast_strides(ca, shape), cb,
-                                      bcast_strides(cb, shape), *params)
+            sa, sb = bcast_strides(ca, shape), bcast_strides(cb, shape)
+            if params is None:
+                rc = be.binary(code, shape, res, ca, sa, cb, sb)
             else:
-                rc = be.binary(code, shape, res, ca, bcast_strides(ca, shape), cb,
-                               bcast_strides(cb, shape))
+                rc = be.binary(code, shape, res, ca, sa, cb, sb, params)
         else:
-            t, s = (a, b) if ta else (b, a)
-            t = cast(t, ct)
-            sf, si = _scalar_args(s, ct, name)
-            rc = be.binary_scalar(code, shape, res, t, bcast_strides(t, shape), sf, si,
-                                  0 if ta else 1)
+            # the number goes to the backend as a float (floating ct) or an int64 value (no
+            # op with params takes a number)
+            sf, si = _scalar_args(b if ta else a, ct, name)
+            s = sf if ct._kind == 2 else si
+            if ta:
+                ca = cast(a, ct)
+                rc = be.binary(code, shape, res, ca, bcast_strides(ca, shape), s, None)
+            else:
+                cb = cast(b, ct)
+                rc = be.binary(code, shape, res, s, None, cb, bcast_strides(cb, shape))
         if rc:
             _raise(rc, name, ct)
     if out is not None:

@@ -42,7 +42,7 @@ _STORAGE = _S.Storage
 _binary_contig_small = lib.fm_binary_contig_small  # fm_binary_contig, keeping the GIL
 _binary_contig_c = lib.fm_binary_contig
 _binary_scalar_contig_c = lib.fm_binary_scalar_contig
-_binary_params_c = lib.fm_binary_params
+_binary_c = lib.fm_binary
 
 
 def _complex_pair(code, name, predicate, a, b, raise_):
@@ -133,8 +133,8 @@ _SCALAR_TEST = """
 _SCALAR_NEW = """
             dt = self._dtype
             res = new_empty(self._shape, {rdt}, CPU)
-            rc = _binary_scalar_contig_c({code}, dt.code, self._numel, res._ptr, self._ptr,
-                                         other, other if dt._kind == 1 else 0, {first})
+            rc = _binary_scalar_contig_c({code}, dt.code, self._numel, res._ptr, {operands},
+                                         other, other if dt._kind == 1 else 0)
             if rc:
                 _raise(rc, {name!r}, dt)
             if self.requires_grad:
@@ -142,8 +142,8 @@ _SCALAR_NEW = """
             return res"""
 _SCALAR_INPLACE = """
             rc = _binary_scalar_contig_c({code}, self._dtype.code, self._numel, self._ptr,
-                                         self._ptr, other, other if self._dtype._kind == 1 else 0,
-                                         0)
+                                         self._ptr, 0, other,
+                                         other if self._dtype._kind == 1 else 0)
             if rc:
                 _raise(rc, {name!r}, self._dtype)
             self._storage.version += 1
@@ -187,7 +187,8 @@ def compile_binary(code, name, kind, variant, fallback, raise_, *, predicate, tr
     else:
         general, miss_call = None, f"fallback({pair})"
     f = dict(code=int(code), name=name, truediv=bool(truediv), pred=bool(predicate),
-             rdt="D.bool" if predicate else "dt", first=int(reflected), inputs=f"({pair})",
+             rdt="D.bool" if predicate else "dt", inputs=f"({pair})",
+             operands="0, self._ptr" if reflected else "self._ptr, 0",
              self_ok="type(self) is Tensor and " if variant == "function" else "",
              miss_call=miss_call)
     body = ""
@@ -243,9 +244,9 @@ def add_inplace(sign, generic, raise_):
                 ((self._dtype._kind == 2 and (ta is int or ta is float)) or
                  (self._dtype._kind == 1 and ta is int))):
             if self._numel:
-                rc = _binary_params_c(K.BIN_ADD_ALPHA, self._dtype.code, 1,
-                                      (self._numel,), self._ptr, _ONE, self._ptr, _ONE,
-                                      other._ptr, _ONE, float(sign * alpha), 0.0, 0.0)
+                rc = _binary_c(K.BIN_ADD_ALPHA, self._dtype.code, 1, (self._numel,),
+                               self._ptr, _ONE, self._ptr, _ONE, other._ptr, _ONE, 0.0, 0,
+                               float(sign * alpha), 0.0, 0.0)
                 if rc:
                     raise_(rc, name + "_", self._dtype)
             self._storage.version += 1
