@@ -8,7 +8,7 @@ storage, copies, and conversions.
 import builtins
 import operator
 
-from fiamma import _device_copy, _dtype as D, _grad_hook as G
+from fiamma import _device_copy, _dtype as D, _grad_hook as G, _tensor_factory
 from fiamma._backend import check, cpu as _cpu
 from fiamma._layout import strided as _STRIDED
 from fiamma._limits import (
@@ -830,6 +830,14 @@ def _init(t, storage, dt, shape, stride, offset, contig):
     t._ag = None
 
 
+def wrap(storage, dt, shape, strides):
+    """A tensor viewing ``storage`` from its start with this layout (shape and strides as
+    tuples)."""
+    t = _new(Tensor)
+    _init(t, storage, dt, tuple(shape), tuple(strides), 0, None)
+    return t
+
+
 _STRIDES = {}
 
 
@@ -1020,3 +1028,6 @@ def _view_strides(old_shape, old_stride, new_shape):
         ni -= 1
     return tuple(new_stride)
 
+
+# the modules below Tensor (backends, device copies, dtypes) make tensors through this
+_tensor_factory.register(Tensor, new_empty, wrap, cached_strides, _STRIDES)

@@ -236,7 +236,7 @@ def binary_driver(code, name, kind, variant="function", fallback=None, number_fa
     tensor and a Python number that needs no cast) and one C call, else ``fallback(self,
     other)``, or ``binary(code, name, kind, self, other)`` when ``fallback`` is None."""
     return _fast.compile_binary(code, name, kind, variant,
-                                (binary,) if fallback is None else fallback, _raise,
+                                (binary,) if fallback is None else fallback, _raise, is_scalar,
                                 predicate=kind == PREDICATE, truediv=kind == TRUEDIV,
                                 number_fast=number_fast)
 
@@ -891,7 +891,7 @@ def _ioperator(code, name, kind, inplace_fn, operator=True):
 
 
 def _fast_add_inplace(sign, generic):
-    return _fast.add_inplace(sign, generic, _raise)
+    return _fast.add_inplace(sign, generic, _raise, is_scalar)
 
 
 def _reflected(fn):
