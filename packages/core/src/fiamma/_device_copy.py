@@ -5,6 +5,7 @@ Asking for a device without a backend raises a clear error (carrying CuPy's impo
 that is the reason for cuda)."""
 
 from fiamma import _backend, _grad_hook as G, _tensor_factory as TF
+from fiamma._autograd_api import ops
 from fiamma._storage import CPU, Storage, device
 
 __all__ = ["to_device", "copy_across", "device_storage", "cuda_unavailable_reason", "pin_memory",
@@ -43,7 +44,7 @@ def to_device(x, dev, non_blocking=False):
     out = _async_copy(x, dev) if non_blocking and x._numel and x._contig else None
     if out is not None:
         if x.requires_grad and x._dtype._kind == 2:
-            G.record("to", out, (x,), {"device": dev, "source_device": x._storage.device})
+            G.record(ops.to, out, (x,), {"device": dev, "source_device": x._storage.device})
         return out
     src = x if x._storage.device is CPU else _host_copy(x)
     if dev is CPU:
@@ -54,7 +55,7 @@ def to_device(x, dev, non_blocking=False):
             src = src if src._contig else src.contiguous()
             _backend.check(out._storage.backend.from_host(out, src._dtype, src._ptr), "to")
     if x.requires_grad and x._dtype._kind == 2:
-        G.record("to", out, (x,), {"device": dev, "source_device": x._storage.device})
+        G.record(ops.to, out, (x,), {"device": dev, "source_device": x._storage.device})
     return out
 
 

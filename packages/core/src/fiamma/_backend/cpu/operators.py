@@ -11,6 +11,7 @@ import linecache
 
 # D, G and CPU are used by the generated source
 from fiamma import _dtype as D, _grad_hook as G, _storage as _S, _tensor_factory as TF  # noqa: F401,E501
+from fiamma._autograd_api import ops
 from fiamma._backend import check, codes as K
 from fiamma._lib import lib
 from fiamma._storage import CPU  # noqa: F401
@@ -97,7 +98,7 @@ _TENSOR_NEW = """
             res.grad_fn = None
             res._ag = None
             if self.requires_grad or other.requires_grad:
-                G.record({name!r}, res, (self, other), {{}})
+                G.record(_KEY, res, (self, other), {{}})
             return res"""
 _TENSOR_INPLACE = """
             rc = _binary_contig_c({code}, self._dtype.code, self._numel, self._ptr, self._ptr,
@@ -120,7 +121,7 @@ _SCALAR_NEW = """
             if rc:
                 _raise(rc, {name!r}, dt)
             if self.requires_grad:
-                G.record({name!r}, res, {inputs}, {{}})
+                G.record(_KEY, res, {inputs}, {{}})
             return res"""
 _SCALAR_INPLACE = """
             rc = _binary_scalar_contig_c({code}, self._dtype.code, self._numel, self._ptr,
@@ -163,11 +164,12 @@ def compile_binary(code, name, kind, variant, fallback, raise_, is_number, *, pr
     return NotImplemented for anything else). The tensor class and its factories come from
     fiamma._tensor_factory (a backend does not import fiamma._tensor)."""
     tensor_case, number_case, guard, inplace = _VARIANTS[variant]
+    key, name = name, str(name)  # the recorded op's key (fiamma.autograd_hook.ops), its name
     reflected = variant == "reflected"
     pair = "other, self" if reflected else "self, other"
     if isinstance(fallback, tuple):
         (general,), fallback = fallback, None
-        miss_call = f"_general({int(code)}, {name!r}, {int(kind)}, {pair})"
+        miss_call = f"_general({int(code)}, _KEY, {int(kind)}, {pair})"
     else:
         general, miss_call = None, f"fallback({pair})"
     f = dict(code=int(code), name=name, truediv=bool(truediv), pred=bool(predicate),
@@ -205,7 +207,7 @@ def compile_binary(code, name, kind, variant, fallback, raise_, is_number, *, pr
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)  # tracebacks
     scope = {}
     scope_globals = dict(globals(), _raise=raise_, _general=general, is_scalar=is_number,
-                         Tensor=TF.Tensor, new_empty=TF.new_empty, _STRIDES=TF.STRIDES,
+                         _KEY=key, Tensor=TF.Tensor, new_empty=TF.new_empty, _STRIDES=TF.STRIDES,
                          _cached_strides=TF.cached_strides)
     exec(compile(src, filename, "exec"), scope_globals, scope)
     entry = scope["make"](fallback)
@@ -213,11 +215,11 @@ def compile_binary(code, name, kind, variant, fallback, raise_, is_number, *, pr
     return entry
 
 
-def add_inplace(sign, generic, raise_, is_number):
-    """``add_`` / ``sub_`` with alpha: the in-place driver when alpha is 1, and a fused
-    ``self + alpha * other`` for a tensor other."""
-    name = "add" if sign > 0 else "sub"
-    fast = compile_binary(K.BIN_ADD if sign > 0 else K.BIN_SUB, name, 0, "inplace_method",
+def add_inplace(key, sign, generic, raise_, is_number):
+    """``add_`` / ``sub_`` (``key``: ops.add or ops.sub, ``sign`` 1 or -1) with alpha: the
+    in-place driver when alpha is 1, and a fused ``self + alpha * other`` for a tensor other."""
+    name = str(key)
+    fast = compile_binary(K.BIN_ADD if sign > 0 else K.BIN_SUB, key, 0, "inplace_method",
                           generic, raise_, is_number, predicate=False, truediv=False)
     Tensor = TF.Tensor
 
@@ -292,7 +294,7 @@ def cat_simple(ts, dim):
         if rc:
             check(rc, "cat")
     if grad:
-        G.record("cat", res, tuple(ts), {"dim": d})
+        G.record(ops.cat, res, tuple(ts), {"dim": d})
     return res
 
 
