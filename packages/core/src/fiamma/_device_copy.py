@@ -12,6 +12,27 @@ __all__ = ["to_device", "copy_across", "device_storage", "cuda_unavailable_reaso
            "is_pinned"]
 
 
+def _load_xp(op, dev):
+    """The reference device's backend (NumPy), built on first use."""
+    from fiamma._backend.xp import reference
+
+    return reference()
+
+
+def _load_cuda(op, dev):
+    """The cuda backend (CuPy), built on first use; RuntimeError saying why there is none."""
+    from fiamma._backend.xp import cuda
+
+    be = cuda.backend()  # registers itself when CuPy and a GPU are there
+    if be is None:
+        raise RuntimeError(f"{op}: device {dev}: CUDA is not available: {cuda.reason()}")
+    return be
+
+
+_backend.register_loader("xp", _load_xp)
+_backend.register_loader("cuda", _load_cuda)
+
+
 def cuda_unavailable_reason():
     """CuPy's own reason why fiamma has no cuda backend (None when it has one)."""
     from fiamma._backend.xp import cuda
