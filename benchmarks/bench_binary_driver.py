@@ -11,6 +11,7 @@ microseconds per call (see docs/architecture.md, "One binary-op driver").
 import timeit
 
 import fiamma
+from fiamma._autograd_api import ops
 from fiamma._backend import codes as K
 from fiamma._backend.cpu import operators as O
 from fiamma._ops import elementwise as E
@@ -23,17 +24,21 @@ def closure_driver():
     int_div = ("\n            if truediv and dt._kind != 2:"
                "\n                return fallback(self, other)")
     body = O._TENSOR_TEST.format(self_ok="", extra="") + O._TENSOR_NEW.format(
-        int_div=int_div, code="code", name="{name}", rdt="(D.bool if pred else dt)", pred="pred")
-    body = body.replace("'{name}'", "name")
+        int_div=int_div, code="code", name="{name}", rdt="(D.bool if pred else dt)", pred="pred",
+        miss_call="fallback(self, other)")
+    body = body.replace("'{name}'", "name").replace("_KEY", "name")
     src = ("def make(code, name, pred, truediv, fallback):\n    def op(self, other):" + body +
            "\n        return fallback(self, other)\n    return op\n")
     scope = {}
-    exec(compile(src, "<closure driver>", "exec"), dict(vars(O), _raise=E._raise), scope)
-    return scope["make"](int(K.BIN_ADD), "add", False, False, E.add)
+    tf = O.TF
+    env = dict(vars(O), _raise=E._raise, Tensor=tf.Tensor, new_empty=tf.new_empty,
+               _STRIDES=tf.STRIDES, _cached_strides=tf.cached_strides)
+    exec(compile(src, "<closure driver>", "exec"), env, scope)
+    return scope["make"](int(K.BIN_ADD), ops.add, False, False, E.add)
 
 
 def general(self, other):
-    return E.binary(K.BIN_ADD, "add", E.ARITH, self, other)
+    return E.binary(K.BIN_ADD, ops.add, E.ARITH, self, other)
 
 
 def main():

@@ -10,6 +10,7 @@ import numpy as np
 import fiamma._backend.xp as X
 from fiamma import _backend
 from fiamma._backend.xp import XpBackend
+from fiamma._backend.xp.cuda import BinaryEntryMixin
 from fiamma._backend.xp.cuda_kernels import CudaKernelsMixin
 
 LIB = ctypes.CDLL(os.environ["FIAMMA_CUDA_EMU_LIB"])
@@ -90,7 +91,7 @@ class Ew:
             raise KeyError(k)
 
 
-class Emu(CudaKernelsMixin, XpBackend):
+class Emu(BinaryEntryMixin, CudaKernelsMixin, XpBackend):
     def __init__(self):
         XpBackend.__init__(self, np, "xp")
         self.fast_path_errors = {}

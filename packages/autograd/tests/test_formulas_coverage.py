@@ -4,10 +4,12 @@ Every op name core records is declared in that table (the names are found in cor
 listed by hand), every differentiable declared op has a formula (checked when fiamma.autograd is
 imported), and a misspelled or missing derivative fails at import. The names core records are
 found thus: every ``G.record``/``G.record_inplace`` call site is followed back through the
-functions that pass the name along (``binary(code, name, ...)``, ``_view(..., op="transpose")``,
-``_sum_like(code, "sum", ...)``, local ``op = "uniform_"``...) to the string literals that reach
-it. A new recording op that is not declared (or a new way of passing names that this scan cannot
-follow) fails here; the engine also refuses an undeclared name when it first records it.
+functions that pass the op along (``binary(code, name, ...)``, ``_view(..., op=ops.transpose)``,
+``_sum_like(code, ops.sum, ...)``, local ``op = ops.uniform_``...) to the keys (``ops.<name>``)
+that reach it; a plain string reaching the recorder fails the test (core passes keys, so a
+misspelled op is an AttributeError when its module is imported). A new recording op that is not
+declared (or a new way of passing ops that this scan cannot follow) fails here; the engine also
+refuses an undeclared name when it first records it.
 """
 
 import ast
@@ -70,12 +72,20 @@ class _Scan(ast.NodeVisitor):
     visit_AsyncFunctionDef = visit_FunctionDef
 
     def visit_Assign(self, node):
-        if self.stack and isinstance(node.value, ast.Constant) and \
-                isinstance(node.value.value, str):
+        v = node.value
+        if self.stack and isinstance(v, ast.Constant) and isinstance(v.value, str):
+            name = v.value
+            ASSIGNED_STRINGS.add((self.module, self.stack[-1].name, v.lineno, name))
+        elif self.stack and isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) and \
+                v.value.id == "ops":
+            name = v.attr
+        else:
+            name = None
+        if name is not None:
             for t in node.targets:
                 if isinstance(t, ast.Name):
                     key = (self.module, self.stack[-1].name, t.id)
-                    self.assigns.setdefault(key, set()).add(node.value.value)
+                    self.assigns.setdefault(key, set()).add(name)
         self.generic_visit(node)
 
     def visit_Call(self, node):
@@ -97,13 +107,21 @@ def _scan_core():
     return scans
 
 
+_STRINGS = set()  # (module, line, name): a plain string reaching the recorder
+ASSIGNED_STRINGS = set()  # (module, function, line, name): ``op = "name"`` in a function
+
+
 def _values(expr, module, stack, assigns):
     """(literals, parameter references) an expression can carry as an op name. A reference is
     (module, function, param index, param name, prefix) of an enclosing function's parameter
     (``"fft_" + op`` gives prefix "fft_")."""
     lits, refs = set(), set()
-    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and \
+            expr.value.id == "ops":  # a key of fiamma.autograd_hook.ops
+        lits.add(expr.attr)
+    elif isinstance(expr, ast.Constant) and isinstance(expr.value, str):
         lits.add(expr.value)
+        _STRINGS.add((module, expr.lineno, expr.value))
     elif isinstance(expr, (ast.BoolOp, ast.IfExp)):
         for v in (expr.values if isinstance(expr, ast.BoolOp) else (expr.body, expr.orelse)):
             a, b = _values(v, module, stack, assigns)
@@ -119,6 +137,8 @@ def _values(expr, module, stack, assigns):
         for fn in reversed(stack):
             if (module, fn.name, expr.id) in assigns:
                 lits |= assigns[(module, fn.name, expr.id)]
+                _STRINGS.update((m, line, v) for m, f, line, v in ASSIGNED_STRINGS
+                                if m == module and f == fn.name and v in lits)
                 break
             plist = _func_params(fn)
             if expr.id in plist:
@@ -140,7 +160,9 @@ def recorded_op_names():
     # sinks: (module or None, callee, positional index, keyword, prefix): the argument there
     # is an op name (after the prefix)
     sinks = {(None, "record", 0, "op", ""), (None, "record_inplace", 0, "op", ""),
-             (None, "_view", 3, "op", "")}
+             (None, "_view", 3, "op", ""),
+             # the binary-op driver's entries record from generated source
+             (None, "compile_binary", 1, "name", ""), (None, "add_inplace", 0, "key", "")}
     names, unresolved = set(), set()
     done = set()
     while True:
@@ -191,6 +213,8 @@ def test_every_recorded_op_is_declared_in_cores_table():
                   "cat", "clone", "to", "clamp", "where", "lerp", "uniform_", "addmm_",
                   "as_strided", "copy_"):
         assert known in names, known
+    strings = sorted(_STRINGS)
+    assert not strings, f"core passes op names, not keys of autograd_hook.ops: {strings}"
     undeclared = sorted(n for n in names if n not in ops)
     assert not undeclared, f"ops recorded by core but not declared in autograd_hook.ops: " \
         f"{undeclared}"
@@ -243,7 +267,7 @@ def test_a_misspelled_derivative_is_an_error_when_its_module_is_imported(tmp_pat
     """))
     sys.path.insert(0, str(tmp_path))
     try:
-        with pytest.raises(AttributeError, match="core records no op named 'mull'"):
+        with pytest.raises(AttributeError, match="no attribute 'mull'"):
             importlib.import_module("my_formulas")
     finally:
         sys.path.remove(str(tmp_path))

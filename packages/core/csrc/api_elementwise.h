@@ -1,7 +1,8 @@
 /* Elementwise kernels (elementwise.c): op codes and the entry points beyond fiamma_api.h's
- * fm_binary* / fm_unary*. cffi cdef-parsable: plain declarations and integer #defines only. */
+ * fm_binary / fm_binary_contig / fm_unary*. cffi cdef-parsable: plain declarations and integer
+ * #defines only. */
 
-/* binary op codes (fm_binary*). Output dtype: the input dtype, or bool for the predicates
+/* binary op codes (fm_binary, fm_binary_contig). Output dtype: the input dtype, or bool for the predicates
    (EQ..GE, LOGICAL_*, ISCLOSE). A dtype an op does not support returns FM_ERR_DTYPE; integer
    division / remainder by zero returns FM_ERR_VALUE (INT_MIN / -1 wraps). */
 #define FM_BIN_ADD 0
@@ -94,18 +95,6 @@
 #define FM_TER_ADDCMUL 3  /* a + p0 * b * c */
 #define FM_TER_ADDCDIV 4  /* a + p0 * b / c (floats) */
 #define FM_NTERNARY 16
-
-/* binary op with parameters (FM_BIN_ISCLOSE, FM_BIN_ADD_ALPHA) */
-int fm_binary_params(int op, int dtype, int ndim, const int64_t *shape,
-                     intptr_t out, const int64_t *sout,
-                     intptr_t a, const int64_t *sa,
-                     intptr_t b, const int64_t *sb,
-                     double p0, double p1, double p2);
-
-/* contiguous a (n elements) OP a scalar converted to dtype in C (scalar OP a if scalar_first):
-   the hot path of ``x * 2.0`` and ``x += 1`` */
-int fm_binary_scalar_contig(int op, int dtype, int64_t n, intptr_t out, intptr_t a,
-                            double sf, int64_t si, int scalar_first);
 
 /* Ternary op. b == 0 (resp. c == 0) means that operand is the scalar bf/bi (cf/ci), converted to
    dtype in C (bi/ci for integer dtypes and bool, bf/cf for floats) and read with stride 0; the

@@ -591,79 +591,62 @@ static int bin_lookup(int op, int dtype, fm_inner_fn *fn, int *isz) {
     return FM_OK;
 }
 
-int fm_binary_params(int op, int dtype, int ndim, const int64_t *shape, intptr_t out,
-                     const int64_t *sout, intptr_t a, const int64_t *sa, intptr_t b,
-                     const int64_t *sb, double p0, double p1, double p2) {
-    fm_inner_fn fn;
-    int isz[3];
-    int rc = bin_lookup(op, dtype, &fn, isz);
-    if (rc) return rc;
-    char *base[3] = {(char *)out, (char *)a, (char *)b};
-    const int64_t *st[3] = {sout, sa, sb};
-    bin_ctx ctx = {FM_OK, p0, p1, p2};
-    rc = fm_iterate(3, ndim, shape, base, st, isz, fn, &ctx);
-    return rc ? rc : ctx.status;
-}
+/* a scalar operand (a == 0 or b == 0): the value converted to dtype in C, read with stride 0 */
+static const int64_t bin_zeros[FM_MAX_DIMS];
 
 int fm_binary(int op, int dtype, int ndim, const int64_t *shape, intptr_t out,
-              const int64_t *sout, intptr_t a, const int64_t *sa, intptr_t b, const int64_t *sb) {
-    return fm_binary_params(op, dtype, ndim, shape, out, sout, a, sa, b, sb, 0, 0, 0);
-}
-
-int fm_binary_scalar(int op, int dtype, int ndim, const int64_t *shape, intptr_t out,
-                     const int64_t *sout, intptr_t a, const int64_t *sa, double sf, int64_t si,
-                     int scalar_first) {
+              const int64_t *sout, intptr_t a, const int64_t *sa, intptr_t b, const int64_t *sb,
+              double sf, int64_t si, double p0, double p1, double p2) {
     fm_inner_fn fn;
     int isz[3];
     int rc = bin_lookup(op, dtype, &fn, isz);
     if (rc) return rc;
     if (ndim < 0 || ndim > FM_MAX_DIMS) return FM_ERR_NDIM;
+    if (!a && !b) return FM_ERR_ARG;
     _Alignas(8) char buf[8];
-    fm_scalar_bytes(dtype, sf, si, !fm_is_float(dtype), buf);
-    int64_t zeros[FM_MAX_DIMS] = {0};
-    char *base[3];
-    const int64_t *st[3];
-    base[0] = (char *)out;
-    st[0] = sout;
-    if (scalar_first) {
-        base[1] = buf; st[1] = zeros; base[2] = (char *)a; st[2] = sa;
-    } else {
-        base[1] = (char *)a; st[1] = sa; base[2] = buf; st[2] = zeros;
+    char *base[3] = {(char *)out, (char *)a, (char *)b};
+    const int64_t *st[3] = {sout, sa, sb};
+    if (!a || !b) {
+        int k = a ? 2 : 1;
+        fm_scalar_bytes(dtype, sf, si, !fm_is_float(dtype), buf);
+        base[k] = buf;
+        st[k] = bin_zeros;
     }
-    bin_ctx ctx = {FM_OK, 0, 0, 0};
+    bin_ctx ctx = {FM_OK, p0, p1, p2};
     rc = fm_iterate(3, ndim, shape, base, st, isz, fn, &ctx);
     return rc ? rc : ctx.status;
 }
 
-int fm_binary_contig(int op, int dtype, int64_t n, intptr_t out, intptr_t a, intptr_t b) {
+static int bin_contig(int op, int dtype, int64_t n, intptr_t out, intptr_t a, intptr_t b,
+                      double sf, int64_t si) {
     fm_inner_fn fn;
     int isz[3];
     int rc = bin_lookup(op, dtype, &fn, isz);
     if (rc) return rc;
-    if (n < 0) return FM_ERR_ARG;
+    if (n < 0 || (!a && !b)) return FM_ERR_ARG;
     if (n == 0) return FM_OK;
+    _Alignas(8) char buf[8];
     char *base[3] = {(char *)out, (char *)a, (char *)b};
     int64_t s[3] = {isz[0], isz[1], isz[2]};
+    if (!a || !b) {
+        int k = a ? 2 : 1;
+        fm_scalar_bytes(dtype, sf, si, !fm_is_float(dtype), buf);
+        base[k] = buf;
+        s[k] = 0;
+    }
     bin_ctx ctx = {FM_OK, 0, 0, 0};
     fn(n, base, s, &ctx);
     return ctx.status;
 }
 
-int fm_binary_scalar_contig(int op, int dtype, int64_t n, intptr_t out, intptr_t a, double sf,
-                            int64_t si, int scalar_first) {
-    fm_inner_fn fn;
-    int isz[3];
-    int rc = bin_lookup(op, dtype, &fn, isz);
-    if (rc) return rc;
-    if (n < 0) return FM_ERR_ARG;
-    if (n == 0) return FM_OK;
-    _Alignas(8) char buf[8];
-    fm_scalar_bytes(dtype, sf, si, !fm_is_float(dtype), buf);
-    char *base[3] = {(char *)out, scalar_first ? buf : (char *)a, scalar_first ? (char *)a : buf};
-    int64_t s[3] = {isz[0], scalar_first ? 0 : isz[1], scalar_first ? isz[2] : 0};
-    bin_ctx ctx = {FM_OK, 0, 0, 0};
-    fn(n, base, s, &ctx);
-    return ctx.status;
+int fm_binary_contig(int op, int dtype, int64_t n, intptr_t out, intptr_t a, intptr_t b) {
+    return bin_contig(op, dtype, n, out, a, b, 0, 0);
+}
+
+int fm_binary_scalar_contig(int op, int dtype, int64_t n, intptr_t out, intptr_t a, intptr_t b,
+                            double sf, int64_t si) {
+    if (a && b) return FM_ERR_ARG;
+    return bin_contig(op, dtype, n, out, a, b, sf, si);
 }
 
 int fm_unary_out_dtype(int op, int dtype) {

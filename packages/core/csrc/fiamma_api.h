@@ -67,16 +67,22 @@ int64_t fm_get_i64(int dtype, intptr_t ptr);
 /* Binary ops: a and b have dtype `dtype`; the output dtype is `dtype` for arithmetic ops and
    bool for comparisons (see FM_BIN_* codes, and fm_binary_out_dtype). */
 int fm_binary_out_dtype(int op, int dtype);
+/* The binary op over strided, broadcast operands: out = op(a, b) over `shape`, computed in
+   `dtype` (strides in elements, zero along broadcast dims). a == 0 (or b == 0) means that operand
+   is the Python scalar sf (floating dtypes) / si (integer dtypes and bool) converted to dtype in
+   C and read with stride 0 (its strides are ignored, may be NULL). p0..p2: the parameters of
+   FM_BIN_ADD_ALPHA (a + p0 * b) and FM_BIN_ISCLOSE (rtol, atol, equal_nan); 0 otherwise. */
 int fm_binary(int op, int dtype, int ndim, const int64_t *shape,
               intptr_t out, const int64_t *sout,
               intptr_t a, const int64_t *sa,
-              intptr_t b, const int64_t *sb);
-/* one operand is a scalar (converted to dtype in C); scalar_first selects scalar OP tensor */
-int fm_binary_scalar(int op, int dtype, int ndim, const int64_t *shape,
-                     intptr_t out, const int64_t *sout,
-                     intptr_t a, const int64_t *sa,
-                     double sf, int64_t si, int scalar_first);
+              intptr_t b, const int64_t *sb,
+              double sf, int64_t si, double p0, double p1, double p2);
+/* fm_binary's specialisations for n contiguous elements without parameters (the operator fast
+   paths: no iterator, no shape or stride arrays; measured in docs/architecture.md): two tensor
+   operands, and a tensor and a number (a == 0 or b == 0, as in fm_binary) */
 int fm_binary_contig(int op, int dtype, int64_t n, intptr_t out, intptr_t a, intptr_t b);
+int fm_binary_scalar_contig(int op, int dtype, int64_t n, intptr_t out, intptr_t a, intptr_t b,
+                            double sf, int64_t si);
 
 int fm_unary_out_dtype(int op, int dtype);
 /* p0..p2: op parameters (e.g. clamp bounds, nan_to_num replacements) */

@@ -44,10 +44,11 @@ def test_registered_recorder_sees_ops_and_inplace():
         calls = []
 
         class Rec:
+            # op.name: core passes keys of autograd_hook.ops (a plain str has no .name)
             def record(self, op, out, inputs, kwargs):
-                calls.append(("record", op, len(inputs)))
+                calls.append(("record", op.name, len(inputs)))
             def record_inplace(self, op, out, inputs, kwargs):
-                calls.append(("record_inplace", op))
+                calls.append(("record_inplace", op.name))
             def inplace(self, fn, name, self_, args, kwargs):
                 calls.append(("inplace", name))
             def requires_grad_(self, t, flag):

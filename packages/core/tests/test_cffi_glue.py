@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import fiamma
-from fiamma._lib import lib
+from fiamma._lib import ffi, lib
 
 ADD = lib.FM_BIN_ADD
 F32 = fiamma.float32.code
@@ -60,6 +60,31 @@ def test_small_alias_is_the_same_kernel():
     out = fiamma.empty(7)
     assert lib.fm_binary_contig_small(ADD, F32, 7, out._ptr, x._ptr, x._ptr) == 0
     np.testing.assert_array_equal(out.numpy(), 2 * np.arange(7, dtype=np.float32))
+
+
+def test_number_operand_is_address_zero():
+    # fm_binary / fm_binary_scalar_contig read a number (sf for floats, si for integers) in
+    # place of the operand whose address is 0, on either side; both addresses 0 (or neither,
+    # for the contiguous number entry) is an error
+    x = fiamma.from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3))
+    out = fiamma.empty(2, 3)
+    SUB = lib.FM_BIN_SUB
+    assert lib.fm_binary_scalar_contig(SUB, F32, 6, out._ptr, 0, x._ptr, 10.0, 0) == 0
+    np.testing.assert_array_equal(out.numpy(), 10 - x.numpy())
+    t = x.t()
+    assert lib.fm_binary(SUB, F32, 2, (3, 2), out._ptr, (2, 1), t._ptr, t._stride, 0, ffi.NULL,
+                         0.5, 0, 0.0, 0.0, 0.0) == 0
+    np.testing.assert_array_equal(out.numpy().reshape(3, 2), x.numpy().T - 0.5)
+    i = fiamma.arange(4)
+    io = fiamma.empty(4, dtype=fiamma.int64)
+    assert lib.fm_binary(SUB, fiamma.int64.code, 1, (4,), io._ptr, (1,), 0, ffi.NULL, i._ptr,
+                         (1,), 0.0, 2 ** 40, 0.0, 0.0, 0.0) == 0
+    assert io.tolist() == [2 ** 40 - k for k in range(4)]
+    assert lib.fm_binary_scalar_contig(SUB, F32, 6, out._ptr, 0, 0, 1.0, 0) == lib.FM_ERR_ARG
+    assert lib.fm_binary_scalar_contig(SUB, F32, 6, out._ptr, x._ptr, x._ptr, 1.0, 0) == \
+        lib.FM_ERR_ARG
+    assert lib.fm_binary(SUB, F32, 1, (6,), out._ptr, (1,), 0, ffi.NULL, 0, ffi.NULL, 1.0, 0, 0.0,
+                         0.0, 0.0) == lib.FM_ERR_ARG
 
 
 def _seconds(a, b):

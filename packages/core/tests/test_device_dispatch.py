@@ -84,7 +84,7 @@ def test_ops_run_on_their_inputs_backend(testdev):
     testdev.calls.clear()
     checks = [
         (x + x, a + a, "binary"),
-        (x * 2.0, a * 2.0, "binary_scalar"),
+        (x * 2.0, a * 2.0, "binary"),
         (x + w, a + a[0], "binary"),
         (x.exp(), np.exp(a), "unary"),
         (fiamma.where(x > 3, x, w), np.where(a > 3, a, a[0]), "ternary"),

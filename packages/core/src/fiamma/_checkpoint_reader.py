@@ -10,6 +10,7 @@ import sys
 import zipfile
 import zlib
 
+from fiamma._autograd_api import ops
 from fiamma._backend.cpu import host_buffer, pin_buffer
 from fiamma._storage import BorrowedStorage, Storage, device as _device
 from fiamma._tensor import Tensor, _init
@@ -412,7 +413,7 @@ def _load_legacy(fp, name, place, encoding, weights_only=True):
             if offset + size > hit._numel:
                 raise UnpicklingError(f"fiamma.load: storage view {vkey!r} reaches past its "
                                       "storage")
-            v = views[vkey] = hit._view((size,), (1,), hit._offset + offset, "load")
+            v = views[vkey] = hit._view((size,), (1,), hit._offset + offset, ops.load)
         return v
 
     up = RestrictedUnpickler(fp, load_storage, weights_only=weights_only)

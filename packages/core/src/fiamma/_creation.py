@@ -10,6 +10,7 @@ import warnings
 import numpy as np
 
 from fiamma import _dtype as D, _grad_hook as G, _memory_format as _mf
+from fiamma._autograd_api import ops
 from fiamma._backend import check
 from fiamma._limits import check_shape
 from fiamma._ops._common import check_out
@@ -693,7 +694,7 @@ def _fill_method(self, value):
     fill_(self, value)
     self._bump()
     if self.requires_grad or getattr(value, "requires_grad", False):
-        G.record_inplace("fill_", self, (self, value), {})
+        G.record_inplace(ops.fill_, self, (self, value), {})
     return self
 
 

@@ -4,11 +4,33 @@ usable when a backend is registered for it (fiamma._backend.register): memory co
 Asking for a device without a backend raises a clear error (carrying CuPy's import error when
 that is the reason for cuda)."""
 
-from fiamma import _backend, _grad_hook as G
+from fiamma import _backend, _grad_hook as G, _tensor_factory as TF
+from fiamma._autograd_api import ops
 from fiamma._storage import CPU, Storage, device
 
 __all__ = ["to_device", "copy_across", "device_storage", "cuda_unavailable_reason", "pin_memory",
            "is_pinned"]
+
+
+def _load_xp(op, dev):
+    """The reference device's backend (NumPy), built on first use."""
+    from fiamma._backend.xp import reference
+
+    return reference()
+
+
+def _load_cuda(op, dev):
+    """The cuda backend (CuPy), built on first use; RuntimeError saying why there is none."""
+    from fiamma._backend.xp import cuda
+
+    be = cuda.backend()  # registers itself when CuPy and a GPU are there
+    if be is None:
+        raise RuntimeError(f"{op}: device {dev}: CUDA is not available: {cuda.reason()}")
+    return be
+
+
+_backend.register_loader("xp", _load_xp)
+_backend.register_loader("cuda", _load_cuda)
 
 
 def cuda_unavailable_reason():
@@ -28,9 +50,7 @@ def device_storage(dev, nbytes, zero=False):
 
 def _host_copy(x):
     """x's data in a fresh contiguous CPU tensor."""
-    from fiamma._tensor import new_empty
-
-    out = new_empty(x._shape, x._dtype, CPU)
+    out = TF.new_empty(x._shape, x._dtype, CPU)
     if out._numel:
         src = x if x._contig else x.contiguous()
         _backend.check(src._storage.backend.to_host(src, out._ptr), "to")
@@ -41,24 +61,22 @@ def to_device(x, dev, non_blocking=False):
     """A copy of x on ``dev`` (x is on another device); recorded for autograd like ``to``.
     ``non_blocking``: from pinned host memory to a GPU, or from a GPU to (new, pinned) host
     memory, the copy is queued on the current stream and not waited for (as in PyTorch)."""
-    from fiamma._tensor import new_empty
-
     dev = device(dev)
     out = _async_copy(x, dev) if non_blocking and x._numel and x._contig else None
     if out is not None:
         if x.requires_grad and x._dtype._kind == 2:
-            G.record("to", out, (x,), {"device": dev, "source_device": x._storage.device})
+            G.record(ops.to, out, (x,), {"device": dev, "source_device": x._storage.device})
         return out
     src = x if x._storage.device is CPU else _host_copy(x)
     if dev is CPU:
         out = src if src is not x else x.clone()
     else:
-        out = new_empty(x._shape, x._dtype, dev)
+        out = TF.new_empty(x._shape, x._dtype, dev)
         if out._numel:
             src = src if src._contig else src.contiguous()
             _backend.check(out._storage.backend.from_host(out, src._dtype, src._ptr), "to")
     if x.requires_grad and x._dtype._kind == 2:
-        G.record("to", out, (x,), {"device": dev, "source_device": x._storage.device})
+        G.record(ops.to, out, (x,), {"device": dev, "source_device": x._storage.device})
     return out
 
 
@@ -100,15 +118,12 @@ def _cuda_backend(op):
 
 
 def _pinned_empty(shape, dt, be):
-    from fiamma._interop import _wrap
-    from fiamma._tensor import cached_strides
-
     n = 1
     for s in shape:
         n *= s
     mem = be.alloc_pinned(n * dt.itemsize)
     st = Storage.borrow(mem.ptr, n * dt.itemsize, PinnedOwner(mem))
-    return _wrap(st, dt, shape, cached_strides(shape))
+    return TF.wrap(st, dt, shape, TF.cached_strides(shape))
 
 
 def pin_memory(x):
@@ -143,9 +158,7 @@ def _async_copy(x, dev):
     asynchronous (then the ordinary, synchronous copy runs)."""
     src_dev = x._storage.device
     if src_dev is CPU and dev.type == "cuda" and is_pinned(x):
-        from fiamma._tensor import new_empty
-
-        out = new_empty(x._shape, x._dtype, dev)
+        out = TF.new_empty(x._shape, x._dtype, dev)
         out._storage.backend.upload_async(out, x)
         return out
     if src_dev.type == "cuda" and dev is CPU:

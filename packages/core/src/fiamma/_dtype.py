@@ -4,6 +4,8 @@ import builtins
 
 import numpy as np
 
+from fiamma import _tensor_factory
+
 __all__ = [
     "dtype", "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16",
     "float32", "float64", "half", "float", "double", "short", "int", "long",
@@ -216,8 +218,7 @@ def default_complex_dtype():
 
 def result_type(*operands):
     """The dtype of an op's result over tensors and Python scalars (torch.result_type)."""
-    from fiamma._tensor import Tensor
-
+    Tensor = _tensor_factory.Tensor
     dim_r = zero_r = wrap_r = None
     for x in operands:
         if isinstance(x, Tensor):

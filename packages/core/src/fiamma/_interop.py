@@ -15,17 +15,10 @@ from fiamma._backend.cpu import buffer_address
 # __init__ star-imports this module (and not _printing)
 from fiamma._printing import get_printoptions, printoptions, set_printoptions
 from fiamma._storage import CPU, Storage, device as _device
-from fiamma._tensor import Tensor, _init, contiguous_strides
+from fiamma._tensor import contiguous_strides, wrap as _wrap
 
 __all__ = ["from_numpy", "from_dlpack", "set_printoptions", "get_printoptions", "printoptions"]
 
-_new = object.__new__
-
-
-def _wrap(storage, dt, shape, strides):
-    t = _new(Tensor)
-    _init(t, storage, dt, tuple(shape), tuple(strides), 0, None)
-    return t
 
 
 def _extent(shape, strides):

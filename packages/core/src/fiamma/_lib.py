@@ -39,7 +39,4 @@ finally:
     if _set_timeout:
         os.environ.pop(_TIMEOUT, None)
 
-__all__ = ["ffi", "lib", "check", "raise_status"]
-
-# one implementation of the status -> exception mapping, shared with every backend
-from fiamma._backend import check, raise_status  # noqa: E402,F401
+__all__ = ["ffi", "lib"]

@@ -19,6 +19,7 @@ import threading
 import numpy as np
 
 from fiamma import _dtype as D, _grad_hook as G
+from fiamma._autograd_api import ops
 from fiamma._backend import check, codes as K
 from fiamma._limits import MAX_SIZE, check_shape
 from fiamma._storage import CPU, device as _device
@@ -784,7 +785,7 @@ def _inplace_done(self, op, kwargs):
 
 
 def _uniform_(self, from_=0.0, to=1.0, *, generator=None, **kw):
-    op = "uniform_"
+    op = ops.uniform_
     from_ = kw.pop("from", from_)
     _no_extra(kw, op)
     _check_float(self._dtype, op)
@@ -803,7 +804,7 @@ def _uniform_(self, from_=0.0, to=1.0, *, generator=None, **kw):
 
 
 def _normal_(self, mean=0.0, std=1.0, *, generator=None):
-    op = "normal_"
+    op = ops.normal_
     _check_float(self._dtype, op)
     m, s = _float_arg(mean, op, "mean"), _float_arg(std, op, "std")
     if not s >= 0.0:
@@ -818,7 +819,7 @@ _MISSING = object()
 def _random_(self, from_=None, to=_MISSING, *, generator=None, **kw):
     """random_() / random_(to) / random_(from, to) / random_(from, None): integers in
     [from, to); a missing bound is the dtype's: [0, max] (floats: [0, 2**mantissa_digits])."""
-    op = "random_"
+    op = ops.random_
     if "from" in kw:
         from_ = kw.pop("from")
         if to is _MISSING:
@@ -837,13 +838,13 @@ def _random_(self, from_=None, to=_MISSING, *, generator=None, **kw):
 
 
 def _bernoulli_method_(self, p=0.5, *, generator=None):
-    op = "bernoulli_"
+    op = ops.bernoulli_
     _bernoulli_(self, p, generator, op)
     return _inplace_done(self, op, {})
 
 
 def _exponential_(self, lambd=1.0, *, generator=None):
-    op = "exponential_"
+    op = ops.exponential_
     _check_float(self._dtype, op)
     lam = _float_arg(lambd, op, "lambd")
     if not lam > 0.0:
@@ -853,7 +854,7 @@ def _exponential_(self, lambd=1.0, *, generator=None):
 
 
 def _geometric_(self, p, *, generator=None):
-    op = "geometric_"
+    op = ops.geometric_
     pv = _float_arg(p, op, "p")
     if not 0.0 < pv < 1.0:
         raise RuntimeError(f"{op}: expects p to be in (0, 1), but got p={pv}")
@@ -862,7 +863,7 @@ def _geometric_(self, p, *, generator=None):
 
 
 def _log_normal_(self, mean=1.0, std=2.0, *, generator=None):
-    op = "log_normal_"
+    op = ops.log_normal_
     _check_float(self._dtype, op)
     m, s = _float_arg(mean, op, "mean"), _float_arg(std, op, "std")
     if not s > 0.0:
@@ -872,7 +873,7 @@ def _log_normal_(self, mean=1.0, std=2.0, *, generator=None):
 
 
 def _cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
-    op = "cauchy_"
+    op = ops.cauchy_
     _check_float(self._dtype, op)
     m, s = _float_arg(median, op, "median"), _float_arg(sigma, op, "sigma")
     if not s > 0.0:

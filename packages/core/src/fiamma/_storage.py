@@ -94,6 +94,8 @@ CPU = device("cpu")
 # paths (which call C directly) are then off: they run only for tensors on FAST_DEVICE.
 import os as _os  # noqa: E402
 
+_backend.register("cpu", _cpu)  # the C library's backend (FIAMMA_CPU_BACKEND=xp replaces it)
+
 XP_HOST = _os.environ.get("FIAMMA_CPU_BACKEND", "") == "xp"
 FAST_DEVICE = None if XP_HOST else CPU
 

@@ -8,7 +8,8 @@ storage, copies, and conversions.
 import builtins
 import operator
 
-from fiamma import _device_copy, _dtype as D, _grad_hook as G, _memory_format
+from fiamma import _device_copy, _dtype as D, _grad_hook as G, _memory_format, _tensor_factory
+from fiamma._autograd_api import ops
 from fiamma._backend import _BACKENDS, check, cpu as _cpu
 from fiamma._layout import strided as _STRIDED
 from fiamma._limits import (
@@ -217,7 +218,7 @@ class Tensor:
         b = getattr(self, "_base", None)
         t._base = self if b is None else b
         if self.requires_grad:
-            G.record("view", t, (self,), {"shape": shape, "stride": t._stride,
+            G.record(ops.view, t, (self,), {"shape": shape, "stride": t._stride,
                                           "offset": t._offset, "in_stride": self._stride,
                                           "in_offset": self._offset})
         return t
@@ -232,7 +233,7 @@ class Tensor:
         _init(t, self._storage, self._dtype, self._shape, self._stride, self._offset,
               self._contig)
         if self.requires_grad:
-            G.record("view", t, (self,), {"shape": t._shape, "stride": t._stride,
+            G.record(ops.view, t, (self,), {"shape": t._shape, "stride": t._stride,
                                           "offset": t._offset})
         return t
 
@@ -253,7 +254,7 @@ class Tensor:
                 raise RuntimeError(
                     f"as_strided: size {size} stride {stride} offset {off} needs storage of "
                     f"{last + 1} elements, but the storage holds {cap}")
-        return self._view(size, stride, off, "as_strided")
+        return self._view(size, stride, off, ops.as_strided)
 
     def view(self, *shape):
         if self._contig:
@@ -269,7 +270,7 @@ class Tensor:
                 f"view: size {list(shape)} is not compatible with input tensor's size "
                 f"{list(self._shape)} and stride {list(self._stride)} (at least one dimension "
                 "spans across two contiguous subspaces). Use .reshape(...) instead.")
-        return self._view(shape, stride, op="view")
+        return self._view(shape, stride, op=ops.view)
 
     def _view_dtype(self, dt):
         old, new = self._dtype.itemsize, dt.itemsize
@@ -318,7 +319,7 @@ class Tensor:
         shape = _infer_shape(_shape_arg(shape), self._numel, "reshape")
         stride = _view_strides(self._shape, self._stride, shape)
         if stride is not None:
-            return self._view(shape, stride, op="view")
+            return self._view(shape, stride, op=ops.view)
         return self.contiguous().view(shape)
 
     def reshape_as(self, other):
@@ -354,21 +355,21 @@ class Tensor:
         if len(set(dims)) != nd:
             raise RuntimeError(f"permute: repeated dim in {dims}")
         return self._view([self._shape[d] for d in dims], [self._stride[d] for d in dims],
-                          op="permute")
+                          op=ops.permute)
 
     def transpose(self, dim0, dim1):
         nd = len(self._shape)
         if nd == 0:
             wrap_dim(dim0, 0, "transpose")
             wrap_dim(dim1, 0, "transpose")
-            return self._view((), (), op="transpose")
+            return self._view((), (), op=ops.transpose)
         a = wrap_dim(dim0, nd, "transpose")
         b = wrap_dim(dim1, nd, "transpose")
         shape = list(self._shape)
         stride = list(self._stride)
         shape[a], shape[b] = shape[b], shape[a]
         stride[a], stride[b] = stride[b], stride[a]
-        return self._view(shape, stride, op="transpose")
+        return self._view(shape, stride, op=ops.transpose)
 
     swapaxes = swapdims = transpose
 
@@ -377,9 +378,9 @@ class Tensor:
             raise RuntimeError(
                 f"t: expects a tensor with <= 2 dimensions, but self is {self.ndim}D")
         if len(self._shape) < 2:
-            return self._view(self._shape, self._stride, op="t")
+            return self._view(self._shape, self._stride, op=ops.t)
         (s0, s1), (t0, t1) = self._shape, self._stride
-        return self._view((s1, s0), (t1, t0), op="transpose")
+        return self._view((s1, s0), (t1, t0), op=ops.transpose)
 
     @property
     def T(self):
@@ -415,7 +416,7 @@ class Tensor:
             dims = {d for d in dims if nd and self._shape[d] == 1}
         keep = [i for i in range(nd) if i not in dims]
         return self._view([self._shape[i] for i in keep], [self._stride[i] for i in keep],
-                          op="squeeze")
+                          op=ops.squeeze)
 
     def unsqueeze(self, dim):
         nd = len(self._shape)
@@ -425,7 +426,7 @@ class Tensor:
         st = stride[d] * shape[d] if d < nd else 1
         shape.insert(d, 1)
         stride.insert(d, st)
-        return self._view(shape, stride, op="unsqueeze")
+        return self._view(shape, stride, op=ops.unsqueeze)
 
     def expand(self, *sizes):
         sizes = _shape_arg(sizes)
@@ -468,7 +469,7 @@ class Tensor:
                     f"Tensor sizes: {list(self._shape)}")
         if big or n > _MAX_SIZE:
             _check_shape(shape, "expand")
-        return self._view(shape, stride, op="expand")
+        return self._view(shape, stride, op=ops.expand)
 
     def expand_as(self, other):
         return self.expand(other._shape)
@@ -494,7 +495,7 @@ class Tensor:
         shape = list(self._shape)
         shape[d] = length
         return self._view(shape, self._stride, self._offset + start * self._stride[d],
-                          op="narrow")
+                          op=ops.narrow)
 
     def select(self, dim, index):
         nd = len(self._shape)
@@ -509,7 +510,7 @@ class Tensor:
             i += n
         return self._view(self._shape[:d] + self._shape[d + 1:],
                           self._stride[:d] + self._stride[d + 1:],
-                          self._offset + i * self._stride[d], op="select")
+                          self._offset + i * self._stride[d], op=ops.select)
 
     def unbind(self, dim=0):
         d = wrap_dim(dim, len(self._shape), "unbind")
@@ -531,7 +532,7 @@ class Tensor:
             stride[d] = st * step
         shape.append(size)
         stride.append(st)
-        return self._view(shape, stride, op="unfold")
+        return self._view(shape, stride, op=ops.unfold)
 
     # ---- copies and conversion ----------------------------------------------------------------
     def contiguous(self, memory_format=None):
@@ -557,7 +558,7 @@ class Tensor:
             if rc:
                 check(rc, "clone")
         if self.requires_grad:
-            G.record("clone", out, (self,), {})
+            G.record(ops.clone, out, (self,), {})
         return out
 
     def copy_(self, src, non_blocking=False):
@@ -580,7 +581,7 @@ class Tensor:
         _copy_into(self, src)
         self._bump()
         if self.requires_grad or src.requires_grad:
-            G.record_inplace("copy_", self, (self, src), {})
+            G.record_inplace(ops.copy_, self, (self, src), {})
         return self
 
     def to(self, *args, **kwargs):
@@ -861,6 +862,14 @@ def _init(t, storage, dt, shape, stride, offset, contig):
     t._ag = None
 
 
+def wrap(storage, dt, shape, strides):
+    """A tensor viewing ``storage`` from its start with this layout (shape and strides as
+    tuples)."""
+    t = _new(Tensor)
+    _init(t, storage, dt, tuple(shape), tuple(strides), 0, None)
+    return t
+
+
 _STRIDES = {}
 
 
@@ -945,7 +954,7 @@ def _cast(x, dt):
     out = new_empty(x._shape, dt, x._storage.device)
     _copy_into(out, x)
     if x.requires_grad and dt._kind >= 2:
-        G.record("to", out, (x,), {"dtype": dt})
+        G.record(ops.to, out, (x,), {"dtype": dt})
     return out
 
 
@@ -1053,3 +1062,6 @@ def _view_strides(old_shape, old_stride, new_shape):
         ni -= 1
     return tuple(new_stride)
 
+
+# the modules below Tensor (backends, device copies, dtypes) make tensors through this
+_tensor_factory.register(Tensor, new_empty, wrap, cached_strides, _STRIDES)

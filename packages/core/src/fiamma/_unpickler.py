@@ -19,6 +19,7 @@ import sys
 import numpy as np
 
 from fiamma import _dtype as D, _grad_hook as G
+from fiamma._autograd_api import ops
 from fiamma._storage import device as _device
 from fiamma._tensor import Size, Tensor, _init
 from fiamma.serialization import _safe_globals
@@ -443,7 +444,7 @@ class RestrictedUnpickler(pickle._Unpickler):
             key = self._storage_names.get(id(storage), "?")
             raise UnpicklingError(f"fiamma.load: tensor over storage {key!r}: "
                                   f"{str(e)[len('fiamma.load: '):]}") from None
-        return storage._view(size, stride, storage._offset + storage_offset, "load")
+        return storage._view(size, stride, storage._offset + storage_offset, ops.load)
 
     def _rebuild_tensor_v2(self, storage, storage_offset, size, stride, requires_grad=False,
                            backward_hooks=None, metadata=None):

@@ -29,6 +29,7 @@ import weakref
 import numpy as np
 
 from fiamma import _dtype as D, _grad_hook as G
+from fiamma._autograd_api import ops
 from fiamma._tensor import Tensor, _copy_into, new_empty
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rfft2", "irfft2",
@@ -257,9 +258,16 @@ def _check_n(n, op):
         raise RuntimeError(f"fft.{op}: Invalid number of data points ({n}) specified")
 
 
+# the recorded op of each transform (fiamma.autograd_hook.ops; a name missing there fails here,
+# at import)
+_KEYS = {n: ops["fft_" + n] for n in (
+    "fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rfft2", "irfft2", "hfft2",
+    "ihfft2", "fftn", "ifftn", "rfftn", "irfftn", "hfftn", "ihfftn")}
+
+
 def _record(op, res, x, kwargs):
     if x.requires_grad:
-        G.record("fft_" + op, res, (x,), kwargs)
+        G.record(_KEYS[op], res, (x,), kwargs)
     return res
 
 
@@ -527,9 +535,9 @@ def _shift(op, input, dim, sign):
 def fftshift(input, dim=None):
     """Move the zero frequency to the centre (roll by n // 2 along ``dim``, default all signal
     dims; a complex result's trailing (real, imag) pair is not shifted)."""
-    return _shift("fftshift", input, dim, 1)
+    return _shift(ops.fftshift, input, dim, 1)
 
 
 def ifftshift(input, dim=None):
     """The inverse of :func:`fftshift` (roll by -(n // 2))."""
-    return _shift("ifftshift", input, dim, -1)
+    return _shift(ops.ifftshift, input, dim, -1)

@@ -34,6 +34,7 @@ import math
 import numpy as np
 
 from fiamma import _dtype as D, _grad_hook as G
+from fiamma._autograd_api import ops
 from fiamma._ops.matmul import matmul
 from fiamma._storage import CPU
 from fiamma._tensor import Tensor, _copy_into, new_empty
@@ -195,8 +196,9 @@ def _into(out, res, op):
 
 
 def _record(op, res, inputs, kwargs=None):
+    """Record ``res`` for autograd as ``op`` (a key of fiamma.autograd_hook.ops)."""
     if builtins.any(isinstance(t, Tensor) and t.requires_grad for t in inputs):
-        G.record("linalg_" + op, res, inputs, kwargs or {})
+        G.record(op, res, inputs, kwargs or {})
     return res
 
 
@@ -328,7 +330,7 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=No
         for d in sorted((d0, d1)):
             r = np.expand_dims(r, d)
     res = _result(r, src._dtype.to_real, out, "matrix_norm")
-    return _record("matrix_norm", res, (A,), {"ord": ord, "dim": dim, "keepdim": keepdim,
+    return _record(ops.linalg_matrix_norm, res, (A,), {"ord": ord, "dim": dim, "keepdim": keepdim,
                                              "dtype": dtype})
 
 
@@ -374,7 +376,7 @@ def cond(A, p=None, *, out=None):
         except np.linalg.LinAlgError:
             ia = np.full_like(a, np.inf)
         r = _mnorm_np(a, p, "cond") * _mnorm_np(ia, p, "cond")
-    return _record("cond", _result(r, A._dtype.to_real, out, "cond"), (A,), {"p": p})
+    return _record(ops.linalg_cond, _result(r, A._dtype.to_real, out, "cond"), (A,), {"p": p})
 
 
 # ---- inverses and determinants ---------------------------------------------------------------
@@ -391,7 +393,7 @@ def inv(A, *, out=None):
         r = np.linalg.inv(a)
     except np.linalg.LinAlgError:
         _singular("inv", a)
-    return _record("inv", _result(r, A._dtype, out, "inv"), (A,))
+    return _record(ops.linalg_inv, _result(r, A._dtype, out, "inv"), (A,))
 
 
 def inv_ex(A, *, check_errors=False, out=None):
@@ -411,7 +413,7 @@ def inv_ex(A, *, check_errors=False, out=None):
     if check_errors and info.any():
         _singular("inv_ex", a)
     res = _tensor(inv_flat.reshape(a.shape), A._dtype)
-    _record("inv_ex", res, (A,))
+    _record(ops.linalg_inv_ex, res, (A,))
     return InvExResult(res, _tensor(info.reshape(a.shape[:-2]), D.int32))
 
 
@@ -457,14 +459,14 @@ def pinv(A, rcond=None, hermitian=False, *, atol=None, rtol=None, out=None):
                 si = np.where(s > tol, 1.0 / np.where(s == 0, 1, s), 0.0).astype(a.dtype)
             r = np.conj(np.swapaxes(vh, -1, -2)) @ (si[..., :, None] *
                                                     np.conj(np.swapaxes(u, -1, -2)))
-    return _record("pinv", _result(r, A._dtype, out, "pinv"), (A,),
+    return _record(ops.linalg_pinv, _result(r, A._dtype, out, "pinv"), (A,),
                    {"atol": atol, "rtol": rtol, "hermitian": hermitian})
 
 
 def det(A, *, out=None):
     """The determinant of square matrices (batched)."""
     a = _matrix_np(A, "det", square=True, complex_ok=True)
-    return _record("det", _result(np.linalg.det(a), A._dtype, out, "det"), (A,))
+    return _record(ops.linalg_det, _result(np.linalg.det(a), A._dtype, out, "det"), (A,))
 
 
 def slogdet(A, *, out=None):
@@ -474,7 +476,7 @@ def slogdet(A, *, out=None):
     res = SlogdetResult(_tensor(s, A._dtype), _tensor(l, A._dtype.to_real))
     if out is not None:
         res = SlogdetResult(_into(out[0], res[0], "slogdet"), _into(out[1], res[1], "slogdet"))
-    return _record("slogdet", res, (A,))
+    return _record(ops.linalg_slogdet, res, (A,))
 
 
 def matrix_power(A, n, *, out=None):
@@ -492,7 +494,8 @@ def matrix_power(A, n, *, out=None):
         a = A.detach()
         a = _arr(a.to(D.float32)) if A._dtype is D.bfloat16 else _arr(a)
         r = np.linalg.matrix_power(a, n)
-    return _record("matrix_power", _result(r, A._dtype, out, "matrix_power"), (A,), {"n": n})
+    return _record(ops.linalg_matrix_power, _result(r, A._dtype, out, "matrix_power"), (A,),
+                   {"n": n})
 
 
 # ---- solvers -------------------------------------------------------------------------------
@@ -538,7 +541,7 @@ def solve(A, B, *, left=True, out=None):
         raise RuntimeError(f"linalg.solve: Expected A and B to have the same dtype, but found "
                            f"A of type {_NAMES[A._dtype]} and B of type {_NAMES[B._dtype]}")
     r = _solve_np(a, b, left, "solve")
-    return _record("solve", _result(r, A._dtype, out, "solve"), (A, B), {"left": left})
+    return _record(ops.linalg_solve, _result(r, A._dtype, out, "solve"), (A, B), {"left": left})
 
 
 def solve_ex(A, B, *, left=True, check_errors=False, out=None):
@@ -571,7 +574,8 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
         idx = np.arange(t.shape[-1])
         t[..., idx, idx] = 1
     r = _solve_np(t, b, left, "solve_triangular")
-    return _record("solve_triangular", _result(r, A._dtype, out, "solve_triangular"), (A, B),
+    return _record(ops.linalg_solve_triangular,
+                   _result(r, A._dtype, out, "solve_triangular"), (A, B),
                    {"upper": upper, "left": left, "unitriangular": unitriangular})
 
 
@@ -624,7 +628,7 @@ def lstsq(A, B, rcond=None, *, driver=None):
     svals = _tensor(sv.reshape(batch + (builtins.min(m, n),)) if driver in ("gelsd", "gelss")
                     else np.zeros(0, sv.dtype), rdt)
     result = LstsqResult(_tensor(out_sol, A._dtype), residuals, ranks, svals)
-    _record("lstsq", result.solution, (A, B), {"rcond": rcond, "driver": driver})
+    _record(ops.linalg_lstsq, result.solution, (A, B), {"rcond": rcond, "driver": driver})
     return result
 
 
@@ -659,7 +663,8 @@ def cholesky(A, *, upper=False, out=None):
         _not_pd("cholesky", a)
     if upper:
         r = np.conj(np.swapaxes(r, -1, -2))
-    return _record("cholesky", _result(r, A._dtype, out, "cholesky"), (A,), {"upper": upper})
+    return _record(ops.linalg_cholesky, _result(r, A._dtype, out, "cholesky"), (A,),
+                   {"upper": upper})
 
 
 def cholesky_ex(A, *, upper=False, check_errors=False, out=None):
@@ -680,7 +685,7 @@ def cholesky_ex(A, *, upper=False, check_errors=False, out=None):
     if upper:
         L = np.conj(np.swapaxes(L, -1, -2))
     res = _tensor(L, A._dtype)
-    _record("cholesky_ex", res, (A,), {"upper": upper})
+    _record(ops.linalg_cholesky_ex, res, (A,), {"upper": upper})
     return CholeskyExResult(res, _tensor(info.reshape(a.shape[:-2]), D.int32))
 
 
@@ -697,7 +702,7 @@ def qr(A, mode="reduced", *, out=None):
     else:
         q, r = np.linalg.qr(a, mode=mode)
         res = QRResult(_tensor(q, A._dtype), _tensor(r, A._dtype))
-    return _record("qr", res, (A,), {"mode": mode})
+    return _record(ops.linalg_qr, res, (A,), {"mode": mode})
 
 
 def svd(A, full_matrices=True, *, driver=None, out=None):
@@ -715,7 +720,7 @@ def svd(A, full_matrices=True, *, driver=None, out=None):
         u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
     # the singular values are real (float32 for complex64 input)
     res = SVDResult(_tensor(u, A._dtype), _tensor(s, A._dtype.to_real), _tensor(vh, A._dtype))
-    return _record("svd", res, (A,), {"full_matrices": full_matrices})
+    return _record(ops.linalg_svd, res, (A,), {"full_matrices": full_matrices})
 
 
 def svdvals(A, *, driver=None, out=None):
@@ -723,7 +728,7 @@ def svdvals(A, *, driver=None, out=None):
     a = _matrix_np(A, "svdvals", complex_ok=True)
     s = np.linalg.svd(a, compute_uv=False) if a.size else \
         np.zeros(a.shape[:-2] + (builtins.min(a.shape[-2:]),), a.real.dtype)
-    return _record("svdvals", _result(s, A._dtype.to_real, out, "svdvals"), (A,))
+    return _record(ops.linalg_svdvals, _result(s, A._dtype.to_real, out, "svdvals"), (A,))
 
 
 def _uplo(UPLO, op):
@@ -745,7 +750,7 @@ def eigh(A, UPLO="L", *, out=None):
     a = _matrix_np(A, "eigh", square=True, complex_ok=True)
     w, v = np.linalg.eigh(a, UPLO=_uplo(UPLO, "eigh"))
     res = EighResult(_tensor(w, A._dtype.to_real), _tensor(v, A._dtype))
-    res = _record("eigh", res, (A,), {"UPLO": UPLO})
+    res = _record(ops.linalg_eigh, res, (A,), {"UPLO": UPLO})
     return res if out is None else _into_pair(out, res, "eigh")
 
 
@@ -753,7 +758,7 @@ def eigvalsh(A, UPLO="L", *, out=None):
     """The eigenvalues (ascending, real) of symmetric (complex: Hermitian) matrices."""
     a = _matrix_np(A, "eigvalsh", square=True, complex_ok=True)
     w = np.linalg.eigvalsh(a, UPLO=_uplo(UPLO, "eigvalsh"))
-    return _record("eigvalsh", _result(w, A._dtype.to_real, out, "eigvalsh"), (A,),
+    return _record(ops.linalg_eigvalsh, _result(w, A._dtype.to_real, out, "eigvalsh"), (A,),
                    {"UPLO": UPLO})
 
 
@@ -788,7 +793,7 @@ def eig(A, *, out=None):
     """
     w, v = _eig_np(A, "eig", True)
     res = EigResult(_complex_tensor(w, A._dtype), _complex_tensor(v, A._dtype))
-    res = _record("eig", res, (A,))
+    res = _record(ops.linalg_eig, res, (A,))
     if out is None:
         return res
     return EigResult(*_into_pair(out, res, "eig"))
@@ -796,7 +801,7 @@ def eig(A, *, out=None):
 
 def eigvals(A, *, out=None):
     """The eigenvalues of general square matrices, as a complex tensor (see :func:`eig`)."""
-    res = _record("eigvals", _complex_tensor(_eig_np(A, "eigvals", False), A._dtype), (A,))
+    res = _record(ops.linalg_eigvals, _complex_tensor(_eig_np(A, "eigvals", False), A._dtype), (A,))
     if out is None:
         return res
     return _into(out, res, "eigvals")
@@ -899,7 +904,7 @@ def cross(input, other, *, dim=-1, out=None):
     a = np.broadcast_to(arr(input), shape)
     b = np.broadcast_to(arr(other), shape)
     r = np.cross(a, b, axis=d) if shape[d] else np.zeros(shape)
-    return _record("cross", _result(r, dt, out, "cross"), (input, other), {"dim": dim})
+    return _record(ops.linalg_cross, _result(r, dt, out, "cross"), (input, other), {"dim": dim})
 
 
 def vecdot(x, y, *, dim=-1, out=None):

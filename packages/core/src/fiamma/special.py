@@ -11,6 +11,7 @@ the name given in the function's docstring (``special.erfcx`` records ``"erfcx"`
 [0.0]
 """
 
+from fiamma._autograd_api import ops
 from fiamma._backend import codes as K
 from fiamma._ops._unary import erf, erfc, exp2, expm1, log1p, round  # noqa: F401
 from fiamma._ops.elementwise import sigmoid as _sigmoid
@@ -48,15 +49,15 @@ def _u(code, name, doc):
     return fn
 
 
-erfcx = _u(K.SP_ERFCX, "erfcx", "The scaled complementary error function exp(x^2) erfc(x).")
-i0e = _u(K.SP_I0E, "i0e", "exp(-|x|) I0(x), the exponentially scaled Bessel I0.")
-i1 = _u(K.SP_I1, "i1", "The modified Bessel function of the first kind, order 1.")
-i1e = _u(K.SP_I1E, "i1e", "exp(-|x|) I1(x), the exponentially scaled Bessel I1.")
-ndtr = _u(K.SP_NDTR, "ndtr", "The standard normal CDF.")
-ndtri = _u(K.SP_NDTRI, "ndtri", "The inverse of the standard normal CDF (quantile).")
-log_ndtr = _u(K.SP_LOG_NDTR, "log_ndtr",
+erfcx = _u(K.SP_ERFCX, ops.erfcx, "The scaled complementary error function exp(x^2) erfc(x).")
+i0e = _u(K.SP_I0E, ops.i0e, "exp(-|x|) I0(x), the exponentially scaled Bessel I0.")
+i1 = _u(K.SP_I1, ops.i1, "The modified Bessel function of the first kind, order 1.")
+i1e = _u(K.SP_I1E, ops.i1e, "exp(-|x|) I1(x), the exponentially scaled Bessel I1.")
+ndtr = _u(K.SP_NDTR, ops.ndtr, "The standard normal CDF.")
+ndtri = _u(K.SP_NDTRI, ops.ndtri, "The inverse of the standard normal CDF (quantile).")
+log_ndtr = _u(K.SP_LOG_NDTR, ops.log_ndtr,
               "log of the standard normal CDF, accurate far in both tails.")
-entr = _u(K.SP_ENTR, "entr", "-x log x (0 at 0, -inf for x < 0).")
+entr = _u(K.SP_ENTR, ops.entr, "-x log x (0 at 0, -inf for x < 0).")
 
 
 def expit(input, *, out=None):
@@ -71,12 +72,12 @@ def multigammaln(input, p, *, out=None):
 
 def xlog1py(input, other, *, out=None):
     """``input * log1p(other)``, 0 where input is 0 (unless other is NaN)."""
-    return sp_binary(K.SP_XLOG1PY, "xlog1py", input, other, out)
+    return sp_binary(K.SP_XLOG1PY, ops.xlog1py, input, other, out)
 
 
 def zeta(input, other, *, out=None):
     """The Hurwitz zeta function sum_k (other + k)^-input."""
-    return sp_binary(K.SP_ZETA, "zeta", input, other, out)
+    return sp_binary(K.SP_ZETA, ops.zeta, input, other, out)
 
 
 def gammainc(input, other, *, out=None):
@@ -89,7 +90,7 @@ def gammainc(input, other, *, out=None):
     >>> round(fiamma.special.gammainc(fiamma.tensor([1.0]), fiamma.tensor([2.0])).item(), 6)
     0.864665
     """
-    return sp_binary(K.SP_GAMMAINC, "gammainc", input, other, out)
+    return sp_binary(K.SP_GAMMAINC, ops.gammainc, input, other, out)
 
 
 def gammaincc(input, other, *, out=None):
@@ -99,7 +100,7 @@ def gammaincc(input, other, *, out=None):
     >>> round(fiamma.special.gammaincc(fiamma.tensor([1.0]), fiamma.tensor([2.0])).item(), 6)
     0.135335
     """
-    return sp_binary(K.SP_GAMMAINCC, "gammaincc", input, other, out)
+    return sp_binary(K.SP_GAMMAINCC, ops.gammaincc, input, other, out)
 
 
 def logsumexp(input, dim, keepdim=False, *, out=None):

@@ -3,8 +3,10 @@ backend returns (see contract.py for the primitives and docs/architecture.md for
 device).
 
 A tensor's device names its backend: ``backend_for(device)`` looks it up once per op. The CPU
-backend (fiamma._backend.cpu, C through cffi) is registered when it is first asked for; other
-backends register themselves with ``register``. Nothing here imports a device library.
+backend (fiamma._backend.cpu, C through cffi) is registered by fiamma._storage at import; the
+others register themselves with ``register``, or are built on first use by a loader
+(``register_loader``: fiamma._device_copy installs those of ``xp`` and ``cuda``). Nothing here
+imports a backend or a device library.
 """
 
 from fiamma._backend import codes as C
@@ -49,18 +51,22 @@ def register(device_type, backend):
     _BACKENDS[device_type] = backend
 
 
+def register_loader(device_type, loader):
+    """Make ``loader(op, dev)`` build the backend of ``device_type`` the first time a tensor
+    needs it (a device library such as CuPy is imported only then): it registers the backend
+    and returns it, or raises RuntimeError naming ``op`` and saying why the device is not
+    available. The modules above this registry install the loaders (fiamma._device_copy), so
+    it imports no backend itself."""
+    DEVICE_TYPES.add(device_type)
+    _LOADERS[device_type] = loader
+
+
+_LOADERS = {}
+
+
 def registered():
     """The device types that have a backend now."""
-    _cpu()
     return sorted(_BACKENDS)
-
-
-def _cpu():
-    if "cpu" not in _BACKENDS:
-        from fiamma._backend import cpu
-
-        register("cpu", cpu)
-    return _BACKENDS["cpu"]
 
 
 def backend_for(dev, op="device"):
@@ -69,20 +75,7 @@ def backend_for(dev, op="device"):
     be = _BACKENDS.get(dev.type)
     if be is not None:
         return be
-    if dev.type == "cpu":
-        return _cpu()
-    if dev.type == "xp":
-        from fiamma._backend.xp import reference
-
-        return reference()
-    from fiamma._device_copy import cuda_unavailable_reason
-
-    if dev.type == "cuda":
-        from fiamma._backend.xp import cuda
-
-        be = cuda.backend()  # registers itself when CuPy and a GPU are there
-        if be is not None:
-            return be
-        raise RuntimeError(f"{op}: device {dev}: CUDA is not available: "
-                           f"{cuda_unavailable_reason()}")
+    loader = _LOADERS.get(dev.type)
+    if loader is not None:
+        return loader(op, dev)
     raise RuntimeError(f"{op}: device {dev}: no backend runs tensors on '{dev.type}'")

@@ -23,7 +23,8 @@ Conventions, for every primitive:
   value such as integer division by zero, ERR_NOMEM, ERR_ARG). A primitive checks every index
   it is given before writing anything; it never crashes on bad input.
 - **Python scalars** travel as (double, int64) pairs (``fval``, ``ival``): the int64 one is used
-  for integer dtypes (exact), the double for floating ones.
+  for integer dtypes (exact), the double for floating ones. ``binary`` takes the number itself
+  as an operand, already a float or an int by the compute dtype.
 
 Linear algebra (fiamma.linalg) is not a primitive family: on the CPU it is NumPy's LAPACK over
 zero-copy views. A non-CPU backend runs the same code on its own arrays and so provides, beside
@@ -104,18 +105,16 @@ class Backend(Protocol):
         round's decimals, nan_to_num's replacements). Computes in x's dtype; out has the dtype
         unary_out_dtype(op, x) gives."""
 
-    def binary(self, op, shape, out, a, sa, b, sb):
-        """out = op(a, b) over ``shape``; a and b (one dtype, the compute dtype) are read
-        through strides sa and sb (zero along broadcast dims); out is fresh or an operand-safe
-        destination of that shape (codes.BIN_*; comparisons write bool)."""
-
-    def binary_params(self, op, shape, out, a, sa, b, sb, p0, p1, p2):
-        """binary() for ops with parameters (BIN_ADD_ALPHA: a + p0 * b; BIN_ISCLOSE: rtol,
-        atol, equal_nan)."""
-
-    def binary_scalar(self, op, shape, out, a, sa, fval, ival, scalar_first):
-        """out = op(a, s) (or op(s, a) when ``scalar_first``) for a Python scalar s given as
-        (fval, ival), in a's dtype."""
+    def binary(self, op, shape, out, a, sa, b, sb, params=None):
+        """out = op(a, b) over ``shape`` (codes.BIN_*; comparisons write bool). a and b are
+        tensors of one dtype, the compute dtype, read through strides sa and sb (zero along
+        broadcast dims); or one of them is a Python number read as a constant of the other's
+        dtype (a float for floating dtypes; an int within int64 for integer dtypes and bool,
+        uint64 values above 2**63 - 1 as their two's complement) with strides None. ``params``:
+        (p0, p1, p2) for the ops that take them (BIN_ADD_ALPHA: a + p0 * b; BIN_ISCLOSE: rtol,
+        atol, equal_nan), else None. out is fresh or an operand-safe destination of that
+        shape. The only binary primitive: a backend specialises inside it (the CPU's
+        contiguous kernel, CUDA's float32 kernels)."""
 
     def ternary(self, op, dtype, shape, out, a, sa, b, sb, c, sc, bf, bi, cf, ci, p0):
         """out = op(a, b, c) computed in ``dtype`` (codes.TER_*: WHERE (a bool), CLAMP, LERP,
@@ -408,8 +407,7 @@ FAMILIES = {
     "memory": ["new_storage", "copy", "copy_region", "fill", "fill_region", "arange",
                "linspace", "logspace", "from_host", "to_host", "read_float", "read_int",
                "cat_rows"],
-    "elementwise": ["unary", "binary", "binary_params", "binary_scalar", "ternary",
-                    "special_unary", "special_binary"],
+    "elementwise": ["unary", "binary", "ternary", "special_unary", "special_binary"],
     "reductions": ["reduce", "scan", "softmax"],
     "matmul": ["mm", "matmul", "mm_bias"],
     "index": ["index_gather", "index_scatter", "nonzero_count", "nonzero", "masked_select",

@@ -9,6 +9,7 @@ everything here and installs the methods and in-place forms.
 import builtins
 
 from fiamma import _dtype as D, _grad_hook as G
+from fiamma._autograd_api import ops
 from fiamma._backend import codes as K
 from fiamma._ops._common import cast
 from fiamma._ops.elementwise import _finish, unary
@@ -34,87 +35,87 @@ def _math(code, name, what):
                "float dtype.", float_only=True)
 
 
-exp = _math(K.UN_EXP, "exp", "e to the power of input")
+exp = _math(K.UN_EXP, ops.exp, "e to the power of input")
 exp.__doc__ += """
 
     >>> import fiamma
     >>> fiamma.exp(fiamma.tensor([0.0, 1.0])).tolist()
     [1.0, 2.7182817459106445]
     """
-exp2 = _math(K.UN_EXP2, "exp2", "2 to the power of input")
-expm1 = _math(K.UN_EXPM1, "expm1", "exp(input) - 1, accurate near 0")
-log = _math(K.UN_LOG, "log", "The natural logarithm")
-log2 = _math(K.UN_LOG2, "log2", "The base-2 logarithm")
-log10 = _math(K.UN_LOG10, "log10", "The base-10 logarithm")
-log1p = _math(K.UN_LOG1P, "log1p", "log(1 + input), accurate near 0")
-sqrt = _math(K.UN_SQRT, "sqrt", "The square root")
-rsqrt = _math(K.UN_RSQRT, "rsqrt", "1 / sqrt(input)")
-reciprocal = _math(K.UN_RECIPROCAL, "reciprocal", "1 / input")
-sin = _math(K.UN_SIN, "sin", "The sine")
-cos = _math(K.UN_COS, "cos", "The cosine")
-tan = _math(K.UN_TAN, "tan", "The tangent")
-asin = _math(K.UN_ASIN, "asin", "The arcsine")
-acos = _math(K.UN_ACOS, "acos", "The arccosine")
-atan = _math(K.UN_ATAN, "atan", "The arctangent")
-sinh = _math(K.UN_SINH, "sinh", "The hyperbolic sine")
-cosh = _math(K.UN_COSH, "cosh", "The hyperbolic cosine")
-tanh = _math(K.UN_TANH, "tanh", "The hyperbolic tangent")
-asinh = _math(K.UN_ASINH, "asinh", "The inverse hyperbolic sine")
-acosh = _math(K.UN_ACOSH, "acosh", "The inverse hyperbolic cosine")
-atanh = _math(K.UN_ATANH, "atanh", "The inverse hyperbolic tangent")
-sigmoid = _math(K.UN_SIGMOID, "sigmoid", "The logistic function 1 / (1 + exp(-input))")
+exp2 = _math(K.UN_EXP2, ops.exp2, "2 to the power of input")
+expm1 = _math(K.UN_EXPM1, ops.expm1, "exp(input) - 1, accurate near 0")
+log = _math(K.UN_LOG, ops.log, "The natural logarithm")
+log2 = _math(K.UN_LOG2, ops.log2, "The base-2 logarithm")
+log10 = _math(K.UN_LOG10, ops.log10, "The base-10 logarithm")
+log1p = _math(K.UN_LOG1P, ops.log1p, "log(1 + input), accurate near 0")
+sqrt = _math(K.UN_SQRT, ops.sqrt, "The square root")
+rsqrt = _math(K.UN_RSQRT, ops.rsqrt, "1 / sqrt(input)")
+reciprocal = _math(K.UN_RECIPROCAL, ops.reciprocal, "1 / input")
+sin = _math(K.UN_SIN, ops.sin, "The sine")
+cos = _math(K.UN_COS, ops.cos, "The cosine")
+tan = _math(K.UN_TAN, ops.tan, "The tangent")
+asin = _math(K.UN_ASIN, ops.asin, "The arcsine")
+acos = _math(K.UN_ACOS, ops.acos, "The arccosine")
+atan = _math(K.UN_ATAN, ops.atan, "The arctangent")
+sinh = _math(K.UN_SINH, ops.sinh, "The hyperbolic sine")
+cosh = _math(K.UN_COSH, ops.cosh, "The hyperbolic cosine")
+tanh = _math(K.UN_TANH, ops.tanh, "The hyperbolic tangent")
+asinh = _math(K.UN_ASINH, ops.asinh, "The inverse hyperbolic sine")
+acosh = _math(K.UN_ACOSH, ops.acosh, "The inverse hyperbolic cosine")
+atanh = _math(K.UN_ATANH, ops.atanh, "The inverse hyperbolic tangent")
+sigmoid = _math(K.UN_SIGMOID, ops.sigmoid, "The logistic function 1 / (1 + exp(-input))")
 sigmoid.__doc__ += """
 
     >>> import fiamma
     >>> fiamma.sigmoid(fiamma.tensor([0.0])).tolist()
     [0.5]
     """
-erf = _math(K.UN_ERF, "erf", "The error function")
-erfc = _math(K.UN_ERFC, "erfc", "The complementary error function 1 - erf(input)")
+erf = _math(K.UN_ERF, ops.erf, "The error function")
+erfc = _math(K.UN_ERFC, ops.erfc, "The complementary error function 1 - erf(input)")
 
 arcsin, arccos, arctan = asin, acos, atan
 arcsinh, arccosh, arctanh = asinh, acosh, atanh
 
 _NEG_BOOL = ("Negation, the `-` operator, on a bool tensor is not supported. If you are trying "
              "to invert a mask, use the `~` or `logical_not()` operator instead.")
-neg = _op(K.UN_NEG, "neg", "``-input`` (integers wrap; not defined for bool).",
+neg = _op(K.UN_NEG, ops.neg, "``-input`` (integers wrap; not defined for bool).",
           no_bool=_NEG_BOOL)
 negative = neg
-abs = _op(K.UN_ABS, "abs", "The absolute value (not defined for bool).")
+abs = _op(K.UN_ABS, ops.abs, "The absolute value (not defined for bool).")
 absolute = abs
-sign = _op(K.UN_SIGN, "sign", "-1, 0 or 1 by the sign of input (0 for NaN), same dtype.")
+sign = _op(K.UN_SIGN, ops.sign, "-1, 0 or 1 by the sign of input (0 for NaN), same dtype.")
 sgn = sign
-floor = _op(K.UN_FLOOR, "floor", "Round toward -inf (the identity on integers).")
-ceil = _op(K.UN_CEIL, "ceil", "Round toward +inf (the identity on integers).")
-trunc = _op(K.UN_TRUNC, "trunc", "Round toward zero (the identity on integers).")
+floor = _op(K.UN_FLOOR, ops.floor, "Round toward -inf (the identity on integers).")
+ceil = _op(K.UN_CEIL, ops.ceil, "Round toward +inf (the identity on integers).")
+trunc = _op(K.UN_TRUNC, ops.trunc, "Round toward zero (the identity on integers).")
 fix = trunc
-frac = _op(K.UN_FRAC, "frac", "``input - trunc(input)`` (floating dtypes).")
-relu = _op(K.UN_RELU, "relu", "``max(input, 0)``; NaN stays NaN.")
+frac = _op(K.UN_FRAC, ops.frac, "``input - trunc(input)`` (floating dtypes).")
+relu = _op(K.UN_RELU, ops.relu, "``max(input, 0)``; NaN stays NaN.")
 relu.__doc__ += """
 
     >>> import fiamma
     >>> fiamma.relu(fiamma.tensor([-1.0, 2.0])).tolist()
     [0.0, 2.0]
     """
-isnan = _op(K.UN_ISNAN, "isnan", "True where input is NaN.")
-isinf = _op(K.UN_ISINF, "isinf", "True where input is +inf or -inf.")
-isposinf = _op(K.UN_ISPOSINF, "isposinf", "True where input is +inf.")
-isneginf = _op(K.UN_ISNEGINF, "isneginf", "True where input is -inf.")
-isfinite = _op(K.UN_ISFINITE, "isfinite", "True where input is neither inf nor NaN.")
-signbit = _op(K.UN_SIGNBIT, "signbit", "True where the sign bit is set (-0.0 included).")
-logical_not = _op(K.UN_LOGICAL_NOT, "logical_not", "True where input is zero.")
-bitwise_not = _op(K.UN_BITWISE_NOT, "bitwise_not",
+isnan = _op(K.UN_ISNAN, ops.isnan, "True where input is NaN.")
+isinf = _op(K.UN_ISINF, ops.isinf, "True where input is +inf or -inf.")
+isposinf = _op(K.UN_ISPOSINF, ops.isposinf, "True where input is +inf.")
+isneginf = _op(K.UN_ISNEGINF, ops.isneginf, "True where input is -inf.")
+isfinite = _op(K.UN_ISFINITE, ops.isfinite, "True where input is neither inf nor NaN.")
+signbit = _op(K.UN_SIGNBIT, ops.signbit, "True where the sign bit is set (-0.0 included).")
+logical_not = _op(K.UN_LOGICAL_NOT, ops.logical_not, "True where input is zero.")
+bitwise_not = _op(K.UN_BITWISE_NOT, ops.bitwise_not,
                   "``~input`` on integer tensors; logical NOT on bool tensors.")
 
 
 def square(input, *, out=None):
     """``input * input``, same dtype (bool gives int64, as in PyTorch)."""
     if isinstance(input, Tensor) and input._dtype is D.bool:
-        res = unary(K.UN_SQUARE, "square", cast(input, D.int64), out, record=False)
+        res = unary(K.UN_SQUARE, ops.square, cast(input, D.int64), out, record=False)
         if input.requires_grad:
-            G.record("square", res, (input,), {})
+            G.record(ops.square, res, (input,), {})
         return res
-    return unary(K.UN_SQUARE, "square", input, out)
+    return unary(K.UN_SQUARE, ops.square, input, out)
 
 
 def positive(input):
@@ -135,9 +136,9 @@ def round(input, *, decimals=0, out=None):
     [1234.5699462890625]
     """
     if decimals == 0:
-        return unary(K.UN_ROUND, "round", input, out)
+        return unary(K.UN_ROUND, ops.round, input, out)
     d = builtins.int(decimals)
-    return unary(K.UN_ROUND_DECIMALS, "round", input, out, p0=10.0 ** builtins.abs(d),
+    return unary(K.UN_ROUND_DECIMALS, ops.round, input, out, p0=10.0 ** builtins.abs(d),
                  p1=1.0 if d < 0 else 0.0, kwargs={"decimals": d})
 
 
@@ -158,13 +159,13 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None, *, out=None):
     fi = D.finfo(input._dtype)
     p1 = fi.max if posinf is None else builtins.float(posinf)
     p2 = fi.min if neginf is None else builtins.float(neginf)
-    return unary(K.UN_NAN_TO_NUM, "nan_to_num", input, out, p0=builtins.float(nan), p1=p1,
+    return unary(K.UN_NAN_TO_NUM, ops.nan_to_num, input, out, p0=builtins.float(nan), p1=p1,
                  p2=p2, kwargs={"nan": nan, "posinf": posinf, "neginf": neginf})
 
 
 def _log_sigmoid(input, *, out=None):
     """log(sigmoid(input)), stable for large |input| (for fiamma.nn's logsigmoid)."""
-    return unary(K.UN_LOG_SIGMOID, "log_sigmoid", input, out, float_only=True)
+    return unary(K.UN_LOG_SIGMOID, ops.log_sigmoid, input, out, float_only=True)
 
 
 __all__ = [

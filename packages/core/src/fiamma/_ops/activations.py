@@ -10,6 +10,7 @@ five). float16/bfloat16 compute in float32 and round once; other devices use the
 import math
 
 from fiamma import _dtype as D, _grad_hook as G
+from fiamma._autograd_api import ops
 from fiamma._backend import check, codes as K
 from fiamma._ops._common import cast
 from fiamma._tensor import Tensor, new_empty
@@ -58,7 +59,7 @@ def gelu(input, approximate="none"):
     >>> round(fiamma.gelu(fiamma.tensor(1.0), approximate="tanh").item(), 4)
     0.8412
     """
-    op = "gelu"
+    op = ops.gelu
     _check(input, op)
     code = _approx_code(approximate, op)
     if not input.is_cpu and not hasattr(input._storage.backend, "gelu_fwd"):
@@ -81,7 +82,7 @@ def gelu_backward(grad_output, input, approximate="none"):
     >>> fiamma.gelu_backward(fiamma.ones(1), fiamma.zeros(1)).tolist()
     [0.5]
     """
-    op = "gelu_backward"
+    op = ops.gelu_backward
     _check(grad_output, op, "grad_output")
     _check(input, op)
     code = _approx_code(approximate, op)

@@ -13,6 +13,7 @@ uses it wherever its inputs allow (see :func:`fused_attention`).
 import math
 
 from fiamma import _dtype as D, _grad_hook as G
+from fiamma._autograd_api import ops
 from fiamma._backend import check, codes as K
 from fiamma._ops._common import cast
 from fiamma._tensor import Tensor, new_empty
@@ -134,7 +135,7 @@ def fused_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=
     >>> fiamma.fused_attention(q, q, q, is_causal=True).shape
     fiamma.Size([2, 4, 8, 16])
     """
-    op = "fused_attention"
+    op = ops.fused_attention
     if not 0.0 <= dropout_p <= 1.0:
         raise ValueError(f"{op}: dropout_p must be in [0, 1], got {dropout_p}")
     (B, H, Hk, L, S, E, Ev, cd, q4, qst, k4, kst, v4, vst, mkind, m4,

@@ -23,6 +23,7 @@ import math
 import numpy as np
 
 from fiamma import _dtype as D, _grad_hook as G
+from fiamma._autograd_api import ops
 from fiamma._backend import codes as K
 from fiamma._storage import CPU
 from fiamma._tensor import Tensor, _init, new_empty
@@ -94,7 +95,7 @@ def view_as_real(input):
     x = _t(input, "view_as_real")
     if x._dtype._kind != 3:
         raise RuntimeError(f"view_as_real is only supported for complex tensors, got {x._dtype}")
-    return _rec("view_as_real", _reinterpret(x, x._dtype.to_real, x._shape + (2,),
+    return _rec(ops.view_as_real, _reinterpret(x, x._dtype.to_real, x._shape + (2,),
                                              tuple(2 * s for s in x._stride) + (1,),
                                              2 * x._offset, "view_as_real"), (x,))
 
@@ -123,7 +124,7 @@ def view_as_complex(input):
     if x._offset % 2:
         raise RuntimeError("view_as_complex: tensor must have a storage_offset divisible by 2, "
                            f"got {x._offset}")
-    return _rec("view_as_complex", _reinterpret(x, x._dtype.to_complex, x._shape[:-1],
+    return _rec(ops.view_as_complex, _reinterpret(x, x._dtype.to_complex, x._shape[:-1],
                                                 tuple(s // 2 for s in x._stride[:-1]),
                                                 x._offset // 2, "view_as_complex"), (x,))
 
@@ -152,7 +153,7 @@ def real(input):
     [1.0]
     """
     x = _t(input, "real")
-    return _rec("real", _part(x, 0, "real"), (x,)) if x._dtype._kind == 3 else x
+    return _rec(ops.real, _part(x, 0, "real"), (x,)) if x._dtype._kind == 3 else x
 
 
 def imag(input):
@@ -165,7 +166,7 @@ def imag(input):
     x = _t(input, "imag")
     if x._dtype._kind != 3:
         raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
-    return _rec("imag", _part(x, 1, "imag"), (x,))
+    return _rec(ops.imag, _part(x, 1, "imag"), (x,))
 
 
 # ---- complex-only functions ------------------------------------------------------------------
@@ -182,7 +183,7 @@ def conj_physical(input):
     res = _fresh_like(x)
     if res._numel:
         xp_of(x).conjugate(arr(x), out=arr(res))
-    return _rec("conj", res, (x,))
+    return _rec(ops.conj, res, (x,))
 
 
 def conj(input):
@@ -246,7 +247,7 @@ def angle(input):
         res = _fresh_like(x, x._dtype.to_real)
         if res._numel:
             _put(res, xp.angle(arr(x)))
-        return _rec("angle", res, (x,))
+        return _rec(ops.angle, res, (x,))
     # real input: composed of differentiable ops (its gradient is zero)
     from fiamma._ops.elementwise import where
 
@@ -283,7 +284,7 @@ def complex(real, imag, *, out=None):
         with _NoGrad():
             real_(res).copy_(re.expand(shape))
             imag_(res).copy_(im.expand(shape))
-    _rec("complex", res, (re, im))
+    _rec(ops.complex, res, (re, im))
     if out is not None:
         out.copy_(res)
         res = out
@@ -341,7 +342,7 @@ def sgn(input):
         m = xp.abs(a)
         safe = xp.where(m == 0, 1, m).astype(m.dtype)
         _put(res, xp.where(m == 0, 0, a / safe))
-    return _rec("sgn", res, (x,))
+    return _rec(ops.sgn, res, (x,))
 
 
 def _same_dev(op, *ts):
@@ -364,7 +365,7 @@ def where(cond, a, b, ct, out=None):
         A = arr(cast(a, ct)) if isinstance(a, Tensor) else ct._np.type(a)
         B = arr(cast(b, ct)) if isinstance(b, Tensor) else ct._np.type(b)
         _put(res, xp.where(arr(cond), A, B))
-    _rec("where", res, (cond, a, b))
+    _rec(ops.where, res, (cond, a, b))
     if out is not None:
         out.copy_(res)
         return out

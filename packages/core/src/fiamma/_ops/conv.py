@@ -14,6 +14,7 @@ import builtins
 import operator
 
 from fiamma import _autocast as _AC, _dtype as D, _grad_hook as G
+from fiamma._autograd_api import ops
 from fiamma._backend import check, codes as K
 from fiamma._ops._common import cast
 from fiamma._tensor import Tensor, new_empty
@@ -181,7 +182,7 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
     if cdt is not odt:
         out = cast(out, odt)
     if G.any_requires_grad(input, weight, bias):
-        G.record("convolution", out, (input, weight, bias),
+        G.record(ops.convolution, out, (input, weight, bias),
                  {"stride": s, "padding": p, "dilation": d, "transposed": builtins.bool(transposed),
                   "output_padding": _tuple(output_padding, nd, "output_padding", op),
                   "groups": groups})
@@ -225,7 +226,7 @@ def convolution_backward_weight(input, grad_output, weight_size, stride, padding
     if cdt is not odt:
         out = cast(out, odt)
     if G.any_requires_grad(input, grad_output):
-        G.record("convolution_backward_weight", out, (input, grad_output, wsh),
+        G.record(ops.convolution_backward_weight, out, (input, grad_output, wsh),
                  {"stride": s, "padding": p, "dilation": d, "groups": groups})
     return out
 
@@ -274,7 +275,7 @@ def im2col(input, kernel_size, dilation=1, padding=0, stride=1):
     if cdt is not odt:
         out = cast(out, odt)
     if input.requires_grad:
-        G.record("im2col", out, (input,),
+        G.record(ops.im2col, out, (input,),
                  {"kernel_size": k, "dilation": d, "padding": p, "stride": s})
     return out
 
@@ -320,7 +321,7 @@ def col2im(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     if cdt is not odt:
         out = cast(out, odt)
     if input.requires_grad:
-        G.record("col2im", out, (input,), {"output_size": big, "kernel_size": k, "dilation": d,
+        G.record(ops.col2im, out, (input,), {"output_size": big, "kernel_size": k, "dilation": d,
                                      "padding": p, "stride": s})
     return out
 

@@ -18,6 +18,7 @@ import builtins
 import numpy as np
 
 from fiamma import _dtype as D, _grad_hook as G
+from fiamma._autograd_api import ops
 from fiamma._backend import check, codes as K, cpu as _cpu
 from fiamma._backend.cpu import operators as _fast
 from fiamma._ops import complex_ops as _cx
@@ -161,8 +162,8 @@ def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=No
     one), casts, devices; the op's driver (binary_driver) calls it for what its fast test does
     not take.
 
-    ``out`` may be given (cast into it). ``params`` (p0, p1, p2) go to ops that take them
-    (tensor operands only). Returns the result tensor.
+    ``out`` may be given (cast into it). ``params`` (p0, p1, p2) go to ops that take them.
+    Returns the result tensor.
     """
     ta = isinstance(a, Tensor)
     tb = isinstance(b, Tensor)
@@ -204,18 +205,22 @@ def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=No
         if ta and tb:
             ca = a if a._dtype is ct else cast(a, ct)
             cb = b if b._dtype is ct else cast(b, ct)
-            if params is not None:
-                rc = be.binary_params(code, shape, res, ca, bcast_strides(ca, shape), cb,
-                                      bcast_strides(cb, shape), *params)
+            sa, sb = bcast_strides(ca, shape), bcast_strides(cb, shape)
+            if params is None:
+                rc = be.binary(code, shape, res, ca, sa, cb, sb)
             else:
-                rc = be.binary(code, shape, res, ca, bcast_strides(ca, shape), cb,
-                               bcast_strides(cb, shape))
+                rc = be.binary(code, shape, res, ca, sa, cb, sb, params)
         else:
-            t, s = (a, b) if ta else (b, a)
-            t = cast(t, ct)
-            sf, si = _scalar_args(s, ct, name)
-            rc = be.binary_scalar(code, shape, res, t, bcast_strides(t, shape), sf, si,
-                                  0 if ta else 1)
+            # the number goes to the backend as a float (floating ct) or an int64 value (no
+            # op with params takes a number)
+            sf, si = _scalar_args(b if ta else a, ct, name)
+            s = sf if ct._kind == 2 else si
+            if ta:
+                ca = cast(a, ct)
+                rc = be.binary(code, shape, res, ca, bcast_strides(ca, shape), s, None)
+            else:
+                cb = cast(b, ct)
+                rc = be.binary(code, shape, res, s, None, cb, bcast_strides(cb, shape))
         if rc:
             _raise(rc, name, ct)
     if out is not None:
@@ -232,7 +237,7 @@ def binary_driver(code, name, kind, variant="function", fallback=None, number_fa
     tensor and a Python number that needs no cast) and one C call, else ``fallback(self,
     other)``, or ``binary(code, name, kind, self, other)`` when ``fallback`` is None."""
     return _fast.compile_binary(code, name, kind, variant,
-                                (binary,) if fallback is None else fallback, _raise,
+                                (binary,) if fallback is None else fallback, _raise, is_scalar,
                                 predicate=kind == PREDICATE, truediv=kind == TRUEDIV,
                                 number_fast=number_fast)
 
@@ -289,13 +294,13 @@ def ternary(code, name, ct, a, b, c, out=None, p0=0.0, record=True, inputs=None,
     autograd sees as the op's positional arguments (default (a, b, c))."""
     if not _TER_OK[code][ct.code]:
         _raise(K.ERR_DTYPE, name, ct)
-    ops = [t for t in (a, b, c) if isinstance(t, Tensor)]
-    dev = same_device(name, *ops)
-    if dev is not CPU and builtins.any(t._storage.device != dev for t in ops):
+    tensors = [t for t in (a, b, c) if isinstance(t, Tensor)]
+    dev = same_device(name, *tensors)
+    if dev is not CPU and builtins.any(t._storage.device != dev for t in tensors):
         a, b, c = on_device(a, dev), on_device(b, dev), on_device(c, dev)
-        ops = [t for t in (a, b, c) if isinstance(t, Tensor)]
-    shape = broadcast_shapes(*(t._shape for t in ops), op=name)
-    res = _result(out, shape, ct, dev, name, ops)
+        tensors = [t for t in (a, b, c) if isinstance(t, Tensor)]
+    shape = broadcast_shapes(*(t._shape for t in tensors), op=name)
+    res = _result(out, shape, ct, dev, name, tensors)
     if res._numel:
         ca = a if code == K.TER_WHERE else cast(a, ct)
         args = []
@@ -311,7 +316,7 @@ def ternary(code, name, ct, a, b, c, out=None, p0=0.0, record=True, inputs=None,
         if rc:
             _raise(rc, name, ct)
     res = _finish(res, out)
-    if record and _any_grad(ops):
+    if record and _any_grad(tensors):
         G.record(name, res, inputs if inputs is not None else (a, b, c), kwargs or {})
     return res
 
@@ -419,13 +424,13 @@ def _add_alpha(name, input, other, alpha, sign, out):
 
 
 # the function entries of the ops with operators (fiamma.add(x, y), x.mul(y))
-_add = binary_driver(K.BIN_ADD, "add", ARITH)
-_sub = binary_driver(K.BIN_SUB, "sub", ARITH)
-_mul = binary_driver(K.BIN_MUL, "mul", ARITH)
-_div = binary_driver(K.BIN_DIV, "div", TRUEDIV)
-_floor_divide = binary_driver(K.BIN_FLOORDIV, "floor_divide", ARITH)
-_remainder = binary_driver(K.BIN_REMAINDER, "remainder", ARITH)
-_pow = binary_driver(K.BIN_POW, "pow", ARITH, number_fast=False)
+_add = binary_driver(K.BIN_ADD, ops.add, ARITH)
+_sub = binary_driver(K.BIN_SUB, ops.sub, ARITH)
+_mul = binary_driver(K.BIN_MUL, ops.mul, ARITH)
+_div = binary_driver(K.BIN_DIV, ops.div, TRUEDIV)
+_floor_divide = binary_driver(K.BIN_FLOORDIV, ops.floor_divide, ARITH)
+_remainder = binary_driver(K.BIN_REMAINDER, ops.remainder, ARITH)
+_pow = binary_driver(K.BIN_POW, ops.pow, ARITH, number_fast=False)
 
 
 def add(input, other, *, alpha=1, out=None):
@@ -440,8 +445,8 @@ def add(input, other, *, alpha=1, out=None):
     if alpha == 1 and not isinstance(alpha, builtins.bool):
         if out is None:
             return _add(input, other)
-        return binary(K.BIN_ADD, "add", ARITH, input, other, out)
-    return _add_alpha("add", input, other, alpha, 1, out)
+        return binary(K.BIN_ADD, ops.add, ARITH, input, other, out)
+    return _add_alpha(ops.add, input, other, alpha, 1, out)
 
 
 def sub(input, other, *, alpha=1, out=None):
@@ -450,8 +455,8 @@ def sub(input, other, *, alpha=1, out=None):
     if alpha == 1 and not isinstance(alpha, builtins.bool):
         if out is None:
             return _sub(input, other)
-        return binary(K.BIN_SUB, "sub", ARITH, input, other, out)
-    return _add_alpha("sub", input, other, alpha, -1, out)
+        return binary(K.BIN_SUB, ops.sub, ARITH, input, other, out)
+    return _add_alpha(ops.sub, input, other, alpha, -1, out)
 
 
 def rsub(input, other, *, alpha=1, out=None):
@@ -463,7 +468,7 @@ def mul(input, other, *, out=None):
     """``input * other`` with broadcasting and type promotion."""
     if out is None:
         return _mul(input, other)
-    return binary(K.BIN_MUL, "mul", ARITH, input, other, out)
+    return binary(K.BIN_MUL, ops.mul, ARITH, input, other, out)
 
 
 def div(input, other, *, rounding_mode=None, out=None):
@@ -480,12 +485,12 @@ def div(input, other, *, rounding_mode=None, out=None):
     if rounding_mode is None:
         if out is None:
             return _div(input, other)
-        return binary(K.BIN_DIV, "div", TRUEDIV, input, other, out)
+        return binary(K.BIN_DIV, ops.div, TRUEDIV, input, other, out)
     if rounding_mode == "trunc":
-        return binary(K.BIN_TRUNCDIV, "div", ARITH, input, other, out,
+        return binary(K.BIN_TRUNCDIV, ops.div, ARITH, input, other, out,
                       kwargs={"rounding_mode": "trunc"})
     if rounding_mode == "floor":
-        return binary(K.BIN_FLOORDIV, "div", ARITH, input, other, out,
+        return binary(K.BIN_FLOORDIV, ops.div, ARITH, input, other, out,
                       kwargs={"rounding_mode": "floor"})
     raise ValueError(f"div: expected rounding_mode to be one of None, 'trunc', or 'floor' but "
                      f"found '{rounding_mode}'")
@@ -495,19 +500,19 @@ def floor_divide(input, other, *, out=None):
     """``input // other``: division rounded toward -inf (Python's ``//``)."""
     if out is None:
         return _floor_divide(input, other)
-    return binary(K.BIN_FLOORDIV, "floor_divide", ARITH, input, other, out)
+    return binary(K.BIN_FLOORDIV, ops.floor_divide, ARITH, input, other, out)
 
 
 def remainder(input, other, *, out=None):
     """Python's ``%``: the result has the sign of the divisor (``a - b * floor(a / b)``)."""
     if out is None:
         return _remainder(input, other)
-    return binary(K.BIN_REMAINDER, "remainder", ARITH, input, other, out)
+    return binary(K.BIN_REMAINDER, ops.remainder, ARITH, input, other, out)
 
 
 def fmod(input, other, *, out=None):
     """C's fmod: the remainder of division rounded toward zero (sign of the dividend)."""
-    return binary(K.BIN_FMOD, "fmod", ARITH, input, other, out)
+    return binary(K.BIN_FMOD, ops.fmod, ARITH, input, other, out)
 
 
 _POW_SHORTCUTS = {2: K.UN_SQUARE, 0.5: K.UN_SQRT, -1: K.UN_RECIPROCAL}
@@ -526,7 +531,7 @@ def pow(input, exponent, *, out=None):
     """
     if isinstance(input, Tensor) and input._dtype is D.bool and \
             isinstance(exponent, (builtins.bool, np.bool_)):  # x ** True is x, x ** False is 1
-        return binary(K.BIN_LOGICAL_OR, "pow", PREDICATE, input, not exponent, out)
+        return binary(K.BIN_LOGICAL_OR, ops.pow, PREDICATE, input, not exponent, out)
     if isinstance(input, Tensor) and is_scalar(exponent) and \
             not isinstance(exponent, (builtins.bool, np.bool_)):
         rt = D.result_type(input, exponent)
@@ -534,33 +539,33 @@ def pow(input, exponent, *, out=None):
             raise RuntimeError("pow: Integers to negative integer powers are not allowed.")
         code = _POW_SHORTCUTS.get(exponent)
         if code is not None and (rt._kind == 2 or code == K.UN_SQUARE):
-            res = unary(code, "pow", cast(input, rt), out, record=False)
+            res = unary(code, ops.pow, cast(input, rt), out, record=False)
             if input.requires_grad:
-                G.record("pow", res, (input, exponent), {})
+                G.record(ops.pow, res, (input, exponent), {})
             return res
     if out is None:
         return _pow(input, exponent)
-    return binary(K.BIN_POW, "pow", ARITH, input, exponent, out)
+    return binary(K.BIN_POW, ops.pow, ARITH, input, exponent, out)
 
 
 def float_power(input, exponent, *, out=None):
     """``input ** exponent`` computed in float64 (the result is float64)."""
-    return binary(K.BIN_POW, "float_power", DOUBLE, input, exponent, out)
+    return binary(K.BIN_POW, ops.float_power, DOUBLE, input, exponent, out)
 
 
 def atan2(input, other, *, out=None):
     """The angle of (other, input), elementwise; integers promote to the default float."""
-    return binary(K.BIN_ATAN2, "atan2", TRUEDIV, input, other, out)
+    return binary(K.BIN_ATAN2, ops.atan2, TRUEDIV, input, other, out)
 
 
 def hypot(input, other, *, out=None):
     """``sqrt(input**2 + other**2)`` without intermediate overflow (floating dtypes)."""
-    return binary(K.BIN_HYPOT, "hypot", ARITH, input, other, out)
+    return binary(K.BIN_HYPOT, ops.hypot, ARITH, input, other, out)
 
 
 def copysign(input, other, *, out=None):
     """The magnitude of ``input`` with the sign of ``other`` (float result)."""
-    return binary(K.BIN_COPYSIGN, "copysign", TRUEDIV, input, other, out)
+    return binary(K.BIN_COPYSIGN, ops.copysign, TRUEDIV, input, other, out)
 
 
 def _tensor_other(name, other):
@@ -571,25 +576,25 @@ def _tensor_other(name, other):
 def maximum(input, other, *, out=None):
     """Elementwise maximum; NaN if either is NaN."""
     _tensor_other("maximum", other)
-    return binary(K.BIN_MAXIMUM, "maximum", ARITH, input, other, out)
+    return binary(K.BIN_MAXIMUM, ops.maximum, ARITH, input, other, out)
 
 
 def minimum(input, other, *, out=None):
     """Elementwise minimum; NaN if either is NaN."""
     _tensor_other("minimum", other)
-    return binary(K.BIN_MINIMUM, "minimum", ARITH, input, other, out)
+    return binary(K.BIN_MINIMUM, ops.minimum, ARITH, input, other, out)
 
 
 def fmax(input, other, *, out=None):
     """Elementwise maximum ignoring NaN (NaN only where both are NaN)."""
     _tensor_other("fmax", other)
-    return binary(K.BIN_FMAX, "fmax", ARITH, input, other, out)
+    return binary(K.BIN_FMAX, ops.fmax, ARITH, input, other, out)
 
 
 def fmin(input, other, *, out=None):
     """Elementwise minimum ignoring NaN (NaN only where both are NaN)."""
     _tensor_other("fmin", other)
-    return binary(K.BIN_FMIN, "fmin", ARITH, input, other, out)
+    return binary(K.BIN_FMIN, ops.fmin, ARITH, input, other, out)
 
 
 def _binop(code, name, kind, doc):
@@ -605,30 +610,30 @@ def _binop(code, name, kind, doc):
     return op
 
 
-eq = _binop(K.BIN_EQ, "eq", PREDICATE, "``input == other`` elementwise (bool result).")
-ne = _binop(K.BIN_NE, "ne", PREDICATE, "``input != other`` elementwise (bool result).")
-lt = _binop(K.BIN_LT, "lt", PREDICATE, "``input < other`` elementwise (bool result).")
-le = _binop(K.BIN_LE, "le", PREDICATE, "``input <= other`` elementwise (bool result).")
-gt = _binop(K.BIN_GT, "gt", PREDICATE, "``input > other`` elementwise (bool result).")
-ge = _binop(K.BIN_GE, "ge", PREDICATE, "``input >= other`` elementwise (bool result).")
-logical_and = _binop(K.BIN_LOGICAL_AND, "logical_and", PREDICATE,
+eq = _binop(K.BIN_EQ, ops.eq, PREDICATE, "``input == other`` elementwise (bool result).")
+ne = _binop(K.BIN_NE, ops.ne, PREDICATE, "``input != other`` elementwise (bool result).")
+lt = _binop(K.BIN_LT, ops.lt, PREDICATE, "``input < other`` elementwise (bool result).")
+le = _binop(K.BIN_LE, ops.le, PREDICATE, "``input <= other`` elementwise (bool result).")
+gt = _binop(K.BIN_GT, ops.gt, PREDICATE, "``input > other`` elementwise (bool result).")
+ge = _binop(K.BIN_GE, ops.ge, PREDICATE, "``input >= other`` elementwise (bool result).")
+logical_and = _binop(K.BIN_LOGICAL_AND, ops.logical_and, PREDICATE,
                      "Elementwise AND of the truth values (nonzero is True); bool result.")
-logical_or = _binop(K.BIN_LOGICAL_OR, "logical_or", PREDICATE,
+logical_or = _binop(K.BIN_LOGICAL_OR, ops.logical_or, PREDICATE,
                     "Elementwise OR of the truth values (nonzero is True); bool result.")
-logical_xor = _binop(K.BIN_LOGICAL_XOR, "logical_xor", PREDICATE,
+logical_xor = _binop(K.BIN_LOGICAL_XOR, ops.logical_xor, PREDICATE,
                      "Elementwise XOR of the truth values (nonzero is True); bool result.")
-bitwise_and = _binop(K.BIN_BITAND, "bitwise_and", ARITH,
+bitwise_and = _binop(K.BIN_BITAND, ops.bitwise_and, ARITH,
                      "Bitwise AND of integer or bool tensors (logical AND on bool).")
-bitwise_or = _binop(K.BIN_BITOR, "bitwise_or", ARITH,
+bitwise_or = _binop(K.BIN_BITOR, ops.bitwise_or, ARITH,
                     "Bitwise OR of integer or bool tensors (logical OR on bool).")
-bitwise_xor = _binop(K.BIN_BITXOR, "bitwise_xor", ARITH,
+bitwise_xor = _binop(K.BIN_BITXOR, ops.bitwise_xor, ARITH,
                      "Bitwise XOR of integer or bool tensors (logical XOR on bool).")
 bitwise_left_shift = _binop(
-    K.BIN_LSHIFT, "bitwise_left_shift", ARITH,
+    K.BIN_LSHIFT, ops.bitwise_left_shift, ARITH,
     "``input << other`` on integer tensors; shifting by the bit width or more (or by a "
     "negative count) gives 0.")
 bitwise_right_shift = _binop(
-    K.BIN_RSHIFT, "bitwise_right_shift", ARITH,
+    K.BIN_RSHIFT, ops.bitwise_right_shift, ARITH,
     "``input >> other`` (arithmetic for signed types); out-of-range counts give the sign fill.")
 
 subtract = sub
@@ -640,7 +645,7 @@ greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
 
 def true_divide(dividend, divisor, *, out=None):
     """``dividend / divisor`` with true division (same as ``div`` without rounding_mode)."""
-    return binary(K.BIN_DIV, "div", TRUEDIV, dividend, divisor, out)
+    return binary(K.BIN_DIV, ops.div, TRUEDIV, dividend, divisor, out)
 
 
 def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
@@ -662,7 +667,7 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
         raise RuntimeError(f"isclose: atol must be greater than or equal to zero, but got {atol}")
     if input._dtype._kind == 3:
         return _cx.isclose(input, other, builtins.float(rtol), builtins.float(atol), equal_nan)
-    return binary(K.BIN_ISCLOSE, "isclose", PREDICATE, input, other, record=False,
+    return binary(K.BIN_ISCLOSE, ops.isclose, PREDICATE, input, other, record=False,
                   params=(builtins.float(rtol), builtins.float(atol),
                           1.0 if equal_nan else 0.0))
 
@@ -684,7 +689,7 @@ def equal(input, other):
         raise TypeError("equal: expected input and other to be Tensors")
     if input._shape != other._shape:
         return False
-    return _all_true(binary(K.BIN_EQ, "equal", PREDICATE, input, other, record=False))
+    return _all_true(binary(K.BIN_EQ, ops.equal, PREDICATE, input, other, record=False))
 
 
 # ---- ternary ops -----------------------------------------------------------------------------
@@ -718,13 +723,13 @@ def clamp(input, min=None, max=None, *, out=None):
     for b in (lo, hi):
         _check_scalar_fits(b, rt, "clamp")
     if hi is None:
-        res = binary(K.BIN_MAXIMUM, "clamp", ARITH, input, lo, out, record=False)
+        res = binary(K.BIN_MAXIMUM, ops.clamp, ARITH, input, lo, out, record=False)
     elif lo is None:
-        res = binary(K.BIN_MINIMUM, "clamp", ARITH, input, hi, out, record=False)
+        res = binary(K.BIN_MINIMUM, ops.clamp, ARITH, input, hi, out, record=False)
     else:
-        res = ternary(K.TER_CLAMP, "clamp", rt, input, lo, hi, out, record=False)
+        res = ternary(K.TER_CLAMP, ops.clamp, rt, input, lo, hi, out, record=False)
     if _any_grad((input, lo, hi)):
-        G.record("clamp", res, (input, lo, hi), {})
+        G.record(ops.clamp, res, (input, lo, hi), {})
     return res
 
 
@@ -806,7 +811,7 @@ def where(condition, input=None, other=None, *, out=None):
     _check_scalar_fits(other, rt, "where")
     if rt._kind == 3:
         return _cx.where(condition, input, other, rt, out)
-    return ternary(K.TER_WHERE, "where", rt, condition, input, other, out)
+    return ternary(K.TER_WHERE, ops.where, rt, condition, input, other, out)
 
 
 def lerp(input, end, weight, *, out=None):
@@ -822,7 +827,7 @@ def lerp(input, end, weight, *, out=None):
         raise RuntimeError(f"lerp: expected dtype {input._dtype} for `end` but got dtype "
                            f"{end._dtype}")
     weight = as_operand(weight, "lerp")
-    return ternary(K.TER_LERP, "lerp", input._dtype, input, end, weight, out)
+    return ternary(K.TER_LERP, ops.lerp, input._dtype, input, end, weight, out)
 
 
 def addcmul(input, tensor1, tensor2, *, value=1, out=None):
@@ -831,7 +836,7 @@ def addcmul(input, tensor1, tensor2, *, value=1, out=None):
     if rt._kind == 1 and not -_I64 <= value < _I64:
         raise RuntimeError(f"addcmul: value {value} cannot be converted to type {rt} without "
                            "overflow")
-    return ternary(K.TER_ADDCMUL, "addcmul", rt, input, tensor1, tensor2, out,
+    return ternary(K.TER_ADDCMUL, ops.addcmul, rt, input, tensor1, tensor2, out,
                    p0=builtins.float(value), inputs=(input, tensor1, tensor2),
                    kwargs={"value": value})
 
@@ -845,7 +850,7 @@ def addcdiv(input, tensor1, tensor2, *, value=1, out=None):
                            "use addcmul(input, tensor1, 1 / tensor2) or div(tensor1, tensor2, "
                            "rounding_mode=...) instead.")
     rt = D.result_type(input, tensor1, tensor2)
-    return ternary(K.TER_ADDCDIV, "addcdiv", rt, input, tensor1, tensor2, out,
+    return ternary(K.TER_ADDCDIV, ops.addcdiv, rt, input, tensor1, tensor2, out,
                    p0=builtins.float(value), inputs=(input, tensor1, tensor2),
                    kwargs={"value": value})
 
@@ -886,8 +891,8 @@ def _ioperator(code, name, kind, inplace_fn, operator=True):
                          inplace_fn)
 
 
-def _fast_add_inplace(sign, generic):
-    return _fast.add_inplace(sign, generic, _raise)
+def _fast_add_inplace(key, sign, generic):
+    return _fast.add_inplace(key, sign, generic, _raise, is_scalar)
 
 
 def _reflected(fn):
@@ -933,11 +938,11 @@ def _inplace_fns():
         return fp_(self, exponent)
 
     fns["float_power_"] = float_power_
-    fns["add_"] = _fast_add_inplace(1, fns["add_"])
-    fns["sub_"] = fns["subtract_"] = _fast_add_inplace(-1, fns["sub_"])
-    fns["mul_"] = fns["multiply_"] = _ioperator(K.BIN_MUL, "mul", ARITH, fns["mul_"],
+    fns["add_"] = _fast_add_inplace(ops.add, 1, fns["add_"])
+    fns["sub_"] = fns["subtract_"] = _fast_add_inplace(ops.sub, -1, fns["sub_"])
+    fns["mul_"] = fns["multiply_"] = _ioperator(K.BIN_MUL, ops.mul, ARITH, fns["mul_"],
                                                 operator=False)
-    fast_div = _ioperator(K.BIN_DIV, "div", TRUEDIV, fns["div_"], operator=False)
+    fast_div = _ioperator(K.BIN_DIV, ops.div, TRUEDIV, fns["div_"], operator=False)
     generic_div = fns["div_"]
 
     def div_(self, other, *, rounding_mode=None):
@@ -980,49 +985,49 @@ METHODS = {
     "where": _tensor_where, "lerp": lerp, "addcmul": addcmul, "addcdiv": addcdiv,
     **U.UNARY_METHODS,
     **_INPLACE,
-    "__add__": _operator(K.BIN_ADD, "add", ARITH),
-    "__radd__": _roperator(K.BIN_ADD, "add", ARITH, add),
-    "__iadd__": _ioperator(K.BIN_ADD, "add", ARITH, _INPLACE["add_"]),
-    "__sub__": _operator(K.BIN_SUB, "sub", ARITH, sub),
-    "__rsub__": _roperator(K.BIN_SUB, "sub", ARITH, sub),
-    "__isub__": _ioperator(K.BIN_SUB, "sub", ARITH, _INPLACE["sub_"]),
-    "__mul__": _operator(K.BIN_MUL, "mul", ARITH),
-    "__rmul__": _roperator(K.BIN_MUL, "mul", ARITH, mul),
-    "__imul__": _ioperator(K.BIN_MUL, "mul", ARITH, _INPLACE["mul_"]),
-    "__truediv__": _operator(K.BIN_DIV, "div", TRUEDIV),
-    "__rtruediv__": _roperator(K.BIN_DIV, "div", TRUEDIV, div),
-    "__itruediv__": _ioperator(K.BIN_DIV, "div", TRUEDIV, _INPLACE["div_"]),
-    "__floordiv__": _operator(K.BIN_FLOORDIV, "floor_divide", ARITH),
-    "__rfloordiv__": _roperator(K.BIN_FLOORDIV, "floor_divide", ARITH, floor_divide),
-    "__ifloordiv__": _ioperator(K.BIN_FLOORDIV, "floor_divide", ARITH,
+    "__add__": _operator(K.BIN_ADD, ops.add, ARITH),
+    "__radd__": _roperator(K.BIN_ADD, ops.add, ARITH, add),
+    "__iadd__": _ioperator(K.BIN_ADD, ops.add, ARITH, _INPLACE["add_"]),
+    "__sub__": _operator(K.BIN_SUB, ops.sub, ARITH, sub),
+    "__rsub__": _roperator(K.BIN_SUB, ops.sub, ARITH, sub),
+    "__isub__": _ioperator(K.BIN_SUB, ops.sub, ARITH, _INPLACE["sub_"]),
+    "__mul__": _operator(K.BIN_MUL, ops.mul, ARITH),
+    "__rmul__": _roperator(K.BIN_MUL, ops.mul, ARITH, mul),
+    "__imul__": _ioperator(K.BIN_MUL, ops.mul, ARITH, _INPLACE["mul_"]),
+    "__truediv__": _operator(K.BIN_DIV, ops.div, TRUEDIV),
+    "__rtruediv__": _roperator(K.BIN_DIV, ops.div, TRUEDIV, div),
+    "__itruediv__": _ioperator(K.BIN_DIV, ops.div, TRUEDIV, _INPLACE["div_"]),
+    "__floordiv__": _operator(K.BIN_FLOORDIV, ops.floor_divide, ARITH),
+    "__rfloordiv__": _roperator(K.BIN_FLOORDIV, ops.floor_divide, ARITH, floor_divide),
+    "__ifloordiv__": _ioperator(K.BIN_FLOORDIV, ops.floor_divide, ARITH,
                                 _INPLACE["floor_divide_"]),
-    "__mod__": _operator(K.BIN_REMAINDER, "remainder", ARITH),
-    "__rmod__": _roperator(K.BIN_REMAINDER, "remainder", ARITH, remainder),
-    "__imod__": _ioperator(K.BIN_REMAINDER, "remainder", ARITH, _INPLACE["remainder_"]),
-    "__pow__": _operator(K.BIN_POW, "pow", ARITH, pow, number_fast=False),
-    "__rpow__": _roperator(K.BIN_POW, "pow", ARITH, pow),
+    "__mod__": _operator(K.BIN_REMAINDER, ops.remainder, ARITH),
+    "__rmod__": _roperator(K.BIN_REMAINDER, ops.remainder, ARITH, remainder),
+    "__imod__": _ioperator(K.BIN_REMAINDER, ops.remainder, ARITH, _INPLACE["remainder_"]),
+    "__pow__": _operator(K.BIN_POW, ops.pow, ARITH, pow, number_fast=False),
+    "__rpow__": _roperator(K.BIN_POW, ops.pow, ARITH, pow),
     "__ipow__": _INPLACE["pow_"],
-    "__and__": _operator(K.BIN_BITAND, "bitwise_and", ARITH),
+    "__and__": _operator(K.BIN_BITAND, ops.bitwise_and, ARITH),
     "__rand__": _reflected(bitwise_and),
-    "__iand__": _ioperator(K.BIN_BITAND, "bitwise_and", ARITH, _INPLACE["bitwise_and_"]),
-    "__or__": _operator(K.BIN_BITOR, "bitwise_or", ARITH),
+    "__iand__": _ioperator(K.BIN_BITAND, ops.bitwise_and, ARITH, _INPLACE["bitwise_and_"]),
+    "__or__": _operator(K.BIN_BITOR, ops.bitwise_or, ARITH),
     "__ror__": _reflected(bitwise_or),
-    "__ior__": _ioperator(K.BIN_BITOR, "bitwise_or", ARITH, _INPLACE["bitwise_or_"]),
-    "__xor__": _operator(K.BIN_BITXOR, "bitwise_xor", ARITH),
+    "__ior__": _ioperator(K.BIN_BITOR, ops.bitwise_or, ARITH, _INPLACE["bitwise_or_"]),
+    "__xor__": _operator(K.BIN_BITXOR, ops.bitwise_xor, ARITH),
     "__rxor__": _reflected(bitwise_xor),
-    "__ixor__": _ioperator(K.BIN_BITXOR, "bitwise_xor", ARITH, _INPLACE["bitwise_xor_"]),
-    "__lshift__": _operator(K.BIN_LSHIFT, "bitwise_left_shift", ARITH),
+    "__ixor__": _ioperator(K.BIN_BITXOR, ops.bitwise_xor, ARITH, _INPLACE["bitwise_xor_"]),
+    "__lshift__": _operator(K.BIN_LSHIFT, ops.bitwise_left_shift, ARITH),
     "__rlshift__": _reflected(bitwise_left_shift),
     "__ilshift__": _INPLACE["bitwise_left_shift_"],
-    "__rshift__": _operator(K.BIN_RSHIFT, "bitwise_right_shift", ARITH),
+    "__rshift__": _operator(K.BIN_RSHIFT, ops.bitwise_right_shift, ARITH),
     "__rrshift__": _reflected(bitwise_right_shift),
     "__irshift__": _INPLACE["bitwise_right_shift_"],
-    "__eq__": _operator(K.BIN_EQ, "eq", PREDICATE),
-    "__ne__": _operator(K.BIN_NE, "ne", PREDICATE),
-    "__lt__": _operator(K.BIN_LT, "lt", PREDICATE),
-    "__le__": _operator(K.BIN_LE, "le", PREDICATE),
-    "__gt__": _operator(K.BIN_GT, "gt", PREDICATE),
-    "__ge__": _operator(K.BIN_GE, "ge", PREDICATE),
+    "__eq__": _operator(K.BIN_EQ, ops.eq, PREDICATE),
+    "__ne__": _operator(K.BIN_NE, ops.ne, PREDICATE),
+    "__lt__": _operator(K.BIN_LT, ops.lt, PREDICATE),
+    "__le__": _operator(K.BIN_LE, ops.le, PREDICATE),
+    "__gt__": _operator(K.BIN_GT, ops.gt, PREDICATE),
+    "__ge__": _operator(K.BIN_GE, ops.ge, PREDICATE),
     "__neg__": U.neg,
     "__pos__": _pos,
     "__abs__": U.abs,

@@ -25,6 +25,7 @@ import warnings
 import numpy as np
 
 from fiamma import _dtype as D, _grad_hook as G
+from fiamma._autograd_api import ops
 from fiamma._backend import check, codes as K
 from fiamma._creation import from_array_copy, tensor as _tensor
 from fiamma._ops._common import bcast_strides, broadcast_shapes, check_out, is_scalar
@@ -55,7 +56,7 @@ def _make_view(x, shape, stride, offset, contig):
     b = getattr(x, "_base", None)
     t._base = x if b is None else b
     if x.requires_grad:
-        G.record("getitem", t, (x,), {"shape": shape, "stride": stride, "offset": offset,
+        G.record(ops.getitem, t, (x,), {"shape": shape, "stride": stride, "offset": offset,
                                       "in_stride": x._stride, "in_offset": x._offset})
     return t
 
@@ -339,7 +340,7 @@ def _parse(x, seq, want_view=True):
     elif adv is None:
         view = _make_view(x, oshape, ostride, off, None)
     elif x.requires_grad:
-        view = x._view(oshape, ostride, off, op="getitem")
+        view = x._view(oshape, ostride, off, op=ops.getitem)
     else:
         view = None
     return view, oshape, ostride, off - x._offset, adv
@@ -416,7 +417,7 @@ def _gather(x, vshape, vstride, voff, adv, view):
     if rc:
         _index_error(rc, bad, adv, sizes, "index")
     if x.requires_grad:
-        G.record("index", out, (view, _indices_tuple(adv)), {})
+        G.record(ops.index, out, (view, _indices_tuple(adv)), {})
     return out
 
 
@@ -439,7 +440,7 @@ def _rows(x, key):
                              f"{isize}")
         check(rc, "index")
     if x.requires_grad:
-        G.record("index", out, (x, (key,)), {})
+        G.record(ops.index, out, (x, (key,)), {})
     return out
 
 
@@ -582,7 +583,7 @@ def _masked_select(x, mask):
     out = new_empty((n,), x._dtype, x._storage.device)
     check(be.masked_select(x._shape, out, n, x, x._stride, mask, mask._stride)[0], "index")
     if x.requires_grad:
-        G.record("index", out, (x, (mask,)), {})
+        G.record(ops.index, out, (x, (mask,)), {})
     return out
 
 
@@ -712,7 +713,7 @@ def _setitem(self, key, value):
         _assign(self, _key_seq(key), value, False, "__setitem__")
     self._storage.version += 1
     if self.requires_grad or (isinstance(value, Tensor) and value.requires_grad):
-        G.record_inplace("setitem", self, (self, key, value), {})
+        G.record_inplace(ops.setitem, self, (self, key, value), {})
 
 
 def _assign(self, seq, value, accumulate, op):
@@ -838,7 +839,7 @@ def index_put_(input, indices, values, accumulate=False):
     _assign(input, _put_items(indices, "index_put_"), values, accumulate, "index_put_")
     input._bump()
     if input.requires_grad or (isinstance(values, Tensor) and values.requires_grad):
-        G.record_inplace("index_put_", input, (input, tuple(indices), values),
+        G.record_inplace(ops.index_put_, input, (input, tuple(indices), values),
                          {"accumulate": accumulate})
     return input
 
@@ -852,7 +853,7 @@ def index_put(input, indices, values, accumulate=False):
     out = input.detach().clone()
     _assign(out, _put_items(indices, "index_put"), values, accumulate, "index_put")
     if input.requires_grad or (isinstance(values, Tensor) and values.requires_grad):
-        G.record("index_put", out, (input, tuple(indices), values), {"accumulate": accumulate})
+        G.record(ops.index_put, out, (input, tuple(indices), values), {"accumulate": accumulate})
     return out
 
 

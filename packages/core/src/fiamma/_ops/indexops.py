@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from fiamma import _dtype as D, _grad_hook as G
+from fiamma._autograd_api import ops
 from fiamma._backend import check, codes as K
 from fiamma._ops._common import broadcast_shapes, check_out, is_scalar
 from fiamma._ops.indexing import _fill_args
@@ -212,7 +213,7 @@ def gather(input, dim, index, *, sparse_grad=False, out=None):
         sb = xst[:d] + (0,) + xst[d + 1:]
         _run(_GATHER, "gather", ish, res, _as1(res)[1], input, sb,
              index, ist, xs[d], xst[d], d)
-    return _finish("gather", res, out, (input, dim, index), {}, input.requires_grad)
+    return _finish(ops.gather, res, out, (input, dim, index), {}, input.requires_grad)
 
 
 # ---- scatter family --------------------------------------------------------------------------
@@ -340,7 +341,7 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None, out=None):
     mode = _legacy_mode(reduce, "scatter")
     res = _scatter_fresh("scatter", input, d, index, src, mode)
     kw = {"reduce": reduce} if reduce is not None else {}
-    return _finish("scatter", res, out, (input, dim, index, src), kw, _grad(input, src))
+    return _finish(ops.scatter, res, out, (input, dim, index, src), kw, _grad(input, src))
 
 
 def _scatter_(self, dim, index, src=None, *, value=None, reduce=None):
@@ -350,7 +351,7 @@ def _scatter_(self, dim, index, src=None, *, value=None, reduce=None):
     index, d, src = _scatter_args("scatter_", self, dim, index, src, value)
     _scatter_into("scatter_", self, d, index, src, _legacy_mode(reduce, "scatter_"), 1)
     kw = {"reduce": reduce} if reduce is not None else {}
-    return _inplace_done("scatter_", self, (self, dim, index, src), kw)
+    return _inplace_done(ops.scatter_, self, (self, dim, index, src), kw)
 
 
 def scatter_add(input, dim, index, src, *, out=None):
@@ -364,7 +365,7 @@ def scatter_add(input, dim, index, src, *, out=None):
     _tensor_arg(src, "scatter_add", "src")
     index, d, src = _scatter_args("scatter_add", input, dim, index, src, None)
     res = _scatter_fresh("scatter_add", input, d, index, src, _ADD)
-    return _finish("scatter_add", res, out, (input, dim, index, src), {}, _grad(input, src))
+    return _finish(ops.scatter_add, res, out, (input, dim, index, src), {}, _grad(input, src))
 
 
 def _scatter_add_(self, dim, index, src):
@@ -374,7 +375,7 @@ def _scatter_add_(self, dim, index, src):
     _tensor_arg(src, "scatter_add_", "src")
     index, d, src = _scatter_args("scatter_add_", self, dim, index, src, None)
     _scatter_into("scatter_add_", self, d, index, src, _ADD, 1)
-    return _inplace_done("scatter_add_", self, (self, dim, index, src), {})
+    return _inplace_done(ops.scatter_add_, self, (self, dim, index, src), {})
 
 
 def _identity(reduce, dt):
@@ -446,7 +447,7 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True, out=Non
     else:
         res = _fresh(input)
         _scatter_reduce_into("scatter_reduce", res, d, index, src, reduce, include_self, 0)
-    return _finish("scatter_reduce", res, out, (input, dim, index, src),
+    return _finish(ops.scatter_reduce, res, out, (input, dim, index, src),
                    {"reduce": reduce, "include_self": include_self}, _grad(input, src))
 
 
@@ -457,7 +458,7 @@ def _scatter_reduce_(self, dim, index, src, reduce, *, include_self=True):
     _tensor_arg(src, "scatter_reduce_", "src")
     index, d, src = _scatter_args("scatter_reduce_", self, dim, index, src, None)
     _scatter_reduce_into("scatter_reduce_", self, d, index, src, reduce, include_self, 1)
-    return _inplace_done("scatter_reduce_", self, (self, dim, index, src),
+    return _inplace_done(ops.scatter_reduce_, self, (self, dim, index, src),
                          {"reduce": reduce, "include_self": include_self})
 
 
@@ -502,7 +503,7 @@ def index_select(input, dim, index, *, out=None):
     if res._numel:
         _run(_GATHER, "index_select", shape, res, _as1(res)[1], input,
              sb, index, si, isize, istride, d)
-    return _finish("index_select", res, out, (input, dim, index), {}, input.requires_grad)
+    return _finish(ops.index_select, res, out, (input, dim, index), {}, input.requires_grad)
 
 
 def _source_check(op, x, d, index, source):
@@ -568,7 +569,7 @@ def index_add(input, dim, index, source, *, alpha=1, out=None):
     _tensor_arg(input, "index_add")
     res = _fresh(input)
     _index_add_impl("index_add", res, dim, index, source, alpha, 0)
-    return _finish("index_add", res, out, (input, dim, index, source), {"alpha": alpha},
+    return _finish(ops.index_add, res, out, (input, dim, index, source), {"alpha": alpha},
                    _grad(input, source))
 
 
@@ -577,7 +578,7 @@ def _index_add_(self, dim, index, source, *, alpha=1):
     if self.requires_grad:
         G.check_inplace(self, "index_add_")
     _index_add_impl("index_add_", self, dim, index, source, alpha, 1)
-    return _inplace_done("index_add_", self, (self, dim, index, source), {"alpha": alpha})
+    return _inplace_done(ops.index_add_, self, (self, dim, index, source), {"alpha": alpha})
 
 
 def _index_copy_impl(op, dst, dim, index, source, precheck):
@@ -593,7 +594,7 @@ def index_copy(input, dim, index, source, *, out=None):
     _tensor_arg(input, "index_copy")
     res = _fresh(input)
     _index_copy_impl("index_copy", res, dim, index, source, 0)
-    return _finish("index_copy", res, out, (input, dim, index, source), {},
+    return _finish(ops.index_copy, res, out, (input, dim, index, source), {},
                    _grad(input, source))
 
 
@@ -602,7 +603,7 @@ def _index_copy_(self, dim, index, source):
     if self.requires_grad:
         G.check_inplace(self, "index_copy_")
     _index_copy_impl("index_copy_", self, dim, index, source, 1)
-    return _inplace_done("index_copy_", self, (self, dim, index, source), {})
+    return _inplace_done(ops.index_copy_, self, (self, dim, index, source), {})
 
 
 def _index_fill_impl(op, dst, dim, index, value, precheck):
@@ -627,7 +628,7 @@ def index_fill(input, dim, index, value):
     _tensor_arg(input, "index_fill")
     res = _fresh(input)
     _index_fill_impl("index_fill", res, dim, index, value, 0)
-    return _finish("index_fill", res, None, (input, dim, index, value), {}, _grad(input, value))
+    return _finish(ops.index_fill, res, None, (input, dim, index, value), {}, _grad(input, value))
 
 
 def _index_fill_(self, dim, index, value):
@@ -635,7 +636,7 @@ def _index_fill_(self, dim, index, value):
     if self.requires_grad:
         G.check_inplace(self, "index_fill_")
     _index_fill_impl("index_fill_", self, dim, index, value, 1)
-    return _inplace_done("index_fill_", self, (self, dim, index, value), {})
+    return _inplace_done(ops.index_fill_, self, (self, dim, index, value), {})
 
 
 # ---- masked ops -----------------------------------------------------------------------------
@@ -697,7 +698,7 @@ def masked_fill(input, mask, value):
     shape = broadcast_shapes(input._shape, mask._shape, op="masked_fill")
     res = _expanded_copy(input, shape)
     _masked_fill_into("masked_fill", res, mask, value)
-    return _finish("masked_fill", res, None, (input, mask, value), {}, _grad(input, value))
+    return _finish(ops.masked_fill, res, None, (input, mask, value), {}, _grad(input, value))
 
 
 def _masked_fill_(self, mask, value):
@@ -706,7 +707,7 @@ def _masked_fill_(self, mask, value):
         G.check_inplace(self, "masked_fill_")
     mask = _mask_arg(mask, "masked_fill_")
     _masked_fill_into("masked_fill_", self, mask, value)
-    return _inplace_done("masked_fill_", self, (self, mask, value), {})
+    return _inplace_done(ops.masked_fill_, self, (self, mask, value), {})
 
 
 def _count(mask, shape, mst):
@@ -735,7 +736,7 @@ def masked_select(input, mask, *, out=None):
     if n:
         check(res._storage.backend.masked_select(shape, res, n, input, xst, mask, mst)[0],
               "masked_select")
-    return _finish("masked_select", res, out, (input, mask), {}, input.requires_grad)
+    return _finish(ops.masked_select, res, out, (input, mask), {}, input.requires_grad)
 
 
 def _masked_scatter_into(op, dst, mask, source):
@@ -777,7 +778,7 @@ def masked_scatter(input, mask, source):
     shape = broadcast_shapes(input._shape, mask._shape, op="masked_scatter")
     res = _expanded_copy(input, shape)
     _masked_scatter_into("masked_scatter", res, mask, source)
-    return _finish("masked_scatter", res, None, (input, mask, source), {}, _grad(input, source))
+    return _finish(ops.masked_scatter, res, None, (input, mask, source), {}, _grad(input, source))
 
 
 def _masked_scatter_(self, mask, source):
@@ -786,7 +787,7 @@ def _masked_scatter_(self, mask, source):
         G.check_inplace(self, "masked_scatter_")
     mask = _mask_arg(mask, "masked_scatter_")
     _masked_scatter_into("masked_scatter_", self, mask, source)
-    return _inplace_done("masked_scatter_", self, (self, mask, source), {})
+    return _inplace_done(ops.masked_scatter_, self, (self, mask, source), {})
 
 
 # ---- take / take_along_dim / put ------------------------------------------------------------
@@ -807,7 +808,7 @@ def take(input, index, *, out=None):
         ish, ist = _as1(index)
         _run(_GATHER, "take", ish, res, _as1(res)[1], flat,
              (0,) * len(ish), index, ist, input._numel, 1, None, wrap=1)
-    return _finish("take", res, out, (input, index), {}, input.requires_grad)
+    return _finish(ops.take, res, out, (input, index), {}, input.requires_grad)
 
 
 def take_along_dim(input, indices, dim=None, *, out=None):
@@ -819,7 +820,7 @@ def take_along_dim(input, indices, dim=None, *, out=None):
     >>> fiamma.take_along_dim(x, fiamma.argmax(x, 1, keepdim=True), 1).tolist()
     [[30], [60]]
     """
-    op = "take_along_dim"
+    op = ops.take_along_dim
     _tensor_arg(input, op)
     indices = _index_arg(indices, op, False, "indices")
     if dim is None:
@@ -878,7 +879,7 @@ def put(input, index, source, accumulate=False):
     _tensor_arg(input, "put")
     res = _fresh(input)
     _put_into("put", res, index, source, accumulate)
-    return _finish("put", res, None, (input, index, source), {"accumulate": accumulate},
+    return _finish(ops.put, res, None, (input, index, source), {"accumulate": accumulate},
                    _grad(input, source))
 
 
@@ -888,7 +889,7 @@ def _put_(self, index, source, accumulate=False):
         G.check_inplace(self, "put_")
     _no_internal_overlap(self, "put_")
     _put_into("put_", self, index, source, accumulate)
-    return _inplace_done("put_", self, (self, index, source), {"accumulate": accumulate})
+    return _inplace_done(ops.put_, self, (self, index, source), {"accumulate": accumulate})
 
 
 # ---- bincount / histc ------------------------------------------------------------------------
@@ -979,7 +980,7 @@ def histc(input, bins=100, min=0, max=0, *, out=None):
         check(counts._storage.backend.histc(input, bins, lo, hi, edges, counts), "histc")
     res = new_empty((bins,), dt, input._storage.device)
     _copy_into(res, counts)
-    return _finish("histc", res, out, (input,), {}, False)
+    return _finish(ops.histc, res, out, (input,), {}, False)
 
 
 # Tensor methods of this module: attached by fiamma._methods (the one place that does)

@@ -9,6 +9,7 @@ import builtins
 import operator
 
 from fiamma import _dtype as D, _grad_hook as G
+from fiamma._autograd_api import ops
 from fiamma._backend import check
 from fiamma._backend.cpu import operators as _cpu_operators
 from fiamma._ops._common import check_out
@@ -142,7 +143,7 @@ def _cat(ts, dim, out, op):
         return out
     for t in parts:
         if t.requires_grad:
-            G.record("cat", res, tuple(parts), {"dim": d})
+            G.record(ops.cat, res, tuple(parts), {"dim": d})
             break
     return res
 

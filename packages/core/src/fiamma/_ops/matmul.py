@@ -16,6 +16,7 @@ import numbers
 import numpy as np
 
 from fiamma import _autocast as _AC, _dtype as D, _grad_hook as G
+from fiamma._autograd_api import ops
 from fiamma._backend import check, codes as K
 from fiamma._backend.cpu import operators as _cpu_operators
 from fiamma._ops._common import bcast_strides, broadcast_shapes, same_device
@@ -291,7 +292,7 @@ def _matmul(a, b, out):
         raise RuntimeError(f"matmul: both arguments to matmul need to be at least 1D, but they "
                            f"are {len(a._shape)}D and {len(b._shape)}D")
     _same_dtype("matmul", a, b)
-    return _product("matmul", a, b, out)
+    return _product(ops.matmul, a, b, out)
 
 
 def mm(input, mat2, *, out=None):
@@ -316,7 +317,7 @@ def mm(input, mat2, *, out=None):
         if r is not None:
             return r
     _same_dtype("mm", a, b)
-    return _product("mm", a, b, out)
+    return _product(ops.mm, a, b, out)
 
 
 def bmm(input, mat2, *, out=None):
@@ -334,7 +335,7 @@ def bmm(input, mat2, *, out=None):
     _dims(b, 3, "bmm", "batch2")
     _same_dtype("bmm", a, b)
     _check_batch("bmm", a, b)
-    return _product("bmm", a, b, out)
+    return _product(ops.bmm, a, b, out)
 
 
 def _check_batch(op, a, b):
@@ -361,7 +362,7 @@ def mv(input, vec, *, out=None):
     if a._shape[1] != v._shape[0]:
         raise RuntimeError(f"mv: size mismatch, got mat ({_fmt(a._shape)}), "
                            f"vec ({v._shape[0]})")
-    return _product("mv", a, v, out)
+    return _product(ops.mv, a, v, out)
 
 
 def _vecs(op, a, b):
@@ -384,7 +385,7 @@ def dot(input, other, *, out=None):
     7.0
     """
     a, b = _vecs("dot", input, other)
-    return _product("dot", a, b, out)
+    return _product(ops.dot, a, b, out)
 
 
 def vdot(input, other, *, out=None):
@@ -393,8 +394,8 @@ def vdot(input, other, *, out=None):
     if a._dtype._kind == 3:
         from fiamma._ops.complex_ops import conj
 
-        return _product("vdot", conj(a), b, out)
-    return _product("vdot", a, b, out)
+        return _product(ops.vdot, conj(a), b, out)
+    return _product(ops.vdot, a, b, out)
 
 
 def inner(input, other, *, out=None):
@@ -420,11 +421,11 @@ def inner(input, other, *, out=None):
     a2 = a.reshape(-1, k) if len(a._shape) != 2 else a
     b2 = b.reshape(-1, k) if len(b._shape) != 2 else b
     if out is None:
-        return _product("inner", a2, b2.transpose(0, 1), None, rec="mm").view(shape)
-    r = _product("inner", a2, b2.transpose(0, 1), None, record=False).view(shape)
+        return _product(ops.inner, a2, b2.transpose(0, 1), None, rec=ops.mm).view(shape)
+    r = _product(ops.inner, a2, b2.transpose(0, 1), None, record=False).view(shape)
     res = _dest(out, shape, a._dtype, "inner", ())
     _copy_into(res, r)
-    return _finish(res, out, "inner", (a, b))
+    return _finish(res, out, ops.inner, (a, b))
 
 
 def outer(input, vec2, *, out=None):
@@ -470,7 +471,7 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
     if a._shape[1] != b._shape[0]:
         _mismatch("addmm", a._shape, b._shape)
     _check_input("addmm", c, (a._shape[0], b._shape[1]))
-    return _product("addmm", a, b, out, c, beta, alpha, kw={"beta": beta, "alpha": alpha})
+    return _product(ops.addmm, a, b, out, c, beta, alpha, kw={"beta": beta, "alpha": alpha})
 
 
 def _check_input(op, c, shape):
@@ -494,7 +495,7 @@ def addmv(input, mat, vec, *, beta=1, alpha=1, out=None):
         raise RuntimeError(f"addmv: size mismatch, got input ({_fmt(c._shape)}), mat "
                            f"({_fmt(a._shape)}), vec ({v._shape[0]})")
     _check_input("addmv", c, (a._shape[0],))
-    return _product("addmv", a, v, out, c, beta, alpha, kw={"beta": beta, "alpha": alpha})
+    return _product(ops.addmv, a, v, out, c, beta, alpha, kw={"beta": beta, "alpha": alpha})
 
 
 def addr(input, vec1, vec2, *, beta=1, alpha=1, out=None):
@@ -513,8 +514,8 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1, out=None):
     _check_input("addr", c, shape)
     ca, cb, cc = cast(a, dt), cast(b, dt), cast(c, dt)
     # outer product = (n x 1) @ (1 x m)
-    res = _product("addr", ca.unsqueeze(1), cb.unsqueeze(0), out, cc, beta, alpha, record=False)
-    return _finish(res, out, "addr", (c, a, b), {"beta": beta, "alpha": alpha})
+    res = _product(ops.addr, ca.unsqueeze(1), cb.unsqueeze(0), out, cc, beta, alpha, record=False)
+    return _finish(res, out, ops.addr, (c, a, b), {"beta": beta, "alpha": alpha})
 
 
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
@@ -528,7 +529,7 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
     _same_dtype("baddbmm", c, a, b)
     _check_batch("baddbmm", a, b)
     _check_input("baddbmm", c, (a._shape[0], a._shape[1], b._shape[2]))
-    return _product("baddbmm", a, b, out, c, beta, alpha, kw={"beta": beta, "alpha": alpha})
+    return _product(ops.baddbmm, a, b, out, c, beta, alpha, kw={"beta": beta, "alpha": alpha})
 
 
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
@@ -547,8 +548,8 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
     # the sum of the batch's products is one product over the concatenated k dimension
     a2 = a.permute(1, 0, 2).reshape(n, nb * m)
     b2 = b.reshape(nb * m, p)
-    res = _product("addbmm", a2, b2, out, c, beta, alpha, record=False)
-    return _finish(res, out, "addbmm", (c, a, b), {"beta": beta, "alpha": alpha})
+    res = _product(ops.addbmm, a2, b2, out, c, beta, alpha, record=False)
+    return _finish(res, out, ops.addbmm, (c, a, b), {"beta": beta, "alpha": alpha})
 
 
 # ---- Tensor methods --------------------------------------------------------------------------
@@ -611,11 +612,11 @@ METHODS = {
                                                                  alpha=alpha),
     "addbmm": lambda self, b1, b2, *, beta=1, alpha=1: addbmm(self, b1, b2, beta=beta,
                                                                alpha=alpha),
-    "addmm_": _inplace(addmm, "addmm_"),
-    "addmv_": _inplace(addmv, "addmv_"),
-    "addr_": _inplace(addr, "addr_"),
-    "baddbmm_": _inplace(baddbmm, "baddbmm_"),
-    "addbmm_": _inplace(addbmm, "addbmm_"),
+    "addmm_": _inplace(addmm, ops.addmm_),
+    "addmv_": _inplace(addmv, ops.addmv_),
+    "addr_": _inplace(addr, ops.addr_),
+    "baddbmm_": _inplace(baddbmm, ops.baddbmm_),
+    "addbmm_": _inplace(addbmm, ops.addbmm_),
 }
 
 

@@ -13,6 +13,7 @@ statistics; the backward ops record themselves too, so second derivatives work.
 """
 
 from fiamma import _dtype as D, _grad_hook as G
+from fiamma._autograd_api import ops
 from fiamma._backend import check
 from fiamma._ops._common import cast
 from fiamma._tensor import Tensor, new_empty
@@ -150,7 +151,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     >>> rm.tolist(), rv.tolist()  # momentum 0.1, unbiased variance 2
     ([0.20000000298023224], [1.100000023841858])
     """
-    op = "batch_norm"
+    op = ops.batch_norm
     _check_float(input, op)
     if len(input._shape) < 2:
         raise ValueError(f"{op}: expected input with at least 2 dims (N, C, ...), "
@@ -198,7 +199,7 @@ def batch_norm_backward(grad_output, input, weight, mean, invstd, training, eps=
     """Fused backward of :func:`batch_norm`: ``(grad_input, grad_weight, grad_bias)`` (None
     where ``output_mask`` is False) from the statistics batch_norm used (``mean``, ``invstd``:
     the batch's in training, the running stats' otherwise)."""
-    op = "batch_norm_backward"
+    op = ops.batch_norm_backward
     _check_float(input, op)
     _check_float(grad_output, op, "grad_output")
     if tuple(grad_output._shape) != tuple(input._shape):
@@ -348,7 +349,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     >>> fiamma.layer_norm(fiamma.tensor([[0.0, 2.0]]), (2,), eps=0.0).tolist()
     [[-1.0, 1.0]]
     """
-    op = "layer_norm"
+    op = ops.layer_norm
     _check_float(input, op)
     ns = _norm_shape(normalized_shape, op)
     _check_trailing(input, ns, op)
@@ -363,7 +364,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 def layer_norm_backward(grad_output, input, normalized_shape, weight, mean, rstd, eps=1e-5,
                         output_mask=(True, True, True)):
     """Fused backward of :func:`layer_norm`: ``(grad_input, grad_weight, grad_bias)``."""
-    op = "layer_norm_backward"
+    op = ops.layer_norm_backward
     ns = _norm_shape(normalized_shape, op)
     K = _prod(ns)
     outs = _row_backward(op, False, grad_output, input, len(ns), weight, mean, rstd, 1, K, 1,
@@ -399,7 +400,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     >>> fiamma.group_norm(fiamma.tensor([[0.0, 2.0]]), 1, eps=0.0).tolist()
     [[-1.0, 1.0]]
     """
-    op = "group_norm"
+    op = ops.group_norm
     _check_float(input, op)
     C, Gs, P, S = _group_dims(input, num_groups, op)
     x = _group_input(input.detach() if input.requires_grad else input)
@@ -421,7 +422,7 @@ def _rows_view(x, Gs):
 def group_norm_backward(grad_output, input, num_groups, weight, mean, rstd, eps=1e-5,
                         output_mask=(True, True, True)):
     """Fused backward of :func:`group_norm`: ``(grad_input, grad_weight, grad_bias)``."""
-    op = "group_norm_backward"
+    op = ops.group_norm_backward
     _check_float(input, op)
     C, Gs, P, S = _group_dims(input, num_groups, op)
     x = _group_input(input.detach() if input.requires_grad else input)
@@ -447,7 +448,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     >>> fiamma.rms_norm(fiamma.tensor([[3.0, 4.0]]), (2,), eps=0.0).tolist()[0][0]
     0.8485281467437744
     """
-    op = "rms_norm"
+    op = ops.rms_norm
     _check_float(input, op)
     ns = _norm_shape(normalized_shape, op)
     _check_trailing(input, ns, op)
@@ -461,7 +462,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
 def rms_norm_backward(grad_output, input, normalized_shape, weight, rstd, eps=None,
                       output_mask=(True, True)):
     """Fused backward of :func:`rms_norm`: ``(grad_input, grad_weight)``."""
-    op = "rms_norm_backward"
+    op = ops.rms_norm_backward
     ns = _norm_shape(normalized_shape, op)
     gx, gw, _ = _row_backward(op, True, grad_output, input, len(ns), weight, None, rstd, 1,
                               _prod(ns), 1, (output_mask[0], output_mask[1], False), ns, False)

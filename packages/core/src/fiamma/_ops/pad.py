@@ -11,6 +11,7 @@ import numbers
 import operator
 
 from fiamma import _grad_hook as G
+from fiamma._autograd_api import ops
 from fiamma._backend import check
 from fiamma._tensor import Tensor, new_empty
 
@@ -131,7 +132,7 @@ def pad(input, pad, mode="constant", value=None):
         # index to the original input instead (PyTorch's definition), one gather per dim
         out = _pad_by_index(x, lr, mode, op)
         if x.requires_grad:
-            G.record("pad", out, (input,), {"pad": p, "mode": mode, "value": value})
+            G.record(ops.pad, out, (input,), {"pad": p, "mode": mode, "value": value})
         return out
     if mode == "circular":
         for d, (lo, hi) in enumerate(lr):
@@ -143,7 +144,7 @@ def pad(input, pad, mode="constant", value=None):
     if out._numel:
         _bands(op, out, ext, mode, value)
     if x.requires_grad:
-        G.record("pad", out, (input,), {"pad": p, "mode": mode, "value": value})
+        G.record(ops.pad, out, (input,), {"pad": p, "mode": mode, "value": value})
     return out
 
 

@@ -16,6 +16,7 @@ The backward kernels are ops too (``max_pool_backward``, ``avg_pool_backward``,
 """
 
 from fiamma import _dtype as D, _grad_hook as G
+from fiamma._autograd_api import ops
 from fiamma._backend import check, codes as K
 from fiamma._tensor import Tensor, _copy_into, new_empty
 
@@ -210,7 +211,7 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     """1-d max pool over the last dim of a (C, L) or (N, C, L) tensor (``stride`` defaults to
     ``kernel_size``; ``padding`` is implicit -inf, at most half the kernel). With
     ``return_indices`` also the int64 positions of the maxima within each length-L row."""
-    return _max_pool("max_pool1d", 1, input, kernel_size, stride, padding, dilation, ceil_mode,
+    return _max_pool(ops.max_pool1d, 1, input, kernel_size, stride, padding, dilation, ceil_mode,
                      return_indices)
 
 
@@ -229,7 +230,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     >>> v.tolist(), i.tolist()
     ([[[4.0, 9.0]]], [[[3, 5]]])
     """
-    return _max_pool("max_pool2d", 2, input, kernel_size, stride, padding, dilation, ceil_mode,
+    return _max_pool(ops.max_pool2d, 2, input, kernel_size, stride, padding, dilation, ceil_mode,
                      return_indices)
 
 
@@ -237,7 +238,7 @@ def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
                return_indices=False):
     """3-d max pool over the last three dims of a (C, D, H, W) or (N, C, D, H, W) tensor
     (flat ``d * H * W + h * W + w`` indices with ``return_indices``)."""
-    return _max_pool("max_pool3d", 3, input, kernel_size, stride, padding, dilation, ceil_mode,
+    return _max_pool(ops.max_pool3d, 3, input, kernel_size, stride, padding, dilation, ceil_mode,
                      return_indices)
 
 
@@ -273,7 +274,7 @@ def _adaptive_max(op, nd, input, output_size, return_indices):
 def adaptive_max_pool1d(input, output_size, return_indices=False):
     """Max over ``output_size`` windows that tile the last dim (window o covers
     ``[floor(o*L/out), ceil((o+1)*L/out))``); with ``return_indices`` also their positions."""
-    return _adaptive_max("adaptive_max_pool1d", 1, input, output_size, return_indices)
+    return _adaptive_max(ops.adaptive_max_pool1d, 1, input, output_size, return_indices)
 
 
 def adaptive_max_pool2d(input, output_size, return_indices=False):
@@ -283,12 +284,12 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
     >>> fiamma.adaptive_max_pool2d(fiamma.arange(16.0).reshape(1, 4, 4), 1).tolist()
     [[[15.0]]]
     """
-    return _adaptive_max("adaptive_max_pool2d", 2, input, output_size, return_indices)
+    return _adaptive_max(ops.adaptive_max_pool2d, 2, input, output_size, return_indices)
 
 
 def adaptive_max_pool3d(input, output_size, return_indices=False):
     """Adaptive max pool over the last three dims."""
-    return _adaptive_max("adaptive_max_pool3d", 3, input, output_size, return_indices)
+    return _adaptive_max(ops.adaptive_max_pool3d, 3, input, output_size, return_indices)
 
 
 # ---- scatter by indices: max_unpool and the max-pool backward --------------------------------
@@ -321,7 +322,7 @@ def max_pool_backward(grad_output, indices, input_size):
     """The gradient of a max pool w.r.t. its input: each plane of ``grad_output`` added into a
     zero plane of spatial size ``input_size`` at ``indices`` (the pool's indices). Its own
     derivative (w.r.t. ``grad_output``) gathers by the same indices."""
-    op = "max_pool_backward"
+    op = ops.max_pool_backward
     size = _ints(tuple(input_size), len(input_size), "input_size", op)
     nd = len(size)
     if not isinstance(grad_output, Tensor) or grad_output.dim() < nd:
@@ -365,7 +366,7 @@ def _max_unpool(op, nd, input, indices, kernel_size, stride, padding, output_siz
 def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """Inverse of ``max_pool1d``: a zero tensor with the values put back at their indices
     (default output length ``(L - 1) * stride - 2 * padding + kernel_size``)."""
-    return _max_unpool("max_unpool1d", 1, input, indices, kernel_size, stride, padding,
+    return _max_unpool(ops.max_unpool1d, 1, input, indices, kernel_size, stride, padding,
                        output_size)
 
 
@@ -378,13 +379,13 @@ def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_siz
     >>> fiamma.max_unpool2d(v, i, 2).tolist()
     [[[0.0, 0.0], [4.0, 0.0]]]
     """
-    return _max_unpool("max_unpool2d", 2, input, indices, kernel_size, stride, padding,
+    return _max_unpool(ops.max_unpool2d, 2, input, indices, kernel_size, stride, padding,
                        output_size)
 
 
 def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """Inverse of ``max_pool3d``."""
-    return _max_unpool("max_unpool3d", 3, input, indices, kernel_size, stride, padding,
+    return _max_unpool(ops.max_unpool3d, 3, input, indices, kernel_size, stride, padding,
                        output_size)
 
 
@@ -429,7 +430,7 @@ def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, *, divisor_override=None):
     """1-d average pool over the last dim (``stride`` defaults to ``kernel_size``; zero padding
     counted in the divisor unless ``count_include_pad=False``)."""
-    return _avg_pool("avg_pool1d", 1, input, kernel_size, stride, padding, ceil_mode,
+    return _avg_pool(ops.avg_pool1d, 1, input, kernel_size, stride, padding, ceil_mode,
                      count_include_pad, divisor_override)
 
 
@@ -445,14 +446,14 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
     >>> fiamma.avg_pool2d(fiamma.arange(16.0).reshape(1, 4, 4), 2).tolist()
     [[[2.5, 4.5], [10.5, 12.5]]]
     """
-    return _avg_pool("avg_pool2d", 2, input, kernel_size, stride, padding, ceil_mode,
+    return _avg_pool(ops.avg_pool2d, 2, input, kernel_size, stride, padding, ceil_mode,
                      count_include_pad, divisor_override)
 
 
 def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
     """3-d average pool over the last three dims."""
-    return _avg_pool("avg_pool3d", 3, input, kernel_size, stride, padding, ceil_mode,
+    return _avg_pool(ops.avg_pool3d, 3, input, kernel_size, stride, padding, ceil_mode,
                      count_include_pad, divisor_override)
 
 
@@ -460,7 +461,7 @@ def avg_pool_backward(grad_output, input_size, kernel_size, stride, padding, cei
                       count_include_pad=True, divisor_override=None):
     """The gradient of an average pool w.r.t. its input (spatial size ``input_size``): each
     output's gradient spread evenly over its window. Linear; its derivative is the pool."""
-    op = "avg_pool_backward"
+    op = ops.avg_pool_backward
     nd = len(input_size)
     lead, o = grad_output._shape[:-nd], grad_output._shape[-nd:]
     sp = _ints(tuple(input_size), nd, "input_size", op)
@@ -489,7 +490,7 @@ def _adaptive_avg(op, nd, input, output_size):
 def adaptive_avg_pool1d(input, output_size):
     """Mean over ``output_size`` windows tiling the last dim (window o covers
     ``[floor(o*L/out), ceil((o+1)*L/out))``)."""
-    return _adaptive_avg("adaptive_avg_pool1d", 1, input, output_size)
+    return _adaptive_avg(ops.adaptive_avg_pool1d, 1, input, output_size)
 
 
 def adaptive_avg_pool2d(input, output_size):
@@ -499,17 +500,17 @@ def adaptive_avg_pool2d(input, output_size):
     >>> fiamma.adaptive_avg_pool2d(fiamma.ones(2, 3, 5, 5), 1).shape
     fiamma.Size([2, 3, 1, 1])
     """
-    return _adaptive_avg("adaptive_avg_pool2d", 2, input, output_size)
+    return _adaptive_avg(ops.adaptive_avg_pool2d, 2, input, output_size)
 
 
 def adaptive_avg_pool3d(input, output_size):
     """Adaptive average pool over the last three dims."""
-    return _adaptive_avg("adaptive_avg_pool3d", 3, input, output_size)
+    return _adaptive_avg(ops.adaptive_avg_pool3d, 3, input, output_size)
 
 
 def adaptive_avg_pool_backward(grad_output, input_size):
     """The gradient of an adaptive average pool w.r.t. its input (spatial ``input_size``)."""
-    op = "adaptive_avg_pool_backward"
+    op = ops.adaptive_avg_pool_backward
     nd = len(input_size)
     sp = _ints(tuple(input_size), nd, "input_size", op)
     lead, o = grad_output._shape[:-nd], grad_output._shape[-nd:]

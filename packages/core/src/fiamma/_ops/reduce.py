@@ -16,6 +16,7 @@ import builtins
 import collections
 
 from fiamma import _dtype as D, _grad_hook as G
+from fiamma._autograd_api import ops
 from fiamma._backend import check, codes as K, cpu as _cpu
 from fiamma._ops._common import cast, check_out
 from fiamma._storage import CPU
@@ -261,17 +262,17 @@ def sum(input, dim=None, keepdim=False, *, dtype=None, out=None):
         if out is not None:
             raise NotImplementedError("sum: out= is not supported for sparse COO tensors")
         return sparse_sum(input, dim, keepdim, dtype=dtype)
-    return _sum_like(_SUM, "sum", input, dim, keepdim, dtype, out)
+    return _sum_like(_SUM, ops.sum, input, dim, keepdim, dtype, out)
 
 
 def nansum(input, dim=None, keepdim=False, *, dtype=None, out=None):
     """Sum treating NaN as zero."""
-    return _sum_like(K.RED_NANSUM, "nansum", input, dim, keepdim, dtype, out)
+    return _sum_like(K.RED_NANSUM, ops.nansum, input, dim, keepdim, dtype, out)
 
 
 def prod(input, dim=None, keepdim=False, *, dtype=None, out=None):
     """Product of elements over ``dim`` (integers and bool give int64, wrapping on overflow)."""
-    return _sum_like(K.RED_PROD, "prod", input, dim, keepdim, dtype, out)
+    return _sum_like(K.RED_PROD, ops.prod, input, dim, keepdim, dtype, out)
 
 
 def _mean_input(input, dtype, name):
@@ -300,7 +301,7 @@ def mean(input, dim=None, keepdim=False, *, dtype=None, out=None):
     res = _to(_run(K.RED_MEAN, "mean", x, mask, keepdim), x._dtype)
     if out is None and not input.requires_grad:
         return res
-    return _finish(res, out, "mean", input, mask, keepdim, dtype=dt)
+    return _finish(res, out, ops.mean, input, mask, keepdim, dtype=dt)
 
 
 def nanmean(input, dim=None, keepdim=False, *, dtype=None, out=None):
@@ -316,7 +317,7 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None, out=None):
     total = _run(K.RED_NANSUM, "nanmean", x, mask, keepdim)
     count = _run(K.RED_NANCOUNT, "nanmean", x, mask, keepdim)
     res = _to(div(total, count), x._dtype)
-    return _finish(res, out, "nanmean", input, mask, keepdim, dtype=dt)
+    return _finish(res, out, ops.nanmean, input, mask, keepdim, dtype=dt)
 
 
 # ---- max / min / argmax ----------------------------------------------------------------------
@@ -381,13 +382,13 @@ def max(input, dim=None, keepdim=False, *, out=None):
     >>> v.tolist(), i.tolist()
     ([7, 9], [1, 0])
     """
-    return _extreme(K.RED_MAX, K.RED_ARGMAX, "max", return_types.max, input, dim,
+    return _extreme(K.RED_MAX, K.RED_ARGMAX, ops.max, return_types.max, input, dim,
                     keepdim, out)
 
 
 def min(input, dim=None, keepdim=False, *, out=None):
     """The smallest element; see ``max`` for the forms."""
-    return _extreme(K.RED_MIN, K.RED_ARGMIN, "min", return_types.min, input, dim,
+    return _extreme(K.RED_MIN, K.RED_ARGMIN, ops.min, return_types.min, input, dim,
                     keepdim, out)
 
 
@@ -403,12 +404,12 @@ def _amax_like(code, name, input, dim, keepdim, out):
 
 def amax(input, dim=(), keepdim=False, *, out=None):
     """Maximum over ``dim`` (an int or a tuple; () or None: all dims), values only."""
-    return _amax_like(K.RED_MAX, "amax", input, dim, keepdim, out)
+    return _amax_like(K.RED_MAX, ops.amax, input, dim, keepdim, out)
 
 
 def amin(input, dim=(), keepdim=False, *, out=None):
     """Minimum over ``dim`` (an int or a tuple; () or None: all dims), values only."""
-    return _amax_like(K.RED_MIN, "amin", input, dim, keepdim, out)
+    return _amax_like(K.RED_MIN, ops.amin, input, dim, keepdim, out)
 
 
 def _argext(code, name, input, dim, keepdim):
@@ -419,10 +420,10 @@ def _argext(code, name, input, dim, keepdim):
             raise EmptyReductionError(
                 f"{name}(): Expected reduction dim to be specified for input.numel() == 0.")
         x = input.contiguous()
-        flat = x._view((x._numel,), (1,), op="view") if nd != 1 else x
+        flat = x._view((x._numel,), (1,), op=ops.view) if nd != 1 else x
         _, idx = _arg_run(code, name, flat, 1, False, False)
         if keepdim:
-            idx = idx._view((1,) * nd, (1,) * nd, op="view")
+            idx = idx._view((1,) * nd, (1,) * nd, op=ops.view)
         return idx
     if isinstance(dim, (tuple, list)):
         raise TypeError(f"{name}(): dim must be an int or None, got {type(dim).__name__}")
@@ -464,7 +465,7 @@ def aminmax(input, *, dim=None, keepdim=False, out=None):
             _copy_into(o, r)
         res = return_types.aminmax(*out)
     if input.requires_grad:
-        G.record("aminmax", res, (input,), {"dim": dim, "keepdim": keepdim})
+        G.record(ops.aminmax, res, (input,), {"dim": dim, "keepdim": keepdim})
     return res
 
 
@@ -497,7 +498,7 @@ def _var_core(name, input, dim, unbiased, keepdim, correction, want_mean):
     if want_mean:
         m = _to(center, input._dtype)
         if not keepdim:
-            m = m._view(res._shape, res._stride, op="view")
+            m = m._view(res._shape, res._stride, op=ops.view)
     return res, m, {"mask": mask, "correction": corr}
 
 
@@ -525,20 +526,20 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=N
     1.6666666269302368
     """
     res, _, kw = _var_core("var", input, dim, unbiased, keepdim, correction, False)
-    return _finish(res, out, "var", input, kw["mask"], keepdim, correction=kw["correction"])
+    return _finish(res, out, ops.var, input, kw["mask"], keepdim, correction=kw["correction"])
 
 
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
     """Standard deviation over ``dim`` (see ``var``)."""
     res, _, kw = _var_core("std", input, dim, unbiased, keepdim, correction, False)
-    return _finish(res, out, "std", input, kw["mask"], keepdim, correction=kw["correction"])
+    return _finish(res, out, ops.std, input, kw["mask"], keepdim, correction=kw["correction"])
 
 
 def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """``(var, mean)`` over ``dim``."""
     res, m, kw = _var_core("var_mean", input, dim, unbiased, keepdim, correction, True)
     if input.requires_grad:
-        G.record("var_mean", (res, m), (input,), {"dim": _dims_of(kw["mask"], len(input._shape)),
+        G.record(ops.var_mean, (res, m), (input,), {"dim": _dims_of(kw["mask"], len(input._shape)),
                                                   "correction": kw["correction"],
                                                   "keepdim": keepdim})
     return res, m
@@ -548,7 +549,7 @@ def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """``(std, mean)`` over ``dim``."""
     res, m, kw = _var_core("std_mean", input, dim, unbiased, keepdim, correction, True)
     if input.requires_grad:
-        G.record("std_mean", (res, m), (input,), {"dim": _dims_of(kw["mask"], len(input._shape)),
+        G.record(ops.std_mean, (res, m), (input,), {"dim": _dims_of(kw["mask"], len(input._shape)),
                                                   "correction": kw["correction"],
                                                   "keepdim": keepdim})
     return res, m
@@ -594,7 +595,7 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
         raise EmptyReductionError(f"norm(): cannot compute the {p} norm on an empty tensor "
                                   "because the operation does not have an identity")
     res = _to(_run(code, "norm", x, mask, keepdim, p), x._dtype)
-    return _finish(res, out, "norm", input, mask, keepdim, p=p, dtype=dt)
+    return _finish(res, out, ops.norm, input, mask, keepdim, p=p, dtype=dt)
 
 
 def logsumexp(input, dim, keepdim=False, *, out=None):
@@ -614,7 +615,7 @@ def logsumexp(input, dim, keepdim=False, *, out=None):
         center = _to(_run(K.RED_MAX, "logsumexp", x, mask, True),
                      D.BY_CODE[_OUT[K.RED_LSE][x._dtype.code]])
         res = _to(_run(K.RED_LSE, "logsumexp", x, mask, keepdim, 0.0, center), x._dtype)
-    return _finish(res, out, "logsumexp", input, mask, keepdim)
+    return _finish(res, out, ops.logsumexp, input, mask, keepdim)
 
 
 def _logsumexp_complex(z, dim, keepdim, out):
@@ -654,12 +655,12 @@ def _logical(code, name, input, dim, keepdim, out):
 
 def all(input, dim=None, keepdim=False, *, out=None):
     """Whether every element over ``dim`` is non-zero (bool; uint8 for uint8 input)."""
-    return _logical(K.RED_ALL, "all", input, dim, keepdim, out)
+    return _logical(K.RED_ALL, ops.all, input, dim, keepdim, out)
 
 
 def any(input, dim=None, keepdim=False, *, out=None):
     """Whether some element over ``dim`` is non-zero (bool; uint8 for uint8 input)."""
-    return _logical(K.RED_ANY, "any", input, dim, keepdim, out)
+    return _logical(K.RED_ANY, ops.any, input, dim, keepdim, out)
 
 
 def count_nonzero(input, dim=None):
@@ -710,12 +711,12 @@ def cumsum(input, dim, *, dtype=None, out=None):
     >>> fiamma.tensor([1, 2, 3]).cumsum(0).tolist()
     [1, 3, 6]
     """
-    return _scan(K.SCAN_CUMSUM, "cumsum", input, dim, dtype, out)
+    return _scan(K.SCAN_CUMSUM, ops.cumsum, input, dim, dtype, out)
 
 
 def cumprod(input, dim, *, dtype=None, out=None):
     """Inclusive cumulative product along ``dim`` (integers and bool give int64)."""
-    return _scan(K.SCAN_CUMPROD, "cumprod", input, dim, dtype, out)
+    return _scan(K.SCAN_CUMPROD, ops.cumprod, input, dim, dtype, out)
 
 
 # ---- softmax ---------------------------------------------------------------------------------
@@ -748,12 +749,12 @@ def softmax(input, dim=None, dtype=None):
     >>> [round(v, 4) for v in fiamma.tensor([1.0, 2.0, 3.0]).softmax(0).tolist()]
     [0.09, 0.2447, 0.6652]
     """
-    return _softmax(0, "softmax", input, dim, dtype)
+    return _softmax(0, ops.softmax, input, dim, dtype)
 
 
 def log_softmax(input, dim=None, dtype=None):
     """``x - logsumexp(x)`` along ``dim`` (fused, numerically stable)."""
-    return _softmax(1, "log_softmax", input, dim, dtype)
+    return _softmax(1, ops.log_softmax, input, dim, dtype)
 
 
 # Tensor methods of this module: attached by fiamma._methods (the one place that does)

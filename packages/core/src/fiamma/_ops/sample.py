@@ -15,6 +15,7 @@ import builtins
 import operator
 
 from fiamma import _dtype as D, _grad_hook as G
+from fiamma._autograd_api import ops
 from fiamma._backend import check, codes as K
 from fiamma._ops._common import cast
 from fiamma._tensor import Tensor, new_empty
@@ -128,7 +129,7 @@ def upsample(input, size, mode="nearest", align_corners=False, scales=None):
               f"input {tuple(input._shape)}, size {size}")
     res = cast(res, input._dtype)
     if input.requires_grad:
-        G.record("upsample", res, (input,), {"size": size, "mode": mode,
+        G.record(ops.upsample, res, (input,), {"size": size, "mode": mode,
                                              "align_corners": ac, "scales": scales})
     return res
 
@@ -167,7 +168,7 @@ def upsample_backward(grad_output, input_size, mode="nearest", align_corners=Fal
             res = new_empty(input_size, cdt, dev, zero=True)
     res = cast(res, grad_output._dtype)
     if grad_output.requires_grad:
-        G.record("upsample_backward", res, (grad_output,),
+        G.record(ops.upsample_backward, res, (grad_output,),
                  {"input_size": input_size, "mode": mode, "align_corners": ac,
                   "scales": scales})
     return res
@@ -229,7 +230,7 @@ def grid_sampler(input, grid, interpolation_mode=0, padding_mode=0, align_corner
                                                input._shape[2:], osz, x, x._stride, gr, res), op)
     res = cast(res, input._dtype)
     if input.requires_grad or grid.requires_grad:
-        G.record("grid_sampler", res, (input, grid),
+        G.record(ops.grid_sampler, res, (input, grid),
                  {"interpolation_mode": interpolation_mode, "padding_mode": padding_mode,
                   "align_corners": bool(align_corners)})
     return res
@@ -266,11 +267,11 @@ def grid_sampler_backward(grad_output, input, grid, interpolation_mode=0, paddin
     if want_x:
         gx = cast(gx, input._dtype)
         if grad_output.requires_grad or grid.requires_grad:
-            G.record("grid_sampler_backward_input", gx, (grad_output, input, grid), kw)
+            G.record(ops.grid_sampler_backward_input, gx, (grad_output, input, grid), kw)
     if want_g:
         gg = cast(gg, grid._dtype)
         if grad_output.requires_grad or input.requires_grad or grid.requires_grad:
-            G.record("grid_sampler_backward_grid", gg, (grad_output, input, grid), kw)
+            G.record(ops.grid_sampler_backward_grid, gg, (grad_output, input, grid), kw)
     return gx, gg
 
 

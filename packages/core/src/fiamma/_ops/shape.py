@@ -17,6 +17,7 @@ import operator
 import numpy as np
 
 from fiamma import _dtype as D, _grad_hook as G
+from fiamma._autograd_api import ops
 from fiamma._backend.codes import MAX_DIMS
 from fiamma._ops import _common as C, einsum as _E, pad as _P, shape_build as _B, shape_views as _V
 from fiamma._ops.einsum import cross, kron
@@ -71,7 +72,7 @@ def flip(input, dims):
     out = new_empty(x._shape, x._dtype, x._storage.device)
     off, st = _flipped_layout(x, ds)
     _copy_raw("flip", x._shape, out, 0, out._stride, x, off, st)
-    return _rec("flip", out, (input,), {"dims": ds})
+    return _rec(ops.flip, out, (input,), {"dims": ds})
 
 
 def _flip_method(self, *dims):
@@ -111,7 +112,7 @@ def roll(input, shifts, dims=None):
                                "dims: 0")
         flat = x.detach().reshape(-1)
         out = _roll(flat, sh, (0,)).view(x._shape)
-        return _rec("roll", out, (input,), {"shifts": sh, "dims": None})
+        return _rec(ops.roll, out, (input,), {"shifts": sh, "dims": None})
     ds = _int_tuple(dims, "roll", "dims")
     if len(sh) != len(ds):
         raise RuntimeError(f"roll: shifts and dimensions must align. shifts: {len(sh)}, "
@@ -123,7 +124,7 @@ def roll(input, shifts, dims=None):
         out = x.detach().clone()
     else:
         out = _roll(x, sh, ds)
-    return _rec("roll", out, (input,), {"shifts": sh, "dims": ds})
+    return _rec(ops.roll, out, (input,), {"shifts": sh, "dims": ds})
 
 
 def _roll(x, shifts, dims):
@@ -182,7 +183,7 @@ def rot90(input, k=1, dims=(0, 1)):
         st[d0], st[d1] = st[d1], st[d0]
     out = new_empty(tuple(shape), x._dtype, x._storage.device)
     _copy_raw("rot90", out._shape, out, 0, out._stride, x, off, st)
-    return _rec("rot90", out, (input,), {"k": k, "dims": (d0, d1)})
+    return _rec(ops.rot90, out, (input,), {"k": k, "dims": (d0, d1)})
 
 
 # ---- repeat / repeat_interleave / tile -------------------------------------------------------
@@ -235,7 +236,7 @@ def _repeat(self, *sizes):
     if lead:
         xv = xv._view((1,) * lead + x._shape, (0,) * lead + x._stride)
     out = _repeat_copy(xv, reps, "repeat")
-    return _rec("repeat", out, (self,), {"repeats": reps})
+    return _rec(ops.repeat, out, (self,), {"repeats": reps})
 
 
 def tile(input, dims):
@@ -282,7 +283,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     >>> fiamma.repeat_interleave(fiamma.tensor([1, 2]), 2).tolist()
     [1, 1, 2, 2]
     """
-    op = "repeat_interleave"
+    op = ops.repeat_interleave
     if repeats is None:
         counts = _t(input, op, "repeats")
         if len(counts._shape) != 1:
@@ -376,19 +377,19 @@ def tril(input, diagonal=0, *, out=None):
     >>> fiamma.tril(fiamma.ones(2, 2)).tolist()
     [[1.0, 0.0], [1.0, 1.0]]
     """
-    return _tri("tril", input, diagonal, out, False)
+    return _tri(ops.tril, input, diagonal, out, False)
 
 
 def triu(input, diagonal=0, *, out=None):
     """The upper triangle of the last two dims (elements on and above ``diagonal``)."""
-    return _tri("triu", input, diagonal, out, True)
+    return _tri(ops.triu, input, diagonal, out, True)
 
 
-def _tri_inplace(op, upper):
+def _tri_inplace(op, base, upper):
     def method(self, diagonal=0):
         if self.requires_grad:
             G.check_inplace(self, op)
-        res = _tri(op[:-1], self.detach(), diagonal, None, upper)
+        res = _tri(base, self.detach(), diagonal, None, upper)
         from fiamma._tensor import _copy_into
 
         _copy_into(self, res)
@@ -423,7 +424,7 @@ def diag(input, diagonal=0, *, out=None):
         C.check_out(out, res._shape, res._dtype, "diag")
         out.copy_(res)
         return out
-    return _rec("diag", res, (input,), {"diagonal": k})
+    return _rec(ops.diag, res, (input,), {"diagonal": k})
 
 
 def _embed(x, offset, d1, d2):
@@ -456,7 +457,7 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1):
     nd = len(x._shape) + 1
     d1, d2 = _diag_dims(nd, dim1, dim2, "diag_embed")
     res = _embed(x.detach(), _index(offset), d1, d2)
-    return _rec("diag_embed", res, (input,), {"offset": _index(offset), "dim1": d1, "dim2": d2})
+    return _rec(ops.diag_embed, res, (input,), {"offset": _index(offset), "dim1": d1, "dim2": d2})
 
 
 def diagflat(input, offset=0):
@@ -464,7 +465,7 @@ def diagflat(input, offset=0):
     x = _t(input, "diagflat")
     k = _index(offset)
     res = _embed(x.detach().reshape(-1), k, 0, 1)
-    return _rec("diagflat", res, (input,), {"offset": k})
+    return _rec(ops.diagflat, res, (input,), {"offset": k})
 
 
 # ---- Tensor methods --------------------------------------------------------------------------
@@ -473,8 +474,8 @@ def diagflat(input, offset=0):
 METHODS = {
     "flip": _flip_method, "fliplr": fliplr, "flipud": flipud, "roll": roll, "rot90": rot90,
     "repeat": _repeat, "repeat_interleave": repeat_interleave, "tile": _tile_method,
-    "tril": tril, "triu": triu, "tril_": _tri_inplace("tril_", False),
-    "triu_": _tri_inplace("triu_", True), "diag": diag, "diagonal": diagonal,
+    "tril": tril, "triu": triu, "tril_": _tri_inplace(ops.tril_, ops.tril, False),
+    "triu_": _tri_inplace(ops.triu_, ops.triu, True), "diag": diag, "diagonal": diagonal,
     "diag_embed": diag_embed, "diagflat": diagflat, "trace": trace, "movedim": movedim,
     "moveaxis": movedim, "kron": kron, "cross": cross,
 }

@@ -11,6 +11,7 @@ import operator
 import numpy as np
 
 from fiamma import _dtype as D
+from fiamma._autograd_api import ops
 from fiamma._backend import check
 from fiamma._ops.shape_views import _from_np, _rec, _t, _tensors_arg, meshgrid
 from fiamma._storage import CPU
@@ -104,7 +105,7 @@ def block_diag(*tensors):
     >>> fiamma.block_diag(fiamma.tensor([[1]]), fiamma.tensor([2, 3])).tolist()
     [[1, 0, 0], [0, 2, 3]]
     """
-    op = "block_diag"
+    op = ops.block_diag
     ts = list(tensors)
     dev = ts[0]._storage.device if ts and isinstance(ts[0], Tensor) else CPU
     for i, t in enumerate(ts):

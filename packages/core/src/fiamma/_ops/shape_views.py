@@ -11,6 +11,7 @@ import operator
 import numpy as np
 
 from fiamma import _grad_hook as G
+from fiamma._autograd_api import ops
 from fiamma._backend import check
 from fiamma._ops import _common as C
 from fiamma._storage import CPU
@@ -138,7 +139,7 @@ def diagonal(input, offset=0, dim1=0, dim2=1):
     x = _t(input, "diagonal")
     d1, d2 = _diag_dims(len(x._shape), dim1, dim2, "diagonal")
     shape, stride, off = _diag_layout(x._shape, x._stride, _index(offset), d1, d2, x._offset)
-    return x._view(shape, stride, off, op="diagonal")
+    return x._view(shape, stride, off, op=ops.diagonal)
 
 
 def trace(input):
@@ -247,7 +248,7 @@ def movedim(input, source, destination):
         if len(set(ds)) != len(ds):
             raise RuntimeError(f"movedim: repeated dim in `{name}` ({list(ds)})")
     if nd == 0:
-        return x._view((), (), op="permute")
+        return x._view((), (), op=ops.permute)
     order = [-1] * nd
     for s, d in zip(src, dst):
         order[d] = s

@@ -16,6 +16,7 @@ import collections
 import numbers
 
 from fiamma import _dtype as D, _grad_hook as G
+from fiamma._autograd_api import ops
 from fiamma._backend import check, codes as K
 from fiamma._ops._common import check_out
 from fiamma._ops.reduce import _layout, return_types
@@ -103,7 +104,7 @@ def sort(input, dim=-1, descending=False, stable=False, *, out=None):
     values, indices = _sort_run(input, d, descending)
     res = _deliver(return_types.sort, values, indices, out, "sort")
     if input.requires_grad:
-        G.record("sort", res, (input,), {"dim": d, "descending": builtins.bool(descending),
+        G.record(ops.sort, res, (input,), {"dim": d, "descending": builtins.bool(descending),
                                          "stable": builtins.bool(stable)})
     return res
 
@@ -188,7 +189,7 @@ def topk(input, k, dim=-1, largest=True, sorted=True, *, out=None):
             _fail(rc, "topk", input)
     res = _deliver(return_types.topk, values, indices, out, "topk")
     if input.requires_grad:
-        G.record("topk", res, (input,), {"k": k, "dim": d, "largest": builtins.bool(largest),
+        G.record(ops.topk, res, (input,), {"k": k, "dim": d, "largest": builtins.bool(largest),
                                          "sorted": builtins.bool(sorted)})
     return res
 
@@ -237,7 +238,7 @@ def kthvalue(input, k, dim=-1, keepdim=False, *, out=None):
     if not 1 <= k <= n:
         raise SortIndexError(f"kthvalue(): selected number k out of range for dimension {d}: "
                              f"k={k}, size {n}")
-    return _select(K.SEL_KTH, "kthvalue", return_types.kthvalue, input, d, keepdim, out,
+    return _select(K.SEL_KTH, ops.kthvalue, return_types.kthvalue, input, d, keepdim, out,
                    k - 1)
 
 
@@ -251,7 +252,7 @@ def _median_all(mode, name, input, out):
 
         res = full((), float("nan"), dtype=input._dtype, device=input._storage.device)
     else:
-        flat = x._view((x._numel,), (1,), op="view")
+        flat = x._view((x._numel,), (1,), op=ops.view)
         res = new_empty((), input._dtype, input._storage.device)
         rc = res._storage.backend.select(mode, (x._numel,), flat, (1,), 0, 0, res, (1,), None,
                                          None)
@@ -276,16 +277,16 @@ def median(input, dim=None, keepdim=False, *, out=None):
     """
     _check_tensor(input, "median")
     if dim is None:
-        return _median_all(K.SEL_MEDIAN, "median", input, out)
-    return _select(K.SEL_MEDIAN, "median", return_types.median, input, dim, keepdim, out)
+        return _median_all(K.SEL_MEDIAN, ops.median, input, out)
+    return _select(K.SEL_MEDIAN, ops.median, return_types.median, input, dim, keepdim, out)
 
 
 def nanmedian(input, dim=None, keepdim=False, *, out=None):
     """``median`` ignoring NaNs (NaN only where every element is NaN)."""
     _check_tensor(input, "nanmedian")
     if dim is None:
-        return _median_all(K.SEL_NANMEDIAN, "nanmedian", input, out)
-    return _select(K.SEL_NANMEDIAN, "nanmedian", return_types.nanmedian, input, dim,
+        return _median_all(K.SEL_NANMEDIAN, ops.nanmedian, input, out)
+    return _select(K.SEL_NANMEDIAN, ops.nanmedian, return_types.nanmedian, input, dim,
                    keepdim, out)
 
 
@@ -298,7 +299,7 @@ def mode(input, dim=-1, keepdim=False, *, out=None):
     1
     """
     _check_tensor(input, "mode")
-    return _select(K.SEL_MODE, "mode", return_types.mode, input, dim, keepdim, out)
+    return _select(K.SEL_MODE, ops.mode, return_types.mode, input, dim, keepdim, out)
 
 
 # ---- cummax / cummin ---------------------------------------------------------------------------
@@ -327,12 +328,12 @@ def cummax(input, dim, *, out=None):
     >>> fiamma.tensor([1, 3, 2, 5]).cummax(0).values.tolist()
     [1, 3, 3, 5]
     """
-    return _cumext(0, "cummax", return_types.cummax, input, dim, out)
+    return _cumext(0, ops.cummax, return_types.cummax, input, dim, out)
 
 
 def cummin(input, dim, *, out=None):
     """Running minimum along ``dim`` (see ``cummax``)."""
-    return _cumext(1, "cummin", return_types.cummin, input, dim, out)
+    return _cumext(1, ops.cummin, return_types.cummin, input, dim, out)
 
 # ---- searchsorted / bucketize -----------------------------------------------------------------
 
@@ -461,7 +462,7 @@ def _unique_impl(input, consecutive, return_inverse, return_counts, dim, name):
     input = input.detach()
     if dim is None:
         x = input.contiguous()
-        flat = x._view((x._numel,), (1,), op="view")
+        flat = x._view((x._numel,), (1,), op=ops.view)
         n = x._numel
         order = pos = None
         if consecutive:
@@ -486,7 +487,7 @@ def _unique_impl(input, consecutive, return_inverse, return_counts, dim, name):
         m = 1
         for s in rest:
             m *= s
-        x2d = moved._view((n, m), (m, 1), op="view")
+        x2d = moved._view((n, m), (m, 1), op=ops.view)
         if consecutive or n == 0:
             order = None
         else:
@@ -546,7 +547,7 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
     from fiamma._ops.elementwise import ne, sub
     from fiamma._ops.join import cat
 
-    name = "diff"
+    name = ops.diff
     _check_tensor(input, name)
     nd = len(input._shape)
     if nd == 0:

@@ -15,6 +15,7 @@ positional arguments as received (``polygamma``: ``(n, input)``; ``logit``: ``(i
 import builtins
 
 from fiamma import _dtype as D, _grad_hook as G
+from fiamma._autograd_api import ops
 from fiamma._backend import check, codes as K
 from fiamma._ops._common import as_operand, bcast_strides, broadcast_shapes, cast, same_device
 from fiamma._ops.elementwise import _finish, _result, check_inplace
@@ -85,17 +86,17 @@ def _unary_fn(code, name, doc):
     return fn
 
 
-lgamma = _unary_fn(K.SP_LGAMMA, "lgamma", """log|Gamma(input)|, elementwise.
+lgamma = _unary_fn(K.SP_LGAMMA, ops.lgamma, """log|Gamma(input)|, elementwise.
 
     >>> import fiamma
     >>> round(fiamma.lgamma(fiamma.tensor([5.0])).item(), 5)  # log(24)
     3.17805""")
-digamma = _unary_fn(K.SP_DIGAMMA, "digamma", """The digamma function d/dx log Gamma(x)
+digamma = _unary_fn(K.SP_DIGAMMA, ops.digamma, """The digamma function d/dx log Gamma(x)
     (-inf at 0, +inf at -0, NaN at the negative integers).""")
-erfinv = _unary_fn(K.SP_ERFINV, "erfinv", """The inverse error function on [-1, 1]
+erfinv = _unary_fn(K.SP_ERFINV, ops.erfinv, """The inverse error function on [-1, 1]
     (+-inf at +-1, NaN outside).""")
-sinc = _unary_fn(K.SP_SINC, "sinc", """The normalized sinc: sin(pi x) / (pi x), 1 at 0.""")
-i0 = _unary_fn(K.SP_I0, "i0", """The modified Bessel function of the first kind, order 0.""")
+sinc = _unary_fn(K.SP_SINC, ops.sinc, """The normalized sinc: sin(pi x) / (pi x), 1 at 0.""")
+i0 = _unary_fn(K.SP_I0, ops.i0, """The modified Bessel function of the first kind, order 0.""")
 
 
 def polygamma(n, input, *, out=None):
@@ -109,13 +110,13 @@ def polygamma(n, input, *, out=None):
         raise TypeError(f"polygamma: n must be an int, got {type(n).__name__}")
     if n < 0:
         raise RuntimeError(f"polygamma: n must be non-negative, got {n}")
-    return sp_unary(K.SP_POLYGAMMA, "polygamma", input, n, out, inputs=(n, input))
+    return sp_unary(K.SP_POLYGAMMA, ops.polygamma, input, n, out, inputs=(n, input))
 
 
 def logit(input, eps=None, *, out=None):
     """log(p / (1 - p)); with ``eps`` the input is first clamped to [eps, 1 - eps]."""
     e = -1.0 if eps is None else builtins.float(eps)
-    return sp_unary(K.SP_LOGIT, "logit", input, e, out, kwargs={"eps": eps})
+    return sp_unary(K.SP_LOGIT, ops.logit, input, e, out, kwargs={"eps": eps})
 
 
 def mvlgamma(input, p, *, out=None):
@@ -131,7 +132,7 @@ def mvlgamma(input, p, *, out=None):
         if not lo > (p - 1) / 2:
             raise RuntimeError(f"mvlgamma: All elements must be greater than (p-1)/2 = "
                                f"{(p - 1) / 2}, got {lo}")
-    return sp_unary(K.SP_MULTIGAMMALN, "mvlgamma", input, p, out, kwargs={"p": p})
+    return sp_unary(K.SP_MULTIGAMMALN, ops.mvlgamma, input, p, out, kwargs={"p": p})
 
 
 def xlogy(input, other, *, out=None):
@@ -141,17 +142,17 @@ def xlogy(input, other, *, out=None):
     >>> fiamma.xlogy(fiamma.tensor([0.0, 2.0]), fiamma.tensor([0.0, 1.0])).tolist()
     [0.0, 0.0]
     """
-    return sp_binary(K.SP_XLOGY, "xlogy", input, other, out)
+    return sp_binary(K.SP_XLOGY, ops.xlogy, input, other, out)
 
 
 def logaddexp(input, other, *, out=None):
     """``log(exp(input) + exp(other))``, computed without overflow."""
-    return sp_binary(K.SP_LOGADDEXP, "logaddexp", input, other, out)
+    return sp_binary(K.SP_LOGADDEXP, ops.logaddexp, input, other, out)
 
 
 def logaddexp2(input, other, *, out=None):
     """``log2(2**input + 2**other)``, computed without overflow."""
-    return sp_binary(K.SP_LOGADDEXP2, "logaddexp2", input, other, out)
+    return sp_binary(K.SP_LOGADDEXP2, ops.logaddexp2, input, other, out)
 
 
 # ---- in-place forms --------------------------------------------------------------------------

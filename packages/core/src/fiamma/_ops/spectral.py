@@ -13,6 +13,7 @@ import builtins
 import math
 
 from fiamma import _dtype as D, _grad_hook as G
+from fiamma._autograd_api import ops
 from fiamma._tensor import Tensor, new_empty
 
 __all__ = ["stft", "stft_power", "istft", "hann_window", "hamming_window", "blackman_window",
@@ -267,7 +268,7 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
                 ..., 0] = spec
     from fiamma.fft import as_complex_layout
 
-    _record_stft("stft", res, input, n_fft, hop, win, window, center, pad_mode, normalized, one)
+    _record_stft(ops.stft, res, input, n_fft, hop, win, window, center, pad_mode, normalized, one)
     if return_complex:
         from fiamma._ops.complex_ops import view_as_complex
 
@@ -303,7 +304,7 @@ def stft_power(input, n_fft, hop_length=None, win_length=None, window=None, cent
         res = new_empty(spec.shape, x._dtype)
         if res._numel:
             res.numpy()[...] = spec.real ** 2 + spec.imag ** 2
-    _record_stft("stft_power", res, input, n_fft, hop, win, window, center, pad_mode,
+    _record_stft(ops.stft_power, res, input, n_fft, hop, win, window, center, pad_mode,
                  normalized, one)
     return res
 
@@ -387,7 +388,7 @@ def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tr
     if res._numel:
         res.numpy()[...] = y
     if input.requires_grad:
-        G.record("istft", res, (input,), {"n_fft": n_fft, "hop_length": hop,
+        G.record(ops.istft, res, (input,), {"n_fft": n_fft, "hop_length": hop,
                                           "win_length": win, "window": window, "center": center,
                                           "normalized": normalized, "onesided": one,
                                           "length": length})

@@ -9,6 +9,7 @@ one autograd op (the composition records four: log_softmax, gather, mean/sum, ne
 """
 
 from fiamma import _dtype as D, _grad_hook as G
+from fiamma._autograd_api import ops
 from fiamma._backend import check, codes as K
 from fiamma._ops._common import cast
 from fiamma._storage import CPU
@@ -89,7 +90,7 @@ def cross_entropy_loss(input, target, weight=None, reduction="mean", ignore_inde
     ...                           reduction="none").tolist() == [1.3862943649291992] * 2
     True
     """
-    op = "cross_entropy_loss"
+    op = ops.cross_entropy_loss
     x, t, w = _rows(input, target, weight, reduction, label_smoothing, op)
     if weight is not None and weight.requires_grad and G.state.enabled:
         raise RuntimeError(f"{op}: the derivative for 'weight' is not implemented (use "

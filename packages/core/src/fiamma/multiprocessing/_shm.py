@@ -24,10 +24,9 @@ import threading
 import weakref
 from multiprocessing.util import Finalize, register_after_fork
 
-from fiamma import _dtype as D
+from fiamma import _dtype as D, _tensor_factory as TF
 from fiamma._backend import cpu as _cpu
 from fiamma._storage import CPU, BorrowedStorage, Storage
-from fiamma._tensor import Tensor, new_empty
 
 __all__ = ["get_sharing_strategy", "set_sharing_strategy", "get_all_sharing_strategies",
            "share_storage_", "segment_of", "rebuild_from_fd", "rebuild_from_name"]
@@ -372,7 +371,7 @@ def share_storage_(st, tensor=None, strategy=None):
         if tensor is not None and _calibrated_refs is not None and refs <= _calibrated_refs:
             tensors = [tensor]
         else:
-            tensors = [r for r in gc.get_referrers(st) if isinstance(r, Tensor)
+            tensors = [r for r in gc.get_referrers(st) if isinstance(r, TF.Tensor)
                        and r._storage is st]
         st.ptr = seg.addr
         for t in tensors:
@@ -398,7 +397,7 @@ def _calibrate():
     """Count the references a storage has inside ``share_storage_`` when one tensor (and
     nothing else) refers to it, on the path ``Tensor.share_memory_`` takes."""
     global _calibrated_refs
-    t = new_empty((1,), D.uint8)
+    t = TF.new_empty((1,), D.uint8)
     real = share_storage_
 
     def spy(st, tensor=None, strategy=None):

@@ -9,13 +9,12 @@ layer (it decides nothing the general path does not)."""
 
 import linecache
 
-# D, G, CPU and new_empty are used by the generated source
-from fiamma import _dtype as D, _grad_hook as G, _storage as _S, _tensor as _T  # noqa: F401
+# D, G and CPU are used by the generated source
+from fiamma import _dtype as D, _grad_hook as G, _storage as _S, _tensor_factory as TF  # noqa: F401,E501
+from fiamma._autograd_api import ops
 from fiamma._backend import check, codes as K
 from fiamma._lib import lib
-from fiamma._ops._common import is_scalar  # noqa: F401  (the generated source)
 from fiamma._storage import CPU  # noqa: F401
-from fiamma._tensor import Tensor, new_empty  # noqa: F401
 
 __all__ = ["compile_binary", "add_inplace", "cat_simple", "mm_simple"]
 
@@ -37,27 +36,11 @@ def _scalar_fast_ok(self, other, tp, truediv):
 # are copied into the frame at every call (Python 3.11), globals are not
 _SMALL, _FREE = _S._small, _S._free
 _NEW = object.__new__
-_STRIDES = _T._STRIDES
 _STORAGE = _S.Storage
 _binary_contig_small = lib.fm_binary_contig_small  # fm_binary_contig, keeping the GIL
 _binary_contig_c = lib.fm_binary_contig
 _binary_scalar_contig_c = lib.fm_binary_scalar_contig
-_binary_params_c = lib.fm_binary_params
-
-
-def _complex_pair(code, name, predicate, a, b, raise_):
-    """``a op b`` for same-shape contiguous CPU tensors of one complex dtype (the C kernels
-    are real-only; the op layer's complex arithmetic computes it)."""
-    from fiamma._ops import complex_ops
-
-    if code not in complex_ops.BINARY:
-        raise_(K.ERR_DTYPE, name, a._dtype)
-    res = new_empty(a._shape, D.bool if predicate else a._dtype, CPU)
-    if res._numel:
-        complex_ops.binary_into(code, res, a, b, a._dtype)
-    if a.requires_grad or b.requires_grad:
-        G.record(name, res, (a, b), {})
-    return res
+_binary_c = lib.fm_binary
 
 
 def _new_block(nb, name):
@@ -91,8 +74,8 @@ _TENSOR_NEW = """
                 rc = _binary_contig_c({code}, dt.code, n, ptr, self._ptr, other._ptr)
             if rc:
                 _FREE(ptr, nb)
-                if dt._kind == 3:
-                    return _complex_pair({code}, {name!r}, {pred}, self, other, _raise)
+                if dt._kind == 3:  # complex: computed by the general path
+                    return {miss_call}
                 _raise(rc, {name!r}, dt)
             st = _NEW(_STORAGE)
             st.ptr = ptr
@@ -105,7 +88,7 @@ _TENSOR_NEW = """
             try:
                 res._stride = _STRIDES[shape]
             except KeyError:
-                res._stride = _T.cached_strides(shape)
+                res._stride = _cached_strides(shape)
             res._offset = 0
             res._ptr = ptr
             res._numel = n
@@ -115,7 +98,7 @@ _TENSOR_NEW = """
             res.grad_fn = None
             res._ag = None
             if self.requires_grad or other.requires_grad:
-                G.record({name!r}, res, (self, other), {{}})
+                G.record(_KEY, res, (self, other), {{}})
             return res"""
 _TENSOR_INPLACE = """
             rc = _binary_contig_c({code}, self._dtype.code, self._numel, self._ptr, self._ptr,
@@ -133,17 +116,17 @@ _SCALAR_TEST = """
 _SCALAR_NEW = """
             dt = self._dtype
             res = new_empty(self._shape, {rdt}, CPU)
-            rc = _binary_scalar_contig_c({code}, dt.code, self._numel, res._ptr, self._ptr,
-                                         other, other if dt._kind == 1 else 0, {first})
+            rc = _binary_scalar_contig_c({code}, dt.code, self._numel, res._ptr, {operands},
+                                         other, other if dt._kind == 1 else 0)
             if rc:
                 _raise(rc, {name!r}, dt)
             if self.requires_grad:
-                G.record({name!r}, res, {inputs}, {{}})
+                G.record(_KEY, res, {inputs}, {{}})
             return res"""
 _SCALAR_INPLACE = """
             rc = _binary_scalar_contig_c({code}, self._dtype.code, self._numel, self._ptr,
-                                         self._ptr, other, other if self._dtype._kind == 1 else 0,
-                                         0)
+                                         self._ptr, 0, other,
+                                         other if self._dtype._kind == 1 else 0)
             if rc:
                 _raise(rc, {name!r}, self._dtype)
             self._storage.version += 1
@@ -168,8 +151,8 @@ _VARIANTS = {
 }
 
 
-def compile_binary(code, name, kind, variant, fallback, raise_, *, predicate, truediv,
-                   number_fast=True):
+def compile_binary(code, name, kind, variant, fallback, raise_, is_number, *, predicate,
+                   truediv, number_fast=True):
     """One entry of binary op ``code`` (``name``: its autograd and error name; ``kind``: the op
     layer's dtype rule) for ``variant`` (a key of _VARIANTS): the fast test and its one C call,
     and for everything else ``fallback(self, other)`` (``fallback(other, self)`` for
@@ -177,17 +160,21 @@ def compile_binary(code, name, kind, variant, fallback, raise_, *, predicate, tr
     ``general(code, name, kind, self, other)`` called directly. ``predicate``: a bool result;
     ``truediv``: integer operands promote (left to the fallback); ``number_fast`` False: no
     number case (pow's number shortcuts live in pow()). ``raise_(rc, name, dtype)`` turns a C
-    status into the op's error."""
+    status into the op's error; ``is_number(x)``: whether x is a number operand (the operators
+    return NotImplemented for anything else). The tensor class and its factories come from
+    fiamma._tensor_factory (a backend does not import fiamma._tensor)."""
     tensor_case, number_case, guard, inplace = _VARIANTS[variant]
+    key, name = name, str(name)  # the recorded op's key (fiamma.autograd_hook.ops), its name
     reflected = variant == "reflected"
     pair = "other, self" if reflected else "self, other"
     if isinstance(fallback, tuple):
         (general,), fallback = fallback, None
-        miss_call = f"_general({int(code)}, {name!r}, {int(kind)}, {pair})"
+        miss_call = f"_general({int(code)}, _KEY, {int(kind)}, {pair})"
     else:
         general, miss_call = None, f"fallback({pair})"
     f = dict(code=int(code), name=name, truediv=bool(truediv), pred=bool(predicate),
-             rdt="D.bool" if predicate else "dt", first=int(reflected), inputs=f"({pair})",
+             rdt="D.bool" if predicate else "dt", inputs=f"({pair})",
+             operands="0, self._ptr" if reflected else "self._ptr, 0",
              self_ok="type(self) is Tensor and " if variant == "function" else "",
              miss_call=miss_call)
     body = ""
@@ -219,18 +206,22 @@ def compile_binary(code, name, kind, variant, fallback, raise_, *, predicate, tr
     filename = f"<fiamma binary driver {name} {variant}>"
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)  # tracebacks
     scope = {}
-    exec(compile(src, filename, "exec"), dict(globals(), _raise=raise_, _general=general), scope)
+    scope_globals = dict(globals(), _raise=raise_, _general=general, is_scalar=is_number,
+                         _KEY=key, Tensor=TF.Tensor, new_empty=TF.new_empty, _STRIDES=TF.STRIDES,
+                         _cached_strides=TF.cached_strides)
+    exec(compile(src, filename, "exec"), scope_globals, scope)
     entry = scope["make"](fallback)
     entry.__qualname__ = fn if variant == "function" else f"Tensor.{fn}"
     return entry
 
 
-def add_inplace(sign, generic, raise_):
-    """``add_`` / ``sub_`` with alpha: the in-place driver when alpha is 1, and a fused
-    ``self + alpha * other`` for a tensor other."""
-    name = "add" if sign > 0 else "sub"
-    fast = compile_binary(K.BIN_ADD if sign > 0 else K.BIN_SUB, name, 0, "inplace_method",
-                          generic, raise_, predicate=False, truediv=False)
+def add_inplace(key, sign, generic, raise_, is_number):
+    """``add_`` / ``sub_`` (``key``: ops.add or ops.sub, ``sign`` 1 or -1) with alpha: the
+    in-place driver when alpha is 1, and a fused ``self + alpha * other`` for a tensor other."""
+    name = str(key)
+    fast = compile_binary(K.BIN_ADD if sign > 0 else K.BIN_SUB, key, 0, "inplace_method",
+                          generic, raise_, is_number, predicate=False, truediv=False)
+    Tensor = TF.Tensor
 
     def method(self, other, *, alpha=1):
         if type(alpha) is int and alpha == 1:
@@ -243,9 +234,9 @@ def add_inplace(sign, generic, raise_):
                 ((self._dtype._kind == 2 and (ta is int or ta is float)) or
                  (self._dtype._kind == 1 and ta is int))):
             if self._numel:
-                rc = _binary_params_c(K.BIN_ADD_ALPHA, self._dtype.code, 1,
-                                      (self._numel,), self._ptr, _ONE, self._ptr, _ONE,
-                                      other._ptr, _ONE, float(sign * alpha), 0.0, 0.0)
+                rc = _binary_c(K.BIN_ADD_ALPHA, self._dtype.code, 1, (self._numel,),
+                               self._ptr, _ONE, self._ptr, _ONE, other._ptr, _ONE, 0.0, 0,
+                               float(sign * alpha), 0.0, 0.0)
                 if rc:
                     raise_(rc, name + "_", self._dtype)
             self._storage.version += 1
@@ -266,6 +257,7 @@ def cat_simple(ts, dim):
     if not ts:
         return None
     t0 = ts[0]
+    Tensor = TF.Tensor
     if type(t0) is not Tensor or type(dim) is not int:
         return None
     s0 = t0._shape
@@ -293,7 +285,7 @@ def cat_simple(ts, dim):
         grad = grad or t.requires_grad
         ptrs.append(t._ptr)
         sizes.append(n * inner)
-    res = new_empty(head + (total,) + tail, dt, CPU)
+    res = TF.new_empty(head + (total,) + tail, dt, CPU)
     if res._numel:
         rows = 1
         for n in head:
@@ -302,7 +294,7 @@ def cat_simple(ts, dim):
         if rc:
             check(rc, "cat")
     if grad:
-        G.record("cat", res, tuple(ts), {"dim": d})
+        G.record(ops.cat, res, tuple(ts), {"dim": d})
     return res
 
 
@@ -338,7 +330,7 @@ def mm_simple(a, b, op):
         sam, sak = 0, a._stride[0]
         shape = (n,) if db == 2 else ()
     dt = a._dtype
-    res = new_empty(shape, dt, CPU)
+    res = TF.new_empty(shape, dt, CPU)
     if dt._kind == 2:
         rc = _mm(dt.code, m, n, k, res._ptr, n, 1, a._ptr, sam, sak, b._ptr, sbk, sbn, 1.0, 0.0,
                  0, 0)

@@ -4,6 +4,7 @@ primitive is the contract's form of the same)."""
 
 import numpy as np
 
+from fiamma import _tensor_factory as TF
 from fiamma._lib import lib
 
 __all__ = ["fft_largest_factor", "stft", "fft"]
@@ -29,7 +30,6 @@ def fft(name, x, cin, conj, kwargs):
     """numpy.fft.<name> of x (see contract.Backend.fft): (status, a fresh CPU tensor)."""
     from fiamma import _dtype as D
     from fiamma._backend import codes
-    from fiamma._tensor import new_empty
 
     if name not in _FFT_NAMES or x._dtype not in (D.float32, D.float64):
         return codes.ERR_ARG, None
@@ -43,11 +43,11 @@ def fft(name, x, cin, conj, kwargs):
     if conj == 2:
         r = np.conj(r)
     if r.dtype.kind == "c":
-        res = new_empty(r.shape + (2,), D.float32 if r.dtype == np.complex64 else D.float64)
+        res = TF.new_empty(r.shape + (2,), D.float32 if r.dtype == np.complex64 else D.float64)
         if res._numel:
             res.numpy().view(r.dtype)[..., 0] = r
     else:
-        res = new_empty(r.shape, D.float32 if r.dtype == np.float32 else D.float64)
+        res = TF.new_empty(r.shape, D.float32 if r.dtype == np.float32 else D.float64)
         if res._numel:
             res.numpy()[...] = r
     return 0, res

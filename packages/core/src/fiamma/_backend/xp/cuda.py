@@ -31,7 +31,7 @@ from fiamma._backend.xp import XpBackend
 from fiamma._backend.xp.cuda_kernels import CudaKernelsMixin
 from fiamma._backend.xp.cuda_runtime import RuntimeMixin
 
-__all__ = ["CupyBackend", "backend", "reason"]
+__all__ = ["CupyBackend", "BinaryEntryMixin", "backend", "reason"]
 
 _BACKEND = None
 _REASON = None
@@ -103,7 +103,20 @@ def _collapse(batch, strides):
     return out
 
 
-class CupyBackend(CudaKernelsMixin, RuntimeMixin, XpBackend):
+class BinaryEntryMixin:
+    """The contract's one ``binary`` in front of CudaKernelsMixin's float32 kernels, which take
+    a pair of tensors without parameters: a number operand or parameters go straight to the
+    array-module code (the CPU emulation of the kernels, tools/cuda_emu, uses it too)."""
+
+    def binary(self, op, shape, out, a, sa, b, sb, params=None):
+        ta, tb = type(a), type(b)
+        if params is None and ta is not float and ta is not int and tb is not float and \
+                tb is not int:
+            return CudaKernelsMixin.binary(self, op, shape, out, a, sa, b, sb)
+        return XpBackend.binary(self, op, shape, out, a, sa, b, sb, params)
+
+
+class CupyBackend(BinaryEntryMixin, CudaKernelsMixin, RuntimeMixin, XpBackend):
     """The contract over CuPy (see the module docstring); CudaKernelsMixin's fused kernels
     in front of the generic array code."""
 

@@ -326,62 +326,42 @@ class ElementwiseMixin:
         fill = xp.where(a < 0, t(-1) if signed else t(0), t(0))
         return xp.where(bad, fill, xp.right_shift(a, safe))
 
-    def binary(self, op, shape, out, a, sa, b, sb):
-        av = self.get(a, shape, sa)
-        bv = self.get(b, shape, sb)
-        f = _UFUNCS.get(op)
-        if f is not None and a._dtype is out._dtype and a._dtype._kind == 2:
-            o = self.direct(out)
-            if o is not None and o.shape == av.shape and not self._overlaps(out, a, b):
-                getattr(self.xp, f)(av, bv, out=o)  # one pass, no temporary
-                return 0
-        f = _CMP_UFUNCS.get(op)
-        if f is not None and out._dtype is D.bool and not self._overlaps(out, a, b):
-            o = self.raw(out)
-            if o.shape == av.shape:
-                getattr(self.xp, f)(av, bv, out=o)  # a comparison straight into the result
-                return 0
-        rc, r = self._binop(op, av, bv, a._dtype)
-        if rc:
-            return rc
-        self.put(out, r)
-        return 0
-
-    def binary_params(self, op, shape, out, a, sa, b, sb, p0, p1, p2):
-        rc, r = self._binop(op, self.get(a, shape, sa), self.get(b, shape, sb), a._dtype,
-                            p0, p1, p2)
-        if rc:
-            return rc
-        self.put(out, r)
-        return 0
-
-    def binary_scalar(self, op, shape, out, a, sa, fval, ival, scalar_first):
+    def binary(self, op, shape, out, a, sa, b, sb, params=None):
         xp = self.xp
-        av = self.get(a, shape, sa)
-        dt = a._dtype
-        # a NumPy scalar of the array's dtype: CuPy passes it to the kernel by value (a 0-d
-        # device array would cost a host-to-device copy per call)
-        if dt is D.bool:
-            s = np.bool_(bool(ival) if ival else bool(fval))
-        elif dt._kind == 2:
-            s = av.dtype.type(fval)
+        ta, tb = type(a), type(b)
+        if ta is float or ta is int or tb is float or tb is int:  # a number operand
+            t, sv = (b, a) if ta is float or ta is int else (a, b)
+            av = self.get(t, shape, sb if t is b else sa)
+            dt = t._dtype
+            # a NumPy scalar of the array's dtype: CuPy passes it to the kernel by value (a
+            # 0-d device array would cost a host-to-device copy per call)
+            if dt is D.bool:
+                s = np.bool_(bool(sv))
+            elif dt._kind == 2:
+                s = av.dtype.type(sv)
+            else:
+                s = av.dtype.type(self._scalar(dt, 0.0, sv, True))
+            x, y = (s, av) if t is b else (av, s)
+            ins = (t,)
         else:
-            s = av.dtype.type(self._scalar(dt, fval, ival, True))
-        x, y = (s, av) if scalar_first else (av, s)
+            x, y = self.get(a, shape, sa), self.get(b, shape, sb)
+            dt = a._dtype
+            ins = (a, b)
         f = _UFUNCS.get(op)
-        if f is not None and dt._kind == 2 and out._dtype is dt and \
-                av.shape == tuple(shape) and not self._overlaps(out, a):
+        if params is None and f is not None and dt._kind == 2 and out._dtype is dt and \
+                not self._overlaps(out, *ins):
             o = self.direct(out)
-            if o is not None and o.shape == av.shape:
-                getattr(xp, f)(x, y, out=o)  # one kernel straight into the result
+            if o is not None and o.shape == tuple(shape):
+                getattr(xp, f)(x, y, out=o)  # one pass straight into the result
                 return 0
         f = _CMP_UFUNCS.get(op)
-        if f is not None and out._dtype is D.bool and not self._overlaps(out, a):
+        if params is None and f is not None and out._dtype is D.bool and \
+                not self._overlaps(out, *ins):
             o = self.raw(out)
-            if o.shape == av.shape:
+            if o.shape == tuple(shape):
                 getattr(xp, f)(x, y, out=o)  # a comparison straight into the result
                 return 0
-        rc, r = self._binop(op, x, y, dt)
+        rc, r = self._binop(op, x, y, dt, *(params or ()))
         if rc:
             return rc
         self.put(out, r)  # (put's assignment broadcasts r)

@@ -4,7 +4,7 @@ short-time Fourier transform and the numpy.fft-style transforms through the arra
 
 import numpy as np
 
-from fiamma import _dtype as D
+from fiamma import _dtype as D, _tensor_factory as TF
 from fiamma._backend import codes as C
 
 __all__ = ["SpectralMixin"]
@@ -71,17 +71,15 @@ class SpectralMixin:
         r = getattr(xp.fft, name)(a, **kwargs)
         if conj == 2:
             r = xp.conj(r)
-        from fiamma._tensor import new_empty
-
         dev = x._storage.device
         if r.dtype.kind == "c":
             fdt = D.float32 if r.dtype == np.complex64 else D.float64
-            res = new_empty(tuple(r.shape) + (2,), fdt, dev)
+            res = TF.new_empty(tuple(r.shape) + (2,), fdt, dev)
             if res._numel:
                 self.raw(res).view(r.dtype)[..., 0] = r
         else:
-            res = new_empty(tuple(r.shape), D.float32 if r.dtype == np.float32 else D.float64,
-                            dev)
+            res = TF.new_empty(tuple(r.shape), D.float32 if r.dtype == np.float32 else D.float64,
+                               dev)
             if res._numel:
                 self.raw(res)[...] = r
         return 0, res
