@@ -5,15 +5,9 @@ from fiamma import _dtype as D
 __all__ = ["layout", "strided", "sparse_coo"]
 
 
-class layout:
-    """How a tensor's elements are stored (PyTorch's ``torch.layout``): ``fiamma.strided`` for
-    dense tensors, ``fiamma.sparse_coo`` for sparse COO tensors. One object per layout, so
-    compare with ``is`` or ``==``.
-
-    >>> import fiamma
-    >>> fiamma.ones(2).layout is fiamma.strided
-    True
-    """
+class NamedConstant:
+    """A constant of the ``fiamma`` namespace known by its name (a layout, a memory format):
+    printed as ``fiamma.<name>`` and pickled by that name, so it stays one object."""
 
     __slots__ = ("name",)
 
@@ -25,6 +19,19 @@ class layout:
 
     def __reduce__(self):
         return self.name  # pickled as the module-level name fiamma.<name>
+
+
+class layout(NamedConstant):
+    """How a tensor's elements are stored (PyTorch's ``torch.layout``): ``fiamma.strided`` for
+    dense tensors, ``fiamma.sparse_coo`` for sparse COO tensors. One object per layout, so
+    compare with ``is`` or ``==``.
+
+    >>> import fiamma
+    >>> fiamma.ones(2).layout is fiamma.strided
+    True
+    """
+
+    __slots__ = ()
 
 
 layout.__module__ = "fiamma"

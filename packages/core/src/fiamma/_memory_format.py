@@ -9,13 +9,13 @@ fiamma's kernels compute on NCHW, so a convolution or pooling copies such an inp
 a contiguous (NCHW) result, where PyTorch keeps channels-last: the values are the same.
 """
 
-from fiamma import _dtype as D
+from fiamma._layout import NamedConstant
 
 __all__ = ["memory_format", "contiguous_format", "channels_last", "channels_last_3d",
            "preserve_format", "legacy_contiguous_format"]
 
 
-class memory_format:
+class memory_format(NamedConstant):
     """How a dense tensor's dimensions are ordered in memory (PyTorch's
     ``torch.memory_format``). One object per format: compare with ``is`` or ``==``.
 
@@ -25,16 +25,7 @@ class memory_format:
     ((60, 1, 15, 3), True)
     """
 
-    __slots__ = ("name",)
-
-    def __init__(self, name):
-        self.name = name
-
-    def __repr__(self):
-        return D.NAMESPACE + self.name
-
-    def __reduce__(self):
-        return self.name  # pickled as the module-level name fiamma.<name>
+    __slots__ = ()
 
 
 memory_format.__module__ = "fiamma"
