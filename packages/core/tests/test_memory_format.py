@@ -71,6 +71,7 @@ def test_clone_to_empty_and_like():
 
 
 def test_gradients_flow_through_a_format_change():
+    pytest.importorskip("fiamma.autograd")  # core's wheel tests run without it
     x = fiamma.randn(2, 3, 4, 5, requires_grad=True)
     w = fiamma.randn(2, 3, 4, 5)
     (x.contiguous(memory_format=CL) * w).sum().backward()

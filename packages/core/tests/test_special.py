@@ -219,6 +219,7 @@ def test_erfinv_float32_kernel():
                                                  math.nan, math.inf])))
     assert edge[:4].tolist() == [0.0, 0.0, math.inf, -math.inf]
     assert math.copysign(1.0, edge[1]) == -1.0 and np.isnan(edge[4:]).all()
+    pytest.importorskip("fiamma.autograd")  # core's wheel tests run without it
     xs = np.linspace(-0.999, 0.999, 2001).astype(np.float32).astype(np.float64)
     t = fiamma.from_numpy(xs.astype(np.float32)).requires_grad_()
     fiamma.erfinv(t).sum().backward()
