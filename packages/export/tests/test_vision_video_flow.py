@@ -19,7 +19,7 @@ ort = pytest.importorskip("onnxruntime")
 
 
 VIDEO_RESNETS = ["r3d_18", "mc3_18", "r2plus1d_18"]
-MVITS = ["mvit_v2_s", "mvit_v1_b"]
+MVITS = {"mvit_v2_s": (2, 32, 32), "mvit_v1_b": (2, 16, 16)}  # (frames, height, width)
 RAFTS = ["raft_small", "raft_large"]
 # every builder this file exports (test_coverage.py checks the zoo against it)
 EXPORTED = [*VIDEO_RESNETS, "swin_t", "swin_v2_t", "swin3d_t", *MVITS, "maxvit_t", "s3d",
@@ -58,21 +58,23 @@ def test_swin_v2_t_dynamic_batch():
 
 
 def test_swin3d_t_dynamic_batch():
-    # 3D shifted windows (8 x 7 x 7 clipped to the token grid) over 4 frames of 64 x 64
+    # 3D windows (8 x 7 x 7, clipped to the token grid) over 2 frames of 32 x 32: an 8 x 8 token
+    # grid, padded to 14 x 14 and shifted in the first stage
     fiamma.manual_seed(0)
-    _check(V.swin3d_t(num_classes=5), fiamma.randn(1, 3, 4, 64, 64),
-           runs=[(fiamma.randn(2, 3, 4, 64, 64),)], dynamic_axes=BATCH)
+    _check(V.swin3d_t(num_classes=5), fiamma.randn(1, 3, 2, 32, 32),
+           runs=[(fiamma.randn(2, 3, 2, 32, 32),)], dynamic_axes=BATCH)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", MVITS)
 def test_mvit(name):
     # pooling attention (q, k, v pooled by depthwise Conv3d; V2: decomposed relative position
-    # embeddings and residual pooling), built for the smallest clip its strides accept: the
-    # clip size is a constructor argument (its position embeddings are sized for it)
+    # embeddings and residual pooling), built for the smallest clip it accepts: the clip size
+    # is a constructor argument (its position embeddings are sized for it)
+    t, h, w = MVITS[name]
     fiamma.manual_seed(0)
-    m = getattr(V, name)(num_classes=5, spatial_size=(32, 32), temporal_size=4)
-    _check(m, fiamma.randn(1, 3, 4, 32, 32), runs=[(fiamma.randn(2, 3, 4, 32, 32),)],
+    m = getattr(V, name)(num_classes=5, spatial_size=(h, w), temporal_size=t)
+    _check(m, fiamma.randn(1, 3, t, h, w), runs=[(fiamma.randn(2, 3, t, h, w),)],
            dynamic_axes=BATCH)
 
 
