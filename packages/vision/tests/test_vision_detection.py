@@ -32,6 +32,16 @@ def test_box_coder_encode_decode_by_hand():
     assert abs(big[0, 2].item() - big[0, 0].item() - 10 * 1000 / 16) < 1e-9
 
 
+
+def test_box_coder_decode_no_boxes():
+    # (0, k, 4) as for any count: the box predictor's classes survive an image whose proposals
+    # are all removed, so postprocess_detections returns no detections (was: a (0, 4k) tensor
+    # that clip_boxes_to_image refused)
+    coder = U.BoxCoder((10.0, 10.0, 5.0, 5.0))
+    pred = coder.decode(fiamma.zeros(0, 12), [fiamma.zeros(0, 4)])
+    assert tuple(pred.shape) == (0, 3, 4)
+    assert tuple(coder.decode(fiamma.zeros(2, 12), [fiamma.zeros(2, 4)]).shape) == (2, 3, 4)
+
 def test_matcher_thresholds_and_low_quality():
     q = fiamma.tensor([[0.9, 0.5, 0.1, 0.2],
                        [0.1, 0.6, 0.2, 0.25]])

@@ -140,3 +140,15 @@ def test_weights_meta_match_torchvision():
         assert ours.meta == theirs.meta, name
         for k in ("crop_size", "resize_size", "mean", "std"):
             assert ours.transforms.keywords[k] == theirs.transforms.keywords[k]
+
+
+def test_clip_too_small_for_rel_pos_is_refused():
+    # 16 x 16 pixels: a 4 x 4 token grid, pooled to nothing by V2's third stride; V1 (no
+    # relative position embeddings: its pooling convolutions keep one token) builds
+    with pytest.raises(ValueError, match="MViT: the relative position embeddings"):
+        video.mvit_v2_s(spatial_size=(16, 16), temporal_size=2)
+    m = video.mvit_v1_b(num_classes=3, spatial_size=(16, 16), temporal_size=2).eval()
+    with fiamma.no_grad():
+        assert tuple(m(fiamma.zeros(1, 3, 2, 16, 16)).shape) == (1, 3)
+    assert tuple(video.mvit_v2_s(spatial_size=(32, 32), temporal_size=2).pos_encoding
+                 .spatial_size) == (8, 8)

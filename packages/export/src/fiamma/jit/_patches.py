@@ -146,7 +146,8 @@ def _patch_rnns(module, tracer):
 
 def _patch_leaf_functions(tracer):
     """F.embedding_bag runs as one recorded op: its eager form computes the bag of each index
-    from the offsets outside the recorded ops, which a trace would bake in."""
+    from the offsets outside the recorded ops, which a trace would bake in. F.linear takes one
+    path at every size."""
     import fiamma.nn.functional as F
 
     orig = F.embedding_bag
@@ -168,7 +169,14 @@ def _patch_leaf_functions(tracer):
                            [input, weight, offsets, per_sample_weights], attrs, [])
 
     F.embedding_bag = embedding_bag
-    return [(F, "embedding_bag", orig)]
+    saved = [(F, "embedding_bag", orig)]
+    if hasattr(F, "_FUSED_BIAS_MIN"):
+        # F.linear on a batch of matrices takes addmm (one pass) above a size and matmul + add
+        # below it: a trace takes matmul + add at every size, so traces at different batch
+        # sizes have the same ops (the dynamic-axis re-trace compares them node by node)
+        saved.append((F, "_FUSED_BIAS_MIN", F._FUSED_BIAS_MIN))
+        F._FUSED_BIAS_MIN = float("inf")
+    return saved
 
 
 def _patch_complex_views(tracer):

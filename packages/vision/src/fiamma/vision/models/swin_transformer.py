@@ -111,9 +111,11 @@ def shifted_window_attention(input, qkv_weight, proj_weight, relative_position_b
     x = x.permute(0, 1, 3, 2, 4, 5).reshape(B * num_windows, window_size[0] * window_size[1], C)
     if logit_scale is not None and qkv_bias is not None:
         length = qkv_bias.numel() // 3
-        keep = fiamma.ones(qkv_bias.shape, dtype=qkv_bias.dtype)
+        # V2 has no key bias; the mask is a constant (built in NumPy, so a trace records no
+        # in-place write)
+        keep = np.ones(qkv_bias.shape)
         keep[length:2 * length] = 0.0
-        qkv_bias = qkv_bias * keep           # V2 has no key bias
+        qkv_bias = qkv_bias * fiamma.from_numpy(keep).to(qkv_bias.dtype)
     qkv = F.linear(x, qkv_weight, qkv_bias)
     qkv = qkv.reshape(x.shape[0], x.shape[1], 3, num_heads, C // num_heads).permute(
         2, 0, 3, 1, 4)

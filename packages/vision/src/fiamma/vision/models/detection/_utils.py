@@ -91,6 +91,8 @@ class BoxCoder:
         pred = self.decode_single(rel_codes, concat)
         if total > 0:
             pred = pred.reshape(total, -1, 4)
+        else:  # no boxes: (0, k, 4) all the same (-1 cannot be inferred for an empty tensor)
+            pred = pred.reshape(0, pred.shape[-1] // 4, 4)
         return pred
 
     def decode_single(self, rel_codes, boxes):

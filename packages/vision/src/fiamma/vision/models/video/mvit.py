@@ -156,6 +156,12 @@ class MultiscaleAttention(nn.Module):
             kv_size = size // stride_kv[1] if len(stride_kv) > 0 else size
             spatial = 2 * max(q_size, kv_size) - 1
             temporal = 2 * input_size[0] - 1
+            if spatial < 1 or temporal < 1:
+                raise ValueError(
+                    f"MViT: the relative position embeddings need a token grid of at least "
+                    f"1 x 1 x 1, got {tuple(input_size)} pooled by strides {tuple(stride_q)} / "
+                    f"{tuple(stride_kv)}: build the model for a larger spatial_size or "
+                    "temporal_size")
             self.rel_pos_h = nn.Parameter(fiamma.zeros(spatial, self.head_dim))
             self.rel_pos_w = nn.Parameter(fiamma.zeros(spatial, self.head_dim))
             self.rel_pos_t = nn.Parameter(fiamma.zeros(temporal, self.head_dim))
