@@ -591,7 +591,9 @@ class Tensor:
         dev = kwargs.pop("device", None)
         copy = kwargs.pop("copy", False)
         non_blocking = kwargs.pop("non_blocking", False)
-        fmt = _memory_format.check(kwargs.pop("memory_format", None), "to")
+        fmt = kwargs.pop("memory_format", None)
+        if fmt is not None:
+            _memory_format.check(fmt, "to")
         if kwargs:
             raise TypeError(f"to: unexpected keyword arguments {sorted(kwargs)}")
         for a in args:
