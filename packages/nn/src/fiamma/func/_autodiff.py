@@ -275,15 +275,8 @@ def vjp(func, *primals, has_aux=False):
     nested, outer_grad = _depth() > 0, fiamma.is_grad_enabled()
     api = "vjp(f, *primals)"
     with _Level():
-        inputs = _Inputs(primals)
-        out = func(*inputs.trees(inputs.inner))
-        out, aux = _split_aux(out, has_aux, api)
-        out_leaves, out_spec = tree_flatten(out)
-        _check_outputs(out_leaves, api)
-        if has_aux:
-            _check_aux(aux)
-        aux_leaves = tree_flatten(aux)[0] if has_aux else []
-        keep = _needs_graph(nested, outer_grad, [*out_leaves, *aux_leaves], inputs)
+        inputs, out, out_leaves, out_spec, aux, keep = _forward(func, primals, api, has_aux,
+                                                                nested, outer_grad)
 
     def vjp_fn(cotangents):
         ct_leaves, ct_spec = tree_flatten(cotangents)
