@@ -26,6 +26,15 @@ fi
 srcs=$(ls -d packages/*/src | tr '\n' ':')
 export PYTHONPATH="$site:${srcs%:}"
 export PATH="$site/bin:$PATH"  # mpiexec of the mpich wheel (fiamma-distributed's tests)
+# pip --target leaves out the mpich wheel's lib/ (its libmpi), so mpi4py would load the
+# machine's own MPI (an Open MPI there made every rank under the wheel's MPICH mpiexec a world
+# of one): unpack the wheel's library and point mpi4py at it
+mpich_whl=$(ls .whl/mpich-*.whl 2>/dev/null | head -1)
+if [ -n "$mpich_whl" ] && "$PY" -m zipfile -e "$mpich_whl" /tmp/mpich-wheel 2>/dev/null; then
+    mpich_lib=$(ls -d /tmp/mpich-wheel/*.data/data/lib | head -1)
+    export MPI4PY_LIBMPI="$mpich_lib/libmpi.so.12"
+    export LD_LIBRARY_PATH="$mpich_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 
 # 2. the machine and the versions

@@ -94,3 +94,25 @@ def test_rank_environment_from_each_mpi_launcher():
     assert (slurm["RANK"], slurm["LOCAL_WORLD_SIZE"], slurm["GROUP_RANK"]) == ("3", "2", "1")
     with pytest.raises(RuntimeError, match="no MPI launcher variables"):
         rank_environment({})
+
+
+def test_launcher_and_library_that_do_not_match_are_named():
+    # mpiexec says 2 ranks (PMI_SIZE=2) but this process's MPI sees a world of one, as when
+    # MPICH's mpiexec starts ranks whose mpi4py loaded Open MPI: each rank would train alone
+    import os
+    import subprocess
+
+    from _launch import env
+
+    code = ("import fiamma.distributed as d\n"
+            "try:\n    d.init_process_group('mpi')\n"
+            "except RuntimeError as e:\n    print('ERR', e)\n"
+            "else:\n    print('ACCEPTED', d.get_world_size())\n")
+    e = {**env(), "PMI_SIZE": "2"}
+    e.pop("PMI_FD", None)
+    e.pop("PMI_PORT", None)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, env=e, cwd=os.path.dirname(__file__))
+    assert "ERR init_process_group: the launcher started 2 ranks (PMI_SIZE=2)" in proc.stdout, \
+        show(proc)
+    assert "sees a world of 1" in proc.stdout and "MPI4PY_LIBMPI" in proc.stdout, show(proc)

@@ -149,12 +149,31 @@ def _rendezvous_of(init_method, store, rank, world_size, seconds):
     return None
 
 
+def _launcher_size():
+    """(variable, N) where an MPI launcher's environment says it started N ranks, else None."""
+    for name in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE"):
+        n = _env_int(name)
+        if n is not None:
+            return name, n
+    return None
+
+
 def _world_from_launcher(MPI, rank, world_size):  # noqa: N803  (the module's name)
     world = MPI.COMM_WORLD
     mpi_rank, mpi_size = world.Get_rank(), world.Get_size()
     want_rank = rank if rank is not None and rank >= 0 else _env_int("RANK")
     want_size = (world_size if world_size is not None and world_size >= 0
                  else _env_int("WORLD_SIZE"))
+    launched = _launcher_size()
+    if launched is not None and launched[1] != mpi_size:
+        name, n = launched
+        lib = MPI.Get_library_version().strip().splitlines()[0]
+        raise RuntimeError(
+            f"init_process_group: the launcher started {n} ranks ({name}={n}) but the MPI "
+            f"library mpi4py loaded ({lib}) sees a world of {mpi_size}: the launcher and the "
+            "library are from different MPI implementations. Start the ranks with the mpiexec "
+            "of that library, or point mpi4py at the launcher's library (MPI4PY_LIBMPI=/path/"
+            "to/libmpi.so and MPI4PY_MPIABI=mpich or openmpi)")
     if want_size is not None and want_size != mpi_size:
         how = ("this process was not started by an MPI launcher (it is an MPI world of one); "
                "start the ranks with `python -m fiamma.distributed.run --nproc-per-node N` or "
