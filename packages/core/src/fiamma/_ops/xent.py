@@ -12,6 +12,7 @@ from fiamma import _dtype as D, _grad_hook as G
 from fiamma._autograd_api import ops
 from fiamma._backend import check, codes as K
 from fiamma._ops._common import cast
+from fiamma._ops.elementwise import where
 from fiamma._storage import CPU
 from fiamma._tensor import Tensor, new_empty
 
@@ -149,12 +150,22 @@ def cross_entropy_loss_backward(grad_output, input, target, weight=None, reducti
     g = cast(grad_output.detach().reshape(-1), x._dtype).contiguous()
     scale = 1.0
     if reduction == "mean":
-        kept = t != ignore_index
-        if w is None:
-            denom = kept.sum().item()
+        be = x._storage.backend
+        if input._storage.device is not CPU and w is None and be.known_in(t, 0, c) and \
+                not 0 <= ignore_index < c:
+            scale = 1.0 / m if m else float("nan")  # every target counts: no device read
         else:
-            denom = (w[t.clamp(0, c - 1)] * kept).sum().item()
-        scale = 1.0 / denom if denom else float("nan")
+            kept = t != ignore_index
+            if w is None:
+                denom = kept.sum()
+            else:
+                denom = (w[t.clamp(0, c - 1)] * kept).sum()
+            if input._storage.device is CPU:
+                denom = denom.item()
+                scale = 1.0 / denom if denom else float("nan")
+            else:  # the division stays on the device (a host read would wait for the GPU)
+                denom = cast(denom, x._dtype)
+                g = g * where(denom != 0, denom.reciprocal(), float("nan"))
     gx = new_empty((m, c), x._dtype, input._storage.device)
     rc = x._storage.backend.xent_bwd(m, c, x, t, w, int(ignore_index), float(label_smoothing),
                                      g, 1 if reduction == "none" else 0, scale, gx)

@@ -24,15 +24,6 @@ def _need(ctx, i):
     return i < len(n) and n[i] is not None
 
 
-def _slope(x, approximate):
-    """gelu'(x) in differentiable ops (devices without the fused kernel)."""
-    if approximate == "none":
-        return 0.5 * (1.0 + (x * (1.0 / math.sqrt(2.0))).erf()) + \
-            x * (-0.5 * x * x).exp() * _INV_SQRT_2PI
-    t = (_K * (x + _C * x * x * x)).tanh()
-    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * (_K * (1.0 + 3.0 * _C * x * x))
-
-
 def _curvature(x, approximate):
     """gelu''(x) in differentiable ops."""
     if approximate == "none":
@@ -46,18 +37,13 @@ def _curvature(x, approximate):
 def _gelu(ctx, grad):
     (x,) = ctx.inputs
     approximate = ctx.kwargs["approximate"]
-    if x.is_cpu and grad.is_cpu:
-        return (fiamma.gelu_backward(grad, x, approximate),)
-    return (grad * _slope(x, approximate),)
+    return (fiamma.gelu_backward(grad, x, approximate),)
 
 
 @derivative(ops.gelu_backward, save="inputs")
 def _gelu_backward(ctx, grad):
     g, x = ctx.inputs
     approximate = ctx.kwargs["approximate"]
-    if not (x.is_cpu and grad.is_cpu):
-        dg = grad * _slope(x, approximate) if _need(ctx, 0) else None
-    else:
-        dg = fiamma.gelu_backward(grad, x, approximate) if _need(ctx, 0) else None
+    dg = fiamma.gelu_backward(grad, x, approximate) if _need(ctx, 0) else None
     dx = grad * g * _curvature(x, approximate) if _need(ctx, 1) else None
     return dg, dx
