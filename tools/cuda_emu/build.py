@@ -58,6 +58,9 @@ def source():
                     CK._XENT_FWD, CK._XENT_BWD, CK._IM2COL, CK._COL2IM, CK._BN_FWD,
                     CK._BN_BWD, CK._SOFTMAX, CK._MAXPOOL, CK._ATTN):
             out.append(_strip(src).replace(_strip(CK._BLOCK), ""))
+        for ams, name in ((0, "fm_adam_multi"), (1, "fm_adam_multi_ams")):
+            body = CK._ADAM.replace("AMS", "if (vm > vi) { vi = vm; } vm = vi;" if ams else "")
+            out.append(_strip(CK._ADAM_MULTI).replace("NAME", name).replace("BODY", body))
         out.append("#undef FM_NEG_INF\n#undef FM_INF_T\n#undef FM_NEG_INF_T")
         out += _elementwise()
         out.append("}")

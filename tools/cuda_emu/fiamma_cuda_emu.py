@@ -49,6 +49,10 @@ class Raw:
         if self.name == "fm_philox":
             LIB.philox(ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]), *cargs)
             return
+        if self.name.startswith("fm_bin4s_"):
+            op = ["add", "sub", "mul", "div"].index(self.name[9:])
+            LIB.bin4s(ctypes.c_int(op), ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]), *cargs)
+            return
         if self.name.startswith("fm_bin4_"):
             op = ["add", "sub", "mul", "div"].index(self.name[8:])
             LIB.bin4(ctypes.c_int(op), ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]), *cargs)

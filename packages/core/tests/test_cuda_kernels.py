@@ -163,7 +163,10 @@ def test_gelu(device, be, dtype, tol, approximate):
 @pytest.mark.parametrize("amsgrad,decoupled,maximize,wd", [(False, False, False, 0.0),
                                                            (True, True, True, 0.01),
                                                            (False, False, False, 0.1)])
-def test_adam(device, be, dtype, tol, amsgrad, decoupled, maximize, wd):
+@pytest.mark.parametrize("mixed_steps", [False, True])
+def test_adam(device, be, dtype, tol, amsgrad, decoupled, maximize, wd, mixed_steps):
+    """One launch for every parameter (adam_multi) when they share a step count; one launch
+    per parameter otherwise."""
     from fiamma import fused
 
     rng = np.random.default_rng(5)
@@ -173,13 +176,14 @@ def test_adam(device, be, dtype, tol, amsgrad, decoupled, maximize, wd):
     vm = [fiamma.zeros_like(t) for t in p]
     cpu = (p, g, m, v, vm)
     dev = tuple([t.to(device) for t in group] for group in cpu)
-    a0 = _calls(be, "adam")
+    a0 = _calls(be, "adam_multi" if not mixed_steps else "adam")
     for step in (1, 2, 3):
         for p, g, m, v, vm in (cpu, dev):
-            fused.adam_(p, g, m, v, vm if amsgrad else None, steps=[step] * len(p), lr=1e-2,
+            steps = [step + (i if mixed_steps else 0) for i in range(len(p))]
+            fused.adam_(p, g, m, v, vm if amsgrad else None, steps=steps, lr=1e-2,
                         beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=wd, amsgrad=amsgrad,
                         maximize=maximize, decoupled=decoupled)
-    _served(be, "adam", a0)
+    _served(be, "adam_multi" if not mixed_steps else "adam", a0)
     for a, r in zip(dev[0], cpu[0]):
         assert_same(a, r, rtol=tol * 10, atol=tol * 10)
 
@@ -211,7 +215,8 @@ def test_a_failing_kernel_falls_back(device, be, monkeypatch):
     cpu += ([_t(np.abs(rng.standard_normal(s)), fiamma.float32) for s in shapes],)
     dev = tuple([t.to(device) for t in group] for group in cpu)
     for p, g, m, v in (cpu, dev):
-        fused.adam_(p, g, m, v, steps=[1] * 3, lr=0.1, beta1=0.9, beta2=0.999, eps=1e-8)
+        # (different step counts: one launch per parameter, not adam_multi's one)
+        fused.adam_(p, g, m, v, steps=[1, 2, 1], lr=0.1, beta1=0.9, beta2=0.999, eps=1e-8)
     assert "adam" in be.fast_path_errors and launched == ["adam", "adam"]
     for a, r in zip(dev[0], cpu[0]):
         assert_same(a, r, rtol=1e-5, atol=1e-6)
@@ -281,6 +286,30 @@ def test_binary_contiguous_float32(device, be, n):
     m = a.reshape(-1)[:n].reshape(n // 5, 5) if n % 5 == 0 else None
     if m is not None:  # broadcast: the generic code
         assert_same(m.to(device) + m[:1].to(device), m + m[:1], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("n", [65536, 70001])
+def test_binary_number_operand_float32(device, be, n):
+    rng = np.random.default_rng(n)
+    a = _t(rng.standard_normal(n + 1) + 0.1, fiamma.float32)
+    ad = a.to(device)
+    c0 = _calls(be, "binary_scalar")
+    for sl in (slice(0, n), slice(1, n + 1)):  # aligned, and 4 bytes off (scalar loads)
+        x, xd = a[sl], ad[sl]
+        for s in (0.37, 3, -2.5e-3):
+            assert_same(xd + s, x + s, rtol=0, atol=0)
+            assert_same(s - xd, s - x, rtol=0, atol=0)
+            assert_same(xd - s, x - s, rtol=0, atol=0)
+            assert_same(xd * s, x * s, rtol=0, atol=0)
+            assert_same(xd / s, x / s, rtol=0, atol=0)
+            assert_same(s / xd, s / x, rtol=0, atol=0)
+    _served(be, "binary_scalar", c0)
+    # a number beyond float32's range becomes inf, as in the generic code
+    assert_same(ad[:n] * 1e300, a[:n] * 1e300, rtol=0, atol=0)
+    z, zd = a.clone(), ad.clone()
+    z *= 0.999
+    zd *= 0.999
+    assert_same(zd, z, rtol=0, atol=0)
 
 
 # ---- convolution: im2col / col2im of 2 spatial dims ------------------------------------------

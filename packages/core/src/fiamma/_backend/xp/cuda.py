@@ -109,9 +109,7 @@ class BinaryEntryMixin:
     array-module code (the CPU emulation of the kernels, tools/cuda_emu, uses it too)."""
 
     def binary(self, op, shape, out, a, sa, b, sb, params=None):
-        ta, tb = type(a), type(b)
-        if params is None and ta is not float and ta is not int and tb is not float and \
-                tb is not int:
+        if params is None:
             return CudaKernelsMixin.binary(self, op, shape, out, a, sa, b, sb)
         return XpBackend.binary(self, op, shape, out, a, sa, b, sb, params)
 
@@ -205,6 +203,18 @@ class CupyBackend(BinaryEntryMixin, CudaKernelsMixin, RuntimeMixin, XpBackend):
         on the current stream without waiting (synchronize before reading dst)."""
         self._rt.memcpyAsync(dst._ptr, src._ptr, src._numel * src._dtype.itemsize, self._d2h,
                              self._stream_ptr())
+
+    def _upload_table(self, host):
+        """A kernel's small argument table: copied into pinned memory and queued to the device
+        on the current stream without waiting (the pinned copy is kept until the copy ran)."""
+        pin = self.alloc_pinned(host.nbytes)
+        staged = np.ndarray(host.shape, host.dtype, buffer=pin)
+        staged[...] = host
+        dev = self.xp.empty(host.shape, host.dtype)
+        stream = self.xp.cuda.get_current_stream()
+        self._rt.memcpyAsync(dev.data.ptr, pin.ptr, host.nbytes, self._h2d, stream.ptr)
+        self._keep_until_done((pin, dev), stream)
+        return dev
 
     def _keep_until_done(self, obj, stream):
         pending = self._pending

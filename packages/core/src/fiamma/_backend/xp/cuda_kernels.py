@@ -336,6 +336,40 @@ extern "C" __global__ void fm_bin4_mul(const float* a, const float* b, float* o,
         int vec) { fm_bin4<2>(a, b, o, n, vec); }
 extern "C" __global__ void fm_bin4_div(const float* a, const float* b, float* o, long long n,
         int vec) { fm_bin4<3>(a, b, o, n, vec); }
+// one operand a number s: a op s (left == 0) or s op a (left == 1)
+template <int OP> __device__ void fm_bin4s(const float* __restrict__ a, float s,
+        float* __restrict__ o, long long n, int vec, int left) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long n4 = n >> 2;
+    if (vec) {
+        const float4* a4 = (const float4*)a;
+        float4* o4 = (float4*)o;
+        if (left) {
+            for (long long k = i; k < n4; k += stride) {
+                const float4 x = a4[k];
+                o4[k] = make_float4(fm_op<OP>(s, x.x), fm_op<OP>(s, x.y), fm_op<OP>(s, x.z),
+                                    fm_op<OP>(s, x.w));
+            }
+        } else {
+            for (long long k = i; k < n4; k += stride) {
+                const float4 x = a4[k];
+                o4[k] = make_float4(fm_op<OP>(x.x, s), fm_op<OP>(x.y, s), fm_op<OP>(x.z, s),
+                                    fm_op<OP>(x.w, s));
+            }
+        }
+        i += n4 << 2;
+    }
+    for (long long k = i; k < n; k += stride) o[k] = left ? fm_op<OP>(s, a[k]) : fm_op<OP>(a[k], s);
+}
+extern "C" __global__ void fm_bin4s_add(const float* a, float s, float* o, long long n, int vec,
+        int left) { fm_bin4s<0>(a, s, o, n, vec, left); }
+extern "C" __global__ void fm_bin4s_sub(const float* a, float s, float* o, long long n, int vec,
+        int left) { fm_bin4s<1>(a, s, o, n, vec, left); }
+extern "C" __global__ void fm_bin4s_mul(const float* a, float s, float* o, long long n, int vec,
+        int left) { fm_bin4s<2>(a, s, o, n, vec, left); }
+extern "C" __global__ void fm_bin4s_div(const float* a, float s, float* o, long long n, int vec,
+        int left) { fm_bin4s<3>(a, s, o, n, vec, left); }
 """
 
 # batch norm: per-channel statistics (one block a channel, float64 sums; thread 0 then writes
@@ -677,6 +711,19 @@ _BIN_NAMES = {K.BIN_ADD: "fm_bin4_add", K.BIN_SUB: "fm_bin4_sub", K.BIN_MUL: "fm
 _GELU_FWD = """
 if (x > hi) { y = x; }
 else if (x < lo) { y = (T)(-0.0); }
+else if (f32) {  // float32: float arithmetic, as PyTorch's kernel (double is slow on GPUs)
+    const float v = (float)x;
+    float p;
+    if (approx) {
+        const float u = (float)TK * v * (1.0f + (float)TC * v * v);
+        const float e = expf(-2.0f * fabsf(u));
+        const float s = 1.0f / (1.0f + e);
+        p = u >= 0.0f ? 2.0f * s : 2.0f * e * s;
+    } else {
+        p = erfcf(-v * (float)IS2);
+    }
+    y = (T)(0.5f * v * p);
+}
 else {
     const double v = (double)x;
     double p;
@@ -698,6 +745,21 @@ _GELU_BWD = """
 T d;
 if (x > hi) { d = (T)1; }
 else if (x < lo) { d = (T)0; }
+else if (f32) {
+    const float v = (float)x;
+    float dd;
+    if (approx) {
+        const float u = (float)TK * v * (1.0f + (float)TC * v * v);
+        const float e = expf(-2.0f * fabsf(u));
+        const float s = 1.0f / (1.0f + e);
+        const float sech2 = 4.0f * e * s * s;
+        const float p = u >= 0.0f ? 2.0f * s : 2.0f * e * s;
+        dd = 0.5f * p + 0.5f * v * sech2 * (float)TK * (1.0f + 3.0f * (float)TC * v * v);
+    } else {
+        dd = 0.5f * erfcf(-v * (float)IS2) + v * expf(-0.5f * v * v) * (float)ISP;
+    }
+    d = (T)dd;
+}
 else {
     const double v = (double)x;
     double dd;
@@ -734,6 +796,43 @@ AMS
 const T denom = sqrt(vi) / bc2s + eps;
 p = pi + ss * (mi / denom);
 """
+
+# every parameter of an Adam/AdamW step in one launch: tab holds, per tensor, the addresses of
+# p, g, m, v, vm (0 without amsgrad), its element count and its first block; each block updates
+# one chunk of FM_CHUNK elements of one tensor (found by binary search over the first blocks)
+_ADAM_MULTI = r"""
+#define FM_CHUNK 2048
+extern "C" __global__ void NAME(const long long* __restrict__ tab, int ntens, T w1, T b2,
+        T w2, T eps, T wd, T ss, T bc2s, T dec, int maximize, int mode) {
+    const long long blk = blockIdx.x;
+    int lo = 0, hi = ntens - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (tab[mid * 7 + 6] <= blk) { lo = mid; } else { hi = mid - 1; }
+    }
+    const long long* r = tab + lo * 7;
+    T* P = (T*)r[0];
+    const T* Gr = (const T*)r[1];
+    T* Mr = (T*)r[2];
+    T* Vr = (T*)r[3];
+    T* VMr = (T*)r[4];
+    const long long n = r[5];
+    const long long start = (blk - r[6]) * FM_CHUNK;
+    const long long end = start + FM_CHUNK < n ? start + FM_CHUNK : n;
+    T vm_unused = (T)0;
+    for (long long i = start + threadIdx.x; i < end; i += blockDim.x) {
+        const T g = Gr[i];
+        T& p = P[i];
+        T& m = Mr[i];
+        T& v = Vr[i];
+        T& vm = VMr ? VMr[i] : vm_unused;
+        (void)vm;
+BODY
+    }
+}
+#undef FM_CHUNK
+"""
+_ADAM_CHUNK = 2048
 
 _SGD = """
 T gi = maximize ? -g : g;
@@ -867,6 +966,9 @@ class CudaKernelsMixin:
                                      beta1, beta2, eps, weight_decay, flags)
         key = "adam_ams" if ams else "adam"
         body = _ADAM.replace("AMS", "if (vm > vi) { vi = vm; } vm = vi;" if ams else "")
+        if self._adam_multi(params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps, lr, beta1,
+                            beta2, eps, weight_decay, flags, body):
+            return 0
         outs = "T p, T m, T v" + (", T vm" if ams else "")
         mode = 0 if weight_decay == 0 else (2 if flags & K.OPT_DECOUPLED else 1)
         maximize = np.int32(1 if flags & K.OPT_MAXIMIZE else 0)
@@ -902,6 +1004,64 @@ class CudaKernelsMixin:
         return super().adam_step(pick(params), pick(grads), pick(exp_avgs), pick(exp_avg_sqs),
                                  pick(max_sqs), pick(steps), lr, beta1, beta2, eps,
                                  weight_decay, flags)
+
+    def _addr(self, a):
+        """The device address of array a's first element."""
+        d = a.data
+        return d.ptr if hasattr(d, "ptr") else a.__array_interface__["data"][0]
+
+    def _upload_table(self, host):
+        """The int64 host array as a device array for a kernel's argument table (the CuPy
+        backend queues it from pinned memory without waiting; here: the array module's copy)."""
+        return self.xp.asarray(host)
+
+    def _adam_multi(self, params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps, lr, beta1,
+                    beta2, eps, weight_decay, flags, body):
+        """Every contiguous parameter of one float dtype and one step count in one launch
+        (the per-tensor launches cost ~30 us of host time each); False: not taken."""
+        live = [i for i, p in enumerate(params) if p._numel]
+        if len(live) < 2 or "adam_multi" in self.fast_path_errors:
+            return False
+        ams = bool(flags & K.OPT_AMSGRAD)
+        st = steps[live[0]]
+        ct = _float_ct(params[live[0]])
+        if ct is None:
+            return False
+        dt = params[live[0]]._dtype
+        for i in live:
+            ts = (params[i], grads[i], exp_avgs[i], exp_avg_sqs[i]) + \
+                ((max_sqs[i],) if ams else ())
+            if steps[i] != st or any(t._dtype is not dt or not t._contig for t in ts):
+                return False
+        rows = np.zeros((len(live), 7), np.int64)
+        first = 0
+        for j, i in enumerate(live):
+            n = params[i]._numel
+            rows[j, 0] = params[i]._ptr
+            rows[j, 1] = grads[i]._ptr
+            rows[j, 2] = exp_avgs[i]._ptr
+            rows[j, 3] = exp_avg_sqs[i]._ptr
+            rows[j, 4] = max_sqs[i]._ptr if ams else 0
+            rows[j, 5] = n
+            rows[j, 6] = first
+            first += (n + _ADAM_CHUNK - 1) // _ADAM_CHUNK
+        if first >= 1 << 31:
+            return False
+        t = np.float32 if ct == "float" else np.float64
+        mode = 0 if weight_decay == 0 else (2 if flags & K.OPT_DECOUPLED else 1)
+        args = (t(1.0 - beta1), t(beta2), t(1.0 - beta2), t(eps), t(weight_decay),
+                t(-(lr / (1.0 - beta1 ** st))), t(math.sqrt(1.0 - beta2 ** st)),
+                t(1.0 - lr * weight_decay), np.int32(1 if flags & K.OPT_MAXIMIZE else 0),
+                np.int32(mode))
+        name = "fm_adam_multi_ams" if ams else "fm_adam_multi"
+        src = _ADAM_MULTI.replace("NAME", name).replace("BODY", body)
+
+        def go():
+            tab = self._upload_table(rows.reshape(-1))
+            k = self._raw_kernel("adam_multi", src, name, ct)
+            k((first,), (256,), (tab, np.int32(len(live))) + args)
+
+        return self._served("adam_multi", go)
 
     def sgd_step(self, params, grads, bufs, lr, momentum, dampening, weight_decay, flags):
         rc = self._opt_check(params, grads)
@@ -1254,7 +1414,10 @@ class CudaKernelsMixin:
             kern((B * H * L,), (self._threads(S),),
                  (sc, LS, np.int64(L), np.int64(S), np.float64(scale),
                   np.int32(mkind == K.ATTN_CAUSAL)))
-            O[...] = xp.matmul(sc, V)
+            if O.flags.c_contiguous:
+                xp.matmul(sc, V, out=O)  # straight into the result
+            else:
+                O[...] = xp.matmul(sc, V)
 
         if self._served("attn_fwd", go):
             return 0
@@ -1375,6 +1538,12 @@ class CudaKernelsMixin:
     # ---- + - * / of contiguous float32 --------------------------------------------------------
     def binary(self, op, shape, out, a, sa, b, sb):
         name = _BIN_NAMES.get(op)
+        ta, tb = type(a), type(b)
+        if ta is float or ta is int or tb is float or tb is int:
+            if name is not None and out._dtype is D.float32 and \
+                    self._binary_scalar(name, shape, out, a, sa, b, sb):
+                return 0
+            return super().binary(op, shape, out, a, sa, b, sb)
         if name is not None and a._dtype is D.float32 and b._dtype is D.float32 and \
                 out._dtype is D.float32:
             shape = tuple(shape)
@@ -1398,6 +1567,35 @@ class CudaKernelsMixin:
                 if self._served("binary", go):
                     return 0
         return super().binary(op, shape, out, a, sa, b, sb)
+
+    def _binary_scalar(self, name, shape, out, a, sa, b, sb):
+        """a op number or number op a for a contiguous float32 a of the result's layout (the
+        number cast to float32 first, as the generic code does): one vectorised pass."""
+        left = type(a) is float or type(a) is int
+        t, st, sv = (b, sb, a) if left else (a, sa, b)
+        if t._dtype is not D.float32:
+            return False
+        shape = tuple(shape)
+        n = 1
+        for d in shape:
+            n *= d
+        cs = _contig(shape)
+        if n < 65536 or tuple(st) != cs or tuple(out._shape) != shape or \
+                tuple(out._stride) != cs or self._overlaps(out, t):
+            return False
+        with np.errstate(over="ignore"):  # beyond float32's range: inf, as the generic code
+            s = np.float32(self._scalar(D.float32, 0.0, sv, True))
+        av = self.raw(t, (n,), (1,))
+        ov = self.raw(out, (n,), (1,))
+        vec = int(t._ptr % 16 == 0 and out._ptr % 16 == 0)
+        blocks = min((n // 4 + 255) // 256 + 1, 1 << 20)
+        kname = name.replace("fm_bin4_", "fm_bin4s_")
+
+        def go():
+            k = self._raw_kernel("bin4", _BIN4, kname, "float")
+            k((blocks,), (256,), (av, s, ov, np.int64(n), np.int32(vec), np.int32(left)))
+
+        return self._served("binary_scalar", go)
 
 
 def _ptr_or_null(a):
