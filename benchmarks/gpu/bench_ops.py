@@ -1,0 +1,240 @@
+"""Per-op cost on a GPU, fiamma beside PyTorch in one process: for each op of the GPT and MLP
+training steps (at the GPT step's shapes), the host time per call and the device time per call.
+
+    python3 benchmarks/gpu/bench_ops.py --out DIR [--budget SECONDS]
+    python3 benchmarks/gpu/bench_ops.py --device xp --out DIR   # plumbing check, no GPU
+
+Host time: N calls queued back to back, divided by N (the device may still be busy).
+Device time: a spin kernel holds the GPU for a while, the N calls are queued behind it, and CUDA
+events before and after the N calls measure the device alone (no launch gaps), divided by N;
+an op that waits for the device inside (a host read) shows up as "sync" (its queuing outlasted
+the spin). One text file, ops.txt, and the same rows in ops.json.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+SPIN_SRC = r"""
+extern "C" __global__ void spin(long long cycles) {
+    long long start = clock64();
+    while (clock64() - start < cycles) { }
+}
+"""
+
+
+class Timer:
+    def __init__(self, gpu):
+        self.gpu = gpu
+        if gpu:
+            import cupy
+            import torch
+
+            self.cp, self.torch = cupy, torch
+            self.spin = cupy.RawKernel(SPIN_SRC, "spin")
+            # cycles per ms: measure once
+            self.spin((1,), (1,), (np.int64(1000),))
+            cupy.cuda.Device().synchronize()
+            e0, e1 = cupy.cuda.Event(), cupy.cuda.Event()
+            e0.record()
+            self.spin((1,), (1,), (np.int64(50_000_000),))
+            e1.record()
+            e1.synchronize()
+            self.cycles_per_ms = 50_000_000 / cupy.cuda.get_elapsed_time(e0, e1)
+
+    def sync(self):
+        if self.gpu:
+            self.cp.cuda.Device().synchronize()
+            self.torch.cuda.synchronize()
+
+    def measure(self, fn, n):
+        """(host us per call, device us per call or None, synced)"""
+        for _ in range(2):
+            fn()
+        self.sync()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        host = (time.perf_counter() - t0) / n
+        self.sync()
+        if not self.gpu:
+            return host * 1e6, None, False
+        spin_ms = min(200.0, max(5.0, host * n * 1e3 * 3 + 2))
+        cp = self.cp
+        e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+        self.spin((1,), (1,), (np.int64(spin_ms * self.cycles_per_ms),))
+        t0 = time.perf_counter()
+        e0.record()
+        for _ in range(n):
+            fn()
+        e1.record()
+        queued = (time.perf_counter() - t0) * 1e3
+        e1.synchronize()
+        dev = cp.cuda.get_elapsed_time(e0, e1) / n * 1e3
+        return host * 1e6, dev, queued > spin_ms
+
+
+def cases(f, t, fdev, tdev, gpu):
+    """(name, fiamma fn, torch fn, calls) at the GPT step's shapes (tiny on xp)."""
+    B, T, C, H, V = (32, 256, 384, 6, 65) if gpu else (2, 16, 32, 2, 65)
+    rng = np.random.default_rng(0)
+
+    def pair(shape, grad=False, dtype=np.float32):
+        a = rng.standard_normal(shape).astype(dtype)
+        x = f.from_numpy(a).to(fdev).requires_grad_(grad)
+        y = t.from_numpy(a).to(tdev).requires_grad_(grad)
+        return x, y
+
+    x2f, x2t = pair((B * T, C))
+    y2f, y2t = pair((B * T, C))
+    h4f, h4t = pair((B * T, 4 * C))
+    wf, wt = pair((C,))
+    bf, bt = pair((C,))
+    out = []
+
+    def add(name, ff, tf, n=50):
+        out.append((name, ff, tf, n))
+
+    add("add (BT,C)", lambda: x2f + y2f, lambda: x2t + y2t)
+    add("mul scalar (BT,C)", lambda: x2f * 0.5, lambda: x2t * 0.5)
+    add("sum(0) (BT,4C)", lambda: h4f.sum(0), lambda: h4t.sum(0))
+    add("clone (BT,C)", lambda: x2f.clone(), lambda: x2t.clone())
+    x3f, x3t = x2f.view(B, T, C), x2t.view(B, T, C)
+    add("transpose(0,1).contiguous (B,T,C)", lambda: x3f.transpose(0, 1).contiguous(),
+        lambda: x3t.transpose(0, 1).contiguous())
+    add("gelu (BT,4C)", lambda: f.nn.functional.gelu(h4f), lambda: t.nn.functional.gelu(h4t))
+    add("layer_norm (BT,C)", lambda: f.nn.functional.layer_norm(x2f, (C,), wf, bf),
+        lambda: t.nn.functional.layer_norm(x2t, (C,), wt, bt))
+    w1f, w1t = pair((4 * C, C))
+    add("linear (BT,C)->(4C)", lambda: f.nn.functional.linear(x2f, w1f),
+        lambda: t.nn.functional.linear(x2t, w1t))
+
+    # forward + backward of one op, gradients of the inputs
+    def fb(lib, make):
+        def go():
+            y, inputs = make()
+            y.backward(lib.ones_like(y))
+            for i in inputs:
+                i.grad = None
+        return go
+
+    gxf, gxt = pair((B * T, C), True)
+    ghf, ght = pair((B * T, 4 * C), True)
+    gwf, gwt = pair((C,), True)
+    gbf, gbt = pair((C,), True)
+    add("layer_norm fwd+bwd", fb(f, lambda: (f.nn.functional.layer_norm(gxf, (C,), gwf, gbf),
+                                             (gxf, gwf, gbf))),
+        fb(t, lambda: (t.nn.functional.layer_norm(gxt, (C,), gwt, gbt), (gxt, gwt, gbt))), 20)
+    add("gelu fwd+bwd", fb(f, lambda: (f.nn.functional.gelu(ghf), (ghf,))),
+        fb(t, lambda: (t.nn.functional.gelu(ght), (ght,))), 20)
+    gw1f, gw1t = pair((4 * C, C), True)
+    gb1f, gb1t = pair((4 * C,), True)
+    add("linear+bias fwd+bwd", fb(f, lambda: (f.nn.functional.linear(gxf, gw1f, gb1f),
+                                              (gxf, gw1f, gb1f))),
+        fb(t, lambda: (t.nn.functional.linear(gxt, gw1t, gb1t), (gxt, gw1t, gb1t))), 20)
+    qf, qt = pair((B, H, T, C // H), True)
+    kf, kt = pair((B, H, T, C // H), True)
+    vf, vt = pair((B, H, T, C // H), True)
+    add("sdpa causal fwd", lambda: f.nn.functional.scaled_dot_product_attention(
+        qf.detach(), kf.detach(), vf.detach(), is_causal=True),
+        lambda: t.nn.functional.scaled_dot_product_attention(
+        qt.detach(), kt.detach(), vt.detach(), is_causal=True), 20)
+    add("sdpa causal fwd+bwd", fb(f, lambda: (f.nn.functional.scaled_dot_product_attention(
+        qf, kf, vf, is_causal=True), (qf, kf, vf))),
+        fb(t, lambda: (t.nn.functional.scaled_dot_product_attention(
+            qt, kt, vt, is_causal=True), (qt, kt, vt))), 10)
+    lf, lt = pair((B * T, V), True)
+    tg = rng.integers(0, V, (B * T,)).astype(np.int64)
+    tgf, tgt = f.from_numpy(tg).to(fdev), t.from_numpy(tg).to(tdev)
+    add("cross_entropy fwd+bwd", fb(f, lambda: (f.nn.functional.cross_entropy(lf, tgf), (lf,))),
+        fb(t, lambda: (t.nn.functional.cross_entropy(lt, tgt), (lt,))), 20)
+    ef, et = pair((V, C), True)
+    idx = rng.integers(0, V, (B, T)).astype(np.int64)
+    idf, idt = f.from_numpy(idx).to(fdev), t.from_numpy(idx).to(tdev)
+    add("embedding fwd+bwd", fb(f, lambda: (f.nn.functional.embedding(idf, ef), (ef,))),
+        fb(t, lambda: (t.nn.functional.embedding(idt, et), (et,))), 20)
+
+    # AdamW over the GPT's parameter shapes (grads set once)
+    from bench_cuda import _load_same_weights, build_gpt
+
+    t.manual_seed(0)
+    tm = build_gpt(t, 6, H, C, T) if gpu else build_gpt(t, 2, H, C, T)
+    fm = build_gpt(f, 6, H, C, T) if gpu else build_gpt(f, 2, H, C, T)
+    _load_same_weights(fm, tm)
+    tm, fm = tm.to(tdev), fm.to(fdev)
+    for p, q in zip(fm.parameters(), tm.parameters()):
+        g = rng.standard_normal(tuple(p.shape)).astype(np.float32) * 1e-3
+        p.grad = f.from_numpy(g).to(fdev)
+        q.grad = t.from_numpy(g).to(tdev)
+    fo = f.optim.AdamW(fm.parameters(), lr=1e-4)
+    to = t.optim.AdamW(tm.parameters(), lr=1e-4)
+    add("AdamW step (GPT params)", fo.step, to.step, 5)
+    fz = f.optim.AdamW(fm.parameters(), lr=1e-4)
+    add("zero_grad (GPT params)", lambda: fz.zero_grad(set_to_none=False),
+        lambda: to.zero_grad(set_to_none=False), 5)
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", default="gpu-results")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--budget", type=float, default=60.0)
+    args = p.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    import torch
+
+    import fiamma as f
+
+    gpu = args.device == "cuda"
+    timer = Timer(gpu)
+    t_start = time.perf_counter()
+    rows = []
+    lines = [f"fiamma on {args.device} beside PyTorch {torch.__version__}"
+             + (f" on {torch.cuda.get_device_name()}" if gpu else ""),
+             "", "| op | fiamma host us | fiamma device us | torch host us | torch device us "
+             "| device ratio |", "|---|---|---|---|---|---|"]
+    try:
+        todo = cases(f, torch, args.device, "cuda" if gpu else "cpu", gpu)
+    except Exception:  # noqa: BLE001
+        traceback.print_exc()
+        todo = []
+    for name, ff, tf, n in todo:
+        if time.perf_counter() - t_start > args.budget:
+            lines.append(f"| {name} | (out of time) | | | | |")
+            continue
+        row = {"op": name}
+        try:
+            fh, fd, fs = timer.measure(ff, n)
+            th, td, ts = timer.measure(tf, n)
+            row.update(fiamma_host_us=fh, fiamma_device_us=fd, fiamma_sync=fs, torch_host_us=th,
+                       torch_device_us=td, torch_sync=ts)
+
+            def dev(d, s):
+                return "-" if d is None else f"{d:.1f}" + (" (sync)" if s else "")
+            ratio = f"{fd / td:.2f}" if fd and td else "-"
+            lines.append(f"| {name} | {fh:.1f} | {dev(fd, fs)} | {th:.1f} | {dev(td, ts)} | "
+                         f"{ratio} |")
+        except Exception as e:  # noqa: BLE001
+            row["error"] = f"{type(e).__name__}: {e}"
+            lines.append(f"| {name} | error: {row['error'][:150]} | | | | |")
+            traceback.print_exc()
+        rows.append(row)
+        print(lines[-1], flush=True)
+        with open(os.path.join(args.out, "ops.txt"), "w") as fh_:
+            fh_.write("\n".join(lines) + "\n")
+        with open(os.path.join(args.out, "ops.json"), "w") as fh_:
+            json.dump(rows, fh_, indent=1)
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
