@@ -110,3 +110,37 @@ def test_torchvision_names(tmp_path):
         """)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.splitlines() == ["True True", "True resnet18", "True (1, 8, 8)"]
+
+
+def test_fx_examples_idioms_under_the_runner(tmp_path):
+    """pytorch/examples' fx scripts' idioms: a trace of code that reads ``torch.tan`` first
+    during the trace (the ``torch`` alias must not keep the trace's stand-in), graphs built
+    from hand-made Proxies (``torch.cat`` on Proxies records), ``torch.ops.profiler`` ranges
+    and ``torch.fx.node.Target`` annotations."""
+    pytest.importorskip("fiamma.nn")
+    r = run(tmp_path, """
+        from typing import Any
+        import torch
+        import torch.fx as fx
+        from torch.fx import Proxy
+
+        def f(x):
+            return torch.exp(torch.tan(x))
+
+        gm = fx.symbolic_trace(f)
+        print(hasattr(torch.tan, "__fx_original__"), hasattr(torch.exp, "__fx_original__"))
+        graph = fx.Graph()
+        tracer = fx.proxy.GraphAppendingTracer(graph)
+        a, b = (Proxy(graph.placeholder(n), tracer) for n in "ab")
+        graph.output(torch.neg(torch.tanh(torch.cat([a, b]))).node)
+        m = fx.GraphModule(torch.nn.Module(), graph)
+        out = m(torch.ones(1), torch.zeros(1))
+        print([round(v, 4) for v in out.tolist()])
+        print(torch.ops.profiler._record_function_exit.__name__)
+
+        def create(kind: str, target: torch.fx.node.Target) -> Any:
+            return target
+        print(create("call_function", torch.relu) is torch.relu)
+        """)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines() == ["False False", "[-0.7616, -0.0]", "_exit", "True"]

@@ -281,3 +281,71 @@ def test_retargeting_nodes_and_autowrap_functions():
     gm.recompile()
     x, y = fiamma.randn(3), fiamma.randn(3)
     _close(gm(x, y), x * y, 1e-6)
+
+
+def test_hand_made_proxies_record_fiamma_functions():
+    """Proxies built by hand (fx's "graph creation with Proxy objects" pattern): fiamma's
+    functions called on them record call_function nodes, modules called on them run their
+    forward on Proxies, and the functions are fiamma's own again once the Proxies are gone
+    (PyTorch records these through __torch_function__)."""
+    import gc
+
+    original_cat = fiamma.cat
+    graph = fx.Graph()
+    x = graph.placeholder("x")
+    y = graph.placeholder("y")
+    tracer = fx.proxy.GraphAppendingTracer(graph)
+    px, py = fx.Proxy(x, tracer), fx.Proxy(y, tracer)
+    a = fiamma.cat([px, py])
+    b = nn.ReLU()(fiamma.tanh(a))      # a module's forward on a Proxy: F.relu records
+    c = F.leaky_relu(b, 0.1) + fiamma.neg(b)
+    graph.output(c.node)
+    targets = [n.target for n in graph.nodes if n.op == "call_function"]
+    assert targets[:3] == [fiamma.cat, fiamma.tanh, F.relu]
+    del px, py, a, b, c
+    gc.collect()
+    assert fiamma.cat is original_cat and not hasattr(F.relu, "__fx_original__")
+    gm = fx.GraphModule(nn.Module(), graph)
+    u, v = fiamma.randn(2, 3), fiamma.randn(1, 3)
+    ref = fiamma.relu(fiamma.tanh(fiamma.cat([u, v])))
+    _close(gm(u, v), F.leaky_relu(ref, 0.1) - ref, 1e-6)
+
+
+def test_proxy_without_tracer_and_profiler_ranges_in_graphs():
+    """``Proxy(node)`` appends to the node's graph; ``fiamma.ops.profiler`` range calls record
+    as nodes and open a range when the graph runs."""
+    from fiamma.profiler import profile
+
+    gm = fx.symbolic_trace(lambda x: x * 2)
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    with gm.graph.inserting_before(out):
+        p = fx.Proxy(out.args[0])
+        h = gm.graph.call_function(fiamma.ops.profiler._record_function_enter, ("blk",))
+        r = fiamma.sigmoid(p)
+        fiamma.ops.profiler._record_function_exit(fx.Proxy(h))
+    out.args = (r.node,)
+    gm.recompile()
+    with profile() as prof:
+        y = gm(fiamma.ones(3))
+    _close(y, fiamma.sigmoid(fiamma.full((3,), 2.0)), 1e-6)
+    assert "blk" in [e.name for e in prof.events()]
+    with pytest.raises(TypeError, match="_record_function_exit: expected the handle"):
+        fiamma.ops.profiler._record_function_exit(3)
+    with pytest.raises(AttributeError, match="no operator 'add'"):
+        fiamma.ops.aten.add  # noqa: B018
+    assert fx.node.Target is not None and fx.node.Argument is not None
+
+
+def test_transformer_override_calls_functions_on_proxies():
+    """PyTorch's Transformer docs pattern: an override returns ``torch.neg(*args)``."""
+    class NegSigmoidSwap(fx.Transformer):
+        def call_function(self, target, args, kwargs):
+            if target == fiamma.sigmoid:
+                return fiamma.neg(*args, **kwargs)
+            return super().call_function(target, args, kwargs)
+
+    gm = NegSigmoidSwap(fx.symbolic_trace(lambda x: fiamma.sigmoid(x) + 1)).transform()
+    assert [n.target for n in gm.graph.nodes if n.op == "call_function"][0] is fiamma.neg
+    x = fiamma.randn(4)
+    _close(gm(x), 1 - x, 1e-6)
+    assert not hasattr(fiamma.neg, "__fx_original__")

@@ -141,7 +141,10 @@ class AliasModule(types.ModuleType):
                 f"module {self.__name__!r} has no attribute {name!r}: fiamma has no "
                 f"{target.__name__}.{name} (a gap in fiamma's PyTorch API; "
                 "see docs/porting.md)") from None
-        self.__dict__[name] = value  # later lookups skip __getattr__
+        if getattr(value, "__fx_original__", None) is None:
+            # later lookups skip __getattr__; not a function fiamma.fx replaced for a trace
+            # (it would outlive the trace here)
+            self.__dict__[name] = value
         return value
 
     def __setattr__(self, name, value):

@@ -4,13 +4,13 @@ import builtins
 import inspect
 import math
 import operator
-import sys
 import types
 
 import fiamma
 import fiamma.nn as nn
 
-from ._patching import _FUNCTION_MODULES, _Patcher, _recording
+from . import _patching
+from ._patching import _Patcher, _recording
 from .graph import Graph
 from .node import _side_effectful_functions
 from .proxy import Attribute, ParameterProxy, Proxy, TraceError
@@ -324,10 +324,8 @@ class Tracer:
     def _install_patches(self):
         patcher = self._patcher
         self._wrap_ids = {}
-        sources = [sys.modules[m] for m in _FUNCTION_MODULES if m in sys.modules]
-        sources += list(self._autowrap_modules)
-        for mod in sources:
-            for name, value in list(vars(mod).items()):
+        for mod, names in _patching.function_namespaces(self._autowrap_modules):
+            for name, value in list(names.items()):
                 if name.startswith("__") or not isinstance(
                         value, (types.FunctionType, types.BuiltinFunctionType)):
                     continue
@@ -384,6 +382,7 @@ class Tracer:
             for k, v in _tensor_attributes(m):
                 self.tensor_attrs.setdefault(id(v), (f"{mname}.{k}" if mname else k, v))
         self._patcher = _Patcher()
+        _patching.tracing[0] += 1
         try:
             self._install_patches()
             self._autowrap_globals(getattr(fn, "__globals__", {}))
@@ -396,6 +395,7 @@ class Tracer:
                              type_expr=getattr(fn, "__annotations__", {}).get("return"))
         finally:
             self._patcher.restore()
+            _patching.tracing[0] -= 1
         return self.graph
 
 

@@ -100,6 +100,8 @@ class Graph:
         """Insert a new node at the current insertion point and return it."""
         if op == "output" and any(n.op == "output" for n in self.nodes):
             raise RuntimeError("Graph.create_node: the graph already has an output node")
+        if op == "call_function":  # a function fiamma.fx replaced while Proxies live: its own
+            target = getattr(target, "__fx_original__", target)
         candidate = name if name is not None else self._target_to_str(target)
         name = self._graph_namespace.create_name(candidate, None)
         n = Node(self, name, op, target, args, kwargs, type_expr)

@@ -146,12 +146,18 @@ class Transformer(Interpreter):
     >>> import fiamma, fiamma.fx as fx
     >>> class ReluToGelu(fx.Transformer):
     ...     def call_function(self, target, args, kwargs):
-    ...         if target is fiamma.relu:
+    ...         if target == fiamma.relu:
     ...             target = fiamma.nn.functional.gelu
     ...         return super().call_function(target, args, kwargs)
     >>> gm = ReluToGelu(fx.symbolic_trace(lambda x: fiamma.relu(x))).transform()
     >>> [n.target.__name__ for n in gm.graph.nodes if n.op == "call_function"]
     ['gelu']
+
+    As in PyTorch, an override may also call functions on the Proxies it receives
+    (``return fiamma.neg(*args)``): while the transformation runs, fiamma's functions record a
+    node when given a Proxy. They are then stand-ins that compare equal to fiamma's functions
+    (``target == fiamma.relu``, ``target in rules``) but are not the same objects: compare
+    targets with ``==``, not ``is``.
     """
 
     def __init__(self, module):

@@ -4,10 +4,30 @@ import builtins
 import operator
 import types
 
-__all__ = ["Node", "map_arg", "map_aggregate", "has_side_effect"]
+__all__ = ["Node", "map_arg", "map_aggregate", "has_side_effect", "Target", "Argument",
+           "BaseArgumentTypes"]
 
 _OPS = ("placeholder", "get_attr", "call_function", "call_method", "call_module", "output",
         "root")
+
+
+def _type_aliases():
+    import collections.abc as abc
+    import typing
+
+    import fiamma
+
+    base = typing.Union[str, int, float, bool, complex, fiamma.dtype, fiamma.Tensor,
+                        fiamma.device, fiamma.memory_format, fiamma.layout]
+    target = typing.Union[abc.Callable[..., typing.Any], str]
+    argument = typing.Optional[typing.Union[
+        tuple["Argument", ...], abc.Sequence["Argument"], abc.Mapping[str, "Argument"], slice,
+        range, "Node", base]]
+    return base, target, argument
+
+
+# the annotation types of torch.fx.node: what a Node's args may hold, what its target is
+BaseArgumentTypes, Target, Argument = _type_aliases()
 
 # call_function targets that dead-code elimination keeps even without users
 _side_effectful_functions = {operator.setitem, builtins.print}

@@ -38,6 +38,10 @@ class Proxy:
             tracer = GraphAppendingTracer(node.graph)
         self.tracer = tracer
         self.node = node
+        from . import _patching
+
+        if not _patching.tracing[0]:  # made by hand: fiamma's functions record on it
+            _patching.hold(self)
 
     def __repr__(self):
         return f"Proxy({self.node.name})"
