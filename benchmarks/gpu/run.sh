@@ -104,4 +104,14 @@ T_BENCH=$(( T_END - ($(date +%s) - start) ))
 echo "== benchmarks (${T_BENCH} s left)"
 timeout -k 10 "$T_BENCH" "$PY" benchmarks/gpu/bench_cuda.py --device cuda --out "$OUT" 2>&1 \
     | tee "$OUT/bench.log" | tail -30
-echo "== bench exit: $?  ($(( $(date +%s) - start )) s in all)"
+echo "== bench exit: $?  ($(( $(date +%s) - start )) s so far)"
+
+# 5. per-op host and device times beside PyTorch (bench_ops.py), with the time left
+T_OPS=$(( T_END + ${T_OPS_EXTRA:-0} - ($(date +%s) - start) ))
+if [ "$T_OPS" -ge 30 ]; then
+    echo "== per-op times (${T_OPS} s left)"
+    timeout -k 10 "$T_OPS" "$PY" benchmarks/gpu/bench_ops.py --out "$OUT" \
+        --budget $(( T_OPS - 15 )) > /tmp/bench_ops.log 2>&1
+    cat "$OUT/ops.txt" 2>/dev/null
+fi
+echo "== done ($(( $(date +%s) - start )) s in all)"
