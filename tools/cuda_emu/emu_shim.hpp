@@ -30,6 +30,14 @@ inline double __shfl_down_sync(unsigned, double v, int o) {
     g_warp[w]->arrive_and_wait();
     return r;
 }
+template <class V> inline V __shfl_xor_sync(unsigned, V v, int o) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    g_wbuf[w][lane] = (double)v;
+    g_warp[w]->arrive_and_wait();
+    V r = (V)g_wbuf[w][lane ^ o];
+    g_warp[w]->arrive_and_wait();
+    return r;
+}
 inline double __longlong_as_double(unsigned long long v) { double d; std::memcpy(&d, &v, 8); return d; }
 inline double atomicAdd(double* p, double v) { std::lock_guard<std::mutex> l(g_mu); double o = *p; *p += v; return o; }
 inline int atomicExch(int* p, int v) { std::lock_guard<std::mutex> l(g_mu); int o = *p; *p = v; return o; }
