@@ -12,8 +12,10 @@
 #define __forceinline__ inline
 #define __restrict__
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
 struct dim3 { unsigned x = 1, y = 1, z = 1; };
-struct float4 { float x, y, z, w; };
+struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(16) double2 { double x, y; };
 inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
 thread_local dim3 threadIdx, blockIdx;
 dim3 blockDim, gridDim;

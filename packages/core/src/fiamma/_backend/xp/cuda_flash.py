@@ -49,8 +49,27 @@ FLASH_CFG = {
 }
 
 _COMMON = r"""
-#define FA_W (FA_EMAX + 1)
+#define FA_W (FA_EMAX + FA_VN)
 #define FA_NEG_INF ((T)__longlong_as_double(0xfff0000000000000ULL))
+// 16 bytes: FA_VN elements of T (float4 or double2) a shared-memory load; fused multiply-adds
+// written out (the kernels are compiled with --fmad=false, which contracts nothing itself)
+__device__ __forceinline__ float fa_dot(float s, float4 a, float4 b) {
+    s = fmaf(a.x, b.x, s); s = fmaf(a.y, b.y, s); s = fmaf(a.z, b.z, s);
+    return fmaf(a.w, b.w, s);
+}
+__device__ __forceinline__ double fa_dot(double s, double2 a, double2 b) {
+    return fma(a.y, b.y, fma(a.x, b.x, s));
+}
+__device__ __forceinline__ void fa_axpy(float* acc, float p, float4 v) {
+    acc[0] = fmaf(p, v.x, acc[0]); acc[1] = fmaf(p, v.y, acc[1]);
+    acc[2] = fmaf(p, v.z, acc[2]); acc[3] = fmaf(p, v.w, acc[3]);
+}
+__device__ __forceinline__ void fa_axpy(double* acc, double p, double2 v) {
+    acc[0] = fma(p, v.x, acc[0]); acc[1] = fma(p, v.y, acc[1]);
+}
+#define FA_LD(p) (*(const FA_V*)(p))
+// the head dim of a thread's accumulator slot i (FA_VN consecutive dims a load)
+#define FA_DIM(i) (sub * FA_VN + ((i) / FA_VN) * FA_TPR * FA_VN + (i) % FA_VN)
 __device__ __forceinline__ float fa_exp(float x) { return expf(x); }
 __device__ __forceinline__ double fa_exp(double x) { return exp(x); }
 __device__ __forceinline__ float fa_log(float x) { return logf(x); }
@@ -67,7 +86,8 @@ __device__ __forceinline__ T fa_rows_max(T v) {
     return v;
 }
 // rows r0 .. r0 + rows - 1 (n elements, row stride rs) of src into dst (row pitch FA_W), zeros
-// from row nr on; four elements a load where vec (float rows 16-byte aligned, n % 4 == 0)
+// from row nr on and from column n to the next multiple of FA_VN; four elements a global load
+// where vec (float rows 16-byte aligned, n % 4 == 0)
 __device__ __forceinline__ void fa_load(T* dst, const T* src, long long rs, long long r0,
                                         long long nr, int rows, int n, int vec) {
     if (vec) {
@@ -83,19 +103,21 @@ __device__ __forceinline__ void fa_load(T* dst, const T* src, long long rs, long
             }
         }
     } else {
-        for (int i = threadIdx.x; i < rows * n; i += blockDim.x) {
-            const int rr = i / n, e = i - rr * n;
-            dst[rr * FA_W + e] = r0 + rr < nr ? src[(r0 + rr) * rs + e] : (T)0;
+        const int np = (n + FA_VN - 1) / FA_VN * FA_VN;
+        for (int i = threadIdx.x; i < rows * np; i += blockDim.x) {
+            const int rr = i / np, e = i - rr * np;
+            dst[rr * FA_W + e] = r0 + rr < nr && e < n ? src[(r0 + rr) * rs + e] : (T)0;
         }
     }
 }
 """
 
 _UNDEF = "\n#undef FA_W\n#undef FA_NEG_INF\n#undef FA_BM\n#undef FA_BN\n#undef FA_TPR\n" \
-         "#undef FA_EMAX\n"
+         "#undef FA_EMAX\n#undef FA_VN\n#undef FA_V\n#undef FA_LD\n#undef FA_DIM\n"
 
 # thread t serves query row t / FA_TPR of the tile: key columns sub + c FA_TPR of each key tile,
-# output dims sub + i FA_TPR
+# output dims (sub + i FA_TPR) FA_VN + u (u < FA_VN: one 16-byte shared load); dot products
+# over FA_VN elements a load (rows zero-padded to a multiple)
 _FWD = r"""
 extern "C" __global__ void fm_flash_fwd(
         const T* __restrict__ q, long long qb, long long qh, long long ql,
@@ -105,9 +127,9 @@ extern "C" __global__ void fm_flash_fwd(
         int H, int rep, long long L, long long S, int E, int Ev, double scale, int causal,
         int vec, long long nq) {
     constexpr int CPT = FA_BN / FA_TPR, DPT = FA_EMAX / FA_TPR, PW = FA_BN + 1;
-    __shared__ T Qs[FA_BM * FA_W];
-    __shared__ T Ks[FA_BN * FA_W];
-    __shared__ T Vs[FA_BN * FA_W];
+    __shared__ __align__(16) T Qs[FA_BM * FA_W];
+    __shared__ __align__(16) T Ks[FA_BN * FA_W];
+    __shared__ __align__(16) T Vs[FA_BN * FA_W];
     __shared__ T Ps[FA_BM * PW];
     const long long tile = nq - 1 - (long long)blockIdx.x % nq;
     const long long bh = (long long)blockIdx.x / nq, b = bh / H;
@@ -118,6 +140,7 @@ extern "C" __global__ void fm_flash_fwd(
     const T* kp = k + b * kb + hk * kh;
     const T* vp = v + b * vb + hk * vh;
     fa_load(Qs, q + b * qb + h * qh, ql, m0, L, FA_BM, E, vec);
+    const T* qr = Qs + r * FA_W;
     T m = ninf, den = (T)0, acc[DPT];
 #pragma unroll
     for (int i = 0; i < DPT; ++i) acc[i] = (T)0;
@@ -130,10 +153,11 @@ extern "C" __global__ void fm_flash_fwd(
         T s[CPT];
 #pragma unroll
         for (int c = 0; c < CPT; ++c) s[c] = (T)0;
-        for (int e = 0; e < E; ++e) {
-            const T qe = Qs[r * FA_W + e];
+        for (int e = 0; e < E; e += FA_VN) {
+            const FA_V qe = FA_LD(qr + e);
 #pragma unroll
-            for (int c = 0; c < CPT; ++c) s[c] += qe * Ks[(sub + c * FA_TPR) * FA_W + e];
+            for (int c = 0; c < CPT; ++c)
+                s[c] = fa_dot(s[c], qe, FA_LD(Ks + (sub + c * FA_TPR) * FA_W + e));
         }
         T mt = ninf;
 #pragma unroll
@@ -160,9 +184,9 @@ extern "C" __global__ void fm_flash_fwd(
         const int nj = S - n0 < FA_BN ? (int)(S - n0) : FA_BN;
         for (int jj = 0; jj < nj; ++jj) {
             const T p = Ps[r * PW + jj];
-            const T* vr = Vs + jj * FA_W + sub;
+            const T* vr = Vs + jj * FA_W + sub * FA_VN;
 #pragma unroll
-            for (int i = 0; i < DPT; ++i) acc[i] += p * vr[i * FA_TPR];
+            for (int i = 0; i < DPT; i += FA_VN) fa_axpy(acc + i, p, FA_LD(vr + i * FA_TPR));
         }
     }
     if (l < L) {
@@ -171,7 +195,7 @@ extern "C" __global__ void fm_flash_fwd(
         T* op = o + b * ob + h * oh + l * ol;
 #pragma unroll
         for (int i = 0; i < DPT; ++i) {
-            const int d = sub + i * FA_TPR;
+            const int d = FA_DIM(i);
             if (d < Ev) op[d] = acc[i] / dd;
         }
         if (sub == 0) lse[bh * L + l] = dead ? ninf : m + fa_log(den);
@@ -191,10 +215,10 @@ extern "C" __global__ void fm_flash_bwd_dq(
         int H, int rep, long long L, long long S, int E, int Ev, double scale, int causal,
         int vec, long long nq) {
     constexpr int CPT = FA_BN / FA_TPR, DPT = FA_EMAX / FA_TPR, PW = FA_BN + 1;
-    __shared__ T Qs[FA_BM * FA_W];
-    __shared__ T Gs[FA_BM * FA_W];
-    __shared__ T Ks[FA_BN * FA_W];
-    __shared__ T Vs[FA_BN * FA_W];
+    __shared__ __align__(16) T Qs[FA_BM * FA_W];
+    __shared__ __align__(16) T Gs[FA_BM * FA_W];
+    __shared__ __align__(16) T Ks[FA_BN * FA_W];
+    __shared__ __align__(16) T Vs[FA_BN * FA_W];
     __shared__ T Ps[FA_BM * PW];
     __shared__ T Rs[FA_BM * PW];
     const long long tile = nq - 1 - (long long)blockIdx.x % nq;
@@ -207,6 +231,8 @@ extern "C" __global__ void fm_flash_bwd_dq(
     const T* vp = v + b * vb + hk * vh;
     fa_load(Qs, q + b * qb + h * qh, ql, m0, L, FA_BM, E, vec);
     fa_load(Gs, g + b * gb + h * gh, gl, m0, L, FA_BM, Ev, vec);
+    const T* qr = Qs + r * FA_W;
+    const T* gr = Gs + r * FA_W;
     const T ls = l < L ? lse[bh * L + l] : ninf;
     const bool live = ls != ninf;  // a dead row (lse -inf) has p 0
     T a[DPT], pk[DPT], dpart = (T)0;
@@ -221,15 +247,17 @@ extern "C" __global__ void fm_flash_bwd_dq(
         T s[CPT], dp[CPT];
 #pragma unroll
         for (int c = 0; c < CPT; ++c) { s[c] = (T)0; dp[c] = (T)0; }
-        for (int e = 0; e < E; ++e) {
-            const T qe = Qs[r * FA_W + e];
+        for (int e = 0; e < E; e += FA_VN) {
+            const FA_V qe = FA_LD(qr + e);
 #pragma unroll
-            for (int c = 0; c < CPT; ++c) s[c] += qe * Ks[(sub + c * FA_TPR) * FA_W + e];
+            for (int c = 0; c < CPT; ++c)
+                s[c] = fa_dot(s[c], qe, FA_LD(Ks + (sub + c * FA_TPR) * FA_W + e));
         }
-        for (int e = 0; e < Ev; ++e) {
-            const T ge = Gs[r * FA_W + e];
+        for (int e = 0; e < Ev; e += FA_VN) {
+            const FA_V ge = FA_LD(gr + e);
 #pragma unroll
-            for (int c = 0; c < CPT; ++c) dp[c] += ge * Vs[(sub + c * FA_TPR) * FA_W + e];
+            for (int c = 0; c < CPT; ++c)
+                dp[c] = fa_dot(dp[c], ge, FA_LD(Vs + (sub + c * FA_TPR) * FA_W + e));
         }
 #pragma unroll
         for (int c = 0; c < CPT; ++c) {
@@ -244,12 +272,12 @@ extern "C" __global__ void fm_flash_bwd_dq(
         const int nj = S - n0 < FA_BN ? (int)(S - n0) : FA_BN;
         for (int jj = 0; jj < nj; ++jj) {
             const T p = Ps[r * PW + jj], pd = Rs[r * PW + jj];
-            const T* kr = Ks + jj * FA_W + sub;
+            const T* kr = Ks + jj * FA_W + sub * FA_VN;
 #pragma unroll
-            for (int i = 0; i < DPT; ++i) {
-                const T kv = kr[i * FA_TPR];
-                a[i] += pd * kv;
-                pk[i] += p * kv;
+            for (int i = 0; i < DPT; i += FA_VN) {
+                const FA_V kv = FA_LD(kr + i * FA_TPR);
+                fa_axpy(a + i, pd, kv);
+                fa_axpy(pk + i, p, kv);
             }
         }
     }
@@ -260,7 +288,7 @@ extern "C" __global__ void fm_flash_bwd_dq(
             T* gp = gq + (bh * L + l) * E;
 #pragma unroll
             for (int i = 0; i < DPT; ++i) {
-                const int d = sub + i * FA_TPR;
+                const int d = FA_DIM(i);
                 if (d < E) gp[d] = (a[i] - D * pk[i]) * tsc;
             }
         }
@@ -276,10 +304,10 @@ extern "C" __global__ void fm_flash_bwd_dkv(
         T* __restrict__ gv, int H, int rep, long long L, long long S, int E, int Ev,
         double scale, int causal, int vec, long long nk) {
     constexpr int CPT = FA_BM / FA_TPR, DPT = FA_EMAX / FA_TPR, PW = FA_BM + 1;
-    __shared__ T Ks[FA_BN * FA_W];
-    __shared__ T Vs[FA_BN * FA_W];
-    __shared__ T Qs[FA_BM * FA_W];
-    __shared__ T Gs[FA_BM * FA_W];
+    __shared__ __align__(16) T Ks[FA_BN * FA_W];
+    __shared__ __align__(16) T Vs[FA_BN * FA_W];
+    __shared__ __align__(16) T Qs[FA_BM * FA_W];
+    __shared__ __align__(16) T Gs[FA_BM * FA_W];
     __shared__ T Ps[FA_BN * PW];
     __shared__ T Rs[FA_BN * PW];
     __shared__ T Ls[FA_BM];
@@ -293,6 +321,8 @@ extern "C" __global__ void fm_flash_bwd_dkv(
     const bool want_ds = gk != 0;
     fa_load(Ks, k + b * kb + hk * kh, kl, n0, S, FA_BN, E, vec);
     fa_load(Vs, v + b * vb + hk * vh, vl, n0, S, FA_BN, Ev, vec);
+    const T* kr = Ks + r * FA_W;
+    const T* vr = Vs + r * FA_W;
     T dk[DPT], dv[DPT];
 #pragma unroll
     for (int i = 0; i < DPT; ++i) { dk[i] = (T)0; dv[i] = (T)0; }
@@ -312,17 +342,18 @@ extern "C" __global__ void fm_flash_bwd_dkv(
             T s[CPT], dp[CPT];
 #pragma unroll
             for (int c = 0; c < CPT; ++c) { s[c] = (T)0; dp[c] = (T)0; }
-            for (int e = 0; e < E; ++e) {
-                const T ke = Ks[r * FA_W + e];
+            for (int e = 0; e < E; e += FA_VN) {
+                const FA_V ke = FA_LD(kr + e);
 #pragma unroll
-                for (int c = 0; c < CPT; ++c) s[c] += Qs[(sub + c * FA_TPR) * FA_W + e] * ke;
+                for (int c = 0; c < CPT; ++c)
+                    s[c] = fa_dot(s[c], FA_LD(Qs + (sub + c * FA_TPR) * FA_W + e), ke);
             }
             if (want_ds) {
-                for (int e = 0; e < Ev; ++e) {
-                    const T ve = Vs[r * FA_W + e];
+                for (int e = 0; e < Ev; e += FA_VN) {
+                    const FA_V ve = FA_LD(vr + e);
 #pragma unroll
                     for (int c = 0; c < CPT; ++c)
-                        dp[c] += Gs[(sub + c * FA_TPR) * FA_W + e] * ve;
+                        dp[c] = fa_dot(dp[c], FA_LD(Gs + (sub + c * FA_TPR) * FA_W + e), ve);
                 }
             }
 #pragma unroll
@@ -338,12 +369,12 @@ extern "C" __global__ void fm_flash_bwd_dkv(
             const int nl = L - m0 < FA_BM ? (int)(L - m0) : FA_BM;
             for (int ll = 0; ll < nl; ++ll) {
                 const T p = Ps[r * PW + ll], ds = Rs[r * PW + ll];
-                const T* gr = Gs + ll * FA_W + sub;
-                const T* qr = Qs + ll * FA_W + sub;
+                const T* gq_ = Gs + ll * FA_W + sub * FA_VN;
+                const T* qq_ = Qs + ll * FA_W + sub * FA_VN;
 #pragma unroll
-                for (int i = 0; i < DPT; ++i) {
-                    dv[i] += p * gr[i * FA_TPR];
-                    dk[i] += ds * qr[i * FA_TPR];
+                for (int i = 0; i < DPT; i += FA_VN) {
+                    fa_axpy(dv + i, p, FA_LD(gq_ + i * FA_TPR));
+                    fa_axpy(dk + i, ds, FA_LD(qq_ + i * FA_TPR));
                 }
             }
         }
@@ -351,7 +382,7 @@ extern "C" __global__ void fm_flash_bwd_dkv(
     if (j < S) {
 #pragma unroll
         for (int i = 0; i < DPT; ++i) {
-            const int d = sub + i * FA_TPR;
+            const int d = FA_DIM(i);
             if (gv && d < Ev) gv[(bhk * S + j) * Ev + d] = dv[i];
             if (gk && d < E) gk[(bhk * S + j) * E + d] = dk[i] * tsc;
         }
@@ -366,10 +397,11 @@ def _cfg(ct, emax, part):
     fwd, bwd = FLASH_CFG[(ct, emax)]
     bm, bn, tpr = fwd if part == "f" else (bwd[0], bwd[0], bwd[1])
     size = 8 if ct == "double" else 4
-    w = emax + 1
+    w = emax + 16 // size
     shared = ((bm + 2 * bn) * w + bm * (bn + 1) if part == "f" else
               4 * bm * w + 2 * bm * (bm + 2)) * size
-    assert bm % tpr == 0 and bn % tpr == 0 and emax % tpr == 0 and tpr <= 32, (ct, emax)
+    assert bm % tpr == 0 and bn % tpr == 0 and emax % (tpr * 16 // size) == 0, (ct, emax)
+    assert tpr <= 32
     assert bm * tpr in (64, 128) and shared <= _SHARED, (ct, emax, part, shared)
     return bm, bn, tpr
 
@@ -379,8 +411,9 @@ def flash_source(ct, emax, part):
     """The CUDA source (without the ``typedef ct T``) of the forward ("f") or backward ("b")
     kernels for head dims up to emax (64 or 128)."""
     bm, bn, tpr = _cfg(ct, emax, part)
+    vn, vt = (4, "float4") if ct == "float" else (2, "double2")
     head = (f"#define FA_EMAX {emax}\n#define FA_BM {bm}\n#define FA_BN {bn}\n"
-            f"#define FA_TPR {tpr}\n")
+            f"#define FA_TPR {tpr}\n#define FA_VN {vn}\n#define FA_V {vt}\n")
     return head + _COMMON + (_FWD if part == "f" else _BWD) + _UNDEF
 
 
