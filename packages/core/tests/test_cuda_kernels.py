@@ -458,14 +458,13 @@ def _attn_fwd_lse(q, k, v, causal, scale=None):
     return out, lse
 
 
-def _attn_case(device, be, dtype, tol, causal, q, k, v, fwd, bwd):
+def _attn_case(device, be, dtype, tol, causal, q, k, v, fwd, bwd, on_device=None):
     """Forward (output, log-sum-exp) and backward (all three gradients, then each alone) on the
-    device against the CPU, counting the device's calls of the paths fwd / bwd."""
+    device against the CPU, counting the device's calls of the paths fwd / bwd; on_device: the
+    device's q, k, v where their layout matters (else copies)."""
     gqa = q.shape[1] != k.shape[1]
     kw = dict(is_causal=causal, enable_gqa=gqa)
-    qd, kd, vd = q.to(device), k.to(device), v.to(device)
-    if q.stride() != q.contiguous().stride():  # keep the CPU's view layout on the device
-        qd = q.transpose(1, 2).contiguous().to(device).transpose(1, 2)
+    qd, kd, vd = on_device or (q.to(device), k.to(device), v.to(device))
     f0, b0 = _calls(be, fwd), _calls(be, bwd)
     want = fiamma.fused_attention(q, k, v, **kw)
     got = fiamma.fused_attention(qd, kd, vd, **kw)
@@ -509,17 +508,55 @@ def test_attention_flash(device, be, dtype, tol, causal, gqa, L, S, E, Ev):
 @pytest.mark.parametrize("dtype,tol", DTYPES)
 @pytest.mark.parametrize("causal", [False, True])
 def test_attention_flash_strided_qkv(device, be, dtype, tol, causal):
-    # a GPT block's q, k, v: views of one (B, L, 3 H E) projection, heads transposed
+    # a GPT block's q, k, v: views of one (B, L, 3 H E) projection, heads transposed (row
+    # stride 3 H E), on the device as on the CPU
     rng = np.random.default_rng(3)
     B, L, H, E = 2, 33, 3, 8
     qkv = _t(rng.standard_normal((B, L, 3 * H * E)), dtype)
-    q, k, v = (t.view(B, L, H, E).transpose(1, 2) for t in qkv.split(H * E, dim=-1))
-    rng2 = np.random.default_rng(4)
-    kd = _t(rng2.standard_normal((B, H, L, E)), dtype)
-    _attn_case(device, be, dtype, tol, causal, q, kd, v.contiguous(), "attn_flash_fwd",
-               "attn_flash_bwd")
-    _attn_case(device, be, dtype, tol, causal, q.contiguous(), k.contiguous(), kd,
-               "attn_flash_fwd", "attn_flash_bwd")
+
+    def heads(t):
+        return [a.view(B, L, H, E).transpose(1, 2) for a in t.split(H * E, dim=-1)]
+
+    q, k, v = heads(qkv)
+    assert q.stride() == (L * 3 * H * E, E, 3 * H * E, 1)
+    _attn_case(device, be, dtype, tol, causal, q, k, v, "attn_flash_fwd", "attn_flash_bwd",
+               heads(qkv.to(device)))
+    # and one strided operand beside contiguous ones (no float4 loads: q's rows are odd)
+    wide = _t(rng.standard_normal((B, H, L, E + 1)), dtype)
+    q1, k1 = wide[..., :E], k.contiguous()
+    _attn_case(device, be, dtype, tol, causal, q1, k1, v, "attn_flash_fwd", "attn_flash_bwd",
+               (wide.to(device)[..., :E], k1.to(device), heads(qkv.to(device))[2]))
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPES)
+def test_attention_flash_nan_and_dead_rows(device, be, dtype, tol):
+    # a NaN key reaches exactly the rows that see it (causal: rows >= its index); a query row
+    # of -inf scores everywhere gives output 0 and log-sum-exp -inf (and zero gradients)
+    rng = np.random.default_rng(5)
+    B, H, L, S, E = 1, 2, 40, 40, 8
+    qn, kn = rng.standard_normal((B, H, L, E)), rng.standard_normal((B, H, S, E))
+    kn[0, 0, 35, 3] = np.nan
+    qn[0, 1, 2] = 0.0
+    qn[0, 1, 2, 0] = -np.inf
+    kn[0, 1, :, 0] = np.abs(kn[0, 1, :, 0]) + 0.5  # every score of q row 2 is -inf
+    q, k = _t(qn, dtype), _t(kn, dtype)
+    v = _t(rng.standard_normal((B, H, S, E)), dtype)
+    for causal in (False, True):
+        o_ref, lse_ref = _attn_fwd_lse(q, k, v, causal)
+        o_got, lse_got = _attn_fwd_lse(q.to(device), k.to(device), v.to(device), causal)
+        assert np.isnan(o_ref.numpy()[0, 0]).any() and lse_ref.numpy()[0, 1, 2] == -np.inf
+        assert_same(o_got.contiguous(), o_ref.contiguous(), rtol=tol, atol=tol)
+        assert_same(lse_got, lse_ref, rtol=tol, atol=tol)
+        g = _t(rng.standard_normal((B, H, L, E)), dtype)
+        ref = fiamma.fused_attention_backward(g, q, k, v, lse_ref, None, is_causal=causal)
+        got = fiamma.fused_attention_backward(g.to(device), q.to(device), k.to(device),
+                                              v.to(device), lse_got, None, is_causal=causal)
+        # grad_key of head 1 is left out: its dead row's zero weights times the row's -inf
+        # query are NaN wherever an implementation visits them (the CPU's blocks, our tiles)
+        for i, (a, r) in enumerate(zip(got, ref)):
+            if i == 1:
+                a, r = a[:, :1], r[:, :1]
+            assert_same(a, r, rtol=tol * 10, atol=tol * 10)
 
 
 @pytest.mark.parametrize("dtype,tol", DTYPES)
