@@ -131,8 +131,10 @@ extern "C" __global__ void fm_flash_fwd(
     __shared__ __align__(16) T Ks[FA_BN * FA_W];
     __shared__ __align__(16) T Vs[FA_BN * FA_W];
     __shared__ T Ps[FA_BM * PW];
-    const long long tile = nq - 1 - (long long)blockIdx.x % nq;
-    const long long bh = (long long)blockIdx.x / nq, b = bh / H;
+    // the tile is the slow index of the grid: (causal) the longest tiles are dispatched first
+    const long long nbh = (long long)gridDim.x / nq;
+    const long long tile = nq - 1 - (long long)blockIdx.x / nbh;
+    const long long bh = (long long)blockIdx.x % nbh, b = bh / H;
     const int h = (int)(bh - b * H), hk = h / rep;
     const int t = threadIdx.x, r = t / FA_TPR, sub = t - r * FA_TPR;
     const long long m0 = tile * FA_BM, l = m0 + r;
@@ -221,8 +223,10 @@ extern "C" __global__ void fm_flash_bwd_dq(
     __shared__ __align__(16) T Vs[FA_BN * FA_W];
     __shared__ T Ps[FA_BM * PW];
     __shared__ T Rs[FA_BM * PW];
-    const long long tile = nq - 1 - (long long)blockIdx.x % nq;
-    const long long bh = (long long)blockIdx.x / nq, b = bh / H;
+    // the tile is the slow index of the grid: (causal) the longest tiles are dispatched first
+    const long long nbh = (long long)gridDim.x / nq;
+    const long long tile = nq - 1 - (long long)blockIdx.x / nbh;
+    const long long bh = (long long)blockIdx.x % nbh, b = bh / H;
     const int h = (int)(bh - b * H), hk = h / rep;
     const int t = threadIdx.x, r = t / FA_TPR, sub = t - r * FA_TPR;
     const long long m0 = tile * FA_BM, l = m0 + r;
@@ -312,8 +316,10 @@ extern "C" __global__ void fm_flash_bwd_dkv(
     __shared__ T Rs[FA_BN * PW];
     __shared__ T Ls[FA_BM];
     __shared__ T Ds[FA_BM];
-    const long long tile = (long long)blockIdx.x % nk;  // causal: the first keys have most rows
-    const long long bhk = (long long)blockIdx.x / nk, Hk = H / rep, b = bhk / Hk;
+    // causal: the first key tiles have the most rows, dispatched first
+    const long long nbh = (long long)gridDim.x / nk;
+    const long long tile = (long long)blockIdx.x / nbh;
+    const long long bhk = (long long)blockIdx.x % nbh, Hk = H / rep, b = bhk / Hk;
     const int hk = (int)(bhk - b * Hk);
     const int t = threadIdx.x, r = t / FA_TPR, sub = t - r * FA_TPR;
     const long long n0 = tile * FA_BN, j = n0 + r;
