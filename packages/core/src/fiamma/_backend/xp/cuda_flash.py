@@ -19,11 +19,12 @@ Backward, without atomics:
   summed inside the block.
 
 Arithmetic in the inputs' dtype (float accumulators for float32, as PyTorch's kernels, double
-for float64). Tiles are sized so a block's static shared memory stays under 48 KB (rows padded
-by one element against bank conflicts); where q, k, v (and dO) are float32 with 16-byte aligned
-rows of a multiple of 4 elements, tiles load as float4. Larger head dims, masks, dropout and
-other dtypes go to the materialised path of cuda_kernels.py (and from there to the generic
-code).
+for float64), with explicit fused multiply-adds. Tiles are sized so a block's static shared
+memory stays under 48 KB; shared rows are padded by 16 bytes, so the inner loops read 16 bytes
+(float4 / double2) a load without bank conflicts; where q, k, v (and dO) are float32 with
+16-byte aligned rows of a multiple of 4 elements, tiles also load from global memory as float4.
+Larger head dims, masks, dropout and other dtypes go to the materialised path of
+cuda_kernels.py (and from there to the generic code).
 """
 
 import functools
@@ -39,13 +40,14 @@ _SHARED = 48 * 1024  # static shared memory a block may take without opting in
 
 # (ct, head-dim bound) -> forward (query rows a tile, keys a tile, threads a query row) and the
 # backward's (rows a tile, both kinds, threads a row); threads a block: rows x threads a row
-# (128; 64 for double with E <= 128). Shared memory per block (checked by _cfg): forward
-# (BM + 2 BN) (EMAX + 1) + BM (BN + 1) elements, backward 4 B (EMAX + 1) + 2 B (B + 2)
+# (128; 64 in the double, E <= 128 backward). Shared memory per block (checked by _cfg), with
+# rows of W = EMAX + 16 bytes: forward (BM + 2 BN) W + BM (BN + 1) elements, backward 4 B W +
+# 2 B (B + 2); ptxas (sm_90) counts forward / backward dK dV bytes:
 FLASH_CFG = {
-    ("float", 64): ((64, 32, 2), (32, 4)),     # 41.7 KB, 41.9 KB
-    ("float", 128): ((32, 16, 4), (16, 8)),    # 35.2 KB, 35.3 KB
-    ("double", 64): ((32, 16, 4), (16, 8)),    # 37.6 KB, 37.6 KB
-    ("double", 128): ((16, 8, 8), (8, 8)),     # 34.2 KB, 34.3 KB
+    ("float", 64): ((64, 32, 2), (32, 4)),     # 43264 / 43520
+    ("float", 128): ((32, 16, 4), (16, 8)),    # 35968 / 36096
+    ("double", 64): ((32, 16, 4), (16, 8)),    # 38144 / 38400
+    ("double", 128): ((16, 8, 8), (8, 8)),     # 34432 / 34560
 }
 
 _COMMON = r"""
