@@ -17,7 +17,8 @@ primitives whose generic array code costs many launches or many passes over memo
   (float64 sums; the running statistics and affine factors written by the block), then one
   elementwise pass (the generic code makes ~15 whole-array passes);
 - ``attn_fwd`` / ``attn_bwd`` without a mask or with the causal one, no dropout: with head
-  dims up to 128 the fused flash-style kernels of cuda_flash.py (no score matrix in memory);
+  dims up to 128 the fused flash-style kernels of cuda_flash.py (no score matrix in memory;
+  an online softmax, so they agree with the generic code to float tolerance, not bit for bit);
   beyond, the score rows' scale, mask, softmax and log-sum-exp (and in the backward the
   probabilities again and ds = p (dp - sum p dp)) in one kernel between cuBLAS's products (the
   generic code ~10 passes over the (B, H, L, S) scores);
