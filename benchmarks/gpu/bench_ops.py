@@ -151,6 +151,21 @@ def cases(f, t, fdev, tdev, gpu):
         qf, kf, vf, is_causal=True), (qf, kf, vf))),
         fb(t, lambda: (t.nn.functional.scaled_dot_product_attention(
             qt, kt, vt, is_causal=True), (qt, kt, vt))), 10)
+    add("sdpa fwd (no mask)", lambda: f.nn.functional.scaled_dot_product_attention(
+        qf.detach(), kf.detach(), vf.detach()),
+        lambda: t.nn.functional.scaled_dot_product_attention(
+        qt.detach(), kt.detach(), vt.detach()), 20)
+
+    # the GPT block's layout: q, k, v strided views of one (B, T, 3C) projection
+    def heads(qkv):
+        q, k, v = qkv.split(C, dim=2)
+        return [a.view(B, T, H, C // H).transpose(1, 2) for a in (q, k, v)]
+
+    pf, pt = pair((B, T, 3 * C), True)
+    add("sdpa causal fwd+bwd (qkv views)", fb(f, lambda: (
+        f.nn.functional.scaled_dot_product_attention(*heads(pf), is_causal=True), (pf,))),
+        fb(t, lambda: (t.nn.functional.scaled_dot_product_attention(
+            *heads(pt), is_causal=True), (pt,))), 10)
     lf, lt = pair((B * T, V), True)
     tg = rng.integers(0, V, (B * T,)).astype(np.int64)
     tgf, tgt = f.from_numpy(tg).to(fdev), t.from_numpy(tg).to(tdev)

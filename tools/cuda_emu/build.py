@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 
-from fiamma._backend.xp import cuda_kernels as CK
+from fiamma._backend.xp import cuda_flash as CF, cuda_kernels as CK
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -62,6 +62,11 @@ def source():
             body = CK._ADAM.replace("AMS", "if (vm > vi) { vi = vm; } vm = vi;" if ams else "")
             out.append(_strip(CK._ADAM_MULTI).replace("NAME", name).replace("BODY", body))
         out.append("#undef FM_NEG_INF\n#undef FM_INF_T\n#undef FM_NEG_INF_T")
+        for em in (64, 128):  # cuda_flash's kernels: each tile configuration in its namespace
+            for part in "fb":
+                out.append(f"namespace fa{em}{part} {{")
+                out.append(_strip(CF.flash_source(ct, em, part)))
+                out.append("}")
         out += _elementwise()
         out.append("}")
     out.append(_strip(CK._BIN4))

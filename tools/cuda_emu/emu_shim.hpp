@@ -12,8 +12,10 @@
 #define __forceinline__ inline
 #define __restrict__
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
 struct dim3 { unsigned x = 1, y = 1, z = 1; };
-struct float4 { float x, y, z, w; };
+struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(16) double2 { double x, y; };
 inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
 thread_local dim3 threadIdx, blockIdx;
 dim3 blockDim, gridDim;
@@ -27,6 +29,14 @@ inline double __shfl_down_sync(unsigned, double v, int o) {
     g_wbuf[w][lane] = v;
     g_warp[w]->arrive_and_wait();
     double r = lane + o < 32 ? g_wbuf[w][lane + o] : v;
+    g_warp[w]->arrive_and_wait();
+    return r;
+}
+template <class V> inline V __shfl_xor_sync(unsigned, V v, int o) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    g_wbuf[w][lane] = (double)v;
+    g_warp[w]->arrive_and_wait();
+    V r = (V)g_wbuf[w][lane ^ o];
     g_warp[w]->arrive_and_wait();
     return r;
 }

@@ -35,17 +35,25 @@ def _arg(a, ns):
     raise TypeError(type(a))
 
 
+# cuda_flash's kernels take (B, H, rows, E) views with their strides as arguments
+_STRIDED = {"fm_flash_fwd": "fwd", "fm_flash_bwd_dq": "dq", "fm_flash_bwd_dkv": "dkv"}
+
+
 class Raw:
-    def __init__(self, name, ct):
-        self.name, self.ns = name, "f32" if ct == "float" else "f64"
+    def __init__(self, name, ct, key=""):
+        self.name, self.ns, self.key = name, "f32" if ct == "float" else "f64", key
 
     def __call__(self, grid, block, args):
         CALLS[self.name] = CALLS.get(self.name, 0) + 1
         grid = tuple(grid) + (1,) * (2 - len(grid))
         for a in args:
-            if isinstance(a, np.ndarray) and a.size:
+            if isinstance(a, np.ndarray) and a.size and self.name not in _STRIDED:
                 assert a.flags.c_contiguous or a.ndim == 2, (self.name, a.strides)
         cargs = [_arg(a, self.ns) for a in args]
+        if self.name in _STRIDED:  # key "flash<emax><f|b>"
+            f = getattr(LIB, f"{self.ns}_fa{self.key[5:-1]}_{_STRIDED[self.name]}")
+            f(ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]), *cargs)
+            return
         if self.name == "fm_philox":
             LIB.philox(ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]), *cargs)
             return
@@ -103,7 +111,7 @@ class Emu(BinaryEntryMixin, CudaKernelsMixin, XpBackend):
         self._kernels_ok = True
 
     def _raw_kernel(self, key, src, name, ct):
-        return Raw(name, ct)
+        return Raw(name, ct, key)
 
     def _ew_kernel(self, key, in_params, out_params, body, preamble=""):
         return Ew(key)

@@ -439,37 +439,136 @@ def test_max_pool2d(device, be, dtype, k, s, p, d, ceil):
 
 # ---- attention -------------------------------------------------------------------------------
 
+def _attn_fwd_lse(q, k, v, causal, scale=None):
+    """(out, lse) of the backend's attn_fwd for 4-d q, k, v of any row strides (lse is what
+    the recorded op saves for the backward)."""
+    from fiamma._backend import codes as K
+
+    B, H, L, E = q.shape
+    Hk, S, Ev = k.shape[1], k.shape[2], v.shape[3]
+    dev = q.device
+    out = fiamma.empty((B, L, H, Ev), dtype=q.dtype, device=dev).permute(0, 2, 1, 3)
+    lse = fiamma.empty((B, H, L), dtype=q.dtype, device=dev)
+    be = _backend.backend_for(dev)
+    rc = be.attn_fwd(B, H, Hk, L, S, E, Ev, 1 / np.sqrt(E) if scale is None else scale,
+                     q, list(q._stride[:3]), k, list(k._stride[:3]), v, list(v._stride[:3]),
+                     K.ATTN_CAUSAL if causal else K.ATTN_NONE, None, None, None, out,
+                     list(out._stride[:3]), lse)
+    assert rc == 0
+    return out, lse
+
+
+def _attn_case(device, be, dtype, tol, causal, q, k, v, fwd, bwd, on_device=None):
+    """Forward (output, log-sum-exp) and backward (all three gradients, then each alone) on the
+    device against the CPU, counting the device's calls of the paths fwd / bwd; on_device: the
+    device's q, k, v where their layout matters (else copies)."""
+    gqa = q.shape[1] != k.shape[1]
+    kw = dict(is_causal=causal, enable_gqa=gqa)
+    qd, kd, vd = on_device or (q.to(device), k.to(device), v.to(device))
+    f0, b0 = _calls(be, fwd), _calls(be, bwd)
+    want = fiamma.fused_attention(q, k, v, **kw)
+    got = fiamma.fused_attention(qd, kd, vd, **kw)
+    _served(be, fwd, f0)
+    assert_same(got, want.contiguous(), rtol=tol, atol=tol)
+    o_ref, lse_ref = _attn_fwd_lse(q, k, v, causal)
+    o_got, lse_got = _attn_fwd_lse(qd, kd, vd, causal)
+    assert_same(o_got.contiguous(), o_ref.contiguous(), rtol=tol, atol=tol)
+    assert_same(lse_got, lse_ref, rtol=tol, atol=tol)
+    rng = np.random.default_rng(7)
+    g = _t(rng.standard_normal(tuple(want.shape)), dtype)
+    ref = fiamma.fused_attention_backward(g, q, k, v, lse_ref, None, **kw)
+    for mask in ((True, True, True), (True, False, False), (False, True, False),
+                 (False, False, True)):
+        out = fiamma.fused_attention_backward(g.to(device), qd, kd, vd, lse_got, None,
+                                              output_mask=mask, **kw)
+        _served(be, bwd, b0)
+        for a, r, m in zip(out, ref, mask):
+            if m:
+                assert_same(a, r, rtol=tol * 10, atol=tol * 10)
+            else:
+                assert a is None
+
+
 @pytest.mark.parametrize("dtype,tol", DTYPES)
-@pytest.mark.parametrize("causal,gqa,L,S", [(False, False, 6, 7), (True, False, 9, 9),
-                                            (True, True, 5, 300), (False, True, 1, 3)])
-def test_attention_rows(device, be, dtype, tol, causal, gqa, L, S):
-    rng = np.random.default_rng(L * S)
-    B, H, Hk, E, Ev = 2, 4, 2 if gqa else 4, 8, 5
+@pytest.mark.parametrize("causal,gqa,L,S,E,Ev", [
+    (False, False, 6, 7, 8, 5), (True, False, 9, 9, 8, 8), (True, True, 5, 300, 8, 5),
+    (False, True, 1, 3, 8, 5), (True, False, 70, 37, 12, 16), (False, True, 37, 70, 16, 12),
+    (True, False, 19, 23, 72, 65), (False, False, 3, 2, 128, 128)])
+def test_attention_flash(device, be, dtype, tol, causal, gqa, L, S, E, Ev):
+    # L, S across several tiles of every configuration and not multiples of them; head dims
+    # of the 64 and the 128 configurations, with float4 loads (E, Ev % 4 == 0) and without
+    rng = np.random.default_rng(L * S + E)
+    B, H, Hk = 2, 4, 2 if gqa else 4
     q = _t(rng.standard_normal((B, H, L, E)), dtype)
     k = _t(rng.standard_normal((B, Hk, S, E)), dtype)
     v = _t(rng.standard_normal((B, Hk, S, Ev)), dtype)
-    kw = dict(is_causal=causal, enable_gqa=gqa)
-    f0, b0 = _calls(be, "attn_fwd"), _calls(be, "attn_bwd")
-    want = fiamma.fused_attention(q, k, v, **kw)
-    got = fiamma.fused_attention(q.to(device), k.to(device), v.to(device), **kw)
-    _served(be, "attn_fwd", f0)
-    assert_same(got, want.contiguous(), rtol=tol, atol=tol)
-    # the log-sum-exp of the rows, as the backward takes it
-    sc = np.einsum("bhle,bhse->bhls", q.numpy(), np.repeat(k.numpy(), H // Hk, axis=1))
-    sc = sc / np.sqrt(E)
-    if causal:
-        sc = np.where(np.arange(S)[None, :] <= np.arange(L)[:, None], sc, -np.inf)
-    m = sc.max(-1, keepdims=True)
-    lse = _t((m + np.log(np.exp(sc - m).sum(-1, keepdims=True)))[..., 0], dtype)
-    g = _t(rng.standard_normal((B, H, L, Ev)), dtype)
-    ref = fiamma.fused_attention_backward(g, q, k, v, lse, None, is_causal=causal,
-                                          enable_gqa=gqa)
-    out = fiamma.fused_attention_backward(g.to(device), q.to(device), k.to(device),
-                                          v.to(device), lse.to(device), None, is_causal=causal,
-                                          enable_gqa=gqa)
-    _served(be, "attn_bwd", b0)
-    for a, r in zip(out, ref):
-        assert_same(a, r, rtol=tol * 10, atol=tol * 10)
+    _attn_case(device, be, dtype, tol, causal, q, k, v, "attn_flash_fwd", "attn_flash_bwd")
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPES)
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_flash_strided_qkv(device, be, dtype, tol, causal):
+    # a GPT block's q, k, v: views of one (B, L, 3 H E) projection, heads transposed (row
+    # stride 3 H E), on the device as on the CPU
+    rng = np.random.default_rng(3)
+    B, L, H, E = 2, 33, 3, 8
+    qkv = _t(rng.standard_normal((B, L, 3 * H * E)), dtype)
+
+    def heads(t):
+        return [a.view(B, L, H, E).transpose(1, 2) for a in t.split(H * E, dim=-1)]
+
+    q, k, v = heads(qkv)
+    assert q.stride() == (L * 3 * H * E, E, 3 * H * E, 1)
+    _attn_case(device, be, dtype, tol, causal, q, k, v, "attn_flash_fwd", "attn_flash_bwd",
+               heads(qkv.to(device)))
+    # and one strided operand beside contiguous ones (no float4 loads: q's rows are odd)
+    wide = _t(rng.standard_normal((B, H, L, E + 1)), dtype)
+    q1, k1 = wide[..., :E], k.contiguous()
+    _attn_case(device, be, dtype, tol, causal, q1, k1, v, "attn_flash_fwd", "attn_flash_bwd",
+               (wide.to(device)[..., :E], k1.to(device), heads(qkv.to(device))[2]))
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPES)
+def test_attention_flash_nan_and_dead_rows(device, be, dtype, tol):
+    # a NaN key reaches exactly the rows that see it (causal: rows >= its index); a query row
+    # of -inf scores everywhere gives output 0 and log-sum-exp -inf (and zero gradients)
+    rng = np.random.default_rng(5)
+    B, H, L, S, E = 1, 2, 40, 40, 8
+    qn, kn = rng.standard_normal((B, H, L, E)), rng.standard_normal((B, H, S, E))
+    kn[0, 0, 35, 3] = np.nan
+    qn[0, 1, 2] = 0.0
+    qn[0, 1, 2, 0] = -np.inf
+    kn[0, 1, :, 0] = np.abs(kn[0, 1, :, 0]) + 0.5  # every score of q row 2 is -inf
+    q, k = _t(qn, dtype), _t(kn, dtype)
+    v = _t(rng.standard_normal((B, H, S, E)), dtype)
+    for causal in (False, True):
+        o_ref, lse_ref = _attn_fwd_lse(q, k, v, causal)
+        o_got, lse_got = _attn_fwd_lse(q.to(device), k.to(device), v.to(device), causal)
+        assert np.isnan(o_ref.numpy()[0, 0]).any() and lse_ref.numpy()[0, 1, 2] == -np.inf
+        assert_same(o_got.contiguous(), o_ref.contiguous(), rtol=tol, atol=tol)
+        assert_same(lse_got, lse_ref, rtol=tol, atol=tol)
+        g = _t(rng.standard_normal((B, H, L, E)), dtype)
+        ref = fiamma.fused_attention_backward(g, q, k, v, lse_ref, None, is_causal=causal)
+        got = fiamma.fused_attention_backward(g.to(device), q.to(device), k.to(device),
+                                              v.to(device), lse_got, None, is_causal=causal)
+        # grad_key of head 1 is left out: its dead row's zero weights times the row's -inf
+        # query are NaN wherever an implementation visits them (the CPU's blocks, our tiles)
+        for i, (a, r) in enumerate(zip(got, ref)):
+            if i == 1:
+                a, r = a[:, :1], r[:, :1]
+            assert_same(a, r, rtol=tol * 10, atol=tol * 10)
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPES)
+@pytest.mark.parametrize("causal,gqa,L,S", [(False, False, 6, 7), (True, True, 5, 9)])
+def test_attention_rows_beyond_flash(device, be, dtype, tol, causal, gqa, L, S):
+    # head dims over the flash kernels' 128: the materialised scores' row kernels
+    rng = np.random.default_rng(L * S)
+    B, H, Hk, E, Ev = 1, 2, 1 if gqa else 2, 130, 5
+    q = _t(rng.standard_normal((B, H, L, E)), dtype)
+    k = _t(rng.standard_normal((B, Hk, S, E)), dtype)
+    v = _t(rng.standard_normal((B, Hk, S, Ev)), dtype)
+    _attn_case(device, be, dtype, tol, causal, q, k, v, "attn_fwd", "attn_bwd")
 
 
 # ---- the counter-based generator -------------------------------------------------------------

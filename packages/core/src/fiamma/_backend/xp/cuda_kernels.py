@@ -16,10 +16,12 @@ primitives whose generic array code costs many launches or many passes over memo
 - ``batch_norm_fwd`` / ``batch_norm_bwd``: per-channel statistics in one block a channel
   (float64 sums; the running statistics and affine factors written by the block), then one
   elementwise pass (the generic code makes ~15 whole-array passes);
-- ``attn_fwd`` / ``attn_bwd`` without a mask or with the causal one, no dropout: the score
-  rows' scale, mask, softmax and log-sum-exp (and in the backward the probabilities again and
-  ds = p (dp - sum p dp)) in one kernel between cuBLAS's products (the generic code ~10 passes
-  over the (B, H, L, S) scores);
+- ``attn_fwd`` / ``attn_bwd`` without a mask or with the causal one, no dropout: with head
+  dims up to 128 the fused flash-style kernels of cuda_flash.py (no score matrix in memory;
+  an online softmax, so they agree with the generic code to float tolerance, not bit for bit);
+  beyond, the score rows' scale, mask, softmax and log-sum-exp (and in the backward the
+  probabilities again and ds = p (dp - sum p dp)) in one kernel between cuBLAS's products (the
+  generic code ~10 passes over the (B, H, L, S) scores);
 - the counter-based generator's Philox4x32-10 blocks (every random fill: dropout, rand,
   randn, ...): one kernel, the same words as the CPU's (the generic code ~100 array ops);
 - ``softmax`` (and log-softmax) over the last dim of contiguous rows: one block a row;
@@ -46,6 +48,7 @@ import numpy as np
 
 from fiamma import _dtype as D
 from fiamma._backend import codes as K
+from fiamma._backend.xp.cuda_flash import flash_bwd, flash_fwd
 
 __all__ = ["CudaKernelsMixin"]
 
@@ -1397,8 +1400,12 @@ class CudaKernelsMixin:
                 not self._attn_rows_ok(B, H, L):
             return super().attn_fwd(B, H, Hk, L, S, E, Ev, scale, q, qs, k, ks, v, vs, mkind,
                                     mask, ms, drop, out, os, lse)
-        xp = self.xp
         ct = _float_ct(q)
+        if flash_fwd(self, ct, B, H, Hk, L, S, E, Ev, scale, q, qs, k, ks, v, vs, mkind, out,
+                     os, lse):
+            return 0
+        # head dims over cuda_flash's limit (or its kernel failed): the materialised scores
+        xp = self.xp
         Q = self.raw(q, (B, H, L, E), tuple(qs) + (1,))
         Kt = self.raw(k, (B, Hk, S, E), tuple(ks) + (1,))
         V = self.raw(v, (B, Hk, S, Ev), tuple(vs) + (1,))
@@ -1430,8 +1437,11 @@ class CudaKernelsMixin:
                 not self._attn_rows_ok(B, H, L):
             return super().attn_bwd(B, H, Hk, L, S, E, Ev, scale, q, qs, k, ks, v, vs, mkind,
                                     mask, ms, drop, g, gs, lse, gq, gk, gv)
-        xp = self.xp
         ct = _float_ct(q)
+        if flash_bwd(self, ct, B, H, Hk, L, S, E, Ev, scale, q, qs, k, ks, v, vs, mkind, g, gs,
+                     lse, gq, gk, gv):
+            return 0
+        xp = self.xp
         rep = H // Hk
         Q = self.raw(q, (B, H, L, E), tuple(qs) + (1,))
         Kr = self.raw(k, (B, Hk, S, E), tuple(ks) + (1,))

@@ -1,0 +1,94 @@
+"""Compile the fused attention's CUDA sources (fiamma/_backend/xp/cuda_flash.py) with NVRTC, as
+CuPy's RawKernel does (--fmad=false), without a GPU; with ptxas on PATH also assemble them and
+print each kernel's registers, spills and static shared memory. A check of the real compiler's
+view of the sources that the emulator (build.py) cannot give; speed still needs a GPU.
+
+    python tools/cuda_emu/nvrtc_check.py [--arch 90] [--nvrtc PATH/libnvrtc.so.N]
+
+NVRTC comes from the nvidia-cuda-nvrtc wheel (or a CUDA toolkit); ptxas from a toolkit.
+"""
+import argparse
+import ctypes
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+
+from fiamma._backend.xp import cuda_flash as CF
+
+
+def _find_nvrtc():
+    site = sysconfig.get_paths()["purelib"]
+    pats = [os.path.join(site, "nvidia", "*", "lib", "libnvrtc.so*"),
+            os.path.join(site, "nvidia", "cuda_nvrtc", "lib", "libnvrtc.so*"),
+            "/usr/local/cuda*/lib64/libnvrtc.so*"]
+    for pat in pats:
+        for f in sorted(glob.glob(pat)):
+            if "builtins" not in f and ".alt." not in f:
+                return f
+    return None
+
+
+def _compile(lib, src, name, arch):
+    prog = ctypes.c_void_p()
+    if lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), name.encode(), 0, None, None):
+        raise RuntimeError("nvrtcCreateProgram failed")
+    opts = [b"--fmad=false", f"-arch=compute_{arch}".encode()]
+    rc = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
+    n = ctypes.c_size_t()
+    lib.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
+    log = ctypes.create_string_buffer(n.value)
+    lib.nvrtcGetProgramLog(prog, log)
+    ptx = b""
+    if rc == 0:
+        lib.nvrtcGetPTXSize(prog, ctypes.byref(n))
+        buf = ctypes.create_string_buffer(n.value)
+        lib.nvrtcGetPTX(prog, buf)
+        ptx = buf.value
+    lib.nvrtcDestroyProgram(ctypes.byref(prog))
+    return rc, log.value.decode(errors="replace").strip(), ptx
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--arch", default="90")
+    ap.add_argument("--nvrtc", default=None)
+    a = ap.parse_args(argv)
+    path = a.nvrtc or _find_nvrtc()
+    if path is None:
+        sys.exit("nvrtc_check: no libnvrtc found (pip install nvidia-cuda-nvrtc, or --nvrtc)")
+    # libnvrtc dlopens its builtins library by name: load the one beside it first
+    for b in sorted(glob.glob(os.path.join(os.path.dirname(path), "libnvrtc-builtins.so*"))):
+        if ".alt." not in b:
+            ctypes.CDLL(b, mode=ctypes.RTLD_GLOBAL)
+    lib = ctypes.CDLL(path)
+    ptxas = shutil.which("ptxas")
+    bad = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for (ct, emax) in CF.FLASH_CFG:
+            for part in "fb":
+                name = f"flash_{ct}_{emax}_{part}"
+                rc, log, ptx = _compile(lib, f"typedef {ct} T;\n" +
+                                        CF.flash_source(ct, emax, part), name + ".cu", a.arch)
+                print(f"{name}: {'ok' if rc == 0 else 'FAILED'}" + (f"\n{log}" if log else ""))
+                bad += rc != 0
+                if rc == 0 and ptxas:
+                    f = os.path.join(tmp, name + ".ptx")
+                    with open(f, "wb") as fh:
+                        fh.write(ptx)
+                    r = subprocess.run([ptxas, f"-arch=sm_{a.arch}", "-v", "-o",
+                                        os.path.join(tmp, name + ".cubin"), f],
+                                       capture_output=True, text=True)
+                    for line in (r.stdout + r.stderr).splitlines():
+                        if "Used" in line or "spill" in line or "error" in line:
+                            print("   ", line.strip())
+                    bad += r.returncode != 0
+    if bad:
+        sys.exit(f"nvrtc_check: {bad} failed")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
