@@ -166,7 +166,8 @@ def make():
     cuda.get_current_stream = lambda: Stream.current
     cuda.device = types.SimpleNamespace(get_cublas_handle=lambda: 1)
     runtime = types.SimpleNamespace(
-        memcpyHostToDevice=1, memcpyDeviceToHost=2, getDeviceCount=lambda: 1,
+        memcpyHostToDevice=1, memcpyDeviceToHost=2, memcpyDeviceToDevice=3,
+        getDeviceCount=lambda: 1,
         getDevice=lambda: 0, memGetInfo=lambda: (1 << 30, 2 << 30),
         getDeviceProperties=lambda i: {"name": b"Fake GPU", "major": 9, "minor": 0,
                                        "totalGlobalMem": 2 << 30, "multiProcessorCount": 4,
