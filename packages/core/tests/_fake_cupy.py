@@ -180,7 +180,12 @@ def make():
     def pointerGetAttributes(ptr):
         raise RuntimeError("fake: no pointer attributes")
 
+    def memsetAsync(ptr, value, size, stream):
+        calls.append(("memset", value, size))
+        ctypes.memset(ptr, value, size)
+
     runtime.memcpyAsync = memcpyAsync
+    runtime.memsetAsync = memsetAsync
     runtime.pointerGetAttributes = pointerGetAttributes
     runtime.cudaMemoryTypeHost = 1
     cuda.runtime = runtime

@@ -141,6 +141,24 @@ def test_fake_copies_and_item(fake_cuda, dt):
     assert not [x for x in fake_cuda.xp.calls if x[:2] == ("memcpy", 3) and x[2] != 12 *
                 dt.itemsize]
     assert_same(d.to(fiamma.float64), c.to(fiamma.float64))
+    # zero fills of contiguous memory are one memset; other values, or strided targets, fill
+    # through the array module
+    fake_cuda.xp.calls.clear()
+    z = d.clone()
+    z.zero_()
+    assert_same(z, fiamma.zeros(2, 3, 4, dtype=dt))
+    assert ("memset", 0, 24 * dt.itemsize) in fake_cuda.xp.calls
+    z[0].zero_()
+    z[:, 1].fill_(1)
+    if dt.is_floating_point:
+        z[1].fill_(-0.0)  # not zero bytes: no memset
+    zc = fiamma.zeros(2, 3, 4, dtype=dt)
+    zc[:, 1].fill_(1)
+    if dt.is_floating_point:
+        zc[1].fill_(-0.0)
+    assert_same(z, zc)
+    assert [x for x in fake_cuda.xp.calls if x[0] == "memset"] == [
+        ("memset", 0, 24 * dt.itemsize), ("memset", 0, 12 * dt.itemsize)]
 
 
 def _layouts(rows, cols, dt, rng):

@@ -23,6 +23,7 @@ benchmarks/gpu/run.sh runs that suite on a GPU machine.
 """
 
 import collections
+import math
 
 import numpy as np
 
@@ -174,6 +175,16 @@ class CupyBackend(BinaryEntryMixin, CudaKernelsMixin, RuntimeMixin, XpBackend):
                 self._rt.memcpyAsync(dst._ptr, src._ptr, n, self._d2d, self._stream_ptr())
             return 0
         return XpBackend.copy(self, dst, src)
+
+    def fill(self, dst, fval, ival, use_int):
+        if dst._contig and (ival == 0 if use_int else
+                            (fval == 0 and math.copysign(1.0, fval) > 0)):
+            # zero bytes (zero_grad, zeros_like): one memset on the current stream
+            n = dst._numel * dst._dtype.itemsize
+            if n:
+                self._rt.memsetAsync(dst._ptr, 0, n, self._stream_ptr())
+            return 0
+        return XpBackend.fill(self, dst, fval, ival, use_int)
 
     def synchronize(self, device=None):
         """Wait for every queued kernel and copy on ``device`` (default: the current one)."""
