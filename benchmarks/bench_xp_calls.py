@@ -5,7 +5,7 @@ time (a ufunc 9-10 us, a reduction 13-19 us, an ``o[...] = a`` 7 us, a kernel la
 The reference device ``xp`` becomes the cuda backend class over NumPy (tools/cuda_emu: the
 ``CudaKernelsMixin`` fast paths, their kernels run by the CPU emulation), so the ops take the
 paths they take on a GPU. Then, per op (the GPT-shaped ops of gpu/bench_ops.py at tiny sizes,
-and whole tiny GPT training steps):
+or with ``--mid`` at sizes past the cuda paths' thresholds, and whole GPT training steps):
 
 - **calls**: array-module calls made by one call of the op (all of them; ``launch``, ``view``
   and ``alloc`` are parts), counted by wrapping the backend's
@@ -353,19 +353,20 @@ def summarise(c):
     return total, launch, c.get("view", 0), c.get("alloc", 0)
 
 
-def gpt_step_case(f, t):
+def gpt_step_case(f, t, mid=False):
     """A tiny GPT training step (2 layers, 2 heads, 32 wide, block 16, batch 2; AdamW) and its
-    forward alone, fiamma on xp."""
+    forward alone, fiamma on xp (``mid``: 4 heads, 256 wide, block 64, batch 4)."""
     from bench_cuda import build_gpt
 
     # linear on a 3-d input takes addmm's fused bias at the GPU sizes (above _FUSED_BIAS_MIN
     # output elements): the tiny model takes the same paths
     f.nn.functional._FUSED_BIAS_MIN = 0
-    fm = build_gpt(f, 2, 2, 32, 16).to("xp")
+    heads, width, block, batch = (4, 256, 64, 4) if mid else (2, 32, 16, 2)
+    fm = build_gpt(f, 2, heads, width, block).to("xp")
     opt = f.optim.AdamW(fm.parameters(), lr=1e-4)
     rng = np.random.default_rng(0)
-    x = f.from_numpy(rng.integers(0, 65, (2, 16)).astype(np.int64)).to("xp")
-    y = f.from_numpy(rng.integers(0, 65, (2, 16)).astype(np.int64)).to("xp")
+    x = f.from_numpy(rng.integers(0, 65, (batch, block)).astype(np.int64)).to("xp")
+    y = f.from_numpy(rng.integers(0, 65, (batch, block)).astype(np.int64)).to("xp")
     F = f.nn.functional
 
     def step():
@@ -378,8 +379,9 @@ def gpt_step_case(f, t):
         with f.no_grad():
             fm(x)
 
-    return [("GPT step (tiny, 2 layers)", step, None, 5),
-            ("GPT forward, no_grad (tiny)", forward, None, 10)]
+    size = "mid" if mid else "tiny"
+    return [(f"GPT step ({size}, 2 layers)", step, None, 5),
+            (f"GPT forward, no_grad ({size})", forward, None, 10)]
 
 
 def main():
@@ -390,6 +392,9 @@ def main():
     ap.add_argument("--detail", action="store_true", help="print each op's calls by name")
     ap.add_argument("--where", action="store_true", help="print the call sites too")
     ap.add_argument("--where2", action="store_true", help="... and the caller above core")
+    ap.add_argument("--mid", action="store_true",
+                    help="B, T, C = 4, 64, 256 (65536-element activations: the size from which "
+                         "the cuda paths take their float4 kernels) instead of tiny sizes")
     ap.add_argument("--no-time", action="store_true", help="count only")
     ap.add_argument("--json")
     args = ap.parse_args()
@@ -399,7 +404,9 @@ def main():
     from bench_ops import cases
 
     torch.set_num_threads(1)
-    todo = cases(fiamma, torch, "xp", "cpu", False) + gpt_step_case(fiamma, torch)
+    sizes = (4, 64, 256, 4, 65) if args.mid else None
+    todo = cases(fiamma, torch, "xp", "cpu", False, sizes) + gpt_step_case(fiamma, torch,
+                                                                          args.mid)
     kind = "cuda paths, emulated kernels" if EMU else "generic"
     print(f"backend: {type(BACKEND).__name__} ({kind}); calls = array-module calls per op "
           f"(launch: kernels, view: array views built, alloc: storages)")

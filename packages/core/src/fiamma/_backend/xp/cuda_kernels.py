@@ -1342,11 +1342,11 @@ class CudaKernelsMixin:
             return super().softmax(log, x, out, dim)
         ncol = shape[-1]
         rows = x._numel // ncol
-        xv, ov = self.cview(x, (rows, ncol)), self.cview(out, (rows, ncol))
 
         def go():
             k = self._raw_kernel("softmax", _SOFTMAX, "fm_softmax", ct)
-            k((rows,), (self._threads(ncol),), (xv, ov, np.int64(ncol), np.int32(bool(log))))
+            k((rows,), (self._threads(ncol),),
+              (_ptr(x), _ptr(out), np.int64(ncol), np.int32(bool(log))))
 
         if rows < _MAX_GRID and self._served("softmax", go):
             return 0
@@ -1548,15 +1548,14 @@ class CudaKernelsMixin:
             if n >= 65536 and tuple(sa) == cs and tuple(sb) == cs and \
                     tuple(out._shape) == shape and tuple(out._stride) == cs and \
                     not self._overlaps(out, a, b):
-                av = self.raw(a, (n,), (1,))
-                bv = self.raw(b, (n,), (1,))
-                ov = self.raw(out, (n,), (1,))
-                vec = int(a._ptr % 16 == 0 and b._ptr % 16 == 0 and out._ptr % 16 == 0)
+                pa, pb, po = a._ptr, b._ptr, out._ptr
+                vec = int(pa % 16 == 0 and pb % 16 == 0 and po % 16 == 0)
                 blocks = min((n // 4 + 255) // 256 + 1, 1 << 20)
 
-                def go():
+                def go():  # pointers, not array views: the launch is the one call
                     k = self._raw_kernel("bin4", _BIN4, name, "float")
-                    k((blocks,), (256,), (av, bv, ov, np.int64(n), np.int32(vec)))
+                    k((blocks,), (256,), (np.uint64(pa), np.uint64(pb), np.uint64(po),
+                                          np.int64(n), np.int32(vec)))
 
                 if self._served("binary", go):
                     return 0
@@ -1579,15 +1578,15 @@ class CudaKernelsMixin:
             return False
         with np.errstate(over="ignore"):  # beyond float32's range: inf, as the generic code
             s = np.float32(self._scalar(D.float32, 0.0, sv, True))
-        av = self.raw(t, (n,), (1,))
-        ov = self.raw(out, (n,), (1,))
-        vec = int(t._ptr % 16 == 0 and out._ptr % 16 == 0)
+        pa, po = t._ptr, out._ptr
+        vec = int(pa % 16 == 0 and po % 16 == 0)
         blocks = min((n // 4 + 255) // 256 + 1, 1 << 20)
         kname = name.replace("fm_bin4_", "fm_bin4s_")
 
         def go():
             k = self._raw_kernel("bin4", _BIN4, kname, "float")
-            k((blocks,), (256,), (av, s, ov, np.int64(n), np.int32(vec), np.int32(left)))
+            k((blocks,), (256,), (np.uint64(pa), s, np.uint64(po), np.int64(n), np.int32(vec),
+                                  np.int32(left)))
 
         return self._served("binary_scalar", go)
 
