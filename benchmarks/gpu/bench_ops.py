@@ -82,9 +82,10 @@ class Timer:
         return host * 1e6, dev, queued > spin_ms
 
 
-def cases(f, t, fdev, tdev, gpu):
-    """(name, fiamma fn, torch fn, calls) at the GPT step's shapes (tiny on xp)."""
-    B, T, C, H, V = (32, 256, 384, 6, 65) if gpu else (2, 16, 32, 2, 65)
+def cases(f, t, fdev, tdev, gpu, sizes=None):
+    """(name, fiamma fn, torch fn, calls) at the GPT step's shapes (tiny on xp; ``sizes``:
+    (B, T, C, heads, vocab) instead)."""
+    B, T, C, H, V = sizes or ((32, 256, 384, 6, 65) if gpu else (2, 16, 32, 2, 65))
     rng = np.random.default_rng(0)
 
     def pair(shape, grad=False, dtype=np.float32):

@@ -166,7 +166,8 @@ def make():
     cuda.get_current_stream = lambda: Stream.current
     cuda.device = types.SimpleNamespace(get_cublas_handle=lambda: 1)
     runtime = types.SimpleNamespace(
-        memcpyHostToDevice=1, memcpyDeviceToHost=2, getDeviceCount=lambda: 1,
+        memcpyHostToDevice=1, memcpyDeviceToHost=2, memcpyDeviceToDevice=3,
+        getDeviceCount=lambda: 1,
         getDevice=lambda: 0, memGetInfo=lambda: (1 << 30, 2 << 30),
         getDeviceProperties=lambda i: {"name": b"Fake GPU", "major": 9, "minor": 0,
                                        "totalGlobalMem": 2 << 30, "multiProcessorCount": 4,
@@ -179,7 +180,12 @@ def make():
     def pointerGetAttributes(ptr):
         raise RuntimeError("fake: no pointer attributes")
 
+    def memsetAsync(ptr, value, size, stream):
+        calls.append(("memset", value, size))
+        ctypes.memset(ptr, value, size)
+
     runtime.memcpyAsync = memcpyAsync
+    runtime.memsetAsync = memsetAsync
     runtime.pointerGetAttributes = pointerGetAttributes
     runtime.cudaMemoryTypeHost = 1
     cuda.runtime = runtime

@@ -127,6 +127,39 @@ def test_fake_copies_and_item(fake_cuda, dt):
     kinds = [k for op, k, _ in (x for x in fake_cuda.xp.calls if x[0] == "memcpy")]
     assert 1 in kinds and 2 in kinds  # direct host->device and device->host copies ran
 
+    # a contiguous same-dtype copy on the device is one device-to-device memcpy; a strided one,
+    # or one that casts, goes through the array module
+    fake_cuda.xp.calls.clear()
+    e = d.clone()
+    assert_same(e, c)
+    assert e.data_ptr() != d.data_ptr()
+    assert ("memcpy", 3, 24 * dt.itemsize) in fake_cuda.xp.calls
+    fake_cuda.xp.calls.clear()
+    assert_same(d.transpose(0, 2).contiguous(), c.transpose(0, 2).contiguous())
+    assert_same(d[0].clone(), c[0])  # an offset into the storage
+    assert_same(d[1:].clone(), c[1:])
+    assert not [x for x in fake_cuda.xp.calls if x[:2] == ("memcpy", 3) and x[2] != 12 *
+                dt.itemsize]
+    assert_same(d.to(fiamma.float64), c.to(fiamma.float64))
+    # zero fills of contiguous memory are one memset; other values, or strided targets, fill
+    # through the array module
+    fake_cuda.xp.calls.clear()
+    z = d.clone()
+    z.zero_()
+    assert_same(z, fiamma.zeros(2, 3, 4, dtype=dt))
+    assert ("memset", 0, 24 * dt.itemsize) in fake_cuda.xp.calls
+    z[0].zero_()
+    z[:, 1].fill_(1)
+    if dt.is_floating_point:
+        z[1].fill_(-0.0)  # not zero bytes: no memset
+    zc = fiamma.zeros(2, 3, 4, dtype=dt)
+    zc[:, 1].fill_(1)
+    if dt.is_floating_point:
+        zc[1].fill_(-0.0)
+    assert_same(z, zc)
+    assert [x for x in fake_cuda.xp.calls if x[0] == "memset"] == [
+        ("memset", 0, 24 * dt.itemsize), ("memset", 0, 12 * dt.itemsize)]
+
 
 def _layouts(rows, cols, dt, rng):
     """(name, cpu matrix, cuda matrix) for row-major, column-major, padded and sliced views."""

@@ -21,16 +21,25 @@ from fiamma._tensor import Tensor, new_empty
 __all__ = ["fused_attention", "fused_attention_backward"]
 
 
+def _nograd(t):
+    """t without history, for views and copies handed only to the backend (no recording)."""
+    return t.detach() if t.requires_grad else t
+
+
 def _as4(t, lead, heads, op, name):
-    """t (..., R, C) viewed as (B, heads, R, C) with contiguous rows: (view, strides (b, h, r))."""
-    shp = tuple(t._shape)
-    t4 = t.reshape((lead, heads) + shp[-2:])
+    """t (..., R, C) viewed as (B, heads, R, C) with contiguous rows: (view, strides (b, h, r)).
+    A 4-d t is used as it is (no new tensor: a view per operand per call is host time)."""
+    shp = t._shape
+    if len(shp) == 4 and shp[0] == lead and shp[1] == heads:
+        t4 = t
+    else:
+        t4 = _nograd(t).reshape((lead, heads) + tuple(shp[-2:]))
     R, C = shp[-2:]
     st = list(t4._stride)
     if R == 1:
         st[2] = max(C, 1)
     if (C > 1 and st[3] != 1) or st[2] < max(C, 1) or any(s < 0 for s in st):
-        t4 = t4.contiguous()
+        t4 = _nograd(t4).contiguous()
         st = list(t4._stride)
         if R == 1:
             st[2] = max(C, 1)
@@ -85,9 +94,10 @@ def _prep(query, key, value, attn_mask, is_causal, enable_gqa, op):
     for s in qs[:-3]:
         lead *= s
     cd = D.float64 if query._dtype is D.float64 else D.float32
-    q4, qst = _as4(cast(query.detach(), cd), lead, H, op, "query")
-    k4, kst = _as4(cast(key.detach(), cd), lead, Hk, op, "key")
-    v4, vst = _as4(cast(value.detach(), cd), lead, Hk, op, "value")
+    # cast makes no record; _as4 detaches before any view or copy
+    q4, qst = _as4(cast(query, cd), lead, H, op, "query")
+    k4, kst = _as4(cast(key, cd), lead, Hk, op, "key")
+    v4, vst = _as4(cast(value, cd), lead, Hk, op, "value")
     mkind, m4, mst = K.ATTN_CAUSAL if is_causal else K.ATTN_NONE, None, None
     if attn_mask is not None:
         if is_causal:
@@ -207,9 +217,9 @@ def fused_attention_backward(grad_output, query, key, value, logsumexp, attn_mas
                            f"{tuple(dropout_mask._shape)}")
     sc = _scale(E, scale)
     dev = query._storage.device
-    g4, gst = _as4(cast(grad_output.detach(), cd), B, H, op, "grad_output")
-    lse = cast(logsumexp.detach(), cd).contiguous()
-    drop = None if dropout_mask is None else cast(dropout_mask.detach(), cd).contiguous()
+    g4, gst = _as4(cast(grad_output, cd), B, H, op, "grad_output")
+    lse = _nograd(cast(logsumexp, cd)).contiguous()
+    drop = None if dropout_mask is None else _nograd(cast(dropout_mask, cd)).contiguous()
     gq = new_empty((B, H, L, E), cd, dev) if output_mask[0] else None
     gk = new_empty((B, Hk, S, E), cd, dev) if output_mask[1] else None
     gv = new_empty((B, Hk, S, Ev), cd, dev) if output_mask[2] else None
@@ -219,5 +229,7 @@ def fused_attention_backward(grad_output, query, key, value, logsumexp, attn_mas
         check(rc, op)
     res = []
     for t, src in ((gq, query), (gk, key), (gv, value)):
-        res.append(None if t is None else cast(t.reshape(tuple(src._shape)), src._dtype))
+        if t is not None and t._shape != src._shape:
+            t = t.reshape(tuple(src._shape))
+        res.append(None if t is None else cast(t, src._dtype))
     return tuple(res)

@@ -325,8 +325,10 @@ def _row_backward(op, rms, grad_output, input, k, weight, mean, rstd, Gs, P, Sp,
     dev = _device(op, input, grad_output, weight, mean, rstd)
     gx = new_empty(shape, cd, dev) if output_mask[0] else None
     wsh = tuple(weight._shape) if weight is not None else wshape
-    gw = new_empty(wsh, cd, dev, zero=True) if output_mask[1] else None
-    gb = new_empty(wsh, cd, dev, zero=True) if has_bias and output_mask[2] else None
+    # the backend accumulates into gw, gb, unless it declares that it writes them whole
+    zero = not (input._numel and getattr(type(x._storage.backend), "row_norm_wb_writes", False))
+    gw = new_empty(wsh, cd, dev, zero=zero) if output_mask[1] else None
+    gb = new_empty(wsh, cd, dev, zero=zero) if has_bias and output_mask[2] else None
     if input._numel:
         rc = x._storage.backend.row_norm_bwd(int(rms), M, K, g, sg, x, sx, w, Gs, P, Sp, mu, rs,
                                              gx, gw, gb)

@@ -23,6 +23,7 @@ benchmarks/gpu/run.sh runs that suite on a GPU machine.
 """
 
 import collections
+import math
 
 import numpy as np
 
@@ -125,6 +126,7 @@ class CupyBackend(BinaryEntryMixin, CudaKernelsMixin, RuntimeMixin, XpBackend):
         self._rt = runtime
         self._h2d = runtime.memcpyHostToDevice
         self._d2h = runtime.memcpyDeviceToHost
+        self._d2d = runtime.memcpyDeviceToDevice
         self._ndevices = runtime.getDeviceCount()
         RuntimeMixin.__init__(self)
         self.fast_path_errors = {}  # cuBLAS/kernel failures that fell back to the generic code
@@ -162,6 +164,27 @@ class CupyBackend(BinaryEntryMixin, CudaKernelsMixin, RuntimeMixin, XpBackend):
         if boff and mem.ptr:  # MemoryPointer refuses an offset from a null (0-byte) block
             mem = mem + boff
         return self.xp.ndarray(shape, dtype, memptr=mem, strides=bstrides)
+
+    def copy(self, dst, src):
+        if (dst._dtype is src._dtype and dst._contig and src._contig and
+                dst._storage.device is src._storage.device and dst._ptr != src._ptr):
+            # one device-to-device copy on the current stream: no array views, no copy kernel
+            # (clone, contiguous, a gradient kept by AccumulateGrad)
+            n = dst._numel * dst._dtype.itemsize
+            if n:
+                self._rt.memcpyAsync(dst._ptr, src._ptr, n, self._d2d, self._stream_ptr())
+            return 0
+        return XpBackend.copy(self, dst, src)
+
+    def fill(self, dst, fval, ival, use_int):
+        if dst._contig and (ival == 0 if use_int else
+                            (fval == 0 and math.copysign(1.0, fval) > 0)):
+            # zero bytes (zero_grad, zeros_like): one memset on the current stream
+            n = dst._numel * dst._dtype.itemsize
+            if n:
+                self._rt.memsetAsync(dst._ptr, 0, n, self._stream_ptr())
+            return 0
+        return XpBackend.fill(self, dst, fval, ival, use_int)
 
     def synchronize(self, device=None):
         """Wait for every queued kernel and copy on ``device`` (default: the current one)."""

@@ -1127,19 +1127,11 @@ class CudaKernelsMixin:
         ct = self._row_norm_fast(rms, M, K_, x, w, G, P, Sp, mean, rstd, y, b)
         if ct is None:
             return super().row_norm_fwd(rms, M, K_, x, sx, y, w, b, G, P, Sp, mean, rstd, eps)
-        xp = self.xp
-        xv = self.raw(x, (M, K_), (sx, 1))
-        yv = self.cview(y, (M, K_))
-        null = xp.zeros(0, xv.dtype)
-        wv = self.cview(w, (K_,)) if w is not None else None
-        bv = self.cview(b, (K_,)) if b is not None else None
-        mv = self.cview(mean, (M,)) if mean is not None else null
-        rv = self.cview(rstd, (M,))
 
         def go():
             k = self._raw_kernel("row_norm_fwd", _ROW_NORM_FWD, "fm_row_norm_fwd", ct)
             k((M,), (self._threads(K_),),
-              (xv, np.int64(sx), yv, _ptr_or_null(wv), _ptr_or_null(bv), mv, rv,
+              (_ptr(x), np.int64(sx), _ptr(y), _ptr(w), _ptr(b), _ptr(mean), _ptr(rstd),
                np.int64(K_), np.int32(rms), np.float64(eps)))
 
         if self._served("row_norm_fwd", go):
@@ -1152,12 +1144,7 @@ class CudaKernelsMixin:
             return super().row_norm_bwd(rms, M, K_, g, sg, x, sx, w, G, P, Sp, mean, rstd, gx,
                                         gw, gb)
         xp = self.xp
-        xv = self.raw(x, (M, K_), (sx, 1))
-        gv = self.raw(g, (M, K_), (sg, 1))
-        null = xp.zeros(0, xv.dtype)
-        wv = self.cview(w, (K_,)) if w is not None else None
-        mv = self.cview(mean, (M,)) if mean is not None else null
-        rv = self.cview(rstd, (M,))
+        pg, px, pm, pr = _ptr(g), _ptr(x), _ptr(mean), _ptr(rstd)
 
         def go():
             if gw is not None or gb is not None:
@@ -1165,7 +1152,7 @@ class CudaKernelsMixin:
                 acc = xp.zeros((2, K_), np.float64)
                 chunk = 64
                 k(((K_ + 127) // 128, (M + chunk - 1) // chunk), (128,),
-                  (gv, np.int64(sg), xv, np.int64(sx), mv, rv, acc, np.int64(M), np.int64(K_),
+                  (pg, np.int64(sg), px, np.int64(sx), pm, pr, acc, np.int64(M), np.int64(K_),
                    np.int32(rms), np.int32(chunk)))
                 if gw is not None:
                     self.cview(gw, (K_,))[...] = acc[0]
@@ -1174,8 +1161,8 @@ class CudaKernelsMixin:
             if gx is not None:
                 k = self._raw_kernel("row_norm_bwd", _ROW_NORM_BWD, "fm_row_norm_bwd", ct)
                 k((M,), (self._threads(K_),),
-                  (gv, np.int64(sg), xv, np.int64(sx), _ptr_or_null(wv), mv, rv,
-                   self.cview(gx, (M, K_)), np.int64(K_), np.int32(rms)))
+                  (pg, np.int64(sg), px, np.int64(sx), _ptr(w), pm, pr, _ptr(gx),
+                   np.int64(K_), np.int32(rms)))
 
         if self._served("row_norm_bwd", go):
             return 0
@@ -1190,50 +1177,49 @@ class CudaKernelsMixin:
     def xent_fwd(self, n, c, x, target, weight, ignore_index, smoothing, loss, wt):
         if not self._xent_ok(n, c, x, target, weight, loss, wt):
             return super().xent_fwd(n, c, x, target, weight, ignore_index, smoothing, loss, wt)
-        xp = self.xp
         ct = _float_ct(x)
-        xv = self.cview(x, (n, c))
-        tv = self.cview(target, (n,))
-        wv = self.cview(weight, (c,)) if weight is not None else None
-        err = xp.zeros(1, np.int32)
+        known = self.known_in(target, 0, c)
+        err = self._xent_err(known)
 
         def go():
             k = self._raw_kernel("xent_fwd", _XENT_FWD, "fm_xent_fwd", ct)
             k((n,), (self._threads(c),),
-              (xv, tv, _ptr_or_null(wv), np.int64(c), np.int64(ignore_index),
-               np.float64(smoothing), self.cview(loss, (n,)), self.cview(wt, (n,)), err))
+              (_ptr(x), _ptr(target), _ptr(weight), np.int64(c), np.int64(ignore_index),
+               np.float64(smoothing), _ptr(loss), _ptr(wt), err))
 
         if not self._served("xent_fwd", go):
             return super().xent_fwd(n, c, x, target, weight, ignore_index, smoothing, loss, wt)
         # the one host sync (a bad target is an error first), skipped when the targets'
         # range is known (uploaded from the host)
-        if not self.known_in(target, 0, c) and int(self.to_numpy(err)[0]):
+        if not known and int(self.to_numpy(err)[0]):
             return K.ERR_INDEX
         return 0
+
+    def _xent_err(self, known):
+        """The cross entropy kernels' error flag: a fresh zeroed int32 to read back, or, when
+        the targets are known to be in range (the kernel will not write it and nothing reads
+        it), a null pointer: no allocation, no memset."""
+        return np.uint64(0) if known else self.xp.zeros(1, np.int32)
 
     def xent_bwd(self, n, c, x, target, weight, ignore_index, smoothing, g, gs, scale, gx):
         if not self._xent_ok(n, c, x, target, weight, g, gx):
             return super().xent_bwd(n, c, x, target, weight, ignore_index, smoothing, g, gs,
                                     scale, gx)
-        xp = self.xp
         ct = _float_ct(x)
-        xv = self.cview(x, (n, c))
-        tv = self.cview(target, (n,))
-        wv = self.cview(weight, (c,)) if weight is not None else None
-        gv = self.raw(g, (1,), (1,))
-        err = xp.zeros(1, np.int32)
+        known = self.known_in(target, 0, c)
+        err = self._xent_err(known)
 
         def go():
             k = self._raw_kernel("xent_bwd", _XENT_BWD, "fm_xent_bwd", ct)
             k((n,), (self._threads(c),),
-              (xv, tv, _ptr_or_null(wv), np.int64(c), np.int64(ignore_index),
-               np.float64(smoothing), gv, np.int64(gs), np.float64(scale),
-               self.cview(gx, (n, c)), err))
+              (_ptr(x), _ptr(target), _ptr(weight), np.int64(c), np.int64(ignore_index),
+               np.float64(smoothing), _ptr(g), np.int64(gs), np.float64(scale), _ptr(gx),
+               err))
 
         if not self._served("xent_bwd", go):
             return super().xent_bwd(n, c, x, target, weight, ignore_index, smoothing, g, gs,
                                     scale, gx)
-        if not self.known_in(target, 0, c) and int(self.to_numpy(err)[0]):
+        if not known and int(self.to_numpy(err)[0]):
             return K.ERR_INDEX
         return 0
 
@@ -1258,17 +1244,25 @@ class CudaKernelsMixin:
     def _colsum(self, op, x, M, Kc, lead, out, sout):
         xp = self.xp
         ct = _float_ct(x)
-        xv = self.cview(x, (M, Kc))
         acc = xp.zeros(Kc, np.float64)
         chunk = 64
 
         def go():
             k = self._raw_kernel("colsum", _COLSUM, "fm_colsum", ct)
             k(((Kc + 127) // 128, (M + chunk - 1) // chunk), (128,),
-              (xv, acc, np.int64(M), np.int64(Kc), np.int32(chunk)))
+              (_ptr(x), acc, np.int64(M), np.int64(Kc), np.int32(chunk)))
 
         if not self._served("colsum", go):
             return False
+        if tuple(sout[lead:]) == _contig(x._shape[lead:]):
+            # out's elements are Kc in a row: the float64 sums cast into them in one call (the
+            # mean's division in the same call)
+            o = self.cview(out, (Kc,))
+            if op == K.RED_MEAN:
+                xp.divide(acc, np.float64(M), out=o)
+            else:
+                o[...] = acc
+            return True
         r = acc / np.float64(M) if op == K.RED_MEAN else acc
         kshape = (1,) * lead + tuple(x._shape[lead:])
         self.put(out, r.reshape(kshape), kshape, sout)
@@ -1351,11 +1345,11 @@ class CudaKernelsMixin:
             return super().softmax(log, x, out, dim)
         ncol = shape[-1]
         rows = x._numel // ncol
-        xv, ov = self.cview(x, (rows, ncol)), self.cview(out, (rows, ncol))
 
         def go():
             k = self._raw_kernel("softmax", _SOFTMAX, "fm_softmax", ct)
-            k((rows,), (self._threads(ncol),), (xv, ov, np.int64(ncol), np.int32(bool(log))))
+            k((rows,), (self._threads(ncol),),
+              (_ptr(x), _ptr(out), np.int64(ncol), np.int32(bool(log))))
 
         if rows < _MAX_GRID and self._served("softmax", go):
             return 0
@@ -1564,15 +1558,14 @@ class CudaKernelsMixin:
             if n >= 65536 and tuple(sa) == cs and tuple(sb) == cs and \
                     tuple(out._shape) == shape and tuple(out._stride) == cs and \
                     not self._overlaps(out, a, b):
-                av = self.raw(a, (n,), (1,))
-                bv = self.raw(b, (n,), (1,))
-                ov = self.raw(out, (n,), (1,))
-                vec = int(a._ptr % 16 == 0 and b._ptr % 16 == 0 and out._ptr % 16 == 0)
+                pa, pb, po = a._ptr, b._ptr, out._ptr
+                vec = int(pa % 16 == 0 and pb % 16 == 0 and po % 16 == 0)
                 blocks = min((n // 4 + 255) // 256 + 1, 1 << 20)
 
-                def go():
+                def go():  # pointers, not array views: the launch is the one call
                     k = self._raw_kernel("bin4", _BIN4, name, "float")
-                    k((blocks,), (256,), (av, bv, ov, np.int64(n), np.int32(vec)))
+                    k((blocks,), (256,), (np.uint64(pa), np.uint64(pb), np.uint64(po),
+                                          np.int64(n), np.int32(vec)))
 
                 if self._served("binary", go):
                     return 0
@@ -1595,15 +1588,15 @@ class CudaKernelsMixin:
             return False
         with np.errstate(over="ignore"):  # beyond float32's range: inf, as the generic code
             s = np.float32(self._scalar(D.float32, 0.0, sv, True))
-        av = self.raw(t, (n,), (1,))
-        ov = self.raw(out, (n,), (1,))
-        vec = int(t._ptr % 16 == 0 and out._ptr % 16 == 0)
+        pa, po = t._ptr, out._ptr
+        vec = int(pa % 16 == 0 and po % 16 == 0)
         blocks = min((n // 4 + 255) // 256 + 1, 1 << 20)
         kname = name.replace("fm_bin4_", "fm_bin4s_")
 
         def go():
             k = self._raw_kernel("bin4", _BIN4, kname, "float")
-            k((blocks,), (256,), (av, s, ov, np.int64(n), np.int32(vec), np.int32(left)))
+            k((blocks,), (256,), (np.uint64(pa), s, np.uint64(po), np.int64(n), np.int32(vec),
+                                  np.int32(left)))
 
         return self._served("binary_scalar", go)
 
@@ -1611,4 +1604,11 @@ class CudaKernelsMixin:
 def _ptr_or_null(a):
     """A kernel argument for an optional array: the array, or a null pointer."""
     return a if a is not None else np.uint64(0)
+
+
+def _ptr(t):
+    """A raw kernel's pointer argument for the (optional) tensor t: its first element's
+    address, or a null pointer. No array view is built (on CuPy an ndarray costs microseconds
+    of host time; the kernels take the layout as their own arguments)."""
+    return np.uint64(0 if t is None else t._ptr)
 

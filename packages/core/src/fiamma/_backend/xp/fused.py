@@ -36,6 +36,10 @@ _CSTRIDES = {}  # contiguous element strides by shape (cview)
 
 
 class FusedMixin(ConvMixin, PoolMixin, SampleMixin):
+    # row_norm_bwd writes gw and gb whole (the contract lets them accumulate): the op layer
+    # need not zero them first (two fills per layer norm backward)
+    row_norm_wb_writes = True
+
     def cview(self, t, shape):
         """The contiguous tensor t (or its first prod(shape) elements) viewed as ``shape``."""
         shape = tuple(shape)

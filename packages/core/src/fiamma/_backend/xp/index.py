@@ -246,8 +246,32 @@ class IndexMixin:
         dim d of size n and element stride ``stride``): one take, no coordinate grids."""
         xshape = tuple(shape[:d]) + (n,) + tuple(shape[d + 1:])
         xst = tuple(sx[:d]) + (stride,) + tuple(sx[d + 1:])
-        r = self.xp.take(self.raw(x, xshape, xst, xoff), w.reshape(-1), axis=d)
-        self.raw(out, shape, so)[...] = r
+        if w.ndim != 1:
+            w = w.reshape(-1)
+        xv = self.raw(x, xshape, xst, xoff)
+        o = self.raw(out, shape, so)
+        if x._dtype is out._dtype and (self.is_numpy or o.flags.c_contiguous):
+            self.xp.take(xv, w, axis=d, out=o)  # straight into the result: one call
+        else:
+            o[...] = self.xp.take(xv, w, axis=d)
+
+    def _scatter_add_dim(self, shape, a, sa, b, sb, d, n, stride, w):
+        """b (viewed with dim d of size n, element stride ``stride``) += a at positions w along
+        dim d (duplicates accumulate): one unbuffered add (NumPy's add.at, CuPy's
+        scatter_add), no linear offsets."""
+        bshape = tuple(shape[:d]) + (n,) + tuple(shape[d + 1:])
+        bst = tuple(sb[:d]) + (stride,) + tuple(sb[d + 1:])
+        bv = self.raw(b, bshape, bst)
+        pos = (slice(None),) * d + (w.reshape(-1) if w.ndim != 1 else w,)
+        v = self.get(a, shape, sa)
+        if v.dtype != bv.dtype:
+            v = v.astype(bv.dtype)
+        if self.is_numpy:
+            np.add.at(bv, pos, v)
+        else:
+            import cupyx
+
+            cupyx.scatter_add(bv, pos, v)
 
     def index_gather(self, shape, out, x, xoff, sx, idx, sidx, isize, istride, bad):
         rc, w = self._adv_indices(shape, idx, sidx, isize, bad)
@@ -352,7 +376,10 @@ class IndexMixin:
                 self._bytes(b, 1, nb)[...] = self._bytes(init, 1, nb)
         if 0 in shape:
             return 0
-        v = self._compact(self.raw(idx, shape, sidx))
+        # the index with its broadcast (zero-stride) dims at size 1, as a view kept on idx's
+        # storage (the same token ids every step: no new array)
+        v = self.raw(idx, tuple(1 if st == 0 and n > 1 else n for n, st in zip(shape, sidx)),
+                     sidx)
         w = xp.where(v < 0, v + np.int64(isize), v) if wrap else v
         lo = -isize if wrap else 0
         if not self.known_in(idx, lo, isize):  # else in range by what is known: no host read
@@ -372,6 +399,11 @@ class IndexMixin:
             bv = self.raw(b, tuple(shape) + (isize,), tuple(sb) + (istride,))
             self.raw(a, shape, sa)[...] = bv[self._grid(shape) + (w,)]
             return 0
+        if mode == C.IXOP_ADD and b._dtype._kind == 2 and b._dtype.code != BF16:
+            d = self._take_dim(w, sb)
+            if d is not None:  # index_add along one dim (embedding's backward): one scatter-add
+                self._scatter_add_dim(shape, a, sa, b, sb, d, isize, istride, w)
+                return 0
         flat, first = self._flat(b)
         off = xp.broadcast_to(self._lin(shape, sb, first) + w * np.int64(istride),
                               tuple(shape)).reshape(-1)

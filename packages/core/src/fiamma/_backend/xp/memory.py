@@ -1,13 +1,16 @@
 """Array-module primitives of the memory family (contract.Backend documents each)."""
 
+import math
+
 import numpy as np
 
 from fiamma import _dtype as D
-from fiamma._backend.xp.base import BF16, STORE_NP
+from fiamma._backend.xp.base import BF16, STORE_NP, _store_scalar
 
 __all__ = ["MemoryMixin"]
 
 _RANGE_NOTED = 1 << 16  # integer uploads up to this many elements get their range noted
+_FILLS = {}  # (dtype code, use_int, value) -> the storage-dtype scalar ``fill`` writes
 
 
 class MemoryMixin:
@@ -42,7 +45,19 @@ class MemoryMixin:
         return ival
 
     def fill(self, dst, fval, ival, use_int):
-        self.put(dst, self._fillval(dst._dtype, fval, ival, use_int))
+        # the stored scalar of (dtype, value) is computed once: zero_grad fills every
+        # parameter's gradient with the same 0.0 each step. NaN and -0.0 are not kept (NaN is
+        # no dict key; -0.0 would find 0.0's entry).
+        plain = use_int or (fval == fval and (fval != 0 or math.copysign(1.0, fval) > 0))
+        key = (dst._dtype.code, use_int, ival if use_int else fval)
+        v = _FILLS.get(key) if plain else None
+        if v is None:
+            v = _store_scalar(dst._dtype, self._fillval(dst._dtype, fval, ival, use_int))
+            if plain:
+                if len(_FILLS) >= 256:
+                    _FILLS.clear()
+                _FILLS[key] = v
+        self.raw(dst)[...] = v
         return 0
 
     def _fillval(self, dt, fval, ival, use_int):
