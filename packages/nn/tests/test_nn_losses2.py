@@ -11,7 +11,7 @@ import pytest
 
 import fiamma
 from fiamma import nn
-from fiamma.autograd import gradcheck
+from fiamma.autograd import gradcheck, gradgradcheck
 from fiamma.nn import functional as F
 
 try:
@@ -519,3 +519,61 @@ def test_non_contiguous_inputs_match_contiguous(rng):
     empty = F.ctc_loss(fiamma.zeros(4, 0, 3).log_softmax(2), fiamma.zeros(0, 2).long(), [],
                        [], reduction="sum")
     assert empty.item() == 0
+
+
+# ---- losses as one named autograd node, as PyTorch's (the 60-minute blitz prints them) ----
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_mse_loss_is_one_named_node(reduction):
+    lin = nn.Linear(3, 2)
+    out = lin(fiamma.randn(4, 3))
+    loss = F.mse_loss(out, fiamma.randn(4, 2), reduction=reduction)
+    assert loss.grad_fn.name() == "MseLossBackward0"
+    assert repr(loss.grad_fn).startswith("<MseLossBackward0 object at ")
+    nxt = loss.grad_fn.next_functions
+    assert len(nxt) == 2 and nxt[1][0] is None
+    assert nxt[0][0].name() == "AddmmBackward0"
+
+
+def test_bce_with_logits_is_one_named_node_and_exact():
+    x = fiamma.randn(5, 3, dtype=fiamma.float64, requires_grad=True)
+    t = fiamma.rand(5, 3, dtype=fiamma.float64)
+    w = fiamma.rand(3, dtype=fiamma.float64, requires_grad=True)
+    pw = fiamma.rand(3, dtype=fiamma.float64, requires_grad=True)
+    loss = F.binary_cross_entropy_with_logits(x, t, w, pos_weight=pw)
+    assert loss.grad_fn.name() == "BinaryCrossEntropyWithLogitsBackward0"
+    assert len(loss.grad_fn.next_functions) == 4  # input, target, weight, pos_weight
+    # value against the float64 formula in NumPy
+    xn, tn, wn, pn = (a.detach().numpy() for a in (x, t, w, pw))
+    lw = 1 + (pn - 1) * tn
+    ref = (wn * ((1 - tn) * xn + lw * np.logaddexp(0, -xn))).mean()
+    assert loss.item() == pytest.approx(ref, rel=1e-12)
+    for r in ("mean", "sum", "none"):
+        assert gradcheck(lambda a, b, c, d: F.binary_cross_entropy_with_logits(a, b, c, r, d),
+                         (x, t.requires_grad_(), w, pw))
+        assert gradgradcheck(lambda a, b, c, d: F.binary_cross_entropy_with_logits(a, b, c, r, d),
+                             (x, t, w, pw))
+    t.requires_grad_(False)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_mse_loss_gradients_exact_and_second_order(reduction):
+    x = fiamma.randn(4, 3, dtype=fiamma.float64, requires_grad=True)
+    t = fiamma.randn(4, 3, dtype=fiamma.float64, requires_grad=True)
+    assert gradcheck(lambda a, b: F.mse_loss(a, b, reduction=reduction), (x, t))
+    assert gradgradcheck(lambda a, b: F.mse_loss(a, b, reduction=reduction), (x, t))
+    # broadcast target (with PyTorch's warning): gradients reduce to each input's shape
+    b = fiamma.randn(3, dtype=fiamma.float64, requires_grad=True)
+    with pytest.warns(UserWarning, match="target size"):
+        assert gradcheck(lambda a, c: F.mse_loss(a, c, reduction=reduction), (x, b))
+    loss = F.mse_loss(x, t, reduction="sum")
+    gx, = fiamma.autograd.grad(loss, [x])
+    np.testing.assert_allclose(gx.numpy(), 2 * (x - t).detach().numpy(), rtol=1e-12)
+
+
+def test_named_loss_without_grad_is_plain():
+    with fiamma.no_grad():
+        loss = F.mse_loss(fiamma.ones(3, requires_grad=True), fiamma.zeros(3))
+    assert loss.grad_fn is None and loss.item() == 1.0
+    with pytest.raises(ValueError, match="mse_loss: bad is not a valid value for reduction"):
+        F.mse_loss(fiamma.ones(3), fiamma.ones(3), reduction="bad")

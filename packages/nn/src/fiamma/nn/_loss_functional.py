@@ -5,6 +5,7 @@ import math
 import warnings
 
 import fiamma
+from fiamma.nn._named_loss import as_node
 
 __all__ = ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "nll_loss", "cross_entropy",
            "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
@@ -24,21 +25,36 @@ def _reduce(loss, reduction, op):
     raise ValueError(f"{op}: {reduction} is not a valid value for reduction")
 
 
-def _pointwise_pair(input, target, op):
+def _reduce_check(reduction, op):
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{op}: {reduction} is not a valid value for reduction")
+
+
+def _check_pair(input, target, op, stacklevel=3):
     if not isinstance(input, fiamma.Tensor) or not isinstance(target, fiamma.Tensor):
         raise TypeError(f"{op}: input and target must be Tensors")
     if tuple(input.shape) != tuple(target.shape):
         warnings.warn(f"Using a target size ({fiamma.Size(target.shape)}) that is different to "
                       f"the input size ({fiamma.Size(input.shape)}). This will likely lead to "
                       "incorrect results due to broadcasting. Please ensure they have the same "
-                      "size.", UserWarning, stacklevel=3)
+                      "size.", UserWarning, stacklevel=stacklevel)
+
+
+def _pointwise_pair(input, target, op):
+    _check_pair(input, target, op, stacklevel=4)
     return input - target
 
 
-def mse_loss(input, target, reduction="mean"):
-    """Mean squared error ``(input - target)^2``."""
-    d = _pointwise_pair(input, target, "mse_loss")
+def _mse(input, target, reduction):
+    d = input - target
     return _reduce(d * d, reduction, "mse_loss")
+
+
+def mse_loss(input, target, reduction="mean"):
+    """Mean squared error ``(input - target)^2``; one autograd node, ``MseLossBackward0``."""
+    _check_pair(input, target, "mse_loss")
+    _reduce_check(reduction, "mse_loss")
+    return as_node("MseLossBackward0", _mse, (input, target), reduction)
 
 
 def l1_loss(input, target, reduction="mean"):
@@ -250,14 +266,7 @@ def binary_cross_entropy(input, target, weight=None, reduction="mean"):
     return _reduce(loss, reduction, op)
 
 
-def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean",
-                                     pos_weight=None):
-    """Sigmoid and binary cross entropy in one stable formula:
-    ``(1 - t) x + lw (log(1 + exp(-|x|)) + max(-x, 0))`` with ``lw = 1 + (pos_weight - 1) t``."""
-    op = "binary_cross_entropy_with_logits"
-    if tuple(target.shape) != tuple(input.shape):
-        raise ValueError(f"Target size ({fiamma.Size(target.shape)}) must be the same as input "
-                         f"size ({fiamma.Size(input.shape)})")
+def _bce_logits(input, target, weight, pos_weight, reduction):
     softplus_neg = _softplus(-input)
     if pos_weight is not None:
         lw = (pos_weight - 1) * target + 1
@@ -266,7 +275,21 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
         loss = (1 - target) * input + softplus_neg
     if weight is not None:
         loss = loss * weight
-    return _reduce(loss, reduction, op)
+    return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean",
+                                     pos_weight=None):
+    """Sigmoid and binary cross entropy in one stable formula:
+    ``(1 - t) x + lw (log(1 + exp(-|x|)) + max(-x, 0))`` with ``lw = 1 + (pos_weight - 1) t``;
+    one autograd node, ``BinaryCrossEntropyWithLogitsBackward0``."""
+    op = "binary_cross_entropy_with_logits"
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Target size ({fiamma.Size(target.shape)}) must be the same as input "
+                         f"size ({fiamma.Size(input.shape)})")
+    _reduce_check(reduction, op)
+    return as_node("BinaryCrossEntropyWithLogitsBackward0", _bce_logits,
+                   (input, target, weight, pos_weight), reduction)
 
 
 def kl_div(input, target, reduction="mean", log_target=False):
