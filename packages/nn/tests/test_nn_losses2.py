@@ -549,10 +549,11 @@ def test_bce_with_logits_is_one_named_node_and_exact():
     ref = (wn * ((1 - tn) * xn + lw * np.logaddexp(0, -xn))).mean()
     assert loss.item() == pytest.approx(ref, rel=1e-12)
     for r in ("mean", "sum", "none"):
-        assert gradcheck(lambda a, b, c, d: F.binary_cross_entropy_with_logits(a, b, c, r, d),
-                         (x, t.requires_grad_(), w, pw))
-        assert gradgradcheck(lambda a, b, c, d: F.binary_cross_entropy_with_logits(a, b, c, r, d),
-                             (x, t, w, pw))
+        def f(a, b, c, d):
+            return F.binary_cross_entropy_with_logits(a, b, c, reduction=r, pos_weight=d)
+
+        assert gradcheck(f, (x, t.requires_grad_(), w, pw))
+        assert gradgradcheck(f, (x, t, w, pw))
     t.requires_grad_(False)
 
 
@@ -577,3 +578,38 @@ def test_named_loss_without_grad_is_plain():
     assert loss.grad_fn is None and loss.item() == 1.0
     with pytest.raises(ValueError, match="mse_loss: bad is not a valid value for reduction"):
         F.mse_loss(fiamma.ones(3), fiamma.ones(3), reduction="bad")
+
+
+# ---- PyTorch's full functional signatures: size_average / reduce and positional order ----
+
+def test_functional_losses_take_legacy_size_average_and_reduce():
+    x = fiamma.randn(4, 3).log_softmax(1)
+    t = fiamma.tensor([0, 1, 2, 1])
+    want_sum = F.nll_loss(x, t, reduction="sum").item()
+    with pytest.warns(UserWarning, match="reduction='sum' instead"):
+        assert F.nll_loss(x, t, size_average=False).item() == pytest.approx(want_sum)
+    with pytest.warns(UserWarning, match="reduction='none' instead"):
+        assert F.cross_entropy(x, t, reduce=False).shape == (4,)
+    y = fiamma.randn(4, 3)
+    with pytest.warns(UserWarning):
+        got = F.mse_loss(x, y, size_average=False)
+    assert got.item() == pytest.approx(((x - y) ** 2).sum().item(), rel=1e-6)
+
+
+def test_functional_losses_take_pytorch_positional_order():
+    x = fiamma.randn(4, 3).log_softmax(1)
+    t = fiamma.tensor([0, 1, 2, 1])
+    w = fiamma.tensor([1.0, 2.0, 0.5])
+    # nll_loss(input, target, weight, size_average, ignore_index, reduce, reduction)
+    got = F.nll_loss(x, t, w, None, 1, None, "sum")
+    assert got.item() == pytest.approx(F.nll_loss(x, t, w, ignore_index=1,
+                                                  reduction="sum").item())
+    a, b = fiamma.randn(5), fiamma.randn(5)
+    s = fiamma.tensor([1.0, -1.0, 1.0, 1.0, -1.0])
+    # margin_ranking_loss(input1, input2, target, margin, size_average, reduce, reduction)
+    assert F.margin_ranking_loss(a, b, s, 0.5, None, None, "sum").item() == pytest.approx(
+        F.margin_ranking_loss(a, b, s, margin=0.5, reduction="sum").item())
+    with pytest.raises(TypeError, match="multiple values for argument 'weight'"):
+        F.nll_loss(x, t, w, weight=w)
+    with pytest.raises(TypeError, match="mse_loss: PyTorch's argument 'weight' is not supported"):
+        F.mse_loss(x, x, None, None, "mean", fiamma.ones(3))
