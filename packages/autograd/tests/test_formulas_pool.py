@@ -101,3 +101,25 @@ def test_lp_pool(nd):
     x = distinct(2, *(4,) * nd, seed=50 + nd, positive=True)
     check(lambda t: pool(t, 2, 2), x)
     check(lambda t: pool(t, 3, 2, 1), x)
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_max_pool_values_modified_in_place_keep_backward(nd):
+    # MaxPool then ReLU(inplace=True) (the spatial transformer tutorial's localization net):
+    # the backward needs only the indices, as PyTorch's, so the in-place ReLU is allowed
+    pool = getattr(fiamma, f"max_pool{nd}d")
+    x = fiamma.tensor(distinct(2, 3, *([6] * nd)), dtype=fiamma.float64, requires_grad=True)
+    y = pool(x * 1.0, 2)
+    y.relu_()
+    y.sum().backward()
+    ref = fiamma.tensor(x.detach().numpy(), requires_grad=True)
+    pool(ref * 1.0, 2).relu().sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), ref.grad.numpy())
+
+
+def test_max_pool_indices_modified_in_place_still_raise():
+    x = fiamma.tensor(distinct(1, 2, 4, 4), dtype=fiamma.float64, requires_grad=True)
+    v, i = fiamma.max_pool2d(x * 1.0, 2, return_indices=True)
+    i.zero_()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        v.sum().backward()

@@ -141,3 +141,17 @@ def test_top_level_names_resolve_lazily():
                        timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["True", "False", "True", "False"]
+
+
+@pytest.mark.parametrize("kind", ["xpu", "mps"])
+def test_absent_device_modules(kind):
+    # PyTorch's idiom `elif torch.xpu.is_available():` (the profiler recipe) picks the CPU
+    mod = getattr(fiamma, kind)
+    assert mod.is_available() is False and mod.device_count() == 0
+    assert mod.is_initialized() is False
+    assert mod.manual_seed(0) is None and mod.manual_seed_all(0) is None
+    assert mod.empty_cache() is None
+    for op in ("synchronize", "current_device", "get_device_name", "memory_allocated"):
+        with pytest.raises(RuntimeError, match=f"fiamma.{kind}.{op}: fiamma has no .* backend"):
+            getattr(mod, op)()
+    assert "is_available" in mod.__all__

@@ -223,3 +223,53 @@ def test_no_warning_on_import_of_utils():
         warnings.simplefilter("error")
         import fiamma.hub  # noqa: F401
         import fiamma.utils.checkpoint  # noqa: F401
+
+
+def test_swap_tensors_plain():
+    a, b = fiamma.arange(2), fiamma.arange(3.0).reshape(3, 1)
+    ida, idb = id(a), id(b)
+    fiamma.utils.swap_tensors(a, b)
+    assert id(a) == ida and id(b) == idb
+    assert a.tolist() == [[0.0], [1.0], [2.0]] and a.dtype == fiamma.float32
+    assert b.tolist() == [0, 1] and b.dtype == fiamma.int64
+    (a + 1).sum()  # usable afterwards: shape, strides and data moved together
+
+
+def test_swap_tensors_class_dict_and_refusals():
+    import weakref
+
+    class Sub(fiamma.Tensor):
+        pass
+
+    s = fiamma.ones(2).as_subclass(Sub)
+    s.tag = "sub"
+    t = fiamma.zeros(3).as_subclass(Sub)
+    t.tag = "other"
+    fiamma.utils.swap_tensors(s, t)
+    assert s.tag == "other" and s.shape == (3,) and t.tag == "sub" and t.tolist() == [1.0, 1.0]
+    u = fiamma.ones(1)
+    keep = weakref.ref(u)
+    with pytest.raises(RuntimeError, match="Cannot swap t1 because it has weakref"):
+        fiamma.utils.swap_tensors(u, fiamma.ones(1))
+    assert keep() is u
+    with pytest.raises(TypeError, match="swap_tensors: expected two Tensors"):
+        fiamma.utils.swap_tensors(fiamma.ones(1), [1.0])
+
+
+def test_swap_tensors_saved_for_backward_is_detected():
+    pytest.importorskip("fiamma.autograd")
+    x = fiamma.ones(3, requires_grad=True)
+    y = x * 2          # not a leaf: no AccumulateGrad weakref
+    z = (y * y).sum()  # saves y
+    fiamma.utils.swap_tensors(y, fiamma.full((3,), 5.0))
+    with pytest.raises(RuntimeError, match="inplace|in-place|modified"):
+        z.backward()
+
+
+def test_device_context_manager():
+    with fiamma.device("cpu") as d:
+        assert d == fiamma.device("cpu") and fiamma.ones(1).device.type == "cpu"
+    with pytest.raises(RuntimeError, match="meta cannot be the default device"):
+        with fiamma.device("meta"):
+            pass
+    assert fiamma.get_default_device().type == "cpu"

@@ -11,7 +11,7 @@ import pytest
 
 import fiamma
 from fiamma import nn
-from fiamma.autograd import gradcheck
+from fiamma.autograd import gradcheck, gradgradcheck
 from fiamma.nn import functional as F
 
 try:
@@ -519,3 +519,97 @@ def test_non_contiguous_inputs_match_contiguous(rng):
     empty = F.ctc_loss(fiamma.zeros(4, 0, 3).log_softmax(2), fiamma.zeros(0, 2).long(), [],
                        [], reduction="sum")
     assert empty.item() == 0
+
+
+# ---- losses as one named autograd node, as PyTorch's (the 60-minute blitz prints them) ----
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_mse_loss_is_one_named_node(reduction):
+    lin = nn.Linear(3, 2)
+    out = lin(fiamma.randn(4, 3))
+    loss = F.mse_loss(out, fiamma.randn(4, 2), reduction=reduction)
+    assert loss.grad_fn.name() == "MseLossBackward0"
+    assert repr(loss.grad_fn).startswith("<MseLossBackward0 object at ")
+    nxt = loss.grad_fn.next_functions
+    assert len(nxt) == 2 and nxt[1][0] is None
+    assert nxt[0][0].name() == "AddmmBackward0"
+
+
+def test_bce_with_logits_is_one_named_node_and_exact():
+    x = fiamma.randn(5, 3, dtype=fiamma.float64, requires_grad=True)
+    t = fiamma.rand(5, 3, dtype=fiamma.float64)
+    w = fiamma.rand(3, dtype=fiamma.float64, requires_grad=True)
+    pw = fiamma.rand(3, dtype=fiamma.float64, requires_grad=True)
+    loss = F.binary_cross_entropy_with_logits(x, t, w, pos_weight=pw)
+    assert loss.grad_fn.name() == "BinaryCrossEntropyWithLogitsBackward0"
+    assert len(loss.grad_fn.next_functions) == 4  # input, target, weight, pos_weight
+    # value against the float64 formula in NumPy
+    xn, tn, wn, pn = (a.detach().numpy() for a in (x, t, w, pw))
+    lw = 1 + (pn - 1) * tn
+    ref = (wn * ((1 - tn) * xn + lw * np.logaddexp(0, -xn))).mean()
+    assert loss.item() == pytest.approx(ref, rel=1e-12)
+    for r in ("mean", "sum", "none"):
+        def f(a, b, c, d):
+            return F.binary_cross_entropy_with_logits(a, b, c, reduction=r, pos_weight=d)
+
+        assert gradcheck(f, (x, t.requires_grad_(), w, pw))
+        assert gradgradcheck(f, (x, t, w, pw))
+    t.requires_grad_(False)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_mse_loss_gradients_exact_and_second_order(reduction):
+    x = fiamma.randn(4, 3, dtype=fiamma.float64, requires_grad=True)
+    t = fiamma.randn(4, 3, dtype=fiamma.float64, requires_grad=True)
+    assert gradcheck(lambda a, b: F.mse_loss(a, b, reduction=reduction), (x, t))
+    assert gradgradcheck(lambda a, b: F.mse_loss(a, b, reduction=reduction), (x, t))
+    # broadcast target (with PyTorch's warning): gradients reduce to each input's shape
+    b = fiamma.randn(3, dtype=fiamma.float64, requires_grad=True)
+    with pytest.warns(UserWarning, match="target size"):
+        assert gradcheck(lambda a, c: F.mse_loss(a, c, reduction=reduction), (x, b))
+    loss = F.mse_loss(x, t, reduction="sum")
+    gx, = fiamma.autograd.grad(loss, [x])
+    np.testing.assert_allclose(gx.numpy(), 2 * (x - t).detach().numpy(), rtol=1e-12)
+
+
+def test_named_loss_without_grad_is_plain():
+    with fiamma.no_grad():
+        loss = F.mse_loss(fiamma.ones(3, requires_grad=True), fiamma.zeros(3))
+    assert loss.grad_fn is None and loss.item() == 1.0
+    with pytest.raises(ValueError, match="mse_loss: bad is not a valid value for reduction"):
+        F.mse_loss(fiamma.ones(3), fiamma.ones(3), reduction="bad")
+
+
+# ---- PyTorch's full functional signatures: size_average / reduce and positional order ----
+
+def test_functional_losses_take_legacy_size_average_and_reduce():
+    x = fiamma.randn(4, 3).log_softmax(1)
+    t = fiamma.tensor([0, 1, 2, 1])
+    want_sum = F.nll_loss(x, t, reduction="sum").item()
+    with pytest.warns(UserWarning, match="reduction='sum' instead"):
+        assert F.nll_loss(x, t, size_average=False).item() == pytest.approx(want_sum)
+    with pytest.warns(UserWarning, match="reduction='none' instead"):
+        assert F.cross_entropy(x, t, reduce=False).shape == (4,)
+    y = fiamma.randn(4, 3)
+    with pytest.warns(UserWarning):
+        got = F.mse_loss(x, y, size_average=False)
+    assert got.item() == pytest.approx(((x - y) ** 2).sum().item(), rel=1e-6)
+
+
+def test_functional_losses_take_pytorch_positional_order():
+    x = fiamma.randn(4, 3).log_softmax(1)
+    t = fiamma.tensor([0, 1, 2, 1])
+    w = fiamma.tensor([1.0, 2.0, 0.5])
+    # nll_loss(input, target, weight, size_average, ignore_index, reduce, reduction)
+    got = F.nll_loss(x, t, w, None, 1, None, "sum")
+    assert got.item() == pytest.approx(F.nll_loss(x, t, w, ignore_index=1,
+                                                  reduction="sum").item())
+    a, b = fiamma.randn(5), fiamma.randn(5)
+    s = fiamma.tensor([1.0, -1.0, 1.0, 1.0, -1.0])
+    # margin_ranking_loss(input1, input2, target, margin, size_average, reduce, reduction)
+    assert F.margin_ranking_loss(a, b, s, 0.5, None, None, "sum").item() == pytest.approx(
+        F.margin_ranking_loss(a, b, s, margin=0.5, reduction="sum").item())
+    with pytest.raises(TypeError, match="multiple values for argument 'weight'"):
+        F.nll_loss(x, t, w, weight=w)
+    with pytest.raises(TypeError, match="mse_loss: PyTorch's argument 'weight' is not supported"):
+        F.mse_loss(x, x, None, None, "mean", fiamma.ones(3))

@@ -84,6 +84,29 @@ class device:
     def __reduce__(self):
         return (device, (self.type, self.index))
 
+    # ``with fiamma.device(d):`` makes ``d`` the default device of factory calls inside the
+    # block (PyTorch's context manager), through set_default_device: the CPU is accepted, other
+    # devices raise naming why (fiamma's factories build on the CPU unless told a device)
+    def __enter__(self):
+        import fiamma
+
+        _DEFAULT_STACK.append(fiamma.get_default_device())
+        try:
+            fiamma.set_default_device(self)
+        except BaseException:
+            _DEFAULT_STACK.pop()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        import fiamma
+
+        fiamma.set_default_device(_DEFAULT_STACK.pop())
+        return False
+
+
+_DEFAULT_STACK = []
+
 
 CPU = None
 CPU = device("cpu")

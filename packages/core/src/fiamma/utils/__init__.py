@@ -7,9 +7,14 @@ imported on use:
 * ``fiamma.utils.checkpoint``: activation checkpointing (recompute in backward).
 * ``fiamma.utils.tensorboard``: ``SummaryWriter`` over the ``tensorboard`` package.
 * ``fiamma.utils.model_zoo``: ``load_url`` (``fiamma.hub.load_state_dict_from_url``).
+* ``fiamma.utils.benchmark``: ``Timer``, ``Measurement``, ``Compare`` (PyTorch's benchmark tools).
+
+``fiamma.utils.swap_tensors(t1, t2)`` swaps two tensor objects' contents in place.
 """
 
-_SUBMODULES = {"cext", "data", "checkpoint", "tensorboard", "model_zoo"}
+from fiamma.utils._swap import swap_tensors  # noqa: F401
+
+_SUBMODULES = {"cext", "data", "checkpoint", "tensorboard", "model_zoo", "benchmark"}
 
 
 def __getattr__(name):

@@ -5,6 +5,7 @@ import math
 import warnings
 
 import fiamma
+from fiamma.nn._named_loss import as_node
 
 __all__ = ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "nll_loss", "cross_entropy",
            "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
@@ -24,21 +25,36 @@ def _reduce(loss, reduction, op):
     raise ValueError(f"{op}: {reduction} is not a valid value for reduction")
 
 
-def _pointwise_pair(input, target, op):
+def _reduce_check(reduction, op):
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{op}: {reduction} is not a valid value for reduction")
+
+
+def _check_pair(input, target, op, stacklevel=3):
     if not isinstance(input, fiamma.Tensor) or not isinstance(target, fiamma.Tensor):
         raise TypeError(f"{op}: input and target must be Tensors")
     if tuple(input.shape) != tuple(target.shape):
         warnings.warn(f"Using a target size ({fiamma.Size(target.shape)}) that is different to "
                       f"the input size ({fiamma.Size(input.shape)}). This will likely lead to "
                       "incorrect results due to broadcasting. Please ensure they have the same "
-                      "size.", UserWarning, stacklevel=3)
+                      "size.", UserWarning, stacklevel=stacklevel)
+
+
+def _pointwise_pair(input, target, op):
+    _check_pair(input, target, op, stacklevel=4)
     return input - target
 
 
-def mse_loss(input, target, reduction="mean"):
-    """Mean squared error ``(input - target)^2``."""
-    d = _pointwise_pair(input, target, "mse_loss")
+def _mse(input, target, reduction):
+    d = input - target
     return _reduce(d * d, reduction, "mse_loss")
+
+
+def mse_loss(input, target, reduction="mean"):
+    """Mean squared error ``(input - target)^2``; one autograd node, ``MseLossBackward0``."""
+    _check_pair(input, target, "mse_loss")
+    _reduce_check(reduction, "mse_loss")
+    return as_node("MseLossBackward0", _mse, (input, target), reduction)
 
 
 def l1_loss(input, target, reduction="mean"):
@@ -154,7 +170,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
             count = input.numel() // n_classes if n_classes else 0
             return loss.sum() / count if count else loss.sum() * float("nan")
         return _reduce(loss, reduction, op)
-    nll = nll_loss(logp, target, weight, ignore_index, reduction)
+    nll = nll_loss(logp, target, weight, ignore_index=ignore_index, reduction=reduction)
     if label_smoothing == 0:
         return nll
     ignored = target.long() == ignore_index
@@ -250,14 +266,7 @@ def binary_cross_entropy(input, target, weight=None, reduction="mean"):
     return _reduce(loss, reduction, op)
 
 
-def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean",
-                                     pos_weight=None):
-    """Sigmoid and binary cross entropy in one stable formula:
-    ``(1 - t) x + lw (log(1 + exp(-|x|)) + max(-x, 0))`` with ``lw = 1 + (pos_weight - 1) t``."""
-    op = "binary_cross_entropy_with_logits"
-    if tuple(target.shape) != tuple(input.shape):
-        raise ValueError(f"Target size ({fiamma.Size(target.shape)}) must be the same as input "
-                         f"size ({fiamma.Size(input.shape)})")
+def _bce_logits(input, target, weight, pos_weight, reduction):
     softplus_neg = _softplus(-input)
     if pos_weight is not None:
         lw = (pos_weight - 1) * target + 1
@@ -266,7 +275,21 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
         loss = (1 - target) * input + softplus_neg
     if weight is not None:
         loss = loss * weight
-    return _reduce(loss, reduction, op)
+    return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean",
+                                     pos_weight=None):
+    """Sigmoid and binary cross entropy in one stable formula:
+    ``(1 - t) x + lw (log(1 + exp(-|x|)) + max(-x, 0))`` with ``lw = 1 + (pos_weight - 1) t``;
+    one autograd node, ``BinaryCrossEntropyWithLogitsBackward0``."""
+    op = "binary_cross_entropy_with_logits"
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Target size ({fiamma.Size(target.shape)}) must be the same as input "
+                         f"size ({fiamma.Size(input.shape)})")
+    _reduce_check(reduction, op)
+    return as_node("BinaryCrossEntropyWithLogitsBackward0", _bce_logits,
+                   (input, target, weight, pos_weight), reduction)
 
 
 def kl_div(input, target, reduction="mean", log_target=False):
@@ -558,6 +581,67 @@ _FLOAT32_LOSSES = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "nll_l
                    "kl_div", "poisson_nll_loss", "cosine_embedding_loss", "margin_ranking_loss",
                    "hinge_embedding_loss", "multi_margin_loss", "multilabel_margin_loss",
                    "soft_margin_loss", "triplet_margin_loss", "ctc_loss")
+# PyTorch's full signatures (after the leading tensors), with the deprecated size_average and
+# reduce: old code passes them (``F.nll_loss(out, t, size_average=False)``) or passes later
+# arguments by position in PyTorch's order
+_TORCH_ORDER = {
+    "nll_loss": (2, ("weight", "size_average", "ignore_index", "reduce", "reduction")),
+    "cross_entropy": (2, ("weight", "size_average", "ignore_index", "reduce", "reduction",
+                          "label_smoothing")),
+    "mse_loss": (2, ("size_average", "reduce", "reduction", "weight")),
+    "l1_loss": (2, ("size_average", "reduce", "reduction", "weight")),
+    "binary_cross_entropy": (2, ("weight", "size_average", "reduce", "reduction")),
+    "binary_cross_entropy_with_logits": (2, ("weight", "size_average", "reduce", "reduction",
+                                             "pos_weight")),
+    "kl_div": (2, ("size_average", "reduce", "reduction", "log_target")),
+    "smooth_l1_loss": (2, ("size_average", "reduce", "reduction", "beta")),
+    "poisson_nll_loss": (2, ("log_input", "full", "size_average", "eps", "reduce", "reduction")),
+    "margin_ranking_loss": (3, ("margin", "size_average", "reduce", "reduction")),
+    "hinge_embedding_loss": (2, ("margin", "size_average", "reduce", "reduction")),
+    "multilabel_margin_loss": (2, ("size_average", "reduce", "reduction")),
+    "soft_margin_loss": (2, ("size_average", "reduce", "reduction")),
+    "multilabel_soft_margin_loss": (2, ("weight", "size_average", "reduce", "reduction")),
+    "cosine_embedding_loss": (3, ("margin", "size_average", "reduce", "reduction")),
+    "multi_margin_loss": (2, ("p", "margin", "weight", "size_average", "reduce", "reduction")),
+    "triplet_margin_loss": (3, ("margin", "p", "eps", "swap", "size_average", "reduce",
+                                "reduction")),
+}
+
+
+def _torch_signature(name, fn):
+    """``fn`` called with PyTorch's signature for loss ``name``: later arguments by position in
+    PyTorch's order, and ``size_average``/``reduce`` turned into ``reduction`` (with PyTorch's
+    deprecation warning). Calls without them go straight through."""
+    import functools
+    import inspect
+
+    lead, order = _TORCH_ORDER[name]
+    accepted = set(inspect.signature(fn).parameters)
+
+    @functools.wraps(fn)
+    def loss(*args, **kwargs):
+        if len(args) <= lead and "size_average" not in kwargs and "reduce" not in kwargs:
+            return fn(*args, **kwargs)
+        if len(args) > lead + len(order):
+            raise TypeError(f"{name}() takes at most {lead + len(order)} positional arguments "
+                            f"but {len(args)} were given")
+        for k, v in zip(order, args[lead:]):
+            if k in kwargs:
+                raise TypeError(f"{name}() got multiple values for argument {k!r}")
+            kwargs[k] = v
+        size_average, reduce = kwargs.pop("size_average", None), kwargs.pop("reduce", None)
+        kwargs["reduction"] = _legacy_reduction(size_average, reduce,
+                                                kwargs.get("reduction", "mean"))
+        for k in kwargs:
+            if k not in accepted:
+                raise TypeError(f"{name}: PyTorch's argument {k!r} is not supported by fiamma")
+        return fn(*args[:lead], **kwargs)
+
+    return loss
+
+
+for _name in _TORCH_ORDER:
+    globals()[_name] = _torch_signature(_name, globals()[_name])
 for _name in _FLOAT32_LOSSES:
     globals()[_name] = fiamma.amp.float32_op(globals()[_name])
 del _name

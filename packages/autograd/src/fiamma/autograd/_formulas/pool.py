@@ -31,6 +31,17 @@ def _gather_planes(src, indices, nd):
     return flat.reshape(ishape)
 
 
+def _saved_indices(ctx):
+    """The pool's saved indices (output 1). Only they are needed, as in PyTorch (whose node
+    saves the indices, not the values): an in-place op on the pooled values (``MaxPool2d``
+    then ``ReLU(inplace=True)``, as in the spatial transformer tutorial) must not fail the
+    backward, so only the indices' version is checked."""
+    out = getattr(ctx, "_out", None)
+    if isinstance(out, tuple) and ctx._outver[1] == out[1]._storage.version:
+        return out[1]
+    return ctx.output[1]  # packed by saved-tensor hooks, or indices modified: the usual path
+
+
 @derivative(ops.max_pool1d, ops.max_pool2d, ops.max_pool3d,
             ops.adaptive_max_pool1d, ops.adaptive_max_pool2d, ops.adaptive_max_pool3d,
             save="output")
@@ -38,7 +49,7 @@ def _max_pool(ctx, grad):
     g = grad[0]
     if g is None:
         return (None,)
-    indices = ctx.output[1]
+    indices = _saved_indices(ctx)
     nd = int(ctx.op[-2])
     size = tuple(ctx.input_shapes[0])[-nd:]
     return (fiamma.max_pool_backward(g, indices, size),)
