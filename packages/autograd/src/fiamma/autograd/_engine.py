@@ -579,6 +579,10 @@ def _accumulate(acc, g, create_graph):
             t.grad = g  # nothing else refers to it or to its memory: no copy needed
         else:
             t.grad = g.detach().clone()
+    elif not isinstance(t.grad, Tensor):  # assigned by hand (``x.grad = 0.``)
+        raise TypeError(f"backward: a leaf's .grad must be a Tensor or None to accumulate "
+                        f"into, got {type(t.grad).__name__} (assign None or a tensor, e.g. "
+                        "x.grad = None or x.grad.zero_())")
     elif create_graph or t.grad.requires_grad:
         t.grad = t.grad + g
     else:
