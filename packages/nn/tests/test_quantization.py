@@ -126,6 +126,21 @@ def test_fuse_modules_qat_keeps_batchnorm_modules():
                             ["0", "1"])
 
 
+def test_fuse_parametrized_module():
+    from fiamma.nn.utils import parametrize
+
+    class Double(nn.Module):
+        def forward(self, w):
+            return w * 2.0
+
+    m = nn.Sequential(nn.Linear(3, 4), nn.ReLU()).eval()
+    parametrize.register_parametrization(m[0], "weight", Double())
+    f = tq.fuse_modules(m, ["0", "1"])
+    assert type(f[0]) is nni.LinearReLU
+    x = fiamma.randn(2, 3)
+    np.testing.assert_allclose(f(x).detach().numpy(), m(x).detach().numpy(), rtol=1e-6)
+
+
 def test_custom_fuser_mapping():
     def fuse_lin_sig(is_qat, lin, sig):
         return nn.Sequential(lin, sig)

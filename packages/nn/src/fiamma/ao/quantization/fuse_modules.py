@@ -19,6 +19,7 @@ import copy
 
 from fiamma import nn
 from fiamma.ao.quantization.fuser_method_mappings import get_fuser_method
+from fiamma.nn.utils.parametrize import type_before_parametrizations
 
 __all__ = ["fuse_modules", "fuse_modules_qat", "fuse_known_modules"]
 
@@ -45,7 +46,7 @@ def _set(model, key, module):
 def fuse_known_modules(mod_list, is_qat, additional_fuser_method_mapping=None):
     """The fused replacements of ``mod_list``: the fused module, then ``nn.Identity`` for each
     other module (in the first module's train/eval mode)."""
-    types = tuple(type(m) for m in mod_list)
+    types = tuple(type_before_parametrizations(m) for m in mod_list)
     method = get_fuser_method(types, additional_fuser_method_mapping)
     # the hooks move before fusing: a fuser that copies the first module would otherwise
     # copy its pre-hooks too and run them twice

@@ -13,6 +13,7 @@ training (``fuse_modules_qat``), where the batch norm stays a module.
     ['0.bias', '0.weight']
 """
 from fiamma import nn
+from fiamma.nn.utils.parametrize import type_before_parametrizations
 
 __all__ = ["ConvReLU1d", "ConvReLU2d", "ConvReLU3d", "ConvBn1d", "ConvBn2d", "ConvBn3d",
            "ConvBnReLU1d", "ConvBnReLU2d", "ConvBnReLU3d", "LinearReLU", "LinearBn1d",
@@ -20,14 +21,16 @@ __all__ = ["ConvReLU1d", "ConvReLU2d", "ConvReLU3d", "ConvBn1d", "ConvBn2d", "Co
 
 
 class _FusedModule(nn.Sequential):
-    """Base of the fused sequences: checks the types of the modules it is given."""
+    """Base of the fused sequences: checks the types of the modules it is given (a
+    parametrized module counts as its original class)."""
     _types = ()
 
     def __init__(self, *mods):
+        types = [type_before_parametrizations(m) for m in mods]
         if len(mods) != len(self._types) or not all(
-                type(m) is t for m, t in zip(mods, self._types)):
+                t is want for t, want in zip(types, self._types)):
             want = ", ".join(t.__name__ for t in self._types)
-            got = ", ".join(type(m).__name__ for m in mods)
+            got = ", ".join(t.__name__ for t in types)
             raise TypeError(f"{type(self).__name__}: expected modules ({want}), got ({got})")
         super().__init__(*mods)
 

@@ -13,7 +13,7 @@ checkpoints (int8) raise NotImplementedError naming what is missing.
     >>> from fiamma.vision.models import quantization as q
     >>> m = q.resnet18(quantize=False).eval()
     >>> q.ResNet18_QuantizedWeights.DEFAULT.meta["unquantized"]
-    <ResNet18_Weights.IMAGENET1K_V1: ...>
+    ResNet18_Weights.IMAGENET1K_V1
     >>> q.resnet18(quantize=True)
     Traceback (most recent call last):
     ...
