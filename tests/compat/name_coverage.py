@@ -46,6 +46,8 @@ MODULES = {
     "torchvision.models.detection": ("fiamma.vision.models.detection",),
     "torchvision.models.video": ("fiamma.vision.models.video",),
     "torchvision.models.optical_flow": ("fiamma.vision.models.optical_flow",),
+    "torchvision.models.quantization": ("fiamma.vision.models.quantization",),
+    "torch.ao.quantization": ("fiamma.ao.quantization",),
     "torchaudio.functional": ("fiamma.audio.functional",),
     "torchaudio.transforms": ("fiamma.audio.transforms",),
     "torchaudio.compliance.kaldi": ("fiamma.audio.compliance.kaldi",),

@@ -11,3 +11,12 @@ from fiamma.nn.modules.module import (  # noqa: F401
 )
 from fiamma.nn.parallel import DataParallel  # noqa: F401
 from fiamma.nn.parameter import Buffer, Parameter  # noqa: F401
+
+
+def __getattr__(name):
+    # torch.nn.quantized / torch.nn.intrinsic are attributes of torch.nn; they import
+    # fiamma.ao, which imports fiamma.nn, so they load on first use
+    if name in ("quantized", "intrinsic"):
+        import importlib
+        return importlib.import_module("fiamma.ao.nn." + name)
+    raise AttributeError(f"module 'fiamma.nn' has no attribute {name!r}")

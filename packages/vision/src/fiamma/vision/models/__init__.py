@@ -9,6 +9,7 @@ from fiamma.vision.models import (  # noqa: F401,E402
     feature_extraction,
     mobilenet,
     optical_flow,
+    quantization,
     segmentation,
     video,
 )
