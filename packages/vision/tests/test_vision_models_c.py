@@ -292,3 +292,25 @@ def test_weights_meta_equal_torchvision(name):
         for attr in ("crop_size", "resize_size", "mean", "std"):
             assert list(getattr(tt, attr)) == list(getattr(ft, attr)), (k, attr)
         assert tt.interpolation.name == ft.interpolation.name
+
+
+@pytest.mark.parity
+def test_googlenet_training_outputs_match_torchvision_field_by_field():
+    """aux_logits2 is the head after inception4d, aux_logits1 the one after 4a (torchvision's
+    float GoogLeNet; its quantizable one swaps them)."""
+    torch = pytest.importorskip("torch")
+    torchvision = pytest.importorskip("torchvision")
+    torch.manual_seed(0)
+    t = torchvision.models.googlenet(weights=None, aux_logits=True, init_weights=True,
+                                     num_classes=10, dropout=0.0, dropout_aux=0.0).train()
+    from fiamma.vision.models import googlenet
+
+    f = googlenet(weights=None, aux_logits=True, init_weights=True, num_classes=10,
+                  dropout=0.0, dropout_aux=0.0).train()
+    f.load_state_dict({k: fiamma.from_numpy(v.detach().numpy().copy())
+                       for k, v in t.state_dict().items()})
+    x = np.random.default_rng(0).standard_normal((2, 3, 96, 96)).astype(np.float32)
+    ot, of = t(torch.from_numpy(x)), f(fiamma.from_numpy(x))
+    for name in ("logits", "aux_logits2", "aux_logits1"):
+        np.testing.assert_allclose(getattr(of, name).detach().numpy(),
+                                   getattr(ot, name).detach().numpy(), rtol=1e-4, atol=1e-4)

@@ -168,8 +168,9 @@ class GoogLeNet(nn.Module):
         x = fiamma.flatten(self.avgpool(x), 1)
         x = self.fc(self.dropout(x))
         if self.training and self.aux_logits:
-            # torchvision's field order: the head after inception4a lands in aux_logits2
-            return GoogLeNetOutputs(x, aux1, aux2)
+            # torchvision's: aux_logits2 is the head after inception4d, aux_logits1 after 4a
+            # (its quantizable GoogLeNet swaps them; fiamma's quantizable one follows that)
+            return GoogLeNetOutputs(x, aux2, aux1)
         return x
 
 
