@@ -25,6 +25,8 @@ SIBLINGS = {
     "nn": "fiamma-nn",
     "fx": "fiamma-nn",
     "func": "fiamma-nn",
+    "ao": "fiamma-nn",
+    "quantization": "fiamma-nn",
     "optim": "fiamma-optim",
     "data": "fiamma-data",
     "vision": "fiamma-vision",

@@ -16,6 +16,17 @@ EXPORTED = {*test_vision.FAST, *test_vision.SLOW, *test_segmentation.FAST,
 # size variant -> the exported member of its family whose code (builder module and layer
 # types) it shares
 SHARED = {
+    # models.quantization in float: the same networks with identity Quant/DeQuant stubs and
+    # FloatFunctional adds (quantize=True is refused), so each exports as its float family
+    "quantized_googlenet": "googlenet", "quantized_inception_v3": "inception_v3",
+    "quantized_mobilenet_v2": "mobilenet_v2",
+    "quantized_mobilenet_v3_large": "mobilenet_v3_large",
+    "quantized_resnet18": "resnet18", "quantized_resnet50": "resnet50",
+    "quantized_resnext101_32x8d": "resnet50", "quantized_resnext101_64x4d": "resnet50",
+    "quantized_shufflenet_v2_x0_5": "shufflenet_v2_x1_0",
+    "quantized_shufflenet_v2_x1_0": "shufflenet_v2_x1_0",
+    "quantized_shufflenet_v2_x1_5": "shufflenet_v2_x1_0",
+    "quantized_shufflenet_v2_x2_0": "shufflenet_v2_x1_0",
     "convnext_small": "convnext_tiny", "convnext_base": "convnext_tiny",
     "convnext_large": "convnext_tiny",
     "densenet161": "densenet121", "densenet169": "densenet121", "densenet201": "densenet121",
@@ -58,4 +69,6 @@ def test_tables_are_current():
         assert member in EXPORTED, (name, member)
         # the same builder module: the variant is the family's code at another size
         a, b = M.get_model_builder(name), M.get_model_builder(member)
-        assert a.__module__ == b.__module__, (name, a.__module__, member, b.__module__)
+        # (a quantizable float model: the family's module under models.quantization)
+        mod_a = a.__module__.replace(".models.quantization.", ".models.")
+        assert mod_a == b.__module__, (name, a.__module__, member, b.__module__)

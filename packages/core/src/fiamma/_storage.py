@@ -1,5 +1,6 @@
 """Storage: a block of device memory shared by a tensor and its views, and the device type."""
 
+import sys
 from collections import deque
 
 from fiamma import _backend
@@ -88,8 +89,7 @@ class device:
     # block (PyTorch's context manager), through set_default_device: the CPU is accepted, other
     # devices raise naming why (fiamma's factories build on the CPU unless told a device)
     def __enter__(self):
-        import fiamma
-
+        fiamma = sys.modules["fiamma"]  # (loaded; an import here would point upwards)
         _DEFAULT_STACK.append(fiamma.get_default_device())
         try:
             fiamma.set_default_device(self)
@@ -99,8 +99,7 @@ class device:
         return self
 
     def __exit__(self, *exc):
-        import fiamma
-
+        fiamma = sys.modules["fiamma"]
         fiamma.set_default_device(_DEFAULT_STACK.pop())
         return False
 
