@@ -162,6 +162,7 @@ _DIFFERENTIABLE = """
 _VIEWS = """
     as_strided diagonal expand getitem imag narrow permute real select squeeze t transpose
     unfold unsqueeze view
+    split split_with_sizes unbind
 """
 _NON_DIFFERENTIABLE = """
     all any bitwise_and bitwise_left_shift bitwise_not bitwise_or bitwise_right_shift

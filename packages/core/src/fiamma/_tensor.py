@@ -514,7 +514,35 @@ class Tensor:
 
     def unbind(self, dim=0):
         d = wrap_dim(dim, len(self._shape), "unbind")
-        return tuple(self.select(d, i) for i in range(self._shape[d]))
+        shape = self._shape[:d] + self._shape[d + 1:]
+        stride = self._stride[:d] + self._stride[d + 1:]
+        st, off = self._stride[d], self._offset
+        return self._multi_view([(shape, stride, off + i * st) for i in range(self._shape[d])],
+                                ops.unbind, {"dim": d}, ops.select)
+
+    def _multi_view(self, geoms, op, kwargs, single_op):
+        """Views of this tensor at ``geoms`` ((shape, stride, offset) each) recorded as ONE
+        multi-output view node ``op`` (split, unbind: PyTorch's SplitBackward0/UnbindBackward0,
+        whose backward joins the pieces' gradients in one pass; a node per piece would build a
+        zero gradient of the whole input per piece). Under a tracer (export, jit) each piece is
+        recorded as the single-view op ``single_op`` instead."""
+        if not (self.requires_grad and G.state.enabled and G.state.tracer is None
+                and len(geoms) > 1):
+            return tuple(self._view(sh, sd, off, op=single_op) for sh, sd, off in geoms)
+        b = getattr(self, "_base", None)
+        base = self if b is None else b
+        outs = []
+        for sh, sd, off in geoms:
+            t = _new(Tensor)
+            _init(t, self._storage, self._dtype, tuple(sh), tuple(sd), off, None)
+            t._base = base
+            outs.append(t)
+        outs = tuple(outs)
+        kw = dict(kwargs)
+        kw["in_stride"] = self._stride
+        kw["in_offset"] = self._offset
+        G.record(op, outs, (self,), kw)
+        return outs
 
     def unfold(self, dimension, size, step):
         nd = len(self._shape)

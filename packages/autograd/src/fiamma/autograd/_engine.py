@@ -357,12 +357,21 @@ def record(op, out, inputs, kwargs):
         node._outver = tuple(version(o) if isinstance(o, Tensor) else None for o in outs)
         if hooks_active[0]:
             pack_saved_output(node)
+    view = op in VIEW_OPS  # split / unbind: every output a view of input 0
+    if view:
+        x = inputs[0]
+        m = x._ag
+        base = m.base if m is not None and m.base is not None else x
     for i, o in enumerate(outs):
         if isinstance(o, Tensor) and o._dtype._kind >= 2:
             o.grad_fn = node
             o.requires_grad = True
-            set_meta(o, Meta(i))
-            if getattr(o, "_base", None) is not None and op not in VIEW_OPS:
+            mo = Meta(i)
+            set_meta(o, mo)
+            if view:
+                mo.base = base
+                mo.vver = o._storage.version
+            elif getattr(o, "_base", None) is not None:
                 _own_result(o, inputs)
 
 

@@ -244,13 +244,25 @@ def column_stack(tensors, *, out=None):
 
 # ---- splitting (views) -------------------------------------------------------------------------
 
-def _pieces(x, d, sizes):
-    out = []
-    off = 0
+def _pieces(x, d, sizes, op=None):
+    """Views of ``x`` of ``sizes`` along ``d``; with ``op`` (split, split_with_sizes) one
+    multi-output autograd node for all of them, else a narrow per piece."""
+    if op is None:
+        out = []
+        off = 0
+        for s in sizes:
+            out.append(x.narrow(d, off, s))
+            off += s
+        return tuple(out)
+    shape = list(x._shape)
+    st = x._stride[d]
+    geoms = []
+    off = x._offset
     for s in sizes:
-        out.append(x.narrow(d, off, s))
-        off += s
-    return tuple(out)
+        shape[d] = s
+        geoms.append((tuple(shape), x._stride, off))
+        off += s * st
+    return x._multi_view(geoms, op, {"dim": d, "sizes": tuple(sizes)}, ops.narrow)
 
 
 def split(tensor, split_size_or_sections, dim=0):
@@ -277,7 +289,7 @@ def split(tensor, split_size_or_sections, dim=0):
             raise RuntimeError(f"split_with_sizes: expects split_sizes to sum exactly to {n} "
                                f"(input tensor's size at dimension {d}), but got "
                                f"split_sizes={sizes}")
-        return _pieces(x, d, sizes)
+        return _pieces(x, d, sizes, ops.split_with_sizes)
     s = _index(split_size_or_sections)
     if s < 0:
         raise RuntimeError(f"split: expects split_size be non-negative, but got split_size={s}")
@@ -288,7 +300,7 @@ def split(tensor, split_size_or_sections, dim=0):
         return (x.narrow(d, 0, 0),)
     if n == 0:
         return (x.narrow(d, 0, 0),)
-    return _pieces(x, d, [builtins.min(s, n - i) for i in range(0, n, s)])
+    return _pieces(x, d, [builtins.min(s, n - i) for i in range(0, n, s)], ops.split)
 
 
 def _tensor_arg(x, op):

@@ -185,6 +185,31 @@ def _view(ctx, grad):
     return (strided_backward(grad, in_shape, in_stride, in_offset, shape, stride, offset),)
 
 
+@derivative(ops.split, ops.split_with_sizes, ops.unbind, save="none")
+def _split(ctx, grads):
+    """The pieces' gradients joined in one pass (cat along the split dim, stack for unbind);
+    a piece without a gradient contributes zeros."""
+    shape = tuple(ctx.input_shapes[0])
+    kw = ctx.kwargs
+    d = kw["dim"]
+    g0 = next(g for g in grads if g is not None)
+    if ctx.op == ops.unbind:
+        piece = shape[:d] + shape[d + 1:]
+        gs = [g if g is not None else fiamma.zeros(piece, dtype=g0.dtype, device=g0.device)
+              for g in grads]
+        return (fiamma.stack(gs, d),)
+    sizes = kw["sizes"]
+    gs = []
+    for g, n in zip(grads, sizes):
+        if g is None:
+            if n == 0:
+                continue
+            g = fiamma.zeros(shape[:d] + (n,) + shape[d + 1:], dtype=g0.dtype,
+                             device=g0.device)
+        gs.append(g)
+    return (fiamma.cat(gs, d) if len(gs) > 1 else gs[0].reshape(shape),)
+
+
 # ---- advanced indexing -------------------------------------------------------------------------
 
 def _key(indices):
