@@ -75,5 +75,4 @@ def test_a_tensor_names_its_backend():
     assert fiamma.from_numpy(x.numpy())._storage.backend is cpu
     with pytest.raises(RuntimeError, match="cuda"):
         _backend.backend_for(fiamma.device("cuda"))
-    with pytest.raises(RuntimeError, match="meta"):
-        _backend.backend_for(fiamma.device("meta"))
+    assert _backend.backend_for(fiamma.device("meta")).name == "meta"

@@ -269,7 +269,9 @@ def test_swap_tensors_saved_for_backward_is_detected():
 def test_device_context_manager():
     with fiamma.device("cpu") as d:
         assert d == fiamma.device("cpu") and fiamma.ones(1).device.type == "cpu"
-    with pytest.raises(RuntimeError, match="meta cannot be the default device"):
-        with fiamma.device("meta"):
-            pass
+    with fiamma.device("meta"):
+        assert fiamma.ones(1).device.type == "meta"
+        with fiamma.device("cpu"):
+            assert fiamma.ones(1).device.type == "cpu"
+        assert fiamma.get_default_device().type == "meta"
     assert fiamma.get_default_device().type == "cpu"

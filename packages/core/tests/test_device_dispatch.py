@@ -122,9 +122,16 @@ def test_mixing_devices_names_both(testdev):
             fn()
 
 
-def test_unknown_device_has_no_backend():
-    with pytest.raises(RuntimeError, match="meta"):
-        fiamma.ones(2, device="meta")
+def test_device_without_backend_fails_naming_it():
+    from fiamma._backend import _BACKENDS, _LOADERS, DEVICE_TYPES
+
+    DEVICE_TYPES.add("nodev")
+    try:
+        assert "nodev" not in _BACKENDS and "nodev" not in _LOADERS
+        with pytest.raises(RuntimeError, match="nodev"):
+            fiamma.ones(2, device="nodev")
+    finally:
+        DEVICE_TYPES.discard("nodev")
 
 
 def test_gradient_crosses_back(testdev):

@@ -247,8 +247,7 @@ def test_device():
 def test_tensors_on_other_devices_fail_clearly():
     with pytest.raises(RuntimeError, match="(?i)cuda"):
         fiamma.zeros(2, device="cuda")
-    with pytest.raises(RuntimeError, match="meta"):
-        fiamma.zeros(2, device="meta")
+    assert fiamma.zeros(2, device="meta").device.type == "meta"  # shape only (test_meta.py)
     assert fiamma.zeros(2, device="cpu").device == "cpu"
 
 

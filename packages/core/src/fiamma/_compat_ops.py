@@ -139,22 +139,36 @@ def get_float32_matmul_precision():
 
 
 def set_default_device(device):
-    """Set the device new tensors are made on. fiamma makes tensors on the CPU only, so 'cpu'
-    (or None) is accepted and any other device raises naming the reason."""
-    if device is None:
-        return
-    from fiamma._storage import device as _device
+    """Set the device new tensors are made on when a creation function is given none (also
+    what ``with fiamma.device(...)`` does for its block). ``None`` or 'cpu' restores the CPU.
+    A device without a backend here (cuda without a GPU) raises, saying why.
 
+    >>> import fiamma
+    >>> fiamma.set_default_device("meta")
+    >>> fiamma.zeros(2).device
+    device(type='meta')
+    >>> fiamma.set_default_device(None)
+    """
+    from fiamma import _backend
+    from fiamma._storage import _DEFAULT_DEVICE, device as _device
+
+    if device is None:
+        _DEFAULT_DEVICE.dev = None
+        return
     d = _device(device)
-    if d.type != "cpu":
-        raise RuntimeError(f"set_default_device: fiamma creates tensors on the CPU only; "
-                           f"{d} cannot be the default device")
+    if d.type == "cpu":
+        _DEFAULT_DEVICE.dev = None
+        return
+    _backend.backend_for(d, "set_default_device")  # raises naming why it is not usable
+    _DEFAULT_DEVICE.dev = d
 
 
 def get_default_device():
-    from fiamma._storage import CPU
+    """The device new tensors are made on when none is given (the CPU unless
+    :func:`set_default_device` or a ``with fiamma.device(...)`` block says otherwise)."""
+    from fiamma._storage import _DEFAULT_DEVICE, CPU
 
-    return CPU
+    return _DEFAULT_DEVICE.dev or CPU
 
 
 def set_warn_always(b):

@@ -14,7 +14,7 @@ from fiamma._autograd_api import ops
 from fiamma._backend import check
 from fiamma._limits import check_shape
 from fiamma._ops._common import check_out
-from fiamma._storage import CPU, device as _device
+from fiamma._storage import _DEFAULT_DEVICE, CPU, device as _device
 from fiamma._tensor import Tensor, _shape_arg, new_empty
 
 __all__ = [
@@ -26,7 +26,7 @@ __all__ = [
 
 def _dev(device):
     if device is None:
-        return CPU
+        return _DEFAULT_DEVICE.dev or CPU
     return _device(device)
 
 
@@ -416,7 +416,8 @@ def _arange(start, end, step, out, dtype, device, requires_grad, empty_ok):
                         "use linspace, which takes them)")
     if (type(start) is builtins.int and type(end) is builtins.int and step == 1
             and type(step) is builtins.int and dtype is None and out is None
-            and device is None and not requires_grad and _I64_MIN <= start <= end <= _I64_MAX):
+            and device is None and not requires_grad and _I64_MIN <= start <= end <= _I64_MAX
+            and _DEFAULT_DEVICE.dev is None):
         n = end - start  # the common arange(n) / arange(a, b)
         t = new_empty((n,), D.int64)
         if n:

@@ -29,7 +29,17 @@ def _load_cuda(op, dev):
     return be
 
 
+def _load_meta(op, dev):
+    """The meta device's backend (tensors without data), built on first use."""
+    from fiamma._backend import meta
+
+    be = meta.backend()
+    _backend.register("meta", be)
+    return be
+
+
 _backend.register_loader("xp", _load_xp)
+_backend.register_loader("meta", _load_meta)
 _backend.register_loader("cuda", _load_cuda)
 
 

@@ -229,7 +229,12 @@ def tensor_repr(t):
         suffixes.append(f"device='{dev.type}:{dev.index or 0}'" if dev.type == "cuda"
                         else f"device='{dev}'")
     dt = t._dtype
-    if t._numel == 0:
+    if dev.type == "meta":  # no data: PyTorch's "tensor(..., device='meta', size=(2, 3))"
+        body = "..."
+        suffixes.append(f"size={tuple(t._shape)}")
+        if dt is not D.get_default_dtype():
+            suffixes.append(f"dtype={dt}")
+    elif t._numel == 0:
         body = "[]"
         if len(t._shape) != 1:
             suffixes.append(f"size={tuple(t._shape)}")

@@ -22,7 +22,7 @@ from fiamma import _dtype as D, _grad_hook as G
 from fiamma._autograd_api import ops
 from fiamma._backend import check, codes as K
 from fiamma._limits import MAX_SIZE, check_shape
-from fiamma._storage import CPU, device as _device
+from fiamma._storage import _DEFAULT_DEVICE, CPU, device as _device
 from fiamma._tensor import Tensor, _copy_into, _shape_arg, new_empty
 
 __all__ = [
@@ -254,7 +254,7 @@ def _fill(t, dist, a, b, generator, op):
     if t.requires_grad:
         G.check_inplace(t, op)
     n = t._numel
-    if not n:
+    if not n or t._storage.device.type == "meta":  # meta: no values, no draws (as PyTorch)
         return t
     g = default_generator if generator is None else _gen(generator, op)
     code = t._dtype.code
@@ -275,7 +275,7 @@ def _fill_int(t, low, rng, generator, op):
     if t.requires_grad:
         G.check_inplace(t, op)
     n = t._numel
-    if not n:
+    if not n or t._storage.device.type == "meta":
         return t
     g = default_generator if generator is None else _gen(generator, op)
     dst = t if t._contig else new_empty(t._shape, t._dtype, t._storage.device)
@@ -319,7 +319,7 @@ def _result(shape, dt, device, out, op):
 
         check_out(out, shape, dt, op)
         return out
-    dev = CPU if device is None else _device(device)
+    dev = (_DEFAULT_DEVICE.dev or CPU) if device is None else _device(device)
     return new_empty(shape, dt, dev)
 
 
@@ -356,7 +356,8 @@ def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
     if kw:
         _no_extra(kw, op)
     dt = _default_float(dtype, op, True)
-    t = new_empty(shape, dt) if out is None and device is None else \
+    t = new_empty(shape, dt) if (out is None and device is None
+                                 and _DEFAULT_DEVICE.dev is None) else \
         _result(shape, dt, device, out, op)
     if dt._kind == 3:  # real and imaginary parts each uniform in [0, 1), as PyTorch
         _fill_pairs(t, _UNIFORM, 1.0, generator, op)
@@ -378,7 +379,8 @@ def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
     if kw:
         _no_extra(kw, op)
     dt = _default_float(dtype, op, True)
-    t = new_empty(shape, dt) if out is None and device is None else \
+    t = new_empty(shape, dt) if (out is None and device is None
+                                 and _DEFAULT_DEVICE.dev is None) else \
         _result(shape, dt, device, out, op)
     if dt._kind == 3:  # a standard complex normal: each part N(0, 1/2), as PyTorch
         _fill_pairs(t, _NORMAL, math.sqrt(0.5), generator, op)
@@ -522,7 +524,8 @@ def randint(*args, size=None, generator=None, out=None, dtype=None, layout=None,
     shape = _size_args(size, None, op)
     dt = D.int64 if dtype is None else D.to_dtype(dtype, op)
     _check_from_to(low, high, dt, op)
-    t = new_empty(shape, dt) if out is None and device is None else \
+    t = new_empty(shape, dt) if (out is None and device is None
+                                 and _DEFAULT_DEVICE.dev is None) else \
         _result(shape, dt, device, out, op)
     _fill_int(t, low, high - low, generator, op)
     return t if out is None and not requires_grad else _done(t, out, requires_grad)

@@ -1,6 +1,7 @@
 """Storage: a block of device memory shared by a tensor and its views, and the device type."""
 
 import sys
+import threading
 from collections import deque
 
 from fiamma import _backend
@@ -105,6 +106,16 @@ class device:
 
 
 _DEFAULT_STACK = []
+
+
+class _DefaultDevice(threading.local):
+    """The device new tensors are made on when no device is given (fiamma.set_default_device,
+    ``with fiamma.device(...)``), per thread as in PyTorch; None: the CPU."""
+
+    dev = None
+
+
+_DEFAULT_DEVICE = _DefaultDevice()
 
 
 CPU = None

@@ -137,6 +137,8 @@ class Tensor:
         return self._offset
 
     def data_ptr(self):
+        if self._storage.device.type == "meta":
+            return 0  # no memory (the storage's address is a placeholder)
         return self._ptr
 
     def element_size(self):

@@ -473,6 +473,10 @@ def _freq_tensor(arr, dtype, requires_grad, device=None):
         src = new_empty(arr.shape, D.float64)
         src.numpy()[...] = arr
         _copy_into(res, src)
+    if device is None:
+        from fiamma._storage import _DEFAULT_DEVICE
+
+        device = _DEFAULT_DEVICE.dev
     if device is not None:
         res = res.to(device)
     if requires_grad:

@@ -53,6 +53,10 @@ def triu_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
 
 
 def _to_device(t, device):
+    if device is None:
+        from fiamma._storage import _DEFAULT_DEVICE
+
+        device = _DEFAULT_DEVICE.dev
     return t if device is None else t.to(device)
 
 

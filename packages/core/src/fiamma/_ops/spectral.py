@@ -22,8 +22,10 @@ __all__ = ["stft", "stft_power", "istft", "hann_window", "hamming_window", "blac
 
 # ---- windows ---------------------------------------------------------------------------------
 
-def _window(name, window_length, periodic, dtype, requires_grad, formula):
+def _window(name, window_length, periodic, dtype, requires_grad, formula, device=None):
     import numpy as np
+
+    from fiamma._storage import _DEFAULT_DEVICE, device as _device
 
     if isinstance(window_length, builtins.bool) or not isinstance(window_length, builtins.int):
         raise TypeError(f"{name}: window_length must be an int, got "
@@ -45,6 +47,9 @@ def _window(name, window_length, periodic, dtype, requires_grad, formula):
     if window_length:
         src.numpy()[...] = w
     res = src if dt is D.float64 else src.to(dt)
+    dev = _DEFAULT_DEVICE.dev if device is None else _device(device)
+    if dev is not None and dev.type != "cpu":
+        res = res.to(dev)
     if requires_grad:
         res.requires_grad_(True)
     return res
@@ -61,7 +66,7 @@ def hann_window(window_length, periodic=True, *, dtype=None, layout=None, device
     import numpy as np
 
     return _window("hann_window", window_length, periodic, dtype, requires_grad,
-                   lambda n, N: 0.5 - 0.5 * np.cos(2 * math.pi * n / (N - 1)))
+                   lambda n, N: 0.5 - 0.5 * np.cos(2 * math.pi * n / (N - 1)), device)
 
 
 def hamming_window(window_length, periodic=True, alpha=0.54, beta=0.46, *, dtype=None,
@@ -70,7 +75,7 @@ def hamming_window(window_length, periodic=True, alpha=0.54, beta=0.46, *, dtype
     import numpy as np
 
     return _window("hamming_window", window_length, periodic, dtype, requires_grad,
-                   lambda n, N: alpha - beta * np.cos(2 * math.pi * n / (N - 1)))
+                   lambda n, N: alpha - beta * np.cos(2 * math.pi * n / (N - 1)), device)
 
 
 def blackman_window(window_length, periodic=True, *, dtype=None, layout=None, device=None,
@@ -80,7 +85,7 @@ def blackman_window(window_length, periodic=True, *, dtype=None, layout=None, de
 
     return _window("blackman_window", window_length, periodic, dtype, requires_grad,
                    lambda n, N: 0.42 - 0.5 * np.cos(2 * math.pi * n / (N - 1))
-                   + 0.08 * np.cos(4 * math.pi * n / (N - 1)))
+                   + 0.08 * np.cos(4 * math.pi * n / (N - 1)), device)
 
 
 def bartlett_window(window_length, periodic=True, *, dtype=None, layout=None, device=None,
@@ -89,7 +94,7 @@ def bartlett_window(window_length, periodic=True, *, dtype=None, layout=None, de
     import numpy as np
 
     return _window("bartlett_window", window_length, periodic, dtype, requires_grad,
-                   lambda n, N: 1.0 - np.abs(2.0 * n / (N - 1) - 1.0))
+                   lambda n, N: 1.0 - np.abs(2.0 * n / (N - 1) - 1.0), device)
 
 
 def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, layout=None,
@@ -101,7 +106,7 @@ def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, layout
         r = 2.0 * n / (N - 1) - 1.0
         return np.i0(beta * np.sqrt(np.clip(1.0 - r * r, 0.0, None))) / np.i0(beta)
 
-    return _window("kaiser_window", window_length, periodic, dtype, requires_grad, f)
+    return _window("kaiser_window", window_length, periodic, dtype, requires_grad, f, device)
 
 
 # ---- stft / istft ------------------------------------------------------------------------------

@@ -33,6 +33,8 @@ class Parameter(fiamma.Tensor):
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
 
+    __str__ = __repr__  # print(param) shows the header too, as in PyTorch
+
     def __reduce_ex__(self, proto):
         return (_rebuild_parameter, (self.detach(), self.requires_grad))
 

@@ -423,6 +423,42 @@ class Module:
                     self._buffers[name] = fn(b)
         return self
 
+    def to_empty(self, *, device, recurse=True):
+        """Give every parameter and buffer new, uninitialised memory on ``device`` (their
+        values are not copied): how a model built on the meta device (no data) gets real
+        memory, before ``load_state_dict`` or an initialisation fills it. ``recurse=False``:
+        this module's own parameters and buffers only. Returns ``self``.
+
+        >>> import fiamma
+        >>> with fiamma.device("meta"):
+        ...     m = fiamma.nn.Linear(3, 2)
+        >>> m.to_empty(device="cpu").weight.device
+        device(type='cpu')
+        """
+        def fn(t):
+            return fiamma.empty_like(t, device=device)
+
+        if not recurse:
+            return Module._apply_own(self, fn)
+        for m in self.modules():
+            Module._apply_own(m, fn)
+        return self
+
+    def _apply_own(self, fn):
+        with fiamma.no_grad():
+            for name, p in self._parameters.items():
+                if p is None:
+                    continue
+                new = fn(p)
+                if new is not p:
+                    p.data = new
+                if p.grad is not None:
+                    p.grad = None if fn is None else fn(p.grad)
+            for name, b in self._buffers.items():
+                if b is not None:
+                    self._buffers[name] = fn(b)
+        return self
+
     def share_memory(self):
         """Move every parameter, gradient and buffer to shared memory in place (for Hogwild
         training with fiamma.multiprocessing); returns ``self``."""
