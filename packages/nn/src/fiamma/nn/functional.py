@@ -4,6 +4,7 @@ relu, softmax; the rest arrives with their C kernels in core)."""
 import warnings
 
 import fiamma
+from fiamma.nn._qtensor import QTensor as _QT
 from fiamma.nn._activation_functional import *  # noqa: F401,F403
 from fiamma.nn._activation_functional import __all__ as _activations
 from fiamma.nn._attention_functional import *  # noqa: F401,F403
@@ -63,6 +64,8 @@ def bilinear(input1, input2, weight, bias=None):
 
 
 def relu(input, inplace=False):
+    if type(input) is _QT:
+        return input.relu()
     return input.relu_() if inplace else fiamma.relu(input)
 
 

@@ -118,7 +118,8 @@ class Conv2d(_StateMixin, nn.Module):
         self.scale, self.zero_point = 1.0, 0
 
     def set_weight_bias(self, w, b):
-        self._weight, self._bias = w, b
+        # plain attributes, not parameters: the state dict is written by _save_to_state_dict
+        self.__dict__["_weight"], self.__dict__["_bias"] = w, b
 
     def weight(self):
         return self._weight
@@ -179,10 +180,10 @@ class LinearPackedParams(nn.Module):
     def __init__(self, dtype=Q.qint8):
         super().__init__()
         self.dtype = dtype
-        self._weight, self._bias = None, None
+        self.set_weight_bias(None, None)
 
     def set_weight_bias(self, w, b):
-        self._weight, self._bias = w, b
+        self.__dict__["_weight"], self.__dict__["_bias"] = w, b
 
     def _weight_bias(self):
         return self._weight, self._bias
