@@ -160,7 +160,7 @@ class ResNet(nn.Module):
     def forward(self, x):
         x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
         x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-        x = fiamma.flatten(self.avgpool(x), 1)
+        x = self.avgpool(x).flatten(1)  # a method: int8 tensors after convert
         return self.fc(x)
 
 
