@@ -8,6 +8,7 @@ dtypes live here too and are what ``fiamma.quint8``, ``fiamma.quantize_per_tenso
     >>> tq.QuantStub()
     QuantStub()
 """
+from fiamma.ao import nn, quantization  # noqa: E402,F401
 from fiamma.nn._qtensor import (  # noqa: F401
     QTensor,
     dequantize,
@@ -22,7 +23,6 @@ from fiamma.nn._qtensor import (  # noqa: F401
     quantize_per_tensor,
     quint8,
 )
-from fiamma.ao import nn, quantization  # noqa: E402,F401
 
 __all__ = ["nn", "quantization", "QTensor", "quint8", "qint8", "qint32", "per_tensor_affine",
            "per_channel_affine", "per_tensor_symmetric", "per_channel_symmetric",

@@ -4,7 +4,6 @@ relu, softmax; the rest arrives with their C kernels in core)."""
 import warnings
 
 import fiamma
-from fiamma.nn._qtensor import QTensor as _QT
 from fiamma.nn._activation_functional import *  # noqa: F401,F403
 from fiamma.nn._activation_functional import __all__ as _activations
 from fiamma.nn._attention_functional import *  # noqa: F401,F403
@@ -21,6 +20,7 @@ from fiamma.nn._norm_functional import *  # noqa: F401,F403
 from fiamma.nn._norm_functional import __all__ as _norms
 from fiamma.nn._pool_functional import *  # noqa: F401,F403
 from fiamma.nn._pool_functional import __all__ as _pools
+from fiamma.nn._qtensor import QTensor as _QT
 from fiamma.nn._sample_functional import *  # noqa: F401,F403
 from fiamma.nn._sample_functional import __all__ as _sample
 

@@ -13,6 +13,8 @@ quantization are not built and raise AttributeError by name.
     >>> type(tq.fuse_modules(m, ["0", "1", "2"])[0]).__name__
     'ConvReLU2d'
 """
+from fiamma.ao.quantization.fake_quantize import *  # noqa: F401,F403,E402
+from fiamma.ao.quantization.fake_quantize import __all__ as _fq_all  # noqa: E402
 from fiamma.ao.quantization.fuse_modules import fuse_known_modules, fuse_modules, fuse_modules_qat
 from fiamma.ao.quantization.fuser_method_mappings import (
     fuse_conv_bn,
@@ -21,15 +23,13 @@ from fiamma.ao.quantization.fuser_method_mappings import (
     fuse_linear_bn,
     get_fuser_method,
 )
-from fiamma.ao.quantization.stubs import DeQuantStub, QuantStub, QuantWrapper
 from fiamma.ao.quantization.observer import *  # noqa: F401,F403,E402
 from fiamma.ao.quantization.observer import __all__ as _obs_all  # noqa: E402
-from fiamma.ao.quantization.fake_quantize import *  # noqa: F401,F403,E402
-from fiamma.ao.quantization.fake_quantize import __all__ as _fq_all  # noqa: E402
 from fiamma.ao.quantization.qconfig import *  # noqa: F401,F403,E402
 from fiamma.ao.quantization.qconfig import __all__ as _qc_all  # noqa: E402
 from fiamma.ao.quantization.quantize import *  # noqa: F401,F403,E402
 from fiamma.ao.quantization.quantize import __all__ as _qz_all  # noqa: E402
+from fiamma.ao.quantization.stubs import DeQuantStub, QuantStub, QuantWrapper
 
 __all__ = ["QuantStub", "DeQuantStub", "QuantWrapper", "fuse_modules", "fuse_modules_qat",
            "fuse_known_modules", "fuse_conv_bn", "fuse_conv_bn_relu", "fuse_linear_bn",

@@ -17,8 +17,7 @@ float modules for int8 ones.
 import copy
 
 from fiamma import nn
-from fiamma.ao.nn import intrinsic as nni
-from fiamma.ao.nn import quantized as nnq
+from fiamma.ao.nn import intrinsic as nni, quantized as nnq
 from fiamma.ao.nn.intrinsic import quantized as nniq
 from fiamma.ao.quantization.fake_quantize import FakeQuantizeBase
 from fiamma.ao.quantization.observer import ObserverBase

@@ -9,7 +9,6 @@ names (so torchvision checkpoints load by key), initialisation and weights enums
 """
 from functools import partial
 
-import fiamma
 from fiamma import nn
 from fiamma.vision.models._api import Weights, WeightsEnum, register_model
 from fiamma.vision.models._builder import build_with_weights

@@ -107,7 +107,8 @@ class Conv2d(_StateMixin, nn.Module):
                  dilation=1, groups=1, bias=True, padding_mode="zeros", device=None,
                  dtype=None):
         super().__init__()
-        pair = (lambda v: (v, v) if isinstance(v, int) else tuple(v))
+        def pair(v):
+            return (v, v) if isinstance(v, int) else tuple(v)
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size, self.stride = pair(kernel_size), pair(stride)
         self.padding, self.dilation = pair(padding), pair(dilation)

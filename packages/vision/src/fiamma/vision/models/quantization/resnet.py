@@ -2,8 +2,9 @@
 
 ``quantize=True`` builds the int8 model (fused, observed on a random batch, converted with
 the fbgemm or qnnpack qconfig, as torchvision's ``quantize_model``) and loads the int8
-weights into it; ``quantize=False`` builds the float model with torchvision's module names: ``quant``/``dequant`` stubs around the network, ``FloatFunctional`` residual
-adds (``add_relu``/``skip_add_relu``), non-inplace ReLUs, and ``fuse_model()``.
+weights into it; ``quantize=False`` builds the float model with torchvision's module
+names: ``quant``/``dequant`` stubs around the network, ``FloatFunctional`` residual adds
+(``add_relu``/``skip_add_relu``), non-inplace ReLUs, and ``fuse_model()``.
 
     >>> import fiamma
     >>> from fiamma.vision.models.quantization import resnet18

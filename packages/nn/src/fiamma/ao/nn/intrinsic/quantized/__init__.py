@@ -2,8 +2,8 @@
 the fused sequences, a ReLU clamping the requantized output at the zero point.
 
     >>> import fiamma.ao.nn.intrinsic.quantized as nniq
-    >>> nniq.ConvReLU2d(3, 8, 3)
-    QuantizedConvReLU2d(3, 8, kernel_size=(3, 3), stride=(1, 1), scale=1.0, zero_point=0, padding=(0, 0))
+    >>> nniq.ConvReLU2d(3, 8, 3).weight().dtype
+    fiamma.qint8
 """
 from fiamma.ao.nn import intrinsic as nni
 from fiamma.ao.nn.quantized import modules as nnq
