@@ -195,3 +195,44 @@ def test_small_cnn_flow_matches_torch(backend):
         np.testing.assert_allclose(f2(fiamma.tensor(x.numpy())).numpy(), to, atol=1e-6)
     finally:
         torch.backends.quantized.engine = old
+
+
+def _converted():
+    fiamma.manual_seed(1)
+    m = _small(tq.get_default_qconfig("x86"))
+    tq.prepare(m, inplace=True)
+    m(fiamma.randn(4, 3, 12, 12))
+    return tq.convert(m, inplace=True)
+
+
+def test_save_load_quantized_state_dict(tmp_path):
+    m = _converted()
+    sd = m.state_dict()
+    fiamma.save(sd, tmp_path / "q.pt")
+    back = fiamma.load(tmp_path / "q.pt")
+    assert back["1.weight"].equal(sd["1.weight"])
+    assert back["1.weight"].qscheme() is fiamma.per_channel_affine
+    w, b = back["6._packed_params._packed_params"]
+    assert w.equal(sd["6._packed_params._packed_params"][0]) and back["6._packed_params.dtype"] \
+        is fiamma.qint8
+    q = fiamma.quantize_per_tensor(fiamma.randn(3, 4), 0.05, 3, fiamma.quint8)
+    fiamma.save({"q": q}, tmp_path / "t.pt")
+    assert fiamma.load(tmp_path / "t.pt")["q"].equal(q)
+    fresh = _converted()
+    fresh.load_state_dict(back)
+    x = fiamma.randn(2, 3, 12, 12)
+    assert fiamma.equal(fresh(x), m(x))
+
+
+@pytest.mark.parity
+def test_torch_loads_fiamma_saved_quantized_tensors(tmp_path):
+    torch = pytest.importorskip("torch")
+    m = _converted()
+    fiamma.save(m.state_dict(), tmp_path / "q.pt")
+    tsd = torch.load(tmp_path / "q.pt")
+    w = tsd["1.weight"]
+    assert w.dtype == torch.qint8 and w.qscheme() == torch.per_channel_affine
+    np.testing.assert_array_equal(w.int_repr().numpy(), m[1].weight().int_repr().numpy())
+    np.testing.assert_array_equal(w.q_per_channel_scales().numpy(),
+                                  m[1].weight().q_per_channel_scales().numpy())
+    assert float(tsd["1.scale"]) == pytest.approx(m[1].scale)

@@ -39,6 +39,10 @@ class QDtype:
     def __repr__(self):
         return "fiamma." + self.name
 
+    @property
+    def __fiamma_torch_global__(self):  # fiamma.save writes it as torch.<name>
+        return self.name
+
     def __reduce__(self):
         return (_qdtype, (self.name,))
 
@@ -61,6 +65,10 @@ class QScheme:
 
     def __repr__(self):
         return "fiamma." + self.name
+
+    @property
+    def __fiamma_torch_global__(self):
+        return self.name
 
     def __reduce__(self):
         return (_qscheme, (self.name,))
@@ -128,6 +136,17 @@ class QTensor:
     def _from_np(cls, q, dtype, scheme, scale, zero_point, axis=None):
         return cls(fiamma.from_numpy(np.ascontiguousarray(q)), dtype, scheme, scale, zero_point,
                    axis)
+
+    def __fiamma_qtensor__(self):
+        """What ``fiamma.save`` writes (PyTorch's ``_rebuild_qtensor`` layout): the integer
+        tensor, its ``torch.Q*Storage`` name and the quantizer parameters."""
+        storage = {"quint8": "QUInt8Storage", "qint8": "QInt8Storage",
+                   "qint32": "QInt32Storage"}[self._dtype.name]
+        if self._axis is None:
+            params = (self._scheme, float(self._scale), int(self._zero_point))
+        else:
+            params = (self._scheme, self._scale, self._zero_point, self._axis)
+        return self._int, storage, params
 
     # ---- metadata -----------------------------------------------------------------------------
     @property
