@@ -83,6 +83,10 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
     """2-d average pool (zero padding counted unless ``count_include_pad=False``; a fixed
     divisor with ``divisor_override``)."""
+    if type(input) is _QT:
+        from fiamma.ao.nn.quantized import functional as qF
+        return qF.avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                             divisor_override)
     return fiamma.avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
                              divisor_override)
 

@@ -285,6 +285,25 @@ class QTensor:
                                "(dequantize() first to change dtype or device)")
         return self
 
+    def transpose(self, dim0, dim1):
+        return self._shape_op("transpose", lambda t: t.transpose(dim0, dim1))
+
+    def permute(self, *dims):
+        return self._shape_op("permute", lambda t: t.permute(*dims))
+
+    def chunk(self, chunks, dim=0):
+        if self._axis is not None:
+            raise RuntimeError("chunk: not supported on per-channel quantized tensors")
+        return tuple(self._same(t) for t in self._int.chunk(chunks, dim))
+
+    def mean(self, dim=None, keepdim=False):
+        """ATen's quantized mean of a contiguous tensor: the float mean of the dequantized
+        values, quantized with the input's scale and zero point."""
+        self._per_tensor("mean")
+        x = self.dequantize()
+        m = x.mean() if dim is None else x.mean(dim, keepdim=keepdim)
+        return quantize_per_tensor(m, float(self._scale), int(self._zero_point), self._dtype)
+
     def __getitem__(self, index):
         return self._shape_op("indexing", lambda t: t[index])
 

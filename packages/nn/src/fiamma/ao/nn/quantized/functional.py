@@ -19,7 +19,8 @@ import fiamma
 from fiamma.nn import _qtensor as Q
 
 __all__ = ["conv2d", "linear", "relu", "max_pool2d", "adaptive_avg_pool2d", "avg_pool2d",
-           "add", "add_relu", "mul", "cat", "requantize", "hardswish", "relu6"]
+           "add", "add_relu", "mul", "cat", "requantize", "hardswish", "hardsigmoid",
+           "relu6"]
 
 _F32 = np.float32
 
@@ -142,6 +143,16 @@ def hardswish(input, scale, zero_point):
     x = _dq(input)
     v = x * np.minimum(np.maximum(x + _F32(3), _F32(0)), _F32(6)) / _F32(6)
     return _out(_requantize_float(v, input, scale, zero_point), input, scale, zero_point)
+
+
+def hardsigmoid(input, inplace=False):
+    """``relu6(x + 3) / 6`` on dequantized values, quantized with PyTorch's fixed output
+    qparams (scale 1/256, zero point 0 for quint8; 1/256 and -128 for qint8)."""
+    _check("quantized hardsigmoid", input)
+    x = _dq(input)
+    v = np.minimum(np.maximum(x + _F32(3), _F32(0)), _F32(6)) / _F32(6)
+    zp = -128 if input._dtype is Q.qint8 else 0
+    return _out(_requantize_float(v, input, 1.0 / 256, zp), input, 1.0 / 256, zp)
 
 
 def requantize(input, scale, zero_point):

@@ -7,7 +7,6 @@
     >>> tuple(m(fiamma.randn(1, 3, 64, 64)).shape)
     (1, 1000)
 """
-import fiamma
 import fiamma.nn.functional as F
 from fiamma import nn
 from fiamma.ao.quantization import DeQuantStub, QuantStub
@@ -69,7 +68,7 @@ class QuantizableInceptionAux(InceptionAux):
 
     def forward(self, x):
         x = self.conv(F.adaptive_avg_pool2d(x, (4, 4)))
-        x = self.relu(self.fc1(fiamma.flatten(x, 1)))
+        x = self.relu(self.fc1(x.flatten(1)))
         return self.fc2(self.dropout(x))
 
 
@@ -98,7 +97,7 @@ class QuantizableGoogLeNet(GoogLeNet):
         aux2 = self.aux2(x) if self.aux2 is not None and self.training else None
         x = self.maxpool4(self.inception4e(x))
         x = self.inception5b(self.inception5a(x))
-        x = self.fc(self.dropout(fiamma.flatten(self.avgpool(x), 1)))
+        x = self.fc(self.dropout(self.avgpool(x).flatten(1)))
         x = self.dequant(x)
         if self.training and self.aux_logits:
             return GoogLeNetOutputs(x, aux1, aux2)

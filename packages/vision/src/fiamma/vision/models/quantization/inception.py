@@ -7,7 +7,6 @@
     >>> tuple(m(fiamma.randn(1, 3, 75, 75)).shape)
     (1, 1000)
 """
-import fiamma
 import fiamma.nn.functional as F
 from fiamma import nn
 from fiamma.ao.quantization import DeQuantStub, QuantStub
@@ -134,7 +133,7 @@ class QuantizableInception3(Inception3):
             x = getattr(self, name)(x)
         aux = self.AuxLogits(x) if self.AuxLogits is not None and self.training else None
         x = self.Mixed_7c(self.Mixed_7b(self.Mixed_7a(x)))
-        x = self.fc(fiamma.flatten(self.dropout(self.avgpool(x)), 1))
+        x = self.fc(self.dropout(self.avgpool(x)).flatten(1))
         x = self.dequant(x)
         if self.training and self.aux_logits:
             return InceptionOutputs(x, aux)
