@@ -27,6 +27,7 @@ from fiamma.vision.models.quantization.utils import (
     check_float_request,
     fuse,
     pop_backend,
+    quantize_model,
     replace_relu,
 )
 
@@ -129,15 +130,20 @@ def googlenet(*, weights=None, progress=True, quantize=False, **kwargs):
     model. ``weights``: None, a :class:`GoogLeNet_Weights` member or name, or a checkpoint
     path (float weights; as in torchvision they set ``transform_input=True`` unless given and
     the untrained auxiliary heads are dropped unless ``aux_logits=True``); the int8
-    :class:`GoogLeNet_QuantizedWeights` and ``quantize=True`` raise NotImplementedError
-    (fiamma has no int8 tensors). ``backend`` is accepted and ignored."""
-    check_float_request("googlenet", quantize, weights, GoogLeNet_QuantizedWeights)
-    pop_backend(kwargs)
+    :class:`GoogLeNet_QuantizedWeights` (or an int8 checkpoint path) load with
+    ``quantize=True``, which builds the int8 model (``backend``: fbgemm or qnnpack)."""
+    backend = pop_backend(kwargs)
 
     def make(**kw):
         model = QuantizableGoogLeNet(**kw)
         replace_relu(model)
+        if quantize:  # as torchvision: converted to int8 before the weights load
+            quantize_model(model, backend or "fbgemm")
         return model
     make.__name__ = "googlenet"
+    if quantize:
+        return build_with_aux_heads(make, GoogLeNet_QuantizedWeights, weights, progress,
+                                    kwargs, ("aux1.", "aux2."), _strip_aux)
+    check_float_request("googlenet", quantize, weights, GoogLeNet_QuantizedWeights)
     return build_with_aux_heads(make, GoogLeNet_Weights, weights, progress, kwargs,
                                 ("aux1.", "aux2."), _strip_aux)

@@ -13,11 +13,11 @@ __all__ = ["QuantizedWeightsEnum", "replace_relu", "fuse", "check_float_request"
 
 
 def _int8_missing(what):
-    return (f"{what}: fiamma's int8 conversion (fiamma.ao.quantization prepare/convert) is "
-            "built and tested for the quantizable ResNet family only so far; this model's "
-            "int8 modules are not. Use quantize=False for the float quantizable model "
-            "(QuantStub/DeQuantStub, FloatFunctional, fuse_model()), with the float weights "
-            "of the matching fiamma.vision.models builder")
+    return (f"{what}: torchvision builds its int8 MobileNetV3 from a quantization-aware-"
+            "trained model (prepare_qat with nn.qat modules, then convert), and fiamma has no "
+            "nn.qat modules yet, so this int8 model cannot be built. Use quantize=False for "
+            "the float quantizable model (QuantStub/DeQuantStub, FloatFunctional, "
+            "fuse_model()), with the float weights of fiamma.vision.models.mobilenet_v3_large")
 
 
 class QuantizedWeightsEnum(WeightsEnum):
@@ -88,15 +88,20 @@ def fuse(model, modules_to_fuse, is_qat):
     return method(model, modules_to_fuse, inplace=True)
 
 
-def check_float_request(builder, quantize, weights, quantized_enum):
-    """Refuse ``quantize=True`` and int8 weights (families without int8 conversion)."""
-    if quantize:
+def check_float_request(builder, quantize, weights, quantized_enum, int8_supported=True):
+    """For a float build: int8 weights need ``quantize=True`` (a ValueError, as torchvision's
+    weights check); where the int8 model cannot be built (``int8_supported=False``),
+    ``quantize=True`` and int8 weights raise NotImplementedError naming what is missing."""
+    if quantize and not int8_supported:
         raise NotImplementedError(_int8_missing(f"{builder}(quantize=True)"))
     if isinstance(weights, quantized_enum) or (
             isinstance(weights, str) and (weights.startswith(quantized_enum.__name__ + ".")
                                           or weights in quantized_enum.__members__)
             and weights != "DEFAULT"):
-        raise NotImplementedError(_int8_missing(f"{builder}(weights={weights!s})"))
+        if not int8_supported:
+            raise NotImplementedError(_int8_missing(f"{builder}(weights={weights!s})"))
+        raise ValueError(f"{builder}: {weights!s} are int8 weights: pass quantize=True to "
+                         "build the int8 model they load into")
 
 
 def pop_backend(kwargs):
