@@ -10,6 +10,7 @@ import fiamma
 
 
 @pytest.mark.parity
+@pytest.mark.slow
 @pytest.mark.parametrize("name,size", [("resnet18", 64), ("mobilenet_v2", 64),
                                        ("shufflenet_v2_x0_5", 64), ("googlenet", 64),
                                        ("inception_v3", 96)])
