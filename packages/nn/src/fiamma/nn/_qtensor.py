@@ -281,8 +281,8 @@ class QTensor:
         for a in list(args) + list(kwargs.values()):
             if isinstance(a, (str, fiamma.device)) and fiamma.device(a).type == "cpu":
                 continue
-            raise RuntimeError(f"QTensor.to: quantized tensors stay on the CPU; got {a!r} "
-                               "(dequantize() first to change dtype or device)")
+            raise RuntimeError(f"QTensor.to: a quantized tensor can only move to the CPU, got "
+                               f"{a!r} (call dequantize() for a float tensor to convert)")
         return self
 
     def transpose(self, dim0, dim1):
