@@ -6,8 +6,9 @@ Medians of interleaved runs.
 
     source /work/dev-env.sh && python benchmarks/bench_int8.py
 
-Last run (this 2-core shared machine, loaded): int8 fiamma 4792 ms, torch 795 ms (ratio 6.0);
-float32 fiamma 986 ms, torch 842 ms (ratio 1.2).
+Runs on this 2-core shared machine (load varies): int8 fiamma 1380 ms, torch 156 ms (ratio
+8.9; a loaded run gave 4792 / 795 ms, 6.0); float32 fiamma 181 ms, torch 224 ms (0.8). A
+profile puts ~85% of fiamma's int8 time in the exact float64 convolutions.
 """
 import io
 import statistics
