@@ -236,3 +236,16 @@ def test_torch_loads_fiamma_saved_quantized_tensors(tmp_path):
     np.testing.assert_array_equal(w.q_per_channel_scales().numpy(),
                                   m[1].weight().q_per_channel_scales().numpy())
     assert float(tsd["1.scale"]) == pytest.approx(m[1].scale)
+
+
+def test_fake_quantize_rounds_to_the_grid_with_straight_through_gradient():
+    fq = tq.FakeQuantize(observer=tq.MovingAverageMinMaxObserver, quant_min=0, quant_max=255)
+    x = fiamma.tensor([-1.0, -0.3, 0.0, 0.77, 2.0], requires_grad=True)
+    y = fq(x)
+    scale, zp = float(fq.scale[0]), int(fq.zero_point[0])
+    ref = (np.clip(np.rint(x.detach().numpy() / scale) + zp, 0, 255) - zp) * scale
+    np.testing.assert_allclose(y.detach().numpy(), ref, rtol=1e-6, atol=1e-7)
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.ones(5, np.float32))
+    fq.apply(tq.disable_fake_quant)
+    assert fiamma.equal(fq(x.detach()), x.detach())

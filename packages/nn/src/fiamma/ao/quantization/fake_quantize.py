@@ -8,7 +8,6 @@ straight-through gradient, so a model can be trained for quantization (QAT).
     >>> fq(fiamma.tensor([0.0, 0.1, 1.0])).shape
     fiamma.Size([3])
 """
-import numpy as np
 
 import fiamma
 from fiamma import nn
@@ -118,5 +117,3 @@ disable_fake_quant = _apply("disable_fake_quant")
 enable_fake_quant = _apply("enable_fake_quant")
 disable_observer = _apply("disable_observer")
 enable_observer = _apply("enable_observer")
-
-_ = np
