@@ -17,7 +17,7 @@ EXPORTED = {*test_vision.FAST, *test_vision.SLOW, *test_segmentation.FAST,
 # types) it shares
 SHARED = {
     # models.quantization in float: the same networks with identity Quant/DeQuant stubs and
-    # FloatFunctional adds (quantize=True is refused), so each exports as its float family
+    # FloatFunctional adds (quantize=False, the default), so each exports as its float family
     "quantized_googlenet": "googlenet", "quantized_inception_v3": "inception_v3",
     "quantized_mobilenet_v2": "mobilenet_v2",
     "quantized_mobilenet_v3_large": "mobilenet_v3_large",

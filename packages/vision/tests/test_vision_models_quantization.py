@@ -88,16 +88,19 @@ def test_fuse_model_in_training_mode_is_qat_fusion():
     assert type(q.conv1) is nni.ConvBnReLU2d
 
 
-def test_quantize_true_and_int8_weights_raise_clearly():
-    with pytest.raises(NotImplementedError, match=r"resnet18\(quantize=True\) needs quantized "
-                                                  r"int8 tensors"):
-        Q.resnet18(quantize=True)
-    with pytest.raises(NotImplementedError, match="int8"):
+def test_quantize_true_builds_int8_models_and_refuses_mismatches_clearly():
+    m = Q.resnet18(quantize=True, num_classes=10)
+    assert type(m.conv1).__name__ == "ConvReLU2d" and type(m.quant).__name__ == "Quantize"
+    out = m(fiamma.rand(1, 3, 64, 64))
+    assert out.shape == (1, 10) and out.dtype == fiamma.float32
+    with pytest.raises(ValueError, match="quantize=True"):
         Q.mobilenet_v2(weights=Q.MobileNet_V2_QuantizedWeights.IMAGENET1K_QNNPACK_V1)
-    with pytest.raises(NotImplementedError, match="int8"):
+    with pytest.raises(ValueError, match="int8 weights"):
         Q.shufflenet_v2_x1_0(weights="ShuffleNet_V2_X1_0_QuantizedWeights.IMAGENET1K_FBGEMM_V1")
-    with pytest.raises(NotImplementedError, match="int8 checkpoint"):
-        Q.ResNet50_QuantizedWeights.DEFAULT.get_state_dict(progress=False)
+    with pytest.raises(NotImplementedError, match="nn.qat"):
+        Q.mobilenet_v3_large(quantize=True)
+    with pytest.raises(NotImplementedError, match="nn.qat"):
+        Q.mobilenet_v3_large(weights="MobileNet_V3_Large_QuantizedWeights.IMAGENET1K_QNNPACK_V1")
     with pytest.raises(ValueError, match="groups"):
         Q.resnext101_32x8d(groups=4)
 

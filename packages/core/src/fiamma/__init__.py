@@ -95,6 +95,11 @@ _FROM_SUBMODULE = {"autocast": "amp", "is_autocast_enabled": "amp",
 
 # PyTorch's top-level names for functions of a sibling distribution (torch.vmap is func.vmap)
 _FROM_SIBLING = {"vmap": "func"}
+# quantized tensors (int8 dtypes, qschemes, quantize/dequantize) live in fiamma-nn's fiamma.ao
+_FROM_SIBLING.update(dict.fromkeys((
+    "quint8", "qint8", "qint32", "per_tensor_affine", "per_channel_affine",
+    "per_tensor_symmetric", "per_channel_symmetric", "per_channel_affine_float_qparams",
+    "quantize_per_tensor", "quantize_per_channel", "dequantize"), "ao"))
 
 
 def __getattr__(name):

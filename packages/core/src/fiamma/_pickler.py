@@ -158,6 +158,10 @@ class CheckpointPickler:
                 self.save(float(obj))
             elif isinstance(obj, str):
                 self._str(str(obj))
+            elif hasattr(t, "__fiamma_qtensor__"):  # fiamma-nn's quantized tensors
+                self._qtensor(obj)
+            elif isinstance(getattr(obj, "__fiamma_torch_global__", None), str):
+                self._global("torch", obj.__fiamma_torch_global__)  # torch.qint8, ...
             else:
                 self._object(obj)
 
@@ -309,6 +313,32 @@ class CheckpointPickler:
             self.parts.append(_EMPTY_DICT)
             self._items(state)
             self.parts.append(_BUILD)
+
+    def _qtensor(self, q):
+        """As PyTorch: ``_rebuild_qtensor(storage, offset, size, stride, quantizer_params,
+        requires_grad, backward_hooks)`` over a ``torch.Q*Storage`` of the integers;
+        ``quantizer_params`` is ``(qscheme, scale, zero_point)`` or
+        ``(qscheme, scales, zero_points, axis)``."""
+        w = self.parts.append
+        t, storage_name, params = q.__fiamma_qtensor__()
+        self._global("torch._utils", "_rebuild_qtensor")
+        w(_MARK)
+        key, location, numel = self.storage_id(t)
+        w(_MARK)
+        self._str("storage")
+        self._global("torch", storage_name)
+        self._str(key)
+        self._str(location)
+        self._int(numel)
+        w(_TUPLE + _BINPERSID)
+        self._int(t._offset)
+        self._tuple(t._shape)
+        self._tuple(t._stride)
+        self.save(params)
+        w(_FALSE)
+        self._global("collections", "OrderedDict")
+        w(_EMPTY_TUPLE + _REDUCE + _TUPLE + _REDUCE)
+        self._put(q)
 
     def _tensor(self, t):
         w = self.parts.append

@@ -138,10 +138,11 @@ _STORAGE_DTYPES = {
     "HalfStorage": D.float16, "BFloat16Storage": D.bfloat16, "FloatStorage": D.float32,
     "DoubleStorage": D.float64, "ComplexFloatStorage": D.complex64,
     "ComplexDoubleStorage": D.complex128,
+    # quantized tensors' integer storages (rebuilt by _rebuild_qtensor into fiamma.ao's QTensor)
+    "QInt8Storage": D.int8, "QUInt8Storage": D.uint8, "QInt32Storage": D.int32,
 }
 # PyTorch storage/dtype names fiamma has no dtype for: refused with a clear message
-_UNSUPPORTED_STORAGES = {"QInt8Storage",
-                         "QUInt8Storage", "QInt32Storage", "QUInt4x2Storage", "QUInt2x4Storage",
+_UNSUPPORTED_STORAGES = {"QUInt4x2Storage", "QUInt2x4Storage",
                          "UInt16Storage", "UInt32Storage", "UInt64Storage",
                          "ComplexHalfStorage"}
 STORAGE_TYPES_BY_NAME = {n: StorageType(n, d) for n, d in _STORAGE_DTYPES.items()}
@@ -156,6 +157,22 @@ _TORCH_DTYPES = {
     "complex64": D.complex64, "cfloat": D.complex64, "complex128": D.complex128,
     "cdouble": D.complex128, "uint16": D.uint16, "uint32": D.uint32, "uint64": D.uint64,
 }
+
+
+# quantization names of a torch checkpoint: fiamma-nn's fiamma.ao objects, imported on use
+_QUANT_NAMES = {"quint8", "qint8", "qint32", "per_tensor_affine", "per_channel_affine",
+                "per_tensor_symmetric", "per_channel_symmetric",
+                "per_channel_affine_float_qparams"}
+
+
+def _quant_module(what):
+    import importlib
+
+    try:
+        return importlib.import_module("fiamma.ao")
+    except ModuleNotFoundError:
+        raise UnpicklingError(f"fiamma.load: the checkpoint holds {what}; quantized tensors "
+                              "need fiamma-nn (pip install fiamma-nn)") from None
 
 
 class _TypeMarker:
@@ -332,6 +349,7 @@ class RestrictedUnpickler(pickle._Unpickler):
             ("torch._utils", "_rebuild_tensor_v2"): self._rebuild_tensor_v2,
             ("torch._utils", "_rebuild_tensor_v3"): self._rebuild_tensor_v3,
             ("torch._utils", "_rebuild_tensor"): self._rebuild_tensor,
+            ("torch._utils", "_rebuild_qtensor"): self._rebuild_qtensor,
             ("torch._utils", "_rebuild_parameter"): self._rebuild_parameter,
             ("torch._utils", "_rebuild_parameter_with_state"): self._rebuild_parameter_with_state,
             ("torch._tensor", "_rebuild_from_type_v2"): self._rebuild_from_type_v2,
@@ -368,6 +386,8 @@ class RestrictedUnpickler(pickle._Unpickler):
                 return STORAGE_TYPES_BY_NAME[name]
             if name in _TORCH_DTYPES:
                 return _TORCH_DTYPES[name]
+            if name in _QUANT_NAMES:
+                return getattr(_quant_module(f"torch.{name}"), name)
         if (module, name) in (("torch", "UntypedStorage"), ("torch.storage", "UntypedStorage")):
             return _UNTYPED
         if module == "torch.cuda" and name in _CUDA_STORAGE_TYPES:
@@ -445,6 +465,36 @@ class RestrictedUnpickler(pickle._Unpickler):
             raise UnpicklingError(f"fiamma.load: tensor over storage {key!r}: "
                                   f"{str(e)[len('fiamma.load: '):]}") from None
         return storage._view(size, stride, storage._offset + storage_offset, ops.load)
+
+    def _rebuild_qtensor(self, storage, storage_offset, size, stride, quantizer_params,
+                         requires_grad=False, backward_hooks=None):
+        ao = _quant_module("quantized tensors (torch._utils._rebuild_qtensor)")
+        t = self._rebuild_tensor(storage, storage_offset, size, stride).clone()
+        qdtype = {D.int8: ao.qint8, D.uint8: ao.quint8, D.int32: ao.qint32}.get(t.dtype)
+        if qdtype is None or type(quantizer_params) is not tuple or not quantizer_params:
+            raise UnpicklingError("fiamma.load: malformed quantized tensor (storage "
+                                  f"{t.dtype}, parameters {quantizer_params!r:.100})")
+        scheme = quantizer_params[0]
+        if scheme in (ao.per_tensor_affine, ao.per_tensor_symmetric) and \
+                len(quantizer_params) == 3:
+            scale, zp = quantizer_params[1:]
+            if not isinstance(scale, (int, float)) or not isinstance(zp, int):
+                raise UnpicklingError("fiamma.load: a per-tensor quantized tensor needs a "
+                                      f"float scale and int zero point, got {scale!r:.50}, "
+                                      f"{zp!r:.50}")
+            return ao.QTensor(t, qdtype, ao.per_tensor_affine, float(scale), int(zp))
+        if scheme in (ao.per_channel_affine, ao.per_channel_symmetric) and \
+                len(quantizer_params) == 4:
+            scales, zps, axis = quantizer_params[1:]
+            if not (isinstance(scales, Tensor) and isinstance(zps, Tensor)
+                    and type(axis) is int and 0 <= axis < max(t.ndim, 1)
+                    and scales.shape == zps.shape == (t.shape[axis],)):
+                raise UnpicklingError("fiamma.load: malformed per-channel quantized tensor "
+                                      f"(shape {tuple(t.shape)}, axis {axis!r:.20})")
+            return ao.QTensor(t, qdtype, ao.per_channel_affine, scales.to(D.float64),
+                              zps.to(D.int64), axis)
+        raise UnpicklingError(f"fiamma.load: quantization scheme {scheme!r:.60} is not "
+                              "supported (per-tensor and per-channel affine are)")
 
     def _rebuild_tensor_v2(self, storage, storage_offset, size, stride, requires_grad=False,
                            backward_hooks=None, metadata=None):

@@ -28,6 +28,8 @@ _index = operator.index
 
 def _t(x, op, name="input"):
     if not isinstance(x, Tensor):
+        if hasattr(type(x), "__fiamma_qtensor__") and hasattr(x, op):
+            return x  # fiamma-nn's quantized tensors: their own shape methods
         raise TypeError(f"{op}: expected {name} to be a Tensor, got {type(x).__name__}")
     return x
 

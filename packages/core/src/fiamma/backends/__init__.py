@@ -11,6 +11,6 @@ nothing. ``fiamma.backends.openmp.is_available()`` is True.
 (False, False)
 """
 
-from fiamma.backends import cpu, cuda, cudnn, mkl, mkldnn, mps, openmp  # noqa: F401
+from fiamma.backends import cpu, cuda, cudnn, mkl, mkldnn, mps, openmp, quantized  # noqa: F401
 
-__all__ = ["cpu", "cuda", "cudnn", "mkl", "mkldnn", "mps", "openmp"]
+__all__ = ["cpu", "cuda", "cudnn", "mkl", "mkldnn", "mps", "openmp", "quantized"]

@@ -1,10 +1,11 @@
-"""The error for a name of PyTorch's quantization API that needs int8 tensors."""
+"""The error for a name of PyTorch's quantization API that fiamma has not built."""
 
 
 def absent(module, name, public):
     if name.startswith("__") or name in public:
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
     raise AttributeError(
-        f"{module}.{name} is not available in fiamma: it needs quantized (int8) tensors and "
-        "kernels, which fiamma does not have (fiamma computes in float16/bfloat16/float32/"
-        "float64 and plain integer dtypes). What exists: " + ", ".join(sorted(public)))
+        f"{module}.{name} is not available in fiamma: fiamma's quantization is eager-mode "
+        "static (post-training) int8 quantization with the modules ResNet-style models need; "
+        "FX graph mode, dynamic quantization, QAT modules (nn.qat) and the other int8 "
+        "modules are not built yet. What exists: " + ", ".join(sorted(public)))

@@ -2,6 +2,7 @@
 (fused C kernels for the common ones are planned; the results and gradients are the same)."""
 
 import fiamma
+from fiamma.nn._qtensor import QTensor as _QT
 
 __all__ = ["leaky_relu", "elu", "selu", "celu", "gelu", "silu", "mish", "hardtanh", "relu6",
            "hardswish", "hardsigmoid", "softplus", "softsign", "softshrink", "hardshrink",
@@ -75,6 +76,9 @@ def relu6(input, inplace=False):
 
 
 def hardsigmoid(input, inplace=False):
+    if type(input) is _QT:
+        from fiamma.ao.nn.quantized import functional as qF
+        return qF.hardsigmoid(input)
     return _maybe_inplace(input, lambda x: (x + 3.0).clamp(0.0, 6.0) / 6.0, inplace)
 
 

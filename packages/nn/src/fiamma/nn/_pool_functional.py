@@ -8,6 +8,7 @@ derivatives) are core ops (``fiamma.max_pool2d``, ``fiamma.avg_pool2d``, ...).
 """
 
 import fiamma
+from fiamma.nn._qtensor import QTensor as _QT
 
 __all__ = [
     "max_pool1d", "max_pool2d", "max_pool3d",
@@ -39,6 +40,10 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     >>> F.max_pool2d(fiamma.ones(1, 1, 4, 4), 3, stride=2, padding=1).shape
     fiamma.Size([1, 1, 2, 2])
     """
+    if type(input) is _QT:  # int8: fiamma.ao's kernel
+        from fiamma.ao.nn.quantized import functional as qF
+        return qF.max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode,
+                             return_indices)
     return fiamma.max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode,
                              return_indices)
 
@@ -78,6 +83,10 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
     """2-d average pool (zero padding counted unless ``count_include_pad=False``; a fixed
     divisor with ``divisor_override``)."""
+    if type(input) is _QT:
+        from fiamma.ao.nn.quantized import functional as qF
+        return qF.avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                             divisor_override)
     return fiamma.avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
                              divisor_override)
 
@@ -129,6 +138,9 @@ def adaptive_avg_pool2d(input, output_size):
     >>> F.adaptive_avg_pool2d(fiamma.ones(2, 8, 7, 7), 1).shape
     fiamma.Size([2, 8, 1, 1])
     """
+    if type(input) is _QT:
+        from fiamma.ao.nn.quantized import functional as qF
+        return qF.adaptive_avg_pool2d(input, output_size)
     return fiamma.adaptive_avg_pool2d(input, output_size)
 
 

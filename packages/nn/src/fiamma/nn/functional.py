@@ -20,6 +20,7 @@ from fiamma.nn._norm_functional import *  # noqa: F401,F403
 from fiamma.nn._norm_functional import __all__ as _norms
 from fiamma.nn._pool_functional import *  # noqa: F401,F403
 from fiamma.nn._pool_functional import __all__ as _pools
+from fiamma.nn._qtensor import QTensor as _QT
 from fiamma.nn._sample_functional import *  # noqa: F401,F403
 from fiamma.nn._sample_functional import __all__ as _sample
 
@@ -63,6 +64,8 @@ def bilinear(input1, input2, weight, bias=None):
 
 
 def relu(input, inplace=False):
+    if type(input) is _QT:
+        return input.relu()
     return input.relu_() if inplace else fiamma.relu(input)
 
 

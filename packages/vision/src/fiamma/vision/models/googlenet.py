@@ -85,7 +85,7 @@ class InceptionAux(nn.Module):
     def forward(self, x):
         x = F.adaptive_avg_pool2d(x, (4, 4))
         x = self.conv(x)
-        x = fiamma.flatten(x, 1)
+        x = x.flatten(1)  # a method: int8 tensors after convert
         x = F.relu(self.fc1(x), inplace=True)
         x = self.dropout(x)
         return self.fc2(x)
@@ -165,7 +165,7 @@ class GoogLeNet(nn.Module):
         aux2 = self.aux2(x) if self.aux2 is not None and self.training else None
         x = self.maxpool4(self.inception4e(x))
         x = self.inception5b(self.inception5a(x))
-        x = fiamma.flatten(self.avgpool(x), 1)
+        x = self.avgpool(x).flatten(1)
         x = self.fc(self.dropout(x))
         if self.training and self.aux_logits:
             # torchvision's: aux_logits2 is the head after inception4d, aux_logits1 after 4a

@@ -163,7 +163,7 @@ class InceptionAux(nn.Module):
     def forward(self, x):
         x = F.avg_pool2d(x, kernel_size=5, stride=3)
         x = self.conv1(self.conv0(x))
-        x = fiamma.flatten(F.adaptive_avg_pool2d(x, (1, 1)), 1)
+        x = F.adaptive_avg_pool2d(x, (1, 1)).flatten(1)
         return self.fc(x)
 
 
@@ -233,7 +233,7 @@ class Inception3(nn.Module):
         aux = self.AuxLogits(x) if self.AuxLogits is not None and self.training else None
         x = self.Mixed_7c(self.Mixed_7b(self.Mixed_7a(x)))
         x = self.dropout(self.avgpool(x))
-        x = self.fc(fiamma.flatten(x, 1))
+        x = self.fc(x.flatten(1))
         if self.training and self.aux_logits:
             return InceptionOutputs(x, aux)
         return x

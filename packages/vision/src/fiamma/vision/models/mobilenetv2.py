@@ -1,6 +1,5 @@
 """MobileNetV2 (Sandler et al., 2018) with torchvision's module names, defaults, init and
 weights."""
-import fiamma
 from fiamma import nn
 from fiamma.vision.models._api import Weights, WeightsEnum, register_model
 from fiamma.vision.models._meta import imagenet_categories
@@ -96,7 +95,7 @@ class MobileNetV2(nn.Module):
     def forward(self, x):
         x = self.features(x)
         x = nn.functional.adaptive_avg_pool2d(x, (1, 1))
-        x = fiamma.flatten(x, 1)
+        x = x.flatten(1)  # a method: int8 tensors after convert
         return self.classifier(x)
 
 

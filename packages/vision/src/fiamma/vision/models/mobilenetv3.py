@@ -2,7 +2,6 @@
 defaults, init and weights."""
 from functools import partial
 
-import fiamma
 from fiamma import nn
 from fiamma.vision.models._api import Weights, WeightsEnum, register_model
 from fiamma.vision.models._meta import imagenet_categories
@@ -120,7 +119,7 @@ class MobileNetV3(nn.Module):
     def forward(self, x):
         x = self.features(x)
         x = self.avgpool(x)
-        x = fiamma.flatten(x, 1)
+        x = x.flatten(1)  # a method: int8 tensors after convert
         return self.classifier(x)
 
 

@@ -9,7 +9,6 @@ names (so torchvision checkpoints load by key), initialisation and weights enums
 """
 from functools import partial
 
-import fiamma
 from fiamma import nn
 from fiamma.vision.models._api import Weights, WeightsEnum, register_model
 from fiamma.vision.models._builder import build_with_weights
@@ -160,7 +159,7 @@ class ResNet(nn.Module):
     def forward(self, x):
         x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
         x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-        x = fiamma.flatten(self.avgpool(x), 1)
+        x = self.avgpool(x).flatten(1)  # a method: int8 tensors after convert
         return self.fc(x)
 
 

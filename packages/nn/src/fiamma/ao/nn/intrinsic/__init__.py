@@ -64,5 +64,8 @@ BNReLU3d = _fused("BNReLU3d", nn.BatchNorm3d, nn.ReLU, doc="BatchNorm3d followed
 
 
 def __getattr__(name):
+    if name == "quantized":  # the int8 fused modules (imports the quantized package)
+        import importlib
+        return importlib.import_module(__name__ + ".quantized")
     from fiamma.ao._absent import absent
     absent(__name__, name, __all__)

@@ -1,7 +1,8 @@
 """``fiamma.ao.nn.quantized`` (``torch.ao.nn.quantized``, also ``fiamma.nn.quantized``):
-``FloatFunctional`` only. The int8 modules (``Conv2d``, ``Linear``, ``QFunctional``, ...)
-need quantized tensors, which fiamma does not have; asking for them raises AttributeError
-saying so.
+``FloatFunctional`` (float modules' tensor ops, observable) and the int8 modules ``convert``
+swaps in (``Quantize``, ``DeQuantize``, ``Conv2d``, ``Linear``, ``QFunctional``, ``ReLU6``,
+``Hardswish``, ``Dropout``; see :mod:`fiamma.ao.nn.quantized.modules`). Other int8 modules of
+PyTorch (``Conv1d``, ``Embedding``, ``LayerNorm``, ...) raise AttributeError by name.
 
     >>> import fiamma
     >>> from fiamma.ao.nn.quantized import FloatFunctional
@@ -12,7 +13,8 @@ saying so.
 import fiamma
 from fiamma import nn
 
-__all__ = ["FloatFunctional"]
+__all__ = ["FloatFunctional", "Quantize", "DeQuantize", "Conv2d", "Linear", "QFunctional",
+           "ReLU6", "Hardswish", "Dropout", "functional", "modules"]
 
 
 class FloatFunctional(nn.Module):
@@ -55,6 +57,19 @@ class FloatFunctional(nn.Module):
     def matmul(self, x, y):
         """``x @ y``."""
         return self.activation_post_process(fiamma.matmul(x, y))
+
+
+from fiamma.ao.nn.quantized import functional, modules  # noqa: E402
+from fiamma.ao.nn.quantized.modules import (  # noqa: E402
+    Conv2d,
+    DeQuantize,
+    Dropout,
+    Hardswish,
+    Linear,
+    QFunctional,
+    Quantize,
+    ReLU6,
+)
 
 
 def __getattr__(name):

@@ -7,7 +7,6 @@
     >>> tuple(m(fiamma.randn(1, 3, 64, 64)).shape)
     (1, 1000)
 """
-import fiamma
 import fiamma.nn.functional as F
 from fiamma import nn
 from fiamma.ao.quantization import DeQuantStub, QuantStub
@@ -28,6 +27,7 @@ from fiamma.vision.models.quantization.utils import (
     check_float_request,
     fuse,
     pop_backend,
+    quantize_model,
     replace_relu,
 )
 
@@ -69,7 +69,7 @@ class QuantizableInceptionAux(InceptionAux):
 
     def forward(self, x):
         x = self.conv(F.adaptive_avg_pool2d(x, (4, 4)))
-        x = self.relu(self.fc1(fiamma.flatten(x, 1)))
+        x = self.relu(self.fc1(x.flatten(1)))
         return self.fc2(self.dropout(x))
 
 
@@ -98,7 +98,7 @@ class QuantizableGoogLeNet(GoogLeNet):
         aux2 = self.aux2(x) if self.aux2 is not None and self.training else None
         x = self.maxpool4(self.inception4e(x))
         x = self.inception5b(self.inception5a(x))
-        x = self.fc(self.dropout(fiamma.flatten(self.avgpool(x), 1)))
+        x = self.fc(self.dropout(self.avgpool(x).flatten(1)))
         x = self.dequant(x)
         if self.training and self.aux_logits:
             return GoogLeNetOutputs(x, aux1, aux2)
@@ -130,15 +130,20 @@ def googlenet(*, weights=None, progress=True, quantize=False, **kwargs):
     model. ``weights``: None, a :class:`GoogLeNet_Weights` member or name, or a checkpoint
     path (float weights; as in torchvision they set ``transform_input=True`` unless given and
     the untrained auxiliary heads are dropped unless ``aux_logits=True``); the int8
-    :class:`GoogLeNet_QuantizedWeights` and ``quantize=True`` raise NotImplementedError
-    (fiamma has no int8 tensors). ``backend`` is accepted and ignored."""
-    check_float_request("googlenet", quantize, weights, GoogLeNet_QuantizedWeights)
-    pop_backend(kwargs)
+    :class:`GoogLeNet_QuantizedWeights` (or an int8 checkpoint path) load with
+    ``quantize=True``, which builds the int8 model (``backend``: fbgemm or qnnpack)."""
+    backend = pop_backend(kwargs)
 
     def make(**kw):
         model = QuantizableGoogLeNet(**kw)
         replace_relu(model)
+        if quantize:  # as torchvision: converted to int8 before the weights load
+            quantize_model(model, backend or "fbgemm")
         return model
     make.__name__ = "googlenet"
+    if quantize:
+        return build_with_aux_heads(make, GoogLeNet_QuantizedWeights, weights, progress,
+                                    kwargs, ("aux1.", "aux2."), _strip_aux)
+    check_float_request("googlenet", quantize, weights, GoogLeNet_QuantizedWeights)
     return build_with_aux_heads(make, GoogLeNet_Weights, weights, progress, kwargs,
                                 ("aux1.", "aux2."), _strip_aux)

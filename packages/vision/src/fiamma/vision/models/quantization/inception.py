@@ -7,11 +7,10 @@
     >>> tuple(m(fiamma.randn(1, 3, 75, 75)).shape)
     (1, 1000)
 """
-import fiamma
 import fiamma.nn.functional as F
 from fiamma import nn
 from fiamma.ao.quantization import DeQuantStub, QuantStub
-from fiamma.vision.models._api import register_model
+from fiamma.vision.models._api import register_model, resolve_weights
 from fiamma.vision.models.googlenet import build_with_aux_heads, transform_input
 from fiamma.vision.models.inception import (
     Inception3,
@@ -30,6 +29,7 @@ from fiamma.vision.models.quantization.utils import (
     QuantizedWeightsEnum,
     check_float_request,
     pop_backend,
+    quantize_model,
     replace_relu,
 )
 
@@ -134,7 +134,7 @@ class QuantizableInception3(Inception3):
             x = getattr(self, name)(x)
         aux = self.AuxLogits(x) if self.AuxLogits is not None and self.training else None
         x = self.Mixed_7c(self.Mixed_7b(self.Mixed_7a(x)))
-        x = self.fc(fiamma.flatten(self.dropout(self.avgpool(x)), 1))
+        x = self.fc(self.dropout(self.avgpool(x)).flatten(1))
         x = self.dequant(x)
         if self.training and self.aux_logits:
             return InceptionOutputs(x, aux)
@@ -166,15 +166,26 @@ def inception_v3(*, weights=None, progress=True, quantize=False, **kwargs):
     quantizable model. ``weights``: None, an :class:`Inception_V3_Weights` member or name,
     or a checkpoint path (float weights; ``transform_input=True`` unless given, and
     ``aux_logits`` switched off unless asked for, keeping the AuxLogits module as torchvision
-    does); the int8 :class:`Inception_V3_QuantizedWeights` and ``quantize=True`` raise
-    NotImplementedError (fiamma has no int8 tensors). ``backend`` is accepted and ignored."""
-    check_float_request("inception_v3", quantize, weights, Inception_V3_QuantizedWeights)
-    pop_backend(kwargs)
+    does); the int8 :class:`Inception_V3_QuantizedWeights` (or an int8 checkpoint path) load
+    with ``quantize=True``, which builds the int8 model (``backend``: fbgemm or qnnpack)."""
+    backend = pop_backend(kwargs)
+    # an int8 enum checkpoint has no AuxLogits: dropped before the load unless asked for
+    drop_aux = (quantize and not kwargs.get("aux_logits", False) and isinstance(
+        resolve_weights(Inception_V3_QuantizedWeights, weights), Inception_V3_QuantizedWeights))
 
     def make(**kw):
         model = QuantizableInception3(**kw)
         replace_relu(model)
+        if quantize:  # as torchvision: int8, and the aux head dropped before the load
+            quantize_model(model, backend or "fbgemm")
+            if drop_aux:
+                model.aux_logits = False
+                model.AuxLogits = None
         return model
     make.__name__ = "inception_v3"
+    if quantize:
+        return build_with_aux_heads(make, Inception_V3_QuantizedWeights, weights, progress,
+                                    kwargs, ("AuxLogits.",), _aux_off)
+    check_float_request("inception_v3", quantize, weights, Inception_V3_QuantizedWeights)
     return build_with_aux_heads(make, Inception_V3_Weights, weights, progress, kwargs,
                                 ("AuxLogits.",), _aux_off)

@@ -15,6 +15,7 @@ from fiamma.vision.models.mobilenetv2 import InvertedResidual, MobileNet_V2_Weig
 from fiamma.vision.models.quantization._common import _QAT_DOCS, qweights
 from fiamma.vision.models.quantization.utils import (
     QuantizedWeightsEnum,
+    build_quantized,
     check_float_request,
     fuse,
     pop_backend,
@@ -80,11 +81,14 @@ def mobilenet_v2(*, weights=None, progress=True, quantize=False, **kwargs):
     a checkpoint path (float weights); the int8 :class:`MobileNet_V2_QuantizedWeights` and
     ``quantize=True`` raise NotImplementedError (fiamma has no int8 tensors). ``backend`` is
     accepted and ignored; other ``**kwargs`` go to :class:`QuantizableMobileNetV2`."""
-    check_float_request("mobilenet_v2", quantize, weights, MobileNet_V2_QuantizedWeights)
-    pop_backend(kwargs)
+    backend = pop_backend(kwargs)
 
     def make(**kw):
         model = QuantizableMobileNetV2(block=QuantizableInvertedResidual, **kw)
         replace_relu(model)
         return model
+    if quantize:
+        return build_quantized(make, MobileNet_V2_QuantizedWeights, weights, progress, kwargs,
+                               backend or "qnnpack")
+    check_float_request("mobilenet_v2", quantize, weights, MobileNet_V2_QuantizedWeights)
     return build(MobileNet_V2_Weights, weights, progress, kwargs, make)

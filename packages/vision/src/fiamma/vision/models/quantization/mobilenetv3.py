@@ -104,7 +104,7 @@ def mobilenet_v3_large(*, weights=None, progress=True, quantize=False, **kwargs)
     ``width_mult``/``reduced_tail``/``dilated`` and other ``**kwargs`` as for
     :func:`fiamma.vision.models.mobilenet_v3_large`."""
     check_float_request("mobilenet_v3_large", quantize, weights,
-                        MobileNet_V3_Large_QuantizedWeights)
+                        MobileNet_V3_Large_QuantizedWeights, int8_supported=False)
     pop_backend(kwargs)
     conf = {k: kwargs.pop(k) for k in ("width_mult", "reduced_tail", "dilated") if k in kwargs}
     setting, last_channel = _mobilenet_v3_conf("mobilenet_v3_large", **conf)

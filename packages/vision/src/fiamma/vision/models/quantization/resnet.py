@@ -1,8 +1,10 @@
-"""Quantizable ResNet / ResNeXt (torchvision.models.quantization.resnet) in float.
+"""Quantizable ResNet / ResNeXt (torchvision.models.quantization.resnet).
 
-``quantize=False`` (the only mode fiamma can run) builds the float model with torchvision's
-module names: ``quant``/``dequant`` stubs around the network, ``FloatFunctional`` residual
-adds (``add_relu``/``skip_add_relu``), non-inplace ReLUs, and ``fuse_model()``.
+``quantize=True`` builds the int8 model (fused, observed on a random batch, converted with
+the fbgemm or qnnpack qconfig, as torchvision's ``quantize_model``) and loads the int8
+weights into it; ``quantize=False`` builds the float model with torchvision's module
+names: ``quant``/``dequant`` stubs around the network, ``FloatFunctional`` residual adds
+(``add_relu``/``skip_add_relu``), non-inplace ReLUs, and ``fuse_model()``.
 
     >>> import fiamma
     >>> from fiamma.vision.models.quantization import resnet18
@@ -18,6 +20,7 @@ from fiamma.vision.models._builder import build_with_weights, override_param
 from fiamma.vision.models.quantization._common import qweights
 from fiamma.vision.models.quantization.utils import (
     QuantizedWeightsEnum,
+    build_quantized,
     check_float_request,
     fuse,
     pop_backend,
@@ -101,14 +104,16 @@ class QuantizableResNet(ResNet):
 
 
 def _resnet(builder, block, layers, float_enum, q_enum, weights, progress, quantize, kwargs):
-    check_float_request(builder, quantize, weights, q_enum)
-    pop_backend(kwargs)
+    backend = pop_backend(kwargs)
 
     def make(**kw):
         model = QuantizableResNet(block, layers, **kw)
         replace_relu(model)
         return model
     make.__name__ = "QuantizableResNet"
+    if quantize:
+        return build_quantized(make, q_enum, weights, progress, kwargs, backend)
+    check_float_request(builder, quantize, weights, q_enum)
     return build_with_weights(make, float_enum, weights, progress, kwargs)
 
 
@@ -145,18 +150,17 @@ class ResNeXt101_64X4D_QuantizedWeights(QuantizedWeightsEnum):
     DEFAULT = IMAGENET1K_FBGEMM_V1
 
 
-_DOC = """{title} (torchvision's ``models.quantization.{name}``) as the float quantizable model.
+_DOC = """{title} (torchvision's ``models.quantization.{name}``), int8 or float.
 
     Args:
-        weights: None, a :class:`{float_enum}` member or name (float weights, loaded by key),
-            ``"DEFAULT"`` (the float default) or a local checkpoint path. The
-            :class:`{q_enum}` members describe torchvision's int8 checkpoints; passing one
-            raises NotImplementedError (fiamma has no int8 tensors).
+        weights: with ``quantize=True``: None, a :class:`{q_enum}` member or name, or a local
+            int8 checkpoint path; with ``quantize=False``: None, a :class:`{float_enum}`
+            member or name (float weights, loaded by key), ``"DEFAULT"`` or a local path.
         progress: show a download progress bar.
-        quantize: must be False: ``quantize=True`` raises NotImplementedError naming what is
-            missing (quantized int8 tensors and kernels).
-        **kwargs: passed to :class:`QuantizableResNet` (``num_classes``, ...); ``backend`` is
-            accepted and ignored (it only selects the int8 engine).
+        quantize: build the int8 model (``convert``-ed with ``backend``'s qconfig) instead of
+            the float quantizable one.
+        **kwargs: passed to :class:`QuantizableResNet` (``num_classes``, ...); ``backend``
+            (``'fbgemm'`` default, or ``'qnnpack'``) selects the int8 qconfig.
 """
 
 

@@ -14,6 +14,7 @@ from fiamma.vision.models._weights_util import build
 from fiamma.vision.models.quantization._common import qweights
 from fiamma.vision.models.quantization.utils import (
     QuantizedWeightsEnum,
+    build_quantized,
     check_float_request,
     fuse,
     pop_backend,
@@ -107,13 +108,15 @@ class ShuffleNet_V2_X2_0_QuantizedWeights(QuantizedWeightsEnum):
 
 def _shufflenetv2(builder, float_enum, q_enum, weights, progress, quantize, kwargs, repeats,
                   channels):
-    check_float_request(builder, quantize, weights, q_enum)
-    pop_backend(kwargs)
+    backend = pop_backend(kwargs)
 
     def make(**kw):
         model = QuantizableShuffleNetV2(repeats, channels, **kw)
         replace_relu(model)
         return model
+    if quantize:
+        return build_quantized(make, q_enum, weights, progress, kwargs, backend)
+    check_float_request(builder, quantize, weights, q_enum)
     return build(float_enum, weights, progress, kwargs, make)
 
 

@@ -1,28 +1,72 @@
 """What the quantizable models share: ReLU replacement, ``fuse_model``'s choice between
-post-training and QAT fusion, the ``quantize=True`` refusal and the int8 weights enums."""
+post-training and QAT fusion, ``quantize_model`` (torchvision's int8 conversion), the
+``quantize=True`` refusal of the families not converted yet and the int8 weights enums."""
+from pathlib import Path
+
+import fiamma
 from fiamma import nn
 from fiamma.ao.quantization import fuse_modules, fuse_modules_qat
-from fiamma.vision.models._api import WeightsEnum
+from fiamma.vision.models._api import WeightsEnum, load_weights, resolve_weights
 
-__all__ = ["QuantizedWeightsEnum", "replace_relu", "fuse", "check_float_request"]
+__all__ = ["QuantizedWeightsEnum", "replace_relu", "fuse", "check_float_request",
+           "quantize_model", "build_quantized"]
 
 
 def _int8_missing(what):
-    return (f"{what} needs quantized int8 tensors and kernels (torch.ao.quantization's "
-            "prepare/convert and the fbgemm/qnnpack engines), which fiamma does not have: "
-            "fiamma computes in float16/bfloat16/float32/float64. Use quantize=False for the "
-            "float quantizable model (QuantStub/DeQuantStub, FloatFunctional, fuse_model()), "
-            "with the float weights of the matching fiamma.vision.models builder")
+    return (f"{what}: torchvision builds its int8 MobileNetV3 from a quantization-aware-"
+            "trained model (prepare_qat with nn.qat modules, then convert), and fiamma has no "
+            "nn.qat modules yet, so this int8 model cannot be built. Use quantize=False for "
+            "the float quantizable model (QuantStub/DeQuantStub, FloatFunctional, "
+            "fuse_model()), with the float weights of fiamma.vision.models.mobilenet_v3_large")
 
 
 class QuantizedWeightsEnum(WeightsEnum):
     """A ``*_QuantizedWeights`` enum: names, URLs, ``meta`` and ``transforms`` as
-    torchvision's. Their checkpoints hold int8 tensors, so ``get_state_dict`` raises
-    NotImplementedError (the float weights are ``meta["unquantized"]``)."""
+    torchvision's. Their checkpoints hold int8 tensors: load them into a model built with
+    ``quantize=True`` (the float weights are ``meta["unquantized"]``)."""
 
-    def get_state_dict(self, *args, **kwargs):
-        raise NotImplementedError(_int8_missing(
-            f"{type(self).__name__}.{self.name} (an int8 checkpoint, {self.url})"))
+
+def quantize_model(model, backend):
+    """torchvision's ``quantize_model``: eval, the engine's qconfig (min/max activations,
+    per-channel weights for fbgemm, per-tensor for qnnpack), ``fuse_model``, ``prepare``,
+    one calibration pass on a random (1, 3, 299, 299) batch, ``convert``; in place."""
+    import fiamma.ao.quantization as tq
+    if backend not in fiamma.backends.quantized.supported_engines:
+        raise RuntimeError(f"Quantized backend not supported: {backend!r}")
+    fiamma.backends.quantized.engine = backend
+    model.eval()
+    weight = (tq.default_per_channel_weight_observer if backend == "fbgemm"
+              else tq.default_weight_observer)
+    if backend in ("fbgemm", "qnnpack"):
+        model.qconfig = tq.QConfig(activation=tq.default_observer, weight=weight)
+    model.fuse_model()
+    tq.prepare(model, inplace=True)
+    with fiamma.no_grad():
+        model(fiamma.rand(1, 3, 299, 299))
+    tq.convert(model, inplace=True)
+    return model
+
+
+def build_quantized(make, q_enum, weights, progress, kwargs, backend):
+    """``quantize=True``: build the float quantizable model, convert it to int8 for
+    ``backend`` (default fbgemm), then load ``weights`` (a ``q_enum`` member or name, or a
+    local checkpoint file) into the int8 model."""
+    weights = resolve_weights(q_enum, weights)
+    if weights is not None and not isinstance(weights, Path):
+        cats = weights.meta.get("categories")
+        if cats is not None:
+            kwargs.setdefault("num_classes", len(cats))
+            if kwargs["num_classes"] != len(cats):
+                raise ValueError(f"The parameter 'num_classes' expected value {len(cats)} but "
+                                 f"got {kwargs['num_classes']} instead.")
+        backend = backend or weights.meta.get("backend")
+    model = make(**kwargs)
+    quantize_model(model, backend or "fbgemm")
+    if weights is not None:
+        state = (load_weights(weights) if isinstance(weights, Path)
+                 else weights.get_state_dict(progress=progress, check_hash=True))
+        model.load_state_dict(state)
+    return model
 
 
 def replace_relu(module):
@@ -44,15 +88,20 @@ def fuse(model, modules_to_fuse, is_qat):
     return method(model, modules_to_fuse, inplace=True)
 
 
-def check_float_request(builder, quantize, weights, quantized_enum):
-    """Refuse ``quantize=True`` and int8 weights with an error naming what is missing."""
-    if quantize:
+def check_float_request(builder, quantize, weights, quantized_enum, int8_supported=True):
+    """For a float build: int8 weights need ``quantize=True`` (a ValueError, as torchvision's
+    weights check); where the int8 model cannot be built (``int8_supported=False``),
+    ``quantize=True`` and int8 weights raise NotImplementedError naming what is missing."""
+    if quantize and not int8_supported:
         raise NotImplementedError(_int8_missing(f"{builder}(quantize=True)"))
     if isinstance(weights, quantized_enum) or (
             isinstance(weights, str) and (weights.startswith(quantized_enum.__name__ + ".")
                                           or weights in quantized_enum.__members__)
             and weights != "DEFAULT"):
-        raise NotImplementedError(_int8_missing(f"{builder}(weights={weights!s})"))
+        if not int8_supported:
+            raise NotImplementedError(_int8_missing(f"{builder}(weights={weights!s})"))
+        raise ValueError(f"{builder}: {weights!s} are int8 weights: pass quantize=True to "
+                         "build the int8 model they load into")
 
 
 def pop_backend(kwargs):

@@ -1,0 +1,99 @@
+"""``QConfig`` (``torch.ao.quantization.qconfig``): which observers a module's activation and
+weight get, and the engines' defaults.
+
+    >>> import fiamma.ao.quantization as tq
+    >>> qc = tq.get_default_qconfig("x86")
+    >>> type(qc.activation()).__name__, type(qc.weight()).__name__
+    ('HistogramObserver', 'PerChannelMinMaxObserver')
+"""
+from collections import namedtuple
+
+from fiamma import nn
+from fiamma.ao.quantization.fake_quantize import (
+    FakeQuantize,
+    default_fake_quant,
+    default_per_channel_weight_fake_quant,
+    default_weight_fake_quant,
+)
+from fiamma.ao.quantization.observer import (
+    HistogramObserver,
+    MovingAverageMinMaxObserver,
+    default_observer,
+    default_per_channel_weight_observer,
+    default_weight_observer,
+)
+
+__all__ = ["QConfig", "default_qconfig", "default_per_channel_qconfig", "default_qat_qconfig",
+           "get_default_qconfig", "get_default_qat_qconfig", "qconfig_equals"]
+
+
+class QConfig(namedtuple("QConfig", ["activation", "weight"])):
+    """A pair of observer factories (classes or ``Observer.with_args(...)``), called once per
+    module that ``prepare`` instruments."""
+
+    __slots__ = ()
+
+    def __new__(cls, activation, weight):
+        if isinstance(activation, nn.Module) or isinstance(weight, nn.Module):
+            raise ValueError("QConfig received observer instance, please pass observer class "
+                             "instead. Use MyObserver.with_args(x=1) to override arguments to "
+                             "constructor if needed")
+        return super().__new__(cls, activation, weight)
+
+
+default_qconfig = QConfig(activation=default_observer, weight=default_weight_observer)
+default_per_channel_qconfig = QConfig(activation=default_observer,
+                                      weight=default_per_channel_weight_observer)
+default_qat_qconfig = QConfig(activation=default_fake_quant, weight=default_weight_fake_quant)
+
+_ENGINES = ("x86", "fbgemm", "qnnpack", "onednn")
+
+
+def _check_backend(fn, backend):
+    if backend not in _ENGINES:
+        raise AssertionError(f"{fn}: backend {backend!r} not supported; expected one of "
+                             f"{list(_ENGINES)}")
+
+
+def get_default_qconfig(backend="x86", version=0):
+    """PyTorch's post-training default for ``backend``: x86/fbgemm: 7-bit histogram-observed
+    activations (``reduce_range``) and per-channel symmetric int8 weights; qnnpack: 8-bit
+    histogram activations and per-tensor symmetric weights; onednn: 8-bit activations and
+    per-channel weights."""
+    _check_backend("get_default_qconfig", backend)
+    if version != 0:
+        raise AssertionError(f"get_default_qconfig: version {version} is not supported "
+                             "(only 0)")
+    if backend in ("x86", "fbgemm"):
+        return QConfig(activation=HistogramObserver.with_args(reduce_range=True),
+                       weight=default_per_channel_weight_observer)
+    if backend == "qnnpack":
+        return QConfig(activation=HistogramObserver.with_args(reduce_range=False),
+                       weight=default_weight_observer)
+    return QConfig(activation=HistogramObserver.with_args(reduce_range=False),
+                   weight=default_per_channel_weight_observer)
+
+
+def get_default_qat_qconfig(backend="x86", version=1):
+    """PyTorch's quantization-aware-training default for ``backend`` (fake-quantize modules
+    with moving-average observers)."""
+    _check_backend("get_default_qat_qconfig", backend)
+    reduce = backend in ("x86", "fbgemm")
+    act = FakeQuantize.with_args(observer=MovingAverageMinMaxObserver, quant_min=0,
+                                 quant_max=127 if reduce else 255, reduce_range=False)
+    weight = (default_weight_fake_quant if backend == "qnnpack"
+              else default_per_channel_weight_fake_quant)
+    return QConfig(activation=act, weight=weight)
+
+
+def qconfig_equals(q1, q2):
+    """Whether two qconfigs make the same observers (compares factories' arguments)."""
+    if q1 is None or q2 is None:
+        return q1 is q2
+
+    def same(a, b):
+        pa, pb = getattr(a, "p", a), getattr(b, "p", b)
+        if hasattr(pa, "func") and hasattr(pb, "func"):
+            return pa.func == pb.func and pa.keywords == pb.keywords
+        return pa == pb
+    return same(q1.activation, q2.activation) and same(q1.weight, q2.weight)

@@ -1,0 +1,230 @@
+"""Eager-mode post-training quantization (``torch.ao.quantization.quantize``):
+``prepare`` attaches observers, calibration runs the model, ``convert`` swaps the observed
+float modules for int8 ones.
+
+    >>> import fiamma
+    >>> from fiamma import nn
+    >>> import fiamma.ao.quantization as tq
+    >>> m = nn.Sequential(tq.QuantStub(), nn.Conv2d(3, 4, 3), nn.ReLU(), tq.DeQuantStub()).eval()
+    >>> m.qconfig = tq.get_default_qconfig("x86")
+    >>> m = tq.fuse_modules(m, [["1", "2"]])
+    >>> _ = tq.prepare(m, inplace=True)
+    >>> _ = m(fiamma.randn(2, 3, 8, 8))
+    >>> _ = tq.convert(m, inplace=True)
+    >>> type(m[1]).__name__, m(fiamma.randn(1, 3, 8, 8)).shape
+    ('ConvReLU2d', fiamma.Size([1, 4, 6, 6]))
+"""
+import copy
+
+from fiamma import nn
+from fiamma.ao.nn import intrinsic as nni, quantized as nnq
+from fiamma.ao.nn.intrinsic import quantized as nniq
+from fiamma.ao.quantization.fake_quantize import FakeQuantizeBase
+from fiamma.ao.quantization.observer import ObserverBase
+from fiamma.ao.quantization.stubs import DeQuantStub, QuantStub, QuantWrapper
+from fiamma.nn.utils.parametrize import type_before_parametrizations
+
+__all__ = ["prepare", "convert", "quantize", "prepare_qat", "quantize_qat",
+           "propagate_qconfig_", "add_quant_dequant", "swap_module",
+           "get_default_static_quant_module_mappings", "get_default_qconfig_propagation_list",
+           "get_default_qat_module_mappings"]
+
+
+def get_default_static_quant_module_mappings():
+    """Float module type -> int8 module type, for ``convert``."""
+    return {
+        QuantStub: nnq.Quantize,
+        DeQuantStub: nnq.DeQuantize,
+        nn.Conv2d: nnq.Conv2d,
+        nn.Linear: nnq.Linear,
+        nn.ReLU6: nnq.ReLU6,
+        nn.Hardswish: nnq.Hardswish,
+        nn.Dropout: nnq.Dropout,
+        nni.ConvReLU2d: nniq.ConvReLU2d,
+        nni.LinearReLU: nniq.LinearReLU,
+        nnq.FloatFunctional: nnq.QFunctional,
+    }
+
+
+# PyTorch quantizes these too; fiamma has no int8 kernel for them yet and says so at convert
+_UNSUPPORTED = (nn.Conv1d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d,
+                nn.ConvTranspose3d, nn.BatchNorm2d, nn.BatchNorm3d, nn.ELU, nn.LeakyReLU,
+                nn.LayerNorm, nn.GroupNorm, nn.InstanceNorm1d, nn.InstanceNorm2d,
+                nn.InstanceNorm3d, nn.Embedding, nn.EmbeddingBag, nn.PReLU, nni.ConvReLU1d,
+                nni.ConvReLU3d, nni.BNReLU2d, nni.BNReLU3d)
+
+
+def get_default_qat_module_mappings():
+    """Float module type -> QAT module type. fiamma's QAT keeps the float modules (weights are
+    not fake-quantized during training), so this is empty."""
+    return {}
+
+
+def get_default_qconfig_propagation_list():
+    """Module types whose output ``prepare`` observes (PyTorch's propagation list)."""
+    return (set(get_default_static_quant_module_mappings()) | set(_UNSUPPORTED)
+            | {nn.Sequential})
+
+
+def propagate_qconfig_(module, qconfig_dict=None, prepare_custom_config_dict=None):
+    """Give every submodule a ``qconfig``: its own, else the one set for its name or type in
+    ``qconfig_dict``, else its parent's."""
+    qconfig_dict = qconfig_dict or {}
+
+    def walk(m, parent_qconfig, prefix):
+        qc = qconfig_dict.get(type_before_parametrizations(m), parent_qconfig)
+        qc = qconfig_dict.get(prefix, qc)
+        qc = getattr(m, "qconfig", qc)
+        m.qconfig = qc
+        for name, child in m.named_children():
+            walk(child, qc, prefix + ("." if prefix else "") + name)
+
+    walk(module, qconfig_dict.get("", None), "")
+
+
+def _needs_observation(m):
+    return getattr(m, "qconfig", None) is not None
+
+
+def _observer_forward_hook(self, input, output):
+    return self.activation_post_process(output)
+
+
+def _insert_observer(m):
+    m.add_module("activation_post_process", m.qconfig.activation())
+    m._observer_hook = m.register_forward_hook(_observer_forward_hook)
+
+
+def _add_observer_(module, propagation_list):
+    for child in module.children():
+        t = type_before_parametrizations(child)
+        if t is nn.Dropout:
+            continue
+        if issubclass(t, (nnq.FloatFunctional, nnq.QFunctional)):
+            if _needs_observation(child):
+                child.activation_post_process = child.qconfig.activation()
+        elif isinstance(child, nni._FusedModule):
+            if _needs_observation(child):
+                _insert_observer(child)
+        else:
+            _add_observer_(child, propagation_list)
+    if (not list(module.children()) and not isinstance(module, nn.Sequential)
+            and type_before_parametrizations(module) in propagation_list
+            and _needs_observation(module) and not isinstance(module, DeQuantStub)):
+        _insert_observer(module)
+
+
+def prepare(model, inplace=False, allow_list=None, observer_non_leaf_module_list=None,
+            prepare_custom_config_dict=None):
+    """Propagate ``model.qconfig`` and attach an observer (``activation_post_process``, run by a
+    forward hook) to each leaf module the int8 conversion needs the output range of."""
+    if not inplace:
+        model = copy.deepcopy(model)
+    propagate_qconfig_(model)
+    if not any(_needs_observation(m) for m in model.modules()):
+        import warnings
+        warnings.warn("None of the submodule got qconfig applied. Make sure you passed correct "
+                      "configuration through `qconfig_dict` or by assigning the `.qconfig` "
+                      "attribute directly on submodules", UserWarning, stacklevel=2)
+    _add_observer_(model, allow_list or get_default_qconfig_propagation_list())
+    return model
+
+
+def prepare_qat(model, mapping=None, inplace=False):
+    """Prepare a training-mode model for quantization-aware training: fake-quantize modules
+    (``qconfig.activation`` should be a ``FakeQuantize``) observe and round the activations.
+    Weights are fake-quantized only at convert (fiamma has no ``nn.qat`` modules yet)."""
+    if not model.training:
+        raise AssertionError("prepare_qat only works on models in training mode")
+    return prepare(model, inplace=inplace)
+
+
+def _remove_qconfig(module):
+    for child in module.children():
+        _remove_qconfig(child)
+    if hasattr(module, "qconfig"):
+        del module.qconfig
+    app = module._modules.get("activation_post_process")
+    if isinstance(app, (ObserverBase, FakeQuantizeBase)):
+        del module._modules["activation_post_process"]
+        hook = module.__dict__.pop("_observer_hook", None)
+        if hook is not None:
+            hook.remove()
+
+
+def swap_module(mod, mapping, custom_module_class_mapping=None,
+                use_precomputed_fake_quant=False):
+    """``mapping[type(mod)].from_float(mod)`` when ``mod`` has a qconfig and a mapping; else
+    ``mod``. Forward pre-hooks and other forward hooks move to the new module."""
+    t = type_before_parametrizations(mod)
+    if not _needs_observation(mod):
+        return mod
+    if t in mapping:
+        new = mapping[t].from_float(mod)
+        obs_hook = mod.__dict__.get("_observer_hook")
+        for k, hook in mod._forward_pre_hooks.items():
+            new.register_forward_pre_hook(hook)
+        for k, hook in mod._forward_hooks.items():
+            if obs_hook is None or k != obs_hook.id:
+                new.register_forward_hook(hook)
+        return new
+    if t in _UNSUPPORTED:
+        raise NotImplementedError(
+            f"convert: fiamma has no int8 module for {t.__name__} yet (supported: "
+            + ", ".join(sorted(k.__name__ for k in mapping)) + "); set its qconfig to None "
+            "(with a DeQuantStub/QuantStub around it) to keep it in float")
+    return mod
+
+
+def _convert(module, mapping, custom_module_class_mapping=None):
+    for name, child in list(module.named_children()):
+        if not isinstance(child, nni._FusedModule):
+            _convert(child, mapping)
+        module._modules[name] = swap_module(child, mapping)
+
+
+def convert(module, mapping=None, inplace=False, remove_qconfig=True, is_reference=False,
+            convert_custom_config_dict=None, use_precomputed_fake_quant=False):
+    """Swap each observed module for its int8 version (``QuantStub`` -> ``Quantize``,
+    ``Conv2d``/``ConvReLU2d`` -> int8 conv with the observed output qparams, ...), then drop
+    the qconfigs and remaining observers."""
+    if is_reference:
+        raise NotImplementedError("convert: reference quantized models (is_reference=True) "
+                                  "are not supported in fiamma")
+    if not inplace:
+        module = copy.deepcopy(module)
+    _convert(module, mapping or get_default_static_quant_module_mappings())
+    if remove_qconfig:
+        _remove_qconfig(module)
+    return module
+
+
+def quantize(model, run_fn, run_args, mapping=None, inplace=False):
+    """``prepare``, ``run_fn(model, *run_args)`` (calibration), ``convert`` on an eval model."""
+    if not inplace:
+        model = copy.deepcopy(model)
+    model.eval()
+    prepare(model, inplace=True)
+    run_fn(model, *run_args) if isinstance(run_args, (list, tuple)) else run_fn(model, run_args)
+    convert(model, mapping, inplace=True)
+    return model
+
+
+def quantize_qat(model, run_fn, run_args, inplace=False):
+    """``prepare_qat``, ``run_fn(model, *run_args)`` (training), ``convert``."""
+    if not inplace:
+        model = copy.deepcopy(model)
+    model.train()
+    prepare_qat(model, inplace=True)
+    run_fn(model, *run_args) if isinstance(run_args, (list, tuple)) else run_fn(model, run_args)
+    convert(model.eval(), inplace=True)
+    return model
+
+
+def add_quant_dequant(module):
+    """Wrap every leaf module that has a qconfig in a :class:`QuantWrapper`."""
+    if not list(module.children()) and _needs_observation(module):
+        return QuantWrapper(module)
+    for name, child in list(module.named_children()):
+        module._modules[name] = add_quant_dequant(child)
+    return module
