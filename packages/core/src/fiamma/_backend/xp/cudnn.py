@@ -16,7 +16,7 @@ With cuDNN the backend answers ``conv_native(dtype)`` True for float16/bfloat16,
 fiamma._ops.conv hands those convolutions over in their own dtype (the result dtype is the
 input's either way). Without a library (``cudnn_lib.reason()``), or where a call fails
 (``fast_path_errors["cudnn_fwd"]`` etc.; that geometry then stays on the generic path), the
-generic im2col code serves, float16/bfloat16 through float32 copies. ``fast_path_calls``
+generic im2col code serves (float16/bfloat16 computed in float32 there). ``fast_path_calls``
 counts ``cudnn_fwd`` / ``cudnn_bwd_data`` / ``cudnn_bwd_weight``.
 
 This runs on a GPU only; on the CPU, tools/cuda_emu's fake libcudnn (naive reference
@@ -178,36 +178,12 @@ class CudnnConvMixin:
     # ---- conv -----------------------------------------------------------------------------
     def conv(self, mode, nd, n, cb, cs, groups, big, small, k, stride, pad, dil, a, b, bias,
              out):
-        if mode <= C.CONV_BWD_WEIGHT:
-            if n > 0 and self._cudnn_conv(mode, nd, n, cb, cs, groups, big, small, k, stride,
-                                          pad, dil, a, b, bias, out):
-                return 0
-            dt = a._dtype
-            if dt is D.bfloat16 or dt is D.float16:
-                return self._conv_via_float32(mode, nd, n, cb, cs, groups, big, small, k,
-                                              stride, pad, dil, a, b, bias, out)
+        if mode <= C.CONV_BWD_WEIGHT and n > 0 and \
+                self._cudnn_conv(mode, nd, n, cb, cs, groups, big, small, k, stride, pad, dil,
+                                 a, b, bias, out):
+            return 0
         return super().conv(mode, nd, n, cb, cs, groups, big, small, k, stride, pad, dil, a, b,
                             bias, out)
-
-    def _conv_via_float32(self, mode, nd, n, cb, cs, groups, big, small, k, stride, pad, dil,
-                          a, b, bias, out):
-        """A float16/bfloat16 convolution cuDNN did not take: float32 copies through the
-        generic code, the result rounded once into ``out`` (what the CPU computes)."""
-        from fiamma._tensor import new_empty
-
-        def wide(t):
-            if t is None:
-                return None
-            w = new_empty(t._shape, D.float32, t._storage.device)
-            self.copy(w, t)
-            return w
-
-        o32 = new_empty(out._shape, D.float32, out._storage.device)
-        rc = super().conv(mode, nd, n, cb, cs, groups, big, small, k, stride, pad, dil,
-                          wide(a), wide(b), wide(bias), o32)
-        if rc == 0:
-            self.copy(out, o32)
-        return rc
 
     def _cudnn_conv(self, mode, nd, n, cb, cs, groups, big, small, k, stride, pad, dil, a, b,
                     bias, out):
