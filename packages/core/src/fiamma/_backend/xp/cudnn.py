@@ -78,8 +78,8 @@ def geometry_ok(nd, n, cb, cs, groups, big, small, k, stride, pad, dil):
 
 
 class _Plan:
-    __slots__ = ("fn", "handle", "descs", "algo", "ws", "bias_desc", "one", "zero", "mode",
-                 "dtype", "math")
+    __slots__ = ("fn", "handle", "d0", "d1", "dc", "do", "algo", "ws", "bias_desc", "one",
+                 "zero", "mode", "dtype", "math", "name", "key")
 
 
 class _Handle:
@@ -97,6 +97,7 @@ class CudnnConvMixin:
         self._cudnn_flags = None  # the fiamma.backends.cudnn module
         self._cudnn_handles = {}
         self._cudnn_plans = {}
+        self._cudnn_stream = getattr(self, "_stream_ptr", None) or (lambda: 0)
 
     # ---- the library and a handle per device ------------------------------------------------
     def cudnn_ready(self):
@@ -133,10 +134,6 @@ class CudnnConvMixin:
         rt = getattr(self, "_rt", None)
         return rt.getDevice() if rt is not None else None
 
-    def _cudnn_stream(self):
-        sp = getattr(self, "_stream_ptr", None)
-        return sp() if sp is not None else 0
-
     def _cudnn_workspace(self, nbytes):
         """(keep-alive, address) of nbytes of device scratch from the array module's pool."""
         xp = self.xp
@@ -170,7 +167,7 @@ class CudnnConvMixin:
             if p is None:
                 out.append({"key": key, "plan": None})
                 continue
-            out.append({"mode": _NAMES[p.mode], "dtype": p.dtype.name, "key": key[1:],
+            out.append({"mode": p.name, "dtype": p.dtype.name, "key": key[2:12],
                         "algo": _ALGO_NAMES[p.mode][p.algo] if p.algo < len(_ALGO_NAMES[p.mode])
                         else p.algo, "workspace": p.ws, "math": p.math})
         return out
@@ -188,71 +185,81 @@ class CudnnConvMixin:
     def _cudnn_conv(self, mode, nd, n, cb, cs, groups, big, small, k, stride, pad, dil, a, b,
                     bias, out):
         """True when cuDNN computed ``out``; False to leave it to the generic code."""
-        if self._cudnn is None and (self._cudnn_tried or not self.cudnn_ready()):
-            return False
+        lib = self._cudnn
+        if lib is None:
+            if self._cudnn_tried or not self.cudnn_ready():
+                return False
+            lib = self._cudnn
         fl = self._cudnn_flags
         if not fl.enabled:
             return False
-        dt = a._dtype
-        key = (mode, dt.code, n, cb, cs, groups, tuple(big), tuple(small), tuple(k),
-               tuple(stride), tuple(pad), tuple(dil), out._storage.device.index,
-               bool(fl.allow_tf32), bool(fl.deterministic), bool(fl.benchmark))
-        plans = self._cudnn_plans
-        plan = plans.get(key, False)
-        name = _NAMES[mode]
-        if plan is False:
-            plan = None
-            if (dt in _DATA and b._dtype is dt and out._dtype is dt and
-                    (bias is None or bias._dtype is dt) and
-                    nd == len(big) and 1 <= nd <= 3 and cb % groups == 0 and
-                    cs % groups == 0 and
-                    geometry_ok(nd, n, cb, cs, groups, big, small, k, stride, pad, dil) and
-                    self._cudnn_device() in (None, key[12])):
-                try:
-                    plan = self._cudnn_plan(key, mode, dt, nd, n, cb, cs, groups, big, small, k,
-                                            stride, pad, dil)
-                except MemoryError:
-                    raise
-                except Exception as e:
-                    self.fast_path_errors[name] = f"{type(e).__name__}: {e}"
-            plans[key] = plan
-        if plan is None:
+        key = (mode, a._dtype, n, cb, cs, groups, big, small, k, stride, pad, dil,
+               out._storage.device.index, fl.allow_tf32, fl.deterministic, fl.benchmark)
+        try:
+            plan = self._cudnn_plans[key]
+        except (KeyError, TypeError):  # new, or lists where _ops passes tuples
+            plan = self._cudnn_new_plan(key, mode, nd, n, cb, cs, groups, big, small, k,
+                                        stride, pad, dil, a, b, bias, out)
+        if plan is None or not (a._contig and b._contig and out._contig and
+                                (bias is None or bias._contig)):
             return False
-        if not (a._contig and b._contig and out._contig and (bias is None or bias._contig)):
-            return False
-        lib = self._cudnn
         h = plan.handle
         stream = self._cudnn_stream()
         try:
             if h.stream != stream:
                 lib.check(lib.SetStream(h.ptr, stream), "cudnnSetStream")
                 h.stream = stream
-            keep = None
-            wsp = 0
+            keep = wsp = 0
             if plan.ws:
                 keep, wsp = self._cudnn_workspace(plan.ws)
-            d0, d1, dc, do = plan.descs
-            if mode == C.CONV_BWD_DATA:  # (w, dy) -> dx
-                p0, p1 = b._ptr, a._ptr
+            if mode == 1:  # CONV_BWD_DATA: (w, dy) -> dx
+                rc = plan.fn(h.ptr, plan.one, plan.d0, b._ptr, plan.d1, a._ptr, plan.dc,
+                             plan.algo, wsp, plan.ws, plan.zero, plan.do, out._ptr)
             else:  # (x, w) -> y, (x, dy) -> dw
-                p0, p1 = a._ptr, b._ptr
-            rc = plan.fn(h.ptr, plan.one, d0, p0, d1, p1, dc, plan.algo, wsp, plan.ws,
-                         plan.zero, do, out._ptr)
+                rc = plan.fn(h.ptr, plan.one, plan.d0, a._ptr, plan.d1, b._ptr, plan.dc,
+                             plan.algo, wsp, plan.ws, plan.zero, plan.do, out._ptr)
             if rc:
-                lib.check(rc, name)
+                lib.check(rc, plan.name)
             if bias is not None:
-                lib.check(lib.AddTensor(h.ptr, plan.one, plan.bias_desc, bias._ptr, plan.one, do,
-                                        out._ptr), "cudnnAddTensor")
+                lib.check(lib.AddTensor(h.ptr, plan.one, plan.bias_desc, bias._ptr, plan.one,
+                                        plan.do, out._ptr), "cudnnAddTensor")
             del keep  # back to the pool: later work on this stream runs after the call
         except MemoryError:
             raise
         except Exception as e:
-            self.fast_path_errors[name] = f"{type(e).__name__}: {e}"
-            plans[key] = None
+            self.fast_path_errors[plan.name] = f"{type(e).__name__}: {e}"
+            self._cudnn_plans[plan.key] = None
             return False
         calls = self.fast_path_calls
-        calls[name] = calls.get(name, 0) + 1
+        calls[plan.name] = calls.get(plan.name, 0) + 1
         return True
+
+    def _cudnn_new_plan(self, key, mode, nd, n, cb, cs, groups, big, small, k, stride, pad,
+                        dil, a, b, bias, out):
+        """The plan for a geometry seen for the first time (None where cuDNN can't take it),
+        cached under ``key``."""
+        big, small, k = tuple(big), tuple(small), tuple(k)
+        stride, pad, dil = tuple(stride), tuple(pad), tuple(dil)
+        key = key[:6] + (big, small, k, stride, pad, dil) + key[12:]
+        plan = self._cudnn_plans.get(key, False)
+        if plan is not False:
+            return plan
+        dt = a._dtype
+        plan = None
+        if (dt in _DATA and b._dtype is dt and out._dtype is dt and
+                (bias is None or bias._dtype is dt) and nd == len(big) and 1 <= nd <= 3 and
+                cb % groups == 0 and cs % groups == 0 and
+                geometry_ok(nd, n, cb, cs, groups, big, small, k, stride, pad, dil) and
+                self._cudnn_device() in (None, key[12])):
+            try:
+                plan = self._cudnn_plan(key, mode, dt, nd, n, cb, cs, groups, big, small, k,
+                                        stride, pad, dil)
+            except MemoryError:
+                raise
+            except Exception as e:
+                self.fast_path_errors[_NAMES[mode]] = f"{type(e).__name__}: {e}"
+        self._cudnn_plans[key] = plan
+        return plan
 
     # ---- plans ----------------------------------------------------------------------------
     def _cudnn_plan(self, key, mode, dt, nd, n, cb, cs, groups, big, small, k, stride, pad,
@@ -290,21 +297,18 @@ class CudnnConvMixin:
                 lib.GetConvolutionForwardAlgorithm_v7
             wsq, fn, count = (lib.GetConvolutionForwardWorkspaceSize, lib.ConvolutionForward,
                               L.FWD_ALGO_COUNT)
-            wsd = descs
         elif mode == C.CONV_BWD_DATA:
             descs = (wdesc, ydesc, cdesc, xdesc)
             q = lib.FindConvolutionBackwardDataAlgorithm if fl.benchmark else \
                 lib.GetConvolutionBackwardDataAlgorithm_v7
             wsq, fn, count = (lib.GetConvolutionBackwardDataWorkspaceSize,
                               lib.ConvolutionBackwardData, L.BWD_DATA_ALGO_COUNT)
-            wsd = descs
         else:
             descs = (xdesc, ydesc, cdesc, wdesc)
             q = lib.FindConvolutionBackwardFilterAlgorithm if fl.benchmark else \
                 lib.GetConvolutionBackwardFilterAlgorithm_v7
             wsq, fn, count = (lib.GetConvolutionBackwardFilterWorkspaceSize,
                               lib.ConvolutionBackwardFilter, L.BWD_FILTER_ALGO_COUNT)
-            wsd = descs
         perfs = (L.Perf * count)()
         got = ctypes.c_int(0)
         if h.stream != self._cudnn_stream():  # Find* runs kernels: on the current stream
@@ -329,11 +333,12 @@ class CudnnConvMixin:
         lib.check(lib.SetConvolutionMathType(cdesc, choice.mathType),
                   "cudnnSetConvolutionMathType")
         ws = ctypes.c_size_t(0)
-        lib.check(wsq(h.ptr, wsd[0], wsd[1], cdesc, wsd[3], choice.algo, ctypes.byref(ws)),
+        lib.check(wsq(h.ptr, descs[0], descs[1], cdesc, descs[3], choice.algo, ctypes.byref(ws)),
                   wsq.__name__)
         plan = _Plan()
-        plan.fn, plan.handle, plan.descs, plan.algo, plan.ws = fn, h, descs, choice.algo, \
-            ws.value
+        plan.fn, plan.handle, plan.algo, plan.ws = fn, h, choice.algo, ws.value
+        plan.d0, plan.d1, plan.dc, plan.do = descs
+        plan.name, plan.key = _NAMES[mode], key
         plan.one, plan.zero = _ONE_ZERO[dt]
         plan.mode, plan.dtype, plan.math = mode, dt, choice.mathType
         plan.bias_desc = None
