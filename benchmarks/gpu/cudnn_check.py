@@ -186,6 +186,8 @@ def main(argv=None):
             print("fast_path_calls:", {k: v for k, v in be.fast_path_calls.items()
                                        if k.startswith("cudnn")})
             print("fast_path_errors:", be.fast_path_errors or "none")
+            print("cudnn_declined (NOT_SUPPORTED):", be.cudnn_declined or "none")
+            report["cudnn_declined"] = {str(k): v for k, v in be.cudnn_declined.items()}
             report["fast_path_calls"] = dict(be.fast_path_calls)
             report["fast_path_errors"] = dict(be.fast_path_errors)
         except Exception:

@@ -14,10 +14,10 @@ computes in float64. The bias is added by ``cudnnAddTensor``.
 
 With cuDNN the backend answers ``conv_native(dtype)`` True for float16/bfloat16, so
 fiamma._ops.conv hands those convolutions over in their own dtype (the result dtype is the
-input's either way). Without a library (``cudnn_lib.reason()``), or where a call fails
-(``fast_path_errors["cudnn_fwd"]`` etc.; that geometry then stays on the generic path), the
-generic im2col code serves (float16/bfloat16 computed in float32 there). ``fast_path_calls``
-counts ``cudnn_fwd`` / ``cudnn_bwd_data`` / ``cudnn_bwd_weight``.
+input's either way). Without a library (``cudnn_lib.reason()``), where cuDNN does not support
+a configuration (``cudnn_declined``), or where a call fails (``fast_path_errors["cudnn_fwd"]``
+etc.), that geometry stays on the generic im2col path (float16/bfloat16 computed in float32
+there). ``fast_path_calls`` counts ``cudnn_fwd`` / ``cudnn_bwd_data`` / ``cudnn_bwd_weight``.
 
 This runs on a GPU only; on the CPU, tools/cuda_emu's fake libcudnn (naive reference
 convolutions honouring the descriptors) checks the marshalling under the kernel emulation.
@@ -97,6 +97,7 @@ class CudnnConvMixin:
         self._cudnn_flags = None  # the fiamma.backends.cudnn module
         self._cudnn_handles = {}
         self._cudnn_plans = {}
+        self.cudnn_declined = {}  # plan key -> why cuDNN does not support that configuration
         self._cudnn_stream = getattr(self, "_stream_ptr", None) or (lambda: 0)
 
     # ---- the library and a handle per device ------------------------------------------------
@@ -227,7 +228,7 @@ class CudnnConvMixin:
         except MemoryError:
             raise
         except Exception as e:
-            self.fast_path_errors[plan.name] = f"{type(e).__name__}: {e}"
+            self._cudnn_failed(plan.key, plan.name, e)
             self._cudnn_plans[plan.key] = None
             return False
         calls = self.fast_path_calls
@@ -257,9 +258,19 @@ class CudnnConvMixin:
             except MemoryError:
                 raise
             except Exception as e:
-                self.fast_path_errors[_NAMES[mode]] = f"{type(e).__name__}: {e}"
+                self._cudnn_failed(key, _NAMES[mode], e)
         self._cudnn_plans[key] = plan
         return plan
+
+    def _cudnn_failed(self, key, name, e):
+        """A configuration cuDNN does not support goes to ``cudnn_declined`` (by plan key);
+        any other failure to ``fast_path_errors[name]``. Either way that geometry stays on
+        the generic path."""
+        msg = f"{type(e).__name__}: {e}"
+        if isinstance(e, L.CudnnError) and e.not_supported:
+            self.cudnn_declined[key] = msg
+        else:
+            self.fast_path_errors[name] = msg
 
     # ---- plans ----------------------------------------------------------------------------
     def _cudnn_plan(self, key, mode, dt, nd, n, cb, cs, groups, big, small, k, stride, pad,
@@ -328,7 +339,8 @@ class CudnnConvMixin:
             break
         if choice is None:
             raise L.CudnnError(f"{q.__name__}: no usable algorithm among {got.value} "
-                               f"(statuses {[p.status for p in perfs[:got.value]]})")
+                               f"(statuses {[p.status for p in perfs[:got.value]]})",
+                               L.STATUS_NOT_SUPPORTED)
         # the algorithm comes with the math type it was chosen for (tensor cores or not)
         lib.check(lib.SetConvolutionMathType(cdesc, choice.mathType),
                   "cudnnSetConvolutionMathType")

@@ -27,6 +27,7 @@ TENSOR_NCHW = 0  # cudnnTensorFormat_t
 CROSS_CORRELATION = 1  # cudnnConvolutionMode_t
 DETERMINISTIC = 1  # cudnnDeterminism_t
 STATUS_SUCCESS = 0
+STATUS_NOT_SUPPORTED = 3000
 # the algorithm counts of cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
 FWD_ALGO_COUNT, BWD_DATA_ALGO_COUNT, BWD_FILTER_ALGO_COUNT = 8, 6, 7
 FWD_ALGOS = ("IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING",
@@ -45,7 +46,17 @@ class Perf(ctypes.Structure):
 
 
 class CudnnError(RuntimeError):
-    """A cuDNN call returned a status other than CUDNN_STATUS_SUCCESS."""
+    """A cuDNN call returned a status other than CUDNN_STATUS_SUCCESS (``status``)."""
+
+    def __init__(self, msg, status=0):
+        super().__init__(msg)
+        self.status = status
+
+    @property
+    def not_supported(self):
+        """CUDNN_STATUS_NOT_SUPPORTED and its refinements (3000-3999): a limitation of cuDNN
+        for this configuration, not a failure."""
+        return 3000 <= self.status < 4000
 
 
 _V, _I, _SZ = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
@@ -116,7 +127,7 @@ class Library:
                 name = self.GetErrorString(rc).decode()
             except Exception:  # a library whose error strings fail: the number says enough
                 name = "status"
-            raise CudnnError(f"{what} failed: {name} ({rc})")
+            raise CudnnError(f"{what} failed: {name} ({rc})", rc)
 
 
 def _site_dirs():
