@@ -97,19 +97,19 @@ def main(argv=None):
 
     try:
         import fiamma
-        from fiamma._backend.xp import cuda as fcuda, cudnn_lib
+        from fiamma._backend.xp import cuda as fcuda, cudnn_api
 
         be = fcuda.backend()
         print("fiamma cuda backend:", "yes" if be is not None else f"no ({fcuda.reason()})")
-        lib = cudnn_lib.library()
-        print("libcudnn:", lib.path if lib else None, "version", cudnn_lib.version(),
-              "reason", cudnn_lib.reason())
+        lib = cudnn_api.library()
+        print("libcudnn:", lib.path if lib else None, "version", cudnn_api.version(),
+              "reason", cudnn_api.reason())
         print("backends.cudnn.is_available():", fiamma.backends.cudnn.is_available(),
               "version():", fiamma.backends.cudnn.version())
         if be is not None:
             print("cudnn_ready:", be.cudnn_ready(), be.cudnn_reason() or "")
-        report["cudnn"] = {"path": lib.path if lib else None, "version": cudnn_lib.version(),
-                           "reason": cudnn_lib.reason()}
+        report["cudnn"] = {"path": lib.path if lib else None, "version": cudnn_api.version(),
+                           "reason": cudnn_api.reason()}
     except Exception:
         fail("fiamma setup")
         fiamma = be = None

@@ -14,6 +14,7 @@ cuDNN binding (fiamma/_backend/xp/cudnn.py) runs its ctypes calls, descriptors a
 handling on the CPU.
 """
 import os
+import shutil
 import subprocess
 import sys
 
@@ -91,7 +92,8 @@ def main(argv):
                         "-pthread", "-I", HERE, "-o", so, src], capture_output=True, text=True)
     if r.returncode:
         sys.exit(f"cuda_emu: g++ failed:\n{r.stderr[-6000:]}")
-    r = subprocess.run(["gcc", "-O2", "-std=c11", "-Wall", "-Werror", "-shared", "-fPIC", "-o",
+    cc = os.environ.get("CC") or shutil.which("gcc") or "cc"
+    r = subprocess.run([cc, "-O2", "-std=c11", "-Wall", "-Werror", "-shared", "-fPIC", "-o",
                         cudnn_path(so), os.path.join(HERE, "fake_cudnn.c")],
                        capture_output=True, text=True)
     if r.returncode:

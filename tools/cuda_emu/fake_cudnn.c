@@ -1,5 +1,5 @@
 /* A stand-in libcudnn for the CPU emulation (tools/cuda_emu): exactly the cuDNN functions
- * fiamma/_backend/xp/cudnn_lib.py binds, with naive reference convolutions over host memory
+ * fiamma/_backend/xp/cudnn_api.py binds, with naive reference convolutions over host memory
  * (device memory is host memory under the emulation). It checks what a real cuDNN would
  * refuse or silently misread: descriptor kinds in each argument position, dims/strides,
  * group counts, data/compute types, the forward output size, the algorithm and the workspace

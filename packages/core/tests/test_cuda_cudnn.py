@@ -1,4 +1,4 @@
-"""The cuda backend's cuDNN convolutions (fiamma/_backend/xp/cudnn.py, cudnn_lib.py).
+"""The cuda backend's cuDNN convolutions (fiamma/_backend/xp/cudnn.py, cudnn_api.py).
 
 Device tests (``device`` fixture): forward, input and weight gradients of 1-3-d convolutions
 (groups and depthwise, stride, padding, dilation, bias or none, non-contiguous inputs,
@@ -26,7 +26,7 @@ from conftest import assert_same
 import fiamma
 from fiamma import _backend
 from fiamma._backend import codes as K
-from fiamma._backend.xp import cudnn as CD, cudnn_lib as L
+from fiamma._backend.xp import cudnn as CD, cudnn_api as L
 
 cudnn_flags = fiamma.backends.cudnn
 FAKE_SRC = os.path.join(os.path.dirname(__file__), "..", "..", "..", "tools", "cuda_emu",

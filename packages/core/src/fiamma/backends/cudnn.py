@@ -1,5 +1,5 @@
 """``fiamma.backends.cudnn``: cuDNN's flags, settable as in PyTorch, and what the loaded library
-is. fiamma finds libcudnn at run time (fiamma/_backend/xp/cudnn_lib.py: ``FIAMMA_CUDNN_LIB``,
+is. fiamma finds libcudnn at run time (fiamma/_backend/xp/cudnn_api.py: ``FIAMMA_CUDNN_LIB``,
 then the nvidia-cudnn wheels on sys.path, then the system's), and the cuda backend computes
 convolutions through it when a GPU is at hand. ``enabled`` (use cuDNN at all), ``allow_tf32``
 (float32 convolutions may use TF32 tensor cores), ``deterministic`` (only deterministic
@@ -18,10 +18,10 @@ deterministic = False
 allow_tf32 = True
 
 
-def _lib():
-    from fiamma._backend.xp import cudnn_lib
+def _api():
+    from fiamma._backend.xp import cudnn_api
 
-    return cudnn_lib
+    return cudnn_api
 
 
 def is_available():
@@ -32,13 +32,13 @@ def is_available():
     >>> fiamma.backends.cudnn.is_available() in (True, False)
     True
     """
-    return _lib().library() is not None
+    return _api().library() is not None
 
 
 def version():
     """The loaded cuDNN's version as one integer (``cudnnGetVersion()``: 92000 for 9.20.0),
     or None when there is none (as in a PyTorch built without cuDNN)."""
-    return _lib().version()
+    return _api().version()
 
 
 def is_acceptable(tensor):

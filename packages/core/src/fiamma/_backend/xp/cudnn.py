@@ -1,6 +1,6 @@
 """cuDNN convolution for the cuda backend: ``conv``'s forward, data-gradient and
 weight-gradient modes (CONV_FWD / CONV_BWD_DATA / CONV_BWD_WEIGHT) through cuDNN's legacy
-convolution API (cudnn_lib.py), for float16, bfloat16, float32 and float64 with 1-3 spatial
+convolution API (cudnn_api.py), for float16, bfloat16, float32 and float64 with 1-3 spatial
 dims (1-d as 2-d with a unit height, as PyTorch does), groups, stride, padding and dilation.
 
 Per geometry and dtype (and the ``fiamma.backends.cudnn`` flags) one plan is made and cached:
@@ -14,7 +14,7 @@ computes in float64. The bias is added by ``cudnnAddTensor``.
 
 With cuDNN the backend answers ``conv_native(dtype)`` True for float16/bfloat16, so
 fiamma._ops.conv hands those convolutions over in their own dtype (the result dtype is the
-input's either way). Without a library (``cudnn_lib.reason()``), where cuDNN does not support
+input's either way). Without a library (``cudnn_api.reason()``), where cuDNN does not support
 a configuration (``cudnn_declined``), or where a call fails (``fast_path_errors["cudnn_fwd"]``
 etc.), that geometry stays on the generic im2col path (float16/bfloat16 computed in float32
 there). ``fast_path_calls`` counts ``cudnn_fwd`` / ``cudnn_bwd_data`` / ``cudnn_bwd_weight``.
@@ -27,7 +27,7 @@ import ctypes
 
 from fiamma import _dtype as D
 from fiamma._backend import codes as C
-from fiamma._backend.xp import cudnn_lib as L
+from fiamma._backend.xp import cudnn_api as L
 
 __all__ = ["CudnnConvMixin"]
 
@@ -145,7 +145,7 @@ class CudnnConvMixin:
         return a, a.ctypes.data
 
     def _cudnn_load(self):
-        """(Library or None, reason): the process's libcudnn (cudnn_lib.library())."""
+        """(Library or None, reason): the process's libcudnn (cudnn_api.library())."""
         lib = L.library()
         return lib, L.reason()
 

@@ -118,7 +118,7 @@ class Library:
             raise OSError(f"{path} lacks {', '.join(missing)}")
         self.path = path
         self.version = int(self.GetVersion())
-        self._lib = lib
+        self._dll = lib
 
     def check(self, rc, what):
         """Raise CudnnError naming ``what`` and the status when rc is not success."""
