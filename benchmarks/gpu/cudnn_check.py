@@ -5,6 +5,10 @@ float32, as before cuDNN) and PyTorch; then the algorithms cuDNN chose, the libr
 fast-path errors. Every part runs on its own: an exception is printed and the rest goes on.
 
     python benchmarks/gpu/cudnn_check.py [--reps 5] [--json out.json] [--budget 50]
+
+``--device xp --batch 2`` checks the script's plumbing without a GPU, on a device whose
+backend has the cuDNN path (the CPU emulation: import tools/cuda_emu's fiamma_cuda_emu first),
+with PyTorch on the CPU.
 """
 
 import argparse
@@ -27,7 +31,7 @@ SHAPES = [
     ("l4.ds", 256, 512, 1, 2, 0, 14),
     ("l4.3x3", 512, 512, 3, 1, 1, 7),
 ]
-BATCH = 64
+BATCH = 64  # --batch
 MODES = ("fwd", "bwd_data", "bwd_weight")
 
 
@@ -45,13 +49,13 @@ def _time(fn, sync, reps):
     return (time.perf_counter() - t0) / reps * 1e3
 
 
-def fiamma_ops(fiamma, shape):
+def fiamma_ops(fiamma, shape, device):
     _, cin, cout, k, s, p, hw = shape
     o = _out(hw, k, s, p)
     dt = fiamma.bfloat16
-    x = fiamma.randn(BATCH, cin, hw, hw, device="cuda").to(dt)
-    w = fiamma.randn(cout, cin, k, k, device="cuda").to(dt) * 0.05
-    gy = fiamma.randn(BATCH, cout, o, o, device="cuda").to(dt)
+    x = fiamma.randn(BATCH, cin, hw, hw).to(device).to(dt)
+    w = fiamma.randn(cout, cin, k, k).to(device).to(dt) * 0.05
+    gy = fiamma.randn(BATCH, cout, o, o).to(device).to(dt)
     op = hw - ((o - 1) * s - 2 * p + k)
     return {
         "fwd": lambda: fiamma.conv2d(x, w, None, s, p),
@@ -62,10 +66,10 @@ def fiamma_ops(fiamma, shape):
     }
 
 
-def torch_ops(torch, shape):
+def torch_ops(torch, shape, dev):
     _, cin, cout, k, s, p, hw = shape
     o = _out(hw, k, s, p)
-    dev, dt = "cuda", torch.bfloat16
+    dt = torch.bfloat16
     x = torch.randn(BATCH, cin, hw, hw, device=dev, dtype=dt)
     w = torch.randn(cout, cin, k, k, device=dev, dtype=dt) * 0.05
     gy = torch.randn(BATCH, cout, o, o, device=dev, dtype=dt)
@@ -79,11 +83,16 @@ def torch_ops(torch, shape):
 
 
 def main(argv=None):
+    global BATCH
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--budget", type=float, default=50.0, help="seconds before parts are cut")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--device", default="cuda", help="fiamma's device (xp: a plumbing check)")
+    ap.add_argument("--batch", type=int, default=BATCH)
     args = ap.parse_args(argv)
+    BATCH = args.batch
+    tdev = "cuda" if args.device == "cuda" else "cpu"
     start = time.perf_counter()
     report = {"rows": [], "errors": []}
 
@@ -97,10 +106,16 @@ def main(argv=None):
 
     try:
         import fiamma
+        from fiamma import _backend
         from fiamma._backend.xp import cuda as fcuda, cudnn_api
 
-        be = fcuda.backend()
-        print("fiamma cuda backend:", "yes" if be is not None else f"no ({fcuda.reason()})")
+        if args.device == "cuda":
+            be = fcuda.backend()
+            print("fiamma cuda backend:", "yes" if be is not None else f"no ({fcuda.reason()})")
+            fsync = fiamma.cuda.synchronize
+        else:
+            be = _backend.backend_for(fiamma.device(args.device))
+            fsync = be.synchronize
         lib = cudnn_api.library()
         print("libcudnn:", lib.path if lib else None, "version", cudnn_api.version(),
               "reason", cudnn_api.reason())
@@ -116,10 +131,14 @@ def main(argv=None):
     try:
         import torch
 
-        if not torch.cuda.is_available():
-            raise RuntimeError("torch sees no CUDA device")
-        print("torch", torch.__version__, torch.cuda.get_device_name(),
-              "cudnn", torch.backends.cudnn.version())
+        if tdev == "cuda":
+            if not torch.cuda.is_available():
+                raise RuntimeError("torch sees no CUDA device")
+            print("torch", torch.__version__, torch.cuda.get_device_name(),
+                  "cudnn", torch.backends.cudnn.version())
+            tsync = torch.cuda.synchronize
+        else:
+            tsync = lambda: None  # noqa: E731
     except Exception:
         fail("torch setup")
         torch = None
@@ -130,12 +149,12 @@ def main(argv=None):
         f_ops = t_ops = None
         if fiamma is not None and be is not None:
             try:
-                f_ops = fiamma_ops(fiamma, shape)
+                f_ops = fiamma_ops(fiamma, shape, args.device)
             except Exception:
                 fail(f"fiamma inputs {shape[0]}")
         if torch is not None:
             try:
-                t_ops = torch_ops(torch, shape)
+                t_ops = torch_ops(torch, shape, tdev)
             except Exception:
                 fail(f"torch inputs {shape[0]}")
         for mode in MODES:
@@ -143,19 +162,18 @@ def main(argv=None):
             if f_ops is not None:
                 try:
                     with fiamma.backends.cudnn.flags(enabled=True, allow_tf32=True):
-                        row["cudnn_ms"] = _time(f_ops[mode], fiamma.cuda.synchronize, args.reps)
+                        row["cudnn_ms"] = _time(f_ops[mode], fsync, args.reps)
                 except Exception:
                     fail(f"fiamma cudnn {shape[0]} {mode}")
                 if not over():
                     try:
                         with fiamma.backends.cudnn.flags(enabled=False):
-                            row["im2col_ms"] = _time(f_ops[mode], fiamma.cuda.synchronize,
-                                                     max(1, args.reps // 2))
+                            row["im2col_ms"] = _time(f_ops[mode], fsync, max(1, args.reps // 2))
                     except Exception:
                         fail(f"fiamma im2col {shape[0]} {mode}")
             if t_ops is not None:
                 try:
-                    row["torch_ms"] = _time(t_ops[mode], torch.cuda.synchronize, args.reps)
+                    row["torch_ms"] = _time(t_ops[mode], tsync, args.reps)
                 except Exception:
                     fail(f"torch {shape[0]} {mode}")
             report["rows"].append(row)
