@@ -359,3 +359,19 @@ def test_fake_library_failure_falls_back(fake_be, status):
     else:
         assert not fake_be.fast_path_errors
         assert "CUDNN_STATUS_NOT_SUPPORTED" in list(fake_be.cudnn_declined.values())[0]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_fake_library_bias_without_add_tensor(fake_be, dtype):
+    # a cuDNN that refuses cudnnAddTensor for a dtype: the bias is added by the array module,
+    # the convolution stays on cuDNN
+    real_fn = fake_be._cudnn.AddTensor
+    try:
+        fake_be._cudnn.AddTensor = lambda *a: 3000  # CUDNN_STATUS_NOT_SUPPORTED
+        for _ in range(2):
+            out, ref = _direct(fake_be, DTYPES[dtype])
+            _check(out, ref, dtype)
+    finally:
+        fake_be._cudnn.AddTensor = real_fn
+    assert fake_be.fast_path_calls == {"cudnn_fwd": 2} and not fake_be.fast_path_errors
+    assert list(fake_be.cudnn_declined) == [("cudnnAddTensor", dtype)]

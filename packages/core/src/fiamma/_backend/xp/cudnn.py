@@ -10,7 +10,8 @@ heuristics (``cudnnGet*Algorithm_v7``; with ``fiamma.backends.cudnn.benchmark`` 
 A call then costs the plan lookup, a workspace from CuPy's pool and one or two ctypes calls on
 the current stream. float16/bfloat16 run on tensor cores with float32 accumulation; float32 may
 use TF32 as ``fiamma.backends.cudnn.allow_tf32`` (default True, as PyTorch's) allows; float64
-computes in float64. The bias is added by ``cudnnAddTensor``.
+computes in float64. The bias is added by ``cudnnAddTensor`` (by one array-module pass
+where a cuDNN refuses that for the dtype).
 
 With cuDNN the backend answers ``conv_native(dtype)`` True for float16/bfloat16, so
 fiamma._ops.conv hands those convolutions over in their own dtype (the result dtype is the
@@ -98,6 +99,7 @@ class CudnnConvMixin:
         self._cudnn_handles = {}
         self._cudnn_plans = {}
         self.cudnn_declined = {}  # plan key -> why cuDNN does not support that configuration
+        self._cudnn_no_add = set()  # dtypes whose bias cudnnAddTensor refused
         self._cudnn_stream = getattr(self, "_stream_ptr", None) or (lambda: 0)
 
     # ---- the library and a handle per device ------------------------------------------------
@@ -222,8 +224,7 @@ class CudnnConvMixin:
             if rc:
                 lib.check(rc, plan.name)
             if bias is not None:
-                lib.check(lib.AddTensor(h.ptr, plan.one, plan.bias_desc, bias._ptr, plan.one,
-                                        plan.do, out._ptr), "cudnnAddTensor")
+                self._cudnn_bias(lib, plan, bias, out)
             del keep  # back to the pool: later work on this stream runs after the call
         except MemoryError:
             raise
@@ -234,6 +235,30 @@ class CudnnConvMixin:
         calls = self.fast_path_calls
         calls[plan.name] = calls.get(plan.name, 0) + 1
         return True
+
+    def _cudnn_bias(self, lib, plan, bias, out):
+        """out += bias per channel: cudnnAddTensor, or (where this cuDNN refuses it for the
+        dtype, remembered in ``cudnn_declined``) one array-module pass."""
+        dt = plan.dtype
+        if dt not in self._cudnn_no_add:
+            rc = lib.AddTensor(plan.handle.ptr, plan.one, plan.bias_desc, bias._ptr, plan.one,
+                               plan.do, out._ptr)
+            if not rc:
+                return
+            try:
+                lib.check(rc, "cudnnAddTensor")
+            except L.CudnnError as e:
+                if not e.not_supported:
+                    raise
+                self._cudnn_no_add.add(dt)
+                self.cudnn_declined[("cudnnAddTensor", dt.name)] = f"CudnnError: {e}"
+        c = out._shape[1]
+        shape = (1, c) + (1,) * (len(out._shape) - 2)
+        y, b = self.cview(out, out._shape), self.cview(bias, shape)
+        if dt is D.bfloat16:
+            y[...] = self.f32_to_bf16(self.bf16_to_f32(y) + self.bf16_to_f32(b))
+        else:
+            y += b
 
     def _cudnn_new_plan(self, key, mode, nd, n, cb, cs, groups, big, small, k, stride, pad,
                         dil, a, b, bias, out):
