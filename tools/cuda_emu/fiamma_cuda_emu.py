@@ -3,7 +3,7 @@ build.py made): the reference device ``xp`` becomes the cuda backend's CudaKerne
 NumPy, its kernels run by the CPU emulation, so FIAMMA_TEST_DEVICES=xp runs
 packages/core/tests/test_cuda_kernels.py (and every device-parametrised suite) through them.
 Its convolutions go through the cuDNN binding (fiamma/_backend/xp/cudnn.py) into the fake
-libcudnn build.py made beside the library (FIAMMA_CUDNN_LIB, unless set already), so
+libcudnn build.py made beside the library (FIAMMA_CUDNN_LIB is set to it), so
 test_cuda_cudnn.py checks the binding on the CPU."""
 import ctypes
 import os
@@ -19,8 +19,8 @@ from fiamma._backend.xp.cudnn import CudnnConvMixin
 
 LIB = ctypes.CDLL(os.environ["FIAMMA_CUDA_EMU_LIB"])
 _FAKE_CUDNN = os.environ["FIAMMA_CUDA_EMU_LIB"].rsplit(".", 1)[0] + "_cudnn.so"
-# never the real libcudnn: its calls would be handed host memory
-os.environ.setdefault("FIAMMA_CUDNN_LIB", _FAKE_CUDNN if os.path.isfile(_FAKE_CUDNN) else "none")
+# never a real libcudnn: its calls would be handed host memory
+os.environ["FIAMMA_CUDNN_LIB"] = _FAKE_CUDNN if os.path.isfile(_FAKE_CUDNN) else "none"
 CALLS = {}
 
 
