@@ -7,8 +7,14 @@ against the CPU backend; it checks nothing of CuPy's own argument passing or of 
 timing, which only benchmarks/gpu/run.sh on a GPU does.
 
     python tools/cuda_emu/build.py OUT.so        (needs g++ with C++20 <barrier>)
+
+It also builds OUT_cudnn.so from fake_cudnn.c: a stand-in libcudnn (reference convolutions
+over host memory) that fiamma_cuda_emu.py points FIAMMA_CUDNN_LIB at, so the cuda backend's
+cuDNN binding (fiamma/_backend/xp/cudnn.py) runs its ctypes calls, descriptors and workspace
+handling on the CPU.
 """
 import os
+import shutil
 import subprocess
 import sys
 
@@ -86,6 +92,17 @@ def main(argv):
                         "-pthread", "-I", HERE, "-o", so, src], capture_output=True, text=True)
     if r.returncode:
         sys.exit(f"cuda_emu: g++ failed:\n{r.stderr[-6000:]}")
+    cc = os.environ.get("CC") or shutil.which("gcc") or "cc"
+    r = subprocess.run([cc, "-O2", "-std=c11", "-Wall", "-Werror", "-shared", "-fPIC", "-o",
+                        cudnn_path(so), os.path.join(HERE, "fake_cudnn.c")],
+                       capture_output=True, text=True)
+    if r.returncode:
+        sys.exit(f"cuda_emu: gcc failed on fake_cudnn.c:\n{r.stderr[-6000:]}")
+
+
+def cudnn_path(so):
+    """Where build.py puts the fake libcudnn built beside the emulation library ``so``."""
+    return so.rsplit(".", 1)[0] + "_cudnn.so"
 
 
 if __name__ == "__main__":

@@ -1,7 +1,10 @@
 """pytest plugin (`-p fiamma_cuda_emu`, with FIAMMA_CUDA_EMU_LIB naming the library that
 build.py made): the reference device ``xp`` becomes the cuda backend's CudaKernelsMixin over
 NumPy, its kernels run by the CPU emulation, so FIAMMA_TEST_DEVICES=xp runs
-packages/core/tests/test_cuda_kernels.py (and every device-parametrised suite) through them."""
+packages/core/tests/test_cuda_kernels.py (and every device-parametrised suite) through them.
+Its convolutions go through the cuDNN binding (fiamma/_backend/xp/cudnn.py) into the fake
+libcudnn build.py made beside the library (FIAMMA_CUDNN_LIB is set to it), so
+test_cuda_cudnn.py checks the binding on the CPU."""
 import ctypes
 import os
 
@@ -12,8 +15,12 @@ from fiamma import _backend
 from fiamma._backend.xp import XpBackend
 from fiamma._backend.xp.cuda import BinaryEntryMixin
 from fiamma._backend.xp.cuda_kernels import CudaKernelsMixin
+from fiamma._backend.xp.cudnn import CudnnConvMixin
 
 LIB = ctypes.CDLL(os.environ["FIAMMA_CUDA_EMU_LIB"])
+_FAKE_CUDNN = os.environ["FIAMMA_CUDA_EMU_LIB"].rsplit(".", 1)[0] + "_cudnn.so"
+# never a real libcudnn: its calls would be handed host memory
+os.environ["FIAMMA_CUDNN_LIB"] = _FAKE_CUDNN if os.path.isfile(_FAKE_CUDNN) else "none"
 CALLS = {}
 
 
@@ -103,11 +110,12 @@ class Ew:
             raise KeyError(k)
 
 
-class Emu(BinaryEntryMixin, CudaKernelsMixin, XpBackend):
+class Emu(BinaryEntryMixin, CudnnConvMixin, CudaKernelsMixin, XpBackend):
     def __init__(self):
         XpBackend.__init__(self, np, "xp")
         self.fast_path_errors = {}
         self._kernels_init()
+        self._cudnn_init()
         self._kernels_ok = True
 
     def _raw_kernel(self, key, src, name, ct):

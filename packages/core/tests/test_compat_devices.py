@@ -83,7 +83,10 @@ def test_backends_flags_and_queries():
     cudnn = b.cudnn
     assert (cudnn.enabled, cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32) == (
         True, False, False, True)
-    assert not cudnn.is_available() and cudnn.version() is None
+    # honest about the library found at run time (test_cuda_cudnn.py checks discovery)
+    v = cudnn.version()
+    assert cudnn.is_available() is (v is not None)
+    assert v is None or v >= 8000
     cudnn.benchmark = True
     try:
         assert fiamma.backends.cudnn.benchmark is True

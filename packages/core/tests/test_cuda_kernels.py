@@ -324,7 +324,9 @@ CONV2D = [  # n, cin, cout, (H, W), (kh, kw), stride, padding, dilation, groups
 
 @pytest.mark.parametrize("dtype,tol", DTYPES)
 @pytest.mark.parametrize("case", CONV2D)
-def test_conv2d_im2col_col2im(device, be, dtype, tol, case):
+def test_conv2d_im2col_col2im(device, be, dtype, tol, case, monkeypatch):
+    # the kernels serve where cuDNN does not (test_cuda_cudnn.py checks cuDNN's path)
+    monkeypatch.setattr(fiamma.backends.cudnn, "enabled", False)
     n, cin, cout, sp, k, s, p, d, g = case
     rng = np.random.default_rng(sum(sp))
     x = _t(rng.standard_normal((n, cin) + sp), dtype)

@@ -5,8 +5,9 @@ column matrices behind ``fiamma.nn.functional.unfold``/``fold``).
 
 All the work is ``fm_conv`` in C (csrc/conv.c): im2col + GEMM in float32 or float64, and direct
 loops for depthwise convolutions (groups == input channels, csrc/conv_dw.c); float16 and
-bfloat16 compute in float32. The gradient of a convolution by its input is a transposed
-convolution (and vice versa), so autograd needs only ``convolution`` and
+bfloat16 compute in float32 (on the cuda backend with cuDNN in their own dtype: the
+backend's ``conv_native``, fiamma/_backend/xp/cudnn.py). The gradient of a convolution by its
+input is a transposed convolution (and vice versa), so autograd needs only ``convolution`` and
 ``convolution_backward_weight``.
 """
 
@@ -51,7 +52,10 @@ def _device(op, *ts):
     return dev
 
 
-def _compute_dtype(op, *ts):
+def _compute_dtype(op, *ts, native=False):
+    """(result dtype, compute dtype). float16/bfloat16 compute in float32, unless ``native``
+    (a convolution, not im2col/col2im) and the tensors' backend computes them in their own
+    dtype (``conv_native``: the cuda backend with cuDNN)."""
     dt = ts[0]._dtype
     for t in ts[1:]:
         if t is not None and t._dtype is not dt:
@@ -59,7 +63,13 @@ def _compute_dtype(op, *ts):
                                f"got {', '.join(str(x._dtype) for x in ts if x is not None)}")
     if dt._kind != 2:
         raise RuntimeError(f"{op}: not implemented for dtype {dt} (expected a floating dtype)")
-    return dt, (dt if dt in (D.float32, D.float64) else D.float32)
+    if dt is D.float32 or dt is D.float64:
+        return dt, dt
+    if native and (dt is D.float16 or dt is D.bfloat16):
+        ask = getattr(ts[0]._storage.backend, "conv_native", None)
+        if ask is not None and ask(dt):
+            return dt, dt
+    return dt, D.float32
 
 
 def _prep(t, cdt):
@@ -119,7 +129,7 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
     groups = operator.index(groups)
     if groups <= 0:
         raise RuntimeError(f"{op}: non-positive groups is not supported, got {groups}")
-    odt, cdt = _compute_dtype(op, input, weight, bias)
+    odt, cdt = _compute_dtype(op, input, weight, bias, native=True)
     wsh, xsh = weight._shape, input._shape
     k = wsh[2:]
     if builtins.any(v <= 0 for v in k):
@@ -205,7 +215,7 @@ def convolution_backward_weight(input, grad_output, weight_size, stride, padding
                            f"{builtins.list(grad_output.shape)}")
     s, p, d = _params(op, nd, stride, padding, dilation)
     groups = operator.index(groups)
-    odt, cdt = _compute_dtype(op, input, grad_output)
+    odt, cdt = _compute_dtype(op, input, grad_output, native=True)
     xsh, gsh = input._shape, grad_output._shape
     k = wsh[2:]
     if (groups <= 0 or xsh[0] != gsh[0] or wsh[0] != gsh[1] or wsh[1] * groups != xsh[1]

@@ -2,7 +2,9 @@
 of the zero-padded input, one batched matmul over the groups, and col2im as one strided ``+=``
 per tap (the positions one tap touches are distinct, so no scatter is needed). float32 and
 float64, 1-3 spatial dims, groups, stride, padding and dilation; the semantics are
-csrc/conv.c's (FWD adds the bias per output channel, BWD_DATA per channel of the big side)."""
+csrc/conv.c's (FWD adds the bias per output channel, BWD_DATA per channel of the big side).
+float16/bfloat16 (which only a backend answering ``conv_native`` receives, when its own path
+declines one) compute in float32 and are rounded once on the way out, as the CPU does."""
 
 import itertools
 
@@ -74,10 +76,25 @@ class ConvMixin:
         crop = tuple(slice(pad[i], pad[i] + big[i]) for i in range(nd))
         return acc[lead + crop]
 
+    def _conv_in(self, t, shape, wide):
+        v = self.cview(t, shape)
+        if wide:
+            v = self.bf16_to_f32(v) if t._dtype is D.bfloat16 else v.astype(np.float32)
+        return v
+
+    def _conv_out(self, t, shape, y, wide):
+        v = self.cview(t, shape)
+        if wide and t._dtype is D.bfloat16:
+            v[...] = self.f32_to_bf16(y)
+        else:
+            v[...] = y
+
     def conv(self, mode, nd, n, cb, cs, groups, big, small, k, stride, pad, dil, a, b, bias,
              out):
         xp = self.xp
-        if a._dtype is not D.float32 and a._dtype is not D.float64:
+        wide = a._dtype is D.bfloat16 or a._dtype is D.float16
+        if a._dtype is not D.float32 and a._dtype is not D.float64 and \
+                not (wide and mode <= C.CONV_BWD_WEIGHT):
             return C.ERR_DTYPE
         if mode >= C.CONV_IM2COL:
             groups, cs = 1, cb
@@ -95,31 +112,31 @@ class ConvMixin:
             return 0
         geo = (nd, k, stride, pad, dil, small)
         if mode == C.CONV_FWD:
-            cols = self._im2col(self.cview(a, (n, cb) + big), *geo)
+            cols = self._im2col(self._conv_in(a, (n, cb) + big, wide), *geo)
             cols = cols.reshape(n, groups, cbg * kp, ls)
-            w = self.raw(b, (groups, csg, cbg * kp), (csg * cbg * kp, cbg * kp, 1))
+            w = self._conv_in(b, (groups, csg, cbg * kp), wide)
             y = xp.matmul(w, cols)  # (n, groups, csg, ls)
             y = y.reshape((n, cs) + small)
             if bias is not None:
-                y += self.raw(bias).reshape((1, cs) + (1,) * nd)
-            self.raw(out)[...] = y
+                y += self._conv_in(bias, (1, cs) + (1,) * nd, wide)
+            self._conv_out(out, (n, cs) + small, y, wide)
         elif mode == C.CONV_BWD_DATA:
-            g = self.cview(a, (n, groups, csg, ls))
-            w = self.raw(b, (groups, csg, cbg * kp), (csg * cbg * kp, cbg * kp, 1))
+            g = self._conv_in(a, (n, groups, csg, ls), wide)
+            w = self._conv_in(b, (groups, csg, cbg * kp), wide)
             cols = xp.matmul(w.transpose(0, 2, 1), g)  # (n, groups, cbg * kp, ls)
             cols = cols.reshape((n, cb, kp) + small)
             y = self._col2im(cols, nd, cb, big, k, stride, pad, dil, small)
             if bias is not None:
-                y = y + self.raw(bias).reshape((1, cb) + (1,) * nd)
-            self.raw(out)[...] = y
+                y = y + self._conv_in(bias, (1, cb) + (1,) * nd, wide)
+            self._conv_out(out, (n, cb) + big, y, wide)
         elif mode == C.CONV_BWD_WEIGHT:
-            cols = self._im2col(self.cview(a, (n, cb) + big), *geo)
+            cols = self._im2col(self._conv_in(a, (n, cb) + big, wide), *geo)
             cols = cols.reshape(n, groups, cbg * kp, ls).transpose(1, 2, 0, 3)
             cols = cols.reshape(groups, cbg * kp, n * ls)
-            g = self.cview(b, (n, groups, csg, ls)).transpose(1, 2, 0, 3)
+            g = self._conv_in(b, (n, groups, csg, ls), wide).transpose(1, 2, 0, 3)
             g = g.reshape(groups, csg, n * ls)
             gw = xp.matmul(g, cols.transpose(0, 2, 1))  # (groups, csg, cbg * kp)
-            self.raw(out, (cs, cbg * kp), (cbg * kp, 1))[...] = gw.reshape(cs, cbg * kp)
+            self._conv_out(out, (cs, cbg * kp), gw.reshape(cs, cbg * kp), wide)
         elif mode == C.CONV_IM2COL:
             cols = self._im2col(self.cview(a, (n, cb) + big), *geo)
             self.cview(out, (n, cb, kp) + small)[...] = cols

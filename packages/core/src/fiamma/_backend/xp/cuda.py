@@ -31,6 +31,7 @@ from fiamma import _dtype as D
 from fiamma._backend.xp import XpBackend
 from fiamma._backend.xp.cuda_kernels import CudaKernelsMixin
 from fiamma._backend.xp.cuda_runtime import RuntimeMixin
+from fiamma._backend.xp.cudnn import CudnnConvMixin
 
 __all__ = ["CupyBackend", "BinaryEntryMixin", "backend", "reason"]
 
@@ -115,9 +116,9 @@ class BinaryEntryMixin:
         return XpBackend.binary(self, op, shape, out, a, sa, b, sb, params)
 
 
-class CupyBackend(BinaryEntryMixin, CudaKernelsMixin, RuntimeMixin, XpBackend):
-    """The contract over CuPy (see the module docstring); CudaKernelsMixin's fused kernels
-    in front of the generic array code."""
+class CupyBackend(BinaryEntryMixin, CudnnConvMixin, CudaKernelsMixin, RuntimeMixin, XpBackend):
+    """The contract over CuPy (see the module docstring); cuDNN's convolutions
+    (CudnnConvMixin) and CudaKernelsMixin's fused kernels in front of the generic array code."""
 
     def __init__(self, cupy):
         XpBackend.__init__(self, cupy, "cuda")
@@ -131,6 +132,7 @@ class CupyBackend(BinaryEntryMixin, CudaKernelsMixin, RuntimeMixin, XpBackend):
         RuntimeMixin.__init__(self)
         self.fast_path_errors = {}  # cuBLAS/kernel failures that fell back to the generic code
         self._kernels_init()
+        self._cudnn_init()
         self._pending = collections.deque()  # (event, host source) of async uploads in flight
 
     # ---- memory ------------------------------------------------------------------------------
