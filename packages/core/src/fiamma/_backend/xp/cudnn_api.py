@@ -13,6 +13,7 @@ The first that loads, reports a version >= 8.0 and has every function is used; o
 
 import ctypes
 import ctypes.util
+import glob
 import os
 import site
 import sys
@@ -153,11 +154,18 @@ def candidates(environ=None, paths=None):
             return []
         return [("FIAMMA_CUDNN_LIB", env)]
     out, seen = [], set()
-    for p in _site_dirs() if paths is None else paths:
+    dirs = _site_dirs() if paths is None else paths
+    for p in dirs:
         f = os.path.join(p or os.curdir, "nvidia", "cudnn", "lib", "libcudnn.so.9")
         if f not in seen and os.path.isfile(f):
             seen.add(f)
             out.append(("site-packages", f))
+    for p in dirs:  # other layouts of NVIDIA's wheels (nvidia/cu13/lib/, ...)
+        for f in sorted(glob.glob(os.path.join(p or os.curdir, "nvidia", "*", "lib",
+                                               "libcudnn.so.9"))):
+            if f not in seen and os.path.isfile(f):
+                seen.add(f)
+                out.append(("site-packages", f))
     out.append(("loader", "libcudnn.so.9"))
     found = ctypes.util.find_library("cudnn")
     if found and found != "libcudnn.so.9":
