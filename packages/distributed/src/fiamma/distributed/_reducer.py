@@ -116,9 +116,9 @@ class Reducer:
     """The per-step state and work of one DistributedDataParallel's gradient averaging."""
 
     __slots__ = ("buckets", "params", "names", "group", "comm", "cuda", "as_view",
-                 "find_unused", "armed", "started", "next", "inflight", "deadline", "seen",
-                 "unseen", "locally_unused", "testall", "what", "nbytes", "hooks", "nccl_reduce",
-                 "__weakref__")
+                 "find_unused", "armed", "started", "next", "inflight", "arrived", "deadline",
+                 "seen", "unseen", "locally_unused", "testall", "what", "nbytes", "hooks",
+                 "nccl_reduce", "__weakref__")
 
     def __init__(self, params, names, group, bucket_list, comm, as_view, find_unused,
                  nccl_reduce):
@@ -135,6 +135,7 @@ class Reducer:
         self.started = False
         self.next = 0
         self.inflight = []
+        self.arrived = None
         self.deadline = 0.0
         self.unseen = [False] * len(params)
         self.seen = list(self.unseen)
@@ -165,6 +166,7 @@ class Reducer:
             b.pending = len(b.params)
             b.work = None
         self.inflight = []
+        self.arrived = None
         self.locally_unused = []
         if self.find_unused:
             used = reachable_leaves(out)
@@ -225,16 +227,20 @@ class Reducer:
             self.inflight.append(b.work)
             self.next += 1
         if self.next == len(buckets):
+            if not self.cuda:  # completes once every rank has posted every bucket
+                self.arrived = self.comm.Ibarrier()
+                self.inflight.append(self.arrived)
             self.finish()
 
-    def complete(self, works):
+    def complete(self, works, arrived=None):
         """Wait for the buckets' reductions: NCCL works make the current stream wait (errors
-        and timeouts come from the NCCL watchdog); MPI requests are driven to completion."""
+        and timeouts come from the NCCL watchdog); MPI requests are driven to completion,
+        sleeping between polls until ``arrived`` says that every rank has posted them."""
         if self.cuda:
             for w in works:
                 w.wait()
         else:
-            self.group._drive(works, self.deadline, self.what, self.nbytes)
+            self.group._drive(works, self.deadline, self.what, self.nbytes, arrived)
 
     def finish(self):
         """Every bucket is reduced: divide by the world size, write the averages to .grad."""
@@ -246,8 +252,9 @@ class Reducer:
                                   dtype=fiamma.uint8)
             all_reduce(flags, ReduceOp.MAX, self.group)
             unused = {k for k, f in enumerate(flags.tolist()) if not f}
-        self.complete(self.inflight)
+        self.complete(self.inflight, self.arrived)
         self.inflight = []
+        self.arrived = None
         n = self.group.size()
         # x * 2**-k is exactly x / 2**k; other sizes divide (as PyTorch does)
         inverse = 1.0 / n if n & (n - 1) == 0 else None
