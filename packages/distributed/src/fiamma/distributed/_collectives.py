@@ -81,12 +81,20 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     fused = None
     if g._check and g._size > 1 and not _half(tensor):
         ufunc = numpy_op(op, tensor.dtype)
+        floating = tensor.dtype.is_floating_point
 
-        def combine(rows):  # every rank reduces the same rows in the same order
+        def reduce_rows(rows):  # every rank reduces the same rows in the same order
             if len(rows) == 2:
                 ufunc(rows[0], rows[1], out=buf)
             else:
                 ufunc.reduce(rows, axis=0, out=buf)
+
+        def combine(rows):
+            if floating:  # overflow to inf is a result, as from MPI, not a NumPy warning
+                with np.errstate(over="ignore", invalid="ignore"):
+                    reduce_rows(rows)
+            else:
+                reduce_rows(rows)
 
         fused = (buf, combine)
     h = Header.make("all_reduce", 0, tensor, reduce_op=op)
