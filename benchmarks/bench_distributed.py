@@ -12,6 +12,11 @@
    its threads, MPI's busy waiting included), whose ratio estimates the speed-up on idle
    cores when the machine is shared.
 
+3. DDP's own per-step cost in a world of one (no communication to wait for): LeNet steps at
+   the per-rank batch 32 with and without the DDP wrapper, alternated, in thread CPU time
+   (unaffected by other processes on a shared machine); the median of the per-pair
+   differences (``--overhead-pairs``, 0 to skip).
+
 Needs mpi4py and an MPI (``pip install mpi4py mpich``); both parts run through
 ``python -m fiamma.distributed.run``.
 """
@@ -80,6 +85,45 @@ def worker(repeat):
     dist.destroy_process_group()
 
 
+def overhead(pairs, batch=32):
+    """Part 3, in this process (a world of one): thread CPU seconds per step, plain and DDP."""
+    import numpy as np
+
+    import fiamma
+    import fiamma.distributed as dist
+    import fiamma.nn as nn
+    import fiamma.nn.functional as F
+
+    sys.path.insert(0, str(ROOT / "examples"))
+    from ddp_digits import LeNet
+
+    dist.init_process_group("mpi")
+    fiamma.manual_seed(0)
+    plain, ddp = LeNet(), nn.parallel.DistributedDataParallel(LeNet())
+    x, y = fiamma.randn(batch, 1, 28, 28), fiamma.randint(0, 10, (batch,))
+    opts = {m: fiamma.optim.SGD(m.parameters(), lr=0.01, momentum=0.9) for m in (plain, ddp)}
+
+    def step(m):
+        c = time.thread_time()
+        opts[m].zero_grad()
+        F.cross_entropy(m(x), y).backward()
+        opts[m].step()
+        return time.thread_time() - c
+
+    for _ in range(10):
+        step(plain), step(ddp)
+    base, extra = [], []
+    for i in range(pairs):
+        a, b = (step(plain), step(ddp)) if i % 2 else (step(ddp), step(plain))[::-1]
+        base.append(a)
+        extra.append(b - a)
+    dist.destroy_process_group()
+    return {"plain_step_cpu_s": float(np.median(base)),
+            "ddp_overhead_cpu_s": float(np.median(extra)),
+            "ddp_overhead_iqr_s": [float(np.percentile(extra, 25)),
+                                   float(np.percentile(extra, 75))]}
+
+
 def _launch(nproc, *argv):
     env = dict(os.environ, OMP_NUM_THREADS="1")
     cmd = [sys.executable, "-m", "fiamma.distributed.run", "--nproc-per-node", str(nproc), *argv]
@@ -97,6 +141,7 @@ def main():
     p.add_argument("--json", default=None)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--skip-ddp", action="store_true")
+    p.add_argument("--overhead-pairs", type=int, default=300)
     args = p.parse_args()
     if args.worker:
         return worker(args.repeat)
@@ -139,6 +184,21 @@ def main():
         print(f"  CPU seconds of the busiest rank: {one['busiest_rank_cpu_s']:.1f} (1 rank), "
               f"{two['busiest_rank_cpu_s']:.1f} (2 ranks): {cpu:.2f}x, the speed-up two idle "
               "cores would give if each rank ran undisturbed")
+    if args.overhead_pairs:
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        code = (f"import sys, json; sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); "
+                "import bench_distributed as b; "
+                f"print('FIGURES ' + json.dumps(b.overhead({args.overhead_pairs})))")
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env=env, timeout=1800)
+        if proc.returncode:
+            raise SystemExit(f"the overhead part failed:\n{proc.stdout}\n{proc.stderr}")
+        line = next(x for x in proc.stdout.splitlines() if x.startswith("FIGURES "))
+        o = results["ddp_overhead"] = json.loads(line[len("FIGURES "):])
+        print(f"\nDDP's own work per LeNet step, world of one, batch 32, thread CPU: "
+              f"{o['ddp_overhead_cpu_s'] * 1e6:.0f} us (quartiles "
+              f"{o['ddp_overhead_iqr_s'][0] * 1e6:.0f}..{o['ddp_overhead_iqr_s'][1] * 1e6:.0f}) "
+              f"beside a plain step of {o['plain_step_cpu_s'] * 1e3:.2f} ms")
     results["load_average_after"] = os.getloadavg()
     print(f"load average after: {results['load_average_after'][0]:.1f}")
     if args.json:

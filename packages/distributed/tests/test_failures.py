@@ -18,6 +18,11 @@ def test_mismatched_shapes_name_every_rank():
                "all_reduce #2 in process group WORLD" in proc.stdout, show(proc)
     assert "rank 0: all_reduce #2 float32[4] op=SUM" in proc.stdout
     assert "rank 1: all_reduce #2 float32[2, 3] op=SUM" in proc.stdout
+    for r in (0, 1):  # one operand small enough to ride with the check, one for the thread
+        assert f"rank {r} caught: fiamma.distributed: ranks disagree on what they passed to " \
+               "all_reduce #4 in process group WORLD" in proc.stdout, show(proc)
+    assert "rank 0: all_reduce #4 float32[3] op=SUM" in proc.stdout
+    assert "rank 1: all_reduce #4 float32[100000] op=SUM" in proc.stdout
 
 
 def test_different_collectives():

@@ -65,6 +65,17 @@ for op, f in ((dist.ReduceOp.BAND, np.bitwise_and), (dist.ReduceOp.BOR, np.bitwi
     t = fiamma.from_numpy(ints[rank].copy())
     dist.all_reduce(t, op=op)
     check(t, f.reduce(ints), f"all_reduce {op.name}")
+# every size regime of the checked all_reduce: the operand riding with the check (up to 1 KB),
+# a second non-blocking round (up to 64 KB), the worker thread's blocking call (larger)
+for count in (1, 255, 256, 257, 4096, 16383, 16384, 16385, 40000):
+    for op in (dist.ReduceOp.SUM, dist.ReduceOp.MIN, dist.ReduceOp.AVG):
+        for npd in (np.float32, np.int64):
+            if op is dist.ReduceOp.AVG and npd is np.int64:
+                continue
+            xs = [data(r, (count,), npd, 7) for r in range(n)]
+            t = fiamma.from_numpy(xs[rank].copy())
+            dist.all_reduce(t, op=op)
+            check(t, REF[op](xs), f"all_reduce {op.name} {npd.__name__}[{count}]")
 # float16 / bfloat16: reduced in float32, rounded back as fiamma converts
 for fd in (fiamma.float16, fiamma.bfloat16):
     xs = [data(r, (9,), np.float32, 4) for r in range(n)]

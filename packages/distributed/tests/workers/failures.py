@@ -20,10 +20,20 @@ if mode == "shapes":  # rank 1 passes another shape: every rank gets the mismatc
         dist.all_reduce(x)
     except dist.DistBackendError as e:
         print(f"rank {rank} caught: {e}", flush=True)
-        dist.barrier()  # the group is still usable after a mismatch
-        dist.destroy_process_group()
-        sys.exit(0)
-    raise AssertionError("no error")
+    else:
+        raise AssertionError("no error")
+    dist.barrier()  # the group is still usable after a mismatch
+    # sizes on either side of what rides with the check, and of the worker thread's path
+    x = fiamma.ones(3) if rank == 0 else fiamma.ones(100_000)
+    try:
+        dist.all_reduce(x)
+    except dist.DistBackendError as e:
+        print(f"rank {rank} caught: {e}", flush=True)
+    else:
+        raise AssertionError("no error")
+    dist.barrier()
+    dist.destroy_process_group()
+    sys.exit(0)
 elif mode == "ops":  # different collectives at the same point
     if rank == 0:
         dist.broadcast(fiamma.ones(3), src=0)

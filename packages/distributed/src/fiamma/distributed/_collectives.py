@@ -10,7 +10,7 @@ import numpy as np
 import fiamma
 from fiamma.distributed import _mpi, _nccl_ops as _N
 from fiamma.distributed._group import Header, describe_tensor
-from fiamma.distributed._mpi import ReduceOp, buffer, datatype, mpi_op
+from fiamma.distributed._mpi import ReduceOp, buffer, datatype, mpi_op, numpy_op
 from fiamma.distributed._state import resolve
 
 
@@ -78,10 +78,29 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     def post():
         return [g._comm.Iallreduce(MPI.IN_PLACE, [buf, dt], mop)]
 
+    fused = None
+    if g._check and g._size > 1 and not _half(tensor):
+        ufunc = numpy_op(op, tensor.dtype)
+        floating = tensor.dtype.is_floating_point
+
+        def reduce_rows(rows):  # every rank reduces the same rows in the same order
+            if len(rows) == 2:
+                ufunc(rows[0], rows[1], out=buf)
+            else:
+                ufunc.reduce(rows, axis=0, out=buf)
+
+        def combine(rows):
+            if floating:  # overflow to inf is a result, as from MPI, not a NumPy warning
+                with np.errstate(over="ignore", invalid="ignore"):
+                    reduce_rows(rows)
+            else:
+                reduce_rows(rows)
+
+        fused = (buf, combine)
     h = Header.make("all_reduce", 0, tensor, reduce_op=op)
     return _finish(g._submit("all_reduce", h, run, tensor, [tensor],
                             post=None if _half(tensor) else post, after=after,
-                            nbytes=buf.nbytes, async_op=async_op), async_op)
+                            nbytes=buf.nbytes, async_op=async_op, fused=fused), async_op)
 
 
 def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
@@ -100,9 +119,13 @@ def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
     def post():
         return [g._comm.Ibcast([buf, dt], root=root)]
 
+    def combine(rows):
+        buf[...] = rows[root]
+
     h = Header.make("broadcast", 0, tensor, root=root)
     return _finish(g._submit("broadcast", h, run, tensor, [tensor], post=post,
-                            nbytes=buf.nbytes, async_op=async_op), async_op)
+                            nbytes=buf.nbytes, async_op=async_op, fused=(buf, combine)),
+                   async_op)
 
 
 def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_dst=None):

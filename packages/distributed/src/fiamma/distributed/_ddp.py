@@ -11,97 +11,21 @@ into MPI so that it progresses. Buckets are launched in index order on every ran
 ranks' collectives match), and when the last gradient has arrived the hook drives the
 reductions to completion (with the group's timeout), divides by the world size and writes the
 averages back into ``.grad``. Nothing crosses threads on this path: on a busy machine each
-thread hand-off cost milliseconds.
+thread hand-off cost milliseconds. The per-step work is _reducer.py's.
 """
 
 from __future__ import annotations
 
 import contextlib
-import time
 
 import fiamma
 from fiamma import nn
-from fiamma.distributed import _mpi
-from fiamma.distributed._collectives import all_reduce, broadcast
+from fiamma.distributed._collectives import broadcast
 from fiamma.distributed._group import Header
-from fiamma.distributed._mpi import ReduceOp, buffer, datatype, mpi_op
+from fiamma.distributed._mpi import ReduceOp
 from fiamma.distributed._objects import all_gather_object
+from fiamma.distributed._reducer import Reducer, buckets
 from fiamma.distributed._state import resolve
-
-
-class _Bucket:
-    __slots__ = ("index", "params", "offsets", "flat", "pending", "work", "dtype", "buf",
-                 "mpi_type", "mpi_op", "views")
-
-    def __init__(self, index, params):
-        self.index = index
-        self.params = params
-        self.dtype = params[0].dtype
-        self.offsets = []
-        n = 0
-        for p in params:
-            self.offsets.append(n)
-            n += p.numel()
-        self.flat = fiamma.zeros(n, dtype=self.dtype, device=params[0].device)
-        # each parameter's slice of the flat buffer, shaped like it (made once: a view per
-        # parameter per step cost more than the copy into it for small models)
-        self.views = [self.flat[o:o + p.numel()].view(p.shape)
-                      for o, p in zip(self.offsets, params)]
-        if params[0].device.type == "cuda":  # reduced by NCCL (the flat tensor's pointer)
-            self.buf = self.mpi_type = self.mpi_op = None
-        else:
-            self.buf = buffer(self.flat, "DistributedDataParallel")
-            self.mpi_type = datatype(self.dtype)
-            self.mpi_op = mpi_op(ReduceOp.SUM, self.dtype, "DistributedDataParallel")
-        self.pending = len(params)
-        self.work = None  # the MPI request of its all-reduce
-
-
-def _buckets(params, cap_bytes, first_cap_bytes):
-    """Parameters in reverse order, cut into buckets of at most ``cap_bytes`` (one dtype each;
-    the first bucket smaller, so that communication starts early in backward)."""
-    buckets, current, size, cap = [], [], 0, first_cap_bytes
-    for p in reversed(params):
-        nbytes = p.numel() * p.element_size()
-        if current and (size + nbytes > cap or p.dtype != current[0].dtype
-                        or p.device != current[0].device):
-            buckets.append(_Bucket(len(buckets), current))
-            current, size, cap = [], 0, cap_bytes
-        current.append(p)
-        size += nbytes
-    if current:
-        buckets.append(_Bucket(len(buckets), current))
-    return buckets
-
-
-def _tensors_in(obj):
-    if isinstance(obj, fiamma.Tensor):
-        yield obj
-    elif isinstance(obj, (list, tuple)):
-        for x in obj:
-            yield from _tensors_in(x)
-    elif isinstance(obj, dict):
-        for x in obj.values():
-            yield from _tensors_in(x)
-
-
-def _reachable_leaves(outputs):
-    """ids of the leaf tensors the autograd graph of ``outputs`` reaches."""
-    seen, leaves = set(), set()
-    stack = [t.grad_fn for t in _tensors_in(outputs) if t.grad_fn is not None]
-    direct = {id(t) for t in _tensors_in(outputs) if t.grad_fn is None and t.requires_grad}
-    while stack:
-        fn = stack.pop()
-        if fn is None or id(fn) in seen:
-            continue
-        seen.add(id(fn))
-        var = getattr(fn, "variable", None)
-        if var is not None:
-            leaves.add(id(var))
-        for nxt, _ in getattr(fn, "next_functions", ()):
-            if nxt is not None:
-                stack.append(nxt)
-    return leaves | direct
 
 
 class DistributedDataParallel(nn.Module):
@@ -158,15 +82,17 @@ class DistributedDataParallel(nn.Module):
         if not named:
             raise RuntimeError("DistributedDataParallel is not needed when a module doesn't "
                                "have any parameter that requires a gradient.")
-        self._names = {id(p): n for n, p in named}
+        self._names = [n for n, _ in named]
         self._params = [p for _, p in named]
         self._verify(module)
         self._sync(list(module.parameters()) + list(module.buffers()), "parameters and buffers")
+        # broadcast before forwards (PyTorch's modules_buffers: taken once, here)
+        self._module_buffers = list(module.buffers()) if group.size() > 1 else []
         mb = 25.0 if bucket_cap_mb is None else float(bucket_cap_mb)
         if mb <= 0:
             raise ValueError(f"DistributedDataParallel: bucket_cap_mb must be positive, got {mb}")
         cap = int(mb * 1024 * 1024)
-        self._bucket_list = _buckets(self._params, cap, min(cap, 1024 * 1024))
+        self._bucket_list = buckets(self._params, cap, min(cap, 1024 * 1024))
         self._cuda = any(b.buf is None for b in self._bucket_list)
         if self._cuda and group._nccl is None:
             raise ValueError("DistributedDataParallel: the model has CUDA parameters but the "
@@ -176,19 +102,10 @@ class DistributedDataParallel(nn.Module):
             raise ValueError("DistributedDataParallel: the model has parameters on CPU and on "
                              "CUDA; put the whole replica on one device")
         self._comm = None if self._cuda else self._own_communicator()
-        self._where = {}
-        for b in self._bucket_list:
-            for i, p in enumerate(b.params):
-                self._where[id(p)] = (b, i)
-        self._armed = False
-        self._started = False
         self._sync_buffers_next = True
-        self._inflight = []
-        self._deadline = 0.0
-        self._ready = set()
-        self._next = 0
-        self._hooks = [p.register_post_accumulate_grad_hook(self._grad_ready)
-                       for p in self._params]
+        self._reducer = Reducer(self._params, self._names, group, self._bucket_list, self._comm,
+                                self.gradient_as_bucket_view, bool(find_unused_parameters),
+                                self._nccl_all_reduce)
 
     # ---- construction ----
 
@@ -239,57 +156,21 @@ class DistributedDataParallel(nn.Module):
     # ---- forward ----
 
     def forward(self, *inputs, **kwargs):
-        if self._armed:  # the previous forward was synced and its backward did not finish
-            if self._started:
-                self._unfinished()
-            if self._inflight:  # started for unused parameters by a forward without backward
-                self._complete(self._inflight, "DistributedDataParallel gradient all_reduce")
-                self._inflight = []
-            self._armed = False  # (a backward under no_sync must not sync)
-        sync = fiamma.is_grad_enabled() and self.require_backward_grad_sync
+        r = self._reducer
+        if r.armed:  # the previous forward was synced and its backward did not finish
+            r.before_forward()
+        sync = bool(self.require_backward_grad_sync and fiamma.is_grad_enabled())
         # PyTorch's rule: buffers are broadcast before a forward that follows a synced one
-        # (so an evaluation under no_grad after training sees rank 0's statistics everywhere)
-        if self._sync_buffers_next and self.broadcast_buffers:
-            buffers = list(self.module.buffers())
-            if buffers and self.process_group.size() > 1:
-                self._sync(buffers, "buffers")
+        # (so an evaluation under no_grad after training sees rank 0's statistics everywhere);
+        # the list of buffers is taken at construction, as PyTorch's modules_buffers
+        if self._sync_buffers_next and self._module_buffers and self.broadcast_buffers:
+            self._sync(self._module_buffers, "buffers")
         out = self.module(*inputs, **kwargs)
-        self._sync_buffers_next = sync
+        if sync is not self._sync_buffers_next:
+            self._sync_buffers_next = sync
         if sync:
-            self._arm(out)
+            r.arm(out)
         return out
-
-    def _arm(self, out):
-        self._armed = True
-        self._started = False  # a forward without backward (evaluation with grad on) is fine
-        self._ready = set()
-        self._next = 0
-        for b in self._bucket_list:
-            b.pending = len(b.params)
-            b.work = None
-        self._inflight = []
-        self._locally_unused = []
-        if self.find_unused_parameters:
-            used = _reachable_leaves(out)
-            self._locally_unused = [p for p in self._params if id(p) not in used]
-            for p in self._locally_unused:
-                self._mark(p, None)
-
-    def _unfinished(self):
-        missing = [self._names[id(p)] for p in self._params if id(p) not in self._ready]
-        launched = [b.work for b in self._bucket_list if b.work is not None]
-        if launched:  # let launched reductions finish: the communicator stays usable
-            self._complete(launched, "DistributedDataParallel gradient all_reduce")
-            for b in self._bucket_list:
-                b.work = None
-        self._inflight = []
-        self._armed = False
-        raise RuntimeError(
-            "DistributedDataParallel: the previous iteration's backward did not produce "
-            f"gradients for these parameters: {', '.join(missing)}, so their gradients were "
-            "never averaged across ranks. Pass find_unused_parameters=True if parts of the "
-            "model may go unused, and make sure every output that the loss depends on comes "
-            "from the forward of this module.")
 
     @contextlib.contextmanager
     def no_sync(self):
@@ -302,50 +183,6 @@ class DistributedDataParallel(nn.Module):
         finally:
             self.require_backward_grad_sync = old
 
-    # ---- backward ----
-
-    def _grad_ready(self, p):
-        if not self._armed:
-            return
-        if id(p) in self._ready:
-            raise RuntimeError(
-                f"DistributedDataParallel: parameter {self._names[id(p)]} received a gradient "
-                "twice in one iteration (backward through the same forward twice?); run the "
-                "extra backward passes inside no_sync()")
-        self._started = True
-        self._mark(p, p.grad)
-
-    def _mark(self, p, grad):
-        b, i = self._where[id(p)]
-        self._ready.add(id(p))
-        view = b.views[i]
-        with fiamma.no_grad():
-            if grad is None:
-                view.zero_()
-            elif grad is not view:  # (a bucket-view gradient is already in place)
-                view.copy_(grad.detach())
-        b.pending -= 1
-        if b.pending == 0:
-            self._launch()
-        elif self._inflight and not self._cuda:
-            _mpi.mpi().Request.Testall(self._inflight)  # MPI progresses only inside calls
-
-    def _launch(self):
-        buckets = self._bucket_list
-        MPI = _mpi.mpi()
-        if self._next == 0:
-            self._deadline = time.monotonic() + self.process_group._timeout
-        while self._next < len(buckets) and buckets[self._next].pending == 0:
-            b = buckets[self._next]
-            if self._cuda:  # queued on the NCCL stream; no metadata check (see _verify)
-                b.work = self._nccl_all_reduce(b.flat)
-            else:
-                b.work = self._comm.Iallreduce(MPI.IN_PLACE, [b.buf, b.mpi_type], b.mpi_op)
-            self._inflight.append(b.work)
-            self._next += 1
-        if self._next == len(buckets):
-            self._finish()
-
     def _nccl_all_reduce(self, flat):
         ng = self.process_group._nccl
         p, dt = ng.ptr(flat, "DistributedDataParallel"), ng.dtype(flat, "DistributedDataParallel")
@@ -353,53 +190,6 @@ class DistributedDataParallel(nn.Module):
         n = flat.numel()
         return ng.run("all_reduce", None, "DistributedDataParallel gradient bucket",
                       lambda s: ng.comm.allReduce(p, p, n, dt, code, s), [flat], flat, True)
-
-    def _complete(self, works, what, nbytes=0):
-        """Wait for the buckets' reductions: NCCL works make the current stream wait (errors
-        and timeouts come from the NCCL watchdog); MPI requests are driven to completion."""
-        if self._cuda:
-            for w in works:
-                w.wait()
-        else:
-            self.process_group._drive(works, self._deadline, what, nbytes)
-
-    def _finish(self):
-        unused = None
-        if self.find_unused_parameters:
-            # a parameter unused on every rank keeps its gradient (None), as in PyTorch
-            local = {id(p) for p in self._locally_unused}
-            flags = fiamma.tensor([0 if id(p) in local else 1 for p in self._params],
-                                  dtype=fiamma.uint8)
-            all_reduce(flags, ReduceOp.MAX, self.process_group)
-            unused = {id(p) for p, f in zip(self._params, flags.tolist()) if not f}
-        g = self.process_group
-        self._complete(self._inflight,
-                       f"DistributedDataParallel gradient all_reduce ({len(self._inflight)} "
-                       f"buckets) in group {g.name()}, rank {g.rank()}",
-                       sum(b.flat.numel() * b.flat.element_size() for b in self._bucket_list))
-        self._inflight = []
-        n = g.size()
-        with fiamma.no_grad():
-            for b in self._bucket_list:
-                b.work = None
-                if self._cuda or b.dtype in (fiamma.float16, fiamma.bfloat16):
-                    b.flat.div_(n)
-                else:
-                    b.buf /= n
-                as_view = self.gradient_as_bucket_view
-                for p, avg in zip(b.params, b.views):
-                    if unused is not None and id(p) in unused:
-                        continue
-                    g = p.grad
-                    if g is avg:
-                        continue
-                    if as_view and (g is None or g.grad_fn is None):
-                        p.grad = avg
-                    elif g is None:
-                        p.grad = avg.clone()
-                    else:
-                        g.copy_(avg)
-        self._armed = False
 
     def extra_repr(self):
         return ""

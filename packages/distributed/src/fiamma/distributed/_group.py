@@ -25,6 +25,8 @@ from fiamma.distributed import _mpi
 DEFAULT_TIMEOUT = datetime.timedelta(minutes=30)
 INLINE_BYTES = 64 * 1024  # synchronous collectives up to this size run in the calling thread
 _HEADER = 16
+_HEADER_BYTES = _HEADER * 8
+_SLOT_BYTES = 1024  # a checked collective's operand up to this size travels with its header
 _MAXDIMS = 8
 
 
@@ -235,6 +237,8 @@ class ProcessGroup:
         self._barrier_comm = comm.Dup()  # monitored_barrier's (made now: a rank may be gone
         #                                  by the time it is first called)
         self._recv_seq = {}
+        row = np.zeros(_HEADER_BYTES + _SLOT_BYTES, dtype=np.uint8)
+        self._row_buffers = (row, np.empty((self._size, row.size), dtype=np.uint8))
         self._nccl = None            # the NCCL side (backend "nccl"), see _nccl.py
         self.backend = "mpi"
 
@@ -253,7 +257,7 @@ class ProcessGroup:
     # ---- running operations ----
 
     def _submit(self, op, header, run, what, result=None, timeout=None, post=None, after=None,
-               nbytes=0, async_op=True):
+               nbytes=0, async_op=True, fused=None):
         """Run collective ``op``: first (when checking) the headers of all ranks are compared,
         then ``run()`` runs on the worker thread. Returns its Work.
 
@@ -261,7 +265,13 @@ class ProcessGroup:
         queued) runs in the calling thread instead, as MPI non-blocking calls (``post()``
         returns the requests, ``after()`` finishes) polled until the deadline: this saves the
         two thread switches (~60 us) that dominate small collectives. Large ones go to the
-        thread, where MPI's blocking algorithms are faster than its non-blocking ones."""
+        thread, where MPI's blocking algorithms are faster than its non-blocking ones.
+
+        ``fused`` (``(operand, combine)``, a 1-D NumPy view of the input and a function of
+        every rank's copy of it, ``(size, n)``) lets a small synchronous checked collective
+        (operand up to _SLOT_BYTES) carry its data in the check's allgather: ``combine`` (a
+        local reduction, say) runs only after the headers agreed, so the check costs no
+        extra round trip. A world of one has nothing to compare and skips the check."""
         if self._broken is not None:
             raise DistBackendError(f"{_What(op, self._seq + 1, what, self)}: process group "
                                    f"{self._name} is unusable: {self._broken}")
@@ -270,7 +280,7 @@ class ProcessGroup:
         if header is not None:
             header[1] = seq
         what = _What(op, seq, what, self)
-        check = self._check and header is not None
+        check = self._check and header is not None and self._size > 1
         limit = self._timeout if timeout is None else timeout
         deadline = time.monotonic() + limit
         if post is not None and not async_op and nbytes <= INLINE_BYTES:
@@ -280,11 +290,10 @@ class ProcessGroup:
                     self._pending += 1
             if inline:
                 try:
-                    if check:
-                        rows = np.empty((self._size, _HEADER), dtype=np.int64)
-                        self._drive([self._comm.Iallgather(header, rows)], deadline, what)
-                        self._check_rows(rows, op, seq)
-                    self._drive(post(), deadline, what, nbytes)
+                    if check and self._exchange(header, fused, deadline, what, op, seq):
+                        pass  # the data rode with the header, and is combined
+                    else:
+                        self._drive(post(), deadline, what, nbytes)
                     if after is not None:
                         after()
                 finally:
@@ -307,22 +316,34 @@ class ProcessGroup:
         self._queue.put(w)
         return w
 
-    def _drive(self, requests, deadline, what, nbytes=0):
-        """Poll MPI requests to completion (MPI progresses only inside a call). Busy for about
-        as long as moving ``nbytes`` should take (1 ms + 1 ms per MB), then polling with short
-        sleeps: on a shared machine a spinning rank starves the peer it is waiting for."""
+    def _drive(self, requests, deadline, what, nbytes=0, arrived=None):
+        """Poll MPI requests to completion (MPI progresses only inside a call).
+
+        While data moves every rank must poll (sleeping between polls made a 246 KB
+        all-reduce ten times slower), so a rank spins for about as long as moving ``nbytes``
+        should take (50 us + 1 ms per MB); past that, or while a peer has not arrived yet, a
+        spinning rank only burns a core that the peer it waits for (or anyone) could use on a
+        shared machine, so it sleeps between polls. ``arrived``, a barrier request posted
+        right after the operation, tells the phases apart: until it completes the rank spins
+        50 us, then sleeps between polls; once it completes (every rank has posted), the
+        spinning budget starts."""
         test = _mpi.mpi().Request.Testall
         if test(requests):
             return
         now = time.monotonic()
-        patient = now + 1e-3 + nbytes * 1e-9
+        budget = 5e-5 + nbytes * 1e-9
+        waiting = arrived is not None
+        patient = now + (5e-5 if waiting else budget)
         spins = 0
         while not test(requests):
             spins += 1
-            if spins % 32 == 0:
+            if spins % 16 == 0:
                 now = time.monotonic()
                 if now > deadline:
                     raise self._timed_out(what)
+                if waiting and arrived.Test():
+                    waiting = False
+                    patient = now + budget
                 if now > patient:
                     time.sleep(2e-5)
 
@@ -336,13 +357,48 @@ class ProcessGroup:
                 self._pending -= 1
 
     def _compare(self, header, op, seq):
-        rows = np.empty((self._size, _HEADER), dtype=np.int64)
-        self._comm.Allgather(header, rows)
-        self._check_rows(rows, op, seq)
+        """The worker thread's check: the same row as _exchange's, data unused, and the same
+        non-blocking MPI call (MPI never matches a blocking collective with a non-blocking
+        one: a rank checking here and one checking inline must meet)."""
+        row, rows = self._rows(header, None)
+        self._comm.Iallgather(row, rows).Wait()
+        self._check_rows(rows[:, :_HEADER_BYTES], op, seq)
+
+    def _rows(self, header, data):
+        """This rank's row of the check (its header, then ``data``'s bytes or zeros) and the
+        array that receives every rank's. Every check sends the same number of bytes whatever
+        the operation and its arguments (ranks that disagree must still exchange rows of one
+        size), and the arrays are reused (the inline path runs only while the worker thread is
+        idle, so the two never overlap)."""
+        row, rows = self._row_buffers
+        row[:_HEADER_BYTES] = header.view(np.uint8)
+        if data is not None:
+            row[_HEADER_BYTES:_HEADER_BYTES + data.size] = data
+        return row, rows
+
+    def _exchange(self, header, fused, deadline, what, op, seq):
+        """The check on the calling thread (MPI non-blocking, polled). When the operand of a
+        ``fused`` collective fits the row's slot, the data rides with the header and
+        ``combine`` runs once the headers agree: True then (the operation is done)."""
+        data = None
+        if fused is not None and fused[0].nbytes <= _SLOT_BYTES:
+            data = fused[0].view(np.uint8)
+        row, rows = self._rows(header, data)
+        self._drive([self._comm.Iallgather(row, rows)], deadline, what, rows.nbytes)
+        self._check_rows(rows[:, :_HEADER_BYTES], op, seq)
+        if data is None:
+            return False
+        if data.size:
+            operand, combine = fused
+            combine(rows[:, _HEADER_BYTES:_HEADER_BYTES + data.size].view(operand.dtype))
+        return True
 
     def _check_rows(self, rows, op, seq):
-        if (rows == rows[0]).all():
+        """Raise naming what each rank passed unless every row of ``rows`` (one header a rank,
+        int64 or its bytes) is the same."""
+        if rows.tobytes() == rows[0].tobytes() * self._size:  # one memcmp, no ufuncs
             return
+        rows = np.ascontiguousarray(rows).view(np.int64).reshape(self._size, _HEADER)
         lines = [f"  rank {self._ranks[r]}: {Header.text(rows[r])}" for r in range(self._size)]
         if (rows[:, 0] != rows[0, 0]).any():
             head = f"ranks called different collectives as operation #{seq}"
