@@ -23,6 +23,14 @@ if ! ldconfig -p 2>/dev/null | grep -q "libgomp.so.1 " && [ -e .whl/lib/libgomp.
 fi
 srcs=$(ls -d packages/*/src | tr '\n' ':')
 export PYTHONPATH="$site:${srcs%:}" PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+export PATH="$site/bin:$PATH"
+# the mpich wheel's libmpi for mpi4py (as run.sh: pip --target leaves the wheel's lib/ out)
+mpich_whl=$(ls .whl/mpich-*.whl 2>/dev/null | head -1)
+if [ -n "$mpich_whl" ] && "$PY" -m zipfile -e "$mpich_whl" /tmp/mpich-wheel 2>/dev/null; then
+    mpich_lib=$(ls -d /tmp/mpich-wheel/*.data/data/lib | head -1)
+    export MPI4PY_LIBMPI="$mpich_lib/libmpi.so.12"
+    export LD_LIBRARY_PATH="$mpich_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 
 TESTS=${TESTS:-"packages/core/tests/test_cuda_cudnn.py packages/core/tests/test_cuda_kernels.py"}
 these=$(for f in $TESTS; do [ -e "$f" ] && echo "$f"; done)
