@@ -153,7 +153,7 @@ class CupyBackend(BinaryEntryMixin, CudaKernelsMixin, RuntimeMixin, XpBackend):
             raise MemoryError(f"fiamma: cannot allocate {nbytes} bytes on {dev}: {e}") from None
         if zero and nbytes:
             mem.memset_async(0, nbytes)
-        self._note_allocation(dev.index)
+        self._note_allocation(dev.index, nbytes)
         return mem
 
     def _address(self, mem):
@@ -263,6 +263,7 @@ class CupyBackend(BinaryEntryMixin, CudaKernelsMixin, RuntimeMixin, XpBackend):
         st.ptr = ptr
         st.views = {}
         st.irange = None
+        st.counted = False  # not the pool's memory: not in the peak statistics
         return st
 
     def dlpack_stream(self):
