@@ -54,7 +54,7 @@ def source():
     for ns, ct in (("f32", "float"), ("f64", "double")):
         out.append(f"namespace {ns} {{ typedef {ct} T;")
         out.append(_strip(CK._BLOCK))
-        for src in (CK._ROW_NORM_FWD, CK._ROW_NORM_BWD, CK._ROW_NORM_WB, CK._COLSUM,
+        for src in (CK._ROW_NORM_FWD, CK._ROW_NORM_BWD, CK._ROW_NORM_WB, CK._COLSUM, CK._ACC_OUT,
                     CK._XENT_FWD, CK._XENT_BWD, CK._IM2COL, CK._COL2IM, CK._BN_FWD,
                     CK._BN_BWD, CK._SOFTMAX, CK._MAXPOOL, CK._ATTN):
             out.append(_strip(src).replace(_strip(CK._BLOCK), ""))

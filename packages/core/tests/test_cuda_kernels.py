@@ -137,6 +137,37 @@ def test_layer_norm(device, be, dtype, tol, M, K, affine):
             assert_same(a, r, rtol=tol * 10, atol=tol * 10)
 
 
+def test_sum_casts_without_acc_out(device, be, monkeypatch):
+    """The float64 sums of the column-sum and layer-norm weight/bias kernels reach their
+    outputs through fm_acc_out; with that kernel refused, through array calls: same answers."""
+    real = be._raw_kernel
+    refused = []
+
+    def no_acc_out(key, src, name, ct):
+        if name == "fm_acc_out":
+            refused.append(name)
+            raise RuntimeError("kernel refused (test)")
+        return real(key, src, name, ct)
+
+    monkeypatch.setattr(be, "_raw_kernel", no_acc_out)
+    monkeypatch.setattr(be, "fast_path_errors", {})
+    rng = np.random.default_rng(9)
+    x = _t(rng.standard_normal((40, 33)) * 10, fiamma.float32)
+    xd = x.to(device)
+    for fn in (lambda t: t.sum(0), lambda t: t.mean(0)):
+        assert_same(fn(xd), fn(x), rtol=1e-5, atol=1e-4)
+    w = _t(rng.uniform(0.5, 1.5, 33), fiamma.float32)
+    mean, rstd = x.mean(1), 1 / (x.var(1, unbiased=False) + 1e-5).sqrt()
+    g = _t(rng.standard_normal((40, 33)), fiamma.float32)
+    ref = fiamma.layer_norm_backward(g, x, (33,), w, mean, rstd)
+    got = fiamma.layer_norm_backward(g.to(device), xd, (33,), w.to(device), mean.to(device),
+                                     rstd.to(device))
+    for a, r in zip(got, ref):
+        assert_same(a, r, rtol=1e-4, atol=1e-4)
+    assert refused and "acc_out" in be.fast_path_errors
+    assert "colsum" not in be.fast_path_errors and "row_norm_bwd" not in be.fast_path_errors
+
+
 # ---- GELU ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype,tol", DTYPES)

@@ -218,6 +218,19 @@ extern "C" __global__ void fm_colsum(const T* __restrict__ x, double* __restrict
 }
 """
 
+# the float64 sums of fm_colsum / fm_row_norm_wb (rows of K in acc) divided by div and cast
+# into up to two outputs of the kernels' type (each optional): one launch where a view, a row
+# read and a cast write per output were three array calls
+_ACC_OUT = r"""
+extern "C" __global__ void fm_acc_out(const double* __restrict__ acc, T* __restrict__ o0,
+        T* __restrict__ o1, long long K, double div) {
+    const long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= K) return;
+    if (o0) o0[j] = (T)(acc[j] / div);
+    if (o1) o1[j] = (T)(acc[K + j] / div);
+}
+"""
+
 # cross entropy, forward: one block per row of the contiguous (n, c) x
 _XENT_FWD = _BLOCK + r"""
 extern "C" __global__ void fm_xent_fwd(const T* __restrict__ x, const long long* __restrict__ tg,
@@ -906,6 +919,18 @@ class CudaKernelsMixin:
         self.fast_path_calls[name] = self.fast_path_calls.get(name, 0) + 1
         return True
 
+    def _acc_out(self, ct, acc, n, o0, o1, div):
+        """Outputs o0 and o1 (contiguous tensors of ``n`` elements of the kernels' type ct, or
+        None) = rows 0 and 1 of the float64 (rows, n) array acc, divided by div, in one
+        launch; False when the kernel is off (then the caller casts with array calls)."""
+
+        def go():
+            k = self._raw_kernel("acc_out", _ACC_OUT, "fm_acc_out", ct)
+            k(((n + 255) // 256,), (256,), (acc, _ptr(o0), _ptr(o1), np.int64(n),
+                                           np.float64(div)))
+
+        return self._served("acc_out", go)
+
     def _threads(self, n):
         t = 32
         while t < n and t < 256:
@@ -1154,10 +1179,11 @@ class CudaKernelsMixin:
                 k(((K_ + 127) // 128, (M + chunk - 1) // chunk), (128,),
                   (pg, np.int64(sg), px, np.int64(sx), pm, pr, acc, np.int64(M), np.int64(K_),
                    np.int32(rms), np.int32(chunk)))
-                if gw is not None:
-                    self.cview(gw, (K_,))[...] = acc[0]
-                if gb is not None:
-                    self.cview(gb, (K_,))[...] = acc[1]
+                if not self._acc_out(ct, acc, K_, gw, gb, 1.0):
+                    if gw is not None:
+                        self.cview(gw, (K_,))[...] = acc[0]
+                    if gb is not None:
+                        self.cview(gb, (K_,))[...] = acc[1]
             if gx is not None:
                 k = self._raw_kernel("row_norm_bwd", _ROW_NORM_BWD, "fm_row_norm_bwd", ct)
                 k((M,), (self._threads(K_),),
@@ -1255,8 +1281,10 @@ class CudaKernelsMixin:
         if not self._served("colsum", go):
             return False
         if tuple(sout[lead:]) == _contig(x._shape[lead:]):
-            # out's elements are Kc in a row: the float64 sums cast into them in one call (the
-            # mean's division in the same call)
+            # out's elements are Kc in a row: the float64 sums cast into them in one launch
+            # (the mean's division in the same launch)
+            if self._acc_out(ct, acc, Kc, out, None, float(M) if op == K.RED_MEAN else 1.0):
+                return True
             o = self.cview(out, (Kc,))
             if op == K.RED_MEAN:
                 xp.divide(acc, np.float64(M), out=o)
