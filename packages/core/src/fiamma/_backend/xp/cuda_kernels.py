@@ -722,6 +722,7 @@ extern "C" __global__ void fm_col2im(const T* __restrict__ cols, T* __restrict__
 
 _BIN_NAMES = {K.BIN_ADD: "fm_bin4_add", K.BIN_SUB: "fm_bin4_sub", K.BIN_MUL: "fm_bin4_mul",
               K.BIN_DIV: "fm_bin4_div"}
+_BIN4S_NAMES = {v: v.replace("fm_bin4_", "fm_bin4s_") for v in _BIN_NAMES.values()}
 
 # elementwise bodies (CuPy ElementwiseKernel): T is the tensor's dtype
 _GELU_FWD = """
@@ -1579,21 +1580,17 @@ class CudaKernelsMixin:
         if name is not None and a._dtype is D.float32 and b._dtype is D.float32 and \
                 out._dtype is D.float32:
             shape = tuple(shape)
-            n = 1
-            for s in shape:
-                n *= s
-            cs = _contig(shape)
-            if n >= 65536 and tuple(sa) == cs and tuple(sb) == cs and \
-                    tuple(out._shape) == shape and tuple(out._stride) == cs and \
+            geo = _bin4_geometry(shape)
+            if geo is not None and (sa if type(sa) is tuple else tuple(sa)) == geo[0] and \
+                    (sb if type(sb) is tuple else tuple(sb)) == geo[0] and \
+                    out._shape == shape and out._stride == geo[0] and \
                     not self._overlaps(out, a, b):
                 pa, pb, po = a._ptr, b._ptr, out._ptr
-                vec = int(pa % 16 == 0 and pb % 16 == 0 and po % 16 == 0)
-                blocks = min((n // 4 + 255) // 256 + 1, 1 << 20)
+                vec = _ONE if (pa | pb | po) & 15 == 0 else _ZERO
 
                 def go():  # pointers, not array views: the launch is the one call
                     k = self._raw_kernel("bin4", _BIN4, name, "float")
-                    k((blocks,), (256,), (np.uint64(pa), np.uint64(pb), np.uint64(po),
-                                          np.int64(n), np.int32(vec)))
+                    k(geo[1], _B256, (np.uint64(pa), np.uint64(pb), np.uint64(po), geo[2], vec))
 
                 if self._served("binary", go):
                     return 0
@@ -1607,26 +1604,47 @@ class CudaKernelsMixin:
         if t._dtype is not D.float32:
             return False
         shape = tuple(shape)
-        n = 1
-        for d in shape:
-            n *= d
-        cs = _contig(shape)
-        if n < 65536 or tuple(st) != cs or tuple(out._shape) != shape or \
-                tuple(out._stride) != cs or self._overlaps(out, t):
+        geo = _bin4_geometry(shape)
+        if geo is None or (st if type(st) is tuple else tuple(st)) != geo[0] or \
+                out._shape != shape or out._stride != geo[0] or self._overlaps(out, t):
             return False
-        with np.errstate(over="ignore"):  # beyond float32's range: inf, as the generic code
-            s = np.float32(self._scalar(D.float32, 0.0, sv, True))
+        if type(sv) is float and -_F32_MAX <= sv <= _F32_MAX:
+            s = np.float32(sv)  # (in range: no overflow to quiet)
+        else:
+            with np.errstate(over="ignore"):  # beyond float32's range: inf, as the generic code
+                s = np.float32(self._scalar(D.float32, 0.0, sv, True))
         pa, po = t._ptr, out._ptr
-        vec = int(pa % 16 == 0 and po % 16 == 0)
-        blocks = min((n // 4 + 255) // 256 + 1, 1 << 20)
-        kname = name.replace("fm_bin4_", "fm_bin4s_")
+        vec = _ONE if (pa | po) & 15 == 0 else _ZERO
+        kname = _BIN4S_NAMES[name]
 
         def go():
             k = self._raw_kernel("bin4", _BIN4, kname, "float")
-            k((blocks,), (256,), (np.uint64(pa), s, np.uint64(po), np.int64(n), np.int32(vec),
-                                  np.int32(left)))
+            k(geo[1], _B256, (np.uint64(pa), s, np.uint64(po), geo[2], vec,
+                              _ONE if left else _ZERO))
 
         return self._served("binary_scalar", go)
+
+
+_ONE, _ZERO = np.int32(1), np.int32(0)
+_B256 = (256,)
+_F32_MAX = float(np.finfo(np.float32).max)
+_BIN4_GEO = {}
+
+
+def _bin4_geometry(shape):
+    """(contiguous strides, grid, element count as the kernel's int64) of the float4 kernels
+    for a result of ``shape``, kept per shape; None below their 65536-element threshold."""
+    g = _BIN4_GEO.get(shape, False)
+    if g is False:
+        n = 1
+        for d in shape:
+            n *= d
+        g = None if n < 65536 else (_contig(shape), (min((n // 4 + 255) // 256 + 1, 1 << 20),),
+                                    np.int64(n))
+        if len(_BIN4_GEO) >= 1024:
+            _BIN4_GEO.clear()
+        _BIN4_GEO[shape] = g
+    return g
 
 
 def _ptr_or_null(a):
