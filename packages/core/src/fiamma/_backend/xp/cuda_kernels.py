@@ -859,12 +859,23 @@ p = p + nlr * gi;
 """
 
 
+_CONTIG = {}
+
+
 def _contig(shape):
-    st, acc = [], 1
-    for s in reversed(shape):
-        st.append(acc)
-        acc *= max(int(s), 1)
-    return tuple(reversed(st))
+    """The contiguous element strides of ``shape`` (kept per shape)."""
+    r = _CONTIG.get(shape) if isinstance(shape, tuple) else None
+    if r is None:
+        st, acc = [], 1
+        for s in reversed(shape):
+            st.append(acc)
+            acc *= max(int(s), 1)
+        r = tuple(reversed(st))
+        if isinstance(shape, tuple):
+            if len(_CONTIG) >= 4096:
+                _CONTIG.clear()
+            _CONTIG[shape] = r
+    return r
 
 
 def _float_ct(*ts):
@@ -872,8 +883,9 @@ def _float_ct(*ts):
     dt = ts[0]._dtype
     if dt is not D.float32 and dt is not D.float64:
         return None
-    if any(t is not None and t._dtype is not dt for t in ts):
-        return None
+    for t in ts:
+        if t is not None and t._dtype is not dt:
+            return None
     return "float" if dt is D.float32 else "double"
 
 
