@@ -21,11 +21,20 @@ or with ``--mid`` at sizes past the cuda paths' thresholds, and whole GPT traini
 - **host us** (generic backend only: under the emulation the kernels' CPU emulation would be
   timed too): thread CPU time per call with nothing wrapped (best of rounds): fiamma's Python
   plus NumPy's own (tiny arrays: next to nothing).
+- **py us** (``--python``, emulated cuda backend): thread CPU time per call with the device work
+  stubbed out (kernel launches, the products cuBLAS takes and CupyBackend's memcpy/memset copies
+  and fills do nothing; see ``python_us``): fiamma's own Python on the cuda paths, plus the
+  NumPy calls left on them and two NumPy-only costs a GPU does not pay (``np.errstate`` around
+  each primitive, ~1 us, and a NumPy allocation's address, ~1 us per result). On a GPU each op
+  pays this plus its CuPy calls (~5-10 us each).
+
+The ops are gpu/bench_ops.py's, then gpu/bench_cuda.py's MLP training step at its size
+(784-512-512-10, batch 128, SGD: the step whose device work is tiny) and the GPT step below.
 
     python tools/cuda_emu/build.py /tmp/emu.so
     FIAMMA_CUDA_EMU_LIB=/tmp/emu.so PYTHONPATH=tools/cuda_emu:benchmarks/gpu:packages/core/src:\\
         packages/autograd/src:packages/nn/src:packages/optim/src \\
-        python benchmarks/bench_xp_calls.py [--only TEXT] [--detail] [--json PATH]
+        python benchmarks/bench_xp_calls.py [--only TEXT] [--detail] [--python] [--json PATH]
 
 Without FIAMMA_CUDA_EMU_LIB the plain array-module backend (the generic paths) is counted.
 Needs torch (gpu/bench_ops.py builds PyTorch twins of each case; only fiamma's are run).
@@ -540,7 +549,8 @@ def main():
     kind = "cuda paths, emulated kernels" if EMU else "generic"
     print(f"backend: {type(BACKEND).__name__} ({kind}); calls = array-module calls per op "
           f"(launch: kernels, view: array views built, alloc: storages)")
-    print(f"{'op':36s} {'calls':>6s} {'launch':>6s} {'view':>5s} {'alloc':>5s} {'host us':>9s}")
+    col = "py us" if args.python else "host us"
+    print(f"{'op':36s} {'calls':>6s} {'launch':>6s} {'view':>5s} {'alloc':>5s} {col:>9s}")
     rows = []
     WHERE[0] = args.where or args.where2
     WHERE[1] = args.where2
@@ -556,8 +566,8 @@ def main():
         else:
             us = None if args.no_time else host_us(ff, reps, args.rounds)
         rows.append({"op": name, "calls": total, "launches": launch, "views": view,
-                     "allocs": alloc,
-                     "host_us": None if us is None else round(us, 1), "by_name": c})
+                     "allocs": alloc, "python" if args.python else "host_us":
+                     None if us is None else round(us, 1), "by_name": c})
         print(f"{name:36s} {total:6d} {launch:6d} {view:5d} {alloc:5d} "
               f"{'' if us is None else f'{us:9.1f}'}", flush=True)
         if args.detail:
