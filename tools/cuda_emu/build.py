@@ -61,6 +61,8 @@ def source():
         for ams, name in ((0, "fm_adam_multi"), (1, "fm_adam_multi_ams")):
             body = CK._ADAM.replace("AMS", "if (vm > vi) { vi = vm; } vm = vi;" if ams else "")
             out.append(_strip(CK._ADAM_MULTI).replace("NAME", name).replace("BODY", body))
+        out.append(_strip(CK._ADAM_MULTI).replace("NAME", "fm_sgd_multi")
+                   .replace("BODY", CK._SGD_MULTI_BODY))
         out.append("#undef FM_NEG_INF\n#undef FM_INF_T\n#undef FM_NEG_INF_T")
         for em in (64, 128):  # cuda_flash's kernels: each tile configuration in its namespace
             for part in "fb":

@@ -858,6 +858,22 @@ MOM
 p = p + nlr * gi;
 """
 
+# SGD over many tensors in one launch: _ADAM_MULTI's table and chunking with this body (the
+# same arithmetic, in the same order, as _SGD). Its arguments are renamed: w1 = momentum,
+# b2 = 1 - dampening, w2 = -lr, wd = weight decay; mode's bits: 1 weight decay, 2 first step,
+# 4 Nesterov, 8 momentum (then m is the momentum buffer).
+_SGD_MULTI_BODY = """
+        (void)v; (void)eps; (void)ss; (void)bc2s; (void)dec;
+        T gi = maximize ? -g : g;
+        if (mode & 1) { gi = gi + wd * p; }
+        if (mode & 8) {
+            const T bi = (mode & 2) ? gi : m * w1 + b2 * gi;
+            m = bi;
+            gi = (mode & 4) ? gi + w1 * bi : bi;
+        }
+        p = p + w2 * gi;
+"""
+
 
 _CONTIG = {}
 
@@ -1116,6 +1132,9 @@ class CudaKernelsMixin:
         if generic or "sgd" in self.fast_path_errors:
             return super().sgd_step(params, grads, bufs, lr, momentum, dampening, weight_decay,
                                     flags)
+        if self._sgd_multi(params, grads, bufs if mom else None, lr, momentum, dampening,
+                           weight_decay, flags):
+            return 0
         key = "sgd_mom" if mom else "sgd"
         body = _SGD.replace("MOM", "{ const T bi = first ? gi : buf * mom + damp1 * gi; buf = bi;"
                             " gi = nesterov ? gi + mom * bi : bi; }" if mom else "")
@@ -1151,6 +1170,50 @@ class CudaKernelsMixin:
 
         return super().sgd_step(pick(params), pick(grads), pick(bufs), lr, momentum, dampening,
                                 weight_decay, flags)
+
+    def _sgd_multi(self, params, grads, bufs, lr, momentum, dampening, weight_decay, flags):
+        """Every contiguous parameter of one float dtype in one launch (fm_sgd_multi: a table
+        of addresses, as _adam_multi), not one ElementwiseKernel call and array views per
+        parameter; False: not taken (the per-parameter kernels serve)."""
+        live = [i for i, p in enumerate(params) if p._numel]
+        if len(live) < 2 or "sgd_multi" in self.fast_path_errors:
+            return False
+        ct = _float_ct(params[live[0]])
+        if ct is None:
+            return False
+        dt = params[live[0]]._dtype
+        for i in live:
+            ts = (params[i], grads[i]) + ((bufs[i],) if bufs is not None else ())
+            for t in ts:
+                if t._dtype is not dt or not t._contig:
+                    return False
+        rows = np.zeros((len(live), 7), np.int64)
+        first = 0
+        for j, i in enumerate(live):
+            n = params[i]._numel
+            pp = params[i]._ptr
+            rows[j, 0] = pp
+            rows[j, 1] = grads[i]._ptr
+            rows[j, 2] = bufs[i]._ptr if bufs is not None else pp  # (never read without one)
+            rows[j, 3] = pp
+            rows[j, 5] = n
+            rows[j, 6] = first
+            first += (n + _ADAM_CHUNK - 1) // _ADAM_CHUNK
+        if first >= 1 << 31:
+            return False
+        t = np.float32 if ct == "float" else np.float64
+        mode = ((1 if weight_decay != 0 else 0) | (2 if flags & K.OPT_FIRST else 0) |
+                (4 if flags & K.OPT_NESTEROV else 0) | (8 if bufs is not None else 0))
+        args = (t(momentum), t(1.0 - dampening), t(-lr), t(0), t(weight_decay), t(0), t(0), t(0),
+                np.int32(1 if flags & K.OPT_MAXIMIZE else 0), np.int32(mode))
+        src = _ADAM_MULTI.replace("NAME", "fm_sgd_multi").replace("BODY", _SGD_MULTI_BODY)
+
+        def go():
+            tab = self._upload_table(rows.reshape(-1))
+            k = self._raw_kernel("sgd_multi", src, "fm_sgd_multi", ct)
+            k((first,), (256,), (tab, np.int32(len(live))) + args)
+
+        return self._served("sgd_multi", go)
 
     # ---- layer norm / RMS norm ------------------------------------------------------------------
     def _row_norm_fast(self, rms, M, K_, x, w, G, P, Sp, mean, rstd, *more):
