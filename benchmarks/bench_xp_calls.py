@@ -21,11 +21,20 @@ or with ``--mid`` at sizes past the cuda paths' thresholds, and whole GPT traini
 - **host us** (generic backend only: under the emulation the kernels' CPU emulation would be
   timed too): thread CPU time per call with nothing wrapped (best of rounds): fiamma's Python
   plus NumPy's own (tiny arrays: next to nothing).
+- **py us** (``--python``, emulated cuda backend): thread CPU time per call with the device work
+  stubbed out (kernel launches, the products cuBLAS takes and CupyBackend's memcpy/memset copies
+  and fills do nothing; see ``python_us``): fiamma's own Python on the cuda paths, plus the
+  NumPy calls left on them and two NumPy-only costs a GPU does not pay (``np.errstate`` around
+  each primitive, ~1 us, and a NumPy allocation's address, ~1 us per result). On a GPU each op
+  pays this plus its CuPy calls (~5-10 us each).
+
+The ops are gpu/bench_ops.py's, then gpu/bench_cuda.py's MLP training step at its size
+(784-512-512-10, batch 128, SGD: the step whose device work is tiny) and the GPT step below.
 
     python tools/cuda_emu/build.py /tmp/emu.so
     FIAMMA_CUDA_EMU_LIB=/tmp/emu.so PYTHONPATH=tools/cuda_emu:benchmarks/gpu:packages/core/src:\\
         packages/autograd/src:packages/nn/src:packages/optim/src \\
-        python benchmarks/bench_xp_calls.py [--only TEXT] [--detail] [--json PATH]
+        python benchmarks/bench_xp_calls.py [--only TEXT] [--detail] [--python] [--json PATH]
 
 Without FIAMMA_CUDA_EMU_LIB the plain array-module backend (the generic paths) is counted.
 Needs torch (gpu/bench_ops.py builds PyTorch twins of each case; only fiamma's are run).
@@ -388,10 +397,93 @@ def host_us(fn, n, rounds):
     return best * 1e6
 
 
+_STUB = [False]
+
+
+def _stubbing_launch(cls):
+    call = cls.__call__
+
+    def launch(self, *a, **k):
+        if _STUB[0]:
+            return None
+        return call(self, *a, **k)
+
+    cls.__call__ = launch
+
+
+def _stub_mm(m, n, k, c, scm, scn, a, sam, sak, b, sbk, sbn, *rest):
+    if _gemm_ok(c, a, b, m, n, k, (scm, scn), (sam, sak), (sbk, sbn), None):
+        return 0
+    return _PLAIN_MM(m, n, k, c, scm, scn, a, sam, sak, b, sbk, sbn, *rest)
+
+
+def _stub_matmul(batch, m, n, k, c, sc, a, sa, b, sb, *rest):
+    from fiamma._backend.xp.cuda import _collapse
+
+    sc, sa, sb = tuple(sc), tuple(sa), tuple(sb)
+    nb = len(batch)
+    dims = _collapse(tuple(batch), (sc[:nb], sa[:nb], sb[:nb]))
+    if len(dims) <= 1 and _gemm_ok(c, a, b, m, n, k, sc[nb:], sa[nb:], sb[nb:],
+                                   dims[0] if dims else (1, [0, 0, 0])):
+        return 0
+    return _PLAIN_MATMUL(batch, m, n, k, c, sc, a, sa, b, sb, *rest)
+
+
+def _stub_copy(dst, src):
+    if (dst._dtype is src._dtype and dst._contig and src._contig and
+            dst._storage.device is src._storage.device and dst._ptr != src._ptr):
+        return 0
+    return _PLAIN_COPY(dst, src)
+
+
+def _stub_fill(dst, fval, ival, use_int):
+    import math
+
+    if dst._contig and (ival == 0 if use_int else (fval == 0 and math.copysign(1.0, fval) > 0)):
+        return 0
+    return _PLAIN_FILL(dst, fval, ival, use_int)
+
+
+def python_us(fn, n, rounds):
+    """Host time per call on the emulated cuda backend with the device work taken out: kernel
+    launches, the products cuBLAS takes and CupyBackend's memcpy/memset copies and fills do
+    nothing (the values computed are garbage; the paths taken are the GPU's), so what is left
+    is fiamma's own Python plus the array-module calls that remain on the cuda paths (tiny
+    arrays: their NumPy cost is small, their CuPy cost on a GPU ~10 us each)."""
+    _STUB[0] = True
+    BACKEND.mm, BACKEND.matmul = _stub_mm, _stub_matmul
+    BACKEND.copy, BACKEND.fill = _stub_copy, _stub_fill
+    try:
+        return host_us(fn, n, rounds)
+    finally:
+        _STUB[0] = False
+        BACKEND.mm, BACKEND.matmul = _PLAIN_MM, _PLAIN_MATMUL
+        BACKEND.copy, BACKEND.fill = _PLAIN_COPY, _PLAIN_FILL
+
+
+if EMU is not None:
+    _stubbing_launch(EMU.Raw)
+    _stubbing_launch(EMU.Ew)
+
+
 def summarise(c):
     total = sum(c.values())
     launch = sum(v for k, v in c.items() if k.startswith("launch:"))
     return total, launch, c.get("view", 0), c.get("alloc", 0)
+
+
+def mlp_step_case(f):
+    """gpu/bench_cuda.py's MLP training step at its size (784-512-512-10, batch 128; SGD,
+    cross entropy, zero_grad with set_to_none), fiamma on xp."""
+    from bench_cuda import _mlp, _train_step
+
+    rng = np.random.default_rng(0)
+    fm = _mlp(f, "xp")
+    x = f.from_numpy(rng.standard_normal((128, 784), dtype=np.float32)).to("xp")
+    y = f.from_numpy(rng.integers(0, 10, 128).astype(np.int64)).to("xp")
+    step = _train_step(f, fm, f.optim.SGD(fm.parameters(), lr=0.01), f.nn.CrossEntropyLoss(),
+                       x, y)
+    return [("MLP step 784-512-512-10 b128", step, None, 5)]
 
 
 def gpt_step_case(f, t, mid=False):
@@ -410,8 +502,8 @@ def gpt_step_case(f, t, mid=False):
     y = f.from_numpy(rng.integers(0, 65, (batch, block)).astype(np.int64)).to("xp")
     F = f.nn.functional
 
-    def step():
-        opt.zero_grad(set_to_none=True)
+    def step():  # as gpu/bench_cuda.py's _train_step
+        opt.zero_grad()
         loss = F.cross_entropy(fm(x).view(-1, 65), y.view(-1))
         loss.backward()
         opt.step()
@@ -438,21 +530,27 @@ def main():
                     help="B, T, C = 4, 64, 256 (65536-element activations: the size from which "
                          "the cuda paths take their float4 kernels) instead of tiny sizes")
     ap.add_argument("--no-time", action="store_true", help="count only")
+    ap.add_argument("--python", action="store_true",
+                    help="(emulated cuda backend) also time each case with the device work "
+                         "stubbed out: fiamma's own Python per op/step (see python_us)")
     ap.add_argument("--json")
     args = ap.parse_args()
-    if EMU is not None:
+    if EMU is not None and not args.python:
         args.no_time = True  # the emulated kernels run on the CPU: their time is not host time
     import torch
     from bench_ops import cases
 
     torch.set_num_threads(1)
     sizes = (4, 64, 256, 4, 65) if args.mid else None
-    todo = cases(fiamma, torch, "xp", "cpu", False, sizes) + gpt_step_case(fiamma, torch,
-                                                                          args.mid)
+    todo = (cases(fiamma, torch, "xp", "cpu", False, sizes) + mlp_step_case(fiamma) +
+            gpt_step_case(fiamma, torch, args.mid))
+    if args.python and EMU is None:
+        ap.error("--python needs the emulated cuda backend (FIAMMA_CUDA_EMU_LIB)")
     kind = "cuda paths, emulated kernels" if EMU else "generic"
     print(f"backend: {type(BACKEND).__name__} ({kind}); calls = array-module calls per op "
           f"(launch: kernels, view: array views built, alloc: storages)")
-    print(f"{'op':36s} {'calls':>6s} {'launch':>6s} {'view':>5s} {'alloc':>5s} {'host us':>9s}")
+    col = "py us" if args.python else "host us"
+    print(f"{'op':36s} {'calls':>6s} {'launch':>6s} {'view':>5s} {'alloc':>5s} {col:>9s}")
     rows = []
     WHERE[0] = args.where or args.where2
     WHERE[1] = args.where2
@@ -462,10 +560,14 @@ def main():
             continue
         c = count_calls(ff)
         total, launch, view, alloc = summarise(c)
-        us = None if args.no_time else host_us(ff, max(int(n * 4 * args.scale), 3), args.rounds)
+        reps = max(int(n * 4 * args.scale), 3)
+        if args.python:
+            us = python_us(ff, reps, args.rounds)
+        else:
+            us = None if args.no_time else host_us(ff, reps, args.rounds)
         rows.append({"op": name, "calls": total, "launches": launch, "views": view,
-                     "allocs": alloc,
-                     "host_us": None if us is None else round(us, 1), "by_name": c})
+                     "allocs": alloc, "python" if args.python else "host_us":
+                     None if us is None else round(us, 1), "by_name": c})
         print(f"{name:36s} {total:6d} {launch:6d} {view:5d} {alloc:5d} "
               f"{'' if us is None else f'{us:9.1f}'}", flush=True)
         if args.detail:

@@ -60,13 +60,15 @@ def source():
     for ns, ct in (("f32", "float"), ("f64", "double")):
         out.append(f"namespace {ns} {{ typedef {ct} T;")
         out.append(_strip(CK._BLOCK))
-        for src in (CK._ROW_NORM_FWD, CK._ROW_NORM_BWD, CK._ROW_NORM_WB, CK._COLSUM,
+        for src in (CK._ROW_NORM_FWD, CK._ROW_NORM_BWD, CK._ROW_NORM_WB, CK._COLSUM, CK._ACC_OUT,
                     CK._XENT_FWD, CK._XENT_BWD, CK._IM2COL, CK._COL2IM, CK._BN_FWD,
                     CK._BN_BWD, CK._SOFTMAX, CK._MAXPOOL, CK._ATTN):
             out.append(_strip(src).replace(_strip(CK._BLOCK), ""))
         for ams, name in ((0, "fm_adam_multi"), (1, "fm_adam_multi_ams")):
             body = CK._ADAM.replace("AMS", "if (vm > vi) { vi = vm; } vm = vi;" if ams else "")
             out.append(_strip(CK._ADAM_MULTI).replace("NAME", name).replace("BODY", body))
+        out.append(_strip(CK._ADAM_MULTI).replace("NAME", "fm_sgd_multi")
+                   .replace("BODY", CK._SGD_MULTI_BODY))
         out.append("#undef FM_NEG_INF\n#undef FM_INF_T\n#undef FM_NEG_INF_T")
         for em in (64, 128):  # cuda_flash's kernels: each tile configuration in its namespace
             for part in "fb":

@@ -93,6 +93,34 @@ def fake_cuda():
         yield be
 
 
+def test_fake_peak_memory_follows_storages_without_pool_queries(fake_cuda):
+    """The peak of memory_allocated is kept from the storages' own byte counts (CuPy's
+    used_bytes walks every block in use: too slow to ask at each allocation)."""
+    pool = fake_cuda.xp.get_default_memory_pool()
+    fiamma.cuda.reset_peak_memory_stats()
+    before = fiamma.cuda.memory_allocated()
+    asked = []
+    used = pool.used_bytes
+    pool.used_bytes = lambda: asked.append(1) or used()
+    try:
+        a = fiamma.empty(1 << 18, device="cuda")  # 1 MiB
+        b = fiamma.empty(1 << 19, device="cuda")  # 2 MiB
+        del a, b
+        c = fiamma.empty(1 << 18, device="cuda")
+        assert not asked
+    finally:
+        del pool.used_bytes
+    assert fiamma.cuda.memory_allocated() == before + (1 << 20)
+    assert fiamma.cuda.max_memory_allocated() == before + (3 << 20)
+    assert fiamma.cuda.memory_stats()["allocated_bytes.all.peak"] == before + (3 << 20)
+    fiamma.cuda.reset_peak_memory_stats()
+    assert fiamma.cuda.max_memory_allocated() == before + (1 << 20)
+    d = fiamma.empty(1 << 18, device="cuda")
+    assert fiamma.cuda.max_memory_allocated() == before + (2 << 20)
+    del c, d
+    assert fiamma.cuda.memory_allocated() == before
+
+
 def test_fake_api_and_devices(fake_cuda):
     assert fiamma.cuda.is_available() and fiamma.cuda.device_count() == 1
     assert fiamma.cuda.current_device() == 0

@@ -137,6 +137,37 @@ def test_layer_norm(device, be, dtype, tol, M, K, affine):
             assert_same(a, r, rtol=tol * 10, atol=tol * 10)
 
 
+def test_sum_casts_without_acc_out(device, be, monkeypatch):
+    """The float64 sums of the column-sum and layer-norm weight/bias kernels reach their
+    outputs through fm_acc_out; with that kernel refused, through array calls: same answers."""
+    real = be._raw_kernel
+    refused = []
+
+    def no_acc_out(key, src, name, ct):
+        if name == "fm_acc_out":
+            refused.append(name)
+            raise RuntimeError("kernel refused (test)")
+        return real(key, src, name, ct)
+
+    monkeypatch.setattr(be, "_raw_kernel", no_acc_out)
+    monkeypatch.setattr(be, "fast_path_errors", {})
+    rng = np.random.default_rng(9)
+    x = _t(rng.standard_normal((40, 33)) * 10, fiamma.float32)
+    xd = x.to(device)
+    for fn in (lambda t: t.sum(0), lambda t: t.mean(0)):
+        assert_same(fn(xd), fn(x), rtol=1e-5, atol=1e-4)
+    w = _t(rng.uniform(0.5, 1.5, 33), fiamma.float32)
+    mean, rstd = x.mean(1), 1 / (x.var(1, unbiased=False) + 1e-5).sqrt()
+    g = _t(rng.standard_normal((40, 33)), fiamma.float32)
+    ref = fiamma.layer_norm_backward(g, x, (33,), w, mean, rstd)
+    got = fiamma.layer_norm_backward(g.to(device), xd, (33,), w.to(device), mean.to(device),
+                                     rstd.to(device))
+    for a, r in zip(got, ref):
+        assert_same(a, r, rtol=1e-4, atol=1e-4)
+    assert refused and "acc_out" in be.fast_path_errors
+    assert "colsum" not in be.fast_path_errors and "row_norm_bwd" not in be.fast_path_errors
+
+
 # ---- GELU ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype,tol", DTYPES)
@@ -234,13 +265,49 @@ def test_sgd(device, be, momentum, nesterov, wd, maximize, dampening):
     b_c = [fiamma.zeros_like(t) for t in p_c] if momentum else None
     p_d, g_d = [t.to(device) for t in p_c], [t.to(device) for t in g_c]
     b_d = [t.to(device) for t in b_c] if momentum else None
-    s0 = _calls(be, "sgd")
+    s0, m0 = _calls(be, "sgd"), _calls(be, "sgd_multi")
     for first in (True, False, False):
         for p, g, b in ((p_c, g_c, b_c), (p_d, g_d, b_d)):
             fused.sgd_(p, g, b, lr=0.1, momentum=momentum, dampening=dampening,
                        weight_decay=wd, nesterov=nesterov, maximize=maximize, first=first)
-    _served(be, "sgd", s0)
+    _served(be, "sgd_multi", m0)  # two non-empty parameters: one launch for both
     for a, r in zip(p_d, p_c):
+        assert_same(a, r, rtol=1e-6, atol=1e-6)
+    # one parameter: the per-parameter kernel
+    pc, gc, pd, gd = p_c[0].clone(), g_c[0].clone(), p_d[0].clone(), g_d[0].clone()
+    bc = [b_c[0].clone()] if momentum else None
+    bd = [b_d[0].clone()] if momentum else None
+    for first in (True, False):
+        for p, g, b in (([pc], [gc], bc), ([pd], [gd], bd)):
+            fused.sgd_(p, g, b, lr=0.1, momentum=momentum, dampening=dampening,
+                       weight_decay=wd, nesterov=nesterov, maximize=maximize, first=first)
+    assert_same(pd, pc, rtol=1e-6, atol=1e-6)
+    _served(be, "sgd", s0)
+
+
+def test_sgd_multi_refused_falls_back(device, be, monkeypatch):
+    from fiamma import fused
+
+    real = be._raw_kernel
+
+    def no_multi(key, src, name, ct):
+        if name == "fm_sgd_multi":
+            raise RuntimeError("kernel refused (test)")
+        return real(key, src, name, ct)
+
+    monkeypatch.setattr(be, "_raw_kernel", no_multi)
+    monkeypatch.setattr(be, "fast_path_errors", {})
+    rng = np.random.default_rng(10)
+    p_c = [_t(rng.standard_normal(s), fiamma.float32) for s in [(30, 7), (5,)]]
+    g_c = [_t(rng.standard_normal(s), fiamma.float32) for s in [(30, 7), (5,)]]
+    b_c = [fiamma.zeros_like(t) for t in p_c]
+    p_d, g_d, b_d = ([t.to(device) for t in ts] for ts in (p_c, g_c, b_c))
+    s0 = _calls(be, "sgd")
+    for first in (True, False):
+        for p, g, b in ((p_c, g_c, b_c), (p_d, g_d, b_d)):
+            fused.sgd_(p, g, b, lr=0.1, momentum=0.9, first=first)
+    assert "sgd_multi" in be.fast_path_errors and _calls(be, "sgd") > s0
+    for a, r in zip(p_d + b_d, p_c + b_c):
         assert_same(a, r, rtol=1e-6, atol=1e-6)
 
 

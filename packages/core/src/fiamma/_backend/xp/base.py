@@ -60,19 +60,24 @@ class XpBase:
             NumPy uint8 array, or a CuPy MemoryPointer) and keeps it alive; ``ptr`` its
             address."""
 
-            __slots__ = ("mem", "device", "views", "irange")
+            __slots__ = ("mem", "device", "views", "irange", "counted")
 
             def __init__(self, nbytes, zero=False, dev=None):
+                self.counted = False
                 self.version = 0
                 self.nbytes = nbytes
                 self.device = dev
                 self.mem = backend._alloc(dev, nbytes, zero)
+                # the backend counts its storages' bytes (the cuda backend's peak statistics)
+                self.counted = backend._counts_live
                 self.ptr = backend._address(self.mem)
                 self.views = {}
                 self.irange = None
 
             def __del__(self):
-                pass  # the allocation frees itself with ``mem``
+                # the allocation frees itself with ``mem``
+                if self.counted:
+                    backend._note_free(self.device.index, self.nbytes)
 
             def __repr__(self):
                 return f"<fiamma.Storage {self.nbytes} bytes on {self.device}>"
@@ -89,6 +94,8 @@ class XpBase:
         self.device_cls = device_cls
 
     # ---- allocation (overridden by the CuPy flavour) ---------------------------------------
+    _counts_live = False  # storages call _note_free when they go (RuntimeMixin's peaks)
+
     def _alloc(self, dev, nbytes, zero):
         return np.zeros(nbytes, np.uint8) if zero else np.empty(nbytes, np.uint8)
 

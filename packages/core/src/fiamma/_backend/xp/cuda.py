@@ -134,6 +134,8 @@ class CupyBackend(BinaryEntryMixin, CudnnConvMixin, CudaKernelsMixin, RuntimeMix
         self._kernels_init()
         self._cudnn_init()
         self._pending = collections.deque()  # (event, host source) of async uploads in flight
+        self._cublas = None  # cupy_backends' cublas module, imported on the first product
+        self._scalars = {}  # (float64?, alpha, beta) -> their host addresses (_gemm_scalars)
 
     # ---- memory ------------------------------------------------------------------------------
     def new_storage(self, dev, nbytes, zero=False):
@@ -155,7 +157,7 @@ class CupyBackend(BinaryEntryMixin, CudnnConvMixin, CudaKernelsMixin, RuntimeMix
             raise MemoryError(f"fiamma: cannot allocate {nbytes} bytes on {dev}: {e}") from None
         if zero and nbytes:
             mem.memset_async(0, nbytes)
-        self._note_allocation(dev.index)
+        self._note_allocation(dev.index, nbytes)
         return mem
 
     def _address(self, mem):
@@ -265,6 +267,7 @@ class CupyBackend(BinaryEntryMixin, CudnnConvMixin, CudaKernelsMixin, RuntimeMix
         st.ptr = ptr
         st.views = {}
         st.irange = None
+        st.counted = False  # not the pool's memory: not in the peak statistics
         return st
 
     def dlpack_stream(self):
@@ -340,35 +343,48 @@ class CupyBackend(BinaryEntryMixin, CudnnConvMixin, CudaKernelsMixin, RuntimeMix
         opb = _blas_operand(k, n, sb[0], sb[1])
         if opc is None or opc[0] or opa is None or opb is None:
             return False
-        key = (dt.name, bat is not None)
         try:
-            from cupy_backends.cuda.libs import cublas
+            cublas = self._cublas
+            if cublas is None:
+                from cupy_backends.cuda.libs import cublas
 
+                self._cublas = cublas
             handle = self.xp.cuda.device.get_cublas_handle()
             cublas.setStream(handle, self._stream_ptr())
             cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
-            if dt is D.float64:
-                scal, compute = np.float64, cublas.CUBLAS_COMPUTE_64F
-            else:
-                scal, compute = np.float32, cublas.CUBLAS_COMPUTE_32F
-            al = np.array(alpha, scal)
-            be = np.array(beta if beta else 0.0, scal)
+            f64 = dt is D.float64
+            compute = cublas.CUBLAS_COMPUTE_64F if f64 else cublas.CUBLAS_COMPUTE_32F
+            pal, pbe = self._gemm_scalars(f64, alpha, beta if beta else 0.0)
             ta = cublas.CUBLAS_OP_T if opb[0] else cublas.CUBLAS_OP_N
             tb = cublas.CUBLAS_OP_T if opa[0] else cublas.CUBLAS_OP_N
             algo = cublas.CUBLAS_GEMM_DEFAULT
             if bat is None:
-                cublas.gemmEx(handle, ta, tb, n, m, k, al.ctypes.data, b._ptr, cuda_type, opb[1],
-                              a._ptr, cuda_type, opa[1], be.ctypes.data, c._ptr, cuda_type,
+                cublas.gemmEx(handle, ta, tb, n, m, k, pal, b._ptr, cuda_type, opb[1],
+                              a._ptr, cuda_type, opa[1], pbe, c._ptr, cuda_type,
                               opc[1], compute, algo)
             else:
                 count, (stc, sta, stb) = bat
                 if count > 1 and stc == 0:
                     return False  # results written over each other: the generic path decides
                 cublas.gemmStridedBatchedEx(
-                    handle, ta, tb, n, m, k, al.ctypes.data, b._ptr, cuda_type, opb[1], stb,
-                    a._ptr, cuda_type, opa[1], sta, be.ctypes.data, c._ptr, cuda_type, opc[1],
+                    handle, ta, tb, n, m, k, pal, b._ptr, cuda_type, opb[1], stb,
+                    a._ptr, cuda_type, opa[1], sta, pbe, c._ptr, cuda_type, opc[1],
                     stc, count, compute, algo)
         except Exception as e:  # a cuBLAS status error: the generic path answers instead
-            self.fast_path_errors[key] = f"{type(e).__name__}: {e}"
+            self.fast_path_errors[(dt.name, bat is not None)] = f"{type(e).__name__}: {e}"
             return False
         return True
+
+    def _gemm_scalars(self, f64, alpha, beta):
+        """Host addresses of alpha and beta as cuBLAS reads them (pointer mode host: read
+        during the call), kept per value: a product's usual (1, 0) and (1, 1) make no new
+        NumPy scalars per call."""
+        key = (f64, alpha, beta)
+        r = self._scalars.get(key)
+        if r is None:
+            scal = np.float64 if f64 else np.float32
+            arrs = (np.array(alpha, scal), np.array(beta, scal))
+            if len(self._scalars) >= 64:
+                self._scalars.clear()
+            r = self._scalars[key] = (arrs[0].ctypes.data, arrs[1].ctypes.data, arrs)
+        return r[0], r[1]

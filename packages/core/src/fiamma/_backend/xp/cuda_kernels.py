@@ -218,6 +218,19 @@ extern "C" __global__ void fm_colsum(const T* __restrict__ x, double* __restrict
 }
 """
 
+# the float64 sums of fm_colsum / fm_row_norm_wb (rows of K in acc) divided by div and cast
+# into up to two outputs of the kernels' type (each optional): one launch where a view, a row
+# read and a cast write per output were three array calls
+_ACC_OUT = r"""
+extern "C" __global__ void fm_acc_out(const double* __restrict__ acc, T* __restrict__ o0,
+        T* __restrict__ o1, long long K, double div) {
+    const long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= K) return;
+    if (o0) o0[j] = (T)(acc[j] / div);
+    if (o1) o1[j] = (T)(acc[K + j] / div);
+}
+"""
+
 # cross entropy, forward: one block per row of the contiguous (n, c) x
 _XENT_FWD = _BLOCK + r"""
 extern "C" __global__ void fm_xent_fwd(const T* __restrict__ x, const long long* __restrict__ tg,
@@ -709,6 +722,7 @@ extern "C" __global__ void fm_col2im(const T* __restrict__ cols, T* __restrict__
 
 _BIN_NAMES = {K.BIN_ADD: "fm_bin4_add", K.BIN_SUB: "fm_bin4_sub", K.BIN_MUL: "fm_bin4_mul",
               K.BIN_DIV: "fm_bin4_div"}
+_BIN4S_NAMES = {v: v.replace("fm_bin4_", "fm_bin4s_") for v in _BIN_NAMES.values()}
 
 # elementwise bodies (CuPy ElementwiseKernel): T is the tensor's dtype
 _GELU_FWD = """
@@ -844,13 +858,40 @@ MOM
 p = p + nlr * gi;
 """
 
+# SGD over many tensors in one launch: _ADAM_MULTI's table and chunking with this body (the
+# same arithmetic, in the same order, as _SGD). Its arguments are renamed: w1 = momentum,
+# b2 = 1 - dampening, w2 = -lr, wd = weight decay; mode's bits: 1 weight decay, 2 first step,
+# 4 Nesterov, 8 momentum (then m is the momentum buffer).
+_SGD_MULTI_BODY = """
+        (void)v; (void)eps; (void)ss; (void)bc2s; (void)dec;
+        T gi = maximize ? -g : g;
+        if (mode & 1) { gi = gi + wd * p; }
+        if (mode & 8) {
+            const T bi = (mode & 2) ? gi : m * w1 + b2 * gi;
+            m = bi;
+            gi = (mode & 4) ? gi + w1 * bi : bi;
+        }
+        p = p + w2 * gi;
+"""
+
+
+_CONTIG = {}
+
 
 def _contig(shape):
-    st, acc = [], 1
-    for s in reversed(shape):
-        st.append(acc)
-        acc *= max(int(s), 1)
-    return tuple(reversed(st))
+    """The contiguous element strides of ``shape`` (kept per shape)."""
+    r = _CONTIG.get(shape) if isinstance(shape, tuple) else None
+    if r is None:
+        st, acc = [], 1
+        for s in reversed(shape):
+            st.append(acc)
+            acc *= max(int(s), 1)
+        r = tuple(reversed(st))
+        if isinstance(shape, tuple):
+            if len(_CONTIG) >= 4096:
+                _CONTIG.clear()
+            _CONTIG[shape] = r
+    return r
 
 
 def _float_ct(*ts):
@@ -858,8 +899,9 @@ def _float_ct(*ts):
     dt = ts[0]._dtype
     if dt is not D.float32 and dt is not D.float64:
         return None
-    if any(t is not None and t._dtype is not dt for t in ts):
-        return None
+    for t in ts:
+        if t is not None and t._dtype is not dt:
+            return None
     return "float" if dt is D.float32 else "double"
 
 
@@ -905,6 +947,18 @@ class CudaKernelsMixin:
             return False
         self.fast_path_calls[name] = self.fast_path_calls.get(name, 0) + 1
         return True
+
+    def _acc_out(self, ct, acc, n, o0, o1, div):
+        """Outputs o0 and o1 (contiguous tensors of ``n`` elements of the kernels' type ct, or
+        None) = rows 0 and 1 of the float64 (rows, n) array acc, divided by div, in one
+        launch; False when the kernel is off (then the caller casts with array calls)."""
+
+        def go():
+            k = self._raw_kernel("acc_out", _ACC_OUT, "fm_acc_out", ct)
+            k(((n + 255) // 256,), (256,), (acc, _ptr(o0), _ptr(o1), np.int64(n),
+                                           np.float64(div)))
+
+        return self._served("acc_out", go)
 
     def _threads(self, n):
         t = 32
@@ -1078,6 +1132,9 @@ class CudaKernelsMixin:
         if generic or "sgd" in self.fast_path_errors:
             return super().sgd_step(params, grads, bufs, lr, momentum, dampening, weight_decay,
                                     flags)
+        if self._sgd_multi(params, grads, bufs if mom else None, lr, momentum, dampening,
+                           weight_decay, flags):
+            return 0
         key = "sgd_mom" if mom else "sgd"
         body = _SGD.replace("MOM", "{ const T bi = first ? gi : buf * mom + damp1 * gi; buf = bi;"
                             " gi = nesterov ? gi + mom * bi : bi; }" if mom else "")
@@ -1113,6 +1170,50 @@ class CudaKernelsMixin:
 
         return super().sgd_step(pick(params), pick(grads), pick(bufs), lr, momentum, dampening,
                                 weight_decay, flags)
+
+    def _sgd_multi(self, params, grads, bufs, lr, momentum, dampening, weight_decay, flags):
+        """Every contiguous parameter of one float dtype in one launch (fm_sgd_multi: a table
+        of addresses, as _adam_multi), not one ElementwiseKernel call and array views per
+        parameter; False: not taken (the per-parameter kernels serve)."""
+        live = [i for i, p in enumerate(params) if p._numel]
+        if len(live) < 2 or "sgd_multi" in self.fast_path_errors:
+            return False
+        ct = _float_ct(params[live[0]])
+        if ct is None:
+            return False
+        dt = params[live[0]]._dtype
+        for i in live:
+            ts = (params[i], grads[i]) + ((bufs[i],) if bufs is not None else ())
+            for t in ts:
+                if t._dtype is not dt or not t._contig:
+                    return False
+        rows = np.zeros((len(live), 7), np.int64)
+        first = 0
+        for j, i in enumerate(live):
+            n = params[i]._numel
+            pp = params[i]._ptr
+            rows[j, 0] = pp
+            rows[j, 1] = grads[i]._ptr
+            rows[j, 2] = bufs[i]._ptr if bufs is not None else pp  # (never read without one)
+            rows[j, 3] = pp
+            rows[j, 5] = n
+            rows[j, 6] = first
+            first += (n + _ADAM_CHUNK - 1) // _ADAM_CHUNK
+        if first >= 1 << 31:
+            return False
+        t = np.float32 if ct == "float" else np.float64
+        mode = ((1 if weight_decay != 0 else 0) | (2 if flags & K.OPT_FIRST else 0) |
+                (4 if flags & K.OPT_NESTEROV else 0) | (8 if bufs is not None else 0))
+        args = (t(momentum), t(1.0 - dampening), t(-lr), t(0), t(weight_decay), t(0), t(0), t(0),
+                np.int32(1 if flags & K.OPT_MAXIMIZE else 0), np.int32(mode))
+        src = _ADAM_MULTI.replace("NAME", "fm_sgd_multi").replace("BODY", _SGD_MULTI_BODY)
+
+        def go():
+            tab = self._upload_table(rows.reshape(-1))
+            k = self._raw_kernel("sgd_multi", src, "fm_sgd_multi", ct)
+            k((first,), (256,), (tab, np.int32(len(live))) + args)
+
+        return self._served("sgd_multi", go)
 
     # ---- layer norm / RMS norm ------------------------------------------------------------------
     def _row_norm_fast(self, rms, M, K_, x, w, G, P, Sp, mean, rstd, *more):
@@ -1154,10 +1255,11 @@ class CudaKernelsMixin:
                 k(((K_ + 127) // 128, (M + chunk - 1) // chunk), (128,),
                   (pg, np.int64(sg), px, np.int64(sx), pm, pr, acc, np.int64(M), np.int64(K_),
                    np.int32(rms), np.int32(chunk)))
-                if gw is not None:
-                    self.cview(gw, (K_,))[...] = acc[0]
-                if gb is not None:
-                    self.cview(gb, (K_,))[...] = acc[1]
+                if not self._acc_out(ct, acc, K_, gw, gb, 1.0):
+                    if gw is not None:
+                        self.cview(gw, (K_,))[...] = acc[0]
+                    if gb is not None:
+                        self.cview(gb, (K_,))[...] = acc[1]
             if gx is not None:
                 k = self._raw_kernel("row_norm_bwd", _ROW_NORM_BWD, "fm_row_norm_bwd", ct)
                 k((M,), (self._threads(K_),),
@@ -1255,8 +1357,10 @@ class CudaKernelsMixin:
         if not self._served("colsum", go):
             return False
         if tuple(sout[lead:]) == _contig(x._shape[lead:]):
-            # out's elements are Kc in a row: the float64 sums cast into them in one call (the
-            # mean's division in the same call)
+            # out's elements are Kc in a row: the float64 sums cast into them in one launch
+            # (the mean's division in the same launch)
+            if self._acc_out(ct, acc, Kc, out, None, float(M) if op == K.RED_MEAN else 1.0):
+                return True
             o = self.cview(out, (Kc,))
             if op == K.RED_MEAN:
                 xp.divide(acc, np.float64(M), out=o)
@@ -1551,21 +1655,17 @@ class CudaKernelsMixin:
         if name is not None and a._dtype is D.float32 and b._dtype is D.float32 and \
                 out._dtype is D.float32:
             shape = tuple(shape)
-            n = 1
-            for s in shape:
-                n *= s
-            cs = _contig(shape)
-            if n >= 65536 and tuple(sa) == cs and tuple(sb) == cs and \
-                    tuple(out._shape) == shape and tuple(out._stride) == cs and \
+            geo = _bin4_geometry(shape)
+            if geo is not None and (sa if type(sa) is tuple else tuple(sa)) == geo[0] and \
+                    (sb if type(sb) is tuple else tuple(sb)) == geo[0] and \
+                    out._shape == shape and out._stride == geo[0] and \
                     not self._overlaps(out, a, b):
                 pa, pb, po = a._ptr, b._ptr, out._ptr
-                vec = int(pa % 16 == 0 and pb % 16 == 0 and po % 16 == 0)
-                blocks = min((n // 4 + 255) // 256 + 1, 1 << 20)
+                vec = _ONE if (pa | pb | po) & 15 == 0 else _ZERO
 
                 def go():  # pointers, not array views: the launch is the one call
                     k = self._raw_kernel("bin4", _BIN4, name, "float")
-                    k((blocks,), (256,), (np.uint64(pa), np.uint64(pb), np.uint64(po),
-                                          np.int64(n), np.int32(vec)))
+                    k(geo[1], _B256, (np.uint64(pa), np.uint64(pb), np.uint64(po), geo[2], vec))
 
                 if self._served("binary", go):
                     return 0
@@ -1579,26 +1679,47 @@ class CudaKernelsMixin:
         if t._dtype is not D.float32:
             return False
         shape = tuple(shape)
-        n = 1
-        for d in shape:
-            n *= d
-        cs = _contig(shape)
-        if n < 65536 or tuple(st) != cs or tuple(out._shape) != shape or \
-                tuple(out._stride) != cs or self._overlaps(out, t):
+        geo = _bin4_geometry(shape)
+        if geo is None or (st if type(st) is tuple else tuple(st)) != geo[0] or \
+                out._shape != shape or out._stride != geo[0] or self._overlaps(out, t):
             return False
-        with np.errstate(over="ignore"):  # beyond float32's range: inf, as the generic code
-            s = np.float32(self._scalar(D.float32, 0.0, sv, True))
+        if type(sv) is float and -_F32_MAX <= sv <= _F32_MAX:
+            s = np.float32(sv)  # (in range: no overflow to quiet)
+        else:
+            with np.errstate(over="ignore"):  # beyond float32's range: inf, as the generic code
+                s = np.float32(self._scalar(D.float32, 0.0, sv, True))
         pa, po = t._ptr, out._ptr
-        vec = int(pa % 16 == 0 and po % 16 == 0)
-        blocks = min((n // 4 + 255) // 256 + 1, 1 << 20)
-        kname = name.replace("fm_bin4_", "fm_bin4s_")
+        vec = _ONE if (pa | po) & 15 == 0 else _ZERO
+        kname = _BIN4S_NAMES[name]
 
         def go():
             k = self._raw_kernel("bin4", _BIN4, kname, "float")
-            k((blocks,), (256,), (np.uint64(pa), s, np.uint64(po), np.int64(n), np.int32(vec),
-                                  np.int32(left)))
+            k(geo[1], _B256, (np.uint64(pa), s, np.uint64(po), geo[2], vec,
+                              _ONE if left else _ZERO))
 
         return self._served("binary_scalar", go)
+
+
+_ONE, _ZERO = np.int32(1), np.int32(0)
+_B256 = (256,)
+_F32_MAX = float(np.finfo(np.float32).max)
+_BIN4_GEO = {}
+
+
+def _bin4_geometry(shape):
+    """(contiguous strides, grid, element count as the kernel's int64) of the float4 kernels
+    for a result of ``shape``, kept per shape; None below their 65536-element threshold."""
+    g = _BIN4_GEO.get(shape, False)
+    if g is False:
+        n = 1
+        for d in shape:
+            n *= d
+        g = None if n < 65536 else (_contig(shape), (min((n // 4 + 255) // 256 + 1, 1 << 20),),
+                                    np.int64(n))
+        if len(_BIN4_GEO) >= 1024:
+            _BIN4_GEO.clear()
+        _BIN4_GEO[shape] = g
+    return g
 
 
 def _ptr_or_null(a):

@@ -3,9 +3,15 @@ over CuPy (what ``fiamma.cuda`` answers with when CUDA is available).
 
 Memory figures come from CuPy's default memory pool, which every fiamma allocation on the GPU
 goes through (CuPy's own temporaries too): ``memory_allocated`` is its ``used_bytes``,
-``memory_reserved`` its ``total_bytes``, per device. CuPy keeps no peaks, so the backend updates
-them at each fiamma allocation (a temporary made and freed inside one CuPy call between two
-allocations is not seen by the peak).
+``memory_reserved`` its ``total_bytes``, per device. CuPy keeps no peaks, so the backend keeps
+them: it counts the bytes of its live storages (rounded up to the pool's 512-byte unit, as
+``used_bytes`` counts them), and at each allocation the peak of ``memory_allocated`` becomes at
+least that count plus the pool's other use (CuPy's own arrays: temporaries inside a primitive,
+kernel argument tables) as it was when the statistics were last read or reset. Asking the pool
+at each allocation instead would cost more than the op: CuPy's ``used_bytes`` walks every
+block in use (a training step holds hundreds). A temporary made and freed inside one CuPy call
+is not seen by the peak. The pool's reserved bytes only grow until its blocks are freed, so
+their peak is read before ``empty_cache`` frees them and whenever the statistics are read.
 """
 
 __all__ = ["RuntimeMixin", "DeviceProperties"]
@@ -45,6 +51,8 @@ class RuntimeMixin:
         self._peak = {}
         self._peak_reserved = {}
         self._props = {}
+        self._live = {}   # device index -> bytes of live storages (rounded as the pool does)
+        self._other = {}  # device index -> the pool's other bytes in use when last read
 
     # ---- devices ---------------------------------------------------------------------------
     def device_count(self):
@@ -110,34 +118,56 @@ class RuntimeMixin:
         with self.xp.cuda.Device(idx):
             return pool.used_bytes(), pool.total_bytes()
 
-    def _note_allocation(self, idx):
+    _counts_live = True
+
+    def _note_allocation(self, idx, nbytes):
+        """A storage of ``nbytes`` was allocated on device ``idx`` (every fiamma allocation:
+        plain arithmetic, no pool query; see the module docstring)."""
+        live = self._live.get(idx, 0) + ((nbytes + 511) & ~511)
+        self._live[idx] = live
+        other = self._other.get(idx)
+        if other is None:  # the first allocation on this device: read the pool once
+            self._read_pool(idx)
+        elif live + other > self._peak.get(idx, 0):
+            self._peak[idx] = live + other
+
+    def _note_free(self, idx, nbytes):
+        self._live[idx] = self._live.get(idx, 0) - ((nbytes + 511) & ~511)
+
+    def _read_pool(self, idx):
+        """(used, total) of the pool now, folded into the peaks; the pool's use other than
+        fiamma's storages is remembered for the peaks of the allocations that follow."""
         used, total = self._pool_bytes(idx)
+        self._other[idx] = max(used - self._live.get(idx, 0), 0)
         if used > self._peak.get(idx, 0):
             self._peak[idx] = used
         if total > self._peak_reserved.get(idx, 0):
             self._peak_reserved[idx] = total
+        return used, total
 
     def memory_allocated(self, device=None):
-        return self._pool_bytes(self.device_index(device, "memory_allocated"))[0]
+        return self._read_pool(self.device_index(device, "memory_allocated"))[0]
 
     def memory_reserved(self, device=None):
-        return self._pool_bytes(self.device_index(device, "memory_reserved"))[1]
+        return self._read_pool(self.device_index(device, "memory_reserved"))[1]
 
     def max_memory_allocated(self, device=None):
         idx = self.device_index(device, "max_memory_allocated")
-        return max(self._peak.get(idx, 0), self._pool_bytes(idx)[0])
+        self._read_pool(idx)
+        return self._peak[idx]
 
     def max_memory_reserved(self, device=None):
         idx = self.device_index(device, "max_memory_reserved")
-        return max(self._peak_reserved.get(idx, 0), self._pool_bytes(idx)[1])
+        self._read_pool(idx)
+        return self._peak_reserved[idx]
 
     def reset_peak_memory_stats(self, device=None):
         idx = self.device_index(device, "reset_peak_memory_stats")
-        self._peak[idx], self._peak_reserved[idx] = self._pool_bytes(idx)
+        self._peak[idx], self._peak_reserved[idx] = self._read_pool(idx)
 
     def memory_stats(self, device=None):
         idx = self.device_index(device, "memory_stats")
-        used, total = self._pool_bytes(idx)
+        used, total = self._read_pool(idx)
         return {
             "allocated_bytes.all.current": used,
             "allocated_bytes.all.peak": max(self._peak.get(idx, 0), used),
@@ -147,6 +177,8 @@ class RuntimeMixin:
 
     def empty_cache(self):
         """Give CuPy's cached blocks (device and pinned host memory) back to the driver."""
+        for idx in list(self._other):  # the reserved peaks before the pool shrinks
+            self._read_pool(idx)
         self.xp.get_default_memory_pool().free_all_blocks()
         self.xp.get_default_pinned_memory_pool().free_all_blocks()
 
