@@ -138,6 +138,44 @@ class CupyBackend(BinaryEntryMixin, CudnnConvMixin, CudaKernelsMixin, RuntimeMix
         self._scalars = {}  # (float64?, alpha, beta) -> their host addresses (_gemm_scalars)
 
     # ---- memory ------------------------------------------------------------------------------
+    # ---- bfloat16 <-> float32 in one pass each (the generic code makes ~2 and ~7 CuPy passes:
+    # every bfloat16 op that has no kernel of its own widens and rounds through these) -------
+    def bf16_to_f32(self, bits):
+        r = self._bf16_run("bf16_to_f32", "uint16 b", "float32 f",
+                           "f = __uint_as_float(((unsigned int)b) << 16)", bits)
+        return XpBackend.bf16_to_f32(self, bits) if r is None else r
+
+    def f32_to_bf16(self, f):
+        """Round-to-nearest-even float32 -> bfloat16 bits; a NaN becomes the quiet NaN 0x7FC0
+        with its sign (the generic code's rule)."""
+        if f.dtype != np.float32:
+            f = f.astype(np.float32)
+        r = self._bf16_run(
+            "f32_to_bf16", "float32 f", "uint16 b",
+            "unsigned int u = __float_as_uint(f);"
+            "b = ((u & 0x7fffffffu) > 0x7f800000u)"
+            " ? (unsigned short)(0x7fc0u | ((u >> 16) & 0x8000u))"
+            " : (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16)", f)
+        return XpBackend.f32_to_bf16(self, f) if r is None else r
+
+    def _bf16_run(self, key, inp, outp, body, a):
+        """The conversion kernel ``key`` applied to ``a``; None when it does not build or run
+        (the reason in fast_path_errors; the generic conversion serves from then on)."""
+        if key in self.fast_path_errors or not self._kernels_ok:
+            return None
+        k = self._kern.get(key)
+        try:
+            if k is None:
+                k = self._kern[key] = self.xp.ElementwiseKernel(inp, outp, body, "fm_" + key)
+            r = k(a)
+        except MemoryError:
+            raise
+        except Exception as e:  # (CuPy compiles at the first call)
+            self.fast_path_errors[key] = f"{type(e).__name__}: {e}"
+            return None
+        self.fast_path_calls[key] = self.fast_path_calls.get(key, 0) + 1
+        return r
+
     def new_storage(self, dev, nbytes, zero=False):
         # a tensor made on "cuda" lives on a numbered device (cuda:0), as in PyTorch
         return self.storage_cls(nbytes, zero, self.cuda_device(dev.index))

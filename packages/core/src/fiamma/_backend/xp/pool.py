@@ -242,6 +242,15 @@ class PoolMixin:
         if 0 not in osz:
             g = self.cview(gout, (nplanes,) + osz) / self._avg_divisor(win, divisor_override,
                                                                       res.dtype)
+            kk = tuple(isz[a] // osz[a] for a in range(3))
+            if all(isz[a] == osz[a] * kk[a] for a in range(3)) and (
+                    adaptive or (tuple(k) == kk and tuple(s) == kk and not any(p))):
+                # windows that tile the input exactly (a global average pool, adaptive pools of
+                # a divisible size, kernel == stride without padding): every input element
+                # gets its one window's gradient, one broadcast write
+                g7 = g.reshape((nplanes, osz[0], 1, osz[1], 1, osz[2], 1))
+                self.cview(gin, (nplanes, osz[0], kk[0], osz[1], kk[1], osz[2], kk[2]))[...] = g7
+                return 0
             if adaptive:  # windows of one tap may share an element: a scatter
                 rows = xp.arange(nplanes).reshape((nplanes, 1, 1, 1))
                 zero = res.dtype.type(0)
