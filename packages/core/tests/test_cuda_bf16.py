@@ -27,10 +27,31 @@ def test_casts_round_like_the_cpu():
     x = fiamma.from_numpy(vals)
     ref = x.to(fiamma.bfloat16)
     got = x.to("cuda").to(fiamma.bfloat16)
-    assert np.array_equal(_bits(got), _bits(ref))
+    # NaN payloads aside (a NaN stays a NaN; which quiet NaN is not specified), every bit equal
+    nan = np.isnan(vals)
+    gb, rb = _bits(got), _bits(ref)
+    assert np.array_equal(gb[~nan], rb[~nan])
     back = got.to(fiamma.float32).cpu().numpy()
+    assert np.isnan(back[nan]).all()
     want = ref.to(fiamma.float32).numpy()
-    assert np.array_equal(back.view(np.uint32), want.view(np.uint32))
+    assert np.array_equal(back[~nan].view(np.uint32), want[~nan].view(np.uint32))
+
+
+def _bf16_round(f):
+    """Round-to-nearest-even float32 -> bfloat16, as float32 (finite inputs)."""
+    u = np.ascontiguousarray(f, np.float32).view(np.uint32).astype(np.uint64)
+    return (((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
+
+
+def test_number_operand_kept_in_float32_as_pytorch():
+    """bfloat16 * 0.37 computes in float32 with 0.37 as a float32, then rounds (PyTorch's
+    rule); the CPU backend rounds the number to bfloat16 first (a known difference, see
+    docs/porting.md), so this compares with the rule itself."""
+    rng = np.random.default_rng(2)
+    a = fiamma.from_numpy(rng.standard_normal(10_000).astype(np.float32)).to(fiamma.bfloat16)
+    af = a.to(fiamma.float32).numpy()
+    got = (a.to("cuda") * 0.37).cpu().to(fiamma.float32).numpy()
+    assert np.array_equal(got, _bf16_round(af * np.float32(0.37)))
 
 
 @pytest.mark.parametrize("op", ["add", "mul", "relu", "where", "exp"])
@@ -38,7 +59,7 @@ def test_arithmetic_matches_the_cpu_bit_for_bit(op):
     rng = np.random.default_rng(1)
     a = fiamma.from_numpy(rng.standard_normal((64, 257)).astype(np.float32)).to(fiamma.bfloat16)
     b = fiamma.from_numpy(rng.standard_normal((257,)).astype(np.float32)).to(fiamma.bfloat16)
-    f = {"add": lambda a, b: a + b, "mul": lambda a, b: a * b * 0.37,
+    f = {"add": lambda a, b: a + b, "mul": lambda a, b: a * b * 0.5,
          "relu": lambda a, b: fiamma.relu(a),
          "where": lambda a, b: fiamma.where(a > 0, a, 0.0),
          "exp": lambda a, b: a.exp()}[op]
