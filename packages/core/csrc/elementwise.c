@@ -574,6 +574,48 @@ static const fm_inner_fn ter_table[FM_NTERNARY][FM_NDTYPES] = {
     ROW(FM_TER_ADDCDIV, ter, addcdiv, 0, 0, 1),
 };
 
+/* A bfloat16/float16 tensor times a number, or divided by one: computed in float32 with the number as a
+   float32 (PyTorch's opmath rule: `x * 0.37` does not round 0.37 to the tensor's dtype first),
+   then rounded to the dtype. p[0] the output, p[1] the tensor operand. */
+typedef struct {
+    int op, left;
+    float v;
+} lowp_ctx;
+
+#define LOWP_LOOP(T, EXPR)                                                                      \
+    for (int64_t k = 0; k < n; k++, o += s[0], a += s[1]) {                                    \
+        const float x = LD_##T(a);                                                             \
+        ST_##T(o, (EXPR));                                                                     \
+    }
+
+#define DEF_LOWP(T)                                                                             \
+    static void lowp_##T(int64_t n, char **p, const int64_t *s, const void *ctx_) {           \
+        const lowp_ctx *c = (const lowp_ctx *)ctx_;                                            \
+        char *o = p[0];                                                                        \
+        const char *a = p[1];                                                                  \
+        const float v = c->v;                                                                  \
+        switch (c->op) {                                                                       \
+        case FM_BIN_ADD: LOWP_LOOP(T, x + v) break;                                            \
+        case FM_BIN_SUB:                                                                       \
+            if (c->left) { LOWP_LOOP(T, v - x) } else { LOWP_LOOP(T, x - v) }                  \
+            break;                                                                             \
+        case FM_BIN_MUL: LOWP_LOOP(T, x * v) break;                                            \
+        default:                                                                               \
+            if (c->left) { LOWP_LOOP(T, v / x) } else { LOWP_LOOP(T, x / v) }                  \
+            break;                                                                             \
+        }                                                                                      \
+    }
+DEF_LOWP(bf16)
+DEF_LOWP(f16)
+
+/* PyTorch keeps the number in float32 for * and for tensor / number; + and - round it to the
+   tensor's dtype first (their alpha path), and number / tensor is reciprocal(tensor) * number:
+   those keep the generic kernels, which match */
+static fm_inner_fn lowp_fn(int op, int dtype, int left) {
+    if (op != FM_BIN_MUL && !(op == FM_BIN_DIV && !left)) return NULL;
+    return dtype == FM_BFLOAT16 ? lowp_bf16 : dtype == FM_FLOAT16 ? lowp_f16 : NULL;
+}
+
 /* ---- entry points ---------------------------------------------------------------------------- */
 int fm_binary_out_dtype(int op, int dtype) {
     if (op < 0 || op >= FM_NBINARY || !fm_dtype_ok(dtype)) return -1;
@@ -603,6 +645,16 @@ int fm_binary(int op, int dtype, int ndim, const int64_t *shape, intptr_t out,
     if (rc) return rc;
     if (ndim < 0 || ndim > FM_MAX_DIMS) return FM_ERR_NDIM;
     if (!a && !b) return FM_ERR_ARG;
+    if (!a || !b) {
+        fm_inner_fn lf = lowp_fn(op, dtype, !a);
+        if (lf) {
+            lowp_ctx lc = {op, !a, (float)sf};
+            char *lb[2] = {(char *)out, (char *)(a ? a : b)};
+            const int64_t *ls[2] = {sout, a ? sa : sb};
+            int lsz[2] = {fm_itemsize[dtype], fm_itemsize[dtype]};
+            return fm_iterate(2, ndim, shape, lb, ls, lsz, lf, &lc);
+        }
+    }
     _Alignas(8) char buf[8];
     char *base[3] = {(char *)out, (char *)a, (char *)b};
     const int64_t *st[3] = {sout, sa, sb};
@@ -625,6 +677,16 @@ static int bin_contig(int op, int dtype, int64_t n, intptr_t out, intptr_t a, in
     if (rc) return rc;
     if (n < 0 || (!a && !b)) return FM_ERR_ARG;
     if (n == 0) return FM_OK;
+    if (!a || !b) {
+        fm_inner_fn lf = lowp_fn(op, dtype, !a);
+        if (lf) {
+            lowp_ctx lc = {op, !a, (float)sf};
+            char *lb[2] = {(char *)out, (char *)(a ? a : b)};
+            int64_t ls[2] = {isz[0], isz[1]};
+            lf(n, lb, ls, &lc);
+            return FM_OK;
+        }
+    }
     _Alignas(8) char buf[8];
     char *base[3] = {(char *)out, (char *)a, (char *)b};
     int64_t s[3] = {isz[0], isz[1], isz[2]};

@@ -45,8 +45,7 @@ def _bf16_round(f):
 
 def test_number_operand_kept_in_float32_as_pytorch():
     """bfloat16 * 0.37 computes in float32 with 0.37 as a float32, then rounds (PyTorch's
-    rule); the CPU backend rounds the number to bfloat16 first (a known difference, see
-    docs/porting.md), so this compares with the rule itself."""
+    rule, which the CPU follows too: test_lowp_scalar.py)."""
     rng = np.random.default_rng(2)
     a = fiamma.from_numpy(rng.standard_normal(10_000).astype(np.float32)).to(fiamma.bfloat16)
     af = a.to(fiamma.float32).numpy()
