@@ -5,8 +5,13 @@ float32 arithmetic and explicit rounding, contiguous and strided, in place and n
 
 import numpy as np
 import pytest
+from conftest import c_kernels_only
 
 import fiamma
+
+# the CPU (C kernel) rule; the array-module backend keeps + and - numbers in float32 and
+# computes float16 in float16 (a documented difference, docs/porting.md)
+pytestmark = c_kernels_only
 
 
 def _round(f32, dt):
@@ -43,6 +48,7 @@ def test_number_operand_rounding(dt, s):
     assert np.array_equal(got, _round(xf.T[::2] * sf, dt))
 
 
+@pytest.mark.parity
 @pytest.mark.parametrize("dt", [fiamma.bfloat16, fiamma.float16])
 def test_number_operand_parity_with_torch(dt):
     torch = pytest.importorskip("torch")
