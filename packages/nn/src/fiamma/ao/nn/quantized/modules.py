@@ -63,6 +63,25 @@ class _StateMixin:
                      if not (k.startswith(prefix) and k[len(prefix):] in names)}
 
 
+class _QParamsState(_StateMixin):
+    """A module whose state is its output ``scale`` and ``zero_point`` (plus what nn.Module
+    keeps): Linear's packed parameters are a submodule, QFunctional has nothing else."""
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        self._save_q(destination, prefix)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs, assign=False):
+        got, rest = self._take(state_dict, prefix, ("scale", "zero_point"), missing_keys,
+                               strict)
+        if "scale" in got:
+            self.scale = float(got["scale"])
+        if "zero_point" in got:
+            self.zero_point = int(got["zero_point"])
+        super()._load_from_state_dict(rest, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
+
+
 class Quantize(nn.Module):
     """Float to quantized with fixed ``scale``/``zero_point`` (``QuantStub`` after convert)."""
 
@@ -215,7 +234,7 @@ class LinearPackedParams(nn.Module):
         return "LinearPackedParams()"
 
 
-class Linear(_StateMixin, nn.Module):
+class Linear(_QParamsState, nn.Module):
     """Int8 linear layer: quint8 in, qint8 weight, float bias, quint8 out."""
 
     _FLOAT_MODULE = nn.Linear
@@ -243,20 +262,6 @@ class Linear(_StateMixin, nn.Module):
         w, b = self._packed_params._weight_bias()
         return qF.linear(x, w, b, self.scale, self.zero_point, _relu=self._relu)
 
-    def _save_to_state_dict(self, destination, prefix, keep_vars):
-        self._save_q(destination, prefix)
-
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
-                              unexpected_keys, error_msgs, assign=False):
-        got, rest = self._take(state_dict, prefix, ("scale", "zero_point"), missing_keys,
-                               strict)
-        if "scale" in got:
-            self.scale = float(got["scale"])
-        if "zero_point" in got:
-            self.zero_point = int(got["zero_point"])
-        super()._load_from_state_dict(rest, prefix, local_metadata, strict, missing_keys,
-                                      unexpected_keys, error_msgs)
-
     @classmethod
     def from_float(cls, mod, use_precomputed_fake_quant=False):
         lin = mod[0] if isinstance(mod, nn.Sequential) else mod
@@ -276,7 +281,7 @@ class Linear(_StateMixin, nn.Module):
         return "Quantized" + type(self).__name__
 
 
-class QFunctional(_StateMixin, nn.Module):
+class QFunctional(_QParamsState, nn.Module):
     """``FloatFunctional`` after convert: add / add_relu / mul / cat on quantized tensors,
     requantized to this module's ``scale``/``zero_point``."""
 
@@ -306,20 +311,6 @@ class QFunctional(_StateMixin, nn.Module):
 
     def mul_scalar(self, x, y):
         raise NotImplementedError("QFunctional.mul_scalar is not supported in fiamma yet")
-
-    def _save_to_state_dict(self, destination, prefix, keep_vars):
-        self._save_q(destination, prefix)
-
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
-                              unexpected_keys, error_msgs, assign=False):
-        got, rest = self._take(state_dict, prefix, ("scale", "zero_point"), missing_keys,
-                               strict)
-        if "scale" in got:
-            self.scale = float(got["scale"])
-        if "zero_point" in got:
-            self.zero_point = int(got["zero_point"])
-        super()._load_from_state_dict(rest, prefix, local_metadata, strict, missing_keys,
-                                      unexpected_keys, error_msgs)
 
     @classmethod
     def from_float(cls, mod, use_precomputed_fake_quant=False):
