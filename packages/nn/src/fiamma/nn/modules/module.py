@@ -402,11 +402,13 @@ class Module:
         fn(self)
         return self
 
-    def _apply(self, fn):
+    def _apply(self, fn, recurse=True):
         """Replace every parameter's and buffer's data with ``fn(tensor)`` (in place for
-        parameters, so optimizers holding them stay valid)."""
-        for m in self.children():
-            m._apply(fn)
+        parameters, so optimizers holding them stay valid); ``recurse=False``: this module's
+        own only."""
+        if recurse:
+            for m in self.children():
+                m._apply(fn)
         with fiamma.no_grad():
             for name, p in self._parameters.items():
                 if p is None:
@@ -438,26 +440,9 @@ class Module:
         def fn(t):
             return fiamma.empty_like(t, device=device)
 
-        if not recurse:
-            return Module._apply_own(self, fn)
-        for m in self.modules():
-            Module._apply_own(m, fn)
-        return self
-
-    def _apply_own(self, fn):
-        with fiamma.no_grad():
-            for name, p in self._parameters.items():
-                if p is None:
-                    continue
-                new = fn(p)
-                if new is not p:
-                    p.data = new
-                if p.grad is not None:
-                    p.grad = None if fn is None else fn(p.grad)
-            for name, b in self._buffers.items():
-                if b is not None:
-                    self._buffers[name] = fn(b)
-        return self
+        if recurse:
+            return self._apply(fn)
+        return Module._apply(self, fn, recurse=False)
 
     def share_memory(self):
         """Move every parameter, gradient and buffer to shared memory in place (for Hogwild
