@@ -858,6 +858,7 @@ def addcdiv(input, tensor1, tensor2, *, value=1, out=None):
 # the unary functions, their in-place forms and operator entries
 from fiamma._ops import _unary as U  # noqa: E402
 from fiamma._ops._unary import *  # noqa: E402,F401,F403
+from fiamma._ops._unary import reciprocal as _U_reciprocal  # noqa: E402
 
 __all__ = [
     "add", "sub", "subtract", "rsub", "mul", "multiply", "div", "divide", "true_divide",
@@ -902,6 +903,14 @@ def _reflected(fn):
         return fn(other, self)
 
     return method
+
+
+def _rtruediv(self, other):
+    """``number / x`` is ``x.reciprocal() * number``, as PyTorch's operator computes it (the
+    reciprocal rounded to the result's dtype first: one ulp from a true division at times)."""
+    if not is_scalar(other):
+        return NotImplemented
+    return _U_reciprocal(self) * other
 
 
 def _pos(self):
@@ -995,7 +1004,7 @@ METHODS = {
     "__rmul__": _roperator(K.BIN_MUL, ops.mul, ARITH, mul),
     "__imul__": _ioperator(K.BIN_MUL, ops.mul, ARITH, _INPLACE["mul_"]),
     "__truediv__": _operator(K.BIN_DIV, ops.div, TRUEDIV),
-    "__rtruediv__": _roperator(K.BIN_DIV, ops.div, TRUEDIV, div),
+    "__rtruediv__": _rtruediv,
     "__itruediv__": _ioperator(K.BIN_DIV, ops.div, TRUEDIV, _INPLACE["div_"]),
     "__floordiv__": _operator(K.BIN_FLOORDIV, ops.floor_divide, ARITH),
     "__rfloordiv__": _roperator(K.BIN_FLOORDIV, ops.floor_divide, ARITH, floor_divide),
