@@ -24,8 +24,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start_ranks(mode, n, address=None, prefix=(), ranks=None, limit=90):
-    """Start ranks as separate processes; returns [(exit code, output)] per rank."""
+def start_ranks(mode, n, address=None, prefix=(), ranks=None, limit=90, sweep=True):
+    """Start ranks as separate processes; returns [(exit code, output)] per rank. ``sweep``:
+    remove the shared-memory segments the ranks left (False: leave that to fiamma)."""
     address = address or f"127.0.0.1:{free_port()}"
     before = _shm_sweep.segments()
     procs = [subprocess.Popen([*prefix, sys.executable, str(WORKERS / "rendezvous.py"), mode,
@@ -47,7 +48,8 @@ def start_ranks(mode, n, address=None, prefix=(), ranks=None, limit=90):
             if p.poll() is None:
                 p.kill()
                 p.wait()
-        _shm_sweep.remove_orphans(before)
+        if sweep:
+            _shm_sweep.remove_orphans(before)
     return out
 
 
@@ -177,6 +179,33 @@ def test_rank_that_dies_after_init():
     code, text = results[0]
     assert code != 0 and "rank 0 timed out" in text and "all_reduce #" in text, show(results)
     assert results[1][0] == 3, show(results)
+
+
+def test_two_worlds_at_once_on_one_machine():
+    # each world's process manager names its key-value space (and so MPICH's node segment)
+    # itself: with one fixed name, concurrent worlds shared a segment and MPI_Init failed
+    import threading
+    results = {}
+    threads = [threading.Thread(target=lambda k=k: results.__setitem__(k, start_ranks("tcp", 2)))
+               for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in range(2):
+        assert_ok(results[k])
+
+
+def test_world_with_a_dead_rank_leaves_no_segment():
+    before = _shm_sweep.segments()
+    results = start_ranks("die", 2, limit=60, sweep=False)
+    assert results[1][0] == 3, show(results)
+    deadline = time.monotonic() + 20  # the process manager sweeps when it exits
+    while _shm_sweep.segments() - before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = _shm_sweep.segments() - before
+    _shm_sweep.remove_orphans(before)
+    assert not left, left
 
 
 def test_init_method_errors():

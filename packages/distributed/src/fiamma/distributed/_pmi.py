@@ -12,11 +12,20 @@ connection, when no rank has connected within SECONDS, or when its parent dies.
 A rank that closes its connection without finalizing (it died) or that sends ``abort`` fails
 the world: barriers then answer with an error, so the others' MPI_Finalize fails instead of
 waiting forever.
+
+Each server names its key-value space uniquely (``fiamma_<pid>_<random>``, as Hydra's
+``kvs_<pid>_...``): MPICH names the node's shared-memory segment after it, so a constant name
+made every world on a machine open one segment, and a segment left by a killed job (or one of
+a world running at the same time) broke every later world's MPI_Init ("failed to unpack
+address"). When the server exits, the segments that appeared while it served and that no live
+process maps (a killed rank's) are removed, as the launcher does for ``mpiexec`` jobs.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import secrets
 import socket
 import sys
 import threading
@@ -26,6 +35,7 @@ import time
 class Server:
     def __init__(self, size, host="127.0.0.1", port=0):
         self.size = size
+        self.kvsname = f"fiamma_{os.getpid()}_{secrets.token_hex(6)}"
         self.kvs = {}
         self.cond = threading.Condition()
         self.arrived = 0
@@ -104,7 +114,7 @@ class Server:
         if cmd == "get_appnum":
             return "cmd=appnum appnum=0 rc=0", False
         if cmd == "get_my_kvsname":
-            return "cmd=my_kvsname kvsname=fiamma_kvs rc=0", False
+            return f"cmd=my_kvsname kvsname={self.kvsname} rc=0", False
         if cmd == "get_universe_size":
             return f"cmd=universe_size size={self.size} rc=0", False
         if cmd == "put":
@@ -145,13 +155,27 @@ class Server:
             return "cmd=barrier_out rc=0"
 
 
+def _shm_sweep():
+    # run as a script with -I (no package on sys.path): load the sibling module by its path
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_shm_sweep.py")
+    spec = importlib.util.spec_from_file_location("_fiamma_shm_sweep", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def main(argv):
     size, host, seconds = int(argv[0]), argv[1], float(argv[2])
     parent = os.getppid()
+    sweep = _shm_sweep()
+    before = sweep.segments()
     server = Server(size, host)
     sys.stdout.write(f"{server.port}\n")
     sys.stdout.flush()
-    return server.serve_forever(seconds, parent)
+    try:
+        return server.serve_forever(seconds, parent)
+    finally:
+        sweep.remove_orphans(before)
 
 
 if __name__ == "__main__":
