@@ -16,5 +16,6 @@ def test_docstring_examples(name):
 
 def test_onnx_docstring_examples():
     pytest.importorskip("onnx")
-    res = doctest.testmod(importlib.import_module("fiamma.onnx"))
-    assert res.attempted > 0 and res.failed == 0
+    for name in ("fiamma.onnx", "fiamma.onnx._program"):
+        res = doctest.testmod(importlib.import_module(name))
+        assert res.attempted > 0 and res.failed == 0, name

@@ -5,9 +5,9 @@ converter (opset 17 or newer). Needs the ``onnx`` package (``pip install fiamma-
 
 >>> import io, fiamma, fiamma.nn as nn, fiamma.onnx
 >>> buf = io.BytesIO()
->>> fiamma.onnx.export(nn.Linear(4, 2), fiamma.randn(1, 4), buf, input_names=["x"])
->>> buf.getvalue()[:2] != b""
-True
+>>> prog = fiamma.onnx.export(nn.Linear(4, 2), fiamma.randn(1, 4), buf, input_names=["x"])
+>>> buf.getvalue()[:2] != b"", [i.name for i in prog.model_proto.graph.input]
+(True, ['x'])
 """
 
 import os
@@ -22,8 +22,9 @@ from fiamma.jit._tracer import flat_inputs, rebuild_inputs, trace_graph
 from . import _detect, _extra, _fft, _io, _keypoints, _nn, _reduce, _searching, _shape  # noqa: F401, I001
 from ._context import Context, UnsupportedOpError
 from ._converters import CONVERTERS
+from ._program import ONNXProgram
 
-__all__ = ["export", "UnsupportedOpError", "is_supported", "supported_ops"]
+__all__ = ["export", "ONNXProgram", "UnsupportedOpError", "is_supported", "supported_ops"]
 
 MIN_OPSET = 17
 
@@ -100,6 +101,11 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
     ``custom_translation_table`` is not supported. Complex tensors (fiamma.fft results) are
     (real, imag) float pairs in the file. An op without a converter raises
     :class:`UnsupportedOpError` naming it and the model's line.
+
+    Returns an :class:`ONNXProgram` (PyTorch's exporter object: ``model_proto``, ``save``,
+    ``optimize``, running it on tensors through ONNX Runtime; it also answers the proto's own
+    attributes, ``prog.graph``), also when ``f`` is given; with ``dynamo=False`` and a file,
+    None (the old exporter's return value).
     """
     onnx = _onnx()
     from onnx import helper, numpy_helper
@@ -224,8 +230,17 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
     onnx.checker.check_model(m, full_check=True)
     if verify:
         _verify(m, flat_args, eager, in_names)
+    kept = {t.name for t in m.graph.initializer}
+    program = ONNXProgram(
+        m, input_names=in_names, output_names=out_names,
+        complex_outputs=[n for v, n in zip(graph.outputs, out_names)
+                         if graph.meta[v][1].startswith("complex")],
+        folded=[k for k in graph.params if k not in kept],
+        flatten=lambda a, k: flat_inputs(a, k))
+    if verbose:
+        print(onnx.helper.printable_graph(m.graph))
     if f is None:
-        return m
+        return program
     data = m.SerializeToString()
     if isinstance(f, (str, os.PathLike)):
         tmp = os.fspath(f) + ".tmp"
@@ -234,8 +249,7 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
         os.replace(tmp, f)
     else:
         f.write(data)
-    if verbose:
-        print(onnx.helper.printable_graph(m.graph))
+    return program if dynamo else None
 
 
 def _used_names(nodes):
