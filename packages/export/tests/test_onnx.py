@@ -71,8 +71,28 @@ def test_default_opset_is_newest():
 
 
 def test_bad_opset():
-    with pytest.raises(ValueError, match="opset_version"):
-        fiamma.onnx.export(MLP(), randn(1, 64), io.BytesIO(), opset_version=13)
+    with pytest.raises(ValueError, match="opset_version must be at most"):
+        fiamma.onnx.export(MLP(), randn(1, 64), io.BytesIO(),
+                           opset_version=onnx.defs.onnx_opset_version() + 1)
+
+
+def test_older_opset_converted_or_kept_with_a_warning():
+    ort = pytest.importorskip("onnxruntime")
+
+    m, x = MLP().eval(), randn(2, 64)
+    want = m(x).detach().numpy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # 16 converts: no warning
+        prog = fiamma.onnx.export(m, x, None, opset_version=16)
+    assert prog.model_proto.opset_import[0].version == 16
+    # 10: ONNX's converter has no adapter for some op: kept at 17, said so (PyTorch keeps 18)
+    with pytest.warns(UserWarning, match="opset_version 10 is older .* uses opset 17"):
+        prog10 = fiamma.onnx.export(m, x, None, opset_version=10)
+    assert prog10.model_proto.opset_import[0].version == 17
+    for p in (prog, prog10):
+        sess = ort.InferenceSession(p.SerializeToString(), providers=["CPUExecutionProvider"])
+        np.testing.assert_allclose(sess.run(None, {"input_0": x.numpy()})[0], want,
+                                   rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])

@@ -92,10 +92,12 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
     ``x.shape``/``x.size()`` are symbolic in the trace: in a file with dynamic axes they are
     computed from the inputs' shapes (Shape/Gather nodes). The graph is run once with the
     dynamic axes grown, and a :class:`fiamma.jit.TracerWarning` says if a size is still baked
-    in (``len(x)``, a size through ``int()``). ``opset_version`` is 17 or newer (default: the
-    newest the installed onnx knows). ``export_params=False`` leaves the weights out as graph
-    inputs. ``verify=True`` runs the file in ONNX Runtime (when installed) and raises if it
-    differs from eager. With ``f=None`` the ``onnx.ModelProto`` is returned. There is one
+    in (``len(x)``, a size through ``int()``). ``opset_version``: default the newest the
+    installed onnx knows; fiamma writes opset 17 or newer, and an older one asked for is
+    reached through ONNX's version converter where it can convert every op (else the file
+    keeps opset 17, with a warning, as PyTorch's exporter keeps 18). ``export_params=False``
+    leaves the weights out as graph inputs. ``verify=True`` runs the file in ONNX Runtime (when
+    installed) and raises if it differs from eager. There is one
     exporter (a trace): ``dynamo``, ``optimize``, ``report``, ``profile``,
     ``dump_exported_program`` and ``artifacts_dir`` are accepted and have no effect; a
     ``custom_translation_table`` is not supported. Complex tensors (fiamma.fft results) are
@@ -116,9 +118,14 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
         raise ValueError("fiamma.onnx.export: export_modules_as_functions is not supported")
     newest = onnx.defs.onnx_opset_version()
     opset = int(opset_version) if opset_version is not None else newest
-    if opset < MIN_OPSET or opset > newest:
-        raise ValueError(f"fiamma.onnx.export: opset_version must be between {MIN_OPSET} and "
-                         f"{newest} (the installed onnx's newest), got {opset}")
+    if opset > newest:
+        raise ValueError(f"fiamma.onnx.export: opset_version must be at most {newest} (the "
+                         f"installed onnx's newest), got {opset}")
+    wanted = opset
+    if opset < MIN_OPSET:
+        # PyTorch's exporter does the same: write the oldest opset it knows, then try ONNX's
+        # version converter down to the one asked for (see _convert_down)
+        opset = MIN_OPSET
     if training not in (None, False) and str(training).split(".")[-1] not in ("EVAL", "False"):
         raise ValueError("fiamma.onnx.export: only inference graphs (training=None/EVAL)")
     if dynamic_axes and dynamic_shapes is not None:
@@ -228,6 +235,8 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
                           producer_version=fiamma.__version__)
     m.ir_version = min(m.ir_version, _ir_for(onnx, opset))
     onnx.checker.check_model(m, full_check=True)
+    if wanted < opset:
+        m = _convert_down(onnx, m, wanted)
     if verify:
         _verify(m, flat_args, eager, in_names)
     kept = {t.name for t in m.graph.initializer}
@@ -401,6 +410,28 @@ def _pairs(t):
     if np.iscomplexobj(a):
         a = np.stack([a.real, a.imag], axis=-1)
     return a
+
+
+def _convert_down(onnx, model, wanted):
+    """``model`` converted to opset ``wanted`` by ONNX's version converter, or, where the
+    converter has no adapter for an op, ``model`` unchanged with a warning (PyTorch's exporter
+    keeps its newer opset the same way)."""
+    import warnings
+
+    have = model.opset_import[0].version
+    try:
+        from onnx import version_converter
+
+        down = version_converter.convert_version(model, wanted)
+        onnx.checker.check_model(down, full_check=True)
+        return down
+    except Exception as e:  # the converter raises RuntimeError/ValidationError per op
+        first = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        warnings.warn(f"fiamma.onnx.export: opset_version {wanted} is older than the opsets "
+                      f"fiamma writes ({MIN_OPSET} and newer) and ONNX's version converter could "
+                      f"not take the model down to it ({first}); the file uses opset {have}",
+                      UserWarning, stacklevel=3)
+        return model
 
 
 def _ir_for(onnx, opset):
