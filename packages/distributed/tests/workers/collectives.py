@@ -188,6 +188,26 @@ rw = dist.irecv(out, left)
 sw.wait()
 rw.wait()
 check(out, np.full(3, left, np.int32), "isend/irecv ring")
+# the same ring as one batch, receive listed first on every rank (all posted without waiting)
+got = fiamma.zeros(2, 3)
+works = dist.batch_isend_irecv([dist.P2POp(dist.irecv, got[1], left, tag=3),
+                                dist.P2POp(dist.isend, fiamma.full((3,), 10.0 * rank), right,
+                                           tag=3)])
+assert len(works) == 2
+for w in works:
+    w.wait()
+check(got, np.stack([np.zeros(3), np.full(3, 10.0 * left)]).astype(np.float32),
+      "batch_isend_irecv ring")
+try:
+    dist.P2POp(dist.send, got[0], right)
+    raise AssertionError("P2POp took send")
+except ValueError as e:
+    assert "Expected ``op`` to be of type" in str(e), e
+try:
+    dist.batch_isend_irecv([])
+    raise AssertionError("batch_isend_irecv took an empty list")
+except ValueError as e:
+    assert "non-empty list of P2POp" in str(e), e
 if rank == 0:
     got = set()
     for _ in range(n - 1):

@@ -48,7 +48,15 @@ from fiamma.distributed._objects import (  # noqa: F401
     scatter_object_list,
     send_object_list,
 )
-from fiamma.distributed._p2p import irecv, isend, monitored_barrier, recv, send  # noqa: F401
+from fiamma.distributed._p2p import (  # noqa: F401
+    P2POp,
+    batch_isend_irecv,
+    irecv,
+    isend,
+    monitored_barrier,
+    recv,
+    send,
+)
 from fiamma.distributed._state import (  # noqa: F401
     GroupMember,
     destroy_process_group,
@@ -87,7 +95,8 @@ __all__ = [
     "FileStore", "HashStore", "PrefixStore",
     "all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor",
     "reduce_scatter_tensor", "reduce_scatter", "all_to_all_single", "all_to_all", "gather",
-    "scatter", "barrier", "monitored_barrier", "send", "recv", "isend", "irecv",
+    "scatter", "barrier", "monitored_barrier", "send", "recv", "isend", "irecv", "P2POp",
+    "batch_isend_irecv",
     "all_gather_object", "gather_object", "broadcast_object_list", "scatter_object_list",
     "send_object_list", "recv_object_list", "DistributedDataParallel",
 ]

@@ -203,6 +203,51 @@ def recv(tensor, src=None, group=None, tag=0, group_src=None):
     return w._source
 
 
+class P2POp:
+    """One point-to-point operation for :func:`batch_isend_irecv`: ``op`` is ``isend`` or
+    ``irecv``, with the tensor, the peer's rank (``peer``, or ``group_peer`` within ``group``)
+    and the tag."""
+
+    def __init__(self, op, tensor, peer=None, group=None, tag=0, group_peer=None):
+        if op not in (isend, irecv):
+            raise ValueError("Invalid ``op``. Expected ``op`` to be of type "
+                             "``torch.distributed.isend`` or ``torch.distributed.irecv``.")
+        import fiamma
+
+        if not isinstance(tensor, fiamma.Tensor):
+            raise TypeError(f"P2POp: tensor must be a tensor, got {type(tensor).__name__}")
+        if (peer is None) == (group_peer is None):
+            raise ValueError("P2POp: give exactly one of peer and group_peer")
+        self.op, self.tensor, self.peer, self.group = op, tensor, peer, group
+        self.tag, self.group_peer = tag, group_peer
+
+    def __repr__(self):
+        return (f"P2POp(op={self.op.__name__}, peer={self.peer}, group_peer="
+                f"{self.group_peer}, tag={self.tag}, tensor=({tuple(self.tensor.shape)}, "
+                f"{self.tensor.dtype}))")
+
+
+def batch_isend_irecv(p2p_op_list):
+    """Post every operation of ``p2p_op_list`` (:class:`P2POp` objects, one process group)
+    without waiting; returns their handles in order. Every operation is non-blocking, so the
+    ranks may list their sends and receives in any order."""
+    ops = list(p2p_op_list) if isinstance(p2p_op_list, (list, tuple)) else None
+    if not ops or not all(isinstance(o, P2POp) for o in ops):
+        raise ValueError("batch_isend_irecv: expected a non-empty list of P2POp, got "
+                         f"{type(p2p_op_list).__name__}"
+                         + ("" if ops is None else f" of {[type(o).__name__ for o in ops]}"))
+    groups = {id(resolve(o.group, "batch_isend_irecv")) for o in ops}
+    if len(groups) > 1:
+        raise ValueError("batch_isend_irecv: all ops need to use the same group")
+    works = []
+    for o in ops:
+        if o.op is isend:
+            works.append(isend(o.tensor, o.peer, o.group, o.tag, group_dst=o.group_peer))
+        else:
+            works.append(irecv(o.tensor, o.peer, o.group, o.tag, group_src=o.group_peer))
+    return works
+
+
 def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
     """A barrier that names the ranks that did not reach it: every rank reports to rank 0 of
     the group, which releases them all once everyone has arrived. On rank 0 a timeout raises
