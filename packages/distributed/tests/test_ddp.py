@@ -53,3 +53,13 @@ def test_sync_batchnorm_on_two_ranks_equals_batchnorm_on_the_whole_batch():
     proc = run_ranks(2, "sync_bn.py", limit=180)
     assert proc.returncode == 0, show(proc)
     assert "OK rank 0" in proc.stdout and "OK rank 1" in proc.stdout, show(proc)
+
+
+def test_ddp_join_uneven_inputs():
+    proc = run_ranks(2, "join.py", limit=180)
+    assert proc.returncode == 0, show(proc)
+    for r in (0, 1):
+        assert f"OK rank {r}" in proc.stdout, show(proc)
+        for d in (True, False):
+            assert f"rank {r}: join divide_by_initial_world_size={d} ok" in proc.stdout, \
+                show(proc)

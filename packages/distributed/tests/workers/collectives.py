@@ -180,6 +180,27 @@ for i in reversed(range(4)):
     assert works[i].is_completed() and works[i].result() == [ts[i]]
 dist.barrier()
 
+# the same collectives asynchronous on some ranks and not on others (each rank's choice is
+# its own, as in PyTorch: the MPI calls must still be of one kind; this hung before)
+for size in (4, 300, 40000):
+    t = fiamma.full((size,), float(rank + 1))
+    if rank % 2:
+        dist.all_reduce(t, async_op=True).wait()
+    else:
+        dist.all_reduce(t)
+    check(t, np.full(size, sum(range(1, n + 1)), np.float32), f"mixed async all_reduce {size}")
+    b = fiamma.full((size,), float(rank))
+    (dist.broadcast(b, 1, async_op=True).wait() if rank % 2 == 0 else dist.broadcast(b, 1))
+    check(b, np.full(size, 1.0, np.float32), f"mixed async broadcast {size}")
+first = fiamma.ones(3)
+pending = dist.all_reduce(first, async_op=True) if rank == 0 else dist.all_reduce(first)
+t = fiamma.ones(2)
+dist.all_reduce(t)  # rank 0 may still have the first queued; the others run this one inline
+if pending is not None:
+    pending.wait()
+check(first, np.full(3, float(n), np.float32), "all_reduce, async on rank 0")
+check(t, np.full(2, float(n), np.float32), "all_reduce behind a pending one")
+
 # point to point: a ring, blocking and non-blocking, and a receive from any rank
 right, left = (rank + 1) % n, (rank - 1) % n
 out = fiamma.zeros(3, dtype=fiamma.int32)

@@ -20,15 +20,16 @@ import contextlib
 
 import fiamma
 from fiamma import nn
-from fiamma.distributed._collectives import broadcast
+from fiamma.distributed._collectives import all_reduce, broadcast
 from fiamma.distributed._group import Header
 from fiamma.distributed._mpi import ReduceOp
 from fiamma.distributed._objects import all_gather_object
 from fiamma.distributed._reducer import Reducer, buckets
 from fiamma.distributed._state import resolve
+from fiamma.distributed.algorithms.join import Join, Joinable, JoinHook, _JoinConfig
 
 
-class DistributedDataParallel(nn.Module):
+class DistributedDataParallel(nn.Module, Joinable):
     """Data parallelism across the ranks of a process group: wrap the model, train as usual;
     gradients are averaged over the ranks during ``backward()``.
 
@@ -67,6 +68,8 @@ class DistributedDataParallel(nn.Module):
         # no copy back after the all-reduce, and none into the bucket either when the
         # optimizer zeroes gradients in place (zero_grad(set_to_none=False))
         self.gradient_as_bucket_view = bool(gradient_as_bucket_view)
+        self._join_config = _JoinConfig.disabled()
+        self._divide_by_initial_world_size = True
         group = resolve(process_group, "DistributedDataParallel")
         if group is None:
             raise ValueError("DistributedDataParallel: this rank is not in process_group")
@@ -137,9 +140,10 @@ class DistributedDataParallel(nn.Module):
         g._submit("dup", Header.make("dup", 0), run, "DistributedDataParallel").wait()
         return out["comm"]
 
-    def _sync(self, tensors, what):
-        """Broadcast rank 0's ``tensors`` to every rank, one flat buffer per dtype."""
-        root = self.process_group._ranks[0]
+    def _sync(self, tensors, what, root=0):
+        """Broadcast ``tensors`` of the group's rank ``root`` to every rank, one flat buffer
+        per dtype."""
+        root = self.process_group._ranks[root]
         by_dtype = {}
         for t in tensors:
             by_dtype.setdefault(t.dtype, []).append(t)
@@ -163,7 +167,10 @@ class DistributedDataParallel(nn.Module):
         # PyTorch's rule: buffers are broadcast before a forward that follows a synced one
         # (so an evaluation under no_grad after training sees rank 0's statistics everywhere);
         # the list of buffers is taken at construction, as PyTorch's modules_buffers
-        if self._sync_buffers_next and self._module_buffers and self.broadcast_buffers:
+        bcast = bool(self._sync_buffers_next and self._module_buffers and self.broadcast_buffers)
+        if self._join_config.enable:
+            bcast = self._joined_step(sync, bcast)
+        elif bcast:
             self._sync(self._module_buffers, "buffers")
         out = self.module(*inputs, **kwargs)
         if sync is not self._sync_buffers_next:
@@ -171,6 +178,66 @@ class DistributedDataParallel(nn.Module):
         if sync:
             r.arm(out)
         return out
+
+    # ---- uneven inputs (Join) ----
+
+    def join(self, divide_by_initial_world_size=True, enable=True,
+             throw_on_early_termination=False):
+        """A :class:`~fiamma.distributed.algorithms.Join` context for this model alone: ranks
+        may run different numbers of iterations inside it. A rank that runs out of inputs
+        answers the others' gradient all-reduces with zeros until all are done; then every
+        rank takes the parameters of the last rank to finish. The gradient average divides
+        by the world size (``divide_by_initial_world_size=True``, PyTorch's default) or by the
+        number of ranks still training."""
+        return Join([self], enable, throw_on_early_termination,
+                    divide_by_initial_world_size=divide_by_initial_world_size)
+
+    def join_hook(self, **kwargs):
+        divide = kwargs.get("divide_by_initial_world_size", True)
+        self._divide_by_initial_world_size = bool(divide)
+        return _DDPJoinHook(self)
+
+    @property
+    def join_device(self):
+        return self._params[0].device
+
+    @property
+    def join_process_group(self):
+        return self.process_group
+
+    def _joined_step(self, sync, bcast):
+        """A forward inside an enabled Join: say this rank still trains, agree with the joined
+        ranks on whether this step syncs gradients and buffers and from which rank (the
+        highest one still training), broadcast the buffers; returns False (done here)."""
+        work = Join.notify_join_context(self)
+        g = self.process_group
+        flags = fiamma.tensor([int(sync), g.rank(), int(bcast)], dtype=fiamma.int64)
+        all_reduce(flags, ReduceOp.MAX, g)
+        if work is not None:
+            work.wait()
+            active = int(work.result()[0].item())
+            self._reducer.divisor = None if self._divide_by_initial_world_size else active
+        if int(flags[2]):
+            self._sync(self._module_buffers, "buffers", root=int(flags[1]))
+        return False
+
+    def _shadow_step(self):
+        """On a joined rank: the collectives of one step of the ranks still training."""
+        g = self.process_group
+        flags = fiamma.tensor([0, -1, 0], dtype=fiamma.int64)
+        all_reduce(flags, ReduceOp.MAX, g)
+        if int(flags[2]):
+            self._sync(self._module_buffers, "buffers", root=int(flags[1]))
+        if int(flags[0]):
+            self._reducer.shadow()
+
+    def _sync_final_model(self, is_last_joiner):
+        g = self.process_group
+        who = fiamma.tensor([g.rank() if is_last_joiner else -1], dtype=fiamma.int64)
+        all_reduce(who, ReduceOp.MAX, g)
+        self._sync(list(self.module.parameters()) + list(self.module.buffers()),
+                   "parameters and buffers", root=int(who[0]))
+        self._reducer.divisor = None
 
     @contextlib.contextmanager
     def no_sync(self):
@@ -197,3 +264,17 @@ class DistributedDataParallel(nn.Module):
     def __getstate__(self):
         raise TypeError("DistributedDataParallel cannot be pickled; save .module (or its "
                         "state_dict) instead")
+
+
+class _DDPJoinHook(JoinHook):
+    """DDP under Join: a joined rank shadows each step's collectives, then all ranks take the
+    last joiner's parameters and buffers."""
+
+    def __init__(self, ddp):
+        self.ddp = ddp
+
+    def main_hook(self):
+        self.ddp._shadow_step()
+
+    def post_hook(self, is_last_joiner):
+        self.ddp._sync_final_model(is_last_joiner)

@@ -237,7 +237,8 @@ class ProcessGroup:
         self._barrier_comm = comm.Dup()  # monitored_barrier's (made now: a rank may be gone
         #                                  by the time it is first called)
         self._recv_seq = {}
-        row = np.zeros(_HEADER_BYTES + _SLOT_BYTES, dtype=np.uint8)
+        # header, slot, and one byte saying whether this rank's data rides in the slot
+        row = np.zeros(_HEADER_BYTES + _SLOT_BYTES + 1, dtype=np.uint8)
         self._row_buffers = (row, np.empty((self._size, row.size), dtype=np.uint8))
         self._nccl = None            # the NCCL side (backend "nccl"), see _nccl.py
         self.backend = "mpi"
@@ -301,10 +302,22 @@ class ProcessGroup:
                         self._pending -= 1
                 return _Completed(result)
 
+        # A small collective is a non-blocking MPI call wherever it runs: a rank may run it
+        # inline while another queues it on its worker thread (async_op=True there, or an
+        # operation still pending), and MPI never matches a blocking collective with a
+        # non-blocking one (that mix hung). Only the size, which every rank agrees on,
+        # picks the blocking algorithms.
+        small = post is not None and nbytes <= INLINE_BYTES
+
         def fn():
             if check:
                 self._compare(header, op, seq)
-            run()
+            if small:
+                _mpi.mpi().Request.Waitall(post())
+                if after is not None:
+                    after()
+            else:
+                run()
 
         w = Work(self, what, fn, deadline, result)
         with self._lock:
@@ -374,6 +387,7 @@ class ProcessGroup:
         row[:_HEADER_BYTES] = header.view(np.uint8)
         if data is not None:
             row[_HEADER_BYTES:_HEADER_BYTES + data.size] = data
+        row[-1] = data is not None
         return row, rows
 
     def _exchange(self, header, fused, deadline, what, op, seq):
@@ -386,7 +400,9 @@ class ProcessGroup:
         row, rows = self._rows(header, data)
         self._drive([self._comm.Iallgather(row, rows)], deadline, what, rows.nbytes)
         self._check_rows(rows[:, :_HEADER_BYTES], op, seq)
-        if data is None:
+        # the data is complete only if every rank sent it: a rank running the same collective
+        # with async_op=True (checked on the worker thread, no data) makes all run the MPI call
+        if data is None or not rows[:, -1].all():
             return False
         if data.size:
             operand, combine = fused

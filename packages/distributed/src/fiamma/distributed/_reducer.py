@@ -118,7 +118,7 @@ class Reducer:
     __slots__ = ("buckets", "params", "names", "group", "comm", "cuda", "as_view",
                  "find_unused", "armed", "started", "next", "inflight", "arrived", "deadline",
                  "seen", "unseen", "locally_unused", "testall", "what", "nbytes", "hooks",
-                 "nccl_reduce", "__weakref__")
+                 "nccl_reduce", "divisor", "__weakref__")
 
     def __init__(self, params, names, group, bucket_list, comm, as_view, find_unused,
                  nccl_reduce):
@@ -144,6 +144,7 @@ class Reducer:
         self.what = _Describe(self)
         self.nbytes = sum(b.flat.numel() * b.flat.element_size() for b in bucket_list)
         self.hooks = []
+        self.divisor = None  # under Join: the number of ranks still training, when asked
         for b in bucket_list:
             for i, (p, k) in enumerate(zip(b.params, b.keys)):
                 self.hooks.append(p.register_post_accumulate_grad_hook(self._hook(b, i, k)))
@@ -255,7 +256,7 @@ class Reducer:
         self.complete(self.inflight, self.arrived)
         self.inflight = []
         self.arrived = None
-        n = self.group.size()
+        n = self.divisor or self.group.size()
         # x * 2**-k is exactly x / 2**k; other sizes divide (as PyTorch does)
         inverse = 1.0 / n if n & (n - 1) == 0 else None
         as_view = self.as_view
@@ -280,6 +281,30 @@ class Reducer:
                     else:
                         g.copy_(avg)
         self.armed = False
+
+    def shadow(self):
+        """On a rank that joined (Join): the all-reduces of one backward with zeros, in the
+        order the training ranks post them, and the unused-parameter vote."""
+        self.deadline = time.monotonic() + self.group._timeout
+        MPI = None if self.cuda else _mpi.mpi()
+        works, keep = [], []
+        for b in self.buckets:
+            zeros = fiamma.zeros_like(b.flat)
+            keep.append(zeros)
+            if self.cuda:
+                works.append(self.nccl_reduce(zeros))
+            else:
+                works.append(self.comm.Iallreduce(MPI.IN_PLACE, [buffer(zeros, "Join"),
+                                                                b.mpi_type], b.mpi_op))
+        arrived = None
+        if not self.cuda:
+            arrived = self.comm.Ibarrier()
+            works.append(arrived)
+        if self.find_unused:
+            all_reduce(fiamma.zeros(len(self.params), dtype=fiamma.uint8), ReduceOp.MAX,
+                       self.group)
+        self.complete(works, arrived)
+        del keep
 
     def unfinished(self):
         missing = [self.names[k] for k in range(len(self.params)) if not self.seen[k]]
