@@ -248,7 +248,7 @@ def test_trace_save_and_export_on_the_reference_device(tmp_path):
     onnx = pytest.importorskip("onnx")
     fonnx = pytest.importorskip("fiamma.onnx")
     model = fonnx.export(m, x, None)
-    assert isinstance(model, onnx.ModelProto)
+    assert isinstance(model.model_proto, onnx.ModelProto)
 
 
 def test_traced_module_state_dict_round_trip():

@@ -243,7 +243,7 @@ def test_baked_batch_size_is_reported():
 def test_verify_and_model_return():
     m = fiamma.onnx.export(SmallCNN().eval(), randn(2, 1, 8, 8), None, verify=True,
                            dynamo=True)
-    assert isinstance(m, onnx.ModelProto)
+    assert isinstance(m.model_proto, onnx.ModelProto)
     with pytest.raises(ValueError, match="not inputs of the forward"):
         fiamma.onnx.export(MLP(), randn(1, 64), None, dynamic_shapes={"y": {0: "b"}})
 
