@@ -58,3 +58,31 @@ def test_shared_dtype_tuples_are_per_combination():
     (a + b).sum().backward()
     assert a.grad.dtype == fiamma.float32 and b.grad.dtype == fiamma.float64
     np.testing.assert_array_equal(b.grad.numpy(), np.ones(3))
+
+
+def test_add_chain_advances_the_young_generation_little():
+    # every GC-type allocation still alive advances the young generation's counter (a
+    # collection every 700); recording an add allocates the node, its edge tuple and its
+    # shape tuple, and nodes of ops without keyword arguments share one read-only kwargs
+    x = fiamma.ones(4, requires_grad=True)
+    y = fiamma.ones(4, requires_grad=True)
+    z = x + y
+    assert z.grad_fn.kwargs == {} and z.grad_fn.kwargs is (z * y).grad_fn.kwargs
+    try:
+        z.grad_fn.kwargs["alpha"] = 2
+    except TypeError:
+        pass
+    else:
+        raise AssertionError("a shared kwargs dict was modified")
+    gc.collect()
+    gc.disable()
+    try:
+        c0 = gc.get_count()[0]
+        for _ in range(300):
+            z = z + y
+        per_op = (gc.get_count()[0] - c0) / 300
+    finally:
+        gc.enable()
+    assert per_op < 3.1
+    z.sum().backward()
+    np.testing.assert_array_equal(y.grad.numpy(), np.full(4, 301.0))

@@ -14,6 +14,7 @@ import weakref
 from fiamma import Tensor
 from fiamma.autograd import _formulas as F
 from fiamma.autograd._node import (
+    NO_KWARGS,
     AccumulateGrad,
     ComplexNode,
     Meta,
@@ -375,6 +376,102 @@ def record(op, out, inputs, kwargs):
                 _own_result(o, inputs)
 
 
+def record_new(op, out, inputs):
+    """``record`` for a result the op has just allocated (core's operator fast paths, through
+    fiamma.autograd_hook's ``record_new``): not a view, not one of the inputs, no keyword
+    arguments. The plain one- and two-tensor cases are written out (``_make_node`` and
+    ``_edge1`` inlined): this runs once per recorded op."""
+    cls = _CLASSES.get(op)
+    if cls is None:
+        cls = node_class(op)
+    k = out._dtype._kind
+    if k != 2:
+        if k == 3:
+            record(op, out, inputs, {})
+        return
+    if len(inputs) == 2:
+        a, b = inputs
+        if a.__class__ is not Tensor or b.__class__ is not Tensor:
+            node = _make_node(cls, inputs, NO_KWARGS, False)
+        else:
+            node = _new(cls)
+            na = nb = 0
+            if a.requires_grad:
+                ea = a.grad_fn
+                m = a._ag
+                if ea is None:
+                    ea = m.acc if m is not None and m.acc is not None else _acc(a)
+                elif m is not None:
+                    ea, na = _edge1(a)
+            else:
+                ea = None
+            if b.requires_grad:
+                eb = b.grad_fn
+                m = b._ag
+                if eb is None:
+                    eb = m.acc if m is not None and m.acc is not None else _acc(b)
+                elif m is not None:
+                    eb, nb = _edge1(b)
+            else:
+                eb = None
+            node._next = (ea, eb)
+            node._nrs = (0, 0) if not (na or nb) else (na, nb)
+            node._shapes = (a._shape, b._shape)
+            row = _DT2.get(a._dtype)
+            dts = row.get(b._dtype) if row is not None else None
+            node._dtypes = dts if dts is not None else _dtypes2(a._dtype, b._dtype)
+            node._kwargs = NO_KWARGS
+            save = cls._save
+            if save == "none" or save == "output":
+                node._inputs = (None, None)
+                node._versions = None
+            else:
+                node._inputs = inputs
+                node._versions = (a._storage.version, b._storage.version)
+                if hooks_active[0]:
+                    pack_saved(node)
+            if anomaly.enabled:
+                node._trace = capture_trace()
+    else:
+        a = inputs[0]
+        if len(inputs) != 1 or a.__class__ is not Tensor or not a.requires_grad:
+            node = _make_node(cls, inputs, NO_KWARGS, False)
+        else:
+            node = _new(cls)
+            ea = a.grad_fn
+            m = a._ag
+            na = 0
+            if ea is None:
+                ea = m.acc if m is not None and m.acc is not None else _acc(a)
+            elif m is not None:
+                ea, na = _edge1(a)
+            node._next = (ea,)
+            node._nrs = (na,)
+            node._shapes = (a._shape,)
+            dts = _DT1.get(a._dtype)
+            node._dtypes = dts if dts is not None else _dtypes1(a._dtype)
+            node._kwargs = NO_KWARGS
+            save = cls._save
+            if save == "none" or save == "output":
+                node._inputs = (None,)
+                node._versions = None
+            else:
+                node._inputs = inputs
+                node._versions = (a._storage.version,)
+                if hooks_active[0]:
+                    pack_saved(node)
+            if anomaly.enabled:
+                node._trace = capture_trace()
+    save = cls._save
+    if save == "output" or save == "both":
+        node._out = out.detach()
+        node._outver = out._storage.version
+        if hooks_active[0]:
+            pack_saved_output(node)
+    out.grad_fn = node
+    out.requires_grad = True
+
+
 def _own_result(out, inputs):
     """A non-view op's result that core built as a view of its own temporary (group_norm's
     rows reshaped back, say) is a fresh tensor to autograd: without this, an in-place op on it
@@ -616,6 +713,12 @@ def _check_nan(node, grads):
                 f"that caused the error:\n{trace}")
 
 
+def _cast_grad(g, dt):
+    """A gradient in its input's dtype (the real part for a real input)."""
+    g = g.real if g._dtype._kind == 3 and dt._kind != 3 else g
+    return g.to(dt)
+
+
 class _Sum:
     """A buffer slot that received the same gradient tensor ``count`` times in a row (a
     gradient passed through unchanged, e.g. by add): summed as one multiply."""
@@ -723,17 +826,31 @@ def execute(roots, grads, keep_graph, create_graph, targets=None, accumulate=Tru
     # dependency counts over the part of the graph that runs
     deps = {}
     stack = [n for n in root_nodes if run is None or n in run]
-    seen = set(stack)
-    while stack:
-        n = stack.pop()
-        for c in n._next:
-            if c is None or (run is not None and c not in run and c not in capture):
-                continue
-            deps[c] = deps.get(c, 0) + 1
-            if c not in seen:
-                seen.add(c)
-                if run is None or c in run:
-                    stack.append(c)
+    if run is None:
+        # the whole graph: a node's first count is its first visit (roots are pushed already)
+        rootset = set(stack)
+        while stack:
+            for c in stack.pop()._next:
+                if c is not None:
+                    d = deps.get(c)
+                    if d is None:
+                        deps[c] = 1
+                        if c not in rootset:
+                            stack.append(c)
+                    else:
+                        deps[c] = d + 1
+    else:
+        seen = set(stack)
+        while stack:
+            n = stack.pop()
+            for c in n._next:
+                if c is None or (c not in run and c not in capture):
+                    continue
+                deps[c] = deps.get(c, 0) + 1
+                if c not in seen:
+                    seen.add(c)
+                    if c in run:
+                        stack.append(c)
     buffers = {}
     sums = set()    # nodes with a _Sum buffer slot
     for (n, nr), g in zip(roots, grads):
@@ -748,6 +865,7 @@ def execute(roots, grads, keep_graph, create_graph, targets=None, accumulate=Tru
     anomaly_on = anomaly.enabled
     check_nan = anomaly.check_nan
     prof = _profiler.call if _profiler.enabled else None  # one check per backward when off
+    plain = not anomaly_on and prof is None
     try:
         while ready:
             n = ready.pop()
@@ -777,6 +895,54 @@ def execute(roots, grads, keep_graph, create_graph, targets=None, accumulate=Tru
                     _accumulate(n, gs[0], create_graph)
                 else:
                     prof(_EVAL + "AccumulateGrad", _accumulate, n, gs[0], create_graph)
+                continue
+            fn = n._formula
+            if plain and fn is not None and n._nout == 1 and not n._hooked and \
+                    n._post is None and gs[0] is not None:
+                # the common node (one output, a formula, no hooks) with Node._apply inlined:
+                # the formula's gradients are checked, summed over broadcasting and cast as
+                # they go into the buffers
+                res = fn(n, gs[0])
+                if type(res) is not tuple:
+                    res = tuple(res) if isinstance(res, list) else (res,)
+                nxt = n._next
+                if len(res) != len(nxt):
+                    res = n._check_count(res)
+                if not keep_graph and (n._versions is not None or n._out is not None):
+                    n._release()  # nodes that saved nothing have nothing to free
+                shapes = n._shapes
+                dts = n._dtypes
+                nrs = n._nrs
+                for i, c in enumerate(nxt):
+                    if c is None or (run is not None and c not in run and c not in capture):
+                        continue
+                    g = res[i]
+                    if g is not None:
+                        if g.__class__ is not Tensor and not isinstance(g, Tensor):
+                            raise TypeError(f"{n.name()}: gradient {i} must be a Tensor or "
+                                            f"None, got {type(g).__name__}")
+                        if g._shape != shapes[i]:  # the documented hot slot, read directly
+                            g = F.sum_to_shape(g, shapes[i])
+                        if g._dtype is not dts[i]:
+                            g = _cast_grad(g, dts[i])
+                        b = buffers.get(c)
+                        if b is None:
+                            if c._nout == 1:
+                                buffers[c] = [g]
+                            else:
+                                b = buffers[c] = [None] * c._nout
+                                b[nrs[i]] = g
+                        elif b[nrs[i]] is None:
+                            b[nrs[i]] = g
+                        elif _buf_add(b, nrs[i], g):
+                            sums.add(c)
+                    d = deps[c] - 1
+                    if d:
+                        deps[c] = d
+                    else:
+                        del deps[c]
+                        ready.append(c)
+                res = g = None  # only the buffers refer to the gradients (see _owned)
                 continue
             if anomaly_on:
                 outs = _apply_anomaly(n, gs, hooks_done, check_nan)

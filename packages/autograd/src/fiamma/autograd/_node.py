@@ -107,6 +107,22 @@ class Meta:
         self.retains = False
 
 
+class _FrozenKwargs(dict):
+    """The empty keyword arguments shared by the nodes of ops recorded without any (read-only):
+    one object instead of a dict per node."""
+
+    __slots__ = ()
+
+    def _read_only(self, *args, **kwargs):
+        raise TypeError("a node's recorded kwargs are read-only")
+
+    __setitem__ = __delitem__ = __ior__ = update = pop = popitem = clear = setdefault = \
+        _read_only
+
+
+NO_KWARGS = _FrozenKwargs()
+
+
 def meta_of(t):
     """``t``'s Meta, created on first use (on the recording path: a direct read of the ``_ag``
     slot, one of core's documented hot slots)."""
@@ -286,7 +302,10 @@ class Node:
         return t
 
     def _release(self):
-        """Free what was saved for backward (after a backward without retain_graph)."""
+        """Free what was saved for backward (after a backward without retain_graph); a node
+        that saved nothing has nothing to free (and gets no instance dict for the flag)."""
+        if self._versions is None and self._out is None:
+            return
         self._freed = True
         if self._versions is not None:
             self._inputs = None
@@ -336,6 +355,14 @@ class Node:
             res = tuple(res) if isinstance(res, list) else (res,)
         return res
 
+    def _check_count(self, res):
+        """A formula's gradients padded with None to one per input (more is an error)."""
+        nxt = self._next
+        if len(res) < len(nxt):
+            return tuple(res) + (None,) * (len(nxt) - len(res))
+        raise RuntimeError(f"function {self.name()} returned an incorrect number of "
+                           f"gradients (expected {len(nxt)}, got {len(res)})")
+
     def _apply(self, gs, hooks_done=False):
         """Gradients for this node's outputs (list, None where absent) -> one per input."""
         if self._hooked and not hooks_done:
@@ -357,11 +384,7 @@ class Node:
                 res = tuple(res) if isinstance(res, list) else (res,)
         nxt = self._next
         if len(res) != len(nxt):
-            if len(res) < len(nxt):
-                res = tuple(res) + (None,) * (len(nxt) - len(res))
-            else:
-                raise RuntimeError(f"function {self.name()} returned an incorrect number of "
-                                   f"gradients (expected {len(nxt)}, got {len(res)})")
+            res = self._check_count(res)
         out = []
         for g, e, shape, dt in zip(res, nxt, self._shapes, self._dtypes):
             if g is None or e is None:

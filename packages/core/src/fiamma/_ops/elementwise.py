@@ -262,7 +262,10 @@ def unary(code, name, x, out=None, p0=0.0, p1=0.0, p2=0.0, float_only=False, rec
                 if rc:
                     _raise(rc, name, x._dtype)
             if record and x.requires_grad:
-                G.record(name, res, (x,), kwargs or {})
+                if kwargs:
+                    G.record(name, res, (x,), kwargs)
+                else:
+                    G.record_new(name, res, (x,))
             return res
     if not isinstance(x, Tensor):
         raise TypeError(f"{name}: expected a Tensor, got {type(x).__name__}")
