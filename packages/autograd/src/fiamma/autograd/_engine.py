@@ -220,7 +220,9 @@ def _make_node(cls, inputs, kwargs, skip_self):
             else:
                 eb = None
                 nb = 0
-            node._next = (ea, eb)
+            node._e0 = ea
+            node._e1 = eb
+            node._ex = None
             node._nrs = (0, 0) if not (na or nb) else (na, nb)
             node._shapes = (a._shape, b._shape)
             row = _DT2.get(a._dtype)
@@ -244,8 +246,9 @@ def _make_node(cls, inputs, kwargs, skip_self):
         if a.__class__ is Tensor and a.requires_grad:
             node = _new(cls)
             ea, na = _edge1(a)
-            node._next = (ea,)
-            node._nrs = (na,)
+            node._e0 = ea
+            node._e1 = node._ex = None
+            node._nrs = (na,) if na else _ZEROS[1]
             node._shapes = (a._shape,)
             dts = _DT1.get(a._dtype)
             node._dtypes = dts if dts is not None else _dtypes1(a._dtype)
@@ -414,7 +417,9 @@ def record_new(op, out, inputs):
                     eb, nb = _edge1(b)
             else:
                 eb = None
-            node._next = (ea, eb)
+            node._e0 = ea
+            node._e1 = eb
+            node._ex = None
             node._nrs = (0, 0) if not (na or nb) else (na, nb)
             node._shapes = (a._shape, b._shape)
             row = _DT2.get(a._dtype)
@@ -445,8 +450,9 @@ def record_new(op, out, inputs):
                 ea = m.acc if m is not None and m.acc is not None else _acc(a)
             elif m is not None:
                 ea, na = _edge1(a)
-            node._next = (ea,)
-            node._nrs = (na,)
+            node._e0 = ea
+            node._e1 = node._ex = None
+            node._nrs = (na,) if na else _ZEROS[1]
             node._shapes = (a._shape,)
             dts = _DT1.get(a._dtype)
             node._dtypes = dts if dts is not None else _dtypes1(a._dtype)
@@ -830,7 +836,9 @@ def execute(roots, grads, keep_graph, create_graph, targets=None, accumulate=Tru
         # the whole graph: a node's first count is its first visit (roots are pushed already)
         rootset = set(stack)
         while stack:
-            for c in stack.pop()._next:
+            n = stack.pop()
+            nx = n._ex
+            for c in (n._e0, n._e1) if nx is None else nx:  # Node._next without the property
                 if c is not None:
                     d = deps.get(c)
                     if d is None:
@@ -905,7 +913,9 @@ def execute(roots, grads, keep_graph, create_graph, targets=None, accumulate=Tru
                 res = fn(n, gs[0])
                 if type(res) is not tuple:
                     res = tuple(res) if isinstance(res, list) else (res,)
-                nxt = n._next
+                nxt = n._ex  # Node._next without the property
+                if nxt is None:
+                    nxt = (n._e0, n._e1) if len(n._nrs) == 2 else (n._e0,)
                 if len(res) != len(nxt):
                     res = n._check_count(res)
                 if not keep_graph and (n._versions is not None or n._out is not None):

@@ -159,9 +159,15 @@ class Node:
     ``metadata``, ``register_hook``, ``register_prehook``. Formulas receive it as ``ctx``."""
 
     # what every node sets; the rarely used fields are class defaults overridden in the
-    # instance dict (created only when one is set), which keeps recording cheap
-    __slots__ = ("_next", "_nrs", "_inputs", "_versions", "_kwargs", "_shapes", "_dtypes",
-                 "__dict__", "__weakref__")
+    # instance dict (created only when one is set), which keeps recording cheap. The edges to
+    # the inputs' nodes (``_next``, one per input, None where no gradient flows) live in the
+    # node's own slots: ``_e0`` and ``_e1`` hold the first two (None past the inputs), and
+    # ``_ex`` is None for a node of one or two inputs (their number is ``len(_nrs)``), else the
+    # tuple of all of them. A tuple per node would be a second GC-tracked object that outlives
+    # the forward pass: each one brings the next full collection (a traversal of the whole
+    # Python heap) closer.
+    __slots__ = ("_e0", "_e1", "_ex", "_nrs", "_inputs", "_versions", "_kwargs", "_shapes",
+                 "_dtypes", "__dict__", "__weakref__")
 
     _op = ""
     _formula = None
@@ -186,6 +192,30 @@ class Node:
         self._kwargs = {}
         self._shapes = ()
         self._dtypes = ()
+
+    @property
+    def _next(self):
+        """The edges as a tuple, one per input (built on each read for one or two inputs)."""
+        ex = self._ex
+        if ex is not None:
+            return ex
+        return (self._e0, self._e1) if len(self._nrs) == 2 else (self._e0,)
+
+    @_next.setter
+    def _next(self, edges):
+        edges = tuple(edges)
+        n = len(edges)
+        self._e0 = edges[0] if n else None
+        self._e1 = edges[1] if n > 1 else None
+        self._ex = None if n == 1 or n == 2 else edges
+
+    def _needs(self, i):
+        """Whether input ``i`` needs a gradient (``needs_input_grad[i]`` without the tuple;
+        False past the inputs)."""
+        ex = self._ex
+        if ex is None:
+            return (self._e0 if i == 0 else self._e1 if i == 1 else None) is not None
+        return i < len(ex) and ex[i] is not None
 
     # ---- public Node API ----------------------------------------------------------------------
     def name(self):
