@@ -224,7 +224,9 @@ def _make_node(cls, inputs, kwargs, skip_self):
             node._e1 = eb
             node._ex = None
             node._nrs = (0, 0) if not (na or nb) else (na, nb)
-            node._shapes = (a._shape, b._shape)
+            node._s0 = a._shape
+            node._s1 = b._shape
+            node._sx = None
             row = _DT2.get(a._dtype)
             dts = row.get(b._dtype) if row is not None else None
             node._dtypes = dts if dts is not None else _dtypes2(a._dtype, b._dtype)
@@ -249,7 +251,8 @@ def _make_node(cls, inputs, kwargs, skip_self):
             node._e0 = ea
             node._e1 = node._ex = None
             node._nrs = (na,) if na else _ZEROS[1]
-            node._shapes = (a._shape,)
+            node._s0 = a._shape
+            node._s1 = node._sx = None
             dts = _DT1.get(a._dtype)
             node._dtypes = dts if dts is not None else _dtypes1(a._dtype)
             node._kwargs = kwargs
@@ -421,7 +424,9 @@ def record_new(op, out, inputs):
             node._e1 = eb
             node._ex = None
             node._nrs = (0, 0) if not (na or nb) else (na, nb)
-            node._shapes = (a._shape, b._shape)
+            node._s0 = a._shape
+            node._s1 = b._shape
+            node._sx = None
             row = _DT2.get(a._dtype)
             dts = row.get(b._dtype) if row is not None else None
             node._dtypes = dts if dts is not None else _dtypes2(a._dtype, b._dtype)
@@ -453,7 +458,8 @@ def record_new(op, out, inputs):
             node._e0 = ea
             node._e1 = node._ex = None
             node._nrs = (na,) if na else _ZEROS[1]
-            node._shapes = (a._shape,)
+            node._s0 = a._shape
+            node._s1 = node._sx = None
             dts = _DT1.get(a._dtype)
             node._dtypes = dts if dts is not None else _dtypes1(a._dtype)
             node._kwargs = NO_KWARGS
@@ -913,14 +919,20 @@ def execute(roots, grads, keep_graph, create_graph, targets=None, accumulate=Tru
                 res = fn(n, gs[0])
                 if type(res) is not tuple:
                     res = tuple(res) if isinstance(res, list) else (res,)
-                nxt = n._ex  # Node._next without the property
+                nxt = n._ex  # Node._next and _shapes without the properties
                 if nxt is None:
-                    nxt = (n._e0, n._e1) if len(n._nrs) == 2 else (n._e0,)
+                    if len(n._nrs) == 2:
+                        nxt = (n._e0, n._e1)
+                        shapes = (n._s0, n._s1)
+                    else:
+                        nxt = (n._e0,)
+                        shapes = (n._s0,)
+                else:
+                    shapes = n._sx
                 if len(res) != len(nxt):
                     res = n._check_count(res)
                 if not keep_graph and (n._versions is not None or n._out is not None):
                     n._release()  # nodes that saved nothing have nothing to free
-                shapes = n._shapes
                 dts = n._dtypes
                 nrs = n._nrs
                 for i, c in enumerate(nxt):

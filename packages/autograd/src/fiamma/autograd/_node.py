@@ -165,9 +165,11 @@ class Node:
     # ``_ex`` is None for a node of one or two inputs (their number is ``len(_nrs)``), else the
     # tuple of all of them. A tuple per node would be a second GC-tracked object that outlives
     # the forward pass: each one brings the next full collection (a traversal of the whole
-    # Python heap) closer.
-    __slots__ = ("_e0", "_e1", "_ex", "_nrs", "_inputs", "_versions", "_kwargs", "_shapes",
-                 "_dtypes", "__dict__", "__weakref__")
+    # Python heap) closer. The inputs' shapes (``_shapes``) are kept the same way (``_s0``,
+    # ``_s1``, ``_sx``): a tuple of them is untracked at its first collection but its
+    # allocation still advances the young generation's counter.
+    __slots__ = ("_e0", "_e1", "_ex", "_s0", "_s1", "_sx", "_nrs", "_inputs", "_versions",
+                 "_kwargs", "_dtypes", "__dict__", "__weakref__")
 
     _op = ""
     _formula = None
@@ -208,6 +210,22 @@ class Node:
         self._e0 = edges[0] if n else None
         self._e1 = edges[1] if n > 1 else None
         self._ex = None if n == 1 or n == 2 else edges
+
+    @property
+    def _shapes(self):
+        """The inputs' shapes as a tuple, one per input (None for a non-tensor input)."""
+        sx = self._sx
+        if sx is not None:
+            return sx
+        return (self._s0, self._s1) if len(self._nrs) == 2 else (self._s0,)
+
+    @_shapes.setter
+    def _shapes(self, shapes):
+        shapes = tuple(shapes)
+        n = len(shapes)
+        self._s0 = shapes[0] if n else None
+        self._s1 = shapes[1] if n > 1 else None
+        self._sx = None if n == 1 or n == 2 else shapes
 
     def _needs(self, i):
         """Whether input ``i`` needs a gradient (``needs_input_grad[i]`` without the tuple;
