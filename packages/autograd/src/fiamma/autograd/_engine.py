@@ -230,7 +230,7 @@ def _make_node(cls, inputs, kwargs, skip_self):
             row = _DT2.get(a._dtype)
             dts = row.get(b._dtype) if row is not None else None
             node._dtypes = dts if dts is not None else _dtypes2(a._dtype, b._dtype)
-            node._kwargs = kwargs
+            node._kwargs = kwargs if kwargs else NO_KWARGS
             save = cls._save
             if save == "inputs" or save == "both":
                 node._inputs = (a, b)
@@ -255,7 +255,7 @@ def _make_node(cls, inputs, kwargs, skip_self):
             node._s1 = node._sx = None
             dts = _DT1.get(a._dtype)
             node._dtypes = dts if dts is not None else _dtypes1(a._dtype)
-            node._kwargs = kwargs
+            node._kwargs = kwargs if kwargs else NO_KWARGS
             save = cls._save
             if save == "inputs" or save == "both":
                 node._inputs = (a,)
@@ -297,7 +297,7 @@ def _make_node(cls, inputs, kwargs, skip_self):
     node._nrs = _ZEROS[n] if nrs is None and n < 8 else tuple(nrs or (0,) * n)
     node._shapes = tuple(shapes)
     node._dtypes = _dtypes_n(dtypes)
-    node._kwargs = kwargs
+    node._kwargs = kwargs if kwargs else NO_KWARGS
     save = cls._save
     if save == "inputs" or save == "both":
         versions = [x._storage.version if isinstance(x, Tensor) else None for x in inputs]

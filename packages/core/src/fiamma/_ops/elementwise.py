@@ -226,7 +226,10 @@ def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=No
     if out is not None:
         res = _finish(res, out)
     if record and ((ta and a.requires_grad) or (tb and b.requires_grad)):
-        G.record(name, res, (a, b), kwargs or {})
+        if out is None and not kwargs:  # a result this call allocated
+            G.record_new(name, res, (a, b))
+        else:
+            G.record(name, res, (a, b), kwargs or {})
     return res
 
 
