@@ -86,7 +86,8 @@ def node_class(op):
         spec = F.lookup(op)
         fn, save = spec if spec is not None else (None, "none")
         cls = type(_class_name(op), (Node,), {"__slots__": (), "_op": op, "_save": save,
-                                               "_formula": _static(fn)})
+                                               "_formula": _static(fn),
+                                               "_inline": fn is not None})
         _CLASSES[op] = cls
     return cls
 
@@ -110,7 +111,7 @@ def complex_node_class(op):
         fn, save = spec if spec is not None else (None, "none")
         cls = type(_class_name(op), (ComplexNode,), {
             "__slots__": (), "_op": op, "_save": save, "_formula": _static(fn),
-            "_conj_saved": conj})
+            "_inline": fn is not None, "_conj_saved": conj})
         _CCLASSES[op] = cls
     return cls
 
@@ -121,6 +122,7 @@ def _registered(op):
     if cls is not None and spec is not None:
         fn, cls._save = spec
         cls._formula = _static(fn)
+        cls._inline = fn is not None
     _CCLASSES.pop(op, None)
 
 
@@ -358,6 +360,7 @@ def record(op, out, inputs, kwargs):
         cls = complex_node_class(op)
     node = _make_node(cls, inputs, kwargs, False)
     node._nout = len(outs)
+    node._inline = False
     save = cls._save
     if save == "output" or save == "both":
         node._out = tuple(o.detach() if isinstance(o, Tensor) else None for o in outs)
@@ -606,6 +609,7 @@ def register_hook(t, hook):
     if fn._tpre is None:
         fn._tpre = {}
         fn._hooked = True
+        fn._inline = False
     table = fn._tpre.get(nr)
     if table is None:
         table = fn._tpre[nr] = _HookDict()
@@ -638,6 +642,7 @@ def retain_grad(t):
     if fn._retain is None:
         fn._retain = {}
         fn._hooked = True
+        fn._inline = False
     fn._retain[m.output_nr] = weakref.ref(t)
 
 
@@ -910,13 +915,11 @@ def execute(roots, grads, keep_graph, create_graph, targets=None, accumulate=Tru
                 else:
                     prof(_EVAL + "AccumulateGrad", _accumulate, n, gs[0], create_graph)
                 continue
-            fn = n._formula
-            if plain and fn is not None and n._nout == 1 and not n._hooked and \
-                    n._post is None and gs[0] is not None:
+            if plain and n._inline and gs[0] is not None:
                 # the common node (one output, a formula, no hooks) with Node._apply inlined:
                 # the formula's gradients are checked, summed over broadcasting and cast as
                 # they go into the buffers
-                res = fn(n, gs[0])
+                res = n._formula(n, gs[0])
                 if type(res) is not tuple:
                     res = tuple(res) if isinstance(res, list) else (res,)
                 nxt = n._ex  # Node._next and _shapes without the properties

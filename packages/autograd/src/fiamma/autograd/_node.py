@@ -179,6 +179,10 @@ class Node:
     _outver = None     # their versions
     _freed = False     # saved tensors released by a backward without retain_graph
     _hooked = False    # any of _pre, _tpre, _retain set
+    # whether the engine may run the node inline (execute): one output, a formula, no hooks of
+    # any kind; True on the formula classes, cleared on a node when a hook is registered or it
+    # gets several outputs (one attribute read per node instead of four)
+    _inline = False
     _pre = None        # node pre-hooks
     _post = None       # node post-hooks
     _tpre = None       # {output_nr: tensor hooks}
@@ -253,6 +257,7 @@ class Node:
         """``fn(grad_inputs, grad_outputs)`` after this node ran; may return new grad_inputs."""
         if self._post is None:
             self._post = _HookDict()
+            self._inline = False
         return add_hook(self._post, fn)
 
     def register_prehook(self, fn):
@@ -260,6 +265,7 @@ class Node:
         if self._pre is None:
             self._pre = _HookDict()
             self._hooked = True
+            self._inline = False
         return add_hook(self._pre, fn)
 
     def __repr__(self):
