@@ -985,3 +985,22 @@ def test_inplace_on_leaf_refused_before_writing(op, write):
     with fiamma.no_grad():  # allowed there (initialisers, optimizers)
         write(x)
     assert x.requires_grad and x.grad_fn is None
+
+
+def test_hooks_registered_after_recording_leave_the_inline_step():
+    # execute runs plain one-output nodes inline; a hook of any kind registered on a node
+    # after it was recorded must send it through Node._apply
+    x = fiamma.ones(3, requires_grad=True)
+    y = fiamma.ones(3, requires_grad=True)
+    z = x + y
+    w = z * 2.0
+    seen = []
+    z.grad_fn.register_hook(lambda gi, go: seen.append("post"))
+    w.grad_fn.register_prehook(lambda go: seen.append("pre"))
+    z.register_hook(lambda g: seen.append("tensor") or g * 3)
+    z.retain_grad()
+    w.sum().backward()
+    assert sorted(seen) == ["post", "pre", "tensor"]
+    np.testing.assert_array_equal(z.grad.numpy(), np.full(3, 6.0))
+    np.testing.assert_array_equal(x.grad.numpy(), np.full(3, 6.0))
+    np.testing.assert_array_equal(y.grad.numpy(), np.full(3, 6.0))

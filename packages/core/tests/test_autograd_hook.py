@@ -76,6 +76,46 @@ def test_registered_recorder_sees_ops_and_inplace():
     assert sum(1 for c in calls if c[:2] == ("record", "mul")) == 1
 
 
+def test_record_new_gets_the_fast_paths_fresh_results():
+    out = run("""
+        import sys
+        sys.modules["fiamma.autograd"] = None
+        import fiamma
+        from fiamma import autograd_hook as H
+        calls = []
+
+        class Rec:
+            def record(self, op, out, inputs, kwargs):
+                calls.append(("record", op.name, sorted(kwargs)))
+            def record_new(self, op, out, inputs):
+                assert getattr(out, "_base", None) is None and all(out is not i for i in inputs)
+                calls.append(("record_new", op.name, len(inputs)))
+            def requires_grad_(self, t, flag):
+                t.requires_grad = flag
+
+        H.register_autograd(Rec())
+        x = fiamma.ones(3).requires_grad_()
+        x + x                            # the operator fast path
+        x * 2.0                          # a tensor and a number
+        x.exp()                          # the unary fast path
+        x[None] * x                      # the general binary path (broadcasting)
+        x.add(x, alpha=2)                # keyword arguments: record
+        x.view(3)                        # a view: record
+        prev = H.set_trace_hook(Rec.__new__(type("T", (), {"record": Rec.record})))
+        try:
+            x + x                        # a tracer gets record calls only
+        finally:
+            H.set_trace_hook(prev)
+        print(calls)
+    """)
+    full = eval(out)
+    assert full[5] == ("record", "add", ["alpha"]) and full[7] == ("record", "add", [])
+    calls = [c[:2] for c in full]
+    assert calls == [("record_new", "add"), ("record_new", "mul"), ("record_new", "exp"),
+                     ("record", "getitem"), ("record_new", "mul"), ("record", "add"),
+                     ("record", "view"), ("record", "add")], calls
+
+
 def test_views_know_their_root_base():
     import fiamma
 

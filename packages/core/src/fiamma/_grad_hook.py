@@ -10,6 +10,11 @@ The recorder contract (public, used by fiamma-autograd):
         ``op`` is the public op name ("add", "view", "sum", ...), ``out`` the result (a Tensor or a
         tuple of Tensors), ``inputs`` the positional arguments as the op received them (tensors
         and non-tensors), ``kwargs`` the op's remaining arguments by name.
+    recorder.record_new(op, out, inputs) -> None   (optional)
+        ``record`` for the commonest case, which core's operator fast paths call through
+        :func:`record_new`: ``out`` is a Tensor the op has just allocated (not a view, not one of
+        its inputs, no ``_base``) and the op has no keyword arguments; a recorder without it
+        gets ``record`` calls instead.
     recorder.record_inplace(op, out, inputs, kwargs) -> None
         the same for an in-place op; ``out`` is the modified tensor (``inputs[0]``), called after
         the version counter was bumped.
@@ -36,11 +41,12 @@ import threading
 
 __all__ = [
     "register_autograd", "autograd_module", "is_grad_enabled", "set_grad_enabled_flag",
-    "is_inference_mode_enabled", "record", "record_inplace", "check_inplace",
+    "is_inference_mode_enabled", "record", "record_new", "record_inplace", "check_inplace",
     "any_requires_grad", "inplace", "set_trace_hook",
 ]
 
 _recorder = None
+_record_new = None  # the recorder's record_new (None: it has none)
 
 
 class _State(threading.local):
@@ -54,8 +60,9 @@ state = _State()
 
 def register_autograd(recorder):
     """Called by fiamma-autograd at import: install the object that records graphs."""
-    global _recorder
+    global _recorder, _record_new
     _recorder = recorder
+    _record_new = getattr(recorder, "record_new", None)
 
 
 def autograd_module():
@@ -112,6 +119,18 @@ def record(op, out, inputs, kwargs=None):
     sets the slot directly): the recorder is then imported here."""
     if state.enabled:
         (state.tracer or _recorder or autograd_module()).record(op, out, inputs, kwargs or {})
+
+
+def record_new(op, out, inputs):
+    """``record(op, out, inputs)`` for a result the op has just allocated (a fresh Tensor, not a
+    view) of an op without keyword arguments: the operators' fast paths, once per recorded op,
+    so the recorder may skip the checks a view or a returned input needs."""
+    st = state
+    if st.enabled:
+        if st.tracer is None and _record_new is not None:
+            _record_new(op, out, inputs)
+        else:
+            (st.tracer or _recorder or autograd_module()).record(op, out, inputs, {})
 
 
 def check_inplace(t, op):

@@ -11,6 +11,10 @@ The recorder is an object with these methods (all called by core):
     after an out-of-place op: ``op`` is the public op name ("add", "view", "sum", ...), ``out``
     the result (a Tensor or a tuple of Tensors), ``inputs`` the positional arguments as the op
     received them (tensors and non-tensors), ``kwargs`` the op's other arguments by name.
+``record_new(op, out, inputs)`` (optional)
+    ``record`` for the operator fast paths' results: ``out`` is a Tensor the op has just
+    allocated (no view, not one of the inputs) and the op has no keyword arguments, so the
+    recorder can skip the checks those need; without it core calls ``record``.
 ``inplace(fn, name, self, args, kwargs)``
     run the in-place op ``name`` (``"add_"``) whose out-of-place form is ``fn``: the recorder
     computes ``fn(self, *args, **kwargs)`` (recorded), writes it into ``self`` and makes

@@ -167,6 +167,7 @@ def _tensor_backward(t, gradient, retain_graph, create_graph, inputs):
 
 _recorder = types.SimpleNamespace(
     record=_E.record,
+    record_new=_E.record_new,
     record_inplace=_E.record_inplace,
     check_inplace=_E.check_inplace_target,
     inplace=_E.inplace,

@@ -14,6 +14,7 @@ import weakref
 from fiamma import Tensor
 from fiamma.autograd import _formulas as F
 from fiamma.autograd._node import (
+    NO_KWARGS,
     AccumulateGrad,
     ComplexNode,
     Meta,
@@ -85,7 +86,8 @@ def node_class(op):
         spec = F.lookup(op)
         fn, save = spec if spec is not None else (None, "none")
         cls = type(_class_name(op), (Node,), {"__slots__": (), "_op": op, "_save": save,
-                                               "_formula": _static(fn)})
+                                               "_formula": _static(fn),
+                                               "_inline": fn is not None})
         _CLASSES[op] = cls
     return cls
 
@@ -109,7 +111,7 @@ def complex_node_class(op):
         fn, save = spec if spec is not None else (None, "none")
         cls = type(_class_name(op), (ComplexNode,), {
             "__slots__": (), "_op": op, "_save": save, "_formula": _static(fn),
-            "_conj_saved": conj})
+            "_inline": fn is not None, "_conj_saved": conj})
         _CCLASSES[op] = cls
     return cls
 
@@ -120,6 +122,7 @@ def _registered(op):
     if cls is not None and spec is not None:
         fn, cls._save = spec
         cls._formula = _static(fn)
+        cls._inline = fn is not None
     _CCLASSES.pop(op, None)
 
 
@@ -219,13 +222,17 @@ def _make_node(cls, inputs, kwargs, skip_self):
             else:
                 eb = None
                 nb = 0
-            node._next = (ea, eb)
+            node._e0 = ea
+            node._e1 = eb
+            node._ex = None
             node._nrs = (0, 0) if not (na or nb) else (na, nb)
-            node._shapes = (a._shape, b._shape)
+            node._s0 = a._shape
+            node._s1 = b._shape
+            node._sx = None
             row = _DT2.get(a._dtype)
             dts = row.get(b._dtype) if row is not None else None
             node._dtypes = dts if dts is not None else _dtypes2(a._dtype, b._dtype)
-            node._kwargs = kwargs
+            node._kwargs = kwargs if kwargs else NO_KWARGS
             save = cls._save
             if save == "inputs" or save == "both":
                 node._inputs = (a, b)
@@ -243,12 +250,14 @@ def _make_node(cls, inputs, kwargs, skip_self):
         if a.__class__ is Tensor and a.requires_grad:
             node = _new(cls)
             ea, na = _edge1(a)
-            node._next = (ea,)
-            node._nrs = (na,)
-            node._shapes = (a._shape,)
+            node._e0 = ea
+            node._e1 = node._ex = None
+            node._nrs = (na,) if na else _ZEROS[1]
+            node._s0 = a._shape
+            node._s1 = node._sx = None
             dts = _DT1.get(a._dtype)
             node._dtypes = dts if dts is not None else _dtypes1(a._dtype)
-            node._kwargs = kwargs
+            node._kwargs = kwargs if kwargs else NO_KWARGS
             save = cls._save
             if save == "inputs" or save == "both":
                 node._inputs = (a,)
@@ -290,7 +299,7 @@ def _make_node(cls, inputs, kwargs, skip_self):
     node._nrs = _ZEROS[n] if nrs is None and n < 8 else tuple(nrs or (0,) * n)
     node._shapes = tuple(shapes)
     node._dtypes = _dtypes_n(dtypes)
-    node._kwargs = kwargs
+    node._kwargs = kwargs if kwargs else NO_KWARGS
     save = cls._save
     if save == "inputs" or save == "both":
         versions = [x._storage.version if isinstance(x, Tensor) else None for x in inputs]
@@ -351,6 +360,7 @@ def record(op, out, inputs, kwargs):
         cls = complex_node_class(op)
     node = _make_node(cls, inputs, kwargs, False)
     node._nout = len(outs)
+    node._inline = False
     save = cls._save
     if save == "output" or save == "both":
         node._out = tuple(o.detach() if isinstance(o, Tensor) else None for o in outs)
@@ -373,6 +383,108 @@ def record(op, out, inputs, kwargs):
                 mo.vver = o._storage.version
             elif getattr(o, "_base", None) is not None:
                 _own_result(o, inputs)
+
+
+def record_new(op, out, inputs):
+    """``record`` for a result the op has just allocated (core's operator fast paths, through
+    fiamma.autograd_hook's ``record_new``): not a view, not one of the inputs, no keyword
+    arguments. The plain one- and two-tensor cases are written out (``_make_node`` and
+    ``_edge1`` inlined): this runs once per recorded op."""
+    cls = _CLASSES.get(op)
+    if cls is None:
+        cls = node_class(op)
+    k = out._dtype._kind
+    if k != 2:
+        if k == 3:
+            record(op, out, inputs, {})
+        return
+    if len(inputs) == 2:
+        a, b = inputs
+        if a.__class__ is not Tensor or b.__class__ is not Tensor:
+            node = _make_node(cls, inputs, NO_KWARGS, False)
+        else:
+            node = _new(cls)
+            na = nb = 0
+            if a.requires_grad:
+                ea = a.grad_fn
+                m = a._ag
+                if ea is None:
+                    ea = m.acc if m is not None and m.acc is not None else _acc(a)
+                elif m is not None:
+                    ea, na = _edge1(a)
+            else:
+                ea = None
+            if b.requires_grad:
+                eb = b.grad_fn
+                m = b._ag
+                if eb is None:
+                    eb = m.acc if m is not None and m.acc is not None else _acc(b)
+                elif m is not None:
+                    eb, nb = _edge1(b)
+            else:
+                eb = None
+            node._e0 = ea
+            node._e1 = eb
+            node._ex = None
+            node._nrs = (0, 0) if not (na or nb) else (na, nb)
+            node._s0 = a._shape
+            node._s1 = b._shape
+            node._sx = None
+            row = _DT2.get(a._dtype)
+            dts = row.get(b._dtype) if row is not None else None
+            node._dtypes = dts if dts is not None else _dtypes2(a._dtype, b._dtype)
+            node._kwargs = NO_KWARGS
+            save = cls._save
+            if save == "none" or save == "output":
+                node._inputs = (None, None)
+                node._versions = None
+            else:
+                node._inputs = inputs
+                node._versions = (a._storage.version, b._storage.version)
+                if hooks_active[0]:
+                    pack_saved(node)
+            if anomaly.enabled:
+                node._trace = capture_trace()
+    else:
+        a = inputs[0]
+        if len(inputs) != 1 or a.__class__ is not Tensor or not a.requires_grad:
+            node = _make_node(cls, inputs, NO_KWARGS, False)
+        else:
+            node = _new(cls)
+            ea = a.grad_fn
+            m = a._ag
+            na = 0
+            if ea is None:
+                ea = m.acc if m is not None and m.acc is not None else _acc(a)
+            elif m is not None:
+                ea, na = _edge1(a)
+            node._e0 = ea
+            node._e1 = node._ex = None
+            node._nrs = (na,) if na else _ZEROS[1]
+            node._s0 = a._shape
+            node._s1 = node._sx = None
+            dts = _DT1.get(a._dtype)
+            node._dtypes = dts if dts is not None else _dtypes1(a._dtype)
+            node._kwargs = NO_KWARGS
+            save = cls._save
+            if save == "none" or save == "output":
+                node._inputs = (None,)
+                node._versions = None
+            else:
+                node._inputs = inputs
+                node._versions = (a._storage.version,)
+                if hooks_active[0]:
+                    pack_saved(node)
+            if anomaly.enabled:
+                node._trace = capture_trace()
+    save = cls._save
+    if save == "output" or save == "both":
+        node._out = out.detach()
+        node._outver = out._storage.version
+        if hooks_active[0]:
+            pack_saved_output(node)
+    out.grad_fn = node
+    out.requires_grad = True
 
 
 def _own_result(out, inputs):
@@ -497,6 +609,7 @@ def register_hook(t, hook):
     if fn._tpre is None:
         fn._tpre = {}
         fn._hooked = True
+        fn._inline = False
     table = fn._tpre.get(nr)
     if table is None:
         table = fn._tpre[nr] = _HookDict()
@@ -529,6 +642,7 @@ def retain_grad(t):
     if fn._retain is None:
         fn._retain = {}
         fn._hooked = True
+        fn._inline = False
     fn._retain[m.output_nr] = weakref.ref(t)
 
 
@@ -614,6 +728,12 @@ def _check_nan(node, grads):
                 f"Function '{node.name()}' returned nan values in its {i}th output "
                 f"(the backward of forward op '{node._op}').\nTraceback of the forward call "
                 f"that caused the error:\n{trace}")
+
+
+def _cast_grad(g, dt):
+    """A gradient in its input's dtype (the real part for a real input)."""
+    g = g.real if g._dtype._kind == 3 and dt._kind != 3 else g
+    return g.to(dt)
 
 
 class _Sum:
@@ -723,17 +843,33 @@ def execute(roots, grads, keep_graph, create_graph, targets=None, accumulate=Tru
     # dependency counts over the part of the graph that runs
     deps = {}
     stack = [n for n in root_nodes if run is None or n in run]
-    seen = set(stack)
-    while stack:
-        n = stack.pop()
-        for c in n._next:
-            if c is None or (run is not None and c not in run and c not in capture):
-                continue
-            deps[c] = deps.get(c, 0) + 1
-            if c not in seen:
-                seen.add(c)
-                if run is None or c in run:
-                    stack.append(c)
+    if run is None:
+        # the whole graph: a node's first count is its first visit (roots are pushed already)
+        rootset = set(stack)
+        while stack:
+            n = stack.pop()
+            nx = n._ex
+            for c in (n._e0, n._e1) if nx is None else nx:  # Node._next without the property
+                if c is not None:
+                    d = deps.get(c)
+                    if d is None:
+                        deps[c] = 1
+                        if c not in rootset:
+                            stack.append(c)
+                    else:
+                        deps[c] = d + 1
+    else:
+        seen = set(stack)
+        while stack:
+            n = stack.pop()
+            for c in n._next:
+                if c is None or (c not in run and c not in capture):
+                    continue
+                deps[c] = deps.get(c, 0) + 1
+                if c not in seen:
+                    seen.add(c)
+                    if c in run:
+                        stack.append(c)
     buffers = {}
     sums = set()    # nodes with a _Sum buffer slot
     for (n, nr), g in zip(roots, grads):
@@ -748,6 +884,7 @@ def execute(roots, grads, keep_graph, create_graph, targets=None, accumulate=Tru
     anomaly_on = anomaly.enabled
     check_nan = anomaly.check_nan
     prof = _profiler.call if _profiler.enabled else None  # one check per backward when off
+    plain = not anomaly_on and prof is None
     try:
         while ready:
             n = ready.pop()
@@ -777,6 +914,60 @@ def execute(roots, grads, keep_graph, create_graph, targets=None, accumulate=Tru
                     _accumulate(n, gs[0], create_graph)
                 else:
                     prof(_EVAL + "AccumulateGrad", _accumulate, n, gs[0], create_graph)
+                continue
+            if plain and n._inline and gs[0] is not None:
+                # the common node (one output, a formula, no hooks) with Node._apply inlined:
+                # the formula's gradients are checked, summed over broadcasting and cast as
+                # they go into the buffers
+                res = n._formula(n, gs[0])
+                if type(res) is not tuple:
+                    res = tuple(res) if isinstance(res, list) else (res,)
+                nxt = n._ex  # Node._next and _shapes without the properties
+                if nxt is None:
+                    if len(n._nrs) == 2:
+                        nxt = (n._e0, n._e1)
+                        shapes = (n._s0, n._s1)
+                    else:
+                        nxt = (n._e0,)
+                        shapes = (n._s0,)
+                else:
+                    shapes = n._sx
+                if len(res) != len(nxt):
+                    res = n._check_count(res)
+                if not keep_graph and (n._versions is not None or n._out is not None):
+                    n._release()  # nodes that saved nothing have nothing to free
+                dts = n._dtypes
+                nrs = n._nrs
+                for i, c in enumerate(nxt):
+                    if c is None or (run is not None and c not in run and c not in capture):
+                        continue
+                    g = res[i]
+                    if g is not None:
+                        if g.__class__ is not Tensor and not isinstance(g, Tensor):
+                            raise TypeError(f"{n.name()}: gradient {i} must be a Tensor or "
+                                            f"None, got {type(g).__name__}")
+                        if g._shape != shapes[i]:  # the documented hot slot, read directly
+                            g = F.sum_to_shape(g, shapes[i])
+                        if g._dtype is not dts[i]:
+                            g = _cast_grad(g, dts[i])
+                        b = buffers.get(c)
+                        if b is None:
+                            if c._nout == 1:
+                                buffers[c] = [g]
+                            else:
+                                b = buffers[c] = [None] * c._nout
+                                b[nrs[i]] = g
+                        elif b[nrs[i]] is None:
+                            b[nrs[i]] = g
+                        elif _buf_add(b, nrs[i], g):
+                            sums.add(c)
+                    d = deps[c] - 1
+                    if d:
+                        deps[c] = d
+                    else:
+                        del deps[c]
+                        ready.append(c)
+                res = g = None  # only the buffers refer to the gradients (see _owned)
                 continue
             if anomaly_on:
                 outs = _apply_anomaly(n, gs, hooks_done, check_nan)

@@ -107,6 +107,22 @@ class Meta:
         self.retains = False
 
 
+class _FrozenKwargs(dict):
+    """The empty keyword arguments shared by the nodes of ops recorded without any (read-only):
+    one object instead of a dict per node."""
+
+    __slots__ = ()
+
+    def _read_only(self, *args, **kwargs):
+        raise TypeError("a node's recorded kwargs are read-only")
+
+    __setitem__ = __delitem__ = __ior__ = update = pop = popitem = clear = setdefault = \
+        _read_only
+
+
+NO_KWARGS = _FrozenKwargs()
+
+
 def meta_of(t):
     """``t``'s Meta, created on first use (on the recording path: a direct read of the ``_ag``
     slot, one of core's documented hot slots)."""
@@ -143,9 +159,17 @@ class Node:
     ``metadata``, ``register_hook``, ``register_prehook``. Formulas receive it as ``ctx``."""
 
     # what every node sets; the rarely used fields are class defaults overridden in the
-    # instance dict (created only when one is set), which keeps recording cheap
-    __slots__ = ("_next", "_nrs", "_inputs", "_versions", "_kwargs", "_shapes", "_dtypes",
-                 "__dict__", "__weakref__")
+    # instance dict (created only when one is set), which keeps recording cheap. The edges to
+    # the inputs' nodes (``_next``, one per input, None where no gradient flows) live in the
+    # node's own slots: ``_e0`` and ``_e1`` hold the first two (None past the inputs), and
+    # ``_ex`` is None for a node of one or two inputs (their number is ``len(_nrs)``), else the
+    # tuple of all of them. A tuple per node would be a second GC-tracked object that outlives
+    # the forward pass: each one brings the next full collection (a traversal of the whole
+    # Python heap) closer. The inputs' shapes (``_shapes``) are kept the same way (``_s0``,
+    # ``_s1``, ``_sx``): a tuple of them is untracked at its first collection but its
+    # allocation still advances the young generation's counter.
+    __slots__ = ("_e0", "_e1", "_ex", "_s0", "_s1", "_sx", "_nrs", "_inputs", "_versions",
+                 "_kwargs", "_dtypes", "__dict__", "__weakref__")
 
     _op = ""
     _formula = None
@@ -155,6 +179,10 @@ class Node:
     _outver = None     # their versions
     _freed = False     # saved tensors released by a backward without retain_graph
     _hooked = False    # any of _pre, _tpre, _retain set
+    # whether the engine may run the node inline (execute): one output, a formula, no hooks of
+    # any kind; True on the formula classes, cleared on a node when a hook is registered or it
+    # gets several outputs (one attribute read per node instead of four)
+    _inline = False
     _pre = None        # node pre-hooks
     _post = None       # node post-hooks
     _tpre = None       # {output_nr: tensor hooks}
@@ -170,6 +198,46 @@ class Node:
         self._kwargs = {}
         self._shapes = ()
         self._dtypes = ()
+
+    @property
+    def _next(self):
+        """The edges as a tuple, one per input (built on each read for one or two inputs)."""
+        ex = self._ex
+        if ex is not None:
+            return ex
+        return (self._e0, self._e1) if len(self._nrs) == 2 else (self._e0,)
+
+    @_next.setter
+    def _next(self, edges):
+        edges = tuple(edges)
+        n = len(edges)
+        self._e0 = edges[0] if n else None
+        self._e1 = edges[1] if n > 1 else None
+        self._ex = None if n == 1 or n == 2 else edges
+
+    @property
+    def _shapes(self):
+        """The inputs' shapes as a tuple, one per input (None for a non-tensor input)."""
+        sx = self._sx
+        if sx is not None:
+            return sx
+        return (self._s0, self._s1) if len(self._nrs) == 2 else (self._s0,)
+
+    @_shapes.setter
+    def _shapes(self, shapes):
+        shapes = tuple(shapes)
+        n = len(shapes)
+        self._s0 = shapes[0] if n else None
+        self._s1 = shapes[1] if n > 1 else None
+        self._sx = None if n == 1 or n == 2 else shapes
+
+    def _needs(self, i):
+        """Whether input ``i`` needs a gradient (``needs_input_grad[i]`` without the tuple;
+        False past the inputs)."""
+        ex = self._ex
+        if ex is None:
+            return (self._e0 if i == 0 else self._e1 if i == 1 else None) is not None
+        return i < len(ex) and ex[i] is not None
 
     # ---- public Node API ----------------------------------------------------------------------
     def name(self):
@@ -189,6 +257,7 @@ class Node:
         """``fn(grad_inputs, grad_outputs)`` after this node ran; may return new grad_inputs."""
         if self._post is None:
             self._post = _HookDict()
+            self._inline = False
         return add_hook(self._post, fn)
 
     def register_prehook(self, fn):
@@ -196,6 +265,7 @@ class Node:
         if self._pre is None:
             self._pre = _HookDict()
             self._hooked = True
+            self._inline = False
         return add_hook(self._pre, fn)
 
     def __repr__(self):
@@ -286,7 +356,10 @@ class Node:
         return t
 
     def _release(self):
-        """Free what was saved for backward (after a backward without retain_graph)."""
+        """Free what was saved for backward (after a backward without retain_graph); a node
+        that saved nothing has nothing to free (and gets no instance dict for the flag)."""
+        if self._versions is None and self._out is None:
+            return
         self._freed = True
         if self._versions is not None:
             self._inputs = None
@@ -336,6 +409,14 @@ class Node:
             res = tuple(res) if isinstance(res, list) else (res,)
         return res
 
+    def _check_count(self, res):
+        """A formula's gradients padded with None to one per input (more is an error)."""
+        nxt = self._next
+        if len(res) < len(nxt):
+            return tuple(res) + (None,) * (len(nxt) - len(res))
+        raise RuntimeError(f"function {self.name()} returned an incorrect number of "
+                           f"gradients (expected {len(nxt)}, got {len(res)})")
+
     def _apply(self, gs, hooks_done=False):
         """Gradients for this node's outputs (list, None where absent) -> one per input."""
         if self._hooked and not hooks_done:
@@ -357,11 +438,7 @@ class Node:
                 res = tuple(res) if isinstance(res, list) else (res,)
         nxt = self._next
         if len(res) != len(nxt):
-            if len(res) < len(nxt):
-                res = tuple(res) + (None,) * (len(nxt) - len(res))
-            else:
-                raise RuntimeError(f"function {self.name()} returned an incorrect number of "
-                                   f"gradients (expected {len(nxt)}, got {len(res)})")
+            res = self._check_count(res)
         out = []
         for g, e, shape, dt in zip(res, nxt, self._shapes, self._dtypes):
             if g is None or e is None:

@@ -226,7 +226,10 @@ def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=No
     if out is not None:
         res = _finish(res, out)
     if record and ((ta and a.requires_grad) or (tb and b.requires_grad)):
-        G.record(name, res, (a, b), kwargs or {})
+        if out is None and not kwargs:  # a result this call allocated
+            G.record_new(name, res, (a, b))
+        else:
+            G.record(name, res, (a, b), kwargs or {})
     return res
 
 
@@ -262,7 +265,10 @@ def unary(code, name, x, out=None, p0=0.0, p1=0.0, p2=0.0, float_only=False, rec
                 if rc:
                     _raise(rc, name, x._dtype)
             if record and x.requires_grad:
-                G.record(name, res, (x,), kwargs or {})
+                if kwargs:
+                    G.record(name, res, (x,), kwargs)
+                else:
+                    G.record_new(name, res, (x,))
             return res
     if not isinstance(x, Tensor):
         raise TypeError(f"{name}: expected a Tensor, got {type(x).__name__}")

@@ -20,8 +20,7 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
 def _need(ctx, i):
-    n = ctx._next
-    return i < len(n) and n[i] is not None
+    return ctx._needs(i)  # ctx.needs_input_grad[i], without building the tuple
 
 
 def _curvature(x, approximate):

@@ -20,7 +20,7 @@ from fiamma.autograd_hook import ops
 
 
 def _need(ctx, i):
-    return ctx._next[i] is not None
+    return ctx._needs(i)  # ctx.needs_input_grad[i], without building the tuple
 
 
 def _cplx(ctx, i):

@@ -19,7 +19,7 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
 def _need(ctx, i):
-    return ctx._next[i] is not None  # ctx.needs_input_grad[i], without building the tuple
+    return ctx._needs(i)  # ctx.needs_input_grad[i], without building the tuple
 
 
 def _cj(v):
@@ -101,12 +101,11 @@ for _n in (ops.sign, ops.sgn, ops.floor, ops.ceil, ops.trunc, ops.round):
 
 @derivative(ops.add, save="none")
 def _add(ctx, grad):
-    nxt = ctx._next
     gb = None
-    if nxt[1] is not None:
+    if ctx._e1 is not None:  # the node's edges, read directly (Node's slots)
         alpha = ctx._kwargs.get("alpha", 1)
         gb = grad if alpha == 1 else grad * _cj(alpha)
-    return (grad if nxt[0] is not None else None), gb
+    return (grad if ctx._e0 is not None else None), gb
 
 
 @derivative(ops.sub, save="none")

@@ -20,8 +20,7 @@ from fiamma.autograd_hook import ops
 
 
 def _need(ctx, i):
-    n = ctx._next  # ctx.needs_input_grad, without building the tuple
-    return i < len(n) and n[i] is not None
+    return ctx._needs(i)  # ctx.needs_input_grad[i], without building the tuple
 
 
 def _mask(ctx, n=3):

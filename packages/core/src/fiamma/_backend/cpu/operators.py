@@ -98,7 +98,7 @@ _TENSOR_NEW = """
             res.grad_fn = None
             res._ag = None
             if self.requires_grad or other.requires_grad:
-                G.record(_KEY, res, (self, other), {{}})
+                G.record_new(_KEY, res, (self, other))
             return res"""
 _TENSOR_INPLACE = """
             rc = _binary_contig_c({code}, self._dtype.code, self._numel, self._ptr, self._ptr,
@@ -121,7 +121,7 @@ _SCALAR_NEW = """
             if rc:
                 _raise(rc, {name!r}, dt)
             if self.requires_grad:
-                G.record(_KEY, res, {inputs}, {{}})
+                G.record_new(_KEY, res, {inputs})
             return res"""
 _SCALAR_INPLACE = """
             rc = _binary_scalar_contig_c({code}, self._dtype.code, self._numel, self._ptr,
