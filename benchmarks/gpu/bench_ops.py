@@ -1,5 +1,6 @@
 """Per-op cost on a GPU, fiamma beside PyTorch in one process: for each op of the GPT and MLP
-training steps (at the GPT step's shapes), the host time per call and the device time per call.
+training steps (at the GPT step's shapes) and ResNet-18's bfloat16 autocast ops (batch norm,
+ReLU, residual add, max pool at batch 64), the host time per call and the device time per call.
 
     python3 benchmarks/gpu/bench_ops.py --out DIR [--budget SECONDS]
     python3 benchmarks/gpu/bench_ops.py --device xp --out DIR   # plumbing check, no GPU
@@ -278,8 +279,9 @@ def main(argv=None):
              "", "| op | fiamma host us | fiamma device us | torch host us | torch device us "
              "| device ratio |", "|---|---|---|---|---|---|"]
     try:
-        todo = (cases(f, torch, args.device, "cuda" if gpu else "cpu", gpu) +
-                resnet_cases(f, torch, args.device, "cuda" if gpu else "cpu", gpu))
+        # ResNet-18's bfloat16 ops first: the newest kernels (cuda_lowp.py), within the budget
+        todo = (resnet_cases(f, torch, args.device, "cuda" if gpu else "cpu", gpu) +
+                cases(f, torch, args.device, "cuda" if gpu else "cpu", gpu))
     except Exception:  # noqa: BLE001
         traceback.print_exc()
         todo = []
