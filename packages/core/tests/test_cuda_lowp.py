@@ -244,20 +244,26 @@ def test_batch_norm_16bit_kernel_failure_falls_back(device, be, monkeypatch):
     assert_same(y, ref, rtol=1e-2, atol=1e-2)
 
 
-@pytest.mark.parametrize("dtype", [fiamma.float32, fiamma.bfloat16])
+@pytest.mark.parametrize("dtype", [fiamma.float32, fiamma.bfloat16, fiamma.float16])
 def test_max_pool_backward_without_range_check(device, be, dtype, monkeypatch):
     """ResNet's 3x3 stride-2 pool: overlapping windows add into shared inputs; the pool's own
-    indices are known in range, so the scatter reads nothing back to the host."""
+    indices are known in range, so the scatter reads nothing back to the host (16-bit data:
+    pooled and scattered as it is, no float32 copies)."""
     rng = np.random.default_rng(9)
     x = fiamma.from_numpy(rng.standard_normal((2, 3, 12, 11)).astype(np.float32))
     x[0, 0, :4, :4] = 7.0  # ties: the first maximum wins, shared by several windows
     xc = x.to(dtype)
     g = fiamma.from_numpy(rng.standard_normal((2, 3, 6, 6)).astype(np.float32)).to(dtype)
-    grads = []
+    grads, outs = [], []
     for dev in ("cpu", device):
         xx = xc.to(dev).detach().requires_grad_()
-        y = fiamma.max_pool2d(xx, 3, 2, 1)
-        s0 = _calls(be, "pool_scatter")
+        p0 = _calls(be, "pool_lp")
+        y, idx = fiamma.max_pool2d(xx, 3, 2, 1, return_indices=True)
+        if dev == device and dtype in LOWP:
+            _served(be, "pool_lp", p0)
+        outs.append((y.detach(), idx))
+        name = "pool_lp" if dtype in LOWP else "pool_scatter"
+        s0 = _calls(be, name)
         if dev == device:
             import fiamma._backend.xp.pool as P
 
@@ -267,11 +273,33 @@ def test_max_pool_backward_without_range_check(device, be, dtype, monkeypatch):
             monkeypatch.setattr(P.PoolMixin, "pool_scatter", no_sync)
         y.backward(g.to(dev))
         if dev == device:
-            _served(be, "pool_scatter", s0)
+            _served(be, name, s0)
             monkeypatch.undo()
         grads.append(xx.grad)
     tol = 1e-6 if dtype == fiamma.float32 else 1e-2
     assert_same(grads[1], grads[0], rtol=tol, atol=tol)
+    for a, b in zip(outs[1], outs[0]):  # the maxima's bits and the indices: exactly the CPU's
+        assert np.array_equal(a.cpu().view(fiamma.int16 if a.dtype in LOWP else a.dtype)
+                              .numpy(), b.view(fiamma.int16 if b.dtype in LOWP else b.dtype)
+                              .numpy())
+
+
+@pytest.mark.parametrize("dtype", LOWP)
+def test_max_pool_16bit_edges(device, be, dtype):
+    """NaN wins (a quiet NaN out), -inf and ties keep the first position, dilation and
+    padding, every pattern pooled exactly; 3-d windows."""
+    x = _all_patterns(dtype).reshape(4, 16, 32, 32)
+    xd = _dev(x.reshape(-1), dtype, device).reshape(4, 16, 32, 32)
+    xc = xd.cpu()
+    p0 = _calls(be, "pool_lp")
+    for args in ((3, 2, 1), (2, 2, 0), (3, 1, 1, 2)):
+        got, gi = fiamma.max_pool2d(xd, *args, return_indices=True)
+        ref, ri = fiamma.max_pool2d(xc, *args, return_indices=True)
+        assert np.array_equal(gi.cpu().numpy(), ri.numpy())
+        _same_bits(got, _bits(ref), dtype)
+    got = fiamma.max_pool3d(xd, (2, 3, 3), (2, 2, 2), (1, 1, 1))
+    _same_bits(got, _bits(fiamma.max_pool3d(xc, (2, 3, 3), (2, 2, 2), (1, 1, 1))), dtype)
+    _served(be, "pool_lp", p0)
 
 
 def test_max_unpool_keeps_its_index_check(device, be):

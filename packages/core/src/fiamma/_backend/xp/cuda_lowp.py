@@ -124,6 +124,66 @@ extern "C" __global__ void fm_lp_where(const unsigned char* __restrict__ cond,
         o[i] = cond[i] ? (b ? b[i] : (X)bs) : (c ? c[i] : (X)cs);
 }
 
+// max pooling with fixed windows: cuda_kernels.py's fm_maxpool on widened values; the output
+// is the chosen element's bits
+__device__ __forceinline__ long long fm_pool_start_lp(long long o, int s, int p, int d, int m) {
+    long long b = o * s - p;
+    long long j0 = b < 0 ? (-b + d - 1) / d : 0;
+    long long st = b + j0 * d;
+    long long hi = m - 1 > 0 ? m - 1 : 0;
+    return st < 0 ? 0 : (st > hi ? hi : st);
+}
+extern "C" __global__ void fm_maxpool_lp(const X* __restrict__ x, X* __restrict__ out,
+        long long* __restrict__ idx, long long total, int D, int H, int W, int oD, int oH,
+        int oW, int k0, int k1, int k2, int s0, int s1, int s2, int p0, int p1, int p2, int d0,
+        int d1, int d2) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += stride) {
+        long long t = i;
+        const long long ow = t % oW; t /= oW;
+        const long long oh = t % oH; t /= oH;
+        const long long od = t % oD; t /= oD;
+        const X* xp = x + t * (long long)D * H * W;
+        long long bi = (fm_pool_start_lp(od, s0, p0, d0, D) * H +
+                        fm_pool_start_lp(oh, s1, p1, d1, H)) * W +
+                       fm_pool_start_lp(ow, s2, p2, d2, W);
+        float best = -__uint_as_float(0x7f800000u);
+        X bits = (X)(FM_H ? 0xfc00u : 0xff80u);  // -inf: an empty window's value
+        for (int a = 0; a < k0; ++a) {
+            const long long iz = od * s0 - p0 + (long long)a * d0;
+            for (int b = 0; b < k1; ++b) {
+                const long long iy = oh * s1 - p1 + (long long)b * d1;
+                for (int c = 0; c < k2; ++c) {
+                    const long long ix = ow * s2 - p2 + (long long)c * d2;
+                    if (iz < 0 || iz >= D || iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                    const long long f = (iz * H + iy) * W + ix;
+                    const X u = xp[f];
+                    const float v = fm_lp_ld(u);
+                    if (v > best || v != v) { best = v; bits = u; bi = f; }
+                }
+            }
+        }
+        out[i] = best != best ? fm_lp_st(best) : bits;
+        if (idx) idx[i] = bi;
+    }
+}
+// the max-pool backward of 16-bit gradients: float atomics into acc (zeroed), then rounded
+extern "C" __global__ void fm_pool_scatter_add_lp(const X* __restrict__ src,
+        const long long* __restrict__ idx, float* __restrict__ acc, long long ssize,
+        long long dsize, long long total) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += stride)
+        atomicAdd(acc + (i / ssize) * dsize + idx[i], fm_lp_ld(src[i]));
+}
+extern "C" __global__ void fm_lp_round(const float* __restrict__ a, X* __restrict__ o,
+        long long n) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        o[i] = fm_lp_st(a[i]);
+}
+
 // batch norm over 16-bit activations, float32 (T) weights and statistics: cuda_kernels.py's
 // _BN_FWD / _BN_BWD with the loads widened and the stores rounded
 extern "C" __global__ void fm_bn_stats_lp(const X* __restrict__ x, long long N, long long S,
@@ -457,16 +517,66 @@ class LowpKernelsMixin:
 
         return 0 if self._served("batch_norm_lp", go) else K.ERR_DTYPE
 
-    # ---- max pooling: indices noted in range, the backward's scatter without a check ------------
+    # ---- max pooling: 16-bit data as it is; indices noted in range, so the backward's scatter
+    # needs no check ----------------------------------------------------------------------------
+    def pool_native(self, dtype):
+        """Whether pool_max / pool_scatter take ``dtype`` (bfloat16/float16) as it is (else the
+        op layer widens it to float32 around them)."""
+        return (dtype.code in _LP_H and self._kernels_ok and
+                "pool_lp" not in self.fast_path_errors)
+
     def pool_max(self, adaptive, nplanes, isz, osz, k, s, p, d, x, out, idx):
-        rc = super().pool_max(adaptive, nplanes, isz, osz, k, s, p, d, x, out, idx)
+        h = _LP_H.get(x._dtype.code)
+        if h is not None:
+            rc = self._pool_max_lp(h, adaptive, nplanes, isz, osz, k, s, p, d, x, out, idx)
+        else:
+            rc = super().pool_max(adaptive, nplanes, isz, osz, k, s, p, d, x, out, idx)
         if rc == 0 and idx is not None:
             n_in = int(isz[0]) * int(isz[1]) * int(isz[2])
             self.note_range(idx, 0, max(n_in - 1, 0))  # every index is a position in a plane
         return rc
 
+    def _pool_max_lp(self, h, adaptive, nplanes, isz, osz, k, s, p, d, x, out, idx):
+        """The 16-bit max pool (fixed windows, contiguous planes), or ERR_DTYPE (the op layer
+        then widens)."""
+        ok = (not adaptive and d is not None and nplanes > 0 and out._dtype is x._dtype and
+              x._contig and out._contig and
+              len(isz) == len(osz) == len(k) == len(s) == len(p) == len(d) == 3 and
+              all(v > 0 for v in tuple(isz) + tuple(osz) + tuple(k) + tuple(s) + tuple(d)) and
+              all(v >= 0 for v in p) and (idx is None or (idx._dtype is D.int64 and
+                                                          idx._contig)))
+        if not ok:
+            return K.ERR_DTYPE
+        total = nplanes * osz[0] * osz[1] * osz[2]
+        args = [np.int32(v) for v in tuple(isz) + tuple(osz) + tuple(k) + tuple(s) + tuple(p) +
+                tuple(d)]
+
+        def go():
+            self._lp_kernel(h, "fm_maxpool_lp")(_grid(total), _B256, (
+                _u64(x), _u64(out), _u64(idx), np.int64(total), *args))
+
+        return 0 if self._served("pool_lp", go) else K.ERR_DTYPE
+
     def pool_scatter(self, accumulate, nplanes, ssize, dsize, src, idx, dst, bad):
         dt = src._dtype
+        h = _LP_H.get(dt.code)
+        if h is not None:  # 16-bit: float atomics and one rounding pass, or ERR_DTYPE (widen)
+            if not (accumulate and dst._dtype is dt and idx._dtype is D.int64 and
+                    src._contig and idx._contig and dst._contig and nplanes > 0 and
+                    ssize > 0 and dsize > 0 and src._numel == nplanes * ssize and
+                    dst._numel == nplanes * dsize and self.known_in(idx, 0, dsize)):
+                return K.ERR_DTYPE
+            total, n = nplanes * ssize, nplanes * dsize
+            acc = self.xp.zeros(n, np.float32)
+
+            def go():
+                k1 = self._lp_kernel(h, "fm_pool_scatter_add_lp")
+                k2 = self._lp_kernel(h, "fm_lp_round")
+                k1(_grid(total), _B256, (_u64(src), _u64(idx), acc, np.int64(ssize),
+                                         np.int64(dsize), np.int64(total)))
+                k2(_grid(n), _B256, (acc, _u64(dst), np.int64(n)))
+
+            return 0 if self._served("pool_lp", go) else K.ERR_DTYPE
         if accumulate and (dt is D.float32 or dt is D.float64) and dst._dtype is dt and \
                 idx._dtype is D.int64 and src._contig and idx._contig and dst._contig and \
                 nplanes > 0 and ssize > 0 and dsize > 0 and \
