@@ -18,15 +18,18 @@ generic path's (and PyTorch's, which also computes in float and rounds once):
   float32 weights and statistics (as under autocast), the same arithmetic as the float32
   kernels of cuda_kernels.py on the widened input, so the results equal "widen, float32 batch
   norm, round" bit for bit;
-- ``fm_pool_scatter_add`` (float32/float64): the max-pool backward's scatter-add as one kernel
-  of float atomics into the zeroed result, taken when the indices are known to be in range
-  (the pool's own forward notes their range), so no device-syncing check runs. Windows that
+- ``fm_maxpool_lp``: max pooling of 16-bit data (the chosen element's bits out);
+- ``fm_pool_scatter_add`` (float32/float64; ``fm_pool_scatter_add_lp`` + ``fm_lp_round`` for
+  16-bit gradients, through a float32 accumulator): the max-pool backward's scatter-add as one
+  kernel of float atomics into the zeroed result, taken when the indices are known to be in
+  range (the pool's own forward notes their range), so no device-syncing check runs. Windows that
   overlap (e.g. 3x3, stride 2) add up to four gradients into one element in the order the
   atomics land: the float32 sum may differ in its last bit from run to run.
 
 Each path is taken only for contiguous operands of the result's layout (others go to the
 generic code); a kernel that fails to build or launch is recorded in ``fast_path_errors`` and
-its op falls back (batch norm returns ERR_DTYPE so the op layer widens, as before).
+its op falls back (16-bit batch norm and pooling return ERR_DTYPE so the op layer widens, as
+before).
 """
 
 import numpy as np
