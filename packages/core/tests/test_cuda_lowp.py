@@ -89,17 +89,25 @@ def test_rounding_ties_every_pattern(device, be, dtype):
     x = _all_patterns(dtype)
     s = 1.00390625 if dtype == fiamma.bfloat16 else 1.00048828125
     xd = _dev(x, dtype, device)
+    x_cpu = xd.cpu()
     c0 = _calls(be, "lp_bin")
     with np.errstate(invalid="ignore"):
         cases = ((xd * s, _widen(x, dtype) * np.float32(s)),
                   (s * xd, np.float32(s) * _widen(x, dtype)),
                   (xd / 3.0, _widen(x, dtype) / np.float32(3.0)),
-                  (xd - 0.1, _widen(x, dtype) - np.float32(0.1)))
+                  # + and - round the number to the dtype first (PyTorch's rule)
+                  (xd - 0.1, _widen(x, dtype) - _widen(_round(np.float32(0.1), dtype), dtype)),
+                  (0.3 + xd, _widen(_round(np.float32(0.3), dtype), dtype) + _widen(x, dtype)),
+                  (0.3 - xd, _widen(_round(np.float32(0.3), dtype), dtype) - _widen(x, dtype)))
     for got, ref in cases:
         assert got.dtype == dtype
         _same_bits(got, _round(ref, dtype), dtype)
     _served(be, "lp_bin", c0)
-    assert _calls(be, "lp_bin") - c0 == 4
+    assert _calls(be, "lp_bin") - c0 == 6
+    # the CPU backend follows the same rule: the same bits
+    for got, ref in ((xd * s, x_cpu * s), (xd - 0.1, x_cpu - 0.1), (0.3 - xd, 0.3 - x_cpu),
+                     (xd / 3.0, x_cpu / 3.0)):
+        _same_bits(got, _bits(ref), dtype)
 
 
 @pytest.mark.parametrize("dtype", LOWP)
@@ -112,7 +120,11 @@ def test_binary_tensor_tensor(device, be, dtype, op):
     c0 = _calls(be, "lp_bin")
     with np.errstate(all="ignore"):
         if op == "alpha":
-            got, ref = fiamma.add(ad, bd, alpha=-0.3), fa + np.float32(-0.3) * fb
+            # one fused multiply-add (exact product and sum in float64 but for a rare double
+            # rounding), as PyTorch's kernels
+            got = fiamma.add(ad, bd, alpha=-0.3)
+            ref = (fa.astype(np.float64) +
+                   np.float64(np.float32(-0.3)) * fb.astype(np.float64)).astype(np.float32)
         else:
             got = {"add": ad + bd, "sub": ad - bd, "mul": ad * bd, "div": ad / bd}[op]
             ref = {"add": fa + fb, "sub": fa - fb, "mul": fa * fb, "div": fa / fb}[op]
@@ -309,3 +321,28 @@ def test_max_unpool_keeps_its_index_check(device, be):
     with pytest.raises(IndexError, match="out of range"):
         fiamma.max_unpool2d(x[:, :, :2, :2].contiguous(), bad, 2)
     assert _calls(be, "pool_scatter") == s0
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("dtype", LOWP)
+def test_bits_equal_pytorch(device, be, dtype):
+    """The kernels' bits against PyTorch's (CPU) on every pattern: tensor-tensor + - *, the
+    number rules of + - * /, ReLU. Not compared: PyTorch's CUDA divides by a number as a
+    multiplication by its float reciprocal, and its add-with-alpha is one FMA with a float
+    alpha where its CPU rounds alpha to the dtype (the kernel follows the CUDA one)."""
+    torch = pytest.importorskip("torch")
+    tdt = torch.bfloat16 if dtype == fiamma.bfloat16 else torch.float16
+    x = _all_patterns(dtype)
+    y = np.roll(x, 12345)
+    xd, yd = _dev(x, dtype, device), _dev(y, dtype, device)
+    xt = torch.from_numpy(x.view(np.int16).copy()).view(tdt)
+    yt = torch.from_numpy(y.view(np.int16).copy()).view(tdt)
+
+    def tbits(t):
+        return t.view(torch.int16).numpy().view(np.uint16)
+
+    for got, ref in ((xd + yd, xt + yt), (xd - yd, xt - yt), (xd * yd, xt * yt),
+                     (xd * 0.37, xt * 0.37), (xd / 0.37, xt / 0.37), (xd + 0.37, xt + 0.37),
+                     (xd - 0.37, xt - 0.37), (0.37 - xd, 0.37 - xt),
+                     (fiamma.relu(xd), torch.relu(xt))):
+        _same_bits(got, tbits(ref), dtype)

@@ -9,7 +9,11 @@ code's rule; float16 0x7E00 with its sign and payload's top bits), so the bits e
 generic path's (and PyTorch's, which also computes in float and rounds once):
 
 - ``fm_lp_bin``: + - * / and add-with-alpha of two contiguous same-layout tensors, or of a
-  tensor and a number (the number as a float32, as the generic code casts it);
+  tensor and a number: PyTorch's rule (and fiamma's CPU's), the number of * and / a float32,
+  that of + and - rounded to the tensor's dtype first (the generic cuda code keeps a float32
+  for all four, and computes float16 in float16; fiamma divides ``x / s`` and ``s / x`` once,
+  where PyTorch's CUDA kernels multiply by a float reciprocal); add-with-alpha is one fused
+  multiply-add, as PyTorch's kernels compute ``a + alpha * b`` on both devices;
 - ``fm_lp_relu``; ``fm_lp_cmp``: a comparison with a number into a bool tensor (ReLU's
   backward is ``where(y > 0, g, 0)``: this and the next);
 - ``fm_lp_where``: a bool condition picking the bits of two tensors or rounded numbers;
@@ -78,7 +82,7 @@ __device__ __forceinline__ float fm_lp_op(int op, float a, float b, float alpha)
     if (op == 1) return a - b;
     if (op == 2) return a * b;
     if (op == 3) return a / b;
-    return a + alpha * b;
+    return fmaf(alpha, b, a);  // PyTorch's a + alpha * b, which nvcc contracts to one FMA
 }
 // mode 0: a op b; 1: a op s; 2: s op a
 extern "C" __global__ void fm_lp_bin(const X* __restrict__ a, const X* __restrict__ b,
@@ -331,6 +335,13 @@ def _same_contig(shape, out, *pairs):
     return True
 
 
+def _widen_bits(h, bits):
+    """The float32 value of 16-bit pattern ``bits`` (h: 0 bfloat16, 1 float16)."""
+    if h:
+        return np.array(bits, np.uint16).view(np.float16).astype(np.float32)[()]
+    return (np.array(bits, np.uint32) << np.uint32(16)).view(np.float32)[()]
+
+
 def _f32(v):
     """A Python number as the float32 the generic code casts it to."""
     v = float(v)
@@ -398,6 +409,10 @@ class LowpKernelsMixin:
                     _same_contig(shape, out, (t, st)) and not self._overlap_other(out, t):
                 n = out._numel
                 s = _f32(sv)
+                if op == K.BIN_ADD or op == K.BIN_SUB:
+                    # PyTorch (both devices) and fiamma's CPU round the number of + and - to the
+                    # tensor's dtype first (* and / keep it a float32)
+                    s = _widen_bits(h, self._lp_bits(t._dtype, sv))
                 if op in _CMP:
                     def go():
                         self._lp_kernel(h, "fm_lp_cmp")(
