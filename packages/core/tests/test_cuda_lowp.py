@@ -346,3 +346,31 @@ def test_bits_equal_pytorch(device, be, dtype):
                      (xd - 0.37, xt - 0.37), (0.37 - xd, 0.37 - xt),
                      (fiamma.relu(xd), torch.relu(xt))):
         _same_bits(got, tbits(ref), dtype)
+
+
+def test_elementwise_kernel_failure_falls_back(device, be, monkeypatch):
+    """A 16-bit kernel that does not build: recorded in fast_path_errors, the op computed by
+    the generic code (same values), the path off from then on."""
+    monkeypatch.setattr(be, "fast_path_errors", {})
+    real = be._lp_kernel
+
+    def broken(h, name):
+        if name in ("fm_lp_bin", "fm_lp_relu", "fm_maxpool_lp"):
+            raise RuntimeError("does not build (test)")
+        return real(h, name)
+
+    monkeypatch.setattr(be, "_lp_kernel", broken)
+    a, b = _random(fiamma.bfloat16, 3000, 7), _random(fiamma.bfloat16, 3000, 8)
+    ad, bd = _dev(a, fiamma.bfloat16, device), _dev(b, fiamma.bfloat16, device)
+    with np.errstate(all="ignore"):
+        ref = _round(_widen(a, fiamma.bfloat16) * _widen(b, fiamma.bfloat16), fiamma.bfloat16)
+    _same_bits(ad * bd, ref, fiamma.bfloat16)
+    _same_bits(fiamma.relu(ad), _bits(fiamma.relu(ad.cpu())), fiamma.bfloat16)
+    x = ad.reshape(3, 10, 100)
+    y = fiamma.max_pool2d(x, 2)
+    _same_bits(y, _bits(fiamma.max_pool2d(x.cpu(), 2)), fiamma.bfloat16)
+    assert {"lp_bin", "lp_relu", "pool_lp"} <= set(be.fast_path_errors)
+    assert not be.pool_native(fiamma.bfloat16)
+    n = _calls(be, "lp_bin")
+    _same_bits(ad * bd, ref, fiamma.bfloat16)
+    assert _calls(be, "lp_bin") == n
