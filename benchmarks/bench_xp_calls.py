@@ -28,7 +28,8 @@ or with ``--mid`` at sizes past the cuda paths' thresholds, and whole GPT traini
   each primitive, ~1 us, and a NumPy allocation's address, ~1 us per result). On a GPU each op
   pays this plus its CuPy calls (~5-10 us each).
 
-The ops are gpu/bench_ops.py's, then gpu/bench_cuda.py's MLP training step at its size
+The ops are gpu/bench_ops.py's (the GPT-shaped ones, then ResNet-18's bfloat16 ones: tiny, or
+(2, 8, 16, 16) with ``--mid``), gpu/bench_cuda.py's MLP training step at its size
 (784-512-512-10, batch 128, SGD: the step whose device work is tiny) and the GPT step below.
 
     python tools/cuda_emu/build.py /tmp/emu.so
@@ -538,12 +539,13 @@ def main():
     if EMU is not None and not args.python:
         args.no_time = True  # the emulated kernels run on the CPU: their time is not host time
     import torch
-    from bench_ops import cases
+    from bench_ops import cases, resnet_cases
 
     torch.set_num_threads(1)
     sizes = (4, 64, 256, 4, 65) if args.mid else None
     todo = (cases(fiamma, torch, "xp", "cpu", False, sizes) + mlp_step_case(fiamma) +
-            gpt_step_case(fiamma, torch, args.mid))
+            gpt_step_case(fiamma, torch, args.mid) +
+            resnet_cases(fiamma, torch, "xp", "cpu", False, (2, 8, 16) if args.mid else None))
     if args.python and EMU is None:
         ap.error("--python needs the emulated cuda backend (FIAMMA_CUDA_EMU_LIB)")
     kind = "cuda paths, emulated kernels" if EMU else "generic"

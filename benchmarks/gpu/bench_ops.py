@@ -1,5 +1,6 @@
 """Per-op cost on a GPU, fiamma beside PyTorch in one process: for each op of the GPT and MLP
-training steps (at the GPT step's shapes), the host time per call and the device time per call.
+training steps (at the GPT step's shapes) and ResNet-18's bfloat16 autocast ops (batch norm,
+ReLU, residual add, max pool at batch 64), the host time per call and the device time per call.
 
     python3 benchmarks/gpu/bench_ops.py --out DIR [--budget SECONDS]
     python3 benchmarks/gpu/bench_ops.py --device xp --out DIR   # plumbing check, no GPU
@@ -199,6 +200,65 @@ def cases(f, t, fdev, tdev, gpu, sizes=None):
     return out
 
 
+def resnet_cases(f, t, fdev, tdev, gpu, sizes=None):
+    """(name, fiamma fn, torch fn, calls) of ResNet-18's bfloat16 activations under autocast
+    (issue 21: cuda_lowp.py's kernels): layer1's (N, 64, 56, 56) at batch 64 on a GPU (tiny on
+    xp; ``sizes``: (N, C, H) instead); batch norm with float32 weights and running statistics,
+    ReLU, the residual add, the stem's 3x3 stride-2 max pool on (N, 64, 2H, 2H)."""
+    N, C, H = sizes or ((64, 64, 56) if gpu else (2, 8, 8))
+    rng = np.random.default_rng(1)
+    bf = (f.bfloat16, t.bfloat16)
+
+    def pair(shape, grad=False, low=True):
+        a = rng.standard_normal(shape).astype(np.float32)
+        x = f.from_numpy(a).to(fdev)
+        y = t.from_numpy(a).to(tdev)
+        if low:
+            x, y = x.to(bf[0]), y.to(bf[1])
+        return x.requires_grad_(grad), y.requires_grad_(grad)
+
+    out = []
+
+    def add(name, ff, tf, n=50):
+        out.append((name, ff, tf, n))
+
+    def fb(lib, make):
+        def go():
+            y, inputs = make()
+            y.backward(lib.ones_like(y))
+            for i in inputs:
+                i.grad = None
+        return go
+
+    shape = (N, C, H, H)
+    xf, xt = pair(shape)
+    yf, yt = pair(shape)
+    add("bf16 relu (N,64,56,56)", lambda: f.relu(xf), lambda: t.relu(xt))
+    add("bf16 add (residual)", lambda: xf + yf, lambda: xt + yt)
+    add("bf16 mul scalar", lambda: xf * 0.5, lambda: xt * 0.5)
+    add("bf16 add alpha", lambda: f.add(xf, yf, alpha=0.5), lambda: t.add(xt, yt, alpha=0.5))
+    mf, mt = xf > 0, xt > 0
+    add("bf16 where(mask, g, 0)", lambda: f.where(mf, yf, 0.0), lambda: t.where(mt, yt, 0.0))
+    gxf, gxt = pair(shape, True)
+    add("bf16 relu fwd+bwd", fb(f, lambda: (f.relu(gxf), (gxf,))),
+        fb(t, lambda: (t.relu(gxt), (gxt,))), 20)
+    wf, wt = pair((C,), True, False)
+    bf_, bt = pair((C,), True, False)
+    rmf, rmt = pair((C,), False, False)
+    rvf, rvt = f.ones(C, device=fdev), t.ones(C, device=tdev)
+    F, TF = f.nn.functional, t.nn.functional
+    add("bf16 batch_norm train fwd", lambda: F.batch_norm(xf, rmf, rvf, wf.detach(),
+                                                          bf_.detach(), True),
+        lambda: TF.batch_norm(xt, rmt, rvt, wt.detach(), bt.detach(), True))
+    add("bf16 batch_norm fwd+bwd", fb(f, lambda: (F.batch_norm(gxf, rmf, rvf, wf, bf_, True),
+                                                  (gxf, wf, bf_))),
+        fb(t, lambda: (TF.batch_norm(gxt, rmt, rvt, wt, bt, True), (gxt, wt, bt))), 20)
+    pf, pt = pair((N, C, 2 * H, 2 * H), True)
+    add("bf16 max_pool2d 3x3/2 fwd+bwd", fb(f, lambda: (F.max_pool2d(pf, 3, 2, 1), (pf,))),
+        fb(t, lambda: (TF.max_pool2d(pt, 3, 2, 1), (pt,))), 20)
+    return out
+
+
 def main(argv=None):
     p = argparse.ArgumentParser()
     p.add_argument("--out", default="gpu-results")
@@ -219,7 +279,9 @@ def main(argv=None):
              "", "| op | fiamma host us | fiamma device us | torch host us | torch device us "
              "| device ratio |", "|---|---|---|---|---|---|"]
     try:
-        todo = cases(f, torch, args.device, "cuda" if gpu else "cpu", gpu)
+        # ResNet-18's bfloat16 ops first: the newest kernels (cuda_lowp.py), within the budget
+        todo = (resnet_cases(f, torch, args.device, "cuda" if gpu else "cpu", gpu) +
+                cases(f, torch, args.device, "cuda" if gpu else "cpu", gpu))
     except Exception:  # noqa: BLE001
         traceback.print_exc()
         todo = []

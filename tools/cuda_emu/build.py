@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import sys
 
-from fiamma._backend.xp import cuda_flash as CF, cuda_kernels as CK
+from fiamma._backend.xp import cuda_flash as CF, cuda_kernels as CK, cuda_lowp as CL
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -62,7 +62,7 @@ def source():
         out.append(_strip(CK._BLOCK))
         for src in (CK._ROW_NORM_FWD, CK._ROW_NORM_BWD, CK._ROW_NORM_WB, CK._COLSUM, CK._ACC_OUT,
                     CK._XENT_FWD, CK._XENT_BWD, CK._IM2COL, CK._COL2IM, CK._BN_FWD,
-                    CK._BN_BWD, CK._SOFTMAX, CK._MAXPOOL, CK._ATTN):
+                    CK._BN_BWD, CK._SOFTMAX, CK._MAXPOOL, CK._ATTN, CL.POOL_SCATTER):
             out.append(_strip(src).replace(_strip(CK._BLOCK), ""))
         for ams, name in ((0, "fm_adam_multi"), (1, "fm_adam_multi_ams")):
             body = CK._ADAM.replace("AMS", "if (vm > vi) { vi = vm; } vm = vi;" if ams else "")
@@ -77,6 +77,10 @@ def source():
                 out.append("}")
         out += _elementwise()
         out.append("}")
+    for h in (0, 1):  # cuda_lowp's kernels: bfloat16 (FM_H 0) and float16 (FM_H 1)
+        out.append(f"namespace lp{h} {{ typedef float T;\n#define FM_H {h}")
+        out.append(_strip(CK._BLOCK) + _strip(CL.LP_SOURCE))
+        out.append("#undef FM_H\n#undef FM_NEG_INF\n}")
     out.append(_strip(CK._BIN4))
     out.append(_strip(CK._PHILOX))
     out.append('#include "emu_wrappers.inc"')

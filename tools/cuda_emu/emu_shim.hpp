@@ -41,6 +41,9 @@ template <class V> inline V __shfl_xor_sync(unsigned, V v, int o) {
     return r;
 }
 inline double __longlong_as_double(unsigned long long v) { double d; std::memcpy(&d, &v, 8); return d; }
+inline float __uint_as_float(unsigned int v) { float f; std::memcpy(&f, &v, 4); return f; }
+inline unsigned int __float_as_uint(float f) { unsigned int v; std::memcpy(&v, &f, 4); return v; }
+inline float atomicAdd(float* p, float v) { std::lock_guard<std::mutex> l(g_mu); float o = *p; *p += v; return o; }
 inline double atomicAdd(double* p, double v) { std::lock_guard<std::mutex> l(g_mu); double o = *p; *p += v; return o; }
 inline int atomicExch(int* p, int v) { std::lock_guard<std::mutex> l(g_mu); int o = *p; *p = v; return o; }
 using std::isfinite; using std::fmax; using std::exp; using std::log; using std::sqrt; using std::erfc; using std::fabs;

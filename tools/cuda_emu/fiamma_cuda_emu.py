@@ -15,6 +15,7 @@ from fiamma import _backend
 from fiamma._backend.xp import XpBackend
 from fiamma._backend.xp.cuda import BinaryEntryMixin
 from fiamma._backend.xp.cuda_kernels import CudaKernelsMixin
+from fiamma._backend.xp.cuda_lowp import LowpKernelsMixin
 from fiamma._backend.xp.cudnn import CudnnConvMixin
 
 LIB = ctypes.CDLL(os.environ["FIAMMA_CUDA_EMU_LIB"])
@@ -49,6 +50,8 @@ _STRIDED = {"fm_flash_fwd": "fwd", "fm_flash_bwd_dq": "dq", "fm_flash_bwd_dkv": 
 class Raw:
     def __init__(self, name, ct, key=""):
         self.name, self.ns, self.key = name, "f32" if ct == "float" else "f64", key
+        if key.startswith("lowp"):  # cuda_lowp's kernels: one namespace per 16-bit type
+            self.ns = "lp" + key[4:]
 
     def __call__(self, grid, block, args):
         CALLS[self.name] = CALLS.get(self.name, 0) + 1
@@ -110,7 +113,7 @@ class Ew:
             raise KeyError(k)
 
 
-class Emu(BinaryEntryMixin, CudnnConvMixin, CudaKernelsMixin, XpBackend):
+class Emu(LowpKernelsMixin, BinaryEntryMixin, CudnnConvMixin, CudaKernelsMixin, XpBackend):
     def __init__(self):
         XpBackend.__init__(self, np, "xp")
         self.fast_path_errors = {}

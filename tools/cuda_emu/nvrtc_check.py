@@ -1,4 +1,5 @@
-"""Compile the fused attention's CUDA sources (fiamma/_backend/xp/cuda_flash.py) with NVRTC, as
+"""Compile the fused attention's CUDA sources (fiamma/_backend/xp/cuda_flash.py) and the 16-bit
+and pool-scatter kernels (cuda_lowp.py) with NVRTC, as
 CuPy's RawKernel does (--fmad=false), without a GPU; with ptxas on PATH also assemble them and
 print each kernel's registers, spills and static shared memory. A check of the real compiler's
 view of the sources that the emulator (build.py) cannot give; speed still needs a GPU.
@@ -17,7 +18,7 @@ import sys
 import sysconfig
 import tempfile
 
-from fiamma._backend.xp import cuda_flash as CF
+from fiamma._backend.xp import cuda_flash as CF, cuda_kernels as CK, cuda_lowp as CL
 
 
 def _find_nvrtc():
@@ -67,25 +68,30 @@ def main(argv):
     lib = ctypes.CDLL(path)
     ptxas = shutil.which("ptxas")
     bad = 0
+    units = [(f"flash_{ct}_{emax}_{part}",
+              f"typedef {ct} T;\n" + CF.flash_source(ct, emax, part))
+             for (ct, emax) in CF.FLASH_CFG for part in "fb"]
+    # cuda_lowp's kernels as LowpKernelsMixin._lp_kernel builds them, and the pool scatter
+    units += [(f"lowp{h}", f"typedef float T;\n#define FM_H {h}\n" + CK._BLOCK + CL.LP_SOURCE)
+              for h in (0, 1)]
+    units += [(f"pool_scatter_{ct}", f"typedef {ct} T;\n" + CL.POOL_SCATTER)
+              for ct in ("float", "double")]
     with tempfile.TemporaryDirectory() as tmp:
-        for (ct, emax) in CF.FLASH_CFG:
-            for part in "fb":
-                name = f"flash_{ct}_{emax}_{part}"
-                rc, log, ptx = _compile(lib, f"typedef {ct} T;\n" +
-                                        CF.flash_source(ct, emax, part), name + ".cu", a.arch)
-                print(f"{name}: {'ok' if rc == 0 else 'FAILED'}" + (f"\n{log}" if log else ""))
-                bad += rc != 0
-                if rc == 0 and ptxas:
-                    f = os.path.join(tmp, name + ".ptx")
-                    with open(f, "wb") as fh:
-                        fh.write(ptx)
-                    r = subprocess.run([ptxas, f"-arch=sm_{a.arch}", "-v", "-o",
-                                        os.path.join(tmp, name + ".cubin"), f],
-                                       capture_output=True, text=True)
-                    for line in (r.stdout + r.stderr).splitlines():
-                        if "Used" in line or "spill" in line or "error" in line:
-                            print("   ", line.strip())
-                    bad += r.returncode != 0
+        for name, src in units:
+            rc, log, ptx = _compile(lib, src, name + ".cu", a.arch)
+            print(f"{name}: {'ok' if rc == 0 else 'FAILED'}" + (f"\n{log}" if log else ""))
+            bad += rc != 0
+            if rc == 0 and ptxas:
+                f = os.path.join(tmp, name + ".ptx")
+                with open(f, "wb") as fh:
+                    fh.write(ptx)
+                r = subprocess.run([ptxas, f"-arch=sm_{a.arch}", "-v", "-o",
+                                    os.path.join(tmp, name + ".cubin"), f],
+                                   capture_output=True, text=True)
+                for line in (r.stdout + r.stderr).splitlines():
+                    if "Used" in line or "spill" in line or "error" in line:
+                        print("   ", line.strip())
+                bad += r.returncode != 0
     if bad:
         sys.exit(f"nvrtc_check: {bad} failed")
 

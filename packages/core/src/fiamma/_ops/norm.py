@@ -14,7 +14,7 @@ statistics; the backward ops record themselves too, so second derivatives work.
 
 from fiamma import _dtype as D, _grad_hook as G
 from fiamma._autograd_api import ops
-from fiamma._backend import check
+from fiamma._backend import check, codes as K
 from fiamma._ops._common import cast
 from fiamma._tensor import Tensor, new_empty
 
@@ -135,6 +135,12 @@ def _running(t, c, cd, op, what):
     return tmp, t
 
 
+def _native(be, dt):
+    """Whether backend be's batch norm takes 16-bit dtype dt's activations as they are."""
+    f = getattr(be, "bn_native", None)
+    return f is not None and f(dt)
+
+
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-5):
     """Batch normalisation over every dim but 1 (channels).
@@ -167,17 +173,24 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     rm, rm_back = _running(running_mean, C, cd, op, "running_mean")
     rv, rv_back = _running(running_var, C, cd, op, "running_var")
     dev = _device(op, input, weight, bias, running_mean, running_var)
-    x = cast(input.detach() if input.requires_grad else input, cd)
-    x, xs = _as_ncs(x)
-    y = new_empty(shape, cd, dev)
+    be = input._storage.backend
+    # 16-bit activations the backend normalises as they are (float32 statistics), else widened
+    xd = input._dtype if input._dtype is not cd and _native(be, input._dtype) else cd
+    src = input.detach() if input.requires_grad else input
     mean = new_empty((C,), cd, dev)
     invstd = new_empty((C,), cd, dev)
     mom = 0.0 if momentum is None else float(momentum)
     upd = training and input._numel > 0
-    rc = y._storage.backend.batch_norm_fwd(
-        N, C, S, x, xs, y, w, b, mean, invstd, rm if upd or not training else None,
-        rm._stride[0] if rm is not None else 0, rv if upd or not training else None,
-        rv._stride[0] if rv is not None else 0, int(training), mom, float(eps))
+    while True:
+        x, xs = _as_ncs(cast(src, xd))
+        y = new_empty(shape, xd, dev)
+        rc = be.batch_norm_fwd(
+            N, C, S, x, xs, y, w, b, mean, invstd, rm if upd or not training else None,
+            rm._stride[0] if rm is not None else 0, rv if upd or not training else None,
+            rv._stride[0] if rv is not None else 0, int(training), mom, float(eps))
+        if rc != K.ERR_DTYPE or xd is cd:
+            break
+        xd = cd  # the 16-bit kernel declined (or failed to build): widen, as without it
     check(rc, op, f"input shape {tuple(shape)}")
     if upd:
         for r, back in ((rm, rm_back), (rv, rv_back)):
@@ -211,15 +224,22 @@ def batch_norm_backward(grad_output, input, weight, mean, invstd, training, eps=
     w = _param(weight, C, cd, op, "weight")
     m = _param(mean, C, cd, op, "mean")
     iv = _param(invstd, C, cd, op, "invstd")
-    x, xs = _as_ncs(cast(input.detach() if input.requires_grad else input, cd))
-    g, gs = _as_ncs(cast(grad_output.detach() if grad_output.requires_grad else grad_output,
-                         cd))
     dev = _device(op, input, grad_output, weight, mean, invstd)
-    gx = new_empty(shape, cd, dev) if output_mask[0] else None
+    be = input._storage.backend
+    xd = input._dtype if (input._dtype is not cd and grad_output._dtype is input._dtype and
+                          _native(be, input._dtype)) else cd
+    xsrc = input.detach() if input.requires_grad else input
+    gsrc = grad_output.detach() if grad_output.requires_grad else grad_output
     gw = new_empty((C,), cd, dev) if output_mask[1] else None
     gb = new_empty((C,), cd, dev) if output_mask[2] else None
-    rc = x._storage.backend.batch_norm_bwd(N, C, S, g, gs, x, xs, w, m, iv, int(bool(training)),
-                                           gx, gw, gb)
+    while True:
+        x, xs = _as_ncs(cast(xsrc, xd))
+        g, gs = _as_ncs(cast(gsrc, xd))
+        gx = new_empty(shape, xd, dev) if output_mask[0] else None
+        rc = be.batch_norm_bwd(N, C, S, g, gs, x, xs, w, m, iv, int(bool(training)), gx, gw, gb)
+        if rc != K.ERR_DTYPE or xd is cd:
+            break
+        xd = cd
     check(rc, op, f"input shape {tuple(shape)}")
     outs = _cast_outs((gx, gw, gb), (input, weight, weight))
     if _grad_on(grad_output, input, weight):

@@ -194,15 +194,28 @@ def _max_pool(op, nd, input, kernel_size, stride, padding, dilation, ceil_mode, 
     return (values, indices) if return_indices else values
 
 
+def _native(be, dt):
+    """Whether backend be pools 16-bit dtype dt as it is (no float32 copies around it)."""
+    f = getattr(be, "pool_native", None)
+    return f is not None and f(dt)
+
+
 def _max_core(op, x, lead, sp, o, adaptive, k, s, p, d, want_indices=True):
     dt = x._dtype
     cd = _compute_dtype(dt)
-    xc = _plain(x, cd)
-    out = new_empty(lead + o, cd, x._storage.device)
+    be = x._storage.backend
+    if cd is not dt and not adaptive and _native(be, dt):
+        cd = dt
     idx = new_empty(lead + o, D.int64, x._storage.device) if want_indices else None
-    check(out._storage.backend.pool_max(adaptive, _nplanes(lead), _pad3(sp, 1), _pad3(o, 1),
-                                        _pad3(k, 1), _pad3(s, 1), _pad3(p, 0), _pad3(d, 1), xc,
-                                        out, idx), op)
+    while True:
+        xc = _plain(x, cd)
+        out = new_empty(lead + o, cd, x._storage.device)
+        rc = be.pool_max(adaptive, _nplanes(lead), _pad3(sp, 1), _pad3(o, 1), _pad3(k, 1),
+                         _pad3(s, 1), _pad3(p, 0), _pad3(d, 1), xc, out, idx)
+        if rc != K.ERR_DTYPE or cd is _compute_dtype(dt):
+            break
+        cd = _compute_dtype(dt)  # the 16-bit kernel declined: widen, as without it
+    check(rc, op)
     return _finish_dtype(out, dt), idx
 
 
@@ -303,14 +316,21 @@ def _scatter(op, src, indices, lead, size, accumulate):
                            f"got {list(indices._shape)}")
     dt = src._dtype
     cd = _compute_dtype(dt)
-    sc = _plain(src, cd)
+    be = src._storage.backend
+    if cd is not dt and accumulate and _native(be, dt):
+        cd = dt
     ic = _plain(indices, D.int64)
     n = _nplanes(lead)
     ssize = src._numel // n if n else 0
     dsize = _nplanes(size)
-    out = new_empty(tuple(lead) + tuple(size), cd, src._storage.device)
     bad = [0]
-    rc = out._storage.backend.pool_scatter(accumulate, n, ssize, dsize, sc, ic, out, bad)
+    while True:
+        sc = _plain(src, cd)
+        out = new_empty(tuple(lead) + tuple(size), cd, src._storage.device)
+        rc = be.pool_scatter(accumulate, n, ssize, dsize, sc, ic, out, bad)
+        if rc != K.ERR_DTYPE or cd is _compute_dtype(dt):
+            break
+        cd = _compute_dtype(dt)
     if rc == K.ERR_INDEX:
         raise IndexError(f"{op}: index {bad[0]} is out of range for an output plane of "
                          f"{dsize} elements (size {tuple(size)})")

@@ -30,6 +30,7 @@ import numpy as np
 from fiamma import _dtype as D
 from fiamma._backend.xp import XpBackend
 from fiamma._backend.xp.cuda_kernels import CudaKernelsMixin
+from fiamma._backend.xp.cuda_lowp import LowpKernelsMixin
 from fiamma._backend.xp.cuda_runtime import RuntimeMixin
 from fiamma._backend.xp.cudnn import CudnnConvMixin
 
@@ -116,9 +117,11 @@ class BinaryEntryMixin:
         return XpBackend.binary(self, op, shape, out, a, sa, b, sb, params)
 
 
-class CupyBackend(BinaryEntryMixin, CudnnConvMixin, CudaKernelsMixin, RuntimeMixin, XpBackend):
-    """The contract over CuPy (see the module docstring); cuDNN's convolutions
-    (CudnnConvMixin) and CudaKernelsMixin's fused kernels in front of the generic array code."""
+class CupyBackend(LowpKernelsMixin, BinaryEntryMixin, CudnnConvMixin, CudaKernelsMixin,
+                  RuntimeMixin, XpBackend):
+    """The contract over CuPy (see the module docstring); the bfloat16/float16 kernels
+    (LowpKernelsMixin), cuDNN's convolutions (CudnnConvMixin) and CudaKernelsMixin's fused
+    kernels in front of the generic array code."""
 
     def __init__(self, cupy):
         XpBackend.__init__(self, cupy, "cuda")
