@@ -126,9 +126,10 @@ class FakeQuantize(FakeQuantizeBase):
 
 class FusedMovingAvgObsFakeQuantize(FakeQuantize):
     """PyTorch's fused observer + fake-quantize (``torch.fused_moving_avg_obs_fake_quant``):
-    when the observer is on, the moving-average min/max are updated and ``scale``/
-    ``zero_point`` recomputed with the C++ ``ChooseQuantizationParams`` rule (symmetric
-    qschemes keep 0 exact); then the input is fake-quantized (masked gradient). The switches
+    when the observer is on, the moving-average min/max are updated; when fake quantization is
+    on, ``scale``/``zero_point`` are recomputed from them with the C++
+    ``ChooseQuantizationParams`` rule (symmetric qschemes keep 0 exact) and the input is
+    fake-quantized (masked gradient). The switches
     are int64 buffers here, as in PyTorch. ``calculate_qparams`` (used by ``convert``) is the
     observer's own.
 
@@ -151,19 +152,25 @@ class FusedMovingAvgObsFakeQuantize(FakeQuantize):
         self.is_symmetric_quant = self.qscheme in _SYMMETRIC
 
     def forward(self, X):
+        obs = self.activation_post_process
         if int(self.observer_enabled[0]) == 1:
-            obs = self.activation_post_process
             obs(X.detach())
-            lo, hi = _np(obs.min_val), _np(obs.max_val)
-            scale, zp = _fq_ops.choose_qparams(lo, hi, self.quant_min, self.quant_max,
-                                                self.is_symmetric_quant)
-            if not self.is_per_channel:
-                scale, zp = scale[:1], zp[:1]
-            self.scale = fiamma.from_numpy(scale).to(X.device)
-            self.zero_point = fiamma.from_numpy(zp.astype(np.int32)).to(X.device)
-        if int(self.fake_quant_enabled[0]) == 1:
-            X = self._fake_quant(X)
-        return X
+        if int(self.fake_quant_enabled[0]) != 1:
+            return X
+        # as PyTorch's kernel: the qparams follow the running min/max whenever fake
+        # quantization is on (also with the observer off), and only then
+        lo, hi = _np(obs.min_val), _np(obs.max_val)
+        if lo.size == 0:
+            raise RuntimeError(f"{type(self).__name__}: the observer has seen no values yet "
+                               "and is disabled, so there are no qparams to fake-quantize "
+                               "with")
+        scale, zp = _fq_ops.choose_qparams(lo, hi, self.quant_min, self.quant_max,
+                                            self.is_symmetric_quant)
+        if not self.is_per_channel:
+            scale, zp = scale[:1], zp[:1]
+        self.scale = fiamma.from_numpy(scale).to(X.device)
+        self.zero_point = fiamma.from_numpy(zp.astype(np.int32)).to(X.device)
+        return self._fake_quant(X)
 
     def extra_repr(self):
         return (f"fake_quant_enabled={self.fake_quant_enabled}, observer_enabled="
