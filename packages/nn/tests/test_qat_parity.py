@@ -46,7 +46,7 @@ def _compare_state_values(fmod, tmod, rtol=1e-5, atol=1e-6):
                                    err_msg=k)
 
 
-def _small_pair(torch, backend):
+def _small_pair(torch, backend, version=1):
     import torch.ao.quantization as ttq
 
     def build(lib, q):
@@ -64,8 +64,8 @@ def _small_pair(torch, backend):
     groups = [["1", "2", "3"], ["4", "5"], ["6", "7"], ["10", "11"]]
     ttq.fuse_modules_qat(tm, groups, inplace=True)
     tq.fuse_modules_qat(fm, groups, inplace=True)
-    tm.qconfig = ttq.get_default_qat_qconfig(backend)
-    fm.qconfig = tq.get_default_qat_qconfig(backend)
+    tm.qconfig = ttq.get_default_qat_qconfig(backend, version)
+    fm.qconfig = tq.get_default_qat_qconfig(backend, version)
     ttq.prepare_qat(tm, inplace=True)
     tq.prepare_qat(fm, inplace=True)
     return tm, fm
@@ -84,14 +84,14 @@ def _grads_close(fm, tm, rtol=2e-4, atol=2e-5):
     return n
 
 
-@pytest.mark.parametrize("backend", ["qnnpack", "x86"])
-def test_small_qat_model_matches_torch(backend):
+@pytest.mark.parametrize("backend,version", [("qnnpack", 1), ("x86", 1), ("x86", 0)])
+def test_small_qat_model_matches_torch(backend, version):
     torch = _torch()
     import torch.ao.nn.intrinsic.qat as tniqat
     import torch.ao.quantization as ttq
 
     import fiamma.ao.nn.intrinsic.qat as nniqat
-    tm, fm = _small_pair(torch, backend)
+    tm, fm = _small_pair(torch, backend, version)
     _check_state(fm, tm)
     assert [type(m).__name__ for m in fm] == [type(m).__name__ for m in tm]
     rng = np.random.default_rng(0)
