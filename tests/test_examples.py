@@ -214,3 +214,11 @@ def test_ddp_digits_two_ranks_match_one(tmp_path):
     one = fiamma.load(str(tmp_path / "lenet1.pt"))
     for k, v in model.state_dict().items():
         assert float((v - one[k]).abs().max()) < 1e-4, k
+
+
+# ---- qat_digits ---------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_qat_digits_int8_keeps_the_float_accuracy():
+    acc_float, acc_int8 = load("qat_digits").main()
+    assert acc_float > 0.9 and acc_int8 >= acc_float - 0.02

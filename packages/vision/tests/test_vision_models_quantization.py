@@ -97,12 +97,37 @@ def test_quantize_true_builds_int8_models_and_refuses_mismatches_clearly():
         Q.mobilenet_v2(weights=Q.MobileNet_V2_QuantizedWeights.IMAGENET1K_QNNPACK_V1)
     with pytest.raises(ValueError, match="int8 weights"):
         Q.shufflenet_v2_x1_0(weights="ShuffleNet_V2_X1_0_QuantizedWeights.IMAGENET1K_FBGEMM_V1")
-    with pytest.raises(NotImplementedError, match="nn.qat"):
-        Q.mobilenet_v3_large(quantize=True)
-    with pytest.raises(NotImplementedError, match="nn.qat"):
+    with pytest.raises(ValueError, match="quantize=True"):
         Q.mobilenet_v3_large(weights="MobileNet_V3_Large_QuantizedWeights.IMAGENET1K_QNNPACK_V1")
+    with pytest.raises(FileNotFoundError):
+        Q.mobilenet_v3_large(weights="/nonexistent/mobilenet_v3_qat.pth", quantize=True)
     with pytest.raises(ValueError, match="groups"):
         Q.resnext101_32x8d(groups=4)
+
+
+def test_mobilenet_v3_quantize_true_is_the_converted_qat_model(tmp_path):
+    import fiamma.ao.quantization as tq
+    m = Q.mobilenet_v3_large(quantize=True, num_classes=10)
+    assert not m.training and type(m.quant).__name__ == "Quantize"
+    assert type(m.features[0][0]).__name__ == "Conv2d" and m.features[0][0].weight().dtype == \
+        fiamma.qint8
+    assert type(m.features[4].block[2].fc1).__name__ == "ConvReLU2d"
+    assert m(fiamma.rand(1, 3, 64, 64)).shape == (1, 10)
+    # a QAT checkpoint (the state of the prepared model) loads by path or as a state dict
+    qat = Q.mobilenet_v3_large(num_classes=10).train()
+    qat.fuse_model(is_qat=True)
+    qat.qconfig = tq.get_default_qat_qconfig("qnnpack")
+    tq.prepare_qat(qat, inplace=True)
+    qat(fiamma.rand(2, 3, 64, 64))
+    fiamma.save(qat.state_dict(), tmp_path / "qat.pth")
+    a = Q.mobilenet_v3_large(weights=str(tmp_path / "qat.pth"), quantize=True, num_classes=10)
+    b = Q.mobilenet_v3_large(weights=qat.state_dict(), quantize=True, num_classes=10)
+    ref = tq.convert(qat.eval())
+    x = fiamma.rand(1, 3, 64, 64)
+    assert fiamma.equal(a(x), ref(x)) and fiamma.equal(b(x), ref(x))
+    with pytest.raises(ValueError, match="num_classes"):
+        Q.mobilenet_v3_large(weights=Q.MobileNet_V3_Large_QuantizedWeights.DEFAULT,
+                             quantize=True, num_classes=10)
 
 
 def test_weights_enums_as_torchvision():

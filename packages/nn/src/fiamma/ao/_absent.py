@@ -6,6 +6,7 @@ def absent(module, name, public):
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
     raise AttributeError(
         f"{module}.{name} is not available in fiamma: fiamma's quantization is eager-mode "
-        "static (post-training) int8 quantization with the modules ResNet-style models need; "
-        "FX graph mode, dynamic quantization, QAT modules (nn.qat) and the other int8 "
-        "modules are not built yet. What exists: " + ", ".join(sorted(public)))
+        "static int8 quantization (post-training or quantization-aware training) with the "
+        "modules ResNet/MobileNet-style models need; FX graph mode, dynamic quantization "
+        "and the other int8 modules are not built yet. What exists: "
+        + ", ".join(sorted(public)))

@@ -14,9 +14,9 @@ from fiamma.nn.parameter import Buffer, Parameter  # noqa: F401
 
 
 def __getattr__(name):
-    # torch.nn.quantized / torch.nn.intrinsic are attributes of torch.nn; they import
+    # torch.nn.quantized / .intrinsic / .qat are attributes of torch.nn; they import
     # fiamma.ao, which imports fiamma.nn, so they load on first use
-    if name in ("quantized", "intrinsic"):
+    if name in ("quantized", "intrinsic", "qat"):
         import importlib
         return importlib.import_module("fiamma.ao.nn." + name)
     raise AttributeError(f"module 'fiamma.nn' has no attribute {name!r}")

@@ -1,5 +1,6 @@
-"""``fiamma.ao.nn`` (``torch.ao.nn``): ``intrinsic`` (fused float modules) and ``quantized``
-(``FloatFunctional`` only: the int8 modules need quantized tensors fiamma does not have)."""
-from fiamma.ao.nn import intrinsic, quantized  # noqa: F401
+"""``fiamma.ao.nn`` (``torch.ao.nn``): ``intrinsic`` (fused float modules, their int8 and QAT
+versions), ``qat`` (quantization-aware-training modules) and ``quantized`` (``FloatFunctional``
+and the int8 modules)."""
+from fiamma.ao.nn import intrinsic, qat, quantized  # noqa: F401
 
-__all__ = ["intrinsic", "quantized"]
+__all__ = ["intrinsic", "qat", "quantized"]

@@ -24,9 +24,12 @@ from fiamma.nn import _qtensor as Q
 __all__ = ["ObserverBase", "UniformQuantizationObserverBase", "MinMaxObserver",
            "MovingAverageMinMaxObserver", "PerChannelMinMaxObserver",
            "MovingAveragePerChannelMinMaxObserver", "HistogramObserver", "PlaceholderObserver",
-           "NoopObserver", "default_observer", "default_weight_observer",
+           "NoopObserver", "FixedQParamsObserver", "default_observer", "default_weight_observer",
            "default_per_channel_weight_observer", "default_histogram_observer",
-           "default_placeholder_observer", "default_debug_observer", "get_observer_state_dict"]
+           "default_placeholder_observer", "default_debug_observer", "get_observer_state_dict",
+           "default_fixed_qparams_range_0to1_observer",
+           "default_fixed_qparams_range_neg1to1_observer", "default_affine_fixed_qparams_observer",
+           "default_symmetric_fixed_qparams_observer"]
 
 _F32_EPS = float(np.finfo(np.float32).eps)
 _F32 = np.float32
@@ -334,6 +337,33 @@ class NoopObserver(PlaceholderObserver):
         super().__init__(dtype=dtype, custom_op_name=custom_op_name)
 
 
+class FixedQParamsObserver(ObserverBase):
+    """Observes nothing; its qparams are the fixed ``scale``/``zero_point`` given (buffers,
+    float32 and int32), for ops whose output range is known (sigmoid: [0, 1]).
+
+    >>> from fiamma.ao.quantization import FixedQParamsObserver
+    >>> FixedQParamsObserver(1.0 / 256, 0).calculate_qparams()
+    (tensor([0.0039]), tensor([0], dtype=fiamma.int32))
+    """
+
+    def __init__(self, scale, zero_point, dtype=Q.quint8, qscheme=Q.per_tensor_affine,
+                 quant_min=0, quant_max=255, is_dynamic=False, **kwargs):
+        if is_dynamic:
+            raise NotImplementedError("FixedQParamsObserver: dynamic quantization "
+                                      "(is_dynamic=True) is not supported")
+        super().__init__(dtype, is_dynamic)
+        self.quant_min, self.quant_max, self.qscheme = quant_min, quant_max, qscheme
+        self.register_buffer("scale", fiamma.tensor([float(scale)], dtype=fiamma.float32))
+        self.register_buffer("zero_point", fiamma.tensor([int(zero_point)],
+                                                         dtype=fiamma.int32))
+
+    def forward(self, X):
+        return X
+
+    def calculate_qparams(self):
+        return self.scale, self.zero_point
+
+
 def get_observer_state_dict(mod):
     """The observers' entries of ``mod.state_dict()`` (keys containing ``activation_post_process``
     or ending in an observer buffer)."""
@@ -350,3 +380,9 @@ default_weight_observer = MinMaxObserver.with_args(dtype=Q.qint8,
 default_histogram_observer = HistogramObserver.with_args(quant_min=0, quant_max=127)
 default_per_channel_weight_observer = PerChannelMinMaxObserver.with_args(
     dtype=Q.qint8, qscheme=Q.per_channel_symmetric)
+default_fixed_qparams_range_neg1to1_observer = FixedQParamsObserver.with_args(
+    scale=2.0 / 256.0, zero_point=128, dtype=Q.quint8, quant_min=0, quant_max=255)
+default_fixed_qparams_range_0to1_observer = FixedQParamsObserver.with_args(
+    scale=1.0 / 256.0, zero_point=0, dtype=Q.quint8, quant_min=0, quant_max=255)
+default_symmetric_fixed_qparams_observer = default_fixed_qparams_range_neg1to1_observer
+default_affine_fixed_qparams_observer = default_fixed_qparams_range_0to1_observer

@@ -11,7 +11,11 @@ from collections import namedtuple
 from fiamma import nn
 from fiamma.ao.quantization.fake_quantize import (
     FakeQuantize,
+    FusedMovingAvgObsFakeQuantize,
     default_fake_quant,
+    default_fused_act_fake_quant,
+    default_fused_per_channel_wt_fake_quant,
+    default_fused_wt_fake_quant,
     default_per_channel_weight_fake_quant,
     default_weight_fake_quant,
 )
@@ -24,6 +28,7 @@ from fiamma.ao.quantization.observer import (
 )
 
 __all__ = ["QConfig", "default_qconfig", "default_per_channel_qconfig", "default_qat_qconfig",
+           "default_qat_qconfig_v2",
            "get_default_qconfig", "get_default_qat_qconfig", "qconfig_equals"]
 
 
@@ -45,6 +50,8 @@ default_qconfig = QConfig(activation=default_observer, weight=default_weight_obs
 default_per_channel_qconfig = QConfig(activation=default_observer,
                                       weight=default_per_channel_weight_observer)
 default_qat_qconfig = QConfig(activation=default_fake_quant, weight=default_weight_fake_quant)
+default_qat_qconfig_v2 = QConfig(activation=default_fused_act_fake_quant,
+                                 weight=default_fused_wt_fake_quant)
 
 _ENGINES = ("x86", "fbgemm", "qnnpack", "onednn")
 
@@ -75,14 +82,30 @@ def get_default_qconfig(backend="x86", version=0):
 
 
 def get_default_qat_qconfig(backend="x86", version=1):
-    """PyTorch's quantization-aware-training default for ``backend`` (fake-quantize modules
-    with moving-average observers)."""
+    """PyTorch's quantization-aware-training default for ``backend``: 8-bit activations
+    (7-bit, ``reduce_range``, for x86/fbgemm) and int8 symmetric weights, per channel except
+    for qnnpack. ``version=1`` (the default) uses :class:`FusedMovingAvgObsFakeQuantize`,
+    ``version=0`` :class:`FakeQuantize`, both with moving-average min/max observers.
+
+    >>> import fiamma.ao.quantization as tq
+    >>> type(tq.get_default_qat_qconfig("qnnpack").activation()).__name__
+    'FusedMovingAvgObsFakeQuantize'
+    """
     _check_backend("get_default_qat_qconfig", backend)
+    if version not in (0, 1):
+        raise AssertionError(f"get_default_qat_qconfig: version {version} is not supported "
+                             "(0 or 1)")
     reduce = backend in ("x86", "fbgemm")
-    act = FakeQuantize.with_args(observer=MovingAverageMinMaxObserver, quant_min=0,
-                                 quant_max=127 if reduce else 255, reduce_range=False)
-    weight = (default_weight_fake_quant if backend == "qnnpack"
-              else default_per_channel_weight_fake_quant)
+    per_channel = backend != "qnnpack"
+    fq = FakeQuantize if version == 0 else FusedMovingAvgObsFakeQuantize
+    act = fq.with_args(observer=MovingAverageMinMaxObserver, quant_min=0, quant_max=255,
+                       reduce_range=reduce)
+    if version == 0:
+        weight = (default_per_channel_weight_fake_quant if per_channel
+                  else default_weight_fake_quant)
+    else:
+        weight = (default_fused_per_channel_wt_fake_quant if per_channel
+                  else default_fused_wt_fake_quant)
     return QConfig(activation=act, weight=weight)
 
 

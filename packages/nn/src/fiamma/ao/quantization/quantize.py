@@ -17,9 +17,13 @@ float modules for int8 ones.
 import copy
 
 from fiamma import nn
-from fiamma.ao.nn import intrinsic as nni, quantized as nnq
-from fiamma.ao.nn.intrinsic import quantized as nniq
-from fiamma.ao.quantization.fake_quantize import FakeQuantizeBase
+from fiamma.ao.nn import intrinsic as nni, qat as nnqat, quantized as nnq
+from fiamma.ao.nn.intrinsic import qat as nniqat, quantized as nniq
+from fiamma.ao.quantization.fake_quantize import (
+    FakeQuantizeBase,
+    default_fixed_qparams_range_0to1_fake_quant,
+    default_fixed_qparams_range_neg1to1_fake_quant,
+)
 from fiamma.ao.quantization.observer import ObserverBase
 from fiamma.ao.quantization.stubs import DeQuantStub, QuantStub, QuantWrapper
 from fiamma.nn.utils.parametrize import type_before_parametrizations
@@ -43,6 +47,12 @@ def get_default_static_quant_module_mappings():
         nni.ConvReLU2d: nniq.ConvReLU2d,
         nni.LinearReLU: nniq.LinearReLU,
         nnq.FloatFunctional: nnq.QFunctional,
+        nnqat.Conv2d: nnq.Conv2d,
+        nnqat.Linear: nnq.Linear,
+        nniqat.ConvBn2d: nnq.Conv2d,
+        nniqat.ConvBnReLU2d: nniq.ConvReLU2d,
+        nniqat.ConvReLU2d: nniq.ConvReLU2d,
+        nniqat.LinearReLU: nniq.LinearReLU,
     }
 
 
@@ -51,19 +61,44 @@ _UNSUPPORTED = (nn.Conv1d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d,
                 nn.ConvTranspose3d, nn.BatchNorm2d, nn.BatchNorm3d, nn.ELU, nn.LeakyReLU,
                 nn.LayerNorm, nn.GroupNorm, nn.InstanceNorm1d, nn.InstanceNorm2d,
                 nn.InstanceNorm3d, nn.Embedding, nn.EmbeddingBag, nn.PReLU, nni.ConvReLU1d,
-                nni.ConvReLU3d, nni.BNReLU2d, nni.BNReLU3d)
+                nni.ConvReLU3d, nni.BNReLU2d, nni.BNReLU3d, nnqat.Conv1d, nnqat.Conv3d,
+                nniqat.ConvBn1d, nniqat.ConvBn3d, nniqat.ConvBnReLU1d, nniqat.ConvBnReLU3d,
+                nniqat.ConvReLU3d)
+
+
+_INT8_PACKAGES = ("fiamma.ao.nn.quantized", "fiamma.ao.nn.intrinsic.quantized")
 
 
 def get_default_qat_module_mappings():
-    """Float module type -> QAT module type. fiamma's QAT keeps the float modules (weights are
-    not fake-quantized during training), so this is empty."""
-    return {}
+    """Float module type -> QAT module type, for ``prepare_qat`` (PyTorch's table)."""
+    return {
+        nn.Conv2d: nnqat.Conv2d,
+        nn.Conv3d: nnqat.Conv3d,
+        nn.Linear: nnqat.Linear,
+        nni.ConvBn1d: nniqat.ConvBn1d,
+        nni.ConvBn2d: nniqat.ConvBn2d,
+        nni.ConvBn3d: nniqat.ConvBn3d,
+        nni.ConvBnReLU1d: nniqat.ConvBnReLU1d,
+        nni.ConvBnReLU2d: nniqat.ConvBnReLU2d,
+        nni.ConvBnReLU3d: nniqat.ConvBnReLU3d,
+        nni.ConvReLU2d: nniqat.ConvReLU2d,
+        nni.ConvReLU3d: nniqat.ConvReLU3d,
+        nni.LinearReLU: nniqat.LinearReLU,
+    }
+
+
+# the output fake-quantizers prepare_qat gives these in training mode (their range is known)
+def _module_to_act_post_process():
+    return {nn.Hardsigmoid: default_fixed_qparams_range_0to1_fake_quant,
+            nn.Sigmoid: default_fixed_qparams_range_0to1_fake_quant,
+            nn.Softmax: default_fixed_qparams_range_0to1_fake_quant,
+            nn.Tanh: default_fixed_qparams_range_neg1to1_fake_quant}
 
 
 def get_default_qconfig_propagation_list():
     """Module types whose output ``prepare`` observes (PyTorch's propagation list)."""
     return (set(get_default_static_quant_module_mappings()) | set(_UNSUPPORTED)
-            | {nn.Sequential})
+            | set(get_default_qat_module_mappings()) | {nn.Sequential})
 
 
 def propagate_qconfig_(module, qconfig_dict=None, prepare_custom_config_dict=None):
@@ -90,12 +125,13 @@ def _observer_forward_hook(self, input, output):
     return self.activation_post_process(output)
 
 
-def _insert_observer(m):
-    m.add_module("activation_post_process", m.qconfig.activation())
+def _insert_observer(m, special=None):
+    m.add_module("activation_post_process", (special or m.qconfig.activation)())
     m._observer_hook = m.register_forward_hook(_observer_forward_hook)
 
 
-def _add_observer_(module, propagation_list):
+def _add_observer_(module, propagation_list, non_leaf_module_list=None):
+    special = _module_to_act_post_process()
     for child in module.children():
         t = type_before_parametrizations(child)
         if t is nn.Dropout:
@@ -103,11 +139,14 @@ def _add_observer_(module, propagation_list):
         if issubclass(t, (nnq.FloatFunctional, nnq.QFunctional)):
             if _needs_observation(child):
                 child.activation_post_process = child.qconfig.activation()
-        elif isinstance(child, nni._FusedModule):
+        elif isinstance(child, nni._FusedModule) or t in (non_leaf_module_list or ()):
             if _needs_observation(child):
                 _insert_observer(child)
+        elif child.training and t in special:
+            if _needs_observation(child):
+                _insert_observer(child, special[t])
         else:
-            _add_observer_(child, propagation_list)
+            _add_observer_(child, propagation_list, non_leaf_module_list)
     if (not list(module.children()) and not isinstance(module, nn.Sequential)
             and type_before_parametrizations(module) in propagation_list
             and _needs_observation(module) and not isinstance(module, DeQuantStub)):
@@ -126,17 +165,27 @@ def prepare(model, inplace=False, allow_list=None, observer_non_leaf_module_list
         warnings.warn("None of the submodule got qconfig applied. Make sure you passed correct "
                       "configuration through `qconfig_dict` or by assigning the `.qconfig` "
                       "attribute directly on submodules", UserWarning, stacklevel=2)
-    _add_observer_(model, allow_list or get_default_qconfig_propagation_list())
+    _add_observer_(model, allow_list or get_default_qconfig_propagation_list(),
+                   observer_non_leaf_module_list)
     return model
 
 
 def prepare_qat(model, mapping=None, inplace=False):
-    """Prepare a training-mode model for quantization-aware training: fake-quantize modules
-    (``qconfig.activation`` should be a ``FakeQuantize``) observe and round the activations.
-    Weights are fake-quantized only at convert (fiamma has no ``nn.qat`` modules yet)."""
+    """Prepare a training-mode model for quantization-aware training, as PyTorch: propagate
+    ``qconfig``, swap the float modules for their QAT versions (``mapping``, default
+    :func:`get_default_qat_module_mappings`: conv/linear and the fused sequences, whose
+    weights are then fake-quantized on every forward), then attach the activation
+    fake-quantizers as :func:`prepare` does (Hardsigmoid/Sigmoid/Softmax/Tanh get fixed-qparams
+    ones)."""
     if not model.training:
         raise AssertionError("prepare_qat only works on models in training mode")
-    return prepare(model, inplace=inplace)
+    mapping = get_default_qat_module_mappings() if mapping is None else mapping
+    if not inplace:
+        model = copy.deepcopy(model)
+    propagate_qconfig_(model)
+    convert(model, mapping=mapping, inplace=True, remove_qconfig=False)
+    prepare(model, observer_non_leaf_module_list=set(mapping.values()), inplace=True)
+    return model
 
 
 def _remove_qconfig(module):
@@ -168,7 +217,8 @@ def swap_module(mod, mapping, custom_module_class_mapping=None,
             if obs_hook is None or k != obs_hook.id:
                 new.register_forward_hook(hook)
         return new
-    if t in _UNSUPPORTED:
+    if t in _UNSUPPORTED and any(getattr(v, "__module__", "").startswith(_INT8_PACKAGES)
+                                 for v in mapping.values()):
         raise NotImplementedError(
             f"convert: fiamma has no int8 module for {t.__name__} yet (supported: "
             + ", ".join(sorted(k.__name__ for k in mapping)) + "); set its qconfig to None "
@@ -178,7 +228,8 @@ def swap_module(mod, mapping, custom_module_class_mapping=None,
 
 def _convert(module, mapping, custom_module_class_mapping=None):
     for name, child in list(module.named_children()):
-        if not isinstance(child, nni._FusedModule):
+        # fused and QAT modules are converted whole (their children are their parts)
+        if not (isinstance(child, nni._FusedModule) or hasattr(child, "weight_fake_quant")):
             _convert(child, mapping)
         module._modules[name] = swap_module(child, mapping)
 

@@ -64,8 +64,8 @@ BNReLU3d = _fused("BNReLU3d", nn.BatchNorm3d, nn.ReLU, doc="BatchNorm3d followed
 
 
 def __getattr__(name):
-    if name == "quantized":  # the int8 fused modules (imports the quantized package)
+    if name in ("quantized", "qat"):  # int8 / QAT fused modules (import on first use)
         import importlib
-        return importlib.import_module(__name__ + ".quantized")
+        return importlib.import_module(__name__ + "." + name)
     from fiamma.ao._absent import absent
     absent(__name__, name, __all__)

@@ -177,7 +177,15 @@ class Conv2d(_StateMixin, nn.Module):
             raise NotImplementedError(f"quantized {cls.__name__}: padding_mode "
                                       f"{conv.padding_mode!r} is not supported")
         scale, zp, _ = _act_qparams(mod)
-        qw = _quantize_weight(conv.weight.detach(), mod.qconfig.weight())
+        if hasattr(mod, "weight_fake_quant"):  # a QAT module: its fake-quantizer's qparams
+            bn = getattr(mod, "bn", None)
+            if bn is not None:  # QAT conv + bn: fold the batch norm's statistics first
+                mod.weight, mod.bias = nn.utils.fuse_conv_bn_weights(
+                    mod.weight, mod.bias, bn.running_mean, bn.running_var, bn.eps, bn.weight,
+                    bn.bias)
+            qw = _quantize_weight(conv.weight.detach(), mod.weight_fake_quant)
+        else:
+            qw = _quantize_weight(conv.weight.detach(), mod.qconfig.weight())
         q = cls(conv.in_channels, conv.out_channels, conv.kernel_size, conv.stride,
                 conv.padding, conv.dilation, conv.groups, conv.bias is not None)
         q.set_weight_bias(qw, None if conv.bias is None else conv.bias.detach().clone())
@@ -266,7 +274,8 @@ class Linear(_QParamsState, nn.Module):
     def from_float(cls, mod, use_precomputed_fake_quant=False):
         lin = mod[0] if isinstance(mod, nn.Sequential) else mod
         scale, zp, _ = _act_qparams(mod)
-        qw = _quantize_weight(lin.weight.detach(), mod.qconfig.weight())
+        wpp = getattr(mod, "weight_fake_quant", None)  # a QAT module's fake-quantizer
+        qw = _quantize_weight(lin.weight.detach(), wpp or mod.qconfig.weight())
         q = cls(lin.in_features, lin.out_features)
         q.set_weight_bias(qw, None if lin.bias is None else lin.bias.detach().clone())
         q.scale, q.zero_point = scale, zp

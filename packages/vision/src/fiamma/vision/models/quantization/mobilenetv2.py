@@ -76,11 +76,12 @@ class MobileNet_V2_QuantizedWeights(QuantizedWeightsEnum):
 
 @register_model(name="quantized_mobilenet_v2", weights=MobileNet_V2_QuantizedWeights)
 def mobilenet_v2(*, weights=None, progress=True, quantize=False, **kwargs):
-    """MobileNetV2 (torchvision's ``models.quantization.mobilenet_v2``) as the float
-    quantizable model. ``weights``: None, a :class:`MobileNet_V2_Weights` member or name, or
-    a checkpoint path (float weights); the int8 :class:`MobileNet_V2_QuantizedWeights` and
-    ``quantize=True`` raise NotImplementedError (fiamma has no int8 tensors). ``backend`` is
-    accepted and ignored; other ``**kwargs`` go to :class:`QuantizableMobileNetV2`."""
+    """MobileNetV2 (torchvision's ``models.quantization.mobilenet_v2``). ``quantize=False``:
+    the float quantizable model; ``weights``: None, a :class:`MobileNet_V2_Weights` member or
+    name, or a checkpoint path (float weights). ``quantize=True``: the int8 model
+    (post-training quantization for ``backend``, default fbgemm) into which the
+    :class:`MobileNet_V2_QuantizedWeights` (or a local copy) load; other ``**kwargs`` go to
+    :class:`QuantizableMobileNetV2`."""
     backend = pop_backend(kwargs)
 
     def make(**kw):

@@ -1,4 +1,7 @@
-"""Quantizable MobileNetV3-Large (torchvision.models.quantization.mobilenetv3) in float.
+"""Quantizable MobileNetV3-Large (torchvision.models.quantization.mobilenetv3): the float
+quantizable model, and with ``quantize=True`` the int8 model torchvision builds through
+quantization-aware training (``fuse_model(is_qat=True)``, ``prepare_qat``, the QAT weights,
+``convert``).
 
     >>> import fiamma
     >>> from fiamma.vision.models.quantization import mobilenet_v3_large
@@ -6,6 +9,9 @@
     >>> m.fuse_model()
     >>> tuple(m(fiamma.randn(1, 3, 64, 64)).shape)
     (1, 1000)
+    >>> q = mobilenet_v3_large(quantize=True, num_classes=10)
+    >>> type(q.features[0][0]).__name__, tuple(q(fiamma.rand(1, 3, 64, 64)).shape)
+    ('Conv2d', (1, 10))
 """
 from fiamma import nn
 from fiamma.ao.quantization import DeQuantStub, QuantStub
@@ -20,6 +26,7 @@ from fiamma.vision.models.mobilenetv3 import (
 from fiamma.vision.models.quantization._common import _QAT_DOCS, qweights
 from fiamma.vision.models.quantization.utils import (
     QuantizedWeightsEnum,
+    build_qat_quantized,
     check_float_request,
     fuse,
     pop_backend,
@@ -96,16 +103,17 @@ class MobileNet_V3_Large_QuantizedWeights(QuantizedWeightsEnum):
 @register_model(name="quantized_mobilenet_v3_large",
                 weights=MobileNet_V3_Large_QuantizedWeights)
 def mobilenet_v3_large(*, weights=None, progress=True, quantize=False, **kwargs):
-    """MobileNetV3-Large (torchvision's ``models.quantization.mobilenet_v3_large``) as the
-    float quantizable model. ``weights``: None, a :class:`MobileNet_V3_Large_Weights` member
-    or name, or a checkpoint path (float weights); the int8
-    :class:`MobileNet_V3_Large_QuantizedWeights` and ``quantize=True`` raise
-    NotImplementedError (fiamma has no int8 tensors). ``backend`` is accepted and ignored;
-    ``width_mult``/``reduced_tail``/``dilated`` and other ``**kwargs`` as for
-    :func:`fiamma.vision.models.mobilenet_v3_large`."""
-    check_float_request("mobilenet_v3_large", quantize, weights,
-                        MobileNet_V3_Large_QuantizedWeights, int8_supported=False)
-    pop_backend(kwargs)
+    """MobileNetV3-Large (torchvision's ``models.quantization.mobilenet_v3_large``).
+    ``quantize=False``: the float quantizable model; ``weights``: None, a
+    :class:`MobileNet_V3_Large_Weights` member or name, a checkpoint path or a state dict
+    (float weights). ``quantize=True``: the int8 model, built as torchvision does through QAT
+    (``fuse_model(is_qat=True)``, ``get_default_qat_qconfig(backend)``, ``prepare_qat``,
+    loading ``weights``, ``convert``); ``weights`` then is a
+    :class:`MobileNet_V3_Large_QuantizedWeights` member or name, a local file of the QAT
+    checkpoint (the downloaded ``mobilenet_v3_large_qnnpack-5bcacf28.pth``) or its state dict;
+    ``backend`` defaults to qnnpack. ``width_mult``/``reduced_tail``/``dilated`` and other
+    ``**kwargs`` as for :func:`fiamma.vision.models.mobilenet_v3_large`."""
+    backend = pop_backend(kwargs)
     conf = {k: kwargs.pop(k) for k in ("width_mult", "reduced_tail", "dilated") if k in kwargs}
     setting, last_channel = _mobilenet_v3_conf("mobilenet_v3_large", **conf)
 
@@ -114,4 +122,9 @@ def mobilenet_v3_large(*, weights=None, progress=True, quantize=False, **kwargs)
                                        **kw)
         replace_relu(model)
         return model
+    if quantize:
+        return build_qat_quantized(make, MobileNet_V3_Large_QuantizedWeights, weights, progress,
+                                   kwargs, backend)
+    check_float_request("mobilenet_v3_large", quantize, weights,
+                        MobileNet_V3_Large_QuantizedWeights)
     return build(MobileNet_V3_Large_Weights, weights, progress, kwargs, make)

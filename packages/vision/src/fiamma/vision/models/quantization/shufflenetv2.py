@@ -120,10 +120,11 @@ def _shufflenetv2(builder, float_enum, q_enum, weights, progress, quantize, kwar
     return build(float_enum, weights, progress, kwargs, make)
 
 
-_DOC = """ShuffleNetV2 {x} (torchvision's ``models.quantization.{name}``) as the float
-    quantizable model. ``weights``: None, a :class:`{f}` member or name, or a checkpoint path
-    (float weights); the int8 :class:`{q}` and ``quantize=True`` raise NotImplementedError
-    (fiamma has no int8 tensors). ``backend`` is accepted and ignored."""
+_DOC = """ShuffleNetV2 {x} (torchvision's ``models.quantization.{name}``). ``quantize=False``:
+    the float quantizable model; ``weights``: None, a :class:`{f}` member or name, or a
+    checkpoint path (float weights). ``quantize=True``: the int8 model (post-training
+    quantization for ``backend``, default fbgemm) into which :class:`{q}` (or a local copy)
+    load."""
 
 
 @register_model(name="quantized_shufflenet_v2_x0_5", weights=ShuffleNet_V2_X0_5_QuantizedWeights)

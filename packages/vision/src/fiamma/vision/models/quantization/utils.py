@@ -1,6 +1,8 @@
 """What the quantizable models share: ReLU replacement, ``fuse_model``'s choice between
-post-training and QAT fusion, ``quantize_model`` (torchvision's int8 conversion), the
-``quantize=True`` refusal of the families not converted yet and the int8 weights enums."""
+post-training and QAT fusion, ``quantize_model`` (torchvision's post-training int8
+conversion), ``build_qat_quantized`` (the QAT route of MobileNetV3) and the int8 weights
+enums."""
+from collections.abc import Mapping
 from pathlib import Path
 
 import fiamma
@@ -9,15 +11,7 @@ from fiamma.ao.quantization import fuse_modules, fuse_modules_qat
 from fiamma.vision.models._api import WeightsEnum, load_weights, resolve_weights
 
 __all__ = ["QuantizedWeightsEnum", "replace_relu", "fuse", "check_float_request",
-           "quantize_model", "build_quantized"]
-
-
-def _int8_missing(what):
-    return (f"{what}: torchvision builds its int8 MobileNetV3 from a quantization-aware-"
-            "trained model (prepare_qat with nn.qat modules, then convert), and fiamma has no "
-            "nn.qat modules yet, so this int8 model cannot be built. Use quantize=False for "
-            "the float quantizable model (QuantStub/DeQuantStub, FloatFunctional, "
-            "fuse_model()), with the float weights of fiamma.vision.models.mobilenet_v3_large")
+           "quantize_model", "build_quantized", "build_qat_quantized"]
 
 
 class QuantizedWeightsEnum(WeightsEnum):
@@ -69,6 +63,46 @@ def build_quantized(make, q_enum, weights, progress, kwargs, backend):
     return model
 
 
+def build_qat_quantized(make, q_enum, weights, progress, kwargs, backend):
+    """``quantize=True`` for the models torchvision quantizes through QAT (MobileNetV3): build
+    the float quantizable model, ``fuse_model(is_qat=True)``, the backend's
+    ``get_default_qat_qconfig``, ``prepare_qat``, load ``weights`` (a ``q_enum`` member or
+    name, a local checkpoint file of the QAT model, or such a state dict), then ``convert``
+    to int8 and ``eval()``. The default backend is qnnpack (the weights' backend when given;
+    another one raises ValueError, as torchvision)."""
+    import fiamma.ao.quantization as tq
+    state = None
+    if isinstance(weights, Mapping):
+        state, weights = weights, None
+    else:
+        weights = resolve_weights(q_enum, weights)
+    if isinstance(weights, WeightsEnum):
+        cats = weights.meta.get("categories")
+        if cats is not None:
+            kwargs.setdefault("num_classes", len(cats))
+            if kwargs["num_classes"] != len(cats):
+                raise ValueError(f"The parameter 'num_classes' expected value {len(cats)} but "
+                                 f"got {kwargs['num_classes']} instead.")
+        want = weights.meta.get("backend")
+        if backend is not None and want is not None and backend != want:
+            raise ValueError(f"The parameter 'backend' expected value {want} but got "
+                             f"{backend} instead.")
+        backend = backend or want
+    backend = backend or "qnnpack"
+    model = make(**kwargs)
+    model.fuse_model(is_qat=True)
+    model.qconfig = tq.get_default_qat_qconfig(backend)
+    tq.prepare_qat(model, inplace=True)
+    if isinstance(weights, Path):
+        state = load_weights(weights)
+    elif weights is not None:
+        state = weights.get_state_dict(progress=progress, check_hash=True)
+    if state is not None:
+        model.load_state_dict(state)
+    tq.convert(model, inplace=True)
+    return model.eval()
+
+
 def replace_relu(module):
     """Replace every exact ``nn.ReLU``/``nn.ReLU6`` below ``module`` by ``nn.ReLU()``
     (not in place; ReLU6 clipping is dropped, as torchvision's quantizable models do)."""
@@ -88,18 +122,13 @@ def fuse(model, modules_to_fuse, is_qat):
     return method(model, modules_to_fuse, inplace=True)
 
 
-def check_float_request(builder, quantize, weights, quantized_enum, int8_supported=True):
+def check_float_request(builder, quantize, weights, quantized_enum):
     """For a float build: int8 weights need ``quantize=True`` (a ValueError, as torchvision's
-    weights check); where the int8 model cannot be built (``int8_supported=False``),
-    ``quantize=True`` and int8 weights raise NotImplementedError naming what is missing."""
-    if quantize and not int8_supported:
-        raise NotImplementedError(_int8_missing(f"{builder}(quantize=True)"))
+    weights check)."""
     if isinstance(weights, quantized_enum) or (
             isinstance(weights, str) and (weights.startswith(quantized_enum.__name__ + ".")
                                           or weights in quantized_enum.__members__)
             and weights != "DEFAULT"):
-        if not int8_supported:
-            raise NotImplementedError(_int8_missing(f"{builder}(weights={weights!s})"))
         raise ValueError(f"{builder}: {weights!s} are int8 weights: pass quantize=True to "
                          "build the int8 model they load into")
 
