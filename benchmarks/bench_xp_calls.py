@@ -376,11 +376,13 @@ def count_calls(fn, reps=3):
             fn()
         COUNTS.clear()
         SITES.clear()
+        _cudnn_wrap("count")
         ON[0] = True
         fn()
         ON[0] = False
     finally:
         ON[0] = False
+        _cudnn_wrap(None)
         counting(False)
     return dict(COUNTS)
 
@@ -453,9 +455,12 @@ def python_us(fn, n, rounds):
     _STUB[0] = True
     BACKEND.mm, BACKEND.matmul = _stub_mm, _stub_matmul
     BACKEND.copy, BACKEND.fill = _stub_copy, _stub_fill
+    fn()  # (makes any new convolution plan, so that it is stubbed too)
+    _cudnn_wrap("stub")
     try:
         return host_us(fn, n, rounds)
     finally:
+        _cudnn_wrap(None)
         _STUB[0] = False
         BACKEND.mm, BACKEND.matmul = _PLAIN_MM, _PLAIN_MATMUL
         BACKEND.copy, BACKEND.fill = _PLAIN_COPY, _PLAIN_FILL
@@ -484,6 +489,70 @@ def mlp_step_case(f):
     step = _train_step(f, fm, f.optim.SGD(fm.parameters(), lr=0.01), f.nn.CrossEntropyLoss(),
                        x, y)
     return [("MLP step 784-512-512-10 b128", step, None, 5)]
+
+
+def resnet_step_case(f):
+    """gpu/bench_cuda.py's ResNet-18 training step (bf16 autocast, SGD momentum 0.9, cross
+    entropy) at a small size: batch 8, 64x64, 10 classes, fiamma on xp. Its convolutions take
+    the cuDNN binding into the fake libcudnn (tools/cuda_emu sets FIAMMA_CUDNN_LIB), so the
+    per-op paths are the GPU's. Autocast knows the device types 'cpu' and 'cuda' only: the
+    emulated cuda device is 'xp', so this benchmark lets autocast run there (``_ac_on_xp``)."""
+    import fiamma.vision.models as fvm
+    from bench_cuda import _train_step
+
+    _ac_on_xp(f)
+    rng = np.random.default_rng(0)
+    fm = fvm.resnet18(num_classes=10).to("xp")
+    x = f.from_numpy(rng.standard_normal((8, 3, 64, 64), dtype=np.float32)).to("xp")
+    y = f.from_numpy(rng.integers(0, 10, 8).astype(np.int64)).to("xp")
+    step = _train_step(f, fm, f.optim.SGD(fm.parameters(), lr=0.01, momentum=0.9),
+                       f.nn.CrossEntropyLoss(), x, y, autocast_dtype=f.bfloat16,
+                       dev_type="xp")
+    return [("ResNet-18 step b8 64^2 bf16 autocast", step, None, 1)]
+
+
+def _ac_on_xp(f):
+    from fiamma import _autocast
+
+    if "xp" not in _autocast.DEVICE_TYPES:
+        _autocast.DEVICE_TYPES = _autocast.DEVICE_TYPES + ("xp",)
+
+
+def _cudnn_plans():
+    plans = getattr(BACKEND, "_cudnn_plans", None) or {}
+    return [p for p in plans.values() if p is not None]
+
+
+def _cudnn_wrap(mode):
+    """Count (mode "count") or stub out (mode "stub") the cuDNN calls of the convolution plans
+    made so far (each a call into libcudnn on the GPU: host time, and a launch); None: back."""
+    for p in _cudnn_plans():
+        base = _PLAIN_FN.setdefault(id(p), (p, p.fn))[1]
+        if mode is None:
+            p.fn = base
+        elif mode == "stub":
+            p.fn = _stub_cudnn
+        else:
+            p.fn = _counted_cudnn(p.name, base)
+
+
+_PLAIN_FN = {}
+
+
+def _stub_cudnn(*a):
+    return 0
+
+
+def _counted_cudnn(name, fn):
+    def call(*a):
+        _count("launch:" + name)
+        DEPTH[0] += 1
+        try:
+            return fn(*a)
+        finally:
+            DEPTH[0] -= 1
+
+    return call
 
 
 def gpt_step_case(f, t, mid=False):
@@ -543,7 +612,7 @@ def main():
     torch.set_num_threads(1)
     sizes = (4, 64, 256, 4, 65) if args.mid else None
     todo = (cases(fiamma, torch, "xp", "cpu", False, sizes) + mlp_step_case(fiamma) +
-            gpt_step_case(fiamma, torch, args.mid))
+            resnet_step_case(fiamma) + gpt_step_case(fiamma, torch, args.mid))
     if args.python and EMU is None:
         ap.error("--python needs the emulated cuda backend (FIAMMA_CUDA_EMU_LIB)")
     kind = "cuda paths, emulated kernels" if EMU else "generic"
