@@ -493,7 +493,7 @@ def mlp_step_case(f):
 
 def resnet_step_case(f):
     """gpu/bench_cuda.py's ResNet-18 training step (bf16 autocast, SGD momentum 0.9, cross
-    entropy) at a small size: batch 8, 64x64, 10 classes, fiamma on xp. Its convolutions take
+    entropy) at a small size: batch 2, 32x32, 10 classes, fiamma on xp. Its convolutions take
     the cuDNN binding into the fake libcudnn (tools/cuda_emu sets FIAMMA_CUDNN_LIB), so the
     per-op paths are the GPU's. Autocast knows the device types 'cpu' and 'cuda' only: the
     emulated cuda device is 'xp', so this benchmark lets autocast run there (``_ac_on_xp``)."""
@@ -503,12 +503,12 @@ def resnet_step_case(f):
     _ac_on_xp(f)
     rng = np.random.default_rng(0)
     fm = fvm.resnet18(num_classes=10).to("xp")
-    x = f.from_numpy(rng.standard_normal((8, 3, 64, 64), dtype=np.float32)).to("xp")
-    y = f.from_numpy(rng.integers(0, 10, 8).astype(np.int64)).to("xp")
+    x = f.from_numpy(rng.standard_normal((2, 3, 32, 32), dtype=np.float32)).to("xp")
+    y = f.from_numpy(rng.integers(0, 10, 2).astype(np.int64)).to("xp")
     step = _train_step(f, fm, f.optim.SGD(fm.parameters(), lr=0.01, momentum=0.9),
                        f.nn.CrossEntropyLoss(), x, y, autocast_dtype=f.bfloat16,
                        dev_type="xp")
-    return [("ResNet-18 step b8 64^2 bf16 autocast", step, None, 1)]
+    return [("ResNet-18 step b2 32^2 bf16 autocast", step, None, 1)]
 
 
 def _ac_on_xp(f):

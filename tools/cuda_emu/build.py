@@ -78,6 +78,7 @@ def source():
         out += _elementwise()
         out.append("}")
     out.append(_strip(CK._BIN4))
+    out.append(_strip(CK._WHERE_S))
     out.append(_strip(CK._PHILOX))
     out.append('#include "emu_wrappers.inc"')
     return "\n".join(out)
