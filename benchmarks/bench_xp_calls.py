@@ -497,8 +497,9 @@ def resnet_step_case(f):
     the cuDNN binding into the fake libcudnn (tools/cuda_emu sets FIAMMA_CUDNN_LIB), so the
     per-op paths are the GPU's. Autocast knows the device types 'cpu' and 'cuda' only: the
     emulated cuda device is 'xp', so this benchmark lets autocast run there (``_ac_on_xp``)."""
-    import fiamma.vision.models as fvm
     from bench_cuda import _train_step
+
+    import fiamma.vision.models as fvm
 
     _ac_on_xp(f)
     rng = np.random.default_rng(0)
