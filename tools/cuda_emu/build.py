@@ -79,6 +79,7 @@ def source():
         out.append("}")
     out.append(_strip(CK._BIN4))
     out.append(_strip(CK._WHERE_S))
+    out.append(_strip(CK._CMP_S))
     out.append(_strip(CK._PHILOX))
     out.append('#include "emu_wrappers.inc"')
     return "\n".join(out)

@@ -66,6 +66,10 @@ class Raw:
         if self.name == "fm_philox":
             LIB.philox(ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]), *cargs)
             return
+        if self.name.startswith("fm_cmp_s_"):
+            w = {"bf16": 2, "f32": 4, "f64": 8}[self.name[9:]]
+            LIB.cmp_s(ctypes.c_int(w), ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]), *cargs)
+            return
         if self.name.startswith("fm_where_s"):
             w = int(self.name[10:]) // 8
             LIB.where_s(ctypes.c_int(w), ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]), *cargs)

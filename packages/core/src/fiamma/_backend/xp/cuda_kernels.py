@@ -553,6 +553,48 @@ extern "C" __global__ void fm_where_s64(const unsigned char* c, const unsigned l
 }
 """
 
+# tensor <op> number (or number <op> tensor) into a bool result, for contiguous float32,
+# float64 and bfloat16 operands: one pass, compared in double (exact for all three)
+_CMP_S = r"""
+__device__ __forceinline__ double fm_cmp_val(float v) { return (double)v; }
+__device__ __forceinline__ double fm_cmp_val(double v) { return v; }
+__device__ __forceinline__ double fm_cmp_val(unsigned short h) {
+    union { unsigned int u; float f; } c;
+    c.u = (unsigned int)h << 16;
+    return (double)c.f;
+}
+template <typename X> __device__ void fm_cmp_s(const X* __restrict__ x, double s,
+        unsigned char* __restrict__ o, long long n, int op, int left) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const double v = fm_cmp_val(x[i]);
+        const double a = left ? s : v, b = left ? v : s;
+        bool r;
+        switch (op) {
+            case 0: r = a == b; break;
+            case 1: r = a != b; break;
+            case 2: r = a < b; break;
+            case 3: r = a <= b; break;
+            case 4: r = a > b; break;
+            default: r = a >= b;
+        }
+        o[i] = r ? 1 : 0;
+    }
+}
+extern "C" __global__ void fm_cmp_s_bf16(const unsigned short* x, double s, unsigned char* o,
+        long long n, int op, int left) {
+    fm_cmp_s(x, s, o, n, op, left);
+}
+extern "C" __global__ void fm_cmp_s_f32(const float* x, double s, unsigned char* o,
+        long long n, int op, int left) {
+    fm_cmp_s(x, s, o, n, op, left);
+}
+extern "C" __global__ void fm_cmp_s_f64(const double* x, double s, unsigned char* o,
+        long long n, int op, int left) {
+    fm_cmp_s(x, s, o, n, op, left);
+}
+"""
+
 _MAXPOOL = r"""
 #define FM_NEG_INF_T ((T)(-__longlong_as_double(0x7ff0000000000000ULL)))
 __device__ __forceinline__ long long fm_pool_start(long long o, int s, int p, int d, int m) {
@@ -1707,6 +1749,9 @@ class CudaKernelsMixin:
             if name is not None and out._dtype is D.float32 and \
                     self._binary_scalar(name, shape, out, a, sa, b, sb):
                 return 0
+            if out._dtype is D.bool and op in _CMP_OPS and \
+                    self._compare_scalar(op, shape, out, a, sa, b, sb):
+                return 0
             return super().binary(op, shape, out, a, sa, b, sb)
         if name is not None and a._dtype is D.float32 and b._dtype is D.float32 and \
                 out._dtype is D.float32:
@@ -1726,6 +1771,43 @@ class CudaKernelsMixin:
                 if self._served("binary", go):
                     return 0
         return super().binary(op, shape, out, a, sa, b, sb)
+
+    def _compare_scalar(self, op, shape, out, a, sa, b, sb):
+        """A comparison of a contiguous float32/float64/bfloat16 tensor of the result's layout
+        with a number (in the tensor's dtype; for bfloat16 only a number exact in it), into a
+        contiguous bool result: one launch, no array views (ReLU's backward compares its
+        output with 0)."""
+        left = type(a) is float or type(a) is int
+        t, st, sv = (b, sb, a) if left else (a, sa, b)
+        dt = t._dtype
+        kname = _CMP_NAMES.get(dt)
+        if kname is None or t._storage is out._storage or \
+                (type(sv) is int and not -_EXACT_INT <= sv <= _EXACT_INT):
+            return False
+        shape = tuple(shape)
+        geo = _flat_geometry(shape)
+        if (st if type(st) is tuple else tuple(st)) != geo[0] or out._shape != shape or \
+                out._stride != geo[0]:
+            return False
+        if dt is D.float64:
+            s = np.float64(sv)
+        else:
+            with np.errstate(over="ignore"):  # beyond float32's range: inf, as the generic code
+                s32 = np.float32(sv)
+            # bfloat16: only a number exact in bfloat16 (the CPU rounds the number to bfloat16,
+            # the generic array code compares in float32: they agree on those)
+            if dt is D.bfloat16 and int(s32.view(np.uint32)) & 0xFFFF:
+                return False
+            s = np.float64(s32)
+        pt, po = t._ptr, out._ptr
+        code = _CMP_OPS[op]
+
+        def go():
+            k = self._raw_kernel("cmp_s", _CMP_S, kname, "float")
+            k(geo[1], _B256, (np.uint64(pt), s, np.uint64(po), geo[2], code,
+                              _ONE if left else _ZERO))
+
+        return self._served("compare_scalar", go)
 
     def _binary_scalar(self, name, shape, out, a, sa, b, sb):
         """a op number or number op a for a contiguous float32 a of the result's layout (the
@@ -1778,6 +1860,10 @@ def _bin4_geometry(shape):
     return g
 
 
+_CMP_OPS = {K.BIN_EQ: np.int32(0), K.BIN_NE: np.int32(1), K.BIN_LT: np.int32(2),
+            K.BIN_LE: np.int32(3), K.BIN_GT: np.int32(4), K.BIN_GE: np.int32(5)}
+_CMP_NAMES = {D.bfloat16: "fm_cmp_s_bf16", D.float32: "fm_cmp_s_f32", D.float64: "fm_cmp_s_f64"}
+_EXACT_INT = 1 << 53  # ints beyond are rounded twice on the way to float32: left to the generic
 _WHERE_NAMES = {2: "fm_where_s16", 4: "fm_where_s32", 8: "fm_where_s64"}
 _WHERE_BITS = {}
 _FLAT_GEO = {}
