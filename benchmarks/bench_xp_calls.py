@@ -274,6 +274,8 @@ def _counting_mm(m, n, k, c, scm, scn, a, sam, sak, b, sbk, sbn, *rest):
         _count("launch:cublas")
         DEPTH[0] += 1
     try:
+        if fast and _STUB[0]:
+            return 0
         return _PLAIN_MM(m, n, k, c, scm, scn, a, sam, sak, b, sbk, sbn, *rest)
     finally:
         if fast:
@@ -292,7 +294,7 @@ def _counting_matmul(batch, m, n, k, c, sc, a, sa, b, sb, *rest):
         _count("launch:cublas")
         DEPTH[0] += 1
     try:
-        return _PLAIN_MATMUL(batch, m, n, k, c, sc, a, sa, b, sb, *rest)
+        return 0 if fast and _STUB[0] else _PLAIN_MATMUL(batch, m, n, k, c, sc, a, sa, b, sb, *rest)
     finally:
         if fast:
             DEPTH[0] -= 1
@@ -311,7 +313,7 @@ def _counting_copy(dst, src):
         _count("launch:memcpy")
         DEPTH[0] += 1
     try:
-        return _PLAIN_COPY(dst, src)
+        return 0 if fast and _STUB[0] else _PLAIN_COPY(dst, src)
     finally:
         if fast:
             DEPTH[0] -= 1
@@ -327,7 +329,7 @@ def _counting_fill(dst, fval, ival, use_int):
         _count("launch:memset")
         DEPTH[0] += 1
     try:
-        return _PLAIN_FILL(dst, fval, ival, use_int)
+        return 0 if fast and _STUB[0] else _PLAIN_FILL(dst, fval, ival, use_int)
     finally:
         if fast:
             DEPTH[0] -= 1
@@ -368,8 +370,19 @@ if EMU is not None:
     _counting_launch(EMU.Ew)
 
 
-def count_calls(fn, reps=3):
-    """Array-module calls of one fn() (the last of ``reps`` calls, so caches are warm)."""
+def count_calls(fn, reps=3, stubbed=False):
+    """Array-module calls of one fn() (the last of ``reps`` calls, so caches are warm);
+    ``stubbed``: with the device work stubbed out as in python_us (same paths, garbage values:
+    minutes less for the ResNet step, whose emulated kernels run on the CPU)."""
+    if stubbed:
+        fn()  # (makes the convolution plans with real calls once)
+        _STUB[0] = True
+        _cudnn_wrap("stub")
+        try:
+            return count_calls(fn, reps)
+        finally:
+            _cudnn_wrap(None)
+            _STUB[0] = False
     counting(True)
     try:
         for _ in range(reps - 1):
@@ -406,7 +419,8 @@ def _stubbing_launch(cls):
     call = cls.__call__
 
     def launch(self, *a, **k):
-        if _STUB[0]:
+        if _STUB[0]:  # (counted all the same when counting: --stub-count)
+            _count("launch:" + getattr(self, "name", getattr(self, "key", "?")))
             return None
         return call(self, *a, **k)
 
@@ -534,7 +548,7 @@ def _cudnn_wrap(mode):
         elif mode == "stub":
             p.fn = _stub_cudnn
         else:
-            p.fn = _counted_cudnn(p.name, base)
+            p.fn = _counted_cudnn(p.name, _stub_cudnn if _STUB[0] else base)
 
 
 _PLAIN_FN = {}
@@ -603,6 +617,8 @@ def main():
     ap.add_argument("--python", action="store_true",
                     help="(emulated cuda backend) also time each case with the device work "
                          "stubbed out: fiamma's own Python per op/step (see python_us)")
+    ap.add_argument("--stub-count", action="store_true",
+                    help="(emulated cuda backend) count with the device work stubbed out too")
     ap.add_argument("--json")
     args = ap.parse_args()
     if EMU is not None and not args.python:
@@ -628,7 +644,7 @@ def main():
     for name, ff, _tf, n in todo:
         if args.only not in name:
             continue
-        c = count_calls(ff)
+        c = count_calls(ff, stubbed=args.stub_count)
         total, launch, view, alloc = summarise(c)
         reps = max(int(n * 4 * args.scale), 3)
         if args.python:
