@@ -275,6 +275,8 @@ def _counting_mm(m, n, k, c, scm, scn, a, sam, sak, b, sbk, sbn, *rest):
         _count("launch:cublas")
         DEPTH[0] += 1
     try:
+        if fast and _STUB[0]:
+            return 0
         return _PLAIN_MM(m, n, k, c, scm, scn, a, sam, sak, b, sbk, sbn, *rest)
     finally:
         if fast:
@@ -293,7 +295,7 @@ def _counting_matmul(batch, m, n, k, c, sc, a, sa, b, sb, *rest):
         _count("launch:cublas")
         DEPTH[0] += 1
     try:
-        return _PLAIN_MATMUL(batch, m, n, k, c, sc, a, sa, b, sb, *rest)
+        return 0 if fast and _STUB[0] else _PLAIN_MATMUL(batch, m, n, k, c, sc, a, sa, b, sb, *rest)
     finally:
         if fast:
             DEPTH[0] -= 1
@@ -312,7 +314,7 @@ def _counting_copy(dst, src):
         _count("launch:memcpy")
         DEPTH[0] += 1
     try:
-        return _PLAIN_COPY(dst, src)
+        return 0 if fast and _STUB[0] else _PLAIN_COPY(dst, src)
     finally:
         if fast:
             DEPTH[0] -= 1
@@ -328,7 +330,7 @@ def _counting_fill(dst, fval, ival, use_int):
         _count("launch:memset")
         DEPTH[0] += 1
     try:
-        return _PLAIN_FILL(dst, fval, ival, use_int)
+        return 0 if fast and _STUB[0] else _PLAIN_FILL(dst, fval, ival, use_int)
     finally:
         if fast:
             DEPTH[0] -= 1
@@ -369,19 +371,32 @@ if EMU is not None:
     _counting_launch(EMU.Ew)
 
 
-def count_calls(fn, reps=3):
-    """Array-module calls of one fn() (the last of ``reps`` calls, so caches are warm)."""
+def count_calls(fn, reps=3, stubbed=False):
+    """Array-module calls of one fn() (the last of ``reps`` calls, so caches are warm);
+    ``stubbed``: with the device work stubbed out as in python_us (same paths, garbage values:
+    minutes less for the ResNet step, whose emulated kernels run on the CPU)."""
+    if stubbed:
+        fn()  # (makes the convolution plans with real calls once)
+        _STUB[0] = True
+        _cudnn_wrap("stub")
+        try:
+            return count_calls(fn, reps)
+        finally:
+            _cudnn_wrap(None)
+            _STUB[0] = False
     counting(True)
     try:
         for _ in range(reps - 1):
             fn()
         COUNTS.clear()
         SITES.clear()
+        _cudnn_wrap("count")
         ON[0] = True
         fn()
         ON[0] = False
     finally:
         ON[0] = False
+        _cudnn_wrap(None)
         counting(False)
     return dict(COUNTS)
 
@@ -405,7 +420,8 @@ def _stubbing_launch(cls):
     call = cls.__call__
 
     def launch(self, *a, **k):
-        if _STUB[0]:
+        if _STUB[0]:  # (counted all the same when counting: --stub-count)
+            _count("launch:" + getattr(self, "name", getattr(self, "key", "?")))
             return None
         return call(self, *a, **k)
 
@@ -454,9 +470,12 @@ def python_us(fn, n, rounds):
     _STUB[0] = True
     BACKEND.mm, BACKEND.matmul = _stub_mm, _stub_matmul
     BACKEND.copy, BACKEND.fill = _stub_copy, _stub_fill
+    fn()  # (makes any new convolution plan, so that it is stubbed too)
+    _cudnn_wrap("stub")
     try:
         return host_us(fn, n, rounds)
     finally:
+        _cudnn_wrap(None)
         _STUB[0] = False
         BACKEND.mm, BACKEND.matmul = _PLAIN_MM, _PLAIN_MATMUL
         BACKEND.copy, BACKEND.fill = _PLAIN_COPY, _PLAIN_FILL
@@ -485,6 +504,71 @@ def mlp_step_case(f):
     step = _train_step(f, fm, f.optim.SGD(fm.parameters(), lr=0.01), f.nn.CrossEntropyLoss(),
                        x, y)
     return [("MLP step 784-512-512-10 b128", step, None, 5)]
+
+
+def resnet_step_case(f):
+    """gpu/bench_cuda.py's ResNet-18 training step (bf16 autocast, SGD momentum 0.9, cross
+    entropy) at a small size: batch 2, 32x32, 10 classes, fiamma on xp. Its convolutions take
+    the cuDNN binding into the fake libcudnn (tools/cuda_emu sets FIAMMA_CUDNN_LIB), so the
+    per-op paths are the GPU's. Autocast knows the device types 'cpu' and 'cuda' only: the
+    emulated cuda device is 'xp', so this benchmark lets autocast run there (``_ac_on_xp``)."""
+    from bench_cuda import _train_step
+
+    import fiamma.vision.models as fvm
+
+    _ac_on_xp(f)
+    rng = np.random.default_rng(0)
+    fm = fvm.resnet18(num_classes=10).to("xp")
+    x = f.from_numpy(rng.standard_normal((2, 3, 32, 32), dtype=np.float32)).to("xp")
+    y = f.from_numpy(rng.integers(0, 10, 2).astype(np.int64)).to("xp")
+    step = _train_step(f, fm, f.optim.SGD(fm.parameters(), lr=0.01, momentum=0.9),
+                       f.nn.CrossEntropyLoss(), x, y, autocast_dtype=f.bfloat16,
+                       dev_type="xp")
+    return [("ResNet-18 step b2 32^2 bf16 autocast", step, None, 1)]
+
+
+def _ac_on_xp(f):
+    from fiamma import _autocast
+
+    if "xp" not in _autocast.DEVICE_TYPES:
+        _autocast.DEVICE_TYPES = _autocast.DEVICE_TYPES + ("xp",)
+
+
+def _cudnn_plans():
+    plans = getattr(BACKEND, "_cudnn_plans", None) or {}
+    return [p for p in plans.values() if p is not None]
+
+
+def _cudnn_wrap(mode):
+    """Count (mode "count") or stub out (mode "stub") the cuDNN calls of the convolution plans
+    made so far (each a call into libcudnn on the GPU: host time, and a launch); None: back."""
+    for p in _cudnn_plans():
+        base = _PLAIN_FN.setdefault(id(p), (p, p.fn))[1]
+        if mode is None:
+            p.fn = base
+        elif mode == "stub":
+            p.fn = _stub_cudnn
+        else:
+            p.fn = _counted_cudnn(p.name, _stub_cudnn if _STUB[0] else base)
+
+
+_PLAIN_FN = {}
+
+
+def _stub_cudnn(*a):
+    return 0
+
+
+def _counted_cudnn(name, fn):
+    def call(*a):
+        _count("launch:" + name)
+        DEPTH[0] += 1
+        try:
+            return fn(*a)
+        finally:
+            DEPTH[0] -= 1
+
+    return call
 
 
 def gpt_step_case(f, t, mid=False):
@@ -534,6 +618,8 @@ def main():
     ap.add_argument("--python", action="store_true",
                     help="(emulated cuda backend) also time each case with the device work "
                          "stubbed out: fiamma's own Python per op/step (see python_us)")
+    ap.add_argument("--stub-count", action="store_true",
+                    help="(emulated cuda backend) count with the device work stubbed out too")
     ap.add_argument("--json")
     args = ap.parse_args()
     if EMU is not None and not args.python:
@@ -544,7 +630,7 @@ def main():
     torch.set_num_threads(1)
     sizes = (4, 64, 256, 4, 65) if args.mid else None
     todo = (cases(fiamma, torch, "xp", "cpu", False, sizes) + mlp_step_case(fiamma) +
-            gpt_step_case(fiamma, torch, args.mid) +
+            resnet_step_case(fiamma) + gpt_step_case(fiamma, torch, args.mid) +
             resnet_cases(fiamma, torch, "xp", "cpu", False, (2, 8, 16) if args.mid else None))
     if args.python and EMU is None:
         ap.error("--python needs the emulated cuda backend (FIAMMA_CUDA_EMU_LIB)")
@@ -560,7 +646,7 @@ def main():
     for name, ff, _tf, n in todo:
         if args.only not in name:
             continue
-        c = count_calls(ff)
+        c = count_calls(ff, stubbed=args.stub_count)
         total, launch, view, alloc = summarise(c)
         reps = max(int(n * 4 * args.scale), 3)
         if args.python:

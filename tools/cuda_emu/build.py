@@ -82,6 +82,8 @@ def source():
         out.append(_strip(CK._BLOCK) + _strip(CL.LP_SOURCE))
         out.append("#undef FM_H\n#undef FM_NEG_INF\n}")
     out.append(_strip(CK._BIN4))
+    out.append(_strip(CK._WHERE_S))
+    out.append(_strip(CK._CMP_S))
     out.append(_strip(CK._PHILOX))
     out.append('#include "emu_wrappers.inc"')
     return "\n".join(out)

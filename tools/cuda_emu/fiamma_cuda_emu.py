@@ -32,6 +32,8 @@ def _arg(a, ns):
         return ctypes.c_void_p(int(a) or None)  # a null pointer, or a 64-bit integer
     if isinstance(a, np.uint32):
         return ctypes.c_uint(int(a))
+    if isinstance(a, np.uint16):
+        return ctypes.c_ushort(int(a))
     if isinstance(a, np.int64):
         return ctypes.c_longlong(int(a))
     if isinstance(a, np.int32):
@@ -66,6 +68,14 @@ class Raw:
             return
         if self.name == "fm_philox":
             LIB.philox(ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]), *cargs)
+            return
+        if self.name.startswith("fm_cmp_s_"):
+            w = {"bf16": 2, "f32": 4, "f64": 8}[self.name[9:]]
+            LIB.cmp_s(ctypes.c_int(w), ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]), *cargs)
+            return
+        if self.name.startswith("fm_where_s"):
+            w = int(self.name[10:]) // 8
+            LIB.where_s(ctypes.c_int(w), ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]), *cargs)
             return
         if self.name.startswith("fm_bin4s_"):
             op = ["add", "sub", "mul", "div"].index(self.name[9:])

@@ -87,10 +87,15 @@ def clear_cache():
         cache.clear()
 
 
-def _cast(x, dtype, device_type, cache_enabled):
-    from fiamma._tensor import Tensor
+_TENSOR = []  # [Tensor], filled on first use (this module is imported before _tensor)
 
-    if not isinstance(x, Tensor):
+
+def _cast(x, dtype, device_type, cache_enabled):
+    if not _TENSOR:
+        from fiamma._tensor import Tensor
+
+        _TENSOR.append(Tensor)
+    if not isinstance(x, _TENSOR[0]):
         if isinstance(x, (list, tuple)):
             return type(x)(_cast(v, dtype, device_type, cache_enabled) for v in x)
         return x

@@ -530,6 +530,71 @@ extern "C" __global__ void fm_softmax(const T* __restrict__ x, T* __restrict__ y
 # max pooling with fixed windows (padded to 3 dims): one thread an output; the first maximum
 # of the window in tap order, a NaN winning (the last one); an empty window reports its clamped
 # start (csrc/pool.c's conventions)
+# where(cond, x, number) / where(cond, number, x) of contiguous operands as a bit move (the
+# number's bits in the element type; flip: the number is the True branch), one pass
+_WHERE_S = r"""
+template <typename U> __device__ void fm_where_s(const unsigned char* __restrict__ c,
+        const U* __restrict__ x, U s, U* __restrict__ o, long long n, int flip) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        o[i] = ((c[i] != 0) != (flip != 0)) ? x[i] : s;
+}
+extern "C" __global__ void fm_where_s16(const unsigned char* c, const unsigned short* x,
+        unsigned short s, unsigned short* o, long long n, int flip) {
+    fm_where_s(c, x, s, o, n, flip);
+}
+extern "C" __global__ void fm_where_s32(const unsigned char* c, const unsigned int* x,
+        unsigned int s, unsigned int* o, long long n, int flip) {
+    fm_where_s(c, x, s, o, n, flip);
+}
+extern "C" __global__ void fm_where_s64(const unsigned char* c, const unsigned long long* x,
+        unsigned long long s, unsigned long long* o, long long n, int flip) {
+    fm_where_s(c, x, s, o, n, flip);
+}
+"""
+
+# tensor <op> number (or number <op> tensor) into a bool result, for contiguous float32,
+# float64 and bfloat16 operands: one pass, compared in double (exact for all three)
+_CMP_S = r"""
+__device__ __forceinline__ double fm_cmp_val(float v) { return (double)v; }
+__device__ __forceinline__ double fm_cmp_val(double v) { return v; }
+__device__ __forceinline__ double fm_cmp_val(unsigned short h) {
+    union { unsigned int u; float f; } c;
+    c.u = (unsigned int)h << 16;
+    return (double)c.f;
+}
+template <typename X> __device__ void fm_cmp_s(const X* __restrict__ x, double s,
+        unsigned char* __restrict__ o, long long n, int op, int left) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const double v = fm_cmp_val(x[i]);
+        const double a = left ? s : v, b = left ? v : s;
+        bool r;
+        switch (op) {
+            case 0: r = a == b; break;
+            case 1: r = a != b; break;
+            case 2: r = a < b; break;
+            case 3: r = a <= b; break;
+            case 4: r = a > b; break;
+            default: r = a >= b;
+        }
+        o[i] = r ? 1 : 0;
+    }
+}
+extern "C" __global__ void fm_cmp_s_bf16(const unsigned short* x, double s, unsigned char* o,
+        long long n, int op, int left) {
+    fm_cmp_s(x, s, o, n, op, left);
+}
+extern "C" __global__ void fm_cmp_s_f32(const float* x, double s, unsigned char* o,
+        long long n, int op, int left) {
+    fm_cmp_s(x, s, o, n, op, left);
+}
+extern "C" __global__ void fm_cmp_s_f64(const double* x, double s, unsigned char* o,
+        long long n, int op, int left) {
+    fm_cmp_s(x, s, o, n, op, left);
+}
+"""
+
 _MAXPOOL = r"""
 #define FM_NEG_INF_T ((T)(-__longlong_as_double(0x7ff0000000000000ULL)))
 __device__ __forceinline__ long long fm_pool_start(long long o, int s, int p, int d, int m) {
@@ -1643,6 +1708,39 @@ class CudaKernelsMixin:
             return x
         return super()._col2im(cols, nd, c, big, k, stride, pad, dil, small)
 
+    # ---- where(cond, tensor, number): ReLU's backward -----------------------------------------
+    def ternary(self, op, dtype, shape, out, a, sa, b, sb, c, sc, bf, bi, cf, ci, p0):
+        if op == K.TER_WHERE and (b is None) != (c is None) and \
+                self._where_scalar(dtype, shape, out, a, sa, b, sb, c, sc, bf, cf):
+            return 0
+        return super().ternary(op, dtype, shape, out, a, sa, b, sb, c, sc, bf, bi, cf, ci, p0)
+
+    def _where_scalar(self, dtype, shape, out, a, sa, b, sb, c, sc, bf, cf):
+        """where(a, tensor, number) (or number, tensor) for a float dtype with a, the tensor and
+        the result contiguous in the result's layout: one launch moving the elements' bits (no
+        array views, no temporary); False to leave it to the generic code."""
+        flip = b is None
+        t, st, num = (c, sc, bf) if flip else (b, sb, cf)
+        bits = _where_bits(dtype, num)
+        if bits is None or a._dtype is not D.bool or t._dtype is not dtype or \
+                out._dtype is not dtype:
+            return False
+        shape = tuple(shape)
+        geo = _flat_geometry(shape)
+        if (sa if type(sa) is tuple else tuple(sa)) != geo[0] or \
+                (st if type(st) is tuple else tuple(st)) != geo[0] or out._shape != shape or \
+                out._stride != geo[0] or a._storage is out._storage or self._overlaps(out, t):
+            return False
+        pa, pt, po = a._ptr, t._ptr, out._ptr
+        name = _WHERE_NAMES[dtype.itemsize]
+
+        def go():
+            k = self._raw_kernel("where_s", _WHERE_S, name, "float")
+            k(geo[1], _B256, (np.uint64(pa), np.uint64(pt), bits, np.uint64(po), geo[2],
+                              _ONE if flip else _ZERO))
+
+        return self._served("where_scalar", go)
+
     # ---- + - * / of contiguous float32 --------------------------------------------------------
     def binary(self, op, shape, out, a, sa, b, sb):
         name = _BIN_NAMES.get(op)
@@ -1650,6 +1748,9 @@ class CudaKernelsMixin:
         if ta is float or ta is int or tb is float or tb is int:
             if name is not None and out._dtype is D.float32 and \
                     self._binary_scalar(name, shape, out, a, sa, b, sb):
+                return 0
+            if out._dtype is D.bool and op in _CMP_OPS and \
+                    self._compare_scalar(op, shape, out, a, sa, b, sb):
                 return 0
             return super().binary(op, shape, out, a, sa, b, sb)
         if name is not None and a._dtype is D.float32 and b._dtype is D.float32 and \
@@ -1670,6 +1771,43 @@ class CudaKernelsMixin:
                 if self._served("binary", go):
                     return 0
         return super().binary(op, shape, out, a, sa, b, sb)
+
+    def _compare_scalar(self, op, shape, out, a, sa, b, sb):
+        """A comparison of a contiguous float32/float64/bfloat16 tensor of the result's layout
+        with a number (in the tensor's dtype; for bfloat16 only a number exact in it), into a
+        contiguous bool result: one launch, no array views (ReLU's backward compares its
+        output with 0)."""
+        left = type(a) is float or type(a) is int
+        t, st, sv = (b, sb, a) if left else (a, sa, b)
+        dt = t._dtype
+        kname = _CMP_NAMES.get(dt)
+        if kname is None or t._storage is out._storage or \
+                (type(sv) is int and not -_EXACT_INT <= sv <= _EXACT_INT):
+            return False
+        shape = tuple(shape)
+        geo = _flat_geometry(shape)
+        if (st if type(st) is tuple else tuple(st)) != geo[0] or out._shape != shape or \
+                out._stride != geo[0]:
+            return False
+        if dt is D.float64:
+            s = np.float64(sv)
+        else:
+            with np.errstate(over="ignore"):  # beyond float32's range: inf, as the generic code
+                s32 = np.float32(sv)
+            # bfloat16: only a number exact in bfloat16 (the CPU rounds the number to bfloat16,
+            # the generic array code compares in float32: they agree on those)
+            if dt is D.bfloat16 and int(s32.view(np.uint32)) & 0xFFFF:
+                return False
+            s = np.float64(s32)
+        pt, po = t._ptr, out._ptr
+        code = _CMP_OPS[op]
+
+        def go():
+            k = self._raw_kernel("cmp_s", _CMP_S, kname, "float")
+            k(geo[1], _B256, (np.uint64(pt), s, np.uint64(po), geo[2], code,
+                              _ONE if left else _ZERO))
+
+        return self._served("compare_scalar", go)
 
     def _binary_scalar(self, name, shape, out, a, sa, b, sb):
         """a op number or number op a for a contiguous float32 a of the result's layout (the
@@ -1719,6 +1857,58 @@ def _bin4_geometry(shape):
         if len(_BIN4_GEO) >= 1024:
             _BIN4_GEO.clear()
         _BIN4_GEO[shape] = g
+    return g
+
+
+_CMP_OPS = {K.BIN_EQ: np.int32(0), K.BIN_NE: np.int32(1), K.BIN_LT: np.int32(2),
+            K.BIN_LE: np.int32(3), K.BIN_GT: np.int32(4), K.BIN_GE: np.int32(5)}
+_CMP_NAMES = {D.bfloat16: "fm_cmp_s_bf16", D.float32: "fm_cmp_s_f32", D.float64: "fm_cmp_s_f64"}
+_EXACT_INT = 1 << 53  # ints beyond are rounded twice on the way to float32: left to the generic
+_WHERE_NAMES = {2: "fm_where_s16", 4: "fm_where_s32", 8: "fm_where_s64"}
+_WHERE_BITS = {}
+_FLAT_GEO = {}
+
+
+def _where_bits(dtype, num):
+    """The number ``num`` as where's generic code stores it in ``dtype`` (float32, float64,
+    float16, or bfloat16 where the float32 number is exact in it), as an unsigned integer of
+    the element's width; None for another dtype."""
+    try:
+        key = (dtype, num, math.copysign(1.0, num))  # (0.0 == -0.0: the sign tells them apart)
+        return _WHERE_BITS[key]
+    except KeyError:
+        pass
+    except TypeError:
+        return None
+    bits = None
+    with np.errstate(over="ignore"):
+        if dtype is D.float32:
+            bits = np.float32(num).view(np.uint32)
+        elif dtype is D.float64:
+            bits = np.float64(num).view(np.uint64)
+        elif dtype is D.float16:
+            bits = np.float16(np.float32(num)).view(np.uint16)
+        elif dtype is D.bfloat16:
+            w = int(np.float32(num).view(np.uint32))
+            bits = np.uint16(w >> 16) if w & 0xFFFF == 0 else None  # exact in bfloat16 only
+    if len(_WHERE_BITS) >= 256:
+        _WHERE_BITS.clear()
+    _WHERE_BITS[key] = bits
+    return bits
+
+
+def _flat_geometry(shape):
+    """(contiguous strides, grid, element count as the kernel's int64) of a one-element-per-
+    thread pass over a result of ``shape``, kept per shape."""
+    g = _FLAT_GEO.get(shape)
+    if g is None:
+        n = 1
+        for d in shape:
+            n *= d
+        g = (_contig(shape), (max(min((n + 255) // 256, 1 << 20), 1),), np.int64(n))
+        if len(_FLAT_GEO) >= 1024:
+            _FLAT_GEO.clear()
+        _FLAT_GEO[shape] = g
     return g
 
 
