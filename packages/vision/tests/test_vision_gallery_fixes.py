@@ -92,3 +92,10 @@ def test_draw_keypoints_and_rotated_boxes_match_torchvision():
         b = utils.draw_bounding_boxes(fiamma.from_numpy(img), fiamma.from_numpy(boxes),
                                       colors=["red", "blue"], width=2, fill=fill).numpy()
         np.testing.assert_array_equal(a, b)
+
+
+def test_corner_box_format_is_named_as_torchvision():
+    # torchvision's name; fiamma had "XXXXYYYY", which ConvertBoundingBoxFormat("xyxyxyxy") refused
+    assert tv_tensors.BoundingBoxFormat["XYXYXYXY"].value == "XYXYXYXY"
+    b = tv_tensors.BoundingBoxes([[0, 0, 4, 0, 4, 2, 0, 2]], format="xyxyxyxy", canvas_size=(5, 5))
+    assert tv_tensors.is_rotated_bounding_format(b.format) and tuple(b.shape) == (1, 8)

@@ -145,18 +145,19 @@ class Mask(TVTensor):
 
 class BoundingBoxFormat(enum.Enum):
     """Box coordinate layouts. XYXY: corners; XYWH: top-left and size; CXCYWH: centre and
-    size; the ``R`` formats add a rotation angle (degrees) and XXXXYYYY holds four corners."""
+    size; the ``R`` formats add a rotation angle (degrees) and XYXYXYXY holds the four
+    corners (x1, y1, ..., x4, y4)."""
     XYXY = "XYXY"
     XYWH = "XYWH"
     CXCYWH = "CXCYWH"
     XYWHR = "XYWHR"
     CXCYWHR = "CXCYWHR"
-    XXXXYYYY = "XXXXYYYY"
+    XYXYXYXY = "XYXYXYXY"
 
 
 def is_rotated_bounding_format(fmt):
     return fmt in (BoundingBoxFormat.XYWHR, BoundingBoxFormat.CXCYWHR,
-                   BoundingBoxFormat.XXXXYYYY)
+                   BoundingBoxFormat.XYXYXYXY)
 
 
 def _parse_format(fmt):
@@ -182,7 +183,7 @@ def _canvas(canvas_size, op):
 
 
 class BoundingBoxes(TVTensor):
-    """Boxes ``(N, K)`` (K = 4, 5 for the rotated ``R`` formats, 8 for XXXXYYYY) on an image of
+    """Boxes ``(N, K)`` (K = 4, 5 for the rotated ``R`` formats, 8 for XYXYXYXY) on an image of
     ``canvas_size = (height, width)``; ``clamping_mode`` is ``"soft"``, ``"hard"`` or None (no
     clamping by :class:`~fiamma.vision.transforms.v2.ClampBoundingBoxes` and the geometric
     kernels)."""
@@ -196,7 +197,7 @@ class BoundingBoxes(TVTensor):
         if t.ndim == 1:
             t = t.unsqueeze(0)
         k = {BoundingBoxFormat.XYWHR: 5, BoundingBoxFormat.CXCYWHR: 5,
-             BoundingBoxFormat.XXXXYYYY: 8}.get(fmt, 4)
+             BoundingBoxFormat.XYXYXYXY: 8}.get(fmt, 4)
         if t.ndim != 2 or t.shape[-1] != k:
             raise ValueError(f"BoundingBoxes: format {fmt.name} expects shape (N, {k}), got "
                              f"{tuple(t.shape)}")
