@@ -218,7 +218,7 @@ def test_to_image_to_dtype_to_pure():
     assert type(p["a"]) is fiamma.Tensor and type(p["b"]) is fiamma.Tensor
     n = v2.Normalize([0.5] * 3, [0.5] * 3)(v2.ToDtype(fiamma.float32, scale=True)(im))
     assert type(n) is tv.Image and float(n.max()) == 1.0
-    c = v2.ConvertBoundingBoxFormat("CXCYWH")(boxes.float())
+    c = v2.ConvertBoundingBoxFormat("CXCYWH")(boxes.to(fiamma.float32))  # .float() unwraps
     assert c.tolist() == [[0.5, 0.5, 1, 1]] and c.format.name == "CXCYWH"
 
 

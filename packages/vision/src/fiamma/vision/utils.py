@@ -15,7 +15,8 @@ import numpy as np
 
 import fiamma
 
-__all__ = ["make_grid", "save_image", "draw_bounding_boxes", "draw_segmentation_masks"]
+__all__ = ["make_grid", "save_image", "draw_bounding_boxes", "draw_segmentation_masks",
+           "draw_keypoints"]
 
 
 def _check_tensor_list(tensor, op):
@@ -163,10 +164,12 @@ def _check_image(image, op, channels):
 
 def draw_bounding_boxes(image, boxes, labels=None, colors=None, fill=False, width=1, font=None,
                         font_size=None):
-    """Draw boxes ``(N, 4)`` in ``(xmin, ymin, xmax, ymax)`` pixels on a ``(C, H, W)`` image
-    (C = 1 or 3, uint8 or float in [0, 1]); returns a new image of the input's dtype with 3
-    channels. ``fill`` fills boxes at alpha 100/255, ``labels`` are written inside the top-left
-    corner with Pillow's default font (or the TrueType ``font`` at ``font_size``).
+    """Draw boxes ``(N, 4)`` in ``(xmin, ymin, xmax, ymax)`` pixels, or rotated boxes ``(N, 8)``
+    as their four corners ``(x1, y1, ..., x4, y4)`` (the first edge dashed, as torchvision marks
+    the box's orientation), on a ``(C, H, W)`` image (C = 1 or 3, uint8 or float in [0, 1]);
+    returns a new image of the input's dtype with 3 channels. ``fill`` fills boxes at alpha
+    100/255, ``labels`` are written inside the top-left corner with Pillow's default font (or
+    the TrueType ``font`` at ``font_size``).
 
     >>> import fiamma
     >>> img = fiamma.zeros(3, 10, 10, dtype=fiamma.uint8)
@@ -179,10 +182,11 @@ def draw_bounding_boxes(image, boxes, labels=None, colors=None, fill=False, widt
     _check_image(image, op, (1, 3))
     if not fiamma.is_tensor(boxes):
         boxes = fiamma.as_tensor(boxes)
-    if boxes.dim() != 2 or boxes.shape[-1] != 4:
-        raise ValueError(f"{op}: boxes must have shape (N, 4), got {tuple(boxes.shape)}")
+    if boxes.dim() != 2 or boxes.shape[-1] not in (4, 8):
+        raise ValueError(f"{op}: boxes must have shape (N, 4) or (N, 8), got "
+                         f"{tuple(boxes.shape)}")
     b = boxes.detach().numpy() if hasattr(boxes, "detach") else boxes.numpy()
-    if ((b[:, 0] > b[:, 2]) | (b[:, 1] > b[:, 3])).any():
+    if b.shape[1] == 4 and ((b[:, 0] > b[:, 2]) | (b[:, 1] > b[:, 3])).any():
         raise ValueError(f"{op}: boxes need to be in (xmin, ymin, xmax, ymax) format")
     n = b.shape[0]
     if n == 0:
@@ -209,11 +213,96 @@ def draw_bounding_boxes(image, boxes, labels=None, colors=None, fill=False, widt
     pil = Image.fromarray(arr)
     draw = ImageDraw.Draw(pil, "RGBA" if fill else None)
     for box, color, label in zip(b.astype(np.int64).tolist(), colors, labels):
-        draw.rectangle(box, width=width, outline=color,
-                       fill=(color + (100,)) if fill else None)
+        if len(box) == 8:
+            _oriented_rectangle(draw, box, width, color, (color + (100,)) if fill else None)
+        else:
+            draw.rectangle(box, width=width, outline=color,
+                           fill=(color + (100,)) if fill else None)
         if label is not None:
             margin = width + 1
             draw.text((box[0] + margin, box[1] + margin), label, fill=color, font=txt_font)
+    out = fiamma.from_numpy(np.ascontiguousarray(np.array(pil).transpose(2, 0, 1)))
+    if floating:
+        out = out.to(image.dtype).div_(255)
+    return out
+
+
+def _oriented_rectangle(draw, xy, width, outline, fill):
+    # the edge from corner 1 to corner 2 is dashed (5 px on, 5 px off) so the orientation shows
+    # stepped from the first corner, re-aiming at the second each step, so the dashes land
+    # on the pixels torchvision's do
+    x, y = xy[0], xy[1]
+    x2, y2 = xy[2], xy[3]
+    left = math.hypot(x2 - x, y2 - y)
+    on = True
+    while left > 0:
+        step = min(left, 5)
+        angle = math.atan2(y2 - y, x2 - x)
+        nx, ny = x + math.cos(angle) * step, y + math.sin(angle) * step
+        if on:
+            draw.line([(x, y), (nx, ny)], fill=outline, width=width)
+        left -= step
+        x, y, on = nx, ny, not on
+    for i in range(2, 8, 2):
+        j = (i + 2) % 8
+        draw.line(((xy[i], xy[i + 1]), (xy[j], xy[j + 1])), width=width, fill=outline)
+    if fill is not None:
+        draw.polygon(xy, fill=fill, outline=None, width=0)
+
+
+def draw_keypoints(image, keypoints, connectivity=None, colors=None, radius=2, width=3,
+                   visibility=None):
+    """Draw keypoints ``(num_instances, K, 2)`` in ``(x, y)`` pixels as filled discs of
+    ``radius`` on an RGB ``(3, H, W)`` image (uint8, or float in [0, 1]), and the pairs in
+    ``connectivity`` as lines of ``width``; a keypoint whose ``visibility`` (``(num_instances,
+    K)``, cast to bool) is False is not drawn, nor are its connections. ``colors`` is one colour
+    (a Pillow name or an RGB tuple) for the discs; None draws them white. Lines are white.
+    Returns the input's dtype.
+
+    >>> import fiamma
+    >>> img = fiamma.zeros(3, 9, 9, dtype=fiamma.uint8)
+    >>> out = draw_keypoints(img, fiamma.tensor([[[4, 4]]]), colors="red", radius=1)
+    >>> out[:, 4, 4].tolist(), out[:, 0, 0].tolist()
+    ([255, 0, 0], [0, 0, 0])
+    """
+    from PIL import Image, ImageDraw
+    op = "draw_keypoints"
+    _check_image(image, op, (3,))
+    if not fiamma.is_tensor(keypoints):
+        keypoints = fiamma.as_tensor(keypoints)
+    if keypoints.dim() != 3 or keypoints.shape[-1] != 2:
+        raise ValueError(f"{op}: keypoints must have shape (num_instances, K, 2), got "
+                         f"{tuple(keypoints.shape)}")
+    kp = keypoints.detach().numpy() if hasattr(keypoints, "detach") else keypoints.numpy()
+    if visibility is None:
+        vis = np.ones(kp.shape[:2], dtype=bool)
+    else:
+        vis = np.asarray(visibility.detach().numpy() if fiamma.is_tensor(visibility)
+                         else visibility).astype(bool)
+        if vis.ndim == 3 and vis.shape[-1] == 1:
+            vis = vis[..., 0]
+        if vis.shape != kp.shape[:2]:
+            raise ValueError(f"{op}: visibility must have shape (num_instances, K) = "
+                             f"{tuple(kp.shape[:2])}, got {tuple(vis.shape)}")
+    if isinstance(colors, list):
+        raise ValueError(f"{op}: colors must be one color (a string or an RGB tuple), got a "
+                         f"list")
+    floating = image.dtype.is_floating_point
+    src = image.detach() if hasattr(image, "detach") else image
+    if floating:
+        src = src.float().mul(255.999).clamp_(0, 255).to(fiamma.uint8)
+    pil = Image.fromarray(np.ascontiguousarray(src.numpy().transpose(1, 2, 0)))
+    draw = ImageDraw.Draw(pil)
+    # coordinates truncate toward zero, as torchvision's .to(int64)
+    pts = np.trunc(kp).astype(np.int64).tolist()
+    for inst, inst_vis in zip(pts, vis.tolist()):
+        for (x, y), v in zip(inst, inst_vis):
+            if v:
+                draw.ellipse([x - radius, y - radius, x + radius, y + radius], fill=colors,
+                             outline=None, width=0)
+        for a, c in connectivity or ():
+            if inst_vis[a] and inst_vis[c]:
+                draw.line((tuple(inst[a]), tuple(inst[c])), width=width)
     out = fiamma.from_numpy(np.ascontiguousarray(np.array(pil).transpose(2, 0, 1)))
     if floating:
         out = out.to(image.dtype).div_(255)

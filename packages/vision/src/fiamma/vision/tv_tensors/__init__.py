@@ -2,9 +2,10 @@
 ``tv_tensors``): :class:`Image`, :class:`Video`, :class:`Mask`, :class:`BoundingBoxes` (with
 ``format`` and ``canvas_size``) and :class:`KeyPoints` (with ``canvas_size``).
 
-They keep their type and metadata through the v2 transforms; ordinary tensor ops return plain
-``fiamma.Tensor`` (as torchvision's default return type), except ``clone``, ``to``, ``detach``
-and ``requires_grad_``, which keep the type. :func:`wrap` re-attaches the type and metadata.
+They keep their type and metadata through the v2 transforms; tensor methods and operators
+return plain ``fiamma.Tensor`` (torchvision's default return type; :func:`set_return_type`
+changes it), except ``clone``, ``to``, ``detach`` and ``requires_grad_``, which keep the type.
+:func:`wrap` re-attaches the type and metadata.
 
     >>> import fiamma
     >>> from fiamma.vision import tv_tensors
@@ -20,8 +21,11 @@ import numpy as np
 
 import fiamma
 
+from . import _return_type
+from ._return_type import set_return_type
+
 __all__ = ["TVTensor", "Image", "Video", "Mask", "BoundingBoxes", "BoundingBoxFormat",
-           "KeyPoints", "wrap", "is_rotated_bounding_format"]
+           "KeyPoints", "wrap", "is_rotated_bounding_format", "set_return_type"]
 
 
 def _as_tensor(data, dtype=None, device=None, requires_grad=None):
@@ -73,15 +77,26 @@ class TVTensor(fiamma.Tensor):
         return fiamma.Tensor.as_subclass(self, cls)
 
     def __repr__(self):
-        base = fiamma.Tensor.__repr__(self.as_subclass(fiamma.Tensor))
-        extra = "".join(f", {k}={getattr(self, k)!r}" for k in self._meta_names)
-        return f"{type(self).__name__}({base}{extra})"
+        # torchvision's layout: the tensor's repr under the class name (continuation lines
+        # re-indented to it), then the metadata as ``key=str(value)`` and a closing ", )"
+        base = fiamma.Tensor.__repr__(fiamma.Tensor.as_subclass(self, fiamma.Tensor))
+        name = type(self).__name__
+        if base.startswith("tensor(") and base.endswith(")"):
+            base = base[len("tensor("):-1].replace("\n" + " " * len("tensor("),
+                                                    "\n" + " " * (len(name) + 1))
+        extra = ", ".join(f"{k}={getattr(self, k)}" for k in self._meta_names)
+        return f"{name}({base}, {extra})"
+
+    __str__ = __repr__
 
     def __deepcopy__(self, memo):
         return self.detach().clone().requires_grad_(self.requires_grad)
 
     def __reduce_ex__(self, protocol):
         return (_rebuild, (type(self), self.detach().numpy().copy(), self._meta()))
+
+
+_return_type.install(TVTensor)
 
 
 def _rebuild(cls, array, meta):
@@ -130,18 +145,19 @@ class Mask(TVTensor):
 
 class BoundingBoxFormat(enum.Enum):
     """Box coordinate layouts. XYXY: corners; XYWH: top-left and size; CXCYWH: centre and
-    size; the ``R`` formats add a rotation angle (degrees) and XXXXYYYY holds four corners."""
+    size; the ``R`` formats add a rotation angle (degrees) and XYXYXYXY holds the four
+    corners (x1, y1, ..., x4, y4)."""
     XYXY = "XYXY"
     XYWH = "XYWH"
     CXCYWH = "CXCYWH"
     XYWHR = "XYWHR"
     CXCYWHR = "CXCYWHR"
-    XXXXYYYY = "XXXXYYYY"
+    XYXYXYXY = "XYXYXYXY"
 
 
 def is_rotated_bounding_format(fmt):
     return fmt in (BoundingBoxFormat.XYWHR, BoundingBoxFormat.CXCYWHR,
-                   BoundingBoxFormat.XXXXYYYY)
+                   BoundingBoxFormat.XYXYXYXY)
 
 
 def _parse_format(fmt):
@@ -167,7 +183,7 @@ def _canvas(canvas_size, op):
 
 
 class BoundingBoxes(TVTensor):
-    """Boxes ``(N, K)`` (K = 4, 5 for the rotated ``R`` formats, 8 for XXXXYYYY) on an image of
+    """Boxes ``(N, K)`` (K = 4, 5 for the rotated ``R`` formats, 8 for XYXYXYXY) on an image of
     ``canvas_size = (height, width)``; ``clamping_mode`` is ``"soft"``, ``"hard"`` or None (no
     clamping by :class:`~fiamma.vision.transforms.v2.ClampBoundingBoxes` and the geometric
     kernels)."""
@@ -181,7 +197,7 @@ class BoundingBoxes(TVTensor):
         if t.ndim == 1:
             t = t.unsqueeze(0)
         k = {BoundingBoxFormat.XYWHR: 5, BoundingBoxFormat.CXCYWHR: 5,
-             BoundingBoxFormat.XXXXYYYY: 8}.get(fmt, 4)
+             BoundingBoxFormat.XYXYXYXY: 8}.get(fmt, 4)
         if t.ndim != 2 or t.shape[-1] != k:
             raise ValueError(f"BoundingBoxes: format {fmt.name} expects shape (N, {k}), got "
                              f"{tuple(t.shape)}")

@@ -23,7 +23,7 @@ __all__ = [
     "RandomRotation", "RandomPerspective", "ElasticTransform", "ColorJitter",
     "RandomPhotometricDistort",
     "Grayscale", "Normalize",
-    "GaussianBlur", "RandomErasing", "ToImage", "ToDtype", "ToPureTensor",
+    "GaussianBlur", "RandomErasing", "ToImage", "PILToTensor", "ToDtype", "ToPureTensor",
     "ClampBoundingBoxes", "SanitizeBoundingBoxes", "ConvertBoundingBoxFormat",
 ]
 
@@ -632,6 +632,25 @@ class ToImage(Transform):
 
     def transform(self, inpt, params):
         return F.to_image(inpt)
+
+
+class PILToTensor(Transform):
+    """PIL images to plain ``(C, H, W)`` uint8 tensors (as ``pil_to_tensor``); everything else
+    passes through.
+
+    >>> from PIL import Image
+    >>> out = PILToTensor()(Image.new("RGB", (4, 2)))
+    >>> type(out).__name__, tuple(out.shape)
+    ('Tensor', (3, 2, 4))
+    """
+
+    def _needs(self, flat):
+        from fiamma.vision.transforms.v2._transform import _PIL
+        return [isinstance(x, _PIL) for x in flat]
+
+    def transform(self, inpt, params):
+        from fiamma.vision.transforms import functional as F1
+        return F1.pil_to_tensor(inpt)
 
 
 class ToPureTensor(Transform):
