@@ -6,6 +6,8 @@ import subprocess
 import sys
 import textwrap
 
+from conftest import c_kernels_only
+
 
 def run(code):
     res = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
@@ -76,6 +78,7 @@ def test_registered_recorder_sees_ops_and_inplace():
     assert sum(1 for c in calls if c[:2] == ("record", "mul")) == 1
 
 
+@c_kernels_only  # the operator/unary fast paths are the C backend's (xp records unary ops)
 def test_record_new_gets_the_fast_paths_fresh_results():
     out = run("""
         import sys
