@@ -63,3 +63,79 @@ def test_ddp_join_uneven_inputs():
         for d in (True, False):
             assert f"rank {r}: join divide_by_initial_world_size={d} ok" in proc.stdout, \
                 show(proc)
+
+
+def test_ddp_comm_hooks_on_two_ranks():
+    proc = run_ranks(2, "comm_hooks.py", limit=240)
+    assert proc.returncode == 0, show(proc)
+    for r in (0, 1):
+        for what in ("allreduce_hook ok", "16-bit hooks ok", "noop_hook ok", "powerSGD ok",
+                     "error feedback"):
+            assert f"rank {r}: {what}" in proc.stdout, show(proc)
+        assert f"OK rank {r}" in proc.stdout, show(proc)
+
+
+def test_comm_hook_errors_and_grad_bucket(world):
+    from fiamma.distributed.algorithms.ddp_comm_hooks import (
+        DDPCommHookType,
+        default_hooks,
+        register_ddp_comm_hook,
+    )
+    from fiamma.futures import Future
+
+    model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
+    ddp = nn.parallel.DistributedDataParallel(model)
+    seen = []
+
+    def spy(state, bucket):
+        seen.append((state, bucket.index(), bucket.is_last(), bucket.buffer().numel(),
+                     [tuple(g.shape) for g in bucket.gradients()],
+                     [tuple(p.shape) for p in bucket.parameters()]))
+        return default_hooks.allreduce_hook(None, bucket)
+
+    ddp.register_comm_hook("my state", spy)
+    ddp(fiamma.ones(2, 3)).sum().backward()
+    # one bucket, parameters in reverse order (as PyTorch's)
+    shapes = [(2,), (2, 4), (4,), (4, 3)]
+    assert seen == [("my state", 0, True, 26, shapes, shapes)]
+    with pytest.raises(RuntimeError, match="can only be called once"):
+        ddp.register_comm_hook(None, default_hooks.allreduce_hook)
+    with pytest.raises(RuntimeError, match="can only be called once"):
+        register_ddp_comm_hook(DDPCommHookType.ALLREDUCE, ddp)
+    ddp = nn.parallel.DistributedDataParallel(nn.Linear(2, 2))
+    with pytest.raises(TypeError, match=r"takes two arguments \(state, bucket\)"):
+        ddp.register_comm_hook(None, lambda bucket: bucket)
+    with pytest.raises(TypeError, match="must be callable"):
+        ddp.register_comm_hook(None, 3)
+    with pytest.raises(TypeError, match="register_ddp_comm_hook: expected a DDPCommHookType"):
+        register_ddp_comm_hook("ALLREDUCE", ddp)
+    ddp.register_comm_hook(None, lambda s, b: b.buffer())
+    with pytest.raises(TypeError, match="must return a fiamma.futures.Future.*got Tensor"):
+        ddp(fiamma.ones(1, 2)).sum().backward()
+
+    def short(state, bucket):
+        f = Future()
+        f.set_result(bucket.buffer()[:2])
+        return f
+
+    ddp = nn.parallel.DistributedDataParallel(nn.Linear(2, 2))
+    ddp.register_comm_hook(None, short)
+    with pytest.raises(RuntimeError, match="tensor of 6 elements; bucket 0 got a tensor of 2"):
+        ddp(fiamma.ones(1, 2)).sum().backward()
+    b = dist.GradBucket(0, 1, fiamma.zeros(6), list(nn.Linear(2, 2).parameters()), [0, 4])
+    with pytest.raises(ValueError, match="set_buffer: expected a tensor of 6 elements"):
+        b.set_buffer(fiamma.zeros(5))
+
+
+def test_powerSGD_state_checks_and_pickles(world):
+    import pickle
+
+    from fiamma.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd
+
+    with pytest.raises(ValueError, match="matrix_approximation_rank must be >= 1"):
+        psgd.PowerSGDState(None, matrix_approximation_rank=0)
+    state = psgd.PowerSGDState(dist.group.WORLD, start_powerSGD_iter=2)
+    state.iter = 5
+    back = pickle.loads(pickle.dumps(state))
+    assert back.iter == 5 and back.process_group is None and back.start_powerSGD_iter == 2
+    assert state.compression_stats() == (0, 0, 0)

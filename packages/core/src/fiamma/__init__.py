@@ -68,7 +68,7 @@ from fiamma import _methods  # noqa: F401,E402  (attaches the op modules' Tensor
 # submodules of core that are imported on first use (import time stays small)
 _SUBMODULES = {"linalg", "fft", "special", "multiprocessing", "safetensors", "utils", "fused",
                "backends", "accelerator", "cuda", "amp", "cpu", "hub", "testing",
-               "detection", "profiler", "sparse", "array_api", "ops", "xpu", "mps"}
+               "detection", "profiler", "sparse", "array_api", "ops", "xpu", "mps", "futures"}
 
 # sibling distributions, imported on first use
 _SIBLINGS = {

@@ -151,3 +151,24 @@ def run_checks(dev):
     for (name, a), b in zip(model.named_parameters(), reference.parameters()):
         diff = np.abs(a.detach().cpu().numpy() - b.detach().numpy()).max()
         assert diff < 1e-12, (name, diff)
+
+    # the same through a communication hook (its all-reduces on the NCCL stream, its future)
+    from fiamma.distributed.algorithms.ddp_comm_hooks import default_hooks
+    fiamma.manual_seed(rank)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2)).to(dev).double()
+    ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.0001)
+    ddp.register_comm_hook(None, default_hooks.allreduce_hook)
+    reference = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2)).double()
+    reference.load_state_dict({k: v.cpu() for k, v in model.state_dict().items()})
+    for step in range(2):
+        x = rng.standard_normal((4 * n, 4))
+        y = rng.standard_normal((4 * n, 2))
+        part = slice(4 * rank, 4 * rank + 4)
+        ((ddp(fiamma.tensor(x[part], device=dev)) - fiamma.tensor(y[part], device=dev))
+         ** 2).mean().backward()
+        sgd(model.parameters())
+        ((reference(fiamma.tensor(x)) - fiamma.tensor(y)) ** 2).mean().backward()
+        sgd(reference.parameters())
+    for (name, a), b in zip(model.named_parameters(), reference.parameters()):
+        diff = np.abs(a.detach().cpu().numpy() - b.detach().numpy()).max()
+        assert diff < 1e-12, ("hook", name, diff)

@@ -16,6 +16,7 @@ before each collective, so a mismatch raises an error naming each rank's shapes 
 >>> dist.destroy_process_group()
 """
 
+import enum as _enum
 import importlib.util as _util
 
 from fiamma.distributed._collectives import (  # noqa: F401
@@ -57,6 +58,7 @@ from fiamma.distributed._p2p import (  # noqa: F401
     recv,
     send,
 )
+from fiamma.distributed._reducer import GradBucket  # noqa: F401
 from fiamma.distributed._state import (  # noqa: F401
     GroupMember,
     destroy_process_group,
@@ -85,6 +87,14 @@ from fiamma.distributed._version import __version__  # noqa: F401
 
 reduce_op = ReduceOp  # PyTorch's deprecated alias
 
+
+class BuiltinCommHookType(_enum.Enum):
+    """DDP's built-in communication hooks, for
+    ``DistributedDataParallel._register_builtin_comm_hook``."""
+
+    ALLREDUCE = 1
+    FP16_COMPRESS = 2
+
 __all__ = [
     "init_process_group", "destroy_process_group", "is_initialized", "is_available",
     "is_mpi_available", "is_gloo_available", "is_nccl_available", "is_torchelastic_launched",
@@ -98,7 +108,8 @@ __all__ = [
     "scatter", "barrier", "monitored_barrier", "send", "recv", "isend", "irecv", "P2POp",
     "batch_isend_irecv",
     "all_gather_object", "gather_object", "broadcast_object_list", "scatter_object_list",
-    "send_object_list", "recv_object_list", "DistributedDataParallel",
+    "send_object_list", "recv_object_list", "DistributedDataParallel", "GradBucket",
+    "BuiltinCommHookType",
 ]
 
 

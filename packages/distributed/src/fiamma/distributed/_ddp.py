@@ -17,6 +17,7 @@ thread hand-off cost milliseconds. The per-step work is _reducer.py's.
 from __future__ import annotations
 
 import contextlib
+import inspect
 
 import fiamma
 from fiamma import nn
@@ -238,6 +239,50 @@ class DistributedDataParallel(nn.Module, Joinable):
         self._sync(list(self.module.parameters()) + list(self.module.buffers()),
                    "parameters and buffers", root=int(who[0]))
         self._reducer.divisor = None
+
+    # ---- communication hooks ----
+
+    def register_comm_hook(self, state, hook):
+        """Reduce the gradient buckets with ``hook(state, bucket) -> Future`` instead of the
+        built-in averaging all-reduce (PyTorch's DDP communication hooks; ready-made ones in
+        :mod:`fiamma.distributed.algorithms.ddp_comm_hooks`). The future's value (the bucket's
+        tensor, or a list holding it) becomes the bucket's gradients as is: a hook divides by
+        the world size itself. Called once, before training.
+
+        >>> from fiamma.distributed.algorithms.ddp_comm_hooks import default_hooks
+        >>> ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)  # doctest: +SKIP
+        """
+        if self._reducer.comm_hook is not None:
+            raise RuntimeError("register_comm_hook or register_builtin_comm_hook can only be "
+                               "called once.")
+        if not callable(hook):
+            raise TypeError(f"register_comm_hook: hook must be callable, got "
+                            f"{type(hook).__name__}")
+        try:
+            sig = inspect.signature(hook)
+        except (TypeError, ValueError):
+            sig = None
+        if sig is not None:
+            try:
+                sig.bind(state, None)
+            except TypeError:
+                raise TypeError(f"register_comm_hook: a communication hook takes two arguments "
+                                f"(state, bucket); {getattr(hook, '__name__', hook)!r} has "
+                                f"the signature {sig}") from None
+        self._reducer.hook_state = state
+        self._reducer.comm_hook = hook
+
+    def _register_builtin_comm_hook(self, comm_hook_type):
+        """PyTorch's built-in hooks by name: ``BuiltinCommHookType.ALLREDUCE`` or
+        ``FP16_COMPRESS`` (here the Python hooks of ``default_hooks``)."""
+        from fiamma.distributed import BuiltinCommHookType
+        from fiamma.distributed.algorithms.ddp_comm_hooks import default_hooks
+        hooks = {BuiltinCommHookType.ALLREDUCE: default_hooks.allreduce_hook,
+                 BuiltinCommHookType.FP16_COMPRESS: default_hooks.fp16_compress_hook}
+        if comm_hook_type not in hooks:
+            raise ValueError(f"_register_builtin_comm_hook: expected a BuiltinCommHookType "
+                             f"(ALLREDUCE or FP16_COMPRESS), got {comm_hook_type!r}")
+        self.register_comm_hook(self.process_group, hooks[comm_hook_type])
 
     @contextlib.contextmanager
     def no_sync(self):

@@ -94,6 +94,12 @@ class _Completed:
     def wait(self, timeout=None):
         return True
 
+    def get_future(self):
+        """A ``fiamma.futures.Future`` completed with ``result()`` when the operation
+        completes (PyTorch's ``Work.get_future()``)."""
+        from fiamma.futures import Future
+        return Future._of_work(self)
+
     def is_completed(self):
         return True
 
@@ -183,6 +189,12 @@ class Work:
         finally:
             self._fn = None
             self._done.set()
+
+    def get_future(self):
+        """A ``fiamma.futures.Future`` completed with ``result()`` when the operation
+        completes (PyTorch's ``Work.get_future()``)."""
+        from fiamma.futures import Future
+        return Future._of_work(self)
 
     def is_completed(self):
         return self._done.is_set()

@@ -74,6 +74,12 @@ class NcclWork:
         self._deadline, self._result, self._keep = deadline, result, keep
         self._exc = None
 
+    def get_future(self):
+        """A ``fiamma.futures.Future`` completed with ``result()`` when the operation
+        completes (PyTorch's ``Work.get_future()``)."""
+        from fiamma.futures import Future
+        return Future._of_work(self)
+
     def is_completed(self):
         if self._exc is None and self._group.broken is not None:
             self._exc = self._group.broken

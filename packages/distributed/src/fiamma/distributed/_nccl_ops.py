@@ -251,6 +251,12 @@ class _Then:
         self._work.synchronize(timeout)
         return True
 
+    def get_future(self):
+        """A ``fiamma.futures.Future`` completed with ``result()`` when the operation
+        completes (PyTorch's ``Work.get_future()``)."""
+        from fiamma.futures import Future
+        return Future._of_work(self)
+
     def is_completed(self):
         return self._work.is_completed()
 

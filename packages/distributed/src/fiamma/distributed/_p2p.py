@@ -72,6 +72,12 @@ class P2PWork:
     def _explain(self):
         return self._check() if self._check is not None else None
 
+    def get_future(self):
+        """A ``fiamma.futures.Future`` completed with ``result()`` when the operation
+        completes (PyTorch's ``Work.get_future()``)."""
+        from fiamma.futures import Future
+        return Future._of_work(self)
+
     def is_completed(self):
         return self._poll()
 

@@ -16,6 +16,46 @@ import fiamma
 from fiamma.distributed import _mpi
 from fiamma.distributed._collectives import all_reduce
 from fiamma.distributed._mpi import ReduceOp, buffer, datatype, mpi_op
+from fiamma.futures import Future
+
+
+class GradBucket:
+    """One bucket of DistributedDataParallel's gradients, as a communication hook sees it
+    (``torch.distributed.GradBucket``): ``buffer()`` is the flat tensor of its gradients,
+    ``gradients()`` their views shaped like ``parameters()``, ``index()`` its place in the
+    reduction order (``is_last()`` for the last one); ``set_buffer`` replaces the flat tensor
+    (a compression wrapper hands the inner hook a float16 copy)."""
+
+    def __init__(self, index, count, buffer, params, offsets):
+        self._index, self._count, self._buffer = index, count, buffer
+        self._params, self._offsets = params, offsets
+
+    def index(self):
+        return self._index
+
+    def buffer(self):
+        return self._buffer
+
+    def set_buffer(self, buffer):
+        if not isinstance(buffer, fiamma.Tensor) or buffer.numel() != self._buffer.numel():
+            raise ValueError(f"GradBucket.set_buffer: expected a tensor of "
+                             f"{self._buffer.numel()} elements, got "
+                             f"{getattr(buffer, 'shape', type(buffer).__name__)}")
+        self._buffer = buffer
+
+    def gradients(self):
+        flat = self._buffer.reshape(-1)
+        return [flat[o:o + p.numel()].view(p.shape) for o, p in zip(self._offsets, self._params)]
+
+    def parameters(self):
+        return list(self._params)
+
+    def is_last(self):
+        return self._index == self._count - 1
+
+    def __repr__(self):
+        return (f"GradBucket(index={self._index}, {len(self._params)} parameters, "
+                f"{self._buffer.numel()} elements, {self._buffer.dtype})")
 
 
 class _Bucket:
@@ -118,7 +158,7 @@ class Reducer:
     __slots__ = ("buckets", "params", "names", "group", "comm", "cuda", "as_view",
                  "find_unused", "armed", "started", "next", "inflight", "arrived", "deadline",
                  "seen", "unseen", "locally_unused", "testall", "what", "nbytes", "hooks",
-                 "nccl_reduce", "divisor", "__weakref__")
+                 "nccl_reduce", "divisor", "comm_hook", "hook_state", "__weakref__")
 
     def __init__(self, params, names, group, bucket_list, comm, as_view, find_unused,
                  nccl_reduce):
@@ -145,6 +185,8 @@ class Reducer:
         self.nbytes = sum(b.flat.numel() * b.flat.element_size() for b in bucket_list)
         self.hooks = []
         self.divisor = None  # under Join: the number of ranks still training, when asked
+        self.comm_hook = None  # register_comm_hook: hook(state, GradBucket) -> Future
+        self.hook_state = None
         for b in bucket_list:
             for i, (p, k) in enumerate(zip(b.params, b.keys)):
                 self.hooks.append(p.register_post_accumulate_grad_hook(self._hook(b, i, k)))
@@ -220,15 +262,19 @@ class Reducer:
             self.deadline = time.monotonic() + self.group._timeout
         while self.next < len(buckets) and buckets[self.next].pending == 0:
             b = buckets[self.next]
-            if self.cuda:  # queued on the NCCL stream; no metadata check (see _verify)
+            if self.comm_hook is not None:  # the hook's future (its collectives, its division)
+                b.work = self.run_hook(b, b.flat)
+            elif self.cuda:  # queued on the NCCL stream; no metadata check (see _verify)
                 b.work = self.nccl_reduce(b.flat)
             else:
                 b.work = self.comm.Iallreduce(_mpi.mpi().IN_PLACE, [b.buf, b.mpi_type],
                                               b.mpi_op)
-            self.inflight.append(b.work)
+            if self.comm_hook is None:
+                self.inflight.append(b.work)
             self.next += 1
         if self.next == len(buckets):
-            if not self.cuda:  # completes once every rank has posted every bucket
+            # (completes once every rank has posted every bucket)
+            if not self.cuda and self.comm_hook is None:
                 self.arrived = self.comm.Ibarrier()
                 self.inflight.append(self.arrived)
             self.finish()
@@ -253,10 +299,15 @@ class Reducer:
                                   dtype=fiamma.uint8)
             all_reduce(flags, ReduceOp.MAX, self.group)
             unused = {k for k, f in enumerate(flags.tolist()) if not f}
-        self.complete(self.inflight, self.arrived)
+        if self.comm_hook is not None:
+            for b in self.buckets:
+                self.hook_result(b, b.work)
+            n = 1  # the hook averages (or not) itself, as in PyTorch
+        else:
+            self.complete(self.inflight, self.arrived)
+            n = self.divisor or self.group.size()
         self.inflight = []
         self.arrived = None
-        n = self.divisor or self.group.size()
         # x * 2**-k is exactly x / 2**k; other sizes divide (as PyTorch does)
         inverse = 1.0 / n if n & (n - 1) == 0 else None
         as_view = self.as_view
@@ -286,6 +337,14 @@ class Reducer:
         """On a rank that joined (Join): the all-reduces of one backward with zeros, in the
         order the training ranks post them, and the unused-parameter vote."""
         self.deadline = time.monotonic() + self.group._timeout
+        if self.comm_hook is not None:  # the hook's collectives on zeros, bucket by bucket
+            futures = [(b, self.run_hook(b, fiamma.zeros_like(b.flat))) for b in self.buckets]
+            if self.find_unused:
+                all_reduce(fiamma.zeros(len(self.params), dtype=fiamma.uint8), ReduceOp.MAX,
+                           self.group)
+            for b, fut in futures:
+                fut.wait()
+            return
         MPI = None if self.cuda else _mpi.mpi()
         works, keep = [], []
         for b in self.buckets:
@@ -306,10 +365,43 @@ class Reducer:
         self.complete(works, arrived)
         del keep
 
+    # ---- communication hooks ----
+
+    def run_hook(self, b, flat):
+        """Call the registered hook on bucket ``b`` (its gradients in ``flat``)."""
+        fut = self.comm_hook(self.hook_state, GradBucket(b.index, len(self.buckets), flat,
+                                                         b.params, b.offsets))
+        if not isinstance(fut, Future):
+            raise TypeError("DistributedDataParallel: a communication hook must return a "
+                            f"fiamma.futures.Future (torch.futures.Future), got "
+                            f"{type(fut).__name__}")
+        return fut
+
+    def hook_result(self, b, fut):
+        """The hook's reduced bucket into ``b.flat``."""
+        v = fut.wait()
+        if isinstance(v, (list, tuple)) and len(v) == 1:
+            v = v[0]
+        n = b.flat.numel()
+        if not isinstance(v, fiamma.Tensor) or v.numel() != n:
+            got = (f"a tensor of {v.numel()} elements" if isinstance(v, fiamma.Tensor)
+                   else type(v).__name__)
+            raise RuntimeError("DistributedDataParallel: a communication hook's future must "
+                               f"hold the reduced bucket, a tensor of {n} elements; bucket "
+                               f"{b.index} got {got}")
+        if v is not b.flat:
+            with fiamma.no_grad():
+                b.flat.copy_(v.reshape(-1))
+
     def unfinished(self):
         missing = [self.names[k] for k in range(len(self.params)) if not self.seen[k]]
         launched = [b.work for b in self.buckets if b.work is not None]
-        if launched:  # let launched reductions finish: the communicator stays usable
+        if launched and self.comm_hook is not None:
+            for w in launched:
+                w._wait_quietly()
+            for b in self.buckets:
+                b.work = None
+        elif launched:  # let launched reductions finish: the communicator stays usable
             self.complete(launched)
             for b in self.buckets:
                 b.work = None
