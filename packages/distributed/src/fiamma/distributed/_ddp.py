@@ -230,6 +230,8 @@ class DistributedDataParallel(nn.Module, Joinable):
         if int(flags[2]):
             self._sync(self._module_buffers, "buffers", root=int(flags[1]))
         if int(flags[0]):
+            if not self._divide_by_initial_world_size:
+                self._reducer.divisor = getattr(self, "_join_active", None)
             self._reducer.shadow()
 
     def _sync_final_model(self, is_last_joiner):

@@ -308,6 +308,10 @@ class Reducer:
             n = self.divisor or self.group.size()
         self.inflight = []
         self.arrived = None
+        self.write_grads(n, unused)
+
+    def write_grads(self, n, unused):
+        """Divide the reduced buckets by ``n`` and write them to the parameters' ``.grad``."""
         # x * 2**-k is exactly x / 2**k; other sizes divide (as PyTorch does)
         inverse = 1.0 / n if n & (n - 1) == 0 else None
         as_view = self.as_view
@@ -334,36 +338,37 @@ class Reducer:
         self.armed = False
 
     def shadow(self):
-        """On a rank that joined (Join): the all-reduces of one backward with zeros, in the
-        order the training ranks post them, and the unused-parameter vote."""
+        """On a rank that joined (Join): the all-reduces of one backward with zero buckets, in
+        the order the training ranks post them, and the unused-parameter vote. The result (the
+        training ranks' average) becomes this rank's gradients too, so that an optimizer
+        sharded across the ranks (ZeroRedundancyOptimizer) steps its share with it."""
         self.deadline = time.monotonic() + self.group._timeout
-        if self.comm_hook is not None:  # the hook's collectives on zeros, bucket by bucket
-            futures = [(b, self.run_hook(b, fiamma.zeros_like(b.flat))) for b in self.buckets]
-            if self.find_unused:
-                all_reduce(fiamma.zeros(len(self.params), dtype=fiamma.uint8), ReduceOp.MAX,
-                           self.group)
-            for b, fut in futures:
-                fut.wait()
-            return
-        MPI = None if self.cuda else _mpi.mpi()
-        works, keep = [], []
-        for b in self.buckets:
-            zeros = fiamma.zeros_like(b.flat)
-            keep.append(zeros)
-            if self.cuda:
-                works.append(self.nccl_reduce(zeros))
-            else:
-                works.append(self.comm.Iallreduce(MPI.IN_PLACE, [buffer(zeros, "Join"),
-                                                                b.mpi_type], b.mpi_op))
-        arrived = None
-        if not self.cuda:
-            arrived = self.comm.Ibarrier()
-            works.append(arrived)
-        if self.find_unused:
-            all_reduce(fiamma.zeros(len(self.params), dtype=fiamma.uint8), ReduceOp.MAX,
-                       self.group)
-        self.complete(works, arrived)
-        del keep
+        with fiamma.no_grad():
+            for b in self.buckets:
+                b.flat.zero_()
+        votes = fiamma.zeros(len(self.params), dtype=fiamma.uint8) if self.find_unused else None
+        if self.comm_hook is not None:  # the hook's collectives, bucket by bucket
+            futures = [self.run_hook(b, b.flat) for b in self.buckets]
+            if votes is not None:
+                all_reduce(votes, ReduceOp.MAX, self.group)
+            for b, fut in zip(self.buckets, futures):
+                self.hook_result(b, fut)
+            n = 1
+        else:
+            MPI = None if self.cuda else _mpi.mpi()
+            works = [self.nccl_reduce(b.flat) if self.cuda else
+                     self.comm.Iallreduce(MPI.IN_PLACE, [b.buf, b.mpi_type], b.mpi_op)
+                     for b in self.buckets]
+            arrived = None
+            if not self.cuda:
+                arrived = self.comm.Ibarrier()
+                works.append(arrived)
+            if votes is not None:
+                all_reduce(votes, ReduceOp.MAX, self.group)
+            self.complete(works, arrived)
+            n = self.divisor or self.group.size()
+        unused = None if votes is None else {k for k, f in enumerate(votes.tolist()) if not f}
+        self.write_grads(n, unused)
 
     # ---- communication hooks ----
 

@@ -123,9 +123,12 @@ class Join:
                 return False  # an exception in the loop is not an early exit: let it go
             all_joined, is_last_joiner = False, True
             while not all_joined:
-                if self._nonjoined() == 0:
+                active = self._nonjoined()
+                if active == 0:
                     all_joined = True
                 else:
+                    for j in self._joinables:  # (the ranks still training, for the hooks)
+                        j._join_active = active
                     if self._throw_on_early_termination:
                         self._notify_procs_to_terminate()
                     for hook in self._join_hooks:
