@@ -116,3 +116,75 @@ def test_launcher_and_library_that_do_not_match_are_named():
     assert "ERR init_process_group: the launcher started 2 ranks (PMI_SIZE=2)" in proc.stdout, \
         show(proc)
     assert "sees a world of 1" in proc.stdout and "MPI4PY_LIBMPI" in proc.stdout, show(proc)
+
+
+def _old_launch(n, script, *args, use_env=False):
+    import subprocess
+
+    from _launch import env
+
+    flags = ["--nproc_per_node", str(n)] + (["--use_env"] if use_env else [])
+    return subprocess.run([sys.executable, "-m", "fiamma.distributed.launch", *flags,
+                           str(script), *args], capture_output=True, text=True, timeout=120,
+                          env=env())
+
+
+def test_deprecated_launch_passes_local_rank(tmp_path):
+    script = tmp_path / "old_style.py"
+    script.write_text(
+        "import argparse, json, os\n"
+        "p = argparse.ArgumentParser()\n"
+        "p.add_argument('--local-rank', '--local_rank', type=int, default=-1)\n"
+        "p.add_argument('--lr', type=float)\n"
+        "a = p.parse_args()\n"
+        "open(os.path.join(os.path.dirname(__file__), 'r' + os.environ['RANK']), 'w').write("
+        "json.dumps([a.local_rank, a.lr, os.environ['LOCAL_RANK']]))\n")
+    proc = _old_launch(2, script, "--lr", "0.5")
+    assert proc.returncode == 0, show(proc)
+    assert "fiamma.distributed.launch is deprecated" in proc.stderr
+    for r in (0, 1):
+        assert json.loads((tmp_path / f"r{r}").read_text()) == [r, 0.5, str(r)]
+    proc = _old_launch(2, script, "--lr", "0.25", use_env=True)  # LOCAL_RANK only
+    assert proc.returncode == 0, show(proc)
+    for r in (0, 1):
+        assert json.loads((tmp_path / f"r{r}").read_text()) == [-1, 0.25, str(r)]
+
+
+def test_record_writes_the_error_file_and_the_launcher_names_it(tmp_path, monkeypatch):
+    from fiamma.distributed.elastic.multiprocessing.errors import record
+
+    err = tmp_path / "err.json"
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(err))
+
+    @record
+    def fails():
+        raise ValueError("bad shard 3")
+
+    with pytest.raises(ValueError, match="bad shard 3"):
+        fails()
+    rec = json.loads(err.read_text())["message"]
+    assert rec["message"] == "ValueError: bad shard 3"
+    assert "raise ValueError" in rec["extraInfo"]["py_callstack"]
+    assert record(lambda: sys.exit(0))() is None
+    with pytest.raises(SystemExit):
+        record(lambda: sys.exit(2))()
+    script = tmp_path / "rec.py"
+    script.write_text(
+        "import os\n"
+        "from torch.distributed.elastic.multiprocessing.errors import record\n"
+        "@record\n"
+        "def main():\n"
+        "    if os.environ['RANK'] == '1':\n"
+        "        raise KeyError('missing column')\n"
+        "    print('rank 0 done')\n"
+        "main()\n")
+    import subprocess
+
+    from _launch import env
+
+    proc = subprocess.run([sys.executable, "-m", "fiamma.distributed.run", "--nproc-per-node",
+                           "2", "-m", "fiamma.run", str(script)], capture_output=True, text=True,
+                          timeout=120, env=env())
+    assert proc.returncode == 1, show(proc)
+    assert "rank 1 (of 2) failed first: exited with code 1; its last error output: KeyError: " \
+           "'missing column'" in proc.stderr, show(proc)

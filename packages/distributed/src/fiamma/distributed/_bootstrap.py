@@ -82,15 +82,34 @@ def _last_line(tail):
     return lines[-1].strip()[:500] if lines else ""
 
 
+def _recorded(path):
+    """The message an ``@record`` entry point wrote, if any."""
+    if not path or not os.path.exists(path):
+        return None
+    try:
+        with open(path) as f:
+            return str(json.load(f)["message"]["message"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def main(argv):
     mode, command = argv[0], argv[1:]
     env = dict(os.environ)
     env.update(rank_environment(env))
     rank = int(env["RANK"])
+    if env.pop("FIAMMA_LAUNCH_LOCAL_RANK_ARG", None) == "1" and command:
+        # python -m fiamma.distributed.launch without --use-env: the script gets
+        # --local-rank=N before its own arguments (torch.distributed.launch's convention)
+        command = [command[0], f"--local-rank={env['LOCAL_RANK']}", *command[1:]]
     if mode == "python":
         command = [sys.executable, *command]
     elif mode == "module":
         command = [sys.executable, "-m", *command]
+    folder = env.get("FIAMMA_DIST_FAILURE_DIR")
+    error_file = os.path.join(folder, f"error-{rank}.json") if folder else None
+    if error_file and "TORCHELASTIC_ERROR_FILE" not in env:  # (for @record)
+        env["TORCHELASTIC_ERROR_FILE"] = error_file
     fds = tuple(int(env[k]) for k in ("PMI_FD",) if env.get(k, "").isdigit())
     child = subprocess.Popen(command, env=env, pass_fds=fds, preexec_fn=_die_with_parent,
                              stderr=subprocess.PIPE)
@@ -101,12 +120,11 @@ def main(argv):
     relay.start()
     code = child.wait()
     relay.join(timeout=5)
-    folder = env.get("FIAMMA_DIST_FAILURE_DIR")
     now = time.time()
     if code != 0:
         what = (f"killed by signal {signal.Signals(-code).name}" if code < 0
                 else f"exited with code {code}")
-        last = _last_line(tail)
+        last = _recorded(error_file) or _last_line(tail)
         if last:
             what += f"; its last error output: {last}"
         _write(folder, f"rank-{rank}.json", {"rank": rank, "time": now, "kind": "exit",

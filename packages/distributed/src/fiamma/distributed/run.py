@@ -144,8 +144,12 @@ def _report(folder, world):
     return 0
 
 
-def main(argv=None):
-    args = _parser().parse_args(argv)
+def main(argv=None, extra_env=None, prog=None):
+    parser = _parser()
+    if prog:
+        parser.prog = prog
+    args = parser.parse_args(argv)
+    extra_env = dict(extra_env or {})
     nnodes = args.nnodes.split(":")
     if len(nnodes) > 2 or (len(nnodes) == 2 and nnodes[0] != nnodes[1]):
         return _error(f"--nnodes {args.nnodes}: elastic ranges are not supported (MPI worlds "
@@ -174,7 +178,7 @@ def main(argv=None):
     port = args.master_port or (_free_port() if nnodes == 1 else 29500)
     folder = tempfile.mkdtemp(prefix="fiamma-run-")
     env = {"MASTER_ADDR": args.master_addr, "MASTER_PORT": str(port),
-           "FIAMMA_DIST_FAILURE_DIR": folder,
+           "FIAMMA_DIST_FAILURE_DIR": folder, **extra_env,
            "TORCHELASTIC_RUN_ID": args.rdzv_id or uuid.uuid4().hex[:12]}
     if "OMP_NUM_THREADS" not in os.environ and nproc > 1:
         env["OMP_NUM_THREADS"] = "1"
