@@ -131,3 +131,40 @@ def test_default_backend_for_device():
     assert dist.get_default_backend_for_device("cuda:1") == "nccl"
     with pytest.raises(ValueError, match="no backend for device 'tpu'"):
         dist.get_default_backend_for_device("tpu")
+
+
+def test_smaller_api_parts():
+    import os
+
+    import fiamma
+
+    assert dist.Backend("GLOO") == "gloo" and dist.Backend.NCCL == "nccl"
+    with pytest.raises(ValueError, match="unknown backend 'tcp'"):
+        dist.Backend("tcp")
+    assert dist.DebugLevel.DETAIL == "DETAIL" and dist.default_pg_timeout.total_seconds() == 1800
+    assert dist.supports_complex(dist.ReduceOp.SUM) and not dist.supports_complex(
+        dist.ReduceOp.MAX)
+    assert dist.get_pg_count() == 0
+    dist.init_process_group()
+    try:
+        assert dist.get_pg_count() == 1
+        assert dist.get_debug_level() == dist.DebugLevel.INFO
+        mine, groups = dist.new_subgroups(group_size=1)
+        assert mine.size() == 1 and len(groups) == 1 and dist.get_pg_count() == 2
+        with pytest.raises(ValueError, match="more than one subgroup"):
+            dist.new_subgroups_by_enumeration([[0], [0]])
+        with pytest.raises(ValueError, match="must be divisible by group_size"):
+            dist.new_subgroups(group_size=0)
+        ts = [fiamma.ones(2), fiamma.full((3,), 2.0)]
+        work = dist.all_reduce_coalesced(ts, async_op=True)
+        assert [t.tolist() for t in work.get_future().wait()] == [[1.0, 1.0], [2.0, 2.0, 2.0]]
+        outs = [[fiamma.zeros(2)]]
+        dist.all_gather_coalesced(outs, [fiamma.ones(2)])
+        assert outs[0][0].tolist() == [1.0, 1.0]
+        assert dist.is_backend_available("gloo") and not dist.is_backend_available("ucc")
+        os.environ.pop("LOCAL_RANK", None)
+        assert dist.get_node_local_rank(fallback_rank=3) == 3
+        with pytest.raises(RuntimeError, match="LOCAL_RANK is not in the environment"):
+            dist.get_node_local_rank()
+    finally:
+        dist.destroy_process_group()

@@ -33,6 +33,21 @@ from fiamma.distributed._collectives import (  # noqa: F401
     reduce_scatter_tensor,
     scatter,
 )
+from fiamma.distributed._extras import (  # noqa: F401
+    Backend,
+    DebugLevel,
+    all_gather_coalesced,
+    all_reduce_coalesced,
+    breakpoint,
+    default_pg_timeout,
+    get_node_local_rank,
+    get_pg_count,
+    is_backend_available,
+    new_subgroups,
+    new_subgroups_by_enumeration,
+    set_debug_level_from_env,
+    supports_complex,
+)
 from fiamma.distributed._group import (  # noqa: F401
     DistBackendError,
     DistError,
@@ -109,7 +124,10 @@ __all__ = [
     "batch_isend_irecv",
     "all_gather_object", "gather_object", "broadcast_object_list", "scatter_object_list",
     "send_object_list", "recv_object_list", "DistributedDataParallel", "GradBucket",
-    "BuiltinCommHookType",
+    "BuiltinCommHookType", "Backend", "DebugLevel", "default_pg_timeout", "get_node_local_rank",
+    "get_pg_count", "is_backend_available", "new_subgroups", "new_subgroups_by_enumeration",
+    "set_debug_level_from_env", "supports_complex", "all_reduce_coalesced",
+    "all_gather_coalesced", "breakpoint",
 ]
 
 

@@ -242,6 +242,16 @@ class DistributedDataParallel(nn.Module, Joinable):
                    "parameters and buffers", root=int(who[0]))
         self._reducer.divisor = None
 
+    def _set_static_graph(self):
+        """PyTorch's late form of ``static_graph=True``: a hint, with no effect here (the
+        results are the same)."""
+        self.static_graph = True
+
+    def will_sync_module_buffers(self):
+        """Whether the next forward broadcasts rank 0's buffers first."""
+        return (self.require_backward_grad_sync and self.broadcast_buffers
+                and bool(self._module_buffers))
+
     # ---- communication hooks ----
 
     def register_comm_hook(self, state, hook):
