@@ -146,15 +146,23 @@ def _allreduce_then(g, tensor, then):
         lambda fut: then(fut.value()[0]))
 
 
-def powerSGD_hook(state, bucket):
-    """Compress each gradient matrix of the bucket to rank ``state.matrix_approximation_rank``
-    factors (see the module's description); vectors are averaged exactly."""
+def _warm_up(state, bucket):
+    """(group, world size, the bucket's tensor, the plain all-reduce's future while the steps
+    before ``start_powerSGD_iter`` run, else None)."""
     g = _default._group(state.process_group)
-    world = g.size()
     input_tensor = bucket.buffer()
     if state.iter < state.start_powerSGD_iter:
         state.maybe_increase_iter(bucket)
-        return _default._allreduce_fut(g, input_tensor)
+        return g, g.size(), input_tensor, _default._allreduce_fut(g, input_tensor)
+    return g, g.size(), input_tensor, None
+
+
+def powerSGD_hook(state, bucket):
+    """Compress each gradient matrix of the bucket to rank ``state.matrix_approximation_rank``
+    factors (see the module's description); vectors are averaged exactly."""
+    g, world, input_tensor, plain = _warm_up(state, bucket)
+    if plain is not None:
+        return plain
     idx = bucket.index()
     dtype, device = input_tensor.dtype, input_tensor.device
     with fiamma.no_grad():
@@ -252,12 +260,9 @@ def batched_powerSGD_hook(state, bucket):
     """Compress the whole bucket as one square matrix (its elements zero-padded to the next
     square) to rank ``state.matrix_approximation_rank``: fewer, larger products than
     :func:`powerSGD_hook`, usually less accurate at the same rank."""
-    g = _default._group(state.process_group)
-    world = g.size()
-    input_tensor = bucket.buffer()
-    if state.iter < state.start_powerSGD_iter:
-        state.maybe_increase_iter(bucket)
-        return _default._allreduce_fut(g, input_tensor)
+    g, world, input_tensor, plain = _warm_up(state, bucket)
+    if plain is not None:
+        return plain
     idx = bucket.index()
     dtype, device = input_tensor.dtype, input_tensor.device
     total = input_tensor.numel()
