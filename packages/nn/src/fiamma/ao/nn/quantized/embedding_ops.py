@@ -273,8 +273,9 @@ class Embedding(nn.Module):
         ``nn.qat.Embedding`` (its ``weight_fake_quant``)."""
         from fiamma.ao.nn.qat import embedding_ops as qat
         obs = _weight_observer(cls, mod, nn.Embedding, qat.Embedding)
+        qw = _quantized_weight(cls, mod, obs)
         q = cls(mod.num_embeddings, mod.embedding_dim, dtype=obs.dtype)
-        q.set_weight(_quantized_weight(cls, mod, obs))
+        q.set_weight(qw)
         return q
 
 
@@ -305,8 +306,9 @@ class EmbeddingBag(Embedding):
         ``nn.qat.EmbeddingBag``."""
         from fiamma.ao.nn.qat import embedding_ops as qat
         obs = _weight_observer(cls, mod, nn.EmbeddingBag, qat.EmbeddingBag)
+        qw = _quantized_weight(cls, mod, obs)
         q = cls(mod.num_embeddings, mod.embedding_dim, mod.max_norm, mod.norm_type,
                 mod.scale_grad_by_freq, mod.mode, mod.sparse,
                 include_last_offset=mod.include_last_offset, dtype=obs.dtype)
-        q.set_weight(_quantized_weight(cls, mod, obs))
+        q.set_weight(qw)
         return q
