@@ -517,3 +517,26 @@ def test_parity_int8_conv_nd_bit_equal(nd, name, relu):
     to, fo = tm(tx).int_repr().numpy().astype(np.int64), _np(fm(fx).int_repr()).astype(np.int64)
     assert np.abs(to - fo).max() <= 1 and (to == fo).mean() > 0.99
     assert sorted(fm.state_dict()) == sorted(tm.state_dict())
+
+
+@pytest.mark.parity
+def test_parity_quantized_embedding_checkpoints_load_both_ways(tmp_path):
+    torch = pytest.importorskip("torch")
+    import torch.ao.quantization as ttq
+    torch.manual_seed(0)
+    tm = torch.nn.Sequential(torch.nn.EmbeddingBag(10, 4, mode="sum"))
+    tm[0].qconfig = ttq.float_qparams_weight_only_qconfig
+    ttq.prepare(tm, inplace=True)
+    ttq.convert(tm, inplace=True)
+    torch.save(tm.state_dict(), tmp_path / "t.pt")
+    fm = nn.Sequential(nnq.EmbeddingBag(10, 4))
+    fm.load_state_dict(fiamma.load(tmp_path / "t.pt"))
+    idx, off = np.array([1, 2, 9, 0]), np.array([0, 1])
+    np.testing.assert_array_equal(_np(fm[0](fiamma.tensor(idx), fiamma.tensor(off))),
+                                  tm[0](torch.from_numpy(idx), torch.from_numpy(off)).numpy())
+    fiamma.save(fm.state_dict(), tmp_path / "f.pt")
+    back = torch.load(tmp_path / "f.pt", weights_only=True)
+    assert back["0._packed_params._packed_weight"].qscheme() is \
+        torch.per_channel_affine_float_qparams
+    assert torch.equal(back["0._packed_params._packed_weight"].dequantize(),
+                       tm[0].weight().dequantize())

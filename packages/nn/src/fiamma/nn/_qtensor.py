@@ -153,7 +153,8 @@ class QTensor:
         if self._axis is None:
             params = (self._scheme, float(self._scale), int(self._zero_point))
         else:
-            params = (self._scheme, self._scale, self._zero_point, self._axis)
+            # float qparams too are written as per_channel_affine (with float zero points)
+            params = (per_channel_affine, self._scale, self._zero_point, self._axis)
         return self._int, storage, params
 
     # ---- metadata -----------------------------------------------------------------------------
