@@ -540,3 +540,43 @@ def test_parity_quantized_embedding_checkpoints_load_both_ways(tmp_path):
         torch.per_channel_affine_float_qparams
     assert torch.equal(back["0._packed_params._packed_weight"].dequantize(),
                        tm[0].weight().dequantize())
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("nd", [1, 3])
+def test_parity_qat_conv_bn_nd_to_int8(nd):
+    torch = pytest.importorskip("torch")
+    import torch.ao.quantization as ttq
+    rng = np.random.default_rng(10 + nd)
+
+    def build(lib, q):
+        n = lib.nn
+        conv, bn = getattr(n, f"Conv{nd}d"), getattr(n, f"BatchNorm{nd}d")
+        return n.Sequential(q.QuantStub(), conv(3, 4, 3, padding=1), bn(4), n.ReLU(),
+                            conv(4, 2, 1), bn(2), q.DeQuantStub()).train()
+    tm, fm = build(torch, ttq), build(fiamma, tq)
+    fm.load_state_dict({k: fiamma.tensor(v.numpy()) for k, v in tm.state_dict().items()})
+    tm.qconfig = ttq.get_default_qat_qconfig("x86")
+    fm.qconfig = tq.get_default_qat_qconfig("x86")
+    groups = [["1", "2", "3"], ["4", "5"]]
+    ttq.fuse_modules_qat(tm, groups, inplace=True)
+    tq.fuse_modules_qat(fm, groups, inplace=True)
+    ttq.prepare_qat(tm, inplace=True)
+    tq.prepare_qat(fm, inplace=True)
+    shape = (4, 3, 10) if nd == 1 else (2, 3, 4, 5, 5)
+    for _ in range(2):
+        x = rng.standard_normal(shape).astype(np.float32)
+        tm(torch.from_numpy(x))
+        fm(fiamma.tensor(x))
+    tm.eval()
+    fm.eval()
+    tc, fc = ttq.convert(tm), tq.convert(fm)
+    assert [type(m).__name__ for m in fc] == [type(m).__name__ for m in tc]
+    assert sorted(fc.state_dict()) == sorted(tc.state_dict())
+    for i in (1, 4):
+        np.testing.assert_array_equal(_np(fc[i].weight().int_repr()),
+                                      tc[i].weight().int_repr().numpy())
+        assert fc[i].scale == pytest.approx(float(tc[i].scale), rel=1e-5)
+    x = rng.standard_normal(shape).astype(np.float32)
+    diff = np.abs(_np(fc(fiamma.tensor(x))) - tc(torch.from_numpy(x)).numpy())
+    assert diff.max() <= 1.01 * float(tc[4].scale)
