@@ -266,6 +266,9 @@ class Embedding(nn.Module):
         return (f"num_embeddings={self.num_embeddings}, embedding_dim={self.embedding_dim}, "
                 f"dtype={self._packed_params.dtype}, qscheme={self.weight().qscheme()}")
 
+    def __repr__(self):  # the packed weight is not a child worth printing (as PyTorch's)
+        return f"{self._get_name()}({self.extra_repr()})"
+
     @classmethod
     def from_float(cls, mod, use_precomputed_fake_quant=False):
         """The quantized embedding of a float ``nn.Embedding`` (its qconfig's weight
