@@ -126,11 +126,11 @@ def test_prepare_convert_flow_close_to_float():
 
 
 def test_convert_refuses_unsupported_module():
-    m = nn.Sequential(tq.QuantStub(), nn.Conv1d(2, 2, 1), tq.DeQuantStub()).eval()
+    m = nn.Sequential(tq.QuantStub(), nn.LayerNorm(4), tq.DeQuantStub()).eval()
     m.qconfig = tq.default_qconfig
     tq.prepare(m, inplace=True)
     m(fiamma.randn(1, 2, 4))
-    with pytest.raises(NotImplementedError, match="Conv1d"):
+    with pytest.raises(NotImplementedError, match="LayerNorm"):
         tq.convert(m, inplace=True)
 
 

@@ -177,7 +177,7 @@ def test_missing_quantization_names_fail_by_name():
     with pytest.raises(AttributeError, match="FX graph mode"):
         tq.prepare_fx  # noqa: B018
     with pytest.raises(AttributeError, match="not built yet"):
-        nn.quantized.Conv1d  # noqa: B018
+        nn.quantized.LayerNorm  # noqa: B018
     assert callable(tq.prepare) and nn.quantized.Conv2d.__name__ == "Conv2d"
 
 

@@ -97,7 +97,7 @@ _FROM_SUBMODULE = {"autocast": "amp", "is_autocast_enabled": "amp",
 _FROM_SIBLING = {"vmap": "func"}
 # quantized tensors (int8 dtypes, qschemes, quantize/dequantize) live in fiamma-nn's fiamma.ao
 _FROM_SIBLING.update(dict.fromkeys((
-    "quint8", "qint8", "qint32", "per_tensor_affine", "per_channel_affine",
+    "quint8", "qint8", "qint32", "quint4x2", "per_tensor_affine", "per_channel_affine",
     "per_tensor_symmetric", "per_channel_symmetric", "per_channel_affine_float_qparams",
     "quantize_per_tensor", "quantize_per_channel", "dequantize"), "ao"))
 

@@ -483,14 +483,17 @@ class RestrictedUnpickler(pickle._Unpickler):
                                       f"float scale and int zero point, got {scale!r:.50}, "
                                       f"{zp!r:.50}")
             return ao.QTensor(t, qdtype, ao.per_tensor_affine, float(scale), int(zp))
-        if scheme in (ao.per_channel_affine, ao.per_channel_symmetric) and \
-                len(quantizer_params) == 4:
+        if scheme in (ao.per_channel_affine, ao.per_channel_symmetric,
+                      ao.per_channel_affine_float_qparams) and len(quantizer_params) == 4:
             scales, zps, axis = quantizer_params[1:]
             if not (isinstance(scales, Tensor) and isinstance(zps, Tensor)
                     and type(axis) is int and 0 <= axis < max(t.ndim, 1)
                     and scales.shape == zps.shape == (t.shape[axis],)):
                 raise UnpicklingError("fiamma.load: malformed per-channel quantized tensor "
                                       f"(shape {tuple(t.shape)}, axis {axis!r:.20})")
+            if zps.is_floating_point():  # float qparams (PyTorch writes per_channel_affine)
+                return ao.QTensor(t, qdtype, ao.per_channel_affine_float_qparams,
+                                  scales.to(D.float32), zps.to(D.float32), axis)
             return ao.QTensor(t, qdtype, ao.per_channel_affine, scales.to(D.float64),
                               zps.to(D.int64), axis)
         raise UnpicklingError(f"fiamma.load: quantization scheme {scheme!r:.60} is not "

@@ -21,10 +21,12 @@ from fiamma.nn._qtensor import (  # noqa: F401
     qint32,
     quantize_per_channel,
     quantize_per_tensor,
+    quint4x2,
     quint8,
 )
 
-__all__ = ["nn", "quantization", "QTensor", "quint8", "qint8", "qint32", "per_tensor_affine",
+__all__ = ["nn", "quantization", "QTensor", "quint8", "qint8", "qint32", "quint4x2",
+           "per_tensor_affine",
            "per_channel_affine", "per_tensor_symmetric", "per_channel_symmetric",
            "per_channel_affine_float_qparams", "quantize_per_tensor", "quantize_per_channel",
            "dequantize"]

@@ -19,7 +19,8 @@ import numpy as np
 
 import fiamma
 
-__all__ = ["QDtype", "QScheme", "QTensor", "quint8", "qint8", "qint32", "per_tensor_affine",
+__all__ = ["QDtype", "QScheme", "QTensor", "quint8", "qint8", "qint32", "quint4x2",
+           "per_tensor_affine",
            "per_channel_affine", "per_tensor_symmetric", "per_channel_symmetric",
            "per_channel_affine_float_qparams", "quantize_per_tensor", "quantize_per_channel",
            "dequantize"]
@@ -50,7 +51,10 @@ class QDtype:
 quint8 = QDtype("quint8", fiamma.uint8, 0, 255)
 qint8 = QDtype("qint8", fiamma.int8, -128, 127)
 qint32 = QDtype("qint32", fiamma.int32, -(2 ** 31), 2 ** 31 - 1)
-_QDTYPES = {"quint8": quint8, "qint8": qint8, "qint32": qint32}
+# 4-bit unsigned (embedding weights); one value per uint8 here, PyTorch packs two per byte
+quint4x2 = QDtype("quint4x2", fiamma.uint8, 0, 15)
+quint4x2.bits = 4
+_QDTYPES = {"quint8": quint8, "qint8": qint8, "qint32": qint32, "quint4x2": quint4x2}
 
 
 def _qdtype(name):
@@ -96,10 +100,10 @@ def _np(x):
 def _check_qdtype(op, dtype):
     if not isinstance(dtype, QDtype):
         raise TypeError(f"{op}: expected a quantized dtype (fiamma.quint8, fiamma.qint8, "
-                        f"fiamma.qint32), got {dtype!r}")
+                        f"fiamma.qint32, fiamma.quint4x2), got {dtype!r}")
 
 
-_NP = {"quint8": np.uint8, "qint8": np.int8, "qint32": np.int32}
+_NP = {"quint8": np.uint8, "qint8": np.int8, "qint32": np.int32, "quint4x2": np.uint8}
 
 
 def _quantize_np(x, scale, zero_point, dtype):
@@ -140,12 +144,17 @@ class QTensor:
     def __fiamma_qtensor__(self):
         """What ``fiamma.save`` writes (PyTorch's ``_rebuild_qtensor`` layout): the integer
         tensor, its ``torch.Q*Storage`` name and the quantizer parameters."""
+        if self._dtype is quint4x2:
+            raise NotImplementedError("fiamma.save: quint4x2 tensors are not supported (PyTorch "
+                                      "packs two 4-bit values per byte); save the dequantized "
+                                      "weight or use quint8")
         storage = {"quint8": "QUInt8Storage", "qint8": "QInt8Storage",
                    "qint32": "QInt32Storage"}[self._dtype.name]
         if self._axis is None:
             params = (self._scheme, float(self._scale), int(self._zero_point))
         else:
-            params = (self._scheme, self._scale, self._zero_point, self._axis)
+            # float qparams too are written as per_channel_affine (with float zero points)
+            params = (per_channel_affine, self._scale, self._zero_point, self._axis)
         return self._int, storage, params
 
     # ---- metadata -----------------------------------------------------------------------------
@@ -209,12 +218,13 @@ class QTensor:
         return int(self._zero_point)
 
     def q_per_channel_scales(self):
-        """The per-channel scales (float64)."""
+        """The per-channel scales (float64; float32 for ``per_channel_affine_float_qparams``)."""
         self._per_channel("q_per_channel_scales")
         return self._scale.clone()
 
     def q_per_channel_zero_points(self):
-        """The per-channel zero points (int64)."""
+        """The per-channel zero points (int64; float32 for
+        ``per_channel_affine_float_qparams``)."""
         self._per_channel("q_per_channel_zero_points")
         return self._zero_point.clone()
 
@@ -367,7 +377,9 @@ def quantize_per_tensor(input, scale, zero_point, dtype):
 
 
 def quantize_per_channel(input, scales, zero_points, axis, dtype):
-    """Quantize a float tensor with one scale and zero point per index of ``axis``.
+    """Quantize a float tensor with one scale and zero point per index of ``axis``. Float
+    ``zero_points`` give PyTorch's ``per_channel_affine_float_qparams`` (embedding weights):
+    ``clamp(round(x * (1/scale) + zero_point))`` in float32.
 
     >>> import fiamma
     >>> w = fiamma.tensor([[1.0, -1.0], [0.5, 0.25]])
@@ -386,8 +398,9 @@ def quantize_per_channel(input, scales, zero_points, axis, dtype):
         raise IndexError(f"quantize_per_channel: axis {axis} is out of range for a "
                          f"{ndim}-d tensor")
     axis %= ndim
-    s = _np(scales).astype(np.float64).reshape(-1)
-    z = _np(zero_points).astype(np.int64).reshape(-1)
+    float_zp = np.issubdtype(_np(zero_points).dtype, np.floating)
+    s = _np(scales).astype(np.float32 if float_zp else np.float64).reshape(-1)
+    z = _np(zero_points).astype(np.float32 if float_zp else np.int64).reshape(-1)
     n = input.shape[axis]
     if s.shape[0] != n or z.shape[0] != n:
         raise ValueError(f"quantize_per_channel: expected {n} scales and zero points (the "
@@ -396,9 +409,22 @@ def quantize_per_channel(input, scales, zero_points, axis, dtype):
         raise ValueError("quantize_per_channel: scales must be positive")
     shape = [1] * ndim
     shape[axis] = -1
+    if float_zp:
+        return _quantize_float_qparams(input, s, z, shape, axis, dtype)
     q = _quantize_np(_np(input), s.reshape(shape), z.reshape(shape), dtype)
     return QTensor._from_np(q, dtype, per_channel_affine, fiamma.from_numpy(s.copy()),
                             fiamma.from_numpy(z.copy()), axis)
+
+
+def _quantize_float_qparams(input, s, z, shape, axis, dtype):
+    x = np.asarray(_np(input), dtype=np.float32)
+    inv = (np.float32(1.0) / s).astype(np.float32).reshape(shape)
+    with np.errstate(invalid="ignore", over="ignore"):
+        v = (x * inv + z.reshape(shape)).astype(np.float32)
+    v = np.nan_to_num(v, nan=0.0, posinf=2.0 ** 40, neginf=-(2.0 ** 40))
+    q = np.clip(np.rint(v), dtype.qmin, dtype.qmax).astype(_NP[dtype.name])
+    return QTensor._from_np(q, dtype, per_channel_affine_float_qparams,
+                            fiamma.from_numpy(s.copy()), fiamma.from_numpy(z.copy()), axis)
 
 
 def dequantize(input):

@@ -12,6 +12,7 @@ import fiamma
 
 _SMALL_SCALE = np.float32(6.1e-5)  # PyTorch's SMALL_SCALE_THRESHOLD in ChooseQuantizationParams
 _FQ = None
+_FQ_FLOAT_ZP = None
 
 
 def _function():
@@ -34,6 +35,30 @@ def _function():
 
         _FQ = _FakeQuantize
     return _FQ
+
+
+def _function_float_zp():
+    """The fake quantization of float zero points (``per_channel_affine_float_qparams``):
+    ``q = round(x * (1/s) + z)``, ``(clamp(q) - z) * s``, masked gradient."""
+    global _FQ_FLOAT_ZP
+    if _FQ_FLOAT_ZP is None:
+        from fiamma.autograd import Function
+
+        class _FakeQuantizeFloatZP(Function):
+            @staticmethod
+            def forward(ctx, x, inv, scale, zp, qmin, qmax):
+                q = fiamma.round(x * inv + zp)
+                mask = (q >= qmin) & (q <= qmax)
+                ctx.save_for_backward(mask)
+                return (q.clamp(qmin, qmax) - zp) * scale
+
+            @staticmethod
+            def backward(ctx, grad):
+                (mask,) = ctx.saved_tensors
+                return grad * mask.to(grad.dtype), None, None, None, None, None
+
+        _FQ_FLOAT_ZP = _FakeQuantizeFloatZP
+    return _FQ_FLOAT_ZP
 
 
 def _check(op, x, qmin, qmax):
@@ -74,14 +99,20 @@ def fake_quantize_per_channel_affine(input, scale, zero_point, axis, quant_min, 
         raise RuntimeError(f"{op}: dimensions of scale ({scale.numel()}) and zero_point "
                            f"({zero_point.numel()}) must match the input's size {n} at axis "
                            f"{axis}")
-    zpn = zero_point.detach().cpu().numpy().astype(np.int64)
-    if ((zpn < quant_min) | (zpn > quant_max)).any():
-        raise RuntimeError(f"{op}: `zero_point` must be between `quant_min` and `quant_max`")
     shape = [1] * input.ndim
     shape[axis] = n
     s32 = scale.detach().cpu().numpy().astype(np.float32)
-    s = fiamma.from_numpy(s32.reshape(shape)).to(input.device).to(input.dtype)
     inv = fiamma.from_numpy((np.float32(1.0) / s32).reshape(shape)).to(input.device)
+    if zero_point.is_floating_point():  # float qparams: no range check, as PyTorch
+        zf = zero_point.detach().cpu().numpy().astype(np.float32).reshape(shape)
+        z = fiamma.from_numpy(zf).to(input.device).to(input.dtype)
+        s = fiamma.from_numpy(s32.reshape(shape)).to(input.device).to(input.dtype)
+        return _function_float_zp().apply(input, inv.to(input.dtype), s, z, quant_min,
+                                           quant_max)
+    zpn = zero_point.detach().cpu().numpy().astype(np.int64)
+    if ((zpn < quant_min) | (zpn > quant_max)).any():
+        raise RuntimeError(f"{op}: `zero_point` must be between `quant_min` and `quant_max`")
+    s = fiamma.from_numpy(s32.reshape(shape)).to(input.device).to(input.dtype)
     z = fiamma.from_numpy(zpn.astype(np.float32).reshape(shape)).to(input.device)
     return _function().apply(input, inv.to(input.dtype), s, z.to(input.dtype), quant_min,
                              quant_max)

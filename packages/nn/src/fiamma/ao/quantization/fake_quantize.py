@@ -37,6 +37,7 @@ __all__ = ["FakeQuantizeBase", "FakeQuantize", "FusedMovingAvgObsFakeQuantize",
            "default_fixed_qparams_range_0to1_fake_quant",
            "default_fixed_qparams_range_neg1to1_fake_quant",
            "default_affine_fixed_qparams_fake_quant", "default_symmetric_fixed_qparams_fake_quant",
+           "default_embedding_fake_quant", "default_embedding_fake_quant_4bit",
            "disable_fake_quant", "enable_fake_quant", "disable_observer", "enable_observer"]
 
 _PER_CHANNEL = (Q.per_channel_affine, Q.per_channel_symmetric, Q.per_channel_affine_float_qparams)
@@ -88,7 +89,12 @@ class FakeQuantize(FakeQuantizeBase):
         self.is_per_channel = self.qscheme in _PER_CHANNEL
         self.is_dynamic = is_dynamic
         self.register_buffer("scale", fiamma.tensor([1.0]))
-        self.register_buffer("zero_point", fiamma.tensor([0], dtype=fiamma.int32))
+        self.register_buffer("zero_point", fiamma.tensor([0], dtype=self._zp_dtype()))
+
+    def _zp_dtype(self):
+        # embedding weights' float qparams keep a fractional zero point, as PyTorch's buffer
+        float_zp = self.qscheme is Q.per_channel_affine_float_qparams
+        return fiamma.float32 if float_zp else fiamma.int32
 
     def calculate_qparams(self):
         return self.activation_post_process.calculate_qparams()
@@ -105,7 +111,7 @@ class FakeQuantize(FakeQuantizeBase):
             self.activation_post_process(X.detach())
             scale, zp = self.calculate_qparams()
             self.scale = scale.to(fiamma.float32).reshape(-1).clone()
-            self.zero_point = zp.to(fiamma.int32).reshape(-1).clone()
+            self.zero_point = zp.to(self._zp_dtype()).reshape(-1).clone()
         if int(self.fake_quant_enabled[0]) == 1:
             X = self._fake_quant(X)
         return X
@@ -243,6 +249,13 @@ default_fixed_qparams_range_neg1to1_fake_quant = FixedQParamsFakeQuantize.with_a
     observer=default_fixed_qparams_range_neg1to1_observer)
 default_affine_fixed_qparams_fake_quant = default_fixed_qparams_range_0to1_fake_quant
 default_symmetric_fixed_qparams_fake_quant = default_fixed_qparams_range_neg1to1_fake_quant
+
+default_embedding_fake_quant = FakeQuantize.with_args(
+    observer=MovingAveragePerChannelMinMaxObserver, qscheme=Q.per_channel_affine_float_qparams,
+    dtype=Q.quint8, quant_min=0, quant_max=255, ch_axis=0, averaging_constant=1)
+default_embedding_fake_quant_4bit = FakeQuantize.with_args(
+    observer=MovingAveragePerChannelMinMaxObserver, qscheme=Q.per_channel_affine_float_qparams,
+    ch_axis=0, dtype=Q.quint4x2, averaging_constant=1)
 
 
 def _apply(method):

@@ -29,7 +29,8 @@ __all__ = ["ObserverBase", "UniformQuantizationObserverBase", "MinMaxObserver",
            "default_placeholder_observer", "default_debug_observer", "get_observer_state_dict",
            "default_fixed_qparams_range_0to1_observer",
            "default_fixed_qparams_range_neg1to1_observer", "default_affine_fixed_qparams_observer",
-           "default_symmetric_fixed_qparams_observer"]
+           "default_symmetric_fixed_qparams_observer", "default_float_qparams_observer",
+           "default_float_qparams_observer_4bit"]
 
 _F32_EPS = float(np.finfo(np.float32).eps)
 _F32 = np.float32
@@ -86,9 +87,9 @@ class UniformQuantizationObserverBase(ObserverBase):
                  quant_min=None, quant_max=None, factory_kwargs=None, eps=_F32_EPS,
                  is_dynamic=False, **kwargs):
         super().__init__(dtype, is_dynamic)
-        if dtype not in (Q.quint8, Q.qint8, Q.qint32):
-            raise ValueError(f"{type(self).__name__}: dtype must be fiamma.quint8, qint8 or "
-                             f"qint32, got {dtype!r}")
+        if dtype not in (Q.quint8, Q.qint8, Q.qint32, Q.quint4x2):
+            raise ValueError(f"{type(self).__name__}: dtype must be fiamma.quint8, qint8, "
+                             f"qint32 or quint4x2, got {dtype!r}")
         if qscheme not in (Q.per_tensor_affine, Q.per_tensor_symmetric, Q.per_channel_affine,
                            Q.per_channel_symmetric, Q.per_channel_affine_float_qparams):
             raise ValueError(f"{type(self).__name__}: unknown qscheme {qscheme!r}")
@@ -386,3 +387,8 @@ default_fixed_qparams_range_0to1_observer = FixedQParamsObserver.with_args(
     scale=1.0 / 256.0, zero_point=0, dtype=Q.quint8, quant_min=0, quant_max=255)
 default_symmetric_fixed_qparams_observer = default_fixed_qparams_range_neg1to1_observer
 default_affine_fixed_qparams_observer = default_fixed_qparams_range_0to1_observer
+# embedding weights: per-row float scale and zero point (weight-only quantization)
+default_float_qparams_observer = PerChannelMinMaxObserver.with_args(
+    dtype=Q.quint8, qscheme=Q.per_channel_affine_float_qparams, ch_axis=0)
+default_float_qparams_observer_4bit = PerChannelMinMaxObserver.with_args(
+    dtype=Q.quint4x2, qscheme=Q.per_channel_affine_float_qparams, ch_axis=0)

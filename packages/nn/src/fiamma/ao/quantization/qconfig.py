@@ -8,10 +8,13 @@ weight get, and the engines' defaults.
 """
 from collections import namedtuple
 
+import fiamma
 from fiamma import nn
 from fiamma.ao.quantization.fake_quantize import (
     FakeQuantize,
     FusedMovingAvgObsFakeQuantize,
+    default_embedding_fake_quant,
+    default_embedding_fake_quant_4bit,
     default_fake_quant,
     default_fused_act_fake_quant,
     default_fused_per_channel_wt_fake_quant,
@@ -22,13 +25,19 @@ from fiamma.ao.quantization.fake_quantize import (
 from fiamma.ao.quantization.observer import (
     HistogramObserver,
     MovingAverageMinMaxObserver,
+    NoopObserver,
+    default_float_qparams_observer,
+    default_float_qparams_observer_4bit,
     default_observer,
     default_per_channel_weight_observer,
+    default_placeholder_observer,
     default_weight_observer,
 )
 
 __all__ = ["QConfig", "default_qconfig", "default_per_channel_qconfig", "default_qat_qconfig",
-           "default_qat_qconfig_v2",
+           "default_qat_qconfig_v2", "float_qparams_weight_only_qconfig",
+           "float_qparams_weight_only_qconfig_4bit", "default_embedding_qat_qconfig",
+           "default_embedding_qat_qconfig_4bit",
            "get_default_qconfig", "get_default_qat_qconfig", "qconfig_equals"]
 
 
@@ -52,6 +61,16 @@ default_per_channel_qconfig = QConfig(activation=default_observer,
 default_qat_qconfig = QConfig(activation=default_fake_quant, weight=default_weight_fake_quant)
 default_qat_qconfig_v2 = QConfig(activation=default_fused_act_fake_quant,
                                  weight=default_fused_wt_fake_quant)
+# embeddings: weight-only quantization with a float scale and zero point per row
+float_qparams_weight_only_qconfig = QConfig(activation=default_placeholder_observer,
+                                            weight=default_float_qparams_observer)
+float_qparams_weight_only_qconfig_4bit = QConfig(activation=default_placeholder_observer,
+                                                 weight=default_float_qparams_observer_4bit)
+default_embedding_qat_qconfig = QConfig(activation=NoopObserver.with_args(dtype=fiamma.float32),
+                                        weight=default_embedding_fake_quant)
+default_embedding_qat_qconfig_4bit = QConfig(
+    activation=NoopObserver.with_args(dtype=fiamma.float32),
+    weight=default_embedding_fake_quant_4bit)
 
 _ENGINES = ("x86", "fbgemm", "qnnpack", "onednn")
 

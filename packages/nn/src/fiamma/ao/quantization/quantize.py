@@ -31,7 +31,8 @@ from fiamma.nn.utils.parametrize import type_before_parametrizations
 __all__ = ["prepare", "convert", "quantize", "prepare_qat", "quantize_qat",
            "propagate_qconfig_", "add_quant_dequant", "swap_module",
            "get_default_static_quant_module_mappings", "get_default_qconfig_propagation_list",
-           "get_default_qat_module_mappings"]
+           "get_default_qat_module_mappings", "get_embedding_qat_module_mappings",
+           "get_embedding_static_quant_module_mappings"]
 
 
 def get_default_static_quant_module_mappings():
@@ -39,31 +40,51 @@ def get_default_static_quant_module_mappings():
     return {
         QuantStub: nnq.Quantize,
         DeQuantStub: nnq.DeQuantize,
+        nn.Conv1d: nnq.Conv1d,
         nn.Conv2d: nnq.Conv2d,
+        nn.Conv3d: nnq.Conv3d,
+        nn.Embedding: nnq.Embedding,
+        nn.EmbeddingBag: nnq.EmbeddingBag,
         nn.Linear: nnq.Linear,
         nn.ReLU6: nnq.ReLU6,
         nn.Hardswish: nnq.Hardswish,
         nn.Dropout: nnq.Dropout,
+        nni.ConvReLU1d: nniq.ConvReLU1d,
         nni.ConvReLU2d: nniq.ConvReLU2d,
+        nni.ConvReLU3d: nniq.ConvReLU3d,
         nni.LinearReLU: nniq.LinearReLU,
         nnq.FloatFunctional: nnq.QFunctional,
+        nnqat.Conv1d: nnq.Conv1d,  # not in PyTorch's table (its prepare_qat keeps Conv1d float)
         nnqat.Conv2d: nnq.Conv2d,
+        nnqat.Conv3d: nnq.Conv3d,
         nnqat.Linear: nnq.Linear,
+        nniqat.ConvBn1d: nnq.Conv1d,
         nniqat.ConvBn2d: nnq.Conv2d,
+        nniqat.ConvBn3d: nnq.Conv3d,
+        nniqat.ConvBnReLU1d: nniq.ConvReLU1d,
         nniqat.ConvBnReLU2d: nniq.ConvReLU2d,
+        nniqat.ConvBnReLU3d: nniq.ConvReLU3d,
         nniqat.ConvReLU2d: nniq.ConvReLU2d,
+        nniqat.ConvReLU3d: nniq.ConvReLU3d,
         nniqat.LinearReLU: nniq.LinearReLU,
+        nniqat.LinearBn1d: nnq.Linear,
     }
 
 
+def get_embedding_static_quant_module_mappings():
+    """:func:`get_default_static_quant_module_mappings` plus the QAT embeddings (``convert``
+    after embedding QAT)."""
+    mapping = get_default_static_quant_module_mappings()
+    mapping[nnqat.EmbeddingBag] = nnq.EmbeddingBag
+    mapping[nnqat.Embedding] = nnq.Embedding
+    return mapping
+
+
 # PyTorch quantizes these too; fiamma has no int8 kernel for them yet and says so at convert
-_UNSUPPORTED = (nn.Conv1d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d,
-                nn.ConvTranspose3d, nn.BatchNorm2d, nn.BatchNorm3d, nn.ELU, nn.LeakyReLU,
-                nn.LayerNorm, nn.GroupNorm, nn.InstanceNorm1d, nn.InstanceNorm2d,
-                nn.InstanceNorm3d, nn.Embedding, nn.EmbeddingBag, nn.PReLU, nni.ConvReLU1d,
-                nni.ConvReLU3d, nni.BNReLU2d, nni.BNReLU3d, nnqat.Conv1d, nnqat.Conv3d,
-                nniqat.ConvBn1d, nniqat.ConvBn3d, nniqat.ConvBnReLU1d, nniqat.ConvBnReLU3d,
-                nniqat.ConvReLU3d)
+_UNSUPPORTED = (nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d, nn.BatchNorm2d,
+                nn.BatchNorm3d, nn.ELU, nn.LeakyReLU, nn.LayerNorm, nn.GroupNorm,
+                nn.InstanceNorm1d, nn.InstanceNorm2d, nn.InstanceNorm3d, nn.PReLU,
+                nni.BNReLU2d, nni.BNReLU3d)
 
 
 _INT8_PACKAGES = ("fiamma.ao.nn.quantized", "fiamma.ao.nn.intrinsic.quantized")
@@ -84,7 +105,17 @@ def get_default_qat_module_mappings():
         nni.ConvReLU2d: nniqat.ConvReLU2d,
         nni.ConvReLU3d: nniqat.ConvReLU3d,
         nni.LinearReLU: nniqat.LinearReLU,
+        nni.LinearBn1d: nniqat.LinearBn1d,
     }
+
+
+def get_embedding_qat_module_mappings():
+    """:func:`get_default_qat_module_mappings` plus ``nn.Embedding``/``nn.EmbeddingBag`` ->
+    their QAT versions (``prepare_qat(model, mapping=get_embedding_qat_module_mappings())``)."""
+    mapping = get_default_qat_module_mappings()
+    mapping[nn.EmbeddingBag] = nnqat.EmbeddingBag
+    mapping[nn.Embedding] = nnqat.Embedding
+    return mapping
 
 
 # the output fake-quantizers prepare_qat gives these in training mode (their range is known)

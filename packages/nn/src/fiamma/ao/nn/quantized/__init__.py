@@ -1,8 +1,10 @@
 """``fiamma.ao.nn.quantized`` (``torch.ao.nn.quantized``, also ``fiamma.nn.quantized``):
 ``FloatFunctional`` (float modules' tensor ops, observable) and the int8 modules ``convert``
-swaps in (``Quantize``, ``DeQuantize``, ``Conv2d``, ``Linear``, ``QFunctional``, ``ReLU6``,
-``Hardswish``, ``Dropout``; see :mod:`fiamma.ao.nn.quantized.modules`). Other int8 modules of
-PyTorch (``Conv1d``, ``Embedding``, ``LayerNorm``, ...) raise AttributeError by name.
+swaps in (``Quantize``, ``DeQuantize``, ``Conv1d``, ``Conv2d``, ``Conv3d``, ``Linear``,
+``QFunctional``, ``ReLU6``, ``Hardswish``, ``Dropout``; see :mod:`fiamma.ao.nn.quantized.modules`
+and :mod:`fiamma.ao.nn.quantized.conv`) and the weight-only quantized ``Embedding`` and
+``EmbeddingBag`` (:mod:`fiamma.ao.nn.quantized.embedding_ops`). Other int8 modules of PyTorch
+(``LayerNorm``, ``ConvTranspose2d``, ...) raise AttributeError by name.
 
     >>> import fiamma
     >>> from fiamma.ao.nn.quantized import FloatFunctional
@@ -13,8 +15,9 @@ PyTorch (``Conv1d``, ``Embedding``, ``LayerNorm``, ...) raise AttributeError by 
 import fiamma
 from fiamma import nn
 
-__all__ = ["FloatFunctional", "Quantize", "DeQuantize", "Conv2d", "Linear", "QFunctional",
-           "ReLU6", "Hardswish", "Dropout", "functional", "modules"]
+__all__ = ["FloatFunctional", "Quantize", "DeQuantize", "Conv1d", "Conv2d", "Conv3d", "Linear",
+           "QFunctional", "ReLU6", "Hardswish", "Dropout", "Embedding", "EmbeddingBag",
+           "functional", "modules", "conv", "embedding_ops"]
 
 
 class FloatFunctional(nn.Module):
@@ -59,7 +62,9 @@ class FloatFunctional(nn.Module):
         return self.activation_post_process(fiamma.matmul(x, y))
 
 
-from fiamma.ao.nn.quantized import functional, modules  # noqa: E402
+from fiamma.ao.nn.quantized import conv, embedding_ops, functional, modules  # noqa: E402
+from fiamma.ao.nn.quantized.conv import Conv1d, Conv3d  # noqa: E402
+from fiamma.ao.nn.quantized.embedding_ops import Embedding, EmbeddingBag  # noqa: E402
 from fiamma.ao.nn.quantized.modules import (  # noqa: E402
     Conv2d,
     DeQuantize,

@@ -18,8 +18,8 @@ import numpy as np
 import fiamma
 from fiamma.nn import _qtensor as Q
 
-__all__ = ["conv2d", "linear", "relu", "max_pool2d", "adaptive_avg_pool2d", "avg_pool2d",
-           "add", "add_relu", "mul", "cat", "requantize", "hardswish", "hardsigmoid",
+__all__ = ["conv1d", "conv2d", "conv3d", "linear", "relu", "max_pool2d", "adaptive_avg_pool2d",
+           "avg_pool2d", "add", "add_relu", "mul", "cat", "requantize", "hardswish", "hardsigmoid",
            "relu6"]
 
 _F32 = np.float32
@@ -70,28 +70,57 @@ def _requant(acc, x, w_scale, bias, scale, zero_point, relu, ch_axis):
     return np.clip(q, lo, x._dtype.qmax)
 
 
-def conv2d(input, weight, bias, stride=1, padding=0, dilation=1, groups=1,
-           padding_mode="zeros", scale=1.0, zero_point=0, dtype=None, _relu=False):
-    """Quantized 2-d convolution of a quint8 ``(N, C, H, W)`` input with a qint8 weight."""
-    _check("quantized conv2d", input)
+_CONV_LAYOUT = {1: "(N, C, L)", 2: "(N, C, H, W)", 3: "(N, C, D, H, W)"}
+
+
+def _conv(nd, input, weight, bias, stride, padding, dilation, groups, padding_mode, scale,
+          zero_point, _relu):
+    op = f"quantized conv{nd}d"
+    _check(op, input)
     if not isinstance(weight, Q.QTensor) or weight._dtype is not Q.qint8:
-        raise TypeError("quantized conv2d: expected a qint8 weight")
-    if input.ndim != 4:
-        raise ValueError(f"quantized conv2d: expected a 4-d (N, C, H, W) input, got "
+        raise TypeError(f"{op}: expected a qint8 weight")
+    if input.ndim != nd + 2:
+        raise ValueError(f"{op}: expected a {nd + 2}-d {_CONV_LAYOUT[nd]} input, got "
                          f"{input.ndim}-d")
+    if weight.ndim != nd + 2:
+        raise ValueError(f"{op}: expected a {nd + 2}-d weight, got {weight.ndim}-d")
     if padding_mode != "zeros":
-        raise NotImplementedError(f"quantized conv2d: padding_mode {padding_mode!r} is not "
+        raise NotImplementedError(f"{op}: padding_mode {padding_mode!r} is not "
                                   "supported (only 'zeros')")
     n_out = weight.shape[0]
     w_scale, w_zp = _weight_params(weight, n_out)
     xs = fiamma.from_numpy((_ints(input) - int(input._zero_point)).astype(np.float64))
-    wi = _ints(weight) - w_zp.reshape(-1, 1, 1, 1)
-    acc = fiamma.conv2d(xs, fiamma.from_numpy(wi.astype(np.float64)), None, stride, padding,
-                        dilation, groups).numpy()
+    wi = _ints(weight) - w_zp.reshape((-1,) + (1,) * (nd + 1))
+    conv = {1: fiamma.conv1d, 2: fiamma.conv2d, 3: fiamma.conv3d}[nd]
+    acc = conv(xs, fiamma.from_numpy(wi.astype(np.float64)), None, stride, padding,
+               dilation, groups).numpy()
     acc = np.rint(acc).astype(np.int64)
     b = None if bias is None else bias.detach().numpy()
     return _out(_requant(acc, input, w_scale, b, scale, zero_point, _relu, 1), input, scale,
                 zero_point)
+
+
+def conv1d(input, weight, bias, stride=1, padding=0, dilation=1, groups=1,
+           padding_mode="zeros", scale=1.0, zero_point=0, dtype=None, _relu=False):
+    """Quantized 1-d convolution of a quint8 ``(N, C, L)`` input with a qint8 weight (the
+    arithmetic of :func:`conv2d`: fbgemm runs it as a 2-d convolution of height 1)."""
+    return _conv(1, input, weight, bias, stride, padding, dilation, groups, padding_mode,
+                 scale, zero_point, _relu)
+
+
+def conv2d(input, weight, bias, stride=1, padding=0, dilation=1, groups=1,
+           padding_mode="zeros", scale=1.0, zero_point=0, dtype=None, _relu=False):
+    """Quantized 2-d convolution of a quint8 ``(N, C, H, W)`` input with a qint8 weight."""
+    return _conv(2, input, weight, bias, stride, padding, dilation, groups, padding_mode,
+                 scale, zero_point, _relu)
+
+
+def conv3d(input, weight, bias, stride=1, padding=0, dilation=1, groups=1,
+           padding_mode="zeros", scale=1.0, zero_point=0, dtype=None, _relu=False):
+    """Quantized 3-d convolution of a quint8 ``(N, C, D, H, W)`` input with a qint8 weight
+    (exact integer sums, requantized as :func:`conv2d`)."""
+    return _conv(3, input, weight, bias, stride, padding, dilation, groups, padding_mode,
+                 scale, zero_point, _relu)
 
 
 def linear(input, weight, bias=None, scale=1.0, zero_point=0, _relu=False):

@@ -115,19 +115,20 @@ class DeQuantize(nn.Module):
         return cls()
 
 
-class Conv2d(_StateMixin, nn.Module):
-    """Int8 2-d convolution: quint8 in, qint8 weight (per channel or per tensor), float bias,
-    quint8 out with ``scale``/``zero_point``."""
+class _ConvNd(_StateMixin, nn.Module):
+    """Int8 ``_nd``-d convolution: quint8 in, qint8 weight (per channel or per tensor), float
+    bias, quint8 out with ``scale``/``zero_point``."""
 
-    _FLOAT_MODULE = nn.Conv2d
+    _FLOAT_MODULE = None
     _relu = False
+    _nd = 2
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
                  dilation=1, groups=1, bias=True, padding_mode="zeros", device=None,
                  dtype=None):
         super().__init__()
         def pair(v):
-            return (v, v) if isinstance(v, int) else tuple(v)
+            return (v,) * self._nd if isinstance(v, int) else tuple(v)
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size, self.stride = pair(kernel_size), pair(stride)
         self.padding, self.dilation = pair(padding), pair(dilation)
@@ -148,9 +149,9 @@ class Conv2d(_StateMixin, nn.Module):
         return self._bias
 
     def forward(self, input):
-        return qF.conv2d(input, self._weight, self._bias, self.stride, self.padding,
-                         self.dilation, self.groups, self.padding_mode, self.scale,
-                         self.zero_point, _relu=self._relu)
+        return qF._conv(self._nd, input, self._weight, self._bias, self.stride, self.padding,
+                        self.dilation, self.groups, self.padding_mode, self.scale,
+                        self.zero_point, _relu=self._relu)
 
     def _save_to_state_dict(self, destination, prefix, keep_vars):
         destination[prefix + "weight"] = self._weight
@@ -199,6 +200,14 @@ class Conv2d(_StateMixin, nn.Module):
 
     def _get_name(self):
         return "Quantized" + type(self).__name__
+
+
+class Conv2d(_ConvNd):
+    """Int8 2-d convolution: quint8 in, qint8 weight (per channel or per tensor), float bias,
+    quint8 out with ``scale``/``zero_point``."""
+
+    _FLOAT_MODULE = nn.Conv2d
+    _nd = 2
 
 
 class LinearPackedParams(nn.Module):
@@ -275,6 +284,11 @@ class Linear(_QParamsState, nn.Module):
         lin = mod[0] if isinstance(mod, nn.Sequential) else mod
         scale, zp, _ = _act_qparams(mod)
         wpp = getattr(mod, "weight_fake_quant", None)  # a QAT module's fake-quantizer
+        bn = getattr(mod, "bn", None) if wpp is not None else None
+        if bn is not None:  # QAT linear + bn (LinearBn1d): fold the batch norm's statistics
+            mod.weight, mod.bias = nn.utils.fuse_linear_bn_weights(
+                mod.weight, mod.bias, bn.running_mean, bn.running_var, bn.eps, bn.weight,
+                bn.bias)
         qw = _quantize_weight(lin.weight.detach(), wpp or mod.qconfig.weight())
         q = cls(lin.in_features, lin.out_features)
         q.set_weight_bias(qw, None if lin.bias is None else lin.bias.detach().clone())

@@ -7,7 +7,8 @@
     >>> nniqat.ConvBn2d(3, 8, 3, qconfig=tq.default_qat_qconfig).bn
     BatchNorm2d(8, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)
 """
-from fiamma.ao.nn.intrinsic.qat import modules  # noqa: F401
+from fiamma.ao.nn.intrinsic.qat import linear_fused, modules  # noqa: F401
+from fiamma.ao.nn.intrinsic.qat.linear_fused import LinearBn1d
 from fiamma.ao.nn.intrinsic.qat.modules import (
     ConvBn1d,
     ConvBn2d,
@@ -23,8 +24,8 @@ from fiamma.ao.nn.intrinsic.qat.modules import (
 )
 
 __all__ = ["ConvBn1d", "ConvBn2d", "ConvBn3d", "ConvBnReLU1d", "ConvBnReLU2d", "ConvBnReLU3d",
-           "ConvReLU2d", "ConvReLU3d", "LinearReLU", "freeze_bn_stats", "update_bn_stats",
-           "modules"]
+           "ConvReLU2d", "ConvReLU3d", "LinearReLU", "LinearBn1d", "freeze_bn_stats",
+           "update_bn_stats", "modules", "linear_fused"]
 
 
 def __getattr__(name):
