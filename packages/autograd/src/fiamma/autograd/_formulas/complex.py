@@ -16,6 +16,7 @@ formula that looks at the input dtype.
 import fiamma
 from fiamma.autograd._formulas import derivative
 from fiamma.autograd._formulas._common import is_tensor
+from fiamma.autograd._formulas.linalg import qr_backward
 from fiamma.autograd_hook import ops
 
 
@@ -190,29 +191,8 @@ def _svd(ctx, grad):
 def _qr(ctx, grad):
     """A = QR (m >= n, reduced or square), complex: gA = (gQ + Q copyltu(M)) R^-H with
     M = R gR^H - gQ^H Q and copyltu(M) = tril(M, -1) + tril(M, -1)^H + Re(diag(M))."""
-    import fiamma.linalg as L
-
-    q, r = ctx.output
-    gq, gr = grad
-    mode = ctx.kwargs.get("mode", "reduced")
-    m, n = ctx.input_shapes[0][-2:]
-    if mode == "r" or m < n and mode != "complete" or q.shape[-1] != r.shape[-2] or \
-            (mode == "complete" and m > n):
-        raise NotImplementedError(f"linalg.qr: the derivative is implemented for mode="
-                                  f"'reduced' with m >= n (got mode={mode!r}, shape {m}x{n})")
-    k = r.shape[-2]
-    mm = fiamma.zeros(tuple(r.shape[:-2]) + (k, k), dtype=r.dtype, device=r.device)
-    if gr is not None:
-        mm = mm + fiamma.matmul(r, _mH(gr))
-    if gq is not None:
-        mm = mm - fiamma.matmul(_mH(gq), q)
-    ar = fiamma.arange(k, device=mm.device)
-    low = fiamma.where(ar.unsqueeze(1) > ar.unsqueeze(0), mm, 0.0)
-    sym = low + _mH(low) + _diag(mm.diagonal(0, -2, -1).real).to(mm.dtype)
-    b = fiamma.matmul(q, sym)
-    if gq is not None:
-        b = b + gq
-    return (L.solve_triangular(_mH(r), b, upper=False, left=False),)
+    return qr_backward(ctx, grad, _mH,
+                       lambda mm: _diag(mm.diagonal(0, -2, -1).real).to(mm.dtype))
 
 
 def _inv(a):

@@ -301,6 +301,19 @@ def _d_svd(ctx, grad):
 def _d_qr(ctx, grad):
     """A = QR with m >= n (reduced or square): gA = (gQ + Q copyltu(M)) R^-T with
     M = R gR^T - gQ^T Q and copyltu the symmetric matrix built from M's lower triangle."""
+    return qr_backward(ctx, grad, _mT, _diag_part)
+
+
+def _diag_part(m):
+    """``m``'s diagonal as a matrix (zeros elsewhere)."""
+    return fiamma.where(_eye_mask(m.shape[-1], m.device), m, 0.0)
+
+
+def qr_backward(ctx, grad, adj, diag_of):
+    """linalg.qr's gradient for real (``adj`` the transpose) and complex (``adj`` the conjugate
+    transpose) matrices: gA = (gQ + Q copyltu(M)) adj(R)^-1 with M = R adj(gR) - adj(gQ) Q and
+    copyltu(M) = tril(M, -1) + adj(tril(M, -1)) + ``diag_of(M)`` (M's diagonal as a matrix;
+    its real part for complex)."""
     q, r = ctx.output
     gq, gr = grad
     mode = ctx.kwargs.get("mode", "reduced")
@@ -312,15 +325,15 @@ def _d_qr(ctx, grad):
     k = r.shape[-2]
     mm = fiamma.zeros(tuple(r.shape[:-2]) + (k, k), dtype=r.dtype, device=r.device)
     if gr is not None:
-        mm = mm + fiamma.matmul(r, _mT(gr))
+        mm = mm + fiamma.matmul(r, adj(gr))
     if gq is not None:
-        mm = mm - fiamma.matmul(_mT(gq), q)
+        mm = mm - fiamma.matmul(adj(gq), q)
     low = fiamma.where(_tri_mask(k, False, True, mm.device), mm, 0.0)
-    sym = low + _mT(low) + fiamma.where(_eye_mask(k, mm.device), mm, 0.0)
+    sym = low + adj(low) + diag_of(mm)
     b = fiamma.matmul(q, sym)
     if gq is not None:
         b = b + gq
-    return (_L().solve_triangular(_mT(r), b, upper=False, left=False),)
+    return (_L().solve_triangular(adj(r), b, upper=False, left=False),)
 
 
 def _pinv_grad(a, p, gp, _mT=_mT):
