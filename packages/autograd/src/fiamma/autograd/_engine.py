@@ -278,7 +278,9 @@ def record(op, out, inputs, kwargs):
         for x in inputs:
             if x is out:
                 return  # the op returned its input unchanged
-        if record_new(op, out, inputs, kwargs) is None:
+        if type(inputs) is not tuple:
+            inputs = tuple(inputs)
+        if record_new(op, out, inputs, kwargs if kwargs else NO_KWARGS) is None:
             return
         if getattr(out, "_base", None) is not None and op not in VIEW_OPS:
             _own_result(out, inputs)
@@ -332,9 +334,10 @@ def record_new(op, out, inputs, kwargs=NO_KWARGS):
     a view or of a result built as a view of a temporary; returns its node (None when the result
     is not differentiable). Core's operator fast paths call it directly (through
     fiamma.autograd_hook's ``record_new``: a result the op has just allocated, no keyword
-    arguments), ``record`` for every single-tensor result. Every recorded op runs it, so the
-    plain one- and two-tensor cases are written out (the node built here, ``_edge1``'s commonest
-    case inlined); the others go through ``_make_node``."""
+    arguments), ``record`` for every single-tensor result (``inputs`` a tuple, ``kwargs`` a
+    non-empty dict or ``NO_KWARGS``). Every recorded op runs it, so the plain one- and
+    two-tensor cases are written out (the node built here, ``_edge1``'s commonest case
+    inlined); the others go through ``_make_node``."""
     cls = _CLASSES.get(op)
     if cls is None:
         cls = node_class(op)
@@ -379,13 +382,13 @@ def record_new(op, out, inputs, kwargs=NO_KWARGS):
             row = _DT2.get(a._dtype)
             dts = row.get(b._dtype) if row is not None else None
             node._dtypes = dts if dts is not None else _dtypes2(a._dtype, b._dtype)
-            node._kwargs = kwargs if kwargs else NO_KWARGS
+            node._kwargs = kwargs
             save = cls._save
             if save == "none" or save == "output":
                 node._inputs = (None, None)
                 node._versions = None
             else:
-                node._inputs = inputs if inputs.__class__ is tuple else (a, b)
+                node._inputs = inputs
                 node._versions = (a._storage.version, b._storage.version)
                 if hooks_active[0]:
                     pack_saved(node)
@@ -411,13 +414,13 @@ def record_new(op, out, inputs, kwargs=NO_KWARGS):
             node._s1 = node._sx = None
             dts = _DT1.get(a._dtype)
             node._dtypes = dts if dts is not None else _dtypes1(a._dtype)
-            node._kwargs = kwargs if kwargs else NO_KWARGS
+            node._kwargs = kwargs
             save = cls._save
             if save == "none" or save == "output":
                 node._inputs = (None,)
                 node._versions = None
             else:
-                node._inputs = inputs if inputs.__class__ is tuple else (a,)
+                node._inputs = inputs
                 node._versions = (a._storage.version,)
                 if hooks_active[0]:
                     pack_saved(node)
