@@ -9,7 +9,7 @@ import numpy as np
 
 import fiamma
 from fiamma.distributed import _mpi, _nccl_ops as _N
-from fiamma.distributed._group import Header, ThenWork, describe_tensor
+from fiamma.distributed._group import Header, describe_tensor
 from fiamma.distributed._mpi import ReduceOp, buffer, datatype, mpi_op, numpy_op
 from fiamma.distributed._state import resolve
 
@@ -463,7 +463,34 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
             off += b.size
 
     if async_op:
-        return ThenWork(w, unpack, outs)
+        return _ThenWork(w, unpack, outs)
     w.wait()
     unpack()
     return None
+
+
+class _ThenWork:
+    """A Work whose ``wait()`` also runs a finishing step (copies out of a staging buffer)."""
+
+    def __init__(self, work, then, result):
+        self._work, self._then, self._result, self._finished = work, then, result, False
+
+    def wait(self, timeout=None):
+        self._work.wait(timeout)
+        if not self._finished:
+            self._then()
+            self._finished = True
+        return True
+
+    def is_completed(self):
+        return self._work.is_completed()
+
+    def is_success(self):
+        return self._work.is_success()
+
+    def exception(self):
+        return self._work.exception()
+
+    def result(self):
+        self.wait()
+        return self._result

@@ -214,35 +214,6 @@ class Work:
         return f"<fiamma.distributed.Work {self._what} ({state})>"
 
 
-class ThenWork:
-    """A work handle whose ``wait()`` also runs a finishing step once (copies out of a staging
-    buffer, say): the handle ``async_op=True`` returns for such an operation."""
-
-    def __init__(self, work, then, result):
-        self._work, self._then, self._result, self._finished = work, then, result, False
-
-    def wait(self, timeout=None):
-        self._work.wait(timeout)
-        if not self._finished:
-            self._then()
-            self._finished = True
-        return True
-
-    def is_completed(self):
-        return self._work.is_completed()
-
-    def is_success(self):
-        return self._work.is_success()
-
-    def exception(self):
-        return self._work.exception()
-
-    def result(self):
-        self.wait()
-        return self._result
-
-
-
 class ProcessGroup:
     """A set of ranks sharing an MPI communicator. ``rank()`` and ``size()`` are this process's
     rank in the group and the group's size."""

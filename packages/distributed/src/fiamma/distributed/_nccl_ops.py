@@ -7,7 +7,7 @@ from __future__ import annotations
 import zlib
 
 import fiamma
-from fiamma.distributed._group import Header, ThenWork, describe_tensor
+from fiamma.distributed._group import Header, describe_tensor
 from fiamma.distributed._mpi import DTYPE_CODE, ReduceOp
 
 
@@ -233,14 +233,36 @@ def p2p(g, tensor, peer, send, what):
                   collective=False)
 
 
-class _Then(ThenWork):
-    """A ``ThenWork`` over an NCCL work (the finishing step runs on the current stream), which
-    also has ``synchronize``."""
+class _Then:
+    """A work handle that runs a finishing step (on the current stream) after the wait."""
+
+    def __init__(self, work, then, result):
+        self._work, self._then, self._result, self._finished = work, then, result, False
+
+    def wait(self, timeout=None):
+        self._work.wait(timeout)
+        if not self._finished:
+            self._then()
+            self._finished = True
+        return True
 
     def synchronize(self, timeout=None):
         self.wait(timeout)
         self._work.synchronize(timeout)
         return True
+
+    def is_completed(self):
+        return self._work.is_completed()
+
+    def is_success(self):
+        return self._work.is_success()
+
+    def exception(self):
+        return self._work.exception()
+
+    def result(self):
+        self.wait()
+        return self._result
 
 
 def _then(work, then, result, async_op):
