@@ -20,10 +20,10 @@ os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "16")
 
 import statistics  # noqa: E402
 import sys  # noqa: E402
-import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from _timing import compare_median  # noqa: E402
 
 import fiamma  # noqa: E402
 import fiamma.distributions as FD  # noqa: E402
@@ -31,24 +31,8 @@ import fiamma.distributions as FD  # noqa: E402
 TD = torch.distributions
 
 
-def _time(fn, reps):
-    t = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    return (time.perf_counter() - t) / reps
-
-
 def compare(name, ff, tf, reps=10, rounds=7):
-    ff()
-    tf()
-    a, b = [], []
-    for _ in range(rounds):
-        a.append(_time(ff, reps))
-        b.append(_time(tf, reps))
-    fa, ta = statistics.median(a), statistics.median(b)
-    print(f"{name:44s} fiamma {fa * 1e3:8.3f} ms  torch {ta * 1e3:8.3f} ms  ratio {fa / ta:5.2f}",
-          flush=True)
-    return fa / ta
+    return compare_median(name, ff, tf, reps, rounds, digits=3)
 
 
 def _pair(a):

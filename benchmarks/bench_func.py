@@ -18,34 +18,18 @@ os.environ.setdefault("GOMP_SPINCOUNT", "20000")
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "16")
 
 import copy  # noqa: E402
-import statistics  # noqa: E402
 import sys  # noqa: E402
-import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from _timing import compare_median  # noqa: E402
 
 import fiamma  # noqa: E402
 import fiamma.func  # noqa: E402
 
 
-def _time(fn, reps):
-    t = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    return (time.perf_counter() - t) / reps
-
-
 def compare(name, ff, tf, reps=3, rounds=5):
-    ff()
-    tf()
-    a, b = [], []
-    for _ in range(rounds):
-        a.append(_time(ff, reps))
-        b.append(_time(tf, reps))
-    fa, ta = statistics.median(a), statistics.median(b)
-    print(f"{name:44s} fiamma {fa * 1e3:8.2f} ms  torch {ta * 1e3:8.2f} ms  ratio {fa / ta:5.2f}",
-          flush=True)
+    compare_median(name, ff, tf, reps, rounds, digits=2)
 
 
 def cnn(lib):

@@ -10,36 +10,16 @@ ratio fiamma / PyTorch.
 """
 
 import argparse
-import gc
-import os
-import time
 
 import numpy as np
 import torch
+from _timing import compare_min
 
 import fiamma
 
 
-def _time(fn, reps):
-    t = time.process_time()
-    for _ in range(reps):
-        fn()
-    return (time.process_time() - t) / reps
-
-
 def compare(name, fns, rounds, reps):
-    for fn in fns.values():
-        fn()
-        fn()
-    best = dict.fromkeys(fns, float("inf"))
-    gc.disable()
-    for _ in range(rounds):
-        for k, fn in fns.items():
-            best[k] = min(best[k], _time(fn, reps))
-    gc.enable()
-    t = best["torch"]
-    cols = "  ".join(f"{k} {v * 1e6:8.1f} us ({v / t:4.2f}x)" for k, v in best.items())
-    print(f"{name:34s} {cols}  (load {os.getloadavg()[0]:.1f})", flush=True)
+    compare_min(name, fns, rounds, reps, width=34, num="8.1f")
 
 
 def main():

@@ -1,8 +1,11 @@
 """Helpers shared by core's tests: dtype lists, shape strategies, tensors with awkward layouts
-and their NumPy twins, and a dtype-aware assert_close.
+and their NumPy twins, a dtype-aware assert_close and a stand-in autograd recorder
+(CallRecorder).
 
     from conftest import ALL_DTYPES, shapes, make_pair, assert_close
 """
+
+import contextlib
 
 import numpy as np
 import pytest
@@ -169,6 +172,39 @@ def assert_close(actual, expected, dtype=None, rtol=None, atol=None, check_dtype
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+# ---- a recorder that lists what core records --------------------------------------------------
+
+class CallRecorder:
+    """A stand-in autograd recorder: ``calls`` lists ``(op, inputs, kwargs)`` for each
+    ``record`` / ``record_inplace`` core makes. ``with CallRecorder.installed() as rec:``
+    registers one for the block, then puts the previous recorder back."""
+
+    def __init__(self):
+        self.calls = []
+
+    def record(self, op, out, inputs, kwargs):
+        self.calls.append((op, inputs, kwargs))
+
+    def record_inplace(self, op, out, inputs, kwargs):
+        self.calls.append((op, inputs, kwargs))
+
+    def requires_grad_(self, t, flag):
+        t.requires_grad = bool(flag)
+
+    @classmethod
+    @contextlib.contextmanager
+    def installed(cls):
+        from fiamma import _grad_hook as G
+
+        prev = G._recorder
+        rec = cls()
+        G.register_autograd(rec)
+        try:
+            yield rec
+        finally:
+            G._recorder = prev
 
 
 # ---- the differential run --------------------------------------------------------------------

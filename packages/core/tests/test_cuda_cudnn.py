@@ -21,10 +21,10 @@ import subprocess
 
 import numpy as np
 import pytest
+from _cuda_helpers import backend_with
 from conftest import assert_same
 
 import fiamma
-from fiamma import _backend
 from fiamma._backend import codes as K
 from fiamma._backend.xp import cudnn as CD, cudnn_api as L
 
@@ -35,9 +35,7 @@ FAKE_SRC = os.path.join(os.path.dirname(__file__), "..", "..", "..", "tools", "c
 
 @pytest.fixture
 def be(device):
-    b = _backend.backend_for(fiamma.device(device))
-    if not hasattr(b, "cudnn_ready"):
-        pytest.skip(f"the {device} backend has no cuDNN path")
+    b = backend_with(device, "cudnn_ready", "cuDNN path")
     if not b.cudnn_ready():
         pytest.skip(f"cuDNN is not available on {device}: {b.cudnn_reason()}")
     return b

@@ -9,6 +9,7 @@ skipped elsewhere."""
 
 import numpy as np
 import pytest
+from _cuda_helpers import backend_with, calls as _calls, served as _served, total as _total
 from conftest import assert_same
 
 import fiamma
@@ -17,30 +18,12 @@ from fiamma import _backend
 
 @pytest.fixture
 def be(device):
-    b = _backend.backend_for(fiamma.device(device))
-    if not hasattr(b, "fast_path_calls"):
-        pytest.skip(f"the {device} backend has no fused kernels of its own")
-    return b
-
-
-def _calls(b, name):
-    return b.fast_path_calls.get(name, 0)
-
-
-def _served(b, name, before):
-    """``name``'s kernel (or, given a tuple, any of them: their total) served the op."""
-    assert not b.fast_path_errors, b.fast_path_errors
-    names = name if isinstance(name, tuple) else (name,)
-    assert sum(_calls(b, n) for n in names) > before, (name, b.fast_path_calls)
+    return backend_with(device, "fast_path_calls", "fused kernels of its own")
 
 
 # 16-bit operands meet cuda_lowp.py's one-pass kernels first (its where/compare take them)
 WHERE_PATHS = ("where_scalar", "lp_where")
 CMP_PATHS = ("compare_scalar", "lp_cmp")
-
-
-def _total(b, names):
-    return sum(_calls(b, n) for n in names)
 
 
 def _t(a, dtype):

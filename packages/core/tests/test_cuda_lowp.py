@@ -11,27 +11,15 @@ tools/cuda_emu); skipped elsewhere."""
 
 import numpy as np
 import pytest
+from _cuda_helpers import backend_with, calls as _calls, served as _served
 from conftest import assert_same
 
 import fiamma
-from fiamma import _backend
 
 
 @pytest.fixture
 def be(device):
-    b = _backend.backend_for(fiamma.device(device))
-    if not hasattr(b, "bn_native"):
-        pytest.skip(f"the {device} backend has no 16-bit kernels of its own")
-    return b
-
-
-def _calls(b, name):
-    return b.fast_path_calls.get(name, 0)
-
-
-def _served(b, name, before):
-    assert not b.fast_path_errors, b.fast_path_errors
-    assert _calls(b, name) > before, (name, b.fast_path_calls)
+    return backend_with(device, "bn_native", "16-bit kernels of its own")
 
 
 LOWP = [fiamma.bfloat16, fiamma.float16]

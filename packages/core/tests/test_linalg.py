@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import assert_close, to_numpy
+from conftest import CallRecorder, assert_close, to_numpy
 from hypothesis import assume, given, settings, strategies as st
 
 import fiamma
@@ -434,27 +434,8 @@ def test_out_and_float32_results():
     assert LA.det(fiamma.from_numpy(a)).dtype is fiamma.float32
 
 
-class _Rec:
-    def __init__(self):
-        self.calls = []
-
-    def record(self, op, out, inputs, kwargs):
-        self.calls.append((op, inputs, kwargs))
-
-    def record_inplace(self, op, out, inputs, kwargs):
-        self.calls.append((op, inputs, kwargs))
-
-    def requires_grad_(self, t, flag):
-        t.requires_grad = bool(flag)
-
-
 def test_autograd_recording_names():
-    from fiamma import _grad_hook as G
-
-    prev = G._recorder
-    rec = _Rec()
-    G.register_autograd(rec)
-    try:
+    with CallRecorder.installed() as rec:
         A = T(np.eye(3) * 2).requires_grad_()
         LA.inv(A)
         LA.det(A)
@@ -467,8 +448,6 @@ def test_autograd_recording_names():
         assert names == ["linalg_inv", "linalg_det", "linalg_cholesky", "linalg_matrix_norm",
                          "fft_rfft", "stft"]
         assert rec.calls[2][1] == (A,) and rec.calls[2][2] == {"upper": True}
-    finally:
-        G._recorder = prev
 
 
 def test_vector_norm_dtype_and_half():

@@ -13,6 +13,7 @@ from conftest import (
     LAYOUTS,
     NP_DTYPE,
     XP_HOST,
+    CallRecorder,
     assert_close,
     c_kernels_only,
     make_pair,
@@ -24,7 +25,7 @@ from conftest import (
 from hypothesis import given, settings, strategies as st
 
 import fiamma
-from fiamma import _grad_hook as G, special
+from fiamma import special
 
 try:  # float64 references; without mpmath only the accuracy tests are skipped
     import mpmath as mp
@@ -339,25 +340,8 @@ def test_out_inplace_methods():
         fiamma.lgamma([1.0])
 
 
-class _Rec:
-    def __init__(self):
-        self.calls = []
-
-    def record(self, op, out, inputs, kwargs):
-        self.calls.append((op, inputs, kwargs))
-
-    def record_inplace(self, op, out, inputs, kwargs):
-        self.calls.append((op, inputs, kwargs))
-
-    def requires_grad_(self, t, flag):
-        t.requires_grad = bool(flag)
-
-
 def test_autograd_recording():
-    prev = G._recorder
-    rec = _Rec()
-    G.register_autograd(rec)
-    try:
+    with CallRecorder.installed() as rec:
         x = fiamma.tensor([0.3, 0.6]).requires_grad_()
         fiamma.lgamma(x)
         fiamma.polygamma(2, x)
@@ -368,8 +352,6 @@ def test_autograd_recording():
         names = [c[0] for c in rec.calls]
         assert names == ["lgamma", "polygamma", "logit", "xlogy", "erfcx"]
         assert rec.calls[1][1] == (2, x) and rec.calls[2][2] == {"eps": 0.1}
-    finally:
-        G._recorder = prev
 
 
 def test_float32_close_to_double_everywhere():

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from _detection_checks import assert_same_training_step
 
 import fiamma
 from fiamma import nn
@@ -240,28 +241,11 @@ def _compare_with_torchvision(torch, tm, fm, imgs, boxes, labels):
     fl = fm([fiamma.from_numpy(i) for i in imgs],
             [{"boxes": fiamma.from_numpy(b), "labels": fiamma.from_numpy(lab)}
              for b, lab in zip(boxes, labels)])
-    assert set(tl) == set(fl)
-    for k in tl:
-        # PyTorch's BCE-with-logits of float64 logits against the float32 RPN labels is off
-        # the float64 value by ~1e-8 relative (fiamma's is exact), hence not 1e-12
-        np.testing.assert_allclose(fl[k].item(), tl[k].item(), rtol=1e-6, err_msg=k)
-    sum(tl.values()).backward()
-    sum(fl.values()).backward()
-    tgrads = {n: p.grad for n, p in tm.named_parameters() if p.grad is not None}
-    fgrads = {n: p.grad for n, p in fm.named_parameters() if p.grad is not None}
-    assert set(tgrads) == set(fgrads) and len(fgrads) > 10, set(tgrads) ^ set(fgrads)
-    # some gradients are zero in exact arithmetic (a batch-norm bias whose output reaches the
-    # loss only through another training-mode batch norm, which removes per-channel shifts):
-    # both libraries give rounding noise there, up to ~1e-4 of the largest gradient in
-    # MobileNetV3's first blocks, so such parameters are only checked to be that small
-    gmax = max(g.abs().max().item() for g in tgrads.values())
-    for n, g in tgrads.items():
-        scale = max(g.abs().max().item(), 1e-12)
-        if scale < 1e-3 * gmax:
-            assert fgrads[n].abs().max().item() < 1e-3 * gmax, n
-            continue
-        np.testing.assert_allclose(fgrads[n].numpy() / scale, g.numpy() / scale, atol=1e-6,
-                                   err_msg=n)
+    # PyTorch's BCE-with-logits of float64 logits against the float32 RPN labels is off the
+    # float64 value by ~1e-8 relative (fiamma's is exact), hence not 1e-12; the zero-in-exact-
+    # arithmetic gradients (a batch-norm bias whose output reaches the loss only through another
+    # training-mode batch norm) are up to ~1e-4 of the largest in MobileNetV3's first blocks
+    assert_same_training_step(tl, fl, tm, fm, loss_rtol=1e-6)
 
 
 _BIG = 10 ** 6      # sample every anchor/proposal, so the losses do not depend on the RNG

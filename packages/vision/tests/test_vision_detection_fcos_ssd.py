@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from _detection_checks import assert_same_training_step
 
 import fiamma
 from fiamma import nn
@@ -110,24 +111,7 @@ def _compare(torch, tm, fm, imgs, targets, grad_rtol=1e-6):
     tl = tm([torch.from_numpy(i) for i in imgs],
             [{k: torch.from_numpy(v.numpy()) for k, v in t.items()} for t in targets])
     fl = fm([fiamma.from_numpy(i) for i in imgs], targets)
-    assert set(tl) == set(fl)
-    for k in tl:
-        np.testing.assert_allclose(fl[k].item(), tl[k].item(), rtol=1e-9, err_msg=k)
-    sum(tl.values()).backward()
-    sum(fl.values()).backward()
-    tg = {n: p.grad for n, p in tm.named_parameters() if p.grad is not None}
-    fg = {n: p.grad for n, p in fm.named_parameters() if p.grad is not None}
-    assert set(tg) == set(fg) and len(fg) > 10, set(tg) ^ set(fg)
-    # gradients that are zero in exact arithmetic (a norm's shift followed by another
-    # training-mode norm) are rounding noise in both libraries: only checked to be small
-    gmax = max(g.abs().max().item() for g in tg.values())
-    for n, g in tg.items():
-        scale = max(g.abs().max().item(), 1e-12)
-        if scale < 1e-3 * gmax:
-            assert fg[n].abs().max().item() < 1e-3 * gmax, n
-            continue
-        np.testing.assert_allclose(fg[n].numpy() / scale, g.numpy() / scale, atol=grad_rtol,
-                                   err_msg=n)
+    assert_same_training_step(tl, fl, tm, fm, loss_rtol=1e-9, grad_atol=grad_rtol)
 
 
 def _sample(size=(60, 76), size2=(70, 54)):

@@ -7,6 +7,7 @@ from collections import OrderedDict
 
 import numpy as np
 import pytest
+from _detection_checks import assert_same_training_step
 
 import fiamma
 from fiamma import nn
@@ -281,27 +282,10 @@ def _compare(torch, tm, fm, imgs, targets, extra):
     fm.train()
     tl = tm([torch.from_numpy(i) for i in imgs], [_to_torch(torch, t) for t in targets])
     fl = fm([fiamma.from_numpy(i) for i in imgs], targets)
-    assert set(tl) == set(fl)
-    for k in tl:
-        # PyTorch's BCE-with-logits of float64 logits against float32 RPN labels is ~1e-8 off
-        np.testing.assert_allclose(fl[k].item(), tl[k].item(), rtol=1e-6, err_msg=k)
-    sum(tl.values()).backward()
-    sum(fl.values()).backward()
-    tg = {n: p.grad for n, p in tm.named_parameters() if p.grad is not None}
-    fg = {n: p.grad for n, p in fm.named_parameters() if p.grad is not None}
-    assert set(tg) == set(fg) and len(fg) > 10, set(tg) ^ set(fg)
-    # some gradients are zero in exact arithmetic (the keypoint predictor's bias: each
-    # heatmap's softmax-minus-one-hot sums to zero; batch-norm biases followed by another
-    # training-mode batch norm): both libraries give rounding noise there, so such parameters
-    # are only checked to be small against the largest gradient of the model
-    gmax = max(g.abs().max().item() for g in tg.values())
-    for n, g in tg.items():
-        scale = max(g.abs().max().item(), 1e-12)
-        if scale < 1e-3 * gmax:
-            assert fg[n].abs().max().item() < 1e-3 * gmax, n
-            continue
-        np.testing.assert_allclose(fg[n].numpy() / scale, g.numpy() / scale, atol=1e-6,
-                                   err_msg=n)
+    # PyTorch's BCE-with-logits of float64 logits against float32 RPN labels is ~1e-8 off; the
+    # keypoint predictor's bias has a zero gradient in exact arithmetic (each heatmap's
+    # softmax-minus-one-hot sums to zero)
+    assert_same_training_step(tl, fl, tm, fm, loss_rtol=1e-6)
 
 
 def _sample(with_masks=False, with_kps=False):

@@ -176,10 +176,11 @@ def _dtypes_n(dtypes):
 
 
 # ---- the per-op recording path ---------------------------------------------------------------
-# ``_edge1``, ``_make_node`` and ``record`` run for every recorded op. They read the tensor slots
-# that core documents for this path (fiamma.autograd_hook.HOT_SLOTS: ``_ag``, ``_shape``,
-# ``_dtype``, ``_storage`` identity and ``.version``) directly: the accessor functions cost a
-# Python call each, more than the read (docs/architecture.md, "The core/autograd seam").
+# ``_edge1`` and ``record_new`` run for every recorded op with one tensor result (``record``
+# calls ``record_new``), ``_make_node`` for the others. They read the tensor slots that core
+# documents for this path (fiamma.autograd_hook.HOT_SLOTS: ``_ag``, ``_shape``, ``_dtype``,
+# ``_storage`` identity and ``.version``) directly: the accessor functions cost a Python call
+# each, more than the read (docs/architecture.md, "The core/autograd seam").
 
 def _edge1(x):
     """(node, output_nr) of a tensor that requires grad."""
@@ -205,72 +206,12 @@ def current_grad_fn(x):
 
 def _make_node(cls, inputs, kwargs, skip_self):
     """A node of class ``cls`` for ``inputs`` (``skip_self``: input 0 was overwritten in place
-    and is not saved)."""
-    n = len(inputs)
-    if n == 2 and not skip_self:
-        # the common case written out: two plain tensors
-        a, b = inputs
-        if a.__class__ is Tensor and b.__class__ is Tensor:
-            node = _new(cls)
-            if a.requires_grad:
-                ea, na = _edge1(a)
-            else:
-                ea = None
-                na = 0
-            if b.requires_grad:
-                eb, nb = _edge1(b)
-            else:
-                eb = None
-                nb = 0
-            node._e0 = ea
-            node._e1 = eb
-            node._ex = None
-            node._nrs = (0, 0) if not (na or nb) else (na, nb)
-            node._s0 = a._shape
-            node._s1 = b._shape
-            node._sx = None
-            row = _DT2.get(a._dtype)
-            dts = row.get(b._dtype) if row is not None else None
-            node._dtypes = dts if dts is not None else _dtypes2(a._dtype, b._dtype)
-            node._kwargs = kwargs if kwargs else NO_KWARGS
-            save = cls._save
-            if save == "inputs" or save == "both":
-                node._inputs = (a, b)
-                node._versions = (a._storage.version, b._storage.version)
-                if hooks_active[0]:
-                    pack_saved(node)
-            else:
-                node._inputs = (None, None)
-                node._versions = None
-            if anomaly.enabled:
-                node._trace = capture_trace()
-            return node
-    elif n == 1 and not skip_self:
-        a = inputs[0]
-        if a.__class__ is Tensor and a.requires_grad:
-            node = _new(cls)
-            ea, na = _edge1(a)
-            node._e0 = ea
-            node._e1 = node._ex = None
-            node._nrs = (na,) if na else _ZEROS[1]
-            node._s0 = a._shape
-            node._s1 = node._sx = None
-            dts = _DT1.get(a._dtype)
-            node._dtypes = dts if dts is not None else _dtypes1(a._dtype)
-            node._kwargs = kwargs if kwargs else NO_KWARGS
-            save = cls._save
-            if save == "inputs" or save == "both":
-                node._inputs = (a,)
-                node._versions = (a._storage.version,)
-                if hooks_active[0]:
-                    pack_saved(node)
-            else:
-                node._inputs = (None,)
-                node._versions = None
-            if anomaly.enabled:
-                node._trace = capture_trace()
-            return node
+    and is not saved): any inputs (tensors, tensor subclasses, non-tensors). The single-result
+    ops with one or two plain tensors build theirs in ``record_new``, written out."""
     node = _new(cls)
+    save = cls._save
+    keep = save == "inputs" or save == "both"  # the inputs are saved: their versions too
+    versions = [] if keep else None
     nexts = []
     shapes = []
     dtypes = []
@@ -280,6 +221,8 @@ def _make_node(cls, inputs, kwargs, skip_self):
         if isinstance(x, Tensor):
             shapes.append(x._shape)
             dtypes.append(x._dtype)
+            if keep:
+                versions.append(x._storage.version)
             if x.requires_grad:
                 fn, nr = _edge1(x)
                 if nr:
@@ -292,17 +235,27 @@ def _make_node(cls, inputs, kwargs, skip_self):
         else:
             shapes.append(None)
             dtypes.append(None)
+            if keep:
+                versions.append(None)
             nexts.append(None)
             plain = False
     n = len(nexts)
-    node._next = tuple(nexts)
+    if n == 1 or n == 2:  # Node's own slots for one or two inputs, without the properties
+        node._e0 = nexts[0]
+        node._s0 = shapes[0]
+        if n == 2:
+            node._e1 = nexts[1]
+            node._s1 = shapes[1]
+        else:
+            node._e1 = node._s1 = None
+        node._ex = node._sx = None
+    else:
+        node._next = nexts
+        node._shapes = shapes
     node._nrs = _ZEROS[n] if nrs is None and n < 8 else tuple(nrs or (0,) * n)
-    node._shapes = tuple(shapes)
     node._dtypes = _dtypes_n(dtypes)
     node._kwargs = kwargs if kwargs else NO_KWARGS
-    save = cls._save
-    if save == "inputs" or save == "both":
-        versions = [x._storage.version if isinstance(x, Tensor) else None for x in inputs]
+    if keep:
         if skip_self:
             inputs = (None,) + tuple(inputs[1:])
             versions[0] = None
@@ -321,26 +274,14 @@ def _make_node(cls, inputs, kwargs, skip_self):
 
 def record(op, out, inputs, kwargs):
     """Core's hook after an op whose tensor input requires grad (grad mode on)."""
-    cls = _CLASSES.get(op)
-    if cls is None:
-        cls = node_class(op)
     if type(out) is Tensor or isinstance(out, Tensor):
-        if out._dtype._kind != 2:
-            if out._dtype._kind != 3:
-                return
-            cls = complex_node_class(op)  # complex result: conjugated saved tensors
         for x in inputs:
             if x is out:
                 return  # the op returned its input unchanged
-        node = _make_node(cls, inputs, kwargs, False)
-        save = cls._save
-        if save == "output" or save == "both":
-            node._out = out.detach()
-            node._outver = out._storage.version
-            if hooks_active[0]:
-                pack_saved_output(node)
-        out.grad_fn = node
-        out.requires_grad = True
+        if type(inputs) is not tuple:
+            inputs = tuple(inputs)
+        if record_new(op, out, inputs, kwargs if kwargs else NO_KWARGS) is None:
+            return
         if getattr(out, "_base", None) is not None and op not in VIEW_OPS:
             _own_result(out, inputs)
         if op in VIEW_OPS:
@@ -352,6 +293,9 @@ def record(op, out, inputs, kwargs):
                 mo.base = base
                 mo.vver = out._storage.version
         return
+    cls = _CLASSES.get(op)
+    if cls is None:
+        cls = node_class(op)
     # a tuple result (rarer, and costlier per op already): through the accessors
     outs = tuple(out)
     if not any(isinstance(o, Tensor) and o._dtype._kind >= 2 for o in outs):
@@ -385,23 +329,28 @@ def record(op, out, inputs, kwargs):
                 _own_result(o, inputs)
 
 
-def record_new(op, out, inputs):
-    """``record`` for a result the op has just allocated (core's operator fast paths, through
-    fiamma.autograd_hook's ``record_new``): not a view, not one of the inputs, no keyword
-    arguments. The plain one- and two-tensor cases are written out (``_make_node`` and
-    ``_edge1`` inlined): this runs once per recorded op."""
+def record_new(op, out, inputs, kwargs=NO_KWARGS):
+    """``record`` for one tensor result that is not one of ``inputs``, without the bookkeeping of
+    a view or of a result built as a view of a temporary; returns its node (None when the result
+    is not differentiable). Core's operator fast paths call it directly (through
+    fiamma.autograd_hook's ``record_new``: a result the op has just allocated, no keyword
+    arguments), ``record`` for every single-tensor result (``inputs`` a tuple, ``kwargs`` a
+    non-empty dict or ``NO_KWARGS``). Every recorded op runs it, so the plain one- and
+    two-tensor cases are written out (the node built here, ``_edge1``'s commonest case
+    inlined); the others go through ``_make_node``."""
     cls = _CLASSES.get(op)
     if cls is None:
         cls = node_class(op)
     k = out._dtype._kind
     if k != 2:
-        if k == 3:
-            record(op, out, inputs, {})
-        return
-    if len(inputs) == 2:
+        if k != 3:
+            return None
+        cls = complex_node_class(op)  # complex result: conjugated saved tensors
+    n = len(inputs)
+    if n == 2:
         a, b = inputs
         if a.__class__ is not Tensor or b.__class__ is not Tensor:
-            node = _make_node(cls, inputs, NO_KWARGS, False)
+            node = _make_node(cls, inputs, kwargs, False)
         else:
             node = _new(cls)
             na = nb = 0
@@ -433,7 +382,7 @@ def record_new(op, out, inputs):
             row = _DT2.get(a._dtype)
             dts = row.get(b._dtype) if row is not None else None
             node._dtypes = dts if dts is not None else _dtypes2(a._dtype, b._dtype)
-            node._kwargs = NO_KWARGS
+            node._kwargs = kwargs
             save = cls._save
             if save == "none" or save == "output":
                 node._inputs = (None, None)
@@ -446,9 +395,9 @@ def record_new(op, out, inputs):
             if anomaly.enabled:
                 node._trace = capture_trace()
     else:
-        a = inputs[0]
-        if len(inputs) != 1 or a.__class__ is not Tensor or not a.requires_grad:
-            node = _make_node(cls, inputs, NO_KWARGS, False)
+        a = inputs[0] if n == 1 else None
+        if a.__class__ is not Tensor or not a.requires_grad:
+            node = _make_node(cls, inputs, kwargs, False)
         else:
             node = _new(cls)
             ea = a.grad_fn
@@ -465,7 +414,7 @@ def record_new(op, out, inputs):
             node._s1 = node._sx = None
             dts = _DT1.get(a._dtype)
             node._dtypes = dts if dts is not None else _dtypes1(a._dtype)
-            node._kwargs = NO_KWARGS
+            node._kwargs = kwargs
             save = cls._save
             if save == "none" or save == "output":
                 node._inputs = (None,)
@@ -485,6 +434,7 @@ def record_new(op, out, inputs):
             pack_saved_output(node)
     out.grad_fn = node
     out.requires_grad = True
+    return node
 
 
 def _own_result(out, inputs):

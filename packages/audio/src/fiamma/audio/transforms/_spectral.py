@@ -38,8 +38,15 @@ def _apply_fbank(spec, fb):
     return fiamma.matmul(spec.transpose(-1, -2), fb).transpose(-1, -2)
 
 
-def _make_window(window_fn, win_length, wkwargs):
-    return window_fn(win_length) if wkwargs is None else window_fn(win_length, **wkwargs)
+def _stft_window(mod, n_fft, win_length, hop_length, window_fn, wkwargs, hop_divisor=2):
+    """The STFT geometry of transform ``mod``: ``n_fft``, ``win_length`` (default ``n_fft``),
+    ``hop_length`` (default ``win_length // hop_divisor``) and the ``window`` buffer
+    (``window_fn(win_length, **wkwargs)``)."""
+    mod.n_fft = n_fft
+    mod.win_length = win_length if win_length is not None else n_fft
+    mod.hop_length = hop_length if hop_length is not None else mod.win_length // hop_divisor
+    mod.register_buffer("window", window_fn(mod.win_length) if wkwargs is None
+                        else window_fn(mod.win_length, **wkwargs))
 
 
 class Spectrogram(nn.Module):
@@ -57,10 +64,7 @@ class Spectrogram(nn.Module):
                  window_fn=fiamma.hann_window, power=2.0, normalized=False, wkwargs=None,
                  center=True, pad_mode="reflect", onesided=True, return_complex=None):
         super().__init__()
-        self.n_fft = n_fft
-        self.win_length = win_length if win_length is not None else n_fft
-        self.hop_length = hop_length if hop_length is not None else self.win_length // 2
-        self.register_buffer("window", _make_window(window_fn, self.win_length, wkwargs))
+        _stft_window(self, n_fft, win_length, hop_length, window_fn, wkwargs)
         self.pad = pad
         self.power = power
         self.normalized = normalized
@@ -82,10 +86,7 @@ class InverseSpectrogram(nn.Module):
                  window_fn=fiamma.hann_window, normalized=False, wkwargs=None, center=True,
                  pad_mode="reflect", onesided=True):
         super().__init__()
-        self.n_fft = n_fft
-        self.win_length = win_length if win_length is not None else n_fft
-        self.hop_length = hop_length if hop_length is not None else self.win_length // 2
-        self.register_buffer("window", _make_window(window_fn, self.win_length, wkwargs))
+        _stft_window(self, n_fft, win_length, hop_length, window_fn, wkwargs)
         self.pad = pad
         self.normalized = normalized
         self.center = center
@@ -107,11 +108,8 @@ class GriffinLim(nn.Module):
         super().__init__()
         if not 0 <= momentum < 1:
             raise ValueError(f"momentum must be in the range [0, 1). Found: {momentum}")
-        self.n_fft = n_fft
         self.n_iter = n_iter
-        self.win_length = win_length if win_length is not None else n_fft
-        self.hop_length = hop_length if hop_length is not None else self.win_length // 2
-        self.register_buffer("window", _make_window(window_fn, self.win_length, wkwargs))
+        _stft_window(self, n_fft, win_length, hop_length, window_fn, wkwargs)
         self.length = length
         self.power = power
         self.momentum = momentum
@@ -415,10 +413,7 @@ class PitchShift(nn.Module):
         self.n_steps = n_steps
         self.bins_per_octave = bins_per_octave
         self.sample_rate = sample_rate
-        self.n_fft = n_fft
-        self.win_length = win_length if win_length is not None else n_fft
-        self.hop_length = hop_length if hop_length is not None else self.win_length // 4
-        self.register_buffer("window", _make_window(window_fn, self.win_length, wkwargs))
+        _stft_window(self, n_fft, win_length, hop_length, window_fn, wkwargs, hop_divisor=4)
 
     def forward(self, waveform):
         return F.pitch_shift(waveform, self.sample_rate, self.n_steps, self.bins_per_octave,
@@ -445,10 +440,7 @@ class SpectralCentroid(nn.Module):
                  window_fn=fiamma.hann_window, wkwargs=None):
         super().__init__()
         self.sample_rate = sample_rate
-        self.n_fft = n_fft
-        self.win_length = win_length if win_length is not None else n_fft
-        self.hop_length = hop_length if hop_length is not None else self.win_length // 2
-        self.register_buffer("window", _make_window(window_fn, self.win_length, wkwargs))
+        _stft_window(self, n_fft, win_length, hop_length, window_fn, wkwargs)
         self.pad = pad
 
     def forward(self, waveform):

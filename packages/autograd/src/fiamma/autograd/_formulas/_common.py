@@ -1,13 +1,26 @@
-"""Helpers shared by the formula modules (no registrations here).
+"""Helpers shared by the formula modules (no registrations here: ``unary`` registers what its
+caller gives it).
 
 Everything is written in public, differentiable fiamma ops so that a formula built from these
 helpers can itself be differentiated (``create_graph=True``).
 """
 
 import fiamma
+from fiamma.autograd._formulas import derivative
 
 __all__ = ["unreduce", "reduced_count", "scalar_like", "zeros_of", "flip", "gather_dim",
-           "normalize_dims", "reduce_to", "is_tensor"]
+           "normalize_dims", "reduce_to", "is_tensor", "unary", "select_grad"]
+
+
+def unary(name, save, fn):
+    """Register ``fn(ctx, grad)`` (one gradient) as the derivative of the one-input op
+    ``name``."""
+    @derivative(name, save=save)
+    def formula(ctx, grad):
+        return (fn(ctx, grad),)
+
+    formula.__name__ = f"_d_{name}"
+    return formula
 
 
 def is_tensor(x):
@@ -70,6 +83,22 @@ def gather_dim(t, dim, index):
     ar = fiamma.arange(n, device=t.device).reshape((n,) + (1,) * (t.ndim - dim - 1))
     mask = ar == index
     return fiamma.where(mask, t, 0.0).sum(dim, keepdim=True)
+
+
+def select_grad(x, g, idx, dim, keepdim):
+    """The gradient of an op that picks one element of ``x`` per row along ``dim`` (max / min /
+    kthvalue / median / mode with a dim): ``g`` at the picked indices ``idx`` (the op's
+    result shape, ``keepdim`` as the op's), zero elsewhere."""
+    nd = x.ndim
+    if nd == 0:
+        return g
+    d = dim % nd
+    if not keepdim:
+        g = g.unsqueeze(d)
+        idx = idx.unsqueeze(d)
+    n = x.shape[d]
+    ar = fiamma.arange(n, device=g.device).reshape((n,) + (1,) * (nd - d - 1))
+    return fiamma.where(ar == idx, g, 0.0)
 
 
 def reduce_to(g, shape):

@@ -16,6 +16,7 @@ formula that looks at the input dtype.
 import fiamma
 from fiamma.autograd._formulas import derivative
 from fiamma.autograd._formulas._common import is_tensor
+from fiamma.autograd._formulas.linalg import qr_backward, svd_backward
 from fiamma.autograd_hook import ops
 
 
@@ -143,76 +144,17 @@ def _svd(ctx, grad):
     """A = U diag(S) Vh, complex: the real formula with conjugate transposes, plus the term
     i Im(diag(U^H gU)) / S that only complex SVDs have. As in PyTorch the loss must not depend
     on the phases of the singular vectors (they are not unique)."""
-    u, s, vh = ctx.output
-    gu, gs, gvh = grad
-    m, n = u.shape[-2], vh.shape[-1]
-    k = s.shape[-1]
-    if u.shape[-1] != k:
-        u = u[..., :, :k]
-        gu = None if gu is None else gu[..., :, :k]
-    if vh.shape[-2] != k:
-        vh = vh[..., :k, :]
-        gvh = None if gvh is None else gvh[..., :k, :]
-    v = _mH(vh)
-    eye = _eye(k, s.device)
-    sinv = 1.0 / fiamma.where(s == 0, 1.0, s)
-    inner = _diag(gs).to(u.dtype) if gs is not None else None
-    if gu is not None or gvh is not None:
-        s2 = s * s
-        diff = s2.unsqueeze(-2) - s2.unsqueeze(-1)  # [i, j] = s_j^2 - s_i^2
-        f = fiamma.where(eye, 0.0, 1.0 / fiamma.where(eye, 1.0, diff))
-        if gu is not None:
-            uhgu = fiamma.matmul(_mH(u), gu)
-            part = (f * (uhgu - _mH(uhgu))) * s.unsqueeze(-2)
-            part = part + _diag(uhgu.diagonal(0, -2, -1).imag * sinv * 1j)
-            inner = part if inner is None else inner + part
-        if gvh is not None:
-            gv = _mH(gvh)
-            vhgv = fiamma.matmul(_mH(v), gv)
-            part = s.unsqueeze(-1) * (f * (vhgv - _mH(vhgv)))
-            inner = part if inner is None else inner + part
-    out = None
-    if inner is not None:
-        out = fiamma.matmul(fiamma.matmul(u, inner), vh)
-    if gu is not None and m > k:
-        proj = gu - fiamma.matmul(u, fiamma.matmul(_mH(u), gu))
-        part = fiamma.matmul(proj * sinv.unsqueeze(-2), vh)
-        out = part if out is None else out + part
-    if gvh is not None and n > k:
-        gv = _mH(gvh)
-        proj = gv - fiamma.matmul(v, fiamma.matmul(_mH(v), gv))
-        part = fiamma.matmul(u, sinv.unsqueeze(-1) * _mH(proj))
-        out = part if out is None else out + part
-    return (out,)
+    return svd_backward(
+        ctx, grad, _mH, lambda gs: _diag(gs).to(ctx.output[0].dtype),
+        lambda uhgu, sinv: _diag(uhgu.diagonal(0, -2, -1).imag * sinv * 1j))
 
 
 @derivative(ops.linalg_qr, save="output", complex=True)
 def _qr(ctx, grad):
     """A = QR (m >= n, reduced or square), complex: gA = (gQ + Q copyltu(M)) R^-H with
     M = R gR^H - gQ^H Q and copyltu(M) = tril(M, -1) + tril(M, -1)^H + Re(diag(M))."""
-    import fiamma.linalg as L
-
-    q, r = ctx.output
-    gq, gr = grad
-    mode = ctx.kwargs.get("mode", "reduced")
-    m, n = ctx.input_shapes[0][-2:]
-    if mode == "r" or m < n and mode != "complete" or q.shape[-1] != r.shape[-2] or \
-            (mode == "complete" and m > n):
-        raise NotImplementedError(f"linalg.qr: the derivative is implemented for mode="
-                                  f"'reduced' with m >= n (got mode={mode!r}, shape {m}x{n})")
-    k = r.shape[-2]
-    mm = fiamma.zeros(tuple(r.shape[:-2]) + (k, k), dtype=r.dtype, device=r.device)
-    if gr is not None:
-        mm = mm + fiamma.matmul(r, _mH(gr))
-    if gq is not None:
-        mm = mm - fiamma.matmul(_mH(gq), q)
-    ar = fiamma.arange(k, device=mm.device)
-    low = fiamma.where(ar.unsqueeze(1) > ar.unsqueeze(0), mm, 0.0)
-    sym = low + _mH(low) + _diag(mm.diagonal(0, -2, -1).real).to(mm.dtype)
-    b = fiamma.matmul(q, sym)
-    if gq is not None:
-        b = b + gq
-    return (L.solve_triangular(_mH(r), b, upper=False, left=False),)
+    return qr_backward(ctx, grad, _mH,
+                       lambda mm: _diag(mm.diagonal(0, -2, -1).real).to(mm.dtype))
 
 
 def _inv(a):

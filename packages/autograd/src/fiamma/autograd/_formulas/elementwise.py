@@ -10,7 +10,7 @@ import math
 
 import fiamma
 from fiamma.autograd._formulas import derivative
-from fiamma.autograd._formulas._common import is_tensor
+from fiamma.autograd._formulas._common import is_tensor, unary as _unary
 from fiamma.autograd_hook import ops
 
 _LN2 = math.log(2.0)
@@ -36,15 +36,6 @@ def _zero_grads(ctx, grad):
 
 
 # ---- unary ---------------------------------------------------------------------------------
-
-def _unary(name, save, fn):
-    @derivative(name, save=save)
-    def formula(ctx, grad):
-        return (fn(ctx, grad),)
-
-    formula.__name__ = f"_d_{name}"
-    return formula
-
 
 def _x(ctx):
     return ctx.inputs[0]

@@ -255,6 +255,13 @@ def _d_svd(ctx, grad):
     terms for the parts of U / V outside the k = min(m, n) singular directions. With
     full_matrices, the extra columns of U / rows of Vh are not unique and get no gradient (as
     PyTorch)."""
+    return svd_backward(ctx, grad, _mT, _diag_embed_last)
+
+
+def svd_backward(ctx, grad, adj, diag, complex_term=None):
+    """linalg.svd's gradient for real (``adj`` the transpose) and complex (``adj`` the
+    conjugate transpose) matrices: ``diag(v)`` is the diagonal matrix of v in U's dtype, and
+    ``complex_term(U^H gU, 1 / S)`` the term of U's part that only complex SVDs have."""
     u, s, vh = ctx.output
     gu, gs, gvh = grad
     m, n = u.shape[-2], vh.shape[-1]
@@ -265,8 +272,8 @@ def _d_svd(ctx, grad):
     if vh.shape[-2] != k:
         vh = vh[..., :k, :]
         gvh = None if gvh is None else gvh[..., :k, :]
-    v = _mT(vh)
-    inner = _diag_embed_last(gs) if gs is not None else None
+    v = adj(vh)
+    inner = diag(gs) if gs is not None else None
     eye = _eye_mask(k, s.device)
     sinv = 1.0 / fiamma.where(s == 0, 1.0, s)
     out = None
@@ -275,24 +282,26 @@ def _d_svd(ctx, grad):
         diff = s2.unsqueeze(-2) - s2.unsqueeze(-1)  # [i, j] = s_j^2 - s_i^2
         f = fiamma.where(eye, 0.0, 1.0 / fiamma.where(eye, 1.0, diff))
         if gu is not None:
-            utgu = fiamma.matmul(_mT(u), gu)
-            part = (f * (utgu - _mT(utgu))) * s.unsqueeze(-2)
+            uhgu = fiamma.matmul(adj(u), gu)
+            part = (f * (uhgu - adj(uhgu))) * s.unsqueeze(-2)
+            if complex_term is not None:
+                part = part + complex_term(uhgu, sinv)
             inner = part if inner is None else inner + part
         if gvh is not None:
-            gv = _mT(gvh)
-            vtgv = fiamma.matmul(_mT(v), gv)
-            part = s.unsqueeze(-1) * (f * (vtgv - _mT(vtgv)))
+            gv = adj(gvh)
+            vhgv = fiamma.matmul(adj(v), gv)
+            part = s.unsqueeze(-1) * (f * (vhgv - adj(vhgv)))
             inner = part if inner is None else inner + part
     if inner is not None:
         out = fiamma.matmul(fiamma.matmul(u, inner), vh)
     if gu is not None and m > k:
-        proj = gu - fiamma.matmul(u, fiamma.matmul(_mT(u), gu))
+        proj = gu - fiamma.matmul(u, fiamma.matmul(adj(u), gu))
         part = fiamma.matmul(proj * sinv.unsqueeze(-2), vh)
         out = part if out is None else out + part
     if gvh is not None and n > k:
-        gv = _mT(gvh)
-        proj = gv - fiamma.matmul(v, fiamma.matmul(_mT(v), gv))
-        part = fiamma.matmul(u, sinv.unsqueeze(-1) * _mT(proj))
+        gv = adj(gvh)
+        proj = gv - fiamma.matmul(v, fiamma.matmul(adj(v), gv))
+        part = fiamma.matmul(u, sinv.unsqueeze(-1) * adj(proj))
         out = part if out is None else out + part
     return (out,)
 
@@ -301,6 +310,19 @@ def _d_svd(ctx, grad):
 def _d_qr(ctx, grad):
     """A = QR with m >= n (reduced or square): gA = (gQ + Q copyltu(M)) R^-T with
     M = R gR^T - gQ^T Q and copyltu the symmetric matrix built from M's lower triangle."""
+    return qr_backward(ctx, grad, _mT, _diag_part)
+
+
+def _diag_part(m):
+    """``m``'s diagonal as a matrix (zeros elsewhere)."""
+    return fiamma.where(_eye_mask(m.shape[-1], m.device), m, 0.0)
+
+
+def qr_backward(ctx, grad, adj, diag_of):
+    """linalg.qr's gradient for real (``adj`` the transpose) and complex (``adj`` the conjugate
+    transpose) matrices: gA = (gQ + Q copyltu(M)) adj(R)^-1 with M = R adj(gR) - adj(gQ) Q and
+    copyltu(M) = tril(M, -1) + adj(tril(M, -1)) + ``diag_of(M)`` (M's diagonal as a matrix;
+    its real part for complex)."""
     q, r = ctx.output
     gq, gr = grad
     mode = ctx.kwargs.get("mode", "reduced")
@@ -312,15 +334,15 @@ def _d_qr(ctx, grad):
     k = r.shape[-2]
     mm = fiamma.zeros(tuple(r.shape[:-2]) + (k, k), dtype=r.dtype, device=r.device)
     if gr is not None:
-        mm = mm + fiamma.matmul(r, _mT(gr))
+        mm = mm + fiamma.matmul(r, adj(gr))
     if gq is not None:
-        mm = mm - fiamma.matmul(_mT(gq), q)
+        mm = mm - fiamma.matmul(adj(gq), q)
     low = fiamma.where(_tri_mask(k, False, True, mm.device), mm, 0.0)
-    sym = low + _mT(low) + fiamma.where(_eye_mask(k, mm.device), mm, 0.0)
+    sym = low + adj(low) + diag_of(mm)
     b = fiamma.matmul(q, sym)
     if gq is not None:
         b = b + gq
-    return (_L().solve_triangular(_mT(r), b, upper=False, left=False),)
+    return (_L().solve_triangular(adj(r), b, upper=False, left=False),)
 
 
 def _pinv_grad(a, p, gp, _mT=_mT):

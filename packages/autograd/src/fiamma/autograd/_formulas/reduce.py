@@ -15,6 +15,7 @@ from fiamma.autograd._formulas._common import (
     flip,
     normalize_dims,
     reduced_count,
+    select_grad,
     unreduce,
 )
 from fiamma.autograd_hook import ops
@@ -204,17 +205,7 @@ def _max(ctx, grad):
     g = grad[0]
     if g is None:
         return (None,)
-    idx = ctx.output[1]
-    nd = x.ndim
-    if nd == 0:
-        return (g,)
-    d = ctx.kwargs["dim"] % nd
-    if not _kd(ctx):
-        g = g.unsqueeze(d)
-        idx = idx.unsqueeze(d)
-    n = x.shape[d]
-    ar = fiamma.arange(n, device=g.device).reshape((n,) + (1,) * (nd - d - 1))
-    return (fiamma.where(ar == idx, g, 0.0),)
+    return (select_grad(x, g, ctx.output[1], ctx.kwargs["dim"], _kd(ctx)),)
 
 
 @derivative(ops.aminmax, save="both")

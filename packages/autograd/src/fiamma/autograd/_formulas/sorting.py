@@ -9,6 +9,7 @@ as PyTorch does.
 
 import fiamma
 from fiamma.autograd._formulas import derivative
+from fiamma.autograd._formulas._common import select_grad
 from fiamma.autograd_hook import ops
 
 
@@ -50,17 +51,8 @@ def _select(ctx, grad):
     g = grad[0]
     if g is None:
         return (None,)
-    idx = ctx.output[1]
-    nd = x.ndim
-    if nd == 0:
-        return (g,)
-    d = ctx.kwargs["dim"] % nd
-    if not ctx.kwargs.get("keepdim", False):
-        g = g.unsqueeze(d)
-        idx = idx.unsqueeze(d)
-    n = x.shape[d]
-    ar = fiamma.arange(n, device=g.device).reshape((n,) + (1,) * (nd - d - 1))
-    return (fiamma.where(ar == idx, g, 0.0),)
+    return (select_grad(x, g, ctx.output[1], ctx.kwargs["dim"],
+                        ctx.kwargs.get("keepdim", False)),)
 
 
 @derivative(ops.diff, save="none")

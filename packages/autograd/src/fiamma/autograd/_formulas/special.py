@@ -12,6 +12,7 @@ import math
 
 import fiamma
 from fiamma.autograd._formulas import derivative
+from fiamma.autograd._formulas._common import unary as _unary
 from fiamma.autograd_hook import ops
 
 _SQRT_PI_2 = math.sqrt(math.pi) / 2.0
@@ -23,15 +24,6 @@ def _sp():
     import fiamma.special as S
 
     return S
-
-
-def _unary(name, save, fn):
-    @derivative(name, save=save)
-    def formula(ctx, grad):
-        return (fn(ctx, grad),)
-
-    formula.__name__ = f"_d_{name}"
-    return formula
 
 
 def _x(c):

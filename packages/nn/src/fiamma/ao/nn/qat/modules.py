@@ -16,15 +16,15 @@ with the qparams their fake-quantizers learned.
     fiamma.Size([3, 2])
 """
 from fiamma import nn
+from fiamma.ao.nn.qat._common import (
+    copy_params_detached,
+    float_conv,
+    float_qconfig,
+    init_weight_fake_quant,
+)
 from fiamma.nn import functional as F
-from fiamma.nn.utils.parametrize import type_before_parametrizations
 
 __all__ = ["Conv1d", "Conv2d", "Conv3d", "Linear"]
-
-
-def _need_qconfig(cls, qconfig):
-    if qconfig is None:
-        raise AssertionError(f"{cls.__name__}: qconfig must be provided for QAT module")
 
 
 def _copy_params(dst, src):
@@ -41,21 +41,14 @@ class _QATConv:
     _FLOAT_RELU_MODULE = None
 
     def _qat_init(self, qconfig):
-        _need_qconfig(type(self), qconfig)
-        self.qconfig = qconfig
-        self.weight_fake_quant = qconfig.weight()
+        init_weight_fake_quant(self, qconfig)
 
     def forward(self, input):
         return self._conv_forward(input, self.weight_fake_quant(self.weight), self.bias)
 
     @classmethod
     def from_float(cls, mod, use_precomputed_fake_quant=False):
-        if type_before_parametrizations(mod) is not cls._FLOAT_MODULE:
-            raise AssertionError(f"qat.{cls.__name__}.from_float only works for "
-                                 f"{cls._FLOAT_MODULE.__name__}, got {type(mod).__name__}")
-        if getattr(mod, "qconfig", None) is None:
-            raise AssertionError("Input float module must have qconfig defined")
-        qconfig = mod.qconfig
+        qconfig = float_qconfig(cls, mod)
         if isinstance(mod, nn.Sequential):  # a fused conv + relu
             mod = mod[0]
         q = cls(mod.in_channels, mod.out_channels, mod.kernel_size, stride=mod.stride,
@@ -66,12 +59,7 @@ class _QATConv:
 
     def to_float(self):
         """The float conv (and ReLU, for the fused module) with this module's parameters."""
-        conv = self._FLOAT_CONV_MODULE(
-            self.in_channels, self.out_channels, self.kernel_size, self.stride, self.padding,
-            self.dilation, self.groups, self.bias is not None, self.padding_mode)
-        conv.weight = nn.Parameter(self.weight.detach())
-        if self.bias is not None:
-            conv.bias = nn.Parameter(self.bias.detach())
+        conv = float_conv(self, self._FLOAT_CONV_MODULE)
         if self._FLOAT_RELU_MODULE is not None:
             return self._FLOAT_MODULE(conv, self._FLOAT_RELU_MODULE())
         return conv
@@ -103,24 +91,16 @@ class Linear(nn.Linear):
     def __init__(self, in_features, out_features, bias=True, qconfig=None, device=None,
                  dtype=None):
         super().__init__(in_features, out_features, bias)
-        _need_qconfig(type(self), qconfig)
-        self.qconfig = qconfig
-        self.weight_fake_quant = qconfig.weight()
+        init_weight_fake_quant(self, qconfig)
 
     def forward(self, input):
         return F.linear(input, self.weight_fake_quant(self.weight), self.bias)
 
     @classmethod
     def from_float(cls, mod, use_precomputed_fake_quant=False):
-        t = type_before_parametrizations(mod)
-        if t is not cls._FLOAT_MODULE and not (cls._FLOAT_MODULE is nn.Linear
-                                               and issubclass(t, nn.Linear)
-                                               and not hasattr(mod, "weight_fake_quant")):
-            raise AssertionError(f"qat.{cls.__name__}.from_float only works for "
-                                 f"{cls._FLOAT_MODULE.__name__}, got {t.__name__}")
-        if getattr(mod, "qconfig", None) is None:
-            raise AssertionError("Input float module must have qconfig defined")
-        qconfig = mod.qconfig
+        qconfig = float_qconfig(cls, mod, accepts=lambda mod, t: (
+            cls._FLOAT_MODULE is nn.Linear and issubclass(t, nn.Linear)
+            and not hasattr(mod, "weight_fake_quant")))
         if isinstance(mod, nn.Sequential):  # a fused linear + relu
             mod = mod[0]
         q = cls(mod.in_features, mod.out_features, bias=mod.bias is not None, qconfig=qconfig)
@@ -129,8 +109,5 @@ class Linear(nn.Linear):
 
     def to_float(self):
         """The float ``nn.Linear`` with this module's parameters."""
-        lin = nn.Linear(self.in_features, self.out_features, self.bias is not None)
-        lin.weight = nn.Parameter(self.weight.detach())
-        if self.bias is not None:
-            lin.bias = nn.Parameter(self.bias.detach())
-        return lin
+        return copy_params_detached(
+            nn.Linear(self.in_features, self.out_features, self.bias is not None), self)

@@ -23,8 +23,14 @@ import fiamma
 from fiamma import nn
 from fiamma.ao.nn import intrinsic as nni
 from fiamma.ao.nn.qat import modules as nnqat
+from fiamma.ao.nn.qat._common import (
+    BnStatsMixin,
+    float_conv,
+    float_qconfig,
+    need_qconfig,
+    share_bn,
+)
 from fiamma.nn import functional as F
-from fiamma.nn.utils.parametrize import type_before_parametrizations
 
 __all__ = ["ConvBn1d", "ConvBn2d", "ConvBn3d", "ConvBnReLU1d", "ConvBnReLU2d", "ConvBnReLU3d",
            "ConvReLU2d", "ConvReLU3d", "LinearReLU", "freeze_bn_stats", "update_bn_stats"]
@@ -33,7 +39,7 @@ _BN = {1: nn.BatchNorm1d, 2: nn.BatchNorm2d, 3: nn.BatchNorm3d}
 _CONV = {1: nn.Conv1d, 2: nn.Conv2d, 3: nn.Conv3d}
 
 
-class _ConvBnNd:
+class _ConvBnNd(BnStatsMixin):
     """Conv + BatchNorm for QAT (mixed into ``nn.Conv{1,2,3}d``)."""
 
     _FLOAT_MODULE = None
@@ -46,9 +52,7 @@ class _ConvBnNd:
         _CONV[self._nd].__init__(self, in_channels, out_channels, kernel_size, stride=stride,
                                  padding=padding, dilation=dilation, groups=groups, bias=False,
                                  padding_mode=padding_mode)
-        if qconfig is None:
-            raise AssertionError(f"{type(self).__name__}: qconfig must be provided for QAT "
-                                 "module")
+        need_qconfig(type(self), qconfig)
         self.qconfig = qconfig
         self.freeze_bn = freeze_bn if self.training else True
         self.bn = _BN[self._nd](out_channels, eps, momentum, True, True)
@@ -63,9 +67,6 @@ class _ConvBnNd:
         else:
             self.freeze_bn_stats()
 
-    def reset_running_stats(self):
-        self.bn.reset_running_stats()
-
     def reset_bn_parameters(self):
         self.bn.reset_running_stats()
         nn.init.uniform_(self.bn.weight)
@@ -74,20 +75,6 @@ class _ConvBnNd:
             fan_in, _ = nn.init._fans(self.weight)
             bound = 1 / fan_in ** 0.5
             nn.init.uniform_(self.bias, -bound, bound)
-
-    def update_bn_stats(self):
-        """The batch norm normalises with batch statistics and updates its running ones in
-        training mode again."""
-        self.freeze_bn = False
-        self.bn.training = True
-        return self
-
-    def freeze_bn_stats(self):
-        """The batch norm uses (and stops updating) its running statistics, also in training
-        mode."""
-        self.freeze_bn = True
-        self.bn.training = False
-        return self
 
     def _forward(self, input):
         running_std = fiamma.sqrt(self.bn.running_var + self.bn.eps)
@@ -108,47 +95,25 @@ class _ConvBnNd:
         out = self._forward(input)
         return F.relu(out) if self._relu else out
 
-    def train(self, mode=True):
-        """As ``Module.train`` but a frozen batch norm stays in eval mode."""
-        self.training = mode
-        if not self.freeze_bn:
-            for module in self.children():
-                module.train(mode)
-        return self
-
     def extra_repr(self):
         return _CONV[self._nd].extra_repr(self)
 
     @classmethod
     def from_float(cls, mod, use_precomputed_fake_quant=False):
-        if type_before_parametrizations(mod) is not cls._FLOAT_MODULE:
-            raise AssertionError(f"qat.{cls.__name__}.from_float only works for "
-                                 f"{cls._FLOAT_MODULE.__name__}, got {type(mod).__name__}")
-        if getattr(mod, "qconfig", None) is None:
-            raise AssertionError("Input float module must have qconfig defined")
+        qconfig = float_qconfig(cls, mod)
         conv, bn = mod[0], mod[1]
         q = cls(conv.in_channels, conv.out_channels, conv.kernel_size, conv.stride,
                 conv.padding, conv.dilation, conv.groups, conv.bias is not None,
-                conv.padding_mode, bn.eps, bn.momentum, False, mod.qconfig)
+                conv.padding_mode, bn.eps, bn.momentum, False, qconfig)
         q.weight = conv.weight
         q.bias = conv.bias
-        q.bn.weight = bn.weight
-        q.bn.bias = bn.bias
-        q.bn.running_mean = bn.running_mean
-        q.bn.running_var = bn.running_var
-        q.bn.num_batches_tracked = bn.num_batches_tracked
+        share_bn(q.bn, bn)
         return q
 
     def to_float(self):
         """The float fused module (conv, batch norm[, ReLU]) with these parameters and
         statistics."""
-        conv = _CONV[self._nd](self.in_channels, self.out_channels, self.kernel_size,
-                               self.stride, self.padding, self.dilation, self.groups,
-                               self.bias is not None, self.padding_mode)
-        conv.weight = nn.Parameter(self.weight.detach())
-        if self.bias is not None:
-            conv.bias = nn.Parameter(self.bias.detach())
-        mods = [conv, self.bn]
+        mods = [float_conv(self, _CONV[self._nd]), self.bn]
         if self._relu:
             mods.append(nn.ReLU())
         return self._FLOAT_MODULE(*mods)
