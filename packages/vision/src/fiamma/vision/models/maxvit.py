@@ -263,12 +263,20 @@ class MaxVit(nn.Module):
     Args:
         input_size: (H, W) of the images; every stage's size must be a multiple of
             ``partition_size``.
-        stem_channels, partition_size, block_channels, block_layers, head_dim: the shape.
+        stem_channels: the stem's width (part of the shape).
+        partition_size: the window and grid size of the attention.
+        block_channels: each stage's width.
+        block_layers: each stage's depth.
+        head_dim: the attention heads' width.
         stochastic_depth_prob: the largest stochastic depth rate (linear over the layers).
         norm_layer: the convolutions' norm (default ``BatchNorm2d(eps=1e-3, momentum=0.01)``).
         activation_layer: default GELU.
-        squeeze_ratio, expansion_ratio, mlp_ratio, mlp_dropout, attention_dropout,
-        num_classes: as in torchvision (0.25, 4, 4, 0.0, 0.0, 1000).
+        squeeze_ratio: 0.25, as in torchvision.
+        expansion_ratio: 4, as in torchvision.
+        mlp_ratio: 4, as in torchvision.
+        mlp_dropout: 0.0, as in torchvision.
+        attention_dropout: 0.0, as in torchvision.
+        num_classes: 1000, as in torchvision.
     """
 
     def __init__(self, input_size, stem_channels, partition_size, block_channels, block_layers,

@@ -268,15 +268,19 @@ class MViT(nn.Module):
     ``block_setting`` entry, LayerNorm, and a dropout + linear head on the class token.
 
     Args:
-        spatial_size, temporal_size: the clip size the model is built for.
+        spatial_size: the frame size (H, W) the model is built for.
+        temporal_size: the clip length the model is built for.
         block_setting: a list of :class:`MSBlockConfig`.
-        residual_pool, residual_with_cls_embed, rel_pos_embed, proj_after_attn: the V2
-            options (all on but ``residual_with_cls_embed`` for V2, all off for V1).
+        residual_pool: a V2 option (on for V2, off for V1).
+        residual_with_cls_embed: a V2 option (off for V2 and V1).
+        rel_pos_embed: a V2 option (on for V2, off for V1).
+        proj_after_attn: a V2 option (on for V2, off for V1).
         dropout: of the head (0.5); attention_dropout: in the blocks (0.0).
         stochastic_depth_prob: the largest rate, linear over the blocks.
         num_classes: 400 (Kinetics-400); block, norm_layer (LayerNorm eps 1e-6): parts.
-        patch_embed_kernel, patch_embed_stride, patch_embed_padding: (3, 7, 7), (2, 4, 4),
-            (1, 3, 3).
+        patch_embed_kernel: (3, 7, 7).
+        patch_embed_stride: (2, 4, 4).
+        patch_embed_padding: (1, 3, 3).
     """
 
     def __init__(self, spatial_size, temporal_size, block_setting, residual_pool,

@@ -178,12 +178,21 @@ class SwinTransformer3d(nn.Module):
     head.
 
     Args:
-        patch_size, embed_dim, depths, num_heads, window_size: the shape (window (T, H, W)).
-        mlp_ratio, dropout, attention_dropout: as the image Swin (4.0, 0.0, 0.0).
+        patch_size: the patch embedding's (T, H, W) stride.
+        embed_dim: the first stage's width.
+        depths: each stage's depth.
+        num_heads: each stage's attention heads.
+        window_size: the attention window (T, H, W).
+        mlp_ratio: 4.0, as the image Swin.
+        dropout: 0.0, as the image Swin.
+        attention_dropout: 0.0, as the image Swin.
         stochastic_depth_prob: the largest stochastic depth rate (default 0.1), linear over
             the blocks.
         num_classes: 400 (Kinetics-400).
-        norm_layer, block, downsample_layer, patch_embed: replacement parts.
+        norm_layer: a replacement part.
+        block: a replacement part.
+        downsample_layer: a replacement part.
+        patch_embed: a replacement part.
     """
 
     def __init__(self, patch_size, embed_dim, depths, num_heads, window_size, mlp_ratio=4.0,
