@@ -150,8 +150,9 @@ def get_num_frames(inpt):
     return _call(get_num_frames, inpt)
 
 
-register(get_num_frames, video=lambda v: get_num_frames_video(v))
-get_num_frames._kernels[fiamma.Tensor] = get_num_frames_video
+register(get_num_frames)
+get_num_frames._kernels.update({fiamma.Tensor: get_num_frames_video,
+                                tv.Video: get_num_frames_video})
 
 
 def get_num_channels_image(image):
