@@ -292,7 +292,12 @@ def adjust_sharpness_image(image, sharpness_factor):
     blur = blur.add_(inner * 4.0).div_(13.0)
     if not fp:
         blur = blur.round_()
-    out[..., 1:-1, 1:-1] = inner + (blur - inner) * (1.0 - sharpness_factor)
+    # inner + (blur - inner) * (1 - factor) with one rounding, as the fused multiply-add of
+    # torchvision's add_(..., alpha=) does (float64 holds the float32 product exactly), so
+    # integer results truncate the same way
+    alpha = float(np.float32(1.0 - sharpness_factor))
+    mixed = inner.to(fiamma.float64) + (blur - inner).to(fiamma.float64) * alpha
+    out[..., 1:-1, 1:-1] = mixed.to(out.dtype)
     out = out.clamp_(0, bound)
     return out if fp else out.to(image.dtype)
 
@@ -377,8 +382,8 @@ def grayscale_to_rgb(inpt):
     return _call(grayscale_to_rgb, inpt)
 
 
-register(grayscale_to_rgb, grayscale_to_rgb_image, grayscale_to_rgb_image,
-         lambda img: img.convert(mode="RGB"))
+# no video kernel: torchvision 0.28 has none either (videos raise, and RGB() passes them)
+register(grayscale_to_rgb, grayscale_to_rgb_image, pil=lambda img: img.convert(mode="RGB"))
 
 
 def permute_channels_image(image, permutation):
