@@ -452,3 +452,23 @@ def test_utils():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         v2.RandomInvert(p=1.0)(s)
+
+
+def test_per_type_kernels_hand_computed():
+    b = fiamma.tensor([[[1.0, 2.0, 4.0, 6.0]], [[0.0, 0.0, 2.0, 2.0]]])        # (2, 1, 4)
+    out = F.horizontal_flip_bounding_boxes(b, "XYXY", (10, 10))
+    assert type(out) is fiamma.Tensor and out.tolist() == [[[6, 2, 9, 6]], [[8, 0, 10, 2]]]
+    out, canvas = F.crop_bounding_boxes(b, "XYWH", 1, 1, 5, 5)
+    assert canvas == (5, 5) and out.tolist()[0] == [[0, 1, 4, 4]]     # clamped to the crop
+    out, canvas = F.pad_keypoints(fiamma.tensor([[1.0, 2.0]]), (4, 4), [1, 2])
+    assert out.tolist() == [[2, 4]] and canvas == (8, 6)
+    assert F.vertical_flip_keypoints(fiamma.tensor([[1.0, 0.0]]), (4, 4)).tolist() == [[1, 3]]
+    m = fiamma.tensor([[0, 1], [2, 3]], dtype=fiamma.uint8)
+    assert F.resize_mask(m, [4, 4]).tolist() == [[0, 0, 1, 1]] * 2 + [[2, 2, 3, 3]] * 2
+    img = fiamma.arange(2 * 3 * 4 * 4.).reshape(2, 3, 4, 4)
+    np.testing.assert_array_equal(F.horizontal_flip_video(img).numpy(), img.numpy()[..., ::-1])
+    assert F.adjust_brightness_image(fiamma.full((3, 2, 2), 0.25), 2.0).max().item() == 0.5
+    assert F.to_dtype_video(fiamma.full((1, 1, 2, 2), 255, dtype=fiamma.uint8), fiamma.float32,
+                            scale=True).max().item() == 1.0
+    with pytest.raises(NotImplementedError, match="coefficients"):
+        F.perspective_image(img, None, None, coefficients=[1.0] * 8)

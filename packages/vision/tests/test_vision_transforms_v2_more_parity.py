@@ -221,3 +221,57 @@ def test_multi_crop_linear_and_pil_transforms():
     _close(FV.RandomResize(20, 21)(pil), TV.RandomResize(20, 21)(pil))
     _close(FV.GaussianNoise(mean=0.25, sigma=0.0)(FTv.Image(fiamma.from_numpy(x.copy()))),
            TV.GaussianNoise(mean=0.25, sigma=0.0)(TT.Image(torch.from_numpy(x))), atol=1e-7)
+
+
+D = [[0, 0], [44, 0], [44, 36], [0, 36]]
+E = [[3, 2], [40, 5], [42, 30], [1, 33]]
+# op: (args for image/mask kernels, args for boxes after (format, canvas), keypoints after canvas)
+KERNELS = {
+    "horizontal_flip": ((), (), ()), "vertical_flip": ((), (), ()),
+    "resize": (([20, 30],), None, None),
+    "crop": ((5, 7, 20, 25), None, None),
+    "center_crop": (([21, 30],), ([21, 30],), ([21, 30],)),
+    "resized_crop": ((5, 7, 20, 25, [40, 30]), None, None),
+    "pad": (([3, 4, 5, 6],), ([3, 4, 5, 6],), ([3, 4, 5, 6],)),
+    "affine": ((30.0, [3, -2], 1.2, [10.0, 5.0]),) * 3,
+    "rotate": ((25.0,), (25.0,), (25.0,)),
+    "perspective": ((D, E), (D, E), (D, E)),
+}
+
+
+@pytest.mark.parametrize("op", list(KERNELS))
+def test_per_type_kernels_equal_torchvision(op):
+    img_args, box_args, kp_args = KERNELS[op]
+    rng = np.random.default_rng(14)
+    img, m = _arr(15), (rng.random((2, 37, 45)) > 0.5).astype(np.uint8)
+    xy = rng.uniform(0, 30, (2, 3, 2))
+    b = np.concatenate([xy, xy + rng.uniform(1, 10, (2, 3, 2))], -1).astype(np.float32)
+    kp = rng.uniform(0, 40, (4, 2)).astype(np.float32)
+    for kind, a in (("image", img), ("mask", m), ("video", np.stack([img, img]))):
+        t, f = _pair(a)
+        _close(getattr(FF, f"{op}_{kind}")(f, *img_args),
+               getattr(TF, f"{op}_{kind}")(t, *img_args), atol=1)
+    t, f = _pair(b)
+    tfmt = TT.BoundingBoxFormat.XYXY
+    if op == "resize":
+        fo, to = (FF.resize_bounding_boxes(f, CANVAS, [20, 30]),
+                  TF.resize_bounding_boxes(t, CANVAS, [20, 30]))
+        fk, tk = (FF.resize_keypoints(_pair(kp)[1], [20, 30], CANVAS),
+                  TF.resize_keypoints(_pair(kp)[0], [20, 30], CANVAS))
+    elif box_args is None:                       # crop-like kernels take no canvas
+        fo = getattr(FF, f"{op}_bounding_boxes")(f, "XYXY", *img_args)
+        to = getattr(TF, f"{op}_bounding_boxes")(t, tfmt, *img_args)
+        fk = getattr(FF, f"{op}_keypoints")(_pair(kp)[1], *img_args)
+        tk = getattr(TF, f"{op}_keypoints")(_pair(kp)[0], *img_args)
+    else:
+        fo = getattr(FF, f"{op}_bounding_boxes")(f, "XYXY", CANVAS, *box_args)
+        to = getattr(TF, f"{op}_bounding_boxes")(t, tfmt, CANVAS, *box_args)
+        fk = getattr(FF, f"{op}_keypoints")(_pair(kp)[1], CANVAS, *kp_args)
+        tk = getattr(TF, f"{op}_keypoints")(_pair(kp)[0], CANVAS, *kp_args)
+    for fr, tr in ((fo, to), (fk, tk)):
+        assert isinstance(fr, tuple) == isinstance(tr, tuple)
+        if isinstance(tr, tuple):
+            assert tuple(fr[1]) == tuple(tr[1])
+            fr, tr = fr[0], tr[0]
+        assert type(fr) is fiamma.Tensor and tuple(fr.shape) == tuple(tr.shape)
+        np.testing.assert_allclose(fr.numpy(), tr.numpy(), atol=1e-3)

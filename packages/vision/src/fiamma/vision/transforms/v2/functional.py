@@ -624,8 +624,13 @@ def _sanitize_mask(boxes, min_size, min_area):
 
 
 # torchvision's further functionals and their per-type kernels live in their own modules
-from fiamma.vision.transforms.v2 import _functional_color, _functional_misc  # noqa: E402
+from fiamma.vision.transforms.v2 import (  # noqa: E402
+    _functional_color,
+    _functional_kernels,
+    _functional_misc,
+)
 from fiamma.vision.transforms.v2._functional_color import *  # noqa: E402,F401,F403
+from fiamma.vision.transforms.v2._functional_kernels import *  # noqa: E402,F401,F403
 from fiamma.vision.transforms.v2._functional_misc import *  # noqa: E402,F401,F403
 
-__all__ += _functional_color.__all__ + _functional_misc.__all__
+__all__ += _functional_color.__all__ + _functional_misc.__all__ + _functional_kernels.__all__
