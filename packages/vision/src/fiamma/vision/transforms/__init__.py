@@ -16,3 +16,11 @@ from fiamma.vision.transforms._transforms import *  # noqa: F401,F403
 from fiamma.vision.transforms._transforms import __all__ as _t_all
 
 __all__ = list(_t_all) + list(_a_all) + ["functional", "ImageClassification"]
+
+
+def __getattr__(name):
+    # `transforms.v2` imports on first attribute access, as after torchvision's own import
+    if name == "v2":
+        import importlib
+        return importlib.import_module("fiamma.vision.transforms.v2")
+    raise AttributeError(f"module 'fiamma.vision.transforms' has no attribute {name!r}")
