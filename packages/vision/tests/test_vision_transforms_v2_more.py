@@ -472,3 +472,16 @@ def test_per_type_kernels_hand_computed():
                             scale=True).max().item() == 1.0
     with pytest.raises(NotImplementedError, match="coefficients"):
         F.perspective_image(img, None, None, coefficients=[1.0] * 8)
+
+
+def test_user_tv_tensors_pass_through_the_transforms():
+    class Flat(tv.TVTensor):
+        pass
+    s = _sample()
+    s["flat"] = fiamma.arange(4.).reshape(2, 2).as_subclass(Flat)
+    for t in (v2.RandomInvert(p=1.0), v2.GaussianNoise(), v2.UniformTemporalSubsample(1),
+              v2.RandomChannelPermutation()):
+        out = t(s)
+        assert out["flat"] is s["flat"]
+    with pytest.raises(TypeError, match="invert"):
+        F.invert(s["flat"])

@@ -15,6 +15,7 @@ image) and pass bounding boxes, masks and keypoints through unchanged.
     ([[[255, 55]]], [[0, 0, 1, 1]])
 """
 import fiamma
+from fiamma.vision import tv_tensors as tv
 from fiamma.vision.transforms.v2 import functional as F
 from fiamma.vision.transforms.v2._functional_color import get_kernel
 from fiamma.vision.transforms.v2._transform import RandomTransform, Transform, query_chw
@@ -24,14 +25,21 @@ __all__ = ["RandomGrayscale", "RGB", "RandomChannelPermutation", "RandomInvert",
            "RandomAdjustSharpness"]
 
 
+_BUILTIN = (tv.Image, tv.Video, tv.Mask, tv.BoundingBoxes, tv.KeyPoints)
+
+
 def call_kernel(functional, inpt, *args, **kwargs):
     """Apply ``functional``'s kernel for ``inpt``; inputs it has no kernel for (boxes, masks,
-    keypoints) pass through, as in torchvision's transforms."""
+    keypoints, user tv_tensor classes) pass through, as in torchvision's transforms. A user
+    tv_tensor goes to the functional itself when that is a register_kernel dispatcher (which
+    finds the registered kernel, or passes the input through inside a transform)."""
+    if (isinstance(inpt, tv.TVTensor) and not isinstance(inpt, _BUILTIN)
+            and getattr(functional, "_fiamma_dispatching", False)):
+        return functional(inpt, *args, **kwargs)
     return get_kernel(functional, inpt, passthrough=True)(inpt, *args, **kwargs)
 
 
 def _is_color_target(inpt):
-    from fiamma.vision import tv_tensors as tv
     return not isinstance(inpt, (tv.BoundingBoxes, tv.Mask, tv.KeyPoints))
 
 
