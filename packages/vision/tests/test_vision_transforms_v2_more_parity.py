@@ -277,3 +277,17 @@ def test_per_type_kernels_equal_torchvision(op):
             fr, tr = fr[0], tr[0]
         assert type(fr) is fiamma.Tensor and tuple(fr.shape) == tuple(tr.shape)
         np.testing.assert_allclose(fr.numpy(), tr.numpy(), atol=1e-3)
+
+
+REPRS = ["RandomGrayscale()", "RGB()", "RandomChannelPermutation()", "RandomInvert()",
+         "RandomPosterize(2)", "RandomSolarize(100)", "RandomEqualize(0.3)",
+         "RandomAutocontrast()", "RandomAdjustSharpness(2.0)", "GaussianNoise()",
+         "JPEG((5, 50))", "JPEG(7)", "FiveCrop(4)", "TenCrop(4, True)", "ScaleJitter((10, 20))",
+         "RandomShortestSize([3, 4], 10)", "RandomResize(3, 9)", "ClampKeyPoints()",
+         "SanitizeKeyPoints()", "SetClampingMode('hard')", "UniformTemporalSubsample(4)",
+         "Identity()", "ToPILImage()", "ConvertImageDtype()"]
+
+
+@pytest.mark.parametrize("expr", REPRS)
+def test_reprs_equal_torchvision(expr):
+    assert repr(eval("FV." + expr)) == repr(eval("TV." + expr))

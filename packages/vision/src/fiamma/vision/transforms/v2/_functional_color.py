@@ -396,9 +396,9 @@ def permute_channels_image(image, permutation):
     if len(permutation) != c:
         raise ValueError(f"permute_channels: length of permutation does not match number of "
                          f"channels: {len(permutation)} != {c}")
-    if sorted(permutation) != list(range(c)):
-        raise ValueError(f"permute_channels: {permutation} is not a permutation of "
-                         f"0..{c - 1}")
+    if any(not -c <= p < c for p in permutation):
+        raise IndexError(f"permute_channels: permutation {permutation} indexes outside the "
+                         f"{c} channels")
     if image.numel() == 0:
         return image
     return image[..., permutation, :, :]

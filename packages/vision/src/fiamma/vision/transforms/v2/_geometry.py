@@ -89,6 +89,9 @@ class _RandomSize(Transform):
     def transform(self, inpt, params):
         return F.resize(inpt, list(params["size"]), self.interpolation, antialias=self.antialias)
 
+    def _resize_items(self):
+        return [("interpolation", self.interpolation), ("antialias", self.antialias)]
+
 
 class ScaleJitter(_RandomSize):
     """Large scale jitter (Ghiasi et al.): resize the sample by ``r = min(target_h / h,
@@ -109,7 +112,8 @@ class ScaleJitter(_RandomSize):
         return dict(size=(int(np.float32(h) * r), int(np.float32(w) * r)))
 
     def _repr_items(self):
-        return [("target_size", self.target_size), ("scale_range", self.scale_range)]
+        return [("target_size", self.target_size),
+                ("scale_range", self.scale_range)] + self._resize_items()
 
 
 class RandomShortestSize(_RandomSize):
@@ -130,7 +134,10 @@ class RandomShortestSize(_RandomSize):
         return dict(size=(int(h * r), int(w * r)))
 
     def _repr_items(self):
-        return [("min_size", self.min_size), ("max_size", self.max_size)]
+        items = [("min_size", self.min_size)]
+        if self.max_size is not None:
+            items.append(("max_size", self.max_size))
+        return items + self._resize_items()
 
 
 class RandomResize(_RandomSize):
@@ -144,4 +151,7 @@ class RandomResize(_RandomSize):
         return dict(size=[int(fiamma.randint(self.min_size, self.max_size, (1,)).item())])
 
     def _repr_items(self):
-        return [("min_size", self.min_size), ("max_size", self.max_size)]
+        items = [("min_size", self.min_size)]
+        if self.max_size is not None:
+            items.append(("max_size", self.max_size))
+        return items + self._resize_items()

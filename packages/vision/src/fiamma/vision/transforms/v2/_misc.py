@@ -138,8 +138,7 @@ class JPEG(Transform):
         if isinstance(quality, int):
             quality = [quality, quality]
         else:
-            quality = list(quality)
-            if len(quality) != 2:
+            if not isinstance(quality, (list, tuple)) or len(quality) != 2:
                 raise ValueError(f"JPEG: quality should be an int or a sequence of 2 ints, got "
                                  f"{quality}")
         if not (all(isinstance(q, int) for q in quality)
@@ -176,6 +175,9 @@ class ToPILImage(Transform):
         if isinstance(inpt, tv.TVTensor):
             inpt = F.to_pure_tensor(inpt)
         return F1.to_pil_image(inpt, mode=self.mode)
+
+    def _repr_items(self):
+        return [] if self.mode is None else [("mode", self.mode)]
 
 
 class ToTensor(Transform):
@@ -224,6 +226,9 @@ class SetClampingMode(Transform):
     def transform(self, inpt, params):
         return tv.wrap(F.to_pure_tensor(inpt).clone(), like=inpt,
                        clamping_mode=self.clamping_mode)
+
+    def _repr_items(self):
+        return [] if self.clamping_mode is None else [("clamping_mode", self.clamping_mode)]
 
 
 class SanitizeKeyPoints(Transform):
