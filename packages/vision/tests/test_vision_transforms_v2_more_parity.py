@@ -291,3 +291,32 @@ REPRS = ["RandomGrayscale()", "RGB()", "RandomChannelPermutation()", "RandomInve
 @pytest.mark.parametrize("expr", REPRS)
 def test_reprs_equal_torchvision(expr):
     assert repr(eval("FV." + expr)) == repr(eval("TV." + expr))
+
+
+@pytest.mark.parametrize("fmt", ["XYWH", "CXCYWH"])
+def test_box_kernels_other_formats_and_no_clamping(fmt):
+    rng = np.random.default_rng(17)
+    xy = rng.uniform(-5, 40, (6, 2))
+    b = np.concatenate([xy, rng.uniform(1, 20, (6, 2))], -1).astype(np.float32)
+    t, f = _pair(b)
+    tfmt = TT.BoundingBoxFormat[fmt]
+    # (rotation by 25 degrees: at some angles torchvision's expanded box canvas is one pixel
+    # smaller than its expanded image; fiamma's boxes take the image's size)
+    for mode in ("soft", None):
+        pairs = [
+            (FF.crop_bounding_boxes(f, fmt, 3, 4, 20, 25, clamping_mode=mode),
+             TF.crop_bounding_boxes(t, tfmt, 3, 4, 20, 25, clamping_mode=mode)),
+            (FF.resize_bounding_boxes(f, CANVAS, [50], format=fmt, clamping_mode=mode),
+             TF.resize_bounding_boxes(t, CANVAS, [50], format=tfmt, clamping_mode=mode)),
+            (FF.rotate_bounding_boxes(f, fmt, CANVAS, 25.0, expand=True, clamping_mode=mode),
+             TF.rotate_bounding_boxes(t, tfmt, CANVAS, 25.0, expand=True, clamping_mode=mode)),
+            (FF.affine_bounding_boxes(f, fmt, CANVAS, -10.0, [2, 3], 0.9, [5.0, 0.0],
+                                      clamping_mode=mode),
+             TF.affine_bounding_boxes(t, tfmt, CANVAS, -10.0, [2, 3], 0.9, [5.0, 0.0],
+                                      clamping_mode=mode)),
+        ]
+        for fr, tr in pairs:
+            if isinstance(tr, tuple):
+                assert tuple(fr[1]) == tuple(tr[1])
+                fr, tr = fr[0], tr[0]
+            np.testing.assert_allclose(fr.numpy(), tr.numpy(), atol=1e-3)
