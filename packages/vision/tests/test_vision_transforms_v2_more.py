@@ -485,3 +485,28 @@ def test_user_tv_tensors_pass_through_the_transforms():
         assert out["flat"] is s["flat"]
     with pytest.raises(TypeError, match="invert"):
         F.invert(s["flat"])
+
+
+def test_v1_linear_and_elastic_transforms():
+    from fiamma.vision import transforms as T
+    rng = np.random.default_rng(18)
+    m = rng.normal(size=(12, 12)).astype(np.float32)
+    mu = rng.normal(size=12).astype(np.float32)
+    x = rng.normal(size=(3, 2, 2)).astype(np.float32)
+    out = T.LinearTransformation(_t(m), _t(mu))(_t(x))
+    np.testing.assert_allclose(out.numpy(), ((x.reshape(1, 12) - mu) @ m).reshape(x.shape),
+                               rtol=1e-5, atol=1e-5)
+    assert repr(T.LinearTransformation(fiamma.eye(1), fiamma.zeros(1))) == \
+        "LinearTransformation(transformation_matrix=[[1.0]], mean_vector=[0.0])"
+    with pytest.raises(ValueError, match="same dtype"):
+        T.LinearTransformation(fiamma.eye(2), fiamma.zeros(2, dtype=fiamma.float64))
+    fiamma.manual_seed(0)
+    d = T.ElasticTransform.get_params([4.0, 2.0], [0.0, 0.0], [5, 8])
+    assert tuple(d.shape) == (1, 5, 8, 2)
+    assert d[..., 0].abs().max().item() <= 4.0 / 8 and d[..., 1].abs().max().item() <= 2.0 / 5
+    img = _t(_img(19))
+    np.testing.assert_array_equal(T.ElasticTransform(alpha=0.0)(img).numpy(), img.numpy())
+    pil = T.ElasticTransform(alpha=3.0, sigma=1.0)(PILImage.fromarray(_img(20)[0]))
+    assert isinstance(pil, PILImage.Image) and pil.size == (11, 9)
+    with pytest.raises(TypeError, match="alpha"):
+        T.ElasticTransform(alpha=5)

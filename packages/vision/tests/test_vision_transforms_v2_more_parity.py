@@ -320,3 +320,24 @@ def test_box_kernels_other_formats_and_no_clamping(fmt):
                 assert tuple(fr[1]) == tuple(tr[1])
                 fr, tr = fr[0], tr[0]
             np.testing.assert_allclose(fr.numpy(), tr.numpy(), atol=1e-3)
+
+
+def test_v1_linear_and_elastic_equal_torchvision():
+    from torchvision import transforms as TV1
+
+    from fiamma.vision import transforms as T1
+    rng = np.random.default_rng(21)
+    m = rng.normal(size=(12, 12)).astype(np.float32)
+    mu = rng.normal(size=12).astype(np.float32)
+    x = rng.normal(size=(2, 3, 2, 2)).astype(np.float32)
+    to = TV1.LinearTransformation(torch.from_numpy(m), torch.from_numpy(mu))(
+        torch.from_numpy(x))
+    fo = T1.LinearTransformation(fiamma.from_numpy(m), fiamma.from_numpy(mu))(
+        fiamma.from_numpy(x.copy()))
+    _close(fo, to, atol=1e-5)
+    for kw in ({}, {"alpha": [1.0, 2.0], "sigma": 3.0, "fill": 4}):
+        assert repr(T1.ElasticTransform(**kw)) == repr(TV1.ElasticTransform(**kw))
+    # a zero field is the identity in both
+    img = _arr(22)
+    _close(T1.ElasticTransform(alpha=0.0)(fiamma.from_numpy(img.copy())),
+           TV1.ElasticTransform(alpha=0.0)(torch.from_numpy(img.copy())))
