@@ -341,3 +341,13 @@ def test_v1_linear_and_elastic_equal_torchvision():
     img = _arr(22)
     _close(T1.ElasticTransform(alpha=0.0)(fiamma.from_numpy(img.copy())),
            TV1.ElasticTransform(alpha=0.0)(torch.from_numpy(img.copy())))
+
+
+def test_v1_elastic_transform_functional_equals_torchvision():
+    from torchvision.transforms import functional as TF1
+
+    from fiamma.vision.transforms import functional as F1
+    img = _arr(23, (3, 12, 14)).astype(np.float32) / 255
+    d = np.random.default_rng(24).uniform(-0.2, 0.2, (1, 12, 14, 2)).astype(np.float32)
+    _close(F1.elastic_transform(fiamma.from_numpy(img.copy()), fiamma.from_numpy(d.copy())),
+           TF1.elastic_transform(torch.from_numpy(img), torch.from_numpy(d)), atol=1e-5)
