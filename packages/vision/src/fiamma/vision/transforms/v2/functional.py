@@ -35,6 +35,19 @@ BBF = tv.BoundingBoxFormat
 pil_to_tensor = F1.pil_to_tensor
 to_pil_image = F1.to_pil_image
 
+# torchvision's further functionals and their per-type kernels live in their own modules
+# (they use this module's names only when called, so they can be imported here)
+from fiamma.vision.transforms.v2 import (  # noqa: E402
+    _functional_color,
+    _functional_kernels,
+    _functional_misc,
+)
+from fiamma.vision.transforms.v2._functional_color import *  # noqa: E402,F401,F403
+from fiamma.vision.transforms.v2._functional_kernels import *  # noqa: E402,F401,F403
+from fiamma.vision.transforms.v2._functional_misc import *  # noqa: E402,F401,F403
+
+__all__ += _functional_color.__all__ + _functional_misc.__all__ + _functional_kernels.__all__
+
 
 def _kind(x):
     if isinstance(x, tv.BoundingBoxes):
@@ -619,18 +632,3 @@ def _sanitize_mask(boxes, min_size, min_area):
     valid &= (a[:, 0] <= cw) & (a[:, 2] <= cw) & (a[:, 1] <= ch) & (a[:, 3] <= ch)
     valid &= (a >= 0).all(axis=1)
     return valid
-
-
-
-
-# torchvision's further functionals and their per-type kernels live in their own modules
-from fiamma.vision.transforms.v2 import (  # noqa: E402
-    _functional_color,
-    _functional_kernels,
-    _functional_misc,
-)
-from fiamma.vision.transforms.v2._functional_color import *  # noqa: E402,F401,F403
-from fiamma.vision.transforms.v2._functional_kernels import *  # noqa: E402,F401,F403
-from fiamma.vision.transforms.v2._functional_misc import *  # noqa: E402,F401,F403
-
-__all__ += _functional_color.__all__ + _functional_misc.__all__ + _functional_kernels.__all__
