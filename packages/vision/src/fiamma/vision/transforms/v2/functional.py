@@ -632,3 +632,5 @@ def _sanitize_mask(boxes, min_size, min_area):
     valid &= (a[:, 0] <= cw) & (a[:, 2] <= cw) & (a[:, 1] <= ch) & (a[:, 3] <= ch)
     valid &= (a >= 0).all(axis=1)
     return valid
+
+
