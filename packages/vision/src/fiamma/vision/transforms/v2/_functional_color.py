@@ -32,6 +32,9 @@ __all__ = [
     "gaussian_noise_image", "gaussian_noise_video", "jpeg", "jpeg_image", "jpeg_video",
 ]
 
+# the per-type kernels: plain functions of plain tensors, not dispatching functionals
+PLAIN = [n for n in __all__ if n.endswith(("_image", "_video"))]
+
 # bits that carry the value (the sign bit excluded), as torchvision's integer kernels use them
 _VALUE_BITS = {fiamma.uint8: 8, fiamma.int8: 7, fiamma.int16: 15, fiamma.int32: 31,
                fiamma.int64: 63}

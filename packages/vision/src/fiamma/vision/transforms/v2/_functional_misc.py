@@ -31,6 +31,12 @@ __all__ = [
     "get_image_size", "get_image_num_channels", "is_pure_tensor",
 ]
 
+# per-type kernels and helpers (plain functions, as torchvision's, not dispatching functionals)
+PLAIN = [n for n in __all__ if n.endswith(("_image", "_video", "_mask", "_bounding_boxes",
+                                           "_keypoints"))] + [
+    "is_pure_tensor", "to_tensor", "get_image_size", "get_image_num_channels",
+    "clamp_keypoints", "sanitize_keypoints", "sanitize_bounding_boxes"]
+
 
 def is_pure_tensor(inpt):
     """True for a tensor that is not a tv_tensor."""

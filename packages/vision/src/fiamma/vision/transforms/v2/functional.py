@@ -47,6 +47,10 @@ from fiamma.vision.transforms.v2._functional_kernels import *  # noqa: E402,F401
 from fiamma.vision.transforms.v2._functional_misc import *  # noqa: E402,F401,F403
 
 __all__ += _functional_color.__all__ + _functional_misc.__all__ + _functional_kernels.__all__
+# of these, the per-type kernels and helpers are plain functions (torchvision's are), not
+# functionals that dispatch on the input's type
+_PLAIN_FUNCTIONS = frozenset(_functional_kernels.__all__ + _functional_color.PLAIN
+                             + _functional_misc.PLAIN)
 
 
 def _kind(x):
