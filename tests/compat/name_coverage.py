@@ -42,6 +42,7 @@ MODULES = {
     "torch.fx": ("fiamma.fx",),
     "torch.func": ("fiamma.func",),
     "torchvision.transforms": ("fiamma.vision.transforms",),
+    "torchvision.transforms.v2": ("fiamma.vision.transforms.v2",),
     "torchvision.models": ("fiamma.vision.models",),
     "torchvision.models.detection": ("fiamma.vision.models.detection",),
     "torchvision.models.video": ("fiamma.vision.models.video",),

@@ -52,6 +52,7 @@ __all__ = [
     "rgb_to_grayscale",
     "erase",
     "gaussian_blur",
+    "elastic_transform",
     "invert",
     "posterize",
     "solarize",
@@ -671,3 +672,11 @@ def gaussian_blur(img, kernel_size, sigma=None):
         return to_pil_image(out, mode=img.mode)
     _check(img, "gaussian_blur")
     return FT.gaussian_blur(img, kernel_size, sigma)
+
+
+def elastic_transform(img, displacement, interpolation=InterpolationMode.BILINEAR, fill=None):
+    """Warp by a (1, H, W, 2) ``displacement`` field in normalised units (torchvision's
+    convention); tensors and PIL images. The kernel is ``transforms.v2.functional.elastic``."""
+    from fiamma.vision.transforms.v2 import functional as F2
+    _check(img, "elastic_transform")
+    return F2.elastic(img, displacement, _interp(interpolation, "elastic_transform"), fill)

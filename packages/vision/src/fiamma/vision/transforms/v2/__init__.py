@@ -29,3 +29,12 @@ from fiamma.vision.transforms.v2.functional import InterpolationMode  # noqa: F4
 __all__ = list(_all) + ["functional", "InterpolationMode", "MixUp", "CutMix",
                           "AutoAugment", "AutoAugmentPolicy", "RandAugment",
                           "TrivialAugmentWide", "AugMix"]
+
+# torchvision 0.28's further v2 transforms and helpers (their own modules)
+from fiamma.vision.transforms.v2 import _color, _geometry, _misc, _utils  # noqa: E402
+from fiamma.vision.transforms.v2._color import *  # noqa: E402,F401,F403
+from fiamma.vision.transforms.v2._geometry import *  # noqa: E402,F401,F403
+from fiamma.vision.transforms.v2._misc import *  # noqa: E402,F401,F403
+from fiamma.vision.transforms.v2._utils import *  # noqa: E402,F401,F403
+
+__all__ += _color.__all__ + _geometry.__all__ + _misc.__all__ + _utils.__all__

@@ -35,6 +35,23 @@ BBF = tv.BoundingBoxFormat
 pil_to_tensor = F1.pil_to_tensor
 to_pil_image = F1.to_pil_image
 
+# torchvision's further functionals and their per-type kernels live in their own modules
+# (they use this module's names only when called, so they can be imported here)
+from fiamma.vision.transforms.v2 import (  # noqa: E402
+    _functional_color,
+    _functional_kernels,
+    _functional_misc,
+)
+from fiamma.vision.transforms.v2._functional_color import *  # noqa: E402,F401,F403
+from fiamma.vision.transforms.v2._functional_kernels import *  # noqa: E402,F401,F403
+from fiamma.vision.transforms.v2._functional_misc import *  # noqa: E402,F401,F403
+
+__all__ += _functional_color.__all__ + _functional_misc.__all__ + _functional_kernels.__all__
+# of these, the per-type kernels and helpers are plain functions (torchvision's are), not
+# functionals that dispatch on the input's type
+_PLAIN_FUNCTIONS = frozenset(_functional_kernels.__all__ + _functional_color.PLAIN
+                             + _functional_misc.PLAIN)
+
 
 def _kind(x):
     if isinstance(x, tv.BoundingBoxes):
