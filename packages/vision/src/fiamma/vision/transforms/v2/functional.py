@@ -20,6 +20,8 @@ import fiamma
 from fiamma.vision import tv_tensors as tv
 from fiamma.vision.transforms import _functional_tensor as FT, functional as F1
 from fiamma.vision.transforms.functional import InterpolationMode
+from fiamma.vision.transforms.v2 import _kernel_registry
+from fiamma.vision.transforms.v2._kernel_registry import register_kernel
 
 __all__ = [
     "InterpolationMode", "get_size", "get_dimensions", "horizontal_flip", "vertical_flip",
@@ -28,7 +30,7 @@ __all__ = [
     "to_pure_tensor", "to_dtype", "normalize", "adjust_brightness", "adjust_contrast",
     "adjust_saturation", "adjust_hue", "rgb_to_grayscale", "to_grayscale", "gaussian_blur",
     "erase", "pil_to_tensor", "to_pil_image", "convert_image_dtype", "elastic",
-    "elastic_transform",
+    "elastic_transform", "register_kernel",
 ]
 
 BBF = tv.BoundingBoxFormat
@@ -621,3 +623,8 @@ def _sanitize_mask(boxes, min_size, min_area):
     return valid
 
 
+
+
+# last: every public functional becomes a dispatcher that also serves the kernels registered
+# for user tv_tensor classes (register_kernel)
+_kernel_registry.install(globals(), [n for n in __all__ if n != "register_kernel"])
