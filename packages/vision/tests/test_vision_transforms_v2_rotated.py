@@ -198,3 +198,19 @@ def test_transforms_and_sanitize_on_rotated_boxes():
     # integer rotated boxes are computed in float64 and truncated
     ib = _boxes([[5, 5, 4, 2, 0]], dtype=fiamma.int64)
     assert F.convert_bounding_box_format(ib, new_format="XYWHR").tolist() == [[3, 4, 4, 2, 0]]
+
+
+def test_pad_tensor_image_with_one_fill_per_channel():
+    img = tv_tensors.Image(fiamma.full((3, 2, 2), 7, dtype=fiamma.uint8))
+    out = F.pad(img, [1, 0, 0, 1], fill=(10, 20.9, 30))
+    assert type(out) is tv_tensors.Image and tuple(out.shape) == (3, 3, 3)
+    assert out[:, :2, 1:].tolist() == [[[7, 7]] * 2, [[7, 7]] * 2, [[7, 7]] * 2]
+    assert out[:, 2, :].tolist() == [[10] * 3, [20] * 3, [30] * 3]
+    assert out[:, :, 0].tolist() == [[10] * 3, [20] * 3, [30] * 3]
+    # RandomZoomOut's per-type fill (the detection recipe's mean colour)
+    t = v2.RandomZoomOut(fill={tv_tensors.Image: (1, 2, 3), "others": 0}, p=1.0)
+    assert tuple(t(img).shape[:1]) == (3,)
+    with pytest.raises(ValueError, match="not supported if fill is not a scalar"):
+        F.pad(img, 1, fill=(1, 2, 3), padding_mode="edge")
+    with pytest.raises(ValueError, match="fill has 2 values"):
+        F.pad(img, 1, fill=(1, 2))

@@ -388,7 +388,26 @@ def pad(inpt, padding, fill=0, padding_mode="constant"):
     if k == "mask":
         f = 0 if fill is None else fill
         return _mask_op(inpt, lambda t: F1.pad(t, padding, f, padding_mode))
+    if isinstance(fill, (list, tuple)) and len(fill) > 1 and isinstance(inpt, fiamma.Tensor):
+        return _image_op(inpt, lambda t: _pad_per_channel(t, padding, fill, padding_mode))
     return _image_op(inpt, lambda t: F1.pad(t, padding, fill, padding_mode))
+
+
+def _pad_per_channel(t, padding, fill, padding_mode):
+    """Constant padding of a tensor image with one fill value per channel (v2 only)."""
+    if padding_mode != "constant":
+        raise ValueError(f"pad: padding_mode {padding_mode!r} is not supported if fill is not "
+                         f"a scalar")
+    c = t.shape[-3] if t.ndim >= 3 else 1
+    if len(fill) != c:
+        raise ValueError(f"pad: fill has {len(fill)} values, the image {c} channels")
+    left, top, right, bottom = F1._ltrb(padding, "pad")
+    out = F1.pad(t, padding, 0, "constant")
+    value = fiamma.tensor([float(v) for v in fill]).to(t.dtype).reshape(-1, 1, 1)
+    h, w = out.shape[-2:]
+    inside = fiamma.zeros(h, w, dtype=fiamma.bool)
+    inside[max(top, 0):h - max(bottom, 0), max(left, 0):w - max(right, 0)] = True
+    return fiamma.where(inside, out, value)
 
 
 def _norm_shear(shear):
