@@ -99,3 +99,16 @@ def test_corner_box_format_is_named_as_torchvision():
     assert tv_tensors.BoundingBoxFormat["XYXYXYXY"].value == "XYXYXYXY"
     b = tv_tensors.BoundingBoxes([[0, 0, 4, 0, 4, 2, 0, 2]], format="xyxyxyxy", canvas_size=(5, 5))
     assert tv_tensors.is_rotated_bounding_format(b.format) and tuple(b.shape) == (1, 8)
+
+
+def test_draw_keypoints_takes_keypoint_rcnn_triples():
+    # Keypoint R-CNN returns (N, K, 3): x, y and a visibility column, which the gallery draws
+    img = fiamma.zeros(3, 12, 12, dtype=fiamma.uint8)
+    xy = fiamma.tensor([[[2.0, 3.0], [8.0, 9.0]]])
+    xyv = fiamma.cat([xy, fiamma.ones(1, 2, 1)], dim=-1)
+    a = utils.draw_keypoints(img, xy, colors="red", radius=1)
+    b = utils.draw_keypoints(img, xyv, colors="red", radius=1)
+    assert bool((a == b).all()) and int(a.sum()) > 0
+    assert utils.draw_keypoints(img, fiamma.zeros(0, 17, 3)).tolist() == img.tolist()
+    with pytest.raises(ValueError, match="draw_keypoints"):
+        utils.draw_keypoints(img, fiamma.zeros(1, 2, 1))

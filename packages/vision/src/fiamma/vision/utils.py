@@ -270,10 +270,13 @@ def draw_keypoints(image, keypoints, connectivity=None, colors=None, radius=2, w
     _check_image(image, op, (3,))
     if not fiamma.is_tensor(keypoints):
         keypoints = fiamma.as_tensor(keypoints)
-    if keypoints.dim() != 3 or keypoints.shape[-1] != 2:
+    # (num_instances, K, 3) is accepted too, as torchvision reads x and y from the first two
+    # columns: Keypoint R-CNN's outputs carry a visibility column
+    if keypoints.dim() != 3 or keypoints.shape[-1] < 2:
         raise ValueError(f"{op}: keypoints must have shape (num_instances, K, 2), got "
                          f"{tuple(keypoints.shape)}")
     kp = keypoints.detach().numpy() if hasattr(keypoints, "detach") else keypoints.numpy()
+    kp = kp[..., :2]
     if visibility is None:
         vis = np.ones(kp.shape[:2], dtype=bool)
     else:

@@ -6,12 +6,16 @@ import fiamma
 from fiamma import nn
 from fiamma.vision import tv_tensors as tv
 from fiamma.vision.transforms.v2 import functional as F
+from fiamma.vision.transforms.v2._kernel_registry import passthrough_unregistered
 
 try:
     from PIL import Image as _PILImage
     _PIL = (_PILImage.Image,)
 except ImportError:       # pragma: no cover - pillow is a dependency
     _PIL = ()
+
+
+_SPATIAL = (tv.Image, tv.Video, tv.Mask, tv.BoundingBoxes, tv.KeyPoints)
 
 
 def flatten(obj):
@@ -70,7 +74,7 @@ def query_size(flat):
     """The (height, width) all spatial inputs share; ValueError if they disagree."""
     sizes = set()
     for x in flat:
-        if isinstance(x, (tv.TVTensor,) + _PIL) or is_pure_tensor(x):
+        if isinstance(x, _SPATIAL + _PIL) or is_pure_tensor(x):
             if is_pure_tensor(x) and x.ndim < 2:
                 continue
             sizes.add(tuple(F.get_size(x)))
@@ -108,7 +112,9 @@ class Transform(nn.Module):
         flat, spec = flatten(inputs)
         needs = self._needs(flat)
         params = self.make_params([x for x, n in zip(flat, needs) if n])
-        out = [self.transform(x, params) if n else x for x, n in zip(flat, needs)]
+        # a user tv_tensor without a kernel registered for a functional passes through
+        with passthrough_unregistered():
+            out = [self.transform(x, params) if n else x for x, n in zip(flat, needs)]
         return unflatten(out, spec)
 
     def extra_repr(self):

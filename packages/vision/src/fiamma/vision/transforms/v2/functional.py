@@ -3,7 +3,10 @@
 Images (``tv_tensors.Image``, plain tensors, PIL images) and videos go through the v1
 image kernels; masks through the same kernels with nearest interpolation; bounding boxes and
 keypoints have their own coordinate kernels (computed in float64, cast back to the input's
-dtype). The output keeps the input's tv_tensor type and metadata (``canvas_size`` updated).
+dtype; integer boxes are truncated toward zero). Rotated boxes (XYWHR, CXCYWHR, XYXYXYXY) move
+by their corners, are refitted to a rectangle and clamped by their ``clamping_mode`` as in
+torchvision 0.28 (see ``_rotated_boxes``). The output keeps the input's tv_tensor type and
+metadata (``canvas_size`` updated).
 
     >>> from fiamma.vision import tv_tensors
     >>> from fiamma.vision.transforms.v2 import functional as F
@@ -20,6 +23,8 @@ import fiamma
 from fiamma.vision import tv_tensors as tv
 from fiamma.vision.transforms import _functional_tensor as FT, functional as F1
 from fiamma.vision.transforms.functional import InterpolationMode
+from fiamma.vision.transforms.v2 import _kernel_registry, _rotated_boxes as R
+from fiamma.vision.transforms.v2._kernel_registry import register_kernel
 
 __all__ = [
     "InterpolationMode", "get_size", "get_dimensions", "horizontal_flip", "vertical_flip",
@@ -28,7 +33,7 @@ __all__ = [
     "to_pure_tensor", "to_dtype", "normalize", "adjust_brightness", "adjust_contrast",
     "adjust_saturation", "adjust_hue", "rgb_to_grayscale", "to_grayscale", "gaussian_blur",
     "erase", "pil_to_tensor", "to_pil_image", "convert_image_dtype", "elastic",
-    "elastic_transform",
+    "elastic_transform", "register_kernel",
 ]
 
 BBF = tv.BoundingBoxFormat
@@ -115,12 +120,7 @@ def _np(t):
     return np.asarray(_pure(t).detach().numpy(), dtype=np.float64)
 
 
-def _check_axis_aligned(fmt, op):
-    if tv.is_rotated_bounding_format(fmt):
-        raise NotImplementedError(f"{op}: rotated box format {fmt.name} is not supported by "
-                                  "this kernel (use XYXY, XYWH or CXCYWH)")
-
-
+_rotated = tv.is_rotated_bounding_format
 def _to_xyxy(a, fmt):
     if fmt == BBF.XYXY:
         return a.copy()
@@ -154,8 +154,8 @@ def _clamp_xyxy(a, canvas):
 
 
 def _box_op(boxes, op, fn, clamp=True):
-    """``fn(xyxy float64 array, canvas) -> (array, new_canvas)`` on BoundingBoxes."""
-    _check_axis_aligned(boxes.format, op)
+    """``fn(xyxy float64 array, canvas) -> (array, new_canvas)`` on axis-aligned
+    BoundingBoxes."""
     a = _to_xyxy(_np(boxes).reshape(-1, 4), boxes.format)
     a, canvas = fn(a, tuple(boxes.canvas_size))
     if clamp and boxes.clamping_mode is not None:
@@ -163,6 +163,40 @@ def _box_op(boxes, op, fn, clamp=True):
     a = _from_xyxy(a, boxes.format)
     return tv.wrap(_back(a.reshape(tuple(boxes.shape)), boxes), like=boxes,
                    canvas_size=tuple(int(v) for v in canvas))
+
+
+def _rot_box_op(boxes, fn, clamp=True):
+    """``fn(float64 (N, K) array in the boxes' rotated format, format, canvas) -> (array,
+    its rotated format, new canvas)`` on rotated BoundingBoxes; the result is clamped in its
+    format by the boxes' clamping_mode and converted back."""
+    fmt = boxes.format
+    a, out_fmt, canvas = fn(_np(boxes).reshape(-1, R.WIDTH[fmt]), fmt,
+                            tuple(boxes.canvas_size))
+    if clamp:
+        a = R.clamp(a, out_fmt, canvas, boxes.clamping_mode)
+    a = R.convert(a, out_fmt, fmt)
+    return tv.wrap(_back(a.reshape(tuple(boxes.shape)), boxes), like=boxes,
+                   canvas_size=tuple(int(v) for v in canvas))
+
+
+def _rot_corner_op(boxes, fn):
+    """``fn(corner points (4N, 2), canvas) -> (points, new canvas)`` on rotated boxes: the
+    moved corners are refitted to a rectangle, clamped and converted back."""
+    def go(a, fmt, c):
+        pts, c = fn(R.convert(a, fmt, BBF.XYXYXYXY).reshape(-1, 2), c)
+        return R.parallelogram_to_rectangle(pts.reshape(-1, 8)), BBF.XYXYXYXY, c
+    return _rot_box_op(boxes, go)
+
+
+def _shift_rotated(a, fmt, dx, dy):
+    a = a.copy()
+    if fmt == BBF.XYXYXYXY:
+        a[:, 0::2] += dx
+        a[:, 1::2] += dy
+    else:
+        a[:, 0] += dx
+        a[:, 1] += dy
+    return a
 
 
 def _kp_op(kp, fn):
@@ -187,8 +221,15 @@ def convert_bounding_box_format(inpt, old_format=None, new_format=None, inplace=
             raise ValueError("convert_bounding_box_format: old_format is required for plain "
                              "tensors")
         old = tv._parse_format(old_format)
-    for f in (old, new_format):
-        _check_axis_aligned(f, "convert_bounding_box_format")
+    if _rotated(old) != _rotated(new_format):
+        raise ValueError(f"convert_bounding_box_format: cannot convert between rotated and "
+                         f"unrotated bounding boxes ({old.name} to {new_format.name})")
+    if _rotated(old):
+        a = R.convert(_np(inpt).reshape(-1, R.WIDTH[old]), old, new_format)
+        shape = tuple(inpt.shape[:-1]) + (R.WIDTH[new_format],)
+        out = _back(a.reshape(shape), inpt)
+        return tv.wrap(out, like=inpt, format=new_format) \
+            if isinstance(inpt, tv.BoundingBoxes) else out
     a = _from_xyxy(_to_xyxy(_np(inpt).reshape(-1, 4), old), new_format)
     out = _back(a.reshape(tuple(inpt.shape)), inpt)
     if isinstance(inpt, tv.BoundingBoxes):
@@ -196,20 +237,38 @@ def convert_bounding_box_format(inpt, old_format=None, new_format=None, inplace=
     return out
 
 
-def clamp_bounding_boxes(inpt, format=None, canvas_size=None, clamping_mode="soft"):
-    """Clamp boxes into their canvas (x in [0, W], y in [0, H])."""
+def clamp_bounding_boxes(inpt, format=None, canvas_size=None, clamping_mode="auto"):
+    """Clamp boxes into their canvas (x in [0, W], y in [0, H]). ``clamping_mode`` "auto"
+    takes the BoundingBoxes' own (for a plain tensor: "soft"); "soft" and "hard" are the same
+    for axis-aligned boxes; rotated boxes keep their angle ("soft": the smallest box enclosing
+    the part inside the canvas, "hard": the largest box inside it); None leaves them as they
+    are.
+
+        >>> from fiamma.vision import tv_tensors
+        >>> b = tv_tensors.BoundingBoxes([[5.0, 5.0, 4.0, 20.0, 0.0]], format="CXCYWHR",
+        ...                              canvas_size=(10, 10))
+        >>> clamp_bounding_boxes(b).tolist()
+        [[5.0, 5.0, 4.0, 10.0, 0.0]]
+    """
+    if clamping_mode not in ("soft", "hard", "auto", None):
+        raise ValueError(f"clamp_bounding_boxes: clamping_mode must be soft, hard, auto or "
+                         f"None, got {clamping_mode!r}")
     if isinstance(inpt, tv.BoundingBoxes):
         if format is not None or canvas_size is not None:
             raise ValueError("clamp_bounding_boxes: format and canvas_size must not be given "
                              "for BoundingBoxes")
+        if clamping_mode != "auto":
+            inpt = tv.wrap(_pure(inpt), like=inpt, clamping_mode=clamping_mode)
         if inpt.clamping_mode is None:
-            return inpt
+            return inpt.clone()
+        if _rotated(inpt.format):
+            return _rot_box_op(inpt, lambda a, f, c: (a, f, c))
         return _box_op(inpt, "clamp_bounding_boxes", lambda a, c: (a, c))
     if format is None or canvas_size is None:
         raise ValueError("clamp_bounding_boxes: format and canvas_size are required for plain "
                          "tensors")
     b = tv.BoundingBoxes(inpt, format=format, canvas_size=canvas_size,
-                         clamping_mode=clamping_mode)
+                         clamping_mode="soft" if clamping_mode == "auto" else clamping_mode)
     return _pure(clamp_bounding_boxes(b))
 
 
@@ -218,6 +277,8 @@ def clamp_bounding_boxes(inpt, format=None, canvas_size=None, clamping_mode="sof
 def horizontal_flip(inpt):
     """Mirror left-right."""
     k = _kind(inpt)
+    if k == "boxes" and _rotated(inpt.format):
+        return _rot_box_op(inpt, lambda a, f, c: (R.horizontal_flip(a, f, c), f, c), False)
     if k == "boxes":
         def fn(a, c):
             w = c[1]
@@ -234,6 +295,8 @@ def horizontal_flip(inpt):
 def vertical_flip(inpt):
     """Mirror top-bottom."""
     k = _kind(inpt)
+    if k == "boxes" and _rotated(inpt.format):
+        return _rot_box_op(inpt, lambda a, f, c: (R.vertical_flip(a, f, c), f, c), False)
     if k == "boxes":
         def fn(a, c):
             h = c[0]
@@ -258,6 +321,10 @@ def resize(inpt, size, interpolation=InterpolationMode.BILINEAR, max_size=None,
         h, w = inpt.canvas_size
         nh, nw = F1._resized_size(h, w, size, max_size)
         sx, sy = nw / w, nh / h
+        if k == "boxes" and _rotated(inpt.format):
+            if (nh, nw) == (h, w):
+                return inpt.clone()
+            return _rot_corner_op(inpt, lambda p, c: (p * [sx, sy], (nh, nw)))
         if k == "boxes":
             return _box_op(inpt, "resize", lambda a, c: (a * [sx, sy, sx, sy], (nh, nw)),
                            clamp=False)
@@ -270,6 +337,13 @@ def resize(inpt, size, interpolation=InterpolationMode.BILINEAR, max_size=None,
 def crop(inpt, top, left, height, width):
     """Crop the window (top, left, height, width); outside the image is zero."""
     k = _kind(inpt)
+    if k == "boxes" and _rotated(inpt.format):
+        def fn(a, f, c):
+            a = _shift_rotated(a, f, -left, -top)
+            if f == BBF.XYXYXYXY:
+                a = R.parallelogram_to_rectangle(a)
+            return a, f, (height, width)
+        return _rot_box_op(inpt, fn)
     if k == "boxes":
         return _box_op(inpt, "crop",
                        lambda a, c: (a - [left, top, left, top], (height, width)))
@@ -287,6 +361,12 @@ def center_crop(inpt, output_size):
     when that difference is odd."""
     ch, cw = F1._size2(output_size, "center_crop")
     h, w = get_size(inpt)
+    if _kind(inpt) in ("boxes", "keypoints"):
+        # one crop at the image's offsets (a negative offset is the padding), so that boxes
+        # are clamped once, to the output canvas
+        top = -((ch - h) // 2) if ch > h else int(round((h - ch) / 2.0))
+        left = -((cw - w) // 2) if cw > w else int(round((w - cw) / 2.0))
+        return crop(inpt, top, left, ch, cw)
     if cw > w or ch > h:
         ltrb = [(cw - w) // 2 if cw > w else 0, (ch - h) // 2 if ch > h else 0,
                 (cw - w + 1) // 2 if cw > w else 0, (ch - h + 1) // 2 if ch > h else 0]
@@ -315,6 +395,9 @@ def pad(inpt, padding, fill=0, padding_mode="constant"):
 
         def canvas(c):
             return (c[0] + top + bottom, c[1] + left + right)
+        if k == "boxes" and _rotated(inpt.format):
+            return _rot_box_op(inpt, lambda a, f, c: (_shift_rotated(a, f, left, top), f,
+                                                      canvas(c)))
         if k == "boxes":
             return _box_op(inpt, "pad",
                            lambda a, c: (a + [left, top, left, top], canvas(c)))
@@ -322,7 +405,26 @@ def pad(inpt, padding, fill=0, padding_mode="constant"):
     if k == "mask":
         f = 0 if fill is None else fill
         return _mask_op(inpt, lambda t: F1.pad(t, padding, f, padding_mode))
+    if isinstance(fill, (list, tuple)) and len(fill) > 1 and isinstance(inpt, fiamma.Tensor):
+        return _image_op(inpt, lambda t: _pad_per_channel(t, padding, fill, padding_mode))
     return _image_op(inpt, lambda t: F1.pad(t, padding, fill, padding_mode))
+
+
+def _pad_per_channel(t, padding, fill, padding_mode):
+    """Constant padding of a tensor image with one fill value per channel (v2 only)."""
+    if padding_mode != "constant":
+        raise ValueError(f"pad: padding_mode {padding_mode!r} is not supported if fill is not "
+                         f"a scalar")
+    c = t.shape[-3] if t.ndim >= 3 else 1
+    if len(fill) != c:
+        raise ValueError(f"pad: fill has {len(fill)} values, the image {c} channels")
+    left, top, right, bottom = F1._ltrb(padding, "pad")
+    out = F1.pad(t, padding, 0, "constant")
+    value = fiamma.tensor([float(v) for v in fill]).to(t.dtype).reshape(-1, 1, 1)
+    h, w = out.shape[-2:]
+    inside = fiamma.zeros(h, w, dtype=fiamma.bool)
+    inside[max(top, 0):h - max(bottom, 0), max(left, 0):w - max(right, 0)] = True
+    return fiamma.where(inside, out, value)
 
 
 def _norm_shear(shear):
@@ -357,6 +459,10 @@ def _affine_points(a, c, angle, translate, scale, shear, center, expand):
 
 
 def _affine_boxes(boxes, op, angle, translate, scale, shear, center, expand):
+    if _rotated(boxes.format):
+        return _rot_corner_op(boxes, lambda p, c: _affine_points(p, c, angle, translate, scale,
+                                                                 shear, center, expand))
+
     def fn(a, c):
         x1, y1, x2, y2 = a.T
         corners = np.stack([np.stack([x1, y1], 1), np.stack([x2, y1], 1),
@@ -425,6 +531,9 @@ def perspective(inpt, startpoints, endpoints, interpolation=InterpolationMode.BI
     if len(startpoints) != 4 or len(endpoints) != 4:
         raise ValueError("perspective: startpoints and endpoints must be 4 points each")
     k = _kind(inpt)
+    if k == "boxes" and _rotated(inpt.format):
+        return _rot_corner_op(inpt, lambda p, c: (_perspective_points(p, startpoints,
+                                                                      endpoints), c))
     if k == "boxes":
         def fn(a, c):
             x1, y1, x2, y2 = a.T
@@ -494,6 +603,13 @@ def elastic(inpt, displacement, interpolation=InterpolationMode.BILINEAR, fill=N
         _check_displacement(displacement, inpt.canvas_size)
         if inpt.numel() == 0:
             return inpt
+        if _rotated(inpt.format):
+            # the centre moves; size and angle stay
+            def go(a, f, c):
+                a = R.convert(a, f, BBF.CXCYWHR)
+                a[:, :2] = _elastic_inverse_points(a[:, :2], c, displacement, True)
+                return a, BBF.CXCYWHR, c
+            return _rot_box_op(inpt, go)
 
         def fn(a, c):
             x1, y1, x2, y2 = a.T
@@ -628,7 +744,9 @@ def erase(inpt, i, j, h, w, v, inplace=False):
 def _sanitize_mask(boxes, min_size, min_area):
     """Which boxes are kept by SanitizeBoundingBoxes: size and area at least the minimums and
     all coordinates inside the canvas."""
-    _check_axis_aligned(boxes.format, "sanitize_bounding_boxes")
+    if _rotated(boxes.format):
+        return R.sanitize_mask(_np(boxes).reshape(-1, R.WIDTH[boxes.format]), boxes.format,
+                               boxes.canvas_size, min_size, min_area)
     a = _to_xyxy(_np(boxes).reshape(-1, 4), boxes.format)
     w, h = a[:, 2] - a[:, 0], a[:, 3] - a[:, 1]
     ch, cw = boxes.canvas_size
@@ -638,3 +756,9 @@ def _sanitize_mask(boxes, min_size, min_area):
     return valid
 
 
+
+
+# last: every public functional becomes a dispatcher that also serves the kernels registered
+# for user tv_tensor classes (register_kernel)
+_kernel_registry.install(globals(), [n for n in __all__ if n != "register_kernel"
+                                     and n not in _PLAIN_FUNCTIONS])
