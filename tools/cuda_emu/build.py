@@ -18,7 +18,12 @@ import shutil
 import subprocess
 import sys
 
-from fiamma._backend.xp import cuda_flash as CF, cuda_kernels as CK, cuda_lowp as CL
+from fiamma._backend.xp import (
+    cuda_flash as CF,
+    cuda_kernels as CK,
+    cuda_lowp as CL,
+    cuda_step as CS,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -81,6 +86,10 @@ def source():
         out.append(f"namespace lp{h} {{ typedef float T;\n#define FM_H {h}")
         out.append(_strip(CK._BLOCK) + _strip(CL.LP_SOURCE))
         out.append("#undef FM_H\n#undef FM_NEG_INF\n}")
+    for kind, ct in CS.STEP_KINDS.items():  # cuda_step's kernels: one namespace per storage
+        out.append(f"namespace step_{kind} {{ typedef {ct} T;")
+        out.append(_strip(CS.step_prelude(kind) + CS.STEP_SOURCE))
+        out.append("#undef FM_H\n#undef TK\n#undef TC\n#undef IS2\n#undef ISP\n}")
     out.append(_strip(CK._BIN4))
     out.append(_strip(CK._WHERE_S))
     out.append(_strip(CK._CMP_S))

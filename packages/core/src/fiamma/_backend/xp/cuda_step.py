@@ -1,0 +1,166 @@
+"""The cuda backend's one-pass kernels for the rest of a training step (``StepKernelsMixin``,
+issue 21): the ops that cost several launches and temporaries per layer on the generic paths.
+
+- ``fm_relu_bwd``: ReLU's backward ``where(y > 0, g, 0)`` (core's ``relu_backward``, which
+  autograd's ReLU formula calls) in one pass over g and y, float32/float64/bfloat16/float16
+  (was a comparison into a bool temporary and a ``where``: two launches, an allocation);
+- ``fm_gelu_fwd_s``/``fm_gelu_bwd_s``: GELU (erf and tanh forms) and its backward reading and
+  writing bfloat16/float16 as they are (``gelu_native``; was a widening copy per operand, the
+  float32 kernel and a rounding copy), the float32 kernel's arithmetic on the widened values
+  and one rounding, so the bits equal the widened path's.
+
+The sources are compiled once per storage type: ``S`` the element as stored, ``T`` the type
+computed in (float for the 16-bit types and float32, double for float64), ``fm_ld``/``fm_st``
+the conversions (cuda_lowp's exact widening and round-to-nearest-even for 16-bit). Each path
+is taken for contiguous operands of one dtype and shape (the op layer's condition); a kernel
+that fails to build or launch is recorded in ``fast_path_errors`` and the generic code serves.
+"""
+
+import numpy as np
+
+from fiamma import _dtype as D
+from fiamma._backend import codes as K
+from fiamma._backend.xp.cuda_kernels import _GELU_PRE
+from fiamma._backend.xp.cuda_lowp import LP_CONV
+
+__all__ = ["StepKernelsMixin", "STEP_SOURCE", "step_prelude", "STEP_KINDS"]
+
+STEP_SOURCE = r"""
+#define FM_LOOP(n) for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; \
+    i < (n); i += (long long)gridDim.x * blockDim.x)
+extern "C" __global__ void fm_relu_bwd(const S* __restrict__ g, const S* __restrict__ y,
+        S* __restrict__ o, long long n) {
+    FM_LOOP(n) o[i] = fm_ld(y[i]) > (T)0 ? g[i] : (S)0;
+}
+// GELU in float arithmetic (cuda_kernels.py's float32 kernel; PyTorch's: double is slow)
+__device__ __forceinline__ float fm_gelu_p(float v, int approx) {
+    if (approx) {
+        const float u = (float)TK * v * (1.0f + (float)TC * v * v);
+        const float e = expf(-2.0f * fabsf(u));
+        const float s = 1.0f / (1.0f + e);
+        return u >= 0.0f ? 2.0f * s : 2.0f * e * s;
+    }
+    return erfcf(-v * (float)IS2);
+}
+__device__ __forceinline__ float fm_gelu_d(float v, int approx) {
+    if (approx) {
+        const float u = (float)TK * v * (1.0f + (float)TC * v * v);
+        const float e = expf(-2.0f * fabsf(u));
+        const float s = 1.0f / (1.0f + e);
+        const float sech2 = 4.0f * e * s * s;
+        const float p = u >= 0.0f ? 2.0f * s : 2.0f * e * s;
+        return 0.5f * p + 0.5f * v * sech2 * (float)TK * (1.0f + 3.0f * (float)TC * v * v);
+    }
+    return 0.5f * erfcf(-v * (float)IS2) + v * expf(-0.5f * v * v) * (float)ISP;
+}
+extern "C" __global__ void fm_gelu_fwd_s(const S* __restrict__ x, S* __restrict__ y,
+        long long n, float hi, float lo, int approx) {
+    FM_LOOP(n) {
+        const float v = (float)fm_ld(x[i]);
+        float r;
+        if (v > hi) r = v;
+        else if (v < lo) r = -0.0f;
+        else r = 0.5f * v * fm_gelu_p(v, approx);
+        y[i] = fm_st(r);
+    }
+}
+extern "C" __global__ void fm_gelu_bwd_s(const S* __restrict__ g, const S* __restrict__ x,
+        S* __restrict__ o, long long n, float hi, float lo, int approx) {
+    FM_LOOP(n) {
+        const float v = (float)fm_ld(x[i]);
+        float d;
+        if (v > hi) d = 1.0f;
+        else if (v < lo) d = 0.0f;
+        else d = fm_gelu_d(v, approx);
+        o[i] = fm_st((float)fm_ld(g[i]) * d);
+    }
+}
+#undef FM_LOOP
+"""
+
+# storage kind -> (compute type, prelude)
+_F_IO = ("typedef {t} S;\n__device__ __forceinline__ {t} fm_ld({t} v) {{ return v; }}\n"
+         "__device__ __forceinline__ {t} fm_st({t} v) {{ return v; }}\n")
+_LP_IO = ("#define FM_H {h}\n" + LP_CONV + "typedef X S;\n"
+          "__device__ __forceinline__ float fm_ld(X v) { return fm_lp_ld(v); }\n"
+          "__device__ __forceinline__ X fm_st(float f) { return fm_lp_st(f); }\n")
+STEP_KINDS = {"f32": "float", "f64": "double", "bf16": "float", "f16": "float"}
+
+
+def step_prelude(kind):
+    """What STEP_SOURCE is compiled after for storage kind ``kind`` (after ``typedef T``)."""
+    if kind in ("bf16", "f16"):
+        io = _LP_IO.replace("{h}", "0" if kind == "bf16" else "1")
+    else:
+        io = _F_IO.format(t=STEP_KINDS[kind])
+    return _GELU_PRE + io
+
+
+_KIND = {D.float32.code: "f32", D.float64.code: "f64", D.bfloat16.code: "bf16",
+         D.float16.code: "f16"}
+_LOWP = (D.bfloat16, D.float16)
+_B256 = (256,)
+
+
+def _grid(n):
+    return (min((n + 255) // 256, 1 << 20),)
+
+
+def _u64(t):
+    return np.uint64(t._ptr)
+
+
+class StepKernelsMixin:
+    """ReLU backward and 16-bit GELU kernels in front of the other kernel mixins (see the
+    module docstring); each method defers to the next class in the MRO where it declines."""
+
+    def _step_kernel(self, kind, name):
+        return self._raw_kernel("step_" + kind, step_prelude(kind) + STEP_SOURCE, name,
+                                STEP_KINDS[kind])
+
+    def relu_bwd(self, g, y, out):
+        kind = _KIND.get(y._dtype.code)
+        if kind is not None and g._dtype is y._dtype and out._dtype is y._dtype:
+            n = y._numel
+            pg, py, po = _u64(g), _u64(y), _u64(out)
+
+            def go():
+                self._step_kernel(kind, "fm_relu_bwd")(_grid(n), _B256,
+                                                        (pg, py, po, np.int64(n)))
+
+            if n == 0 or self._served("relu_bwd", go):
+                return 0
+        return super().relu_bwd(g, y, out)
+
+    def gelu_native(self, dtype):
+        """Whether gelu_fwd/gelu_bwd take ``dtype`` (16-bit) data as it is."""
+        return dtype in _LOWP and self._kernels_ok and "gelu_s" not in self.fast_path_errors
+
+    def _gelu_s(self, approximate, name, ins, out, bwd):
+        kind = _KIND[out._dtype.code]
+        n = out._numel
+        hi, lo = self._gelu_limits(approximate, D.float32, bwd)
+        args = tuple(_u64(t) for t in ins) + (_u64(out), np.int64(n), np.float32(hi),
+                                               np.float32(lo),
+                                               np.int32(approximate == K.GELU_TANH))
+
+        def go():
+            self._step_kernel(kind, name)(_grid(n), _B256, args)
+
+        return n == 0 or self._served("gelu_s", go)
+
+    def gelu_fwd(self, approximate, x, y):
+        if x._dtype in _LOWP:
+            if y._dtype is x._dtype and self._gelu_s(approximate, "fm_gelu_fwd_s", (x,), y,
+                                                      False):
+                return 0
+            return K.ERR_DTYPE
+        return super().gelu_fwd(approximate, x, y)
+
+    def gelu_bwd(self, approximate, g, x, out):
+        if x._dtype in _LOWP:
+            if g._dtype is x._dtype and out._dtype is x._dtype and \
+                    self._gelu_s(approximate, "fm_gelu_bwd_s", (g, x), out, True):
+                return 0
+            return K.ERR_DTYPE
+        return super().gelu_bwd(approximate, g, x, out)

@@ -1,0 +1,104 @@
+"""The cuda backend's training-step kernels (fiamma/_backend/xp/cuda_step.py): ReLU's backward
+in one launch for float32/float64/bfloat16/float16 (bits equal ``where(y > 0, g, 0)``), and
+GELU forward/backward on 16-bit data as it is (bits equal the widened float32 path's, every
+16-bit pattern). Each op is served by its kernel (``fast_path_calls``) and none failed to build
+(``fast_path_errors``).
+
+Runs on devices whose backend has the kernels (cuda on a GPU; the CPU emulation of
+tools/cuda_emu); skipped elsewhere."""
+
+import numpy as np
+import pytest
+
+import fiamma
+from fiamma import _backend
+
+
+@pytest.fixture
+def be(device):
+    b = _backend.backend_for(fiamma.device(device))
+    if not hasattr(b, "gelu_native"):
+        pytest.skip(f"the {device} backend has no training-step kernels of its own")
+    return b
+
+
+def _served(b, name, before):
+    assert not b.fast_path_errors, b.fast_path_errors
+    assert b.fast_path_calls.get(name, 0) > before, (name, b.fast_path_calls)
+
+
+def _bits(t):
+    n = t.dtype.itemsize
+    view = {2: fiamma.int16, 4: fiamma.int32, 8: fiamma.int64}[n]
+    return t.cpu().view(view).numpy()
+
+
+LOWP = [fiamma.bfloat16, fiamma.float16]
+
+
+@pytest.mark.parametrize("dtype", [fiamma.float32, fiamma.float64] + LOWP)
+def test_relu_backward_one_launch(be, device, dtype):
+    rng = np.random.default_rng(0)
+    y = fiamma.from_numpy(rng.standard_normal(3000)).to(dtype)
+    y[::7] = 0.0
+    y[::11] = float("nan")
+    y[::13] = -0.0
+    g = fiamma.from_numpy(rng.standard_normal(3000)).to(dtype)
+    g[::17] = float("nan")
+    want = fiamma.where(y > 0, g, 0.0)
+    before = be.fast_path_calls.get("relu_bwd", 0)
+    got = fiamma.relu_backward(g.to(device), y.to(device))
+    _served(be, "relu_bwd", before)
+    assert got.dtype == dtype
+    assert np.array_equal(_bits(got), _bits(want))
+    # through autograd: ReLU's formula is relu_backward
+    x = y.to(device).requires_grad_()
+    before = be.fast_path_calls.get("relu_bwd", 0)
+    fiamma.relu(x).backward(g.to(device))
+    _served(be, "relu_bwd", before)
+    assert np.array_equal(_bits(x.grad), _bits(want))
+
+
+def _patterns():
+    return fiamma.from_numpy(np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+                             .view(np.int16).copy())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("dtype", LOWP)
+def test_gelu_16bit_every_pattern(be, device, dtype, approximate, monkeypatch):
+    x = _patterns().view(dtype).to(device)
+    g = _patterns().flip(0).view(dtype).to(device)
+    before = be.fast_path_calls.get("gelu_s", 0)
+    y = fiamma.gelu(x, approximate)
+    d = fiamma.gelu_backward(g, x, approximate)
+    assert be.fast_path_calls.get("gelu_s", 0) == before + 2
+    assert not be.fast_path_errors, be.fast_path_errors
+    monkeypatch.setattr(type(be), "gelu_native", lambda self, dt: False)
+    y0 = fiamma.gelu(x, approximate)
+    d0 = fiamma.gelu_backward(g, x, approximate)
+    assert be.fast_path_calls.get("gelu_s", 0) == before + 2
+    for got, want in ((y, y0), (d, d0)):
+        assert got.dtype == dtype
+        a, b = _bits(got), _bits(want)
+        nan = np.isnan(want.cpu().float().numpy())
+        assert np.isnan(got.cpu().float().numpy()[nan]).all()
+        assert np.array_equal(a[~nan], b[~nan])
+
+
+@pytest.mark.parametrize("dtype", LOWP)
+def test_gelu_16bit_autograd_and_strided(be, device, dtype):
+    rng = np.random.default_rng(1)
+    base = fiamma.from_numpy(rng.standard_normal((6, 40)).astype(np.float32)).to(dtype)
+    x = base.to(device).t().requires_grad_()  # not contiguous: copied, then the kernel
+    before = be.fast_path_calls.get("gelu_s", 0)
+    y = fiamma.nn.functional.gelu(x) if hasattr(fiamma, "nn") else fiamma.gelu(x)
+    y.backward(fiamma.ones_like(y))
+    assert be.fast_path_calls.get("gelu_s", 0) == before + 2
+    xf = base.t().double()
+    want_y = fiamma.gelu(xf)
+    want_g = fiamma.gelu_backward(fiamma.ones_like(xf), xf)
+    tol = 1e-2 if dtype == fiamma.bfloat16 else 2e-3
+    assert fiamma.allclose(y.cpu().double(), want_y, rtol=tol, atol=tol)
+    assert fiamma.allclose(x.grad.cpu().double(), want_g, rtol=tol, atol=tol)
