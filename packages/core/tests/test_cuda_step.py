@@ -102,3 +102,23 @@ def test_gelu_16bit_autograd_and_strided(be, device, dtype):
     tol = 1e-2 if dtype == fiamma.bfloat16 else 2e-3
     assert fiamma.allclose(y.cpu().double(), want_y, rtol=tol, atol=tol)
     assert fiamma.allclose(x.grad.cpu().double(), want_g, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [fiamma.float32, fiamma.float64] + LOWP)
+def test_addmm_bias_rows(be, device, dtype):
+    rng = np.random.default_rng(2)
+    x = fiamma.from_numpy(rng.standard_normal((5, 7)).astype(np.float32)).to(dtype)
+    w = fiamma.from_numpy(rng.standard_normal((3, 7)).astype(np.float32)).to(dtype)
+    bias = fiamma.from_numpy(rng.standard_normal(3).astype(np.float32)).to(dtype)
+    before = be.fast_path_calls.get("bias_rows", 0)
+    got = fiamma.addmm(bias.to(device), x.to(device), w.to(device).t())
+    _served(be, "bias_rows", before)
+    want = fiamma.addmm(bias.double(), x.double(), w.double().t())
+    tol = 1e-12 if dtype == fiamma.float64 else (1e-5 if dtype == fiamma.float32 else 3e-2)
+    assert got.dtype == dtype
+    assert fiamma.allclose(got.cpu().double(), want, rtol=tol, atol=tol)
+    # with gradients: the bias gradient is the column sum of the output gradient
+    xb = x.to(device).requires_grad_()
+    bb = bias.to(device).requires_grad_()
+    fiamma.addmm(bb, xb, w.to(device).t()).sum().backward()
+    assert bb.grad.cpu().double().tolist() == [5.0, 5.0, 5.0]

@@ -7,7 +7,10 @@ issue 21): the ops that cost several launches and temporaries per layer on the g
 - ``fm_gelu_fwd_s``/``fm_gelu_bwd_s``: GELU (erf and tanh forms) and its backward reading and
   writing bfloat16/float16 as they are (``gelu_native``; was a widening copy per operand, the
   float32 kernel and a rounding copy), the float32 kernel's arithmetic on the widened values
-  and one rounding, so the bits equal the widened path's.
+  and one rounding, so the bits equal the widened path's;
+- ``fm_bias_rows``: a linear layer's bias (``addmm``'s ``mm_bias``) written into the result's
+  rows by one launch from pointers (was a broadcast array copy with its array views), then the
+  product accumulates onto it (cuBLAS, beta = 1), as before; any float dtype.
 
 The sources are compiled once per storage type: ``S`` the element as stored, ``T`` the type
 computed in (float for the 16-bit types and float32, double for float64), ``fm_ld``/``fm_st``
@@ -75,6 +78,14 @@ extern "C" __global__ void fm_gelu_bwd_s(const S* __restrict__ g, const S* __res
         o[i] = fm_st((float)fm_ld(g[i]) * d);
     }
 }
+// c's m rows (row stride ldc) = bias: a linear layer's bias before the product with beta = 1
+extern "C" __global__ void fm_bias_rows(S* __restrict__ c, const S* __restrict__ bias,
+        long long n, long long ldc, long long total) {
+    FM_LOOP(total) {
+        const long long r = i / n;
+        c[r * ldc + (i - r * n)] = bias[i - r * n];
+    }
+}
 #undef FM_LOOP
 """
 
@@ -131,6 +142,19 @@ class StepKernelsMixin:
             if n == 0 or self._served("relu_bwd", go):
                 return 0
         return super().relu_bwd(g, y, out)
+
+    def mm_bias(self, m, n, k, c, scm, a, sam, sak, b, sbk, sbn, bias):
+        kind = _KIND.get(c._dtype.code)
+        if kind is not None and bias._dtype is c._dtype and m * n:
+            tot = m * n
+            args = (_u64(c), _u64(bias), np.int64(n), np.int64(scm), np.int64(tot))
+
+            def go():
+                self._step_kernel(kind, "fm_bias_rows")(_grid(tot), _B256, args)
+
+            if self._served("bias_rows", go):
+                return self.mm(m, n, k, c, scm, 1, a, sam, sak, b, sbk, sbn, 1.0, 1.0, 1, 1)
+        return super().mm_bias(m, n, k, c, scm, a, sam, sak, b, sbk, sbn, bias)
 
     def gelu_native(self, dtype):
         """Whether gelu_fwd/gelu_bwd take ``dtype`` (16-bit) data as it is."""
