@@ -122,3 +122,41 @@ def test_addmm_bias_rows(be, device, dtype):
     bb = bias.to(device).requires_grad_()
     fiamma.addmm(bb, xb, w.to(device).t()).sum().backward()
     assert bb.grad.cpu().double().tolist() == [5.0, 5.0, 5.0]
+
+
+@pytest.mark.parametrize("dtype", [fiamma.float32, fiamma.float64])
+@pytest.mark.parametrize("kw", [{}, {"ignore_index": 1}, {"label_smoothing": 0.2},
+                                {"weight": True, "ignore_index": 2, "label_smoothing": 0.1}])
+def test_cross_entropy_mean_on_device(be, device, dtype, kw):
+    rng = np.random.default_rng(3)
+    x = fiamma.from_numpy(rng.standard_normal((37, 5))).to(dtype)
+    t = fiamma.from_numpy(rng.integers(0, 5, 37))
+    kw = dict(kw)
+    w = fiamma.from_numpy(rng.uniform(0.5, 2.0, 5)).to(dtype) if kw.pop("weight", 0) else None
+    F = fiamma.nn.functional
+    xr = x.clone().requires_grad_()
+    want = F.cross_entropy(xr, t, weight=w, **kw)
+    want.backward()
+    xd = x.to(device).requires_grad_()
+    calls = dict(be.fast_path_calls)
+    got = F.cross_entropy(xd, t.to(device), weight=None if w is None else w.to(device), **kw)
+    got.backward()
+    assert not be.fast_path_errors, be.fast_path_errors
+    assert be.fast_path_calls.get("xent_mean", 0) == calls.get("xent_mean", 0) + 1
+    if "ignore_index" in kw or w is not None:  # the gradient's scale computed on the device
+        assert be.fast_path_calls.get("xent_gscale", 0) == calls.get("xent_gscale", 0) + 1
+    tol = 1e-12 if dtype == fiamma.float64 else 1e-5
+    assert abs(got.item() - want.item()) <= tol * max(1.0, abs(want.item()))
+    assert fiamma.allclose(xd.grad.cpu(), xr.grad, rtol=tol, atol=tol)
+
+
+def test_cross_entropy_mean_all_ignored(be, device):
+    x = fiamma.randn(3, 4, device=device, requires_grad=True)
+    t = fiamma.tensor([1, 1, 1], device=device)
+    loss = fiamma.nn.functional.cross_entropy(x, t, ignore_index=1)
+    loss.backward()
+    assert np.isnan(loss.item())
+    # no row is kept: every row's gradient is zero (as on the CPU, and PyTorch)
+    xc = x.detach().cpu().requires_grad_()
+    fiamma.nn.functional.cross_entropy(xc, t.cpu(), ignore_index=1).backward()
+    assert x.grad.cpu().tolist() == xc.grad.tolist() == [[0.0] * 4] * 3

@@ -317,6 +317,43 @@ extern "C" __global__ void fm_xent_bwd(const T* __restrict__ x, const long long*
 }
 """
 
+# cross entropy's mean, one block each (no host read): the loss (sum(lw[0]) / sum(lw[1]) of the
+# per-row losses and weights fm_xent_fwd wrote) and the gradient's scale (g / the kept rows'
+# summed weights; NaN when none is kept), both sums in double
+_XENT_MEAN = _BLOCK + r"""
+extern "C" __global__ void fm_xent_mean(const T* __restrict__ lw, long long n,
+        T* __restrict__ out) {
+    __shared__ double sh[33];
+    double a = 0.0, b = 0.0;
+    for (long long j = threadIdx.x; j < n; j += blockDim.x) {
+        a += (double)lw[j];
+        b += (double)lw[n + j];
+    }
+    a = fm_block_sum(a, sh);
+    b = fm_block_sum(b, sh);
+    if (threadIdx.x == 0) out[0] = (T)(a / b);
+}
+extern "C" __global__ void fm_xent_gscale(const long long* __restrict__ tg,
+        const T* __restrict__ w, long long n, long long c, long long ignore,
+        const T* __restrict__ g, T* __restrict__ out) {
+    __shared__ double sh[33];
+    double d = 0.0;
+    for (long long j = threadIdx.x; j < n; j += blockDim.x) {
+        long long t = tg[j];
+        if (t != ignore) {
+            t = t < 0 ? 0 : (t >= c ? c - 1 : t);
+            d += w ? (double)w[t] : 1.0;
+        }
+    }
+    d = fm_block_sum(d, sh);
+    if (threadIdx.x == 0) {
+        const T den = (T)d;
+        out[0] = den != (T)0 ? g[0] * ((T)1 / den)
+                             : (T)__longlong_as_double(0x7ff8000000000000ULL);
+    }
+}
+"""
+
 # + - * / of same-size contiguous float32 arrays, 4 elements a thread (float4 when aligned)
 _BIN4 = r"""
 template <int OP> __device__ __forceinline__ float fm_op(float a, float b) {
@@ -1389,6 +1426,34 @@ class CudaKernelsMixin:
         if not known and int(self.to_numpy(err)[0]):
             return K.ERR_INDEX
         return 0
+
+    def xent_mean(self, n, lw, out):
+        """out (0-d) = lw[0].sum() / lw[1].sum() of the contiguous (2, n) losses and weights
+        xent_fwd wrote, in one launch: True, or False to leave it to array calls."""
+        ct = _float_ct(lw, out)
+        if ct is None or not lw._contig or not 0 < n:
+            return False
+
+        def go():
+            k = self._raw_kernel("xent_mean", _XENT_MEAN, "fm_xent_mean", ct)
+            k((1,), (256,), (_ptr(lw), np.int64(n), _ptr(out)))
+
+        return self._served("xent_mean", go)
+
+    def xent_gscale(self, n, c, target, weight, ignore_index, g, out):
+        """out (1 element) = g[0] / the summed weights of the rows whose target is not
+        ignore_index (NaN when none): the mean's gradient scale, in one launch, no host read;
+        False to leave it to array calls."""
+        ct = _float_ct(g, weight, out)
+        if ct is None or not 0 < n or target._dtype is not D.int64 or not target._contig:
+            return False
+
+        def go():
+            k = self._raw_kernel("xent_mean", _XENT_MEAN, "fm_xent_gscale", ct)
+            k((1,), (256,), (_ptr(target), _ptr(weight), np.int64(n), np.int64(c),
+                             np.int64(ignore_index), _ptr(g), _ptr(out)))
+
+        return self._served("xent_gscale", go)
 
     # ---- sums over leading dims ---------------------------------------------------------------
     def reduce(self, op, x, rmask, out, sout, aux, saux, p):
