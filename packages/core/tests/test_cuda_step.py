@@ -160,3 +160,51 @@ def test_cross_entropy_mean_all_ignored(be, device):
     xc = x.detach().cpu().requires_grad_()
     fiamma.nn.functional.cross_entropy(xc, t.cpu(), ignore_index=1).backward()
     assert x.grad.cpu().tolist() == xc.grad.tolist() == [[0.0] * 4] * 3
+
+
+_POOLS = [
+    ("avg_pool2d", dict(kernel_size=3, stride=2, padding=1)),
+    ("avg_pool2d", dict(kernel_size=2, stride=2, ceil_mode=True, count_include_pad=False)),
+    ("avg_pool2d", dict(kernel_size=(3, 2), stride=1, padding=(1, 0), divisor_override=5)),
+    ("adaptive_avg_pool2d", dict(output_size=1)),
+    ("adaptive_avg_pool2d", dict(output_size=(3, 5))),
+    ("avg_pool1d", dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)),
+    ("adaptive_avg_pool3d", dict(output_size=(2, 1, 3))),
+]
+
+
+def _pool_input(name, dtype, layout):
+    rng = np.random.default_rng(4)
+    nd = int(name[-2])
+    shape = (2, 3) + (5, 7, 6)[3 - nd:]
+    x = fiamma.from_numpy(rng.standard_normal(shape).astype(np.float32)).to(dtype)
+    return x, nd
+
+
+@pytest.mark.parametrize("dtype", [fiamma.float32, fiamma.float64] + LOWP)
+@pytest.mark.parametrize("layout", ["contiguous", "strided"])
+@pytest.mark.parametrize("case", range(len(_POOLS)))
+def test_avg_pools_one_launch(be, device, dtype, layout, case):
+    name, kw = _POOLS[case]
+    x, nd = _pool_input(name, dtype, layout)
+    fn = getattr(fiamma.nn.functional, name)
+    xd = x.to(device)
+    if layout == "strided":  # channels-last storage, or a spatial slice
+        xd = xd.movedim(1, -1).contiguous().movedim(-1, 1) if nd == 2 else xd[..., ::-1]
+        x = x[..., ::-1] if nd != 2 else x
+    xd.requires_grad_()
+    xc = x.clone().requires_grad_()
+    calls = dict(be.fast_path_calls)
+    got = fn(xd, **kw)
+    want = fn(xc, **kw)
+    g = fiamma.from_numpy(np.random.default_rng(5).standard_normal(tuple(want.shape))
+                          .astype(np.float32)).to(dtype)
+    got.backward(g.to(device))
+    want.backward(g)
+    assert not be.fast_path_errors, be.fast_path_errors
+    for path in ("avgpool", "avgpool_bwd"):
+        assert be.fast_path_calls.get(path, 0) == calls.get(path, 0) + 1, path
+    tol = {fiamma.float64: 1e-12, fiamma.float32: 1e-5}.get(dtype, 1e-2)
+    for a, b in ((got, want), (xd.grad, xc.grad)):
+        assert a.dtype == dtype and tuple(a.shape) == tuple(b.shape)
+        assert fiamma.allclose(a.cpu().double(), b.double(), rtol=tol, atol=tol)

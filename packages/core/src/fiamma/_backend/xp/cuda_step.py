@@ -86,6 +86,100 @@ extern "C" __global__ void fm_bias_rows(S* __restrict__ c, const S* __restrict__
         c[r * ldc + (i - r * n)] = bias[i - r * n];
     }
 }
+// average pools (fixed or adaptive windows, 1-3 spatial dims as (D, H, W)): csrc/pool.c's
+// windows; the input read through its strides (planes (q0, q1), then d, h, w), the sums in T
+__device__ __forceinline__ void fm_avg_win(long long o, long long in, long long n, int k, int s,
+        int p, int adaptive, int cip, long long* st, long long* c, long long* f) {
+    if (adaptive) {
+        *st = (o * in) / n;
+        *c = ((o + 1) * in + n - 1) / n - *st;
+        *f = *c;
+    } else {
+        long long b = o * s - p, e = b + k;
+        if (e > in + p) e = in + p;
+        const long long pool = e - b;
+        if (b < 0) b = 0;
+        if (e > in) e = in;
+        *st = b;
+        *c = e > b ? e - b : 0;
+        *f = cip ? pool : *c;
+    }
+}
+extern "C" __global__ void fm_avgpool_s(const S* __restrict__ x, S* __restrict__ out,
+        long long total, long long P1, long long sq0, long long sq1, long long D, long long H,
+        long long W, long long sd, long long sh, long long sw, long long oD, long long oH,
+        long long oW, int k0, int k1, int k2, int s0, int s1, int s2, int p0, int p1, int p2,
+        int adaptive, int cip, long long divo) {
+    FM_LOOP(total) {
+        long long r = i;
+        const long long ow = r % oW; r /= oW;
+        const long long oh = r % oH; r /= oH;
+        const long long od = r % oD; r /= oD;
+        const S* xb = x + (r / P1) * sq0 + (r % P1) * sq1;
+        long long a0, c0, f0, a1, c1, f1, a2, c2, f2;
+        fm_avg_win(od, D, oD, k0, s0, p0, adaptive, cip, &a0, &c0, &f0);
+        fm_avg_win(oh, H, oH, k1, s1, p1, adaptive, cip, &a1, &c1, &f1);
+        fm_avg_win(ow, W, oW, k2, s2, p2, adaptive, cip, &a2, &c2, &f2);
+        T acc = (T)0;
+        for (long long a = a0; a < a0 + c0; ++a)
+            for (long long b = a1; b < a1 + c1; ++b)
+                for (long long c = a2; c < a2 + c2; ++c)
+                    acc += (T)fm_ld(xb[a * sd + b * sh + c * sw]);
+        const long long dv = divo > 0 ? divo : f0 * f1 * f2;
+        out[i] = fm_st(acc / (T)dv);
+    }
+}
+// the outputs whose window may hold input position i (checked against the window after)
+__device__ __forceinline__ void fm_avg_outs(long long i, long long in, long long n, int k, int s,
+        int p, int adaptive, long long* lo, long long* hi) {
+    if (adaptive) {
+        *lo = (i * n) / in;
+        *hi = ((i + 1) * n) / in;
+    } else {
+        const long long l = i + p - k + 1;
+        *lo = l <= 0 ? 0 : (l + s - 1) / s;
+        *hi = (i + p) / s;
+    }
+    if (*hi > n - 1) *hi = n - 1;
+}
+// the backward: a thread per input element gathers its windows' g / divisor in output order
+// (csrc/pool.c's order of additions), no atomics; g read through its strides
+extern "C" __global__ void fm_avgpool_bwd_s(const S* __restrict__ g, S* __restrict__ gin,
+        long long total, long long P1, long long sq0, long long sq1, long long D, long long H,
+        long long W, long long sd, long long sh, long long sw, long long oD, long long oH,
+        long long oW, int k0, int k1, int k2, int s0, int s1, int s2, int p0, int p1, int p2,
+        int adaptive, int cip, long long divo) {
+    FM_LOOP(total) {
+        long long r = i;
+        const long long iw = r % W; r /= W;
+        const long long ih = r % H; r /= H;
+        const long long id = r % D; r /= D;
+        const S* gb = g + (r / P1) * sq0 + (r % P1) * sq1;
+        long long l0, h0, l1, h1, l2, h2;
+        fm_avg_outs(id, D, oD, k0, s0, p0, adaptive, &l0, &h0);
+        fm_avg_outs(ih, H, oH, k1, s1, p1, adaptive, &l1, &h1);
+        fm_avg_outs(iw, W, oW, k2, s2, p2, adaptive, &l2, &h2);
+        T acc = (T)0;
+        for (long long od = l0; od <= h0; ++od) {
+            long long a0, c0, f0;
+            fm_avg_win(od, D, oD, k0, s0, p0, adaptive, cip, &a0, &c0, &f0);
+            if (id < a0 || id >= a0 + c0) continue;
+            for (long long oh = l1; oh <= h1; ++oh) {
+                long long a1, c1, f1;
+                fm_avg_win(oh, H, oH, k1, s1, p1, adaptive, cip, &a1, &c1, &f1);
+                if (ih < a1 || ih >= a1 + c1) continue;
+                for (long long ow = l2; ow <= h2; ++ow) {
+                    long long a2, c2, f2;
+                    fm_avg_win(ow, W, oW, k2, s2, p2, adaptive, cip, &a2, &c2, &f2);
+                    if (iw < a2 || iw >= a2 + c2) continue;
+                    const long long dv = divo > 0 ? divo : f0 * f1 * f2;
+                    acc += (T)fm_ld(gb[od * sd + oh * sh + ow * sw]) / (T)dv;
+                }
+            }
+        }
+        gin[i] = fm_st(acc);
+    }
+}
 #undef FM_LOOP
 """
 
@@ -119,6 +213,22 @@ def _grid(n):
 
 def _u64(t):
     return np.uint64(t._ptr)
+
+
+def _planes(shape, strides):
+    """(P1, plane stride 0, plane stride 1) as int64s for lead dims that merge into at most two
+    strided dims (P0 x P1), or None."""
+    dims = [(n, st) for n, st in zip(shape, strides) if n != 1]
+    merged = []
+    for n, st in dims:
+        if merged and merged[-1][1] == n * st:
+            merged[-1] = (merged[-1][0] * n, st)
+        else:
+            merged.append((n, st))
+    if len(merged) > 2:
+        return None
+    merged = [(1, 0)] * (2 - len(merged)) + merged
+    return np.int64(merged[1][0]), np.int64(merged[0][1]), np.int64(merged[1][1])
 
 
 class StepKernelsMixin:
@@ -155,6 +265,33 @@ class StepKernelsMixin:
             if self._served("bias_rows", go):
                 return self.mm(m, n, k, c, scm, 1, a, sam, sak, b, sbk, sbn, 1.0, 1.0, 1, 1)
         return super().mm_bias(m, n, k, c, scm, a, sam, sak, b, sbk, sbn, bias)
+
+    def pool_avg_any(self, backward, adaptive, nsp, src, out, isz, osz, k, s, p, cip, divo):
+        """Average pool (or its backward) of src read through its strides, any float dtype
+        (16-bit as it is), into the contiguous out (the op layer's lead + osz, or lead + isz
+        for the backward): one launch; nonzero to leave it to the generic path. nsp: src's
+        spatial dims (its last); isz, osz, k, s, p: (D, H, W) triples."""
+        kind = _KIND.get(src._dtype.code)
+        nd = len(src._shape)
+        if kind is None or out._dtype is not src._dtype or not out._contig or not 0 < nsp <= 3:
+            return K.ERR_DTYPE
+        planes = _planes(src._shape[:nd - nsp], src._stride[:nd - nsp])
+        if planes is None:
+            return K.ERR_ARG
+        st = (0,) * (3 - nsp) + tuple(src._stride[nd - nsp:])
+        tot = out._numel
+        if tot == 0:
+            return 0
+        args = ((_u64(src), _u64(out), np.int64(tot)) + planes +
+                tuple(np.int64(v) for v in tuple(isz) + st + tuple(osz)) +
+                tuple(np.int32(v) for v in tuple(k) + tuple(s) + tuple(p)) +
+                (np.int32(adaptive), np.int32(cip), np.int64(divo)))
+        name = "fm_avgpool_bwd_s" if backward else "fm_avgpool_s"
+
+        def go():
+            self._step_kernel(kind, name)(_grid(tot), _B256, args)
+
+        return 0 if self._served("avgpool_bwd" if backward else "avgpool", go) else K.ERR_OP
 
     def gelu_native(self, dtype):
         """Whether gelu_fwd/gelu_bwd take ``dtype`` (16-bit) data as it is."""
