@@ -218,6 +218,45 @@ extern "C" __global__ void fm_colsum(const T* __restrict__ x, double* __restrict
 }
 """
 
+# the same sums in one launch, deterministic, straight into the output: a block is 32 columns x
+# 8 row lanes over one chunk of rows (float64); with several chunks each block leaves its
+# partial in ws and the last block of a column tile to finish (a counter per tile, left at
+# zero again) adds the partials in chunk order and writes out = (T)(sum / div)
+_COLSUM1 = r"""
+extern "C" __global__ void fm_colsum1(const T* __restrict__ x, double* ws, unsigned int* cnt,
+        T* __restrict__ out, long long M, long long K, long long chunk, double div) {
+    __shared__ double sh[8][33];
+    __shared__ int last;
+    const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+    const long long j = (long long)blockIdx.x * 32 + tx;
+    const long long r0 = (long long)blockIdx.y * chunk;
+    const long long r1 = r0 + chunk < M ? r0 + chunk : M;
+    double s = 0.0;
+    if (j < K)
+        for (long long r = r0 + ty; r < r1; r += 8) s += (double)x[r * K + j];
+    sh[ty][tx] = s;
+    __syncthreads();
+    if (ty == 0 && j < K) {
+        double t = 0.0;
+        for (int q = 0; q < 8; ++q) t += sh[q][tx];
+        if (gridDim.y == 1) out[j] = (T)(t / div);
+        else ws[(long long)blockIdx.y * K + j] = t;
+    }
+    if (gridDim.y == 1) return;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(cnt + blockIdx.x, 1u) == gridDim.y - 1;
+    __syncthreads();
+    if (!last) return;
+    if (ty == 0 && j < K) {
+        double t = 0.0;
+        for (unsigned int q = 0; q < gridDim.y; ++q) t += ((volatile double*)ws)[q * K + j];
+        out[j] = (T)(t / div);
+    }
+    if (threadIdx.x == 0) cnt[blockIdx.x] = 0;
+}
+"""
+
 # the float64 sums of fm_colsum / fm_row_norm_wb (rows of K in acc) divided by div and cast
 # into up to two outputs of the kernels' type (each optional): one launch where a view, a row
 # read and a cast write per output were three array calls
@@ -1473,9 +1512,42 @@ class CudaKernelsMixin:
                     return 0
         return super().reduce(op, x, rmask, out, sout, aux, saux, p)
 
+    def _colsum1(self, ct, x, M, Kc, out, div):
+        """The column sums into the contiguous row out in one launch (fm_colsum1); False when
+        the kernel is off. The partials' workspace and the tiles' counters (zero between
+        launches) are kept per stream, so launches on one stream never share them at once."""
+        gx = (Kc + 31) // 32
+        ny = min((M + 63) // 64, max(1, 512 // gx), 65535)
+        chunk = (M + ny - 1) // ny
+        ny = (M + chunk - 1) // chunk
+        ws = cnt = np.uint64(0)
+        if ny > 1:
+            sp = getattr(self, "_stream_ptr", None)
+            key = sp() if sp is not None else 0
+            bufs = self._colsum_bufs.get(key) if hasattr(self, "_colsum_bufs") else None
+            if bufs is None or bufs[0].size < ny * Kc or bufs[1].size < gx:
+                xp = self.xp
+                n0 = max(ny * Kc, 0 if bufs is None else bufs[0].size)
+                n1 = max(gx, 0 if bufs is None else bufs[1].size)
+                bufs = (xp.empty(n0, np.float64), xp.zeros(n1, np.uint32))
+                if not hasattr(self, "_colsum_bufs"):
+                    self._colsum_bufs = {}
+                self._colsum_bufs[key] = bufs
+            ws, cnt = bufs
+
+        def go():
+            k = self._raw_kernel("colsum1", _COLSUM1, "fm_colsum1", ct)
+            k((gx, ny), (256,), (_ptr(x), ws, cnt, _ptr(out), np.int64(M), np.int64(Kc),
+                                 np.int64(chunk), np.float64(div)))
+
+        return self._served("colsum1", go)
+
     def _colsum(self, op, x, M, Kc, lead, out, sout):
         xp = self.xp
         ct = _float_ct(x)
+        if tuple(sout[lead:]) == _contig(x._shape[lead:]) and \
+                self._colsum1(ct, x, M, Kc, out, float(M) if op == K.RED_MEAN else 1.0):
+            return True
         acc = xp.zeros(Kc, np.float64)
         chunk = 64
 
