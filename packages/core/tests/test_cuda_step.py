@@ -225,3 +225,16 @@ def test_column_sums_one_launch(be, device, dtype, shape):
         tol = 1e-12 if dtype == fiamma.float64 else 1e-5
         assert np.allclose(s.cpu().numpy(), a.sum(0), rtol=tol, atol=tol)
         assert np.allclose(m.cpu().numpy(), a.mean(0), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [fiamma.float32, fiamma.float64])
+def test_relu_forward_one_launch(be, device, dtype):
+    x = fiamma.tensor([-1.0, -0.0, 0.0, 2.5, float("nan"), float("-inf"), float("inf")],
+                      dtype=dtype)
+    before = be.fast_path_calls.get("relu", 0)
+    y = fiamma.relu(x.to(device))
+    xi = x.to(device)
+    xi.relu_()  # in place: the same memory in and out
+    assert be.fast_path_calls.get("relu", 0) == before + 2
+    want = fiamma.relu(x)
+    assert np.array_equal(_bits(y), _bits(want)) and np.array_equal(_bits(xi), _bits(want))

@@ -1,6 +1,8 @@
 """The cuda backend's one-pass kernels for the rest of a training step (``StepKernelsMixin``,
 issue 21): the ops that cost several launches and temporaries per layer on the generic paths.
 
+- ``fm_relu``: ReLU of float32/float64 from pointers (was a ufunc over two array views;
+  cuda_lowp's ``fm_lp_relu`` serves 16-bit);
 - ``fm_relu_bwd``: ReLU's backward ``where(y > 0, g, 0)`` (core's ``relu_backward``, which
   autograd's ReLU formula calls) in one pass over g and y, float32/float64/bfloat16/float16
   (was a comparison into a bool temporary and a ``where``: two launches, an allocation);
@@ -24,13 +26,20 @@ import numpy as np
 from fiamma import _dtype as D
 from fiamma._backend import codes as K
 from fiamma._backend.xp.cuda_kernels import _GELU_PRE
-from fiamma._backend.xp.cuda_lowp import LP_CONV
+from fiamma._backend.xp.cuda_lowp import LP_CONV, _same_contig
 
 __all__ = ["StepKernelsMixin", "STEP_SOURCE", "step_prelude", "STEP_KINDS"]
 
 STEP_SOURCE = r"""
 #define FM_LOOP(n) for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; \
     i < (n); i += (long long)gridDim.x * blockDim.x)
+// (float32/float64 only: cuda_lowp's fm_lp_relu serves the 16-bit types)
+extern "C" __global__ void fm_relu(const S* __restrict__ x, S* __restrict__ o, long long n) {
+    FM_LOOP(n) {
+        const S v = x[i];
+        o[i] = v < (S)0 ? (S)0 : v;  // NaN and -0 pass through, as csrc's x < 0 test
+    }
+}
 extern "C" __global__ void fm_relu_bwd(const S* __restrict__ g, const S* __restrict__ y,
         S* __restrict__ o, long long n) {
     FM_LOOP(n) o[i] = fm_ld(y[i]) > (T)0 ? g[i] : (S)0;
@@ -238,6 +247,21 @@ class StepKernelsMixin:
     def _step_kernel(self, kind, name):
         return self._raw_kernel("step_" + kind, step_prelude(kind) + STEP_SOURCE, name,
                                 STEP_KINDS[kind])
+
+    def unary(self, op, out, x, p0, p1, p2):
+        if op == K.UN_RELU and (x._dtype is D.float32 or x._dtype is D.float64) and \
+                out._dtype is x._dtype and _same_contig(x._shape, out, (x, None)) and \
+                not self._overlap_other(out, x):
+            n = x._numel
+            kind = _KIND[x._dtype.code]
+            px, po = _u64(x), _u64(out)
+
+            def go():
+                self._step_kernel(kind, "fm_relu")(_grid(n), _B256, (px, po, np.int64(n)))
+
+            if n == 0 or self._served("relu", go):
+                return 0
+        return super().unary(op, out, x, p0, p1, p2)
 
     def relu_bwd(self, g, y, out):
         kind = _KIND.get(y._dtype.code)
