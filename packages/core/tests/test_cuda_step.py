@@ -76,9 +76,9 @@ def test_gelu_16bit_every_pattern(be, device, dtype, approximate, monkeypatch):
     assert be.fast_path_calls.get("gelu_s", 0) == before + 2
     assert not be.fast_path_errors, be.fast_path_errors
     monkeypatch.setattr(type(be), "gelu_native", lambda self, dt: False)
-    y0 = fiamma.gelu(x, approximate)
+    y0 = fiamma.gelu(x, approximate)  # widened: float32 through the same kernels, rounded
     d0 = fiamma.gelu_backward(g, x, approximate)
-    assert be.fast_path_calls.get("gelu_s", 0) == before + 2
+    assert be.fast_path_calls.get("gelu_s", 0) == before + 4
     for got, want in ((y, y0), (d, d0)):
         assert got.dtype == dtype
         a, b = _bits(got), _bits(want)
@@ -238,3 +238,23 @@ def test_relu_forward_one_launch(be, device, dtype):
     assert be.fast_path_calls.get("relu", 0) == before + 2
     want = fiamma.relu(x)
     assert np.array_equal(_bits(y), _bits(want)) and np.array_equal(_bits(xi), _bits(want))
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_float32_from_pointers(be, device, approximate, monkeypatch):
+    """float32 GELU takes the same kernels (one launch each way, no array views), bit for bit
+    the elementwise kernel's arithmetic (cuda_kernels.py)."""
+    rng = np.random.default_rng(7)
+    x = fiamma.from_numpy(np.concatenate([rng.standard_normal(500) * 6,
+                                          [0.0, -0.0, 20.0, -20.0, np.inf, -np.inf, np.nan]])
+                          .astype(np.float32)).to(device)
+    g = fiamma.from_numpy(rng.standard_normal(507).astype(np.float32)).to(device)
+    before = be.fast_path_calls.get("gelu_s", 0)
+    y, d = fiamma.gelu(x, approximate), fiamma.gelu_backward(g, x, approximate)
+    assert be.fast_path_calls.get("gelu_s", 0) == before + 2
+    monkeypatch.setitem(be.fast_path_errors, "gelu_s", "off (test)")
+    e0 = be.fast_path_calls.get("gelu_fwd", 0)
+    y0, d0 = fiamma.gelu(x, approximate), fiamma.gelu_backward(g, x, approximate)
+    assert be.fast_path_calls.get("gelu_fwd", 0) == e0 + 1  # the elementwise kernel served
+    for a, b in ((y, y0), (d, d0)):
+        assert np.array_equal(a.cpu().numpy(), b.cpu().numpy(), equal_nan=True)

@@ -9,7 +9,8 @@ issue 21): the ops that cost several launches and temporaries per layer on the g
 - ``fm_gelu_fwd_s``/``fm_gelu_bwd_s``: GELU (erf and tanh forms) and its backward reading and
   writing bfloat16/float16 as they are (``gelu_native``; was a widening copy per operand, the
   float32 kernel and a rounding copy), the float32 kernel's arithmetic on the widened values
-  and one rounding, so the bits equal the widened path's;
+  and one rounding, so the bits equal the widened path's; float32 too (the same arithmetic as
+  cuda_kernels.py's elementwise kernel, launched from pointers: no array views);
 - ``fm_bias_rows``: a linear layer's bias (``addmm``'s ``mm_bias``) written into the result's
   rows by one launch from pointers (was a broadcast array copy with its array views), then the
   product accumulates onto it (cuBLAS, beta = 1), as before; any float dtype.
@@ -335,17 +336,15 @@ class StepKernelsMixin:
         return n == 0 or self._served("gelu_s", go)
 
     def gelu_fwd(self, approximate, x, y):
-        if x._dtype in _LOWP:
-            if y._dtype is x._dtype and self._gelu_s(approximate, "fm_gelu_fwd_s", (x,), y,
-                                                      False):
-                return 0
-            return K.ERR_DTYPE
-        return super().gelu_fwd(approximate, x, y)
+        dt = x._dtype
+        if (dt in _LOWP or dt is D.float32) and y._dtype is dt and \
+                self._gelu_s(approximate, "fm_gelu_fwd_s", (x,), y, False):
+            return 0
+        return K.ERR_DTYPE if dt in _LOWP else super().gelu_fwd(approximate, x, y)
 
     def gelu_bwd(self, approximate, g, x, out):
-        if x._dtype in _LOWP:
-            if g._dtype is x._dtype and out._dtype is x._dtype and \
-                    self._gelu_s(approximate, "fm_gelu_bwd_s", (g, x), out, True):
-                return 0
-            return K.ERR_DTYPE
-        return super().gelu_bwd(approximate, g, x, out)
+        dt = x._dtype
+        if (dt in _LOWP or dt is D.float32) and g._dtype is dt and out._dtype is dt and \
+                self._gelu_s(approximate, "fm_gelu_bwd_s", (g, x), out, True):
+            return 0
+        return K.ERR_DTYPE if dt in _LOWP else super().gelu_bwd(approximate, g, x, out)
