@@ -90,7 +90,7 @@ class Raw:
             return
         base = self.name[3:]
         f = getattr(LIB, f"{self.ns}_{base}")
-        if base in ("row_norm_wb", "colsum", "colsum1"):
+        if base in ("row_norm_wb", "colsum", "colsum1", "row_norm_wb1"):
             f(ctypes.c_uint(grid[0]), ctypes.c_uint(grid[1]), ctypes.c_uint(block[0]), *cargs)
         else:
             assert grid[1] == 1

@@ -81,7 +81,8 @@ def main(argv):
               for h in (0, 1)]
     units += [(f"pool_scatter_{ct}", f"typedef {ct} T;\n" + CL.POOL_SCATTER)
               for ct in ("float", "double")]
-    units += [(f"colsum1_{ct}", f"typedef {ct} T;\n" + CK._COLSUM1) for ct in ("float", "double")]
+    units += [(f"colsum1_{ct}", f"typedef {ct} T;\n" + CK._COLSUM1 + CK._ROW_NORM_WB1)
+              for ct in ("float", "double")]
     units += [(f"xent_mean_{ct}", f"typedef {ct} T;\n" + CK._XENT_MEAN)
               for ct in ("float", "double")]
     units += [(f"step_{kind}", f"typedef {ct} T;\n" + CS.step_prelude(kind) + CS.STEP_SOURCE)

@@ -258,3 +258,28 @@ def test_gelu_float32_from_pointers(be, device, approximate, monkeypatch):
     assert be.fast_path_calls.get("gelu_fwd", 0) == e0 + 1  # the elementwise kernel served
     for a, b in ((y, y0), (d, d0)):
         assert np.array_equal(a.cpu().numpy(), b.cpu().numpy(), equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [fiamma.float32, fiamma.float64])
+@pytest.mark.parametrize("M,K", [(12, 9), (300, 70)])
+@pytest.mark.parametrize("rms", [False, True])
+def test_norm_weight_grads_one_launch(be, device, dtype, M, K, rms):
+    rng = np.random.default_rng(8)
+    x = fiamma.from_numpy(rng.standard_normal((M, K))).to(dtype)
+    w = fiamma.from_numpy(rng.uniform(0.5, 1.5, K)).to(dtype)
+    b = fiamma.from_numpy(rng.standard_normal(K)).to(dtype)
+    g = fiamma.from_numpy(rng.standard_normal((M, K))).to(dtype)
+    F = fiamma.nn.functional
+    res = []
+    for dev in ("cpu", device):
+        ps = [t.detach().clone().to(dev).requires_grad_() for t in (x, w, b)]
+        y = F.rms_norm(ps[0], (K,), ps[1]) if rms else F.layer_norm(ps[0], (K,), ps[1], ps[2])
+        before = be.fast_path_calls.get("row_norm_wb1", 0)
+        y.backward(g.to(dev))
+        if dev == device:
+            assert be.fast_path_calls.get("row_norm_wb1", 0) == before + 1
+        res.append([p.grad for p in ps[:2 if rms else 3]])
+    assert not be.fast_path_errors, be.fast_path_errors
+    tol = 1e-10 if dtype == fiamma.float64 else 1e-4
+    for a, r in zip(res[1], res[0]):
+        assert fiamma.allclose(a.cpu(), r, rtol=tol, atol=tol)
