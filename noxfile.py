@@ -575,9 +575,9 @@ def xp(session):
 
 
 def _cuda_emu(session):
-    """The cuda backend's own kernels (fiamma/_backend/xp/cuda_kernels.py, cuda_lowp.py; GPU-only)
-    on the CPU emulation of tools/cuda_emu: core's test_cuda_kernels.py and test_cuda_lowp.py
-    through them on the xp device,
+    """The cuda backend's own kernels (fiamma/_backend/xp/cuda_kernels.py, cuda_lowp.py,
+    cuda_step.py; GPU-only) on the CPU emulation of tools/cuda_emu: core's test_cuda_kernels.py,
+    test_cuda_lowp.py and test_cuda_step.py through them on the xp device,
     against the CPU backend; and its cuDNN binding (cudnn.py) against the fake libcudnn
     build.py makes beside them (test_cuda_cudnn.py). Needs g++ (C++20); without one the check
     is reported skipped."""
@@ -593,7 +593,8 @@ def _cuda_emu(session):
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         with session.chdir(tmp):
             session.run("pytest", str(copy / "test_cuda_kernels.py"),
-                        str(copy / "test_cuda_cudnn.py"), str(copy / "test_cuda_lowp.py"), "-c",
+                        str(copy / "test_cuda_cudnn.py"), str(copy / "test_cuda_lowp.py"),
+                        str(copy / "test_cuda_step.py"), "-c",
                         str(ROOT / "pyproject.toml"), "--rootdir", tmp, "-p", "fiamma_cuda_emu",
                         env={**CLEAN_ENV, "FIAMMA_TEST_DEVICES": "xp",
                              "FIAMMA_CUDA_EMU_LIB": so, "PYTHONPATH": str(emu)})

@@ -32,7 +32,7 @@ if [ -n "$mpich_whl" ] && "$PY" -m zipfile -e "$mpich_whl" /tmp/mpich-wheel 2>/d
     export LD_LIBRARY_PATH="$mpich_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 
-TESTS=${TESTS:-"packages/core/tests/test_cuda_cudnn.py packages/core/tests/test_cuda_kernels.py packages/core/tests/test_cuda_lowp.py"}
+TESTS=${TESTS:-"packages/core/tests/test_cuda_cudnn.py packages/core/tests/test_cuda_kernels.py packages/core/tests/test_cuda_lowp.py packages/core/tests/test_cuda_step.py"}
 these=$(for f in $TESTS; do [ -e "$f" ] && echo "$f"; done)
 : > "$OUT/pytest.log"
 # one pytest run per tests/ folder (each has its own conftest.py), all within T_TESTS seconds

@@ -18,7 +18,12 @@ import shutil
 import subprocess
 import sys
 
-from fiamma._backend.xp import cuda_flash as CF, cuda_kernels as CK, cuda_lowp as CL
+from fiamma._backend.xp import (
+    cuda_flash as CF,
+    cuda_kernels as CK,
+    cuda_lowp as CL,
+    cuda_step as CS,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -60,9 +65,10 @@ def source():
     for ns, ct in (("f32", "float"), ("f64", "double")):
         out.append(f"namespace {ns} {{ typedef {ct} T;")
         out.append(_strip(CK._BLOCK))
-        for src in (CK._ROW_NORM_FWD, CK._ROW_NORM_BWD, CK._ROW_NORM_WB, CK._COLSUM, CK._ACC_OUT,
-                    CK._XENT_FWD, CK._XENT_BWD, CK._IM2COL, CK._COL2IM, CK._BN_FWD,
-                    CK._BN_BWD, CK._SOFTMAX, CK._MAXPOOL, CK._ATTN, CL.POOL_SCATTER):
+        for src in (CK._ROW_NORM_FWD, CK._ROW_NORM_BWD, CK._ROW_NORM_WB, CK._COLSUM, CK._COLSUM1,
+                    CK._ROW_NORM_WB1, CK._ACC_OUT, CK._XENT_FWD, CK._XENT_BWD, CK._XENT_MEAN,
+                    CK._IM2COL, CK._COL2IM, CK._BN_FWD, CK._BN_BWD, CK._SOFTMAX, CK._MAXPOOL,
+                    CK._ATTN, CL.POOL_SCATTER):
             out.append(_strip(src).replace(_strip(CK._BLOCK), ""))
         for ams, name in ((0, "fm_adam_multi"), (1, "fm_adam_multi_ams")):
             body = CK._ADAM.replace("AMS", "if (vm > vi) { vi = vm; } vm = vi;" if ams else "")
@@ -81,6 +87,10 @@ def source():
         out.append(f"namespace lp{h} {{ typedef float T;\n#define FM_H {h}")
         out.append(_strip(CK._BLOCK) + _strip(CL.LP_SOURCE))
         out.append("#undef FM_H\n#undef FM_NEG_INF\n}")
+    for kind, ct in CS.STEP_KINDS.items():  # cuda_step's kernels: one namespace per storage
+        out.append(f"namespace step_{kind} {{ typedef {ct} T;")
+        out.append(_strip(CS.step_prelude(kind) + CS.STEP_SOURCE))
+        out.append("#undef FM_H\n#undef TK\n#undef TC\n#undef IS2\n#undef ISP\n}")
     out.append(_strip(CK._BIN4))
     out.append(_strip(CK._WHERE_S))
     out.append(_strip(CK._CMP_S))

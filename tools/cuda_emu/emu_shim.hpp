@@ -6,6 +6,7 @@
 #include <barrier>
 #include <vector>
 #include <mutex>
+#include <atomic>
 #include <memory>
 #define __global__
 #define __device__
@@ -45,6 +46,8 @@ inline float __uint_as_float(unsigned int v) { float f; std::memcpy(&f, &v, 4); 
 inline unsigned int __float_as_uint(float f) { unsigned int v; std::memcpy(&v, &f, 4); return v; }
 inline float atomicAdd(float* p, float v) { std::lock_guard<std::mutex> l(g_mu); float o = *p; *p += v; return o; }
 inline double atomicAdd(double* p, double v) { std::lock_guard<std::mutex> l(g_mu); double o = *p; *p += v; return o; }
+inline unsigned int atomicAdd(unsigned int* p, unsigned int v) { std::lock_guard<std::mutex> l(g_mu); unsigned int o = *p; *p += v; return o; }
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline int atomicExch(int* p, int v) { std::lock_guard<std::mutex> l(g_mu); int o = *p; *p = v; return o; }
 using std::isfinite; using std::fmax; using std::exp; using std::log; using std::sqrt; using std::erfc; using std::fabs;
 template <class F> void launch(unsigned gx, unsigned gy, unsigned bx, F f) {

@@ -16,6 +16,7 @@ from fiamma._backend.xp import XpBackend
 from fiamma._backend.xp.cuda import BinaryEntryMixin
 from fiamma._backend.xp.cuda_kernels import CudaKernelsMixin
 from fiamma._backend.xp.cuda_lowp import LowpKernelsMixin
+from fiamma._backend.xp.cuda_step import StepKernelsMixin
 from fiamma._backend.xp.cudnn import CudnnConvMixin
 
 LIB = ctypes.CDLL(os.environ["FIAMMA_CUDA_EMU_LIB"])
@@ -54,6 +55,8 @@ class Raw:
         self.name, self.ns, self.key = name, "f32" if ct == "float" else "f64", key
         if key.startswith("lowp"):  # cuda_lowp's kernels: one namespace per 16-bit type
             self.ns = "lp" + key[4:]
+        elif key.startswith("step_"):  # cuda_step's kernels: one namespace per storage type
+            self.ns = key
 
     def __call__(self, grid, block, args):
         CALLS[self.name] = CALLS.get(self.name, 0) + 1
@@ -87,7 +90,7 @@ class Raw:
             return
         base = self.name[3:]
         f = getattr(LIB, f"{self.ns}_{base}")
-        if base in ("row_norm_wb", "colsum"):
+        if base in ("row_norm_wb", "colsum", "colsum1", "row_norm_wb1"):
             f(ctypes.c_uint(grid[0]), ctypes.c_uint(grid[1]), ctypes.c_uint(block[0]), *cargs)
         else:
             assert grid[1] == 1
@@ -123,7 +126,8 @@ class Ew:
             raise KeyError(k)
 
 
-class Emu(LowpKernelsMixin, BinaryEntryMixin, CudnnConvMixin, CudaKernelsMixin, XpBackend):
+class Emu(StepKernelsMixin, LowpKernelsMixin, BinaryEntryMixin, CudnnConvMixin, CudaKernelsMixin,
+          XpBackend):
     def __init__(self):
         XpBackend.__init__(self, np, "xp")
         self.fast_path_errors = {}

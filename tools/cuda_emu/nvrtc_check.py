@@ -18,7 +18,12 @@ import sys
 import sysconfig
 import tempfile
 
-from fiamma._backend.xp import cuda_flash as CF, cuda_kernels as CK, cuda_lowp as CL
+from fiamma._backend.xp import (
+    cuda_flash as CF,
+    cuda_kernels as CK,
+    cuda_lowp as CL,
+    cuda_step as CS,
+)
 
 
 def _find_nvrtc():
@@ -76,6 +81,12 @@ def main(argv):
               for h in (0, 1)]
     units += [(f"pool_scatter_{ct}", f"typedef {ct} T;\n" + CL.POOL_SCATTER)
               for ct in ("float", "double")]
+    units += [(f"colsum1_{ct}", f"typedef {ct} T;\n" + CK._COLSUM1 + CK._ROW_NORM_WB1)
+              for ct in ("float", "double")]
+    units += [(f"xent_mean_{ct}", f"typedef {ct} T;\n" + CK._XENT_MEAN)
+              for ct in ("float", "double")]
+    units += [(f"step_{kind}", f"typedef {ct} T;\n" + CS.step_prelude(kind) + CS.STEP_SOURCE)
+              for kind, ct in CS.STEP_KINDS.items()]
     with tempfile.TemporaryDirectory() as tmp:
         for name, src in units:
             rc, log, ptx = _compile(lib, src, name + ".cu", a.arch)

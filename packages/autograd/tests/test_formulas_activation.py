@@ -50,3 +50,14 @@ def test_gelu_float32_input_grad_dtype():
     x = fiamma.randn(5).requires_grad_()
     fiamma.gelu(x, approximate="tanh").sum().backward()
     assert x.grad.dtype is fiamma.float32
+
+
+def test_relu_backward_gradcheck():
+    x = _x()
+    assert gradcheck(fiamma.relu, (x,))
+    assert gradgradcheck(fiamma.relu, (x,))
+    g = fiamma.randn(23, dtype=fiamma.float64).requires_grad_()
+    # linear in g, piecewise constant (zero gradient) in the output
+    assert gradcheck(lambda g, y: fiamma.relu_backward(g, y), (g, _x()))
+    (gx,) = fiamma.autograd.grad(fiamma.relu(x).sum(), x, create_graph=True)
+    assert gx.tolist() == [1.0 if v > 0 else 0.0 for v in x.detach().tolist()]

@@ -159,3 +159,26 @@ def test_gelu_parity(approximate):
                                rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(fiamma.gelu_backward(fiamma.ones(4096), t, approximate).numpy(),
                                tx.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [fiamma.float32, fiamma.float64, fiamma.bfloat16,
+                                   fiamma.float16])
+@pytest.mark.parametrize("on_cpu", [True, False])
+def test_relu_backward(device, dtype, on_cpu):
+    device = "cpu" if on_cpu else device
+    y = fiamma.tensor([[-1.0, 0.0, -0.0, 2.0], [float("nan"), float("inf"), 3.0, -5.0]],
+                      dtype=dtype)
+    g = fiamma.tensor([[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, float("nan"), 8.0]], dtype=dtype)
+    want = [[0.0, 0.0, 0.0, 4.0], [0.0, 6.0, float("nan"), 0.0]]
+    got = fiamma.relu_backward(g.to(device), y.to(device))
+    assert got.dtype == dtype and got.device.type == device
+    assert np.array_equal(got.cpu().float().numpy(), np.array(want, np.float32), equal_nan=True)
+    # strided and empty operands, and ReLU's gradient through autograd
+    yt = y.to(device).t()
+    assert fiamma.relu_backward(g.to(device).t(), yt).cpu().float().numpy().tolist()[1] == \
+        [0.0, 6.0]
+    assert fiamma.relu_backward(fiamma.ones(0, dtype=dtype, device=device),
+                                fiamma.ones(0, dtype=dtype, device=device)).shape == (0,)
+    x = fiamma.tensor([-1.0, 0.5, 0.0, 3.0], dtype=dtype, device=device, requires_grad=True)
+    fiamma.relu(x).sum().backward()
+    assert x.grad.cpu().float().tolist() == [0.0, 1.0, 0.0, 1.0]

@@ -133,12 +133,14 @@ def test_layer_norm(device, be, dtype, tol, M, K, affine):
 
 def test_sum_casts_without_acc_out(device, be, monkeypatch):
     """The float64 sums of the column-sum and layer-norm weight/bias kernels reach their
-    outputs through fm_acc_out; with that kernel refused, through array calls: same answers."""
+    outputs through fm_acc_out; with that kernel refused, through array calls: same answers.
+    (Column sums into a contiguous row take fm_colsum1, refused here too, which writes its
+    outputs itself: the test_cuda_step.py tests.)"""
     real = be._raw_kernel
     refused = []
 
     def no_acc_out(key, src, name, ct):
-        if name == "fm_acc_out":
+        if name in ("fm_acc_out", "fm_colsum1", "fm_row_norm_wb1"):
             refused.append(name)
             raise RuntimeError("kernel refused (test)")
         return real(key, src, name, ct)
@@ -173,13 +175,14 @@ def test_gelu(device, be, dtype, tol, approximate):
                                                          np.inf, -np.inf, np.nan]])
     xc = _t(x, dtype)
     g = _t(rng.standard_normal(x.size), dtype)
-    f0, b0 = _calls(be, "gelu_fwd"), _calls(be, "gelu_bwd")
+    # (float32: cuda_step.py's kernels from pointers, "gelu_s", where present)
+    f0, b0 = _total(be, ("gelu_fwd", "gelu_s")), _total(be, ("gelu_bwd", "gelu_s"))
     assert_same(fiamma.gelu(xc.to(device), approximate), fiamma.gelu(xc, approximate),
                 rtol=tol, atol=tol)
+    _served(be, ("gelu_fwd", "gelu_s"), f0)
     assert_same(fiamma.gelu_backward(g.to(device), xc.to(device), approximate),
                 fiamma.gelu_backward(g, xc, approximate), rtol=tol, atol=tol)
-    _served(be, "gelu_fwd", f0)
-    _served(be, "gelu_bwd", b0)
+    _served(be, ("gelu_bwd", "gelu_s"), b0 + (dtype is fiamma.float32))
 
 
 # ---- optimizer steps -------------------------------------------------------------------------
@@ -312,11 +315,11 @@ def test_sums_over_leading_dims(device, be, dtype, tol):
     rng = np.random.default_rng(7)
     x = _t(rng.standard_normal((40, 30, 33)) * 10, dtype)
     xd = x.to(device)
-    c0 = _calls(be, "colsum")
+    c0 = _total(be, ("colsum", "colsum1"))
     for fn in (lambda t: t.sum(0), lambda t: t.sum((0, 1)), lambda t: t.mean(0),
                lambda t: t.sum(0, keepdim=True), lambda t: t.mean((0, 1), keepdim=True)):
         assert_same(fn(xd), fn(x), rtol=tol, atol=tol * 100)
-    _served(be, "colsum", c0)
+    _served(be, ("colsum", "colsum1"), c0)
     # not leading, not contiguous, integer: the generic code, same answers
     for fn in (lambda t: t.sum(1), lambda t: t.transpose(0, 2).sum(0)):
         assert_same(fn(xd), fn(x), rtol=tol, atol=tol * 100)
@@ -730,10 +733,11 @@ def test_relu_backward_one_launch(device, be, dtype, tol):
         xt = _t(x, dtype).to(dev).requires_grad_()
         fiamma.relu(xt).backward(_t(g, dtype).to(dev))
         res.append(xt.grad.cpu())
-    before = _total(be, WHERE_PATHS)
+    paths = WHERE_PATHS + ("relu_bwd",)  # (cuda_step.py's one kernel where present)
+    before = _total(be, paths)
     xt = _t(x, dtype).to(device).requires_grad_()
     fiamma.relu(xt).backward(_t(g, dtype).to(device))
-    _served(be, WHERE_PATHS, before)
+    _served(be, paths, before)
     assert_same(res[1], res[0])
 
 

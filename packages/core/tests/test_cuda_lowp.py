@@ -146,7 +146,7 @@ def test_relu_and_its_backward(device, be, dtype):
     gx = fiamma.where(mask, _dev(g, dtype, device), 0.0)
     _served(be, "lp_where", w0)
     assert np.array_equal(_bits(gx), np.where(_widen(want, dtype) > 0, g, np.uint16(0)))
-    # through autograd: ReLU's backward is the comparison and the where above
+    # through autograd (one launch, cuda_step.py): the bits of the comparison and where above
     xr = xd.clone().requires_grad_()
     fiamma.relu(xr).backward(_dev(g, dtype, device))
     assert np.array_equal(_bits(xr.grad), _bits(gx))

@@ -153,11 +153,12 @@ _DIFFERENTIABLE = """
     masked_select matmul max max_pool1d max_pool2d max_pool3d max_pool_backward max_unpool1d
     max_unpool2d max_unpool3d maximum mean median min minimum mm mode mul mv mvlgamma nan_to_num
     nanmean nanmedian nansum ndtr ndtri neg norm normal_ pad polygamma pow prod put put_ random_
-    reciprocal relu remainder repeat repeat_interleave rms_norm rms_norm_backward roll rot90
-    round rsqrt scatter scatter_ scatter_add scatter_add_ scatter_reduce scatter_reduce_ setitem
-    sgn sigmoid sign sin sinc sinh softmax sort sqrt square std std_mean stft stft_power sub sum
-    take take_along_dim tan tanh to topk tril tril_ triu triu_ trunc uniform_ upsample
-    upsample_backward var var_mean vdot view_as_complex view_as_real where xlog1py xlogy zeta
+    reciprocal relu relu_backward remainder repeat repeat_interleave rms_norm rms_norm_backward
+    roll rot90 round rsqrt scatter scatter_ scatter_add scatter_add_ scatter_reduce
+    scatter_reduce_ setitem sgn sigmoid sign sin sinc sinh softmax sort sqrt square std std_mean
+    stft stft_power sub sum take take_along_dim tan tanh to topk tril tril_ triu triu_ trunc
+    uniform_ upsample upsample_backward var var_mean vdot view_as_complex view_as_real where
+    xlog1py xlogy zeta
 """
 _VIEWS = """
     as_strided diagonal expand getitem imag narrow permute real select squeeze t transpose

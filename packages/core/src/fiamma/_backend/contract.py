@@ -155,9 +155,10 @@ class Backend(Protocol):
         strides, 0 where an operand is broadcast, then its two matrix strides)."""
 
     def mm_bias(self, m, n, k, c, scm, a, sam, sak, b, sbk, sbn, bias):
-        """Optional fusion (float32): c = a @ b + bias (bias: n contiguous, added per row as c
-        is stored). Returns codes.ERR_OP where it does not apply: the op layer then copies the
-        bias into c and calls mm with beta = 1."""
+        """Optional fusion: c = a @ b + bias (bias: n contiguous, added per row as c is
+        stored; float32 on the CPU, any float dtype of c's on another device). Returns
+        codes.ERR_OP where it does not apply: the op layer then copies the bias into c and
+        calls mm with beta = 1."""
 
     # ---- index ops ------------------------------------------------------------------------
     def index_gather(self, shape, out, x, xoff, sx, idx, sidx, isize, istride, bad):

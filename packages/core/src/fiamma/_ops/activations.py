@@ -1,6 +1,8 @@
 """Fused activations: ``gelu`` and its backward ``gelu_backward`` (csrc/activations.c), each
 one C pass and one recorded autograd op (the composition ``0.5 x (1 + erf(x / sqrt 2))`` was
 five). float16/bfloat16 compute in float32 and round once; other devices use the composition.
+``relu_backward`` (ReLU's gradient, ``where(output > 0, grad, 0)``) is one kernel on a backend
+with ``relu_bwd`` (the cuda backend's; elsewhere the comparison and the ``where``).
 
 >>> import fiamma
 >>> [round(v, 4) for v in fiamma.gelu(fiamma.tensor([-1.0, 0.0, 1.0])).tolist()]
@@ -15,7 +17,7 @@ from fiamma._backend import check, codes as K
 from fiamma._ops._common import cast
 from fiamma._tensor import Tensor, new_empty
 
-__all__ = ["gelu", "gelu_backward"]
+__all__ = ["gelu", "gelu_backward", "relu_backward"]
 
 _APPROX = {"none": K.GELU_NONE, "tanh": K.GELU_TANH}
 _K = math.sqrt(2.0 / math.pi)
@@ -49,6 +51,12 @@ def _composed(input, approximate):
     return 0.5 * input * (1.0 + (_K * (input + 0.044715 * input * input * input)).tanh())
 
 
+def _native(t, dt):
+    """Whether t's backend computes GELU on dtype dt's data as it is (cuda: 16-bit)."""
+    f = getattr(t._storage.backend, "gelu_native", None)
+    return f is not None and f(dt)
+
+
 def gelu(input, approximate="none"):
     """The Gaussian error linear unit ``x * Phi(x)`` (``Phi`` the standard normal CDF);
     ``approximate='tanh'``: ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``.
@@ -64,11 +72,18 @@ def gelu(input, approximate="none"):
     code = _approx_code(approximate, op)
     if not input.is_cpu and not hasattr(input._storage.backend, "gelu_fwd"):
         return _composed(input, approximate)
-    cd = D.float64 if input._dtype is D.float64 else D.float32
-    x = _operand(input, cd)
-    y = new_empty(input._shape, cd, input._storage.device)
-    check(y._storage.backend.gelu_fwd(code, x, y), op)
-    y = cast(y, input._dtype)
+    y = None
+    if input._dtype._kind == 2 and input._dtype.itemsize == 2 and _native(input, input._dtype):
+        x = input if input._contig else input.detach().contiguous()
+        y = new_empty(input._shape, input._dtype, input._storage.device)
+        if y._storage.backend.gelu_fwd(code, x, y) != 0:
+            y = None  # declined: widened below
+    if y is None:
+        cd = D.float64 if input._dtype is D.float64 else D.float32
+        x = _operand(input, cd)
+        y = new_empty(input._shape, cd, input._storage.device)
+        check(y._storage.backend.gelu_fwd(code, x, y), op)
+        y = cast(y, input._dtype)
     if input.requires_grad and G.state.enabled:
         G.record(op, y, (input,), {"approximate": approximate})
     return y
@@ -93,11 +108,47 @@ def gelu_backward(grad_output, input, approximate="none"):
         raise RuntimeError(f"{op}: expected all tensors on one device, got {grad_output.device} "
                            f"and {input.device}")
     dt = D.promote_types(grad_output._dtype, input._dtype)
-    cd = D.float64 if dt is D.float64 else D.float32
-    g, x = _operand(grad_output, cd), _operand(input, cd)
-    out = new_empty(input._shape, cd, input._storage.device)
-    check(out._storage.backend.gelu_bwd(code, g, x, out), op)
-    out = cast(out, dt)
+    out = None
+    if dt.itemsize == 2 and grad_output._dtype is dt and input._dtype is dt and \
+            _native(input, dt):
+        g = grad_output if grad_output._contig else grad_output.detach().contiguous()
+        x = input if input._contig else input.detach().contiguous()
+        out = new_empty(input._shape, dt, input._storage.device)
+        if out._storage.backend.gelu_bwd(code, g, x, out) != 0:
+            out = None
+    if out is None:
+        cd = D.float64 if dt is D.float64 else D.float32
+        g, x = _operand(grad_output, cd), _operand(input, cd)
+        out = new_empty(input._shape, cd, input._storage.device)
+        check(out._storage.backend.gelu_bwd(code, g, x, out), op)
+        out = cast(out, dt)
     if G.state.enabled and (grad_output.requires_grad or input.requires_grad):
         G.record(op, out, (grad_output, input), {"approximate": approximate})
     return out
+
+
+def relu_backward(grad_output, output):
+    """ReLU's gradient ``where(output > 0, grad_output, 0)`` from the forward's ``output``
+    (NaN outputs pass no gradient); differentiable again (along ``grad_output``). On a backend
+    with a fused kernel (cuda) one pass when both are contiguous tensors of one float dtype and
+    shape; otherwise the comparison and ``where``.
+
+    >>> import fiamma
+    >>> fiamma.relu_backward(fiamma.ones(3), fiamma.tensor([0.0, 2.0, -1.0])).tolist()
+    [0.0, 1.0, 0.0]
+    """
+    if type(grad_output) is Tensor and type(output) is Tensor:
+        st = output._storage
+        fn = getattr(st.backend, "relu_bwd", None)
+        dt = output._dtype
+        if fn is not None and grad_output._dtype is dt and dt._kind == 2 and \
+                grad_output._storage.device is st.device and grad_output._contig and \
+                output._contig and grad_output._shape == output._shape:
+            out = new_empty(output._shape, dt, st.device)
+            if fn(grad_output, output, out) == 0:
+                if G.state.enabled and (grad_output.requires_grad or output.requires_grad):
+                    G.record(ops.relu_backward, out, (grad_output, output), {})
+                return out
+    from fiamma._ops.elementwise import where
+
+    return where(output > 0, grad_output, 0.0)

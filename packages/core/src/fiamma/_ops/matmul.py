@@ -170,9 +170,13 @@ def _product(op, a, b, out, c_in=None, beta=0, alpha=1, record=True, kw=None, re
     res = (new_empty(shape, dt, a._storage.device) if out is None else
            _dest(out, shape, dt, op, (a, b)))
     if (use_c and out is None and fa == 1.0 and fb == 1.0 and da == 2 and db == 2 and
-            dt is D.float32 and c_in._dtype is dt and c_in._shape == (n,) and
-            c_in._stride == (1,) and c_in._storage.device is CPU and res._numel):
-        # a linear layer's bias: added by the kernel as it stores C (no copy into C first)
+            dt._kind == 2 and c_in._dtype is dt and c_in._shape == (n,) and
+            c_in._stride == (1,) and res._numel and
+            (dt is D.float32 if c_in._storage.device is CPU else
+             c_in._storage.device is res._storage.device is a._storage.device is
+             b._storage.device)):
+        # a linear layer's bias: added by the kernel as it stores C (no copy into C first; the
+        # cuda backend writes the bias rows in one launch, then the product with beta = 1)
         rc = res._storage.backend.mm_bias(m, n, k, res, res._stride[0], a, a._stride[0],
                                           a._stride[1], b, b._stride[0], b._stride[1], c_in)
         if rc == 0:

@@ -414,6 +414,12 @@ def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_siz
 def _avg_run(op, backward, adaptive, src, lead, isz, osz, k, s, p, cip, divo):
     """Forward (src: input planes -> osz) or backward (src: gradient planes -> isz)."""
     dt = src._dtype
+    f = getattr(src._storage.backend, "pool_avg_any", None)
+    if f is not None:  # (cuda) one kernel over src as it is: any layout, 16-bit not widened
+        out = new_empty(tuple(lead) + tuple(isz if backward else osz), dt, src._storage.device)
+        if f(backward, adaptive, len(isz), src, out, _pad3(isz, 1), _pad3(osz, 1), _pad3(k, 1),
+             _pad3(s, 1), _pad3(p, 0), int(bool(cip)), int(divo or 0)) == 0:
+            return out
     cd = _compute_dtype(dt)
     sc = _plain(src, cd)
     out = new_empty(tuple(lead) + tuple(isz if backward else osz), cd, src._storage.device)

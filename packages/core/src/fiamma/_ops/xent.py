@@ -115,9 +115,12 @@ def cross_entropy_loss(input, target, weight=None, reduction="mean", ignore_inde
         out = loss.sum()
     elif dev is CPU:
         out = loss.sum() / wt.sum()
-    else:
-        s = lw.sum(1)
-        out = s[0] / s[1]
+    else:  # one launch where the backend has the kernel (the division stays on the device)
+        out = new_empty((), x._dtype, dev)
+        f = getattr(be, "xent_mean", None)
+        if f is None or not f(m, lw, out):
+            s = lw.sum(1)
+            out = s[0] / s[1]
     out = cast(out, input._dtype)
     if input.requires_grad and G.state.enabled:
         G.record(op, out, (input, target, weight),
@@ -151,16 +154,21 @@ def cross_entropy_loss_backward(grad_output, input, target, weight=None, reducti
     scale = 1.0
     if reduction == "mean":
         be = x._storage.backend
-        if input._storage.device is not CPU and w is None and be.known_in(t, 0, c) and \
+        dev = input._storage.device
+        f = None if dev is CPU else getattr(be, "xent_gscale", None)
+        if dev is not CPU and w is None and be.known_in(t, 0, c) and \
                 not 0 <= ignore_index < c:
             scale = 1.0 / m if m else float("nan")  # every target counts: no device read
+        elif f is not None and f(m, c, t, w, int(ignore_index), g,
+                                 g1 := new_empty((1,), x._dtype, dev)):
+            g = g1  # g / the kept rows' summed weights, in one launch on the device
         else:
             kept = t != ignore_index
             if w is None:
                 denom = kept.sum()
             else:
                 denom = (w[t.clamp(0, c - 1)] * kept).sum()
-            if input._storage.device is CPU:
+            if dev is CPU:
                 denom = denom.item()
                 scale = 1.0 / denom if denom else float("nan")
             else:  # the division stays on the device (a host read would wait for the GPU)

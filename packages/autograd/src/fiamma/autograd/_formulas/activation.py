@@ -46,3 +46,12 @@ def _gelu_backward(ctx, grad):
     dg = fiamma.gelu_backward(grad, x, approximate) if _need(ctx, 0) else None
     dx = grad * g * _curvature(x, approximate) if _need(ctx, 1) else None
     return dg, dx
+
+
+@derivative(ops.relu_backward, save="inputs")
+def _relu_backward(ctx, grad):
+    # where(y > 0, g, 0): linear in g; the mask is piecewise constant in y
+    g, y = ctx.inputs
+    dg = fiamma.relu_backward(grad, y) if _need(ctx, 0) else None
+    dy = fiamma.zeros_like(y) if _need(ctx, 1) else None
+    return dg, dy

@@ -81,7 +81,7 @@ def _abs_grad(c, g):
 _unary(ops.abs, "inputs", _abs_grad)
 _unary(ops.square, "inputs", lambda c, g: g * _x(c) * 2)
 _unary(ops.frac, "none", lambda c, g: g)
-_unary(ops.relu, "output", lambda c, g: fiamma.where(_y(c) > 0, g, 0.0))
+_unary(ops.relu, "output", lambda c, g: fiamma.relu_backward(g, _y(c)))
 _unary(ops.nan_to_num, "inputs", lambda c, g: fiamma.where(_x(c).isfinite(), g, 0.0))
 # piecewise constant: zero almost everywhere (PyTorch: zeros_like(grad))
 for _n in (ops.sign, ops.sgn, ops.floor, ops.ceil, ops.trunc, ops.round):

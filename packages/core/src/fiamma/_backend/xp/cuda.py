@@ -32,6 +32,7 @@ from fiamma._backend.xp import XpBackend
 from fiamma._backend.xp.cuda_kernels import CudaKernelsMixin
 from fiamma._backend.xp.cuda_lowp import LowpKernelsMixin
 from fiamma._backend.xp.cuda_runtime import RuntimeMixin
+from fiamma._backend.xp.cuda_step import StepKernelsMixin
 from fiamma._backend.xp.cudnn import CudnnConvMixin
 
 __all__ = ["CupyBackend", "BinaryEntryMixin", "backend", "reason"]
@@ -117,11 +118,11 @@ class BinaryEntryMixin:
         return XpBackend.binary(self, op, shape, out, a, sa, b, sb, params)
 
 
-class CupyBackend(LowpKernelsMixin, BinaryEntryMixin, CudnnConvMixin, CudaKernelsMixin,
-                  RuntimeMixin, XpBackend):
-    """The contract over CuPy (see the module docstring); the bfloat16/float16 kernels
-    (LowpKernelsMixin), cuDNN's convolutions (CudnnConvMixin) and CudaKernelsMixin's fused
-    kernels in front of the generic array code."""
+class CupyBackend(StepKernelsMixin, LowpKernelsMixin, BinaryEntryMixin, CudnnConvMixin,
+                  CudaKernelsMixin, RuntimeMixin, XpBackend):
+    """The contract over CuPy (see the module docstring); the training step's one-pass kernels
+    (StepKernelsMixin), the bfloat16/float16 kernels (LowpKernelsMixin), cuDNN's convolutions
+    (CudnnConvMixin) and CudaKernelsMixin's fused kernels in front of the generic array code."""
 
     def __init__(self, cupy):
         XpBackend.__init__(self, cupy, "cuda")

@@ -204,6 +204,64 @@ extern "C" __global__ void fm_row_norm_wb(const T* __restrict__ g, long long sg,
 }
 """
 
+# the same two sums in one launch, deterministic, straight into gw and gb (each optional): as
+# fm_colsum1 below (32 columns x 8 row lanes a block, per-chunk float64 partials, the last
+# block of a column tile adding them in chunk order)
+_ROW_NORM_WB1 = r"""
+extern "C" __global__ void fm_row_norm_wb1(const T* __restrict__ g, long long sg,
+        const T* __restrict__ x, long long sx, const T* __restrict__ mean,
+        const T* __restrict__ rstd, double* ws, unsigned int* cnt, T* __restrict__ gw,
+        T* __restrict__ gb, long long M, long long K, int rms, long long chunk) {
+    __shared__ double sh[2][8][33];
+    __shared__ int last;
+    const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+    const long long j = (long long)blockIdx.x * 32 + tx;
+    const long long r0 = (long long)blockIdx.y * chunk;
+    const long long r1 = r0 + chunk < M ? r0 + chunk : M;
+    double sw = 0.0, sb = 0.0;
+    if (j < K)
+        for (long long r = r0 + ty; r < r1; r += 8) {
+            const double gv = (double)g[r * sg + j];
+            const double mu = rms ? 0.0 : (double)mean[r];
+            sw += gv * ((double)x[r * sx + j] - mu) * (double)rstd[r];
+            sb += gv;
+        }
+    sh[0][ty][tx] = sw;
+    sh[1][ty][tx] = sb;
+    __syncthreads();
+    if (ty == 0 && j < K) {
+        double a = 0.0, b = 0.0;
+        for (int q = 0; q < 8; ++q) {
+            a += sh[0][q][tx];
+            b += sh[1][q][tx];
+        }
+        if (gridDim.y == 1) {
+            if (gw) gw[j] = (T)a;
+            if (gb) gb[j] = (T)b;
+        } else {
+            ws[(2LL * blockIdx.y) * K + j] = a;
+            ws[(2LL * blockIdx.y + 1) * K + j] = b;
+        }
+    }
+    if (gridDim.y == 1) return;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(cnt + blockIdx.x, 1u) == gridDim.y - 1;
+    __syncthreads();
+    if (!last) return;
+    if (ty == 0 && j < K) {
+        double a = 0.0, b = 0.0;
+        for (unsigned int q = 0; q < gridDim.y; ++q) {
+            a += ((volatile double*)ws)[(2LL * q) * K + j];
+            b += ((volatile double*)ws)[(2LL * q + 1) * K + j];
+        }
+        if (gw) gw[j] = (T)a;
+        if (gb) gb[j] = (T)b;
+    }
+    if (threadIdx.x == 0) cnt[blockIdx.x] = 0;
+}
+"""
+
 # sums over the leading dims of a contiguous (M, K) array into float64 acc (K,)
 _COLSUM = r"""
 extern "C" __global__ void fm_colsum(const T* __restrict__ x, double* __restrict__ acc,
@@ -215,6 +273,45 @@ extern "C" __global__ void fm_colsum(const T* __restrict__ x, double* __restrict
     double s = 0.0;
     for (long long r = r0; r < r1; ++r) s += (double)x[r * K + j];
     atomicAdd(acc + j, s);
+}
+"""
+
+# the same sums in one launch, deterministic, straight into the output: a block is 32 columns x
+# 8 row lanes over one chunk of rows (float64); with several chunks each block leaves its
+# partial in ws and the last block of a column tile to finish (a counter per tile, left at
+# zero again) adds the partials in chunk order and writes out = (T)(sum / div)
+_COLSUM1 = r"""
+extern "C" __global__ void fm_colsum1(const T* __restrict__ x, double* ws, unsigned int* cnt,
+        T* __restrict__ out, long long M, long long K, long long chunk, double div) {
+    __shared__ double sh[8][33];
+    __shared__ int last;
+    const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+    const long long j = (long long)blockIdx.x * 32 + tx;
+    const long long r0 = (long long)blockIdx.y * chunk;
+    const long long r1 = r0 + chunk < M ? r0 + chunk : M;
+    double s = 0.0;
+    if (j < K)
+        for (long long r = r0 + ty; r < r1; r += 8) s += (double)x[r * K + j];
+    sh[ty][tx] = s;
+    __syncthreads();
+    if (ty == 0 && j < K) {
+        double t = 0.0;
+        for (int q = 0; q < 8; ++q) t += sh[q][tx];
+        if (gridDim.y == 1) out[j] = (T)(t / div);
+        else ws[(long long)blockIdx.y * K + j] = t;
+    }
+    if (gridDim.y == 1) return;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(cnt + blockIdx.x, 1u) == gridDim.y - 1;
+    __syncthreads();
+    if (!last) return;
+    if (ty == 0 && j < K) {
+        double t = 0.0;
+        for (unsigned int q = 0; q < gridDim.y; ++q) t += ((volatile double*)ws)[q * K + j];
+        out[j] = (T)(t / div);
+    }
+    if (threadIdx.x == 0) cnt[blockIdx.x] = 0;
 }
 """
 
@@ -313,6 +410,43 @@ extern "C" __global__ void fm_xent_bwd(const T* __restrict__ x, const long long*
         double v = k * exp((double)xr[j] - lse) - sc * (w ? (double)w[j] : 1.0);
         if (j == t) v -= a * (1.0 - s) * wti;
         o[j] = (T)v;
+    }
+}
+"""
+
+# cross entropy's mean, one block each (no host read): the loss (sum(lw[0]) / sum(lw[1]) of the
+# per-row losses and weights fm_xent_fwd wrote) and the gradient's scale (g / the kept rows'
+# summed weights; NaN when none is kept), both sums in double
+_XENT_MEAN = _BLOCK + r"""
+extern "C" __global__ void fm_xent_mean(const T* __restrict__ lw, long long n,
+        T* __restrict__ out) {
+    __shared__ double sh[33];
+    double a = 0.0, b = 0.0;
+    for (long long j = threadIdx.x; j < n; j += blockDim.x) {
+        a += (double)lw[j];
+        b += (double)lw[n + j];
+    }
+    a = fm_block_sum(a, sh);
+    b = fm_block_sum(b, sh);
+    if (threadIdx.x == 0) out[0] = (T)(a / b);
+}
+extern "C" __global__ void fm_xent_gscale(const long long* __restrict__ tg,
+        const T* __restrict__ w, long long n, long long c, long long ignore,
+        const T* __restrict__ g, T* __restrict__ out) {
+    __shared__ double sh[33];
+    double d = 0.0;
+    for (long long j = threadIdx.x; j < n; j += blockDim.x) {
+        long long t = tg[j];
+        if (t != ignore) {
+            t = t < 0 ? 0 : (t >= c ? c - 1 : t);
+            d += w ? (double)w[t] : 1.0;
+        }
+    }
+    d = fm_block_sum(d, sh);
+    if (threadIdx.x == 0) {
+        const T den = (T)d;
+        out[0] = den != (T)0 ? g[0] * ((T)1 / den)
+                             : (T)__longlong_as_double(0x7ff8000000000000ULL);
     }
 }
 """
@@ -1304,6 +1438,19 @@ class CudaKernelsMixin:
             return 0
         return super().row_norm_fwd(rms, M, K_, x, sx, y, w, b, G, P, Sp, mean, rstd, eps)
 
+    def _row_norm_wb1(self, ct, rms, M, K_, pg, sg, px, sx, pm, pr, gw, gb):
+        """The weight and bias gradients (each optional) in one launch (fm_row_norm_wb1);
+        False when the kernel is off."""
+        gx, ny, chunk, ws, cnt = self._tiles(M, K_, 2)
+
+        def go():
+            k = self._raw_kernel("row_norm_wb1", _ROW_NORM_WB1, "fm_row_norm_wb1", ct)
+            k((gx, ny), (256,), (pg, np.int64(sg), px, np.int64(sx), pm, pr, ws, cnt,
+                                 _ptr(gw), _ptr(gb), np.int64(M), np.int64(K_), np.int32(rms),
+                                 np.int64(chunk)))
+
+        return self._served("row_norm_wb1", go)
+
     def row_norm_bwd(self, rms, M, K_, g, sg, x, sx, w, G, P, Sp, mean, rstd, gx, gw, gb):
         ct = self._row_norm_fast(rms, M, K_, x, w, G, P, Sp, mean, rstd, g, gx, gw, gb)
         if ct is None:
@@ -1311,6 +1458,11 @@ class CudaKernelsMixin:
                                         gw, gb)
         xp = self.xp
         pg, px, pm, pr = _ptr(g), _ptr(x), _ptr(mean), _ptr(rstd)
+
+        if (gw is not None or gb is not None) and \
+                all(t is None or t._contig for t in (gw, gb)) and self._row_norm_wb1(
+                    ct, rms, M, K_, pg, sg, px, sx, pm, pr, gw, gb):
+            gw = gb = None  # written, in one launch
 
         def go():
             if gw is not None or gb is not None:
@@ -1390,6 +1542,34 @@ class CudaKernelsMixin:
             return K.ERR_INDEX
         return 0
 
+    def xent_mean(self, n, lw, out):
+        """out (0-d) = lw[0].sum() / lw[1].sum() of the contiguous (2, n) losses and weights
+        xent_fwd wrote, in one launch: True, or False to leave it to array calls."""
+        ct = _float_ct(lw, out)
+        if ct is None or not lw._contig or not 0 < n:
+            return False
+
+        def go():
+            k = self._raw_kernel("xent_mean", _XENT_MEAN, "fm_xent_mean", ct)
+            k((1,), (256,), (_ptr(lw), np.int64(n), _ptr(out)))
+
+        return self._served("xent_mean", go)
+
+    def xent_gscale(self, n, c, target, weight, ignore_index, g, out):
+        """out (1 element) = g[0] / the summed weights of the rows whose target is not
+        ignore_index (NaN when none): the mean's gradient scale, in one launch, no host read;
+        False to leave it to array calls."""
+        ct = _float_ct(g, weight, out)
+        if ct is None or not 0 < n or target._dtype is not D.int64 or not target._contig:
+            return False
+
+        def go():
+            k = self._raw_kernel("xent_mean", _XENT_MEAN, "fm_xent_gscale", ct)
+            k((1,), (256,), (_ptr(target), _ptr(weight), np.int64(n), np.int64(c),
+                             np.int64(ignore_index), _ptr(g), _ptr(out)))
+
+        return self._served("xent_gscale", go)
+
     # ---- sums over leading dims ---------------------------------------------------------------
     def reduce(self, op, x, rmask, out, sout, aux, saux, p):
         nd = len(x._shape)
@@ -1408,9 +1588,49 @@ class CudaKernelsMixin:
                     return 0
         return super().reduce(op, x, rmask, out, sout, aux, saux, p)
 
+    def _tiles(self, M, Kc, nsums):
+        """(column tiles, row chunks, rows a chunk, workspace, counters) of a one-launch column
+        reduction (fm_colsum1, fm_row_norm_wb1): about 512 blocks of 32 columns over chunks
+        of at least 64 rows; with several chunks the float64 partials' workspace and the
+        tiles' counters (zero between launches), kept per stream so that launches on one
+        stream never share them at once (null pointers with one chunk)."""
+        gx = (Kc + 31) // 32
+        ny = min((M + 63) // 64, max(1, 512 // gx), 65535)
+        chunk = (M + ny - 1) // ny
+        ny = (M + chunk - 1) // chunk
+        if ny <= 1:
+            return gx, 1, M, np.uint64(0), np.uint64(0)
+        sp = getattr(self, "_stream_ptr", None)
+        key = sp() if sp is not None else 0
+        if not hasattr(self, "_tile_bufs"):
+            self._tile_bufs = {}
+        bufs = self._tile_bufs.get(key)
+        if bufs is None or bufs[0].size < nsums * ny * Kc or bufs[1].size < gx:
+            xp = self.xp
+            n0 = max(nsums * ny * Kc, 0 if bufs is None else bufs[0].size)
+            n1 = max(gx, 0 if bufs is None else bufs[1].size)
+            bufs = (xp.empty(n0, np.float64), xp.zeros(n1, np.uint32))
+            self._tile_bufs[key] = bufs
+        return gx, ny, chunk, bufs[0], bufs[1]
+
+    def _colsum1(self, ct, x, M, Kc, out, div):
+        """The column sums into the contiguous row out in one launch (fm_colsum1); False when
+        the kernel is off."""
+        gx, ny, chunk, ws, cnt = self._tiles(M, Kc, 1)
+
+        def go():
+            k = self._raw_kernel("colsum1", _COLSUM1, "fm_colsum1", ct)
+            k((gx, ny), (256,), (_ptr(x), ws, cnt, _ptr(out), np.int64(M), np.int64(Kc),
+                                 np.int64(chunk), np.float64(div)))
+
+        return self._served("colsum1", go)
+
     def _colsum(self, op, x, M, Kc, lead, out, sout):
         xp = self.xp
         ct = _float_ct(x)
+        if tuple(sout[lead:]) == _contig(x._shape[lead:]) and \
+                self._colsum1(ct, x, M, Kc, out, float(M) if op == K.RED_MEAN else 1.0):
+            return True
         acc = xp.zeros(Kc, np.float64)
         chunk = 64
 

@@ -43,12 +43,13 @@ from fiamma._backend import codes as K
 from fiamma._backend.xp.base import _store_scalar
 from fiamma._backend.xp.cuda_kernels import _BLOCK
 
-__all__ = ["LowpKernelsMixin", "LP_SOURCE", "POOL_SCATTER"]
+__all__ = ["LowpKernelsMixin", "LP_CONV", "LP_SOURCE", "POOL_SCATTER"]
 
 # ---- CUDA sources (LP_SOURCE is compiled once per 16-bit type: FM_H 0 bfloat16, 1 float16;
 # T float) --------------------------------------------------------------------------------------
 
-LP_SOURCE = r"""
+# the 16-bit loads and stores (widen exactly; round to nearest even), shared with cuda_step.py
+LP_CONV = r"""
 typedef unsigned short X;
 __device__ __forceinline__ float fm_lp_ld(X v) {
 #if FM_H
@@ -77,6 +78,9 @@ __device__ __forceinline__ X fm_lp_st(float f) {
                                              : (X)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 #endif
 }
+"""
+
+LP_SOURCE = LP_CONV + r"""
 __device__ __forceinline__ float fm_lp_op(int op, float a, float b, float alpha) {
     if (op == 0) return a + b;
     if (op == 1) return a - b;

@@ -341,6 +341,19 @@ class FusedMixin(ConvMixin, PoolMixin, SampleMixin):
             pv[...] = pv + t(-lr) * gi
         return 0
 
+    # ---- ReLU backward ------------------------------------------------------------------------
+    def relu_bwd(self, g, y, out):
+        """out = where(y > 0, g, 0) for contiguous float tensors of one dtype and shape (core's
+        relu_backward; the cuda backend's is one kernel)."""
+        if not (g._dtype is y._dtype is out._dtype and y._dtype._kind == 2):
+            return K.ERR_DTYPE
+        if y._numel == 0:
+            return 0
+        n = (y._numel,)
+        r = self.raw(out, n, (1,))
+        r[...] = self.xp.where(self.get(y, n, (1,)) > 0, self.raw(g, n, (1,)), r.dtype.type(0))
+        return 0
+
     # ---- GELU --------------------------------------------------------------------------------
     def _gelu_parts(self, approximate, v):
         """(Phi-like factor p with gelu = 0.5 x p, d gelu / dx) for the float array v."""

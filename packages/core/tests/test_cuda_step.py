@@ -1,0 +1,285 @@
+"""The cuda backend's training-step kernels (fiamma/_backend/xp/cuda_step.py): ReLU's backward
+in one launch for float32/float64/bfloat16/float16 (bits equal ``where(y > 0, g, 0)``), and
+GELU forward/backward on 16-bit data as it is (bits equal the widened float32 path's, every
+16-bit pattern). Each op is served by its kernel (``fast_path_calls``) and none failed to build
+(``fast_path_errors``).
+
+Runs on devices whose backend has the kernels (cuda on a GPU; the CPU emulation of
+tools/cuda_emu); skipped elsewhere."""
+
+import numpy as np
+import pytest
+
+import fiamma
+from fiamma import _backend
+
+
+@pytest.fixture
+def be(device):
+    b = _backend.backend_for(fiamma.device(device))
+    if not hasattr(b, "gelu_native"):
+        pytest.skip(f"the {device} backend has no training-step kernels of its own")
+    return b
+
+
+def _served(b, name, before):
+    assert not b.fast_path_errors, b.fast_path_errors
+    assert b.fast_path_calls.get(name, 0) > before, (name, b.fast_path_calls)
+
+
+def _bits(t):
+    n = t.dtype.itemsize
+    view = {2: fiamma.int16, 4: fiamma.int32, 8: fiamma.int64}[n]
+    return t.cpu().view(view).numpy()
+
+
+LOWP = [fiamma.bfloat16, fiamma.float16]
+
+
+@pytest.mark.parametrize("dtype", [fiamma.float32, fiamma.float64] + LOWP)
+def test_relu_backward_one_launch(be, device, dtype):
+    rng = np.random.default_rng(0)
+    y = fiamma.from_numpy(rng.standard_normal(3000)).to(dtype)
+    y[::7] = 0.0
+    y[::11] = float("nan")
+    y[::13] = -0.0
+    g = fiamma.from_numpy(rng.standard_normal(3000)).to(dtype)
+    g[::17] = float("nan")
+    want = fiamma.where(y > 0, g, 0.0)
+    before = be.fast_path_calls.get("relu_bwd", 0)
+    got = fiamma.relu_backward(g.to(device), y.to(device))
+    _served(be, "relu_bwd", before)
+    assert got.dtype == dtype
+    assert np.array_equal(_bits(got), _bits(want))
+    # through autograd: ReLU's formula is relu_backward
+    x = y.to(device).requires_grad_()
+    before = be.fast_path_calls.get("relu_bwd", 0)
+    fiamma.relu(x).backward(g.to(device))
+    _served(be, "relu_bwd", before)
+    assert np.array_equal(_bits(x.grad), _bits(want))
+
+
+def _patterns():
+    return fiamma.from_numpy(np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+                             .view(np.int16).copy())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("dtype", LOWP)
+def test_gelu_16bit_every_pattern(be, device, dtype, approximate, monkeypatch):
+    x = _patterns().view(dtype).to(device)
+    g = _patterns().flip(0).view(dtype).to(device)
+    before = be.fast_path_calls.get("gelu_s", 0)
+    y = fiamma.gelu(x, approximate)
+    d = fiamma.gelu_backward(g, x, approximate)
+    assert be.fast_path_calls.get("gelu_s", 0) == before + 2
+    assert not be.fast_path_errors, be.fast_path_errors
+    monkeypatch.setattr(type(be), "gelu_native", lambda self, dt: False)
+    y0 = fiamma.gelu(x, approximate)  # widened: float32 through the same kernels, rounded
+    d0 = fiamma.gelu_backward(g, x, approximate)
+    assert be.fast_path_calls.get("gelu_s", 0) == before + 4
+    for got, want in ((y, y0), (d, d0)):
+        assert got.dtype == dtype
+        a, b = _bits(got), _bits(want)
+        nan = np.isnan(want.cpu().float().numpy())
+        assert np.isnan(got.cpu().float().numpy()[nan]).all()
+        assert np.array_equal(a[~nan], b[~nan])
+
+
+@pytest.mark.parametrize("dtype", LOWP)
+def test_gelu_16bit_autograd_and_strided(be, device, dtype):
+    rng = np.random.default_rng(1)
+    base = fiamma.from_numpy(rng.standard_normal((6, 40)).astype(np.float32)).to(dtype)
+    x = base.to(device).t().requires_grad_()  # not contiguous: copied, then the kernel
+    before = be.fast_path_calls.get("gelu_s", 0)
+    y = fiamma.nn.functional.gelu(x) if hasattr(fiamma, "nn") else fiamma.gelu(x)
+    y.backward(fiamma.ones_like(y))
+    assert be.fast_path_calls.get("gelu_s", 0) == before + 2
+    xf = base.t().double()
+    want_y = fiamma.gelu(xf)
+    want_g = fiamma.gelu_backward(fiamma.ones_like(xf), xf)
+    tol = 1e-2 if dtype == fiamma.bfloat16 else 2e-3
+    assert fiamma.allclose(y.cpu().double(), want_y, rtol=tol, atol=tol)
+    assert fiamma.allclose(x.grad.cpu().double(), want_g, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [fiamma.float32, fiamma.float64] + LOWP)
+def test_addmm_bias_rows(be, device, dtype):
+    rng = np.random.default_rng(2)
+    x = fiamma.from_numpy(rng.standard_normal((5, 7)).astype(np.float32)).to(dtype)
+    w = fiamma.from_numpy(rng.standard_normal((3, 7)).astype(np.float32)).to(dtype)
+    bias = fiamma.from_numpy(rng.standard_normal(3).astype(np.float32)).to(dtype)
+    before = be.fast_path_calls.get("bias_rows", 0)
+    got = fiamma.addmm(bias.to(device), x.to(device), w.to(device).t())
+    _served(be, "bias_rows", before)
+    want = fiamma.addmm(bias.double(), x.double(), w.double().t())
+    tol = 1e-12 if dtype == fiamma.float64 else (1e-5 if dtype == fiamma.float32 else 3e-2)
+    assert got.dtype == dtype
+    assert fiamma.allclose(got.cpu().double(), want, rtol=tol, atol=tol)
+    # with gradients: the bias gradient is the column sum of the output gradient
+    xb = x.to(device).requires_grad_()
+    bb = bias.to(device).requires_grad_()
+    fiamma.addmm(bb, xb, w.to(device).t()).sum().backward()
+    assert bb.grad.cpu().double().tolist() == [5.0, 5.0, 5.0]
+
+
+@pytest.mark.parametrize("dtype", [fiamma.float32, fiamma.float64])
+@pytest.mark.parametrize("kw", [{}, {"ignore_index": 1}, {"label_smoothing": 0.2},
+                                {"weight": True, "ignore_index": 2, "label_smoothing": 0.1}])
+def test_cross_entropy_mean_on_device(be, device, dtype, kw):
+    rng = np.random.default_rng(3)
+    x = fiamma.from_numpy(rng.standard_normal((37, 5))).to(dtype)
+    t = fiamma.from_numpy(rng.integers(0, 5, 37))
+    kw = dict(kw)
+    w = fiamma.from_numpy(rng.uniform(0.5, 2.0, 5)).to(dtype) if kw.pop("weight", 0) else None
+    F = fiamma.nn.functional
+    xr = x.clone().requires_grad_()
+    want = F.cross_entropy(xr, t, weight=w, **kw)
+    want.backward()
+    xd = x.to(device).requires_grad_()
+    calls = dict(be.fast_path_calls)
+    got = F.cross_entropy(xd, t.to(device), weight=None if w is None else w.to(device), **kw)
+    got.backward()
+    assert not be.fast_path_errors, be.fast_path_errors
+    assert be.fast_path_calls.get("xent_mean", 0) == calls.get("xent_mean", 0) + 1
+    if "ignore_index" in kw or w is not None:  # the gradient's scale computed on the device
+        assert be.fast_path_calls.get("xent_gscale", 0) == calls.get("xent_gscale", 0) + 1
+    tol = 1e-12 if dtype == fiamma.float64 else 1e-5
+    assert abs(got.item() - want.item()) <= tol * max(1.0, abs(want.item()))
+    assert fiamma.allclose(xd.grad.cpu(), xr.grad, rtol=tol, atol=tol)
+
+
+def test_cross_entropy_mean_all_ignored(be, device):
+    x = fiamma.randn(3, 4, device=device, requires_grad=True)
+    t = fiamma.tensor([1, 1, 1], device=device)
+    loss = fiamma.nn.functional.cross_entropy(x, t, ignore_index=1)
+    loss.backward()
+    assert np.isnan(loss.item())
+    # no row is kept: every row's gradient is zero (as on the CPU, and PyTorch)
+    xc = x.detach().cpu().requires_grad_()
+    fiamma.nn.functional.cross_entropy(xc, t.cpu(), ignore_index=1).backward()
+    assert x.grad.cpu().tolist() == xc.grad.tolist() == [[0.0] * 4] * 3
+
+
+_POOLS = [
+    ("avg_pool2d", dict(kernel_size=3, stride=2, padding=1)),
+    ("avg_pool2d", dict(kernel_size=2, stride=2, ceil_mode=True, count_include_pad=False)),
+    ("avg_pool2d", dict(kernel_size=(3, 2), stride=1, padding=(1, 0), divisor_override=5)),
+    ("adaptive_avg_pool2d", dict(output_size=1)),
+    ("adaptive_avg_pool2d", dict(output_size=(3, 5))),
+    ("avg_pool1d", dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)),
+    ("adaptive_avg_pool3d", dict(output_size=(2, 1, 3))),
+]
+
+
+def _pool_input(name, dtype, layout):
+    rng = np.random.default_rng(4)
+    nd = int(name[-2])
+    shape = (2, 3) + (5, 7, 6)[3 - nd:]
+    x = fiamma.from_numpy(rng.standard_normal(shape).astype(np.float32)).to(dtype)
+    return x, nd
+
+
+@pytest.mark.parametrize("dtype", [fiamma.float32, fiamma.float64] + LOWP)
+@pytest.mark.parametrize("layout", ["contiguous", "strided"])
+@pytest.mark.parametrize("case", range(len(_POOLS)))
+def test_avg_pools_one_launch(be, device, dtype, layout, case):
+    name, kw = _POOLS[case]
+    x, nd = _pool_input(name, dtype, layout)
+    fn = getattr(fiamma.nn.functional, name)
+    xd = x.to(device)
+    if layout == "strided":  # channels-last storage, or a spatial slice
+        xd = xd.movedim(1, -1).contiguous().movedim(-1, 1) if nd == 2 else xd[..., ::-1]
+        x = x[..., ::-1] if nd != 2 else x
+    xd.requires_grad_()
+    xc = x.clone().requires_grad_()
+    calls = dict(be.fast_path_calls)
+    got = fn(xd, **kw)
+    want = fn(xc, **kw)
+    g = fiamma.from_numpy(np.random.default_rng(5).standard_normal(tuple(want.shape))
+                          .astype(np.float32)).to(dtype)
+    got.backward(g.to(device))
+    want.backward(g)
+    assert not be.fast_path_errors, be.fast_path_errors
+    for path in ("avgpool", "avgpool_bwd"):
+        assert be.fast_path_calls.get(path, 0) == calls.get(path, 0) + 1, path
+    tol = {fiamma.float64: 1e-12, fiamma.float32: 1e-5}.get(dtype, 1e-2)
+    for a, b in ((got, want), (xd.grad, xc.grad)):
+        assert a.dtype == dtype and tuple(a.shape) == tuple(b.shape)
+        assert fiamma.allclose(a.cpu().double(), b.double(), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [fiamma.float32, fiamma.float64])
+@pytest.mark.parametrize("shape", [(20, 7), (300, 70), (40, 3, 5)])
+def test_column_sums_one_launch(be, device, dtype, shape):
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal(shape)
+    x = fiamma.from_numpy(a).to(dtype)
+    for rep in range(2):  # the tiles' counters are left at zero for the next launch
+        before = be.fast_path_calls.get("colsum1", 0)
+        s = x.to(device).sum(0)
+        m = x.to(device).mean(0)
+        assert be.fast_path_calls.get("colsum1", 0) == before + 2
+        assert not be.fast_path_errors, be.fast_path_errors
+        tol = 1e-12 if dtype == fiamma.float64 else 1e-5
+        assert np.allclose(s.cpu().numpy(), a.sum(0), rtol=tol, atol=tol)
+        assert np.allclose(m.cpu().numpy(), a.mean(0), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [fiamma.float32, fiamma.float64])
+def test_relu_forward_one_launch(be, device, dtype):
+    x = fiamma.tensor([-1.0, -0.0, 0.0, 2.5, float("nan"), float("-inf"), float("inf")],
+                      dtype=dtype)
+    before = be.fast_path_calls.get("relu", 0)
+    y = fiamma.relu(x.to(device))
+    xi = x.to(device)
+    xi.relu_()  # in place: the same memory in and out
+    assert be.fast_path_calls.get("relu", 0) == before + 2
+    want = fiamma.relu(x)
+    assert np.array_equal(_bits(y), _bits(want)) and np.array_equal(_bits(xi), _bits(want))
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_float32_from_pointers(be, device, approximate, monkeypatch):
+    """float32 GELU takes the same kernels (one launch each way, no array views), bit for bit
+    the elementwise kernel's arithmetic (cuda_kernels.py)."""
+    rng = np.random.default_rng(7)
+    x = fiamma.from_numpy(np.concatenate([rng.standard_normal(500) * 6,
+                                          [0.0, -0.0, 20.0, -20.0, np.inf, -np.inf, np.nan]])
+                          .astype(np.float32)).to(device)
+    g = fiamma.from_numpy(rng.standard_normal(507).astype(np.float32)).to(device)
+    before = be.fast_path_calls.get("gelu_s", 0)
+    y, d = fiamma.gelu(x, approximate), fiamma.gelu_backward(g, x, approximate)
+    assert be.fast_path_calls.get("gelu_s", 0) == before + 2
+    monkeypatch.setitem(be.fast_path_errors, "gelu_s", "off (test)")
+    e0 = be.fast_path_calls.get("gelu_fwd", 0)
+    y0, d0 = fiamma.gelu(x, approximate), fiamma.gelu_backward(g, x, approximate)
+    assert be.fast_path_calls.get("gelu_fwd", 0) == e0 + 1  # the elementwise kernel served
+    for a, b in ((y, y0), (d, d0)):
+        assert np.array_equal(a.cpu().numpy(), b.cpu().numpy(), equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [fiamma.float32, fiamma.float64])
+@pytest.mark.parametrize("M,K", [(12, 9), (300, 70)])
+@pytest.mark.parametrize("rms", [False, True])
+def test_norm_weight_grads_one_launch(be, device, dtype, M, K, rms):
+    rng = np.random.default_rng(8)
+    x = fiamma.from_numpy(rng.standard_normal((M, K))).to(dtype)
+    w = fiamma.from_numpy(rng.uniform(0.5, 1.5, K)).to(dtype)
+    b = fiamma.from_numpy(rng.standard_normal(K)).to(dtype)
+    g = fiamma.from_numpy(rng.standard_normal((M, K))).to(dtype)
+    F = fiamma.nn.functional
+    res = []
+    for dev in ("cpu", device):
+        ps = [t.detach().clone().to(dev).requires_grad_() for t in (x, w, b)]
+        y = F.rms_norm(ps[0], (K,), ps[1]) if rms else F.layer_norm(ps[0], (K,), ps[1], ps[2])
+        before = be.fast_path_calls.get("row_norm_wb1", 0)
+        y.backward(g.to(dev))
+        if dev == device:
+            assert be.fast_path_calls.get("row_norm_wb1", 0) == before + 1
+        res.append([p.grad for p in ps[:2 if rms else 3]])
+    assert not be.fast_path_errors, be.fast_path_errors
+    tol = 1e-10 if dtype == fiamma.float64 else 1e-4
+    for a, r in zip(res[1], res[0]):
+        assert fiamma.allclose(a.cpu(), r, rtol=tol, atol=tol)
