@@ -40,10 +40,11 @@ def test_bad_input():
         dynamo.mark_dynamic([1, 2], 0)
 
 
-def test_torch_alias_import(monkeypatch):
+def test_torch_alias_import_and_lazy_attribute():
     from fiamma import _torch_alias
 
     assert _torch_alias.target_name("torch._dynamo.config") == "fiamma._dynamo.config"
+    assert fiamma._dynamo is dynamo  # `torch._dynamo.config.x = ...` without an import
 
 
 @pytest.mark.parity
