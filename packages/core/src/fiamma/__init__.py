@@ -68,7 +68,8 @@ from fiamma import _methods  # noqa: F401,E402  (attaches the op modules' Tensor
 # submodules of core that are imported on first use (import time stays small)
 _SUBMODULES = {"linalg", "fft", "special", "multiprocessing", "safetensors", "utils", "fused",
                "backends", "accelerator", "cuda", "amp", "cpu", "hub", "testing",
-               "detection", "profiler", "sparse", "array_api", "ops", "xpu", "mps", "futures"}
+               "detection", "profiler", "sparse", "array_api", "ops", "xpu", "mps", "futures",
+               "_dynamo"}
 
 # sibling distributions, imported on first use
 _SIBLINGS = {

@@ -24,6 +24,7 @@ from fiamma.autograd._node import Node, RemovableHandle
 from fiamma.autograd._version import __version__
 from fiamma.autograd.anomaly_mode import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
 from fiamma.autograd.function import Function, FunctionCtx, once_differentiable
+from fiamma.autograd.variable import Variable
 from fiamma.autograd_hook import (
     enable_grad,
     inference_mode,
@@ -39,6 +40,7 @@ __all__ = [
     "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
     "is_inference_mode_enabled", "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
     "gradcheck", "gradgradcheck", "functional", "graph", "Node", "RemovableHandle", "__version__",
+    "Variable",
 ]
 
 
