@@ -179,6 +179,7 @@ def test_relu_backward(device, dtype, on_cpu):
         [0.0, 6.0]
     assert fiamma.relu_backward(fiamma.ones(0, dtype=dtype, device=device),
                                 fiamma.ones(0, dtype=dtype, device=device)).shape == (0,)
+    pytest.importorskip("fiamma.autograd")  # (core's own wheel tests run without it)
     x = fiamma.tensor([-1.0, 0.5, 0.0, 3.0], dtype=dtype, device=device, requires_grad=True)
     fiamma.relu(x).sum().backward()
     assert x.grad.cpu().float().tolist() == [0.0, 1.0, 0.0, 1.0]

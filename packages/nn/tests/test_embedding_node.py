@@ -1,4 +1,6 @@
-"""F.embedding as one autograd node named as PyTorch's (EmbeddingBackward0)."""
+"""F.embedding's gradient (padding rows get none), gradcheck and double backward, PyTorch's
+gradients. (Its node prints as ViewBackward0 where PyTorch's is EmbeddingBackward0: a custom
+Function with PyTorch's name hid the lookup from fiamma.jit.trace and ONNX export.)"""
 
 import numpy as np
 import pytest
@@ -8,13 +10,10 @@ from fiamma import nn
 from fiamma.nn import functional as F
 
 
-def test_embedding_node_name_and_grad():
+def test_embedding_grad_with_padding_idx():
     w = fiamma.tensor(np.arange(15.0).reshape(5, 3), requires_grad=True)
     idx = fiamma.tensor([[0, 1, 3], [3, 3, 4]])
     out = F.embedding(idx, w, padding_idx=1)
-    assert out.grad_fn.name() == "EmbeddingBackward0"
-    assert "grad_fn=<EmbeddingBackward0>" in repr(out)
-    assert out.grad_fn.next_functions[0][0].name() == "AccumulateGrad"
     np.testing.assert_array_equal(out.detach().numpy(), np.arange(15.0).reshape(5, 3)[
         [[0, 1, 3], [3, 3, 4]]])
     g = np.arange(18.0).reshape(2, 3, 3)
@@ -29,7 +28,7 @@ def test_embedding_node_name_and_grad():
 def test_embedding_module_and_no_grad_paths():
     e = nn.Embedding(4, 2)
     out = e(fiamma.tensor([2, 0]))
-    assert out.grad_fn.name() == "EmbeddingBackward0" and tuple(out.shape) == (2, 2)
+    assert out.grad_fn is not None and tuple(out.shape) == (2, 2)
     with fiamma.no_grad():
         assert e(fiamma.tensor([2, 0])).grad_fn is None
     e.weight.requires_grad_(False)
@@ -56,5 +55,4 @@ def test_embedding_node_parity():
     wf = fiamma.arange(12.0).reshape(4, 3).requires_grad_()
     of = F.embedding(fiamma.tensor([1, 1, 0]), wf, padding_idx=0)
     of.sum().backward()
-    assert type(ot.grad_fn).__name__ == of.grad_fn.name()
     np.testing.assert_array_equal(wf.grad.numpy(), wt.grad.numpy())

@@ -128,42 +128,11 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
             scale = fiamma.where(norms > max_norm, max_norm / (norms + 1e-7),
                                  fiamma.ones_like(norms))
             weight[rows] = sel * scale
-    shape = tuple(input.shape) + (weight.shape[1],)
-    if weight.requires_grad and fiamma.is_grad_enabled():
-        return _embedding_fn().apply(weight, flat, shape, padding_idx)
-    return weight.index_select(0, flat).reshape(shape)
-
-
-_EMBEDDING = []
-
-
-def _embedding_fn():
-    """The lookup as one autograd node named as PyTorch's (``EmbeddingBackward0``, which
-    ``print`` of a looked-up tensor shows): the rows' gradients are summed into a zero
-    ``weight``-shaped gradient, lookups of ``padding_idx`` contribute nothing."""
-    if not _EMBEDDING:
-        from fiamma.autograd import Function
-
-        class _Embedding(Function):
-            @staticmethod
-            def forward(ctx, weight, flat, shape, padding_idx):
-                ctx.save_for_backward(flat)
-                ctx.rows, ctx.padding_idx = weight.shape[0], padding_idx
-                return weight.index_select(0, flat).reshape(shape)
-
-            @staticmethod
-            def backward(ctx, grad):
-                (flat,) = ctx.saved_tensors
-                g = grad.reshape(flat.shape[0], grad.shape[-1])
-                if ctx.padding_idx is not None:
-                    g = g.masked_fill((flat == ctx.padding_idx).unsqueeze(1), 0)
-                gw = fiamma.zeros((ctx.rows, g.shape[1]), dtype=g.dtype, device=g.device)
-                return gw.index_add(0, flat, g), None, None, None
-
-        _Embedding._backward_cls.__name__ = "EmbeddingBackward0"
-        _Embedding._backward_cls.__qualname__ = "EmbeddingBackward0"
-        _EMBEDDING.append(_Embedding)
-    return _EMBEDDING[0]
+    out = weight.index_select(0, flat)
+    if padding_idx is not None and weight.requires_grad:
+        pad = (flat == padding_idx).unsqueeze(1)
+        out = fiamma.where(pad, out.detach(), out)
+    return out.reshape(tuple(input.shape) + (weight.shape[1],))
 
 
 fiamma.amp.register_autocast_flag(globals())
