@@ -4,10 +4,10 @@ Embedding (vocabulary 65, 256) -> ``nn.LSTM`` (2 layers, 256 hidden, batch_first
 the vocabulary -> ``cross_entropy``; Adam, gradient clipping; sequence 64, batch 32. The model is
 written once in PyTorch's idiom and built from each library's ``nn``; fiamma's copy loads
 PyTorch's initial weights and the first step's losses are compared. Both libraries in one
-process, 1 thread, timed round-robin in process CPU time (the machine is shared); medians over
-the rounds, ratio to PyTorch, the load average.
+process, 1 thread (timed in process CPU time: the machine is shared) or ``--threads 2`` (wall
+time), round-robin; medians over the rounds, ratio to PyTorch, the load average.
 
-    python benchmarks/bench_lstm.py [--rounds 11] [--profile]
+    python benchmarks/bench_lstm.py [--rounds 11] [--threads 1] [--profile]
 """
 
 import argparse
@@ -52,13 +52,13 @@ def _batches(n):
 
 
 class Runner:
-    def __init__(self, name, weights, batches):
+    def __init__(self, name, weights, batches, threads=1):
         if name == "torch":
             import torch as lib
         else:
             import fiamma as lib
         self.name, self.lib = name, lib
-        lib.set_num_threads(1)
+        self.threads = threads
         self.model = build(lib)()
         self.model.load_state_dict({k: lib.from_numpy(v.copy()) for k, v in weights.items()})
         self.opt = lib.optim.Adam(self.model.parameters(), lr=2e-3)
@@ -85,9 +85,11 @@ class Runner:
 
     def timed(self, what):
         fn = self.step if what == "step" else self.forward
-        t = time.process_time()
+        clock = time.process_time if self.threads == 1 else time.perf_counter
+        self.lib.set_num_threads(self.threads)  # both libraries share the process
+        t = clock()
         fn()
-        return time.process_time() - t
+        return clock() - t
 
 
 def profile(runner, steps):
@@ -106,10 +108,13 @@ def profile(runner, steps):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=11)
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--profile", action="store_true", help="cProfile fiamma's step instead")
     a = ap.parse_args()
     w, b = _weights(), _batches(4)
-    runners = [Runner("fiamma", w, b), Runner("torch", w, b)]
+    runners = [Runner("fiamma", w, b, a.threads), Runner("torch", w, b, a.threads)]
+    for r in runners:
+        r.lib.set_num_threads(a.threads)
     if a.profile:
         return profile(runners[0], a.rounds)
     lf, lt = (float(r.step().item()) for r in runners)
@@ -124,7 +129,8 @@ def main():
                 times[r.name].append(r.timed(what))
         gc.enable()
         f, t = statistics.median(times["fiamma"]), statistics.median(times["torch"])
-        print(f"1 thread  {what:8s} fiamma {f * 1e3:8.2f} ms  torch {t * 1e3:8.2f} ms  ratio "
+        label = f"{a.threads} thread{'s' if a.threads > 1 else ' '}"
+        print(f"{label} {what:8s} fiamma {f * 1e3:8.2f} ms  torch {t * 1e3:8.2f} ms  ratio "
               f"{f / t:5.2f}  (n={a.rounds}, load {os.getloadavg()[0]:.1f})", flush=True)
 
 

@@ -1,16 +1,23 @@
 /* Fused LSTM cell arithmetic (see api_lstm.h): one pass over a time step's gates forward (the
  * four nonlinearities, the cell update, the output) and one backward, in place of the dozen
  * elementwise ops (each a call, a temporary and a pass) a recurrent layer otherwise runs per
- * step. float32 uses fmath.h's vectorisable sigmoid/tanh in per-ISA clones. */
+ * step. float32 uses fmath.h's vectorisable sigmoid/tanh in per-ISA clones.
+ *
+ * The sequence entry points run a whole layer (one direction) in C: per time step the hidden
+ * product against the recurrent weight (packed once for the sequence: gemm_plan.h) and the
+ * cell, forward; the cell's backward and the product with the weight, backward. The weight's
+ * own gradient is one large product the caller makes from the saved states. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
 #endif
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "dtypes.h"
 #include "fmath.h"
 #include "api_lstm.h"
+#include "gemm_plan.h"
 
 static inline double lstm_sig_d(double x) { return 1.0 / (1.0 + exp(-x)); }
 
@@ -99,4 +106,119 @@ int fm_lstm_cell_bwd(int dtype, int64_t B, int64_t H, intptr_t ghy, intptr_t gcy
                    (double *)buf);
     free(buf);
     return FM_OK;
+}
+
+/* ---- a whole sequence (api_lstm.h) ------------------------------------------------------- */
+
+/* the state slots (hall/call rows of B x H) read and written at time t */
+static inline int64_t slot_prev(int reverse, int64_t t) { return reverse ? t + 1 : t; }
+static inline int64_t slot_next(int reverse, int64_t t) { return reverse ? t : t + 1; }
+
+int fm_lstm_seq_fwd(int dtype, int64_t T, int64_t B, int64_t H, int reverse, intptr_t xw,
+                    intptr_t w, intptr_t h0, intptr_t c0, intptr_t out, intptr_t hn, intptr_t cn,
+                    intptr_t hall, intptr_t call, intptr_t ws) {
+    if (dtype != FM_FLOAT32 && dtype != FM_FLOAT64) return FM_ERR_DTYPE;
+    if (T < 0 || B < 0 || H < 0) return FM_ERR_ARG;
+    int64_t isz = dtype == FM_FLOAT32 ? 4 : 8, bh = B * H * isz, bg = 4 * B * H * isz;
+    if (B == 0 || H == 0) return FM_OK;
+    char *Hs = (char *)hall, *Cs = (char *)call;
+    int64_t init = reverse ? T : 0;
+    memcpy(Hs + init * bh, (const void *)h0, (size_t)bh);
+    memcpy(Cs + init * bh, (const void *)c0, (size_t)bh);
+    if (T > 0) {
+        fm_gemm_plan plan; /* gates_t += h_prev (B x H) @ W^T (H x 4H) */
+        int rc = fm_gemm_plan_init(&plan, dtype, B, 4 * H, H, (const void *)w, 1, H);
+        if (rc != FM_OK) return rc;
+        char *gates = (char *)fm_alloc(bg);
+        if (!gates) {
+            fm_gemm_plan_free(&plan);
+            return FM_ERR_NOMEM;
+        }
+        for (int64_t s = 0; s < T; s++) {
+            int64_t t = reverse ? T - 1 - s : s;
+            const char *hp = Hs + slot_prev(reverse, t) * bh, *cp = Cs + slot_prev(reverse, t) * bh;
+            char *hy = Hs + slot_next(reverse, t) * bh, *cy = Cs + slot_next(reverse, t) * bh;
+            memcpy(gates, (const char *)xw + t * bg, (size_t)bg);
+            rc = fm_gemm_plan_run(&plan, hp, H, 1.0, gates, 4 * H);
+            if (rc != FM_OK) break;
+            if (dtype == FM_FLOAT32)
+                fwd_float(B, H, (const float *)gates, 4 * H, (const float *)cp, (float *)hy,
+                          (float *)cy, (float *)((char *)ws + t * bg));
+            else
+                fwd_double(B, H, (const double *)gates, 4 * H, (const double *)cp, (double *)hy,
+                           (double *)cy, (double *)((char *)ws + t * bg));
+            memcpy((char *)out + t * bh, hy, (size_t)bh);
+        }
+        fm_free((intptr_t)gates, bg);
+        fm_gemm_plan_free(&plan);
+        if (rc != FM_OK) return rc;
+    }
+    int64_t last = reverse ? 0 : T;
+    memcpy((void *)hn, Hs + last * bh, (size_t)bh);
+    memcpy((void *)cn, Cs + last * bh, (size_t)bh);
+    return FM_OK;
+}
+
+int fm_lstm_seq_bwd(int dtype, int64_t T, int64_t B, int64_t H, int reverse, intptr_t w,
+                    intptr_t call, intptr_t ws, intptr_t gout, intptr_t ghn, intptr_t gcn,
+                    intptr_t ggates, intptr_t gh0, intptr_t gc0) {
+    if (dtype != FM_FLOAT32 && dtype != FM_FLOAT64) return FM_ERR_DTYPE;
+    if (T < 0 || B < 0 || H < 0) return FM_ERR_ARG;
+    int64_t isz = dtype == FM_FLOAT32 ? 4 : 8, bh = B * H * isz, bg = 4 * B * H * isz;
+    if (B == 0 || H == 0) return FM_OK;
+    if (ghn) memcpy((void *)gh0, (const void *)ghn, (size_t)bh);
+    else memset((void *)gh0, 0, (size_t)bh);
+    if (T == 0) {
+        if (gcn) memcpy((void *)gc0, (const void *)gcn, (size_t)bh);
+        else memset((void *)gc0, 0, (size_t)bh);
+        return FM_OK;
+    }
+    fm_gemm_plan plan; /* dh_prev = ggates_t (B x 4H) @ W (4H x H) */
+    int rc = fm_gemm_plan_init(&plan, dtype, B, H, 4 * H, (const void *)w, H, 1);
+    if (rc != FM_OK) return rc;
+    /* scratch: two cell-gradient buffers (ping-pong) and one row for the cell's backward */
+    int64_t sbytes = 2 * bh + H * isz;
+    char *scr = (char *)fm_alloc(sbytes);
+    if (!scr) {
+        fm_gemm_plan_free(&plan);
+        return FM_ERR_NOMEM;
+    }
+    char *dca = scr, *dcb = scr + bh, *tmp = scr + 2 * bh;
+    if (gcn) memcpy(dca, (const void *)gcn, (size_t)bh);
+    else memset(dca, 0, (size_t)bh);
+    char *dh = (char *)gh0; /* the running hidden-state gradient lives in gh0 */
+    const char *Cs = (const char *)call;
+    for (int64_t s = 0; s < T; s++) {
+        int64_t t = reverse ? s : T - 1 - s;
+        const char *cx = Cs + slot_prev(reverse, t) * bh, *cy = Cs + slot_next(reverse, t) * bh;
+        char *gg = (char *)ggates + t * bg;
+        const char *wst = (const char *)ws + t * bg;
+        if (dtype == FM_FLOAT32) {
+            if (gout) {
+                float *d = (float *)dh;
+                const float *g = (const float *)((const char *)gout + t * bh);
+                for (int64_t i = 0; i < B * H; i++) d[i] += g[i];
+            }
+            bwd_float(B, H, (const float *)dh, (const float *)dca, (const float *)cx,
+                      (const float *)cy, (const float *)wst, (float *)gg, (float *)dcb,
+                      (float *)tmp);
+        } else {
+            if (gout) {
+                double *d = (double *)dh;
+                const double *g = (const double *)((const char *)gout + t * bh);
+                for (int64_t i = 0; i < B * H; i++) d[i] += g[i];
+            }
+            bwd_double(B, H, (const double *)dh, (const double *)dca, (const double *)cx,
+                       (const double *)cy, (const double *)wst, (double *)gg, (double *)dcb,
+                       (double *)tmp);
+        }
+        char *sw = dca;
+        dca = dcb, dcb = sw;
+        rc = fm_gemm_plan_run(&plan, gg, 4 * H, 0.0, dh, H);
+        if (rc != FM_OK) break;
+    }
+    memcpy((void *)gc0, dca, (size_t)bh);
+    fm_free((intptr_t)scr, sbytes);
+    fm_gemm_plan_free(&plan);
+    return rc;
 }

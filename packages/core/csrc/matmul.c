@@ -19,11 +19,13 @@
 #include <omp.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cblas.h>
 
 #include "dtypes.h"
 #include "api_matmul.h"
+#include "gemm_plan.h"
 
 static int64_t blas_limit = INT_MAX;
 
@@ -93,6 +95,55 @@ static int own_threads(int64_t m, int64_t n, int64_t k) {
     if (forked || (double)m * (double)n * (double)k < OWN_THREADS_MIN_WORK) return 1;
     int nt = scipy_openblas_get_num_threads();
     return nt > 1 ? nt : 1;
+}
+
+/* ---- a product with a fixed right operand, for loops (gemm_plan.h) ---------------------- */
+int fm_gemm_plan_init(fm_gemm_plan *p, int dtype, int64_t m, int64_t n, int64_t k,
+                      const void *b, int64_t sbk, int64_t sbn) {
+    memset(p, 0, sizeof(*p));
+    if ((dtype != FM_FLOAT32 && dtype != FM_FLOAT64) || m < 1 || n < 1 || k < 1) return FM_ERR_ARG;
+    if (sbn != 1 && sbk != 1) return FM_ERR_ARG;
+    if (m > blas_limit || n > blas_limit || k > blas_limit || sbk > blas_limit || sbn > blas_limit)
+        return FM_ERR_ARG;
+    p->dtype = dtype, p->m = m, p->n = n, p->k = k, p->b = b, p->sbk = sbk, p->sbn = sbn;
+    p->nthreads = 1;
+    if (dtype == FM_FLOAT32 && own_sgemm(m, n, k)) {
+        int64_t bytes = fm_sgemm_packed_floats(k, n) * 4;
+        float *buf = bytes > 0 ? (float *)fm_alloc(bytes) : NULL;
+        if (!buf) return FM_ERR_NOMEM;
+        if (fm_sgemm_pack(k, n, (intptr_t)b, sbk, sbn, (intptr_t)buf) != FM_OK) {
+            fm_free((intptr_t)buf, bytes);
+        } else {
+            p->packed = buf, p->packed_bytes = bytes;
+            p->nthreads = own_threads(m, n, k);
+        }
+    }
+    return FM_OK;
+}
+
+int fm_gemm_plan_run(const fm_gemm_plan *p, const void *a, int64_t lda, double beta, void *c,
+                     int64_t ldc) {
+    if (p->packed)
+        return fm_sgemm_packed(p->m, p->n, p->k, (intptr_t)a, lda, (intptr_t)p->packed, beta,
+                               (intptr_t)c, ldc, p->nthreads);
+    int tb = p->sbn == 1 ? 0 : 1;
+    CBLAS_TRANSPOSE tr = tb ? CblasTrans : CblasNoTrans;
+    int64_t ldb = tb ? p->sbn : p->sbk;
+    if (ldb < (tb ? p->k : p->n)) ldb = tb ? p->k : p->n; /* a single row or column: any ld */
+    if (p->dtype == FM_FLOAT32)
+        scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, tr, (int)p->m, (int)p->n, (int)p->k, 1.0f,
+                          (const float *)a, (int)lda, (const float *)p->b, (int)ldb,
+                          (float)beta, (float *)c, (int)ldc);
+    else
+        scipy_cblas_dgemm(CblasRowMajor, CblasNoTrans, tr, (int)p->m, (int)p->n, (int)p->k, 1.0,
+                          (const double *)a, (int)lda, (const double *)p->b, (int)ldb, beta,
+                          (double *)c, (int)ldc);
+    return FM_OK;
+}
+
+void fm_gemm_plan_free(fm_gemm_plan *p) {
+    if (p->packed) fm_free((intptr_t)p->packed, p->packed_bytes);
+    p->packed = NULL;
 }
 
 int fm_mm_bias_f32(int64_t m, int64_t n, int64_t k, intptr_t c, int64_t scm, intptr_t a,

@@ -19,6 +19,7 @@
 
 #include "dtypes.h"
 #include "api_matmul.h"
+#include "gemm_plan.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -224,6 +225,8 @@ typedef struct {
     int direct_a;                /* A row-major: the kernel reads it where it is, unpacked */
     int64_t abytes, bbytes;      /* per-thread buffer sizes */
     char *buf;                   /* T x (abytes + bbytes) */
+    const float *bpre;           /* B packed beforehand (fm_sgemm_pack) or NULL */
+    int64_t npad;                /* with bpre: n rounded up to NR */
 } sg_job;
 
 /* C[i0:i1, j0:j1] on one thread */
@@ -236,7 +239,10 @@ static AVX512 void sg_part(const sg_job *J, int64_t i0, int64_t i1, int64_t j0, 
             int64_t kc = J->k - pc < kcb ? J->k - pc : kcb;
             float be = pc == 0 ? J->beta : 1.0f;
             const float *bias = pc == 0 && J->bias ? J->bias + jc : NULL;
-            pack_b(J->b + pc * J->sbk + jc * J->sbn, J->sbk, J->sbn, nc, kc, Bp);
+            if (J->bpre) /* k block pc of the prepacked B, from its sliver at column jc */
+                Bp = (float *)J->bpre + pc * J->npad + jc * kc;
+            else
+                pack_b(J->b + pc * J->sbk + jc * J->sbn, J->sbk, J->sbn, nc, kc, Bp);
             for (int64_t ic = i0; ic < i1; ic += mcb) {
                 int64_t mc = i1 - ic < mcb ? i1 - ic : mcb;
                 if (!J->direct_a)
@@ -262,12 +268,14 @@ static AVX512 void sg_part(const sg_job *J, int64_t i0, int64_t i1, int64_t j0, 
     }
 }
 
-/* part t of the grid: rows in MR slivers, columns in 16-wide halves of NR slivers */
+/* part t of the grid: rows in MR slivers, columns in 16-wide halves of NR slivers (whole NR
+   slivers with a prepacked B, whose slivers start at multiples of NR) */
 static void sg_range(const sg_job *J, int64_t t, int64_t *i0, int64_t *i1, int64_t *j0,
                      int64_t *j1) {
-    int64_t r = t / J->tn, q = t % J->tn, msl = cdiv(J->m, MR), nh = cdiv(J->n, 16);
+    int64_t u = J->bpre ? NR : 16;
+    int64_t r = t / J->tn, q = t % J->tn, msl = cdiv(J->m, MR), nh = cdiv(J->n, u);
     *i0 = msl * r / J->tm * MR, *i1 = msl * (r + 1) / J->tm * MR;
-    *j0 = nh * q / J->tn * 16, *j1 = nh * (q + 1) / J->tn * 16;
+    *j0 = nh * q / J->tn * u, *j1 = nh * (q + 1) / J->tn * u;
     if (*i1 > J->m) *i1 = J->m;
     if (*j1 > J->n) *j1 = J->n;
 }
@@ -276,6 +284,10 @@ static AVX512 void sg_thread(const sg_job *J, int64_t t) {
     int64_t i0, i1, j0, j1;
     sg_range(J, t, &i0, &i1, &j0, &j1);
     if (i0 >= i1 || j0 >= j1) return;
+    if (!J->buf) { /* prepacked B and A read in place: no buffers */
+        sg_part(J, i0, i1, j0, j1, NULL, NULL);
+        return;
+    }
     char *mine = J->buf + t * (J->abytes + J->bbytes);
     sg_part(J, i0, i1, j0, j1, (float *)mine, (float *)(mine + J->abytes));
 }
@@ -380,7 +392,60 @@ int fm_sgemm_bias(int64_t m, int64_t n, int64_t k, intptr_t a, int64_t sam, int6
     return sg_gemm(m, n, k, 1.0, a, sam, sak, b, sbk, sbn, 0.0, c, ldc, T, (const float *)bias);
 }
 
+/* ---- a B operand packed once for many products (sgemm_packed.h) ------------------------- */
+/* Layout: for each k block (kcb = block(k, KC_MAX, 4) rows, the last one shorter) the whole
+   width as pack_b lays out a block: NR-wide slivers of kc x NR floats, zero-padded to
+   npad = n rounded up to NR; block pc starts at pc * npad. */
+int64_t fm_sgemm_packed_floats(int64_t k, int64_t n) { return k * cdiv(n, NR) * NR; }
+
+int fm_sgemm_pack(int64_t k, int64_t n, intptr_t b, int64_t sbk, int64_t sbn, intptr_t out) {
+    if (!fm_sgemm_available()) return FM_ERR_OP;
+    if (k <= 0 || n <= 0) return FM_ERR_ARG;
+    int64_t kcb = block(k, KC_MAX, 4), npad = cdiv(n, NR) * NR;
+    for (int64_t pc = 0; pc < k; pc += kcb) {
+        int64_t kc = k - pc < kcb ? k - pc : kcb;
+        pack_b((const float *)b + pc * sbk, sbk, sbn, n, kc, (float *)out + pc * npad);
+    }
+    return FM_OK;
+}
+
+int fm_sgemm_packed(int64_t m, int64_t n, int64_t k, intptr_t a, int64_t sam, intptr_t bp,
+                    double beta, intptr_t c, int64_t ldc, int nthreads) {
+    if (!fm_sgemm_available()) return FM_ERR_OP;
+    if (m <= 0 || n <= 0 || k <= 0) return FM_ERR_ARG;
+    int T = nthreads < 1 ? 1 : nthreads > 64 ? 64 : nthreads;
+    sg_job J;
+    memset(&J, 0, sizeof(J));
+    J.m = m, J.n = n, J.k = k, J.sam = sam, J.sak = 1, J.ldc = ldc;
+    J.a = (const float *)a, J.c = (float *)c, J.bpre = (const float *)bp;
+    J.npad = cdiv(n, NR) * NR;
+    J.alpha = 1.0f, J.beta = (float)beta;
+    J.kcb = block(k, KC_MAX, 4);
+    J.direct_a = 1;
+    sg_grid(&J, T);
+    int64_t P = J.tm * J.tn;
+    if (P > 1) {
+#pragma omp parallel for num_threads((int)P) schedule(static, 1)
+        for (int64_t t = 0; t < P; t++) sg_thread(&J, t);
+    } else {
+        sg_thread(&J, 0);
+    }
+    return FM_OK;
+}
+
 #else /* not x86-64 GCC/Clang: BLAS does everything */
+
+int64_t fm_sgemm_packed_floats(int64_t k, int64_t n) { (void)k, (void)n; return 0; }
+int fm_sgemm_pack(int64_t k, int64_t n, intptr_t b, int64_t sbk, int64_t sbn, intptr_t out) {
+    (void)k, (void)n, (void)b, (void)sbk, (void)sbn, (void)out;
+    return FM_ERR_OP;
+}
+int fm_sgemm_packed(int64_t m, int64_t n, int64_t k, intptr_t a, int64_t sam, intptr_t bp,
+                    double beta, intptr_t c, int64_t ldc, int nthreads) {
+    (void)m, (void)n, (void)k, (void)a, (void)sam, (void)bp, (void)beta, (void)c, (void)ldc;
+    (void)nthreads;
+    return FM_ERR_OP;
+}
 
 int fm_sgemm_bias(int64_t m, int64_t n, int64_t k, intptr_t a, int64_t sam, int64_t sak,
                   intptr_t b, int64_t sbk, int64_t sbn, intptr_t bias, intptr_t c, int64_t ldc,

@@ -129,3 +129,112 @@ def test_on_device(device):
                                                         got[1], got[2]),
                         fiamma.fused_lstm_cell_backward(dh, None, c, want[1], want[2])):
             assert_same(a, b)
+
+
+# ---- a whole layer: fused_lstm_layer / fused_lstm_layer_backward --------------------------------
+
+def _layer_ref(xw, w, h0, c0, reverse):
+    """float64 NumPy: the states after each step (time order) and the final state."""
+    T = xw.shape[0] // h0.shape[0]
+    B = h0.shape[0]
+    h, c, outs = h0, c0, [None] * T
+    for t in (range(T - 1, -1, -1) if reverse else range(T)):
+        h, c = _ref(xw[t * B:(t + 1) * B] + h @ w.T, c)
+        outs[t] = h
+    return np.concatenate(outs), h, c
+
+
+def _layer_loss(xw, w, h0, c0, reverse, go, gh, gc):
+    out, h, c = _layer_ref(xw, w, h0, c0, reverse)
+    return (out * go).sum() + (h * gh).sum() + (c * gc).sum()
+
+
+# (33, 100): the own AVX-512 kernel with a prepacked weight, 400 = 4H columns not a multiple of
+# its 32-wide slivers; (16, 130): backward k = 520 in two blocks; (2, 3): BLAS
+@pytest.mark.parametrize("T,B,H", [(4, 33, 100), (3, 16, 130), (5, 2, 3), (1, 1, 1)])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_layer_against_reference(T, B, H, reverse, threads):
+    rng = np.random.default_rng(T * B * H + reverse)
+    xw = rng.standard_normal((T * B, 4 * H))
+    w = rng.standard_normal((4 * H, H)) / np.sqrt(H)
+    h0, c0 = rng.standard_normal((B, H)), rng.standard_normal((B, H))
+    go, gh, gc = (rng.standard_normal(s) for s in ((T * B, H), (B, H), (B, H)))
+    ro, rh, rc = _layer_ref(xw, w, h0, c0, reverse)
+    old = fiamma.get_num_threads()
+    fiamma.set_num_threads(threads)
+    try:
+        for dt, tol in ((fiamma.float64, 1e-11), (fiamma.float32, 2e-5)):
+            args = [fiamma.tensor(a, dtype=dt) for a in (xw, w, h0, c0)]
+            out, hn, cn, saved = fiamma.fused_lstm_layer(*args, reverse=reverse)
+            for got, want in ((out, ro), (hn, rh), (cn, rc)):
+                assert got.dtype is dt
+                np.testing.assert_allclose(got.numpy(), want, rtol=tol * 10, atol=tol)
+            # the states each step read, for the recurrent weight's gradient
+            prev = np.concatenate([h0, ro[:-B]]) if not reverse else np.concatenate([ro[B:], h0])
+            np.testing.assert_allclose(saved[0].numpy(), prev, rtol=tol * 10, atol=tol)
+            gx, gh0, gc0 = fiamma.fused_lstm_layer_backward(
+                *(fiamma.tensor(a, dtype=dt) for a in (go, gh, gc)), args[1], saved)
+            if dt is fiamma.float64:  # derivatives: central differences of the reference
+                base = [xw, w, h0, c0]
+                for k, got in ((0, gx), (2, gh0), (3, gc0)):
+                    a = base[k]
+                    for idx in list(np.ndindex(a.shape))[::max(1, a.size // 25)]:
+                        a[idx] += 1e-6
+                        up = _layer_loss(*base, reverse, go, gh, gc)
+                        a[idx] -= 2e-6
+                        down = _layer_loss(*base, reverse, go, gh, gc)
+                        a[idx] += 1e-6
+                        assert abs(got.numpy()[idx] - (up - down) / 2e-6) < 1e-6
+                ref64 = (gx, gh0, gc0)
+            else:
+                for got, want in zip((gx, gh0, gc0), ref64):
+                    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-3, atol=1e-4)
+        # missing incoming gradients are zeros
+        args = [fiamma.tensor(a) for a in (xw, w, h0, c0)]
+        _, _, _, saved = fiamma.fused_lstm_layer(*args, reverse=reverse)
+        a = fiamma.fused_lstm_layer_backward(fiamma.tensor(go), None, None, args[1], saved)
+        b = fiamma.fused_lstm_layer_backward(fiamma.tensor(go), fiamma.zeros(B, H),
+                                             fiamma.zeros(B, H), args[1], saved)
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x.numpy(), y.numpy())
+    finally:
+        fiamma.set_num_threads(old)
+
+
+def test_layer_errors():
+    z = fiamma.zeros
+    with pytest.raises(RuntimeError, match=r"fused_lstm_layer: expected w_hh of shape \(8, 2\)"):
+        fiamma.fused_lstm_layer(z(6, 8), z(8, 3), z(3, 2), z(3, 2))
+    with pytest.raises(RuntimeError, match="expected xw of shape"):
+        fiamma.fused_lstm_layer(z(5, 8), z(8, 2), z(3, 2), z(3, 2))
+    with pytest.raises(RuntimeError, match="h0 and c0 of one shape"):
+        fiamma.fused_lstm_layer(z(6, 8), z(8, 2), z(3, 2), z(2, 2))
+    with pytest.raises(RuntimeError, match="float32 or float64"):
+        fiamma.fused_lstm_layer(z(6, 8, dtype=fiamma.float16), z(8, 2), z(3, 2), z(3, 2))
+    with pytest.raises(TypeError, match="expected c0 to be a Tensor"):
+        fiamma.fused_lstm_layer(z(6, 8), z(8, 2), z(3, 2), None)
+    _, _, _, saved = fiamma.fused_lstm_layer(z(6, 8), z(8, 2), z(3, 2), z(3, 2))
+    with pytest.raises(RuntimeError, match=r"expected grad_out of shape \(6, 2\)"):
+        fiamma.fused_lstm_layer_backward(z(5, 2), None, None, z(8, 2), saved)
+    with pytest.raises(RuntimeError, match="expected w_hh"):
+        fiamma.fused_lstm_layer_backward(None, None, None, z(8, 3), saved)
+    with pytest.raises(TypeError, match="saved tuple"):
+        fiamma.fused_lstm_layer_backward(None, None, None, z(8, 2), (1, 2))
+
+
+def test_layer_on_device(device):
+    # other backends run the per-step fallback: the same numbers as the C loop
+    rng = np.random.default_rng(9)
+    for reverse in (False, True):
+        a = [fiamma.tensor(rng.standard_normal(s)) for s in ((12, 16), (16, 4), (3, 4), (3, 4))]
+        want = fiamma.fused_lstm_layer(*a, reverse=reverse)
+        got = fiamma.fused_lstm_layer(*(t.to(device) for t in a), reverse=reverse)
+        for x, y in zip(got[:3], want[:3]):
+            np.testing.assert_allclose(x.cpu().numpy(), y.numpy(), rtol=1e-5, atol=1e-6)
+        g = fiamma.tensor(rng.standard_normal((12, 4)))
+        bw = fiamma.fused_lstm_layer_backward(g, None, g[:3], a[1], want[3])
+        bg = fiamma.fused_lstm_layer_backward(g.to(device), None, g[:3].to(device),
+                                              a[1].to(device), got[3])
+        for x, y in zip(bg, bw):
+            np.testing.assert_allclose(x.cpu().numpy(), y.numpy(), rtol=1e-5, atol=1e-6)

@@ -254,6 +254,47 @@ def test_layer_double_backward(mode):
         assert gradgradcheck(lambda x, h0, w: m(x, h0)[0], (x, h0, w))
 
 
+def test_fused_lstm_layer_gradients():
+    # LSTM without projections runs core's fused layer (one graph node per layer and
+    # direction): first and second derivatives of every output w.r.t. every input, the same
+    # results without recording, and a one-layer LSTM equal to its composite ops
+    fiamma.manual_seed(25)
+    m = _make("LSTM", 2, 3, num_layers=2, bidirectional=True, dropout=0.0)
+    x = fiamma.randn(4, 2, 2, dtype=fiamma.float64, requires_grad=True)
+    h0 = fiamma.randn(4, 2, 3, dtype=fiamma.float64, requires_grad=True)
+    c0 = fiamma.randn(4, 2, 3, dtype=fiamma.float64, requires_grad=True)
+    params = list(m.parameters())
+
+    def fn(x, h0, c0, *ps):
+        out, (h, c) = m(x, (h0, c0))
+        return out, h, c
+    assert gradcheck(fn, (x, h0, c0, *params))
+    assert gradgradcheck(fn, (x, h0, c0, m.weight_hh_l0, m.weight_ih_l1_reverse))
+    with fiamma.no_grad():  # not recording: the same results without a node
+        ref = fn(x, h0, c0)
+    for a, b in zip(fn(x, h0, c0), ref):
+        np.testing.assert_array_equal(a.detach().numpy(), b.numpy())
+    w_ih, w_hh, b_ih, b_hh = m.weight_ih_l0, m.weight_hh_l0, m.bias_ih_l0, m.bias_hh_l0
+    one = _make("LSTM", 2, 3)
+    one.load_state_dict({"weight_ih_l0": w_ih, "weight_hh_l0": w_hh, "bias_ih_l0": b_ih,
+                         "bias_hh_l0": b_hh})
+    out, (h, c) = one(x, (h0[:1], c0[:1]))
+    (out.sum() + (h * c).sum()).backward()
+    gx = x.grad.clone()
+    x.grad = None
+    hh, cc, outs = h0[0], c0[0], []
+    for t in range(4):
+        g = x[t] @ w_ih.t() + b_ih + hh @ w_hh.t() + b_hh
+        i, f, gg, o = g.chunk(4, 1)
+        cc = f.sigmoid() * cc + i.sigmoid() * gg.tanh()
+        hh = o.sigmoid() * cc.tanh()
+        outs.append(hh)
+    np.testing.assert_allclose(out.detach().numpy(), fiamma.stack(outs).detach().numpy(),
+                               rtol=1e-12, atol=1e-14)
+    (fiamma.stack(outs).sum() + (hh * cc).sum()).backward()
+    np.testing.assert_allclose(gx.numpy(), x.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_packed_gradcheck(mode):
     fiamma.manual_seed(6)

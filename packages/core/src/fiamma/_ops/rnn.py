@@ -1,8 +1,8 @@
 """The LSTM cell's arithmetic fused (csrc/lstm.c on the CPU): one time step's gate
-nonlinearities and cell update in one pass each way, as PyTorch's ``_thnn_fused_lstm_cell``.
-The matrix products stay with the caller (``nn.LSTM`` runs them and uses these per step). Not
-recorded for autograd: ``nn.LSTM`` wraps them in its own graph node, whose backward calls
-:func:`fused_lstm_cell_backward`.
+nonlinearities and cell update in one pass each way, as PyTorch's ``_thnn_fused_lstm_cell``;
+and a whole layer's recurrence (:func:`fused_lstm_layer`: every time step's hidden product and
+cell in one call, the recurrent weight packed once). Not recorded for autograd: ``nn.LSTM``
+wraps them in its own graph node, whose backward calls the ``*_backward`` functions.
 
 >>> import fiamma
 >>> hy, cy, ws = fiamma.fused_lstm_cell(fiamma.zeros(1, 8), fiamma.ones(1, 2))
@@ -15,7 +15,8 @@ from fiamma._backend import check
 from fiamma._ops._common import cast
 from fiamma._tensor import Tensor, new_empty
 
-__all__ = ["fused_lstm_cell", "fused_lstm_cell_backward"]
+__all__ = ["fused_lstm_cell", "fused_lstm_cell_backward", "fused_lstm_layer",
+           "fused_lstm_layer_backward"]
 
 
 def _check(op, gates, cx):
@@ -101,3 +102,151 @@ def fused_lstm_cell_backward(grad_hy, grad_cy, cx, cy, workspace):
     check(cx._storage.backend.lstm_cell_bwd(B, H, prep(grad_hy), prep(grad_cy), prep(cx),
                                             prep(cy), prep(workspace), gg, gc), op)
     return cast(gg, cx._dtype), cast(gc, cx._dtype)
+
+
+def _layer_check(op, xw, w_hh, h0, c0):
+    for name, t in (("xw", xw), ("w_hh", w_hh), ("h0", h0), ("c0", c0)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{op}: expected {name} to be a Tensor, got {type(t).__name__}")
+    if h0.dim() != 2 or tuple(c0._shape) != tuple(h0._shape):
+        raise RuntimeError(f"{op}: expected h0 and c0 of one shape (B, H), got "
+                           f"{tuple(h0._shape)} and {tuple(c0._shape)}")
+    B, H = h0._shape
+    if w_hh.dim() != 2 or tuple(w_hh._shape) != (4 * H, H):
+        raise RuntimeError(f"{op}: expected w_hh of shape {(4 * H, H)}, got "
+                           f"{tuple(w_hh._shape)}")
+    if xw.dim() != 2 or xw._shape[1] != 4 * H or (B and xw._shape[0] % B) or \
+            (not B and xw._shape[0]):
+        raise RuntimeError(f"{op}: expected xw of shape (T * {B}, {4 * H}), got "
+                           f"{tuple(xw._shape)}")
+    dts = {t._dtype for t in (xw, w_hh, h0, c0)}
+    if len(dts) != 1 or xw._dtype not in (D.float32, D.float64):
+        raise RuntimeError(f"{op}: expected xw, w_hh, h0 and c0 of one dtype, float32 or "
+                           f"float64, got {', '.join(str(t._dtype) for t in (xw, w_hh, h0, c0))}")
+    devs = {t._storage.device for t in (xw, w_hh, h0, c0)}
+    if len(devs) != 1:
+        raise RuntimeError(f"{op}: expected all tensors on one device, got "
+                           f"{', '.join(str(t.device) for t in (xw, w_hh, h0, c0))}")
+    if G.state.enabled and any(t.requires_grad for t in (xw, w_hh, h0, c0)):
+        raise RuntimeError(f"{op}: not differentiable itself (nn.LSTM records its own node); "
+                           "call it under fiamma.no_grad()")
+    T = xw._shape[0] // B if B else 0
+    return T, B, H
+
+
+def _slots(t, T, B, H, reverse, which):
+    """The (T*B, H) rows of the state slots ``t`` ((T+1)*B, H) read by (``which`` = "prev")
+    or written by ("next") the T steps, in time order."""
+    lo = 0 if (which == "prev") != bool(reverse) else B
+    return t[lo:lo + T * B]
+
+
+def fused_lstm_layer(xw, w_hh, h0, c0, reverse=False):
+    """One LSTM layer (one direction) over a whole sequence, in one call: ``xw`` (T*B, 4H)
+    holds each time step's ``x_t W_ih^T + b_ih + b_hh`` (time-major rows, gate order i, f, g,
+    o), ``w_hh`` (4H, H) the recurrent weight, ``h0``, ``c0`` (B, H) the initial state;
+    ``reverse`` runs the steps from T-1 down to 0. Returns ``(out, hn, cn, saved)``: out (T*B,
+    H) the hidden states in time order, hn, cn (B, H) the final state, and ``saved`` (the
+    states and activated gates) for :func:`fused_lstm_layer_backward`; ``saved[0]`` (T*B, H)
+    holds the hidden state each step read (for the recurrent weight's gradient,
+    ``grad_xw^T @ saved[0]``). float32/float64; not differentiable.
+
+    >>> import fiamma
+    >>> out, hn, cn, _ = fiamma.fused_lstm_layer(fiamma.zeros(3, 8), fiamma.zeros(8, 2),
+    ...                                          fiamma.zeros(1, 2), fiamma.ones(1, 2))
+    >>> out.shape, cn.tolist()
+    (fiamma.Size([3, 2]), [[0.125, 0.125]])
+    """
+    op = "fused_lstm_layer"
+    T, B, H = _layer_check(op, xw, w_hh, h0, c0)
+    dt, dev = xw._dtype, xw._storage.device
+    xw, w, h0c, c0c = (t.contiguous() for t in (xw, w_hh, h0, c0))
+    out, hn, cn = new_empty((T * B, H), dt, dev), new_empty((B, H), dt, dev), \
+        new_empty((B, H), dt, dev)
+    hall, call = new_empty(((T + 1) * B, H), dt, dev), new_empty(((T + 1) * B, H), dt, dev)
+    ws = new_empty((T * B, 4 * H), dt, dev)
+    f = getattr(xw._storage.backend, "lstm_seq_fwd", None)
+    if f is not None:
+        check(f(T, B, H, int(bool(reverse)), xw, w, h0c, c0c, out, hn, cn, hall, call, ws), op)
+    else:  # any backend: a product and the fused cell per time step
+        from fiamma._ops.matmul import addmm
+        init = T * B if reverse else 0
+        hall[init:init + B] = h0c
+        call[init:init + B] = c0c
+        wt = w.t()
+        for s in range(T):
+            t = T - 1 - s if reverse else s
+            p, q = (t + 1, t) if reverse else (t, t + 1)
+            g = addmm(xw[t * B:(t + 1) * B], hall[p * B:(p + 1) * B], wt)
+            hy, cy, w_s = fused_lstm_cell(g, call[p * B:(p + 1) * B])
+            hall[q * B:(q + 1) * B] = hy
+            call[q * B:(q + 1) * B] = cy
+            ws[t * B:(t + 1) * B] = w_s
+            out[t * B:(t + 1) * B] = hy
+        last = 0 if reverse else T * B
+        hn.copy_(hall[last:last + B])
+        cn.copy_(call[last:last + B])
+    return out, hn, cn, (_slots(hall, T, B, H, reverse, "prev"), call, ws, bool(reverse))
+
+
+def fused_lstm_layer_backward(grad_out, grad_hn, grad_cn, w_hh, saved):
+    """``(grad_xw, grad_h0, grad_c0)`` of :func:`fused_lstm_layer` for the incoming gradients
+    of out, hn and cn (each may be None: zero), from its ``w_hh`` and ``saved``. The recurrent
+    weight's gradient is ``grad_xw.t() @ saved[0]`` (left to the caller: one product).
+
+    >>> import fiamma
+    >>> xw, w = fiamma.zeros(2, 4), fiamma.zeros(4, 1)
+    >>> out, hn, cn, saved = fiamma.fused_lstm_layer(xw, w, fiamma.zeros(1, 1),
+    ...                                              fiamma.zeros(1, 1))
+    >>> gx, gh, gc = fiamma.fused_lstm_layer_backward(fiamma.ones(2, 1), None, None, w, saved)
+    >>> gx.shape
+    fiamma.Size([2, 4])
+    """
+    op = "fused_lstm_layer_backward"
+    if not isinstance(saved, tuple) or len(saved) != 4:
+        raise TypeError(f"{op}: expected the saved tuple of fused_lstm_layer")
+    prev, call, ws, reverse = saved
+    B, H = call._shape[0] - prev._shape[0], call._shape[1]
+    T = prev._shape[0] // B if B else 0
+    if not isinstance(w_hh, Tensor) or tuple(w_hh._shape) != (4 * H, H) or \
+            w_hh._dtype is not call._dtype:
+        raise RuntimeError(f"{op}: expected w_hh ({4 * H}, {H}) of dtype {call._dtype}, got "
+                           f"{tuple(getattr(w_hh, 'shape', ()))}")
+    dt, dev = call._dtype, call._storage.device
+    for name, t, shape in (("grad_out", grad_out, (T * B, H)), ("grad_hn", grad_hn, (B, H)),
+                           ("grad_cn", grad_cn, (B, H))):
+        if t is not None and (not isinstance(t, Tensor) or tuple(t._shape) != shape):
+            raise RuntimeError(f"{op}: expected {name} of shape {shape}, got "
+                               f"{tuple(getattr(t, 'shape', ()))}")
+
+    def prep(t):
+        return None if t is None else cast(t.detach(), dt).contiguous()
+
+    go, ghn, gcn, w = prep(grad_out), prep(grad_hn), prep(grad_cn), prep(w_hh)
+    gg, gh0, gc0 = new_empty((T * B, 4 * H), dt, dev), new_empty((B, H), dt, dev), \
+        new_empty((B, H), dt, dev)
+    f = getattr(call._storage.backend, "lstm_seq_bwd", None)
+    if f is not None:
+        check(f(T, B, H, int(reverse), w, call, ws, go, ghn, gcn, gg, gh0, gc0), op)
+        return gg, gh0, gc0
+    from fiamma._ops.matmul import mm
+    dh = ghn.clone() if ghn is not None else _zeros(B, H, dt, dev)
+    dc = gcn.clone() if gcn is not None else _zeros(B, H, dt, dev)
+    for s in range(T):
+        t = s if reverse else T - 1 - s
+        p, q = (t + 1, t) if reverse else (t, t + 1)
+        if go is not None:
+            dh = dh + go[t * B:(t + 1) * B]
+        g_t, dc = fused_lstm_cell_backward(dh, dc, call[p * B:(p + 1) * B],
+                                           call[q * B:(q + 1) * B], ws[t * B:(t + 1) * B])
+        gg[t * B:(t + 1) * B] = g_t
+        dh = mm(g_t, w)
+    gh0.copy_(dh)
+    gc0.copy_(dc)
+    return gg, gh0, gc0
+
+
+def _zeros(B, H, dt, dev):
+    t = new_empty((B, H), dt, dev)
+    t.zero_()
+    return t

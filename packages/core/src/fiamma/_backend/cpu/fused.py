@@ -10,7 +10,7 @@ __all__ = ["conv", "batch_norm_fwd", "batch_norm_bwd", "row_norm_fwd", "row_norm
            "pool_max", "pool_avg", "pool_avg_backward", "pool_scatter", "upsample",
            "upsample_backward", "grid_sample", "grid_sample_backward", "adam_step", "sgd_step",
            "gelu_fwd", "gelu_bwd", "nms", "xent_fwd", "xent_bwd", "attn_fwd", "attn_bwd",
-           "lstm_cell_fwd", "lstm_cell_bwd"]
+           "lstm_cell_fwd", "lstm_cell_bwd", "lstm_seq_fwd", "lstm_seq_bwd"]
 
 
 def _p(t):
@@ -157,3 +157,15 @@ def lstm_cell_fwd(B, H, gates, sg, cx, hy, cy, ws):
 def lstm_cell_bwd(B, H, ghy, gcy, cx, cy, ws, ggates, gcx):
     return lib.fm_lstm_cell_bwd(cx._dtype.code, B, H, _p(ghy), _p(gcy), cx._ptr, cy._ptr,
                                 ws._ptr, ggates._ptr, _p(gcx))
+
+
+# optional (not in the contract: the op layer probes for them and otherwise loops over
+# lstm_cell_fwd/bwd and mm per time step): a whole LSTM layer in one call (csrc/api_lstm.h)
+def lstm_seq_fwd(T, B, H, reverse, xw, w, h0, c0, out, hn, cn, hall, call, ws):
+    return lib.fm_lstm_seq_fwd(xw._dtype.code, T, B, H, reverse, xw._ptr, w._ptr, h0._ptr,
+                               c0._ptr, out._ptr, hn._ptr, cn._ptr, hall._ptr, call._ptr, ws._ptr)
+
+
+def lstm_seq_bwd(T, B, H, reverse, w, call, ws, gout, ghn, gcn, ggates, gh0, gc0):
+    return lib.fm_lstm_seq_bwd(w._dtype.code, T, B, H, reverse, w._ptr, call._ptr, ws._ptr,
+                               _p(gout), _p(ghn), _p(gcn), ggates._ptr, gh0._ptr, gc0._ptr)

@@ -104,6 +104,65 @@ class LSTMPointwise(Function):
         return d, dc * sf
 
 
+class LSTMLayer(Function):
+    """A whole LSTM layer (one direction, every sequence as long) as one graph node: core's
+    ``fused_lstm_layer`` runs every time step's hidden product and cell in C, and its backward
+    the whole reverse loop; the recurrent weight's gradient is one product of the gate
+    gradients with the saved states. Under ``create_graph`` the backward recomputes the layer
+    from its saved inputs in differentiable ops and differentiates that, so higher derivatives
+    are exact."""
+
+    @staticmethod
+    def forward(ctx, xw, h0, c0, w_hh, reverse):
+        out, hn, cn, saved = fiamma.fused_lstm_layer(xw, w_hh, h0, c0, reverse)
+        ctx.saved = saved  # internal buffers only this node sees: no version tracking
+        ctx.reverse = reverse
+        ctx.save_for_backward(xw, h0, c0, w_hh)
+        return out, hn, cn
+
+    @staticmethod
+    def backward(ctx, gout, ghn, gcn):
+        xw, h0, c0, w_hh = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        if fiamma.is_grad_enabled():
+            grads = _lstm_layer_recompute(xw, h0, c0, w_hh, ctx.reverse, (gout, ghn, gcn),
+                                          need[:4])
+            return (*grads, None)
+        gx, gh0, gc0 = fiamma.fused_lstm_layer_backward(gout, ghn, gcn, w_hh, ctx.saved)
+        gw = fiamma.mm(gx.t(), ctx.saved[0]) if need[3] else None
+        return gx, (gh0 if need[1] else None), (gc0 if need[2] else None), gw, None
+
+
+def _lstm_layer_recompute(xw, h0, c0, w_hh, reverse, grad_outs, need):
+    """The gradients of :class:`LSTMLayer` (double backward): the layer rebuilt from its inputs
+    in differentiable ops (those with history keep it), then differentiated with
+    create_graph."""
+    B, H = h0.shape
+    T = xw.shape[0] // B if B else 0
+    h, c = h0, c0
+    outs = [None] * T
+    wt = w_hh.t()
+    for t in (range(T - 1, -1, -1) if reverse else range(T)):
+        g = xw[t * B:(t + 1) * B] + fiamma.mm(h, wt)
+        i, f = fiamma.sigmoid(g[:, :H]), fiamma.sigmoid(g[:, H:2 * H])
+        gg, o = fiamma.tanh(g[:, 2 * H:3 * H]), fiamma.sigmoid(g[:, 3 * H:])
+        c = f * c + i * gg
+        h = o * fiamma.tanh(c)
+        outs[t] = h
+    results = (fiamma.cat(outs, 0), h, c)
+    pairs = [(r, g) for r, g in zip(results, grad_outs) if g is not None]
+    wanted = [t for t, n in zip((xw, h0, c0, w_hh), need) if n]
+    if not pairs or not wanted:
+        return [None] * 4
+    got = iter(fiamma.autograd.grad([r for r, _ in pairs], wanted, [g for _, g in pairs],
+                                    create_graph=True, allow_unused=True))
+    out = []
+    for t, n in zip((xw, h0, c0, w_hh), need):
+        v = next(got) if n else None
+        out.append(fiamma.zeros_like(t) if n and v is None else v)
+    return out
+
+
 class GRUPointwise(Function):
     """The GRU gate arithmetic of one step, ``(x W_ih^T + b_ih, h W_hh^T + b_hh, h) -> h'``,
     as one graph node (see :class:`LSTMPointwise`)."""

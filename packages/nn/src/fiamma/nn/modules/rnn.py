@@ -368,6 +368,11 @@ class RNNBase(Module):
         recording = fiamma.is_grad_enabled()
         mm = _ag.StepMM.apply if recording else fiamma.addmm
         h_n, c_n = [], []
+        # LSTM without projections over sequences of one length, float32/64 on the CPU: core's
+        # fused layer (csrc/lstm.c) instead of a product and a cell node per time step
+        fast = lstm and not self.proj_size and x.device.type == "cpu" and \
+            x.dtype in (fiamma.float32, fiamma.float64) and min(sizes, default=0) == \
+            max(sizes, default=-1) > 0
         for layer in range(self.num_layers):
             if layer and self.dropout and self.training:
                 x = F.dropout(x, self.dropout, True)
@@ -377,6 +382,17 @@ class RNNBase(Module):
                 gru = self.mode == "GRU"
                 bias = b_ih + b_hh if b_ih is not None and not gru else b_ih
                 xw = _linear(x, w_ih, bias)
+                k = layer * dirs + d
+                if fast:  # the whole layer in one call (and one graph node)
+                    h0, c0 = hidden[0][k], hidden[1][k]
+                    if recording:
+                        out, hn, cn = _ag.LSTMLayer.apply(xw, h0, c0, w_hh, d == 1)
+                    else:
+                        out, hn, cn, _ = fiamma.fused_lstm_layer(xw, w_hh, h0, c0, d == 1)
+                    outs.append(out)
+                    h_n.append(hn)
+                    c_n.append(cn)
+                    continue
                 w_t = w_hh.t()
                 if not gru:
                     carry = xw
@@ -389,7 +405,6 @@ class RNNBase(Module):
                     carry = _ag.RecurrentWeight.apply(carry, w_t, prevs)
                 carries = _split(carry, sizes, 0)
                 xws = _split(xw, sizes, 0) if gru else carries
-                k = layer * dirs + d
                 state = (hidden[0][k], hidden[1][k]) if lstm else hidden[0][k]
                 weights = (w_t, None if w_hr is None else w_hr.t(), mm)
                 seq, state = _run_direction(step, xws, carries, sizes, state, weights, prevs,
