@@ -50,6 +50,35 @@ def test_exit_code_of_a_failing_script(tmp_path):
            "for rank 1" in proc.stderr, show(proc)
 
 
+def test_max_restarts_starts_the_job_again(tmp_path):
+    # torchrun's --max-restarts: a failed job runs again, every rank anew, with the attempt's
+    # number in TORCHELASTIC_RESTART_COUNT; the script resumes from its own checkpoint
+    script = tmp_path / "flaky.py"
+    script.write_text(
+        "import os, sys\n"
+        "n, m = os.environ['TORCHELASTIC_RESTART_COUNT'], os.environ['TORCHELASTIC_MAX_RESTARTS']\n"
+        "d = os.path.dirname(os.path.abspath(__file__))\n"
+        "open(os.path.join(d, f'seen-{os.environ[\"RANK\"]}-{n}-{m}'), 'w').close()\n"
+        "if os.environ['RANK'] == '1' and int(n) < int(sys.argv[1]):\n"
+        "    sys.exit(f'rank 1 fails in attempt {n}')\n")
+    proc = launch(2, str(script), "2", flags=("--max-restarts", "3"))
+    assert proc.returncode == 0, show(proc)
+    assert proc.stderr.count("restarting every rank") == 2, show(proc)
+    assert "restart 2 of at most 3" in proc.stderr
+    assert sorted(p.name for p in tmp_path.glob("seen-*")) == \
+        [f"seen-{r}-{n}-3" for r in (0, 1) for n in (0, 1, 2)]
+    # out of restarts: the last attempt's failure is the launcher's
+    for p in tmp_path.glob("seen-*"):
+        p.unlink()
+    proc = launch(2, str(script), "5", flags=("--max-restarts", "1"))
+    assert proc.returncode == 1, show(proc)
+    assert proc.stderr.count("restarting every rank") == 1, show(proc)
+    assert "rank 1 (of 2) failed first: exited with code 1; its last error output: rank 1 " \
+           "fails in attempt 1" in proc.stderr, show(proc)
+    assert sorted(p.name for p in tmp_path.glob("seen-*")) == \
+        [f"seen-{r}-{n}-1" for r in (0, 1) for n in (0, 1)]
+
+
 def _args(*argv):
     return run._parser().parse_args([*argv, "train.py", "--epochs", "2"])
 
@@ -71,7 +100,7 @@ def test_command_lines():
     (["--nnodes", "2"], "--nnodes > 1 needs --hostfile"),
     (["--nnodes", "2", "--node-rank", "1", "--hostfile", "h"], "do not run it on the other"),
     (["--nnodes", "1:4"], "elastic ranges are not supported"),
-    (["--max-restarts", "2"], "--max-restarts"),
+    (["--max-restarts", "-1"], "--max-restarts must be >= 0"),
 ])
 def test_bad_flags(argv, text, capsys):
     assert run.main([*argv, "train.py"]) == 2

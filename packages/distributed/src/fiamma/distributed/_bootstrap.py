@@ -40,7 +40,9 @@ def rank_environment(env):
             "LOCAL_WORLD_SIZE": str(local_size), "GROUP_RANK": str(rank // local_size),
             "GROUP_WORLD_SIZE": str(max(size // local_size, 1)), "ROLE_NAME": "default",
             "ROLE_RANK": str(rank), "ROLE_WORLD_SIZE": str(size),
-            "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0"}
+            # (run.py's --max-restarts sets both for each attempt)
+            "TORCHELASTIC_RESTART_COUNT": env.get("TORCHELASTIC_RESTART_COUNT", "0"),
+            "TORCHELASTIC_MAX_RESTARTS": env.get("TORCHELASTIC_MAX_RESTARTS", "0")}
 
 
 def _die_with_parent():

@@ -6,7 +6,10 @@ starts ``mpiexec -n 2`` over a small per-rank wrapper that exports torchrun's en
 (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT, ...)
 and runs ``python train.py --epochs 3``. The MPI launcher forms the world, so
 ``init_process_group()`` needs no rendezvous. When a rank fails, mpiexec ends the others and
-this launcher exits non-zero, naming the rank that failed first and how.
+this launcher exits non-zero, naming the rank that failed first and how. With
+``--max-restarts N`` (torchrun's flag) a failed job is instead started again, every rank anew
+(MPI worlds cannot replace one rank), up to N times; each attempt's ranks see its number in
+TORCHELASTIC_RESTART_COUNT, and a script resumes from its own checkpoint.
 
 Several nodes: MPI starts every node's ranks from one place, so run the launcher once, on the
 first node, with an MPI hostfile: ``--nnodes 2 --nproc-per-node 8 --hostfile hosts``.
@@ -159,8 +162,8 @@ def main(argv=None, extra_env=None, prog=None):
     nproc = os.cpu_count() if nproc in ("cpu", "auto") else int(nproc)
     if nproc < 1 or nnodes < 1:
         return _error("--nproc-per-node and --nnodes must be positive")
-    if args.max_restarts:
-        return _error("--max-restarts: restarting failed ranks is not supported")
+    if args.max_restarts < 0:
+        return _error(f"--max-restarts must be >= 0, got {args.max_restarts}")
     if nnodes > 1:
         if args.node_rank != 0:
             return _error("with MPI, the launcher on the first node starts the ranks of every "
@@ -175,16 +178,31 @@ def main(argv=None, extra_env=None, prog=None):
         mpiexec = find_mpiexec(args.mpiexec)
     except FileNotFoundError as e:
         return _error(str(e))
-    port = args.master_port or (_free_port() if nnodes == 1 else 29500)
-    folder = tempfile.mkdtemp(prefix="fiamma-run-")
-    env = {"MASTER_ADDR": args.master_addr, "MASTER_PORT": str(port),
-           "FIAMMA_DIST_FAILURE_DIR": folder, **extra_env,
-           "TORCHELASTIC_RUN_ID": args.rdzv_id or uuid.uuid4().hex[:12]}
+    run_id = args.rdzv_id or uuid.uuid4().hex[:12]
     if "OMP_NUM_THREADS" not in os.environ and nproc > 1:
-        env["OMP_NUM_THREADS"] = "1"
+        extra_env.setdefault("OMP_NUM_THREADS", "1")
         sys.stderr.write("fiamma.distributed.run: setting OMP_NUM_THREADS=1 for each process "
                          "(set it yourself to use more threads per rank)\n")
     flavour = _flavour(mpiexec)
+    for attempt in range(args.max_restarts + 1):
+        # a fresh port per attempt: the failed job's may linger in TIME_WAIT
+        port = args.master_port or (_free_port() if nnodes == 1 else 29500)
+        code = _attempt(args, mpiexec, flavour, nproc, nnodes, port, run_id, attempt,
+                        extra_env)
+        if code in (0, 130) or attempt == args.max_restarts:
+            return code
+        sys.stderr.write(f"fiamma.distributed.run: restarting every rank (restart "
+                         f"{attempt + 1} of at most {args.max_restarts})\n")
+    return code
+
+
+def _attempt(args, mpiexec, flavour, nproc, nnodes, port, run_id, attempt, extra_env):
+    """One mpiexec job; its exit status (the failing rank named on stderr)."""
+    folder = tempfile.mkdtemp(prefix="fiamma-run-")
+    env = {"MASTER_ADDR": args.master_addr, "MASTER_PORT": str(port),
+           "FIAMMA_DIST_FAILURE_DIR": folder, **extra_env, "TORCHELASTIC_RUN_ID": run_id,
+           "TORCHELASTIC_RESTART_COUNT": str(attempt),
+           "TORCHELASTIC_MAX_RESTARTS": str(args.max_restarts)}
     cmd = command(args, mpiexec, flavour, nproc, nnodes, list(env))
     shm_before = _shm_sweep.segments()
     try:
