@@ -61,3 +61,27 @@ def test_relu_backward_gradcheck():
     assert gradcheck(lambda g, y: fiamma.relu_backward(g, y), (g, _x()))
     (gx,) = fiamma.autograd.grad(fiamma.relu(x).sum(), x, create_graph=True)
     assert gx.tolist() == [1.0 if v > 0 else 0.0 for v in x.detach().tolist()]
+
+
+def test_float32_exact_gelu_derivative_from_the_forward_pass():
+    # a recorded float32 exact gelu computes gelu'(x) in its forward pass; the backward is
+    # then grad * d, bit for bit what gelu_backward gives, and higher orders still work
+    x = fiamma.randn(300, 7) * 4
+    x[0, :5] = fiamma.tensor([float("inf"), -float("inf"), -20.0, 20.0, 0.0])
+    x.requires_grad_()
+    g = fiamma.randn(300, 7)
+    y = fiamma.gelu(x)
+    assert y.grad_fn.kwargs["_grad"].dtype is fiamma.float32
+    y.backward(g)
+    assert fiamma.equal(x.grad, fiamma.gelu_backward(g, x.detach()))
+    assert fiamma.equal(y.detach(), fiamma.gelu(x.detach()))
+    x64 = _x()
+    x32 = x64.detach().float().requires_grad_()
+    (g1,) = fiamma.autograd.grad(fiamma.gelu(x32).sum(), x32, create_graph=True)
+    (g2,) = fiamma.autograd.grad(g1.sum(), x32)
+    (r1,) = fiamma.autograd.grad(fiamma.gelu(x64).sum(), x64, create_graph=True)
+    (r2,) = fiamma.autograd.grad(r1.sum(), x64)
+    assert fiamma.allclose(g2.double(), r2, rtol=1e-5, atol=1e-6)
+    # the tanh form and float64 record x only
+    assert "_grad" not in fiamma.gelu(x32, approximate="tanh").grad_fn.kwargs
+    assert "_grad" not in fiamma.gelu(x64).grad_fn.kwargs

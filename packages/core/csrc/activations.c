@@ -58,18 +58,22 @@ __attribute__((constructor)) static void act_register_atfork(void) {
 
 typedef void (*gelu_fwd_fn)(int64_t, const float *, float *);
 typedef void (*gelu_bwd_fn)(int64_t, const float *, const float *, float *);
+typedef void (*gelu_fwdd_fn)(int64_t, const float *, float *, float *);
 
-static void gelu_f_pick(gelu_fwd_fn *fwd, gelu_bwd_fn *bwd) {
+static void gelu_f_pick(gelu_fwd_fn *fwd, gelu_bwd_fn *bwd, gelu_fwdd_fn *fwdd) {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("x86-64-v4")) {
         *fwd = gelu_fwd_f_v4;
         *bwd = gelu_bwd_f_v4;
+        *fwdd = gelu_fwdd_f_v4;
     } else if (__builtin_cpu_supports("x86-64-v3")) {
         *fwd = gelu_fwd_f_v3;
         *bwd = gelu_bwd_f_v3;
+        *fwdd = gelu_fwdd_f_v3;
     } else {
         *fwd = gelu_fwd_f_base;
         *bwd = gelu_bwd_f_base;
+        *fwdd = gelu_fwdd_f_base;
     }
 }
 #else
@@ -87,17 +91,22 @@ static void gelu_f_pick(gelu_fwd_fn *fwd, gelu_bwd_fn *bwd) {
 
 typedef void (*gelu_fwd_fn)(int64_t, const float *, float *);
 typedef void (*gelu_bwd_fn)(int64_t, const float *, const float *, float *);
+typedef void (*gelu_fwdd_fn)(int64_t, const float *, float *, float *);
 
-static void gelu_f_pick(gelu_fwd_fn *fwd, gelu_bwd_fn *bwd) {
+static void gelu_f_pick(gelu_fwd_fn *fwd, gelu_bwd_fn *bwd, gelu_fwdd_fn *fwdd) {
     *fwd = gelu_fwd_f_base;
     *bwd = gelu_bwd_f_base;
+    *fwdd = gelu_fwdd_f_base;
 }
 #endif
 
 static gelu_fwd_fn gelu_fwd_f;
 static gelu_bwd_fn gelu_bwd_f;
+static gelu_fwdd_fn gelu_fwdd_f;
 
-__attribute__((constructor)) static void gelu_f_init(void) { gelu_f_pick(&gelu_fwd_f, &gelu_bwd_f); }
+__attribute__((constructor)) static void gelu_f_init(void) {
+    gelu_f_pick(&gelu_fwd_f, &gelu_bwd_f, &gelu_fwdd_f);
+}
 
 /* 1 + tanh(u) and 1 - tanh(u)^2 for float x; u and 2|u| in double, split into float hi + lo
    for exp (u rounded to float would cost ~|u| ulps in the tails) */
@@ -175,7 +184,9 @@ static void gelu_piece(int dtype, int approx, int bwd, int64_t o, int64_t n, int
     if (dtype == FM_FLOAT32) {
         const float *xf = (const float *)x + o;
         float *yf = (float *)y + o;
-        if (!bwd) {
+        if (bwd == 2) { /* forward, and the derivative into g (exact form only) */
+            gelu_fwdd_f(n, xf, yf, (float *)g + o);
+        } else if (!bwd) {
             if (approx) gelu_tanh_fwd_f(n, xf, yf);
             else gelu_fwd_f(n, xf, yf);
         } else {
@@ -214,4 +225,10 @@ int fm_gelu_fwd(int dtype, int approximate, int64_t n, intptr_t x, intptr_t y) {
 
 int fm_gelu_bwd(int dtype, int approximate, int64_t n, intptr_t g, intptr_t x, intptr_t gx) {
     return gelu_run(dtype, approximate, 1, n, g, x, gx);
+}
+
+int fm_gelu_fwd_grad(int dtype, int approximate, int64_t n, intptr_t x, intptr_t y, intptr_t d) {
+    if (dtype != FM_FLOAT32 || approximate != FM_GELU_NONE) return FM_ERR_OP;
+    if (n > 0 && !d) return FM_ERR_ARG;
+    return gelu_run(dtype, approximate, 2, n, d, x, y);
 }

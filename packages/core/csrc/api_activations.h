@@ -12,3 +12,6 @@
 
 int fm_gelu_fwd(int dtype, int approximate, int64_t n, intptr_t x, intptr_t y);
 int fm_gelu_bwd(int dtype, int approximate, int64_t n, intptr_t g, intptr_t x, intptr_t gx);
+/* fm_gelu_fwd_grad: y = gelu(x) and d = gelu'(x) in one pass (the d of fm_gelu_bwd: g * d is
+ * its gx bit for bit); float32, exact form only (FM_ERR_OP otherwise). */
+int fm_gelu_fwd_grad(int dtype, int approximate, int64_t n, intptr_t x, intptr_t y, intptr_t d);

@@ -72,6 +72,18 @@ def gelu(input, approximate="none"):
     code = _approx_code(approximate, op)
     if not input.is_cpu and not hasattr(input._storage.backend, "gelu_fwd"):
         return _composed(input, approximate)
+    recording = input.requires_grad and G.state.enabled
+    if recording and code == K.GELU_NONE and input._dtype is D.float32 and G.state.tracer is None:
+        # recorded float32 exact GELU: the derivative comes out of the same pass (the
+        # backward is then one product; the node keeps it besides x, for double backward)
+        f = getattr(input._storage.backend, "gelu_fwd_grad", None)
+        if f is not None:
+            x = _operand(input, D.float32)
+            y = new_empty(input._shape, D.float32, input._storage.device)
+            d = new_empty(input._shape, D.float32, input._storage.device)
+            if f(code, x, y, d) == 0:
+                G.record(op, y, (input,), {"approximate": approximate, "_grad": d})
+                return y
     y = None
     if input._dtype._kind == 2 and input._dtype.itemsize == 2 and _native(input, input._dtype):
         x = input if input._contig else input.detach().contiguous()
@@ -84,7 +96,7 @@ def gelu(input, approximate="none"):
         y = new_empty(input._shape, cd, input._storage.device)
         check(y._storage.backend.gelu_fwd(code, x, y), op)
         y = cast(y, input._dtype)
-    if input.requires_grad and G.state.enabled:
+    if recording:
         G.record(op, y, (input,), {"approximate": approximate})
     return y
 

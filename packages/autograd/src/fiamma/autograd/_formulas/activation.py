@@ -34,6 +34,11 @@ def _curvature(x, approximate):
 
 @derivative(ops.gelu, save="inputs")
 def _gelu(ctx, grad):
+    # core's float32 exact gelu may record gelu'(x) computed in its forward pass ("_grad"):
+    # the first derivative is then one product (the same rounding as gelu_backward's)
+    d = ctx.kwargs.get("_grad")
+    if d is not None and not fiamma.is_grad_enabled():
+        return (grad * d,)
     (x,) = ctx.inputs
     approximate = ctx.kwargs["approximate"]
     return (fiamma.gelu_backward(grad, x, approximate),)

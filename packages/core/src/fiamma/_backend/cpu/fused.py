@@ -10,7 +10,7 @@ __all__ = ["conv", "batch_norm_fwd", "batch_norm_bwd", "row_norm_fwd", "row_norm
            "pool_max", "pool_avg", "pool_avg_backward", "pool_scatter", "upsample",
            "upsample_backward", "grid_sample", "grid_sample_backward", "adam_step", "sgd_step",
            "gelu_fwd", "gelu_bwd", "nms", "xent_fwd", "xent_bwd", "attn_fwd", "attn_bwd",
-           "lstm_cell_fwd", "lstm_cell_bwd", "lstm_seq_fwd", "lstm_seq_bwd"]
+           "lstm_cell_fwd", "lstm_cell_bwd", "lstm_seq_fwd", "lstm_seq_bwd", "gelu_fwd_grad"]
 
 
 def _p(t):
@@ -118,6 +118,12 @@ def gelu_fwd(approximate, x, y):
 
 def gelu_bwd(approximate, g, x, out):
     return lib.fm_gelu_bwd(x._dtype.code, approximate, x._numel, g._ptr, x._ptr, out._ptr)
+
+
+def gelu_fwd_grad(approximate, x, y, d):
+    # optional (probed by the op; not in the contract): y = gelu(x) and d = gelu'(x) in one
+    # pass, float32 exact form (codes.ERR_OP otherwise)
+    return lib.fm_gelu_fwd_grad(x._dtype.code, approximate, x._numel, x._ptr, y._ptr, d._ptr)
 
 
 def nms(boxes, scores, iou_threshold, keep, count):
