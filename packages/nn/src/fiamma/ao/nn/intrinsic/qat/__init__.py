@@ -16,6 +16,7 @@ from fiamma.ao.nn.intrinsic.qat.modules import (
     ConvBnReLU1d,
     ConvBnReLU2d,
     ConvBnReLU3d,
+    ConvReLU1d,
     ConvReLU2d,
     ConvReLU3d,
     LinearReLU,
@@ -24,8 +25,8 @@ from fiamma.ao.nn.intrinsic.qat.modules import (
 )
 
 __all__ = ["ConvBn1d", "ConvBn2d", "ConvBn3d", "ConvBnReLU1d", "ConvBnReLU2d", "ConvBnReLU3d",
-           "ConvReLU2d", "ConvReLU3d", "LinearReLU", "LinearBn1d", "freeze_bn_stats",
-           "update_bn_stats", "modules", "linear_fused"]
+           "ConvReLU1d", "ConvReLU2d", "ConvReLU3d", "LinearReLU", "LinearBn1d",
+           "freeze_bn_stats", "update_bn_stats", "modules", "linear_fused"]
 
 
 def __getattr__(name):
