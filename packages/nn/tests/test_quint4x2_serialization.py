@@ -85,6 +85,15 @@ def test_round_trips_are_exact():
     assert out["dt"] is fiamma.quint4x2
 
 
+@pytest.mark.parametrize("kw", [dict(mmap=True), dict(weights_only=False)])
+def test_file_round_trip_mapped_and_trusted(tmp_path, kw):
+    q = _per_channel_4bit(np.random.default_rng(5), 3, 5)
+    fiamma.save({"q": q, "w": fiamma.ones(3)}, str(tmp_path / "q.pt"))
+    out = fiamma.load(str(tmp_path / "q.pt"), **kw)
+    _same_q(out["q"], q)
+    assert out["w"].tolist() == [1.0, 1.0, 1.0]
+
+
 def test_quantized_embedding_bag_4bit_state_dict_round_trip():
     rng = np.random.default_rng(1)
     f = fiamma.nn.EmbeddingBag(11, 6, mode="sum")
