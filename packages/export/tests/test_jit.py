@@ -118,17 +118,18 @@ def test_tracing_leaves_no_requires_grad_behind():
     assert all(p.requires_grad for p in m.parameters())
 
 
-def test_script_runs_eagerly_and_save_asks_for_a_trace(tmp_path):
+def test_script_runs_eagerly_and_save_asks_for_a_call(tmp_path):
     m = MLP()
-    assert fiamma.jit.script(m) is m
+    sm = fiamma.jit.script(m)
+    assert isinstance(sm, MLP) and isinstance(sm, fiamma.jit.ScriptModule)
 
     @fiamma.jit.script
     def f(x, k: int):
         return x * k + 1
 
     assert f(fiamma.tensor([1.0, 2.0]), 3).tolist() == [4.0, 7.0]
-    with pytest.raises(TypeError, match="expected a TracedModule"):
-        fiamma.jit.save(fiamma.jit.script(m), str(tmp_path / "m.fjit"))
+    with pytest.raises(RuntimeError, match="has not been called yet"):
+        fiamma.jit.save(sm, str(tmp_path / "m.fjit"))
     with pytest.raises(TypeError, match="function or a module"):
         fiamma.jit.script(3)
 

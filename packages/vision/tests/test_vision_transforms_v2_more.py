@@ -470,8 +470,8 @@ def test_per_type_kernels_hand_computed():
     assert F.adjust_brightness_image(fiamma.full((3, 2, 2), 0.25), 2.0).max().item() == 0.5
     assert F.to_dtype_video(fiamma.full((1, 1, 2, 2), 255, dtype=fiamma.uint8), fiamma.float32,
                             scale=True).max().item() == 1.0
-    with pytest.raises(NotImplementedError, match="coefficients"):
-        F.perspective_image(img, None, None, coefficients=[1.0] * 8)
+    with pytest.raises(ValueError, match="8 float values"):
+        F.perspective_image(img, None, None, coefficients=[1.0] * 7)
 
 
 def test_user_tv_tensors_pass_through_the_transforms():

@@ -418,6 +418,7 @@ def _load_legacy(fp, name, place, encoding, weights_only=True):
 
     up = RestrictedUnpickler(fp, load_storage, weights_only=weights_only)
     up.encoding = encoding
+    up.data_later = True  # the storages' bytes follow the pickle
     try:
         obj = up.load()
     except UnpicklingError as e:
@@ -442,5 +443,6 @@ def _load_legacy(fp, name, place, encoding, weights_only=True):
             _byteswap(flat)
     if len(keys) != len(roots):
         raise RuntimeError(f"fiamma.load: {name}: some storages have no data in the file")
+    up.run_after_data()  # quantized tensors copy their integers now
     return obj
 

@@ -318,9 +318,13 @@ class CheckpointPickler:
         """As PyTorch: ``_rebuild_qtensor(storage, offset, size, stride, quantizer_params,
         requires_grad, backward_hooks)`` over a ``torch.Q*Storage`` of the integers;
         ``quantizer_params`` is ``(qscheme, scale, zero_point)`` or
-        ``(qscheme, scales, zero_points, axis)``."""
+        ``(qscheme, scales, zero_points, axis)``. ``__fiamma_qtensor__`` may add a 4th item,
+        the ``(offset, size, stride)`` to write instead of the storage tensor's own."""
         w = self.parts.append
-        t, storage_name, params = q.__fiamma_qtensor__()
+        t, storage_name, params, *layout = q.__fiamma_qtensor__()
+        # (offset, size, stride) of the quantized tensor, when they are not those of ``t``
+        # (a packed 4-bit tensor: ``t`` is its bytes, two values each)
+        offset, size, stride = layout[0] if layout else (t._offset, t._shape, t._stride)
         self._global("torch._utils", "_rebuild_qtensor")
         w(_MARK)
         key, location, numel = self.storage_id(t)
@@ -331,9 +335,9 @@ class CheckpointPickler:
         self._str(location)
         self._int(numel)
         w(_TUPLE + _BINPERSID)
-        self._int(t._offset)
-        self._tuple(t._shape)
-        self._tuple(t._stride)
+        self._int(offset)
+        self._tuple(size)
+        self._tuple(stride)
         self.save(params)
         w(_FALSE)
         self._global("collections", "OrderedDict")

@@ -140,9 +140,12 @@ _STORAGE_DTYPES = {
     "ComplexDoubleStorage": D.complex128,
     # quantized tensors' integer storages (rebuilt by _rebuild_qtensor into fiamma.ao's QTensor)
     "QInt8Storage": D.int8, "QUInt8Storage": D.uint8, "QInt32Storage": D.int32,
+    # quint4x2: two 4-bit values a byte (the first in the low nibble), unpacked by
+    # _rebuild_qtensor
+    "QUInt4x2Storage": D.uint8,
 }
 # PyTorch storage/dtype names fiamma has no dtype for: refused with a clear message
-_UNSUPPORTED_STORAGES = {"QUInt4x2Storage", "QUInt2x4Storage",
+_UNSUPPORTED_STORAGES = {"QUInt2x4Storage",
                          "UInt16Storage", "UInt32Storage", "UInt64Storage",
                          "ComplexHalfStorage"}
 STORAGE_TYPES_BY_NAME = {n: StorageType(n, d) for n, d in _STORAGE_DTYPES.items()}
@@ -160,7 +163,7 @@ _TORCH_DTYPES = {
 
 
 # quantization names of a torch checkpoint: fiamma-nn's fiamma.ao objects, imported on use
-_QUANT_NAMES = {"quint8", "qint8", "qint32", "per_tensor_affine", "per_channel_affine",
+_QUANT_NAMES = {"quint8", "qint8", "qint32", "quint4x2", "per_tensor_affine", "per_channel_affine",
                 "per_tensor_symmetric", "per_channel_symmetric",
                 "per_channel_affine_float_qparams"}
 
@@ -344,6 +347,9 @@ class RestrictedUnpickler(pickle._Unpickler):
             self.dispatch = _TRUSTED_DISPATCH
         self._storages = {}  # id(flat tensor) -> flat tensor: only these may back a rebuild
         self._storage_names = {}  # id(flat tensor) -> the storage key, for messages
+        self._storage_types = {}  # id(flat tensor) -> the storage type names it was read as
+        self.data_later = False   # the legacy format: the storages are read after the pickle
+        self._after_data = []
         self._globals = {
             ("collections", "OrderedDict"): collections.OrderedDict,
             ("torch._utils", "_rebuild_tensor_v2"): self._rebuild_tensor_v2,
@@ -438,6 +444,7 @@ class RestrictedUnpickler(pickle._Unpickler):
             raise _Passthrough(e) from None
         self._storages[id(flat)] = flat
         self._storage_names[id(flat)] = key
+        self._storage_types.setdefault(id(flat), set()).add(stype.name)
         return flat
 
     # ---- tensors -----------------------------------------------------------------------------
@@ -466,14 +473,82 @@ class RestrictedUnpickler(pickle._Unpickler):
                                   f"{str(e)[len('fiamma.load: '):]}") from None
         return storage._view(size, stride, storage._offset + storage_offset, ops.load)
 
+    def _check_4bit(self, storage, storage_offset, size, stride):
+        """The size of a quint4x2 tensor over a packed storage (two values a byte, the first
+        in the low nibble, row-major: PyTorch's layout), checked: PyTorch's 4-bit tensors are
+        contiguous from the storage's start, and only those are read."""
+        key = self._storage_names.get(id(storage), "?")
+        if id(storage) not in self._storages or self._storages[id(storage)] is not storage:
+            raise UnpicklingError("fiamma.load: a tensor is rebuilt from something that is not "
+                                  "a storage of this checkpoint")
+        size = _int_tuple(size, "size")
+        stride = _int_tuple(stride, "stride")
+        contiguous, numel = [], 1
+        for n in reversed(size):
+            contiguous.insert(0, numel)
+            numel *= n
+        if storage_offset != 0 or len(stride) != len(size) or any(
+                st != c for n, st, c in zip(size, stride, contiguous) if n > 1):
+            raise UnpicklingError(f"fiamma.load: quint4x2 tensor over storage {key!r}: only "
+                                  f"contiguous ones from offset 0 are supported, got size "
+                                  f"{size}, stride {stride}, offset {storage_offset!r}")
+        need = (numel + 1) // 2
+        if need > storage._numel:
+            raise UnpicklingError(f"fiamma.load: quint4x2 tensor over storage {key!r}: size "
+                                  f"{size} needs {need} packed bytes, the storage has "
+                                  f"{storage._numel}")
+        return size
+
+    @staticmethod
+    def _unpack_4bit(storage, size):
+        import fiamma
+        numel = int(np.prod(size, dtype=np.int64))
+        need = (numel + 1) // 2
+        packed = storage[:need].cpu().numpy()
+        values = np.empty(2 * need, dtype=np.uint8)
+        values[0::2] = packed & 0x0F
+        values[1::2] = packed >> 4
+        out = fiamma.from_numpy(np.ascontiguousarray(values[:numel].reshape(size)))
+        return out.to(storage.device) if storage.device.type != "cpu" else out
+
+    def after_data(self, fn):
+        """Run ``fn`` once the storages hold their bytes: now (zip format: a storage is read
+        when the pickle names it) or, when ``data_later`` is set (the legacy format, whose
+        data follows the pickle), from :meth:`run_after_data`."""
+        if self.data_later:
+            self._after_data.append(fn)
+        else:
+            fn()
+
+    def run_after_data(self):
+        for fn in self._after_data:
+            fn()
+        self._after_data.clear()
+
     def _rebuild_qtensor(self, storage, storage_offset, size, stride, quantizer_params,
                          requires_grad=False, backward_hooks=None):
         ao = _quant_module("quantized tensors (torch._utils._rebuild_qtensor)")
-        t = self._rebuild_tensor(storage, storage_offset, size, stride).clone()
-        qdtype = {D.int8: ao.qint8, D.uint8: ao.quint8, D.int32: ao.qint32}.get(t.dtype)
+        types_ = self._storage_types.get(id(storage), set())
+        if "QUInt4x2Storage" in types_:
+            if len(types_) > 1:
+                raise UnpicklingError(f"fiamma.load: storage "
+                                      f"{self._storage_names.get(id(storage), '?')!r} is read "
+                                      f"as {sorted(types_)}")
+            size = self._check_4bit(storage, storage_offset, size, stride)
+            shape, qdtype = size, ao.quint4x2
+
+            def values():
+                return self._unpack_4bit(storage, size)
+        else:
+            view = self._rebuild_tensor(storage, storage_offset, size, stride)
+            shape = tuple(view.shape)
+            qdtype = {D.int8: ao.qint8, D.uint8: ao.quint8, D.int32: ao.qint32}.get(view.dtype)
+
+            def values():
+                return view.clone()
         if qdtype is None or type(quantizer_params) is not tuple or not quantizer_params:
             raise UnpicklingError("fiamma.load: malformed quantized tensor (storage "
-                                  f"{t.dtype}, parameters {quantizer_params!r:.100})")
+                                  f"{storage.dtype}, parameters {quantizer_params!r:.100})")
         scheme = quantizer_params[0]
         if scheme in (ao.per_tensor_affine, ao.per_tensor_symmetric) and \
                 len(quantizer_params) == 3:
@@ -482,22 +557,32 @@ class RestrictedUnpickler(pickle._Unpickler):
                 raise UnpicklingError("fiamma.load: a per-tensor quantized tensor needs a "
                                       f"float scale and int zero point, got {scale!r:.50}, "
                                       f"{zp!r:.50}")
-            return ao.QTensor(t, qdtype, ao.per_tensor_affine, float(scale), int(zp))
-        if scheme in (ao.per_channel_affine, ao.per_channel_symmetric,
-                      ao.per_channel_affine_float_qparams) and len(quantizer_params) == 4:
+            q = ao.QTensor(None, qdtype, ao.per_tensor_affine, float(scale), int(zp))
+
+            def fill():
+                q._int = values()
+        elif scheme in (ao.per_channel_affine, ao.per_channel_symmetric,
+                        ao.per_channel_affine_float_qparams) and len(quantizer_params) == 4:
             scales, zps, axis = quantizer_params[1:]
             if not (isinstance(scales, Tensor) and isinstance(zps, Tensor)
-                    and type(axis) is int and 0 <= axis < max(t.ndim, 1)
-                    and scales.shape == zps.shape == (t.shape[axis],)):
+                    and type(axis) is int and 0 <= axis < max(len(shape), 1)
+                    and scales.shape == zps.shape == (shape[axis],)):
                 raise UnpicklingError("fiamma.load: malformed per-channel quantized tensor "
-                                      f"(shape {tuple(t.shape)}, axis {axis!r:.20})")
-            if zps.is_floating_point():  # float qparams (PyTorch writes per_channel_affine)
-                return ao.QTensor(t, qdtype, ao.per_channel_affine_float_qparams,
-                                  scales.to(D.float32), zps.to(D.float32), axis)
-            return ao.QTensor(t, qdtype, ao.per_channel_affine, scales.to(D.float64),
-                              zps.to(D.int64), axis)
-        raise UnpicklingError(f"fiamma.load: quantization scheme {scheme!r:.60} is not "
-                              "supported (per-tensor and per-channel affine are)")
+                                      f"(shape {shape}, axis {axis!r:.20})")
+            # float zero points: float qparams (PyTorch writes them as per_channel_affine)
+            floats = zps.is_floating_point()
+            q = ao.QTensor(None, qdtype, ao.per_channel_affine_float_qparams if floats else
+                           ao.per_channel_affine, None, None, axis)
+
+            def fill():
+                q._int = values()
+                q._scale = scales.to(D.float32 if floats else D.float64).clone()
+                q._zero_point = zps.to(D.float32 if floats else D.int64).clone()
+        else:
+            raise UnpicklingError(f"fiamma.load: quantization scheme {scheme!r:.60} is not "
+                                  "supported (per-tensor and per-channel affine are)")
+        self.after_data(fill)  # the integers are copied once the storage holds them
+        return q
 
     def _rebuild_tensor_v2(self, storage, storage_offset, size, stride, requires_grad=False,
                            backward_hooks=None, metadata=None):

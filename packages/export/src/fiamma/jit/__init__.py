@@ -1,7 +1,9 @@
 """fiamma.jit: tracing an eager model into a graph that runs without the model's code.
 
-PyTorch's ``torch.jit.trace`` / ``torch.jit.load`` (TorchScript's scripting language is
-deprecated upstream and is not built: :func:`script` raises, pointing to :func:`trace`).
+PyTorch's ``torch.jit.trace`` / ``torch.jit.save`` / ``torch.jit.load``. TorchScript's
+scripting language (deprecated upstream) is not built: :func:`script` returns a module or
+function that runs its own Python and saves as a trace of its last call (see
+:func:`script`). :func:`load` reads fiamma's files only, not PyTorch's TorchScript archives.
 
 >>> import fiamma, fiamma.nn as nn, fiamma.jit
 >>> m = nn.Sequential(nn.Linear(4, 3), nn.ReLU()).eval()
@@ -22,12 +24,16 @@ import fiamma
 
 from ._graph import Graph, Node, Value
 from ._interp import OPS, Program
+from ._script import ScriptFunction, ScriptModule, script_object
 from ._tracer import TracerWarning, TracingError, trace_graph
 from ._version import __version__
 
-__all__ = ["trace", "load", "save", "script", "TracedModule", "TracerWarning", "TracingError",
-           "Graph", "Node", "Value", "is_tracing", "is_scripting", "ignore", "unused", "export",
-           "annotate", "Final", "__version__"]
+__all__ = ["trace", "load", "save", "script", "TracedModule", "ScriptModule", "ScriptFunction",
+           "RecursiveScriptModule", "TracerWarning", "TracingError", "Graph", "Node", "Value",
+           "is_tracing", "is_scripting", "ignore", "unused", "export", "annotate", "Final",
+           "__version__"]
+
+RecursiveScriptModule = ScriptModule  # the type of torch.jit.script(module) in PyTorch
 
 
 def is_tracing():
@@ -234,32 +240,50 @@ def _check(tm, inputs, kwargs, eager, tol):
 
 
 def script(obj=None, optimize=None, _frames_up=0, _rcb=None, example_inputs=None):
-    """``obj`` itself, run eagerly (as :func:`fiamma.compile` does): TorchScript's language is
-    a subset of Python whose programs compute the same values when Python runs them, so
-    ``@torch.jit.script`` functions and ``torch.jit.script(model)`` calls in model code keep
-    working. What needs the compiled program is refused where it is asked for:
-    :func:`fiamma.jit.save` takes only a :func:`fiamma.jit.trace` result (trace the model with
-    example inputs, or use :func:`fiamma.onnx.export`, to deploy it).
+    """A scripted ``obj`` that runs its own Python, eagerly (TorchScript's language is a
+    subset of Python whose programs compute the same values when Python runs them, so
+    ``@torch.jit.script`` functions and ``torch.jit.script(model)`` in model code keep working).
 
-    >>> import fiamma, fiamma.jit
+    A module gives a :class:`ScriptModule` (the module's class with ``save``/``code``/``graph``
+    mixed in, sharing the original's parameters, buffers and submodules); a function gives a
+    :class:`ScriptFunction`; any other callable comes back as it is. ``.save(f)`` /
+    :func:`save` write a trace of the most recent call (or of ``example_inputs``: a tensor, a
+    tuple of inputs or PyTorch's list of tuples) that :func:`load` runs without the model's
+    code, sizes symbolic. Python branches on tensor values can't be traced faithfully: save
+    then raises instead of baking the branch in. (Decision where the API was silent: fiamma has
+    no TorchScript compiler; a trace of a real call keeps every op and shape rule and is what
+    the saved file can hold.)
+
+    >>> import fiamma, fiamma.jit, fiamma.nn as nn, io
     >>> @fiamma.jit.script
     ... def scaled_relu(x, s: float):
     ...     return fiamma.relu(x) * s
     >>> scaled_relu(fiamma.tensor([-1.0, 2.0]), 3.0).tolist()
     [0.0, 6.0]
+    >>> sm = fiamma.jit.script(nn.Sequential(nn.Linear(3, 2), nn.ReLU()))
+    >>> y = sm(fiamma.ones(4, 3))
+    >>> buf = io.BytesIO(); sm.save(buf); _ = buf.seek(0)
+    >>> bool((fiamma.jit.load(buf)(fiamma.ones(4, 3)) == y).all())
+    True
     """
     if obj is None:
         raise TypeError("fiamma.jit.script: expected a function or a module to script")
     if not callable(obj):
         raise TypeError(f"fiamma.jit.script: expected a function or a module, got "
                         f"{type(obj).__name__}")
-    return obj
+    return script_object(obj, example_inputs)
 
 
-def save(m, f):
-    """Save a :class:`TracedModule` to ``f`` (a path or a binary file object)."""
+def save(m, f, _extra_files=None):
+    """Save a traced module (:func:`trace`), or a scripted module or function (:func:`script`,
+    as a trace of its last call), to ``f`` (a path or a binary file object)."""
+    if isinstance(m, (ScriptModule, ScriptFunction)):
+        m = m._traced()
     if not isinstance(m, TracedModule):
-        raise TypeError(f"fiamma.jit.save: expected a TracedModule, got {type(m).__name__}")
+        raise TypeError(f"fiamma.jit.save: expected a TracedModule or a scripted module, got "
+                        f"{type(m).__name__}")
+    if _extra_files:
+        raise NotImplementedError("fiamma.jit.save: _extra_files is not supported")
     from fiamma.safetensors import save as st_save
 
     buf = io.BytesIO()
@@ -278,8 +302,22 @@ def save(m, f):
         f.write(data)
 
 
+def _not_ours(names):
+    """Why a zip that is not a fiamma.jit file can't be loaded (PyTorch's archives)."""
+    if any("/code/" in n or n.endswith("constants.pkl") for n in names):
+        return ("it is a TorchScript archive written by PyTorch's torch.jit.save, whose "
+                "compiled TorchScript code fiamma cannot run; in PyTorch, save the weights "
+                "(torch.save(model.state_dict())) for fiamma.load, or export the model with "
+                "torch.onnx.export")
+    if any(n.endswith("data.pkl") for n in names):
+        return "it is a checkpoint written by torch.save / fiamma.save: read it with fiamma.load"
+    return None
+
+
 def load(f, map_location=None):
-    """Load a traced module saved with :meth:`TracedModule.save`; runs only known ops.
+    """Load a module saved with :func:`save` (a traced or scripted one) as a
+    :class:`TracedModule`; runs only known ops. PyTorch's TorchScript archives (and
+    ``torch.save`` checkpoints) are refused with a RuntimeError saying what they are.
 
     >>> import io, fiamma, fiamma.jit
     >>> buf = io.BytesIO()
@@ -297,6 +335,9 @@ def load(f, map_location=None):
         data = f.read()
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as z:
+            why = None if "graph.json" in z.namelist() else _not_ours(z.namelist())
+            if why:
+                raise RuntimeError(f"fiamma.jit.load: can't load this file: {why}")
             text = z.read("graph.json").decode()
             name = z.read("name.txt").decode() if "name.txt" in z.namelist() else "forward"
             tensors = st_load(z.read("tensors.safetensors"))

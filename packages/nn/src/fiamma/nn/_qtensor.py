@@ -52,6 +52,7 @@ quint8 = QDtype("quint8", fiamma.uint8, 0, 255)
 qint8 = QDtype("qint8", fiamma.int8, -128, 127)
 qint32 = QDtype("qint32", fiamma.int32, -(2 ** 31), 2 ** 31 - 1)
 # 4-bit unsigned (embedding weights); one value per uint8 here, PyTorch packs two per byte
+# (fiamma.save packs them as PyTorch does, fiamma.load unpacks)
 quint4x2 = QDtype("quint4x2", fiamma.uint8, 0, 15)
 quint4x2.bits = 4
 _QDTYPES = {"quint8": quint8, "qint8": qint8, "qint32": qint32, "quint4x2": quint4x2}
@@ -118,6 +119,17 @@ def _quantize_np(x, scale, zero_point, dtype):
     return np.clip(q, dtype.qmin, dtype.qmax).astype(_NP[dtype.name])
 
 
+def _pack_4bit(values):
+    """A 1-D uint8 tensor of the 4-bit ``values`` (any shape, row-major) two a byte: the first
+    in the low nibble (PyTorch's quint4x2 storage)."""
+    v = np.ascontiguousarray(_np(values), dtype=np.uint8).reshape(-1)
+    if v.size and int(v.max()) > 15:
+        raise ValueError(f"quint4x2: values must be in [0, 15], got {int(v.max())}")
+    if v.size % 2:
+        v = np.concatenate([v, np.zeros(1, np.uint8)])
+    return fiamma.from_numpy(np.ascontiguousarray(v[0::2] | (v[1::2] << 4)))
+
+
 class QTensor:
     """A quantized tensor; build it with :func:`quantize_per_tensor` or
     :func:`quantize_per_channel` (or a quantized module), read it with :meth:`int_repr`,
@@ -144,17 +156,25 @@ class QTensor:
     def __fiamma_qtensor__(self):
         """What ``fiamma.save`` writes (PyTorch's ``_rebuild_qtensor`` layout): the integer
         tensor, its ``torch.Q*Storage`` name and the quantizer parameters."""
-        if self._dtype is quint4x2:
-            raise NotImplementedError("fiamma.save: quint4x2 tensors are not supported (PyTorch "
-                                      "packs two 4-bit values per byte); save the dequantized "
-                                      "weight or use quint8")
         storage = {"quint8": "QUInt8Storage", "qint8": "QInt8Storage",
-                   "qint32": "QInt32Storage"}[self._dtype.name]
+                   "qint32": "QInt32Storage", "quint4x2": "QUInt4x2Storage"}[self._dtype.name]
         if self._axis is None:
             params = (self._scheme, float(self._scale), int(self._zero_point))
         else:
             # float qparams too are written as per_channel_affine (with float zero points)
             params = (per_channel_affine, self._scale, self._zero_point, self._axis)
+        if self._dtype is quint4x2:
+            # as PyTorch: the values in row-major order, two a byte (the first in the low
+            # nibble), the tensor contiguous from the storage's start
+            shape = tuple(self.shape)
+            stride, step = [], 1
+            for n in reversed(shape):
+                stride.insert(0, step)
+                step *= n
+            packed = _pack_4bit(self._int)
+            if self.device.type != "cpu":
+                packed = packed.to(self.device)
+            return packed, storage, params, (0, shape, tuple(stride))
         return self._int, storage, params
 
     # ---- metadata -----------------------------------------------------------------------------

@@ -64,6 +64,7 @@ def get_default_static_quant_module_mappings():
         nniqat.ConvBnReLU1d: nniq.ConvReLU1d,
         nniqat.ConvBnReLU2d: nniq.ConvReLU2d,
         nniqat.ConvBnReLU3d: nniq.ConvReLU3d,
+        nniqat.ConvReLU1d: nniq.ConvReLU1d,  # not in PyTorch's table (no default QAT swap)
         nniqat.ConvReLU2d: nniq.ConvReLU2d,
         nniqat.ConvReLU3d: nniq.ConvReLU3d,
         nniqat.LinearReLU: nniq.LinearReLU,

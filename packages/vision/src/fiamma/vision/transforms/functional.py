@@ -534,7 +534,11 @@ def affine(
 
 
 def _perspective_coeffs(startpoints, endpoints):
-    """Coefficients of the projective map taking endpoints to startpoints (least squares)."""
+    """Coefficients (a, b, c, d, e, f, g, h) of the projective map taking endpoints to
+    startpoints (least squares in float64, rounded to float32 as torchvision's)."""
+    if len(startpoints) != 4 or len(endpoints) != 4:
+        raise ValueError(f"perspective: Please provide exactly four corners, got "
+                         f"{len(startpoints)} startpoints and {len(endpoints)} endpoints")
     a = np.zeros((8, 8))
     for i, ((xs, ys), (xe, ye)) in enumerate(zip(startpoints, endpoints)):
         a[2 * i] = [xe, ye, 1, 0, 0, 0, -xs * xe, -xs * ye]
@@ -544,14 +548,21 @@ def _perspective_coeffs(startpoints, endpoints):
     return [float(v) for v in sol.astype(np.float32)]
 
 
-def perspective(img, startpoints, endpoints, interpolation=InterpolationMode.BILINEAR, fill=None):
-    """Projective warp moving the four startpoints (corners) to endpoints."""
+def _perspective_by_coeffs(img, coeffs, interpolation, fill):
+    """Warp ``img``: output pixel (x, y) samples the input at
+    ((a x + b y + c) / (g x + h y + 1), (d x + e y + f) / (g x + h y + 1))."""
     _check(img, "perspective")
     interpolation = _interp(interpolation, "perspective")
-    coeffs = _perspective_coeffs(startpoints, endpoints)
     if _is_pil(img):
         return FP.perspective(img, coeffs, _PIL_FILTER[interpolation], fill)
     return FT.perspective(img, coeffs, interpolation.value, _tensor_fill(img, fill))
+
+
+def perspective(img, startpoints, endpoints, interpolation=InterpolationMode.BILINEAR, fill=None):
+    """Projective warp moving the four startpoints (corners) to endpoints."""
+    _check(img, "perspective")
+    return _perspective_by_coeffs(img, _perspective_coeffs(startpoints, endpoints),
+                                  interpolation, fill)
 
 
 # ---------------------------------------------------------------- colour and filters

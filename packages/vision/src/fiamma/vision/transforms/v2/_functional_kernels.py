@@ -271,39 +271,30 @@ def rotate_keypoints(keypoints, canvas_size, angle, expand=False, center=None):
     return _points(F.rotate, keypoints, canvas_size, True, angle, expand=expand, center=center)
 
 
-def _no_coefficients(coefficients, startpoints, endpoints, op):
-    if coefficients is not None:
-        raise NotImplementedError(f"{op}: coefficients= is not supported by fiamma's kernel; "
-                                  f"pass startpoints and endpoints")
-    if startpoints is None or endpoints is None:
-        raise ValueError(f"{op}: startpoints and endpoints are required")
-
-
 @_export
 def perspective_image(image, startpoints, endpoints, interpolation=InterpolationMode.BILINEAR,
                       fill=None, coefficients=None):
-    _no_coefficients(coefficients, startpoints, endpoints, "perspective_image")
-    return _image(F.perspective, image, startpoints, endpoints, interpolation, fill)
+    return _image(F.perspective, image, startpoints, endpoints, interpolation, fill,
+                  coefficients=coefficients)
 
 
 @_export
 def perspective_mask(mask, startpoints, endpoints, fill=None, coefficients=None):
-    _no_coefficients(coefficients, startpoints, endpoints, "perspective_mask")
-    return _mask(F.perspective, mask, startpoints, endpoints, fill=fill)
+    return _mask(F.perspective, mask, startpoints, endpoints, fill=fill,
+                 coefficients=coefficients)
 
 
 @_export
 def perspective_bounding_boxes(bounding_boxes, format, canvas_size, startpoints, endpoints,
                                coefficients=None, clamping_mode="soft"):
-    _no_coefficients(coefficients, startpoints, endpoints, "perspective_bounding_boxes")
     return _boxes(F.perspective, bounding_boxes, format, canvas_size, clamping_mode, False,
-                  startpoints, endpoints)
+                  startpoints, endpoints, coefficients=coefficients)
 
 
 @_export
 def perspective_keypoints(keypoints, canvas_size, startpoints, endpoints, coefficients=None):
-    _no_coefficients(coefficients, startpoints, endpoints, "perspective_keypoints")
-    return _points(F.perspective, keypoints, canvas_size, False, startpoints, endpoints)
+    return _points(F.perspective, keypoints, canvas_size, False, startpoints, endpoints,
+                   coefficients=coefficients)
 
 
 @_export

@@ -3,7 +3,7 @@ import math
 
 import fiamma
 from fiamma.vision import tv_tensors as tv
-from fiamma.vision.transforms import _transforms as T1
+from fiamma.vision.transforms import _transforms as T1, functional as F1
 from fiamma.vision.transforms.v2 import functional as F
 from fiamma.vision.transforms.v2._transform import (
     RandomTransform,
@@ -422,11 +422,11 @@ class RandomPerspective(RandomTransform):
     def make_params(self, flat_inputs):
         h, w = query_size(flat_inputs)
         start, end = T1.RandomPerspective.get_params(w, h, self.distortion_scale)
-        return dict(startpoints=start, endpoints=end)
+        return dict(coefficients=F1._perspective_coeffs(start, end))
 
     def transform(self, inpt, params):
-        return F.perspective(inpt, params["startpoints"], params["endpoints"],
-                             self.interpolation, _fill_for(self.fill, inpt))
+        return F.perspective(inpt, None, None, self.interpolation, _fill_for(self.fill, inpt),
+                             coefficients=params["coefficients"])
 
 
 def _number_or_pair(v, name):

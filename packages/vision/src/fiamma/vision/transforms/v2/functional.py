@@ -511,45 +511,78 @@ def rotate(inpt, angle, interpolation=InterpolationMode.NEAREST, expand=False, c
     return _image_op(inpt, lambda t: F1.rotate(t, angle, interpolation, expand, center, fill))
 
 
-def _perspective_points(a, startpoints, endpoints):
-    # the projective map taking startpoints to endpoints (the image kernel samples with the
-    # inverse one), applied in float64
-    m = np.zeros((8, 8))
-    for i, ((xs, ys), (xe, ye)) in enumerate(zip(startpoints, endpoints)):
-        m[2 * i] = [xs, ys, 1, 0, 0, 0, -xe * xs, -xe * ys]
-        m[2 * i + 1] = [0, 0, 0, xs, ys, 1, -ye * xs, -ye * ys]
-    c = np.linalg.solve(m, np.asarray(endpoints, np.float64).reshape(8))
-    den = c[6] * a[:, 0] + c[7] * a[:, 1] + 1.0
-    return np.stack([(c[0] * a[:, 0] + c[1] * a[:, 1] + c[2]) / den,
-                     (c[3] * a[:, 0] + c[4] * a[:, 1] + c[5]) / den], axis=1)
+def _perspective_coefficients(startpoints, endpoints, coefficients):
+    """The 8 coefficients of the map from output to input pixels: given ones (with no
+    startpoints/endpoints pair), or those of the four point pairs (torchvision's rules)."""
+    if coefficients is not None:
+        if startpoints is not None and endpoints is not None:
+            raise ValueError("perspective: The startpoints/endpoints and the coefficients "
+                             "shouldn't be defined concurrently")
+        if len(coefficients) != 8:
+            raise ValueError(f"perspective: Argument coefficients should have 8 float values, "
+                             f"got {len(coefficients)}")
+        return [float(c) for c in coefficients]
+    if startpoints is not None and endpoints is not None:
+        return F1._perspective_coeffs(startpoints, endpoints)
+    raise ValueError("perspective: Either the startpoints/endpoints or the coefficients must "
+                     "have non `None` values")
+
+
+def _perspective_points(a, coeffs, what):
+    """Points (M, 2) moved by the inverse of the output->input map ``coeffs`` (so from input
+    to output), the inverse taken as torchvision's (adjugate over c0 c4 - c1 c3)."""
+    c = coeffs
+    den = c[0] * c[4] - c[1] * c[3]
+    if den == 0:
+        raise RuntimeError(f"perspective: provided perspective coefficients {list(c)} can not "
+                           f"be inverted to transform {what}: denominator c0*c4 - c1*c3 is "
+                           f"zero")
+    inv = [(c[4] - c[5] * c[7]) / den, (-c[1] + c[2] * c[7]) / den,
+           (c[1] * c[5] - c[2] * c[4]) / den, (-c[3] + c[5] * c[6]) / den,
+           (c[0] - c[2] * c[6]) / den, (-c[0] * c[5] + c[2] * c[3]) / den,
+           (-c[4] * c[6] + c[3] * c[7]) / den, (-c[0] * c[7] + c[1] * c[6]) / den]
+    d = inv[6] * a[:, 0] + inv[7] * a[:, 1] + 1.0
+    return np.stack([(inv[0] * a[:, 0] + inv[1] * a[:, 1] + inv[2]) / d,
+                     (inv[3] * a[:, 0] + inv[4] * a[:, 1] + inv[5]) / d], axis=1)
 
 
 def perspective(inpt, startpoints, endpoints, interpolation=InterpolationMode.BILINEAR,
-                fill=None):
-    """Projective warp moving the four ``startpoints`` to ``endpoints``; boxes map their four
-    corners and take the bounds (clamped), keypoints map directly."""
-    if len(startpoints) != 4 or len(endpoints) != 4:
-        raise ValueError("perspective: startpoints and endpoints must be 4 points each")
+                fill=None, coefficients=None):
+    """Projective warp moving the four ``startpoints`` to ``endpoints``, or given directly by
+    ``coefficients`` [a, b, c, d, e, f, g, h] (startpoints/endpoints None): output pixel
+    (x, y) samples the input at ((a x + b y + c) / (g x + h y + 1), (d x + e y + f) /
+    (g x + h y + 1)). Boxes map their four corners by the inverse map and take the bounds
+    (clamped), keypoints map directly; empty boxes and keypoints come back unchecked (as
+    torchvision's).
+
+        >>> import fiamma
+        >>> img = fiamma.arange(16.).reshape(1, 4, 4)
+        >>> shift = [1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0]    # sample one pixel right
+        >>> perspective(img, None, None, coefficients=shift)[0, 0].tolist()
+        [1.0, 2.0, 3.0, 0.0]
+    """
     k = _kind(inpt)
+    if k in ("boxes", "keypoints") and inpt.numel() == 0:
+        return inpt
+    coeffs = _perspective_coefficients(startpoints, endpoints, coefficients)
     if k == "boxes" and _rotated(inpt.format):
-        return _rot_corner_op(inpt, lambda p, c: (_perspective_points(p, startpoints,
-                                                                      endpoints), c))
+        return _rot_corner_op(inpt, lambda p, c: (_perspective_points(p, coeffs,
+                                                                      "bounding boxes"), c))
     if k == "boxes":
         def fn(a, c):
             x1, y1, x2, y2 = a.T
             corners = np.stack([np.stack([x1, y1], 1), np.stack([x2, y1], 1),
                                 np.stack([x2, y2], 1), np.stack([x1, y2], 1)], 1)
-            pts = _perspective_points(corners.reshape(-1, 2), startpoints, endpoints)
+            pts = _perspective_points(corners.reshape(-1, 2), coeffs, "bounding boxes")
             pts = pts.reshape(-1, 4, 2)
             return np.concatenate([pts.min(1), pts.max(1)], axis=1), c
         return _box_op(inpt, "perspective", fn)
     if k == "keypoints":
-        return _kp_op(inpt, lambda a, c: (_perspective_points(a, startpoints, endpoints), c))
+        return _kp_op(inpt, lambda a, c: (_perspective_points(a, coeffs, "keypoints"), c))
     if k == "mask":
-        return _mask_op(inpt, lambda t: F1.perspective(t, startpoints, endpoints,
-                                                       InterpolationMode.NEAREST, fill))
-    return _image_op(inpt, lambda t: F1.perspective(t, startpoints, endpoints, interpolation,
-                                                    fill))
+        return _mask_op(inpt, lambda t: F1._perspective_by_coeffs(
+            t, coeffs, InterpolationMode.NEAREST, fill))
+    return _image_op(inpt, lambda t: F1._perspective_by_coeffs(t, coeffs, interpolation, fill))
 
 
 def _check_displacement(displacement, canvas):

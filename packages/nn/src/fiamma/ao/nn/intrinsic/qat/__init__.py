@@ -5,7 +5,7 @@
     >>> import fiamma.ao.nn.intrinsic.qat as nniqat
     >>> import fiamma.ao.quantization as tq
     >>> nniqat.ConvBn2d(3, 8, 3, qconfig=tq.default_qat_qconfig).bn
-    BatchNorm2d(8, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)
+    BatchNorm2d(8, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)
 """
 from fiamma.ao.nn.intrinsic.qat import linear_fused, modules  # noqa: F401
 from fiamma.ao.nn.intrinsic.qat.linear_fused import LinearBn1d
@@ -16,6 +16,7 @@ from fiamma.ao.nn.intrinsic.qat.modules import (
     ConvBnReLU1d,
     ConvBnReLU2d,
     ConvBnReLU3d,
+    ConvReLU1d,
     ConvReLU2d,
     ConvReLU3d,
     LinearReLU,
@@ -24,8 +25,8 @@ from fiamma.ao.nn.intrinsic.qat.modules import (
 )
 
 __all__ = ["ConvBn1d", "ConvBn2d", "ConvBn3d", "ConvBnReLU1d", "ConvBnReLU2d", "ConvBnReLU3d",
-           "ConvReLU2d", "ConvReLU3d", "LinearReLU", "LinearBn1d", "freeze_bn_stats",
-           "update_bn_stats", "modules", "linear_fused"]
+           "ConvReLU1d", "ConvReLU2d", "ConvReLU3d", "LinearReLU", "LinearBn1d",
+           "freeze_bn_stats", "update_bn_stats", "modules", "linear_fused"]
 
 
 def __getattr__(name):

@@ -33,7 +33,8 @@ from fiamma.ao.nn.qat._common import (
 from fiamma.nn import functional as F
 
 __all__ = ["ConvBn1d", "ConvBn2d", "ConvBn3d", "ConvBnReLU1d", "ConvBnReLU2d", "ConvBnReLU3d",
-           "ConvReLU2d", "ConvReLU3d", "LinearReLU", "freeze_bn_stats", "update_bn_stats"]
+           "ConvReLU1d", "ConvReLU2d", "ConvReLU3d", "LinearReLU", "freeze_bn_stats",
+           "update_bn_stats"]
 
 _BN = {1: nn.BatchNorm1d, 2: nn.BatchNorm2d, 3: nn.BatchNorm3d}
 _CONV = {1: nn.Conv1d, 2: nn.Conv2d, 3: nn.Conv3d}
@@ -140,6 +141,18 @@ ConvBn3d = _convbn("ConvBn3d", 3, False)
 ConvBnReLU1d = _convbn("ConvBnReLU1d", 1, True)
 ConvBnReLU2d = _convbn("ConvBnReLU2d", 2, True)
 ConvBnReLU3d = _convbn("ConvBnReLU3d", 3, True)
+
+
+class ConvReLU1d(nnqat.Conv1d):
+    """QAT Conv1d followed by ReLU (from ``nn.intrinsic.ConvReLU1d``). As in PyTorch, the
+    default ``prepare_qat`` mapping leaves a fused Conv1d + ReLU float (it is quantized at
+    ``convert``); this module is for a custom mapping or direct use."""
+
+    _FLOAT_MODULE = nni.ConvReLU1d
+    _FLOAT_RELU_MODULE = nn.ReLU
+
+    def forward(self, input):
+        return F.relu(super().forward(input))
 
 
 class ConvReLU2d(nnqat.Conv2d):
