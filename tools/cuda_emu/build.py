@@ -67,7 +67,7 @@ def source():
         out.append(_strip(CK._BLOCK))
         for src in (CK._ROW_NORM_FWD, CK._ROW_NORM_BWD, CK._ROW_NORM_WB, CK._COLSUM, CK._COLSUM1,
                     CK._ROW_NORM_WB1, CK._ACC_OUT, CK._XENT_FWD, CK._XENT_BWD, CK._XENT_MEAN,
-                    CK._IM2COL, CK._COL2IM, CK._BN_FWD, CK._BN_BWD, CK._SOFTMAX, CK._MAXPOOL,
+                    CK._IM2COL, CK._COL2IM, CK._BN, CK._SOFTMAX, CK._MAXPOOL,
                     CK._ATTN, CL.POOL_SCATTER):
             out.append(_strip(src).replace(_strip(CK._BLOCK), ""))
         for ams, name in ((0, "fm_adam_multi"), (1, "fm_adam_multi_ams")):

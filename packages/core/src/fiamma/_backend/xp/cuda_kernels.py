@@ -524,8 +524,8 @@ extern "C" __global__ void fm_bin4s_div(const float* a, float s, float* o, long 
 
 # batch norm: per-channel statistics (one block a channel, float64 sums; thread 0 then writes
 # mean/invstd, the running statistics and the affine factors), then one elementwise pass
-_BN_FWD = _BLOCK + r"""
-extern "C" __global__ void fm_bn_stats(const T* __restrict__ x, long long N, long long S,
+_BN_SRC = r"""
+extern "C" __global__ void fm_bn_stats@S(const @X* __restrict__ x, long long N, long long S,
         long long s0, long long s1, long long s2, const T* __restrict__ w,
         const T* __restrict__ b, T* __restrict__ mean, T* __restrict__ invstd,
         T* __restrict__ rm, long long srm, T* __restrict__ rv, long long srv,
@@ -537,13 +537,13 @@ extern "C" __global__ void fm_bn_stats(const T* __restrict__ x, long long N, lon
     if (training) {
         double s = 0.0;
         for (long long i = threadIdx.x; i < m; i += blockDim.x)
-            s += (double)x[(i / S) * s0 + c * s1 + (i % S) * s2];
+            s += (double)@LD(x[(i / S) * s0 + c * s1 + (i % S) * s2]);
         s = fm_block_sum(s, sh);
         const double mu0 = s / (double)m;
         const T tmu = (T)mu0;
         double sd = 0.0, sdd = 0.0;
         for (long long i = threadIdx.x; i < m; i += blockDim.x) {
-            const T d = x[(i / S) * s0 + c * s1 + (i % S) * s2] - tmu;
+            const T d = @LD(x[(i / S) * s0 + c * s1 + (i % S) * s2]) - tmu;
             sd += (double)d;
             sdd += (double)(d * d);
         }
@@ -573,21 +573,19 @@ extern "C" __global__ void fm_bn_stats(const T* __restrict__ x, long long N, lon
     ab[C + c] = (T)((b ? (double)b[c] : 0.0) - mu * a);
 }
 
-extern "C" __global__ void fm_bn_apply(const T* __restrict__ x, long long C, long long S,
+extern "C" __global__ void fm_bn_apply@S(const @X* __restrict__ x, long long C, long long S,
         long long s0, long long s1, long long s2, const T* __restrict__ ab,
-        T* __restrict__ y, long long total) {
+        @X* __restrict__ y, long long total) {
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += stride) {
         const long long sp = i % S, t = i / S, c = t % C, n = t / C;
-        y[i] = x[n * s0 + c * s1 + sp * s2] * ab[c] + ab[C + c];
+        y[i] = @ST(@LD(x[n * s0 + c * s1 + sp * s2]) * ab[c] + ab[C + c]);
     }
 }
-"""
 
-_BN_BWD = _BLOCK + r"""
-extern "C" __global__ void fm_bn_grad_stats(const T* __restrict__ g, long long g0,
-        long long g1, long long g2, const T* __restrict__ x, long long s0, long long s1,
+extern "C" __global__ void fm_bn_grad_stats@S(const @X* __restrict__ g, long long g0,
+        long long g1, long long g2, const @X* __restrict__ x, long long s0, long long s1,
         long long s2, long long N, long long S, const T* __restrict__ w,
         const T* __restrict__ mean, const T* __restrict__ invstd, T* __restrict__ gw,
         T* __restrict__ gb, T* __restrict__ k, long long C, int training) {
@@ -598,9 +596,9 @@ extern "C" __global__ void fm_bn_grad_stats(const T* __restrict__ g, long long g
     double sg = 0.0, sgx = 0.0;
     for (long long i = threadIdx.x; i < m; i += blockDim.x) {
         const long long n = i / S, sp = i % S;
-        const double gv = (double)g[n * g0 + c * g1 + sp * g2];
+        const double gv = (double)@LD(g[n * g0 + c * g1 + sp * g2]);
         sg += gv;
-        sgx += gv * ((double)x[n * s0 + c * s1 + sp * s2] - mu);
+        sgx += gv * ((double)@LD(x[n * s0 + c * s1 + sp * s2]) - mu);
     }
     sg = fm_block_sum(sg, sh);
     sgx = fm_block_sum(sgx, sh);
@@ -615,19 +613,31 @@ extern "C" __global__ void fm_bn_grad_stats(const T* __restrict__ g, long long g
     k[2 * C + c] = (T)(tr ? -wd * inv * sg / (double)m : 0.0);
 }
 
-extern "C" __global__ void fm_bn_grad_apply(const T* __restrict__ g, long long g0,
-        long long g1, long long g2, const T* __restrict__ x, long long s0, long long s1,
+extern "C" __global__ void fm_bn_grad_apply@S(const @X* __restrict__ g, long long g0,
+        long long g1, long long g2, const @X* __restrict__ x, long long s0, long long s1,
         long long s2, long long C, long long S, const T* __restrict__ mean,
-        const T* __restrict__ k, T* __restrict__ gx, long long total) {
+        const T* __restrict__ k, @X* __restrict__ gx, long long total) {
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += stride) {
         const long long sp = i % S, t = i / S, c = t % C, n = t / C;
-        const T d = x[n * s0 + c * s1 + sp * s2] - mean[c];
-        gx[i] = g[n * g0 + c * g1 + sp * g2] * k[c] + d * k[C + c] + k[2 * C + c];
+        const T d = @LD(x[n * s0 + c * s1 + sp * s2]) - mean[c];
+        gx[i] = @ST(@LD(g[n * g0 + c * g1 + sp * g2]) * k[c] + d * k[C + c] +
+                   k[2 * C + c]);
     }
 }
 """
+
+
+def bn_source(sfx="", X="T", ld="", st=""):
+    """The batch-norm kernels (fm_bn_stats, fm_bn_apply, fm_bn_grad_stats, fm_bn_grad_apply,
+    each name + ``sfx``) with the activations (x, y, g, gx) of type ``X``, read through
+    ``ld(...)`` and written through ``st(...)`` (identities for T; cuda_lowp.py widens 16-bit
+    loads and rounds the stores), weights and statistics of type T."""
+    return _BN_SRC.replace("@ST", st).replace("@LD", ld).replace("@X", X).replace("@S", sfx)
+
+
+_BN = _BLOCK + bn_source()
 
 # softmax / log-softmax over the last dim of contiguous rows: one block a row
 _SOFTMAX = _BLOCK + r"""
@@ -1676,13 +1686,13 @@ class CudaKernelsMixin:
             return self.raw(t, (1,), (1,)) if t is not None else np.uint64(0)
 
         def go():
-            k = self._raw_kernel("bn_fwd", _BN_FWD, "fm_bn_stats", ct)
+            k = self._raw_kernel("bn", _BN, "fm_bn_stats", ct)
             k((C,), (512,), (xv, np.int64(N), np.int64(S), *st, opt(w), opt(b),
                              self.cview(mean, (C,)), self.cview(invstd, (C,)), opt(rmean),
                              np.int64(srm), opt(rvar), np.int64(srv), ab, np.int64(C),
                              np.int32(bool(training)), np.float64(momentum),
                              np.float64(eps)))
-            k = self._raw_kernel("bn_fwd", _BN_FWD, "fm_bn_apply", ct)
+            k = self._raw_kernel("bn", _BN, "fm_bn_apply", ct)
             k((min((total + 255) // 256, 1 << 20),), (256,),
               (xv, np.int64(C), np.int64(S), *st, ab, self.cview(y, (N, C, S)),
                np.int64(total)))
@@ -1708,12 +1718,12 @@ class CudaKernelsMixin:
             return self.raw(t, (1,), (1,)) if t is not None else np.uint64(0)
 
         def go():
-            k = self._raw_kernel("bn_bwd", _BN_BWD, "fm_bn_grad_stats", ct)
+            k = self._raw_kernel("bn", _BN, "fm_bn_grad_stats", ct)
             k((C,), (512,), (gv, *sg, xv, *sx, np.int64(N), np.int64(S), opt(w),
                              self.cview(mean, (C,)), self.cview(invstd, (C,)), opt(gw), opt(gb),
                              coef, np.int64(C), np.int32(bool(training))))
             if gx is not None:
-                k = self._raw_kernel("bn_bwd", _BN_BWD, "fm_bn_grad_apply", ct)
+                k = self._raw_kernel("bn", _BN, "fm_bn_grad_apply", ct)
                 k((min((total + 255) // 256, 1 << 20),), (256,),
                   (gv, *sg, xv, *sx, np.int64(C), np.int64(S), self.cview(mean, (C,)), coef,
                    self.cview(gx, (N, C, S)), np.int64(total)))

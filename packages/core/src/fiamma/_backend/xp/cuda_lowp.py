@@ -41,7 +41,7 @@ import numpy as np
 from fiamma import _dtype as D
 from fiamma._backend import codes as K
 from fiamma._backend.xp.base import _store_scalar
-from fiamma._backend.xp.cuda_kernels import _BLOCK
+from fiamma._backend.xp.cuda_kernels import _BLOCK, bn_source
 
 __all__ = ["LowpKernelsMixin", "LP_CONV", "LP_SOURCE", "POOL_SCATTER"]
 
@@ -195,110 +195,7 @@ extern "C" __global__ void fm_lp_round(const float* __restrict__ a, X* __restric
         o[i] = fm_lp_st(a[i]);
 }
 
-// batch norm over 16-bit activations, float32 (T) weights and statistics: cuda_kernels.py's
-// _BN_FWD / _BN_BWD with the loads widened and the stores rounded
-extern "C" __global__ void fm_bn_stats_lp(const X* __restrict__ x, long long N, long long S,
-        long long s0, long long s1, long long s2, const T* __restrict__ w,
-        const T* __restrict__ b, T* __restrict__ mean, T* __restrict__ invstd,
-        T* __restrict__ rm, long long srm, T* __restrict__ rv, long long srv,
-        T* __restrict__ ab, long long C, int training, double momentum, double eps) {
-    __shared__ double sh[33];
-    const long long c = blockIdx.x;
-    const long long m = N * S;
-    double mu, var;
-    if (training) {
-        double s = 0.0;
-        for (long long i = threadIdx.x; i < m; i += blockDim.x)
-            s += (double)fm_lp_ld(x[(i / S) * s0 + c * s1 + (i % S) * s2]);
-        s = fm_block_sum(s, sh);
-        const double mu0 = s / (double)m;
-        const T tmu = (T)mu0;
-        double sd = 0.0, sdd = 0.0;
-        for (long long i = threadIdx.x; i < m; i += blockDim.x) {
-            const T d = fm_lp_ld(x[(i / S) * s0 + c * s1 + (i % S) * s2]) - tmu;
-            sd += (double)d;
-            sdd += (double)(d * d);
-        }
-        sd = fm_block_sum(sd, sh);
-        sdd = fm_block_sum(sdd, sh);
-        const double dm = sd / (double)m;
-        var = fmax(sdd / (double)m - dm * dm, 0.0);
-        mu = mu0 + dm;
-    } else {
-        mu = (double)rm[c * srm];
-        var = (double)rv[c * srv];
-    }
-    if (threadIdx.x != 0) return;
-    const double inv = 1.0 / sqrt(var + eps);
-    if (training) {
-        if (rm) rm[c * srm] = (T)((1.0 - momentum) * (double)rm[c * srm] + momentum * mu);
-        if (rv) {
-            const double ub = m > 1 ? var * ((double)m / (double)(m - 1))
-                                    : __longlong_as_double(0x7ff0000000000000ULL);
-            rv[c * srv] = (T)((1.0 - momentum) * (double)rv[c * srv] + momentum * ub);
-        }
-    }
-    mean[c] = (T)mu;
-    invstd[c] = (T)inv;
-    const double a = inv * (w ? (double)w[c] : 1.0);
-    ab[c] = (T)a;
-    ab[C + c] = (T)((b ? (double)b[c] : 0.0) - mu * a);
-}
-
-extern "C" __global__ void fm_bn_apply_lp(const X* __restrict__ x, long long C, long long S,
-        long long s0, long long s1, long long s2, const T* __restrict__ ab,
-        X* __restrict__ y, long long total) {
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-         i += stride) {
-        const long long sp = i % S, t = i / S, c = t % C, n = t / C;
-        y[i] = fm_lp_st(fm_lp_ld(x[n * s0 + c * s1 + sp * s2]) * ab[c] + ab[C + c]);
-    }
-}
-
-extern "C" __global__ void fm_bn_grad_stats_lp(const X* __restrict__ g, long long g0,
-        long long g1, long long g2, const X* __restrict__ x, long long s0, long long s1,
-        long long s2, long long N, long long S, const T* __restrict__ w,
-        const T* __restrict__ mean, const T* __restrict__ invstd, T* __restrict__ gw,
-        T* __restrict__ gb, T* __restrict__ k, long long C, int training) {
-    __shared__ double sh[33];
-    const long long c = blockIdx.x;
-    const long long m = N * S;
-    const double mu = (double)mean[c];
-    double sg = 0.0, sgx = 0.0;
-    for (long long i = threadIdx.x; i < m; i += blockDim.x) {
-        const long long n = i / S, sp = i % S;
-        const double gv = (double)fm_lp_ld(g[n * g0 + c * g1 + sp * g2]);
-        sg += gv;
-        sgx += gv * ((double)fm_lp_ld(x[n * s0 + c * s1 + sp * s2]) - mu);
-    }
-    sg = fm_block_sum(sg, sh);
-    sgx = fm_block_sum(sgx, sh);
-    if (threadIdx.x != 0) return;
-    const double inv = (double)invstd[c];
-    const double wd = w ? (double)w[c] : 1.0;
-    if (gb) gb[c] = (T)sg;
-    if (gw) gw[c] = (T)(sgx * inv);
-    k[c] = (T)(wd * inv);
-    const bool tr = training && m > 0;
-    k[C + c] = (T)(tr ? -wd * inv * inv * inv * sgx / (double)m : 0.0);
-    k[2 * C + c] = (T)(tr ? -wd * inv * sg / (double)m : 0.0);
-}
-
-extern "C" __global__ void fm_bn_grad_apply_lp(const X* __restrict__ g, long long g0,
-        long long g1, long long g2, const X* __restrict__ x, long long s0, long long s1,
-        long long s2, long long C, long long S, const T* __restrict__ mean,
-        const T* __restrict__ k, X* __restrict__ gx, long long total) {
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-         i += stride) {
-        const long long sp = i % S, t = i / S, c = t % C, n = t / C;
-        const T d = fm_lp_ld(x[n * s0 + c * s1 + sp * s2]) - mean[c];
-        gx[i] = fm_lp_st(fm_lp_ld(g[n * g0 + c * g1 + sp * g2]) * k[c] + d * k[C + c] +
-                         k[2 * C + c]);
-    }
-}
-"""
+""" + bn_source("_lp", "X", "fm_lp_ld", "fm_lp_st")
 
 # the max-pool backward: dst (zeroed; nplanes x dsize) += src at idx, indices known in range
 POOL_SCATTER = r"""
