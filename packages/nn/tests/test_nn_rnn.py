@@ -295,6 +295,23 @@ def test_fused_lstm_layer_gradients():
     np.testing.assert_allclose(gx.numpy(), x.grad.numpy(), rtol=1e-10, atol=1e-12)
 
 
+def test_fused_lstm_layer_graph_lifetime():
+    # the layer node's buffers are saved tensors: retain_graph keeps them for a second
+    # backward, without it a second backward is refused; writing into the returned output
+    # afterwards does not change the gradient (the output is its own buffer)
+    fiamma.manual_seed(26)
+    m = _make("LSTM", 3, 4)
+    x = fiamma.randn(5, 2, 3, dtype=fiamma.float64, requires_grad=True)
+    out, _ = m(x)
+    (g1,) = fiamma.autograd.grad(out.sum(), x, retain_graph=True)
+    with fiamma.no_grad():
+        out.detach().mul_(0.0)
+    (g2,) = fiamma.autograd.grad(out.sum(), x)
+    np.testing.assert_array_equal(g1.numpy(), g2.numpy())
+    with pytest.raises(RuntimeError):
+        fiamma.autograd.grad(out.sum(), x)
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_packed_gradcheck(mode):
     fiamma.manual_seed(6)

@@ -115,21 +115,23 @@ class LSTMLayer(Function):
     @staticmethod
     def forward(ctx, xw, h0, c0, w_hh, reverse):
         out, hn, cn, saved = fiamma.fused_lstm_layer(xw, w_hh, h0, c0, reverse)
-        ctx.saved = saved  # internal buffers only this node sees: no version tracking
         ctx.reverse = reverse
-        ctx.save_for_backward(xw, h0, c0, w_hh)
+        # the layer's states and gates are saved like the inputs, so that the engine frees
+        # them after the backward (and saved-tensor hooks see them)
+        ctx.save_for_backward(xw, h0, c0, w_hh, *saved[:3])
         return out, hn, cn
 
     @staticmethod
     def backward(ctx, gout, ghn, gcn):
-        xw, h0, c0, w_hh = ctx.saved_tensors
+        xw, h0, c0, w_hh, prev, call, ws = ctx.saved_tensors
         need = ctx.needs_input_grad
         if fiamma.is_grad_enabled():
             grads = _lstm_layer_recompute(xw, h0, c0, w_hh, ctx.reverse, (gout, ghn, gcn),
                                           need[:4])
             return (*grads, None)
-        gx, gh0, gc0 = fiamma.fused_lstm_layer_backward(gout, ghn, gcn, w_hh, ctx.saved)
-        gw = fiamma.mm(gx.t(), ctx.saved[0]) if need[3] else None
+        gx, gh0, gc0 = fiamma.fused_lstm_layer_backward(gout, ghn, gcn, w_hh,
+                                                        (prev, call, ws, ctx.reverse))
+        gw = fiamma.mm(gx.t(), prev) if need[3] else None
         return gx, (gh0 if need[1] else None), (gc0 if need[2] else None), gw, None
 
 
