@@ -11,6 +11,7 @@
 #pragma GCC optimize("no-trapping-math")
 #endif
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,6 +115,54 @@ int fm_lstm_cell_bwd(int dtype, int64_t B, int64_t H, intptr_t ghy, intptr_t gcy
 static inline int64_t slot_prev(int reverse, int64_t t) { return reverse ? t + 1 : t; }
 static inline int64_t slot_next(int reverse, int64_t t) { return reverse ? t : t + 1; }
 
+/* one step's cell over rows [r0, r1) of the batch (the forward also copies h to out) */
+static void cell_fwd_rows(int dtype, int64_t r0, int64_t r1, int64_t H, const char *gates,
+                          const char *cp, char *hy, char *cy, char *wst, char *outt) {
+    int64_t isz = dtype == FM_FLOAT32 ? 4 : 8, o = r0 * H * isz, og = 4 * o, n = r1 - r0;
+    if (n <= 0) return;
+    if (dtype == FM_FLOAT32)
+        fwd_float(n, H, (const float *)(gates + og), 4 * H, (const float *)(cp + o),
+                  (float *)(hy + o), (float *)(cy + o), (float *)(wst + og));
+    else
+        fwd_double(n, H, (const double *)(gates + og), 4 * H, (const double *)(cp + o),
+                   (double *)(hy + o), (double *)(cy + o), (double *)(wst + og));
+    memcpy(outt + o, hy + o, (size_t)(n * H * isz));
+}
+
+static void cell_bwd_rows(int dtype, int64_t r0, int64_t r1, int64_t H, const char *gout_t,
+                          char *dh, const char *dca, const char *cx, const char *cy,
+                          const char *wst, char *gg, char *dcb, char *tmp) {
+    int64_t isz = dtype == FM_FLOAT32 ? 4 : 8, o = r0 * H * isz, og = 4 * o, n = r1 - r0;
+    if (n <= 0) return;
+    if (dtype == FM_FLOAT32) {
+        float *d = (float *)(dh + o);
+        if (gout_t) {
+            const float *g = (const float *)(gout_t + o);
+            for (int64_t i = 0; i < n * H; i++) d[i] += g[i];
+        }
+        bwd_float(n, H, d, (const float *)(dca + o), (const float *)(cx + o),
+                  (const float *)(cy + o), (const float *)(wst + og), (float *)(gg + og),
+                  (float *)(dcb + o), (float *)tmp);
+    } else {
+        double *d = (double *)(dh + o);
+        if (gout_t) {
+            const double *g = (const double *)(gout_t + o);
+            for (int64_t i = 0; i < n * H; i++) d[i] += g[i];
+        }
+        bwd_double(n, H, d, (const double *)(dca + o), (const double *)(cx + o),
+                   (const double *)(cy + o), (const double *)(wst + og), (double *)(gg + og),
+                   (double *)(dcb + o), (double *)tmp);
+    }
+}
+
+/* threads for a step's cell: those of the product (the library's setting, one after fork,
+   none for small products) when the step has rows enough to share */
+static int cell_threads(const fm_gemm_plan *plan, int64_t B, int64_t H) {
+    int nt = plan->nthreads;
+    if (nt <= 1 || B < 2 || B * H < 8192) return 1;
+    return nt < B ? nt : (int)B;
+}
+
 int fm_lstm_seq_fwd(int dtype, int64_t T, int64_t B, int64_t H, int reverse, intptr_t xw,
                     intptr_t w, intptr_t h0, intptr_t c0, intptr_t out, intptr_t hn, intptr_t cn,
                     intptr_t hall, intptr_t call, intptr_t ws) {
@@ -134,6 +183,7 @@ int fm_lstm_seq_fwd(int dtype, int64_t T, int64_t B, int64_t H, int reverse, int
             fm_gemm_plan_free(&plan);
             return FM_ERR_NOMEM;
         }
+        int nt = cell_threads(&plan, B, H);
         for (int64_t s = 0; s < T; s++) {
             int64_t t = reverse ? T - 1 - s : s;
             const char *hp = Hs + slot_prev(reverse, t) * bh, *cp = Cs + slot_prev(reverse, t) * bh;
@@ -141,13 +191,15 @@ int fm_lstm_seq_fwd(int dtype, int64_t T, int64_t B, int64_t H, int reverse, int
             memcpy(gates, (const char *)xw + t * bg, (size_t)bg);
             rc = fm_gemm_plan_run(&plan, hp, H, 1.0, gates, 4 * H);
             if (rc != FM_OK) break;
-            if (dtype == FM_FLOAT32)
-                fwd_float(B, H, (const float *)gates, 4 * H, (const float *)cp, (float *)hy,
-                          (float *)cy, (float *)((char *)ws + t * bg));
-            else
-                fwd_double(B, H, (const double *)gates, 4 * H, (const double *)cp, (double *)hy,
-                           (double *)cy, (double *)((char *)ws + t * bg));
-            memcpy((char *)out + t * bh, hy, (size_t)bh);
+            char *wst = (char *)ws + t * bg, *outt = (char *)out + t * bh;
+            if (nt > 1) {
+#pragma omp parallel for num_threads(nt) schedule(static)
+                for (int k = 0; k < nt; k++)
+                    cell_fwd_rows(dtype, B * k / nt, B * (k + 1) / nt, H, gates, cp, hy, cy, wst,
+                                  outt);
+            } else {
+                cell_fwd_rows(dtype, 0, B, H, gates, cp, hy, cy, wst, outt);
+            }
         }
         fm_free((intptr_t)gates, bg);
         fm_gemm_plan_free(&plan);
@@ -176,8 +228,10 @@ int fm_lstm_seq_bwd(int dtype, int64_t T, int64_t B, int64_t H, int reverse, int
     fm_gemm_plan plan; /* dh_prev = ggates_t (B x 4H) @ W (4H x H) */
     int rc = fm_gemm_plan_init(&plan, dtype, B, H, 4 * H, (const void *)w, H, 1);
     if (rc != FM_OK) return rc;
-    /* scratch: two cell-gradient buffers (ping-pong) and one row for the cell's backward */
-    int64_t sbytes = 2 * bh + H * isz;
+    /* scratch: two cell-gradient buffers (ping-pong) and a row per thread for the cell's
+       backward */
+    int nt = cell_threads(&plan, B, H);
+    int64_t sbytes = 2 * bh + nt * H * isz;
     char *scr = (char *)fm_alloc(sbytes);
     if (!scr) {
         fm_gemm_plan_free(&plan);
@@ -193,24 +247,14 @@ int fm_lstm_seq_bwd(int dtype, int64_t T, int64_t B, int64_t H, int reverse, int
         const char *cx = Cs + slot_prev(reverse, t) * bh, *cy = Cs + slot_next(reverse, t) * bh;
         char *gg = (char *)ggates + t * bg;
         const char *wst = (const char *)ws + t * bg;
-        if (dtype == FM_FLOAT32) {
-            if (gout) {
-                float *d = (float *)dh;
-                const float *g = (const float *)((const char *)gout + t * bh);
-                for (int64_t i = 0; i < B * H; i++) d[i] += g[i];
-            }
-            bwd_float(B, H, (const float *)dh, (const float *)dca, (const float *)cx,
-                      (const float *)cy, (const float *)wst, (float *)gg, (float *)dcb,
-                      (float *)tmp);
+        const char *got = gout ? (const char *)gout + t * bh : NULL;
+        if (nt > 1) {
+#pragma omp parallel for num_threads(nt) schedule(static)
+            for (int k = 0; k < nt; k++)
+                cell_bwd_rows(dtype, B * k / nt, B * (k + 1) / nt, H, got, dh, dca, cx, cy, wst,
+                              gg, dcb, tmp + k * H * isz);
         } else {
-            if (gout) {
-                double *d = (double *)dh;
-                const double *g = (const double *)((const char *)gout + t * bh);
-                for (int64_t i = 0; i < B * H; i++) d[i] += g[i];
-            }
-            bwd_double(B, H, (const double *)dh, (const double *)dca, (const double *)cx,
-                       (const double *)cy, (const double *)wst, (double *)gg, (double *)dcb,
-                       (double *)tmp);
+            cell_bwd_rows(dtype, 0, B, H, got, dh, dca, cx, cy, wst, gg, dcb, tmp);
         }
         char *sw = dca;
         dca = dcb, dcb = sw;

@@ -150,8 +150,10 @@ def _layer_loss(xw, w, h0, c0, reverse, go, gh, gc):
 
 
 # (33, 100): the own AVX-512 kernel with a prepacked weight, 400 = 4H columns not a multiple of
-# its 32-wide slivers; (16, 130): backward k = 520 in two blocks; (2, 3): BLAS
-@pytest.mark.parametrize("T,B,H", [(4, 33, 100), (3, 16, 130), (5, 2, 3), (1, 1, 1)])
+# its 32-wide slivers; (16, 130): backward k = 520 in two blocks; (2, 3): BLAS; (40, 256): the
+# cell's rows split between threads too (float32, 2 threads)
+@pytest.mark.parametrize("T,B,H", [(4, 33, 100), (3, 16, 130), (5, 2, 3), (1, 1, 1),
+                                   (3, 40, 256)])
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_layer_against_reference(T, B, H, reverse, threads):
