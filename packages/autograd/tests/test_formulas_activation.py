@@ -71,7 +71,8 @@ def test_float32_exact_gelu_derivative_from_the_forward_pass():
     x.requires_grad_()
     g = fiamma.randn(300, 7)
     y = fiamma.gelu(x)
-    assert y.grad_fn.kwargs["_grad"].dtype is fiamma.float32
+    fused = getattr(x._storage.backend, "gelu_fwd_grad", None) is not None  # (C backend)
+    assert ("_grad" in y.grad_fn.kwargs) == fused
     y.backward(g)
     assert fiamma.equal(x.grad, fiamma.gelu_backward(g, x.detach()))
     assert fiamma.equal(y.detach(), fiamma.gelu(x.detach()))

@@ -165,8 +165,14 @@ def lstm_cell_bwd(B, H, ghy, gcy, cx, cy, ws, ggates, gcx):
                                 ws._ptr, ggates._ptr, _p(gcx))
 
 
-# optional (not in the contract: the op layer probes for them and otherwise loops over
-# lstm_cell_fwd/bwd and mm per time step): a whole LSTM layer in one call (csrc/api_lstm.h)
+# Optional primitives: not in the contract; the op layer probes for them with getattr and
+# otherwise composes contract primitives. Listed so that the xp backend standing in for the
+# CPU (xp/host.py) does not borrow them from here.
+OPTIONAL = ("lstm_seq_fwd", "lstm_seq_bwd", "gelu_fwd_grad")
+
+
+# a whole LSTM layer in one call (csrc/api_lstm.h); without it the op loops over
+# lstm_cell_fwd/bwd and mm per time step
 def lstm_seq_fwd(T, B, H, reverse, xw, w, h0, c0, out, hn, cn, hall, call, ws):
     return lib.fm_lstm_seq_fwd(xw._dtype.code, T, B, H, reverse, xw._ptr, w._ptr, h0._ptr,
                                c0._ptr, out._ptr, hn._ptr, cn._ptr, hall._ptr, call._ptr, ws._ptr)

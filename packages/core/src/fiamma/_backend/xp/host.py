@@ -36,7 +36,8 @@ class HostXpBackend(XpBackend):
         from fiamma._backend import cpu
         from fiamma._backend.xp import PRIMITIVES
 
-        if name in PRIMITIVES:  # a contract primitive this backend lacks: no silent C
+        # a contract primitive this backend lacks, or an optional C one: no silent C
+        if name in PRIMITIVES or name in cpu.fused.OPTIONAL:
             raise AttributeError(f"the xp backend has no primitive {name!r}")
         return getattr(cpu, name)
 
