@@ -160,6 +160,7 @@ def _attach(lvl, primal, tangent):
     node._fwd_level = lvl
     node._fwd_zero = zero
     node._fwd_tangent = tangent
+    node._fwd_real = bool(primal.requires_grad or tangent.requires_grad)
     return out
 
 
@@ -205,29 +206,38 @@ def _has_tangent(t, lvl):
 
 def _tangent(t, lvl):
     """``t``'s tangent at ``lvl`` (None when it has none)."""
+    return _tangent_real(t, lvl)[0]
+
+
+def _tangent_real(t, lvl):
+    """``(tangent or None, real)``: ``real`` tells whether ``t`` (or its tangent) depends on
+    tensors that require grad for reverse mode, not only on tangent leaves."""
     if not (isinstance(t, Tensor) and t.requires_grad):
-        return None
+        return None, False
     fn = t.grad_fn
     if fn is not None and getattr(fn, "_fwd_level", None) is lvl:
-        return fn._fwd_tangent  # a dual made by make_dual (or a Function's jvp): as given
+        # a dual made by make_dual (or a Function's jvp): its tangent as given
+        return fn._fwd_tangent, fn._fwd_real
     key = id(t)
     hit = lvl.cache.get(key)
     if hit is not None and hit[0]() is t and hit[1] is fn and hit[2] == version(t):
-        return hit[3]
+        return hit[3], hit[4]
     nodes, real = _scan(t, lvl)
     if not nodes:
-        return None
+        return None, real
     zeros = [n._fwd_zero for n in nodes]
     tans = [n._fwd_tangent for n in nodes]
     tans = [x if x.dtype == z.dtype else x.to(z.dtype) for x, z in zip(tans, zeros)]
-    keep = fiamma.is_grad_enabled() and (real or any(x.requires_grad for x in tans))
+    real = real or any(x.requires_grad for x in tans)
+    keep = fiamma.is_grad_enabled() and real
     with S.tangent_pass():
         res = Linearized([t], zeros).apply(tans, keep)[0]
     if not keep:
         res = res.detach()
     cache = lvl.cache
-    cache[key] = (weakref.ref(t, lambda _r, k=key, c=cache: c.pop(k, None)), fn, version(t), res)
-    return res
+    cache[key] = (weakref.ref(t, lambda _r, k=key, c=cache: c.pop(k, None)), fn, version(t), res,
+                  real)
+    return res, real
 
 
 def _primal(t):
@@ -324,7 +334,8 @@ def _function_input_tangents(cls, args):
     """The tangents of a custom Function's inputs at the active level (None when no input has
     one: the Function runs as without forward AD)."""
     lvl = S.level
-    tans = [_tangent(a, lvl) if isinstance(a, Tensor) else None for a in args]
+    pairs = [_tangent_real(a, lvl) if isinstance(a, Tensor) else (None, False) for a in args]
+    tans = [t for t, _ in pairs]
     if all(t is None for t in tans):
         return None
     if cls.jvp is Function.jvp:
@@ -332,11 +343,14 @@ def _function_input_tangents(cls, args):
             return None  # fiamma's own Functions: through their (differentiable) backward
         raise NotImplementedError("You must implement the jvp function for custom "
                                   "autograd.Function to use it with forward mode AD.")
-    return tans
+    return tans, any(r for _, r in pairs)
 
 
-def _function_apply_jvp(cls, node, args, out, tans):
-    """Call ``cls.jvp`` with the inputs' tangents and make the outputs duals."""
+def _function_apply_jvp(cls, node, args, out, fw):
+    """Call ``cls.jvp`` with the inputs' tangents and make the outputs duals. The jvp records
+    a graph only when something may differentiate the tangents (an input or tangent that
+    requires grad for reverse mode), not because dual tensors carry history."""
+    tans, real = fw
     lvl = S.level
     grads = []
     for a, t in zip(args, tans):
@@ -348,7 +362,8 @@ def _function_apply_jvp(cls, node, args, out, tans):
             grads.append(t)
     node._in_jvp = True
     try:
-        res = cls.jvp(node, *grads)
+        with fiamma.set_grad_enabled(real and fiamma.is_grad_enabled()):
+            res = cls.jvp(node, *grads)
     finally:
         node._in_jvp = False
         node._to_save_fwd = ()
