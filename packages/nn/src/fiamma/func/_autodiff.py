@@ -353,7 +353,7 @@ def _forward(func, primals, api, has_aux, nested, outer_grad, guard=None):
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     """``(func(*primals), J @ tangents)``: the Jacobian-vector product (PyTorch's
     ``torch.func.jvp``). ``primals`` and ``tangents`` are tuples of the same structure.
-    Computed exactly by the double-vjp identity (fiamma has no forward-mode AD): about two
+    Computed exactly by the double-vjp identity (no per-op forward-mode formulas): about two
     backward passes. Real tensors only. ``strict`` is accepted, as in PyTorch.
 
     >>> import fiamma
