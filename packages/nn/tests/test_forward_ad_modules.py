@@ -87,7 +87,8 @@ def test_functorch_make_functional_with_buffers_and_jvp():
     np.testing.assert_allclose(func(params, buffers, x).detach().numpy(),
                                model(x).detach().numpy())
     tangents = tuple(fiamma.rand_like(p) for p in params)
-    out, jvp_out = ft.jvp(lambda p: func(p, buffers, x), (params,), (tangents,))
+    with pytest.warns(FutureWarning, match="functorch.jvp"):
+            out, jvp_out = ft.jvp(lambda p: func(p, buffers, x), (params,), (tangents,))
     expected = x @ tangents[0].T + tangents[1]
     np.testing.assert_allclose(jvp_out.numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
     # other parameters are used when given
@@ -120,11 +121,19 @@ def test_functorch_make_functional_and_errors():
                                        .numpy(), rtol=1e-6)
 
 
-def test_functorch_transforms_are_fiamma_func():
-    import fiamma.func as F
-
-    for name in ("vmap", "grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian"):
-        assert getattr(ft, name) is getattr(F, name)
+def test_functorch_transforms_warn_and_compute():
+    x = fiamma.tensor([1.0, 2.0])
+    with pytest.warns(FutureWarning, match="functorch.grad is deprecated"):
+        g = ft.grad(lambda a: (a ** 3).sum())(x)
+    assert g.tolist() == [3.0, 12.0]
+    with pytest.warns(FutureWarning, match="functorch.jvp is deprecated"):
+        _, t = ft.jvp(lambda a: a ** 2, (x,), (fiamma.ones(2),))
+    assert t.tolist() == [2.0, 4.0]
+    with pytest.warns(FutureWarning, match="functorch.vmap is deprecated"):
+        assert ft.vmap(lambda a: a * 2)(x).tolist() == [2.0, 4.0]
+    with pytest.warns(FutureWarning, match="functorch.hessian is deprecated"):
+        h = ft.hessian(lambda a: (a ** 3).sum())(x)
+    assert h.tolist() == [[6.0, 0.0], [0.0, 12.0]]
 
 
 @pytest.mark.parity

@@ -3,11 +3,12 @@
 
 The transforms are :mod:`fiamma.func`'s (``vmap``, ``grad``, ``grad_and_value``, ``vjp``,
 ``jvp``, ``jacrev``, ``jacfwd``, ``hessian``, ``functionalize``), as functorch's are
-``torch.func``'s. The module API that ``torch.func.functional_call`` replaced is here:
-``make_functional(model)`` returns ``(func, params)`` and ``make_functional_with_buffers(model)``
-``(func, params, buffers)``, where ``func(params, [buffers,] *args)`` runs a copy of the model
-with those tensors; ``combine_state_for_ensemble(models)`` stacks the states of like models.
-As in PyTorch 2.x, the three warn that they are deprecated.
+``torch.func``'s, each warning per call that it is deprecated, as PyTorch 2.x's do. The module
+API that ``torch.func.functional_call`` replaced is here: ``make_functional(model)`` returns
+``(func, params)`` and ``make_functional_with_buffers(model)`` ``(func, params, buffers)``,
+where ``func(params, [buffers,] *args)`` runs a copy of the model with those tensors;
+``combine_state_for_ensemble(models)`` stacks the states of like models. These warn that they
+are deprecated too.
 
 >>> import fiamma
 >>> from fiamma import functorch
@@ -17,22 +18,13 @@ fiamma.Size([1, 1])
 """
 
 import copy
+import functools
 import warnings
 
 import fiamma
+import fiamma.func as _func
 from fiamma import nn
-from fiamma.func import (
-    functional_call,
-    functionalize,
-    grad,
-    grad_and_value,
-    hessian,
-    jacfwd,
-    jacrev,
-    jvp,
-    vjp,
-    vmap,
-)
+from fiamma.func import functional_call
 
 __all__ = ["vmap", "grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian",
            "functionalize", "make_functional", "make_functional_with_buffers",
@@ -45,6 +37,30 @@ def _deprecated(name):
     warnings.warn(f"functorch.{name} is deprecated (as in PyTorch 2.x, where functorch was "
                   "merged into torch.func): use torch.func.functional_call (in fiamma: "
                   "fiamma.func.functional_call) instead", FutureWarning, stacklevel=3)
+
+
+def _transform(name):
+    target = getattr(_func, name)
+
+    @functools.wraps(target)
+    def wrapper(*args, **kwargs):
+        warnings.warn(f"functorch.{name} is deprecated (as in PyTorch 2.x, where functorch was "
+                      f"merged into torch.func): use torch.func.{name} (in fiamma: "
+                      f"fiamma.func.{name}) instead", FutureWarning, stacklevel=2)
+        return target(*args, **kwargs)
+
+    return wrapper
+
+
+vmap = _transform("vmap")
+grad = _transform("grad")
+grad_and_value = _transform("grad_and_value")
+vjp = _transform("vjp")
+jvp = _transform("jvp")
+jacrev = _transform("jacrev")
+jacfwd = _transform("jacfwd")
+hessian = _transform("hessian")
+functionalize = _transform("functionalize")
 
 
 def _check_module(model, api):
