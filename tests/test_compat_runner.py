@@ -144,3 +144,67 @@ def test_fx_examples_idioms_under_the_runner(tmp_path):
         """)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.splitlines() == ["False False", "[-0.7616, -0.0]", "_exit", "True"]
+
+
+def test_forward_ad_tutorial_idioms_under_the_runner(tmp_path):
+    # PyTorch's forward-mode AD tutorial: torch.autograd.forward_ad, a custom Function's jvp,
+    # gradcheck(check_forward_ad=True) and the legacy functorch module
+    pytest.importorskip("fiamma.nn")
+    r = run(tmp_path, """
+        import functools
+        import warnings
+        import torch
+        import torch.autograd.forward_ad as fwAD
+        import torch.nn as nn
+        from torch.func import functional_call
+        import functorch as ft
+        import fiamma.autograd.forward_ad
+        import fiamma.functorch
+        warnings.simplefilter("ignore", FutureWarning)
+        print(ft.jvp is fiamma.functorch.jvp, fwAD is fiamma.autograd.forward_ad)
+        primal, tangent = torch.randn(10, 10), torch.randn(10, 10)
+        with fwAD.dual_level():
+            d = fwAD.make_dual(primal, tangent)
+            ok = [fwAD.unpack_dual(d).tangent is tangent,
+                  fwAD.unpack_dual(fwAD.make_dual(primal, tangent.T)).tangent is not tangent]
+            out = d ** 2 + torch.randn(10, 10) ** 2
+            ok.append(torch.allclose(fwAD.unpack_dual(out).tangent, 2 * primal * tangent))
+        ok.append(fwAD.unpack_dual(out).tangent is None)
+        model, x = nn.Linear(5, 5), torch.randn(16, 5)
+        params = dict(model.named_parameters())
+        tangents = {k: torch.rand_like(p) for k, p in params.items()}
+        with fwAD.dual_level():
+            jvp = fwAD.unpack_dual(functional_call(
+                model, {k: fwAD.make_dual(p, tangents[k]) for k, p in params.items()},
+                x)).tangent
+        ok.append(torch.allclose(jvp, x @ tangents["weight"].T + tangents["bias"]))
+
+        class Fn(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, foo):
+                result = torch.exp(foo)
+                ctx.result = result
+                return result
+
+            @staticmethod
+            def jvp(ctx, gI):
+                gO = gI * ctx.result
+                del ctx.result
+                return gO
+
+        p = torch.randn(4, 4, dtype=torch.double, requires_grad=True)
+        ok.append(torch.autograd.gradcheck(Fn.apply, (p,), check_forward_ad=True,
+                                           check_backward_ad=False, check_undefined_grad=False,
+                                           check_batched_grad=False))
+        func, ps, bs = ft.make_functional_with_buffers(model)
+        ts = tuple(torch.rand_like(q) for q in ps)
+        _, jo = ft.jvp(lambda q: func(q, bs, x), (ps,), (ts,))
+        ok.append(torch.allclose(jo, x @ ts[0].T + ts[1]))
+        y = torch.randn(3)
+        _, t2 = ft.jvp(functools.partial(lambda a, y: a * y, y=y), (torch.ones(3),),
+                       (torch.ones(3),))
+        ok.append(torch.equal(t2, y))
+        print(ok)
+        """)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines() == ["True True", str([True] * 8)]

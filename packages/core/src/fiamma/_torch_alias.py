@@ -1,13 +1,15 @@
-"""``torch``, ``torchvision`` and ``torchaudio`` as names of fiamma's modules (for ``fiamma.run``).
+"""``torch``, ``torchvision``, ``torchaudio`` and ``functorch`` as names of fiamma's modules (for
+``fiamma.run``).
 
 :func:`install` puts a finder first on ``sys.meta_path`` that answers every import of
-``torch``, ``torchvision``, ``torchaudio`` and their submodules with fiamma's module at the
-same path (``torch.nn.functional`` -> ``fiamma.nn.functional``, ``torchvision.transforms`` ->
-``fiamma.vision.transforms``): the very module objects, so ``torch.Tensor is fiamma.Tensor``
-and ``torch.nn is fiamma.nn``. Only the three top-level names are thin modules of their own,
-which forward every attribute to fiamma's module and answer ``__version__`` with the version
-of the library whose API fiamma follows (so a script's ``torch.__version__ >= "2.0"`` checks
-behave); ``torch.version`` tells the same and ``torch.version.fiamma`` gives fiamma's own.
+``torch``, ``torchvision``, ``torchaudio``, ``functorch`` and their submodules with fiamma's
+module at the same path (``torch.nn.functional`` -> ``fiamma.nn.functional``,
+``torchvision.transforms`` -> ``fiamma.vision.transforms``, ``functorch`` ->
+``fiamma.functorch``): the very module objects, so ``torch.Tensor is fiamma.Tensor`` and
+``torch.nn is fiamma.nn``. Only the top-level names are thin modules of their own, which
+forward every attribute to fiamma's module and answer ``__version__`` with the version of the
+library whose API fiamma follows (so a script's ``torch.__version__ >= "2.0"`` checks behave);
+``torch.version`` tells the same and ``torch.version.fiamma`` gives fiamma's own.
 
 A name fiamma does not have fails with :class:`FiammaModuleNotFoundError` or
 :class:`FiammaAttributeError`, subclasses of the built-in errors (a script's own
@@ -41,6 +43,7 @@ ROOTS = {
     "torch": ("fiamma", TORCH_VERSION, "fiamma-core"),
     "torchvision": ("fiamma.vision", TORCHVISION_VERSION, "fiamma-vision"),
     "torchaudio": ("fiamma.audio", TORCHAUDIO_VERSION, "fiamma-audio"),
+    "functorch": ("fiamma.functorch", TORCH_VERSION, "fiamma-nn"),
 }
 
 _CHILD_MODULE = "fiamma._run_child"

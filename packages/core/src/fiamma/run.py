@@ -6,10 +6,11 @@
 
 The program runs as ``python script.py args...`` would run it (``__name__ == "__main__"``,
 ``sys.argv`` = ``[script.py, args...]``, the script's folder first on ``sys.path``), except that
-``import torch``, ``import torchvision``, ``import torchaudio`` and every submodule import
-(``torch.nn.functional``, ``torch.utils.data``, ``torchvision.transforms``, ...) give fiamma's
-modules at the same paths: ``torch.Tensor is fiamma.Tensor``. ``torch.__version__`` answers the
-PyTorch version whose API fiamma follows (``fiamma._torch_alias.TORCH_VERSION``);
+``import torch``, ``import torchvision``, ``import torchaudio``, ``import functorch`` and every
+submodule import (``torch.nn.functional``, ``torch.utils.data``, ``torchvision.transforms``,
+...) give fiamma's modules at the same paths: ``torch.Tensor is fiamma.Tensor``.
+``torch.__version__`` answers the PyTorch version whose API fiamma follows
+(``fiamma._torch_alias.TORCH_VERSION``);
 ``fiamma.__version__`` and ``torch.version.fiamma`` are fiamma's own.
 
 Child processes started by the program (DataLoader workers, ``multiprocessing`` with ``fork``,
@@ -37,8 +38,8 @@ USAGE = """usage: python -m fiamma.run script.py [args...]
        python -m fiamma.run -m module [args...]
        python -m fiamma.run -c code [args...]
 
-Runs a PyTorch program unmodified on fiamma: torch, torchvision and torchaudio (and all
-their submodules) are fiamma's modules."""
+Runs a PyTorch program unmodified on fiamma: torch, torchvision, torchaudio and functorch
+(and all their submodules) are fiamma's modules."""
 
 
 def _gap_note(e):

@@ -40,7 +40,7 @@ __all__ = [
     "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
     "is_inference_mode_enabled", "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
     "gradcheck", "gradgradcheck", "functional", "graph", "Node", "RemovableHandle", "__version__",
-    "Variable",
+    "Variable", "forward_ad",
 ]
 
 
@@ -185,5 +185,5 @@ _formulas.load_all()
 _formulas.check_complete()  # a differentiable op of core without a formula fails the import
 register_autograd(_recorder)
 
-from fiamma.autograd import functional, graph, profiler  # noqa: E402,F401
+from fiamma.autograd import forward_ad, functional, graph, profiler  # noqa: E402,F401
 from fiamma.autograd.gradcheck import gradcheck, gradgradcheck  # noqa: E402

@@ -21,7 +21,7 @@ import functools
 
 import fiamma
 from fiamma import Tensor
-from fiamma.autograd import _engine as E
+from fiamma.autograd import _engine as E, _fwd_state
 from fiamma.autograd._node import Meta, Node, _version_error, freed_error
 from fiamma.autograd_hook import get_meta, is_grad_enabled, no_grad, set_meta, shape, version
 
@@ -59,6 +59,7 @@ class BackwardCFunction(FunctionCtx, Node):
     """The node of one ``Function.apply`` call; also the ``ctx`` its methods receive."""
 
     _function = None  # the Function subclass (class attribute of the generated subclass)
+    _fwd_kind = None  # forward AD: "jvp" when the node's outputs got tangents from its jvp
 
     def _init_ctx(self):
         self._init_empty()
@@ -69,6 +70,8 @@ class BackwardCFunction(FunctionCtx, Node):
         self._saved = None
         self._needs = ()
         self._out_meta = ()
+        self._to_save_fwd = ()
+        self._in_jvp = False
 
     @property
     def needs_input_grad(self):
@@ -76,6 +79,8 @@ class BackwardCFunction(FunctionCtx, Node):
 
     @property
     def saved_tensors(self):
+        if self._in_jvp:  # in jvp: what forward passed to save_for_forward
+            return tuple(self._to_save_fwd)
         saved = self._saved
         if saved is None:
             if self._freed:
@@ -101,6 +106,9 @@ class BackwardCFunction(FunctionCtx, Node):
         self._saved = None
 
     def _backward(self, grad):
+        if self._fwd_kind == "jvp" and _fwd_state.in_tangent_pass():
+            # the outputs' tangents came from jvp: a tangent pass does not go through here
+            return (None,) * len(self._next)
         grads = (grad,) if self._nout == 1 else tuple(grad)
         if self._materialize:
             grads = tuple(fiamma.zeros(shape, dtype=dt, device=dev)
@@ -150,6 +158,11 @@ class Function(FunctionCtx, metaclass=_FunctionMeta):
 
     vjp = backward
 
+    @staticmethod
+    def jvp(ctx, *grad_inputs):
+        raise NotImplementedError("You must implement the jvp function for custom "
+                                  "autograd.Function to use it with forward mode AD.")
+
     @classmethod
     def apply(cls, *args, **kwargs):
         node = _new(cls._backward_cls)
@@ -159,6 +172,12 @@ class Function(FunctionCtx, metaclass=_FunctionMeta):
             t and a.requires_grad for t, a in zip(is_tensor, args))
         node._needs = tuple(t and a.requires_grad for t, a in zip(is_tensor, args))
         new_style = cls.setup_context is not Function.setup_context
+        fw = None
+        if grad and _fwd_state.level is not None and not _fwd_state.in_tangent_pass() \
+                and not getattr(cls, "_fwd_internal", False):
+            from fiamma.autograd.forward_ad import _function_input_tangents
+
+            fw = _function_input_tangents(cls, args)
         with no_grad():
             if new_style:
                 out = cls.forward(*args, **kwargs)
@@ -168,7 +187,12 @@ class Function(FunctionCtx, metaclass=_FunctionMeta):
             cls.setup_context(node, args, out)
         if not grad:
             return out
-        return _wrap_outputs(node, args, out)
+        out = _wrap_outputs(node, args, out)
+        if fw is not None:
+            from fiamma.autograd.forward_ad import _function_apply_jvp
+
+            out = _function_apply_jvp(cls, node, args, out, fw)
+        return out
 
 
 def _wrap_outputs(node, args, out):

@@ -14,7 +14,7 @@ import fiamma
 from fiamma import Tensor
 
 __all__ = ["gradcheck", "gradgradcheck", "GradcheckError", "get_numerical_jacobian",
-           "get_analytical_jacobian"]
+           "get_analytical_jacobian", "get_forward_jacobian"]
 
 
 class GradcheckError(RuntimeError):
@@ -93,6 +93,52 @@ def get_analytical_jacobian(fn, inputs, create_graph=False):
             for x in inputs]
 
 
+def get_forward_jacobian(fn, inputs):
+    """``[input][output]`` Jacobians from forward-mode AD (``fiamma.autograd.forward_ad``), one
+    Jacobian-vector product per element of each input that requires grad: row ``k`` is the
+    tangent of the outputs for the unit tangent at element ``k``."""
+    from fiamma.autograd import forward_ad as fwAD
+
+    inputs = _tuple(inputs)
+    outs = _outputs(fn, inputs)
+    jac = []
+    for i, x in enumerate(inputs):
+        if not (isinstance(x, Tensor) and x.requires_grad):
+            jac.append(None)
+            continue
+        blocks = [_zeros(x.numel(), o.numel()) for o in outs]
+        for k in range(x.numel()):
+            t = fiamma.zeros(x.numel(), dtype=x.dtype, device=x.device)
+            t[k] = 1.0
+            with fwAD.dual_level():
+                args = list(inputs)
+                args[i] = fwAD.make_dual(x, t.reshape(tuple(x.shape)))
+                res = _outputs(fn, args)
+                for j, o in enumerate(res):
+                    if not isinstance(o, Tensor):
+                        continue
+                    tan = fwAD.unpack_dual(o).tangent
+                    if tan is not None:
+                        if tuple(tan.shape) != tuple(o.shape):
+                            raise GradcheckError(
+                                f"forward gradient for output {j} of shape {tuple(o.shape)} "
+                                f"has shape {tuple(tan.shape)}")
+                        blocks[j][k] = _flat(tan)
+        jac.append(blocks)
+    return jac
+
+
+def _compare(numerical, analytical, rtol, atol, mode):
+    for i, (num, ana) in enumerate(zip(numerical, analytical)):
+        if num is None:
+            continue
+        for j, (n, a) in enumerate(zip(num, ana)):
+            if not fiamma.allclose(a, n, rtol=rtol, atol=atol):
+                raise GradcheckError(
+                    f"Jacobian mismatch for output {j} with respect to input {i}{mode},\n"
+                    f"numerical:{n}\nanalytical:{a}\n")
+
+
 def _realified(func, inputs):
     """``(func', inputs')`` for the real function that ``func`` is on pairs: each complex
     input that requires grad becomes a float leaf of shape (..., 2) (its real and imaginary
@@ -117,11 +163,19 @@ def _realified(func, inputs):
 
 def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
               nondet_tol=0.0, check_undefined_grad=True, check_grad_dtypes=False,
-              check_batched_grad=False, check_backward_ad=True, fast_mode=False, masked=None):
+              check_batched_grad=False, check_batched_forward_grad=False,
+              check_forward_ad=False, check_backward_ad=True, fast_mode=False, masked=None):
     """Check the gradients of ``func(*inputs)`` w.r.t. the inputs that require grad against
     finite differences. Inputs should be float64 or complex128 (complex inputs and outputs are
     checked through their real and imaginary parts). Returns True, or raises GradcheckError (or
     returns False with ``raise_exception=False``).
+
+    ``check_backward_ad`` checks the Jacobian from reverse mode (backward), ``check_forward_ad``
+    the one from forward mode (``fiamma.autograd.forward_ad``: one Jacobian-vector product per
+    input element); at least one must be True. ``check_undefined_grad``,
+    ``check_batched_grad``, ``check_batched_forward_grad``, ``check_grad_dtypes``,
+    ``nondet_tol``, ``fast_mode`` and ``masked`` are accepted; fiamma always runs the full
+    (slow-mode) check and none of those extra checks.
 
     >>> import fiamma
     >>> from fiamma.autograd import gradcheck
@@ -129,6 +183,9 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     >>> gradcheck(lambda t: (t * t.conj()).exp(), (z,))
     True
     """
+    if not (check_forward_ad or check_backward_ad):
+        raise ValueError("gradcheck: expected at least one of check_forward_ad or "
+                         "check_backward_ad to be True")
     inputs = _tuple(inputs)
     for x in inputs:
         if isinstance(x, Tensor) and x.requires_grad and \
@@ -151,15 +208,11 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     func, inputs = _realified(func, inputs)
     try:
         numerical = get_numerical_jacobian(func, inputs, eps)
-        analytical = get_analytical_jacobian(func, inputs)
-        for i, (num, ana) in enumerate(zip(numerical, analytical)):
-            if num is None:
-                continue
-            for j, (n, a) in enumerate(zip(num, ana)):
-                if not fiamma.allclose(a, n, rtol=rtol, atol=atol):
-                    raise GradcheckError(
-                        f"Jacobian mismatch for output {j} with respect to input {i},\n"
-                        f"numerical:{n}\nanalytical:{a}\n")
+        if check_backward_ad:
+            _compare(numerical, get_analytical_jacobian(func, inputs), rtol, atol, "")
+        if check_forward_ad:
+            _compare(numerical, get_forward_jacobian(func, inputs), rtol, atol,
+                     " (forward AD)")
     except GradcheckError:
         if raise_exception:
             raise
@@ -197,4 +250,5 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
                      for r, i in zip(res, diff_idx))
 
     return gradcheck(vjp, inputs + grad_outputs, eps=eps, atol=atol, rtol=rtol,
-                     raise_exception=raise_exception)
+                     raise_exception=raise_exception, check_forward_ad=check_fwd_over_rev,
+                     check_backward_ad=check_rev_over_rev)

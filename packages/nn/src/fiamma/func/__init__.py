@@ -15,7 +15,8 @@ How fiamma computes them (exact results; the costs differ from PyTorch's):
   ``fiamma.autograd.grad``; Jacobians take one backward pass per output element (``jacrev``)
   or per input element (``jacfwd``).
 - Forward mode (``jvp``, ``jacfwd``, ``linearize``) uses the exact double-vjp identity:
-  fiamma has no forward-mode AD, so a jvp costs about two backward passes.
+  fiamma has no per-op forward-mode formulas (``fiamma.autograd.forward_ad`` uses the same
+  identity), so a jvp costs about two backward passes.
 
 >>> import fiamma
 >>> from fiamma.func import vmap, grad

@@ -20,6 +20,7 @@ import threading
 
 import fiamma
 from fiamma import Tensor
+from fiamma.autograd._linearize import Linearized
 
 from ._pytree import tree_flatten, tree_unflatten
 
@@ -313,37 +314,11 @@ def _check_real(leaves, api, what):
                                "mode with the double-vjp identity, for real tensors only)")
 
 
-class _Linearized:
-    """``u = J^T v`` recorded w.r.t. dummy cotangents ``v`` (one per output leaf): the vjp of
-    ``u`` with cotangent ``t``, taken w.r.t. ``v``, is ``J t``."""
+class _Linearized(Linearized):
+    """``Linearized`` over a transform's inner inputs."""
 
     def __init__(self, out_leaves, inputs):
-        self.outs = out_leaves
-        self.v = [fiamma.zeros_like(o).requires_grad_(True)
-                  if o.requires_grad else None for o in out_leaves]
-        pairs = [(o, v) for o, v in zip(out_leaves, self.v) if v is not None]
-        if pairs:
-            us = _autograd().grad([o for o, _ in pairs], inputs.inner, [v for _, v in pairs],
-                                  retain_graph=True, create_graph=True, allow_unused=True)
-        else:
-            us = [None] * len(inputs.inner)
-        self.u = [None if u is None or not u.requires_grad else u for u in us]
-
-    def apply(self, tangents, create_graph):
-        """``J t`` for tangents ``t`` (one per input leaf), one tensor per output leaf."""
-        pairs = [(u, t) for u, t in zip(self.u, tangents) if u is not None]
-        vs = [v for v in self.v if v is not None]
-        res = [None] * len(vs)
-        if pairs and vs:
-            res = _autograd().grad([u for u, _ in pairs], vs, [t for _, t in pairs],
-                                   retain_graph=True, create_graph=create_graph,
-                                   allow_unused=True)
-        it = iter(res)
-        out = []
-        for o, v in zip(self.outs, self.v):
-            r = next(it) if v is not None else None
-            out.append(fiamma.zeros_like(o) if r is None else r)
-        return out
+        super().__init__(out_leaves, inputs.inner)
 
 
 def _check_tangents(p_leaves, t_leaves):
@@ -378,7 +353,7 @@ def _forward(func, primals, api, has_aux, nested, outer_grad, guard=None):
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     """``(func(*primals), J @ tangents)``: the Jacobian-vector product (PyTorch's
     ``torch.func.jvp``). ``primals`` and ``tangents`` are tuples of the same structure.
-    Computed exactly by the double-vjp identity (fiamma has no forward-mode AD): about two
+    Computed exactly by the double-vjp identity (no per-op forward-mode formulas): about two
     backward passes. Real tensors only. ``strict`` is accepted, as in PyTorch.
 
     >>> import fiamma

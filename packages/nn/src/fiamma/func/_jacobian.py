@@ -111,7 +111,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
     """The Jacobian of ``func`` w.r.t. the arguments ``argnums`` by forward mode (one jvp per
     input element; PyTorch's ``torch.func.jacfwd``), with the layout of :func:`jacrev`. The
-    jvps use the exact double-vjp identity (fiamma has no forward-mode AD). ``randomness`` as
+    jvps use the exact double-vjp identity (no per-op forward-mode formulas). ``randomness`` as
     in :func:`vmap`: ``'error'`` raises on a random draw inside ``func``, ``'same'`` uses one
     draw for every column, ``'different'`` runs ``func`` once per column with new draws.
 
