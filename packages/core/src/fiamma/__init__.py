@@ -79,6 +79,7 @@ _SIBLINGS = {
     "func": "fiamma-nn",
     "ao": "fiamma-nn",
     "quantization": "fiamma-nn",
+    "functorch": "fiamma-nn",
     "optim": "fiamma-optim",
     "data": "fiamma-data",
     "vision": "fiamma-vision",
