@@ -80,45 +80,57 @@ class ElasticTransform(nn.Module):
                 f"interpolation={self.interpolation}, fill={self.fill})")
 
 
+def linear_transformation_check(m, v):
+    """LinearTransformation's argument checks (v1 and v2 share them); returns (m, v)."""
+    if m.ndim != 2 or m.shape[0] != m.shape[1]:
+        raise ValueError(f"LinearTransformation: transformation_matrix should be square. "
+                         f"Got {tuple(m.shape)} rectangular matrix.")
+    if v.shape[0] != m.shape[0]:
+        raise ValueError(f"LinearTransformation: mean_vector should have the same length "
+                         f"{v.shape[0]} as any one of the dimensions of the "
+                         f"transformation_matrix [{tuple(m.shape)}]")
+    if m.device != v.device:
+        raise ValueError(f"LinearTransformation: input tensors should be on the same "
+                         f"device. Got {m.device} and {v.device}")
+    if m.dtype != v.dtype:
+        raise ValueError(f"LinearTransformation: input tensors should have the same dtype. "
+                         f"Got {m.dtype} and {v.dtype}")
+    return m, v
+
+
+def linear_transformation_apply(tensor, m, v):
+    """(tensor flattened to (-1, C*H*W) - v) @ m, in tensor's shape (a plain tensor)."""
+    import fiamma
+    shape = tuple(tensor.shape)
+    n = shape[-3] * shape[-2] * shape[-1]
+    if n != m.shape[0]:
+        raise ValueError(f"LinearTransformation: input tensor and transformation matrix "
+                         f"have incompatible shape.[{shape[-3]} x {shape[-2]} x "
+                         f"{shape[-1]}] != {m.shape[0]}")
+    if tensor.device.type != v.device.type:
+        raise ValueError(f"LinearTransformation: input tensor should be on the same device "
+                         f"as transformation matrix and mean vector. Got {tensor.device} "
+                         f"vs {v.device}")
+    flat = tensor.reshape(-1, n) - v
+    return fiamma.mm(flat, m.to(flat.dtype)).reshape(shape)
+
+
 class LinearTransformation(nn.Module):
     """Whitening-style transform of a tensor image (..., C, H, W): flatten to D = C*H*W,
     subtract ``mean_vector`` (D,), multiply by ``transformation_matrix`` (D, D)."""
 
     def __init__(self, transformation_matrix, mean_vector):
         super().__init__()
-        m, v = transformation_matrix, mean_vector
-        if m.ndim != 2 or m.shape[0] != m.shape[1]:
-            raise ValueError(f"LinearTransformation: transformation_matrix should be square. "
-                             f"Got {tuple(m.shape)} rectangular matrix.")
-        if v.shape[0] != m.shape[0]:
-            raise ValueError(f"LinearTransformation: mean_vector should have the same length "
-                             f"{v.shape[0]} as any one of the dimensions of the "
-                             f"transformation_matrix [{tuple(m.shape)}]")
-        if m.device != v.device:
-            raise ValueError(f"LinearTransformation: input tensors should be on the same "
-                             f"device. Got {m.device} and {v.device}")
-        if m.dtype != v.dtype:
-            raise ValueError(f"LinearTransformation: input tensors should have the same dtype. "
-                             f"Got {m.dtype} and {v.dtype}")
-        self.transformation_matrix, self.mean_vector = m, v
+        self.transformation_matrix, self.mean_vector = linear_transformation_check(
+            transformation_matrix, mean_vector)
 
     def forward(self, tensor):
         import fiamma
         if not isinstance(tensor, fiamma.Tensor):
             raise TypeError(f"LinearTransformation: expected a tensor image, got "
                             f"{type(tensor).__name__}")
-        shape = tuple(tensor.shape)
-        n = shape[-3] * shape[-2] * shape[-1]
-        if n != self.transformation_matrix.shape[0]:
-            raise ValueError(f"LinearTransformation: input tensor and transformation matrix "
-                             f"have incompatible shape.[{shape[-3]} x {shape[-2]} x "
-                             f"{shape[-1]}] != {self.transformation_matrix.shape[0]}")
-        if tensor.device.type != self.mean_vector.device.type:
-            raise ValueError(f"LinearTransformation: input tensor should be on the same device "
-                             f"as transformation matrix and mean vector. Got {tensor.device} "
-                             f"vs {self.mean_vector.device}")
-        flat = tensor.reshape(-1, n) - self.mean_vector
-        return fiamma.mm(flat, self.transformation_matrix.to(flat.dtype)).reshape(shape)
+        return linear_transformation_apply(tensor, self.transformation_matrix,
+                                           self.mean_vector)
 
     def __repr__(self):
         return (f"{type(self).__name__}(transformation_matrix="

@@ -19,6 +19,10 @@ from PIL import Image as PILImage
 import fiamma
 from fiamma.vision import tv_tensors as tv
 from fiamma.vision.transforms import functional as F1
+from fiamma.vision.transforms._transforms_more import (
+    linear_transformation_apply,
+    linear_transformation_check,
+)
 from fiamma.vision.transforms.v2 import functional as F
 from fiamma.vision.transforms.v2._color import call_kernel
 from fiamma.vision.transforms.v2._transform import (
@@ -60,21 +64,8 @@ class LinearTransformation(Transform):
 
     def __init__(self, transformation_matrix, mean_vector):
         super().__init__()
-        m, v = transformation_matrix, mean_vector
-        if m.ndim != 2 or m.shape[0] != m.shape[1]:
-            raise ValueError(f"LinearTransformation: transformation_matrix should be square. "
-                             f"Got {tuple(m.shape)} rectangular matrix.")
-        if v.shape[0] != m.shape[0]:
-            raise ValueError(f"LinearTransformation: mean_vector should have the same length "
-                             f"{v.shape[0]} as any one of the dimensions of the "
-                             f"transformation_matrix [{tuple(m.shape)}]")
-        if m.device != v.device:
-            raise ValueError(f"LinearTransformation: input tensors should be on the same "
-                             f"device. Got {m.device} and {v.device}")
-        if m.dtype != v.dtype:
-            raise ValueError(f"LinearTransformation: input tensors should have the same dtype. "
-                             f"Got {m.dtype} and {v.dtype}")
-        self.transformation_matrix, self.mean_vector = m, v
+        self.transformation_matrix, self.mean_vector = linear_transformation_check(
+            transformation_matrix, mean_vector)
 
     def _needs(self, flat):
         if any(isinstance(x, PILImage.Image) for x in flat):
@@ -82,18 +73,8 @@ class LinearTransformation(Transform):
         return _only(flat, (tv.Image, tv.Video))
 
     def transform(self, inpt, params):
-        shape = tuple(inpt.shape)
-        n = shape[-3] * shape[-2] * shape[-1]
-        if n != self.transformation_matrix.shape[0]:
-            raise ValueError(f"LinearTransformation: input tensor and transformation matrix "
-                             f"have incompatible shape.[{shape[-3]} x {shape[-2]} x "
-                             f"{shape[-1]}] != {self.transformation_matrix.shape[0]}")
-        if inpt.device.type != self.mean_vector.device.type:
-            raise ValueError(f"LinearTransformation: input tensor should be on the same device "
-                             f"as transformation matrix and mean vector. Got {inpt.device} vs "
-                             f"{self.mean_vector.device}")
-        flat = F.to_pure_tensor(inpt).reshape(-1, n) - self.mean_vector
-        out = fiamma.mm(flat, self.transformation_matrix.to(flat.dtype)).reshape(shape)
+        out = linear_transformation_apply(F.to_pure_tensor(inpt), self.transformation_matrix,
+                                          self.mean_vector)
         return tv.wrap(out, like=inpt) if isinstance(inpt, tv.TVTensor) else out
 
 
