@@ -1,11 +1,10 @@
 """The further transforms.v2 functionals and transforms beside torchvision 0.28 (parity
 session; skipped without torchvision), with fixed parameters (p=1, fixed scale ranges)."""
-import sys
-import types
 import warnings
 
 import numpy as np
 import pytest
+from _tv_import import v2_modules
 from PIL import Image as PILImage
 
 import fiamma
@@ -16,32 +15,10 @@ from fiamma.vision.transforms.v2 import functional as FF
 torch = pytest.importorskip("torch")
 
 
-def _import_torchvision():
-    try:
-        import torchvision  # noqa: F401
-    except ImportError:
-        return None
-    except Exception:
-        # a torchvision built against another torch fails registering its meta kernels: the
-        # transforms do not need them (as test_vision_transforms_v2_parity.py does)
-        for k in [k for k in sys.modules if k.startswith("torchvision")]:
-            del sys.modules[k]
-        sys.modules["torchvision._meta_registrations"] = types.ModuleType("_meta_registrations")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            from torchvision import tv_tensors as tt
-            from torchvision.transforms import v2 as tv2
-            from torchvision.transforms.v2 import functional as tf
-        return tt, tv2, tf
-    except Exception:
-        return None
-
-
-_TV = _import_torchvision()
+_TV = v2_modules()
 if _TV is None:
     pytest.skip("torchvision is not importable", allow_module_level=True)
-TT, TV, TF = _TV
+_, TT, TV, TF, _ = _TV
 
 pytestmark = pytest.mark.parity
 CANVAS = (37, 45)

@@ -1,44 +1,18 @@
 """transforms.v2 beside torchvision 0.28 (parity session; skipped without torchvision): every
 geometric kernel on boxes (three formats), keypoints, masks and images with the same fixed
 parameters, the colour kernels, and the deterministic transforms on a whole sample."""
-import sys
-import types
-import warnings
 
 import numpy as np
 import pytest
+from _tv_import import v2_modules
 
 import fiamma
 from fiamma.vision import tv_tensors as FTv
 from fiamma.vision.transforms import v2 as FV
 from fiamma.vision.transforms.v2 import functional as FF
 
-
-def _import():
-    try:
-        import torch
-    except ImportError:
-        return None
-    try:
-        import torchvision  # noqa: F401
-    except ImportError:
-        return None
-    except Exception:
-        for k in [k for k in sys.modules if k.startswith("torchvision")]:
-            del sys.modules[k]
-        sys.modules["torchvision._meta_registrations"] = types.ModuleType("_meta_registrations")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            from torchvision import tv_tensors as TT
-            from torchvision.transforms import v2 as TV
-            from torchvision.transforms.v2 import functional as TF
-        return torch, TT, TV, TF
-    except Exception:
-        return None
-
-
-_MODS = _import()
+_V2 = v2_modules()
+_MODS = None if _V2 is None else _V2[:4]
 pytestmark = [pytest.mark.parity,
               pytest.mark.skipif(_MODS is None, reason="torchvision is not installed")]
 CANVAS = (37, 45)

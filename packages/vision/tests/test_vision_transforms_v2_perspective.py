@@ -1,11 +1,9 @@
 """v2 ``perspective`` given by ``coefficients=`` (torchvision 0.28's argument): the dispatcher,
 its per-type kernels and RandomPerspective, hand-computed and (parity) beside torchvision."""
-import sys
-import types
-import warnings
 
 import numpy as np
 import pytest
+from _tv_import import v2_modules
 
 import fiamma
 from fiamma.vision import tv_tensors as tv
@@ -107,35 +105,12 @@ def test_random_perspective_params_are_coefficients():
 
 # ---------------------------------------------------------------- beside torchvision
 
-def _import():
-    try:
-        import torch
-    except ImportError:
-        return None
-    try:
-        import torchvision  # noqa: F401
-    except ImportError:
-        return None
-    except Exception:       # torchvision's C ops missing: its Python transforms still work
-        for k in [k for k in sys.modules if k.startswith("torchvision")]:
-            del sys.modules[k]
-        sys.modules["torchvision._meta_registrations"] = types.ModuleType("_meta_registrations")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            from torchvision import tv_tensors as TT
-            from torchvision.transforms import InterpolationMode
-            from torchvision.transforms.v2 import functional as TF
-        return torch, TT, TF, InterpolationMode
-    except Exception:
-        return None
-
-
 def _mods():
-    mods = _import()
+    mods = v2_modules()
     if mods is None:
         pytest.skip("torchvision is not importable")
-    return mods
+    torch, TT, _, TF, TIM = mods
+    return torch, TT, TF, TIM
 
 
 @pytest.mark.parity

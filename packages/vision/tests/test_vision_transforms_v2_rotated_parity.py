@@ -1,12 +1,10 @@
 """Rotated boxes and register_kernel beside torchvision 0.28 (parity session; skipped without
 torchvision): every v2 kernel on XYWHR, CXCYWHR and XYXYXYXY boxes, soft and hard clamping,
 with the same fixed parameters (torchvision computes in float32, fiamma in float64)."""
-import sys
-import types
-import warnings
 
 import numpy as np
 import pytest
+from _tv_import import v2_modules
 
 import fiamma
 from fiamma.vision import tv_tensors as FTv
@@ -16,31 +14,10 @@ from fiamma.vision.transforms.v2 import functional as FF
 pytestmark = pytest.mark.parity
 
 
-def _import():
-    try:
-        import torch
-        import torchvision  # noqa: F401
-    except ImportError:
-        return None
-    except Exception:
-        for k in [k for k in sys.modules if k.startswith("torchvision")]:
-            del sys.modules[k]
-        sys.modules["torchvision._meta_registrations"] = types.ModuleType("_meta_registrations")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            from torchvision import tv_tensors as TT
-            from torchvision.transforms import v2 as TV
-            from torchvision.transforms.v2 import functional as TF
-        return torch, TT, TV, TF
-    except Exception:
-        return None
-
-
-_TV = _import()
+_TV = v2_modules()
 if _TV is None:
     pytest.skip("torchvision is not installed", allow_module_level=True)
-torch, TT, TV, TF = _TV
+torch, TT, TV, TF, _ = _TV
 
 ROT = ["XYWHR", "CXCYWHR", "XYXYXYXY"]
 CANVAS = (60, 80)
