@@ -91,6 +91,15 @@ GELU_TARGET static void GF(gelu_fwd_f)(int64_t n, const float *FM_RESTRICT x,
     }
 }
 
+/* gelu'(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2/2) / sqrt(2 pi), from Phi and es (gelu_half_erfc's
+   rebased exp); the limits beyond GUMAX (x phi(x) at the clamp is still a subnormal, and inf * 0
+   would be NaN) */
+GELU_TARGET static inline float GF(gelu_slope)(float v, float phi, float es) {
+    float d = phi + v * es * (float)(INV_SQRT_2PI * 5.421010862427522e-20);
+    d = v < -GUMAX ? 0.0f : d;
+    return v > GUMAX ? 1.0f : d;
+}
+
 GELU_TARGET static void GF(gelu_bwd_f)(int64_t n, const float *FM_RESTRICT g,
                                        const float *FM_RESTRICT x, float *FM_RESTRICT gx) {
     for (int64_t i = 0; i < n; i++) {
@@ -99,12 +108,7 @@ GELU_TARGET static void GF(gelu_bwd_f)(int64_t n, const float *FM_RESTRICT g,
         u = u < GUMAX ? u : GUMAX;
         float h = GF(gelu_half_erfc)(u, &es);
         float phi = v < 0.0f ? h : 1.0f - h;
-        /* gelu'(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2/2) / sqrt(2 pi); the limits beyond
-           GUMAX (x phi(x) at the clamp is still a subnormal, and inf * 0 would be NaN) */
-        float d = phi + v * es * (float)(INV_SQRT_2PI * 5.421010862427522e-20);
-        d = v < -GUMAX ? 0.0f : d;
-        d = v > GUMAX ? 1.0f : d;
-        gx[i] = g[i] * d;
+        gx[i] = g[i] * GF(gelu_slope)(v, phi, es);
     }
 }
 
@@ -120,10 +124,7 @@ GELU_TARGET static void GF(gelu_fwdd_f)(int64_t n, const float *FM_RESTRICT x,
         float phi = v < 0.0f ? h : 1.0f - h;
         float vc = v < -GUMAX ? -GUMAX : v;
         y[i] = vc * phi;
-        float d = phi + v * es * (float)(INV_SQRT_2PI * 5.421010862427522e-20);
-        d = v < -GUMAX ? 0.0f : d;
-        d = v > GUMAX ? 1.0f : d;
-        dy[i] = d;
+        dy[i] = GF(gelu_slope)(v, phi, es);
     }
 }
 
