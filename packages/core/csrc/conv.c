@@ -83,8 +83,124 @@ typedef struct {
 DEFINE_COLS(float, f32)
 DEFINE_COLS(double, f64)
 
+/* The same for 1-D and 2-D geometry over whole output rows [oh0, oh1) (every image block and
+   most chunks): a tap's in-image column range [lo, hi) is the same on every row, so each row
+   segment is one copy (and a zero fill at the borders) without the bookkeeping above, which
+   dominated for small images (LeNet's 10-wide rows). */
+#define DEFINE_COLS2D(T, SFX)                                                                   \
+    static void cols2d_##SFX(const geo_t *g, T *x, int64_t C, int64_t oh0, int64_t oh1,        \
+                             T *col, int64_t ld, int acc) {                                    \
+        const int64_t S2 = g->S[2], B1 = g->B[1], B2 = g->B[2], st1 = g->st[1];               \
+        const int64_t st2 = g->st[2], K1 = g->K[1], K2 = g->K[2];                             \
+        for (int64_t c = 0; c < C; c++) {                                                     \
+            T *xc = x + c * g->Lb;                                                            \
+            for (int64_t kh = 0; kh < K1; kh++)                                               \
+                for (int64_t kw = 0; kw < K2; kw++) {                                         \
+                    T *row = col + ((c * K1 + kh) * K2 + kw) * ld;                            \
+                    const int64_t off = kw * g->dl[2] - g->pd[2];                             \
+                    const int64_t ihk = kh * g->dl[1] - g->pd[1];                             \
+                    int64_t lo = off >= 0 ? 0 : (-off + st2 - 1) / st2;                       \
+                    int64_t hi = B2 - 1 - off < 0 ? 0 : (B2 - 1 - off) / st2 + 1;             \
+                    if (hi > S2) hi = S2;                                                     \
+                    if (lo > hi) lo = hi;                                                     \
+                    for (int64_t oh = oh0; oh < oh1; oh++) {                                  \
+                        T *dst = row + (oh - oh0) * S2;                                       \
+                        const int64_t ih = oh * st1 + ihk;                                    \
+                        if (ih < 0 || ih >= B1) {                                             \
+                            if (!acc)                                                         \
+                                for (int64_t j = 0; j < S2; j++) dst[j] = 0;                  \
+                            continue;                                                         \
+                        }                                                                     \
+                        if (lo == hi) {                                                       \
+                            if (!acc)                                                         \
+                                for (int64_t j = 0; j < S2; j++) dst[j] = 0;                  \
+                            continue;                                                         \
+                        }                                                                     \
+                        T *src = xc + ih * B2 + off + lo * st2; /* x[ih, lo * st2 + off] */   \
+                        T *d = dst + lo;                                                      \
+                        const int64_t n = hi - lo;                                            \
+                        if (acc) {                                                            \
+                            if (st2 == 1)                                                     \
+                                for (int64_t j = 0; j < n; j++) src[j] += d[j];               \
+                            else                                                              \
+                                for (int64_t j = 0; j < n; j++) src[j * st2] += d[j];         \
+                        } else {                                                              \
+                            for (int64_t j = 0; j < lo; j++) dst[j] = 0;                      \
+                            if (st2 == 1)                                                     \
+                                for (int64_t j = 0; j < n; j++) d[j] = src[j];                \
+                            else                                                              \
+                                for (int64_t j = 0; j < n; j++) d[j] = src[j * st2];          \
+                            for (int64_t j = hi; j < S2; j++) dst[j] = 0;                     \
+                        }                                                                     \
+                    }                                                                         \
+                }                                                                             \
+        }                                                                                     \
+    }
+DEFINE_COLS2D(float, f32)
+DEFINE_COLS2D(double, f64)
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define COLS_AVX512 __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw")))
+/* float32 columns (not their sum back: overlapping masked stores and loads stall store
+   forwarding, the plain loops above add faster) with unit stride along rows of at most 16
+   outputs: a row segment is one masked load and one store (lanes outside [lo, hi) are never
+   read) */
+COLS_AVX512 static void cols2d_f32_narrow(const geo_t *g, const float *x, int64_t C, int64_t oh0,
+                                          int64_t oh1, float *col, int64_t ld) {
+    const int64_t S2 = g->S[2], B1 = g->B[1], B2 = g->B[2], st1 = g->st[1];
+    const int64_t K1 = g->K[1], K2 = g->K[2];
+    const __mmask16 full = (__mmask16)((1u << S2) - 1);
+    const __m512 zero = _mm512_setzero_ps();
+    for (int64_t c = 0; c < C; c++) {
+        const uintptr_t xc = (uintptr_t)(x + c * g->Lb);
+        for (int64_t kh = 0; kh < K1; kh++)
+            for (int64_t kw = 0; kw < K2; kw++) {
+                float *row = col + ((c * K1 + kh) * K2 + kw) * ld;
+                const int64_t off = kw * g->dl[2] - g->pd[2];
+                const int64_t ihk = kh * g->dl[1] - g->pd[1];
+                int64_t lo = off >= 0 ? 0 : -off;
+                int64_t hi = B2 - off < S2 ? B2 - off : S2;
+                if (hi < lo) hi = lo;
+                const __mmask16 in = (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+                for (int64_t oh = oh0; oh < oh1; oh++) {
+                    const int64_t ih = oh * st1 + ihk;
+                    __m512 v = zero;
+                    if (ih >= 0 && ih < B1) /* lane j is x[ih, j + off] */
+                        v = _mm512_maskz_loadu_ps(
+                            in, (const float *)(xc + (uintptr_t)((ih * B2 + off) *
+                                                                 (int64_t)sizeof(float))));
+                    _mm512_mask_storeu_ps(row + (oh - oh0) * S2, full, v);
+                }
+            }
+    }
+}
+static int cols_have_avx512 = -1;
+#endif
+
 static void cols_ld(int dt, const geo_t *g, void *x, int64_t C, int64_t l0, int64_t l1,
                     void *col, int64_t ld, int acc) {
+    const int64_t S2 = g->S[2];
+    if (g->K[0] == 1 && g->B[0] == 1 && g->S[0] == 1 && g->pd[0] == 0 && l0 % S2 == 0 &&
+        l1 % S2 == 0) {
+        const int64_t oh0 = l0 / S2, oh1 = l1 / S2;
+#if defined(__x86_64__) && defined(__GNUC__)
+        if (cols_have_avx512 < 0)
+            cols_have_avx512 = __builtin_cpu_supports("avx512f") &&
+                               __builtin_cpu_supports("avx512vl") &&
+                               __builtin_cpu_supports("avx512dq") &&
+                               __builtin_cpu_supports("avx512bw");
+        if (dt == FM_FLOAT32 && !acc && S2 <= 16 && g->st[2] == 1 && cols_have_avx512) {
+            cols2d_f32_narrow(g, (const float *)x, C, oh0, oh1, (float *)col, ld);
+            return;
+        }
+#endif
+        if (dt == FM_FLOAT32)
+            cols2d_f32(g, (float *)x, C, oh0, oh1, (float *)col, ld, acc);
+        else
+            cols2d_f64(g, (double *)x, C, oh0, oh1, (double *)col, ld, acc);
+        return;
+    }
     if (dt == FM_FLOAT32)
         cols_f32(g, (float *)x, C, l0, l1, (float *)col, ld, acc);
     else

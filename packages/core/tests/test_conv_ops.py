@@ -217,6 +217,81 @@ def test_im2col_col2im():
     assert np.isclose((cols * c).sum(), (x * back).sum())
 
 
+def ref_weight_grad(x, g, k, stride, pad, dil):
+    """float64 gradient by the weight of sum(g * conv(x, w)) (groups 1): patches dotted with g."""
+    nd = x.ndim - 2
+    xp = np.pad(x.astype(np.float64), [(0, 0), (0, 0)] + [(p, p) for p in pad])
+    out_sp = g.shape[2:]
+    gw = np.zeros((g.shape[1], x.shape[1], *k))
+    for tap in itertools.product(*[range(v) for v in k]):
+        sl = tuple(slice(tap[i] * dil[i], tap[i] * dil[i] + stride[i] * (out_sp[i] - 1) + 1,
+                         stride[i]) for i in range(nd))
+        patch = xp[(slice(None), slice(None)) + sl]
+        gw[(slice(None), slice(None)) + tap] = np.einsum(
+            "ncl,nol->oc", patch.reshape(*patch.shape[:2], -1), g.reshape(*g.shape[:2], -1))
+    return gw
+
+
+# whole output rows take a path of their own in conv.c (one copy per row segment; float32 rows
+# of at most 16 outputs at unit stride one masked load): widths around 16, padding wider than
+# the kernel's reach, strides and dilations along rows, 1-D, and 3-D with a single depth slice
+ROW_CASES = [  # (spatial, kernel, stride, padding, dilation)
+    ((9, 5), (3, 3), (1, 1), (1, 1), (1, 1)),
+    ((7, 16), (5, 5), (1, 1), (2, 2), (1, 1)),
+    ((6, 17), (3, 5), (1, 1), (0, 2), (1, 1)),
+    ((6, 20), (3, 3), (1, 1), (1, 3), (1, 2)),
+    ((5, 18), (2, 3), (2, 1), (1, 4), (1, 1)),
+    ((8, 13), (3, 3), (1, 2), (1, 1), (1, 1)),
+    ((8, 31), (3, 4), (2, 3), (2, 2), (2, 1)),
+    ((4, 3), (1, 1), (1, 1), (2, 2), (1, 1)),
+    ((4, 6), (3, 3), (1, 1), (3, 3), (2, 2)),
+    ((28,), (5,), (1,), (2,), (1,)),
+    ((40,), (3,), (3,), (1,), (2,)),
+    ((1, 6, 12), (1, 3, 3), (3, 1, 1), (1, 1, 1), (1, 1, 1)),
+]
+
+
+@pytest.mark.parametrize("dtype", [fiamma.float32, fiamma.float64])
+@pytest.mark.parametrize("case", ROW_CASES, ids=[str(c[0]) + str(c[2:]) for c in ROW_CASES])
+def test_whole_row_columns(case, dtype):
+    sp, k, s, p, d = case
+    nd = len(sp)
+    rng = np.random.default_rng(len(sp) * 100 + sum(sp))
+    for n in (1, 5):  # one image (chunked slices) and several to a product
+        x = rng.standard_normal((n, 3, *sp))
+        w = rng.standard_normal((4, 3, *k))
+        b = rng.standard_normal(4)
+        fn = [None, fiamma.conv1d, fiamma.conv2d, fiamma.conv3d][nd]
+        ref = ref_conv(x, w, b, s, p, d, 1)
+        _close(fn(T(x, dtype), T(w, dtype), T(b, dtype), s, p, d), ref, dtype)
+        g = rng.standard_normal(ref.shape)
+        gw = fiamma.convolution_backward_weight(T(x, dtype), T(g, dtype), w.shape, s, p, d, 1)
+        _close(gw, ref_weight_grad(x, g, k, s, p, d), dtype)
+        # the input gradient (columns summed back): <conv(x, w), g> == <x, conv^T(g)>
+        xt = T(x, dtype).requires_grad_()
+        (fn(xt, T(w, dtype), None, s, p, d) * T(g, dtype)).sum().backward()
+        gx = xt.grad.numpy().astype(np.float64)
+        e = np.zeros_like(x)
+        lin = (ref_conv(x, w, None, s, p, d, 1) * g).sum()
+        assert np.isclose((gx * x).sum(), lin, rtol=TOL[dtype] * 10, atol=TOL[dtype] * 10)
+        for idx in [tuple(rng.integers(0, v) for v in x.shape) for _ in range(4)]:
+            e[...] = 0
+            e[idx] = 1
+            want = (ref_conv(e, w, None, s, p, d, 1) * g).sum()
+            assert np.isclose(gx[idx], want, rtol=TOL[dtype] * 10, atol=TOL[dtype] * 10)
+    if nd == 2:  # unfold / fold of the same geometry
+        x = rng.standard_normal((2, 3, *sp))
+        cols = fiamma.im2col(T(x, dtype), k, d, p, s).numpy().astype(np.float64)
+        w = rng.standard_normal((4, 3, *k))
+        out = np.einsum("ok,nkl->nol", w.reshape(4, -1), cols)
+        ref = ref_conv(x, w, None, s, p, d, 1)
+        np.testing.assert_allclose(out.reshape(ref.shape), ref, rtol=TOL[dtype] * 10,
+                                   atol=TOL[dtype] * 10)
+        c = rng.standard_normal(cols.shape)
+        back = fiamma.col2im(T(c, dtype), sp, k, d, p, s).numpy().astype(np.float64)
+        assert np.isclose((cols * c).sum(), (x * back).sum(), rtol=TOL[dtype] * 10)
+
+
 def test_empty_batch_and_backward_weight_zero():
     w = fiamma.ones(4, 3, 3, 3)
     out = fiamma.conv2d(fiamma.ones(0, 3, 5, 5), w, fiamma.ones(4))
