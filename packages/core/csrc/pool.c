@@ -207,6 +207,74 @@ FM_CLONES static void global_avg_##SFX(const T *FM_RESTRICT I, T *FM_RESTRICT O,
 DEFINE_GLOBAL(float, f32)
 DEFINE_GLOBAL(double, f64)
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define POOL_AVX512 __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw")))
+static int pool_have_avx512 = -1;
+
+/* float32 2x2 windows at stride 2 inside an H x W plane (max_pool2d(2), the classic CNN
+   downsampling): 16 outputs per step, each input row split into its even and odd columns by
+   one two-source permute; the scan order and the NaN rule are the generic loop's (a later tap
+   is taken when greater or NaN), so values and indices are identical. */
+POOL_AVX512 static void max2x2_plane_f32(const float *ip, float *op, int64_t *xp, int64_t W,
+                                         int64_t OH, int64_t OW) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
+                                           28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    const __m512i lane2 = _mm512_slli_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 1);
+    const __m512i one = _mm512_set1_epi32(1), wv = _mm512_set1_epi32((int)W);
+    for (int64_t oh = 0; oh < OH; oh++) {
+        const float *r0 = ip + 2 * oh * W, *r1 = r0 + W;
+        for (int64_t ow = 0; ow < OW; ow += 16) {
+            const int64_t n = OW - ow < 16 ? OW - ow : 16;
+            const __mmask16 m = (__mmask16)((1u << n) - 1);
+            /* 2n inputs: the first min(2n, 16) from lo, the rest from hi */
+            const __mmask16 mlo = (__mmask16)(n >= 8 ? 0xFFFFu : (1u << (2 * n)) - 1);
+            const __mmask16 mhi = (__mmask16)(n > 8 ? (1u << (2 * n - 16)) - 1 : 0);
+            const float *a0 = r0 + 2 * ow, *a1 = r1 + 2 * ow;
+            const __m512 l0 = _mm512_maskz_loadu_ps(mlo, a0), h0 = _mm512_maskz_loadu_ps(mhi, a0 + 16);
+            const __m512 l1 = _mm512_maskz_loadu_ps(mlo, a1), h1 = _mm512_maskz_loadu_ps(mhi, a1 + 16);
+            const __m512 v[4] = {_mm512_permutex2var_ps(l0, even, h0),
+                                 _mm512_permutex2var_ps(l0, odd, h0),
+                                 _mm512_permutex2var_ps(l1, even, h1),
+                                 _mm512_permutex2var_ps(l1, odd, h1)};
+            const __m512i i0 = _mm512_add_epi32(_mm512_set1_epi32((int)(2 * oh * W + 2 * ow)),
+                                                lane2);
+            const __m512i idx[4] = {i0, _mm512_add_epi32(i0, one), _mm512_add_epi32(i0, wv),
+                                    _mm512_add_epi32(_mm512_add_epi32(i0, wv), one)};
+            __m512 best = v[0];
+            __m512i bi = idx[0];
+            for (int t = 1; t < 4; t++) {
+                const __mmask16 take = _mm512_cmp_ps_mask(v[t], best, _CMP_GT_OQ) |
+                                       _mm512_cmp_ps_mask(v[t], v[t], _CMP_UNORD_Q);
+                best = _mm512_mask_mov_ps(best, take, v[t]);
+                bi = _mm512_mask_mov_epi32(bi, take, idx[t]);
+            }
+            _mm512_mask_storeu_ps(op + oh * OW + ow, m, best);
+            if (xp) {
+                int64_t *x = xp + oh * OW + ow;
+                _mm512_mask_storeu_epi64(x, (__mmask8)(m & 0xFF),
+                                         _mm512_cvtepi32_epi64(_mm512_castsi512_si256(bi)));
+                _mm512_mask_storeu_epi64(x + 8, (__mmask8)(m >> 8),
+                                         _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(bi, 1)));
+            }
+        }
+    }
+}
+#endif
+
+/* whether a max pool is the plain 2x2 stride-2 one over a 2-D plane that the kernel above
+   serves (every window whole: ceil_mode's partial last windows take the generic loop) */
+static int plain_2x2(int adaptive, const int64_t *isz, const int64_t *osz, const int64_t *k,
+                     const int64_t *s, const int64_t *p, const int64_t *d) {
+    if (adaptive || isz[0] != 1 || osz[0] != 1 || k[0] != 1) return 0;
+    if (k[1] != 2 || k[2] != 2 || s[1] != 2 || s[2] != 2 || p[0] || p[1] || p[2]) return 0;
+    if (d[0] != 1 || d[1] != 1 || d[2] != 1) return 0;
+    if (2 * osz[1] > isz[1] || 2 * osz[2] > isz[2]) return 0;
+    return isz[1] * isz[2] <= INT32_MAX;
+}
+
 static int64_t prod3(const int64_t *v) { return v[0] * v[1] * v[2]; }
 
 int fm_pool_max(int dtype, int adaptive, int64_t nplanes, const int64_t *isz,
@@ -221,6 +289,21 @@ int fm_pool_max(int dtype, int adaptive, int64_t nplanes, const int64_t *isz,
     double taps = adaptive ? (double)is : (double)(k[0] * k[1] * k[2]) * (double)os;
     int nt = fm_par_threads((double)nplanes * (taps > os ? taps : os), POOL_MIN_WORK);
     int64_t *X = (int64_t *)idx;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (pool_have_avx512 < 0)
+        pool_have_avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw");
+    if (dtype == FM_FLOAT32 && pool_have_avx512 && plain_2x2(adaptive, isz, osz, k, s, p, d)) {
+        const float *I = (const float *)in; float *O = (float *)out;
+        nt = fm_par_threads((double)nplanes * (double)is * 0.25, POOL_MIN_WORK);
+        #pragma omp parallel for num_threads(nt) schedule(static)
+        for (int64_t q = 0; q < nplanes; q++)
+            max2x2_plane_f32(I + q * is, O + q * os, X ? X + q * os : NULL, isz[2], osz[1],
+                             osz[2]);
+        free(w.buf);
+        return FM_OK;
+    }
+#endif
     if (dtype == FM_FLOAT32) {
         const float *I = (const float *)in; float *O = (float *)out;
         #pragma omp parallel for num_threads(nt) schedule(static)

@@ -199,6 +199,62 @@ def test_max_pool_defaults_and_nan():
     assert fiamma.max_pool_backward(fiamma.ones(2, 1, 1), i, (1, 1)).tolist() == [[[1.0]]] * 2
 
 
+def ref_max2x2(x):
+    """2x2 stride-2 max pool of (P, H, W) by the scan rule of fiamma's (and PyTorch's) loop:
+    taps in row-major order, a later tap taken when greater or NaN (so the last NaN wins)."""
+    P, H, W = x.shape
+    oh, ow = H // 2, W // 2
+    r = np.arange(oh)[:, None] * 2 * W + np.arange(ow)[None, :] * 2
+    taps = [r, r + 1, r + W, r + W + 1]
+    flat = x.reshape(P, -1)
+    best, bi = flat[:, taps[0]], np.broadcast_to(taps[0], (P, oh, ow)).copy()
+    for t in taps[1:]:
+        v = flat[:, t]
+        take = (v > best) | np.isnan(v)
+        best, bi = np.where(take, v, best), np.where(take, t, bi)
+    return best, bi
+
+
+@pytest.mark.parametrize("w", [2, 3, 4, 15, 16, 17, 18, 31, 32, 33, 34, 35, 47, 64, 100])
+def test_max_pool_2x2_stride_2(w):
+    """max_pool2d(2) has a vectorised float32 kernel (16 outputs a step, partial last steps):
+    values and indices against the scan-rule reference, with ties, NaNs, infinities; odd sizes;
+    the backward through the indices."""
+    rng = np.random.default_rng(w)
+    for h in (2, 3, 5):
+        x = rng.integers(-3, 4, (2, 3, h, w)).astype(np.float32)  # many ties
+        flat = x.reshape(-1)
+        flat[rng.integers(0, flat.size, max(1, flat.size // 10))] = np.nan
+        flat[rng.integers(0, flat.size, max(1, flat.size // 10))] = -np.inf
+        flat[rng.integers(0, flat.size, max(1, flat.size // 20))] = np.inf
+        v, i = fiamma.max_pool2d(fiamma.tensor(x), 2, return_indices=True)
+        rv, ri = ref_max2x2(x.reshape(-1, h, w))
+        np.testing.assert_array_equal(v.numpy().reshape(rv.shape), rv)
+        np.testing.assert_array_equal(i.numpy().reshape(ri.shape), ri)
+        # float64 (the generic loop) gives the same indices
+        v64, i64 = fiamma.max_pool2d(fiamma.tensor(x.astype(np.float64)), 2, return_indices=True)
+        np.testing.assert_array_equal(i64.numpy(), i.numpy())
+        # the gradient lands on the chosen taps
+        xt = fiamma.tensor(np.where(np.isnan(x), 0, x)).requires_grad_()
+        g = rng.standard_normal((2, 3, h // 2, w // 2)).astype(np.float32)
+        out, idx = fiamma.max_pool2d(xt, 2, return_indices=True)
+        (out * fiamma.tensor(g)).sum().backward()
+        want = np.zeros((6, h * w), np.float32)
+        np.put_along_axis(want, idx.numpy().reshape(6, -1), g.reshape(6, -1), axis=1)
+        np.testing.assert_array_equal(xt.grad.numpy().reshape(6, -1), want)
+    # ceil_mode's partial windows, a non-contiguous input and stride 1 still agree with ref_max
+    x = rng.standard_normal((2, 5, w + 1)).astype(np.float32)
+    for kw in (dict(ceil_mode=True), dict(stride=1)):
+        v, i = fiamma.max_pool2d(fiamma.tensor(x), 2, return_indices=True, **kw)
+        rv, ri = ref_max(x, (2, 2), (kw.get("stride", 2),) * 2, (0, 0), (1, 1),
+                         kw.get("ceil_mode", False))
+        np.testing.assert_array_equal(v.numpy(), rv.astype(np.float32))
+        np.testing.assert_array_equal(i.numpy(), ri)
+    xt = fiamma.tensor(np.ascontiguousarray(x.transpose(0, 2, 1))).transpose(1, 2)
+    np.testing.assert_array_equal(fiamma.max_pool2d(xt, 2).numpy(),
+                                  ref_max(x, (2, 2), (2, 2), (0, 0), (1, 1), False)[0])
+
+
 def test_ceil_mode_last_window_in_padding():
     # length 5, k=2, s=2, p=1: ceil gives 4 windows but the last would start at 5 = n + p - 1 + 1
     # (inside the right padding), so it is dropped: 3 outputs
