@@ -168,6 +168,8 @@ def _permutation(in_shape, in_stride, shape, stride):
             ops.load, save="none")
 def _view(ctx, grad):
     op = ctx.op
+    if op is ops.t:  # its own inverse, whatever the layout (every Linear records one)
+        return (grad.t(),)
     in_shape, in_stride, in_offset, shape, stride, offset = _geometry(ctx)
     if op in (ops.view, ops.squeeze, ops.unsqueeze):
         return (grad.reshape(in_shape),)
