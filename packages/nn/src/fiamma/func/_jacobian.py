@@ -16,9 +16,11 @@ from ._autodiff import (
     _Inputs,
     _Level,
     _Linearized,
+    _missing,
     _needs_graph,
     _split_aux,
     _vjp_raw,
+    _want,
 )
 from ._pytree import tree_flatten, tree_unflatten
 from ._vmap import RandomGuard, check_randomness
@@ -77,10 +79,15 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
         nested, outer_grad = _depth() > 0, fiamma.is_grad_enabled()
         api = "vjp(f, *primals)"
         with _Level():
-            inputs = _Inputs(trees)
-            out = _call_with(func, args, nums, inputs.trees(inputs.inner), kwargs)
-            out, aux = _split_aux(out, has_aux, api)
-            out_leaves, out_spec = tree_flatten(out)
+            levels = _want((args, kwargs))
+            while True:
+                inputs = _Inputs(trees, levels)
+                out = _call_with(func, args, nums, inputs.trees(inputs.inner), kwargs)
+                out, aux = _split_aux(out, has_aux, api)
+                out_leaves, out_spec = tree_flatten(out)
+                levels = _missing(inputs, out_leaves)
+                if not levels:
+                    break
             _check_outputs(out_leaves, api)
             for i, o in enumerate(out_leaves):
                 if o.dtype.is_complex:
@@ -130,11 +137,18 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
         guard = RandomGuard(randomness)
         _check_real(tree_flatten(trees)[0], "jacfwd", "inputs")
 
+        want = [_want((args, kwargs))]
+
         def run():
-            inputs = _Inputs(trees)
-            out = _call_with(func, args, nums, inputs.trees(inputs.inner), kwargs, guard)
-            out, aux = _split_aux(out, has_aux, api)
-            out_leaves, out_spec = tree_flatten(out)
+            while True:
+                inputs = _Inputs(trees, want[0])
+                out = _call_with(func, args, nums, inputs.trees(inputs.inner), kwargs, guard)
+                out, aux = _split_aux(out, has_aux, api)
+                out_leaves, out_spec = tree_flatten(out)
+                levels = _missing(inputs, out_leaves)
+                if not levels:
+                    break
+                want[0] = levels
             _check_outputs(out_leaves, api)
             _check_real(out_leaves, "jacfwd", "outputs")
             if has_aux:
