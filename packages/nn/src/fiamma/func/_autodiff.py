@@ -102,8 +102,8 @@ class _Inputs:
             x = expand_to(x, self.levels)
             if x.requires_grad:
                 self.outer_rg = True
-                return BTensor(x.t.view_as(x.t), x.lv)
-            y = x.t.detach().requires_grad_(True)
+                return BTensor(x._v.view_as(x._v), x.lv)
+            y = x._v.detach().requires_grad_(True)
             self.fresh.add(id(y))
             return BTensor(y, x.lv)
         if x.requires_grad:

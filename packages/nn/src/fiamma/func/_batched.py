@@ -59,7 +59,7 @@ def active():
 
 
 def _ub(x):
-    return x.t if isinstance(x, BTensor) else x
+    return x._v if isinstance(x, BTensor) else x
 
 
 def _lv(x):
@@ -126,6 +126,8 @@ def _has_b(args, kwargs):
 
 def _ew(fn, *args, **kwargs):
     """Elementwise / broadcasting: every tensor argument aligned to the union of levels."""
+    if kwargs.get("inplace"):
+        raise Fallback(f"{_name(fn)}: in-place")
     tens = [a for a in list(args) + list(kwargs.values()) if isinstance(a, (Tensor, BTensor))]
     levels = _union(*tens)
     rank = max(_ub(a).dim() - len(_lv(a)) for a in tens)
@@ -159,7 +161,7 @@ def _rdim(d, nb, ldim):
 
 
 def _dims_arg(x, d):
-    nb, ld = len(x.lv), x.t.dim() - len(x.lv)
+    nb, ld = len(x.lv), x._v.dim() - len(x.lv)
     if d is None:
         return tuple(range(nb, nb + ld))
     if isinstance(d, (tuple, list)):
@@ -172,7 +174,12 @@ def _wrap_out(out, levels):
         return _wrap(out, levels)
     if isinstance(out, tuple):
         vals = [_wrap(o, levels) if isinstance(o, Tensor) else o for o in out]
-        return type(out)(vals) if type(out) is tuple else type(out)(*vals)
+        if type(out) is tuple:
+            return tuple(vals)
+        try:
+            return type(out)(*vals)
+        except TypeError:
+            return type(out)(vals)
     if isinstance(out, list):
         return [_wrap(o, levels) if isinstance(o, Tensor) else o for o in out]
     raise Fallback("unexpected result")
@@ -196,12 +203,12 @@ def _dimop(pos=0, name="dim", none_all=True, required=False):
         elif required:
             raise Fallback("dim missing")
         elif none_all:
-            if x.t.dim() == len(x.lv):
-                return _wrap(fn(x.t, *args, **kwargs), x.lv)
+            if x._v.dim() == len(x.lv):
+                return _wrap(fn(x._v, *args, **kwargs), x.lv)
             kwargs[name] = _dims_arg(x, None)
         else:
             raise Fallback("dim missing")
-        return _wrap_out(fn(x.t, *args, **kwargs), x.lv)
+        return _wrap_out(fn(x._v, *args, **kwargs), x.lv)
     return rule
 
 
@@ -212,16 +219,16 @@ def _full_reduce(fn, x, *args, **kwargs):
     _only_self(fn, (x,) + args, kwargs)
     if args or kwargs:
         return _dimop(0, "dim", none_all=False)(fn, x, *args, **kwargs)
-    flat = x.t.reshape(tuple(x.t.shape[:len(x.lv)]) + (-1,))
+    flat = x._v.reshape(tuple(x._v.shape[:len(x.lv)]) + (-1,))
     return _wrap(fn(flat, dim=-1)[0] if _name(fn) in ("max", "min") else fn(flat, dim=-1), x.lv)
 
 
 def _logical(x):
-    return tuple(x.t.shape[len(x.lv):])
+    return tuple(x._v.shape[len(x.lv):])
 
 
 def _prefix(x):
-    return tuple(x.t.shape[:len(x.lv)])
+    return tuple(x._v.shape[:len(x.lv)])
 
 
 def _shape_args(args):
@@ -235,7 +242,7 @@ def _reshape(fn, x, *args, **kwargs):
     shape = _shape_args(args) if args else tuple(kwargs.pop("shape", kwargs.pop("size", ())))
     if kwargs or any(isinstance(s, bool) or not isinstance(s, int) for s in shape):
         raise Fallback("reshape: unusual arguments")
-    return _wrap(fn(x.t, _prefix(x) + shape), x.lv)
+    return _wrap(fn(x._v, _prefix(x) + shape), x.lv)
 
 
 def _expand(fn, x, *args, **kwargs):
@@ -243,7 +250,7 @@ def _expand(fn, x, *args, **kwargs):
     shape = _shape_args(args)
     if kwargs:
         raise Fallback("expand: keywords")
-    lrank = x.t.dim() - len(x.lv)
+    lrank = x._v.dim() - len(x.lv)
     if len(shape) < lrank:
         raise Fallback("expand: fewer dims")
     t = _align(x, x.lv, len(shape))
@@ -253,11 +260,11 @@ def _expand(fn, x, *args, **kwargs):
 def _permute(fn, x, *args, **kwargs):
     _only_self(fn, (x,) + args, kwargs)
     dims = _shape_args(args) if args else tuple(kwargs.pop("dims"))
-    nb, ld = len(x.lv), x.t.dim() - len(x.lv)
+    nb, ld = len(x.lv), x._v.dim() - len(x.lv)
     if len(dims) != ld:
         raise Fallback("permute: wrong number of dims")
     real = tuple(range(nb)) + tuple(_rdim(d, nb, ld) % (nb + ld) for d in dims)
-    return _wrap(x.t.permute(real), x.lv)
+    return _wrap(x._v.permute(real), x.lv)
 
 
 def _two_dims(fn, x, *args, **kwargs):
@@ -265,28 +272,28 @@ def _two_dims(fn, x, *args, **kwargs):
     _only_self(fn, (x,) + args, kwargs)
     if len(args) != 2 or kwargs:
         raise Fallback("two dims expected")
-    nb, ld = len(x.lv), x.t.dim() - len(x.lv)
+    nb, ld = len(x.lv), x._v.dim() - len(x.lv)
     a, b = args
     if isinstance(a, (tuple, list)):
         a = tuple(_rdim(i, nb, ld) for i in a)
         b = tuple(_rdim(i, nb, ld) for i in b)
     else:
         a, b = _rdim(a, nb, ld), _rdim(b, nb, ld)
-    return _wrap(fn(x.t, a, b), x.lv)
+    return _wrap(fn(x._v, a, b), x.lv)
 
 
 def _t(fn, x, *args, **kwargs):
-    ld = x.t.dim() - len(x.lv)
+    ld = x._v.dim() - len(x.lv)
     if ld < 2:
         return x
-    return _wrap(x.t.transpose(-1, -2), x.lv)
+    return _wrap(x._v.transpose(-1, -2), x.lv)
 
 
 def _flatten(fn, x, start_dim=0, end_dim=-1):
-    nb, ld = len(x.lv), x.t.dim() - len(x.lv)
+    nb, ld = len(x.lv), x._v.dim() - len(x.lv)
     if ld == 0:
-        return _wrap(x.t.reshape(_prefix(x) + (1,)), x.lv)
-    return _wrap(fn(x.t, _rdim(start_dim, nb, ld), _rdim(end_dim, nb, ld)), x.lv)
+        return _wrap(x._v.reshape(_prefix(x) + (1,)), x.lv)
+    return _wrap(fn(x._v, _rdim(start_dim, nb, ld), _rdim(end_dim, nb, ld)), x.lv)
 
 
 def _squeeze(fn, x, *args, **kwargs):
@@ -294,15 +301,15 @@ def _squeeze(fn, x, *args, **kwargs):
     d = args[0] if args else kwargs.get("dim")
     if d is None:
         shape = tuple(s for s in _logical(x) if s != 1)
-        return _wrap(x.t.reshape(_prefix(x) + shape), x.lv)
-    return _wrap(fn(x.t, _dims_arg(x, d)), x.lv)
+        return _wrap(x._v.reshape(_prefix(x) + shape), x.lv)
+    return _wrap(fn(x._v, _dims_arg(x, d)), x.lv)
 
 
 def _unsqueeze(fn, x, d):
-    nb, ld = len(x.lv), x.t.dim() - len(x.lv)
+    nb, ld = len(x.lv), x._v.dim() - len(x.lv)
     if isinstance(d, bool) or not isinstance(d, int) or not -ld - 1 <= d <= ld:
         raise Fallback("unsqueeze: dim")
-    return _wrap(x.t.unsqueeze(d + nb if d >= 0 else d), x.lv)
+    return _wrap(x._v.unsqueeze(d + nb if d >= 0 else d), x.lv)
 
 
 def _same(fn, x, *args, **kwargs):
@@ -310,7 +317,7 @@ def _same(fn, x, *args, **kwargs):
     _only_self(fn, (x,) + args, kwargs)
     if "memory_format" in kwargs:
         raise Fallback("memory_format")
-    return _wrap_out(fn(x.t, *args, **kwargs), x.lv)
+    return _wrap_out(fn(x._v, *args, **kwargs), x.lv)
 
 
 def _getitem(fn, x, idx):
@@ -328,11 +335,11 @@ def _getitem(fn, x, idx):
             continue
         else:
             raise Fallback("index type")
-    if n_adv > 1:
+    if n_adv > 1 or (n_adv and any(isinstance(i, int) for i in idx)):
         raise Fallback("several advanced indices")
     if isinstance(idx[0], bool) or any(isinstance(i, bool) for i in idx):
         raise Fallback("bool index")
-    return _wrap(x.t[(slice(None),) * len(x.lv) + idx], x.lv)
+    return _wrap(x._v[(slice(None),) * len(x.lv) + idx], x.lv)
 
 
 def _matmul(fn, a, b):
@@ -345,20 +352,24 @@ def _matmul(fn, a, b):
     if ra == 1 and isinstance(a, BTensor) and not isinstance(b, BTensor) and rb >= 2:
         if rb == 2:  # a batch of vectors times one matrix: one matrix product
             return _wrap(fiamma.matmul(ta, tb), levels)
+    if isinstance(a, BTensor):
+        ta = _align(a, levels, ra)
+    if isinstance(b, BTensor):
+        tb = _align(b, levels, rb)
     if ra == 1:
-        ta = _align(a, levels, 1).unsqueeze(-2) if isinstance(a, BTensor) else ta.unsqueeze(0)
+        ta = ta.unsqueeze(-2)
     if rb == 1:
-        tb = _align(b, levels, 1).unsqueeze(-1) if isinstance(b, BTensor) else tb.unsqueeze(-1)
+        tb = tb.unsqueeze(-1)
     r = max(ra, rb, 2)
     if isinstance(a, BTensor):
-        ta = _align(BTensor(ta, a.lv), levels, r)
+        ta = _align(BTensor(ta, levels), levels, r)
     if isinstance(b, BTensor):
-        tb = _align(BTensor(tb, b.lv), levels, r)
+        tb = _align(BTensor(tb, levels), levels, r)
     out = fiamma.matmul(ta, tb)
     if rb == 1:
         out = out.squeeze(-1)
     if ra == 1:
-        out = out.squeeze(-2)
+        out = out.squeeze(-1 if rb == 1 else -2)
     return _wrap(out, levels)
 
 
@@ -381,7 +392,7 @@ def _linear(fn, x, weight, bias=None):
     else:
         if not isinstance(x, BTensor):
             raise Fallback("linear")
-        out = BTensor(fn(x.t, weight), x.lv)
+        out = BTensor(fn(x._v, weight), x.lv)
     if bias is not None:
         out = _ew(fiamma.add, out, bias)
     return out
@@ -427,20 +438,20 @@ def _cat(stack):
 
 
 def _split(fn, x, size_or_sections, dim=0):
-    return _wrap_out(fn(x.t, size_or_sections, _rdim(dim, len(x.lv), x.t.dim() - len(x.lv))),
+    return _wrap_out(fn(x._v, size_or_sections, _rdim(dim, len(x.lv), x._v.dim() - len(x.lv))),
                      x.lv)
 
 
 def _unbind(fn, x, dim=0):
-    return _wrap_out(fn(x.t, _rdim(dim, len(x.lv), x.t.dim() - len(x.lv))), x.lv)
+    return _wrap_out(fn(x._v, _rdim(dim, len(x.lv), x._v.dim() - len(x.lv))), x.lv)
 
 
 def _select(fn, x, dim, index):
-    return _wrap(fn(x.t, _rdim(dim, len(x.lv), x.t.dim() - len(x.lv)), index), x.lv)
+    return _wrap(fn(x._v, _rdim(dim, len(x.lv), x._v.dim() - len(x.lv)), index), x.lv)
 
 
 def _narrow(fn, x, dim, start, length):
-    return _wrap(fn(x.t, _rdim(dim, len(x.lv), x.t.dim() - len(x.lv)), start, length), x.lv)
+    return _wrap(fn(x._v, _rdim(dim, len(x.lv), x._v.dim() - len(x.lv)), start, length), x.lv)
 
 
 def _fold(x, levels, nonbatch_rank):
@@ -509,20 +520,24 @@ def _pool(nd):
 def _last_dims(fn, x, *args, **kwargs):
     """Ops on the last dims with unbatched extra tensors (layer_norm, embedding...)."""
     _only_self(fn, (x,) + args, kwargs)
-    return _wrap(fn(x.t, *args, **kwargs), x.lv)
+    return _wrap(fn(x._v, *args, **kwargs), x.lv)
 
 
 def _embedding(fn, idx, weight, *args, **kwargs):
     if isinstance(weight, BTensor) or not isinstance(idx, BTensor):
         raise Fallback("embedding: batched weight")
     _only_self(fn, (idx, weight) + args, kwargs)
-    return _wrap(fn(idx.t, weight, *args, **kwargs), idx.lv)
+    return _wrap(fn(idx._v, weight, *args, **kwargs), idx.lv)
 
 
 def _dropout(fn, x, p=0.5, training=True, inplace=False):
     if not training or p == 0:
         return x
     raise Fallback("dropout draws random numbers")
+
+
+def _true(fn, *args, **kwargs):
+    return True
 
 
 def _reduce_loss(loss, levels, reduction, n_logical):
@@ -604,7 +619,7 @@ def _no_rule(name):
 def _like(fn, x, *args, **kwargs):
     """zeros_like & co: same shape as x (batched)."""
     _only_self(fn, (x,) + args, kwargs)
-    return _wrap(fn(x.t, *args, **kwargs), x.lv)
+    return _wrap(fn(x._v, *args, **kwargs), x.lv)
 
 
 def _autograd_grad(fn, outputs, inputs, grad_outputs=None, retain_graph=None,
@@ -624,6 +639,11 @@ def _autograd_grad(fn, outputs, inputs, grad_outputs=None, retain_graph=None,
         cts = list(grad_outputs)
     kw = dict(retain_graph=retain_graph, create_graph=create_graph,
               allow_unused=allow_unused)
+    need = set(_union(*outs))
+    for x in ins:
+        if not need <= set(_lv(x)):
+            # a shared input would get the sum of the elements' gradients
+            raise Fallback("autograd.grad: an input is not batched like the outputs")
     res = _grad_batched(fn, outs, ins, cts, kw)
     return tuple(res)
 
@@ -676,23 +696,23 @@ class BTensor:
     """A tensor batched over vmap levels (see the module docstring). Not a ``Tensor``: an
     attribute or function without a batching rule fails and ``vmap`` falls back."""
 
-    __slots__ = ("t", "lv", "__weakref__")
+    __slots__ = ("_v", "lv", "__weakref__")
 
     def __init__(self, t, lv):
-        self.t = t
+        self._v = t
         self.lv = tuple(lv)
 
     # metadata
     @property
     def shape(self):
-        return fiamma.Size(self.t.shape[len(self.lv):])
+        return fiamma.Size(self._v.shape[len(self.lv):])
 
     def size(self, dim=None):
         s = self.shape
         return s if dim is None else s[dim]
 
     def dim(self):
-        return self.t.dim() - len(self.lv)
+        return self._v.dim() - len(self.lv)
 
     @property
     def ndim(self):
@@ -711,48 +731,48 @@ class BTensor:
 
     @property
     def dtype(self):
-        return self.t.dtype
+        return self._v.dtype
 
     @property
     def device(self):
-        return self.t.device
+        return self._v.device
 
     @property
     def layout(self):
-        return self.t.layout
+        return self._v.layout
 
     @property
     def is_cuda(self):
-        return self.t.is_cuda
+        return self._v.is_cuda
 
     def is_floating_point(self):
-        return self.t.is_floating_point()
+        return self._v.is_floating_point()
 
     def is_complex(self):
-        return self.t.is_complex()
+        return self._v.is_complex()
 
     @property
     def requires_grad(self):
-        return self.t.requires_grad
+        return self._v.requires_grad
 
     @property
     def grad_fn(self):
-        return self.t.grad_fn
+        return self._v.grad_fn
 
     @property
     def is_leaf(self):
-        return self.t.is_leaf
+        return self._v.is_leaf
 
     def requires_grad_(self, flag=True):
-        self.t.requires_grad_(flag)
+        self._v.requires_grad_(flag)
         return self
 
     def detach(self):
-        return BTensor(self.t.detach(), self.lv)
+        return BTensor(self._v.detach(), self.lv)
 
     @property
     def data(self):
-        return BTensor(self.t.data, self.lv)
+        return BTensor(self._v.data, self.lv)
 
     def view_as(self, other):
         return self.reshape(other.shape)
@@ -767,19 +787,19 @@ class BTensor:
         return self.to(other.dtype)
 
     def new_zeros(self, *a, **k):
-        return self.t.new_zeros(*a, **k)
+        return self._v.new_zeros(*a, **k)
 
     def new_ones(self, *a, **k):
-        return self.t.new_ones(*a, **k)
+        return self._v.new_ones(*a, **k)
 
     def new_empty(self, *a, **k):
-        return self.t.new_empty(*a, **k)
+        return self._v.new_empty(*a, **k)
 
     def new_full(self, *a, **k):
-        return self.t.new_full(*a, **k)
+        return self._v.new_full(*a, **k)
 
     def new_tensor(self, *a, **k):
-        return self.t.new_tensor(*a, **k)
+        return self._v.new_tensor(*a, **k)
 
     @property
     def T(self):
@@ -791,11 +811,11 @@ class BTensor:
     def mT(self):
         if self.dim() < 2:
             raise Fallback("mT of fewer than 2 dims")
-        return BTensor(self.t.transpose(-1, -2), self.lv)
+        return BTensor(self._v.transpose(-1, -2), self.lv)
 
     def select_level(self, level, i):
         pos = self.lv.index(level)
-        return _wrap(self.t.select(pos, i), self.lv[:pos] + self.lv[pos + 1:])
+        return _wrap(self._v.select(pos, i), self.lv[:pos] + self.lv[pos + 1:])
 
     def __iter__(self):
         return iter([self[i] for i in range(len(self))])
@@ -853,6 +873,17 @@ for _n in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", 
 BTensor.__hash__ = object.__hash__
 
 
+def _no_inplace(name):
+    def op(self, other):
+        raise Fallback(f"{name}: in-place op on a batched tensor")
+    return op
+
+
+for _n in ("__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__ipow__",
+           "__imod__", "__iand__", "__ior__", "__ixor__", "__imatmul__"):
+    setattr(BTensor, _n, _no_inplace(_n))
+
+
 def _unary_dunder(name):
     def op(self):
         return _ew(getattr(Tensor, name), self)
@@ -892,7 +923,7 @@ _EW = ("add sub subtract mul multiply div divide true_divide pow neg negative ex
        "hardtanh relu6 elu selu celu leaky_relu hardsigmoid hardswish logsigmoid softsign "
        "tanhshrink hardshrink softshrink threshold sigmoid_ bitwise_and bitwise_or "
        "bitwise_not").split()
-_DIM_REDUCE = "sum mean prod amax amin std var norm logsumexp nansum nanmean".split()
+_DIM_REDUCE = "sum mean prod amax amin std var logsumexp nansum nanmean".split()
 _DIM_REQUIRED = "softmax log_softmax cumsum cumprod argmax argmin".split()
 _VIEW = {
     "reshape": _reshape, "view": _reshape, "expand": _expand, "permute": _permute,
@@ -937,6 +968,8 @@ def _build():
     for n, r in _VIEW.items():
         if r is not None:
             methods[n] = funcs[n] = r
+    methods["norm"] = funcs["norm"] = _dimop(1, "dim")
+    funcs["is_tensor"] = _true
     funcs["einsum"] = _einsum
     funcs["stack"] = _cat(True)
     funcs["cat"] = funcs["concat"] = funcs["concatenate"] = _cat(False)
@@ -959,6 +992,7 @@ def _patched(fn, rule):
             return rule(fn, *args, **kwargs)
         return fn(*args, **kwargs)
     wrapper.__wrapped__ = fn
+    wrapper.__fx_original__ = fn  # fiamma.run's torch aliases do not cache it
     wrapper.__name__ = getattr(fn, "__name__", "fn")
     wrapper._vmap_rule = True
     return wrapper
@@ -968,6 +1002,7 @@ class _Installer:
     def __init__(self):
         self.saved = []
         self.depth = 0
+        self.by_fn = {}  # id(original function) -> its wrapper, while installed
 
     def install(self):
         import fiamma.autograd as ag
@@ -998,6 +1033,7 @@ class _Installer:
                 w = done.get((id(fn), id(rule)))
                 if w is None:
                     w = done[(id(fn), id(rule))] = _patched(fn, rule)
+                    self.by_fn[id(fn)] = w
                 self.saved.append((d, name, fn))
                 d[name] = w
         del mods
@@ -1020,6 +1056,13 @@ class _Installer:
         for d, name, fn in reversed(self.saved):
             d[name] = fn
         self.saved.clear()
+        self.by_fn.clear()
+
+
+def with_rule(fn):
+    """``fn`` itself, or (for a function with a rule, as in ``vmap(fiamma.dot)``) its
+    wrapper while the rules are installed."""
+    return _installer.by_fn.get(id(fn), fn)
 
 
 _installer = _Installer()
@@ -1084,21 +1127,21 @@ def enter(x, d, level):
     """An input of ``vmap``: dimension ``d`` of ``x`` becomes level ``level`` (the newest)."""
     if isinstance(x, BTensor):
         nb = len(x.lv)
-        return BTensor(x.t.movedim(nb + d, nb), x.lv + (level,))
+        return BTensor(x._v.movedim(nb + d, nb), x.lv + (level,))
     return BTensor(x.movedim(d, 0), (level,))
 
 
 def leave(x, level, d, size):
     """An output of ``vmap``: level ``level`` of ``x`` moved to logical dimension ``d``
     (``x`` not batched over it: copies stacked along ``d``)."""
-    lrank = x.t.dim() - len(x.lv) if isinstance(x, BTensor) else x.dim()
+    lrank = x._v.dim() - len(x.lv) if isinstance(x, BTensor) else x.dim()
     if isinstance(d, bool) or not isinstance(d, int) or not -lrank - 1 <= d <= lrank:
         raise Fallback("out_dims")
     d %= lrank + 1
     if isinstance(x, BTensor) and level in x.lv:
         pos = x.lv.index(level)
         rest = x.lv[:pos] + x.lv[pos + 1:]
-        return _wrap(x.t.movedim(pos, len(rest) + d), rest)
+        return _wrap(x._v.movedim(pos, len(rest) + d), rest)
     t = _ub(x)
     nb = len(_lv(x))
     t = t.unsqueeze(nb + d)

@@ -158,6 +158,8 @@ def _vmap_call(func, in_dims, out_dims, randomness, args, kwargs):
 
 
 _BATCHED = [True]  # tests switch the batched path off to compare with the per-element loop
+# how often the batched path ran or fell back (and why, last time): for tests and debugging
+STATS = {"batched": 0, "fallback": 0, "last_fallback": None}
 
 
 def _try_batched(func, out_dims, flat, spec, dims, batch, kwargs):
@@ -171,17 +173,20 @@ def _try_batched(func, out_dims, flat, spec, dims, batch, kwargs):
     try:
         with _batched.rules_installed():
             elem = [x if d is None else _batched.enter(x, d, level) for x, d in zip(flat, dims)]
-            out = func(*tree_unflatten(elem, spec), **kwargs)
+            out = _batched.with_rule(func)(*tree_unflatten(elem, spec), **kwargs)
             res = _leave_outputs(out_dims, out, level, batch)
             ok = True
-    except Exception:  # noqa: BLE001 - any failure: the loop reproduces it or succeeds
+    except Exception as e:  # noqa: BLE001 - any failure: the loop reproduces it or succeeds
         ok = False
+        STATS["last_fallback"] = f"{type(e).__name__}: {e}"
     finally:
         _batched.pop_level(level)
     if (gen.initial_seed(), gen.get_offset()) != before:
         gen.manual_seed(before[0])
         gen.set_offset(before[1])
-        return False, None
+        STATS["last_fallback"] = "random draw"
+        ok = False
+    STATS["batched" if ok else "fallback"] += 1
     return ok, res
 
 
