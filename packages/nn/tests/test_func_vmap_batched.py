@@ -351,3 +351,59 @@ def test_batched_vmap_matches_torch_func():
     want = run(torch, torch.func)
     for a, b in zip(got, want):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=1e-12)
+
+
+# ---- jacrev / jacfwd: the basis vectors as one batched pass -------------------------------------
+
+@pytest.fixture
+def small_basis():
+    from fiamma.func import _jacobian
+
+    old = _jacobian._MIN_BASIS[0]
+    _jacobian._MIN_BASIS[0] = 2
+    yield
+    _jacobian._MIN_BASIS[0] = old
+
+
+def check_jac(fn, batched=True):
+    j0, f0 = _vmap.STATS["jac_batched"], _vmap.STATS["jac_fallback"]
+    fiamma.manual_seed(123)
+    got = fn()
+    if batched:
+        assert _vmap.STATS["jac_fallback"] == f0, _vmap.STATS["last_fallback"]
+        assert _vmap.STATS["jac_batched"] > j0
+    else:
+        assert _vmap.STATS["jac_fallback"] > f0
+    fiamma.manual_seed(123)
+    _close(got, _loop(fn))
+    return got
+
+
+def test_jacobians_batched_over_basis_vectors(small_basis):
+    w, b, x = r(6, 4), r(6), r(4)
+
+    def predict(w, b, x):
+        return F.linear(x, w, b).tanh()
+
+    def two(x, y):
+        return {"s": (x * y).sin(), "p": x.sum() * y[:2]}
+
+    check_jac(lambda: jacrev(predict, argnums=2)(w, b, x))
+    check_jac(lambda: jacrev(predict, argnums=(0, 1), chunk_size=4)(w, b, x))
+    check_jac(lambda: jacfwd(predict, argnums=(0, 2))(w, b, x))
+    check_jac(lambda: jacrev(two, argnums=(0, 1))(r(3), r(3)))
+    check_jac(lambda: jacfwd(two, argnums=(0, 1))(r(3), r(3)))
+    check_jac(lambda: hessian(lambda x: predict(w, b, x).pow(2).sum())(x))
+    check_jac(lambda: vmap(jacrev(predict, argnums=2), in_dims=(None, None, 0))(w, b, r(3, 4)))
+    check_jac(lambda: vmap(hessian(predict, argnums=2), in_dims=(None, None, 0))(w, b, r(3, 4)))
+    # a Jacobian is exact against autograd rows
+    x.requires_grad_(False)
+    jr = jacrev(predict, argnums=2)(w, b, x)
+    xr = x.clone().requires_grad_()
+    rows = [fiamma.autograd.grad(predict(w, b, xr), xr, e)[0] for e in fiamma.eye(6)]
+    _close(jr, fiamma.stack(rows))
+
+
+def test_jacobians_fall_back_without_rules(small_basis):
+    check_jac(lambda: jacrev(lambda x: fiamma.sort(x).values)(r(5)), batched=False)
+    check_jac(lambda: jacfwd(lambda x: x * 2 if x.sum() > 0 else x)(r(5)), batched=False)

@@ -1120,7 +1120,8 @@ def expand_to(x, levels):
     levels = tuple(sorted(set(levels) | set(_lv(x))))
     if levels == _lv(x):
         return x
-    return BTensor(_align(x, levels, expand=True), levels)
+    # materialized: kernels on broadcast (stride-0) operands take slow paths
+    return BTensor(_align(x, levels, expand=True).contiguous(), levels)
 
 
 def enter(x, d, level):

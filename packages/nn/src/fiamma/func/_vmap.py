@@ -159,7 +159,7 @@ def _vmap_call(func, in_dims, out_dims, randomness, args, kwargs):
 
 _BATCHED = [True]  # tests switch the batched path off to compare with the per-element loop
 # how often the batched path ran or fell back (and why, last time): for tests and debugging
-STATS = {"batched": 0, "fallback": 0, "last_fallback": None}
+STATS = {"batched": 0, "fallback": 0, "jac_batched": 0, "jac_fallback": 0, "last_fallback": None}
 
 
 def _try_batched(func, out_dims, flat, spec, dims, batch, kwargs):
