@@ -15,6 +15,7 @@ in-place op, a random draw) raises :class:`Fallback` or a ``TypeError`` from cor
 """
 
 import math
+import sys
 import threading
 import types
 
@@ -998,6 +999,38 @@ def _patched(fn, rule):
     return wrapper
 
 
+_WRAPPERS = {}  # (id(fn), id(rule)) -> (fn, wrapper); fn kept so its id stays its own
+_SPACES = {"n": -1, "spaces": []}
+
+
+def _wrapper_for(fn, rule):
+    key = (id(fn), id(rule))
+    hit = _WRAPPERS.get(key)
+    if hit is None:
+        hit = _WRAPPERS[key] = (fn, _patched(fn, rule))
+    return hit[1]
+
+
+def _namespaces():
+    """(attribute dict, rule table) for fiamma, fiamma.nn.functional, fiamma.autograd and the
+    ``torch`` aliases of ``fiamma.run`` that stand for them (recomputed when modules are
+    added)."""
+    n = len(sys.modules)
+    if _SPACES["n"] != n:
+        import fiamma.autograd as ag
+        import fiamma.nn.functional as F
+
+        tables = {id(fiamma): _FUNCS, id(F): _FUNCS_F, id(ag): {"grad": _autograd_grad}}
+        spaces = [(vars(m), tables[id(m)]) for m in (fiamma, F, ag)]
+        for m in list(sys.modules.values()):
+            if isinstance(m, types.ModuleType):
+                target = m.__dict__.get("_fiamma_target")
+                if target is not None and id(target) in tables and target is not m:
+                    spaces.append((m.__dict__, tables[id(target)]))
+        _SPACES.update(n=len(sys.modules), spaces=spaces)
+    return _SPACES["spaces"]
+
+
 class _Installer:
     def __init__(self):
         self.saved = []
@@ -1005,52 +1038,24 @@ class _Installer:
         self.by_fn = {}  # id(original function) -> its wrapper, while installed
 
     def install(self):
-        import fiamma.autograd as ag
-        import fiamma.nn.functional as F
-        from fiamma.fx._patching import function_namespaces
-
-        tables = {id(fiamma): _FUNCS, id(F): _FUNCS_F}
-        done = {}
-        mods = [fiamma, F, ag]
-        for obj, names in function_namespaces(extra=[ag]):
-            target = obj if isinstance(obj, types.ModuleType) else None
-            tid = id(target) if target is not None else None
-            if target is None:
-                # a fiamma.run alias dict: find which module it stands for
-                real = names.get("_fiamma_target")
-                tid = id(real) if real is not None else None
-            if tid == id(ag):
-                table = {"grad": _autograd_grad}
-            else:
-                table = tables.get(tid)
-            if table is None:
-                continue
-            d = vars(obj) if isinstance(obj, types.ModuleType) else obj
+        for d, table in _namespaces():
             for name, rule in table.items():
                 fn = d.get(name)
                 if fn is None or getattr(fn, "_vmap_rule", False) or not callable(fn):
                     continue
-                w = done.get((id(fn), id(rule)))
-                if w is None:
-                    w = done[(id(fn), id(rule))] = _patched(fn, rule)
-                    self.by_fn[id(fn)] = w
+                w = _wrapper_for(fn, rule)
+                self.by_fn[id(fn)] = w
                 self.saved.append((d, name, fn))
                 d[name] = w
-        del mods
         # conv modules keep F.convNd in a table of their own
-        try:
-            from fiamma.nn.modules import conv as _convmod
-        except ImportError:
-            return
-        table = getattr(_convmod, "_CONV_FN", None)
+        conv = sys.modules.get("fiamma.nn.modules.conv")
+        table = getattr(conv, "_CONV_FN", None)
         if isinstance(table, dict):
             for k, fn in list(table.items()):
-                w = done.get((id(fn), id(_FUNCS_F.get(_name(fn)))))
-                if w is None and _name(fn) in _FUNCS_F:
-                    w = _patched(fn, _FUNCS_F[_name(fn)])
-                if w is not None:
+                rule = _FUNCS_F.get(_name(fn))
+                if rule is not None and not getattr(fn, "_vmap_rule", False):
                     self.saved.append((table, k, fn))
-                    table[k] = w
+                    table[k] = _wrapper_for(fn, rule)
 
     def restore(self):
         for d, name, fn in reversed(self.saved):
@@ -1128,8 +1133,8 @@ def enter(x, d, level):
     """An input of ``vmap``: dimension ``d`` of ``x`` becomes level ``level`` (the newest)."""
     if isinstance(x, BTensor):
         nb = len(x.lv)
-        return BTensor(x._v.movedim(nb + d, nb), x.lv + (level,))
-    return BTensor(x.movedim(d, 0), (level,))
+        return BTensor(x._v.movedim(nb + d, nb) if d else x._v, x.lv + (level,))
+    return BTensor(x.movedim(d, 0) if d else x, (level,))
 
 
 def leave(x, level, d, size):
@@ -1142,7 +1147,7 @@ def leave(x, level, d, size):
     if isinstance(x, BTensor) and level in x.lv:
         pos = x.lv.index(level)
         rest = x.lv[:pos] + x.lv[pos + 1:]
-        return _wrap(x._v.movedim(pos, len(rest) + d), rest)
+        return _wrap(x._v.movedim(pos, len(rest) + d) if pos != len(rest) + d else x._v, rest)
     t = _ub(x)
     nb = len(_lv(x))
     t = t.unsqueeze(nb + d)

@@ -63,7 +63,9 @@ def _call_with(func, args, nums, trees, kwargs, guard=None):
 # rows or columns than that are done in chunks
 _CAP = 1 << 24
 # fewer basis vectors than this: the loop (one backward pass each) is cheaper than rerunning the
-# function on that many copies of its inputs (measured: 32 rows lose, 2048 rows win 2.5-5x)
+# function on that many copies of its inputs (measured: 32 rows lose, 2048 rows win 2.5-5x).
+# When the Jacobian is itself differentiated (hessian's inner jacrev), always batched: the
+# loop's many recorded backward graphs make the outer pass much slower.
 _MIN_BASIS = [64]
 
 
@@ -73,11 +75,11 @@ def _chunks(n, inputs, chunk_size):
     return [(s, min(chunk, n - s)) for s in range(0, n, chunk)]
 
 
-def _batched_pass(body, n, inputs, chunk_size=None):
+def _batched_pass(body, n, inputs, keep, chunk_size=None):
     """Runs ``body(start, m, level)`` per chunk of the ``n`` basis vectors, each time with a new
     vmap level of size ``m`` (the rules installed); the list of results, or None when something
     had no batching rule or drew random numbers (then the caller loops, exactly)."""
-    if not _BATCHED[0] or n < _MIN_BASIS[0]:
+    if not _BATCHED[0] or n < (2 if keep else _MIN_BASIS[0]):
         return None
     gen = fiamma.random.default_generator
     before = (gen.initial_seed(), gen.get_offset())
@@ -146,7 +148,7 @@ def _batched_rows(func, args, nums, trees, kwargs, has_aux, api, inputs, out_lea
         gs = _vjp_raw(leaves, inp.inner, cts, keep)
         return [_batched.leave(g, level, 0, m).reshape(m, -1) for g in gs]
 
-    parts = _batched_pass(body, n, inputs, chunk_size)
+    parts = _batched_pass(body, n, inputs, keep, chunk_size)
     if parts is None:
         return None
     full = [fiamma.cat([p[j] for p in parts]) if len(parts) > 1 else parts[0][j]
@@ -170,7 +172,7 @@ def _batched_cols(func, args, nums, trees, kwargs, has_aux, api, inputs, out_lea
             off += k
         return [_batched.leave(c, level, 0, m).reshape(m, -1) for c in lin.apply(tans, keep)]
 
-    parts = _batched_pass(body, n, inputs)
+    parts = _batched_pass(body, n, inputs, keep)
     if parts is None:
         return None
     full = [fiamma.cat([p[i] for p in parts]) if len(parts) > 1 else parts[0][i]
