@@ -200,8 +200,11 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
     """The Jacobian of ``func`` w.r.t. the arguments ``argnums``, by reverse mode (one vjp per
     output element; PyTorch's ``torch.func.jacrev``). For an output of shape ``O`` and an
     input of shape ``I`` the Jacobian has shape ``O + I``; nested outputs and inputs give
-    nested results (outputs outside, inputs inside). ``chunk_size`` (None or > 0) changes
-    nothing. Real outputs only, as in PyTorch.
+    nested results (outputs outside, inputs inside). With 64 or more output elements (or
+    when the Jacobian is itself differentiated) the vjps are one batched pass, ``func`` rerun
+    on a batch of copies of its inputs, ``chunk_size`` (None or > 0) copies at a time;
+    otherwise, or when ``func`` has an op without a batching rule, one backward pass per row.
+    Real outputs only, as in PyTorch.
 
     >>> import fiamma
     >>> from fiamma.func import jacrev
@@ -251,8 +254,9 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
     """The Jacobian of ``func`` w.r.t. the arguments ``argnums`` by forward mode (one jvp per
     input element; PyTorch's ``torch.func.jacfwd``), with the layout of :func:`jacrev`. The
-    jvps use the exact double-vjp identity (no per-op forward-mode formulas). ``randomness`` as
-    in :func:`vmap`: ``'error'`` raises on a random draw inside ``func``, ``'same'`` uses one
+    jvps use the exact double-vjp identity (no per-op forward-mode formulas), batched over the
+    columns as :func:`jacrev` batches its rows (not with ``randomness='different'``).
+    ``randomness`` as in :func:`vmap`: ``'error'`` raises on a random draw inside ``func``, ``'same'`` uses one
     draw for every column, ``'different'`` runs ``func`` once per column with new draws.
 
     >>> import fiamma

@@ -1,12 +1,16 @@
 """``vmap``: map a function over a dimension of its inputs (PyTorch's ``torch.func.vmap``).
 
-fiamma runs the function once per batch element, on views that select element ``i`` of every
-batched input, and stacks the results along ``out_dims``. The results are exactly those of
-the per-element loop, for every function (data-dependent control flow, ``.item()``, in-place
-ops on the element views included); the cost is one Python call of the function per element
-instead of one batched call.
+Two paths. The batched one runs the function once, on stand-ins that carry the mapped
+dimension (``_batched.BTensor``), with batching rules for the ops it meets: elementwise and
+broadcasting ops, reductions and softmaxes with ``dim``, views and basic indexing, matrix
+products, ``F.linear``, ``einsum``, ``stack``/``cat``, convolutions and pooling (per-element
+weights included), the usual losses, and ``grad``/``vjp``/``jvp``/``jacrev``/``jacfwd``/
+``hessian``/``functional_call`` nested inside. Anything else (data-dependent control flow,
+``.item()``, in-place ops, random draws, an op without a rule) makes vmap fall back to the
+second path: the function once per element on views that select element ``i`` of every
+batched input, the results stacked along ``out_dims``, exact for every function. Errors the
+function raises are the loop's; Python side effects before the failing op happen twice.
 """
-
 import functools
 
 import fiamma
@@ -69,9 +73,9 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     the output is the same for every element and is returned once). ``randomness``:
     ``'error'`` (default: a random draw from the default generator inside ``func`` raises),
     ``'different'`` (each element draws its own numbers) or ``'same'`` (every element gets
-    the same draws). ``chunk_size`` is accepted (None or > 0) and changes nothing: fiamma
-    calls ``func`` once per element, which is exact for every function but costs one call per
-    element.
+    the same draws); a function that draws runs per element. ``chunk_size`` is accepted (None
+    or > 0) and changes nothing. ``func`` runs once on the whole batch when every op it uses has
+    a batching rule, else once per element (exact; see the module docstring).
 
     >>> import fiamma
     >>> from fiamma.func import vmap
