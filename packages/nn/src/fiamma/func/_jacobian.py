@@ -256,8 +256,9 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
     input element; PyTorch's ``torch.func.jacfwd``), with the layout of :func:`jacrev`. The
     jvps use the exact double-vjp identity (no per-op forward-mode formulas), batched over the
     columns as :func:`jacrev` batches its rows (not with ``randomness='different'``).
-    ``randomness`` as in :func:`vmap`: ``'error'`` raises on a random draw inside ``func``, ``'same'`` uses one
-    draw for every column, ``'different'`` runs ``func`` once per column with new draws.
+    ``randomness`` as in :func:`vmap`: ``'error'`` raises on a random draw inside ``func``,
+    ``'same'`` uses one draw for every column, ``'different'`` runs ``func`` once per column
+    with new draws.
 
     >>> import fiamma
     >>> from fiamma.func import jacfwd
