@@ -407,3 +407,17 @@ def test_jacobians_batched_over_basis_vectors(small_basis):
 def test_jacobians_fall_back_without_rules(small_basis):
     check_jac(lambda: jacrev(lambda x: fiamma.sort(x).values)(r(5)), batched=False)
     check_jac(lambda: jacfwd(lambda x: x * 2 if x.sum() > 0 else x)(r(5)), batched=False)
+
+
+def test_modules_called_directly_and_mapped_dims_not_first():
+    lin, conv = nn.Linear(3, 2), nn.Conv2d(2, 3, 3, padding=1)
+    check(lambda: vmap(lin)(r(5, 4, 3)))
+    check(lambda: vmap(conv, in_dims=1)(r(1, 5, 2, 6, 6)))
+    check(lambda: vmap(lambda x: conv(x.unsqueeze(0)).squeeze(0), in_dims=3, out_dims=2)(
+        r(2, 6, 6, 5)))
+
+
+def test_plain_tensors_on_the_left_of_batched_ones():
+    x, p = r(5, 3), r(3)
+    check(lambda: vmap(lambda a: (p - a, p / (a.abs() + 1), 2 ** a, p @ a, p < a))(x))
+    check(lambda: vmap(lambda a: fiamma.maximum(p, a) + fiamma.where(p > 0, a, p))(x))

@@ -854,15 +854,16 @@ class BTensor:
     __hash__ = object.__hash__
 
 
-def _binop(name, reflected=False):
+def _binop(name):
+    forward = "__" + name[3:] if name.startswith("__r") and name[3:] not in ("shift__",) else None
+
     def op(self, other):
         if not isinstance(other, (BTensor, Tensor, int, float, bool, complex)):
             return NotImplemented
-        fn = getattr(Tensor, name)
-        if reflected:
-            # Tensor.__rsub__(self, other) == other - self
-            return _ew(fn, self, other)
-        return _ew(fn, self, other)
+        if forward is not None and hasattr(Tensor, forward) and isinstance(other, Tensor):
+            # plain tensor on the left: the forward op with the operands in their order
+            return _ew(getattr(Tensor, forward), other, self)
+        return _ew(getattr(Tensor, name), self, other)
     return op
 
 
