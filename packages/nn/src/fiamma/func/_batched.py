@@ -75,29 +75,24 @@ def _union(*xs):
 
 
 def _align(x, levels, rank=None, expand=False):
-    """The real tensor of ``x`` with leading dims for ``levels`` (size 1 where ``x`` is not
-    batched, or the level's size with ``expand``), its logical dims left-padded to ``rank``."""
+    """The real tensor of ``x`` with leading dims for ``levels`` (a superset of its own; size 1
+    where ``x`` is not batched, or the level's size with ``expand``), its logical dims
+    left-padded with size-1 dims to ``rank``."""
     t = _ub(x)
     have = _lv(x)
+    if not set(have) <= set(levels):
+        raise Fallback("aligning to fewer levels")
     lrank = t.dim() - len(have)
     rank = lrank if rank is None else rank
-    shape = []
-    for lvl in levels:
-        if lvl in have:
-            shape.append(t.shape[have.index(lvl)])
-        else:
-            shape.append(level_size(lvl) if expand else 1)
-    if have == tuple(lvl for lvl in levels if lvl in have) and not expand:
-        new = tuple(shape) + (1,) * (rank - lrank) + tuple(t.shape[len(have):])
-        return t.reshape(new) if tuple(t.shape) != new else t
-    # reorder the dims of x to the order of ``levels`` (levels are kept sorted, so only
-    # inserting is needed in practice)
-    new = []
-    for lvl in levels:
-        new.append(t.shape[have.index(lvl)] if lvl in have else 1)
-    t = t.reshape(tuple(new) + (1,) * (rank - lrank) + tuple(t.shape[len(have):]))
+    # both level tuples ascend, so aligning only inserts size-1 dims
+    pre = tuple(t.shape[have.index(lvl)] if lvl in have else 1 for lvl in levels)
+    new = pre + (1,) * (rank - lrank) + tuple(t.shape[len(have):])
+    if new != tuple(t.shape):
+        t = t.reshape(new)
     if expand:
-        t = t.expand(tuple(shape) + tuple(t.shape[len(levels):]))
+        full = tuple(p if lvl in have else level_size(lvl) for p, lvl in zip(pre, levels))
+        if full != pre:
+            t = t.expand(full + tuple(t.shape[len(levels):]))
     return t
 
 
@@ -456,15 +451,13 @@ def _narrow(fn, x, dim, start, length):
 
 
 def _fold(x, levels, nonbatch_rank):
-    """Real tensor of ``x`` expanded to ``levels``, the levels (and a missing batch dim)
-    folded into one leading batch dim: (prod, C, *spatial)."""
+    """The real tensor of ``x`` expanded to ``levels``, the levels (with the logical batch dim,
+    if it has one) folded into one leading dim: (prod, C, *spatial)."""
     t = _align(x, levels, expand=True)
-    lrank = t.dim() - len(levels)
-    unbatched = lrank == nonbatch_rank
-    pre = tuple(t.shape[:len(levels)])
-    t = t.reshape((-1,) + tuple(t.shape[len(levels) + (0 if unbatched else 1):])) \
-        if unbatched else t.reshape((-1,) + tuple(t.shape[len(levels) + 1:]))
-    return t, pre, unbatched
+    nb = len(levels)
+    unbatched = t.dim() - nb == nonbatch_rank
+    pre = tuple(t.shape[:nb])
+    return t.reshape((-1,) + tuple(t.shape[nb + (0 if unbatched else 1):])), pre, unbatched
 
 
 def _unfold(out, pre, unbatched):
@@ -541,7 +534,7 @@ def _true(fn, *args, **kwargs):
     return True
 
 
-def _reduce_loss(loss, levels, reduction, n_logical):
+def _reduce_loss(loss, levels, reduction):
     if reduction == "none":
         return loss
     dims = tuple(range(len(levels), loss.dim()))
@@ -562,7 +555,7 @@ def _pointwise_loss(fn, input, target, *args, reduction="mean", **kwargs):
     if tuple(a.shape) != tuple(b.shape):
         raise Fallback(f"{_name(fn)}: shapes differ")
     loss = fn(a, b, reduction="none", **kwargs)
-    return _wrap(_reduce_loss(loss, levels, reduction, rank), levels)
+    return _wrap(_reduce_loss(loss, levels, reduction), levels)
 
 
 def _class_loss(fn, input, target, weight=None, size_average=None, ignore_index=-100,
@@ -607,14 +600,36 @@ def _class_loss(fn, input, target, weight=None, size_average=None, ignore_index=
     return _wrap(loss.sum(-1) / count, levels)
 
 
+def _batch_norm(fn, x, running_mean, running_var, weight=None, bias=None, training=False,
+                momentum=0.1, eps=1e-5):
+    """Inference-mode batch norm (running statistics): per channel, so the levels fold into
+    N. Training mode computes statistics over each element's batch: per element (fallback)."""
+    if training or not isinstance(x, BTensor) or any(
+            isinstance(a, BTensor) for a in (running_mean, running_var, weight, bias)):
+        raise Fallback("batch_norm: training mode or batched statistics")
+    if x._v.dim() - len(x.lv) < 2:
+        raise Fallback("batch_norm: input without a batch dim")
+    t, pre, unb = _fold(x, x.lv, None)  # logical (N, C, ...): N folds with the levels
+    out = fn(t, running_mean, running_var, weight, bias, False, momentum, eps)
+    return _wrap(_unfold(out, pre, unb), x.lv)
+
+
+def _pad(fn, x, pad, mode="constant", value=None):
+    """F.pad: constant padding of trailing dims works on the real tensor as it is; the
+    other modes want a (N, C, *spatial) input: the levels fold into N."""
+    if isinstance(pad, BTensor) or len(pad) % 2 or len(pad) // 2 > x._v.dim() - len(x.lv):
+        raise Fallback("pad: arguments")
+    if mode == "constant":
+        return _wrap(fn(x._v, pad, mode, value), x.lv)
+    nd = len(pad) // 2
+    t, pre, unb = _fold(x, x.lv, nd + 1)
+    if t.dim() != nd + 2:
+        raise Fallback("pad: input rank for a non-constant mode")
+    return _wrap(_unfold(fn(t, pad, mode, value), pre, unb), x.lv)
+
+
 def _inplace(fn, *args, **kwargs):
     raise Fallback(f"{_name(fn)}: in-place op on a batched tensor")
-
-
-def _no_rule(name):
-    def rule(fn, *args, **kwargs):
-        raise Fallback(f"{name}: no batching rule")
-    return rule
 
 
 def _like(fn, x, *args, **kwargs):
@@ -946,14 +961,14 @@ _FUNCTIONAL = {
     "avg_pool1d": _pool(1), "avg_pool2d": _pool(2), "avg_pool3d": _pool(3),
     "adaptive_avg_pool1d": _pool(1), "adaptive_avg_pool2d": _pool(2),
     "adaptive_avg_pool3d": _pool(3), "adaptive_max_pool2d": _pool(2),
-    "layer_norm": _last_dims, "embedding": _embedding, "dropout": _dropout,
+    "layer_norm": _last_dims, "embedding": _embedding, "dropout": _dropout, "pad": _pad,
     "mse_loss": _pointwise_loss, "l1_loss": _pointwise_loss, "smooth_l1_loss": _pointwise_loss,
     "huber_loss": _pointwise_loss, "binary_cross_entropy_with_logits": _pointwise_loss,
     "binary_cross_entropy": _pointwise_loss,
     "cross_entropy": _class_loss, "nll_loss": _class_loss,
     "softmax": _dimop(0, "dim", none_all=False, required=True),
     "log_softmax": _dimop(0, "dim", none_all=False, required=True),
-    "normalize": None, "batch_norm": _no_rule("batch_norm"),
+    "batch_norm": _batch_norm,
 }
 
 
@@ -975,15 +990,13 @@ def _build():
     funcs["einsum"] = _einsum
     funcs["stack"] = _cat(True)
     funcs["cat"] = funcs["concat"] = funcs["concatenate"] = _cat(False)
-    methods["relu"] = _ew
-    methods["type_as"] = None
-    return {k: v for k, v in methods.items() if v is not None}, funcs
+    return methods, funcs
 
 
 _METHODS, _FUNCS = _build()
 # F.* names: the module-level ones and the functional-only ones
 _FUNCS_F = dict(_FUNCS)
-_FUNCS_F.update({k: v for k, v in _FUNCTIONAL.items() if v is not None})
+_FUNCS_F.update(_FUNCTIONAL)
 
 
 # ---- installing the rules --------------------------------------------------------------------
