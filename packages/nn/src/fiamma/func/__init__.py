@@ -16,8 +16,8 @@ How fiamma computes them (exact results; the costs differ from PyTorch's):
   take that path).
 - The derivative transforms run the function once and differentiate it with
   ``fiamma.autograd.grad``; Jacobians take one backward pass per output element (``jacrev``)
-  or per input element (``jacfwd``), or, for 64 or more of them (or inside another
-  derivative), one pass over all of them with the function rerun on a batch of copies.
+  or per input element (``jacfwd``) when the function has an op without a batching rule,
+  else one pass over all of them with the function rerun on a batch of copies.
 - Forward mode (``jvp``, ``jacfwd``, ``linearize``) uses the exact double-vjp identity:
   fiamma has no per-op forward-mode formulas (``fiamma.autograd.forward_ad`` uses the same
   identity), so a jvp costs about two backward passes.

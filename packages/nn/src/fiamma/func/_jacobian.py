@@ -62,11 +62,11 @@ def _call_with(func, args, nums, trees, kwargs, guard=None):
 # elements of the (expanded) differentiated inputs one batched Jacobian pass may hold; more
 # rows or columns than that are done in chunks
 _CAP = 1 << 24
-# fewer basis vectors than this: the loop (one backward pass each) is cheaper than rerunning the
-# function on that many copies of its inputs (measured: 32 rows lose, 2048 rows win 2.5-5x).
-# When the Jacobian is itself differentiated (hessian's inner jacrev), always batched: the
-# loop's many recorded backward graphs make the outer pass much slower.
-_MIN_BASIS = [64]
+# the batched pass from this many basis vectors on (measured on a quiet machine: it wins from
+# 16 rows up, 2-5x, and for hessian's nested jacrev; vmap(hessian) 31x33 loses 1.7x; a CNN's
+# 10-row jacrev inside vmap ties). Tests lower it to exercise the loop; the loop stays the
+# fallback.
+_MIN_BASIS = [2]
 
 
 def _chunks(n, inputs, chunk_size):
@@ -75,11 +75,11 @@ def _chunks(n, inputs, chunk_size):
     return [(s, min(chunk, n - s)) for s in range(0, n, chunk)]
 
 
-def _batched_pass(body, n, inputs, keep, chunk_size=None):
+def _batched_pass(body, n, inputs, chunk_size=None):
     """Runs ``body(start, m, level)`` per chunk of the ``n`` basis vectors, each time with a new
     vmap level of size ``m`` (the rules installed); the list of results, or None when something
     had no batching rule or drew random numbers (then the caller loops, exactly)."""
-    if not _BATCHED[0] or n < (2 if keep else _MIN_BASIS[0]):
+    if not _BATCHED[0] or n < _MIN_BASIS[0]:
         return None
     gen = fiamma.random.default_generator
     before = (gen.initial_seed(), gen.get_offset())
@@ -148,7 +148,7 @@ def _batched_rows(func, args, nums, trees, kwargs, has_aux, api, inputs, out_lea
         gs = _vjp_raw(leaves, inp.inner, cts, keep)
         return [_batched.leave(g, level, 0, m).reshape(m, -1) for g in gs]
 
-    parts = _batched_pass(body, n, inputs, keep, chunk_size)
+    parts = _batched_pass(body, n, inputs, chunk_size)
     if parts is None:
         return None
     full = [fiamma.cat([p[j] for p in parts]) if len(parts) > 1 else parts[0][j]
@@ -172,7 +172,7 @@ def _batched_cols(func, args, nums, trees, kwargs, has_aux, api, inputs, out_lea
             off += k
         return [_batched.leave(c, level, 0, m).reshape(m, -1) for c in lin.apply(tans, keep)]
 
-    parts = _batched_pass(body, n, inputs, keep)
+    parts = _batched_pass(body, n, inputs)
     if parts is None:
         return None
     full = [fiamma.cat([p[i] for p in parts]) if len(parts) > 1 else parts[0][i]
@@ -200,10 +200,9 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
     """The Jacobian of ``func`` w.r.t. the arguments ``argnums``, by reverse mode (one vjp per
     output element; PyTorch's ``torch.func.jacrev``). For an output of shape ``O`` and an
     input of shape ``I`` the Jacobian has shape ``O + I``; nested outputs and inputs give
-    nested results (outputs outside, inputs inside). With 64 or more output elements (or
-    when the Jacobian is itself differentiated) the vjps are one batched pass, ``func`` rerun
-    on a batch of copies of its inputs, ``chunk_size`` (None or > 0) copies at a time;
-    otherwise, or when ``func`` has an op without a batching rule, one backward pass per row.
+    nested results (outputs outside, inputs inside). The vjps are one batched pass: ``func``
+    rerun on a batch of copies of its inputs, ``chunk_size`` (None or > 0) copies at a time;
+    when ``func`` has an op without a batching rule, one backward pass per row.
     Real outputs only, as in PyTorch.
 
     >>> import fiamma
