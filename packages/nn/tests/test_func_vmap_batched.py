@@ -436,3 +436,25 @@ def test_plain_tensors_on_the_left_of_batched_ones():
     x, p = r(5, 3), r(3)
     check(lambda: vmap(lambda a: (p - a, p / (a.abs() + 1), 2 ** a, p @ a, p < a))(x))
     check(lambda: vmap(lambda a: fiamma.maximum(p, a) + fiamma.where(p > 0, a, p))(x))
+
+
+def test_outer_autograd_through_the_batched_path():
+    w = r(3, 4).requires_grad_()
+    x = r(5, 4)
+
+    def run():
+        w.grad = None
+        out = vmap(lambda a: (F.linear(a, w).tanh() ** 2).sum())(x)
+        out.sum().backward()
+        return out.detach(), w.grad.clone()
+
+    check(run)
+
+
+def test_jacobian_of_a_constant_and_with_aux(small_basis):
+    x = r(4)
+    j = check_jac(lambda: jacrev(lambda a: fiamma.ones(3) + 0 * a[:3])(x))
+    assert not j.any()
+    got, aux = jacrev(lambda a: (a.sin(), a.sum()), has_aux=True)(x)
+    _close(got, fiamma.diag(x.cos()))
+    _close(aux, x.sum())
