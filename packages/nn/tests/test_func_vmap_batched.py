@@ -293,6 +293,7 @@ def test_data_dependent_control_flow_item_and_inplace_fall_back():
 def test_ops_without_rules_fall_back():
     x = r(5, 4)
     check(lambda: vmap(lambda a: fiamma.sort(a).values)(x), batched=False)
+    check(lambda: vmap(lambda a: fiamma.add(a, 1, out=fiamma.empty(4)))(x), batched=False)
     check(lambda: vmap(lambda a: F.pad(a, (1, 1)).diff())(x), batched=False)
 
 

@@ -864,7 +864,12 @@ class BTensor:
                 raise Fallback(f"{name}: in-place op on a batched tensor")
             raise Fallback(f"Tensor.{name}: no batching rule")
         fn = getattr(Tensor, name)
-        return lambda *a, **k: rule(fn, self, *a, **k)
+
+        def method(*a, **k):
+            if k.get("out") is not None:
+                raise Fallback(f"Tensor.{name}: out= on a batched tensor")
+            return rule(fn, self, *a, **k)
+        return method
 
     __hash__ = object.__hash__
 
@@ -1004,6 +1009,8 @@ _FUNCS_F.update(_FUNCTIONAL)
 def _patched(fn, rule):
     def wrapper(*args, **kwargs):
         if _has_b(args, kwargs):
+            if kwargs.get("out") is not None:
+                raise Fallback(f"{_name(fn)}: out= with a batched argument")
             return rule(fn, *args, **kwargs)
         return fn(*args, **kwargs)
     wrapper.__wrapped__ = fn
