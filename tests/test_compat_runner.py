@@ -208,3 +208,25 @@ def test_forward_ad_tutorial_idioms_under_the_runner(tmp_path):
         """)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.splitlines() == ["True True", str([True] * 8)]
+
+
+def test_batched_vmap_through_the_torch_aliases(tmp_path):
+    # the rules reach functions read through the runner's torch aliases (cached or not), and
+    # the aliases keep the original functions afterwards
+    r = run(tmp_path, """
+        import torch
+        import torch.nn.functional as F
+        from fiamma.func import _vmap
+        x, w = torch.randn(4, 3), torch.randn(2, 3)
+        e0 = torch.einsum
+        f = lambda a: torch.einsum("i,ji->j", a, w) + F.gelu(a).sum() + torch.tanh(a).sum()
+        got = torch.vmap(f)(x)
+        dots = torch.vmap(torch.dot, in_dims=(0, None))(x, w[0])
+        assert _vmap.STATS["batched"] == 2 and _vmap.STATS["fallback"] == 0, _vmap.STATS
+        assert torch.einsum is e0 and not hasattr(torch.tanh, "_vmap_rule")
+        assert torch.allclose(got, torch.stack([f(a) for a in x]))
+        assert torch.allclose(dots, x @ w[0])
+        print("ok")
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok"

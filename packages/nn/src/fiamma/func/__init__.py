@@ -9,11 +9,15 @@ ensemble is ``vmap(lambda p, b, x: functional_call(model, (p, b), (x,)))`` over
 
 How fiamma computes them (exact results; the costs differ from PyTorch's):
 
-- ``vmap`` calls the function once per batch element on views of the inputs and stacks the
-  results: one Python call per element, not one batched kernel.
+- ``vmap`` calls the function once on the whole batch when its ops have batching rules
+  (elementwise ops, reductions, views, matrix products, linear/conv/pooling, losses, and the
+  transforms below nested inside), else once per element on views of the inputs, stacking the
+  results (exact; data-dependent control flow, ``.item()``, in-place ops and random draws
+  take that path).
 - The derivative transforms run the function once and differentiate it with
   ``fiamma.autograd.grad``; Jacobians take one backward pass per output element (``jacrev``)
-  or per input element (``jacfwd``).
+  or per input element (``jacfwd``) when the function has an op without a batching rule,
+  else one pass over all of them with the function rerun on a batch of copies.
 - Forward mode (``jvp``, ``jacfwd``, ``linearize``) uses the exact double-vjp identity:
   fiamma has no per-op forward-mode formulas (``fiamma.autograd.forward_ad`` uses the same
   identity), so a jvp costs about two backward passes.

@@ -22,6 +22,14 @@ import fiamma
 from fiamma import Tensor
 from fiamma.autograd._linearize import Linearized
 
+from ._batched import (
+    BTensor,
+    active as _batched_active,
+    expand_to,
+    is_tensor,
+    levels_of,
+    unwrap,
+)
 from ._pytree import tree_flatten, tree_unflatten
 
 _state = threading.local()
@@ -71,11 +79,12 @@ def _check_argnums(argnums, nargs):
 class _Inputs:
     """The differentiated inputs: flattened, replaced by fresh tensors that require grad."""
 
-    def __init__(self, trees):
+    def __init__(self, trees, levels=()):
         self.specs = []
         self.inner = []
         self.fresh = set()
         self.outer_rg = False
+        self.levels = levels
         for tree in trees:
             leaves, spec = tree_flatten(tree)
             self.specs.append((len(leaves), spec))
@@ -83,10 +92,20 @@ class _Inputs:
                 self.inner.append(self._prepare(x))
 
     def _prepare(self, x):
-        if not isinstance(x, Tensor):
+        if not is_tensor(x):
             raise ValueError(f"Thing passed to transform API must be Tensor, got {type(x)}")
         if not (x.dtype.is_floating_point or x.dtype.is_complex):
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        if self.levels or isinstance(x, BTensor):
+            # inside a batched vmap: a leaf batched over (at least) the output's levels, so
+            # each element's gradient is its own (a shared leaf would sum them)
+            x = expand_to(x, self.levels)
+            if x.requires_grad:
+                self.outer_rg = True
+                return BTensor(x._v.view_as(x._v), x.lv)
+            y = x._v.detach().requires_grad_(True)
+            self.fresh.add(id(y))
+            return BTensor(y, x.lv)
         if x.requires_grad:
             self.outer_rg = True
             return x.view_as(x)
@@ -103,11 +122,32 @@ class _Inputs:
         return out
 
 
+def _want(tree):
+    """The vmap levels the differentiated inputs start batched over (inside a batched vmap:
+    those of the call's arguments)."""
+    return levels_of(tree) if _batched_active() else ()
+
+
+def _missing(inputs, leaves):
+    """Levels the outputs are batched over that some differentiated input is not (the run
+    must be repeated with the inputs batched over them), or ()."""
+    if not _batched_active():
+        return ()
+    need = set(levels_of(list(leaves)))
+    if not need:
+        return ()
+    for x in inputs.inner:
+        if not need <= set(getattr(x, "lv", ())):
+            return tuple(sorted(need | set(inputs.levels)))
+    return ()
+
+
 def _reaches_outside(tensors, fresh):
     """Whether the graph of ``tensors`` reaches a tensor that requires grad and is not one of
     the transform's own fresh inputs (then an outer autograd may differentiate the results)."""
     stack, seen = [], set()
     for t in tensors:
+        t = unwrap(t)
         if isinstance(t, Tensor) and t.requires_grad:
             if t.grad_fn is None:
                 if id(t) not in fresh:
@@ -133,7 +173,7 @@ def _needs_graph(nested, outer_grad, tensors, inputs, extra=()):
         return True
     if not outer_grad:
         return False
-    if inputs.outer_rg or any(isinstance(t, Tensor) and t.requires_grad for t in extra):
+    if inputs.outer_rg or any(is_tensor(t) and t.requires_grad for t in extra):
         return True
     return _reaches_outside(tensors, inputs.fresh)
 
@@ -142,7 +182,7 @@ def _detach_tree(tree, keep):
     if keep:
         return tree
     leaves, spec = tree_flatten(tree)
-    return tree_unflatten([x.detach() if isinstance(x, Tensor) else x for x in leaves], spec)
+    return tree_unflatten([x.detach() if is_tensor(x) else x for x in leaves], spec)
 
 
 def _vjp_raw(outs, inputs, cts, create_graph):
@@ -168,7 +208,7 @@ def _split_aux(out, has_aux, api):
 def _check_aux(aux):
     leaves, _ = tree_flatten(aux)
     for x in leaves:
-        if not isinstance(x, Tensor):
+        if not is_tensor(x):
             raise RuntimeError(f"Expected tensors, got unsupported type {type(x)}")
 
 
@@ -190,13 +230,18 @@ def grad_and_value(func, argnums=0, has_aux=False):
         nested, outer_grad = _depth() > 0, fiamma.is_grad_enabled()
         api = "grad_and_value(f)(*args)"
         with _Level():
-            inputs = _Inputs([args[a] for a in nums])
-            new_args = list(args)
-            for a, tree in zip(nums, inputs.trees(inputs.inner)):
-                new_args[a] = tree
-            out = func(*new_args, **kwargs)
-            out, aux = _split_aux(out, has_aux, api)
-            if not isinstance(out, Tensor):
+            levels = _want((args, kwargs))
+            while True:
+                inputs = _Inputs([args[a] for a in nums], levels)
+                new_args = list(args)
+                for a, tree in zip(nums, inputs.trees(inputs.inner)):
+                    new_args[a] = tree
+                out = func(*new_args, **kwargs)
+                out, aux = _split_aux(out, has_aux, api)
+                levels = _missing(inputs, [out])
+                if not levels:
+                    break
+            if not is_tensor(out):
                 raise RuntimeError(f"{api}: Expected f(*args) to return a Tensor, got {type(out)}")
             if out.dim() != 0:
                 raise RuntimeError(f"{api}: Expected f(*args) to return a scalar Tensor, got "
@@ -255,7 +300,7 @@ def grad(func, argnums=0, has_aux=False):
 
 def _check_outputs(leaves, api):
     for x in leaves:
-        if not isinstance(x, Tensor):
+        if not is_tensor(x):
             raise RuntimeError(f"{api}: expected f(*primals) to return only tensors, got "
                                f"unsupported type {type(x)}")
 
@@ -286,7 +331,7 @@ def vjp(func, *primals, has_aux=False):
                                f"structure of outputs to the function. cotangents: {ct_spec}, "
                                f"primal output: {out_spec}")
         for c in ct_leaves:
-            if not isinstance(c, Tensor):
+            if not is_tensor(c):
                 raise RuntimeError(f"vjp_fn: expected cotangents to be tensors, got {type(c)}")
         for i, (o, c) in enumerate(zip(out_leaves, ct_leaves)):
             if tuple(c.shape) != tuple(o.shape):
@@ -308,7 +353,7 @@ def vjp(func, *primals, has_aux=False):
 
 def _check_real(leaves, api, what):
     for i, x in enumerate(leaves):
-        if isinstance(x, Tensor) and x.dtype.is_complex:
+        if is_tensor(x) and x.dtype.is_complex:
             raise RuntimeError(f"{api}: Expected all {what} to be real but received complex "
                                f"tensor at flattened input idx: {i} (fiamma computes forward "
                                "mode with the double-vjp identity, for real tensors only)")
@@ -323,7 +368,7 @@ class _Linearized(Linearized):
 
 def _check_tangents(p_leaves, t_leaves):
     for p, t in zip(p_leaves, t_leaves):
-        if not isinstance(t, Tensor):
+        if not is_tensor(t):
             raise ValueError(f"Thing passed to transform API must be Tensor, got {type(t)}")
         if not (t.dtype.is_floating_point or t.dtype.is_complex):
             raise ValueError("Expected tangent to be floating point or complex, but got: "
@@ -337,11 +382,16 @@ def _check_tangents(p_leaves, t_leaves):
 
 def _forward(func, primals, api, has_aux, nested, outer_grad, guard=None):
     """Runs ``func`` on fresh primals: (inputs, out, out_leaves, out_spec, aux, linearized)."""
-    inputs = _Inputs(primals)
-    call_args = inputs.trees(inputs.inner)
-    out = guard(func, *call_args) if guard is not None else func(*call_args)
-    out, aux = _split_aux(out, has_aux, api)
-    out_leaves, out_spec = tree_flatten(out)
+    levels = _want(primals)
+    while True:
+        inputs = _Inputs(primals, levels)
+        call_args = inputs.trees(inputs.inner)
+        out = guard(func, *call_args) if guard is not None else func(*call_args)
+        out, aux = _split_aux(out, has_aux, api)
+        out_leaves, out_spec = tree_flatten(out)
+        levels = _missing(inputs, out_leaves)
+        if not levels:
+            break
     _check_outputs(out_leaves, api)
     if has_aux:
         _check_aux(aux)
@@ -374,7 +424,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
                            "tangents also must be. Got primals with structure "
                            f"{p_spec} and tangents with structure {t_spec}")
     for p in p_leaves:
-        if not isinstance(p, Tensor):
+        if not is_tensor(p):
             raise ValueError(f"Thing passed to transform API must be Tensor, got {type(p)}")
     _check_tangents(p_leaves, t_leaves)
     _check_real(p_leaves + t_leaves, "jvp", "inputs")
@@ -406,7 +456,7 @@ def linearize(func, *primals):
     """
     api = "linearize(func, *primals)"
     p_leaves, p_spec = tree_flatten(primals)
-    _check_real([p for p in p_leaves if isinstance(p, Tensor)], "linearize", "inputs")
+    _check_real([p for p in p_leaves if is_tensor(p)], "linearize", "inputs")
     nested, outer_grad = _depth() > 0, fiamma.is_grad_enabled()
     with _Level():
         inputs, out, out_leaves, out_spec, _, keep = _forward(

@@ -2,9 +2,10 @@
 (PyTorch's ``torch.func``): running an ``nn.Module`` with tensors passed in."""
 
 import fiamma
-from fiamma import Tensor
 from fiamma.nn import Module
 from fiamma.nn.modules.batchnorm import _BatchNorm
+
+from ._batched import is_tensor
 
 _MISSING = object()
 
@@ -103,7 +104,7 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
     for k, v in values.items():
         if not isinstance(k, str):
             raise ValueError(f"functional_call: keys must be strings, got {k!r}")
-        if v is not None and not isinstance(v, Tensor):
+        if v is not None and not is_tensor(v):
             raise ValueError(f"functional_call: the value for {k!r} must be a Tensor, got "
                              f"{type(v).__name__}")
     if args is None:

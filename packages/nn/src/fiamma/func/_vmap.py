@@ -1,17 +1,22 @@
 """``vmap``: map a function over a dimension of its inputs (PyTorch's ``torch.func.vmap``).
 
-fiamma runs the function once per batch element, on views that select element ``i`` of every
-batched input, and stacks the results along ``out_dims``. The results are exactly those of
-the per-element loop, for every function (data-dependent control flow, ``.item()``, in-place
-ops on the element views included); the cost is one Python call of the function per element
-instead of one batched call.
+Two paths. The batched one runs the function once, on stand-ins that carry the mapped
+dimension (``_batched.BTensor``), with batching rules for the ops it meets: elementwise and
+broadcasting ops, reductions and softmaxes with ``dim``, views and basic indexing, matrix
+products, ``F.linear``, ``einsum``, ``stack``/``cat``, convolutions and pooling (per-element
+weights included), the usual losses, and ``grad``/``vjp``/``jvp``/``jacrev``/``jacfwd``/
+``hessian``/``functional_call`` nested inside. Anything else (data-dependent control flow,
+``.item()``, in-place ops, random draws, an op without a rule) makes vmap fall back to the
+second path: the function once per element on views that select element ``i`` of every
+batched input, the results stacked along ``out_dims``, exact for every function. Errors the
+function raises are the loop's; Python side effects before the failing op happen twice.
 """
-
 import functools
 
 import fiamma
-from fiamma import Tensor
 
+from . import _batched
+from ._batched import BTensor, Fallback, is_tensor
 from ._pytree import broadcast_prefix, tree_flatten, tree_unflatten
 
 _RANDOMNESS = ("error", "different", "same")
@@ -68,9 +73,9 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     the output is the same for every element and is returned once). ``randomness``:
     ``'error'`` (default: a random draw from the default generator inside ``func`` raises),
     ``'different'`` (each element draws its own numbers) or ``'same'`` (every element gets
-    the same draws). ``chunk_size`` is accepted (None or > 0) and changes nothing: fiamma
-    calls ``func`` once per element, which is exact for every function but costs one call per
-    element.
+    the same draws); a function that draws runs per element. ``chunk_size`` is accepted (None
+    or > 0) and changes nothing. ``func`` runs once on the whole batch when every op it uses has
+    a batching rule, else once per element (exact; see the module docstring).
 
     >>> import fiamma
     >>> from fiamma.func import vmap
@@ -119,7 +124,7 @@ def _check_in_dims(func, in_dims, args):
             raise ValueError(f"vmap({name}, in_dims={in_dims}, ...)(<inputs>): Got in_dim={d} "
                              "for an input but in_dim must be either an integer dimension or "
                              "None.")
-        if not isinstance(x, Tensor):
+        if not is_tensor(x):
             raise ValueError(f"vmap({name}, in_dims={in_dims}, ...)(<inputs>): Got in_dim={d} "
                              f"for an input but the input is of type {type(x)}. We cannot vmap "
                              "over non-Tensor arguments, please use None as the respective "
@@ -142,14 +147,74 @@ def _check_in_dims(func, in_dims, args):
 
 def _vmap_call(func, in_dims, out_dims, randomness, args, kwargs):
     flat, spec, dims, batch = _check_in_dims(func, in_dims, args)
-    guard = RandomGuard(randomness)
-    outs = []
     if batch == 0:
         return _empty_batch(func, out_dims, flat, spec, dims, kwargs)
+    if _BATCHED[0]:
+        ok, res = _try_batched(func, out_dims, flat, spec, dims, batch, kwargs)
+        if ok:
+            return res
+    guard = RandomGuard(randomness)
+    outs = []
     for i in range(batch):
         elem = [x if d is None else x.select(d, i) for x, d in zip(flat, dims)]
         outs.append(guard(func, *tree_unflatten(elem, spec), **kwargs))
     return _stack_outputs(func, out_dims, outs, batch)
+
+
+_BATCHED = [True]  # tests switch the batched path off to compare with the per-element loop
+# how often the batched path ran or fell back (and why, last time): for tests and debugging
+STATS = {"batched": 0, "fallback": 0, "jac_batched": 0, "jac_fallback": 0, "last_fallback": None}
+
+
+def _try_batched(func, out_dims, flat, spec, dims, batch, kwargs):
+    """Runs ``func`` once on ``BTensor`` inputs: ``(True, outputs)``, or ``(False, None)`` when
+    something had no batching rule (or drew random numbers): then nothing is kept and the
+    caller runs the exact per-element loop."""
+    gen = fiamma.random.default_generator
+    before = (gen.initial_seed(), gen.get_offset())
+    level = _batched.push_level(batch)
+    ok, res = False, None
+    try:
+        with _batched.rules_installed():
+            elem = [x if d is None else _batched.enter(x, d, level) for x, d in zip(flat, dims)]
+            out = _batched.with_rule(func)(*tree_unflatten(elem, spec), **kwargs)
+            res = _leave_outputs(out_dims, out, level, batch)
+            ok = True
+    except Exception as e:  # noqa: BLE001 - any failure: the loop reproduces it or succeeds
+        ok = False
+        STATS["last_fallback"] = f"{type(e).__name__}: {e}"
+    finally:
+        _batched.pop_level(level)
+    if (gen.initial_seed(), gen.get_offset()) != before:
+        gen.manual_seed(before[0])
+        gen.set_offset(before[1])
+        STATS["last_fallback"] = "random draw"
+        ok = False
+    STATS["batched" if ok else "fallback"] += 1
+    return ok, res
+
+
+def _leave_outputs(out_dims, out, level, batch):
+    leaves, spec = tree_flatten(out)
+    if not isinstance(out_dims, (int, tuple, list, dict)) or isinstance(out_dims, bool):
+        raise Fallback("out_dims")
+    dims = broadcast_prefix(out_dims, spec)
+    if (dims is None and isinstance(out_dims, tuple) and len(out_dims) == 1
+            and spec.num_leaves == 1 and not spec.children):
+        dims = [out_dims[0]]
+    if dims is None:
+        raise Fallback("out_dims structure")
+    res = []
+    for x, d in zip(leaves, dims):
+        if not is_tensor(x):
+            raise Fallback("a non-tensor output")
+        if d is None:
+            if isinstance(x, BTensor) and level in x.lv:
+                raise Fallback("batched output with out_dim None")
+            res.append(x)
+            continue
+        res.append(_batched.leave(x, level, d, batch))
+    return tree_unflatten(res, spec)
 
 
 def _empty_batch(func, out_dims, flat, spec, dims, kwargs):
@@ -174,7 +239,7 @@ def _empty_batch(func, out_dims, flat, spec, dims, kwargs):
 
 
 def _same(a, b):
-    return isinstance(a, Tensor) and a.shape == b.shape and bool(fiamma.equal(a, b))
+    return is_tensor(a) and a.shape == b.shape and bool(fiamma.equal(a, b))
 
 
 def _stack_outputs(func, out_dims, outs, batch, empty=False):
@@ -206,7 +271,7 @@ def _stack_outputs(func, out_dims, outs, batch, empty=False):
         col = [leaves[j] for leaves in per_elem]
         first = col[0]
         if d is None:
-            if isinstance(first, Tensor) and not all(_same(c, first) for c in col[1:]):
+            if is_tensor(first) and not all(_same(c, first) for c in col[1:]):
                 raise ValueError(f"vmap({name}, ...): `{name}` can not return a BatchedTensor "
                                  "when out_dim is None")
             result.append(first)
@@ -216,7 +281,7 @@ def _stack_outputs(func, out_dims, outs, batch, empty=False):
                              "int, None or a python collection of ints representing where in "
                              "the outputs the vmapped dimension should appear.")
         for c in col:
-            if not isinstance(c, Tensor):
+            if not is_tensor(c):
                 raise ValueError(f"vmap({name}, ...): `{name}` must only return Tensors, got "
                                  f"type {type(c)}. Did you mean to set out_dims= to None for "
                                  "output?")
