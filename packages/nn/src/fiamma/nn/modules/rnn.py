@@ -8,7 +8,9 @@ the gate arithmetic. Everything is composed of differentiable core ops; a few sm
 so higher derivatives work) only regroup the graph: the gate arithmetic of a step is one node,
 the per-step split of the projection has a single ``cat`` backward, and the recurrent weight's
 gradient is one product over the whole sequence. Packed sequences run step ``t`` on its first
-``batch_sizes[t]`` rows.
+``batch_sizes[t]`` rows. LSTMs without projections and GRUs over sequences of one length
+(float32/64, CPU) skip the Python loop: each layer and direction is one call into core's fused
+layer (``fiamma.fused_lstm_layer`` / ``fused_gru_layer``) and one graph node.
 
 >>> import fiamma
 >>> from fiamma import nn
