@@ -364,6 +364,7 @@ def test_fused_gru_layer_graph_lifetime():
     m = _make("GRU", 3, 4)
     x = fiamma.randn(5, 2, 3, dtype=fiamma.float64, requires_grad=True)
     out, h = m(x)
+    assert type(out.grad_fn.next_functions[0][0]).__name__ == "GRULayerBackward"
     (g1,) = fiamma.autograd.grad(out.sum() + h.sum(), x, retain_graph=True)
     with fiamma.no_grad():
         out.detach().mul_(0.0)
