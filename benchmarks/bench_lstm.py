@@ -1,13 +1,14 @@
 """A character LSTM language model trained in fiamma beside PyTorch: same weights, same batches.
 
-Embedding (vocabulary 65, 256) -> ``nn.LSTM`` (2 layers, 256 hidden, batch_first) -> Linear to
-the vocabulary -> ``cross_entropy``; Adam, gradient clipping; sequence 64, batch 32. The model is
-written once in PyTorch's idiom and built from each library's ``nn``; fiamma's copy loads
-PyTorch's initial weights and the first step's losses are compared. Both libraries in one
-process, 1 thread (timed in process CPU time: the machine is shared) or ``--threads 2`` (wall
-time), round-robin; medians over the rounds, ratio to PyTorch, the load average.
+Embedding (vocabulary 65, 256) -> ``nn.LSTM`` (2 layers, 256 hidden, batch_first; ``--rnn gru``:
+``nn.GRU`` of the same sizes) -> Linear to the vocabulary -> ``cross_entropy``; Adam, gradient
+clipping; sequence 64, batch 32. The model is written once in PyTorch's idiom and built from
+each library's ``nn``; fiamma's copy loads PyTorch's initial weights and the first step's losses
+are compared. Both libraries in one process, 1 thread (timed in process CPU time: the machine is
+shared) or ``--threads 2`` (wall time), round-robin; medians over the rounds, ratio to PyTorch,
+the load average.
 
-    python benchmarks/bench_lstm.py [--rounds 11] [--threads 1] [--profile]
+    python benchmarks/bench_lstm.py [--rnn lstm|gru] [--rounds 11] [--threads 1] [--profile]
 """
 
 import argparse
@@ -21,14 +22,15 @@ import numpy as np
 VOCAB, HIDDEN, LAYERS, SEQ, BATCH = 65, 256, 2, 64, 32
 
 
-def build(lib):
+def build(lib, rnn="lstm"):
     nn, F = lib.nn, lib.nn.functional
+    layer = nn.GRU if rnn == "gru" else nn.LSTM
 
     class CharLSTM(nn.Module):
         def __init__(self):
             super().__init__()
             self.emb = nn.Embedding(VOCAB, HIDDEN)
-            self.lstm = nn.LSTM(HIDDEN, HIDDEN, num_layers=LAYERS, batch_first=True)
+            self.lstm = layer(HIDDEN, HIDDEN, num_layers=LAYERS, batch_first=True)
             self.head = nn.Linear(HIDDEN, VOCAB)
 
         def forward(self, x, y):
@@ -39,10 +41,10 @@ def build(lib):
     return CharLSTM
 
 
-def _weights():
+def _weights(rnn):
     import torch
     torch.manual_seed(0)
-    return {k: v.detach().numpy().copy() for k, v in build(torch)().state_dict().items()}
+    return {k: v.detach().numpy().copy() for k, v in build(torch, rnn)().state_dict().items()}
 
 
 def _batches(n):
@@ -52,14 +54,14 @@ def _batches(n):
 
 
 class Runner:
-    def __init__(self, name, weights, batches, threads=1):
+    def __init__(self, name, weights, batches, threads=1, rnn="lstm"):
         if name == "torch":
             import torch as lib
         else:
             import fiamma as lib
         self.name, self.lib = name, lib
         self.threads = threads
-        self.model = build(lib)()
+        self.model = build(lib, rnn)()
         self.model.load_state_dict({k: lib.from_numpy(v.copy()) for k, v in weights.items()})
         self.opt = lib.optim.Adam(self.model.parameters(), lr=2e-3)
         self.batches = [(lib.from_numpy(x), lib.from_numpy(y)) for x, y in batches]
@@ -107,12 +109,13 @@ def profile(runner, steps):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rnn", choices=("lstm", "gru"), default="lstm")
     ap.add_argument("--rounds", type=int, default=11)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--profile", action="store_true", help="cProfile fiamma's step instead")
     a = ap.parse_args()
-    w, b = _weights(), _batches(4)
-    runners = [Runner("fiamma", w, b, a.threads), Runner("torch", w, b, a.threads)]
+    w, b = _weights(a.rnn), _batches(4)
+    runners = [Runner(n, w, b, a.threads, a.rnn) for n in ("fiamma", "torch")]
     for r in runners:
         r.lib.set_num_threads(a.threads)
     if a.profile:
@@ -130,7 +133,7 @@ def main():
         gc.enable()
         f, t = statistics.median(times["fiamma"]), statistics.median(times["torch"])
         label = f"{a.threads} thread{'s' if a.threads > 1 else ' '}"
-        print(f"{label} {what:8s} fiamma {f * 1e3:8.2f} ms  torch {t * 1e3:8.2f} ms  ratio "
+        print(f"{a.rnn} {label} {what:8s} fiamma {f * 1e3:8.2f} ms  torch {t * 1e3:8.2f} ms  ratio "
               f"{f / t:5.2f}  (n={a.rounds}, load {os.getloadavg()[0]:.1f})", flush=True)
 
 

@@ -312,6 +312,107 @@ def test_fused_lstm_layer_graph_lifetime():
         fiamma.autograd.grad(out.sum(), x)
 
 
+def test_fused_gru_layer_gradients():
+    # GRU over sequences of one length runs core's fused layer (one graph node per layer and
+    # direction; csrc/gru.c): first and second derivatives of every output w.r.t. every input,
+    # the same results without recording, and a one-layer GRU equal to its composite ops
+    fiamma.manual_seed(27)
+    m = _make("GRU", 2, 3, num_layers=2, bidirectional=True)
+    x = fiamma.randn(4, 2, 2, dtype=fiamma.float64, requires_grad=True)
+    h0 = fiamma.randn(4, 2, 3, dtype=fiamma.float64, requires_grad=True)
+    params = list(m.parameters())
+
+    def fn(x, h0, *ps):
+        return m(x, h0)
+    assert gradcheck(fn, (x, h0, *params))
+    assert gradgradcheck(fn, (x, h0, m.weight_hh_l0, m.bias_hh_l1_reverse,
+                              m.weight_ih_l1_reverse))
+    with fiamma.no_grad():
+        ref = fn(x, h0)
+    for a, b in zip(fn(x, h0), ref):
+        np.testing.assert_array_equal(a.detach().numpy(), b.numpy())
+    for bias in (True, False):
+        one = _make("GRU", 2, 3, bias=bias)
+        w_ih, w_hh = one.weight_ih_l0, one.weight_hh_l0
+        b_ih, b_hh = (one.bias_ih_l0, one.bias_hh_l0) if bias else (0, 0)
+        out, h = one(x, h0[:1])
+        (out.sum() + (h * h).sum()).backward()
+        grads = [x.grad.clone()] + [p.grad.clone() for p in one.parameters()]
+        x.grad = None
+        for p in one.parameters():
+            p.grad = None
+        hh, outs = h0[0], []
+        for t in range(4):
+            gx, gh = x[t] @ w_ih.t() + b_ih, hh @ w_hh.t() + b_hh
+            (xr, xz, xn), (hr, hz, hn) = gx.chunk(3, 1), gh.chunk(3, 1)
+            r, z = (xr + hr).sigmoid(), (xz + hz).sigmoid()
+            n = (xn + r * hn).tanh()
+            hh = (1 - z) * n + z * hh
+            outs.append(hh)
+        np.testing.assert_allclose(out.detach().numpy(), fiamma.stack(outs).detach().numpy(),
+                                   rtol=1e-12, atol=1e-14)
+        (fiamma.stack(outs).sum() + (hh * hh).sum()).backward()
+        for a, b in zip(grads, [x.grad] + [p.grad for p in one.parameters()]):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=1e-12)
+        x.grad = None
+
+
+def test_fused_gru_layer_graph_lifetime():
+    # as the LSTM's: retain_graph keeps the node's buffers for a second backward, without it a
+    # second backward is refused; the returned output is its own buffer
+    fiamma.manual_seed(28)
+    m = _make("GRU", 3, 4)
+    x = fiamma.randn(5, 2, 3, dtype=fiamma.float64, requires_grad=True)
+    out, h = m(x)
+    assert type(out.grad_fn.next_functions[0][0]).__name__ == "GRULayerBackward"
+    (g1,) = fiamma.autograd.grad(out.sum() + h.sum(), x, retain_graph=True)
+    with fiamma.no_grad():
+        out.detach().mul_(0.0)
+    (g2,) = fiamma.autograd.grad(out.sum() + h.sum(), x)
+    np.testing.assert_array_equal(g1.numpy(), g2.numpy())
+    with pytest.raises(RuntimeError):
+        fiamma.autograd.grad(out.sum(), x)
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("opts", [{"num_layers": 2, "bidirectional": True, "batch_first": True},
+                                  {"bias": False}])
+def test_parity_fused_gru_layer(opts):
+    # the fused layer at sizes where the own sgemm kernel and the threaded cell run, float32 and
+    # float64: outputs and every gradient as PyTorch's
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(1)
+    rng = np.random.default_rng(13)
+    I, H, T, B = 24, 100, 6, 40
+    for tdt, fdt, tol in ((torch.float64, fiamma.float64, 1e-10),
+                          (torch.float32, fiamma.float32, 2e-4)):
+        tm = torch.nn.GRU(I, H, **opts).to(tdt)
+        fm = nn.GRU(I, H, **opts).to(fdt)
+        fm.load_state_dict({k: fiamma.tensor(v.numpy()) for k, v in tm.state_dict().items()})
+        bf = opts.get("batch_first", False)
+        x = rng.standard_normal((B, T, I) if bf else (T, B, I))
+        L = opts.get("num_layers", 1) * (2 if opts.get("bidirectional") else 1)
+        h0 = rng.standard_normal((L, B, H))
+        tx, th = (torch.tensor(a, dtype=tdt, requires_grad=True) for a in (x, h0))
+        fx, fh = (fiamma.tensor(a, dtype=fdt, requires_grad=True) for a in (x, h0))
+        to, thn = tm(tx, th)
+        fo, fhn = fm(fx, fh)
+        np.testing.assert_allclose(fo.detach().numpy(), to.detach().numpy(), rtol=tol,
+                                   atol=tol)
+        np.testing.assert_allclose(fhn.detach().numpy(), thn.detach().numpy(), rtol=tol,
+                                   atol=tol)
+        wo, wh = rng.standard_normal(tuple(to.shape)), rng.standard_normal(tuple(thn.shape))
+        ((to * torch.tensor(wo, dtype=tdt)).sum() + (thn * torch.tensor(wh, dtype=tdt)).sum()
+         ).backward()
+        ((fo * fiamma.tensor(wo, dtype=fdt)).sum() + (fhn * fiamma.tensor(wh, dtype=fdt)).sum()
+         ).backward()
+        for a, b, what in [(fx.grad, tx.grad, "x"), (fh.grad, th.grad, "h0")] + [
+                (p.grad, dict(tm.named_parameters())[n].grad, n)
+                for n, p in fm.named_parameters()]:
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=tol * 10, atol=tol * 10,
+                                       err_msg=what)
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_packed_gradcheck(mode):
     fiamma.manual_seed(6)

@@ -1,8 +1,10 @@
 """The LSTM cell's arithmetic fused (csrc/lstm.c on the CPU): one time step's gate
 nonlinearities and cell update in one pass each way, as PyTorch's ``_thnn_fused_lstm_cell``;
 and a whole layer's recurrence (:func:`fused_lstm_layer`: every time step's hidden product and
-cell in one call, the recurrent weight packed once). Not recorded for autograd: ``nn.LSTM``
-wraps them in its own graph node, whose backward calls the ``*_backward`` functions.
+cell in one call, the recurrent weight packed once); the same for a GRU layer
+(:func:`fused_gru_layer`, csrc/gru.c on rnn_seq.c's shared time loop). Not recorded for
+autograd: ``nn.LSTM`` and ``nn.GRU`` wrap them in their own graph nodes, whose backwards call
+the ``*_backward`` functions.
 
 >>> import fiamma
 >>> hy, cy, ws = fiamma.fused_lstm_cell(fiamma.zeros(1, 8), fiamma.ones(1, 2))
@@ -16,7 +18,7 @@ from fiamma._ops._common import cast
 from fiamma._tensor import Tensor, new_empty
 
 __all__ = ["fused_lstm_cell", "fused_lstm_cell_backward", "fused_lstm_layer",
-           "fused_lstm_layer_backward"]
+           "fused_lstm_layer_backward", "fused_gru_layer", "fused_gru_layer_backward"]
 
 
 def _check(op, gates, cx):
@@ -104,31 +106,41 @@ def fused_lstm_cell_backward(grad_hy, grad_cy, cx, cy, workspace):
     return cast(gg, cx._dtype), cast(gc, cx._dtype)
 
 
-def _layer_check(op, xw, w_hh, h0, c0):
-    for name, t in (("xw", xw), ("w_hh", w_hh), ("h0", h0), ("c0", c0)):
+def _layer_check(op, xw, w_hh, h0, c0, ng=4, bias=None, module="nn.LSTM"):
+    """(T, B, H) of a layer call: xw (T*B, ng*H), w_hh (ng*H, H), h0 (B, H), c0 like h0 (LSTM;
+    None for GRU, whose optional hidden bias is ``bias`` (ng*H))."""
+    named = [("xw", xw), ("w_hh", w_hh), ("h0", h0)] + ([("c0", c0)] if ng == 4 else [])
+    for name, t in named:
         if not isinstance(t, Tensor):
             raise TypeError(f"{op}: expected {name} to be a Tensor, got {type(t).__name__}")
-    if h0.dim() != 2 or tuple(c0._shape) != tuple(h0._shape):
+    if bias is not None:
+        named.append(("b_hh", bias))
+    if ng == 4 and (h0.dim() != 2 or tuple(c0._shape) != tuple(h0._shape)):
         raise RuntimeError(f"{op}: expected h0 and c0 of one shape (B, H), got "
                            f"{tuple(h0._shape)} and {tuple(c0._shape)}")
+    if h0.dim() != 2:
+        raise RuntimeError(f"{op}: expected h0 of shape (B, H), got {tuple(h0._shape)}")
     B, H = h0._shape
-    if w_hh.dim() != 2 or tuple(w_hh._shape) != (4 * H, H):
-        raise RuntimeError(f"{op}: expected w_hh of shape {(4 * H, H)}, got "
+    if w_hh.dim() != 2 or tuple(w_hh._shape) != (ng * H, H):
+        raise RuntimeError(f"{op}: expected w_hh of shape {(ng * H, H)}, got "
                            f"{tuple(w_hh._shape)}")
-    if xw.dim() != 2 or xw._shape[1] != 4 * H or (B and xw._shape[0] % B) or \
+    if xw.dim() != 2 or xw._shape[1] != ng * H or (B and xw._shape[0] % B) or \
             (not B and xw._shape[0]):
-        raise RuntimeError(f"{op}: expected xw of shape (T * {B}, {4 * H}), got "
+        raise RuntimeError(f"{op}: expected xw of shape (T * {B}, {ng * H}), got "
                            f"{tuple(xw._shape)}")
-    dts = {t._dtype for t in (xw, w_hh, h0, c0)}
-    if len(dts) != 1 or xw._dtype not in (D.float32, D.float64):
-        raise RuntimeError(f"{op}: expected xw, w_hh, h0 and c0 of one dtype, float32 or "
-                           f"float64, got {', '.join(str(t._dtype) for t in (xw, w_hh, h0, c0))}")
-    devs = {t._storage.device for t in (xw, w_hh, h0, c0)}
-    if len(devs) != 1:
+    if bias is not None and (not isinstance(bias, Tensor) or tuple(bias._shape) != (ng * H,)):
+        raise RuntimeError(f"{op}: expected b_hh of shape {(ng * H,)} or None, got "
+                           f"{tuple(getattr(bias, 'shape', ()))}")
+    ts = [t for _, t in named]
+    names = ", ".join(n for n, _ in named)
+    if len({t._dtype for t in ts}) != 1 or xw._dtype not in (D.float32, D.float64):
+        raise RuntimeError(f"{op}: expected {names} of one dtype, float32 or float64, got "
+                           f"{', '.join(str(t._dtype) for t in ts)}")
+    if len({t._storage.device for t in ts}) != 1:
         raise RuntimeError(f"{op}: expected all tensors on one device, got "
-                           f"{', '.join(str(t.device) for t in (xw, w_hh, h0, c0))}")
-    if G.state.enabled and any(t.requires_grad for t in (xw, w_hh, h0, c0)):
-        raise RuntimeError(f"{op}: not differentiable itself (nn.LSTM records its own node); "
+                           f"{', '.join(str(t.device) for t in ts)}")
+    if G.state.enabled and any(t.requires_grad for t in ts):
+        raise RuntimeError(f"{op}: not differentiable itself ({module} records its own node); "
                            "call it under fiamma.no_grad()")
     T = xw._shape[0] // B if B else 0
     return T, B, H
@@ -203,26 +215,11 @@ def fused_lstm_layer_backward(grad_out, grad_hn, grad_cn, w_hh, saved):
     fiamma.Size([2, 4])
     """
     op = "fused_lstm_layer_backward"
-    if not isinstance(saved, tuple) or len(saved) != 4:
-        raise TypeError(f"{op}: expected the saved tuple of fused_lstm_layer")
-    prev, call, ws, reverse = saved
-    B, H = call._shape[0] - prev._shape[0], call._shape[1]
-    T = prev._shape[0] // B if B else 0
-    if not isinstance(w_hh, Tensor) or tuple(w_hh._shape) != (4 * H, H) or \
-            w_hh._dtype is not call._dtype:
-        raise RuntimeError(f"{op}: expected w_hh ({4 * H}, {H}) of dtype {call._dtype}, got "
-                           f"{tuple(getattr(w_hh, 'shape', ()))}")
+    prev, call, ws, reverse, T, B, H = _unpack_saved(op, saved, w_hh, 4, "fused_lstm_layer")
     dt, dev = call._dtype, call._storage.device
-    for name, t, shape in (("grad_out", grad_out, (T * B, H)), ("grad_hn", grad_hn, (B, H)),
-                           ("grad_cn", grad_cn, (B, H))):
-        if t is not None and (not isinstance(t, Tensor) or tuple(t._shape) != shape):
-            raise RuntimeError(f"{op}: expected {name} of shape {shape}, got "
-                               f"{tuple(getattr(t, 'shape', ()))}")
-
-    def prep(t):
-        return None if t is None else cast(t.detach(), dt).contiguous()
-
-    go, ghn, gcn, w = prep(grad_out), prep(grad_hn), prep(grad_cn), prep(w_hh)
+    go, ghn, gcn, w = _grads_in(op, dt, ("grad_out", grad_out, (T * B, H)),
+                                ("grad_hn", grad_hn, (B, H)), ("grad_cn", grad_cn, (B, H)),
+                                ("w_hh", w_hh, (4 * H, H)))
     gg, gh0, gc0 = new_empty((T * B, 4 * H), dt, dev), new_empty((B, H), dt, dev), \
         new_empty((B, H), dt, dev)
     f = getattr(call._storage.backend, "lstm_seq_bwd", None)
@@ -244,6 +241,126 @@ def fused_lstm_layer_backward(grad_out, grad_hn, grad_cn, w_hh, saved):
     gh0.copy_(dh)
     gc0.copy_(dc)
     return gg, gh0, gc0
+
+
+def _unpack_saved(op, saved, w_hh, ng, fwd):
+    """(prev, state slots, ws, reverse, T, B, H) from a layer's ``saved``, w_hh checked."""
+    if not isinstance(saved, tuple) or len(saved) != 4:
+        raise TypeError(f"{op}: expected the saved tuple of {fwd}")
+    prev, slots, ws, reverse = saved
+    B, H = slots._shape[0] - prev._shape[0], slots._shape[1]
+    T = prev._shape[0] // B if B else 0
+    if not isinstance(w_hh, Tensor) or tuple(w_hh._shape) != (ng * H, H) or \
+            w_hh._dtype is not slots._dtype:
+        raise RuntimeError(f"{op}: expected w_hh ({ng * H}, {H}) of dtype {slots._dtype}, got "
+                           f"{tuple(getattr(w_hh, 'shape', ()))}")
+    return prev, slots, ws, reverse, T, B, H
+
+
+def _grads_in(op, dt, *items):
+    """Each (name, tensor or None, shape) checked and made contiguous in ``dt`` (None kept)."""
+    out = []
+    for name, t, shape in items:
+        if t is not None and (not isinstance(t, Tensor) or tuple(t._shape) != shape):
+            raise RuntimeError(f"{op}: expected {name} of shape {shape}, got "
+                               f"{tuple(getattr(t, 'shape', ()))}")
+        out.append(None if t is None else cast(t.detach(), dt).contiguous())
+    return out
+
+
+def fused_gru_layer(xw, w_hh, b_hh, h0, reverse=False):
+    """One GRU layer (one direction) over a whole sequence, in one call: ``xw`` (T*B, 3H)
+    holds each time step's ``x_t W_ih^T + b_ih`` (time-major rows, gate order r, z, n),
+    ``w_hh`` (3H, H) the recurrent weight, ``b_hh`` (3H) its bias or None, ``h0`` (B, H) the
+    initial state; ``reverse`` runs the steps from T-1 down to 0. Per step, with ``gh = h
+    W_hh^T + b_hh``: ``r, z = sigmoid(xw_rz + gh_rz)``, ``n = tanh(xw_n + r * gh_n)``, ``h' =
+    (1 - z) * n + z * h``. Returns ``(out, hn, saved)``: out (T*B, H) the hidden states in
+    time order, hn (B, H) the final one, and ``saved`` for :func:`fused_gru_layer_backward`;
+    ``saved[0]`` (T*B, H) holds the hidden state each step read. float32/float64; not
+    differentiable.
+
+    >>> import fiamma
+    >>> out, hn, _ = fiamma.fused_gru_layer(fiamma.zeros(3, 6), fiamma.zeros(6, 2), None,
+    ...                                     fiamma.ones(1, 2))
+    >>> out.shape, hn.tolist()
+    (fiamma.Size([3, 2]), [[0.125, 0.125]])
+    """
+    op = "fused_gru_layer"
+    T, B, H = _layer_check(op, xw, w_hh, h0, None, 3, b_hh, "nn.GRU")
+    dt, dev = xw._dtype, xw._storage.device
+    xw, w, h0c = (t.contiguous() for t in (xw, w_hh, h0))
+    b = None if b_hh is None else b_hh.contiguous()
+    out, hn = new_empty((T * B, H), dt, dev), new_empty((B, H), dt, dev)
+    hall, ws = new_empty(((T + 1) * B, H), dt, dev), new_empty((T * B, 4 * H), dt, dev)
+    f = getattr(xw._storage.backend, "gru_seq_fwd", None)
+    if f is not None:
+        check(f(T, B, H, int(bool(reverse)), xw, w, b, h0c, out, hn, hall, ws), op)
+    else:  # any backend: a product and the gate arithmetic per time step
+        from fiamma._ops.join import cat
+        from fiamma._ops.matmul import addmm, mm
+        init = T * B if reverse else 0
+        hall[init:init + B] = h0c
+        wt = w.t()
+        for s in range(T):
+            t = T - 1 - s if reverse else s
+            p, q = (t + 1, t) if reverse else (t, t + 1)
+            hp, x = hall[p * B:(p + 1) * B], xw[t * B:(t + 1) * B]
+            gh = mm(hp, wt) if b is None else addmm(b, hp, wt)
+            rz = (x[:, :2 * H] + gh[:, :2 * H]).sigmoid()
+            n = (x[:, 2 * H:] + rz[:, :H] * gh[:, 2 * H:]).tanh()
+            h = n + rz[:, H:] * (hp - n)
+            hall[q * B:(q + 1) * B] = h
+            out[t * B:(t + 1) * B] = h
+            ws[t * B:(t + 1) * B] = cat([rz, n, gh[:, 2 * H:]], 1)
+        last = 0 if reverse else T * B
+        hn.copy_(hall[last:last + B])
+    return out, hn, (_slots(hall, T, B, H, reverse, "prev"), hall, ws, bool(reverse))
+
+
+def fused_gru_layer_backward(grad_out, grad_hn, w_hh, saved):
+    """``(grad_xw, grad_gh, grad_h0)`` of :func:`fused_gru_layer` for the incoming gradients
+    of out and hn (each may be None: zero), from its ``w_hh`` and ``saved``; ``grad_gh``
+    (T*B, 3H) is the gradient of each step's ``h W_hh^T + b_hh``, so the recurrent weight's
+    gradient is ``grad_gh.t() @ saved[0]`` and the hidden bias's ``grad_gh.sum(0)`` (left to
+    the caller).
+
+    >>> import fiamma
+    >>> xw, w = fiamma.zeros(2, 3), fiamma.zeros(3, 1)
+    >>> out, hn, saved = fiamma.fused_gru_layer(xw, w, None, fiamma.zeros(1, 1))
+    >>> gx, gg, gh = fiamma.fused_gru_layer_backward(fiamma.ones(2, 1), None, w, saved)
+    >>> gx.shape, gg.shape
+    (fiamma.Size([2, 3]), fiamma.Size([2, 3]))
+    """
+    op = "fused_gru_layer_backward"
+    prev, hall, ws, reverse, T, B, H = _unpack_saved(op, saved, w_hh, 3, "fused_gru_layer")
+    dt, dev = hall._dtype, hall._storage.device
+    go, ghn, w = _grads_in(op, dt, ("grad_out", grad_out, (T * B, H)),
+                           ("grad_hn", grad_hn, (B, H)), ("w_hh", w_hh, (3 * H, H)))
+    gx, gg, gh0 = new_empty((T * B, 3 * H), dt, dev), new_empty((T * B, 3 * H), dt, dev), \
+        new_empty((B, H), dt, dev)
+    f = getattr(hall._storage.backend, "gru_seq_bwd", None)
+    if f is not None:
+        check(f(T, B, H, int(reverse), w, hall, ws, go, ghn, gx, gg, gh0), op)
+        return gx, gg, gh0
+    from fiamma._ops.join import cat
+    from fiamma._ops.matmul import mm
+    dh = ghn.clone() if ghn is not None else _zeros(B, H, dt, dev)
+    for s in range(T):
+        t = s if reverse else T - 1 - s
+        p = t + 1 if reverse else t
+        if go is not None:
+            dh = dh + go[t * B:(t + 1) * B]
+        wst, hp = ws[t * B:(t + 1) * B], hall[p * B:(p + 1) * B]
+        r, z, n, ghn_t = (wst[:, k * H:(k + 1) * H] for k in range(4))
+        dn = dh * (1 - z) * (1 - n * n)
+        dr = dn * ghn_t * r * (1 - r)
+        dz = dh * (hp - n) * z * (1 - z)
+        gx[t * B:(t + 1) * B] = cat([dr, dz, dn], 1)
+        g_t = cat([dr, dz, dn * r], 1)
+        gg[t * B:(t + 1) * B] = g_t
+        dh = dh * z + mm(g_t, w)
+    gh0.copy_(dh)
+    return gx, gg, gh0
 
 
 def _zeros(B, H, dt, dev):

@@ -10,7 +10,8 @@ __all__ = ["conv", "batch_norm_fwd", "batch_norm_bwd", "row_norm_fwd", "row_norm
            "pool_max", "pool_avg", "pool_avg_backward", "pool_scatter", "upsample",
            "upsample_backward", "grid_sample", "grid_sample_backward", "adam_step", "sgd_step",
            "gelu_fwd", "gelu_bwd", "nms", "xent_fwd", "xent_bwd", "attn_fwd", "attn_bwd",
-           "lstm_cell_fwd", "lstm_cell_bwd", "lstm_seq_fwd", "lstm_seq_bwd", "gelu_fwd_grad"]
+           "lstm_cell_fwd", "lstm_cell_bwd", "lstm_seq_fwd", "lstm_seq_bwd", "gru_seq_fwd",
+           "gru_seq_bwd", "gelu_fwd_grad"]
 
 
 def _p(t):
@@ -168,7 +169,7 @@ def lstm_cell_bwd(B, H, ghy, gcy, cx, cy, ws, ggates, gcx):
 # Optional primitives: not in the contract; the op layer probes for them with getattr and
 # otherwise composes contract primitives. Listed so that the xp backend standing in for the
 # CPU (xp/host.py) does not borrow them from here.
-OPTIONAL = ("lstm_seq_fwd", "lstm_seq_bwd", "gelu_fwd_grad")
+OPTIONAL = ("lstm_seq_fwd", "lstm_seq_bwd", "gru_seq_fwd", "gru_seq_bwd", "gelu_fwd_grad")
 
 
 # a whole LSTM layer in one call (csrc/api_lstm.h); without it the op loops over
@@ -181,3 +182,15 @@ def lstm_seq_fwd(T, B, H, reverse, xw, w, h0, c0, out, hn, cn, hall, call, ws):
 def lstm_seq_bwd(T, B, H, reverse, w, call, ws, gout, ghn, gcn, ggates, gh0, gc0):
     return lib.fm_lstm_seq_bwd(w._dtype.code, T, B, H, reverse, w._ptr, call._ptr, ws._ptr,
                                _p(gout), _p(ghn), _p(gcn), ggates._ptr, gh0._ptr, gc0._ptr)
+
+
+# a whole GRU layer in one call (csrc/api_gru.h); without it the op loops over mm and
+# elementwise ops per time step
+def gru_seq_fwd(T, B, H, reverse, xw, w, bhh, h0, out, hn, hall, ws):
+    return lib.fm_gru_seq_fwd(xw._dtype.code, T, B, H, reverse, xw._ptr, w._ptr, _p(bhh),
+                              h0._ptr, out._ptr, hn._ptr, hall._ptr, ws._ptr)
+
+
+def gru_seq_bwd(T, B, H, reverse, w, hall, ws, gout, ghn, gxw, ggh, gh0):
+    return lib.fm_gru_seq_bwd(w._dtype.code, T, B, H, reverse, w._ptr, hall._ptr, ws._ptr,
+                              _p(gout), _p(ghn), gxw._ptr, ggh._ptr, gh0._ptr)

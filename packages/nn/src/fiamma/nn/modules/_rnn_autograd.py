@@ -126,8 +126,8 @@ class LSTMLayer(Function):
         xw, h0, c0, w_hh, prev, call, ws = ctx.saved_tensors
         need = ctx.needs_input_grad
         if fiamma.is_grad_enabled():
-            grads = _lstm_layer_recompute(xw, h0, c0, w_hh, ctx.reverse, (gout, ghn, gcn),
-                                          need[:4])
+            grads = _layer_recompute(_lstm_layer_run, (xw, h0, c0, w_hh), ctx.reverse,
+                                     (gout, ghn, gcn), need[:4])
             return (*grads, None)
         gx, gh0, gc0 = fiamma.fused_lstm_layer_backward(gout, ghn, gcn, w_hh,
                                                         (prev, call, ws, ctx.reverse))
@@ -135,10 +135,8 @@ class LSTMLayer(Function):
         return gx, (gh0 if need[1] else None), (gc0 if need[2] else None), gw, None
 
 
-def _lstm_layer_recompute(xw, h0, c0, w_hh, reverse, grad_outs, need):
-    """The gradients of :class:`LSTMLayer` (double backward): the layer rebuilt from its inputs
-    in differentiable ops (those with history keep it), then differentiated with
-    create_graph."""
+def _lstm_layer_run(xw, h0, c0, w_hh, reverse):
+    """The LSTM layer in differentiable ops: (out, hn, cn)."""
     B, H = h0.shape
     T = xw.shape[0] // B if B else 0
     h, c = h0, c0
@@ -151,18 +149,71 @@ def _lstm_layer_recompute(xw, h0, c0, w_hh, reverse, grad_outs, need):
         c = f * c + i * gg
         h = o * fiamma.tanh(c)
         outs[t] = h
-    results = (fiamma.cat(outs, 0), h, c)
+    return fiamma.cat(outs, 0), h, c
+
+
+def _gru_layer_run(xw, h0, w_hh, b_hh, reverse):
+    """The GRU layer in differentiable ops: (out, hn)."""
+    B, H = h0.shape
+    T = xw.shape[0] // B if B else 0
+    h = h0
+    outs = [None] * T
+    wt = w_hh.t()
+    for t in (range(T - 1, -1, -1) if reverse else range(T)):
+        x = xw[t * B:(t + 1) * B]
+        gh = fiamma.mm(h, wt) if b_hh is None else fiamma.addmm(b_hh, h, wt)
+        rz = fiamma.sigmoid(x[:, :2 * H] + gh[:, :2 * H])
+        n = fiamma.tanh(x[:, 2 * H:] + rz[:, :H] * gh[:, 2 * H:])
+        h = n + rz[:, H:] * (h - n)
+        outs[t] = h
+    return fiamma.cat(outs, 0), h
+
+
+def _layer_recompute(run, inputs, reverse, grad_outs, need):
+    """The gradients of a layer node (double backward): the layer rebuilt from its inputs by
+    ``run`` in differentiable ops (those with history keep it), then differentiated with
+    create_graph. ``inputs`` may hold None (an absent bias), never wanted."""
+    results = run(*inputs, reverse)
     pairs = [(r, g) for r, g in zip(results, grad_outs) if g is not None]
-    wanted = [t for t, n in zip((xw, h0, c0, w_hh), need) if n]
+    wanted = [t for t, n in zip(inputs, need) if n]
     if not pairs or not wanted:
-        return [None] * 4
+        return [None] * len(inputs)
     got = iter(fiamma.autograd.grad([r for r, _ in pairs], wanted, [g for _, g in pairs],
                                     create_graph=True, allow_unused=True))
     out = []
-    for t, n in zip((xw, h0, c0, w_hh), need):
+    for t, n in zip(inputs, need):
         v = next(got) if n else None
         out.append(fiamma.zeros_like(t) if n and v is None else v)
     return out
+
+
+class GRULayer(Function):
+    """A whole GRU layer (one direction, every sequence as long) as one graph node, as
+    :class:`LSTMLayer`: core's ``fused_gru_layer`` runs the time loop in C, its backward the
+    reverse loop; the recurrent weight's gradient is one product of the hidden-product
+    gradients with the saved states, the hidden bias's their column sums."""
+
+    @staticmethod
+    def forward(ctx, xw, h0, w_hh, b_hh, reverse):
+        out, hn, saved = fiamma.fused_gru_layer(xw, w_hh, b_hh, h0, reverse)
+        ctx.reverse = reverse
+        ctx.has_bias = b_hh is not None
+        ctx.save_for_backward(xw, h0, w_hh, b_hh, *saved[:3])
+        return out, hn
+
+    @staticmethod
+    def backward(ctx, gout, ghn):
+        xw, h0, w_hh, b_hh, prev, hall, ws = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        if fiamma.is_grad_enabled():
+            grads = _layer_recompute(_gru_layer_run, (xw, h0, w_hh, b_hh), ctx.reverse,
+                                     (gout, ghn), need[:4])
+            return (*grads, None)
+        gx, gg, gh0 = fiamma.fused_gru_layer_backward(gout, ghn, w_hh,
+                                                      (prev, hall, ws, ctx.reverse))
+        gw = fiamma.mm(gg.t(), prev) if need[2] else None
+        gb = gg.sum(0) if need[3] and ctx.has_bias else None
+        return gx, (gh0 if need[1] else None), gw, gb, None
 
 
 class GRUPointwise(Function):

@@ -8,7 +8,9 @@ the gate arithmetic. Everything is composed of differentiable core ops; a few sm
 so higher derivatives work) only regroup the graph: the gate arithmetic of a step is one node,
 the per-step split of the projection has a single ``cat`` backward, and the recurrent weight's
 gradient is one product over the whole sequence. Packed sequences run step ``t`` on its first
-``batch_sizes[t]`` rows.
+``batch_sizes[t]`` rows. LSTMs without projections and GRUs over sequences of one length
+(float32/64, CPU) skip the Python loop: each layer and direction is one call into core's fused
+layer (``fiamma.fused_lstm_layer`` / ``fused_gru_layer``) and one graph node.
 
 >>> import fiamma
 >>> from fiamma import nn
@@ -368,11 +370,12 @@ class RNNBase(Module):
         recording = fiamma.is_grad_enabled()
         mm = _ag.StepMM.apply if recording else fiamma.addmm
         h_n, c_n = [], []
-        # LSTM without projections over sequences of one length, float32/64 on the CPU: core's
-        # fused layer (csrc/lstm.c) instead of a product and a cell node per time step
-        fast = lstm and not self.proj_size and x.device.type == "cpu" and \
-            x.dtype in (fiamma.float32, fiamma.float64) and min(sizes, default=0) == \
-            max(sizes, default=-1) > 0
+        # LSTM without projections, and GRU, over sequences of one length, float32/64 on the
+        # CPU: core's fused layer (csrc/lstm.c, gru.c) instead of a product and a cell node per
+        # time step
+        fast = (self.mode == "GRU" or lstm and not self.proj_size) and \
+            x.device.type == "cpu" and x.dtype in (fiamma.float32, fiamma.float64) and \
+            min(sizes, default=0) == max(sizes, default=-1) > 0
         for layer in range(self.num_layers):
             if layer and self.dropout and self.training:
                 x = F.dropout(x, self.dropout, True)
@@ -383,7 +386,15 @@ class RNNBase(Module):
                 bias = b_ih + b_hh if b_ih is not None and not gru else b_ih
                 xw = _linear(x, w_ih, bias)
                 k = layer * dirs + d
-                if fast:  # the whole layer in one call (and one graph node)
+                if fast and gru:  # the whole layer in one call (and one graph node)
+                    if recording:
+                        out, hn = _ag.GRULayer.apply(xw, hidden[0][k], w_hh, b_hh, d == 1)
+                    else:
+                        out, hn, _ = fiamma.fused_gru_layer(xw, w_hh, b_hh, hidden[0][k], d == 1)
+                    outs.append(out)
+                    h_n.append(hn)
+                    continue
+                if fast:
                     h0, c0 = hidden[0][k], hidden[1][k]
                     if recording:
                         out, hn, cn = _ag.LSTMLayer.apply(xw, h0, c0, w_hh, d == 1)
