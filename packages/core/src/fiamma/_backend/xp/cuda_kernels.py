@@ -328,25 +328,38 @@ extern "C" __global__ void fm_acc_out(const double* __restrict__ acc, T* __restr
 }
 """
 
+# the start of fm_xent_fwd and fm_xent_bwd (one block per row of the contiguous (n, c) x): the
+# row's target (0 where it is ignore; an out-of-range one sets *err and reads 0) and the row's
+# max (0 when not finite, so that exp(v - m) stays finite)
+_XENT_ROW = _BLOCK + r"""
+__device__ __forceinline__ long long fm_xent_target(long long t, long long c, long long ignore,
+        int* err) {
+    if (t == ignore) return 0;
+    if (t < 0 || t >= c) {
+        if (threadIdx.x == 0) atomicExch(err, 1);
+        return 0;
+    }
+    return t;
+}
+__device__ __forceinline__ double fm_xent_row_max(const T* xr, long long c, double* sh) {
+    double m = FM_NEG_INF;
+    for (long long j = threadIdx.x; j < c; j += blockDim.x) m = fmax(m, (double)xr[j]);
+    m = fm_block_max(m, sh);
+    return isfinite(m) ? m : 0.0;
+}
+"""
+
 # cross entropy, forward: one block per row of the contiguous (n, c) x
-_XENT_FWD = _BLOCK + r"""
+_XENT_FWD = _XENT_ROW + r"""
 extern "C" __global__ void fm_xent_fwd(const T* __restrict__ x, const long long* __restrict__ tg,
         const T* __restrict__ w, long long c, long long ignore, double s,
         T* __restrict__ loss, T* __restrict__ wt, int* __restrict__ err) {
     __shared__ double sh[33];
     const long long r = blockIdx.x;
     const T* xr = x + r * c;
-    long long t = tg[r];
-    const bool kept = t != ignore;
-    if (kept && (t < 0 || t >= c)) {
-        if (threadIdx.x == 0) atomicExch(err, 1);
-        t = 0;
-    }
-    if (!kept) t = 0;
-    double m = FM_NEG_INF;
-    for (long long j = threadIdx.x; j < c; j += blockDim.x) m = fmax(m, (double)xr[j]);
-    m = fm_block_max(m, sh);
-    if (!isfinite(m)) m = 0.0;
+    const bool kept = tg[r] != ignore;
+    const long long t = fm_xent_target(tg[r], c, ignore, err);
+    const double m = fm_xent_row_max(xr, c, sh);
     double se = 0.0, vs = 0.0, ws = 0.0;
     for (long long j = threadIdx.x; j < c; j += blockDim.x) {
         const double v = (double)xr[j];
@@ -373,7 +386,7 @@ extern "C" __global__ void fm_xent_fwd(const T* __restrict__ x, const long long*
 """
 
 # cross entropy, gradient: one block per row
-_XENT_BWD = _BLOCK + r"""
+_XENT_BWD = _XENT_ROW + r"""
 extern "C" __global__ void fm_xent_bwd(const T* __restrict__ x, const long long* __restrict__ tg,
         const T* __restrict__ w, long long c, long long ignore, double s,
         const T* __restrict__ g, long long gs, double scale, T* __restrict__ gx,
@@ -381,17 +394,9 @@ extern "C" __global__ void fm_xent_bwd(const T* __restrict__ x, const long long*
     __shared__ double sh[33];
     const long long r = blockIdx.x;
     const T* xr = x + r * c;
-    long long t = tg[r];
-    const bool kept = t != ignore;
-    if (kept && (t < 0 || t >= c)) {
-        if (threadIdx.x == 0) atomicExch(err, 1);
-        t = 0;
-    }
-    if (!kept) t = 0;
-    double m = FM_NEG_INF;
-    for (long long j = threadIdx.x; j < c; j += blockDim.x) m = fmax(m, (double)xr[j]);
-    m = fm_block_max(m, sh);
-    if (!isfinite(m)) m = 0.0;
+    const bool kept = tg[r] != ignore;
+    const long long t = fm_xent_target(tg[r], c, ignore, err);
+    const double m = fm_xent_row_max(xr, c, sh);
     double se = 0.0, ws = 0.0;
     for (long long j = threadIdx.x; j < c; j += blockDim.x) {
         se += exp((double)xr[j] - m);
