@@ -1108,6 +1108,13 @@ def _contig(shape):
     return r
 
 
+def _picker(rest):
+    """pick(ts): the entries of the per-parameter list ts (or None) at the indices rest."""
+    def pick(ts):
+        return None if ts is None else [ts[i] for i in rest]
+    return pick
+
+
 def _float_ct(*ts):
     """The CUDA type of the tensors' one dtype (float32/float64), else None."""
     dt = ts[0]._dtype
@@ -1243,38 +1250,45 @@ class CudaKernelsMixin:
         outs = "T p, T m, T v" + (", T vm" if ams else "")
         mode = 0 if weight_decay == 0 else (2 if flags & K.OPT_DECOUPLED else 1)
         maximize = np.int32(1 if flags & K.OPT_MAXIMIZE else 0)
-        done = set()
 
-        def go():
+        def launch(i, p):
             k = self._ew_kernel(key, "T g, T w1, T b2, T w2, T eps, T wd, T ss, T bc2s, T dec, "
                                 "int32 maximize, int32 mode", outs, body)
-            for i, p in enumerate(params):
-                if not p._numel or i in done:
-                    continue
-                pv = self.raw(p)
-                t = pv.dtype.type
-                st = steps[i]
-                args = [self.raw(grads[i]), t(1.0 - beta1), t(beta2), t(1.0 - beta2), t(eps),
-                        t(weight_decay), t(-(lr / (1.0 - beta1 ** st))),
-                        t(math.sqrt(1.0 - beta2 ** st)), t(1.0 - lr * weight_decay),
-                        maximize, np.int32(mode), pv, self.raw(exp_avgs[i]),
-                        self.raw(exp_avg_sqs[i])]
-                if ams:
-                    args.append(self.raw(max_sqs[i]))
-                k(*args)
-                done.add(i)
+            pv = self.raw(p)
+            t = pv.dtype.type
+            st = steps[i]
+            args = [self.raw(grads[i]), t(1.0 - beta1), t(beta2), t(1.0 - beta2), t(eps),
+                    t(weight_decay), t(-(lr / (1.0 - beta1 ** st))),
+                    t(math.sqrt(1.0 - beta2 ** st)), t(1.0 - lr * weight_decay),
+                    maximize, np.int32(mode), pv, self.raw(exp_avgs[i]),
+                    self.raw(exp_avg_sqs[i])]
+            if ams:
+                args.append(self.raw(max_sqs[i]))
+            k(*args)
 
-        if self._served("adam", go):
+        rest = self._served_each("adam", params, launch)
+        if rest is None:
             return 0
-        # the generic code updates the parameters the kernel did not reach
-        rest = [i for i in range(len(params)) if i not in done]
-
-        def pick(ts):
-            return None if ts is None else [ts[i] for i in rest]
-
+        pick = _picker(rest)
         return super().adam_step(pick(params), pick(grads), pick(exp_avgs), pick(exp_avg_sqs),
                                  pick(max_sqs), pick(steps), lr, beta1, beta2, eps,
                                  weight_decay, flags)
+
+    def _served_each(self, name, params, launch):
+        """launch(i, p) for each non-empty parameter p (one fast path, name): None when it
+        served them all, else the indices of those it did not reach (a launch raised: the
+        generic code updates those)."""
+        done = set()
+
+        def go():
+            for i, p in enumerate(params):
+                if p._numel and i not in done:
+                    launch(i, p)
+                    done.add(i)
+
+        if self._served(name, go):
+            return None
+        return [i for i in range(len(params)) if i not in done]
 
     def _addr(self, a):
         """The device address of array a's first element."""
@@ -1290,33 +1304,14 @@ class CudaKernelsMixin:
                     beta2, eps, weight_decay, flags, body):
         """Every contiguous parameter of one float dtype and one step count in one launch
         (the per-tensor launches cost ~30 us of host time each); False: not taken."""
-        live = [i for i, p in enumerate(params) if p._numel]
-        if len(live) < 2 or "adam_multi" in self.fast_path_errors:
-            return False
         ams = bool(flags & K.OPT_AMSGRAD)
-        st = steps[live[0]]
-        ct = _float_ct(params[live[0]])
-        if ct is None:
+        taken = self._multi_params("adam_multi", params, lambda i: (
+            params[i], grads[i], exp_avgs[i], exp_avg_sqs[i]) + ((max_sqs[i],) if ams else ()))
+        if taken is None:
             return False
-        dt = params[live[0]]._dtype
-        for i in live:
-            ts = (params[i], grads[i], exp_avgs[i], exp_avg_sqs[i]) + \
-                ((max_sqs[i],) if ams else ())
-            if steps[i] != st or any(t._dtype is not dt or not t._contig for t in ts):
-                return False
-        rows = np.zeros((len(live), 7), np.int64)
-        first = 0
-        for j, i in enumerate(live):
-            n = params[i]._numel
-            rows[j, 0] = params[i]._ptr
-            rows[j, 1] = grads[i]._ptr
-            rows[j, 2] = exp_avgs[i]._ptr
-            rows[j, 3] = exp_avg_sqs[i]._ptr
-            rows[j, 4] = max_sqs[i]._ptr if ams else 0
-            rows[j, 5] = n
-            rows[j, 6] = first
-            first += (n + _ADAM_CHUNK - 1) // _ADAM_CHUNK
-        if first >= 1 << 31:
+        live, ct = taken
+        st = steps[live[0]]
+        if any(steps[i] != st for i in live):
             return False
         t = np.float32 if ct == "float" else np.float64
         mode = 0 if weight_decay == 0 else (2 if flags & K.OPT_DECOUPLED else 1)
@@ -1325,14 +1320,47 @@ class CudaKernelsMixin:
                 t(1.0 - lr * weight_decay), np.int32(1 if flags & K.OPT_MAXIMIZE else 0),
                 np.int32(mode))
         name = "fm_adam_multi_ams" if ams else "fm_adam_multi"
+        return self._multi_launch("adam_multi", name, body, ct, [
+            (params[i]._ptr, grads[i]._ptr, exp_avgs[i]._ptr, exp_avg_sqs[i]._ptr,
+             max_sqs[i]._ptr if ams else 0, params[i]._numel) for i in live], args)
+
+    def _multi_params(self, key, params, operands):
+        """(live, ct) for one multi-tensor launch (fast path key): the indices of the non-empty
+        parameters and their C type, when there are two or more and operands(i) (the tensors
+        step i reads and writes, the parameter first) are all contiguous and of one float
+        dtype; None: not taken."""
+        live = [i for i, p in enumerate(params) if p._numel]
+        if len(live) < 2 or key in self.fast_path_errors:
+            return None
+        ct = _float_ct(params[live[0]])
+        if ct is None:
+            return None
+        dt = params[live[0]]._dtype
+        for i in live:
+            if any(t._dtype is not dt or not t._contig for t in operands(i)):
+                return None
+        return live, ct
+
+    def _multi_launch(self, key, name, body, ct, entries, args):
+        """One launch of _ADAM_MULTI as kernel name with BODY body over its argument table: a
+        row per entry (five addresses and the element count) plus the entry's first chunk;
+        False when the chunks pass int32 or the launch failed."""
+        rows = np.zeros((len(entries), 7), np.int64)
+        first = 0
+        for j, e in enumerate(entries):
+            rows[j, :6] = e
+            rows[j, 6] = first
+            first += (e[5] + _ADAM_CHUNK - 1) // _ADAM_CHUNK
+        if first >= 1 << 31:
+            return False
         src = _ADAM_MULTI.replace("NAME", name).replace("BODY", body)
 
         def go():
             tab = self._upload_table(rows.reshape(-1))
-            k = self._raw_kernel("adam_multi", src, name, ct)
-            k((first,), (256,), (tab, np.int32(len(live))) + args)
+            k = self._raw_kernel(key, src, name, ct)
+            k((first,), (256,), (tab, np.int32(len(entries))) + args)
 
-        return self._served("adam_multi", go)
+        return self._served(key, go)
 
     def sgd_step(self, params, grads, bufs, lr, momentum, dampening, weight_decay, flags):
         rc = self._opt_check(params, grads)
@@ -1359,29 +1387,20 @@ class CudaKernelsMixin:
               np.int32(1 if flags & K.OPT_FIRST else 0),
               np.int32(1 if flags & K.OPT_NESTEROV else 0)]
 
-        done = set()
-
-        def go():
+        def launch(i, p):
             k = self._ew_kernel(key, ins, outs, body)
-            for i, p in enumerate(params):
-                if not p._numel or i in done:
-                    continue
-                pv = self.raw(p)
-                t = pv.dtype.type
-                args = [self.raw(grads[i]), t(weight_decay), t(momentum), t(1.0 - dampening),
-                        t(-lr)] + fl + [pv]
-                if mom:
-                    args.append(self.raw(bufs[i]))
-                k(*args)
-                done.add(i)
+            pv = self.raw(p)
+            t = pv.dtype.type
+            args = [self.raw(grads[i]), t(weight_decay), t(momentum), t(1.0 - dampening),
+                    t(-lr)] + fl + [pv]
+            if mom:
+                args.append(self.raw(bufs[i]))
+            k(*args)
 
-        if self._served("sgd", go):
+        rest = self._served_each("sgd", params, launch)
+        if rest is None:
             return 0
-        rest = [i for i in range(len(params)) if i not in done]
-
-        def pick(ts):
-            return None if ts is None else [ts[i] for i in rest]
-
+        pick = _picker(rest)
         return super().sgd_step(pick(params), pick(grads), pick(bufs), lr, momentum, dampening,
                                 weight_decay, flags)
 
@@ -1389,45 +1408,20 @@ class CudaKernelsMixin:
         """Every contiguous parameter of one float dtype in one launch (fm_sgd_multi: a table
         of addresses, as _adam_multi), not one ElementwiseKernel call and array views per
         parameter; False: not taken (the per-parameter kernels serve)."""
-        live = [i for i, p in enumerate(params) if p._numel]
-        if len(live) < 2 or "sgd_multi" in self.fast_path_errors:
+        taken = self._multi_params("sgd_multi", params, lambda i: (
+            params[i], grads[i]) + ((bufs[i],) if bufs is not None else ()))
+        if taken is None:
             return False
-        ct = _float_ct(params[live[0]])
-        if ct is None:
-            return False
-        dt = params[live[0]]._dtype
-        for i in live:
-            ts = (params[i], grads[i]) + ((bufs[i],) if bufs is not None else ())
-            for t in ts:
-                if t._dtype is not dt or not t._contig:
-                    return False
-        rows = np.zeros((len(live), 7), np.int64)
-        first = 0
-        for j, i in enumerate(live):
-            n = params[i]._numel
-            pp = params[i]._ptr
-            rows[j, 0] = pp
-            rows[j, 1] = grads[i]._ptr
-            rows[j, 2] = bufs[i]._ptr if bufs is not None else pp  # (never read without one)
-            rows[j, 3] = pp
-            rows[j, 5] = n
-            rows[j, 6] = first
-            first += (n + _ADAM_CHUNK - 1) // _ADAM_CHUNK
-        if first >= 1 << 31:
-            return False
+        live, ct = taken
         t = np.float32 if ct == "float" else np.float64
         mode = ((1 if weight_decay != 0 else 0) | (2 if flags & K.OPT_FIRST else 0) |
                 (4 if flags & K.OPT_NESTEROV else 0) | (8 if bufs is not None else 0))
         args = (t(momentum), t(1.0 - dampening), t(-lr), t(0), t(weight_decay), t(0), t(0), t(0),
                 np.int32(1 if flags & K.OPT_MAXIMIZE else 0), np.int32(mode))
-        src = _ADAM_MULTI.replace("NAME", "fm_sgd_multi").replace("BODY", _SGD_MULTI_BODY)
-
-        def go():
-            tab = self._upload_table(rows.reshape(-1))
-            k = self._raw_kernel("sgd_multi", src, "fm_sgd_multi", ct)
-            k((first,), (256,), (tab, np.int32(len(live))) + args)
-
-        return self._served("sgd_multi", go)
+        # the buffer's address is the parameter's without momentum (never read then)
+        return self._multi_launch("sgd_multi", "fm_sgd_multi", _SGD_MULTI_BODY, ct, [
+            (params[i]._ptr, grads[i]._ptr, bufs[i]._ptr if bufs is not None else params[i]._ptr,
+             params[i]._ptr, 0, params[i]._numel) for i in live], args)
 
     # ---- layer norm / RMS norm ------------------------------------------------------------------
     def _row_norm_fast(self, rms, M, K_, x, w, G, P, Sp, mean, rstd, *more):
