@@ -744,8 +744,9 @@ extern "C" __global__ void fm_cmp_s_f64(const double* x, double s, unsigned char
 }
 """
 
-_MAXPOOL = r"""
-#define FM_NEG_INF_T ((T)(-__longlong_as_double(0x7ff0000000000000ULL)))
+# a max-pool window's first in-range input position along one dimension (output o, stride s,
+# padding p, dilation d, input size m): fm_maxpool's and cuda_lowp's fm_maxpool_lp's first index
+_POOL_START = r"""
 __device__ __forceinline__ long long fm_pool_start(long long o, int s, int p, int d, int m) {
     long long b = o * s - p;
     long long j0 = b < 0 ? (-b + d - 1) / d : 0;
@@ -753,6 +754,11 @@ __device__ __forceinline__ long long fm_pool_start(long long o, int s, int p, in
     long long hi = m - 1 > 0 ? m - 1 : 0;
     return st < 0 ? 0 : (st > hi ? hi : st);
 }
+"""
+
+_MAXPOOL = r"""
+#define FM_NEG_INF_T ((T)(-__longlong_as_double(0x7ff0000000000000ULL)))
+""" + _POOL_START + r"""
 extern "C" __global__ void fm_maxpool(const T* __restrict__ x, T* __restrict__ out,
         long long* __restrict__ idx, long long total, int D, int H, int W, int oD, int oH,
         int oW, int k0, int k1, int k2, int s0, int s1, int s2, int p0, int p1, int p2, int d0,
