@@ -64,12 +64,13 @@ def source():
     out = ['#include "emu_shim.hpp"']
     for ns, ct in (("f32", "float"), ("f64", "double")):
         out.append(f"namespace {ns} {{ typedef {ct} T;")
-        out.append(_strip(CK._BLOCK))
+        out.append(_strip(CK._XENT_ROW))  # _BLOCK and the cross-entropy row helpers, once
         for src in (CK._ROW_NORM_FWD, CK._ROW_NORM_BWD, CK._ROW_NORM_WB, CK._COLSUM, CK._COLSUM1,
                     CK._ROW_NORM_WB1, CK._ACC_OUT, CK._XENT_FWD, CK._XENT_BWD, CK._XENT_MEAN,
                     CK._IM2COL, CK._COL2IM, CK._BN, CK._SOFTMAX, CK._MAXPOOL,
                     CK._ATTN, CL.POOL_SCATTER):
-            out.append(_strip(src).replace(_strip(CK._BLOCK), ""))
+            out.append(_strip(src).replace(_strip(CK._XENT_ROW), "")
+                       .replace(_strip(CK._BLOCK), ""))
         for ams, name in ((0, "fm_adam_multi"), (1, "fm_adam_multi_ams")):
             body = CK._ADAM.replace("AMS", "if (vm > vi) { vi = vm; } vm = vi;" if ams else "")
             out.append(_strip(CK._ADAM_MULTI).replace("NAME", name).replace("BODY", body))

@@ -7,7 +7,11 @@ broadcast cases they do not list. Deterministic: see conftest.py."""
 
 import numpy as np
 import pytest
-from _gradprops import (
+from hypothesis import given, settings, strategies as st
+from test_formulas_elementwise import BINARY, UNARY
+
+import fiamma
+from fiamma.autograd._gradprops import (
     F64,
     LAYOUTS,
     broadcast_shapes,
@@ -17,10 +21,6 @@ from _gradprops import (
     operands,
     shapes,
 )
-from hypothesis import given, settings, strategies as st
-from test_formulas_elementwise import BINARY, UNARY
-
-import fiamma
 
 FEW = settings(max_examples=6)
 SOME = settings(max_examples=10)

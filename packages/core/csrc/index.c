@@ -7,6 +7,7 @@
  * fast branch for the common case where the index values are constant along the inner
  * dimension (x[idx] over contiguous rows: one bounds check and a memcpy per row).
  */
+#include "dims.h"
 #include "dtypes.h"
 #include "api_index.h"
 
@@ -30,31 +31,9 @@ static int ix_iterate(int nops, int ndim, const int64_t *shape, char **base,
     /* byte strides, sized to the call: a fixed [IX_MAXOPS][FM_MAX_DIMS] table (34 KB of
        stack) made every small gather measurably slower */
     int64_t st[nops][ndim + 1];
-    int nd = 0;
-    for (int d = 0; d < ndim; d++) {
-        if (shape[d] < 0) return FM_ERR_ARG;
-        if (shape[d] == 0) return FM_OK;
-        if (shape[d] == 1) continue;
-        sh[nd] = shape[d];
-        for (int q = 0; q < nops; q++) st[q][nd] = strides[q][d] * isz[q];
-        nd++;
-    }
-    if (nd > 1) {
-        int out = 0;
-        for (int d = 1; d < nd; d++) {
-            int merge = 1;
-            for (int q = 0; q < nops; q++)
-                if (st[q][out] != st[q][d] * sh[d]) { merge = 0; break; }
-            if (merge) {
-                sh[out] *= sh[d];
-            } else {
-                out++;
-                sh[out] = sh[d];
-            }
-            for (int q = 0; q < nops; q++) st[q][out] = st[q][d];
-        }
-        nd = out + 1;
-    }
+    int nd = fm_collapse_dims(nops, ndim, shape, strides, isz, sh, &st[0][0], ndim + 1);
+    if (nd == -2) return FM_ERR_ARG;
+    if (nd == -1) return FM_OK;
     if (nd == 0) {
         sh[0] = 1;
         for (int q = 0; q < nops; q++) st[q][0] = 0;

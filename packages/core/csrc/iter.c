@@ -1,4 +1,5 @@
 /* The strided N-d iterator every elementwise kernel runs on. */
+#include "dims.h"
 #include "fiamma.h"
 
 int64_t fm_numel(int ndim, const int64_t *shape) {
@@ -18,33 +19,11 @@ int fm_iterate(int nops, int ndim, const int64_t *shape, char **base,
     if (ndim < 0 || ndim > FM_MAX_DIMS) return FM_ERR_NDIM;
     int64_t sh[FM_MAX_DIMS + 1];
     int64_t st[FM_MAX_OPERANDS][FM_MAX_DIMS + 1]; /* byte strides */
-    int nd = 0;
-    for (int d = 0; d < ndim; d++) {
-        if (shape[d] < 0) return FM_ERR_ARG;
-        if (shape[d] == 0) return FM_OK;
-        if (shape[d] == 1) continue;
-        sh[nd] = shape[d];
-        for (int k = 0; k < nops; k++) st[k][nd] = strides[k][d] * itemsizes[k];
-        nd++;
-    }
-    /* merge dimension d into d+1 when every operand steps through them as one */
-    if (nd > 1) {
-        int out = 0;
-        for (int d = 1; d < nd; d++) {
-            int merge = 1;
-            for (int k = 0; k < nops; k++)
-                if (st[k][out] != st[k][d] * sh[d]) { merge = 0; break; }
-            if (merge) {
-                sh[out] *= sh[d];
-                for (int k = 0; k < nops; k++) st[k][out] = st[k][d];
-            } else {
-                out++;
-                sh[out] = sh[d];
-                for (int k = 0; k < nops; k++) st[k][out] = st[k][d];
-            }
-        }
-        nd = out + 1;
-    }
+    /* size-1 dimensions dropped; d merged into d+1 when every operand steps through them as one */
+    int nd = fm_collapse_dims(nops, ndim, shape, strides, itemsizes, sh, &st[0][0],
+                              FM_MAX_DIMS + 1);
+    if (nd == -2) return FM_ERR_ARG;
+    if (nd == -1) return FM_OK;
     if (nd == 0) { /* a single element */
         sh[0] = 1;
         for (int k = 0; k < nops; k++) st[k][0] = itemsizes[k];

@@ -88,6 +88,13 @@ static inline double xent_exp_d(double v) { return exp(v); }
             for (int k = 0; k < v; k++) acc[k] += acc[k + v];                                  \
         return acc[0];                                                                         \
     }                                                                                          \
+    /* the summed class weights (c without weights) */                                      \
+    static inline T wtotal_##T(const T *w, int64_t c) {                                        \
+        T W = w ? (T)0 : (T)c;                                                                 \
+        if (w)                                                                                 \
+            for (int64_t j = 0; j < c; j++) W += w[j];                                         \
+        return W;                                                                              \
+    }                                                                                          \
     /* rows in blocks of XENT_BLOCK: max and sum first, then the logs in one vector loop */    \
     FM_CLONES static void fwd_rows_##T(int64_t r0, int64_t r1, int64_t c, const T *x,          \
                                        const int64_t *tg, const T *w, T W, int64_t ii, T s,    \
@@ -157,6 +164,18 @@ static int xent_threads(int64_t n, int64_t c) {
     return n * c >= XENT_PAR_MIN && n > 1 && !xent_forked ? omp_get_max_threads() : 1;
 }
 
+/* ROWS_T (fwd_rows_T or bwd_rows_T) over the n rows, a contiguous share to each of nth threads,
+   with the weights, their sum and the arguments both take, then the rest (__VA_ARGS__) */
+#define XENT_RUN(T, ROWS, ...)                                                                 \
+    do {                                                                                       \
+        const T *w = (const T *)weight;                                                        \
+        const T W = wtotal_##T(w, c);                                                          \
+        _Pragma("omp parallel for num_threads(nth) schedule(static) if (nth > 1)")             \
+        for (int p = 0; p < nth; p++)                                                          \
+            ROWS##_##T(n * p / nth, n * (p + 1) / nth, c, (const T *)x, tg, w, W,              \
+                       ignore_index, (T)smoothing, __VA_ARGS__);                               \
+    } while (0)
+
 int fm_xent_fwd(int dtype, int64_t n, int64_t c, intptr_t x, intptr_t target, intptr_t weight,
                 int64_t ignore_index, double smoothing, intptr_t loss, intptr_t wt) {
     if (dtype != FM_FLOAT32 && dtype != FM_FLOAT64) return FM_ERR_DTYPE;
@@ -164,25 +183,10 @@ int fm_xent_fwd(int dtype, int64_t n, int64_t c, intptr_t x, intptr_t target, in
     const int64_t *tg = (const int64_t *)target;
     if (xent_bad_target(n, c, tg, ignore_index) >= 0) return FM_ERR_INDEX;
     int nth = xent_threads(n, c);
-    if (dtype == FM_FLOAT32) {
-        const float *w = (const float *)weight;
-        float W = w ? 0.0f : (float)c;
-        if (w)
-            for (int64_t j = 0; j < c; j++) W += w[j];
-#pragma omp parallel for num_threads(nth) schedule(static) if (nth > 1)
-        for (int p = 0; p < nth; p++)
-            fwd_rows_float(n * p / nth, n * (p + 1) / nth, c, (const float *)x, tg, w, W,
-                           ignore_index, (float)smoothing, (float *)loss, (float *)wt);
-    } else {
-        const double *w = (const double *)weight;
-        double W = w ? 0.0 : (double)c;
-        if (w)
-            for (int64_t j = 0; j < c; j++) W += w[j];
-#pragma omp parallel for num_threads(nth) schedule(static) if (nth > 1)
-        for (int p = 0; p < nth; p++)
-            fwd_rows_double(n * p / nth, n * (p + 1) / nth, c, (const double *)x, tg, w, W,
-                            ignore_index, smoothing, (double *)loss, (double *)wt);
-    }
+    if (dtype == FM_FLOAT32)
+        XENT_RUN(float, fwd_rows, (float *)loss, (float *)wt);
+    else
+        XENT_RUN(double, fwd_rows, (double *)loss, (double *)wt);
     return FM_OK;
 }
 
@@ -194,26 +198,9 @@ int fm_xent_bwd(int dtype, int64_t n, int64_t c, intptr_t x, intptr_t target, in
     const int64_t *tg = (const int64_t *)target;
     if (xent_bad_target(n, c, tg, ignore_index) >= 0) return FM_ERR_INDEX;
     int nth = xent_threads(n, c);
-    if (dtype == FM_FLOAT32) {
-        const float *w = (const float *)weight;
-        float W = w ? 0.0f : (float)c;
-        if (w)
-            for (int64_t j = 0; j < c; j++) W += w[j];
-#pragma omp parallel for num_threads(nth) schedule(static) if (nth > 1)
-        for (int p = 0; p < nth; p++)
-            bwd_rows_float(n * p / nth, n * (p + 1) / nth, c, (const float *)x, tg, w, W,
-                           ignore_index, (float)smoothing, (const float *)g, gs, scale,
-                           (float *)gx);
-    } else {
-        const double *w = (const double *)weight;
-        double W = w ? 0.0 : (double)c;
-        if (w)
-            for (int64_t j = 0; j < c; j++) W += w[j];
-#pragma omp parallel for num_threads(nth) schedule(static) if (nth > 1)
-        for (int p = 0; p < nth; p++)
-            bwd_rows_double(n * p / nth, n * (p + 1) / nth, c, (const double *)x, tg, w, W,
-                            ignore_index, smoothing, (const double *)g, gs, scale,
-                            (double *)gx);
-    }
+    if (dtype == FM_FLOAT32)
+        XENT_RUN(float, bwd_rows, (const float *)g, gs, scale, (float *)gx);
+    else
+        XENT_RUN(double, bwd_rows, (const double *)g, gs, scale, (double *)gx);
     return FM_OK;
 }

@@ -6,10 +6,10 @@ Deterministic (conftest.py); small sizes, a few examples per op, to stay fast.""
 
 import numpy as np
 import pytest
-from _gradprops import F64, LAYOUTS, check_grad, make_operand, operands, shapes
 from hypothesis import given, settings, strategies as st
 
 import fiamma
+from fiamma.autograd._gradprops import F64, LAYOUTS, check_grad, make_operand, operands, shapes
 from fiamma.nn import functional as F
 
 pytestmark = pytest.mark.filterwarnings("ignore:reduction. 'mean' divides the total loss")

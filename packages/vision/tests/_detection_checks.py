@@ -1,10 +1,39 @@
 """What the detection models' torchvision-parity tests share (test_vision_detection*.py):
-the check of one training step against torchvision's.
+torchvision's weights copied in and both models run in eval mode, the check of one image's
+detections, and the check of one training step against torchvision's.
 
     from _detection_checks import assert_same_training_step
 """
 
 import numpy as np
+
+import fiamma
+
+
+def eval_with_same_weights(torch, tm, fm, imgs):
+    """``fm`` gets torchvision's ``tm``'s weights by key (both name the same entries in
+    order); both go to float64 and eval mode. Returns ``(tm, fm, torchvision's detections,
+    fiamma's)`` on the NumPy images ``imgs``."""
+    assert list(fm.state_dict()) == list(tm.state_dict())
+    fm.load_state_dict({k: fiamma.from_numpy(v.detach().numpy().copy())
+                        for k, v in tm.state_dict().items()})
+    fm, tm = fm.double(), tm.double()
+    tm.eval()
+    fm.eval()
+    with torch.no_grad():
+        to = tm([torch.from_numpy(i) for i in imgs])
+    with fiamma.no_grad():
+        fo = fm([fiamma.from_numpy(i) for i in imgs])
+    return tm, fm, to, fo
+
+
+def assert_same_detections(a, b):
+    """One image's detections, torchvision's ``a`` and fiamma's ``b``: as many boxes (some),
+    boxes equal to 1e-8, scores to 1e-10, labels exactly."""
+    assert len(b["boxes"]) == len(a["boxes"]) > 0
+    np.testing.assert_allclose(b["boxes"].numpy(), a["boxes"].numpy(), atol=1e-8)
+    np.testing.assert_allclose(b["scores"].numpy(), a["scores"].numpy(), atol=1e-10)
+    np.testing.assert_array_equal(b["labels"].numpy(), a["labels"].numpy())
 
 
 def assert_same_training_step(tl, fl, tm, fm, loss_rtol, grad_atol=1e-6):

@@ -6,7 +6,11 @@ import math
 
 import numpy as np
 import pytest
-from _detection_checks import assert_same_training_step
+from _detection_checks import (
+    assert_same_detections,
+    assert_same_training_step,
+    eval_with_same_weights,
+)
 
 import fiamma
 from fiamma import nn
@@ -210,28 +214,11 @@ def test_num_params_equal_meta(builder, n):
     assert count == n
 
 
-def _load_from_torch(fm, tm):
-    sd = {k: fiamma.from_numpy(v.detach().numpy().copy()) for k, v in tm.state_dict().items()}
-    fm.load_state_dict(sd)
-
-
 def _compare_with_torchvision(torch, tm, fm, imgs, boxes, labels):
-    assert list(fm.state_dict()) == list(tm.state_dict())
-    _load_from_torch(fm, tm)
-    fm = fm.double()
-    tm = tm.double()
     # eval: detections equal
-    tm.eval()
-    fm.eval()
-    with torch.no_grad():
-        to = tm([torch.from_numpy(i) for i in imgs])
-    with fiamma.no_grad():
-        fo = fm([fiamma.from_numpy(i) for i in imgs])
+    tm, fm, to, fo = eval_with_same_weights(torch, tm, fm, imgs)
     for a, b in zip(to, fo):
-        assert len(b["boxes"]) == len(a["boxes"]) > 0
-        np.testing.assert_allclose(b["boxes"].numpy(), a["boxes"].numpy(), atol=1e-8)
-        np.testing.assert_allclose(b["scores"].numpy(), a["scores"].numpy(), atol=1e-10)
-        np.testing.assert_array_equal(b["labels"].numpy(), a["labels"].numpy())
+        assert_same_detections(a, b)
     # training: losses and every gradient equal
     tm.train()
     fm.train()

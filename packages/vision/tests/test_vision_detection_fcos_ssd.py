@@ -6,7 +6,11 @@ import math
 
 import numpy as np
 import pytest
-from _detection_checks import assert_same_training_step
+from _detection_checks import (
+    assert_same_detections,
+    assert_same_training_step,
+    eval_with_same_weights,
+)
 
 import fiamma
 from fiamma import nn
@@ -91,21 +95,9 @@ def test_fcos_builder_meta_and_weights():
 # ---------------------------------------------------------------- parity with torchvision
 
 def _compare(torch, tm, fm, imgs, targets, grad_rtol=1e-6):
-    assert list(fm.state_dict()) == list(tm.state_dict())
-    fm.load_state_dict({k: fiamma.from_numpy(v.detach().numpy().copy())
-                        for k, v in tm.state_dict().items()})
-    fm, tm = fm.double(), tm.double()
-    tm.eval()
-    fm.eval()
-    with torch.no_grad():
-        to = tm([torch.from_numpy(i) for i in imgs])
-    with fiamma.no_grad():
-        fo = fm([fiamma.from_numpy(i) for i in imgs])
+    tm, fm, to, fo = eval_with_same_weights(torch, tm, fm, imgs)
     for a, b in zip(to, fo):
-        assert len(b["boxes"]) == len(a["boxes"]) > 0
-        np.testing.assert_allclose(b["boxes"].numpy(), a["boxes"].numpy(), atol=1e-8)
-        np.testing.assert_allclose(b["scores"].numpy(), a["scores"].numpy(), atol=1e-10)
-        np.testing.assert_array_equal(b["labels"].numpy(), a["labels"].numpy())
+        assert_same_detections(a, b)
     tm.train()
     fm.train()
     tl = tm([torch.from_numpy(i) for i in imgs],

@@ -7,7 +7,11 @@ from collections import OrderedDict
 
 import numpy as np
 import pytest
-from _detection_checks import assert_same_training_step
+from _detection_checks import (
+    assert_same_detections,
+    assert_same_training_step,
+    eval_with_same_weights,
+)
 
 import fiamma
 from fiamma import nn
@@ -258,22 +262,10 @@ def _to_torch(torch, t):
 def _compare(torch, tm, fm, imgs, targets, extra):
     """Same weights (copied by key from torchvision's random init), float64: eval detections
     (and the ``extra`` outputs) equal; training losses and every gradient equal."""
-    assert list(fm.state_dict()) == list(tm.state_dict())
-    fm.load_state_dict({k: fiamma.from_numpy(v.detach().numpy().copy())
-                        for k, v in tm.state_dict().items()})
-    fm, tm = fm.double(), tm.double()
-    tm.eval()
-    fm.eval()
-    with torch.no_grad():
-        to = tm([torch.from_numpy(i) for i in imgs])
-    with fiamma.no_grad():
-        fo = fm([fiamma.from_numpy(i) for i in imgs])
+    tm, fm, to, fo = eval_with_same_weights(torch, tm, fm, imgs)
     for a, b in zip(to, fo):
         assert set(a) == set(b)
-        assert len(b["boxes"]) == len(a["boxes"]) > 0
-        np.testing.assert_allclose(b["boxes"].numpy(), a["boxes"].numpy(), atol=1e-8)
-        np.testing.assert_allclose(b["scores"].numpy(), a["scores"].numpy(), atol=1e-10)
-        np.testing.assert_array_equal(b["labels"].numpy(), a["labels"].numpy())
+        assert_same_detections(a, b)
         for k, tol in extra.items():
             # torchvision decodes keypoints in float32 whatever the model's dtype
             np.testing.assert_allclose(b[k].numpy(), a[k].numpy().astype(np.float64),

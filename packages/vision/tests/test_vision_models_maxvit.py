@@ -4,6 +4,7 @@ gradients of a small model, local checkpoints, and (marked ``parity``) torchvisi
 of maxvit_t with its weights loaded by key, train-mode loss and every gradient (float64)."""
 import numpy as np
 import pytest
+from _torch_parity import assert_eval_matches, assert_train_grads_match, load_from_torch
 
 import fiamma
 from fiamma.vision import models
@@ -108,16 +109,9 @@ def test_maxvit_t_eval_matches_torchvision():
     tvm = pytest.importorskip("torchvision.models")
     torch.manual_seed(0)
     tm = tvm.maxvit_t().eval()
-    fm = models.maxvit_t().eval()
-    assert list(fm.state_dict()) == list(tm.state_dict())
-    fm.load_state_dict({k: fiamma.from_numpy(v.numpy().copy())
-                        for k, v in tm.state_dict().items()})
+    fm = load_from_torch(models.maxvit_t(), tm, strict_keys=True)
     x = np.random.RandomState(0).rand(1, 3, 224, 224).astype(np.float32)
-    with torch.no_grad():
-        want = tm(torch.from_numpy(x)).numpy()
-    with fiamma.no_grad():
-        got = fm(fiamma.from_numpy(x)).numpy()
-    np.testing.assert_allclose(got, want, atol=1e-4)
+    assert_eval_matches(fm, tm, x)
 
 
 @pytest.mark.parity
@@ -127,23 +121,10 @@ def test_small_maxvit_train_gradients_match_torchvision():
     torch.manual_seed(0)
     cfg = dict(SMALL, stochastic_depth_prob=0.0)
     tm = tvx.MaxVit(**cfg).double().train()
-    fm = M.MaxVit(**cfg)
-    fm.load_state_dict({k: fiamma.from_numpy(v.numpy().copy())
-                        for k, v in tm.state_dict().items()})
-    fm = fm.double().train()
+    fm = load_from_torch(M.MaxVit(**cfg), tm).double().train()
     x = np.random.RandomState(1).rand(3, 3, 32, 32)
     y = np.array([1, 4, 0])
-    tl = torch.nn.functional.cross_entropy(tm(torch.from_numpy(x)), torch.from_numpy(y))
-    fl = fiamma.nn.functional.cross_entropy(fm(fiamma.from_numpy(x)), fiamma.from_numpy(y))
-    np.testing.assert_allclose(fl.item(), tl.item(), rtol=1e-12)
-    tl.backward()
-    fl.backward()
-    fg = dict(fm.named_parameters())
-    # relative to the largest gradient: some are zero up to rounding (biases before a norm)
-    scale = max(np.abs(p.grad.numpy()).max() for p in tm.parameters())
-    for n, p in tm.named_parameters():
-        np.testing.assert_allclose(fg[n].grad.numpy(), p.grad.numpy(), atol=1e-11 * scale,
-                                   err_msg=n)
+    assert_train_grads_match(fm, tm, x, y)
 
 
 @pytest.mark.parity

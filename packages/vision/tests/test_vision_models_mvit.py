@@ -5,6 +5,7 @@ float64 training losses and gradients (odd grids: interpolated relative position
 mvit_v2_s eval logits with its weights loaded by key."""
 import numpy as np
 import pytest
+from _torch_parity import assert_eval_matches, assert_train_grads_match, load_from_torch
 
 import fiamma
 from fiamma.vision import models
@@ -94,22 +95,10 @@ def test_small_models_train_gradients_match_torchvision(version):
     torch.manual_seed(0)
     tm = tvm.MViT(block_setting=_setting(tvm.MSBlockConfig), **SIZE, **opts).double().train()
     fm = M.MViT(block_setting=_setting(M.MSBlockConfig), **SIZE, **opts)
-    assert list(fm.state_dict()) == list(tm.state_dict())
-    fm.load_state_dict({k: fiamma.from_numpy(v.numpy().copy())
-                        for k, v in tm.state_dict().items()})
-    fm = fm.double().train()
+    fm = load_from_torch(fm, tm, strict_keys=True).double().train()
     x = np.random.RandomState(1).rand(2, 3, 4, 36, 44)
     y = np.array([1, 4])
-    tl = torch.nn.functional.cross_entropy(tm(torch.from_numpy(x)), torch.from_numpy(y))
-    fl = fiamma.nn.functional.cross_entropy(fm(fiamma.from_numpy(x)), fiamma.from_numpy(y))
-    np.testing.assert_allclose(fl.item(), tl.item(), rtol=1e-12)
-    tl.backward()
-    fl.backward()
-    scale = max(np.abs(p.grad.numpy()).max() for p in tm.parameters())
-    fg = dict(fm.named_parameters())
-    for n, p in tm.named_parameters():
-        np.testing.assert_allclose(fg[n].grad.numpy(), p.grad.numpy(), atol=1e-11 * scale,
-                                   err_msg=n)
+    assert_train_grads_match(fm, tm, x, y)
 
 
 @pytest.mark.parity
@@ -119,16 +108,9 @@ def test_mvit_v2_s_eval_matches_torchvision():
     tvv = pytest.importorskip("torchvision.models.video")
     torch.manual_seed(0)
     tm = tvv.mvit_v2_s().eval()
-    fm = video.mvit_v2_s().eval()
-    assert list(fm.state_dict()) == list(tm.state_dict())
-    fm.load_state_dict({k: fiamma.from_numpy(v.numpy().copy())
-                        for k, v in tm.state_dict().items()})
+    fm = load_from_torch(video.mvit_v2_s(), tm, strict_keys=True)
     x = np.random.RandomState(0).rand(1, 3, 16, 224, 224).astype(np.float32)
-    with torch.no_grad():
-        want = tm(torch.from_numpy(x)).numpy()
-    with fiamma.no_grad():
-        got = fm(fiamma.from_numpy(x)).numpy()
-    np.testing.assert_allclose(got, want, atol=1e-4)
+    assert_eval_matches(fm, tm, x)
 
 
 @pytest.mark.parity

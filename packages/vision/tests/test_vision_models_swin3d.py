@@ -5,6 +5,7 @@ torchvision: swin3d_t eval logits with its weights loaded by key (window shrinki
 shifted windows), a small model's float64 training loss and gradients, weights meta."""
 import numpy as np
 import pytest
+from _torch_parity import assert_eval_matches, assert_train_grads_match, load_from_torch
 
 import fiamma
 from fiamma.vision import models
@@ -105,17 +106,10 @@ def test_swin3d_t_eval_matches_torchvision():
     tvv = pytest.importorskip("torchvision.models.video")
     torch.manual_seed(0)
     tm = tvv.swin3d_t().eval()
-    fm = video.swin3d_t().eval()
-    assert list(fm.state_dict()) == list(tm.state_dict())
-    fm.load_state_dict({k: fiamma.from_numpy(v.numpy().copy())
-                        for k, v in tm.state_dict().items()})
+    fm = load_from_torch(video.swin3d_t(), tm, strict_keys=True)
     # 5 frames: the time window shrinks to the 3 patches; 60x76: padded, shifted 7x7 windows
     x = np.random.RandomState(0).rand(1, 3, 5, 60, 76).astype(np.float32)
-    with torch.no_grad():
-        want = tm(torch.from_numpy(x)).numpy()
-    with fiamma.no_grad():
-        got = fm(fiamma.from_numpy(x)).numpy()
-    np.testing.assert_allclose(got, want, atol=1e-4)
+    assert_eval_matches(fm, tm, x)
 
 
 @pytest.mark.parity
@@ -124,22 +118,10 @@ def test_small_model_train_gradients_match_torchvision():
     tvs = pytest.importorskip("torchvision.models.video.swin_transformer")
     torch.manual_seed(0)
     tm = tvs.SwinTransformer3d(**SMALL).double().train()
-    fm = S.SwinTransformer3d(**SMALL)
-    fm.load_state_dict({k: fiamma.from_numpy(v.numpy().copy())
-                        for k, v in tm.state_dict().items()})
-    fm = fm.double().train()
+    fm = load_from_torch(S.SwinTransformer3d(**SMALL), tm).double().train()
     x = np.random.RandomState(1).rand(2, 3, 5, 30, 38)
     y = np.array([1, 4])
-    tl = torch.nn.functional.cross_entropy(tm(torch.from_numpy(x)), torch.from_numpy(y))
-    fl = fiamma.nn.functional.cross_entropy(fm(fiamma.from_numpy(x)), fiamma.from_numpy(y))
-    np.testing.assert_allclose(fl.item(), tl.item(), rtol=1e-12)
-    tl.backward()
-    fl.backward()
-    scale = max(np.abs(p.grad.numpy()).max() for p in tm.parameters())
-    fg = dict(fm.named_parameters())
-    for n, p in tm.named_parameters():
-        np.testing.assert_allclose(fg[n].grad.numpy(), p.grad.numpy(), atol=1e-11 * scale,
-                                   err_msg=n)
+    assert_train_grads_match(fm, tm, x, y)
 
 
 @pytest.mark.parity

@@ -4,6 +4,7 @@ against the weights' meta, shapes and gradients on small clips, local checkpoint
 logits with its weights loaded by key, train-mode losses and gradients, weights meta."""
 import numpy as np
 import pytest
+from _torch_parity import assert_eval_matches, assert_train_grads_match, load_from_torch
 
 import fiamma
 from fiamma.vision import models
@@ -121,10 +122,7 @@ def _torch_pair(name, **kw):
     tv = pytest.importorskip("torchvision.models.video")
     torch.manual_seed(0)
     tm = getattr(tv, name)(**kw)
-    fm = getattr(video, name)(**kw)
-    assert list(fm.state_dict()) == list(tm.state_dict())
-    fm.load_state_dict({k: fiamma.from_numpy(v.numpy().copy())
-                        for k, v in tm.state_dict().items()})
+    fm = load_from_torch(getattr(video, name)(**kw), tm, strict_keys=True)
     return torch, tm, fm
 
 
@@ -142,11 +140,7 @@ def test_resnet_eval_matches_torchvision(name):
     tm.load_state_dict(sd)
     fm.load_state_dict({k: fiamma.from_numpy(v.numpy().copy()) for k, v in sd.items()})
     x = np.random.RandomState(0).rand(2, 3, 4, 24, 24).astype(np.float32)
-    with torch.no_grad():
-        want = tm.eval()(torch.from_numpy(x)).numpy()
-    with fiamma.no_grad():
-        got = fm.eval()(fiamma.from_numpy(x)).numpy()
-    np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-4)
+    assert_eval_matches(fm, tm, x, atol=1e-5, rtol=1e-4)
 
 
 @pytest.mark.parity
@@ -156,17 +150,7 @@ def test_r2plus1d_train_gradients_match_torchvision():
     # layer4 sees 2x1x2x2 values per channel: batch norm is well conditioned
     x = np.random.RandomState(2).rand(2, 3, 2, 24, 24)
     y = np.array([1, 4])
-    tl = torch.nn.functional.cross_entropy(tm(torch.from_numpy(x)), torch.from_numpy(y))
-    fl = fiamma.nn.functional.cross_entropy(fm(fiamma.from_numpy(x)), fiamma.from_numpy(y))
-    np.testing.assert_allclose(fl.item(), tl.item(), rtol=1e-12)
-    tl.backward()
-    fl.backward()
-    fg = dict(fm.named_parameters())
-    # relative to the largest gradient: some are zero up to rounding (biases before a norm)
-    scale = max(np.abs(p.grad.numpy()).max() for p in tm.parameters())
-    for n, p in tm.named_parameters():
-        np.testing.assert_allclose(fg[n].grad.numpy(), p.grad.numpy(), atol=1e-11 * scale,
-                                   err_msg=n)
+    assert_train_grads_match(fm, tm, x, y)
     fb = fm.state_dict()
     for k, v in tm.state_dict().items():
         if "running" in k:
@@ -182,11 +166,7 @@ def test_s3d_matches_torchvision():
     want = tm.train()(torch.from_numpy(x)).detach().numpy()
     got = fm.train()(fiamma.from_numpy(x)).detach().numpy()
     np.testing.assert_allclose(got, want, atol=1e-4)
-    with torch.no_grad():
-        want = tm.eval()(torch.from_numpy(x)).numpy()
-    with fiamma.no_grad():
-        got = fm.eval()(fiamma.from_numpy(x)).numpy()
-    np.testing.assert_allclose(got, want, atol=1e-4)
+    assert_eval_matches(fm, tm, x)
 
 
 @pytest.mark.parity

@@ -463,40 +463,7 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
             off += b.size
 
     if async_op:
-        return _ThenWork(w, unpack, outs)
+        return _N._ThenWork(w, unpack, outs)  # its wait() then unpacks
     w.wait()
     unpack()
     return None
-
-
-class _ThenWork:
-    """A Work whose ``wait()`` also runs a finishing step (copies out of a staging buffer)."""
-
-    def __init__(self, work, then, result):
-        self._work, self._then, self._result, self._finished = work, then, result, False
-
-    def wait(self, timeout=None):
-        self._work.wait(timeout)
-        if not self._finished:
-            self._then()
-            self._finished = True
-        return True
-
-    def get_future(self):
-        """A ``fiamma.futures.Future`` completed with ``result()`` when the operation
-        completes (PyTorch's ``Work.get_future()``)."""
-        from fiamma.futures import Future
-        return Future._of_work(self)
-
-    def is_completed(self):
-        return self._work.is_completed()
-
-    def is_success(self):
-        return self._work.is_success()
-
-    def exception(self):
-        return self._work.exception()
-
-    def result(self):
-        self.wait()
-        return self._result

@@ -233,8 +233,9 @@ def p2p(g, tensor, peer, send, what):
                   collective=False)
 
 
-class _Then:
-    """A work handle that runs a finishing step (on the current stream) after the wait."""
+class _ThenWork:
+    """A Work whose ``wait()`` also runs a finishing step (copies out of a staging buffer);
+    the MPI collectives (_collectives) use it too."""
 
     def __init__(self, work, then, result):
         self._work, self._then, self._result, self._finished = work, then, result, False
@@ -244,11 +245,6 @@ class _Then:
         if not self._finished:
             self._then()
             self._finished = True
-        return True
-
-    def synchronize(self, timeout=None):
-        self.wait(timeout)
-        self._work.synchronize(timeout)
         return True
 
     def get_future(self):
@@ -269,6 +265,16 @@ class _Then:
     def result(self):
         self.wait()
         return self._result
+
+
+class _Then(_ThenWork):
+    """A work handle that runs a finishing step (on the current stream) after the wait, and
+    whose ``synchronize()`` also waits for the NCCL stream."""
+
+    def synchronize(self, timeout=None):
+        self.wait(timeout)
+        self._work.synchronize(timeout)
+        return True
 
 
 def _then(work, then, result, async_op):

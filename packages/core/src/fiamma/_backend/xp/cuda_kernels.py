@@ -328,25 +328,38 @@ extern "C" __global__ void fm_acc_out(const double* __restrict__ acc, T* __restr
 }
 """
 
+# the start of fm_xent_fwd and fm_xent_bwd (one block per row of the contiguous (n, c) x): the
+# row's target (0 where it is ignore; an out-of-range one sets *err and reads 0) and the row's
+# max (0 when not finite, so that exp(v - m) stays finite)
+_XENT_ROW = _BLOCK + r"""
+__device__ __forceinline__ long long fm_xent_target(long long t, long long c, long long ignore,
+        int* err) {
+    if (t == ignore) return 0;
+    if (t < 0 || t >= c) {
+        if (threadIdx.x == 0) atomicExch(err, 1);
+        return 0;
+    }
+    return t;
+}
+__device__ __forceinline__ double fm_xent_row_max(const T* xr, long long c, double* sh) {
+    double m = FM_NEG_INF;
+    for (long long j = threadIdx.x; j < c; j += blockDim.x) m = fmax(m, (double)xr[j]);
+    m = fm_block_max(m, sh);
+    return isfinite(m) ? m : 0.0;
+}
+"""
+
 # cross entropy, forward: one block per row of the contiguous (n, c) x
-_XENT_FWD = _BLOCK + r"""
+_XENT_FWD = _XENT_ROW + r"""
 extern "C" __global__ void fm_xent_fwd(const T* __restrict__ x, const long long* __restrict__ tg,
         const T* __restrict__ w, long long c, long long ignore, double s,
         T* __restrict__ loss, T* __restrict__ wt, int* __restrict__ err) {
     __shared__ double sh[33];
     const long long r = blockIdx.x;
     const T* xr = x + r * c;
-    long long t = tg[r];
-    const bool kept = t != ignore;
-    if (kept && (t < 0 || t >= c)) {
-        if (threadIdx.x == 0) atomicExch(err, 1);
-        t = 0;
-    }
-    if (!kept) t = 0;
-    double m = FM_NEG_INF;
-    for (long long j = threadIdx.x; j < c; j += blockDim.x) m = fmax(m, (double)xr[j]);
-    m = fm_block_max(m, sh);
-    if (!isfinite(m)) m = 0.0;
+    const bool kept = tg[r] != ignore;
+    const long long t = fm_xent_target(tg[r], c, ignore, err);
+    const double m = fm_xent_row_max(xr, c, sh);
     double se = 0.0, vs = 0.0, ws = 0.0;
     for (long long j = threadIdx.x; j < c; j += blockDim.x) {
         const double v = (double)xr[j];
@@ -373,7 +386,7 @@ extern "C" __global__ void fm_xent_fwd(const T* __restrict__ x, const long long*
 """
 
 # cross entropy, gradient: one block per row
-_XENT_BWD = _BLOCK + r"""
+_XENT_BWD = _XENT_ROW + r"""
 extern "C" __global__ void fm_xent_bwd(const T* __restrict__ x, const long long* __restrict__ tg,
         const T* __restrict__ w, long long c, long long ignore, double s,
         const T* __restrict__ g, long long gs, double scale, T* __restrict__ gx,
@@ -381,17 +394,9 @@ extern "C" __global__ void fm_xent_bwd(const T* __restrict__ x, const long long*
     __shared__ double sh[33];
     const long long r = blockIdx.x;
     const T* xr = x + r * c;
-    long long t = tg[r];
-    const bool kept = t != ignore;
-    if (kept && (t < 0 || t >= c)) {
-        if (threadIdx.x == 0) atomicExch(err, 1);
-        t = 0;
-    }
-    if (!kept) t = 0;
-    double m = FM_NEG_INF;
-    for (long long j = threadIdx.x; j < c; j += blockDim.x) m = fmax(m, (double)xr[j]);
-    m = fm_block_max(m, sh);
-    if (!isfinite(m)) m = 0.0;
+    const bool kept = tg[r] != ignore;
+    const long long t = fm_xent_target(tg[r], c, ignore, err);
+    const double m = fm_xent_row_max(xr, c, sh);
     double se = 0.0, ws = 0.0;
     for (long long j = threadIdx.x; j < c; j += blockDim.x) {
         se += exp((double)xr[j] - m);
@@ -739,8 +744,9 @@ extern "C" __global__ void fm_cmp_s_f64(const double* x, double s, unsigned char
 }
 """
 
-_MAXPOOL = r"""
-#define FM_NEG_INF_T ((T)(-__longlong_as_double(0x7ff0000000000000ULL)))
+# a max-pool window's first in-range input position along one dimension (output o, stride s,
+# padding p, dilation d, input size m): fm_maxpool's and cuda_lowp's fm_maxpool_lp's first index
+_POOL_START = r"""
 __device__ __forceinline__ long long fm_pool_start(long long o, int s, int p, int d, int m) {
     long long b = o * s - p;
     long long j0 = b < 0 ? (-b + d - 1) / d : 0;
@@ -748,6 +754,11 @@ __device__ __forceinline__ long long fm_pool_start(long long o, int s, int p, in
     long long hi = m - 1 > 0 ? m - 1 : 0;
     return st < 0 ? 0 : (st > hi ? hi : st);
 }
+"""
+
+_MAXPOOL = r"""
+#define FM_NEG_INF_T ((T)(-__longlong_as_double(0x7ff0000000000000ULL)))
+""" + _POOL_START + r"""
 extern "C" __global__ void fm_maxpool(const T* __restrict__ x, T* __restrict__ out,
         long long* __restrict__ idx, long long total, int D, int H, int W, int oD, int oH,
         int oW, int k0, int k1, int k2, int s0, int s1, int s2, int p0, int p1, int p2, int d0,
@@ -1103,6 +1114,13 @@ def _contig(shape):
     return r
 
 
+def _picker(rest):
+    """pick(ts): the entries of the per-parameter list ts (or None) at the indices rest."""
+    def pick(ts):
+        return None if ts is None else [ts[i] for i in rest]
+    return pick
+
+
 def _float_ct(*ts):
     """The CUDA type of the tensors' one dtype (float32/float64), else None."""
     dt = ts[0]._dtype
@@ -1238,38 +1256,45 @@ class CudaKernelsMixin:
         outs = "T p, T m, T v" + (", T vm" if ams else "")
         mode = 0 if weight_decay == 0 else (2 if flags & K.OPT_DECOUPLED else 1)
         maximize = np.int32(1 if flags & K.OPT_MAXIMIZE else 0)
-        done = set()
 
-        def go():
+        def launch(i, p):
             k = self._ew_kernel(key, "T g, T w1, T b2, T w2, T eps, T wd, T ss, T bc2s, T dec, "
                                 "int32 maximize, int32 mode", outs, body)
-            for i, p in enumerate(params):
-                if not p._numel or i in done:
-                    continue
-                pv = self.raw(p)
-                t = pv.dtype.type
-                st = steps[i]
-                args = [self.raw(grads[i]), t(1.0 - beta1), t(beta2), t(1.0 - beta2), t(eps),
-                        t(weight_decay), t(-(lr / (1.0 - beta1 ** st))),
-                        t(math.sqrt(1.0 - beta2 ** st)), t(1.0 - lr * weight_decay),
-                        maximize, np.int32(mode), pv, self.raw(exp_avgs[i]),
-                        self.raw(exp_avg_sqs[i])]
-                if ams:
-                    args.append(self.raw(max_sqs[i]))
-                k(*args)
-                done.add(i)
+            pv = self.raw(p)
+            t = pv.dtype.type
+            st = steps[i]
+            args = [self.raw(grads[i]), t(1.0 - beta1), t(beta2), t(1.0 - beta2), t(eps),
+                    t(weight_decay), t(-(lr / (1.0 - beta1 ** st))),
+                    t(math.sqrt(1.0 - beta2 ** st)), t(1.0 - lr * weight_decay),
+                    maximize, np.int32(mode), pv, self.raw(exp_avgs[i]),
+                    self.raw(exp_avg_sqs[i])]
+            if ams:
+                args.append(self.raw(max_sqs[i]))
+            k(*args)
 
-        if self._served("adam", go):
+        rest = self._served_each("adam", params, launch)
+        if rest is None:
             return 0
-        # the generic code updates the parameters the kernel did not reach
-        rest = [i for i in range(len(params)) if i not in done]
-
-        def pick(ts):
-            return None if ts is None else [ts[i] for i in rest]
-
+        pick = _picker(rest)
         return super().adam_step(pick(params), pick(grads), pick(exp_avgs), pick(exp_avg_sqs),
                                  pick(max_sqs), pick(steps), lr, beta1, beta2, eps,
                                  weight_decay, flags)
+
+    def _served_each(self, name, params, launch):
+        """launch(i, p) for each non-empty parameter p (one fast path, name): None when it
+        served them all, else the indices of those it did not reach (a launch raised: the
+        generic code updates those)."""
+        done = set()
+
+        def go():
+            for i, p in enumerate(params):
+                if p._numel and i not in done:
+                    launch(i, p)
+                    done.add(i)
+
+        if self._served(name, go):
+            return None
+        return [i for i in range(len(params)) if i not in done]
 
     def _addr(self, a):
         """The device address of array a's first element."""
@@ -1285,33 +1310,14 @@ class CudaKernelsMixin:
                     beta2, eps, weight_decay, flags, body):
         """Every contiguous parameter of one float dtype and one step count in one launch
         (the per-tensor launches cost ~30 us of host time each); False: not taken."""
-        live = [i for i, p in enumerate(params) if p._numel]
-        if len(live) < 2 or "adam_multi" in self.fast_path_errors:
-            return False
         ams = bool(flags & K.OPT_AMSGRAD)
-        st = steps[live[0]]
-        ct = _float_ct(params[live[0]])
-        if ct is None:
+        taken = self._multi_params("adam_multi", params, lambda i: (
+            params[i], grads[i], exp_avgs[i], exp_avg_sqs[i]) + ((max_sqs[i],) if ams else ()))
+        if taken is None:
             return False
-        dt = params[live[0]]._dtype
-        for i in live:
-            ts = (params[i], grads[i], exp_avgs[i], exp_avg_sqs[i]) + \
-                ((max_sqs[i],) if ams else ())
-            if steps[i] != st or any(t._dtype is not dt or not t._contig for t in ts):
-                return False
-        rows = np.zeros((len(live), 7), np.int64)
-        first = 0
-        for j, i in enumerate(live):
-            n = params[i]._numel
-            rows[j, 0] = params[i]._ptr
-            rows[j, 1] = grads[i]._ptr
-            rows[j, 2] = exp_avgs[i]._ptr
-            rows[j, 3] = exp_avg_sqs[i]._ptr
-            rows[j, 4] = max_sqs[i]._ptr if ams else 0
-            rows[j, 5] = n
-            rows[j, 6] = first
-            first += (n + _ADAM_CHUNK - 1) // _ADAM_CHUNK
-        if first >= 1 << 31:
+        live, ct = taken
+        st = steps[live[0]]
+        if any(steps[i] != st for i in live):
             return False
         t = np.float32 if ct == "float" else np.float64
         mode = 0 if weight_decay == 0 else (2 if flags & K.OPT_DECOUPLED else 1)
@@ -1320,14 +1326,47 @@ class CudaKernelsMixin:
                 t(1.0 - lr * weight_decay), np.int32(1 if flags & K.OPT_MAXIMIZE else 0),
                 np.int32(mode))
         name = "fm_adam_multi_ams" if ams else "fm_adam_multi"
+        return self._multi_launch("adam_multi", name, body, ct, [
+            (params[i]._ptr, grads[i]._ptr, exp_avgs[i]._ptr, exp_avg_sqs[i]._ptr,
+             max_sqs[i]._ptr if ams else 0, params[i]._numel) for i in live], args)
+
+    def _multi_params(self, key, params, operands):
+        """(live, ct) for one multi-tensor launch (fast path key): the indices of the non-empty
+        parameters and their C type, when there are two or more and operands(i) (the tensors
+        step i reads and writes, the parameter first) are all contiguous and of one float
+        dtype; None: not taken."""
+        live = [i for i, p in enumerate(params) if p._numel]
+        if len(live) < 2 or key in self.fast_path_errors:
+            return None
+        ct = _float_ct(params[live[0]])
+        if ct is None:
+            return None
+        dt = params[live[0]]._dtype
+        for i in live:
+            if any(t._dtype is not dt or not t._contig for t in operands(i)):
+                return None
+        return live, ct
+
+    def _multi_launch(self, key, name, body, ct, entries, args):
+        """One launch of _ADAM_MULTI as kernel name with BODY body over its argument table: a
+        row per entry (five addresses and the element count) plus the entry's first chunk;
+        False when the chunks pass int32 or the launch failed."""
+        rows = np.zeros((len(entries), 7), np.int64)
+        first = 0
+        for j, e in enumerate(entries):
+            rows[j, :6] = e
+            rows[j, 6] = first
+            first += (e[5] + _ADAM_CHUNK - 1) // _ADAM_CHUNK
+        if first >= 1 << 31:
+            return False
         src = _ADAM_MULTI.replace("NAME", name).replace("BODY", body)
 
         def go():
             tab = self._upload_table(rows.reshape(-1))
-            k = self._raw_kernel("adam_multi", src, name, ct)
-            k((first,), (256,), (tab, np.int32(len(live))) + args)
+            k = self._raw_kernel(key, src, name, ct)
+            k((first,), (256,), (tab, np.int32(len(entries))) + args)
 
-        return self._served("adam_multi", go)
+        return self._served(key, go)
 
     def sgd_step(self, params, grads, bufs, lr, momentum, dampening, weight_decay, flags):
         rc = self._opt_check(params, grads)
@@ -1354,29 +1393,20 @@ class CudaKernelsMixin:
               np.int32(1 if flags & K.OPT_FIRST else 0),
               np.int32(1 if flags & K.OPT_NESTEROV else 0)]
 
-        done = set()
-
-        def go():
+        def launch(i, p):
             k = self._ew_kernel(key, ins, outs, body)
-            for i, p in enumerate(params):
-                if not p._numel or i in done:
-                    continue
-                pv = self.raw(p)
-                t = pv.dtype.type
-                args = [self.raw(grads[i]), t(weight_decay), t(momentum), t(1.0 - dampening),
-                        t(-lr)] + fl + [pv]
-                if mom:
-                    args.append(self.raw(bufs[i]))
-                k(*args)
-                done.add(i)
+            pv = self.raw(p)
+            t = pv.dtype.type
+            args = [self.raw(grads[i]), t(weight_decay), t(momentum), t(1.0 - dampening),
+                    t(-lr)] + fl + [pv]
+            if mom:
+                args.append(self.raw(bufs[i]))
+            k(*args)
 
-        if self._served("sgd", go):
+        rest = self._served_each("sgd", params, launch)
+        if rest is None:
             return 0
-        rest = [i for i in range(len(params)) if i not in done]
-
-        def pick(ts):
-            return None if ts is None else [ts[i] for i in rest]
-
+        pick = _picker(rest)
         return super().sgd_step(pick(params), pick(grads), pick(bufs), lr, momentum, dampening,
                                 weight_decay, flags)
 
@@ -1384,45 +1414,20 @@ class CudaKernelsMixin:
         """Every contiguous parameter of one float dtype in one launch (fm_sgd_multi: a table
         of addresses, as _adam_multi), not one ElementwiseKernel call and array views per
         parameter; False: not taken (the per-parameter kernels serve)."""
-        live = [i for i, p in enumerate(params) if p._numel]
-        if len(live) < 2 or "sgd_multi" in self.fast_path_errors:
+        taken = self._multi_params("sgd_multi", params, lambda i: (
+            params[i], grads[i]) + ((bufs[i],) if bufs is not None else ()))
+        if taken is None:
             return False
-        ct = _float_ct(params[live[0]])
-        if ct is None:
-            return False
-        dt = params[live[0]]._dtype
-        for i in live:
-            ts = (params[i], grads[i]) + ((bufs[i],) if bufs is not None else ())
-            for t in ts:
-                if t._dtype is not dt or not t._contig:
-                    return False
-        rows = np.zeros((len(live), 7), np.int64)
-        first = 0
-        for j, i in enumerate(live):
-            n = params[i]._numel
-            pp = params[i]._ptr
-            rows[j, 0] = pp
-            rows[j, 1] = grads[i]._ptr
-            rows[j, 2] = bufs[i]._ptr if bufs is not None else pp  # (never read without one)
-            rows[j, 3] = pp
-            rows[j, 5] = n
-            rows[j, 6] = first
-            first += (n + _ADAM_CHUNK - 1) // _ADAM_CHUNK
-        if first >= 1 << 31:
-            return False
+        live, ct = taken
         t = np.float32 if ct == "float" else np.float64
         mode = ((1 if weight_decay != 0 else 0) | (2 if flags & K.OPT_FIRST else 0) |
                 (4 if flags & K.OPT_NESTEROV else 0) | (8 if bufs is not None else 0))
         args = (t(momentum), t(1.0 - dampening), t(-lr), t(0), t(weight_decay), t(0), t(0), t(0),
                 np.int32(1 if flags & K.OPT_MAXIMIZE else 0), np.int32(mode))
-        src = _ADAM_MULTI.replace("NAME", "fm_sgd_multi").replace("BODY", _SGD_MULTI_BODY)
-
-        def go():
-            tab = self._upload_table(rows.reshape(-1))
-            k = self._raw_kernel("sgd_multi", src, "fm_sgd_multi", ct)
-            k((first,), (256,), (tab, np.int32(len(live))) + args)
-
-        return self._served("sgd_multi", go)
+        # the buffer's address is the parameter's without momentum (never read then)
+        return self._multi_launch("sgd_multi", "fm_sgd_multi", _SGD_MULTI_BODY, ct, [
+            (params[i]._ptr, grads[i]._ptr, bufs[i]._ptr if bufs is not None else params[i]._ptr,
+             params[i]._ptr, 0, params[i]._numel) for i in live], args)
 
     # ---- layer norm / RMS norm ------------------------------------------------------------------
     def _row_norm_fast(self, rms, M, K_, x, w, G, P, Sp, mean, rstd, *more):

@@ -41,7 +41,7 @@ import numpy as np
 from fiamma import _dtype as D
 from fiamma._backend import codes as K
 from fiamma._backend.xp.base import _store_scalar
-from fiamma._backend.xp.cuda_kernels import _BLOCK, bn_source
+from fiamma._backend.xp.cuda_kernels import _BLOCK, _POOL_START, bn_source
 
 __all__ = ["LowpKernelsMixin", "LP_CONV", "LP_SOURCE", "POOL_SCATTER"]
 
@@ -137,13 +137,7 @@ extern "C" __global__ void fm_lp_where(const unsigned char* __restrict__ cond,
 
 // max pooling with fixed windows: cuda_kernels.py's fm_maxpool on widened values; the output
 // is the chosen element's bits
-__device__ __forceinline__ long long fm_pool_start_lp(long long o, int s, int p, int d, int m) {
-    long long b = o * s - p;
-    long long j0 = b < 0 ? (-b + d - 1) / d : 0;
-    long long st = b + j0 * d;
-    long long hi = m - 1 > 0 ? m - 1 : 0;
-    return st < 0 ? 0 : (st > hi ? hi : st);
-}
+""" + _POOL_START + r"""
 extern "C" __global__ void fm_maxpool_lp(const X* __restrict__ x, X* __restrict__ out,
         long long* __restrict__ idx, long long total, int D, int H, int W, int oD, int oH,
         int oW, int k0, int k1, int k2, int s0, int s1, int s2, int p0, int p1, int p2, int d0,
@@ -156,9 +150,9 @@ extern "C" __global__ void fm_maxpool_lp(const X* __restrict__ x, X* __restrict_
         const long long oh = t % oH; t /= oH;
         const long long od = t % oD; t /= oD;
         const X* xp = x + t * (long long)D * H * W;
-        long long bi = (fm_pool_start_lp(od, s0, p0, d0, D) * H +
-                        fm_pool_start_lp(oh, s1, p1, d1, H)) * W +
-                       fm_pool_start_lp(ow, s2, p2, d2, W);
+        long long bi = (fm_pool_start(od, s0, p0, d0, D) * H +
+                        fm_pool_start(oh, s1, p1, d1, H)) * W +
+                       fm_pool_start(ow, s2, p2, d2, W);
         float best = -__uint_as_float(0x7f800000u);
         X bits = (X)(FM_H ? 0xfc00u : 0xff80u);  // -inf: an empty window's value
         for (int a = 0; a < k0; ++a) {

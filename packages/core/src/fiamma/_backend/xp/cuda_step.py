@@ -115,11 +115,15 @@ __device__ __forceinline__ void fm_avg_win(long long o, long long in, long long 
         *f = cip ? pool : *c;
     }
 }
+// the arguments of fm_avgpool_s and fm_avgpool_bwd_s after their two arrays: the elements, the
+// planes (P1 and their strides), the input's sizes and strides, the output's sizes, the
+// windows (kernel, stride, padding per dimension), adaptive, count_include_pad, the divisor
+#define FM_AVG_ARGS long long total, long long P1, long long sq0, long long sq1, long long D, \
+        long long H, long long W, long long sd, long long sh, long long sw, long long oD, \
+        long long oH, long long oW, int k0, int k1, int k2, int s0, int s1, int s2, int p0, \
+        int p1, int p2, int adaptive, int cip, long long divo
 extern "C" __global__ void fm_avgpool_s(const S* __restrict__ x, S* __restrict__ out,
-        long long total, long long P1, long long sq0, long long sq1, long long D, long long H,
-        long long W, long long sd, long long sh, long long sw, long long oD, long long oH,
-        long long oW, int k0, int k1, int k2, int s0, int s1, int s2, int p0, int p1, int p2,
-        int adaptive, int cip, long long divo) {
+        FM_AVG_ARGS) {
     FM_LOOP(total) {
         long long r = i;
         const long long ow = r % oW; r /= oW;
@@ -155,10 +159,7 @@ __device__ __forceinline__ void fm_avg_outs(long long i, long long in, long long
 // the backward: a thread per input element gathers its windows' g / divisor in output order
 // (csrc/pool.c's order of additions), no atomics; g read through its strides
 extern "C" __global__ void fm_avgpool_bwd_s(const S* __restrict__ g, S* __restrict__ gin,
-        long long total, long long P1, long long sq0, long long sq1, long long D, long long H,
-        long long W, long long sd, long long sh, long long sw, long long oD, long long oH,
-        long long oW, int k0, int k1, int k2, int s0, int s1, int s2, int p0, int p1, int p2,
-        int adaptive, int cip, long long divo) {
+        FM_AVG_ARGS) {
     FM_LOOP(total) {
         long long r = i;
         const long long iw = r % W; r /= W;
@@ -191,6 +192,7 @@ extern "C" __global__ void fm_avgpool_bwd_s(const S* __restrict__ g, S* __restri
     }
 }
 #undef FM_LOOP
+#undef FM_AVG_ARGS
 """
 
 # storage kind -> (compute type, prelude)

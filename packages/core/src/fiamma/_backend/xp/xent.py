@@ -31,15 +31,22 @@ class XentMixin:
         w = None if weight is None else self.cview(weight, (c,))
         return v, lse, t, kept, w
 
+    def _xent_start(self, n, c, x, target, weight, ignore_index, *outs):
+        """What xent_fwd and xent_bwd start with: ``(code, None)`` when they return at once
+        (a dtype that is not float, c < 1, no rows: 0, a target out of range), else
+        ``(0, _xent_rows' tuple)``."""
+        if not _float(x, weight, *outs) or c < 1:
+            return (K.ERR_DTYPE if c >= 1 else K.ERR_ARG), None
+        if n == 0:
+            return 0, None
+        r = self._xent_rows(n, c, x, target, weight, ignore_index)
+        return (K.ERR_INDEX, None) if r is None else (0, r)
+
     def xent_fwd(self, n, c, x, target, weight, ignore_index, smoothing, loss, wt):
         xp = self.xp
-        if not _float(x, weight, loss, wt) or c < 1:
-            return K.ERR_DTYPE if c >= 1 else K.ERR_ARG
-        if n == 0:
-            return 0
-        r = self._xent_rows(n, c, x, target, weight, ignore_index)
+        rc, r = self._xent_start(n, c, x, target, weight, ignore_index, loss, wt)
         if r is None:
-            return K.ERR_INDEX
+            return rc
         v, lse, t, kept, w = r
         one = v.dtype.type
         xt = v[xp.arange(n), t]
@@ -62,13 +69,9 @@ class XentMixin:
 
     def xent_bwd(self, n, c, x, target, weight, ignore_index, smoothing, g, gs, scale, gx):
         xp = self.xp
-        if not _float(x, weight, g, gx) or c < 1:
-            return K.ERR_DTYPE if c >= 1 else K.ERR_ARG
-        if n == 0:
-            return 0
-        r = self._xent_rows(n, c, x, target, weight, ignore_index)
+        rc, r = self._xent_start(n, c, x, target, weight, ignore_index, g, gx)
         if r is None:
-            return K.ERR_INDEX
+            return rc
         v, lse, t, kept, w = r
         one = v.dtype.type
         gv = self.raw(g, (n,), (gs,)).astype(np.float64) * scale

@@ -4,9 +4,14 @@ re-exported from :mod:`fiamma.vision.models.efficientnet`."""
 from functools import partial
 
 from fiamma import nn
-from fiamma.vision.models._api import Weights, WeightsEnum, register_model
+from fiamma.vision.models._api import Weights, WeightsEnum
 from fiamma.vision.models._meta import imagenet_categories
-from fiamma.vision.models._weights_util import build, classification_preset, make_divisible
+from fiamma.vision.models._weights_util import (
+    build,
+    classification_preset,
+    make_divisible,
+    registered_builder,
+)
 from fiamma.vision.ops.misc import Conv2dNormActivation
 from fiamma.vision.ops.stochastic_depth import StochasticDepth
 from fiamma.vision.transforms.functional import InterpolationMode
@@ -123,12 +128,8 @@ def _make_builder(arch, dropout, enum_cls):
         kwargs.setdefault("norm_layer", partial(nn.BatchNorm2d, eps=1e-03))
         return build(enum_cls, weights, progress, kwargs,
                      lambda **kw: EfficientNet(setting, drop, last_channel=1280, **kw))
-    name = f"efficientnet_v2_{arch}"
-    builder.__name__ = builder.__qualname__ = name
-    builder.__doc__ = (f"EfficientNetV2-{arch.upper()} (torchvision's ``{name}``). "
-                       f"``weights``: a :class:`{enum_cls.__name__}` member or name, "
-                       f"``\"DEFAULT\"``, None, or a checkpoint path.")
-    return register_model(weights=enum_cls)(builder)
+    return registered_builder(builder, f"efficientnet_v2_{arch}", enum_cls,
+                              f"EfficientNetV2-{arch.upper()}")
 
 
 efficientnet_v2_s = _make_builder("s", 0.2, EfficientNet_V2_S_Weights)

@@ -4,10 +4,10 @@ of a builder."""
 import functools
 from collections.abc import Mapping
 
-from fiamma.vision.models._api import WeightsEnum, load_weights, resolve_weights
+from fiamma.vision.models._api import WeightsEnum, load_weights, register_model, resolve_weights
 
 __all__ = ["classification_preset", "make_divisible", "overwrite_named_param", "build",
-           "init_weights"]
+           "init_weights", "registered_builder"]
 
 
 def _image_classification(*args, **kwargs):
@@ -56,6 +56,16 @@ def build(enum_cls, weights, progress, kwargs, make):
               else load_weights(weights))
         model.load_state_dict(sd)
     return model
+
+
+def registered_builder(builder, name, enum_cls, title):
+    """``builder`` named ``name``, documented as ``title`` (torchvision's ``name``) taking a
+    ``weights`` of ``enum_cls``, and registered under that name with its weights enum."""
+    builder.__name__ = builder.__qualname__ = name
+    builder.__doc__ = (f"{title} (torchvision's ``{name}``). ``weights``: a "
+                       f":class:`{enum_cls.__name__}` member or name, ``\"DEFAULT\"``, None, or "
+                       f"a checkpoint path.")
+    return register_model(weights=enum_cls)(builder)
 
 
 def init_weights(model, init_linear):

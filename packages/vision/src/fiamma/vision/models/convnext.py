@@ -12,9 +12,9 @@ from functools import partial
 import fiamma
 import fiamma.nn.functional as F
 from fiamma import nn
-from fiamma.vision.models._api import Weights, WeightsEnum, register_model
+from fiamma.vision.models._api import Weights, WeightsEnum
 from fiamma.vision.models._meta import imagenet_categories
-from fiamma.vision.models._weights_util import build, classification_preset
+from fiamma.vision.models._weights_util import build, classification_preset, registered_builder
 from fiamma.vision.ops.misc import Conv2dNormActivation, Permute
 from fiamma.vision.ops.stochastic_depth import StochasticDepth
 from fiamma.vision.transforms.functional import InterpolationMode
@@ -193,11 +193,8 @@ def _make_builder(name, enum_cls):
         sd_prob = kwargs.pop("stochastic_depth_prob", sd)
         return build(enum_cls, weights, progress, kwargs,
                      lambda **kw: ConvNeXt(setting, stochastic_depth_prob=sd_prob, **kw))
-    builder.__name__ = builder.__qualname__ = f"convnext_{name}"
-    builder.__doc__ = (f"ConvNeXt {name.capitalize()} (torchvision's ``convnext_{name}``). "
-                       f"``weights``: a :class:`{enum_cls.__name__}` member or name, "
-                       f"``\"DEFAULT\"``, None, or a checkpoint path.")
-    return register_model(weights=enum_cls)(builder)
+    return registered_builder(builder, f"convnext_{name}", enum_cls,
+                              f"ConvNeXt {name.capitalize()}")
 
 
 convnext_tiny = _make_builder("tiny", ConvNeXt_Tiny_Weights)

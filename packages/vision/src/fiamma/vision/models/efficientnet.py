@@ -7,7 +7,7 @@ from functools import partial
 
 import fiamma
 from fiamma import nn
-from fiamma.vision.models._api import Weights, WeightsEnum, register_model
+from fiamma.vision.models._api import Weights, WeightsEnum
 from fiamma.vision.models._efficientnet_lite import *  # noqa: F401,F403
 from fiamma.vision.models._efficientnet_lite import __all__ as _lite_all
 from fiamma.vision.models._efficientnet_v2 import *  # noqa: F401,F403
@@ -18,6 +18,7 @@ from fiamma.vision.models._weights_util import (
     classification_preset,
     init_weights,
     make_divisible,
+    registered_builder,
 )
 from fiamma.vision.ops.misc import Conv2dNormActivation, SqueezeExcitation
 from fiamma.vision.ops.stochastic_depth import StochasticDepth
@@ -259,11 +260,7 @@ def _efficientnet_b(i, enum_cls, weights, progress, kwargs):
 def _make_builder(i, enum_cls):
     def builder(*, weights=None, progress=True, **kwargs):
         return _efficientnet_b(i, enum_cls, weights, progress, kwargs)
-    builder.__name__ = builder.__qualname__ = f"efficientnet_b{i}"
-    builder.__doc__ = (f"EfficientNet-B{i} (torchvision's ``efficientnet_b{i}``). ``weights``: "
-                       f"a :class:`{enum_cls.__name__}` member or name, ``\"DEFAULT\"``, None, or "
-                       f"a checkpoint path.")
-    return register_model(weights=enum_cls)(builder)
+    return registered_builder(builder, f"efficientnet_b{i}", enum_cls, f"EfficientNet-B{i}")
 
 
 efficientnet_b0 = _make_builder(0, EfficientNet_B0_Weights)

@@ -8,9 +8,9 @@ weights: ``mnasnet0_5``, ``mnasnet0_75``, ``mnasnet1_0``, ``mnasnet1_3``.
     fiamma.Size([1, 10])
 """
 from fiamma import nn
-from fiamma.vision.models._api import Weights, WeightsEnum, register_model
+from fiamma.vision.models._api import Weights, WeightsEnum
 from fiamma.vision.models._meta import imagenet_categories
-from fiamma.vision.models._weights_util import build, classification_preset
+from fiamma.vision.models._weights_util import build, classification_preset, registered_builder
 
 __all__ = ["MNASNet", "MNASNet0_5_Weights", "MNASNet0_75_Weights", "MNASNet1_0_Weights",
            "MNASNet1_3_Weights", "mnasnet0_5", "mnasnet0_75", "mnasnet1_0", "mnasnet1_3"]
@@ -165,11 +165,7 @@ class MNASNet1_3_Weights(WeightsEnum):
 def _make_builder(alpha, name, enum_cls):
     def builder(*, weights=None, progress=True, **kwargs):
         return build(enum_cls, weights, progress, kwargs, lambda **kw: MNASNet(alpha, **kw))
-    builder.__name__ = builder.__qualname__ = name
-    builder.__doc__ = (f"MNASNet with depth multiplier {alpha} (torchvision's ``{name}``). "
-                       f"``weights``: a :class:`{enum_cls.__name__}` member or name, "
-                       f"``\"DEFAULT\"``, None, or a checkpoint path.")
-    return register_model(weights=enum_cls)(builder)
+    return registered_builder(builder, name, enum_cls, f"MNASNet with depth multiplier {alpha}")
 
 
 mnasnet0_5 = _make_builder(0.5, "mnasnet0_5", MNASNet0_5_Weights)

@@ -15,9 +15,14 @@ import numpy as np
 
 import fiamma
 from fiamma import nn
-from fiamma.vision.models._api import Weights, WeightsEnum, register_model
+from fiamma.vision.models._api import Weights, WeightsEnum
 from fiamma.vision.models._meta import imagenet_categories
-from fiamma.vision.models._weights_util import build, classification_preset, make_divisible
+from fiamma.vision.models._weights_util import (
+    build,
+    classification_preset,
+    make_divisible,
+    registered_builder,
+)
 from fiamma.vision.ops.misc import Conv2dNormActivation, SqueezeExcitation
 from fiamma.vision.transforms.functional import InterpolationMode
 
@@ -328,11 +333,7 @@ def _make_builder(name, enum_cls):
         kwargs.setdefault("norm_layer", partial(nn.BatchNorm2d, eps=1e-05, momentum=0.1))
         return build(enum_cls, weights, progress, kwargs,
                      lambda **kw: RegNet(params, **kw))
-    builder.__name__ = builder.__qualname__ = name
-    builder.__doc__ = (f"{name} (torchvision's ``{name}``). ``weights``: a "
-                       f":class:`{enum_cls.__name__}` member or name, ``\"DEFAULT\"``, None, or "
-                       f"a checkpoint path.")
-    return register_model(weights=enum_cls)(builder)
+    return registered_builder(builder, name, enum_cls, name)
 
 
 RegNet_Y_400MF_Weights = _make_enum("regnet_y_400mf")

@@ -16,9 +16,9 @@ import numpy as np
 import fiamma
 import fiamma.nn.functional as F
 from fiamma import nn
-from fiamma.vision.models._api import Weights, WeightsEnum, register_model
+from fiamma.vision.models._api import Weights, WeightsEnum
 from fiamma.vision.models._meta import imagenet_categories
-from fiamma.vision.models._weights_util import build, classification_preset
+from fiamma.vision.models._weights_util import build, classification_preset, registered_builder
 from fiamma.vision.ops.misc import MLP, Permute
 from fiamma.vision.ops.stochastic_depth import StochasticDepth
 from fiamma.vision.transforms.functional import InterpolationMode
@@ -407,12 +407,8 @@ def _make_builder(name, enum_cls):
                                                   stochastic_depth_prob=kw.pop(
                                                       "stochastic_depth_prob", sd),
                                                   **extra, **kw))
-    fn = f"swin_{name}"
-    builder.__name__ = builder.__qualname__ = fn
-    builder.__doc__ = (f"Swin Transformer {'V2 ' if v2 else ''}{name[-1].upper()} "
-                       f"(torchvision's ``{fn}``). ``weights``: a :class:`{enum_cls.__name__}` "
-                       f"member or name, ``\"DEFAULT\"``, None, or a checkpoint path.")
-    return register_model(weights=enum_cls)(builder)
+    return registered_builder(builder, f"swin_{name}", enum_cls,
+                              f"Swin Transformer {'V2 ' if v2 else ''}{name[-1].upper()}")
 
 
 swin_t = _make_builder("t", Swin_T_Weights)

@@ -102,6 +102,17 @@ def mobilenet_backbone(*, backbone_name, weights, fpn, norm_layer=FrozenBatchNor
     return _mobilenet_extractor(backbone, fpn, trainable_layers, returned_layers, extra_blocks)
 
 
+def _freeze_stages(features, stage_indices, trainable_layers):
+    """Stop the gradients of the blocks of ``features`` before its last ``trainable_layers``
+    stages (stage k starts at block ``stage_indices[k]``; 0: every block frozen)."""
+    num_stages = len(stage_indices)
+    freeze_before = (len(features) if trainable_layers == 0
+                     else stage_indices[num_stages - trainable_layers])
+    for b in list(features)[:freeze_before]:
+        for parameter in b.parameters():
+            parameter.requires_grad_(False)
+
+
 def _mobilenet_extractor(backbone, fpn, trainable_layers, returned_layers=None,
                          extra_blocks=None, norm_layer=None):
     backbone = backbone.features
@@ -112,11 +123,7 @@ def _mobilenet_extractor(backbone, fpn, trainable_layers, returned_layers=None,
     if trainable_layers < 0 or trainable_layers > num_stages:
         raise ValueError(f"Trainable layers should be in the range [0,{num_stages}], got "
                          f"{trainable_layers} ")
-    freeze_before = (len(backbone) if trainable_layers == 0
-                     else stage_indices[num_stages - trainable_layers])
-    for b in list(backbone)[:freeze_before]:
-        for parameter in b.parameters():
-            parameter.requires_grad_(False)
+    _freeze_stages(backbone, stage_indices, trainable_layers)
     out_channels = 256
     if fpn:
         if extra_blocks is None:

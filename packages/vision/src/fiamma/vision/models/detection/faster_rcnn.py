@@ -9,6 +9,7 @@ torchvision's, so its checkpoints load by key.
     >>> sorted(out[0])
     ['boxes', 'labels', 'scores']
 """
+import inspect
 from collections.abc import Mapping
 
 from fiamma import nn
@@ -60,6 +61,22 @@ def _default_anchorgen():
     return AnchorGenerator(anchor_sizes, aspect_ratios)
 
 
+def _backbone_out_channels(backbone):
+    """``backbone.out_channels`` (the channels of every feature level), or torchvision's
+    ValueError when the backbone does not say."""
+    if not hasattr(backbone, "out_channels"):
+        raise ValueError("backbone should contain an attribute out_channels specifying the "
+                         "number of output channels (assumed to be the same for all the "
+                         "levels)")
+    return backbone.out_channels
+
+
+def _faster_rcnn_args(scope):
+    """FasterRCNN's arguments after ``backbone``, by name, from a subclass constructor's
+    ``locals()`` (Mask and Keypoint R-CNN repeat FasterRCNN's signature and pass it on)."""
+    return {name: scope[name] for name in _FASTER_RCNN_PARAMS}
+
+
 class FasterRCNN(GeneralizedRCNN):
     """Faster R-CNN (Ren et al., 2015) over ``backbone`` (a module with ``out_channels``
     returning a tensor or an ordered dict of feature maps), with torchvision's arguments and
@@ -76,10 +93,7 @@ class FasterRCNN(GeneralizedRCNN):
                  box_nms_thresh=0.5, box_detections_per_img=100, box_fg_iou_thresh=0.5,
                  box_bg_iou_thresh=0.5, box_batch_size_per_image=512,
                  box_positive_fraction=0.25, bbox_reg_weights=None, **kwargs):
-        if not hasattr(backbone, "out_channels"):
-            raise ValueError("backbone should contain an attribute out_channels specifying the "
-                             "number of output channels (assumed to be the same for all the "
-                             "levels)")
+        out_channels = _backbone_out_channels(backbone)
         if not isinstance(rpn_anchor_generator, (AnchorGenerator, type(None))):
             raise TypeError(f"rpn_anchor_generator should be of type AnchorGenerator or None "
                             f"instead of {type(rpn_anchor_generator).__name__}")
@@ -92,7 +106,6 @@ class FasterRCNN(GeneralizedRCNN):
         elif box_predictor is None:
             raise ValueError("num_classes should not be None when box_predictor is not "
                              "specified")
-        out_channels = backbone.out_channels
         if rpn_anchor_generator is None:
             rpn_anchor_generator = _default_anchorgen()
         if rpn_head is None:
@@ -122,6 +135,9 @@ class FasterRCNN(GeneralizedRCNN):
         transform = GeneralizedRCNNTransform(min_size, max_size, image_mean, image_std,
                                              **kwargs)
         super().__init__(backbone, rpn, roi_heads, transform)
+
+
+_FASTER_RCNN_PARAMS = tuple(inspect.signature(FasterRCNN.__init__).parameters)[2:-1]
 
 
 class TwoMLPHead(nn.Module):

@@ -13,7 +13,13 @@ weights enum. Module names equal torchvision's, so its checkpoints load by key.
 import fiamma.nn.functional as F
 from fiamma import nn
 from fiamma.vision.models._api import Weights, WeightsEnum, register_model
-from fiamma.vision.models.detection.faster_rcnn import FasterRCNN, _resnet50_fpn_model, _resolve
+from fiamma.vision.models.detection.faster_rcnn import (
+    FasterRCNN,
+    _backbone_out_channels,
+    _faster_rcnn_args,
+    _resnet50_fpn_model,
+    _resolve,
+)
 from fiamma.vision.models.resnet import ResNet50_Weights
 from fiamma.vision.ops.feature_pyramid_network import MultiScaleRoIAlign
 from fiamma.vision.transforms._presets import ObjectDetection
@@ -60,11 +66,7 @@ class KeypointRCNN(FasterRCNN):
                                  "specified")
         else:
             num_keypoints = 17
-        if not hasattr(backbone, "out_channels"):
-            raise ValueError("backbone should contain an attribute out_channels specifying the "
-                             "number of output channels (assumed to be the same for all the "
-                             "levels)")
-        out_channels = backbone.out_channels
+        out_channels = _backbone_out_channels(backbone)
         if keypoint_roi_pool is None:
             keypoint_roi_pool = MultiScaleRoIAlign(featmap_names=["0", "1", "2", "3"],
                                                    output_size=14, sampling_ratio=2)
@@ -72,15 +74,7 @@ class KeypointRCNN(FasterRCNN):
             keypoint_head = KeypointRCNNHeads(out_channels, tuple(512 for _ in range(8)))
         if keypoint_predictor is None:
             keypoint_predictor = KeypointRCNNPredictor(512, num_keypoints)
-        super().__init__(
-            backbone, num_classes, min_size, max_size, image_mean, image_std,
-            rpn_anchor_generator, rpn_head, rpn_pre_nms_top_n_train, rpn_pre_nms_top_n_test,
-            rpn_post_nms_top_n_train, rpn_post_nms_top_n_test, rpn_nms_thresh,
-            rpn_fg_iou_thresh, rpn_bg_iou_thresh, rpn_batch_size_per_image,
-            rpn_positive_fraction, rpn_score_thresh, box_roi_pool, box_head, box_predictor,
-            box_score_thresh, box_nms_thresh, box_detections_per_img, box_fg_iou_thresh,
-            box_bg_iou_thresh, box_batch_size_per_image, box_positive_fraction,
-            bbox_reg_weights, **kwargs)
+        super().__init__(backbone, **_faster_rcnn_args(locals()), **kwargs)
         self.roi_heads.keypoint_roi_pool = keypoint_roi_pool
         self.roi_heads.keypoint_head = keypoint_head
         self.roi_heads.keypoint_predictor = keypoint_predictor

@@ -17,6 +17,8 @@ from fiamma.vision.models._api import Weights, WeightsEnum, register_model
 from fiamma.vision.models.detection.faster_rcnn import (
     _COMMON_META,
     FasterRCNN,
+    _backbone_out_channels,
+    _faster_rcnn_args,
     _load,
     _resnet50_fpn_model,
     _resolve,
@@ -56,11 +58,7 @@ class MaskRCNN(FasterRCNN):
                             f"instead of {type(mask_roi_pool).__name__}")
         if num_classes is not None and mask_predictor is not None:
             raise ValueError("num_classes should be None when mask_predictor is specified")
-        if not hasattr(backbone, "out_channels"):
-            raise ValueError("backbone should contain an attribute out_channels specifying the "
-                             "number of output channels (assumed to be the same for all the "
-                             "levels)")
-        out_channels = backbone.out_channels
+        out_channels = _backbone_out_channels(backbone)
         if mask_roi_pool is None:
             mask_roi_pool = MultiScaleRoIAlign(featmap_names=["0", "1", "2", "3"],
                                                output_size=14, sampling_ratio=2)
@@ -68,15 +66,7 @@ class MaskRCNN(FasterRCNN):
             mask_head = MaskRCNNHeads(out_channels, (256, 256, 256, 256), 1)
         if mask_predictor is None:
             mask_predictor = MaskRCNNPredictor(256, 256, num_classes)
-        super().__init__(
-            backbone, num_classes, min_size, max_size, image_mean, image_std,
-            rpn_anchor_generator, rpn_head, rpn_pre_nms_top_n_train, rpn_pre_nms_top_n_test,
-            rpn_post_nms_top_n_train, rpn_post_nms_top_n_test, rpn_nms_thresh,
-            rpn_fg_iou_thresh, rpn_bg_iou_thresh, rpn_batch_size_per_image,
-            rpn_positive_fraction, rpn_score_thresh, box_roi_pool, box_head, box_predictor,
-            box_score_thresh, box_nms_thresh, box_detections_per_img, box_fg_iou_thresh,
-            box_bg_iou_thresh, box_batch_size_per_image, box_positive_fraction,
-            bbox_reg_weights, **kwargs)
+        super().__init__(backbone, **_faster_rcnn_args(locals()), **kwargs)
         self.roi_heads.mask_roi_pool = mask_roi_pool
         self.roi_heads.mask_head = mask_head
         self.roi_heads.mask_predictor = mask_predictor

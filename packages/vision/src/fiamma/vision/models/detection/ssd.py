@@ -17,7 +17,10 @@ from fiamma import nn
 from fiamma.vision.models._api import Weights, WeightsEnum, register_model
 from fiamma.vision.models.detection import _utils as det_utils
 from fiamma.vision.models.detection.anchor_utils import DefaultBoxGenerator
-from fiamma.vision.models.detection.backbone_utils import _validate_trainable_layers
+from fiamma.vision.models.detection.backbone_utils import (
+    _freeze_stages,
+    _validate_trainable_layers,
+)
 from fiamma.vision.models.detection.faster_rcnn import COCO_CATEGORIES, _load, _resolve
 from fiamma.vision.models.detection.generalized_rcnn import _nms_detections, _single_stage_inputs
 from fiamma.vision.models.detection.transform import GeneralizedRCNNTransform
@@ -264,11 +267,7 @@ def _vgg_extractor(backbone, highres, trainable_layers):
     if not 0 <= trainable_layers <= num_stages:
         raise ValueError(f"trainable_layers should be in the range [0, {num_stages}]. Instead "
                          f"got {trainable_layers}")
-    freeze_before = (len(features) if trainable_layers == 0
-                     else stage_indices[num_stages - trainable_layers])
-    for b in list(features)[:freeze_before]:
-        for parameter in b.parameters():
-            parameter.requires_grad_(False)
+    _freeze_stages(features, stage_indices, trainable_layers)
     return SSDFeatureExtractorVGG(features, highres)
 
 

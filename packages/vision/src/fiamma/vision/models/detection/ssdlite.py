@@ -16,7 +16,10 @@ from fiamma import nn
 from fiamma.vision.models._api import Weights, WeightsEnum, register_model
 from fiamma.vision.models.detection import _utils as det_utils
 from fiamma.vision.models.detection.anchor_utils import DefaultBoxGenerator
-from fiamma.vision.models.detection.backbone_utils import _validate_trainable_layers
+from fiamma.vision.models.detection.backbone_utils import (
+    _freeze_stages,
+    _validate_trainable_layers,
+)
 from fiamma.vision.models.detection.faster_rcnn import COCO_CATEGORIES, _load, _resolve
 from fiamma.vision.models.detection.ssd import SSD, SSDScoringHead
 from fiamma.vision.models.mobilenetv3 import MobileNet_V3_Large_Weights, mobilenet_v3_large
@@ -135,11 +138,7 @@ def _mobilenet_extractor(backbone, trainable_layers, norm_layer):
     if not 0 <= trainable_layers <= num_stages:
         raise ValueError(f"trainable_layers should be in the range [0, {num_stages}], instead "
                          f"got {trainable_layers}")
-    freeze_before = (len(features) if trainable_layers == 0
-                     else stage_indices[num_stages - trainable_layers])
-    for b in list(features)[:freeze_before]:
-        for parameter in b.parameters():
-            parameter.requires_grad_(False)
+    _freeze_stages(features, stage_indices, trainable_layers)
     return SSDLiteFeatureExtractorMobileNet(features, stage_indices[-2], norm_layer)
 
 

@@ -21,14 +21,17 @@ zero bias, divided back by the same factor, the linear bias added, and the resul
 import fiamma
 from fiamma import nn
 from fiamma.ao.nn import intrinsic as nni
+from fiamma.ao.nn.qat._common import BnStatsMixin, share_bn
 from fiamma.nn import functional as F
 from fiamma.nn.utils.parametrize import type_before_parametrizations
 
 __all__ = ["LinearBn1d"]
 
 
-class LinearBn1d(nn.Linear):
-    """Linear + BatchNorm1d with a fake-quantized, batch-norm-scaled weight (QAT)."""
+class LinearBn1d(BnStatsMixin, nn.Linear):
+    """Linear + BatchNorm1d with a fake-quantized, batch-norm-scaled weight (QAT); the
+    batch-norm switches (``freeze_bn_stats``, ``update_bn_stats``, ``train``) are
+    :class:`~fiamma.ao.nn.qat._common.BnStatsMixin`'s."""
 
     _FLOAT_MODULE = nni.LinearBn1d
 
@@ -51,9 +54,6 @@ class LinearBn1d(nn.Linear):
         else:
             self.freeze_bn_stats()
 
-    def reset_running_stats(self):
-        self.bn.reset_running_stats()
-
     def reset_bn_parameters(self):
         """Running statistics reset, ``bn.weight`` uniform in [0, 1), ``bn.bias`` zero and the
         linear bias uniform in +-1/sqrt(in_features) (PyTorch's ``LinearBn1d`` leaves its new
@@ -65,19 +65,6 @@ class LinearBn1d(nn.Linear):
             bound = 1 / self.in_features ** 0.5 if self.in_features else 0
             nn.init.uniform_(self.bias, -bound, bound)
 
-    def update_bn_stats(self):
-        """The batch norm normalises with batch statistics (and updates its running ones)
-        in training mode again."""
-        self.freeze_bn = False
-        self.bn.training = True
-        return self
-
-    def freeze_bn_stats(self):
-        """The batch norm uses (and stops updating) its running statistics."""
-        self.freeze_bn = True
-        self.bn.training = False
-        return self
-
     def forward(self, input):
         running_std = fiamma.sqrt(self.bn.running_var + self.bn.eps)
         scale_factor = self.bn.weight / running_std
@@ -87,14 +74,6 @@ class LinearBn1d(nn.Linear):
         if self.bias is not None:
             out = out + self.bias.reshape(1, -1)
         return self.bn(out)
-
-    def train(self, mode=True):
-        """As ``Module.train`` but a frozen batch norm stays in eval mode."""
-        self.training = mode
-        if not self.freeze_bn:
-            for module in self.children():
-                module.train(mode)
-        return self
 
     @classmethod
     def from_float(cls, mod, use_precomputed_fake_quant=False):
@@ -110,11 +89,7 @@ class LinearBn1d(nn.Linear):
                 bn.momentum, False, mod.qconfig)
         q.weight = linear.weight
         q.bias = linear.bias
-        q.bn.weight = bn.weight
-        q.bn.bias = bn.bias
-        q.bn.running_mean = bn.running_mean
-        q.bn.running_var = bn.running_var
-        q.bn.num_batches_tracked = bn.num_batches_tracked
+        share_bn(q.bn, bn)
         return q
 
     def to_float(self):

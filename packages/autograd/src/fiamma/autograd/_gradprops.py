@@ -8,8 +8,12 @@ storage); ``expanded`` (a smaller leaf broadcast up with ``expand`` inside the c
 since gradcheck perturbs leaves and a stride-0 leaf would alias its own elements).
 
 Values come from a NumPy generator seeded by a drawn integer, so an example is reproducible
-from what hypothesis prints. The same file is in fiamma-nn's tests (each package's tests are
-copied out and run alone in CI).
+from what hypothesis prints.
+
+A private test helper shipped in fiamma-autograd's wheel so that the property tests of
+fiamma-autograd and of fiamma-nn (which depends on it) share one copy: each package's tests run
+alone from its wheel, so neither can import the other's tests folder. It imports hypothesis and
+NumPy (test extras, not runtime dependencies); nothing in fiamma imports it.
 """
 
 import numpy as np
