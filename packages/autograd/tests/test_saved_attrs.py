@@ -86,3 +86,34 @@ def test_saved_attrs_parity():
         assert lib.sigmoid(a).grad_fn._saved_result.equal(lib.sigmoid(a))
         with pytest.raises(AttributeError):
             (a + b).grad_fn._saved_self
+
+
+def _edges(t):
+    return [None if n is None else n.name() for n, _ in t.grad_fn.next_functions]
+
+
+def test_reflected_add_mul_put_the_tensor_first():
+    # ``2 * b`` is ``b.mul(2)``: the tensor is the node's first input, as PyTorch records it
+    a = fiamma.linspace(0.0, 1.0, 5, requires_grad=True)
+    b = fiamma.sin(a)
+    assert _edges(2 * b) == ["SinBackward0", None]
+    assert _edges(1 + b) == ["SinBackward0", None]
+    assert _edges(2.5 * a) == ["AccumulateGrad", None]
+    assert (2 * b).grad_fn._saved_other == 2
+    np.testing.assert_array_equal((3 * a).detach().numpy(), (a * 3).detach().numpy())
+    np.testing.assert_array_equal((3 + a).detach().numpy(), (a + 3).detach().numpy())
+    i = fiamma.tensor([1, 2])
+    assert (2 * i).dtype == fiamma.int64 and (2.5 * i).dtype == fiamma.float32
+    assert (True + i).tolist() == [2, 3]
+    ((2 * b) + (1 + b)).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), 3 * np.cos(a.detach().numpy()), rtol=1e-6)
+
+
+@pytest.mark.parity
+def test_reflected_operand_order_parity():
+    torch = pytest.importorskip("torch")
+    for lib in (fiamma, torch):
+        a = lib.linspace(0.0, 1.0, 5, requires_grad=True)
+        b = lib.sin(a)
+        assert _edges(2 * b) == ["SinBackward0", None]
+        assert _edges(1 + b) == ["SinBackward0", None]
