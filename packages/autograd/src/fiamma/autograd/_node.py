@@ -73,8 +73,15 @@ def pack_saved(node):
         return
     pack, unpack = stack[-1]
     ins = node._inputs
-    node._packed = (unpack, tuple(pack(x) if isinstance(x, Tensor) else _NOT_PACKED
-                                  for x in ins))
+    # the hooks are off while a pack hook runs: fiamma saves a tensor for ops where PyTorch
+    # saves none (``x * 4`` keeps ``x``), so a pack hook computing with its argument would
+    # otherwise pack its own results without end
+    saved_hooks.stack = ()
+    try:
+        packed = tuple(pack(x) if isinstance(x, Tensor) else _NOT_PACKED for x in ins)
+    finally:
+        saved_hooks.stack = stack
+    node._packed = (unpack, packed)
     node._inputs = tuple(None if isinstance(x, Tensor) else x for x in ins)
     node._versions = PACKED
 
@@ -86,8 +93,12 @@ def pack_saved_output(node):
         return
     pack, unpack = stack[-1]
     out = node._out
-    packed = pack(out) if isinstance(out, Tensor) else tuple(
-        pack(o) if o is not None else _NOT_PACKED for o in out)
+    saved_hooks.stack = ()  # as in pack_saved
+    try:
+        packed = pack(out) if isinstance(out, Tensor) else tuple(
+            pack(o) if o is not None else _NOT_PACKED for o in out)
+    finally:
+        saved_hooks.stack = stack
     node._outpacked = (unpack, packed)
     node._out = PACKED
 
@@ -152,6 +163,25 @@ def freed_error():
         "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
         "backward through the graph a second time or if you need to access saved tensors after "
         "calling backward.")
+
+
+# PyTorch's argument names of the saved inputs, for ``grad_fn._saved_<name>``: the first
+# argument is ``self`` for most ops and ``input`` for the layers' functionals; the second as
+# PyTorch names it for the binary ops below (others expose only the first)
+_SECOND_ARG = {
+    "mul": "other", "div": "other", "true_divide": "other", "sub": "other", "add": "other",
+    "maximum": "other", "minimum": "other", "fmax": "other", "fmin": "other", "atan2": "other",
+    "hypot": "other", "fmod": "other", "remainder": "other", "xlogy": "other",
+    "copysign": "other", "matmul": "other", "pow": "exponent", "mm": "mat2", "bmm": "mat2",
+    "dot": "tensor", "mv": "vec", "outer": "vec2",
+}
+_INPUT_FIRST = ("linear", "batch_norm", "layer_norm", "group_norm", "instance_norm", "conv")
+
+
+def _saved_arg_names(op):
+    first = "input" if op.startswith(_INPUT_FIRST) else "self"
+    second = _SECOND_ARG.get(op)
+    return (first,) if second is None else (first, second)
 
 
 class Node:
@@ -270,6 +300,23 @@ class Node:
 
     def __repr__(self):
         return f"<{self.name()} object at {id(self):#x}>"
+
+    def __getattr__(self, name):
+        # PyTorch's ``grad_fn._saved_<arg>`` / ``_saved_result``: what the node saved for
+        # backward, by the argument's name in PyTorch's signature (only reached when ordinary
+        # lookup fails, so the recording path never comes here)
+        if name.startswith("_saved_"):
+            arg = name[7:]
+            if arg == "result" and (self._out is not None or self._save in ("output", "both")):
+                return self.output
+            if self._save in ("inputs", "both"):
+                names = _saved_arg_names(self._op)
+                if arg in names:
+                    i = names.index(arg)
+                    ins = self.inputs
+                    if i < len(ins):
+                        return ins[i]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __call__(self, *grads):
         return self._apply(list(grads))

@@ -1000,14 +1000,17 @@ METHODS = {
     "where": _tensor_where, "lerp": lerp, "addcmul": addcmul, "addcdiv": addcdiv,
     **U.UNARY_METHODS,
     **_INPLACE,
+    # ``number + x`` and ``number * x`` are PyTorch's ``x.add(number)`` / ``x.mul(number)``
+    # (the tensor is the op's first input, which grad_fn.next_functions shows): the forward
+    # operators, as the two ops commute
     "__add__": _operator(K.BIN_ADD, ops.add, ARITH),
-    "__radd__": _roperator(K.BIN_ADD, ops.add, ARITH, add),
+    "__radd__": _operator(K.BIN_ADD, ops.add, ARITH),
     "__iadd__": _ioperator(K.BIN_ADD, ops.add, ARITH, _INPLACE["add_"]),
     "__sub__": _operator(K.BIN_SUB, ops.sub, ARITH, sub),
     "__rsub__": _roperator(K.BIN_SUB, ops.sub, ARITH, sub),
     "__isub__": _ioperator(K.BIN_SUB, ops.sub, ARITH, _INPLACE["sub_"]),
     "__mul__": _operator(K.BIN_MUL, ops.mul, ARITH),
-    "__rmul__": _roperator(K.BIN_MUL, ops.mul, ARITH, mul),
+    "__rmul__": _operator(K.BIN_MUL, ops.mul, ARITH),
     "__imul__": _ioperator(K.BIN_MUL, ops.mul, ARITH, _INPLACE["mul_"]),
     "__truediv__": _operator(K.BIN_DIV, ops.div, TRUEDIV),
     "__rtruediv__": _rtruediv,

@@ -1,0 +1,40 @@
+"""``torch.functional``: the module PyTorch defines some of its top-level functions in
+(``torch.functional.einsum`` is ``torch.einsum``). Scripts import it, often as ``F`` in place
+of ``torch.nn.functional``; here each name is fiamma's top-level function of that name."""
+
+from fiamma import (  # noqa: F401
+    atleast_1d,
+    atleast_2d,
+    atleast_3d,
+    block_diag,
+    broadcast_shapes,
+    broadcast_tensors,
+    cartesian_prod,
+    cdist,
+    chain_matmul,
+    einsum,
+    istft,
+    meshgrid,
+    norm,
+    split,
+    stft,
+    tensordot,
+    unique,
+    unique_consecutive,
+    unravel_index,
+)
+
+__all__ = ["atleast_1d", "atleast_2d", "atleast_3d", "broadcast_shapes", "broadcast_tensors",
+           "cartesian_prod", "block_diag", "cdist", "chain_matmul", "einsum", "istft", "norm",
+           "meshgrid", "split", "stft", "tensordot", "unique", "unique_consecutive",
+           "unravel_index"]
+
+# PyTorch's module also holds these; fiamma has not written them yet
+_NOT_WRITTEN = ("lu", "pca_lowrank", "svd_lowrank")
+
+
+def __getattr__(name):
+    if name in _NOT_WRITTEN:
+        raise AttributeError(f"fiamma.functional.{name} (torch.functional.{name}) is not "
+                             "written yet")
+    raise AttributeError(f"module 'fiamma.functional' has no attribute {name!r}")
