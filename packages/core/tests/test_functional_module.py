@@ -27,5 +27,5 @@ def test_unwritten_and_unknown_names_raise():
 def test_functional_names_parity():
     torch_functional = pytest.importorskip("torch.functional")
 
-    missing = set(torch_functional.__all__) - set(TF.__all__) - set(TF._NOT_WRITTEN)
+    missing = set(torch_functional.__all__) - set(TF.__all__) - set(TF._ABSENT)
     assert not missing

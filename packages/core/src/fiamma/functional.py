@@ -29,12 +29,15 @@ __all__ = ["atleast_1d", "atleast_2d", "atleast_3d", "broadcast_shapes", "broadc
            "meshgrid", "split", "stft", "tensordot", "unique", "unique_consecutive",
            "unravel_index"]
 
-# PyTorch's module also holds these; fiamma has not written them yet
-_NOT_WRITTEN = ("lu", "pca_lowrank", "svd_lowrank")
+# PyTorch's module also holds these; fiamma has no LU factorisation or randomized low-rank
+# SVD/PCA (docs/porting_absent.toml, group linalg-old)
+_ABSENT = ("lu", "pca_lowrank", "svd_lowrank")
 
 
 def __getattr__(name):
-    if name in _NOT_WRITTEN:
+    if name in _ABSENT:
         raise AttributeError(f"fiamma.functional.{name} (torch.functional.{name}) is not "
-                             "written yet")
+                             "available: fiamma has no LU factorisation or randomized low-rank "
+                             "SVD/PCA; fiamma.linalg.solve, lstsq, qr and svd compute the "
+                             "exact results")
     raise AttributeError(f"module 'fiamma.functional' has no attribute {name!r}")
