@@ -49,3 +49,24 @@ def compare_median(name, ff, tf, reps, rounds, digits=3, clock=time.perf_counter
     print(f"{name:44s} fiamma {fa * 1e3:8.{digits}f} ms  torch {ta * 1e3:8.{digits}f} ms  "
           f"ratio {fa / ta:5.2f}", flush=True)
     return fa / ta
+
+
+def threads_and_filter(argv, default=2):
+    """``[--threads N] [TEXT]`` of a benchmark script: the thread count (set for fiamma and,
+    if loaded, PyTorch) and the case-name filter ("" for every case)."""
+    import sys
+
+    import fiamma
+
+    args = list(argv)
+    threads = default
+    if "--threads" in args:
+        i = args.index("--threads")
+        threads = int(args[i + 1])
+        del args[i:i + 2]
+    fiamma.set_num_threads(threads)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(threads)
+    return threads, (args[0] if args else "")
+

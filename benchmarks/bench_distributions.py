@@ -23,7 +23,7 @@ import sys  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from _timing import compare_median  # noqa: E402
+from _timing import compare_median, threads_and_filter  # noqa: E402
 
 import fiamma  # noqa: E402
 import fiamma.distributions as FD  # noqa: E402
@@ -80,15 +80,7 @@ def main():
          lambda: FD.MultivariateNormal(loc, covariance_matrix=cov),
          lambda: TD.MultivariateNormal(tloc, covariance_matrix=tcov)),
     ]
-    args = sys.argv[1:]
-    threads = 2
-    if "--threads" in args:
-        i = args.index("--threads")
-        threads = int(args[i + 1])
-        del args[i:i + 2]
-    torch.set_num_threads(threads)
-    fiamma.set_num_threads(threads)
-    only = args[0] if args else ""
+    threads, only = threads_and_filter(sys.argv[1:])
     print(f"fiamma {fiamma.__version__} | torch {torch.__version__} | float32, "
           f"torch threads {threads}")
     ratios = [compare(name, f, g) for name, f, g in cases if only in name]

@@ -22,7 +22,7 @@ import sys  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from _timing import compare_median  # noqa: E402
+from _timing import compare_median, threads_and_filter  # noqa: E402
 
 import fiamma  # noqa: E402
 import fiamma.func  # noqa: E402
@@ -110,15 +110,7 @@ def cases(rng):
 
 
 def main():
-    args = sys.argv[1:]
-    threads = 2
-    if "--threads" in args:
-        i = args.index("--threads")
-        threads = int(args[i + 1])
-        del args[i:i + 2]
-    torch.set_num_threads(threads)
-    fiamma.set_num_threads(threads)
-    only = args[0] if args else ""
+    threads, only = threads_and_filter(sys.argv[1:])
     c = cases(np.random.default_rng(0))
     for name in c["fiamma"]:
         if only in name:

@@ -19,6 +19,9 @@ import fiamma
 import fiamma.func
 from fiamma.func import _jacobian, _vmap
 
+sys.path.insert(0, str(__import__('pathlib').Path(__file__).resolve().parent))
+from _timing import threads_and_filter  # noqa: E402
+
 
 def median_ms(fn, rounds=5, reps=3):
     fn()
@@ -133,15 +136,7 @@ def loop_variant(fn):
 
 
 def main():
-    args = sys.argv[1:]
-    threads = 2
-    if "--threads" in args:
-        i = args.index("--threads")
-        threads = int(args[i + 1])
-        del args[i:i + 2]
-    torch.set_num_threads(threads)
-    fiamma.set_num_threads(threads)
-    only = args[0] if args else ""
+    threads, only = threads_and_filter(sys.argv[1:])
     c = cases(np.random.default_rng(0))
     print(f"{'case':48s} {'batched':>9s} {'loop':>9s} {'torch':>9s} {'loop/b':>7s} "
           f"{'b/torch':>7s}")

@@ -198,6 +198,19 @@ class Identity(BasePruningMethod):
         return super().apply(module, name)
 
 
+def _unstructured_mask(amount, t, default_mask, scores, largest):
+    """``default_mask`` with the ``amount`` entries of ``t`` that rank first by ``scores``
+    (largest or smallest) set to 0."""
+    size = t.nelement()
+    k = _compute_nparams_toprune(amount, size)
+    _validate_pruning_amount(k, size)
+    mask = default_mask.clone()
+    if k != 0:
+        idx = fiamma.topk(scores.reshape(-1), k=k, largest=largest).indices
+        mask.view(-1)[idx] = 0
+    return mask
+
+
 class RandomUnstructured(BasePruningMethod):
     """Prunes ``amount`` entries chosen at random."""
 
@@ -208,14 +221,7 @@ class RandomUnstructured(BasePruningMethod):
         self.amount = amount
 
     def compute_mask(self, t, default_mask):
-        size = t.nelement()
-        k = _compute_nparams_toprune(self.amount, size)
-        _validate_pruning_amount(k, size)
-        mask = default_mask.clone()
-        if k != 0:
-            idx = fiamma.topk(fiamma.rand_like(t).reshape(-1), k=k).indices
-            mask.view(-1)[idx] = 0
-        return mask
+        return _unstructured_mask(self.amount, t, default_mask, fiamma.rand_like(t), True)
 
     @classmethod
     def apply(cls, module, name, amount):
@@ -232,14 +238,7 @@ class L1Unstructured(BasePruningMethod):
         self.amount = amount
 
     def compute_mask(self, t, default_mask):
-        size = t.nelement()
-        k = _compute_nparams_toprune(self.amount, size)
-        _validate_pruning_amount(k, size)
-        mask = default_mask.clone()
-        if k != 0:
-            idx = fiamma.topk(fiamma.abs(t).reshape(-1), k=k, largest=False).indices
-            mask.view(-1)[idx] = 0
-        return mask
+        return _unstructured_mask(self.amount, t, default_mask, fiamma.abs(t), False)
 
     @classmethod
     def apply(cls, module, name, amount, importance_scores=None):
