@@ -37,7 +37,7 @@ __all__ = [
     "get_float32_matmul_precision", "set_default_device", "get_default_device",
     "set_warn_always", "is_warn_always_enabled", "compile",
     "det", "logdet", "slogdet", "inverse", "pinverse", "matrix_power", "svd", "qr", "cholesky",
-    "chain_matmul",
+    "chain_matmul", "lu", "lu_unpack", "lu_solve",
     "deg2rad", "rad2deg", "deg2rad_", "rad2deg_", "heaviside", "ldexp", "gcd", "lcm",
     "isin", "isreal", "logcumsumexp", "quantile", "nanquantile", "cov", "corrcoef",
     "trapezoid", "trapz", "cumulative_trapezoid", "dist", "renorm", "unravel_index",
@@ -273,6 +273,32 @@ def qr(input, some=True):
 def cholesky(input, upper=False):
     """PyTorch's old ``torch.cholesky`` (lower factor unless ``upper``)."""
     return _L().cholesky(input, upper=upper)
+
+
+def lu(A, pivot=True, get_infos=False, out=None):
+    """PyTorch's old ``torch.lu`` (``torch.functional.lu``): ``(LU, pivots)`` of
+    ``linalg.lu_factor_ex``, with ``get_infos`` also its info tensor.
+
+    >>> import fiamma
+    >>> LU, piv = fiamma.lu(fiamma.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    >>> piv.tolist()
+    [2, 2]
+    """
+    res = _L().lu_factor_ex(A, pivot=pivot, out=out)
+    return tuple(res) if get_infos else (res[0], res[1])
+
+
+def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True, *, out=None):
+    """``(P, L, U)`` with A = P @ L @ U from a packed LU factorisation and its pivots
+    (``linalg.lu_factor``); the parts not asked for (``unpack_data`` False: L and U;
+    ``unpack_pivots`` False: P) are empty tensors."""
+    return _L()._lu_unpack(LU_data, LU_pivots, unpack_data, unpack_pivots, out=out)
+
+
+def lu_solve(b, LU_data, LU_pivots, *, out=None):
+    """PyTorch's old ``torch.lu_solve(b, LU_data, LU_pivots)``: ``linalg.lu_solve(LU_data,
+    LU_pivots, b)``."""
+    return _L().lu_solve(LU_data, LU_pivots, b, out=out)
 
 
 def chain_matmul(*matrices):
@@ -1143,7 +1169,8 @@ def _method(fn):
 METHODS = {
     **{n: _method(globals()[n]) for n in (
         "det", "logdet", "slogdet", "inverse", "pinverse", "matrix_power", "svd", "qr",
-        "cholesky", "deg2rad", "rad2deg", "heaviside", "ldexp", "gcd", "lcm", "isreal",
+        "cholesky", "lu", "lu_solve", "deg2rad", "rad2deg", "heaviside", "ldexp", "gcd", "lcm",
+        "isreal",
         "logcumsumexp", "quantile", "nanquantile", "cov", "corrcoef", "dist", "renorm",
         "is_nonzero", "is_same_size", "is_distributed", "conj", "conj_physical", "resolve_conj",
         "resolve_neg",

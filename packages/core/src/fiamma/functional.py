@@ -14,6 +14,7 @@ from fiamma import (  # noqa: F401
     chain_matmul,
     einsum,
     istft,
+    lu,
     meshgrid,
     norm,
     split,
@@ -25,19 +26,18 @@ from fiamma import (  # noqa: F401
 )
 
 __all__ = ["atleast_1d", "atleast_2d", "atleast_3d", "broadcast_shapes", "broadcast_tensors",
-           "cartesian_prod", "block_diag", "cdist", "chain_matmul", "einsum", "istft", "norm",
+           "cartesian_prod", "block_diag", "cdist", "chain_matmul", "einsum", "istft", "lu", "norm",
            "meshgrid", "split", "stft", "tensordot", "unique", "unique_consecutive",
            "unravel_index"]
 
-# PyTorch's module also holds these; fiamma has no LU factorisation or randomized low-rank
-# SVD/PCA (docs/porting_absent.toml, group linalg-old)
-_ABSENT = ("lu", "pca_lowrank", "svd_lowrank")
+# PyTorch's module also holds these; fiamma has no randomized low-rank SVD/PCA
+# (docs/porting_absent.toml, group linalg-old)
+_ABSENT = ("pca_lowrank", "svd_lowrank")
 
 
 def __getattr__(name):
     if name in _ABSENT:
         raise AttributeError(f"fiamma.functional.{name} (torch.functional.{name}) is not "
-                             "available: fiamma has no LU factorisation or randomized low-rank "
-                             "SVD/PCA; fiamma.linalg.solve, lstsq, qr and svd compute the "
-                             "exact results")
+                             "available: fiamma has no randomized low-rank SVD/PCA; "
+                             "fiamma.linalg.svd computes the exact decomposition")
     raise AttributeError(f"module 'fiamma.functional' has no attribute {name!r}")

@@ -42,7 +42,8 @@ from fiamma._tensor import Tensor, _copy_into, new_empty
 __all__ = ["LinAlgError", "vector_norm", "matrix_norm", "norm", "cond", "inv", "inv_ex", "pinv",
            "det", "slogdet", "solve", "solve_ex", "solve_triangular", "lstsq", "cholesky",
            "cholesky_ex", "qr", "svd", "svdvals", "eigh", "eigvalsh", "eig", "eigvals",
-           "matrix_rank", "matrix_power", "multi_dot", "cross", "vecdot", "matmul", "diagonal"]
+           "matrix_rank", "matrix_power", "multi_dot", "cross", "vecdot", "matmul", "diagonal",
+           "lu_factor", "lu_factor_ex", "lu", "lu_solve"]
 
 
 class LinAlgError(RuntimeError):
@@ -939,9 +940,238 @@ def diagonal(A, *, offset=0, dim1=-2, dim2=-1):
     return A.as_strided(shape, stride, start if size else A._offset)
 
 
+# ---- LU factorisation ---------------------------------------------------------------------
+
+LUFactorResult = collections.namedtuple("linalg_lu_factor", ["LU", "pivots"])
+LUFactorExResult = collections.namedtuple("linalg_lu_factor_ex", ["LU", "pivots", "info"])
+LUResult = collections.namedtuple("linalg_lu", ["P", "L", "U"])
+LUUnpackResult = collections.namedtuple("lu_unpack", ["P", "L", "U"])
+
+
+def _no_grad_lu(op, *tensors):
+    """The LU functions have no derivative here: refuse to build a graph through them."""
+    from fiamma import is_grad_enabled
+
+    if is_grad_enabled() and builtins.any(isinstance(t, Tensor) and t.requires_grad
+                                          for t in tensors):
+        raise RuntimeError(f"linalg.{op}: derivatives of the LU functions are not implemented "
+                           "in fiamma; call it under fiamma.no_grad() (or on detached tensors), "
+                           "or use linalg.solve / linalg.inv, which are differentiable")
+
+
+def _lu_np(a):
+    """LU with partial pivoting (LAPACK getrf's algorithm and conventions) of a batch
+    (..., m, n): (LU packed, pivots (..., k) int32 1-based, info (...) int32: the 1-based
+    index of the first exactly zero pivot, 0 when none). Complex pivots by |re| + |im|, as
+    LAPACK does."""
+    m, n = a.shape[-2:]
+    k = builtins.min(m, n)
+    flat = np.array(_host(a).reshape(_flat_shape(a)), copy=True)
+    b = flat.shape[0]
+    piv = np.zeros((b, k), np.int32)
+    info = np.zeros(b, np.int32)
+    rows = np.arange(b)
+    for j in range(k):
+        col = flat[:, j:, j]
+        size = np.abs(col.real) + np.abs(col.imag) if np.iscomplexobj(col) else np.abs(col)
+        p = j + np.argmax(size, axis=1)
+        piv[:, j] = p + 1
+        swap = flat[rows, p].copy()
+        flat[rows, p] = flat[:, j]
+        flat[:, j] = swap
+        d = flat[:, j, j]
+        zero = d == 0
+        info[(info == 0) & zero] = j + 1
+        if j + 1 < m:
+            scale = np.where(zero, 1, d)[:, None]
+            flat[:, j + 1:, j] = np.where(zero[:, None], flat[:, j + 1:, j],
+                                          flat[:, j + 1:, j] / scale)
+            flat[:, j + 1:, j + 1:] -= flat[:, j + 1:, j, None] * flat[:, j, None, j + 1:]
+    lead = a.shape[:-2]
+    return flat.reshape(a.shape), piv.reshape(lead + (k,)), info.reshape(lead)
+
+
+def _lu_input(A, op, pivot):
+    if not pivot:
+        raise RuntimeError(f"linalg.{op}: LU without pivoting is not implemented on the CPU")
+    _no_grad_lu(op, A)
+    return _matrix_np(A, op, complex_ok=True)
+
+
+def lu_factor_ex(A, *, pivot=True, check_errors=False, out=None):
+    """``(LU, pivots, info)``: the LU factorisation with partial pivoting of A (..., m, n)
+    packed as LAPACK's getrf (L unit lower below the diagonal, U on and above it), the 1-based
+    int32 row interchanges, and info (int32, one per matrix: 0, or the 1-based index of the
+    first zero pivot of U; no error unless ``check_errors``). Rectangular A is allowed.
+
+    >>> import fiamma
+    >>> LU, piv, info = fiamma.linalg.lu_factor_ex(fiamma.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    >>> piv.tolist(), info.item()
+    ([2, 2], 0)
+    """
+    a = _lu_input(A, "lu_factor_ex", pivot)
+    lu, piv, info = _lu_np(a)
+    if check_errors and info.any():
+        _lu_singular("lu_factor_ex", info)
+    res = LUFactorExResult(_tensor(lu, A._dtype), _tensor(piv, D.int32),
+                           _tensor(info, D.int32))
+    return _lu_out(out, res, "lu_factor_ex")
+
+
+def _lu_singular(op, info):
+    flat = info.reshape(-1)
+    i = int(np.flatnonzero(flat)[0])
+    label = _batch_label(info.shape, i)
+    j = int(flat[i]) - 1
+    raise LinAlgError(f"torch.linalg.{op}: {label}U[{j},{j}] is zero and using it on lu_solve "
+                      "would result in a division by zero. If you still want to perform the "
+                      "factorization, consider calling linalg.lu(A, pivot) or "
+                      "linalg.lu_factor_ex(A, pivot)")
+
+
+def _lu_out(out, res, op):
+    if out is None:
+        return res
+    if not isinstance(out, (tuple, list)) or len(out) != len(res):
+        raise TypeError(f"linalg.{op}: out must be a tuple of {len(res)} tensors")
+    return type(res)(*(_into(o, r, op) for o, r in zip(out, res)))
+
+
+def lu_factor(A, *, pivot=True, out=None):
+    """``(LU, pivots)`` of :func:`lu_factor_ex`; a matrix whose U has a zero on its diagonal
+    raises (PyTorch's error), as lu_solve could not use it.
+
+    >>> import fiamma
+    >>> LU, piv = fiamma.linalg.lu_factor(fiamma.tensor([[4.0, 3.0], [6.0, 3.0]]))
+    >>> LU.tolist(), piv.tolist()
+    ([[6.0, 3.0], [0.6666666865348816, 1.0]], [2, 2])
+    """
+    a = _lu_input(A, "lu_factor", pivot)
+    lu, piv, info = _lu_np(a)
+    if info.any():
+        _lu_singular("lu_factor", info)
+    res = LUFactorResult(_tensor(lu, A._dtype), _tensor(piv, D.int32))
+    return _lu_out(out, res, "lu_factor")
+
+
+def _perm_np(piv, m):
+    """The row order perm (..., m) that the interchanges ``piv`` (1-based) apply: rows
+    perm[i] of A are row i of L @ U."""
+    lead, k = piv.shape[:-1], piv.shape[-1]
+    flat = piv.reshape(math.prod(lead), k).astype(np.int64) - 1
+    perm = np.broadcast_to(np.arange(m), (flat.shape[0], m)).copy()
+    rows = np.arange(flat.shape[0])
+    for j in range(k):
+        p = flat[:, j]
+        tmp = perm[rows, p].copy()
+        perm[rows, p] = perm[:, j]
+        perm[:, j] = tmp
+    return perm.reshape(lead + (m,))
+
+
+def _check_pivots(piv, m, op):
+    if piv.size and (piv.min() < 1 or piv.max() > m):
+        raise RuntimeError(f"{op}: pivots must be 1-based row indices in [1, {m}], got values "
+                           f"from {int(piv.min())} to {int(piv.max())}")
+
+
+def _unpack_np(lu, piv, want_lu, want_p):
+    m, n = lu.shape[-2:]
+    k = builtins.min(m, n)
+    L = U = P = None
+    if want_lu:
+        L = np.tril(lu[..., :, :k], -1)
+        idx = np.arange(k)
+        L[..., idx, idx] = 1
+        U = np.triu(lu[..., :k, :])
+    if want_p:
+        perm = _perm_np(piv, m)
+        P = np.zeros(lu.shape[:-2] + (m, m), lu.dtype)
+        np.put_along_axis(P, perm[..., None], 1, axis=-1)  # P[i, perm[i]] = 1: P A = L U
+        P = np.swapaxes(P, -1, -2)  # its transpose: A = P @ L @ U
+    return P, L, U
+
+
+def lu(A, *, pivot=True, out=None):
+    """``(P, L, U)`` with A = P @ L @ U: P a permutation matrix, L (..., m, k) unit lower
+    triangular, U (..., k, n) upper triangular, k = min(m, n). Singular A is fine.
+
+    >>> import fiamma
+    >>> A = fiamma.tensor([[1.0, 2.0], [3.0, 4.0]])
+    >>> P, L, U = fiamma.linalg.lu(A)
+    >>> (P @ L @ U).tolist()
+    [[1.0, 2.0], [3.0, 4.0]]
+    """
+    a = _lu_input(A, "lu", pivot)
+    lu_, piv, _ = _lu_np(a)
+    P, L, U = _unpack_np(lu_, piv, True, True)
+    res = LUResult(_tensor(P, A._dtype), _tensor(L, A._dtype), _tensor(U, A._dtype))
+    return _lu_out(out, res, "lu")
+
+
+def lu_solve(LU, pivots, B, *, left=True, adjoint=False, out=None):
+    """The solution X of A X = B (``left``; X A = B otherwise; A^H in place of A with
+    ``adjoint``) from A's :func:`lu_factor` result, batched with broadcasting."""
+    _no_grad_lu("lu_solve", LU, B)
+    lu_ = _matrix_np(LU, "lu_solve", square=True, name="LU", complex_ok=True)
+    b = _matrix_np(B, "lu_solve", name="B", complex_ok=True)
+    if LU._dtype is not B._dtype:
+        raise RuntimeError(f"linalg.lu_solve: Expected LU and B to have the same dtype, but "
+                           f"found LU of type {_NAMES[LU._dtype]} and B of type "
+                           f"{_NAMES[B._dtype]}")
+    if not isinstance(pivots, Tensor) or pivots._dtype is not D.int32:
+        raise RuntimeError("linalg.lu_solve: pivots should be an int32 tensor, got "
+                           f"{getattr(pivots, 'dtype', type(pivots).__name__)}")
+    n = lu_.shape[-1]
+    piv = _host(_arr(pivots)) if pivots._storage.device is not CPU else pivots.numpy()
+    if piv.shape[:-1] != lu_.shape[:-2] or piv.shape[-1] != n:
+        raise RuntimeError(f"linalg.lu_solve: pivots of shape {list(piv.shape)} do not match LU "
+                           f"of shape {list(lu_.shape)} (expected {list(lu_.shape[:-1])})")
+    _check_pivots(piv, n, "linalg.lu_solve")
+    if (b.shape[-2] if left else b.shape[-1]) != n:
+        raise RuntimeError(f"linalg.lu_solve: LU is {n} x {n} but B has shape {list(b.shape)} "
+                           f"({'rows' if left else 'columns'} must be {n})")
+    P, L, U = _unpack_np(_host(lu_), piv, True, True)
+    A = P @ L @ U
+    if adjoint:
+        A = np.conj(np.swapaxes(A, -1, -2))
+    if left:
+        x = np.linalg.solve(A, _host(b))
+    else:
+        x = np.swapaxes(np.linalg.solve(np.swapaxes(A, -1, -2), np.swapaxes(_host(b), -1, -2)),
+                        -1, -2)
+    return _result(x.astype(_host(b).dtype, copy=False), B._dtype, out, "lu_solve")
+
+
+def _lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True, *, out=None):
+    """``(P, L, U)`` from a packed LU and its pivots (:func:`lu_factor`); the parts not
+    asked for (``unpack_data`` False: L and U; ``unpack_pivots`` False: P) are empty
+    tensors."""
+    _no_grad_lu("lu_unpack", LU_data)
+    lu_ = _matrix_np(LU_data, "lu_unpack", name="LU_data", complex_ok=True)
+    if not isinstance(LU_pivots, Tensor) or LU_pivots._dtype is not D.int32:
+        raise RuntimeError("lu_unpack: LU_pivots is expected to be a contiguous tensor of "
+                           "torch.int32 dtype, got "
+                           f"{getattr(LU_pivots, 'dtype', type(LU_pivots).__name__)}")
+    m, n = lu_.shape[-2:]
+    piv = LU_pivots.numpy() if LU_pivots._storage.device is CPU else _host(_arr(LU_pivots))
+    if piv.shape != lu_.shape[:-2] + (builtins.min(m, n),):
+        raise RuntimeError(f"lu_unpack: LU_pivots of shape {list(piv.shape)} do not match "
+                           f"LU_data of shape {list(lu_.shape)}")
+    _check_pivots(piv, m, "lu_unpack")
+    P, L, U = _unpack_np(_host(lu_), piv, unpack_data, unpack_pivots)
+    empty = np.zeros(0, _host(lu_).dtype)
+    dt = LU_data._dtype
+    res = LUUnpackResult(_tensor(empty if P is None else P, dt),
+                         _tensor(empty if L is None else L, dt),
+                         _tensor(empty if U is None else U, dt))
+    return _lu_out(out, res, "lu_unpack")
+
+
 # every public function computes on its input's device
 for _name in __all__:
     _f = globals()[_name]
     if callable(_f) and not isinstance(_f, type) and _name != "matmul":
         globals()[_name] = _on_device(_f)
 del _name, _f
+_lu_unpack = _on_device(_lu_unpack)  # torch.lu_unpack (top level only: fiamma.lu_unpack)
