@@ -267,10 +267,13 @@ def test_whole_row_columns(case, dtype):
         g = rng.standard_normal(ref.shape)
         gw = fiamma.convolution_backward_weight(T(x, dtype), T(g, dtype), w.shape, s, p, d, 1)
         _close(gw, ref_weight_grad(x, g, k, s, p, d), dtype)
-        # the input gradient (columns summed back): <conv(x, w), g> == <x, conv^T(g)>
-        xt = T(x, dtype).requires_grad_()
-        (fn(xt, T(w, dtype), None, s, p, d) * T(g, dtype)).sum().backward()
-        gx = xt.grad.numpy().astype(np.float64)
+        # the input gradient (the transposed convolution: columns summed back), checked by
+        # <conv(x, w), g> == <x, conv^T(g)> and element by element
+        outpad = [sp[i] - ((ref.shape[2 + i] - 1) * s[i] - 2 * p[i] + d[i] * (k[i] - 1) + 1)
+                  for i in range(nd)]
+        fn_t = [None, fiamma.conv_transpose1d, fiamma.conv_transpose2d,
+                fiamma.conv_transpose3d][nd]
+        gx = fn_t(T(g, dtype), T(w, dtype), None, s, p, outpad, 1, d).numpy().astype(np.float64)
         e = np.zeros_like(x)
         lin = (ref_conv(x, w, None, s, p, d, 1) * g).sum()
         assert np.isclose((gx * x).sum(), lin, rtol=TOL[dtype] * 10, atol=TOL[dtype] * 10)
