@@ -235,16 +235,10 @@ def _singular(op, a):
 
 
 def _zero_pivot(m):
-    """1-based index of the first zero pivot of LU with partial pivoting (LAPACK's info)."""
-    m = np.array(m, dtype=np.float64)
-    n = m.shape[0]
-    for k in range(n):
-        p = k + int(np.argmax(np.abs(m[k:, k])))
-        if m[p, k] == 0:
-            return k + 1
-        m[[k, p]] = m[[p, k]]
-        m[k + 1:, k:] -= np.outer(m[k + 1:, k] / m[k, k], m[k, k:])
-    return n
+    """1-based index of the first zero pivot of LU with partial pivoting (LAPACK's info; the
+    last index when rounding, not an exact zero, made the matrix singular)."""
+    info = int(_lu_np(np.asarray(m)[None])[2][0])
+    return info or m.shape[0]
 
 
 # ---- norms ---------------------------------------------------------------------------------
