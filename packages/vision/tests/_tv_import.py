@@ -1,11 +1,34 @@
-"""torchvision for the transforms-v2 parity tests. A torchvision whose C ops do not load beside
-the installed torch (built against another torch, or the CUDA build beside a CPU torch) fails
-at import while registering its meta kernels; its Python transforms do not need them, so the
-import is retried without that module."""
+"""torchvision for the parity tests. A torchvision whose C ops do not load beside the installed
+torch (built against another torch, or the CUDA build beside a CPU torch) fails at import while
+registering its meta kernels; its Python transforms and models do not need them, so the import
+is retried without that module."""
 
+import importlib
 import sys
 import types
 import warnings
+
+
+def _drop_meta_registrations():
+    for k in [k for k in sys.modules if k.startswith("torchvision")]:
+        del sys.modules[k]
+    sys.modules["torchvision._meta_registrations"] = types.ModuleType("_meta_registrations")
+
+
+def tv_import(name):
+    """torchvision's module ``name`` (e.g. "torchvision.models"), retried without the meta
+    registrations when its import fails for another reason than a missing package; None when
+    it cannot be imported."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+    except Exception:
+        _drop_meta_registrations()
+    try:
+        return importlib.import_module(name)
+    except Exception:
+        return None
 
 
 def v2_modules():
@@ -17,9 +40,7 @@ def v2_modules():
     except ImportError:
         return None
     except Exception:
-        for k in [k for k in sys.modules if k.startswith("torchvision")]:
-            del sys.modules[k]
-        sys.modules["torchvision._meta_registrations"] = types.ModuleType("_meta_registrations")
+        _drop_meta_registrations()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -4,12 +4,11 @@ EfficientNet-Lite0 ImageNet checkpoint on real photos, and (marked ``parity``) l
 PyTorch's for the same weights."""
 import functools
 import importlib.util
-import sys
-import types
 from pathlib import Path
 
 import numpy as np
 import pytest
+from _tv_import import tv_import
 
 import fiamma
 from fiamma import nn
@@ -34,23 +33,7 @@ except ImportError:
 
 def _torchvision_models():
     """torchvision.models' Python code, even when its compiled ops do not match torch."""
-    if torch is None:
-        return None
-    try:
-        import torchvision.models as TM
-        return TM
-    except ImportError:
-        return None
-    except Exception:
-        for k in [k for k in sys.modules if k.startswith("torchvision")]:
-            del sys.modules[k]
-        sys.modules["torchvision._meta_registrations"] = types.ModuleType("_meta_registrations")
-        try:
-            import torchvision.models as TM
-            return TM
-        except Exception:
-            return None
-
+    return None if torch is None else tv_import("torchvision.models")
 
 def _nparams(m):
     return sum(p.numel() for p in m.parameters())

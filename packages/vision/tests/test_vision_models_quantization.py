@@ -1,11 +1,10 @@
 """fiamma.vision.models.quantization: the float quantizable models (torchvision's
 models.quantization with quantize=False), fuse_model, the int8 refusals, and (marked
 ``parity``) the same keys, parameter counts and outputs as torchvision's quantizable models."""
-import sys
-import types
 
 import numpy as np
 import pytest
+from _tv_import import tv_import
 
 import fiamma
 import fiamma.ao.nn.intrinsic as nni
@@ -171,17 +170,10 @@ def test_large_builders_param_counts(name):
 
 def _torchvision_quantization():
     torch = pytest.importorskip("torch")
-    try:
-        import torchvision.models.quantization as TQ
-    except ImportError:
-        pytest.skip("torchvision is not installed")
-    except Exception:
-        for k in [k for k in sys.modules if k.startswith("torchvision")]:
-            del sys.modules[k]
-        sys.modules["torchvision._meta_registrations"] = types.ModuleType("_meta_registrations")
-        TQ = pytest.importorskip("torchvision.models.quantization")
+    TQ = tv_import("torchvision.models.quantization")
+    if TQ is None:
+        pytest.skip("torchvision is not installed (or cannot be imported)")
     return torch, TQ
-
 
 @pytest.mark.parity
 @pytest.mark.parametrize("name", sorted(SMALL))

@@ -2,11 +2,10 @@
 the same deterministic operations on the same PIL images and tensors give the same results, and
 transforms print the same reprs."""
 
-import sys
-import types
 
 import numpy as np
 import pytest
+from _tv_import import tv_import
 from PIL import Image
 
 import fiamma
@@ -16,30 +15,12 @@ from fiamma.vision.transforms import functional as F
 
 def _import_torchvision():
     try:
-        import torch  # noqa: F401
+        import torch
     except ImportError:
         return None, None, None
-    try:
-        import torchvision.transforms as TT
-        import torchvision.transforms.functional as TF
-
-        return torch, TT, TF
-    except ImportError:
-        return None, None, None
-    except Exception:
-        # a torchvision wheel whose compiled ops do not match the installed torch fails while
-        # registering them; the transforms do not need those ops
-        for k in [k for k in sys.modules if k.startswith("torchvision")]:
-            del sys.modules[k]
-        sys.modules["torchvision._meta_registrations"] = types.ModuleType("_meta_registrations")
-        try:
-            import torch
-            import torchvision.transforms as TT
-            import torchvision.transforms.functional as TF
-
-            return torch, TT, TF
-        except Exception:
-            return None, None, None
+    TT = tv_import("torchvision.transforms")
+    TF = tv_import("torchvision.transforms.functional") if TT is not None else None
+    return (torch, TT, TF) if TF is not None else (None, None, None)
 
 
 torch, TT, TF = _import_torchvision()

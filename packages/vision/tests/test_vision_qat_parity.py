@@ -3,12 +3,11 @@ the QAT-prepared models have the same state (keys, dtypes, shapes); with torchvi
 state loaded, train-mode outputs and gradients agree, the int8 models after convert agree
 within a quantum, and a torch-saved QAT checkpoint loads into fiamma's ``quantize=True``
 builder from a local path."""
-import sys
-import types
 import warnings
 
 import numpy as np
 import pytest
+from _tv_import import tv_import
 
 import fiamma
 import fiamma.ao.quantization as tq
@@ -20,17 +19,10 @@ pytestmark = pytest.mark.parity
 def _tv():
     torch = pytest.importorskip("torch")
     warnings.filterwarnings("ignore", category=DeprecationWarning)
-    try:
-        import torchvision.models.quantization as TQ
-    except ImportError:
-        pytest.skip("torchvision is not installed")
-    except Exception:
-        for k in [k for k in sys.modules if k.startswith("torchvision")]:
-            del sys.modules[k]
-        sys.modules["torchvision._meta_registrations"] = types.ModuleType("_meta_registrations")
-        TQ = pytest.importorskip("torchvision.models.quantization")
+    TQ = tv_import("torchvision.models.quantization")
+    if TQ is None:
+        pytest.skip("torchvision is not installed (or cannot be imported)")
     return torch, TQ
-
 
 def _f(t):
     return fiamma.tensor(t.detach().numpy())

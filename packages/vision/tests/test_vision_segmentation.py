@@ -2,11 +2,10 @@
 them (parameter counts equal to the weights' meta, head layouts, output dict), the weights
 rules of the builders, IntermediateLayerGetter, and (marked ``parity``) state-dict keys and
 outputs equal to torchvision's with the same weights."""
-import sys
-import types
 
 import numpy as np
 import pytest
+from _tv_import import tv_import
 
 import fiamma
 from fiamma.vision import models as M
@@ -128,23 +127,7 @@ def test_intermediate_layer_getter():
 # ---------------------------------------------------------------------------- parity
 
 def _torchvision_segmentation():
-    if torch is None:
-        return None
-    try:
-        import torchvision.models.segmentation as TS
-        return TS
-    except ImportError:
-        return None
-    except Exception:
-        for k in [k for k in sys.modules if k.startswith("torchvision")]:
-            del sys.modules[k]
-        sys.modules["torchvision._meta_registrations"] = types.ModuleType("_meta_registrations")
-        try:
-            import torchvision.models.segmentation as TS
-            return TS
-        except Exception:
-            return None
-
+    return None if torch is None else tv_import("torchvision.models.segmentation")
 
 @pytest.mark.parity
 @pytest.mark.parametrize("name", _BUILDERS)
