@@ -232,3 +232,40 @@ int fm_gelu_fwd_grad(int dtype, int approximate, int64_t n, intptr_t x, intptr_t
     if (n > 0 && !d) return FM_ERR_ARG;
     return gelu_run(dtype, approximate, 2, n, d, x, y);
 }
+
+/* ---- ReLU backward: one pass (the composition is a comparison into a bool mask, then a where) */
+
+#define RELU_PAR_MIN (1 << 18) /* memory-bound: threads pay off only on large tensors */
+#define RELU_CHUNK (1 << 15)
+
+FM_CLONES static void relu_bwd_f(int64_t n, const float *g, const float *y, float *gx) {
+    for (int64_t i = 0; i < n; i++) gx[i] = y[i] > 0.0f ? g[i] : 0.0f;
+}
+
+FM_CLONES static void relu_bwd_d(int64_t n, const double *g, const double *y, double *gx) {
+    for (int64_t i = 0; i < n; i++) gx[i] = y[i] > 0.0 ? g[i] : 0.0;
+}
+
+static void relu_piece(int dtype, int64_t o, int64_t n, intptr_t g, intptr_t y, intptr_t gx) {
+    if (dtype == FM_FLOAT32)
+        relu_bwd_f(n, (const float *)g + o, (const float *)y + o, (float *)gx + o);
+    else
+        relu_bwd_d(n, (const double *)g + o, (const double *)y + o, (double *)gx + o);
+}
+
+int fm_relu_bwd(int dtype, int64_t n, intptr_t g, intptr_t y, intptr_t gx) {
+    if (dtype != FM_FLOAT32 && dtype != FM_FLOAT64) return FM_ERR_DTYPE;
+    if (n < 0 || (n > 0 && (!g || !y || !gx))) return FM_ERR_ARG;
+    int nth = n >= RELU_PAR_MIN && !act_forked ? omp_get_max_threads() : 1;
+    if (nth > 1) {
+        int64_t np = (n + RELU_CHUNK - 1) / RELU_CHUNK;
+#pragma omp parallel for num_threads(nth) schedule(static)
+        for (int64_t k = 0; k < np; k++) {
+            int64_t o = k * RELU_CHUNK;
+            relu_piece(dtype, o, n - o < RELU_CHUNK ? n - o : RELU_CHUNK, g, y, gx);
+        }
+    } else {
+        relu_piece(dtype, 0, n, g, y, gx);
+    }
+    return FM_OK;
+}

@@ -15,3 +15,7 @@ int fm_gelu_bwd(int dtype, int approximate, int64_t n, intptr_t g, intptr_t x, i
 /* fm_gelu_fwd_grad: y = gelu(x) and d = gelu'(x) in one pass (the d of fm_gelu_bwd: g * d is
  * its gx bit for bit); float32, exact form only (FM_ERR_OP otherwise). */
 int fm_gelu_fwd_grad(int dtype, int approximate, int64_t n, intptr_t x, intptr_t y, intptr_t d);
+/* fm_relu_bwd: gx = y > 0 ? g : 0 (ReLU's backward from its forward output y; a NaN y passes no
+ * gradient, as the comparison-and-where composition); float32/float64 (FM_ERR_DTYPE otherwise,
+ * the caller composes). Contiguous arrays of n elements; gx may alias g. */
+int fm_relu_bwd(int dtype, int64_t n, intptr_t g, intptr_t y, intptr_t gx);

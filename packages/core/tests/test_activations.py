@@ -183,3 +183,27 @@ def test_relu_backward(device, dtype, on_cpu):
     x = fiamma.tensor([-1.0, 0.5, 0.0, 3.0], dtype=dtype, device=device, requires_grad=True)
     fiamma.relu(x).sum().backward()
     assert x.grad.cpu().float().tolist() == [0.0, 1.0, 0.0, 1.0]
+
+
+@pytest.mark.parametrize("dtype", [fiamma.float32, fiamma.float64])
+@pytest.mark.parametrize("n", [1, 15, 17, 1000, (1 << 18) + 33, (1 << 20) + 7])
+def test_relu_backward_one_pass_sizes(dtype, n):
+    """The CPU's one-pass kernel against NumPy's where at vector tails and past the size that
+    splits it over threads; NaN and -0 outputs pass no gradient, and the zeros are +0."""
+    rng = np.random.default_rng(n)
+    npdt = np.float32 if dtype is fiamma.float32 else np.float64
+    y = rng.standard_normal(n).astype(npdt)
+    y[::7] = 0.0
+    y[3::11] = -0.0
+    y[5::13] = np.nan
+    g = rng.standard_normal(n).astype(npdt)
+    got = fiamma.relu_backward(fiamma.from_numpy(g), fiamma.from_numpy(y)).numpy()
+    want = np.where(y > 0, g, npdt(0))
+    assert got.dtype == npdt
+    assert np.array_equal(got, want)
+    assert not np.signbit(got[y <= 0]).any()
+    # mixed dtypes take the composition (promoted), as before
+    mixed = fiamma.relu_backward(fiamma.from_numpy(g).double(), fiamma.from_numpy(y).float())
+    assert mixed.dtype == fiamma.float64
+    want = np.where(y.astype(np.float32) > 0, g.astype(np.float64), 0)
+    assert np.array_equal(mixed.numpy(), want)

@@ -2,7 +2,8 @@
 one C pass and one recorded autograd op (the composition ``0.5 x (1 + erf(x / sqrt 2))`` was
 five). float16/bfloat16 compute in float32 and round once; other devices use the composition.
 ``relu_backward`` (ReLU's gradient, ``where(output > 0, grad, 0)``) is one kernel on a backend
-with ``relu_bwd`` (the cuda backend's; elsewhere the comparison and the ``where``).
+with ``relu_bwd`` (the cuda backend's, the CPU's for float32/float64; elsewhere the comparison
+and the ``where``).
 
 >>> import fiamma
 >>> [round(v, 4) for v in fiamma.gelu(fiamma.tensor([-1.0, 0.0, 1.0])).tolist()]
@@ -141,9 +142,9 @@ def gelu_backward(grad_output, input, approximate="none"):
 
 def relu_backward(grad_output, output):
     """ReLU's gradient ``where(output > 0, grad_output, 0)`` from the forward's ``output``
-    (NaN outputs pass no gradient); differentiable again (along ``grad_output``). On a backend
-    with a fused kernel (cuda) one pass when both are contiguous tensors of one float dtype and
-    shape; otherwise the comparison and ``where``.
+    (NaN outputs pass no gradient); differentiable again (along ``grad_output``). One pass when
+    both are contiguous tensors of one float dtype and shape and the backend has the kernel
+    (cuda; the CPU for float32/float64); otherwise the comparison and ``where``.
 
     >>> import fiamma
     >>> fiamma.relu_backward(fiamma.ones(3), fiamma.tensor([0.0, 2.0, -1.0])).tolist()

@@ -11,7 +11,7 @@ __all__ = ["conv", "batch_norm_fwd", "batch_norm_bwd", "row_norm_fwd", "row_norm
            "upsample_backward", "grid_sample", "grid_sample_backward", "adam_step", "sgd_step",
            "gelu_fwd", "gelu_bwd", "nms", "xent_fwd", "xent_bwd", "attn_fwd", "attn_bwd",
            "lstm_cell_fwd", "lstm_cell_bwd", "lstm_seq_fwd", "lstm_seq_bwd", "gru_seq_fwd",
-           "gru_seq_bwd", "gelu_fwd_grad"]
+           "gru_seq_bwd", "gelu_fwd_grad", "relu_bwd"]
 
 
 def _p(t):
@@ -121,6 +121,12 @@ def gelu_bwd(approximate, g, x, out):
     return lib.fm_gelu_bwd(x._dtype.code, approximate, x._numel, g._ptr, x._ptr, out._ptr)
 
 
+def relu_bwd(g, y, out):
+    # optional (probed by core's relu_backward): out = where(y > 0, g, 0) in one pass,
+    # float32/float64 contiguous (codes.ERR_DTYPE otherwise: the op composes)
+    return lib.fm_relu_bwd(y._dtype.code, y._numel, g._ptr, y._ptr, out._ptr)
+
+
 def gelu_fwd_grad(approximate, x, y, d):
     # optional (probed by the op; not in the contract): y = gelu(x) and d = gelu'(x) in one
     # pass, float32 exact form (codes.ERR_OP otherwise)
@@ -169,7 +175,8 @@ def lstm_cell_bwd(B, H, ghy, gcy, cx, cy, ws, ggates, gcx):
 # Optional primitives: not in the contract; the op layer probes for them with getattr and
 # otherwise composes contract primitives. Listed so that the xp backend standing in for the
 # CPU (xp/host.py) does not borrow them from here.
-OPTIONAL = ("lstm_seq_fwd", "lstm_seq_bwd", "gru_seq_fwd", "gru_seq_bwd", "gelu_fwd_grad")
+OPTIONAL = ("lstm_seq_fwd", "lstm_seq_bwd", "gru_seq_fwd", "gru_seq_bwd", "gelu_fwd_grad",
+            "relu_bwd")
 
 
 # a whole LSTM layer in one call (csrc/api_lstm.h); without it the op loops over
