@@ -196,3 +196,19 @@ def test_default_collate():
     conv = D.default_convert({"a": np.ones(2), "b": [np.zeros(1)], "c": "x"})
     assert isinstance(conv["a"], fiamma.Tensor) and isinstance(conv["b"][0], fiamma.Tensor)
     assert conv["c"] == "x"
+
+
+def test_distributed_sampler_peek_before_set_epoch_does_not_warn():
+    """pytorch/examples' ddp-tutorial-series peeks at the first batch before set_epoch each
+    epoch: an iteration left before its end is not an epoch."""
+    s = D.DistributedSampler(Range(10), 2, 1, shuffle=True)
+    loader = D.DataLoader(Range(10), batch_size=2, sampler=s)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for epoch in range(3):
+            next(iter(loader))
+            s.set_epoch(epoch)
+            assert len([b for b in loader]) == 3
+    # two whole epochs with no set_epoch between them still warn, through a DataLoader too
+    with pytest.warns(UserWarning, match="set_epoch was not called"):
+        list(loader)

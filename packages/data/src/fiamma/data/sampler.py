@@ -178,8 +178,9 @@ class DistributedSampler(Sampler):
     rank r takes every num_replicas-th index starting at r. ``num_replicas`` and ``rank``
     default to the world size and rank of fiamma.distributed's default process group.
 
-    Iterating a shuffling sampler twice with the same epoch (``set_epoch`` forgotten) warns
-    once: every epoch would see the same order.
+    Running a shuffling sampler to its end twice with the same epoch and no ``set_epoch`` call
+    in between (``set_epoch`` forgotten) warns once: every epoch would see the same order. An
+    iteration left before its end (a program peeking at the first batch) does not count.
 
     >>> from fiamma.data import DistributedSampler
     >>> list(DistributedSampler(range(5), num_replicas=2, rank=1, shuffle=False))
@@ -209,17 +210,13 @@ class DistributedSampler(Sampler):
         self.total_size = self.num_samples * num_replicas
         self.shuffle = shuffle
         self.seed = seed
-        self._last_epoch = None
+        self._set_calls = 0  # set_epoch calls so far
+        self._last_done = None  # (epoch, set_epoch calls) of the last iteration run to its end
         self._warned = False
 
     def __iter__(self):
         n = len(self.dataset)
-        if self.shuffle and self._last_epoch == self.epoch and not self._warned:
-            self._warned = True
-            warnings.warn(f"DistributedSampler: iterated again with epoch {self.epoch}: call "
-                          "sampler.set_epoch(epoch) at the start of every epoch, or each epoch "
-                          "sees the same order", UserWarning, stacklevel=2)
-        self._last_epoch = self.epoch
+        epoch, calls = self.epoch, self._set_calls
         if self.shuffle:
             g = fiamma.Generator().manual_seed(self.seed + self.epoch)
             indices = fiamma.randperm(n, generator=g).tolist()
@@ -233,7 +230,21 @@ class DistributedSampler(Sampler):
                 indices += (indices * math.ceil(pad / len(indices)))[:pad]
         else:
             indices = indices[:self.total_size]
-        return iter(indices[self.rank:self.total_size:self.num_replicas])
+        mine = indices[self.rank:self.total_size:self.num_replicas]
+        if not self.shuffle:
+            return iter(mine)
+        return self._watched(mine, epoch, calls)
+
+    def _watched(self, mine, epoch, calls):
+        """``mine``'s indices; at their end, the forgotten-``set_epoch`` check."""
+        yield from mine
+        if self._last_done == (epoch, calls) and not self._warned:
+            self._warned = True
+            warnings.warn(f"DistributedSampler: two epochs ran with the same epoch number "
+                          f"{epoch} (set_epoch was not called in between): call "
+                          "sampler.set_epoch(epoch) at the start of every epoch, or each epoch "
+                          "sees the same order", UserWarning, stacklevel=2)
+        self._last_done = (epoch, calls)
 
     def __len__(self):
         return self.num_samples
@@ -241,3 +252,4 @@ class DistributedSampler(Sampler):
     def set_epoch(self, epoch):
         """Make the next shuffle differ (same on every replica)."""
         self.epoch = epoch
+        self._set_calls += 1
