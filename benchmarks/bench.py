@@ -392,6 +392,18 @@ def data_workloads(quick):
                             epoch(tloader) if tloader is not None else None,
                             targets=(("pt", 1.0),), check=False, repeat=2 if quick else 3,
                             ))
+    # the small-data pattern: tensors already in memory, TensorDataset, the default collate
+    fx = data.TensorDataset(fiamma.from_numpy(x[:20_000].astype(np.float32)),
+                            fiamma.from_numpy(y[:20_000]))
+    floader = data.DataLoader(fx, batch_size=64, shuffle=True)
+    tloader = None
+    if torch is not None:
+        tx = torch.utils.data.TensorDataset(torch.from_numpy(x[:20_000].astype(np.float32)),
+                                            torch.from_numpy(y[:20_000]))
+        tloader = torch.utils.data.DataLoader(tx, batch_size=64, shuffle=True)
+    out.append(Workload("TensorDataset epoch (20k, batch 64)", "ms", epoch(floader), None,
+                        epoch(tloader) if tloader is not None else None,
+                        targets=(("pt", 1.0),), check=False, repeat=3))
     return out
 
 

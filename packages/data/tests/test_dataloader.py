@@ -120,3 +120,57 @@ def test_pin_memory_warns_without_an_accelerator():
 
 def test_worker_info_is_none_in_the_main_process():
     assert D.get_worker_info() is None
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_tensor_dataset_batches_equal_stacked_samples(num_workers, monkeypatch):
+    """A plain TensorDataset under the default collate gathers each batch's rows in one
+    indexing op: the batches equal default_collate of the samples one by one (values, dtypes,
+    shapes, contiguity), for every tensor kind and for the shorter last batch."""
+    from fiamma.data import TensorDataset, default_collate
+
+    rng = np.random.default_rng(0)
+    x = fiamma.from_numpy(rng.standard_normal((23, 2, 3)).astype(np.float32))
+    y = fiamma.from_numpy(rng.integers(0, 10, 23))
+    m = fiamma.from_numpy(rng.random(23) > 0.5)
+    h = fiamma.from_numpy(rng.standard_normal((40, 5)))[::2, 1:4]  # strided rows of float64
+    ds = TensorDataset(x, y, m, h[:23] if len(h) >= 23 else fiamma.zeros(23, 3))
+    order = [int(i) for i in rng.permutation(23)]
+    loader = D.DataLoader(ds, batch_size=5, sampler=order, num_workers=num_workers)
+    if num_workers == 0:  # the one-op gather, not the samples one by one
+        with monkeypatch.context() as mp:
+            mp.setattr(TensorDataset, "__getitem__", lambda self, i: 1 / 0)
+            got = list(loader)
+    else:
+        got = list(loader)
+    assert len(got) == 5
+    for k, batch in enumerate(got):
+        idx = order[5 * k:5 * k + 5]
+        want = default_collate([ds[i] for i in idx])
+        assert isinstance(batch, list) and len(batch) == 4
+        for a, b in zip(batch, want):
+            assert a.dtype == b.dtype and a.shape == b.shape and a.is_contiguous()
+            assert np.array_equal(a.numpy(), b.numpy())
+
+
+def test_tensor_dataset_batch_index_checks_and_other_index_kinds():
+    from fiamma.data import TensorDataset
+
+    ds = TensorDataset(fiamma.arange(6), fiamma.arange(6) * 10)
+    # negative indices count from the end, as for one sample
+    assert [[t.tolist() for t in b] for b in D.DataLoader(ds, batch_size=3, sampler=[-1, 0, -6])] \
+        == [[[5, 0, 0], [50, 0, 0]]]
+    # NumPy integers from a sampler take the per-sample path, with the same batches
+    batches = D.DataLoader(ds, batch_size=2, sampler=np.arange(4)[::-1])
+    assert [[t.tolist() for t in b] for b in batches] == [[[3, 2], [30, 20]], [[1, 0], [10, 0]]]
+    # an index out of range still fails as the per-sample path does
+    with pytest.raises(IndexError):
+        list(D.DataLoader(ds, batch_size=2, sampler=[0, 6]))
+    # a subclass (its own __getitem__) and a custom collate keep their own paths
+    class Doubled(TensorDataset):
+        def __getitem__(self, i):
+            return tuple(t[i] * 2 for t in self.tensors)
+
+    doubled = D.DataLoader(Doubled(fiamma.arange(3)), batch_size=3)
+    assert [[t.tolist() for t in b] for b in doubled] == [[[0, 2, 4]]]
+    assert D.DataLoader(ds, batch_size=2, collate_fn=lambda b: len(b)).__iter__().__next__() == 2

@@ -7,7 +7,7 @@ import warnings
 
 import fiamma
 from fiamma.data._collate import default_collate, default_convert
-from fiamma.data.dataset import IterableDataset
+from fiamma.data.dataset import IterableDataset, TensorDataset
 from fiamma.data.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 from fiamma.profiler import hook as _profiler
 
@@ -50,9 +50,21 @@ class _MapFetcher:
                                                                  collate_fn, drop_last)
         getitems = getattr(dataset, "__getitems__", None)
         self.getitems = getitems if callable(getitems) else None
+        # a plain TensorDataset under the default collate: a batch is each tensor's rows
+        # gathered in one indexing op, the same values, dtype, shape and autograd history as
+        # stacking the samples one by one (PyTorch's way: ~3 us a sample)
+        self.rows = (auto_collation and type(dataset) is TensorDataset and
+                     collate_fn is default_collate)
 
     def fetch(self, index):
         if self.auto:
+            if self.rows and index and _int_list(index):
+                tensors = self.dataset.tensors
+                if all(type(t) is fiamma.Tensor and t.device.type == "cpu" for t in tensors):
+                    n = len(tensors[0])
+                    if all(-n <= i < n for i in index):
+                        rows = fiamma.tensor(index, dtype=fiamma.int64)
+                        return [t[rows] for t in tensors]
             if self.getitems is not None:
                 data = self.getitems(index)
             else:
@@ -60,6 +72,10 @@ class _MapFetcher:
         else:
             data = self.dataset[index]
         return self.collate(data)
+
+
+def _int_list(index):
+    return type(index) is list and all(type(i) is int for i in index)
 
 
 class _IterFetcher:
