@@ -15,6 +15,9 @@
    (the speed-up of each round and their median); ``--ceiling`` also runs two independent
    1-rank trainings at the per-rank batch of 32 at once beside one alone at 32 and at 64: the
    speed-up the machine's two cores allow the same work with no communication at all.
+   ``--torch`` also trains benchmarks/ddp_lenet_torch.py, the same LeNet written against
+   PyTorch's API, under torchrun (gloo) and unmodified under fiamma's launcher with
+   ``-m fiamma.run``, 1 and 2 ranks each.
 
 3. DDP's own per-step cost in a world of one (no communication to wait for): LeNet steps at
    the per-rank batch 32 with and without the DDP wrapper, alternated, in thread CPU time
@@ -150,6 +153,10 @@ def main():
     p.add_argument("--ceiling", action="store_true",
                    help="also time two independent 1-rank trainings at once")
     p.add_argument("--overhead-pairs", type=int, default=300)
+    p.add_argument("--torch", action="store_true",
+                   help="also train benchmarks/ddp_lenet_torch.py (the same LeNet written "
+                        "against PyTorch's API) under torchrun with gloo and, unmodified, "
+                        "under fiamma's launcher and runner, 1 and 2 ranks each")
     args = p.parse_args()
     if args.worker:
         return worker(args.repeat)
@@ -222,6 +229,37 @@ def main():
         print(f"\nTwo independent 1-rank trainings at batch 32 at once: {pair32 / solo32:.2f}x "
               f"the samples/s of one alone, {pair32 / solo64:.2f}x one at batch 64 (the bound "
               "on the 2-rank speed-up above: the same work with no communication)")
+    if args.torch:
+        script = str(ROOT / "benchmarks" / "ddp_lenet_torch.py")
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+
+        def figures(cmd):
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+            if proc.returncode:
+                raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stdout}\n{proc.stderr}")
+            line = next(x for x in proc.stdout.splitlines() if x.startswith("FIGURES "))
+            return json.loads(line[len("FIGURES "):])
+
+        flags = ["--epochs", str(args.epochs)]
+        same = {}
+        for n in (1, 2):
+            same[("torch", n)] = figures([sys.executable, "-m", "torch.distributed.run",
+                                          "--nproc-per-node", str(n), script, *flags])
+            same[("fiamma", n)] = figures([sys.executable, "-m", "fiamma.distributed.run",
+                                           "--nproc-per-node", str(n), "-m", "fiamma.run",
+                                           script, *flags])
+        results["same_program"] = {f"{lib} {n} rank(s)": r for (lib, n), r in same.items()}
+        print(f"\nThe same PyTorch program (ddp_lenet_torch.py, {args.epochs} epochs, global "
+              "batch 64, 1 thread per rank): PyTorch under torchrun (gloo), fiamma under "
+              "its launcher and `-m fiamma.run`")
+        for lib in ("torch", "fiamma"):
+            one, two = same[(lib, 1)], same[(lib, 2)]
+            up = two["samples_per_s"] / one["samples_per_s"]
+            print(f"  {lib:7s} 1 rank {one['samples_per_s']:8.1f} samples/s, 2 ranks "
+                  f"{two['samples_per_s']:8.1f} ({up:.2f}x)"
+                  f", test accuracy {one['test_accuracy']:.1%} / {two['test_accuracy']:.1%}")
+        print(f"  fiamma's 2 ranks / PyTorch's 2 ranks: "
+              f"{same[('fiamma', 2)]['samples_per_s'] / same[('torch', 2)]['samples_per_s']:.2f}x")
     if args.overhead_pairs:
         env = dict(os.environ, OMP_NUM_THREADS="1")
         code = (f"import sys, json; sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); "
