@@ -1,0 +1,161 @@
+"""Dynamic-quantization kernels with fbgemm's (x86) arithmetic.
+
+A dynamically quantized linear layer keeps an int8 weight and quantizes each input batch on
+the fly: the batch's float32 min and max (widened to include 0) give a quint8 scale and zero
+point as PyTorch's ``ChooseQuantizationParams`` computes them (in double, over ``[0, 127]``
+when ``reduce_range``), the input is quantized as ``rint(x * (1 / scale) + zero_point)``,
+multiplied by the weight minus its zero point with an exact integer sum, and the int32
+accumulator goes back to float32 as ``float(acc) * (x_scale * w_scale) + bias``.
+
+The integer sum is computed exactly with float32 matrix products: the products of the
+centred operands are at most ``127 * 255`` in magnitude, so a product over up to
+``2**24 / (max|x| * max|w|)`` columns is exact in float32; longer reductions are split into
+such chunks and summed in float64. There is no hand-written int8 GEMM: the work is a float32
+GEMM plus the quantization passes, so it is not faster than the float layer.
+
+    >>> import numpy as np
+    >>> from fiamma.ao.nn.quantized.dynamic._ops import choose_qparams
+    >>> choose_qparams(np.float32(-1.0), np.float32(3.0), reduce_range=True)
+    (0.031496062874794006, 32)
+"""
+import warnings
+
+import numpy as np
+
+_F32 = np.float32
+_SMALL_SCALE = np.float32(6.1e-5)
+_F32_EXACT = 2 ** 24
+_F16_MAX = float(np.finfo(np.float16).max)
+
+
+def choose_qparams(x_min, x_max, qmin=0, qmax=255, reduce_range=False):
+    """PyTorch's ``quant_utils::ChooseQuantizationParams`` (no sparsity preservation, no
+    power-of-two scale) for float32 ``x_min``/``x_max``: returns ``(scale, zero_point)``
+    with ``scale`` a float32 value."""
+    mn = min(float(_F32(x_min)), 0.0)
+    mx = max(float(_F32(x_max)), 0.0)
+    if reduce_range:
+        qmin, qmax = int(qmin / 2), int(qmax / 2)
+    scale = (mx - mn) / (qmax - qmin)
+    s32 = _F32(scale)
+    with np.errstate(divide="ignore", over="ignore"):
+        if s32 == 0 or np.isinf(_F32(1.0) / s32):
+            scale = 0.1
+    if scale < float(_SMALL_SCALE):
+        org = _F32(scale)
+        scale = float(_SMALL_SCALE)
+        if mn == 0.0:
+            mx = float(_SMALL_SCALE * _F32(qmax - qmin))
+        elif mx == 0.0:
+            mn = float(-_SMALL_SCALE * _F32(qmax - qmin))
+        else:
+            amp = _F32(_SMALL_SCALE / org)
+            mn, mx = float(_F32(mn) * amp), float(_F32(mx) * amp)
+    zp_min = qmin - mn / scale
+    zp_max = qmax - mx / scale
+    err_min = abs(qmin) - abs(mn / scale)
+    err_max = abs(qmax) - abs(mx / scale)
+    zp0 = zp_min if err_min < err_max else zp_max
+    if zp0 < qmin:
+        zp = qmin
+    elif zp0 > qmax:
+        zp = qmax
+    else:
+        zp = int(np.rint(zp0))
+    return float(_F32(scale)), zp
+
+
+def quantize_input(x, reduce_range):
+    """float32 array -> (uint8-valued int array, scale, zero_point) as fbgemm's dynamic
+    path: the qparams of the whole array's range, then ``rint(fma(x, 1/scale, zp))``
+    clamped to [0, 255]."""
+    if x.size:
+        scale, zp = choose_qparams(x.min(), x.max(), 0, 255, reduce_range)
+    else:
+        scale, zp = choose_qparams(0.0, 0.0, 0, 255, reduce_range)
+    inv = float(_F32(1.0) / _F32(scale))
+    # float32 x times float32 inv is exact in float64; adding the integer zero point and
+    # rounding once to float32 is the fused multiply-add fbgemm uses
+    t = (x.astype(np.float64) * inv + zp).astype(_F32)
+    q = np.clip(np.rint(t), 0, 255)
+    return q, scale, zp
+
+
+class PackedLinear:
+    """A linear layer's weight prepared for the dynamic kernel: ``weight`` a qint8
+    :class:`~fiamma.ao.QTensor` (per tensor or per output channel) or, for ``float16``, a
+    float tensor (its values rounded to float16); ``bias`` float or None."""
+
+    def __init__(self, weight, bias):
+        from fiamma.nn import _qtensor as Q
+        self.weight, self.bias = weight, bias
+        self.b = None if bias is None else np.asarray(bias.detach().numpy(), dtype=_F32)
+        if isinstance(weight, Q.QTensor):
+            if weight._dtype is not Q.qint8:
+                raise TypeError(f"dynamic quantized linear: expected a qint8 weight, got "
+                                f"{weight._dtype!r}")
+            if weight.ndim != 2:
+                raise ValueError(f"dynamic quantized linear: expected a 2-d weight, got "
+                                 f"{weight.ndim}-d")
+            n_out = weight.shape[0]
+            wi = np.asarray(weight._int.numpy(), dtype=np.int64)
+            if weight._axis is None:
+                ws = np.full(n_out, weight._scale, dtype=_F32)
+                wz = np.full(n_out, int(weight._zero_point), dtype=np.int64)
+            else:
+                if weight._axis != 0:
+                    raise RuntimeError("dynamic quantized linear: expected per-channel axis "
+                                       f"0, got {weight._axis}")
+                ws = np.asarray(weight._scale.numpy(), dtype=_F32)
+                wz = np.asarray(weight._zero_point.numpy(), dtype=np.int64)
+            wc = wi - wz[:, None]
+            self.int8 = True
+            self.w_scale = ws
+            self.wT = np.ascontiguousarray(wc.T.astype(_F32))  # (in, out), exact integers
+            self.w_bound = int(np.abs(wc).max()) if wc.size else 0
+        else:
+            w = np.asarray(weight.detach().numpy(), dtype=_F32)
+            if w.ndim != 2:
+                raise ValueError(f"dynamic quantized linear: expected a 2-d weight, got "
+                                 f"{w.ndim}-d")
+            if np.abs(w).max(initial=0) > _F16_MAX:
+                warnings.warn("dynamic quantized linear (float16): weight values beyond the "
+                              "float16 range are saturated to +-65504", UserWarning,
+                              stacklevel=3)
+            w16 = np.clip(w, -_F16_MAX, _F16_MAX).astype(np.float16).astype(_F32)
+            self.int8 = False
+            self.wT = np.ascontiguousarray(w16.T)
+        self.in_features, self.out_features = self.wT.shape
+
+    def __call__(self, x, reduce_range=True, op="dynamic quantized linear"):
+        """``x`` a float32 array ``(..., in_features)`` -> float32 ``(..., out_features)``."""
+        if x.shape[-1] != self.in_features:
+            raise RuntimeError(f"{op}: input's last dimension {x.shape[-1]} does not match "
+                               f"in_features {self.in_features}")
+        lead = x.shape[:-1]
+        x2 = x.reshape(-1, self.in_features)
+        if not self.int8:
+            y = x2 @ self.wT
+            if self.b is not None:
+                y = y + self.b
+            return y.astype(_F32, copy=False).reshape(lead + (self.out_features,))
+        q, scale, zp = quantize_input(x2, reduce_range)
+        xc = (q - zp).astype(_F32)
+        x_bound = max(zp, 255 - zp)
+        k = self.in_features
+        bound = max(1, x_bound * self.w_bound)
+        chunk = max(1, _F32_EXACT // bound)
+        if chunk >= k:
+            acc = xc @ self.wT
+        else:
+            acc = np.zeros((x2.shape[0], self.out_features), dtype=np.float64)
+            for s in range(0, k, chunk):
+                acc += xc[:, s:s + chunk] @ self.wT[s:s + chunk]
+            acc = acc.astype(_F32)
+        mult = (_F32(scale) * self.w_scale).astype(_F32)
+        acc = acc.astype(_F32, copy=False)  # the int32 accumulator as float32
+        if self.b is None:
+            y = acc * mult
+        else:  # fbgemm's fused multiply-add: float32 products are exact in float64
+            y = (acc.astype(np.float64) * mult.astype(np.float64) + self.b).astype(_F32)
+        return y.reshape(lead + (self.out_features,))
