@@ -408,3 +408,36 @@ def test_parity_torch_state_dict_loads_into_dynamic_linear():
     fm.load_state_dict(fiamma.load(buf))
     x = np.random.default_rng(9).standard_normal((6, 12)).astype(np.float32)
     np.testing.assert_array_equal(fm(_f(x)).numpy(), tqm(torch.from_numpy(x)).numpy())
+
+
+def test_quantize_per_tensor_dynamic():
+    x = _f([-1.0, 0.5, 3.0])
+    q = fiamma.quantize_per_tensor_dynamic(x, fiamma.quint8, False)
+    assert q.q_zero_point() == 64 and q.q_scale() == 4.0 / 255  # the double scale
+    np.testing.assert_array_equal(q.int_repr().numpy(), [0, 96, 255])
+    q7 = fiamma.quantize_per_tensor_dynamic(x, fiamma.qint8, True)  # [-64, 63]
+    assert q7.q_zero_point() == -32 and q7.int_repr().numpy().max() == 63
+    z = fiamma.quantize_per_tensor_dynamic(fiamma.zeros(3), fiamma.quint8, False)
+    assert z.q_scale() == 0.1 and z.q_zero_point() == 0  # an empty range: scale 0.1
+    with pytest.raises(ValueError, match="quint8 or fiamma.qint8"):
+        fiamma.quantize_per_tensor_dynamic(x, fiamma.qint32, False)
+    with pytest.raises(TypeError, match="expected a float tensor"):
+        fiamma.quantize_per_tensor_dynamic(fiamma.ones(2, dtype=fiamma.int64), fiamma.qint8,
+                                           False)
+
+
+@pytest.mark.parity
+def test_parity_quantize_per_tensor_dynamic():
+    torch = _torch()
+    rng = np.random.default_rng(11)
+    for trial in range(200):
+        x = (rng.standard_normal(int(rng.integers(1, 60))) * 10 ** rng.uniform(-9, 4)
+             + rng.uniform(-1, 1) * (trial % 2)).astype(np.float32)
+        if trial % 5 == 0:
+            x = np.abs(x)
+        for dt in ("quint8", "qint8"):
+            for rr in (False, True):
+                t = torch.quantize_per_tensor_dynamic(torch.from_numpy(x), getattr(torch, dt), rr)
+                f = fiamma.quantize_per_tensor_dynamic(_f(x), getattr(fiamma, dt), rr)
+                assert (f.q_scale(), f.q_zero_point()) == (t.q_scale(), t.q_zero_point())
+                np.testing.assert_array_equal(f.int_repr().numpy(), t.int_repr().numpy())

@@ -28,10 +28,11 @@ _F32_EXACT = 2 ** 24
 _F16_MAX = float(np.finfo(np.float16).max)
 
 
-def choose_qparams(x_min, x_max, qmin=0, qmax=255, reduce_range=False):
+def choose_qparams(x_min, x_max, qmin=0, qmax=255, reduce_range=False, _double=False):
     """PyTorch's ``quant_utils::ChooseQuantizationParams`` (no sparsity preservation, no
     power-of-two scale) for float32 ``x_min``/``x_max``: returns ``(scale, zero_point)``
-    with ``scale`` a float32 value."""
+    with ``scale`` a float32 value (the double one with ``_double``, as
+    ``quantize_per_tensor_dynamic`` keeps it)."""
     mn = min(float(_F32(x_min)), 0.0)
     mx = max(float(_F32(x_max)), 0.0)
     if reduce_range:
@@ -62,7 +63,7 @@ def choose_qparams(x_min, x_max, qmin=0, qmax=255, reduce_range=False):
         zp = qmax
     else:
         zp = int(np.rint(zp0))
-    return float(_F32(scale)), zp
+    return (float(scale) if _double else float(_F32(scale))), zp
 
 
 def quantize_input(x, reduce_range):
