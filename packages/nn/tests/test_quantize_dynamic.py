@@ -441,3 +441,35 @@ def test_parity_quantize_per_tensor_dynamic():
                 f = fiamma.quantize_per_tensor_dynamic(_f(x), getattr(fiamma, dt), rr)
                 assert (f.q_scale(), f.q_zero_point()) == (t.q_scale(), t.q_zero_point())
                 np.testing.assert_array_equal(f.int_repr().numpy(), t.int_repr().numpy())
+
+
+def test_linear_relu_dynamic():
+    import fiamma.ao.nn.intrinsic as nni
+    from fiamma.ao.nn.intrinsic.quantized import dynamic as nniqd
+    m = tq.fuse_modules(nn.Sequential(nn.Linear(6, 5), nn.ReLU()).eval(), [["0", "1"]])
+    assert type(tq.quantize_dynamic(m)[0]) is nni.LinearReLU  # the default spec: left float
+    q = tq.quantize_dynamic(m, {nni.LinearReLU})
+    assert isinstance(q[0], nniqd.LinearReLU)
+    x = np.random.default_rng(6).standard_normal((4, 6)).astype(np.float32)
+    ref = np.maximum(_ref_linear(x, q[0].weight(), q[0].bias()), 0)
+    np.testing.assert_allclose(q(_f(x)).numpy(), ref, rtol=2e-7, atol=1e-6)
+    import fiamma.nn.intrinsic.quantized.dynamic as legacy
+    assert legacy is nniqd
+
+
+@pytest.mark.parity
+def test_parity_linear_relu_dynamic():
+    torch = _torch()
+    import fiamma.ao.nn.intrinsic as nni
+    tm = torch.ao.quantization.fuse_modules(
+        torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.ReLU()).eval(), [["0", "1"]])
+    fm = nn.Sequential(nn.Linear(6, 5), nn.ReLU())
+    _copy_params(tm[0][0], fm[0])
+    fm = tq.fuse_modules(fm.eval(), [["0", "1"]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tqm = torch.ao.quantization.quantize_dynamic(tm, {torch.ao.nn.intrinsic.LinearReLU})
+    fqm = tq.quantize_dynamic(fm, {nni.LinearReLU})
+    assert repr(fqm[0]).replace("fiamma.", "torch.") == repr(tqm[0])
+    x = np.random.default_rng(7).standard_normal((4, 6)).astype(np.float32)
+    np.testing.assert_array_equal(fqm(_f(x)).numpy(), tqm(torch.from_numpy(x)).numpy())

@@ -77,9 +77,10 @@ def get_default_static_quant_module_mappings():
 
 def get_default_dynamic_quant_module_mappings():
     """Float module type -> dynamic quantized module type, for :func:`quantize_dynamic`
-    (PyTorch's table, less the fused ``LinearReLU`` and the QAT dynamic ``Linear``, which
-    fiamma does not have): linear and recurrent layers become
-    :mod:`fiamma.ao.nn.quantized.dynamic` modules, embeddings the weight-only ones."""
+    (PyTorch's table, less the QAT dynamic ``Linear``, which fiamma does not have): linear
+    and recurrent layers become :mod:`fiamma.ao.nn.quantized.dynamic` modules, the fused
+    ``LinearReLU`` the dynamic one, embeddings the weight-only ones."""
+    from fiamma.ao.nn.intrinsic.quantized import dynamic as nniqd
     from fiamma.ao.nn.quantized import dynamic as nnqd
     from fiamma.nn.modules.transformer import NonDynamicallyQuantizableLinear
     return {
@@ -90,6 +91,7 @@ def get_default_dynamic_quant_module_mappings():
         nn.GRU: nnqd.GRU,
         nn.LSTMCell: nnqd.LSTMCell,
         nn.RNNCell: nnqd.RNNCell,
+        nni.LinearReLU: nniqd.LinearReLU,
         nn.EmbeddingBag: nnq.EmbeddingBag,
         nn.Embedding: nnq.Embedding,
     }
