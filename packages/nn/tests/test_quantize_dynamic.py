@@ -473,3 +473,14 @@ def test_parity_linear_relu_dynamic():
     assert repr(fqm[0]).replace("fiamma.", "torch.") == repr(tqm[0])
     x = np.random.default_rng(7).standard_normal((4, 6)).astype(np.float32)
     np.testing.assert_array_equal(fqm(_f(x)).numpy(), tqm(torch.from_numpy(x)).numpy())
+
+
+def test_module_class_lookups():
+    from fiamma.ao.nn.quantized import Linear as QLinear
+    assert tq.get_dynamic_quant_module_class(nn.GRU) is nnqd.GRU
+    assert tq.get_static_quant_module_class(nn.Linear) is QLinear
+    assert tq.get_static_quant_module_class(nn.Linear, {nn.Linear: nnqd.Linear}) is nnqd.Linear
+    with pytest.raises(AssertionError, match="does not have a corresponding quantized"):
+        tq.get_dynamic_quant_module_class(nn.Conv2d)
+    with pytest.raises(AssertionError, match="does not have a corresponding quantized"):
+        tq.get_static_quant_module_class(nn.LSTM)

@@ -35,7 +35,8 @@ __all__ = ["prepare", "convert", "quantize", "prepare_qat", "quantize_qat",
            "get_default_static_quant_module_mappings", "get_default_qconfig_propagation_list",
            "get_default_qat_module_mappings", "get_embedding_qat_module_mappings",
            "get_embedding_static_quant_module_mappings", "quantize_dynamic",
-           "get_default_dynamic_quant_module_mappings"]
+           "get_default_dynamic_quant_module_mappings", "get_dynamic_quant_module_class",
+           "get_static_quant_module_class"]
 
 
 def get_default_static_quant_module_mappings():
@@ -95,6 +96,42 @@ def get_default_dynamic_quant_module_mappings():
         nn.EmbeddingBag: nnq.EmbeddingBag,
         nn.Embedding: nnq.Embedding,
     }
+
+
+def _module_class(float_module_class, mapping, additional):
+    mapping = dict(mapping)
+    mapping.update(additional or {})
+    cls = mapping.get(float_module_class)
+    if cls is None:
+        raise AssertionError(f"Floating point module class {float_module_class} does not have "
+                             "a corresponding quantized module class")
+    return copy.deepcopy(cls)
+
+
+def get_static_quant_module_class(float_module_class, additional_static_quant_mapping=None,
+                                  is_reference=False):
+    """The int8 module class :func:`convert` swaps ``float_module_class`` for (the default
+    static mapping updated with ``additional_static_quant_mapping``); AssertionError when
+    there is none."""
+    if is_reference:
+        raise NotImplementedError("get_static_quant_module_class: reference quantized modules "
+                                  "(is_reference=True) are not supported in fiamma")
+    return _module_class(float_module_class, get_default_static_quant_module_mappings(),
+                         additional_static_quant_mapping)
+
+
+def get_dynamic_quant_module_class(float_module_class, additional_dynamic_quant_mapping=None):
+    """The dynamic quantized module class :func:`quantize_dynamic` swaps
+    ``float_module_class`` for; AssertionError when there is none.
+
+    >>> from fiamma import nn
+    >>> import fiamma.ao.quantization as tq
+    >>> from fiamma.ao.nn.quantized import dynamic as nnqd
+    >>> tq.get_dynamic_quant_module_class(nn.LSTM) is nnqd.LSTM
+    True
+    """
+    return _module_class(float_module_class, get_default_dynamic_quant_module_mappings(),
+                         additional_dynamic_quant_mapping)
 
 
 def get_embedding_static_quant_module_mappings():
