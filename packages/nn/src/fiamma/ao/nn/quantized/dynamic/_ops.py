@@ -24,6 +24,7 @@ import numpy as np
 
 _F32 = np.float32
 _SMALL_SCALE = np.float32(6.1e-5)
+_SMALL_SCALE_D = float(_SMALL_SCALE)
 _F32_EXACT = 2 ** 24
 _F16_MAX = float(np.finfo(np.float16).max)
 
@@ -32,19 +33,23 @@ def choose_qparams(x_min, x_max, qmin=0, qmax=255, reduce_range=False, _double=F
     """PyTorch's ``quant_utils::ChooseQuantizationParams`` (no sparsity preservation, no
     power-of-two scale) for float32 ``x_min``/``x_max``: returns ``(scale, zero_point)``
     with ``scale`` a float32 value (the double one with ``_double``, as
-    ``quantize_per_tensor_dynamic`` keeps it)."""
-    mn = min(float(_F32(x_min)), 0.0)
-    mx = max(float(_F32(x_max)), 0.0)
+    ``quantize_per_tensor_dynamic`` keeps it). Plain Python floats (doubles) on the common
+    path: it runs once per dynamic product, on every step of a recurrent layer."""
+    mn = min(float(x_min), 0.0)
+    mx = max(float(x_max), 0.0)
     if reduce_range:
         qmin, qmax = int(qmin / 2), int(qmax / 2)
     scale = (mx - mn) / (qmax - qmin)
-    s32 = _F32(scale)
-    with np.errstate(divide="ignore", over="ignore"):
-        if s32 == 0 or np.isinf(_F32(1.0) / s32):
-            scale = 0.1
-    if scale < float(_SMALL_SCALE):
+    s32 = float(_F32(scale))
+    if s32 == 0.0:
+        scale = 0.1
+    elif s32 < 1e-37:  # is 1 / scale infinite in float32?
+        with np.errstate(divide="ignore", over="ignore"):
+            if np.isinf(_F32(1.0) / _F32(s32)):
+                scale = 0.1
+    if scale < _SMALL_SCALE_D:
         org = _F32(scale)
-        scale = float(_SMALL_SCALE)
+        scale = _SMALL_SCALE_D
         if mn == 0.0:
             mx = float(_SMALL_SCALE * _F32(qmax - qmin))
         elif mx == 0.0:
@@ -62,14 +67,14 @@ def choose_qparams(x_min, x_max, qmin=0, qmax=255, reduce_range=False, _double=F
     elif zp0 > qmax:
         zp = qmax
     else:
-        zp = int(np.rint(zp0))
+        zp = int(round(zp0))  # half to even, as nearbyint
     return (float(scale) if _double else float(_F32(scale))), zp
 
 
 def quantize_input(x, reduce_range):
-    """float32 array -> (uint8-valued int array, scale, zero_point) as fbgemm's dynamic
-    path: the qparams of the whole array's range, then ``rint(fma(x, 1/scale, zp))``
-    clamped to [0, 255]."""
+    """float32 array -> (the quantized values minus the zero point as float32, scale,
+    zero_point), as fbgemm's dynamic path: the qparams of the whole array's range, then
+    ``rint(fma(x, 1/scale, zp))`` clamped to [0, 255]."""
     if x.size:
         scale, zp = choose_qparams(x.min(), x.max(), 0, 255, reduce_range)
     else:
@@ -77,9 +82,14 @@ def quantize_input(x, reduce_range):
     inv = float(_F32(1.0) / _F32(scale))
     # float32 x times float32 inv is exact in float64; adding the integer zero point and
     # rounding once to float32 is the fused multiply-add fbgemm uses
-    t = (x.astype(np.float64) * inv + zp).astype(_F32)
-    q = np.clip(np.rint(t), 0, 255)
-    return q, scale, zp
+    t = x.astype(np.float64)
+    t *= inv
+    t += zp
+    t = t.astype(_F32)
+    np.rint(t, out=t)
+    np.clip(t, 0, 255, out=t)
+    t -= _F32(zp)  # exact: small integers
+    return t, scale, zp
 
 
 class PackedLinear:
@@ -140,8 +150,7 @@ class PackedLinear:
             if self.b is not None:
                 y = y + self.b
             return y.astype(_F32, copy=False).reshape(lead + (self.out_features,))
-        q, scale, zp = quantize_input(x2, reduce_range)
-        xc = (q - zp).astype(_F32)
+        xc, scale, zp = quantize_input(x2, reduce_range)
         x_bound = max(zp, 255 - zp)
         k = self.in_features
         bound = max(1, x_bound * self.w_bound)
@@ -153,10 +162,13 @@ class PackedLinear:
             for s in range(0, k, chunk):
                 acc += xc[:, s:s + chunk] @ self.wT[s:s + chunk]
             acc = acc.astype(_F32)
-        mult = (_F32(scale) * self.w_scale).astype(_F32)
+        mult = _F32(scale) * self.w_scale  # float32
         acc = acc.astype(_F32, copy=False)  # the int32 accumulator as float32
         if self.b is None:
             y = acc * mult
         else:  # fbgemm's fused multiply-add: float32 products are exact in float64
-            y = (acc.astype(np.float64) * mult.astype(np.float64) + self.b).astype(_F32)
+            y = acc.astype(np.float64)
+            y *= mult
+            y += self.b
+            y = y.astype(_F32)
         return y.reshape(lead + (self.out_features,))

@@ -45,10 +45,10 @@ def _sigmoid(a):
 
 def _lstm_cell(gi, gh, h, c):
     g = gh + gi
-    i, f, gg, o = np.split(g, 4, axis=-1)
-    i, f, gg, o = _sigmoid(i), _sigmoid(f), np.tanh(gg), _sigmoid(o)
-    c = f * c + i * gg
-    return o * np.tanh(c), c
+    H = g.shape[-1] // 4
+    s = _sigmoid(g)  # the input, forget and output gates (the cell gate's slice unused)
+    c = s[:, H:2 * H] * c + s[:, :H] * np.tanh(g[:, 2 * H:3 * H])
+    return s[:, 3 * H:] * np.tanh(c), c
 
 
 def _gru_cell(gi, gh, h):
