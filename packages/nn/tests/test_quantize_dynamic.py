@@ -484,3 +484,33 @@ def test_module_class_lookups():
         tq.get_dynamic_quant_module_class(nn.Conv2d)
     with pytest.raises(AssertionError, match="does not have a corresponding quantized"):
         tq.get_static_quant_module_class(nn.LSTM)
+
+
+_AFFINE = tq.QConfig(activation=tq.default_dynamic_quant_observer,
+                     weight=tq.MinMaxObserver.with_args(dtype=fiamma.qint8,
+                                                        qscheme=fiamma.per_tensor_affine))
+
+
+@pytest.mark.parametrize("route", ["core", "float32"])
+@pytest.mark.parametrize("qconfig", [None, tq.per_channel_dynamic_qconfig, _AFFINE])
+@pytest.mark.parametrize("shape", [(8, 2101, 40), (2, 5000, 3), (3, 8, 16)])
+def test_both_product_routes_match_reference(route, qconfig, shape, monkeypatch):
+    """core's int8 GEMM (big products) and the float32 GEMM of exact integers (small ones, or
+    a core without the int8 GEMM) give the same exact sums, zero-point terms included."""
+    from fiamma.ao.nn.quantized.dynamic import _ops
+    if route == "core" and _ops._QGEMM is None:
+        pytest.skip("this core build has no int8 GEMM")
+    if route == "float32":
+        monkeypatch.setattr(_ops, "_QGEMM", None)
+    else:  # every product through core, however small
+        monkeypatch.setattr(_ops, "_SMALL_WEIGHT", -1)
+    n, i, o = shape
+    _, q = _dyn_linear(i, o, qconfig, seed=n)
+    lin = q[0]
+    packed = lin._packed()
+    assert (packed.bp is not None) == (route == "core")
+    if qconfig is _AFFINE:
+        assert lin.weight().q_zero_point() != 0
+    x = np.random.default_rng(i).standard_normal((n, i)).astype(np.float32) * 2
+    np.testing.assert_allclose(lin(_f(x)).numpy(), _ref_linear(x, lin.weight(), lin.bias()),
+                               rtol=2e-7, atol=1e-5)

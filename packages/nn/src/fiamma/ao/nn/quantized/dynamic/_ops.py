@@ -26,6 +26,8 @@ _F32 = np.float32
 _SMALL_SCALE = np.float32(6.1e-5)
 _SMALL_SCALE_D = float(_SMALL_SCALE)
 _F32_EXACT = 2 ** 24
+_SMALL_WEIGHT = 1 << 16  # weights up to this many values also keep the float32 route
+_SMALL_WORK = 1 << 17  # products below this many multiply-adds take it
 _F16_MAX = float(np.finfo(np.float16).max)
 
 
@@ -72,7 +74,7 @@ def choose_qparams(x_min, x_max, qmin=0, qmax=255, reduce_range=False, _double=F
 
 
 def quantize_input(x, reduce_range):
-    """float32 array -> (the quantized values minus the zero point as float32, scale,
+    """float32 array -> (the quantized values as float32 integers in [0, 255], scale,
     zero_point), as fbgemm's dynamic path: the qparams of the whole array's range, then
     ``rint(fma(x, 1/scale, zp))`` clamped to [0, 255]."""
     if x.size:
@@ -88,8 +90,22 @@ def quantize_input(x, reduce_range):
     t = t.astype(_F32)
     np.rint(t, out=t)
     np.clip(t, 0, 255, out=t)
-    t -= _F32(zp)  # exact: small integers
     return t, scale, zp
+
+
+def _core_qgemm():
+    """fiamma-core's int8 GEMM (``fused.qgemm_u8s8``, csrc/qgemm.c), or None when this core
+    build has none (the float32 route below is used then)."""
+    try:
+        from fiamma._backend.cpu import fused
+    except ImportError:  # pragma: no cover - a core without the CPU backend
+        return None
+    if not hasattr(fused, "qgemm_u8s8") or not hasattr(fused.lib, "fm_qgemm_u8s8"):
+        return None
+    return fused
+
+
+_QGEMM = _core_qgemm()
 
 
 class PackedLinear:
@@ -122,8 +138,28 @@ class PackedLinear:
             wc = wi - wz[:, None]
             self.int8 = True
             self.w_scale = ws
-            self.wT = np.ascontiguousarray(wc.T.astype(_F32))  # (in, out), exact integers
+            self.w_zp = wz
             self.w_bound = int(np.abs(wc).max()) if wc.size else 0
+            self.bp = None
+            if _QGEMM is not None:  # the weight packed for core's int8 GEMM
+                n, k = wi.shape
+                w8 = np.ascontiguousarray(wi.astype(np.int8))
+                bp = np.empty(int(_QGEMM.qgemm_packed_bytes(n, k)), dtype=np.int8)
+                rc = _QGEMM.qgemm_pack_b(n, k, w8.ctypes.data, bp.ctypes.data)
+                if rc == 0:
+                    self.bp, self.bp_addr = bp, bp.ctypes.data
+                    self.w_rowsum = wi.sum(axis=1)  # int64, for the zero-point terms
+                    self.w_rowsum32 = self.w_rowsum.astype(np.int32)
+                    # int32 sums stay exact below this many columns (|acc| < 2**31)
+                    self.int32_ok = k < 32768
+                    self.in_features, self.out_features = k, n
+            # the float32 route: the centred weight, (in, out); kept beside the packed one
+            # for small weights, whose products (a recurrent layer's steps) cost less in
+            # NumPy than a call into core (the two routes give the same exact sums)
+            self.wT = None
+            if self.bp is None or wc.size <= _SMALL_WEIGHT:
+                self.wT = np.ascontiguousarray(wc.T.astype(_F32))
+                self.in_features, self.out_features = self.wT.shape
         else:
             w = np.asarray(weight.detach().numpy(), dtype=_F32)
             if w.ndim != 2:
@@ -136,7 +172,7 @@ class PackedLinear:
             w16 = np.clip(w, -_F16_MAX, _F16_MAX).astype(np.float16).astype(_F32)
             self.int8 = False
             self.wT = np.ascontiguousarray(w16.T)
-        self.in_features, self.out_features = self.wT.shape
+            self.in_features, self.out_features = self.wT.shape
 
     def __call__(self, x, reduce_range=True, op="dynamic quantized linear"):
         """``x`` a float32 array ``(..., in_features)`` -> float32 ``(..., out_features)``."""
@@ -150,18 +186,11 @@ class PackedLinear:
             if self.b is not None:
                 y = y + self.b
             return y.astype(_F32, copy=False).reshape(lead + (self.out_features,))
-        xc, scale, zp = quantize_input(x2, reduce_range)
-        x_bound = max(zp, 255 - zp)
-        k = self.in_features
-        bound = max(1, x_bound * self.w_bound)
-        chunk = max(1, _F32_EXACT // bound)
-        if chunk >= k:
-            acc = xc @ self.wT
+        q, scale, zp = quantize_input(x2, reduce_range)
+        if self.bp is not None and (self.wT is None or q.shape[0] * self.wT.size > _SMALL_WORK):
+            acc = self._int8_acc(q, zp, reduce_range)
         else:
-            acc = np.zeros((x2.shape[0], self.out_features), dtype=np.float64)
-            for s in range(0, k, chunk):
-                acc += xc[:, s:s + chunk] @ self.wT[s:s + chunk]
-            acc = acc.astype(_F32)
+            acc = self._float_acc(q - _F32(zp), zp)
         mult = _F32(scale) * self.w_scale  # float32
         acc = acc.astype(_F32, copy=False)  # the int32 accumulator as float32
         if self.b is None:
@@ -172,3 +201,44 @@ class PackedLinear:
             y += self.b
             y = y.astype(_F32)
         return y.reshape(lead + (self.out_features,))
+
+    def _int8_acc(self, q, zp, a7):
+        """The int32 accumulator from core's int8 GEMM of the uint8 input and the int8 weight,
+        with the zero-point terms: ``sum (x - zx)(w - zw) = x.w - zx sum w - zw sum x +
+        k zx zw``."""
+        m, k = q.shape
+        n = self.out_features
+        k4 = 4 * ((k + 3) // 4)
+        if k4 == k:
+            a = q.astype(np.uint8)
+        else:
+            a = np.zeros((m, k4), dtype=np.uint8)
+            a[:, :k] = q
+        c = np.empty((m, n), dtype=np.int32)
+        rc = _QGEMM.qgemm_u8s8(m, n, k, a.ctypes.data, k4, self.bp_addr, c.ctypes.data,
+                               1 if a7 else 0)
+        if rc != 0:
+            raise RuntimeError(f"dynamic quantized linear: the int8 GEMM failed (status {rc})")
+        if self.int32_ok and not self.w_zp.any():  # symmetric weights: one correction
+            c -= np.int32(zp) * self.w_rowsum32
+            return c
+        acc = c.astype(np.int64)
+        acc -= zp * self.w_rowsum
+        if self.w_zp.any():
+            acc -= self.w_zp * a.sum(axis=1, dtype=np.int64)[:, None]
+            acc += k * zp * self.w_zp
+        return acc
+
+    def _float_acc(self, xc, zp):
+        """The accumulator as float32 GEMMs of the centred integer operands, exact while a
+        product's partial sums stay below 2**24 (longer reductions in exact chunks)."""
+        x_bound = max(zp, 255 - zp)
+        k = self.in_features
+        bound = max(1, x_bound * self.w_bound)
+        chunk = max(1, _F32_EXACT // bound)
+        if chunk >= k:
+            return xc @ self.wT
+        acc = np.zeros((xc.shape[0], self.out_features), dtype=np.float64)
+        for s in range(0, k, chunk):
+            acc += xc[:, s:s + chunk] @ self.wT[s:s + chunk]
+        return acc
