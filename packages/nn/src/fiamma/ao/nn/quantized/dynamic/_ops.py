@@ -3,15 +3,16 @@
 A dynamically quantized linear layer keeps an int8 weight and quantizes each input batch on
 the fly: the batch's float32 min and max (widened to include 0) give a quint8 scale and zero
 point as PyTorch's ``ChooseQuantizationParams`` computes them (in double, over ``[0, 127]``
-when ``reduce_range``), the input is quantized as ``rint(x * (1 / scale) + zero_point)``,
-multiplied by the weight minus its zero point with an exact integer sum, and the int32
-accumulator goes back to float32 as ``float(acc) * (x_scale * w_scale) + bias``.
+when ``reduce_range``), the input is quantized as ``rint(fma(x, 1 / scale, zero_point))``,
+multiplied by the weight with an exact integer sum (zero points accounted for), and the int32
+accumulator goes back to float32 as ``fma(float(acc), x_scale * w_scale, bias)``.
 
-The integer sum is computed exactly with float32 matrix products: the products of the
-centred operands are at most ``127 * 255`` in magnitude, so a product over up to
-``2**24 / (max|x| * max|w|)`` columns is exact in float32; longer reductions are split into
-such chunks and summed in float64. There is no hand-written int8 GEMM: the work is a float32
-GEMM plus the quantization passes, so it is not faster than the float layer.
+The integer sum comes from fiamma-core's int8 GEMM (``fused.qgemm_u8s8``, csrc/qgemm.c:
+AVX-512 VNNI / AVX2 / C) when the product is big enough to pay for the call, or else from
+float32 matrix products of the centred integer operands: those products are at most
+``127 * 255`` in magnitude, so a product over up to ``2**24 / (max|x| * max|w|)`` columns is
+exact in float32; longer reductions are split into such chunks and summed in float64. Both
+routes give the same exact sums (a core build without the int8 GEMM uses the second).
 
     >>> import numpy as np
     >>> from fiamma.ao.nn.quantized.dynamic._ops import choose_qparams
@@ -84,10 +85,9 @@ def quantize_input(x, reduce_range):
     inv = float(_F32(1.0) / _F32(scale))
     # float32 x times float32 inv is exact in float64; adding the integer zero point and
     # rounding once to float32 is the fused multiply-add fbgemm uses
-    t = x.astype(np.float64)
-    t *= inv
-    t += zp
-    t = t.astype(_F32)
+    t64 = np.multiply(x, inv, dtype=np.float64)
+    t = np.empty(x.shape, dtype=_F32)
+    np.add(t64, zp, out=t, casting="same_kind")  # one rounding to float32
     np.rint(t, out=t)
     np.clip(t, 0, 255, out=t)
     return t, scale, zp
@@ -196,10 +196,9 @@ class PackedLinear:
         if self.b is None:
             y = acc * mult
         else:  # fbgemm's fused multiply-add: float32 products are exact in float64
-            y = acc.astype(np.float64)
-            y *= mult
-            y += self.b
-            y = y.astype(_F32)
+            y64 = np.multiply(acc, mult, dtype=np.float64)
+            y = np.empty(y64.shape, dtype=_F32)
+            np.add(y64, self.b, out=y, casting="same_kind")
         return y.reshape(lead + (self.out_features,))
 
     def _int8_acc(self, q, zp, a7):
