@@ -98,7 +98,7 @@ def _core_qgemm():
     build has none (the float32 route below is used then)."""
     try:
         from fiamma._backend.cpu import fused
-    except ImportError:  # pragma: no cover - a core without the CPU backend
+    except (ImportError, OSError):  # pragma: no cover - a core without its C library
         return None
     if not hasattr(fused, "qgemm_u8s8") or not hasattr(fused.lib, "fm_qgemm_u8s8"):
         return None
