@@ -101,7 +101,8 @@ _FROM_SIBLING = {"vmap": "func"}
 _FROM_SIBLING.update(dict.fromkeys((
     "quint8", "qint8", "qint32", "quint4x2", "per_tensor_affine", "per_channel_affine",
     "per_tensor_symmetric", "per_channel_symmetric", "per_channel_affine_float_qparams",
-    "quantize_per_tensor", "quantize_per_channel", "dequantize"), "ao"))
+    "quantize_per_tensor", "quantize_per_channel", "quantize_per_tensor_dynamic",
+    "dequantize"), "ao"))
 
 
 def __getattr__(name):

@@ -21,6 +21,7 @@ from fiamma.nn._qtensor import (  # noqa: F401
     qint32,
     quantize_per_channel,
     quantize_per_tensor,
+    quantize_per_tensor_dynamic,
     quint4x2,
     quint8,
 )
@@ -29,4 +30,4 @@ __all__ = ["nn", "quantization", "QTensor", "quint8", "qint8", "qint32", "quint4
            "per_tensor_affine",
            "per_channel_affine", "per_tensor_symmetric", "per_channel_symmetric",
            "per_channel_affine_float_qparams", "quantize_per_tensor", "quantize_per_channel",
-           "dequantize"]
+           "quantize_per_tensor_dynamic", "dequantize"]

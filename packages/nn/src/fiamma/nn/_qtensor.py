@@ -23,6 +23,7 @@ __all__ = ["QDtype", "QScheme", "QTensor", "quint8", "qint8", "qint32", "quint4x
            "per_tensor_affine",
            "per_channel_affine", "per_tensor_symmetric", "per_channel_symmetric",
            "per_channel_affine_float_qparams", "quantize_per_tensor", "quantize_per_channel",
+           "quantize_per_tensor_dynamic",
            "dequantize"]
 
 
@@ -394,6 +395,37 @@ def quantize_per_tensor(input, scale, zero_point, dtype):
                          f"[{dtype.qmin}, {dtype.qmax}] of {dtype!r}")
     q = _quantize_np(_np(input), scale, zero_point, dtype)
     return QTensor._from_np(q, dtype, per_tensor_affine, scale, zero_point)
+
+
+def quantize_per_tensor_dynamic(input, dtype, reduce_range):
+    """Quantize with the scale and zero point of ``input``'s own range (widened to include 0),
+    chosen as PyTorch's ``choose_qparams`` does (``reduce_range`` halves the integer range);
+    ``dtype`` is ``fiamma.quint8`` or ``fiamma.qint8``.
+
+    >>> import fiamma
+    >>> q = fiamma.quantize_per_tensor_dynamic(fiamma.tensor([-1.0, 3.0]), fiamma.quint8, False)
+    >>> q.int_repr(), q.q_zero_point()
+    (tensor([  0, 255], dtype=fiamma.uint8), 64)
+    """
+    from fiamma.ao.nn.quantized.dynamic._ops import choose_qparams
+    if dtype not in (quint8, qint8):
+        raise ValueError(f"quantize_per_tensor_dynamic: dtype must be fiamma.quint8 or "
+                         f"fiamma.qint8, got {dtype!r}")
+    if not isinstance(input, fiamma.Tensor) or not input.dtype.is_floating_point:
+        raise TypeError(f"quantize_per_tensor_dynamic: expected a float tensor, got "
+                        f"{getattr(input, 'dtype', type(input).__name__)}")
+    a = np.asarray(_np(input), dtype=np.float32)
+    lo, hi = (a.min(), a.max()) if a.size else (0.0, 0.0)
+    scale, zero_point = choose_qparams(lo, hi, dtype.qmin, dtype.qmax, bool(reduce_range),
+                                       _double=True)
+    # the scale stays a double (as PyTorch's); its reciprocal is rounded once to float32
+    inv = np.float32(1.0 / scale)
+    with np.errstate(invalid="ignore", over="ignore"):
+        v = a * inv
+    v = np.nan_to_num(v, nan=0.0, posinf=2.0 ** 40, neginf=-(2.0 ** 40))
+    q = np.clip(np.rint(v).astype(np.int64) + zero_point, dtype.qmin, dtype.qmax)
+    return QTensor._from_np(q.astype(_NP[dtype.name]), dtype, per_tensor_affine, scale,
+                            zero_point)
 
 
 def quantize_per_channel(input, scales, zero_points, axis, dtype):

@@ -11,7 +11,8 @@ __all__ = ["conv", "batch_norm_fwd", "batch_norm_bwd", "row_norm_fwd", "row_norm
            "upsample_backward", "grid_sample", "grid_sample_backward", "adam_step", "sgd_step",
            "gelu_fwd", "gelu_bwd", "nms", "xent_fwd", "xent_bwd", "attn_fwd", "attn_bwd",
            "lstm_cell_fwd", "lstm_cell_bwd", "lstm_seq_fwd", "lstm_seq_bwd", "gru_seq_fwd",
-           "gru_seq_bwd", "gelu_fwd_grad", "relu_bwd"]
+           "gru_seq_bwd", "gelu_fwd_grad", "relu_bwd", "qgemm_packed_bytes", "qgemm_pack_b",
+           "qgemm_u8s8"]
 
 
 def _p(t):
@@ -176,7 +177,7 @@ def lstm_cell_bwd(B, H, ghy, gcy, cx, cy, ws, ggates, gcx):
 # otherwise composes contract primitives. Listed so that the xp backend standing in for the
 # CPU (xp/host.py) does not borrow them from here.
 OPTIONAL = ("lstm_seq_fwd", "lstm_seq_bwd", "gru_seq_fwd", "gru_seq_bwd", "gelu_fwd_grad",
-            "relu_bwd")
+            "relu_bwd", "qgemm_packed_bytes", "qgemm_pack_b", "qgemm_u8s8")
 
 
 # a whole LSTM layer in one call (csrc/api_lstm.h); without it the op loops over
@@ -201,3 +202,24 @@ def gru_seq_fwd(T, B, H, reverse, xw, w, bhh, h0, out, hn, hall, ws):
 def gru_seq_bwd(T, B, H, reverse, w, hall, ws, gout, ghn, gxw, ggh, gh0):
     return lib.fm_gru_seq_bwd(w._dtype.code, T, B, H, reverse, w._ptr, hall._ptr, ws._ptr,
                               _p(gout), _p(ghn), gxw._ptr, ggh._ptr, gh0._ptr)
+
+
+# int8 products for dynamic quantization (csrc/api_qgemm.h): the weight (n x k int8) packed
+# once, then c (m x n int32) = a (m x k uint8, rows padded to 4*ceil(k/4)) times it, exactly.
+# fiamma-nn's dynamic quantized modules probe for them (an older _C has none). The operands
+# are tensors or raw addresses (ints: a recurrent layer calls this on every step, where
+# wrapping NumPy buffers as tensors would cost more than the product).
+def _addr(t):
+    return t if isinstance(t, int) else t._ptr
+
+
+def qgemm_packed_bytes(n, k):
+    return lib.fm_qgemm_packed_bytes(n, k)
+
+
+def qgemm_pack_b(n, k, b, bp):
+    return lib.fm_qgemm_pack_b(n, k, _addr(b), _addr(bp))
+
+
+def qgemm_u8s8(m, n, k, a, lda, bp, c, a7):
+    return lib.fm_qgemm_u8s8(m, n, k, _addr(a), lda, _addr(bp), _addr(c), a7)

@@ -4,8 +4,9 @@ PyTorch's eager-mode post-training quantization, on real int8 tensors.
 Stubs and fusion (:class:`QuantStub`, :class:`DeQuantStub`, :class:`QuantWrapper`,
 :func:`fuse_modules`), observers (:class:`MinMaxObserver`, :class:`HistogramObserver`, ...),
 :class:`QConfig` and the engines' defaults (:func:`get_default_qconfig`), and the workflow
-(:func:`prepare`, :func:`convert`, :func:`quantize`). FX graph mode and dynamic
-quantization are not built and raise AttributeError by name.
+(:func:`prepare`, :func:`convert`, :func:`quantize`), and dynamic quantization
+(:func:`quantize_dynamic` with ``default_dynamic_qconfig``, ``per_channel_dynamic_qconfig``,
+``float16_dynamic_qconfig``). FX graph mode is not built and raises AttributeError by name.
 
     >>> from fiamma import nn
     >>> import fiamma.ao.quantization as tq

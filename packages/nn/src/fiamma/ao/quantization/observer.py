@@ -30,7 +30,7 @@ __all__ = ["ObserverBase", "UniformQuantizationObserverBase", "MinMaxObserver",
            "default_fixed_qparams_range_0to1_observer",
            "default_fixed_qparams_range_neg1to1_observer", "default_affine_fixed_qparams_observer",
            "default_symmetric_fixed_qparams_observer", "default_float_qparams_observer",
-           "default_float_qparams_observer_4bit"]
+           "default_float_qparams_observer_4bit", "default_dynamic_quant_observer"]
 
 _F32_EPS = float(np.finfo(np.float32).eps)
 _F32 = np.float32
@@ -375,6 +375,9 @@ def get_observer_state_dict(mod):
 
 default_observer = MinMaxObserver.with_args(quant_min=0, quant_max=127)
 default_placeholder_observer = PlaceholderObserver
+# dynamic quantization: the activation's qparams come from each batch at run time
+default_dynamic_quant_observer = PlaceholderObserver.with_args(
+    dtype=Q.quint8, quant_min=0, quant_max=255, is_dynamic=True)
 default_debug_observer = MinMaxObserver
 default_weight_observer = MinMaxObserver.with_args(dtype=Q.qint8,
                                                    qscheme=Q.per_tensor_symmetric)

@@ -26,6 +26,8 @@ from fiamma.ao.quantization.observer import (
     HistogramObserver,
     MovingAverageMinMaxObserver,
     NoopObserver,
+    PlaceholderObserver,
+    default_dynamic_quant_observer,
     default_float_qparams_observer,
     default_float_qparams_observer_4bit,
     default_observer,
@@ -38,7 +40,8 @@ __all__ = ["QConfig", "default_qconfig", "default_per_channel_qconfig", "default
            "default_qat_qconfig_v2", "float_qparams_weight_only_qconfig",
            "float_qparams_weight_only_qconfig_4bit", "default_embedding_qat_qconfig",
            "default_embedding_qat_qconfig_4bit",
-           "get_default_qconfig", "get_default_qat_qconfig", "qconfig_equals"]
+           "get_default_qconfig", "get_default_qat_qconfig", "qconfig_equals",
+           "default_dynamic_qconfig", "per_channel_dynamic_qconfig", "float16_dynamic_qconfig"]
 
 
 class QConfig(namedtuple("QConfig", ["activation", "weight"])):
@@ -71,6 +74,15 @@ default_embedding_qat_qconfig = QConfig(activation=NoopObserver.with_args(dtype=
 default_embedding_qat_qconfig_4bit = QConfig(
     activation=NoopObserver.with_args(dtype=fiamma.float32),
     weight=default_embedding_fake_quant_4bit)
+
+# dynamic quantization (quantize_dynamic): the activation observer only carries the dtype
+default_dynamic_qconfig = QConfig(activation=default_dynamic_quant_observer,
+                                  weight=default_weight_observer)
+per_channel_dynamic_qconfig = QConfig(activation=default_dynamic_quant_observer,
+                                      weight=default_per_channel_weight_observer)
+float16_dynamic_qconfig = QConfig(
+    activation=PlaceholderObserver.with_args(dtype=fiamma.float16, is_dynamic=True),
+    weight=PlaceholderObserver.with_args(dtype=fiamma.float16))
 
 _ENGINES = ("x86", "fbgemm", "qnnpack", "onednn")
 

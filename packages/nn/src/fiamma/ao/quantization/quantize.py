@@ -15,6 +15,7 @@ float modules for int8 ones.
     ('ConvReLU2d', fiamma.Size([1, 4, 6, 6]))
 """
 import copy
+import itertools
 
 from fiamma import nn
 from fiamma.ao.nn import intrinsic as nni, qat as nnqat, quantized as nnq
@@ -26,13 +27,16 @@ from fiamma.ao.quantization.fake_quantize import (
 )
 from fiamma.ao.quantization.observer import ObserverBase
 from fiamma.ao.quantization.stubs import DeQuantStub, QuantStub, QuantWrapper
+from fiamma.nn._qtensor import qint8 as _qint8
 from fiamma.nn.utils.parametrize import type_before_parametrizations
 
 __all__ = ["prepare", "convert", "quantize", "prepare_qat", "quantize_qat",
            "propagate_qconfig_", "add_quant_dequant", "swap_module",
            "get_default_static_quant_module_mappings", "get_default_qconfig_propagation_list",
            "get_default_qat_module_mappings", "get_embedding_qat_module_mappings",
-           "get_embedding_static_quant_module_mappings"]
+           "get_embedding_static_quant_module_mappings", "quantize_dynamic",
+           "get_default_dynamic_quant_module_mappings", "get_dynamic_quant_module_class",
+           "get_static_quant_module_class"]
 
 
 def get_default_static_quant_module_mappings():
@@ -72,6 +76,64 @@ def get_default_static_quant_module_mappings():
     }
 
 
+def get_default_dynamic_quant_module_mappings():
+    """Float module type -> dynamic quantized module type, for :func:`quantize_dynamic`
+    (PyTorch's table, less the QAT dynamic ``Linear``, which fiamma does not have): linear
+    and recurrent layers become :mod:`fiamma.ao.nn.quantized.dynamic` modules, the fused
+    ``LinearReLU`` the dynamic one, embeddings the weight-only ones."""
+    from fiamma.ao.nn.intrinsic.quantized import dynamic as nniqd
+    from fiamma.ao.nn.quantized import dynamic as nnqd
+    from fiamma.nn.modules.transformer import NonDynamicallyQuantizableLinear
+    return {
+        nn.GRUCell: nnqd.GRUCell,
+        nn.Linear: nnqd.Linear,
+        NonDynamicallyQuantizableLinear: nnqd.Linear,
+        nn.LSTM: nnqd.LSTM,
+        nn.GRU: nnqd.GRU,
+        nn.LSTMCell: nnqd.LSTMCell,
+        nn.RNNCell: nnqd.RNNCell,
+        nni.LinearReLU: nniqd.LinearReLU,
+        nn.EmbeddingBag: nnq.EmbeddingBag,
+        nn.Embedding: nnq.Embedding,
+    }
+
+
+def _module_class(float_module_class, mapping, additional):
+    mapping = dict(mapping)
+    mapping.update(additional or {})
+    cls = mapping.get(float_module_class)
+    if cls is None:
+        raise AssertionError(f"Floating point module class {float_module_class} does not have "
+                             "a corresponding quantized module class")
+    return copy.deepcopy(cls)
+
+
+def get_static_quant_module_class(float_module_class, additional_static_quant_mapping=None,
+                                  is_reference=False):
+    """The int8 module class :func:`convert` swaps ``float_module_class`` for (the default
+    static mapping updated with ``additional_static_quant_mapping``); AssertionError when
+    there is none."""
+    if is_reference:
+        raise NotImplementedError("get_static_quant_module_class: reference quantized modules "
+                                  "(is_reference=True) are not supported in fiamma")
+    return _module_class(float_module_class, get_default_static_quant_module_mappings(),
+                         additional_static_quant_mapping)
+
+
+def get_dynamic_quant_module_class(float_module_class, additional_dynamic_quant_mapping=None):
+    """The dynamic quantized module class :func:`quantize_dynamic` swaps
+    ``float_module_class`` for; AssertionError when there is none.
+
+    >>> from fiamma import nn
+    >>> import fiamma.ao.quantization as tq
+    >>> from fiamma.ao.nn.quantized import dynamic as nnqd
+    >>> tq.get_dynamic_quant_module_class(nn.LSTM) is nnqd.LSTM
+    True
+    """
+    return _module_class(float_module_class, get_default_dynamic_quant_module_mappings(),
+                         additional_dynamic_quant_mapping)
+
+
 def get_embedding_static_quant_module_mappings():
     """:func:`get_default_static_quant_module_mappings` plus the QAT embeddings (``convert``
     after embedding QAT)."""
@@ -89,6 +151,14 @@ _UNSUPPORTED = (nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d, nn.B
 
 
 _INT8_PACKAGES = ("fiamma.ao.nn.quantized", "fiamma.ao.nn.intrinsic.quantized")
+
+
+def _is_static_int8(cls):
+    """Whether a mapping target is a static int8 module (a dynamic mapping leaves what it
+    does not know float, as PyTorch does, rather than refusing it)."""
+    where = getattr(cls, "__module__", "")
+    return (where.startswith(_INT8_PACKAGES) and ".dynamic" not in where
+            and cls not in (nnq.Embedding, nnq.EmbeddingBag))
 
 
 def get_default_qat_module_mappings():
@@ -249,8 +319,7 @@ def swap_module(mod, mapping, custom_module_class_mapping=None,
             if obs_hook is None or k != obs_hook.id:
                 new.register_forward_hook(hook)
         return new
-    if t in _UNSUPPORTED and any(getattr(v, "__module__", "").startswith(_INT8_PACKAGES)
-                                 for v in mapping.values()):
+    if t in _UNSUPPORTED and any(_is_static_int8(v) for v in mapping.values()):
         raise NotImplementedError(
             f"convert: fiamma has no int8 module for {t.__name__} yet (supported: "
             + ", ".join(sorted(k.__name__ for k in mapping)) + "); set its qconfig to None "
@@ -311,3 +380,52 @@ def add_quant_dequant(module):
     for name, child in list(module.named_children()):
         module._modules[name] = add_quant_dequant(child)
     return module
+
+
+def quantize_dynamic(model, qconfig_spec=None, dtype=_qint8, mapping=None, inplace=False):
+    """Dynamic (weight-only ahead of time) quantization, as PyTorch's eager mode: the chosen
+    modules' weights become int8 (or float16) and their activations are quantized on every
+    call with the range of that call's input.
+
+    ``qconfig_spec``: None (every ``nn.Linear``, ``nn.LSTM``, ``nn.GRU``, ``nn.LSTMCell``,
+    ``nn.RNNCell``, ``nn.GRUCell`` with the qconfig of ``dtype``: ``qint8`` ->
+    ``default_dynamic_qconfig``, ``float16`` -> ``float16_dynamic_qconfig``; ``quint8`` /
+    ``quint4x2`` -> the weight-only embedding qconfigs for ``nn.Embedding``/``EmbeddingBag``),
+    a set of module types or submodule names (each gets ``dtype``'s qconfig), or a dict from
+    types or names to qconfigs. Modules without a dynamic version (convolutions, norms, ...)
+    stay float. ``mapping`` defaults to :func:`get_default_dynamic_quant_module_mappings`.
+    Returns the quantized model (a copy unless ``inplace``), in eval mode."""
+    import fiamma
+    from fiamma.ao.quantization import qconfig as qc
+    from fiamma.nn import _qtensor as Q
+    per_dtype = {Q.qint8: qc.default_dynamic_qconfig, fiamma.float16: qc.float16_dynamic_qconfig,
+                 Q.quint8: qc.float_qparams_weight_only_qconfig,
+                 Q.quint4x2: qc.float_qparams_weight_only_qconfig_4bit}
+    if qconfig_spec is None:
+        if dtype is Q.qint8 or dtype is fiamma.float16:
+            qconfig_spec = dict.fromkeys((nn.Linear, nn.LSTM, nn.GRU, nn.LSTMCell, nn.RNNCell,
+                                          nn.GRUCell), per_dtype[dtype])
+        elif dtype is Q.quint8:
+            qconfig_spec = dict.fromkeys((nn.EmbeddingBag, nn.Embedding), per_dtype[dtype])
+        elif dtype is Q.quint4x2:
+            qconfig_spec = {nn.EmbeddingBag: per_dtype[dtype]}
+        else:
+            raise ValueError(f"Don't know how to quantize with default settings for {dtype}. "
+                             "Provide full qconfig please")
+    elif isinstance(qconfig_spec, (set, frozenset)):
+        if not any(dtype is d for d in per_dtype):
+            raise RuntimeError(f"quantize_dynamic: unknown dtype {dtype!r}; expected one of "
+                               "fiamma.qint8, fiamma.float16, fiamma.quint8, fiamma.quint4x2")
+        qconfig_spec = dict(zip(qconfig_spec, itertools.repeat(per_dtype[dtype])))
+    elif not isinstance(qconfig_spec, dict):
+        raise TypeError("quantize_dynamic: qconfig_spec must be None, a set of module types "
+                        "or names, or a dict of them to qconfigs, got "
+                        f"{type(qconfig_spec).__name__}")
+    if mapping is None:
+        mapping = get_default_dynamic_quant_module_mappings()
+    if not inplace:
+        model = copy.deepcopy(model)
+    model.eval()
+    propagate_qconfig_(model, qconfig_spec)
+    convert(model, mapping, inplace=True)
+    return model

@@ -2,8 +2,9 @@
 ``FloatFunctional`` (float modules' tensor ops, observable) and the int8 modules ``convert``
 swaps in (``Quantize``, ``DeQuantize``, ``Conv1d``, ``Conv2d``, ``Conv3d``, ``Linear``,
 ``QFunctional``, ``ReLU6``, ``Hardswish``, ``Dropout``; see :mod:`fiamma.ao.nn.quantized.modules`
-and :mod:`fiamma.ao.nn.quantized.conv`) and the weight-only quantized ``Embedding`` and
-``EmbeddingBag`` (:mod:`fiamma.ao.nn.quantized.embedding_ops`). Other int8 modules of PyTorch
+and :mod:`fiamma.ao.nn.quantized.conv`) the weight-only quantized ``Embedding`` and
+``EmbeddingBag`` (:mod:`fiamma.ao.nn.quantized.embedding_ops`), and the dynamic quantized
+modules of :mod:`fiamma.ao.nn.quantized.dynamic`. Other int8 modules of PyTorch
 (``LayerNorm``, ``ConvTranspose2d``, ...) raise AttributeError by name.
 
     >>> import fiamma
@@ -17,7 +18,7 @@ from fiamma import nn
 
 __all__ = ["FloatFunctional", "Quantize", "DeQuantize", "Conv1d", "Conv2d", "Conv3d", "Linear",
            "QFunctional", "ReLU6", "Hardswish", "Dropout", "Embedding", "EmbeddingBag",
-           "functional", "modules", "conv", "embedding_ops"]
+           "functional", "modules", "conv", "embedding_ops", "dynamic"]
 
 
 class FloatFunctional(nn.Module):
@@ -62,7 +63,13 @@ class FloatFunctional(nn.Module):
         return self.activation_post_process(fiamma.matmul(x, y))
 
 
-from fiamma.ao.nn.quantized import conv, embedding_ops, functional, modules  # noqa: E402
+from fiamma.ao.nn.quantized import (  # noqa: E402
+    conv,
+    dynamic,
+    embedding_ops,
+    functional,
+    modules,
+)
 from fiamma.ao.nn.quantized.conv import Conv1d, Conv3d  # noqa: E402
 from fiamma.ao.nn.quantized.embedding_ops import Embedding, EmbeddingBag  # noqa: E402
 from fiamma.ao.nn.quantized.modules import (  # noqa: E402

@@ -37,3 +37,6 @@ class LinearReLU(nnq.Linear):
 
     _FLOAT_MODULE = nni.LinearReLU
     _relu = True
+
+
+from fiamma.ao.nn.intrinsic.quantized import dynamic  # noqa: E402,F401
