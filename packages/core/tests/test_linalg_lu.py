@@ -127,17 +127,6 @@ def test_bad_input():
         LA.lu_solve(LU, piv, fiamma.ones(3, 1, dtype=fiamma.float64))
 
 
-def test_refuses_inputs_that_require_grad():
-    pytest.importorskip("fiamma.autograd")  # requires_grad needs it (core's wheel alone: no)
-    x = fiamma.eye(3, requires_grad=True)
-    with pytest.raises(RuntimeError, match="derivatives of the LU functions"):
-        LA.lu_factor(x)
-    with pytest.raises(RuntimeError, match="lu_solve: derivatives"):
-        LA.lu_solve(*LA.lu_factor(fiamma.eye(3)), x)
-    with fiamma.no_grad():
-        assert LA.lu_factor(x)[1].tolist() == [1, 2, 3]
-
-
 @pytest.mark.parity
 @pytest.mark.parametrize("shape", [(4, 4), (2, 5, 5), (3, 6), (6, 3)])
 def test_matches_torch(shape):

@@ -229,6 +229,10 @@ def test_linalg_inv_small(n):
     ("linalg_svd", lambda a: fiamma.linalg.svd(a)[1]),
     ("linalg_matrix_norm with ord=2", lambda a: fiamma.linalg.matrix_norm(a, ord=2)),
     ("linalg_matrix_power with a negative power", lambda a: fiamma.linalg.matrix_power(a, -2)),
+    ("linalg_lu", lambda a: fiamma.linalg.lu(a)[2]),
+    ("linalg_lu_factor", lambda a: fiamma.linalg.lu_factor(a)[0]),
+    ("linalg_lu_solve", lambda a: fiamma.linalg.lu_solve(
+        *fiamma.linalg.lu_factor(fiamma.eye(4) * 2), a)),
 ])
 def test_linalg_without_onnx_equivalent_names_the_op(name, fn):
     with pytest.raises(fiamma.onnx.UnsupportedOpError, match=name):

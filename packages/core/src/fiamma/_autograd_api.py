@@ -146,10 +146,12 @@ _DIFFERENTIABLE = """
     index_add_ index_copy index_copy_ index_fill index_fill_ index_put index_put_ index_select
     inner istft kthvalue layer_norm layer_norm_backward lerp lgamma linalg_cholesky
     linalg_cholesky_ex linalg_cond linalg_cross linalg_det linalg_eig linalg_eigh linalg_eigvals
-    linalg_eigvalsh linalg_inv linalg_inv_ex linalg_lstsq linalg_matrix_norm linalg_matrix_power
+    linalg_eigvalsh linalg_inv linalg_inv_ex linalg_lstsq linalg_lu linalg_lu_factor
+    linalg_lu_factor_ex linalg_lu_solve linalg_matrix_norm linalg_matrix_power
     linalg_pinv linalg_qr linalg_slogdet linalg_solve linalg_solve_triangular linalg_svd
     linalg_svdvals load log log10 log1p log2 log_ndtr log_normal_ log_sigmoid log_softmax
-    logaddexp logaddexp2 logit logsumexp masked_fill masked_fill_ masked_scatter masked_scatter_
+    logaddexp logaddexp2 logit logsumexp lu_unpack masked_fill masked_fill_ masked_scatter
+    masked_scatter_
     masked_select matmul max max_pool1d max_pool2d max_pool3d max_pool_backward max_unpool1d
     max_unpool2d max_unpool3d maximum mean median min minimum mm mode mul mv mvlgamma nan_to_num
     nanmean nanmedian nansum ndtr ndtri neg norm normal_ pad polygamma pow prod put put_ random_

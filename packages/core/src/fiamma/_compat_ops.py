@@ -27,6 +27,7 @@ from fiamma._ops.complex_ops import (  # noqa: F401  (re-exported: PyTorch's top
     resolve_neg,
     sgn,
 )
+from fiamma._ops.matmul import matmul
 from fiamma._tensor import Tensor
 
 __all__ = [
@@ -37,7 +38,7 @@ __all__ = [
     "get_float32_matmul_precision", "set_default_device", "get_default_device",
     "set_warn_always", "is_warn_always_enabled", "compile",
     "det", "logdet", "slogdet", "inverse", "pinverse", "matrix_power", "svd", "qr", "cholesky",
-    "chain_matmul", "lu", "lu_unpack", "lu_solve",
+    "chain_matmul", "lu", "lu_unpack", "lu_solve", "svd_lowrank", "pca_lowrank",
     "deg2rad", "rad2deg", "deg2rad_", "rad2deg_", "heaviside", "ldexp", "gcd", "lcm",
     "isin", "isreal", "logcumsumexp", "quantile", "nanquantile", "cov", "corrcoef",
     "trapezoid", "trapz", "cumulative_trapezoid", "dist", "renorm", "unravel_index",
@@ -1198,3 +1199,127 @@ METHODS = {
     "cumsum_": lambda self, dim, *, dtype=None: self.copy_(self.cumsum(dim, dtype=dtype)),
     "cumprod_": lambda self, dim, *, dtype=None: self.copy_(self.cumprod(dim, dtype=dtype)),
 }
+
+
+# ---- randomized low-rank SVD / PCA (torch.svd_lowrank, torch.pca_lowrank) -------------------
+# Halko, Martinsson and Tropp, "Finding structure with randomness" (2009): an orthonormal basis
+# Q of A's range from A applied to a Gaussian test matrix, refined by ``niter`` subspace (power)
+# iterations with re-orthonormalisation after every product (their Algorithm 4.4), then the exact
+# SVD of the small matrix Q^H A (Algorithm 5.1); a wide matrix goes through its adjoint, so the
+# basis is built on the long side. Composed of differentiable ops (matmul, linalg.qr,
+# linalg.svd): the results carry gradients w.r.t. A (and M), the test matrix being a constant;
+# as for linalg.svd they are defined where the computed singular values are distinct, and
+# linalg.qr's derivative needs q <= min(m, n).
+
+def _lowrank_dense(A, op):
+    if not isinstance(A, Tensor):
+        raise TypeError(f"{op}: expected A to be a Tensor, got {type(A).__name__}")
+    if A.is_sparse:
+        A = A.to_dense()
+    if A.ndim < 2:
+        raise RuntimeError(f"{op}: expected A of shape (*, m, n) with at least 2 dimensions, "
+                           f"got shape {list(A.shape)}")
+    if not (A.is_floating_point() or A.is_complex()):
+        raise RuntimeError(f"{op}: expected a floating point or complex tensor A, got {A.dtype}")
+    return A
+
+
+def _lowrank_count(v, name, op, default):
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise ValueError(f"{op}: {name}(={v!r}) must be a non-negative integer")
+    return v
+
+
+def _range_basis(A, M, q, niter):
+    """An orthonormal (..., m, q') basis (q' = min(m, q)) of the range of A - M (Halko et al.,
+    Algorithm 4.4: Gaussian test matrix, niter subspace iterations)."""
+    from fiamma._random import randn
+
+    qr = _L().qr
+
+    def times(Z):
+        X = matmul(A, Z)
+        return X if M is None else X - matmul(M, Z)
+
+    def adj_times(Z):
+        X = matmul(A.mH, Z)
+        return X if M is None else X - matmul(M.mH, Z)
+
+    R = randn(A.shape[-1], q, dtype=A.dtype, device=A.device)
+    Q = qr(times(R)).Q
+    for _ in range(niter):
+        Q = qr(adj_times(Q)).Q
+        Q = qr(times(Q)).Q
+    return Q
+
+
+def _svd_lowrank(A, q, niter, M, op):
+    m, n = A.shape[-2:]
+    if M is not None:
+        if not isinstance(M, Tensor):
+            raise TypeError(f"{op}: expected M to be a Tensor or None, got {type(M).__name__}")
+        if M.is_sparse:
+            M = M.to_dense()
+        try:
+            M = M.broadcast_to(A.shape)
+        except RuntimeError:
+            raise RuntimeError(f"{op}: M of shape {list(M.shape)} does not broadcast to A's "
+                               f"shape {list(A.shape)}") from None
+    wide = m < n
+    if wide:  # work on the adjoint: the basis is built on the long side
+        A = A.mH
+        M = None if M is None else M.mH
+    Q = _range_basis(A, M, q, niter)
+    B = matmul(Q.mH, A)
+    if M is not None:
+        B = B - matmul(Q.mH, M)
+    U, S, Vh = _L().svd(B, full_matrices=False)
+    U = matmul(Q, U)
+    V = Vh.mH
+    return (V, S, U) if wide else (U, S, V)
+
+
+def svd_lowrank(A, q=6, niter=2, M=None):
+    """``(U, S, V)`` with A - M ~= U diag(S) V^H (M: None, or a tensor broadcast to A's shape),
+    for A of shape (*, m, n): U (*, m, k), S (*, k), V (*, n, k) with k = min(q, m, n), by the
+    randomized range finder with ``niter`` subspace iterations (see above). ``q``
+    (default 6) should slightly overestimate the rank; results are random (seed with
+    ``fiamma.manual_seed``). A sparse COO A (or M) is made dense first.
+
+    >>> import fiamma
+    >>> _ = fiamma.manual_seed(0)
+    >>> A = fiamma.randn(20, 3, dtype=fiamma.float64) @ fiamma.randn(3, 10, dtype=fiamma.float64)
+    >>> U, S, V = fiamma.svd_lowrank(A, q=4)
+    >>> U.shape, S.shape, V.shape
+    (fiamma.Size([20, 4]), fiamma.Size([4]), fiamma.Size([10, 4]))
+    >>> bool(((U[:, :3] * S[:3]) @ V[:, :3].mT - A).abs().max() < 1e-9)
+    True
+    """
+    op = "svd_lowrank"
+    A = _lowrank_dense(A, op)
+    q = _lowrank_count(q, "q", op, 6)
+    niter = _lowrank_count(niter, "niter", op, 2)
+    return _svd_lowrank(A, q, niter, M, op)
+
+
+def pca_lowrank(A, q=None, center=True, niter=2):
+    """Principal components of the rows of A (*, m, n): ``(U, S, V)`` of :func:`svd_lowrank`
+    applied to A minus its column means (``center``; A itself otherwise). ``q`` defaults to
+    min(6, m, n) and may not exceed min(m, n). The columns of V are the principal
+    directions; ``S**2 / (m - 1)`` the variances along them. A sparse COO A is made dense
+    first."""
+    op = "pca_lowrank"
+    A = _lowrank_dense(A, op)
+    m, n = A.shape[-2:]
+    k = builtins.min(m, n)
+    if q is None:
+        q = builtins.min(6, k)
+    elif isinstance(q, bool) or not isinstance(q, int) or not 0 <= q <= k:
+        raise ValueError(f"{op}: q(={q!r}) must be non-negative integer and not greater than "
+                         f"min(m, n)={k}")
+    niter = _lowrank_count(niter, "niter", op, 2)
+    if center:
+        A = A - A.mean(dim=-2, keepdim=True)
+    return _svd_lowrank(A, q, niter, None, op)

@@ -58,7 +58,7 @@ class Tensor:
     """
 
     __slots__ = ("_storage", "_dtype", "_shape", "_stride", "_offset", "_ptr", "_numel",
-                 "_contig", "_cpu_contig", "requires_grad", "grad", "grad_fn", "_ag", "_base",
+                 "_contig", "_cpu_contig", "requires_grad", "_grad", "grad_fn", "_ag", "_base",
                  "__weakref__")
 
     # torch.Tensor(*sizes) / torch.Tensor(data): __new__ is _creation's (attached by _methods)
@@ -214,7 +214,7 @@ class Tensor:
         t._contig = True
         t._cpu_contig = self._cpu_contig
         t.requires_grad = False
-        t.grad = None
+        t._grad = None
         t.grad_fn = None
         t._ag = None
         b = getattr(self, "_base", None)
@@ -792,6 +792,22 @@ class Tensor:
     def is_leaf(self):
         return self.grad_fn is None
 
+    def _get_grad(self):
+        g = self._grad
+        if g is None and self.grad_fn is not None:  # a non-leaf: warn unless it retains grad
+            _nonleaf_grad_warning(self)
+        return g
+
+    def _set_grad(self, value):
+        self._grad = value
+
+    def _del_grad(self):
+        self._grad = None
+
+    grad = property(_get_grad, _set_grad, _del_grad, doc="""The gradient accumulated by
+        ``backward`` (None until one reaches this tensor). Read on a non-leaf tensor that does
+        not retain its gradient (``retain_grad()``), it is None and warns as PyTorch does.""")
+
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate the gradient of this tensor w.r.t. the graph leaves into their ``.grad``
         (needs fiamma-autograd; see ``fiamma.autograd.backward``)."""
@@ -835,10 +851,10 @@ class Tensor:
         if not isinstance(other, Tensor):
             raise TypeError(f"data: expected a Tensor, got {type(other).__name__}")
         # the tensor keeps its identity and autograd state; only what it holds changes
-        keep = (self.requires_grad, self.grad, self.grad_fn, self._ag)
+        keep = (self.requires_grad, self._grad, self.grad_fn, self._ag)
         _init(self, other._storage, other._dtype, other._shape, other._stride, other._offset,
               other._contig)
-        self.requires_grad, self.grad, self.grad_fn, self._ag = keep
+        self.requires_grad, self._grad, self.grad_fn, self._ag = keep
 
 
 _TYPE_NAMES = {"bool": "BoolTensor", "uint8": "ByteTensor", "int8": "CharTensor",
@@ -889,9 +905,28 @@ def _init(t, storage, dt, shape, stride, offset, contig):
     # the operator fast paths' one test: contiguous memory a C kernel can read on the CPU
     t._cpu_contig = c and storage.device is _FAST
     t.requires_grad = False
-    t.grad = None
+    t._grad = None
     t.grad_fn = None
     t._ag = None
+
+
+_NONLEAF_GRAD = (
+    "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
+    "attribute won't be populated during autograd.backward(). If you indeed want the .grad field "
+    "to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. If you "
+    "access the non-leaf Tensor by mistake, make sure you access the leaf Tensor instead. See "
+    "github.com/pytorch/pytorch/pull/30531 for more information.")
+
+
+def _nonleaf_grad_warning(t):
+    """PyTorch's UserWarning for reading ``.grad`` of a non-leaf tensor that does not retain
+    its gradient; attributed to the line that read it (so shown once per line, as Python's
+    warnings are)."""
+    if t.retains_grad:
+        return
+    import warnings
+
+    warnings.warn(_NONLEAF_GRAD, UserWarning, stacklevel=3)
 
 
 def wrap(storage, dt, shape, strides):
@@ -947,7 +982,7 @@ def new_empty(shape, dt, dev=CPU, zero=False):
     t._contig = True
     t._cpu_contig = dev is _FAST
     t.requires_grad = False
-    t.grad = None
+    t._grad = None
     t.grad_fn = None
     t._ag = None
     return t

@@ -154,9 +154,9 @@ def _typed_storage(self):
 
 def _take_layout(self, v, op):
     """Make ``self`` show what the view ``v`` shows (same storage), keeping its identity."""
-    rg, grad, fn, ag = self.requires_grad, self.grad, self.grad_fn, self._ag
+    rg, grad, fn, ag = self.requires_grad, self._grad, self.grad_fn, self._ag
     _init(self, v._storage, v._dtype, v._shape, v._stride, v._offset, None)
-    self.requires_grad, self.grad, self.grad_fn, self._ag = rg, grad, fn, ag
+    self.requires_grad, self._grad, self.grad_fn, self._ag = rg, grad, fn, ag
 
 
 def _inplace_view(self, op, fn, *args):

@@ -17,8 +17,10 @@ from fiamma import (  # noqa: F401
     lu,
     meshgrid,
     norm,
+    pca_lowrank,
     split,
     stft,
+    svd_lowrank,
     tensordot,
     unique,
     unique_consecutive,
@@ -27,17 +29,5 @@ from fiamma import (  # noqa: F401
 
 __all__ = ["atleast_1d", "atleast_2d", "atleast_3d", "broadcast_shapes", "broadcast_tensors",
            "cartesian_prod", "block_diag", "cdist", "chain_matmul", "einsum", "istft", "lu", "norm",
-           "meshgrid", "split", "stft", "tensordot", "unique", "unique_consecutive",
-           "unravel_index"]
-
-# PyTorch's module also holds these; fiamma has no randomized low-rank SVD/PCA
-# (docs/porting_absent.toml, group linalg-old)
-_ABSENT = ("pca_lowrank", "svd_lowrank")
-
-
-def __getattr__(name):
-    if name in _ABSENT:
-        raise AttributeError(f"fiamma.functional.{name} (torch.functional.{name}) is not "
-                             "available: fiamma has no randomized low-rank SVD/PCA; "
-                             "fiamma.linalg.svd computes the exact decomposition")
-    raise AttributeError(f"module 'fiamma.functional' has no attribute {name!r}")
+           "meshgrid", "pca_lowrank", "split", "stft", "svd_lowrank", "tensordot", "unique",
+           "unique_consecutive", "unravel_index"]

@@ -942,15 +942,13 @@ LUResult = collections.namedtuple("linalg_lu", ["P", "L", "U"])
 LUUnpackResult = collections.namedtuple("lu_unpack", ["P", "L", "U"])
 
 
-def _no_grad_lu(op, *tensors):
-    """The LU functions have no derivative here: refuse to build a graph through them."""
-    from fiamma import is_grad_enabled
-
-    if is_grad_enabled() and builtins.any(isinstance(t, Tensor) and t.requires_grad
-                                          for t in tensors):
-        raise RuntimeError(f"linalg.{op}: derivatives of the LU functions are not implemented "
-                           "in fiamma; call it under fiamma.no_grad() (or on detached tensors), "
-                           "or use linalg.solve / linalg.inv, which are differentiable")
+def _constant_p(res):
+    """(P, L, U) with P detached from the graph that recording gave it: the permutation is
+    piecewise constant in A, so (as in PyTorch) it does not require grad."""
+    P = res[0]
+    if P.requires_grad and P.grad_fn is not None:
+        return type(res)(P.detach(), *res[1:])
+    return res
 
 
 def _lu_np(a):
@@ -988,7 +986,6 @@ def _lu_np(a):
 def _lu_input(A, op, pivot):
     if not pivot:
         raise RuntimeError(f"linalg.{op}: LU without pivoting is not implemented on the CPU")
-    _no_grad_lu(op, A)
     return _matrix_np(A, op, complex_ok=True)
 
 
@@ -1009,7 +1006,8 @@ def lu_factor_ex(A, *, pivot=True, check_errors=False, out=None):
         _lu_singular("lu_factor_ex", info)
     res = LUFactorExResult(_tensor(lu, A._dtype), _tensor(piv, D.int32),
                            _tensor(info, D.int32))
-    return _lu_out(out, res, "lu_factor_ex")
+    return _record(ops.linalg_lu_factor_ex, _lu_out(out, res, "lu_factor_ex"), (A,),
+                   {"pivot": pivot})
 
 
 def _lu_singular(op, info):
@@ -1045,7 +1043,7 @@ def lu_factor(A, *, pivot=True, out=None):
     if info.any():
         _lu_singular("lu_factor", info)
     res = LUFactorResult(_tensor(lu, A._dtype), _tensor(piv, D.int32))
-    return _lu_out(out, res, "lu_factor")
+    return _record(ops.linalg_lu_factor, _lu_out(out, res, "lu_factor"), (A,), {"pivot": pivot})
 
 
 def _perm_np(piv, m):
@@ -1100,13 +1098,12 @@ def lu(A, *, pivot=True, out=None):
     lu_, piv, _ = _lu_np(a)
     P, L, U = _unpack_np(lu_, piv, True, True)
     res = LUResult(_tensor(P, A._dtype), _tensor(L, A._dtype), _tensor(U, A._dtype))
-    return _lu_out(out, res, "lu")
+    return _constant_p(_record(ops.linalg_lu, _lu_out(out, res, "lu"), (A,), {"pivot": pivot}))
 
 
 def lu_solve(LU, pivots, B, *, left=True, adjoint=False, out=None):
     """The solution X of A X = B (``left``; X A = B otherwise; A^H in place of A with
     ``adjoint``) from A's :func:`lu_factor` result, batched with broadcasting."""
-    _no_grad_lu("lu_solve", LU, B)
     lu_ = _matrix_np(LU, "lu_solve", square=True, name="LU", complex_ok=True)
     b = _matrix_np(B, "lu_solve", name="B", complex_ok=True)
     if LU._dtype is not B._dtype:
@@ -1134,14 +1131,15 @@ def lu_solve(LU, pivots, B, *, left=True, adjoint=False, out=None):
     else:
         x = np.swapaxes(np.linalg.solve(np.swapaxes(A, -1, -2), np.swapaxes(_host(b), -1, -2)),
                         -1, -2)
-    return _result(x.astype(_host(b).dtype, copy=False), B._dtype, out, "lu_solve")
+    return _record(ops.linalg_lu_solve,
+                   _result(x.astype(_host(b).dtype, copy=False), B._dtype, out, "lu_solve"),
+                   (LU, pivots, B), {"left": left, "adjoint": adjoint})
 
 
 def _lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True, *, out=None):
     """``(P, L, U)`` from a packed LU and its pivots (:func:`lu_factor`); the parts not
     asked for (``unpack_data`` False: L and U; ``unpack_pivots`` False: P) are empty
     tensors."""
-    _no_grad_lu("lu_unpack", LU_data)
     lu_ = _matrix_np(LU_data, "lu_unpack", name="LU_data", complex_ok=True)
     if not isinstance(LU_pivots, Tensor) or LU_pivots._dtype is not D.int32:
         raise RuntimeError("lu_unpack: LU_pivots is expected to be a contiguous tensor of "
@@ -1159,7 +1157,11 @@ def _lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True, *, out=
     res = LUUnpackResult(_tensor(empty if P is None else P, dt),
                          _tensor(empty if L is None else L, dt),
                          _tensor(empty if U is None else U, dt))
-    return _lu_out(out, res, "lu_unpack")
+    res = _lu_out(out, res, "lu_unpack")
+    if not unpack_data:
+        return res
+    return _constant_p(_record(ops.lu_unpack, res, (LU_data, LU_pivots),
+                               {"unpack_data": unpack_data, "unpack_pivots": unpack_pivots}))
 
 
 # every public function computes on its input's device

@@ -108,11 +108,10 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     targets = [_root(x, i) for i, x in enumerate(inputs)]
     res = _E.execute(roots, grads, retain_graph, create_graph, targets, accumulate=True)
     for x, g in zip(inputs, res):
-        if x.grad_fn is not None and g is not None:  # non-leaf inputs accumulate too
-            if x.grad is None:
-                x.grad = g if create_graph else g.detach().clone()
-            else:
-                x.grad = x.grad + g
+        # non-leaf inputs accumulate too (one that retains its gradient got it from the engine)
+        if x.grad_fn is not None and g is not None and not x.retains_grad:
+            prev = x._grad  # not .grad: a non-leaf's read warns
+            x.grad = (g if create_graph else g.detach().clone()) if prev is None else prev + g
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,

@@ -260,9 +260,11 @@ for _n in ("fft ifft rfft irfft hfft ihfft fft2 ifft2 rfft2 irfft2 hfft2 ihfft2 
 OPS["fftshift"], OPS["ifftshift"] = fiamma.fft.fftshift, fiamma.fft.ifftshift
 for _n in ("det slogdet inv inv_ex pinv matrix_power solve solve_ex solve_triangular "
            "cholesky cholesky_ex qr svd svdvals eigh eigvalsh matrix_norm cond cross "
-           "matrix_exp").split():
+           "matrix_exp lu lu_factor lu_factor_ex lu_solve").split():
     if hasattr(fiamma.linalg, _n):
         OPS["linalg_" + _n] = getattr(fiamma.linalg, _n)
+if hasattr(fiamma, "lu_unpack"):
+    OPS["lu_unpack"] = fiamma.lu_unpack
 
 # ops whose recorded arguments are those of the public function of the same name
 _PUBLIC = """

@@ -273,7 +273,8 @@ _NO_ONNX = {
     "eigh": "an eigendecomposition", "eigvalsh": "an eigendecomposition",
     "eig": "an eigendecomposition", "eigvals": "an eigendecomposition",
     "cond": "singular values", "matrix_rank": "singular values", "lu": "an LU factorisation",
-    "lu_factor": "an LU factorisation", "matrix_exp": "a matrix exponential",
+    "lu_factor": "an LU factorisation", "lu_factor_ex": "an LU factorisation",
+    "lu_solve": "an LU solve", "matrix_exp": "a matrix exponential",
 }
 
 

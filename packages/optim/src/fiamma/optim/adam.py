@@ -86,7 +86,7 @@ class Adam(Optimizer):
     def _fused_step(self, group, lr, b1, b2, eps, wd, amsgrad, decoupled):
         """The whole group in one C call (fiamma.fused.adam_) when every parameter and
         gradient allows it; False to fall back to the reference loop."""
-        pairs = [(p, p.grad) for p in group["params"] if p.grad is not None]
+        pairs = [(p, g) for p in group["params"] if (g := p.grad) is not None]
         if not pairs or not fused.supports([t for pg in pairs for t in pg]):
             return not pairs
         ps, gs, ms, vs, vms, steps = [], [], [], [], [], []

@@ -72,7 +72,7 @@ class SGD(Optimizer):
     def _fused_step(self, group, lr, mom, damp, wd, nesterov):
         """The group in one or two C calls (fiamma.fused.sgd_: parameters whose momentum buffer
         is new, then the others); False to fall back to the reference loop."""
-        pairs = [(p, p.grad) for p in group["params"] if p.grad is not None]
+        pairs = [(p, g) for p in group["params"] if (g := p.grad) is not None]
         if not pairs or not fused.supports([t for pg in pairs for t in pg]):
             return not pairs
         if not mom:

@@ -1,6 +1,7 @@
 """Derivatives of ``fiamma.linalg`` (recorded as ``linalg_<name>``): inv, det, slogdet,
-matrix_power, solve, solve_triangular, cholesky, eigh, eigvalsh, svdvals, cross and
-matrix_norm (fro, nuc, +-1, +-2, +-inf).
+matrix_power, solve, solve_triangular, cholesky, eigh, eigvalsh, svdvals, cross,
+matrix_norm (fro, nuc, +-1, +-2, +-inf), svd, qr, pinv, lstsq, cond and the LU functions (lu,
+lu_factor, lu_factor_ex, lu_solve, lu_unpack; real and complex).
 
 Written with fiamma.linalg's own ops (solve, eigh, svd, ...), so they differentiate again.
 det's gradient goes through the inverse (det * inv(A)^T), so it is NaN/inf for singular
@@ -402,3 +403,142 @@ def _d_cond(ctx, grad):
     lo2 = lo.unsqueeze(-1)
     hi2 = hi.unsqueeze(-1)
     return (g * (outer_hi / lo2 - outer_lo * hi2 / (lo2 * lo2)),)
+
+
+# ---- LU -------------------------------------------------------------------------------------
+# One formula for real and complex matrices (``_adj``: the transpose, conjugated when complex);
+# registered for complex results too, where it gets the saved tensors unconjugated.
+
+def _adj(t):
+    return _mT(t).conj() if t.dtype.is_complex else _mT(t)
+
+
+def _tril_strict(t):
+    return fiamma.tril(t, -1)
+
+
+def _lu_grad(p, low, up, gl, gu, op):
+    """Gradient w.r.t. A of A = P L U (L (m, k) unit lower, U (k, n) upper, k = min(m, n)) for
+    the gradients ``gl`` / ``gu`` of L and U (None: zero). With A = P [L1; L2] [U1 U2] (L1, U1
+    the k x k blocks) and phi = tril(L1^H gL1 - gU2 U2^H, -1) + triu(gU1 U1^H - L2^H gL2):
+    square gA = P L^-H phi U^-H; wide (m < n) gA = P L^-H [phi U1^-H | gU2]; tall (m > n)
+    gA = P [L1^-H phi; gL2] U^-H. A zero on U's diagonal (rank-deficient A) raises: the
+    derivative is not defined there (PyTorch returns NaN)."""
+    try:
+        return _lu_grad_solves(p, low, up, gl, gu)
+    except _L().LinAlgError:
+        raise _L().LinAlgError(
+            f"{op}: the derivative of the LU factorisation is not defined when U has a zero on "
+            "its diagonal (A, or its leading min(m, n) columns, is rank-deficient)") from None
+
+
+def _lu_grad_solves(p, low, up, gl, gu):
+    if gl is None and gu is None:
+        return None
+    m, k = low.shape[-2], low.shape[-1]
+    n = up.shape[-1]
+    mm = fiamma.matmul
+    L = _L()
+    gl = fiamma.zeros_like(low) if gl is None else gl
+    gu = fiamma.zeros_like(up) if gu is None else gu
+    l1, u1 = low[..., :k, :], up[..., :, :k]
+    gl1, gu1 = gl[..., :k, :], gu[..., :, :k]
+    lower = mm(_adj(l1), gl1)
+    upper = mm(gu1, _adj(u1))
+    if n > k:
+        lower = lower - mm(gu[..., :, k:], _adj(up[..., :, k:]))
+    if m > k:
+        upper = upper - mm(_adj(low[..., k:, :]), gl[..., k:, :])
+    phi = _tril_strict(lower) + fiamma.triu(upper)
+    if m > k:
+        top = L.solve_triangular(_adj(l1), phi, upper=True, unitriangular=True)
+        z = fiamma.cat([top, gl[..., k:, :]], -2)
+        g = L.solve_triangular(_adj(u1), z, upper=False, left=False)
+    else:
+        z = L.solve_triangular(_adj(u1), phi, upper=False, left=False)
+        if n > k:
+            z = fiamma.cat([z, gu[..., :, k:]], -1)
+        g = L.solve_triangular(_adj(l1), z, upper=True, unitriangular=True)
+    return mm(p, g)
+
+
+def _split_packed(g, m, n):
+    """The gradients of L and U from that of the packed LU (m, n): L's strictly lower part of
+    the first k columns, U's upper triangle of the first k rows."""
+    k = min(m, n)
+    return _tril_strict(g[..., :, :k]), fiamma.triu(g[..., :k, :])
+
+
+def _packed_from(gl, gu, m, n):
+    """The gradient of the packed LU (m, n) from those of L (m, k) and U (k, n)."""
+    k = min(m, n)
+    res = None
+    if gl is not None:
+        res = _tril_strict(gl)
+        if n > k:
+            res = fiamma.cat([res, fiamma.zeros(tuple(res.shape[:-1]) + (n - k,),
+                                                 dtype=res.dtype, device=res.device)], -1)
+    if gu is not None:
+        part = fiamma.triu(gu)
+        if m > k:
+            part = fiamma.cat([part, fiamma.zeros(tuple(part.shape[:-2]) + (m - k, n),
+                                                  dtype=part.dtype, device=part.device)], -2)
+        res = part if res is None else res + part
+    return res
+
+
+@derivative(ops.linalg_lu, save="output")
+def _d_lu(ctx, grad):
+    p, low, up = ctx.output
+    return (_lu_grad(p, low, up, grad[1], grad[2], "linalg.lu"),)
+
+
+@derivative(ops.linalg_lu_factor, ops.linalg_lu_factor_ex, save="output")
+def _d_lu_factor(ctx, grad):
+    lu, piv = ctx.output[0], ctx.output[1]
+    g = grad[0]
+    if g is None:
+        return (None,)
+    m, n = lu.shape[-2:]
+    p, low, up = fiamma.lu_unpack(lu, piv)
+    gl, gu = _split_packed(g, m, n)
+    return (_lu_grad(p, low, up, gl, gu, "linalg." + ctx.op[len("linalg_"):]),)
+
+
+@derivative(ops.lu_unpack, save="none")
+def _d_lu_unpack(ctx, grad):
+    m, n = ctx.input_shapes[0][-2:]
+    return _packed_from(grad[1], grad[2], m, n), None
+
+
+@derivative(ops.linalg_lu_solve, save="both")
+def _d_lu_solve(ctx, grad):
+    """X = A^-1 B (``left``; B A^-1 otherwise; A^-H with ``adjoint``), A = P L U from the packed
+    LU: gB solves with the other adjoint flag, gA = -gB X^H (left), -X gB^H (left, adjoint),
+    -X^H gB (right), -gB^H X (right, adjoint), and the packed gradient is
+    tril(P^T gA U^H, -1) + triu(L^H P^T gA)."""
+    lu, piv, b = ctx.inputs
+    x = ctx.output
+    left = ctx.kwargs.get("left", True)
+    adjoint = ctx.kwargs.get("adjoint", False)
+    need = ctx.needs_input_grad
+    gb = _L().lu_solve(lu, piv, grad, left=left, adjoint=not adjoint)
+    glu = None
+    if need[0]:
+        mm = fiamma.matmul
+        if left:
+            ga = -mm(x, _adj(gb)) if adjoint else -mm(gb, _adj(x))
+        else:
+            ga = -mm(_adj(gb), x) if adjoint else -mm(_adj(x), gb)
+        p, low, up = fiamma.lu_unpack(lu, piv)
+        pga = mm(_mT(p), ga)
+        glu = _tril_strict(mm(pga, _adj(up))) + fiamma.triu(mm(_adj(low), pga))
+        glu = reduce_to(glu, lu.shape)
+    return glu, None, (reduce_to(gb, b.shape) if need[2] else None)
+
+
+derivative(ops.linalg_lu, save="output", complex=True)(_d_lu)
+derivative(ops.linalg_lu_factor, ops.linalg_lu_factor_ex, save="output", complex=True)(
+    _d_lu_factor)
+derivative(ops.lu_unpack, save="none", complex=True)(_d_lu_unpack)
+derivative(ops.linalg_lu_solve, save="both", complex=True)(_d_lu_solve)

@@ -94,7 +94,7 @@ _TENSOR_NEW = """
             res._numel = n
             res._contig = res._cpu_contig = True
             res.requires_grad = False
-            res.grad = None
+            res._grad = None
             res.grad_fn = None
             res._ag = None
             if self.requires_grad or other.requires_grad:
