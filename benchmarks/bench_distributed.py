@@ -235,9 +235,11 @@ def main():
 
         def figures(cmd):
             proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
-            if proc.returncode:
+            line = next((x for x in proc.stdout.splitlines() if x.startswith("FIGURES ")), None)
+            if line is None:
                 raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stdout}\n{proc.stderr}")
-            line = next(x for x in proc.stdout.splitlines() if x.startswith("FIGURES "))
+            if proc.returncode:  # (PyTorch's gloo sometimes aborts a rank in its teardown)
+                print(f"  note: {cmd[2]} exited with {proc.returncode} after its figures")
             return json.loads(line[len("FIGURES "):])
 
         flags = ["--epochs", str(args.epochs)]
