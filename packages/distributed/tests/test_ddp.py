@@ -139,3 +139,25 @@ def test_powerSGD_state_checks_and_pickles(world):
     back = pickle.loads(pickle.dumps(state))
     assert back.iter == 5 and back.process_group is None and back.start_powerSGD_iter == 2
     assert state.compression_stats() == (0, 0, 0)
+
+
+def test_last_bucket_tail_is_split_off():
+    """The parameters whose gradients come last (the first layers) get a small bucket of their
+    own, so that the rest is all-reduced while their backward runs; caps still hold."""
+    from fiamma.distributed._reducer import TAIL_BYTES, buckets
+
+    ps = [fiamma.zeros(150), fiamma.zeros(6), fiamma.zeros(2400), fiamma.zeros(16),
+          fiamma.zeros(48000), fiamma.zeros(120), fiamma.zeros(10)]
+    got = buckets(ps, 25 << 20, 1 << 20)
+    assert [b.keys for b in got] == [[6, 5, 4], [3, 2, 1, 0]]
+    assert sum(b.flat.numel() for b in got) == sum(p.numel() for p in ps)
+    # a bucket of one parameter, or a tail that would be more than a quarter, stays whole
+    assert [b.keys for b in buckets([fiamma.zeros(10)], 1 << 20, 1 << 20)] == [[0]]
+    assert [b.keys for b in buckets([fiamma.zeros(10), fiamma.zeros(10)], 1 << 20,
+                                    1 << 20)] == [[1, 0]]
+    big = [fiamma.zeros(TAIL_BYTES // 4 + 1), fiamma.zeros(10 * TAIL_BYTES)]
+    assert [b.keys for b in buckets(big, 100 << 20, 100 << 20)] == [[1, 0]]
+    # small caps: many buckets, each within the cap, every parameter once
+    small = buckets(ps, 4096, 4096)
+    assert sorted(k for b in small for k in b.keys) == list(range(len(ps)))
+    assert all(b.flat.numel() * 4 <= 4096 or len(b.keys) == 1 for b in small)

@@ -88,23 +88,49 @@ class _Bucket:
         self.work = None  # the MPI request (or NCCL work) of its all-reduce
 
 
+# the last bucket's tail: its trailing parameters up to this many bytes (and a quarter of the
+# bucket) become a bucket of their own
+TAIL_BYTES = 64 * 1024
+
+
 def buckets(params, cap_bytes, first_cap_bytes):
     """Parameters in reverse order, cut into buckets of at most ``cap_bytes`` (one dtype and
-    device each; the first bucket smaller, so that communication starts early in backward)."""
-    out, current, keys, size, cap = [], [], [], 0, first_cap_bytes
+    device each; the first bucket smaller, so that communication starts early in backward).
+
+    The parameters registered first (a network's first layers) get their gradients last, at
+    the very end of backward, when the bucket holding them is all-reduced with nothing left to
+    overlap it. So the last bucket's trailing parameters, up to ``TAIL_BYTES`` and a quarter of
+    its size, form a small bucket of their own: the rest of it is reduced while the first
+    layers' backward still runs (LeNet, 247 KB in one bucket before: the fully-connected
+    layers' 237 KB now go while the convolutions' backward runs; 1-2% more samples/s on 2
+    ranks in alternated runs, about the runs' spread)."""
+    groups, current, keys, size, cap = [], [], [], 0, first_cap_bytes
     for k in range(len(params) - 1, -1, -1):
         p = params[k]
         nbytes = p.numel() * p.element_size()
         if current and (size + nbytes > cap or p.dtype != current[0].dtype
                         or p.device != current[0].device):
-            out.append(_Bucket(len(out), current, keys))
+            groups.append((current, keys, size))
             current, keys, size, cap = [], [], 0, cap_bytes
         current.append(p)
         keys.append(k)
         size += nbytes
     if current:
-        out.append(_Bucket(len(out), current, keys))
-    return out
+        groups.append((current, keys, size))
+    if groups:
+        last, lkeys, lsize = groups[-1]
+        limit = min(TAIL_BYTES, lsize // 4)
+        cut, tail = len(last), 0
+        while cut > 1:
+            nbytes = last[cut - 1].numel() * last[cut - 1].element_size()
+            if tail + nbytes > limit:
+                break
+            tail += nbytes
+            cut -= 1
+        if 0 < cut < len(last):
+            groups[-1:] = [(last[:cut], lkeys[:cut], lsize - tail),
+                           (last[cut:], lkeys[cut:], tail)]
+    return [_Bucket(i, ps, ks) for i, (ps, ks, _) in enumerate(groups)]
 
 
 def _tensors_in(obj):
