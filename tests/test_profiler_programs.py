@@ -12,7 +12,7 @@ import pytest
 
 import fiamma
 import fiamma.nn as nn
-from fiamma.data import DataLoader, Dataset, TensorDataset
+from fiamma.data import DataLoader, Dataset, TensorDataset, default_collate
 from fiamma.profiler import hook, profile, record_function, schedule
 
 REPO = Path(__file__).resolve().parents[1]
@@ -90,9 +90,15 @@ def test_dataloader_fetch_events():
     fetches = [e for e in prof.events() if e.name == name]
     assert len(fetches) == 5  # four batches and the StopIteration
     assert all(e.cpu_parent is None for e in fetches)
-    # the collate's stacking runs inside the fetch
-    assert "aten::stack" in [c.name for c in fetches[0].cpu_children]
+    # the batch's gather (a plain TensorDataset's rows in one indexing op) runs in the fetch
+    assert "aten::index" in [c.name for c in fetches[0].cpu_children]
     assert prof.key_averages().table().count(name[:40]) == 1
+    # and so does a collate's stacking of samples fetched one by one
+    stacked = DataLoader(ds, batch_size=6, collate_fn=lambda b: default_collate(b))
+    with profile() as prof:
+        assert len([x.sum() for x, _ in stacked]) == 4
+    fetches = [e for e in prof.events() if e.name == name]
+    assert "aten::stack" in [c.name for c in fetches[0].cpu_children]
 
 
 class _ProfilerStateInWorker(Dataset):
