@@ -139,6 +139,25 @@ def _run_direction(step, xws, carries, sizes, state, weights, prevs, reverse):
     return outs, state
 
 
+def rnn_extra_repr(m):
+    """PyTorch's repr arguments of a recurrent layer (the non-default ones after the sizes);
+    the dynamically quantized layers print theirs the same way."""
+    s = f"{m.input_size}, {m.hidden_size}"
+    if getattr(m, "proj_size", 0) != 0:
+        s += f", proj_size={m.proj_size}"
+    if m.num_layers != 1:
+        s += f", num_layers={m.num_layers}"
+    if m.bias is not True:
+        s += f", bias={m.bias}"
+    if m.batch_first is not False:
+        s += f", batch_first={m.batch_first}"
+    if m.dropout != 0:
+        s += f", dropout={m.dropout}"
+    if m.bidirectional is not False:
+        s += f", bidirectional={m.bidirectional}"
+    return s
+
+
 class RNNBase(Module):
     """The layers' common machinery (``mode`` is "LSTM", "GRU", "RNN_TANH" or "RNN_RELU")."""
 
@@ -217,20 +236,7 @@ class RNNBase(Module):
             init.uniform_(w, -stdv, stdv)
 
     def extra_repr(self):
-        s = f"{self.input_size}, {self.hidden_size}"
-        if self.proj_size != 0:
-            s += f", proj_size={self.proj_size}"
-        if self.num_layers != 1:
-            s += f", num_layers={self.num_layers}"
-        if self.bias is not True:
-            s += f", bias={self.bias}"
-        if self.batch_first is not False:
-            s += f", batch_first={self.batch_first}"
-        if self.dropout != 0:
-            s += f", dropout={self.dropout}"
-        if self.bidirectional is not False:
-            s += f", bidirectional={self.bidirectional}"
-        return s
+        return rnn_extra_repr(self)
 
     # ---- forward ---------------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ from fiamma import nn
 from fiamma.ao.nn.quantized.dynamic._ops import PackedLinear
 from fiamma.ao.nn.quantized.dynamic.linear import _quantize, _to_np, _weight_observer
 from fiamma.nn import _qtensor as Q
+from fiamma.nn.modules.rnn import rnn_extra_repr
 
 __all__ = ["RNNBase", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
@@ -112,6 +113,12 @@ class _WeightsState:
             self._packs[key] = p
         return p
 
+    def get_weight(self):
+        return self._weight_bias()["weight"]
+
+    def get_bias(self):
+        return self._weight_bias()["bias"]
+
 
 class RNNBase(_WeightsState, nn.Module):
     """The dynamic quantized LSTM and GRU layers' common machinery."""
@@ -166,18 +173,7 @@ class RNNBase(_WeightsState, nn.Module):
         return "DynamicQuantized" + self.mode
 
     def extra_repr(self):
-        s = f"{self.input_size}, {self.hidden_size}"
-        if self.num_layers != 1:
-            s += f", num_layers={self.num_layers}"
-        if self.bias is not True:
-            s += f", bias={self.bias}"
-        if self.batch_first is not False:
-            s += f", batch_first={self.batch_first}"
-        if self.dropout != 0:
-            s += f", dropout={self.dropout}"
-        if self.bidirectional is not False:
-            s += f", bidirectional={self.bidirectional}"
-        return s
+        return rnn_extra_repr(self)
 
     def _weight_bias(self):
         """``{"weight": {name: weight}, "bias": {name: bias}}`` (PyTorch's layout)."""
@@ -185,12 +181,6 @@ class RNNBase(_WeightsState, nn.Module):
         for n in self._weight_names():
             out["weight" if n.startswith("weight") else "bias"][n] = self._w[n]
         return out
-
-    def get_weight(self):
-        return self._weight_bias()["weight"]
-
-    def get_bias(self):
-        return self._weight_bias()["bias"]
 
     def set_weight_bias(self, weight_bias_dict):
         """Replace the weights and biases from a ``{"weight": {...}, "bias": {...}}`` dict."""
@@ -391,12 +381,6 @@ class RNNCellBase(_WeightsState, nn.Module):
     def _weight_bias(self):
         return {"weight": {"weight_ih": self._w["weight_ih"], "weight_hh": self._w["weight_hh"]},
                 "bias": {"bias_ih": self._w["bias_ih"], "bias_hh": self._w["bias_hh"]}}
-
-    def get_weight(self):
-        return self._weight_bias()["weight"]
-
-    def get_bias(self):
-        return self._weight_bias()["bias"]
 
     def set_weight_bias(self, weight_bias_dict):
         for kind in ("weight", "bias"):
