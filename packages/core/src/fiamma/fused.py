@@ -13,11 +13,14 @@ rounding (fiamma-optim tests the equivalence).
 [0.949999988079071, 0.949999988079071, 0.949999988079071, 0.949999988079071]
 """
 
+import numpy as np
+
 from fiamma._backend import check, codes as K
 from fiamma._dtype import float32, float64
 from fiamma._tensor import Tensor
 
-__all__ = ["adam_", "sgd_", "supports"]
+__all__ = ["Int8PackedWeight", "adam_", "int8_matmul", "int8_matmul_available", "sgd_",
+           "supports"]
 
 
 def supports(tensors):
@@ -124,3 +127,104 @@ def sgd_(params, grads, momentum_buffers=None, *, lr, momentum=0.0, dampening=0.
     if momentum != 0:
         for t in momentum_buffers:
             t._bump()
+
+
+# ---- int8 products for dynamic quantization -------------------------------------------------
+# fiamma-nn's dynamically quantized Linear/LSTM/GRU compute their products here: a uint8
+# activation matrix times a packed int8 weight, summed exactly in int32. The operands are NumPy
+# arrays (the quantized modules work on NumPy buffers); every shape and dtype is checked before
+# the C kernel (csrc/qgemm.c) touches memory.
+
+def _qgemm_lib():
+    try:
+        from fiamma._backend.cpu import fused as cpu_fused
+    except (ImportError, OSError):  # pragma: no cover - a core without its C library
+        return None
+    return cpu_fused if hasattr(cpu_fused.lib, "fm_qgemm_u8s8") else None
+
+
+def int8_matmul_available():
+    """Whether this fiamma-core build has the int8 GEMM (:func:`int8_matmul`)."""
+    return _qgemm_lib() is not None
+
+
+class Int8PackedWeight:
+    """An int8 weight (``n x k``, one row per output) packed once for :func:`int8_matmul`.
+
+    >>> import numpy as np
+    >>> from fiamma import fused
+    >>> w = fused.Int8PackedWeight(np.array([[1, -2, 3]], dtype=np.int8))
+    >>> fused.int8_matmul(np.array([[4, 5, 6]], dtype=np.uint8), w).tolist()
+    [[12]]
+    """
+
+    __slots__ = ("n", "k", "_buf", "_addr")
+
+    def __init__(self, weight):
+        op = "fused.Int8PackedWeight"
+        lib = _qgemm_lib()
+        if lib is None:
+            raise RuntimeError(f"{op}: this fiamma-core build has no int8 GEMM")
+        w = weight
+        if not isinstance(w, np.ndarray):
+            raise TypeError(f"{op}: expected a NumPy int8 array, got {type(w).__name__}")
+        if w.dtype != np.int8:
+            raise TypeError(f"{op}: expected dtype int8, got {w.dtype}")
+        if w.ndim != 2:
+            raise ValueError(f"{op}: expected a 2-d (n x k) weight, got {w.ndim} dimensions")
+        n, k = (int(d) for d in w.shape)
+        if n < 1 or k < 1:
+            raise ValueError(f"{op}: expected a non-empty weight, got shape {list(w.shape)}")
+        w = np.ascontiguousarray(w)
+        buf = np.empty(int(lib.qgemm_packed_bytes(n, k)), dtype=np.int8)
+        rc = lib.qgemm_pack_b(n, k, w.ctypes.data, buf.ctypes.data)
+        if rc != 0:
+            raise RuntimeError(f"{op}: packing a {n} x {k} weight failed (status {rc})")
+        self.n, self.k, self._buf, self._addr = n, k, buf, buf.ctypes.data
+
+    def __repr__(self):
+        return f"Int8PackedWeight(n={self.n}, k={self.k})"
+
+
+def int8_matmul(a, weight, *, out=None):
+    """``a @ W.T`` summed exactly in int32: ``a`` a uint8 matrix (``m x k``), ``weight`` an
+    :class:`Int8PackedWeight` of ``W`` (``n x k``); returns (or fills ``out``, int32
+    ``m x n`` C-contiguous) the int32 products. Inputs whose values are all at most 127
+    (activations quantized with ``reduce_range``) take a faster AVX2 kernel where the CPU has
+    no VNNI."""
+    op = "fused.int8_matmul"
+    if not isinstance(weight, Int8PackedWeight):
+        raise TypeError(f"{op}: weight must be an Int8PackedWeight, got {type(weight).__name__}")
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"{op}: expected a NumPy uint8 array, got {type(a).__name__}")
+    if a.dtype != np.uint8:
+        raise TypeError(f"{op}: expected dtype uint8, got {a.dtype}")
+    if a.ndim != 2:
+        raise ValueError(f"{op}: expected a 2-d (m x k) input, got {a.ndim} dimensions")
+    m, k = (int(d) for d in a.shape)
+    n = weight.n
+    if k != weight.k:
+        raise ValueError(f"{op}: input has {k} columns, the weight {weight.k}")
+    if out is None:
+        out = np.empty((m, n), dtype=np.int32)
+    else:
+        if not isinstance(out, np.ndarray) or out.dtype != np.int32:
+            raise TypeError(f"{op}: out must be a NumPy int32 array")
+        if out.shape != (m, n):
+            raise ValueError(f"{op}: out has shape {list(out.shape)}, expected {[m, n]}")
+        if not out.flags.c_contiguous or not out.flags.writeable:
+            raise ValueError(f"{op}: out must be a writeable C-contiguous array")
+    if m == 0:
+        return out
+    k4 = 4 * ((k + 3) // 4)  # the kernel reads rows of whole 4-byte groups, zero past k
+    if k4 != k:
+        ap = np.zeros((m, k4), dtype=np.uint8)
+        ap[:, :k] = a
+    else:
+        ap = np.ascontiguousarray(a)
+    a7 = 1 if int(ap.max()) <= 127 else 0  # checked, never promised: no silent saturation
+    rc = _qgemm_lib().qgemm_u8s8(m, n, k, ap.ctypes.data, k4, weight._addr, out.ctypes.data,
+                                 a7)
+    if rc != 0:
+        raise RuntimeError(f"{op}: the int8 GEMM failed (status {rc})")
+    return out

@@ -94,15 +94,14 @@ def quantize_input(x, reduce_range):
 
 
 def _core_qgemm():
-    """fiamma-core's int8 GEMM (``fused.qgemm_u8s8``, csrc/qgemm.c), or None when this core
-    build has none (the float32 route below is used then)."""
+    """fiamma-core's public int8 GEMM (:mod:`fiamma.fused`), or None when this core build has
+    none (the float32 route below is used then)."""
     try:
-        from fiamma._backend.cpu import fused
-    except (ImportError, OSError):  # pragma: no cover - a core without its C library
+        from fiamma import fused
+    except ImportError:  # pragma: no cover - a core older than the int8 GEMM
         return None
-    if not hasattr(fused, "qgemm_u8s8") or not hasattr(fused.lib, "fm_qgemm_u8s8"):
-        return None
-    return fused
+    avail = getattr(fused, "int8_matmul_available", None)
+    return fused if avail is not None and avail() else None
 
 
 _QGEMM = _core_qgemm()
@@ -143,11 +142,8 @@ class PackedLinear:
             self.bp = None
             if _QGEMM is not None:  # the weight packed for core's int8 GEMM
                 n, k = wi.shape
-                w8 = np.ascontiguousarray(wi.astype(np.int8))
-                bp = np.empty(int(_QGEMM.qgemm_packed_bytes(n, k)), dtype=np.int8)
-                rc = _QGEMM.qgemm_pack_b(n, k, w8.ctypes.data, bp.ctypes.data)
-                if rc == 0:
-                    self.bp, self.bp_addr = bp, bp.ctypes.data
+                if n > 0 and k > 0:
+                    self.bp = _QGEMM.Int8PackedWeight(np.ascontiguousarray(wi.astype(np.int8)))
                     self.w_rowsum = wi.sum(axis=1)  # int64, for the zero-point terms
                     self.w_rowsum32 = self.w_rowsum.astype(np.int32)
                     # int32 sums stay exact below this many columns (|acc| < 2**31)
@@ -188,7 +184,7 @@ class PackedLinear:
             return y.astype(_F32, copy=False).reshape(lead + (self.out_features,))
         q, scale, zp = quantize_input(x2, reduce_range)
         if self.bp is not None and (self.wT is None or q.shape[0] * self.wT.size > _SMALL_WORK):
-            acc = self._int8_acc(q, zp, reduce_range)
+            acc = self._int8_acc(q, zp)
         else:
             acc = self._float_acc(q - _F32(zp), zp)
         mult = _F32(scale) * self.w_scale  # float32
@@ -201,23 +197,13 @@ class PackedLinear:
             np.add(y64, self.b, out=y, casting="same_kind")
         return y.reshape(lead + (self.out_features,))
 
-    def _int8_acc(self, q, zp, a7):
+    def _int8_acc(self, q, zp):
         """The int32 accumulator from core's int8 GEMM of the uint8 input and the int8 weight,
         with the zero-point terms: ``sum (x - zx)(w - zw) = x.w - zx sum w - zw sum x +
         k zx zw``."""
-        m, k = q.shape
-        n = self.out_features
-        k4 = 4 * ((k + 3) // 4)
-        if k4 == k:
-            a = q.astype(np.uint8)
-        else:
-            a = np.zeros((m, k4), dtype=np.uint8)
-            a[:, :k] = q
-        c = np.empty((m, n), dtype=np.int32)
-        rc = _QGEMM.qgemm_u8s8(m, n, k, a.ctypes.data, k4, self.bp_addr, c.ctypes.data,
-                               1 if a7 else 0)
-        if rc != 0:
-            raise RuntimeError(f"dynamic quantized linear: the int8 GEMM failed (status {rc})")
+        k = q.shape[1]
+        a = q.astype(np.uint8)
+        c = _QGEMM.int8_matmul(a, self.bp)
         if self.int32_ok and not self.w_zp.any():  # symmetric weights: one correction
             c -= np.int32(zp) * self.w_rowsum32
             return c
