@@ -1,8 +1,9 @@
 """Fused GELU (exact and tanh), erf, erfinv and trunc_normal_ beside PyTorch: forward, and
 forward + backward through autograd, on the GPT benchmark's MLP activation shape (1024, 512)
-float32. Both libraries in one
-process, interleaved round-robin; median per call of process CPU time in microseconds, ratio
-fiamma / PyTorch.
+float32; then forward + backward of the other fused activations (SiLU, LeakyReLU, ELU, SELU,
+Hardswish, Hardsigmoid, Softplus, Mish, LogSigmoid, Sigmoid) on the same shape. Both
+libraries in one process, interleaved round-robin; median per call of process CPU time in
+microseconds, ratio fiamma / PyTorch.
 
     python benchmarks/bench_activations.py            # 1 thread
     python benchmarks/bench_activations.py --threads 2
@@ -85,6 +86,17 @@ def main():
         xg.grad = None
     compare("gelu composed fwd+bwd", lambda: composed(fxg, fg), lambda: composed(txg, tg),
             a.rounds)
+
+    acts = {"silu": lambda M, t: M.silu(t), "leaky_relu": lambda M, t: M.leaky_relu(t, 0.2),
+            "elu": lambda M, t: M.elu(t), "selu": lambda M, t: M.selu(t),
+            "hardswish": lambda M, t: M.hardswish(t), "hardsigmoid": lambda M, t: M.hardsigmoid(t),
+            "softplus": lambda M, t: M.softplus(t), "mish": lambda M, t: M.mish(t),
+            "logsigmoid": lambda M, t: M.logsigmoid(t), "sigmoid": lambda M, t: t.sigmoid()}
+    for name, act in acts.items():
+        def fb2(xg, g, M, act=act):
+            act(M, xg).backward(g)
+            xg.grad = None
+        compare(f"{name} fwd+bwd", lambda: fb2(fxg, fg, F), lambda: fb2(txg, tg, TF), a.rounds)
 
 
 if __name__ == "__main__":

@@ -269,3 +269,180 @@ int fm_relu_bwd(int dtype, int64_t n, intptr_t g, intptr_t y, intptr_t gx) {
     }
     return FM_OK;
 }
+
+/* ---- parameterised activations (api_activations.h, FM_ACT_*): one pass forward and backward.
+ * Each kind is its own loop (the switch is outside it) so the float32 loops vectorise with
+ * fmath.h's branch-free exp/log1p/tanh/sigmoid in the per-ISA clones; float64 uses libm. Selects
+ * are written so NaN takes the branch PyTorch's kernels give it (std::max(a, b) = a < b ? b : a). */
+
+#define ACT_PAR_MIN (1 << 16)
+#define ACT_CHUNK (1 << 14)
+
+#define ACT_LOOPS(T, SFX, EXP, EXPM1, LOG1P, TANH, ABS)                                    \
+    FM_CLONES static int act_fwd_##SFX(int kind, int64_t n, const T *x, T *y, T p0, T p1,      \
+                                       T p2) {                                                  \
+        switch (kind) {                                                                         \
+        case FM_ACT_SILU:                                                                       \
+            for (int64_t i = 0; i < n; i++) y[i] = x[i] / ((T)1 + EXP(-x[i]));                 \
+            return FM_OK;                                                                       \
+        case FM_ACT_LEAKY_RELU:                                                                 \
+            for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : x[i] * p0;                \
+            return FM_OK;                                                                       \
+        case FM_ACT_ELU:                                                                        \
+            for (int64_t i = 0; i < n; i++) {                                                   \
+                T v = x[i];                                                                     \
+                T neg = EXPM1(v * p2) * (p0 * p1);                                              \
+                y[i] = v <= 0 ? neg : v * p1;                                                   \
+            }                                                                                   \
+            return FM_OK;                                                                       \
+        case FM_ACT_HARDSWISH:                                                                  \
+            for (int64_t i = 0; i < n; i++) {                                                   \
+                T t = x[i] + (T)3;                                                              \
+                t = t < 0 ? (T)0 : t;                                                           \
+                t = (T)6 < t ? (T)6 : t;                                                        \
+                y[i] = x[i] * t / (T)6;                                                         \
+            }                                                                                   \
+            return FM_OK;                                                                       \
+        case FM_ACT_HARDSIGMOID:                                                                \
+            for (int64_t i = 0; i < n; i++) {                                                   \
+                T t = x[i] + (T)3;                                                              \
+                t = t < 0 ? (T)0 : t;                                                           \
+                t = (T)6 < t ? (T)6 : t;                                                        \
+                y[i] = t / (T)6;                                                                \
+            }                                                                                   \
+            return FM_OK;                                                                       \
+        case FM_ACT_SOFTPLUS:                                                                   \
+            for (int64_t i = 0; i < n; i++) {                                                   \
+                T bx = x[i] * p0;                                                               \
+                T soft = LOG1P(EXP(bx)) / p0;                                                   \
+                y[i] = bx > p1 ? x[i] : soft;                                                   \
+            }                                                                                   \
+            return FM_OK;                                                                       \
+        case FM_ACT_MISH:                                                                       \
+            for (int64_t i = 0; i < n; i++) y[i] = x[i] * TANH(LOG1P(EXP(x[i])));              \
+            return FM_OK;                                                                       \
+        case FM_ACT_LOG_SIGMOID:                                                                \
+            for (int64_t i = 0; i < n; i++) {                                                   \
+                T v = x[i];                                                                     \
+                T m = v < 0 ? v : (T)0;                                                         \
+                y[i] = m - LOG1P(EXP(-ABS(v)));                                                 \
+            }                                                                                   \
+            return FM_OK;                                                                       \
+        }                                                                                       \
+        return FM_ERR_OP;                                                                       \
+    }                                                                                           \
+    FM_CLONES static int act_bwd_##SFX(int kind, int64_t n, const T *g, const T *x, T *gx,     \
+                                       T p0, T p1, T p2) {                                      \
+        switch (kind) {                                                                         \
+        case FM_ACT_SILU:                                                                       \
+            for (int64_t i = 0; i < n; i++) {                                                   \
+                T s = (T)1 / ((T)1 + EXP(-x[i]));                                               \
+                gx[i] = g[i] * s * ((T)1 + x[i] * ((T)1 - s));                                  \
+            }                                                                                   \
+            return FM_OK;                                                                       \
+        case FM_ACT_LEAKY_RELU:                                                                 \
+            for (int64_t i = 0; i < n; i++) gx[i] = x[i] > 0 ? g[i] : g[i] * p0;               \
+            return FM_OK;                                                                       \
+        case FM_ACT_ELU:                                                                        \
+            for (int64_t i = 0; i < n; i++) {                                                   \
+                T v = x[i];                                                                     \
+                T neg = g[i] * (p2 * (p0 * p1)) * EXP(v * p2);                                  \
+                gx[i] = v <= 0 ? neg : g[i] * p1;                                               \
+            }                                                                                   \
+            return FM_OK;                                                                       \
+        case FM_ACT_HARDSWISH:                                                                  \
+            for (int64_t i = 0; i < n; i++) {                                                   \
+                T v = x[i];                                                                     \
+                T mid = g[i] * (v / (T)3 + (T)0.5);                                             \
+                T r = v < (T)3 ? mid : g[i];                                                    \
+                gx[i] = v <= (T)-3 ? (T)0 : r;                                                  \
+            }                                                                                   \
+            return FM_OK;                                                                       \
+        case FM_ACT_HARDSIGMOID:                                                                \
+            for (int64_t i = 0; i < n; i++) {                                                   \
+                T v = x[i];                                                                     \
+                gx[i] = (v > (T)-3 && v < (T)3) ? g[i] / (T)6 : (T)0;                           \
+            }                                                                                   \
+            return FM_OK;                                                                       \
+        case FM_ACT_SOFTPLUS:                                                                   \
+            for (int64_t i = 0; i < n; i++) {                                                   \
+                T bx = x[i] * p0;                                                               \
+                T z = EXP(bx);                                                                  \
+                T soft = g[i] * z / (z + (T)1);                                                 \
+                gx[i] = bx > p1 ? g[i] : soft;                                                  \
+            }                                                                                   \
+            return FM_OK;                                                                       \
+        case FM_ACT_MISH:                                                                       \
+            for (int64_t i = 0; i < n; i++) {                                                   \
+                T v = x[i];                                                                     \
+                T t = TANH(LOG1P(EXP(v)));                                                      \
+                T s = (T)1 / ((T)1 + EXP(-v));                                                  \
+                gx[i] = g[i] * (t + v * s * ((T)1 - t * t));                                    \
+            }                                                                                   \
+            return FM_OK;                                                                       \
+        case FM_ACT_SIGMOID:                                                                    \
+            for (int64_t i = 0; i < n; i++) gx[i] = g[i] * ((T)1 - x[i]) * x[i];                \
+            return FM_OK;                                                                       \
+        case FM_ACT_LOG_SIGMOID:                                                                \
+            for (int64_t i = 0; i < n; i++) {                                                   \
+                T v = x[i];                                                                     \
+                T z = EXP(-ABS(v));                                                             \
+                T q = z / ((T)1 + z);                                                           \
+                gx[i] = g[i] * (v < 0 ? (T)1 - q : q);                                          \
+            }                                                                                   \
+            return FM_OK;                                                                       \
+        }                                                                                       \
+        return FM_ERR_OP;                                                                       \
+    }
+
+ACT_LOOPS(float, f, fm_expf, fm_expm1f, fm_log1pf, fm_tanhf, fabsf)
+ACT_LOOPS(double, d, exp, expm1, log1p, tanh, fabs)
+
+static int act_piece(int dtype, int kind, int bwd, int64_t o, int64_t n, intptr_t g, intptr_t x,
+                     intptr_t y, double p0, double p1, double p2) {
+    if (dtype == FM_FLOAT32) {
+        if (bwd)
+            return act_bwd_f(kind, n, (const float *)g + o, (const float *)x + o, (float *)y + o,
+                             (float)p0, (float)p1, (float)p2);
+        return act_fwd_f(kind, n, (const float *)x + o, (float *)y + o, (float)p0, (float)p1,
+                         (float)p2);
+    }
+    if (bwd)
+        return act_bwd_d(kind, n, (const double *)g + o, (const double *)x + o, (double *)y + o,
+                         p0, p1, p2);
+    return act_fwd_d(kind, n, (const double *)x + o, (double *)y + o, p0, p1, p2);
+}
+
+static int act_run(int dtype, int kind, int bwd, int64_t n, intptr_t g, intptr_t x, intptr_t y,
+                   double p0, double p1, double p2) {
+    if (dtype != FM_FLOAT32 && dtype != FM_FLOAT64) return FM_ERR_DTYPE;
+    if (kind < FM_ACT_SILU || kind > FM_ACT_LOG_SIGMOID) return FM_ERR_OP;
+    if (!bwd && kind == FM_ACT_SIGMOID) return FM_ERR_OP; /* forward: the unary op */
+    if (n < 0 || (n > 0 && (!x || !y || (bwd && !g)))) return FM_ERR_ARG;
+    /* the cheap kinds are memory-bound: threads only on large tensors */
+    int cheap = kind == FM_ACT_LEAKY_RELU || kind == FM_ACT_HARDSWISH ||
+                kind == FM_ACT_HARDSIGMOID || kind == FM_ACT_SIGMOID;
+    int64_t par_min = cheap ? RELU_PAR_MIN : ACT_PAR_MIN;
+    int nth = n >= par_min && !act_forked ? omp_get_max_threads() : 1;
+    if (nth > 1) {
+        int64_t np = (n + ACT_CHUNK - 1) / ACT_CHUNK;
+#pragma omp parallel for num_threads(nth) schedule(static)
+        for (int64_t k = 0; k < np; k++) {
+            int64_t o = k * ACT_CHUNK;
+            act_piece(dtype, kind, bwd, o, n - o < ACT_CHUNK ? n - o : ACT_CHUNK, g, x, y, p0, p1,
+                      p2);
+        }
+        return FM_OK;
+    }
+    return act_piece(dtype, kind, bwd, 0, n, g, x, y, p0, p1, p2);
+}
+
+int fm_act_fwd(int dtype, int kind, int64_t n, intptr_t x, intptr_t y, double p0, double p1,
+               double p2) {
+    return act_run(dtype, kind, 0, n, 0, x, y, p0, p1, p2);
+}
+
+int fm_act_bwd(int dtype, int kind, int64_t n, intptr_t g, intptr_t x, intptr_t gx, double p0,
+               double p1, double p2) {
+    return act_run(dtype, kind, 1, n, g, x, gx, p0, p1, p2);
+}

@@ -137,6 +137,28 @@ def test_norms_pooling_resampling_padding():
     _check(M(), randn(2, 4, 6, 6), runs=[(randn(3, 4, 6, 6, seed=1),)], dynamic_axes=BATCH)
 
 
+@pytest.mark.parametrize("name", ["elu", "selu", "celu", "mish", "hardsigmoid", "logsigmoid",
+                                  "silu", "leaky_relu", "softplus", "hardswish", "elu_scaled"])
+def test_fused_activations(name):
+    """core's fused activations (one recorded op with its parameters) in a trace and in ONNX:
+    Elu/Selu/Celu where one matches, the formula for other ELU parameters."""
+    F = nn.functional
+    fns = {"elu": lambda t: F.elu(t, 0.7), "celu": lambda t: F.celu(t, 2.0),
+           "leaky_relu": lambda t: F.leaky_relu(t, 0.3),
+           "softplus": lambda t: F.softplus(t, 2.0, 5.0),
+           "elu_scaled": lambda t: fiamma.fused.activation("elu", t, 0.5, 2.0, 3.0)}
+    fn = fns.get(name) or getattr(F, name)
+
+    class M(nn.Module):
+        def forward(self, x):
+            return fn(x * 3.0) + 1.0
+
+    x = randn(2, 3, 4)
+    tr = fiamma.jit.trace(M(), (x,))
+    np.testing.assert_array_equal(tr(x).numpy(), M()(x).numpy())
+    _check(M(), x, runs=[(randn(2, 3, 4, seed=2),)], rtol=1e-5)
+
+
 def test_embedding_and_tensor_ops():
     class M(nn.Module):
         def __init__(self):

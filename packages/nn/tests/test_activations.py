@@ -144,3 +144,64 @@ def test_modules_equal_pytorch(name):
     (ty * torch.tensor(g)).sum().backward()
     np.testing.assert_allclose(fx.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-5)
     assert repr(fm) == repr(tm)
+
+
+FUSED = {"leaky_relu": "LeakyReluBackward0", "elu": "EluBackward0", "selu": "EluBackward0",
+         "celu": "EluBackward0", "silu": "SiluBackward0", "softplus": "SoftplusBackward0",
+         "mish": "MishBackward0", "hardswish": "HardswishBackward0",
+         "hardsigmoid": "HardsigmoidBackward0", "logsigmoid": "LogSigmoidBackward0"}
+
+
+@pytest.mark.parametrize("name", list(FUSED))
+def test_fused_activations_second_order_and_node_names(name):
+    """One recorded op named as PyTorch's; create_graph gradients are differentiable again
+    (gradgradcheck in float64, away from the kinks)."""
+    from fiamma.autograd import gradgradcheck
+
+    fn, _ = REFS[name]
+    x = fiamma.tensor([[-1.3, 0.4, 2.2], [0.9, -0.35, -2.6]], dtype=fiamma.float64,
+                      requires_grad=True)
+    y = fn(x)
+    assert y.grad_fn.name() == FUSED[name]
+    assert y.grad_fn.next_functions[0][0].name() == "AccumulateGrad"
+    assert gradgradcheck(fn, (x,))
+    # float32 first-order gradients (the fused backward) equal float64's to float32 rounding
+    x32 = x.detach().float().requires_grad_()
+    fn(x32).sum().backward()
+    fn(x).sum().backward()
+    np.testing.assert_allclose(x32.grad.numpy(), x.grad.numpy(), rtol=2e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", list(FUSED))
+def test_fused_activations_refuse_integer_input(name):
+    fn, _ = REFS[name]
+    with pytest.raises(NotImplementedError, match="not implemented for dtype .*int64"):
+        fn(fiamma.tensor([1, -2]))
+
+
+@pytest.mark.parity
+@pytest.mark.skipif(torch is None, reason="PyTorch not installed")
+@pytest.mark.parametrize("name", list(FUSED))
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+def test_fused_activations_equal_pytorch_at_the_kinks(name, dtype):
+    """Values and gradients at the branch points (0, +-3, the softplus threshold), at the
+    limits and at NaN, where a composition and a kernel can differ."""
+    x = np.array([-np.inf, -100.0, -20.0, -3.0, -2.9999, -1.5, -1e-8, -0.0, 0.0, 1e-8, 2.9999,
+                  3.0, 3.0001, 5.0, 10.0, 10.0001, 20.0, 100.0, np.inf, np.nan])
+    args = {"leaky_relu": (0.2,), "elu": (0.7,), "celu": (2.0,), "softplus": (2.0, 10.0)}
+    a = args.get(name, ())
+    fdt, tdt = getattr(fiamma, dtype), getattr(torch, dtype)
+    fx = fiamma.tensor(x, dtype=fdt, requires_grad=True)
+    tx = torch.tensor(x, dtype=tdt, requires_grad=True)
+    fy = getattr(F, name)(fx, *a)
+    ty = getattr(torch.nn.functional, name)(tx, *a)
+    assert fy.dtype == fdt
+    tol = {"float32": (1e-6, 1e-6), "float64": (1e-13, 1e-13), "bfloat16": (8e-3, 1e-5)}[dtype]
+    if name == "hardsigmoid" and dtype == "float64":
+        tol = (1e-7, 1e-13)  # PyTorch's float64 slope is float32's 1/6; fiamma's the exact one
+    np.testing.assert_allclose(fy.detach().double().numpy(), ty.detach().double().numpy(),
+                               rtol=tol[0], atol=tol[1])
+    fy.sum().backward()
+    ty.sum().backward()
+    np.testing.assert_allclose(fx.grad.double().numpy(), tx.grad.double().numpy(),
+                               rtol=tol[0], atol=tol[1])

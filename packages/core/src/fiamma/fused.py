@@ -17,10 +17,11 @@ import numpy as np
 
 from fiamma._backend import check, codes as K
 from fiamma._dtype import float32, float64
+from fiamma._ops.activations import activation, activation_backward
 from fiamma._tensor import Tensor
 
-__all__ = ["Int8PackedWeight", "adam_", "int8_matmul", "int8_matmul_available", "sgd_",
-           "supports"]
+__all__ = ["Int8PackedWeight", "activation", "activation_backward", "adam_", "int8_matmul",
+           "int8_matmul_available", "sgd_", "supports"]
 
 
 def supports(tensors):
@@ -135,7 +136,7 @@ def sgd_(params, grads, momentum_buffers=None, *, lr, momentum=0.0, dampening=0.
 # arrays (the quantized modules work on NumPy buffers); every shape and dtype is checked before
 # the C kernel (csrc/qgemm.c) touches memory.
 
-def _qgemm_lib():
+def _qgemm_kernels():
     try:
         from fiamma._backend.cpu import fused as cpu_fused
     except (ImportError, OSError):  # pragma: no cover - a core without its C library
@@ -145,7 +146,7 @@ def _qgemm_lib():
 
 def int8_matmul_available():
     """Whether this fiamma-core build has the int8 GEMM (:func:`int8_matmul`)."""
-    return _qgemm_lib() is not None
+    return _qgemm_kernels() is not None
 
 
 class Int8PackedWeight:
@@ -162,7 +163,7 @@ class Int8PackedWeight:
 
     def __init__(self, weight):
         op = "fused.Int8PackedWeight"
-        lib = _qgemm_lib()
+        lib = _qgemm_kernels()
         if lib is None:
             raise RuntimeError(f"{op}: this fiamma-core build has no int8 GEMM")
         w = weight
@@ -223,7 +224,7 @@ def int8_matmul(a, weight, *, out=None):
     else:
         ap = np.ascontiguousarray(a)
     a7 = 1 if int(ap.max()) <= 127 else 0  # checked, never promised: no silent saturation
-    rc = _qgemm_lib().qgemm_u8s8(m, n, k, ap.ctypes.data, k4, weight._addr, out.ctypes.data,
+    rc = _qgemm_kernels().qgemm_u8s8(m, n, k, ap.ctypes.data, k4, weight._addr, out.ctypes.data,
                                  a7)
     if rc != 0:
         raise RuntimeError(f"{op}: the int8 GEMM failed (status {rc})")

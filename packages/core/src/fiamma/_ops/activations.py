@@ -18,7 +18,7 @@ from fiamma._backend import check, codes as K
 from fiamma._ops._common import cast
 from fiamma._tensor import Tensor, new_empty
 
-__all__ = ["gelu", "gelu_backward", "relu_backward"]
+__all__ = ["gelu", "gelu_backward", "relu_backward"]  # activation(_backward): fiamma.fused
 
 _APPROX = {"none": K.GELU_NONE, "tanh": K.GELU_TANH}
 _K = math.sqrt(2.0 / math.pi)
@@ -165,3 +165,180 @@ def relu_backward(grad_output, output):
     from fiamma._ops.elementwise import where
 
     return where(output > 0, grad_output, 0.0)
+
+
+# ---- parameterised activations (csrc/activations.c fm_act_fwd / fm_act_bwd) ------------------
+# nn.functional's silu, leaky_relu, elu/selu/celu, hardswish, hardsigmoid, softplus, mish and
+# logsigmoid: one C pass forward and one backward (each was two to six recorded ops), recorded
+# as one op whose node has PyTorch's name (SiluBackward0, LeakyReluBackward0, EluBackward0, ...).
+# float16/bfloat16 compute in float32 and round once (as PyTorch's CPU kernels); a backend
+# without the kernels (cuda) computes the same formulas op by op.
+
+_ACT_KINDS = {"silu": K.ACT_SILU, "leaky_relu": K.ACT_LEAKY_RELU, "elu": K.ACT_ELU,
+              "hardswish": K.ACT_HARDSWISH, "hardsigmoid": K.ACT_HARDSIGMOID,
+              "softplus": K.ACT_SOFTPLUS, "mish": K.ACT_MISH, "log_sigmoid": K.ACT_LOG_SIGMOID,
+              "sigmoid": K.ACT_SIGMOID}
+_ACT_NPARAMS = {"silu": 0, "leaky_relu": 1, "elu": 3, "hardswish": 0, "hardsigmoid": 0,
+                "softplus": 2, "mish": 0, "log_sigmoid": 0, "sigmoid": 0}
+
+
+def _act_params(name, params):
+    n = _ACT_NPARAMS[name]
+    if len(params) != n:
+        raise TypeError(f"{name}: expected {n} parameters, got {len(params)}")
+    out = []
+    for p in params:
+        if isinstance(p, Tensor):
+            if p._numel != 1:
+                raise ValueError(f"{name}: expected a number parameter, got a tensor of shape "
+                                 f"{list(p._shape)}")
+            p = p.item()
+        try:
+            out.append(float(p))
+        except (TypeError, ValueError):
+            raise TypeError(f"{name}: expected a number parameter, got "
+                            f"{type(p).__name__}") from None
+    return tuple(out) + (0.0,) * (3 - len(out))
+
+
+def _act_composed(name, x, p):
+    """The activation written in core ops (backends without the kernel; complex silu)."""
+    from fiamma._ops import elementwise as E
+
+    if name == "silu":
+        return x * x.sigmoid()
+    if name == "leaky_relu":
+        return E.where(x > 0, x, x * p[0])
+    if name == "elu":
+        return E.where(x <= 0, (x * p[2]).expm1() * (p[0] * p[1]), x * p[1])
+    if name == "hardswish":
+        return x * (x + 3.0).clamp(0.0, 6.0) / 6.0
+    if name == "hardsigmoid":
+        return (x + 3.0).clamp(0.0, 6.0) / 6.0
+    if name == "softplus":
+        bx = x * p[0]
+        return E.where(bx > p[1], x, bx.clamp(max=p[1]).exp().log1p() / p[0])
+    if name == "mish":
+        return x * x.exp().log1p().tanh()
+    if name == "log_sigmoid":
+        neg = x < 0
+        return E.where(neg, x, 0.0) - E.where(neg, x, -x).exp().log1p()
+    raise ValueError(f"activation: unknown activation {name!r}")
+
+
+def activation(name, input, *params):
+    """``name``'s activation of ``input`` (one of ``silu``, ``leaky_relu`` (negative_slope),
+    ``elu`` (alpha, scale, input_scale), ``hardswish``, ``hardsigmoid``, ``softplus`` (beta,
+    threshold), ``mish``, ``log_sigmoid``), recorded as one op for autograd. Floating-point
+    inputs only (``silu`` also complex), as PyTorch.
+
+    >>> import fiamma
+    >>> from fiamma import fused
+    >>> [round(v, 4) for v in fused.activation("silu", fiamma.tensor([-1.0, 0.0, 2.0])).tolist()]
+    [-0.2689, 0.0, 1.7616]
+    """
+    kind = _ACT_KINDS.get(name) if isinstance(name, str) else None
+    if kind is None or name == "sigmoid":
+        raise ValueError(f"activation: unknown activation {name!r} (expected one of "
+                         f"{sorted(k for k in _ACT_KINDS if k != 'sigmoid')})")
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{name}: expected input to be a Tensor, got {type(input).__name__}")
+    p = _act_params(name, params)
+    k = input._dtype._kind
+    if k != 2:
+        if k == 3 and name == "silu":
+            return _act_composed(name, input, p)
+        raise NotImplementedError(f"{name}: not implemented for dtype {input._dtype} (expected a "
+                                  "floating point tensor)")
+    op = getattr(ops, name)
+    f = getattr(input._storage.backend, "act_fwd", None)
+    y = None
+    if f is not None:
+        cd = D.float64 if input._dtype is D.float64 else D.float32
+        x = _operand(input, cd)
+        y = new_empty(input._shape, cd, input._storage.device)
+        rc = f(kind, x, y, p[0], p[1], p[2])
+        if rc == K.ERR_DTYPE or rc == K.ERR_OP:
+            y = None
+        else:
+            check(rc, name)
+            y = cast(y, input._dtype)
+    if y is None:
+        from fiamma._grad_mode import no_grad
+
+        with no_grad():
+            y = _act_composed(name, input.detach(), p)
+    if input.requires_grad and G.state.enabled:
+        G.record(op, y, (input,), {"params": p[:_ACT_NPARAMS[name]]})
+    return y
+
+
+def activation_backward(name, grad_output, input, *params):
+    """``grad_output * act'(input)`` for :func:`activation`'s ``name`` in one pass, not
+    recorded (the first-order backward; autograd composes differentiable ops when a graph of
+    the gradient is wanted). ``name='sigmoid'``: ``input`` is sigmoid's OUTPUT ``y`` and the
+    result ``grad_output * (1 - y) * y``.
+
+    >>> import fiamma
+    >>> from fiamma import fused
+    >>> fused.activation_backward("leaky_relu", fiamma.ones(2), fiamma.tensor([-1.0, 1.0]),
+    ...                           0.5).tolist()
+    [0.5, 1.0]
+    """
+    kind = _ACT_KINDS.get(name) if isinstance(name, str) else None
+    if kind is None:
+        raise ValueError(f"activation_backward: unknown activation {name!r}")
+    op = f"{name}_backward"
+    for what, t in (("grad_output", grad_output), ("input", input)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{op}: expected {what} to be a Tensor, got {type(t).__name__}")
+    if tuple(grad_output._shape) != tuple(input._shape):
+        raise ValueError(f"{op}: expected grad_output of shape {tuple(input._shape)}, got "
+                         f"{tuple(grad_output._shape)}")
+    if grad_output._storage.device != input._storage.device:
+        raise RuntimeError(f"{op}: expected all tensors on one device, got {grad_output.device} "
+                           f"and {input.device}")
+    p = _act_params(name, params)
+    dt = D.promote_types(grad_output._dtype, input._dtype)
+    f = getattr(input._storage.backend, "act_bwd", None)
+    if f is not None and dt._kind == 2:
+        cd = D.float64 if dt is D.float64 else D.float32
+        g, x = _operand(grad_output, cd), _operand(input, cd)
+        out = new_empty(input._shape, cd, input._storage.device)
+        rc = f(kind, g, x, out, p[0], p[1], p[2])
+        if rc != K.ERR_DTYPE and rc != K.ERR_OP:
+            check(rc, op)
+            return cast(out, dt)
+    from fiamma._grad_mode import no_grad
+
+    with no_grad():
+        return _act_derivative(name, grad_output.detach(), input.detach(), p)
+
+
+def _act_derivative(name, g, x, p):
+    """``g * act'(x)`` in core ops (differentiable: autograd's double backward uses it)."""
+    from fiamma._ops import elementwise as E
+
+    if name == "silu":
+        s = x.sigmoid()
+        return g * s * (1 + x * (1 - s))
+    if name == "leaky_relu":
+        return E.where(x > 0, g, g * p[0])
+    if name == "elu":
+        return E.where(x <= 0, g * (p[2] * p[0] * p[1]) * (x * p[2]).exp(), g * p[1])
+    if name == "hardswish":
+        return E.where(x <= -3.0, 0.0, E.where(x < 3.0, g * (x / 3.0 + 0.5), g))
+    if name == "hardsigmoid":
+        return E.where((x > -3.0) & (x < 3.0), g / 6.0, 0.0)
+    if name == "softplus":
+        bx = x * p[0]
+        z = bx.clamp(max=p[1]).exp()
+        return E.where(bx > p[1], g, g * z / (z + 1))
+    if name == "mish":
+        t = x.exp().log1p().tanh()
+        return g * (t + x * x.sigmoid() * (1 - t * t))
+    if name == "log_sigmoid":
+        return g * (-x).sigmoid()
+    if name == "sigmoid":
+        return g * (1 - x) * x
+    raise ValueError(f"activation_backward: unknown activation {name!r}")

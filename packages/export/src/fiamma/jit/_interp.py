@@ -285,6 +285,18 @@ for _n in _PUBLIC:
         OPS[_n] = getattr(fiamma, _n)
 
 
+def _activation_runner(name):
+    """core's fused activations (fiamma.fused.activation), recorded with their parameters"""
+    def run(x, params=()):
+        return fiamma.fused.activation(name, x, *params)
+    return run
+
+
+for _n in ("silu", "leaky_relu", "elu", "hardswish", "hardsigmoid", "softplus", "mish",
+           "log_sigmoid"):
+    OPS[_n] = _activation_runner(_n)
+
+
 def _resolve(x, env):
     if isinstance(x, Value):
         return env[x.name]

@@ -234,15 +234,41 @@ def _kw(node, name, pos, default):
     return node.args[pos] if len(node.args) > pos else default
 
 
+def _params(node, names, defaults):
+    """An activation's parameters: core's fused activations record them as ``params``; the
+    public functions' keyword or positional arguments otherwise."""
+    p = node.kwargs.get("params")
+    if p is not None:
+        return tuple(float(v) for v in p) + tuple(defaults[len(p):])
+    return tuple(float(_kw(node, n, i + 1, d)) for i, (n, d) in enumerate(zip(names, defaults)))
+
+
 @converter("leaky_relu")
 def _leaky(ctx, node, outs):
-    return ctx.add("LeakyRelu", [_x(ctx, node)], outs,
-                   alpha=float(_kw(node, "negative_slope", 1, 0.01)))
+    (slope,) = _params(node, ("negative_slope",), (0.01,))
+    return ctx.add("LeakyRelu", [_x(ctx, node)], outs, alpha=slope)
 
 
 @converter("elu")
 def _elu(ctx, node, outs):
-    return ctx.add("Elu", [_x(ctx, node)], outs, alpha=float(_kw(node, "alpha", 1, 1.0)))
+    """ELU with PyTorch's (alpha, scale, input_scale): Elu, Selu or Celu where one matches,
+    else the formula."""
+    alpha, scale, iscale = _params(node, ("alpha", "scale", "input_scale"), (1.0, 1.0, 1.0))
+    x = _x(ctx, node)
+    if iscale == 1.0 and scale == 1.0:
+        return ctx.add("Elu", [x], outs, alpha=alpha)
+    if iscale == 1.0:
+        return ctx.add("Selu", [x], outs, alpha=alpha, gamma=scale)
+    if scale == 1.0 and alpha * iscale == 1.0:
+        return ctx.add("Celu", [x], outs, alpha=alpha)
+
+    def c(v):
+        return ctx.scalar_like(node.args[0], v)
+
+    neg = ctx.add("Mul", [ctx.add("Sub", [ctx.add("Exp", [ctx.add("Mul", [x, c(iscale)])]),
+                                          c(1.0)]), c(alpha * scale)])
+    return ctx.add("Where", [ctx.add("Greater", [x, c(0.0)]), ctx.add("Mul", [x, c(scale)]),
+                             neg], outs)
 
 
 @converter("celu")
@@ -252,8 +278,7 @@ def _celu(ctx, node, outs):
 
 @converter("softplus")
 def _softplus(ctx, node, outs):
-    beta = float(_kw(node, "beta", 1, 1.0))
-    threshold = float(_kw(node, "threshold", 2, 20.0))
+    beta, threshold = _params(node, ("beta", "threshold"), (1.0, 20.0))
     x = _x(ctx, node)
     def c(v):
         return ctx.scalar_like(node.args[0], v)
@@ -263,6 +288,12 @@ def _softplus(ctx, node, outs):
     if beta != 1:
         sp = ctx.add("Div", [sp, c(beta)])
     return ctx.add("Where", [ctx.add("Greater", [bx, c(threshold)]), x, sp], outs)
+
+
+@converter("log_sigmoid")
+def _log_sigmoid(ctx, node, outs):
+    # log(sigmoid(x)) = -softplus(-x) (ONNX's Softplus is the stable log(exp(x) + 1))
+    return ctx.add("Neg", [ctx.add("Softplus", [ctx.add("Neg", [_x(ctx, node)])])], outs)
 
 
 @converter("hardsigmoid")

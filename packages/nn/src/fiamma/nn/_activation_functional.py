@@ -1,7 +1,9 @@
-"""Activation functions (``torch.nn.functional``), composed of differentiable core ops
-(fused C kernels for the common ones are planned; the results and gradients are the same)."""
+"""Activation functions (``torch.nn.functional``): the common ones are core's fused kernels
+(``fiamma.gelu``, ``fiamma.fused.activation``: one pass forward and backward, one recorded op
+named as PyTorch's), the rest compositions of differentiable core ops."""
 
 import fiamma
+from fiamma import fused as _fused
 from fiamma.nn._qtensor import QTensor as _QT
 
 __all__ = ["leaky_relu", "elu", "selu", "celu", "gelu", "silu", "mish", "hardtanh", "relu6",
@@ -25,24 +27,26 @@ def _maybe_inplace(input, fn, inplace):
     return input.copy_(fn(input))
 
 
+def _act(name, *params):
+    return lambda x: _fused.activation(name, x, *params)
+
+
 def leaky_relu(input, negative_slope=0.01, inplace=False):
-    return _maybe_inplace(input, lambda x: fiamma.where(x > 0, x, x * negative_slope), inplace)
+    return _maybe_inplace(input, _act("leaky_relu", negative_slope), inplace)
 
 
 def elu(input, alpha=1.0, inplace=False):
-    return _maybe_inplace(input, lambda x: fiamma.where(x > 0, x, alpha * x.expm1()), inplace)
+    return _maybe_inplace(input, _act("elu", alpha, 1.0, 1.0), inplace)
 
 
 def selu(input, inplace=False):
-    return _maybe_inplace(
-        input, lambda x: _SELU_SCALE * fiamma.where(x > 0, x, _SELU_ALPHA * x.expm1()), inplace)
+    return _maybe_inplace(input, _act("elu", _SELU_ALPHA, _SELU_SCALE, 1.0), inplace)
 
 
 def celu(input, alpha=1.0, inplace=False):
     if alpha == 0:
         raise ValueError("ZeroDivisionError: alpha cannot be 0 for CELU")
-    return _maybe_inplace(
-        input, lambda x: fiamma.where(x > 0, x, alpha * (x / alpha).expm1()), inplace)
+    return _maybe_inplace(input, _act("elu", alpha, 1.0, 1.0 / alpha), inplace)
 
 
 def gelu(input, approximate="none"):
@@ -52,17 +56,16 @@ def gelu(input, approximate="none"):
 
 
 def silu(input, inplace=False):
-    return _maybe_inplace(input, lambda x: x * x.sigmoid(), inplace)
+    return _maybe_inplace(input, _act("silu"), inplace)
 
 
 def softplus(input, beta=1.0, threshold=20.0):
     """``log(1 + exp(beta x)) / beta``, linear where ``beta x > threshold``."""
-    bx = input * beta
-    return fiamma.where(bx > threshold, input, bx.clamp(max=threshold).exp().log1p() / beta)
+    return _fused.activation("softplus", input, beta, threshold)
 
 
 def mish(input, inplace=False):
-    return _maybe_inplace(input, lambda x: x * softplus(x).tanh(), inplace)
+    return _maybe_inplace(input, _act("mish"), inplace)
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
@@ -79,11 +82,11 @@ def hardsigmoid(input, inplace=False):
     if type(input) is _QT:
         from fiamma.ao.nn.quantized import functional as qF
         return qF.hardsigmoid(input)
-    return _maybe_inplace(input, lambda x: (x + 3.0).clamp(0.0, 6.0) / 6.0, inplace)
+    return _maybe_inplace(input, _act("hardsigmoid"), inplace)
 
 
 def hardswish(input, inplace=False):
-    return _maybe_inplace(input, lambda x: x * (x + 3.0).clamp(0.0, 6.0) / 6.0, inplace)
+    return _maybe_inplace(input, _act("hardswish"), inplace)
 
 
 def softsign(input):
@@ -125,10 +128,9 @@ def glu(input, dim=-1):
 
 
 def logsigmoid(input):
-    """``log(sigmoid(x))`` without overflow; its gradient is ``sigmoid(-x)`` everywhere (the
-    form ``min(x, 0) - log1p(exp(-|x|))`` gets 1 instead of 0.5 at exactly 0 from its kinks)."""
-    neg = input < 0
-    return fiamma.where(neg, input, 0.0) - fiamma.where(neg, input, -input).exp().log1p()
+    """``log(sigmoid(x))`` without overflow (``min(x, 0) - log1p(exp(-|x|))``); its gradient is
+    ``sigmoid(-x)``."""
+    return _fused.activation("log_sigmoid", input)
 
 
 def softmin(input, dim=None, dtype=None):

@@ -60,3 +60,59 @@ def _relu_backward(ctx, grad):
     dg = fiamma.relu_backward(grad, y) if _need(ctx, 0) else None
     dy = fiamma.zeros_like(y) if _need(ctx, 1) else None
     return dg, dy
+
+
+# ---- core's parameterised activations (fiamma.fused.activation) ------------------------------
+# The first derivative is one fused pass (fused.activation_backward); when a graph of the
+# gradient is wanted (create_graph) the same formula is composed of differentiable ops, so
+# higher orders work.
+
+def _act_grad(name, grad, x, p):
+    if not fiamma.is_grad_enabled():
+        return fiamma.fused.activation_backward(name, grad, x, *p)
+    if name == "silu":
+        s = x.sigmoid()
+        return grad * s * (1 + x * (1 - s))
+    if name == "leaky_relu":
+        return fiamma.where(x > 0, grad, grad * p[0])
+    if name == "elu":
+        return fiamma.where(x <= 0, grad * (p[2] * p[0] * p[1]) * (x * p[2]).exp(), grad * p[1])
+    if name == "hardswish":
+        zero = fiamma.zeros((), dtype=grad.dtype, device=grad.device)
+        return fiamma.where(x <= -3.0, zero, fiamma.where(x < 3.0, grad * (x / 3.0 + 0.5), grad))
+    if name == "hardsigmoid":
+        zero = fiamma.zeros((), dtype=grad.dtype, device=grad.device)
+        return fiamma.where((x > -3.0) & (x < 3.0), grad / 6.0, zero)
+    if name == "softplus":
+        bx = x * p[0]
+        z = bx.clamp(max=p[1]).exp()
+        return fiamma.where(bx > p[1], grad, grad * z / (z + 1))
+    if name == "mish":
+        t = x.exp().log1p().tanh()
+        return grad * (t + x * x.sigmoid() * (1 - t * t))
+    if name == "log_sigmoid":
+        return grad * (-x).sigmoid()
+    raise RuntimeError(f"autograd: no derivative for activation {name!r}")
+
+
+def _act_formula(name):
+    def formula(ctx, grad):
+        (x,) = ctx.inputs
+        p = ctx.kwargs.get("params", ()) if ctx.kwargs else ()
+        return (_act_grad(name, grad, x, tuple(p)),)
+    formula.__name__ = f"_{name}"
+    return formula
+
+
+_NPARAMS = {"silu": 0, "leaky_relu": 1, "elu": 3, "hardswish": 0, "hardsigmoid": 0,
+            "softplus": 2, "mish": 0, "log_sigmoid": 0}
+for _name in _NPARAMS:
+    derivative(getattr(ops, _name), save="inputs")(_act_formula(_name))
+
+
+@derivative(ops.sigmoid, save="output")
+def _sigmoid(ctx, grad):
+    y = ctx.output
+    if not fiamma.is_grad_enabled() and y.dtype == grad.dtype:
+        return (fiamma.fused.activation_backward("sigmoid", grad, y),)
+    return (grad * y * (1 - y),)

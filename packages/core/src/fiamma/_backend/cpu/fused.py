@@ -12,7 +12,7 @@ __all__ = ["conv", "batch_norm_fwd", "batch_norm_bwd", "row_norm_fwd", "row_norm
            "gelu_fwd", "gelu_bwd", "nms", "xent_fwd", "xent_bwd", "attn_fwd", "attn_bwd",
            "lstm_cell_fwd", "lstm_cell_bwd", "lstm_seq_fwd", "lstm_seq_bwd", "gru_seq_fwd",
            "gru_seq_bwd", "gelu_fwd_grad", "relu_bwd", "qgemm_packed_bytes", "qgemm_pack_b",
-           "qgemm_u8s8"]
+           "qgemm_u8s8", "act_fwd", "act_bwd"]
 
 
 def _p(t):
@@ -128,6 +128,17 @@ def relu_bwd(g, y, out):
     return lib.fm_relu_bwd(y._dtype.code, y._numel, g._ptr, y._ptr, out._ptr)
 
 
+def act_fwd(kind, x, y, p0, p1, p2):
+    # optional (probed by core's activations): y = act(x) for codes.ACT_* kinds,
+    # float32/float64 contiguous (codes.ERR_DTYPE otherwise: the op widens or composes)
+    return lib.fm_act_fwd(x._dtype.code, kind, x._numel, x._ptr, y._ptr, p0, p1, p2)
+
+
+def act_bwd(kind, g, x, out, p0, p1, p2):
+    # optional: out = g * act'(x) (codes.ACT_SIGMOID: x is the forward's output)
+    return lib.fm_act_bwd(x._dtype.code, kind, x._numel, g._ptr, x._ptr, out._ptr, p0, p1, p2)
+
+
 def gelu_fwd_grad(approximate, x, y, d):
     # optional (probed by the op; not in the contract): y = gelu(x) and d = gelu'(x) in one
     # pass, float32 exact form (codes.ERR_OP otherwise)
@@ -177,7 +188,7 @@ def lstm_cell_bwd(B, H, ghy, gcy, cx, cy, ws, ggates, gcx):
 # otherwise composes contract primitives. Listed so that the xp backend standing in for the
 # CPU (xp/host.py) does not borrow them from here.
 OPTIONAL = ("lstm_seq_fwd", "lstm_seq_bwd", "gru_seq_fwd", "gru_seq_bwd", "gelu_fwd_grad",
-            "relu_bwd", "qgemm_packed_bytes", "qgemm_pack_b", "qgemm_u8s8")
+            "relu_bwd", "qgemm_packed_bytes", "qgemm_pack_b", "qgemm_u8s8", "act_fwd", "act_bwd")
 
 
 # a whole LSTM layer in one call (csrc/api_lstm.h); without it the op loops over
