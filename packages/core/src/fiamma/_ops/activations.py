@@ -263,11 +263,12 @@ def activation(name, input, *params):
         else:
             check(rc, name)
             y = cast(y, input._dtype)
-    if y is None:
+    if y is None:  # no kernel on this backend: the formula in float32/float64, rounded once
         from fiamma._grad_mode import no_grad
 
+        cd = D.float64 if input._dtype is D.float64 else D.float32
         with no_grad():
-            y = _act_composed(name, input.detach(), p)
+            y = cast(_act_composed(name, cast(input.detach(), cd), p), input._dtype)
     if input.requires_grad and G.state.enabled:
         G.record(op, y, (input,), {"params": p[:_ACT_NPARAMS[name]]})
     return y
@@ -311,8 +312,10 @@ def activation_backward(name, grad_output, input, *params):
             return cast(out, dt)
     from fiamma._grad_mode import no_grad
 
+    cd = D.float64 if dt is D.float64 else D.float32 if dt._kind == 2 else dt
     with no_grad():
-        return _act_derivative(name, grad_output.detach(), input.detach(), p)
+        return cast(_act_derivative(name, cast(grad_output.detach(), cd),
+                                    cast(input.detach(), cd), p), dt)
 
 
 def _act_derivative(name, g, x, p):
