@@ -155,6 +155,10 @@ def _pow(ctx, grad):
             ga = fiamma.where(b == 0, 0.0, grad * b * a.pow(b - 1))
         elif b == 0:
             ga = _zeros(grad)
+        elif b == 1:
+            ga = grad * 1  # a new tensor (the gradient of a copy)
+        elif b == 2 and is_tensor(a):
+            ga = grad * 2 * a
         else:
             ga = grad * b * (a.pow(b - 1) if is_tensor(a) else a ** (b - 1))
     if _need(ctx, 1):
