@@ -321,6 +321,29 @@ int fm_relu_bwd(int dtype, int64_t n, intptr_t g, intptr_t y, intptr_t gx) {
         case FM_ACT_MISH:                                                                       \
             for (int64_t i = 0; i < n; i++) y[i] = x[i] * TANH(LOG1P(EXP(x[i])));              \
             return FM_OK;                                                                       \
+        case FM_ACT_HARDTANH:                                                                   \
+            for (int64_t i = 0; i < n; i++) {                                                   \
+                T v = x[i];                                                                     \
+                T r = v < p0 ? p0 : v;                                                          \
+                y[i] = r > p1 ? p1 : r;                                                         \
+            }                                                                                   \
+            return FM_OK;                                                                       \
+        case FM_ACT_SOFTSHRINK:                                                                 \
+            for (int64_t i = 0; i < n; i++) {                                                   \
+                T v = x[i];                                                                     \
+                T r = v < -p0 ? v + p0 : v * (T)0;                                              \
+                y[i] = v > p0 ? v - p0 : r;                                                     \
+            }                                                                                   \
+            return FM_OK;                                                                       \
+        case FM_ACT_HARDSHRINK:                                                                 \
+            for (int64_t i = 0; i < n; i++) {                                                   \
+                T v = x[i];                                                                     \
+                y[i] = (v >= -p0 && v <= p0) ? (T)0 : v;                                        \
+            }                                                                                   \
+            return FM_OK;                                                                       \
+        case FM_ACT_THRESHOLD:                                                                  \
+            for (int64_t i = 0; i < n; i++) y[i] = x[i] <= p0 ? p1 : x[i];                      \
+            return FM_OK;                                                                       \
         case FM_ACT_LOG_SIGMOID:                                                                \
             for (int64_t i = 0; i < n; i++) {                                                   \
                 T v = x[i];                                                                     \
@@ -383,6 +406,25 @@ int fm_relu_bwd(int dtype, int64_t n, intptr_t g, intptr_t y, intptr_t gx) {
         case FM_ACT_SIGMOID:                                                                    \
             for (int64_t i = 0; i < n; i++) gx[i] = g[i] * ((T)1 - x[i]) * x[i];                \
             return FM_OK;                                                                       \
+        case FM_ACT_TANH:                                                                       \
+            for (int64_t i = 0; i < n; i++) gx[i] = g[i] * ((T)1 - x[i] * x[i]);                \
+            return FM_OK;                                                                       \
+        case FM_ACT_HARDTANH:                                                                   \
+            for (int64_t i = 0; i < n; i++) {                                                   \
+                T v = x[i];                                                                     \
+                gx[i] = (v <= p0 || v >= p1) ? (T)0 : g[i];                                     \
+            }                                                                                   \
+            return FM_OK;                                                                       \
+        case FM_ACT_SOFTSHRINK:                                                                 \
+        case FM_ACT_HARDSHRINK:                                                                 \
+            for (int64_t i = 0; i < n; i++) {                                                   \
+                T v = x[i];                                                                     \
+                gx[i] = (v >= -p0 && v <= p0) ? (T)0 : g[i];                                    \
+            }                                                                                   \
+            return FM_OK;                                                                       \
+        case FM_ACT_THRESHOLD:                                                                  \
+            for (int64_t i = 0; i < n; i++) gx[i] = x[i] <= p0 ? (T)0 : g[i];                   \
+            return FM_OK;                                                                       \
         case FM_ACT_LOG_SIGMOID:                                                                \
             for (int64_t i = 0; i < n; i++) {                                                   \
                 T v = x[i];                                                                     \
@@ -416,12 +458,13 @@ static int act_piece(int dtype, int kind, int bwd, int64_t o, int64_t n, intptr_
 static int act_run(int dtype, int kind, int bwd, int64_t n, intptr_t g, intptr_t x, intptr_t y,
                    double p0, double p1, double p2) {
     if (dtype != FM_FLOAT32 && dtype != FM_FLOAT64) return FM_ERR_DTYPE;
-    if (kind < FM_ACT_SILU || kind > FM_ACT_LOG_SIGMOID) return FM_ERR_OP;
-    if (!bwd && kind == FM_ACT_SIGMOID) return FM_ERR_OP; /* forward: the unary op */
+    if (kind < FM_ACT_SILU || kind > FM_ACT_TANH) return FM_ERR_OP;
+    if (!bwd && (kind == FM_ACT_SIGMOID || kind == FM_ACT_TANH))
+        return FM_ERR_OP; /* forward: the unary ops */
     if (n < 0 || (n > 0 && (!x || !y || (bwd && !g)))) return FM_ERR_ARG;
     /* the cheap kinds are memory-bound: threads only on large tensors */
     int cheap = kind == FM_ACT_LEAKY_RELU || kind == FM_ACT_HARDSWISH ||
-                kind == FM_ACT_HARDSIGMOID || kind == FM_ACT_SIGMOID;
+                kind == FM_ACT_HARDSIGMOID || kind == FM_ACT_SIGMOID || kind >= FM_ACT_HARDTANH;
     int64_t par_min = cheap ? RELU_PAR_MIN : ACT_PAR_MIN;
     int nth = n >= par_min && !act_forked ? omp_get_max_threads() : 1;
     if (nth > 1) {

@@ -33,6 +33,11 @@ int fm_relu_bwd(int dtype, int64_t n, intptr_t g, intptr_t y, intptr_t gx);
  *   SIGMOID       backward only, x is the forward's OUTPUT y: gx = g (1 - y) y
  *   LOG_SIGMOID   y = min(x, 0) - log1p(e^-|x|)      gx = g (x < 0 ? 1 - z/(1+z) : z/(1+z)),
  *                 z = e^-|x|
+ *   HARDTANH      y = clamp(x, p0, p1) (NaN stays)   gx = x <= p0 || x >= p1 ? 0 : g
+ *   SOFTSHRINK    y = x > p0 ? x - p0 : x < -p0 ? x + p0 : 0 x     gx = -p0 <= x <= p0 ? 0 : g
+ *   HARDSHRINK    y = -p0 <= x <= p0 ? 0 : x         gx = -p0 <= x <= p0 ? 0 : g
+ *   THRESHOLD     y = x <= p0 ? p1 : x               gx = x <= p0 ? 0 : g
+ *   TANH          backward only, x is the forward's OUTPUT y: gx = g (1 - y^2)
  * NaN inputs give NaN results and gradients as PyTorch's kernels do. dtype FM_FLOAT32 or
  * FM_FLOAT64 (FM_ERR_DTYPE otherwise: the caller widens); contiguous arrays of n elements; y may
  * alias x and gx may alias g. Unknown kind: FM_ERR_OP. */
@@ -45,6 +50,11 @@ int fm_relu_bwd(int dtype, int64_t n, intptr_t g, intptr_t y, intptr_t gx);
 #define FM_ACT_MISH 6
 #define FM_ACT_SIGMOID 7
 #define FM_ACT_LOG_SIGMOID 8
+#define FM_ACT_HARDTANH 9
+#define FM_ACT_SOFTSHRINK 10
+#define FM_ACT_HARDSHRINK 11
+#define FM_ACT_THRESHOLD 12
+#define FM_ACT_TANH 13
 
 int fm_act_fwd(int dtype, int kind, int64_t n, intptr_t x, intptr_t y, double p0, double p1,
                double p2);

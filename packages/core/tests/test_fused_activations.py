@@ -15,7 +15,9 @@ SELU = (1.6732632423543772848170429916717, 1.0507009873554804934193349852946, 1.
 
 CASES = [("silu", ()), ("leaky_relu", (0.01,)), ("leaky_relu", (0.2,)), ("elu", (1.0, 1.0, 1.0)),
          ("elu", SELU), ("elu", (0.5, 1.0, 2.0)), ("hardswish", ()), ("hardsigmoid", ()),
-         ("softplus", (1.0, 20.0)), ("softplus", (2.0, 5.0)), ("mish", ()), ("log_sigmoid", ())]
+         ("softplus", (1.0, 20.0)), ("softplus", (2.0, 5.0)), ("mish", ()), ("log_sigmoid", ()),
+         ("hardtanh", (-1.0, 1.0)), ("hardtanh", (0.0, 6.0)), ("softshrink", (0.5,)),
+         ("hardshrink", (3.0,)), ("threshold", (0.0, -2.0)), ("threshold", (3.0, 20.0))]
 
 
 def _sig(x):
@@ -52,12 +54,26 @@ def _ref(name, p, x, g):
         if name == "log_sigmoid":
             return (np.minimum(x, 0) - np.log1p(np.exp(-np.abs(x))),
                     g * _sig(-x))
+        # PyTorch's branches: the kinks belong to the flat side; NaN keeps its value and
+        # passes the gradient
+        if name == "hardtanh":
+            return (np.where(x < p[0], p[0], np.where(x > p[1], p[1], x)),
+                    np.where((x <= p[0]) | (x >= p[1]), 0.0, g))
+        inside = (x >= -p[0]) & (x <= p[0])
+        if name == "softshrink":
+            return (np.where(x > p[0], x - p[0], np.where(x < -p[0], x + p[0], x * 0)),
+                    np.where(inside, 0.0, g))
+        if name == "hardshrink":
+            return np.where(inside, 0.0, x), np.where(inside, 0.0, g)
+        if name == "threshold":
+            return np.where(x <= p[0], p[1], x), np.where(x <= p[0], 0.0, g)
     raise AssertionError(name)
 
 
 def _grid():
     rng = np.random.default_rng(1)
-    edge = [0.0, -0.0, 3.0, -3.0, 2.999999, -2.999999, 3.000001, -3.000001, 1e-30, -1e-30,
+    edge = [0.0, -0.0, 3.0, -3.0, 2.999999, -2.999999, 3.000001, -3.000001, 1e-30, -1e-30, 0.5,
+            -0.5, 1.0, -1.0, 6.0, -6.0,
             10.0, -10.0, 19.99, 20.0, 20.01, 2.5, 2.4999, 30.0, -30.0, 80.0, -80.0, 100.0,
             -100.0, 1e30, -1e30]
     return np.concatenate([rng.uniform(-12, 12, 4000), rng.standard_normal(1000), edge])
@@ -115,7 +131,7 @@ def test_large_tensor_threads_and_strided_input(name, p):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("name,p", CASES[:8])
+@pytest.mark.parametrize("name,p", CASES[:8] + CASES[-6:])
 def test_half_precision_rounds_once(name, p, dtype):
     x32 = np.linspace(-6, 6, 97, dtype=np.float32)
     xh = fiamma.from_numpy(x32).to(getattr(fiamma, dtype))
@@ -125,11 +141,15 @@ def test_half_precision_rounds_once(name, p, dtype):
     np.testing.assert_array_equal(y.float().numpy(), want.float().numpy())
 
 
-def test_sigmoid_backward_from_output():
-    y = np.array([0.0, 0.25, 0.5, 0.9, 1.0], np.float32)
-    g = np.array([1.0, 2.0, -1.0, 0.5, 3.0], np.float32)
+def test_sigmoid_and_tanh_backward_from_output():
+    y = np.array([0.0, 0.25, 0.5, 0.9, 1.0, -0.7, np.nan], np.float32)
+    g = np.array([1.0, 2.0, -1.0, 0.5, 3.0, 1.5, 1.0], np.float32)
     got = fused.activation_backward("sigmoid", fiamma.from_numpy(g), fiamma.from_numpy(y))
-    np.testing.assert_array_equal(got.numpy(), g * (1 - y) * y)
+    np.testing.assert_allclose(got.numpy(), g * (1 - y) * y, rtol=1e-6)  # (the kernel may
+    got = fused.activation_backward("tanh", fiamma.from_numpy(g), fiamma.from_numpy(y))  # fma)
+    np.testing.assert_allclose(got.numpy(), g * (1 - y * y), rtol=1e-6)
+    with pytest.raises(ValueError, match="unknown activation 'tanh'"):
+        fused.activation("tanh", fiamma.from_numpy(y))
 
 
 def test_argument_checks():

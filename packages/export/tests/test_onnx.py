@@ -138,7 +138,8 @@ def test_norms_pooling_resampling_padding():
 
 
 @pytest.mark.parametrize("name", ["elu", "selu", "celu", "mish", "hardsigmoid", "logsigmoid",
-                                  "silu", "leaky_relu", "softplus", "hardswish", "elu_scaled"])
+                                  "silu", "leaky_relu", "softplus", "hardswish", "elu_scaled",
+                                  "hardtanh", "relu6", "softshrink", "hardshrink", "threshold"])
 def test_fused_activations(name):
     """core's fused activations (one recorded op with its parameters) in a trace and in ONNX:
     Elu/Selu/Celu where one matches, the formula for other ELU parameters."""
@@ -146,7 +147,11 @@ def test_fused_activations(name):
     fns = {"elu": lambda t: F.elu(t, 0.7), "celu": lambda t: F.celu(t, 2.0),
            "leaky_relu": lambda t: F.leaky_relu(t, 0.3),
            "softplus": lambda t: F.softplus(t, 2.0, 5.0),
-           "elu_scaled": lambda t: fiamma.fused.activation("elu", t, 0.5, 2.0, 3.0)}
+           "elu_scaled": lambda t: fiamma.fused.activation("elu", t, 0.5, 2.0, 3.0),
+           "hardtanh": lambda t: F.hardtanh(t, -2.0, 1.5),
+           "softshrink": lambda t: F.softshrink(t, 1.0),
+           "hardshrink": lambda t: F.hardshrink(t, 1.0),
+           "threshold": lambda t: F.threshold(t, 0.5, -4.0)}
     fn = fns.get(name) or getattr(F, name)
 
     class M(nn.Module):

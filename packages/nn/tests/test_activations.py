@@ -149,7 +149,9 @@ def test_modules_equal_pytorch(name):
 FUSED = {"leaky_relu": "LeakyReluBackward0", "elu": "EluBackward0", "selu": "EluBackward0",
          "celu": "EluBackward0", "silu": "SiluBackward0", "softplus": "SoftplusBackward0",
          "mish": "MishBackward0", "hardswish": "HardswishBackward0",
-         "hardsigmoid": "HardsigmoidBackward0", "logsigmoid": "LogSigmoidBackward0"}
+         "hardsigmoid": "HardsigmoidBackward0", "logsigmoid": "LogSigmoidBackward0",
+         "relu6": "HardtanhBackward0", "softshrink": "SoftshrinkBackward0",
+         "hardshrink": "HardshrinkBackward0", "threshold": "ThresholdBackward0"}
 
 
 @pytest.mark.parametrize("name", list(FUSED))
@@ -172,7 +174,8 @@ def test_fused_activations_second_order_and_node_names(name):
     np.testing.assert_allclose(x32.grad.numpy(), x.grad.numpy(), rtol=2e-6, atol=1e-7)
 
 
-@pytest.mark.parametrize("name", list(FUSED))
+@pytest.mark.parametrize("name", [n for n in FUSED
+                                  if n not in ("relu6", "threshold", "softshrink", "hardshrink")])
 def test_fused_activations_refuse_integer_input(name):
     fn, _ = REFS[name]
     with pytest.raises(NotImplementedError, match="not implemented for dtype .*int64"):
@@ -187,8 +190,9 @@ def test_fused_activations_equal_pytorch_at_the_kinks(name, dtype):
     """Values and gradients at the branch points (0, +-3, the softplus threshold), at the
     limits and at NaN, where a composition and a kernel can differ."""
     x = np.array([-np.inf, -100.0, -20.0, -3.0, -2.9999, -1.5, -1e-8, -0.0, 0.0, 1e-8, 2.9999,
-                  3.0, 3.0001, 5.0, 10.0, 10.0001, 20.0, 100.0, np.inf, np.nan])
-    args = {"leaky_relu": (0.2,), "elu": (0.7,), "celu": (2.0,), "softplus": (2.0, 10.0)}
+                  3.0, 3.0001, 5.0, 6.0, 10.0, 10.0001, 20.0, 100.0, np.inf, np.nan])
+    args = {"leaky_relu": (0.2,), "elu": (0.7,), "celu": (2.0,), "softplus": (2.0, 10.0),
+            "softshrink": (3.0,), "hardshrink": (3.0,), "threshold": (3.0, -5.0)}
     a = args.get(name, ())
     fdt, tdt = getattr(fiamma, dtype), getattr(torch, dtype)
     fx = fiamma.tensor(x, dtype=fdt, requires_grad=True)
@@ -205,3 +209,10 @@ def test_fused_activations_equal_pytorch_at_the_kinks(name, dtype):
     ty.sum().backward()
     np.testing.assert_allclose(fx.grad.double().numpy(), tx.grad.double().numpy(),
                                rtol=tol[0], atol=tol[1])
+
+
+def test_integer_inputs_of_the_clamping_activations_stay_integer():
+    x = fiamma.tensor([-2, 0, 1, 9])
+    assert F.relu6(x).tolist() == [0, 0, 1, 6] and F.relu6(x).dtype == fiamma.int64
+    assert F.hardtanh(x).tolist() == [-1, 0, 1, 1]
+    assert F.threshold(x, 0, 5).tolist() == [5, 5, 1, 9]

@@ -161,7 +161,8 @@ _DIFFERENTIABLE = """
     stft stft_power sub sum take take_along_dim tan tanh to topk tril tril_ triu triu_ trunc
     uniform_ upsample upsample_backward var var_mean vdot view_as_complex view_as_real where
     xlog1py xlogy zeta
-    silu leaky_relu elu hardswish hardsigmoid softplus mish
+    silu leaky_relu elu hardswish hardsigmoid softplus mish hardtanh softshrink hardshrink
+    threshold
 """
 _VIEWS = """
     as_strided diagonal expand getitem imag narrow permute real select squeeze t transpose

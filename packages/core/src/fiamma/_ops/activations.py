@@ -177,9 +177,15 @@ def relu_backward(grad_output, output):
 _ACT_KINDS = {"silu": K.ACT_SILU, "leaky_relu": K.ACT_LEAKY_RELU, "elu": K.ACT_ELU,
               "hardswish": K.ACT_HARDSWISH, "hardsigmoid": K.ACT_HARDSIGMOID,
               "softplus": K.ACT_SOFTPLUS, "mish": K.ACT_MISH, "log_sigmoid": K.ACT_LOG_SIGMOID,
-              "sigmoid": K.ACT_SIGMOID}
+              "sigmoid": K.ACT_SIGMOID, "hardtanh": K.ACT_HARDTANH,
+              "softshrink": K.ACT_SOFTSHRINK, "hardshrink": K.ACT_HARDSHRINK,
+              "threshold": K.ACT_THRESHOLD, "tanh": K.ACT_TANH}
 _ACT_NPARAMS = {"silu": 0, "leaky_relu": 1, "elu": 3, "hardswish": 0, "hardsigmoid": 0,
-                "softplus": 2, "mish": 0, "log_sigmoid": 0, "sigmoid": 0}
+                "softplus": 2, "mish": 0, "log_sigmoid": 0, "sigmoid": 0, "hardtanh": 2,
+                "softshrink": 1, "hardshrink": 1, "threshold": 2, "tanh": 0}
+
+
+_BACKWARD_ONLY = ("sigmoid", "tanh")  # their forwards are fiamma.sigmoid / fiamma.tanh
 
 
 def _act_params(name, params):
@@ -223,14 +229,23 @@ def _act_composed(name, x, p):
     if name == "log_sigmoid":
         neg = x < 0
         return E.where(neg, x, 0.0) - E.where(neg, x, -x).exp().log1p()
+    if name == "hardtanh":
+        return x.clamp(p[0], p[1])
+    if name == "softshrink":
+        return E.where(x > p[0], x - p[0], E.where(x < -p[0], x + p[0], x * 0))
+    if name == "hardshrink":
+        return E.where((x >= -p[0]) & (x <= p[0]), 0.0, x)
+    if name == "threshold":
+        return E.where(x <= p[0], p[1], x)
     raise ValueError(f"activation: unknown activation {name!r}")
 
 
 def activation(name, input, *params):
     """``name``'s activation of ``input`` (one of ``silu``, ``leaky_relu`` (negative_slope),
     ``elu`` (alpha, scale, input_scale), ``hardswish``, ``hardsigmoid``, ``softplus`` (beta,
-    threshold), ``mish``, ``log_sigmoid``), recorded as one op for autograd. Floating-point
-    inputs only (``silu`` also complex), as PyTorch.
+    threshold), ``mish``, ``log_sigmoid``, ``hardtanh`` (min_val, max_val), ``softshrink``
+    (lambd), ``hardshrink`` (lambd), ``threshold`` (threshold, value)), recorded as one op for
+    autograd. Floating-point inputs only (``silu`` also complex), as PyTorch's kernels.
 
     >>> import fiamma
     >>> from fiamma import fused
@@ -238,9 +253,9 @@ def activation(name, input, *params):
     [-0.2689, 0.0, 1.7616]
     """
     kind = _ACT_KINDS.get(name) if isinstance(name, str) else None
-    if kind is None or name == "sigmoid":
+    if kind is None or name in _BACKWARD_ONLY:
         raise ValueError(f"activation: unknown activation {name!r} (expected one of "
-                         f"{sorted(k for k in _ACT_KINDS if k != 'sigmoid')})")
+                         f"{sorted(k for k in _ACT_KINDS if k not in _BACKWARD_ONLY)})")
     if not isinstance(input, Tensor):
         raise TypeError(f"{name}: expected input to be a Tensor, got {type(input).__name__}")
     p = _act_params(name, params)
@@ -278,7 +293,7 @@ def activation_backward(name, grad_output, input, *params):
     """``grad_output * act'(input)`` for :func:`activation`'s ``name`` in one pass, not
     recorded (the first-order backward; autograd composes differentiable ops when a graph of
     the gradient is wanted). ``name='sigmoid'``: ``input`` is sigmoid's OUTPUT ``y`` and the
-    result ``grad_output * (1 - y) * y``.
+    result ``grad_output * (1 - y) * y``; ``name='tanh'`` likewise (``grad_output * (1 - y^2)``).
 
     >>> import fiamma
     >>> from fiamma import fused
@@ -344,4 +359,12 @@ def _act_derivative(name, g, x, p):
         return g * (-x).sigmoid()
     if name == "sigmoid":
         return g * (1 - x) * x
+    if name == "tanh":
+        return g * (1 - x * x)
+    if name == "hardtanh":
+        return E.where((x <= p[0]) | (x >= p[1]), 0.0, g)
+    if name in ("softshrink", "hardshrink"):
+        return E.where((x >= -p[0]) & (x <= p[0]), 0.0, g)
+    if name == "threshold":
+        return E.where(x <= p[0], 0.0, g)
     raise ValueError(f"activation_backward: unknown activation {name!r}")

@@ -293,7 +293,7 @@ def _activation_runner(name):
 
 
 for _n in ("silu", "leaky_relu", "elu", "hardswish", "hardsigmoid", "softplus", "mish",
-           "log_sigmoid"):
+           "log_sigmoid", "hardtanh", "softshrink", "hardshrink", "threshold"):
     OPS[_n] = _activation_runner(_n)
 
 

@@ -335,8 +335,23 @@ def _clamp_max(ctx, node, outs):
 
 @converter("hardtanh")
 def _hardtanh(ctx, node, outs):
-    return _clip(ctx, node, outs, float(_kw(node, "min_val", 1, -1.0)),
-                 float(_kw(node, "max_val", 2, 1.0)))
+    lo, hi = _params(node, ("min_val", "max_val"), (-1.0, 1.0))
+    return _clip(ctx, node, outs, lo, hi)
+
+
+@converter("softshrink", "hardshrink")
+def _shrink(ctx, node, outs):
+    (lambd,) = _params(node, ("lambd",), (0.5,))
+    return ctx.add("Shrink", [_x(ctx, node)], outs, lambd=lambd,
+                   bias=lambd if node.op == "softshrink" else 0.0)
+
+
+@converter("threshold")
+def _threshold(ctx, node, outs):
+    t, v = _params(node, ("threshold", "value"), (0.0, 0.0))
+    x = _x(ctx, node)
+    return ctx.add("Where", [ctx.add("LessOrEqual", [x, ctx.scalar_like(node.args[0], t)]),
+                             ctx.scalar_like(node.args[0], v), x], outs)
 
 
 @converter("relu6")

@@ -27,6 +27,10 @@ def _maybe_inplace(input, fn, inplace):
     return input.copy_(fn(input))
 
 
+def _floating(t):
+    return isinstance(t, fiamma.Tensor) and t.dtype.is_floating_point and type(t) is not _QT
+
+
 def _act(name, *params):
     return lambda x: _fused.activation(name, x, *params)
 
@@ -71,6 +75,10 @@ def mish(input, inplace=False):
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     if min_val > max_val:
         raise ValueError("min_val cannot be greater than max_val")
+    if _floating(input):
+        return _maybe_inplace(input, _act("hardtanh", min_val, max_val), inplace)
+    if isinstance(input, fiamma.Tensor) and input.dtype is not fiamma.bool:
+        min_val, max_val = int(min_val), int(max_val)  # an integer tensor stays integer
     return _maybe_inplace(input, lambda x: x.clamp(min_val, max_val), inplace)
 
 
@@ -96,12 +104,16 @@ def softsign(input):
 def softshrink(input, lambd=0.5):
     if lambd < 0:
         raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
+    if _floating(input):
+        return _fused.activation("softshrink", input, lambd)
     zero = fiamma.zeros((), dtype=input.dtype, device=input.device)
     return fiamma.where(input > lambd, input - lambd,
                         fiamma.where(input < -lambd, input + lambd, zero))
 
 
 def hardshrink(input, lambd=0.5):
+    if _floating(input):
+        return _fused.activation("hardshrink", input, lambd)
     zero = fiamma.zeros((), dtype=input.dtype, device=input.device)
     return fiamma.where(input.abs() > lambd, input, zero)
 
@@ -111,7 +123,9 @@ def tanhshrink(input):
 
 
 def threshold(input, threshold, value, inplace=False):
-    """``x`` where ``x > threshold``, else ``value``."""
+    """``value`` where ``x <= threshold``, else ``x`` (NaN stays)."""
+    if _floating(input):
+        return _maybe_inplace(input, _act("threshold", threshold, value), inplace)
     v = fiamma.full((), value, dtype=input.dtype, device=input.device)
     return _maybe_inplace(input, lambda x: fiamma.where(x > threshold, x, v), inplace)
 

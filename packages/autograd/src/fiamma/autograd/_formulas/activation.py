@@ -92,6 +92,13 @@ def _act_grad(name, grad, x, p):
         return grad * (t + x * x.sigmoid() * (1 - t * t))
     if name == "log_sigmoid":
         return grad * (-x).sigmoid()
+    zero = fiamma.zeros((), dtype=grad.dtype, device=grad.device)
+    if name == "hardtanh":
+        return fiamma.where((x <= p[0]) | (x >= p[1]), zero, grad)
+    if name in ("softshrink", "hardshrink"):
+        return fiamma.where((x >= -p[0]) & (x <= p[0]), zero, grad)
+    if name == "threshold":
+        return fiamma.where(x <= p[0], zero, grad)
     raise RuntimeError(f"autograd: no derivative for activation {name!r}")
 
 
@@ -105,7 +112,8 @@ def _act_formula(name):
 
 
 _NPARAMS = {"silu": 0, "leaky_relu": 1, "elu": 3, "hardswish": 0, "hardsigmoid": 0,
-            "softplus": 2, "mish": 0, "log_sigmoid": 0}
+            "softplus": 2, "mish": 0, "log_sigmoid": 0, "hardtanh": 2, "softshrink": 1,
+            "hardshrink": 1, "threshold": 2}
 for _name in _NPARAMS:
     derivative(getattr(ops, _name), save="inputs")(_act_formula(_name))
 
@@ -116,3 +124,11 @@ def _sigmoid(ctx, grad):
     if not fiamma.is_grad_enabled() and y.dtype == grad.dtype:
         return (fiamma.fused.activation_backward("sigmoid", grad, y),)
     return (grad * y * (1 - y),)
+
+
+@derivative(ops.tanh, save="output")
+def _tanh(ctx, grad):
+    y = ctx.output
+    if not fiamma.is_grad_enabled() and y.dtype == grad.dtype:
+        return (fiamma.fused.activation_backward("tanh", grad, y),)
+    return (grad * (1 - y * y),)
