@@ -271,6 +271,11 @@ class Node:
 
     # ---- public Node API ----------------------------------------------------------------------
     def name(self):
+        f = _DISPLAY.get(self._op)
+        if f is not None:
+            n = f(self)
+            if n is not None:
+                return n
         return type(self).__name__
 
     @property
@@ -563,3 +568,64 @@ def new_accumulate(t):
 
 def capture_trace():
     return traceback.format_stack()[:-3]
+
+
+# ---- PyTorch's node names where one fiamma op stands for several of PyTorch's ---------------
+# name() (what a tensor's repr and grad_fn.name() show) of a node whose op records several
+# PyTorch overloads or aten ops: the name PyTorch gives the same call, from the recorded
+# keyword arguments and input shapes (the class name stays the op's).
+
+def _full_reduction(node):
+    dim = node._kwargs.get("dim")
+    s = node._s0 if node._ex is None else node._sx[0]
+    return s is not None and isinstance(dim, tuple) and len(dim) == len(s)
+
+
+def _reduction_name(base):
+    # sum()/mean()/prod() are PyTorch's overload 0, the dim= forms overload 1
+    return lambda n: f"{base}Backward{0 if _full_reduction(n) else 1}"
+
+
+def _extremum_name(base):
+    # max()/min() (all elements) are overload 1, max(dim)/min(dim) overload 0
+    return lambda n: f"{base}Backward{1 if _full_reduction(n) else 0}"
+
+
+def _scalar_pattern(node):
+    return tuple(s is None for s in node._shapes)
+
+
+def _matmul_name(node):
+    sh = node._shapes
+    if len(sh) != 2 or sh[0] is None or sh[1] is None:
+        return None
+    a, b = len(sh[0]), len(sh[1])
+    if a == 2 and b == 2:
+        return "MmBackward0"
+    if a == 2 and b == 1:
+        return "MvBackward0"
+    if a == 1 and b == 1:
+        return "DotBackward0"
+    if a == 1 and b == 2:
+        return "SqueezeBackward4"
+    if a >= 3 or (b >= 3 and a == 1):
+        return "UnsafeViewBackward0"
+    return None
+
+
+_DISPLAY = {
+    "getitem": lambda n: (n._kwargs.get("_pt") or "Getitem") + "Backward0",
+    "cat": lambda n: "StackBackward0" if n._kwargs.get("_pt") == "Stack" else None,
+    "to": lambda n: "ToCopyBackward0",
+    "norm": lambda n: "LinalgVectorNormBackward0",
+    "sum": _reduction_name("Sum"),
+    "mean": _reduction_name("Mean"),
+    "prod": _reduction_name("Prod"),
+    "max": _extremum_name("Max"),
+    "min": _extremum_name("Min"),
+    "clamp": lambda n: "ClampBackward1" if _scalar_pattern(n)[1:] == (True, True) else None,
+    "sub": lambda n: "RsubBackward1" if _scalar_pattern(n)[:1] == (True,) else None,
+    "pow": lambda n: {(True, False): "PowBackward2", (False, False): "PowBackward1"}.get(
+        _scalar_pattern(n)),
+    "matmul": _matmul_name,
+}

@@ -49,15 +49,52 @@ _BAD_DTYPE = "tensors used as indices must be long, int, byte or bool tensors"
 
 # ---- views ------------------------------------------------------------------------------------
 
-def _make_view(x, shape, stride, offset, contig):
-    """A view of ``x`` (the hot path of x[0]): Tensor._view without its argument copies."""
+def _pt_name(key, shape):
+    """PyTorch's node name (without ``Backward0``) for basic indexing by ``key``: PyTorch
+    applies the items left to right (int: select, slice: slice, None: unsqueeze) and the last
+    one names the node; a slice over a whole dimension is skipped (but ``x[:]`` alone is a
+    slice), and an index with no effective item is an alias."""
+    if type(key) is not tuple:
+        key = (key,)
+        if type(key[0]) is slice:
+            return "Slice"
+    nd = len(shape)
+    rest = sum(1 for k in key if k is not None and k is not Ellipsis)
+    name = "Alias"
+    d = 0
+    for k in key:
+        if k is None:
+            name = "Unsqueeze"
+        elif k is Ellipsis:
+            d += max(nd - rest, 0)
+        elif type(k) is slice:
+            n = shape[d] if d < nd else 0
+            try:
+                start, stop, step = k.indices(n)
+            except (TypeError, ValueError):
+                return "Slice"
+            if not (start == 0 and stop >= n and step == 1):
+                name = "Slice"
+            d += 1
+        else:
+            name = "Select"
+            d += 1
+    return name
+
+
+def _make_view(x, shape, stride, offset, contig, key=None):
+    """A view of ``x`` (the hot path of x[0]): Tensor._view without its argument copies.
+    ``key``: the index, for the recorded node's PyTorch name."""
     t = _new(Tensor)
     _init(t, x._storage, x._dtype, shape, stride, offset, contig)
     b = getattr(x, "_base", None)
     t._base = x if b is None else b
     if x.requires_grad:
-        G.record(ops.getitem, t, (x,), {"shape": shape, "stride": stride, "offset": offset,
-                                      "in_stride": x._stride, "in_offset": x._offset})
+        kw = {"shape": shape, "stride": stride, "offset": offset, "in_stride": x._stride,
+              "in_offset": x._offset}
+        if G.state.tracer is None:
+            kw["_pt"] = _pt_name(key, x._shape)
+        G.record(ops.getitem, t, (x,), kw)
     return t
 
 
@@ -338,7 +375,7 @@ def _parse(x, seq, want_view=True):
             check(view._storage.backend.copy_region(oshape, view, 0, view._stride, x,
                                                     off - x._offset, ostride), "getitem")
     elif adv is None:
-        view = _make_view(x, oshape, ostride, off, None)
+        view = _make_view(x, oshape, ostride, off, None, tuple(seq))
     elif x.requires_grad:
         view = x._view(oshape, ostride, off, op=ops.getitem)
     else:
@@ -482,7 +519,7 @@ def _getitem(self, key):
                     key += n
                 st = self._stride
                 return _make_view(self, shape[1:], st[1:], self._offset + key * st[0],
-                                  True if self._contig else None)
+                                  True if self._contig else None, key)
     elif tk is slice:
         shape = self._shape
         if shape and (key.step is None or type(key.step) is int and key.step > 0):
@@ -491,7 +528,7 @@ def _getitem(self, key):
             n = (stop - start + step - 1) // step if stop > start else 0
             return _make_view(self, (n,) + shape[1:], (st[0] * step if n > 1 else st[0],) + st[1:],
                               self._offset + start * st[0],
-                              True if self._contig and step == 1 else None)
+                              True if self._contig and step == 1 else None, key)
     elif tk is tuple:
         v = _basic(self, key)
         if v is not None:
@@ -571,7 +608,7 @@ def _basic(x, key):
     if d < nd:
         oshape.extend(shape[d:])
         ostride.extend(stride[d:])
-    return _make_view(x, tuple(oshape), tuple(ostride), off, None)
+    return _make_view(x, tuple(oshape), tuple(ostride), off, None, key)
 
 
 def _masked_select(x, mask):

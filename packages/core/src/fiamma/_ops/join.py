@@ -143,7 +143,9 @@ def _cat(ts, dim, out, op):
         return out
     for t in parts:
         if t.requires_grad:
-            G.record(ops.cat, res, tuple(parts), {"dim": d})
+            G.record(ops.cat, res, tuple(parts),
+                     {"dim": d, "_pt": "Stack"} if op == "stack" and G.state.tracer is None
+                     else {"dim": d})
             break
     return res
 
