@@ -177,3 +177,32 @@ def test_argument_checks():
     # a 0-d tensor parameter is a number
     assert fused.activation("leaky_relu", x, fiamma.tensor(0.5)).tolist() == [1.0, -0.5]
     assert math.isclose(fused.activation("silu", fiamma.zeros(0)).numel(), 0)
+
+
+def test_torch_level_names():
+    """torch.selu/celu/threshold/hardshrink/rrelu (and in-place forms, Tensor.hardshrink)."""
+    x = np.array([-3.0, -1.0, -0.2, 0.0, 0.5, 2.0, np.nan], np.float32)
+    t = fiamma.from_numpy(x.copy())
+    a, s = SELU[0], SELU[1]
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_allclose(fiamma.selu(t).numpy(),
+                                   s * np.where(x > 0, x, a * np.expm1(x)), rtol=1e-6)
+        np.testing.assert_allclose(fiamma.celu(t, 2.0).numpy(),
+                                   np.where(x > 0, x, 2.0 * np.expm1(x / 2.0)), rtol=1e-6)
+    np.testing.assert_array_equal(fiamma.threshold(t, 0.1, -5.0).numpy(),
+                                  np.where(x <= 0.1, -5.0, x).astype(np.float32))
+    np.testing.assert_array_equal(t.hardshrink(0.6).numpy(),
+                                  np.where((x >= -0.6) & (x <= 0.6), 0.0, x).astype(np.float32))
+    np.testing.assert_array_equal(fiamma.hardshrink(t, 0.6).numpy(), t.hardshrink(0.6).numpy())
+    assert fiamma.threshold(fiamma.tensor([1, 5, -2]), 2, 9).tolist() == [9, 5, 9]
+    np.testing.assert_allclose(fiamma.rrelu(t).numpy(),
+                               np.where(x > 0, x, x * (1 / 8 + 1 / 3) / 2), rtol=1e-6)
+    r = fiamma.rrelu(fiamma.full((2000,), -1.0), training=True)
+    assert -1 / 3 - 1e-6 <= r.min().item() < r.max().item() <= -1 / 8 + 1e-6
+    y = fiamma.tensor([-1.0, 2.0])
+    assert fiamma.selu_(y) is y and y.tolist() == pytest.approx([-1.1113, 2.1014], abs=1e-4)
+    y = fiamma.tensor([-1.0, 2.0])
+    fiamma.threshold_(y, 0.0, 7.0)
+    assert y.tolist() == [7.0, 2.0]
+    with pytest.raises(ValueError, match="alpha cannot be 0"):
+        fiamma.celu(t, 0.0)

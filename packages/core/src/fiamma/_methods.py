@@ -19,6 +19,7 @@ from fiamma import (
     _tensor_api,
 )
 from fiamma._ops import (
+    activations,
     elementwise,
     indexing,
     indexops,
@@ -36,7 +37,7 @@ __all__ = ["MODULES"]
 
 MODULES = (_creation, _printing, _legacy_types, _storage_api, _random, _interop, elementwise,
            reduce, matmul, join, indexing, indexops, shape_views, shape, special_ops, sorting,
-           _tensor_api, _compat_ops, _sparse_coo)
+           _tensor_api, _compat_ops, _sparse_coo, activations)
 
 for _module in MODULES:
     for _name, _fn in _module.METHODS.items():

@@ -18,7 +18,9 @@ from fiamma._backend import check, codes as K
 from fiamma._ops._common import cast
 from fiamma._tensor import Tensor, new_empty
 
-__all__ = ["gelu", "gelu_backward", "relu_backward"]  # activation(_backward): fiamma.fused
+__all__ = ["gelu", "gelu_backward", "relu_backward", "selu", "selu_", "celu", "celu_",
+           "threshold", "threshold_", "hardshrink", "rrelu", "rrelu_"]
+# activation / activation_backward: public as fiamma.fused
 
 _APPROX = {"none": K.GELU_NONE, "tanh": K.GELU_TANH}
 _K = math.sqrt(2.0 / math.pi)
@@ -368,3 +370,88 @@ def _act_derivative(name, g, x, p):
     if name == "threshold":
         return E.where(x <= p[0], 0.0, g)
     raise ValueError(f"activation_backward: unknown activation {name!r}")
+
+
+# ---- torch.* activation names (the ATen entries behind nn.functional) -----------------------
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def _in_place(input, fn, op):
+    """``fn(input)`` written into ``input``; computed from a copy when autograd records, so
+    what the op saved for backward is not overwritten (PyTorch's in-place activations keep
+    their input's original value the same way)."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{op}: expected input to be a Tensor, got {type(input).__name__}")
+    src = input.clone() if input.requires_grad and G.state.enabled else input
+    return input.copy_(fn(src))
+
+
+def selu(input):
+    """``scale * (max(0, x) + min(0, alpha * (exp(x) - 1)))`` with PyTorch's SELU constants.
+
+    >>> import fiamma
+    >>> round(fiamma.selu(fiamma.tensor(-1.0)).item(), 4)
+    -1.1113
+    """
+    return activation("elu", input, _SELU_ALPHA, _SELU_SCALE, 1.0)
+
+
+def selu_(input):
+    return _in_place(input, selu, "selu_")
+
+
+def celu(input, alpha=1.0):
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+    if alpha == 0:
+        raise ValueError("celu: ZeroDivisionError: alpha cannot be 0 for CELU")
+    return activation("elu", input, alpha, 1.0, 1.0 / alpha)
+
+
+def celu_(input, alpha=1.0):
+    return _in_place(input, lambda x: celu(x, alpha), "celu_")
+
+
+def threshold(input, threshold, value):
+    """``value`` where ``input <= threshold``, else ``input`` (NaN stays). Integer tensors
+    too."""
+    if input._dtype._kind == 2:
+        return activation("threshold", input, threshold, value)
+    from fiamma._ops.elementwise import where
+
+    return where(input <= threshold, value, input).to(input._dtype)
+
+
+def threshold_(input, threshold, value):
+    return _in_place(input, lambda x: globals()["threshold"](x, threshold, value), "threshold_")
+
+
+def hardshrink(input, lambd=0.5):
+    """``0`` where ``-lambd <= input <= lambd``, else ``input``."""
+    return activation("hardshrink", input, lambd)
+
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None):
+    """Randomized leaky ReLU: in training each negative element is scaled by a slope drawn from
+    ``U(lower, upper)``; otherwise by the mean slope ``(lower + upper) / 2``."""
+    if not training:
+        return activation("leaky_relu", input, (lower + upper) / 2)
+    if not isinstance(input, Tensor) or input._dtype._kind != 2:
+        raise NotImplementedError("rrelu: expected a floating point tensor")
+    from fiamma._ops.elementwise import where
+
+    slope = new_empty(input._shape, input._dtype, input._storage.device)
+    slope.uniform_(lower, upper, generator=generator)
+    return where(input >= 0, input, input * slope)
+
+
+def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None):
+    return _in_place(input, lambda x: rrelu(x, lower, upper, training, generator), "rrelu_")
+
+
+def _hardshrink_method(self, lambd=0.5):
+    return hardshrink(self, lambd)
+
+
+METHODS = {"hardshrink": _hardshrink_method}
