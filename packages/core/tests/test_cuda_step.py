@@ -283,3 +283,48 @@ def test_norm_weight_grads_one_launch(be, device, dtype, M, K, rms):
     tol = 1e-10 if dtype == fiamma.float64 else 1e-4
     for a, r in zip(res[1], res[0]):
         assert fiamma.allclose(a.cpu(), r, rtol=tol, atol=tol)
+
+
+ACTS = [("silu", ()), ("leaky_relu", (0.2,)), ("elu", (1.0, 1.0, 1.0)),
+        ("elu", (1.6732632423543772, 1.0507009873554805, 1.0)), ("elu", (2.0, 1.0, 0.5)),
+        ("hardswish", ()), ("hardsigmoid", ()), ("softplus", (2.0, 5.0)), ("mish", ()),
+        ("log_sigmoid", ()), ("hardtanh", (0.0, 6.0)), ("softshrink", (0.5,)),
+        ("hardshrink", (1.0,)), ("threshold", (0.1, -3.0))]
+
+
+@pytest.mark.parametrize("dtype", [fiamma.float32, fiamma.float64])
+@pytest.mark.parametrize("name,p", ACTS)
+def test_fused_activations_one_launch(be, device, dtype, name, p):
+    """fiamma.fused.activation / activation_backward on the device: one launch each, the CPU
+    kernels' values (to the device math's rounding), NaN and the branch points included."""
+    from fiamma import fused
+
+    rng = np.random.default_rng(5)
+    x = rng.uniform(-8, 8, 2000)
+    x[:12] = [0.0, -0.0, 3.0, -3.0, 0.5, -0.5, 1.0, -1.0, 6.0, 0.1, np.nan, 2.5]
+    xc = fiamma.from_numpy(x).to(dtype)
+    gc = fiamma.from_numpy(rng.standard_normal(2000)).to(dtype)
+    before = be.fast_path_calls.get("act", 0)
+    y = fused.activation(name, xc.to(device), *p)
+    d = fused.activation_backward(name, gc.to(device), xc.to(device), *p)
+    _served(be, "act", before + 1)
+    tol = 2e-6 if dtype is fiamma.float32 else 1e-13
+    np.testing.assert_allclose(y.cpu().numpy(), fused.activation(name, xc, *p).numpy(),
+                               rtol=tol, atol=tol)
+    np.testing.assert_allclose(d.cpu().numpy(),
+                               fused.activation_backward(name, gc, xc, *p).numpy(),
+                               rtol=4 * tol, atol=4 * tol)
+
+
+@pytest.mark.parametrize("name", ["sigmoid", "tanh"])
+def test_sigmoid_tanh_backward_one_launch(be, device, name):
+    from fiamma import fused
+
+    rng = np.random.default_rng(6)
+    y = fiamma.from_numpy(rng.uniform(-1, 1, 500).astype(np.float32))
+    g = fiamma.from_numpy(rng.standard_normal(500).astype(np.float32))
+    before = be.fast_path_calls.get("act", 0)
+    got = fused.activation_backward(name, g.to(device), y.to(device))
+    _served(be, "act", before)
+    np.testing.assert_allclose(got.cpu().numpy(), fused.activation_backward(name, g, y).numpy(),
+                               rtol=1e-6, atol=1e-7)

@@ -11,6 +11,10 @@ issue 21): the ops that cost several launches and temporaries per layer on the g
   float32 kernel and a rounding copy), the float32 kernel's arithmetic on the widened values
   and one rounding, so the bits equal the widened path's; float32 too (the same arithmetic as
   cuda_kernels.py's elementwise kernel, launched from pointers: no array views);
+- ``fm_act_fwd_s``/``fm_act_bwd_s``: the parameterised activations of csrc/activations.c
+  (SiLU, LeakyReLU, ELU/SELU/CELU, Hardswish, Hardsigmoid, Softplus, Mish, LogSigmoid,
+  Hardtanh, Soft/Hardshrink, Threshold; sigmoid's and tanh's backward from the output) in one
+  launch each, float32/float64 (was the formula op by op: two to six launches);
 - ``fm_bias_rows``: a linear layer's bias (``addmm``'s ``mm_bias``) written into the result's
   rows by one launch from pointers (was a broadcast array copy with its array views), then the
   product accumulates onto it (cuBLAS, beta = 1), as before; any float dtype.
@@ -87,6 +91,77 @@ extern "C" __global__ void fm_gelu_bwd_s(const S* __restrict__ g, const S* __res
         else d = fm_gelu_d(v, approx);
         o[i] = fm_st((float)fm_ld(g[i]) * d);
     }
+}
+// parameterised activations (csrc/activations.c fm_act_fwd/_bwd, api_activations.h's kinds and
+// formulas, PyTorch's branches), computed in T from the stored S; kind is uniform per launch
+__device__ __forceinline__ T fm_act_f(int kind, T v, T p0, T p1, T p2) {
+    switch (kind) {
+    case 0: return v / ((T)1 + exp(-v));
+    case 1: return v > (T)0 ? v : v * p0;
+    case 2: return v <= (T)0 ? expm1(v * p2) * (p0 * p1) : v * p1;
+    case 3: case 4: {
+        T t = v + (T)3;
+        t = t < (T)0 ? (T)0 : t;
+        t = (T)6 < t ? (T)6 : t;
+        return kind == 3 ? v * t / (T)6 : t / (T)6;
+    }
+    case 5: {
+        const T bx = v * p0;
+        return bx > p1 ? v : log1p(exp(bx)) / p0;
+    }
+    case 6: return v * tanh(log1p(exp(v)));
+    case 8: return (v < (T)0 ? v : (T)0) - log1p(exp(-fabs(v)));
+    case 9: {
+        const T r = v < p0 ? p0 : v;
+        return r > p1 ? p1 : r;
+    }
+    case 10: return v > p0 ? v - p0 : (v < -p0 ? v + p0 : v * (T)0);
+    case 11: return (v >= -p0 && v <= p0) ? (T)0 : v;
+    case 12: return v <= p0 ? p1 : v;
+    }
+    return v;
+}
+__device__ __forceinline__ T fm_act_b(int kind, T g, T v, T p0, T p1, T p2) {
+    switch (kind) {
+    case 0: {
+        const T s = (T)1 / ((T)1 + exp(-v));
+        return g * s * ((T)1 + v * ((T)1 - s));
+    }
+    case 1: return v > (T)0 ? g : g * p0;
+    case 2: return v <= (T)0 ? g * (p2 * (p0 * p1)) * exp(v * p2) : g * p1;
+    case 3: return v <= (T)-3 ? (T)0 : (v < (T)3 ? g * (v / (T)3 + (T)0.5) : g);
+    case 4: return (v > (T)-3 && v < (T)3) ? g / (T)6 : (T)0;
+    case 5: {
+        const T bx = v * p0;
+        const T z = exp(bx);
+        return bx > p1 ? g : g * z / (z + (T)1);
+    }
+    case 6: {
+        const T t = tanh(log1p(exp(v)));
+        const T s = (T)1 / ((T)1 + exp(-v));
+        return g * (t + v * s * ((T)1 - t * t));
+    }
+    case 7: return g * ((T)1 - v) * v;
+    case 8: {
+        const T z = exp(-fabs(v));
+        const T q = z / ((T)1 + z);
+        return g * (v < (T)0 ? (T)1 - q : q);
+    }
+    case 9: return (v <= p0 || v >= p1) ? (T)0 : g;
+    case 10: case 11: return (v >= -p0 && v <= p0) ? (T)0 : g;
+    case 12: return v <= p0 ? (T)0 : g;
+    case 13: return g * ((T)1 - v * v);
+    }
+    return g;
+}
+extern "C" __global__ void fm_act_fwd_s(const S* __restrict__ x, S* __restrict__ y, long long n,
+        int kind, double p0, double p1, double p2) {
+    FM_LOOP(n) y[i] = fm_st(fm_act_f(kind, (T)fm_ld(x[i]), (T)p0, (T)p1, (T)p2));
+}
+extern "C" __global__ void fm_act_bwd_s(const S* __restrict__ g, const S* __restrict__ x,
+        S* __restrict__ o, long long n, int kind, double p0, double p1, double p2) {
+    FM_LOOP(n) o[i] = fm_st(fm_act_b(kind, (T)fm_ld(g[i]), (T)fm_ld(x[i]), (T)p0, (T)p1,
+                                     (T)p2));
 }
 // c's m rows (row stride ldc) = bias: a linear layer's bias before the product with beta = 1
 extern "C" __global__ void fm_bias_rows(S* __restrict__ c, const S* __restrict__ bias,
@@ -319,6 +394,36 @@ class StepKernelsMixin:
             self._step_kernel(kind, name)(_grid(tot), _B256, args)
 
         return 0 if self._served("avgpool_bwd" if backward else "avgpool", go) else K.ERR_OP
+
+    def _act_s(self, name, kind, ins, out, p0, p1, p2):
+        """One launch of fm_act_fwd_s / fm_act_bwd_s (float32/float64 contiguous operands of one
+        dtype and shape: core's activation casts 16-bit data to float32 first); codes.ERR_OP to
+        let core compose the formula when the kernel cannot serve."""
+        dt = out._dtype
+        k = _KIND.get(dt.code)
+        if k is None or dt in _LOWP or any(t._dtype is not dt or t._numel != out._numel
+                                           for t in ins):
+            return K.ERR_DTYPE
+        bwd = name == "fm_act_bwd_s"
+        if kind < K.ACT_SILU or kind > K.ACT_TANH or \
+                (not bwd and kind in (K.ACT_SIGMOID, K.ACT_TANH)):
+            return K.ERR_OP
+        n = out._numel
+        args = tuple(_u64(t) for t in ins) + (_u64(out), np.int64(n), np.int32(kind),
+                                               np.float64(p0), np.float64(p1), np.float64(p2))
+
+        def go():
+            self._step_kernel(k, name)(_grid(n), _B256, args)
+
+        return 0 if n == 0 or self._served("act", go) else K.ERR_OP
+
+    def act_fwd(self, kind, x, y, p0, p1, p2):
+        """y = act(x) for csrc's codes.ACT_* kinds in one launch (see fm_act_fwd_s)."""
+        return self._act_s("fm_act_fwd_s", kind, (x,), y, p0, p1, p2)
+
+    def act_bwd(self, kind, g, x, out, p0, p1, p2):
+        """out = g * act'(x) in one launch (ACT_SIGMOID/ACT_TANH: x is the forward's output)."""
+        return self._act_s("fm_act_bwd_s", kind, (g, x), out, p0, p1, p2)
 
     def gelu_native(self, dtype):
         """Whether gelu_fwd/gelu_bwd take ``dtype`` (16-bit) data as it is."""
