@@ -214,3 +214,50 @@ def test_parity_fuse_modules_with_torch():
     tq_ = torch.ao.quantization.fuse_modules_qat(build(torch).train(), groups[:2])
     fq = tq.fuse_modules_qat(build(fiamma).train(), groups[:2])
     assert list(tq_.state_dict()) == list(fq.state_dict())
+
+
+def _q(x, scale=0.05, zp=128):
+    return fiamma.quantize_per_tensor(fiamma.tensor(x), scale, zp, fiamma.quint8)
+
+
+def test_activations_on_quantized_tensors():
+    """F.relu6 / leaky_relu / hardtanh / threshold keep the input's qparams (values
+    requantized); the activations PyTorch has no quantized kernel for raise by name."""
+    from fiamma.nn import functional as F
+
+    x = np.array([-7.0, -2.4, -0.5, -0.04, 0.0, 0.3, 1.2, 5.9, 6.4], np.float32)
+    q = _q(x)
+    dq = q.dequantize().numpy()
+    cases = {
+        "relu6": (F.relu6(q), np.clip(dq, 0, 6)),
+        "leaky_relu": (F.leaky_relu(q, 0.1), np.where(dq > 0, dq, dq * np.float32(0.1))),
+        "hardtanh": (F.hardtanh(q, -2.0, 0.5), np.clip(dq, -2.0, 0.5)),
+        "threshold": (F.threshold(q, 0.1, -1.0), np.where(dq <= 0.1, -1.0, dq)),
+    }
+    for name, (got, want) in cases.items():
+        assert got.q_scale() == 0.05 and got.q_zero_point() == 128, name
+        want_q = np.clip(np.rint(want.astype(np.float32) * np.float32(20.0)) + 128, 0, 255)
+        np.testing.assert_array_equal(got.int_repr().numpy(), want_q.astype(np.uint8),
+                                      err_msg=name)
+    assert nn.LeakyReLU(0.2)(q).q_scale() == 0.05
+    for name in ("silu", "elu", "selu", "hardswish", "softplus", "mish", "logsigmoid"):
+        with pytest.raises(NotImplementedError, match=f"^{name}: not implemented for quantized"):
+            getattr(F, name)(q)
+
+
+@pytest.mark.parity
+def test_activations_on_quantized_tensors_equal_pytorch():
+    torch = pytest.importorskip("torch")
+    from fiamma.nn import functional as F
+
+    x = np.random.default_rng(3).standard_normal(500).astype(np.float32) * 4
+    q = _q(x, 0.04, 100)
+    tq = torch.quantize_per_tensor(torch.tensor(x), 0.04, 100, torch.quint8)
+    TF = torch.nn.functional
+    for f, g in [(F.relu6, TF.relu6), (F.hardsigmoid, TF.hardsigmoid),
+                 (lambda t: F.leaky_relu(t, 0.15), lambda t: TF.leaky_relu(t, 0.15)),
+                 (lambda t: F.hardtanh(t, -1.5, 2.0), lambda t: TF.hardtanh(t, -1.5, 2.0)),
+                 (lambda t: F.threshold(t, 0.2, 0.5), lambda t: TF.threshold(t, 0.2, 0.5))]:
+        a, b = f(q), g(tq)
+        assert (a.q_scale(), a.q_zero_point()) == (b.q_scale(), b.q_zero_point())
+        np.testing.assert_array_equal(a.int_repr().numpy(), b.int_repr().numpy())

@@ -27,15 +27,31 @@ def _maybe_inplace(input, fn, inplace):
     return input.copy_(fn(input))
 
 
+def _qF():
+    from fiamma.ao.nn.quantized import functional as qF
+    return qF
+
+
+def _no_quantized(input, op):
+    if type(input) is _QT:
+        raise NotImplementedError(f"{op}: not implemented for quantized tensors (as in PyTorch; "
+                                  "dequantize() first)")
+
+
 def _floating(t):
     return isinstance(t, fiamma.Tensor) and t.dtype.is_floating_point and type(t) is not _QT
 
 
 def _act(name, *params):
-    return lambda x: _fused.activation(name, x, *params)
+    def run(x):
+        _no_quantized(x, name)
+        return _fused.activation(name, x, *params)
+    return run
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
+    if type(input) is _QT:
+        return _qF().leaky_relu(input, negative_slope)
     return _maybe_inplace(input, _act("leaky_relu", negative_slope), inplace)
 
 
@@ -44,12 +60,14 @@ def elu(input, alpha=1.0, inplace=False):
 
 
 def selu(input, inplace=False):
+    _no_quantized(input, "selu")
     return _maybe_inplace(input, _act("elu", _SELU_ALPHA, _SELU_SCALE, 1.0), inplace)
 
 
 def celu(input, alpha=1.0, inplace=False):
     if alpha == 0:
         raise ValueError("ZeroDivisionError: alpha cannot be 0 for CELU")
+    _no_quantized(input, "celu")
     return _maybe_inplace(input, _act("elu", alpha, 1.0, 1.0 / alpha), inplace)
 
 
@@ -65,6 +83,7 @@ def silu(input, inplace=False):
 
 def softplus(input, beta=1.0, threshold=20.0):
     """``log(1 + exp(beta x)) / beta``, linear where ``beta x > threshold``."""
+    _no_quantized(input, "softplus")
     return _fused.activation("softplus", input, beta, threshold)
 
 
@@ -75,6 +94,10 @@ def mish(input, inplace=False):
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     if min_val > max_val:
         raise ValueError("min_val cannot be greater than max_val")
+    if type(input) is _QT:
+        if (min_val, max_val) == (0.0, 6.0):
+            return _qF().relu6(input)
+        return _qF().hardtanh(input, min_val, max_val)
     if _floating(input):
         return _maybe_inplace(input, _act("hardtanh", min_val, max_val), inplace)
     if isinstance(input, fiamma.Tensor) and input.dtype is not fiamma.bool:
@@ -124,6 +147,8 @@ def tanhshrink(input):
 
 def threshold(input, threshold, value, inplace=False):
     """``value`` where ``x <= threshold``, else ``x`` (NaN stays)."""
+    if type(input) is _QT:
+        return _qF().threshold(input, threshold, value)
     if _floating(input):
         return _maybe_inplace(input, _act("threshold", threshold, value), inplace)
     v = fiamma.full((), value, dtype=input.dtype, device=input.device)
@@ -144,6 +169,7 @@ def glu(input, dim=-1):
 def logsigmoid(input):
     """``log(sigmoid(x))`` without overflow (``min(x, 0) - log1p(exp(-|x|))``); its gradient is
     ``sigmoid(-x)``."""
+    _no_quantized(input, "logsigmoid")
     return _fused.activation("log_sigmoid", input)
 
 

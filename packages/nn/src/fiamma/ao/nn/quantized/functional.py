@@ -20,7 +20,7 @@ from fiamma.nn import _qtensor as Q
 
 __all__ = ["conv1d", "conv2d", "conv3d", "linear", "relu", "max_pool2d", "adaptive_avg_pool2d",
            "avg_pool2d", "add", "add_relu", "mul", "cat", "requantize", "hardswish", "hardsigmoid",
-           "relu6"]
+           "relu6", "leaky_relu", "hardtanh", "threshold"]
 
 _F32 = np.float32
 
@@ -182,6 +182,35 @@ def hardsigmoid(input, inplace=False):
     v = np.minimum(np.maximum(x + _F32(3), _F32(0)), _F32(6)) / _F32(6)
     zp = -128 if input._dtype is Q.qint8 else 0
     return _out(_requantize_float(v, input, 1.0 / 256, zp), input, 1.0 / 256, zp)
+
+
+def _same_qparams(op, input, fn):
+    """``fn`` of the dequantized float32 values, requantized with the input's qparams
+    (PyTorch's quantized leaky_relu / hardtanh / threshold keep them)."""
+    _check(op, input)
+    v = fn(_dq(input))
+    return _out(_requantize_float(v, input, input._scale, input._zero_point), input,
+                input._scale, input._zero_point)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """``x`` where ``x > 0``, else ``negative_slope * x``, with the input's qparams."""
+    a = _F32(negative_slope)
+    return _same_qparams("quantized leaky_relu", input, lambda x: np.where(x > 0, x, x * a))
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    """``clamp(x, min_val, max_val)`` with the input's qparams."""
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
+    lo, hi = _F32(min_val), _F32(max_val)
+    return _same_qparams("quantized hardtanh", input, lambda x: np.minimum(np.maximum(x, lo), hi))
+
+
+def threshold(input, threshold, value):
+    """``value`` where ``x <= threshold``, else ``x``, with the input's qparams."""
+    t, v = _F32(threshold), _F32(value)
+    return _same_qparams("quantized threshold", input, lambda x: np.where(x <= t, v, x))
 
 
 def requantize(input, scale, zero_point):
