@@ -242,7 +242,7 @@ def test_parity_functional_noncontiguous_and_double_backward():
 @pytest.mark.parity
 def test_profiler_with_flops_conv_parity():
     # the profiler's FLOP estimate of F.conv2d (stride, padding, groups) is PyTorch's;
-    # conv1d and the transposed convolutions carry none, in both
+    # conv1d, conv3d and the transposed convolutions carry none, in both
     torch = pytest.importorskip("torch")
     import fiamma.profiler
 
@@ -258,6 +258,7 @@ def test_profiler_with_flops_conv_parity():
             F.conv2d(tensor(x), tensor(w), groups=2, stride=2, padding=1)
             F.conv2d(tensor(x), tensor(w[:, :1].repeat(4, 1)), dilation=2)
             F.conv1d(tensor(x1), tensor(w1))
+            F.conv3d(tensor(x[None]), tensor(w[:, :, None].repeat(4, 2)))
             F.conv_transpose2d(tensor(x), tensor(wt))
         return {a.key: a.flops for a in p.key_averages() if a.flops}
 

@@ -306,7 +306,7 @@ def _numel(shape):
 
 def _flops(name, args, kwargs, out):
     """PyTorch's FLOP estimate of an op (``with_flops``): 2 * M * N * K for the matrix
-    products, 2 * (output elements) * (weight elements per output channel) for conv1d/2d/3d
+    products, 2 * (output elements) * (weight elements per output channel) for conv2d
     (stride, padding and groups through the output's and the weight's shapes), one per
     output element for ``mul`` and ``add``; 0 where a shape is missing."""
     o = _shape_of(out)
@@ -330,7 +330,7 @@ def _flops(name, args, kwargs, out):
 
 
 _FLOP_OPS = frozenset(("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm",
-                       "aten::matmul", "aten::conv2d", "aten::conv3d", "aten::mul",
+                       "aten::matmul", "aten::conv2d", "aten::mul",
                        "aten::add"))
 
 
