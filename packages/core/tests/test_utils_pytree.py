@@ -123,3 +123,9 @@ def test_pytree_parity():
         assert P.treespec_pprint(fs) == TP.treespec_pprint(ts)
     a, b = [1, (2, {"k": 3})], [10, (20, {"k": 30})]
     assert P.tree_map(lambda x, y: x * y, a, b) == TP.tree_map(lambda x, y: x * y, a, b)
+
+
+def test_reachable_as_an_attribute_of_fiamma_utils():
+    import fiamma.utils
+
+    assert fiamma.utils._pytree is P
