@@ -1092,3 +1092,15 @@ def test_broadcast_pair_matches_numpy_and_broadcast_shapes():
             assert str(e1.value) == str(e2.value) and "add" in str(e1.value)
             continue
         assert broadcast_pair(sa, sb, "add") == ref == broadcast_shapes(sa, sb, op="add")
+
+
+
+def test_broadcast_clash_reported_at_the_trailing_dim():
+    # PyTorch names the last clashing dim: (4, 16, 32) + (17, 16) clashes at dims 1 and 2
+    with pytest.raises(RuntimeError, match=r"add: The size of tensor a \(32\) must match the "
+                                           r"size of tensor b \(16\) at non-singleton "
+                                           r"dimension 2"):
+        F.ones(4, 16, 32) + F.ones(17, 16)
+    with pytest.raises(RuntimeError, match=r"tensor a \(3\) .* tensor b \(4\) at "
+                                           r"non-singleton dimension 2"):
+        F.ones(5, 1, 3).mul(F.ones(2, 4))

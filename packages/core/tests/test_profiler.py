@@ -8,6 +8,7 @@ import os
 import types
 import warnings
 
+import numpy as np
 import pytest
 
 import fiamma
@@ -377,8 +378,8 @@ def test_start_stop_and_errors():
         p.stop()
     assert _names(p.events()) == ["aten::ones"]
     p.stop()  # a second stop does nothing
-    with pytest.raises(NotImplementedError, match="with_flops"):
-        profile(with_flops=True)
+    with pytest.raises(NotImplementedError, match="with_modules"):
+        profile(with_modules=True)
     with pytest.raises(TypeError, match="ProfilerActivity"):
         profile(activities=["cpu"])
     with pytest.raises(TypeError, match="on_trace_ready"):
@@ -569,3 +570,69 @@ def test_cuda_activity_without_cuda_warns():
             fiamma.ones(1)
     assert any("CUDA" in str(x.message) for x in w)
     assert _names(prof.events()) == ["aten::ones"]
+
+
+# ---- with_flops ----------------------------------------------------------------------------
+
+def _flop_ops(rng):
+    a = rng.standard_normal((8, 16)).astype(np.float32)
+    b = rng.standard_normal((16, 32)).astype(np.float32)
+    bias = rng.standard_normal(32).astype(np.float32)
+    x = rng.standard_normal((4, 8, 16)).astype(np.float32)
+    y = rng.standard_normal((4, 16, 5)).astype(np.float32)
+    v = rng.standard_normal(16).astype(np.float32)
+    return [("mm", (a, b)), ("addmm", (bias, a, b)), ("bmm", (x, y)),
+            ("baddbmm", (rng.standard_normal((4, 8, 5)).astype(np.float32), x, y)),
+            ("matmul", (x, b)), ("matmul", (v, b)), ("mul", (x, x)), ("add", (a, a)),
+            ("sub", (a, a))]
+
+
+def test_with_flops_counts():
+    rng = np.random.default_rng(0)
+    with profile(with_flops=True) as p:
+        for name, args in _flop_ops(rng):
+            getattr(fiamma, name)(*[fiamma.tensor(t) for t in args])
+        fiamma.ones(3).mul(2.0)
+    got = [(e.name, e.flops) for e in p.events() if e.name != "aten::tensor"]
+    assert got == [("aten::mm", 2 * 8 * 16 * 32), ("aten::addmm", 2 * 8 * 16 * 32),
+                   ("aten::bmm", 2 * 4 * 8 * 16 * 5), ("aten::baddbmm", 2 * 4 * 8 * 16 * 5),
+                   ("aten::matmul", 2 * 4 * 8 * 16 * 32), ("aten::matmul", 2 * 16 * 32),
+                   ("aten::mul", 4 * 8 * 16), ("aten::add", 8 * 16), ("aten::sub", 0),
+                   ("aten::ones", 0), ("aten::mul", 3)]
+    avg = {a.key: a.flops for a in p.key_averages()}
+    assert avg["aten::matmul"] == 2 * 4 * 8 * 16 * 32 + 2 * 16 * 32 and avg["aten::mul"] == 515
+    table = p.key_averages().table(sort_by="flops", row_limit=3)
+    assert "Total FLOPs" in table
+    first = table.splitlines()[3]
+    assert first.startswith("aten::matmul") and first.rstrip().endswith(
+        f"{2 * 4 * 8 * 16 * 32 + 2 * 16 * 32:8.3f}")
+    # without with_flops: no counts, no column
+    with profile() as p2:
+        fiamma.mm(fiamma.ones(2, 2), fiamma.ones(2, 2))
+    assert [e.flops for e in p2.events()] == [0, 0, 0]
+    assert "FLOPs" not in p2.key_averages().table()
+
+
+def test_with_flops_table_unit():
+    with profile(with_flops=True) as p:
+        fiamma.ones(1000, 1000).mul(2.0)
+    assert "Total MFLOPs" in p.key_averages().table()
+    assert "   1.000" in p.key_averages().table()
+
+
+@pytest.mark.parity
+def test_with_flops_parity():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(1)
+    ops = _flop_ops(rng)
+    with torch.profiler.profile(with_flops=True) as tp:
+        for name, args in ops:
+            if name != "matmul":  # torch's matmul forwards to mm/bmm/dot, which hold the count
+                getattr(torch, name)(*[torch.from_numpy(t) for t in args])
+    with profile(with_flops=True) as fp:
+        for name, args in ops:
+            if name != "matmul":
+                getattr(fiamma, name)(*[fiamma.tensor(t) for t in args])
+    want = {a.key: a.flops for a in tp.key_averages() if a.flops}
+    got = {a.key: a.flops for a in fp.key_averages() if a.flops}
+    assert got == want

@@ -200,3 +200,24 @@ def test_dropout():
     with pytest.raises(ValueError, match="between 0 and 1"):
         nn.Dropout(1.5)
     assert repr(nn.Dropout(0.2)) == "Dropout(p=0.2, inplace=False)"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_dropout_draws_are_bernoulli_of_the_keep_probability(dtype):
+    # F.dropout's mask is bernoulli(1 - p) drawn as bernoulli(full_like(x, 1 - p)) draws it
+    # (the same seed gives the same mask, the probability rounded to x's dtype), scaled by
+    # 1 / (1 - p); the fused attention's dropout documents the same draws
+    dt = getattr(fiamma, dtype)
+    x = fiamma.randn(6, 301).to(dt).t()  # non-contiguous
+    for p in (0.1, 0.5, 1 / 3):
+        fiamma.manual_seed(7)
+        y = F.dropout(x, p)
+        fiamma.manual_seed(7)
+        keep = fiamma.bernoulli(fiamma.full_like(x, 1.0 - p))
+        ref = x.double().numpy() * keep.double().numpy() / (1.0 - p)
+        got = y.double().numpy()
+        assert ((got == 0) == ((keep.double().numpy() == 0) | (x.double().numpy() == 0))).all()
+        tol = {"float32": 1e-6, "float64": 1e-12}.get(dtype, 1e-2)
+        np.testing.assert_allclose(got, ref, rtol=tol, atol=0)
+        kept = float((keep.double().numpy() != 0).mean())
+        assert abs(kept - (1 - p)) < 0.05

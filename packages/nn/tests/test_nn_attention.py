@@ -741,3 +741,89 @@ def test_sdpa_gradgradcheck(kw):
         m[0, 2] = False
         kw["attn_mask"] = _t(m)
     assert gradgradcheck(lambda *a: F.scaled_dot_product_attention(*a, **kw), (q, k, v))
+
+
+# fiamma.nn.attention: sdpa_kernel and SDPBackend (torch.nn.attention)
+
+def _np_sdpa(q, k, v):
+    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    s = np.exp(s - s.max(-1, keepdims=True))
+    return (s / s.sum(-1, keepdims=True)) @ v
+
+
+def test_sdpa_kernel_switches_and_restores():
+    from fiamma.backends import cuda as bc
+    from fiamma.nn.attention import SDPBackend, sdpa_kernel
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((2, 3, 5, 4))
+    before = (bc.flash_sdp_enabled(), bc.mem_efficient_sdp_enabled(), bc.math_sdp_enabled(),
+              bc.cudnn_sdp_enabled())
+    with sdpa_kernel(SDPBackend.MATH):
+        assert (bc.flash_sdp_enabled(), bc.mem_efficient_sdp_enabled(),
+                bc.math_sdp_enabled(), bc.cudnn_sdp_enabled()) == (False, False, True, False)
+        out = F.scaled_dot_product_attention(_t(q), _t(q), _t(q))
+        np.testing.assert_allclose(_np(out), _np_sdpa(q, q, q), rtol=1e-5, atol=1e-6)
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION]):
+        assert (bc.flash_sdp_enabled(), bc.math_sdp_enabled(), bc.cudnn_sdp_enabled()) == (
+            True, False, True)
+        F.scaled_dot_product_attention(_t(q), _t(q), _t(q))
+    assert (bc.flash_sdp_enabled(), bc.mem_efficient_sdp_enabled(), bc.math_sdp_enabled(),
+            bc.cudnn_sdp_enabled()) == before
+    with pytest.raises(ValueError):
+        with sdpa_kernel([SDPBackend.MATH]):
+            raise ValueError("inside")
+    assert bc.math_sdp_enabled() == before[2] and bc.flash_sdp_enabled() == before[0]
+
+
+@pytest.mark.parametrize("backends", [[], "EFFICIENT_ATTENTION", "CUDNN_ATTENTION"])
+def test_sdpa_kernel_without_a_cpu_kernel_raises(backends):
+    from fiamma.nn.attention import SDPBackend, sdpa_kernel
+    b = [] if backends == [] else [getattr(SDPBackend, backends)]
+    q = _t(np.ones((1, 1, 2, 2)))
+    with sdpa_kernel(b):
+        with pytest.raises(RuntimeError, match="scaled_dot_product_attention: no viable"):
+            F.scaled_dot_product_attention(q, q, q)
+    F.scaled_dot_product_attention(q, q, q)
+
+
+def test_sdpa_kernel_bad_backends():
+    from fiamma.nn.attention import SDPBackend, sdpa_kernel
+    for bad in ("math", 0, [SDPBackend.MATH, "flash"]):
+        with pytest.raises(TypeError, match="sdpa_kernel"):
+            with sdpa_kernel(bad):
+                pass
+
+
+@pytest.mark.parity
+def test_sdp_backend_parity():
+    torch = pytest.importorskip("torch")
+    from torch.nn import attention as TA
+
+    from fiamma.nn import attention as FA
+    for name, b in TA.SDPBackend.__members__.items():
+        fb = getattr(FA.SDPBackend, name)
+        assert int(fb) == int(b) and repr(fb) == repr(b) and str(fb) == str(b)
+    assert FA.SDPBackend.__members__.keys() == TA.SDPBackend.__members__.keys()
+    assert FA.WARN_FOR_UNFUSED_KERNELS == TA.WARN_FOR_UNFUSED_KERNELS
+    assert FA.list_flash_attention_impls() == [] and FA.current_flash_attention_impl() is None
+    # which switches each backend list turns on, and whether the CPU attention runs
+    from fiamma.backends import cuda as fbc
+    q = np.random.default_rng(1).standard_normal((1, 2, 3, 4)).astype(np.float32)
+    for names in ([], ["MATH"], ["FLASH_ATTENTION"], ["EFFICIENT_ATTENTION", "CUDNN_ATTENTION"],
+                  ["MATH", "EFFICIENT_ATTENTION"]):
+        got = []
+        tsdpa = torch.nn.functional.scaled_dot_product_attention
+        for mod, bc, f, tensor in ((TA, torch.backends.cuda, tsdpa, torch.from_numpy),
+                                   (FA, fbc, F.scaled_dot_product_attention, _t)):
+            with mod.sdpa_kernel([getattr(mod.SDPBackend, n) for n in names]):
+                flags = (bc.flash_sdp_enabled(), bc.mem_efficient_sdp_enabled(),
+                         bc.math_sdp_enabled(), bc.cudnn_sdp_enabled())
+                try:
+                    out = np.asarray(f(tensor(q), tensor(q), tensor(q)).numpy())
+                except RuntimeError:
+                    out = None
+            got.append((flags, out))
+        assert got[0][0] == got[1][0], names
+        assert (got[0][1] is None) == (got[1][1] is None), names
+        if got[0][1] is not None:
+            np.testing.assert_allclose(got[1][1], got[0][1], rtol=1e-5, atol=1e-6)

@@ -237,3 +237,31 @@ def test_parity_functional_noncontiguous_and_double_backward():
     gx.sum().backward()
     tgx.sum().backward()
     np.testing.assert_allclose(fw.grad.numpy(), tw.grad.numpy(), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parity
+def test_profiler_with_flops_conv_parity():
+    # the profiler's FLOP estimate of F.conv2d (stride, padding, groups) is PyTorch's;
+    # conv1d, conv3d and the transposed convolutions carry none, in both
+    torch = pytest.importorskip("torch")
+    import fiamma.profiler
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 4, 11, 9)).astype(np.float32)
+    w = rng.standard_normal((6, 2, 3, 3)).astype(np.float32)
+    x1 = rng.standard_normal((2, 4, 9)).astype(np.float32)
+    w1 = rng.standard_normal((3, 4, 3)).astype(np.float32)
+    wt = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+
+    def run(lib, F, tensor):
+        with lib.profiler.profile(with_flops=True) as p:
+            F.conv2d(tensor(x), tensor(w), groups=2, stride=2, padding=1)
+            F.conv2d(tensor(x), tensor(w[:, :1].repeat(4, 1)), dilation=2)
+            F.conv1d(tensor(x1), tensor(w1))
+            F.conv3d(tensor(x[None]), tensor(w[:, :, None].repeat(4, 2)))
+            F.conv_transpose2d(tensor(x), tensor(wt))
+        return {a.key: a.flops for a in p.key_averages() if a.flops}
+
+    got = run(fiamma, F, fiamma.tensor)
+    want = run(torch, torch.nn.functional, torch.from_numpy)
+    assert got == want and got["aten::conv2d"] > 0

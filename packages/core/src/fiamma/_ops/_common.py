@@ -28,7 +28,9 @@ def broadcast_shapes(*shapes, op="broadcast_shapes"):
     out = [1] * nd
     for s in shapes:
         off = nd - len(s)
-        for i, n in enumerate(s):
+        # from the last dim, so a clash is reported at the trailing dim first, as PyTorch's
+        for i in builtins.range(len(s) - 1, -1, -1):
+            n = s[i]
             cur = out[off + i]
             if cur == n or n == 1:
                 continue

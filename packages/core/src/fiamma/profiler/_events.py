@@ -21,8 +21,9 @@ class FunctionEvent:
 
     def __init__(self, id, name, thread, start_ns, end_ns, cat=R.CAT_OP, input_shapes=None,
                  stack=None, cpu_memory_usage=0, device_memory_usage=0, device_time_ns=0,
-                 device_start_ns=None, device_index=0):
+                 device_start_ns=None, device_index=0, flops=0):
         self.id = id
+        self.flops = flops
         self.name = name
         self.thread = thread
         self.start_ns = start_ns
@@ -104,6 +105,7 @@ class FunctionEventAvg:
     def __init__(self, key, input_shapes=None, stack=None):
         self.key = key
         self.count = 0
+        self.flops = 0
         self.cpu_time_total = 0.0
         self.self_cpu_time_total = 0.0
         self.device_time_total = 0.0
@@ -120,6 +122,7 @@ class FunctionEventAvg:
 
     def add(self, e):
         self.count += e.count
+        self.flops += e.flops
         self.cpu_time_total += e.cpu_time_total
         self.self_cpu_time_total += e.self_cpu_time_total
         self.device_time_total += e.device_time_total
@@ -154,7 +157,7 @@ class FunctionEventAvg:
 
 _SORT_KEYS = {
     "cpu_time": "cpu_time", "cpu_time_total": "cpu_time_total",
-    "self_cpu_time_total": "self_cpu_time_total", "count": "count",
+    "self_cpu_time_total": "self_cpu_time_total", "count": "count", "flops": "flops",
     "device_time": "device_time", "cuda_time": "device_time",
     "device_time_total": "device_time_total", "cuda_time_total": "device_time_total",
     "self_device_time_total": "self_device_time_total",
@@ -286,7 +289,7 @@ def build(rec):
             i + 1, r[R.NAME], r[R.TID], r[R.T0] - rec.perf0, r[R.T1] - rec.perf0, r[R.CAT],
             _shape_lists(r[R.SHAPES]), _frames(r[R.STACK]), mem[0], mem[1],
             device_time_ns=dt[1] if dt else 0, device_start_ns=dt[0] if dt else None,
-            device_index=r[R.DEV][2] if dt else 0)
+            device_index=r[R.DEV][2] if dt else 0, flops=r[R.FLOPS])
         parent = r[R.PARENT]
         if parent is not None:
             p = by_record.get(id(parent))

@@ -93,7 +93,7 @@ def _record_always(step):
     return ProfilerAction.RECORD
 
 
-_UNSUPPORTED = ("with_flops", "with_modules", "experimental_config", "execution_trace_observer",
+_UNSUPPORTED = ("with_modules", "experimental_config", "execution_trace_observer",
                 "custom_trace_id_callback")
 
 
@@ -121,14 +121,15 @@ class profile:
                  record_shapes=False, profile_memory=False, with_stack=False, with_flops=False,
                  with_modules=False, experimental_config=None, execution_trace_observer=None,
                  acc_events=False, use_cuda=None, custom_trace_id_callback=None):
-        given = {"with_flops": with_flops, "with_modules": with_modules,
+        given = {"with_modules": with_modules,
                  "experimental_config": experimental_config,
                  "execution_trace_observer": execution_trace_observer,
                  "custom_trace_id_callback": custom_trace_id_callback}
         for name in _UNSUPPORTED:
             if given[name]:
                 raise NotImplementedError(f"fiamma.profiler.profile: {name} is not supported "
-                                          "(fiamma records times, shapes, memory and stacks)")
+                                          "(fiamma records times, shapes, memory, stacks and "
+                                          "FLOPs)")
         if activities is None:
             activities = supported_activities()
         activities = set(activities)
@@ -149,6 +150,7 @@ class profile:
         self.record_shapes = bool(record_shapes)
         self.profile_memory = bool(profile_memory)
         self.with_stack = bool(with_stack)
+        self.with_flops = bool(with_flops)
         self.acc_events = bool(acc_events)
         self.on_trace_ready = on_trace_ready
         self.schedule = schedule if schedule is not None else _record_always
@@ -172,7 +174,7 @@ class profile:
     # ---- the recording of one cycle ------------------------------------------------------------
     def _begin(self):
         self._rec = R.Recorder(self.record_shapes, self.profile_memory, self.with_stack,
-                               self._cuda)
+                               self._cuda, self.with_flops)
         R.activate(self._rec)
 
     def _end(self, keep):

@@ -7,7 +7,7 @@ op costs exactly what it did before. Packages above core (autograd's engine, opt
 DataLoader) reach the recorder through :data:`hook`, whose ``enabled`` flag is their one check.
 
 A raw record is a list (cheaper to make than an object on the recording path):
-``[name, cat, tid, t0, t1, shapes, mem0, mem1, stack, parent, dev]`` with times in ns from
+``[name, cat, tid, t0, t1, shapes, mem0, mem1, stack, parent, dev, flops]`` with times in ns from
 ``time.perf_counter_ns``; ``_events.build`` turns them into :class:`FunctionEvent` objects.
 """
 
@@ -22,7 +22,7 @@ __all__ = ["hook", "ProfilerHook", "record_function", "current_recorder", "regis
 _now = time.perf_counter_ns
 _get_ident = threading.get_ident
 
-NAME, CAT, TID, T0, T1, SHAPES, MEM0, MEM1, STACK, PARENT, DEV = range(11)
+NAME, CAT, TID, T0, T1, SHAPES, MEM0, MEM1, STACK, PARENT, DEV, FLOPS = range(12)
 CAT_OP = "cpu_op"
 CAT_USER = "user_annotation"
 
@@ -141,12 +141,13 @@ class Recorder:
     """Collects the raw records of one recording (a cycle of a profile)."""
 
     def __init__(self, record_shapes=False, profile_memory=False, with_stack=False,
-                 cuda=False):
+                 cuda=False, with_flops=False):
         global _Tensor
         from fiamma._tensor import Tensor
 
         _Tensor = Tensor
         self.record_shapes = record_shapes
+        self.with_flops = with_flops
         self.with_stack = with_stack
         self.mem = _cpu_memory_reader() if profile_memory else None
         self.dev_mem = None
@@ -178,7 +179,7 @@ class Recorder:
         # -> add) is one op, not two nested ones
         if parent is not None and parent[NAME] == name and cat is CAT_OP:
             return None
-        r = [name, cat, tid, 0, 0, None, 0, 0, None, parent, None]
+        r = [name, cat, tid, 0, 0, None, 0, 0, None, parent, None, 0]
         if self.record_shapes:
             r[SHAPES] = _shapes(args, kwargs)
         if self.with_stack:
@@ -292,6 +293,47 @@ def _function_event_name(name, fn, prefix=""):
     return "aten::" + prefix + name
 
 
+def _shape_of(x):
+    return tuple(x.shape) if isinstance(x, _Tensor) else None
+
+
+def _numel(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _flops(name, args, kwargs, out):
+    """PyTorch's FLOP estimate of an op (``with_flops``): 2 * M * N * K for the matrix
+    products, 2 * (output elements) * (weight elements per output channel) for conv2d
+    (stride, padding and groups through the output's and the weight's shapes), one per
+    output element for ``mul`` and ``add``; 0 where a shape is missing."""
+    o = _shape_of(out)
+    if o is None:
+        return 0
+    if name in ("aten::mul", "aten::add"):
+        return _numel(o)
+    if name in ("aten::addmm", "aten::baddbmm"):
+        a = _shape_of(args[1] if len(args) > 1 else kwargs.get(
+            "mat1" if name == "aten::addmm" else "batch1"))
+    elif name.startswith("aten::conv"):
+        w = _shape_of(args[1] if len(args) > 1 else kwargs.get("weight"))
+        if not w:
+            return 0
+        return 2 * _numel(o) * _numel(w[1:])
+    else:
+        a = _shape_of(args[0] if args else kwargs.get("input"))
+    if not a:
+        return 0
+    return 2 * _numel(o) * a[-1]
+
+
+_FLOP_OPS = frozenset(("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm",
+                       "aten::matmul", "aten::conv2d", "aten::mul",
+                       "aten::add"))
+
+
 def _make_wrapper(fn, name, cat=CAT_OP):
     def op(*args, **kwargs):
         rec = _state.rec
@@ -299,9 +341,12 @@ def _make_wrapper(fn, name, cat=CAT_OP):
             return fn(*args, **kwargs)
         r = rec.begin(name, cat, args, kwargs)
         try:
-            return fn(*args, **kwargs)
+            out = fn(*args, **kwargs)
         finally:
             rec.end(r)
+        if r is not None and rec.with_flops and name in _FLOP_OPS:
+            r[FLOPS] = _flops(name, args, kwargs, out)
+        return out
 
     op.__name__ = getattr(fn, "__name__", name)
     op.__qualname__ = getattr(fn, "__qualname__", name)

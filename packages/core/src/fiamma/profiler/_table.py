@@ -1,5 +1,7 @@
 """The text table of ``EventList.table`` (PyTorch's columns, units and footer)."""
 
+import math
+
 from fiamma.profiler._events import _fmt_time
 
 _KB, _MB, _GB = 1024, 1024 ** 2, 1024 ** 3
@@ -17,6 +19,18 @@ def _fmt_mem(n):
 
 def _pct(x, total):
     return f"{100.0 * x / total:.2f}%" if total else "0.00%"
+
+
+_FLOP_UNITS = ("FLOPs", "KFLOPs", "MFLOPs", "GFLOPs", "TFLOPs", "PFLOPs")
+
+
+def _flops_scale(events):
+    """(header, factor): the unit that suits the smallest nonzero FLOP count, as PyTorch's."""
+    nonzero = [e.flops for e in events if getattr(e, "flops", 0) > 0]
+    if not nonzero:
+        return None, 1.0
+    k = int(max(0.0, min(math.log10(min(nonzero)) / 3.0, len(_FLOP_UNITS) - 1)))
+    return f"Total {_FLOP_UNITS[k]}", 10.0 ** (-3 * k)
 
 
 def _clip(s, width):
@@ -53,6 +67,9 @@ def build_table(events, sort_key, row_limit, max_src_width, max_name_width, max_
     if with_dev_mem:
         cols += [("CUDA Mem", 12), ("Self CUDA Mem", 13)]
     cols.append(("# of Calls", 12))
+    flops_header, flops_factor = _flops_scale(events)
+    if flops_header:
+        cols.append((flops_header, 12))
     if with_shapes:
         cols.append(("Input Shapes", max(12, min(max_shapes_width, max(
             (len(str(e.input_shapes)) for e in rows), default=12)))))
@@ -85,6 +102,9 @@ def build_table(events, sort_key, row_limit, max_src_width, max_name_width, max_
         if with_dev_mem:
             cells += [_fmt_mem(e.device_memory_usage), _fmt_mem(e.self_device_memory_usage)]
         cells.append(str(e.count))
+        if flops_header:
+            f = getattr(e, "flops", 0)
+            cells.append(f"{f * flops_factor:8.3f}" if f > 0 else "--")
         if with_shapes:
             cells.append(_clip(str(e.input_shapes), cols[len(cells)][1]))
         if stack_n:

@@ -8,13 +8,16 @@ imported on use:
 * ``fiamma.utils.tensorboard``: ``SummaryWriter`` over the ``tensorboard`` package.
 * ``fiamma.utils.model_zoo``: ``load_url`` (``fiamma.hub.load_state_dict_from_url``).
 * ``fiamma.utils.benchmark``: ``Timer``, ``Measurement``, ``Compare`` (PyTorch's benchmark tools).
+* ``fiamma.utils._pytree``: ``tree_flatten``/``tree_unflatten``/``tree_map`` over nested
+  containers (PyTorch's private ``torch.utils._pytree``, which libraries use).
 
 ``fiamma.utils.swap_tensors(t1, t2)`` swaps two tensor objects' contents in place.
 """
 
 from fiamma.utils._swap import swap_tensors  # noqa: F401
 
-_SUBMODULES = {"cext", "data", "checkpoint", "tensorboard", "model_zoo", "benchmark"}
+_SUBMODULES = {"cext", "data", "checkpoint", "tensorboard", "model_zoo", "benchmark",
+               "_pytree"}
 
 
 def __getattr__(name):

@@ -1,6 +1,6 @@
 """fiamma.nn: modules, layers, functional and initialisation with PyTorch's torch.nn API."""
 
-from fiamma.nn import functional, init, parallel, utils  # noqa: F401
+from fiamma.nn import attention, functional, init, parallel, utils  # noqa: F401
 from fiamma.nn._version import __version__  # noqa: F401
 from fiamma.nn.modules import *  # noqa: F401,F403
 from fiamma.nn.modules.module import (  # noqa: F401

@@ -6,6 +6,7 @@ import math
 import warnings
 
 import fiamma
+import fiamma.backends.cuda as _cuda_flags
 from fiamma.autograd_hook import get_trace_hook
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
@@ -99,6 +100,13 @@ def _check_sdpa(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa):
         raise RuntimeError(f"{op}: Explicit attn_mask should not be set when is_causal=True")
     if not 0.0 <= dropout_p <= 1.0:
         raise ValueError(f"{op}: dropout_p must be in [0, 1], got {dropout_p}")
+    sdp = _cuda_flags._sdp
+    if not (sdp["math"] or sdp["flash"]):
+        # fiamma's one kernel stands for PyTorch's CPU kernels (math and CPU flash)
+        on = [k for k, v in sdp.items() if v]
+        raise RuntimeError(f"{op}: no viable backend: the math and flash attention kernels "
+                           f"are both turned off (enabled: {on or 'none'}; see "
+                           "fiamma.nn.attention.sdpa_kernel and fiamma.backends.cuda)")
     if attn_mask is not None:
         if attn_mask.dtype is not fiamma.bool and attn_mask.dtype != query.dtype:
             raise RuntimeError(f"{op}: Expected attn_mask dtype to be bool or to match query "

@@ -100,8 +100,10 @@ def dropout(input, p=0.5, training=True, inplace=False):
     if p == 1.0:
         mask = fiamma.zeros_like(input)
     else:
-        keep = fiamma.bernoulli(fiamma.full_like(input, 1.0 - p))
-        mask = keep / (1.0 - p)
+        # the draws of bernoulli(full_like(input, 1 - p)) (the keep probability rounded to
+        # the input's dtype) without its input-sized tensor of probabilities, scaled in place
+        q = fiamma.tensor(1.0 - p, dtype=input.dtype).item()
+        mask = fiamma.empty_like(input).bernoulli_(q).div_(1.0 - p)
     return input.mul_(mask) if inplace else input * mask
 
 
