@@ -230,3 +230,18 @@ def test_batched_vmap_through_the_torch_aliases(tmp_path):
     """)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "ok"
+
+
+def test_python2_iterator_next_is_not_called_a_gap(tmp_path):
+    # old tutorials call iter(loader).next(); PyTorch's DataLoader iterators have no .next()
+    r = run(tmp_path, """
+        import torch
+        from torch.utils.data import DataLoader
+        it = iter(DataLoader(torch.arange(4), batch_size=2))
+        print(next(it).tolist())
+        it.next()
+        """)
+    assert r.returncode == 1
+    assert r.stdout.splitlines() == ["[0, 1]"]
+    assert "AttributeError" in r.stderr and "next(it)" in r.stderr
+    assert "not a gap in fiamma" in r.stderr and "is a gap" not in r.stderr

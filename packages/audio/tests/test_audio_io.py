@@ -217,3 +217,15 @@ def test_flac_compression_levels(tmp_path):
     assert sizes[1] <= sizes[0]
     with pytest.raises(ValueError, match="compression"):
         A.save(tmp_path / "bad.flac", fiamma.from_numpy(x), SR, compression=9)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
+def test_save_file_mode_follows_umask(tmp_path):
+    # torchaudio.save creates the file as open() does: mode 0666 less the umask, not 0600
+    old = os.umask(0o022)
+    try:
+        A.save(tmp_path / "a.wav", fiamma.zeros(1, 100), SR)
+    finally:
+        os.umask(old)
+    assert os.stat(tmp_path / "a.wav").st_mode & 0o777 == 0o644
+    assert os.listdir(tmp_path) == ["a.wav"]

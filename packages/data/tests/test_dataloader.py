@@ -114,8 +114,12 @@ def test_iterable_dataset_refuses_shuffle_and_samplers():
 
 
 def test_pin_memory_warns_without_an_accelerator():
-    with pytest.warns(UserWarning, match="no accelerator"):
+    # PyTorch's text, so that warnings.filterwarnings(message="'pin_memory' argument") filters
+    # it (the message pattern matches from the start)
+    with pytest.warns(UserWarning, match="no accelerator") as rec:
         D.DataLoader(Squares(2), pin_memory=True)
+    assert str(rec[0].message) == ("'pin_memory' argument is set as true but no accelerator is "
+                                   "found, then device pinned memory won't be used.")
 
 
 def test_worker_info_is_none_in_the_main_process():

@@ -229,3 +229,15 @@ def test_image_read_mode_values():
     assert [m.value for m in (ImageReadMode.UNCHANGED, ImageReadMode.GRAY,
                               ImageReadMode.GRAY_ALPHA, ImageReadMode.RGB,
                               ImageReadMode.RGB_ALPHA)] == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
+def test_write_file_mode_follows_umask(tmp_path):
+    old = os.umask(0o027)
+    try:
+        write_file(tmp_path / "x.bin", fiamma.tensor([1, 2, 3], dtype=fiamma.uint8))
+    finally:
+        os.umask(old)
+    assert (tmp_path / "x.bin").read_bytes() == bytes([1, 2, 3])
+    assert os.stat(tmp_path / "x.bin").st_mode & 0o777 == 0o640
+    assert os.listdir(tmp_path) == ["x.bin"]

@@ -204,3 +204,20 @@ def test_draw_segmentation_masks_single_mask_and_errors():
         draw_segmentation_masks(img, fiamma.zeros(0, 4, 4, dtype=fiamma.bool))
         assert any("no mask" in str(x.message) or "doesn't contain" in str(x.message)
                    for x in w)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
+def test_save_image_file_mode_follows_umask(tmp_path):
+    # torchvision's save_image writes through Pillow, which creates the file as open() does:
+    # mode 0666 less the umask (a temporary from mkstemp would leave it 0600)
+    old = os.umask(0o022)
+    try:
+        save_image(fiamma.zeros(3, 4, 4), tmp_path / "a.png")
+        (tmp_path / "ref").write_bytes(b"")
+        os.umask(0o002)
+        save_image(fiamma.zeros(3, 4, 4), tmp_path / "b.png")
+    finally:
+        os.umask(old)
+    assert os.stat(tmp_path / "a.png").st_mode & 0o777 == 0o644
+    assert os.stat(tmp_path / "ref").st_mode & 0o777 == 0o644
+    assert os.stat(tmp_path / "b.png").st_mode & 0o777 == 0o664

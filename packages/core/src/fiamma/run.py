@@ -20,7 +20,8 @@ example ``subprocess.run([sys.executable, ...])``) do not.
 A module or name fiamma lacks fails with an ``ImportError`` / ``AttributeError`` subclass
 naming it (``torch.onnx``: "fiamma has no 'fiamma.onnx' (a gap ...)"); an uncaught
 ``AttributeError`` or ``ImportError`` about one of fiamma's objects gets a note saying that
-the name is a gap in fiamma's coverage of PyTorch, not a bug in the program.
+the name is a gap in fiamma's coverage of PyTorch, not a bug in the program (except
+``it.next()`` on an iterator, which PyTorch's iterators lack as well: the note says so).
 
 The same from Python::
 
@@ -60,6 +61,11 @@ def _gap_note(e):
         if not where.startswith(("fiamma", "torch")):
             return None
         what = f"{where}.{e.name}"
+        if e.name == "next" and hasattr(owner, "__next__"):
+            # a Python 2 style it.next(): PyTorch's own iterators (DataLoader's) lack it too
+            return (f"fiamma.run: {what} does not exist in PyTorch either (Python 3 iterators, "
+                    "PyTorch's DataLoader iterators included, have no .next(); the program "
+                    "needs next(it)): an error in the program, not a gap in fiamma")
     elif isinstance(e, ImportError):
         if not (e.name or "").startswith(("fiamma", "torch")):
             return None

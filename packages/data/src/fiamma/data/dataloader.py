@@ -184,7 +184,7 @@ class DataLoader:
             collate_fn = default_collate if batch_sampler is not None else default_convert
         self._pin = bool(pin_memory) and fiamma.cuda.is_available()
         if pin_memory and not self._pin:
-            warnings.warn("pin_memory argument is set as true but no accelerator is found, "
+            warnings.warn("'pin_memory' argument is set as true but no accelerator is found, "
                           "then device pinned memory won't be used.", UserWarning, stacklevel=2)
         if multiprocessing_context is not None and num_workers == 0:
             raise ValueError("multiprocessing_context can only be used with multi-process "

@@ -11,7 +11,7 @@ True
 import enum
 import io as _pyio
 import os
-import tempfile
+import secrets
 
 import numpy as np
 
@@ -79,13 +79,29 @@ def read_file(path):
         return _bytes_tensor(f.read())
 
 
+
+def _temp_beside(path, suffix=""):
+    """Create an empty temporary file in ``path``'s folder (for a write-then-rename) and return
+    ``(fd, name)``. Unlike ``tempfile.mkstemp`` (mode 0600) it is created with mode 0666 less
+    the umask, as ``open(path, "wb")`` would create ``path`` itself, so the renamed file gets
+    the permissions a direct write would have given it."""
+    folder = os.path.dirname(os.path.abspath(path))
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        name = os.path.join(folder, f".tmp-{os.getpid()}-{secrets.token_hex(4)}{suffix}")
+        try:
+            return os.open(name, flags, 0o666), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"cannot create a temporary file beside {path}")
+
+
 def write_file(filename, data):
     """Write a 1-D uint8 tensor's bytes to ``filename`` (through a temporary file and a rename,
     so an interrupted write never leaves a truncated file)."""
     raw = _as_bytes(data, "write_file")
     filename = os.fspath(filename)
-    folder = os.path.dirname(os.path.abspath(filename))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(filename))
+    fd, tmp = _temp_beside(filename, os.path.basename(filename))
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(raw)

@@ -8,7 +8,6 @@ fiamma.Size([3, 19, 46])
 
 import math
 import os
-import tempfile
 import warnings
 
 import numpy as np
@@ -109,9 +108,9 @@ def save_image(tensor, fp, format=None, **kwargs):
         return
     # a path: write a temporary file beside it (same extension, so Pillow picks the same
     # format) and rename, so an interrupted save never leaves a truncated image
+    from fiamma.vision.io import _temp_beside
     fp = os.fspath(fp)
-    folder, name = os.path.split(os.path.abspath(fp))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.splitext(name)[1])
+    fd, tmp = _temp_beside(fp, os.path.splitext(fp)[1])
     os.close(fd)
     try:
         img.save(tmp, format=format)
