@@ -13,11 +13,11 @@ NumPy buffer is wrapped as a fiamma tensor without a copy.
 """
 
 import os
-import secrets
 
 import numpy as np
 
 import fiamma
+from fiamma.utils.files import temp_file_beside
 
 __all__ = ["load", "save", "info", "stream", "AudioMetaData", "AudioStream", "AudioIOError"]
 
@@ -245,20 +245,6 @@ def _subtype(op, fmt, dtype, encoding, bits):
 
 
 
-def _temp_beside(path, suffix=""):
-    """Create an empty temporary file in ``path``'s folder (for a write-then-rename) and return
-    ``(fd, name)``. Unlike ``tempfile.mkstemp`` (mode 0600) it is created with mode 0666 less
-    the umask, as ``open(path, "wb")`` would create ``path`` itself, so the renamed file gets
-    the permissions a direct write would have given it."""
-    folder = os.path.dirname(os.path.abspath(path))
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
-    for _ in range(100):
-        name = os.path.join(folder, f".tmp-{os.getpid()}-{secrets.token_hex(4)}{suffix}")
-        try:
-            return os.open(name, flags, 0o666), name
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"cannot create a temporary file beside {path}")
 
 
 def save(uri, src, sample_rate, channels_first=True, format=None, encoding=None,
@@ -321,7 +307,7 @@ def save(uri, src, sample_rate, channels_first=True, format=None, encoding=None,
         except (sf.LibsndfileError, RuntimeError, TypeError, ValueError) as e:
             raise AudioIOError(f"fiamma.audio.save: cannot write '{name}': {e}") from None
         return
-    fd, tmp = _temp_beside(name, os.path.splitext(name)[1])
+    fd, tmp = temp_file_beside(name, os.path.splitext(name)[1])
     os.close(fd)
     try:
         sf.write(tmp, arr, int(sample_rate), subtype=sub, format=fmt, **kw)

@@ -11,13 +11,16 @@ imported on use:
 * ``fiamma.utils._pytree``: ``tree_flatten``/``tree_unflatten``/``tree_map`` over nested
   containers (PyTorch's private ``torch.utils._pytree``, which libraries use).
 
+* ``fiamma.utils.files``: ``temp_file_beside`` (write-then-rename with a direct write's file
+  mode; fiamma's own helper, used by the vision and audio savers).
+
 ``fiamma.utils.swap_tensors(t1, t2)`` swaps two tensor objects' contents in place.
 """
 
 from fiamma.utils._swap import swap_tensors  # noqa: F401
 
 _SUBMODULES = {"cext", "data", "checkpoint", "tensorboard", "model_zoo", "benchmark",
-               "_pytree"}
+               "_pytree", "files"}
 
 
 def __getattr__(name):

@@ -11,11 +11,11 @@ True
 import enum
 import io as _pyio
 import os
-import secrets
 
 import numpy as np
 
 import fiamma
+from fiamma.utils.files import temp_file_beside
 
 __all__ = ["ImageReadMode", "read_file", "write_file", "decode_image", "read_image",
            "decode_png", "decode_jpeg", "encode_png", "encode_jpeg", "write_png", "write_jpeg"]
@@ -80,20 +80,6 @@ def read_file(path):
 
 
 
-def _temp_beside(path, suffix=""):
-    """Create an empty temporary file in ``path``'s folder (for a write-then-rename) and return
-    ``(fd, name)``. Unlike ``tempfile.mkstemp`` (mode 0600) it is created with mode 0666 less
-    the umask, as ``open(path, "wb")`` would create ``path`` itself, so the renamed file gets
-    the permissions a direct write would have given it."""
-    folder = os.path.dirname(os.path.abspath(path))
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
-    for _ in range(100):
-        name = os.path.join(folder, f".tmp-{os.getpid()}-{secrets.token_hex(4)}{suffix}")
-        try:
-            return os.open(name, flags, 0o666), name
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"cannot create a temporary file beside {path}")
 
 
 def write_file(filename, data):
@@ -101,7 +87,7 @@ def write_file(filename, data):
     so an interrupted write never leaves a truncated file)."""
     raw = _as_bytes(data, "write_file")
     filename = os.fspath(filename)
-    fd, tmp = _temp_beside(filename, os.path.basename(filename))
+    fd, tmp = temp_file_beside(filename, os.path.basename(filename))
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(raw)

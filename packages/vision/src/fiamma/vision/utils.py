@@ -108,9 +108,9 @@ def save_image(tensor, fp, format=None, **kwargs):
         return
     # a path: write a temporary file beside it (same extension, so Pillow picks the same
     # format) and rename, so an interrupted save never leaves a truncated image
-    from fiamma.vision.io import _temp_beside
+    from fiamma.utils.files import temp_file_beside
     fp = os.fspath(fp)
-    fd, tmp = _temp_beside(fp, os.path.splitext(fp)[1])
+    fd, tmp = temp_file_beside(fp, os.path.splitext(fp)[1])
     os.close(fd)
     try:
         img.save(tmp, format=format)
