@@ -149,6 +149,18 @@ def int8_matmul_available():
     return _qgemm_kernels() is not None
 
 
+def _matrix(op, a, dtype, what):
+    """``a``, checked to be a 2-d NumPy array of ``dtype``."""
+    name = np.dtype(dtype).name
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"{op}: expected a NumPy {name} array, got {type(a).__name__}")
+    if a.dtype != dtype:
+        raise TypeError(f"{op}: expected dtype {name}, got {a.dtype}")
+    if a.ndim != 2:
+        raise ValueError(f"{op}: expected a 2-d {what}, got {a.ndim} dimensions")
+    return a
+
+
 class Int8PackedWeight:
     """An int8 weight (``n x k``, one row per output) packed once for :func:`int8_matmul`.
 
@@ -166,13 +178,7 @@ class Int8PackedWeight:
         lib = _qgemm_kernels()
         if lib is None:
             raise RuntimeError(f"{op}: this fiamma-core build has no int8 GEMM")
-        w = weight
-        if not isinstance(w, np.ndarray):
-            raise TypeError(f"{op}: expected a NumPy int8 array, got {type(w).__name__}")
-        if w.dtype != np.int8:
-            raise TypeError(f"{op}: expected dtype int8, got {w.dtype}")
-        if w.ndim != 2:
-            raise ValueError(f"{op}: expected a 2-d (n x k) weight, got {w.ndim} dimensions")
+        w = _matrix(op, weight, np.int8, "(n x k) weight")
         n, k = (int(d) for d in w.shape)
         if n < 1 or k < 1:
             raise ValueError(f"{op}: expected a non-empty weight, got shape {list(w.shape)}")
@@ -196,12 +202,7 @@ def int8_matmul(a, weight, *, out=None):
     op = "fused.int8_matmul"
     if not isinstance(weight, Int8PackedWeight):
         raise TypeError(f"{op}: weight must be an Int8PackedWeight, got {type(weight).__name__}")
-    if not isinstance(a, np.ndarray):
-        raise TypeError(f"{op}: expected a NumPy uint8 array, got {type(a).__name__}")
-    if a.dtype != np.uint8:
-        raise TypeError(f"{op}: expected dtype uint8, got {a.dtype}")
-    if a.ndim != 2:
-        raise ValueError(f"{op}: expected a 2-d (m x k) input, got {a.ndim} dimensions")
+    _matrix(op, a, np.uint8, "(m x k) input")
     m, k = (int(d) for d in a.shape)
     n = weight.n
     if k != weight.k:

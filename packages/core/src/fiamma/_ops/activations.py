@@ -40,6 +40,16 @@ def _check(x, op, what="input"):
         raise TypeError(f"{op}: expected a floating point {what}, got dtype {x._dtype}")
 
 
+def _same_layout(op, grad_output, input):
+    """A backward's grad_output and input: one shape, one device."""
+    if tuple(grad_output._shape) != tuple(input._shape):
+        raise ValueError(f"{op}: expected grad_output of shape {tuple(input._shape)}, got "
+                         f"{tuple(grad_output._shape)}")
+    if grad_output._storage.device != input._storage.device:
+        raise RuntimeError(f"{op}: expected all tensors on one device, got {grad_output.device} "
+                           f"and {input.device}")
+
+
 def _operand(x, cd):
     """x as a contiguous tensor of dtype cd on its device (the kernel only reads it)."""
     if x._dtype is cd and x._contig:
@@ -116,12 +126,7 @@ def gelu_backward(grad_output, input, approximate="none"):
     _check(grad_output, op, "grad_output")
     _check(input, op)
     code = _approx_code(approximate, op)
-    if tuple(grad_output._shape) != tuple(input._shape):
-        raise ValueError(f"{op}: expected grad_output of shape {tuple(input._shape)}, got "
-                         f"{tuple(grad_output._shape)}")
-    if grad_output._storage.device != input._storage.device:
-        raise RuntimeError(f"{op}: expected all tensors on one device, got {grad_output.device} "
-                           f"and {input.device}")
+    _same_layout(op, grad_output, input)
     dt = D.promote_types(grad_output._dtype, input._dtype)
     out = None
     if dt.itemsize == 2 and grad_output._dtype is dt and input._dtype is dt and \
@@ -291,11 +296,12 @@ def activation(name, input, *params):
     return y
 
 
-def activation_backward(name, grad_output, input, *params):
+def activation_backward(name, grad_output, input, *params, create_graph=False):
     """``grad_output * act'(input)`` for :func:`activation`'s ``name`` in one pass, not
-    recorded (the first-order backward; autograd composes differentiable ops when a graph of
-    the gradient is wanted). ``name='sigmoid'``: ``input`` is sigmoid's OUTPUT ``y`` and the
-    result ``grad_output * (1 - y) * y``; ``name='tanh'`` likewise (``grad_output * (1 - y^2)``).
+    recorded (the first-order backward). ``create_graph=True``: the same formula in
+    differentiable ops, recorded (autograd's double backward). ``name='sigmoid'``: ``input``
+    is sigmoid's OUTPUT ``y`` and the result ``grad_output * (1 - y) * y``; ``name='tanh'``
+    likewise (``grad_output * (1 - y^2)``).
 
     >>> import fiamma
     >>> from fiamma import fused
@@ -310,13 +316,10 @@ def activation_backward(name, grad_output, input, *params):
     for what, t in (("grad_output", grad_output), ("input", input)):
         if not isinstance(t, Tensor):
             raise TypeError(f"{op}: expected {what} to be a Tensor, got {type(t).__name__}")
-    if tuple(grad_output._shape) != tuple(input._shape):
-        raise ValueError(f"{op}: expected grad_output of shape {tuple(input._shape)}, got "
-                         f"{tuple(grad_output._shape)}")
-    if grad_output._storage.device != input._storage.device:
-        raise RuntimeError(f"{op}: expected all tensors on one device, got {grad_output.device} "
-                           f"and {input.device}")
+    _same_layout(op, grad_output, input)
     p = _act_params(name, params)
+    if create_graph:
+        return _act_derivative(name, grad_output, input, p)
     dt = D.promote_types(grad_output._dtype, input._dtype)
     f = getattr(input._storage.backend, "act_bwd", None)
     if f is not None and dt._kind == 2:

@@ -68,38 +68,9 @@ def _relu_backward(ctx, grad):
 # higher orders work.
 
 def _act_grad(name, grad, x, p):
-    if not fiamma.is_grad_enabled():
-        return fiamma.fused.activation_backward(name, grad, x, *p)
-    if name == "silu":
-        s = x.sigmoid()
-        return grad * s * (1 + x * (1 - s))
-    if name == "leaky_relu":
-        return fiamma.where(x > 0, grad, grad * p[0])
-    if name == "elu":
-        return fiamma.where(x <= 0, grad * (p[2] * p[0] * p[1]) * (x * p[2]).exp(), grad * p[1])
-    if name == "hardswish":
-        zero = fiamma.zeros((), dtype=grad.dtype, device=grad.device)
-        return fiamma.where(x <= -3.0, zero, fiamma.where(x < 3.0, grad * (x / 3.0 + 0.5), grad))
-    if name == "hardsigmoid":
-        zero = fiamma.zeros((), dtype=grad.dtype, device=grad.device)
-        return fiamma.where((x > -3.0) & (x < 3.0), grad / 6.0, zero)
-    if name == "softplus":
-        bx = x * p[0]
-        z = bx.clamp(max=p[1]).exp()
-        return fiamma.where(bx > p[1], grad, grad * z / (z + 1))
-    if name == "mish":
-        t = x.exp().log1p().tanh()
-        return grad * (t + x * x.sigmoid() * (1 - t * t))
-    if name == "log_sigmoid":
-        return grad * (-x).sigmoid()
-    zero = fiamma.zeros((), dtype=grad.dtype, device=grad.device)
-    if name == "hardtanh":
-        return fiamma.where((x <= p[0]) | (x >= p[1]), zero, grad)
-    if name in ("softshrink", "hardshrink"):
-        return fiamma.where((x >= -p[0]) & (x <= p[0]), zero, grad)
-    if name == "threshold":
-        return fiamma.where(x <= p[0], zero, grad)
-    raise RuntimeError(f"autograd: no derivative for activation {name!r}")
+    # one fused pass; under create_graph core's same formula in differentiable ops
+    return fiamma.fused.activation_backward(name, grad, x, *p,
+                                            create_graph=fiamma.is_grad_enabled())
 
 
 def _act_formula(name):
@@ -121,14 +92,16 @@ for _name in _NPARAMS:
 @derivative(ops.sigmoid, save="output")
 def _sigmoid(ctx, grad):
     y = ctx.output
-    if not fiamma.is_grad_enabled() and y.dtype == grad.dtype:
-        return (fiamma.fused.activation_backward("sigmoid", grad, y),)
-    return (grad * y * (1 - y),)
+    if y.dtype != grad.dtype:  # (complex: the conjugated output, composed)
+        return (grad * y * (1 - y),)
+    return (fiamma.fused.activation_backward("sigmoid", grad, y,
+                                             create_graph=fiamma.is_grad_enabled()),)
 
 
 @derivative(ops.tanh, save="output")
 def _tanh(ctx, grad):
     y = ctx.output
-    if not fiamma.is_grad_enabled() and y.dtype == grad.dtype:
-        return (fiamma.fused.activation_backward("tanh", grad, y),)
-    return (grad * (1 - y * y),)
+    if y.dtype != grad.dtype:
+        return (grad * (1 - y * y),)
+    return (fiamma.fused.activation_backward("tanh", grad, y,
+                                             create_graph=fiamma.is_grad_enabled()),)
