@@ -573,7 +573,8 @@ def capture_trace():
 # ---- PyTorch's node names where one fiamma op stands for several of PyTorch's ---------------
 # name() (what a tensor's repr and grad_fn.name() show) of a node whose op records several
 # PyTorch overloads or aten ops: the name PyTorch gives the same call, from the recorded
-# keyword arguments and input shapes (the class name stays the op's).
+# keyword arguments and input shapes (the class name stays the op's); basic indexing and
+# stack by a private kwarg core records beside the op (``_key``, ``_pt``).
 
 def _full_reduction(node):
     dim = node._kwargs.get("dim")
@@ -613,8 +614,40 @@ def _matmul_name(node):
     return None
 
 
+def _index_name(node):
+    """PyTorch's node for basic indexing by the recorded key: PyTorch applies the items left to
+    right (int: select, slice: slice, None: unsqueeze) and the last one names the node; a
+    slice over a whole dimension is skipped (but ``x[:]`` alone is a slice), and a key with no
+    effective item is an alias."""
+    key = node._kwargs.get("_key", Ellipsis)
+    shape = node._s0 if node._ex is None else node._sx[0]
+    if type(key) is not tuple:
+        if type(key) is slice:
+            return "SliceBackward0"
+        key = (key,)
+    nd = len(shape or ())
+    rest = sum(1 for k in key if k is not None and k is not Ellipsis)
+    name = "Alias"
+    d = 0
+    for k in key:
+        if k is None:
+            name = "Unsqueeze"
+        elif k is Ellipsis:
+            d += max(nd - rest, 0)
+        elif type(k) is slice:
+            n = shape[d] if d < nd else 0
+            start, stop, step = k.indices(n)
+            if not (start == 0 and stop >= n and step == 1):
+                name = "Slice"
+            d += 1
+        else:
+            name = "Select"
+            d += 1
+    return name + "Backward0"
+
+
 _DISPLAY = {
-    "getitem": lambda n: (n._kwargs.get("_pt") or "Getitem") + "Backward0",
+    "getitem": _index_name,
     "cat": lambda n: "StackBackward0" if n._kwargs.get("_pt") == "Stack" else None,
     "to": lambda n: "ToCopyBackward0",
     "norm": lambda n: "LinalgVectorNormBackward0",

@@ -49,42 +49,10 @@ _BAD_DTYPE = "tensors used as indices must be long, int, byte or bool tensors"
 
 # ---- views ------------------------------------------------------------------------------------
 
-def _pt_name(key, shape):
-    """PyTorch's node name (without ``Backward0``) for basic indexing by ``key``: PyTorch
-    applies the items left to right (int: select, slice: slice, None: unsqueeze) and the last
-    one names the node; a slice over a whole dimension is skipped (but ``x[:]`` alone is a
-    slice), and an index with no effective item is an alias."""
-    if type(key) is not tuple:
-        key = (key,)
-        if type(key[0]) is slice:
-            return "Slice"
-    nd = len(shape)
-    rest = sum(1 for k in key if k is not None and k is not Ellipsis)
-    name = "Alias"
-    d = 0
-    for k in key:
-        if k is None:
-            name = "Unsqueeze"
-        elif k is Ellipsis:
-            d += max(nd - rest, 0)
-        elif type(k) is slice:
-            n = shape[d] if d < nd else 0
-            try:
-                start, stop, step = k.indices(n)
-            except (TypeError, ValueError):
-                return "Slice"
-            if not (start == 0 and stop >= n and step == 1):
-                name = "Slice"
-            d += 1
-        else:
-            name = "Select"
-            d += 1
-    return name
-
-
 def _make_view(x, shape, stride, offset, contig, key=None):
     """A view of ``x`` (the hot path of x[0]): Tensor._view without its argument copies.
-    ``key``: the index, for the recorded node's PyTorch name."""
+    ``key``: the basic index, kept in the recorded node (its PyTorch name, Select / Slice /
+    Unsqueeze / Alias, is derived from it when asked)."""
     t = _new(Tensor)
     _init(t, x._storage, x._dtype, shape, stride, offset, contig)
     b = getattr(x, "_base", None)
@@ -93,7 +61,7 @@ def _make_view(x, shape, stride, offset, contig, key=None):
         kw = {"shape": shape, "stride": stride, "offset": offset, "in_stride": x._stride,
               "in_offset": x._offset}
         if G.state.tracer is None:
-            kw["_pt"] = _pt_name(key, x._shape)
+            kw["_key"] = key
         G.record(ops.getitem, t, (x,), kw)
     return t
 
