@@ -1104,3 +1104,43 @@ def test_broadcast_clash_reported_at_the_trailing_dim():
     with pytest.raises(RuntimeError, match=r"tensor a \(3\) .* tensor b \(4\) at "
                                            r"non-singleton dimension 2"):
         F.ones(5, 1, 3).mul(F.ones(2, 4))
+
+
+# ---- the deprecated (alpha, other) overload of add / sub -------------------------------------
+
+def test_add_sub_deprecated_alpha_first_overload():
+    """``p.data.add_(-lr, grad)`` (old tutorials): the number is alpha, with PyTorch's
+    deprecation warning; the result equals the ``alpha=`` form."""
+    x = F.tensor([1.0, 2.0, 3.0])
+    g = F.tensor([10.0, 20.0, 30.0])
+    with pytest.warns(UserWarning, match=r"overload of add_ is deprecated"):
+        y = x.clone().add_(-0.5, g)
+    assert y.tolist() == [-4.0, -8.0, -12.0]
+    with pytest.warns(UserWarning, match=r"overload of sub_ is deprecated"):
+        assert x.clone().sub_(2, g).tolist() == [-19.0, -38.0, -57.0]
+    with pytest.warns(UserWarning, match=r"overload of add is deprecated"):
+        assert F.add(x, 2, g).tolist() == [21.0, 42.0, 63.0]
+    with pytest.warns(UserWarning, match=r"overload of sub is deprecated"):
+        assert x.sub(2, g).tolist() == [-19.0, -38.0, -57.0]
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: x.add_(x, x),            # two tensors
+    lambda x: x.add_(2, 3),            # two numbers
+    lambda x: x.add(2, x, alpha=2),    # alpha twice
+    lambda x: F.sub(x, 2, x, x),       # too many
+])
+def test_add_sub_deprecated_overload_bad_arguments(call):
+    with pytest.raises(TypeError, match=r"(add|sub)_?\(\): expected \(Tensor other"):
+        call(F.ones(2))
+
+
+@pytest.mark.parity
+def test_add_deprecated_overload_matches_torch():
+    torch = pytest.importorskip("torch")
+    x, g = np.array([1.0, -2.0], np.float32), np.array([0.25, 4.0], np.float32)
+    with pytest.warns(UserWarning):
+        want = torch.tensor(x).add_(-0.1, torch.tensor(g)).numpy()
+    with pytest.warns(UserWarning):
+        got = F.tensor(x).add_(-0.1, F.tensor(g)).numpy()
+    np.testing.assert_array_equal(got, want)

@@ -29,3 +29,14 @@ def test_layers_under_cpu_autocast():
     assert h.dtype is y.dtype is p.dtype is fiamma.bfloat16
     assert loss.dtype is mse.dtype is fiamma.float32
     assert lin(h.flatten(1).float()).dtype is fiamma.float32  # outside the region
+
+
+def test_functional_module_has_nn_functional_as_F():
+    """``from torch.functional import F`` (PyTorch's torch/functional.py imports
+    torch.nn.functional as F): the transfer-learning tutorial's Co-Tuning head uses it."""
+    import fiamma.nn.functional as nn_functional
+    from fiamma.functional import F
+
+    assert F is nn_functional
+    with pytest.raises(AttributeError, match="no attribute 'G'"):
+        fiamma.functional.G

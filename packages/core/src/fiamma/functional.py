@@ -31,3 +31,17 @@ __all__ = ["atleast_1d", "atleast_2d", "atleast_3d", "broadcast_shapes", "broadc
            "cartesian_prod", "block_diag", "cdist", "chain_matmul", "einsum", "istft", "lu", "norm",
            "meshgrid", "pca_lowrank", "split", "stft", "svd_lowrank", "tensordot", "unique",
            "unique_consecutive", "unravel_index"]
+
+
+def __getattr__(name):
+    # PyTorch's torch/functional.py imports torch.nn.functional as F at module level, so
+    # ``from torch.functional import F`` works there (the transfer-learning tutorial uses it).
+    # fiamma.nn is another package: it is looked up on first use, not imported by core.
+    if name == "F":
+        try:
+            import fiamma.nn.functional as nn_functional
+        except ImportError as e:
+            raise AttributeError(f"fiamma.functional.F is fiamma.nn.functional, which is not "
+                                 f"installed ({e})") from e
+        return nn_functional
+    raise AttributeError(f"module 'fiamma.functional' has no attribute {name!r}")

@@ -439,7 +439,7 @@ _remainder = binary_driver(K.BIN_REMAINDER, ops.remainder, ARITH)
 _pow = binary_driver(K.BIN_POW, ops.pow, ARITH, number_fast=False)
 
 
-def add(input, other, *, alpha=1, out=None):
+def add(input, other, *args, alpha=1, out=None):
     """``input + alpha * other`` with broadcasting and type promotion.
 
     >>> import fiamma
@@ -448,6 +448,8 @@ def add(input, other, *, alpha=1, out=None):
     >>> fiamma.add(fiamma.tensor([1.0, 2.0]), fiamma.tensor([1.0, 1.0]), alpha=10).tolist()
     [11.0, 12.0]
     """
+    if args:  # the deprecated add(input, alpha, other)
+        other, alpha = _fast.deprecated_alpha("add", other, args, alpha)
     if alpha == 1 and not isinstance(alpha, builtins.bool):
         if out is None:
             return _add(input, other)
@@ -455,8 +457,10 @@ def add(input, other, *, alpha=1, out=None):
     return _add_alpha(ops.add, input, other, alpha, 1, out)
 
 
-def sub(input, other, *, alpha=1, out=None):
+def sub(input, other, *args, alpha=1, out=None):
     """``input - alpha * other`` (not defined for bool tensors)."""
+    if args:  # the deprecated sub(input, alpha, other)
+        other, alpha = _fast.deprecated_alpha("sub", other, args, alpha)
     _reject_bool_sub("sub", input, other)
     if alpha == 1 and not isinstance(alpha, builtins.bool):
         if out is None:

@@ -16,7 +16,7 @@ from fiamma._backend import check, codes as K
 from fiamma._lib import lib
 from fiamma._storage import CPU  # noqa: F401
 
-__all__ = ["compile_binary", "add_inplace", "cat_simple", "mm_simple"]
+__all__ = ["compile_binary", "add_inplace", "deprecated_alpha", "cat_simple", "mm_simple"]
 
 _I64 = 1 << 63
 
@@ -215,6 +215,34 @@ def compile_binary(code, name, kind, variant, fallback, raise_, is_number, *, pr
     return entry
 
 
+_DEPRECATED = {
+    "add": ("add(Tensor input, Number alpha, Tensor other, *, Tensor out = None)",
+            "add(Tensor input, Tensor other, *, Number alpha = 1, Tensor out = None)"),
+    "sub": ("sub(Tensor input, Number alpha, Tensor other, *, Tensor out = None)",
+            "sub(Tensor input, Tensor other, *, Number alpha = 1, Tensor out = None)"),
+    "add_": ("add_(Number alpha, Tensor other)", "add_(Tensor other, *, Number alpha = 1)"),
+    "sub_": ("sub_(Number alpha, Tensor other)", "sub_(Tensor other, *, Number alpha = 1)"),
+}
+
+
+def deprecated_alpha(name, alpha, args, keyword_alpha):
+    """PyTorch's deprecated overload ``x.add_(alpha, other)`` (also ``add``/``sub``/``sub_``,
+    as old tutorials write ``p.data.add_(-lr, p.grad.data)``): the number first, then the
+    tensor. Returns ``(other, alpha)`` and warns as PyTorch does; anything else raises."""
+    import warnings
+
+    if (len(args) != 1 or keyword_alpha != 1 or not isinstance(args[0], TF.Tensor) or
+            not isinstance(alpha, (int, float, complex)) or isinstance(alpha, bool)):
+        given = ", ".join(type(a).__name__ for a in (alpha, *args))
+        raise TypeError(f"{name}(): expected (Tensor other, *, Number alpha=1) or the "
+                        f"deprecated (Number alpha, Tensor other), got ({given}"
+                        f"{', alpha=...' if keyword_alpha != 1 else ''})")
+    old, new = _DEPRECATED[name]
+    warnings.warn(f"This overload of {name} is deprecated:\n\t{old}\nConsider using one of the "
+                  f"following signatures instead:\n\t{new}", UserWarning, stacklevel=3)
+    return args[0], alpha
+
+
 def add_inplace(key, sign, generic, raise_, is_number):
     """``add_`` / ``sub_`` (``key``: ops.add or ops.sub, ``sign`` 1 or -1) with alpha: the
     in-place driver when alpha is 1, and a fused ``self + alpha * other`` for a tensor other."""
@@ -223,7 +251,9 @@ def add_inplace(key, sign, generic, raise_, is_number):
                           generic, raise_, is_number, predicate=False, truediv=False)
     Tensor = TF.Tensor
 
-    def method(self, other, *, alpha=1):
+    def method(self, other, *args, alpha=1):
+        if args:  # the deprecated add_(alpha, other)
+            other, alpha = deprecated_alpha(name + "_", other, args, alpha)
         if type(alpha) is int and alpha == 1:
             return fast(self, other)
         ta = type(alpha)
