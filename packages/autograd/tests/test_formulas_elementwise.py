@@ -283,12 +283,34 @@ def test_inplace_ops():
         y.add_(b, alpha=2)
         y.mul_(b)
         y += 1.5
-        y.sigmoid_()
-        y.clamp_(0.2, 0.8)
+        y.clamp_(0.2, 2.8)
         y /= b + 3
+        y.sigmoid_()  # last: it saves its result, y itself, as PyTorch's
         return y
 
     check(f, rand(3, 4, rng=rng), rand(4, rng=rng, low=0.5, high=2.0))
+
+
+@pytest.mark.parametrize("name", ["relu_", "sigmoid_", "tanh_", "exp_"])
+def test_inplace_op_saves_self_not_a_copy(name):
+    """An in-place op whose formula saves its output keeps ``self`` (no second activation-sized
+    tensor until backward, as PyTorch); writing into self afterwards is then an error at
+    backward, as in PyTorch."""
+    x = fiamma.tensor(np.linspace(-2, 2, 9), requires_grad=True)
+    h = x * 1.5
+    y = getattr(h, name)()
+    assert y is h and h.grad_fn._out._storage is h._storage
+    want = getattr(fiamma, name[:-1])(x.detach() * 1.5)
+    (y * fiamma.arange(9.0)).sum().backward()
+    d = {"relu_": (want > 0).double(), "sigmoid_": want * (1 - want),
+         "tanh_": 1 - want * want, "exp_": want}[name]
+    np.testing.assert_allclose(x.grad.numpy(), (1.5 * d * fiamma.arange(9.0)).numpy(),
+                               rtol=1e-12)
+    h2 = x * 1.5
+    getattr(h2, name)()
+    h2.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        h2.sum().backward()
 
 
 # ---- float32 gradients agree with float64 -------------------------------------------------------

@@ -502,6 +502,14 @@ def inplace(fn, name, self, args, kwargs):
     with no_grad():
         self.copy_(res)
     if node is not None:
+        out = node._out
+        if isinstance(out, Tensor) and out._dtype is self._dtype and out._shape == self._shape:
+            # a formula that saved its output (relu_, sigmoid_, tanh_, exp_, ...) keeps self,
+            # which now holds the same values, instead of the temporary result: PyTorch's
+            # in-place ops save their result, so no second activation-sized tensor lives
+            # until backward (a later write into self is caught by the version check)
+            node._out = self.detach()
+            node._outver = self._storage.version
         rebase(self, node)
 
 
