@@ -396,7 +396,7 @@ class Tensor:
         t._stride = stride
         off = t._offset = self._offset
         t._ptr = self._ptr
-        t._numel = n = shape[0] * shape[1]
+        t._numel = shape[0] * shape[1]
         # C-contiguous (size-1 dims aside), as _init decides it
         c = (shape[1] == 1 or stride[1] == 1) and (shape[0] == 1 or stride[0] == shape[1])
         t._contig = c
