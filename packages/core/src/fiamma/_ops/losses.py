@@ -191,8 +191,13 @@ def loss(name, input, target, weight=None, pos_weight=None, reduction="mean", pa
                 out = out.expand(shape).contiguous()
     out = cast(out, dt)
     if recording:
-        G.record(getattr(ops, name), out, (input, target, weight, pos_weight),
-                 {"reduction": reduction, "param": param})
+        if G.state.tracer is None:  # the weights are no inputs of the node (as PyTorch's)
+            G.record(getattr(ops, name), out, (input, target),
+                     {"reduction": reduction, "param": param, "weight": weight,
+                      "pos_weight": pos_weight})
+        else:  # a trace follows them as the op's arguments
+            G.record(getattr(ops, name), out, (input, target, weight, pos_weight),
+                     {"reduction": reduction, "param": param})
     return out
 
 
