@@ -294,7 +294,9 @@ def _composed(kind, x, t, w, pw, p):
     elif kind == K.LOSS_SOFT_MARGIN:
         v = _softplus_neg(t * x)
     elif kind == K.LOSS_KL_DIV:
-        v = E.xlogy(t, t) - t * x
+        from fiamma._ops.special_ops import xlogy
+
+        v = xlogy(t, t) - t * x
     else:  # KL_DIV_LOG
         v = t.exp() * (t - x)
     return v if w is None else v * w
