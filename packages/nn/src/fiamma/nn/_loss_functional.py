@@ -10,6 +10,7 @@ import warnings
 
 import fiamma
 from fiamma import fused as _fused
+from fiamma.autograd_hook import get_trace_hook as _trace_hook
 from fiamma.nn._named_loss import as_node
 
 __all__ = ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "nll_loss", "cross_entropy",
@@ -55,8 +56,9 @@ def _fusable(input, target, *weights):
         return False
     for w in weights:
         if w is not None and (not isinstance(w, fiamma.Tensor) or not w.dtype.is_floating_point
-                              or (w.requires_grad and fiamma.is_grad_enabled())):
-            return False
+                              or (w.requires_grad and fiamma.is_grad_enabled()
+                                  and _trace_hook() is None)):
+            return False  # (a trace marks what it follows as requiring grad)
     return True
 
 
