@@ -28,6 +28,11 @@ _KINDS = {"mse_loss": K.LOSS_MSE, "l1_loss": K.LOSS_L1, "smooth_l1_loss": K.LOSS
           "huber_loss": K.LOSS_HUBER, "binary_cross_entropy": K.LOSS_BCE,
           "binary_cross_entropy_with_logits": K.LOSS_BCE_LOGITS,
           "soft_margin_loss": K.LOSS_SOFT_MARGIN, "kl_div": K.LOSS_KL_DIV}
+# the recorded ops (declared in _autograd_api; node names MseLossBackward0, ...)
+_OPS = {"mse_loss": ops.mse_loss, "l1_loss": ops.l1_loss, "smooth_l1_loss": ops.smooth_l1_loss,
+        "huber_loss": ops.huber_loss, "binary_cross_entropy": ops.binary_cross_entropy,
+        "binary_cross_entropy_with_logits": ops.binary_cross_entropy_with_logits,
+        "soft_margin_loss": ops.soft_margin_loss, "kl_div": ops.kl_div}
 _REDUCTIONS = {"none": K.LOSS_NONE, "mean": K.LOSS_MEAN, "sum": K.LOSS_SUM}
 _WEIGHTED = ("binary_cross_entropy", "binary_cross_entropy_with_logits")
 # PyTorch's floor on x (1 - x) in the BCE gradient: the C float 1e-12
@@ -192,11 +197,11 @@ def loss(name, input, target, weight=None, pos_weight=None, reduction="mean", pa
     out = cast(out, dt)
     if recording:
         if G.state.tracer is None:  # the weights are no inputs of the node (as PyTorch's)
-            G.record(getattr(ops, name), out, (input, target),
+            G.record(_OPS[name], out, (input, target),
                      {"reduction": reduction, "param": param, "weight": weight,
                       "pos_weight": pos_weight})
         else:  # a trace follows them as the op's arguments
-            G.record(getattr(ops, name), out, (input, target, weight, pos_weight),
+            G.record(_OPS[name], out, (input, target, weight, pos_weight),
                      {"reduction": reduction, "param": param})
     return out
 
