@@ -323,3 +323,21 @@ def test_argument_checks():
         fused.loss_backward("mse_loss", fiamma.ones(3), x, t)
     with pytest.raises(ValueError, match=r"expected grad of shape \[3\]"):
         fused.loss_backward("mse_loss", fiamma.ones(()), x, t, reduction="none")
+
+
+@pytest.mark.parametrize("name,p", CASES)
+def test_composed_path_broadcasts_like_the_kernels(name, p):
+    rng = np.random.default_rng(8)
+    x, t = _data(name, rng, (4, 5))
+    for xs, ts in ((x[:, :1], t), (x, t[:1])):
+        args = [fiamma.tensor(np.ascontiguousarray(a)) for a in (xs, ts)]
+        want = fused.loss(name, *args, reduction="none", param=p)
+        got = fused.loss(name, *(a.to("xp") for a in args), reduction="none", param=p)
+        np.testing.assert_allclose(got.to("cpu").numpy(), want.numpy(), rtol=1e-12)
+        g = fiamma.ones(4, 5, dtype=fiamma.float64)
+        wx, wt = fused.loss_backward(name, g, *args, reduction="none", param=p)
+        gx, gt = fused.loss_backward(name, g.to("xp"), *(a.to("xp") for a in args),
+                                     reduction="none", param=p)
+        assert gx.shape == wx.shape == (4, 5) and gt.shape == wt.shape == (4, 5)
+        np.testing.assert_allclose(gx.to("cpu").numpy(), wx.numpy(), rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(gt.to("cpu").numpy(), wt.numpy(), rtol=1e-12, atol=1e-14)

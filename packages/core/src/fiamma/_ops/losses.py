@@ -235,7 +235,7 @@ def loss_backward(name, grad, input, target, weight=None, pos_weight=None, reduc
     need_x, need_t = needs
     if create_graph:
         gx, gt = _derivative(kind, grad, input, target, weight, pos_weight, red, float(param), n,
-                             need_x, need_t)
+                             shape, need_x, need_t)
         return gx, gt
     dev = input._storage.device
     f = getattr(input._storage.backend, "loss_bwd", None)
@@ -261,7 +261,7 @@ def loss_backward(name, grad, input, target, weight=None, pos_weight=None, reduc
 
     with no_grad():
         gx, gt = _derivative(kind, c(grad), c(input), c(target), c(weight), c(pos_weight), red,
-                             float(param), n, need_x, need_t)
+                             float(param), n, shape, need_x, need_t)
         if gx is not None:
             gx = cast(gx, dt)
         if gt is not None:
@@ -307,9 +307,18 @@ def _composed(kind, x, t, w, pw, p):
     return v if w is None else v * w
 
 
-def _derivative(kind, grad, x, t, w, pw, red, p, n, need_x=True, need_t=True):
-    """``(grad_input, grad_target)`` of the loss in core ops (differentiable: autograd's double
-    backward runs them)."""
+def _derivative(kind, grad, x, t, w, pw, red, p, n, shape, need_x=True, need_t=True):
+    """``(grad_input, grad_target)`` of the loss in core ops, of the broadcast ``shape``
+    (differentiable: autograd's double backward runs them)."""
+    gx, gt = _derivative_terms(kind, grad, x, t, w, pw, red, p, n, need_x, need_t)
+    if gx is not None and tuple(gx._shape) != shape:
+        gx = gx.expand(shape)
+    if gt is not None and tuple(gt._shape) != shape:
+        gt = gt.expand(shape)
+    return gx, gt
+
+
+def _derivative_terms(kind, grad, x, t, w, pw, red, p, n, need_x, need_t):
     from fiamma._ops import elementwise as E
 
     c = grad / n if red == K.LOSS_MEAN else grad
