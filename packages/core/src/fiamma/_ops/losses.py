@@ -74,7 +74,8 @@ def _check(name, input, target, weight, pos_weight, reduction):
                 raise TypeError(f"{name}: expected {what} to be a floating point Tensor, got "
                                 f"{getattr(t, 'dtype', type(t).__name__)}")
             shapes.append(t._shape)
-        if t._storage.device != dev:
+        d = t._storage.device
+        if d is not dev and d != dev:
             raise RuntimeError(f"{name}: expected all tensors on one device, got input on "
                                f"{input.device} and {what} on {t.device}")
     shape = input._shape
