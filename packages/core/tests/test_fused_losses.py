@@ -341,3 +341,14 @@ def test_composed_path_broadcasts_like_the_kernels(name, p):
         assert gx.shape == wx.shape == (4, 5) and gt.shape == wt.shape == (4, 5)
         np.testing.assert_allclose(gx.to("cpu").numpy(), wx.numpy(), rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(gt.to("cpu").numpy(), wt.numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_weight_that_enlarges_the_shape():
+    # PyTorch's loss * weight broadcasts: a weight with more dimensions widens the loss
+    rng = np.random.default_rng(9)
+    x, t = _data("binary_cross_entropy_with_logits", rng, (4, 5))
+    w = rng.uniform(0.5, 2.0, (3, 4, 5))
+    for reduction in ("none", "sum"):
+        out, gx, gt = _check("binary_cross_entropy_with_logits", 0.0, x, t, w,
+                             reduction=reduction)
+        assert gx.shape == (3, 4, 5)

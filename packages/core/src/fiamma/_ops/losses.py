@@ -63,26 +63,30 @@ def _check(name, input, target, weight, pos_weight, reduction):
     if red is None:
         raise ValueError(f"{name}: {reduction} is not a valid value for reduction")
     dev = input._storage.device
-    shapes = [input._shape, target._shape]
-    for what, t in (("target", target), ("weight", weight), ("pos_weight", pos_weight)):
-        if t is None:
-            continue
-        if what != "target":
+    d = target._storage.device
+    if d is not dev and d != dev:
+        raise RuntimeError(f"{name}: expected all tensors on one device, got input on "
+                           f"{input.device} and target on {target.device}")
+    shape = input._shape
+    if target._shape != shape:
+        shape = broadcast_shapes(shape, target._shape, op=name)
+    if weight is not None or pos_weight is not None:
+        for what, t in (("weight", weight), ("pos_weight", pos_weight)):
+            if t is None:
+                continue
             if not (name in _WEIGHTED if what == "weight" else name == _WEIGHTED[1]):
                 raise TypeError(f"{name}: takes no {what}")
             if not isinstance(t, Tensor) or t._dtype._kind != 2:
                 raise TypeError(f"{name}: expected {what} to be a floating point Tensor, got "
                                 f"{getattr(t, 'dtype', type(t).__name__)}")
-            shapes.append(t._shape)
-        d = t._storage.device
-        if d is not dev and d != dev:
-            raise RuntimeError(f"{name}: expected all tensors on one device, got input on "
-                               f"{input.device} and {what} on {t.device}")
-    shape = input._shape
-    for s in shapes[1:]:
-        if s != shape:
-            shape = broadcast_shapes(*shapes, op=name)
-            break
+            d = t._storage.device
+            if d is not dev and d != dev:
+                raise RuntimeError(f"{name}: expected all tensors on one device, got input on "
+                                   f"{input.device} and {what} on {t.device}")
+            ws = t._shape
+            if len(ws) > len(shape) or any(a != b and a != 1 for a, b in zip(
+                    reversed(ws), reversed(shape))):
+                shape = broadcast_shapes(shape, ws, op=name)  # the weight enlarges it
     dt = D.promote_types(input._dtype, target._dtype)
     return tuple(shape), dt, red
 
@@ -109,10 +113,9 @@ def _weight(w, cd, shape, n):
         i += 1
     ws = ws[i:]
     if ws == shape[len(shape) - len(ws):] and (ws or n):
-        w = w.detach()
         if w._dtype is not cd or not w._contig:
-            w = cast(w, cd).contiguous()
-        return w, w._numel
+            w = cast(w.detach(), cd).contiguous()
+        return w, w._numel  # (only read)
     return _operand(w, cd, shape), n
 
 
