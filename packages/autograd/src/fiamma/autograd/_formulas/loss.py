@@ -2,8 +2,8 @@
 smooth_l1_loss, huber_loss, binary_cross_entropy, binary_cross_entropy_with_logits,
 soft_margin_loss, kl_div): core's one-pass backward, which writes the input's and the
 target's gradients together, or under ``create_graph`` the same formulas in differentiable ops
-(so higher orders work). The weights are kwargs of the node, not inputs (as PyTorch's, whose nodes have no
-edges to them); core refuses weights that require grad."""
+(so higher orders work). The weights are kwargs of the node, not inputs (as PyTorch's, whose
+nodes have no edges to them); core refuses weights that require grad."""
 
 import fiamma
 from fiamma.autograd._formulas import derivative
