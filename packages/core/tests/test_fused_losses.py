@@ -352,3 +352,31 @@ def test_weight_that_enlarges_the_shape():
         out, gx, gt = _check("binary_cross_entropy_with_logits", 0.0, x, t, w,
                              reduction=reduction)
         assert gx.shape == (3, 4, 5)
+
+
+@pytest.mark.parametrize("reduction", ["none", "sum"])
+def test_threaded_chunks_with_weight_periods(reduction):
+    # 40 000 x 7 elements: several OpenMP chunks, whose starts fall inside a weight's period
+    rng = np.random.default_rng(10)
+    x, t = _data("binary_cross_entropy_with_logits", rng, (40_000, 7))
+    w, pw = rng.uniform(0.5, 2, (7,)), rng.uniform(0.5, 3, (7,))
+    args = [fiamma.tensor(a, dtype=fiamma.float32) for a in (x, t, w, pw)]
+    g = fiamma.tensor(1.0) if reduction == "sum" else fiamma.ones(40_000, 7)
+    prev = fiamma.get_num_threads()
+    res = []
+    try:
+        for n in (1, 2):
+            fiamma.set_num_threads(n)
+            out = fused.loss("binary_cross_entropy_with_logits", *args, reduction=reduction)
+            gx, gt = fused.loss_backward("binary_cross_entropy_with_logits", g, *args,
+                                         reduction=reduction)
+            res.append([out.numpy(), gx.numpy(), gt.numpy()])
+    finally:
+        fiamma.set_num_threads(prev)
+    for a, b in zip(*res):
+        assert np.array_equal(a, b)
+    v, dx, dt = ref("binary_cross_entropy_with_logits", *(a.double().numpy() for a in args[:2]),
+                    args[2].double().numpy(), args[3].double().numpy())
+    np.testing.assert_allclose(res[0][0], _reduce(v, reduction), rtol=2e-5, atol=1e-5)
+    np.testing.assert_allclose(res[0][1], dx, rtol=2e-5, atol=1e-6)
+    np.testing.assert_allclose(res[0][2], dt, rtol=2e-5, atol=1e-5)
