@@ -43,7 +43,8 @@ CASES = {
 
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
-def test_loss_traces_as_one_op_and_exports(case, reduction):
+@pytest.mark.parametrize("opset", [17, None])  # the oldest supported and the newest
+def test_loss_traces_as_one_op_and_exports(case, reduction, opset):
     fn, args = CASES[case]
 
     def f(a, b):
@@ -55,7 +56,7 @@ def test_loss_traces_as_one_op_and_exports(case, reduction):
         ops = [n.op for n in tm.graph.nodes]
         assert sum(op.endswith(("_loss", "cross_entropy", "logits", "kl_div")) for op in ops) == 1
         buf = io.BytesIO()
-        fiamma.onnx.export(f, args, buf)
+        fiamma.onnx.export(f, args, buf, opset_version=opset)
         want = f(*args).numpy()
     model = onnx.load_from_string(buf.getvalue())
     onnx.checker.check_model(model, full_check=True)
