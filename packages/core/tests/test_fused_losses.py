@@ -380,3 +380,30 @@ def test_threaded_chunks_with_weight_periods(reduction):
     np.testing.assert_allclose(res[0][0], _reduce(v, reduction), rtol=2e-5, atol=1e-5)
     np.testing.assert_allclose(res[0][1], dx, rtol=2e-5, atol=1e-6)
     np.testing.assert_allclose(res[0][2], dt, rtol=2e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("log_target", [0.0, 1.0])
+@pytest.mark.parametrize("device", ["cpu", "xp"])
+def test_kl_div_batchmean(log_target, device):
+    """The sum divided by the input's first size (0-d input: the sum), one op."""
+    rng = np.random.default_rng(11)
+    x, t = _data("kl_div", rng, (6, 4))
+    if log_target:
+        t = np.log(t)
+    v, gx, gt = ref("kl_div", x, t, p=log_target)
+    xt, tt = fiamma.tensor(x).to(device), fiamma.tensor(t).to(device)
+    out = fused.loss("kl_div", xt, tt, reduction="batchmean", param=log_target)
+    np.testing.assert_allclose(out.to("cpu").item(), v.sum() / 6, rtol=1e-12)
+    ax, at = fused.loss_backward("kl_div", fiamma.tensor(2.0).to(device), xt, tt,
+                                 reduction="batchmean", param=log_target)
+    np.testing.assert_allclose(ax.to("cpu").numpy(), 2 * gx / 6, rtol=1e-12)
+    np.testing.assert_allclose(at.to("cpu").numpy(), 2 * gt / 6, rtol=1e-12)
+    x0 = fiamma.tensor(0.5, dtype=fiamma.float64).to(device)
+    t0 = fiamma.tensor(0.25, dtype=fiamma.float64).to(device)
+    v0, _, _ = ref("kl_div", np.float64(0.5), np.float64(0.25), p=log_target)
+    assert fused.loss("kl_div", x0, t0, reduction="batchmean",
+                      param=log_target).item() == pytest.approx(v0, rel=1e-12)
+    e = fiamma.zeros(0, 3).to(device)
+    assert np.isnan(fused.loss("kl_div", e, e, reduction="batchmean").item())
+    with pytest.raises(ValueError, match="mse_loss: batchmean is not a valid value"):
+        fused.loss("mse_loss", xt, tt, reduction="batchmean")

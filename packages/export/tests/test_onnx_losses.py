@@ -38,6 +38,8 @@ CASES = {
     "soft_margin": (lambda x, s, r: F.soft_margin_loss(x, s, reduction=r), (X, S)),
     "kl_div": (lambda x, t, r: F.kl_div(x, t, reduction=r), (X, T)),
     "kl_div_log": (lambda x, t, r: F.kl_div(x, t.log(), reduction=r, log_target=True), (X, T)),
+    "kl_div_batchmean": (lambda x, t, r: F.kl_div(x, t, reduction="batchmean" if r == "mean"
+                                                  else r), (X, T)),
 }
 
 

@@ -272,6 +272,36 @@ def test_double_backward_equal_pytorch(name, kw, node, reduction):
 
 
 @pytest.mark.parity
+@pytest.mark.parametrize("log_target", [False, True])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_kl_div_batchmean_equal_pytorch(log_target, dtype):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(8)
+    x, t = _data("kl_div", rng, (5, 6))
+    if log_target:
+        t = np.log(t)
+    kw = {"log_target": log_target}
+    got = _run(fiamma, F, "kl_div", kw, x, t, dtype, "batchmean")
+    want = _run(torch, torch.nn.functional, "kl_div", kw, x, t, dtype, "batchmean")
+    rtol, atol = _tol(dtype)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+    # double backward
+    res = []
+    for lib, F_ in ((fiamma, F), (torch, torch.nn.functional)):
+        xt = lib.tensor(x, requires_grad=True)
+        tt = lib.tensor(t, requires_grad=True)
+        out = F_.kl_div(xt, tt, reduction="batchmean", log_target=log_target)
+        gx, gt = (fiamma if lib is fiamma else torch).autograd.grad(out, (xt, tt),
+                                                                    create_graph=True)
+        ((gt * gt).sum() + (gx * gx).sum()).backward()
+        res.append((np.array(gt.tolist()), np.array(xt.grad.tolist()),
+                    np.array(tt.grad.tolist())))
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.parity
 def test_edge_values_equal_pytorch():
     torch = pytest.importorskip("torch")
     res = []

@@ -33,7 +33,9 @@ _OPS = {"mse_loss": ops.mse_loss, "l1_loss": ops.l1_loss, "smooth_l1_loss": ops.
         "huber_loss": ops.huber_loss, "binary_cross_entropy": ops.binary_cross_entropy,
         "binary_cross_entropy_with_logits": ops.binary_cross_entropy_with_logits,
         "soft_margin_loss": ops.soft_margin_loss, "kl_div": ops.kl_div}
-_REDUCTIONS = {"none": K.LOSS_NONE, "mean": K.LOSS_MEAN, "sum": K.LOSS_SUM}
+_BATCHMEAN = -1  # kl_div's: the sum divided by the input's first size (the kernel sums)
+_REDUCTIONS = {"none": K.LOSS_NONE, "mean": K.LOSS_MEAN, "sum": K.LOSS_SUM,
+               "batchmean": _BATCHMEAN}
 _WEIGHTED = ("binary_cross_entropy", "binary_cross_entropy_with_logits")
 # PyTorch's floor on x (1 - x) in the BCE gradient: the C float 1e-12
 _BCE_EPS = 9.999999960041972e-13
@@ -60,7 +62,7 @@ def _check(name, input, target, weight, pos_weight, reduction):
         if t._dtype._kind != 2:
             raise TypeError(f"{name}: expected a floating point {what}, got dtype {t._dtype}")
     red = _REDUCTIONS.get(reduction) if isinstance(reduction, str) else None
-    if red is None:
+    if red is None or (red == _BATCHMEAN and name != "kl_div"):
         raise ValueError(f"{name}: {reduction} is not a valid value for reduction")
     dev = input._storage.device
     d = target._storage.device
@@ -138,7 +140,8 @@ def _bce_range_error(x, t):
 
 def loss(name, input, target, weight=None, pos_weight=None, reduction="mean", param=0.0):
     """The elementwise loss ``name`` of ``input`` against ``target``, reduced by ``reduction``
-    (``'mean'``, ``'sum'`` or ``'none'``), recorded as one op for autograd (gradients for the
+    (``'mean'``, ``'sum'`` or ``'none'``; kl_div also ``'batchmean'``, the sum divided by
+    the input's first size), recorded as one op for autograd (gradients for the
     input and the target). ``name``: ``mse_loss``, ``l1_loss``, ``smooth_l1_loss`` (param:
     beta > 0), ``huber_loss`` (param: delta > 0), ``binary_cross_entropy`` (weight),
     ``binary_cross_entropy_with_logits`` (weight, pos_weight), ``soft_margin_loss``,
@@ -173,7 +176,8 @@ def loss(name, input, target, weight=None, pos_weight=None, reduction="mean", pa
         w, wn = _weight(weight, cd, shape, n)
         pw, pn = _weight(pos_weight, cd, shape, n)
         out = new_empty(shape if red == K.LOSS_NONE else (), cd, dev)
-        rc = f(kind, red, x, t, w, wn, pw, pn, float(param), out)
+        rc = f(kind, K.LOSS_SUM if red == _BATCHMEAN else red, x, t, w, wn, pw, pn,
+               float(param), out)
         if rc == K.ERR_VALUE and kind == K.LOSS_BCE:
             raise _bce_range_error(x, t)
         if rc == K.ERR_DTYPE or rc == K.ERR_OP:
@@ -194,10 +198,12 @@ def loss(name, input, target, weight=None, pos_weight=None, reduction="mean", pa
             out = _composed(kind, x, t, w, pw, float(param))
             if red == K.LOSS_MEAN:
                 out = out.mean()
-            elif red == K.LOSS_SUM:
+            elif red == K.LOSS_SUM or red == _BATCHMEAN:
                 out = out.sum()
             elif tuple(out._shape) != shape:
                 out = out.expand(shape).contiguous()
+    if red == _BATCHMEAN and input._shape:  # (not recorded: out is a fresh result)
+        out = out / input._shape[0]
     out = cast(out, dt)
     if recording:
         if G.state.tracer is None:  # the weights are no inputs of the node (as PyTorch's)
@@ -238,8 +244,8 @@ def loss_backward(name, grad, input, target, weight=None, pos_weight=None, reduc
     cd = D.float64 if dt is D.float64 else D.float32
     need_x, need_t = needs
     if create_graph:
-        gx, gt = _derivative(kind, grad, input, target, weight, pos_weight, red, float(param), n,
-                             shape, need_x, need_t)
+        gx, gt = _derivative(kind, grad, input, target, weight, pos_weight, float(param),
+                             _divisor(red, input, n), shape, need_x, need_t)
         return gx, gt
     dev = input._storage.device
     f = getattr(input._storage.backend, "loss_bwd", None)
@@ -252,7 +258,8 @@ def loss_backward(name, grad, input, target, weight=None, pos_weight=None, reduc
             g = cast(g, cd).contiguous()
         gx = new_empty(shape, cd, dev) if need_x else None
         gt = new_empty(shape, cd, dev) if need_t else None
-        scale = 1.0 / n if red == K.LOSS_MEAN and n else 1.0
+        div = _divisor(red, input, n)
+        scale = 1.0 / div if div else 1.0
         rc = f(kind, g, 0 if red != K.LOSS_NONE else 1, scale, x, t, w, wn, pw, pn,
                float(param), gx, gt)
         if rc != K.ERR_DTYPE and rc != K.ERR_OP:
@@ -264,8 +271,8 @@ def loss_backward(name, grad, input, target, weight=None, pos_weight=None, reduc
         return None if v is None else cast(v.detach(), cd)
 
     with no_grad():
-        gx, gt = _derivative(kind, c(grad), c(input), c(target), c(weight), c(pos_weight), red,
-                             float(param), n, shape, need_x, need_t)
+        gx, gt = _derivative(kind, c(grad), c(input), c(target), c(weight), c(pos_weight),
+                             float(param), _divisor(red, input, n), shape, need_x, need_t)
         if gx is not None:
             gx = cast(gx, dt)
         if gt is not None:
@@ -311,10 +318,19 @@ def _composed(kind, x, t, w, pw, p):
     return v if w is None else v * w
 
 
-def _derivative(kind, grad, x, t, w, pw, red, p, n, shape, need_x=True, need_t=True):
+def _divisor(red, input, n):
+    """What the reduced loss was divided by (None: nothing)."""
+    if red == K.LOSS_MEAN:
+        return n
+    if red == _BATCHMEAN and input._shape:
+        return input._shape[0]
+    return None
+
+
+def _derivative(kind, grad, x, t, w, pw, p, div, shape, need_x=True, need_t=True):
     """``(grad_input, grad_target)`` of the loss in core ops, of the broadcast ``shape``
     (differentiable: autograd's double backward runs them)."""
-    gx, gt = _derivative_terms(kind, grad, x, t, w, pw, red, p, n, need_x, need_t)
+    gx, gt = _derivative_terms(kind, grad, x, t, w, pw, p, div, need_x, need_t)
     if gx is not None and tuple(gx._shape) != shape:
         gx = gx.expand(shape)
     if gt is not None and tuple(gt._shape) != shape:
@@ -322,10 +338,10 @@ def _derivative(kind, grad, x, t, w, pw, red, p, n, shape, need_x=True, need_t=T
     return gx, gt
 
 
-def _derivative_terms(kind, grad, x, t, w, pw, red, p, n, need_x, need_t):
+def _derivative_terms(kind, grad, x, t, w, pw, p, div, need_x, need_t):
     from fiamma._ops import elementwise as E
 
-    c = grad / n if red == K.LOSS_MEAN else grad
+    c = grad if div is None else grad / div
     if w is not None:
         c = c * w
     gx = gt = None

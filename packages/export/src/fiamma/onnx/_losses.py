@@ -5,7 +5,9 @@ elements for ``mean``/``sum``. ONNX has no log1p: BCE's ``log(1 - x)`` is ``Log(
 (the same value except for x below ~1e-8, where both round to -x); the softplus terms are
 ONNX's Softplus."""
 
-from ._converters import _operand, _out_dtype, converter
+import numpy as np
+
+from ._converters import _onnx_type, _operand, _out_dtype, converter
 from ._reduce import _reduce_op
 
 _NAMES = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
@@ -64,4 +66,8 @@ def _loss(ctx, node, outs):
         return ctx.add("Identity", [v], outs)
     flat = add("Reshape", v, ctx.ints([-1]))
     op = "ReduceMean" if reduction == "mean" else "ReduceSum"
+    if reduction == "batchmean" and ctx.rank(x):  # kl_div: the sum over the first size
+        total = _reduce_op(ctx, op, flat, [0], False)
+        b = ctx.add("Gather", [ctx.shape_of(x), ctx.const(np.asarray(0, np.int64))], axis=0)
+        return ctx.add("Div", [total, ctx.add("Cast", [b], to=_onnx_type(ctx, dt))], outs)
     return _reduce_op(ctx, op, flat, [0], False, outs)

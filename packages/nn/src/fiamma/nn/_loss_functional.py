@@ -345,10 +345,8 @@ def kl_div(input, target, reduction="mean", log_target=False):
                       "support size.'batchmean' divides only by the batch size, and aligns with "
                       "the KL div math definition.'mean' will be changed to behave the same as "
                       "'batchmean' in the next major release.", UserWarning, stacklevel=2)
-    if _fusable(input, target):
-        if reduction == "batchmean":
-            loss = _fused.loss(op, input, target, reduction="sum", param=float(bool(log_target)))
-            return loss / input.shape[0] if input.dim() else loss
+    if _fusable(input, target):  # (batchmean too: one node, where PyTorch's sum and division
+        # are two)
         return _fused.loss(op, input, target, reduction=reduction,
                            param=float(bool(log_target)))
     if log_target:
