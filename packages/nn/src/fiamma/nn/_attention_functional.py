@@ -175,8 +175,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
     ``attn_mask``: a bool mask (True = the position takes part) or a float mask added to
     the scores, broadcastable to (..., L, S); ``is_causal``: a top-left aligned lower
-    triangular mask (an error together with ``attn_mask``); ``scale`` defaults to
-    ``1 / sqrt(E)``; ``enable_gqa`` repeats key/value heads (dim -3) to match the query's.
+    triangular mask (an error together with ``attn_mask``); a
+    :class:`fiamma.nn.attention.bias.CausalBias` as ``attn_mask`` applies its causal mask;
+    ``scale`` defaults to ``1 / sqrt(E)``; ``enable_gqa`` repeats key/value heads (dim -3)
+    to match the query's.
     Rows where every position is masked give zeros (as PyTorch's safe softmax). Runs as
     one fused op (``fiamma.fused_attention``: a 4-d result is then laid out (N, L, heads, E)
     in memory, as PyTorch's) unless the batch dims broadcast or the mask requires grad.
@@ -187,6 +189,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         >>> F.scaled_dot_product_attention(q, k, v, is_causal=True).shape
         fiamma.Size([2, 4, 8, 16])
     """
+    bias = getattr(type(attn_mask), "_sdpa_with_bias", None) if attn_mask is not None else None
+    if bias is not None:  # a fiamma.nn.attention.bias.CausalBias applies itself
+        return bias(attn_mask, query, key, value, dropout_p, is_causal, scale, enable_gqa)
     _check_sdpa(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa)
     if _fusable(query, key, value, attn_mask, enable_gqa):
         return fiamma.fused_attention(query, key, value, attn_mask, dropout_p, is_causal, scale,
