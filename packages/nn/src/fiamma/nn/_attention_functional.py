@@ -180,8 +180,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     ``scale`` defaults to ``1 / sqrt(E)``; ``enable_gqa`` repeats key/value heads (dim -3)
     to match the query's.
     Rows where every position is masked give zeros (as PyTorch's safe softmax). Runs as
-    one fused op (``fiamma.fused_attention``: a 4-d result is then laid out (N, L, heads, E)
-    in memory, as PyTorch's) unless the batch dims broadcast or the mask requires grad.
+    one fused op (``fiamma.fused_attention``: a 4-d result is then laid out in memory as the
+    query is, as PyTorch's) unless the batch dims broadcast or the mask requires grad.
 
     Example::
 
