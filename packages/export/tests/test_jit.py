@@ -284,3 +284,30 @@ def test_other_threads_are_not_traced():
         warnings.simplefilter("error", fiamma.jit.TracerWarning)
         tm = fiamma.jit.trace(f, randn(3))
     assert [n.op for n in tm.graph.nodes] == ["mul"]
+
+
+def test_traced_module_call_records_autograd():
+    """As PyTorch's traced modules: a call with grad enabled and parameters (or inputs) that
+    require grad gives a result with a grad_fn, whose backward reaches the module's parameters
+    with eager's gradients (also through an in-place ReLU); under no_grad the result has none."""
+    net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(inplace=True), nn.Linear(8, 2))
+    x = fiamma.randn(3, 4)
+    tm = fiamma.jit.trace(net, (x,))
+    y = tm(x)
+    assert y.requires_grad and y.grad_fn is not None
+    y.square().sum().backward()
+    traced = [p.grad.clone() for p in net.parameters()]
+    net.zero_grad()
+    net(x).square().sum().backward()
+    for a, p in zip(traced, net.parameters()):
+        np.testing.assert_allclose(a.numpy(), p.grad.numpy(), rtol=1e-6, atol=1e-7)
+    with fiamma.no_grad():
+        assert not tm(x).requires_grad
+    # an input that requires grad gets its gradient, parameters frozen
+    for p in net.parameters():
+        p.requires_grad_(False)
+    xi = x.clone().requires_grad_()
+    tm(xi).sum().backward()
+    xe = x.clone().requires_grad_()
+    net(xe).sum().backward()
+    np.testing.assert_allclose(xi.grad.numpy(), xe.grad.numpy(), rtol=1e-6, atol=1e-7)
