@@ -311,3 +311,76 @@ def test_traced_module_call_records_autograd():
     xe = x.clone().requires_grad_()
     net(xe).sum().backward()
     np.testing.assert_allclose(xi.grad.numpy(), xe.grad.numpy(), rtol=1e-6, atol=1e-7)
+
+
+class _Gate(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            return x
+        return -x
+
+
+class _Cell(nn.Module):
+    def __init__(self, gate=None):
+        super().__init__()
+        self.dg = gate if gate is not None else _Gate()
+        self.linear = nn.Linear(4, 4)
+
+    def forward(self, x, h):
+        new_h = fiamma.tanh(self.dg(self.linear(x)) + h)
+        return new_h, new_h
+
+
+def test_traced_module_exposes_the_submodules_it_ran():
+    """``traced.dg`` is the submodule traced on the inputs it got in the trace (PyTorch's
+    TracedModule keeps its submodules); one the trace did not run is named in the error."""
+    cell = _Cell()
+    x, h = fiamma.rand(3, 4), fiamma.rand(3, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fiamma.jit.TracerWarning)
+        tm = fiamma.jit.trace(cell, (x, h))
+    assert isinstance(tm.linear, fiamma.jit.TracedModule)
+    assert "addmm" in tm.linear.code
+    assert tm.dg is tm.dg and "def forward" in tm.dg.code
+    with fiamma.no_grad():
+        _same(tm.linear(x), cell.linear(x))
+    with pytest.raises(AttributeError, match=r"submodules its trace ran: \['dg', 'linear'\]"):
+        tm.nothing
+
+
+def test_traced_module_inside_a_trace_is_inlined():
+    """A traced module kept as an attribute and called in another trace is recorded op by op
+    with its weights as the outer graph's initializers (it used to come out as a constant)."""
+    class Loop(nn.Module):
+        def __init__(self):
+            super().__init__()
+            inner = nn.Sequential(nn.Linear(4, 4), nn.Tanh())
+            self.cell = fiamma.jit.trace(inner, (fiamma.rand(3, 4),))
+
+        def forward(self, xs):
+            h = fiamma.zeros(3, 4)
+            for i in range(xs.size(0)):
+                h = self.cell(xs[i] + h)
+            return h
+
+    m = Loop()
+    xs = fiamma.rand(5, 3, 4)
+    tm = fiamma.jit.trace(m, (xs,))
+    assert "cell.0.weight" in tm.graph.params
+    assert sum(n.op == "addmm" for n in tm.graph.nodes) == 5
+    xs2 = fiamma.rand(5, 3, 4)
+    with fiamma.no_grad():
+        _same(tm(xs2), m(xs2))
+    for p in m.cell.graph.params.values():   # frozen weights: still recorded, not baked in
+        p.requires_grad_(False)
+    tm2 = fiamma.jit.trace(m, (xs,))
+    assert sum(n.op == "addmm" for n in tm2.graph.nodes) == 5
+    _same(tm2(xs2), m(xs2))
+
+
+def test_script_module_code_before_a_call_is_its_forward_source():
+    scripted = fiamma.jit.script(_Gate())
+    code = scripted.code
+    assert code.startswith("def forward(self, x):") and "if x.sum() > 0:" in code
+    cell = fiamma.jit.script(_Cell(scripted))
+    assert "fiamma.tanh(self.dg(self.linear(x)) + h)" in cell.code

@@ -91,6 +91,22 @@ class TracedModule:
         self._prog = Program(graph)
         self.training = False
 
+    def __getattr__(self, name):
+        # a direct submodule of the traced module that the trace ran: traced on the inputs
+        # it got there (PyTorch's TracedModule keeps its submodules as traced modules)
+        children = self.__dict__.get("_children") or {}
+        if name in children:
+            cache = self.__dict__.setdefault("_child_traces", {})
+            if name not in cache:
+                mod, args = children[name]
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", TracerWarning)
+                    cache[name] = trace(mod, tuple(args), check_trace=False)
+            return cache[name]
+        raise AttributeError(f"'TracedModule' object has no attribute '{name}' (a traced "
+                             "module has the submodules its trace ran: "
+                             f"{sorted(children) or 'none'})")
+
     def __call__(self, *inputs, **kwargs):
         flat = self._prog.run(inputs, self.graph.params, kwargs)
         return _rebuild(self.graph.out_spec, flat)
@@ -209,8 +225,21 @@ def trace(func, example_inputs=None, check_trace=True, check_tolerance=1e-5, str
             module = func
     except ImportError:
         pass
-    graph, out = trace_graph(func, example_inputs, module, kwargs)
+    seen, handles = {}, []
+    if module is not None:
+        # the first inputs each direct submodule gets, so that ``traced.<child>`` can be
+        # traced on them when asked for (references only: no op runs inside the trace)
+        for cname, child in module.named_children():
+            def pre(mod, args, _name=cname):
+                seen.setdefault(_name, (mod, args))
+            handles.append(child.register_forward_pre_hook(pre))
+    try:
+        graph, out = trace_graph(func, example_inputs, module, kwargs)
+    finally:
+        for h in handles:
+            h.remove()
     tm = TracedModule(graph, type(func).__name__ if module is not None else "forward")
+    tm._children = seen
     if check_trace:
         _check(tm, example_inputs, kwargs, out, check_tolerance)
     return tm

@@ -5,7 +5,7 @@ arguments (tensors resolved) and returns a tensor or a tuple of tensors.
 """
 
 import fiamma
-from fiamma.autograd_hook import set_grad_enabled_flag
+from fiamma.autograd_hook import get_trace_hook, set_grad_enabled_flag
 
 from ._graph import Value
 from ._symbolic import _BIG, evaluate, first_dim_source, sizes
@@ -395,10 +395,13 @@ class Program:
             if not isinstance(x, fiamma.Tensor):
                 raise TypeError(f"traced function: inputs must be tensors, got "
                                 f"{type(x).__name__}")
-        if fiamma.is_grad_enabled() and (any(x.requires_grad for x in inputs) or any(
-                p.requires_grad for p in params.values())):
+        if get_trace_hook() is not None or (fiamma.is_grad_enabled() and (
+                any(x.requires_grad for x in inputs)
+                or any(p.requires_grad for p in params.values()))):
             # a call whose result needs a graph (PyTorch's traced modules record autograd like
-            # eager code): every op as traced, none writing into a dying value, with grad on
+            # eager code), or inside another trace, which records these ops as its own (a
+            # traced module called by a traced model is inlined, as in PyTorch): every op as
+            # traced, none writing into a dying value, with grad on
             env, steps, grad = dict(params), self.plain_steps, True
         else:
             if self._params is not params:

@@ -11,6 +11,8 @@ refuse instead of baking it in.
 """
 import copy
 import functools
+import inspect
+import textwrap
 import warnings
 
 import fiamma
@@ -68,6 +70,16 @@ def _trace_for_save(obj, target, what):
                             f"last call: {e}") from None
 
 
+def _forward_source(cls):
+    """The source of ``cls.forward`` (dedented), or say why there is none."""
+    fwd = getattr(cls, "forward", None)
+    try:
+        return textwrap.dedent(inspect.getsource(fwd))
+    except (OSError, TypeError):
+        raise RuntimeError(f"fiamma.jit: no code to show for {cls.__name__}: it has not been "
+                           "called, and the source of its forward is not available") from None
+
+
 class ScriptModule:
     """Mixed into the class of a scripted module (``fiamma.jit.script(module)``): the module's
     own ``forward`` runs, its state is the original's, and :meth:`save` writes a trace of its
@@ -92,8 +104,17 @@ class ScriptModule:
 
     @property
     def code(self):
-        """The Python-like listing of the trace :meth:`save` would write."""
-        return self._attr_or("code", lambda: self._traced().code)
+        """The Python-like listing of the trace :meth:`save` would write; where there is
+        none to write (the module was not called yet, or its Python branches on tensor
+        values, which a trace would bake in), the Python source of ``forward``: what runs,
+        as TorchScript's ``code`` shows the compiled ``forward``."""
+        return self._attr_or("code", self._code)
+
+    def _code(self):
+        try:
+            return self._traced().code
+        except RuntimeError:
+            return _forward_source(type(self))
 
     @property
     def graph(self):
