@@ -384,3 +384,18 @@ def test_script_module_code_before_a_call_is_its_forward_source():
     assert code.startswith("def forward(self, x):") and "if x.sum() > 0:" in code
     cell = fiamma.jit.script(_Cell(scripted))
     assert "fiamma.tanh(self.dg(self.linear(x)) + h)" in cell.code
+
+
+def test_traced_module_prints_the_module_hierarchy():
+    """PyTorch's printout of a traced module: the modules with their ``original_name``."""
+    x, h = fiamma.rand(3, 4), fiamma.rand(3, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fiamma.jit.TracerWarning)
+        tm = fiamma.jit.trace(_Cell(), (x, h))
+    assert tm.original_name == "_Cell"
+    assert repr(tm) == ("_Cell(\n"
+                        "  original_name=_Cell\n"
+                        "  (dg): _Gate(original_name=_Gate)\n"
+                        "  (linear): Linear(original_name=Linear)\n"
+                        ")")
+    assert repr(fiamma.jit.trace(lambda a: a * 2, (x,))) == "TracedModule(inputs=1, nodes=1)"

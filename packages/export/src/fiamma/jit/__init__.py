@@ -167,7 +167,25 @@ class TracedModule:
         save(self, f)
 
     def __repr__(self):
+        tree = self.__dict__.get("_tree")
+        if tree is not None:  # PyTorch's printout of a traced module: the module hierarchy
+            return _format_tree(tree)
         return f"TracedModule(inputs={len(self.graph.inputs)}, nodes={len(self.graph.nodes)})"
+
+
+def _module_tree(m):
+    """(class name, [(child name, subtree)]) of a module, as the trace saw it."""
+    return (type(m).__name__, [(n, _module_tree(c)) for n, c in m.named_children()])
+
+
+def _format_tree(tree, indent=""):
+    name, kids = tree
+    if not kids:
+        return f"{name}(original_name={name})"
+    inner = indent + "  "
+    lines = [f"{name}(", f"{inner}original_name={name}"]
+    lines += [f"{inner}({k}): {_format_tree(t, inner)}" for k, t in kids]
+    return "\n".join(lines + [indent + ")"])
 
 
 def _ident(name):
@@ -240,6 +258,9 @@ def trace(func, example_inputs=None, check_trace=True, check_tolerance=1e-5, str
             h.remove()
     tm = TracedModule(graph, type(func).__name__ if module is not None else "forward")
     tm._children = seen
+    if module is not None:
+        tm.original_name = type(module).__name__
+        tm._tree = _module_tree(module)
     if check_trace:
         _check(tm, example_inputs, kwargs, out, check_tolerance)
     return tm
