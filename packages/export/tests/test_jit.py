@@ -399,3 +399,24 @@ def test_traced_module_prints_the_module_hierarchy():
                         "  (linear): Linear(original_name=Linear)\n"
                         ")")
     assert repr(fiamma.jit.trace(lambda a: a * 2, (x,))) == "TracedModule(inputs=1, nodes=1)"
+
+
+def test_freeze_optimize_for_inference_and_onednn_switch():
+    """The tuning guide's inference recipe: trace, freeze, run; the errors are PyTorch's."""
+    net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU()).eval()
+    x = fiamma.rand(2, 3, 8, 8)
+    fiamma.jit.enable_onednn_fusion(True)
+    assert fiamma.jit.onednn_fusion_enabled()
+    fiamma.jit.enable_onednn_fusion(False)
+    with fiamma.no_grad():
+        frozen = fiamma.jit.freeze(fiamma.jit.trace(net, (x,)))
+        _same(frozen(x), net(x))
+    with pytest.raises(RuntimeError, match="Freezing expects a ScriptModule"):
+        fiamma.jit.freeze(net)
+    scripted = fiamma.jit.script(nn.Linear(4, 4))
+    with pytest.raises(RuntimeError, match="only implemented for modules in eval mode"):
+        fiamma.jit.freeze(scripted)
+    opt = fiamma.jit.optimize_for_inference(scripted)
+    assert not opt.training
+    with pytest.raises(RuntimeError, match="optimize_for_inference expects a ScriptModule"):
+        fiamma.jit.optimize_for_inference(net)

@@ -31,9 +31,52 @@ from ._version import __version__
 __all__ = ["trace", "load", "save", "script", "TracedModule", "ScriptModule", "ScriptFunction",
            "RecursiveScriptModule", "TracerWarning", "TracingError", "Graph", "Node", "Value",
            "is_tracing", "is_scripting", "ignore", "unused", "export", "annotate", "Final",
+           "freeze", "optimize_for_inference", "enable_onednn_fusion", "onednn_fusion_enabled",
            "__version__"]
 
 RecursiveScriptModule = ScriptModule  # the type of torch.jit.script(module) in PyTorch
+
+
+_onednn_fusion = [False]
+
+
+def enable_onednn_fusion(enabled):
+    """PyTorch's switch for oneDNN Graph fusion of traced models: recorded; fiamma's runner
+    has no oneDNN fusion pass (its traced calls run fiamma's own kernels either way)."""
+    _onednn_fusion[0] = bool(enabled)
+
+
+def onednn_fusion_enabled():
+    """Whether :func:`enable_onednn_fusion` was last set to True."""
+    return _onednn_fusion[0]
+
+
+def _check_scripted(mod, op):
+    if not isinstance(mod, (ScriptModule, TracedModule)):
+        raise RuntimeError(f"{op} expects a ScriptModule as input. Please use torch.jit.script "
+                           "or torch.jit.trace to script your 'nn.Module'.")
+
+
+def freeze(mod, preserved_attrs=None, optimize_numerics=True):
+    """``torch.jit.freeze``: a scripted or traced module in eval mode, ready for inference.
+    PyTorch inlines the weights as constants; fiamma returns the module itself (a traced
+    module already runs its recorded ops with its weights' views computed once), so later
+    changes to its weights still show. Raises as PyTorch for a plain module or one in
+    training mode."""
+    _check_scripted(mod, "Freezing")
+    if mod.training:
+        raise RuntimeError("Freezing is currently only implemented for modules in eval mode. "
+                           "Please call .eval() on your module before freezing.")
+    return mod
+
+
+def optimize_for_inference(mod, other_methods=None):
+    """``torch.jit.optimize_for_inference``: the module in eval mode, frozen (see
+    :func:`freeze`)."""
+    _check_scripted(mod, "optimize_for_inference")
+    if mod.training:
+        mod = mod.eval()
+    return freeze(mod, preserved_attrs=other_methods)
 
 
 def is_tracing():
