@@ -115,3 +115,33 @@ def test_parity(variant):
     out = F.scaled_dot_product_attention(fiamma.tensor(q), fiamma.tensor(k), fiamma.tensor(v),
                                          fbias).numpy()
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_flash_only_refuses_what_pytorchs_cpu_flash_refuses():
+    """Inside ``sdpa_kernel(SDPBackend.FLASH_ATTENTION)`` 3-d inputs find no kernel, as on a
+    CPU PyTorch (the SDPA tutorial catches this RuntimeError); 4-d ones run, and with the math
+    kernel enabled too, 3-d ones run."""
+    from fiamma.nn.attention import SDPBackend, sdpa_kernel
+
+    q3, q4 = _rand(2, 3, 8), _rand(1, 2, 3, 8)
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        with pytest.raises(RuntimeError, match="No available kernel"):
+            F.scaled_dot_product_attention(q3, q3, q3)
+        assert tuple(F.scaled_dot_product_attention(q4, q4, q4).shape) == (1, 2, 3, 8)
+        v4 = _rand(1, 2, 3, 4)
+        with pytest.raises(RuntimeError, match="same head size"):
+            F.scaled_dot_product_attention(q4, q4, v4)
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.MATH]):
+        assert tuple(F.scaled_dot_product_attention(q3, q3, q3).shape) == (2, 3, 8)
+
+
+@pytest.mark.parity
+def test_parity_flash_only_3d():
+    torch = pytest.importorskip("torch")
+    from torch.nn.attention import SDPBackend as TB, sdpa_kernel as tk
+
+    q = torch.randn(2, 3, 8)
+    with tk(TB.FLASH_ATTENTION), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(RuntimeError, match="No available kernel"):
+            torch.nn.functional.scaled_dot_product_attention(q, q, q)

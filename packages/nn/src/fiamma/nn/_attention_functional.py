@@ -107,6 +107,20 @@ def _check_sdpa(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa):
         raise RuntimeError(f"{op}: no viable backend: the math and flash attention kernels "
                            f"are both turned off (enabled: {on or 'none'}; see "
                            "fiamma.nn.attention.sdpa_kernel and fiamma.backends.cuda)")
+    if not sdp["math"]:
+        # only the flash kernel may run: PyTorch's CPU flash kernel takes 4-d inputs with one
+        # head size and non-empty sequences, and otherwise finds no kernel
+        why = None
+        if not (query.dim() == key.dim() == value.dim() == 4):
+            why = (f"all fused kernels require query, key and value to be 4 dimensional, got "
+                   f"{query.dim()}, {key.dim()} and {value.dim()}")
+        elif not (query.shape[-1] == key.shape[-1] == value.shape[-1]):
+            why = "the flash kernel needs query, key and value of the same head size"
+        elif 0 in (query.shape[-2], key.shape[-2]):
+            why = "the flash kernel needs non-empty sequences"
+        if why is not None:
+            raise RuntimeError(f"{op}: No available kernel. Aborting execution. (only the "
+                               f"flash attention kernel is enabled and {why})")
     if attn_mask is not None:
         if attn_mask.dtype is not fiamma.bool and attn_mask.dtype != query.dtype:
             raise RuntimeError(f"{op}: Expected attn_mask dtype to be bool or to match query "
