@@ -73,8 +73,8 @@ def test_default_log_dir_flush_and_unsupported(tmp_path, monkeypatch):
     w.add_scalar("x", 1, 0)
     w.flush()
     assert load(w.get_logdir()).Scalars("x")[0].value == 1.0
-    with pytest.raises(NotImplementedError, match="add_graph is not supported by fiamma"):
-        w.add_graph(object())
+    with pytest.raises(NotImplementedError, match="add_audio is not supported by fiamma"):
+        w.add_audio("a", fiamma.zeros(10))
     with pytest.raises(ValueError, match="single value"):
         w.add_scalar("x", fiamma.ones(2))
     with pytest.raises(ValueError, match="inf or NaN"):
@@ -82,3 +82,68 @@ def test_default_log_dir_flush_and_unsupported(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="dataformats"):
         w.add_image("i", fiamma.ones(2, 2), dataformats="CHW")
     w.close()
+
+
+def test_add_embedding_writes_the_projector_files(tmp_path):
+    mat = fiamma.tensor([[0.5, 1.0], [2.0, -1.0], [0.0, 3.0]])
+    imgs = np.zeros((3, 1, 2, 2), np.uint8)
+    imgs[1] = 200
+    with SummaryWriter(tmp_path) as w:
+        w.add_embedding(mat, metadata=["a", "b", "c"], label_img=imgs)
+        w.add_embedding(fiamma.ones(2, 3), metadata=[["x", 1], ["y", 2]],
+                        metadata_header=["name", "n"], global_step=7, tag="fe/at")
+    d = tmp_path / "00000" / "default"
+    assert (d / "tensors.tsv").read_text() == "0.5\t1.0\n2.0\t-1.0\n0.0\t3.0\n"
+    assert (d / "metadata.tsv").read_text() == "a\nb\nc\n"
+    png = (d / "sprite.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and png[16:24] == bytes([0, 0, 0, 4, 0, 0, 0, 4])
+    d2 = tmp_path / "00007" / "fe%2fat"
+    assert (d2 / "metadata.tsv").read_text() == "name\tn\nx\t1\ny\t2\n"
+    from google.protobuf import text_format
+    from tensorboard.plugins.projector.projector_config_pb2 import ProjectorConfig
+
+    cfg = text_format.Parse((tmp_path / "projector_config.pbtxt").read_text(), ProjectorConfig())
+    e0, e1 = cfg.embeddings
+    assert (e0.tensor_name, e0.tensor_path, e0.metadata_path) == (
+        "default:00000", "00000/default/tensors.tsv", "00000/default/metadata.tsv")
+    assert e0.sprite.image_path == "00000/default/sprite.png"
+    assert list(e0.sprite.single_image_dim) == [2, 2]
+    assert (e1.tensor_name, e1.tensor_path) == ("fe/at:00007", "00007/fe%2fat/tensors.tsv")
+    assert not e1.sprite.image_path
+    with SummaryWriter(tmp_path / "bad") as w:
+        with pytest.raises(ValueError, match="2 labels for 3 data points"):
+            w.add_embedding(mat, metadata=["a", "b"])
+        with pytest.raises(ValueError, match="mat should be 2-D"):
+            w.add_embedding(fiamma.ones(3))
+
+
+def test_sprite_tiles_images_in_a_square():
+    from fiamma.utils.tensorboard.writer import _sprite
+
+    imgs = np.stack([np.full((1, 2, 3), v, np.uint8) for v in (10, 20, 30, 40, 50)])
+    sp = _sprite(imgs)                       # 5 images -> 3 x 3 tiles of 2 x 3
+    assert sp.shape == (6, 9, 3)
+    assert sp[0, 0, 0] == 10 and sp[0, 3, 1] == 20 and sp[2, 0, 2] == 40 and sp[2, 3, 0] == 50
+    assert sp[4:, :, :].max() == 0 and sp[2:4, 6:, :].max() == 0
+    assert _sprite(np.ones((1, 3, 2, 2), np.float32)).max() == 255
+
+
+def test_add_graph_writes_the_traced_graph(tmp_path):
+    pytest.importorskip("fiamma.jit")
+    nn = pytest.importorskip("fiamma.nn")
+    net = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
+    with SummaryWriter(tmp_path) as w:
+        w.add_graph(net, fiamma.randn(5, 4))
+        with pytest.raises(ValueError, match="input_to_model is required"):
+            w.add_graph(net)
+    g = load(tmp_path).Graph()
+    nodes = {n.name: n for n in g.node}
+    assert nodes["input/input_0"].op == "IO Node"
+    assert nodes["Sequential/0/weight"].op == "Parameter"
+    ops = [n for n in g.node if n.op.startswith("aten::")]
+    assert [n.name.rsplit("/", 1)[0] for n in ops if "addmm" in n.op] == [
+        "Sequential/0", "Sequential/2"]
+    out = [n for n in g.node if n.name.startswith("output/")]
+    assert len(out) == 1 and list(out[0].input) == [ops[-1].name]
+    shape = out[0].attr["_output_shapes"].list.shape[0]
+    assert [d.size for d in shape.dim] == [5, 2]
