@@ -80,3 +80,19 @@ def test_names_equal_pytorch():
     ft, ff = _inputs(torch), _inputs(fiamma)
     for expr in EXPRS:
         assert eval(expr, {}, ff).grad_fn.name() == eval(expr, {}, ft).grad_fn.name(), expr
+
+
+def test_squeeze_overload_names():
+    x = fiamma.randn(4, 1, 5, requires_grad=True)
+    assert x.squeeze().grad_fn.name() == "SqueezeBackward0"
+    assert x.squeeze(1).grad_fn.name() == "SqueezeBackward1"
+    assert x.squeeze(0).grad_fn.name() == "SqueezeBackward1"  # no size-1 dim there: a no-op
+    assert x.squeeze((0, 1)).grad_fn.name() == "SqueezeBackward2"
+    assert fiamma.squeeze(x, 1).grad_fn.name() == "SqueezeBackward1"
+    x.squeeze(1).sum().backward()
+    assert x.grad.shape == x.shape
+    if torch is not None:
+        t = torch.randn(4, 1, 5, requires_grad=True)
+        assert [t.squeeze().grad_fn.name(), t.squeeze(1).grad_fn.name(),
+                t.squeeze(0).grad_fn.name(), t.squeeze((0, 1)).grad_fn.name()] == \
+            ["SqueezeBackward0", "SqueezeBackward1", "SqueezeBackward1", "SqueezeBackward2"]

@@ -183,7 +183,7 @@ class Tensor:
         return wrap_dim(dim, len(self._shape), op)
 
     # ---- views ------------------------------------------------------------------------------
-    def _view(self, shape, stride, offset=None, op="view"):
+    def _view(self, shape, stride, offset=None, op="view", pt=None):
         t = _new(Tensor)
         _init(t, self._storage, self._dtype, tuple(shape), tuple(stride),
               self._offset if offset is None else offset, None)
@@ -192,9 +192,11 @@ class Tensor:
         b = getattr(self, "_base", None)
         t._base = self if b is None else b
         if self.requires_grad:
-            G.record(op, t, (self,), {"shape": t._shape, "stride": t._stride,
-                                      "offset": t._offset, "in_stride": self._stride,
-                                      "in_offset": self._offset})
+            kw = {"shape": t._shape, "stride": t._stride, "offset": t._offset,
+                  "in_stride": self._stride, "in_offset": self._offset}
+            if pt is not None and G.state.tracer is None:  # (a tracer takes no extra keys)
+                kw["_pt"] = pt  # which of PyTorch's overloads (its node name), see autograd
+            G.record(op, t, (self,), kw)
         return t
 
     def _contig_view(self, shape):
@@ -450,8 +452,10 @@ class Tensor:
             dims = {wrap_dim(d, nd, "squeeze") for d in ds}
             dims = {d for d in dims if nd and self._shape[d] == 1}
         keep = [i for i in range(nd) if i not in dims]
+        # PyTorch's overloads: squeeze() 0, squeeze(dim) 1, squeeze(dims) 2
+        pt = 0 if dim is None else 2 if isinstance(dim, (tuple, list)) else 1
         return self._view([self._shape[i] for i in keep], [self._stride[i] for i in keep],
-                          op=ops.squeeze)
+                          op=ops.squeeze, pt=pt)
 
     def unsqueeze(self, dim):
         nd = len(self._shape)

@@ -712,6 +712,7 @@ _DISPLAY = {
     # log_softmax then nll_loss in PyTorch (its last node); label smoothing adds a term
     "cross_entropy_loss": lambda n: ("AddBackward0" if n._kwargs.get("label_smoothing")
                                      else "NllLossBackward0"),
+    "squeeze": lambda n: f"SqueezeBackward{n._kwargs.get('_pt', 0)}",
     "upsample": _upsample_name,
     "pad": _pad_name,
     "getitem": _index_name,
