@@ -77,6 +77,18 @@ def test_legacy_tensor_types():
         fiamma.set_default_tensor_type(fiamma.LongTensor)
 
 
+def test_type_tensor_class_is_the_default_dtype():
+    # x.type(torch.Tensor) (CycleGAN-style scripts) converts to the default dtype, as PyTorch
+    assert fiamma.ones(2, dtype=fiamma.float64).type(fiamma.Tensor).dtype is fiamma.float32
+    assert fiamma.arange(3).type(fiamma.Tensor).tolist() == [0.0, 1.0, 2.0]
+    assert fiamma.arange(3).type("torch.Tensor").dtype is fiamma.float32
+    try:
+        fiamma.set_default_dtype(fiamma.float64)
+        assert fiamma.ones(2, dtype=fiamma.int32).type(fiamma.Tensor).dtype is fiamma.float64
+    finally:
+        fiamma.set_default_dtype(fiamma.float32)
+
+
 # ---- linear algebra under the old names ---------------------------------------------------
 
 def test_old_linalg_names():

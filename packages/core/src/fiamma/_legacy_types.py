@@ -71,9 +71,13 @@ _BY_NAME = {c.__name__: c for c in (FloatTensor, DoubleTensor, HalfTensor, BFloa
 def dtype_of_type(obj, op="type"):
     """The dtype a ``type()``-style argument names: a dtype, a legacy class
     (``fiamma.LongTensor``) or its name (``'torch.LongTensor'``, ``'fiamma.LongTensor'``).
-    CUDA type names raise naming the reason."""
+    ``Tensor`` itself (or ``'torch.Tensor'``) names the default dtype, as in PyTorch, where
+    ``x.type(torch.Tensor)`` is common in older scripts. CUDA type names raise naming the
+    reason."""
     if isinstance(obj, _LegacyTensorType):
         return obj.dtype
+    if obj is Tensor:
+        return D.get_default_dtype()
     if isinstance(obj, str):
         parts = obj.split(".")
         if len(parts) >= 2 and parts[0] in ("torch", "fiamma"):
@@ -82,6 +86,8 @@ def dtype_of_type(obj, op="type"):
                                    "device here")
             if parts[-1] in _BY_NAME and len(parts) == 2:
                 return _BY_NAME[parts[-1]].dtype
+            if parts[1:] == ["Tensor"]:
+                return D.get_default_dtype()
     return D.to_dtype(obj, op)
 
 
