@@ -73,8 +73,8 @@ def test_default_log_dir_flush_and_unsupported(tmp_path, monkeypatch):
     w.add_scalar("x", 1, 0)
     w.flush()
     assert load(w.get_logdir()).Scalars("x")[0].value == 1.0
-    with pytest.raises(NotImplementedError, match="add_graph is not supported by fiamma"):
-        w.add_graph(object())
+    with pytest.raises(NotImplementedError, match="add_embedding is not supported by fiamma"):
+        w.add_embedding(fiamma.ones(2, 3))
     with pytest.raises(ValueError, match="single value"):
         w.add_scalar("x", fiamma.ones(2))
     with pytest.raises(ValueError, match="inf or NaN"):
@@ -82,3 +82,68 @@ def test_default_log_dir_flush_and_unsupported(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="dataformats"):
         w.add_image("i", fiamma.ones(2, 2), dataformats="CHW")
     w.close()
+
+
+def test_add_hparams_reads_back_with_the_hparams_plugin(tmp_path):
+    from tensorboard.plugins.hparams import metadata
+
+    with SummaryWriter(tmp_path) as w:
+        w.add_hparams({"lr": 0.001, "bsize": 256, "opt": "adam", "bn": True,
+                       "wd": fiamma.tensor(0.5)},
+                      {"accuracy": 0.75, "loss": fiamma.tensor(0.25)}, run_name="trial")
+    acc = load(tmp_path / "trial")
+    content = acc.PluginTagToContent("hparams")
+    exp = metadata.parse_experiment_plugin_data(content["_hparams_/experiment"])
+    assert [(h.name, h.type) for h in exp.hparam_infos] == [
+        ("lr", 3), ("bsize", 3), ("opt", 1), ("bn", 2), ("wd", 3)]   # FLOAT64, STRING, BOOL
+    assert [m.name.tag for m in exp.metric_infos] == ["accuracy", "loss"]
+    start = metadata.parse_session_start_info_plugin_data(
+        content["_hparams_/session_start_info"])
+    assert start.hparams["lr"].number_value == 0.001
+    assert start.hparams["bsize"].number_value == 256
+    assert start.hparams["opt"].string_value == "adam" and start.hparams["bn"].bool_value
+    assert start.hparams["wd"].number_value == 0.5
+    end = metadata.parse_session_end_info_plugin_data(content["_hparams_/session_end_info"])
+    assert end.status == 1                                            # STATUS_SUCCESS
+    assert [e.value for e in acc.Scalars("accuracy")] == [0.75]
+    assert [e.value for e in acc.Scalars("loss")] == [0.25]
+
+
+def test_add_hparams_bad_input(tmp_path):
+    w = SummaryWriter(tmp_path)
+    with pytest.raises(TypeError, match="dictionaries"):
+        w.add_hparams([("lr", 1)], {})
+    with pytest.raises(ValueError, match="'lr' should be an int, float, str, bool"):
+        w.add_hparams({"lr": [1, 2]}, {"m": 1.0})
+    with pytest.raises(ValueError, match="tensor of 2 elements"):
+        w.add_hparams({"lr": fiamma.ones(2)}, {"m": 1.0})
+    with pytest.raises(TypeError, match="hparam_domain_discrete"):
+        w.add_hparams({"lr": 0.1}, {"m": 1.0}, hparam_domain_discrete={"lr": ["a"]})
+    w.close()
+
+
+def test_add_graph_traces_with_fx(tmp_path):
+    pytest.importorskip("fiamma.fx")
+    nn = fiamma.nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(1, 4, 3, padding=1)
+            self.fc = nn.Linear(4 * 4 * 4, 3)
+
+        def forward(self, x):
+            x = fiamma.relu(self.conv(x))
+            return self.fc(x.reshape(x.shape[0], -1))
+
+    with SummaryWriter(tmp_path) as w:
+        w.add_graph(Net(), fiamma.zeros(2, 1, 4, 4))
+    g = load(tmp_path).Graph()
+    by_name = {n.name: n for n in g.node}
+    conv = by_name["Net/Conv2d[conv]/conv"]
+    assert conv.op == "Conv2d" and list(conv.input) == ["Net/x"]
+    assert [d.size for d in conv.attr["_output_shapes"].list.shape[0].dim] == [2, 4, 4, 4]
+    fc = by_name["Net/Linear[fc]/fc"]
+    assert [d.size for d in fc.attr["_output_shapes"].list.shape[0].dim] == [2, 3]
+    assert by_name["Net/x"].op == "IO Node" and by_name["Net/output"].input == [fc.name]
+    assert by_name["Net/relu"].op == "relu"

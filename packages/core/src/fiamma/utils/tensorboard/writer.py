@@ -108,15 +108,120 @@ def _image_hwc(img, dataformats, what):
     return np.ascontiguousarray(a)
 
 
+def _hparam_value(key, v):
+    """(field, value, data type) of one hyper-parameter for the hparams plugin's protos."""
+    if hasattr(v, "numel") and hasattr(v, "item"):      # a tensor
+        if v.numel() != 1:
+            raise ValueError(f"add_hparams: hyper-parameter {key!r} is a tensor of "
+                             f"{v.numel()} elements; expected one element")
+        v = v.item()
+    if isinstance(v, bool):
+        return "bool_value", v, "DATA_TYPE_BOOL"
+    if isinstance(v, (int, float, np.integer, np.floating)):
+        return "number_value", float(v), "DATA_TYPE_FLOAT64"
+    if isinstance(v, str):
+        return "string_value", v, "DATA_TYPE_STRING"
+    raise ValueError(f"add_hparams: hyper-parameter {key!r} should be an int, float, str, bool "
+                     f"or one-element tensor, got {type(v).__name__}")
+
+
+def _hparams_summaries(hparam_dict, metric_dict, domain_discrete):
+    """The experiment, session-start and session-end summaries of the hparams plugin."""
+    from google.protobuf import struct_pb2
+    from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
+
+    domain_discrete = domain_discrete or {}
+    for k, vals in domain_discrete.items():
+        if k not in hparam_dict or not isinstance(vals, list) or not all(
+                isinstance(x, type(hparam_dict[k])) for x in vals):
+            raise TypeError(f"add_hparams: hparam_domain_discrete[{k!r}] should be a list of "
+                            "values of the type of that hyper-parameter in hparam_dict")
+    start = plugin_data_pb2.SessionStartInfo()
+    infos = []
+    for k, v in hparam_dict.items():
+        field, value, dtype = _hparam_value(k, v)
+        setattr(start.hparams[k], field, value)
+        info = api_pb2.HParamInfo(name=k, type=api_pb2.DataType.Value(dtype))
+        if k in domain_discrete:
+            info.domain_discrete.CopyFrom(struct_pb2.ListValue(values=[
+                struct_pb2.Value(**{field: _hparam_value(k, x)[1]})
+                for x in domain_discrete[k]]))
+        infos.append(info)
+    experiment = api_pb2.Experiment(hparam_infos=infos, metric_infos=[
+        api_pb2.MetricInfo(name=api_pb2.MetricName(tag=k)) for k in metric_dict])
+    end = plugin_data_pb2.SessionEndInfo(status=api_pb2.Status.Value("STATUS_SUCCESS"))
+
+    def summary(tag, **data):
+        content = plugin_data_pb2.HParamsPluginData(version=0, **data).SerializeToString()
+        meta = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(
+            plugin_name="hparams", content=content))
+        return summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, metadata=meta)])
+
+    return [summary("_hparams_/experiment", experiment=experiment),
+            summary("_hparams_/session_start_info", session_start_info=start),
+            summary("_hparams_/session_end_info", session_end_info=end)]
+
+
+def _graph_def(model, input_to_model):
+    """A TensorFlow GraphDef of ``model`` traced with fiamma.fx (shapes from a run on
+    ``input_to_model`` when given)."""
+    from tensorboard.compat.proto import (
+        attr_value_pb2,
+        graph_pb2,
+        node_def_pb2,
+        versions_pb2,
+    )
+    try:
+        import fiamma.fx as fx
+        from fiamma.fx.passes.shape_prop import ShapeProp
+    except ImportError as e:
+        raise ImportError(f"SummaryWriter.add_graph traces the model with fiamma.fx, which is "
+                          f"part of fiamma-nn (not installed: {e})") from None
+    gm = fx.symbolic_trace(model)
+    if input_to_model is not None:
+        args = input_to_model if isinstance(input_to_model, (tuple, list)) else (input_to_model,)
+        ShapeProp(gm).propagate(*args)
+    root = type(model).__name__
+    scope = {}
+    for n in gm.graph.nodes:
+        if n.op == "call_module":
+            sub = gm.get_submodule(n.target)
+            scope[n.name] = f"{root}/{type(sub).__name__}[{n.target}]/{n.name}"
+        else:
+            scope[n.name] = f"{root}/{n.name}"
+    nodes = []
+    for n in gm.graph.nodes:
+        if n.op in ("placeholder", "output"):
+            op = "IO Node"
+        elif n.op == "call_module":
+            op = type(gm.get_submodule(n.target)).__name__
+        elif n.op == "get_attr":
+            op = "prim::GetAttr"
+        else:
+            op = getattr(n.target, "__name__", str(n.target))
+        attr = {}
+        meta = n.meta.get("tensor_meta")
+        if meta is not None and hasattr(meta, "shape"):
+            shape = tensor_shape_pb2.TensorShapeProto(
+                dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=int(d)) for d in meta.shape])
+            attr["_output_shapes"] = attr_value_pb2.AttrValue(
+                list=attr_value_pb2.AttrValue.ListValue(shape=[shape]))
+            attr["attr"] = attr_value_pb2.AttrValue(s=str(meta.dtype).encode())
+        inputs = [scope[a.name] for a in n.all_input_nodes]
+        nodes.append(node_def_pb2.NodeDef(name=scope[n.name], op=op, input=inputs,
+                                          attr=attr))
+    return graph_pb2.GraphDef(node=nodes, versions=versions_pb2.VersionDef(producer=22))
+
+
 class SummaryWriter:
     """Write TensorBoard event files to ``log_dir`` (default
     ``runs/<Mon>DD_HH-MM-SS_<host><comment>``), as PyTorch's SummaryWriter does.
 
     Supported: ``add_scalar``, ``add_scalars`` (one sub-directory per scalar, as PyTorch),
-    ``add_histogram``, ``add_image``, ``add_images``, ``add_text``, ``flush``, ``close``, use as a
-    context manager. Not supported (they raise ``NotImplementedError`` saying so):
-    ``add_graph`` (fiamma has no traced graph to write), ``add_embedding``, ``add_audio``,
-    ``add_video``, ``add_figure``, ``add_pr_curve``, ``add_mesh``, ``add_hparams``.
+    ``add_histogram``, ``add_image``, ``add_images``, ``add_text``, ``add_hparams``,
+    ``add_graph`` (traced with ``fiamma.fx``), ``flush``, ``close``, use as a context manager.
+    Not supported (they raise ``NotImplementedError`` saying so): ``add_embedding``,
+    ``add_audio``, ``add_video``, ``add_figure``, ``add_pr_curve``, ``add_mesh``.
 
     >>> import tempfile, fiamma
     >>> from fiamma.utils.tensorboard import SummaryWriter
@@ -223,7 +328,17 @@ class SummaryWriter:
         raise NotImplementedError(f"SummaryWriter.{name} is not supported by fiamma: {why}")
 
     def add_graph(self, model, input_to_model=None, verbose=False, use_strict_trace=True):
-        self._unsupported("add_graph", "fiamma has no traced model graph to write")
+        """Log ``model``'s graph for TensorBoard's Graphs tab. The graph is traced symbolically
+        with ``fiamma.fx`` (PyTorch traces with ``torch.jit.trace``): one node per module call,
+        function, method and input, named by the module path; with ``input_to_model`` (a
+        tensor or a tuple of them) each node also records its output shape. A model that
+        ``fiamma.fx.symbolic_trace`` cannot trace (data-dependent control flow) raises its
+        error."""
+        self._open().add_event(event_pb2.Event(
+            graph_def=_graph_def(model, input_to_model).SerializeToString(),
+            wall_time=time.time()))
+        if verbose:
+            print(_graph_def(model, input_to_model))
 
     def add_embedding(self, *args, **kwargs):
         self._unsupported("add_embedding", "the projector plugin's files are not written")
@@ -243,8 +358,23 @@ class SummaryWriter:
     def add_mesh(self, *args, **kwargs):
         self._unsupported("add_mesh", "mesh summaries are not written")
 
-    def add_hparams(self, *args, **kwargs):
-        self._unsupported("add_hparams", "hyper-parameter summaries are not written")
+    def add_hparams(self, hparam_dict, metric_dict, hparam_domain_discrete=None, run_name=None,
+                    global_step=None):
+        """Log one trial for TensorBoard's HParams tab, as PyTorch: the hyper-parameters
+        (numbers, strings, bools or one-element tensors) and metrics go to the run
+        ``log_dir/<run_name>`` (default: the current time), each metric also as a scalar
+        there."""
+        if type(hparam_dict) is not dict or type(metric_dict) is not dict:
+            raise TypeError("add_hparams: hparam_dict and metric_dict should be dictionaries, "
+                            f"got {type(hparam_dict).__name__} and {type(metric_dict).__name__}")
+        summaries = _hparams_summaries(hparam_dict, metric_dict, hparam_domain_discrete)
+        run = os.path.join(self.log_dir, run_name or str(time.time()))
+        with SummaryWriter(run, max_queue=self.max_queue, flush_secs=self.flush_secs,
+                           filename_suffix=self.filename_suffix) as w:
+            for summary in summaries:
+                w._open().add_event(event_pb2.Event(summary=summary, wall_time=time.time()))
+            for k, v in metric_dict.items():
+                w.add_scalar(k, v, global_step)
 
     def flush(self):
         """Write pending events to disk."""
