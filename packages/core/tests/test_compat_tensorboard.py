@@ -73,8 +73,8 @@ def test_default_log_dir_flush_and_unsupported(tmp_path, monkeypatch):
     w.add_scalar("x", 1, 0)
     w.flush()
     assert load(w.get_logdir()).Scalars("x")[0].value == 1.0
-    with pytest.raises(NotImplementedError, match="add_embedding is not supported by fiamma"):
-        w.add_embedding(fiamma.ones(2, 3))
+    with pytest.raises(NotImplementedError, match="add_audio is not supported by fiamma"):
+        w.add_audio("a", fiamma.zeros(10))
     with pytest.raises(ValueError, match="single value"):
         w.add_scalar("x", fiamma.ones(2))
     with pytest.raises(ValueError, match="inf or NaN"):
@@ -147,3 +147,50 @@ def test_add_graph_traces_with_fx(tmp_path):
     assert [d.size for d in fc.attr["_output_shapes"].list.shape[0].dim] == [2, 3]
     assert by_name["Net/x"].op == "IO Node" and by_name["Net/output"].input == [fc.name]
     assert by_name["Net/relu"].op == "relu"
+
+
+def test_add_embedding_projector_files(tmp_path):
+    from google.protobuf import text_format
+    from tensorboard.plugins.projector import projector_config_pb2
+
+    mat = fiamma.arange(12, dtype=fiamma.float32).reshape(3, 4) / 7
+    img = fiamma.linspace(0, 1, 12).reshape(3, 1, 2, 2)
+    with SummaryWriter(tmp_path) as w:
+        w.add_embedding(mat, metadata=["a", "b", "c"], label_img=img, global_step=7,
+                        tag="my/emb")
+        w.add_embedding(mat.double(), metadata=[[1, "x"], [2, "y"], [3, "z"]],
+                        metadata_header=["n", "s"])
+    config = text_format.Parse((tmp_path / "projector_config.pbtxt").read_text(),
+                               projector_config_pb2.ProjectorConfig())
+    first, second = config.embeddings
+    assert first.tensor_name == "my/emb:00007" and first.tensor_path == "00007/my%2femb/tensors.tsv"
+    assert first.metadata_path == "00007/my%2femb/metadata.tsv"
+    assert first.sprite.image_path == "00007/my%2femb/sprite.png"
+    assert list(first.sprite.single_image_dim) == [2, 2]
+    assert second.tensor_name == "default:00000"        # no global_step: step 0, as PyTorch
+    d = tmp_path / "00007" / "my%2femb"
+    rows = [[float(x) for x in line.split("\t")]
+            for line in (d / "tensors.tsv").read_text().splitlines()]
+    np.testing.assert_array_equal(np.array(rows, np.float32), mat.numpy())
+    assert (d / "metadata.tsv").read_text() == "a\nb\nc\n"
+    header_rows = (tmp_path / "00000" / "default" / "metadata.tsv").read_text()
+    assert header_rows == "n\ts\n1\tx\n2\ty\n3\tz\n"
+    png = (d / "sprite.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    w_, h_ = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    assert (w_, h_, png[25]) == (4, 4, 2)               # a 2 x 2 sheet of 2 x 2 images, RGB
+    raw = zlib.decompress(png[png.index(b"IDAT") + 4:])
+    # row 0: image 0's first row then image 1's, each grey value x*255 truncated, as RGB
+    vals = [int(v * 255) for v in np.linspace(0, 1, 12, dtype=np.float32)]
+    assert list(raw[1:13]) == [vals[0]] * 3 + [vals[1]] * 3 + [vals[4]] * 3 + [vals[5]] * 3
+
+
+def test_add_embedding_bad_input(tmp_path):
+    w = SummaryWriter(tmp_path)
+    with pytest.raises(ValueError, match="2-D"):
+        w.add_embedding(fiamma.ones(2, 3, 4))
+    with pytest.raises(ValueError, match="2 metadata rows for 3 embeddings"):
+        w.add_embedding(fiamma.ones(3, 2), metadata=["a", "b"])
+    with pytest.raises(ValueError, match="label_img"):
+        w.add_embedding(fiamma.ones(3, 2), label_img=fiamma.ones(2, 1, 2, 2))
+    w.close()

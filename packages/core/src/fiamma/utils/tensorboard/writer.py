@@ -219,9 +219,10 @@ class SummaryWriter:
 
     Supported: ``add_scalar``, ``add_scalars`` (one sub-directory per scalar, as PyTorch),
     ``add_histogram``, ``add_image``, ``add_images``, ``add_text``, ``add_hparams``,
-    ``add_graph`` (traced with ``fiamma.fx``), ``flush``, ``close``, use as a context manager.
-    Not supported (they raise ``NotImplementedError`` saying so): ``add_embedding``,
-    ``add_audio``, ``add_video``, ``add_figure``, ``add_pr_curve``, ``add_mesh``.
+    ``add_graph`` (traced with ``fiamma.fx``), ``add_embedding`` (the Projector's files),
+    ``flush``, ``close``, use as a context manager. Not supported (they raise
+    ``NotImplementedError`` saying so): ``add_audio``, ``add_video``, ``add_figure``,
+    ``add_pr_curve``, ``add_mesh``.
 
     >>> import tempfile, fiamma
     >>> from fiamma.utils.tensorboard import SummaryWriter
@@ -340,8 +341,70 @@ class SummaryWriter:
         if verbose:
             print(_graph_def(model, input_to_model))
 
-    def add_embedding(self, *args, **kwargs):
-        self._unsupported("add_embedding", "the projector plugin's files are not written")
+    def add_embedding(self, mat, metadata=None, label_img=None, global_step=None, tag="default",
+                      metadata_header=None):
+        """Log ``mat`` (N x D) for TensorBoard's Projector, as PyTorch: ``tensors.tsv``, and
+        ``metadata.tsv`` (``metadata``: N labels, or N rows under ``metadata_header``) and
+        ``sprite.png`` (``label_img``: N x C x H x W, values in [0, 1]) when given, in
+        ``log_dir/<global_step as 5 digits>/<tag>`` (``%``, ``/`` and ``\\`` of the tag
+        %-escaped), listed in ``log_dir/projector_config.pbtxt``."""
+        from google.protobuf import text_format
+        from tensorboard.plugins.projector import projector_config_pb2
+
+        m = _numpy(mat, "add_embedding")
+        if m.ndim != 2:
+            raise ValueError(f"SummaryWriter.add_embedding: mat should be 2-D (N x D), got shape "
+                             f"{tuple(m.shape)}")
+        n = m.shape[0]
+        step = str(0 if global_step is None else global_step).zfill(5)
+        safe = tag.replace("%", "%25").replace("/", "%2f").replace("\\", "%5c")
+        subdir = f"{step}/{safe}"
+        save = os.path.join(self.log_dir, subdir)
+        os.makedirs(save, exist_ok=True)
+        info = projector_config_pb2.EmbeddingInfo(tensor_name=f"{tag}:{step}",
+                                                  tensor_path=f"{subdir}/tensors.tsv")
+        if metadata is not None:
+            rows = list(metadata)
+            if len(rows) != n:
+                raise ValueError(f"SummaryWriter.add_embedding: {len(rows)} metadata rows for "
+                                 f"{n} embeddings")
+            if metadata_header is None:
+                lines = [str(r) for r in rows]
+            else:
+                lines = ["\t".join(str(x) for x in r) for r in [metadata_header, *rows]]
+            with open(os.path.join(save, "metadata.tsv"), "w", encoding="utf-8") as f:
+                f.write("\n".join(lines) + "\n")
+            info.metadata_path = f"{subdir}/metadata.tsv"
+        if label_img is not None:
+            imgs = _numpy(label_img, "add_embedding")
+            if imgs.ndim != 4 or imgs.shape[0] != n:
+                raise ValueError(f"SummaryWriter.add_embedding: label_img should be N x C x H x "
+                                 f"W with N={n}, got shape {tuple(imgs.shape)}")
+            side = int(np.ceil(np.sqrt(n)))       # a square sprite sheet, row by row
+            if imgs.shape[1] == 1:                # grey sprites are stored as RGB
+                imgs = np.repeat(imgs, 3, axis=1)
+            if imgs.dtype != np.uint8:            # [0, 1] -> 0..255, truncated as PyTorch
+                imgs = (np.clip(imgs.astype(np.float64), 0.0, 1.0) * 255.0).astype(np.uint8)
+            c, h, w = imgs.shape[1:]
+            sheet = np.zeros((c, side * h, side * w), dtype=np.uint8)
+            for i in range(n):
+                r, col = divmod(i, side)
+                sheet[:, r * h:(r + 1) * h, col * w:(col + 1) * w] = imgs[i]
+            with open(os.path.join(save, "sprite.png"), "wb") as f:
+                f.write(_png(_image_hwc(sheet, "CHW", "add_embedding")))
+            info.sprite.image_path = f"{subdir}/sprite.png"
+            info.sprite.single_image_dim.extend([w, h])
+        with open(os.path.join(save, "tensors.tsv"), "w", encoding="utf-8") as f:
+            for row in m.tolist():
+                f.write("\t".join(str(x) for x in row) + "\n")
+        config = projector_config_pb2.ProjectorConfig()
+        path = os.path.join(self.log_dir, "projector_config.pbtxt")
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                text_format.Parse(f.read(), config)
+        config.embeddings.append(info)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text_format.MessageToString(config))
 
     def add_audio(self, *args, **kwargs):
         self._unsupported("add_audio", "audio summaries are not written")
