@@ -260,7 +260,9 @@ def _clamp(ctx, grad):
     return gx, glo, ghi
 
 
-@derivative(ops.where, save="inputs")
+# where/addcmul/addcdiv read the condition or factors only: the selected values and the added
+# input are not saved (may be written in place before backward, as in PyTorch)
+@derivative(ops.where, save="inputs", unsaved=(1, 2))
 def _where(ctx, grad):
     cond = ctx.inputs[0]
     ga = fiamma.where(cond, grad, 0.0) if _need(ctx, 1) else None
@@ -277,7 +279,7 @@ def _lerp(ctx, grad):
     return ga, gb, gw
 
 
-@derivative(ops.addcmul, save="inputs")
+@derivative(ops.addcmul, save="inputs", unsaved=(0,))
 def _addcmul(ctx, grad):
     _, t1, t2 = ctx.inputs
     v = _cj(ctx.kwargs.get("value", 1))
@@ -286,7 +288,7 @@ def _addcmul(ctx, grad):
             gv * t1 if _need(ctx, 2) else None)
 
 
-@derivative(ops.addcdiv, save="inputs")
+@derivative(ops.addcdiv, save="inputs", unsaved=(0,))
 def _addcdiv(ctx, grad):
     _, t1, t2 = ctx.inputs
     v = _cj(ctx.kwargs.get("value", 1))
