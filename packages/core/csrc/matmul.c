@@ -146,10 +146,20 @@ void fm_gemm_plan_free(fm_gemm_plan *p) {
     p->packed = NULL;
 }
 
+/* C (m x n, unit column stride, row stride scm) = A @ B + bias (n contiguous floats): the own
+   kernel adds the bias as it stores C; otherwise the bias rows are written into C and the
+   product accumulated onto them (beta = 1), one call from Python either way */
 int fm_mm_bias_f32(int64_t m, int64_t n, int64_t k, intptr_t c, int64_t scm, intptr_t a,
                    int64_t sam, int64_t sak, intptr_t b, int64_t sbk, int64_t sbn, intptr_t bias) {
-    if (m <= 0 || n <= 0 || k <= 0 || scm < n || !own_sgemm(m, n, k)) return FM_ERR_OP;
-    return fm_sgemm_bias(m, n, k, a, sam, sak, b, sbk, sbn, bias, c, scm, own_threads(m, n, k));
+    if (m <= 0 || n <= 0 || k <= 0 || scm < n) return FM_ERR_OP;
+    if (own_sgemm(m, n, k)) {
+        int rc = fm_sgemm_bias(m, n, k, a, sam, sak, b, sbk, sbn, bias, c, scm,
+                               own_threads(m, n, k));
+        if (rc != FM_ERR_OP) return rc; /* else a layout the kernel's bias store lacks */
+    }
+    float *cp = (float *)c;
+    for (int64_t i = 0; i < m; i++) memcpy(cp + i * scm, (const float *)bias, (size_t)n * 4);
+    return fm_mm(FM_FLOAT32, m, n, k, c, scm, 1, a, sam, sak, b, sbk, sbn, 1.0, 1.0, 1, 1);
 }
 
 int fm_par_threads(double work, double min_work) {

@@ -163,6 +163,8 @@ _DIFFERENTIABLE = """
     xlog1py xlogy zeta
     silu leaky_relu elu hardswish hardsigmoid softplus mish hardtanh softshrink hardshrink
     threshold
+    mse_loss l1_loss smooth_l1_loss huber_loss binary_cross_entropy
+    binary_cross_entropy_with_logits soft_margin_loss kl_div
 """
 _VIEWS = """
     as_strided diagonal expand getitem imag narrow permute real select squeeze t transpose

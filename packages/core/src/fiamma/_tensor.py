@@ -382,7 +382,36 @@ class Tensor:
         if len(self._shape) < 2:
             return self._view(self._shape, self._stride, op=ops.t)
         (s0, s1), (t0, t1) = self._shape, self._stride
-        return self._view((s1, s0), (t1, t0), op=ops.transpose)
+        return self._view2((s1, s0), (t1, t0))
+
+    def _view2(self, shape, stride):
+        """A matrix's transpose (t(), mT, transpose(0, 1)): _view's work written out for two
+        dims (shape and stride are the swapped tuples)."""
+        t = _new(Tensor)
+        st = self._storage
+        dt = self._dtype
+        t._storage = st
+        t._dtype = dt
+        t._shape = shape
+        t._stride = stride
+        off = t._offset = self._offset
+        t._ptr = self._ptr
+        t._numel = shape[0] * shape[1]
+        # C-contiguous (size-1 dims aside), as _init decides it
+        c = (shape[1] == 1 or stride[1] == 1) and (shape[0] == 1 or stride[0] == shape[1])
+        t._contig = c
+        t._cpu_contig = c and st.device is _FAST
+        t.requires_grad = False
+        t._grad = None
+        t.grad_fn = None
+        t._ag = None
+        b = getattr(self, "_base", None)
+        t._base = self if b is None else b
+        if self.requires_grad:
+            G.record(ops.transpose, t, (self,), {"shape": shape, "stride": stride,
+                                                 "offset": off, "in_stride": self._stride,
+                                                 "in_offset": off})
+        return t
 
     @property
     def T(self):
@@ -391,7 +420,11 @@ class Tensor:
 
     @property
     def mT(self):
-        if len(self._shape) < 2:
+        sh = self._shape
+        if len(sh) == 2:
+            st = self._stride
+            return self._view2((sh[1], sh[0]), (st[1], st[0]))
+        if len(sh) < 2:
             raise RuntimeError("mT: tensor must have at least 2 dimensions")
         return self.transpose(-2, -1)
 
@@ -851,10 +884,11 @@ class Tensor:
         if not isinstance(other, Tensor):
             raise TypeError(f"data: expected a Tensor, got {type(other).__name__}")
         # the tensor keeps its identity and autograd state; only what it holds changes
-        keep = (self.requires_grad, self._grad, self.grad_fn, self._ag)
+        keep = (self.requires_grad, self._grad, self.grad_fn, self._ag,
+                getattr(self, "_base", None))
         _init(self, other._storage, other._dtype, other._shape, other._stride, other._offset,
               other._contig)
-        self.requires_grad, self._grad, self.grad_fn, self._ag = keep
+        self.requires_grad, self._grad, self.grad_fn, self._ag, self._base = keep
 
 
 _TYPE_NAMES = {"bool": "BoolTensor", "uint8": "ByteTensor", "int8": "CharTensor",
@@ -908,6 +942,7 @@ def _init(t, storage, dt, shape, stride, offset, contig):
     t._grad = None
     t.grad_fn = None
     t._ag = None
+    t._base = None  # views set theirs after
 
 
 _NONLEAF_GRAD = (
@@ -985,6 +1020,7 @@ def new_empty(shape, dt, dev=CPU, zero=False):
     t._grad = None
     t.grad_fn = None
     t._ag = None
+    t._base = None  # not a view (set, so reading it is a plain slot load)
     return t
 
 

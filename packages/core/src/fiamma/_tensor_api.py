@@ -155,8 +155,9 @@ def _typed_storage(self):
 def _take_layout(self, v, op):
     """Make ``self`` show what the view ``v`` shows (same storage), keeping its identity."""
     rg, grad, fn, ag = self.requires_grad, self._grad, self.grad_fn, self._ag
+    base = getattr(self, "_base", None)
     _init(self, v._storage, v._dtype, v._shape, v._stride, v._offset, None)
-    self.requires_grad, self._grad, self.grad_fn, self._ag = rg, grad, fn, ag
+    self.requires_grad, self._grad, self.grad_fn, self._ag, self._base = rg, grad, fn, ag, base
 
 
 def _inplace_view(self, op, fn, *args):

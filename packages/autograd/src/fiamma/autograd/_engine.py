@@ -146,6 +146,7 @@ def _acc(t):
 
 
 _ZEROS = [(0,) * i for i in range(8)]
+_NO_EDGE = (None, 0)  # _edge1's answer for an input that does not require grad
 
 # Nodes share one ``_dtypes`` tuple per dtype combination instead of building one each: a tuple
 # of dtype objects stays tracked by the cyclic GC, and every tracked object that outlives the
@@ -367,7 +368,8 @@ def record_new(op, out, inputs, kwargs=NO_KWARGS):
     n = len(inputs)
     if n == 2:
         a, b = inputs
-        if a.__class__ is not Tensor or b.__class__ is not Tensor:
+        if ((a.__class__ is not Tensor and not isinstance(a, Tensor)) or
+                (b.__class__ is not Tensor and not isinstance(b, Tensor))):
             node = _make_node(cls, inputs, kwargs, False)
         else:
             node = _new(cls)
@@ -414,9 +416,39 @@ def record_new(op, out, inputs, kwargs=NO_KWARGS):
                     pack_saved(node)
             if anomaly.enabled:
                 node._trace = capture_trace()
+    elif n == 3 and isinstance(inputs[0], Tensor) and isinstance(inputs[1], Tensor) and \
+            isinstance(inputs[2], Tensor):
+        # three tensors (addmm and the other fused products, where, lerp, ...): the node's
+        # edge and shape tuples built here, as _make_node would, without its per-input loop
+        a, b, c = inputs
+        node = _new(cls)
+        ea, na = _edge1(a) if a.requires_grad else _NO_EDGE
+        eb, nb = _edge1(b) if b.requires_grad else _NO_EDGE
+        ec, nc = _edge1(c) if c.requires_grad else _NO_EDGE
+        node._e0 = ea
+        node._e1 = eb
+        node._ex = (ea, eb, ec)
+        node._s0 = a._shape
+        node._s1 = b._shape
+        node._sx = (a._shape, b._shape, c._shape)
+        node._nrs = _ZEROS[3] if not (na or nb or nc) else (na, nb, nc)
+        dts = (a._dtype, b._dtype, c._dtype)
+        node._dtypes = _DTN.setdefault(dts, dts)
+        node._kwargs = kwargs
+        save = cls._save
+        if save == "none" or save == "output":
+            node._inputs = _NONES[3]
+            node._versions = None
+        else:
+            node._inputs = inputs
+            node._versions = (a._storage.version, b._storage.version, c._storage.version)
+            if hooks_active[0]:
+                pack_saved(node)
+        if anomaly.enabled:
+            node._trace = capture_trace()
     else:
         a = inputs[0] if n == 1 else None
-        if a.__class__ is not Tensor or not a.requires_grad:
+        if (a.__class__ is not Tensor and not isinstance(a, Tensor)) or not a.requires_grad:
             node = _make_node(cls, inputs, kwargs, False)
         else:
             node = _new(cls)

@@ -461,8 +461,15 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
     >>> fiamma.addmm(fiamma.ones(2, 2), fiamma.ones(2, 3), fiamma.ones(3, 2), beta=2).tolist()
     [[5.0, 5.0], [5.0, 5.0]]
     """
-    if _AC_ON and out is None:  # on autocast's lower-precision list
-        input, mat1, mat2 = _AC.cast_lower(None, input, mat1, mat2)
+    if out is None:
+        if _AC_ON:  # on autocast's lower-precision list
+            input, mat1, mat2 = _AC.cast_lower(None, input, mat1, mat2)
+        elif (beta.__class__ is int and alpha.__class__ is int and beta == 1 and alpha == 1 and
+              isinstance(input, Tensor) and isinstance(mat1, Tensor) and
+              isinstance(mat2, Tensor)):
+            r = _addmm_fast(input, mat1, mat2)  # a linear layer's product and bias
+            if r is not None:
+                return r
     c, a, b = (_tensor_arg(t, "addmm", n) for t, n in
                ((input, "input"), (mat1, "mat1"), (mat2, "mat2")))
     if a.is_sparse or b.is_sparse or c.is_sparse:
@@ -560,6 +567,7 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
 
 # the CPU backend's one-call product of small CPU operands (None where it does not apply)
 _fast = _cpu_operators.mm_simple
+_addmm_fast = _cpu_operators.addmm_simple
 
 
 def _matmul_method(self, other):

@@ -297,6 +297,20 @@ for _n in ("silu", "leaky_relu", "elu", "hardswish", "hardsigmoid", "softplus", 
     OPS[_n] = _activation_runner(_n)
 
 
+def _loss_runner(name):
+    """core's fused elementwise losses (fiamma.fused.loss), recorded with the weights as
+    arguments and reduction/param as keywords"""
+    def run(x, t, weight=None, pos_weight=None, reduction="mean", param=0.0):
+        return fiamma.fused.loss(name, x, t, weight, pos_weight, reduction=reduction,
+                                 param=param)
+    return run
+
+
+for _n in ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
+           "binary_cross_entropy_with_logits", "soft_margin_loss", "kl_div"):
+    OPS[_n] = _loss_runner(_n)
+
+
 def _resolve(x, env):
     if isinstance(x, Value):
         return env[x.name]

@@ -19,7 +19,7 @@ from fiamma.jit import Value
 from fiamma.jit._interp import OPS
 from fiamma.jit._tracer import flat_inputs, rebuild_inputs, trace_graph
 
-from . import _detect, _extra, _fft, _io, _keypoints, _nn, _reduce, _searching, _shape  # noqa: F401, I001
+from . import _detect, _extra, _fft, _io, _keypoints, _losses, _nn, _reduce, _searching, _shape  # noqa: F401, I001, E501
 from ._context import Context, UnsupportedOpError
 from ._converters import CONVERTERS
 from ._program import ONNXProgram

@@ -1,10 +1,16 @@
-"""Loss functions (``torch.nn.functional`` losses), composed of differentiable core ops, so
+"""Loss functions (``torch.nn.functional`` losses). The elementwise ones (mse, l1, smooth_l1,
+huber, binary cross entropy with and without logits, soft margin, kl_div) are core's fused
+losses (``fiamma.fused.loss``: one C pass each way, one autograd node with PyTorch's name) for
+floating-point operands; the others, and the rare cases the fused op does not take (integer or
+complex operands, a weight that requires grad), are composed of differentiable core ops, so
 their gradients (and higher-order gradients) come from autograd's formulas."""
 
 import math
 import warnings
 
 import fiamma
+from fiamma import fused as _fused
+from fiamma.autograd_hook import get_trace_hook as _trace_hook
 from fiamma.nn._named_loss import as_node
 
 __all__ = ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "nll_loss", "cross_entropy",
@@ -40,6 +46,22 @@ def _check_pair(input, target, op, stacklevel=3):
                       "size.", UserWarning, stacklevel=stacklevel)
 
 
+def _fusable(input, target, *weights):
+    """Whether core's fused loss takes these operands: float tensors, weights that need no
+    gradient."""
+    if not isinstance(input, fiamma.Tensor):
+        return False
+    if not (input.dtype.is_floating_point and isinstance(target, fiamma.Tensor)
+            and target.dtype.is_floating_point):
+        return False
+    for w in weights:
+        if w is not None and (not isinstance(w, fiamma.Tensor) or not w.dtype.is_floating_point
+                              or (w.requires_grad and fiamma.is_grad_enabled()
+                                  and _trace_hook() is None)):
+            return False  # (a trace marks what it follows as requiring grad)
+    return True
+
+
 def _pointwise_pair(input, target, op):
     _check_pair(input, target, op, stacklevel=4)
     return input - target
@@ -53,12 +75,17 @@ def _mse(input, target, reduction):
 def mse_loss(input, target, reduction="mean"):
     """Mean squared error ``(input - target)^2``; one autograd node, ``MseLossBackward0``."""
     _check_pair(input, target, "mse_loss")
+    if _fusable(input, target):
+        return _fused.loss("mse_loss", input, target, reduction=reduction)
     _reduce_check(reduction, "mse_loss")
     return as_node("MseLossBackward0", _mse, (input, target), reduction)
 
 
 def l1_loss(input, target, reduction="mean"):
-    """Mean absolute error."""
+    """Mean absolute error; one autograd node, ``L1LossBackward0``."""
+    if _fusable(input, target):
+        _check_pair(input, target, "l1_loss")
+        return _fused.loss("l1_loss", input, target, reduction=reduction)
     return _reduce(_pointwise_pair(input, target, "l1_loss").abs(), reduction, "l1_loss")
 
 
@@ -66,6 +93,12 @@ def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
     """``0.5 d^2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta`` (beta 0: L1)."""
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    if _fusable(input, target):
+        _check_pair(input, target, "smooth_l1_loss")
+        if beta == 0:  # L1, as PyTorch (its node is L1LossBackward0)
+            return _fused.loss("l1_loss", input, target, reduction=reduction)
+        return _fused.loss("smooth_l1_loss", input, target, reduction=reduction,
+                           param=float(beta))
     a = _pointwise_pair(input, target, "smooth_l1_loss").abs()
     if beta == 0:
         return _reduce(a, reduction, "smooth_l1_loss")
@@ -77,6 +110,9 @@ def huber_loss(input, target, reduction="mean", delta=1.0):
     """``0.5 d^2`` where ``|d| <= delta``, else ``delta (|d| - 0.5 delta)``."""
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    if _fusable(input, target):
+        _check_pair(input, target, "huber_loss")
+        return _fused.loss("huber_loss", input, target, reduction=reduction, param=float(delta))
     a = _pointwise_pair(input, target, "huber_loss").abs()
     loss = fiamma.where(a <= delta, 0.5 * a * a, delta * (a - 0.5 * delta))
     return _reduce(loss, reduction, "huber_loss")
@@ -252,6 +288,8 @@ def binary_cross_entropy(input, target, weight=None, reduction="mean"):
         raise ValueError(f"Using a target size ({fiamma.Size(target.shape)}) that is different "
                          f"to the input size ({fiamma.Size(input.shape)}) is deprecated. Please "
                          "ensure they have the same size.")
+    if _fusable(input, target, weight):  # the range checks are in the kernel's pass
+        return _fused.loss(op, input, target, weight, reduction=reduction)
     # written as "not inside" so that NaN is refused too, as PyTorch does
     if not bool(((input >= 0) & (input <= 1)).all()):
         raise RuntimeError(f"{op}: all elements of input should be between 0 and 1")
@@ -287,6 +325,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Target size ({fiamma.Size(target.shape)}) must be the same as input "
                          f"size ({fiamma.Size(input.shape)})")
+    if _fusable(input, target, weight, pos_weight):
+        return _fused.loss(op, input, target, weight, pos_weight, reduction=reduction)
     _reduce_check(reduction, op)
     return as_node("BinaryCrossEntropyWithLogitsBackward0", _bce_logits,
                    (input, target, weight, pos_weight), reduction)
@@ -298,17 +338,23 @@ def kl_div(input, target, reduction="mean", log_target=False):
     ``reduction='batchmean'`` divides the sum by the batch size (the mathematically right
     mean; ``'mean'`` averages over all elements, as PyTorch does)."""
     op = "kl_div"
+    if reduction not in ("mean", "sum", "none", "batchmean"):
+        raise ValueError(f"{op}: {reduction} is not a valid value for reduction")
+    if reduction == "mean":
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the "
+                      "support size.'batchmean' divides only by the batch size, and aligns with "
+                      "the KL div math definition.'mean' will be changed to behave the same as "
+                      "'batchmean' in the next major release.", UserWarning, stacklevel=2)
+    if _fusable(input, target):  # (batchmean too: one node, where PyTorch's sum and division
+        # are two)
+        return _fused.loss(op, input, target, reduction=reduction,
+                           param=float(bool(log_target)))
     if log_target:
         loss = target.exp() * (target - input)
     else:
         loss = fiamma.xlogy(target, target) - target * input
     if reduction == "batchmean":
         return loss.sum() / input.shape[0] if input.dim() else loss.sum()
-    if reduction == "mean":
-        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the "
-                      "support size.'batchmean' divides only by the batch size, and aligns with "
-                      "the KL div math definition.'mean' will be changed to behave the same as "
-                      "'batchmean' in the next major release.", UserWarning, stacklevel=2)
     return _reduce(loss, reduction, op)
 
 
@@ -529,8 +575,11 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
 
 
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
-    """Two-class logistic loss ``log(1 + exp(-target * input))``."""
+    """Two-class logistic loss ``log(1 + exp(-target * input))`` (computed without overflow);
+    one autograd node, ``SoftMarginLossBackward0``."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
+    if _fusable(input, target):
+        return _fused.loss("soft_margin_loss", input, target, reduction=reduction)
     return _reduce(_softplus(-target * input), reduction, "soft_margin_loss")
 
 

@@ -105,16 +105,18 @@ def reduce_to(g, shape):
     """Sum ``g`` down to ``shape`` (broadcasting's inverse); ``shape`` may also have more dims
     than g if the extra leading dims are 1 (index_put/setitem values)."""
     shape = tuple(shape)
-    gs = tuple(g.shape)
+    gs = g._shape  # a hot slot (fiamma.autograd_hook.HOT_SLOTS): the plain tuple
     if gs == shape:
         return g
     if len(shape) > len(gs):
         return reduce_to(g, shape[len(shape) - len(gs):]).reshape(shape)
     lead = len(gs) - len(shape)
-    dims = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape)
-                                      if s == 1 and gs[lead + i] != 1)
-    if dims:
-        g = g.sum(dim=dims, keepdim=True)
+    inner = tuple(lead + i for i, s in enumerate(shape) if s == 1 and gs[lead + i] != 1)
+    if not inner:
+        if lead:  # only leading dims to sum (a bias): one sum, already of the right shape
+            return g.sum(dim=tuple(range(lead)))
+    else:
+        g = g.sum(dim=tuple(range(lead)) + inner, keepdim=True)
     if tuple(g.shape) != shape:
         g = g.reshape(shape)
     return g

@@ -168,10 +168,10 @@ def _permutation(in_shape, in_stride, shape, stride):
             ops.load, save="none")
 def _view(ctx, grad):
     op = ctx.op
-    if op is ops.t:  # its own inverse, whatever the layout
+    if op == ops.t:  # its own inverse, whatever the layout
         return (grad.t(),)
     in_shape, in_stride, in_offset, shape, stride, offset = _geometry(ctx)
-    if (op is ops.transpose and len(in_shape) == 2 and in_offset == offset and
+    if (op == ops.transpose and len(in_shape) == 2 and in_offset == offset and
             in_stride[0] != in_stride[1] and shape == in_shape[::-1] and
             stride == in_stride[::-1]):
         return (grad.t(),)  # a matrix's t() (every Linear records one): no matching below

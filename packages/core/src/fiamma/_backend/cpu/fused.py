@@ -12,7 +12,7 @@ __all__ = ["conv", "batch_norm_fwd", "batch_norm_bwd", "row_norm_fwd", "row_norm
            "gelu_fwd", "gelu_bwd", "nms", "xent_fwd", "xent_bwd", "attn_fwd", "attn_bwd",
            "lstm_cell_fwd", "lstm_cell_bwd", "lstm_seq_fwd", "lstm_seq_bwd", "gru_seq_fwd",
            "gru_seq_bwd", "gelu_fwd_grad", "relu_bwd", "qgemm_packed_bytes", "qgemm_pack_b",
-           "qgemm_u8s8", "act_fwd", "act_bwd"]
+           "qgemm_u8s8", "act_fwd", "act_bwd", "loss_fwd", "loss_bwd"]
 
 
 def _p(t):
@@ -234,3 +234,17 @@ def qgemm_pack_b(n, k, b, bp):
 
 def qgemm_u8s8(m, n, k, a, lda, bp, c, a7):
     return lib.fm_qgemm_u8s8(m, n, k, _addr(a), lda, _addr(bp), _addr(c), a7)
+
+
+def loss_fwd(kind, reduction, x, t, w, wn, pw, pn, p0, y):
+    # optional (probed by core's losses): the elementwise loss codes.LOSS_* of contiguous
+    # float32/float64 x, t (w, pw: weights of period wn, pn, or None) into y, or its mean/sum
+    # into the 0-d y (codes.ERR_DTYPE otherwise: the op widens or composes)
+    return lib.fm_loss_fwd(x._dtype.code, kind, reduction, x._numel, x._ptr, t._ptr, _p(w), wn,
+                           _p(pw), pn, p0, y._ptr)
+
+
+def loss_bwd(kind, g, gstep, scale, x, t, w, wn, pw, pn, p0, gx, gt):
+    # optional: gx = c dloss/dx, gt = c dloss/dt (either None), c = g[i * gstep] * scale * w
+    return lib.fm_loss_bwd(x._dtype.code, kind, x._numel, g._ptr, gstep, scale, x._ptr, t._ptr,
+                           _p(w), wn, _p(pw), pn, p0, _p(gx), _p(gt))

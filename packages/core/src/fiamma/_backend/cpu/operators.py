@@ -329,6 +329,35 @@ def cat_simple(ts, dim):
 
 
 _mm = lib.fm_mm
+_mm_bias = lib.fm_mm_bias_f32
+_ADDMM_KW = {"beta": 1, "alpha": 1}
+
+
+def addmm_simple(c, a, b):
+    """``c + a @ b`` for a linear layer's operands in few steps: float32 CPU tensors, ``a`` and
+    ``b`` matrices, ``c`` a contiguous (n,) bias, beta = alpha = 1 (the caller checks those and
+    ``out``). One C call adds the bias as it stores the product. Returns None when it does not
+    apply (the general path then handles it, errors included)."""
+    sa, sb = a._shape, b._shape
+    f32 = D.float32
+    if (len(sa) != 2 or len(sb) != 2 or a._dtype is not f32 or b._dtype is not f32 or
+            c._dtype is not f32 or c._stride != (1,) or a.is_sparse or b.is_sparse or
+            c.is_sparse or a._storage.device is not CPU or b._storage.device is not CPU or
+            c._storage.device is not CPU):
+        return None
+    m, k = sa
+    n = sb[1]
+    if sb[0] != k or c._shape != (n,) or not (m and n and k):
+        return None
+    res = TF.new_empty((m, n), f32, CPU)
+    sam, sak = a._stride
+    sbk, sbn = b._stride
+    rc = _mm_bias(m, n, k, res._ptr, n, a._ptr, sam, sak, b._ptr, sbk, sbn, c._ptr)
+    if rc:
+        check(rc, "addmm", "dtype float32")
+    if c.requires_grad or a.requires_grad or b.requires_grad:
+        G.record(ops.addmm, res, (c, a, b), _ADDMM_KW)
+    return res
 
 
 def mm_simple(a, b, op):
