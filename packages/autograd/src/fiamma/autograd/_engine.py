@@ -442,6 +442,8 @@ def record_new(op, out, inputs, kwargs=NO_KWARGS):
         else:
             node._inputs = inputs
             node._versions = (a._storage.version, b._storage.version, c._storage.version)
+            if cls._unsaved:
+                _drop_unsaved(node, cls._unsaved)
             if hooks_active[0]:
                 pack_saved(node)
         if anomaly.enabled:
