@@ -141,3 +141,40 @@ def test_unread_inputs_may_be_written_before_backward(name):
     got = fiamma.autograd.grad(y, xs, g)
     for a, e in zip(got, want):
         np.testing.assert_array_equal(a.numpy(), e.numpy())
+
+
+@pytest.mark.parametrize("case", ["max_dim", "min_dim_keepdim", "lerp_scalar"])
+def test_call_dependent_unsaved_inputs(case):
+    # derivative(unsaved=callable): max/min along a dim do not keep the input (the indices
+    # route the gradient), lerp with a scalar weight does not keep its ends, as in PyTorch
+    rng = np.random.default_rng(1)
+    a = fiamma.tensor(rng.standard_normal((3, 4)), requires_grad=True)
+    b = fiamma.tensor(rng.standard_normal((3, 4)), requires_grad=True)
+    if case == "max_dim":
+        xs, f = [a], lambda x: x.max(1)[0]
+    elif case == "min_dim_keepdim":
+        xs, f = [a], lambda x: fiamma.min(x, 0, keepdim=True)[0]
+    else:
+        xs, f = [a, b], lambda x, y: fiamma.lerp(x, y, 0.25)
+    y = f(*xs)
+    g = fiamma.tensor(rng.standard_normal(tuple(y.shape)))
+    want = fiamma.autograd.grad(y, xs, g, retain_graph=True)
+    with fiamma.no_grad():
+        for x in xs:
+            x.mul_(-3.0)
+    got = fiamma.autograd.grad(y, xs, g)
+    for u, v in zip(got, want):
+        np.testing.assert_array_equal(u.numpy(), v.numpy())
+
+
+@pytest.mark.parametrize("case", ["max_all", "lerp_tensor_weight"])
+def test_call_dependent_inputs_still_saved(case):
+    a = fiamma.tensor([1.0, 3.0, 2.0], requires_grad=True)
+    if case == "max_all":
+        y = a.max()                         # the gradient is split among equal maxima: needs a
+    else:
+        y = fiamma.lerp(a, a * 2, fiamma.tensor([0.1, 0.2, 0.3], requires_grad=True)).sum()
+    with fiamma.no_grad():
+        a.add_(1.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()

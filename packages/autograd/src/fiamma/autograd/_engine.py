@@ -209,6 +209,10 @@ def current_grad_fn(x):
 
 def _drop_unsaved(node, positions):
     """Forget the saved inputs at ``positions`` (their formula reads only shapes/dtypes)."""
+    if callable(positions):
+        positions = positions(node._inputs, node._kwargs)
+        if not positions:
+            return
     ins, vs = list(node._inputs), list(node._versions)
     for i in positions:
         if i < len(ins):
@@ -272,9 +276,12 @@ def _make_node(cls, inputs, kwargs, skip_self):
         if skip_self:
             inputs = (None,) + tuple(inputs[1:])
             versions[0] = None
-        if cls._unsaved:  # inputs the formula does not read: neither kept nor version-checked
+        unsaved = cls._unsaved
+        if callable(unsaved):
+            unsaved = unsaved(inputs, node._kwargs)
+        if unsaved:  # inputs the formula does not read: neither kept nor version-checked
             inputs = list(inputs)
-            for i in cls._unsaved:
+            for i in unsaved:
                 if i < n:
                     inputs[i] = None
                     versions[i] = None

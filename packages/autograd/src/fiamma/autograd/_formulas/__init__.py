@@ -57,7 +57,9 @@ def derivative(*keys, save="inputs", complex=False, unsaved=()):
     ``unsaved`` lists input positions whose values the formula does not read (only their
     shapes and dtypes, which every node keeps): with ``save="inputs"`` or ``"both"`` they are
     not saved, so ``ctx.inputs`` holds None there and writing into them in place before
-    backward is allowed, as in PyTorch (addmm's ``input``: the bias of ``linear``)."""
+    backward is allowed, as in PyTorch (addmm's ``input``: the bias of ``linear``). It may
+    also be a function ``(inputs, kwargs) -> positions`` for ops whose needs depend on the
+    call (``max`` with a ``dim``, ``lerp`` with a scalar weight)."""
     if not keys:
         raise TypeError("derivative: expected one or more op keys (fiamma.autograd_hook.ops.X)")
     for k in keys:
@@ -69,7 +71,7 @@ def derivative(*keys, save="inputs", complex=False, unsaved=()):
     if save not in SAVE_MODES:
         raise ValueError(f"derivative: save must be one of {SAVE_MODES}, got {save!r}")
     names = [k.name for k in keys]
-    unsaved = tuple(unsaved)
+    unsaved = unsaved if callable(unsaved) else tuple(unsaved)
 
     def deco(fn):
         for n in names:
@@ -92,7 +94,8 @@ def lookup(op):
 
 
 def unsaved(op):
-    """The input positions ``op``'s formula does not save (``derivative(..., unsaved=...)``)."""
+    """The input positions ``op``'s formula does not save (``derivative(..., unsaved=...)``): a
+    tuple, or a function of the recorded ``(inputs, kwargs)`` giving one."""
     return _UNSAVED.get(op, ())
 
 

@@ -270,7 +270,12 @@ def _where(ctx, grad):
     return None, ga, gb
 
 
-@derivative(ops.lerp, save="inputs")
+def _lerp_unsaved(inputs, kwargs):
+    # a scalar weight: the ends' values are not needed (only the weight's gradient reads them)
+    return (0, 1) if len(inputs) > 2 and not isinstance(inputs[2], fiamma.Tensor) else ()
+
+
+@derivative(ops.lerp, save="inputs", unsaved=_lerp_unsaved)
 def _lerp(ctx, grad):
     a, b, w = ctx.inputs
     ga = grad * (1 - w) if _need(ctx, 0) else None
