@@ -149,6 +149,29 @@ def test_strided_inputs_and_output_layout():
     np.testing.assert_allclose(fiamma.fused_attention(qf, kc, v).numpy(), out, rtol=1e-12)
 
 
+@pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16"])
+def test_output_follows_query_layout(dt):
+    """PyTorch's fused CPU kernel lays the result out as the query: a transposed (B, L, H, E)
+    query gives a result whose transpose(1, 2) is contiguous (``y.transpose(1, 2).view(B, L,
+    H * E)`` works, as in the SDPA tutorial, also for float16, which computes in float32); a
+    contiguous query a contiguous result (``y.view(B * H, L, E)`` works)."""
+    dt = getattr(fiamma, dt)
+    B, T, H, D = 2, 5, 4, 4
+    x = fiamma.randn(B, T, 3 * H * D).to(dt)
+    q, k, v = (u.view(B, T, H, D).transpose(1, 2) for u in x.chunk(3, -1))
+    y = fiamma.fused_attention(q, k, v)
+    assert y.dtype is dt and y.transpose(1, 2).is_contiguous() and not y.is_contiguous()
+    assert tuple(y.transpose(1, 2).view(B, T, H * D).shape) == (B, T, H * D)
+    yc = fiamma.fused_attention(q.contiguous(), k, v)
+    assert yc.is_contiguous() and tuple(yc.view(B * H, T, D).shape) == (B * H, T, D)
+    assert_same(yc, y)
+    # another order: (H, B, L, E) in memory
+    qo = fiamma.randn(H, B, T, D).to(dt).permute(1, 0, 2, 3)
+    yo = fiamma.fused_attention(qo, qo, qo)
+    assert yo.stride() == qo.stride()
+    assert_same(yo, fiamma.fused_attention(*(qo.contiguous(),) * 3))
+
+
 @pytest.mark.parametrize("rows", [1, 3, 16, 200])
 def test_block_sizes(rows):
     q, k, v = _data((2, 2, 37, 8), (2, 2, 41, 8), (2, 2, 41, 8))
@@ -291,6 +314,23 @@ def test_parity_with_torch(qs, ks, vs, kw):
                                             **kw)
     for a, b in zip(grads, tt):
         np.testing.assert_allclose(a.numpy(), b.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("order", [(0, 1, 2, 3), (0, 2, 1, 3), (1, 0, 2, 3), (2, 1, 0, 3)])
+def test_parity_output_strides(order):
+    """The result's strides are PyTorch's for queries laid out in any order of (B, H, L)."""
+    torch = pytest.importorskip("torch")
+    shape = (2, 3, 5, 4)
+    base = np.random.default_rng(4).standard_normal([shape[d] for d in order]).astype(np.float32)
+    inv = list(np.argsort(order))
+    tq = torch.tensor(base).permute(*inv)
+    fq = fiamma.tensor(base).permute(*inv)
+    assert tuple(fq.shape) == shape and fq.stride() == tq.stride()
+    want = torch.nn.functional.scaled_dot_product_attention(tq, tq, tq)
+    got = fiamma.fused_attention(fq, fq, fq)
+    assert got.stride() == want.stride()
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_threads_give_the_same_result():

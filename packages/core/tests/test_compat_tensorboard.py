@@ -84,6 +84,81 @@ def test_default_log_dir_flush_and_unsupported(tmp_path, monkeypatch):
     w.close()
 
 
+def test_add_embedding_writes_the_projector_files(tmp_path):
+    mat = fiamma.tensor([[0.5, 1.0], [2.0, -1.0], [0.0, 3.0]])
+    imgs = np.zeros((3, 1, 2, 2), np.uint8)
+    imgs[1] = 200
+    with SummaryWriter(tmp_path) as w:
+        w.add_embedding(mat, metadata=["a", "b", "c"], label_img=imgs)
+        w.add_embedding(fiamma.ones(2, 3), metadata=[["x", 1], ["y", 2]],
+                        metadata_header=["name", "n"], global_step=7, tag="fe/at")
+    d = tmp_path / "00000" / "default"
+    assert (d / "tensors.tsv").read_text() == "0.5\t1.0\n2.0\t-1.0\n0.0\t3.0\n"
+    assert (d / "metadata.tsv").read_text() == "a\nb\nc\n"
+    png = (d / "sprite.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and png[16:24] == bytes([0, 0, 0, 4, 0, 0, 0, 4])
+    d2 = tmp_path / "00007" / "fe%2fat"
+    assert (d2 / "metadata.tsv").read_text() == "name\tn\nx\t1\ny\t2\n"
+    from google.protobuf import text_format
+    from tensorboard.plugins.projector.projector_config_pb2 import ProjectorConfig
+
+    cfg = text_format.Parse((tmp_path / "projector_config.pbtxt").read_text(), ProjectorConfig())
+    e0, e1 = cfg.embeddings
+    assert (e0.tensor_name, e0.tensor_path, e0.metadata_path) == (
+        "default:00000", "00000/default/tensors.tsv", "00000/default/metadata.tsv")
+    assert e0.sprite.image_path == "00000/default/sprite.png"
+    assert list(e0.sprite.single_image_dim) == [2, 2]
+    assert (e1.tensor_name, e1.tensor_path) == ("fe/at:00007", "00007/fe%2fat/tensors.tsv")
+    assert not e1.sprite.image_path
+    with SummaryWriter(tmp_path / "bad") as w:
+        with pytest.raises(ValueError, match="2 labels for 3 data points"):
+            w.add_embedding(mat, metadata=["a", "b"])
+        with pytest.raises(ValueError, match="mat should be 2-D"):
+            w.add_embedding(fiamma.ones(3))
+
+
+def test_sprite_tiles_images_in_a_square():
+    from fiamma.utils.tensorboard.writer import _sprite
+
+    imgs = np.stack([np.full((1, 2, 3), v, np.uint8) for v in (10, 20, 30, 40, 50)])
+    sp = _sprite(imgs)                       # 5 images -> 3 x 3 tiles of 2 x 3
+    assert sp.shape == (6, 9, 3)
+    assert sp[0, 0, 0] == 10 and sp[0, 3, 1] == 20 and sp[2, 0, 2] == 40 and sp[2, 3, 0] == 50
+    assert sp[4:, :, :].max() == 0 and sp[2:4, 6:, :].max() == 0
+    assert _sprite(np.ones((1, 3, 2, 2), np.float32)).max() == 255
+
+
+def test_add_graph_writes_the_traced_graph(tmp_path):
+    pytest.importorskip("fiamma.jit")
+    nn = pytest.importorskip("fiamma.nn")
+    net = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
+    with SummaryWriter(tmp_path) as w:
+        w.add_graph(net, fiamma.randn(5, 4))
+        with pytest.raises(ValueError, match="input_to_model is required"):
+            w.add_graph(net)
+    g = load(tmp_path).Graph()
+    nodes = {n.name: n for n in g.node}
+    assert nodes["input/input_0"].op == "IO Node"
+    assert nodes["Sequential/0/weight"].op == "Parameter"
+    ops = [n for n in g.node if n.op.startswith("aten::")]
+    assert [n.name.rsplit("/", 1)[0] for n in ops if "addmm" in n.op] == [
+        "Sequential/0", "Sequential/2"]
+    out = [n for n in g.node if n.name.startswith("output/")]
+    assert len(out) == 1 and list(out[0].input) == [ops[-1].name]
+    shape = out[0].attr["_output_shapes"].list.shape[0]
+    assert [d.size for d in shape.dim] == [5, 2]
+
+
+def test_sprite_float_values_truncated_as_pytorch():
+    from fiamma.utils.tensorboard.writer import _sprite
+
+    # PyTorch 2.13 writes linspace(0, 1, 12) label images as 0, 23, 46, 69, 92, ...
+    # (x * 255 truncated): 4/11 gives 92 where rounding would give 93
+    imgs = np.linspace(0, 1, 12, dtype=np.float32).reshape(12, 1, 1, 1)
+    sp = _sprite(imgs)
+    assert list(sp[0, :4, 0]) == [0, 23, 46, 69] and sp[1, 0, 0] == 92
+
+
 def test_add_hparams_reads_back_with_the_hparams_plugin(tmp_path):
     from tensorboard.plugins.hparams import metadata
 
@@ -119,78 +194,4 @@ def test_add_hparams_bad_input(tmp_path):
         w.add_hparams({"lr": fiamma.ones(2)}, {"m": 1.0})
     with pytest.raises(TypeError, match="hparam_domain_discrete"):
         w.add_hparams({"lr": 0.1}, {"m": 1.0}, hparam_domain_discrete={"lr": ["a"]})
-    w.close()
-
-
-def test_add_graph_traces_with_fx(tmp_path):
-    pytest.importorskip("fiamma.fx")
-    nn = fiamma.nn
-
-    class Net(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.conv = nn.Conv2d(1, 4, 3, padding=1)
-            self.fc = nn.Linear(4 * 4 * 4, 3)
-
-        def forward(self, x):
-            x = fiamma.relu(self.conv(x))
-            return self.fc(x.reshape(x.shape[0], -1))
-
-    with SummaryWriter(tmp_path) as w:
-        w.add_graph(Net(), fiamma.zeros(2, 1, 4, 4))
-    g = load(tmp_path).Graph()
-    by_name = {n.name: n for n in g.node}
-    conv = by_name["Net/Conv2d[conv]/conv"]
-    assert conv.op == "Conv2d" and list(conv.input) == ["Net/x"]
-    assert [d.size for d in conv.attr["_output_shapes"].list.shape[0].dim] == [2, 4, 4, 4]
-    fc = by_name["Net/Linear[fc]/fc"]
-    assert [d.size for d in fc.attr["_output_shapes"].list.shape[0].dim] == [2, 3]
-    assert by_name["Net/x"].op == "IO Node" and by_name["Net/output"].input == [fc.name]
-    assert by_name["Net/relu"].op == "relu"
-
-
-def test_add_embedding_projector_files(tmp_path):
-    from google.protobuf import text_format
-    from tensorboard.plugins.projector import projector_config_pb2
-
-    mat = fiamma.arange(12, dtype=fiamma.float32).reshape(3, 4) / 7
-    img = fiamma.linspace(0, 1, 12).reshape(3, 1, 2, 2)
-    with SummaryWriter(tmp_path) as w:
-        w.add_embedding(mat, metadata=["a", "b", "c"], label_img=img, global_step=7,
-                        tag="my/emb")
-        w.add_embedding(mat.double(), metadata=[[1, "x"], [2, "y"], [3, "z"]],
-                        metadata_header=["n", "s"])
-    config = text_format.Parse((tmp_path / "projector_config.pbtxt").read_text(),
-                               projector_config_pb2.ProjectorConfig())
-    first, second = config.embeddings
-    assert first.tensor_name == "my/emb:00007" and first.tensor_path == "00007/my%2femb/tensors.tsv"
-    assert first.metadata_path == "00007/my%2femb/metadata.tsv"
-    assert first.sprite.image_path == "00007/my%2femb/sprite.png"
-    assert list(first.sprite.single_image_dim) == [2, 2]
-    assert second.tensor_name == "default:00000"        # no global_step: step 0, as PyTorch
-    d = tmp_path / "00007" / "my%2femb"
-    rows = [[float(x) for x in line.split("\t")]
-            for line in (d / "tensors.tsv").read_text().splitlines()]
-    np.testing.assert_array_equal(np.array(rows, np.float32), mat.numpy())
-    assert (d / "metadata.tsv").read_text() == "a\nb\nc\n"
-    header_rows = (tmp_path / "00000" / "default" / "metadata.tsv").read_text()
-    assert header_rows == "n\ts\n1\tx\n2\ty\n3\tz\n"
-    png = (d / "sprite.png").read_bytes()
-    assert png[:8] == b"\x89PNG\r\n\x1a\n"
-    w_, h_ = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
-    assert (w_, h_, png[25]) == (4, 4, 2)               # a 2 x 2 sheet of 2 x 2 images, RGB
-    raw = zlib.decompress(png[png.index(b"IDAT") + 4:])
-    # row 0: image 0's first row then image 1's, each grey value x*255 truncated, as RGB
-    vals = [int(v * 255) for v in np.linspace(0, 1, 12, dtype=np.float32)]
-    assert list(raw[1:13]) == [vals[0]] * 3 + [vals[1]] * 3 + [vals[4]] * 3 + [vals[5]] * 3
-
-
-def test_add_embedding_bad_input(tmp_path):
-    w = SummaryWriter(tmp_path)
-    with pytest.raises(ValueError, match="2-D"):
-        w.add_embedding(fiamma.ones(2, 3, 4))
-    with pytest.raises(ValueError, match="2 metadata rows for 3 embeddings"):
-        w.add_embedding(fiamma.ones(3, 2), metadata=["a", "b"])
-    with pytest.raises(ValueError, match="label_img"):
-        w.add_embedding(fiamma.ones(3, 2), label_img=fiamma.ones(2, 1, 2, 2))
     w.close()

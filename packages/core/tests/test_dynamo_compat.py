@@ -58,3 +58,54 @@ def test_config_defaults_match_pytorch():
                  "assume_static_by_default", "optimize_ddp", "specialize_int",
                  "guard_nn_modules"):
         assert getattr(config, name) == getattr(tc, name), name
+
+
+def test_compiler_namespace():
+    """``torch.compiler``'s functions (the regional-compilation recipe calls
+    ``torch.compiler.reset()``) over fiamma's eager execution."""
+    import fiamma.compiler as compiler
+
+    assert compiler.compile is fiamma.compile and compiler.reset is dynamo.reset
+    compiler.reset()
+    assert not compiler.is_compiling() and not compiler.is_dynamo_compiling()
+    assert not compiler.is_exporting()
+    assert compiler.list_backends() == ["cudagraphs", "inductor", "openxla", "tvm"]
+    assert "eager" in compiler.list_backends(exclude_tags=())
+    compiler.cudagraph_mark_step_begin()
+    f = compiler.disable(lambda x: x + 1)
+    assert f(1) == 2
+
+
+def test_set_stance_call_block_and_decorator():
+    import fiamma.compiler as compiler
+
+    state = compiler._state
+    with compiler.set_stance("force_eager"):
+        assert state["stance"] == "force_eager"
+    assert state["stance"] == "default"
+
+    @compiler.set_stance("eager_on_recompile")
+    def g():
+        return state["stance"]
+
+    assert state["stance"] == "default" and g() == "eager_on_recompile"
+    compiler.set_stance("fail_on_recompile")
+    assert state["stance"] == "fail_on_recompile"
+    compiler.set_stance()
+    with pytest.raises(RuntimeError, match="invalid stance 'fast'"):
+        compiler.set_stance("fast")
+    with pytest.raises(RuntimeError, match="force_backend is only allowed"):
+        compiler.set_stance("force_eager", force_backend="eager")
+
+
+def test_inductor_config_and_fresh_cache():
+    from fiamma._inductor import config, utils
+
+    assert config.max_autotune is False
+    config.some_new_flag = 3
+    assert config.some_new_flag == 3
+    with pytest.raises(AttributeError):
+        config.never_set_flag
+    with utils.fresh_inductor_cache():
+        out = fiamma.compile(lambda x: x * 2)(fiamma.ones(2))
+    assert out.tolist() == [2.0, 2.0]

@@ -168,3 +168,15 @@ def test_smaller_api_parts():
             dist.get_node_local_rank()
     finally:
         dist.destroy_process_group()
+
+
+def test_deprecated_reduce_op_alias_warns(world):
+    """``dist.reduce_op.SUM`` (the distributed tutorial's spelling) is ``ReduceOp.SUM`` with
+    PyTorch's FutureWarning."""
+    with pytest.warns(FutureWarning, match="`torch.distributed.reduce_op` is deprecated"):
+        op = dist.reduce_op.SUM
+    assert op == dist.ReduceOp.SUM
+    t = fiamma.ones(2)
+    with pytest.warns(FutureWarning):
+        dist.all_reduce(t, op=dist.reduce_op.MAX)
+    assert t.tolist() == [1.0, 1.0]

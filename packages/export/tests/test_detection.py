@@ -98,9 +98,9 @@ def _check(name, rtol=1e-4, score_thresh=None, seeds=(0, 1, 2), **options):
     for img in images:
         with fiamma.no_grad():
             want = m([img])[0]
+            traced = tm([img])[0]  # (with grad on, a traced call records autograd)
         assert list(want) == keys
         got = sess.run(None, {"image": img.numpy()})
-        traced = tm([img])[0]
         want = {k: v.numpy() for k, v in want.items()}
         _same_detections(dict(zip(keys, got)), want, "onnx", rtol)
         for k in keys:

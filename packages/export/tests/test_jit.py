@@ -284,3 +284,139 @@ def test_other_threads_are_not_traced():
         warnings.simplefilter("error", fiamma.jit.TracerWarning)
         tm = fiamma.jit.trace(f, randn(3))
     assert [n.op for n in tm.graph.nodes] == ["mul"]
+
+
+def test_traced_module_call_records_autograd():
+    """As PyTorch's traced modules: a call with grad enabled and parameters (or inputs) that
+    require grad gives a result with a grad_fn, whose backward reaches the module's parameters
+    with eager's gradients (also through an in-place ReLU); under no_grad the result has none."""
+    net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(inplace=True), nn.Linear(8, 2))
+    x = fiamma.randn(3, 4)
+    tm = fiamma.jit.trace(net, (x,))
+    y = tm(x)
+    assert y.requires_grad and y.grad_fn is not None
+    y.square().sum().backward()
+    traced = [p.grad.clone() for p in net.parameters()]
+    net.zero_grad()
+    net(x).square().sum().backward()
+    for a, p in zip(traced, net.parameters()):
+        np.testing.assert_allclose(a.numpy(), p.grad.numpy(), rtol=1e-6, atol=1e-7)
+    with fiamma.no_grad():
+        assert not tm(x).requires_grad
+    # an input that requires grad gets its gradient, parameters frozen
+    for p in net.parameters():
+        p.requires_grad_(False)
+    xi = x.clone().requires_grad_()
+    tm(xi).sum().backward()
+    xe = x.clone().requires_grad_()
+    net(xe).sum().backward()
+    np.testing.assert_allclose(xi.grad.numpy(), xe.grad.numpy(), rtol=1e-6, atol=1e-7)
+
+
+class _Gate(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            return x
+        return -x
+
+
+class _Cell(nn.Module):
+    def __init__(self, gate=None):
+        super().__init__()
+        self.dg = gate if gate is not None else _Gate()
+        self.linear = nn.Linear(4, 4)
+
+    def forward(self, x, h):
+        new_h = fiamma.tanh(self.dg(self.linear(x)) + h)
+        return new_h, new_h
+
+
+def test_traced_module_exposes_the_submodules_it_ran():
+    """``traced.dg`` is the submodule traced on the inputs it got in the trace (PyTorch's
+    TracedModule keeps its submodules); one the trace did not run is named in the error."""
+    cell = _Cell()
+    x, h = fiamma.rand(3, 4), fiamma.rand(3, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fiamma.jit.TracerWarning)
+        tm = fiamma.jit.trace(cell, (x, h))
+    assert isinstance(tm.linear, fiamma.jit.TracedModule)
+    assert "addmm" in tm.linear.code
+    assert tm.dg is tm.dg and "def forward" in tm.dg.code
+    with fiamma.no_grad():
+        _same(tm.linear(x), cell.linear(x))
+    with pytest.raises(AttributeError, match=r"submodules its trace ran: \['dg', 'linear'\]"):
+        tm.nothing
+
+
+def test_traced_module_inside_a_trace_is_inlined():
+    """A traced module kept as an attribute and called in another trace is recorded op by op
+    with its weights as the outer graph's initializers (it used to come out as a constant)."""
+    class Loop(nn.Module):
+        def __init__(self):
+            super().__init__()
+            inner = nn.Sequential(nn.Linear(4, 4), nn.Tanh())
+            self.cell = fiamma.jit.trace(inner, (fiamma.rand(3, 4),))
+
+        def forward(self, xs):
+            h = fiamma.zeros(3, 4)
+            for i in range(xs.size(0)):
+                h = self.cell(xs[i] + h)
+            return h
+
+    m = Loop()
+    xs = fiamma.rand(5, 3, 4)
+    tm = fiamma.jit.trace(m, (xs,))
+    assert "cell.0.weight" in tm.graph.params
+    assert sum(n.op == "addmm" for n in tm.graph.nodes) == 5
+    xs2 = fiamma.rand(5, 3, 4)
+    with fiamma.no_grad():
+        _same(tm(xs2), m(xs2))
+    for p in m.cell.graph.params.values():   # frozen weights: still recorded, not baked in
+        p.requires_grad_(False)
+    tm2 = fiamma.jit.trace(m, (xs,))
+    assert sum(n.op == "addmm" for n in tm2.graph.nodes) == 5
+    _same(tm2(xs2), m(xs2))
+
+
+def test_script_module_code_before_a_call_is_its_forward_source():
+    scripted = fiamma.jit.script(_Gate())
+    code = scripted.code
+    assert code.startswith("def forward(self, x):") and "if x.sum() > 0:" in code
+    cell = fiamma.jit.script(_Cell(scripted))
+    assert "fiamma.tanh(self.dg(self.linear(x)) + h)" in cell.code
+
+
+def test_traced_module_prints_the_module_hierarchy():
+    """PyTorch's printout of a traced module: the modules with their ``original_name``."""
+    x, h = fiamma.rand(3, 4), fiamma.rand(3, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fiamma.jit.TracerWarning)
+        tm = fiamma.jit.trace(_Cell(), (x, h))
+    assert tm.original_name == "_Cell"
+    assert repr(tm) == ("_Cell(\n"
+                        "  original_name=_Cell\n"
+                        "  (dg): _Gate(original_name=_Gate)\n"
+                        "  (linear): Linear(original_name=Linear)\n"
+                        ")")
+    assert repr(fiamma.jit.trace(lambda a: a * 2, (x,))) == "TracedModule(inputs=1, nodes=1)"
+
+
+def test_freeze_optimize_for_inference_and_onednn_switch():
+    """The tuning guide's inference recipe: trace, freeze, run; the errors are PyTorch's."""
+    net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU()).eval()
+    x = fiamma.rand(2, 3, 8, 8)
+    fiamma.jit.enable_onednn_fusion(True)
+    assert fiamma.jit.onednn_fusion_enabled()
+    fiamma.jit.enable_onednn_fusion(False)
+    with fiamma.no_grad():
+        frozen = fiamma.jit.freeze(fiamma.jit.trace(net, (x,)))
+        _same(frozen(x), net(x))
+    with pytest.raises(RuntimeError, match="Freezing expects a ScriptModule"):
+        fiamma.jit.freeze(net)
+    scripted = fiamma.jit.script(nn.Linear(4, 4))
+    with pytest.raises(RuntimeError, match="only implemented for modules in eval mode"):
+        fiamma.jit.freeze(scripted)
+    opt = fiamma.jit.optimize_for_inference(scripted)
+    assert not opt.training
+    with pytest.raises(RuntimeError, match="optimize_for_inference expects a ScriptModule"):
+        fiamma.jit.optimize_for_inference(net)

@@ -219,3 +219,27 @@ def test_gallery_scripted_predictor_flow(tmp_path):
     scripted.save(str(tmp_path / "scripted_predictor.pt"))
     dumped = fiamma.jit.load(str(tmp_path / "scripted_predictor.pt"))
     assert (dumped(batch) == res_scripted).all()
+
+
+def test_script_function_checks_inferred_tensor_parameters():
+    """TorchScript's rule: an unannotated parameter is a Tensor, so a number there raises
+    PyTorch's error (the torch.compile tutorial's ``script_f2(x, 3)``); annotated ones take
+    what they say; ``code`` shows the source where there is no tensor-only trace."""
+    def f2(x, y):
+        return x + y
+
+    s = fiamma.jit.script(f2)
+    assert s(fiamma.ones(2), fiamma.ones(2)).tolist() == [2.0, 2.0]
+    with pytest.raises(RuntimeError, match=r"f2\(\) Expected a value of type 'Tensor "
+                                           r"\(inferred\)' for argument 'y' but instead found "
+                                           r"type 'int'"):
+        s(fiamma.ones(2), 3)
+    with pytest.raises(RuntimeError, match="argument 'x'"):
+        s(x=[1.0], y=fiamma.ones(1))
+
+    @fiamma.jit.script
+    def g(x, k: int, scale=2.0):
+        return x * k * scale
+
+    assert g(fiamma.ones(2), 3).tolist() == [6.0, 6.0]
+    assert g.code.startswith("@fiamma.jit.script\ndef g(x, k: int, scale=2.0):")

@@ -235,3 +235,76 @@ def test_parity_backward_hooks(input_requires_grad):
                     np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(mf[0].weight.grad.numpy(), mt[0].weight.grad.numpy(),
                                rtol=1e-5, atol=1e-6)
+
+
+# ---- the deprecated non-full backward hook (register_backward_hook) ----
+
+def test_non_full_backward_hook_sees_the_output_nodes_gradients():
+    """As PyTorch's: the hook runs on the node that made the output, so for a convolution
+    ``grad_input`` is (input, weight, bias) gradients, with the FutureWarning for a forward
+    whose node reads more than the module's inputs; a returned tuple replaces grad_input."""
+    import warnings
+
+    conv = nn.Conv2d(2, 3, 3)
+    x = fiamma.randn(1, 2, 5, 5, requires_grad=True)
+    seen = []
+
+    def hook(mod, gi, go):
+        seen.append((mod, [None if g is None else tuple(g.shape) for g in gi],
+                     [tuple(g.shape) for g in go]))
+
+    h = conv.register_backward_hook(hook)
+    with pytest.warns(FutureWarning, match="forward contains multiple autograd Nodes"):
+        y = conv(x * 1.0)
+    y.sum().backward()
+    assert seen == [(conv, [(1, 2, 5, 5), (3, 2, 3, 3), (3,)], [(1, 3, 3, 3)])]
+    # a hook returning new grad_input changes what flows on: zero the input gradient
+    x.grad = None
+    h.remove()
+    conv.register_backward_hook(lambda m, gi, go: (gi[0] * 0, gi[1], gi[2]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        conv(x * 1.0).sum().backward()
+    assert float(x.grad.abs().sum()) == 0.0
+    with pytest.raises(RuntimeError, match="Cannot use both regular backward hooks and full"):
+        conv.register_full_backward_hook(hook)
+
+
+def test_non_full_backward_hook_single_node_no_warning():
+    import warnings
+
+    relu = nn.ReLU()
+    x = fiamma.randn(4, requires_grad=True)
+    a = x * 2.0
+    got = []
+    relu.register_backward_hook(lambda m, gi, go: got.append((len(gi), len(go))))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        relu(a).sum().backward()
+    assert got == [(1, 1)]
+
+
+@pytest.mark.parity
+def test_parity_non_full_backward_hook_conv():
+    torch = pytest.importorskip("torch")
+    import warnings
+
+    import numpy as np
+
+    w = np.random.default_rng(0).standard_normal((3, 2, 3, 3)).astype(np.float32)
+    xin = np.random.default_rng(1).standard_normal((1, 2, 5, 5)).astype(np.float32)
+    res = {}
+    for lib, mod in (("torch", torch), ("fiamma", fiamma)):
+        conv = (torch.nn if lib == "torch" else nn).Conv2d(2, 3, 3)
+        with (torch if lib == "torch" else fiamma).no_grad():
+            conv.weight.copy_(mod.tensor(w))
+            conv.bias.zero_()
+        x = mod.tensor(xin, requires_grad=True)
+        out = []
+        conv.register_backward_hook(lambda m, gi, go: out.append([g.detach().numpy() for g in gi]))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            conv(x * 1.0).square().sum().backward()
+        res[lib] = out[0]
+    for a, b in zip(res["fiamma"], res["torch"]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)

@@ -613,3 +613,61 @@ def test_functional_losses_take_pytorch_positional_order():
         F.nll_loss(x, t, w, weight=w)
     with pytest.raises(TypeError, match="mse_loss: PyTorch's argument 'weight' is not supported"):
         F.mse_loss(x, x, None, None, "mean", fiamma.ones(3))
+
+
+_LEGACY_MODULES = ["L1Loss", "MSELoss", "SmoothL1Loss", "NLLLoss", "CrossEntropyLoss", "BCELoss",
+                   "BCEWithLogitsLoss", "KLDivLoss", "PoissonNLLLoss", "CosineEmbeddingLoss",
+                   "MarginRankingLoss", "HingeEmbeddingLoss", "MultiMarginLoss",
+                   "MultiLabelMarginLoss", "MultiLabelSoftMarginLoss", "SoftMarginLoss",
+                   "TripletMarginLoss"]
+
+
+@pytest.mark.parametrize("name", _LEGACY_MODULES)
+def test_loss_modules_take_legacy_size_average_and_reduce(name):
+    """``nn.MSELoss(size_average=False)`` (old tutorials) is reduction='sum' with PyTorch's
+    warning; ``reduce=False`` is 'none'; without them the reduction is as given."""
+    cls = getattr(nn, name)
+    with pytest.warns(UserWarning, match="reduction='sum' instead"):
+        assert cls(size_average=False).reduction == "sum"
+    with pytest.warns(UserWarning, match="reduction='none' instead"):
+        assert cls(reduce=False).reduction == "none"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cls().reduction == "mean" and cls(reduction="sum").reduction == "sum"
+
+
+def test_loss_modules_take_pytorch_positional_order():
+    w = fiamma.tensor([1.0, 2.0, 0.5])
+    # CrossEntropyLoss(weight, size_average, ignore_index, reduce, reduction, label_smoothing)
+    ce = nn.CrossEntropyLoss(w, None, 1, None, "sum", 0.1)
+    assert (ce.ignore_index, ce.reduction, ce.label_smoothing) == (1, "sum", 0.1)
+    assert ce.weight is w
+    nll = nn.NLLLoss(None, None, 2, None, "none")
+    assert (nll.ignore_index, nll.reduction) == (2, "none")
+    # L1Loss(size_average, reduce, reduction), SmoothL1Loss(..., beta), KLDivLoss(..., log_target)
+    assert nn.L1Loss(None, None, "sum").reduction == "sum"
+    sm = nn.SmoothL1Loss(None, None, "sum", 0.5)
+    assert (sm.reduction, sm.beta) == ("sum", 0.5)
+    kl = nn.KLDivLoss(None, None, "batchmean", True)
+    assert (kl.reduction, kl.log_target) == ("batchmean", True)
+    pw = fiamma.tensor([2.0])
+    bce = nn.BCEWithLogitsLoss(None, None, None, "sum", pw)
+    assert bce.reduction == "sum" and bce.pos_weight is pw
+
+
+def test_mse_loss_module_size_average_false_is_the_sum():
+    x, y = fiamma.randn(4, 3), fiamma.randn(4, 3)
+    with pytest.warns(UserWarning):
+        crit = nn.MSELoss(size_average=False)
+    assert crit(x, y).item() == pytest.approx(((x - y) ** 2).sum().item(), rel=1e-6)
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("name", _LEGACY_MODULES)
+def test_parity_loss_module_signatures(name):
+    torch = pytest.importorskip("torch")
+    import inspect
+
+    want = [p for p in inspect.signature(getattr(torch.nn, name).__init__).parameters]
+    got = [p for p in inspect.signature(getattr(nn, name).__init__).parameters]
+    assert got == want

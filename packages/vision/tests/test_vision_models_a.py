@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -204,10 +205,19 @@ def test_legacy_pretrained_flag(tmp_path, monkeypatch):
     path = tmp_path / "sq.pth"
     fiamma.save(sd, str(path))
     monkeypatch.setattr(M.SqueezeNet1_1_Weights.IMAGENET1K_V1.value, "url", path.as_uri())
-    with pytest.warns(UserWarning, match="pretrained"):
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
         loaded = M.squeezenet1_1(pretrained=True)
+    # torchvision's two warnings, word for word
+    assert [str(x.message) for x in w] == [
+        "The parameter 'pretrained' is deprecated since 0.13 and may be removed in the future, "
+        "please use 'weights' instead.",
+        "Arguments other than a weight enum or `None` for 'weights' are deprecated since 0.13 "
+        "and may be removed in the future. The current behavior is equivalent to passing "
+        "`weights=SqueezeNet1_1_Weights.IMAGENET1K_V1`. You can also use "
+        "`weights=SqueezeNet1_1_Weights.DEFAULT` to get the most up-to-date weights."]
     np.testing.assert_array_equal(_logits(loaded), _logits(model))
-    with pytest.warns(UserWarning, match="pretrained"):
+    with pytest.warns(UserWarning, match="equivalent to passing `weights=None`.$"):
         fresh = M.squeezenet1_1(pretrained=False)
     assert not np.array_equal(_logits(fresh), _logits(model))
     with pytest.raises(ValueError, match="num_classes"):

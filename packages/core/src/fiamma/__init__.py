@@ -69,7 +69,7 @@ from fiamma import _methods  # noqa: F401,E402  (attaches the op modules' Tensor
 _SUBMODULES = {"linalg", "fft", "special", "multiprocessing", "safetensors", "utils", "fused",
                "backends", "accelerator", "cuda", "amp", "cpu", "hub", "testing",
                "detection", "profiler", "sparse", "array_api", "ops", "xpu", "mps", "futures",
-               "_dynamo", "functional"}
+               "_dynamo", "functional", "compiler", "_inductor"}
 
 # sibling distributions, imported on first use
 _SIBLINGS = {

@@ -182,9 +182,12 @@ def is_warn_always_enabled():
 
 def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None,
             options=None, disable=False):
-    """PyTorch's ``torch.compile`` entry point: fiamma runs eagerly and has no compiler, so
-    the module or function comes back unchanged (results are those of eager mode, as with
-    ``backend='eager'``). Usable as ``compile(fn)``, ``compile(**opts)(fn)`` and ``@compile``.
+    """PyTorch's ``torch.compile`` entry point. fiamma runs eagerly: with a named backend
+    (``"inductor"``, ``"eager"``, ...) the module or function comes back unchanged (results
+    are those of eager mode, as with ``backend='eager'``). A callable ``backend`` is called
+    as PyTorch calls one, ``backend(gm, example_inputs)`` with a ``fiamma.fx.GraphModule``
+    of the captured code, and what it returns runs the calls (see ``fiamma.fx._compile``;
+    needs fiamma-nn). Usable as ``compile(fn)``, ``compile(**opts)(fn)`` and ``@compile``.
 
     >>> import fiamma
     >>> f = fiamma.compile(lambda x: x * 2)
@@ -192,11 +195,22 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mo
     [2.0, 2.0]
     """
     if model is None:
-        return lambda m: m
+        return lambda m: compile(m, fullgraph=fullgraph, dynamic=dynamic, backend=backend,
+                                 mode=mode, options=options, disable=disable)
     if not callable(model):
         raise RuntimeError(f"compile: expected a callable (module or function), got "
                            f"{type(model).__name__}")
-    return model
+    if disable or backend is None or isinstance(backend, str):
+        return model
+    if not callable(backend):
+        raise TypeError(f"compile: backend must be a name or a callable, got "
+                        f"{type(backend).__name__}")
+    try:
+        from fiamma.fx._compile import compile_with_backend
+    except ImportError as e:
+        raise RuntimeError("compile: a callable backend is given an FX graph, which needs "
+                           "fiamma.fx (the fiamma-nn package)") from e
+    return compile_with_backend(model, backend)
 
 
 # ---- old linear-algebra names ----------------------------------------------------------------

@@ -647,7 +647,74 @@ def _index_name(node):
     return name + "Backward0"
 
 
+def _const(name):
+    return lambda n: name
+
+
+def _adaptive_avg_name(d):
+    # an output of all ones is PyTorch's mean over the spatial dims (MeanBackward1)
+    def name(n):
+        out = n._kwargs.get("output_size")
+        if isinstance(out, tuple) and all(o == 1 for o in out):
+            return "MeanBackward1"
+        return f"AdaptiveAvgPool{d}DBackward0"
+    return name
+
+
+_UPSAMPLE = {"nearest": "UpsampleNearest{}D", "nearest-exact": "UpsampleNearestExact{}D",
+             "cubic": "UpsampleBicubic{}D"}
+_LINEAR = {1: "UpsampleLinear1D", 2: "UpsampleBilinear2D", 3: "UpsampleTrilinear3D"}
+
+
+def _upsample_name(node):
+    kw = node._kwargs
+    size = kw.get("size")
+    if not isinstance(size, tuple):
+        return None
+    d = len(size)
+    mode = kw.get("mode")
+    base = _LINEAR.get(d) if mode == "linear" else _UPSAMPLE.get(mode, "").format(d)
+    return base + "Backward0" if base else None
+
+
+def _pad_name(node):
+    kw = node._kwargs
+    mode = kw.get("mode")
+    if mode == "constant":
+        return "ConstantPadNdBackward0"
+    d = len(kw.get("pad") or ()) // 2
+    if mode == "reflect":
+        return f"ReflectionPad{d}DBackward0"
+    if mode == "replicate":
+        return f"ReplicationPad{d}DBackward0"
+    if mode == "circular":
+        return "torch::autograd::CopySlices"
+    return None
+
+
 _DISPLAY = {
+    # the native kernels' nodes
+    "layer_norm": _const("NativeLayerNormBackward0"),
+    "batch_norm": _const("NativeBatchNormBackward0"),
+    "group_norm": _const("NativeGroupNormBackward0"),
+    "max_pool2d": _const("MaxPool2DWithIndicesBackward0"),
+    "max_pool3d": _const("MaxPool3DWithIndicesBackward0"),
+    "avg_pool2d": _const("AvgPool2DBackward0"),
+    "avg_pool3d": _const("AvgPool3DBackward0"),
+    "adaptive_avg_pool2d": _adaptive_avg_name(2),
+    "adaptive_avg_pool3d": _adaptive_avg_name(3),
+    "adaptive_max_pool2d": _const("AdaptiveMaxPool2DBackward0"),
+    "adaptive_max_pool3d": _const("AdaptiveMaxPool3DBackward0"),
+    # PyTorch's 1-d pools are the 2-d kernels on an unsqueezed input, squeezed back
+    "max_pool1d": _const("SqueezeBackward1"),
+    "avg_pool1d": _const("SqueezeBackward1"),
+    "adaptive_avg_pool1d": _const("SqueezeBackward1"),
+    "adaptive_max_pool1d": _const("SqueezeBackward1"),
+    # log_softmax then nll_loss in PyTorch (its last node); label smoothing adds a term
+    "cross_entropy_loss": lambda n: ("AddBackward0" if n._kwargs.get("label_smoothing")
+                                     else "NllLossBackward0"),
+    "upsample": _upsample_name,
+    "pad": _pad_name,
     "getitem": _index_name,
     "cat": lambda n: "StackBackward0" if n._kwargs.get("_pt") == "Stack" else None,
     "to": lambda n: "ToCopyBackward0",

@@ -16,7 +16,7 @@ from fiamma import _dtype as D, _grad_hook as G
 from fiamma._autograd_api import ops
 from fiamma._backend import check, codes as K
 from fiamma._ops._common import cast
-from fiamma._tensor import Tensor, new_empty
+from fiamma._tensor import Tensor, _copy_into, new_empty
 
 __all__ = ["fused_attention", "fused_attention_backward"]
 
@@ -48,6 +48,30 @@ def _as4(t, lead, heads, op, name):
     if heads == 1:
         st[1] = 0
     return t4, st[:3]
+
+
+def _layout4(query):
+    """The memory order of a 4-d query's first three dims, outermost first (the last dim stays
+    innermost): PyTorch's fused CPU kernel lays its result out as the query is laid out, so
+    a query that is a (B, L, H, E) tensor transposed to (B, H, L, E) gives a result whose
+    ``.transpose(1, 2)`` is contiguous, and a contiguous query a contiguous result."""
+    st, sh = query._stride, query._shape
+    # size-1 dims have no meaningful stride: ordered where a contiguous tensor has them
+    key = [(st[d] if sh[d] > 1 else None) for d in range(3)]
+    if any(k is None for k in key) or len(set(key)) < 3:
+        return (0, 1, 2, 3)
+    return tuple(sorted(range(3), key=lambda d: -key[d])) + (3,)
+
+
+def _empty_in(perm, shape, dt, dev):
+    """An uninitialised tensor of ``shape`` whose dims lie in memory in the order ``perm``
+    (outermost first; None or the identity: contiguous)."""
+    if perm is None or perm == (0, 1, 2, 3):
+        return new_empty(shape, dt, dev)
+    inv = [0] * 4
+    for i, d in enumerate(perm):
+        inv[d] = i
+    return new_empty(tuple(shape[d] for d in perm), dt, dev).permute(*inv)
 
 
 def _scale(E, scale):
@@ -136,9 +160,10 @@ def fused_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=
     (True takes part) or of query's dtype (added), broadcastable to (..., L, S), not requiring
     grad; ``is_causal``: top-left causal mask; ``dropout_p``: dropout of the weights (the same
     random draws as ``nn.functional.dropout`` of them). Fully masked rows give zeros.
-    float16/bfloat16 compute in float32. A 4-d result is laid out (B, L, H, Ev) in memory (a
-    transposed view, as PyTorch's fused CPU kernel), so ``.transpose(1, 2).contiguous()`` is
-    free.
+    float16/bfloat16 compute in float32. A 4-d result is laid out in memory as the query is
+    (PyTorch's fused CPU kernel's rule): for a query that is a transposed (B, L, H, E) tensor,
+    as a transformer's projections give, ``.transpose(1, 2)`` of the result is contiguous (and
+    ``.view`` works on it); a contiguous query gives a contiguous result.
 
     >>> import fiamma
     >>> q = fiamma.randn(2, 4, 8, 16)
@@ -166,17 +191,19 @@ def fused_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=
             keep = bernoulli(full((B, H, L, S), 1.0 - dropout_p, dtype=cd, device=dev))
             drop = keep.mul_(1.0 / (1.0 - dropout_p))
     nd = query.dim()
-    if nd == 4:
-        o = new_empty((B, L, H, Ev), cd, dev).permute(0, 2, 1, 3)
-    else:
-        o = new_empty((B, H, L, Ev), cd, dev)
+    perm = _layout4(query) if nd == 4 else None
+    o = _empty_in(perm, (B, H, L, Ev), cd, dev)
     lse = new_empty((B, H, L), cd, dev)
     if B * H:  # no heads: nothing to compute (the kernels want at least one key/value head)
         rc = q4._storage.backend.attn_fwd(B, H, Hk, L, S, E, Ev, sc, q4, qst, k4, kst, v4, vst,
                                           mkind, m4, mst, drop, o, list(o._stride[:3]), lse)
         check(rc, op)
     out = o if nd == 4 else o.reshape(tuple(query._shape[:-1]) + (Ev,))
-    out = cast(out, query._dtype)
+    if out._dtype is not query._dtype:
+        # back to float16/bfloat16 in the same layout
+        res = _empty_in(perm, tuple(out._shape), query._dtype, dev)
+        _copy_into(res, out)
+        out = res
     if G.state.enabled and (query.requires_grad or key.requires_grad or value.requires_grad):
         G.record(op, out, (query, key, value, attn_mask),
                  {"logsumexp": lse, "dropout_mask": drop, "is_causal": bool(is_causal),

@@ -1,8 +1,11 @@
 """``fiamma.cuda.amp``: PyTorch's deprecated ``torch.cuda.amp.autocast`` and ``GradScaler``
 spellings, which are ``fiamma.amp.autocast("cuda", ...)`` and ``fiamma.amp.GradScaler("cuda",
-...)``: without CUDA both warn once and disable themselves (the program runs in full
-precision, unscaled), as PyTorch's do on a machine without a GPU.
+...)`` and warn as PyTorch's (a ``FutureWarning`` naming the new spelling): without CUDA both
+also warn once and disable themselves (the program runs in full precision, unscaled), as
+PyTorch's do on a machine without a GPU.
 """
+
+import warnings
 
 from fiamma.amp import GradScaler as _GradScaler, autocast as _autocast
 
@@ -15,6 +18,10 @@ class autocast(_autocast):
     def __init__(self, enabled=True, dtype=None, cache_enabled=True):
         import fiamma
 
+        # PyTorch's deprecation warning for this spelling
+        warnings.warn("`torch.cuda.amp.autocast(args...)` is deprecated. Please use "
+                      "`torch.amp.autocast('cuda', args...)` instead.", FutureWarning,
+                      stacklevel=2)
         super().__init__("cuda", dtype=fiamma.float16 if dtype is None else dtype,
                          enabled=enabled, cache_enabled=cache_enabled)
 
@@ -24,6 +31,9 @@ class GradScaler(_GradScaler):
 
     def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
                  growth_interval=2000, enabled=True):
+        warnings.warn("`torch.cuda.amp.GradScaler(args...)` is deprecated. Please use "
+                      "`torch.amp.GradScaler('cuda', args...)` instead.", FutureWarning,
+                      stacklevel=2)
         super().__init__("cuda", init_scale=init_scale, growth_factor=growth_factor,
                          backoff_factor=backoff_factor, growth_interval=growth_interval,
                          enabled=enabled)

@@ -100,7 +100,22 @@ from fiamma.distributed._store import (  # noqa: F401
 )
 from fiamma.distributed._version import __version__  # noqa: F401
 
-reduce_op = ReduceOp  # PyTorch's deprecated alias
+
+class _DeprecatedReduceOp:
+    """PyTorch's deprecated ``reduce_op``: its attributes are :class:`ReduceOp`'s, each read
+    with PyTorch's ``FutureWarning``."""
+
+    def __getattribute__(self, name):
+        import warnings
+
+        if name.startswith("__"):
+            return object.__getattribute__(self, name)
+        warnings.warn("`torch.distributed.reduce_op` is deprecated, please use "
+                      "`torch.distributed.ReduceOp` instead", FutureWarning, stacklevel=2)
+        return getattr(ReduceOp, name)
+
+
+reduce_op = _DeprecatedReduceOp()
 
 
 class BuiltinCommHookType(_enum.Enum):

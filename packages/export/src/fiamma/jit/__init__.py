@@ -31,9 +31,52 @@ from ._version import __version__
 __all__ = ["trace", "load", "save", "script", "TracedModule", "ScriptModule", "ScriptFunction",
            "RecursiveScriptModule", "TracerWarning", "TracingError", "Graph", "Node", "Value",
            "is_tracing", "is_scripting", "ignore", "unused", "export", "annotate", "Final",
+           "freeze", "optimize_for_inference", "enable_onednn_fusion", "onednn_fusion_enabled",
            "__version__"]
 
 RecursiveScriptModule = ScriptModule  # the type of torch.jit.script(module) in PyTorch
+
+
+_onednn_fusion = [False]
+
+
+def enable_onednn_fusion(enabled):
+    """PyTorch's switch for oneDNN Graph fusion of traced models: recorded; fiamma's runner
+    has no oneDNN fusion pass (its traced calls run fiamma's own kernels either way)."""
+    _onednn_fusion[0] = bool(enabled)
+
+
+def onednn_fusion_enabled():
+    """Whether :func:`enable_onednn_fusion` was last set to True."""
+    return _onednn_fusion[0]
+
+
+def _check_scripted(mod, op):
+    if not isinstance(mod, (ScriptModule, TracedModule)):
+        raise RuntimeError(f"{op} expects a ScriptModule as input. Please use torch.jit.script "
+                           "or torch.jit.trace to script your 'nn.Module'.")
+
+
+def freeze(mod, preserved_attrs=None, optimize_numerics=True):
+    """``torch.jit.freeze``: a scripted or traced module in eval mode, ready for inference.
+    PyTorch inlines the weights as constants; fiamma returns the module itself (a traced
+    module already runs its recorded ops with its weights' views computed once), so later
+    changes to its weights still show. Raises as PyTorch for a plain module or one in
+    training mode."""
+    _check_scripted(mod, "Freezing")
+    if mod.training:
+        raise RuntimeError("Freezing is currently only implemented for modules in eval mode. "
+                           "Please call .eval() on your module before freezing.")
+    return mod
+
+
+def optimize_for_inference(mod, other_methods=None):
+    """``torch.jit.optimize_for_inference``: the module in eval mode, frozen (see
+    :func:`freeze`)."""
+    _check_scripted(mod, "optimize_for_inference")
+    if mod.training:
+        mod = mod.eval()
+    return freeze(mod, preserved_attrs=other_methods)
 
 
 def is_tracing():
@@ -90,6 +133,22 @@ class TracedModule:
         self._name = name
         self._prog = Program(graph)
         self.training = False
+
+    def __getattr__(self, name):
+        # a direct submodule of the traced module that the trace ran: traced on the inputs
+        # it got there (PyTorch's TracedModule keeps its submodules as traced modules)
+        children = self.__dict__.get("_children") or {}
+        if name in children:
+            cache = self.__dict__.setdefault("_child_traces", {})
+            if name not in cache:
+                mod, args = children[name]
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", TracerWarning)
+                    cache[name] = trace(mod, tuple(args), check_trace=False)
+            return cache[name]
+        raise AttributeError(f"'TracedModule' object has no attribute '{name}' (a traced "
+                             "module has the submodules its trace ran: "
+                             f"{sorted(children) or 'none'})")
 
     def __call__(self, *inputs, **kwargs):
         flat = self._prog.run(inputs, self.graph.params, kwargs)
@@ -151,7 +210,25 @@ class TracedModule:
         save(self, f)
 
     def __repr__(self):
+        tree = self.__dict__.get("_tree")
+        if tree is not None:  # PyTorch's printout of a traced module: the module hierarchy
+            return _format_tree(tree)
         return f"TracedModule(inputs={len(self.graph.inputs)}, nodes={len(self.graph.nodes)})"
+
+
+def _module_tree(m):
+    """(class name, [(child name, subtree)]) of a module, as the trace saw it."""
+    return (type(m).__name__, [(n, _module_tree(c)) for n, c in m.named_children()])
+
+
+def _format_tree(tree, indent=""):
+    name, kids = tree
+    if not kids:
+        return f"{name}(original_name={name})"
+    inner = indent + "  "
+    lines = [f"{name}(", f"{inner}original_name={name}"]
+    lines += [f"{inner}({k}): {_format_tree(t, inner)}" for k, t in kids]
+    return "\n".join(lines + [indent + ")"])
 
 
 def _ident(name):
@@ -209,8 +286,24 @@ def trace(func, example_inputs=None, check_trace=True, check_tolerance=1e-5, str
             module = func
     except ImportError:
         pass
-    graph, out = trace_graph(func, example_inputs, module, kwargs)
+    seen, handles = {}, []
+    if module is not None:
+        # the first inputs each direct submodule gets, so that ``traced.<child>`` can be
+        # traced on them when asked for (references only: no op runs inside the trace)
+        for cname, child in module.named_children():
+            def pre(mod, args, _name=cname):
+                seen.setdefault(_name, (mod, args))
+            handles.append(child.register_forward_pre_hook(pre))
+    try:
+        graph, out = trace_graph(func, example_inputs, module, kwargs)
+    finally:
+        for h in handles:
+            h.remove()
     tm = TracedModule(graph, type(func).__name__ if module is not None else "forward")
+    tm._children = seen
+    if module is not None:
+        tm.original_name = type(module).__name__
+        tm._tree = _module_tree(module)
     if check_trace:
         _check(tm, example_inputs, kwargs, out, check_tolerance)
     return tm

@@ -5,7 +5,7 @@ arguments (tensors resolved) and returns a tensor or a tuple of tensors.
 """
 
 import fiamma
-from fiamma.autograd_hook import set_grad_enabled_flag
+from fiamma.autograd_hook import get_trace_hook, set_grad_enabled_flag
 
 from ._graph import Value
 from ._symbolic import _BIG, evaluate, first_dim_source, sizes
@@ -339,6 +339,7 @@ class Program:
             plain = all(not isinstance(a, (tuple, list)) for a in n.args) and \
                 all(not isinstance(v, (Value, tuple, list)) for v in kw.values())
             steps.append((fn, n.args, kw, n.outputs, plain, n))
+        self.plain_steps = steps  # every op as traced: the differentiable path
         self.steps = self._reuse(graph, steps)
         self._params = None
 
@@ -389,10 +390,6 @@ class Program:
         return env, steps
 
     def run(self, inputs, params, kwargs=None):
-        if self._params is not params:
-            self._env, self._steps = self._base(params)
-            self._params = params
-        env = self._env.copy()
         g = self.graph
         flat_call = len(inputs) == len(g.inputs) and \
             all(isinstance(x, fiamma.Tensor) for x in inputs)
@@ -408,14 +405,28 @@ class Program:
             inputs = flat_inputs(inputs, kwargs)
         if len(inputs) != len(g.inputs):
             raise TypeError(f"traced function takes {len(g.inputs)} inputs, got {len(inputs)}")
-        for name, x in zip(g.inputs, inputs):
+        for x in inputs:
             if not isinstance(x, fiamma.Tensor):
                 raise TypeError(f"traced function: inputs must be tensors, got "
                                 f"{type(x).__name__}")
+        if get_trace_hook() is not None or (fiamma.is_grad_enabled() and (
+                any(x.requires_grad for x in inputs)
+                or any(p.requires_grad for p in params.values()))):
+            # a call whose result needs a graph (PyTorch's traced modules record autograd like
+            # eager code), or inside another trace, which records these ops as its own (a
+            # traced module called by a traced model is inlined, as in PyTorch): every op as
+            # traced, none writing into a dying value, with grad on
+            env, steps, grad = dict(params), self.plain_steps, True
+        else:
+            if self._params is not params:
+                self._env, self._steps = self._base(params)
+                self._params = params
+            env, steps, grad = self._env.copy(), self._steps, False
+        for name, x in zip(g.inputs, inputs):
             env[name] = x
-        prev = set_grad_enabled_flag(False)
+        prev = set_grad_enabled_flag(grad)
         try:
-            for fn, args, kw, outs, plain, node in self._steps:
+            for fn, args, kw, outs, plain, node in steps:
                 if plain:
                     r = fn(*[env[x.name] if x.__class__ is Value else x for x in args], **kw)
                 else:

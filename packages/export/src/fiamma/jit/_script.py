@@ -11,6 +11,8 @@ refuse instead of baking it in.
 """
 import copy
 import functools
+import inspect
+import textwrap
 import warnings
 
 import fiamma
@@ -68,6 +70,16 @@ def _trace_for_save(obj, target, what):
                             f"last call: {e}") from None
 
 
+def _forward_source(cls):
+    """The source of ``cls.forward`` (dedented), or say why there is none."""
+    fwd = getattr(cls, "forward", None)
+    try:
+        return textwrap.dedent(inspect.getsource(fwd))
+    except (OSError, TypeError):
+        raise RuntimeError(f"fiamma.jit: no code to show for {cls.__name__}: it has not been "
+                           "called, and the source of its forward is not available") from None
+
+
 class ScriptModule:
     """Mixed into the class of a scripted module (``fiamma.jit.script(module)``): the module's
     own ``forward`` runs, its state is the original's, and :meth:`save` writes a trace of its
@@ -92,8 +104,17 @@ class ScriptModule:
 
     @property
     def code(self):
-        """The Python-like listing of the trace :meth:`save` would write."""
-        return self._attr_or("code", lambda: self._traced().code)
+        """The Python-like listing of the trace :meth:`save` would write; where there is
+        none to write (the module was not called yet, or its Python branches on tensor
+        values, which a trace would bake in), the Python source of ``forward``: what runs,
+        as TorchScript's ``code`` shows the compiled ``forward``."""
+        return self._attr_or("code", self._code)
+
+    def _code(self):
+        try:
+            return self._traced().code
+        except (RuntimeError, TypeError):  # no trace to show: the Python that runs
+            return _forward_source(type(self))
 
     @property
     def graph(self):
@@ -141,8 +162,11 @@ class ScriptFunction:
     def __init__(self, fn, example):
         functools.update_wrapper(self, fn)
         self.__dict__["_script_example"] = example
+        self.__dict__["_inferred"] = _inferred_tensor_params(fn)
 
     def __call__(self, *args, **kwargs):
+        if self._inferred:
+            _check_inferred(self.__wrapped__, self._inferred, args, kwargs)
         _remember(self, args, kwargs)
         return self.__wrapped__(*args, **kwargs)
 
@@ -160,11 +184,55 @@ class ScriptFunction:
 
     @property
     def code(self):
-        return self._traced().code
+        """The listing of the trace :meth:`save` would write; before a first call (or for a
+        function branching on tensor values), the function's Python source."""
+        try:
+            return self._traced().code
+        except (RuntimeError, TypeError):  # no trace to show: the Python that runs
+            try:
+                return textwrap.dedent(inspect.getsource(self.__wrapped__))
+            except (OSError, TypeError):
+                raise RuntimeError(f"fiamma.jit: no code to show for {self.__name__}: it has "
+                                   "not been called, and its source is not available") from None
 
     @property
     def graph(self):
         return self._traced().graph
+
+
+def _inferred_tensor_params(fn):
+    """TorchScript's rule: a parameter without an annotation (and without a default) is a
+    Tensor. Returns [(position, name)] of those, besides a leading ``self``."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return []
+    out = []
+    for i, p in enumerate(sig.parameters.values()):
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            continue
+        if i == 0 and p.name == "self":
+            continue
+        if p.annotation is p.empty and p.default is p.empty:
+            out.append((i, p.name))
+    return out
+
+
+def _check_inferred(fn, inferred, args, kwargs):
+    """PyTorch's error for a non-tensor given to a parameter inferred as a Tensor."""
+    for i, name in inferred:
+        if i < len(args):
+            v = args[i]
+        elif name in kwargs:
+            v = kwargs[name]
+        else:
+            continue
+        if not isinstance(v, fiamma.Tensor):
+            raise RuntimeError(
+                f"{fn.__name__}() Expected a value of type 'Tensor (inferred)' for argument "
+                f"'{name}' but instead found type '{type(v).__name__}'.\n"
+                f"Inferred '{name}' to be of type 'Tensor' because it was not annotated with an "
+                f"explicit type.\nPosition: {i}\nValue: {v!r}")
 
 
 def script_object(obj, example_inputs):

@@ -417,6 +417,19 @@ def rebuild_inputs(args, kwargs, flat):
     return nest(tuple(args)), nest(dict(kwargs or {}))
 
 
+def _held_traces(module):
+    """(attribute path, TracedModule) for every traced module kept as an attribute of
+    ``module`` or of its submodules."""
+    from fiamma.jit import TracedModule
+
+    out = []
+    for prefix, m in module.named_modules():
+        for name, v in vars(m).items():
+            if isinstance(v, TracedModule):
+                out.append((f"{prefix}.{name}" if prefix else name, v))
+    return out
+
+
 def trace_graph(func, inputs, module=None, kwargs=None):
     """Trace ``func(*inputs, **kwargs)``; returns (graph, eager outputs)."""
     g = Graph()
@@ -439,6 +452,14 @@ def trace_graph(func, inputs, module=None, kwargs=None):
             if id(t) not in tr.vals and isinstance(t, Tensor):
                 g.params[k] = t
                 tr.bind(t, k)
+        # traced modules held by the model (``self.cell = jit.trace(...)``): not submodules,
+        # so their initializers are bound here, under the attribute's path, as PyTorch's
+        # traced submodules' parameters are the model's
+        for path, tm in _held_traces(module):
+            for k, t in tm.graph.params.items():
+                if id(t) not in tr.vals and isinstance(t, Tensor):
+                    g.params[f"{path}.{k}"] = t
+                    tr.bind(t, f"{path}.{k}")
     rnns = _patch_rnns(module, tr) if module is not None else []
     saved = _patch_readbacks(tr)
     unrec = _patch_unrecorded(tr) + _patch_leaf_functions(tr) + _patch_complex_views(tr)

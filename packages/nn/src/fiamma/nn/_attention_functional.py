@@ -107,6 +107,20 @@ def _check_sdpa(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa):
         raise RuntimeError(f"{op}: no viable backend: the math and flash attention kernels "
                            f"are both turned off (enabled: {on or 'none'}; see "
                            "fiamma.nn.attention.sdpa_kernel and fiamma.backends.cuda)")
+    if not sdp["math"]:
+        # only the flash kernel may run: PyTorch's CPU flash kernel takes 4-d inputs with one
+        # head size and non-empty sequences, and otherwise finds no kernel
+        why = None
+        if not (query.dim() == key.dim() == value.dim() == 4):
+            why = (f"all fused kernels require query, key and value to be 4 dimensional, got "
+                   f"{query.dim()}, {key.dim()} and {value.dim()}")
+        elif not (query.shape[-1] == key.shape[-1] == value.shape[-1]):
+            why = "the flash kernel needs query, key and value of the same head size"
+        elif 0 in (query.shape[-2], key.shape[-2]):
+            why = "the flash kernel needs non-empty sequences"
+        if why is not None:
+            raise RuntimeError(f"{op}: No available kernel. Aborting execution. (only the "
+                               f"flash attention kernel is enabled and {why})")
     if attn_mask is not None:
         if attn_mask.dtype is not fiamma.bool and attn_mask.dtype != query.dtype:
             raise RuntimeError(f"{op}: Expected attn_mask dtype to be bool or to match query "
@@ -175,11 +189,13 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
     ``attn_mask``: a bool mask (True = the position takes part) or a float mask added to
     the scores, broadcastable to (..., L, S); ``is_causal``: a top-left aligned lower
-    triangular mask (an error together with ``attn_mask``); ``scale`` defaults to
-    ``1 / sqrt(E)``; ``enable_gqa`` repeats key/value heads (dim -3) to match the query's.
+    triangular mask (an error together with ``attn_mask``); a
+    :class:`fiamma.nn.attention.bias.CausalBias` as ``attn_mask`` applies its causal mask;
+    ``scale`` defaults to ``1 / sqrt(E)``; ``enable_gqa`` repeats key/value heads (dim -3)
+    to match the query's.
     Rows where every position is masked give zeros (as PyTorch's safe softmax). Runs as
-    one fused op (``fiamma.fused_attention``: a 4-d result is then laid out (N, L, heads, E)
-    in memory, as PyTorch's) unless the batch dims broadcast or the mask requires grad.
+    one fused op (``fiamma.fused_attention``: a 4-d result is then laid out in memory as the
+    query is, as PyTorch's) unless the batch dims broadcast or the mask requires grad.
 
     Example::
 
@@ -187,6 +203,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         >>> F.scaled_dot_product_attention(q, k, v, is_causal=True).shape
         fiamma.Size([2, 4, 8, 16])
     """
+    bias = getattr(type(attn_mask), "_sdpa_with_bias", None) if attn_mask is not None else None
+    if bias is not None:  # a fiamma.nn.attention.bias.CausalBias applies itself
+        return bias(attn_mask, query, key, value, dropout_p, is_causal, scale, enable_gqa)
     _check_sdpa(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa)
     if _fusable(query, key, value, attn_mask, enable_gqa):
         return fiamma.fused_attention(query, key, value, attn_mask, dropout_p, is_causal, scale,

@@ -162,54 +162,59 @@ def _hparams_summaries(hparam_dict, metric_dict, domain_discrete):
             summary("_hparams_/session_end_info", session_end_info=end)]
 
 
-def _graph_def(model, input_to_model):
-    """A TensorFlow GraphDef of ``model`` traced with fiamma.fx (shapes from a run on
-    ``input_to_model`` when given)."""
-    from tensorboard.compat.proto import (
-        attr_value_pb2,
-        graph_pb2,
-        node_def_pb2,
-        versions_pb2,
-    )
-    try:
-        import fiamma.fx as fx
-        from fiamma.fx.passes.shape_prop import ShapeProp
-    except ImportError as e:
-        raise ImportError(f"SummaryWriter.add_graph traces the model with fiamma.fx, which is "
-                          f"part of fiamma-nn (not installed: {e})") from None
-    gm = fx.symbolic_trace(model)
-    if input_to_model is not None:
-        args = input_to_model if isinstance(input_to_model, (tuple, list)) else (input_to_model,)
-        ShapeProp(gm).propagate(*args)
-    root = type(model).__name__
-    scope = {}
-    for n in gm.graph.nodes:
-        if n.op == "call_module":
-            sub = gm.get_submodule(n.target)
-            scope[n.name] = f"{root}/{type(sub).__name__}[{n.target}]/{n.name}"
-        else:
-            scope[n.name] = f"{root}/{n.name}"
-    nodes = []
-    for n in gm.graph.nodes:
-        if n.op in ("placeholder", "output"):
-            op = "IO Node"
-        elif n.op == "call_module":
-            op = type(gm.get_submodule(n.target)).__name__
-        elif n.op == "get_attr":
-            op = "prim::GetAttr"
-        else:
-            op = getattr(n.target, "__name__", str(n.target))
-        attr = {}
-        meta = n.meta.get("tensor_meta")
-        if meta is not None and hasattr(meta, "shape"):
-            shape = tensor_shape_pb2.TensorShapeProto(
-                dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=int(d)) for d in meta.shape])
-            attr["_output_shapes"] = attr_value_pb2.AttrValue(
-                list=attr_value_pb2.AttrValue.ListValue(shape=[shape]))
-            attr["attr"] = attr_value_pb2.AttrValue(s=str(meta.dtype).encode())
-        inputs = [scope[a.name] for a in n.all_input_nodes]
-        nodes.append(node_def_pb2.NodeDef(name=scope[n.name], op=op, input=inputs,
+def _sprite(img):
+    """(N, C, H, W) images (uint8, or floats in [0, 1]) tiled row by row into a square RGB
+    HWC uint8 image ceil(sqrt(N)) images wide, as the projector reads sprites."""
+    n, c, h, w = img.shape
+    if img.dtype != np.uint8:     # x * 255 truncated, as PyTorch's sprite (add_image rounds)
+        img = (np.clip(img.astype(np.float64), 0.0, 1.0) * 255.0).astype(np.uint8)
+    if c == 1:
+        img = np.repeat(img, 3, axis=1)
+    cols = int(np.ceil(np.sqrt(n)))
+    out = np.zeros((cols * h, cols * w, 3), np.uint8)
+    for i in range(n):
+        r, col = divmod(i, cols)
+        out[r * h:(r + 1) * h, col * w:(col + 1) * w] = img[i].transpose(1, 2, 0)
+    return out
+
+
+def _graph_def(graph, root):
+    """A TensorBoard GraphDef of a ``fiamma.jit`` graph: inputs and outputs as ``IO Node``s,
+    parameters as ``Parameter`` nodes and ops as ``aten::<op>`` nodes, each named under the
+    module path of the parameters it reads (TensorBoard groups nodes by the ``/`` in names)."""
+    from tensorboard.compat.proto import attr_value_pb2, graph_pb2, node_def_pb2, versions_pb2
+
+    def shape_attr(value):
+        m = graph.meta.get(value)
+        if not m:
+            return {}
+        dims = [tensor_shape_pb2.TensorShapeProto.Dim(size=int(d)) for d in m[0]]
+        shp = tensor_shape_pb2.TensorShapeProto(dim=dims)
+        return {"_output_shapes": attr_value_pb2.AttrValue(
+            list=attr_value_pb2.AttrValue.ListValue(shape=[shp]))}
+
+    names, nodes = {}, []
+    for i, v in enumerate(graph.inputs):
+        names[v] = f"input/{v}"
+        nodes.append(node_def_pb2.NodeDef(name=names[v], op="IO Node", attr=shape_attr(v)))
+    for p in graph.params:
+        names[p] = f"{root}/" + p.replace(".", "/")
+        nodes.append(node_def_pb2.NodeDef(name=names[p], op="Parameter", attr=shape_attr(p)))
+    for k, n in enumerate(graph.nodes):
+        ins = n.inputs()
+        mods = [p.rsplit(".", 1)[0] for p in ins if p in graph.params and "." in p]
+        scope = "/".join([root] + (mods[0].split(".") if mods else []))
+        name = f"{scope}/{n.op}.{k}"
+        for o in n.outputs:
+            names[o] = name
+        attr = shape_attr(n.outputs[0]) if n.outputs else {}
+        nodes.append(node_def_pb2.NodeDef(name=name, op=f"aten::{n.op}",
+                                          input=[names[x] for x in ins if x in names],
                                           attr=attr))
+    for i, o in enumerate(graph.outputs):
+        nodes.append(node_def_pb2.NodeDef(name=f"output/output.{i + 1}", op="IO Node",
+                                          input=[names[o]] if o in names else [],
+                                          attr=shape_attr(o)))
     return graph_pb2.GraphDef(node=nodes, versions=versions_pb2.VersionDef(producer=22))
 
 
@@ -218,11 +223,11 @@ class SummaryWriter:
     ``runs/<Mon>DD_HH-MM-SS_<host><comment>``), as PyTorch's SummaryWriter does.
 
     Supported: ``add_scalar``, ``add_scalars`` (one sub-directory per scalar, as PyTorch),
-    ``add_histogram``, ``add_image``, ``add_images``, ``add_text``, ``add_hparams``,
-    ``add_graph`` (traced with ``fiamma.fx``), ``add_embedding`` (the Projector's files),
-    ``flush``, ``close``, use as a context manager. Not supported (they raise
-    ``NotImplementedError`` saying so): ``add_audio``, ``add_video``, ``add_figure``,
-    ``add_pr_curve``, ``add_mesh``.
+    ``add_histogram``, ``add_image``, ``add_images``, ``add_text``, ``flush``, ``close``, use as a
+    context manager, ``add_graph`` (a ``fiamma.jit`` trace as a GraphDef), ``add_embedding``
+    (the projector's files) and ``add_hparams`` (the hparams plugin's summaries). Not
+    supported (they raise ``NotImplementedError`` saying so): ``add_audio``, ``add_video``,
+    ``add_figure``, ``add_pr_curve``, ``add_mesh``.
 
     >>> import tempfile, fiamma
     >>> from fiamma.utils.tensorboard import SummaryWriter
@@ -329,82 +334,90 @@ class SummaryWriter:
         raise NotImplementedError(f"SummaryWriter.{name} is not supported by fiamma: {why}")
 
     def add_graph(self, model, input_to_model=None, verbose=False, use_strict_trace=True):
-        """Log ``model``'s graph for TensorBoard's Graphs tab. The graph is traced symbolically
-        with ``fiamma.fx`` (PyTorch traces with ``torch.jit.trace``): one node per module call,
-        function, method and input, named by the module path; with ``input_to_model`` (a
-        tensor or a tuple of them) each node also records its output shape. A model that
-        ``fiamma.fx.symbolic_trace`` cannot trace (data-dependent control flow) raises its
-        error."""
-        self._open().add_event(event_pb2.Event(
-            graph_def=_graph_def(model, input_to_model).SerializeToString(),
-            wall_time=time.time()))
-        if verbose:
-            print(_graph_def(model, input_to_model))
+        """Write ``model``'s graph for TensorBoard's Graphs tab: ``model`` is traced on
+        ``input_to_model`` (a tensor or a tuple of them) by ``fiamma.jit.trace`` (fiamma-export)
+        and its ops become the nodes of a GraphDef, each named under the module whose
+        parameters it reads (``Net/conv1/conv2d``), with its output shapes."""
+        try:
+            import fiamma.jit as jit
+        except ImportError:
+            self._unsupported("add_graph", "tracing the model needs fiamma.jit (the "
+                              "fiamma-export package)")
+        if input_to_model is None:
+            raise ValueError("SummaryWriter.add_graph: input_to_model is required to trace "
+                             "the model")
+        import warnings
 
-    def add_embedding(self, mat, metadata=None, label_img=None, global_step=None, tag="default",
-                      metadata_header=None):
-        """Log ``mat`` (N x D) for TensorBoard's Projector, as PyTorch: ``tensors.tsv``, and
-        ``metadata.tsv`` (``metadata``: N labels, or N rows under ``metadata_header``) and
-        ``sprite.png`` (``label_img``: N x C x H x W, values in [0, 1]) when given, in
-        ``log_dir/<global_step as 5 digits>/<tag>`` (``%``, ``/`` and ``\\`` of the tag
-        %-escaped), listed in ``log_dir/projector_config.pbtxt``."""
+        with warnings.catch_warnings():
+            if not verbose:
+                warnings.simplefilter("ignore")
+            traced = jit.trace(model, input_to_model, check_trace=False)
+        graph_def = _graph_def(traced.graph, type(model).__name__)
+        if verbose:
+            print(graph_def)
+        self._open().add_event(event_pb2.Event(graph_def=graph_def.SerializeToString(),
+                                               wall_time=time.time()))
+
+    def add_embedding(self, mat, metadata=None, label_img=None, global_step=None,
+                      tag="default", metadata_header=None):
+        """Write an embedding for TensorBoard's Projector tab, in PyTorch's layout:
+        ``<log_dir>/<global_step:05>/<tag>/`` holds ``tensors.tsv`` (one row of ``mat`` per
+        line), ``metadata.tsv`` (the labels; a header row first with ``metadata_header``) and
+        ``sprite.png`` (``label_img`` (N, C, H, W) tiled in a square); ``projector_config.pbtxt``
+        in ``log_dir`` lists every embedding written so far."""
         from google.protobuf import text_format
-        from tensorboard.plugins.projector import projector_config_pb2
+        from tensorboard.plugins.projector.projector_config_pb2 import ProjectorConfig
 
         m = _numpy(mat, "add_embedding")
         if m.ndim != 2:
-            raise ValueError(f"SummaryWriter.add_embedding: mat should be 2-D (N x D), got shape "
-                             f"{tuple(m.shape)}")
-        n = m.shape[0]
-        step = str(0 if global_step is None else global_step).zfill(5)
-        safe = tag.replace("%", "%25").replace("/", "%2f").replace("\\", "%5c")
-        subdir = f"{step}/{safe}"
-        save = os.path.join(self.log_dir, subdir)
-        os.makedirs(save, exist_ok=True)
-        info = projector_config_pb2.EmbeddingInfo(tensor_name=f"{tag}:{step}",
-                                                  tensor_path=f"{subdir}/tensors.tsv")
+            raise ValueError("SummaryWriter.add_embedding: mat should be 2-D (one row per data "
+                             f"point), got shape {tuple(m.shape)}")
+        step = 0 if global_step is None else int(global_step)
+        enc = tag.replace("%", "%25").replace("/", "%2f").replace("\\", "%5c")
+        subdir = f"{str(step).zfill(5)}/{enc}"
+        path = os.path.join(self.log_dir, subdir)
+        if os.path.isdir(path):
+            print("warning: Embedding dir exists, did you set global_step for add_embedding()?")
+        elif os.path.exists(path):
+            raise NotADirectoryError(f"Path: `{path}` exists, but is a file. Cannot proceed.")
+        else:
+            os.makedirs(path)
         if metadata is not None:
-            rows = list(metadata)
-            if len(rows) != n:
-                raise ValueError(f"SummaryWriter.add_embedding: {len(rows)} metadata rows for "
-                                 f"{n} embeddings")
-            if metadata_header is None:
-                lines = [str(r) for r in rows]
+            if len(metadata) != m.shape[0]:
+                raise ValueError(f"SummaryWriter.add_embedding: {len(metadata)} labels for "
+                                 f"{m.shape[0]} data points")
+            if metadata_header:
+                if len(metadata_header) != len(metadata[0]):
+                    raise ValueError("SummaryWriter.add_embedding: metadata_header has "
+                                     f"{len(metadata_header)} columns, the metadata "
+                                     f"{len(metadata[0])}")
+                lines = ["\t".join(str(e) for e in row) for row in [metadata_header, *metadata]]
             else:
-                lines = ["\t".join(str(x) for x in r) for r in [metadata_header, *rows]]
-            with open(os.path.join(save, "metadata.tsv"), "w", encoding="utf-8") as f:
-                f.write("\n".join(lines) + "\n")
+                lines = [str(x) for x in metadata]
+            with open(os.path.join(path, "metadata.tsv"), "wb") as f:
+                f.write(("\n".join(lines) + "\n").encode("utf-8"))
+        if label_img is not None:
+            img = _numpy(label_img, "add_embedding")
+            if img.ndim != 4 or img.shape[0] != m.shape[0] or img.shape[1] not in (1, 3):
+                raise ValueError("SummaryWriter.add_embedding: label_img must be (N, 1 or 3, H, "
+                                 f"W) with N = {m.shape[0]}, got shape {tuple(img.shape)}")
+            with open(os.path.join(path, "sprite.png"), "wb") as f:
+                f.write(_png(_sprite(img)))
+        with open(os.path.join(path, "tensors.tsv"), "wb") as f:
+            for row in m.tolist():
+                f.write(("\t".join(str(x) for x in row) + "\n").encode("utf-8"))
+        if not hasattr(self, "_projector_config"):
+            self._projector_config = ProjectorConfig()
+        info = self._projector_config.embeddings.add()
+        info.tensor_name = f"{tag}:{str(step).zfill(5)}"
+        info.tensor_path = f"{subdir}/tensors.tsv"
+        if metadata is not None:
             info.metadata_path = f"{subdir}/metadata.tsv"
         if label_img is not None:
-            imgs = _numpy(label_img, "add_embedding")
-            if imgs.ndim != 4 or imgs.shape[0] != n:
-                raise ValueError(f"SummaryWriter.add_embedding: label_img should be N x C x H x "
-                                 f"W with N={n}, got shape {tuple(imgs.shape)}")
-            side = int(np.ceil(np.sqrt(n)))       # a square sprite sheet, row by row
-            if imgs.shape[1] == 1:                # grey sprites are stored as RGB
-                imgs = np.repeat(imgs, 3, axis=1)
-            if imgs.dtype != np.uint8:            # [0, 1] -> 0..255, truncated as PyTorch
-                imgs = (np.clip(imgs.astype(np.float64), 0.0, 1.0) * 255.0).astype(np.uint8)
-            c, h, w = imgs.shape[1:]
-            sheet = np.zeros((c, side * h, side * w), dtype=np.uint8)
-            for i in range(n):
-                r, col = divmod(i, side)
-                sheet[:, r * h:(r + 1) * h, col * w:(col + 1) * w] = imgs[i]
-            with open(os.path.join(save, "sprite.png"), "wb") as f:
-                f.write(_png(_image_hwc(sheet, "CHW", "add_embedding")))
             info.sprite.image_path = f"{subdir}/sprite.png"
-            info.sprite.single_image_dim.extend([w, h])
-        with open(os.path.join(save, "tensors.tsv"), "w", encoding="utf-8") as f:
-            for row in m.tolist():
-                f.write("\t".join(str(x) for x in row) + "\n")
-        config = projector_config_pb2.ProjectorConfig()
-        path = os.path.join(self.log_dir, "projector_config.pbtxt")
-        if os.path.exists(path):
-            with open(path, encoding="utf-8") as f:
-                text_format.Parse(f.read(), config)
-        config.embeddings.append(info)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text_format.MessageToString(config))
+            info.sprite.single_image_dim.extend([img.shape[3], img.shape[2]])
+        with open(os.path.join(self.log_dir, "projector_config.pbtxt"), "wb") as f:
+            f.write(text_format.MessageToString(self._projector_config).encode("utf-8"))
 
     def add_audio(self, *args, **kwargs):
         self._unsupported("add_audio", "audio summaries are not written")

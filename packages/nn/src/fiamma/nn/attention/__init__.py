@@ -7,6 +7,8 @@ others read them), and restores the previous switches on leaving. fiamma's CPU a
 one kernel that stands for PyTorch's CPU kernels, the math one and the CPU flash one: it runs
 while either is enabled, and ``scaled_dot_product_attention`` raises, as PyTorch's does on the
 CPU, when neither is (for example inside ``sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION)``).
+With the flash kernel alone it takes what PyTorch's CPU flash kernel takes (4-d inputs, one head
+size, non-empty sequences) and raises PyTorch's "No available kernel" otherwise.
 
 >>> import fiamma
 >>> import fiamma.nn.functional as F

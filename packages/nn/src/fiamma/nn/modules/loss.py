@@ -12,14 +12,17 @@ __all__ = ["L1Loss", "MSELoss", "SmoothL1Loss", "HuberLoss", "NLLLoss", "CrossEn
 
 
 class _Loss(Module):
-    def __init__(self, reduction="mean"):
+    """PyTorch's loss base: ``reduction``, or the deprecated ``size_average``/``reduce`` pair
+    (turned into ``reduction`` with PyTorch's warning), in PyTorch's argument order."""
+
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
-        self.reduction = reduction
+        self.reduction = _legacy_reduction(size_average, reduce, reduction)
 
 
 class _WeightedLoss(_Loss):
-    def __init__(self, weight=None, reduction="mean"):
-        super().__init__(reduction)
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
         self.register_buffer("weight", weight)
 
 
@@ -34,8 +37,8 @@ class MSELoss(_Loss):
 
 
 class SmoothL1Loss(_Loss):
-    def __init__(self, reduction="mean", beta=1.0):
-        super().__init__(reduction)
+    def __init__(self, size_average=None, reduce=None, reduction="mean", beta=1.0):
+        super().__init__(size_average, reduce, reduction)
         self.beta = beta
 
     def forward(self, input, target):
@@ -44,7 +47,7 @@ class SmoothL1Loss(_Loss):
 
 class HuberLoss(_Loss):
     def __init__(self, reduction="mean", delta=1.0):
-        super().__init__(reduction)
+        super().__init__(reduction=reduction)
         self.delta = delta
 
     def forward(self, input, target):
@@ -52,8 +55,9 @@ class HuberLoss(_Loss):
 
 
 class NLLLoss(_WeightedLoss):
-    def __init__(self, weight=None, ignore_index=-100, reduction="mean"):
-        super().__init__(weight, reduction)
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                 reduction="mean"):
+        super().__init__(weight, size_average, reduce, reduction)
         self.ignore_index = ignore_index
 
     def forward(self, input, target):
@@ -62,8 +66,9 @@ class NLLLoss(_WeightedLoss):
 
 
 class CrossEntropyLoss(_WeightedLoss):
-    def __init__(self, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
-        super().__init__(weight, reduction)
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                 reduction="mean", label_smoothing=0.0):
+        super().__init__(weight, size_average, reduce, reduction)
         self.ignore_index = ignore_index
         self.label_smoothing = label_smoothing
 
@@ -80,8 +85,9 @@ class BCELoss(_WeightedLoss):
 
 
 class BCEWithLogitsLoss(_Loss):
-    def __init__(self, weight=None, reduction="mean", pos_weight=None):
-        super().__init__(reduction)
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean",
+                 pos_weight=None):
+        super().__init__(size_average, reduce, reduction)
         self.register_buffer("weight", weight)
         self.register_buffer("pos_weight", pos_weight)
 
@@ -92,8 +98,8 @@ class BCEWithLogitsLoss(_Loss):
 
 
 class KLDivLoss(_Loss):
-    def __init__(self, reduction="mean", log_target=False):
-        super().__init__(reduction)
+    def __init__(self, size_average=None, reduce=None, reduction="mean", log_target=False):
+        super().__init__(size_average, reduce, reduction)
         self.log_target = log_target
 
     def forward(self, input, target):
@@ -103,7 +109,7 @@ class KLDivLoss(_Loss):
 class PoissonNLLLoss(_Loss):
     def __init__(self, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
                  reduction="mean"):
-        super().__init__(_legacy_reduction(size_average, reduce, reduction))
+        super().__init__(size_average, reduce, reduction)
         self.log_input, self.full, self.eps = log_input, full, eps
 
     def forward(self, log_input, target):
@@ -113,7 +119,7 @@ class PoissonNLLLoss(_Loss):
 
 class GaussianNLLLoss(_Loss):
     def __init__(self, *, full=False, eps=1e-6, reduction="mean"):
-        super().__init__(reduction)
+        super().__init__(reduction=reduction)
         self.full, self.eps = full, eps
 
     def forward(self, input, target, var):
@@ -123,7 +129,7 @@ class GaussianNLLLoss(_Loss):
 
 class CosineEmbeddingLoss(_Loss):
     def __init__(self, margin=0.0, size_average=None, reduce=None, reduction="mean"):
-        super().__init__(_legacy_reduction(size_average, reduce, reduction))
+        super().__init__(size_average, reduce, reduction)
         self.margin = margin
 
     def forward(self, input1, input2, target):
@@ -133,7 +139,7 @@ class CosineEmbeddingLoss(_Loss):
 
 class MarginRankingLoss(_Loss):
     def __init__(self, margin=0.0, size_average=None, reduce=None, reduction="mean"):
-        super().__init__(_legacy_reduction(size_average, reduce, reduction))
+        super().__init__(size_average, reduce, reduction)
         self.margin = margin
 
     def forward(self, input1, input2, target):
@@ -143,7 +149,7 @@ class MarginRankingLoss(_Loss):
 
 class HingeEmbeddingLoss(_Loss):
     def __init__(self, margin=1.0, size_average=None, reduce=None, reduction="mean"):
-        super().__init__(_legacy_reduction(size_average, reduce, reduction))
+        super().__init__(size_average, reduce, reduction)
         self.margin = margin
 
     def forward(self, input, target):
@@ -154,7 +160,7 @@ class HingeEmbeddingLoss(_Loss):
 class MultiMarginLoss(_WeightedLoss):
     def __init__(self, p=1, margin=1.0, weight=None, size_average=None, reduce=None,
                  reduction="mean"):
-        super().__init__(weight, _legacy_reduction(size_average, reduce, reduction))
+        super().__init__(weight, size_average, reduce, reduction)
         if p not in (1, 2):
             raise ValueError("only p == 1 and p == 2 supported")
         if weight is not None and weight.dim() != 1:
@@ -169,7 +175,7 @@ class MultiMarginLoss(_WeightedLoss):
 
 class MultiLabelMarginLoss(_Loss):
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
-        super().__init__(_legacy_reduction(size_average, reduce, reduction))
+        super().__init__(size_average, reduce, reduction)
 
     def forward(self, input, target):
         return F.multilabel_margin_loss(input, target, reduction=self.reduction)
@@ -177,7 +183,7 @@ class MultiLabelMarginLoss(_Loss):
 
 class MultiLabelSoftMarginLoss(_WeightedLoss):
     def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
-        super().__init__(weight, _legacy_reduction(size_average, reduce, reduction))
+        super().__init__(weight, size_average, reduce, reduction)
 
     def forward(self, input, target):
         return F.multilabel_soft_margin_loss(input, target, weight=self.weight,
@@ -186,7 +192,7 @@ class MultiLabelSoftMarginLoss(_WeightedLoss):
 
 class SoftMarginLoss(_Loss):
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
-        super().__init__(_legacy_reduction(size_average, reduce, reduction))
+        super().__init__(size_average, reduce, reduction)
 
     def forward(self, input, target):
         return F.soft_margin_loss(input, target, reduction=self.reduction)
@@ -195,7 +201,7 @@ class SoftMarginLoss(_Loss):
 class TripletMarginLoss(_Loss):
     def __init__(self, margin=1.0, p=2.0, eps=1e-6, swap=False, size_average=None,
                  reduce=None, reduction="mean"):
-        super().__init__(_legacy_reduction(size_average, reduce, reduction))
+        super().__init__(size_average, reduce, reduction)
         if margin <= 0:
             raise ValueError(f"TripletMarginLoss: expected margin to be greater than 0, got "
                              f"{margin} instead")
@@ -208,7 +214,7 @@ class TripletMarginLoss(_Loss):
 
 class TripletMarginWithDistanceLoss(_Loss):
     def __init__(self, *, distance_function=None, margin=1.0, swap=False, reduction="mean"):
-        super().__init__(reduction)
+        super().__init__(reduction=reduction)
         if margin <= 0:
             raise ValueError(f"TripletMarginWithDistanceLoss: expected margin to be greater "
                              f"than 0, got {margin} instead")
@@ -223,7 +229,7 @@ class TripletMarginWithDistanceLoss(_Loss):
 
 class CTCLoss(_Loss):
     def __init__(self, blank=0, reduction="mean", zero_infinity=False):
-        super().__init__(reduction)
+        super().__init__(reduction=reduction)
         self.blank, self.zero_infinity = blank, zero_infinity
 
     def forward(self, log_probs, targets, input_lengths, target_lengths):

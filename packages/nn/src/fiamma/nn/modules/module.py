@@ -523,7 +523,7 @@ class Module:
                 or _global_backward_pre_hooks):
             _global_hooked = False
         if not (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks
-                or self._backward_pre_hooks):
+                or self._backward_pre_hooks or self.__dict__.get("_non_full_backward_hooks")):
             self.__dict__["_hooked"] = False
             if not _global_hooked:
                 return self.forward(*args, **kwargs)
@@ -572,6 +572,8 @@ class Module:
                 out = res
         if bw is not None:
             out = bw.setup_output_hook(out)
+        if self.__dict__.get("_non_full_backward_hooks") and fiamma.is_grad_enabled():
+            self._attach_non_full_hooks(args, out)
         return out
 
     def register_full_backward_pre_hook(self, hook, prepend=False):
@@ -600,6 +602,9 @@ class Module:
         >>> seen
         [fiamma.Size([3, 1])]
         """
+        if self.__dict__.get("_non_full_backward_hooks"):
+            raise RuntimeError("Cannot use both regular backward hooks and full backward hooks "
+                               "on a single Module. Please use only one of them.")
         h = RemovableHandle(self._backward_hooks)
         self._backward_hooks[h.id] = hook
         if prepend:
@@ -608,9 +613,91 @@ class Module:
         return h
 
     def register_backward_hook(self, hook):
-        raise NotImplementedError("register_backward_hook (PyTorch's deprecated non-full "
-                                  "backward hook) is not supported: use "
-                                  "register_full_backward_hook")
+        """PyTorch's deprecated non-full backward hook: ``hook(module, grad_input,
+        grad_output)`` runs on the autograd node that made the module's (first) output, with
+        that node's input and output gradients (for a convolution: the gradients of its
+        input, weight and bias), and may return new ``grad_input``. PyTorch's FutureWarning
+        is given where these are not the module's own gradients (the forward has several
+        nodes, or outputs in a nested structure); ``register_full_backward_hook`` gives them.
+        """
+        if self._backward_hooks or self._backward_pre_hooks:
+            raise RuntimeError("Cannot use both regular backward hooks and full backward hooks "
+                               "on a single Module. Please use only one of them.")
+        d = self.__dict__
+        if "_non_full_backward_hooks" not in d:
+            d["_non_full_backward_hooks"] = OrderedDict()
+        h = RemovableHandle(d["_non_full_backward_hooks"])
+        d["_non_full_backward_hooks"][h.id] = hook
+        d["_hooked"] = True
+        return h
+
+    def _attach_non_full_hooks(self, args, out):
+        """Register the non-full backward hooks on the node that made ``out``."""
+        var = out
+        while not isinstance(var, fiamma.Tensor):
+            if isinstance(var, dict):
+                var = next(v for v in var.values() if isinstance(v, fiamma.Tensor))
+            else:
+                var = var[0]
+        grad_fn = var.grad_fn
+        if grad_fn is None:
+            return
+        self._warn_non_full(args, out, grad_fn)
+        hooks = list(self.__dict__["_non_full_backward_hooks"].values())
+
+        def node_hook(grad_input, grad_output):
+            for hook in hooks:
+                res = hook(self, grad_input, grad_output)
+                if res is not None:
+                    res = tuple(res) if isinstance(res, (tuple, list)) else (res,)
+                    if len(res) != len(grad_input):
+                        raise RuntimeError("backward hook returned an invalid number of "
+                                           f"grad_input, got {len(res)}, but expected "
+                                           f"{len(grad_input)}")
+                    grad_input = res
+            return grad_input
+
+        grad_fn.register_hook(node_hook)
+
+    def _warn_non_full(self, args, out, grad_fn):
+        import warnings
+
+        T = fiamma.Tensor
+
+        def tensors(x, what):
+            if isinstance(x, T):
+                return (x,)
+            if isinstance(x, tuple) and all(isinstance(r, T) for r in x):
+                return x
+            warnings.warn("Using non-full backward hooks on a Module that does not "
+                          f"{'return' if what == 'outputs' else 'take as input'} a single "
+                          "Tensor or a tuple of Tensors is deprecated and will be removed in "
+                          "future versions. This hook will be missing some of the grad_output."
+                          " Please use register_full_backward_hook to get the documented "
+                          "behavior.", FutureWarning, stacklevel=4)
+            return None
+
+        outs = tensors(out, "outputs")
+        if outs is None:
+            return
+        ins = tensors(args[0] if len(args) == 1 else tuple(args), "inputs")
+        if ins is None:
+            return
+        out_fns = {id(r.grad_fn): r.grad_fn for r in outs if r.grad_fn is not None}
+        if not out_fns or (len(out_fns) == 1 and id(grad_fn) not in out_fns):
+            msg = "when outputs are nested in python data structure"
+        elif len(out_fns) > 1:
+            msg = "when outputs are generated by different autograd Nodes"
+        else:
+            in_fns = {id(i.grad_fn) for i in ins if i.grad_fn is not None}
+            nxt = {id(n) for n, _ in grad_fn.next_functions if n is not None}
+            if in_fns == nxt:
+                return
+            msg = "when the forward contains multiple autograd Nodes"
+        warnings.warn(f"Using a non-full backward hook {msg} is deprecated and will be removed "
+                      "in future versions. This hook will be missing some grad_input. Please "
+                      "use register_full_backward_hook to get the documented behavior.",
+                      FutureWarning, stacklevel=4)
 
     def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
         """``hook(module, args) -> None | new args`` (or ``hook(module, args, kwargs) ->

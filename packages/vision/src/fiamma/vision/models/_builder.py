@@ -22,10 +22,19 @@ def build_with_weights(ctor, enum_cls, weights, progress, kwargs, fix_state_dict
     (``num_classes`` set from the weights' categories) and load the weights by key."""
     if "pretrained" in kwargs:          # torchvision's deprecated boolean interface
         pretrained = kwargs.pop("pretrained")
-        warnings.warn("The parameter 'pretrained' is deprecated, please use 'weights' instead.",
-                      UserWarning, stacklevel=3)
+        # torchvision's two warnings, word for word
+        warnings.warn("The parameter 'pretrained' is deprecated since 0.13 and may be removed "
+                      "in the future, please use 'weights' instead.", UserWarning, stacklevel=3)
+        default = enum_cls.IMAGENET1K_V1 if pretrained else None
+        msg = ("Arguments other than a weight enum or `None` for 'weights' are deprecated since "
+               "0.13 and may be removed in the future. The current behavior is equivalent to "
+               f"passing `weights={default}`.")
+        if pretrained:
+            msg += (f" You can also use `weights={enum_cls.__name__}.DEFAULT` to get the most "
+                    "up-to-date weights.")
+        warnings.warn(msg, UserWarning, stacklevel=3)
         if pretrained and weights is None:
-            weights = enum_cls.IMAGENET1K_V1
+            weights = default
     weights = resolve_weights(enum_cls, weights)
     if weights is None:
         return ctor(**kwargs)
