@@ -106,3 +106,58 @@ def test_float32_matches_float64():
     for x, y in zip(g32, g64):
         assert x.dtype is fiamma.float32
         np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("op,shapes", [
+    (fiamma.addmm, ((3,), (2, 4), (4, 3))),
+    (fiamma.addmv, ((2,), (2, 4), (4,))),
+    (fiamma.baddbmm, ((1, 3), (2, 2, 4), (2, 4, 3))),
+    (fiamma.addr, ((2, 3), (2,), (3,))),
+    (fiamma.addbmm, ((2, 3), (5, 2, 4), (5, 4, 3))),
+])
+def test_fused_add_input_not_saved(op, shapes):
+    # the added input's value is not needed for backward (only its shape), so it is not saved:
+    # writing into it in place after the forward pass (an optimizer step on linear's bias
+    # between two backward passes, as GAN scripts do) is allowed, as in PyTorch; writing into
+    # a factor still raises the version error
+    rng = np.random.default_rng(0)
+    c, a, b = (fiamma.tensor(rng.standard_normal(s), requires_grad=True) for s in shapes)
+    y = op(c, a, b, beta=2.0)
+    node = y.grad_fn
+    assert node.inputs[0] is None and node.inputs[1] is not None
+    with fiamma.no_grad():
+        c.add_(1.0)
+    g = fiamma.tensor(rng.standard_normal(tuple(y.shape)))
+    y.backward(g, retain_graph=True)
+    want_c = (2.0 * g).numpy()
+    if want_c.ndim > c.dim():
+        want_c = want_c.sum(axis=tuple(range(want_c.ndim - c.dim())))
+    for ax, n in enumerate(c.shape):
+        if n == 1 and want_c.shape[ax] != 1:
+            want_c = want_c.sum(axis=ax, keepdims=True)
+    np.testing.assert_allclose(c.grad.numpy(), want_c, rtol=1e-12)
+    with fiamma.no_grad():
+        b.mul_(2.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward(g)
+
+
+def test_unsaved_positions_on_the_one_and_two_input_paths():
+    # derivative(unsaved=...) also applies to the written-out recording of 1- and 2-tensor ops
+    from fiamma.autograd import _formulas as F
+    from fiamma.autograd_hook import ops
+
+    fn, save = F.lookup("mul")
+    try:
+        F.derivative(ops.mul, save="inputs", unsaved=(1,))(fn)
+        a = fiamma.tensor([1.0, 2.0], requires_grad=True)
+        b = fiamma.tensor([3.0, 4.0])
+        y = a * b
+        assert y.grad_fn.inputs[1] is None            # not kept (the formula would need it)
+        assert F.unsaved("mul") == (1,)
+    finally:
+        F.derivative(ops.mul, save=save)(fn)
+    assert F.unsaved("mul") == ()
+    y = fiamma.tensor([1.0, 2.0], requires_grad=True) * fiamma.tensor([3.0, 4.0])
+    assert y.grad_fn.inputs[1] is not None
+    y.sum().backward()

@@ -106,3 +106,51 @@ def test_float32_gradients_match_float64():
         grads.append((x.grad.to(fiamma.float64).numpy(), w.grad.to(fiamma.float64).numpy()))
     np.testing.assert_allclose(grads[0][0], grads[1][0], rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(grads[0][1], grads[1][1], rtol=1e-4, atol=1e-5)
+
+
+def _written_bias_case(name):
+    x = rand(2, 4, 3, 3, seed=3).requires_grad_(True)
+    w = rand(4, seed=4).requires_grad_(True)
+    b = rand(4, seed=5).requires_grad_(True)
+    if name == "conv2d":
+        k = rand(4, 4, 3, 3, seed=6).requires_grad_(True)
+        return (x, k, b), lambda: fiamma.conv2d(x, k, b, padding=1)
+    if name == "conv_transpose2d":
+        k = rand(4, 4, 3, 3, seed=6).requires_grad_(True)
+        return (x, k, b), lambda: fiamma.conv_transpose2d(x, k, b, stride=2)
+    if name == "batch_norm":
+        rm, rv = fiamma.zeros(4, dtype=fiamma.float64), fiamma.ones(4, dtype=fiamma.float64)
+        return (x, w, b), lambda: fiamma.batch_norm(x, rm, rv, w, b, True, 0.1, 1e-5)
+    return (x, w, b), lambda: fiamma.group_norm(x, 2, w, b, 1e-5)
+
+
+@pytest.mark.parametrize("name", ["conv2d", "conv_transpose2d", "batch_norm", "group_norm"])
+def test_bias_written_in_place_before_backward(name):
+    # convolution's, batch_norm's and group_norm's bias values are not saved for backward (only
+    # that there is one), as in PyTorch: an optimizer step on the bias between the forward pass
+    # and backward is allowed, and the gradients are those of the forward pass; the weight
+    # still raises the version error, and layer_norm (which PyTorch saves the bias of) too
+    (x, w, b), f = _written_bias_case(name)
+    y = f()
+    g = rand(*y.shape, seed=7).detach()
+    want = fiamma.autograd.grad(y, (x, w, b), g, retain_graph=True)
+    with fiamma.no_grad():
+        b.add_(1.0)
+    got = fiamma.autograd.grad(y, (x, w, b), g, retain_graph=True)
+    for a, e in zip(got, want):
+        np.testing.assert_array_equal(a.detach().numpy(), e.detach().numpy())
+    np.testing.assert_allclose(got[2].numpy(), g.sum(dim=(0, 2, 3)).numpy(), rtol=1e-12)
+    with fiamma.no_grad():
+        w.mul_(2.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward(g)
+
+
+def test_layer_norm_bias_still_saved():
+    x = rand(2, 3, seed=1).requires_grad_(True)
+    w, b = rand(3, seed=2).requires_grad_(True), rand(3, seed=3).requires_grad_(True)
+    y = fiamma.layer_norm(x, (3,), w, b)
+    with fiamma.no_grad():
+        b.add_(1.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()

@@ -77,6 +77,38 @@ def test_legacy_tensor_types():
         fiamma.set_default_tensor_type(fiamma.LongTensor)
 
 
+def test_cuda_legacy_tensor_types():
+    # fiamma.cuda.FloatTensor & co exist (scripts pick them when CUDA is available); they match
+    # only CUDA tensors, and making one without CUDA raises naming the type, as PyTorch's CPU build
+    T = fiamma.cuda.FloatTensor
+    assert T.dtype is fiamma.float32 and fiamma.cuda.LongTensor.dtype is fiamma.int64
+    assert not isinstance(fiamma.zeros(1), T) and isinstance(fiamma.zeros(1), fiamma.FloatTensor)
+    assert "cuda.FloatTensor" in repr(T)
+    with pytest.raises(AttributeError):
+        fiamma.cuda.NoSuchTensor
+    if not fiamma.cuda.is_available():
+        with pytest.raises(TypeError, match="cuda.FloatTensor not available"):
+            T(2, 3)
+        with pytest.raises(TypeError, match="cuda.LongTensor not available"):
+            fiamma.zeros(2).type(fiamma.cuda.LongTensor)
+    else:
+        x = T(2, 3)
+        assert x.device.type == "cuda" and isinstance(x, T) and x.shape == (2, 3)
+        assert fiamma.zeros(2).type(fiamma.cuda.LongTensor).device.type == "cuda"
+
+
+def test_type_tensor_class_is_the_default_dtype():
+    # x.type(torch.Tensor) (CycleGAN-style scripts) converts to the default dtype, as PyTorch
+    assert fiamma.ones(2, dtype=fiamma.float64).type(fiamma.Tensor).dtype is fiamma.float32
+    assert fiamma.arange(3).type(fiamma.Tensor).tolist() == [0.0, 1.0, 2.0]
+    assert fiamma.arange(3).type("torch.Tensor").dtype is fiamma.float32
+    try:
+        fiamma.set_default_dtype(fiamma.float64)
+        assert fiamma.ones(2, dtype=fiamma.int32).type(fiamma.Tensor).dtype is fiamma.float64
+    finally:
+        fiamma.set_default_dtype(fiamma.float32)
+
+
 # ---- linear algebra under the old names ---------------------------------------------------
 
 def test_old_linalg_names():

@@ -147,3 +147,51 @@ def test_add_graph_writes_the_traced_graph(tmp_path):
     assert len(out) == 1 and list(out[0].input) == [ops[-1].name]
     shape = out[0].attr["_output_shapes"].list.shape[0]
     assert [d.size for d in shape.dim] == [5, 2]
+
+
+def test_sprite_float_values_truncated_as_pytorch():
+    from fiamma.utils.tensorboard.writer import _sprite
+
+    # PyTorch 2.13 writes linspace(0, 1, 12) label images as 0, 23, 46, 69, 92, ...
+    # (x * 255 truncated): 4/11 gives 92 where rounding would give 93
+    imgs = np.linspace(0, 1, 12, dtype=np.float32).reshape(12, 1, 1, 1)
+    sp = _sprite(imgs)
+    assert list(sp[0, :4, 0]) == [0, 23, 46, 69] and sp[1, 0, 0] == 92
+
+
+def test_add_hparams_reads_back_with_the_hparams_plugin(tmp_path):
+    from tensorboard.plugins.hparams import metadata
+
+    with SummaryWriter(tmp_path) as w:
+        w.add_hparams({"lr": 0.001, "bsize": 256, "opt": "adam", "bn": True,
+                       "wd": fiamma.tensor(0.5)},
+                      {"accuracy": 0.75, "loss": fiamma.tensor(0.25)}, run_name="trial")
+    acc = load(tmp_path / "trial")
+    content = acc.PluginTagToContent("hparams")
+    exp = metadata.parse_experiment_plugin_data(content["_hparams_/experiment"])
+    assert [(h.name, h.type) for h in exp.hparam_infos] == [
+        ("lr", 3), ("bsize", 3), ("opt", 1), ("bn", 2), ("wd", 3)]   # FLOAT64, STRING, BOOL
+    assert [m.name.tag for m in exp.metric_infos] == ["accuracy", "loss"]
+    start = metadata.parse_session_start_info_plugin_data(
+        content["_hparams_/session_start_info"])
+    assert start.hparams["lr"].number_value == 0.001
+    assert start.hparams["bsize"].number_value == 256
+    assert start.hparams["opt"].string_value == "adam" and start.hparams["bn"].bool_value
+    assert start.hparams["wd"].number_value == 0.5
+    end = metadata.parse_session_end_info_plugin_data(content["_hparams_/session_end_info"])
+    assert end.status == 1                                            # STATUS_SUCCESS
+    assert [e.value for e in acc.Scalars("accuracy")] == [0.75]
+    assert [e.value for e in acc.Scalars("loss")] == [0.25]
+
+
+def test_add_hparams_bad_input(tmp_path):
+    w = SummaryWriter(tmp_path)
+    with pytest.raises(TypeError, match="dictionaries"):
+        w.add_hparams([("lr", 1)], {})
+    with pytest.raises(ValueError, match="'lr' should be an int, float, str, bool"):
+        w.add_hparams({"lr": [1, 2]}, {"m": 1.0})
+    with pytest.raises(ValueError, match="tensor of 2 elements"):
+        w.add_hparams({"lr": fiamma.ones(2)}, {"m": 1.0})
+    with pytest.raises(TypeError, match="hparam_domain_discrete"):
+        w.add_hparams({"lr": 0.1}, {"m": 1.0}, hparam_domain_discrete={"lr": ["a"]})
+    w.close()

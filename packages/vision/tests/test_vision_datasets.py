@@ -86,6 +86,22 @@ def test_mnist_torchvision_layout(tmp_path, gz):
     assert "Split: Test" in repr(test) and "Number of datapoints: 5" in repr(test)
 
 
+def test_mnist_deprecated_names(tmp_path):
+    # torchvision's old train_labels/test_labels/train_data/test_data: warn, give targets/data
+    arrays = mnist_arrays()
+    write_mnist(tmp_path / "MNIST" / "raw", arrays, False)
+    train = D.MNIST(tmp_path, train=True)
+    test = D.MNIST(tmp_path, train=False)
+    with pytest.warns(UserWarning, match="renamed targets"):
+        np.testing.assert_array_equal(train.train_labels.numpy(), arrays["train"][1])
+    with pytest.warns(UserWarning, match="renamed targets"):
+        np.testing.assert_array_equal(test.test_labels.numpy(), arrays["t10k"][1])
+    with pytest.warns(UserWarning, match="renamed data"):
+        assert train.train_data is train.data
+    with pytest.warns(UserWarning, match="renamed data"):
+        assert test.test_data is test.data
+
+
 def test_fashion_and_kmnist_in_a_plain_folder_with_transforms(tmp_path):
     arrays = mnist_arrays(seed=1)
     write_mnist(tmp_path, arrays, gz=True)  # the files directly in root, as Debian ships them

@@ -301,6 +301,22 @@ def test_download_hash_ok_and_corrupt(server, tmp_path, monkeypatch):
                                    progress=False, check_hash=True, sha256="0" * 64)
 
 
+def test_cached_file_used_as_is(tmp_path, monkeypatch):
+    # as torch.hub: a file already in the cache is loaded without re-hashing or downloading
+    # (the hash is checked on download); e.g. SRGAN scripts given locally made vgg19 weights
+    monkeypatch.setenv("FIAMMA_HOME", str(tmp_path / "home"))
+    model, sd = _random_squeezenet_sd()
+    cache = tmp_path / "home" / "hub" / "checkpoints"
+    cache.mkdir(parents=True)
+    member = M.SqueezeNet1_1_Weights.IMAGENET1K_V1
+    name = member.url.rsplit("/", 1)[-1]
+    fiamma.save(sd, str(cache / name))           # not the published bytes: its hash differs
+    monkeypatch.setattr(member.value, "url", "http://127.0.0.1:9/" + name)   # unreachable
+    loaded = M.squeezenet1_1(weights=member, progress=False)
+    np.testing.assert_array_equal(_logits(loaded), _logits(model))
+    assert (cache / name).is_file()
+
+
 # --- the preset --------------------------------------------------------------------------
 
 MEAN = np.array([0.485, 0.456, 0.406], np.float32)[:, None, None]

@@ -47,6 +47,32 @@ class _LegacyTensorType(type):
         return f"<class 'fiamma.{cls.__name__}'>"
 
 
+class _CudaLegacyTensorType(type):
+    """``torch.cuda.FloatTensor`` and friends: CUDA tensors of one dtype (``isinstance``), made
+    on the current CUDA device; without CUDA, making one raises a TypeError as PyTorch's CPU
+    build does."""
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Tensor) and obj.dtype is cls.dtype and obj.device.type == "cuda"
+
+    def __subclasscheck__(cls, sub):
+        return sub is cls
+
+    def _check_available(cls):
+        import fiamma.cuda
+
+        if not fiamma.cuda.is_available():
+            raise TypeError(f"type {D.NAMESPACE}cuda.{cls.__name__} not available: fiamma has "
+                            f"no CUDA device here ({fiamma.cuda.unavailable_reason()})")
+
+    def __call__(cls, *args):
+        cls._check_available()
+        return _CPU_TYPES[cls.__name__](*args).to("cuda")
+
+    def __repr__(cls):
+        return f"<class 'fiamma.cuda.{cls.__name__}'>"
+
+
 def _make(name, dt):
     return _LegacyTensorType(name, (), {"dtype": dt, "__module__": "fiamma",
                                         "__doc__": f"Legacy name: CPU tensors of {dt}."})
@@ -66,14 +92,28 @@ BoolTensor = _make("BoolTensor", D.bool)
 _BY_NAME = {c.__name__: c for c in (FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor,
                                     LongTensor, IntTensor, ShortTensor, CharTensor, ByteTensor,
                                     BoolTensor)}
+_CPU_TYPES = dict(_BY_NAME)
+
+# fiamma.cuda.FloatTensor, ...: the same names for CUDA tensors (exported by fiamma.cuda)
+CUDA_TYPES = {n: _CudaLegacyTensorType(n, (), {"dtype": c.dtype, "__module__": "fiamma.cuda",
+                                               "__doc__": f"Legacy name: CUDA tensors of "
+                                                          f"{c.dtype}."})
+              for n, c in _BY_NAME.items()}
 
 
 def dtype_of_type(obj, op="type"):
     """The dtype a ``type()``-style argument names: a dtype, a legacy class
     (``fiamma.LongTensor``) or its name (``'torch.LongTensor'``, ``'fiamma.LongTensor'``).
-    CUDA type names raise naming the reason."""
+    ``Tensor`` itself (or ``'torch.Tensor'``) names the default dtype, as in PyTorch, where
+    ``x.type(torch.Tensor)`` is common in older scripts. CUDA type names raise naming the
+    reason."""
     if isinstance(obj, _LegacyTensorType):
         return obj.dtype
+    if isinstance(obj, _CudaLegacyTensorType):
+        obj._check_available()
+        return obj.dtype
+    if obj is Tensor:
+        return D.get_default_dtype()
     if isinstance(obj, str):
         parts = obj.split(".")
         if len(parts) >= 2 and parts[0] in ("torch", "fiamma"):
@@ -82,6 +122,8 @@ def dtype_of_type(obj, op="type"):
                                    "device here")
             if parts[-1] in _BY_NAME and len(parts) == 2:
                 return _BY_NAME[parts[-1]].dtype
+            if parts[1:] == ["Tensor"]:
+                return D.get_default_dtype()
     return D.to_dtype(obj, op)
 
 
@@ -106,6 +148,8 @@ def _tensor_type(self, dtype=None, non_blocking=False):
     type ``t`` (a dtype, a legacy type such as fiamma.LongTensor, or its name)."""
     if dtype is None:
         return D.NAMESPACE + _TYPE_NAMES[self._dtype.name]
+    if isinstance(dtype, _CudaLegacyTensorType):
+        return self.to("cuda", dtype_of_type(dtype, "type"))
     return self.to(dtype_of_type(dtype, "type"))
 
 

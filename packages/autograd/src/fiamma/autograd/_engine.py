@@ -87,7 +87,8 @@ def node_class(op):
         fn, save = spec if spec is not None else (None, "none")
         cls = type(_class_name(op), (Node,), {"__slots__": (), "_op": op, "_save": save,
                                                "_formula": _static(fn),
-                                               "_inline": fn is not None})
+                                               "_inline": fn is not None,
+                                               "_unsaved": F.unsaved(op)})
         _CLASSES[op] = cls
     return cls
 
@@ -111,7 +112,7 @@ def complex_node_class(op):
         fn, save = spec if spec is not None else (None, "none")
         cls = type(_class_name(op), (ComplexNode,), {
             "__slots__": (), "_op": op, "_save": save, "_formula": _static(fn),
-            "_inline": fn is not None, "_conj_saved": conj})
+            "_inline": fn is not None, "_conj_saved": conj, "_unsaved": F.unsaved(op)})
         _CCLASSES[op] = cls
     return cls
 
@@ -123,6 +124,7 @@ def _registered(op):
         fn, cls._save = spec
         cls._formula = _static(fn)
         cls._inline = fn is not None
+        cls._unsaved = F.unsaved(op)
     _CCLASSES.pop(op, None)
 
 
@@ -205,6 +207,20 @@ def current_grad_fn(x):
     return fn
 
 
+def _drop_unsaved(node, positions):
+    """Forget the saved inputs at ``positions`` (their formula reads only shapes/dtypes)."""
+    if callable(positions):
+        positions = positions(node._inputs, node._kwargs)
+        if not positions:
+            return
+    ins, vs = list(node._inputs), list(node._versions)
+    for i in positions:
+        if i < len(ins):
+            ins[i] = None
+            vs[i] = None
+    node._inputs, node._versions = tuple(ins), tuple(vs)
+
+
 def _make_node(cls, inputs, kwargs, skip_self):
     """A node of class ``cls`` for ``inputs`` (``skip_self``: input 0 was overwritten in place
     and is not saved): any inputs (tensors, tensor subclasses, non-tensors). The single-result
@@ -260,6 +276,15 @@ def _make_node(cls, inputs, kwargs, skip_self):
         if skip_self:
             inputs = (None,) + tuple(inputs[1:])
             versions[0] = None
+        unsaved = cls._unsaved
+        if callable(unsaved):
+            unsaved = unsaved(inputs, node._kwargs)
+        if unsaved:  # inputs the formula does not read: neither kept nor version-checked
+            inputs = list(inputs)
+            for i in unsaved:
+                if i < n:
+                    inputs[i] = None
+                    versions[i] = None
         node._inputs = tuple(inputs)
         node._versions = tuple(versions)
         if hooks_active[0]:
@@ -392,6 +417,8 @@ def record_new(op, out, inputs, kwargs=NO_KWARGS):
             else:
                 node._inputs = inputs
                 node._versions = (a._storage.version, b._storage.version)
+                if cls._unsaved:
+                    _drop_unsaved(node, cls._unsaved)
                 if hooks_active[0]:
                     pack_saved(node)
             if anomaly.enabled:
@@ -422,6 +449,8 @@ def record_new(op, out, inputs, kwargs=NO_KWARGS):
         else:
             node._inputs = inputs
             node._versions = (a._storage.version, b._storage.version, c._storage.version)
+            if cls._unsaved:
+                _drop_unsaved(node, cls._unsaved)
             if hooks_active[0]:
                 pack_saved(node)
         if anomaly.enabled:
@@ -454,6 +483,8 @@ def record_new(op, out, inputs, kwargs=NO_KWARGS):
             else:
                 node._inputs = inputs
                 node._versions = (a._storage.version,)
+                if cls._unsaved:
+                    _drop_unsaved(node, cls._unsaved)
                 if hooks_active[0]:
                     pack_saved(node)
             if anomaly.enabled:

@@ -204,6 +204,7 @@ class Node:
     _op = ""
     _formula = None
     _save = "none"
+    _unsaved = ()      # input positions the formula does not save (derivative(unsaved=...))
     _nout = 1          # number of outputs
     _out = None        # saved output alias(es)
     _outver = None     # their versions

@@ -332,4 +332,9 @@ def is_bf16_supported(including_emulation=True):
 def __getattr__(name):
     if name == "amp":
         return importlib.import_module("fiamma.cuda.amp")
+    if name.endswith("Tensor"):                 # legacy fiamma.cuda.FloatTensor, ...
+        from fiamma._legacy_types import CUDA_TYPES
+
+        if name in CUDA_TYPES:
+            return CUDA_TYPES[name]
     raise AttributeError(f"module 'fiamma.cuda' has no attribute {name!r}")

@@ -33,25 +33,33 @@ import pkgutil
 
 from fiamma.autograd_hook import OpKey, ops
 
-__all__ = ["derivative", "sum_to_shape", "lookup", "lookup_complex", "registered", "load_all",
-           "check_complete", "SAVE_MODES"]
+__all__ = ["derivative", "sum_to_shape", "lookup", "lookup_complex", "unsaved", "registered",
+           "load_all", "check_complete", "SAVE_MODES"]
 
 SAVE_MODES = ("inputs", "output", "both", "none")
 
 # keyed by the op's name (a plain str, what core passes to record): the lookups stay str lookups
 _REGISTRY = {}    # op name -> (formula, save)
 _COMPLEX = {}     # op name -> (formula, save) used when the op's result is complex
+_UNSAVED = {}     # op name -> input positions that save="inputs" does not save
 _listeners = []   # called with the op name when a registration changes
 
 
-def derivative(*keys, save="inputs", complex=False):
+def derivative(*keys, save="inputs", complex=False, unsaved=()):
     """Decorator registering ``fn(ctx, grad)`` as the derivative of the ops ``keys`` (keys of
     ``fiamma.autograd_hook.ops``: ``ops.mul``; declare an op core does not record with
     ``fiamma.autograd_hook.declare_op`` first).
 
     With ``complex=True`` the formula is used only for complex results, and gets the saved
     tensors as they are; an op without one runs its real formula on the saved tensors
-    conjugated (PyTorch's convention for holomorphic ops with real coefficients)."""
+    conjugated (PyTorch's convention for holomorphic ops with real coefficients).
+
+    ``unsaved`` lists input positions whose values the formula does not read (only their
+    shapes and dtypes, which every node keeps): with ``save="inputs"`` or ``"both"`` they are
+    not saved, so ``ctx.inputs`` holds None there and writing into them in place before
+    backward is allowed, as in PyTorch (addmm's ``input``: the bias of ``linear``). It may
+    also be a function ``(inputs, kwargs) -> positions`` for ops whose needs depend on the
+    call (``max`` with a ``dim``, ``lerp`` with a scalar weight)."""
     if not keys:
         raise TypeError("derivative: expected one or more op keys (fiamma.autograd_hook.ops.X)")
     for k in keys:
@@ -63,10 +71,16 @@ def derivative(*keys, save="inputs", complex=False):
     if save not in SAVE_MODES:
         raise ValueError(f"derivative: save must be one of {SAVE_MODES}, got {save!r}")
     names = [k.name for k in keys]
+    unsaved = unsaved if callable(unsaved) else tuple(unsaved)
 
     def deco(fn):
         for n in names:
             (_COMPLEX if complex else _REGISTRY)[n] = (fn, save)
+            if not complex:
+                if unsaved:
+                    _UNSAVED[n] = unsaved
+                else:
+                    _UNSAVED.pop(n, None)
             for cb in _listeners:
                 cb(n)
         return fn
@@ -77,6 +91,12 @@ def derivative(*keys, save="inputs", complex=False):
 def lookup(op):
     """``(formula, save)`` registered for ``op`` (a key or its name), or None."""
     return _REGISTRY.get(op)
+
+
+def unsaved(op):
+    """The input positions ``op``'s formula does not save (``derivative(..., unsaved=...)``): a
+    tuple, or a function of the recorded ``(inputs, kwargs)`` giving one."""
+    return _UNSAVED.get(op, ())
 
 
 def lookup_complex(op):

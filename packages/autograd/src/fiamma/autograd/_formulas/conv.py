@@ -38,7 +38,9 @@ def _transpose_to(grad, w, big_shape, s, p, d, g):
     return fiamma.convolution(grad, w, None, s, p, d, True, op, g)
 
 
-@derivative(ops.convolution, save="inputs")
+# the bias's value is not needed (only whether there is one): not saved, so it may be written
+# in place before backward, as in PyTorch
+@derivative(ops.convolution, save="inputs", unsaved=(2,))
 def _convolution(ctx, grad):
     x, w, b = ctx.inputs
     kw = ctx.kwargs
@@ -55,7 +57,7 @@ def _convolution(ctx, grad):
                       ctx.input_shapes[0])
         if _need(ctx, 1):
             gw = fiamma.convolution_backward_weight(grad, x, tuple(w.shape), s, p, d, g)
-    if b is not None and _need(ctx, 2):
+    if ctx.input_shapes[2] is not None and _need(ctx, 2):
         gb = grad.sum(dim=(0,) + tuple(range(2, grad.dim())))
     return gx, gw, gb
 

@@ -260,7 +260,9 @@ def _clamp(ctx, grad):
     return gx, glo, ghi
 
 
-@derivative(ops.where, save="inputs")
+# where/addcmul/addcdiv read the condition or factors only: the selected values and the added
+# input are not saved (may be written in place before backward, as in PyTorch)
+@derivative(ops.where, save="inputs", unsaved=(1, 2))
 def _where(ctx, grad):
     cond = ctx.inputs[0]
     ga = fiamma.where(cond, grad, 0.0) if _need(ctx, 1) else None
@@ -268,7 +270,12 @@ def _where(ctx, grad):
     return None, ga, gb
 
 
-@derivative(ops.lerp, save="inputs")
+def _lerp_unsaved(inputs, kwargs):
+    # a scalar weight: the ends' values are not needed (only the weight's gradient reads them)
+    return (0, 1) if len(inputs) > 2 and not isinstance(inputs[2], fiamma.Tensor) else ()
+
+
+@derivative(ops.lerp, save="inputs", unsaved=_lerp_unsaved)
 def _lerp(ctx, grad):
     a, b, w = ctx.inputs
     ga = grad * (1 - w) if _need(ctx, 0) else None
@@ -277,7 +284,7 @@ def _lerp(ctx, grad):
     return ga, gb, gw
 
 
-@derivative(ops.addcmul, save="inputs")
+@derivative(ops.addcmul, save="inputs", unsaved=(0,))
 def _addcmul(ctx, grad):
     _, t1, t2 = ctx.inputs
     v = _cj(ctx.kwargs.get("value", 1))
@@ -286,7 +293,7 @@ def _addcmul(ctx, grad):
             gv * t1 if _need(ctx, 2) else None)
 
 
-@derivative(ops.addcdiv, save="inputs")
+@derivative(ops.addcdiv, save="inputs", unsaved=(0,))
 def _addcdiv(ctx, grad):
     _, t1, t2 = ctx.inputs
     v = _cj(ctx.kwargs.get("value", 1))

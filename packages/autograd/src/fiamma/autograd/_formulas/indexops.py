@@ -131,7 +131,8 @@ def _scatter_reduce_inplace(ctx, grad):
     return (gx if _need(ctx, 0) else None), None, None, (gs if _need(ctx, 3) else None)
 
 
-@derivative(ops.index_select, save="inputs")
+# only the source's shape is needed (embedding's weight, too): not saved, as in PyTorch
+@derivative(ops.index_select, save="inputs", unsaved=(0,))
 def _index_select(ctx, grad):
     _, dim, index = ctx.inputs
     d = _dim(ctx)

@@ -63,7 +63,10 @@ def _matmul(ctx, grad):
     return _matmul_grads(a, b, grad, need[0], need[1])
 
 
-@derivative(ops.addmm, ops.addmv, ops.baddbmm, ops.addmm_, ops.addmv_, ops.baddbmm_, save="inputs")
+# the added input's value is not needed (only its shape): not saved, so it may be written in
+# place before backward (linear's bias after an optimizer step), as in PyTorch
+@derivative(ops.addmm, ops.addmv, ops.baddbmm, ops.addmm_, ops.addmv_, ops.baddbmm_,
+            save="inputs", unsaved=(0,))
 def _addmm(ctx, grad):
     c, a, b = ctx.inputs
     need = ctx.needs_input_grad
@@ -74,7 +77,7 @@ def _addmm(ctx, grad):
     return gc, ga, gb
 
 
-@derivative(ops.addr, ops.addr_, save="inputs")
+@derivative(ops.addr, ops.addr_, save="inputs", unsaved=(0,))
 def _addr(ctx, grad):
     c, a, b = ctx.inputs
     need = ctx.needs_input_grad
@@ -87,7 +90,7 @@ def _addr(ctx, grad):
     return gc, ga, gb
 
 
-@derivative(ops.addbmm, ops.addbmm_, save="inputs")
+@derivative(ops.addbmm, ops.addbmm_, save="inputs", unsaved=(0,))
 def _addbmm(ctx, grad):
     c, a, b = ctx.inputs
     need = ctx.needs_input_grad

@@ -24,12 +24,17 @@ def _need(ctx, i):
 
 
 def _mask(ctx, n=3):
-    return tuple(_need(ctx, i) and (i == 0 or ctx.inputs[i] is not None) for i in range(n))
+    # whether each of (input, weight, bias) gets a gradient: given (a tensor, so it has a
+    # shape; the bias itself is not saved) and needing one
+    shapes = ctx.input_shapes
+    return tuple(_need(ctx, i) and (i == 0 or shapes[i] is not None) for i in range(n))
 
 
 # ---- first derivatives: the fused C backward ops -------------------------------------------
 
-@derivative(ops.batch_norm, save="inputs")
+# batch_norm's and group_norm's bias values are not needed: not saved (written in place before
+# backward is allowed, as in PyTorch); layer_norm's is saved, as PyTorch does
+@derivative(ops.batch_norm, save="inputs", unsaved=(2,))
 def _batch_norm(ctx, grad):
     x, w, b = ctx.inputs
     kw = ctx.kwargs
@@ -51,7 +56,7 @@ def _layer_norm(ctx, grad):
                                       kw["rstd"], kw["eps"], output_mask=mask)
 
 
-@derivative(ops.group_norm, save="inputs")
+@derivative(ops.group_norm, save="inputs", unsaved=(2,))
 def _group_norm(ctx, grad):
     x, w, b = ctx.inputs
     kw = ctx.kwargs

@@ -197,7 +197,21 @@ def _amax(ctx, grad):
     return (_even_split(x, _keep(ctx, ctx.output), _keep(ctx, grad), _dims(ctx)),)
 
 
-@derivative(ops.max, ops.min, save="both")
+class _Shaped:
+    """What select_grad reads of an input it did not keep: its shape and number of dims."""
+
+    def __init__(self, shape):
+        self.shape = tuple(shape)
+        self.ndim = len(self.shape)
+
+
+def _max_unsaved(inputs, kwargs):
+    # max/min along one dim route the gradient by the saved indices: the input's values are
+    # not needed (as PyTorch, which does not save it); over all elements they are
+    return (0,) if isinstance(kwargs.get("dim"), int) else ()
+
+
+@derivative(ops.max, ops.min, save="both", unsaved=_max_unsaved)
 def _max(ctx, grad):
     x = ctx.inputs[0]
     if not isinstance(grad, tuple):  # max(x): all elements
@@ -205,6 +219,8 @@ def _max(ctx, grad):
     g = grad[0]
     if g is None:
         return (None,)
+    if x is None:
+        x = _Shaped(ctx.input_shapes[0])
     return (select_grad(x, g, ctx.output[1], ctx.kwargs["dim"], _kd(ctx)),)
 
 

@@ -108,12 +108,66 @@ def _image_hwc(img, dataformats, what):
     return np.ascontiguousarray(a)
 
 
+def _hparam_value(key, v):
+    """(field, value, data type) of one hyper-parameter for the hparams plugin's protos."""
+    if hasattr(v, "numel") and hasattr(v, "item"):      # a tensor
+        if v.numel() != 1:
+            raise ValueError(f"add_hparams: hyper-parameter {key!r} is a tensor of "
+                             f"{v.numel()} elements; expected one element")
+        v = v.item()
+    if isinstance(v, bool):
+        return "bool_value", v, "DATA_TYPE_BOOL"
+    if isinstance(v, (int, float, np.integer, np.floating)):
+        return "number_value", float(v), "DATA_TYPE_FLOAT64"
+    if isinstance(v, str):
+        return "string_value", v, "DATA_TYPE_STRING"
+    raise ValueError(f"add_hparams: hyper-parameter {key!r} should be an int, float, str, bool "
+                     f"or one-element tensor, got {type(v).__name__}")
+
+
+def _hparams_summaries(hparam_dict, metric_dict, domain_discrete):
+    """The experiment, session-start and session-end summaries of the hparams plugin."""
+    from google.protobuf import struct_pb2
+    from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
+
+    domain_discrete = domain_discrete or {}
+    for k, vals in domain_discrete.items():
+        if k not in hparam_dict or not isinstance(vals, list) or not all(
+                isinstance(x, type(hparam_dict[k])) for x in vals):
+            raise TypeError(f"add_hparams: hparam_domain_discrete[{k!r}] should be a list of "
+                            "values of the type of that hyper-parameter in hparam_dict")
+    start = plugin_data_pb2.SessionStartInfo()
+    infos = []
+    for k, v in hparam_dict.items():
+        field, value, dtype = _hparam_value(k, v)
+        setattr(start.hparams[k], field, value)
+        info = api_pb2.HParamInfo(name=k, type=api_pb2.DataType.Value(dtype))
+        if k in domain_discrete:
+            info.domain_discrete.CopyFrom(struct_pb2.ListValue(values=[
+                struct_pb2.Value(**{field: _hparam_value(k, x)[1]})
+                for x in domain_discrete[k]]))
+        infos.append(info)
+    experiment = api_pb2.Experiment(hparam_infos=infos, metric_infos=[
+        api_pb2.MetricInfo(name=api_pb2.MetricName(tag=k)) for k in metric_dict])
+    end = plugin_data_pb2.SessionEndInfo(status=api_pb2.Status.Value("STATUS_SUCCESS"))
+
+    def summary(tag, **data):
+        content = plugin_data_pb2.HParamsPluginData(version=0, **data).SerializeToString()
+        meta = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(
+            plugin_name="hparams", content=content))
+        return summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, metadata=meta)])
+
+    return [summary("_hparams_/experiment", experiment=experiment),
+            summary("_hparams_/session_start_info", session_start_info=start),
+            summary("_hparams_/session_end_info", session_end_info=end)]
+
+
 def _sprite(img):
     """(N, C, H, W) images (uint8, or floats in [0, 1]) tiled row by row into a square RGB
     HWC uint8 image ceil(sqrt(N)) images wide, as the projector reads sprites."""
     n, c, h, w = img.shape
-    if img.dtype != np.uint8:
-        img = (np.clip(img.astype(np.float64), 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+    if img.dtype != np.uint8:     # x * 255 truncated, as PyTorch's sprite (add_image rounds)
+        img = (np.clip(img.astype(np.float64), 0.0, 1.0) * 255.0).astype(np.uint8)
     if c == 1:
         img = np.repeat(img, 3, axis=1)
     cols = int(np.ceil(np.sqrt(n)))
@@ -170,10 +224,10 @@ class SummaryWriter:
 
     Supported: ``add_scalar``, ``add_scalars`` (one sub-directory per scalar, as PyTorch),
     ``add_histogram``, ``add_image``, ``add_images``, ``add_text``, ``flush``, ``close``, use as a
-    context manager, ``add_graph`` (a ``fiamma.jit`` trace as a GraphDef) and
-    ``add_embedding`` (the projector's files). Not supported (they raise
-    ``NotImplementedError`` saying so): ``add_audio``,
-    ``add_video``, ``add_figure``, ``add_pr_curve``, ``add_mesh``, ``add_hparams``.
+    context manager, ``add_graph`` (a ``fiamma.jit`` trace as a GraphDef), ``add_embedding``
+    (the projector's files) and ``add_hparams`` (the hparams plugin's summaries). Not
+    supported (they raise ``NotImplementedError`` saying so): ``add_audio``, ``add_video``,
+    ``add_figure``, ``add_pr_curve``, ``add_mesh``.
 
     >>> import tempfile, fiamma
     >>> from fiamma.utils.tensorboard import SummaryWriter
@@ -380,8 +434,23 @@ class SummaryWriter:
     def add_mesh(self, *args, **kwargs):
         self._unsupported("add_mesh", "mesh summaries are not written")
 
-    def add_hparams(self, *args, **kwargs):
-        self._unsupported("add_hparams", "hyper-parameter summaries are not written")
+    def add_hparams(self, hparam_dict, metric_dict, hparam_domain_discrete=None, run_name=None,
+                    global_step=None):
+        """Log one trial for TensorBoard's HParams tab, as PyTorch: the hyper-parameters
+        (numbers, strings, bools or one-element tensors) and metrics go to the run
+        ``log_dir/<run_name>`` (default: the current time), each metric also as a scalar
+        there."""
+        if type(hparam_dict) is not dict or type(metric_dict) is not dict:
+            raise TypeError("add_hparams: hparam_dict and metric_dict should be dictionaries, "
+                            f"got {type(hparam_dict).__name__} and {type(metric_dict).__name__}")
+        summaries = _hparams_summaries(hparam_dict, metric_dict, hparam_domain_discrete)
+        run = os.path.join(self.log_dir, run_name or str(time.time()))
+        with SummaryWriter(run, max_queue=self.max_queue, flush_secs=self.flush_secs,
+                           filename_suffix=self.filename_suffix) as w:
+            for summary in summaries:
+                w._open().add_event(event_pb2.Event(summary=summary, wall_time=time.time()))
+            for k, v in metric_dict.items():
+                w.add_scalar(k, v, global_step)
 
     def flush(self):
         """Write pending events to disk."""

@@ -7,6 +7,7 @@ directly in ``root`` (such as Debian's ``/usr/share/datasets/fashion-mnist``).
 import gzip
 import os
 import struct
+import warnings
 import zlib
 
 import numpy as np
@@ -156,6 +157,27 @@ class MNIST(VisionDataset):
         if self.data.shape[0] != self.targets.shape[0]:
             raise RuntimeError(f"{type(self).__name__}: {files[0]} holds {self.data.shape[0]} "
                                f"images but {files[1]} holds {self.targets.shape[0]} labels")
+
+    # torchvision's deprecated names, still read by older scripts (MNIST-M builders, ...)
+    @property
+    def train_labels(self):
+        warnings.warn("train_labels has been renamed targets")
+        return self.targets
+
+    @property
+    def test_labels(self):
+        warnings.warn("test_labels has been renamed targets")
+        return self.targets
+
+    @property
+    def train_data(self):
+        warnings.warn("train_data has been renamed data")
+        return self.data
+
+    @property
+    def test_data(self):
+        warnings.warn("test_data has been renamed data")
+        return self.data
 
     @property
     def raw_folder(self):

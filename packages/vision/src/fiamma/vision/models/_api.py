@@ -104,15 +104,16 @@ def load_state_dict_from_url(url, model_dir=None, map_location=None, progress=Tr
                              check_hash=False, file_name=None, weights_only=True, *, sha256=None):
     """Load the checkpoint at ``url``: a ``file://`` URL or plain path is read in place; an
     http(s) URL is downloaded once into ``model_dir`` (default
-    ``$FIAMMA_HOME/hub/checkpoints``). With ``check_hash`` the file must match ``sha256``
-    (or the hex prefix in its torchvision-style name)."""
+    ``$FIAMMA_HOME/hub/checkpoints``). With ``check_hash`` the downloaded file must match
+    ``sha256`` (or the hex prefix in its torchvision-style name); a file already in the cache
+    is loaded without hashing it again, as ``torch.hub.load_state_dict_from_url`` does."""
     parsed = urlparse(str(url))
     if parsed.scheme in ("", "file"):
         return load_weights(parsed.path if parsed.scheme == "file" else url, map_location)
     model_dir = Path(model_dir) if model_dir is not None else fiamma_home() / "hub" / "checkpoints"
     name = file_name or os.path.basename(parsed.path)
     target = model_dir / name
-    if not target.exists() or check_hash:
+    if not target.exists():     # as torch.hub: a cached file is used as it is, not re-hashed
         from fiamma.vision.datasets.utils import download_url
         download_url(url, str(model_dir), name, sha256=sha256 if check_hash else None,
                      progress=progress)
