@@ -7,6 +7,7 @@ for ``isinstance``, as in PyTorch.
 """
 
 import builtins
+import importlib
 
 from fiamma import _dtype as D
 from fiamma._tensor import _TYPE_NAMES, Size, Tensor
@@ -59,11 +60,11 @@ class _CudaLegacyTensorType(type):
         return sub is cls
 
     def _check_available(cls):
-        import fiamma.cuda
-
-        if not fiamma.cuda.is_available():
+        # by name: fiamma.cuda sits below this module (an import here joins the import cycle)
+        cuda = importlib.import_module("fiamma.cuda")
+        if not cuda.is_available():
             raise TypeError(f"type {D.NAMESPACE}cuda.{cls.__name__} not available: fiamma has "
-                            f"no CUDA device here ({fiamma.cuda.unavailable_reason()})")
+                            f"no CUDA device here ({cuda.unavailable_reason()})")
 
     def __call__(cls, *args):
         cls._check_available()

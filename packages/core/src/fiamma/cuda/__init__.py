@@ -333,8 +333,8 @@ def __getattr__(name):
     if name == "amp":
         return importlib.import_module("fiamma.cuda.amp")
     if name.endswith("Tensor"):                 # legacy fiamma.cuda.FloatTensor, ...
-        from fiamma._legacy_types import CUDA_TYPES
-
-        if name in CUDA_TYPES:
-            return CUDA_TYPES[name]
+        # by name, at the first use: _legacy_types sits above Tensor, fiamma.cuda below it
+        types = importlib.import_module("fiamma._legacy_types").CUDA_TYPES
+        if name in types:
+            return types[name]
     raise AttributeError(f"module 'fiamma.cuda' has no attribute {name!r}")
