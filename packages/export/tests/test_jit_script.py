@@ -219,3 +219,14 @@ def test_gallery_scripted_predictor_flow(tmp_path):
     scripted.save(str(tmp_path / "scripted_predictor.pt"))
     dumped = fiamma.jit.load(str(tmp_path / "scripted_predictor.pt"))
     assert (dumped(batch) == res_scripted).all()
+
+
+def test_jit_annotations_module_gives_typing_names():
+    # old model code (timm's densenet) writes ``from torch.jit.annotations import List``
+    import typing
+
+    from fiamma.jit.annotations import BroadcastingList2, Dict, List, Optional, Tuple
+
+    assert (List, Tuple, Dict, Optional) == (typing.List, typing.Tuple, typing.Dict,
+                                            typing.Optional)
+    assert BroadcastingList2[int] == typing.List[int]
