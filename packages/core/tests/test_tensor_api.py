@@ -338,3 +338,27 @@ def test_varargs_methods_take_pytorchs_keywords():
         x.view(3, 2, size=(3, 2))
     with pytest.raises(TypeError, match="multiple values for argument 'dims'"):
         x.permute(1, 0, dims=(1, 0))
+
+
+def test_untyped_storage_from_file(tmp_path):
+    # PyTorch's UntypedStorage.from_file, which safetensors' PyTorch loader (safe_open with
+    # framework="pt") calls to map a checkpoint
+    path = tmp_path / "blob.bin"
+    path.write_bytes(bytes(range(10)))
+    s = fiamma.UntypedStorage.from_file(str(path), False, 4)
+    assert s.nbytes() == 4 and s.tolist() == [0, 1, 2, 3]
+    s[0] = 99  # copy-on-write: the file keeps its bytes
+    assert s[0] == 99 and path.read_bytes()[:2] == b"\x00\x01"
+    t = fiamma.asarray(s[1:3], dtype=fiamma.uint8)
+    assert t.tolist() == [1, 2]
+    shared = fiamma.UntypedStorage.from_file(str(path), shared=True, nbytes=4)
+    shared[0] = 77
+    del shared
+    assert path.read_bytes()[:2] == b"M\x01"
+    grown = tmp_path / "new.bin"
+    assert fiamma.UntypedStorage.from_file(str(grown), True, 6).tolist() == [0] * 6
+    assert grown.stat().st_size == 6
+    assert fiamma.UntypedStorage.from_file(str(path), False, 0).nbytes() == 0
+    with pytest.raises(RuntimeError, match="size <10> is smaller than the required mapping "
+                                           "size <20>"):
+        fiamma.UntypedStorage.from_file(str(path), False, 20)
