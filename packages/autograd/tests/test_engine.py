@@ -308,6 +308,38 @@ def test_retain_grad():
         assert z.grad is None
 
 
+def test_retain_grad_follows_in_place_ops_to_the_latest_value():
+    # PyTorch moves retain_grad to the tensor's newest version: .grad is the gradient of what
+    # the tensor holds at the end (a forward hook retaining a BatchNorm output that an
+    # in-place ReLU then overwrites sees the ReLU output's gradient, not the masked one)
+    x = fiamma.tensor([-1.0, 2.0, -3.0, 4.0], requires_grad=True)
+    w = fiamma.tensor([1.0, 2.0, 3.0, 4.0])
+    y = x * 1
+    y.retain_grad()
+    y.relu_()
+    (y * w).sum().backward()
+    assert y.grad.tolist() == [1.0, 2.0, 3.0, 4.0]
+    assert x.grad.tolist() == [0.0, 2.0, 0.0, 4.0]
+    # several in-place ops; the gradient is stored once, not once per version
+    y = x * 1
+    y.retain_grad()
+    y.mul_(2)
+    y.add_(1)
+    (y * w).sum().backward()
+    assert y.grad.tolist() == [1.0, 2.0, 3.0, 4.0]
+    # the base of a view written in place keeps retaining; the view itself, as in PyTorch,
+    # loses it when its base changes afterwards
+    y = x * 1
+    v = y[:2]
+    v.retain_grad()
+    y.retain_grad()
+    v.mul_(3)
+    y.relu_()
+    (y * w).sum().backward()
+    assert y.grad.tolist() == [1.0, 2.0, 3.0, 4.0] and v.grad is None
+    assert y.retains_grad
+
+
 def test_post_accumulate_grad_hook():
     x = leaf([1.0, 2.0])
     seen = []

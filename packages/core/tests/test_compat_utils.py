@@ -148,6 +148,14 @@ def test_get_dir_follows_fiamma_home(monkeypatch, tmp_path):
         fiamma.hub._hub_dir = saved
 
 
+def test_hub_reexports_pytorchs_helper_names(monkeypatch, tmp_path):
+    # timm imports HASH_REGEX, urlparse and _get_torch_home from torch.hub
+    assert fiamma.hub.urlparse("https://host/a/resnet18-f37072fd.pth").netloc == "host"
+    assert fiamma.hub.HASH_REGEX.search("resnet18-f37072fd.pth").group(1) == "f37072fd"
+    monkeypatch.setenv("FIAMMA_HOME", str(tmp_path / "home"))
+    assert fiamma.hub._get_torch_home() == str(tmp_path / "home")
+
+
 def test_load_state_dict_from_file_url_caches_and_checks_hash(hubdir):
     src = hubdir / "weights.pth"
     fiamma.save({"w": fiamma.arange(4.0), "b": fiamma.ones(2)}, str(src))

@@ -1144,3 +1144,27 @@ def test_add_deprecated_overload_matches_torch():
     with pytest.warns(UserWarning):
         got = F.tensor(x).add_(-0.1, F.tensor(g)).numpy()
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dt", [F.bfloat16, F.float16])
+@pytest.mark.parametrize("w", [0.1, 0.7])
+def test_lowp_lerp_keeps_a_number_weight_in_float(dt, w):
+    # PyTorch computes half/bfloat16 lerp in float with the weight as a float and rounds once;
+    # rounding the weight to bfloat16 first (0.1 -> 0.10009765625) changed ~10-40 % of results
+    # by an ulp (timm's Adafactor-BV keeps its momentum in bfloat16)
+    rs = np.random.RandomState(0)
+    a = F.tensor(rs.randn(500).astype(np.float32)).to(dt)
+    b = F.tensor(rs.randn(500).astype(np.float32)).to(dt)
+    a32, b32 = a.float().numpy(), b.float().numpy()
+    wf = np.float32(w)
+    ref = np.where(abs(wf) < 0.5, a32 + wf * (b32 - a32),
+                   b32 - (b32 - a32) * (np.float32(1) - wf))
+    expected = F.tensor(ref.astype(np.float32)).to(dt)
+    assert F.equal(F.lerp(a, b, w), expected)
+    c = a.clone()
+    c.lerp_(b, w)
+    assert F.equal(c, expected)
+    out = F.empty(500, dtype=dt)
+    assert F.lerp(a, b, w, out=out) is out and F.equal(out, expected)
+    # the same values with the weight as a tensor of the dtype are PyTorch's other path
+    assert F.lerp(a, b, F.tensor(w)).dtype is dt

@@ -294,3 +294,71 @@ def test_tensor_api_parity():
         y, z = call(fiamma.tensor(a)), call(torch.tensor(a))
         assert tuple(y.shape) == tuple(z.shape) and y.stride() == z.stride()
         assert y.tolist() == z.tolist()
+
+
+def test_numpy_axis_and_keepdims_names_as_pytorch():
+    # PyTorch's parser takes axis= for dim= and keepdims= for keepdim= (timm's JSD loss
+    # writes ``stack(probs).mean(axis=0)``)
+    x = fiamma.arange(12.0).reshape(3, 4)
+    assert x.mean(axis=0).tolist() == [4.0, 5.0, 6.0, 7.0]
+    assert fiamma.sum(x, axis=1, keepdims=True).tolist() == [[6.0], [22.0], [38.0]]
+    assert x.sum(0, keepdims=True).shape == (1, 4)
+    assert fiamma.cat([x, x], axis=1).shape == (3, 8)
+    assert fiamma.stack([x, x], axis=0).shape == (2, 3, 4)
+    assert x.amax(axis=1).tolist() == [3.0, 7.0, 11.0]
+    assert x.max(axis=0).indices.tolist() == [2, 2, 2, 2]
+    assert fiamma.argmax(x, axis=1).tolist() == [3, 3, 3]
+    assert x.unsqueeze(axis=0).shape == (1, 3, 4)
+    assert x.softmax(axis=1).sum(1).allclose(fiamma.ones(3))
+    with pytest.raises(TypeError, match="both 'dim' and its alias 'axis'"):
+        x.sum(dim=0, axis=0)
+    # functions keep their names, signatures and picklability
+    import inspect
+    import pickle
+    assert fiamma.sum.__name__ == "sum"
+    assert list(inspect.signature(fiamma.sum).parameters)[:3] == ["input", "dim", "keepdim"]
+    assert pickle.loads(pickle.dumps(fiamma.softmax)) is fiamma.softmax
+    # ops without a dim parameter are not wrapped
+    assert fiamma.add is fiamma._ops.elementwise.add
+
+
+def test_varargs_methods_take_pytorchs_keywords():
+    x = fiamma.arange(6.0).reshape(2, 3)
+    assert x.view(size=(3, 2)).shape == (3, 2)
+    assert x.view(dtype=fiamma.int32).dtype == fiamma.int32
+    assert x.reshape(shape=(6,)).tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    assert x.permute(dims=(1, 0)).shape == (3, 2)
+    assert x.expand(size=(2, 2, 3)).shape == (2, 2, 3)
+    assert x.flip(dims=(0,))[0].tolist() == [3.0, 4.0, 5.0]
+    assert x.repeat(repeats=(1, 2)).shape == (2, 6)
+    assert x.tile(dims=(2,)).shape == (2, 6)
+    assert x.new_zeros(size=(2,)).tolist() == [0.0, 0.0]
+    assert x.new_ones(size=(1,)).dtype == x.dtype
+    with pytest.raises(TypeError, match="multiple values for argument 'size'"):
+        x.view(3, 2, size=(3, 2))
+    with pytest.raises(TypeError, match="multiple values for argument 'dims'"):
+        x.permute(1, 0, dims=(1, 0))
+
+
+def test_untyped_storage_from_file(tmp_path):
+    # PyTorch's UntypedStorage.from_file, which safetensors' PyTorch loader (safe_open with
+    # framework="pt") calls to map a checkpoint
+    path = tmp_path / "blob.bin"
+    path.write_bytes(bytes(range(10)))
+    s = fiamma.UntypedStorage.from_file(str(path), False, 4)
+    assert s.nbytes() == 4 and s.tolist() == [0, 1, 2, 3]
+    s[0] = 99  # copy-on-write: the file keeps its bytes
+    assert s[0] == 99 and path.read_bytes()[:2] == b"\x00\x01"
+    t = fiamma.asarray(s[1:3], dtype=fiamma.uint8)
+    assert t.tolist() == [1, 2]
+    shared = fiamma.UntypedStorage.from_file(str(path), shared=True, nbytes=4)
+    shared[0] = 77
+    del shared
+    assert path.read_bytes()[:2] == b"M\x01"
+    grown = tmp_path / "new.bin"
+    assert fiamma.UntypedStorage.from_file(str(grown), True, 6).tolist() == [0] * 6
+    assert grown.stat().st_size == 6
+    assert fiamma.UntypedStorage.from_file(str(path), False, 0).nbytes() == 0
+    with pytest.raises(RuntimeError, match="size <10> is smaller than the required mapping "
+                                           "size <20>"):
+        fiamma.UntypedStorage.from_file(str(path), False, 20)

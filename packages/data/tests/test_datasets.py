@@ -212,3 +212,28 @@ def test_distributed_sampler_peek_before_set_epoch_does_not_warn():
     # two whole epochs with no set_epoch between them still warn, through a DataLoader too
     with pytest.warns(UserWarning, match="set_epoch was not called"):
         list(loader)
+
+
+def test_dataset_and_sampler_classes_are_generic():
+    # PyTorch's Dataset, IterableDataset, Sampler and DataLoader are typing.Generic: libraries
+    # (timm) subclass ``Sampler[List[int]]`` and annotate ``Dataset[Tensor]``
+    import typing
+
+    class Batches(D.Sampler[typing.List[int]]):
+        def __iter__(self):
+            return iter([[0, 1], [2]])
+
+        def __len__(self):
+            return 2
+
+    class Stream(D.IterableDataset[int]):
+        def __iter__(self):
+            return iter(range(3))
+
+    assert typing.get_origin(D.Dataset[int]) is D.Dataset
+    assert typing.get_origin(D.DataLoader[int]) is D.DataLoader
+    assert list(Batches()) == [[0, 1], [2]]
+    loader = D.DataLoader(list(range(10, 13)), batch_sampler=Batches())
+    assert [b.tolist() for b in loader] == [[10, 11], [12]]
+    assert list(D.DataLoader(Stream(), batch_size=None)) == [0, 1, 2]
+    assert [len(s) for s in D.random_split(D.TensorDataset(fiamma.arange(4)), [3, 1])] == [3, 1]

@@ -243,3 +243,14 @@ def test_script_function_checks_inferred_tensor_parameters():
 
     assert g(fiamma.ones(2), 3).tolist() == [6.0, 6.0]
     assert g.code.startswith("@fiamma.jit.script\ndef g(x, k: int, scale=2.0):")
+
+
+def test_jit_annotations_module_gives_typing_names():
+    # old model code (timm's densenet) writes ``from torch.jit.annotations import List``
+    import typing
+
+    from fiamma.jit.annotations import BroadcastingList2, Dict, List, Optional, Tuple
+
+    assert (List, Tuple, Dict, Optional) == (typing.List, typing.Tuple, typing.Dict,
+                                            typing.Optional)
+    assert BroadcastingList2[int] == typing.List[int]

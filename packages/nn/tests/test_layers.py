@@ -117,6 +117,16 @@ def test_init_gains_and_fans():
         init.xavier_uniform_(fiamma.empty(3))
 
 
+def test_init_private_fan_helpers_keep_pytorchs_names():
+    # libraries (timm's weight_init) import these private names from torch.nn.init
+    assert init._calculate_fan_in_and_fan_out(fiamma.empty(8, 3, 5, 5)) == (75, 200)
+    assert init._calculate_correct_fan(fiamma.empty(8, 3, 5, 5), "fan_out") == 200
+    with pytest.raises(ValueError, match="fewer than 2 dimensions"):
+        init._calculate_fan_in_and_fan_out(fiamma.empty(3))
+    with pytest.raises(ValueError, match="Mode fan_avg not supported"):
+        init._calculate_correct_fan(fiamma.empty(2, 2), "fan_avg")
+
+
 @pytest.mark.parametrize("fn,kw,std", [
     (init.kaiming_normal_, dict(mode="fan_in", nonlinearity="relu"), math.sqrt(2 / 300)),
     (init.kaiming_normal_, dict(mode="fan_out", nonlinearity="relu"), math.sqrt(2 / 400)),

@@ -194,3 +194,17 @@ def test_repr_lists_groups():
     opt = optim.SGD([fiamma.ones(1)], lr=0.1)
     r = repr(opt)
     assert r.startswith("SGD (") and "Parameter Group 0" in r and "lr: 0.1" in r
+
+
+def test_group_tensors_by_device_and_dtype():
+    # PyTorch's static helper for foreach steps, called by libraries (timm's ADOPT)
+    a = [fiamma.ones(2), fiamma.ones(2, dtype=fiamma.float64), fiamma.ones(3)]
+    b = [fiamma.zeros(2), None, fiamma.zeros(3)]
+    groups = optim.Optimizer._group_tensors_by_device_and_dtype([a, b], with_indices=True)
+    assert set(groups) == {(fiamma.device("cpu"), fiamma.float32),
+                           (fiamma.device("cpu"), fiamma.float64)}
+    (fa, fb), idx = groups[(fiamma.device("cpu"), fiamma.float32)]
+    assert idx == [0, 2] and fa[0] is a[0] and fa[1] is a[2] and fb[1] is b[2]
+    (da, db), idx = groups[(fiamma.device("cpu"), fiamma.float64)]
+    assert idx == [1] and len(da) == 1 and da[0] is a[1] and db == [None]
+    assert optim.Optimizer._group_tensors_by_device_and_dtype([]) == {}

@@ -62,8 +62,13 @@ from fiamma._memory_format import (  # noqa: F401
 )
 from fiamma._sparse_coo import sparse_coo_tensor, indices_copy, values_copy  # noqa: F401
 from fiamma._sparse_ops import spmm, smm  # noqa: F401
+from fiamma._foreach import *  # noqa: F401,F403  (torch._foreach_* list ops)
 # (new op modules: one `from fiamma._ops.<area> import *` line each, above this comment)
 from fiamma import _methods  # noqa: F401,E402  (attaches the op modules' Tensor methods, once)
+from fiamma._np_kwargs import wrap_namespace as _wrap_namespace  # noqa: E402
+
+# NumPy's axis=/keepdims= accepted for dim=/keepdim= by the top-level functions, as PyTorch's
+_wrap_namespace(globals(), [_n for _n in list(globals()) if not _n.startswith("_")])
 
 # submodules of core that are imported on first use (import time stays small)
 _SUBMODULES = {"linalg", "fft", "special", "multiprocessing", "safetensors", "utils", "fused",

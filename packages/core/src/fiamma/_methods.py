@@ -18,6 +18,7 @@ from fiamma import (
     _storage_api,
     _tensor_api,
 )
+from fiamma._np_kwargs import accept_numpy_names
 from fiamma._ops import (
     activations,
     elementwise,
@@ -42,3 +43,11 @@ MODULES = (_creation, _printing, _legacy_types, _storage_api, _random, _interop,
 for _module in MODULES:
     for _name, _fn in _module.METHODS.items():
         setattr(Tensor, _name, _fn)
+
+# PyTorch's parser takes NumPy's axis=/keepdims= for dim=/keepdim= on every method
+# (x.mean(axis=0)); size() is left direct (hot, and its dim rarely named)
+for _name, _fn in list(vars(Tensor).items()):
+    if not _name.startswith("__") and _name != "size":
+        _wrapped = accept_numpy_names(_fn)
+        if _wrapped is not _fn:
+            setattr(Tensor, _name, _wrapped)

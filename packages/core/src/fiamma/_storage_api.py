@@ -69,6 +69,35 @@ class UntypedStorage:
         self._st = Storage(size, zero=True)
         _live[id(self._st)] = self
 
+    @staticmethod
+    def from_file(filename, shared=False, nbytes=0):
+        """The first ``nbytes`` bytes of a file, memory-mapped (PyTorch's
+        ``UntypedStorage.from_file``, which safetensors' PyTorch loader uses). ``shared=False``
+        maps the file copy-on-write (writes stay in this storage); ``shared=True`` writes
+        through to the file, creating or growing it to ``nbytes`` as needed."""
+        import os
+
+        import numpy as np
+
+        filename = os.fspath(filename)
+        nbytes = operator.index(nbytes)
+        if nbytes < 0:
+            raise RuntimeError(f"UntypedStorage.from_file: nbytes must be non-negative, got "
+                               f"{nbytes}")
+        if nbytes == 0:
+            return UntypedStorage(0)
+        if shared:
+            with open(filename, "ab") as f:
+                if f.tell() < nbytes:
+                    f.truncate(nbytes)
+        else:
+            size = os.path.getsize(filename)
+            if size < nbytes:
+                raise RuntimeError(f"UntypedStorage.from_file: file <{filename}> size <{size}> "
+                                   f"is smaller than the required mapping size <{nbytes}>")
+        m = np.memmap(filename, dtype=np.uint8, mode="r+" if shared else "c", shape=(nbytes,))
+        return untyped(BorrowedStorage(m.ctypes.data, nbytes, m))
+
     # -- sizes and addresses
     def nbytes(self):
         return self._st.nbytes

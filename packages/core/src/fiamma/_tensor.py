@@ -260,7 +260,10 @@ class Tensor:
                     f"{last + 1} elements, but the storage holds {cap}")
         return self._view(size, stride, off, ops.as_strided)
 
-    def view(self, *shape):
+    def view(self, *shape, size=None, dtype=None):
+        if size is not None or dtype is not None:
+            shape = _keyword_args(shape, size if dtype is None else dtype,
+                                  "size" if dtype is None else "dtype", "view")
         if self._contig:
             plain = _plain_shape(shape, self._numel)
             if plain is not None:
@@ -315,7 +318,8 @@ class Tensor:
     def view_as(self, other):
         return self.view(other._shape)
 
-    def reshape(self, *shape):
+    def reshape(self, *sizes, shape=None):
+        shape = sizes if shape is None else _keyword_args(sizes, shape, "shape", "reshape")
         if self._contig:
             plain = _plain_shape(shape, self._numel)
             if plain is not None:
@@ -349,8 +353,8 @@ class Tensor:
         sizes = _infer_shape(tuple(sizes), self._shape[d], "unflatten")
         return self.view(self._shape[:d] + sizes + self._shape[d + 1:])
 
-    def permute(self, *dims):
-        dims = _shape_arg(dims)
+    def permute(self, *ds, dims=None):
+        dims = _shape_arg(ds if dims is None else _keyword_args(ds, dims, "dims", "permute"))
         nd = len(self._shape)
         if len(dims) != nd:
             raise RuntimeError(
@@ -467,8 +471,9 @@ class Tensor:
         stride.insert(d, st)
         return self._view(shape, stride, op=ops.unsqueeze)
 
-    def expand(self, *sizes):
-        sizes = _shape_arg(sizes)
+    def expand(self, *sizes, size=None):
+        sizes = _shape_arg(sizes if size is None else _keyword_args(sizes, size, "size",
+                                                                    "expand"))
         nd = len(self._shape)
         if len(sizes) < nd:
             raise RuntimeError(
@@ -1076,6 +1081,13 @@ def wrap_dim(dim, ndim, op="op"):
         raise IndexError(f"{op}: Dimension out of range (expected to be in range of "
                          f"[{-n}, {n - 1}], but got {d})")
     return d + n if d < 0 else d
+
+
+def _keyword_args(args, value, name, op):
+    """PyTorch's keyword for a method's varargs (``x.view(size=(2, 3))``) as the varargs."""
+    if args:
+        raise TypeError(f"{op}() got multiple values for argument '{name}'")
+    return (value,)
 
 
 def _shape_arg(args):

@@ -5,7 +5,7 @@ device predicates, ``storage()``, and the in-place shape methods (``unsqueeze_``
 
 from fiamma import _creation as C, _dtype as D, _grad_hook as G
 from fiamma._storage import BorrowedStorage, Storage
-from fiamma._tensor import Tensor, _copy_into, _init, _shape_arg
+from fiamma._tensor import Tensor, _copy_into, _init, _keyword_args, _shape_arg
 
 __all__ = []
 
@@ -17,7 +17,7 @@ def _new_kw(self, dtype, device):
             self._storage.device if device is None else device)
 
 
-def _new_empty(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
+def _new_empty(self, *sizes, size=None, dtype=None, device=None, requires_grad=False, layout=None,
                pin_memory=False):
     """``x.new_empty(2, 3)``: an uninitialised tensor of x's dtype and device.
 
@@ -26,10 +26,11 @@ def _new_empty(self, *size, dtype=None, device=None, requires_grad=False, layout
     fiamma.int32
     """
     dt, dev = _new_kw(self, dtype, device)
-    return C.empty(*size, dtype=dt, device=dev, requires_grad=requires_grad)
+    sizes = sizes if size is None else _keyword_args(sizes, size, "size", "new_empty")
+    return C.empty(*sizes, dtype=dt, device=dev, requires_grad=requires_grad)
 
 
-def _new_zeros(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
+def _new_zeros(self, *sizes, size=None, dtype=None, device=None, requires_grad=False, layout=None,
                pin_memory=False):
     """``x.new_zeros(2, 3)``: zeros of x's dtype and device.
 
@@ -38,10 +39,11 @@ def _new_zeros(self, *size, dtype=None, device=None, requires_grad=False, layout
     [0.0, 0.0]
     """
     dt, dev = _new_kw(self, dtype, device)
-    return C.zeros(*size, dtype=dt, device=dev, requires_grad=requires_grad)
+    sizes = sizes if size is None else _keyword_args(sizes, size, "size", "new_zeros")
+    return C.zeros(*sizes, dtype=dt, device=dev, requires_grad=requires_grad)
 
 
-def _new_ones(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
+def _new_ones(self, *sizes, size=None, dtype=None, device=None, requires_grad=False, layout=None,
               pin_memory=False):
     """``x.new_ones(2, 3)``: ones of x's dtype and device.
 
@@ -50,7 +52,8 @@ def _new_ones(self, *size, dtype=None, device=None, requires_grad=False, layout=
     [1, 1]
     """
     dt, dev = _new_kw(self, dtype, device)
-    return C.ones(*size, dtype=dt, device=dev, requires_grad=requires_grad)
+    sizes = sizes if size is None else _keyword_args(sizes, size, "size", "new_ones")
+    return C.ones(*sizes, dtype=dt, device=dev, requires_grad=requires_grad)
 
 
 def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False,

@@ -31,6 +31,7 @@ import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
+from urllib.parse import urlparse  # noqa: F401  (re-exported, as torch.hub does; timm imports it)
 
 __all__ = ["get_dir", "set_dir", "load_state_dict_from_url", "download_url_to_file",
            "DownloadError"]
@@ -56,6 +57,10 @@ def _fiamma_home():
         return os.path.expanduser(home)
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
     return os.path.expanduser(os.path.join(cache, "fiamma"))
+
+
+# PyTorch's private name for the cache root (``$TORCH_HOME``), which libraries import
+_get_torch_home = _fiamma_home
 
 
 def get_dir():

@@ -589,16 +589,40 @@ def record_inplace(op, out, inputs, kwargs):
 
 def rebase(t, node):
     """Make ``node`` (whose input 0 is t's old value) the history of ``t``; for a view, the
-    base's history becomes a CopySlices node and the view's a view of it."""
+    base's history becomes a CopySlices node and the view's a view of it. A tensor that
+    retains its gradient keeps doing so for its new value (PyTorch moves ``retain_grad`` to
+    the latest version: ``.grad`` is the gradient of what the tensor holds at the end)."""
     m = get_meta(t)
     base = view_base(t)
+    moved = drop_retain(t)
     t.requires_grad = True
     if base is None or base.dtype is not t.dtype:
         t.grad_fn = node
         if m is not None:
             m.output_nr = 0
-        return
-    _views.copy_slices(base, t, node)
+    else:
+        moved_base = drop_retain(base)
+        _views.copy_slices(base, t, node)
+        if moved_base:
+            retain_grad(base)
+    if moved:
+        retain_grad(t)
+
+
+def drop_retain(t):
+    """Unregister ``t``'s ``retain_grad`` from its current node (the history is about to
+    change); whether it had one."""
+    m = get_meta(t)
+    if m is None or not m.retains:
+        return False
+    m.retains = False
+    fn = t.grad_fn
+    table = getattr(fn, "_retain", None)
+    if table:
+        for nr, ref in list(table.items()):
+            if ref() is t:
+                del table[nr]
+    return True
 
 
 # ---- requires_grad, hooks, retain_grad ------------------------------------------------------

@@ -223,8 +223,11 @@ def _wrap_outputs(node, args, out):
             E.rebase(o, node)
             if i:
                 m = get_meta(o) or Meta()
+                retains = E.drop_retain(o)
                 m.output_nr = i
                 set_meta(o, m)
+                if retains:
+                    E.retain_grad(o)
             continue
         if any(o is a for a in args):
             o = outs[i] = o.detach()  # an input returned as is: a new alias gets the history

@@ -860,7 +860,23 @@ def lerp(input, end, weight, *, out=None):
         raise RuntimeError(f"lerp: expected dtype {input._dtype} for `end` but got dtype "
                            f"{end._dtype}")
     weight = as_operand(weight, "lerp")
+    if not isinstance(weight, Tensor) and input._dtype in _LOWP:
+        # PyTorch computes a half/bfloat16 lerp in float with a number weight kept in float;
+        # the kernel would store the weight in the tensors' dtype (0.1 -> 0.10009765625 in
+        # bfloat16) and round the result differently (timm's Adafactor-BV bfloat16 momentum)
+        shape = broadcast_shapes(input._shape, end._shape, op="lerp")
+        if out is not None:
+            check_out(out, shape, input._dtype, "lerp")
+        r = ternary(K.TER_LERP, ops.lerp, D.float32, cast(input, D.float32),
+                    cast(end, D.float32), weight, record=False)
+        res = _finish(cast(r, input._dtype), out)
+        if _any_grad((input, end)):
+            G.record(ops.lerp, res, (input, end, weight), {})
+        return res
     return ternary(K.TER_LERP, ops.lerp, input._dtype, input, end, weight, out)
+
+
+_LOWP = (D.float16, D.bfloat16)
 
 
 def addcmul(input, tensor1, tensor2, *, value=1, out=None):

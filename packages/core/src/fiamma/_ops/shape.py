@@ -35,7 +35,7 @@ from fiamma._ops.shape_views import (
     movedim,
     trace,
 )
-from fiamma._tensor import Tensor, _shape_arg, new_empty, wrap_dim
+from fiamma._tensor import Tensor, _keyword_args, _shape_arg, new_empty, wrap_dim
 
 __all__ = ["flip", "fliplr", "flipud", "roll", "rot90", "repeat_interleave", "tile", "tril",
            "triu", "diag", "diag_embed", "diagflat"]
@@ -75,7 +75,8 @@ def flip(input, dims):
     return _rec(ops.flip, out, (input,), {"dims": ds})
 
 
-def _flip_method(self, *dims):
+def _flip_method(self, *ds, dims=None):
+    dims = ds if dims is None else _keyword_args(ds, dims, "dims", "flip")
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = dims[0]
     return flip(self, dims)
@@ -212,7 +213,7 @@ def _repeat_copy(x, reps, op):
     return out
 
 
-def _repeat(self, *sizes):
+def _repeat(self, *sizes, repeats=None):
     """Tile the tensor ``sizes`` times along each dim (``sizes`` may have more dims than the
     tensor: leading ones are added). Always a copy.
 
@@ -221,7 +222,8 @@ def _repeat(self, *sizes):
     [[1, 2, 1, 2], [1, 2, 1, 2]]
     """
     x = _t(self, "repeat")
-    reps = _shape_arg(sizes)
+    reps = _shape_arg(sizes if repeats is None else _keyword_args(sizes, repeats, "repeats",
+                                                                  "repeat"))
     nd = len(x._shape)
     if len(reps) < nd:
         raise RuntimeError(f"repeat: Number of dimensions of repeat dims can not be smaller than "
@@ -250,7 +252,8 @@ def tile(input, dims):
     return _repeat(x, reps)
 
 
-def _tile_method(self, *dims):
+def _tile_method(self, *ds, dims=None):
+    dims = ds if dims is None else _keyword_args(ds, dims, "dims", "tile")
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = dims[0]
     return tile(self, dims)

@@ -4,6 +4,7 @@ worker processes that hand batches back through shared memory."""
 import itertools
 import math
 import warnings
+from typing import Generic, TypeVar
 
 import fiamma
 from fiamma.data._collate import default_collate, default_convert
@@ -108,7 +109,10 @@ class _IterFetcher:
         return self.collate(data)
 
 
-class DataLoader:
+_T_co = TypeVar("_T_co", covariant=True)
+
+
+class DataLoader(Generic[_T_co]):
     """Iterate over ``dataset`` in batches (PyTorch's arguments and defaults).
 
     ``num_workers=0`` loads in this process; ``num_workers > 0`` starts worker processes

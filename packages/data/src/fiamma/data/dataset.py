@@ -3,6 +3,7 @@
 import bisect
 import math
 import warnings
+from typing import Generic, TypeVar
 
 import fiamma
 
@@ -10,7 +11,10 @@ __all__ = ["Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "Chai
            "StackDataset", "Subset", "random_split"]
 
 
-class Dataset:
+_T_co = TypeVar("_T_co", covariant=True)
+
+
+class Dataset(Generic[_T_co]):
     """A map-style dataset: ``__getitem__(index)`` (and usually ``__len__``). ``a + b``
     concatenates. A dataset may define ``__getitems__(indices)`` to fetch a whole batch at
     once; the DataLoader uses it when present.
@@ -40,7 +44,7 @@ class Dataset:
             i += 1
 
 
-class IterableDataset(Dataset):
+class IterableDataset(Dataset[_T_co]):
     """A dataset that is a stream: ``__iter__`` yields samples. With several DataLoader
     workers each worker iterates its own copy; use ``fiamma.data.get_worker_info()`` to
     split the stream, or let the DataLoader shard it (``shard=True`` in the DataLoader)."""
@@ -81,7 +85,7 @@ class TensorDataset(Dataset):
         return self.tensors[0].size(0)
 
 
-class StackDataset(Dataset):
+class StackDataset(Dataset[_T_co]):
     """Zip datasets of equal length: samples are tuples (positional arguments) or dicts
     (keyword arguments)."""
 
@@ -110,7 +114,7 @@ class StackDataset(Dataset):
         return self._length
 
 
-class ConcatDataset(Dataset):
+class ConcatDataset(Dataset[_T_co]):
     """Concatenation of map-style datasets (negative indices count from the end)."""
 
     def __init__(self, datasets):
@@ -141,7 +145,7 @@ class ConcatDataset(Dataset):
         return self.datasets[k][idx - (self.cumulative_sizes[k - 1] if k else 0)]
 
 
-class ChainDataset(IterableDataset):
+class ChainDataset(IterableDataset[_T_co]):
     """Iterable datasets one after another."""
 
     def __init__(self, datasets):
@@ -162,7 +166,7 @@ class ChainDataset(IterableDataset):
         return total
 
 
-class Subset(Dataset):
+class Subset(Dataset[_T_co]):
     """The samples of ``dataset`` at ``indices``."""
 
     def __init__(self, dataset, indices):

@@ -2,6 +2,7 @@
 
 import math
 import warnings
+from typing import Generic, TypeVar
 
 import fiamma
 
@@ -9,8 +10,12 @@ __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler
            "WeightedRandomSampler", "BatchSampler", "DistributedSampler"]
 
 
-class Sampler:
-    """Base class: an iterable of indices (or of lists of indices, for batch samplers)."""
+_T_co = TypeVar("_T_co", covariant=True)
+
+
+class Sampler(Generic[_T_co]):
+    """Base class: an iterable of indices (or of lists of indices, for batch samplers).
+    Generic in what it yields, as PyTorch's (``Sampler[int]``, ``Sampler[list[int]]``)."""
 
     def __init__(self, data_source=None):
         pass

@@ -60,6 +60,16 @@ def _fan(tensor, mode):
     return fan_in if mode == "fan_in" else fan_out
 
 
+# PyTorch's private names for the two helpers above, imported by libraries (timm's
+# weight_init); same results and errors
+def _calculate_fan_in_and_fan_out(tensor):
+    return _fans(tensor)
+
+
+def _calculate_correct_fan(tensor, mode):
+    return _fan(tensor, mode)
+
+
 def _empty_warning(tensor):
     if tensor.numel() == 0:
         warnings.warn("Initializing zero-element tensors is a no-op", UserWarning, stacklevel=3)

@@ -243,6 +243,26 @@ class Optimizer:
         return self._add_hook(self._load_state_dict_post_hooks, hook, prepend)
 
     @staticmethod
+    def _group_tensors_by_device_and_dtype(tensorlistlist, with_indices=False):
+        """PyTorch's helper for multi-tensor (``foreach``) optimizer steps, which libraries call
+        (timm's ADOPT): the parallel lists in ``tensorlistlist`` split by the device and dtype
+        of the first list's tensors, ``{(device, dtype): ([list, ...], indices)}`` (entries of
+        the other lists may be None; the indices are positions in the first list)."""
+        groups = {}
+        lists = [list(tl) for tl in tensorlistlist]
+        if not lists:
+            return groups
+        for i, t in enumerate(lists[0]):
+            key = (t.device, t.dtype) if t is not None else (None, None)
+            g = groups.get(key)
+            if g is None:
+                g = groups[key] = ([[] for _ in lists], [])
+            for dst, src in zip(g[0], lists):
+                dst.append(src[i])
+            g[1].append(i)
+        return groups
+
+    @staticmethod
     def _add_hook(table, hook, prepend):
         h = RemovableHandle(table)
         table[h.id] = hook
