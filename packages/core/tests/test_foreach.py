@@ -67,6 +67,7 @@ def test_reductions_pow_and_errors():
 
 
 def test_out_of_place_forms_record_gradients():
+    pytest.importorskip("fiamma.autograd")  # core's wheel tests run without it
     w = fiamma.tensor([1.0, 2.0], requires_grad=True)
     (r,) = fiamma._foreach_mul([w], 3.0)
     (r * r).sum().backward()
