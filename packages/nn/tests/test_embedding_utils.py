@@ -109,3 +109,52 @@ def test_embedding_and_clip_equal_pytorch():
     assert fn.item() == pytest.approx(tn.item(), rel=1e-5)
     assert str(fn.dtype).split(".")[-1] == str(tn.dtype).split(".")[-1]
     np.testing.assert_allclose(fw.grad.numpy(), tw.grad.numpy(), rtol=1e-5, atol=1e-7)
+
+
+def _freq_reference(w, idx, g, pad):
+    # each occurrence's gradient row divided by its index's count in the batch, summed per row
+    flat, gr = idx.reshape(-1), g.reshape(-1, w.shape[1])
+    counts = np.bincount(flat, minlength=w.shape[0])
+    want = np.zeros_like(w)
+    for i, r in zip(flat, gr):
+        if i != pad:
+            want[i] += r / counts[i]
+    return want
+
+
+@pytest.mark.parametrize("pad", [None, 1])
+def test_embedding_scale_grad_by_freq(pad):
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((10, 4))
+    idx = np.array([[1, 2, 1, 3], [3, 1, 0, 2]])
+    g = rng.standard_normal((2, 4, 4))
+    e = fiamma.nn.Embedding(10, 4, padding_idx=pad, scale_grad_by_freq=True,
+                            _weight=fiamma.tensor(w))
+    y = e(fiamma.tensor(idx))
+    np.testing.assert_array_equal(y.detach().numpy(), w[idx])  # the lookup is unchanged
+    y.backward(fiamma.tensor(g))
+    np.testing.assert_allclose(e.weight.grad.numpy(), _freq_reference(w, idx, g, pad),
+                               rtol=1e-12, atol=1e-12)
+    assert "scale_grad_by_freq=True" in repr(e)
+    # the functional form, and without it every occurrence counts in full
+    wt = fiamma.tensor(w, requires_grad=True)
+    F.embedding(fiamma.tensor(idx), wt).backward(fiamma.tensor(g))
+    assert wt.grad[1].tolist() != e.weight.grad[1].tolist() or pad == 1
+    with pytest.raises(ValueError, match="sparse"):
+        fiamma.nn.Embedding(10, 4, sparse=True)
+
+
+@pytest.mark.parity
+def test_embedding_scale_grad_by_freq_parity():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal((12, 3)).astype(np.float32)
+    idx = rng.integers(0, 12, (5, 7))
+    g = rng.standard_normal((5, 7, 3)).astype(np.float32)
+    grads = []
+    for lib in (torch, fiamma):
+        e = lib.nn.Embedding(12, 3, padding_idx=2, scale_grad_by_freq=True,
+                             _weight=lib.tensor(w))
+        e(lib.tensor(idx)).backward(lib.tensor(g))
+        grads.append(e.weight.grad.numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-6, atol=1e-6)

@@ -114,8 +114,9 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     ``max_norm`` first rescales (in place) the referenced rows whose norm exceeds it."""
     if input.dtype.is_floating_point or input.dtype is fiamma.bool:
         raise RuntimeError(f"embedding: expected an integer index tensor, got {input.dtype}")
-    if sparse or scale_grad_by_freq:
-        raise ValueError("embedding: sparse and scale_grad_by_freq are not supported")
+    if sparse:
+        raise ValueError("embedding: sparse gradients are not supported (fiamma's gradients are "
+                         "dense; use sparse=False)")
     n = weight.shape[0]
     if padding_idx is not None:
         if not -n <= padding_idx < n:
@@ -131,6 +132,11 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
                                  fiamma.ones_like(norms))
             weight[rows] = sel * scale
     out = weight.index_select(0, flat)
+    if scale_grad_by_freq and out.requires_grad:
+        # each looked-up row's gradient divided by how often its index occurs in the input
+        counts = fiamma.bincount(flat, minlength=n).index_select(0, flat)
+        scale = (1.0 / counts.to(out.dtype)).unsqueeze(1)
+        out.register_hook(lambda g: g * scale)
     if padding_idx is not None and weight.requires_grad:
         pad = (flat == padding_idx).unsqueeze(1)
         out = fiamma.where(pad, out.detach(), out)
