@@ -15,6 +15,7 @@ tensors; in-place forms (trailing ``_``) update the tensors and return the list 
 [[2.5, 2.5], [2.5, 2.5, 2.5]]
 """
 
+import importlib
 import numbers
 
 __all__ = []  # filled below: the _foreach_* names
@@ -179,7 +180,7 @@ _foreach_lerp, _foreach_lerp_ = _lerp()
 def _foreach_pow(self, exponent):
     """``t ** e`` per tensor; ``self`` may be a scalar base with a list of exponents."""
     if isinstance(self, numbers.Number):
-        import fiamma
+        fiamma = importlib.import_module("fiamma")  # by name: the package imports this module
 
         return tuple(fiamma.pow(self, e) for e in _list(exponent, "_foreach_pow", "exponent"))
     self = _list(self, "_foreach_pow")
@@ -196,9 +197,9 @@ def _foreach_pow_(self, exponent):
 
 def _foreach_norm(self, ord=2, dtype=None):
     """The vector norm of each tensor (0-d tensors, a tuple)."""
-    import fiamma.linalg
+    linalg = importlib.import_module("fiamma.linalg")  # by name (see _foreach_pow)
 
-    return tuple(fiamma.linalg.vector_norm(t, ord, dtype=dtype)
+    return tuple(linalg.vector_norm(t, ord, dtype=dtype)
                  for t in _list(self, "_foreach_norm"))
 
 
