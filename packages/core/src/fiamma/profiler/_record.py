@@ -287,6 +287,8 @@ def _method_event_name(name):
 def _function_event_name(name, fn, prefix=""):
     if name.startswith("_") or name in _NOT_OP_FUNCS or name.startswith(_NOT_OP_PREFIXES):
         return None
+    if getattr(fn, "__np_names__", False):  # the axis=/keepdims= wrapper: the op's own module
+        fn = getattr(fn, "__wrapped__", fn)
     mod = getattr(fn, "__module__", None) or ""
     if not mod.startswith(_OP_MODULE_PREFIXES):
         return None
