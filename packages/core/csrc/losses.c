@@ -41,6 +41,23 @@ static inline double fm_sigmoid_d(double x) {
 /* PyTorch's BCE gradient floor, a C float constant 1e-12 */
 #define BCE_EPS 9.999999960041972e-13
 
+/* the next chunk of elements [o, o1): at most LOSS_BLOCK, and not past the end of a period of
+   the weight (wn elements, 0: none) or of pos_weight (pn); *wo / *po: the offsets into them */
+static inline int64_t loss_chunk(int64_t o, int64_t o1, int64_t wn, int64_t pn, int64_t *wo,
+                                 int64_t *po) {
+    int64_t m = o1 - o < LOSS_BLOCK ? o1 - o : LOSS_BLOCK;
+    *wo = *po = 0;
+    if (wn) {
+        *wo = o % wn;
+        if (m > wn - *wo) m = wn - *wo;
+    }
+    if (pn) {
+        *po = o % pn;
+        if (m > pn - *po) m = pn - *po;
+    }
+    return m;
+}
+
 #define LOSS_LOOPS(T, SFX, EXP, LOG, LOG1P, SIGMOID, ABS)                                        \
     /* y[i] = the unweighted loss of element i */                                                 \
     FM_CLONES static int lossv_##SFX(int kind, int64_t m, const T *FM_RESTRICT x,                 \
@@ -235,16 +252,8 @@ static inline double fm_sigmoid_d(double x) {
         T buf[LOSS_BLOCK];                                                                        \
         double s = 0.0;                                                                           \
         for (int64_t o = o0; o < o1;) {                                                           \
-            int64_t m = o1 - o < LOSS_BLOCK ? o1 - o : LOSS_BLOCK;                                \
-            int64_t wo = 0, po = 0;                                                               \
-            if (w) {                                                                              \
-                wo = o % wn;                                                                      \
-                if (m > wn - wo) m = wn - wo;                                                     \
-            }                                                                                     \
-            if (pw) {                                                                             \
-                po = o % pn;                                                                      \
-                if (m > pn - po) m = pn - po;                                                     \
-            }                                                                                     \
+            int64_t wo, po;                                                                       \
+            int64_t m = loss_chunk(o, o1, w ? wn : 0, pw ? pn : 0, &wo, &po);                     \
             T *dst = red ? buf : y + o;                                                           \
             int rc = lossv_##SFX(kind, m, x + o, t + o, pw ? pw + po : NULL, p0, dst);            \
             if (rc) return rc;                                                                    \
@@ -262,16 +271,8 @@ static inline double fm_sigmoid_d(double x) {
         T c[LOSS_BLOCK], s1[LOSS_BLOCK], s2[LOSS_BLOCK];                                          \
         T g0 = g[0] * scale;                                                                      \
         for (int64_t o = o0; o < o1;) {                                                           \
-            int64_t m = o1 - o < LOSS_BLOCK ? o1 - o : LOSS_BLOCK;                                \
-            int64_t wo = 0, po = 0;                                                               \
-            if (w) {                                                                              \
-                wo = o % wn;                                                                      \
-                if (m > wn - wo) m = wn - wo;                                                     \
-            }                                                                                     \
-            if (pw) {                                                                             \
-                po = o % pn;                                                                      \
-                if (m > pn - po) m = pn - po;                                                     \
-            }                                                                                     \
+            int64_t wo, po;                                                                       \
+            int64_t m = loss_chunk(o, o1, w ? wn : 0, pw ? pn : 0, &wo, &po);                     \
             if (gstep)                                                                            \
                 for (int64_t i = 0; i < m; i++) c[i] = g[o + i] * scale;                          \
             else                                                                                  \
