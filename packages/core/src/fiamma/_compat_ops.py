@@ -561,7 +561,7 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
     norm = f.clamp(norm, min=0)
     xm = x - avg
     c = ((xm * w) if w is not None else xm) @ xm.mH / norm
-    return c.squeeze() if input.ndim < 2 else c
+    return c.squeeze()  # one variable: a 0-d result, whatever the input's rank (PyTorch)
 
 
 def corrcoef(input):

@@ -335,7 +335,7 @@ def check_inplace(self, name, others=()):
     if not isinstance(self, Tensor):
         raise TypeError(f"{name}: expected a Tensor, got {type(self).__name__}")
     for n, st in zip(self._shape, self._stride):
-        if st == 0 and n > 1:
+        if st == 0 and n > 1 and 0 not in self._shape:  # an empty tensor writes nothing
             raise RuntimeError(
                 f"{name}: unsupported operation: more than one element of the written-to tensor "
                 "refers to a single memory location. Please clone() the tensor before "
