@@ -122,3 +122,16 @@ def test_repeat_interleave_of_counts_keeps_their_dtype(dt):
     r = fiamma.repeat_interleave(fiamma.tensor([1, 2, 0, 3], dtype=dt))
     assert r.dtype == dt
     assert r.tolist() == [0, 1, 1, 3, 3, 3]
+
+
+def test_nan_to_num_takes_none_for_nan():
+    x = fiamma.tensor([float("nan"), float("inf"), -float("inf"), 1.5])
+    for r in (fiamma.nan_to_num(x, None), x.nan_to_num(None, 2.0), x.clone().nan_to_num_(None)):
+        assert r[0].item() == 0.0 and r[3].item() == 1.5
+    assert x.nan_to_num(None, 2.0)[1].item() == 2.0
+
+
+def test_rsub_takes_alpha_positionally():
+    x = fiamma.tensor([1.0, 2.0])
+    assert fiamma.rsub(x, 4.0, 3).tolist() == [1.0, -2.0]
+    assert fiamma.rsub(x, fiamma.tensor([4.0, 4.0]), alpha=2).tolist() == [2.0, 0.0]

@@ -469,8 +469,8 @@ def sub(input, other, *args, alpha=1, out=None):
     return _add_alpha(ops.sub, input, other, alpha, -1, out)
 
 
-def rsub(input, other, *, alpha=1, out=None):
-    """``other - alpha * input``."""
+def rsub(input, other, alpha=1, *, out=None):
+    """``other - alpha * input`` (``alpha`` may be positional, as in PyTorch)."""
     return sub(other, input, alpha=alpha, out=out)
 
 

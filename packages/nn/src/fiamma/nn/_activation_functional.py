@@ -173,7 +173,7 @@ def logsigmoid(input):
     return _fused.activation("log_sigmoid", input)
 
 
-def softmin(input, dim=None, dtype=None):
+def softmin(input, dim=None, _stacklevel=3, dtype=None):  # _stacklevel: PyTorch's, unused
     from fiamma.nn.functional import softmax
 
     return softmax(-input, dim, dtype=dtype)

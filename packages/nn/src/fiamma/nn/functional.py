@@ -75,13 +75,13 @@ def _softmax_dim(name, ndim):
     return 0 if ndim in (0, 1, 3) else 1
 
 
-def softmax(input, dim=None, dtype=None):
+def softmax(input, dim=None, _stacklevel=3, dtype=None):  # _stacklevel: PyTorch's, unused
     if dim is None:
         dim = _softmax_dim("softmax", input.dim())
     return fiamma.softmax(input, dim, dtype=dtype)
 
 
-def log_softmax(input, dim=None, dtype=None):
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):  # _stacklevel: PyTorch's, unused
     if dim is None:
         dim = _softmax_dim("log_softmax", input.dim())
     return fiamma.log_softmax(input, dim, dtype=dtype)
