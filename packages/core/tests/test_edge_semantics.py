@@ -135,3 +135,36 @@ def test_rsub_takes_alpha_positionally():
     x = fiamma.tensor([1.0, 2.0])
     assert fiamma.rsub(x, 4.0, 3).tolist() == [1.0, -2.0]
     assert fiamma.rsub(x, fiamma.tensor([4.0, 4.0]), alpha=2).tolist() == [2.0, 0.0]
+
+
+def test_empty_index_tensors_with_zero_strides_read_nothing():
+    # triu_indices(0, 0) gives rows of a (2, 0) tensor: empty, stride (0,), over no memory;
+    # the index kernels' checking pass used to read an index from there (a garbage "index
+    # ... out of bounds" error, or a read past the allocation)
+    ii, jj = fiamma.triu_indices(0, 0, 1)
+    assert ii.shape == (0,) and ii.stride() == (0,)
+    x = fiamma.arange(12.0).reshape(4, 3)
+    assert x[ii].shape == (0, 3)
+    assert x[ii, jj].shape == (0,)
+    assert fiamma.zeros(0, 3)[ii].shape == (0, 3)
+    y = x.clone()
+    y[ii] = 5.0
+    y[ii] = fiamma.ones(0, 3)
+    y.index_put_((ii,), fiamma.tensor(1.0), accumulate=True)
+    assert fiamma.equal(y, x)
+    with pytest.raises(RuntimeError, match="cannot be broadcast"):
+        y[ii] = fiamma.ones(2, 3)
+    assert fiamma.pdist(fiamma.zeros(0, 3)).shape == (0,)
+    assert fiamma.pdist(fiamma.zeros(0, 0)).shape == (0,)
+
+
+def test_cosine_similarity_broadcasts_and_promotes():
+    a = np.array([[0.3, -1.0, 2.0]], np.float32)
+    b = np.array([1.0, 0.5, -0.25], np.float32)
+    r = fiamma.cosine_similarity(fiamma.from_numpy(a), fiamma.from_numpy(b), dim=-1)
+    ref = (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b))
+    np.testing.assert_allclose(r.numpy(), ref, rtol=1e-6)
+    r = fiamma.cosine_similarity(fiamma.tensor([[1, 0], [0, 2]]), fiamma.tensor([1.0, 1.0]))
+    assert r.dtype == fiamma.float32
+    # default dim=1 over the broadcast (2, 2): rows [1, 0]·[1, 1] and [0, 2]·[1, 1]
+    np.testing.assert_allclose(r.numpy(), [2 ** -0.5, 2 ** -0.5], rtol=1e-6)
