@@ -74,6 +74,8 @@ def celu(input, alpha=1.0, inplace=False):
 def gelu(input, approximate="none"):
     """``x * Phi(x)`` (``approximate='tanh'``: the tanh approximation): core's fused
     :func:`fiamma.gelu`, one pass and one recorded op."""
+    if input.is_nested:
+        return input.map_dense(lambda v: fiamma.gelu(v, approximate=approximate))
     return fiamma.gelu(input, approximate=approximate)
 
 
