@@ -247,10 +247,15 @@ def _nested_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale, enab
         # PyTorch's CPU kernels for nested inputs are the math one only
         raise RuntimeError(f"{op}: No available kernel: nested tensors run on the math kernel, "
                            "which sdpa_kernel has turned off")
-    return query.map_dense(
+    out = query.map_dense(
         lambda q, k, v: scaled_dot_product_attention(q, k, v, None, dropout_p, is_causal,
                                                      scale, enable_gqa),
         key, value, per_component=True)
+    if query.dim() == 4:
+        # laid out as PyTorch's fused kernels lay theirs out, (B, j, heads, E) in memory, so
+        # that the usual out.transpose(1, 2).view(B, -1, heads * E) is a view
+        out = out.transpose(1, 2).contiguous().transpose(1, 2)
+    return out
 
 
 # ----------------------------------------------------------------------------------------
