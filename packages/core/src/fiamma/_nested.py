@@ -854,10 +854,10 @@ def _binary_method(name):
 
 
 def _reflected_method(name, base):
-    fn = getattr(Tensor, base)
+    fn = getattr(Tensor, name)  # the dense reflected operator: fn(t, other) is other op t
 
     def method(self, other):
-        return _binary_apply(self, other, fn, base, reflected=True)
+        return _binary_apply(self, other, fn, base)
 
     method.__name__ = name
     return method
@@ -903,7 +903,7 @@ def _binary_function(name, a, b, out):
     """The function form of a binary op (``fiamma.add(nt, x)``) with a nested operand."""
     if out is not None:
         raise NotImplementedError(f"{name}: out= is not supported for nested tensors")
-    fn = getattr(Tensor, name, None)
+    fn = getattr(sys.modules["fiamma"], name, None)
     if fn is None:
         raise unsupported(name)
     if isinstance(a, NestedTensor):

@@ -186,7 +186,8 @@ def narrow(tensor, dim, start, length, layout=strided):
     for s, m in zip(starts, lens):
         if s < 0 or m < 0 or s + m > n:
             raise RuntimeError(f"narrow: [{s}, {s + m}) is out of range for dim 1 of size {n}")
-    offsets = f.tensor(begins + [b * n], dtype=f.int64, device=tensor.device)
+    offsets = f.tensor(begins + [begins[-1] + lens[-1] if b else 0], dtype=f.int64,
+                       device=tensor.device)
     lengths = f.tensor(lens, dtype=f.int64, device=tensor.device)
     return _make_jagged(values, offsets, lengths, 1, (begins, lens), NestedInt())
 

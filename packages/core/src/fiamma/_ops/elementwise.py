@@ -14,6 +14,7 @@ The unary math functions (exp, sin, sigmoid, floor, isnan, ...) are in ``_unary.
 """
 
 import builtins
+import importlib as _importlib
 
 import numpy as np
 
@@ -169,9 +170,7 @@ def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=No
     tb = isinstance(b, Tensor)
     if (ta and a._layout_alt) or (tb and b._layout_alt):  # sparse/nested compute elsewhere
         if (ta and a.is_nested) or (tb and b.is_nested):
-            from fiamma._nested import _binary_function
-
-            return _binary_function(name, a, b, out)
+            return _importlib.import_module("fiamma._nested")._binary_function(name, a, b, out)
         from fiamma._sparse_ops import binary as sparse_binary
 
         return sparse_binary(name, a, b, out)
@@ -277,9 +276,7 @@ def unary(code, name, x, out=None, p0=0.0, p1=0.0, p2=0.0, float_only=False, rec
     if not isinstance(x, Tensor):
         raise TypeError(f"{name}: expected a Tensor, got {type(x).__name__}")
     if x._layout_alt and x.is_nested:
-        from fiamma._nested import _unary_function
-
-        return _unary_function(name, x, out)
+        return _importlib.import_module("fiamma._nested")._unary_function(name, x, out)
     src = x
     if float_only and x._dtype._kind < 2:
         src = cast(x, D.get_default_dtype())

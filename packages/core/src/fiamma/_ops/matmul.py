@@ -11,6 +11,7 @@ them for both kernels. The kernels are the backend's ``mm`` / ``matmul`` primiti
 """
 
 import builtins
+import importlib as _importlib
 import numbers
 
 import numpy as np
@@ -281,9 +282,7 @@ def matmul(input, other, *, out=None):
         if a.is_nested or b.is_nested:
             if out is not None:
                 raise NotImplementedError("matmul: out= is not supported for nested tensors")
-            from fiamma._nested import _matmul as nested_matmul
-
-            return nested_matmul(a, b)
+            return _importlib.import_module("fiamma._nested")._matmul(a, b)
         from fiamma._sparse_ops import matmul as sparse_matmul
 
         return sparse_matmul(a, b, out=out)
