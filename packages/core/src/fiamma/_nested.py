@@ -781,7 +781,12 @@ def _matmul(a, b):
             return _make_strided([x.matmul(y) for x, y in zip(a._nt_comps, b._nt_comps)])
         if len(a._nt_comps or ()) != len(b._nt_comps or ()):
             raise RuntimeError("matmul: nested tensors of different layouts")
-        return _from_comps_like(a, [x.matmul(y) for x, y in zip(a.unbind(), b.unbind())])
+        try:
+            return _from_comps_like(a, [x.matmul(y) for x, y in zip(a.unbind(), b.unbind())])
+        except RuntimeError as e:
+            raise RuntimeError(f"matmul: jagged nested tensors of sizes {tuple(a._shape)} and "
+                               f"{tuple(b._shape)}: supported per entry only where the result "
+                               f"keeps the left operand's ragged lengths ({e})") from None
     if not isinstance(a, NestedTensor):
         raise unsupported("matmul with a dense left operand", b.layout)
     if not isinstance(b, Tensor):
