@@ -212,12 +212,22 @@ def test_softmax_last_dim_and_errors():
     x = jag(a)
     close(x.softmax(-1), [np_softmax(c, -1) for c in a])
     close(x.log_softmax(2), [np.log(np_softmax(c, -1)) for c in a])
-    with pytest.raises(RuntimeError, match="ragged dim"):
-        x.softmax(1)
     with pytest.raises(RuntimeError, match="batch dim"):
         x.softmax(0)
     s = nested.nested_tensor([fiamma.tensor(c) for c in a])  # strided: per component
     close(s.softmax(1), [np_softmax(c, 0) for c in a])
+    close(x.softmax(1), [np_softmax(c, 0) for c in a])  # over the ragged dim: per component
+
+
+@pytest.mark.parametrize("layout", [fiamma.jagged, fiamma.strided])
+def test_cat_along_the_last_dim(layout):
+    a, b = comps(), comps(tail=(2,))
+    x = nested.nested_tensor([fiamma.tensor(c) for c in a], layout=layout)
+    y = nested.nested_tensor([fiamma.tensor(c) for c in b], layout=layout)
+    close(fiamma.cat([x, y * 2.0], -1), [np.concatenate([p, 2 * q], -1) for p, q in zip(a, b)])
+    if layout is fiamma.jagged:
+        with pytest.raises(RuntimeError, match="ragged dim"):
+            fiamma.cat([x, x], 1)
 
 
 def test_transpose_reshape_unflatten_flatten():
@@ -274,7 +284,9 @@ def test_unsupported_ops_name_the_op():
     with pytest.raises(NotImplementedError, match="cumsum: not supported for nested tensors"):
         fiamma.cumsum(x, 2)
     with pytest.raises(NotImplementedError, match="not supported for nested tensors"):
-        fiamma.cat([x, x], -1)
+        fiamma.stack([x, x])
+    with pytest.raises(RuntimeError, match="batch dim"):
+        fiamma.cat([x, x], 0)
     with pytest.raises(NotImplementedError, match="stride"):
         x.stride()
 

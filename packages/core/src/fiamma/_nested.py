@@ -673,13 +673,19 @@ class NestedTensor(Tensor):
     def amin(self, dim=(), keepdim=False):
         return self._reduce("amin", dim, keepdim, None)
 
+    def _softmax(self, op, dim, dtype):
+        d = self._vdim(dim, op, ragged_ok=True)
+        if self._nt_comps is None and d == self._nt_r - 1:
+            # over the ragged dim: each component over its own length
+            return _from_comps_like(self, [getattr(c, op)(d, dtype=dtype)
+                                           for c in self.unbind()])
+        return _map(self, lambda t: getattr(t, op)(d, dtype=dtype), op)
+
     def softmax(self, dim, dtype=None):
-        d = self._vdim(dim, "softmax", ragged_ok=self._nt_comps is not None)
-        return _map(self, lambda t: t.softmax(d, dtype=dtype), "softmax")
+        return self._softmax("softmax", dim, dtype)
 
     def log_softmax(self, dim, dtype=None):
-        d = self._vdim(dim, "log_softmax", ragged_ok=self._nt_comps is not None)
-        return _map(self, lambda t: t.log_softmax(d, dtype=dtype), "log_softmax")
+        return self._softmax("log_softmax", dim, dtype)
 
     # ---- products ------------------------------------------------------------------------
     def matmul(self, other):
@@ -956,3 +962,22 @@ def _unary_function(name, x, out):
     if fn is None:
         raise unsupported(name, x.layout)
     return _map(x, fn, name)
+
+
+def _cat(ts, dim, out, op):
+    """``cat`` of nested tensors of one structure along a dim that is neither the batch dim
+    nor the ragged one (PyTorch's rule)."""
+    if out is not None:
+        raise NotImplementedError(f"{op}: out= is not supported for nested tensors")
+    t0 = ts[0]
+    for t in ts[1:]:
+        if not isinstance(t, NestedTensor):
+            raise RuntimeError(f"{op}: cannot concatenate a nested tensor with a dense one")
+        _same_structure(t0, t, op)
+    d = t0._vdim(dim, op)
+    f = sys.modules["fiamma"]
+    if t0._nt_comps is not None:
+        return _make_strided([f.cat(list(cs), d) for cs in zip(*[t._nt_comps for t in ts])])
+    if t0._nt_len is not None or any(t._nt_off is not t0._nt_off for t in ts):
+        return _from_comps_like(t0, [f.cat(list(cs), d) for cs in zip(*[t.unbind() for t in ts])])
+    return _like(t0, f.cat([t._nt_v for t in ts], d))

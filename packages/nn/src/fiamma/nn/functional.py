@@ -117,6 +117,9 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     ``max_norm`` first rescales (in place) the referenced rows whose norm exceeds it."""
     if input.dtype.is_floating_point or input.dtype is fiamma.bool:
         raise RuntimeError(f"embedding: expected an integer index tensor, got {input.dtype}")
+    if input.is_nested:  # rows for the values: a nested result of the same structure
+        return input.map_dense(lambda v: embedding(v, weight, padding_idx, max_norm, norm_type,
+                                                   scale_grad_by_freq, sparse))
     if sparse:
         raise ValueError("embedding: sparse gradients are not supported (fiamma's gradients are "
                          "dense; use sparse=False)")
