@@ -176,6 +176,21 @@ def test_pointwise_unary_and_binary(layout):
     close(x, a)
 
 
+def test_packed_and_strided_views_of_one_structure_combine():
+    t = RNG.standard_normal((3, 6, 4))
+    lens = [3, 1, 5]
+    view = nested.narrow(fiamma.tensor(t), 1, fiamma.tensor([2, 0, 1]), fiamma.tensor(lens),
+                         layout=fiamma.jagged)
+    packed = jag([t[0, 2:5], t[1, 0:1], t[2, 1:6]])
+    parts = [t[0, 2:5], t[1, 0:1], t[2, 1:6]]
+    close(view + packed, [2 * p for p in parts])
+    close(packed * view, [p * p for p in parts])
+    close(fiamma.cat([packed, view], -1), [np.concatenate([p, p], -1) for p in parts])
+    v2 = view.clone()
+    v2.add_(packed)
+    close(v2, [2 * p for p in parts])
+
+
 def test_dense_operand_cannot_broadcast_along_the_ragged_dim():
     x = jag(comps())
     with pytest.raises(RuntimeError, match="ragged"):

@@ -732,13 +732,17 @@ def _same_structure(a, b, op):
             raise RuntimeError(f"{op}: nested tensors with {len(a._nt_comps)} and "
                                f"{len(b._nt_comps)} components")
         return
-    if a._nt_r != b._nt_r or (a._nt_off is not b._nt_off and (
-            a._nt_sizes[1] != b._nt_sizes[1] or
-            (a._nt_len is None) != (b._nt_len is None) or
-            (a._nt_len is not None and a._nt_sizes[0] != b._nt_sizes[0]))):
+    if a._nt_r != b._nt_r or (a._nt_off is not b._nt_off and a._nt_sizes[1] != b._nt_sizes[1]):
         raise RuntimeError(f"{op}: cannot combine jagged nested tensors of sizes "
                            f"{tuple(a._shape)} and {tuple(b._shape)} (different ragged "
                            "structure)")
+
+
+def _packed_alike(a, b):
+    """Whether two jagged tensors of one structure hold their rows at the same places of their
+    values (so an op can run on the values at once, not per component)."""
+    return a._nt_off is b._nt_off or (a._nt_len is None and b._nt_len is None and
+                                      a._nt_sizes[1] == b._nt_sizes[1])
 
 
 def _binary_apply(nt, other, fn, op, reflected=False):
@@ -750,10 +754,9 @@ def _binary_apply(nt, other, fn, op, reflected=False):
         _same_structure(nt, other, op)
         if nt._nt_comps is not None:
             return _make_strided([g(a, b) for a, b in zip(nt._nt_comps, other._nt_comps)])
-        ov = other._nt_v
-        if nt._nt_len is not None and (other._nt_off is not nt._nt_off):
+        if not _packed_alike(nt, other):
             return _from_comps_like(nt, [g(a, b) for a, b in zip(nt.unbind(), other.unbind())])
-        return _like(nt, g(nt._nt_v, ov))
+        return _like(nt, g(nt._nt_v, other._nt_v))
     if not isinstance(other, Tensor):
         return _map(nt, lambda t: g(t, other), op)
     nd, od = len(nt._shape), other.dim()
@@ -782,7 +785,8 @@ def _binary(nt, other, name, reflected=False):
 
 def _matmul(a, b):
     if isinstance(b, NestedTensor) and isinstance(a, NestedTensor):
-        _same_structure(a, b, "matmul") if a._nt_comps is None else None
+        if a._nt_comps is None and b._nt_comps is None:
+            _same_structure(a, b, "matmul")
         if a._nt_comps is not None and b._nt_comps is not None:
             return _make_strided([x.matmul(y) for x, y in zip(a._nt_comps, b._nt_comps)])
         if len(a._nt_comps or ()) != len(b._nt_comps or ()):
@@ -880,7 +884,11 @@ def _inplace_method(name):
     def method(self, other, *args, **kwargs):
         if isinstance(other, NestedTensor):
             _same_structure(self, other, name)
-            for a, b in zip(self._parts(), other._parts()):
+            if self._nt_comps is None and not _packed_alike(self, other):
+                pairs = zip(self.unbind(), other.unbind())  # views: written in place
+            else:
+                pairs = zip(self._parts(), other._parts())
+            for a, b in pairs:
                 fn(a, b, *args, **kwargs)
         elif isinstance(other, Tensor) and other.dim() >= len(self._shape):
             raise unsupported(f"{name} with a dense operand of the nested tensor's dim count",
@@ -948,6 +956,9 @@ def _map_dense(self, fn, *others, per_component=False):
         return _from_comps_like(self, outs)
     for o in others:
         _same_structure(self, o, "map_dense")
+    if not all(_packed_alike(self, o) for o in others):
+        outs = [fn(*cs) for cs in zip(self.unbind(), *[o.unbind() for o in others])]
+        return _from_comps_like(self, outs)
     return _like(self, fn(self._nt_v, *[o._nt_v for o in others]))
 
 
@@ -978,6 +989,6 @@ def _cat(ts, dim, out, op):
     f = sys.modules["fiamma"]
     if t0._nt_comps is not None:
         return _make_strided([f.cat(list(cs), d) for cs in zip(*[t._nt_comps for t in ts])])
-    if t0._nt_len is not None or any(t._nt_off is not t0._nt_off for t in ts):
+    if not all(_packed_alike(t0, t) for t in ts):
         return _from_comps_like(t0, [f.cat(list(cs), d) for cs in zip(*[t.unbind() for t in ts])])
     return _like(t0, f.cat([t._nt_v for t in ts], d))
