@@ -176,6 +176,19 @@ def test_pointwise_unary_and_binary(layout):
     close(x, a)
 
 
+@pytest.mark.parametrize("layout", [fiamma.jagged, fiamma.strided])
+def test_function_forms_with_parameters(layout):
+    a = comps()
+    x = nested.nested_tensor([fiamma.tensor(c) for c in a], layout=layout)
+    close(fiamma.pow(x, 3), [c ** 3 for c in a])
+    close(fiamma.add(x, x, alpha=2), [3 * c for c in a])
+    close(fiamma.sub(1.0, x), [1 - c for c in a])
+    close(x.clamp(-0.5, 0.5),
+          [np.clip(c, -0.5, 0.5) for c in a])
+    with pytest.raises(NotImplementedError, match="out="):
+        fiamma.exp(x, out=fiamma.empty(3))
+
+
 def test_packed_and_strided_views_of_one_structure_combine():
     t = RNG.standard_normal((3, 6, 4))
     lens = [3, 1, 5]

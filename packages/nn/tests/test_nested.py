@@ -71,6 +71,11 @@ def test_functional_ops_per_sequence():
           [F.gelu(fiamma.tensor(s), approximate="tanh").numpy() for s in a])
     close(F.softmax(x, -1), [F.softmax(fiamma.tensor(s), -1).numpy() for s in a])
     close(F.relu(x), [np.maximum(s, 0) for s in a])
+    for act in (F.silu, F.leaky_relu, F.elu, F.mish, F.hardswish, F.relu6):
+        close(act(x), [act(fiamma.tensor(s)).numpy() for s in a])
+    y = x.clone()
+    F.silu(y, inplace=True)
+    close(y, [F.silu(fiamma.tensor(s)).numpy() for s in a])
     with pytest.raises(RuntimeError, match="ragged"):
         F.layer_norm(x.transpose(1, 2), (4,))
     # the strided layout: per component

@@ -918,13 +918,11 @@ NestedTensor.__hash__ = Tensor.__hash__
 del _n, _b
 
 
-def _binary_function(name, a, b, out):
-    """The function form of a binary op (``fiamma.add(nt, x)``) with a nested operand."""
+def _binary_function(name, a, b, out, fn):
+    """The function form of a binary op (``fiamma.add(nt, x)``) with a nested operand: ``fn``,
+    the op on dense operands, applied to the parts."""
     if out is not None:
         raise NotImplementedError(f"{name}: out= is not supported for nested tensors")
-    fn = getattr(sys.modules["fiamma"], name, None)
-    if fn is None:
-        raise unsupported(name)
     if isinstance(a, NestedTensor):
         return _binary_apply(a, b, fn, name)
     return _binary_apply(b, a, fn, name, reflected=True)
@@ -964,15 +962,6 @@ def _map_dense(self, fn, *others, per_component=False):
 
 NestedTensor.map_dense = _map_dense
 
-
-def _unary_function(name, x, out):
-    """The function form of a unary op (``fiamma.exp(nt)``) on a nested tensor."""
-    if out is not None:
-        raise NotImplementedError(f"{name}: out= is not supported for nested tensors")
-    fn = getattr(sys.modules["fiamma"], name, None)
-    if fn is None:
-        raise unsupported(name, x.layout)
-    return _map(x, fn, name)
 
 
 def _cat(ts, dim, out, op):

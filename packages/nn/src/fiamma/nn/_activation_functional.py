@@ -44,6 +44,8 @@ def _floating(t):
 
 def _act(name, *params):
     def run(x):
+        if x.is_nested:  # on the values (jagged) or each component (strided)
+            return x.map_dense(run)
         _no_quantized(x, name)
         return _fused.activation(name, x, *params)
     return run
