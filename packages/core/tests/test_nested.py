@@ -60,6 +60,21 @@ def test_strided_construction_any_dims_ragged():
         nt.values()
 
 
+def test_construction_errors_name_the_op():
+    with pytest.raises(RuntimeError, match="nested_tensor: all tensors must have the same dtype"):
+        nested.nested_tensor([fiamma.ones(2), fiamma.ones(3, dtype=fiamma.int64)])
+    with pytest.raises(RuntimeError, match="same number of dims"):
+        nested.nested_tensor([fiamma.ones(2), fiamma.ones(3, 1)])
+    with pytest.raises(RuntimeError, match="one ragged dim"):
+        nested.nested_tensor([fiamma.ones(2, 3), fiamma.ones(2, 4)], layout=fiamma.jagged)
+    with pytest.raises(RuntimeError, match="layout"):
+        nested.nested_tensor([fiamma.ones(2)], layout=fiamma.sparse_coo)
+    with pytest.raises(TypeError, match="as_nested_tensor"):
+        nested.as_nested_tensor(3)
+    nested.nested_tensor([fiamma.ones(2), fiamma.ones(3, dtype=fiamma.int64)],
+                         dtype=fiamma.float64)  # converted first: fine
+
+
 def test_nested_tensor_copies_and_has_no_history():
     x = fiamma.ones(2, 3, requires_grad=True)
     nt = nested.nested_tensor([x, fiamma.ones(1, 3)], layout=fiamma.jagged)

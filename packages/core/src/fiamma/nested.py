@@ -62,6 +62,11 @@ def _components(tensor_list, op, dtype, device):
                                    f"got {nd} (entry 0) and {t.dim()} (entry {i})")
     if dtype is not None or device is not None:
         comps = [t.to(device=device, dtype=dtype) for t in comps]
+    for i, t in enumerate(comps):
+        if t.dtype is not comps[0].dtype or t.device != comps[0].device:
+            raise RuntimeError(f"{op}: all tensors must have the same dtype and device, got "
+                               f"{comps[0].dtype} on {comps[0].device} (entry 0) and {t.dtype} "
+                               f"on {t.device} (entry {i})")
     return comps
 
 
