@@ -107,6 +107,10 @@ class Tensor:
     is_sparse = False
     is_quantized = False
     is_meta = False
+    # True on the subclasses of other layouts (sparse COO, nested): the few ops that route
+    # them test this one class attribute, on the path they already take
+    _layout_alt = False
+    is_nested = False  # a class attribute (not a property): fiamma-nn's ops test it cheaply
 
     def is_complex(self):
         """Whether the dtype is complex (complex64 or complex128)."""
