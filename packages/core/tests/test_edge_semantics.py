@@ -168,3 +168,20 @@ def test_cosine_similarity_broadcasts_and_promotes():
     assert r.dtype == fiamma.float32
     # default dim=1 over the broadcast (2, 2): rows [1, 0]·[1, 1] and [0, 2]·[1, 1]
     np.testing.assert_allclose(r.numpy(), [2 ** -0.5, 2 ** -0.5], rtol=1e-6)
+
+
+@pytest.mark.parametrize("name, size, shape", [
+    ("adaptive_avg_pool2d", (0, 2), (1, 2, 0, 2)), ("adaptive_max_pool2d", (2, 0), (1, 2, 2, 0)),
+    ("adaptive_avg_pool1d", 0, (1, 2, 0)), ("adaptive_max_pool1d", 0, (1, 2, 0)),
+    ("adaptive_avg_pool3d", (0, 1, 1), (2, 0, 1, 1)), ("adaptive_max_pool3d", (1, 0, 1), (2, 1, 0, 1))])
+def test_adaptive_pools_to_an_empty_size(name, size, shape):
+    rank = len(size) if isinstance(size, tuple) else 1
+    lead = shape[:len(shape) - rank]
+    x = fiamma.randn(*lead, *([3] * rank))
+    r = getattr(fiamma, name)(x, size)
+    assert r.shape == shape and r.dtype == x.dtype
+    if "max" in name:
+        v, i = getattr(fiamma, name)(x, size, return_indices=True)
+        assert v.shape == i.shape == shape and i.dtype == fiamma.int64
+    with pytest.raises(RuntimeError, match="must not be negative"):
+        getattr(fiamma, name)(x, -1 if rank == 1 else (-1,) + (1,) * (rank - 1))

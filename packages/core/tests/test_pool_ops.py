@@ -403,7 +403,7 @@ def test_errors():
     with pytest.raises(RuntimeError, match="avg_pool3d"):
         fiamma.avg_pool3d(x[0, 0], 2)
     with pytest.raises(RuntimeError, match="adaptive_avg_pool2d.*output_size"):
-        fiamma.adaptive_avg_pool2d(x, 0)
+        fiamma.adaptive_avg_pool2d(x, -1)  # 0 is allowed: an empty result, as PyTorch
     with pytest.raises(RuntimeError, match="adaptive_max_pool1d.*output_size"):
         fiamma.adaptive_max_pool1d(x[0], -1)
     with pytest.raises(ValueError, match="max_pool2d.*stride"):
