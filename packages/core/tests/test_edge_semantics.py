@@ -173,7 +173,8 @@ def test_cosine_similarity_broadcasts_and_promotes():
 @pytest.mark.parametrize("name, size, shape", [
     ("adaptive_avg_pool2d", (0, 2), (1, 2, 0, 2)), ("adaptive_max_pool2d", (2, 0), (1, 2, 2, 0)),
     ("adaptive_avg_pool1d", 0, (1, 2, 0)), ("adaptive_max_pool1d", 0, (1, 2, 0)),
-    ("adaptive_avg_pool3d", (0, 1, 1), (2, 0, 1, 1)), ("adaptive_max_pool3d", (1, 0, 1), (2, 1, 0, 1))])
+    ("adaptive_avg_pool3d", (0, 1, 1), (2, 0, 1, 1)),
+    ("adaptive_max_pool3d", (1, 0, 1), (2, 1, 0, 1))])
 def test_adaptive_pools_to_an_empty_size(name, size, shape):
     rank = len(size) if isinstance(size, tuple) else 1
     lead = shape[:len(shape) - rank]
