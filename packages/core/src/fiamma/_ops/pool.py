@@ -300,9 +300,11 @@ def _adaptive_max(op, nd, input, output_size, return_indices):
     return (values, indices) if return_indices else values
 
 
-def adaptive_max_pool1d(input, output_size, return_indices=False):
+def adaptive_max_pool1d(input, output_size, return_indices=True):
     """Max over ``output_size`` windows that tile the last dim (window o covers
-    ``[floor(o*L/out), ceil((o+1)*L/out))``); with ``return_indices`` also their positions."""
+    ``[floor(o*L/out), ceil((o+1)*L/out))``) and their positions: ``(values, indices)`` as
+    ``torch.adaptive_max_pool1d`` returns them; ``return_indices=False``: the values only (as
+    ``nn.functional.adaptive_max_pool1d``'s default)."""
     return _adaptive_max(ops.adaptive_max_pool1d, 1, input, output_size, return_indices)
 
 
