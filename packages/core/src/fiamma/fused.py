@@ -19,10 +19,11 @@ from fiamma._backend import check, codes as K
 from fiamma._dtype import float32, float64
 from fiamma._ops.activations import activation, activation_backward
 from fiamma._ops.losses import loss, loss_backward
+from fiamma._ops.nll_embedding import nll_loss
 from fiamma._tensor import Tensor
 
 __all__ = ["Int8PackedWeight", "activation", "activation_backward", "adam_", "int8_matmul",
-           "int8_matmul_available", "loss", "loss_backward", "sgd_", "supports"]
+           "int8_matmul_available", "loss", "loss_backward", "nll_loss", "sgd_", "supports"]
 
 
 def supports(tensors):
