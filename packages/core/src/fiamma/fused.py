@@ -28,10 +28,10 @@ __all__ = ["Int8PackedWeight", "activation", "activation_backward", "adam_", "in
 
 def supports(tensors):
     """Whether the fused kernels can update these tensors: all float32 or all float64,
-    contiguous, of one dtype, on one device."""
+    dense and contiguous, of one dtype, on one device."""
     dt = dev = None
     for t in tensors:
-        if not isinstance(t, Tensor) or not t._contig:
+        if not isinstance(t, Tensor) or t.is_sparse or not t._contig:
             return False
         d = t._storage.device
         if dev is None:

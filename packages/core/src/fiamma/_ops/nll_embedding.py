@@ -100,7 +100,7 @@ def nll_loss(input, target, weight=None, reduction="mean", ignore_index=-100):
     cdim, c = _nll_checks(input, target, weight, reduction, op)
     st = G.state
     if not st.enabled:
-        return _nll_forward(input, target, weight, reduction, ignore_index, cdim, c, op)
+        return _nll_forward(input, target, weight, reduction, ignore_index, cdim, c, op)[0]
     if weight is not None and weight.requires_grad:
         raise RuntimeError(f"{op}: the derivative for 'weight' is not implemented (use "
                            "fiamma.nn.functional.nll_loss, which composes it)")
@@ -108,16 +108,19 @@ def nll_loss(input, target, weight=None, reduction="mean", ignore_index=-100):
     # sees this op as one node)
     st.enabled = False
     try:
-        out = _nll_forward(input, target, weight, reduction, ignore_index, cdim, c, op)
+        out, plain = _nll_forward(input, target, weight, reduction, ignore_index, cdim, c, op)
     finally:
         st.enabled = True
     if input.requires_grad:
+        # _plain: every target is a class (none ignored) and there is no weight, so the
+        # derivative needs no masks (a fiamma.jit trace leaves the key out of the graph)
         G.record(ops.nll_loss, out, (input, target, weight),
-                 {"reduction": reduction, "ignore_index": int(ignore_index)})
+                 {"reduction": reduction, "ignore_index": int(ignore_index), "_plain": plain})
     return out
 
 
 def _nll_forward(x, t, weight, reduction, ignore_index, cdim, c, op):
+    """(loss, whether the plain path ran: no weight, every target a class in range)"""
     if t._dtype is not D.int64:
         t = cast(t, D.int64)
     if weight is None and not 0 <= ignore_index < c and x._numel:
@@ -129,17 +132,17 @@ def _nll_forward(x, t, weight, reduction, ignore_index, cdim, c, op):
             picked = None
         if picked is not None:
             if reduction == "mean":
-                return -picked.mean()
+                return -picked.mean(), True
             if reduction == "sum":
-                return -picked.sum()
-            return -picked
+                return -picked.sum(), True
+            return -picked, True
     safe, w = _target_weights(t, weight, ignore_index, c, x._dtype, op)
     loss = x.gather(cdim, safe.unsqueeze(cdim)).squeeze(cdim) * w
     if reduction == "none":
-        return -loss
+        return -loss, False
     if reduction == "sum":
-        return -loss.sum()
-    return -loss.sum() / w.sum()
+        return -loss.sum(), False
+    return -loss.sum() / w.sum(), False
 
 
 def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):

@@ -33,11 +33,20 @@ def _nll_loss(ctx, grad):
     kw = ctx.kwargs
     reduction, ii = kw["reduction"], kw["ignore_index"]
     cdim = 0 if x.dim() == 1 else 1
-    safe, w = _target_weights(target, weight, ii, x.dtype)
-    if reduction == "mean":
-        grad = grad / w.sum()
-    src = (grad * w).neg().unsqueeze(cdim)
-    idx = safe.unsqueeze(cdim)
+    if kw.get("_plain"):  # no weight, every target a class: -grad (/ count) at each target
+        t = target.detach()
+        idx = (t if t.dtype is fiamma.int64 else t.long()).unsqueeze(cdim)
+        if reduction == "none":
+            src = grad.neg().unsqueeze(cdim)
+        else:
+            n = t.numel()
+            src = (grad * (-1.0 / n) if reduction == "mean" else grad.neg()).expand(idx.shape)
+    else:
+        safe, w = _target_weights(target, weight, ii, x.dtype)
+        if reduction == "mean":
+            grad = grad / w.sum()
+        src = (grad * w).neg().unsqueeze(cdim)
+        idx = safe.unsqueeze(cdim)
     gx = fiamma.zeros_like(x)
     if fiamma.is_grad_enabled() and src.requires_grad:  # create_graph: differentiable
         return gx.scatter(cdim, idx, src), None, None
@@ -54,13 +63,16 @@ def _embedding(ctx, grad):
         flat = flat.long()
     g = grad.reshape(-1, dim)
     p = kw["padding_idx"]
-    if p >= 0:
-        g = fiamma.where((flat == p).unsqueeze(1), fiamma.zeros((), dtype=g.dtype), g)
     if kw["scale_grad_by_freq"]:
         counts = fiamma.bincount(flat, minlength=n).index_select(0, flat)
         g = g / counts.to(g.dtype).unsqueeze(1)
-    if kw["sparse"]:
+    if kw["sparse"]:  # PyTorch's: the looked-up rows, padding_idx's left out, uncoalesced
+        if p >= 0:
+            keep = flat != p
+            flat, g = flat[keep], g[keep]
         return fiamma.sparse_coo_tensor(flat.unsqueeze(0), g, (n, dim)), None
+    if p >= 0:
+        g = fiamma.where((flat == p).unsqueeze(1), fiamma.zeros((), dtype=g.dtype), g)
     gw = fiamma.zeros((n, dim), dtype=g.dtype, device=g.device)
     if fiamma.is_grad_enabled() and g.requires_grad:
         return gw.index_add(0, flat, g), None
