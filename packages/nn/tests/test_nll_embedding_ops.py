@@ -284,3 +284,26 @@ def test_top_level_embedding_parity():
         torch.embedding_renorm_(wt2, torch.tensor([3, 1]), 2.0, 1.0)
     fiamma.embedding_renorm_(wf2, fiamma.tensor([3, 1]), 2.0, 1.0)
     np.testing.assert_allclose(wf2.numpy(), wt2.numpy(), rtol=1e-6)
+
+
+def test_same_results_on_the_array_module_reference_device():
+    rng = np.random.default_rng(9)
+    w0 = rng.standard_normal((6, 3))
+    x0 = rng.standard_normal((5, 4, 2))
+    t0 = np.array([[0, 1], [-100, 3], [2, 2], [1, -100], [3, 0]])
+    res = {}
+    for dev in ("cpu", "xp"):
+        w = fiamma.tensor(w0).to(dev).requires_grad_()
+        e = F.embedding(fiamma.tensor([[1, 2], [1, 5]]).to(dev), w, padding_idx=2,
+                        scale_grad_by_freq=True)
+        (e * e).sum().backward()
+        ws = fiamma.tensor(w0).to(dev).requires_grad_()
+        F.embedding(fiamma.tensor([4, 4, 0]).to(dev), ws, sparse=True).sum().backward()
+        x = fiamma.tensor(x0).to(dev).requires_grad_()
+        loss = F.nll_loss(x, fiamma.tensor(t0).to(dev), fiamma.tensor([1.0, 2, 3, 4]).to(dev))
+        loss.backward()
+        assert loss.grad_fn.name() == "NllLoss2DBackward0"
+        res[dev] = (e.detach().cpu().numpy(), w.grad.cpu().numpy(),
+                    ws.grad.to_dense().cpu().numpy(), loss.item(), x.grad.cpu().numpy())
+    for a, b in zip(res["cpu"], res["xp"]):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
