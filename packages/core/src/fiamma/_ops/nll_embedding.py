@@ -1,7 +1,8 @@
 """The negative log likelihood loss and the embedding lookup as one recorded op each (PyTorch's
 ``NllLossBackward0`` and ``EmbeddingBackward0`` nodes; their compositions recorded four and
-two). Both compute with core's gather/index_select on the detached operands; fiamma-autograd
-holds their derivatives (written in differentiable ops, so higher orders work), fiamma.jit
+two). Both compute with core's gather/index_select with grad mode off (neither autograd nor a
+fiamma.jit trace sees those inner ops), then record themselves; fiamma-autograd holds their
+derivatives (written in differentiable ops, so higher orders work), fiamma.jit
 traces them as one op each and fiamma.onnx exports them (NegativeLogLikelihoodLoss, Gather).
 
 >>> import fiamma
@@ -25,8 +26,9 @@ __all__ = ["embedding", "embedding_renorm_", "nll_loss"]
 _to = Tensor.to
 
 
-def cast(t, dt):
+def _cast(t, dt):
     return t if t._dtype is dt else _to(t, dt)
+
 
 _REDUCTIONS = ("none", "mean", "sum")
 
@@ -69,7 +71,7 @@ def _target_weights(target, weight, ignore_index, c, dtype, op):
     """(safe target, per-element weights): ``target`` as int64 with ignored entries replaced by
     0 (so gathers stay in range), and each entry's class weight (0 where ignored). Raises
     naming the first target out of ``[0, c)`` that is not ``ignore_index``."""
-    t = target if target._dtype is D.int64 else cast(target, D.int64)
+    t = target if target._dtype is D.int64 else _cast(target, D.int64)
     ignored = t == ignore_index
     bad = ~ignored & ((t < 0) | (t >= c))
     if bool(bad.any()):
@@ -78,9 +80,9 @@ def _target_weights(target, weight, ignore_index, c, dtype, op):
                          f"the ignore_index {ignore_index}).")
     safe = t.masked_fill(ignored, 0)
     if weight is None:
-        w = cast(~ignored, dtype)
+        w = _cast(~ignored, dtype)
     else:
-        w = cast(weight[safe], dtype).masked_fill(ignored, 0.0)
+        w = _cast(weight[safe], dtype).masked_fill(ignored, 0.0)
     return safe, w
 
 
@@ -122,7 +124,7 @@ def nll_loss(input, target, weight=None, reduction="mean", ignore_index=-100):
 def _nll_forward(x, t, weight, reduction, ignore_index, cdim, c, op):
     """(loss, whether the plain path ran: no weight, every target a class in range)"""
     if t._dtype is not D.int64:
-        t = cast(t, D.int64)
+        t = _cast(t, D.int64)
     if weight is None and not 0 <= ignore_index < c and x._numel:
         # the common case: gather checks every index itself, so when it succeeds every target
         # is a class in range, none is ignore_index and every weight is 1
@@ -227,7 +229,7 @@ def embedding_renorm_(weight, input, max_norm, norm_type=2.0):
 
 
 def _renorm(w, input, max_norm, norm_type, op):
-    rows = cast(input.reshape(-1), D.int64).unique()
+    rows = _cast(input.reshape(-1), D.int64).unique()
     if not rows._numel:
         return
     n = w._shape[0]
