@@ -134,3 +134,39 @@ def test_traced_language_model_loss_and_gradients():
     (gt,) = fiamma.autograd.grad(got, w)
     assert ge.abs().sum().item() > 0
     np.testing.assert_allclose(gt.numpy(), ge.numpy(), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("case", sorted(NLL_CASES))
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_cross_entropy_traces_as_one_op_and_exports(case, reduction, weighted):
+    xshape, tshape = NLL_CASES[case]
+    x = fiamma.tensor(rng.standard_normal(xshape), dtype=fiamma.float32)
+    c = xshape[0] if len(xshape) == 1 else xshape[1]
+    t = fiamma.tensor(rng.integers(0, c, tshape))
+    if t.numel() > 1:
+        t.view(-1)[0] = 2
+    w = fiamma.tensor(rng.uniform(0.5, 2.0, c), dtype=fiamma.float32) if weighted else None
+
+    def f(x, t):
+        return F.cross_entropy(x, t, w, ignore_index=2, reduction=reduction)
+
+    tm = fiamma.jit.trace(f, (x, t))
+    assert [n.op for n in tm.graph.nodes].count("cross_entropy_loss") == 1
+    want = f(x, t).numpy()
+    np.testing.assert_allclose(tm(x, t).numpy(), want, rtol=1e-6, atol=1e-7)
+    (got,), _ = _run_onnx(f, (x, t))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_cross_entropy_label_smoothing_traces_but_does_not_export():
+    x = fiamma.randn(4, 5)
+    t = fiamma.tensor([0, 1, 2, 3])
+
+    def f(x, t):
+        return F.cross_entropy(x, t, label_smoothing=0.1)
+
+    tm = fiamma.jit.trace(f, (x, t))
+    np.testing.assert_allclose(tm(x, t).item(), f(x, t).item(), rtol=1e-6)
+    with pytest.raises(fiamma.onnx.UnsupportedOpError, match="label_smoothing"):
+        fiamma.onnx.export(f, (x, t), io.BytesIO())

@@ -317,6 +317,8 @@ def _nll_loss(x, t, weight=None, reduction="mean", ignore_index=-100):
 
 
 OPS["nll_loss"] = _nll_loss
+# core's fused cross entropy, recorded as (input, target, weight) with its keywords
+OPS["cross_entropy_loss"] = fiamma.cross_entropy_loss
 # torch.embedding's order: (weight, indices), padding_idx/scale_grad_by_freq/sparse as keywords
 OPS["embedding"] = fiamma.embedding
 

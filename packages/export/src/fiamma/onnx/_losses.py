@@ -74,16 +74,21 @@ def _loss(ctx, node, outs):
     return _reduce_op(ctx, op, flat, [0], False, outs)
 
 
-@converter("nll_loss")
+@converter("nll_loss", "cross_entropy_loss")
 def _nll_loss(ctx, node, outs):
     """ONNX's NegativeLogLikelihoodLoss (opset 12+), which has PyTorch's semantics (class
-    weights, ignore_index, the weighted mean); a (C,) input is run as one row of (1, C)."""
+    weights, ignore_index, the weighted mean); a (C,) input is run as one row of (1, C).
+    Cross entropy is LogSoftmax over the class dim first (without label smoothing)."""
     args = list(node.args) + [None] * (3 - len(node.args))
     x, t, w = args[:3]
     kw = node.kwargs
     reduction = kw.get("reduction", "mean")
     dt = ctx.np_dtype(x)
     X, T = ctx.name(x), _operand(ctx, t, np.dtype(np.int64))
+    if node.op == "cross_entropy_loss":
+        if kw.get("label_smoothing"):
+            ctx.unsupported("cross_entropy with label_smoothing has no converter")
+        X = ctx.add("LogSoftmax", [X], axis=0 if ctx.rank(x) == 1 else 1)
     one_d = ctx.rank(x) == 1
     if one_d:
         X = ctx.add("Unsqueeze", [X, ctx.ints([0])])
