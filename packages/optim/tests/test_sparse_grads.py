@@ -178,3 +178,13 @@ def test_lbfgs_uses_a_sparse_gradient_densely():
     opt = optim.LBFGS([p], lr=1.0, max_iter=20)
     opt.step(closure)
     np.testing.assert_allclose(p.numpy(), 1.0, atol=1e-6)
+
+
+def test_zero_grad_keeping_a_sparse_gradient_empties_it():
+    p = fiamma.zeros(ROWS, DIM, dtype=fiamma.float64)
+    opt = optim.SGD([p], lr=0.5)
+    p.grad = _sparse("fiamma", [1, 1], np.ones((2, DIM)))
+    opt.zero_grad(set_to_none=False)
+    assert p.grad.is_sparse and p.grad._nnz() == 0 and tuple(p.grad.shape) == (ROWS, DIM)
+    opt.step()  # an empty sparse gradient changes nothing
+    assert p.abs().sum().item() == 0.0

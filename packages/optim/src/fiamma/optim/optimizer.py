@@ -420,7 +420,8 @@ def _sparse_rows(p, g):
     n = 1
     for s in shape[:k]:
         n *= s
-    return p.view(n, -1), row, g._values().reshape(row.shape[0], -1)
+    rows = p.view(n, p.numel() // n if n else 0)
+    return rows, row, g._values().reshape(row.shape[0], rows.shape[1])
 
 
 def _add_sparse_(dense, g, alpha=1.0):
