@@ -343,8 +343,8 @@ class FusedMixin(ConvMixin, PoolMixin, SampleMixin):
 
     # ---- ReLU backward ------------------------------------------------------------------------
     def relu_bwd(self, g, y, out):
-        """out = where(y <= 0, 0, g) (a NaN y passes g) for contiguous float tensors of one dtype and shape (core's
-        relu_backward; the cuda backend's is one kernel)."""
+        """out = where(y <= 0, 0, g) (a NaN y passes g) for contiguous float tensors of one
+        dtype and shape (core's relu_backward; the cuda backend's is one kernel)."""
         if not (g._dtype is y._dtype is out._dtype and y._dtype._kind == 2):
             return K.ERR_DTYPE
         if y._numel == 0:
