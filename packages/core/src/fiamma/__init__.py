@@ -98,7 +98,7 @@ _SIBLINGS = {
 # PyTorch's top-level names for functions of a core submodule, imported on first use
 _FROM_SUBMODULE = {"autocast": "amp", "is_autocast_enabled": "amp",
                    "get_autocast_dtype": "amp", "set_autocast_enabled": "amp",
-                   "set_autocast_dtype": "amp"}
+                   "set_autocast_dtype": "amp", "PyTorchFileReader": "_file_reader"}
 
 # PyTorch's top-level names for functions of a sibling distribution (torch.vmap is func.vmap)
 _FROM_SIBLING = {"vmap": "func"}
