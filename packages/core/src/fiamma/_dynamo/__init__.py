@@ -15,8 +15,8 @@ hints change nothing, and :mod:`fiamma._dynamo.config` takes flags without effec
 
 from fiamma._dynamo import config
 
-__all__ = ["config", "OptimizedModule", "reset", "disable", "allow_in_graph", "is_compiling", "mark_dynamic",
-           "mark_static", "assume_constant_result"]
+__all__ = ["config", "OptimizedModule", "reset", "disable", "allow_in_graph", "is_compiling",
+           "mark_dynamic", "mark_static", "assume_constant_result"]
 
 
 class OptimizedModule:

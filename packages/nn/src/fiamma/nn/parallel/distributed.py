@@ -1,7 +1,7 @@
 """fiamma.nn.parallel.distributed: PyTorch's module path of ``DistributedDataParallel``
 (the class lives in the ``fiamma-distributed`` distribution and is imported on first use)."""
 
-__all__ = ["DistributedDataParallel"]
+__all__ = ["DistributedDataParallel"]  # noqa: F822  (module __getattr__)
 
 
 def __getattr__(name):
