@@ -180,3 +180,13 @@ def test_deprecated_reduce_op_alias_warns(world):
     with pytest.warns(FutureWarning):
         dist.all_reduce(t, op=dist.reduce_op.MAX)
     assert t.tolist() == [1.0, 1.0]
+
+
+def test_pytorch_names_that_lightning_reaches():
+    from fiamma.distributed import constants
+
+    # PyTorch's ReduceOp.RedOpType is the type of the members
+    assert isinstance(dist.ReduceOp.SUM, dist.ReduceOp.RedOpType)
+    assert dist.ReduceOp.RedOpType is dist.ReduceOp and len(list(dist.ReduceOp)) == 8
+    assert constants.default_pg_timeout == dist.default_pg_timeout
+    assert constants.default_pg_nccl_timeout == dist.default_pg_timeout
