@@ -14,3 +14,12 @@ def test_emit_nvtx_raises_when_enabled_and_is_inert_when_disabled():
     with profiler.emit_nvtx(enabled=False, record_shapes=True) as ctx:
         y = (fiamma.ones(2, requires_grad=True) * 3).sum()
     assert ctx.record_shapes and y.item() == 6.0
+
+
+def test_private_profiler_enabled_follows_the_profiler():
+    import fiamma.autograd as autograd
+
+    assert autograd._profiler_enabled() is False
+    with profiler.profile():
+        assert autograd._profiler_enabled() is True
+    assert autograd._profiler_enabled() is False

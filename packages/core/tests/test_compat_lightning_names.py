@@ -117,10 +117,28 @@ def test_flop_counter_counts_products_as_pytorch():
         FlopCounterMode(custom_mapping={"x": None})
 
 
-def test_flop_counter_refuses_to_nest_in_a_profile():
-    with fiamma.profiler.profile():
-        with pytest.raises(RuntimeError, match="a profile is already running"):
-            FlopCounterMode(display=False).__enter__()
+def test_flop_counter_inside_a_running_profile():
+    a, b = fiamma.ones(4, 3), fiamma.ones(3, 5)
+    with fiamma.profiler.profile() as prof:
+        a @ b
+        with FlopCounterMode(display=False) as fc:
+            fiamma.mm(a, b)
+        a @ b
+    assert fc.get_total_flops() == 120  # only what ran inside the counter
+    # the profile's own events are as it made them (it did not ask for FLOPs)
+    assert [e.flops for e in prof.events() if e.name == "aten::mm"] == [0]
+    with fiamma.profiler.profile(with_flops=True) as prof:
+        with FlopCounterMode(display=False) as fc:
+            fiamma.mm(a, b)
+    assert fc.get_total_flops() == 120
+    assert [e.flops for e in prof.events() if e.name == "aten::mm"] == [120]
+    sched = fiamma.profiler.schedule(wait=1, warmup=1, active=1)
+    with fiamma.profiler.profile(schedule=sched) as prof:
+        with FlopCounterMode(display=False) as fc:  # in the schedule's wait step
+            fiamma.mm(a, b)
+        for _ in range(3):
+            prof.step()
+    assert fc.get_total_flops() == 120
 
 
 def test_flop_counter_per_module():
@@ -184,3 +202,13 @@ def test_dynamo_optimized_module_and_kineto():
     with pytest.raises(NotImplementedError, match="returns the module itself"):
         OptimizedModule(f)
     assert fiamma.profiler.kineto_available() is False
+
+
+def test_event_list_key_averages_keyword_is_pytorchs():
+    with fiamma.profiler.profile(record_shapes=True) as prof:
+        fiamma.ones(2, 2) + fiamma.ones(2, 2)
+        fiamma.ones(3) + fiamma.ones(3)
+    by_shape = prof.events().key_averages(group_by_input_shapes=True)
+    assert [a.count for a in by_shape if a.key == "aten::add"] == [1, 1]
+    assert [a.count for a in prof.key_averages(group_by_input_shape=False)
+            if a.key == "aten::add"] == [2]

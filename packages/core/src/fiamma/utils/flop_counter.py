@@ -7,8 +7,8 @@ them: ``2*M*N*K`` for mm/addmm/bmm/baddbmm/matmul, ``2 * output elements * weigh
 output channel`` for conv2d; pointwise ops count nothing. (Backward ops are not counted: PyTorch
 counts the products autograd runs, fiamma's backward kernels are not recorded as ops.) Module
 counts (``get_flop_counts()["Model.layer"]``) come from forward hooks, when fiamma-nn is
-installed. Only one profile records at a time: entering the counter inside a running
-``fiamma.profiler.profile`` raises.
+installed. Inside a running ``fiamma.profiler.profile`` the counter reads that profile's records
+(and leaves them as they were: no FLOPs unless the profile asked for them).
 
 >>> import fiamma
 >>> from fiamma.utils.flop_counter import FlopCounterMode
@@ -47,7 +47,8 @@ class FlopCounterMode:
         self.depth = depth
         self.display = display
         self.flop_counts = collections.defaultdict(lambda: collections.defaultdict(int))
-        self._prof = None
+        self._prof = self._own = self._lent = None  # how it records (see __enter__)
+        self._first = 0
         self._hooks = []
         self._stack = []  # [(module name, first raw index)] of the forwards running now
         self._spans = []  # (module name, first raw index, end raw index)
@@ -82,10 +83,23 @@ class FlopCounterMode:
     def __enter__(self):
         import fiamma.profiler as profiler
 
+        R = importlib.import_module("fiamma.profiler._record")  # noqa: N806
         self.flop_counts.clear()
         self._spans, self._stack = [], []
-        self._prof = profiler.profile(with_flops=True)
-        self._prof.__enter__()
+        self._prof = self._own = self._lent = None
+        current = R.current_recorder()
+        if current is not None:
+            # a profile records: count from its records (FLOPs switched on meanwhile)
+            self._lent = (current, current.with_flops)
+            current.with_flops = True
+        elif R._owner[0] is not None:
+            # a profile waits between its recording cycles: record into a recorder of our own
+            self._own = R.Recorder(with_flops=True)
+            R.activate(self._own)
+        else:
+            self._prof = profiler.profile(with_flops=True)
+            self._prof.__enter__()
+        self._first = len(self._raw())
         try:
             mod = importlib.import_module("fiamma.nn.modules.module")
         except ModuleNotFoundError:
@@ -96,6 +110,10 @@ class FlopCounterMode:
         return self
 
     def _raw(self):
+        if self._lent is not None:
+            return self._lent[0].raw
+        if self._own is not None:
+            return self._own.raw
         rec = importlib.import_module("fiamma.profiler._record").current_recorder()
         return rec.raw if rec is not None else []
 
@@ -122,10 +140,13 @@ class FlopCounterMode:
         for h in self._hooks:
             h.remove()
         self._hooks = []
-        self._prof.__exit__(*exc)
-        self._prof = None
-        counted = [0] * len(raw)
-        for i, r in enumerate(raw):
+        if self._prof is not None:
+            self._prof.__exit__(*exc)
+        elif self._own is not None:
+            rec.deactivate(self._own)
+        counted = {}
+        for i in range(self._first, len(raw)):
+            r = raw[i]
             if r[rec.NAME] not in _COUNTED or not r[rec.FLOPS]:
                 continue
             parent = r[rec.PARENT]
@@ -134,9 +155,16 @@ class FlopCounterMode:
             if parent is None:  # an op inside a counted op (matmul -> mm) is not counted again
                 counted[i] = r[rec.FLOPS]
                 self.flop_counts["Global"][_KEY[r[rec.NAME]]] += r[rec.FLOPS]
+        if self._lent is not None:
+            lender, had_flops = self._lent
+            lender.with_flops = had_flops
+            if not had_flops:  # leave the running profile's records as it would have made them
+                for i in range(self._first, len(raw)):
+                    raw[i][rec.FLOPS] = 0
+        self._prof = self._own = self._lent = None
         for name, start, end in self._spans:
             for i in range(start, end):
-                if counted[i]:
+                if i in counted:
                     self.flop_counts[name][_KEY[raw[i][rec.NAME]]] += counted[i]
         if self.display:
             print(self.get_table(self.depth))
