@@ -300,6 +300,91 @@ def test_fabric_setup_backward_save_load(tmp_path):
     assert r["losses"][-1] < 0.5 * r["losses"][0] and r["epoch"] == 3 and r["same"]
 
 
+def test_more_trainer_features(tmp_path):
+    pytest.importorskip("tensorboard")
+    out = _run((MODULE, """
+        import glob, warnings
+        from lightning.pytorch import callbacks as C
+        from lightning.pytorch.loggers import TensorBoardLogger
+        warnings.simplefilter("ignore")
+        ds = digits(256)
+        res = {}
+        def trainer(**kw):
+            kw.setdefault("logger", False)
+            return L.Trainer(max_epochs=kw.pop("epochs", 1), **quiet(enable_checkpointing=False,
+                                                                      **kw))
+
+        class DM(L.LightningDataModule):
+            def train_dataloader(self):
+                return DataLoader(ds, batch_size=32, shuffle=True, num_workers=2,
+                                  persistent_workers=True)
+        t = trainer()
+        t.fit(Net(), datamodule=DM())
+        res["datamodule_workers"] = t.global_step
+
+        m = Net()
+        t = trainer(epochs=1, callbacks=[C.ModelPruning("l1_unstructured", amount=0.5)])
+        t.fit(m, DataLoader(ds, batch_size=32))
+        # global L1 pruning (the callback's default) over the weights and biases: 1370 values
+        w = torch.cat([p.detach().flatten() for p in (m.conv.weight, m.conv.bias,
+                                                       m.fc.weight, m.fc.bias)])
+        res["pruned"] = float((w == 0).float().mean())
+
+        swa = C.StochasticWeightAveraging(swa_lrs=0.01, swa_epoch_start=1)
+        t = trainer(epochs=3, callbacks=[swa])
+        t.fit(Net(), DataLoader(ds, batch_size=32))
+        res["swa_models"] = int(swa.n_averaged)  # as on PyTorch: 3 after epochs 1-2
+
+        t = trainer(precision="16-mixed")  # on CPU Lightning switches to bf16-mixed
+        seen = {}
+        class Half(Net):
+            def training_step(self, b, i):
+                seen["dtype"] = str(self(b[0]).dtype)
+                return super().training_step(b, i)
+        t.fit(Half(), DataLoader(ds, batch_size=32))
+        res["16-mixed"] = seen["dtype"]
+
+        class Manual(Net):
+            def __init__(self):
+                super().__init__()
+                self.automatic_optimization = False
+            def training_step(self, b, i):
+                opt = self.optimizers()
+                opt.zero_grad()
+                self.manual_backward(F.cross_entropy(self(b[0]), b[1]))
+                self.clip_gradients(opt, 1.0, "norm")
+                opt.step()
+        t = trainer()
+        t.fit(Manual(), DataLoader(ds, batch_size=32))
+        res["manual_steps"] = t.global_step
+
+        for name in ("simple", "advanced", "pytorch"):
+            t = trainer(profiler=name, limit_train_batches=4)
+            t.fit(Net(), DataLoader(ds, batch_size=32))
+        res["profilers"] = True
+
+        t = trainer(logger=TensorBoardLogger("tb"))
+        t.fit(Net(), DataLoader(ds, batch_size=32))
+        res["tb_files"] = len(glob.glob("tb/**/events.out.tfevents.*", recursive=True))
+
+        t = trainer(epochs=3, callbacks=[C.LearningRateFinder(num_training_steps=20)])
+        m = Net()
+        t.fit(m, DataLoader(ds, batch_size=32))
+        res["lr_found"] = m.hparams.lr != 0.05
+
+        m = Net()
+        m.eval()
+        x = torch.zeros(2, 1, 8, 8)
+        ts = m.to_torchscript(method="trace", example_inputs=x)
+        res["torchscript"] = bool(torch.allclose(ts(x), m(x)))
+        print("JSON" + json.dumps(res))
+        """), tmp_path)
+    r = _json(out)
+    assert r["datamodule_workers"] == 8 and r["manual_steps"] == 8 and r["profilers"]
+    assert r["pruned"] == 0.5 and r["swa_models"] == 3 and r["16-mixed"] == "torch.bfloat16"
+    assert r["tb_files"] >= 1 and r["lr_found"] and r["torchscript"]
+
+
 INTEROP = (MODULE, """
     mode = sys.argv[1]
     if mode == "save":

@@ -212,3 +212,51 @@ def test_event_list_key_averages_keyword_is_pytorchs():
     assert [a.count for a in by_shape if a.key == "aten::add"] == [1, 1]
     assert [a.count for a in prof.key_averages(group_by_input_shape=False)
             if a.key == "aten::add"] == [2]
+
+
+def test_gradient_values_and_errors():
+    # f = x^2 sampled at 0..4: central differences are exact inside (2x), one-sided at the ends
+    f = fiamma.tensor([0.0, 1.0, 4.0, 9.0, 16.0])
+    assert fiamma.gradient(f)[0].tolist() == [1.0, 2.0, 4.0, 6.0, 7.0]
+    assert fiamma.gradient(f, edge_order=2)[0].tolist() == [0.0, 2.0, 4.0, 6.0, 8.0]
+    x = fiamma.tensor([0.0, 0.5, 2.0, 3.0, 5.0])  # uneven points: still exact for x^2 inside
+    got = fiamma.gradient(x * x, spacing=[x], edge_order=2)[0]
+    assert fiamma.allclose(got, 2 * x)
+    g0, g1 = fiamma.gradient(fiamma.arange(12).reshape(3, 4), spacing=[2.0, 0.5])
+    assert g0.dtype == fiamma.float32 and g0.tolist() == [[2.0] * 4] * 3
+    assert g1.tolist() == [[2.0] * 4] * 3
+    assert len(fiamma.gradient(fiamma.ones(3, 4, 5), dim=(0, 2))) == 2
+    t = fiamma.tensor([1.0, 4.0, 9.0], requires_grad=True)
+    pytest.importorskip("fiamma.autograd")
+    fiamma.gradient(t)[0].sum().backward()
+    assert t.grad.tolist() == [-1.5, 0.0, 1.5]
+    with pytest.raises(RuntimeError, match="at least edge_order\\+1"):
+        fiamma.gradient(fiamma.ones(2), edge_order=2)
+    with pytest.raises(RuntimeError, match="only supports edge_order=1 and edge_order=2"):
+        fiamma.gradient(f, edge_order=3)
+    with pytest.raises(RuntimeError, match="same length"):
+        fiamma.gradient(fiamma.ones(3, 3), spacing=[1.0])
+
+
+@pytest.mark.parity
+def test_gradient_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((5, 6, 4))
+    xs = [np.sort(rng.random(n)) * 5 for n in (5, 6, 4)]
+    cases = [{}, {"edge_order": 2}, {"dim": 1}, {"dim": [0, 2], "spacing": [0.5, 2.0]},
+             {"spacing": 3.0, "edge_order": 2}, {"spacing": "coords"},
+             {"spacing": "coords", "edge_order": 2}]
+    for kw in cases:
+        mine, theirs = dict(kw), dict(kw)
+        if kw.get("spacing") == "coords":
+            mine["spacing"] = [fiamma.tensor(x) for x in xs]
+            theirs["spacing"] = [torch.tensor(x) for x in xs]
+        ours = fiamma.gradient(fiamma.tensor(a), **mine)
+        ref = torch.gradient(torch.tensor(a), **theirs)
+        assert len(ours) == len(ref)
+        for o, r in zip(ours, ref):
+            np.testing.assert_allclose(o.numpy(), r.numpy(), rtol=1e-12, atol=1e-12,
+                                       err_msg=str(kw))
