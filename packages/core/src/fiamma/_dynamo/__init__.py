@@ -18,16 +18,8 @@ from fiamma._dynamo import config
 __all__ = ["config", "OptimizedModule", "reset", "disable", "allow_in_graph", "is_compiling",
            "mark_dynamic", "mark_static", "assume_constant_result"]
 
-
-class OptimizedModule:
-    """PyTorch's wrapper type of a compiled module (``torch.compile(module)`` returns one there).
-    ``fiamma.compile`` returns the module itself, so no object is of this type and
-    ``isinstance(m, OptimizedModule)`` is False; constructing one raises."""
-
-    def __init__(self, mod=None, dynamo_ctx=None):
-        raise NotImplementedError(
-            "torch._dynamo.OptimizedModule: fiamma has no graph compiler; fiamma.compile "
-            "returns the module itself rather than wrapping it")
+# PyTorch's type of a compiled module's wrapper; fiamma.compile makes none (see eval_frame)
+from fiamma._dynamo.eval_frame import OptimizedModule  # noqa: E402
 
 
 def reset():
