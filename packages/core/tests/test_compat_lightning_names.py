@@ -4,6 +4,7 @@ dispatched to), ``torch.utils.flop_counter.FlopCounterMode``, ``torch.PyTorchFil
 pytree's node definitions, ``torch._dynamo.OptimizedModule``, ``profiler.kineto_available``."""
 
 import collections
+import importlib.util
 import io
 import os
 import subprocess
@@ -43,6 +44,12 @@ def test_torch_c_names_and_its_gaps():
     with pytest.raises(AttributeError, match="torch._C.*_cuda_clearCublasWorkspaces"):
         torch_c._cuda_clearCublasWorkspaces
     assert not hasattr(fiamma._C, "_TensorMeta")  # fiamma's extension module is left alone
+    assert not hasattr(torch_c, "_cuda_clearCublasWorkspaces")  # Lightning's probe: False
+    c10d = torch_c._distributed_c10d  # (Lightning casts DDP's reducer to its Reducer)
+    if importlib.util.find_spec("fiamma.distributed") is not None:
+        from fiamma.distributed._reducer import Reducer
+
+        assert c10d.Reducer is Reducer
 
 
 def test_torch_c_under_the_runner(tmp_path):
