@@ -77,6 +77,7 @@ class SparseCOO(Tensor):
     __slots__ = ("_sp_i", "_sp_v", "_sp_c", "_sp_leaf")
 
     is_sparse = True
+    _layout_alt = True
     layout = sparse_coo
 
     def __new__(cls, *args, **kwargs):

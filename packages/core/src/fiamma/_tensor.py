@@ -107,6 +107,10 @@ class Tensor:
     is_sparse = False
     is_quantized = False
     is_meta = False
+    # True on the subclasses of other layouts (sparse COO, nested): the few ops that route
+    # them test this one class attribute, on the path they already take
+    _layout_alt = False
+    is_nested = False  # a class attribute (not a property): fiamma-nn's ops test it cheaply
 
     def is_complex(self):
         """Whether the dtype is complex (complex64 or complex128)."""
@@ -167,7 +171,7 @@ class Tensor:
 
     def is_contiguous(self, memory_format=None):
         if memory_format is None:
-            return self._contig
+            return self._contig or self._numel == 0  # empty: contiguous, any strides
         return _memory_format.is_contiguous(self, _memory_format.check(memory_format,
                                                                        "is_contiguous"))
 
@@ -609,7 +613,7 @@ class Tensor:
     # ---- copies and conversion ----------------------------------------------------------------
     def contiguous(self, memory_format=None):
         if memory_format is None or memory_format is _memory_format.contiguous_format:
-            if self._contig:
+            if self._contig or self._numel == 0:  # an empty tensor is contiguous (PyTorch)
                 return self
             return self.clone(memory_format=_memory_format.contiguous_format)
         if _memory_format.check(memory_format, "contiguous") is _memory_format.preserve_format:

@@ -6,6 +6,7 @@ intermediate tensors); the splits return views (``narrow``) that share the input
 """
 
 import builtins
+import importlib as _importlib
 import operator
 
 from fiamma import _dtype as D, _grad_hook as G
@@ -61,6 +62,8 @@ def _cat(ts, dim, out, op):
     if not ts:
         raise RuntimeError(f"{op}: expected a non-empty list of Tensors")
     t0 = ts[0]
+    if t0._layout_alt and t0.is_nested:
+        return _importlib.import_module("fiamma._nested")._cat(ts, dim, out, op)
     dt = t0._dtype
     dev = t0._storage.device
     parts = []

@@ -27,24 +27,7 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     return res
 
 
-def cosine_similarity(x1, x2, dim=1, eps=1e-8):
-    """Cosine of the angle between ``x1`` and ``x2`` along ``dim`` (broadcast), each norm
-    clamped at ``eps`` (the clamp passes gradients through, as in PyTorch).
-
-    >>> cosine_similarity(fiamma.tensor([[1.0, 0.0]]), fiamma.tensor([[1.0, 1.0]])).tolist()
-    [0.7071067690849304]
-    """
-    if not x1.dtype.is_floating_point:
-        x1 = x1.to(fiamma.get_default_dtype())
-    if not x2.dtype.is_floating_point:
-        x2 = x2.to(fiamma.get_default_dtype())
-    shape = fiamma.broadcast_shapes(x1.shape, x2.shape)
-    x1, x2 = x1.expand(shape), x2.expand(shape)
-    n1 = fiamma.linalg.vector_norm(x1, 2, dim=dim, keepdim=True)
-    n2 = fiamma.linalg.vector_norm(x2, 2, dim=dim, keepdim=True)
-    n1 = n1 + (n1.detach().clamp(min=eps) - n1.detach())
-    n2 = n2 + (n2.detach().clamp(min=eps) - n2.detach())
-    return ((x1 / n1) * (x2 / n2)).sum(dim)
+cosine_similarity = fiamma.cosine_similarity  # broadcasting, eps clamp: core's
 
 
 def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):

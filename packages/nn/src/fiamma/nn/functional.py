@@ -47,7 +47,7 @@ def linear(input, weight, bias=None):
             return fiamma.addmm(bias, input, weight.t())
         if (nd > 2 and weight.dim() == 2 and input.shape[-1] == weight.shape[1] and
                 input.numel() * weight.shape[0] >= _FUSED_BIAS_MIN * max(weight.shape[1], 1) and
-                input.is_contiguous()):
+                input.is_contiguous() and not input.is_nested):
             # the rows of a contiguous input are one matrix: addmm's kernel adds the bias as it
             # stores the product (matmul + add is a second pass over the output)
             shape = input.shape
@@ -75,16 +75,17 @@ def _softmax_dim(name, ndim):
     return 0 if ndim in (0, 1, 3) else 1
 
 
-def softmax(input, dim=None, dtype=None):
+def softmax(input, dim=None, _stacklevel=3, dtype=None):  # _stacklevel: PyTorch's, unused
     if dim is None:
         dim = _softmax_dim("softmax", input.dim())
-    return fiamma.softmax(input, dim, dtype=dtype)
+    # the method (the same function on a dense tensor): a nested tensor's own runs for it
+    return input.softmax(dim, dtype=dtype)
 
 
-def log_softmax(input, dim=None, dtype=None):
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):  # _stacklevel: PyTorch's, unused
     if dim is None:
         dim = _softmax_dim("log_softmax", input.dim())
-    return fiamma.log_softmax(input, dim, dtype=dtype)
+    return input.log_softmax(dim, dtype=dtype)
 
 
 pad = fiamma.pad
@@ -97,6 +98,8 @@ def dropout(input, p=0.5, training=True, inplace=False):
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
         return input
+    if input.is_nested:
+        return input.map_dense(lambda v: dropout(v, p, True))
     if p == 1.0:
         mask = fiamma.zeros_like(input)
     else:
@@ -114,6 +117,9 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     ``max_norm`` first rescales (in place) the referenced rows whose norm exceeds it."""
     if input.dtype.is_floating_point or input.dtype is fiamma.bool:
         raise RuntimeError(f"embedding: expected an integer index tensor, got {input.dtype}")
+    if input.is_nested:  # rows for the values: a nested result of the same structure
+        return input.map_dense(lambda v: embedding(v, weight, padding_idx, max_norm, norm_type,
+                                                   scale_grad_by_freq, sparse))
     if sparse:
         raise ValueError("embedding: sparse gradients are not supported (fiamma's gradients are "
                          "dense; use sparse=False)")
