@@ -106,10 +106,21 @@ def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
     return _reduce(loss, reduction, "smooth_l1_loss")
 
 
+def _as_input_dtype(input, target):
+    """PyTorch's huber_loss and soft_margin_loss compute in the input's floating dtype (a
+    float64 target with a float32 input gives a float32 loss; mse_loss and l1_loss promote)."""
+    if isinstance(input, fiamma.Tensor) and isinstance(target, fiamma.Tensor) \
+            and target.dtype is not input.dtype and input.dtype.is_floating_point \
+            and target.dtype.is_floating_point:
+        return target.to(input.dtype)
+    return target
+
+
 def huber_loss(input, target, reduction="mean", delta=1.0):
     """``0.5 d^2`` where ``|d| <= delta``, else ``delta (|d| - 0.5 delta)``."""
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    target = _as_input_dtype(input, target)
     if _fusable(input, target):
         _check_pair(input, target, "huber_loss")
         return _fused.loss("huber_loss", input, target, reduction=reduction, param=float(delta))
@@ -578,6 +589,7 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
     """Two-class logistic loss ``log(1 + exp(-target * input))`` (computed without overflow);
     one autograd node, ``SoftMarginLossBackward0``."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
+    target = _as_input_dtype(input, target)
     if _fusable(input, target):
         return _fused.loss("soft_margin_loss", input, target, reduction=reduction)
     return _reduce(_softplus(-target * input), reduction, "soft_margin_loss")

@@ -140,6 +140,7 @@ class QTensor:
     requires_grad = False
     grad = None
     is_sparse = False
+    is_nested = False
 
     def __init__(self, int_repr, dtype, scheme, scale, zero_point, axis=None):
         self._int = int_repr
