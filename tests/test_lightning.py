@@ -199,6 +199,43 @@ def test_trainer_fit_validate_test_predict_checkpoint_resume(tmp_path):
     assert r["resumed"] == [100, 5, 0.05 / 32]
 
 
+def test_module_with_metrics_checkpoints(tmp_path):
+    # metrics held by the module are submodules: their state_dict hooks run on save and load
+    out = _run((MODULE, """
+        import torchmetrics
+
+        class WithMetric(Net):
+            def __init__(self):
+                super().__init__()
+                self.train_acc = torchmetrics.Accuracy(task="multiclass", num_classes=10)
+                self.val_acc = torchmetrics.Accuracy(task="multiclass", num_classes=10)
+            def training_step(self, batch, i):
+                x, y = batch
+                logits = self(x)
+                self.train_acc(logits, y)
+                self.log("train_acc", self.train_acc, on_epoch=True, on_step=False)
+                return F.cross_entropy(logits, y)
+            def validation_step(self, batch, i):
+                x, y = batch
+                self.val_acc.update(self(x), y)
+                self.log("val_acc", self.val_acc)
+
+        t = L.Trainer(max_epochs=2, logger=False, **quiet(enable_checkpointing=False))
+        m = WithMetric()
+        t.fit(m, DataLoader(digits(256), batch_size=32),
+              DataLoader(digits(128, seed=1), batch_size=64))
+        t.save_checkpoint("m.ckpt")
+        m2 = WithMetric.load_from_checkpoint("m.ckpt")
+        same = all(torch.equal(v, m2.state_dict()[k]) for k, v in m.state_dict().items())
+        print("JSON" + json.dumps({"train_acc": float(t.callback_metrics["train_acc"]),
+                                   "val_acc": float(t.callback_metrics["val_acc"]),
+                                   "same": same, "keys": len(m2.state_dict())}))
+        """), tmp_path)
+    r = _json(out)
+    # learned (chance is 0.1), and the reloaded module equals the trained one
+    assert r["same"] and r["keys"] == 4 and 0.5 < r["train_acc"] <= 1 and r["val_acc"] > 0.5
+
+
 def test_early_stopping_clipping_accumulation(tmp_path):
     out = _run((MODULE, """
         from lightning.pytorch.callbacks import EarlyStopping, Callback
@@ -681,9 +718,16 @@ DDP = (MODULE, """
             self.fc = nn.Linear(64, 10)
             with torch.no_grad():
                 self.fc.weight.copy_(torch.tensor(W)); self.fc.bias.zero_()
+            import torchmetrics
+            # the epoch's training accuracy: compute() gathers every rank's counts
+            self.acc = torchmetrics.Accuracy(task="multiclass", num_classes=10)
+            self.seen = torchmetrics.CatMetric()
         def training_step(self, b, i):
-            loss = F.cross_entropy(self.fc(b[0].flatten(1)), b[1])
+            logits = self.fc(b[0].flatten(1))
+            loss = F.cross_entropy(logits, b[1])
             self.log("loss", loss, sync_dist=True)
+            self.acc.update(logits.argmax(1), b[1])
+            self.seen.update(b[1].float())
             return loss
         def configure_optimizers(self):
             return torch.optim.SGD(self.parameters(), lr=0.5)
@@ -701,7 +745,10 @@ DDP = (MODULE, """
             with open(f"{strategy}-rank{self.global_rank}.json", "w") as f:
                 json.dump({"rank": self.global_rank, "world": self.trainer.world_size,
                            "step": self.trainer.global_step,
-                           "w": self.fc.weight.detach().flatten()[:40].tolist()}, f)
+                           "w": self.fc.weight.detach().flatten()[:40].tolist(),
+                           "acc": float(self.acc.compute()),
+                           "seen": sorted(self.seen.compute().tolist()),
+                           "loss": float(self.trainer.callback_metrics["loss"])}, f)
 
     if __name__ == "__main__":
         one = strategy == "single"
@@ -725,6 +772,11 @@ def test_ddp_spawn_two_processes_equal_one_process(tmp_path):
     assert ranks[0]["w"] == ranks[1]["w"]
     np.testing.assert_allclose(ranks[0]["w"], single["w"], rtol=1e-5, atol=1e-6)
     assert single["step"] == 8
+    # torchmetrics synchronises over the ranks: every rank's metric covers all 128 samples
+    assert ranks[0]["seen"] == ranks[1]["seen"] == single["seen"] and len(single["seen"]) == 128
+    assert ranks[0]["acc"] == ranks[1]["acc"] and abs(ranks[0]["acc"] - single["acc"]) < 1e-6
+    # the logged loss with sync_dist=True: the two ranks' mean, the same on both
+    assert ranks[0]["loss"] == ranks[1]["loss"]
 
 
 @pytest.mark.slow
@@ -746,6 +798,8 @@ def test_ddp_strategy_under_the_launcher(tmp_path):
     assert [(d["rank"], d["world"], d["step"]) for d in ranks] == [(0, 2, 8), (1, 2, 8)]
     assert ranks[0]["w"] == ranks[1]["w"]
     np.testing.assert_allclose(ranks[0]["w"], single["w"], rtol=1e-5, atol=1e-6)
+    assert ranks[0]["seen"] == ranks[1]["seen"] == single["seen"]
+    assert ranks[0]["acc"] == ranks[1]["acc"] and abs(ranks[0]["acc"] - single["acc"]) < 1e-6
 
 
 @pytest.mark.parity
