@@ -286,6 +286,9 @@ def test_bf16_mixed_and_model_summary_flops(tmp_path):
         m = Probe()
         m.example_input_array = torch.zeros(2, 1, 8, 8)
         summary = ModelSummary(m, max_depth=1)
+        from lightning.fabric.utilities.throughput import measure_flops
+        x = torch.zeros(2, 1, 8, 8)
+        train_flops = measure_flops(m, lambda: m(x), lambda y: y.sum())
         t = L.Trainer(max_epochs=2, precision="bf16-mixed", logger=False,
                       **quiet(enable_checkpointing=False))
         before = m.fc.weight.detach().clone()
@@ -295,7 +298,7 @@ def test_bf16_mixed_and_model_summary_flops(tmp_path):
                                    "flops": summary.total_flops,
                                    "layer_flops": [sum(v.values()) for v in
                                                    summary.flop_counts.values()],
-                                   "step": t.global_step}))
+                                   "step": t.global_step, "train_flops": train_flops}))
         """), tmp_path)
     r = _json(out)
     assert r["dtype"] == "torch.bfloat16" and r["param"] == "torch.float32" and r["moved"]
@@ -303,6 +306,9 @@ def test_bf16_mixed_and_model_summary_flops(tmp_path):
     # PyTorch's FlopCounterMode formulas: conv 2*out elements*(C_in*k*k), linear 2*M*N*K
     conv, fc = 2 * (2 * 8 * 8 * 8) * (1 * 3 * 3), 2 * 2 * 10 * 128
     assert r["flops"] == conv + fc and r["layer_flops"] == [conv, fc]
+    # forward and backward (Lightning's measure_flops, as ThroughputMonitor uses it): the conv's
+    # weight gradient (the input needs none) and the linear layer's two gradient products
+    assert r["train_flops"] == 2 * conv + 3 * fc
 
 
 def test_fabric_setup_backward_save_load(tmp_path):

@@ -4,8 +4,9 @@ operations of the matrix products and convolutions run inside it.
 fiamma has no dispatcher modes; the counter runs a :mod:`fiamma.profiler` recording with
 ``with_flops=True`` while it is active and reads the records back. Counted as PyTorch counts
 them: ``2*M*N*K`` for mm/addmm/bmm/baddbmm/matmul, ``2 * output elements * weight elements per
-output channel`` for conv2d; pointwise ops count nothing. (Backward ops are not counted: PyTorch
-counts the products autograd runs, fiamma's backward kernels are not recorded as ops.) Module
+output channel`` for the convolutions, and their gradients (the input's as a transposed
+convolution, the weight's as ``convolution_backward``) as PyTorch's formulas give them; pointwise
+ops count nothing. A backward run inside counts the products autograd runs, as in PyTorch. Module
 counts (``get_flop_counts()["Model.layer"]``) come from forward hooks, when fiamma-nn is
 installed. Inside a running ``fiamma.profiler.profile`` the counter reads that profile's records
 (and leaves them as they were: no FLOPs unless the profile asked for them).
@@ -25,10 +26,15 @@ __all__ = ["FlopCounterMode"]
 
 # the ops whose FLOPs count (the profiler's names); pointwise mul/add do not (PyTorch's registry)
 _COUNTED = frozenset(("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul",
-                      "aten::conv2d"))
-# the op names the counts are keyed by: PyTorch's (its convolutions all count as convolution)
+                      "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::convolution",
+                      "aten::conv_transpose1d", "aten::conv_transpose2d",
+                      "aten::conv_transpose3d", "aten::convolution_backward_weight"))
+# the op names the counts are keyed by: PyTorch's (its convolutions all count as convolution,
+# their gradients as convolution_backward)
 _KEY = {n: n.replace("::", ".") for n in _COUNTED}
-_KEY["aten::conv2d"] = "aten.convolution"
+_KEY.update({n: "aten.convolution" for n in _COUNTED if n.startswith("aten::conv")})
+_KEY["aten::convolution_backward_weight"] = "aten.convolution_backward"
+_CONV_BACKWARD_NODE = "autograd::engine::evaluate_function: ConvolutionBackward"
 
 
 class FlopCounterMode:
@@ -90,15 +96,17 @@ class FlopCounterMode:
         current = R.current_recorder()
         if current is not None:
             # a profile records: count from its records (FLOPs switched on meanwhile)
-            self._lent = (current, current.with_flops)
-            current.with_flops = True
+            self._lent = (current, current.with_flops, current.counter_flops)
+            current.with_flops = current.counter_flops = True
         elif R._owner[0] is not None:
             # a profile waits between its recording cycles: record into a recorder of our own
             self._own = R.Recorder(with_flops=True)
+            self._own.counter_flops = True
             R.activate(self._own)
         else:
             self._prof = profiler.profile(with_flops=True)
             self._prof.__enter__()
+            R.current_recorder().counter_flops = True
         self._first = len(self._raw())
         try:
             mod = importlib.import_module("fiamma.nn.modules.module")
@@ -108,6 +116,17 @@ class FlopCounterMode:
             self._hooks = [mod.register_module_forward_pre_hook(self._pre),
                            mod.register_module_forward_hook(self._post)]
         return self
+
+    @staticmethod
+    def _key(r, rec):
+        # a transposed convolution run by a convolution's backward is its input gradient
+        if r[rec.NAME] == "aten::convolution":
+            parent = r[rec.PARENT]
+            while parent is not None:
+                if parent[rec.NAME].startswith(_CONV_BACKWARD_NODE):
+                    return "aten.convolution_backward"
+                parent = parent[rec.PARENT]
+        return _KEY[r[rec.NAME]]
 
     def _raw(self):
         if self._lent is not None:
@@ -144,7 +163,7 @@ class FlopCounterMode:
             self._prof.__exit__(*exc)
         elif self._own is not None:
             rec.deactivate(self._own)
-        counted = {}
+        counted = {}  # raw index -> (op key, FLOPs)
         for i in range(self._first, len(raw)):
             r = raw[i]
             if r[rec.NAME] not in _COUNTED or not r[rec.FLOPS]:
@@ -153,19 +172,21 @@ class FlopCounterMode:
             while parent is not None and parent[rec.NAME] not in _COUNTED:
                 parent = parent[rec.PARENT]
             if parent is None:  # an op inside a counted op (matmul -> mm) is not counted again
-                counted[i] = r[rec.FLOPS]
-                self.flop_counts["Global"][_KEY[r[rec.NAME]]] += r[rec.FLOPS]
+                counted[i] = (self._key(r, rec), r[rec.FLOPS])
+                self.flop_counts["Global"][counted[i][0]] += r[rec.FLOPS]
         if self._lent is not None:
-            lender, had_flops = self._lent
-            lender.with_flops = had_flops
-            if not had_flops:  # leave the running profile's records as it would have made them
-                for i in range(self._first, len(raw)):
+            lender, had_flops, had_counter = self._lent
+            lender.with_flops, lender.counter_flops = had_flops, had_counter
+            # leave the running profile's records as it would have made them
+            for i in range(self._first, len(raw)):
+                if not had_flops or (not had_counter
+                                     and raw[i][rec.NAME] in rec.COUNTER_FLOP_OPS):
                     raw[i][rec.FLOPS] = 0
         self._prof = self._own = self._lent = None
         for name, start, end in self._spans:
             for i in range(start, end):
                 if i in counted:
-                    self.flop_counts[name][_KEY[raw[i][rec.NAME]]] += counted[i]
+                    self.flop_counts[name][counted[i][0]] += counted[i][1]
         if self.display:
             print(self.get_table(self.depth))
         return False
