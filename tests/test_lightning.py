@@ -747,6 +747,12 @@ DDP = (MODULE, """
                 return DataLoader(ds, batch_size=16)
             return DataLoader(ds, batch_size=8, sampler=DistributedSampler(
                 ds, num_replicas=world, rank=self.global_rank, shuffle=False))
+        def test_step(self, b, i):
+            acc = (self.fc(b[0].flatten(1)).argmax(1) == b[1]).float().mean()
+            self.log("test_acc", acc, sync_dist=True)
+        def on_test_end(self):  # (a DDP test run: Lightning syncs the unwrapped model first)
+            with open(f"{strategy}-test-rank{self.global_rank}.json", "w") as f:
+                json.dump({"acc": float(self.trainer.callback_metrics["test_acc"])}, f)
         def on_train_end(self):  # one file per rank (their stdout lines can interleave)
             with open(f"{strategy}-rank{self.global_rank}.json", "w") as f:
                 json.dump({"rank": self.global_rank, "world": self.trainer.world_size,
@@ -762,6 +768,9 @@ DDP = (MODULE, """
                       strategy="auto" if one else strategy, use_distributed_sampler=False,
                       **quiet(enable_checkpointing=False))
         t.fit(Lin())
+        if strategy != "ddp_spawn":  # (spawn: the test would start two more processes)
+            t.test(ckpt_path=None, model=t.lightning_module,
+                   dataloaders=DataLoader(digits(64, seed=2), batch_size=16))
 """)
 
 
@@ -801,6 +810,10 @@ def test_ddp_strategy_under_the_launcher(tmp_path):
     _run(DDP, tmp_path, "single", name="one.py")
     ranks = [json.loads((tmp_path / f"ddp-rank{k}.json").read_text()) for k in (0, 1)]
     single = json.loads((tmp_path / "single-rank0.json").read_text())
+    # testing on 2 ranks (half the batches each, synced mean) as on one
+    tests = [json.loads((tmp_path / f"{s}-test-rank{k}.json").read_text())["acc"]
+             for s, k in (("ddp", 0), ("ddp", 1), ("single", 0))]
+    assert tests[0] == tests[1] and abs(tests[0] - tests[2]) < 1e-6
     assert [(d["rank"], d["world"], d["step"]) for d in ranks] == [(0, 2, 8), (1, 2, 8)]
     assert ranks[0]["w"] == ranks[1]["w"]
     np.testing.assert_allclose(ranks[0]["w"], single["w"], rtol=1e-5, atol=1e-6)

@@ -187,3 +187,24 @@ def test_post_local_sgd_hook_and_logging_data_on_one_rank(world):
     assert info["bucket_cap_bytes"] == 1024 * 1024 and info["num_parameter_tensors"] == 4
     assert info["total_parameter_size_bytes"] == (3 * 4 + 4 + 4 + 1) * 4
     assert "can_set_static_graph" not in info  # not analysed here: not claimed
+
+
+def test_sync_module_states_and_c10d_names_on_two_ranks():
+    proc = run_ranks(2, "sync_states.py", limit=120)
+    assert proc.returncode == 0, show(proc)
+    assert "OK rank 0" in proc.stdout and "OK rank 1" in proc.stdout, show(proc)
+
+
+def test_default_group_before_and_after_init():
+    from fiamma.distributed import distributed_c10d as c10d
+
+    with pytest.raises(ValueError, match="Default process group has not been initialized"):
+        c10d._get_default_group()
+    assert len(c10d._pg_map) == 0 and c10d.all_reduce is dist.all_reduce
+    dist.init_process_group()
+    try:
+        assert c10d._get_default_group() is dist.group.WORLD
+        assert c10d._pg_map[dist.group.WORLD] == (dist.group.WORLD.backend, None)
+    finally:
+        dist.destroy_process_group()
+    assert len(c10d._pg_map) == 0
