@@ -168,3 +168,51 @@ def test_cosine_similarity_broadcasts_and_promotes():
     assert r.dtype == fiamma.float32
     # default dim=1 over the broadcast (2, 2): rows [1, 0]·[1, 1] and [0, 2]·[1, 1]
     np.testing.assert_allclose(r.numpy(), [2 ** -0.5, 2 ** -0.5], rtol=1e-6)
+
+
+@pytest.mark.parametrize("name, size, shape", [
+    ("adaptive_avg_pool2d", (0, 2), (1, 2, 0, 2)), ("adaptive_max_pool2d", (2, 0), (1, 2, 2, 0)),
+    ("adaptive_avg_pool1d", 0, (1, 2, 0)), ("adaptive_max_pool1d", 0, (1, 2, 0)),
+    ("adaptive_avg_pool3d", (0, 1, 1), (2, 0, 1, 1)),
+    ("adaptive_max_pool3d", (1, 0, 1), (2, 1, 0, 1))])
+def test_adaptive_pools_to_an_empty_size(name, size, shape):
+    rank = len(size) if isinstance(size, tuple) else 1
+    lead = shape[:len(shape) - rank]
+    x = fiamma.randn(*lead, *([3] * rank))
+    r = getattr(fiamma, name)(x, size, **({"return_indices": False} if "max" in name else {}))
+    assert r.shape == shape and r.dtype == x.dtype
+    if "max" in name:
+        v, i = getattr(fiamma, name)(x, size, return_indices=True)
+        assert v.shape == i.shape == shape and i.dtype == fiamma.int64
+    with pytest.raises(RuntimeError, match="must not be negative"):
+        getattr(fiamma, name)(x, -1 if rank == 1 else (-1,) + (1,) * (rank - 1))
+
+
+def test_torch_adaptive_max_pool1d_returns_values_and_indices():
+    x = fiamma.tensor([[[1.0, 5.0, 2.0, 7.0]]])
+    v, i = fiamma.adaptive_max_pool1d(x, 2)  # torch.adaptive_max_pool1d: a pair
+    assert v.tolist() == [[[5.0, 7.0]]] and i.tolist() == [[[1, 3]]]
+    assert fiamma.adaptive_max_pool1d(x, 2, return_indices=False).tolist() == [[[5.0, 7.0]]]
+
+
+def test_add_and_sub_with_two_numbers_multiply_them():
+    x = fiamma.arange(4.0)
+    with pytest.warns(UserWarning, match="deprecated"):
+        assert fiamma.add(x, 1, -2).tolist() == [-2.0, -1.0, 0.0, 1.0]
+    with pytest.warns(UserWarning, match="deprecated"):
+        assert x.sub(1, 2).tolist() == [-2.0, -1.0, 0.0, 1.0]
+    with pytest.warns(UserWarning, match="deprecated"):
+        assert x.clone().add_(2, 3).tolist() == [6.0, 7.0, 8.0, 9.0]
+    with pytest.raises(TypeError, match="add"):
+        x.add(1, "a")
+
+
+def test_norm_with_p_none_and_split_methods_with_several_indices():
+    x = fiamma.arange(12.0).reshape(3, 4)
+    assert x.norm(None).item() == pytest.approx(float(np.linalg.norm(np.arange(12.0))))
+    assert [t.shape[1] for t in x.hsplit(1, 3)] == [1, 2, 1]
+    assert [t.shape[1] for t in x.hsplit([1, 3])] == [1, 2, 1]
+    assert [t.shape[0] for t in x.vsplit(1, 2)] == [1, 1, 1]
+    assert len(x.hsplit(2)) == 2
+    with pytest.raises(TypeError, match="hsplit"):
+        x.hsplit()

@@ -41,6 +41,7 @@ from fiamma._ops.conv import *  # noqa: F401,F403
 from fiamma._ops.activations import *  # noqa: F401,F403
 from fiamma._ops.complex_ops import *  # noqa: F401,F403
 from fiamma._ops.xent import *  # noqa: F401,F403
+from fiamma._ops.nll_embedding import embedding, embedding_renorm_  # noqa: F401
 from fiamma._ops.attention import *  # noqa: F401,F403
 from fiamma._ops.rnn import *  # noqa: F401,F403
 

@@ -161,6 +161,17 @@ class SparseCOO(Tensor):
         self._sp_leaf = False
         return self
 
+    def zero_(self):
+        """Drop every entry in place (nnz 0, coalesced), as PyTorch's sparse ``zero_``: what
+        ``zero_grad(set_to_none=False)`` does to a sparse gradient."""
+        if self._sp_v.requires_grad and _fiamma().is_grad_enabled():
+            raise RuntimeError("zero_: a sparse tensor that requires grad can not be zeroed in "
+                               "place (use detach() or no_grad())")
+        self._sp_i = self._sp_i[:, :0]
+        self._sp_v = self._sp_v[:0]
+        self._sp_c = True
+        return self
+
     # ---- layout -----------------------------------------------------------------------------
     @property
     def device(self):

@@ -6,6 +6,7 @@ storage, copies, and conversions.
 """
 
 import builtins
+import copy
 import operator
 
 from fiamma import _device_copy, _dtype as D, _grad_hook as G, _memory_format, _tensor_factory
@@ -59,7 +60,9 @@ class Tensor:
 
     __slots__ = ("_storage", "_dtype", "_shape", "_stride", "_offset", "_ptr", "_numel",
                  "_contig", "_cpu_contig", "requires_grad", "_grad", "grad_fn", "_ag", "_base",
-                 "__weakref__")
+                 "__dict__", "__weakref__")
+    # __dict__: arbitrary attributes as PyTorch allows (``t.foo = 1``). CPython creates the
+    # dict on first use, so a tensor that never gets one pays 8 bytes and no time.
 
     # torch.Tensor(*sizes) / torch.Tensor(data): __new__ is _creation's (attached by _methods)
     def __init__(self, *args, **kwargs):
@@ -822,10 +825,15 @@ class Tensor:
         return format(repr(self), spec)
 
     def __deepcopy__(self, memo):
+        if id(self) in memo:
+            return memo[id(self)]
         out = self.clone()
         if self.requires_grad:
             out = out.detach().requires_grad_(True)
         memo[id(self)] = out
+        d = self.__dict__
+        if d:  # user attributes are copied (deeply) as PyTorch does; clone() does not carry them
+            out.__dict__.update(copy.deepcopy(d, memo))
         return out
 
     # ---- autograd slots (behaviour supplied by fiamma-autograd) --------------------------------

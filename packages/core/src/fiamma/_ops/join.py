@@ -416,7 +416,17 @@ METHODS = {
     "chunk": lambda self, chunks, dim=0: chunk(self, chunks, dim),
     "tensor_split": lambda self, indices_or_sections, dim=0: tensor_split(
         self, indices_or_sections, dim),
-    "hsplit": lambda self, indices_or_sections: hsplit(self, indices_or_sections),
-    "vsplit": lambda self, indices_or_sections: vsplit(self, indices_or_sections),
-    "dsplit": lambda self, indices_or_sections: dsplit(self, indices_or_sections),
+    "hsplit": lambda self, *indices: hsplit(self, _method_indices(indices, "hsplit")),
+    "vsplit": lambda self, *indices: vsplit(self, _method_indices(indices, "vsplit")),
+    "dsplit": lambda self, *indices: dsplit(self, _method_indices(indices, "dsplit")),
 }
+
+
+def _method_indices(args, op):
+    """The methods' ``x.hsplit(2)``, ``x.hsplit([1, 3])`` and ``x.hsplit(1, 3)`` (indices as
+    separate ints, which the Tensor methods of PyTorch accept)."""
+    if len(args) == 1:
+        return args[0]
+    if not args:
+        raise TypeError(f"{op}() missing required argument 'indices_or_sections'")
+    return list(args)

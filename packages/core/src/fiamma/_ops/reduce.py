@@ -566,6 +566,8 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     5.0
     """
     _check_tensor(input, "norm")
+    if p is None:  # PyTorch's parser: None is the 2-norm
+        p = 2
     dt = _dtype_arg(dtype, "norm")
     x = input if dt is None else cast(input, dt)
     if x._dtype._kind == 3:  # the norm of complex values is the norm of their magnitudes

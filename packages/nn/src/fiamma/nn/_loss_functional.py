@@ -143,31 +143,28 @@ def _class_dim_input(input, target, op):
 
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     """Negative log likelihood of the target classes: ``-weight[t] * input[n, t]``; targets
-    equal to ``ignore_index`` contribute nothing (and do not count in the mean)."""
+    equal to ``ignore_index`` contribute nothing (and do not count in the mean). Input (C,),
+    (N, C) or (N, C, d1, ..., dk); one autograd node, ``NllLossBackward0`` (core's
+    ``fiamma.fused.nll_loss``), unless the weight requires grad (then a composition, which
+    differentiates it; PyTorch refuses)."""
     op = "nll_loss"
-    if target.dtype.is_floating_point or target.dtype is fiamma.bool:
+    if not isinstance(input, fiamma.Tensor) or not isinstance(target, fiamma.Tensor):
+        raise TypeError(f"{op}: expected input and target to be Tensors, got "
+                        f"{type(input).__name__} and {type(target).__name__}")
+    if target.dtype.is_floating_point or target.dtype is fiamma.bool or target.dtype.is_complex:
         raise RuntimeError(f"{op}: expected target of an integer dtype (class indices), got "
                            f"{target.dtype}")
+    if input.dtype.is_floating_point and (weight is None or not (
+            weight.requires_grad and fiamma.is_grad_enabled())):
+        return _fused.nll_loss(input, target, weight, reduction, ignore_index)
     class_dim = _class_dim_input(input, target, op)
     n_classes = input.shape[class_dim]
     if weight is not None and tuple(weight.shape) != (n_classes,):
         raise RuntimeError(f"{op}: weight tensor should be defined either for all "
                            f"{n_classes} classes or no classes but got weight tensor of shape: "
                            f"{list(weight.shape)}")
+    _reduce_check(reduction, op)
     target = target.long()
-    if weight is None and not 0 <= ignore_index < n_classes and input.numel() and \
-            reduction in ("mean", "sum", "none"):
-        # the common case in a few ops: gather checks every index itself, so when it succeeds
-        # every target is a class in range, none equals ignore_index and all weights are 1
-        try:
-            picked = input.gather(class_dim, target.unsqueeze(class_dim))
-        except IndexError:
-            picked = None  # out of range or ignored targets: the general path below
-        if picked is not None:
-            picked = picked.squeeze(class_dim)
-            if reduction == "mean":
-                return -picked.mean()
-            return -picked.sum() if reduction == "sum" else -picked
     ignored = target == ignore_index
     bad = (~ignored) & ((target < 0) | (target >= n_classes))
     if bool(bad.any()):
