@@ -821,6 +821,55 @@ def test_ddp_strategy_under_the_launcher(tmp_path):
     assert ranks[0]["acc"] == ranks[1]["acc"] and abs(ranks[0]["acc"] - single["acc"]) < 1e-6
 
 
+FABRIC_DDP = """
+import sys, json
+import numpy as np, torch, torch.nn as nn, torch.nn.functional as F
+import lightning as L
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def run(fabric, batch):
+    rng = np.random.default_rng(0)
+    ds = TensorDataset(torch.tensor(rng.standard_normal((64, 8)).astype(np.float32)),
+                       torch.tensor(rng.integers(0, 2, 64)))
+    m = nn.Linear(8, 2)
+    with torch.no_grad():
+        m.weight.copy_(torch.tensor(np.random.default_rng(1).standard_normal((2, 8)),
+                                    dtype=torch.float32))
+        m.bias.zero_()
+    opt = torch.optim.SGD(m.parameters(), lr=0.5)
+    m, opt = fabric.setup(m, opt)
+    for x, y in fabric.setup_dataloaders(DataLoader(ds, batch_size=batch)):
+        opt.zero_grad()
+        fabric.backward(F.cross_entropy(m(x), y))
+        opt.step()
+    sums = fabric.all_gather(m.weight.detach().sum())  # one per rank
+    ranks = fabric.all_reduce(torch.tensor(float(fabric.global_rank)), reduce_op="sum")
+    if fabric.global_rank == 0:
+        with open(f"fabric-{fabric.world_size}.json", "w") as f:
+            json.dump({"sums": sums.flatten().tolist(), "ranks": float(ranks),
+                       "w": m.weight.detach().flatten().tolist()}, f)
+
+
+if __name__ == "__main__":
+    n = int(sys.argv[1])
+    fabric = L.Fabric(accelerator="cpu", devices=n, strategy="ddp_spawn" if n > 1 else "auto")
+    fabric.launch(run, 16 // n)  # two ranks of 8 (dealt alternately): one batch of 16
+"""
+
+
+@pytest.mark.slow
+def test_fabric_ddp_spawn_equals_one_process(tmp_path):
+    import numpy as np
+
+    _run(FABRIC_DDP, tmp_path, 2, name="two.py", timeout=600)
+    _run(FABRIC_DDP, tmp_path, 1, name="one.py")
+    two = json.loads((tmp_path / "fabric-2.json").read_text())
+    one = json.loads((tmp_path / "fabric-1.json").read_text())
+    assert len(two["sums"]) == 2 and two["sums"][0] == two["sums"][1] and two["ranks"] == 1.0
+    np.testing.assert_allclose(two["w"], one["w"], rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parity
 def test_trainer_steps_match_pytorch(tmp_path):
     # the same weights, data and 8 SGD steps through Lightning's loop: the same weights after

@@ -208,3 +208,10 @@ def test_default_group_before_and_after_init():
     finally:
         dist.destroy_process_group()
     assert len(c10d._pg_map) == 0
+
+
+def test_differentiable_collectives_on_two_ranks():
+    pytest.importorskip("fiamma.autograd")
+    proc = run_ranks(2, "nn_functional.py", limit=120)
+    assert proc.returncode == 0, show(proc)
+    assert "OK rank 0" in proc.stdout and "OK rank 1" in proc.stdout, show(proc)
