@@ -18,6 +18,11 @@ from fiamma._dynamo import config
 __all__ = ["config", "reset", "disable", "allow_in_graph", "is_compiling", "mark_dynamic",
            "mark_static", "assume_constant_result"]
 
+# PyTorch's type of a compiled module's wrapper; fiamma.compile makes none (see eval_frame)
+from fiamma._dynamo.eval_frame import OptimizedModule  # noqa: E402
+
+__all__ += ["OptimizedModule"]
+
 
 def reset():
     """Clear compiled code and guards: fiamma compiles nothing, so there is nothing to clear."""
