@@ -45,3 +45,29 @@ def test_angle_of_real_inputs_has_zero_gradient():
     expect = [1j * (1 + 1j) / 2, 2 * (1j * -2j) / 4]
     assert _same([c.real for c in z.grad.tolist()], [c.real for c in expect])
     assert _same([c.imag for c in z.grad.tolist()], [c.imag for c in expect])
+
+
+def test_extremes_with_nan_follow_pytorch():
+    # amax/amin/aminmax: (g / count) * mask, NaN over a slice whose extreme is NaN;
+    # max()/min()/median() of all elements: the gradient split among the NaN elements
+    v = [1.0, NAN, 3.0, NAN]
+    assert all(math.isnan(e) for e in _grad(lambda x: x.amax(-1), v))
+    assert all(math.isnan(e) for e in _grad(lambda x: fiamma.stack(fiamma.aminmax(x)), v))
+    assert _grad(lambda x: x.max(), v) == [0.0, 0.5, 0.0, 0.5]
+    assert _grad(lambda x: x.min(), v) == [0.0, 0.5, 0.0, 0.5]
+    assert _grad(lambda x: x.median(), v) == [0.0, 0.5, 0.0, 0.5]
+    assert _grad(lambda x: x.nanmedian(), [NAN]) == [1.0]
+    g = _grad(lambda x: x.amax(-1), [[1.0, NAN], [2.0, 3.0]])
+    assert math.isnan(g[0][0]) and math.isnan(g[0][1]) and g[1] == [0.0, 1.0]
+    assert _grad(lambda x: x.amax(), [3.0, 1.0, 3.0]) == [0.5, 0.0, 0.5]
+
+
+def test_quantile_of_nan_picks_the_nan_element():
+    g = _grad(lambda x: x.quantile(0.5), [1.0, NAN, 2.0, 0.5])
+    assert g == [0.0, 1.0, 0.0, 0.0]
+    assert _grad(lambda x: x.nanquantile(0.5), [NAN, NAN]) == [1.0, 0.0]
+    x = fiamma.tensor([[1.0, NAN, 3.0], [2.0, 0.0, 1.0]], dtype=fiamma.float64)
+    r = x.quantile(0.25, dim=-1)
+    assert math.isnan(r[0].item()) and r[1].item() == 0.5
+    r = x.nanquantile(0.5, dim=-1)
+    assert r.tolist() == [2.0, 1.0]

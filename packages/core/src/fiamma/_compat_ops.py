@@ -477,9 +477,14 @@ def _quantile(input, q, dim, keepdim, interpolation, op, ignore_nan):
     else:
         cnt = f.full_like(x.sum(d, keepdim=True), n, dtype=D.int64)
     last = (cnt - 1).clamp(min=0).to(input.dtype)
+    # a NaN makes the result NaN by picking it (PyTorch's ranks: the last sorted element, where
+    # NaN sorts; with ignore_nan and no number at all, the first), so the gradient reaches it
+    nan_rank = None if ignore_nan else f.isnan(s).any(d, keepdim=True)
     outs = []
     for qi in qv.tolist():
         pos = last * qi
+        if nan_rank is not None:
+            pos = f.where(nan_rank, builtins.float(n - 1), pos)
         lo = pos.floor()
         hi = pos.ceil()
         if interpolation == "lower":
@@ -496,10 +501,6 @@ def _quantile(input, q, dim, keepdim, interpolation, op, ignore_nan):
             a = f.take_along_dim(s, lo.long(), d)
             b = f.take_along_dim(s, hi.long(), d)
             r = a + (b - a) * (0.5 if interpolation == "midpoint" else pos - lo)
-        if ignore_nan:
-            r = f.where(cnt == 0, f.full_like(r, math.nan), r)
-        else:
-            r = f.where(f.isnan(s).any(d, keepdim=True), f.full_like(r, math.nan), r)
         if not keepdim:
             r = r.squeeze(d)
         elif dim is None:

@@ -184,11 +184,17 @@ def _cumsum(ctx, grad):
 
 # ---- extremes --------------------------------------------------------------------------------
 
-def _even_split(x, y_keep, g_keep, dims):
-    """Gradient of an extreme over ``dims`` split evenly among the elements equal to it."""
+def _even_split(x, y_keep, g_keep, dims, nan_to_nan=False):
+    """Gradient of an extreme over ``dims`` split evenly among the elements equal to it,
+    ``(g / count) * mask`` as PyTorch's amax/amin: a NaN extreme (no element equal to it)
+    gives NaN gradients over its slice. ``nan_to_nan`` (max()/min() over all elements,
+    PyTorch's evenly_distribute_backward): a NaN extreme's gradient goes to the NaN
+    elements instead."""
     mask = x == y_keep
+    if nan_to_nan:
+        mask = mask | (x.isnan() & y_keep.isnan())
     count = mask.sum(dims, keepdim=True).to(g_keep.dtype) if dims else mask.to(g_keep.dtype)
-    return fiamma.where(mask, g_keep / count, 0.0)
+    return mask.to(g_keep.dtype) * (g_keep / count)
 
 
 @derivative(ops.amax, ops.amin, save="both")
@@ -215,7 +221,7 @@ def _max_unsaved(inputs, kwargs):
 def _max(ctx, grad):
     x = ctx.inputs[0]
     if not isinstance(grad, tuple):  # max(x): all elements
-        return (_even_split(x, _keep(ctx, ctx.output), _keep(ctx, grad), _dims(ctx)),)
+        return (_even_split(x, _keep(ctx, ctx.output), _keep(ctx, grad), _dims(ctx), True),)
     g = grad[0]
     if g is None:
         return (None,)

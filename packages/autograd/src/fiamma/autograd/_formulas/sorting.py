@@ -45,7 +45,10 @@ def _sort(ctx, grad):
 def _select(ctx, grad):
     x = ctx.inputs[0]
     if not isinstance(grad, tuple):  # median / nanmedian of all elements: a 0-d result
-        mask = x == ctx.output
+        # split among the elements equal to it; a NaN result's among the NaN elements
+        # (PyTorch's evenly_distribute_backward)
+        y = ctx.output
+        mask = (x == y) | (x.isnan() & y.isnan())
         count = mask.sum().to(grad.dtype)
         return (fiamma.where(mask, grad / count, 0.0),)
     g = grad[0]
