@@ -59,7 +59,7 @@ class Tensor:
 
     __slots__ = ("_storage", "_dtype", "_shape", "_stride", "_offset", "_ptr", "_numel",
                  "_contig", "_cpu_contig", "requires_grad", "_grad", "grad_fn", "_ag", "_base",
-                 "__weakref__")
+                 "__weakref__", "__dict__")
 
     # torch.Tensor(*sizes) / torch.Tensor(data): __new__ is _creation's (attached by _methods)
     def __init__(self, *args, **kwargs):
