@@ -6,14 +6,14 @@ unchanged, ``reset`` has no caches to clear, ``is_compiling`` is False, the ``ma
 hints change nothing, and :mod:`fiamma._dynamo.config` takes flags without effect.
 
 >>> import fiamma
->>> from fiamma._dynamo import config
+>>> from fiamma._dynamo import config, eval_frame  # noqa: F401
 >>> config.cache_size_limit
 8
 >>> fiamma._dynamo.disable(lambda x: x + 1)(1)
 2
 """
 
-from fiamma._dynamo import config
+from fiamma._dynamo import config, eval_frame  # noqa: F401
 
 __all__ = ["config", "reset", "disable", "allow_in_graph", "is_compiling", "mark_dynamic",
            "mark_static", "assume_constant_result"]
