@@ -323,3 +323,114 @@ def test_fiamma_saved_model_loads_in_pytorch(tmp_path):
     out = _run(PYTORCH_LOADS, tmp_path, tmp_path, fiamma_run=False)
     err = float(out.split("err")[-1])
     assert err < 1e-5, out
+
+
+WITHOUT_TORCH_METADATA = """
+    import importlib.machinery, importlib.metadata as md
+    _find = importlib.machinery.PathFinder.find_distributions
+    def _hidden(context=md.DistributionFinder.Context()):
+        return [d for d in _find(context)
+                if d.metadata["Name"].lower() not in ("torch", "torchvision", "torchaudio")]
+    importlib.machinery.PathFinder.find_distributions = staticmethod(_hidden)
+"""
+
+SEES_TORCH = """
+    import transformers.utils.import_utils as iu
+    from transformers import is_torch_available
+    print(is_torch_available(), iu.get_torch_version())
+"""
+
+
+def test_transformers_sees_torch_without_a_real_torch_distribution(tmp_path):
+    # as on a machine with only fiamma installed: fiamma.run answers torch's metadata
+    path = tmp_path / "hidden.py"
+    path.write_text(textwrap.dedent(WITHOUT_TORCH_METADATA) + textwrap.dedent(SEES_TORCH))
+    from fiamma._torch_alias import TORCH_VERSION
+    r = subprocess.run([sys.executable, "-m", "fiamma.run", str(path)], capture_output=True,
+                       text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split() == ["True", TORCH_VERSION], r.stdout
+
+
+LORA = """
+    import sys
+    import torch, peft
+    torch.manual_seed(0)
+    cfg, cls, task = spec("llama")
+    m = cls(cfg)
+    pm = peft.get_peft_model(m, peft.LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0,
+                                                target_modules=["q_proj", "v_proj"],
+                                                task_type="CAUSAL_LM"))
+    trainable = [n for n, p in pm.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n for n in trainable), trainable
+    frozen = {k: v.clone() for k, v in m.state_dict().items() if "lora_" not in k}
+    opt = torch.optim.AdamW([p for p in pm.parameters() if p.requires_grad], lr=1e-2)
+    x = inputs(task, torch)
+    losses = []
+    for _ in range(6):
+        opt.zero_grad()
+        loss = pm(**x).loss
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0], losses
+    assert all(torch.equal(v, frozen[k]) for k, v in m.state_dict().items() if k in frozen)
+    pm.eval()
+    with torch.no_grad():
+        want = pm(**x).logits
+        merged = pm.merge_and_unload()
+        got = merged(**x).logits
+    assert torch.allclose(got, want, atol=1e-5), (got - want).abs().max()
+    print("lora", losses[0], losses[-1])
+"""
+
+ACCELERATE = """
+    import torch
+    import torch.nn.functional as F
+    from accelerate import Accelerator
+    from accelerate.utils import set_seed
+    set_seed(0)
+    acc = Accelerator(cpu=True)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(64, 4)
+    y = x.sum(1, keepdim=True)
+    dl = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=16)
+    sched = torch.optim.lr_scheduler.StepLR(opt, 10)
+    model, opt, dl, sched = acc.prepare(model, opt, dl, sched)
+    losses = []
+    for epoch in range(5):
+        total = 0.0
+        for xb, yb in dl:
+            opt.zero_grad()
+            loss = F.mse_loss(model(xb), yb)
+            acc.backward(loss)
+            acc.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            total += loss.item()
+        losses.append(total)
+    assert losses[-1] < 0.7 * losses[0], losses
+    assert str(acc.device) == "cpu" and acc.num_processes == 1
+    assert acc.gather(torch.tensor([1.0, 2.0])).tolist() == [1.0, 2.0]
+    acc.save_state("state")
+    before = [p.detach().clone() for p in model.parameters()]
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+    acc.load_state("state")
+    assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
+    print("accelerate", losses[0], losses[-1])
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("peft") is None, reason="peft is not installed")
+def test_peft_lora_trains_a_tiny_llama(tmp_path):
+    assert "lora" in _run(LORA, tmp_path)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("accelerate") is None,
+                    reason="accelerate is not installed")
+def test_accelerate_trains_on_cpu(tmp_path):
+    assert "accelerate" in _run(ACCELERATE, tmp_path)
