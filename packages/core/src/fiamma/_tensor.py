@@ -830,6 +830,10 @@ class Tensor:
         if self.requires_grad:
             out = out.detach().requires_grad_(True)
         memo[id(self)] = out
+        if self.__dict__:  # Python attributes set on the tensor are copied too, as PyTorch's
+            import copy
+
+            out.__dict__.update(copy.deepcopy(self.__dict__, memo))
         return out
 
     # ---- autograd slots (behaviour supplied by fiamma-autograd) --------------------------------
