@@ -145,3 +145,25 @@ def test_transform_getitem_to_index_changes_nothing():
     with TransformGetItemToIndex() as ctx:
         assert isinstance(ctx, TransformGetItemToIndex)
         assert x[i, j].item() == want == 9
+
+
+# ---- keyword names and meta results that transformers' models use ---------------------------
+
+def test_baddbmm_addbmm_take_pytorch_keyword_names():
+    rs = np.random.RandomState(0)
+    c, a, b = (rs.randn(*s).astype(np.float32) for s in ((2, 3, 4), (2, 3, 5), (2, 5, 4)))
+    C, A, B = (fiamma.tensor(v) for v in (c, a, b))
+    np.testing.assert_allclose(C.baddbmm(batch1=A, batch2=B, beta=0.5, alpha=2.0).numpy(),
+                               0.5 * c + 2.0 * a @ b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(C[0].addbmm(batch1=A, batch2=B).numpy(),
+                               c[0] + (a @ b).sum(0), rtol=1e-5, atol=1e-5)
+
+
+def test_vector_norm_of_a_meta_tensor_is_a_meta_tensor():
+    w = fiamma.empty(4, 2, 3, device="meta")
+    r = fiamma.linalg.vector_norm(w, 2, dim=(0, 1), keepdim=True)
+    assert r.device.type == "meta" and r.shape == (1, 1, 3) and r.dtype == fiamma.float32
+    assert fiamma.linalg.vector_norm(w).shape == ()
+    # the linear algebra proper still says it has no data on meta
+    with pytest.raises(NotImplementedError, match="meta"):
+        fiamma.linalg.inv(fiamma.empty(3, 3, device="meta"))
