@@ -442,3 +442,27 @@ def test_peft_lora_trains_a_tiny_llama(tmp_path):
                     reason="accelerate is not installed")
 def test_accelerate_trains_on_cpu(tmp_path):
     assert "accelerate" in _run(ACCELERATE, tmp_path)
+
+
+TOKENIZER = """
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    vocab = {"[PAD]": 0, "[UNK]": 1, "hello": 2, "world": 3, "fiamma": 4}
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tk.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok = tf.PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="[PAD]", unk_token="[UNK]")
+    b = tok(["hello world", "fiamma"], padding=True, return_tensors="pt")
+    assert isinstance(b["input_ids"], torch.Tensor), type(b["input_ids"])
+    assert b["input_ids"].tolist() == [[2, 3], [4, 0]]
+    assert b["attention_mask"].tolist() == [[1, 1], [1, 0]]
+    assert tok.batch_decode(b["input_ids"], skip_special_tokens=True) == ["hello world",
+                                                                          "fiamma"]
+    cfg, cls, task = spec("gpt2")
+    out = cls(cfg)(**b)
+    assert out.logits.shape == (2, 2, V)
+    print("tokenizer ok")
+"""
+
+
+def test_tokenizer_returns_fiamma_tensors(tmp_path):
+    assert "tokenizer ok" in _run(TOKENIZER, tmp_path)
