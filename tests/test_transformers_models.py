@@ -181,6 +181,13 @@ TRAIN_STEP = """
                             pad_token_id=0)
             assert torch.equal(s1, s2), (name, s1, s2)   # the seed fixes the samples
             assert g.shape == s1.shape and g.shape[0] == 2 and g.shape[1] >= 5, g.shape
+            beams = m.generate(prompt(torch), max_new_tokens=5, num_beams=3,
+                               num_return_sequences=2, pad_token_id=0)
+            assert beams.shape[0] == 4, beams.shape
+            if name == "llama":  # a static (preallocated) key/value cache: the same tokens
+                st = m.generate(prompt(torch), max_new_tokens=5, do_sample=False,
+                                pad_token_id=0, cache_implementation="static")
+                assert torch.equal(st, g), (st, g)
         print(name, "ok", round(losses[0], 4), round(losses[-1], 4))
 """
 

@@ -167,3 +167,12 @@ def test_vector_norm_of_a_meta_tensor_is_a_meta_tensor():
     # the linear algebra proper still says it has no data on meta
     with pytest.raises(NotImplementedError, match="meta"):
         fiamma.linalg.inv(fiamma.empty(3, 3, device="meta"))
+
+
+def test_mark_static_address_checks_its_argument():
+    import fiamma._dynamo as dyn
+
+    t = fiamma.zeros(2, 3)
+    assert dyn.mark_static_address(t) is None and t.tolist() == [[0.0] * 3] * 2
+    with pytest.raises(TypeError, match="mark_static_address"):
+        dyn.mark_static_address([1, 2])

@@ -3,7 +3,7 @@
 fiamma has no graph compiler (``fiamma.compile`` returns its argument unchanged), so these are
 what they mean for eager execution: ``disable`` and ``allow_in_graph`` return the function
 unchanged, ``reset`` has no caches to clear, ``is_compiling`` is False, the ``mark_*`` shape
-hints change nothing, and :mod:`fiamma._dynamo.config` takes flags without effect.
+and address hints change nothing, and :mod:`fiamma._dynamo.config` takes flags without effect.
 
 >>> import fiamma
 >>> from fiamma._dynamo import config, eval_frame  # noqa: F401
@@ -16,7 +16,7 @@ hints change nothing, and :mod:`fiamma._dynamo.config` takes flags without effec
 from fiamma._dynamo import config, eval_frame  # noqa: F401
 
 __all__ = ["config", "reset", "disable", "allow_in_graph", "is_compiling", "mark_dynamic",
-           "mark_static", "assume_constant_result"]
+           "mark_static", "mark_static_address", "assume_constant_result"]
 
 
 def reset():
@@ -65,3 +65,9 @@ def mark_static(t, index=None):
     """Hint that ``t``'s shape stays fixed between calls (no effect in eager mode)."""
     if not isinstance(t, type) and not callable(getattr(t, "forward", None)):
         _check_tensor(t, "mark_static")
+
+
+def mark_static_address(t, guard=True):
+    """Hint that ``t``'s memory stays at one address between calls (as a static key/value
+    cache does; no effect in eager mode)."""
+    _check_tensor(t, "mark_static_address")
