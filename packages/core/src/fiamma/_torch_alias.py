@@ -252,6 +252,8 @@ class AliasDistribution(importlib.metadata.Distribution):
             "METADATA": (f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
                          f"Summary: fiamma's stand-in for {name} under fiamma.run "
                          f"(the API of {name} {version}, provided by {provider})\n"),
+            # the import name it provides (importlib.metadata.packages_distributions)
+            "top_level.txt": f"{name}\n",
         }
 
     def read_text(self, filename):
