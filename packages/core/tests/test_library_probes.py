@@ -176,3 +176,38 @@ def test_mark_static_address_checks_its_argument():
     assert dyn.mark_static_address(t) is None and t.tolist() == [[0.0] * 3] * 2
     with pytest.raises(TypeError, match="mark_static_address"):
         dyn.mark_static_address([1, 2])
+
+
+# ---- attributes through fiamma.save / pickle -------------------------------------------------
+
+def test_save_load_and_pickle_keep_tensor_attributes(tmp_path):
+    import io
+
+    t = fiamma.arange(6.0).reshape(2, 3)
+    t.note, t.n = "hi", 3
+    u = fiamma.ones(2, dtype=fiamma.uint16)  # the _rebuild_tensor_v3 path
+    u.tag = [1, 2]
+    b = io.BytesIO()
+    fiamma.save({"t": t, "u": u, "plain": fiamma.ones(1)}, b)
+    b.seek(0)
+    d = fiamma.load(b)
+    assert (d["t"].note, d["t"].n, d["t"].tolist()) == ("hi", 3, t.tolist())
+    assert d["u"].tag == [1, 2] and d["u"].dtype == fiamma.uint16
+    assert d["plain"].__dict__ == {}
+    q = pickle.loads(pickle.dumps(t))
+    assert q.note == "hi" and q.tolist() == t.tolist()
+
+
+@pytest.mark.parity
+def test_tensor_attributes_cross_load_with_pytorch(tmp_path):
+    torch = pytest.importorskip("torch")
+    t = fiamma.arange(4.0)
+    t.note = "from fiamma"
+    fiamma.save({"t": t}, tmp_path / "f.pt")
+    got = torch.load(tmp_path / "f.pt")  # PyTorch's weights_only loader accepts it
+    assert got["t"].note == "from fiamma" and got["t"].tolist() == [0.0, 1.0, 2.0, 3.0]
+    p = torch.arange(3.0)
+    p.note = "from torch"
+    torch.save({"p": p}, tmp_path / "p.pt")
+    back = fiamma.load(tmp_path / "p.pt")
+    assert back["p"].note == "from torch" and back["p"].tolist() == [0.0, 1.0, 2.0]

@@ -538,11 +538,15 @@ class _RawInterface:
 # ---- pickling ----------------------------------------------------------------------------------
 
 def reduce_tensor(t):
-    """Pickle support: a tensor pickles as its NumPy data, dtype and requires_grad."""
+    """Pickle support: a tensor pickles as its NumPy data, dtype and requires_grad, and the
+    Python attributes set on it (as PyTorch's tensors do)."""
     src = t.detach()
     if src._dtype is D.bfloat16:
-        return (_rebuild, (src.cpu().view(D.int16).numpy().copy(), "bfloat16", t.requires_grad))
-    return (_rebuild, (src.cpu().numpy().copy(), src._dtype.name, t.requires_grad))
+        r = (_rebuild, (src.cpu().view(D.int16).numpy().copy(), "bfloat16", t.requires_grad))
+    else:
+        r = (_rebuild, (src.cpu().numpy().copy(), src._dtype.name, t.requires_grad))
+    state = t.__dict__
+    return r + (dict(state),) if state else r
 
 
 def _rebuild(arr, dtype_name, requires_grad):

@@ -365,9 +365,17 @@ class CheckpointPickler:
             w(_MARK)
         key, location, numel = self.storage_id(t)
         typed = t._dtype in STORAGE_TYPES
+        # Python attributes set on a plain tensor: as PyTorch writes them,
+        # _rebuild_from_type_v2(_rebuild_tensor_v2, torch.Tensor, (args...), {attributes})
+        state = t.__dict__ if cls is Tensor else None
+        if state:
+            self._global("torch._tensor", "_rebuild_from_type_v2")
+            w(_MARK)
         # dtypes without a typed storage class (uint16/32/64) are written as PyTorch writes
         # them: _rebuild_tensor_v3 over an UntypedStorage (bytes), naming the dtype
         self._global("torch._utils", "_rebuild_tensor_v2" if typed else "_rebuild_tensor_v3")
+        if state:
+            self._global("torch", "Tensor")
         w(_MARK)
         # persistent id: ('storage', torch.<Type>Storage, key, location, numel)
         w(_MARK)
@@ -388,6 +396,9 @@ class CheckpointPickler:
         w(_EMPTY_TUPLE + _REDUCE)
         if not typed:
             self._global("torch", t._dtype.name)
+        if state:
+            w(_TUPLE)  # the args tuple, then the attributes
+            self.save(dict(state))
         w(_TUPLE + _REDUCE)
         if param:
             w(_TRUE if t.requires_grad else _FALSE)

@@ -629,7 +629,14 @@ class RestrictedUnpickler(pickle._Unpickler):
                                   "rebuild a torch.Tensor or torch.nn.Parameter")
         if type(args) is not tuple:
             raise UnpicklingError("fiamma.load: _rebuild_from_type_v2 expects an args tuple")
-        return func(*args)
+        t = func(*args)
+        if state and new_type.name == "torch.Tensor" and type(t) is Tensor:
+            # Python attributes set on a plain tensor
+            if not isinstance(state, dict) or not all(type(k) is str for k in state):
+                raise UnpicklingError("fiamma.load: a tensor's attributes must be a dict "
+                                      f"with str keys, got {type(state).__name__}")
+            t.__dict__.update(state)
+        return t
 
     def _grad(self, t, requires_grad):
         if type(requires_grad) is not bool:
