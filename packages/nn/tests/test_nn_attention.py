@@ -860,3 +860,20 @@ def test_flex_attention_mask_combinators():
     np.testing.assert_array_equal(both.numpy(), (qn >= kvn) & (kvn % 2 == 0))
     np.testing.assert_array_equal(either.numpy(), (qn >= kvn) | (kvn % 2 == 0))
     assert fa.noop_mask(0, 0, 0, 0).item() is True
+
+
+def test_sdpa_under_cpu_autocast_casts_a_float_mask():
+    # scaled_dot_product_attention is on PyTorch's CPU autocast lower-precision list: q, k, v
+    # and a float mask all go to bfloat16 (a float32 mask beside bfloat16 queries used to fail
+    # the dtype check); the result is that of the explicitly cast call
+    fiamma.manual_seed(0)
+    q, k, v = (fiamma.randn(2, 2, 5, 8) for _ in range(3))
+    mask = fiamma.randn(1, 1, 5, 5)
+    with fiamma.autocast("cpu", dtype=fiamma.bfloat16):
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        out_bool = F.scaled_dot_product_attention(q, k, v, attn_mask=mask > 0)
+    want = F.scaled_dot_product_attention(q.bfloat16(), k.bfloat16(), v.bfloat16(),
+                                          attn_mask=mask.bfloat16())
+    assert out.dtype == fiamma.bfloat16 and out_bool.dtype == fiamma.bfloat16
+    assert fiamma.equal(out, want)
+    assert F.scaled_dot_product_attention(q, k, v, attn_mask=mask).dtype == fiamma.float32
