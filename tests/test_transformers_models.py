@@ -515,3 +515,53 @@ TRAINER_RESUME = """
 
 def test_trainer_checkpoints_and_resumes(tmp_path):
     assert "resume ok" in _run(TRAINER_RESUME, tmp_path, tmp_path / "run")
+
+
+COLLATORS_BF16_SEQ2SEQ = """
+    import sys
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    out = sys.argv[1]
+    vocab = {f"w{i}": i for i in range(V - 2)}
+    vocab.update({"[MASK]": V - 2, "[PAD]": V - 1})
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="w1"))
+    tk.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok = tf.PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="[PAD]", unk_token="w1",
+                                     mask_token="[MASK]")
+    texts = [" ".join(f"w{(i * 7 + j) % 50 + 2}" for j in range(6 + i % 3)) for i in range(32)]
+    data = [tok(t) for t in texts]
+    mlm = tf.DataCollatorForLanguageModeling(tok, mlm_probability=0.3)
+    b = mlm(data[:4])
+    assert b["input_ids"].shape == b["labels"].shape and b["input_ids"].shape[0] == 4
+    masked = b["labels"] != -100
+    assert bool(masked.any()) and bool((b["labels"][~masked] == -100).all())
+    torch.manual_seed(0)
+    cfg, cls, task = spec("bert_mlm")
+    cfg.pad_token_id = V - 1
+    m = cls(cfg)
+    args = tf.TrainingArguments(output_dir=out + "/mlm", use_cpu=True, max_steps=4,
+                                per_device_train_batch_size=8, report_to=[],
+                                save_strategy="no", disable_tqdm=True, bf16=True)
+    tr = tf.Trainer(model=m, args=args, train_dataset=data, data_collator=mlm)
+    assert np.isfinite(tr.train().training_loss)   # CPU autocast to bfloat16
+    m.resize_token_embeddings(V + 6)
+    assert m(**tok(["w3 w4"], return_tensors="pt")).logits.shape == (1, 2, V + 6)
+    cfg, cls, task = spec("t5")
+    t5 = cls(cfg)
+    pairs = [{"input_ids": d["input_ids"], "labels": d["input_ids"][::-1]} for d in data]
+    a2 = tf.Seq2SeqTrainingArguments(output_dir=out + "/s2s", use_cpu=True, max_steps=4,
+                                     per_device_train_batch_size=8,
+                                     per_device_eval_batch_size=8, report_to=[],
+                                     save_strategy="no", disable_tqdm=True,
+                                     predict_with_generate=True, generation_max_length=8)
+    tr2 = tf.Seq2SeqTrainer(model=t5, args=a2, train_dataset=pairs, eval_dataset=pairs[:8],
+                            data_collator=tf.DataCollatorForSeq2Seq(tok, model=t5))
+    tr2.train()
+    pred = tr2.predict(pairs[:8])
+    assert pred.predictions.shape[0] == 8 and np.isfinite(pred.metrics["test_loss"])
+    print("extras ok")
+"""
+
+
+def test_collators_bf16_trainer_and_seq2seq_trainer(tmp_path):
+    assert "extras ok" in _run(COLLATORS_BF16_SEQ2SEQ, tmp_path, tmp_path)
