@@ -303,6 +303,10 @@ TRAINER = """
     m2 = cls.from_pretrained(out + "/saved").eval()
     with torch.no_grad():
         assert torch.equal(m2(**x).logits, want)
+        # accelerate's loading paths: built on the meta device, then filled
+        for kw in ({"device_map": "auto"}, {"low_cpu_mem_usage": True}):
+            m3 = cls.from_pretrained(out + "/saved", **kw).eval()
+            assert torch.equal(m3(**x).logits, want), kw
     np.save(out + "/logits.npy", want.numpy())
     print("losses", losses)
 """
