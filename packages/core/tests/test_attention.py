@@ -333,6 +333,25 @@ def test_parity_output_strides(order):
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parity
+@pytest.mark.parametrize("shape", [(1, 3, 5, 4), (2, 1, 5, 4), (2, 3, 1, 4), (1, 1, 5, 4)])
+@pytest.mark.parametrize("order", [(0, 1, 2, 3), (0, 2, 1, 3), (1, 0, 2, 3), (2, 1, 0, 3)])
+def test_parity_output_layout_with_size_one_dims(shape, order):
+    """With a size-1 batch, head or query dim the result is laid out as PyTorch's too: e.g. a
+    single sequence's (1, L, H, E) projection transposed gives a result whose transpose(1, 2)
+    is contiguous (the nested SDPA tutorial's model run on one sequence views it)."""
+    torch = pytest.importorskip("torch")
+    base = np.random.default_rng(5).standard_normal([shape[d] for d in order]).astype(np.float32)
+    inv = list(np.argsort(order))
+    tq = torch.tensor(base).permute(*inv)
+    fq = fiamma.tensor(base).permute(*inv)
+    want = torch.nn.functional.scaled_dot_product_attention(tq, tq, tq)
+    got = fiamma.fused_attention(fq, fq, fq)
+    assert got.is_contiguous() == want.is_contiguous()
+    assert got.transpose(1, 2).is_contiguous() == want.transpose(1, 2).is_contiguous()
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_threads_give_the_same_result():
     """(batch, head) pairs split over 2 threads (the work is above the threading threshold):
     every pair is computed the same way, so results are bitwise equal."""

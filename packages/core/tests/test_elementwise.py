@@ -1126,7 +1126,7 @@ def test_add_sub_deprecated_alpha_first_overload():
 
 @pytest.mark.parametrize("call", [
     lambda x: x.add_(x, x),            # two tensors
-    lambda x: x.add_(2, 3),            # two numbers
+    lambda x: x.add_(2, "3"),          # a number and a string (two numbers: test_edge_semantics)
     lambda x: x.add(2, x, alpha=2),    # alpha twice
     lambda x: F.sub(x, 2, x, x),       # too many
 ])

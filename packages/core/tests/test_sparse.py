@@ -384,3 +384,12 @@ def test_sum_keepdim_and_mismatched_add_raise():
         s + t
     with pytest.raises(RuntimeError, match="mul: the dense operand's shape"):
         s * fiamma.ones(3, 3)
+
+
+def test_zero_in_place_drops_every_entry():
+    s = fiamma.sparse_coo_tensor([[0, 2], [1, 1]], fiamma.tensor([[1.0, 2.0], [3.0, 4.0]]),
+                                 (3, 2, 2))
+    assert s.zero_() is s
+    assert s._nnz() == 0 and s.is_coalesced() and tuple(s.shape) == (3, 2, 2)
+    assert s._indices().shape == (2, 0) and s._values().shape == (0, 2)
+    assert s.to_dense().abs().sum().item() == 0.0

@@ -1,6 +1,6 @@
 """F.embedding's gradient (padding rows get none), gradcheck and double backward, PyTorch's
-gradients. (Its node prints as ViewBackward0 where PyTorch's is EmbeddingBackward0: a custom
-Function with PyTorch's name hid the lookup from fiamma.jit.trace and ONNX export.)"""
+gradients. (Its node is core's one recorded op, EmbeddingBackward0 as PyTorch's; see
+test_nll_embedding_ops.py.)"""
 
 import numpy as np
 import pytest

@@ -102,7 +102,7 @@ def test_errors():
     with pytest.raises(RuntimeError, match="avg_pool1d.*2D.*3D"):
         nn.AvgPool1d(2)(x)
     with pytest.raises(RuntimeError, match="adaptive_avg_pool2d.*output_size"):
-        nn.AdaptiveAvgPool2d(0)(x)
+        nn.AdaptiveAvgPool2d(-1)(x)  # 0 is allowed: an empty result, as PyTorch
     with pytest.raises(RuntimeError, match="max_pool3d.*too small"):
         nn.MaxPool3d(3)(fiamma.randn(1, 2, 2, 2))
     with pytest.raises(ValueError, match="max_unpool2d.*output_size"):

@@ -33,6 +33,13 @@ EXPRS = {
     "F.cross_entropy(x2, t)": "NllLossBackward0",
     "F.cross_entropy(x2, t, reduction='none')": "NllLossBackward0",
     "F.cross_entropy(x2, t, label_smoothing=0.1)": "AddBackward0",
+    "F.nll_loss(x2, t)": "NllLossBackward0",
+    "F.nll_loss(x2, t, reduction='none')": "NllLossBackward0",
+    "F.nll_loss(x4, t4, ignore_index=1)": "NllLoss2DBackward0",
+    "F.nll_loss(x3, t3)": "NllLoss2DBackward0",
+    "F.nll_loss(x3, t3, reduction='none')": "ViewBackward0",
+    "F.embedding(t, x2)": "EmbeddingBackward0",
+    "F.embedding(t, x2, padding_idx=0, scale_grad_by_freq=True)": "EmbeddingBackward0",
     "F.interpolate(x4, scale_factor=2)": "UpsampleNearest2DBackward0",
     "F.interpolate(x3, scale_factor=2)": "UpsampleNearest1DBackward0",
     "F.interpolate(x5, scale_factor=2)": "UpsampleNearest3DBackward0",
@@ -56,7 +63,8 @@ def _inputs(M):
     return {"F": M.nn.functional, "x2": M.randn(4, 6, requires_grad=True),
             "x3": M.randn(2, 3, 8, requires_grad=True),
             "x4": M.randn(2, 3, 6, 6, requires_grad=True),
-            "x5": M.randn(1, 2, 4, 4, 4, requires_grad=True), "t": M.tensor([0, 1, 2, 3])}
+            "x5": M.randn(1, 2, 4, 4, 4, requires_grad=True), "t": M.tensor([0, 1, 2, 3]),
+            "t4": M.tensor([[[0, 1] * 3] * 6] * 2), "t3": M.tensor([[0, 1, 2, 0, 1, 2, 0, 1]] * 2)}
 
 
 @pytest.mark.parametrize("expr,name", list(EXPRS.items()))

@@ -42,6 +42,7 @@ from fiamma._ops.conv import *  # noqa: F401,F403
 from fiamma._ops.activations import *  # noqa: F401,F403
 from fiamma._ops.complex_ops import *  # noqa: F401,F403
 from fiamma._ops.xent import *  # noqa: F401,F403
+from fiamma._ops.nll_embedding import embedding, embedding_renorm_  # noqa: F401
 from fiamma._ops.attention import *  # noqa: F401,F403
 from fiamma._ops.rnn import *  # noqa: F401,F403
 
@@ -52,7 +53,7 @@ from fiamma._storage_api import UntypedStorage, TypedStorage  # noqa: F401
 from fiamma._allocator import *  # noqa: F401,F403
 from fiamma._parallel import *  # noqa: F401,F403
 from fiamma.serialization import save, load  # noqa: F401  (light: imports its machinery on call)
-from fiamma._layout import layout, strided, sparse_coo  # noqa: F401
+from fiamma._layout import layout, strided, sparse_coo, jagged  # noqa: F401
 from fiamma._memory_format import (  # noqa: F401
     channels_last,
     channels_last_3d,
@@ -75,7 +76,7 @@ _wrap_namespace(globals(), [_n for _n in list(globals()) if not _n.startswith("_
 _SUBMODULES = {"linalg", "fft", "special", "multiprocessing", "safetensors", "utils", "fused",
                "backends", "accelerator", "cuda", "amp", "cpu", "hub", "testing",
                "detection", "profiler", "sparse", "array_api", "ops", "xpu", "mps", "futures",
-               "_dynamo", "functional", "compiler", "_inductor"}
+               "_dynamo", "functional", "compiler", "_inductor", "nested"}
 
 # sibling distributions, imported on first use
 _SIBLINGS = {

@@ -163,7 +163,7 @@ _DIFFERENTIABLE = """
     xlog1py xlogy zeta
     silu leaky_relu elu hardswish hardsigmoid softplus mish hardtanh softshrink hardshrink
     threshold
-    mse_loss l1_loss smooth_l1_loss huber_loss binary_cross_entropy
+    mse_loss l1_loss smooth_l1_loss huber_loss binary_cross_entropy nll_loss embedding
     binary_cross_entropy_with_logits soft_margin_loss kl_div
 """
 _VIEWS = """

@@ -561,7 +561,7 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
     norm = f.clamp(norm, min=0)
     xm = x - avg
     c = ((xm * w) if w is not None else xm) @ xm.mH / norm
-    return c.squeeze() if input.ndim < 2 else c
+    return c.squeeze()  # one variable: a 0-d result, whatever the input's rank (PyTorch)
 
 
 def corrcoef(input):
@@ -670,11 +670,27 @@ def unravel_index(indices, shape):
 
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
-    """Cosine similarity along ``dim`` (broadcast), each norm clamped to at least ``eps``."""
+    """Cosine of the angle between ``x1`` and ``x2`` along ``dim`` (the two broadcast; integer
+    inputs in the default dtype), each norm clamped at ``eps`` (the clamp passes gradients
+    through, as in PyTorch).
+
+    >>> import fiamma
+    >>> fiamma.cosine_similarity(fiamma.tensor([[1.0, 0.0]]), fiamma.tensor([[1.0, 1.0]])).tolist()
+    [0.7071067690849304]
+    """
+    f = _F()
+    if not x1.dtype.is_floating_point:
+        x1 = x1.to(f.get_default_dtype())
+    if not x2.dtype.is_floating_point:
+        x2 = x2.to(f.get_default_dtype())
+    shape = f.broadcast_shapes(x1.shape, x2.shape)
+    x1, x2 = x1.expand(shape), x2.expand(shape)
     L = _L()
-    n1 = L.vector_norm(x1, dim=dim).clamp(min=eps)
-    n2 = L.vector_norm(x2, dim=dim).clamp(min=eps)
-    return (x1 * x2).sum(dim) / (n1 * n2)
+    n1 = L.vector_norm(x1, 2, dim=dim, keepdim=True)
+    n2 = L.vector_norm(x2, 2, dim=dim, keepdim=True)
+    n1 = n1 + (n1.detach().clamp(min=eps) - n1.detach())
+    n2 = n2 + (n2.detach().clamp(min=eps) - n2.detach())
+    return ((x1 / n1) * (x2 / n2)).sum(dim)
 
 
 def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):

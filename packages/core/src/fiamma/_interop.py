@@ -538,15 +538,15 @@ class _RawInterface:
 # ---- pickling ----------------------------------------------------------------------------------
 
 def reduce_tensor(t):
-    """Pickle support: a tensor pickles as its NumPy data, dtype and requires_grad, and the
-    Python attributes set on it (as PyTorch's tensors do)."""
+    """Pickle support: a tensor pickles as its NumPy data, dtype and requires_grad."""
     src = t.detach()
     if src._dtype is D.bfloat16:
-        r = (_rebuild, (src.cpu().view(D.int16).numpy().copy(), "bfloat16", t.requires_grad))
+        rv = (_rebuild, (src.cpu().view(D.int16).numpy().copy(), "bfloat16", t.requires_grad))
     else:
-        r = (_rebuild, (src.cpu().numpy().copy(), src._dtype.name, t.requires_grad))
-    state = t.__dict__
-    return r + (dict(state),) if state else r
+        rv = (_rebuild, (src.cpu().numpy().copy(), src._dtype.name, t.requires_grad))
+    d = getattr(t, "__dict__", None)
+    # user attributes (t.foo = 1) travel as the state pickle sets on the rebuilt tensor
+    return rv + (dict(d),) if d else rv
 
 
 def _rebuild(arr, dtype_name, requires_grad):

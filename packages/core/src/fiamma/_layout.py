@@ -2,7 +2,7 @@
 
 from fiamma import _dtype as D
 
-__all__ = ["layout", "strided", "sparse_coo"]
+__all__ = ["layout", "strided", "sparse_coo", "jagged"]
 
 
 class NamedConstant:
@@ -37,3 +37,4 @@ class layout(NamedConstant):
 layout.__module__ = "fiamma"
 strided = layout("strided")
 sparse_coo = layout("sparse_coo")
+jagged = layout("jagged")  # nested tensors with one ragged dim (fiamma.nested)

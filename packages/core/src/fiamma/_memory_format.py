@@ -61,7 +61,7 @@ def is_channels_last(t, rank):
 
 def is_contiguous(t, fmt):
     if fmt is None or fmt is contiguous_format or fmt is legacy_contiguous_format:
-        return t._contig
+        return t._contig or t._numel == 0
     rank = _RANK.get(fmt)
     if rank is None:
         raise RuntimeError(f"is_contiguous: unsupported memory format {fmt}")

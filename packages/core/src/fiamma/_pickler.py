@@ -360,21 +360,23 @@ class CheckpointPickler:
             return
         cls = type(t)
         param = cls.__name__ == "Parameter" and cls.__module__.startswith("fiamma.nn")
+        # user attributes (t.foo = 1): PyTorch writes them as the tensor's state, through
+        # _rebuild_from_type_v2(func, torch.Tensor, args, state) for a tensor and
+        # _rebuild_parameter_with_state(data, requires_grad, hooks, state) for a Parameter
+        state = t.__dict__ if (param or cls is Tensor) and t.__dict__ else None
         if param:  # as PyTorch: _rebuild_parameter(data, requires_grad, OrderedDict())
-            self._global("torch._utils", "_rebuild_parameter")
+            self._global("torch._utils", "_rebuild_parameter" if state is None
+                         else "_rebuild_parameter_with_state")
+            w(_MARK)
+        elif state is not None:
+            self._global("torch._tensor", "_rebuild_from_type_v2")
             w(_MARK)
         key, location, numel = self.storage_id(t)
         typed = t._dtype in STORAGE_TYPES
-        # Python attributes set on a plain tensor: as PyTorch writes them,
-        # _rebuild_from_type_v2(_rebuild_tensor_v2, torch.Tensor, (args...), {attributes})
-        state = t.__dict__ if cls is Tensor else None
-        if state:
-            self._global("torch._tensor", "_rebuild_from_type_v2")
-            w(_MARK)
         # dtypes without a typed storage class (uint16/32/64) are written as PyTorch writes
         # them: _rebuild_tensor_v3 over an UntypedStorage (bytes), naming the dtype
         self._global("torch._utils", "_rebuild_tensor_v2" if typed else "_rebuild_tensor_v3")
-        if state:
+        if state is not None and not param:
             self._global("torch", "Tensor")
         w(_MARK)
         # persistent id: ('storage', torch.<Type>Storage, key, location, numel)
@@ -396,12 +398,18 @@ class CheckpointPickler:
         w(_EMPTY_TUPLE + _REDUCE)
         if not typed:
             self._global("torch", t._dtype.name)
-        if state:
-            w(_TUPLE)  # the args tuple, then the attributes
-            self.save(dict(state))
+        if state is not None and not param:  # (func, torch.Tensor, args, state)
+            w(_TUPLE)
+            self.save(state)
+            w(_TUPLE + _REDUCE)
+            self._put(t)
+            return
         w(_TUPLE + _REDUCE)
         if param:
             w(_TRUE if t.requires_grad else _FALSE)
             self._global("collections", "OrderedDict")
-            w(_EMPTY_TUPLE + _REDUCE + _TUPLE + _REDUCE)
+            w(_EMPTY_TUPLE + _REDUCE)
+            if state is not None:
+                self.save(state)
+            w(_TUPLE + _REDUCE)
         self._put(t)

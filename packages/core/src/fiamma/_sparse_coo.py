@@ -77,6 +77,7 @@ class SparseCOO(Tensor):
     __slots__ = ("_sp_i", "_sp_v", "_sp_c", "_sp_leaf")
 
     is_sparse = True
+    _layout_alt = True
     layout = sparse_coo
 
     def __new__(cls, *args, **kwargs):
@@ -158,6 +159,17 @@ class SparseCOO(Tensor):
     def detach_(self):
         self._sp_v = self._sp_v.detach()
         self._sp_leaf = False
+        return self
+
+    def zero_(self):
+        """Drop every entry in place (nnz 0, coalesced), as PyTorch's sparse ``zero_``: what
+        ``zero_grad(set_to_none=False)`` does to a sparse gradient."""
+        if self._sp_v.requires_grad and _fiamma().is_grad_enabled():
+            raise RuntimeError("zero_: a sparse tensor that requires grad can not be zeroed in "
+                               "place (use detach() or no_grad())")
+        self._sp_i = self._sp_i[:, :0]
+        self._sp_v = self._sp_v[:0]
+        self._sp_c = True
         return self
 
     # ---- layout -----------------------------------------------------------------------------

@@ -6,6 +6,7 @@ storage, copies, and conversions.
 """
 
 import builtins
+import copy
 import numbers
 import operator
 
@@ -60,7 +61,9 @@ class Tensor:
 
     __slots__ = ("_storage", "_dtype", "_shape", "_stride", "_offset", "_ptr", "_numel",
                  "_contig", "_cpu_contig", "requires_grad", "_grad", "grad_fn", "_ag", "_base",
-                 "__weakref__", "__dict__")
+                 "__dict__", "__weakref__")
+    # __dict__: arbitrary attributes as PyTorch allows (``t.foo = 1``). CPython creates the
+    # dict on first use, so a tensor that never gets one pays 8 bytes and no time.
 
     # torch.Tensor(*sizes) / torch.Tensor(data): __new__ is _creation's (attached by _methods)
     def __init__(self, *args, **kwargs):
@@ -108,6 +111,10 @@ class Tensor:
     is_sparse = False
     is_quantized = False
     is_meta = False
+    # True on the subclasses of other layouts (sparse COO, nested): the few ops that route
+    # them test this one class attribute, on the path they already take
+    _layout_alt = False
+    is_nested = False  # a class attribute (not a property): fiamma-nn's ops test it cheaply
 
     def is_complex(self):
         """Whether the dtype is complex (complex64 or complex128)."""
@@ -168,7 +175,7 @@ class Tensor:
 
     def is_contiguous(self, memory_format=None):
         if memory_format is None:
-            return self._contig
+            return self._contig or self._numel == 0  # empty: contiguous, any strides
         return _memory_format.is_contiguous(self, _memory_format.check(memory_format,
                                                                        "is_contiguous"))
 
@@ -610,7 +617,7 @@ class Tensor:
     # ---- copies and conversion ----------------------------------------------------------------
     def contiguous(self, memory_format=None):
         if memory_format is None or memory_format is _memory_format.contiguous_format:
-            if self._contig:
+            if self._contig or self._numel == 0:  # an empty tensor is contiguous (PyTorch)
                 return self
             return self.clone(memory_format=_memory_format.contiguous_format)
         if _memory_format.check(memory_format, "contiguous") is _memory_format.preserve_format:
@@ -826,14 +833,15 @@ class Tensor:
         return format(repr(self), spec)
 
     def __deepcopy__(self, memo):
+        if id(self) in memo:
+            return memo[id(self)]
         out = self.clone()
         if self.requires_grad:
             out = out.detach().requires_grad_(True)
         memo[id(self)] = out
-        if self.__dict__:  # Python attributes set on the tensor are copied too, as PyTorch's
-            import copy
-
-            out.__dict__.update(copy.deepcopy(self.__dict__, memo))
+        d = self.__dict__
+        if d:  # user attributes are copied (deeply) as PyTorch does; clone() does not carry them
+            out.__dict__.update(copy.deepcopy(d, memo))
         return out
 
     # ---- autograd slots (behaviour supplied by fiamma-autograd) --------------------------------

@@ -99,7 +99,7 @@ _PREDICATES = {
     # machine without them too)
     **{name: property(_false) for name in (
         "is_xpu", "is_mps", "is_mkldnn", "is_vulkan", "is_ipu", "is_hpu", "is_xla", "is_mtia",
-        "is_maia", "is_nested", "is_sparse_csr", "is_quantized", "is_sparse")},
+        "is_maia", "is_sparse_csr", "is_quantized", "is_sparse")},
 }
 
 

@@ -197,6 +197,27 @@ _TENSOR_TYPES = {("torch", "Tensor"): _TypeMarker("torch.Tensor"),
                  ("torch.nn", "Parameter"): _TypeMarker("torch.nn.Parameter")}
 
 
+def _set_tensor_state(t, state):
+    """A tensor's user attributes (``t.foo = 1`` in PyTorch): its ``__dict__`` as
+    ``torch._utils._get_obj_state`` wrote it, a dict (None or empty when there are none) or a
+    ``(dict, slots)`` pair. They go into the instance dict, never through ``setattr``, so a
+    name can not reach a property or a slot of the tensor."""
+    if type(state) is tuple:
+        if len(state) != 2 or state[1]:
+            raise UnpicklingError("fiamma.load: a tensor's state must be a dict of attributes "
+                                  f"(slot state is not supported), got {state!r:.80}")
+        state = state[0]
+    if not state:
+        return t
+    if type(state) is not dict or not all(type(k) is str for k in state):
+        raise UnpicklingError("fiamma.load: a tensor's state must be a dict with str keys, got "
+                              f"{type(state).__name__}")
+    if not isinstance(t, Tensor) or getattr(type(t), "__dictoffset__", 0) == 0:
+        raise UnpicklingError("fiamma.load: this tensor can not hold attributes")
+    t.__dict__.update(state)
+    return t
+
+
 def _codecs_encode(text, encoding="utf-8", errors="strict"):
     # protocol 2 pickles bytes as _codecs.encode(latin-1 text, 'latin1')
     if type(text) is not str or encoding not in ("latin1", "latin-1") or errors != "strict":
@@ -621,7 +642,8 @@ class RestrictedUnpickler(pickle._Unpickler):
         return self._grad(data, requires_grad)
 
     def _rebuild_parameter_with_state(self, data, requires_grad, backward_hooks=None, state=None):
-        return self._rebuild_parameter(data, requires_grad, backward_hooks)
+        return _set_tensor_state(self._rebuild_parameter(data, requires_grad, backward_hooks),
+                                 state)
 
     def _rebuild_from_type_v2(self, func, new_type, args, state=None):
         if id(func) not in self._rebuilders or type(new_type) is not _TypeMarker:
@@ -629,14 +651,7 @@ class RestrictedUnpickler(pickle._Unpickler):
                                   "rebuild a torch.Tensor or torch.nn.Parameter")
         if type(args) is not tuple:
             raise UnpicklingError("fiamma.load: _rebuild_from_type_v2 expects an args tuple")
-        t = func(*args)
-        if state and new_type.name == "torch.Tensor" and type(t) is Tensor:
-            # Python attributes set on a plain tensor
-            if not isinstance(state, dict) or not all(type(k) is str for k in state):
-                raise UnpicklingError("fiamma.load: a tensor's attributes must be a dict "
-                                      f"with str keys, got {type(state).__name__}")
-            t.__dict__.update(state)
-        return t
+        return _set_tensor_state(func(*args), state)
 
     def _grad(self, t, requires_grad):
         if type(requires_grad) is not bool:

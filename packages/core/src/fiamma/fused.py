@@ -19,18 +19,19 @@ from fiamma._backend import check, codes as K
 from fiamma._dtype import float32, float64
 from fiamma._ops.activations import activation, activation_backward
 from fiamma._ops.losses import loss, loss_backward
+from fiamma._ops.nll_embedding import nll_loss
 from fiamma._tensor import Tensor
 
 __all__ = ["Int8PackedWeight", "activation", "activation_backward", "adam_", "int8_matmul",
-           "int8_matmul_available", "loss", "loss_backward", "sgd_", "supports"]
+           "int8_matmul_available", "loss", "loss_backward", "nll_loss", "sgd_", "supports"]
 
 
 def supports(tensors):
     """Whether the fused kernels can update these tensors: all float32 or all float64,
-    contiguous, of one dtype, on one device."""
+    dense and contiguous, of one dtype, on one device."""
     dt = dev = None
     for t in tensors:
-        if not isinstance(t, Tensor) or not t._contig:
+        if not isinstance(t, Tensor) or t.is_sparse or not t._contig:
             return False
         d = t._storage.device
         if dev is None:

@@ -225,6 +225,25 @@ def _batch_label(shape, flat):
         else f"(Batch element {int(idx[0])}): "
 
 
+def _svd_np(a, op, **kw):
+    """numpy.linalg.svd, guarded: NumPy's bundled LAPACK (gesdd) loops forever on a matrix
+    holding +-inf when it computes U and V, and raises its own error on NaN. A non-finite
+    input raises LinAlgError here first, with PyTorch's message for NaN. Without U and V
+    (``compute_uv=False``) an input with infinities but no NaN gives NaN singular values for
+    those matrices, as PyTorch does, without reaching LAPACK."""
+    fin = np.isfinite(a)
+    if fin.all():
+        return np.linalg.svd(a, **kw)
+    nan = np.isnan(a)
+    if kw.get("compute_uv", True) or nan.any():
+        raise LinAlgError(f"linalg.{op}: The algorithm failed to converge because the input "
+                          "matrix contained non-finite values.")
+    bad = ~fin.all(axis=(-2, -1))
+    s = np.linalg.svd(np.where(bad[..., None, None], 0, a), **kw)
+    s[bad] = np.nan
+    return s
+
+
 def _first_failure(a, fn):
     """Index of the first batch element on which ``fn`` raises numpy's LinAlgError."""
     flat = _host(a).reshape(_flat_shape(a))
@@ -282,7 +301,7 @@ def _mnorm_np(a, ord, op):
     if ord == "fro":
         return np.sqrt(np.sum(np.square(np.abs(a)), axis=(-2, -1)))
     if ord == "nuc":
-        return np.sum(np.linalg.svd(a, compute_uv=False), axis=-1) if a.size else \
+        return np.sum(_svd_np(a, op, compute_uv=False), axis=-1) if a.size else \
             np.zeros(a.shape[:-2], a.dtype)
     # over an empty axis a max gives 0 and a min raises (PyTorch's rule)
     if ord in (2, -2):
@@ -290,7 +309,7 @@ def _mnorm_np(a, ord, op):
             if ord == -2:
                 raise RuntimeError(f"linalg.{op}: Expected a non-empty matrix for ord=-2")
             return np.zeros(a.shape[:-2], a.dtype)
-        s = np.linalg.svd(a, compute_uv=False)
+        s = _svd_np(a, op, compute_uv=False)
         return s[..., 0] if ord == 2 else s[..., -1]
     if ord in (1, -1, math.inf, -math.inf):
         ax = -2 if ord in (1, -1) else -1  # column sums for 1, row sums for inf
@@ -371,7 +390,7 @@ def cond(A, p=None, *, out=None):
     values; 'fro', 'nuc', inf, -inf, 1, -1: norm(A) * norm(inv(A)))."""
     a = _matrix_np(A, "cond", square=p not in (None, 2, -2), complex_ok=True)
     if p in (None, 2, -2):
-        s = np.linalg.svd(a, compute_uv=False)
+        s = _svd_np(a, "cond", compute_uv=False)
         with np.errstate(divide="ignore", invalid="ignore"):
             r = s[..., 0] / s[..., -1] if p != -2 else s[..., -1] / s[..., 0]
     else:
@@ -457,7 +476,7 @@ def pinv(A, rcond=None, hermitian=False, *, atol=None, rtol=None, out=None):
         if a.size == 0:
             r = np.zeros(a.shape[:-2] + (n, m), a.dtype)
         else:
-            u, s, vh = np.linalg.svd(a, full_matrices=False)
+            u, s, vh = _svd_np(a, "pinv", full_matrices=False)
             tol = _tol(s, m, n, atol, rtol, A._dtype, "pinv")
             with np.errstate(divide="ignore"):
                 si = np.where(s > tol, 1.0 / np.where(s == 0, 1, s), 0.0).astype(a.dtype)
@@ -612,6 +631,11 @@ def lstsq(A, B, rcond=None, *, driver=None):
     rank = np.zeros(aa.shape[0], np.int64)
     sv = np.zeros((aa.shape[0], builtins.min(m, n)), a.real.dtype)
     rc = np.finfo(a.dtype).eps * builtins.max(m, n) if rcond is None else rcond
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        # NumPy's gelsd loops forever on +-inf (and fails on NaN); PyTorch's drivers return
+        # NaNs or fail an internal assert
+        raise LinAlgError("linalg.lstsq: The algorithm failed to converge because the input "
+                          "matrix contained non-finite values.")
     for i in range(aa.shape[0]):
         if m == 0 or n == 0:
             continue
@@ -721,7 +745,7 @@ def svd(A, full_matrices=True, *, driver=None, out=None):
                              a.shape[:-2] + (n if full_matrices else k, n))
         s = np.zeros(a.shape[:-2] + (k,), a.real.dtype)
     else:
-        u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
+        u, s, vh = _svd_np(a, "svd", full_matrices=full_matrices)
     # the singular values are real (float32 for complex64 input)
     res = SVDResult(_tensor(u, A._dtype), _tensor(s, A._dtype.to_real), _tensor(vh, A._dtype))
     return _record(ops.linalg_svd, res, (A,), {"full_matrices": full_matrices})
@@ -730,7 +754,7 @@ def svd(A, full_matrices=True, *, driver=None, out=None):
 def svdvals(A, *, driver=None, out=None):
     """The singular values of A, descending."""
     a = _matrix_np(A, "svdvals", complex_ok=True)
-    s = np.linalg.svd(a, compute_uv=False) if a.size else \
+    s = _svd_np(a, "svdvals", compute_uv=False) if a.size else \
         np.zeros(a.shape[:-2] + (builtins.min(a.shape[-2:]),), a.real.dtype)
     return _record(ops.linalg_svdvals, _result(s, A._dtype.to_real, out, "svdvals"), (A,))
 
@@ -821,7 +845,8 @@ def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None, out=None)
     if a.size == 0:
         r = np.zeros(a.shape[:-2], np.int64)
     else:
-        s = np.abs(np.linalg.eigvalsh(a)) if hermitian else np.linalg.svd(a, compute_uv=False)
+        s = np.abs(np.linalg.eigvalsh(a)) if hermitian else \
+            _svd_np(a, "matrix_rank", compute_uv=False)
         if hermitian:
             s = -np.sort(-s, axis=-1)
         r = np.sum(s > _tol(s, m, n, atol, rtol, A._dtype, "matrix_rank"), axis=-1)

@@ -746,7 +746,9 @@ def _accumulate(acc, g, create_graph):
             r = h((g,))
             if r is not None:
                 g = r[0]
-    if t.grad is None:
+    if g.is_sparse and not t.is_sparse:  # a sparse gradient of a dense leaf (embedding's)
+        _accumulate_sparse(t, g, create_graph)
+    elif t.grad is None:
         if create_graph:
             t.grad = g
         elif not hooked and _owned(g):
@@ -767,6 +769,24 @@ def _accumulate(acc, g, create_graph):
     if acc._post is not None:
         for h in list(acc._post.values()):
             h((), (g,))
+
+
+def _accumulate_sparse(t, g, create_graph):
+    """A sparse COO gradient of a dense leaf (``embedding(..., sparse=True)``), as PyTorch's
+    AccumulateGrad: the first becomes ``.grad`` (sparse), later ones are added to it (sparse +
+    sparse concatenates, uncoalesced); into a dense ``.grad`` they are added in place."""
+    cur = t.grad
+    if cur is None:
+        t.grad = g if create_graph or not g.requires_grad else g.detach()
+    elif not isinstance(cur, Tensor):
+        raise TypeError(f"backward: a leaf's .grad must be a Tensor or None to accumulate "
+                        f"into, got {type(cur).__name__}")
+    elif cur.is_sparse or create_graph or cur.requires_grad:
+        t.grad = cur + g
+    elif g.sparse_dim() == 1 and cur.is_contiguous():
+        cur.index_add_(0, g._indices()[0], g._values().detach())
+    else:
+        cur.add_(g.detach().to_dense())
 
 
 # ---- the executor ---------------------------------------------------------------------------

@@ -693,6 +693,19 @@ def _pad_name(node):
     return None
 
 
+def _nll_name(node):
+    """PyTorch's nll_loss node: NllLossBackward0 for (C,)/(N, C) inputs, the 2-d kernel's
+    NllLoss2DBackward0 for (N, C, H, W); other spatial ranks are viewed to 4-d and back, so
+    the last node is a view for ``reduction='none'``."""
+    shape = node._s0 if node._ex is None else node._sx[0]
+    nd = len(shape or ())
+    if nd <= 2:
+        return "NllLossBackward0"
+    if nd != 4 and node._kwargs.get("reduction") == "none":
+        return "ViewBackward0"
+    return "NllLoss2DBackward0"
+
+
 _DISPLAY = {
     # the native kernels' nodes
     "layer_norm": _const("NativeLayerNormBackward0"),
@@ -714,6 +727,7 @@ _DISPLAY = {
     # log_softmax then nll_loss in PyTorch (its last node); label smoothing adds a term
     "cross_entropy_loss": lambda n: ("AddBackward0" if n._kwargs.get("label_smoothing")
                                      else "NllLossBackward0"),
+    "nll_loss": _nll_name,
     "squeeze": lambda n: f"SqueezeBackward{n._kwargs.get('_pt', 0)}",
     "upsample": _upsample_name,
     "pad": _pad_name,

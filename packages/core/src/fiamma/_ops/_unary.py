@@ -159,7 +159,8 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None, *, out=None):
     fi = D.finfo(input._dtype)
     p1 = fi.max if posinf is None else builtins.float(posinf)
     p2 = fi.min if neginf is None else builtins.float(neginf)
-    return unary(K.UN_NAN_TO_NUM, ops.nan_to_num, input, out, p0=builtins.float(nan), p1=p1,
+    p0 = 0.0 if nan is None else builtins.float(nan)  # PyTorch's parser takes None as 0
+    return unary(K.UN_NAN_TO_NUM, ops.nan_to_num, input, out, p0=p0, p1=p1,
                  p2=p2, kwargs={"nan": nan, "posinf": posinf, "neginf": neginf})
 
 

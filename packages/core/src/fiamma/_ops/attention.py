@@ -56,11 +56,17 @@ def _layout4(query):
     a query that is a (B, L, H, E) tensor transposed to (B, H, L, E) gives a result whose
     ``.transpose(1, 2)`` is contiguous, and a contiguous query a contiguous result."""
     st, sh = query._stride, query._shape
-    # size-1 dims have no meaningful stride: ordered where a contiguous tensor has them
-    key = [(st[d] if sh[d] > 1 else None) for d in range(3)]
-    if any(k is None for k in key) or len(set(key)) < 3:
+    # size-1 dims have no meaningful stride: ordered where a contiguous tensor has them,
+    # around the others ordered by stride (a (1, L, H, E) query transposed keeps its order)
+    big = [d for d in range(3) if sh[d] > 1]
+    if len({st[d] for d in big}) < len(big):
         return (0, 1, 2, 3)
-    return tuple(sorted(range(3), key=lambda d: -key[d])) + (3,)
+    order = sorted(big, key=lambda d: -st[d])
+    for d in range(3):
+        if sh[d] <= 1:
+            i = next((i for i, o in enumerate(order) if o > d), len(order))
+            order.insert(i, d)
+    return tuple(order) + (3,)
 
 
 def _empty_in(perm, shape, dt, dev):

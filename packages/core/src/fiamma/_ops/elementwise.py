@@ -14,6 +14,7 @@ The unary math functions (exp, sin, sigmoid, floor, isnan, ...) are in ``_unary.
 """
 
 import builtins
+import importlib as _importlib
 
 import numpy as np
 
@@ -167,7 +168,11 @@ def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=No
     """
     ta = isinstance(a, Tensor)
     tb = isinstance(b, Tensor)
-    if (ta and a.is_sparse) or (tb and b.is_sparse):  # sparse COO operands compute elsewhere
+    if (ta and a._layout_alt) or (tb and b._layout_alt):  # sparse/nested compute elsewhere
+        if (ta and a.is_nested) or (tb and b.is_nested):  # this op on the dense parts
+            return _importlib.import_module("fiamma._nested")._binary_function(
+                name, a, b, out,
+                lambda x, y: binary(code, name, kind, x, y, None, record, params, kwargs))
         from fiamma._sparse_ops import binary as sparse_binary
 
         return sparse_binary(name, a, b, out)
@@ -272,6 +277,11 @@ def unary(code, name, x, out=None, p0=0.0, p1=0.0, p2=0.0, float_only=False, rec
             return res
     if not isinstance(x, Tensor):
         raise TypeError(f"{name}: expected a Tensor, got {type(x).__name__}")
+    if x._layout_alt and x.is_nested:  # this op on the values / each component
+        if out is not None:
+            raise NotImplementedError(f"{name}: out= is not supported for nested tensors")
+        return x.map_dense(lambda t: unary(code, name, t, None, p0, p1, p2, float_only, record,
+                                           kwargs))
     src = x
     if float_only and x._dtype._kind < 2:
         src = cast(x, D.get_default_dtype())
@@ -335,7 +345,7 @@ def check_inplace(self, name, others=()):
     if not isinstance(self, Tensor):
         raise TypeError(f"{name}: expected a Tensor, got {type(self).__name__}")
     for n, st in zip(self._shape, self._stride):
-        if st == 0 and n > 1:
+        if st == 0 and n > 1 and 0 not in self._shape:  # an empty tensor writes nothing
             raise RuntimeError(
                 f"{name}: unsupported operation: more than one element of the written-to tensor "
                 "refers to a single memory location. Please clone() the tensor before "
@@ -469,8 +479,8 @@ def sub(input, other, *args, alpha=1, out=None):
     return _add_alpha(ops.sub, input, other, alpha, -1, out)
 
 
-def rsub(input, other, *, alpha=1, out=None):
-    """``other - alpha * input``."""
+def rsub(input, other, alpha=1, *, out=None):
+    """``other - alpha * input`` (``alpha`` may be positional, as in PyTorch)."""
     return sub(other, input, alpha=alpha, out=out)
 
 

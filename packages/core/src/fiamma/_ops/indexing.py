@@ -409,6 +409,16 @@ def _index_error(rc, bad, adv, sizes, x_op):
     check(rc, x_op)
 
 
+def _no_index(idx):
+    """Whether the index tensors hold no index at all (one of them is empty, so their
+    broadcast is): the kernels then have nothing to check or move, and an empty index tensor
+    may have zero strides over no memory, which the kernels' checking pass would read."""
+    for t in idx:
+        if not t._numel:
+            return True
+    return False
+
+
 def _gather(x, vshape, vstride, voff, adv, view):
     """The advanced-index result over x's view (vshape, vstride, voff); ``view`` (the view as
     a Tensor) is only used to record for autograd when x requires grad."""
@@ -416,11 +426,12 @@ def _gather(x, vshape, vstride, voff, adv, view):
         adv = _on_device(adv, x._storage.device)
     rshape, sstride, idx, istr, sizes, strides = _layout(vshape, vstride, adv)
     out = new_empty(rshape, x._dtype, x._storage.device)
-    bad = [-1, 0]
-    rc = out._storage.backend.index_gather(rshape, out, x, voff, sstride, idx, istr, sizes,
-                                           strides, bad)
-    if rc:
-        _index_error(rc, bad, adv, sizes, "index")
+    if not _no_index(idx):
+        bad = [-1, 0]
+        rc = out._storage.backend.index_gather(rshape, out, x, voff, sstride, idx, istr, sizes,
+                                               strides, bad)
+        if rc:
+            _index_error(rc, bad, adv, sizes, "index")
     if x.requires_grad:
         G.record(ops.index, out, (view, _indices_tuple(adv)), {})
     return out
@@ -770,6 +781,8 @@ def _scatter(self, vshape, vstride, voff, adv, value, accumulate, op):
         if v._storage is self._storage:
             v = v.clone()
         vst = _value_strides(v, rshape, op)
+    if _no_index(idx):
+        return
     bad = [-1, 0]
     rc = self._storage.backend.index_scatter(rshape, self, voff, sstride, v, vst, idx, istr,
                                              sizes, strides, 1 if accumulate else 0, bad)

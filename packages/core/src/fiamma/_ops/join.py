@@ -6,6 +6,7 @@ intermediate tensors); the splits return views (``narrow``) that share the input
 """
 
 import builtins
+import importlib as _importlib
 import operator
 
 from fiamma import _dtype as D, _grad_hook as G
@@ -61,6 +62,8 @@ def _cat(ts, dim, out, op):
     if not ts:
         raise RuntimeError(f"{op}: expected a non-empty list of Tensors")
     t0 = ts[0]
+    if t0._layout_alt and t0.is_nested:
+        return _importlib.import_module("fiamma._nested")._cat(ts, dim, out, op)
     dt = t0._dtype
     dev = t0._storage.device
     parts = []
@@ -413,7 +416,17 @@ METHODS = {
     "chunk": lambda self, chunks, dim=0: chunk(self, chunks, dim),
     "tensor_split": lambda self, indices_or_sections, dim=0: tensor_split(
         self, indices_or_sections, dim),
-    "hsplit": lambda self, indices_or_sections: hsplit(self, indices_or_sections),
-    "vsplit": lambda self, indices_or_sections: vsplit(self, indices_or_sections),
-    "dsplit": lambda self, indices_or_sections: dsplit(self, indices_or_sections),
+    "hsplit": lambda self, *indices: hsplit(self, _method_indices(indices, "hsplit")),
+    "vsplit": lambda self, *indices: vsplit(self, _method_indices(indices, "vsplit")),
+    "dsplit": lambda self, *indices: dsplit(self, _method_indices(indices, "dsplit")),
 }
+
+
+def _method_indices(args, op):
+    """The methods' ``x.hsplit(2)``, ``x.hsplit([1, 3])`` and ``x.hsplit(1, 3)`` (indices as
+    separate ints, which the Tensor methods of PyTorch accept)."""
+    if len(args) == 1:
+        return args[0]
+    if not args:
+        raise TypeError(f"{op}() missing required argument 'indices_or_sections'")
+    return list(args)

@@ -11,6 +11,7 @@ them for both kernels. The kernels are the backend's ``mm`` / ``matmul`` primiti
 """
 
 import builtins
+import importlib as _importlib
 import numbers
 
 import numpy as np
@@ -277,7 +278,11 @@ def matmul(input, other, *, out=None):
         input, other = _AC.cast_lower(None, input, other)
     a = _tensor_arg(input, "matmul", "input")
     b = _tensor_arg(other, "matmul", "other")
-    if a.is_sparse or b.is_sparse:
+    if a._layout_alt or b._layout_alt:
+        if a.is_nested or b.is_nested:
+            if out is not None:
+                raise NotImplementedError("matmul: out= is not supported for nested tensors")
+            return _importlib.import_module("fiamma._nested")._matmul(a, b)
         from fiamma._sparse_ops import matmul as sparse_matmul
 
         return sparse_matmul(a, b, out=out)

@@ -163,9 +163,21 @@ def _window_args_uncached(op, nd, spatial, kernel_size, stride, padding, dilatio
 def _adaptive_size(op, nd, spatial, output_size):
     o = _ints(output_size, nd, "output_size", op, allow_none=True)
     o = tuple(n if e is None else e for e, n in zip(o, spatial))
-    if any(e <= 0 for e in o):
-        raise RuntimeError(f"{op}: output_size must be greater than zero, got {o}")
+    if any(e < 0 for e in o):
+        raise RuntimeError(f"{op}: output_size must not be negative, got {o}")
     return o
+
+
+def _empty_pool(input, lead, sp, o):
+    """The result of an adaptive pool to an output size with a 0 (PyTorch returns an empty
+    tensor): an empty narrow of the input, reshaped, so autograd gives the input a zero
+    gradient without running a kernel over no windows."""
+    x = input
+    base = len(lead)
+    for i, e in enumerate(o):
+        if e == 0:
+            x = x.narrow(base + i, 0, 0)
+    return x.reshape(lead + o)
 
 
 def _nplanes(lead):
@@ -276,6 +288,10 @@ def max_pool3d_with_indices(input, kernel_size, stride=None, padding=0, dilation
 def _adaptive_max(op, nd, input, output_size, return_indices):
     lead, sp = _input(input, nd, op)
     o = _adaptive_size(op, nd, sp, output_size)
+    if 0 in o:
+        values = _empty_pool(input, lead, sp, o)
+        indices = new_empty(lead + o, D.int64, input._storage.device)
+        return (values, indices) if return_indices else values
     grad = _grad(input)
     values, indices = _max_core(op, input, lead, sp, o, 1, _ONE3, _ONE3, _ZERO3, _ONE3,
                                 return_indices or grad)
@@ -284,9 +300,11 @@ def _adaptive_max(op, nd, input, output_size, return_indices):
     return (values, indices) if return_indices else values
 
 
-def adaptive_max_pool1d(input, output_size, return_indices=False):
+def adaptive_max_pool1d(input, output_size, return_indices=True):
     """Max over ``output_size`` windows that tile the last dim (window o covers
-    ``[floor(o*L/out), ceil((o+1)*L/out))``); with ``return_indices`` also their positions."""
+    ``[floor(o*L/out), ceil((o+1)*L/out))``) and their positions: ``(values, indices)`` as
+    ``torch.adaptive_max_pool1d`` returns them; ``return_indices=False``: the values only (as
+    ``nn.functional.adaptive_max_pool1d``'s default)."""
     return _adaptive_max(ops.adaptive_max_pool1d, 1, input, output_size, return_indices)
 
 
@@ -507,6 +525,8 @@ def avg_pool_backward(grad_output, input_size, kernel_size, stride, padding, cei
 def _adaptive_avg(op, nd, input, output_size):
     lead, sp = _input(input, nd, op)
     o = _adaptive_size(op, nd, sp, output_size)
+    if 0 in o:
+        return _empty_pool(input, lead, sp, o)
     res = _avg_run(op, 0, 1, input, lead, sp, o, _ONE3, _ONE3, _ZERO3, True, None)
     if _grad(input):
         G.record(op, res, (input,), {"output_size": o})

@@ -256,11 +256,13 @@ def sum(input, dim=None, keepdim=False, *, dtype=None, out=None):
     >>> fiamma.tensor([[1, 2], [3, 4]]).sum(0).tolist()
     [4, 6]
     """
-    if type(input) is not Tensor and getattr(input, "is_sparse", False):
+    if type(input) is not Tensor and getattr(input, "_layout_alt", False):
+        if out is not None:
+            raise NotImplementedError("sum: out= is not supported for sparse or nested tensors")
+        if input.is_nested:
+            return input.sum(dim, keepdim, dtype=dtype)
         from fiamma._sparse_ops import sparse_sum
 
-        if out is not None:
-            raise NotImplementedError("sum: out= is not supported for sparse COO tensors")
         return sparse_sum(input, dim, keepdim, dtype=dtype)
     return _sum_like(_SUM, ops.sum, input, dim, keepdim, dtype, out)
 
@@ -564,6 +566,8 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     5.0
     """
     _check_tensor(input, "norm")
+    if p is None:  # PyTorch's parser: None is the 2-norm
+        p = 2
     dt = _dtype_arg(dtype, "norm")
     x = input if dt is None else cast(input, dt)
     if x._dtype._kind == 3:  # the norm of complex values is the norm of their magnitudes

@@ -293,9 +293,9 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
             raise RuntimeError(f"{op}: repeats must be a 1-dim tensor, got shape "
                                f"{list(counts._shape)}")
         r = _repeats_counts(counts, counts._shape[0], op)
-        out = _from_np(np.repeat(np.arange(r.size, dtype=np.int64), r))
+        out = _from_np(np.repeat(np.arange(r.size, dtype=np.int64), r), counts._storage.device)
         _check_output_size(out._numel, output_size, op)
-        return out
+        return out if counts._dtype is out._dtype else out.to(counts._dtype)  # the counts' dtype
     x = _t(input, op)
     xv = x.detach()
     if dim is None:

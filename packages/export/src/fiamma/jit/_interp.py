@@ -311,6 +311,18 @@ for _n in ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_
     OPS[_n] = _loss_runner(_n)
 
 
+def _nll_loss(x, t, weight=None, reduction="mean", ignore_index=-100):
+    """core's one-op nll_loss (fiamma.fused.nll_loss), recorded as (input, target, weight)"""
+    return fiamma.fused.nll_loss(x, t, weight, reduction=reduction, ignore_index=ignore_index)
+
+
+OPS["nll_loss"] = _nll_loss
+# core's fused cross entropy, recorded as (input, target, weight) with its keywords
+OPS["cross_entropy_loss"] = fiamma.cross_entropy_loss
+# torch.embedding's order: (weight, indices), padding_idx/scale_grad_by_freq/sparse as keywords
+OPS["embedding"] = fiamma.embedding
+
+
 def _resolve(x, env):
     if isinstance(x, Value):
         return env[x.name]

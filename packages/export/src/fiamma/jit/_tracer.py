@@ -35,7 +35,7 @@ _OVERWRITE = ("masked_fill", "index_fill", "index_copy", "scatter", "index_put")
 
 # kwargs of recorded ops that are saved for backward, not arguments of the computation
 _SAVED = {"layer_norm": ("mean", "rstd"), "group_norm": ("mean", "rstd"),
-          "rms_norm": ("rstd",)}
+          "rms_norm": ("rstd",), "nll_loss": ("_plain",)}
 _VIEW_KEYS = ("shape", "stride", "offset")
 
 

@@ -1,7 +1,8 @@
 """ONNX converters for core's fused elementwise losses (``fiamma.fused.loss``: mse_loss,
 l1_loss, smooth_l1_loss, huber_loss, binary_cross_entropy, binary_cross_entropy_with_logits,
 soft_margin_loss, kl_div): the loss's formula in ONNX ops, then ReduceMean/ReduceSum over all
-elements for ``mean``/``sum``. ONNX has no log1p: BCE's ``log(1 - x)`` is ``Log(1 - x)``
+elements for ``mean``/``sum``; and for ``fiamma.fused.nll_loss``, ONNX's
+NegativeLogLikelihoodLoss. ONNX has no log1p: BCE's ``log(1 - x)`` is ``Log(1 - x)``
 (the same value except for x below ~1e-8, where both round to -x); the softplus terms are
 ONNX's Softplus."""
 
@@ -71,3 +72,30 @@ def _loss(ctx, node, outs):
         b = ctx.add("Gather", [ctx.shape_of(x), ctx.const(np.asarray(0, np.int64))], axis=0)
         return ctx.add("Div", [total, ctx.add("Cast", [b], to=_onnx_type(ctx, dt))], outs)
     return _reduce_op(ctx, op, flat, [0], False, outs)
+
+
+@converter("nll_loss", "cross_entropy_loss")
+def _nll_loss(ctx, node, outs):
+    """ONNX's NegativeLogLikelihoodLoss (opset 12+), which has PyTorch's semantics (class
+    weights, ignore_index, the weighted mean); a (C,) input is run as one row of (1, C).
+    Cross entropy is LogSoftmax over the class dim first (without label smoothing)."""
+    args = list(node.args) + [None] * (3 - len(node.args))
+    x, t, w = args[:3]
+    kw = node.kwargs
+    reduction = kw.get("reduction", "mean")
+    dt = ctx.np_dtype(x)
+    X, T = ctx.name(x), _operand(ctx, t, np.dtype(np.int64))
+    if node.op == "cross_entropy_loss":
+        if kw.get("label_smoothing"):
+            ctx.unsupported("cross_entropy with label_smoothing has no converter")
+        X = ctx.add("LogSoftmax", [X], axis=0 if ctx.rank(x) == 1 else 1)
+    one_d = ctx.rank(x) == 1
+    if one_d:
+        X = ctx.add("Unsqueeze", [X, ctx.ints([0])])
+        T = ctx.add("Unsqueeze", [T, ctx.ints([0])])
+    ins = [X, T] + ([_operand(ctx, w, dt)] if w is not None else [])
+    attrs = {"reduction": reduction, "ignore_index": int(kw.get("ignore_index", -100))}
+    if one_d and reduction == "none":
+        v = ctx.add("NegativeLogLikelihoodLoss", ins, **attrs)
+        return ctx.add("Squeeze", [v, ctx.ints([0])], outs)
+    return ctx.add("NegativeLogLikelihoodLoss", ins, outs, **attrs)

@@ -192,6 +192,15 @@ def _index_select(ctx, node, outs):
     return ctx.add("Gather", [ctx.name(x), i], outs, axis=int(dim))
 
 
+@converter("embedding")
+def _embedding(ctx, node, outs):
+    """torch.embedding's lookup: Gather of the weight's rows (padding_idx and the gradient
+    options only matter for training)."""
+    w, idx = node.args[:2]
+    return ctx.add("Gather", [ctx.name(w), _operand(ctx, idx, np.dtype(np.int64))], outs,
+                   axis=0)
+
+
 @converter("gather")
 def _gather(ctx, node, outs):
     x, dim, idx = node.args[:3]

@@ -44,6 +44,8 @@ def _floating(t):
 
 def _act(name, *params):
     def run(x):
+        if x.is_nested:  # on the values (jagged) or each component (strided)
+            return x.map_dense(run)
         _no_quantized(x, name)
         return _fused.activation(name, x, *params)
     return run
@@ -74,6 +76,8 @@ def celu(input, alpha=1.0, inplace=False):
 def gelu(input, approximate="none"):
     """``x * Phi(x)`` (``approximate='tanh'``: the tanh approximation): core's fused
     :func:`fiamma.gelu`, one pass and one recorded op."""
+    if input.is_nested:
+        return input.map_dense(lambda v: fiamma.gelu(v, approximate=approximate))
     return fiamma.gelu(input, approximate=approximate)
 
 
@@ -173,7 +177,7 @@ def logsigmoid(input):
     return _fused.activation("log_sigmoid", input)
 
 
-def softmin(input, dim=None, dtype=None):
+def softmin(input, dim=None, _stacklevel=3, dtype=None):  # _stacklevel: PyTorch's, unused
     from fiamma.nn.functional import softmax
 
     return softmax(-input, dim, dtype=dtype)

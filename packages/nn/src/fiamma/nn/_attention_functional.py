@@ -203,6 +203,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         >>> F.scaled_dot_product_attention(q, k, v, is_causal=True).shape
         fiamma.Size([2, 4, 8, 16])
     """
+    if query.is_nested or key.is_nested or value.is_nested:
+        return _nested_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale,
+                            enable_gqa)
     bias = getattr(type(attn_mask), "_sdpa_with_bias", None) if attn_mask is not None else None
     if bias is not None:  # a fiamma.nn.attention.bias.CausalBias applies itself
         return bias(attn_mask, query, key, value, dropout_p, is_causal, scale, enable_gqa)
@@ -224,6 +227,38 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         attn = attn.masked_fill(dead, 0.0)
     attn = _dropout(attn, dropout_p)
     return fiamma.matmul(attn, value)
+
+
+def _nested_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa):
+    """Attention of nested q/k/v (batch, heads, ragged seq, E): each batch entry attends
+    over its own sequence, as if run alone (PyTorch's math path for nested tensors)."""
+    op = "scaled_dot_product_attention"
+    if not (query.is_nested and key.is_nested and value.is_nested):
+        raise RuntimeError(f"{op}: query, key and value must be all nested tensors or all "
+                           "dense")
+    if attn_mask is not None:
+        raise RuntimeError(f"{op}: attn_mask is not supported for nested tensors (use "
+                           "is_causal, or per-sequence lengths)")
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if t.dim() < 3:
+            raise RuntimeError(f"{op}: expected nested {name} of at least 3 dims (batch, ..., "
+                               f"L, E), got {t.dim()}")
+    if len(key) != len(query) or len(value) != len(query):
+        raise RuntimeError(f"{op}: batch sizes differ: query {len(query)}, key {len(key)}, "
+                           f"value {len(value)}")
+    if not _cuda_flags._sdp["math"]:
+        # PyTorch's CPU kernels for nested inputs are the math one only
+        raise RuntimeError(f"{op}: No available kernel: nested tensors run on the math kernel, "
+                           "which sdpa_kernel has turned off")
+    out = query.map_dense(
+        lambda q, k, v: scaled_dot_product_attention(q, k, v, None, dropout_p, is_causal,
+                                                     scale, enable_gqa),
+        key, value, per_component=True)
+    if query.dim() == 4:
+        # laid out as PyTorch's fused kernels lay theirs out, (B, j, heads, E) in memory, so
+        # that the usual out.transpose(1, 2).view(B, -1, heads * E) is a view
+        out = out.transpose(1, 2).contiguous().transpose(1, 2)
+    return out
 
 
 _AC_ON = False  # True while an autocast region is enabled (fiamma.amp keeps it)

@@ -106,10 +106,21 @@ def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
     return _reduce(loss, reduction, "smooth_l1_loss")
 
 
+def _as_input_dtype(input, target):
+    """PyTorch's huber_loss and soft_margin_loss compute in the input's floating dtype (a
+    float64 target with a float32 input gives a float32 loss; mse_loss and l1_loss promote)."""
+    if isinstance(input, fiamma.Tensor) and isinstance(target, fiamma.Tensor) \
+            and target.dtype is not input.dtype and input.dtype.is_floating_point \
+            and target.dtype.is_floating_point:
+        return target.to(input.dtype)
+    return target
+
+
 def huber_loss(input, target, reduction="mean", delta=1.0):
     """``0.5 d^2`` where ``|d| <= delta``, else ``delta (|d| - 0.5 delta)``."""
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    target = _as_input_dtype(input, target)
     if _fusable(input, target):
         _check_pair(input, target, "huber_loss")
         return _fused.loss("huber_loss", input, target, reduction=reduction, param=float(delta))
@@ -132,31 +143,28 @@ def _class_dim_input(input, target, op):
 
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     """Negative log likelihood of the target classes: ``-weight[t] * input[n, t]``; targets
-    equal to ``ignore_index`` contribute nothing (and do not count in the mean)."""
+    equal to ``ignore_index`` contribute nothing (and do not count in the mean). Input (C,),
+    (N, C) or (N, C, d1, ..., dk); one autograd node, ``NllLossBackward0`` (core's
+    ``fiamma.fused.nll_loss``), unless the weight requires grad (then a composition, which
+    differentiates it; PyTorch refuses)."""
     op = "nll_loss"
-    if target.dtype.is_floating_point or target.dtype is fiamma.bool:
+    if not isinstance(input, fiamma.Tensor) or not isinstance(target, fiamma.Tensor):
+        raise TypeError(f"{op}: expected input and target to be Tensors, got "
+                        f"{type(input).__name__} and {type(target).__name__}")
+    if target.dtype.is_floating_point or target.dtype is fiamma.bool or target.dtype.is_complex:
         raise RuntimeError(f"{op}: expected target of an integer dtype (class indices), got "
                            f"{target.dtype}")
+    if input.dtype.is_floating_point and (weight is None or not (
+            weight.requires_grad and fiamma.is_grad_enabled())):
+        return _fused.nll_loss(input, target, weight, reduction, ignore_index)
     class_dim = _class_dim_input(input, target, op)
     n_classes = input.shape[class_dim]
     if weight is not None and tuple(weight.shape) != (n_classes,):
         raise RuntimeError(f"{op}: weight tensor should be defined either for all "
                            f"{n_classes} classes or no classes but got weight tensor of shape: "
                            f"{list(weight.shape)}")
+    _reduce_check(reduction, op)
     target = target.long()
-    if weight is None and not 0 <= ignore_index < n_classes and input.numel() and \
-            reduction in ("mean", "sum", "none"):
-        # the common case in a few ops: gather checks every index itself, so when it succeeds
-        # every target is a class in range, none equals ignore_index and all weights are 1
-        try:
-            picked = input.gather(class_dim, target.unsqueeze(class_dim))
-        except IndexError:
-            picked = None  # out of range or ignored targets: the general path below
-        if picked is not None:
-            picked = picked.squeeze(class_dim)
-            if reduction == "mean":
-                return -picked.mean()
-            return -picked.sum() if reduction == "sum" else -picked
     ignored = target == ignore_index
     bad = (~ignored) & ((target < 0) | (target >= n_classes))
     if bool(bad.any()):
@@ -578,6 +586,7 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
     """Two-class logistic loss ``log(1 + exp(-target * input))`` (computed without overflow);
     one autograd node, ``SoftMarginLossBackward0``."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
+    target = _as_input_dtype(input, target)
     if _fusable(input, target):
         return _fused.loss("soft_margin_loss", input, target, reduction=reduction)
     return _reduce(_softplus(-target * input), reduction, "soft_margin_loss")

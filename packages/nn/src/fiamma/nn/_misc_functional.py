@@ -27,24 +27,7 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     return res
 
 
-def cosine_similarity(x1, x2, dim=1, eps=1e-8):
-    """Cosine of the angle between ``x1`` and ``x2`` along ``dim`` (broadcast), each norm
-    clamped at ``eps`` (the clamp passes gradients through, as in PyTorch).
-
-    >>> cosine_similarity(fiamma.tensor([[1.0, 0.0]]), fiamma.tensor([[1.0, 1.0]])).tolist()
-    [0.7071067690849304]
-    """
-    if not x1.dtype.is_floating_point:
-        x1 = x1.to(fiamma.get_default_dtype())
-    if not x2.dtype.is_floating_point:
-        x2 = x2.to(fiamma.get_default_dtype())
-    shape = fiamma.broadcast_shapes(x1.shape, x2.shape)
-    x1, x2 = x1.expand(shape), x2.expand(shape)
-    n1 = fiamma.linalg.vector_norm(x1, 2, dim=dim, keepdim=True)
-    n2 = fiamma.linalg.vector_norm(x2, 2, dim=dim, keepdim=True)
-    n1 = n1 + (n1.detach().clamp(min=eps) - n1.detach())
-    n2 = n2 + (n2.detach().clamp(min=eps) - n2.detach())
-    return ((x1 / n1) * (x2 / n2)).sum(dim)
+cosine_similarity = fiamma.cosine_similarity  # broadcasting, eps clamp: core's
 
 
 def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
@@ -121,7 +104,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
     """Sums, means or maxima of bags of embedding rows without materialising the per-index
     rows per bag. Bags are the rows of a 2-D ``input`` or the slices of a 1-D ``input``
     starting at ``offsets``; ``per_sample_weights`` (mode 'sum') scale the rows; indices equal
-    to ``padding_idx`` are left out (an empty bag gives zeros).
+    to ``padding_idx`` are left out (an empty bag gives zeros); ``scale_grad_by_freq`` (modes
+    'sum' and 'mean') divides each index's gradient by its count in ``input``.
 
     >>> w = fiamma.arange(8.0).reshape(4, 2)
     >>> embedding_bag(fiamma.tensor([0, 1, 3]), w, fiamma.tensor([0, 2]), mode="sum").tolist()
@@ -130,8 +114,11 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
     op = "embedding_bag"
     if mode not in ("sum", "mean", "max"):
         raise ValueError(f"{op}: mode has to be one of sum, mean or max, got {mode!r}")
-    if sparse or scale_grad_by_freq:
-        raise ValueError(f"{op}: sparse and scale_grad_by_freq are not supported")
+    if sparse:
+        raise ValueError(f"{op}: sparse gradients are not supported for embedding_bag (use "
+                         "F.embedding(..., sparse=True) and a sum)")
+    if scale_grad_by_freq and mode == "max":
+        raise ValueError("max mode does not support scaling the gradient by the frequency")
     if weight.dim() != 2:
         raise ValueError(f"{op}: weight has to be a 2D Tensor, but got Tensor of dimension "
                          f"{weight.dim()}")
@@ -158,7 +145,12 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
     if max_norm is not None:
         from fiamma.nn.functional import embedding
         embedding(flat, weight, None, max_norm, norm_type)  # renormalises rows in place
-    rows = weight.index_select(0, flat)
+    if scale_grad_by_freq:
+        # each row's gradient divided by its index's count in the whole input (the documented
+        # rule; PyTorch 2.13's CPU kernel divides some by another index's count, #190063)
+        rows = fiamma.embedding(weight, flat, -1, True)
+    else:
+        rows = weight.index_select(0, flat)
     if per_sample_weights is not None:
         rows = rows * per_sample_weights.reshape(-1, 1).to(rows.dtype)
     if padding_idx is not None:  # send padding entries to a discarded extra bag

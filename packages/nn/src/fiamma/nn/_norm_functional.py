@@ -51,7 +51,24 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Layer normalisation over the last ``len(normalized_shape)`` dims."""
+    if input.is_nested:
+        return _nested_norm(input, normalized_shape, "layer_norm",
+                            lambda v: fiamma.layer_norm(v, normalized_shape, weight, bias, eps))
     return fiamma.layer_norm(input, normalized_shape, weight, bias, eps)
+
+
+def _nested_norm(input, normalized_shape, op, fn):
+    """A normalisation over trailing dims of a nested tensor: once on its values when none of
+    them is ragged (PyTorch's rule for jagged tensors), per component for the strided layout."""
+    k = 1 if isinstance(normalized_shape, int) else len(normalized_shape)
+    nd = input.dim()
+    if input.layout is fiamma.jagged:
+        if k >= nd or not all(isinstance(input.size(d), int) for d in range(nd - k, nd)):
+            raise RuntimeError(f"{op}: not supported for nested tensors over the ragged dim or "
+                               f"the batch dim (normalized over the last {k} of size "
+                               f"{tuple(input.shape)})")
+        return input.map_dense(fn)
+    return input.map_dense(fn, per_component=True)
 
 
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
@@ -67,6 +84,9 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):
     """Root-mean-square normalisation (``eps=None``: ``finfo(input.dtype).eps``)."""
+    if input.is_nested:
+        return _nested_norm(input, normalized_shape, "rms_norm",
+                            lambda v: fiamma.rms_norm(v, normalized_shape, weight, eps))
     return fiamma.rms_norm(input, normalized_shape, weight, eps)
 
 

@@ -140,6 +140,7 @@ class QTensor:
     requires_grad = False
     grad = None
     is_sparse = False
+    is_nested = False
 
     def __init__(self, int_repr, dtype, scheme, scale, zero_point, axis=None):
         self._int = int_repr
@@ -480,10 +481,12 @@ def _quantize_float_qparams(input, s, z, shape, axis, dtype):
 
 
 def dequantize(input):
-    """``input.dequantize()`` for a quantized tensor (a list of them: each); a float tensor is
-    returned as it is."""
+    """``input.dequantize()`` for a quantized tensor (a list of them: each); any other tensor
+    in float32 (itself when it is float32), as PyTorch's."""
     if isinstance(input, (list, tuple)):
         return [dequantize(t) for t in input]
     if isinstance(input, QTensor):
         return input.dequantize()
+    if isinstance(input, fiamma.Tensor) and input.dtype is not fiamma.float32:
+        return input.to(fiamma.float32)
     return input

@@ -47,7 +47,7 @@ def linear(input, weight, bias=None):
             return fiamma.addmm(bias, input, weight.t())
         if (nd > 2 and weight.dim() == 2 and input.shape[-1] == weight.shape[1] and
                 input.numel() * weight.shape[0] >= _FUSED_BIAS_MIN * max(weight.shape[1], 1) and
-                input.is_contiguous()):
+                input.is_contiguous() and not input.is_nested):
             # the rows of a contiguous input are one matrix: addmm's kernel adds the bias as it
             # stores the product (matmul + add is a second pass over the output)
             shape = input.shape
@@ -75,16 +75,17 @@ def _softmax_dim(name, ndim):
     return 0 if ndim in (0, 1, 3) else 1
 
 
-def softmax(input, dim=None, dtype=None):
+def softmax(input, dim=None, _stacklevel=3, dtype=None):  # _stacklevel: PyTorch's, unused
     if dim is None:
         dim = _softmax_dim("softmax", input.dim())
-    return fiamma.softmax(input, dim, dtype=dtype)
+    # the method (the same function on a dense tensor): a nested tensor's own runs for it
+    return input.softmax(dim, dtype=dtype)
 
 
-def log_softmax(input, dim=None, dtype=None):
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):  # _stacklevel: PyTorch's, unused
     if dim is None:
         dim = _softmax_dim("log_softmax", input.dim())
-    return fiamma.log_softmax(input, dim, dtype=dtype)
+    return input.log_softmax(dim, dtype=dtype)
 
 
 pad = fiamma.pad
@@ -97,6 +98,8 @@ def dropout(input, p=0.5, training=True, inplace=False):
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
         return input
+    if input.is_nested:
+        return input.map_dense(lambda v: dropout(v, p, True))
     if p == 1.0:
         mask = fiamma.zeros_like(input)
     else:
@@ -111,36 +114,31 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
     """Rows of ``weight`` selected by the integer tensor ``input`` (result shape
     ``input.shape + (embedding_dim,)``). Lookups of ``padding_idx`` pass no gradient;
-    ``max_norm`` first rescales (in place) the referenced rows whose norm exceeds it."""
-    if input.dtype.is_floating_point or input.dtype is fiamma.bool:
+    ``max_norm`` first rescales (in place) the referenced rows whose norm exceeds it;
+    ``scale_grad_by_freq`` divides each row's gradient by its index's count in ``input``;
+    ``sparse`` makes the weight's gradient a sparse COO tensor. One autograd node,
+    ``EmbeddingBackward0`` (core's ``fiamma.embedding``)."""
+    if not isinstance(input, fiamma.Tensor) or not isinstance(weight, fiamma.Tensor):
+        raise TypeError(f"embedding: expected input and weight to be Tensors, got "
+                        f"{type(input).__name__} and {type(weight).__name__}")
+    if input.dtype.is_floating_point or input.dtype.is_complex or input.dtype is fiamma.bool:
         raise RuntimeError(f"embedding: expected an integer index tensor, got {input.dtype}")
-    if sparse:
-        raise ValueError("embedding: sparse gradients are not supported (fiamma's gradients are "
-                         "dense; use sparse=False)")
+    if input.is_nested:  # rows for the values: a nested result of the same structure
+        return input.map_dense(lambda v: embedding(v, weight, padding_idx, max_norm, norm_type,
+                                                   scale_grad_by_freq, sparse))
+    if weight.dim() != 2:
+        raise RuntimeError(f"embedding: 'weight' must be 2-D, got shape {list(weight.shape)}")
     n = weight.shape[0]
     if padding_idx is not None:
         if not -n <= padding_idx < n:
             raise ValueError("Padding_idx must be within num_embeddings")
         padding_idx %= n
-    flat = input.reshape(-1).long()
+    if input.dtype is not fiamma.int64 and input.dtype is not fiamma.int32:
+        input = input.long()
     if max_norm is not None:
-        with fiamma.no_grad():
-            rows = fiamma.unique(flat)
-            sel = weight[rows]
-            norms = fiamma.linalg.vector_norm(sel, norm_type, dim=1, keepdim=True)
-            scale = fiamma.where(norms > max_norm, max_norm / (norms + 1e-7),
-                                 fiamma.ones_like(norms))
-            weight[rows] = sel * scale
-    out = weight.index_select(0, flat)
-    if scale_grad_by_freq and out.requires_grad:
-        # each looked-up row's gradient divided by how often its index occurs in the input
-        counts = fiamma.bincount(flat, minlength=n).index_select(0, flat)
-        scale = (1.0 / counts.to(out.dtype)).unsqueeze(1)
-        out.register_hook(lambda g: g * scale)
-    if padding_idx is not None and weight.requires_grad:
-        pad = (flat == padding_idx).unsqueeze(1)
-        out = fiamma.where(pad, out.detach(), out)
-    return out.reshape(tuple(input.shape) + (weight.shape[1],))
+        fiamma.embedding_renorm_(weight, input, max_norm, norm_type)
+    return fiamma.embedding(weight, input, -1 if padding_idx is None else padding_idx,
+                            scale_grad_by_freq, sparse)
 
 
 fiamma.amp.register_autocast_flag(globals())

@@ -36,7 +36,9 @@ class Parameter(fiamma.Tensor):
     __str__ = __repr__  # print(param) shows the header too, as in PyTorch
 
     def __reduce_ex__(self, proto):
-        return (_rebuild_parameter, (self.detach(), self.requires_grad))
+        rv = (_rebuild_parameter, (self.detach(), self.requires_grad))
+        # user attributes (p.foo = 1) are the state pickle sets on the rebuilt Parameter
+        return rv + (dict(self.__dict__),) if self.__dict__ else rv
 
     def __deepcopy__(self, memo):
         if id(self) in memo:

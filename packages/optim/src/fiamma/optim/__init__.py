@@ -11,7 +11,7 @@
 
 from fiamma.optim import lr_scheduler, swa_utils
 from fiamma.optim._version import __version__
-from fiamma.optim.adam import Adam, Adamax, AdamW, NAdam, RAdam
+from fiamma.optim.adam import Adam, Adamax, AdamW, NAdam, RAdam, SparseAdam
 from fiamma.optim.adaptive import Adadelta, Adagrad, RMSprop
 from fiamma.optim.classic import ASGD, Rprop
 from fiamma.optim.lbfgs import LBFGS
@@ -24,6 +24,6 @@ from fiamma.optim.sgd import SGD
 
 __all__ = [
     "Optimizer", "SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Adagrad",
-    "Adadelta", "ASGD", "Rprop", "LBFGS", "lr_scheduler", "swa_utils",
+    "Adadelta", "ASGD", "Rprop", "LBFGS", "SparseAdam", "lr_scheduler", "swa_utils",
     "register_optimizer_step_pre_hook", "register_optimizer_step_post_hook", "__version__",
 ]

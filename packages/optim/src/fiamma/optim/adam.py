@@ -1,5 +1,7 @@
 """The Adam family: Adam, AdamW, Adamax, NAdam, RAdam (PyTorch's update rules)."""
 
+import math
+
 import fiamma
 from fiamma import fused
 from fiamma.optim.optimizer import (
@@ -11,11 +13,12 @@ from fiamma.optim.optimizer import (
     _grads,
     _lr,
     _moments,
+    _sparse_rows,
     _step_count,
     _use_grad,
 )
 
-__all__ = ["Adam", "AdamW", "Adamax", "NAdam", "RAdam"]
+__all__ = ["Adam", "AdamW", "Adamax", "NAdam", "RAdam", "SparseAdam"]
 
 
 class Adam(Optimizer):
@@ -60,7 +63,7 @@ class Adam(Optimizer):
             if group["fused"] is not False and self._fused_step(group, lr, b1, b2, eps, wd,
                                                                 amsgrad, decoupled):
                 continue
-            for p, g in _grads(group, group["maximize"]):
+            for p, g in _grads(group, group["maximize"], "Adam"):
                 state = self.state[p]
                 t = _step_count(state, p)
                 m, v = _moments(state, p, "exp_avg", "exp_avg_sq")
@@ -139,7 +142,7 @@ class Adamax(Optimizer):
         loss = _closure_loss(closure)
         for group in self.param_groups:
             lr, (b1, b2), eps, wd = _lr(group), group["betas"], group["eps"], group["weight_decay"]
-            for p, g in _grads(group, group["maximize"]):
+            for p, g in _grads(group, group["maximize"], "Adamax"):
                 state = self.state[p]
                 t = _step_count(state, p)
                 m, u = _moments(state, p, "exp_avg", "exp_inf")
@@ -174,7 +177,7 @@ class NAdam(Optimizer):
         for group in self.param_groups:
             lr, (b1, b2), eps, wd = _lr(group), group["betas"], group["eps"], group["weight_decay"]
             psi = group["momentum_decay"]
-            for p, g in _grads(group, group["maximize"]):
+            for p, g in _grads(group, group["maximize"], "NAdam"):
                 state = self.state[p]
                 t = _step_count(state, p)
                 if "mu_product" not in state:
@@ -219,7 +222,7 @@ class RAdam(Optimizer):
         for group in self.param_groups:
             lr, (b1, b2), eps, wd = _lr(group), group["betas"], group["eps"], group["weight_decay"]
             rho_inf = 2 / (1 - b2) - 1
-            for p, g in _grads(group, group["maximize"]):
+            for p, g in _grads(group, group["maximize"], "RAdam"):
                 state = self.state[p]
                 t = _step_count(state, p)
                 m, v = _moments(state, p, "exp_avg", "exp_avg_sq")
@@ -240,4 +243,73 @@ class RAdam(Optimizer):
                     p.add_(m_hat * lr * adaptive * rect, alpha=-1.0)
                 else:
                     p.add_(m_hat * lr, alpha=-1.0)
+        return loss
+
+
+class SparseAdam(Optimizer):
+    """Adam for sparse gradients (``Embedding(sparse=True)``), PyTorch's ``SparseAdam``: only
+    the moments and parameter rows that the (coalesced) gradient holds are updated, with
+    Adam's formulas and a per-parameter step count for the bias corrections. Dense gradients
+    and sparse parameters are refused.
+
+    >>> import fiamma
+    >>> from fiamma import nn
+    >>> emb = nn.Embedding(4, 2, sparse=True)
+    >>> opt = SparseAdam(emb.parameters(), lr=0.1)
+    >>> before = emb.weight.detach().clone()
+    >>> emb(fiamma.tensor([1])).sum().backward(); opt.step()
+    >>> [bool((emb.weight[i] != before[i]).any()) for i in range(4)]
+    [False, True, False, False]
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, maximize=False):
+        if not (isinstance(lr, fiamma.Tensor) or 0.0 < lr):
+            raise ValueError(f"SparseAdam: invalid learning rate: {lr}")
+        if not 0.0 < eps:
+            raise ValueError(f"SparseAdam: invalid epsilon value: {eps}")
+        _check_hyper("SparseAdam", lr=lr, betas=betas)
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, maximize=maximize)
+        super().__init__(params, defaults)
+        bad = [i for i, p in enumerate(p for g in self.param_groups for p in g["params"])
+               if p.is_sparse]
+        if bad:
+            raise ValueError(f"Sparse params at indices {bad}: SparseAdam requires dense "
+                             "parameter tensors")
+
+    def _check_group(self, group):
+        _check_hyper("SparseAdam", lr=group["lr"], betas=group["betas"])
+
+    @_use_grad
+    def step(self, closure=None):
+        """One update of the rows of every parameter that has a (sparse) gradient."""
+        loss = _closure_loss(closure)
+        for group in self.param_groups:
+            lr, (b1, b2), eps = _lr(group), group["betas"], group["eps"]
+            for p in group["params"]:
+                g = p.grad
+                if g is None:
+                    continue
+                if not g.is_sparse:
+                    raise RuntimeError("SparseAdam does not support dense gradients, please "
+                                       "consider Adam instead")
+                if group["maximize"]:
+                    g = -g
+                state = self.state[p]
+                m, v = _moments(state, p, "exp_avg", "exp_avg_sq")
+                t = _step_count(state, p)
+                prow, idx, vals = _sparse_rows(p, g)
+                if vals.numel() == 0:
+                    continue
+                mrow, vrow = m.view(prow.shape), v.view(prow.shape)
+                # old += (1 - b) (new - old) on the gradient's rows only
+                m_old = mrow.index_select(0, idx)
+                m_upd = (vals - m_old).mul_(1 - b1)
+                mrow.index_add_(0, idx, m_upd)
+                v_old = vrow.index_select(0, idx)
+                v_upd = (vals * vals).sub_(v_old).mul_(1 - b2)
+                vrow.index_add_(0, idx, v_upd)
+                numer = m_upd.add_(m_old)
+                denom = v_upd.add_(v_old).sqrt_().add_(eps)
+                step_size = lr * math.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+                prow.index_add_(0, idx, numer.div_(denom), alpha=-step_size)
         return loss

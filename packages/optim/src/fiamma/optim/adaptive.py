@@ -10,6 +10,7 @@ from fiamma.optim.optimizer import (
     _grads,
     _lr,
     _moments,
+    _sparse_rows,
     _step_count,
     _use_grad,
 )
@@ -38,7 +39,7 @@ class RMSprop(Optimizer):
         for group in self.param_groups:
             lr, alpha, eps, wd = _lr(group), group["alpha"], group["eps"], group["weight_decay"]
             mom, centered = group["momentum"], group["centered"]
-            for p, g in _grads(group, group["maximize"]):
+            for p, g in _grads(group, group["maximize"], "RMSprop"):
                 state = self.state[p]
                 _step_count(state, p)
                 (sq,) = _moments(state, p, "square_avg")
@@ -67,7 +68,9 @@ class RMSprop(Optimizer):
 
 class Adagrad(Optimizer):
     """Adagrad (Duchi et al.): ``s += g^2``, ``p -= lr_t g / (sqrt(s) + eps)`` with
-    ``lr_t = lr / (1 + (t - 1) lr_decay)``. State is created at construction, as in PyTorch."""
+    ``lr_t = lr / (1 + (t - 1) lr_decay)``. State is created at construction, as in PyTorch.
+    A sparse gradient (``Embedding(sparse=True)``) updates only its rows of ``s`` and ``p``
+    (weight decay is refused for it, as in PyTorch)."""
 
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
                  eps=1e-10, foreach=None, *, maximize=False, differentiable=False, fused=None):
@@ -91,15 +94,25 @@ class Adagrad(Optimizer):
         loss = _closure_loss(closure)
         for group in self.param_groups:
             lr, decay, eps, wd = _lr(group), group["lr_decay"], group["eps"], group["weight_decay"]
-            for p, g in _grads(group, group["maximize"]):
+            for p, g in _grads(group, group["maximize"], sparse=True):
                 state = self.state[p]
                 if "sum" not in state:  # a group added after construction
                     state["sum"] = fiamma.full_like(p, group["initial_accumulator_value"])
                 t = _step_count(state, p)
-                if wd:
-                    g = g.add(p, alpha=wd)
                 clr = lr / (1 + (t - 1) * decay)
                 s = state["sum"]
+                if g.is_sparse:  # PyTorch's sparse path: only the gradient's rows change
+                    if wd:
+                        raise RuntimeError("weight_decay option is not compatible with sparse "
+                                           "gradients")
+                    prow, idx, vals = _sparse_rows(p, g)
+                    srow = s.view(prow.shape)
+                    srow.index_add_(0, idx, vals * vals)
+                    std = srow.index_select(0, idx).sqrt_().add_(eps)
+                    prow.index_add_(0, idx, vals / std, alpha=-clr)
+                    continue
+                if wd:
+                    g = g.add(p, alpha=wd)
                 s.addcmul_(g, g, value=1)
                 p.addcdiv_(g, s.sqrt().add_(eps), value=-clr)
         return loss
@@ -123,7 +136,7 @@ class Adadelta(Optimizer):
         loss = _closure_loss(closure)
         for group in self.param_groups:
             lr, rho, eps, wd = _lr(group), group["rho"], group["eps"], group["weight_decay"]
-            for p, g in _grads(group, group["maximize"]):
+            for p, g in _grads(group, group["maximize"], "Adadelta"):
                 state = self.state[p]
                 _step_count(state, p)
                 sq, acc = _moments(state, p, "square_avg", "acc_delta")

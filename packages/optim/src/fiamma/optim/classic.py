@@ -36,7 +36,7 @@ class ASGD(Optimizer):
         for group in self.param_groups:
             lr, lambd, alpha, t0 = _lr(group), group["lambd"], group["alpha"], group["t0"]
             wd = group["weight_decay"]
-            for p, g in _grads(group, group["maximize"]):
+            for p, g in _grads(group, group["maximize"], "ASGD"):
                 state = self.state[p]
                 if "eta" not in state:
                     # eta and mu live in float32 0-d tensors, as in PyTorch's state dicts
@@ -79,7 +79,7 @@ class Rprop(Optimizer):
         for group in self.param_groups:
             lr, (eminus, eplus) = _lr(group), group["etas"]
             smin, smax = group["step_sizes"]
-            for p, g in _grads(group, group["maximize"]):
+            for p, g in _grads(group, group["maximize"], "Rprop"):
                 state = self.state[p]
                 _step_count(state, p)
                 (prev,) = _moments(state, p, "prev")

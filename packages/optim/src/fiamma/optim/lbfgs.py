@@ -141,8 +141,11 @@ class LBFGS(Optimizer):
     # ---- the parameters as one flat vector ---------------------------------------------------
 
     def _flat_grad(self):
-        parts = [p.grad.reshape(-1) if p.grad is not None else fiamma.zeros(p.numel(),
-                 dtype=p.dtype, device=p.device) for p in self._params]
+        # a sparse gradient (Embedding(sparse=True)) is used densely, as PyTorch's LBFGS
+        parts = [(p.grad.to_dense() if p.grad.is_sparse else p.grad).reshape(-1)
+                 if p.grad is not None else fiamma.zeros(p.numel(), dtype=p.dtype,
+                                                         device=p.device)
+                 for p in self._params]
         return fiamma.cat(parts, 0)
 
     def _add_to_params(self, scale, vec):

@@ -392,15 +392,49 @@ class Optimizer:
 
 # ---- helpers shared by the optimizers ------------------------------------------------------
 
-def _grads(group, maximize=False):
-    """(param, grad) pairs of a group's parameters that have a gradient."""
+def _grads(group, maximize=False, sparse=None):
+    """(param, grad) pairs of a group's parameters that have a gradient. A sparse gradient
+    (``Embedding(sparse=True)``) is refused with PyTorch's message unless ``sparse`` is True;
+    a string is the optimizer's name for that message ("Adam does not support sparse
+    gradients, ...")."""
     out = []
     for p in group["params"]:
         g = p.grad
         if g is None:
             continue
+        if g.is_sparse and sparse is not True:
+            name = sparse if isinstance(sparse, str) else "This optimizer"
+            hint = ", please consider SparseAdam instead" if name == "Adam" else ""
+            raise RuntimeError(f"{name} does not support sparse gradients{hint}")
         out.append((p, -g if maximize else g))
     return out
+
+
+def _sparse_rows(p, g):
+    """A sparse gradient of dense parameter ``p`` as rows: (the parameter viewed as
+    (rows, -1) over its sparse dims, the coalesced gradient's row numbers, its values as
+    (nnz, -1)). The optimizers update only those rows, as PyTorch's sparse paths do."""
+    if not p.is_contiguous():
+        raise RuntimeError("sparse gradient update: the parameter must be contiguous")
+    g = g.coalesce()
+    idx = g._indices()
+    k = idx.shape[0]
+    shape = tuple(p.shape)
+    row = idx[0]
+    for d in range(1, k):  # row-major number over the sparse dims
+        row = row * shape[d] + idx[d]
+    n = 1
+    for s in shape[:k]:
+        n *= s
+    rows = p.view(n, p.numel() // n if n else 0)
+    return rows, row, g._values().reshape(row.shape[0], rows.shape[1])
+
+
+def _add_sparse_(dense, g, alpha=1.0):
+    """``dense += alpha * g`` for a sparse COO ``g`` of ``dense``'s shape, in place."""
+    rows, idx, vals = _sparse_rows(dense, g)
+    rows.index_add_(0, idx, vals, alpha=alpha)
+    return dense
 
 
 def _step_count(state, p):

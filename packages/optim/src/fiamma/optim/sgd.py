@@ -4,6 +4,7 @@ import fiamma
 from fiamma import fused
 from fiamma.optim.optimizer import (
     Optimizer,
+    _add_sparse_,
     _check_flags,
     _check_hyper,
     _closure_loss,
@@ -20,7 +21,9 @@ class SGD(Optimizer):
 
     Update (PyTorch's): ``g = grad + weight_decay * p``; with momentum ``b = momentum * b +
     (1 - dampening) * g`` (``b = g`` on the first step) and ``g = g + momentum * b`` (Nesterov)
-    or ``g = b``; then ``p -= lr * g``. ``maximize`` ascends instead.
+    or ``g = b``; then ``p -= lr * g``. ``maximize`` ascends instead. A sparse gradient
+    (``Embedding(sparse=True)``) updates only its rows (without momentum); weight decay is
+    refused for it, as in PyTorch.
 
     >>> import fiamma
     >>> w = fiamma.tensor([1.0, 2.0])
@@ -55,7 +58,10 @@ class SGD(Optimizer):
             if group["fused"] is not False and self._fused_step(group, lr, mom, damp, wd,
                                                                 nesterov):
                 continue
-            for p, g in _grads(group, group["maximize"]):
+            for p, g in _grads(group, group["maximize"], sparse=True):
+                if g.is_sparse:
+                    self._sparse_update(p, g, lr, mom, damp, wd, nesterov)
+                    continue
                 if wd:
                     g = g.add(p, alpha=wd)
                 if mom:
@@ -68,6 +74,29 @@ class SGD(Optimizer):
                     g = g.add(buf, alpha=mom) if nesterov else buf
                 p.add_(g, alpha=-lr)
         return loss
+
+    def _sparse_update(self, p, g, lr, mom, damp, wd, nesterov):
+        """A sparse gradient (Embedding(sparse=True)), as PyTorch: weight decay is refused;
+        without momentum only the gradient's rows change. The momentum buffer is kept dense
+        (PyTorch keeps a sparse one that grows by the gradient's entries every step: the same
+        values)."""
+        if wd:
+            raise RuntimeError("SGD: weight_decay with a sparse gradient: add(sparse, dense) is "
+                               "not supported. Use add(dense, sparse) instead.")
+        if mom:
+            state = self.state[p]
+            buf = state.get("momentum_buffer")
+            if buf is None:
+                buf = state["momentum_buffer"] = g.to_dense()
+            else:
+                _add_sparse_(buf.mul_(mom), g, 1 - damp)
+            if nesterov:
+                _add_sparse_(p, g, -lr)
+                p.add_(buf, alpha=-lr * mom)
+            else:
+                p.add_(buf, alpha=-lr)
+        else:
+            _add_sparse_(p, g, -lr)
 
     def _fused_step(self, group, lr, mom, damp, wd, nesterov):
         """The group in one or two C calls (fiamma.fused.sgd_: parameters whose momentum buffer

@@ -228,11 +228,14 @@ _DEPRECATED = {
 def deprecated_alpha(name, alpha, args, keyword_alpha):
     """PyTorch's deprecated overload ``x.add_(alpha, other)`` (also ``add``/``sub``/``sub_``,
     as old tutorials write ``p.data.add_(-lr, p.grad.data)``): the number first, then the
-    tensor. Returns ``(other, alpha)`` and warns as PyTorch does; anything else raises."""
+    tensor (or two numbers: ``x.add(2, 3)`` is ``x + 6`` either way). Returns ``(other,
+    alpha)`` and warns as PyTorch does; anything else raises."""
     import warnings
 
-    if (len(args) != 1 or keyword_alpha != 1 or not isinstance(args[0], TF.Tensor) or
-            not isinstance(alpha, (int, float, complex)) or isinstance(alpha, bool)):
+    num = (int, float, complex)
+    if (len(args) != 1 or keyword_alpha != 1 or
+            not (isinstance(args[0], TF.Tensor) or isinstance(args[0], num)) or
+            not isinstance(alpha, num) or isinstance(alpha, bool)):
         given = ", ".join(type(a).__name__ for a in (alpha, *args))
         raise TypeError(f"{name}(): expected (Tensor other, *, Number alpha=1) or the "
                         f"deprecated (Number alpha, Tensor other), got ({given}"

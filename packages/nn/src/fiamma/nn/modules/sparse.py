@@ -10,7 +10,9 @@ __all__ = ["Embedding", "EmbeddingBag"]
 
 class Embedding(Module):
     """A lookup table of ``num_embeddings`` vectors of size ``embedding_dim`` (N(0, 1) init;
-    the ``padding_idx`` row starts at zero and receives no gradient)."""
+    the ``padding_idx`` row starts at zero and receives no gradient). ``sparse=True`` makes
+    the weight's gradient a sparse COO tensor of the looked-up rows (for ``optim.SGD``,
+    ``optim.Adagrad`` and ``optim.SparseAdam``)."""
 
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None,
                  norm_type=2.0, scale_grad_by_freq=False, sparse=False, _weight=None,
@@ -20,9 +22,6 @@ class Embedding(Module):
             if not -num_embeddings <= padding_idx < num_embeddings:
                 raise AssertionError("Padding_idx must be within num_embeddings")
             padding_idx %= num_embeddings
-        if sparse:
-            raise ValueError("Embedding: sparse gradients are not supported (fiamma's gradients "
-                             "are dense; use sparse=False)")
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.padding_idx, self.max_norm, self.norm_type = padding_idx, max_norm, norm_type
         self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
@@ -44,7 +43,7 @@ class Embedding(Module):
 
     def forward(self, input):
         return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
-                           self.scale_grad_by_freq)
+                           self.scale_grad_by_freq, self.sparse)
 
     @classmethod
     def from_pretrained(cls, embeddings, freeze=True, padding_idx=None, max_norm=None,
@@ -65,6 +64,8 @@ class Embedding(Module):
             s += f", norm_type={self.norm_type}"
         if self.scale_grad_by_freq is not False:
             s += f", scale_grad_by_freq={self.scale_grad_by_freq}"
+        if self.sparse is not False:
+            s += ", sparse=True"
         return s
 
 
@@ -85,8 +86,9 @@ class EmbeddingBag(Module):
             if not -num_embeddings <= padding_idx < num_embeddings:
                 raise AssertionError("padding_idx must be within num_embeddings")
             padding_idx %= num_embeddings
-        if sparse or scale_grad_by_freq:
-            raise ValueError("EmbeddingBag: sparse and scale_grad_by_freq are not supported")
+        if sparse:
+            raise ValueError("EmbeddingBag: sparse gradients are not supported (use "
+                             "Embedding(sparse=True) and a sum)")
         if mode not in ("sum", "mean", "max"):
             raise ValueError(f"EmbeddingBag: mode has to be one of sum, mean or max, got "
                              f"{mode!r}")

@@ -544,6 +544,9 @@ def _perspective_coeffs(startpoints, endpoints):
         a[2 * i] = [xe, ye, 1, 0, 0, 0, -xs * xe, -xs * ye]
         a[2 * i + 1] = [0, 0, 0, xe, ye, 1, -ys * xe, -ys * ye]
     b = np.array(startpoints, dtype=np.float64).reshape(8)
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):  # LAPACK's gelsd would not return
+        raise ValueError(f"perspective: the corners must be finite numbers, got startpoints "
+                         f"{list(startpoints)} and endpoints {list(endpoints)}")
     sol = np.linalg.lstsq(a.astype(np.float32).astype(np.float64), b, rcond=None)[0]
     return [float(v) for v in sol.astype(np.float32)]
 
