@@ -6,17 +6,22 @@ unchanged, ``reset`` has no caches to clear, ``is_compiling`` is False, the ``ma
 and address hints change nothing, and :mod:`fiamma._dynamo.config` takes flags without effect.
 
 >>> import fiamma
->>> from fiamma._dynamo import config, eval_frame  # noqa: F401
+>>> from fiamma._dynamo import config
 >>> config.cache_size_limit
 8
 >>> fiamma._dynamo.disable(lambda x: x + 1)(1)
 2
 """
 
-from fiamma._dynamo import config, eval_frame  # noqa: F401
+from fiamma._dynamo import config
 
 __all__ = ["config", "reset", "disable", "allow_in_graph", "is_compiling", "mark_dynamic",
-           "mark_static", "mark_static_address", "assume_constant_result"]
+           "mark_static", "assume_constant_result"]
+
+# PyTorch's type of a compiled module's wrapper; fiamma.compile makes none (see eval_frame)
+from fiamma._dynamo.eval_frame import OptimizedModule  # noqa: E402
+
+__all__ += ["OptimizedModule"]
 
 
 def reset():
@@ -65,6 +70,9 @@ def mark_static(t, index=None):
     """Hint that ``t``'s shape stays fixed between calls (no effect in eager mode)."""
     if not isinstance(t, type) and not callable(getattr(t, "forward", None)):
         _check_tensor(t, "mark_static")
+
+
+__all__ += ["mark_static_address"]
 
 
 def mark_static_address(t, guard=True):
