@@ -233,17 +233,18 @@ int fm_gelu_fwd_grad(int dtype, int approximate, int64_t n, intptr_t x, intptr_t
     return gelu_run(dtype, approximate, 2, n, d, x, y);
 }
 
-/* ---- ReLU backward: one pass (the composition is a comparison into a bool mask, then a where) */
+/* ---- ReLU backward: one pass (the composition is a comparison into a bool mask, then a where);
+   a NaN output passes its gradient, as PyTorch's threshold_backward (y <= 0 gives 0) */
 
 #define RELU_PAR_MIN (1 << 18) /* memory-bound: threads pay off only on large tensors */
 #define RELU_CHUNK (1 << 15)
 
 FM_CLONES static void relu_bwd_f(int64_t n, const float *g, const float *y, float *gx) {
-    for (int64_t i = 0; i < n; i++) gx[i] = y[i] > 0.0f ? g[i] : 0.0f;
+    for (int64_t i = 0; i < n; i++) gx[i] = y[i] <= 0.0f ? 0.0f : g[i];
 }
 
 FM_CLONES static void relu_bwd_d(int64_t n, const double *g, const double *y, double *gx) {
-    for (int64_t i = 0; i < n; i++) gx[i] = y[i] > 0.0 ? g[i] : 0.0;
+    for (int64_t i = 0; i < n; i++) gx[i] = y[i] <= 0.0 ? 0.0 : g[i];
 }
 
 static void relu_piece(int dtype, int64_t o, int64_t n, intptr_t g, intptr_t y, intptr_t gx) {

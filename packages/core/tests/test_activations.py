@@ -169,7 +169,7 @@ def test_relu_backward(device, dtype, on_cpu):
     y = fiamma.tensor([[-1.0, 0.0, -0.0, 2.0], [float("nan"), float("inf"), 3.0, -5.0]],
                       dtype=dtype)
     g = fiamma.tensor([[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, float("nan"), 8.0]], dtype=dtype)
-    want = [[0.0, 0.0, 0.0, 4.0], [0.0, 6.0, float("nan"), 0.0]]
+    want = [[0.0, 0.0, 0.0, 4.0], [5.0, 6.0, float("nan"), 0.0]]  # a NaN output passes g
     got = fiamma.relu_backward(g.to(device), y.to(device))
     assert got.dtype == dtype and got.device.type == device
     assert np.array_equal(got.cpu().float().numpy(), np.array(want, np.float32), equal_nan=True)
@@ -189,7 +189,8 @@ def test_relu_backward(device, dtype, on_cpu):
 @pytest.mark.parametrize("n", [1, 15, 17, 1000, (1 << 18) + 33, (1 << 20) + 7])
 def test_relu_backward_one_pass_sizes(dtype, n):
     """The CPU's one-pass kernel against NumPy's where at vector tails and past the size that
-    splits it over threads; NaN and -0 outputs pass no gradient, and the zeros are +0."""
+    splits it over threads; -0 outputs pass no gradient, NaN outputs pass theirs (PyTorch's
+    threshold_backward: y <= 0 gives 0), and the zeros are +0."""
     rng = np.random.default_rng(n)
     npdt = np.float32 if dtype is fiamma.float32 else np.float64
     y = rng.standard_normal(n).astype(npdt)
@@ -198,12 +199,12 @@ def test_relu_backward_one_pass_sizes(dtype, n):
     y[5::13] = np.nan
     g = rng.standard_normal(n).astype(npdt)
     got = fiamma.relu_backward(fiamma.from_numpy(g), fiamma.from_numpy(y)).numpy()
-    want = np.where(y > 0, g, npdt(0))
+    want = np.where(y <= 0, npdt(0), g)
     assert got.dtype == npdt
     assert np.array_equal(got, want)
     assert not np.signbit(got[y <= 0]).any()
     # mixed dtypes take the composition (promoted), as before
     mixed = fiamma.relu_backward(fiamma.from_numpy(g).double(), fiamma.from_numpy(y).float())
     assert mixed.dtype == fiamma.float64
-    want = np.where(y.astype(np.float32) > 0, g.astype(np.float64), 0)
+    want = np.where(y.astype(np.float32) <= 0, 0, g.astype(np.float64))
     assert np.array_equal(mixed.numpy(), want)

@@ -195,3 +195,27 @@ def test_add_hparams_bad_input(tmp_path):
     with pytest.raises(TypeError, match="hparam_domain_discrete"):
         w.add_hparams({"lr": 0.1}, {"m": 1.0}, hparam_domain_discrete={"lr": ["a"]})
     w.close()
+
+
+def test_summary_hparams_through_the_file_writer(tmp_path):
+    # what PyTorch Lightning's TensorBoardLogger does: make the summaries, add them itself
+    from tensorboard.plugins.hparams import metadata
+
+    from fiamma.utils.tensorboard.summary import hparams
+
+    exp, ssi, sei = hparams({"lr": 0.1, "opt": "sgd"}, {"hp_metric": -1})
+    with SummaryWriter(tmp_path) as w:
+        fw = w._get_file_writer()
+        assert fw.get_logdir() == str(tmp_path)
+        for s in (exp, ssi, sei):
+            fw.add_summary(s, 3)
+        with pytest.raises(TypeError, match="expected a tensorboard Summary proto"):
+            fw.add_summary("nope")
+    content = load(tmp_path).PluginTagToContent("hparams")
+    start = metadata.parse_session_start_info_plugin_data(
+        content["_hparams_/session_start_info"])
+    assert start.hparams["lr"].number_value == 0.1 and start.hparams["opt"].string_value == "sgd"
+    exp = metadata.parse_experiment_plugin_data(content["_hparams_/experiment"])
+    assert [m.name.tag for m in exp.metric_infos] == ["hp_metric"]
+    with pytest.raises(TypeError, match="should be dictionaries"):
+        hparams([("lr", 1)], {})

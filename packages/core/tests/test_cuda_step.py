@@ -1,5 +1,5 @@
 """The cuda backend's training-step kernels (fiamma/_backend/xp/cuda_step.py): ReLU's backward
-in one launch for float32/float64/bfloat16/float16 (bits equal ``where(y > 0, g, 0)``), and
+in one launch for float32/float64/bfloat16/float16 (bits equal ``where(y <= 0, 0, g)``), and
 GELU forward/backward on 16-bit data as it is (bits equal the widened float32 path's, every
 16-bit pattern). Each op is served by its kernel (``fast_path_calls``) and none failed to build
 (``fast_path_errors``).
@@ -45,7 +45,7 @@ def test_relu_backward_one_launch(be, device, dtype):
     y[::13] = -0.0
     g = fiamma.from_numpy(rng.standard_normal(3000)).to(dtype)
     g[::17] = float("nan")
-    want = fiamma.where(y > 0, g, 0.0)
+    want = fiamma.where(y <= 0, 0.0, g)  # a NaN output passes its gradient (PyTorch)
     before = be.fast_path_calls.get("relu_bwd", 0)
     got = fiamma.relu_backward(g.to(device), y.to(device))
     _served(be, "relu_bwd", before)

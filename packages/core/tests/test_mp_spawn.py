@@ -64,8 +64,10 @@ def test_exit_code_and_signal_are_reported():
 def test_bad_arguments_and_the_start_method_warning():
     with pytest.raises(ValueError, match="nprocs must be a positive int, got 0"):
         mp.spawn(W.spawn_sleep, args=(0,), nprocs=0)
-    with pytest.raises(TypeError, match="args must be a tuple, got list"):
-        mp.spawn(W.spawn_sleep, args=[0], nprocs=1)
+    with pytest.raises(TypeError, match="args must be a tuple or list, got int"):
+        mp.spawn(W.spawn_sleep, args=0, nprocs=1)
+    # a list is unpacked as a tuple is (PyTorch Lightning passes one)
+    mp.start_processes(W.spawn_sleep, args=[0], nprocs=1, start_method="fork")
     with pytest.raises(TypeError, match="fn must be callable"):
         mp.spawn(3, nprocs=1)
     with warnings.catch_warnings(record=True) as w:

@@ -178,3 +178,22 @@ def test_tensor_dataset_batch_index_checks_and_other_index_kinds():
     doubled = D.DataLoader(Doubled(fiamma.arange(3)), batch_size=3)
     assert [[t.tolist() for t in b] for b in doubled] == [[[0, 2, 4]]]
     assert D.DataLoader(ds, batch_size=2, collate_fn=lambda b: len(b)).__iter__().__next__() == 2
+
+
+def test_iterator_classes_have_pytorchs_names():
+    from fiamma.data import dataloader as dl
+
+    ds = D.TensorDataset(fiamma.arange(8.0))
+    it = iter(D.DataLoader(ds, batch_size=4))
+    assert isinstance(it, dl._BaseDataLoaderIter)
+    assert isinstance(it, dl._SingleProcessDataLoaderIter)
+    assert iter(it) is it and len(list(it)) == 2
+    loader = D.DataLoader(ds, batch_size=4, num_workers=1, persistent_workers=True)
+    it = iter(loader)
+    assert isinstance(it, dl._MultiProcessingDataLoaderIter)
+    assert isinstance(it, dl._BaseDataLoaderIter) and not isinstance(it, dl._SingleProcessIter)
+    assert [b[0].tolist() for b in it] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    it._shutdown_workers()
+    assert it._shutdown_done and loader._iterator is it
+    with pytest.raises(AttributeError, match="has no attribute 'nope'"):
+        dl.nope

@@ -180,3 +180,26 @@ def test_deprecated_reduce_op_alias_warns(world):
     with pytest.warns(FutureWarning):
         dist.all_reduce(t, op=dist.reduce_op.MAX)
     assert t.tolist() == [1.0, 1.0]
+
+
+def test_pytorch_names_that_lightning_reaches():
+    from fiamma.distributed import constants
+
+    # PyTorch's ReduceOp.RedOpType is the type of the members
+    assert isinstance(dist.ReduceOp.SUM, dist.ReduceOp.RedOpType)
+    assert dist.ReduceOp.RedOpType is dist.ReduceOp and len(list(dist.ReduceOp)) == 8
+    assert constants.default_pg_timeout == dist.default_pg_timeout
+    assert constants.default_pg_nccl_timeout == dist.default_pg_timeout
+
+
+def test_env_rendezvous_after_mpi_was_initialised_says_why(monkeypatch):
+    # PyTorch Lightning's strategy="ddp" without a launcher: rank 0 has imported mpi4py.MPI
+    # (probing for an MPI cluster) before init_process_group, so it is an MPI singleton
+    from mpi4py import MPI  # noqa: F401
+
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "29555")
+    with pytest.raises(ValueError, match="MPI was initialised in this process before "
+                                         "init_process_group"):
+        dist.init_process_group("gloo", world_size=2, rank=0)
+    assert not dist.is_initialized()

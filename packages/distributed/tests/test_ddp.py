@@ -161,3 +161,57 @@ def test_last_bucket_tail_is_split_off():
     small = buckets(ps, 4096, 4096)
     assert sorted(k for b in small for k in b.keys) == list(range(len(ps)))
     assert all(b.flat.numel() * 4 <= 4096 or len(b.keys) == 1 for b in small)
+
+
+def test_post_local_sgd_hook_and_logging_data_on_one_rank(world):
+    from fiamma.distributed.algorithms.ddp_comm_hooks import post_localSGD_hook as pl
+
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
+    ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=1)
+    state = pl.PostLocalSGDState(process_group=None, subgroup=None, start_localSGD_iter=2)
+    ddp.register_comm_hook(state, pl.post_localSGD_hook)
+    for i in range(3):
+        model.zero_grad()
+        ddp(fiamma.ones(2, 3)).sum().backward()
+        # one iteration per backward; the local phase (from iteration 2) makes its subgroup
+        assert state.iter == i + 1 and (state.subgroup is None) == (i < 2)
+    got = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    model(fiamma.ones(2, 3)).sum().backward()  # over one rank every phase averages to this
+    assert all(fiamma.equal(a, p.grad) for a, p in zip(got, model.parameters()))
+    with pytest.raises(ValueError, match="start_localSGD_iter must be a positive int"):
+        pl.PostLocalSGDState(None, None, 0)
+
+    info = ddp._get_ddp_logging_data()
+    assert (info["world_size"], info["rank"], info["module_name"]) == (1, 0, "Sequential")
+    assert info["bucket_cap_bytes"] == 1024 * 1024 and info["num_parameter_tensors"] == 4
+    assert info["total_parameter_size_bytes"] == (3 * 4 + 4 + 4 + 1) * 4
+    assert "can_set_static_graph" not in info  # not analysed here: not claimed
+
+
+def test_sync_module_states_and_c10d_names_on_two_ranks():
+    proc = run_ranks(2, "sync_states.py", limit=120)
+    assert proc.returncode == 0, show(proc)
+    assert "OK rank 0" in proc.stdout and "OK rank 1" in proc.stdout, show(proc)
+
+
+def test_default_group_before_and_after_init():
+    from fiamma.distributed import distributed_c10d as c10d
+
+    with pytest.raises(ValueError, match="Default process group has not been initialized"):
+        c10d._get_default_group()
+    assert len(c10d._pg_map) == 0 and c10d.all_reduce is dist.all_reduce
+    dist.init_process_group()
+    try:
+        assert c10d._get_default_group() is dist.group.WORLD
+        assert c10d._pg_map[dist.group.WORLD] == (dist.group.WORLD.backend, None)
+    finally:
+        dist.destroy_process_group()
+    assert len(c10d._pg_map) == 0
+
+
+def test_differentiable_collectives_on_two_ranks():
+    pytest.importorskip("fiamma.autograd")
+    proc = run_ranks(2, "nn_functional.py", limit=120)
+    assert proc.returncode == 0, show(proc)
+    assert "OK rank 0" in proc.stdout and "OK rank 1" in proc.stdout, show(proc)

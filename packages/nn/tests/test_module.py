@@ -262,3 +262,24 @@ def test_parameter():
     assert type(p * 2) is fiamma.Tensor
     with pytest.raises(TypeError, match="must be a Tensor"):
         nn.Parameter([1.0])
+
+
+def test_load_from_state_dict_override_with_pytorchs_signature():
+    # torchmetrics' Metric and other libraries override it with PyTorch's seven arguments;
+    # load_state_dict(assign=True) reaches them through local_metadata, as in PyTorch
+    seen = []
+
+    class Custom(nn.Linear):
+        def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict,
+                                  missing_keys, unexpected_keys, error_msgs):
+            seen.append(local_metadata.get("assign_to_params_buffers", False))
+            super()._load_from_state_dict(state_dict, prefix, local_metadata, strict,
+                                          missing_keys, unexpected_keys, error_msgs)
+
+    src = nn.Linear(2, 3)
+    m = nn.Sequential(Custom(2, 3))
+    m.load_state_dict({"0." + k: v for k, v in src.state_dict().items()})
+    assert fiamma.equal(m[0].weight, src.weight) and m[0].weight is not src.weight
+    m.load_state_dict({"0." + k: v for k, v in src.state_dict().items()}, assign=True)
+    assert seen == [False, True]
+    assert m[0].weight.data_ptr() == src.weight.data_ptr()  # assigned, not copied

@@ -79,3 +79,25 @@ def test_inplace_activation_parity(name, args):
     getattr(F, name)(x, *args)
     getattr(torch.nn.functional, name)(t, *args)
     np.testing.assert_allclose(x.numpy(), t.numpy(), rtol=1e-12)
+
+
+def test_uninitialized_parameter_types_exist_and_refuse_construction():
+    from fiamma.nn.parameter import UninitializedBuffer, UninitializedParameter
+
+    p = nn.Parameter(fiamma.zeros(2))
+    assert not isinstance(p, UninitializedParameter)  # fiamma makes no lazy parameters
+    assert issubclass(UninitializedParameter, nn.Parameter)
+    for cls in (UninitializedParameter, UninitializedBuffer):
+        with pytest.raises(NotImplementedError, match="no lazy modules"):
+            cls()
+
+
+def test_nn_parallel_distributed_module_path():
+    import fiamma.nn.parallel.distributed as ddp_module
+
+    with pytest.raises(AttributeError, match="has no attribute 'Nope'"):
+        ddp_module.Nope
+    pytest.importorskip("fiamma.distributed")
+    from fiamma.nn.parallel.distributed import DistributedDataParallel
+
+    assert DistributedDataParallel is nn.parallel.DistributedDataParallel

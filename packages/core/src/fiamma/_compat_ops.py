@@ -41,7 +41,7 @@ __all__ = [
     "chain_matmul", "lu", "lu_unpack", "lu_solve", "svd_lowrank", "pca_lowrank",
     "deg2rad", "rad2deg", "deg2rad_", "rad2deg_", "heaviside", "ldexp", "gcd", "lcm",
     "isin", "isreal", "logcumsumexp", "quantile", "nanquantile", "cov", "corrcoef",
-    "trapezoid", "trapz", "cumulative_trapezoid", "dist", "renorm", "unravel_index",
+    "trapezoid", "trapz", "cumulative_trapezoid", "gradient", "dist", "renorm", "unravel_index",
     "cosine_similarity", "pairwise_distance", "pdist",
     "fill", "fill_", "zero_", "is_complex", "is_conj", "is_neg", "is_nonzero", "is_same_size",
     "is_distributed",
@@ -620,6 +620,103 @@ def trapz(y, x=None, *, dx=None, dim=-1):
 def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
     """Running trapezoid integral along ``dim`` (one element fewer than ``y``)."""
     return _dx_and_y(y, x, dx, dim, "cumulative_trapezoid").cumsum(dim)
+
+
+def _gradient_1d(f, n, d, coords, h, edge_order):
+    """The derivative of ``f`` along dim ``d`` (size ``n``): second-order central differences
+    inside, one-sided ones of ``edge_order`` at the two ends (NumPy's and PyTorch's formulas);
+    ``coords``: the sample points (a 1-D tensor), else the uniform spacing ``h``."""
+    fm = _F()
+
+    def sl(start, length):
+        return f.narrow(d, start, length)
+
+    def col(t):  # a 1-D tensor of per-point factors shaped to broadcast along d
+        shape = [1] * f.ndim
+        shape[d] = t.shape[0]
+        return t.reshape(shape)
+
+    if coords is None:
+        inner = (sl(2, n - 2) - sl(0, n - 2)) / (2.0 * h)
+        if edge_order == 1:
+            first = (sl(1, 1) - sl(0, 1)) / h
+            last = (sl(n - 1, 1) - sl(n - 2, 1)) / h
+        else:
+            first = (-1.5 * sl(0, 1) + 2.0 * sl(1, 1) - 0.5 * sl(2, 1)) / h
+            last = (0.5 * sl(n - 3, 1) - 2.0 * sl(n - 2, 1) + 1.5 * sl(n - 1, 1)) / h
+        return fm.cat([first, inner, last], d)
+    dx = coords[1:] - coords[:-1]
+    dx1, dx2 = dx[:-1], dx[1:]
+    a = -dx2 / (dx1 * (dx1 + dx2))
+    b = (dx2 - dx1) / (dx1 * dx2)
+    c = dx1 / (dx2 * (dx1 + dx2))
+    inner = col(a) * sl(0, n - 2) + col(b) * sl(1, n - 2) + col(c) * sl(2, n - 2)
+    if edge_order == 1:
+        first = (sl(1, 1) - sl(0, 1)) / col(dx[:1])
+        last = (sl(n - 1, 1) - sl(n - 2, 1)) / col(dx[-1:])
+    else:
+        p, q = dx[:1], dx[1:2]
+        first = (col(-(2.0 * p + q) / (p * (p + q))) * sl(0, 1) + col((p + q) / (p * q))
+                 * sl(1, 1) + col(-p / (q * (p + q))) * sl(2, 1))
+        p, q = dx[-2:-1], dx[-1:]
+        last = (col(q / (p * (p + q))) * sl(n - 3, 1) + col(-(q + p) / (p * q)) * sl(n - 2, 1)
+                + col((2.0 * q + p) / (q * (p + q))) * sl(n - 1, 1))
+    return fm.cat([first, inner, last], d)
+
+
+def gradient(input, *, spacing=1, dim=None, edge_order=1):
+    """The numerical derivative of ``input`` along each of ``dim`` (default: every dimension),
+    one tensor per dimension: central differences inside, one-sided differences of
+    ``edge_order`` (1 or 2) at the ends. ``spacing``: one number for all dimensions, one per
+    dimension, or one 1-D tensor of sample coordinates per dimension. Integer input gives the
+    default float dtype.
+
+    >>> import fiamma
+    >>> fiamma.gradient(fiamma.tensor([1.0, 4.0, 9.0, 16.0]))[0].tolist()
+    [3.0, 4.0, 6.0, 7.0]
+    """
+    if not isinstance(input, Tensor):
+        raise TypeError(f"gradient: expected a Tensor input, got {type(input).__name__}")
+    if edge_order not in (1, 2):
+        raise RuntimeError(f"torch.gradient only supports edge_order=1 and edge_order=2, got "
+                           f"{edge_order}")
+    if dim is None:
+        dims = list(range(input.ndim))
+    elif isinstance(dim, int):
+        dims = [dim]
+    else:
+        dims = list(dim)
+    dims = [d % input.ndim if input.ndim else d for d in dims]
+    if len(set(dims)) != len(dims):
+        raise RuntimeError(f"gradient: dim {list(dim)} contains a dimension more than once")
+    if isinstance(spacing, (list, tuple)):
+        if len(spacing) != len(dims):
+            raise RuntimeError(
+                f"torch.gradient expected spacing to be unspecified, a scalar or it's spacing "
+                f"and dim arguments to have the same length, but got a spacing argument of "
+                f"length {len(spacing)} and a dim argument of length {len(dims)}.")
+        per_dim = list(spacing)
+    else:
+        per_dim = [spacing] * len(dims)
+    f = _float_of(input)
+    out = []
+    for d, sp in zip(dims, per_dim):
+        n = f.shape[d]
+        if n < edge_order + 1:
+            raise RuntimeError("torch.gradient expected each dimension size to be at least "
+                               "edge_order+1")
+        if isinstance(sp, Tensor) and sp.ndim == 1:
+            if sp.shape[0] != n:
+                raise RuntimeError(f"gradient: the coordinates of dimension {d} hold "
+                                   f"{sp.shape[0]} points, the input has {n} there")
+            out.append(_gradient_1d(f, n, d, _float_of(sp).to(f.dtype), None, edge_order))
+        else:
+            h = sp.item() if isinstance(sp, Tensor) else sp
+            if not isinstance(h, (int, float)) or isinstance(h, bool):
+                raise TypeError(f"gradient: spacing must be numbers or 1-D tensors, got "
+                                f"{type(sp).__name__}")
+            out.append(_gradient_1d(f, n, d, None, float(h), edge_order))
+    return tuple(out)
 
 
 def dist(input, other, p=2):

@@ -162,7 +162,8 @@ class AliasModule(types.ModuleType):
     def __setattr__(self, name, value):
         # the import system sets submodules here; a script may set flags: fiamma sees both
         self.__dict__[name] = value
-        if not (name.startswith("__") and name.endswith("__")):
+        if not (name.startswith("__") and name.endswith("__")
+                or getattr(value, "_fiamma_alias_only", False)):
             setattr(self.__dict__["_fiamma_target"], name, value)
 
     def __dir__(self):
@@ -188,6 +189,8 @@ def _load(fullname):
     """The module that answers an import of ``fullname`` (a PyTorch name)."""
     if fullname == "torch.version":
         return _version_module()
+    if fullname == "torch._C":
+        return importlib.import_module("fiamma._torch_c").module
     target = target_name(fullname)
     root = fullname.partition(".")[0]
     try:
@@ -211,6 +214,7 @@ def _load(fullname):
         if not _is_ours(version):
             version = sys.modules["torch.version"] = _version_module()
         alias.__dict__["version"] = version
+        alias.__dict__["_C"] = importlib.import_module("fiamma._torch_c").module
     return alias
 
 

@@ -160,6 +160,12 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     return tuple(out)
 
 
+def _profiler_enabled():
+    """Whether a profile records now (PyTorch's private ``torch.autograd._profiler_enabled``,
+    which PyTorch Lightning's profiler reads)."""
+    return fiamma.profiler.is_profiler_enabled()
+
+
 # ---- registration with core -------------------------------------------------------------------
 
 def _tensor_backward(t, gradient, retain_graph, create_graph, inputs):

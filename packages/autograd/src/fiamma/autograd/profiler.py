@@ -20,7 +20,8 @@ from fiamma.profiler import (
     record_function,
 )
 
-__all__ = ["profile", "record_function", "EventList", "FunctionEvent", "FunctionEventAvg"]
+__all__ = ["profile", "record_function", "emit_nvtx", "EventList", "FunctionEvent",
+           "FunctionEventAvg"]
 
 
 class profile:
@@ -108,3 +109,22 @@ class profile:
     def __repr__(self):
         return "<unfinished fiamma.autograd.profiler.profile>" if self.function_events is None \
             else self.function_events.table()
+
+
+class emit_nvtx:
+    """PyTorch's context that marks each op with an NVTX range for NVIDIA's profilers. fiamma
+    emits no NVTX ranges: entering it enabled raises (``enabled=False`` does nothing, as in
+    PyTorch); use :class:`profile` (``use_cuda=True`` for GPU times) instead."""
+
+    def __init__(self, enabled=True, record_shapes=False):
+        self.enabled = enabled
+        self.record_shapes = record_shapes
+
+    def __enter__(self):
+        if self.enabled:
+            raise RuntimeError("emit_nvtx: fiamma emits no NVTX ranges; profile with "
+                               "fiamma.autograd.profiler.profile (or fiamma.profiler.profile)")
+        return self
+
+    def __exit__(self, *exc):
+        return False

@@ -148,10 +148,11 @@ def gelu_backward(grad_output, input, approximate="none"):
 
 
 def relu_backward(grad_output, output):
-    """ReLU's gradient ``where(output > 0, grad_output, 0)`` from the forward's ``output``
-    (NaN outputs pass no gradient); differentiable again (along ``grad_output``). One pass when
-    both are contiguous tensors of one float dtype and shape and the backend has the kernel
-    (cuda; the CPU for float32/float64); otherwise the comparison and ``where``.
+    """ReLU's gradient ``where(output <= 0, 0, grad_output)`` from the forward's ``output``
+    (a NaN output passes its gradient, as PyTorch's threshold_backward); differentiable again
+    (along ``grad_output``). One pass when both are contiguous tensors of one float dtype and
+    shape and the backend has the kernel (cuda; the CPU for float32/float64); otherwise the
+    comparison and ``where``.
 
     >>> import fiamma
     >>> fiamma.relu_backward(fiamma.ones(3), fiamma.tensor([0.0, 2.0, -1.0])).tolist()
@@ -171,7 +172,7 @@ def relu_backward(grad_output, output):
                 return out
     from fiamma._ops.elementwise import where
 
-    return where(output > 0, grad_output, 0.0)
+    return where(output <= 0, 0.0, grad_output)
 
 
 # ---- parameterised activations (csrc/activations.c fm_act_fwd / fm_act_bwd) ------------------

@@ -248,11 +248,11 @@ def angle(input):
         if res._numel:
             _put(res, xp.angle(arr(x)))
         return _rec(ops.angle, res, (x,))
-    # real input: composed of differentiable ops (its gradient is zero)
+    # real input: 0 or pi (NaN stays NaN), recorded as angle (a zero gradient, NaN inputs too)
     from fiamma._ops.elementwise import where
 
-    f = x if x._dtype._kind == 2 else x.to(D.get_default_dtype())
-    return where(f < 0, math.pi, where(f.isnan(), f, 0.0))
+    f = (x if x._dtype._kind == 2 else x.to(D.get_default_dtype())).detach()
+    return _rec(ops.angle, where(f < 0, math.pi, where(f.isnan(), f, 0.0)), (x,))
 
 
 def _put(res, values):

@@ -152,8 +152,10 @@ def start_processes(fn, args=(), nprocs=1, join=True, daemon=False, start_method
     first failure); otherwise return their ProcessContext."""
     if not callable(fn):
         raise TypeError(f"start_processes: fn must be callable, got {type(fn).__name__}")
-    if not isinstance(args, tuple):
-        raise TypeError(f"start_processes: args must be a tuple, got {type(args).__name__}")
+    if not isinstance(args, (tuple, list)):  # PyTorch unpacks any sequence: Lightning passes a list
+        raise TypeError(f"start_processes: args must be a tuple or list, got "
+                        f"{type(args).__name__}")
+    args = tuple(args)
     if isinstance(nprocs, bool) or not isinstance(nprocs, int) or nprocs < 1:
         raise ValueError(f"start_processes: nprocs must be a positive int, got {nprocs!r}")
     ctx = multiprocessing.get_context(start_method)

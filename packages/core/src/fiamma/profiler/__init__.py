@@ -32,7 +32,14 @@ from fiamma.profiler._trace import tensorboard_trace_handler
 
 __all__ = ["profile", "schedule", "record_function", "ProfilerActivity", "ProfilerAction",
            "tensorboard_trace_handler", "supported_activities", "EventList", "FunctionEvent",
-           "FunctionEventAvg", "ProfilerHook", "hook", "register_ops", "is_profiler_enabled"]
+           "FunctionEventAvg", "ProfilerHook", "hook", "register_ops", "is_profiler_enabled",
+           "kineto_available"]
+
+
+def kineto_available():
+    """Whether PyTorch's Kineto tracing library backs the profiler: no, fiamma records its
+    events itself (``profile`` works all the same)."""
+    return False
 
 
 def is_profiler_enabled():

@@ -190,10 +190,13 @@ class EventList(list):
     def self_cpu_time_total(self):
         return sum(e.self_cpu_time_total for e in self)
 
-    def key_averages(self, group_by_input_shape=False, group_by_stack_n=0,
+    def key_averages(self, group_by_input_shapes=False, group_by_stack_n=0,
                      group_by_overload_name=False):
         """One :class:`FunctionEventAvg` per event name (and input shapes, and the first
-        ``group_by_stack_n`` stack frames, when asked), in order of first appearance."""
+        ``group_by_stack_n`` stack frames, when asked), in order of first appearance. (The
+        keyword is ``group_by_input_shapes`` here, as on PyTorch's EventList; the profilers'
+        own ``key_averages`` spell it ``group_by_input_shape``.)"""
+        group_by_input_shape = group_by_input_shapes
         if not isinstance(group_by_stack_n, int) or group_by_stack_n < 0:
             raise ValueError("key_averages: group_by_stack_n must be an int >= 0, got "
                              f"{group_by_stack_n!r}")

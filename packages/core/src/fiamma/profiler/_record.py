@@ -148,6 +148,7 @@ class Recorder:
         _Tensor = Tensor
         self.record_shapes = record_shapes
         self.with_flops = with_flops
+        self.counter_flops = False  # FlopCounterMode's extra convolutions (COUNTER_FLOP_OPS)
         self.with_stack = with_stack
         self.mem = _cpu_memory_reader() if profile_memory else None
         self.dev_mem = None
@@ -331,6 +332,36 @@ def _flops(name, args, kwargs, out):
     return 2 * _numel(o) * a[-1]
 
 
+def _counter_flops(name, args, kwargs, out):
+    """The FLOPs of the convolutions PyTorch's profiler leaves out but its ``FlopCounterMode``
+    counts (with its formulas), for ``fiamma.utils.flop_counter``: the other convolutions'
+    ``2 * output elements * weight elements per output channel``, a transposed convolution's
+    ``2 * input elements * weight elements per input channel``, and the weight gradient's
+    ``2 * grad_output elements * input channels * kernel elements``."""
+    if name == "aten::convolution_backward_weight":
+        a, b = _shape_of(args[0]), _shape_of(args[1])
+        w = args[2] if len(args) > 2 else kwargs.get("weight_size")
+        if not a or not b or w is None:
+            return 0
+        return 2 * _numel(b) * a[1] * _numel(tuple(w)[2:])
+    w = _shape_of(args[1] if len(args) > 1 else kwargs.get("weight"))
+    if not w:
+        return 0
+    transposed = name.startswith("aten::conv_transpose") or (
+        name == "aten::convolution" and (args[6] if len(args) > 6
+                                         else kwargs.get("transposed", False)))
+    if transposed:
+        x = _shape_of(args[0] if args else kwargs.get("input"))
+        return 2 * _numel(x) * _numel(w[1:]) if x else 0
+    o = _shape_of(out)
+    return 2 * _numel(o) * _numel(w[1:]) if o else 0
+
+
+# counted only for a recorder with counter_flops set (FlopCounterMode's)
+COUNTER_FLOP_OPS = frozenset(("aten::conv1d", "aten::conv3d", "aten::convolution",
+                              "aten::conv_transpose1d", "aten::conv_transpose2d",
+                              "aten::conv_transpose3d", "aten::convolution_backward_weight"))
+
 _FLOP_OPS = frozenset(("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm",
                        "aten::matmul", "aten::conv2d", "aten::mul",
                        "aten::add"))
@@ -346,8 +377,11 @@ def _make_wrapper(fn, name, cat=CAT_OP):
             out = fn(*args, **kwargs)
         finally:
             rec.end(r)
-        if r is not None and rec.with_flops and name in _FLOP_OPS:
-            r[FLOPS] = _flops(name, args, kwargs, out)
+        if r is not None and rec.with_flops:
+            if name in _FLOP_OPS:
+                r[FLOPS] = _flops(name, args, kwargs, out)
+            elif rec.counter_flops and name in COUNTER_FLOP_OPS:
+                r[FLOPS] = _counter_flops(name, args, kwargs, out)
         return out
 
     op.__name__ = getattr(fn, "__name__", name)

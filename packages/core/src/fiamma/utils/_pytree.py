@@ -20,6 +20,7 @@ serialisation of specs (``treespec_dumps``/``treespec_loads``).
 """
 
 import collections
+import typing
 import warnings
 
 __all__ = ["TreeSpec", "LeafSpec", "register_pytree_node", "tree_is_leaf", "tree_flatten",
@@ -35,6 +36,15 @@ class _Node:
     def __init__(self, flatten, unflatten):
         self.flatten = flatten      # tree -> (children, context)
         self.unflatten = unflatten  # (children, context) -> tree
+
+    # PyTorch's NodeDef names of the two functions
+    @property
+    def flatten_fn(self):
+        return self.flatten
+
+    @property
+    def unflatten_fn(self):
+        return self.unflatten
 
 
 def _dict_flatten(d):
@@ -201,6 +211,19 @@ class _NamedTupleMark:
 
 
 _NAMEDTUPLE_MARK = _NamedTupleMark
+# a namedtuple's node: found by the type _get_node_type gives (PyTorch keys it so too)
+SUPPORTED_NODES[_NAMEDTUPLE_MARK] = _NAMEDTUPLE
+
+# PyTorch's annotation for "a tree": any object
+PyTree = typing.Any
+
+
+def _get_node_type(tree):
+    """The key of ``tree``'s node in ``SUPPORTED_NODES`` (the namedtuple mark for a
+    namedtuple, else its type; a leaf's type is not a key)."""
+    if is_namedtuple_instance(tree):
+        return _NAMEDTUPLE_MARK
+    return type(tree)
 
 
 class LeafSpec(TreeSpec):

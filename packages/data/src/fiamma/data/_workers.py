@@ -397,7 +397,7 @@ class _Resources:
                 fmp.sweep_shared_memory(w.pid)
 
 
-class MultiProcessIter:
+class MultiProcessIter(_dl._BaseDataLoaderIter):
     """The iterator of a DataLoader with ``num_workers > 0``."""
 
     def __init__(self, loader):
@@ -438,6 +438,10 @@ class MultiProcessIter:
     @property
     def _shutdown_done(self):
         return self._res.done
+
+    def _shutdown_workers(self):
+        """Stop the workers now (PyTorch's name; also what happens at exit)."""
+        self._shutdown()
 
     # ---- epoch state -------------------------------------------------------------------
 

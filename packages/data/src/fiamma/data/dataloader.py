@@ -251,7 +251,14 @@ class DataLoader(Generic[_T_co]):
                                   generator=self.generator).item())
 
 
-class _SingleProcessIter:
+class _BaseDataLoaderIter:
+    """The base class of a DataLoader's iterators (PyTorch's name, for ``isinstance``)."""
+
+    def __iter__(self):
+        return self
+
+
+class _SingleProcessIter(_BaseDataLoaderIter):
     def __init__(self, loader):
         self._loader = loader
         self._sampler_iter = iter(loader._index_sampler)
@@ -303,3 +310,15 @@ def pin_batch(data):
     if hasattr(data, "pin_memory"):
         return data.pin_memory()
     return data
+
+
+# PyTorch's names of the two iterator classes
+_SingleProcessDataLoaderIter = _SingleProcessIter
+
+
+def __getattr__(name):
+    if name == "_MultiProcessingDataLoaderIter":
+        from fiamma.data._workers import MultiProcessIter
+
+        return MultiProcessIter
+    raise AttributeError(f"module 'fiamma.data.dataloader' has no attribute {name!r}")

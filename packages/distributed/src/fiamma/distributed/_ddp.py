@@ -95,7 +95,7 @@ class DistributedDataParallel(nn.Module, Joinable):
         mb = 25.0 if bucket_cap_mb is None else float(bucket_cap_mb)
         if mb <= 0:
             raise ValueError(f"DistributedDataParallel: bucket_cap_mb must be positive, got {mb}")
-        cap = int(mb * 1024 * 1024)
+        cap = self._bucket_cap_bytes = int(mb * 1024 * 1024)
         self._bucket_list = buckets(self._params, cap, min(cap, 1024 * 1024))
         self._cuda = any(b.buf is None for b in self._bucket_list)
         if self._cuda and group._nccl is None:
@@ -246,6 +246,26 @@ class DistributedDataParallel(nn.Module, Joinable):
         """PyTorch's late form of ``static_graph=True``: a hint, with no effect here (the
         results are the same)."""
         self.static_graph = True
+
+    def _get_ddp_logging_data(self):
+        """PyTorch's dict of DDP's construction facts, as far as fiamma keeps them (PyTorch's
+        runtime statistics and its ``can_set_static_graph`` analysis are not recorded)."""
+        return {
+            "world_size": self.process_group.size(),
+            "rank": self.process_group.rank(),
+            "module_name": type(self.module).__name__,
+            "device_ids": "" if self.device_ids is None else str(self.device_ids),
+            "dim": self.dim,
+            "broadcast_buffers": int(bool(self.broadcast_buffers)),
+            "bucket_cap_bytes": self._bucket_cap_bytes,
+            "find_unused_parameters": int(bool(self.find_unused_parameters)),
+            "gradient_as_bucket_view": int(self.gradient_as_bucket_view),
+            "static_graph": int(bool(self.static_graph)),
+            "backend_name": self.process_group.backend,
+            "num_parameter_tensors": len(self._params),
+            "total_parameter_size_bytes": sum(p.numel() * p.element_size()
+                                              for p in self._params),
+        }
 
     def will_sync_module_buffers(self):
         """Whether the next forward broadcasts rank 0's buffers first."""

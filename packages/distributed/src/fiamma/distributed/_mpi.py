@@ -51,6 +51,11 @@ class ReduceOp(enum.Enum):
         return f"<ReduceOp.{self.name}: {self.value!r}>"
 
 
+# PyTorch nests the members' type as ``ReduceOp.RedOpType`` (``ReduceOp.SUM`` is an instance
+# of it); here the members' type is ReduceOp itself.
+ReduceOp.RedOpType = ReduceOp
+
+
 # fiamma dtype -> (the NumPy dtype its bytes travel as, an int code for the metadata check)
 _DTYPES = [fiamma.float32, fiamma.float64, fiamma.float16, fiamma.bfloat16, fiamma.int8,
            fiamma.int16, fiamma.int32, fiamma.int64, fiamma.uint8, fiamma.bool]

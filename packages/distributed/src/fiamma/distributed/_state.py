@@ -174,6 +174,20 @@ def _world_from_launcher(MPI, rank, world_size):  # noqa: N803  (the module's na
             "library are from different MPI implementations. Start the ranks with the mpiexec "
             "of that library, or point mpi4py at the launcher's library (MPI4PY_LIBMPI=/path/"
             "to/libmpi.so and MPI4PY_MPIABI=mpich or openmpi)")
+    if (want_size is not None and want_size != mpi_size and mpi_size == 1
+            and os.environ.get("MASTER_ADDR") and os.environ.get("MASTER_PORT")
+            and not _rendezvous.under_process_manager()):
+        # env:// named a store, but MPI had been initialised already (mpi4py.MPI imported before
+        # init_process_group: PyTorch Lightning does so when it probes for an MPI cluster), so
+        # this process is an MPI singleton and cannot join the others through the store
+        raise ValueError(
+            f"init_process_group: MASTER_ADDR/MASTER_PORT ask for a rendezvous of {want_size} "
+            "ranks, but MPI was initialised in this process before init_process_group "
+            "(mpi4py.MPI imported), which makes it an MPI world of one that cannot join other "
+            "processes (pmodels/mpich#7805). Call init_process_group before importing "
+            "mpi4py.MPI, or start the ranks with `python -m fiamma.distributed.run "
+            "--nproc-per-node N` (with PyTorch Lightning: strategy='ddp_spawn', or its 'ddp' "
+            "strategy under that launcher)")
     if want_size is not None and want_size != mpi_size:
         how = ("this process was not started by an MPI launcher (it is an MPI world of one); "
                "start the ranks with `python -m fiamma.distributed.run --nproc-per-node N` or "

@@ -2,7 +2,7 @@
 
 import fiamma
 
-__all__ = ["Parameter", "Buffer"]
+__all__ = ["Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer"]
 
 
 class Parameter(fiamma.Tensor):
@@ -65,3 +65,22 @@ class Buffer(fiamma.Tensor):
 
     def __init__(self, data=None, *, persistent=True):
         pass
+
+
+class _Uninitialized:
+    """PyTorch's placeholders of the lazy modules' (``nn.LazyLinear``, ...) parameters and
+    buffers before the first forward. fiamma has no lazy modules, so no tensor is of these
+    types (``isinstance`` checks answer False) and constructing one raises."""
+
+    def __new__(cls, *args, **kwargs):
+        raise NotImplementedError(
+            f"nn.parameter.{cls.__name__}: fiamma has no lazy modules (nn.LazyLinear & co.); "
+            "give the shapes when constructing the module")
+
+
+class UninitializedParameter(_Uninitialized, Parameter):
+    __doc__ = _Uninitialized.__doc__
+
+
+class UninitializedBuffer(_Uninitialized, fiamma.Tensor):
+    __doc__ = _Uninitialized.__doc__

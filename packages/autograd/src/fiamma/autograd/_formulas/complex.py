@@ -50,6 +50,8 @@ def _view_as_real(ctx, grad):
 @derivative(ops.angle, save="inputs")
 def _angle(ctx, grad):
     z = ctx.inputs[0]
+    if not z.dtype.is_complex:  # 0 or pi: piecewise constant, a zero gradient (NaN too)
+        return (fiamma.zeros_like(z),)
     # d atan2(y, x) = (-y dx + x dy) / |z|^2: the gradient i z / |z|^2 (0 at 0)
     a2 = z.real * z.real + z.imag * z.imag
     nz = a2 == 0

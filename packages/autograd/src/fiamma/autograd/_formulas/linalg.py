@@ -309,8 +309,8 @@ def svd_backward(ctx, grad, adj, diag, complex_term=None):
 
 @derivative(ops.linalg_qr, save="output")
 def _d_qr(ctx, grad):
-    """A = QR with m >= n (reduced or square): gA = (gQ + Q copyltu(M)) R^-T with
-    M = R gR^T - gQ^T Q and copyltu the symmetric matrix built from M's lower triangle."""
+    """A = QR, tall/square (gA = (gQ + Q copyltu(M)) R^-T with M = R gR^T - gQ^T Q and
+    copyltu the symmetric matrix built from M's lower triangle) or wide (qr_backward)."""
     return qr_backward(ctx, grad, _mT, _diag_part)
 
 
@@ -321,17 +321,38 @@ def _diag_part(m):
 
 def qr_backward(ctx, grad, adj, diag_of):
     """linalg.qr's gradient for real (``adj`` the transpose) and complex (``adj`` the conjugate
-    transpose) matrices: gA = (gQ + Q copyltu(M)) adj(R)^-1 with M = R adj(gR) - adj(gQ) Q and
-    copyltu(M) = tril(M, -1) + adj(tril(M, -1)) + ``diag_of(M)`` (M's diagonal as a matrix;
-    its real part for complex)."""
+    transpose) matrices. m >= n (reduced, or complete when square): gA = (gQ + Q copyltu(M))
+    adj(R)^-1 with M = R adj(gR) - adj(gQ) Q and copyltu(M) = tril(M, -1) + adj(tril(M, -1)) +
+    ``diag_of(M)`` (M's diagonal as a matrix; its real part for complex). m < n (reduced and
+    complete are the same): with A = [X | Y], R = [U | V] (X = QU square, Y = QV), gY = Q gV
+    and gX is the square case's for Q, U with gQ + Y adj(gV), as PyTorch's."""
     q, r = ctx.output
     gq, gr = grad
     mode = ctx.kwargs.get("mode", "reduced")
     m, n = ctx.input_shapes[0][-2:]
-    if mode == "r" or m < n and mode != "complete" or q.shape[-1] != r.shape[-2] or \
-            (mode == "complete" and m > n):
-        raise NotImplementedError(f"linalg.qr: the derivative is implemented for mode="
-                                  f"'reduced' with m >= n (got mode={mode!r}, shape {m}x{n})")
+    if mode == "r":
+        raise RuntimeError("linalg.qr: the derivative of linalg.qr depends on Q, which is not "
+                           "computed when mode='r'. Please use linalg.qr(A, mode='reduced') if "
+                           "you are going to differentiate through linalg.qr.")
+    if mode == "complete" and m > n:
+        raise RuntimeError(f"linalg.qr: the QR decomposition is not differentiable when "
+                           f"mode='complete' and nrows > ncols (got shape {m}x{n})")
+    if m >= n:
+        return (_qr_square_or_tall(q, r, gq, gr, adj, diag_of),)
+    u, v = r[..., :m], r[..., m:]
+    gu = gv = None
+    if gr is not None:
+        gu, gv = gr[..., :m], gr[..., m:]
+    if gv is not None:
+        y = fiamma.matmul(q, v)
+        step = fiamma.matmul(y, adj(gv))
+        gq = step if gq is None else gq + step
+    gx = _qr_square_or_tall(q, u, gq, gu, adj, diag_of)
+    gy = fiamma.matmul(q, gv) if gv is not None else fiamma.zeros_like(v)
+    return (fiamma.cat([gx, gy], -1),)
+
+
+def _qr_square_or_tall(q, r, gq, gr, adj, diag_of):
     k = r.shape[-2]
     mm = fiamma.zeros(tuple(r.shape[:-2]) + (k, k), dtype=r.dtype, device=r.device)
     if gr is not None:
@@ -343,7 +364,7 @@ def qr_backward(ctx, grad, adj, diag_of):
     b = fiamma.matmul(q, sym)
     if gq is not None:
         b = b + gq
-    return (_L().solve_triangular(adj(r), b, upper=False, left=False),)
+    return _L().solve_triangular(adj(r), b, upper=False, left=False)
 
 
 def _pinv_grad(a, p, gp, _mT=_mT):

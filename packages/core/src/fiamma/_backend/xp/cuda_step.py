@@ -3,7 +3,7 @@ issue 21): the ops that cost several launches and temporaries per layer on the g
 
 - ``fm_relu``: ReLU of float32/float64 from pointers (was a ufunc over two array views;
   cuda_lowp's ``fm_lp_relu`` serves 16-bit);
-- ``fm_relu_bwd``: ReLU's backward ``where(y > 0, g, 0)`` (core's ``relu_backward``, which
+- ``fm_relu_bwd``: ReLU's backward ``where(y <= 0, 0, g)`` (core's ``relu_backward``, which
   autograd's ReLU formula calls) in one pass over g and y, float32/float64/bfloat16/float16
   (was a comparison into a bool temporary and a ``where``: two launches, an allocation);
 - ``fm_gelu_fwd_s``/``fm_gelu_bwd_s``: GELU (erf and tanh forms) and its backward reading and
@@ -47,7 +47,7 @@ extern "C" __global__ void fm_relu(const S* __restrict__ x, S* __restrict__ o, l
 }
 extern "C" __global__ void fm_relu_bwd(const S* __restrict__ g, const S* __restrict__ y,
         S* __restrict__ o, long long n) {
-    FM_LOOP(n) o[i] = fm_ld(y[i]) > (T)0 ? g[i] : (S)0;
+    FM_LOOP(n) o[i] = fm_ld(y[i]) <= (T)0 ? (S)0 : g[i];  // NaN passes (PyTorch)
 }
 // GELU in float arithmetic (cuda_kernels.py's float32 kernel; PyTorch's: double is slow)
 __device__ __forceinline__ float fm_gelu_p(float v, int approx) {

@@ -343,15 +343,15 @@ class FusedMixin(ConvMixin, PoolMixin, SampleMixin):
 
     # ---- ReLU backward ------------------------------------------------------------------------
     def relu_bwd(self, g, y, out):
-        """out = where(y > 0, g, 0) for contiguous float tensors of one dtype and shape (core's
-        relu_backward; the cuda backend's is one kernel)."""
+        """out = where(y <= 0, 0, g) (a NaN y passes g) for contiguous float tensors of one
+        dtype and shape (core's relu_backward; the cuda backend's is one kernel)."""
         if not (g._dtype is y._dtype is out._dtype and y._dtype._kind == 2):
             return K.ERR_DTYPE
         if y._numel == 0:
             return 0
         n = (y._numel,)
         r = self.raw(out, n, (1,))
-        r[...] = self.xp.where(self.get(y, n, (1,)) > 0, self.raw(g, n, (1,)), r.dtype.type(0))
+        r[...] = self.xp.where(self.get(y, n, (1,)) <= 0, r.dtype.type(0), self.raw(g, n, (1,)))
         return 0
 
     # ---- GELU --------------------------------------------------------------------------------

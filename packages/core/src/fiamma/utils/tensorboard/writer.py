@@ -218,6 +218,35 @@ def _graph_def(graph, root):
     return graph_pb2.GraphDef(node=nodes, versions=versions_pb2.VersionDef(producer=22))
 
 
+class _FileWriter:
+    """PyTorch's ``FileWriter`` of a SummaryWriter: events and ready-made summaries into its
+    ``log_dir``."""
+
+    def __init__(self, owner):
+        self._owner = owner
+
+    def get_logdir(self):
+        return self._owner.log_dir
+
+    def add_event(self, event, step=None, walltime=None):
+        event.wall_time = time.time() if walltime is None else float(walltime)
+        if step is not None:
+            event.step = int(step)
+        self._owner._open().add_event(event)
+
+    def add_summary(self, summary, global_step=None, walltime=None):
+        if not isinstance(summary, summary_pb2.Summary):
+            raise TypeError(f"add_summary: expected a tensorboard Summary proto, got "
+                            f"{type(summary).__name__}")
+        self.add_event(event_pb2.Event(summary=summary), global_step, walltime)
+
+    def flush(self):
+        self._owner.flush()
+
+    def close(self):
+        self._owner.close()
+
+
 class SummaryWriter:
     """Write TensorBoard event files to ``log_dir`` (default
     ``runs/<Mon>DD_HH-MM-SS_<host><comment>``), as PyTorch's SummaryWriter does.
@@ -263,6 +292,11 @@ class SummaryWriter:
 
     def get_logdir(self):
         return self.log_dir
+
+    def _get_file_writer(self):
+        """The writer of ``log_dir``'s event file (PyTorch's ``FileWriter``: ``add_summary``,
+        ``add_event``, ``flush``, ``close``), for summaries made elsewhere (``summary.hparams``)."""
+        return _FileWriter(self)
 
     def _summary(self, value, global_step, walltime, writer=None):
         event = event_pb2.Event(summary=summary_pb2.Summary(value=[value]),

@@ -808,7 +808,12 @@ class Module:
         return destination
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
-                              unexpected_keys, error_msgs, assign=False):
+                              unexpected_keys, error_msgs, assign=None):
+        # PyTorch's signature: load_state_dict(assign=True) arrives as
+        # local_metadata["assign_to_params_buffers"] (overrides in other libraries, such as
+        # torchmetrics' Metric, take exactly these seven arguments)
+        if assign is None:
+            assign = bool(local_metadata.get("assign_to_params_buffers", False))
         for hook in self._load_state_dict_pre_hooks.values():
             hook(self, state_dict, prefix, local_metadata, strict, missing_keys,
                  unexpected_keys, error_msgs)
@@ -870,8 +875,10 @@ class Module:
 
         def load(module, prefix=""):
             local_metadata = {} if metadata is None else metadata.get(prefix[:-1], {})
+            if assign:
+                local_metadata = {**local_metadata, "assign_to_params_buffers": True}
             module._load_from_state_dict(state_dict, prefix, local_metadata, True, missing,
-                                         unexpected, errors, assign)
+                                         unexpected, errors)
             for name, child in module._modules.items():
                 if child is not None:
                     load(child, prefix + name + ".")

@@ -1,0 +1,88 @@
+"""``torch._C`` under ``fiamma.run``: the few private names of PyTorch's C module that
+libraries reach (Lightning, torchmetrics), over fiamma's own ``fiamma._C`` (the cffi extension,
+whose ``ffi`` and ``lib`` stay reachable through it).
+
+>>> from fiamma._torch_c import module
+>>> module._nn._parse_to("cpu", fiamma.float64)
+(device(type='cpu'), fiamma.float64, False, None)
+"""
+
+import types
+
+import fiamma
+
+
+def _log_api_usage_once(event):
+    """PyTorch's usage logging hook (a no-op there unless a logger is installed): no-op."""
+    if not isinstance(event, str):
+        raise TypeError(f"_log_api_usage_once: expected a str event, got {type(event).__name__}")
+
+
+def _parse_to(*args, **kwargs):
+    """The ``(device, dtype, non_blocking, memory_format)`` that ``Tensor.to``/``Module.to``
+    would read from these arguments (PyTorch's ``torch._C._nn._parse_to``)."""
+    device = kwargs.pop("device", None)
+    dtype = kwargs.pop("dtype", None)
+    non_blocking = bool(kwargs.pop("non_blocking", False))
+    kwargs.pop("copy", None)
+    fmt = kwargs.pop("memory_format", None)
+    if kwargs:
+        raise TypeError(f"_parse_to() got unexpected keyword arguments {sorted(kwargs)}")
+    rest = list(args)
+    if rest and isinstance(rest[0], fiamma.Tensor):
+        t = rest.pop(0)
+        device, dtype = t.device, t.dtype
+    else:
+        if rest and isinstance(rest[0], (str, int, fiamma.device)):
+            device = rest.pop(0)
+        if rest and isinstance(rest[0], fiamma.dtype):
+            dtype = rest.pop(0)
+    if rest and isinstance(rest[0], bool):
+        non_blocking = rest.pop(0)
+        if rest and isinstance(rest[0], bool):
+            rest.pop(0)  # copy
+    if rest:
+        raise TypeError(f"_parse_to() received an invalid combination of arguments: {args!r}")
+    if device is not None and not isinstance(device, fiamma.device):
+        device = fiamma.device(device)
+    if dtype is not None and not isinstance(dtype, fiamma.dtype):
+        raise TypeError(f"_parse_to(): dtype must be a fiamma.dtype, got {type(dtype).__name__}")
+    return device, dtype, non_blocking, fmt
+
+
+class _TorchC(types.ModuleType):
+    """``torch._C``: the names above, then fiamma._C's."""
+
+    _fiamma_alias_only = True  # the runner's torch module keeps it; fiamma._C stays native
+
+    def __getattr__(self, name):
+        if name == "_distributed_c10d":
+            c10d = types.ModuleType("torch._C._distributed_c10d")
+            try:
+                from fiamma.distributed import ProcessGroup, Store
+                from fiamma.distributed._reducer import Reducer
+            except ImportError:
+                pass
+            else:
+                c10d.Reducer, c10d.ProcessGroup, c10d.Store = Reducer, ProcessGroup, Store
+            self.__dict__[name] = c10d
+            return c10d
+        import fiamma._C as native
+
+        try:
+            return getattr(native, name)
+        except AttributeError:
+            from fiamma._torch_alias import FiammaAttributeError
+
+            raise FiammaAttributeError(
+                f"module 'torch._C' has no attribute {name!r}: fiamma has no equivalent of "
+                "this private PyTorch name (a gap in fiamma's PyTorch API; see docs/porting.md)"
+            ) from None
+
+
+module = _TorchC("torch._C", "PyTorch's private C module, as far as fiamma provides it")
+module._TensorMeta = type(fiamma.Tensor)  # the metaclass of Tensor
+module._log_api_usage_once = _log_api_usage_once
+module._nn = types.ModuleType("torch._C._nn")
+module._nn._parse_to = _parse_to
+module.Generator = fiamma.Generator
