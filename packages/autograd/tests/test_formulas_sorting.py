@@ -59,3 +59,34 @@ def test_diff_prepend_and_append_get_gradients(n):
           rand(3, 4, rng=rng), rand(3, 2, rng=rng), rand(3, 1, rng=rng))
     check(lambda x, p: fiamma.diff(x, n, 0, prepend=p), rand(2, 3, rng=rng),
           rand(1, 3, rng=rng))
+
+
+@pytest.mark.parametrize("op", ["topk", "sort", "cummax"])
+def test_values_changed_in_place_before_backward(op):
+    # the derivative reads only the indices: dividing the values in place (as Mixtral's router
+    # does with topk) must not trip the saved-tensor version check, and the gradient is that of
+    # the expression with the in-place step: 2 * w scattered back through the indices
+    x = fiamma.tensor([[0.3, -1.0, 2.0, 0.5], [1.5, 0.2, -0.7, 0.9]], requires_grad=True)
+    if op == "topk":
+        v, i = fiamma.topk(x, 2, dim=-1)
+    elif op == "sort":
+        v, i = x.sort(-1)
+    else:
+        v, i = fiamma.cummax(x, dim=-1)
+    v.mul_(2.0)
+    w = fiamma.arange(v.numel(), dtype=fiamma.float32).reshape(v.shape) + 1
+    (v * w).sum().backward()
+    want = np.zeros((2, 4), np.float32)
+    for r in range(2):
+        for c in range(v.shape[1]):
+            want[r, i[r, c].item()] += 2.0 * w[r, c].item()
+    np.testing.assert_allclose(x.grad.numpy(), want)
+
+
+def test_changed_indices_still_raise():
+    # the indices are still saved and checked
+    x = fiamma.tensor([3.0, 1.0, 2.0], requires_grad=True)
+    v, i = fiamma.topk(x, 2)
+    i.add_(0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        v.sum().backward()

@@ -242,3 +242,71 @@ def test_reprs_and_type_names_are_torchs_under_the_runner(tmp_path):
     # without the runner, fiamma's own names
     assert repr(fiamma.ones(2).shape) == "fiamma.Size([2])" and fiamma.ones(1).type() == \
         "fiamma.FloatTensor"
+
+
+# hides every real torch/torchvision/torchaudio distribution from importlib.metadata, as on a
+# machine where only fiamma is installed
+_HIDE_REAL_TORCH = """
+    import importlib.machinery, importlib.metadata as md
+    _find = importlib.machinery.PathFinder.find_distributions
+    def _hidden(context=md.DistributionFinder.Context()):
+        return [d for d in _find(context)
+                if d.metadata["Name"].lower() not in ("torch", "torchvision", "torchaudio")]
+    importlib.machinery.PathFinder.find_distributions = staticmethod(_hidden)
+"""
+
+
+def test_metadata_answers_for_torch_when_no_real_distribution(tmp_path):
+    r = run(tmp_path, textwrap.dedent(_HIDE_REAL_TORCH) + textwrap.dedent("""
+        import importlib.util
+        print(md.version("torch"))
+        d = md.distribution("torch")
+        print(d.metadata["Name"], "fiamma" in d.metadata["Summary"], d.files)
+        print(len([x for x in md.distributions() if x.metadata["Name"] == "torch"]))
+        print(importlib.util.find_spec("torch") is not None)
+        print(md.packages_distributions().get("torch"), md.requires("torch"))
+        try:
+            md.version("no-such-dist-fiamma")
+        except md.PackageNotFoundError:
+            print("missing ok")
+        """))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [_torch_alias.TORCH_VERSION, "torch True None", "1", "True",
+                                     "['torch'] None", "missing ok"]
+
+
+def test_metadata_of_a_real_distribution_wins(tmp_path):
+    # where a distribution of that name is installed, importlib.metadata finds it, not fiamma's
+    r = run(tmp_path, """
+        import importlib.metadata as md
+        try:
+            real = md.distribution("torch")
+        except md.PackageNotFoundError:
+            print("no real torch")
+        else:
+            print("fiamma" in (real.metadata["Summary"] or ""),
+                  len([x for x in md.distributions() if x.metadata["Name"] == "torch"]))
+        """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() in (["no", "real", "torch"], ["False", "1"])
+
+
+def test_metadata_finder_leaves_with_uninstall(tmp_path):
+    # in a child: install() drops a real torch already imported from sys.modules, which this
+    # process (where other tests import torch) must keep
+    code = textwrap.dedent(_HIDE_REAL_TORCH) + textwrap.dedent("""
+        import sys
+        from fiamma import _torch_alias
+        _torch_alias.install()
+        print(md.version("torch"), _torch_alias._dist_finder in sys.meta_path)
+        _torch_alias.uninstall()
+        print(_torch_alias._dist_finder in sys.meta_path)
+        try:
+            md.version("torch")
+        except md.PackageNotFoundError:
+            print("gone")
+        """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [_torch_alias.TORCH_VERSION, "True", "False", "gone"]

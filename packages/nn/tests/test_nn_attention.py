@@ -828,3 +828,53 @@ def test_sdp_backend_parity():
         assert (got[0][1] is None) == (got[1][1] is None), names
         if got[0][1] is not None:
             np.testing.assert_allclose(got[1][1], got[0][1], rtol=1e-5, atol=1e-6)
+
+
+# ---- torch.nn.attention.flex_attention: names only -------------------------------------------
+
+def test_flex_attention_names_and_clear_errors():
+    from fiamma.nn.attention import flex_attention as fa
+
+    assert fa._DEFAULT_SPARSE_BLOCK_SIZE == 128
+    assert not isinstance(fiamma.ones(2), fa.BlockMask)
+    q = fiamma.randn(1, 2, 4, 8)
+    for call in (lambda: fa.flex_attention(q, q, q), lambda: fa.BlockMask(),
+                 lambda: fa.create_block_mask(fa.noop_mask, 1, 1, 4, 4),
+                 lambda: fa.create_mask(fa.noop_mask, 1, 1, 4, 4)):
+        with pytest.raises(NotImplementedError, match="FlexAttention"):
+            call()
+
+
+def test_flex_attention_mask_combinators():
+    from fiamma.nn.attention import flex_attention as fa
+
+    def causal(b, h, q, kv):
+        return q >= kv
+
+    def even(b, h, q, kv):
+        return kv % 2 == 0
+
+    q, kv = fiamma.arange(4).reshape(4, 1), fiamma.arange(4).reshape(1, 4)
+    qn, kvn = np.arange(4)[:, None], np.arange(4)[None, :]
+    both = fa.and_masks(causal, even)(0, 0, q, kv)
+    either = fa.or_masks(causal, even)(0, 0, q, kv)
+    np.testing.assert_array_equal(both.numpy(), (qn >= kvn) & (kvn % 2 == 0))
+    np.testing.assert_array_equal(either.numpy(), (qn >= kvn) | (kvn % 2 == 0))
+    assert fa.noop_mask(0, 0, 0, 0).item() is True
+
+
+def test_sdpa_under_cpu_autocast_casts_a_float_mask():
+    # scaled_dot_product_attention is on PyTorch's CPU autocast lower-precision list: q, k, v
+    # and a float mask all go to bfloat16 (a float32 mask beside bfloat16 queries used to fail
+    # the dtype check); the result is that of the explicitly cast call
+    fiamma.manual_seed(0)
+    q, k, v = (fiamma.randn(2, 2, 5, 8) for _ in range(3))
+    mask = fiamma.randn(1, 1, 5, 5)
+    with fiamma.autocast("cpu", dtype=fiamma.bfloat16):
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        out_bool = F.scaled_dot_product_attention(q, k, v, attn_mask=mask > 0)
+    want = F.scaled_dot_product_attention(q.bfloat16(), k.bfloat16(), v.bfloat16(),
+                                          attn_mask=mask.bfloat16())
+    assert out.dtype == fiamma.bfloat16 and out_bool.dtype == fiamma.bfloat16
+    assert fiamma.equal(out, want)
+    assert F.scaled_dot_product_attention(q, k, v, attn_mask=mask).dtype == fiamma.float32

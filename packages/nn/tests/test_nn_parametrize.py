@@ -340,3 +340,16 @@ def test_parity_parametrizations(kind, train):
     for (nt, bt), (nf, bf) in zip(mt.named_buffers(), mf.named_buffers()):
         assert nt == nf
         np.testing.assert_allclose(bf.numpy(), bt.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_weight_norm_built_on_the_meta_device_keeps_g_and_v():
+    # transformers builds models on the meta device before loading weights (wav2vec2's
+    # positional convolution is weight-normed): the parametrization must still split the
+    # weight into original0 (g) and original1 (v), not fall back to one tensor
+    with fiamma.device("meta"):
+        c = nn.Conv1d(4, 4, 3, groups=2)
+        c = nn.utils.parametrizations.weight_norm(c, name="weight", dim=2)
+    plist = c.parametrizations.weight
+    assert not plist.is_tensor and plist.ntensors == 2
+    assert plist.original0.shape == (1, 1, 3) and plist.original1.shape == (4, 2, 3)
+    assert c.weight.device.type == "meta" and c.weight.shape == (4, 2, 3)

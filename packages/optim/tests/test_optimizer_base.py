@@ -208,3 +208,31 @@ def test_group_tensors_by_device_and_dtype():
     (da, db), idx = groups[(fiamma.device("cpu"), fiamma.float64)]
     assert idx == [1] and len(da) == 1 and da[0] is a[1] and db == [None]
     assert optim.Optimizer._group_tensors_by_device_and_dtype([]) == {}
+
+
+def test_wrapper_subclass_without_optimizer_init_runs_hooks_once():
+    # a wrapper (as accelerate's AcceleratedOptimizer) subclasses Optimizer without running its
+    # __init__ and steps the inner optimizer: its own step must work, and the hooks run once
+    # (for the inner optimizer), as in PyTorch
+    class Wrapper(optim.Optimizer):
+        def __init__(self, inner):
+            self.inner = inner
+
+        @property
+        def param_groups(self):
+            return self.inner.param_groups
+
+        def step(self, closure=None):
+            return self.inner.step(closure)
+
+    w = fiamma.ones(2)
+    inner = optim.SGD([w], lr=0.5)
+    seen = []
+    h = optim.register_optimizer_step_pre_hook(lambda o, a, k: seen.append(type(o).__name__))
+    try:
+        w.grad = fiamma.ones(2)
+        Wrapper(inner).step()
+    finally:
+        h.remove()
+    assert seen == ["SGD"]
+    assert w.tolist() == [0.5, 0.5]

@@ -11,7 +11,8 @@ __all__ = [
     "float32", "float64", "half", "float", "double", "short", "int", "long",
     "complex64", "complex128", "cfloat", "cdouble", "uint16", "uint32", "uint64",
     "promote_types", "result_type", "can_cast", "get_default_dtype", "set_default_dtype",
-    "finfo", "iinfo",
+    "finfo", "iinfo", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+    "float8_e8m0fnu",
 ]
 
 
@@ -87,6 +88,27 @@ uint16 = dtype("uint16", 12, 2, 1, np.dtype(np.uint16), "H")
 uint32 = dtype("uint32", 13, 4, 1, np.dtype(np.uint32), "I")
 uint64 = dtype("uint64", 14, 8, 1, np.dtype(np.uint64), "Q")
 
+
+
+class _NoTensorDtype(dtype):
+    """A PyTorch dtype that fiamma names but has no tensors of (the float8 types): it compares,
+    hashes and prints as a dtype (``t.dtype == torch.float8_e4m3fn`` is simply false), and any
+    use of it as a tensor's dtype raises TypeError naming it."""
+
+    __slots__ = ()
+
+    def __reduce__(self):
+        return (_by_name, (self.name,))
+
+
+# PyTorch's 8-bit floating types; codes past the C library's (it has none of them)
+float8_e4m3fn = _NoTensorDtype("float8_e4m3fn", 100, 1, 2, None, None)
+float8_e4m3fnuz = _NoTensorDtype("float8_e4m3fnuz", 101, 1, 2, None, None)
+float8_e5m2 = _NoTensorDtype("float8_e5m2", 102, 1, 2, None, None)
+float8_e5m2fnuz = _NoTensorDtype("float8_e5m2fnuz", 103, 1, 2, None, None)
+float8_e8m0fnu = _NoTensorDtype("float8_e8m0fnu", 104, 1, 2, None, None)
+NO_TENSOR = (float8_e4m3fn, float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz, float8_e8m0fnu)
+
 half, float, double = float16, float32, float64
 short, int, long = int16, int32, int64
 cfloat, cdouble = complex64, complex128
@@ -102,7 +124,10 @@ _TO_REAL = {complex64: float32, complex128: float64}
 
 
 def _by_name(name):
-    return _NAMES[name]
+    return _NAMES.get(name) or _NO_TENSOR_NAMES[name]
+
+
+_NO_TENSOR_NAMES = {d.name: d for d in NO_TENSOR}
 
 
 _FROM_NUMPY = {d._np: d for d in ALL if d._np is not None}
@@ -133,6 +158,9 @@ def to_dtype(obj, op="dtype"):
         return complex128  # as PyTorch: the Python complex type means cdouble
     if isinstance(obj, str) and obj in _NAMES:
         return _NAMES[obj]
+    if isinstance(obj, _NoTensorDtype):
+        raise TypeError(f"{op}: fiamma has no tensors of dtype {obj!r} (PyTorch's float8 "
+                        "types are named for comparisons only; a gap in fiamma)")
     try:
         return from_numpy_dtype(obj)
     except TypeError:

@@ -7,6 +7,7 @@ storage, copies, and conversions.
 
 import builtins
 import copy
+import numbers
 import operator
 
 from fiamma import _device_copy, _dtype as D, _grad_hook as G, _memory_format, _tensor_factory
@@ -815,6 +816,13 @@ class Tensor:
         if not self._shape:
             raise TypeError("iteration over a 0-d tensor")
         return iter(self.unbind(0))
+
+    def __contains__(self, element):
+        # `x in t`: whether any element of t equals x (a tensor or a number), as PyTorch's
+        if isinstance(element, (Tensor, numbers.Number)):
+            return builtins.bool((self == element).any().item())
+        raise RuntimeError("Tensor.__contains__ only supports Tensor or scalar, but you passed "
+                           f"in a {type(element)}.")
 
     def __hash__(self):
         return id(self)

@@ -16,6 +16,13 @@ A name fiamma does not have fails with :class:`FiammaModuleNotFoundError` or
 ``try: import torch.onnx / except ImportError`` still works) whose message names the PyTorch
 name, fiamma's counterpart and that it is a gap in fiamma.
 
+Package metadata: libraries check PyTorch's version with ``importlib.metadata.version("torch")``
+(Hugging Face ``transformers`` counts torch as missing without it). Where no real ``torch``
+(``torchvision``, ``torchaudio``) distribution is installed, :func:`install` makes
+``importlib.metadata`` find one that describes fiamma's stand-in: the name, the version fiamma
+follows (:data:`TORCH_VERSION` ...), a summary saying it is fiamma, and no files. A real
+distribution, where installed, is found as before (its metadata, not fiamma's, answers).
+
 Child processes: ``fork`` children inherit the finder. For ``spawn`` and ``forkserver``, the
 data a parent sends a new child before the child imports the main script
 (``multiprocessing.spawn.get_preparation_data``) gets one more entry whose unpickling imports
@@ -27,6 +34,8 @@ module, so the server (and every worker it forks) has the finder before anything
 import importlib
 import importlib.abc
 import importlib.machinery
+import importlib.metadata
+import importlib.util
 import re
 import sys
 import types
@@ -239,6 +248,60 @@ class AliasFinder(importlib.abc.MetaPathFinder):
 _finder = AliasFinder()
 
 
+class AliasDistribution(importlib.metadata.Distribution):
+    """The metadata of a PyTorch distribution fiamma stands in for (no files)."""
+
+    def __init__(self, name, version, provider):
+        self._text = {
+            "METADATA": (f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+                         f"Summary: fiamma's stand-in for {name} under fiamma.run "
+                         f"(the API of {name} {version}, provided by {provider})\n"),
+            # the import name it provides (importlib.metadata.packages_distributions)
+            "top_level.txt": f"{name}\n",
+        }
+
+    def read_text(self, filename):
+        return self._text.get(filename)
+
+    def locate_file(self, path):
+        return None
+
+
+def _real_distribution_installed(name):
+    """Whether a finder other than fiamma's finds a distribution called ``name``."""
+    context = importlib.metadata.DistributionFinder.Context(name=name)
+    for finder in sys.meta_path:
+        if finder is _dist_finder:
+            continue
+        find = getattr(finder, "find_distributions", None)
+        if find is not None and next(iter(find(context)), None) is not None:
+            return True
+    return False
+
+
+class AliasDistributionFinder(importlib.abc.MetaPathFinder):
+    """Answers ``importlib.metadata`` for ``torch``/``torchvision``/``torchaudio`` when no real
+    distribution of that name is installed (last on ``sys.meta_path``; imports it leaves to
+    :class:`AliasFinder`)."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        return None
+
+    def find_distributions(self, context=importlib.metadata.DistributionFinder.Context()):
+        wanted = context.name
+        key = None if wanted is None else wanted.lower().replace("-", "_").replace(".", "_")
+        for root, (target, version, provider) in ROOTS.items():
+            if root == "functorch" or (key is not None and key != root):
+                continue
+            if importlib.util.find_spec(target) is None:  # that fiamma package is not installed
+                continue
+            if not _real_distribution_installed(root):
+                yield AliasDistribution(root, version, provider)
+
+
+_dist_finder = AliasDistributionFinder()
+
+
 def is_installed():
     """Whether the aliasing is active in this process."""
     return _finder in sys.meta_path
@@ -250,6 +313,8 @@ def install():
     libraries stay as they are: call this before anything imports them."""
     if not is_installed():
         sys.meta_path.insert(0, _finder)
+    if _dist_finder not in sys.meta_path:
+        sys.meta_path.append(_dist_finder)
     _dtype.NAMESPACE = "torch."
     for name in list(sys.modules):
         if name.partition(".")[0] in ROOTS and not _is_ours(sys.modules[name]):
@@ -266,6 +331,8 @@ def uninstall():
     """Undo :func:`install` in this process (the aliased names leave ``sys.modules``)."""
     while _finder in sys.meta_path:
         sys.meta_path.remove(_finder)
+    while _dist_finder in sys.meta_path:
+        sys.meta_path.remove(_dist_finder)
     _dtype.NAMESPACE = "fiamma."
     for name in list(sys.modules):
         if name.partition(".")[0] in ROOTS and _is_ours(sys.modules[name]):

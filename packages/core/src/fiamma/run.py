@@ -11,7 +11,9 @@ submodule import (``torch.nn.functional``, ``torch.utils.data``, ``torchvision.t
 ...) give fiamma's modules at the same paths: ``torch.Tensor is fiamma.Tensor``.
 ``torch.__version__`` answers the PyTorch version whose API fiamma follows
 (``fiamma._torch_alias.TORCH_VERSION``);
-``fiamma.__version__`` and ``torch.version.fiamma`` are fiamma's own.
+``fiamma.__version__`` and ``torch.version.fiamma`` are fiamma's own. Where no real ``torch``
+distribution is installed, ``importlib.metadata.version("torch")`` answers that version too
+(libraries such as Hugging Face ``transformers`` check PyTorch's version that way).
 
 Child processes started by the program (DataLoader workers, ``multiprocessing`` with ``fork``,
 ``spawn`` or ``forkserver``) get the same aliasing. Python processes it starts otherwise (for

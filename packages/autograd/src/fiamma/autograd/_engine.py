@@ -88,7 +88,8 @@ def node_class(op):
         cls = type(_class_name(op), (Node,), {"__slots__": (), "_op": op, "_save": save,
                                                "_formula": _static(fn),
                                                "_inline": fn is not None,
-                                               "_unsaved": F.unsaved(op)})
+                                               "_unsaved": F.unsaved(op),
+                                               "_unsaved_out": F.unsaved_outputs(op)})
         _CLASSES[op] = cls
     return cls
 
@@ -112,7 +113,8 @@ def complex_node_class(op):
         fn, save = spec if spec is not None else (None, "none")
         cls = type(_class_name(op), (ComplexNode,), {
             "__slots__": (), "_op": op, "_save": save, "_formula": _static(fn),
-            "_inline": fn is not None, "_conj_saved": conj, "_unsaved": F.unsaved(op)})
+            "_inline": fn is not None, "_conj_saved": conj, "_unsaved": F.unsaved(op),
+            "_unsaved_out": F.unsaved_outputs(op)})
         _CCLASSES[op] = cls
     return cls
 
@@ -125,6 +127,7 @@ def _registered(op):
         cls._formula = _static(fn)
         cls._inline = fn is not None
         cls._unsaved = F.unsaved(op)
+        cls._unsaved_out = F.unsaved_outputs(op)
     _CCLASSES.pop(op, None)
 
 
@@ -333,8 +336,11 @@ def record(op, out, inputs, kwargs):
     node._inline = False
     save = cls._save
     if save == "output" or save == "both":
-        node._out = tuple(o.detach() if isinstance(o, Tensor) else None for o in outs)
-        node._outver = tuple(version(o) if isinstance(o, Tensor) else None for o in outs)
+        skip = cls._unsaved_out
+        kept = [o if isinstance(o, Tensor) and i not in skip else None
+                for i, o in enumerate(outs)]
+        node._out = tuple(o.detach() if o is not None else None for o in kept)
+        node._outver = tuple(version(o) if o is not None else None for o in kept)
         if hooks_active[0]:
             pack_saved_output(node)
     view = op in VIEW_OPS  # split / unbind: every output a view of input 0

@@ -205,6 +205,7 @@ class Node:
     _formula = None
     _save = "none"
     _unsaved = ()      # input positions the formula does not save (derivative(unsaved=...))
+    _unsaved_out = ()  # output positions it does not save (derivative(unsaved_outputs=...))
     _nout = 1          # number of outputs
     _out = None        # saved output alias(es)
     _outver = None     # their versions

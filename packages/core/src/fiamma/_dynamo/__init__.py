@@ -3,7 +3,7 @@
 fiamma has no graph compiler (``fiamma.compile`` returns its argument unchanged), so these are
 what they mean for eager execution: ``disable`` and ``allow_in_graph`` return the function
 unchanged, ``reset`` has no caches to clear, ``is_compiling`` is False, the ``mark_*`` shape
-hints change nothing, and :mod:`fiamma._dynamo.config` takes flags without effect.
+and address hints change nothing, and :mod:`fiamma._dynamo.config` takes flags without effect.
 
 >>> import fiamma
 >>> from fiamma._dynamo import config
@@ -70,3 +70,12 @@ def mark_static(t, index=None):
     """Hint that ``t``'s shape stays fixed between calls (no effect in eager mode)."""
     if not isinstance(t, type) and not callable(getattr(t, "forward", None)):
         _check_tensor(t, "mark_static")
+
+
+__all__ += ["mark_static_address"]
+
+
+def mark_static_address(t, guard=True):
+    """Hint that ``t``'s memory stays at one address between calls (as a static key/value
+    cache does; no effect in eager mode)."""
+    _check_tensor(t, "mark_static_address")

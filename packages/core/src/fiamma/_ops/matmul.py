@@ -625,10 +625,11 @@ METHODS = {
                                                                alpha=alpha),
     "addr": lambda self, vec1, vec2, *, beta=1, alpha=1: addr(self, vec1, vec2, beta=beta,
                                                                alpha=alpha),
-    "baddbmm": lambda self, b1, b2, *, beta=1, alpha=1: baddbmm(self, b1, b2, beta=beta,
-                                                                 alpha=alpha),
-    "addbmm": lambda self, b1, b2, *, beta=1, alpha=1: addbmm(self, b1, b2, beta=beta,
-                                                               alpha=alpha),
+    # PyTorch's parameter names (programs pass them by keyword: batch1=, batch2=)
+    "baddbmm": lambda self, batch1, batch2, *, beta=1, alpha=1: baddbmm(
+        self, batch1, batch2, beta=beta, alpha=alpha),
+    "addbmm": lambda self, batch1, batch2, *, beta=1, alpha=1: addbmm(
+        self, batch1, batch2, beta=beta, alpha=alpha),
     "addmm_": _inplace(addmm, ops.addmm_),
     "addmv_": _inplace(addmv, ops.addmv_),
     "addr_": _inplace(addr, ops.addr_),

@@ -2,9 +2,10 @@
 
 ``autocast("cpu", dtype=fiamma.bfloat16)`` runs the ops on PyTorch's CPU autocast
 lower-precision list (matmul, mm, bmm, addmm, baddbmm, addbmm, linear, the convolutions and
-transposed convolutions, prelu) in bfloat16 (or float16), and the ops on its float32 list
-(the losses) in float32, whatever dtype their inputs come in. ``GradScaler`` scales a loss,
-unscales gradients, skips steps whose gradients hold inf/NaN and adapts the scale.
+transposed convolutions, prelu, scaled_dot_product_attention) in bfloat16 (or float16), and
+the ops on its float32 list (the losses) in float32, whatever dtype their inputs come in.
+``GradScaler`` scales a loss, unscales gradients, skips steps whose gradients hold inf/NaN
+and adapts the scale.
 
 >>> import fiamma
 >>> w = fiamma.randn(4, 3, requires_grad=True)

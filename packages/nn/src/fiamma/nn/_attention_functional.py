@@ -209,6 +209,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     bias = getattr(type(attn_mask), "_sdpa_with_bias", None) if attn_mask is not None else None
     if bias is not None:  # a fiamma.nn.attention.bias.CausalBias applies itself
         return bias(attn_mask, query, key, value, dropout_p, is_causal, scale, enable_gqa)
+    if _AC_ON:  # on PyTorch's CPU autocast lower-precision list: a float mask is cast too
+        query, key, value, attn_mask = fiamma.amp.cast_lower(None, query, key, value,
+                                                             attn_mask)
     _check_sdpa(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa)
     if _fusable(query, key, value, attn_mask, enable_gqa):
         return fiamma.fused_attention(query, key, value, attn_mask, dropout_p, is_causal, scale,
@@ -256,6 +259,10 @@ def _nested_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale, enab
         # that the usual out.transpose(1, 2).view(B, -1, heads * E) is a view
         out = out.transpose(1, 2).contiguous().transpose(1, 2)
     return out
+
+
+_AC_ON = False  # True while an autocast region is enabled (fiamma.amp keeps it)
+fiamma.amp.register_autocast_flag(globals())
 
 
 # ----------------------------------------------------------------------------------------

@@ -80,7 +80,13 @@ def _use_grad(step):
 def _with_hooks(step):
     @functools.wraps(step)
     def wrapper(self, *args, **kwargs):
-        for hook in chain(_global_pre_hooks.values(), self._step_pre_hooks.values()):
+        pre = getattr(self, "_step_pre_hooks", None)
+        if pre is None:
+            # a subclass that never ran Optimizer.__init__: a wrapper around another optimizer
+            # (accelerate's AcceleratedOptimizer) whose step calls the inner one's, which runs
+            # the hooks; as in PyTorch (which hooks steps in __init__), none run here
+            return step(self, *args, **kwargs)
+        for hook in chain(_global_pre_hooks.values(), pre.values()):
             res = hook(self, args, kwargs)
             if res is not None:
                 if not (isinstance(res, tuple) and len(res) == 2):

@@ -42,10 +42,11 @@ SAVE_MODES = ("inputs", "output", "both", "none")
 _REGISTRY = {}    # op name -> (formula, save)
 _COMPLEX = {}     # op name -> (formula, save) used when the op's result is complex
 _UNSAVED = {}     # op name -> input positions that save="inputs" does not save
+_UNSAVED_OUT = {} # op name -> output positions that save="output" does not save
 _listeners = []   # called with the op name when a registration changes
 
 
-def derivative(*keys, save="inputs", complex=False, unsaved=()):
+def derivative(*keys, save="inputs", complex=False, unsaved=(), unsaved_outputs=()):
     """Decorator registering ``fn(ctx, grad)`` as the derivative of the ops ``keys`` (keys of
     ``fiamma.autograd_hook.ops``: ``ops.mul``; declare an op core does not record with
     ``fiamma.autograd_hook.declare_op`` first).
@@ -59,7 +60,12 @@ def derivative(*keys, save="inputs", complex=False, unsaved=()):
     not saved, so ``ctx.inputs`` holds None there and writing into them in place before
     backward is allowed, as in PyTorch (addmm's ``input``: the bias of ``linear``). It may
     also be a function ``(inputs, kwargs) -> positions`` for ops whose needs depend on the
-    call (``max`` with a ``dim``, ``lerp`` with a scalar weight)."""
+    call (``max`` with a ``dim``, ``lerp`` with a scalar weight).
+
+    ``unsaved_outputs`` does the same for the outputs of a multi-output op saved with
+    ``save="output"`` or ``"both"``: positions the formula does not read are not saved
+    (``ctx.output`` holds None there), so writing into them in place before backward is
+    allowed, as in PyTorch (``topk``'s values: its derivative needs only the indices)."""
     if not keys:
         raise TypeError("derivative: expected one or more op keys (fiamma.autograd_hook.ops.X)")
     for k in keys:
@@ -81,6 +87,10 @@ def derivative(*keys, save="inputs", complex=False, unsaved=()):
                     _UNSAVED[n] = unsaved
                 else:
                     _UNSAVED.pop(n, None)
+                if unsaved_outputs:
+                    _UNSAVED_OUT[n] = tuple(unsaved_outputs)
+                else:
+                    _UNSAVED_OUT.pop(n, None)
             for cb in _listeners:
                 cb(n)
         return fn
@@ -97,6 +107,12 @@ def unsaved(op):
     """The input positions ``op``'s formula does not save (``derivative(..., unsaved=...)``): a
     tuple, or a function of the recorded ``(inputs, kwargs)`` giving one."""
     return _UNSAVED.get(op, ())
+
+
+def unsaved_outputs(op):
+    """The output positions ``op``'s formula does not save
+    (``derivative(..., unsaved_outputs=...)``): a tuple."""
+    return _UNSAVED_OUT.get(op, ())
 
 
 def lookup_complex(op):

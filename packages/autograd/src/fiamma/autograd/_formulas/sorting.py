@@ -31,7 +31,9 @@ def _scatter_along(shape, dim, index, src):
     return z.index_put(tuple(coords), src, accumulate=True)
 
 
-@derivative(ops.sort, ops.topk, ops.cummax, ops.cummin, save="output")
+# only the indices are read: the values may be changed in place before backward (PyTorch's
+# sort/topk/cummax/cummin save only their indices)
+@derivative(ops.sort, ops.topk, ops.cummax, ops.cummin, save="output", unsaved_outputs=(0,))
 def _sort(ctx, grad):
     g = grad[0]
     if g is None:
