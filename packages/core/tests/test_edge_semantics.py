@@ -216,3 +216,10 @@ def test_norm_with_p_none_and_split_methods_with_several_indices():
     assert len(x.hsplit(2)) == 2
     with pytest.raises(TypeError, match="hsplit"):
         x.hsplit()
+
+
+def test_histc_of_one_huge_value_counts_it():
+    # min == max: the range widens by 1 each side, which rounding loses beyond 2**53
+    for v, dt in ((1e308, fiamma.float64), (1e20, fiamma.float32), (2.0, fiamma.float32)):
+        h = fiamma.histc(fiamma.tensor([v], dtype=dt))
+        assert h.sum().item() == 1.0 and h.shape == (100,)

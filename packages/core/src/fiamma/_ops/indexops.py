@@ -970,6 +970,8 @@ def histc(input, bins=100, min=0, max=0, *, out=None):
         lo, hi = amin(input).item(), amax(input).item()
     if lo == hi:
         lo, hi = lo - 1, hi + 1
+        if lo == hi and math.isfinite(lo):  # |value| beyond 2**53: +-1 is lost in rounding
+            lo, hi = math.nextafter(lo, -math.inf), math.nextafter(hi, math.inf)
     if lo > hi:
         raise RuntimeError(f"histc: max must be larger than min (got min={lo}, max={hi})")
     if not (math.isfinite(lo) and math.isfinite(hi)):
