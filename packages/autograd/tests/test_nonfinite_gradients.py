@@ -71,3 +71,15 @@ def test_quantile_of_nan_picks_the_nan_element():
     assert math.isnan(r[0].item()) and r[1].item() == 0.5
     r = x.nanquantile(0.5, dim=-1)
     assert r.tolist() == [2.0, 1.0]
+
+
+def test_logit_with_a_negative_eps_is_unclamped():
+    g = _grad(lambda x: fiamma.logit(x, -2.0), [0.3, 1.5, -0.5])
+    assert abs(g[0] - 1 / (0.3 * 0.7)) < 1e-12 and math.isnan(g[1]) and math.isnan(g[2])
+
+
+def test_float_power_with_an_integer_or_bool_exponent():
+    for e, want in (([True, False], [1.0, 0.0]), ([2, 0], [3.0, 0.0])):
+        x = fiamma.tensor([1.5, 2.0], requires_grad=True)
+        fiamma.float_power(x, fiamma.tensor(e)).sum().backward()
+        assert x.grad.dtype == fiamma.float32 and x.grad.tolist() == want

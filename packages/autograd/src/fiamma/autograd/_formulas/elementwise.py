@@ -148,6 +148,9 @@ def _fmod(ctx, grad):
 @derivative(ops.pow, ops.float_power, save="both")
 def _pow(ctx, grad):
     a, b = ctx.inputs
+    if ctx.op == ops.float_power:  # computed in float64: an integer or bool exponent too
+        a = a.double() if is_tensor(a) else a
+        b = b.double() if is_tensor(b) else b
     ga = gb = None
     if _need(ctx, 0):
         if is_tensor(b):

@@ -95,7 +95,8 @@ def _logit(ctx, grad):
     x = ctx.inputs[0]
     eps = ctx.kwargs.get("eps")
     g = grad / (x * (1 - x))
-    if eps is None:  # outside [0, 1] logit is NaN, and so is its gradient (PyTorch)
+    if eps is None or eps < 0:  # no clamp (PyTorch ignores a negative eps): outside [0, 1]
+        # logit is NaN, and so is its gradient
         return (fiamma.where((x < 0) | (x > 1), float("nan"), g),)
     return (fiamma.where((x < eps) | (x > 1 - eps), 0.0, g),)
 
