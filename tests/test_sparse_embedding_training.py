@@ -76,3 +76,18 @@ def test_sparse_embedding_training_parity(sparse_opt):
     et, lt = _train("torch", sparse_opt, e0, w0)
     np.testing.assert_allclose(ef, et, rtol=2e-5, atol=2e-6)
     assert abs(lf - lt) < 1e-5 * max(1.0, abs(lt))
+
+
+def test_sparse_bag_trains_with_sparse_adam():
+    fiamma.manual_seed(0)
+    bag = fiamma.nn.EmbeddingBag(20, 4, mode="sum", sparse=True)
+    before = bag.weight.detach().clone()
+    opt = fiamma.optim.SparseAdam(bag.parameters(), lr=0.1)
+    idx, offsets = fiamma.tensor([3, 5, 5, 7]), fiamma.tensor([0, 2])
+    for _ in range(3):
+        opt.zero_grad()
+        bag(idx, offsets).pow(2).sum().backward()
+        opt.step()
+    changed = (bag.weight.detach() != before).any(dim=1).nonzero().reshape(-1).tolist()
+    assert changed == [3, 5, 7]
+

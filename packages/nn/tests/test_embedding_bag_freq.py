@@ -68,12 +68,37 @@ def test_module_2d_input_and_per_sample_weights():
     np.testing.assert_allclose(pw.grad.numpy(), (rows * g[:, None, :]).sum(-1), rtol=1e-5)
 
 
-def test_max_mode_and_sparse_refused():
+def test_max_mode_refuses_scaling_and_sparse():
     w = fiamma.randn(4, 2, requires_grad=True)
     with pytest.raises(ValueError, match="max mode does not support scaling the gradient"):
         F.embedding_bag(fiamma.tensor([[0, 1]]), w, mode="max", scale_grad_by_freq=True)
-    with pytest.raises(ValueError, match="sparse gradients are not supported"):
-        nn.EmbeddingBag(4, 2, sparse=True)
+    with pytest.raises(ValueError, match="max mode does not support sparse weights"):
+        nn.EmbeddingBag(4, 2, sparse=True, mode="max")(fiamma.tensor([[0, 1]]))
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+@pytest.mark.parametrize("padding_idx", [None, 2])
+@pytest.mark.parametrize("scale", [False, True])
+def test_sparse_gradient(mode, padding_idx, scale):
+    """sparse=True: the weight's gradient is a sparse COO tensor with one entry per index of
+    the input (padding entries left out) whose dense form is the dense mode's gradient."""
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((10, 3))
+    flat = np.array([1, 2, 4, 5, 4, 3, 2, 9])
+    offsets = fiamma.tensor([0, 4])
+    g = fiamma.tensor(rng.standard_normal((2, 3)))
+    grads = []
+    for sparse in (True, False):
+        bag = nn.EmbeddingBag(10, 3, mode=mode, padding_idx=padding_idx, sparse=sparse,
+                              scale_grad_by_freq=scale, _weight=fiamma.tensor(w))
+        bag(fiamma.tensor(flat), offsets).backward(g)
+        grads.append(bag.weight.grad)
+    sp, dense = grads
+    assert sp.is_sparse and not dense.is_sparse
+    assert sp._indices().tolist() == [[i for i in flat if i != padding_idx]]
+    np.testing.assert_allclose(sp.to_dense().numpy(), dense.numpy(), rtol=1e-12, atol=1e-15)
+    if padding_idx is not None:
+        assert not dense.numpy()[padding_idx].any()
 
 
 @pytest.mark.parity

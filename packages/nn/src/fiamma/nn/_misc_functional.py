@@ -105,7 +105,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
     rows per bag. Bags are the rows of a 2-D ``input`` or the slices of a 1-D ``input``
     starting at ``offsets``; ``per_sample_weights`` (mode 'sum') scale the rows; indices equal
     to ``padding_idx`` are left out (an empty bag gives zeros); ``scale_grad_by_freq`` (modes
-    'sum' and 'mean') divides each index's gradient by its count in ``input``.
+    'sum' and 'mean') divides each index's gradient by its count in ``input``; ``sparse`` makes
+    the weight's gradient a sparse COO tensor (one entry per index of ``input``).
 
     >>> w = fiamma.arange(8.0).reshape(4, 2)
     >>> embedding_bag(fiamma.tensor([0, 1, 3]), w, fiamma.tensor([0, 2]), mode="sum").tolist()
@@ -114,9 +115,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
     op = "embedding_bag"
     if mode not in ("sum", "mean", "max"):
         raise ValueError(f"{op}: mode has to be one of sum, mean or max, got {mode!r}")
-    if sparse:
-        raise ValueError(f"{op}: sparse gradients are not supported for embedding_bag (use "
-                         "F.embedding(..., sparse=True) and a sum)")
+    if sparse and mode == "max":
+        raise ValueError("max mode does not support sparse weights")
     if scale_grad_by_freq and mode == "max":
         raise ValueError("max mode does not support scaling the gradient by the frequency")
     if weight.dim() != 2:
@@ -145,10 +145,14 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
     if max_norm is not None:
         from fiamma.nn.functional import embedding
         embedding(flat, weight, None, max_norm, norm_type)  # renormalises rows in place
-    if scale_grad_by_freq:
-        # each row's gradient divided by its index's count in the whole input (the documented
-        # rule; PyTorch 2.13's CPU kernel divides some by another index's count, #190063)
-        rows = fiamma.embedding(weight, flat, -1, True)
+    if scale_grad_by_freq or sparse:
+        # one embedding node: its gradient is sparse COO for ``sparse``; with
+        # ``scale_grad_by_freq`` each row's gradient is divided by its index's count in the
+        # whole input (the documented rule; PyTorch 2.13's CPU kernel divides some by another
+        # index's count, #190063); padding entries are left out of the sparse gradient, as
+        # PyTorch's
+        pad = -1 if padding_idx is None or not sparse else padding_idx
+        rows = fiamma.embedding(weight, flat, pad, bool(scale_grad_by_freq), bool(sparse))
     else:
         rows = weight.index_select(0, flat)
     if per_sample_weights is not None:

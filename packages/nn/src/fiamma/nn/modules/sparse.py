@@ -86,9 +86,6 @@ class EmbeddingBag(Module):
             if not -num_embeddings <= padding_idx < num_embeddings:
                 raise AssertionError("padding_idx must be within num_embeddings")
             padding_idx %= num_embeddings
-        if sparse:
-            raise ValueError("EmbeddingBag: sparse gradients are not supported (use "
-                             "Embedding(sparse=True) and a sum)")
         if mode not in ("sum", "mean", "max"):
             raise ValueError(f"EmbeddingBag: mode has to be one of sum, mean or max, got "
                              f"{mode!r}")
