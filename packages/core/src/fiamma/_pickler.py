@@ -359,6 +359,13 @@ class CheckpointPickler:
             self._put(t)
             return
         cls = type(t)
+        if getattr(cls, "_lazy_placeholder", False):
+            # a lazy module's UninitializedParameter/Buffer, as PyTorch pickles it:
+            # torch.nn.parameter.<class>(requires_grad)
+            self._global("torch.nn.parameter", cls.__name__)
+            w((_TRUE if t.requires_grad else _FALSE) + _TUPLE1 + _REDUCE)
+            self._put(t)
+            return
         param = cls.__name__ == "Parameter" and cls.__module__.startswith("fiamma.nn")
         # user attributes (t.foo = 1): PyTorch writes them as the tensor's state, through
         # _rebuild_from_type_v2(func, torch.Tensor, args, state) for a tensor and

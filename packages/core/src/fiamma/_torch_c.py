@@ -18,6 +18,13 @@ def _log_api_usage_once(event):
         raise TypeError(f"_log_api_usage_once: expected a str event, got {type(event).__name__}")
 
 
+def _get_tracing_state():
+    """PyTorch's TorchScript tracing state: None outside ``torch.jit.trace`` (code asks
+    ``if torch._C._get_tracing_state():`` to take a trace-friendly path). fiamma.jit's tracer
+    records calls as they run, so every path traces: None."""
+    return None
+
+
 def _parse_to(*args, **kwargs):
     """The ``(device, dtype, non_blocking, memory_format)`` that ``Tensor.to``/``Module.to``
     would read from these arguments (PyTorch's ``torch._C._nn._parse_to``)."""
@@ -83,6 +90,7 @@ class _TorchC(types.ModuleType):
 module = _TorchC("torch._C", "PyTorch's private C module, as far as fiamma provides it")
 module._TensorMeta = type(fiamma.Tensor)  # the metaclass of Tensor
 module._log_api_usage_once = _log_api_usage_once
+module._get_tracing_state = _get_tracing_state
 module._nn = types.ModuleType("torch._C._nn")
 module._nn._parse_to = _parse_to
 module.Generator = fiamma.Generator

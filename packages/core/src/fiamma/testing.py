@@ -14,7 +14,7 @@ import numpy as np
 from fiamma import _dtype as D
 from fiamma._tensor import Tensor
 
-__all__ = ["assert_close", "assert_allclose", "devices_to_test", "cuda_skip_reason"]
+__all__ = ["assert_close", "assert_allclose", "make_tensor", "devices_to_test", "cuda_skip_reason"]
 
 # PyTorch's default (rtol, atol) by dtype; integers and bool compare exactly
 _TOL = {D.float16: (1e-3, 1e-5), D.bfloat16: (1.6e-2, 1e-5), D.float32: (1.3e-6, 1e-5),
@@ -203,3 +203,78 @@ def cuda_skip_reason():
         return None if cupy.cuda.runtime.getDeviceCount() > 0 else "no CUDA GPU"
     except Exception as e:  # no CuPy, or no driver
         return f"CuPy unavailable ({type(e).__name__})"
+
+
+def make_tensor(*shape, dtype, device=None, low=None, high=None, requires_grad=False,
+                noncontiguous=False, exclude_zero=False, memory_format=None):
+    """A tensor of ``shape`` (ints or one sequence) and ``dtype`` filled with random values in
+    ``[low, high)`` (PyTorch's ``torch.testing.make_tensor``): floating and complex dtypes
+    default to [-9, 9] (each of the real and imaginary parts for complex), signed integers to
+    [-9, 10), unsigned to [0, 10), bool to {False, True}. ``exclude_zero`` replaces zeros with
+    the dtype's smallest positive step (1 for integers, ``eps`` for floats);
+    ``noncontiguous`` returns a strided view over a buffer twice the size; ``memory_format``
+    lays the values out as ``fiamma.channels_last`` & co. The values come from fiamma's
+    default generator (``fiamma.manual_seed`` makes them repeat).
+
+    >>> import fiamma
+    >>> t = make_tensor(2, 3, dtype=fiamma.int64, low=0, high=4)
+    >>> t.shape, bool(((t >= 0) & (t < 4)).all())
+    (fiamma.Size([2, 3]), True)
+    """
+    import fiamma
+
+    if len(shape) == 1 and isinstance(shape[0], (list, tuple, fiamma.Size)):
+        shape = tuple(shape[0])
+    for s in shape:
+        if type(s) is not int or s < 0:
+            raise TypeError(f"make_tensor: shape must be non-negative ints, got {shape!r}")
+    if not isinstance(dtype, fiamma.dtype):
+        raise TypeError(f"make_tensor: dtype must be a fiamma.dtype, got {type(dtype).__name__}")
+    for v, name in ((low, "low"), (high, "high")):
+        if isinstance(v, float) and math.isnan(v):
+            raise ValueError(f"make_tensor: {name} cannot be nan, but got {name}={v}")
+    if requires_grad and not (dtype.is_floating_point or dtype.is_complex):
+        raise ValueError(f"make_tensor: requires_grad=True is not supported for {dtype}")
+    rng = np.random.default_rng(int(fiamma.randint(0, 2**62, ()).item()))
+    n = 1
+    for s in shape:
+        n *= s
+    if dtype is D.bool:
+        vals = rng.random(n) < 0.5
+    else:
+        integral = not (dtype.is_floating_point or dtype.is_complex)
+        if integral:
+            info = fiamma.iinfo(dtype)
+            lo_d, hi_d = (-9 if dtype.is_signed else 0), 10
+            lo = lo_d if low is None else math.ceil(low)
+            hi = hi_d if high is None else math.ceil(high)
+            lo, hi = max(lo, info.min), min(hi, info.max + 1)
+        else:
+            lo = -9.0 if low is None else float(low)
+            hi = 9.0 if high is None else float(high)
+        if lo > hi:
+            raise ValueError(f"make_tensor: low must be less than or equal to high, but got "
+                             f"low={lo} and high={hi}")
+        if integral:
+            vals = rng.integers(lo, max(hi, lo + 1), n)
+        else:
+            vals = rng.uniform(lo, hi, n)
+            if dtype.is_complex:
+                vals = vals + 1j * rng.uniform(lo, hi, n)
+        if exclude_zero:
+            step = 1 if integral else float(fiamma.finfo(dtype).eps)
+            vals = np.where(vals == 0, step, vals)
+    t = fiamma.tensor(vals, device=device).to(dtype).reshape(shape)
+    if noncontiguous and n > 1:
+        buf = fiamma.empty(2 * n, dtype=dtype, device=t.device)
+        buf[::2] = t.reshape(-1)
+        strides, acc = [], 2
+        for s in reversed(shape):
+            strides.append(acc)
+            acc *= max(s, 1)
+        t = buf.as_strided(shape, tuple(reversed(strides)))
+    elif memory_format is not None:
+        t = t.contiguous(memory_format=memory_format)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t

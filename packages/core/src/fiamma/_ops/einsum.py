@@ -11,6 +11,7 @@ greedy path: the pair whose result is smallest relative to its inputs.
 import builtins
 import functools
 import math
+import sys
 
 from fiamma._ops._common import broadcast_shapes
 from fiamma._tensor import Tensor, wrap_dim
@@ -282,14 +283,18 @@ def _contract(ops, out, sizes, trace=None):
         if drop:
             trace = None
             ops[k] = _sum_labels(ops[k], drop)
+    # fiamma.backends.opt_einsum.enabled = False: left to right, as PyTorch without opt_einsum
+    oe = sys.modules.get("fiamma.backends.opt_einsum")
+    in_order = oe is not None and not oe.enabled
     while len(ops) > 1:
-        if len(ops) == 2:
+        if len(ops) == 2 or in_order:
             i, j = 0, 1
         else:
             i, j = _greedy_pair(ops, sizes, out_set)
         need = needed_elsewhere({i, j})
         res = _pair(ops[i], ops[j], need, sizes, trace)
-        ops = [o for k, o in enumerate(ops) if k not in (i, j)] + [res]
+        rest = [o for k, o in enumerate(ops) if k not in (i, j)]
+        ops = [res] + rest if in_order else rest + [res]
     o = ops[0]
     drop = {c for c in o.labels if c not in out_set}
     o = _sum_labels(o, drop)

@@ -13,6 +13,17 @@ is True.
 (False, False)
 """
 
-from fiamma.backends import cpu, cuda, cudnn, mkl, mkldnn, mps, openmp, quantized  # noqa: F401
+from fiamma.backends import (  # noqa: F401
+    cpu,
+    cuda,
+    cudnn,
+    mkl,
+    mkldnn,
+    mps,
+    openmp,
+    opt_einsum,
+    quantized,
+)
 
-__all__ = ["cpu", "cuda", "cudnn", "mkl", "mkldnn", "mps", "openmp", "quantized"]
+__all__ = ["cpu", "cuda", "cudnn", "mkl", "mkldnn", "mps", "openmp", "opt_einsum",
+           "quantized"]

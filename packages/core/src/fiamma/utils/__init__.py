@@ -11,6 +11,9 @@ imported on use:
 * ``fiamma.utils._pytree``: ``tree_flatten``/``tree_unflatten``/``tree_map`` over nested
   containers (PyTorch's private ``torch.utils._pytree``, which libraries use).
 
+* ``fiamma.utils.flop_counter``: ``FlopCounterMode`` (FLOPs of the products and convolutions).
+* ``fiamma.utils.dlpack``: ``to_dlpack`` / ``from_dlpack`` (DLPack capsules).
+
 * ``fiamma.utils.files``: ``temp_file_beside`` (write-then-rename with a direct write's file
   mode; fiamma's own helper, used by the vision and audio savers).
 
@@ -20,7 +23,7 @@ imported on use:
 from fiamma.utils._swap import swap_tensors  # noqa: F401
 
 _SUBMODULES = {"cext", "data", "checkpoint", "tensorboard", "model_zoo", "benchmark",
-               "_pytree", "files"}
+               "_pytree", "files", "flop_counter", "dlpack"}
 
 
 def __getattr__(name):

@@ -10,7 +10,12 @@ from fiamma.nn.modules.module import (  # noqa: F401
     register_module_full_backward_pre_hook,
 )
 from fiamma.nn.parallel import DataParallel  # noqa: F401
-from fiamma.nn.parameter import Buffer, Parameter  # noqa: F401
+from fiamma.nn.parameter import (  # noqa: F401
+    Buffer,
+    Parameter,
+    UninitializedBuffer,
+    UninitializedParameter,
+)
 
 
 def __getattr__(name):

@@ -2,7 +2,8 @@
 
 import fiamma
 
-__all__ = ["Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer"]
+__all__ = ["Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer",
+           "UninitializedTensorMixin", "is_lazy"]
 
 
 class Parameter(fiamma.Tensor):
@@ -67,20 +68,117 @@ class Buffer(fiamma.Tensor):
         pass
 
 
-class _Uninitialized:
-    """PyTorch's placeholders of the lazy modules' (``nn.LazyLinear``, ...) parameters and
-    buffers before the first forward. fiamma has no lazy modules, so no tensor is of these
-    types (``isinstance`` checks answer False) and constructing one raises."""
-
-    def __new__(cls, *args, **kwargs):
-        raise NotImplementedError(
-            f"nn.parameter.{cls.__name__}: fiamma has no lazy modules (nn.LazyLinear & co.); "
-            "give the shapes when constructing the module")
+_UNINIT_MSG = ("Can't access the shape of an uninitialized parameter or buffer. This error "
+               "usually happens in `load_state_dict` when trying to load an uninitialized "
+               "parameter into an initialized one. Call `forward` to initialize the parameters "
+               "before accessing their attributes.")
 
 
-class UninitializedParameter(_Uninitialized, Parameter):
-    __doc__ = _Uninitialized.__doc__
+class UninitializedTensorMixin:
+    """The placeholders of the lazy modules' (``nn.LazyLinear``, ...) parameters and buffers
+    before the first forward: a tensor with no elements that knows its dtype and device, whose
+    shape cannot be asked. ``materialize(shape)`` gives it memory of that shape in place and
+    turns it into ``cls_to_become`` (a Parameter or a plain Tensor), so optimizers and modules
+    that already hold the object keep holding the real tensor."""
+
+    cls_to_become = None
+    _lazy_placeholder = True  # fiamma.save writes it as PyTorch does: its class by name
+
+    def materialize(self, shape, device=None, dtype=None):
+        """Give the placeholder uninitialised memory of ``shape`` (on ``device`` with ``dtype``,
+        by default its own) and make it a ``cls_to_become``."""
+        if isinstance(shape, int):
+            shape = (shape,)
+        data = self.data
+        new = fiamma.empty(tuple(shape), device=data.device if device is None else device,
+                           dtype=data.dtype if dtype is None else dtype)
+        with fiamma.no_grad():
+            self.data = new
+        self.__class__ = self.cls_to_become
+
+    @property
+    def shape(self):
+        raise RuntimeError(_UNINIT_MSG)
+
+    def size(self, dim=None):
+        raise RuntimeError(_UNINIT_MSG)
+
+    def numel(self):
+        raise ValueError(_use_msg("numel"))
+
+    def dim(self):
+        raise ValueError(_use_msg("dim"))
+
+    def share_memory_(self):
+        raise RuntimeError(
+            "Can't share memory on an uninitialized parameter or buffer. Call `forward` to "
+            "initialize the parameters before calling `module.share_memory()`.")
+
+    def __repr__(self):
+        return f"<{type(self).__name__}>"
+
+    __str__ = __repr__
+
+    def __reduce_ex__(self, proto):
+        return (_rebuild_uninitialized, (type(self), self.requires_grad, self.dtype))
+
+    def __deepcopy__(self, memo):
+        if id(self) in memo:
+            return memo[id(self)]
+        out = type(self)(self.requires_grad, self.device, self.dtype)
+        memo[id(self)] = out
+        return out
 
 
-class UninitializedBuffer(_Uninitialized, fiamma.Tensor):
-    __doc__ = _Uninitialized.__doc__
+def _use_msg(name):
+    return (f"Attempted to use an uninitialized parameter in {name}. This error happens when "
+            "you are using a `LazyModule` or explicitly manipulating "
+            "`nn.parameter.UninitializedParameter` objects. When using LazyModules call "
+            "`forward` with a dummy batch to initialize the parameters before calling torch "
+            "functions")
+
+
+def _rebuild_uninitialized(cls, requires_grad, dtype):
+    return cls(requires_grad, None, dtype)
+
+
+def is_lazy(param):
+    """Whether ``param`` is an uninitialized parameter or buffer of a lazy module."""
+    return isinstance(param, UninitializedTensorMixin)
+
+
+class UninitializedParameter(UninitializedTensorMixin, Parameter):
+    """A parameter of a lazy module before its first forward (becomes a ``Parameter``).
+
+    >>> from fiamma.nn.parameter import UninitializedParameter
+    >>> p = UninitializedParameter()
+    >>> p.materialize((2, 3)); type(p).__name__, tuple(p.shape)
+    ('Parameter', (2, 3))
+    """
+
+    cls_to_become = Parameter
+
+    def __new__(cls, requires_grad=True, device=None, dtype=None):
+        p = fiamma.empty(0, device=device, dtype=dtype).as_subclass(cls)
+        if requires_grad:
+            p.requires_grad_(True)
+        return p
+
+    def __init__(self, requires_grad=True, device=None, dtype=None):
+        pass
+
+
+class UninitializedBuffer(UninitializedTensorMixin, fiamma.Tensor):
+    """A buffer of a lazy module before its first forward (becomes a plain ``Tensor``)."""
+
+    cls_to_become = fiamma.Tensor
+
+    def __new__(cls, requires_grad=False, device=None, dtype=None, persistent=True):
+        b = fiamma.empty(0, device=device, dtype=dtype).as_subclass(cls)
+        if requires_grad:
+            b.requires_grad_(True)
+        b.persistent = persistent
+        return b
+
+    def __init__(self, requires_grad=False, device=None, dtype=None, persistent=True):
+        pass

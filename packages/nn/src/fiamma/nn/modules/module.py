@@ -10,7 +10,12 @@ import itertools
 from collections import OrderedDict, namedtuple
 
 import fiamma
-from fiamma.nn.parameter import Buffer, Parameter
+from fiamma.nn.parameter import (
+    Buffer,
+    Parameter,
+    UninitializedBuffer,
+    UninitializedTensorMixin,
+)
 
 __all__ = ["Module", "register_module_forward_pre_hook", "register_module_forward_hook",
            "register_module_full_backward_hook", "register_module_full_backward_pre_hook"]
@@ -422,7 +427,11 @@ class Module:
                         p.grad.data = g
             for name, b in self._buffers.items():
                 if b is not None:
-                    self._buffers[name] = fn(b)
+                    new = fn(b)
+                    if new is not b and isinstance(b, UninitializedBuffer):
+                        # a lazy module's placeholder moves or casts as a placeholder
+                        new = UninitializedBuffer(b.requires_grad, new.device, new.dtype)
+                    self._buffers[name] = new
         return self
 
     def to_empty(self, *, device, recurse=True):
@@ -509,6 +518,28 @@ class Module:
 
     def type(self, dst_type):
         return self._apply(lambda t: t.type(dst_type))
+
+    def compile(self, *args, **kwargs):
+        """PyTorch's ``Module.compile``: ``fiamma.compile`` this module's forward in place
+        (same arguments). With a named backend fiamma runs eagerly, so nothing changes; a
+        callable backend gets the captured graph and its result runs the module's calls."""
+        if args:
+            raise TypeError(f"{type(self).__name__}.compile takes keyword arguments only (those "
+                            f"of fiamma.compile), got {len(args)} positional")
+        backend = kwargs.get("backend", "inductor")
+        if kwargs.get("disable") or backend is None or isinstance(backend, str):
+            fiamma.compile(self, **kwargs)  # checks the options; runs eagerly
+            return
+        if not callable(backend):
+            raise TypeError(f"compile: backend must be a name or a callable, got "
+                            f"{type(backend).__name__}")
+        import importlib
+
+        fx = importlib.import_module("fiamma.fx._compile")
+        # the capture traces the class's forward (fiamma.fx traces type(m).forward), so the
+        # instance attribute set here only routes calls through the backend's graph
+        self.__dict__["forward"] = fx._Compiled(type(self).forward.__get__(self), backend,
+                                                module=self)
 
     # ---- calling ---------------------------------------------------------------------------------
 
@@ -832,6 +863,10 @@ class Module:
                 error_msgs.append(f'While copying the parameter named "{key}", expected '
                                   f"fiamma.Tensor or Tensor-like object from checkpoint but "
                                   f"received {type(value)}")
+                continue
+            if isinstance(param, UninitializedTensorMixin):
+                # a lazy module's placeholder (its load hook materialised it from an
+                # initialised value): a placeholder loaded into a placeholder stays one
                 continue
             if tuple(value.shape) != tuple(param.shape):
                 error_msgs.append(f"size mismatch for {key}: copying a param with shape "

@@ -4,7 +4,7 @@ import math
 
 import fiamma
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm"]
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_", "get_total_norm"]
 
 
 def _grads(parameters):
@@ -62,3 +62,29 @@ def clip_grad_value_(parameters, clip_value, foreach=None):
     with fiamma.no_grad():
         for g in _grads(parameters):
             g.clamp_(-clip_value, clip_value)
+
+
+def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
+    """Scale the gradients in place by ``max_norm / (total_norm + 1e-6)`` when that is below 1
+    (PyTorch's ``clip_grads_with_norm_``, the second half of ``clip_grad_norm_``, for a
+    ``total_norm`` computed elsewhere, e.g. with :func:`get_total_norm` across shards).
+
+    >>> import fiamma
+    >>> p = fiamma.nn.Parameter(fiamma.ones(4)); p.grad = fiamma.full((4,), 2.0)
+    >>> clip_grads_with_norm_([p], 1.0, get_total_norm([p.grad]))
+    >>> round(p.grad.norm().item(), 4)
+    1.0
+    """
+    grads = _grads(parameters)
+    if not grads:
+        return
+    if isinstance(total_norm, fiamma.Tensor):
+        if total_norm.numel() != 1:
+            raise ValueError(f"clip_grads_with_norm_: total_norm must be a number or a "
+                             f"one-element tensor, got shape {list(total_norm.shape)}")
+        total_norm = total_norm.item()
+    coef = float(max_norm) / (float(total_norm) + 1e-6)
+    if coef < 1.0:  # clamped to 1: gradients below the limit stay as they are
+        with fiamma.no_grad():
+            for g in grads:
+                g.mul_(coef)
