@@ -1,0 +1,86 @@
+"""Small PyTorch names programs reach for: torch.testing.make_tensor, torch.utils.dlpack,
+torch.backends.opt_einsum, torch._C._get_tracing_state."""
+
+import numpy as np
+import pytest
+
+import fiamma
+from fiamma.testing import make_tensor
+
+
+@pytest.mark.parametrize("dtype,lo,hi", [
+    (fiamma.float32, -9, 9), (fiamma.float64, -9, 9), (fiamma.float16, -9, 9),
+    (fiamma.bfloat16, -9, 9), (fiamma.int8, -9, 9), (fiamma.int64, -9, 9),
+    (fiamma.uint8, 0, 9), (fiamma.bool, 0, 1),
+])
+def test_make_tensor_default_ranges(dtype, lo, hi):
+    t = make_tensor(40, 50, dtype=dtype)
+    assert t.shape == (40, 50) and t.dtype is dtype and t.is_contiguous()
+    v = t.to(fiamma.float64).numpy()
+    assert v.min() >= lo and v.max() <= hi
+    assert len(np.unique(v)) > 1  # random, not constant
+
+
+def test_make_tensor_options():
+    fiamma.manual_seed(3)
+    a = make_tensor((3, 4), dtype=fiamma.float32, low=1.0, high=2.0)
+    fiamma.manual_seed(3)
+    b = make_tensor(3, 4, dtype=fiamma.float32, low=1.0, high=2.0)
+    assert a.tolist() == b.tolist()  # the default generator's seed decides the values
+    assert float(a.min()) >= 1.0 and float(a.max()) <= 2.0
+    n = make_tensor(3, 4, dtype=fiamma.int32, noncontiguous=True, exclude_zero=True, low=-1,
+                    high=2)
+    assert not n.is_contiguous() and n.shape == (3, 4) and not (n == 0).any()
+    c = make_tensor(2, 3, 4, 5, dtype=fiamma.float32, memory_format=fiamma.channels_last)
+    assert c.is_contiguous(memory_format=fiamma.channels_last)
+    z = make_tensor(5, dtype=fiamma.complex64)
+    assert z.dtype is fiamma.complex64 and (z.imag != 0).any()
+    g = make_tensor(2, dtype=fiamma.float64, requires_grad=True) if _has_autograd() else None
+    assert g is None or g.requires_grad
+    with pytest.raises(ValueError, match="low must be less than or equal to high"):
+        make_tensor(2, dtype=fiamma.float32, low=3.0, high=1.0)
+    with pytest.raises(TypeError, match="shape must be non-negative ints"):
+        make_tensor(-1, dtype=fiamma.float32)
+
+
+def _has_autograd():
+    try:
+        import fiamma.autograd  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def test_dlpack_round_trip_shares_memory():
+    t = fiamma.arange(6.0)
+    cap = fiamma.utils.dlpack.to_dlpack(t)
+    u = fiamma.utils.dlpack.from_dlpack(cap)
+    u[0] = 42.0
+    assert t[0].item() == 42.0
+    a = np.arange(3.0)
+    assert fiamma.utils.dlpack.from_dlpack(a).tolist() == [0.0, 1.0, 2.0]
+    with pytest.raises(TypeError, match="expected a fiamma.Tensor"):
+        fiamma.utils.dlpack.to_dlpack(a)
+
+
+def test_opt_einsum_switch_keeps_results():
+    oe = fiamma.backends.opt_einsum
+    a, b, c = (fiamma.randn(3, 4, dtype=fiamma.float64), fiamma.randn(4, 5, dtype=fiamma.float64),
+               fiamma.randn(5, 2, dtype=fiamma.float64))
+    want = a.numpy() @ b.numpy() @ c.numpy()
+    assert oe.enabled is True and oe.strategy == "auto"
+    try:
+        for flag in (True, False):
+            oe.enabled = flag
+            got = fiamma.einsum("ij,jk,kl->il", a, b, c).numpy()
+            np.testing.assert_allclose(got, want, rtol=1e-12)
+    finally:
+        oe.enabled = True
+    assert oe.is_available() == (oe.get_opt_einsum() is not None)
+
+
+def test_tracing_state_and_submodules():
+    from fiamma._torch_c import module
+
+    assert module._get_tracing_state() is None
+    assert hasattr(fiamma.utils.flop_counter, "FlopCounterMode")
