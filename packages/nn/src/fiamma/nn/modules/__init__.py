@@ -1,4 +1,5 @@
 from fiamma.nn.modules.activation import *  # noqa: F401,F403
+from fiamma.nn.modules.adaptive import *  # noqa: F401,F403
 from fiamma.nn.modules.batchnorm import *  # noqa: F401,F403
 from fiamma.nn.modules.container import *  # noqa: F401,F403
 from fiamma.nn.modules.conv import *  # noqa: F401,F403
