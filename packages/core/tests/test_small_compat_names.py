@@ -84,3 +84,71 @@ def test_tracing_state_and_submodules():
 
     assert module._get_tracing_state() is None
     assert hasattr(fiamma.utils.flop_counter, "FlopCounterMode")
+
+
+def _index_reduce_ref(x, dim, idx, src, red, include_self):
+    x = np.moveaxis(x.copy(), dim, 0)
+    src = np.moveaxis(src, dim, 0)
+    out = x.copy()
+    for i in set(idx.tolist()):
+        rows = [src[k] for k in range(len(idx)) if idx[k] == i]
+        vals = ([x[i]] if include_self else []) + rows
+        st = np.stack(vals)
+        out[i] = {"prod": st.prod(0), "mean": st.mean(0), "amax": st.max(0),
+                  "amin": st.min(0)}[red]
+    return np.moveaxis(out, 0, dim)
+
+
+@pytest.mark.parametrize("red", ["prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_index_reduce(red, include_self, dim):
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4, 3, 5))
+    d = dim % 3
+    idx = np.array([1, 0, 1, min(2, x.shape[d] - 1)])
+    sshape = list(x.shape)
+    sshape[d] = len(idx)
+    src = rng.standard_normal(sshape)
+    want = _index_reduce_ref(x, d, idx, src, red, include_self)
+    got = fiamma.index_reduce(fiamma.tensor(x), dim, fiamma.tensor(idx), fiamma.tensor(src), red,
+                              include_self=include_self)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-12)
+    t = fiamma.tensor(x)
+    assert t.index_reduce_(dim, fiamma.tensor(idx), fiamma.tensor(src), red,
+                           include_self=include_self) is t
+    np.testing.assert_allclose(t.numpy(), want, rtol=1e-12)
+
+
+def test_index_reduce_errors():
+    x = fiamma.ones(3, 2)
+    with pytest.raises(RuntimeError, match="Expected reduce to be one of prod, mean, amax"):
+        x.index_reduce(0, fiamma.tensor([0]), fiamma.ones(1, 2), "sum")
+    with pytest.raises(IndexError, match="index -1 is out of range"):
+        x.index_reduce(0, fiamma.tensor([-1]), fiamma.ones(1, 2), "prod")
+    with pytest.raises(IndexError, match="index 3 is out of range"):
+        x.index_reduce(0, fiamma.tensor([3]), fiamma.ones(1, 2), "prod")
+    with pytest.raises(RuntimeError, match="does not fit self"):
+        x.index_reduce(0, fiamma.tensor([0, 1]), fiamma.ones(1, 2), "prod")
+    with pytest.raises(RuntimeError, match="int32/int64 for index"):
+        x.index_reduce(0, fiamma.tensor([0.0]), fiamma.ones(1, 2), "prod")
+
+
+@pytest.mark.parity
+def test_index_reduce_parity():
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("fiamma.autograd")
+    rng = np.random.default_rng(0)
+    x, s, w = rng.standard_normal((4, 3)), rng.standard_normal((5, 3)), rng.standard_normal((4, 3))
+    idx = np.array([0, 2, 0, 3, 2])
+    for red in ("prod", "mean", "amax", "amin"):
+        for inc in (True, False):
+            xt, st = torch.tensor(x, requires_grad=True), torch.tensor(s, requires_grad=True)
+            xf, sf = fiamma.tensor(x, requires_grad=True), fiamma.tensor(s, requires_grad=True)
+            yt = xt.index_reduce(0, torch.tensor(idx), st, red, include_self=inc)
+            yf = xf.index_reduce(0, fiamma.tensor(idx), sf, red, include_self=inc)
+            np.testing.assert_allclose(yf.detach().numpy(), yt.detach().numpy(), rtol=1e-12)
+            (yt * torch.tensor(w)).sum().backward()
+            (yf * fiamma.tensor(w)).sum().backward()
+            np.testing.assert_allclose(xf.grad.numpy(), xt.grad.numpy(), rtol=1e-12, atol=1e-15)
+            np.testing.assert_allclose(sf.grad.numpy(), st.grad.numpy(), rtol=1e-12, atol=1e-15)

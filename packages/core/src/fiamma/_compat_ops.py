@@ -55,6 +55,7 @@ __all__ = [
     "diagonal_scatter", "select_scatter", "slice_scatter", "as_strided_scatter",
     "frombuffer", "histogram", "frexp", "nextafter", "detach_", "resize_as_", "as_strided_",
     "get_num_interop_threads", "set_num_interop_threads", "sym_min", "sym_max",
+    "index_reduce", "to_dlpack",
 ]
 
 pi = math.pi
@@ -1295,6 +1296,100 @@ def _method(fn):
 
 
 # Tensor methods of this module: attached by fiamma._methods (the one place that does)
+
+# ---- index_reduce ------------------------------------------------------------------------------
+
+_INDEX_REDUCE = ("prod", "mean", "amax", "amin")
+
+
+def _index_reduce_args(op, self, dim, index, source, reduce):
+    if not isinstance(self, Tensor) or not isinstance(source, Tensor) or \
+            not isinstance(index, Tensor):
+        raise TypeError(f"{op}(): expected Tensors for self, index and source, got "
+                        f"{type(self).__name__}, {type(index).__name__} and "
+                        f"{type(source).__name__}")
+    if reduce not in _INDEX_REDUCE:
+        raise RuntimeError(f"{op}(): Expected reduce to be one of prod, mean, amax or amin but "
+                           f"got {reduce}.")
+    if index._dtype is not D.int64 and index._dtype is not D.int32:
+        raise RuntimeError(f"{op}(): Expected dtype int32/int64 for index but got: "
+                           f"{index._dtype}")
+    if index.dim() > 1:
+        raise IndexError(f"{op}(): Index is supposed to be a vector, got shape "
+                         f"{list(index.shape)}")
+    if self._dtype is not source._dtype:
+        raise RuntimeError(f"{op}(): self ({self._dtype}) and source ({source._dtype}) must "
+                           "have the same scalar type")
+    nd = max(self.dim(), 1)
+    if not -nd <= dim < nd:
+        raise IndexError(f"{op}(): Dimension out of range (expected to be in range of "
+                         f"[{-nd}, {nd - 1}], but got {dim})")
+    d = dim % nd
+    sshape = list(self.shape) or [1]
+    srcshape = list(source.shape) or [1]
+    n = index.numel()
+    if len(srcshape) != len(sshape) or srcshape[d] != n or \
+            any(a != b for k, (a, b) in enumerate(zip(sshape, srcshape)) if k != d):
+        raise RuntimeError(f"{op}(): source of shape {list(source.shape)} does not fit self of "
+                           f"shape {list(self.shape)} with {n} indices along dim {d} (expected "
+                           f"source's shape to be self's with size {n} at dim {d})")
+    idx = index.reshape(-1)
+    if n and bool(((idx < 0) | (idx >= sshape[d])).any()):  # no negative indices, as PyTorch
+        bad = idx[(idx < 0) | (idx >= sshape[d])][0].item()
+        raise IndexError(f"{op}(): index {bad} is out of range for dimension {d} with size "
+                         f"{sshape[d]} (expected 0 <= index < {sshape[d]})")
+    idx = idx.long()
+    view = [1] * len(srcshape)
+    view[d] = n
+    return d, idx.reshape(view).expand(srcshape), source.reshape(srcshape)
+
+
+def _index_reduce_(self, dim, index, source, reduce, *, include_self=True):
+    """Reduce the slices of ``source`` into the slices of ``self`` named by ``index`` along
+    ``dim``, in place: ``reduce`` is 'prod', 'mean', 'amax' or 'amin'; ``include_self=False``
+    leaves ``self``'s values at the indexed slices out (PyTorch's ``Tensor.index_reduce_``).
+
+    >>> import fiamma
+    >>> x = fiamma.ones(3, 2)
+    >>> x.index_reduce_(0, fiamma.tensor([0, 0, 2]), fiamma.full((3, 2), 3.0), "prod").tolist()
+    [[9.0, 9.0], [1.0, 1.0], [3.0, 3.0]]
+    """
+    d, idx, src = _index_reduce_args("index_reduce_", self, dim, index, source, reduce)
+    target = self if self.dim() else self.reshape(1)
+    target.scatter_reduce_(d, idx, src, reduce, include_self=include_self)
+    return self
+
+
+def index_reduce(input, dim, index, source, reduce, *, include_self=True, out=None):
+    """Out-of-place :meth:`Tensor.index_reduce_` (``torch.index_reduce``).
+
+    >>> import fiamma
+    >>> fiamma.index_reduce(fiamma.zeros(2), 0, fiamma.tensor([1, 1]), fiamma.tensor([2.0, 6.0]),
+    ...                     "mean", include_self=False).tolist()
+    [0.0, 4.0]
+    """
+    d, idx, src = _index_reduce_args("index_reduce", input, dim, index, source, reduce)
+    target = input if input.dim() else input.reshape(1)
+    res = target.scatter_reduce(d, idx, src, reduce, include_self=include_self)
+    res = res.reshape(input.shape)
+    if out is not None:
+        if not isinstance(out, Tensor):
+            raise TypeError(f"index_reduce(): argument 'out' must be Tensor, not "
+                            f"{type(out).__name__}")
+        if tuple(out.shape) != tuple(res.shape):
+            out.resize_(res.shape)
+        out.copy_(res)
+        return out
+    return res
+
+
+def to_dlpack(tensor):
+    """A DLPack capsule sharing ``tensor``'s memory (``torch.to_dlpack``; see
+    ``fiamma.utils.dlpack``)."""
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"to_dlpack: expected a fiamma.Tensor, got {type(tensor).__name__}")
+    return tensor.__dlpack__()
+
 METHODS = {
     **{n: _method(globals()[n]) for n in (
         "det", "logdet", "slogdet", "inverse", "pinverse", "matrix_power", "svd", "qr",
@@ -1326,6 +1421,9 @@ METHODS = {
                           doc="Which output of its grad_fn this tensor is."),
     "cumsum_": lambda self, dim, *, dtype=None: self.copy_(self.cumsum(dim, dtype=dtype)),
     "cumprod_": lambda self, dim, *, dtype=None: self.copy_(self.cumprod(dim, dtype=dtype)),
+    "index_reduce_": _index_reduce_,
+    "index_reduce": lambda self, dim, index, source, reduce, *, include_self=True:
+        index_reduce(self, dim, index, source, reduce, include_self=include_self),
 }
 
 
