@@ -101,3 +101,13 @@ def list_flash_attention_impls():
 def current_flash_attention_impl():
     """The active alternative flash-attention implementation: ``None`` (the built-in one)."""
     return None
+
+
+def __getattr__(name):
+    # the submodules load on first use (``torch.nn.attention.bias.causal_lower_right`` works
+    # in PyTorch without importing ``bias`` first)
+    if name in ("bias", "flex_attention"):
+        import importlib
+
+        return importlib.import_module(f"fiamma.nn.attention.{name}")
+    raise AttributeError(f"module 'fiamma.nn.attention' has no attribute {name!r}")
