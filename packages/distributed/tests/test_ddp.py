@@ -45,6 +45,12 @@ def test_ddp_one_rank_and_its_errors(world):
         nn.parallel.DistributedDataParallel(nn.ReLU())
     with pytest.raises(ValueError, match="bucket_cap_mb must be positive"):
         nn.parallel.DistributedDataParallel(nn.Linear(2, 2), bucket_cap_mb=0)
+    lazy = nn.Sequential(nn.Linear(3, 4), nn.LazyLinear(2))
+    with pytest.raises(RuntimeError, match=r"uninitialized parameters can't be used with "
+                                           r"`DistributedDataParallel`.*1\.weight"):
+        nn.parallel.DistributedDataParallel(lazy)
+    lazy(fiamma.ones(1, 3))  # after a dummy forward it wraps
+    nn.parallel.DistributedDataParallel(lazy)
     with pytest.raises(ValueError, match="device_ids must name one device"):
         nn.parallel.DistributedDataParallel(nn.Linear(2, 2), device_ids=[0, 1])
 

@@ -82,6 +82,12 @@ class DistributedDataParallel(nn.Module, Joinable):
         self.dim = dim
         self.device_ids = device_ids
         self.static_graph = static_graph
+        lazy = [n for n, p in module.named_parameters()
+                if getattr(type(p), "_lazy_placeholder", False)]
+        if lazy:
+            raise RuntimeError("Modules with uninitialized parameters can't be used with "
+                               "`DistributedDataParallel`. Run a dummy forward pass to correctly "
+                               f"initialize the modules (uninitialized: {', '.join(lazy)})")
         named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         if not named:
             raise RuntimeError("DistributedDataParallel is not needed when a module doesn't "
