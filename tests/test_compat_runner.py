@@ -245,3 +245,37 @@ def test_python2_iterator_next_is_not_called_a_gap(tmp_path):
     assert r.stdout.splitlines() == ["[0, 1]"]
     assert "AttributeError" in r.stderr and "next(it)" in r.stderr
     assert "not a gap in fiamma" in r.stderr and "is a gap" not in r.stderr
+
+
+def test_pytorch_module_paths_that_programs_import(tmp_path):
+    """Module paths typed or older code imports from (the classes live elsewhere in fiamma)."""
+    proc = run(tmp_path, """
+        import torch
+        from torch.types import Number, Device, _size
+        from torch.storage import UntypedStorage, TypedStorage
+        from torch.torch_version import TorchVersion
+        from torch.nn.common_types import _size_2_t, _ratio_any_t
+        from torch.autograd.grad_mode import no_grad, enable_grad
+        from torch.distributions.studentT import StudentT
+        from torch.nn.modules.flatten import Flatten, Unflatten
+        from torch.nn.modules.channelshuffle import ChannelShuffle
+        from torch.nn.modules.utils import _pair, consume_prefix_in_state_dict_if_present
+        from torch.profiler.profiler import profile
+        from torch.optim.adamw import AdamW
+        from torch.optim.adagrad import Adagrad
+        from torch.optim.rmsprop import RMSprop
+        from torch.optim.sparse_adam import SparseAdam
+        from torch.utils.dlpack import to_dlpack, from_dlpack
+        assert TorchVersion(torch.__version__) >= (2, 1)
+        assert isinstance(torch.ones(2).untyped_storage(), UntypedStorage)
+        assert AdamW is torch.optim.AdamW and StudentT is torch.distributions.StudentT
+        assert Flatten is torch.nn.Flatten and _pair(3) == (3, 3)
+        with no_grad():
+            assert not torch.is_grad_enabled()
+        assert from_dlpack(to_dlpack(torch.arange(3))).tolist() == [0, 1, 2]
+        m = torch.nn.LazyLinear(2)
+        assert m(torch.ones(4, 5)).shape == (4, 2) and isinstance(m, torch.nn.Linear)
+        print("paths ok")
+    """)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "paths ok" in proc.stdout

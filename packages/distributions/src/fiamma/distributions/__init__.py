@@ -12,6 +12,8 @@ reparameterised gradients, with the API and semantics of ``torch.distributions``
 fiamma.Size([2])
 """
 
+import sys as _sys
+
 from fiamma.distributions import constraints, transforms
 from fiamma.distributions._version import __version__
 from fiamma.distributions.categorical import (
@@ -72,3 +74,7 @@ __all__ = [
     "transform_to", "transforms",
 ]
 __all__.extend(transforms.__all__)
+
+# PyTorch's module path torch.distributions.studentT: the module studentt under that name too
+# (a file studentT.py beside studentt.py would clash on case-insensitive file systems)
+_sys.modules.setdefault(__name__ + ".studentT", _sys.modules[__name__ + ".studentt"])
