@@ -152,3 +152,43 @@ def test_index_reduce_parity():
             (yf * fiamma.tensor(w)).sum().backward()
             np.testing.assert_allclose(xf.grad.numpy(), xt.grad.numpy(), rtol=1e-12, atol=1e-15)
             np.testing.assert_allclose(sf.grad.numpy(), st.grad.numpy(), rtol=1e-12, atol=1e-15)
+
+
+def test_weak_id_key_dictionary():
+    import gc
+
+    from fiamma.utils.weak import TensorWeakRef, WeakIdKeyDictionary, WeakIdRef
+
+    a, b = fiamma.ones(2), fiamma.ones(2)  # equal values, different objects
+    d = WeakIdKeyDictionary({a: 1})
+    d[b] = 2
+    assert d[a] == 1 and d[b] == 2 and len(d) == 2 and a in d and fiamma.ones(2) not in d
+    assert list(d) == [a, b] or list(d) == [b, a]
+    del d[a]
+    assert a not in d and len(d) == 1
+    del b
+    gc.collect()
+    assert len(d) == 0 and not d.data  # the dead key's entry is gone
+    r = WeakIdRef(a)
+    assert hash(r) == id(a) and r == WeakIdRef(a) and r() is a
+    w = TensorWeakRef(a)
+    assert w() is a
+    del a
+    gc.collect()
+    assert w() is None
+    with pytest.raises(TypeError, match="expected a Tensor"):
+        TensorWeakRef([1])
+
+
+def test_backend_flag_modules():
+    b = fiamma.backends
+    assert b.mha.get_fastpath_enabled() is True
+    b.mha.set_fastpath_enabled(False)
+    try:
+        assert b.mha.get_fastpath_enabled() is False
+    finally:
+        b.mha.set_fastpath_enabled(True)
+    assert b.nnpack.is_available() is False and b.xnnpack.enabled is False
+    with b.nnpack.flags(enabled=True):
+        assert b.nnpack.enabled is True
+    assert b.nnpack.enabled is False

@@ -17,13 +17,16 @@ from fiamma.backends import (  # noqa: F401
     cpu,
     cuda,
     cudnn,
+    mha,
     mkl,
     mkldnn,
     mps,
+    nnpack,
     openmp,
     opt_einsum,
     quantized,
+    xnnpack,
 )
 
-__all__ = ["cpu", "cuda", "cudnn", "mkl", "mkldnn", "mps", "openmp", "opt_einsum",
-           "quantized"]
+__all__ = ["cpu", "cuda", "cudnn", "mha", "mkl", "mkldnn", "mps", "nnpack", "openmp",
+           "opt_einsum", "quantized", "xnnpack"]

@@ -13,6 +13,7 @@ imported on use:
 
 * ``fiamma.utils.flop_counter``: ``FlopCounterMode`` (FLOPs of the products and convolutions).
 * ``fiamma.utils.dlpack``: ``to_dlpack`` / ``from_dlpack`` (DLPack capsules).
+* ``fiamma.utils.weak``: ``WeakIdKeyDictionary`` & co. (weak references by identity).
 
 * ``fiamma.utils.files``: ``temp_file_beside`` (write-then-rename with a direct write's file
   mode; fiamma's own helper, used by the vision and audio savers).
@@ -23,7 +24,7 @@ imported on use:
 from fiamma.utils._swap import swap_tensors  # noqa: F401
 
 _SUBMODULES = {"cext", "data", "checkpoint", "tensorboard", "model_zoo", "benchmark",
-               "_pytree", "files", "flop_counter", "dlpack"}
+               "_pytree", "files", "flop_counter", "dlpack", "weak"}
 
 
 def __getattr__(name):
