@@ -15,7 +15,7 @@ import numpy as np
 import fiamma
 
 __all__ = ["make_grid", "save_image", "draw_bounding_boxes", "draw_segmentation_masks",
-           "draw_keypoints"]
+           "draw_keypoints", "flow_to_image"]
 
 
 def _check_tensor_list(tensor, op):
@@ -352,3 +352,66 @@ def draw_segmentation_masks(image, masks, alpha=0.8, colors=None):
     if not floating:
         out = np.trunc(out)  # the .to(uint8) cast truncates, as torchvision's
     return fiamma.from_numpy(np.ascontiguousarray(out)).to(image.dtype)
+
+
+# ---- optical flow as colours (the Middlebury colour wheel of Baker et al., "A Database and
+# Evaluation Methodology for Optical Flow", 2011) ---------------------------------------------
+
+def _color_wheel():
+    """The wheel's 55 RGB colours, 0..255: red -> yellow -> green -> cyan -> blue -> magenta ->
+    red, in 15, 6, 4, 11, 13 and 6 steps."""
+    segments = ((15, 0, 1), (6, 1, 0), (4, 1, 2), (11, 2, 1), (13, 2, 0), (6, 0, 2))
+    rows = []
+    for i, (n, full, ramp) in enumerate(segments):
+        step = np.floor(255.0 * np.arange(n) / n)
+        block = np.zeros((n, 3))
+        block[:, full] = 255.0
+        # even segments ramp a channel up (0 -> 255), odd ones ramp the previous full one down
+        block[:, ramp] = step if i % 2 == 0 else 255.0 - step
+        rows.append(block)
+    return np.concatenate(rows)
+
+
+def flow_to_image(flow):
+    """An RGB uint8 image of an optical flow (``(2, H, W)`` or ``(N, 2, H, W)``, float): the
+    direction is the hue on the Middlebury colour wheel and the magnitude, relative to the
+    largest in the batch (as torchvision's), the saturation (zero flow is white).
+
+    >>> import fiamma
+    >>> img = flow_to_image(fiamma.zeros(2, 2, 3))
+    >>> img.dtype, tuple(img.shape), img.unique().tolist()
+    (fiamma.uint8, (3, 2, 3), [255])
+    """
+    if not isinstance(flow, fiamma.Tensor):
+        raise TypeError(f"flow_to_image: expected a Tensor, got {type(flow).__name__}")
+    if not flow.dtype.is_floating_point:
+        raise ValueError(f"Flow should be of dtype torch.float, got {flow.dtype}.")
+    unbatched = flow.dim() == 3
+    f = flow.unsqueeze(0) if unbatched else flow
+    if f.dim() != 4 or f.shape[1] != 2:
+        raise ValueError(f"Input flow should have shape (2, H, W) or (N, 2, H, W), got "
+                         f"{tuple(flow.shape)}.")
+    with fiamma.no_grad():
+        x = f.detach().cpu().to(fiamma.float64).numpy() if f.dtype is not fiamma.float32 \
+            else f.detach().cpu().numpy()
+        eps = float(fiamma.finfo(f.dtype).eps)
+        norm = np.sqrt((x.astype(np.float64) ** 2).sum(axis=1))
+        peak = norm.max() if norm.size else 0.0  # the largest over the whole batch
+        x = x / (x.dtype.type(peak) + x.dtype.type(eps))
+        wheel = _color_wheel()
+        ncols = wheel.shape[0]
+        u, v = x[:, 0], x[:, 1]
+        rad = np.sqrt(u * u + v * v)
+        angle = np.arctan2(-v, -u) / np.pi
+        fk = (angle + 1) / 2 * (ncols - 1)
+        k0 = np.floor(fk).astype(np.int64)
+        k1 = k0 + 1
+        k1[k1 == ncols] = 0
+        frac = fk - k0
+        out = np.empty((x.shape[0], 3) + x.shape[2:], dtype=np.uint8)
+        for c in range(3):
+            col = (1 - frac) * wheel[k0, c] / 255.0 + frac * wheel[k1, c] / 255.0
+            col = 1 - rad * (1 - col)
+            out[:, c] = np.floor(255 * col).astype(np.uint8)
+    img = fiamma.from_numpy(out).to(flow.device)
+    return img[0] if unbatched else img
