@@ -211,7 +211,7 @@ class RAdam(Optimizer):
         _check_hyper("RAdam", lr=lr, eps=eps, weight_decay=weight_decay, betas=betas)
         _check_flags("RAdam", foreach, None, capturable, differentiable)
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                        foreach=foreach, maximize=maximize, capturable=capturable,
+                        maximize=maximize, foreach=foreach, capturable=capturable,
                         decoupled_weight_decay=decoupled_weight_decay,
                         differentiable=differentiable)
         super().__init__(params, defaults)
