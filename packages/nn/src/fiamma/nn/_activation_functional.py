@@ -195,6 +195,8 @@ def prelu(input, weight):
         shape = [1] * input.dim()
         shape[1] = weight.numel()
         weight = weight.reshape(shape)
+    elif weight.dim() > input.dim():  # one slope on a 0-d input: the result keeps shape ()
+        weight = weight.reshape(())
     return fiamma.where(input >= 0, input, weight * input)
 
 

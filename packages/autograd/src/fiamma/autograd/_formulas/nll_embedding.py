@@ -44,7 +44,9 @@ def _nll_loss(ctx, grad):
     else:
         safe, w = _target_weights(target, weight, ii, x.dtype)
         if reduction == "mean":
-            grad = grad / w.sum()
+            # every target ignored (summed weight 0): PyTorch's gradient is 0, not 0/0
+            total = w.sum()
+            grad = grad / total.masked_fill(total == 0, 1.0)
         src = (grad * w).neg().unsqueeze(cdim)
         idx = safe.unsqueeze(cdim)
     gx = fiamma.zeros_like(x)

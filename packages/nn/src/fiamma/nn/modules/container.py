@@ -4,7 +4,7 @@ import operator
 from collections import OrderedDict
 from itertools import islice
 
-from fiamma.nn.modules.module import Module
+from fiamma.nn.modules.module import Module, _addindent
 from fiamma.nn.parameter import Parameter
 
 __all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]
@@ -145,6 +145,24 @@ class ModuleList(Module):
 
     def __iadd__(self, modules):
         return self.extend(modules)
+
+    def __repr__(self):
+        # PyTorch's form: a run of consecutive children that print alike is one line,
+        # "(i-j): n x <repr>"
+        runs = []  # [first index, last index, repr]
+        for i, m in enumerate(self._modules.values()):
+            r = repr(m)
+            if runs and runs[-1][2] == r:
+                runs[-1][1] = i
+            else:
+                runs.append([i, i, r])
+        if not runs:
+            return self._get_name() + "()"
+        lines = []
+        for a, b, r in runs:
+            head = f"({a})" if a == b else f"({a}-{b}): {b - a + 1} x"
+            lines.append(_addindent(f"{head}{':' if a == b else ''} {r}", 2))
+        return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"
 
     def __add__(self, other):
         return ModuleList(list(self) + list(other))

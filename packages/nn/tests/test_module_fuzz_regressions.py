@@ -1,0 +1,85 @@
+"""Differences from torch.nn found by differential fuzzing of module classes (constructor
+arguments, inputs, outputs, gradients, repr and module trees), kept fixed here with known
+values; the parity tests at the end compare with PyTorch where it is installed."""
+
+import numpy as np
+import pytest
+
+import fiamma
+from fiamma import nn
+from fiamma.nn import functional as F
+
+
+def test_module_list_repr_collapses_runs_of_identical_children():
+    m = nn.ModuleList([nn.ReLU(), nn.ReLU(), nn.ReLU(), nn.Tanh(), nn.ReLU()])
+    assert repr(m) == ("ModuleList(\n  (0-2): 3 x ReLU()\n  (3): Tanh()\n  (4): ReLU()\n)")
+    assert repr(nn.ModuleList()) == "ModuleList()"
+    inner = nn.Sequential(nn.ModuleList([nn.Linear(2, 2), nn.Linear(2, 2)]))
+    assert repr(inner) == ("Sequential(\n  (0): ModuleList(\n    (0-1): 2 x Linear(in_features=2, "
+                           "out_features=2, bias=True)\n  )\n)")
+
+
+def test_triplet_with_distance_default_is_a_pairwise_distance_child():
+    m = nn.TripletMarginWithDistanceLoss()
+    assert isinstance(m.distance_function, nn.PairwiseDistance)
+    assert [n for n, _ in m.named_modules()] == ["", "distance_function"]
+    assert repr(m) == "TripletMarginWithDistanceLoss(\n  (distance_function): PairwiseDistance()\n)"
+    a = fiamma.tensor([[0.0, 0.0]], dtype=fiamma.float64)
+    p = fiamma.tensor([[3.0, 4.0]], dtype=fiamma.float64)
+    n = fiamma.tensor([[1.0, 0.0]], dtype=fiamma.float64)
+    # max(d(a, p) - d(a, n) + margin, 0) with PairwiseDistance's ||x1 - x2 + eps||
+    want = max(np.hypot(-3 + 1e-6, -4 + 1e-6) - np.hypot(-1 + 1e-6, 1e-6) + 1.0, 0.0)
+    assert m(a, p, n).item() == pytest.approx(want, rel=1e-9)
+
+
+def test_prelu_keeps_a_0d_input_0d():
+    x = fiamma.tensor(-2.0, dtype=fiamma.float64)
+    y = nn.PReLU(init=0.25)(x)
+    assert y.shape == ()
+    assert y.item() == -0.5
+    assert F.prelu(x, fiamma.tensor([0.5], dtype=fiamma.float64)).shape == ()
+
+
+def test_cross_entropy_probabilities_refuse_a_class_ignore_index():
+    x = fiamma.zeros(2, 3)
+    t = fiamma.full((2, 3), 1 / 3)
+    with pytest.raises(RuntimeError, match="ignore_index"):
+        F.cross_entropy(x, t, ignore_index=1)
+    with pytest.raises(RuntimeError, match="ignore_index"):
+        nn.CrossEntropyLoss(ignore_index=0)(x, t)
+    # a negative ignore_index (PyTorch's -100 default and any other) is accepted
+    want = np.log(3)
+    assert F.cross_entropy(x, t, ignore_index=-5).item() == pytest.approx(want, rel=1e-6)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_nll_mean_with_every_target_ignored_has_zero_gradient(weighted):
+    """The loss is 0/0 = nan (as PyTorch's); its gradient is 0, not nan."""
+    x = fiamma.tensor(np.linspace(-1, 1, 8).reshape(2, 2, 2), requires_grad=True)
+    t = fiamma.tensor([[1, 1], [1, 1]])
+    w = fiamma.tensor([0.5, 2.0], dtype=fiamma.float64) if weighted else None
+    loss = F.nll_loss(x, t, weight=w, ignore_index=1)
+    assert np.isnan(loss.item())
+    loss.backward()
+    assert x.grad.tolist() == np.zeros((2, 2, 2)).tolist()
+    # a partly ignored batch keeps its mean gradient
+    x.grad = None
+    F.nll_loss(x, fiamma.tensor([[0, 1], [1, 1]]), weight=w, ignore_index=1).backward()
+    g = np.zeros((2, 2, 2))
+    g[0, 0, 0] = -1.0
+    np.testing.assert_allclose(x.grad.numpy(), g)
+
+
+@pytest.mark.parity
+def test_module_repr_and_trees_equal_pytorch():
+    torch = pytest.importorskip("torch")
+    pairs = [(nn.Transformer(d_model=4, nhead=2, num_encoder_layers=2, num_decoder_layers=3,
+                             dim_feedforward=4),
+              torch.nn.Transformer(d_model=4, nhead=2, num_encoder_layers=2,
+                                   num_decoder_layers=3, dim_feedforward=4)),
+             (nn.TripletMarginWithDistanceLoss(margin=0.5),
+              torch.nn.TripletMarginWithDistanceLoss(margin=0.5))]
+    for f, t in pairs:
+        assert repr(f) == repr(t)
+        assert [n for n, _ in f.named_modules()] == [n for n, _ in t.named_modules()]
+        assert list(f.state_dict()) == list(t.state_dict())
