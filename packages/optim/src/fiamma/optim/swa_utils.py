@@ -242,12 +242,12 @@ class SWALR(LRScheduler):
         if not isinstance(anneal_epochs, int) or anneal_epochs < 0:
             raise ValueError(f"anneal_epochs must be equal or greater than 0, got "
                              f"{anneal_epochs}")
-        self.anneal_strategy = anneal_strategy
+        self._anneal_strategy = anneal_strategy  # PyTorch's attribute (state dict key)
         self.anneal_epochs = anneal_epochs
         super().__init__(optimizer, last_epoch)
 
     def _anneal(self, t):
-        if self.anneal_strategy == "linear":
+        if self._anneal_strategy == "linear":
             return t
         return (1 - math.cos(math.pi * t)) / 2
 
