@@ -83,3 +83,39 @@ def test_module_repr_and_trees_equal_pytorch():
         assert repr(f) == repr(t)
         assert [n for n, _ in f.named_modules()] == [n for n, _ in t.named_modules()]
         assert list(f.state_dict()) == list(t.state_dict())
+
+
+def test_prelu_integer_init_makes_a_float_weight():
+    m = nn.PReLU(num_parameters=2, init=0)
+    assert m.weight.dtype == fiamma.get_default_dtype() and m.weight.requires_grad
+    assert m.weight.tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: nn.Hardtanh(min_val=0.5, max_val=0.5), "greater than min_val"),
+    (lambda: nn.LSTM(0, 2), "input_size must be greater than zero"),
+    (lambda: nn.GRU(0, 2), "input_size must be greater than zero"),
+])
+def test_constructors_refuse_what_pytorch_refuses(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+def test_functionals_refuse_what_pytorch_refuses():
+    x = fiamma.ones(2, 3, 4)
+    with pytest.raises(ValueError, match="eps must be positive during training"):
+        F.batch_norm(x, None, None, training=True, eps=0.0)
+    with pytest.raises(ValueError, match="eps must be non-negative"):
+        F.batch_norm(x, fiamma.zeros(3), fiamma.ones(3), training=False, eps=-1.0)
+    with pytest.raises(ValueError, match="eps must be positive"):
+        nn.BatchNorm1d(3, eps=0.0)(x)
+    # eps 0 is fine in eval
+    assert F.batch_norm(x, fiamma.zeros(3), fiamma.ones(3), eps=0.0).tolist() == x.tolist()
+    with pytest.raises(RuntimeError, match="Lower bound"):
+        F.rrelu(x, lower=0.5, upper=0.1)
+    with pytest.raises(RuntimeError, match="Lower bound"):
+        nn.RReLU(0.5, 0.1).eval()(x)
+    with pytest.raises(RuntimeError, match="at least 1-dimensional"):
+        nn.RMSNorm(())(x)
+    with pytest.raises(RuntimeError, match="eps must be non-negative"):
+        nn.CosineSimilarity(eps=-1.0)(x, x)

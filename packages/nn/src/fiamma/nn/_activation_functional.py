@@ -203,6 +203,9 @@ def prelu(input, weight):
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     """Leaky ReLU with a random slope from U(lower, upper) per element in training, the mean
     slope otherwise."""
+    if lower > upper:
+        raise RuntimeError(f"rrelu: Lower bound should be less than or equal to the upper "
+                           f"bound, got lower={lower} and upper={upper}")
     if not training:
         return leaky_relu(input, (lower + upper) / 2, inplace)
     slope = fiamma.empty(input.shape, dtype=input.dtype, device=input.device).uniform_(
