@@ -117,5 +117,16 @@ def test_functionals_refuse_what_pytorch_refuses():
         nn.RReLU(0.5, 0.1).eval()(x)
     with pytest.raises(RuntimeError, match="at least 1-dimensional"):
         nn.RMSNorm(())(x)
+    with pytest.raises(RuntimeError, match="at least 1-dimensional"):
+        nn.LayerNorm([])(x)
     with pytest.raises(RuntimeError, match="eps must be non-negative"):
         nn.CosineSimilarity(eps=-1.0)(x, x)
+
+
+def test_embedding_of_width_0_has_a_gradient():
+    for kw in ({}, {"max_norm": 0.5}):
+        e = nn.Embedding(7, 0, **kw)
+        y = e(fiamma.tensor([[1, 2, 2]]))
+        assert tuple(y.shape) == (1, 3, 0)
+        y.sum().backward()
+        assert tuple(e.weight.grad.shape) == (7, 0)

@@ -88,9 +88,6 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):
     """Root-mean-square normalisation (``eps=None``: ``finfo(input.dtype).eps``)."""
-    if isinstance(normalized_shape, (tuple, list)) and not normalized_shape:
-        raise RuntimeError("rms_norm: Expected normalized_shape to be at least 1-dimensional, "
-                           "i.e., containing at least one element, but got normalized_shape = []")
     if input.is_nested:
         return _nested_norm(input, normalized_shape, "rms_norm",
                             lambda v: fiamma.rms_norm(v, normalized_shape, weight, eps))

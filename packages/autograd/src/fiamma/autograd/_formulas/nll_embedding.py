@@ -63,7 +63,7 @@ def _embedding(ctx, grad):
     flat = indices.reshape(-1)
     if flat.dtype is not fiamma.int64:
         flat = flat.long()
-    g = grad.reshape(-1, dim)
+    g = grad.reshape(flat.numel(), dim)  # not -1: dim may be 0
     p = kw["padding_idx"]
     if kw["scale_grad_by_freq"]:
         counts = fiamma.bincount(flat, minlength=n).index_select(0, flat)
