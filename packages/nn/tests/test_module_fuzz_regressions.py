@@ -130,3 +130,38 @@ def test_embedding_of_width_0_has_a_gradient():
         assert tuple(y.shape) == (1, 3, 0)
         y.sum().backward()
         assert tuple(e.weight.grad.shape) == (7, 0)
+
+
+def test_parameter_containers_print_and_order_as_pytorch():
+    m = nn.Module()
+    m.pl = nn.ParameterList([nn.Parameter(fiamma.zeros(2)),
+                             fiamma.zeros(1, 3, dtype=fiamma.float64)])
+    # a plain dict is taken in sorted key order (an OrderedDict in its own order)
+    m.pd = nn.ParameterDict({"z": nn.Parameter(fiamma.zeros(1)), "y": fiamma.ones(2, 2)})
+    assert list(m.pd.keys()) == ["y", "z"]
+    assert [n for n, _ in m.named_parameters()] == ["pl.0", "pl.1", "pd.y", "pd.z"]
+    from collections import OrderedDict
+    assert list(nn.ParameterDict(OrderedDict(b=fiamma.zeros(1), a=fiamma.zeros(1)))) == ["b", "a"]
+    assert repr(m) == (
+        "Module(\n"
+        "  (pl): ParameterList(\n"
+        "      (0): Parameter containing: [fiamma.float32 of size 2]\n"
+        "      (1): Parameter containing: [fiamma.float64 of size 1x3]\n"
+        "  )\n"
+        "  (pd): ParameterDict(\n"
+        "      (y): Parameter containing: [fiamma.FloatTensor of size 2x2]\n"
+        "      (z): Parameter containing: [fiamma.FloatTensor of size 1]\n"
+        "  )\n"
+        ")")
+
+
+@pytest.mark.parity
+def test_parameter_container_repr_equals_pytorch_up_to_the_module_name():
+    torch = pytest.importorskip("torch")
+    reprs = []
+    for lib, tnn in ((fiamma, nn), (torch, torch.nn)):
+        m = tnn.Module()
+        m.pl = tnn.ParameterList([tnn.Parameter(lib.zeros(2)), lib.zeros(1, 3)])
+        m.pd = tnn.ParameterDict({"z": lib.zeros(1), "y": lib.ones(2, 2)})
+        reprs.append(repr(m).replace("fiamma.", "torch."))
+    assert reprs[0] == reprs[1]

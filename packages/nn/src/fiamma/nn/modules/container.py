@@ -2,6 +2,7 @@
 
 import operator
 from collections import OrderedDict
+from collections.abc import Mapping
 from itertools import islice
 
 from fiamma.nn.modules.module import Module, _addindent
@@ -246,6 +247,18 @@ class ModuleDict(Module):
         raise NotImplementedError("ModuleDict is a container and has no forward()")
 
 
+def _param_line(key, p, typename):
+    import fiamma
+
+    if not isinstance(p, fiamma.Tensor):
+        return f"  ({key}): Object of type: {type(p).__name__}"
+    size = "x".join(str(s) for s in p.shape)
+    dev = f" ({p.device})" if p.device.type != "cpu" else ""
+    kind = "Parameter" if isinstance(p, Parameter) else "Tensor"
+    name = p.type() if typename else p.dtype
+    return f"  ({key}): {kind} containing: [{name} of size {size}{dev}]"
+
+
 class ParameterList(Module):
     """A list of parameters (plain tensors are wrapped as Parameters)."""
 
@@ -290,15 +303,8 @@ class ParameterList(Module):
         return self.extend(values)
 
     def extra_repr(self):
-        lines = []
-        for i in range(len(self)):
-            p = self[i]
-            if hasattr(p, "shape"):
-                lines.append(f"({i}): Parameter containing: [{p.type()} of size "
-                             f"{'x'.join(str(s) for s in p.shape)}]")
-            else:
-                lines.append(f"({i}): Object of type: {type(p).__name__}")
-        return "\n".join(lines)
+        # PyTorch's lines: indented two more, the dtype (ParameterDict: the tensor type)
+        return "\n".join(_param_line(i, self[i], False) for i in range(len(self)))
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ParameterList is a container and has no forward()")
@@ -359,9 +365,19 @@ class ParameterDict(Module):
             del self[k]
 
     def update(self, parameters):
-        items = parameters.items() if hasattr(parameters, "items") else parameters
+        """From a mapping (a plain one in sorted key order, as PyTorch; an OrderedDict or
+        ParameterDict in its order) or an iterable of (key, value) pairs."""
+        if isinstance(parameters, (OrderedDict, ParameterDict)):
+            items = parameters.items()
+        elif isinstance(parameters, Mapping):
+            items = sorted(parameters.items())
+        else:
+            items = parameters
         for k, v in items:
             self[k] = v
+
+    def extra_repr(self):
+        return "\n".join(_param_line(k, v, True) for k, v in self.items())
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ParameterDict is a container and has no forward()")
