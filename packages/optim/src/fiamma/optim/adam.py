@@ -294,8 +294,9 @@ class SparseAdam(Optimizer):
                 if group["maximize"]:
                     g = -g
                 state = self.state[p]
+                # PyTorch's SparseAdam counts steps in a Python int, its first state key
+                t = state["step"] = int(state.get("step", 0)) + 1
                 m, v = _moments(state, p, "exp_avg", "exp_avg_sq")
-                t = _step_count(state, p)
                 prow, idx, vals = _sparse_rows(p, g)
                 if vals.numel() == 0:
                     continue
