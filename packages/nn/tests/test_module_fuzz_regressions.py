@@ -165,3 +165,14 @@ def test_parameter_container_repr_equals_pytorch_up_to_the_module_name():
         m.pd = tnn.ParameterDict({"z": lib.zeros(1), "y": lib.ones(2, 2)})
         reprs.append(repr(m).replace("fiamma.", "torch."))
     assert reprs[0] == reprs[1]
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_lp_pool_infinite_norm_is_the_largest_or_smallest_magnitude(nd):
+    x = fiamma.tensor(np.arange(-8.0, 8.0).reshape((1, 1) + ((16,), (4, 4), (2, 2, 4))[nd - 1]))
+    pool = getattr(F, f"lp_pool{nd}d")
+    mx = getattr(F, f"max_pool{nd}d")
+    np.testing.assert_array_equal(pool(x, float("inf"), 2).numpy(), mx(x.abs(), 2).numpy())
+    np.testing.assert_array_equal(pool(x, -float("inf"), 2).numpy(), (-mx(-x.abs(), 2)).numpy())
+    m = getattr(nn, f"LPPool{nd}d")(float("inf"), 2)
+    np.testing.assert_array_equal(m(x).numpy(), mx(x.abs(), 2).numpy())
