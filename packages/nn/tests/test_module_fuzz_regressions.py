@@ -176,3 +176,14 @@ def test_lp_pool_infinite_norm_is_the_largest_or_smallest_magnitude(nd):
     np.testing.assert_array_equal(pool(x, -float("inf"), 2).numpy(), (-mx(-x.abs(), 2)).numpy())
     m = getattr(nn, f"LPPool{nd}d")(float("inf"), 2)
     np.testing.assert_array_equal(m(x).numpy(), mx(x.abs(), 2).numpy())
+
+
+def test_nan_activation_parameters():
+    x = fiamma.tensor([-2.0, 0.5, 3.0])
+    nan = float("nan")
+    assert np.isnan(F.hardtanh(x, nan, 1.0).numpy()).all()
+    assert np.isnan(F.hardtanh(x, 0.0, nan).numpy()).all()
+    with pytest.raises(RuntimeError, match="lambda must be greater or equal to 0"):
+        F.softshrink(x, nan)
+    with pytest.raises(ValueError):
+        nn.Hardtanh(0.0, nan)

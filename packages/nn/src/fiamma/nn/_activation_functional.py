@@ -96,8 +96,11 @@ def mish(input, inplace=False):
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
-    if min_val > max_val:
-        raise ValueError("min_val cannot be greater than max_val")
+    if not min_val <= max_val:
+        if min_val > max_val:
+            raise ValueError("min_val cannot be greater than max_val")
+        # a NaN bound: every element NaN (PyTorch's clamp), not the kernel's bound-ignoring
+        return _maybe_inplace(input, lambda x: x.clamp(min_val, max_val), inplace)
     if type(input) is _QT:
         if (min_val, max_val) == (0.0, 6.0):
             return _qF().relu6(input)
@@ -129,7 +132,7 @@ def softsign(input):
 
 
 def softshrink(input, lambd=0.5):
-    if lambd < 0:
+    if not lambd >= 0:  # NaN too (PyTorch refuses it)
         raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
     if _floating(input):
         return _fused.activation("softshrink", input, lambd)
