@@ -187,3 +187,17 @@ def test_nan_activation_parameters():
         F.softshrink(x, nan)
     with pytest.raises(ValueError):
         nn.Hardtanh(0.0, nan)
+
+
+def test_clip_grad_norm_with_a_nan_norm_scales_every_gradient_to_nan():
+    a = fiamma.zeros(2, requires_grad=True)
+    b = fiamma.zeros(3, requires_grad=True)
+    a.grad = fiamma.tensor([float("nan"), 1.0])
+    b.grad = fiamma.tensor([1.0, 2.0, 3.0])
+    total = nn.utils.clip_grad_norm_([a, b], max_norm=100.0)
+    assert np.isnan(total.item())
+    assert np.isnan(a.grad.numpy()).all() and np.isnan(b.grad.numpy()).all()
+    # a finite norm under max_norm leaves the gradients alone
+    b.grad = fiamma.tensor([1.0, 2.0, 3.0])
+    nn.utils.clip_grad_norm_([b], max_norm=100.0)
+    assert b.grad.tolist() == [1.0, 2.0, 3.0]
