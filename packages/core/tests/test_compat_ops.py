@@ -445,3 +445,10 @@ def test_sym_min_max():
     assert fiamma.sym_min(3, 5) == 3 and fiamma.sym_max(3, 5.5) == 5.5
     assert fiamma.sym_min(7, Sym(2)) == ("min", 2, 7)   # either side's hook is used
     assert fiamma.sym_max(Sym(2), 7) == ("max", 2, 7)
+
+
+def test_cosine_similarity_refuses_a_negative_eps():
+    x = fiamma.ones(2, 3)
+    with pytest.raises(RuntimeError, match="eps must be non-negative"):
+        fiamma.cosine_similarity(x, x, eps=-1.0)
+    assert fiamma.cosine_similarity(x, x, eps=0.0).tolist() == pytest.approx([1.0, 1.0])

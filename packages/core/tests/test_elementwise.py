@@ -853,6 +853,16 @@ def test_add_alpha_and_rsub():
     assert F.rsub(a, 1).tolist() == [0.0, -1.0]
 
 
+def test_add_float_alpha_on_complex():
+    """A float alpha is refused only for bool/integer results; complex ones take it
+    (SGD's momentum on a complex parameter)."""
+    a, b = T([1 + 1j, 2 - 1j]), T([1j, 3 + 0j])
+    assert F.add(a, b, alpha=0.5).tolist() == [1 + 1.5j, 3.5 - 1j]
+    assert F.sub(a, b, alpha=0.5).tolist() == [1 + 0.5j, 0.5 - 1j]
+    a.add_(b, alpha=0.25)
+    assert a.tolist() == [1 + 1.25j, 2.75 - 1j]
+
+
 def test_bool_corner_cases():
     b = T([True, False])
     assert (b ** True).tolist() == [True, False] and (b ** False).tolist() == [True, True]

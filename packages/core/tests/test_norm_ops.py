@@ -465,3 +465,10 @@ def test_row_norms_keep_precision_at_a_large_mean(mean, std):
     w = rng.uniform(0.5, 2, 4)
     y = fiamma.group_norm(T(x.reshape(8, 4, 16), F32), 1, T(w, F32), None, 1e-5)
     np.testing.assert_allclose(N(y), ref.reshape(8, 4, 16) * w[None, :, None], atol=5e-6)
+
+
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
+@pytest.mark.parametrize("shape", [(), []])
+def test_empty_normalized_shape_is_refused(op, shape):
+    with pytest.raises(RuntimeError, match="at least 1-dimensional"):
+        getattr(fiamma, op)(fiamma.ones(2, 3), shape)

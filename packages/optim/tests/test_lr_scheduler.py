@@ -88,6 +88,19 @@ SCHEDULES = {
                    9, "sgd", None),
     "chained": (lambda m, o: m.ChainedScheduler([m.ConstantLR(o, 0.5, total_iters=3),
                                                  m.ExponentialLR(o, 0.9)]), 8, "sgd", None),
+    # found by differential fuzzing: the scheduler a milestone switches to restarts at epoch
+    # 0 without a counted step, and MultiplicativeLR multiplies there too
+    "sequential-multiplicative": (
+        lambda m, o: m.SequentialLR(o, [m.ConstantLR(o, 0.5, total_iters=2),
+                                        m.MultiplicativeLR(o, lambda e: 0.9),
+                                        m.PolynomialLR(o, total_iters=4)], milestones=[3, 6]),
+        10, "sgd", None),
+    "sequential-cosine": (
+        lambda m, o: m.SequentialLR(o, [m.ExponentialLR(o, 0.5), m.CosineAnnealingLR(o, 4)],
+                                    milestones=[2]), 10, "sgd", None),
+    "sequential-milestone-0": (
+        lambda m, o: m.SequentialLR(o, [m.ConstantLR(o, 0.5), m.ExponentialLR(o, 0.9),
+                                        m.StepLR(o, 2)], milestones=[0, 4]), 8, "sgd", None),
 }
 
 
@@ -221,3 +234,106 @@ def test_lambda_state_dict_keeps_callable_objects():
     assert fresh.rate == 0.25
     s3 = S.LambdaLR(_opt("fiamma"), lambda e: 1.0)
     assert s3.state_dict()["lr_lambdas"] == [None]
+
+
+def test_sequential_switch_restarts_the_next_scheduler_at_epoch_0():
+    """At a milestone the next scheduler restarts at epoch 0 (MultiplicativeLR multiplies
+    there too, as in PyTorch 2.13) without a counted step."""
+    opt = _opt("fiamma")
+    mult = S.MultiplicativeLR(opt, lambda e: 0.9)
+    const = S.ConstantLR(opt, factor=0.5, total_iters=2)
+    sched = S.SequentialLR(opt, [const, mult], milestones=[3])
+    lrs = [sched.get_last_lr()[0]] + [lr[0] for lr, _ in _run(sched, opt, 5)]
+    assert lrs == pytest.approx([0.5, 0.5, 1.0, 0.9, 0.81, 0.729], rel=1e-12)
+    assert mult._step_count == 3 and mult.last_epoch == 2
+
+
+@pytest.mark.parametrize("last_epoch", [0, 3])
+def test_resumed_chainable_schedules_keep_the_current_rate_at_construction(last_epoch):
+    """A scheduler built to resume (last_epoch >= 0) leaves the optimizer's rates alone in its
+    constructor's step, then continues the chainable schedule."""
+    cases = {
+        "exponential": (lambda o: S.ExponentialLR(o, gamma=0.5, last_epoch=last_epoch),
+                        [0.15, 0.075]),
+        "multiplicative": (lambda o: S.MultiplicativeLR(o, lambda e: 0.5,
+                                                        last_epoch=last_epoch), [0.15, 0.075]),
+    }
+    for make, want in cases.values():
+        p = fiamma.zeros(1)
+        opt = optim.SGD([{"params": [p], "lr": 0.3, "initial_lr": 0.2}], lr=0.3)
+        sched = make(opt)
+        assert sched.get_last_lr() == [0.3]
+        got = []
+        for _ in range(2):
+            opt.step()
+            sched.step()
+            got.append(sched.get_last_lr()[0])
+        assert got == pytest.approx(want, rel=1e-12)
+
+
+@needs_torch
+@pytest.mark.parity
+@pytest.mark.parametrize("name", ["StepLR", "MultiStepLR", "ConstantLR", "LinearLR",
+                                  "ExponentialLR", "PolynomialLR", "CosineAnnealingLR",
+                                  "CosineAnnealingWarmRestarts", "LambdaLR",
+                                  "MultiplicativeLR", "CyclicLR", "OneCycleLR"])
+@pytest.mark.parametrize("last_epoch", [0, 1, 5])
+def test_resume_with_last_epoch_equals_pytorch(name, last_epoch):
+    kw = {"StepLR": dict(step_size=3), "MultiStepLR": dict(milestones=[2, 7]),
+          "ConstantLR": dict(factor=0.5, total_iters=8), "LinearLR": dict(total_iters=8),
+          "ExponentialLR": dict(gamma=0.9), "PolynomialLR": dict(total_iters=12, power=2.0),
+          "CosineAnnealingLR": dict(T_max=7, eta_min=0.01),
+          "CosineAnnealingWarmRestarts": dict(T_0=3, T_mult=2),
+          "LambdaLR": dict(lr_lambda=lambda e: 0.9 ** e),
+          "MultiplicativeLR": dict(lr_lambda=lambda e: 0.9),
+          "CyclicLR": dict(base_lr=0.01, max_lr=0.1, step_size_up=3, cycle_momentum=False),
+          "OneCycleLR": dict(max_lr=0.5, total_steps=30)}[name]
+    runs = []
+    for lib, om, sm in ((fiamma, optim, S), (torch, torch.optim, torch.optim.lr_scheduler)):
+        p = lib.zeros(2)
+        opt = om.SGD([{"params": [p], "lr": 0.3, "initial_lr": 0.2, "max_lr": 0.5,
+                       "min_lr": 1e-5, "max_momentum": 0.9, "base_momentum": 0.8}], lr=0.3,
+                     momentum=0.9)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            sched = getattr(sm, name)(opt, last_epoch=last_epoch, **kw)
+            out = [sched.get_last_lr()[0]] + [lr[0] for lr, _ in _run(sched, opt, 8)]
+        runs.append(out)
+    assert runs[0] == pytest.approx(runs[1], rel=1e-12)
+
+
+@needs_torch
+@pytest.mark.parity
+@pytest.mark.parametrize("name", list(SCHEDULES))
+def test_state_dict_keys_equal_pytorch(name):
+    """The same keys in the same order (PyTorch 2.13's private _is_initial and
+    _get_lr_called_within_step included; CyclicLR's _scale_fn_custom, which PyTorch's
+    load_state_dict requires)."""
+    make, n, kind, metric = SCHEDULES[name]
+    kind, groups = _kind(kind)
+    keys = []
+    for lib, mod in (("fiamma", S), ("torch", torch.optim.lr_scheduler)):
+        opt = _opt(lib, kind, groups=groups)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            sched = make(mod, opt)
+            _run(sched, opt, 3, metric)
+        sd = sched.state_dict()
+        keys.append((list(sd), [list(x) for x in sd.get("_schedulers", [])]))
+    assert keys[0] == keys[1]
+
+
+@needs_torch
+@pytest.mark.parity
+def test_cyclic_state_dict_loads_into_pytorch_and_back():
+    fo, to = _opt("fiamma"), _opt("torch")
+    f = S.CyclicLR(fo, 0.1, 1.0, step_size_up=3)
+    t = torch.optim.lr_scheduler.CyclicLR(to, 0.1, 1.0, step_size_up=3)
+    _run(f, fo, 4)
+    t.load_state_dict(f.state_dict())
+    _run(t, to, 1)
+    _run(f, fo, 1)
+    assert t.get_last_lr() == pytest.approx(f.get_last_lr(), rel=1e-12)
+    f2 = S.CyclicLR(_opt("fiamma"), 0.1, 1.0, step_size_up=3)
+    f2.load_state_dict(t.state_dict())
+    assert f2.last_epoch == t.last_epoch and f2._scale_fn_custom is None

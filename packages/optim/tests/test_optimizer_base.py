@@ -194,6 +194,11 @@ def test_repr_lists_groups():
     opt = optim.SGD([fiamma.ones(1)], lr=0.1)
     r = repr(opt)
     assert r.startswith("SGD (") and "Parameter Group 0" in r and "lr: 0.1" in r
+    two = optim.Adamax([{"params": [fiamma.ones(1)]}, {"params": [fiamma.ones(1)], "lr": 0.5}])
+    r = repr(two)
+    # PyTorch's layout: sorted keys, a blank line between groups
+    assert "    weight_decay: 0\n\nParameter Group 1\n    betas: (0.9, 0.999)\n" in r
+    assert r.endswith("    weight_decay: 0\n)")
 
 
 def test_group_tensors_by_device_and_dtype():

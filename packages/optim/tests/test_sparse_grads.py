@@ -121,7 +121,9 @@ def test_sparse_adam_state_is_dense_moments_and_step():
     p.grad = _sparse("fiamma", [2, 2], np.ones((2, DIM)))
     opt.step()
     st = opt.state[p]
-    assert st["step"].item() == 1.0
+    # PyTorch's SparseAdam: step is a Python int and the first key
+    assert list(st) == ["step", "exp_avg", "exp_avg_sq"]
+    assert st["step"] == 1 and type(st["step"]) is int
     assert not st["exp_avg"].is_sparse and st["exp_avg"].shape == (ROWS, DIM)
     np.testing.assert_allclose(st["exp_avg"].numpy()[2], 0.1 * 2.0)  # duplicates summed
     assert st["exp_avg"].numpy()[[0, 1, 3, 4, 5, 6]].sum() == 0.0
@@ -188,3 +190,30 @@ def test_zero_grad_keeping_a_sparse_gradient_empties_it():
     assert p.grad.is_sparse and p.grad._nnz() == 0 and tuple(p.grad.shape) == (ROWS, DIM)
     opt.step()  # an empty sparse gradient changes nothing
     assert p.abs().sum().item() == 0.0
+
+
+@pytest.mark.parity
+def test_sparse_adam_continues_from_a_pytorch_state_dict():
+    """PyTorch's state (an int step) loads and the next steps follow its trajectory."""
+    torch = pytest.importorskip("torch")
+    start = np.random.default_rng(3).standard_normal((ROWS, DIM))
+    tp = torch.tensor(start, requires_grad=True)
+    topt = torch.optim.SparseAdam([tp], lr=0.05)
+    fp = fiamma.tensor(start.copy())
+    fopt = optim.SparseAdam([fp], lr=0.05)
+    for t, rows in enumerate(STEPS):
+        vals = _grad_values(t, len(rows))
+        tp.grad = _sparse("torch", rows, vals)
+        topt.step()
+        if t == 1:  # fiamma takes over torch's state here
+            fp.data.copy_(fiamma.tensor(tp.detach().numpy().copy()))
+            sd = topt.state_dict()
+            sd["state"] = {k: {n: (fiamma.tensor(v.numpy().copy()) if hasattr(v, "numpy")
+                                   else v) for n, v in st.items()}
+                           for k, st in sd["state"].items()}
+            fopt.load_state_dict(sd)
+        elif t > 1:
+            fp.grad = _sparse("fiamma", rows, vals)
+            fopt.step()
+    np.testing.assert_allclose(fp.numpy(), tp.detach().numpy(), rtol=1e-12, atol=1e-14)
+    assert fopt.state[fp]["step"] == topt.state[tp]["step"] == len(STEPS)

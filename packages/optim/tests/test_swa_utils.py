@@ -104,7 +104,8 @@ def test_swa_multi_avg_fn_matches_avg_fn():
     for m in models:
         a.update_parameters(m)
         b.update_parameters(m)
-    np.testing.assert_allclose(a.module.b.numpy(), b.module.b.numpy(), rtol=1e-12)
+    # the multi form lerps by 1 / (n + 1) computed in float32 (PyTorch's), hence 1e-7
+    np.testing.assert_allclose(a.module.b.numpy(), b.module.b.numpy(), rtol=1e-7)
 
 
 def test_state_dict_keys_and_forward():
@@ -196,3 +197,53 @@ def test_averaged_model_of_an_nn_module_is_an_nn_module():
     assert type(back) is type(plain) and int(back.n_averaged) == 0
     assert type(copy.deepcopy(ema)) is type(ema)
     assert ema.eval() is ema and not ema.module.training
+
+
+def test_multi_ema_with_integer_buffers():
+    """use_buffers averages an integer buffer (num_batches_tracked) too: multi_avg_fn is
+    called once per dtype, and the EMA of integers is the weighted sum cast back (as in
+    PyTorch, where lerp handles only floating tensors)."""
+    nn = pytest.importorskip("fiamma.nn")
+    net = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2)).double()
+    ema = SW.AveragedModel(net, multi_avg_fn=SW.get_ema_multi_avg_fn(0.5), use_buffers=True)
+    ema.update_parameters(net)
+    for _ in range(3):
+        net(fiamma.ones(4, 2, dtype=fiamma.float64))
+    w0 = ema.module[0].weight.detach().numpy().copy()
+    with fiamma.no_grad():
+        net[0].weight.add_(1.0)
+    ema.update_parameters(net)
+    assert int(ema.module[1].num_batches_tracked) == 1  # int(0 * 0.5 + 3 * 0.5)
+    np.testing.assert_allclose(ema.module[0].weight.detach().numpy(),
+                               0.5 * w0 + 0.5 * net[0].weight.detach().numpy(), rtol=1e-12)
+
+
+@pytest.mark.parity
+@pytest.mark.skipif(torch is None, reason="PyTorch not installed")
+@pytest.mark.parametrize("kind", ["swa", "ema"])
+def test_multi_avg_fns_equal_pytorch(kind):
+    """PyTorch's averages to 1e-13 (a float64 weight would differ at 1e-8): the multi SWA
+    lerps by 1 / (n + 1) computed in float32 (n is a tensor), the multi EMA handles integer
+    buffers."""
+    nn = pytest.importorskip("fiamma.nn")
+    out = []
+    start = None
+    for lib, tnn, sw in ((torch, torch.nn, torch.optim.swa_utils), (fiamma, nn, SW)):
+        torch.manual_seed(0)
+        net = tnn.Sequential(tnn.Linear(3, 2), tnn.BatchNorm1d(2)).double()
+        if lib is fiamma:
+            net.load_state_dict({k: fiamma.tensor(v) for k, v in start.items()})
+        else:
+            start = {k: v.detach().numpy().copy() for k, v in net.state_dict().items()}
+        fn = sw.get_swa_multi_avg_fn() if kind == "swa" else sw.get_ema_multi_avg_fn(0.7)
+        avg = sw.AveragedModel(net, multi_avg_fn=fn, use_buffers=kind == "ema")
+        steps = np.random.default_rng(1).standard_normal((6, 4, 3))
+        for x in steps:
+            net(lib.tensor(x))
+            with lib.no_grad():
+                for p in net.parameters():
+                    p.mul_(0.9).add_(0.3)
+            avg.update_parameters(net)
+        out.append([v.detach().numpy() for v in avg.state_dict().values()])
+    for a, b in zip(*out):
+        np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-15)

@@ -777,6 +777,8 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     >>> fiamma.cosine_similarity(fiamma.tensor([[1.0, 0.0]]), fiamma.tensor([[1.0, 1.0]])).tolist()
     [0.7071067690849304]
     """
+    if eps < 0:
+        raise RuntimeError(f"cosine_similarity: eps must be non-negative, got: {eps}")
     f = _F()
     if not x1.dtype.is_floating_point:
         x1 = x1.to(f.get_default_dtype())

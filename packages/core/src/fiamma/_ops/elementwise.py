@@ -413,7 +413,7 @@ def _add_alpha(name, input, other, alpha, sign, out):
     rt = D.result_type(input, other)
     if isinstance(alpha, builtins.bool) and rt is not D.bool:
         raise RuntimeError(f"{name}: Boolean alpha only supported for Boolean results.")
-    if rt._kind != 2 and isinstance(alpha, builtins.float):
+    if rt._kind < 2 and isinstance(alpha, builtins.float):
         raise RuntimeError(f"{name}: For integral input tensors, argument alpha must not be a "
                            "floating point number.")
     if rt._kind == 1 and not -_I64 <= alpha < _I64:

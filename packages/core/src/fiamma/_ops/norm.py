@@ -288,15 +288,19 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
 # ---- row norms: layer, group, RMS ----------------------------------------------------------
 
 def _norm_shape(normalized_shape, op):
-    if type(normalized_shape) is tuple:
+    if type(normalized_shape) is tuple and normalized_shape:
         return normalized_shape
     if isinstance(normalized_shape, int):
         return (normalized_shape,)
     try:
-        return tuple(int(s) for s in normalized_shape)
+        ns = tuple(int(s) for s in normalized_shape)
     except TypeError:
         raise TypeError(f"{op}: normalized_shape must be an int or a sequence of ints, "
                         f"got {normalized_shape!r}") from None
+    if not ns:  # PyTorch's refusal (an empty shape would normalise over nothing)
+        raise RuntimeError(f"{op}: Expected normalized_shape to be at least 1-dimensional, "
+                           "i.e., containing at least one element, but got normalized_shape = []")
+    return ns
 
 
 def _row_forward(op, rms, input, k, weight, bias, Gs, P, Sp, eps, wshape):

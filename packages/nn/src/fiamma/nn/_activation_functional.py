@@ -96,8 +96,11 @@ def mish(input, inplace=False):
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
-    if min_val > max_val:
-        raise ValueError("min_val cannot be greater than max_val")
+    if not min_val <= max_val:
+        if min_val > max_val:
+            raise ValueError("min_val cannot be greater than max_val")
+        # a NaN bound: every element NaN (PyTorch's clamp), not the kernel's bound-ignoring
+        return _maybe_inplace(input, lambda x: x.clamp(min_val, max_val), inplace)
     if type(input) is _QT:
         if (min_val, max_val) == (0.0, 6.0):
             return _qF().relu6(input)
@@ -129,7 +132,7 @@ def softsign(input):
 
 
 def softshrink(input, lambd=0.5):
-    if lambd < 0:
+    if not lambd >= 0:  # NaN too (PyTorch refuses it)
         raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
     if _floating(input):
         return _fused.activation("softshrink", input, lambd)
@@ -195,12 +198,17 @@ def prelu(input, weight):
         shape = [1] * input.dim()
         shape[1] = weight.numel()
         weight = weight.reshape(shape)
+    elif weight.dim() > input.dim():  # one slope on a 0-d input: the result keeps shape ()
+        weight = weight.reshape(())
     return fiamma.where(input >= 0, input, weight * input)
 
 
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     """Leaky ReLU with a random slope from U(lower, upper) per element in training, the mean
     slope otherwise."""
+    if lower > upper:
+        raise RuntimeError(f"rrelu: Lower bound should be less than or equal to the upper "
+                           f"bound, got lower={lower} and upper={upper}")
     if not training:
         return leaky_relu(input, (lower + upper) / 2, inplace)
     slope = fiamma.empty(input.shape, dtype=input.dtype, device=input.device).uniform_(

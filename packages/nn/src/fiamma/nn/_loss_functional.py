@@ -206,6 +206,9 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
         if tuple(target.shape) != tuple(input.shape):
             raise ValueError(f"{op}: a probability target must have the input's shape "
                              f"{list(input.shape)}, got {list(target.shape)}")
+        if ignore_index >= 0:  # PyTorch refuses a class to ignore with probabilities
+            raise RuntimeError(f"{op}: ignore_index is not supported for floating point "
+                               f"target, got ignore_index={ignore_index}")
         if label_smoothing > 0:
             target = target * (1 - label_smoothing) + label_smoothing / n_classes
         prod = logp * target if w_ is None else logp * target * w_

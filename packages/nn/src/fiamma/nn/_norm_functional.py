@@ -33,6 +33,10 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     """
     if training:
         _verify_batch_size(tuple(input.shape))
+        if not eps > 0:
+            raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
+    elif eps < 0:
+        raise ValueError(f"batch_norm eps must be non-negative, but got {eps}")
     return fiamma.batch_norm(input, running_mean, running_var, weight, bias, training, momentum,
                              eps)
 

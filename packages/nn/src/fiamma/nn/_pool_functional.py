@@ -164,16 +164,32 @@ def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_siz
     return fiamma.max_unpool3d(input, indices, kernel_size, stride, padding, output_size)
 
 
+_INF = (float("inf"), -float("inf"))
+
+
+def _lp_inf(max_pool, input, norm_type, kernel_size, stride, ceil_mode):
+    """PyTorch's p = +-inf limits of lp_pool: the largest (smallest) |x| of each window."""
+    if norm_type > 0:
+        return max_pool(input.abs(), kernel_size, stride, 0, 1, ceil_mode)
+    return -max_pool(-input.abs(), kernel_size, stride, 0, 1, ceil_mode)
+
+
 def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     """``(sum over each window of x**p) ** (1/p)`` over the last dim."""
+    if isinstance(norm_type, float) and norm_type in _INF:  # p = +-inf: max / min of |x|
+        return _lp_inf(max_pool1d, input, norm_type, kernel_size, stride, ceil_mode)
     return fiamma.lp_pool1d(input, norm_type, kernel_size, stride, ceil_mode)
 
 
 def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     """2-d power-average pool: ``(sum over each window of x**p) ** (1/p)``."""
+    if isinstance(norm_type, float) and norm_type in _INF:  # p = +-inf: max / min of |x|
+        return _lp_inf(max_pool2d, input, norm_type, kernel_size, stride, ceil_mode)
     return fiamma.lp_pool2d(input, norm_type, kernel_size, stride, ceil_mode)
 
 
 def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     """3-d power-average pool."""
+    if isinstance(norm_type, float) and norm_type in _INF:  # p = +-inf: max / min of |x|
+        return _lp_inf(max_pool3d, input, norm_type, kernel_size, stride, ceil_mode)
     return fiamma.lp_pool3d(input, norm_type, kernel_size, stride, ceil_mode)

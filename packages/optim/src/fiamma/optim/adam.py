@@ -211,7 +211,7 @@ class RAdam(Optimizer):
         _check_hyper("RAdam", lr=lr, eps=eps, weight_decay=weight_decay, betas=betas)
         _check_flags("RAdam", foreach, None, capturable, differentiable)
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                        foreach=foreach, maximize=maximize, capturable=capturable,
+                        maximize=maximize, foreach=foreach, capturable=capturable,
                         decoupled_weight_decay=decoupled_weight_decay,
                         differentiable=differentiable)
         super().__init__(params, defaults)
@@ -294,8 +294,9 @@ class SparseAdam(Optimizer):
                 if group["maximize"]:
                     g = -g
                 state = self.state[p]
+                # PyTorch's SparseAdam counts steps in a Python int, its first state key
+                t = state["step"] = int(state.get("step", 0)) + 1
                 m, v = _moments(state, p, "exp_avg", "exp_avg_sq")
-                t = _step_count(state, p)
                 prow, idx, vals = _sparse_rows(p, g)
                 if vals.numel() == 0:
                     continue

@@ -83,11 +83,17 @@ class Adagrad(Optimizer):
                         initial_accumulator_value=initial_accumulator_value, foreach=foreach,
                         maximize=maximize, differentiable=differentiable, fused=fused)
         super().__init__(params, defaults)
+        # PyTorch fills every accumulator with the constructor's initial_accumulator_value
+        # (a group's own value is kept in the group but not used); v + vj for complex
         for group in self.param_groups:
             for p in group["params"]:
-                state = self.state[p]
-                state["step"] = fiamma.zeros((), dtype=fiamma.float32)
-                state["sum"] = fiamma.full_like(p, group["initial_accumulator_value"])
+                self._init_state(p)
+
+    def _init_state(self, p):
+        state = self.state[p]  # keys in PyTorch's order: step, sum
+        state.setdefault("step", fiamma.zeros((), dtype=fiamma.float32))
+        v = self.defaults["initial_accumulator_value"]
+        state["sum"] = fiamma.full_like(p, complex(v, v) if p.is_complex() else v)
 
     @_use_grad
     def step(self, closure=None):
@@ -97,7 +103,7 @@ class Adagrad(Optimizer):
             for p, g in _grads(group, group["maximize"], sparse=True):
                 state = self.state[p]
                 if "sum" not in state:  # a group added after construction
-                    state["sum"] = fiamma.full_like(p, group["initial_accumulator_value"])
+                    self._init_state(p)
                 t = _step_count(state, p)
                 clr = lr / (1 + (t - 1) * decay)
                 s = state["sum"]

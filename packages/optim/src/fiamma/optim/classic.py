@@ -40,6 +40,8 @@ class ASGD(Optimizer):
                 state = self.state[p]
                 if "eta" not in state:
                     # eta and mu live in float32 0-d tensors, as in PyTorch's state dicts
+                    # (whose key order is step, eta, mu, ax)
+                    state.setdefault("step", fiamma.zeros((), dtype=fiamma.float32))
                     state["eta"] = fiamma.full((), lr, dtype=fiamma.float32)
                     state["mu"] = fiamma.ones((), dtype=fiamma.float32)
                 (ax,) = _moments(state, p, "ax")

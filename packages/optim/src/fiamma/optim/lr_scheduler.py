@@ -68,6 +68,8 @@ class LRScheduler:
     rates of the last step (``get_last_lr()``). Subclasses define ``get_lr()`` (chainable)
     and optionally ``_get_closed_form_lr()``."""
 
+    _is_initial = False
+
     def __init__(self, optimizer, last_epoch=-1):
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
@@ -86,8 +88,14 @@ class LRScheduler:
         self._initial_step()
 
     def _initial_step(self):
+        # _is_initial: PyTorch's flag for the constructor's step, in which the chainable
+        # schedules keep the current rates (also when resuming at last_epoch >= 0)
         self._step_count = 0
-        self.step()
+        self._is_initial = True
+        try:
+            self.step()
+        finally:
+            self._is_initial = False
 
     def get_lr(self):
         raise NotImplementedError
@@ -104,15 +112,25 @@ class LRScheduler:
                           "Call them in the opposite order (optimizer first) or the first "
                           "value of the learning rate schedule is skipped.", UserWarning,
                           stacklevel=2)
-        if epoch is None:
-            self.last_epoch += 1
-            values = self.get_lr()
-        else:
+        if epoch is not None:
             warnings.warn("The epoch parameter in `scheduler.step()` is deprecated (as in "
                           "PyTorch).", UserWarning, stacklevel=2)
-            self.last_epoch = epoch
-            values = (self._get_closed_form_lr() if hasattr(self, "_get_closed_form_lr")
-                      else self.get_lr())
+        self._update_lr(epoch)
+
+    def _update_lr(self, epoch=None):
+        """Set the rates of the next epoch (or of ``epoch``, with the closed form where there
+        is one) without counting a step (SequentialLR's switch to the next scheduler)."""
+        self._get_lr_called_within_step = True
+        try:
+            if epoch is None:
+                self.last_epoch += 1
+                values = self.get_lr()
+            else:
+                self.last_epoch = epoch
+                values = (self._get_closed_form_lr() if hasattr(self, "_get_closed_form_lr")
+                          else self.get_lr())
+        finally:
+            self._get_lr_called_within_step = False
         for group, lr in zip(self.optimizer.param_groups, values):
             group["lr"] = lr
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
@@ -166,7 +184,7 @@ class MultiplicativeLR(LambdaLR):
     """``lr *= lr_lambda(epoch)`` at every step after the first."""
 
     def get_lr(self):
-        if self.last_epoch > 0:
+        if not self._is_initial:  # also at epoch 0 after SequentialLR's switch (as PyTorch)
             return [group["lr"] * fn(self.last_epoch)
                     for fn, group in zip(self.lr_lambdas, self.optimizer.param_groups)]
         return self._lrs()
@@ -245,7 +263,7 @@ class LinearLR(LRScheduler):
         s, e, n = self.start_factor, self.end_factor, self.total_iters
         if self.last_epoch == 0:
             return [lr * s for lr in self._lrs()]
-        if self.last_epoch > n:
+        if self._is_initial or self.last_epoch > n:
             return self._lrs()
         f = 1.0 + (e - s) / (n * s + (self.last_epoch - 1) * (e - s))
         return [lr * f for lr in self._lrs()]
@@ -263,7 +281,7 @@ class ExponentialLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
-        if self.last_epoch == 0:
+        if self._is_initial:
             return self._lrs()
         return [lr * self.gamma for lr in self._lrs()]
 
@@ -280,7 +298,7 @@ class PolynomialLR(LRScheduler):
 
     def get_lr(self):
         t, n = self.last_epoch, self.total_iters
-        if t == 0 or t > n:
+        if self._is_initial or t > n:
             return self._lrs()
         f = ((1.0 - t / n) / (1.0 - (t - 1) / n)) ** self.power
         return [lr * f for lr in self._lrs()]
@@ -301,7 +319,7 @@ class CosineAnnealingLR(LRScheduler):
     def get_lr(self):
         t, T, lo = self.last_epoch, self.T_max, self.eta_min
         lrs = self._lrs()
-        if t == 0:
+        if self._is_initial:
             return lrs
         if self._step_count == 1 and t > 0:
             return [lo + (b - lo) * (1 + math.cos(t * math.pi / T)) / 2 for b in self.base_lrs]
@@ -346,7 +364,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
             epoch = self.last_epoch + 1
             self.T_cur = self.T_cur + 1
             if self.T_cur >= self.T_i:
-                self.T_cur = self.T_cur - self.T_i
+                self.T_cur = self.T_cur % self.T_i
                 self.T_i = self.T_i * self.T_mult
         else:
             if epoch < 0:
@@ -362,8 +380,13 @@ class CosineAnnealingWarmRestarts(LRScheduler):
                 self.T_i = self.T_0
                 self.T_cur = epoch
         self.last_epoch = math.floor(epoch)
-        self._step_count = getattr(self, "_step_count", 0) + 1
-        for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
+        # PyTorch's step here counts nothing (_step_count stays at the constructor's 0)
+        self._get_lr_called_within_step = True
+        try:
+            values = self.get_lr()
+        finally:
+            self._get_lr_called_within_step = False
+        for group, lr in zip(self.optimizer.param_groups, values):
             group["lr"] = lr
         self._last_lr = self._lrs()
 
@@ -447,9 +470,21 @@ class CyclicLR(LRScheduler):
         return lrs
 
     def state_dict(self):
+        """A custom ``scale_fn`` is saved as None when it is a function and as its
+        ``__dict__`` when it is a callable object, under the last key (as in PyTorch, whose
+        load_state_dict needs the key)."""
         sd = super().state_dict()
-        sd.pop("_scale_fn_custom", None)  # functions are not saved (as in PyTorch)
+        fn = sd.pop("_scale_fn_custom", None)
+        sd["_scale_fn_custom"] = (None if fn is None or isinstance(fn, types.FunctionType)
+                                  else dict(fn.__dict__))
         return sd
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        fn = state_dict.pop("_scale_fn_custom", None)
+        self.__dict__.update(state_dict)
+        if fn is not None and self._scale_fn_custom is not None:
+            self._scale_fn_custom.__dict__.update(fn)
 
 
 class OneCycleLR(LRScheduler):
@@ -481,7 +516,6 @@ class OneCycleLR(LRScheduler):
         if anneal_strategy not in ("cos", "linear"):
             raise ValueError("anneal_strategy must be one of 'cos' or 'linear', instead got "
                              f"{anneal_strategy}")
-        self.anneal_strategy = anneal_strategy
         n = self.total_steps
         if three_phase:
             self._schedule_phases = [
@@ -500,6 +534,7 @@ class OneCycleLR(LRScheduler):
                 dict(end_step=n - 1, start_lr="max_lr", end_lr="min_lr",
                      start_momentum="base_momentum", end_momentum="max_momentum"),
             ]
+        self._anneal_func_type = anneal_strategy  # PyTorch's attribute (and state dict key)
         max_lrs = _format_param("max_lr", optimizer, max_lr)
         if last_epoch == -1:
             for m, group in zip(max_lrs, optimizer.param_groups):
@@ -518,7 +553,7 @@ class OneCycleLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def _anneal(self, start, end, pct):
-        if self.anneal_strategy == "cos":
+        if self._anneal_func_type == "cos":
             return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
         return (end - start) * pct + start
 
@@ -572,10 +607,11 @@ class ReduceLROnPlateau(LRScheduler):
             self.default_min_lr = min_lr
             self.min_lrs = [min_lr] * len(optimizer.param_groups)
         self.patience, self.cooldown, self.eps = patience, cooldown, eps
-        self.mode, self.threshold, self.threshold_mode = mode, threshold, threshold_mode
+        # attributes in PyTorch's order (its state dict's key order)
         self.last_epoch = 0
         self._last_lr = self._lrs()
         self.mode_worse = math.inf if mode == "min" else -math.inf
+        self.mode, self.threshold, self.threshold_mode = mode, threshold, threshold_mode
         self._reset()
 
     def _reset(self):
@@ -641,19 +677,27 @@ class SequentialLR(LRScheduler):
         self.optimizer = optimizer
         for group in optimizer.param_groups:
             group["lr"] = group["initial_lr"]
-        for s in self._schedulers:
-            s.last_epoch -= 1
-        self._schedulers[0]._initial_step()
-        self._last_lr = self._schedulers[0].get_last_lr()
+        self._undo_initial_steps(self)
+        # the scheduler of epoch 0 takes the initial step (not the first one when a milestone
+        # is 0)
+        idx = bisect_right(self._milestones, 0)
+        self._schedulers[idx]._initial_step()
+        self._last_lr = self._schedulers[idx].get_last_lr()
+
+    def _undo_initial_steps(self, sched):
+        """Take back the constructor's step of every scheduler inside (nested ones too)."""
+        if hasattr(sched, "_schedulers"):
+            for s in sched._schedulers:
+                self._undo_initial_steps(s)
+        elif hasattr(sched, "last_epoch"):
+            sched.last_epoch -= 1
 
     def step(self):
         self.last_epoch += 1
         idx = bisect_right(self._milestones, self.last_epoch)
         s = self._schedulers[idx]
         if idx > 0 and self._milestones[idx - 1] == self.last_epoch:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UserWarning)
-                s.step(0)
+            s._update_lr(0)  # restart at epoch 0 (not a counted step, as in PyTorch)
         else:
             s.step()
         self._last_lr = s.get_last_lr()

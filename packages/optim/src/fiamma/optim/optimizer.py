@@ -382,6 +382,8 @@ class Optimizer:
     def __repr__(self):
         lines = [type(self).__name__ + " ("]
         for i, group in enumerate(self.param_groups):
+            if i:
+                lines.append("")  # PyTorch's blank line between groups
             lines.append(f"Parameter Group {i}")
             for key in sorted(group):
                 if key != "params":

@@ -51,8 +51,14 @@ def get_ema_multi_avg_fn(decay=0.999):
     """``multi_avg_fn`` for an EMA: updates lists of averaged tensors in place."""
 
     def ema_update(ema_params, current_params, num_averaged):
-        for e, c in zip(ema_params, current_params):
-            e.lerp_(c, 1 - decay)
+        if not ema_params:
+            return
+        if ema_params[0].is_floating_point() or ema_params[0].is_complex():
+            for e, c in zip(ema_params, current_params):
+                e.lerp_(c, 1 - decay)
+        else:  # integer buffers (num_batches_tracked): the weighted sum, cast back (PyTorch's)
+            for e, c in zip(ema_params, current_params):
+                e.copy_(e * decay + c * (1 - decay))
 
     return ema_update
 
@@ -61,6 +67,15 @@ def get_swa_multi_avg_fn():
     """``multi_avg_fn`` for the running mean, in place over lists of tensors."""
 
     def swa_update(averaged_params, current_params, num_averaged):
+        if not averaged_params:
+            return
+        if averaged_params[0].is_floating_point() or averaged_params[0].is_complex():
+            # PyTorch's lerp by 1 / (n + 1); with n a tensor that weight is computed in the
+            # default float dtype (float32), and so here
+            w = float(1 / (num_averaged + 1))
+            for a, c in zip(averaged_params, current_params):
+                a.lerp_(c, w)
+            return
         n = float(num_averaged)
         for a, c in zip(averaged_params, current_params):
             a.add_((c - a) / (n + 1))
@@ -131,7 +146,15 @@ class AveragedModel:
                 for a, c in zip(ours, theirs):
                     a.detach().copy_(c)
             elif self.multi_avg_fn is not None:
-                self.multi_avg_fn([a.detach() for a in ours], theirs, self.n_averaged)
+                # one call per (device, dtype) group, in first-seen order (as PyTorch), so
+                # a function sees float parameters and integer buffers apart
+                groups = {}
+                for a, c in zip(ours, theirs):
+                    g = groups.setdefault((str(a.device), a.dtype), ([], []))
+                    g[0].append(a.detach())
+                    g[1].append(c)
+                for mine, model_ts in groups.values():
+                    self.multi_avg_fn(mine, model_ts, self.n_averaged)
             else:
                 fn = self.avg_fn or get_swa_avg_fn()
                 for a, c in zip(ours, theirs):
@@ -242,12 +265,12 @@ class SWALR(LRScheduler):
         if not isinstance(anneal_epochs, int) or anneal_epochs < 0:
             raise ValueError(f"anneal_epochs must be equal or greater than 0, got "
                              f"{anneal_epochs}")
-        self.anneal_strategy = anneal_strategy
+        self._anneal_strategy = anneal_strategy  # PyTorch's attribute (state dict key)
         self.anneal_epochs = anneal_epochs
         super().__init__(optimizer, last_epoch)
 
     def _anneal(self, t):
-        if self.anneal_strategy == "linear":
+        if self._anneal_strategy == "linear":
             return t
         return (1 - math.cos(math.pi * t)) / 2
 

@@ -44,7 +44,9 @@ def _nll_loss(ctx, grad):
     else:
         safe, w = _target_weights(target, weight, ii, x.dtype)
         if reduction == "mean":
-            grad = grad / w.sum()
+            # every target ignored (summed weight 0): PyTorch's gradient is 0, not 0/0
+            total = w.sum()
+            grad = grad / total.masked_fill(total == 0, 1.0)
         src = (grad * w).neg().unsqueeze(cdim)
         idx = safe.unsqueeze(cdim)
     gx = fiamma.zeros_like(x)
@@ -61,7 +63,7 @@ def _embedding(ctx, grad):
     flat = indices.reshape(-1)
     if flat.dtype is not fiamma.int64:
         flat = flat.long()
-    g = grad.reshape(-1, dim)
+    g = grad.reshape(flat.numel(), dim)  # not -1: dim may be 0
     p = kw["padding_idx"]
     if kw["scale_grad_by_freq"]:
         counts = fiamma.bincount(flat, minlength=n).index_select(0, flat)

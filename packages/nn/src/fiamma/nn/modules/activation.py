@@ -142,8 +142,9 @@ class GELU(Module):
 class Hardtanh(Module):
     def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
         super().__init__()
-        if min_val > max_val:
-            raise ValueError("min_val cannot be greater than max_val")
+        if not max_val > min_val:  # PyTorch refuses equal bounds too
+            raise ValueError(f"Hardtanh: max_val ({max_val}) must be greater than min_val "
+                             f"({min_val})")
         self.min_val, self.max_val, self.inplace = min_val, max_val, inplace
 
     def forward(self, input):
@@ -245,7 +246,8 @@ class PReLU(Module):
         super().__init__()
         self.num_parameters = num_parameters
         self.init = init
-        self.weight = Parameter(fiamma.full((num_parameters,), init, device=device,
+        # float(init): an integer init still makes a floating weight (PyTorch fills one)
+        self.weight = Parameter(fiamma.full((num_parameters,), float(init), device=device,
                                             dtype=dtype))
 
     def reset_parameters(self):

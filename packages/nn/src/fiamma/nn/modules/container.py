@@ -2,9 +2,10 @@
 
 import operator
 from collections import OrderedDict
+from collections.abc import Mapping
 from itertools import islice
 
-from fiamma.nn.modules.module import Module
+from fiamma.nn.modules.module import Module, _addindent
 from fiamma.nn.parameter import Parameter
 
 __all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]
@@ -146,6 +147,24 @@ class ModuleList(Module):
     def __iadd__(self, modules):
         return self.extend(modules)
 
+    def __repr__(self):
+        # PyTorch's form: a run of consecutive children that print alike is one line,
+        # "(i-j): n x <repr>"
+        runs = []  # [first index, last index, repr]
+        for i, m in enumerate(self._modules.values()):
+            r = repr(m)
+            if runs and runs[-1][2] == r:
+                runs[-1][1] = i
+            else:
+                runs.append([i, i, r])
+        if not runs:
+            return self._get_name() + "()"
+        lines = []
+        for a, b, r in runs:
+            head = f"({a})" if a == b else f"({a}-{b}): {b - a + 1} x"
+            lines.append(_addindent(f"{head}{':' if a == b else ''} {r}", 2))
+        return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"
+
     def __add__(self, other):
         return ModuleList(list(self) + list(other))
 
@@ -228,6 +247,18 @@ class ModuleDict(Module):
         raise NotImplementedError("ModuleDict is a container and has no forward()")
 
 
+def _param_line(key, p, typename):
+    import fiamma
+
+    if not isinstance(p, fiamma.Tensor):
+        return f"  ({key}): Object of type: {type(p).__name__}"
+    size = "x".join(str(s) for s in p.shape)
+    dev = f" ({p.device})" if p.device.type != "cpu" else ""
+    kind = "Parameter" if isinstance(p, Parameter) else "Tensor"
+    name = p.type() if typename else p.dtype
+    return f"  ({key}): {kind} containing: [{name} of size {size}{dev}]"
+
+
 class ParameterList(Module):
     """A list of parameters (plain tensors are wrapped as Parameters)."""
 
@@ -272,15 +303,8 @@ class ParameterList(Module):
         return self.extend(values)
 
     def extra_repr(self):
-        lines = []
-        for i in range(len(self)):
-            p = self[i]
-            if hasattr(p, "shape"):
-                lines.append(f"({i}): Parameter containing: [{p.type()} of size "
-                             f"{'x'.join(str(s) for s in p.shape)}]")
-            else:
-                lines.append(f"({i}): Object of type: {type(p).__name__}")
-        return "\n".join(lines)
+        # PyTorch's lines: indented two more, the dtype (ParameterDict: the tensor type)
+        return "\n".join(_param_line(i, self[i], False) for i in range(len(self)))
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ParameterList is a container and has no forward()")
@@ -341,9 +365,19 @@ class ParameterDict(Module):
             del self[k]
 
     def update(self, parameters):
-        items = parameters.items() if hasattr(parameters, "items") else parameters
+        """From a mapping (a plain one in sorted key order, as PyTorch; an OrderedDict or
+        ParameterDict in its order) or an iterable of (key, value) pairs."""
+        if isinstance(parameters, (OrderedDict, ParameterDict)):
+            items = parameters.items()
+        elif isinstance(parameters, Mapping):
+            items = sorted(parameters.items())
+        else:
+            items = parameters
         for k, v in items:
             self[k] = v
+
+    def extra_repr(self):
+        return "\n".join(_param_line(k, v, True) for k, v in self.items())
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ParameterDict is a container and has no forward()")

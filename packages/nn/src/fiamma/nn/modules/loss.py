@@ -2,6 +2,7 @@
 
 from fiamma.nn import functional as F
 from fiamma.nn._loss_functional import _legacy_reduction
+from fiamma.nn.modules.distance import PairwiseDistance
 from fiamma.nn.modules.module import Module
 
 __all__ = ["L1Loss", "MSELoss", "SmoothL1Loss", "HuberLoss", "NLLLoss", "CrossEntropyLoss",
@@ -218,7 +219,10 @@ class TripletMarginWithDistanceLoss(_Loss):
         if margin <= 0:
             raise ValueError(f"TripletMarginWithDistanceLoss: expected margin to be greater "
                              f"than 0, got {margin} instead")
-        self.distance_function = distance_function
+        # PyTorch's default is a PairwiseDistance child module (it shows in repr and
+        # named_modules)
+        self.distance_function = (distance_function if distance_function is not None
+                                  else PairwiseDistance())
         self.margin, self.swap = margin, swap
 
     def forward(self, anchor, positive, negative):

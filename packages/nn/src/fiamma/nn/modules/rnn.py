@@ -180,6 +180,8 @@ class RNNBase(Module):
                        ("num_layers", num_layers), ("proj_size", proj_size)):
             if not isinstance(v, int) or isinstance(v, bool):
                 raise TypeError(f"{arg} should be of type int, got: {type(v).__name__}")
+        if input_size <= 0:
+            raise ValueError("input_size must be greater than zero")
         if hidden_size <= 0:
             raise ValueError("hidden_size must be greater than zero")
         if num_layers <= 0:

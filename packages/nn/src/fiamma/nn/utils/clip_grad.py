@@ -42,7 +42,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     grads = _grads(parameters)
     total = get_total_norm(grads, norm_type, error_if_nonfinite)
     coef = float(max_norm) / (total.item() + 1e-6)
-    if coef < 1.0:
+    if coef < 1.0 or coef != coef:  # a NaN norm makes every gradient NaN (PyTorch's scaling)
         with fiamma.no_grad():
             for g in grads:
                 g.mul_(coef)
