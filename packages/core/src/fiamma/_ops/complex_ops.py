@@ -398,7 +398,8 @@ def isclose(a, b, rtol, atol, equal_nan):
 # remainder, bitwise, min/max, ...) are not defined for complex numbers, as in PyTorch
 BINARY = {K.BIN_ADD: "add", K.BIN_SUB: "subtract", K.BIN_MUL: "multiply",
           K.BIN_DIV: "true_divide", K.BIN_EQ: "equal", K.BIN_NE: "not_equal",
-          K.BIN_POW: "power", K.BIN_ADD_ALPHA: None}
+          K.BIN_POW: "power", K.BIN_ADD_ALPHA: None, K.BIN_LOGICAL_AND: "logical_and",
+          K.BIN_LOGICAL_OR: "logical_or", K.BIN_LOGICAL_XOR: "logical_xor"}
 
 
 def _operand(v, ct, xp):
@@ -417,10 +418,7 @@ def binary_into(code, res, a, b, ct, params=None):
         fn = xp.add
     else:
         fn = getattr(xp, BINARY[code])
-    if code == K.BIN_DIV or code == K.BIN_POW:
-        with np.errstate(all="ignore"):
-            _store(res, fn, A, B, xp)
-    else:
+    with np.errstate(all="ignore"):  # inf - inf, 0 / 0, ...: NaN without a warning
         _store(res, fn, A, B, xp)
 
 
@@ -441,9 +439,10 @@ UNARY = {K.UN_NEG: "negative", K.UN_EXP: "exp", K.UN_LOG: "log", K.UN_LOG2: "log
          K.UN_ATANH: "arctanh", K.UN_RECIPROCAL: "reciprocal", K.UN_SQUARE: "square",
          K.UN_RSQRT: None, K.UN_SIGMOID: None, K.UN_EXP2: None,
          K.UN_ABS: "absolute", K.UN_ISNAN: "isnan", K.UN_ISINF: "isinf",
-         K.UN_ISFINITE: "isfinite", K.UN_SIGN: None}
+         K.UN_ISFINITE: "isfinite", K.UN_SIGN: None, K.UN_LOGICAL_NOT: "logical_not"}
 # ops whose result is not complex: abs -> the real dtype, the predicates -> bool
-UNARY_REAL = {K.UN_ABS: "real", K.UN_ISNAN: "bool", K.UN_ISINF: "bool", K.UN_ISFINITE: "bool"}
+UNARY_REAL = {K.UN_ABS: "real", K.UN_ISNAN: "bool", K.UN_ISINF: "bool", K.UN_ISFINITE: "bool",
+              K.UN_LOGICAL_NOT: "bool"}
 
 
 def unary_out_dtype(code, dt):

@@ -1,0 +1,283 @@
+"""Differences found by a differential fuzz against PyTorch over float16/bfloat16/complex/int8/
+int16 operands, mixed-dtype promotion, non-contiguous layouts, keyword arguments and in-place
+forms (2026-11-29). The NumPy tests run everywhere; the parity tests compare with PyTorch."""
+import cmath
+
+import numpy as np
+import pytest
+
+import fiamma
+
+C = [1 + 2j, -3 + 0.5j, 0j, 2 - 1j]
+
+
+def _c(v=C, dt=fiamma.complex64):
+    return fiamma.tensor(v, dtype=dt)
+
+
+# ---- complex operands were cast to a real dtype (the imaginary part dropped silently) --------
+
+def test_float_power_of_complex_is_complex128():
+    r = fiamma.float_power(_c(), 2)
+    assert r.dtype is fiamma.complex128
+    np.testing.assert_allclose(r.numpy(), np.array(C, np.complex128) ** 2)
+    r = fiamma.float_power(fiamma.tensor([2, 3]), 1j)
+    assert r.dtype is fiamma.complex128
+    np.testing.assert_allclose(r.numpy(), np.array([2, 3]) ** 1j)
+    assert fiamma.float_power(fiamma.tensor([2, 3]), 2).dtype is fiamma.float64
+
+
+def test_float_power_inplace_needs_the_result_dtype():
+    x = _c(dt=fiamma.complex128)
+    x.float_power_(2)
+    np.testing.assert_allclose(x.numpy(), np.array(C) ** 2)
+    with pytest.raises(RuntimeError, match="complex128"):
+        _c().float_power_(2)
+    with pytest.raises(RuntimeError, match="complex128"):
+        fiamma.tensor([1.0], dtype=fiamma.float64).float_power_(1j)
+
+
+def test_sinc_of_complex():
+    z = np.array(C, np.complex128)
+    r = fiamma.sinc(_c(dt=fiamma.complex128))
+    assert r.dtype is fiamma.complex128
+    np.testing.assert_allclose(r.numpy(), np.sinc(z), rtol=1e-12)
+
+
+def test_logaddexp_of_complex():
+    a = np.array([1 + 2j, -1000 + 1j, 1000 - 3j, 0.5j], np.complex128)
+    b = np.array([0.5, -1000 + 2j, 2 + 1j, -2 + 0j], np.complex128)
+    r = fiamma.logaddexp(fiamma.tensor(a), fiamma.tensor(b))
+    assert r.dtype is fiamma.complex128
+    # the reference, shifted by hand where exp would overflow
+    ref = [cmath.log(cmath.exp(x) + cmath.exp(y)) if abs(x.real) < 500 else
+           x + cmath.log(1 + cmath.exp(y - x)) for x, y in zip(a, b)]
+    np.testing.assert_allclose(r.numpy(), ref, rtol=1e-12)
+    assert fiamma.logaddexp(_c(), fiamma.tensor([1.0])).dtype is fiamma.complex64
+
+
+@pytest.mark.parametrize("fn", ["lgamma", "digamma", "erfinv", "i0", "xlogy", "logaddexp2"])
+def test_real_only_special_functions_reject_complex(fn):
+    f = getattr(fiamma, fn)
+    args = (_c(), _c()) if fn in ("xlogy", "logaddexp2") else (_c(),)
+    with pytest.raises(TypeError, match=f"{fn}: not implemented for complex"):
+        f(*args)
+
+
+def test_isreal_of_complex():
+    x = fiamma.tensor([[1 + 0j, 1j], [2, 3 + 0j]])
+    assert x.isreal().tolist() == [[True, False], [True, True]]
+    assert x.t().isreal().tolist() == [[True, True], [False, True]]
+    assert fiamma.isreal(fiamma.tensor([1.0, 2.0])).tolist() == [True, True]
+
+
+# ---- complex operands the real kernels refused ----------------------------------------------
+
+@pytest.mark.parametrize("op", ["logical_and", "logical_or", "logical_xor"])
+def test_logical_ops_of_complex(op):
+    a = _c([1j, 0j, 1, 0j])
+    b = fiamma.tensor([1, 1, 0, 0], dtype=fiamma.int8)
+    r = getattr(fiamma, op)(a, b)
+    ref = getattr(np, op)(np.array([1j, 0, 1, 0]), np.array([1, 1, 0, 0]))
+    assert r.dtype is fiamma.bool and r.tolist() == ref.tolist()
+    assert fiamma.logical_not(a).tolist() == [False, True, False, True]
+
+
+def test_addcmul_addcdiv_lerp_of_complex():
+    a, b, c = _c(), fiamma.tensor([2, 1, 3, 4]), _c([1 + 1j, 2, 1j, -1])
+    na, nb, nc = np.array(C), np.array([2, 1, 3, 4]), np.array([1 + 1j, 2, 1j, -1])
+    np.testing.assert_allclose(fiamma.addcmul(a, b, c, value=2).numpy(), na + 2 * nb * nc,
+                               rtol=1e-6)
+    np.testing.assert_allclose(fiamma.addcdiv(a, b, c, value=0.5j).numpy(), na + 0.5j * nb / nc,
+                               rtol=1e-6)
+    e = _c([2, 2j, 1, 0])
+    ne = np.array([2, 2j, 1, 0])
+    np.testing.assert_allclose(fiamma.lerp(a, e, 0.25).numpy(), na + 0.25 * (ne - na), rtol=1e-6)
+    np.testing.assert_allclose(fiamma.lerp(a, e, c).numpy(), na + nc * (ne - na), rtol=1e-6)
+    x = a.clone()
+    x.lerp_(e, 0.5j)
+    np.testing.assert_allclose(x.numpy(), na + 0.5j * (ne - na), rtol=1e-6)
+    with pytest.raises(RuntimeError, match="value 2j cannot be converted"):
+        fiamma.addcmul(fiamma.tensor([1.0]), fiamma.tensor([2.0]), fiamma.tensor([1.0]), value=2j)
+
+
+def test_diff_of_complex():
+    x = _c()
+    np.testing.assert_allclose(x.diff().numpy(), np.diff(np.array(C)), rtol=1e-6)
+
+
+def test_inplace_abs_of_complex_raises():
+    with pytest.raises(RuntimeError, match="In-place abs is not supported for complex"):
+        _c().abs_()
+    x = fiamma.tensor([-1.0, 2.0])
+    x.abs_()
+    assert x.tolist() == [1.0, 2.0]
+
+
+# ---- promotion and argument checks ----------------------------------------------------------
+
+def test_ldexp_result_dtype_is_the_promoted_one():
+    i32, f16 = fiamma.tensor([1, 2], dtype=fiamma.int32), fiamma.tensor([1.0, 2.0],
+                                                                      dtype=fiamma.float16)
+    assert fiamma.ldexp(i32, f16).dtype is fiamma.float16
+    assert fiamma.ldexp(f16, fiamma.tensor([1, 2])).dtype is fiamma.float16
+    assert fiamma.ldexp(i32, fiamma.tensor([1, 2])).dtype is fiamma.float32
+    assert fiamma.ldexp(f16, fiamma.tensor([3, -1])).tolist() == [8.0, 1.0]
+
+
+def test_nextafter_promotes_and_steps_in_half_precision():
+    r = fiamma.nextafter(fiamma.tensor([1.0]), fiamma.tensor([2.0], dtype=fiamma.float64))
+    assert r.dtype is fiamma.float64 and r.item() == np.nextafter(1.0, 2.0)
+    x = np.array([0.0, -0.0, 1.0, -1.0, 65504.0, 6e-8, np.inf, 3.5, np.nan, 2.0], np.float16)
+    y = np.array([1.0, -1.0, 2.0, 0.0, np.inf, 0.0, 0.0, 3.5, 1.0, -np.inf], np.float16)
+    r = fiamma.nextafter(fiamma.from_numpy(x), fiamma.from_numpy(y)).numpy()
+    with np.errstate(over="ignore"):
+        ref = np.nextafter(x, y)
+    np.testing.assert_array_equal(r, ref)
+    assert (np.signbit(r) == np.signbit(ref)).all()
+    b = fiamma.nextafter(fiamma.tensor([1.0, 0.0, -1.0]).bfloat16(),
+                         fiamma.tensor([2.0, -1.0, -2.0]).bfloat16()).float().tolist()
+    assert b == [1.0078125, -2 ** -133, -1.0078125]
+    with pytest.raises(RuntimeError, match="nextafter"):
+        fiamma.nextafter(fiamma.tensor([1]), fiamma.tensor([2]))
+
+
+def test_add_alpha_follows_the_result_dtype():
+    # a float alpha is fine when the result is complex; a complex alpha needs a complex result
+    r = fiamma.add(fiamma.tensor([1, 2]), fiamma.tensor([1j]), alpha=0.5)
+    assert r.tolist() == [1 + 0.5j, 2 + 0.5j]
+    x = _c([1j, 2])
+    x.add_(fiamma.tensor([1, 2], dtype=fiamma.uint8), alpha=0.5)
+    assert x.tolist() == [0.5 + 1j, 3 + 0j]
+    assert fiamma.tensor([1j, 2]).sub(0.5, alpha=0.5j).tolist() == [0.75j, 2 - 0.25j]
+    with pytest.raises(RuntimeError, match="alpha must not be a complex"):
+        fiamma.add(fiamma.tensor([1.0]), 1, alpha=1j)
+    with pytest.raises(RuntimeError, match="alpha must not be a floating"):
+        fiamma.add(fiamma.tensor([1]), 1, alpha=0.5)
+
+
+@pytest.mark.parametrize("expr", ["x - True", "True - x", "x.sub(False)", "x.sub_(True)",
+                                  "fiamma.sub(x, True, alpha=2)", "fiamma.rsub(x, True)"])
+def test_subtracting_a_python_bool_raises(expr):
+    x = fiamma.tensor([1.0, 2.0])  # noqa: F841 (used by eval)
+    with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with a bool"):
+        eval(expr)
+
+
+# ---- empty dims and indices -----------------------------------------------------------------
+
+def test_logcumsumexp_of_an_empty_dim():
+    r = fiamma.logcumsumexp(fiamma.zeros(0, 3), 0)
+    assert r.shape == (0, 3) and r.dtype is fiamma.float32
+    with pytest.raises(IndexError):
+        fiamma.logcumsumexp(fiamma.zeros(0, 3), 2)
+
+
+def test_take_along_dim_counts_negative_indices_from_the_end():
+    x = fiamma.arange(6.0).reshape(2, 3)
+    assert fiamma.take_along_dim(x, fiamma.tensor([[-1, 0, -2]]), 1).tolist() == \
+        [[2.0, 0.0, 1.0], [5.0, 3.0, 4.0]]
+    assert fiamma.take_along_dim(x, fiamma.tensor([[-2]]), 0).tolist() == [[0.0, 1.0, 2.0]]
+    with pytest.raises(IndexError):  # beyond -size: an error (PyTorch reads out of range)
+        fiamma.take_along_dim(x, fiamma.tensor([[-3]]), 0)
+
+
+# ---- parity ---------------------------------------------------------------------------------
+
+PARITY = [
+    "lib.float_power(lib.tensor([1 + 1j, -2j]), 2)",
+    "lib.float_power(lib.tensor([2, 3], dtype=lib.int8), 1j)",
+    "lib.sinc(lib.tensor([1 + 1j, 0j, 2.5 - 0.5j]))",
+    "lib.logaddexp(lib.tensor([1 + 2j, -1000 + 1j, 1000 - 3j]), lib.tensor([0.5, -1000 + 2j, 2]))",
+    "lib.isreal(lib.tensor([[1 + 0j, 1j], [2, 3 + 0j]]).t())",
+    "lib.logical_xor(lib.tensor([1j, 0j, 1]), lib.tensor([1, 1, 0], dtype=lib.uint8))",
+    "lib.logical_not(lib.tensor([1j, 0j]))",
+    "lib.addcmul(lib.tensor([1j]), lib.tensor([2]), lib.tensor([1 + 1j]), value=2)",
+    "lib.addcdiv(lib.tensor([1j]), lib.tensor([2]), lib.tensor([1 + 1j]), value=0.5j)",
+    "lib.lerp(lib.tensor([1j, 2]), lib.tensor([2 + 0j, 1j]), lib.tensor([0.5 + 1j, 0.25]))",
+    "lib.diff(lib.tensor([1j, 2, 3 + 3j]))",
+    "lib.ldexp(lib.tensor([1, 2], dtype=lib.int32), lib.tensor([1.0, 2.0], dtype=lib.float16))",
+    "lib.ldexp(lib.tensor([1, 2.0], dtype=lib.bfloat16), lib.tensor([1, 2]))",
+    "lib.nextafter(lib.tensor([1.0, 0.0, -0.0]).half(), lib.tensor([2.0, -1.0, 1.0]).half())",
+    "lib.nextafter(lib.tensor([1.0, 0.0]), lib.tensor([2.0, -1.0], dtype=lib.float64))",
+    "lib.add(lib.tensor([1, 2]), lib.tensor([1j]), alpha=0.5)",
+    "lib.logcumsumexp(lib.zeros(0, 3), 0)",
+    "lib.take_along_dim(lib.arange(6.0).reshape(2, 3), lib.tensor([[-1, 0, -3]]), 1)",
+    "lib.add(0.5, lib.tensor([3, 200], dtype=lib.uint8), alpha=-1)",
+    "lib.nan_to_num(lib.tensor([complex(float(\"nan\"), float(\"inf\")), -float(\"inf\") + 1j]))",
+    "lib.addcmul(lib.tensor([0.1], dtype=lib.float64), lib.tensor([1 / 3 + 0.1j]),"
+    " lib.tensor([0.3j]))",
+]
+
+
+def _np(x):
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return str(x.dtype).split(".")[-1], x.to(torch.complex128 if x.is_complex() else
+                                                  torch.float64).numpy()
+    return str(x.dtype).split(".")[-1], x.to(fiamma.complex128 if x.is_complex() else
+                                              fiamma.float64).numpy()
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("expr", PARITY)
+def test_parity(expr):
+    torch = pytest.importorskip("torch")
+    tdt, t = _np(eval(expr, {"lib": torch}))
+    fdt, f = _np(eval(expr, {"lib": fiamma}))
+    assert fdt == tdt
+    np.testing.assert_allclose(f, t, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("expr", [
+    "lib.tensor([1.0]) - True", "True - lib.tensor([1.0])", "lib.tensor([1]).sub_(False)",
+    "lib.add(lib.tensor([1.0]), 1, alpha=1j)", "lib.tensor([1j]).abs_()",
+    "lib.lgamma(lib.tensor([1j]))", "lib.tensor([1j]).float_power_(2)",
+])
+def test_parity_errors(expr):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(Exception):
+        eval(expr, {"lib": torch})
+    with pytest.raises((RuntimeError, TypeError)):
+        eval(expr, {"lib": fiamma})
+
+
+
+def test_scalar_plus_alpha_times_uint8_does_not_wrap():
+    x = fiamma.tensor([3, 200], dtype=fiamma.uint8)
+    assert fiamma.add(0.5, x, alpha=-1).tolist() == [-2.5, -199.5]
+    assert fiamma.sub(0.5, x, alpha=2).tolist() == [-5.5, -399.5]
+
+
+def test_nan_to_num_of_complex_replaces_each_part():
+    big = float(np.finfo(np.float32).max)
+    x = fiamma.tensor([complex(float("nan"), float("inf")), complex(-float("inf"), 1)])
+    assert fiamma.nan_to_num(x).tolist() == [complex(0, big), complex(-big, 1)]
+    assert x.nan_to_num(nan=1.0, posinf=2.0, neginf=-3.0).tolist() == [1 + 2j, -3 + 1j]
+
+
+def test_complex_ternary_computes_in_the_result_dtype():
+    a = fiamma.tensor([0.1], dtype=fiamma.float64)
+    b = fiamma.tensor([1 / 3 + 0.1j], dtype=fiamma.complex64)
+    r = fiamma.addcmul(a, b, b)
+    bb = complex(np.complex64(1 / 3 + 0.1j))
+    assert r.dtype is fiamma.complex128 and r.item() == 0.1 + bb * bb
+
+
+@pytest.mark.parametrize("call", [
+    lambda o: fiamma.add(fiamma.tensor([1.0, 2.0, 3.0]), 1, out=o),
+    lambda o: fiamma.sum(fiamma.ones(2, 3), 0, out=o),
+    lambda o: fiamma.matmul(fiamma.ones(1, 3), fiamma.ones(3, 3), out=o),
+    lambda o: fiamma.exp(fiamma.zeros(3), out=o),
+])
+def test_out_of_the_wrong_shape_is_resized_with_a_warning(call):
+    out = fiamma.zeros(7)
+    with pytest.warns(UserWarning, match="was resized since it had shape \\[7\\]"):
+        r = call(out)
+    assert r is out and out.numel() == 3 and out.is_contiguous()
+    assert out.flatten().tolist() in ([2.0, 3.0, 4.0], [3.0, 3.0, 3.0], [1.0, 1.0, 1.0],
+                                      [2.0, 2.0, 2.0])
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        fiamma.add(fiamma.tensor([1.5]), 1, out=fiamma.zeros(1, dtype=fiamma.int64))
