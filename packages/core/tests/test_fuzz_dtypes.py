@@ -281,3 +281,16 @@ def test_out_of_the_wrong_shape_is_resized_with_a_warning(call):
                                       [2.0, 2.0, 2.0])
     with pytest.raises(RuntimeError, match="can't be cast"):
         fiamma.add(fiamma.tensor([1.5]), 1, out=fiamma.zeros(1, dtype=fiamma.int64))
+
+
+def test_complex_numbers_fill_bool_tensors_by_truth():
+    assert fiamma.full((2,), 1j, dtype=fiamma.bool).tolist() == [True, True]
+    assert fiamma.ones(2, dtype=fiamma.bool).fill_(0j).tolist() == [False, False]
+    m = fiamma.tensor([True, False, True])
+    assert fiamma.zeros(3, dtype=fiamma.bool).masked_fill(m, 2j).tolist() == [True, False, True]
+    x = fiamma.zeros(2, 3, dtype=fiamma.bool)
+    x[0] = 1j
+    x[1, fiamma.tensor([0, 2])] = 0.5j
+    assert x.tolist() == [[True, True, True], [True, False, True]]
+    with pytest.raises(RuntimeError, match="cannot be converted"):
+        fiamma.full((1,), 1j, dtype=fiamma.int32)

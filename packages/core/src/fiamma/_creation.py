@@ -215,7 +215,9 @@ def fill_(t, value):
         check(t._storage.backend.fill(imag_(t), v.imag, 0, 0), "fill_")
         return t
     if isinstance(value, (builtins.complex, np.complexfloating)):
-        if value.imag != 0:
+        if t._dtype is D.bool:  # any number into bool: nonzero is True
+            value = builtins.bool(value)
+        elif value.imag != 0:
             raise RuntimeError(f"fill_: value {value} cannot be converted to type {t._dtype} "
                                "without overflow")
         value = value.real
