@@ -294,3 +294,22 @@ def test_complex_numbers_fill_bool_tensors_by_truth():
     assert x.tolist() == [[True, True, True], [True, False, True]]
     with pytest.raises(RuntimeError, match="cannot be converted"):
         fiamma.full((1,), 1j, dtype=fiamma.int32)
+
+
+def test_where_promotes_a_bool_tensor_with_a_number():
+    c = fiamma.tensor([True, False])
+    r = fiamma.where(c, fiamma.tensor([True, True]), -1)
+    assert r.dtype is fiamma.int64 and r.tolist() == [1, -1]
+    r = fiamma.where(c, fiamma.tensor([True, True]), 0.5)
+    assert r.dtype is fiamma.float32 and r.tolist() == [1.0, 0.5]
+    r = fiamma.where(c, fiamma.tensor([1.5, 2.0]), 3)  # the fast path: no promotion needed
+    assert r.dtype is fiamma.float32 and r.tolist() == [1.5, 3.0]
+    r = fiamma.where(c, fiamma.tensor([1, 2], dtype=fiamma.uint8), 7)
+    assert r.dtype is fiamma.uint8 and r.tolist() == [1, 7]
+
+
+def test_gcd_of_bool_and_integer_promotes():
+    r = fiamma.gcd(fiamma.tensor([True, False]), fiamma.tensor([2, 3], dtype=fiamma.int8))
+    assert r.dtype is fiamma.int8 and r.tolist() == [1, 3]
+    with pytest.raises(RuntimeError, match="gcd: expected integer"):
+        fiamma.gcd(fiamma.tensor([True]), fiamma.tensor([True]))

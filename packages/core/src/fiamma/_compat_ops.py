@@ -393,9 +393,9 @@ def _np_binary_int(name, fn, a, b):
     f = _F()
     a = a if isinstance(a, Tensor) else f.tensor(a)
     b = b if isinstance(b, Tensor) else f.tensor(b)
-    if a.dtype.is_floating_point or b.dtype.is_floating_point or a.dtype is D.bool:
-        raise RuntimeError(f"{name}: expected integer tensors, got {a.dtype} and {b.dtype}")
     dt = D.promote_types(a.dtype, b.dtype)
+    if dt._kind != 1:  # bool with an integer promotes to it; bool with bool has no gcd
+        raise RuntimeError(f"{name}: expected integer tensors, got {a.dtype} and {b.dtype}")
     return f.from_numpy(np.ascontiguousarray(fn(a.numpy(), b.numpy()))).to(dt)
 
 

@@ -810,7 +810,7 @@ def _where_fast(cond, x, y):
                 and y._storage.device is CPU):
             return None
         ty, sy, yf, yi = y, y._stride, 0.0, 0
-    elif (ty is float and dt._kind == 2) or (ty is int and dt.kind and -_I64 <= y < _I64):
+    elif (ty is float and dt._kind == 2) or (ty is int and dt._kind and -_I64 <= y < _I64):
         _check_scalar_fits(y, dt, "where")
         ty, sy, yf, yi = None, None, y, y if ty is int else 0
     else:
