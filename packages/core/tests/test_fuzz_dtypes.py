@@ -313,3 +313,25 @@ def test_gcd_of_bool_and_integer_promotes():
     assert r.dtype is fiamma.int8 and r.tolist() == [1, 3]
     with pytest.raises(RuntimeError, match="gcd: expected integer"):
         fiamma.gcd(fiamma.tensor([True]), fiamma.tensor([True]))
+
+
+def test_lerp_weight_dtype():
+    a, e = fiamma.tensor([1.0, 2.0]), fiamma.tensor([3.0, 4.0])
+    # a 0-d weight takes part in type promotion: a complex one makes the result complex
+    r = fiamma.lerp(a, e, fiamma.tensor(0.5 + 1j))
+    assert r.dtype is fiamma.complex64 and r.tolist() == [2 + 2j, 3 + 2j]
+    w64 = fiamma.tensor(0.5, dtype=fiamma.float64)
+    r = fiamma.lerp(fiamma.tensor(1.0), fiamma.tensor(3.0), w64)
+    assert r.dtype is fiamma.float64 and r.item() == 2.0
+    assert fiamma.lerp(a, e, fiamma.tensor(0.5, dtype=fiamma.float64)).dtype is fiamma.float32
+    with pytest.raises(RuntimeError, match="expected dtype fiamma.float32 for `weight`"):
+        fiamma.lerp(a, e, fiamma.tensor([0.5, 0.5], dtype=fiamma.float64))
+    with pytest.raises(RuntimeError, match="cannot be converted"):
+        fiamma.lerp(a, e, 0.5 + 1j)
+
+
+def test_copy_into_an_expanded_view_raises():
+    with pytest.raises(RuntimeError, match="copy_: unsupported operation: more than one element"):
+        fiamma.zeros(1, 3).expand(2, 3).copy_(fiamma.ones(2, 3))
+    x = fiamma.zeros(1, 3).expand(1, 3)  # size-1 dims may have any stride
+    assert x.copy_(fiamma.ones(1, 3)).tolist() == [[1.0, 1.0, 1.0]]

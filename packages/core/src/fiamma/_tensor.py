@@ -652,6 +652,13 @@ class Tensor:
             return self
         if src._shape != self._shape:
             src = src.expand(self._shape)
+        if not self._contig and self._numel > 1 and 0 in self._stride:
+            for n, st in zip(self._shape, self._stride):
+                if st == 0 and n > 1:  # an expanded view: which write would win is undefined
+                    raise RuntimeError(
+                        "copy_: unsupported operation: more than one element of the written-to "
+                        "tensor refers to a single memory location. Please clone() the tensor "
+                        "before performing the operation.")
         if src._storage is self._storage and src._numel and not (
                 src._ptr == self._ptr and src._stride == self._stride) and _ranges_meet(
                 self, src):

@@ -876,6 +876,16 @@ def lerp(input, end, weight, *, out=None):
         raise RuntimeError(f"lerp: expected dtype {input._dtype} for `end` but got dtype "
                            f"{end._dtype}")
     weight = as_operand(weight, "lerp")
+    if isinstance(weight, Tensor) and weight._dtype is not input._dtype:
+        if weight._shape:
+            raise RuntimeError(f"lerp: expected dtype {input._dtype} for `weight` but got dtype "
+                               f"{weight._dtype}")
+        rt = D.result_type(input, end, weight)  # a 0-d weight takes part in promotion
+        if rt is not input._dtype:
+            return lerp(input.to(rt), end.to(rt), weight.to(rt), out=out)  # differentiable
+    elif isinstance(weight, builtins.complex) and input._dtype._kind != 3:
+        raise RuntimeError(f"lerp: value {weight} cannot be converted to type {input._dtype} "
+                           "without overflow")
     if input._dtype._kind == 3:  # complex: composed (the kernel is real-only)
         return _complex_ternary(ops.lerp, input, end, weight, out,
                                 lambda a, b, w: a + w * (b - a))
@@ -902,7 +912,7 @@ def _complex_ternary(name, a, b, c, out, fn):
     """A ternary op on complex operands, composed from complex arithmetic (differentiable
     through its parts)."""
     rt = D.result_type(a, b, c)  # computed in the result dtype, as the real kernels do
-    res = fn(*(cast(t, rt) if isinstance(t, Tensor) else t for t in (a, b, c)))
+    res = fn(*(t.to(rt) if isinstance(t, Tensor) else t for t in (a, b, c)))
     if out is None:
         return res
     check_out(out, res._shape, res._dtype, name)
