@@ -335,3 +335,12 @@ def test_copy_into_an_expanded_view_raises():
         fiamma.zeros(1, 3).expand(2, 3).copy_(fiamma.ones(2, 3))
     x = fiamma.zeros(1, 3).expand(1, 3)  # size-1 dims may have any stride
     assert x.copy_(fiamma.ones(1, 3)).tolist() == [[1.0, 1.0, 1.0]]
+
+
+def test_isin_of_bfloat16_and_of_a_tensor_requiring_grad():
+    x = fiamma.tensor([1.0, 2.5, 3.0]).bfloat16()
+    assert fiamma.isin(x, fiamma.tensor([2.5, 3.0]).bfloat16()).tolist() == [False, True, True]
+    assert fiamma.isin(x, fiamma.tensor([3])).tolist() == [False, False, True]
+    pytest.importorskip("fiamma.autograd")
+    g = fiamma.tensor([1.0, 3.0], requires_grad=True)
+    assert fiamma.isin(g, 3).tolist() == [False, True]

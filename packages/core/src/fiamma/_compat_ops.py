@@ -422,9 +422,14 @@ def isin(elements, test_elements, *, assume_unique=False, invert=False):
     [False, True, False]
     """
     f = _F()
-    a = elements.numpy() if isinstance(elements, Tensor) else np.asarray(elements)
-    b = test_elements.numpy() if isinstance(test_elements, Tensor) else \
-        np.asarray(test_elements)
+
+    def arr(x):
+        if not isinstance(x, Tensor):
+            return np.asarray(x)
+        x = x.detach().cpu()
+        return (x.float() if x.dtype is D.bfloat16 else x).numpy()  # bfloat16 exact in float32
+
+    a, b = arr(elements), arr(test_elements)
     return f.from_numpy(np.ascontiguousarray(
         np.isin(a, b, assume_unique=assume_unique, invert=invert)))
 
