@@ -123,6 +123,10 @@ def test_ldexp_result_dtype_is_the_promoted_one():
     assert fiamma.ldexp(f16, fiamma.tensor([1, 2])).dtype is fiamma.float16
     assert fiamma.ldexp(i32, fiamma.tensor([1, 2])).dtype is fiamma.float32
     assert fiamma.ldexp(f16, fiamma.tensor([3, -1])).tolist() == [8.0, 1.0]
+    # the power of two is not rounded to bfloat16 before the product
+    r = fiamma.ldexp(fiamma.tensor([1 + 1j, 2]), fiamma.tensor([0.3, -1.7]).bfloat16())
+    e = np.array([0.30078125, -1.703125])  # the exponents as bfloat16
+    np.testing.assert_allclose(r.numpy(), np.array([1 + 1j, 2]) * 2.0 ** e, rtol=1e-6)
 
 
 def test_nextafter_promotes_and_steps_in_half_precision():

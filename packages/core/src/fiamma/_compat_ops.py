@@ -385,7 +385,12 @@ def ldexp(input, other):
     dt = D.result_type(input, other)
     if dt._kind < 2:
         dt = D.get_default_dtype()
-    res = _float_of(input) * f.pow(2.0, other)
+    # 2 ** other in at least float32 (a bfloat16 power of two of a fractional exponent would
+    # round before the product), then the result dtype
+    hp = D.promote_types(dt, D.float32)
+    x = input.to(hp) if isinstance(input, Tensor) else input
+    e = other.to(hp) if isinstance(other, Tensor) else other
+    res = x * f.pow(2.0, e)
     return res if res.dtype is dt else res.to(dt)
 
 
