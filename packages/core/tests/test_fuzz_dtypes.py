@@ -348,3 +348,13 @@ def test_isin_of_bfloat16_and_of_a_tensor_requiring_grad():
     pytest.importorskip("fiamma.autograd")
     g = fiamma.tensor([1.0, 3.0], requires_grad=True)
     assert fiamma.isin(g, 3).tolist() == [False, True]
+
+
+def test_complex_where_checks_its_out():
+    c = fiamma.tensor([True, False])
+    o = fiamma.zeros(5, dtype=fiamma.complex64)
+    with pytest.warns(UserWarning, match="where: an output .* was resized"):
+        fiamma.where(c, fiamma.tensor([1j, 2]), 3, out=o)
+    assert o.tolist() == [1j, 3]
+    with pytest.raises(RuntimeError, match="where: result type fiamma.complex64 can't be cast"):
+        fiamma.where(c, fiamma.tensor([1j, 2]), 3, out=fiamma.zeros(2))

@@ -367,6 +367,9 @@ def where(cond, a, b, ct, out=None):
         _put(res, xp.where(arr(cond), A, B))
     _rec(ops.where, res, (cond, a, b))
     if out is not None:
+        from fiamma._ops._common import check_out
+
+        check_out(out, res._shape, ct, "where")  # dtype castable, shape resized as PyTorch
         out.copy_(res)
         return out
     return res
