@@ -358,3 +358,11 @@ def test_complex_where_checks_its_out():
     assert o.tolist() == [1j, 3]
     with pytest.raises(RuntimeError, match="where: result type fiamma.complex64 can't be cast"):
         fiamma.where(c, fiamma.tensor([1j, 2]), 3, out=fiamma.zeros(2))
+
+
+def test_exp2_of_complex_infinity():
+    inf = float("inf")
+    x = fiamma.tensor([complex(inf, 0), complex(-inf, 1), 1 + 2j], dtype=fiamma.complex128)
+    r = fiamma.exp2(x).numpy()
+    assert r[0] == complex(inf, 0) and r[1] == 0
+    np.testing.assert_allclose(r[2], 2 ** (1 + 2j), rtol=1e-12)

@@ -471,6 +471,11 @@ def unary_into(code, res, x):
             v = 1 / xp.sqrt(a)
         elif code == K.UN_SIGMOID:
             v = 1 / (1 + xp.exp(-a))
-        else:  # exp2
-            v = xp.exp(a * np.log(2).astype(a.real.dtype))
+        else:  # exp2: exp(a ln 2), the parts scaled separately (a complex product would make
+            # inf * 0 = nan in the imaginary part of 2 ** inf)
+            ln2 = np.log(2).astype(a.real.dtype)
+            z = xp.empty_like(a)
+            z.real[...] = a.real * ln2
+            z.imag[...] = a.imag * ln2
+            v = xp.exp(z)
     _put(res, v)
