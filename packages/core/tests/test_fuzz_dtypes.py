@@ -366,3 +366,12 @@ def test_exp2_of_complex_infinity():
     r = fiamma.exp2(x).numpy()
     assert r[0] == complex(inf, 0) and r[1] == 0
     np.testing.assert_allclose(r[2], 2 ** (1 + 2j), rtol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore:fiamma.range is deprecated")
+def test_range_with_an_integer_dtype_truncates_its_arguments():
+    assert fiamma.range(2.5, 7, dtype=fiamma.int16).tolist() == [2, 3, 4, 5, 6, 7]
+    assert fiamma.range(0.5, 3.7, 1.5, dtype=fiamma.int64).tolist() == [0, 1, 2, 3]
+    assert fiamma.range(0.5, 3.5).tolist() == [0.5, 1.5, 2.5, 3.5]
+    with pytest.raises(RuntimeError, match="step must be nonzero"):
+        fiamma.range(0, 3, 0.5, dtype=fiamma.int32)

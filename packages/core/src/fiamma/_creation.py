@@ -486,6 +486,8 @@ def range(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devic
     dt = _range_dtype(dtype, out, True, op)
     if not (math.isfinite(s) and math.isfinite(e) and math.isfinite(st)):
         raise RuntimeError(f"{op}: unsupported range: {s} -> {e} (step {st})")
+    if dt._kind < 2:  # an integer dtype truncates the arguments first (as PyTorch's range)
+        s, e, st = builtins.float(int(s)), builtins.float(int(e)), builtins.float(int(st))
     if st == 0:
         raise RuntimeError(f"{op}: step must be nonzero")
     if (st > 0 and e < s) or (st < 0 and e > s):
