@@ -375,3 +375,13 @@ def test_range_with_an_integer_dtype_truncates_its_arguments():
     assert fiamma.range(0.5, 3.5).tolist() == [0.5, 1.5, 2.5, 3.5]
     with pytest.raises(RuntimeError, match="step must be nonzero"):
         fiamma.range(0, 3, 0.5, dtype=fiamma.int32)
+
+
+def test_logspace_with_an_integer_dtype_truncates_start_and_end():
+    # as linspace (and PyTorch): the exponents run between the truncated bounds
+    assert fiamma.linspace(0.7, 2.9, 4, dtype=fiamma.int64).tolist() == [0, 0, 1, 2]
+    assert fiamma.logspace(0.7, 2.9, 4, dtype=fiamma.int64).tolist() == [1, 4, 21, 100]
+    assert fiamma.logspace(0.7, 2.9, 4, base=2, dtype=fiamma.int16).tolist() == [1, 1, 2, 4]
+    assert fiamma.logspace(2.5, 0.5, 2, dtype=fiamma.int16).tolist() == [100, 1]
+    np.testing.assert_allclose(fiamma.logspace(0.5, 1.5, 2).tolist(), [10 ** 0.5, 10 ** 1.5],
+                               rtol=1e-6)

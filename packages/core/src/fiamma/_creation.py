@@ -631,6 +631,8 @@ def logspace(start, end, steps, base=10.0, *, out=None, dtype=None, layout=None,
     s = builtins.float(_number(start, op, "start"))
     e = builtins.float(_number(end, op, "end"))
     b = builtins.float(_number(base, op, "base"))
+    if dt._kind < 2 and math.isfinite(s) and math.isfinite(e):
+        s, e = builtins.float(int(s)), builtins.float(int(e))  # as PyTorch (and linspace)
     return _emit(n, dt, device, out, requires_grad, op,
                  lambda t: check(t._storage.backend.logspace(t, s, e, b), op))
 
