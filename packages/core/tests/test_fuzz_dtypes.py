@@ -42,6 +42,9 @@ def test_sinc_of_complex():
     r = fiamma.sinc(_c(dt=fiamma.complex128))
     assert r.dtype is fiamma.complex128
     np.testing.assert_allclose(r.numpy(), np.sinc(z), rtol=1e-12)
+    x = _c(dt=fiamma.complex128)
+    x.sinc_()
+    np.testing.assert_allclose(x.numpy(), np.sinc(z), rtol=1e-12)
 
 
 def test_logaddexp_of_complex():
