@@ -388,3 +388,13 @@ def test_logspace_with_an_integer_dtype_truncates_start_and_end():
     assert fiamma.logspace(2.5, 0.5, 2, dtype=fiamma.int16).tolist() == [100, 1]
     np.testing.assert_allclose(fiamma.logspace(0.5, 1.5, 2).tolist(), [10 ** 0.5, 10 ** 1.5],
                                rtol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["tril_", "triu_"])
+def test_tri_inplace_on_an_expanded_view_raises(op):
+    with pytest.raises(RuntimeError, match=f"{op}: unsupported operation"):
+        getattr(fiamma.arange(3.0).reshape(1, 3).expand(3, 3), op)()
+    x = fiamma.arange(6.0).reshape(2, 3).t()  # strided, no overlap: fine
+    getattr(x, op)()
+    ref = np.tril if op == "tril_" else np.triu
+    assert x.tolist() == ref(np.arange(6.0).reshape(2, 3).T).tolist()
