@@ -398,3 +398,12 @@ def test_tri_inplace_on_an_expanded_view_raises(op):
     getattr(x, op)()
     ref = np.tril if op == "tril_" else np.triu
     assert x.tolist() == ref(np.arange(6.0).reshape(2, 3).T).tolist()
+
+
+def test_type_names_of_complex_tensors_and_to_none():
+    assert _c().type() == "fiamma.ComplexFloatTensor"
+    assert _c(dt=fiamma.complex128).type() == "fiamma.ComplexDoubleTensor"
+    x = fiamma.tensor([1.0, 2.0])
+    assert x.type("torch.ComplexDoubleTensor").dtype is fiamma.complex128
+    assert x.type("fiamma.ComplexFloatTensor").tolist() == [1 + 0j, 2 + 0j]
+    assert x.to(None) is x

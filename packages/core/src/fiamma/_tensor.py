@@ -694,6 +694,8 @@ class Tensor:
                 dev = a
             elif isinstance(a, builtins.bool):
                 non_blocking = a  # positional, as in to(device, dtype, non_blocking)
+            elif a is None:  # to(None): no change, as in PyTorch
+                pass
             else:
                 raise TypeError(f"to: unexpected argument {a!r}")
         out = self
@@ -931,7 +933,8 @@ _TYPE_NAMES = {"bool": "BoolTensor", "uint8": "ByteTensor", "int8": "CharTensor"
                "int16": "ShortTensor", "int32": "IntTensor", "int64": "LongTensor",
                "float16": "HalfTensor", "bfloat16": "BFloat16Tensor", "float32": "FloatTensor",
                "float64": "DoubleTensor", "uint16": "UInt16Tensor", "uint32": "UInt32Tensor",
-               "uint64": "UInt64Tensor"}
+               "uint64": "UInt64Tensor", "complex64": "ComplexFloatTensor",
+               "complex128": "ComplexDoubleTensor"}
 
 
 class Size(tuple):
