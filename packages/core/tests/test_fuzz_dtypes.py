@@ -407,3 +407,10 @@ def test_type_names_of_complex_tensors_and_to_none():
     assert x.type("torch.ComplexDoubleTensor").dtype is fiamma.complex128
     assert x.type("fiamma.ComplexFloatTensor").tolist() == [1 + 0j, 2 + 0j]
     assert x.to(None) is x
+
+
+def test_vander_of_complex_keeps_the_dtype():
+    r = fiamma.vander(_c([1 + 1j, 2, 3]))
+    assert r.dtype is fiamma.complex64
+    np.testing.assert_allclose(r.numpy(), np.vander(np.array([1 + 1j, 2, 3])))
+    assert fiamma.vander(_c([1 + 1j, 2]), 1).tolist() == [[1 + 0j], [1 + 0j]]
