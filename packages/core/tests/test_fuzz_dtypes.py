@@ -414,3 +414,12 @@ def test_vander_of_complex_keeps_the_dtype():
     assert r.dtype is fiamma.complex64
     np.testing.assert_allclose(r.numpy(), np.vander(np.array([1 + 1j, 2, 3])))
     assert fiamma.vander(_c([1 + 1j, 2]), 1).tolist() == [[1 + 0j], [1 + 0j]]
+
+
+def test_histogram_of_a_tensor_requiring_grad():
+    pytest.importorskip("fiamma.autograd")
+    x = fiamma.tensor([0.0, 1.0, 1.5, 3.0], dtype=fiamma.float64, requires_grad=True)
+    h, edges = fiamma.histogram(x, 3, weight=fiamma.ones(4, dtype=fiamma.float64,
+                                                          requires_grad=True))
+    ref = np.histogram([0.0, 1.0, 1.5, 3.0], 3)
+    assert h.tolist() == ref[0].tolist() and edges.tolist() == ref[1].tolist()

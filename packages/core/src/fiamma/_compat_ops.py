@@ -1106,9 +1106,13 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False, out=No
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"histogram: input tensor and bins tensors should have the same "
                            f"floating-point dtype, got {input.dtype}")
-    b = bins.numpy() if isinstance(bins, Tensor) else bins
-    w = None if weight is None else weight.numpy().reshape(-1)
-    h, edges = np.histogram(input.numpy().reshape(-1), bins=b, range=range, weights=w,
+    def arr(t):  # the values (a tensor requiring grad too: histogram has no gradient)
+        t = t.detach()
+        return (t.float() if t.dtype is D.bfloat16 else t).numpy()
+
+    b = arr(bins) if isinstance(bins, Tensor) else bins
+    w = None if weight is None else arr(weight).reshape(-1)
+    h, edges = np.histogram(arr(input).reshape(-1), bins=b, range=range, weights=w,
                             density=density)
     res = _Histogram(f.tensor(h, dtype=input.dtype), f.tensor(edges, dtype=input.dtype))
     if out is not None:
@@ -1132,7 +1136,8 @@ def frexp(input):
 
 
 def nextafter(input, other):
-    """The next representable value after ``input`` towards ``other`` (float32/float64)."""
+    """The next representable value after ``input`` towards ``other`` (float32/float64/float16/
+    bfloat16 after type promotion)."""
     f = _F()
     dt = D.result_type(input, other)
     if dt not in (D.float32, D.float64, D.float16, D.bfloat16):
