@@ -435,3 +435,30 @@ def test_parity_with_torch(name):
         assert x.grad is None
     else:
         np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+# ---- found by the dtype fuzz (2026-11-29) -------------------------------------------------------
+
+@pytest.mark.parametrize("op", ["pow", "float_power"])
+def test_pow_of_a_negative_real_base_to_a_complex_exponent(op):
+    # the forward casts the real base to complex (log(-x) = log x + i pi); the gradient did not
+    # (NaN)
+    r = fiamma.tensor([-1.5, 2.0, -0.5], dtype=R).requires_grad_(True)
+    b = cz(3, seed=4)
+    f = getattr(fiamma, op)
+    assert gradcheck(lambda r, b: f(r, b), (r, b))
+    y = f(r, b)
+    (y * (1 + 0.5j)).real.sum().backward()
+    assert np.isfinite(r.grad.numpy()).all() and np.isfinite(b.grad.numpy()).all()
+
+
+def test_gradients_through_the_complex_compositions():
+    # sinc, logaddexp, lerp, addcmul/addcdiv of complex operands are composed from complex
+    # arithmetic: their gradients are the compositions'
+    a, b = cz(3, seed=5), cz(3, seed=6)
+    x = rx(3, seed=7)
+    assert gradcheck(lambda a: fiamma.sinc(a), (a,))
+    assert gradcheck(lambda a, b: fiamma.logaddexp(a, b), (a, b))
+    assert gradcheck(lambda a, b, x: fiamma.lerp(a, b, x.to(C)), (a, b, x))
+    assert gradcheck(lambda a, b, x: fiamma.addcmul(a, b, x, value=2), (a, b, x))
+    assert gradcheck(lambda a, x, b: fiamma.addcdiv(a, x, b, value=0.5j), (a, x, b))

@@ -79,6 +79,8 @@ def test_repr_0d_and_empty():
     assert repr(fiamma.zeros(2, 0, dtype=fiamma.int64)) == \
         "tensor([], size=(2, 0), dtype=fiamma.int64)"
     assert repr(fiamma.zeros(0, dtype=fiamma.bool)) == "tensor([], dtype=fiamma.bool)"
+    # an empty complex64 tensor names its dtype too (nothing else tells it), as PyTorch
+    assert repr(fiamma.zeros(0, dtype=fiamma.complex64)) == "tensor([], dtype=fiamma.complex64)"
 
 
 def test_repr_alignment_and_wrapping():

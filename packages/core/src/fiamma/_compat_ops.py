@@ -380,18 +380,28 @@ def heaviside(input, values):
 
 
 def ldexp(input, other):
-    """input * 2 ** other (a float result)."""
+    """input * 2 ** other; the result has the operands' promoted dtype (the default float
+    dtype when that is an integer or bool)."""
     f = _F()
-    return _float_of(input) * f.pow(2.0, other)
+    dt = D.result_type(input, other)
+    if dt._kind < 2:
+        dt = D.get_default_dtype()
+    # 2 ** other in at least float32 (a bfloat16 power of two of a fractional exponent would
+    # round before the product), then the result dtype
+    hp = D.promote_types(dt, D.float32)
+    x = input.to(hp) if isinstance(input, Tensor) else input
+    e = other.to(hp) if isinstance(other, Tensor) else other
+    res = x * f.pow(2.0, e)
+    return res if res.dtype is dt else res.to(dt)
 
 
 def _np_binary_int(name, fn, a, b):
     f = _F()
     a = a if isinstance(a, Tensor) else f.tensor(a)
     b = b if isinstance(b, Tensor) else f.tensor(b)
-    if a.dtype.is_floating_point or b.dtype.is_floating_point or a.dtype is D.bool:
-        raise RuntimeError(f"{name}: expected integer tensors, got {a.dtype} and {b.dtype}")
     dt = D.promote_types(a.dtype, b.dtype)
+    if dt._kind != 1:  # bool with an integer promotes to it; bool with bool has no gcd
+        raise RuntimeError(f"{name}: expected integer tensors, got {a.dtype} and {b.dtype}")
     return f.from_numpy(np.ascontiguousarray(fn(a.numpy(), b.numpy()))).to(dt)
 
 
@@ -418,15 +428,23 @@ def isin(elements, test_elements, *, assume_unique=False, invert=False):
     [False, True, False]
     """
     f = _F()
-    a = elements.numpy() if isinstance(elements, Tensor) else np.asarray(elements)
-    b = test_elements.numpy() if isinstance(test_elements, Tensor) else \
-        np.asarray(test_elements)
+
+    def arr(x):
+        if not isinstance(x, Tensor):
+            return np.asarray(x)
+        x = x.detach().cpu()
+        return (x.float() if x.dtype is D.bfloat16 else x).numpy()  # bfloat16 exact in float32
+
+    a, b = arr(elements), arr(test_elements)
     return f.from_numpy(np.ascontiguousarray(
         np.isin(a, b, assume_unique=assume_unique, invert=invert)))
 
 
 def isreal(input):
-    """True everywhere: fiamma's dtypes are all real."""
+    """True where the element is real: everywhere for a real dtype, where the imaginary part
+    is 0 for a complex one."""
+    if input.is_complex():
+        return input.imag == 0
     return _F().ones(input.shape, dtype=D.bool)
 
 
@@ -439,7 +457,8 @@ def logcumsumexp(input, dim):
     """
     f = _F()
     x = input if input.dtype.is_complex else _float_of(input)
-    if x.ndim == 0:
+    if x.ndim == 0 or x.numel() == 0:
+        x.size(dim)  # the dim is checked for an empty input too
         return x.clone()
     m = (x.detach().real if x.dtype.is_complex else x.detach()).amax(dim, keepdim=True)
     m = f.where(f.isfinite(m), m, f.zeros_like(m))
@@ -1090,9 +1109,13 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False, out=No
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"histogram: input tensor and bins tensors should have the same "
                            f"floating-point dtype, got {input.dtype}")
-    b = bins.numpy() if isinstance(bins, Tensor) else bins
-    w = None if weight is None else weight.numpy().reshape(-1)
-    h, edges = np.histogram(input.numpy().reshape(-1), bins=b, range=range, weights=w,
+    def arr(t):  # the values (a tensor requiring grad too: histogram has no gradient)
+        t = t.detach()
+        return (t.float() if t.dtype is D.bfloat16 else t).numpy()
+
+    b = arr(bins) if isinstance(bins, Tensor) else bins
+    w = None if weight is None else arr(weight).reshape(-1)
+    h, edges = np.histogram(arr(input).reshape(-1), bins=b, range=range, weights=w,
                             density=density)
     res = _Histogram(f.tensor(h, dtype=input.dtype), f.tensor(edges, dtype=input.dtype))
     if out is not None:
@@ -1116,16 +1139,40 @@ def frexp(input):
 
 
 def nextafter(input, other):
-    """The next representable value after ``input`` towards ``other`` (float32/float64)."""
+    """The next representable value after ``input`` towards ``other`` (float32/float64/float16/
+    bfloat16 after type promotion)."""
     f = _F()
-    if input.dtype not in (D.float32, D.float64) or other.dtype is not input.dtype:
-        raise RuntimeError(f"nextafter: expected two float32 or two float64 tensors, got "
+    dt = D.result_type(input, other)
+    if dt not in (D.float32, D.float64, D.float16, D.bfloat16):
+        raise RuntimeError(f"nextafter: expected floating (not complex) operands, got "
                            f"{input.dtype} and {other.dtype}")
+    if dt in (D.float16, D.bfloat16):  # one step in that format, from the float32 bits
+        return _nextafter_lowp(input.to(dt), other.to(dt), dt)
+    input, other = input.to(dt), other.to(dt)
     # np.asarray, not np.ascontiguousarray: that one makes a 0-d result 1-d
     res = np.asarray(np.nextafter(input.detach().numpy(), other.detach().numpy()))
     out = f.from_numpy(res if res.flags.c_contiguous else res.copy())
     # PyTorch's derivative: 1 with respect to input, 0 with respect to other
     return input + (out - input).detach() if input.requires_grad else out
+
+
+def _nextafter_lowp(x, y, dt):
+    f = _F()
+    bits = (x.detach().to(D.float32).view(D.int32) >> 16) if dt is D.bfloat16 else \
+        x.detach().view(D.int16).to(D.int32)
+    bits = bits & 0xFFFF
+    up = y > x
+    pos = (bits & 0x8000) == 0
+    step = f.where(up == pos, 1, -1)
+    zero = x == 0
+    nb = f.where(zero, f.where(up, 1, 0x8001), bits + step)  # from +-0: the smallest denormal
+    nb = f.where(x == y, bits, nb)
+    if dt is D.bfloat16:
+        res = (nb << 16).to(D.int32).view(D.float32).to(dt)
+    else:
+        res = nb.to(D.int16).view(D.float16)
+    res = f.where(f.isnan(x) | f.isnan(y), x + y, f.where(x == y, y, res))
+    return x + (res - x).detach() if x.requires_grad else res
 
 
 def detach_(input):

@@ -215,7 +215,9 @@ def fill_(t, value):
         check(t._storage.backend.fill(imag_(t), v.imag, 0, 0), "fill_")
         return t
     if isinstance(value, (builtins.complex, np.complexfloating)):
-        if value.imag != 0:
+        if t._dtype is D.bool:  # any number into bool: nonzero is True
+            value = builtins.bool(value)
+        elif value.imag != 0:
             raise RuntimeError(f"fill_: value {value} cannot be converted to type {t._dtype} "
                                "without overflow")
         value = value.real
@@ -484,6 +486,8 @@ def range(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devic
     dt = _range_dtype(dtype, out, True, op)
     if not (math.isfinite(s) and math.isfinite(e) and math.isfinite(st)):
         raise RuntimeError(f"{op}: unsupported range: {s} -> {e} (step {st})")
+    if dt._kind < 2:  # an integer dtype truncates the arguments first (as PyTorch's range)
+        s, e, st = builtins.float(int(s)), builtins.float(int(e)), builtins.float(int(st))
     if st == 0:
         raise RuntimeError(f"{op}: step must be nonzero")
     if (st > 0 and e < s) or (st < 0 and e > s):
@@ -627,6 +631,8 @@ def logspace(start, end, steps, base=10.0, *, out=None, dtype=None, layout=None,
     s = builtins.float(_number(start, op, "start"))
     e = builtins.float(_number(end, op, "end"))
     b = builtins.float(_number(base, op, "base"))
+    if dt._kind < 2 and math.isfinite(s) and math.isfinite(e):
+        s, e = builtins.float(int(s)), builtins.float(int(e))  # as PyTorch (and linspace)
     return _emit(n, dt, device, out, requires_grad, op,
                  lambda t: check(t._storage.backend.logspace(t, s, e, b), op))
 

@@ -94,6 +94,8 @@ _BY_NAME = {c.__name__: c for c in (FloatTensor, DoubleTensor, HalfTensor, BFloa
                                     LongTensor, IntTensor, ShortTensor, CharTensor, ByteTensor,
                                     BoolTensor)}
 _CPU_TYPES = dict(_BY_NAME)
+# the type names of x.type() without a legacy class (ComplexFloatTensor, UInt16Tensor, ...)
+_DTYPE_BY_TYPE_NAME = {n: getattr(D, d) for d, n in _TYPE_NAMES.items()}
 
 # fiamma.cuda.FloatTensor, ...: the same names for CUDA tensors (exported by fiamma.cuda)
 CUDA_TYPES = {n: _CudaLegacyTensorType(n, (), {"dtype": c.dtype, "__module__": "fiamma.cuda",
@@ -123,6 +125,8 @@ def dtype_of_type(obj, op="type"):
                                    "device here")
             if parts[-1] in _BY_NAME and len(parts) == 2:
                 return _BY_NAME[parts[-1]].dtype
+            if len(parts) == 2 and parts[1] in _DTYPE_BY_TYPE_NAME:  # 'torch.ComplexFloatTensor'
+                return _DTYPE_BY_TYPE_NAME[parts[1]]
             if parts[1:] == ["Tensor"]:
                 return D.get_default_dtype()
     return D.to_dtype(obj, op)
@@ -148,7 +152,8 @@ def _tensor_type(self, dtype=None, non_blocking=False):
     """``x.type()``: the legacy type name (``'fiamma.FloatTensor'``); ``x.type(t)``: ``x`` as
     type ``t`` (a dtype, a legacy type such as fiamma.LongTensor, or its name)."""
     if dtype is None:
-        return D.NAMESPACE + _TYPE_NAMES[self._dtype.name]
+        name = self._dtype.name
+        return D.NAMESPACE + _TYPE_NAMES.get(name, name[:1].upper() + name[1:] + "Tensor")
     if isinstance(dtype, _CudaLegacyTensorType):
         return self.to("cuda", dtype_of_type(dtype, "type"))
     return self.to(dtype_of_type(dtype, "type"))

@@ -238,7 +238,7 @@ def tensor_repr(t):
         body = "[]"
         if len(t._shape) != 1:
             suffixes.append(f"size={tuple(t._shape)}")
-        if dt is not D.get_default_dtype() and dt is not D.default_complex_dtype():
+        if dt is not D.get_default_dtype():  # no element tells the dtype (complex64 too)
             suffixes.append(f"dtype={dt}")
     else:
         a = _host_array(t)

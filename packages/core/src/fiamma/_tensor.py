@@ -652,6 +652,13 @@ class Tensor:
             return self
         if src._shape != self._shape:
             src = src.expand(self._shape)
+        if not self._contig and self._numel > 1 and 0 in self._stride:
+            for n, st in zip(self._shape, self._stride):
+                if st == 0 and n > 1:  # an expanded view: which write would win is undefined
+                    raise RuntimeError(
+                        "copy_: unsupported operation: more than one element of the written-to "
+                        "tensor refers to a single memory location. Please clone() the tensor "
+                        "before performing the operation.")
         if src._storage is self._storage and src._numel and not (
                 src._ptr == self._ptr and src._stride == self._stride) and _ranges_meet(
                 self, src):
@@ -687,6 +694,8 @@ class Tensor:
                 dev = a
             elif isinstance(a, builtins.bool):
                 non_blocking = a  # positional, as in to(device, dtype, non_blocking)
+            elif a is None:  # to(None): no change, as in PyTorch
+                pass
             else:
                 raise TypeError(f"to: unexpected argument {a!r}")
         out = self
@@ -924,7 +933,8 @@ _TYPE_NAMES = {"bool": "BoolTensor", "uint8": "ByteTensor", "int8": "CharTensor"
                "int16": "ShortTensor", "int32": "IntTensor", "int64": "LongTensor",
                "float16": "HalfTensor", "bfloat16": "BFloat16Tensor", "float32": "FloatTensor",
                "float64": "DoubleTensor", "uint16": "UInt16Tensor", "uint32": "UInt32Tensor",
-               "uint64": "UInt64Tensor"}
+               "uint64": "UInt64Tensor", "complex64": "ComplexFloatTensor",
+               "complex128": "ComplexDoubleTensor"}
 
 
 class Size(tuple):

@@ -11,6 +11,7 @@ from fiamma._storage import CPU
 from fiamma._tensor import Tensor, _copy_into, new_empty
 
 __all__ = ["broadcast_shapes", "as_shape", "bcast_strides", "is_scalar", "as_operand", "check_out",
+           "resize_out",
            "same_device", "on_device", "cast", "overlaps"]
 
 
@@ -147,12 +148,23 @@ def check_out(out, shape, dt, op):
         raise RuntimeError(f"{op}: result type {dt} can't be cast to the desired output type "
                            f"{out._dtype}")
     if out._shape != shape:
-        if out._numel == 0:
-            from fiamma._tensor import _init
-
-            fresh = new_empty(shape, out._dtype, out._storage.device)
-            _init(out, fresh._storage, fresh._dtype, fresh._shape, fresh._stride, 0, True)
-        else:
-            raise RuntimeError(f"{op}: out has shape {list(out._shape)} but the result has "
-                               f"shape {list(shape)}")
+        resize_out(out, shape, op)
     return out
+
+
+def resize_out(out, shape, op):
+    """Give ``out`` the result ``shape`` (fresh contiguous memory), as PyTorch does; an out with
+    elements is resized with PyTorch's deprecation warning."""
+    from fiamma._tensor import _init
+
+    if out._numel:
+        import warnings
+
+        warnings.warn(f"{op}: an output with one or more elements was resized since it had shape "
+                      f"{list(out._shape)}, which does not match the required output shape "
+                      f"{list(shape)}. This behavior is deprecated, and in a future PyTorch "
+                      "release outputs will not be resized unless they have zero elements. You "
+                      "can explicitly reuse an out tensor t by resizing it, inplace, to zero "
+                      "elements with t.resize_(0).", UserWarning, stacklevel=4)
+    fresh = new_empty(shape, out._dtype, out._storage.device)
+    _init(out, fresh._storage, fresh._dtype, fresh._shape, fresh._stride, 0, True)

@@ -7,11 +7,12 @@ everything here and installs the methods and in-place forms.
 """
 
 import builtins
+import importlib as _importlib
 
 from fiamma import _dtype as D, _grad_hook as G
 from fiamma._autograd_api import ops
 from fiamma._backend import codes as K
-from fiamma._ops._common import cast
+from fiamma._ops._common import cast, check_out
 from fiamma._ops.elementwise import _finish, unary
 from fiamma._tensor import Tensor, _copy_into
 
@@ -147,12 +148,18 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None, *, out=None):
     dtype's largest / lowest finite value). Integer and bool tensors are copied unchanged."""
     if not isinstance(input, Tensor):
         raise TypeError(f"nan_to_num: expected a Tensor, got {type(input).__name__}")
+    if input._dtype._kind == 3:  # the real and imaginary parts separately
+        cx = _importlib.import_module("fiamma._ops.complex_ops")
+        res = cx.complex(nan_to_num(input.real, nan, posinf, neginf),
+                         nan_to_num(input.imag, nan, posinf, neginf))
+        if out is None:
+            return res
+        check_out(out, res._shape, res._dtype, "nan_to_num")
+        return _finish(res, out)
     if input._dtype._kind != 2:
         res = input.clone() if out is None else out
         if out is not None:
-            if out._shape != input._shape:
-                raise RuntimeError(f"nan_to_num: out has shape {list(out._shape)} but the result "
-                                   f"has shape {list(input._shape)}")
+            check_out(out, input._shape, input._dtype, "nan_to_num")
             _copy_into(out, input)
             res = _finish(out, out)
         return res

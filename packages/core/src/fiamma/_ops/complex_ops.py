@@ -367,6 +367,9 @@ def where(cond, a, b, ct, out=None):
         _put(res, xp.where(arr(cond), A, B))
     _rec(ops.where, res, (cond, a, b))
     if out is not None:
+        from fiamma._ops._common import check_out
+
+        check_out(out, res._shape, ct, "where")  # dtype castable, shape resized as PyTorch
         out.copy_(res)
         return out
     return res
@@ -398,7 +401,8 @@ def isclose(a, b, rtol, atol, equal_nan):
 # remainder, bitwise, min/max, ...) are not defined for complex numbers, as in PyTorch
 BINARY = {K.BIN_ADD: "add", K.BIN_SUB: "subtract", K.BIN_MUL: "multiply",
           K.BIN_DIV: "true_divide", K.BIN_EQ: "equal", K.BIN_NE: "not_equal",
-          K.BIN_POW: "power", K.BIN_ADD_ALPHA: None}
+          K.BIN_POW: "power", K.BIN_ADD_ALPHA: None, K.BIN_LOGICAL_AND: "logical_and",
+          K.BIN_LOGICAL_OR: "logical_or", K.BIN_LOGICAL_XOR: "logical_xor"}
 
 
 def _operand(v, ct, xp):
@@ -417,10 +421,7 @@ def binary_into(code, res, a, b, ct, params=None):
         fn = xp.add
     else:
         fn = getattr(xp, BINARY[code])
-    if code == K.BIN_DIV or code == K.BIN_POW:
-        with np.errstate(all="ignore"):
-            _store(res, fn, A, B, xp)
-    else:
+    with np.errstate(all="ignore"):  # inf - inf, 0 / 0, ...: NaN without a warning
         _store(res, fn, A, B, xp)
 
 
@@ -441,9 +442,10 @@ UNARY = {K.UN_NEG: "negative", K.UN_EXP: "exp", K.UN_LOG: "log", K.UN_LOG2: "log
          K.UN_ATANH: "arctanh", K.UN_RECIPROCAL: "reciprocal", K.UN_SQUARE: "square",
          K.UN_RSQRT: None, K.UN_SIGMOID: None, K.UN_EXP2: None,
          K.UN_ABS: "absolute", K.UN_ISNAN: "isnan", K.UN_ISINF: "isinf",
-         K.UN_ISFINITE: "isfinite", K.UN_SIGN: None}
+         K.UN_ISFINITE: "isfinite", K.UN_SIGN: None, K.UN_LOGICAL_NOT: "logical_not"}
 # ops whose result is not complex: abs -> the real dtype, the predicates -> bool
-UNARY_REAL = {K.UN_ABS: "real", K.UN_ISNAN: "bool", K.UN_ISINF: "bool", K.UN_ISFINITE: "bool"}
+UNARY_REAL = {K.UN_ABS: "real", K.UN_ISNAN: "bool", K.UN_ISINF: "bool", K.UN_ISFINITE: "bool",
+              K.UN_LOGICAL_NOT: "bool"}
 
 
 def unary_out_dtype(code, dt):
@@ -469,6 +471,11 @@ def unary_into(code, res, x):
             v = 1 / xp.sqrt(a)
         elif code == K.UN_SIGMOID:
             v = 1 / (1 + xp.exp(-a))
-        else:  # exp2
-            v = xp.exp(a * np.log(2).astype(a.real.dtype))
+        else:  # exp2: exp(a ln 2), the parts scaled separately (a complex product would make
+            # inf * 0 = nan in the imaginary part of 2 ** inf)
+            ln2 = np.log(2).astype(a.real.dtype)
+            z = xp.empty_like(a)
+            z.real[...] = a.real * ln2
+            z.imag[...] = a.imag * ln2
+            v = xp.exp(z)
     _put(res, v)

@@ -51,7 +51,7 @@ def _compute_dtype(kind, rt):
     if kind == TRUEDIV and rt._kind < 2:
         return D.get_default_dtype()
     if kind == DOUBLE:
-        return D.float64
+        return D.complex128 if rt._kind == 3 else D.float64
     return rt
 
 
@@ -192,6 +192,8 @@ def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=No
         if b._dtype is not ct or kind == TRUEDIV or kind == DOUBLE:
             ct = _compute_dtype(kind, _promote(a, b))
     elif ta or tb:
+        if code == K.BIN_SUB and (type(a) is builtins.bool or type(b) is builtins.bool):
+            _bool_sub_error(name)  # a - True, as a bool tensor operand
         t = a if ta else b
         dev = t._storage.device
         shape = t._shape
@@ -398,7 +400,8 @@ def _bool_sub_error(name):
 
 def _reject_bool_sub(name, input, other):
     if (isinstance(input, Tensor) and input._dtype is D.bool) or \
-            (isinstance(other, Tensor) and other._dtype is D.bool):
+            (isinstance(other, Tensor) and other._dtype is D.bool) or \
+            type(input) is builtins.bool or type(other) is builtins.bool:
         _bool_sub_error(name)
 
 
@@ -416,6 +419,9 @@ def _add_alpha(name, input, other, alpha, sign, out):
     if rt._kind < 2 and isinstance(alpha, builtins.float):
         raise RuntimeError(f"{name}: For integral input tensors, argument alpha must not be a "
                            "floating point number.")
+    if rt._kind != 3 and isinstance(alpha, builtins.complex):
+        raise RuntimeError(f"{name}: For non-complex input tensors, argument alpha must not be "
+                           "a complex number.")
     if rt._kind == 1 and not -_I64 <= alpha < _I64:
         raise RuntimeError(f"{name}: alpha {alpha} cannot be converted to type {rt} without "
                            "overflow")
@@ -428,8 +434,8 @@ def _add_alpha(name, input, other, alpha, sign, out):
         return res
     if not isinstance(other, Tensor):
         res = binary(code, name, ARITH, input, other * alpha, out, record=False)
-    elif not isinstance(input, Tensor):
-        scaled = binary(K.BIN_MUL, name, ARITH, other, alpha, record=False)
+    elif not isinstance(input, Tensor):  # alpha * other in the result dtype (no uint8 wrap)
+        scaled = binary(K.BIN_MUL, name, ARITH, cast(other, rt), alpha, record=False)
         res = binary(code, name, ARITH, input, scaled, out, record=False)
     else:
         res = binary(K.BIN_ADD_ALPHA, name, ARITH, input, other, out, record=False,
@@ -592,7 +598,7 @@ def pow(input, exponent, *, out=None):
 
 
 def float_power(input, exponent, *, out=None):
-    """``input ** exponent`` computed in float64 (the result is float64)."""
+    """``input ** exponent`` computed in float64 (complex128 if an operand is complex)."""
     return binary(K.BIN_POW, ops.float_power, DOUBLE, input, exponent, out)
 
 
@@ -804,7 +810,7 @@ def _where_fast(cond, x, y):
                 and y._storage.device is CPU):
             return None
         ty, sy, yf, yi = y, y._stride, 0.0, 0
-    elif (ty is float and dt._kind == 2) or (ty is int and dt.kind and -_I64 <= y < _I64):
+    elif (ty is float and dt._kind == 2) or (ty is int and dt._kind and -_I64 <= y < _I64):
         _check_scalar_fits(y, dt, "where")
         ty, sy, yf, yi = None, None, y, y if ty is int else 0
     else:
@@ -870,6 +876,19 @@ def lerp(input, end, weight, *, out=None):
         raise RuntimeError(f"lerp: expected dtype {input._dtype} for `end` but got dtype "
                            f"{end._dtype}")
     weight = as_operand(weight, "lerp")
+    if isinstance(weight, Tensor) and weight._dtype is not input._dtype:
+        if weight._shape:
+            raise RuntimeError(f"lerp: expected dtype {input._dtype} for `weight` but got dtype "
+                               f"{weight._dtype}")
+        rt = D.result_type(input, end, weight)  # a 0-d weight takes part in promotion
+        if rt is not input._dtype:
+            return lerp(input.to(rt), end.to(rt), weight.to(rt), out=out)  # differentiable
+    elif isinstance(weight, builtins.complex) and input._dtype._kind != 3:
+        raise RuntimeError(f"lerp: value {weight} cannot be converted to type {input._dtype} "
+                           "without overflow")
+    if input._dtype._kind == 3:  # complex: composed (the kernel is real-only)
+        return _complex_ternary(ops.lerp, input, end, weight, out,
+                                lambda a, b, w: a + w * (b - a))
     if not isinstance(weight, Tensor) and input._dtype in _LOWP:
         # PyTorch computes a half/bfloat16 lerp in float with a number weight kept in float;
         # the kernel would store the weight in the tensors' dtype (0.1 -> 0.10009765625 in
@@ -889,9 +908,26 @@ def lerp(input, end, weight, *, out=None):
 _LOWP = (D.float16, D.bfloat16)
 
 
+def _complex_ternary(name, a, b, c, out, fn):
+    """A ternary op on complex operands, composed from complex arithmetic (differentiable
+    through its parts)."""
+    rt = D.result_type(a, b, c)  # computed in the result dtype, as the real kernels do
+    res = fn(*(t.to(rt) if isinstance(t, Tensor) else t for t in (a, b, c)))
+    if out is None:
+        return res
+    check_out(out, res._shape, res._dtype, name)
+    return _finish(res, out)
+
+
 def addcmul(input, tensor1, tensor2, *, value=1, out=None):
     """``input + value * tensor1 * tensor2`` with broadcasting and type promotion."""
     rt = D.result_type(input, tensor1, tensor2)
+    if rt._kind == 3:
+        return _complex_ternary(ops.addcmul, input, tensor1, tensor2, out,
+                                lambda a, b, c: a + value * (b * c) if value != 1 else a + b * c)
+    if isinstance(value, builtins.complex):
+        raise RuntimeError(f"addcmul: value {value} cannot be converted to type {rt} without "
+                           "overflow")
     if rt._kind == 1 and not -_I64 <= value < _I64:
         raise RuntimeError(f"addcmul: value {value} cannot be converted to type {rt} without "
                            "overflow")
@@ -904,11 +940,17 @@ def addcdiv(input, tensor1, tensor2, *, value=1, out=None):
     """``input + value * tensor1 / tensor2`` (true division; integer tensor1 and tensor2 are
     rejected as in PyTorch)."""
     if isinstance(tensor1, Tensor) and isinstance(tensor2, Tensor) and \
-            tensor1._dtype._kind != 2 and tensor2._dtype._kind != 2:
+            tensor1._dtype._kind < 2 and tensor2._dtype._kind < 2:
         raise RuntimeError("addcdiv: Integer division with addcdiv is no longer supported; "
                            "use addcmul(input, tensor1, 1 / tensor2) or div(tensor1, tensor2, "
                            "rounding_mode=...) instead.")
     rt = D.result_type(input, tensor1, tensor2)
+    if rt._kind == 3:
+        return _complex_ternary(ops.addcdiv, input, tensor1, tensor2, out,
+                                lambda a, b, c: a + value * (b / c) if value != 1 else a + b / c)
+    if isinstance(value, builtins.complex):
+        raise RuntimeError(f"addcdiv: value {value} cannot be converted to type {rt} without "
+                           "overflow")
     return ternary(K.TER_ADDCDIV, ops.addcdiv, rt, input, tensor1, tensor2, out,
                    p0=builtins.float(value), inputs=(input, tensor1, tensor2),
                    kwargs={"value": value})
@@ -998,14 +1040,28 @@ def _inplace_fns():
     fp_ = make_inplace(float_power, "float_power_")
 
     def float_power_(self, exponent):
-        """In-place version of :func:`float_power` (self must be float64)."""
-        if self._dtype is not D.float64:
+        """In-place version of :func:`float_power` (self must be float64, complex128 when an
+        operand is complex)."""
+        cx = self._dtype._kind == 3 or isinstance(exponent, builtins.complex) or \
+            (isinstance(exponent, Tensor) and exponent._dtype._kind == 3)
+        rt = D.complex128 if cx else D.float64
+        if self._dtype is not rt:
             raise RuntimeError(f"float_power_: the base given to float_power_ has dtype "
                                f"{self._dtype} but the operation's result requires dtype "
-                               "float64")
+                               f"{rt}")
         return fp_(self, exponent)
 
     fns["float_power_"] = float_power_
+    abs_ = fns["abs_"]
+
+    def abs_inplace(self):
+        """In-place version of :func:`abs` (not for complex tensors: the result is real)."""
+        if isinstance(self, Tensor) and self._dtype._kind == 3:
+            raise RuntimeError("abs_: In-place abs is not supported for complex tensors.")
+        return abs_(self)
+
+    abs_inplace.__name__ = abs_inplace.__qualname__ = "abs_"
+    fns["abs_"] = fns["absolute_"] = abs_inplace
     fns["add_"] = _fast_add_inplace(ops.add, 1, fns["add_"])
     fns["sub_"] = fns["subtract_"] = _fast_add_inplace(ops.sub, -1, fns["sub_"])
     fns["mul_"] = fns["multiply_"] = _ioperator(K.BIN_MUL, ops.mul, ARITH, fns["mul_"],

@@ -610,6 +610,8 @@ def _fill_args(value, dt, op):
     float dtypes go through double (a float into an int dtype truncates), ints stay exact."""
     if dt._kind == 2:
         return builtins.float(value), 0, 0
+    if dt is D.bool and isinstance(value, (builtins.complex, np.complexfloating)):
+        value = builtins.bool(value)  # any number into bool: nonzero is True
     check_fits(value, dt, op)
     if isinstance(value, (builtins.float, np.floating)):
         return builtins.float(value), 0, 0

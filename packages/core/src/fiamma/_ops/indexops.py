@@ -832,6 +832,10 @@ def take_along_dim(input, indices, dim=None, *, out=None):
                            f"{len(indices._shape)} dimensions for indices")
     d = wrap_dim(dim, len(input._shape), op)
     given = indices
+    if indices._numel and input._shape and bool((indices < 0).any()):
+        # PyTorch's take_along_dim (unlike gather) counts negative indices from the end
+        n = input._shape[d]
+        indices = indices + (indices < 0).to(indices._dtype) * n
     xs, js = list(input._shape), list(indices._shape)
     if xs:
         xs[d] = js[d] = 1

@@ -104,13 +104,9 @@ def _dest(out, shape, dt, op, inputs):
         raise RuntimeError(f"{op}: expected out tensor to have dtype {dt}, but got "
                            f"{out._dtype} instead")
     if out._shape != shape:
-        if out._numel:
-            raise RuntimeError(f"{op}: out has shape {list(out._shape)} but the result has "
-                               f"shape {list(shape)}")
-        from fiamma._tensor import _init
+        from fiamma._ops._common import resize_out
 
-        fresh = new_empty(shape, dt, dev)
-        _init(out, fresh._storage, dt, fresh._shape, fresh._stride, 0, True)
+        resize_out(out, shape, op)
     if out._contig and not builtins.any(t._storage is out._storage for t in inputs):
         return out
     return new_empty(shape, dt, dev)

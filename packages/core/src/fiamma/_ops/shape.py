@@ -392,6 +392,11 @@ def _tri_inplace(op, base, upper):
     def method(self, diagonal=0):
         if self.requires_grad:
             G.check_inplace(self, op)
+        if builtins.any(st == 0 and n > 1 for n, st in zip(self._shape, self._stride)) and \
+                self._numel:  # an expanded view: the writes would collide
+            raise RuntimeError(f"{op}: unsupported operation: more than one element of the "
+                               "written-to tensor refers to a single memory location. Please "
+                               "clone() the tensor before performing the operation.")
         res = _tri(base, self.detach(), diagonal, None, upper)
         from fiamma._tensor import _copy_into
 

@@ -173,7 +173,8 @@ def combinations(input, r=2, with_replacement=False):
 
 def vander(x, N=None, increasing=False):
     """The Vandermonde matrix of a 1-D tensor: columns are powers ``x**(N-1) ... x**0``
-    (``increasing=True``: ``x**0 ... x**(N-1)``). Integer and bool inputs give int64.
+    (``increasing=True``: ``x**0 ... x**(N-1)``). Integer and bool inputs give int64; floating
+    and complex ones keep their dtype.
 
     >>> import fiamma
     >>> fiamma.vander(fiamma.tensor([2, 3]), 3).tolist()
@@ -188,11 +189,14 @@ def vander(x, N=None, increasing=False):
     N = n if N is None else _index(N)
     if N < 0:
         raise RuntimeError(f"{op}: N must be non-negative, got {N}")
-    dt = x._dtype if x._dtype._kind == 2 else D.int64
+    dt = x._dtype if x._dtype._kind >= 2 else D.int64  # floating and complex keep theirs
     from fiamma._ops.join import cat
 
     ones = new_empty((n, builtins.min(N, 1)), dt, x._storage.device)
-    check(ones._storage.backend.fill(ones, 1.0, 1, 1), op)
+    if dt._kind == 3:
+        ones = x.new_ones((n, builtins.min(N, 1)), dtype=dt)
+    else:
+        check(ones._storage.backend.fill(ones, 1.0, 1, 1), op)
     if N > 1:
         xs = x.to(dt).unsqueeze(1).expand(n, N - 1)
         res = cat([ones, xs.cumprod(1)], 1)

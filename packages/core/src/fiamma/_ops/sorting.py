@@ -548,7 +548,8 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
     from fiamma._ops.join import cat
 
     name = ops.diff
-    _check_tensor(input, name)
+    if not isinstance(input, Tensor):  # complex allowed: a difference needs no order
+        raise TypeError(f"{name}: expected a Tensor as input, got {type(input).__name__}")
     nd = len(input._shape)
     if nd == 0:
         raise RuntimeError(f"{name}(): expects input to be at least one-dimensional")

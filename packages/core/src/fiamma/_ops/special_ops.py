@@ -13,11 +13,19 @@ positional arguments as received (``polygamma``: ``(n, input)``; ``logit``: ``(i
 """
 
 import builtins
+import math
 
 from fiamma import _dtype as D, _grad_hook as G
 from fiamma._autograd_api import ops
 from fiamma._backend import check, codes as K
-from fiamma._ops._common import as_operand, bcast_strides, broadcast_shapes, cast, same_device
+from fiamma._ops._common import (
+    as_operand,
+    bcast_strides,
+    broadcast_shapes,
+    cast,
+    check_out,
+    same_device,
+)
 from fiamma._ops.elementwise import _finish, _result, check_inplace
 from fiamma._tensor import Tensor
 
@@ -31,10 +39,45 @@ def _float_dtype(dt):
     return dt if dt._kind == 2 else D.get_default_dtype()
 
 
+def _complex_special(name, args):
+    """sinc and logaddexp of complex operands, composed from complex arithmetic (as PyTorch
+    defines them); the other special functions are not defined for complex numbers (a cast to
+    a real dtype would drop the imaginary part silently)."""
+    import fiamma as f
+
+    if name == "sinc":
+        (x,) = args
+        px = x * math.pi
+        return f.where(x == 0, f.ones((), dtype=x.dtype), f.sin(px) / px)
+    if name == "logaddexp":
+        a, b = args
+        ct = D.result_type(a, b)
+        a = a.to(ct) if isinstance(a, Tensor) else f.tensor(a, dtype=ct)
+        b = b.to(ct) if isinstance(b, Tensor) else f.tensor(b, dtype=ct)
+        # shifted by the operand of larger real part: log(e^m (1 + e^(o - m)))
+        big = a.real >= b.real
+        m, o = f.where(big, a, b), f.where(big, b, a)
+        res = m + f.log1p(f.exp(o - m))
+        # equal infinite real parts (the shift gives inf - inf): the plain formula
+        inf = f.isinf(m.real) & (m.real == o.real)
+        return f.where(inf, f.log(f.exp(a) + f.exp(b)), res) if bool(inf.any()) else res
+    raise TypeError(f"{name}: not implemented for complex dtypes, got "
+                    f"{next(t.dtype for t in args if isinstance(t, Tensor) and t.is_complex())}")
+
+
+def _complex_out(res, out, name):
+    if out is None:
+        return res
+    check_out(out, res._shape, res._dtype, name)
+    return _finish(res, out)
+
+
 def sp_unary(code, name, x, p0=0.0, out=None, inputs=None, kwargs=None):
     """Run special unary op ``code`` on tensor ``x`` (integers promote to the default float)."""
     if not isinstance(x, Tensor):
         raise TypeError(f"{name}: expected a Tensor, got {type(x).__name__}")
+    if x._dtype._kind == 3:
+        return _complex_out(_complex_special(name, (x,)), out, name)
     ct = _float_dtype(x._dtype)
     src = cast(x, ct)
     res = _result(out, x._shape, ct, x._storage.device, name, (src,))
@@ -55,7 +98,10 @@ def sp_binary(code, name, a, b, out=None):
     ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
     if not (ta or tb):
         raise TypeError(f"{name}: expected at least one tensor operand")
-    ct = _float_dtype(D.result_type(a, b))
+    rt = D.result_type(a, b)
+    if rt._kind == 3:
+        return _complex_out(_complex_special(name, (a, b)), out, name)
+    ct = _float_dtype(rt)
     dev = same_device(name, a, b)
     from fiamma._creation import tensor
 
@@ -163,7 +209,7 @@ def _inplace(name, call, oop):
     rebases self's history on it, so the old value stays available to the formula)."""
     def method(self, *args, **kwargs):
         check_inplace(self, name, builtins.tuple(a for a in args if isinstance(a, Tensor)))
-        if self._dtype._kind != 2:
+        if self._dtype._kind < 2:  # complex: sinc_ works, the others raise in the op
             raise RuntimeError(f"{name}: result type {_float_dtype(self._dtype)} can't be cast "
                                f"to the desired output type {self._dtype}")
         grad = self.requires_grad or builtins.any(getattr(a, "requires_grad", False)

@@ -93,6 +93,9 @@ def _pow(ctx, grad):
     grad * conj(a^b log a) (0 where a == 0 and Re(b) >= 0)."""
     a, b = ctx.inputs
     y = ctx.output
+    # in the result's dtype, as the forward: a negative real base has a complex log
+    a = a.to(y.dtype) if is_tensor(a) and a.dtype is not y.dtype else a
+    b = b.to(y.dtype) if is_tensor(b) and b.dtype is not y.dtype else b
     ga = gb = None
     if _need(ctx, 0):
         if is_tensor(b):
