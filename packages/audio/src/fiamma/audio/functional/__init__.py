@@ -8,8 +8,9 @@
 (2, 8000)
 """
 
-from fiamma.audio.functional import _filtering, _spectral  # noqa: E402
+from fiamma.audio.functional import _effects, _filtering, _spectral  # noqa: E402
+from fiamma.audio.functional._effects import *  # noqa: F401,F403
 from fiamma.audio.functional._filtering import *  # noqa: F401,F403
 from fiamma.audio.functional._spectral import *  # noqa: F401,F403,E402
 
-__all__ = _filtering.__all__ + _spectral.__all__
+__all__ = _filtering.__all__ + _spectral.__all__ + _effects.__all__

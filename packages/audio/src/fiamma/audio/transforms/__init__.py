@@ -7,4 +7,5 @@
 """
 
 from fiamma.audio.transforms._basic import *  # noqa: F401,F403
+from fiamma.audio.transforms._effects import *  # noqa: F401,F403
 from fiamma.audio.transforms._spectral import *  # noqa: F401,F403
