@@ -8,9 +8,11 @@
 (2, 8000)
 """
 
-from fiamma.audio.functional import _effects, _filtering, _spectral  # noqa: E402
+from fiamma.audio.functional import _alignment, _effects, _filtering, _spectral  # noqa: E402
+from fiamma.audio.functional._alignment import *  # noqa: F401,F403
 from fiamma.audio.functional._effects import *  # noqa: F401,F403
 from fiamma.audio.functional._filtering import *  # noqa: F401,F403
 from fiamma.audio.functional._spectral import *  # noqa: F401,F403,E402
 
-__all__ = _filtering.__all__ + _spectral.__all__ + _effects.__all__
+__all__ = (_filtering.__all__ + _spectral.__all__ + _effects.__all__
+           + _alignment.__all__)

@@ -2,11 +2,11 @@
 FFTConvolve, Speed, SpeedPerturbation, Loudness, SlidingWindowCmn, Vad."""
 
 import fiamma
-from fiamma.audio.functional import _effects as E
+from fiamma.audio.functional import _alignment, _effects as E
 from fiamma.nn import Module
 
 __all__ = ["AddNoise", "Convolve", "FFTConvolve", "Speed", "SpeedPerturbation", "Loudness",
-           "SlidingWindowCmn", "Vad"]
+           "SlidingWindowCmn", "Vad", "RNNTLoss"]
 
 
 class AddNoise(Module):
@@ -108,3 +108,17 @@ class Vad(Module):
 
     def forward(self, waveform):
         return E.vad(waveform, self.sample_rate, **self.kwargs)
+
+
+class RNNTLoss(Module):
+    """RNN-Transducer loss module: ``forward(logits, targets, logit_lengths, target_lengths)``
+    (see ``functional.rnnt_loss``)."""
+
+    def __init__(self, blank=-1, clamp=-1.0, reduction="mean", fused_log_softmax=True):
+        super().__init__()
+        self.blank, self.clamp, self.reduction = blank, clamp, reduction
+        self.fused_log_softmax = fused_log_softmax
+
+    def forward(self, logits, targets, logit_lengths, target_lengths):
+        return _alignment.rnnt_loss(logits, targets, logit_lengths, target_lengths, self.blank,
+                                    self.clamp, self.reduction, self.fused_log_softmax)
