@@ -8,11 +8,18 @@
 (2, 8000)
 """
 
-from fiamma.audio.functional import _alignment, _effects, _filtering, _spectral  # noqa: E402
+from fiamma.audio.functional import (  # noqa: E402
+    _alignment,
+    _beamforming,
+    _effects,
+    _filtering,
+    _spectral,
+)
 from fiamma.audio.functional._alignment import *  # noqa: F401,F403
+from fiamma.audio.functional._beamforming import *  # noqa: F401,F403
 from fiamma.audio.functional._effects import *  # noqa: F401,F403
 from fiamma.audio.functional._filtering import *  # noqa: F401,F403
 from fiamma.audio.functional._spectral import *  # noqa: F401,F403,E402
 
 __all__ = (_filtering.__all__ + _spectral.__all__ + _effects.__all__
-           + _alignment.__all__)
+           + _alignment.__all__ + _beamforming.__all__)
