@@ -168,3 +168,25 @@ def test_merge_tokens():
     assert abs(spans[1].score - 0.6) < 1e-6
     assert spans[0] == AF.TokenSpan(token=4, start=2, end=4, score=spans[0].score)
     assert [s.token for s in AF.merge_tokens(tokens, scores, blank=2)] == [0, 4, 0, 0, 0]
+
+
+def test_forced_align_long():
+    # more than 127 lattice states (the back-pointers are int8)
+    T, C, L = 400, 30, 150
+    lp = log_softmax(rng.standard_normal((T, C)) * 3)
+    y = rng.integers(1, C, L)
+    ali, sc = AF.forced_align(fiamma.tensor(lp[None]), fiamma.tensor(y[None]))
+    assert ctc_collapse(ali[0].tolist(), 0) == y.tolist()
+    np.testing.assert_allclose(sc.numpy()[0], lp[np.arange(T), ali[0].tolist()])
+    # its score is the optimum of an independent Viterbi recursion over the CTC states
+    S = 2 * L + 1
+    ext = np.zeros(S, np.int64)
+    ext[1::2] = y
+    v = np.full(S, -np.inf)
+    v[:2] = lp[0, ext[:2]]
+    for t in range(1, T):
+        s1 = np.concatenate([[-np.inf], v[:-1]])
+        s2 = np.concatenate([[-np.inf, -np.inf], v[:-2]])
+        s2[np.r_[False, False, (ext[2:] == 0) | (ext[2:] == ext[:-2])]] = -np.inf
+        v = np.maximum(np.maximum(v, s1), s2) + lp[t, ext]
+    assert abs(sc.numpy().sum() - max(v[-1], v[-2])) < 1e-9

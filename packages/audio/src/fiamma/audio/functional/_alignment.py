@@ -253,7 +253,7 @@ def forced_align(log_probs, targets, input_lengths=None, target_lengths=None, bl
     s = end
     for t in range(T - 1, -1, -1):
         path[t] = s
-        s -= back[t, s]
+        s -= int(back[t, s])
     labels = ext[path]
     frame_scores = lp[np.arange(T), labels]
     ali = fiamma.from_numpy(labels).to(targets.dtype).reshape(1, T)
