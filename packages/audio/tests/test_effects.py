@@ -283,6 +283,59 @@ def test_phaser_reference(sinusoidal):
     np.testing.assert_allclose(out, ref, atol=1e-12)
 
 
+def _flanger_ref(x, sr, delay, depth, regen, width, speed, phase, triangular, quadratic):
+    """SoX's flanger one sample and one channel at a time (x (channels, time))."""
+    C, T = x.shape
+    fb, wet = regen / 100, width / 100
+    in_gain = 1 / (1 + wet)
+    wet = wet / (1 + wet) * (1 - abs(fb))
+    buf_len = int((delay + depth) / 1000 * sr + 0.5) + 2
+    lfo_len = int(sr / speed)
+    lo, hi = math.floor(delay / 1000 * sr + 0.5), buf_len - 2.0
+    off = int(3 * math.pi / 2 / math.pi / 2 * lfo_len + 0.5)
+    lfo = []
+    for i in range(lfo_len):
+        p = (i + off) % lfo_len
+        if triangular:
+            d = p * 2 / lfo_len
+            d = [d + 0.5, 1.5 - d, 1.5 - d, d - 1.5][4 * p // lfo_len]
+        else:
+            d = (math.sin(p / lfo_len * 2 * math.pi) + 1) / 2
+        lfo.append(float(np.float32(d * (hi - lo) + lo)))
+    out = np.zeros_like(x)
+    for c in range(C):
+        buf = [0.0] * buf_len
+        last, pos = 0.0, 0
+        shift = int(c * lfo_len * phase / 100 + 0.5)
+        for i in range(T):
+            pos = (pos + buf_len - 1) % buf_len
+            d = lfo[(i % lfo_len + shift) % lfo_len]
+            frac, k = d - math.floor(d), int(math.floor(d))
+            buf[pos] = x[c, i] + last * fb
+            d0 = buf[(pos + k) % buf_len]
+            d1 = buf[(pos + k + 1) % buf_len]
+            if quadratic:
+                d2 = buf[(pos + k + 2) % buf_len] - d0
+                d1 -= d0
+                dl = d0 + ((d2 * 0.5 - d1) * frac + (d1 * 2 - d2 * 0.5)) * frac
+            else:
+                dl = d0 + (d1 - d0) * frac
+            last = dl
+            out[c, i] = min(max(x[c, i] * in_gain + dl * wet, -1), 1)
+    return out
+
+
+@pytest.mark.parametrize("triangular", [False, True])
+@pytest.mark.parametrize("quadratic", [False, True])
+def test_flanger_reference(triangular, quadratic):
+    x = rng.uniform(-0.6, 0.6, (3, 1500))
+    args = (8000, 1.5, 3.0, -40.0, 60.0, 3.0, 30.0)
+    ref = _flanger_ref(x, *args, triangular, quadratic)
+    out = AF.flanger(t64(x), *args, modulation="triangular" if triangular else "sinusoidal",
+                     interpolation="quadratic" if quadratic else "linear").numpy()
+    np.testing.assert_allclose(out, ref, atol=1e-12)
+
+
 def test_flanger():
     x = t64(rng.uniform(-0.5, 0.5, (1, 2, 2000)))
     np.testing.assert_allclose(AF.flanger(x, 8000, width=0.0).numpy(), x.numpy(), atol=1e-15)
@@ -394,6 +447,15 @@ def test_vad_trims_leading_silence():
     assert AF.vad(t64(noise), sr).shape == (0,)
     kept = AF.vad(t64(x), sr, pre_trigger_time=0.2).shape[-1]
     assert kept == len(out) + int(0.2 * sr + 0.5) or kept == len(x)
+
+
+def test_vad_early_speech():
+    # the first boot_time (0.35 s) learns the noise; speech right after it triggers before a
+    # full search window (1 s) has been read: the output starts at the first sample
+    sr = 16000
+    x = np.concatenate([rng.standard_normal(int(0.4 * sr)) * 1e-3, _voice(sr, 1.0)])
+    out = AF.vad(t64(x[None]), sr)
+    assert out.shape == (1, len(x))
 
 
 def test_list_audio_backends():
