@@ -64,7 +64,7 @@ class MVDR(Module):
         dtype = specgram.dtype
         x = specgram.to(fiamma.complex128)
         if mask_n is None:
-            warnings.warn("MVDR: mask_n is not given; using 1 - mask_s", stacklevel=2)
+            warnings.warn("MVDR: mask_n is not given; using 1 - mask_s", stacklevel=3)
             mask_n = 1 - mask_s
         mask_s = mask_s.to(fiamma.float64)
         mask_n = mask_n.to(fiamma.float64)
