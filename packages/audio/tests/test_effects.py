@@ -325,15 +325,25 @@ def _flanger_ref(x, sr, delay, depth, regen, width, speed, phase, triangular, qu
     return out
 
 
+@pytest.mark.parametrize("regen", [-40.0, 0.0])
 @pytest.mark.parametrize("triangular", [False, True])
 @pytest.mark.parametrize("quadratic", [False, True])
-def test_flanger_reference(triangular, quadratic):
+def test_flanger_reference(triangular, quadratic, regen):
     x = rng.uniform(-0.6, 0.6, (3, 1500))
-    args = (8000, 1.5, 3.0, -40.0, 60.0, 3.0, 30.0)
+    args = (8000, 1.5, 3.0, regen, 60.0, 3.0, 30.0)
     ref = _flanger_ref(x, *args, triangular, quadratic)
     out = AF.flanger(t64(x), *args, modulation="triangular" if triangular else "sinusoidal",
                      interpolation="quadratic" if quadratic else "linear").numpy()
     np.testing.assert_allclose(out, ref, atol=1e-12)
+
+
+@pytest.mark.parametrize("interp", ["linear", "quadratic"])
+def test_phaser_flanger_gradcheck(interp):
+    x = t64(rng.uniform(-0.2, 0.2, (1, 2, 60))).requires_grad_()
+    assert gradcheck(lambda v: AF.phaser(v, 1000, 0.6, 0.9, 5.0, 0.7, 40.0), (x,))
+    for regen in (-50.0, 0.0):
+        assert gradcheck(lambda v, r=regen: AF.flanger(v, 1000, delay=0.0, depth=8.0, regen=r,
+                                                       speed=20.0, interpolation=interp), (x,))
 
 
 def test_flanger():

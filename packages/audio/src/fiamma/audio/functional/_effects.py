@@ -14,6 +14,7 @@ from fiamma.audio.functional._filtering import (
     lfilter,
     resample,
 )
+from fiamma.autograd import Function
 
 __all__ = ["add_noise", "convolve", "fftconvolve", "speed", "dither", "band_biquad",
            "bass_biquad", "treble_biquad", "equalizer_biquad", "deemph_biquad", "riaa_biquad",
@@ -322,14 +323,49 @@ def _wave_table(kind, integer, size, lo, hi, phase):
     return d
 
 
+def _phaser_fwd(x, lag, decay):
+    """y[i] = x[i] + decay y[i - lag[i]] (zero before the start); x (T, N) float64."""
+    y = np.empty_like(x)
+    for i in range(x.shape[0]):
+        j = i - lag[i]
+        y[i] = x[i] + decay * y[j] if j >= 0 else x[i]
+    return y
+
+
+def _phaser_adj(g, lag, decay):
+    """Adjoint of ``_phaser_fwd``: each output's sensitivity flows back to the sample it
+    read, latest first."""
+    v = g.copy()
+    for i in range(g.shape[0] - 1, -1, -1):
+        j = i - lag[i]
+        if j >= 0:
+            v[j] += decay * v[i]
+    return v
+
+
+class _DelayRecursion(Function):
+    """A linear time-varying delay recursion (phaser's or flanger's) of x (T, N) float64, run
+    in NumPy; the backward pass runs its adjoint (so not twice differentiable)."""
+
+    @staticmethod
+    def forward(ctx, x, fwd, adj):
+        ctx.adj = adj
+        return fiamma.from_numpy(fwd(x.detach().numpy().astype(np.float64))).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        gx = ctx.adj(g.detach().numpy().astype(np.float64))
+        return fiamma.from_numpy(np.ascontiguousarray(gx)).to(g.dtype), None, None
+
+
 def phaser(waveform, sample_rate, gain_in=0.4, gain_out=0.74, delay_ms=3.0, decay=0.4,
            mod_speed=0.5, sinusoidal=True):
     """SoX's phaser: ``y[n] = gain_in x[n] + decay y[n - d[n]]`` with the delay ``d[n]``
     modulated by a sine (or triangle) LFO at ``mod_speed`` Hz between 1 sample and
-    ``delay_ms``; output ``gain_out * y`` clipped to [-1, 1]. Not differentiable."""
+    ``delay_ms``; output ``gain_out * y`` clipped to [-1, 1]. Differentiable in the waveform
+    (the recursion runs sample by sample in NumPy, its adjoint likewise)."""
     _check_float("fiamma.audio.functional.phaser", waveform)
     shape = tuple(waveform.shape)
-    x = waveform.detach().reshape(-1, shape[-1]).double().numpy() * gain_in
     T = shape[-1]
     L = int(delay_ms * 0.001 * sample_rate + 0.5)
     if L < 1:
@@ -339,13 +375,76 @@ def phaser(waveform, sample_rate, gain_in=0.4, gain_out=0.74, delay_ms=3.0, deca
     mod = _wave_table("sine" if sinusoidal else "triangle", True, P, 1.0, float(L), math.pi / 2)
     # delay index at step i reads what was written L - (mod % L) steps earlier (SoX's ring buffer)
     lag = (L - (mod[(np.arange(T) + 1) % P].astype(np.int64) % L)).tolist()
-    xt = np.ascontiguousarray(x.T)
-    y = np.zeros_like(xt)
+    x = (waveform * gain_in).reshape(-1, T).transpose(0, 1).contiguous()  # (T, N)
+    y = _DelayRecursion.apply(x, lambda a: _phaser_fwd(a, lag, decay),
+                              lambda g: _phaser_adj(g, lag, decay))
+    return (y.transpose(0, 1) * gain_out).clamp(-1.0, 1.0).reshape(shape)
+
+
+def _flanger_plan(T, C, sample_rate, delay, depth, speed, phase, modulation, interpolation):
+    """Per step and channel: the delays (in steps, 0 = this step's write) of the 2 or 3 delay-line
+    taps and their interpolation weights, each (T, C, taps)."""
+    dmin = delay / 1000
+    buf_len = int((dmin + depth / 1000) * sample_rate + 0.5) + 2
+    lfo_len = int(sample_rate / speed)
+    lfo = _wave_table("sine" if modulation == "sinusoidal" else "triangle", False, lfo_len,
+                      float(math.floor(dmin * sample_rate + 0.5)), buf_len - 2.0, 3 * math.pi / 2)
+    lfo = lfo.astype(np.float32).astype(np.float64)
+    ch_off = (np.arange(C) * lfo_len * (phase / 100) + 0.5).astype(np.int64)
+    d = lfo[(np.arange(T)[:, None] % lfo_len + ch_off[None]) % lfo_len]  # (T, C)
+    f = d - np.floor(d)
+    k = np.floor(d).astype(np.int64)
+    if interpolation == "linear":
+        taps = np.stack([k, k + 1], -1)
+        w = np.stack([1 - f, f], -1)
+    else:  # SoX's quadratic through the three taps
+        taps = np.stack([k, k + 1, k + 2], -1)
+        w = np.stack([1 - 1.5 * f + 0.5 * f * f, 2 * f - f * f, 0.5 * f * f - 0.5 * f], -1)
+    # the write position moves back one slot per step, so slot pos + k holds step i - (k % L)
+    return taps % buf_len, w
+
+
+def _flanger_fwd(x, lags, w, fb):
+    """x (T, N, C) -> delayed signal dl (T, N, C): s[i] = x[i] + fb dl[i-1] is written to the
+    line, dl[i] = sum_m w[i, :, m] s[i - lags[i, :, m]]."""
+    T, N, C = x.shape
+    ch = np.arange(C)
+    if fb == 0:  # no feedback: every tap reads the input directly, all steps at once
+        src = np.arange(T)[:, None, None] - lags  # (T, C, taps)
+        vals = x[np.maximum(src, 0), :, ch[None, :, None]]  # (T, C, taps, N)
+        return np.einsum("tcmn,tcm->tnc", vals, w * (src >= 0))
+    s = np.zeros_like(x)
+    dl = np.zeros_like(x)
+    prev = np.zeros((N, C))
     for i in range(T):
-        j = i - lag[i]
-        y[i] = xt[i] + decay * y[j] if j >= 0 else xt[i]
-    out = np.clip(y.T * gain_out, -1.0, 1.0)
-    return fiamma.from_numpy(np.ascontiguousarray(out)).to(waveform.dtype).reshape(shape)
+        s[i] = x[i] + fb * prev
+        src = i - lags[i]  # (C, taps)
+        ok = src >= 0
+        vals = s[np.maximum(src, 0), :, ch[:, None]]  # (C, taps, N)
+        prev = ((vals * (w[i] * ok)[..., None]).sum(1)).T  # (N, C)
+        dl[i] = prev
+    return dl
+
+
+def _flanger_adj(g_dl, lags, w, fb):
+    """Adjoint of ``_flanger_fwd``: d(loss)/dx from d(loss)/d(dl)."""
+    T, N, C = g_dl.shape
+    g_s = np.zeros_like(g_dl)
+    ch = np.arange(C)
+    if fb == 0:
+        src = np.arange(T)[:, None, None] - lags
+        contrib = np.einsum("tnc,tcm->tcmn", g_dl, w * (src >= 0))
+        np.add.at(g_s, (np.maximum(src, 0), slice(None), ch[None, :, None]), contrib)
+        return g_s
+    carry = np.zeros((N, C))  # fb * g_s[i + 1], the feedback path into dl[i]
+    for i in range(T - 1, -1, -1):
+        gd = g_dl[i] + carry  # (N, C)
+        src = i - lags[i]
+        ok = src >= 0
+        contrib = (w[i] * ok)[..., None] * gd.T[:, None, :]  # (C, taps, N)
+        np.add.at(g_s, (np.maximum(src, 0), slice(None), ch[:, None]), contrib)
+        carry = fb * g_s[i]
+    return g_s
 
 
 def flanger(waveform, sample_rate, delay=0.0, depth=2.0, regen=0.0, width=71.0, speed=0.5,
@@ -353,7 +452,8 @@ def flanger(waveform, sample_rate, delay=0.0, depth=2.0, regen=0.0, width=71.0, 
     """SoX's flanger on (..., channel, time) with at most 4 channels: a delay line of
     ``delay``..``delay + depth`` ms swept by an LFO at ``speed`` Hz (channel i's LFO shifted by
     ``i * phase`` percent), feedback ``regen`` %, wet mix ``width`` %, linear or quadratic
-    interpolation of the fractional delay. Not differentiable."""
+    interpolation of the fractional delay. Differentiable in the waveform (the recursion and
+    its adjoint run sample by sample in NumPy)."""
     op = "fiamma.audio.functional.flanger"
     _check_float(op, waveform)
     if modulation not in ("sinusoidal", "triangular"):
@@ -367,45 +467,17 @@ def flanger(waveform, sample_rate, delay=0.0, depth=2.0, regen=0.0, width=71.0, 
         raise ValueError(f"{op}: expected (..., channel, time) with at most 4 channels, got "
                          f"{shape}")
     C, T = shape[-2], shape[-1]
-    x = waveform.detach().reshape(-1, C, T).double().numpy()
     fb = regen / 100
-    dgain = width / 100
-    in_gain = 1.0 / (1 + dgain)
-    dgain = dgain / (1 + dgain) * (1 - abs(fb))
-    dmin = delay / 1000
-    buf_len = int((dmin + depth / 1000) * sample_rate + 0.5) + 2
-    lfo_len = int(sample_rate / speed)
-    lfo = _wave_table("sine" if modulation == "sinusoidal" else "triangle", False, lfo_len,
-                      float(math.floor(dmin * sample_rate + 0.5)), buf_len - 2.0, 3 * math.pi / 2)
-    lfo = lfo.astype(np.float32).astype(np.float64)
-    ch_off = (np.arange(C) * lfo_len * (phase / 100) + 0.5).astype(np.int64)
-    buf = np.zeros(x.shape[:2] + (buf_len,))
-    last = np.zeros(x.shape[:2])
-    out = np.empty_like(x)
-    ch = np.arange(C)
-    pos = 0
-    quad = interpolation == "quadratic"
-    for i in range(T):
-        pos = (pos + buf_len - 1) % buf_len
-        d = lfo[(i % lfo_len + ch_off) % lfo_len]
-        frac = d - np.floor(d)
-        k = np.floor(d).astype(np.int64) + pos
-        xi = x[:, :, i]
-        buf[:, :, pos] = xi + last * fb
-        d0 = buf[:, ch, k % buf_len]
-        d1 = buf[:, ch, (k + 1) % buf_len]
-        if quad:
-            d2 = buf[:, ch, (k + 2) % buf_len] - d0
-            d1 = d1 - d0
-            a = d2 * 0.5 - d1
-            b = d1 * 2 - d2 * 0.5
-            dl = d0 + (a * frac + b) * frac
-        else:
-            dl = d0 + (d1 - d0) * frac
-        last = dl
-        out[:, :, i] = xi * in_gain + dl * dgain
-    out = np.clip(out, -1.0, 1.0)
-    return fiamma.from_numpy(out).to(waveform.dtype).reshape(shape)
+    wet = width / 100
+    in_gain = 1.0 / (1 + wet)
+    wet = wet / (1 + wet) * (1 - abs(fb))
+    lags, w = _flanger_plan(T, C, sample_rate, delay, depth, speed, phase, modulation,
+                            interpolation)
+    x = waveform.reshape(-1, C, T).permute(2, 0, 1).contiguous()  # (T, N, C)
+    dl = _DelayRecursion.apply(x, lambda a: _flanger_fwd(a, lags, w, fb),
+                               lambda g: _flanger_adj(g, lags, w, fb))
+    out = x * in_gain + dl * wet
+    return out.permute(1, 2, 0).clamp(-1.0, 1.0).reshape(shape)
 
 
 # ------------------------------------------------------------------------------- loudness
