@@ -109,6 +109,21 @@ def test_add_noise_grad_and_module():
     assert AT.AddNoise()(x, n, s).shape == (2, 6)
     with pytest.raises(ValueError, match="add_noise"):
         AF.add_noise(fiamma.zeros(2, 5), fiamma.zeros(2, 4), fiamma.zeros(2))
+    with pytest.raises(ValueError, match="add_noise.*leading dims"):
+        AF.add_noise(fiamma.zeros(2, 5), fiamma.zeros(2, 5), fiamma.zeros(1, 2))
+    with pytest.raises(ValueError, match="add_noise.*broadcast"):
+        AF.add_noise(fiamma.zeros(2, 5), fiamma.zeros(3, 5), fiamma.zeros(2))
+
+
+def test_add_noise_broadcasts():
+    # the augmentation tutorial's use: one clean clip, one noise clip, several SNRs
+    x = rng.standard_normal((1, 800))
+    n = rng.standard_normal((1, 800))
+    snr = np.array([20.0, 10.0, 3.0])
+    out = AF.add_noise(t64(x), t64(n), t64(snr)).numpy()
+    assert out.shape == (3, 800)
+    got = 10 * np.log10((x ** 2).sum() / ((out - x) ** 2).sum(-1))
+    np.testing.assert_allclose(got, snr, atol=1e-10)
 
 
 # ----------------------------------------------------------------------------- speed

@@ -27,11 +27,14 @@ __all__ = ["add_noise", "convolve", "fftconvolve", "speed", "dither", "band_biqu
 def add_noise(waveform, noise, snr, lengths=None):
     """Scale ``noise`` and add it to ``waveform`` so that the result has signal-to-noise ratio
     ``snr`` (dB). ``waveform``/``noise`` are (..., L), ``snr`` and ``lengths`` (valid samples per
-    waveform, optional) are (...,); leading dims broadcast. Differentiable in all three tensors.
+    waveform, optional) are (...), all with the same number of leading dims, which broadcast
+    (one clean waveform with several SNRs gives several noisy copies). Differentiable in the
+    three tensors.
 
     >>> x = fiamma.ones(1, 4)
-    >>> add_noise(x, fiamma.ones(1, 4), fiamma.tensor([0.0])).tolist()
-    [[2.0, 2.0, 2.0, 2.0]]
+    >>> y = add_noise(x, fiamma.ones(1, 4), fiamma.tensor([0.0, 20.0]))
+    >>> [[round(v, 4) for v in row] for row in y.tolist()]
+    [[2.0, 2.0, 2.0, 2.0], [1.1, 1.1, 1.1, 1.1]]
     """
     op = "fiamma.audio.functional.add_noise"
     _check_float(op, waveform)
@@ -41,15 +44,22 @@ def add_noise(waveform, noise, snr, lengths=None):
                          f"{waveform.shape[-1]} and {noise.shape[-1]}")
     if not isinstance(snr, fiamma.Tensor):
         snr = fiamma.tensor(snr, dtype=waveform.dtype)
-    lead = tuple(waveform.shape[:-1])
-    if tuple(noise.shape[:-1]) != lead or (tuple(snr.shape) != lead and snr.numel() != 1):
-        raise ValueError(f"{op}: expected noise (..., L) and snr (...) with the waveform's leading "
-                         f"dims {lead}, got noise {tuple(noise.shape)} and snr {tuple(snr.shape)}")
+    nd = waveform.dim() - 1
+    if noise.dim() - 1 != nd or snr.dim() != nd or (lengths is not None and lengths.dim() != nd):
+        raise ValueError(f"{op}: waveform (..., L), noise (..., L), snr (...) and lengths (...) "
+                         f"need the same number of leading dims, got {tuple(waveform.shape)}, "
+                         f"{tuple(noise.shape)}, {tuple(snr.shape)}"
+                         + ("" if lengths is None else f" and {tuple(lengths.shape)}"))
+    try:
+        lead = tuple(fiamma.broadcast_shapes(tuple(waveform.shape[:-1]), tuple(noise.shape[:-1]),
+                                             tuple(snr.shape),
+                                             () if lengths is None else tuple(lengths.shape)))
+    except (RuntimeError, ValueError) as e:
+        raise ValueError(f"{op}: leading dims do not broadcast: waveform {tuple(waveform.shape)}, "
+                         f"noise {tuple(noise.shape)}, snr {tuple(snr.shape)}") from e
     L = waveform.shape[-1]
     if lengths is not None:
-        if tuple(lengths.shape) != lead:
-            raise ValueError(f"{op}: expected lengths of shape {lead}, got {tuple(lengths.shape)}")
-        mask = (fiamma.arange(L).expand(lead + (L,)) < lengths.unsqueeze(-1)).to(waveform.dtype)
+        mask = (fiamma.arange(L) < lengths.unsqueeze(-1)).to(waveform.dtype)
         e_sig = (waveform * waveform * mask).sum(-1)
         e_noise = (noise * noise * mask).sum(-1)
     else:
@@ -57,7 +67,8 @@ def add_noise(waveform, noise, snr, lengths=None):
         e_noise = (noise * noise).sum(-1)
     orig_snr = 10 * (fiamma.log10(e_sig) - fiamma.log10(e_noise))
     scale = 10 ** ((orig_snr - snr.to(waveform.dtype)) / 20.0)
-    return waveform + scale.unsqueeze(-1) * noise
+    out = waveform + scale.unsqueeze(-1) * noise
+    return out.expand(lead + (L,)) if tuple(out.shape[:-1]) != lead else out
 
 
 _MODES = ("full", "valid", "same")
