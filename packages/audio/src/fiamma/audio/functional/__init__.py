@@ -1,4 +1,5 @@
-"""fiamma.audio.functional: filters, resampling and companding on (..., time) tensors
+"""fiamma.audio.functional: filters, resampling, companding, effects and augmentation on
+(..., time) tensors, spectral features, RNN-T loss and CTC alignment, beamforming
 (torchaudio.functional's names, arguments and defaults).
 
 >>> import fiamma
