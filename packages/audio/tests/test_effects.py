@@ -281,10 +281,11 @@ def _phaser_ref(x, sr, gain_in, gain_out, delay_ms, decay, mod_speed, sinusoidal
         buf = [0.0] * L
         dpos = mpos = 0
         for i in range(x.shape[1]):
-            dpos = (dpos + 1) % L
+            read = (dpos + table[mpos]) % L
             mpos = (mpos + 1) % P
-            v = x[ch, i] * gain_in + buf[(dpos + table[mpos]) % L] * decay
-            buf[dpos] = v
+            dpos = (dpos + 1) % L
+            v = x[ch, i] * gain_in + buf[read]
+            buf[dpos] = v * decay
             out[ch, i] = min(max(v * gain_out, -1), 1)
     return out
 

@@ -384,8 +384,9 @@ def phaser(waveform, sample_rate, gain_in=0.4, gain_out=0.74, delay_ms=3.0, deca
                          f"half a sample, got delay_ms={delay_ms}")
     P = int(sample_rate / mod_speed + 0.5)
     mod = _wave_table("sine" if sinusoidal else "triangle", True, P, 1.0, float(L), math.pi / 2)
-    # delay index at step i reads what was written L - (mod % L) steps earlier (SoX's ring buffer)
-    lag = (L - (mod[(np.arange(T) + 1) % P].astype(np.int64) % L)).tolist()
+    # ring buffer of L slots: step i reads slot (i + mod[i]) % L, then writes slot (i + 1) % L,
+    # so it reads the value written L + 1 - mod[i] steps earlier (mod in 1..L)
+    lag = (L + 1 - mod[np.arange(T) % P].astype(np.int64)).tolist()
     x = (waveform * gain_in).reshape(-1, T).transpose(0, 1).contiguous()  # (T, N)
     y = _DelayRecursion.apply(x, lambda a: _phaser_fwd(a, lag, decay),
                               lambda g: _phaser_adj(g, lag, decay))
