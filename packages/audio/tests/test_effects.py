@@ -487,3 +487,14 @@ def test_vad_early_speech():
 
 def test_list_audio_backends():
     assert fiamma.audio.list_audio_backends() == ["soundfile"]
+
+
+def test_torchaudio_submodule_names():
+    # programs import torchaudio.functional.filtering / .functional directly
+    import fiamma.audio.functional.filtering as filtering
+    import fiamma.audio.functional.functional as functional
+    assert filtering.vad is AF.vad and filtering.lfilter is AF.lfilter
+    assert functional.rnnt_loss is AF.rnnt_loss and set(functional.__all__) == set(AF.__all__)
+    assert AF.filtering is filtering and AF.functional is functional
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        AF.nope  # noqa: B018

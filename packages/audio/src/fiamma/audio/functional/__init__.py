@@ -9,6 +9,8 @@
 (2, 8000)
 """
 
+import importlib
+
 from fiamma.audio.functional import (  # noqa: E402
     _alignment,
     _beamforming,
@@ -24,3 +26,10 @@ from fiamma.audio.functional._spectral import *  # noqa: F401,F403,E402
 
 __all__ = (_filtering.__all__ + _spectral.__all__ + _effects.__all__
            + _alignment.__all__ + _beamforming.__all__)
+
+
+def __getattr__(name):
+    # torchaudio.functional.filtering / .functional: modules re-exporting these functions
+    if name in ("filtering", "functional"):
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
