@@ -161,7 +161,10 @@ def test_bad_input_names_the_op():
 ])
 def test_parity_torchaudio(fn, opts):
     torch = pytest.importorskip("torch")
-    tk = pytest.importorskip("torchaudio.compliance.kaldi")
+    try:
+        import torchaudio.compliance.kaldi as tk
+    except Exception as e:  # noqa: BLE001 - also a torchaudio whose C library does not load
+        pytest.skip(f"torchaudio.compliance.kaldi does not import: {e}")
     if fn == "spectrogram":
         opts = {k: v for k, v in opts.items()
                 if k not in ("use_energy", "htk_compat", "vtln_warp", "num_mel_bins")}

@@ -10,14 +10,22 @@ libsndfile (soundfile) on the first file operation, so ``import fiamma.audio`` s
 """
 
 import importlib
+import importlib.util
 
 from fiamma.audio._io import AudioIOError, AudioMetaData, AudioStream, info, load, save, stream
 from fiamma.audio._version import __version__
 
-__all__ = ["load", "save", "info", "stream", "AudioMetaData", "AudioStream", "AudioIOError",
-           "functional", "transforms", "datasets", "models", "compliance", "__version__"]
+__all__ = ["load", "save", "info", "stream", "list_audio_backends", "AudioMetaData",
+           "AudioStream", "AudioIOError", "functional", "transforms", "datasets", "models",
+           "compliance", "__version__"]
 
 _SUBMODULES = {"functional", "transforms", "datasets", "models", "compliance"}
+
+
+def list_audio_backends():
+    """The audio I/O backends available: ``["soundfile"]`` when soundfile (libsndfile) is
+    installed, else ``[]`` (fiamma reads and writes files only through soundfile)."""
+    return ["soundfile"] if importlib.util.find_spec("soundfile") is not None else []
 
 
 def __getattr__(name):

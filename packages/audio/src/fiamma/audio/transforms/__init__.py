@@ -7,4 +7,6 @@
 """
 
 from fiamma.audio.transforms._basic import *  # noqa: F401,F403
+from fiamma.audio.transforms._beamforming import *  # noqa: F401,F403
+from fiamma.audio.transforms._effects import *  # noqa: F401,F403
 from fiamma.audio.transforms._spectral import *  # noqa: F401,F403
