@@ -126,10 +126,14 @@ def mvlgamma(input, p, *, out=None):
     if not isinstance(input, Tensor):
         raise TypeError(f"mvlgamma: expected a Tensor, got {type(input).__name__}")
     if input._numel:
-        from fiamma._ops.reduce import amin
+        from fiamma._ops.elementwise import le
+        from fiamma._ops.reduce import amin, any as any_
 
-        lo = amin(input.detach()).item()
-        if not lo > (p - 1) / 2:
+        x = input.detach()
+        # NaN passes the check (and gives NaN), as PyTorch
+        bad = le(x, (p - 1) / 2)
+        if any_(bad).item():
+            lo = amin(x[bad]).item()
             raise RuntimeError(f"mvlgamma: All elements must be greater than (p-1)/2 = "
                                f"{(p - 1) / 2}, got {lo}")
     return sp_unary(K.SP_MULTIGAMMALN, ops.mvlgamma, input, p, out, kwargs={"p": p})
