@@ -207,7 +207,7 @@ def test_lstsq(batch, m, n, k, dtype, seed, driver):
     flat_b = b.reshape((-1, m, k))
     want = np.stack([np.linalg.lstsq(x, y, rcond=None)[0] for x, y in zip(flat_a, flat_b)])
     close(sol, want.reshape(batch + (n, k)), dtype, 100)
-    if m > n:
+    if m > n and driver not in (None, "gelsy"):  # PyTorch's gelsy gives no residuals
         wr = np.sum((flat_a @ want - flat_b) ** 2, axis=1).reshape(batch + (k,))
         close(res, wr, dtype, 100)
     else:
@@ -387,11 +387,11 @@ def test_multi_dot_cross_vecdot_matmul_diagonal():
         LA.multi_dot([T(ms[1]), T(ms[1])])
     a = rng.standard_normal((4, 3))
     b = rng.standard_normal((3,))
-    np.testing.assert_allclose(to_numpy(LA.cross(T(a), T(b))), np.cross(a, b))
+    np.testing.assert_allclose(to_numpy(LA.cross(T(a), T(b[None]))), np.cross(a, b))
     np.testing.assert_allclose(to_numpy(LA.cross(T(a.T), T(b[:, None]), dim=0)),
                                np.cross(a.T, b[:, None], axis=0))
     ai = fiamma.tensor([[1, 0, 0]])
-    assert LA.cross(ai, fiamma.tensor([0, 1, 0])).tolist() == [[0, 0, 1]]
+    assert LA.cross(ai, fiamma.tensor([[0, 1, 0]])).tolist() == [[0, 0, 1]]
     with pytest.raises(RuntimeError, match="linalg.cross"):
         LA.cross(T(np.ones((2, 4))), T(np.ones((2, 4))))
     np.testing.assert_allclose(to_numpy(LA.vecdot(T(a), T(b))), a @ b)
@@ -456,3 +456,27 @@ def test_vector_norm_dtype_and_half():
     assert LA.vector_norm(x).item() == 5.0
     r = LA.vector_norm(fiamma.tensor([3.0, 4.0]), dtype=fiamma.float64)
     assert r.dtype is fiamma.float64 and r.item() == 5.0
+
+
+def test_solver_shapes_found_by_the_torch_fuzz():
+    """solve_triangular's B is always a matrix (a B shaped like A.shape[:-1] is not a batch of
+    vectors, as it is for solve); solve_ex on singular input keeps solve's broadcast shape;
+    lstsq's default driver gives no residuals; cross wants inputs of one rank."""
+    rng = np.random.default_rng(0)
+    a = np.triu(rng.standard_normal((2, 2, 2))) + 3 * np.eye(2)
+    b = rng.standard_normal((2, 2))
+    x = LA.solve_triangular(T(a), T(b), upper=True)
+    assert tuple(x.shape) == (2, 2, 2)
+    close(x, np.linalg.solve(a, np.broadcast_to(b, (2, 2, 2))), fiamma.float64, 10)
+    sing = np.array([[1.0, 2.0], [2.0, 4.0]])
+    for A, B, left, shape in [((3, 2, 2), (2,), True, (3, 2)), ((2, 1, 2, 2), (2, 2, 2), True,
+                                                                (2, 2, 2, 2)),
+                              ((3, 2, 2), (4, 2), False, (3, 4, 2))]:
+        r, info = LA.solve_ex(T(np.broadcast_to(sing, A)), T(rng.standard_normal(B)), left=left)
+        assert tuple(r.shape) == shape and (info.numpy() > 0).all()
+    a = rng.standard_normal((5, 3))
+    for driver, nres in [(None, 0), ("gelsy", 0), ("gelsd", 2), ("gels", 2)]:
+        assert LA.lstsq(T(a), T(rng.standard_normal((5, 2))), driver=driver).residuals.numel() \
+            == nres
+    with pytest.raises(RuntimeError, match="same number of dimensions"):
+        LA.cross(T(rng.standard_normal((2, 3))), T(rng.standard_normal(3)))

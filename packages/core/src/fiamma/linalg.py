@@ -523,8 +523,8 @@ def matrix_power(A, n, *, out=None):
 
 # ---- solvers -------------------------------------------------------------------------------
 
-def _solve_np(a, b, left, op):
-    vec = b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1])
+def _solve_np(a, b, left, op, vec_ok=True):
+    vec = vec_ok and (b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1]))
     if not left:
         a = np.swapaxes(a, -1, -2)
         if not vec:
@@ -577,8 +577,12 @@ def solve_ex(A, B, *, left=True, check_errors=False, out=None):
         if check_errors:
             raise
     _, info = inv_ex(A)
+    # the shape solve would have given: A's and B's batch dims broadcast, then B's own
     b = _arr(B)
-    nan = np.full(np.broadcast_shapes(b.shape, b.shape), np.nan)
+    vec = b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1])
+    bb = b.shape + (1,) if vec else b.shape
+    shape = np.broadcast_shapes(a.shape[:-2], bb[:-2]) + (bb[-2:-1] if vec else bb[-2:])
+    nan = np.full(shape, np.nan)
     return SolveExResult(_tensor(nan, A._dtype), info)
 
 
@@ -596,7 +600,7 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
         t = t.copy()
         idx = np.arange(t.shape[-1])
         t[..., idx, idx] = 1
-    r = _solve_np(t, b, left, "solve_triangular")
+    r = _solve_np(t, b, left, "solve_triangular", vec_ok=False)  # B is always a matrix
     return _record(ops.linalg_solve_triangular,
                    _result(r, A._dtype, out, "solve_triangular"), (A, B),
                    {"upper": upper, "left": left, "unitriangular": unitriangular})
@@ -604,9 +608,10 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
 
 def lstsq(A, B, rcond=None, *, driver=None):
     """The least-squares solution of AX = B (batched): ``(solution, residuals, rank,
-    singular_values)`` as PyTorch: residuals (squared, per column of B) only when m > n and
-    every A has full rank; rank for drivers other than 'gels'; singular values for 'gelsd' and
-    'gelss' (empty tensors otherwise). Computed by SVD (LAPACK gelsd) for every driver."""
+    singular_values)`` as PyTorch: residuals (squared, per column of B) only when m > n, the
+    driver is not the default 'gelsy' and every A has full rank; rank for drivers other than
+    'gels'; singular values for 'gelsd' and 'gelss' (empty tensors otherwise). Computed by SVD
+    (LAPACK gelsd) for every driver."""
     a = _matrix_np(A, "lstsq", complex_ok=True)
     b = _float_np(B, "lstsq", "B", complex_ok=True)
     if A._dtype is not B._dtype:
@@ -648,6 +653,7 @@ def lstsq(A, B, rcond=None, *, driver=None):
     if vec:
         out_sol = out_sol[..., 0]
     rdt = A._dtype.to_real
+    full = full and driver != "gelsy"  # PyTorch's gelsy gives no residuals
     residuals = _tensor(res.reshape(batch + (k,)) if full else np.zeros(0, res.dtype), rdt)
     if vec and full:
         residuals = _tensor(res.reshape(batch + (k,))[..., 0], rdt)
@@ -913,6 +919,10 @@ def cross(input, other, *, dim=-1, out=None):
     _check(other, "cross", "other")
     from fiamma._ops._common import broadcast_shapes
 
+    if len(input._shape) != len(other._shape):
+        raise RuntimeError(f"linalg.cross: inputs must have the same number of dimensions, got "
+                           f"{len(input._shape)} and {len(other._shape)}")
+
     shape = broadcast_shapes(input._shape, other._shape, op="linalg.cross")
     nd = len(shape)
     if not -nd <= dim < nd:
@@ -1048,7 +1058,7 @@ def _lu_singular(op, info):
     flat = info.reshape(-1)
     i = int(np.flatnonzero(flat)[0])
     label = _batch_label(info.shape, i)
-    j = int(flat[i]) - 1
+    j = int(flat[i])  # 1-based, as LAPACK's info and PyTorch's message
     raise LinAlgError(f"torch.linalg.{op}: {label}U[{j},{j}] is zero and using it on lu_solve "
                       "would result in a division by zero. If you still want to perform the "
                       "factorization, consider calling linalg.lu(A, pivot) or "
