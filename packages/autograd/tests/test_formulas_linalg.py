@@ -181,3 +181,12 @@ def test_eigh_cond_gradients_match_torch(cplx):
             lib.autograd.grad(loss, t)[0], lib.autograd.grad(lib.linalg.cond(c, "nuc"), c)[0])])
     for x, y in zip(*got):
         np.testing.assert_allclose(x, y, atol=1e-10)
+
+
+def test_lstsq_residuals_differentiable():
+    """lstsq's residuals carry a gradient (as PyTorch's; they were constants)."""
+    rng = np.random.default_rng(8)
+    a, b = rand(2, 5, 3, rng=rng), rand(2, 5, 2, rng=rng)
+    check(lambda x, y: L.lstsq(x, y, driver="gelsd").residuals, a, b)
+    check(lambda x, y: L.lstsq(x, y, driver="gels").residuals, rand(4, 2, rng=rng),
+          rand(4, rng=rng))

@@ -661,9 +661,17 @@ def lstsq(A, B, rcond=None, *, driver=None):
                     D.int64)
     svals = _tensor(sv.reshape(batch + (builtins.min(m, n),)) if driver in ("gelsd", "gelss")
                     else np.zeros(0, sv.dtype), rdt)
-    result = LstsqResult(_tensor(out_sol, A._dtype), residuals, ranks, svals)
-    _record(ops.linalg_lstsq, result.solution, (A, B), {"rcond": rcond, "driver": driver})
-    return result
+    sol = _tensor(out_sol, A._dtype)
+    _record(ops.linalg_lstsq, sol, (A, B), {"rcond": rcond, "driver": driver})
+    if residuals._numel and sol.requires_grad:
+        # differentiable residuals (as PyTorch's): ||A X - B||^2 per column, recomputed from
+        # the recorded solution (the path through X contributes nothing at the LS optimum)
+        d = matmul(A, sol.unsqueeze(-1) if vec else sol) - (B.unsqueeze(-1) if vec else B)
+        d = d.abs() if d.is_complex() else d
+        residuals = (d * d).sum(-2)
+        if vec:
+            residuals = residuals[..., 0]
+    return LstsqResult(sol, residuals, ranks, svals)
 
 
 # ---- decompositions --------------------------------------------------------------------------
