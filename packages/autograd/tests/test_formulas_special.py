@@ -1,6 +1,8 @@
 """First and second derivatives of the special functions against finite differences (float64).
 Skipped where core does not have them yet."""
 
+import math
+
 import numpy as np
 import pytest
 from _formula_check import check, noncontig, rand
@@ -61,6 +63,14 @@ def test_special_points():
     b = fiamma.tensor([0.0, 3.0], dtype=fiamma.float64, requires_grad=True)
     ga, _ = fiamma.autograd.grad(fiamma.xlogy(a, b).sum(), (a, b))
     assert ga[0].item() == 0.0  # no -inf from log(0) where x is 0
+    # but log(y) where x is 0 and y > 0 (PyTorch: masked only where x == 0 and y <= 0)
+    a = fiamma.tensor([0.0, 0.0, 0.0], dtype=fiamma.float64, requires_grad=True)
+    b = fiamma.tensor([0.5, -1.0, -0.5], dtype=fiamma.float64)
+    (ga,) = fiamma.autograd.grad(fiamma.xlogy(a, b).sum(), a)
+    assert ga.tolist() == [math.log(0.5), 0.0, 0.0]
+    (ga,) = fiamma.autograd.grad(_S().xlog1py(a, b).sum(), a)
+    assert ga.tolist()[0] == pytest.approx(math.log1p(0.5)) and ga.tolist()[1] == 0.0
+    assert ga.tolist()[2] == pytest.approx(math.log(0.5))
     p = fiamma.tensor([0.1, 0.5], dtype=fiamma.float64, requires_grad=True)
     (g,) = fiamma.autograd.grad(fiamma.logit(p, 0.2).sum(), p)
     assert g[0].item() == 0.0 and abs(g[1].item() - 4.0) < 1e-12

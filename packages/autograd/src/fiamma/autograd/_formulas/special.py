@@ -3,7 +3,8 @@ I0/I1 and their scaled forms, ndtr/ndtri/log_ndtr, erfcx, entr, logit, mvlgamma,
 xlog1py, logaddexp/logaddexp2, zeta and gammainc/gammaincc in their second argument).
 
 Written with the special functions themselves (``fiamma.special``), so they differentiate
-again. Conventions follow PyTorch: xlogy's gradient w.r.t. x is 0 where x is 0; sinc's is 0 at
+again. Conventions follow PyTorch: xlogy's gradient w.r.t. x is log(y), 0 where x is 0 and
+y <= 0 (xlog1py's: log1p(y), 0 where x is 0 and y <= -1); sinc's is 0 at
 0; logit with eps has gradient 0 outside [eps, 1 - eps]; zeta has no gradient w.r.t. its first
 argument.
 """
@@ -117,7 +118,7 @@ def _xlogy(ctx, grad):
     need = ctx.needs_input_grad
     ga = gb = None
     if need[0]:
-        ga = grad * fiamma.xlogy((a != 0).to(grad.dtype), b)
+        ga = fiamma.where((a == 0) & (b <= 0), 0.0, fiamma.xlogy(grad, b))
     if need[1]:
         gb = grad * a / b
     return ga, gb
@@ -129,7 +130,7 @@ def _xlog1py(ctx, grad):
     need = ctx.needs_input_grad
     ga = gb = None
     if need[0]:
-        ga = grad * _sp().xlog1py((a != 0).to(grad.dtype), b)
+        ga = fiamma.where((a == 0) & (b <= -1), 0.0, _sp().xlog1py(grad, b))
     if need[1]:
         gb = grad * a / (b + 1)
     return ga, gb
