@@ -480,3 +480,23 @@ def test_solver_shapes_found_by_the_torch_fuzz():
             == nres
     with pytest.raises(RuntimeError, match="same number of dimensions"):
         LA.cross(T(rng.standard_normal((2, 3))), T(rng.standard_normal(3)))
+
+
+def test_matrix_norm_low_precision_and_cond_of_empty_matrices():
+    """matrix_norm takes float16 / bfloat16 for the norms without an SVD (fro, +-1, +-inf;
+    PyTorch's rule), result in the input's dtype; cond of an empty matrix is 0."""
+    a = np.array([[2.0, 1.0, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 2.0]])
+    for dt in (fiamma.float16, fiamma.bfloat16):
+        t = fiamma.tensor(a).to(dt)
+        for o in ("fro", 1, -1, math.inf, -math.inf):
+            r = LA.matrix_norm(t, o)
+            assert r.dtype is dt
+            assert r.float().item() == pytest.approx(np.linalg.norm(a, o), rel=1e-2)
+        for o in ("nuc", 2, -2):
+            with pytest.raises(RuntimeError, match="Low precision"):
+                LA.matrix_norm(t, o)
+    for p in (None, 2, -2, 1, math.inf):
+        assert LA.cond(T(np.zeros((2, 0, 0))), p).tolist() == [0.0, 0.0]
+        assert LA.cond(T(np.zeros((3, 0))), p).item() == 0.0
+    with pytest.raises(RuntimeError, match="square"):
+        LA.cond(T(np.zeros((3, 0))), "fro")

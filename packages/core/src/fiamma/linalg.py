@@ -166,6 +166,8 @@ def _tensor(arr, dt=None):
         arr = np.asarray(arr)
         if dt is None:
             dt = D.from_numpy_dtype(arr.dtype)
+        if dt is D.bfloat16:  # NumPy has no bfloat16: through float32, rounded once
+            return _tensor(arr, D.float32).to(dt)
         res = new_empty(arr.shape, dt)
         if res._numel:
             res.numpy()[...] = arr
@@ -332,7 +334,12 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=No
     """
     _check(A, "matrix_norm")
     src = A if dtype is None else A.to(dtype)
-    a = _float_np(src, "matrix_norm", complex_ok=True)
+    if src._dtype in (D.float16, D.bfloat16) and ord not in ("nuc", 2, -2):
+        # as PyTorch: the norms without an SVD take half / bfloat16 (computed in float32,
+        # rounded once to the input's dtype)
+        a = _arr(src.to(D.float32))
+    else:
+        a = _float_np(src, "matrix_norm", complex_ok=True)
     if a.ndim < 2:
         raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 "
                            "dimensions.")
@@ -388,8 +395,13 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None, out=None):
 def cond(A, p=None, *, out=None):
     """The condition number of A in the ``p`` norm (None / 2: ratio of extreme singular
     values; 'fro', 'nuc', inf, -inf, 1, -1: norm(A) * norm(inv(A)))."""
-    a = _matrix_np(A, "cond", square=p not in (None, 2, -2), complex_ok=True)
-    if p in (None, 2, -2):
+    a = _matrix_np(A, "cond", square=p in ("fro", "nuc"), complex_ok=True)
+    if 0 in a.shape[-2:]:
+        r = np.zeros(a.shape[:-2], a.real.dtype)  # PyTorch: 0 for empty matrices
+    elif p not in (None, 2, -2) and a.shape[-1] != a.shape[-2]:
+        raise RuntimeError(f"linalg.cond: A must be batches of square matrices, but they are "
+                           f"{a.shape[-2]} by {a.shape[-1]} matrices")
+    elif p in (None, 2, -2):
         s = _svd_np(a, "cond", compute_uv=False)
         with np.errstate(divide="ignore", invalid="ignore"):
             r = s[..., 0] / s[..., -1] if p != -2 else s[..., -1] / s[..., 0]
