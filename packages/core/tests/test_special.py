@@ -433,3 +433,24 @@ def test_tail_and_edge_values_found_by_the_torch_fuzz():
     assert math.isnan(r[0].item()) and math.isfinite(r[1].item())
     with pytest.raises(RuntimeError, match="mvlgamma"):
         special.multigammaln(fiamma.tensor([math.nan, 0.2], dtype=f64), 2)
+
+
+def test_complex_inputs_are_not_cast_to_real():
+    """The real kernels refuse complex inputs (NotImplementedError, as PyTorch; they used to
+    drop the imaginary part); sinc and logaddexp are defined for complex, as PyTorch."""
+    z = fiamma.tensor([0.0, 0.5 + 0.2j, 1.0, -1.5 + 1.0j], dtype=fiamma.complex128)
+    for fn in (special.digamma, special.erfinv, special.i0, special.ndtr, special.erfcx,
+               special.log_ndtr, special.entr, lambda t: special.polygamma(1, t),
+               lambda t: special.xlogy(t, t), lambda t: special.zeta(t, 2.0),
+               lambda t: special.gammainc(t, t)):
+        with pytest.raises(NotImplementedError, match="complex"):
+            fn(z)
+    zn = z.numpy()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        want = np.where(zn == 0, 1.0, np.sin(np.pi * zn) / (np.pi * zn))
+    got = special.sinc(z)
+    assert got.dtype is fiamma.complex128
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-15)
+    w = 0.3 * zn[::-1] + 1
+    got = fiamma.logaddexp(z, fiamma.tensor(w))
+    np.testing.assert_allclose(got.numpy(), np.log(np.exp(zn) + np.exp(w)), rtol=1e-12)

@@ -35,6 +35,8 @@ def sp_unary(code, name, x, p0=0.0, out=None, inputs=None, kwargs=None):
     """Run special unary op ``code`` on tensor ``x`` (integers promote to the default float)."""
     if not isinstance(x, Tensor):
         raise TypeError(f"{name}: expected a Tensor, got {type(x).__name__}")
+    if x._dtype._kind == 3:  # the kernels are real: casting would drop the imaginary part
+        raise NotImplementedError(f"{name}: not implemented for complex input ({x._dtype})")
     ct = _float_dtype(x._dtype)
     src = cast(x, ct)
     res = _result(out, x._shape, ct, x._storage.device, name, (src,))
@@ -55,7 +57,10 @@ def sp_binary(code, name, a, b, out=None):
     ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
     if not (ta or tb):
         raise TypeError(f"{name}: expected at least one tensor operand")
-    ct = _float_dtype(D.result_type(a, b))
+    rt = D.result_type(a, b)
+    if rt._kind == 3:  # the kernels are real: casting would drop the imaginary part
+        raise NotImplementedError(f"{name}: not implemented for complex input ({rt})")
+    ct = _float_dtype(rt)
     dev = same_device(name, a, b)
     from fiamma._creation import tensor
 
@@ -95,7 +100,36 @@ digamma = _unary_fn(K.SP_DIGAMMA, ops.digamma, """The digamma function d/dx log 
     (-inf at 0, +inf at -0, NaN at the negative integers).""")
 erfinv = _unary_fn(K.SP_ERFINV, ops.erfinv, """The inverse error function on [-1, 1]
     (+-inf at +-1, NaN outside).""")
-sinc = _unary_fn(K.SP_SINC, ops.sinc, """The normalized sinc: sin(pi x) / (pi x), 1 at 0.""")
+_sinc_real = _unary_fn(K.SP_SINC, ops.sinc, """The normalized sinc: sin(pi x) / (pi x), 1 at 0.""")
+
+
+def _out_copy(res, out, name):
+    if out is None:
+        return res
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{name}: out must be a Tensor, got {type(out).__name__}")
+    if out._shape != res._shape:
+        out.resize_(res._shape)
+    return out.copy_(res)
+
+
+def sinc(input, *, out=None):
+    """The normalized sinc: sin(pi x) / (pi x), 1 at 0 (complex inputs too, as PyTorch).
+
+    Integer and bool inputs give the default float dtype."""
+    if isinstance(input, Tensor) and input._dtype._kind == 3:
+        import math
+
+        from fiamma._ops.elementwise import where
+
+        px = input * math.pi
+        zero = input == 0
+        res = where(zero, 1.0, px.sin() / where(zero, 1.0, px))
+        return _out_copy(res, out, "sinc")
+    return _sinc_real(input, out=out)
+
+
+sinc.__name__ = sinc.__qualname__ = "sinc"
 i0 = _unary_fn(K.SP_I0, ops.i0, """The modified Bessel function of the first kind, order 0.""")
 
 
@@ -150,7 +184,20 @@ def xlogy(input, other, *, out=None):
 
 
 def logaddexp(input, other, *, out=None):
-    """``log(exp(input) + exp(other))``, computed without overflow."""
+    """``log(exp(input) + exp(other))``, computed without overflow (complex inputs too: the
+    operand of larger real part factored out)."""
+    if (isinstance(input, Tensor) and input._dtype._kind == 3) or \
+            (isinstance(other, Tensor) and other._dtype._kind == 3):
+        from fiamma._creation import tensor
+        from fiamma._ops.elementwise import where
+
+        rt = D.result_type(input, other)
+        dev = same_device("logaddexp", *(t for t in (input, other) if isinstance(t, Tensor)))
+        a, b = (t.to(rt) if isinstance(t, Tensor) else tensor(t, dtype=rt, device=dev)
+                for t in (input, other))
+        first = a.real >= b.real
+        hi, lo = where(first, a, b), where(first, b, a)
+        return _out_copy(hi + (lo - hi).exp().log1p(), out, "logaddexp")
     return sp_binary(K.SP_LOGADDEXP, ops.logaddexp, input, other, out)
 
 
@@ -167,7 +214,7 @@ def _inplace(name, call, oop):
     rebases self's history on it, so the old value stays available to the formula)."""
     def method(self, *args, **kwargs):
         check_inplace(self, name, builtins.tuple(a for a in args if isinstance(a, Tensor)))
-        if self._dtype._kind != 2:
+        if self._dtype._kind != 2 and not (self._dtype._kind == 3 and name == "sinc_"):
             raise RuntimeError(f"{name}: result type {_float_dtype(self._dtype)} can't be cast "
                                f"to the desired output type {self._dtype}")
         grad = self.requires_grad or builtins.any(getattr(a, "requires_grad", False)
