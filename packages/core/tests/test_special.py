@@ -454,3 +454,10 @@ def test_complex_inputs_are_not_cast_to_real():
     w = 0.3 * zn[::-1] + 1
     got = fiamma.logaddexp(z, fiamma.tensor(w))
     np.testing.assert_allclose(got.numpy(), np.log(np.exp(zn) + np.exp(w)), rtol=1e-12)
+
+
+def test_polygamma_takes_a_one_element_integer_tensor_order():
+    x = fiamma.tensor([1.0], dtype=fiamma.float64)
+    assert special.polygamma(fiamma.tensor(1), x).item() == pytest.approx(math.pi ** 2 / 6)
+    with pytest.raises(TypeError, match="polygamma"):
+        special.polygamma(fiamma.tensor(1.0), x)

@@ -140,6 +140,9 @@ def polygamma(n, input, *, out=None):
     >>> round(fiamma.polygamma(1, fiamma.tensor([1.0])).item(), 6)  # pi^2 / 6
     1.644934
     """
+    if isinstance(n, Tensor) and n._numel == 1 and n._dtype._kind < 2 and \
+            n._dtype is not D.bool:
+        n = builtins.int(n.item())  # a one-element integer tensor, as PyTorch takes
     if isinstance(n, builtins.bool) or not isinstance(n, builtins.int):
         raise TypeError(f"polygamma: n must be an int, got {type(n).__name__}")
     if n < 0:
