@@ -500,3 +500,24 @@ def test_matrix_norm_low_precision_and_cond_of_empty_matrices():
         assert LA.cond(T(np.zeros((3, 0))), p).item() == 0.0
     with pytest.raises(RuntimeError, match="square"):
         LA.cond(T(np.zeros((3, 0))), "fro")
+
+
+@pytest.mark.parametrize("cplx", [False, True])
+def test_cholesky_upper_reads_the_upper_triangle(cplx):
+    """cholesky(upper=True) / cholesky_ex(upper=True) read A's upper triangle, as PyTorch (they
+    read the lower one: a non-Hermitian A with a PD upper triangle was refused)."""
+    rng = np.random.default_rng(3)
+    b = rng.standard_normal((2, 3, 3)) + (1j * rng.standard_normal((2, 3, 3)) if cplx else 0)
+    s = b @ np.conj(np.swapaxes(b, -1, -2)) + 3 * np.eye(3)
+    want = np.conj(np.swapaxes(np.linalg.cholesky(s), -1, -2))
+    junk = s.copy()
+    junk[..., 2, 0] = 100.0  # the lower triangle: not read
+    t = fiamma.tensor(junk)
+    np.testing.assert_allclose(LA.cholesky(t, upper=True).numpy(), want, atol=1e-12)
+    u, info = LA.cholesky_ex(t, upper=True)
+    np.testing.assert_allclose(u.numpy(), want, atol=1e-12)
+    assert info.tolist() == [0, 0]
+    junk = s.copy()
+    junk[..., 0, 2] = 100.0  # the upper triangle: not read without upper
+    np.testing.assert_allclose(LA.cholesky(fiamma.tensor(junk)).numpy(),
+                               np.linalg.cholesky(s), atol=1e-12)

@@ -708,9 +708,12 @@ def _pd_order(m):
 
 def cholesky(A, *, upper=False, out=None):
     """The Cholesky factor L (A = L L^T) of symmetric positive-definite matrices, or U = L^T
-    with ``upper``. Only the lower triangle of A is read. LinAlgError when not PD. Complex
-    Hermitian matrices: A = L L^H, and ``upper`` gives U = L^H."""
+    with ``upper``. Only the lower triangle of A is read (the upper one with ``upper``, as
+    PyTorch). LinAlgError when not PD. Complex Hermitian matrices: A = L L^H, and ``upper``
+    gives U = L^H."""
     a = _matrix_np(A, "cholesky", square=True, complex_ok=True)
+    if upper:  # factor A^H, whose lower triangle is A's upper one
+        a = np.conj(np.swapaxes(a, -1, -2))
     try:
         r = np.linalg.cholesky(a)
     except np.linalg.LinAlgError:
@@ -723,8 +726,10 @@ def cholesky(A, *, upper=False, out=None):
 
 def cholesky_ex(A, *, upper=False, check_errors=False, out=None):
     """``(L, info)``: info (int32 per matrix) is 0 or the order of the first leading minor that
-    is not positive-definite."""
+    is not positive-definite. Reads the triangle :func:`cholesky` reads."""
     a = _matrix_np(A, "cholesky_ex", square=True, complex_ok=True)
+    if upper:
+        a = np.conj(np.swapaxes(a, -1, -2))
     flat = a.reshape(_flat_shape(a))
     L = np.zeros_like(flat)
     info = np.zeros(flat.shape[0], np.int32)
