@@ -111,3 +111,19 @@ def test_gammainc_first_argument_has_no_gradient():
     y = _S().gammainc(a, fiamma.tensor([1.0], dtype=fiamma.float64))
     with pytest.raises(RuntimeError, match="gammainc: the derivative w.r.t. the first"):
         y.sum().backward()
+
+
+@pytest.mark.parity
+def test_xlogy_xlog1py_gradients_match_torch():
+    torch = pytest.importorskip("torch")
+    x = [0.0, 0.0, 0.0, 0.0, 1.5, -2.0]
+    y = [0.5, 0.0, -1.0, -0.5, 2.0, 0.3]
+    for name in ("xlogy", "xlog1py"):
+        got = []
+        for lib in (fiamma, torch):
+            a = lib.tensor(x, dtype=lib.float64, requires_grad=True)
+            b = lib.tensor(y, dtype=lib.float64, requires_grad=True)
+            ga, gb = lib.autograd.grad(getattr(lib.special, name)(a, b).sum(), (a, b))
+            got.append((ga.detach().numpy(), gb.detach().numpy()))
+        for u, v in zip(*got):
+            np.testing.assert_allclose(u, v, equal_nan=True)

@@ -482,3 +482,18 @@ def test_c2r_minus_one_in_s_and_empty_freqs():
     assert tuple(F.rfftn(r, s=(-1, 3)).shape) == (4, 2)
     for fn in (F.fftfreq, F.rfftfreq):
         assert fn(0).numel() == 0
+
+
+@pytest.mark.parity
+def test_minus_one_in_s_matches_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(2)
+    z = rng.standard_normal((3, 4, 5)) + 1j * rng.standard_normal((3, 4, 5))
+    r = rng.standard_normal((3, 4, 5))
+    for name, x in [("irfftn", z), ("irfft2", z), ("hfftn", z), ("hfft2", z), ("rfftn", r),
+                    ("ihfftn", r), ("fftn", z), ("ifft2", z)]:
+        for s in [(-1, -1), (2, -1), (-1, 6)]:
+            want = getattr(torch.fft, name)(torch.tensor(x), s=s)
+            got = getattr(F, name)(fiamma.tensor(x), s=s)
+            assert tuple(got.shape) == tuple(want.shape), (name, s)
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-10, atol=1e-12)

@@ -521,3 +521,31 @@ def test_cholesky_upper_reads_the_upper_triangle(cplx):
     junk[..., 0, 2] = 100.0  # the upper triangle: not read without upper
     np.testing.assert_allclose(LA.cholesky(fiamma.tensor(junk)).numpy(),
                                np.linalg.cholesky(s), atol=1e-12)
+
+
+@pytest.mark.parity
+def test_solver_result_shapes_match_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    sing = np.array([[1.0, 2.0], [2.0, 4.0]])
+    cases = [((2, 2, 2), (2, 2), {"upper": True}), ((3, 2, 2), (2, 3), {"upper": False}),
+             ((2, 1, 2, 2), (2, 2, 2), {"upper": True, "left": False})]
+    for a_shape, b_shape, kw in cases:
+        a = np.triu(rng.standard_normal(a_shape)) + 3 * np.eye(2)
+        b = rng.standard_normal(b_shape)
+        want = torch.linalg.solve_triangular(torch.tensor(a), torch.tensor(b), **kw)
+        got = LA.solve_triangular(T(a), T(b), **kw)
+        assert tuple(got.shape) == tuple(want.shape)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-10)
+    for a_shape, b_shape in [((3, 2, 2), (2,)), ((2, 1, 2, 2), (2, 2, 2)), ((3, 2, 2), (3, 2))]:
+        a = np.broadcast_to(sing, a_shape).copy()
+        b = rng.standard_normal(b_shape)
+        want = torch.linalg.solve_ex(torch.tensor(a), torch.tensor(b))
+        got = LA.solve_ex(T(a), T(b))
+        assert tuple(got.result.shape) == tuple(want.result.shape)
+        assert got.info.tolist() == want.info.tolist()
+    a, b = rng.standard_normal((5, 3)), rng.standard_normal((5, 2))
+    for driver in (None, "gelsy", "gelsd", "gelss", "gels"):
+        want = torch.linalg.lstsq(torch.tensor(a), torch.tensor(b), driver=driver)
+        got = LA.lstsq(T(a), T(b), driver=driver)
+        assert got.residuals.numel() == want.residuals.numel()
