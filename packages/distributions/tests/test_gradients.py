@@ -254,3 +254,16 @@ def test_binary_log_prob_gradient_at_even_odds(x):
             fiamma.tensor(x, dtype=fiamma.float64)), p)
         # at p = 1/2 the normaliser is flat: d/dp (x log p + (1 - x) log(1 - p)) = 4x - 2
         assert g.item() == pytest.approx(4 * x - 2, abs=1e-12)
+
+
+def test_pareto_infinite_moments_have_infinite_not_nan_gradients():
+    """mean (alpha <= 1) and variance (alpha <= 2) are inf; their gradient w.r.t. scale is inf
+    as PyTorch's (a masked-out branch gave 0 * inf = NaN)."""
+    s = fiamma.tensor([1.0, 2.0, 3.0], dtype=fiamma.float64, requires_grad=True)
+    a = fiamma.tensor([0.5, 1.5, 3.0], dtype=fiamma.float64, requires_grad=True)
+    d = D.Pareto(s, a)
+    assert d.mean.tolist() == [math.inf, 6.0, 4.5]
+    assert d.variance.tolist() == [math.inf, math.inf, 6.75]
+    gs, ga = fiamma.autograd.grad(d.mean.sum() + d.variance.sum(), (s, a))
+    assert gs.tolist() == [math.inf, math.inf, 6.0]
+    assert ga.tolist() == [0.0, -8.0, -12.0]
