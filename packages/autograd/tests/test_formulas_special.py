@@ -127,3 +127,21 @@ def test_xlogy_xlog1py_gradients_match_torch():
             got.append((ga.detach().numpy(), gb.detach().numpy()))
         for u, v in zip(*got):
             np.testing.assert_allclose(u, v, equal_nan=True)
+
+
+def test_sinc_and_log_ndtr_gradients_at_extremes():
+    """sinc' near 0 by its series (was 0/0 = NaN once pi x^2 underflowed; cancelling below
+    0.01); log_ndtr' in the lower tail through erfcx (the x^2/2 terms cancelled: ~1e-7 relative
+    error at x = -1e5). References: -pi^2 x / 3 near 0; Mills' ratio from mpmath."""
+    x = fiamma.tensor([1e-300, -1e-300, 0.0, 1e-8, 0.005], dtype=fiamma.float64,
+                      requires_grad=True)
+    (g,) = fiamma.autograd.grad(fiamma.sinc(x).sum(), x)
+    want = [-math.pi ** 2 / 3 * v for v in (1e-300, -1e-300, 0.0, 1e-8)]
+    assert g.tolist()[:4] == pytest.approx(want, rel=1e-14)
+    assert g.tolist()[4] == pytest.approx(-0.016448934800846204, rel=1e-14)
+    x = fiamma.tensor([-1e5, -40.0, -5.0, 0.0], dtype=fiamma.float64, requires_grad=True)
+    (g,) = fiamma.autograd.grad(_S().log_ndtr(x).sum(), x)
+    want = [100000.00001, 40.02496884720726, 5.186503967125842, 0.7978845608028654]
+    assert g.tolist() == pytest.approx(want, rel=1e-14)
+    check(lambda t: fiamma.sinc(t), rand(5, seed=1, low=-0.02, high=0.02))
+    check(lambda t: _S().log_ndtr(t), rand(5, seed=2, low=-8.0, high=2.0))
