@@ -75,3 +75,12 @@ def test_fftshift():
     check(lambda t: FFT.fftshift(t), rand(3, 4, rng=rng))
     check(lambda t: FFT.ifftshift(t, dim=1), rand(3, 5, rng=rng))
     check(lambda t: FFT.fftshift(FFT.fft(t)), rand(5, rng=rng))  # complex: the pair stays
+
+
+def test_minus_one_in_s_gradients():
+    """-1 in ``s`` (the input's size; 2 * (size - 1) on a c2r transform's last dim) is resolved
+    before recording: the backward narrowed by -1 and failed."""
+    rng = np.random.default_rng(1)
+    check(lambda t: FFT.rfft2(t, s=(1, -1), norm="forward"), rand(2, 3, 5, rng=rng))
+    check(lambda t: FFT.ihfftn(t, s=(2, -1)), rand(3, 4, rng=rng))
+    check(lambda t: FFT.fftn(t, s=(-1, 3)), rand(3, 4, rng=rng))

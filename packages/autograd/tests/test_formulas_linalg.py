@@ -131,3 +131,62 @@ def test_pinv_lstsq_cond(shape):
         check(lambda a, b: L.lstsq(a, b).solution, x, rand(shape[0], 2, rng=rng))
     check(lambda t: L.cond(t), x)
     check(lambda t: L.cond(t, -2), x)
+
+
+@pytest.mark.parametrize("cplx", [False, True])
+def test_eigh_gradient_is_hermitian(cplx):
+    """eigh reads A as Hermitian: its gradient is the Hermitian one (as PyTorch), whose
+    Hermitian part is the only part that matters; was V (F o V^H gV) V^H, not Hermitian."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((2, 3, 3)) + (1j * rng.standard_normal((2, 3, 3)) if cplx else 0)
+    a = a + np.conj(np.swapaxes(a, -1, -2))
+    t = fiamma.tensor(a).requires_grad_()
+    for uplo in ("L", "U"):
+        w, v = L.eigh(t, UPLO=uplo)
+        recon = v @ (w.to(v.dtype).unsqueeze(-1) * v.mH)  # depends on V (phase-free)
+        w8 = fiamma.tensor(np.cos(np.arange(18.0)).reshape(2, 3, 3))
+        (g,) = fiamma.autograd.grad((recon.real * w8).sum() + (w * w8[..., 0]).sum(), t)
+        g = g.numpy()
+        np.testing.assert_allclose(g, np.conj(np.swapaxes(g, -1, -2)), atol=1e-12)
+        # V diag(w) V^H = A: the gradient of the reconstruction is Herm(weights)
+        wn = w8.numpy()
+        want = (wn + wn.swapaxes(-1, -2)) / 2 + 0j
+        v_np = v.detach().numpy()
+        want = want + v_np @ (np.eye(3) * wn[..., 0][..., None, :]) @ np.conj(
+            np.swapaxes(v_np, -1, -2))
+        np.testing.assert_allclose(g, want if cplx else want.real, atol=1e-10)
+
+
+@pytest.mark.parametrize("p", ["fro", "nuc", 1, -1, np.inf, -np.inf])
+def test_cond_every_p(p):
+    """cond's derivative for every p (was NotImplementedError but for None / +-2)."""
+    check(lambda t: L.cond(t, p), _well_conditioned(2, seed=7))
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("cplx", [False, True])
+def test_eigh_cond_gradients_match_torch(cplx):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((3, 3)) + (1j * rng.standard_normal((3, 3)) if cplx else 0)
+    h = a + np.conj(a.T)
+    wts = np.cos(np.arange(9.0)).reshape(3, 3)
+    got = []
+    for lib in (fiamma, torch):
+        t = lib.tensor(h).requires_grad_()
+        v = lib.linalg.eigh(t)[1]
+        loss = (v.abs() * lib.tensor(wts)).sum()
+        c = lib.tensor(a).requires_grad_()
+        got.append([x.detach().resolve_conj().numpy() for x in (
+            lib.autograd.grad(loss, t)[0], lib.autograd.grad(lib.linalg.cond(c, "nuc"), c)[0])])
+    for x, y in zip(*got):
+        np.testing.assert_allclose(x, y, atol=1e-10)
+
+
+def test_lstsq_residuals_differentiable():
+    """lstsq's residuals carry a gradient (as PyTorch's; they were constants)."""
+    rng = np.random.default_rng(8)
+    a, b = rand(2, 5, 3, rng=rng), rand(2, 5, 2, rng=rng)
+    check(lambda x, y: L.lstsq(x, y, driver="gelsd").residuals, a, b)
+    check(lambda x, y: L.lstsq(x, y, driver="gels").residuals, rand(4, 2, rng=rng),
+          rand(4, rng=rng))

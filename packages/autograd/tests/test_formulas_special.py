@@ -1,6 +1,8 @@
 """First and second derivatives of the special functions against finite differences (float64).
 Skipped where core does not have them yet."""
 
+import math
+
 import numpy as np
 import pytest
 from _formula_check import check, noncontig, rand
@@ -61,6 +63,14 @@ def test_special_points():
     b = fiamma.tensor([0.0, 3.0], dtype=fiamma.float64, requires_grad=True)
     ga, _ = fiamma.autograd.grad(fiamma.xlogy(a, b).sum(), (a, b))
     assert ga[0].item() == 0.0  # no -inf from log(0) where x is 0
+    # but log(y) where x is 0 and y > 0 (PyTorch: masked only where x == 0 and y <= 0)
+    a = fiamma.tensor([0.0, 0.0, 0.0], dtype=fiamma.float64, requires_grad=True)
+    b = fiamma.tensor([0.5, -1.0, -0.5], dtype=fiamma.float64)
+    (ga,) = fiamma.autograd.grad(fiamma.xlogy(a, b).sum(), a)
+    assert ga.tolist() == [math.log(0.5), 0.0, 0.0]
+    (ga,) = fiamma.autograd.grad(_S().xlog1py(a, b).sum(), a)
+    assert ga.tolist()[0] == pytest.approx(math.log1p(0.5)) and ga.tolist()[1] == 0.0
+    assert ga.tolist()[2] == pytest.approx(math.log(0.5))
     p = fiamma.tensor([0.1, 0.5], dtype=fiamma.float64, requires_grad=True)
     (g,) = fiamma.autograd.grad(fiamma.logit(p, 0.2).sum(), p)
     assert g[0].item() == 0.0 and abs(g[1].item() - 4.0) < 1e-12
@@ -101,3 +111,37 @@ def test_gammainc_first_argument_has_no_gradient():
     y = _S().gammainc(a, fiamma.tensor([1.0], dtype=fiamma.float64))
     with pytest.raises(RuntimeError, match="gammainc: the derivative w.r.t. the first"):
         y.sum().backward()
+
+
+@pytest.mark.parity
+def test_xlogy_xlog1py_gradients_match_torch():
+    torch = pytest.importorskip("torch")
+    x = [0.0, 0.0, 0.0, 0.0, 1.5, -2.0]
+    y = [0.5, 0.0, -1.0, -0.5, 2.0, 0.3]
+    for name in ("xlogy", "xlog1py"):
+        got = []
+        for lib in (fiamma, torch):
+            a = lib.tensor(x, dtype=lib.float64, requires_grad=True)
+            b = lib.tensor(y, dtype=lib.float64, requires_grad=True)
+            ga, gb = lib.autograd.grad(getattr(lib.special, name)(a, b).sum(), (a, b))
+            got.append((ga.detach().numpy(), gb.detach().numpy()))
+        for u, v in zip(*got):
+            np.testing.assert_allclose(u, v, equal_nan=True)
+
+
+def test_sinc_and_log_ndtr_gradients_at_extremes():
+    """sinc' near 0 by its series (was 0/0 = NaN once pi x^2 underflowed; cancelling below
+    0.01); log_ndtr' in the lower tail through erfcx (the x^2/2 terms cancelled: ~1e-7 relative
+    error at x = -1e5). References: -pi^2 x / 3 near 0; Mills' ratio from mpmath."""
+    x = fiamma.tensor([1e-300, -1e-300, 0.0, 1e-8, 0.005], dtype=fiamma.float64,
+                      requires_grad=True)
+    (g,) = fiamma.autograd.grad(fiamma.sinc(x).sum(), x)
+    want = [-math.pi ** 2 / 3 * v for v in (1e-300, -1e-300, 0.0, 1e-8)]
+    assert g.tolist()[:4] == pytest.approx(want, rel=1e-14)
+    assert g.tolist()[4] == pytest.approx(-0.016448934800846204, rel=1e-14)
+    x = fiamma.tensor([-1e5, -40.0, -5.0, 0.0], dtype=fiamma.float64, requires_grad=True)
+    (g,) = fiamma.autograd.grad(_S().log_ndtr(x).sum(), x)
+    want = [100000.00001, 40.02496884720726, 5.186503967125842, 0.7978845608028654]
+    assert g.tolist() == pytest.approx(want, rel=1e-14)
+    check(lambda t: fiamma.sinc(t), rand(5, seed=1, low=-0.02, high=0.02))
+    check(lambda t: _S().log_ndtr(t), rand(5, seed=2, low=-8.0, high=2.0))

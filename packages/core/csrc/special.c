@@ -130,6 +130,8 @@ static double sp_zeta(double s, double q) {
         if (s != floor(s)) return NAN; /* (q + k)^-s undefined for negative q + k */
     }
     if (q == INFINITY) return 0.0;
+    /* s = +inf: every term (q + k)^-s is 0 but a term with q + k < 1 (inf) or = 1 (1) */
+    if (s == INFINITY) return q < 1.0 ? INFINITY : (q == 1.0 ? 1.0 : 0.0);
     double bound = fmax(9.0, 0.5 * (s + 24.0));
     double sum = 0.0, a = q;
     int64_t guard = 0;
@@ -152,6 +154,7 @@ static double sp_zeta(double s, double q) {
 
 static double sp_polygamma(double x, double n) {
     if (n == 0) return sp_digamma(x);
+    if (x == -INFINITY) return NAN;
     double z = sp_zeta(n + 1.0, x);
     double f = tgamma(n + 1.0);
     return (fmod(n, 2.0) == 1.0 ? 1.0 : -1.0) * f * z;
@@ -234,7 +237,7 @@ static double sp_erfinv(double x) {
 
 /* exp(-x^2 / 2) with x^2 split exactly */
 static double exp_mhalf_sq(double x) {
-    if (isinf(x)) return 0.0;
+    if (fabs(x) > 40.0) return 0.0; /* e^-800 underflows; x^2 may overflow (inf * 0 = NaN) */
     double hi = x * x, lo = fma(x, x, -hi);
     return exp(-0.5 * hi) * (1.0 - 0.5 * lo);
 }
@@ -256,7 +259,7 @@ static double sp_log_ndtr(double x) {
     if (x > 1) return log1p(-0.5 * sp_erfcx(x * M_SQRT1_2) * exp_mhalf_sq(x));
     if (x > 0) return log1p(-0.5 * erfc(x * M_SQRT1_2));
     if (x > -1) return log(0.5 * erfc(-x * M_SQRT1_2));
-    if (x == -INFINITY) return -INFINITY;
+    if (x < -1e150) return -INFINITY; /* x^2 overflows */
     double hi = x * x, lo = fma(x, x, -hi);
     return log(0.5 * sp_erfcx(-x * M_SQRT1_2)) - 0.5 * hi - 0.5 * lo;
 }
@@ -378,9 +381,74 @@ double fm_special_scalar(int op, double x, double p0) {
     }
 }
 
-/* x^a e^-x / Gamma(a), the common factor of P(a, x) and Q(a, x) */
+/* log(1 + t) - t, without the cancellation of the two near t = 0 */
+static double log1pmx(double t) {
+    if (fabs(t) >= 0.5) return log1p(t) - t;
+    double tk = t * t, s = 0.0;
+    for (int k = 2; k < 200; k++) {
+        double term = (k & 1 ? tk : -tk) / k;
+        s += term;
+        if (fabs(term) <= 1e-17 * fabs(s)) break;
+        tk *= t;
+    }
+    return s;
+}
+
+/* lgamma(a) - ((a - 1/2) log a - a + log(2 pi) / 2), Stirling's series (a >= 10) */
+static double stirling_corr(double a) {
+    double r = 1.0 / a, r2 = r * r;
+    return r * (1.0 / 12 + r2 * (-1.0 / 360 + r2 * (1.0 / 1260 + r2 * (-1.0 / 1680
+              + r2 * (1.0 / 1188 + r2 * (-691.0 / 360360 + r2 / 156.0))))));
+}
+
+/* x^a e^-x / Gamma(a), the common factor of P(a, x) and Q(a, x). For large a the three terms
+   of its logarithm are each ~a and cancel: write it as a (log(x/a) - (x-a)/a) + ... instead */
 static double inc_gamma_front(double a, double x) {
-    return exp(a * log(x) - x - sp_lgamma(a));
+    if (a < 10.0) return exp(a * log(x) - x - sp_lgamma(a));
+    double t = (x - a) / a;
+    return exp(a * log1pmx(t) + 0.5 * log(a / (2.0 * M_PI)) - stirling_corr(a));
+}
+
+/* lgamma(1 + a) for |a| < 0.2: -gamma a + sum_k (-1)^k zeta(k) a^k / k (1 + a would round) */
+static double lgamma1p_small(double a) {
+    double s = -0.57721566490153286061 * a, ak = a * a;
+    for (int k = 2; k < 60; k++) {
+        double term = (k & 1 ? -ak : ak) * sp_zeta((double)k, 1.0) / k;
+        s += term;
+        if (fabs(term) <= 1e-17 * fabs(s)) break;
+        ak *= a;
+    }
+    return s;
+}
+
+/* Q(a, x) for a < 1, x <= 1.5, where 1 - P would cancel: Q = 1 - x^a / Gamma(a + 1)
+   - x^a / Gamma(a) sum_{n>=1} (-x)^n / (n! (a + n)), the first difference taken through expm1 */
+static double gammaincc_small(double a, double x) {
+    double la = a * log(x), lg1 = fabs(a) < 0.2 ? lgamma1p_small(a) : sp_lgamma(1.0 + a);
+    double head = -expm1(la - lg1);
+    double term = 1.0, sum = 0.0;
+    for (int n = 1; n < 200; n++) {
+        term *= -x / n;
+        double t = term / (a + n);
+        sum += t;
+        if (fabs(t) <= 1e-17 * fabs(sum)) break;
+    }
+    /* x^a / Gamma(a) = a x^a / Gamma(a + 1) */
+    return head - a * exp(la - lg1) * sum;
+}
+
+/* P(a, x) for huge a with x near a (the series would need ~sqrt(a) terms): Temme's uniform
+   expansion to its first correction, Q = erfc(eta sqrt(a/2)) / 2 + e^{-a eta^2/2} / sqrt(2 pi a)
+   * c0(eta), c0 = 1/(lambda - 1) - 1/eta, lambda = x/a, error O(a^-3/2) */
+static double gammainc_temme(double a, double x, int upper) {
+    double t = (x - a) / a;
+    double eta = sqrt(-2.0 * log1pmx(t));
+    if (t < 0) eta = -eta;
+    double c0 = fabs(eta) < 1e-3 ? -1.0 / 3 + eta / 12.0 - 2.0 * eta * eta / 135.0 : 1.0 / t - 1.0 / eta;
+    double r = exp(-0.5 * a * eta * eta) / sqrt(2.0 * M_PI * a) * c0;
+    double q = 0.5 * erfc(eta * sqrt(0.5 * a)) + r;
+    double p = 0.5 * erfc(-eta * sqrt(0.5 * a)) - r;
+    return upper ? q : p;
 }
 
 /* upper = 0: P(a, x); upper = 1: Q(a, x) */
@@ -393,6 +461,8 @@ static double sp_gammainc(double a, double x, int upper) {
     if (x == 0.0) return upper ? 1.0 : 0.0;
     if (isinf(a)) return isinf(x) ? NAN : (upper ? 1.0 : 0.0);
     if (isinf(x)) return upper ? 0.0 : 1.0;
+    if (a > 1e7 && fabs(x - a) < 0.3 * a) return gammainc_temme(a, x, upper);
+    if (upper && a < 1.0 && x <= 1.5) return gammaincc_small(a, x);
     if (x < a + 1.0) {
         double term = 1.0 / a, sum = term;
         for (int n = 1; n < 100000; n++) {

@@ -464,3 +464,36 @@ def test_transforms_match_torch(name, kind):
     assert tuple(got.shape) == tuple(want.shape)
     tol = 1e-4 if kind in ("float32", "complex64") else 1e-10
     np.testing.assert_allclose(to_numpy(got), want.resolve_conj().numpy(), rtol=tol, atol=tol)
+
+
+def test_c2r_minus_one_in_s_and_empty_freqs():
+    """-1 in ``s`` is the input's size, except on a complex-to-real transform's last dim where
+    it is the default output length 2 * (size - 1) (as PyTorch); fftfreq(0) is empty."""
+    rng = np.random.default_rng(0)
+    z = rng.standard_normal((4, 5)) + 1j * rng.standard_normal((4, 5))
+    x = fiamma.tensor(z)
+    for fn, npfn in [(F.irfftn, np.fft.irfftn), (F.irfft2, np.fft.irfftn)]:
+        got = fn(x, s=(3, -1))
+        assert tuple(got.shape) == (3, 8)
+        np.testing.assert_allclose(got.numpy(), npfn(z, s=(3, 8), axes=(0, 1)), rtol=1e-10,
+                                   atol=1e-12)
+    assert tuple(F.hfftn(x, s=(-1, -1)).shape) == (4, 8)
+    r = fiamma.tensor(rng.standard_normal((4, 6)))
+    assert tuple(F.rfftn(r, s=(-1, 3)).shape) == (4, 2)
+    for fn in (F.fftfreq, F.rfftfreq):
+        assert fn(0).numel() == 0
+
+
+@pytest.mark.parity
+def test_minus_one_in_s_matches_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(2)
+    z = rng.standard_normal((3, 4, 5)) + 1j * rng.standard_normal((3, 4, 5))
+    r = rng.standard_normal((3, 4, 5))
+    for name, x in [("irfftn", z), ("irfft2", z), ("hfftn", z), ("hfft2", z), ("rfftn", r),
+                    ("ihfftn", r), ("fftn", z), ("ifft2", z)]:
+        for s in [(-1, -1), (2, -1), (-1, 6)]:
+            want = getattr(torch.fft, name)(torch.tensor(x), s=s)
+            got = getattr(F, name)(fiamma.tensor(x), s=s)
+            assert tuple(got.shape) == tuple(want.shape), (name, s)
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-10, atol=1e-12)

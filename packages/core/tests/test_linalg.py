@@ -207,7 +207,7 @@ def test_lstsq(batch, m, n, k, dtype, seed, driver):
     flat_b = b.reshape((-1, m, k))
     want = np.stack([np.linalg.lstsq(x, y, rcond=None)[0] for x, y in zip(flat_a, flat_b)])
     close(sol, want.reshape(batch + (n, k)), dtype, 100)
-    if m > n:
+    if m > n and driver not in (None, "gelsy"):  # PyTorch's gelsy gives no residuals
         wr = np.sum((flat_a @ want - flat_b) ** 2, axis=1).reshape(batch + (k,))
         close(res, wr, dtype, 100)
     else:
@@ -387,11 +387,11 @@ def test_multi_dot_cross_vecdot_matmul_diagonal():
         LA.multi_dot([T(ms[1]), T(ms[1])])
     a = rng.standard_normal((4, 3))
     b = rng.standard_normal((3,))
-    np.testing.assert_allclose(to_numpy(LA.cross(T(a), T(b))), np.cross(a, b))
+    np.testing.assert_allclose(to_numpy(LA.cross(T(a), T(b[None]))), np.cross(a, b))
     np.testing.assert_allclose(to_numpy(LA.cross(T(a.T), T(b[:, None]), dim=0)),
                                np.cross(a.T, b[:, None], axis=0))
     ai = fiamma.tensor([[1, 0, 0]])
-    assert LA.cross(ai, fiamma.tensor([0, 1, 0])).tolist() == [[0, 0, 1]]
+    assert LA.cross(ai, fiamma.tensor([[0, 1, 0]])).tolist() == [[0, 0, 1]]
     with pytest.raises(RuntimeError, match="linalg.cross"):
         LA.cross(T(np.ones((2, 4))), T(np.ones((2, 4))))
     np.testing.assert_allclose(to_numpy(LA.vecdot(T(a), T(b))), a @ b)
@@ -456,3 +456,96 @@ def test_vector_norm_dtype_and_half():
     assert LA.vector_norm(x).item() == 5.0
     r = LA.vector_norm(fiamma.tensor([3.0, 4.0]), dtype=fiamma.float64)
     assert r.dtype is fiamma.float64 and r.item() == 5.0
+
+
+def test_solver_shapes_found_by_the_torch_fuzz():
+    """solve_triangular's B is always a matrix (a B shaped like A.shape[:-1] is not a batch of
+    vectors, as it is for solve); solve_ex on singular input keeps solve's broadcast shape;
+    lstsq's default driver gives no residuals; cross wants inputs of one rank."""
+    rng = np.random.default_rng(0)
+    a = np.triu(rng.standard_normal((2, 2, 2))) + 3 * np.eye(2)
+    b = rng.standard_normal((2, 2))
+    x = LA.solve_triangular(T(a), T(b), upper=True)
+    assert tuple(x.shape) == (2, 2, 2)
+    close(x, np.linalg.solve(a, np.broadcast_to(b, (2, 2, 2))), fiamma.float64, 10)
+    sing = np.array([[1.0, 2.0], [2.0, 4.0]])
+    for A, B, left, shape in [((3, 2, 2), (2,), True, (3, 2)), ((2, 1, 2, 2), (2, 2, 2), True,
+                                                                (2, 2, 2, 2)),
+                              ((3, 2, 2), (4, 2), False, (3, 4, 2))]:
+        r, info = LA.solve_ex(T(np.broadcast_to(sing, A)), T(rng.standard_normal(B)), left=left)
+        assert tuple(r.shape) == shape and (info.numpy() > 0).all()
+    a = rng.standard_normal((5, 3))
+    for driver, nres in [(None, 0), ("gelsy", 0), ("gelsd", 2), ("gels", 2)]:
+        assert LA.lstsq(T(a), T(rng.standard_normal((5, 2))), driver=driver).residuals.numel() \
+            == nres
+    with pytest.raises(RuntimeError, match="same number of dimensions"):
+        LA.cross(T(rng.standard_normal((2, 3))), T(rng.standard_normal(3)))
+
+
+def test_matrix_norm_low_precision_and_cond_of_empty_matrices():
+    """matrix_norm takes float16 / bfloat16 for the norms without an SVD (fro, +-1, +-inf;
+    PyTorch's rule), result in the input's dtype; cond of an empty matrix is 0."""
+    a = np.array([[2.0, 1.0, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 2.0]])
+    for dt in (fiamma.float16, fiamma.bfloat16):
+        t = fiamma.tensor(a).to(dt)
+        for o in ("fro", 1, -1, math.inf, -math.inf):
+            r = LA.matrix_norm(t, o)
+            assert r.dtype is dt
+            assert r.float().item() == pytest.approx(np.linalg.norm(a, o), rel=1e-2)
+        for o in ("nuc", 2, -2):
+            with pytest.raises(RuntimeError, match="Low precision"):
+                LA.matrix_norm(t, o)
+    for p in (None, 2, -2, 1, math.inf):
+        assert LA.cond(T(np.zeros((2, 0, 0))), p).tolist() == [0.0, 0.0]
+        assert LA.cond(T(np.zeros((3, 0))), p).item() == 0.0
+    with pytest.raises(RuntimeError, match="square"):
+        LA.cond(T(np.zeros((3, 0))), "fro")
+
+
+@pytest.mark.parametrize("cplx", [False, True])
+def test_cholesky_upper_reads_the_upper_triangle(cplx):
+    """cholesky(upper=True) / cholesky_ex(upper=True) read A's upper triangle, as PyTorch (they
+    read the lower one: a non-Hermitian A with a PD upper triangle was refused)."""
+    rng = np.random.default_rng(3)
+    b = rng.standard_normal((2, 3, 3)) + (1j * rng.standard_normal((2, 3, 3)) if cplx else 0)
+    s = b @ np.conj(np.swapaxes(b, -1, -2)) + 3 * np.eye(3)
+    want = np.conj(np.swapaxes(np.linalg.cholesky(s), -1, -2))
+    junk = s.copy()
+    junk[..., 2, 0] = 100.0  # the lower triangle: not read
+    t = fiamma.tensor(junk)
+    np.testing.assert_allclose(LA.cholesky(t, upper=True).numpy(), want, atol=1e-12)
+    u, info = LA.cholesky_ex(t, upper=True)
+    np.testing.assert_allclose(u.numpy(), want, atol=1e-12)
+    assert info.tolist() == [0, 0]
+    junk = s.copy()
+    junk[..., 0, 2] = 100.0  # the upper triangle: not read without upper
+    np.testing.assert_allclose(LA.cholesky(fiamma.tensor(junk)).numpy(),
+                               np.linalg.cholesky(s), atol=1e-12)
+
+
+@pytest.mark.parity
+def test_solver_result_shapes_match_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    sing = np.array([[1.0, 2.0], [2.0, 4.0]])
+    cases = [((2, 2, 2), (2, 2), {"upper": True}), ((3, 2, 2), (2, 3), {"upper": False}),
+             ((2, 1, 2, 2), (2, 2, 2), {"upper": True, "left": False})]
+    for a_shape, b_shape, kw in cases:
+        a = np.triu(rng.standard_normal(a_shape)) + 3 * np.eye(2)
+        b = rng.standard_normal(b_shape)
+        want = torch.linalg.solve_triangular(torch.tensor(a), torch.tensor(b), **kw)
+        got = LA.solve_triangular(T(a), T(b), **kw)
+        assert tuple(got.shape) == tuple(want.shape)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-10)
+    for a_shape, b_shape in [((3, 2, 2), (2,)), ((2, 1, 2, 2), (2, 2, 2)), ((3, 2, 2), (3, 2))]:
+        a = np.broadcast_to(sing, a_shape).copy()
+        b = rng.standard_normal(b_shape)
+        want = torch.linalg.solve_ex(torch.tensor(a), torch.tensor(b))
+        got = LA.solve_ex(T(a), T(b))
+        assert tuple(got.result.shape) == tuple(want.result.shape)
+        assert got.info.tolist() == want.info.tolist()
+    a, b = rng.standard_normal((5, 3)), rng.standard_normal((5, 2))
+    for driver in (None, "gelsy", "gelsd", "gelss", "gels"):
+        want = torch.linalg.lstsq(torch.tensor(a), torch.tensor(b), driver=driver)
+        got = LA.lstsq(T(a), T(b), driver=driver)
+        assert got.residuals.numel() == want.residuals.numel()

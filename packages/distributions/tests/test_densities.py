@@ -302,3 +302,12 @@ def test_entropy_against_monte_carlo(make):
     lp = _np(d.log_prob(d.sample((40000,))))
     se = lp.std() / math.sqrt(len(lp))
     assert d.entropy().item() == pytest.approx(-lp.mean(), abs=5 * se + 1e-9)
+
+
+def test_dirichlet_and_beta_mode_with_every_concentration_below_one():
+    """Every vertex is a mode; the first one, as PyTorch (Beta's mode is then 1)."""
+    c = fiamma.tensor([[0.5, 0.9, 0.2], [2.0, 3.0, 1.0]], dtype=fiamma.float64)
+    np.testing.assert_allclose(D.Dirichlet(c).mode.numpy(),
+                               [[1.0, 0.0, 0.0], [1 / 3, 2 / 3, 0.0]])
+    b = D.Beta(fiamma.tensor([0.5, 0.2, 2.0]), fiamma.tensor([0.3, 0.9, 3.0]))
+    np.testing.assert_allclose(b.mode.numpy(), [1.0, 1.0, 1 / 3], rtol=1e-6)

@@ -237,3 +237,33 @@ def test_sample_does_not_track_gradients():
     assert not D.Normal(m, 1.0).sample().requires_grad
     assert D.Normal(m, 1.0).rsample().requires_grad
     assert not math.isnan(D.Gamma(P(0.5), 1.0).rsample().sum().item())
+
+
+@pytest.mark.parametrize("x", [0.0, 0.2, 1.0])
+def test_binary_log_prob_gradient_at_even_odds(x):
+    """d/dlogit log p(x) = x - sigmoid(logit), also at logit 0 (probs 1/2), where the
+    max(l, 0) + log1p(e^-|l|) form gave x - 1 (its two kinks do not cancel)."""
+    v = float(x == 1.0)  # a Bernoulli value
+    for logit in (0.0, 1e-12, -0.7):
+        lt = fiamma.tensor(logit, dtype=fiamma.float64, requires_grad=True)
+        (g,) = fiamma.autograd.grad(D.Bernoulli(logits=lt).log_prob(
+            fiamma.tensor(v, dtype=fiamma.float64)), lt)
+        assert g.item() == pytest.approx(v - 1.0 / (1.0 + math.exp(-logit)), abs=1e-12)
+        p = fiamma.tensor(0.5, dtype=fiamma.float64, requires_grad=True)
+        (g,) = fiamma.autograd.grad(D.ContinuousBernoulli(probs=p).log_prob(
+            fiamma.tensor(x, dtype=fiamma.float64)), p)
+        # at p = 1/2 the normaliser is flat: d/dp (x log p + (1 - x) log(1 - p)) = 4x - 2
+        assert g.item() == pytest.approx(4 * x - 2, abs=1e-12)
+
+
+def test_pareto_infinite_moments_have_infinite_not_nan_gradients():
+    """mean (alpha <= 1) and variance (alpha <= 2) are inf; their gradient w.r.t. scale is inf
+    as PyTorch's (a masked-out branch gave 0 * inf = NaN)."""
+    s = fiamma.tensor([1.0, 2.0, 3.0], dtype=fiamma.float64, requires_grad=True)
+    a = fiamma.tensor([0.5, 1.5, 3.0], dtype=fiamma.float64, requires_grad=True)
+    d = D.Pareto(s, a)
+    assert d.mean.tolist() == [math.inf, 6.0, 4.5]
+    assert d.variance.tolist() == [math.inf, math.inf, 6.75]
+    gs, ga = fiamma.autograd.grad(d.mean.sum() + d.variance.sum(), (s, a))
+    assert gs.tolist() == [math.inf, math.inf, 6.0]
+    assert ga.tolist() == [0.0, -8.0, -12.0]

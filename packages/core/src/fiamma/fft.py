@@ -241,12 +241,16 @@ def _axes(nd, s, dim, op, default_all=True, two=False):
     return s, dims
 
 
-def _sizes(arr, s, dims, op):
+def _sizes(arr, s, dims, op, c2r=False):
+    """``s`` with its -1 entries resolved: the input's size there (for a complex-to-real
+    transform's last dim, the default output length 2 * (size - 1), as PyTorch)."""
     if s is None:
         return None
     out = []
-    for v, d in zip(s, dims):
-        v = arr.shape[d] if v == -1 else v
+    last = len(dims) - 1
+    for i, (v, d) in enumerate(zip(s, dims)):
+        if v == -1:
+            v = 2 * (arr.shape[d] - 1) if c2r and i == last else arr.shape[d]
         if v < 1:
             raise RuntimeError(f"fft.{op}: Invalid number of data points ({v}) specified")
         out.append(v)
@@ -363,7 +367,8 @@ def _nd_c2c(op, npfn, input, s, dim, norm, out, complex_input, two):
     cplx = _is_complex_input(input, complex_input, op)
     a = _complex_np(input, op, pairs=True) if cplx else _real_np(input, op)
     s, dims = _axes(a.ndim, s, dim, op, two=two)
-    r = _np_call(op, npfn, a, s=_sizes(a, s, dims, op), axes=dims, norm=_norm(norm, op))
+    s = _sizes(a, s, dims, op)
+    r = _np_call(op, npfn, a, s=s, axes=dims, norm=_norm(norm, op))
     return _record(op, _out_complex(r, out, op), input,
                    {"s": s, "dim": dim, "norm": norm, "complex_input": cplx})
 
@@ -397,7 +402,8 @@ def _rfftn(op, input, s, dim, norm, out, two, conj=False):
     dev = isinstance(a, _DevSignal)
     if conj and dev:
         a.conj = 2  # the device conjugates the result
-    r = _np_call(op, np.fft.rfftn, a, s=_sizes(a, s, dims, op), axes=dims,
+    s = _sizes(a, s, dims, op)
+    r = _np_call(op, np.fft.rfftn, a, s=s, axes=dims,
                  norm=_SWAP[nrm] if conj else nrm)
     if conj and not dev:
         r = np.conj(r)
@@ -409,7 +415,7 @@ def _irfftn(op, input, s, dim, norm, out, two, conj=False):
     s, dims = _axes(a.ndim, s, dim, op, two=two)
     if not dims:
         raise RuntimeError(f"fft.{op}: must transform at least one axis")
-    sizes = _sizes(a, s, dims, op)
+    sizes = s = _sizes(a, s, dims, op, c2r=True)
     if sizes is None:
         sizes = [a.shape[d] for d in dims[:-1]] + [2 * (a.shape[dims[-1]] - 1)]
         if sizes[-1] < 1:
@@ -491,14 +497,14 @@ def fftfreq(n, d=1.0, *, out=None, dtype=None, layout=None, device=None, require
     >>> fiamma.fft.fftfreq(4).tolist()
     [0.0, 0.25, -0.5, -0.25]
     """
-    return _finish(_freq_tensor(np.fft.fftfreq(n, d), dtype, requires_grad, device), out,
-                   "fftfreq")
+    arr = np.fft.fftfreq(n, d) if n else np.empty(0)  # n = 0: empty, as PyTorch
+    return _finish(_freq_tensor(arr, dtype, requires_grad, device), out, "fftfreq")
 
 
 def rfftfreq(n, d=1.0, *, out=None, dtype=None, layout=None, device=None, requires_grad=False):
     """The n // 2 + 1 non-negative sample frequencies of an n-point real DFT."""
-    return _finish(_freq_tensor(np.fft.rfftfreq(n, d), dtype, requires_grad, device), out,
-                   "rfftfreq")
+    arr = np.fft.rfftfreq(n, d) if n else np.empty(0)  # n = 0: empty, as PyTorch
+    return _finish(_freq_tensor(arr, dtype, requires_grad, device), out, "rfftfreq")
 
 
 def _shift(op, input, dim, sign):

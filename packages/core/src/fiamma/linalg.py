@@ -166,6 +166,8 @@ def _tensor(arr, dt=None):
         arr = np.asarray(arr)
         if dt is None:
             dt = D.from_numpy_dtype(arr.dtype)
+        if dt is D.bfloat16:  # NumPy has no bfloat16: through float32, rounded once
+            return _tensor(arr, D.float32).to(dt)
         res = new_empty(arr.shape, dt)
         if res._numel:
             res.numpy()[...] = arr
@@ -332,7 +334,12 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=No
     """
     _check(A, "matrix_norm")
     src = A if dtype is None else A.to(dtype)
-    a = _float_np(src, "matrix_norm", complex_ok=True)
+    if src._dtype in (D.float16, D.bfloat16) and ord not in ("nuc", 2, -2):
+        # as PyTorch: the norms without an SVD take half / bfloat16 (computed in float32,
+        # rounded once to the input's dtype)
+        a = _arr(src.to(D.float32))
+    else:
+        a = _float_np(src, "matrix_norm", complex_ok=True)
     if a.ndim < 2:
         raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 "
                            "dimensions.")
@@ -388,8 +395,13 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None, out=None):
 def cond(A, p=None, *, out=None):
     """The condition number of A in the ``p`` norm (None / 2: ratio of extreme singular
     values; 'fro', 'nuc', inf, -inf, 1, -1: norm(A) * norm(inv(A)))."""
-    a = _matrix_np(A, "cond", square=p not in (None, 2, -2), complex_ok=True)
-    if p in (None, 2, -2):
+    a = _matrix_np(A, "cond", square=p in ("fro", "nuc"), complex_ok=True)
+    if 0 in a.shape[-2:]:
+        r = np.zeros(a.shape[:-2], a.real.dtype)  # PyTorch: 0 for empty matrices
+    elif p not in (None, 2, -2) and a.shape[-1] != a.shape[-2]:
+        raise RuntimeError(f"linalg.cond: A must be batches of square matrices, but they are "
+                           f"{a.shape[-2]} by {a.shape[-1]} matrices")
+    elif p in (None, 2, -2):
         s = _svd_np(a, "cond", compute_uv=False)
         with np.errstate(divide="ignore", invalid="ignore"):
             r = s[..., 0] / s[..., -1] if p != -2 else s[..., -1] / s[..., 0]
@@ -523,8 +535,8 @@ def matrix_power(A, n, *, out=None):
 
 # ---- solvers -------------------------------------------------------------------------------
 
-def _solve_np(a, b, left, op):
-    vec = b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1])
+def _solve_np(a, b, left, op, vec_ok=True):
+    vec = vec_ok and (b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1]))
     if not left:
         a = np.swapaxes(a, -1, -2)
         if not vec:
@@ -577,8 +589,12 @@ def solve_ex(A, B, *, left=True, check_errors=False, out=None):
         if check_errors:
             raise
     _, info = inv_ex(A)
+    # the shape solve would have given: A's and B's batch dims broadcast, then B's own
     b = _arr(B)
-    nan = np.full(np.broadcast_shapes(b.shape, b.shape), np.nan)
+    vec = b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1])
+    bb = b.shape + (1,) if vec else b.shape
+    shape = np.broadcast_shapes(a.shape[:-2], bb[:-2]) + (bb[-2:-1] if vec else bb[-2:])
+    nan = np.full(shape, np.nan)
     return SolveExResult(_tensor(nan, A._dtype), info)
 
 
@@ -596,7 +612,7 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
         t = t.copy()
         idx = np.arange(t.shape[-1])
         t[..., idx, idx] = 1
-    r = _solve_np(t, b, left, "solve_triangular")
+    r = _solve_np(t, b, left, "solve_triangular", vec_ok=False)  # B is always a matrix
     return _record(ops.linalg_solve_triangular,
                    _result(r, A._dtype, out, "solve_triangular"), (A, B),
                    {"upper": upper, "left": left, "unitriangular": unitriangular})
@@ -604,9 +620,10 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
 
 def lstsq(A, B, rcond=None, *, driver=None):
     """The least-squares solution of AX = B (batched): ``(solution, residuals, rank,
-    singular_values)`` as PyTorch: residuals (squared, per column of B) only when m > n and
-    every A has full rank; rank for drivers other than 'gels'; singular values for 'gelsd' and
-    'gelss' (empty tensors otherwise). Computed by SVD (LAPACK gelsd) for every driver."""
+    singular_values)`` as PyTorch: residuals (squared, per column of B) only when m > n, the
+    driver is not the default 'gelsy' and every A has full rank; rank for drivers other than
+    'gels'; singular values for 'gelsd' and 'gelss' (empty tensors otherwise). Computed by SVD
+    (LAPACK gelsd) for every driver."""
     a = _matrix_np(A, "lstsq", complex_ok=True)
     b = _float_np(B, "lstsq", "B", complex_ok=True)
     if A._dtype is not B._dtype:
@@ -648,6 +665,7 @@ def lstsq(A, B, rcond=None, *, driver=None):
     if vec:
         out_sol = out_sol[..., 0]
     rdt = A._dtype.to_real
+    full = full and driver != "gelsy"  # PyTorch's gelsy gives no residuals
     residuals = _tensor(res.reshape(batch + (k,)) if full else np.zeros(0, res.dtype), rdt)
     if vec and full:
         residuals = _tensor(res.reshape(batch + (k,))[..., 0], rdt)
@@ -655,9 +673,17 @@ def lstsq(A, B, rcond=None, *, driver=None):
                     D.int64)
     svals = _tensor(sv.reshape(batch + (builtins.min(m, n),)) if driver in ("gelsd", "gelss")
                     else np.zeros(0, sv.dtype), rdt)
-    result = LstsqResult(_tensor(out_sol, A._dtype), residuals, ranks, svals)
-    _record(ops.linalg_lstsq, result.solution, (A, B), {"rcond": rcond, "driver": driver})
-    return result
+    sol = _tensor(out_sol, A._dtype)
+    _record(ops.linalg_lstsq, sol, (A, B), {"rcond": rcond, "driver": driver})
+    if residuals._numel and sol.requires_grad:
+        # differentiable residuals (as PyTorch's): ||A X - B||^2 per column, recomputed from
+        # the recorded solution (the path through X contributes nothing at the LS optimum)
+        d = matmul(A, sol.unsqueeze(-1) if vec else sol) - (B.unsqueeze(-1) if vec else B)
+        d = d.abs() if d.is_complex() else d
+        residuals = (d * d).sum(-2)
+        if vec:
+            residuals = residuals[..., 0]
+    return LstsqResult(sol, residuals, ranks, svals)
 
 
 # ---- decompositions --------------------------------------------------------------------------
@@ -682,9 +708,12 @@ def _pd_order(m):
 
 def cholesky(A, *, upper=False, out=None):
     """The Cholesky factor L (A = L L^T) of symmetric positive-definite matrices, or U = L^T
-    with ``upper``. Only the lower triangle of A is read. LinAlgError when not PD. Complex
-    Hermitian matrices: A = L L^H, and ``upper`` gives U = L^H."""
+    with ``upper``. Only the lower triangle of A is read (the upper one with ``upper``, as
+    PyTorch). LinAlgError when not PD. Complex Hermitian matrices: A = L L^H, and ``upper``
+    gives U = L^H."""
     a = _matrix_np(A, "cholesky", square=True, complex_ok=True)
+    if upper:  # factor A^H, whose lower triangle is A's upper one
+        a = np.conj(np.swapaxes(a, -1, -2))
     try:
         r = np.linalg.cholesky(a)
     except np.linalg.LinAlgError:
@@ -697,8 +726,10 @@ def cholesky(A, *, upper=False, out=None):
 
 def cholesky_ex(A, *, upper=False, check_errors=False, out=None):
     """``(L, info)``: info (int32 per matrix) is 0 or the order of the first leading minor that
-    is not positive-definite."""
+    is not positive-definite. Reads the triangle :func:`cholesky` reads."""
     a = _matrix_np(A, "cholesky_ex", square=True, complex_ok=True)
+    if upper:
+        a = np.conj(np.swapaxes(a, -1, -2))
     flat = a.reshape(_flat_shape(a))
     L = np.zeros_like(flat)
     info = np.zeros(flat.shape[0], np.int32)
@@ -913,6 +944,10 @@ def cross(input, other, *, dim=-1, out=None):
     _check(other, "cross", "other")
     from fiamma._ops._common import broadcast_shapes
 
+    if len(input._shape) != len(other._shape):
+        raise RuntimeError(f"linalg.cross: inputs must have the same number of dimensions, got "
+                           f"{len(input._shape)} and {len(other._shape)}")
+
     shape = broadcast_shapes(input._shape, other._shape, op="linalg.cross")
     nd = len(shape)
     if not -nd <= dim < nd:
@@ -1048,7 +1083,7 @@ def _lu_singular(op, info):
     flat = info.reshape(-1)
     i = int(np.flatnonzero(flat)[0])
     label = _batch_label(info.shape, i)
-    j = int(flat[i]) - 1
+    j = int(flat[i])  # 1-based, as LAPACK's info and PyTorch's message
     raise LinAlgError(f"torch.linalg.{op}: {label}U[{j},{j}] is zero and using it on lu_solve "
                       "would result in a division by zero. If you still want to perform the "
                       "factorization, consider calling linalg.lu(A, pivot) or "

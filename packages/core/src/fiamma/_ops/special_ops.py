@@ -13,7 +13,6 @@ positional arguments as received (``polygamma``: ``(n, input)``; ``logit``: ``(i
 """
 
 import builtins
-import math
 
 from fiamma import _dtype as D, _grad_hook as G
 from fiamma._autograd_api import ops
@@ -23,7 +22,6 @@ from fiamma._ops._common import (
     bcast_strides,
     broadcast_shapes,
     cast,
-    check_out,
     same_device,
 )
 from fiamma._ops.elementwise import _finish, _result, check_inplace
@@ -39,45 +37,12 @@ def _float_dtype(dt):
     return dt if dt._kind == 2 else D.get_default_dtype()
 
 
-def _complex_special(name, args):
-    """sinc and logaddexp of complex operands, composed from complex arithmetic (as PyTorch
-    defines them); the other special functions are not defined for complex numbers (a cast to
-    a real dtype would drop the imaginary part silently)."""
-    import fiamma as f
-
-    if name == "sinc":
-        (x,) = args
-        px = x * math.pi
-        return f.where(x == 0, f.ones((), dtype=x.dtype), f.sin(px) / px)
-    if name == "logaddexp":
-        a, b = args
-        ct = D.result_type(a, b)
-        a = a.to(ct) if isinstance(a, Tensor) else f.tensor(a, dtype=ct)
-        b = b.to(ct) if isinstance(b, Tensor) else f.tensor(b, dtype=ct)
-        # shifted by the operand of larger real part: log(e^m (1 + e^(o - m)))
-        big = a.real >= b.real
-        m, o = f.where(big, a, b), f.where(big, b, a)
-        res = m + f.log1p(f.exp(o - m))
-        # equal infinite real parts (the shift gives inf - inf): the plain formula
-        inf = f.isinf(m.real) & (m.real == o.real)
-        return f.where(inf, f.log(f.exp(a) + f.exp(b)), res) if bool(inf.any()) else res
-    raise TypeError(f"{name}: not implemented for complex dtypes, got "
-                    f"{next(t.dtype for t in args if isinstance(t, Tensor) and t.is_complex())}")
-
-
-def _complex_out(res, out, name):
-    if out is None:
-        return res
-    check_out(out, res._shape, res._dtype, name)
-    return _finish(res, out)
-
-
 def sp_unary(code, name, x, p0=0.0, out=None, inputs=None, kwargs=None):
     """Run special unary op ``code`` on tensor ``x`` (integers promote to the default float)."""
     if not isinstance(x, Tensor):
         raise TypeError(f"{name}: expected a Tensor, got {type(x).__name__}")
-    if x._dtype._kind == 3:
-        return _complex_out(_complex_special(name, (x,)), out, name)
+    if x._dtype._kind == 3:  # the kernels are real: casting would drop the imaginary part
+        raise NotImplementedError(f"{name}: not implemented for complex input ({x._dtype})")
     ct = _float_dtype(x._dtype)
     src = cast(x, ct)
     res = _result(out, x._shape, ct, x._storage.device, name, (src,))
@@ -99,8 +64,8 @@ def sp_binary(code, name, a, b, out=None):
     if not (ta or tb):
         raise TypeError(f"{name}: expected at least one tensor operand")
     rt = D.result_type(a, b)
-    if rt._kind == 3:
-        return _complex_out(_complex_special(name, (a, b)), out, name)
+    if rt._kind == 3:  # the kernels are real: casting would drop the imaginary part
+        raise NotImplementedError(f"{name}: not implemented for complex input ({rt})")
     ct = _float_dtype(rt)
     dev = same_device(name, a, b)
     from fiamma._creation import tensor
@@ -141,7 +106,36 @@ digamma = _unary_fn(K.SP_DIGAMMA, ops.digamma, """The digamma function d/dx log 
     (-inf at 0, +inf at -0, NaN at the negative integers).""")
 erfinv = _unary_fn(K.SP_ERFINV, ops.erfinv, """The inverse error function on [-1, 1]
     (+-inf at +-1, NaN outside).""")
-sinc = _unary_fn(K.SP_SINC, ops.sinc, """The normalized sinc: sin(pi x) / (pi x), 1 at 0.""")
+_sinc_real = _unary_fn(K.SP_SINC, ops.sinc, """The normalized sinc: sin(pi x) / (pi x), 1 at 0.""")
+
+
+def _out_copy(res, out, name):
+    if out is None:
+        return res
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{name}: out must be a Tensor, got {type(out).__name__}")
+    if out._shape != res._shape:
+        out.resize_(res._shape)
+    return out.copy_(res)
+
+
+def sinc(input, *, out=None):
+    """The normalized sinc: sin(pi x) / (pi x), 1 at 0 (complex inputs too, as PyTorch).
+
+    Integer and bool inputs give the default float dtype."""
+    if isinstance(input, Tensor) and input._dtype._kind == 3:
+        import math
+
+        from fiamma._ops.elementwise import where
+
+        px = input * math.pi
+        zero = input == 0
+        res = where(zero, 1.0, px.sin() / where(zero, 1.0, px))
+        return _out_copy(res, out, "sinc")
+    return _sinc_real(input, out=out)
+
+
+sinc.__name__ = sinc.__qualname__ = "sinc"
 i0 = _unary_fn(K.SP_I0, ops.i0, """The modified Bessel function of the first kind, order 0.""")
 
 
@@ -152,6 +146,9 @@ def polygamma(n, input, *, out=None):
     >>> round(fiamma.polygamma(1, fiamma.tensor([1.0])).item(), 6)  # pi^2 / 6
     1.644934
     """
+    if isinstance(n, Tensor) and n._numel == 1 and n._dtype._kind < 2 and \
+            n._dtype is not D.bool:
+        n = builtins.int(n.item())  # a one-element integer tensor, as PyTorch takes
     if isinstance(n, builtins.bool) or not isinstance(n, builtins.int):
         raise TypeError(f"polygamma: n must be an int, got {type(n).__name__}")
     if n < 0:
@@ -172,10 +169,14 @@ def mvlgamma(input, p, *, out=None):
     if not isinstance(input, Tensor):
         raise TypeError(f"mvlgamma: expected a Tensor, got {type(input).__name__}")
     if input._numel:
-        from fiamma._ops.reduce import amin
+        from fiamma._ops.elementwise import le
+        from fiamma._ops.reduce import amin, any as any_
 
-        lo = amin(input.detach()).item()
-        if not lo > (p - 1) / 2:
+        x = input.detach()
+        # NaN passes the check (and gives NaN), as PyTorch
+        bad = le(x, (p - 1) / 2)
+        if any_(bad).item():
+            lo = amin(x[bad]).item()
             raise RuntimeError(f"mvlgamma: All elements must be greater than (p-1)/2 = "
                                f"{(p - 1) / 2}, got {lo}")
     return sp_unary(K.SP_MULTIGAMMALN, ops.mvlgamma, input, p, out, kwargs={"p": p})
@@ -192,7 +193,20 @@ def xlogy(input, other, *, out=None):
 
 
 def logaddexp(input, other, *, out=None):
-    """``log(exp(input) + exp(other))``, computed without overflow."""
+    """``log(exp(input) + exp(other))``, computed without overflow (complex inputs too: the
+    operand of larger real part factored out)."""
+    if (isinstance(input, Tensor) and input._dtype._kind == 3) or \
+            (isinstance(other, Tensor) and other._dtype._kind == 3):
+        from fiamma._creation import tensor
+        from fiamma._ops.elementwise import where
+
+        rt = D.result_type(input, other)
+        dev = same_device("logaddexp", *(t for t in (input, other) if isinstance(t, Tensor)))
+        a, b = (t.to(rt) if isinstance(t, Tensor) else tensor(t, dtype=rt, device=dev)
+                for t in (input, other))
+        first = a.real >= b.real
+        hi, lo = where(first, a, b), where(first, b, a)
+        return _out_copy(hi + (lo - hi).exp().log1p(), out, "logaddexp")
     return sp_binary(K.SP_LOGADDEXP, ops.logaddexp, input, other, out)
 
 
@@ -209,7 +223,7 @@ def _inplace(name, call, oop):
     rebases self's history on it, so the old value stays available to the formula)."""
     def method(self, *args, **kwargs):
         check_inplace(self, name, builtins.tuple(a for a in args if isinstance(a, Tensor)))
-        if self._dtype._kind < 2:  # complex: sinc_ works, the others raise in the op
+        if self._dtype._kind != 2 and not (self._dtype._kind == 3 and name == "sinc_"):
             raise RuntimeError(f"{name}: result type {_float_dtype(self._dtype)} can't be cast "
                                f"to the desired output type {self._dtype}")
         grad = self.requires_grad or builtins.any(getattr(a, "requires_grad", False)

@@ -32,8 +32,10 @@ def _one_of(cls, probs, logits):
 
 
 def _bce_with_logits(logits, target):
-    """-(target log sigmoid(l) + (1 - target) log sigmoid(-l)), stable."""
-    return logits.clamp(min=0) - logits * target + (-logits.abs()).exp().log1p()
+    """-(target log sigmoid(l) + (1 - target) log sigmoid(-l)) = (1 - target) l + log(1 +
+    e^-l), stable, and differentiable at l = 0 (sigmoid(l) - target; the max(l, 0) +
+    log1p(e^-|l|) form gave 1 - target there, the kinks of its two terms not cancelling)."""
+    return (1 - target) * logits + fiamma.logaddexp(fiamma.zeros_like(logits), -logits)
 
 
 def _expand_probs_logits(new, old, shape):

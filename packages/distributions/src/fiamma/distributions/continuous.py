@@ -337,8 +337,10 @@ class Pareto(TransformedDistribution):
 
     @property
     def mean(self):
+        # inf for alpha <= 1 by the division by 0 itself (as PyTorch: the gradient w.r.t. scale
+        # is then inf, where a masked branch gave 0 * inf = NaN)
         a = self.alpha.clamp(min=1)
-        return fiamma.where(self.alpha > 1, a * self.scale / (a - 1), math.inf)
+        return a * self.scale / (a - 1)
 
     @property
     def mode(self):
@@ -346,9 +348,8 @@ class Pareto(TransformedDistribution):
 
     @property
     def variance(self):
-        a = self.alpha.clamp(min=2)
-        return fiamma.where(self.alpha > 2, self.scale.pow(2) * a / ((a - 1).pow(2) * (a - 2)),
-                            math.inf)
+        a = self.alpha.clamp(min=2)  # inf for alpha <= 2 (a - 2 = 0), as the mean
+        return self.scale.pow(2) * a / ((a - 1).pow(2) * (a - 2))
 
     @constraints.dependent_property(is_discrete=False, event_dim=0)
     def support(self):

@@ -303,9 +303,10 @@ class Dirichlet(ExponentialFamily):
         concentrationm1 = (self.concentration - 1).clamp(min=0.0)
         mode = concentrationm1 / concentrationm1.sum(-1, keepdim=True)
         mask = (self.concentration < 1).all(dim=-1)
+        # every concentration < 1: every vertex is a mode; the first, as PyTorch (whose argmax
+        # of the all-NaN ratio picks index 0; Beta's mode is then 1)
         k = self.concentration.shape[-1]
-        onehot = (fiamma.arange(k, device=mode.device)
-                  == self.concentration.argmax(-1, keepdim=True)).to(mode.dtype)
+        onehot = (fiamma.arange(k, device=mode.device) == 0).to(mode.dtype).expand(mode.shape)
         return fiamma.where(mask.unsqueeze(-1), onehot, mode)
 
     @property

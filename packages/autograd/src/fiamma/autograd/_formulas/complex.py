@@ -192,8 +192,9 @@ def _cholesky(ctx, grad):
 
 @derivative(ops.linalg_eigh, save="output", complex=True)
 def _eigh(ctx, grad):
-    """A = V diag(w) V^H (w real): gA = V (diag(gw) + F o (V^H gV)) V^H, F_ij = 1/(w_j - w_i)
-    off the diagonal. The loss must not depend on the eigenvectors' phases."""
+    """A = V diag(w) V^H (w real): gA = V (diag(gw) + F o skew(V^H gV)) V^H, F_ij = 1/(w_j -
+    w_i) off the diagonal, skew(M) = (M - M^H) / 2: the Hermitian gradient, as PyTorch. The
+    loss must not depend on the eigenvectors' phases."""
     w, v = ctx.output
     gw, gv = grad
     inner = None
@@ -201,7 +202,8 @@ def _eigh(ctx, grad):
         diff = w.unsqueeze(-2) - w.unsqueeze(-1)
         eye = _eye(w.shape[-1], w.device)
         f = fiamma.where(eye, 0.0, 1.0 / fiamma.where(eye, 1.0, diff))
-        inner = f * fiamma.matmul(_mH(v), gv)
+        m = fiamma.matmul(_mH(v), gv)
+        inner = f * ((m - _mH(m)) * 0.5)
     if gw is not None:
         d = _diag(gw).to(v.dtype)
         inner = d if inner is None else inner + d

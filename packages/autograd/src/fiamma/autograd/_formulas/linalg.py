@@ -166,20 +166,24 @@ def _d_cholesky(ctx, grad):
 
 @derivative(ops.linalg_eigh, save="output")
 def _d_eigh(ctx, grad):
+    """grad_A = V (diag(grad_w) + F o skew(V^H grad_V)) V^H, F_ij = 1 / (w_j - w_i): the
+    Hermitian gradient (as PyTorch; A is read as Hermitian, only its Hermitian part matters)."""
     w, v = ctx.output
     gw, gv = grad
     inner = None
+    vh = _adj(v)
     if gv is not None:
         diff = w.unsqueeze(-2) - w.unsqueeze(-1)  # [i, j] = w_j - w_i
         eye = _eye_mask(w.shape[-1], w.device)
         f = fiamma.where(eye, 0.0, 1.0 / fiamma.where(eye, 1.0, diff))
-        inner = f * fiamma.matmul(_mT(v), gv)
+        m = fiamma.matmul(vh, gv)
+        inner = f * ((m - _adj(m)) * 0.5)
     if gw is not None:
         d = _diag_embed_last(gw)
         inner = d if inner is None else inner + d
     if inner is None:
         return (None,)
-    return (fiamma.matmul(fiamma.matmul(v, inner), _mT(v)),)
+    return (fiamma.matmul(fiamma.matmul(v, inner), vh),)
 
 
 @derivative(ops.linalg_eigvalsh, save="inputs")
@@ -207,22 +211,8 @@ def _d_cross(ctx, grad):
     return ga, gb
 
 
-@derivative(ops.linalg_matrix_norm, save="both")
-def _d_matrix_norm(ctx, grad):
-    a = ctx.inputs[0]
-    kw = ctx.kwargs
-    ord_ = kw.get("ord", "fro")
-    d0, d1 = (d % a.ndim for d in kw.get("dim", (-2, -1)))
-    n = ctx.output
-    g = grad
-    if not kw.get("keepdim", False):
-        for d in sorted((d0, d1)):
-            g = g.unsqueeze(d)
-            n = n.unsqueeze(d)
-    # work with the two dims last
-    order = [i for i in range(a.ndim) if i not in (d0, d1)] + [d0, d1]
-    inv = [order.index(i) for i in range(a.ndim)]
-    am, gm, nm = (t.permute(order) for t in (a, g, n))
+def _mnorm_grad(am, gm, nm, ord_, gdt):
+    """The gradient of matrix_norm(am, ord_) (over the last two dims; gm, nm keepdim-shaped)."""
     if ord_ == "fro":
         nz = nm == 0
         res = am * fiamma.where(nz, 0.0, gm / fiamma.where(nz, 1.0, nm))
@@ -242,11 +232,31 @@ def _d_matrix_norm(ctx, grad):
         ext = sums.detach().amax((-2, -1), keepdim=True) if ord_ > 0 else \
             sums.detach().amin((-2, -1), keepdim=True)
         hit = sums == ext
-        count = hit.sum((-2, -1), keepdim=True).to(grad.dtype)
+        count = hit.sum((-2, -1), keepdim=True).to(gdt)
         sgn = am.sign() if am._dtype._kind != 3 else am.sgn()
         res = sgn * fiamma.where(hit, gm / count, 0.0)
     else:
         raise NotImplementedError(f"linalg.matrix_norm: no derivative for ord={ord_!r}")
+    return res
+
+
+@derivative(ops.linalg_matrix_norm, save="both")
+def _d_matrix_norm(ctx, grad):
+    a = ctx.inputs[0]
+    kw = ctx.kwargs
+    ord_ = kw.get("ord", "fro")
+    d0, d1 = (d % a.ndim for d in kw.get("dim", (-2, -1)))
+    n = ctx.output
+    g = grad
+    if not kw.get("keepdim", False):
+        for d in sorted((d0, d1)):
+            g = g.unsqueeze(d)
+            n = n.unsqueeze(d)
+    # work with the two dims last
+    order = [i for i in range(a.ndim) if i not in (d0, d1)] + [d0, d1]
+    inv = [order.index(i) for i in range(a.ndim)]
+    am, gm, nm = (t.permute(order) for t in (a, g, n))
+    res = _mnorm_grad(am, gm, nm, ord_, grad.dtype)
     return (res.permute(inv),)
 
 
@@ -406,12 +416,19 @@ def _d_lstsq(ctx, grad):
 
 @derivative(ops.linalg_cond, save="inputs")
 def _d_cond(ctx, grad):
-    """cond = s_max / s_min (p None or 2; -2: the reciprocal) through the SVD."""
+    """cond = s_max / s_min (p None or 2; -2: the reciprocal) through the SVD; for the other
+    p, norm(A) norm(B), B = A^-1, with dB = -B dA B (so g_A = -B^H g_B B^H)."""
     a = ctx.inputs[0]
     p = ctx.kwargs.get("p")
     if p not in (None, 2, -2):
-        raise NotImplementedError(f"linalg.cond: the derivative is implemented for p=None, 2 "
-                                  f"and -2 (got p={p!r})")
+        b = _inv(a)
+        g = grad.unsqueeze(-1).unsqueeze(-1)
+        na = _L().matrix_norm(a, p, keepdim=True)
+        nb = _L().matrix_norm(b, p, keepdim=True)
+        ga = _mnorm_grad(a, g * nb, na, p, grad.dtype)
+        gb = _mnorm_grad(b, g * na, nb, p, grad.dtype)
+        bh = _adj(b)
+        return (ga - fiamma.matmul(fiamma.matmul(bh, gb), bh),)
     u, s, vh = _L().svd(a, full_matrices=False)
     hi, lo = s[..., :1], s[..., -1:]
     if p == -2:

@@ -3,7 +3,8 @@ I0/I1 and their scaled forms, ndtr/ndtri/log_ndtr, erfcx, entr, logit, mvlgamma,
 xlog1py, logaddexp/logaddexp2, zeta and gammainc/gammaincc in their second argument).
 
 Written with the special functions themselves (``fiamma.special``), so they differentiate
-again. Conventions follow PyTorch: xlogy's gradient w.r.t. x is 0 where x is 0; sinc's is 0 at
+again. Conventions follow PyTorch: xlogy's gradient w.r.t. x is log(y), 0 where x is 0 and
+y <= 0 (xlog1py's: log1p(y), 0 where x is 0 and y <= -1); sinc's is 0 at
 0; logit with eps has gradient 0 outside [eps, 1 - eps]; zeta has no gradient w.r.t. its first
 argument.
 """
@@ -43,9 +44,21 @@ _unary(ops.i0e, "both", lambda c, g: g * (_sp().i1e(_x(c)) - _x(c).sign() * _y(c
 _unary(ops.ndtr, "inputs", lambda c, g: g * (_x(c) * _x(c) * -0.5).exp() * _INV_SQRT_2PI)
 # ndtri: 1 / ndtr'(ndtri(x)) = sqrt(2 pi) exp(y^2 / 2)
 _unary(ops.ndtri, "output", lambda c, g: g * (_y(c) * _y(c) * 0.5).exp() / _INV_SQRT_2PI)
-# log_ndtr: ndtr'(x) / ndtr(x) = exp(-x^2/2 - log_ndtr(x)) / sqrt(2 pi)
-_unary(ops.log_ndtr, "both",
-       lambda c, g: g * (_x(c) * _x(c) * -0.5 - _y(c)).exp() * _INV_SQRT_2PI)
+def _log_ndtr_grad(c, g):
+    """ndtr'(x) / ndtr(x): exp(-x^2/2 - log_ndtr(x)) / sqrt(2 pi) for x >= -1; below, with
+    ndtr(x) = erfcx(-x / sqrt 2) e^{-x^2/2} / 2, sqrt(2 / pi) / erfcx(-x / sqrt 2) (the two
+    ~x^2/2 terms of the first form cancel: ~x^2 ulps lost far in the lower tail)."""
+    x, y = _x(c), _y(c)
+    low = x < -1
+    xl = fiamma.where(low, x, -1.0)  # each branch at points where it is finite
+    xh = fiamma.where(low, 0.0, x)
+    yh = fiamma.where(low, 0.0, y)
+    tail = math.sqrt(2.0 / math.pi) / _sp().erfcx(xl * -math.sqrt(0.5))
+    body = (xh * xh * -0.5 - yh).exp() * _INV_SQRT_2PI
+    return g * fiamma.where(low, tail, body)
+
+
+_unary(ops.log_ndtr, "both", _log_ndtr_grad)
 # erfcx = exp(x^2) erfc(x): d/dx = 2 x erfcx(x) - 2 / sqrt(pi)
 _unary(ops.erfcx, "both", lambda c, g: g * (_x(c) * _y(c) * 2 - 1.0 / _SQRT_PI_2))
 
@@ -70,11 +83,22 @@ def _i1e(ctx, grad):
 
 @derivative(ops.sinc, save="inputs")
 def _sinc(ctx, grad):
+    """(cos(pi x) pi x - sin(pi x)) / (pi x^2); for |x| < 0.01 its Taylor series
+    sum_k (-1)^k 2k pi^2k x^(2k-1) / (2k+1)! (the closed form cancels there, and is 0/0 once
+    pi x^2 underflows)."""
     x = ctx.inputs[0]
-    zero = x == 0
-    px = fiamma.where(zero, 1.0, x) * math.pi
-    d = (px.cos() * px - px.sin()) / (px * fiamma.where(zero, 1.0, x))
-    return (fiamma.where(zero, 0.0, grad * d),)
+    small = x.abs() < 0.01
+    xb = fiamma.where(small, 1.0, x)
+    px = xb * math.pi
+    d = (px.cos() * px - px.sin()) / (px * xb)
+    xs = fiamma.where(small, x, 0.0)
+    p2 = (xs * math.pi) * (xs * math.pi)
+    series = None
+    for k in range(5, 0, -1):  # Horner in (pi x)^2, times pi^2 x
+        coef = (-1) ** k * 2 * k / math.factorial(2 * k + 1)
+        series = coef if series is None else coef + p2 * series
+    series = series * (xs * (math.pi * math.pi))
+    return (grad * fiamma.where(small, series, d),)
 
 
 @derivative(ops.entr, save="inputs")
@@ -117,7 +141,7 @@ def _xlogy(ctx, grad):
     need = ctx.needs_input_grad
     ga = gb = None
     if need[0]:
-        ga = grad * fiamma.xlogy((a != 0).to(grad.dtype), b)
+        ga = fiamma.where((a == 0) & (b <= 0), 0.0, fiamma.xlogy(grad, b))
     if need[1]:
         gb = grad * a / b
     return ga, gb
@@ -129,7 +153,7 @@ def _xlog1py(ctx, grad):
     need = ctx.needs_input_grad
     ga = gb = None
     if need[0]:
-        ga = grad * _sp().xlog1py((a != 0).to(grad.dtype), b)
+        ga = fiamma.where((a == 0) & (b <= -1), 0.0, _sp().xlog1py(grad, b))
     if need[1]:
         gb = grad * a / (b + 1)
     return ga, gb

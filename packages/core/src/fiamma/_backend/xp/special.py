@@ -119,7 +119,7 @@ class SpecialMixin:
                 return self._sp_unary64(C.SP_DIGAMMA, v, 0.0)
             z = self._sp_fn("zeta", "polygamma")(np.float64(n + 1), v)
             sign = 1.0 if n % 2 == 1 else -1.0
-            return sign * math.gamma(n + 1.0) * z
+            return xp.where(v == -inf, nan, sign * math.gamma(n + 1.0) * z)  # as the C kernel
         if op == C.SP_NDTR:
             return self._sp_ndtr(v)
         if op == C.SP_LOG_NDTR:
@@ -313,6 +313,9 @@ class SpecialMixin:
             r = self._sp_fn(fname, public)(x, y)
             if op == C.SP_ZETA:
                 r = xp.where(x == 1.0, np.inf, r)
+                # s = inf: the terms (q + k)^-s are 0 but one with q + k < 1 (inf) or = 1 (1)
+                r = xp.where(x == np.inf, xp.where(y < 1.0, np.inf, xp.where(y == 1.0, 1.0, 0.0)),
+                             r)
                 r = xp.where((x < 1.0) | (x != x) | (y != y), nan, r)
             else:
                 upper = op == C.SP_GAMMAINCC
