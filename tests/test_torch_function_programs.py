@@ -165,9 +165,58 @@ PROGRAM = textwrap.dedent('''
 ''')
 
 
-def _run(cmd, tmp_path):
+# more subclass cases: keyword arguments, properties, constructors, indexing, autograd, modules
+PROGRAM2 = PROGRAM.split("HANDLED = {}")[0] + textwrap.dedent('''
+class S(torch.Tensor):
+    pass
+
+x = torch.arange(6.).reshape(2, 3).as_subclass(S)
+y = torch.ones(2, 3)
+def t(v): return type(v).__name__
+print("kw", t(torch.sum(x, dim=0)), t(F.softmax(x, dim=-1)), t(torch.where(x > 2, x, y)))
+print("stack", t(torch.stack((x, y))), t(torch.stack((y, x))), [t(c) for c in x.chunk(2)])
+print("props", t(x.T), t(x.mT), t(x.data), t(x.real), t(x.grad))
+print("meta", x.shape, x.dtype, x.ndim, x.is_leaf)
+print("new", t(x.new_zeros(2)), t(x.new_tensor([1.])), t(x.clone()), t(x.detach()))
+print("to", t(x.to(torch.float64)))
+print("cmp", t(x == 1), t(x > y), t(x.bool()), (x == x).all().item(), t(x.argmax()))
+print("idx", t(x[x > 3]), t(x[0, 1]))
+print("math", t(torch.exp(x)), t(x.exp()), t(abs(-x)), t(x ** 2), t(2 ** x), t(x // 2), t(x % 2))
+print("unary", t(-x), t(+x), t(x.neg()), float(x.sum()), int(x[1, 1]), x.tolist())
+print("reduce", t(x.max()), t(torch.max(x, dim=1).values), t(x.mean()), t(x.std()))
+z = x.clone()
+z[0, 0] = 5.
+print("setitem", t(z), z.tolist())
+z.mul_(2)
+print("inplace", t(z), z.tolist())
+w = S(torch.ones(2))
+print("ctor", t(w), w.is_leaf, w.requires_grad)
+leaf = torch.ones(2).as_subclass(S).requires_grad_()
+out = (leaf * 3).sum()
+out.backward()
+print("grad", t(leaf.grad), leaf.grad.tolist(), t(out), out.grad_fn is not None)
+m = torch.nn.Linear(3, 2)
+with torch.no_grad():
+    m.weight.fill_(1.); m.bias.fill_(0.)
+o = m(x)
+print("module", t(o), o.tolist())
+print("F", t(F.relu(x)), t(F.gelu(x)), t(F.layer_norm(x, (3,))), t(F.dropout(x, 0.0)))
+print("pad", t(F.pad(x, (1, 1))))
+print("misc", t(torch.cat([y, x], 0)), t(torch.einsum('ij->j', x)), t(torch.matmul(y, x.T)))
+print("mm", t(x @ y.T))
+print("cast", t(x.float()), t(x.int()), t(x.contiguous()), t(x.view(-1)), t(x.flatten()))
+print("unsqueeze", t(x.unsqueeze(0)))
+print("numpy", type(x.numpy()).__name__, x.numpy().tolist())
+print("iter", [t(r) for r in x], len(x))
+print("is", isinstance(x, torch.Tensor), torch.is_tensor(x))
+p = torch.nn.Parameter(torch.ones(2))
+print("param", t(x[0, :2] + p))
+''')
+
+
+def _run(cmd, tmp_path, program=PROGRAM):
     prog = tmp_path / "prog.py"
-    prog.write_text(PROGRAM)
+    prog.write_text(program)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     r = subprocess.run([sys.executable, *cmd, str(prog)], capture_output=True, text=True,
                        timeout=300, env=env, cwd=tmp_path)
@@ -194,4 +243,13 @@ def test_torch_function_program_matches_pytorch(tmp_path):
     pytest.importorskip("fiamma.nn")
     theirs = _run([], tmp_path)
     ours = _run(["-m", "fiamma.run"], tmp_path)
+    assert ours == theirs
+
+
+@pytest.mark.parity
+def test_subclass_cases_match_pytorch(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("fiamma.nn")
+    theirs = _run([], tmp_path, PROGRAM2)
+    ours = _run(["-m", "fiamma.run"], tmp_path, PROGRAM2)
     assert ours == theirs

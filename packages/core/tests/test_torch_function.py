@@ -41,6 +41,8 @@ def test_results_keep_the_subclass():
     mx = x.max(1)
     assert type(mx).__name__ == "max" and type(mx.values) is Sub and type(mx.indices) is Sub
     assert x.tolist() == [[1.0] * 3] * 2 and float(x.sum()) == 6.0 and len(x) == 2
+    # PyTorch 2.13 dispatches the new_* constructors too
+    assert type(x.new_zeros(2)) is Sub and type(x.new_tensor([1.0])) is Sub
 
 
 def test_in_place_returns_the_same_object():

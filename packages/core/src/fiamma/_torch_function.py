@@ -309,16 +309,15 @@ _SKIP_FUNCTIONS = frozenset({
     "broadcast_shapes", "assert_int_or_pair", "boolean_dispatch",
 })
 
-# Tensor attributes that do not dispatch (object protocol, construction, PyTorch's ignored
-# methods, pickling and copying, which keep their own subclass handling)
+# Tensor attributes that do not dispatch (object protocol, construction, pickling and copying,
+# which keep their own subclass handling; PyTorch 2.13 dispatches new_*, stride, data_ptr)
 _SKIP_METHODS = frozenset({
     "__new__", "__init__", "__init_subclass__", "__torch_function__", "__getattribute__",
     "__getattr__", "__setattr__", "__delattr__", "__hash__", "__dir__", "__subclasshook__",
     "__class__", "__sizeof__", "__reduce__", "__reduce_ex__", "__getstate__", "__setstate__",
     "__deepcopy__", "__copy__", "__iter__", "__delitem__", "__class_getitem__",
     "__array_priority__", "__array_interface__", "__dlpack__", "__dlpack_device__",
-    "as_subclass", "_make_subclass", "stride", "new", "new_empty", "new_empty_strided",
-    "new_full", "new_ones", "new_tensor", "new_zeros", "unflatten", "data_ptr",
+    "as_subclass", "_make_subclass", "new",
     "__weakref__", "__dict__", "__slots__", "__module__", "__doc__",
 })
 
