@@ -253,3 +253,31 @@ def test_subclass_cases_match_pytorch(tmp_path):
     theirs = _run([], tmp_path, PROGRAM2)
     ours = _run(["-m", "fiamma.run"], tmp_path, PROGRAM2)
     assert ours == theirs
+
+
+def test_runner_turns_the_protocol_on_for_tensor_likes_only(tmp_path):
+    """Under fiamma.run a class defining __torch_function__ turns the protocol on when it is
+    created; a TorchFunctionMode class does not (its functions go back after the mode)."""
+    pytest.importorskip("fiamma.nn")
+    program = textwrap.dedent('''
+        import torch
+        from torch.overrides import TorchFunctionMode
+        from fiamma import _torch_function as TF
+
+        class M(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                return func(*args, **(kwargs or {}))
+
+        with M():
+            pass
+        print("after mode", TF._active["sticky"], TF._active["on"])
+
+        class Like:
+            @classmethod
+            def __torch_function__(cls, func, types, args=(), kwargs=None):
+                return "handled"
+
+        print("after tensor-like", TF._active["sticky"], torch.add(Like(), 1))
+    ''')
+    out = _run(["-m", "fiamma.run"], tmp_path, program)
+    assert out == ["after mode False 0", "after tensor-like True handled"]

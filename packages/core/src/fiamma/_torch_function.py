@@ -112,10 +112,11 @@ _HAS_TF = {}            # type -> bool: does the type dispatch
 
 
 def _is_real_torch_tensor(t):
-    """A tensor type of a real PyTorch beside fiamma (interop: ``fiamma.from_dlpack(tt)``):
-    its ``__torch_function__`` serves PyTorch's functions, not fiamma's."""
-    return any(k.__name__ == "TensorBase" and k.__module__ == "torch._C"
-               for k in getattr(t, "__mro__", ()))
+    """A tensor type of a real PyTorch beside fiamma (interop: ``fiamma.from_dlpack(tt)``),
+    whose ``__torch_function__`` serves PyTorch's functions, not fiamma's; or a
+    TorchFunctionMode class (its ``__torch_function__`` is a mode's, not a tensor-like's)."""
+    return any((k.__name__ == "TensorBase" and k.__module__ == "torch._C")
+               or k.__name__ == "TorchFunctionMode" for k in getattr(t, "__mro__", ()))
 
 
 def _type_dispatches(t):
