@@ -191,7 +191,8 @@ def test_mode_sees_functions_methods_and_operators():
         c = a.mul(2)
         d = fiamma.zeros(2)
         e = a[0]
-    assert [n for _, n in log] == ["add", "mul", "zeros", "__getitem__"]
+        fiamma.tensor([1.0, 2.0])  # a data function: modes see it, its list is not scanned
+    assert [n for _, n in log] == ["add", "mul", "zeros", "__getitem__", "tensor"]
     assert b.tolist() == [2.0, 2.0] and c.tolist() == [2.0, 2.0] and d.tolist() == [0.0, 0.0]
     assert e.item() == 1.0
     log.clear()

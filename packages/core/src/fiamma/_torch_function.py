@@ -234,6 +234,14 @@ def dispatch(public, impl, args, kwargs):
     return handle(public, found, args, kwargs)
 
 
+def _dispatch_modes(public, impl, args, kwargs):
+    """:func:`dispatch` for the data functions (``fiamma.tensor``): only a mode sees them."""
+    st = state
+    if st.modes and not st.all_off:
+        return handle(public, None, args, kwargs)
+    return impl(*args, **kwargs)
+
+
 def _dispatch_operator(public, impl, args, kwargs):
     try:
         return dispatch(public, impl, args, kwargs)
@@ -350,11 +358,18 @@ _active = {"sticky": False, "modes": 0, "on": 0}  # on: the level set (see _set)
 _disp_codes = {}     # number of free variables -> the dispatcher code
 
 
-def _dispatcher_code(nfree):
+# functions whose arguments hold data, not operands (``fiamma.tensor(a_long_list)``): only a
+# mode sees them, as in PyTorch where they are in the ignored (never subclass-dispatched) list
+_DATA_FUNCTIONS = frozenset({"tensor", "as_tensor", "asarray", "new_tensor", "scalar_tensor",
+                             "sparse_coo_tensor", "from_numpy", "frombuffer"})
+
+
+def _dispatcher_code(nfree, scan=True):
     """The code a retargeted function runs: arguments all of types known not to dispatch
-    (``_PLAIN``, which holds Tensor) and no mode entered in any thread (``_GATE``) go straight
-    to the original; anything else to :func:`dispatch`."""
-    code = _disp_codes.get(nfree)
+    (``_PLAIN``, which holds Tensor; one level into lists and tuples) and no mode entered in
+    any thread (``_GATE``) go straight to the original; anything else to :func:`dispatch`.
+    Without ``scan`` (the data functions) only the gate is checked."""
+    code = _disp_codes.get((nfree, scan))
     if code is None:
         names = [f"_v{i}" for i in range(nfree)]
         lines = ["def _outer():"]
@@ -365,22 +380,30 @@ def _dispatcher_code(nfree):
             "        impl, plain, gate, slow = _fm_tf_",
             "        if gate[0]:",
             "            return slow(args, kwargs)",
-            "        for a in args:",
-            "            if a.__class__ not in plain:",
-            "                return slow(args, kwargs)",
-            "        if kwargs:",
-            "            for a in kwargs.values():",
-            "                if a.__class__ not in plain:",
-            "                    return slow(args, kwargs)",
-            "        return impl(*args, **kwargs)",
         ]
+        if scan:
+            lines += [
+                "        for a in args:",
+                "            c = a.__class__",
+                "            if c not in plain:",
+                "                if c is not list and c is not tuple:",
+                "                    return slow(args, kwargs)",
+                "                for b in a:",
+                "                    if b.__class__ not in plain:",
+                "                        return slow(args, kwargs)",
+                "        if kwargs:",
+                "            for a in kwargs.values():",
+                "                if a.__class__ not in plain:",
+                "                    return slow(args, kwargs)",
+            ]
+        lines.append("        return impl(*args, **kwargs)")
         if names:  # the same number of free variables as the code it replaces
             lines.append(f"        return ({', '.join(names)},)")
         lines.append("    return dispatcher")
         ns = {}
         exec("\n".join(lines), ns)  # noqa: S102 (generated here, no outside input)
         code = ns["_outer"]().__code__
-        _disp_codes[nfree] = code
+        _disp_codes[(nfree, scan)] = code
     return code
 
 
@@ -403,11 +426,13 @@ class _Entry:
         impl.__qualname__ = fn.__qualname__
         impl.__module__ = fn.__module__
         self.impl = impl
-        how = _dispatch_operator if operator else dispatch
+        how = _dispatch_operator if operator else \
+            _dispatch_modes if fn.__name__ in _DATA_FUNCTIONS else dispatch
         self.kw = {"_fm_tf_": (impl, _PLAIN, _GATE, functools.partial(how, public, impl))}
         self.on = False
         # the dispatcher's code under the function's name (tracebacks, frame walks)
-        self.dcode = _dispatcher_code(len(self.code.co_freevars)).replace(
+        self.dcode = _dispatcher_code(len(self.code.co_freevars),
+                                      fn.__name__ not in _DATA_FUNCTIONS).replace(
             co_name=fn.__name__, co_qualname=fn.__qualname__,
             co_filename=self.code.co_filename, co_firstlineno=self.code.co_firstlineno)
 
