@@ -366,3 +366,14 @@ def test_retargeted_functions_keep_name_signature_and_errors():
     assert params[:3] == ["input", "min", "max"]
     with pytest.raises(TypeError):
         fiamma.reshape(fiamma.ones(2))  # a missing argument still fails as the function
+
+
+def test_binary_operator_type_errors_let_python_try_the_other_operand():
+    class Right:
+        def __rmul__(self, other):
+            return "Right.__rmul__"
+
+    x = sub(2)
+    assert x * Right() == "Right.__rmul__"
+    with pytest.raises(TypeError, match="unsupported operand"):
+        x + object()

@@ -243,9 +243,12 @@ def _dispatch_modes(public, impl, args, kwargs):
 
 
 def _dispatch_operator(public, impl, args, kwargs):
+    """A binary operator: a TypeError (from the handlers, or every one of them returning
+    NotImplemented) is NotImplemented, so Python tries the other operand, as PyTorch's
+    operators do."""
     try:
         return dispatch(public, impl, args, kwargs)
-    except _AllNotImplemented:
+    except TypeError:
         return NotImplemented
 
 
