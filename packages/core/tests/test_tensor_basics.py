@@ -951,7 +951,11 @@ def test_as_subclass_shares_storage_and_keeps_the_type():
     assert s.data_ptr() == t.data_ptr() and s.untyped_storage() is t.untyped_storage()
     s.add_(1)
     assert t.tolist() == [[2.0, 3.0], [5.0, 6.0]]
-    assert type(s + 1) is fiamma.Tensor  # ops on a subclass return plain tensors
+    assert type(s + 1) is Sub  # ops keep the subclass (the default __torch_function__)
+    from fiamma._torch_function import DisableTorchFunctionSubclass
+
+    with DisableTorchFunctionSubclass():
+        assert type(s + 1) is fiamma.Tensor
     with pytest.raises(TypeError, match="as_subclass"):
         t.as_subclass(int)
 

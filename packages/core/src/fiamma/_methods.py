@@ -44,6 +44,18 @@ for _module in MODULES:
     for _name, _fn in _module.METHODS.items():
         setattr(Tensor, _name, _fn)
 
+# an operator's function shows the operator's name (PyTorch's Tensor.__getitem__.__name__;
+# what a __torch_function__ handler reads), where no other Tensor name shares it
+_uses = {}
+for _name, _fn in vars(Tensor).items():
+    _uses[id(_fn)] = _uses.get(id(_fn), 0) + 1
+for _name, _fn in list(vars(Tensor).items()):
+    if (_name.startswith("__") and type(_fn) is type(accept_numpy_names)
+            and _fn.__name__ != _name and _uses[id(_fn)] == 1):
+        _fn.__name__ = _name
+        _fn.__qualname__ = "Tensor." + _name
+del _uses
+
 # PyTorch's parser takes NumPy's axis=/keepdims= for dim=/keepdim= on every method
 # (x.mean(axis=0)); size() is left direct (hot, and its dim rarely named)
 for _name, _fn in list(vars(Tensor).items()):

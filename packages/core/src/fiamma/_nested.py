@@ -26,6 +26,9 @@ import sys
 from fiamma._layout import jagged, strided
 from fiamma._sparse_coo import _caller_op
 from fiamma._tensor import Size, Tensor
+from fiamma._torch_function import (
+    disabled_torch_function_impl as _disabled_torch_function_impl,
+)
 
 __all__ = ["NestedTensor", "NestedInt"]
 
@@ -190,6 +193,9 @@ class NestedTensor(Tensor):
     is_nested = True
     is_sparse = False
     _layout_alt = True
+    # fiamma's own layout subclass: outside the __torch_function__ protocol (it dispatches
+    # its ops itself), as nn.Parameter
+    __torch_function__ = _disabled_torch_function_impl
 
     def __new__(cls, *args, **kwargs):
         raise TypeError("NestedTensor: build nested tensors with fiamma.nested.nested_tensor, "

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from fiamma import _dtype as D
+from fiamma import _dtype as D, _torch_function as _TF
 
 __all__ = ["set_printoptions", "get_printoptions", "printoptions", "tensor_repr"]
 
@@ -221,7 +221,10 @@ def _add_suffixes(text, suffixes, indent, linewidth):
 def tensor_repr(t):
     """``repr(t)``: ``tensor([1., 2.], dtype=fiamma.float64, requires_grad=True)``."""
     opts = _opts
-    prefix = "tensor("
+    # a subclass under the __torch_function__ protocol shows its class name, as PyTorch's
+    cls = type(t)
+    prefix = "tensor(" if cls is _TF._TENSOR[0] or \
+        cls.__torch_function__ is _TF.disabled_torch_function_impl else cls.__name__ + "("
     indent = len(prefix)
     suffixes = []
     dev = t.device

@@ -18,6 +18,9 @@ import sys
 from fiamma import _dtype as D
 from fiamma._layout import sparse_coo
 from fiamma._tensor import Tensor
+from fiamma._torch_function import (
+    disabled_torch_function_impl as _disabled_torch_function_impl,
+)
 
 __all__ = ["sparse_coo_tensor", "SparseCOO", "indices_copy", "values_copy"]
 
@@ -79,6 +82,9 @@ class SparseCOO(Tensor):
     is_sparse = True
     _layout_alt = True
     layout = sparse_coo
+    # fiamma's own layout subclass: outside the __torch_function__ protocol (it dispatches
+    # its ops itself), as nn.Parameter
+    __torch_function__ = _disabled_torch_function_impl
 
     def __new__(cls, *args, **kwargs):
         raise TypeError("SparseCOO: build sparse tensors with fiamma.sparse_coo_tensor or "

@@ -10,7 +10,14 @@ import copy
 import numbers
 import operator
 
-from fiamma import _device_copy, _dtype as D, _grad_hook as G, _memory_format, _tensor_factory
+from fiamma import (
+    _device_copy,
+    _dtype as D,
+    _grad_hook as G,
+    _memory_format,
+    _tensor_factory,
+    _torch_function as _TF,
+)
 from fiamma._autograd_api import ops
 from fiamma._backend import _BACKENDS, check, cpu as _cpu
 from fiamma._layout import strided as _STRIDED
@@ -68,6 +75,28 @@ class Tensor:
     # torch.Tensor(*sizes) / torch.Tensor(data): __new__ is _creation's (attached by _methods)
     def __init__(self, *args, **kwargs):
         pass
+
+    # PyTorch's __torch_function__ protocol (fiamma._torch_function): the default handler
+    # keeps a subclass's type on results; a dispatching subclass gets dispatching methods
+    __torch_function__ = classmethod(_TF.default_torch_function)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _TF.init_subclass(cls)
+
+    @staticmethod
+    def _make_subclass(cls, data, require_grad=False, *args, **kwargs):
+        """An instance of ``cls`` sharing ``data``'s storage, detached from its history, with
+        ``requires_grad=require_grad`` (PyTorch's ``Tensor._make_subclass``, what
+        Parameter-like classes build on)."""
+        if not (isinstance(cls, type) and issubclass(cls, Tensor)):
+            raise TypeError(f"_make_subclass: expected a subclass of fiamma.Tensor, got {cls!r}")
+        if not isinstance(data, Tensor):
+            raise TypeError(f"_make_subclass: data must be a Tensor, got {type(data).__name__}")
+        t = data._as_subclass(cls)
+        if require_grad:  # the plain method: a subclass's __torch_function__ does not see it
+            G.autograd_module().requires_grad_(t, True)
+        return t
 
     def _as_subclass(self, cls):
         """A tensor of class ``cls`` sharing this tensor's storage and layout."""
@@ -246,7 +275,8 @@ class Tensor:
               self._contig)
         if self.requires_grad:
             G.record(ops.view, t, (self,), {"shape": t._shape, "stride": t._stride,
-                                          "offset": t._offset})
+                                          "offset": t._offset, "in_stride": self._stride,
+                                          "in_offset": self._offset})
         return t
 
     def as_strided(self, size, stride, storage_offset=None):
@@ -1214,3 +1244,5 @@ def _view_strides(old_shape, old_stride, new_shape):
 
 # the modules below Tensor (backends, device copies, dtypes) make tensors through this
 _tensor_factory.register(Tensor, new_empty, wrap, cached_strides, _STRIDES)
+_TF._TENSOR.append(Tensor)
+_TF._PLAIN.add(Tensor)

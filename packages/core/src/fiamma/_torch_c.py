@@ -94,3 +94,19 @@ module._get_tracing_state = _get_tracing_state
 module._nn = types.ModuleType("torch._C._nn")
 module._nn._parse_to = _parse_to
 module.Generator = fiamma.Generator
+
+# the __torch_function__ protocol's names (fiamma._torch_function, fiamma.overrides)
+from fiamma import _torch_function as _TF, overrides as _overrides  # noqa: E402
+
+module._disabled_torch_function_impl = _TF.disabled_torch_function_impl
+module.DisableTorchFunction = _TF.DisableTorchFunction
+module.DisableTorchFunctionSubclass = _TF.DisableTorchFunctionSubclass
+module._has_torch_function = _overrides.has_torch_function
+module._has_torch_function_unary = _overrides.has_torch_function_unary
+module._has_torch_function_variadic = _overrides.has_torch_function_variadic
+module._is_torch_function_enabled = lambda: not _TF.state.sub_off
+module._is_torch_function_mode_enabled = lambda: bool(_TF.state.modes) and not _TF.state.all_off
+module._push_on_torch_function_stack = _overrides._push_mode
+module._pop_torch_function_stack = _overrides._pop_mode
+module._len_torch_function_stack = _overrides._len_torch_function_stack
+module._get_function_stack_at = lambda i: _TF.state.modes[i]

@@ -551,3 +551,7 @@ def fftshift(input, dim=None):
 def ifftshift(input, dim=None):
     """The inverse of :func:`fftshift` (roll by -(n // 2))."""
     return _shift(ops.ifftshift, input, dim, -1)
+
+from fiamma import _torch_function  # noqa: E402
+
+_torch_function.register_namespace(__name__)  # __torch_function__ (once it is active)

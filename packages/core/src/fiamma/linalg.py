@@ -1240,3 +1240,7 @@ for _name in __all__:
         globals()[_name] = _on_device(_f)
 del _name, _f
 _lu_unpack = _on_device(_lu_unpack)  # torch.lu_unpack (top level only: fiamma.lu_unpack)
+
+from fiamma import _torch_function  # noqa: E402
+
+_torch_function.register_namespace(__name__)  # __torch_function__ (once it is active)

@@ -78,6 +78,14 @@ def _gap_note(e):
             "the program (docs/porting.md lists the known gaps)")
 
 
+def _watch_classes():
+    """A tensor-like class of the program (one defining ``__torch_function__``) turns
+    fiamma's ``__torch_function__`` protocol on when it is created."""
+    from fiamma._torch_function import watch_class_creation
+
+    watch_class_creation()
+
+
 def _run(fn):
     try:
         return fn()
@@ -102,6 +110,7 @@ def run_path(path, args=()):
     else:
         sys.path.insert(0, folder)
     install()
+    _watch_classes()
     return _run(lambda: runpy.run_path(path, run_name="__main__"))
 
 
@@ -112,6 +121,7 @@ def run_module(name, args=()):
 
     sys.argv = [name, *args]
     install()
+    _watch_classes()
     return _run(lambda: runpy.run_module(name, run_name="__main__", alter_sys=True))
 
 
@@ -121,6 +131,7 @@ def run_code(code, args=()):
 
     sys.argv = ["-c", *args]
     install()
+    _watch_classes()
     main = type(sys)("__main__")
     main.__builtins__ = __builtins__
     saved = sys.modules.get("__main__")

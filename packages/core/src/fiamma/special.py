@@ -124,3 +124,7 @@ def log_softmax(input, dim, *, dtype=None):
 
     x = input if dtype is None else input.to(dtype)
     return sub(x, logsumexp(x, dim, keepdim=True))
+
+from fiamma import _torch_function  # noqa: E402
+
+_torch_function.register_namespace(__name__)  # __torch_function__ (once it is active)

@@ -8,7 +8,8 @@ import weakref
 from .proxy import has_proxy
 
 # fiamma's function namespaces: while a trace runs, their functions record a node when called
-# with a Proxy (PyTorch gets the same from __torch_function__)
+# with a Proxy (PyTorch gets the same from __torch_function__; fiamma's Proxy does not use core's
+# protocol, which would keep every function retargeted after the first trace)
 _FUNCTION_MODULES = ("fiamma", "fiamma.nn.functional", "fiamma.linalg", "fiamma.special",
                      "fiamma.fft")
 
@@ -61,10 +62,11 @@ def _recording(tracer, fn):
 
 # ---- Proxies used outside a trace ---------------------------------------------------------------
 # PyTorch records ``torch.cat([p, q])`` for Proxies built by hand (``Proxy(node, tracer)``,
-# ``GraphAppendingTracer``) through __torch_function__, at any time. fiamma has no such protocol:
-# while at least one hand-made Proxy is alive, the function namespaces' functions are replaced
-# by versions that record a call_function node in the tracer of the first Proxy argument (and
-# call through otherwise); the originals come back when the last such Proxy dies.
+# ``GraphAppendingTracer``) through __torch_function__, at any time. fiamma's Proxy does not
+# use core's protocol (see above): while at least one hand-made Proxy is alive, the function
+# namespaces' functions are replaced by versions that record a call_function node in the tracer
+# of the first Proxy argument (and call through otherwise); the originals come back when the
+# last such Proxy dies.
 
 _free = {"count": 0, "patcher": None}
 tracing = [0]  # symbolic traces running (their own patches serve their Proxies)

@@ -143,3 +143,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
 
 fiamma.amp.register_autocast_flag(globals())
 fiamma.profiler.register_ops(__name__)  # F.<name> as events while a profile records
+
+from fiamma import _torch_function  # noqa: E402
+
+_torch_function.register_namespace(__name__)  # __torch_function__ (once it is active)

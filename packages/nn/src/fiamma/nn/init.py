@@ -232,3 +232,7 @@ kaiming_uniform = _deprecated(kaiming_uniform_)
 kaiming_normal = _deprecated(kaiming_normal_)
 orthogonal = _deprecated(orthogonal_)
 sparse = _deprecated(sparse_)
+
+from fiamma import _torch_function  # noqa: E402
+
+_torch_function.register_namespace(__name__)  # __torch_function__ (once it is active)

@@ -1,6 +1,7 @@
 """Parameter and Buffer: tensors that a Module registers when they are assigned to it."""
 
 import fiamma
+from fiamma._torch_function import disabled_torch_function_impl as _disabled
 
 __all__ = ["Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer",
            "UninitializedTensorMixin", "is_lazy"]
@@ -18,15 +19,15 @@ class Parameter(fiamma.Tensor):
     (True, True)
     """
 
+    __torch_function__ = _disabled  # as PyTorch's: p * 2 is a plain Tensor
+
     def __new__(cls, data=None, requires_grad=True):
         if data is None:
             data = fiamma.empty(0)
         if not isinstance(data, fiamma.Tensor):
             raise TypeError(f"Parameter: data must be a Tensor, got {type(data).__name__}")
-        p = data.detach().as_subclass(cls)
-        if requires_grad:
-            p.requires_grad_(True)
-        return p
+        # as PyTorch's: not seen by a subclass's __torch_function__
+        return fiamma.Tensor._make_subclass(cls, data.detach(), requires_grad)
 
     def __init__(self, data=None, requires_grad=True):
         pass  # everything happens in __new__
@@ -56,6 +57,8 @@ def _rebuild_parameter(data, requires_grad):
 class Buffer(fiamma.Tensor):
     """Marks a tensor to be registered as a buffer when assigned to a Module attribute
     (``persistent=False`` keeps it out of ``state_dict``)."""
+
+    __torch_function__ = _disabled
 
     def __new__(cls, data=None, *, persistent=True):
         if data is None:
@@ -172,6 +175,7 @@ class UninitializedBuffer(UninitializedTensorMixin, fiamma.Tensor):
     """A buffer of a lazy module before its first forward (becomes a plain ``Tensor``)."""
 
     cls_to_become = fiamma.Tensor
+    __torch_function__ = _disabled  # an internal subclass: leaves the protocol off
 
     def __new__(cls, requires_grad=False, device=None, dtype=None, persistent=True):
         b = fiamma.empty(0, device=device, dtype=dtype).as_subclass(cls)

@@ -19,6 +19,7 @@ for them this module gives:
 """
 
 from fiamma import Tensor as _Tensor
+from fiamma._torch_function import disabled_torch_function_impl as _disabled
 
 __all__ = ["DTensor", "Placement", "Shard", "Replicate", "Partial", "distribute_tensor",
            "distribute_module", "DeviceMesh", "init_device_mesh"]
@@ -99,6 +100,8 @@ class Partial(Placement):
 class DTensor(_Tensor):
     """PyTorch's distributed tensor: here only a name to test against (``isinstance(t,
     DTensor)`` is false for every fiamma tensor); making one raises NotImplementedError."""
+
+    __torch_function__ = _disabled
 
     def __new__(cls, *args, **kwargs):
         raise NotImplementedError(_GAP.format(what="creating a DTensor"))

@@ -25,6 +25,7 @@ import enum
 import warnings
 
 import fiamma
+from fiamma._torch_function import disabled_torch_function_impl as _disabled
 
 __all__ = ["causal_upper_left", "causal_lower_right", "CausalVariant", "CausalBias"]
 
@@ -48,6 +49,9 @@ class CausalBias(fiamma.Tensor):
     :func:`causal_upper_left` or :func:`causal_lower_right`. It holds no data (PyTorch's is
     an uninitialised tensor too): ``repr``/``str`` show the mask, and
     ``scaled_dot_product_attention`` applies it."""
+
+    # fiamma's scaled_dot_product_attention reads it itself: outside the protocol
+    __torch_function__ = _disabled
 
     def __new__(cls, variant, seq_len_q, seq_len_kv):
         return fiamma.empty(0).as_subclass(cls)

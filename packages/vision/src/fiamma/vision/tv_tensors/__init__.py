@@ -20,6 +20,7 @@ import enum
 import numpy as np
 
 import fiamma
+from fiamma._torch_function import disabled_torch_function_impl as _disabled
 
 from . import _return_type
 from ._return_type import set_return_type
@@ -44,6 +45,10 @@ def _as_tensor(data, dtype=None, device=None, requires_grad=None):
 
 class TVTensor(fiamma.Tensor):
     """Base of the tv_tensors; a plain subclass of ``fiamma.Tensor`` with metadata."""
+
+    # its methods are wrapped by _return_type (torchvision's rule); module-level functions
+    # return plain tensors, as torchvision's __torch_function__ makes them
+    __torch_function__ = _disabled
 
     _meta_names = ()
 

@@ -4,9 +4,10 @@ object shares the storage but is a plain tensor, while the tv_tensor itself keep
 under ``set_return_type("TVTensor")`` the result takes the type and metadata of the tv_tensor
 the method was called on.
 
-fiamma has no ``__torch_function__``: the rule is applied by wrapping ``fiamma.Tensor``'s
-methods on :class:`TVTensor` (plain tensors pay nothing). Module-level functions
-(``fiamma.cat``, ``fiamma.stack``, ...) always return plain tensors.
+:class:`TVTensor` opts out of core's ``__torch_function__`` (a dispatching class would
+retarget every fiamma function for the rest of the process): the rule is applied by wrapping
+``fiamma.Tensor``'s methods on :class:`TVTensor` (plain tensors pay nothing). Module-level
+functions (``fiamma.cat``, ``fiamma.stack``, ...) always return plain tensors.
 """
 import functools
 import types
