@@ -168,3 +168,24 @@ def test_complex_parameters_follow_pytorch(name, kw):
     for k in ts:
         assert fs[k].dtype == ts[k].dtype, k
         np.testing.assert_allclose(fs[k], ts[k], rtol=1e-6, atol=1e-12)
+
+
+@pytest.mark.parametrize("line_search", [None, "strong_wolfe"])
+def test_lbfgs_complex_parameter_follows_pytorch(line_search):
+    start = np.array([1 + 2j, -0.5 + 0.3j, 0.2 - 1j])
+    target = np.array([0.3 + 0.1j, 1.0, -1j])
+    out = []
+    for lib, om in ((fiamma, optim), (torch, torch.optim)):
+        p = lib.tensor(start.copy(), requires_grad=True)
+        opt = om.LBFGS([p], lr=0.5, max_iter=4, line_search_fn=line_search)
+
+        def closure(p=p, opt=opt, lib=lib):
+            opt.zero_grad()
+            loss = ((p - lib.tensor(target)).abs() ** 2).sum() + (p.abs() ** 4).sum() * 0.1
+            loss.backward()
+            return loss
+
+        for _ in range(3):
+            opt.step(closure)
+        out.append(p.detach().numpy())
+    np.testing.assert_allclose(out[0], out[1], rtol=1e-9, atol=1e-12)
