@@ -201,3 +201,20 @@ def test_clip_grad_norm_with_a_nan_norm_scales_every_gradient_to_nan():
     b.grad = fiamma.tensor([1.0, 2.0, 3.0])
     nn.utils.clip_grad_norm_([b], max_norm=100.0)
     assert b.grad.tolist() == [1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize("s1, s2, bias, match", [
+    ((5, 3), (5, 4), (3,), "input1 size does not match weight size: got 3 but expected 1"),
+    ((5, 1), (5, 1), (3,), "input2 size does not match weight size: got 1 but expected 4"),
+    ((5, 1), (1, 4), (3,), "batch dimensions do not match at dim 0: got 5 and 1"),
+    ((2, 5, 1), (5, 4), (3,), "input dimensions do not match: got 3 and 2"),
+    ((5, 1), (5, 4), (1,), "bias size does not match weight size: got 1 but expected 3"),
+])
+def test_bilinear_refuses_shapes_einsum_would_broadcast(s1, s2, bias, match):
+    """A size-1 in_features (or batch) dim used to broadcast silently."""
+    w = fiamma.ones(3, 1, 4)
+    with pytest.raises(RuntimeError, match=match):
+        F.bilinear(fiamma.ones(*s1), fiamma.ones(*s2), w, fiamma.ones(*bias))
+    m = nn.Bilinear(1, 4, 3)
+    assert tuple(m(fiamma.ones(5, 1), fiamma.ones(5, 4)).shape) == (5, 3)
+    assert tuple(m(fiamma.ones(1), fiamma.ones(4)).shape) == (3,)

@@ -133,3 +133,59 @@ def test_adagrad_accumulator_starts_from_the_constructor_value():
 
     for x, y in zip(run(fiamma, optim), run(torch, torch.optim)):
         np.testing.assert_allclose(x, y, rtol=1e-12)
+
+
+_COMPLEX_CASES = [("Adam", dict(lr=0.05, amsgrad=True, weight_decay=0.1)),
+                  ("AdamW", dict(lr=0.05)), ("Adamax", dict(lr=0.05, weight_decay=0.1)),
+                  ("NAdam", dict(lr=0.05, decoupled_weight_decay=True, weight_decay=0.1)),
+                  ("RAdam", dict(lr=0.05)), ("Adagrad", dict(lr=0.1, weight_decay=0.1)),
+                  ("Adadelta", dict(weight_decay=0.1)),
+                  ("RMSprop", dict(lr=0.01, momentum=0.9, centered=True)),
+                  ("Rprop", dict(lr=0.05)), ("SGD", dict(lr=0.05, momentum=0.9, nesterov=True)),
+                  ("ASGD", dict(lr=0.05))]
+
+
+@pytest.mark.parametrize("name,kw", _COMPLEX_CASES, ids=[c[0] for c in _COMPLEX_CASES])
+def test_complex_parameters_follow_pytorch(name, kw):
+    """A complex parameter is updated as pairs of reals (PyTorch's view_as_real), its state
+    kept complex; these optimizers raised on complex parameters before."""
+    rng = np.random.default_rng(7)
+    start = rng.standard_normal((3, 2)) + 1j * rng.standard_normal((3, 2))
+    grads = rng.standard_normal((6, 3, 2)) + 1j * rng.standard_normal((6, 3, 2))
+    out = []
+    for lib, om in ((fiamma, optim), (torch, torch.optim)):
+        p = lib.tensor(start.copy(), requires_grad=True)
+        opt = getattr(om, name)([p], **kw)
+        for g in grads:
+            p.grad = lib.tensor(g.copy())
+            opt.step()
+        st = opt.state_dict()["state"][0]
+        out.append((p.detach().numpy(), {k: np.asarray(v.numpy() if hasattr(v, "numpy") else v)
+                                         for k, v in st.items()}))
+    (fp, fs), (tp, ts) = out
+    np.testing.assert_allclose(fp, tp, rtol=1e-9, atol=1e-12)
+    assert list(fs) == list(ts)
+    for k in ts:
+        assert fs[k].dtype == ts[k].dtype, k
+        np.testing.assert_allclose(fs[k], ts[k], rtol=1e-6, atol=1e-12)
+
+
+@pytest.mark.parametrize("line_search", [None, "strong_wolfe"])
+def test_lbfgs_complex_parameter_follows_pytorch(line_search):
+    start = np.array([1 + 2j, -0.5 + 0.3j, 0.2 - 1j])
+    target = np.array([0.3 + 0.1j, 1.0, -1j])
+    out = []
+    for lib, om in ((fiamma, optim), (torch, torch.optim)):
+        p = lib.tensor(start.copy(), requires_grad=True)
+        opt = om.LBFGS([p], lr=0.5, max_iter=4, line_search_fn=line_search)
+
+        def closure(p=p, opt=opt, lib=lib):
+            opt.zero_grad()
+            loss = ((p - lib.tensor(target)).abs() ** 2).sum() + (p.abs() ** 4).sum() * 0.1
+            loss.backward()
+            return loss
+
+        for _ in range(3):
+            opt.step(closure)
+        out.append(p.detach().numpy())
+    np.testing.assert_allclose(out[0], out[1], rtol=1e-9, atol=1e-12)

@@ -59,6 +59,26 @@ def linear(input, weight, bias=None):
 
 def bilinear(input1, input2, weight, bias=None):
     """``y[..., k] = sum_ij input1[..., i] weight[k, i, j] input2[..., j] + bias[k]``."""
+    # PyTorch's checks (einsum alone would broadcast a size-1 feature or batch dim silently)
+    s1, s2, ws = tuple(input1.shape), tuple(input2.shape), tuple(weight.shape)
+    if len(ws) != 3:
+        raise RuntimeError(f"bilinear(): weight must be three-dimensional, got {len(ws)}-d")
+    if len(s1) != len(s2) or not s1:
+        raise RuntimeError(f"bilinear(): input dimensions do not match: got {len(s1)} and "
+                           f"{len(s2)}")
+    for d in range(len(s1) - 1):
+        if s1[d] != s2[d]:
+            raise RuntimeError(f"bilinear(): input batch dimensions do not match at dim {d}: "
+                               f"got {s1[d]} and {s2[d]}")
+    if s1[-1] != ws[1]:
+        raise RuntimeError(f"bilinear(): input1 size does not match weight size: got "
+                           f"{s1[-1]} but expected {ws[1]}")
+    if s2[-1] != ws[2]:
+        raise RuntimeError(f"bilinear(): input2 size does not match weight size: got "
+                           f"{s2[-1]} but expected {ws[2]}")
+    if bias is not None and tuple(bias.shape) != ws[:1]:
+        raise RuntimeError(f"bilinear(): bias size does not match weight size: got "
+                           f"{bias.shape[-1] if bias.dim() else 0} but expected {ws[0]}")
     out = fiamma.einsum("...i,kij,...j->...k", input1, weight, input2)
     return out + bias if bias is not None else out
 

@@ -13,6 +13,7 @@ from fiamma.optim.optimizer import (
     _grads,
     _lr,
     _moments,
+    _real,
     _sparse_rows,
     _step_count,
     _use_grad,
@@ -67,6 +68,12 @@ class Adam(Optimizer):
                 state = self.state[p]
                 t = _step_count(state, p)
                 m, v = _moments(state, p, "exp_avg", "exp_avg_sq")
+                if amsgrad:
+                    (vmax,) = _moments(state, p, "max_exp_avg_sq")
+                if p.is_complex():
+                    p, g, m, v = _real(p, g, m, v)
+                    if amsgrad:
+                        (vmax,) = _real(vmax)
                 if wd:
                     if decoupled:
                         p.mul_(1 - lr * wd)
@@ -77,7 +84,6 @@ class Adam(Optimizer):
                 bc1 = 1 - b1 ** t
                 bc2_sqrt = (1 - b2 ** t) ** 0.5
                 if amsgrad:
-                    (vmax,) = _moments(state, p, "max_exp_avg_sq")
                     vmax.copy_(fiamma.maximum(vmax, v))
                     denom = (vmax.sqrt() / bc2_sqrt).add_(eps)
                 else:
@@ -146,6 +152,8 @@ class Adamax(Optimizer):
                 state = self.state[p]
                 t = _step_count(state, p)
                 m, u = _moments(state, p, "exp_avg", "exp_inf")
+                if p.is_complex():
+                    p, g, m, u = _real(p, g, m, u)
                 if wd:
                     g = g.add(p, alpha=wd)
                 m.lerp_(g, 1 - b1)
@@ -183,6 +191,8 @@ class NAdam(Optimizer):
                 if "mu_product" not in state:
                     state["mu_product"] = fiamma.ones((), dtype=fiamma.float32)
                 m, v = _moments(state, p, "exp_avg", "exp_avg_sq")
+                if p.is_complex():
+                    p, g, m, v = _real(p, g, m, v)
                 if wd:
                     if group["decoupled_weight_decay"]:
                         p.mul_(1 - lr * wd)
@@ -226,6 +236,8 @@ class RAdam(Optimizer):
                 state = self.state[p]
                 t = _step_count(state, p)
                 m, v = _moments(state, p, "exp_avg", "exp_avg_sq")
+                if p.is_complex():
+                    p, g, m, v = _real(p, g, m, v)
                 if wd:
                     if group["decoupled_weight_decay"]:
                         p.mul_(1 - lr * wd)

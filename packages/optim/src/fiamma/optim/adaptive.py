@@ -10,6 +10,7 @@ from fiamma.optim.optimizer import (
     _grads,
     _lr,
     _moments,
+    _real,
     _sparse_rows,
     _step_count,
     _use_grad,
@@ -43,22 +44,22 @@ class RMSprop(Optimizer):
                 state = self.state[p]
                 _step_count(state, p)
                 (sq,) = _moments(state, p, "square_avg")
-                if mom > 0:
-                    _moments(state, p, "momentum_buffer")
-                if centered:
-                    _moments(state, p, "grad_avg")
+                buf = _moments(state, p, "momentum_buffer")[0] if mom > 0 else None
+                ga = _moments(state, p, "grad_avg")[0] if centered else None
+                if p.is_complex():
+                    p, g, sq = _real(p, g, sq)
+                    buf = _real(buf)[0] if buf is not None else None
+                    ga = _real(ga)[0] if ga is not None else None
                 if wd:
                     g = g.add(p, alpha=wd)
                 sq.mul_(alpha).addcmul_(g, g, value=1 - alpha)
                 if centered:
-                    ga = state["grad_avg"]
                     ga.lerp_(g, 1 - alpha)
                     avg = sq.addcmul(ga, ga, value=-1).sqrt_()
                 else:
                     avg = sq.sqrt()
                 avg.add_(eps)
                 if mom > 0:
-                    buf = state["momentum_buffer"]
                     buf.mul_(mom).addcdiv_(g, avg)
                     p.add_(buf, alpha=-lr)
                 else:
@@ -117,6 +118,8 @@ class Adagrad(Optimizer):
                     std = srow.index_select(0, idx).sqrt_().add_(eps)
                     prow.index_add_(0, idx, vals / std, alpha=-clr)
                     continue
+                if p.is_complex():
+                    p, g, s = _real(p, g, s)
                 if wd:
                     g = g.add(p, alpha=wd)
                 s.addcmul_(g, g, value=1)
@@ -146,6 +149,8 @@ class Adadelta(Optimizer):
                 state = self.state[p]
                 _step_count(state, p)
                 sq, acc = _moments(state, p, "square_avg", "acc_delta")
+                if p.is_complex():
+                    p, g, sq, acc = _real(p, g, sq, acc)
                 if wd:
                     g = g.add(p, alpha=wd)
                 sq.mul_(rho).addcmul_(g, g, value=1 - rho)

@@ -10,6 +10,7 @@ from fiamma.optim.optimizer import (
     _grads,
     _lr,
     _moments,
+    _real,
     _step_count,
     _use_grad,
 )
@@ -85,9 +86,12 @@ class Rprop(Optimizer):
                 state = self.state[p]
                 _step_count(state, p)
                 (prev,) = _moments(state, p, "prev")
-                if "step_size" not in state:
-                    state["step_size"] = fiamma.full_like(g, lr)
+                if "step_size" not in state:  # lr + lr j for complex (both parts step)
+                    state["step_size"] = fiamma.full_like(g, complex(lr, lr) if g.is_complex()
+                                                          else lr)
                 size = state["step_size"]
+                if p.is_complex():
+                    p, g, prev, size = _real(p, g, prev, size)
                 s = g.mul(prev).sign()
                 grow, shrink = s > 0, s < 0
                 dt = size.dtype  # the factors in the state's dtype, not the default float

@@ -141,16 +141,25 @@ class LBFGS(Optimizer):
     # ---- the parameters as one flat vector ---------------------------------------------------
 
     def _flat_grad(self):
-        # a sparse gradient (Embedding(sparse=True)) is used densely, as PyTorch's LBFGS
-        parts = [(p.grad.to_dense() if p.grad.is_sparse else p.grad).reshape(-1)
-                 if p.grad is not None else fiamma.zeros(p.numel(), dtype=p.dtype,
-                                                         device=p.device)
-                 for p in self._params]
+        # a sparse gradient (Embedding(sparse=True)) is used densely, as PyTorch's LBFGS; a
+        # complex one as its real and imaginary parts (view_as_real)
+        parts = []
+        for p in self._params:
+            g = p.grad
+            if g is None:
+                g = fiamma.zeros(p.numel(), dtype=p.dtype, device=p.device)
+            elif g.is_sparse:
+                g = g.to_dense()
+            if g.is_complex():
+                g = fiamma.view_as_real(g.reshape(-1))
+            parts.append(g.reshape(-1))
         return fiamma.cat(parts, 0)
 
     def _add_to_params(self, scale, vec):
         off = 0
         for p in self._params:
+            if p.is_complex():
+                p = fiamma.view_as_real(p)
             n = p.numel()
             p.add_(vec[off:off + n].view_as(p), alpha=scale)
             off += n

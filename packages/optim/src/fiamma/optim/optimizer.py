@@ -497,6 +497,13 @@ def _closure_loss(closure):
         return closure()
 
 
+def _real(*tensors):
+    """Real views (..., 2) of complex tensors: PyTorch updates a complex parameter as pairs of
+    reals (its gradient and state likewise), so each real and imaginary part is one
+    coordinate of the element-wise rules. The state itself stays complex, as PyTorch's."""
+    return [fiamma.view_as_real(t) for t in tensors]
+
+
 def _moments(state, p, *names):
     """The parameter's moment buffers, created as zeros on its first step."""
     out = []
