@@ -423,3 +423,12 @@ def test_histogram_of_a_tensor_requiring_grad():
                                                           requires_grad=True))
     ref = np.histogram([0.0, 1.0, 1.5, 3.0], 3)
     assert h.tolist() == ref[0].tolist() and edges.tolist() == ref[1].tolist()
+
+
+def test_zero_dim_operands_of_the_numpy_backed_ops():
+    # 0-d in, 0-d out (np.ascontiguousarray made them 1-d); a 0-d operand of the same
+    # category does not promote
+    assert fiamma.gcd(fiamma.tensor(4, dtype=fiamma.int8), fiamma.tensor(6)).shape == ()
+    r = fiamma.lcm(fiamma.tensor([4, 6], dtype=fiamma.int16), fiamma.tensor(6))
+    assert r.dtype is fiamma.int16 and r.tolist() == [12, 6]
+    assert fiamma.isin(fiamma.tensor(2), fiamma.tensor([2, 3])).shape == ()

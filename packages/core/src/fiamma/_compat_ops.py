@@ -398,10 +398,11 @@ def _np_binary_int(name, fn, a, b):
     f = _F()
     a = a if isinstance(a, Tensor) else f.tensor(a)
     b = b if isinstance(b, Tensor) else f.tensor(b)
-    dt = D.promote_types(a.dtype, b.dtype)
+    dt = D.result_type(a, b)  # a 0-d operand promotes as in the other binary ops
     if dt._kind != 1:  # bool with an integer promotes to it; bool with bool has no gcd
         raise RuntimeError(f"{name}: expected integer tensors, got {a.dtype} and {b.dtype}")
-    return f.from_numpy(np.ascontiguousarray(fn(a.numpy(), b.numpy()))).to(dt)
+    # np.array, not np.ascontiguousarray: that one makes a 0-d result 1-d
+    return f.from_numpy(np.array(fn(a.numpy(), b.numpy()), order="C")).to(dt)
 
 
 def gcd(input, other):
@@ -435,8 +436,9 @@ def isin(elements, test_elements, *, assume_unique=False, invert=False):
         return (x.float() if x.dtype is D.bfloat16 else x).numpy()  # bfloat16 exact in float32
 
     a, b = arr(elements), arr(test_elements)
-    return f.from_numpy(np.ascontiguousarray(
-        np.isin(a, b, assume_unique=assume_unique, invert=invert)))
+    # np.require keeps a 0-d result 0-d (np.ascontiguousarray makes it 1-d)
+    return f.from_numpy(np.require(
+        np.isin(a, b, assume_unique=assume_unique, invert=invert), requirements="C"))
 
 
 def isreal(input):
