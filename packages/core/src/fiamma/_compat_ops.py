@@ -28,7 +28,7 @@ from fiamma._ops.complex_ops import (  # noqa: F401  (re-exported: PyTorch's top
     sgn,
 )
 from fiamma._ops.matmul import matmul
-from fiamma._tensor import Tensor
+from fiamma._tensor import Tensor, wrap_dim as _wrap_dim
 
 __all__ = [
     "pi", "e", "inf", "nan", "newaxis",
@@ -459,7 +459,7 @@ def logcumsumexp(input, dim):
     f = _F()
     x = input if input.dtype.is_complex else _float_of(input)
     if x.ndim == 0 or x.numel() == 0:
-        x.size(dim)  # the dim is checked for an empty input too
+        x.size(dim) if x.ndim else _wrap_dim(dim, 0, "logcumsumexp")  # checked here too
         return x.clone()
     m = (x.detach().real if x.dtype.is_complex else x.detach()).amax(dim, keepdim=True)
     m = f.where(f.isfinite(m), m, f.zeros_like(m))

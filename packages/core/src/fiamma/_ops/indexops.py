@@ -387,6 +387,8 @@ def _identity(reduce, dt):
         return reduce == "amin"
     if dt._kind == 2:
         return -math.inf if reduce == "amax" else math.inf
+    if dt._kind == 3:  # no order: the kernel refuses amax/amin of complex, as in PyTorch
+        raise TypeError(f"scatter_reduce: reduce={reduce!r} is not implemented for dtype {dt}")
     info = D.iinfo(dt)
     return info.min if reduce == "amax" else info.max
 
