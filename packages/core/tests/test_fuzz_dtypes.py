@@ -458,3 +458,15 @@ def test_logcumsumexp_of_a_0d_tensor_and_complex_scatter_amax():
     with pytest.raises(TypeError, match="not implemented for dtype fiamma.complex64"):
         x.scatter_reduce_(0, fiamma.tensor([], dtype=fiamma.int64), fiamma.ones(0, dtype=x.dtype),
                           "amax", include_self=False)
+
+
+def test_index_add_alpha_checks():
+    x = fiamma.zeros(2, 3, dtype=fiamma.int64)
+    with pytest.raises(RuntimeError, match="index_add_: For integral input tensors, argument "
+                                           "alpha must not be a floating point"):
+        x.index_add_(0, fiamma.tensor([1]), fiamma.tensor([[3, 4, 5]]), alpha=0.5)
+    assert x.tolist() == [[0, 0, 0], [0, 0, 0]]  # PyTorch truncates alpha to 0 silently
+    with pytest.raises(RuntimeError, match="alpha 1j cannot be converted"):
+        fiamma.zeros(3).index_add_(0, fiamma.tensor([1]), fiamma.tensor([3.0]), alpha=1j)
+    r = fiamma.zeros(3).index_add(0, fiamma.tensor([1]), fiamma.tensor([3.0]), alpha=0.5)
+    assert r.tolist() == [0.0, 1.5, 0.0]
