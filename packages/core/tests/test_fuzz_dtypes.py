@@ -423,3 +423,50 @@ def test_histogram_of_a_tensor_requiring_grad():
                                                           requires_grad=True))
     ref = np.histogram([0.0, 1.0, 1.5, 3.0], 3)
     assert h.tolist() == ref[0].tolist() and edges.tolist() == ref[1].tolist()
+
+
+def test_zero_dim_operands_of_the_numpy_backed_ops():
+    # 0-d in, 0-d out (np.ascontiguousarray made them 1-d); a 0-d operand of the same
+    # category does not promote
+    assert fiamma.gcd(fiamma.tensor(4, dtype=fiamma.int8), fiamma.tensor(6)).shape == ()
+    r = fiamma.lcm(fiamma.tensor([4, 6], dtype=fiamma.int16), fiamma.tensor(6))
+    assert r.dtype is fiamma.int16 and r.tolist() == [12, 6]
+    assert fiamma.isin(fiamma.tensor(2), fiamma.tensor([2, 3])).shape == ()
+
+
+def test_clamp_with_a_number_and_a_0d_tensor_takes_both_as_numbers():
+    # PyTorch's clamp(Tensor, Scalar, Scalar) overload: the 0-d tensor bound is a number there
+    r = fiamma.clamp(fiamma.tensor(5, dtype=fiamma.int8), fiamma.tensor(-1, dtype=fiamma.int16), 2)
+    assert r.dtype is fiamma.int8 and r.item() == 2
+    u8 = fiamma.tensor([5], dtype=fiamma.uint8)
+    r = fiamma.clamp(u8, fiamma.tensor(0.5, dtype=fiamma.float64), 1)
+    assert r.dtype is fiamma.float32 and r.tolist() == [1.0]
+    r = fiamma.clip(fiamma.tensor(1.5).half(), -0.5, fiamma.tensor(1.0))
+    assert r.dtype is fiamma.float16 and r.item() == 1.0
+    # two tensor bounds (0-d or not) promote as tensors
+    lo = fiamma.tensor(0.5, dtype=fiamma.float64)
+    r = fiamma.clamp(fiamma.tensor([5], dtype=fiamma.uint8), lo, fiamma.tensor(3))
+    assert r.dtype is fiamma.float64 and r.tolist() == [3.0]
+    assert fiamma.clamp(fiamma.tensor([5], dtype=fiamma.uint8), lo).dtype is fiamma.float64
+
+
+def test_logcumsumexp_of_a_0d_tensor_and_complex_scatter_amax():
+    assert fiamma.logcumsumexp(fiamma.tensor(1.5).half(), 0).item() == 1.5
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        fiamma.logcumsumexp(fiamma.tensor(1.5), 1)
+    x = fiamma.zeros(3, dtype=fiamma.complex64)
+    with pytest.raises(TypeError, match="not implemented for dtype fiamma.complex64"):
+        x.scatter_reduce_(0, fiamma.tensor([], dtype=fiamma.int64), fiamma.ones(0, dtype=x.dtype),
+                          "amax", include_self=False)
+
+
+def test_index_add_alpha_checks():
+    x = fiamma.zeros(2, 3, dtype=fiamma.int64)
+    with pytest.raises(RuntimeError, match="index_add_: For integral input tensors, argument "
+                                           "alpha must not be a floating point"):
+        x.index_add_(0, fiamma.tensor([1]), fiamma.tensor([[3, 4, 5]]), alpha=0.5)
+    assert x.tolist() == [[0, 0, 0], [0, 0, 0]]  # PyTorch truncates alpha to 0 silently
+    with pytest.raises(RuntimeError, match="alpha 1j cannot be converted"):
+        fiamma.zeros(3).index_add_(0, fiamma.tensor([1]), fiamma.tensor([3.0]), alpha=1j)
+    r = fiamma.zeros(3).index_add(0, fiamma.tensor([1]), fiamma.tensor([3.0]), alpha=0.5)
+    assert r.tolist() == [0.0, 1.5, 0.0]

@@ -28,7 +28,7 @@ from fiamma._ops.complex_ops import (  # noqa: F401  (re-exported: PyTorch's top
     sgn,
 )
 from fiamma._ops.matmul import matmul
-from fiamma._tensor import Tensor
+from fiamma._tensor import Tensor, wrap_dim as _wrap_dim
 
 __all__ = [
     "pi", "e", "inf", "nan", "newaxis",
@@ -399,10 +399,11 @@ def _np_binary_int(name, fn, a, b):
     f = _F()
     a = a if isinstance(a, Tensor) else f.tensor(a)
     b = b if isinstance(b, Tensor) else f.tensor(b)
-    dt = D.promote_types(a.dtype, b.dtype)
+    dt = D.result_type(a, b)  # a 0-d operand promotes as in the other binary ops
     if dt._kind != 1:  # bool with an integer promotes to it; bool with bool has no gcd
         raise RuntimeError(f"{name}: expected integer tensors, got {a.dtype} and {b.dtype}")
-    return f.from_numpy(np.ascontiguousarray(fn(a.numpy(), b.numpy()))).to(dt)
+    # np.array, not np.ascontiguousarray: that one makes a 0-d result 1-d
+    return f.from_numpy(np.array(fn(a.numpy(), b.numpy()), order="C")).to(dt)
 
 
 def gcd(input, other):
@@ -436,8 +437,9 @@ def isin(elements, test_elements, *, assume_unique=False, invert=False):
         return (x.float() if x.dtype is D.bfloat16 else x).numpy()  # bfloat16 exact in float32
 
     a, b = arr(elements), arr(test_elements)
-    return f.from_numpy(np.ascontiguousarray(
-        np.isin(a, b, assume_unique=assume_unique, invert=invert)))
+    # np.require keeps a 0-d result 0-d (np.ascontiguousarray makes it 1-d)
+    return f.from_numpy(np.require(
+        np.isin(a, b, assume_unique=assume_unique, invert=invert), requirements="C"))
 
 
 def isreal(input):
@@ -458,7 +460,7 @@ def logcumsumexp(input, dim):
     f = _F()
     x = input if input.dtype.is_complex else _float_of(input)
     if x.ndim == 0 or x.numel() == 0:
-        x.size(dim)  # the dim is checked for an empty input too
+        x.size(dim) if x.ndim else _wrap_dim(dim, 0, "logcumsumexp")  # checked here too
         return x.clone()
     m = (x.detach().real if x.dtype.is_complex else x.detach()).amax(dim, keepdim=True)
     m = f.where(f.isfinite(m), m, f.zeros_like(m))

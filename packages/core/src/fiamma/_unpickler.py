@@ -529,7 +529,7 @@ class RestrictedUnpickler(pickle._Unpickler):
         values = np.empty(2 * need, dtype=np.uint8)
         values[0::2] = packed & 0x0F
         values[1::2] = packed >> 4
-        out = fiamma.from_numpy(np.ascontiguousarray(values[:numel].reshape(size)))
+        out = fiamma.from_numpy(np.require(values[:numel].reshape(size), requirements="C"))
         return out.to(storage.device) if storage.device.type != "cpu" else out
 
     def after_data(self, fn):

@@ -768,6 +768,13 @@ def clamp(input, min=None, max=None, *, out=None):
         raise RuntimeError("clamp: At least one of 'min' or 'max' must not be None")
     lo = as_operand(min, "clamp") if min is not None else None
     hi = as_operand(max, "clamp") if max is not None else None
+    if lo is not None and hi is not None and isinstance(lo, Tensor) != isinstance(hi, Tensor):
+        # a number with a 0-d tensor: PyTorch's clamp(Tensor, Scalar, Scalar) takes the tensor
+        # as a number too (clamp(int8, tensor(-1, dtype=int16), 2) stays int8)
+        if isinstance(lo, Tensor) and not lo._shape:
+            lo = lo.item()
+        elif isinstance(hi, Tensor) and not hi._shape:
+            hi = hi.item()
     rt = D.result_type(input, *(b for b in (lo, hi) if b is not None))
     for b in (lo, hi):
         _check_scalar_fits(b, rt, "clamp")

@@ -387,6 +387,8 @@ def _identity(reduce, dt):
         return reduce == "amin"
     if dt._kind == 2:
         return -math.inf if reduce == "amax" else math.inf
+    if dt._kind == 3:  # no order: the kernel refuses amax/amin of complex, as in PyTorch
+        raise TypeError(f"scatter_reduce: reduce={reduce!r} is not implemented for dtype {dt}")
     info = D.iinfo(dt)
     return info.min if reduce == "amax" else info.max
 
@@ -538,7 +540,13 @@ def _index_scatter(op, dst, d, index, source, mode, precheck, wrap=0):
              isize, istride, d, wrap, precheck)
 
 
-def _scaled(source, alpha, dt):
+def _scaled(source, alpha, dt, op="index_add"):
+    if isinstance(alpha, complex) and dt._kind != 3:
+        raise RuntimeError(f"{op}: alpha {alpha} cannot be converted to type {dt} without "
+                           "overflow")
+    if isinstance(alpha, float) and dt._kind < 2:  # PyTorch truncates it: refused, as add does
+        raise RuntimeError(f"{op}: For integral input tensors, argument alpha must not be a "
+                           f"floating point number, got {alpha}")
     if alpha == 1:
         return source
     from fiamma._ops.elementwise import mul
@@ -555,7 +563,7 @@ def _index_add_impl(op, dst, dim, index, source, alpha, precheck):
     index = _vector_index(index, op, True)
     d = wrap_dim(dim, len(dst._shape), op)
     _source_check(op, dst, d, index, source)
-    _index_scatter(op, dst, d, index, _scaled(source, alpha, dst._dtype), _ADD, precheck)
+    _index_scatter(op, dst, d, index, _scaled(source, alpha, dst._dtype, op), _ADD, precheck)
 
 
 def index_add(input, dim, index, source, *, alpha=1, out=None):

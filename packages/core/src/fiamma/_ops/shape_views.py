@@ -99,7 +99,7 @@ def _from_np(a, dev=CPU):
     """A tensor on ``dev`` holding the NumPy array ``a`` (a host-built index or mask)."""
     from fiamma._interop import from_numpy
 
-    t = from_numpy(np.ascontiguousarray(a))
+    t = from_numpy(np.require(a, requirements="C"))  # 0-d stays 0-d
     return t if dev is CPU else t.to(dev)
 
 
