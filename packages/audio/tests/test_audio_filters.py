@@ -51,7 +51,11 @@ def test_lfilter_matches_direct_form(p, n):
     np.testing.assert_allclose(y.numpy(), ref, rtol=1e-9, atol=1e-10)
     y32 = AF.lfilter(T(x).float(), T(a).float(), T(b).float(), clamp=False)
     assert y32.dtype == fiamma.float32
-    np.testing.assert_allclose(y32.numpy(), ref, rtol=1e-3, atol=1e-4)
+    # the float32 filter is the one of the float32-rounded coefficients (near the unit circle
+    # that rounding alone moves the response by a few percent); it runs in float64 inside
+    f32 = [v.astype(np.float32).astype(np.float64) for v in (x, a, b)]
+    ref32 = np.stack([direct_form(r, f32[1], f32[2]) for r in f32[0]])
+    np.testing.assert_allclose(y32.numpy(), ref32, rtol=1e-4, atol=1e-5)
 
 
 def test_lfilter_clamp_noncontiguous_and_batch_dims():
