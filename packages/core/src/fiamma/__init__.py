@@ -76,7 +76,7 @@ _wrap_namespace(globals(), [_n for _n in list(globals()) if not _n.startswith("_
 _SUBMODULES = {"linalg", "fft", "special", "multiprocessing", "safetensors", "utils", "fused",
                "backends", "accelerator", "cuda", "amp", "cpu", "hub", "testing",
                "detection", "profiler", "sparse", "array_api", "ops", "xpu", "mps", "futures",
-               "_dynamo", "functional", "compiler", "_inductor", "nested"}
+               "_dynamo", "functional", "compiler", "_inductor", "nested", "library"}
 
 # sibling distributions, imported on first use
 _SIBLINGS = {
