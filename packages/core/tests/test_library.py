@@ -520,3 +520,30 @@ def test_custom_op_gradients_and_opcheck_match_pytorch():
         res = lib_mod.library.opcheck(op, (x.detach().requires_grad_(), w.detach(), 2.0))
         results.append((x.grad.tolist(), w.grad.tolist(), res))
     assert results[0] == results[1]
+
+
+def test_jit_trace_records_the_operator_as_one_node_and_saves():
+    jit = pytest.importorskip("fiamma.jit")
+    import io
+    ns = _ns()
+
+    @custom_op(f"{ns}::np3", mutates_args=())
+    def np3(x: T, k: float) -> T:
+        return fiamma.from_numpy(x.numpy() * k)  # NumPy inside: a trace would bake it in
+
+    @custom_op(f"{ns}::put", mutates_args={"o"})
+    def put(x: T, o: T) -> None:
+        o.copy_(x)
+
+    def f(x):
+        o = fiamma.zeros(3)
+        put(x * 2, o)
+        return np3(x, 3.0) + o
+    tm = jit.trace(f, fiamma.ones(3))
+    assert f"{ns}::np3.default" in str(tm.graph) and f"{ns}::put.default" in str(tm.graph)
+    x = fiamma.tensor([1.0, 2.0, 3.0])
+    assert tm(x).tolist() == f(x).tolist() == [5.0, 10.0, 15.0]
+    buf = io.BytesIO()
+    jit.save(tm, buf)
+    buf.seek(0)
+    assert jit.load(buf)(x).tolist() == [5.0, 10.0, 15.0]

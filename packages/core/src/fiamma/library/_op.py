@@ -368,7 +368,7 @@ def below_autograd(op, pos, kw):
                 "was no fake impl or Meta kernel registered (register one with "
                 "fiamma.library.register_fake).")
         return run_fake(op, e.fake, pos, kw)
-    fn = _kernel_for(op, dev)
+    fn = _kernel_for(op, dev) or e.kernels.get("CompositeImplicitAutograd")
     if fn is None:
         key = _DEVICE_KEYS.get(dev, dev.upper())
         have = sorted(e.kernels) + (["fake"] if e.fake is not None else [])
@@ -420,11 +420,20 @@ def _storage_key(t):
 
 
 def dispatch(op, args, kwargs):
-    e = op._entry
     proxy = _find_proxy(list(args) + list(kwargs.values()))
     if proxy is not None:
         return proxy.tracer.create_proxy("call_function", op, tuple(args), dict(kwargs))
     pos, kw = bind(op._schema, args, kwargs)
+    tracer = _grad_mode().state.tracer
+    if tracer is not None and hasattr(tracer, "library_op"):
+        # fiamma.jit.trace: one node for the operator, its inside not traced
+        return tracer.library_op(op, pos, kw, lambda: dispatch_bound(op, pos, kw))
+    return dispatch_bound(op, pos, kw)
+
+
+def dispatch_bound(op, pos, kw):
+    """The call of ``op`` on bound arguments (see the module docstring for the order)."""
+    e = op._entry
     values = pos + list(kw.values())
     dev = _device_type(values)
     composite = e.kernels.get("CompositeImplicitAutograd")
@@ -440,6 +449,4 @@ def dispatch(op, args, kwargs):
             from ._autograd import apply
 
             return apply(op, pos, kw)
-    if composite is not None and dev != "meta" and _kernel_for(op, dev) is None:
-        return composite(*pos, **kw)
     return below_autograd(op, pos, kw)

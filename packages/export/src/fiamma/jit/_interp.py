@@ -331,6 +331,55 @@ def _resolve(x, env):
     return x
 
 
+def _copy(v):
+    if isinstance(v, fiamma.Tensor):
+        return v.clone()
+    if isinstance(v, (list, tuple)):
+        return type(v)(_copy(x) for x in v)
+    return v
+
+
+def _collect(v, out):
+    if isinstance(v, fiamma.Tensor):
+        out.append(v)
+    elif isinstance(v, (list, tuple)):
+        for x in v:
+            _collect(x, out)
+
+
+def runner(name):
+    """The function that runs the op ``name`` of a graph (None if there is none): one of
+    :data:`OPS`, or for ``ns::op.overload`` the fiamma.library operator of that name (looked up
+    when the node runs, so a loaded graph may come before the program defines it)."""
+    fn = OPS.get(name)
+    if fn is None and "::" in name:
+        qual, _, overload = name.rpartition(".")
+
+        def fn(*args, **kwargs):
+            from fiamma.library import _op
+
+            try:
+                op = getattr(_op.lookup(qual), overload)
+            except KeyError:
+                raise RuntimeError(f"fiamma.jit: the graph calls the operator {qual}, which is "
+                                   "not defined in this process (define it with "
+                                   "fiamma.library before running the graph)") from None
+            pos, kw = _op.bind(op._schema, args, kwargs)
+            vals = pos + list(kw.values())
+            written = []
+            for i, a in enumerate(op._schema.arguments):
+                if a.is_write:  # into copies: the graph's values are not written
+                    vals[i] = _copy(vals[i])
+                    _collect(vals[i], written)
+            n = len(pos)
+            res = op(*vals[:n], **dict(zip(kw, vals[n:])))
+            if not written:
+                return res
+            _collect(res, written)
+            return tuple(written) if len(written) > 1 else written[0]
+    return fn
+
+
 class Program:
     """A graph ready to run: each node's function looked up once."""
 
@@ -338,7 +387,7 @@ class Program:
         self.graph = graph
         steps = []
         for n in graph.nodes:
-            fn = OPS.get(n.op)
+            fn = runner(n.op)
             if fn is None:
                 raise RuntimeError(
                     f"fiamma.jit: no runner for op '{n.op}' (node {n.outputs[0]}"
