@@ -356,23 +356,25 @@ def runner(name):
         qual, _, overload = name.rpartition(".")
 
         def fn(*args, **kwargs):
-            from fiamma.library import _op
-
+            ns, opname = qual.split("::")
             try:
-                op = getattr(_op.lookup(qual), overload)
-            except KeyError:
+                op = getattr(getattr(getattr(fiamma.ops, ns), opname), overload)
+            except AttributeError:
                 raise RuntimeError(f"fiamma.jit: the graph calls the operator {qual}, which is "
                                    "not defined in this process (define it with "
                                    "fiamma.library before running the graph)") from None
-            pos, kw = _op.bind(op._schema, args, kwargs)
-            vals = pos + list(kw.values())
+            # the trace recorded every positional argument, then the keyword-only ones
+            args, kwargs = list(args), dict(kwargs)
             written = []
             for i, a in enumerate(op._schema.arguments):
                 if a.is_write:  # into copies: the graph's values are not written
-                    vals[i] = _copy(vals[i])
-                    _collect(vals[i], written)
-            n = len(pos)
-            res = op(*vals[:n], **dict(zip(kw, vals[n:])))
+                    if i < len(args):
+                        args[i] = _copy(args[i])
+                        _collect(args[i], written)
+                    elif a.name in kwargs:
+                        kwargs[a.name] = _copy(kwargs[a.name])
+                        _collect(kwargs[a.name], written)
+            res = op(*args, **kwargs)
             if not written:
                 return res
             _collect(res, written)

@@ -320,7 +320,7 @@ class Tracer:
         finally:
             self.paused -= 1
             autograd_hook.set_grad_enabled_flag(prev)
-        name = f"{op.overloadpacket._qualified_op_name}.{op._overloadname}"
+        name = f"{op.name().split('.')[0]}.{op._overloadname}"
         args = [self.ref(x, name) for x in pos]
         kwargs = {k: self.ref(v, name) for k, v in kw.items()}
         # the arguments it writes in place come out as new values of those tensors (the
