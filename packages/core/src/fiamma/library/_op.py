@@ -319,6 +319,21 @@ class FakeImplCtx:
     _size_hint = None
 
 
+class AutoDispatchBelowAutograd:
+    """``with AutoDispatchBelowAutograd():`` calls of registered operators skip their autograd
+    kernels and formulas (PyTorch's ``torch._C._AutoDispatchBelowAutograd``, used by an
+    ``Autograd`` kernel to call the operator's backend kernel)."""
+
+    def __enter__(self):
+        self._prev = getattr(_state, "below", False)
+        _state.below = True
+        return self
+
+    def __exit__(self, *exc):
+        _state.below = self._prev
+        return False
+
+
 def get_ctx():
     """The context of the fake implementation that is running (``new_dynamic_size``)."""
     return getattr(_state, "ctx", None)
@@ -440,7 +455,8 @@ def dispatch_bound(op, pos, kw):
     if composite is not None and _kernel_for(op, dev) is None and dev != "meta" \
             and "Autograd" not in e.kernels:
         return composite(*pos, **kw)
-    if _grad_mode().is_grad_enabled() and any(t.requires_grad for t in iter_tensors(values)):
+    if _grad_mode().is_grad_enabled() and not getattr(_state, "below", False) and \
+            any(t.requires_grad for t in iter_tensors(values)):
         key = _DEVICE_KEYS.get(dev, dev.upper())
         k = e.kernels.get("Autograd" + key) or e.kernels.get("Autograd")
         if k is not None:
