@@ -571,3 +571,30 @@ def test_autograd_kernel_calls_the_backend_kernel_below_autograd(lib):
     assert type(y.grad_fn).__name__ == "HalfBackward"
     y.sum().backward()
     assert x.grad.tolist() == [0.5, 0.5]
+
+
+def test_keyword_only_inputs_reach_setup_context_separately():
+    pytest.importorskip("fiamma.autograd")
+    ns = _ns()
+
+    @custom_op(f"{ns}::kw", mutates_args=())
+    def kw(x: T, *, s: float = 2.0) -> T:
+        return x * s
+
+    def setup_old(ctx, inputs, output):
+        ctx.s = 1.0
+
+    def setup(ctx, inputs, keyword_only_inputs, output):
+        assert len(inputs) == 1
+        ctx.s = keyword_only_inputs["s"]
+
+    def backward(ctx, g):
+        assert ctx.needs_input_grad == (True,)
+        return g * ctx.s
+    kw.register_autograd(backward, setup_context=setup_old)
+    x = fiamma.ones(2, requires_grad=True)
+    with pytest.raises(TypeError, match="keyword_only_inputs"):  # as PyTorch
+        kw(x, s=3.0)
+    kw.register_autograd(backward, setup_context=setup)
+    kw(x, s=3.0).sum().backward()
+    assert x.grad.tolist() == [3.0, 3.0]

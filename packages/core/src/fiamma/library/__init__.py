@@ -235,7 +235,9 @@ def impl(qualname, types, func=None, *, lib=None):
             library.impl(op.overloadpacket.__name__ + (
                 "" if op._overloadname == "default" else "." + op._overloadname), fn, key)
         return fn
-    return reg if func is None else reg(func)
+    if func is None:
+        return reg
+    reg(func)
 
 
 def register_kernel(op, device_types, func=None, /, *, lib=None):

@@ -2,7 +2,6 @@
 ``autograd.Function`` (fiamma-autograd, imported when first needed)."""
 
 import importlib
-import inspect
 
 from fiamma._tensor import Tensor
 
@@ -53,7 +52,7 @@ class _Spec:
             else:
                 out.append(any(flags[i:i + c]))
                 i += c
-        return tuple(out)
+        return tuple(out[:self.npos])  # one per positional input, as the gradients
 
     def flatten_grads(self, grads):
         name = self.op.name()
@@ -97,10 +96,10 @@ def _function_class(op):
         reg = e.autograd
         if reg is not None and reg[1] is not None:
             setup = reg[1]
-            if _takes_kwonly(setup):
-                setup(ctx, tuple(pos), dict(kw), out)
+            if kw:  # keyword-only arguments come separately, as in PyTorch
+                setup(ctx, inputs=tuple(pos), keyword_only_inputs=dict(kw), output=out)
             else:
-                setup(ctx, tuple(pos) + tuple(kw.values()), out)
+                setup(ctx, tuple(pos), out)
         return out
 
     def backward(ctx, *grads):
@@ -123,13 +122,6 @@ def _function_class(op):
     cls._backward_cls.needs_input_grad = property(needs_input_grad)
     e._fn_cls = cls
     return cls
-
-
-def _takes_kwonly(fn):
-    try:
-        return len(inspect.signature(fn).parameters) == 4
-    except (TypeError, ValueError):
-        return False
 
 
 def apply(op, pos, kw):
