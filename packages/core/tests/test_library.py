@@ -598,3 +598,15 @@ def test_keyword_only_inputs_reach_setup_context_separately():
     kw.register_autograd(backward, setup_context=setup)
     kw(x, s=3.0).sum().backward()
     assert x.grad.tolist() == [3.0, 3.0]
+
+
+def test_operators_pickle_and_copy_as_themselves():
+    import copy
+    import pickle
+    ns = _ns()
+    op = custom_op(f"{ns}::p", lambda x: x + 1, mutates_args=(), schema="(Tensor x) -> Tensor")
+    ovl = getattr(fiamma.ops, ns).p.default
+    assert pickle.loads(pickle.dumps(ovl)) is ovl
+    assert pickle.loads(pickle.dumps(ovl.overloadpacket)) is ovl.overloadpacket
+    assert copy.deepcopy(ovl) is ovl and copy.copy(ovl.overloadpacket) is ovl.overloadpacket
+    assert op._opoverload is ovl

@@ -77,6 +77,12 @@ class OpOverload:
     def __reduce__(self):
         return (_resolve, (self.overloadpacket._qualified_op_name, self._overloadname))
 
+    def __copy__(self):
+        return self  # an operator is a registry entry: copies of a graph share it
+
+    def __deepcopy__(self, memo):
+        return self
+
 
 def _resolve(qualname, overload):
     return getattr(lookup(qualname), overload)
@@ -132,6 +138,12 @@ class OpOverloadPacket:
 
     def __reduce__(self):
         return (lookup, (self._qualified_op_name,))
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
 
 
 def lookup(qualname):
