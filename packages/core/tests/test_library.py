@@ -610,3 +610,11 @@ def test_operators_pickle_and_copy_as_themselves():
     assert pickle.loads(pickle.dumps(ovl.overloadpacket)) is ovl.overloadpacket
     assert copy.deepcopy(ovl) is ovl and copy.copy(ovl.overloadpacket) is ovl.overloadpacket
     assert op._opoverload is ovl
+
+
+def test_builtin_aten_ops_cannot_be_overridden():
+    lib = Library("aten", "IMPL")
+    with pytest.raises(NotImplementedError, match="built-in operators are Python functions"):
+        lib.impl("add.Tensor", lambda a, b: a, "CPU")
+    with pytest.raises(ValueError, match="reserved"):
+        Library("aten", "DEF")

@@ -177,6 +177,11 @@ def _as_overload(op):
     if isinstance(op, str):
         qual, _, overload = op.partition(".")
         _check_name(qual, "fiamma.library")
+        if qual.startswith(("aten::", "prims::")):
+            raise NotImplementedError(
+                f"{op}: fiamma's built-in operators are Python functions, not entries of an "
+                "operator library: they cannot be given kernels or formulas through "
+                "fiamma.library (define an operator of your own namespace instead)")
         try:
             packet = _op.lookup(qual)
         except KeyError:
