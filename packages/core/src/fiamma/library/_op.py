@@ -7,9 +7,9 @@ without one) an output whose backward raises; then the kernel for the inputs' de
 (``Meta``/fake on the meta device), else the default kernel.
 """
 
-import importlib
 import threading
 
+from fiamma import _grad_hook
 from fiamma._tensor import Tensor
 
 from ._schema import parse_schema
@@ -22,10 +22,6 @@ _REGISTRY = {}
 _DEVICE_KEYS = {"cpu": "CPU", "cuda": "CUDA", "meta": "Meta", "xp": "CPU"}
 KNOWN_KEYS = ("CPU", "CUDA", "Meta", "Autograd", "AutogradCPU", "AutogradCUDA",
               "CompositeImplicitAutograd", "CompositeExplicitAutograd")
-
-
-def _grad_mode():
-    return importlib.import_module("fiamma._grad_hook")
 
 
 class _Entry:
@@ -228,12 +224,22 @@ def _typename(v):
     return "Tensor" if isinstance(v, Tensor) else type(v).__name__
 
 
+class _Decl:
+    """``Declaration: <schema>`` for error messages, formatted only when one is raised."""
+
+    def __init__(self, schema):
+        self.schema = schema
+
+    def __format__(self, spec):
+        return f"Declaration: {self.schema}"
+
+
 def bind(schema, args, kwargs):
     """(positional values, keyword-only values) of a call, defaults filled in, checked
     against the schema as PyTorch's dispatcher checks them."""
     qual = schema.name + ("." + schema.overload_name if schema.overload_name else "")
     pos_args = [a for a in schema.arguments if not a.kwarg_only]
-    decl = f"Declaration: {schema}"
+    decl = _Decl(schema)
     if len(args) > len(pos_args):
         raise RuntimeError(f"{qual}() takes {len(pos_args)} positional argument(s) but "
                            f"{len(args)} was/were given.  {decl}")
@@ -438,12 +444,11 @@ def _check_outputs(op, pos, kw, out):
 
 
 def _storage_key(t):
-    if t.device.type == "meta" or t.numel() == 0:
+    """What tells whether two tensors share memory (views share their storage object)."""
+    st = getattr(t, "_storage", None)
+    if st is None or t.numel() == 0 or t.device.type == "meta":
         return None
-    try:
-        return t.untyped_storage().data_ptr()
-    except Exception:
-        return None
+    return id(st)
 
 
 def dispatch(op, args, kwargs):
@@ -451,7 +456,7 @@ def dispatch(op, args, kwargs):
     if proxy is not None:
         return proxy.tracer.create_proxy("call_function", op, tuple(args), dict(kwargs))
     pos, kw = bind(op._schema, args, kwargs)
-    tracer = _grad_mode().state.tracer
+    tracer = _grad_hook.state.tracer
     if tracer is not None and hasattr(tracer, "library_op"):
         # fiamma.jit.trace: one node for the operator, its inside not traced
         return tracer.library_op(op, pos, kw, lambda: dispatch_bound(op, pos, kw))
@@ -467,7 +472,7 @@ def dispatch_bound(op, pos, kw):
     if composite is not None and _kernel_for(op, dev) is None and dev != "meta" \
             and "Autograd" not in e.kernels:
         return composite(*pos, **kw)
-    if _grad_mode().is_grad_enabled() and not getattr(_state, "below", False) and \
+    if _grad_hook.is_grad_enabled() and not getattr(_state, "below", False) and \
             any(t.requires_grad for t in iter_tensors(values)):
         key = _DEVICE_KEYS.get(dev, dev.upper())
         k = e.kernels.get("Autograd" + key) or e.kernels.get("Autograd")
