@@ -618,3 +618,22 @@ def test_builtin_aten_ops_cannot_be_overridden():
         lib.impl("add.Tensor", lambda a, b: a, "CPU")
     with pytest.raises(ValueError, match="reserved"):
         Library("aten", "DEF")
+
+
+def test_a_collected_library_takes_its_registrations_with_it():
+    import gc
+    ns = _ns()
+
+    def make():
+        lib = Library(ns, "DEF")
+        lib.define("f(Tensor x) -> Tensor")
+        lib.impl("f", lambda x: x + 1, "CPU")
+        return getattr(fiamma.ops, ns).f(fiamma.zeros(1)).tolist()
+    assert make() == [1.0]
+    gc.collect()
+    with pytest.raises(AttributeError):
+        getattr(fiamma.ops, ns).f  # noqa: B018
+    keep = Library(ns, "DEF")  # the namespace is free again
+    keep.define("g(Tensor x) -> Tensor")
+    assert getattr(fiamma.ops, ns).g.overloads() == ["default"]
+    keep._destroy()

@@ -32,6 +32,8 @@ run as a ``fiamma.autograd.Function`` (fiamma-autograd).
 fiamma.Size([4])
 """
 
+import weakref
+
 from . import _op
 from ._custom_op import CustomOpDef, _check_backward_args, _check_name, _device_list, custom_op
 from ._op import OpOverload, OpOverloadPacket, get_ctx
@@ -82,6 +84,9 @@ class Library:
         self._op_defs = []
         self._registrations = []  # (entry, attribute, key, old value)
         self._destroyed = False
+        # as PyTorch's: a library that is garbage collected takes its registrations with it
+        self._finalizer = weakref.finalize(self, _undo, self._registrations, self._op_defs,
+                                           ns if kind == "DEF" else None)
 
     def __repr__(self):
         return f"Library(kind={self.kind}, ns={self.ns}, dispatch_key={self.dispatch_key})>"
@@ -145,21 +150,27 @@ class Library:
 
     def _destroy(self):
         """Undo this library's registrations and definitions."""
-        for entry, attr, key, old in reversed(self._registrations):
-            if attr == "kernels":
-                if old is None:
-                    entry.kernels.pop(key, None)
-                else:
-                    entry.kernels[key] = old
-            else:
-                setattr(entry, attr, old)
-        self._registrations.clear()
-        for op in self._op_defs:
-            _op._drop(op)
-        self._op_defs.clear()
-        if self.kind == "DEF":
-            _DEF_NAMESPACES.discard(self.ns)
+        self._finalizer()
         self._destroyed = True
+
+
+def _undo(registrations, op_defs, def_ns):
+    for entry, attr, key, old in reversed(registrations):
+        if attr == "kernels":
+            if old is None:
+                entry.kernels.pop(key, None)
+            else:
+                entry.kernels[key] = old
+        else:
+            setattr(entry, attr, old)
+            if attr == "autograd":
+                entry._fn_cls = None
+    registrations.clear()
+    for op in op_defs:
+        _op._drop(op)
+    op_defs.clear()
+    if def_ns is not None:
+        _DEF_NAMESPACES.discard(def_ns)
 
 
 def fallthrough_kernel():
