@@ -637,3 +637,13 @@ def test_a_collected_library_takes_its_registrations_with_it():
     keep.define("g(Tensor x) -> Tensor")
     assert getattr(fiamma.ops, ns).g.overloads() == ["default"]
     keep._destroy()
+
+
+def test_implementation_returning_the_wrong_type_raises():
+    ns = _ns()
+    op = custom_op(f"{ns}::w", lambda x: 3, mutates_args=(), schema="(Tensor x) -> Tensor")
+    with pytest.raises(RuntimeError, match="returns Tensor but the implementation returned int"):
+        op(fiamma.ones(1))
+    op2 = custom_op(f"{ns}::n", lambda x: None, mutates_args=(), schema="(Tensor x) -> Tensor")
+    with pytest.raises(RuntimeError, match="returned NoneType"):
+        op2(fiamma.ones(1))

@@ -426,6 +426,10 @@ def _check_outputs(op, pos, kw, out):
         raise RuntimeError(f"{op.name()}: the schema returns {len(rets)} values "
                            f"({op._schema}) but the implementation returned "
                            f"{type(out).__name__}")
+    for r, o in zip(rets, outs):
+        if not _type_ok(r, o) or (o is None and not r.is_optional):
+            raise RuntimeError(f"{op.name()}: the schema ({op._schema}) returns {r.type} but "
+                               f"the implementation returned {_typename(o)}")
     ins = list(iter_tensors(list(pos) + list(kw.values())))
     seen = []
     for o in iter_tensors(outs):
