@@ -647,3 +647,15 @@ def test_implementation_returning_the_wrong_type_raises():
     op2 = custom_op(f"{ns}::n", lambda x: None, mutates_args=(), schema="(Tensor x) -> Tensor")
     with pytest.raises(RuntimeError, match="returned NoneType"):
         op2(fiamma.ones(1))
+
+
+def test_a_written_argument_moves_its_version_counter():
+    ns = _ns()
+
+    @custom_op(f"{ns}::npfill", mutates_args={"out"})
+    def npfill(out: T, v: float) -> None:
+        out.numpy()[...] = v  # written behind fiamma's back: the op moves the counter
+    t = fiamma.zeros(3)
+    before = t._version
+    npfill(t, 2.0)
+    assert t._version > before and t.tolist() == [2.0, 2.0, 2.0]

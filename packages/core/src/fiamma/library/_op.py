@@ -35,6 +35,9 @@ class _Entry:
         self.custom = None  # the CustomOpDef that defined it
         self.disabled = set()
         self._fn_cls = None
+        # the positions of the arguments the op writes (their version counters move after a
+        # call, so a tensor saved for backward before it is seen to be stale, as in PyTorch)
+        self.written = [i for i, a in enumerate(schema.arguments) if a.is_write]
 
 
 class OpOverload:
@@ -409,6 +412,10 @@ def below_autograd(op, pos, kw):
             f"Could not run '{op.name()}' with arguments from the '{key}' backend: it has no "
             f"kernel for {key} (registered: {', '.join(have) or 'none'}).")
     out = fn(*pos, **kw)
+    if e.written:
+        values = list(pos) + list(kw.values())
+        for t in iter_tensors([values[i] for i in e.written]):
+            t._bump()
     if e.custom is not None:
         _check_outputs(op, pos, kw, out)
     return out
