@@ -203,10 +203,6 @@ def _as_overload(op):
                     f"CustomOpDef), got {type(op).__name__}")
 
 
-def _custom(op):
-    return op._opoverload if isinstance(op, CustomOpDef) else None
-
-
 _keep_alive = []  # libraries made by the module-level functions live as long as the process
 
 

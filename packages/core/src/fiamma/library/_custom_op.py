@@ -1,7 +1,5 @@
 """``custom_op``: a Python function made an operator (``CustomOpDef``)."""
 
-import inspect
-
 from . import _op
 from ._schema import infer_schema, parse_schema
 
@@ -173,9 +171,3 @@ def custom_op(name, fn=None, /, *, mutates_args, device_types=None, schema=None,
         return inner
     return inner(fn)
 
-
-def signature_of(fn):
-    try:
-        return inspect.signature(fn)
-    except (TypeError, ValueError):
-        return None

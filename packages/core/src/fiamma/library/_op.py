@@ -150,7 +150,7 @@ def lookup(qualname):
     return _REGISTRY[qualname]
 
 
-def register_schema(schema_text, ns=None, where=None):
+def register_schema(schema_text, ns=None):
     """Define the operator of ``schema_text``; returns its OpOverload."""
     schema = parse_schema(schema_text)
     if "::" not in schema.name:
