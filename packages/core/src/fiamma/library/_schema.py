@@ -333,9 +333,6 @@ def _annotation_table():
     return table
 
 
-_RETURNS = None
-
-
 def _return_table():
     import fiamma
 
