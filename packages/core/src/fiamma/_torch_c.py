@@ -57,6 +57,20 @@ def _parse_to(*args, **kwargs):
     return device, dtype, non_blocking, fmt
 
 
+class _AutoDispatchBelowAutograd:
+    """``torch._C._AutoDispatchBelowAutograd()``: calls of fiamma.library operators inside skip
+    their autograd kernels (an ``Autograd`` kernel calling its operator's backend kernel)."""
+
+    def __enter__(self):
+        import importlib
+
+        self._guard = importlib.import_module("fiamma.library._op").AutoDispatchBelowAutograd()
+        return self._guard.__enter__()
+
+    def __exit__(self, *exc):
+        return self._guard.__exit__(*exc)
+
+
 class _TorchC(types.ModuleType):
     """``torch._C``: the names above, then fiamma._C's."""
 
@@ -94,6 +108,7 @@ module._get_tracing_state = _get_tracing_state
 module._nn = types.ModuleType("torch._C._nn")
 module._nn._parse_to = _parse_to
 module.Generator = fiamma.Generator
+module._AutoDispatchBelowAutograd = _AutoDispatchBelowAutograd
 
 # the __torch_function__ protocol's names (fiamma._torch_function, fiamma.overrides)
 from fiamma import _torch_function as _TF, overrides as _overrides  # noqa: E402

@@ -50,9 +50,12 @@ cost more than the read.
 
 The trace hook (used by fiamma.jit): :func:`set_trace_hook` installs, for this thread, an object
 with ``record``, ``record_inplace``, ``check_inplace`` and ``inplace`` (the signatures above)
-that receives those calls instead of the autograd recorder while it is installed. A tracer marks
-the tensors it follows by setting their ``requires_grad`` slot, so every op depending on them
-calls it; with no tracer installed the recording path pays one thread-local read.
+that receives those calls instead of the autograd recorder while it is installed; a hook with
+a ``library_op(op, args, kwargs, run)`` method also receives each call of a
+:mod:`fiamma.library` operator (``op`` its ``OpOverload``; ``args``/``kwargs`` every positional
+and keyword-only argument of its schema; ``run()`` makes the call) and returns its result. A
+tracer marks the tensors it follows by setting their ``requires_grad`` slot, so every op
+depending on them calls it; with no tracer installed the recording path pays one thread-local read.
 
 >>> import fiamma
 >>> from fiamma import autograd_hook

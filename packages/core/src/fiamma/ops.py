@@ -1,7 +1,9 @@
-"""``torch.ops``: the operator namespaces. fiamma registers no operator library (no
-``torch.library``, no custom C++ operators, no ``torch.ops.aten`` overloads: its ops are the
-Python functions of ``fiamma``); what it has is the ``profiler`` namespace that graph code
-uses to open and close a labelled range (torch.fx's profiling tracer emits these calls).
+"""``torch.ops``: the operator namespaces. ``fiamma.ops.<namespace>.<name>`` is an operator
+defined with :mod:`fiamma.library` (``custom_op``, ``Library.define``): an
+``OpOverloadPacket`` whose ``.default`` is the ``OpOverload``; both are callable. fiamma's own
+ops are the Python functions of ``fiamma`` (there are no ``fiamma.ops.aten`` overloads); the
+``profiler`` namespace holds the calls graph code uses to open and close a labelled range
+(torch.fx's profiling tracer emits them).
 
 >>> import fiamma
 >>> from fiamma.profiler import profile
@@ -11,7 +13,22 @@ uses to open and close a labelled range (torch.fx's profiling tracer emits these
 ...     fiamma.ops.profiler._record_function_exit(h)
 >>> "block" in [e.name for e in prof.events()]
 True
+>>> lib = fiamma.library.Library("ops_doc", "DEF")
+>>> lib.define("double(Tensor x) -> Tensor")
+'double'
+>>> lib.impl("double", lambda x: x * 2, "CPU")
+>>> fiamma.ops.ops_doc.double(fiamma.ones(2)).tolist()
+[2.0, 2.0]
 """
+
+
+import sys
+
+
+def _registry():
+    # the operators fiamma.library defined (none before it is imported: no import here)
+    mod = sys.modules.get("fiamma.library._op")
+    return {} if mod is None else mod._REGISTRY
 
 
 class _Namespace:
@@ -22,9 +39,15 @@ class _Namespace:
     def __getattr__(self, op):
         if op.startswith("__"):
             raise AttributeError(op)
-        raise AttributeError(f"fiamma.ops.{self.__name__.rsplit('.', 1)[1]} has no operator "
-                             f"{op!r} (fiamma.ops has only profiler._record_function_enter, "
-                             "_record_function_enter_new and _record_function_exit)")
+        ns = self.__name__.rsplit(".", 1)[1]
+        packet = _registry().get(f"{ns}::{op}")
+        if packet is not None:
+            return packet
+        raise AttributeError(f"fiamma.ops.{ns} has no operator {op!r} (define it with "
+                             "fiamma.library.custom_op or Library.define)")
+
+    def __repr__(self):
+        return f"<module '{self.__name__}' from 'fiamma.ops'>"
 
 
 def _enter(name, args=None):
@@ -57,8 +80,21 @@ profiler._record_function_exit = _exit
 aten = _Namespace("aten", "ATen's operators: not provided (fiamma's ops are Python functions).")
 
 
+_namespaces = {}
+
+
 def __getattr__(name):
-    if name.startswith("__"):
+    """``fiamma.ops.<ns>``: the namespace of the operators defined in ``ns``. (PyTorch answers
+    any name; fiamma only those of namespaces with operators, so that probes such as
+    ``hasattr(fiamma.ops, "pytest_plugins")`` stay false.)"""
+    if name.startswith("__") or not name.isidentifier():
         raise AttributeError(name)
-    raise AttributeError(f"fiamma.ops has no namespace {name!r}: fiamma registers no operator "
-                         "libraries (only fiamma.ops.profiler exists)")
+    ns = _namespaces.get(name)
+    if ns is None:
+        if not any(q.startswith(name + "::") for q in _registry()):
+            raise AttributeError(f"fiamma.ops has no namespace {name!r}: no operator is "
+                                 f"defined in it (fiamma.library.custom_op('{name}::...') or "
+                                 f"Library('{name}', 'DEF').define(...) define them)")
+        ns = _namespaces[name] = _Namespace(name, f"Operators defined in the {name!r} "
+                                            "namespace (fiamma.library).")
+    return ns

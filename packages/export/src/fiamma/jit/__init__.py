@@ -438,7 +438,7 @@ def load(f, map_location=None):
         raise RuntimeError(f"fiamma.jit.load: not a traced-module file ({e})") from None
     graph = Graph.from_json(text, tensors)
     for n in graph.nodes:
-        if n.op not in OPS:
+        if n.op not in OPS and "::" not in n.op:  # ns::op: a fiamma.library operator
             raise RuntimeError(f"fiamma.jit.load: the file uses op '{n.op}', which this "
                                "version of fiamma.jit cannot run")
     if map_location is not None:

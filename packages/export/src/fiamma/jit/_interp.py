@@ -331,6 +331,57 @@ def _resolve(x, env):
     return x
 
 
+def _copy(v):
+    if isinstance(v, fiamma.Tensor):
+        return v.clone()
+    if isinstance(v, (list, tuple)):
+        return type(v)(_copy(x) for x in v)
+    return v
+
+
+def _collect(v, out):
+    if isinstance(v, fiamma.Tensor):
+        out.append(v)
+    elif isinstance(v, (list, tuple)):
+        for x in v:
+            _collect(x, out)
+
+
+def runner(name):
+    """The function that runs the op ``name`` of a graph (None if there is none): one of
+    :data:`OPS`, or for ``ns::op.overload`` the fiamma.library operator of that name (looked up
+    when the node runs, so a loaded graph may come before the program defines it)."""
+    fn = OPS.get(name)
+    if fn is None and "::" in name:
+        qual, _, overload = name.rpartition(".")
+
+        def fn(*args, **kwargs):
+            ns, opname = qual.split("::")
+            try:
+                op = getattr(getattr(getattr(fiamma.ops, ns), opname), overload)
+            except AttributeError:
+                raise RuntimeError(f"fiamma.jit: the graph calls the operator {qual}, which is "
+                                   "not defined in this process (define it with "
+                                   "fiamma.library before running the graph)") from None
+            # the trace recorded every positional argument, then the keyword-only ones
+            args, kwargs = list(args), dict(kwargs)
+            written = []
+            for i, a in enumerate(op._schema.arguments):
+                if a.is_write:  # into copies: the graph's values are not written
+                    if i < len(args):
+                        args[i] = _copy(args[i])
+                        _collect(args[i], written)
+                    elif a.name in kwargs:
+                        kwargs[a.name] = _copy(kwargs[a.name])
+                        _collect(kwargs[a.name], written)
+            res = op(*args, **kwargs)
+            if not written:
+                return res
+            _collect(res, written)
+            return tuple(written) if len(written) > 1 else written[0]
+    return fn
+
+
 class Program:
     """A graph ready to run: each node's function looked up once."""
 
@@ -338,7 +389,7 @@ class Program:
         self.graph = graph
         steps = []
         for n in graph.nodes:
-            fn = OPS.get(n.op)
+            fn = runner(n.op)
             if fn is None:
                 raise RuntimeError(
                     f"fiamma.jit: no runner for op '{n.op}' (node {n.outputs[0]}"

@@ -307,6 +307,47 @@ class Tracer:
             self.bind(out, name)
         return out
 
+    def library_op(self, op, pos, kw, run):
+        """A fiamma.library operator (``custom_op``, ``Library.define``) called while tracing:
+        one node named ``ns::name.overload`` with the call's arguments, its inside not
+        traced (PyTorch's traces record such an op as one node too)."""
+        if not self.here() or self.paused:
+            return run()
+        prev = autograd_hook.set_grad_enabled_flag(False)
+        self.paused += 1
+        try:
+            out = run()
+        finally:
+            self.paused -= 1
+            autograd_hook.set_grad_enabled_flag(prev)
+        name = f"{op.name().split('.')[0]}.{op._overloadname}"
+        args = [self.ref(x, name) for x in pos]
+        kwargs = {k: self.ref(v, name) for k, v in kw.items()}
+        # the arguments it writes in place come out as new values of those tensors (the
+        # graph's runner writes into copies), then its returns
+        written = []
+        for a, v in zip(op._schema.arguments, list(pos) + list(kw.values())):
+            if a.is_write:
+                _flatten(v, written)
+        flat = []
+        _flatten(out, flat)
+        names = []
+        for t in written:
+            n = self.new_name()
+            if id(t) in self.vals:
+                self.vals[id(t)] = n
+                self.g.meta[n] = _shape_dtype(t)
+            else:
+                self.bind(t, n)
+            names.append(n)
+        for o in flat:
+            n = self.new_name()
+            self.bind(o, n)
+            names.append(n)
+        if names:
+            self.g.nodes.append(Node(name, args, kwargs, names, self.source()))
+        return out
+
     # ---- leaf modules (recorded as one op, their inside not traced) ----
     def leaf(self, op, run, inputs, attrs, params):
         prev = autograd_hook.set_grad_enabled_flag(False)

@@ -37,6 +37,14 @@ def public_module_of(fn):
     return None
 
 
+def _op_path(fn):
+    """``ops.ns.name.overload`` of a fiamma.library operator (None for anything else)."""
+    path = getattr(fn, "_fx_expr", None)
+    if isinstance(path, str) and type(fn).__module__.startswith("fiamma.library"):
+        return path
+    return None
+
+
 def _unwrapped(f):
     # a function the tracer patched while a trace runs stands for its original
     return getattr(f, "__fx_original__", f)
@@ -138,6 +146,9 @@ class _Emitter:
         mod = public_module_of(fn)
         if mod is not None:
             return f"{self.module_expr(mod)}.{fn.__name__}"
+        path = _op_path(fn)
+        if path is not None:  # a fiamma.library operator: fiamma.ops.<ns>.<name>.<overload>
+            return f"{self.module_expr('fiamma')}.{path}"
         hint = getattr(fn, "__name__", None) or type(fn).__name__
         return self.add_global(hint if _is_ident(hint) else "fn", fn)
 

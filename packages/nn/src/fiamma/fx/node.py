@@ -234,12 +234,15 @@ class Node:
     def is_impure(self):
         """True if dead-code elimination must keep this node though nothing uses it:
         placeholders, the output, side-effectful functions (``operator.setitem``, asserts,
-        ``has_side_effect``), in-place methods (``x.add_(1)``) and modules with a true
-        ``_is_impure`` attribute."""
+        ``has_side_effect``), operators whose schema writes an argument, in-place methods
+        (``x.add_(1)``) and modules with a true ``_is_impure`` attribute."""
         if self.op in ("placeholder", "output"):
             return True
         if self.op == "call_function":
-            return self.target in _side_effectful_functions
+            if self.target in _side_effectful_functions:
+                return True
+            # a fiamma.library operator that writes to an argument (PyTorch: a mutable schema)
+            return bool(getattr(getattr(self.target, "_schema", None), "is_mutable", False))
         if self.op == "call_method":
             t = self.target
             return t.endswith("_") and not t.endswith("__")
@@ -290,9 +293,11 @@ def _qualified_name(fn):
         return fn.__name__
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
     mod = getattr(fn, "__module__", None)
-    from ._codegen import public_module_of
+    from ._codegen import _op_path, public_module_of
 
     pub = public_module_of(fn)
     if pub is not None:
         return f"{pub}.{fn.__name__}"
+    if _op_path(fn) is not None:
+        return "fiamma." + _op_path(fn)
     return f"{mod}.{name}" if mod else name
