@@ -95,6 +95,7 @@ _SIBLINGS = {
     "distributions": "fiamma-distributions",
     "jit": "fiamma-export",
     "onnx": "fiamma-export",
+    "export": "fiamma-export",
 }
 
 # PyTorch's top-level names for functions of a core submodule, imported on first use
@@ -103,7 +104,7 @@ _FROM_SUBMODULE = {"autocast": "amp", "is_autocast_enabled": "amp",
                    "set_autocast_dtype": "amp", "PyTorchFileReader": "_file_reader"}
 
 # PyTorch's top-level names for functions of a sibling distribution (torch.vmap is func.vmap)
-_FROM_SIBLING = {"vmap": "func", "ScriptModule": "jit"}
+_FROM_SIBLING = {"vmap": "func", "ScriptModule": "jit", "cond": "export"}
 # quantized tensors (int8 dtypes, qschemes, quantize/dequantize) live in fiamma-nn's fiamma.ao
 _FROM_SIBLING.update(dict.fromkeys((
     "quint8", "qint8", "qint32", "quint4x2", "per_tensor_affine", "per_channel_affine",

@@ -26,11 +26,13 @@ def _patch_readbacks(tracer):
             continue
         saved[meth] = orig
 
-        def wrapper(self, *a, _orig=orig, _what=what, **k):
+        def wrapper(self, *a, _orig=orig, _what=what, _meth=meth, **k):
             # fiamma's own ops read values for checks (bounds, sizes): only the model's reads
             # are the ones a trace bakes in
             if tracer.here() and id(self) in tracer.vals and not tracer.paused and \
                     not tracer.in_library():
+                if tracer.export is not None:
+                    tracer.export.readback(_meth, tracer.source())
                 warnings.warn(
                     f"{_what} of a traced tensor: the trace records it as a constant, so the "
                     f"traced function may not generalize to other inputs ({tracer.source()})",
@@ -53,6 +55,8 @@ def _patch_numpy(tracer, saved):
     def numpy(self, *a, **k):
         if tracer.here() and id(self) in tracer.vals:
             if not tracer.in_library() and not tracer.paused:
+                if tracer.export is not None:
+                    tracer.export.readback("numpy", tracer.source())
                 warnings.warn(
                     "reading a traced tensor as NumPy bakes its values into the trace as "
                     f"constants ({tracer.source()})", TracerWarning, stacklevel=2)
