@@ -211,6 +211,10 @@ def load(f, *, extra_files=None, expected_opset_version=None):
         args, kwargs = res(_dec(row["args"])), res(_dec(row["kwargs"]))
         if kind == "placeholder":
             n = g.placeholder(row["target"])
+            if n.name != row["name"] and row["name"].isidentifier() and \
+                    row["name"] not in env:
+                n.name = row["name"]  # an argument's own name (``input``), as exported
+                g._graph_namespace._used.add(n.name)
         elif kind == "output":
             n = g.output(args[0])
         elif kind == "call_function":
