@@ -469,7 +469,7 @@ def test_cond_is_captured():
     _close(mod(neg), neg.cos())
     # eager and errors
     assert fiamma.cond(True, lambda: 1, lambda: 2) == 1
-    with pytest.raises(UserError, match="one-element"):
+    with pytest.raises(RuntimeError, match="one-element"):
         fiamma.cond(fiamma.ones(2) > 0, lambda: 1, lambda: 2)
 
     class Bad(nn.Module):
@@ -689,3 +689,34 @@ def test_parity_kwargs_lstm_and_errors():
         tep.module()(torch.from_numpy(x), scale=2.0)
     with pytest.raises(ValueError, match="kwarg keyword mismatch"):
         fep.module()(fiamma.tensor(x), scale=2.0)
+
+
+def test_compound_size_guard_is_checked_per_call():
+    class F(nn.Module):
+        def forward(self, x):
+            if x.shape[0] * 2 > 9:
+                return x + 1
+            return x - 1
+
+    ep = export(F(), (fiamma.randn(8),), dynamic_shapes=({0: Dim.AUTO},))
+    _close(ep.module()(fiamma.zeros(6)), fiamma.ones(6))
+    with pytest.raises(AssertionError, match=r"x.size\(\)\[0\], 2\) > 9"):
+        ep.module()(fiamma.zeros(3))
+    # kept through save/load
+    with pytest.raises(AssertionError, match="Guard failed"):
+        _roundtrip(ep).module()(fiamma.zeros(3))
+
+
+def test_all_violations_reported_together():
+    class G(nn.Module):
+        def forward(self, x, y):
+            if x.shape[0] <= 16 and y.shape[1] > 16:
+                return x @ y[:, :16]
+            return x
+
+    dyn = {"x": {0: Dim("a"), 1: Dim("k")}, "y": {0: Dim("k2"), 1: Dim("c")}}
+    with pytest.raises(ConstraintViolationError) as info:
+        export(G(), (fiamma.randn(8, 16), fiamma.randn(16, 32)), dynamic_shapes=dyn)
+    text = str(info.value)
+    assert "Constraints violated (a, c)!" in text
+    assert "a = Dim('a', max=16)" in text and "c = Dim('c', min=17)" in text

@@ -101,10 +101,11 @@ _SIBLINGS = {
 # PyTorch's top-level names for functions of a core submodule, imported on first use
 _FROM_SUBMODULE = {"autocast": "amp", "is_autocast_enabled": "amp",
                    "get_autocast_dtype": "amp", "set_autocast_enabled": "amp",
-                   "set_autocast_dtype": "amp", "PyTorchFileReader": "_file_reader"}
+                   "set_autocast_dtype": "amp", "PyTorchFileReader": "_file_reader",
+                   "cond": "_cond"}
 
 # PyTorch's top-level names for functions of a sibling distribution (torch.vmap is func.vmap)
-_FROM_SIBLING = {"vmap": "func", "ScriptModule": "jit", "cond": "export"}
+_FROM_SIBLING = {"vmap": "func", "ScriptModule": "jit"}
 # quantized tensors (int8 dtypes, qschemes, quantize/dequantize) live in fiamma-nn's fiamma.ao
 _FROM_SIBLING.update(dict.fromkeys((
     "quint8", "qint8", "qint32", "quint4x2", "per_tensor_affine", "per_channel_affine",

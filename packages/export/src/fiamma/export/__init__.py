@@ -24,8 +24,9 @@ with), not PyTorch's ATen overloads; archives are fiamma's, not readable by PyTo
 
 import warnings
 
+from fiamma._cond import cond
+
 from . import _pytree
-from ._cond import cond
 from ._dims import Dim, Range, ShapesCollection, dims
 from ._errors import ConstraintViolationError, DataDependentError, UserError
 from ._export import draft_export, export

@@ -3,9 +3,8 @@
 __all__ = ["UserError", "ConstraintViolationError", "DataDependentError"]
 
 
-class UserError(RuntimeError):
-    """A call of fiamma.export that can't be exported as asked (PyTorch raises
-    ``torch._dynamo.exc.UserError``)."""
+# one class for fiamma.cond's and fiamma.export's errors (PyTorch's torch._dynamo.exc.UserError)
+from fiamma._cond import UserError
 
 
 class ConstraintViolationError(UserError):

@@ -244,8 +244,11 @@ def _export(mod, args, kwargs, dynamic_shapes, draft):
             raise UserError(f"fiamma.export: outputs must be tensors (in tuples, lists, dicts), "
                             f"got a {type(v).__name__}")
 
-    guards = _check_guards(state.guards, g.inputs, shapes, ranges, decl, symbols, draft)
     arg_names = _arg_names(mod, args, kwargs)
+    tensor_names = [n for n, v in zip(_user_names(arg_names, paths), leaves)
+                    if isinstance(v, Tensor)]
+    guards = _check_guards(state.guards, g.inputs, shapes, ranges, decl, symbols, draft,
+                           dict(zip(g.inputs, tensor_names)))
     ep = _build(mod, g, leaves, tensor_pos, paths, arg_names, shapes, params, buffers,
                 persistent, mutated, len(out_leaves))
     gm, sig, state_dict, constants = ep
@@ -262,10 +265,13 @@ def _dims_of(shapes, inputs):
     return dict(zip(inputs, shapes))
 
 
-def _check_guards(guards, inputs, shapes, ranges, decl, symbols, draft):
-    """Specialisations and range refinements of dynamic sizes; the guards to check on
-    each call (those that read a dynamic input size)."""
+def _check_guards(guards, inputs, shapes, ranges, decl, symbols, draft, names=None):
+    """Specialisations and range refinements of dynamic sizes (named Dims the code narrows
+    are reported together, with the fixes, as PyTorch does); the guards to check on each
+    call (those that read a dynamic input size)."""
     dims = _dims_of(shapes, inputs)
+    declared = {s: (r.lower, r.upper) for s, r in ranges.items()}
+    problems, fixes, narrowed = [], [], []
 
     def dyn(e):
         if isinstance(e, tuple):
@@ -275,63 +281,97 @@ def _check_guards(guards, inputs, shapes, ranges, decl, symbols, draft):
             return any(dyn(x) for x in e[1:])
         return False
 
+    def bare_dim(e):
+        if isinstance(e, tuple) and e[0] == "dim" and isinstance(e[1], Value) and \
+                e[1].name in dims and not isinstance(dims[e[1].name][e[2]], int):
+            return dims[e[1].name][e[2]]
+        return None
+
     kept = []
     for opname, lhs, rhs, result, where in guards:
         if not (dyn(lhs) or dyn(rhs)):
             continue
-        bare = isinstance(lhs, tuple) and lhs[0] == "dim" and isinstance(rhs, int) and \
-            isinstance(lhs[1], Value) and lhs[1].name in dims
-        if bare:
-            sym, a, b = dims[lhs[1].name][lhs[2]]
+        at = f" (at {where})" if where else ""
+        cmp = opname if result else {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt",
+                                     "eq": "ne", "ne": "eq"}[opname]
+        d1, d2 = bare_dim(lhs), bare_dim(rhs)
+        if d1 is not None and d2 is not None and cmp == "eq" and d1[0] != d2[0] and \
+                list(d1[1:]) == [1, 0] == list(d2[1:]):
+            k1, n1 = decl[d1[0]]
+            k2, n2 = decl[d2[0]]
+            if k1 == k2 == "named":
+                problems.append(f"The values of {n2} and {n1} must always be equal{at}.")
+                fixes.append(f"{n2} = {n1}")
+            kept.append((opname, lhs, rhs, result, where))
+            continue
+        if d1 is not None and isinstance(rhs, int):
+            sym, a, b = d1
             kind, dname = decl[sym]
             label = dname or sym
             r = ranges[sym]
-            lo, hi = r.lower, r.upper
-            # the guard on n = a * sym + b, as a range of sym
-            cmp = opname if result else {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt",
-                                         "eq": "ne", "ne": "eq"}[opname]
+            # the guard on n = a * sym + b, as a range of sym (a > 0)
             if cmp == "eq":
-                if (rhs - b) % a == 0 and kind != "AUTO":
-                    msg = (f"Constraints violated ({label})! You marked {label} as dynamic "
-                           f"but your code specialized it to be a constant ({(rhs - b) // a})"
-                           f"{' at ' + where if where else ''}. Use Dim.STATIC (or "
-                           "Dim.AUTO) for it, or change the code.")
-                    if draft is None:
-                        raise ConstraintViolationError(msg)
-                    draft.append(msg)
-                v = (rhs - b) // a
-                r.lower = r.upper = v
+                if (rhs - b) % a == 0:
+                    v = (rhs - b) // a
+                    if kind != "AUTO":
+                        problems.append(f"You marked {label} as dynamic but your code "
+                                        f"specialized it to be a constant ({v}){at}. Use "
+                                        "Dim.STATIC (or Dim.AUTO) for it, or change the code.")
+                        fixes.append(f"{label} = {v}")
+                    r.lower = r.upper = v
                 kept.append((opname, lhs, rhs, result, where))
                 continue
-            if cmp in ("lt", "le", "gt", "ge"):
-                # a * sym + b  cmp  rhs  (a > 0)
-                if cmp in ("gt", "ge"):
-                    bound = rhs + (1 if cmp == "gt" else 0) - b
-                    new_lo = -(-bound // a)
-                    if new_lo > lo:
-                        _refine(kind, label, draft, f"min={new_lo}", where, r, lo, hi)
-                        r.lower = new_lo
-                else:
-                    bound = rhs - (1 if cmp == "lt" else 0) - b
-                    new_hi = bound // a
-                    if hi in (None, float("inf")) or new_hi < hi:
-                        _refine(kind, label, draft, f"max={new_hi}", where, r, lo, hi)
-                        r.upper = new_hi
+            if cmp in ("gt", "ge"):
+                new_lo = -(-(rhs + (1 if cmp == "gt" else 0) - b) // a)
+                if new_lo > r.lower:
+                    r.lower = new_lo
+                    narrowed.append((sym, label, kind,
+                                     f"{_expr_text(lhs, names)} {_CMP[cmp]} {rhs}", at))
+                continue
+            if cmp in ("lt", "le"):
+                new_hi = (rhs - (1 if cmp == "lt" else 0) - b) // a
+                if r.upper in (None, float("inf")) or new_hi < r.upper:
+                    r.upper = new_hi
+                    narrowed.append((sym, label, kind,
+                                     f"{_expr_text(lhs, names)} {_CMP[cmp]} {rhs}", at))
                 continue
         kept.append((opname, lhs, rhs, result, where))
+    done = set()
+    for sym, label, kind, text, at in narrowed:
+        if kind != "named":
+            continue  # Dim.AUTO / Dim.DYNAMIC: the range is refined
+        lo0, hi0 = declared[sym]
+        problems.append(f"Not all values of {label} in the specified range "
+                        f"{_range_text(lo0, hi0)} satisfy the generated guard {text}{at}.")
+        if sym not in done:
+            done.add(sym)
+            r = ranges[sym]
+            parts = ([f"min={r.lower}"] if r.lower != max(lo0, 2) or lo0 > 2 else []) + \
+                ([f"max={r.upper}"] if r.upper not in (None, float("inf")) else [])
+            fixes.append(f"{label} = Dim({label!r}" + "".join(", " + p for p in parts) + ")")
+    if problems:
+        labels = sorted({p for p in (decl[s][1] for s in decl) if p and any(
+            p in q for q in problems)})
+        msg = (f"Constraints violated ({', '.join(labels)})!\n"
+               + "\n".join(f"  - {p}" for p in problems)
+               + ("\nSuggested fixes:\n" + "\n".join(f"  {f}" for f in fixes) if fixes else ""))
+        if draft is None:
+            raise ConstraintViolationError(msg)
+        draft.append(msg)
     return guards_inputs_only(kept, inputs)
 
 
-def _refine(kind, label, draft, fix, where, r, lo, hi):
-    if kind != "named":
-        return
-    msg = (f"Constraints violated ({label})! Not all values of {label} in the specified "
-           f"range {r!r} satisfy the guard the model's code generated"
-           f"{' at ' + where if where else ''}. Suggested fixes: {label} = Dim({label!r}, "
-           f"{fix})")
-    if draft is None:
-        raise ConstraintViolationError(msg)
-    draft.append(msg)
+_CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+
+
+def _range_text(lo, hi):
+    return f"[{lo}, {'int_oo' if hi in (None, float('inf')) else hi}]"
+
+
+def _expr_text(e, names=None):
+    if isinstance(e, tuple) and e[0] == "dim":
+        return f"{(names or {}).get(e[1].name, e[1].name)}.size()[{e[2]}]"
+    return str(e)
 
 
 def _sym_shape(shape):

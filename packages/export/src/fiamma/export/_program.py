@@ -409,13 +409,18 @@ def _flatten_call(ep, args, kwargs, check):
         tensors.append(v)
     if ep._guards:
         env = {f"input_{i}": t for i, t in enumerate(tensors)}
+        tnames = {f"input_{i}": n for i, n in enumerate(
+            n for n, s in zip(names, [s for s in ep.graph_signature.input_specs
+                                      if s.kind == InputKind.USER_INPUT])
+            if not hasattr(s.arg, "value"))}
         for opname, lhs, rhs, result, where in ep._guards:
             got = getattr(operator, opname)(evaluate(_resolve(lhs, env)),
                                             evaluate(_resolve(rhs, env)))
             if got != result:
+                cmp = _CMP[opname if result else _NOT[opname]]
                 raise AssertionError(f"Guard failed: the program was exported under "
-                                     f"{_expr_text(lhs)} {_CMP[opname if result else _NOT[opname]]}"
-                                     f" {_expr_text(rhs)} (a size the model compared at "
+                                     f"{_expr_text(lhs, tnames)} {cmp} "
+                                     f"{_expr_text(rhs, tnames)} (a size the model compared at "
                                      f"{where or 'export'}); these inputs break it")
     return leaves
 
@@ -439,13 +444,13 @@ def _resolve(e, env):
     return e
 
 
-def _expr_text(e):
+def _expr_text(e, names=None):
     if isinstance(e, tuple):
         if e[0] == "dim":
-            return f"{e[1].name}.size()[{e[2]}]"
+            return f"{(names or {}).get(e[1].name, e[1].name)}.size()[{e[2]}]"
         if e[0] == "neg":
-            return f"-{_expr_text(e[1])}"
-        return f"{e[0]}({_expr_text(e[1])}, {_expr_text(e[2])})"
+            return f"-{_expr_text(e[1], names)}"
+        return f"{e[0]}({_expr_text(e[1], names)}, {_expr_text(e[2], names)})"
     return str(e)
 
 

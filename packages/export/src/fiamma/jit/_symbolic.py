@@ -131,7 +131,8 @@ def _compare(name):
         # fiamma.export: a comparison of sizes is a guard the exported program relies on
         if _ACTIVE and _ACTIVE[-1].export is not None and isinstance(other, int) and \
                 not isinstance(other, bool) and isinstance(r, bool):
-            _ACTIVE[-1].export.guard(name, self.expr, _expr(other), r)
+            tr = _ACTIVE[-1]
+            tr.export.guard(name, self.expr, _expr(other), r, baked=tr.source(2))
         return r
     return method
 

@@ -1,11 +1,15 @@
-"""``cond``: a branch on a tensor that an exported graph can hold (PyTorch's ``torch.cond``)."""
+"""``fiamma.cond``: a branch on a tensor that a traced or exported graph can hold (PyTorch's
+``torch.cond``; also ``functorch.experimental.control_flow.cond``)."""
 
 import fiamma
 from fiamma import autograd_hook
 
-from ._errors import UserError
-
 __all__ = ["cond"]
+
+
+class UserError(RuntimeError):
+    """A cond or fiamma.export call that can't run as asked (``fiamma.export.UserError``;
+    PyTorch raises ``torch._dynamo.exc.UserError``)."""
 
 
 def _leaves(x, out):
@@ -41,7 +45,7 @@ def cond(pred, true_fn, false_fn, operands=()):
     """``true_fn(*operands)`` if ``pred`` else ``false_fn(*operands)``.
 
     ``pred`` is a bool or a one-element tensor. Eagerly it runs one branch. While
-    :func:`fiamma.export.export` (or fiamma.jit.trace) records a model and ``pred`` is computed
+    ``fiamma.export.export`` (or ``fiamma.jit.trace``) records a model and ``pred`` is computed
     from its inputs, both branches run and each output is ``fiamma.where(pred, t, f)``, so the
     graph keeps the choice (the branches must be free of side effects and return tensors of
     the same shapes and dtypes, as PyTorch's ``torch.cond`` requires).
