@@ -720,3 +720,17 @@ def test_all_violations_reported_together():
     text = str(info.value)
     assert "Constraints violated (a, c)!" in text
     assert "a = Dim('a', max=16)" in text and "c = Dim('c', min=17)" in text
+
+
+def test_torch_export_submodules_and_names():
+    from fiamma.export.dynamic_shapes import Dim as D2
+    from fiamma.export.exported_program import ExportedProgram as EP2
+    from fiamma.export.graph_signature import ExportGraphSignature, InputKind as IK
+
+    assert D2 is Dim and EP2 is ExportedProgram and IK is InputKind
+    assert ExportGraphSignature is fiamma.export.ExportGraphSignature
+    assert fiamma.export.DEFAULT_PICKLE_PROTOCOL == 2
+    assert isinstance(fiamma.export.default_decompositions(), fiamma.export.CustomDecompTable)
+    assert fiamma.export.ops.relu(fiamma.tensor([-1.0, 2.0])).tolist() == [0.0, 2.0]
+    with pytest.raises(AttributeError, match="no op"):
+        fiamma.export.ops.not_an_op

@@ -22,11 +22,12 @@ Graph ops are fiamma's own (``fiamma.export.ops.<name>``, the table fiamma.jit g
 with), not PyTorch's ATen overloads; archives are fiamma's, not readable by PyTorch.
 """
 
+import collections
 import warnings
 
 from fiamma._cond import cond
 
-from . import _pytree
+from . import _pytree, dynamic_shapes, exported_program, graph_signature
 from ._dims import Dim, Range, ShapesCollection, dims
 from ._errors import ConstraintViolationError, DataDependentError, UserError
 from ._export import draft_export, export
@@ -40,6 +41,7 @@ from ._program import (
 from ._serialize import load, save
 from ._signature import (
     ConstantArgument,
+    ExportBackwardSignature,
     ExportGraphSignature,
     InputKind,
     InputSpec,
@@ -53,7 +55,28 @@ __all__ = ["export", "draft_export", "export_for_training", "ExportedProgram",
            "TensorArgument", "ConstantArgument", "ModuleCallEntry", "ModuleCallSignature",
            "CallSpec", "Dim", "dims", "ShapesCollection", "Range", "save", "load", "unflatten",
            "UnflattenedModule", "register_dataclass", "default_decompositions", "cond",
-           "ExportOp", "ops", "UserError", "ConstraintViolationError", "DataDependentError"]
+           "ExportOp", "ops", "UserError", "ConstraintViolationError", "DataDependentError",
+           "ExportBackwardSignature", "CustomDecompTable", "FlatArgsAdapter", "PassResult",
+           "DEFAULT_PICKLE_PROTOCOL", "graph_signature", "exported_program", "dynamic_shapes"]
+
+DEFAULT_PICKLE_PROTOCOL = 2  # accepted by save() (fiamma's archives hold no pickles)
+
+
+class PassResult(collections.namedtuple("PassResult", ["graph_module", "modified"])):
+    """What a graph pass returns: the (new) graph module and whether it changed."""
+
+
+class CustomDecompTable(dict):
+    """A decomposition table for :meth:`ExportedProgram.run_decompositions`: op (or op
+    name) -> function. Starts empty (fiamma's graph ops are already its primitive set)."""
+
+
+class FlatArgsAdapter:
+    """For :func:`unflatten`: adapts flat inputs to another input spec. fiamma's unflattened
+    module takes the original inputs, so an adapter is accepted and not called."""
+
+    def adapt(self, target_spec, input_spec, input_args, metadata=None, obj=None):
+        raise NotImplementedError
 
 register_dataclass = _pytree.register_dataclass
 
@@ -94,7 +117,7 @@ def export_for_training(mod, args, kwargs=None, *, dynamic_shapes=None, strict=F
 def default_decompositions():
     """The table :meth:`ExportedProgram.run_decompositions` uses by default: empty (fiamma's
     graph ops are already its primitive set)."""
-    return {}
+    return CustomDecompTable()
 
 
 class UnflattenedModule:

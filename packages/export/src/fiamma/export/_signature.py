@@ -5,7 +5,7 @@ import dataclasses
 import enum
 
 __all__ = ["InputKind", "OutputKind", "TensorArgument", "ConstantArgument", "InputSpec",
-           "OutputSpec", "ExportGraphSignature"]
+           "OutputSpec", "ExportGraphSignature", "ExportBackwardSignature"]
 
 
 class InputKind(enum.Enum):
@@ -147,3 +147,14 @@ class ExportGraphSignature:
         lines = ["# inputs"] + [str(s) for s in self.input_specs]
         lines += ["", "# outputs"] + [str(s) for s in self.output_specs]
         return "\n".join(lines) + "\n"
+
+
+@dataclasses.dataclass
+class ExportBackwardSignature:
+    """The backward part of a joint (forward + backward) export: which outputs are the
+    gradients of which parameters and inputs, and the loss. fiamma exports forward graphs
+    only; ``ExportGraphSignature.backward_signature`` is None."""
+
+    gradients_to_parameters: dict
+    gradients_to_user_inputs: dict
+    loss_output: str
