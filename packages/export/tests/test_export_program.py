@@ -734,3 +734,53 @@ def test_torch_export_submodules_and_names():
     assert fiamma.export.ops.relu(fiamma.tensor([-1.0, 2.0])).tolist() == [0.0, 2.0]
     with pytest.raises(AttributeError, match="no op"):
         fiamma.export.ops.not_an_op
+
+
+def test_dropout_in_training_mode():
+    m = nn.Sequential(nn.Dropout(0.3), nn.Linear(4, 4)).train()
+    ep = export(m, (fiamma.ones(8, 4),), dynamic_shapes=({0: Dim("b")},))
+    drops = [n for n in ep.graph.nodes if getattr(n.target, "name", None) == "dropout"]
+    assert len(drops) == 1 and drops[0].kwargs["p"] == 0.3
+    z = _roundtrip(export(nn.Dropout(0.3).train(), (fiamma.ones(8, 4),),
+                          dynamic_shapes=({0: Dim("b")},))).module()(fiamma.ones(2000, 4))
+    frac = float((z == 0).float().mean())
+    assert 0.27 < frac < 0.33  # a fresh mask per call, PyTorch's scaling
+    assert abs(float(z.max()) - 1 / 0.7) < 1e-5
+    ev = export(nn.Dropout(0.3).eval(), (fiamma.ones(8, 4),))
+    assert not [n for n in ev.graph.nodes if n.op == "call_function"]
+
+
+def test_instance_norm_dynamic_and_running_stats():
+    fiamma.manual_seed(11)
+    m = nn.InstanceNorm1d(4, affine=True, track_running_stats=True)
+    with fiamma.no_grad():
+        m.weight.copy_(fiamma.rand(4) + 0.5)
+        m.running_var.copy_(fiamma.rand(4) + 0.5)
+    ref = copy.deepcopy(m)
+    m.eval()
+    ref.eval()
+    ep = export(m, (fiamma.randn(2, 4, 6),), dynamic_shapes=({0: Dim("b"), 2: Dim("l")},))
+    x = fiamma.randn(3, 4, 9)
+    _close(ep.module()(x), ref(x))
+    m.train()
+    ref.train()
+    ep = export(m, (fiamma.randn(2, 4, 6),), dynamic_shapes=({0: Dim("b"), 2: Dim("l")},))
+    assert set(ep.graph_signature.buffers_to_mutate.values()) == {"running_mean",
+                                                                  "running_var"}
+    mod = ep.module()
+    for n in (3, 5):
+        x = fiamma.randn(n, 4, 7)
+        _close(mod(x), ref(x))
+    _close(mod.running_mean, ref.running_mean)
+    _close(mod.running_var, ref.running_var)
+
+
+def test_dims_with_the_same_name_are_one_symbol():
+    class Add(nn.Module):
+        def forward(self, a, b):
+            return a + b
+
+    ep = export(Add(), (fiamma.randn(4, 2), fiamma.randn(4, 2)),
+                dynamic_shapes=({0: Dim("n")}, {0: Dim("n")}))
+    assert len(ep.range_constraints) == 1
+    assert ep.module()(fiamma.ones(6, 2), fiamma.ones(6, 2)).shape == (6, 2)

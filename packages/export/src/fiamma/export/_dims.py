@@ -300,7 +300,7 @@ def resolve_dynamic_shapes(mod, args, kwargs, dynamic_shapes, tensors):
                     f"Constraints violated ({root.__name__})! The example's size {n} is not "
                     f"{d.__name__} for an integer {root.__name__}")
             v = (n - b) // a
-            if id(root) not in roots:
+            if root.__name__ not in roots:
                 if v in (0, 1):
                     raise ConstraintViolationError(
                         f"Constraints violated ({root.__name__})! You marked "
@@ -312,10 +312,10 @@ def resolve_dynamic_shapes(mod, args, kwargs, dynamic_shapes, tensors):
                         f"Constraints violated ({root.__name__})! The example's size {v} is "
                         f"outside {root!r}")
                 sym = f"s{len(ranges)}"
-                roots[id(root)] = (sym, v, root)
+                roots[root.__name__] = (sym, v, root)
                 ranges[sym] = Range(max(root.min, 2), root.max)
                 decl[sym] = ("named", root.__name__)
-            sym, v0, _ = roots[id(root)]
+            sym, v0, _ = roots[root.__name__]
             if v != v0:
                 raise ConstraintViolationError(
                     f"Constraints violated ({root.__name__})! {root.__name__} is used for "

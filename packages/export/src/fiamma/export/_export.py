@@ -110,6 +110,76 @@ def _patch_batch_norm(state, fqns):
     return lambda: setattr(bnmod._BatchNorm, "forward", orig)
 
 
+def _patch_instance_norm(state, fqns):
+    """Instance norm written out with the sizes it is given (core's fused op reshapes with the
+    example's batch size); in training mode with running statistics their update is recorded
+    as BUFFER_MUTATION outputs, as for batch norm."""
+    from fiamma import autograd_hook
+    from fiamma.nn.modules import instancenorm as inmod
+
+    orig = inmod._InstanceNorm.forward
+
+    def forward(self, input):
+        tr = autograd_hook.get_trace_hook()
+        if tr is None or id(input) not in tr.vals:
+            return orig(self, input)
+        self._check_input_dim(input)
+        fdim = input.dim() - self._no_batch_dim
+        if input.shape[fdim] != self.num_features and self.affine:
+            return orig(self, input)  # its error
+        x = input.unsqueeze(0) if input.dim() == self._no_batch_dim else input
+        dims = list(range(2, x.dim()))
+        shape = [1, -1] + [1] * (x.dim() - 2)
+        if self.training or not self.track_running_stats:
+            mean = x.mean(dims, keepdim=True)
+            var = x.var(dims, keepdim=True, correction=0)
+            y = (x - mean) * (var + self.eps).rsqrt()
+            if self.training and self.track_running_stats and self.running_mean is not None:
+                prefix = fqns.get(id(self), "")
+                prefix = prefix + "." if prefix else ""
+                f = self.momentum if self.momentum is not None else 0.0
+                m_b = x.mean(dims).mean(0)
+                v_b = x.var(dims, correction=1).mean(0)
+                state.mutations[prefix + "running_mean"] = \
+                    (self.running_mean * (1.0 - f) + m_b * f).to(self.running_mean.dtype)
+                state.mutations[prefix + "running_var"] = \
+                    (self.running_var * (1.0 - f) + v_b * f).to(self.running_var.dtype)
+        else:
+            scale = (self.running_var + self.eps).rsqrt()
+            y = (x - self.running_mean.reshape(shape)) * scale.reshape(shape)
+        if self.weight is not None:
+            y = y * self.weight.reshape(shape)
+        if self.bias is not None:
+            y = y + self.bias.reshape(shape)
+        return y.squeeze(0) if x is not input else y
+
+    inmod._InstanceNorm.forward = forward
+    return lambda: setattr(inmod._InstanceNorm, "forward", orig)
+
+
+def _patch_dropout():
+    """Dropout in training mode as one ``dropout`` node (its mask is drawn on each run; the
+    tracer refuses the in-place random fill eager dropout uses)."""
+    import fiamma.nn.functional as F
+    from fiamma import autograd_hook
+
+    orig = F.dropout
+
+    def dropout(input, p=0.5, training=True, inplace=False):
+        tr = autograd_hook.get_trace_hook()
+        if not training or p == 0.0 or tr is None or id(input) not in tr.vals or \
+                input.is_nested:
+            return orig(input, p, training, inplace)
+        if p < 0.0 or p > 1.0:
+            return orig(input, p, training, inplace)  # its error
+        out = tr.leaf_op("dropout", lambda: orig(input, p, True, False), input)
+        tr.g.nodes[-1].kwargs.update({"p": float(p), "training": True})
+        return out
+
+    F.dropout = dropout
+    return lambda: setattr(F, "dropout", orig)
+
+
 def _placeholder_name(prefix, path):
     return prefix + "_".join(str(p) for p in path).replace(".", "_")
 
@@ -222,13 +292,15 @@ def _export(mod, args, kwargs, dynamic_shapes, draft):
         out = mod(*a, **k)
         return {"out": out, "mut": list(state.mutations.values())}
 
-    restore = _patch_batch_norm(state, fqns)
+    restores = [_patch_batch_norm(state, fqns), _patch_instance_norm(state, fqns),
+                _patch_dropout()]
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", TracerWarning)
             g, result = trace_graph(fn, tuple(tensors), mod, export=state)
     finally:
-        restore()
+        for restore in restores:
+            restore()
     for w in caught:
         if issubclass(w.category, TracerWarning):
             if draft is not None:
