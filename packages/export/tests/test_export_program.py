@@ -784,3 +784,12 @@ def test_dims_with_the_same_name_are_one_symbol():
                 dynamic_shapes=({0: Dim("n")}, {0: Dim("n")}))
     assert len(ep.range_constraints) == 1
     assert ep.module()(fiamma.ones(6, 2), fiamma.ones(6, 2)).shape == (6, 2)
+
+
+def test_module_train_and_eval_raise_as_in_pytorch():
+    mod = export(CNN().train(), (fiamma.randn(2, 3, 4, 4),)).module()
+    assert mod.training
+    with pytest.raises(NotImplementedError, match=r"Calling eval\(\) is not supported"):
+        mod.eval()
+    with pytest.raises(NotImplementedError, match=r"Calling train\(\) is not supported"):
+        mod.train()

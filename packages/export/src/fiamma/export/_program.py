@@ -288,6 +288,12 @@ class _ExportedModule(fx.GraphModule):
         type(self)._flat_forward = _exec_forward(code.src, code.globals)
         return code
 
+    def train(self, mode=True):
+        # the graph was captured in one mode (batch norm's statistics, dropout): as PyTorch's
+        raise NotImplementedError(f"Calling {'train' if mode else 'eval'}() is not supported "
+                                  "yet. (The program runs as the module was exported: export "
+                                  "it again in the other mode.)")
+
     def forward(self, *args, **kwargs):
         ep = self.__dict__["_ep"]
         flat = _flatten_call(ep, args, kwargs, self.__dict__.get("_check", True))

@@ -300,6 +300,10 @@ def _from_exported(ep, args, kwargs, input_names, dynamic_axes, dynamic_shapes):
             super().__init__()
             self.program = module
 
+        def train(self, mode=True):
+            self.training = mode  # the program keeps the mode it was exported in
+            return self
+
         def forward(self, *tensors):
             lv = list(leaves)
             for i, t in zip(pos, tensors):
