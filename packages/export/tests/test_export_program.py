@@ -793,3 +793,24 @@ def test_module_train_and_eval_raise_as_in_pytorch():
         mod.eval()
     with pytest.raises(NotImplementedError, match=r"Calling train\(\) is not supported"):
         mod.train()
+
+
+@pytest.mark.parity
+def test_parity_transformer_encoder_layer_dynamic():
+    torch = pytest.importorskip("torch")
+    fiamma.manual_seed(12)
+    fm = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True).eval()
+    tm = _torch_copy(torch, torch.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0,
+                                                             batch_first=True).eval(), fm)
+    xn = np.random.default_rng(2).standard_normal((2, 6, 16)).astype(np.float32)
+    fep = export(fm, (fiamma.tensor(xn),),
+                 dynamic_shapes=({0: Dim("batch"), 1: Dim("seq", max=64)},))
+    tep = torch.export.export(tm, (torch.from_numpy(xn),), dynamic_shapes=(
+        {0: torch.export.Dim("batch"), 1: torch.export.Dim("seq", max=64)},))
+    assert _sig(fep) == _sig(tep)
+    assert [(r.lower, r.upper) for r in fep.range_constraints.values()] == [(2, float("inf")),
+                                                                           (2, 64)]
+    x2 = np.random.default_rng(3).standard_normal((3, 11, 16)).astype(np.float32)
+    got = fep.module()(fiamma.tensor(x2)).detach().numpy()
+    want = tep.module()(torch.from_numpy(x2)).detach().numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

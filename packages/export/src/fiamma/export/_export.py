@@ -181,7 +181,13 @@ def _patch_dropout():
 
 
 def _placeholder_name(prefix, path):
-    return prefix + "_".join(str(p) for p in path).replace(".", "_")
+    """PyTorch's placeholder names: ``p_``/``b_``/``c_`` + the dotted path with dots as
+    underscores, lower-cased, a leading ``self_`` dropped (``self_attn.in_proj_weight`` ->
+    ``p_attn_in_proj_weight``)."""
+    name = "_".join(str(p) for p in path).replace(".", "_").lower()
+    if name.startswith("self_"):
+        name = name[5:]
+    return prefix + name
 
 
 def _user_names(arg_names, paths):
