@@ -814,3 +814,26 @@ def test_parity_transformer_encoder_layer_dynamic():
     got = fep.module()(fiamma.tensor(x2)).detach().numpy()
     want = tep.module()(torch.from_numpy(x2)).detach().numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_shapes_collection_and_int_sizes():
+    class Nested(nn.Module):
+        def forward(self, d):
+            return d["x"][:, :-1] * d["others"][0].sum()
+
+    x, y, z = fiamma.randn(4, 5, 8), fiamma.randn(3), fiamma.randn(2)
+    dim = Dim("dim")
+    sc = fiamma.export.ShapesCollection()
+    sc[x] = (dim, dim + 1, 8)
+    sc[y] = {0: Dim("n")}
+    assert repr(sc.dynamic_shapes(Nested(), ({"x": x, "others": [y, z]},))) == \
+        "({'x': (Dim('dim', min=0), dim + 1, 8), 'others': [{0: Dim('n', min=0)}, None]},)"
+    ep = export(Nested(), ({"x": x, "others": [y, z]},), dynamic_shapes=sc)
+    x2 = fiamma.randn(6, 7, 8)
+    got = ep.module()({"x": x2, "others": [fiamma.ones(5), z]})
+    _close(got, x2[:, :-1] * 5.0)
+    with pytest.raises(AssertionError, match="dim \\+ 1"):
+        ep.module()({"x": fiamma.randn(6, 6, 8), "others": [y, z]})
+    with pytest.raises(UserError, match="static size 9"):
+        export(Nested(), ({"x": x, "others": [y, z]},),
+               dynamic_shapes=({"x": (dim, dim + 1, 9), "others": None},))

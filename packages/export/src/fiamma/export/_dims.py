@@ -243,6 +243,8 @@ def resolve_dynamic_shapes(mod, args, kwargs, dynamic_shapes, tensors):
     and the Dim's name)."""
     names = _arg_names(mod, args, kwargs)
     values = list(args) + list(kwargs.values())
+    if isinstance(dynamic_shapes, ShapesCollection):
+        dynamic_shapes = dynamic_shapes.dynamic_shapes(mod, args, kwargs)
     if dynamic_shapes is None:
         specs = [None] * len(values)
     elif isinstance(dynamic_shapes, dict):
@@ -272,6 +274,11 @@ def resolve_dynamic_shapes(mod, args, kwargs, dynamic_shapes, tensors):
         for ax, n in enumerate(t.shape):
             n = int(n)
             d = spec.get(ax)
+            if isinstance(d, int) and not isinstance(d, bool):
+                if d != n:  # a static size given as an int must be the example's
+                    raise UserError(f"dynamic_shapes: dim {ax} is given as the static size {d}, "
+                                    f"but the example's size is {n}")
+                d = None
             if d is None or (isinstance(d, _DimHint) and d.kind == "STATIC"):
                 shape.append(n)
                 continue
