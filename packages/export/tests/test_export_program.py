@@ -837,3 +837,28 @@ def test_shapes_collection_and_int_sizes():
     with pytest.raises(UserError, match="static size 9"):
         export(Nested(), ({"x": x, "others": [y, z]},),
                dynamic_shapes=({"x": (dim, dim + 1, 9), "others": None},))
+
+
+def test_in_place_writes_to_inputs_and_buffers():
+    class Mut(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("count", fiamma.zeros(()))
+
+        def forward(self, x):
+            self.count.add_(1)
+            x.mul_(2)
+            return x + self.count
+
+    m = Mut()
+    x = fiamma.ones(3)
+    ep = export(m, (x,))
+    # the example run changed neither the module nor the input
+    assert float(m.count) == 0.0 and x.tolist() == [1.0, 1.0, 1.0]
+    kinds = [(s.kind, s.target) for s in ep.graph_signature.output_specs]
+    assert kinds == [(OutputKind.BUFFER_MUTATION, "count"),
+                     (OutputKind.USER_INPUT_MUTATION, "x"), (OutputKind.USER_OUTPUT, None)]
+    mod = _roundtrip(ep).module()
+    x = fiamma.ones(3)
+    assert mod(x).tolist() == [3.0, 3.0, 3.0] and x.tolist() == [2.0, 2.0, 2.0]
+    assert mod(x).tolist() == [6.0, 6.0, 6.0] and float(mod.count) == 2.0

@@ -4,9 +4,10 @@ import keyword
 import operator
 import warnings
 
+import fiamma
 import fiamma.fx as fx
 import fiamma.nn as nn
-from fiamma import Tensor
+from fiamma import Tensor, autograd_hook
 from fiamma.jit._errors import TracerWarning
 from fiamma.jit._graph import Value
 from fiamma.jit._tracer import trace_graph
@@ -296,7 +297,28 @@ def _export(mod, args, kwargs, dynamic_shapes, draft):
         a, k = _pytree.unflatten(lv, in_spec, types)
         state.mutations.clear()
         out = mod(*a, **k)
-        return {"out": out, "mut": list(state.mutations.values())}
+        # buffers and inputs the model wrote in place (the tracer rebound them to the new
+        # value): BUFFER_MUTATION / USER_INPUT_MUTATION outputs, as PyTorch's functional form
+        tr = autograd_hook.get_trace_hook()
+        specs = [("BUFFER_MUTATION", t) for t in state.mutations]
+        values = list(state.mutations.values())
+        for target, b in buffers.items():
+            cur = tr.vals.get(id(b))
+            if target not in state.mutations and cur is not None and cur != target and \
+                    id(b) not in written:
+                written[id(b)] = b
+                specs.append(("BUFFER_MUTATION", target))
+                values.append(b)
+        for i, t in enumerate(flat):
+            if tr.vals.get(id(t)) not in (None, f"input_{i}"):
+                written[id(t)] = t
+                specs.append(("USER_INPUT_MUTATION", i))
+                values.append(t)
+        state.mutation_specs = specs
+        return {"out": out, "mut": values}
+
+    written = {}
+    before = {id(t): t.detach().clone() for t in list(buffers.values()) + tensors}
 
     restores = [_patch_batch_norm(state, fqns), _patch_instance_norm(state, fqns),
                 _patch_dropout()]
@@ -307,6 +329,10 @@ def _export(mod, args, kwargs, dynamic_shapes, draft):
     finally:
         for restore in restores:
             restore()
+        with fiamma.no_grad():  # the example run leaves the module and the inputs as they were
+            for key, t in written.items():
+                t.copy_(before[key])
+        before.clear()
     for w in caught:
         if issubclass(w.category, TracerWarning):
             if draft is not None:
@@ -314,7 +340,7 @@ def _export(mod, args, kwargs, dynamic_shapes, draft):
                 continue
             raise UserError(f"fiamma.export: {w.message}")
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    mutated = list(state.mutations)
+    mutated = list(getattr(state, "mutation_specs", []))
     user_out = result["out"]
     out_leaves, out_spec = _pytree.flatten(user_out, types)
     for v in out_leaves:
@@ -562,8 +588,11 @@ def _build(mod, g, leaves, tensor_pos, paths, arg_names, shapes, params, buffers
     outs = [env[o] for o in g.outputs]
     user, muts = outs[:n_user_out], outs[n_user_out:]
     out_specs = []
-    for target, n in zip(mutated, muts):
-        out_specs.append(OutputSpec(OutputKind.BUFFER_MUTATION, TensorArgument(n.name), target))
+    tensor_user = [name for name, v in zip(user_names, leaves) if isinstance(v, Tensor)]
+    for (kind, target), n in zip(mutated, muts):
+        if kind == "USER_INPUT_MUTATION":
+            target = tensor_user[target]
+        out_specs.append(OutputSpec(OutputKind[kind], TensorArgument(n.name), target))
     for n in user:
         out_specs.append(OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(n.name), None))
     fxg.output(tuple(muts + user))

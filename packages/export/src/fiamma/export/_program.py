@@ -301,10 +301,18 @@ class _ExportedModule(fx.GraphModule):
         if not isinstance(outs, (tuple, list)):
             outs = (outs,)
         nmut = 0
+        users = None
         with fiamma.no_grad():
             for s in ep.graph_signature.output_specs:
                 if s.kind == OutputKind.BUFFER_MUTATION:
                     _get(self, s.target).copy_(outs[nmut])
+                    nmut += 1
+                elif s.kind == OutputKind.USER_INPUT_MUTATION:
+                    if users is None:
+                        users = {i.arg.name: v for i, v in zip(
+                            [i for i in ep.graph_signature.input_specs
+                             if i.kind == InputKind.USER_INPUT], flat)}
+                    users[s.target].copy_(outs[nmut])
                     nmut += 1
         return _pytree.unflatten(list(outs[nmut:]), ep._out_spec, ep._types)
 
