@@ -862,3 +862,38 @@ def test_in_place_writes_to_inputs_and_buffers():
     x = fiamma.ones(3)
     assert mod(x).tolist() == [3.0, 3.0, 3.0] and x.tolist() == [2.0, 2.0, 2.0]
     assert mod(x).tolist() == [6.0, 6.0, 6.0] and float(mod.count) == 2.0
+
+
+@pytest.mark.parity
+def test_parity_mutations():
+    torch = pytest.importorskip("torch")
+
+    class TMut(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("count", torch.zeros(()))
+
+        def forward(self, x):
+            self.count.add_(1)
+            x.mul_(2)
+            return x + self.count
+
+    class FMut(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("count", fiamma.zeros(()))
+
+        def forward(self, x):
+            self.count.add_(1)
+            x.mul_(2)
+            return x + self.count
+
+    tep = torch.export.export(TMut(), (torch.ones(3),)).run_decompositions()
+    fep = export(FMut(), (fiamma.ones(3),))
+    assert [(s.kind.name, s.target) for s in fep.graph_signature.output_specs] == \
+        [(s.kind.name, s.target) for s in tep.graph_signature.output_specs]
+    tx, fx_ = torch.ones(3), fiamma.ones(3)
+    tmod, fmod = tep.module(), fep.module()
+    for _ in range(2):
+        assert fmod(fx_).tolist() == tmod(tx).tolist()
+        assert fx_.tolist() == tx.tolist()
