@@ -570,6 +570,13 @@ def test_onnx_accepts_an_exported_program():
     x = fiamma.randn(5, 3, 6, 6)
     out = sess.run(None, {"x": x.numpy()})[0]
     np.testing.assert_allclose(out, m(x).detach().numpy(), rtol=1e-4, atol=1e-5)
+    # a program captured in training mode: exporting it to ONNX updates no buffer
+    m.train()
+    ep = export(m, (fiamma.randn(2, 3, 6, 6),))
+    before = m.bn.running_mean.clone()
+    prog = fiamma.onnx.export(ep)
+    assert [o.name for o in prog.model_proto.graph.output] == ["output_0"]
+    _close(m.bn.running_mean, before)
 
 
 # ---- parity with torch.export -----------------------------------------------------------------

@@ -302,8 +302,13 @@ class _ExportedModule(fx.GraphModule):
             outs = (outs,)
         nmut = 0
         users = None
+        apply = self.__dict__.get("_apply_mutations", True)
         with fiamma.no_grad():
             for s in ep.graph_signature.output_specs:
+                if not apply and s.kind in (OutputKind.BUFFER_MUTATION,
+                                            OutputKind.USER_INPUT_MUTATION):
+                    nmut += 1
+                    continue
                 if s.kind == OutputKind.BUFFER_MUTATION:
                     _get(self, s.target).copy_(outs[nmut])
                     nmut += 1

@@ -294,6 +294,7 @@ def _from_exported(ep, args, kwargs, input_names, dynamic_axes, dynamic_shapes):
     leaves, _ = _pytree.flatten((tuple(args), dict(kwargs or {})))
     pos = [i for i, v in enumerate(leaves) if isinstance(v, fiamma.Tensor)]
     module = ep.module()
+    module.__dict__["_apply_mutations"] = False  # the ONNX trace must not update buffers
 
     class ExportedProgramModule(nn.Module):
         def __init__(self):
