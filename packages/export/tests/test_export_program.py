@@ -167,7 +167,10 @@ def test_dynamic_shapes_forms():
 
 def test_dim_repr_and_validation():
     assert repr(Dim("b")) == "Dim('b', min=0)"
-    assert repr(Dim("b", min=2, max=8)) == "Dim('b', min=2, max=8)"
+    # PyTorch's reprs
+    assert [repr(Dim("b", min=2, max=8)), repr(Dim("b", min=2)), repr(Dim("b", max=9)),
+            repr(Dim("b", min=3))] == ["Dim('b', max=8)", "Dim('b')", "Dim('b', min=0, max=9)",
+                                       "Dim('b', min=3)"]
     assert repr(Dim.AUTO) == "DimHint(AUTO)" and repr(Dim.STATIC) == "DimHint(STATIC)"
     with pytest.raises(UserError):
         Dim("b", min=5, max=2)

@@ -84,7 +84,7 @@ class Dim(metaclass=_DimMeta):
 
     def __repr__(self):
         parts = [repr(self.__name__)]
-        if self.min != 0 or self.max == INF:
+        if self.min != 2:  # PyTorch's repr leaves out min=2 (the least dynamic size)
             parts.append(f"min={self.min}")
         if self.max != INF:
             parts.append(f"max={self.max}")
