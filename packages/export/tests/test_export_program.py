@@ -525,6 +525,7 @@ def test_draft_export_reports():
 
     ep = fiamma.export.draft_export(Item(), (fiamma.ones(3),))
     assert not ep._report.successful() and "float(tensor)" in str(ep._report)
+    assert len(ep._report.failures) == 1
 
 
 def test_errors_on_bad_calls():

@@ -31,12 +31,13 @@ def _patch_readbacks(tracer):
             # are the ones a trace bakes in
             if tracer.here() and id(self) in tracer.vals and not tracer.paused and \
                     not tracer.in_library():
-                if tracer.export is not None:
+                if tracer.export is not None:  # raises (draft_export: notes it)
                     tracer.export.readback(_meth, tracer.source())
-                warnings.warn(
-                    f"{_what} of a traced tensor: the trace records it as a constant, so the "
-                    f"traced function may not generalize to other inputs ({tracer.source()})",
-                    TracerWarning, stacklevel=2)
+                else:
+                    warnings.warn(
+                        f"{_what} of a traced tensor: the trace records it as a constant, so "
+                        f"the traced function may not generalize to other inputs "
+                        f"({tracer.source()})", TracerWarning, stacklevel=2)
             return _orig(self, *a, **k)
 
         setattr(Tensor, meth, wrapper)
@@ -57,9 +58,10 @@ def _patch_numpy(tracer, saved):
             if not tracer.in_library() and not tracer.paused:
                 if tracer.export is not None:
                     tracer.export.readback("numpy", tracer.source())
-                warnings.warn(
-                    "reading a traced tensor as NumPy bakes its values into the trace as "
-                    f"constants ({tracer.source()})", TracerWarning, stacklevel=2)
+                else:
+                    warnings.warn(
+                        "reading a traced tensor as NumPy bakes its values into the trace as "
+                        f"constants ({tracer.source()})", TracerWarning, stacklevel=2)
             if id(self) in tracer.marked_ids:
                 self.requires_grad = False
                 try:
