@@ -132,7 +132,8 @@ def _compare(name):
         if _ACTIVE and _ACTIVE[-1].export is not None and isinstance(other, int) and \
                 not isinstance(other, bool) and isinstance(r, bool):
             tr = _ACTIVE[-1]
-            tr.export.guard(name, self.expr, _expr(other), r, baked=tr.source(2))
+            if tr.here() and not tr.paused:
+                tr.export.guard(name, self.expr, _expr(other), r, baked=tr.source(2))
         return r
     return method
 
