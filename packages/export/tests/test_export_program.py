@@ -908,3 +908,16 @@ def test_parity_mutations():
     for _ in range(2):
         assert fmod(fx_).tolist() == tmod(tx).tolist()
         assert fx_.tolist() == tx.tolist()
+
+
+def test_aoti_package_round_trip(tmp_path):
+    import fiamma._inductor as inductor
+
+    fiamma.manual_seed(13)
+    m = MLP().eval()
+    ep = export(m, (fiamma.randn(4, 6),), dynamic_shapes=({0: Dim("b")},))
+    path = inductor.aoti_compile_and_package(ep, package_path=str(tmp_path / "m.pt2"))
+    assert path == str(tmp_path / "m.pt2")
+    runner = inductor.aoti_load_package(path)
+    x = fiamma.randn(9, 6)
+    _close(runner(x), m(x))
