@@ -72,6 +72,9 @@ def _patch_batch_norm(state, fqns):
     orig = bnmod._BatchNorm.forward
 
     def forward(self, input):
+        tr = autograd_hook.get_trace_hook()
+        if tr is None or id(input) not in getattr(tr, "vals", {}):
+            return orig(self, input)  # another thread, or an input the export does not trace
         if not self.training and self.running_mean is not None and \
                 self.running_var is not None:
             # inference: written out so that the graph reads the running statistics (the
@@ -122,7 +125,7 @@ def _patch_instance_norm(state, fqns):
 
     def forward(self, input):
         tr = autograd_hook.get_trace_hook()
-        if tr is None or id(input) not in tr.vals:
+        if tr is None or id(input) not in getattr(tr, "vals", {}):
             return orig(self, input)
         self._check_input_dim(input)
         fdim = input.dim() - self._no_batch_dim
