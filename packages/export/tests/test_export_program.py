@@ -921,3 +921,25 @@ def test_aoti_package_round_trip(tmp_path):
     runner = inductor.aoti_load_package(path)
     x = fiamma.randn(9, 6)
     _close(runner(x), m(x))
+
+
+class Loop(nn.Module):
+    def forward(self, x):
+        acc = x[0] * 0
+        for i in range(x.shape[0]):
+            acc = acc + x[i] * i
+        return acc
+
+
+def test_range_over_a_dynamic_size_specialises():
+    # Python takes the loop count without asking the size: without a guard the program would
+    # run 4 iterations for any batch
+    with pytest.raises(ConstraintViolationError, match=r"specialized it to be a constant \(4\)"):
+        export(Loop(), (fiamma.randn(4, 3),), dynamic_shapes=({0: Dim("b")},))
+    ep = export(Loop(), (fiamma.randn(4, 3),), dynamic_shapes=({0: Dim.AUTO},))
+    assert ep.range_constraints == {}  # static, as PyTorch makes an AUTO dim it specialises
+    with pytest.raises(AssertionError, match=r"x.size\(\)\[0\] == 4"):
+        ep.module()(fiamma.randn(5, 3))
+    x = fiamma.randn(4, 3)
+    _close(ep.module()(x), Loop()(x))
+    assert "range" not in globals()  # the export's stand-in is gone

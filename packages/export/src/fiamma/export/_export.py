@@ -184,6 +184,44 @@ def _patch_dropout():
     return lambda: setattr(F, "dropout", orig)
 
 
+def _patch_range(mod):
+    """``range(n)`` over a size in the model's own modules specialises the size (a guard
+    ``n == value``): Python turns an int subclass into a loop count without calling into it,
+    so without this a loop over a dynamic size would be baked in silently. Installed as the
+    name ``range`` in the globals of the modules that define the model's classes (not
+    fiamma's library modules), for the export only."""
+    import builtins
+    import sys
+
+    from fiamma.jit._symbolic import SymInt, _warn_baked
+
+    real = builtins.range
+
+    def range(*args):
+        for a in args:
+            if isinstance(a, SymInt):
+                _warn_baked("range() over a size", a)
+        return real(*[int.__int__(a) if isinstance(a, SymInt) else a for a in args])
+
+    done = []
+    for m in mod.modules():
+        name = type(m).__module__
+        if name.startswith("fiamma.") and not name.startswith(("fiamma.vision",
+                                                               "fiamma.audio")):
+            continue
+        g = getattr(sys.modules.get(name), "__dict__", None)
+        if g is None or "range" in g or any(g is d for d in done):
+            continue
+        g["range"] = range
+        done.append(g)
+
+    def restore():
+        for g in done:
+            if g.get("range") is range:
+                del g["range"]
+    return restore
+
+
 def _placeholder_name(prefix, path):
     """PyTorch's placeholder names: ``p_``/``b_``/``c_`` + the dotted path with dots as
     underscores, lower-cased, a leading ``self_`` dropped (``self_attn.in_proj_weight`` ->
@@ -324,7 +362,7 @@ def _export(mod, args, kwargs, dynamic_shapes, draft):
     before = {id(t): t.detach().clone() for t in list(buffers.values()) + tensors}
 
     restores = [_patch_batch_norm(state, fqns), _patch_instance_norm(state, fqns),
-                _patch_dropout()]
+                _patch_dropout(), _patch_range(mod)]
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", TracerWarning)
@@ -356,6 +394,13 @@ def _export(mod, args, kwargs, dynamic_shapes, draft):
                     if isinstance(v, Tensor)]
     guards = _check_guards(state.guards, g.inputs, shapes, ranges, decl, symbols, draft,
                            dict(zip(g.inputs, tensor_names)))
+    # sizes the code specialised (Dim.AUTO, draft_export) are static, as in PyTorch
+    for shape in shapes:
+        for i, d in enumerate(shape):
+            if not isinstance(d, int) and ranges[d[0]].lower == ranges[d[0]].upper:
+                shape[i] = d[1] * ranges[d[0]].lower + d[2]
+    for sym in [k for k, r in ranges.items() if r.lower == r.upper]:
+        del ranges[sym]
     ep = _build(mod, g, leaves, tensor_pos, paths, arg_names, shapes, params, buffers,
                 persistent, mutated, len(out_leaves))
     gm, sig, state_dict, constants = ep
