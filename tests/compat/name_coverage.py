@@ -41,6 +41,7 @@ MODULES = {
     "torch.special": ("fiamma.special",),
     "torch.fx": ("fiamma.fx",),
     "torch.func": ("fiamma.func",),
+    "torch.export": ("fiamma.export",),
     "torchvision.transforms": ("fiamma.vision.transforms",),
     "torchvision.transforms.v2": ("fiamma.vision.transforms.v2",),
     "torchvision.models": ("fiamma.vision.models",),

@@ -5,7 +5,8 @@ import importlib
 
 import pytest
 
-MODULES = ["fiamma.jit"]
+MODULES = ["fiamma.jit", "fiamma.export", "fiamma.export._export",
+           "fiamma._cond"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -38,7 +38,9 @@ def test_tutorial_flow(tmp_path):
     prog = fiamma.onnx.export(model, (x,), dynamo=True)
     assert isinstance(prog, ONNXProgram)
     assert isinstance(prog.model_proto, onnx.ModelProto) and prog.model is prog.model_proto
-    assert prog.exported_program is None
+    ep = prog.exported_program  # made by fiamma.export on first access, then kept
+    assert type(ep).__name__ == "ExportedProgram" and prog.exported_program is ep
+    assert float((ep.module()(x) - model(x)).abs().max()) < 1e-6
     assert prog.optimize() is None
     path = tmp_path / "m.onnx"
     prog.save(str(path))

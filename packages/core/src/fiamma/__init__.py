@@ -96,12 +96,14 @@ _SIBLINGS = {
     "distributions": "fiamma-distributions",
     "jit": "fiamma-export",
     "onnx": "fiamma-export",
+    "export": "fiamma-export",
 }
 
 # PyTorch's top-level names for functions of a core submodule, imported on first use
 _FROM_SUBMODULE = {"autocast": "amp", "is_autocast_enabled": "amp",
                    "get_autocast_dtype": "amp", "set_autocast_enabled": "amp",
-                   "set_autocast_dtype": "amp", "PyTorchFileReader": "_file_reader"}
+                   "set_autocast_dtype": "amp", "PyTorchFileReader": "_file_reader",
+                   "cond": "_cond"}
 
 # PyTorch's top-level names for functions of a sibling distribution (torch.vmap is func.vmap)
 _FROM_SIBLING = {"vmap": "func", "ScriptModule": "jit"}

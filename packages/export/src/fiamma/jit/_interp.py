@@ -317,6 +317,17 @@ def _nll_loss(x, t, weight=None, reduction="mean", ignore_index=-100):
 
 
 OPS["nll_loss"] = _nll_loss
+
+
+def _dropout(x, p=0.5, training=True):
+    import fiamma.nn.functional as F
+
+    return F.dropout(x, p, training)
+
+
+# dropout in training mode (fiamma.export records it; a fresh mask each run)
+OPS["dropout"] = _dropout
+
 # core's fused cross entropy, recorded as (input, target, weight) with its keywords
 OPS["cross_entropy_loss"] = fiamma.cross_entropy_loss
 # torch.embedding's order: (weight, indices), padding_idx/scale_grad_by_freq/sparse as keywords

@@ -26,15 +26,18 @@ def _patch_readbacks(tracer):
             continue
         saved[meth] = orig
 
-        def wrapper(self, *a, _orig=orig, _what=what, **k):
+        def wrapper(self, *a, _orig=orig, _what=what, _meth=meth, **k):
             # fiamma's own ops read values for checks (bounds, sizes): only the model's reads
             # are the ones a trace bakes in
             if tracer.here() and id(self) in tracer.vals and not tracer.paused and \
                     not tracer.in_library():
-                warnings.warn(
-                    f"{_what} of a traced tensor: the trace records it as a constant, so the "
-                    f"traced function may not generalize to other inputs ({tracer.source()})",
-                    TracerWarning, stacklevel=2)
+                if tracer.export is not None:  # raises (draft_export: notes it)
+                    tracer.export.readback(_meth, tracer.source())
+                else:
+                    warnings.warn(
+                        f"{_what} of a traced tensor: the trace records it as a constant, so "
+                        f"the traced function may not generalize to other inputs "
+                        f"({tracer.source()})", TracerWarning, stacklevel=2)
             return _orig(self, *a, **k)
 
         setattr(Tensor, meth, wrapper)
@@ -53,9 +56,12 @@ def _patch_numpy(tracer, saved):
     def numpy(self, *a, **k):
         if tracer.here() and id(self) in tracer.vals:
             if not tracer.in_library() and not tracer.paused:
-                warnings.warn(
-                    "reading a traced tensor as NumPy bakes its values into the trace as "
-                    f"constants ({tracer.source()})", TracerWarning, stacklevel=2)
+                if tracer.export is not None:
+                    tracer.export.readback("numpy", tracer.source())
+                else:
+                    warnings.warn(
+                        "reading a traced tensor as NumPy bakes its values into the trace as "
+                        f"constants ({tracer.source()})", TracerWarning, stacklevel=2)
             if id(self) in tracer.marked_ids:
                 self.requires_grad = False
                 try:

@@ -41,12 +41,16 @@ _OPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
 _ACTIVE = []  # the tracer whose trace is running (for the warnings on conversions)
 
 
-def _warn_baked(what):
-    """A TracerWarning when the model's code (not fiamma's) turns a size into a number."""
+def _warn_baked(what, sym=None):
+    """A TracerWarning when the model's code (not fiamma's) turns a size into a number
+    (fiamma.export: the size is specialised, a guard ``size == value``)."""
     if not _ACTIVE:
         return
     tr = _ACTIVE[-1]
     if not tr.here() or tr.paused or tr.in_library(3):
+        return
+    if tr.export is not None and sym is not None:
+        tr.export.guard("eq", sym.expr, int.__int__(sym), True, baked=tr.source(3))
         return
     warnings.warn(f"{what}: the trace records this size as a constant, so the traced function "
                   f"may not generalize to other input sizes ({tr.source(3)})", TracerWarning,
@@ -71,11 +75,11 @@ class SymInt(int):
         return self
 
     def __int__(self):
-        _warn_baked("int() of a size read from a traced tensor's shape")
+        _warn_baked("int() of a size read from a traced tensor's shape", self)
         return int.__int__(self)
 
     def __float__(self):
-        _warn_baked("float() of a size read from a traced tensor's shape")
+        _warn_baked("float() of a size read from a traced tensor's shape", self)
         return int.__float__(self)
 
     def __sym_min__(self, other):
@@ -113,6 +117,30 @@ def _binop(name, swap=False):
 for _n in _OPS:
     setattr(SymInt, f"__{_n}__", _binop(_n))
     setattr(SymInt, f"__r{_n}__", _binop(_n, swap=True))
+
+
+def _compare(name):
+    fn = getattr(operator, name)
+
+    def method(self, other):
+        me = int.__int__(self)
+        if isinstance(other, SymInt):
+            r = fn(me, int.__int__(other))
+        else:
+            r = fn(me, other)
+        # fiamma.export: a comparison of sizes is a guard the exported program relies on
+        if _ACTIVE and _ACTIVE[-1].export is not None and isinstance(other, int) and \
+                not isinstance(other, bool) and isinstance(r, bool):
+            tr = _ACTIVE[-1]
+            if tr.here() and not tr.paused:
+                tr.export.guard(name, self.expr, _expr(other), r, baked=tr.source(2))
+        return r
+    return method
+
+
+for _n in ("lt", "le", "gt", "ge", "eq", "ne"):
+    setattr(SymInt, f"__{_n}__", _compare(_n))
+SymInt.__hash__ = int.__hash__
 
 
 def evaluate(e):
@@ -215,7 +243,11 @@ def patch_sizes(tracer):
     len_orig = Tensor.__dict__["__len__"]
 
     def length(self):
-        if mine(self) and not tracer.in_library():
+        if mine(self) and not tracer.in_library() and tracer.export is not None and \
+                self.dim() > 0:
+            n = sym_shape(self)[0]  # fiamma.export: len(x) specialises x.shape[0]
+            tracer.export.guard("eq", n.expr, int.__int__(n), True, baked=tracer.source())
+        elif mine(self) and not tracer.in_library():
             warnings.warn("len() of a traced tensor is a plain int: the trace records it as a "
                           "constant, so the traced function may not generalize to other input "
                           f"sizes (use x.shape[0] / x.size(0)) ({tracer.source()})",

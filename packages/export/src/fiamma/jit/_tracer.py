@@ -71,6 +71,7 @@ class Tracer:
         self.lib, self.user = _library_dirs()
         self.thread = threading.get_ident()
         self.paused = 0         # > 0 while a leaf op runs its own forward
+        self.export = None      # fiamma.export's state: value read-backs raise, not warn
 
     def here(self):
         """Whether the calling thread is the one being traced (the wrapped class methods are
@@ -471,11 +472,16 @@ def _held_traces(module):
     return out
 
 
-def trace_graph(func, inputs, module=None, kwargs=None):
-    """Trace ``func(*inputs, **kwargs)``; returns (graph, eager outputs)."""
+def trace_graph(func, inputs, module=None, kwargs=None, export=None):
+    """Trace ``func(*inputs, **kwargs)``; returns (graph, eager outputs).
+
+    ``export`` (fiamma.export's trace state): model code reading a traced tensor's values
+    raises instead of warning, and ``export.names`` (id -> name) names more tensors than the
+    state_dict (non-persistent buffers, tensor attributes)."""
     g = Graph()
     tr = Tracer(g)
-    named = {}
+    tr.export = export
+    named = dict(getattr(export, "names", None) or {})
     if module is not None:
         for k, t in module.state_dict(keep_vars=True).items():
             named.setdefault(id(t), k)

@@ -112,6 +112,13 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
     onnx = _onnx()
     from onnx import helper, numpy_helper
 
+    exported = None
+    if _is_exported_program(model):
+        exported = model
+        model, args, kwargs, input_names, dynamic_shapes = _from_exported(
+            model, args, kwargs, input_names, dynamic_axes, dynamic_shapes)
+    source = (model, args, kwargs)
+
     if custom_translation_table:
         raise ValueError("fiamma.onnx.export: custom_translation_table is not supported")
     if export_modules_as_functions:
@@ -246,6 +253,9 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
                          if graph.meta[v][1].startswith("complex")],
         folded=[k for k in graph.params if k not in kept],
         flatten=lambda a, k: flat_inputs(a, k))
+    program._exported_program = exported
+    if exported is None:
+        program._export_source = source
     if verbose:
         print(onnx.helper.printable_graph(m.graph))
     if f is None:
@@ -259,6 +269,64 @@ def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=Non
     else:
         f.write(data)
     return program if dynamo else None
+
+
+def _is_exported_program(model):
+    try:
+        from fiamma.export import ExportedProgram
+    except ImportError:
+        return False
+    return isinstance(model, ExportedProgram)
+
+
+def _from_exported(ep, args, kwargs, input_names, dynamic_axes, dynamic_shapes):
+    """An ExportedProgram as a module of its tensor inputs (the program's ``module()``, its
+    constant inputs filled in), the example inputs (unless others are given), the graph's
+    input names and the dims the program declared dynamic as ``dynamic_axes``."""
+    import fiamma.nn as nn
+    from fiamma.export import _pytree
+    from fiamma.export._signature import InputKind, TensorArgument
+
+    if (args is None or (isinstance(args, tuple) and not args)) and not kwargs:
+        args, kwargs = ep.example_inputs
+    else:
+        args, kwargs = _io.split_args(args, kwargs)
+    leaves, _ = _pytree.flatten((tuple(args), dict(kwargs or {})))
+    pos = [i for i, v in enumerate(leaves) if isinstance(v, fiamma.Tensor)]
+    module = ep.module()
+    module.__dict__["_apply_mutations"] = False  # the ONNX trace must not update buffers
+
+    class ExportedProgramModule(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.program = module
+
+        def train(self, mode=True):
+            self.training = mode  # the program keeps the mode it was exported in
+            return self
+
+        def forward(self, *tensors):
+            lv = list(leaves)
+            for i, t in zip(pos, tensors):
+                lv[i] = t
+            a, k = _pytree.unflatten(lv, ep._in_spec, ep._types)
+            return self.program(*a, **k)
+
+    names = [s.arg.name for s in ep.graph_signature.input_specs
+             if s.kind == InputKind.USER_INPUT and isinstance(s.arg, TensorArgument)]
+    if input_names is None:
+        input_names = names
+    if dynamic_axes is None and dynamic_shapes is None:
+        # the program's dynamic dims, by position (output axes that follow them are found)
+        dynamic_shapes = tuple(
+            {ax: ep._symbols.get(d[0], d[0]) if list(d[1:]) == [1, 0] else
+             f"{d[1]}*{ep._symbols.get(d[0], d[0])}+{d[2]}"
+             for ax, d in enumerate(shape) if not isinstance(d, int)} or None
+            for shape in ep._input_shapes)
+        if not any(dynamic_shapes):
+            dynamic_shapes = None
+    return ExportedProgramModule(), tuple(leaves[i] for i in pos), {}, input_names, \
+        dynamic_shapes
 
 
 def _used_names(nodes):

@@ -28,8 +28,8 @@ class ONNXProgram:
     **kwargs)`` through ONNX Runtime, written with ``save(path)``.
 
     ``model`` is the same proto (PyTorch's is an ``onnx_ir.Model``, a library fiamma does not
-    use) and ``exported_program`` is None (fiamma's exporter traces; there is no
-    ``torch.export`` program)."""
+    use); ``exported_program`` is the :class:`fiamma.export.ExportedProgram` (given, or made
+    on first access)."""
 
     def __init__(self, model_proto, *, input_names, output_names, complex_outputs=(),
                  folded=(), flatten=None):
@@ -57,7 +57,35 @@ class ONNXProgram:
 
     @property
     def exported_program(self):
-        return None
+        """The :class:`fiamma.export.ExportedProgram` exported: the one given to
+        ``fiamma.onnx.export``, or for a module made on first access by
+        ``fiamma.export.export`` on the same inputs (None where that export fails: a model
+        whose Python reads tensor values, which fiamma's ONNX exporter can trace but
+        fiamma.export refuses; PyTorch's is None where its exporter fell back to
+        TorchScript)."""
+        ep = self.__dict__.get("_exported_program")
+        if ep is not None:
+            return ep
+        source = self.__dict__.pop("_export_source", None)
+        if source is None:
+            return None
+        model, args, kwargs = source
+        try:
+            import fiamma.export
+            import fiamma.nn as nn
+
+            if not isinstance(model, nn.Module):
+                return None
+            was = model.training
+            model.eval()  # as the ONNX file was traced
+            try:
+                ep = fiamma.export.export(model, tuple(args), dict(kwargs or {}))
+            finally:
+                model.train(was)
+        except Exception:  # noqa: BLE001 - a model fiamma.export can't capture: None
+            return None
+        self.__dict__["_exported_program"] = ep
+        return ep
 
     def __repr__(self):
         g = self.model_proto.graph
