@@ -1205,3 +1205,15 @@ for _name in __all__:
         globals()[_name] = _on_device(_f)
 del _name, _f
 _lu_unpack = _on_device(_lu_unpack)  # torch.lu_unpack (top level only: fiamma.lu_unpack)
+
+
+# composed of differentiable ops (fiamma._ops.linalg_extra)
+from fiamma._ops.linalg_extra import (  # noqa: E402
+    householder_product,
+    matrix_exp,
+    tensorinv,
+    tensorsolve,
+    vander,
+)
+
+__all__ += ["householder_product", "matrix_exp", "tensorinv", "tensorsolve", "vander"]
