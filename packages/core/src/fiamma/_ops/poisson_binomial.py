@@ -199,9 +199,9 @@ def _label(dt):
 
 def binomial(count, prob, generator=None):
     """Samples of Binomial(count, prob), ``count`` and ``prob`` floating tensors of one dtype
-    broadcast together (negative counts give 0, a fractional count is floored except
-    where prob > 1/2, where PyTorch returns count - Binomial(count, 1 - prob); prob clamped to [0, 1],
-    NaN prob gives NaN, as PyTorch). No gradient.
+    broadcast together (as PyTorch: negative counts give 0, prob is clamped to [0, 1], NaN
+    prob gives NaN; a fractional count is floored, except where prob > 1/2, where the result
+    is count - Binomial(floor(count), 1 - prob)). No gradient.
 
     >>> import fiamma
     >>> fiamma.binomial(fiamma.tensor([10.0]), fiamma.tensor([0.0])).tolist()
