@@ -154,3 +154,72 @@ def test_parity_with_torch():
     a = rng.standard_normal((6, 2, 3))
     assert np.allclose(L.tensorinv(fiamma.tensor(a), ind=1).numpy(),
                        torch.linalg.tensorinv(torch.tensor(a), ind=1).numpy())
+
+
+def _ldl_case(kind, n, rng, small_diag):
+    if kind == "real":
+        a = rng.standard_normal((n, n))
+        a = a + a.T
+    else:
+        c = rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n))
+        a = c + (c.conj().T if kind == "herm" else c.T)
+    if small_diag:
+        a[np.diag_indices(n)] *= 0.01          # forces 2x2 pivots
+    return a
+
+
+@pytest.mark.parametrize("kind", ["real", "sym", "herm"])
+def test_ldl_factor_reconstructs_and_solves(kind):
+    from fiamma._ops.ldl import _unpack
+
+    rng = np.random.default_rng(6)
+    herm = kind == "herm"
+    saw_2x2 = False
+    for n in (1, 2, 3, 5, 8):
+        for small in (False, True):
+            a = _ldl_case(kind, n, rng, small)
+            LD, piv = L.ldl_factor(fiamma.tensor(a), hermitian=herm)
+            ld, pv = LD.numpy(), piv.numpy()
+            assert piv.dtype == fiamma.int32 and np.all(np.triu(ld, 1) == 0)
+            saw_2x2 |= bool((pv < 0).any())
+            perm, lo, d = _unpack(ld, pv, herm)
+            rec = lo @ d @ (lo.conj().T if herm else lo.T)
+            assert np.abs(rec - a[perm][:, perm]).max() < 1e-12 * np.abs(a).max()
+            b = rng.standard_normal((n, 2)) + (0 if kind == "real" else 1j)
+            x = L.ldl_solve(LD, piv, fiamma.tensor(b), hermitian=herm).numpy()
+            assert np.abs(a @ x - b).max() < 1e-10
+    assert saw_2x2
+
+
+def test_ldl_batched_ex_and_errors():
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((3, 4, 4))
+    a = a + a.transpose(0, 2, 1)
+    LD, piv, info = L.ldl_factor_ex(fiamma.tensor(a))
+    assert LD.shape == (3, 4, 4) and piv.shape == (3, 4) and info.tolist() == [0, 0, 0]
+    b = rng.standard_normal((3, 4, 2))
+    x = L.ldl_solve(LD, piv, fiamma.tensor(b)).numpy()
+    assert np.abs(a @ x - b).max() < 1e-10
+    z = L.ldl_factor_ex(fiamma.zeros(3, 3))
+    assert z.info.item() == 1 and z.pivots.tolist() == [1, 2, 3]
+    with pytest.raises(RuntimeError, match="not invertible"):
+        L.ldl_factor(fiamma.zeros(3, 3))
+    with pytest.raises(RuntimeError, match="square"):
+        L.ldl_factor(fiamma.zeros(2, 3))
+    with pytest.raises(RuntimeError, match="int32"):
+        L.ldl_solve(LD, piv.long(), fiamma.tensor(b))
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("kind", ["real", "sym", "herm"])
+def test_ldl_parity_with_torch(kind):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(8)
+    herm = kind == "herm"
+    for n in (2, 5, 9, 70):
+        for small in (False, True):
+            a = _ldl_case(kind, n, rng, small)
+            LD, piv = L.ldl_factor(fiamma.tensor(a), hermitian=herm)
+            tLD, tpiv = torch.linalg.ldl_factor(torch.tensor(a), hermitian=herm)
+            assert piv.tolist() == tpiv.tolist()
+            assert np.abs(LD.numpy() - tLD.numpy()).max() < 1e-11 * np.abs(tLD.numpy()).max()

@@ -1217,3 +1217,6 @@ from fiamma._ops.linalg_extra import (  # noqa: E402
 )
 
 __all__ += ["householder_product", "matrix_exp", "tensorinv", "tensorsolve", "vander"]
+from fiamma._ops.ldl import ldl_factor, ldl_factor_ex, ldl_solve  # noqa: E402
+
+__all__ += ["ldl_factor", "ldl_factor_ex", "ldl_solve"]
