@@ -100,6 +100,8 @@ def test_cholesky_solve_inverse():
         fiamma.cholesky_solve(fiamma.zeros(3, 1), fiamma.eye(3, dtype=fiamma.float64))
     with pytest.raises(RuntimeError, match="Incompatible"):
         fiamma.cholesky_solve(fiamma.zeros(2, 1), fiamma.eye(3))
+    with pytest.raises(TypeError, match="upper"):
+        fiamma.cholesky_inverse(fiamma.eye(3), "sum")
 
 
 def test_tensorinv_tensorsolve_vander():

@@ -92,6 +92,10 @@ def test_errors():
         fiamma.binomial(fiamma.tensor([5]), fiamma.tensor([0.5]))
     with pytest.raises(RuntimeError, match="dtype"):
         fiamma.binomial(fiamma.tensor([5.0]), fiamma.tensor([0.5], dtype=fiamma.float64))
+    with pytest.raises(TypeError, match="generator"):
+        fiamma.binomial(fiamma.tensor([-5.0]), fiamma.tensor([0.5]), fiamma.tensor([1.0]))
+    with pytest.raises(TypeError, match="generator"):
+        fiamma.poisson(fiamma.tensor([0.0]), generator=1)
 
 
 def test_gradients():

@@ -119,6 +119,7 @@ def cholesky_solve(B, L, upper=False, *, out=None):
     [1.0, 1.0]
     """
     op = "cholesky_solve"
+    _bool_arg(upper, op, "upper", 3)
     _tensor_arg(B, op, "input")
     _tensor_arg(L, op, "input2")
     if B.dim() < 2:
@@ -152,6 +153,7 @@ def cholesky_inverse(L, upper=False, *, out=None):
     [[0.25, 0.0], [0.0, 1.0]]
     """
     op = "cholesky_inverse"
+    _bool_arg(upper, op, "upper", 2)
     _tensor_arg(L, op, "input")
     _square(L, op, "input")
     _float_or_complex(L, op)
@@ -160,6 +162,12 @@ def cholesky_inverse(L, upper=False, *, out=None):
     if out is not None:
         return _out(out, X, op)
     return X
+
+
+def _bool_arg(v, op, name, pos):
+    if not isinstance(v, bool):
+        raise TypeError(f"{op}(): argument '{name}' (position {pos}) must be bool, not "
+                        f"{type(v).__name__}")
 
 
 def _out(out, res, op):
@@ -297,6 +305,8 @@ def vander(x, *, N=None):
         raise RuntimeError("N must be greater than 1.")
     if N is None:
         N = x.shape[-1]
+    if isinstance(N, bool) or not isinstance(N, int):
+        raise TypeError(f"vander(): argument 'N' must be int, not {type(N).__name__}")
     if N <= 1:
         raise RuntimeError("N must be greater than 1.")
     F = _F()

@@ -157,6 +157,14 @@ def _btrs(n, p, generator, op):
     return res
 
 
+def _check_generator(generator, op):
+    if generator is not None:
+        R = importlib.import_module("fiamma._random")
+        if not isinstance(generator, R.Generator):
+            raise TypeError(f"{op}(): argument 'generator' must be a fiamma.Generator, not "
+                            f"{type(generator).__name__}")
+
+
 def _host(t):
     t = t.detach()
     return (t.cpu() if t.device.type != "cpu" else t).numpy().astype(np.float64)
@@ -172,6 +180,7 @@ def poisson(input, generator=None):
     fiamma.float32
     """
     op = "poisson"
+    _check_generator(generator, op)
     if not isinstance(input, Tensor):
         raise TypeError(f"poisson(): argument 'input' (position 1) must be Tensor, not "
                         f"{type(input).__name__}")
@@ -208,6 +217,7 @@ def binomial(count, prob, generator=None):
     [0.0]
     """
     op = "binomial"
+    _check_generator(generator, op)
     for t, name in ((count, "count"), (prob, "prob")):
         if not isinstance(t, Tensor):
             raise TypeError(f"binomial(): argument '{name}' must be Tensor, not "
