@@ -106,7 +106,10 @@ def test_gradients():
     y.sum().backward()
     assert r.grad.tolist() == [0.0, 0.0]
     c = fiamma.tensor([5.0], requires_grad=True)
-    assert not fiamma.binomial(c, fiamma.tensor([0.5])).requires_grad
+    y = fiamma.binomial(c, fiamma.tensor([0.5]))
+    assert y.requires_grad                       # as PyTorch; its backward raises
+    with pytest.raises(RuntimeError, match="binomial"):
+        y.sum().backward()
 
 
 @pytest.mark.parity

@@ -5,9 +5,9 @@ gives the same samples; the samplers run vectorised in NumPy: inversion by seque
 for small means (rate < 10, or count * min(p, 1 - p) < 10) and Hormann's transformed rejection
 (PTRS / BTRS) above, drawing further uniforms only for the elements still rejected.
 
-Autograd: as PyTorch, ``poisson``'s gradient w.r.t. the rates is zero; ``binomial`` records no
-gradient (PyTorch's result requires grad but its backward raises; here the result simply does
-not require grad).
+Autograd: as PyTorch, ``poisson``'s gradient w.r.t. the rates is zero; ``binomial``'s result
+requires grad when an argument does, and its backward raises (it is recorded as op
+``binomial``, declared here, whose formula in fiamma-autograd raises).
 
 >>> import fiamma
 >>> fiamma.poisson(fiamma.zeros(3)).tolist()
@@ -20,10 +20,13 @@ import importlib
 
 import numpy as np
 
-from fiamma import _dtype as D
+from fiamma import _dtype as D, _grad_hook as G
+from fiamma._autograd_api import declare_op, ops
 from fiamma._tensor import Tensor
 
 __all__ = ["poisson", "binomial"]
+
+declare_op("binomial")   # recorded by binomial (its formula, in fiamma-autograd, raises)
 
 
 def _F():
@@ -232,4 +235,6 @@ def binomial(count, prob, generator=None):
     res = F.tensor(_binomial_np(np.array(n), np.array(p), generator, op), dtype=count._dtype)
     if count.device.type != "cpu":
         res = res.to(count.device)
+    if count.requires_grad or prob.requires_grad:
+        G.record(ops.binomial, res, (count, prob), {})
     return res
