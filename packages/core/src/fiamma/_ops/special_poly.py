@@ -442,6 +442,7 @@ _AIP0 = 0.25881940379280679840
 
 
 def _airy_series(x):
+    """Ai by its Maclaurin series in the dtype of x (float64, or long double on [-6.5, -2])."""
     f = np.ones_like(x)
     g = x.copy()
     tf = np.ones_like(x)
@@ -454,7 +455,15 @@ def _airy_series(x):
         g = g + tg
         if np.all(np.abs(tf) + np.abs(tg) < 1e-18 * (np.abs(f) + np.abs(g))):
             break
+    if x.dtype == np.longdouble:
+        return _AI0_L * f - _AIP0_L * g
     return _AI0 * f - _AIP0 * g
+
+
+# 80-bit long double (x86): ~1e-19, enough for the series' cancellation down to -6.5
+_LONG_OK = np.finfo(np.longdouble).eps < 1e-18
+_AI0_L = np.longdouble("0.355028053887817239260063186004183176")
+_AIP0_L = np.longdouble("0.258819403792806798405183560189203963")
 
 
 def _airy_series_decimal(x):
@@ -521,7 +530,15 @@ def _airy_ai(x):
             res[pos] = np.sqrt(xp / 3) / math.pi * _k_scaled_integral(zeta, 1.0 / 3.0) * \
                 np.exp(-zeta)
     if mid_neg.any():
-        res[mid_neg] = _airy_series_decimal(x[mid_neg])
+        xm = x[mid_neg]
+        if _LONG_OK:
+            part = xm >= -6.5
+            v = np.empty_like(xm)
+            v[part] = _airy_series(xm[part].astype(np.longdouble)).astype(np.float64)
+            v[~part] = _airy_series_decimal(xm[~part])
+            res[mid_neg] = v
+        else:
+            res[mid_neg] = _airy_series_decimal(xm)
     if far_neg.any():
         res[far_neg] = _airy_negative_asymptotic(x[far_neg])
     return np.where(x == np.inf, 0.0, res)
