@@ -65,6 +65,8 @@ from fiamma._memory_format import (  # noqa: F401
 from fiamma._sparse_coo import sparse_coo_tensor, indices_copy, values_copy  # noqa: F401
 from fiamma._sparse_ops import spmm, smm  # noqa: F401
 from fiamma._foreach import *  # noqa: F401,F403  (torch._foreach_* list ops)
+from fiamma._ops.linalg_extra import *  # noqa: F401,F403
+from fiamma._ops.poisson_binomial import *  # noqa: F401,F403
 # (new op modules: one `from fiamma._ops.<area> import *` line each, above this comment)
 from fiamma import _methods  # noqa: F401,E402  (attaches the op modules' Tensor methods, once)
 from fiamma._np_kwargs import wrap_namespace as _wrap_namespace  # noqa: E402

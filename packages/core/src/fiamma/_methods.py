@@ -25,6 +25,7 @@ from fiamma._ops import (
     indexing,
     indexops,
     join,
+    linalg_extra,
     matmul,
     reduce,
     shape,
@@ -38,7 +39,7 @@ __all__ = ["MODULES"]
 
 MODULES = (_creation, _printing, _legacy_types, _storage_api, _random, _interop, elementwise,
            reduce, matmul, join, indexing, indexops, shape_views, shape, special_ops, sorting,
-           _tensor_api, _compat_ops, _sparse_coo, activations)
+           linalg_extra, _tensor_api, _compat_ops, _sparse_coo, activations)
 
 for _module in MODULES:
     for _name, _fn in _module.METHODS.items():

@@ -1241,6 +1241,21 @@ for _name in __all__:
 del _name, _f
 _lu_unpack = _on_device(_lu_unpack)  # torch.lu_unpack (top level only: fiamma.lu_unpack)
 
+
+# composed of differentiable ops (fiamma._ops.linalg_extra)
+from fiamma._ops.linalg_extra import (  # noqa: E402
+    householder_product,
+    matrix_exp,
+    tensorinv,
+    tensorsolve,
+    vander,
+)
+
+__all__ += ["householder_product", "matrix_exp", "tensorinv", "tensorsolve", "vander"]
+from fiamma._ops.ldl import ldl_factor, ldl_factor_ex, ldl_solve  # noqa: E402
+
+__all__ += ["ldl_factor", "ldl_factor_ex", "ldl_solve"]
+
 from fiamma import _torch_function  # noqa: E402
 
 _torch_function.register_namespace(__name__)  # __torch_function__ (once it is active)

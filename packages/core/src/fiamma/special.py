@@ -125,6 +125,12 @@ def log_softmax(input, dim, *, dtype=None):
     x = input if dtype is None else input.to(dtype)
     return sub(x, logsumexp(x, dim, keepdim=True))
 
+# orthogonal polynomials and Bessel-type functions (fiamma._ops.special_poly)
+from fiamma._ops import special_poly as _special_poly  # noqa: E402
+from fiamma._ops.special_poly import *  # noqa: E402,F401,F403
+
+__all__ += _special_poly.__all__
+
 from fiamma import _torch_function  # noqa: E402
 
 _torch_function.register_namespace(__name__)  # __torch_function__ (once it is active)
