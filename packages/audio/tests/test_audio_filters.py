@@ -48,14 +48,17 @@ def test_lfilter_matches_direct_form(p, n):
     x = rng.standard_normal((2, n))
     y = AF.lfilter(T(x), T(a), T(b), clamp=False)
     ref = np.stack([direct_form(r, a, b) for r in x])
-    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-9, atol=1e-10 * max(1.0, np.abs(ref).max()))
     y32 = AF.lfilter(T(x).float(), T(a).float(), T(b).float(), clamp=False)
     assert y32.dtype == fiamma.float32
     # the float32 filter is the one of the float32-rounded coefficients (near the unit circle
     # that rounding alone moves the response by a few percent); it runs in float64 inside
     f32 = [v.astype(np.float32).astype(np.float64) for v in (x, a, b)]
     ref32 = np.stack([direct_form(r, f32[1], f32[2]) for r in f32[0]])
-    np.testing.assert_allclose(y32.numpy(), ref32, rtol=1e-4, atol=1e-5)
+    # float32 output: errors relative to the signal's peak (a 6-pole filter's output reaches
+    # tens while passing near zero)
+    np.testing.assert_allclose(y32.numpy(), ref32, rtol=1e-4,
+                               atol=5e-4 * np.abs(ref32).max() + 1e-6)
 
 
 def test_lfilter_clamp_noncontiguous_and_batch_dims():

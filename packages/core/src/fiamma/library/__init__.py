@@ -55,11 +55,11 @@ class Library:
     ``dispatch_key`` is the default key of :meth:`impl`.
 
     >>> import fiamma
-    >>> lib = Library("docs_lib", "DEF")
+    >>> lib = Library("docslib", "DEF")
     >>> lib.define("axpy(Tensor x, Tensor y, *, float alpha=1.0) -> Tensor")
     'axpy'
     >>> lib.impl("axpy", lambda x, y, *, alpha=1.0: x * alpha + y, "CPU")
-    >>> fiamma.ops.docs_lib.axpy(fiamma.ones(2), fiamma.ones(2), alpha=2.0).tolist()
+    >>> fiamma.ops.docslib.axpy(fiamma.ones(2), fiamma.ones(2), alpha=2.0).tolist()
     [3.0, 3.0]
     """
 
