@@ -12,6 +12,8 @@ from fiamma.nn._compat_functional import *  # noqa: F401,F403
 from fiamma.nn._compat_functional import __all__ as _compat
 from fiamma.nn._conv_functional import *  # noqa: F401,F403
 from fiamma.nn._conv_functional import __all__ as _convs
+from fiamma.nn._fractional_pool import *  # noqa: F401,F403
+from fiamma.nn._fractional_pool import __all__ as _fractional
 from fiamma.nn._loss_functional import *  # noqa: F401,F403
 from fiamma.nn._loss_functional import __all__ as _losses
 from fiamma.nn._misc_functional import *  # noqa: F401,F403
@@ -26,8 +28,17 @@ from fiamma.nn._sample_functional import __all__ as _sample
 
 __all__ = (["linear", "bilinear", "relu", "softmax", "log_softmax", "pad", "dropout",
             "embedding"] + _losses + _activations
-           + _attention + _misc + _norms + _sample + _pools + _convs + _compat)
+           + _attention + _misc + _norms + _sample + _pools + _convs + _compat + _fractional
+           + ["has_torch_function", "has_torch_function_unary", "has_torch_function_variadic",
+              "handle_torch_function"])
 
+# torch.nn.functional re-exports the __torch_function__ helpers (fiamma.overrides)
+from fiamma.overrides import (  # noqa: E402
+    handle_torch_function,
+    has_torch_function,
+    has_torch_function_unary,
+    has_torch_function_variadic,
+)
 
 _AC_ON = False  # True while an autocast region is enabled (fiamma.amp keeps it)
 

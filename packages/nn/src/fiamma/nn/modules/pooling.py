@@ -10,7 +10,7 @@ __all__ = [
     "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d",
     "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d",
     "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d",
-    "LPPool1d", "LPPool2d", "LPPool3d",
+    "LPPool1d", "LPPool2d", "LPPool3d", "FractionalMaxPool2d", "FractionalMaxPool3d",
 ]
 
 
@@ -249,3 +249,48 @@ class LPPool2d(_LPPoolNd):
 class LPPool3d(_LPPoolNd):
     """3-d power-average pool."""
     _fn = staticmethod(F.lp_pool3d)
+
+
+class _FractionalMaxPoolNd(Module):
+    """Fractional max pooling (see ``F.fractional_max_pool2d``): windows of ``kernel_size`` at
+    pseudo-random starts, to ``output_size`` or ``output_ratio`` (in (0, 1)) of the input.
+    ``_random_samples`` (a buffer, None by default: fresh samples per call) fixes the
+    regions."""
+
+    _nd = 2
+
+    def __init__(self, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                 _random_samples=None):
+        super().__init__()
+        name, nd = type(self).__name__, self._nd
+
+        def tup(v):
+            return tuple(v) if isinstance(v, (list, tuple)) else (v,) * nd
+
+        if output_size is None and output_ratio is None:
+            raise ValueError(f"{name} requires specifying either an output size, or a pooling "
+                             "ratio")
+        if output_size is not None and output_ratio is not None:
+            raise ValueError("only one of output_size and output_ratio may be specified")
+        self.kernel_size = tup(kernel_size)
+        self.return_indices = return_indices
+        self.output_size = tup(output_size) if output_size is not None else None
+        self.output_ratio = tup(output_ratio) if output_ratio is not None else None
+        if self.output_ratio is not None and not all(0 < r < 1 for r in self.output_ratio):
+            raise ValueError(f"output_ratio must be between 0 and 1 (got {output_ratio})")
+        self.register_buffer("_random_samples", _random_samples)
+
+    def forward(self, input):
+        fn = F.fractional_max_pool2d if self._nd == 2 else F.fractional_max_pool3d
+        return fn(input, self.kernel_size, self.output_size, self.output_ratio,
+                  self.return_indices, _random_samples=self._random_samples)
+
+
+class FractionalMaxPool2d(_FractionalMaxPoolNd):
+    """2-d fractional max pooling of (N, C, H, W) or (C, H, W)."""
+    _nd = 2
+
+
+class FractionalMaxPool3d(_FractionalMaxPoolNd):
+    """3-d fractional max pooling of (N, C, T, H, W) or (C, T, H, W)."""
+    _nd = 3
