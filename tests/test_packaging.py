@@ -36,6 +36,7 @@ SIBLINGS = {
     "distributions": "fiamma-distributions",
     "jit": "fiamma-export",
     "onnx": "fiamma-export",
+    "export": "fiamma-export",
 }
 REPO = Path(__file__).resolve().parents[1]
 
@@ -149,7 +150,8 @@ def test_wheels_namespace_layout():
         if dist == "fiamma-core":
             assert "fiamma/__init__.py" in names
             continue
-        # its subpackages: fiamma/<name>/ (fiamma-export ships fiamma/jit/ and fiamma/onnx/,
+        # its subpackages: fiamma/<name>/ (fiamma-export ships fiamma/jit/, fiamma/onnx/ and
+        # fiamma/export/,
         # fiamma-nn fiamma/nn/, fiamma/fx/ and fiamma/func/)
         subs = tuple(f"fiamma/{k}/" for k, d in SIBLINGS.items() if d == dist) or \
             (f"fiamma/{dist[len('fiamma-'):]}/",)
