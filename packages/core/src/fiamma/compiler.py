@@ -6,6 +6,8 @@ graph compiler, so ``is_dynamo_compiling``/``is_exporting`` are False, ``set_sta
 the stance (every stance runs eagerly, which ``force_eager`` asks for anyway),
 ``cudagraph_mark_step_begin`` has no CUDA graphs to mark, and ``list_backends`` gives
 PyTorch's default names, which ``compile`` accepts (a callable backend gets an fx graph).
+``UserError`` is the error of graph capture that the program can fix (``fiamma.cond``'s and
+``fiamma.export``'s; PyTorch's ``torch._dynamo.exc.UserError``).
 
 >>> import fiamma
 >>> fiamma.compiler.reset()
@@ -17,11 +19,13 @@ False
 import functools
 
 from fiamma._compat_ops import compile
+from fiamma._cond import UserError
 from fiamma._dynamo import allow_in_graph, assume_constant_result, disable, is_compiling, reset
 
 __all__ = ["compile", "reset", "allow_in_graph", "assume_constant_result", "disable",
            "list_backends", "set_stance", "cudagraph_mark_step_begin", "is_compiling",
-           "is_dynamo_compiling", "is_exporting", "get_default_backend", "set_default_backend"]
+           "is_dynamo_compiling", "is_exporting", "get_default_backend", "set_default_backend",
+           "UserError"]
 
 _STANCES = ("default", "force_eager", "eager_on_recompile", "fail_on_recompile",
             "eager_then_compile", "aot_eager_then_compile")

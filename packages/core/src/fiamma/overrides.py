@@ -43,10 +43,15 @@ __all__ = [
     "has_torch_function_variadic", "handle_torch_function", "get_ignored_functions",
     "get_overridable_functions", "get_testing_overrides", "is_tensor_method_or_property",
     "wrap_torch_function", "resolve_name", "enable_reentrant_dispatch",
-    "enable_torch_function",
+    "enable_torch_function", "disabled_torch_function_impl",
 ]
 
 _state = _TF.state
+
+# PyTorch's torch._C._disabled_torch_function_impl: a subclass that sets
+# ``__torch_function__ = disabled_torch_function_impl`` opts out of the protocol (nn.Parameter,
+# and fiamma's own subclasses in the sibling packages, so importing them leaves it off)
+disabled_torch_function_impl = _TF.disabled_torch_function_impl
 
 
 def _current_modes():

@@ -25,7 +25,7 @@ with), not PyTorch's ATen overloads; archives are fiamma's, not readable by PyTo
 import collections
 import warnings
 
-from fiamma._cond import cond
+from fiamma import cond
 
 from . import _pytree, dynamic_shapes, exported_program, graph_signature
 from ._dims import Dim, Range, ShapesCollection, dims

@@ -4,7 +4,7 @@ __all__ = ["UserError", "ConstraintViolationError", "DataDependentError"]
 
 
 # one class for fiamma.cond's and fiamma.export's errors (PyTorch's torch._dynamo.exc.UserError)
-from fiamma._cond import UserError
+from fiamma.compiler import UserError
 
 
 class ConstraintViolationError(UserError):

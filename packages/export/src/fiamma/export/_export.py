@@ -16,7 +16,7 @@ from fiamma.jit._views import dynamic_target
 from . import _pytree
 from ._dims import _arg_names, resolve_dynamic_shapes
 from ._errors import ConstraintViolationError, DataDependentError, UserError
-from ._program import ExportedProgram, guards_inputs_only, op
+from ._program import ExportedProgram, guards_inputs_only, map_values, op
 from ._signature import (
     ConstantArgument,
     ExportGraphSignature,
@@ -602,15 +602,7 @@ def _build(mod, g, leaves, tensor_pos, paths, arg_names, shapes, params, buffers
             specs.append(InputSpec(InputKind.USER_INPUT, ConstantArgument(n.name, v), None))
 
     def res(a):
-        if isinstance(a, Value):
-            return env[a.name]
-        if isinstance(a, tuple):
-            return tuple(res(x) for x in a)
-        if isinstance(a, list):
-            return [res(x) for x in a]
-        if isinstance(a, dict):
-            return {k: res(v) for k, v in a.items()}
-        return a
+        return map_values(a, lambda v: env[v.name])
 
     for jn in g.nodes:
         kw = dict(jn.kwargs)

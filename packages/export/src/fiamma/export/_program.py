@@ -488,3 +488,15 @@ def guards_inputs_only(guards, inputs):
 
 
 __all__ += ["Range"]
+
+
+def map_values(a, look):
+    """``a`` (a node argument: a jit Value, or tuples/lists/dicts holding them, or a constant)
+    with every Value replaced by ``look(value)``."""
+    if isinstance(a, tuple):
+        return tuple(map_values(x, look) for x in a)
+    if isinstance(a, list):
+        return [map_values(x, look) for x in a]
+    if isinstance(a, dict):
+        return {k: map_values(v, look) for k, v in a.items()}
+    return look(a) if isinstance(a, Value) else a

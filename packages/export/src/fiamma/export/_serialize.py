@@ -23,7 +23,7 @@ from fiamma.jit._interp import OPS
 
 from . import _pytree
 from ._dims import Range
-from ._program import ExportedProgram, ExportOp, op
+from ._program import ExportedProgram, ExportOp, map_values, op
 from ._signature import (
     ConstantArgument,
     ExportGraphSignature,
@@ -192,19 +192,14 @@ def load(f, *, extra_files=None, expected_opset_version=None):
     g = fx.Graph()
     env = {}
 
+    def look(a):
+        if a.name not in env:
+            raise RuntimeError(f"fiamma.export.load: a node reads {a.name!r} before it "
+                               "is defined")
+        return env[a.name]
+
     def res(a):
-        if isinstance(a, Value):
-            if a.name not in env:
-                raise RuntimeError(f"fiamma.export.load: a node reads {a.name!r} before it "
-                                   "is defined")
-            return env[a.name]
-        if isinstance(a, tuple):
-            return tuple(res(x) for x in a)
-        if isinstance(a, list):
-            return [res(x) for x in a]
-        if isinstance(a, dict):
-            return {k: res(v) for k, v in a.items()}
-        return a
+        return map_values(a, look)
 
     for row in model["nodes"]:
         kind = row["op"]

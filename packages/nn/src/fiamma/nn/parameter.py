@@ -1,7 +1,7 @@
 """Parameter and Buffer: tensors that a Module registers when they are assigned to it."""
 
 import fiamma
-from fiamma._torch_function import disabled_torch_function_impl as _disabled
+from fiamma.overrides import disabled_torch_function_impl as _disabled
 
 __all__ = ["Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer",
            "UninitializedTensorMixin", "is_lazy"]

@@ -19,7 +19,7 @@ for them this module gives:
 """
 
 from fiamma import Tensor as _Tensor
-from fiamma._torch_function import disabled_torch_function_impl as _disabled
+from fiamma.overrides import disabled_torch_function_impl as _disabled
 
 __all__ = ["DTensor", "Placement", "Shard", "Replicate", "Partial", "distribute_tensor",
            "distribute_module", "DeviceMesh", "init_device_mesh"]

@@ -1,6 +1,6 @@
 """``functorch.experimental.control_flow``: ``cond`` (:func:`fiamma.cond`, PyTorch's
 ``torch.cond``)."""
 
-from fiamma._cond import cond
+from fiamma import cond
 
 __all__ = ["cond"]

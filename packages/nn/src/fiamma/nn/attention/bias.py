@@ -25,7 +25,7 @@ import enum
 import warnings
 
 import fiamma
-from fiamma._torch_function import disabled_torch_function_impl as _disabled
+from fiamma.overrides import disabled_torch_function_impl as _disabled
 
 __all__ = ["causal_upper_left", "causal_lower_right", "CausalVariant", "CausalBias"]
 

@@ -20,7 +20,7 @@ import enum
 import numpy as np
 
 import fiamma
-from fiamma._torch_function import disabled_torch_function_impl as _disabled
+from fiamma.overrides import disabled_torch_function_impl as _disabled
 
 from . import _return_type
 from ._return_type import set_return_type
