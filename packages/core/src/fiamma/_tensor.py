@@ -900,6 +900,24 @@ class Tensor:
         return g
 
     def _set_grad(self, value):
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError("assigned grad expected to be a Tensor or None but got grad of "
+                                f"type {type(value).__name__}")
+            if value.shape != self.shape:
+                raise RuntimeError(
+                    f"attempting to assign a gradient of size '{list(value._shape)}' to a "
+                    f"tensor of size '{list(self._shape)}'. Please ensure that the gradient "
+                    "and the tensor are the same size")
+            if value.dtype is not self.dtype:
+                raise RuntimeError(
+                    f"attempting to assign a gradient with dtype '{value._dtype}' to a tensor "
+                    f"with dtype '{self._dtype}': the gradient must have the tensor's dtype")
+            if value.device != self.device:
+                raise RuntimeError(
+                    f"attempting to assign a gradient located on device {value.device} to a "
+                    f"tensor located on device {self.device}. Please ensure that the gradient "
+                    "and the tensor are on the same device")
         self._grad = value
 
     def _del_grad(self):
