@@ -1,0 +1,2 @@
+def import_fairseq_model(original):
+    raise NotImplementedError

@@ -1,0 +1,2 @@
+def import_huggingface_model(original):
+    raise NotImplementedError
