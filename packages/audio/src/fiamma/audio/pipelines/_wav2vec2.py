@@ -59,16 +59,13 @@ def _state_dict(bundle, dl_kwargs, path, remove_axes=None):
                                     f"{str(path)!r} (the published one is {bundle.url})")
         state_dict = fiamma.load(str(path))
     else:
-        from fiamma.hub import DownloadError, get_dir, load_state_dict_from_url
+        from fiamma.hub import DownloadError, load_state_dict_from_url
         kwargs = dict(dl_kwargs or {})
         try:
             state_dict = load_state_dict_from_url(bundle.url, **kwargs)
-        except DownloadError as e:
-            target = os.path.join(kwargs.get("model_dir") or os.path.join(get_dir(), "checkpoints"),
-                                  kwargs.get("file_name") or bundle.file_name)
-            raise DownloadError(f"{bundle._name()}.get_model: cannot download {bundle.url} ({e}); "
-                                f"to work offline put the file at {target} or pass path=") \
-                from None
+        except DownloadError as e:      # names the URL and where to put the file by hand
+            raise DownloadError(f"{bundle._name()}.get_model: {e}; or pass "
+                                "get_model(path=<local checkpoint>)") from None
     state_dict = dict(state_dict)
     if remove_axes:
         for key in ("aux.weight", "aux.bias"):
