@@ -125,6 +125,24 @@ def test_fa_bundle_model(tmp_path):
     assert bundle.get_model(with_star=False, path=path)(fiamma.randn(1, 200))[0].shape[-1] == 4
 
 
+def test_fa_tokenizer_and_aligner():
+    bundle = pipelines.MMS_FA
+    tokens = bundle.get_tokenizer()(["ab", "c"])
+    d = bundle.get_dict()
+    assert tokens == [[d["a"], d["b"]], [d["c"]]]
+    # an emission whose best path is: blank a a blank b blank blank c c
+    path = [0, d["a"], d["a"], 0, d["b"], 0, 0, d["c"], d["c"]]
+    emission = fiamma.full((len(path), len(d)), -8.0)
+    emission[fiamma.arange(len(path)), fiamma.tensor(path)] = -0.01
+    spans = bundle.get_aligner()(emission, tokens)
+    assert [[(s.token, s.start, s.end) for s in word] for word in spans] == [
+        [(d["a"], 1, 3), (d["b"], 4, 5)], [(d["c"], 7, 9)]]
+    with pytest.raises(ValueError, match="'Q' is not a label"):
+        bundle.get_tokenizer()(["Q"])
+    with pytest.raises(ValueError, match=r"expected a 2-D emission \(frame, label\), got shape"):
+        bundle.get_aligner()(emission[None], tokens)
+
+
 def test_missing_file_errors(tmp_path):
     bundle = tiny_bundle()
     with pytest.raises(FileNotFoundError, match=r"no checkpoint file at .*nope\.pth.*"

@@ -177,6 +177,48 @@ class Wav2Vec2FABundle(Wav2Vec2ASRBundle):
                                apply_log_softmax=True, append_star=with_star)
         return model.eval()
 
+    def get_tokenizer(self):
+        """A callable mapping a list of (normalised) words to lists of label indices."""
+        return _Tokenizer(self.get_dict())
+
+    def get_aligner(self):
+        """A callable ``(emission (frame, label) log-probs, token lists) -> lists of
+        :class:`~fiamma.audio.functional.TokenSpan` per word`` (CTC forced alignment)."""
+        return _Aligner(blank=0)
+
+
+class _Tokenizer:
+    def __init__(self, dictionary):
+        self.dictionary = dictionary
+
+    def __call__(self, transcript):
+        try:
+            return [[self.dictionary[c] for c in word] for word in transcript]
+        except KeyError as e:
+            raise ValueError(f"Wav2Vec2FABundle tokenizer: {e.args[0]!r} is not a label (the "
+                             "transcript must be normalised to the bundle's labels)") from None
+
+
+class _Aligner:
+    def __init__(self, blank):
+        self.blank = blank
+
+    def __call__(self, emission, tokens):
+        from fiamma.audio.functional import forced_align, merge_tokens
+
+        if emission.ndim != 2:
+            raise ValueError("Wav2Vec2FABundle aligner: expected a 2-D emission (frame, label), "
+                             f"got shape {list(emission.shape)}")
+        flat = [t for word in tokens for t in word]
+        targets = fiamma.tensor([flat], dtype=fiamma.int32, device=emission.device)
+        aligned, scores = forced_align(emission.unsqueeze(0), targets, blank=self.blank)
+        spans = merge_tokens(aligned[0], scores[0].exp())
+        out, i = [], 0
+        for word in tokens:
+            out.append(spans[i:i + len(word)])
+            i += len(word)
+        return out
+
 
 # ---- the published bundles ------------------------------------------------------------------
 
