@@ -339,7 +339,8 @@ def test_import_fairseq_state_dict(mode):
     fiamma.manual_seed(5)
     src = models.wav2vec2_model(mode, STD_CONV, mode == "layer_norm", 8, 0.0, 4, 2, 2, 2, 0.0,
                                 12, 0.0, 0.0, mode == "layer_norm", 0.0, 6).eval()
-    model = import_fairseq_model(fairseq_state(src, mode), config={"encoder_num_heads": 2})
+    checkpoint = {"model": fairseq_state(src, mode), "args": None}
+    model = import_fairseq_model(checkpoint, config={"encoder_num_heads": 2})
     assert model.encoder.transformer.layer_norm_first == (mode == "group_norm")
     assert [(b.conv.out_channels, b.kernel_size, b.stride)
             for b in model.feature_extractor.conv_layers] == STD_CONV

@@ -164,9 +164,15 @@ def import_fairseq_model(original, *, config=None):
     """A :class:`Wav2Vec2Model` with the weights of a fairseq wav2vec 2.0 / HuBERT model
     (pre-trained, or fine-tuned: then its output projection becomes ``aux``).
 
-    >>> sd = fiamma.load("wav2vec_small_960h_model.pt")   # the checkpoint's "model" entry
-    >>> model = import_fairseq_model(sd)                                    # doctest: +SKIP
+    A whole checkpoint (a dict with a ``"model"`` entry) is accepted too. fairseq checkpoints
+    also pickle their training arguments (``argparse.Namespace`` / omegaconf), which
+    ``fiamma.load`` refuses by default: load a trusted file with ``weights_only=False``.
+
+    >>> ckpt = fiamma.load("wav2vec_small_960h.pt", weights_only=False)  # doctest: +SKIP
+    >>> model = import_fairseq_model(ckpt)                                # doctest: +SKIP
     """
+    if isinstance(original, dict) and isinstance(original.get("model"), dict):
+        original = original["model"]
     if isinstance(original, dict):
         state = _convert_state_dict(original)
         params = _config_from_state(state, dict(config or {}))
