@@ -297,6 +297,22 @@ def test_gradcheck_parameters():
     assert fiamma.autograd.gradcheck(f, inputs, eps=1e-6, atol=1e-6)
 
 
+def test_wavlm_key_padding_mask():
+    """A bool key padding mask (True = pad) is -inf on those keys: the valid rows equal the
+    attention over the unpadded frames with the same position bias."""
+    fiamma.manual_seed(11)
+    att = WavLMSelfAttention(8, 2, has_relative_attention_bias=True, num_buckets=6,
+                             max_distance=10).double().eval()
+    x = fiamma.randn(1, 6, 8, dtype=fiamma.float64)
+    pad = fiamma.tensor([[False, False, False, False, True, True]])
+    y, _ = att(x, key_padding_mask=pad)
+    alone, _ = att(x[:, :4])
+    np.testing.assert_allclose(y[0, :4].detach().numpy(), alone[0].detach().numpy(),
+                               rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match=r"expected attention mask of shape \[1, 1, 6, 6\]"):
+        att(x, attention_mask=fiamma.zeros(1, 6, 6, dtype=fiamma.float64))
+
+
 def test_relative_position_buckets():
     att = WavLMSelfAttention(8, 2, has_relative_attention_bias=True, num_buckets=32,
                              max_distance=128)
