@@ -181,6 +181,22 @@ def test_weight_norm_values_and_grads():
         nn.utils.remove_weight_norm(old)
 
 
+def test_weight_norm_parametrization_loads_older_g_v_keys():
+    """As PyTorch: a state dict saved with the hook-based weight_norm (``weight_g``,
+    ``weight_v``) loads into the parametrized module, also nested under a prefix."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        old = nn.utils.weight_norm(nn.Conv1d(4, 4, 3, groups=2).double(), dim=2)
+    new = nn.Sequential(P.weight_norm(nn.Conv1d(4, 4, 3, groups=2).double(), dim=2))
+    new.load_state_dict({f"0.{k}": v for k, v in old.state_dict().items()})
+    assert list(new.state_dict()) == ["0.bias", "0.parametrizations.weight.original0",
+                                      "0.parametrizations.weight.original1"]
+    x = fiamma.randn(1, 4, 6, dtype=fiamma.float64)
+    np.testing.assert_allclose(new(x).detach().numpy(), old(x).detach().numpy(), rtol=1e-12)
+    with pytest.raises(RuntimeError, match="Missing key"):   # g without v is not converted
+        new.load_state_dict({"0.bias": old.bias, "0.weight_g": old.weight_g})
+
+
 def test_spectral_norm_divides_by_the_top_singular_value():
     fiamma.manual_seed(0)
     lin = nn.Linear(6, 5).double()

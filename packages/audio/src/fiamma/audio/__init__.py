@@ -5,8 +5,9 @@
 >>> wav8k = fiamma.audio.functional.resample(wav, sr, 8000)         # doctest: +SKIP
 >>> fiamma.audio.save("speech8k.wav", wav8k, 8000, bits_per_sample=16)  # doctest: +SKIP
 
-``functional``, ``transforms``, ``datasets`` and ``models`` are imported on first use, and
-libsndfile (soundfile) on the first file operation, so ``import fiamma.audio`` stays fast.
+``functional``, ``transforms``, ``datasets``, ``models`` and ``pipelines`` are imported on first
+use, and libsndfile (soundfile) on the first file operation, so ``import fiamma.audio`` stays
+fast.
 """
 
 import importlib
@@ -17,9 +18,9 @@ from fiamma.audio._version import __version__
 
 __all__ = ["load", "save", "info", "stream", "list_audio_backends", "AudioMetaData",
            "AudioStream", "AudioIOError", "functional", "transforms", "datasets", "models",
-           "compliance", "__version__"]
+           "compliance", "pipelines", "__version__"]
 
-_SUBMODULES = {"functional", "transforms", "datasets", "models", "compliance"}
+_SUBMODULES = {"functional", "transforms", "datasets", "models", "compliance", "pipelines"}
 
 
 def list_audio_backends():

@@ -1,6 +1,38 @@
-"""Pretrained audio models: :mod:`~fiamma.audio.models.crepe` (pitch)."""
+"""Audio models: :mod:`~fiamma.audio.models.crepe` (pitch) and the wav2vec 2.0 family
+(:mod:`~fiamma.audio.models.wav2vec2`, torchaudio's names)."""
 
 from fiamma.audio.models import crepe  # noqa: F401
 from fiamma.audio.models.crepe import Crepe  # noqa: F401
 
 __all__ = ["crepe", "Crepe"]
+
+# ---- wav2vec 2.0 / HuBERT / WavLM (models/wav2vec2/) ------------------------------------------
+from fiamma.audio.models import wav2vec2  # noqa: E402,F401
+from fiamma.audio.models.wav2vec2 import (  # noqa: E402,F401
+    HuBERTPretrainModel,
+    Wav2Vec2Model,
+    hubert_base,
+    hubert_large,
+    hubert_pretrain_base,
+    hubert_pretrain_large,
+    hubert_pretrain_model,
+    hubert_pretrain_xlarge,
+    hubert_xlarge,
+    wav2vec2_base,
+    wav2vec2_large,
+    wav2vec2_large_lv60k,
+    wav2vec2_model,
+    wav2vec2_xlsr_1b,
+    wav2vec2_xlsr_2b,
+    wav2vec2_xlsr_300m,
+    wavlm_base,
+    wavlm_large,
+    wavlm_model,
+)
+
+__all__ += ["Wav2Vec2Model", "HuBERTPretrainModel", "wav2vec2_model", "wav2vec2_base",
+            "wav2vec2_large", "wav2vec2_large_lv60k", "wav2vec2_xlsr_300m", "wav2vec2_xlsr_1b",
+            "wav2vec2_xlsr_2b", "hubert_base", "hubert_large", "hubert_xlarge",
+            "hubert_pretrain_model", "hubert_pretrain_base", "hubert_pretrain_large",
+            "hubert_pretrain_xlarge", "wavlm_model", "wavlm_base", "wavlm_large"]
+# ---- end wav2vec 2.0 -----------------------------------------------------------------------------

@@ -67,6 +67,16 @@ def weight_norm(module, name="weight", dim=0):
     """Reparametrize ``module.<name>`` as ``g * v / ||v||`` (norm over every dimension but
     ``dim``; the whole tensor when ``dim`` is None): ``original0`` is g, ``original1`` is v."""
     parametrize.register_parametrization(module, name, _WeightNorm(dim), unsafe=True)
+
+    def _legacy_keys(state_dict, prefix, *_):
+        # checkpoints saved with the older nn.utils.weight_norm store ``<name>_g``/``<name>_v``
+        # (PyTorch's parametrization loads them under the new names too)
+        g, v = f"{prefix}{name}_g", f"{prefix}{name}_v"
+        if g in state_dict and v in state_dict:
+            state_dict[f"{prefix}parametrizations.{name}.original0"] = state_dict.pop(g)
+            state_dict[f"{prefix}parametrizations.{name}.original1"] = state_dict.pop(v)
+
+    module._register_load_state_dict_pre_hook(_legacy_keys)
     return module
 
 
