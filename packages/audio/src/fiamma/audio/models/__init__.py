@@ -1,6 +1,16 @@
-"""Pretrained audio models: :mod:`~fiamma.audio.models.crepe` (pitch)."""
+"""Audio models: :mod:`~fiamma.audio.models.crepe` (pitch) and torchaudio.models' names."""
 
 from fiamma.audio.models import crepe  # noqa: F401
 from fiamma.audio.models.crepe import Crepe  # noqa: F401
 
 __all__ = ["crepe", "Crepe"]
+
+# isort: split
+# --- torchaudio.models: recognition, separation and synthesis models (not wav2vec2) ---
+from fiamma.audio.models.conformer import Conformer  # noqa: E402
+from fiamma.audio.models.conv_tasnet import ConvTasNet, conv_tasnet_base  # noqa: E402
+from fiamma.audio.models.deepspeech import DeepSpeech  # noqa: E402
+from fiamma.audio.models.wav2letter import Wav2Letter  # noqa: E402
+
+__all__ += ["Wav2Letter", "DeepSpeech", "ConvTasNet", "conv_tasnet_base", "Conformer"]
+# --- end of the torchaudio.models block ---
