@@ -10,7 +10,12 @@ __all__ = ["crepe", "Crepe"]
 from fiamma.audio.models.conformer import Conformer  # noqa: E402
 from fiamma.audio.models.conv_tasnet import ConvTasNet, conv_tasnet_base  # noqa: E402
 from fiamma.audio.models.deepspeech import DeepSpeech  # noqa: E402
+from fiamma.audio.models.emformer import Emformer  # noqa: E402
+from fiamma.audio.models.rnnt import RNNT, emformer_rnnt_base, emformer_rnnt_model  # noqa: E402
+from fiamma.audio.models.rnnt_decoder import Hypothesis, RNNTBeamSearch  # noqa: E402
 from fiamma.audio.models.wav2letter import Wav2Letter  # noqa: E402
 
-__all__ += ["Wav2Letter", "DeepSpeech", "ConvTasNet", "conv_tasnet_base", "Conformer"]
+__all__ += ["Wav2Letter", "DeepSpeech", "ConvTasNet", "conv_tasnet_base", "Conformer",
+            "Emformer", "RNNT", "emformer_rnnt_base", "emformer_rnnt_model", "Hypothesis",
+            "RNNTBeamSearch"]
 # --- end of the torchaudio.models block ---
