@@ -13,10 +13,11 @@ from fiamma.audio.models.deepspeech import DeepSpeech  # noqa: E402
 from fiamma.audio.models.emformer import Emformer  # noqa: E402
 from fiamma.audio.models.rnnt import RNNT, emformer_rnnt_base, emformer_rnnt_model  # noqa: E402
 from fiamma.audio.models.rnnt_decoder import Hypothesis, RNNTBeamSearch  # noqa: E402
+from fiamma.audio.models.tacotron2 import Tacotron2  # noqa: E402
 from fiamma.audio.models.wav2letter import Wav2Letter  # noqa: E402
 from fiamma.audio.models.wavernn import WaveRNN  # noqa: E402
 
 __all__ += ["Wav2Letter", "DeepSpeech", "ConvTasNet", "conv_tasnet_base", "Conformer",
             "Emformer", "RNNT", "emformer_rnnt_base", "emformer_rnnt_model", "Hypothesis",
-            "RNNTBeamSearch", "WaveRNN"]
+            "RNNTBeamSearch", "WaveRNN", "Tacotron2"]
 # --- end of the torchaudio.models block ---
