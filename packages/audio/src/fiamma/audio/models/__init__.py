@@ -7,6 +7,12 @@ __all__ = ["crepe", "Crepe"]
 
 # isort: split
 # --- torchaudio.models: recognition, separation and synthesis models (not wav2vec2) ---
+from fiamma.audio.models._hdemucs import (  # noqa: E402
+    HDemucs,
+    hdemucs_high,
+    hdemucs_low,
+    hdemucs_medium,
+)
 from fiamma.audio.models.conformer import Conformer  # noqa: E402
 from fiamma.audio.models.conv_tasnet import ConvTasNet, conv_tasnet_base  # noqa: E402
 from fiamma.audio.models.deepspeech import DeepSpeech  # noqa: E402
@@ -19,5 +25,6 @@ from fiamma.audio.models.wavernn import WaveRNN  # noqa: E402
 
 __all__ += ["Wav2Letter", "DeepSpeech", "ConvTasNet", "conv_tasnet_base", "Conformer",
             "Emformer", "RNNT", "emformer_rnnt_base", "emformer_rnnt_model", "Hypothesis",
-            "RNNTBeamSearch", "WaveRNN", "Tacotron2"]
+            "RNNTBeamSearch", "WaveRNN", "Tacotron2", "HDemucs", "hdemucs_low",
+            "hdemucs_medium", "hdemucs_high"]
 # --- end of the torchaudio.models block ---
