@@ -634,7 +634,94 @@ def test_bad_configuration_errors(make, match):
 def test_public_names():
     for name in ["Wav2Letter", "DeepSpeech", "ConvTasNet", "conv_tasnet_base", "Conformer",
                  "Emformer", "RNNT", "emformer_rnnt_base", "emformer_rnnt_model", "Hypothesis",
-                 "RNNTBeamSearch", "WaveRNN", "Tacotron2"]:
+                 "RNNTBeamSearch", "WaveRNN", "Tacotron2", "HDemucs", "hdemucs_low",
+                 "hdemucs_medium", "hdemucs_high"]:
         assert name in models.__all__ and hasattr(models, name)
     assert models.conv_tasnet_base().mask_generator.mask_activate.__class__ is nn.ReLU
     assert math.isclose(models.Tacotron2().decoder.gate_threshold, 0.5)
+
+
+HDEMUCS_TINY = dict(sources=["a", "b"], audio_channels=1, channels=4, nfft=64, depth=4,
+                    norm_starts=2, dconv_attn=2, dconv_lstm=3, norm_groups=2)
+
+
+def _listing_digest(sd):
+    import hashlib
+
+    text = "\n".join(f"{k} {tuple(v.shape)}" for k, v in sd.items())
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_hdemucs_state_dict_matches_torchaudio():
+    sd = models.HDemucs(**HDEMUCS_TINY).state_dict()
+    # facts from torchaudio 2.11: the number of entries, a digest of the "key shape" listing
+    # in order, and a sample of entries
+    assert len(sd) == 227
+    assert _listing_digest(sd) == \
+        "4aa01afd33eb48e3933c38f14ad4277b77d08b5c3f3d7f568987616f7728e896"
+    sample = {
+        "freq_encoder.0.dconv.layers.0.6.scale": (4,),
+        "freq_encoder.2.dconv.layers.0.3.query_decay.bias": (16,),
+        "freq_encoder.3.dconv.layers.0.3.lstm.weight_hh_l1_reverse": (32, 8),
+        "freq_encoder.3.dconv.layers.1.4.query_decay.bias": (16,),
+        "freq_decoder.0.conv_tr.weight": (32, 16, 4),
+        "time_encoder.1.conv.weight": (8, 4, 8),
+        "freq_emb.embedding.weight": (8, 4),
+    }
+    for k, shape in sample.items():
+        assert tuple(sd[k].shape) == shape, k
+
+
+@pytest.mark.parametrize("factory, n_entries, n_float, digest", [
+    ("hdemucs_low", 277, 20040296,
+     "50901ae3a529ac9dd02bf46dba9abad4d273d1be555aec34a8dcec98f6736baf"),
+    ("hdemucs_medium", 397, 78908488,
+     "8b415c225094ae4003f184def0329dcebb920ac9bed259cedefe2c3c21862506"),
+    ("hdemucs_high", 397, 83639368,
+     "92300dfd4a93103ebac10901ec6a2239757ab2f3d640942e17416cab7c1364bc"),
+])
+def test_hdemucs_factories_match_torchaudio(factory, n_entries, n_float, digest):
+    sd = getattr(models, factory)(["drums", "bass", "other", "vocals"]).state_dict()
+    assert len(sd) == n_entries
+    assert sum(v.numel() for v in sd.values() if v.is_floating_point()) == n_float
+    assert _listing_digest(sd) == digest
+
+
+def test_hdemucs_forward_shape_and_gradients():
+    fiamma.manual_seed(0)
+    m = models.HDemucs(**HDEMUCS_TINY).double().eval()
+    x = _rand(1, 1, 70).requires_grad_()
+    y = m(x)
+    assert tuple(y.shape) == (1, 2, 1, 70)
+    # input gradient along random directions against central differences (a full gradcheck
+    # of this model takes ~15 s)
+    w = _rand(1, 2, 1, 70, seed=1)
+    (y * w).sum().backward()
+    for seed in (2, 3):
+        v = _rand(1, 1, 70, seed=seed)
+        with fiamma.no_grad():
+            up = float((m(x + 1e-6 * v) * w).sum())
+            down = float((m(x - 1e-6 * v) * w).sum())
+        num, ana = (up - down) / 2e-6, float((x.grad * v).sum())
+        assert abs(num - ana) <= 1e-5 * max(1.0, abs(num)), (num, ana)
+    _numeric_param_grads(m, lambda: (m(x.detach()) ** 2).sum(), n_params=5, n_entries=1)
+
+
+def test_hdemucs_long_input_frames_its_lstm():
+    # more than 200 spectrogram frames at the LSTM layers: the BLSTM runs in windows
+    blstm = models._hdemucs._BLSTM(3, layers=2, skip=True).double()
+    x = _rand(2, 3, 450)
+    y = blstm(x)
+    assert tuple(y.shape) == (2, 3, 450)
+    # the first window's centre is the plain LSTM of the first 200 steps
+    plain = blstm.linear(blstm.lstm(x[..., :200].permute(2, 0, 1))[0]).permute(1, 2, 0)
+    np.testing.assert_allclose(y[..., :150].detach().numpy(),
+                               (plain[..., :150] + x[..., :150]).detach().numpy(), rtol=1e-12)
+
+
+def test_hdemucs_bad_input():
+    m = models.HDemucs(**HDEMUCS_TINY)
+    with pytest.raises(ValueError, match=r"HDemucs: .*size 1 at dim 1, got shape \(1, 2, 64\)"):
+        m(fiamma.zeros(1, 2, 64))
+    with pytest.raises(ValueError, match=r"HDemucs: expected a 3-D .*2-D"):
+        m(fiamma.zeros(1, 64))
