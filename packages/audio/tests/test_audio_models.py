@@ -503,6 +503,57 @@ def test_wav2letter_ctc_training_reduces_the_loss():
     assert losses[-1] < losses[0]
 
 
+def test_rnnt_training_with_rnnt_loss_reduces_the_loss():
+    optim = pytest.importorskip("fiamma.optim")
+    from fiamma.audio.functional import rnnt_loss
+
+    fiamma.manual_seed(0)
+    m = _build("RNNT")
+    sources = _rand(2, 18, 6, dtype=fiamma.float32)
+    targets = fiamma.tensor([[1, 2, 3], [3, 1, 0]], dtype=fiamma.int32)
+    target_lengths = fiamma.tensor([3, 2], dtype=fiamma.int32)
+    # the predictor sees blank (4) then the targets
+    pred_in = fiamma.cat([fiamma.full((2, 1), 4, dtype=fiamma.int64), targets.long()], 1)
+    opt = optim.Adam(m.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(8):
+        opt.zero_grad()
+        logits, src_len, _, _ = m(sources, fiamma.tensor([18, 14]), pred_in,
+                                  target_lengths + 1)
+        # the transcriber's output frames: lengths after time reduction, less the right context
+        frames = (src_len - 1).clamp(max=logits.shape[1]).to(fiamma.int32)
+        loss = rnnt_loss(logits, targets, frames, target_lengths, blank=4)
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+    assert all(math.isfinite(v) for v in losses)
+    assert losses[-1] < 0.8 * losses[0]
+
+
+def test_tacotron2_teacher_forced_training_reduces_the_loss():
+    optim = pytest.importorskip("fiamma.optim")
+    fiamma.manual_seed(0)
+    cls, kw = CONFIGS["Tacotron2"]
+    # evaluation mode: no encoder/post-net dropout (the pre-net's stays on, as in torchaudio)
+    m = models.Tacotron2(**dict(kw, decoder_dropout=0.0, attention_dropout=0.0)).eval()
+    tokens, token_lengths = fiamma.tensor([[1, 2, 3, 4], [5, 6, 7, 0]]), fiamma.tensor([4, 3])
+    mel = _rand(2, 6, 8, dtype=fiamma.float32).tanh()
+    stop = fiamma.zeros(2, 8)
+    stop[:, -1] = 1.0
+    opt = optim.Adam(m.parameters(), lr=1e-2)
+    losses = []
+    for step in range(12):
+        fiamma.manual_seed(step)
+        opt.zero_grad()
+        out, post, gate, _ = m(tokens, token_lengths, mel, fiamma.tensor([8, 8]))
+        loss = (((out - mel) ** 2).mean() + ((post - mel) ** 2).mean()
+                + nn.functional.binary_cross_entropy_with_logits(gate, stop))
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+    assert losses[-1] < 0.8 * losses[0]
+
+
 @pytest.fixture(scope="module")
 def rnnt():
     fiamma.manual_seed(0)
