@@ -1,4 +1,4 @@
-"""Audio models: :mod:`~fiamma.audio.models.crepe` (pitch) and torchaudio.models' names."""
+"""Pretrained audio models: :mod:`~fiamma.audio.models.crepe` (pitch)."""
 
 from fiamma.audio.models import crepe  # noqa: F401
 from fiamma.audio.models.crepe import Crepe  # noqa: F401
