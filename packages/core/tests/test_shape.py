@@ -926,3 +926,17 @@ def test_view_fast_path_leaves_errors_to_the_general_path():
                     getattr(x, f)(*bad)
     assert x.view(F.float32).dtype == F.float32  # a dtype still reinterprets
     assert F.ones(1).view(()).shape == () and F.ones(1, 1).reshape([]).shape == ()
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_constant_pad_of_complex_tensors(dtype):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 4)) + 1j * rng.standard_normal((2, 3, 4))
+    x = x.astype(dtype)
+    t = F.from_numpy(x.copy()).transpose(0, 2)  # a strided input
+    got = F.pad(t, (1, 2, 0, 1), value=2.5).numpy()
+    want = np.pad(x.transpose(2, 1, 0), ((0, 0), (0, 1), (1, 2)), constant_values=2.5)
+    np.testing.assert_array_equal(got, want)
+    got = F.pad(F.from_numpy(x.copy()), (1, 0), value=1 + 2j).numpy()
+    assert got[0, 0, 0] == 1 + 2j
+    np.testing.assert_array_equal(got[..., 1:], x)

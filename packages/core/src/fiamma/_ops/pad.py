@@ -26,6 +26,15 @@ def _fill(op, t, shape, off, stride, value):
     if builtins.any(s == 0 for s in shape):
         return
     dt = t._dtype
+    if dt._kind == 3:  # complex: the real and imaginary planes of the float view
+        from fiamma._ops.complex_ops import view_as_real
+
+        r = view_as_real(t.detach())
+        c = builtins.complex(value)
+        rst = [2 * s for s in stride]
+        for part, v in ((0, c.real), (1, c.imag)):
+            check(r._storage.backend.fill_region(shape, r, 2 * off + part, rst, v, 0, 0), op)
+        return
     if dt._kind == 2:
         rc = t._storage.backend.fill_region(shape, t, off, stride, builtins.float(value), 0, 0)
     else:
