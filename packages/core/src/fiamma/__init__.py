@@ -106,9 +106,17 @@ _FROM_SUBMODULE = {"autocast": "amp", "is_autocast_enabled": "amp",
                    "get_autocast_dtype": "amp", "set_autocast_enabled": "amp",
                    "set_autocast_dtype": "amp", "PyTorchFileReader": "_file_reader",
                    "cond": "_cond"}
+# PyTorch's deprecated IPU/XLA autocast state functions (no op reads them: see amp)
+_FROM_SUBMODULE.update(dict.fromkeys((
+    "is_autocast_ipu_enabled", "is_autocast_xla_enabled", "set_autocast_ipu_enabled",
+    "set_autocast_xla_enabled", "get_autocast_ipu_dtype", "get_autocast_xla_dtype",
+    "set_autocast_ipu_dtype", "set_autocast_xla_dtype"), "amp.autocast_mode"))
 
 # PyTorch's top-level names for functions of a sibling distribution (torch.vmap is func.vmap)
 _FROM_SIBLING = {"vmap": "func", "ScriptModule": "jit"}
+# the autograd anomaly-mode switches (torch.is_anomaly_enabled, ...) are fiamma-autograd's
+_FROM_SIBLING.update(dict.fromkeys((
+    "is_anomaly_enabled", "is_anomaly_check_nan_enabled", "set_anomaly_enabled"), "autograd"))
 # quantized tensors (int8 dtypes, qschemes, quantize/dequantize) live in fiamma-nn's fiamma.ao
 _FROM_SIBLING.update(dict.fromkeys((
     "quint8", "qint8", "qint32", "quint4x2", "per_tensor_affine", "per_channel_affine",

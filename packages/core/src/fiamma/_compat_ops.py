@@ -8,6 +8,7 @@ Everything here is public at ``fiamma.<name>`` (and as a Tensor method where PyT
 """
 
 import builtins
+import importlib
 import math
 from collections import namedtuple
 
@@ -53,7 +54,8 @@ __all__ = [
     "squeeze_copy", "t_copy", "transpose_copy", "unbind_copy", "unfold_copy",
     "unsqueeze_copy", "view_copy",
     "diagonal_scatter", "select_scatter", "slice_scatter", "as_strided_scatter",
-    "frombuffer", "histogram", "frexp", "nextafter", "detach_", "resize_as_", "as_strided_",
+    "frombuffer", "histogram", "histogramdd", "igamma", "igammac", "gcd_", "lcm_", "ldexp_",
+    "frexp", "nextafter", "detach_", "resize_as_", "as_strided_",
     "get_num_interop_threads", "set_num_interop_threads", "sym_min", "sym_max",
     "index_reduce", "to_dlpack",
 ]
@@ -68,6 +70,7 @@ newaxis = None
 # PyTorch's named results (torch.return_types.*)
 _SVD = namedtuple("svd", ["U", "S", "V"])
 _Histogram = namedtuple("histogram", ["hist", "bin_edges"])
+_HistogramDD = namedtuple("histogramdd", ["hist", "bin_edges"])
 _Frexp = namedtuple("frexp", ["mantissa", "exponent"])
 
 
@@ -1127,6 +1130,112 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False, out=No
     return res
 
 
+def histogramdd(input, bins=10, *, range=None, weight=None, density=False):
+    """(hist, bin_edges) of the points ``input`` of shape ``(..., D)``: a D-dimensional
+    histogram (``torch.histogramdd``). ``bins`` is one int for every dimension, D ints, or D
+    1-d tensors of increasing edges; ``range`` is ``[min_0, max_0, ..., min_{D-1},
+    max_{D-1}]`` (default: each dimension's min..max, widened by 0.5 on both sides when they
+    are equal); ``weight`` (``input.shape[:-1]``) weighs the points; ``density`` divides by
+    the total weight and the bin volumes. Each bin holds ``[left, right)``, the last one
+    ``[left, right]``; points outside the edges are not counted. ``bin_edges`` is a tuple of
+    D tensors of ``input``'s dtype.
+
+    >>> import fiamma
+    >>> pts = fiamma.tensor([[0.0, 0.0], [1.0, 1.0], [1.0, 0.2]])
+    >>> h, edges = fiamma.histogramdd(pts, bins=[2, 2])
+    >>> h.tolist(), edges[0].tolist()
+    ([[1.0, 0.0], [1.0, 1.0]], [0.0, 0.5, 1.0])
+    """
+    f = _F()
+    op = "histogramdd"
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{op}: expected input to be a Tensor, got {type(input).__name__}")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"{op}: expected a floating-point input, got {input.dtype}")
+    if input.dim() < 2:
+        raise RuntimeError(f"{op}: expected input to have at least 2 dimensions (points of "
+                           f"shape (..., D)), got shape {tuple(input.shape)}")
+    nd = input.shape[-1]
+
+    def arr(t):
+        t = t.detach()
+        return (t.float() if t.dtype in (D.bfloat16, D.float16) else t).numpy()
+
+    pts = arr(input).reshape(-1, nd).astype(np.float64)
+    if isinstance(bins, int):
+        bins = [bins] * nd
+    bins = list(bins)
+    if any(isinstance(b, Tensor) for b in bins) and not all(isinstance(b, Tensor) for b in bins):
+        raise TypeError(f"{op}: bins must be an int, a sequence of ints or a sequence of "
+                        "tensors (one per dimension), not a mix of tensors and ints")
+    if len(bins) != nd:
+        raise RuntimeError(f"{op}: expected {nd} sequences of bin edges or bin counts for the "
+                           f"{nd} dimensions of input, got {len(bins)}")
+    if range is not None:
+        range = [float(v) for v in range]
+        if len(range) != 2 * nd:
+            raise RuntimeError(f"{op}: expected range to have {2 * nd} elements (min and max of "
+                               f"each of the {nd} dimensions), got {len(range)}")
+    edges = []
+    for k, b in enumerate(bins):
+        if isinstance(b, Tensor):
+            if b.dim() != 1 or b.numel() < 1:
+                raise RuntimeError(f"{op}: bins tensor {k} must be 1-d with at least 1 edge, "
+                                   f"got shape {tuple(b.shape)}")
+            if b.dtype is not input.dtype:
+                raise RuntimeError(f"{op}: input tensor and bins tensors should have the same "
+                                   f"dtype, got {input.dtype} and {b.dtype}")
+            e = arr(b).astype(np.float64)
+            if np.any(np.diff(e) < 0):
+                raise RuntimeError(f"{op}: bin edges of dimension {k} must be non-decreasing")
+            edges.append(e)
+            continue
+        b = int(b)
+        if b <= 0:
+            raise RuntimeError(f"{op}: bins must be > 0, got {b} for dimension {k}")
+        if range is not None:
+            lo, hi = range[2 * k], range[2 * k + 1]
+            if lo > hi:
+                raise RuntimeError(f"{op}: max must be larger than min, got min {lo} and max "
+                                   f"{hi} for dimension {k}")
+        elif pts.shape[0]:
+            lo, hi = float(pts[:, k].min()), float(pts[:, k].max())
+        else:
+            lo, hi = 0.0, 0.0
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise RuntimeError(f"{op}: range of [{lo}, {hi}] is not finite")
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5
+        # the edges in the input's dtype, as PyTorch's linspace computes them
+        edges.append(f.linspace(lo, hi, b + 1, dtype=input.dtype).double().numpy())
+    w = None
+    if weight is not None:
+        if tuple(weight.shape) != tuple(input.shape[:-1]):
+            raise RuntimeError(f"{op}: expected weight to have shape {tuple(input.shape[:-1])}"
+                               f" (input.shape[:-1]), got {tuple(weight.shape)}")
+        w = arr(weight).reshape(-1).astype(np.float64)
+    hist, _ = np.histogramdd(pts, bins=edges, weights=w, density=False)
+    if density:
+        total = hist.sum()
+        vol = np.ones(())
+        for e in edges:
+            vol = np.multiply.outer(vol, np.diff(e))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            hist = hist / total / vol
+    return _HistogramDD(f.tensor(hist, dtype=input.dtype),
+                        tuple(f.tensor(e, dtype=input.dtype) for e in edges))
+
+
+def igamma(input, other, *, out=None):
+    """The regularized lower incomplete gamma function: ``fiamma.special.gammainc``."""
+    return importlib.import_module("fiamma.special").gammainc(input, other, out=out)
+
+
+def igammac(input, other, *, out=None):
+    """The regularized upper incomplete gamma function: ``fiamma.special.gammaincc``."""
+    return importlib.import_module("fiamma.special").gammaincc(input, other, out=out)
+
+
 def frexp(input):
     """(mantissa, exponent) with input = mantissa * 2 ** exponent, |mantissa| in [0.5, 1)
     (exponent int32); the mantissa has a gradient, as in PyTorch."""
@@ -1434,6 +1543,19 @@ def index_reduce(input, dim, index, source, reduce, *, include_self=True, out=No
     return res
 
 
+def _top_inplace(fn):
+    def inplace(input, other):
+        return input.copy_(fn(input, other))
+    inplace.__name__ = fn.__name__ + "_"
+    inplace.__doc__ = f"In-place ``fiamma.{fn.__name__}``: writes into ``input`` and returns it."
+    return inplace
+
+
+gcd_ = _top_inplace(gcd)
+lcm_ = _top_inplace(lcm)
+ldexp_ = _top_inplace(ldexp)
+
+
 def to_dlpack(tensor):
     """A DLPack capsule sharing ``tensor``'s memory (``torch.to_dlpack``; see
     ``fiamma.utils.dlpack``)."""
@@ -1463,7 +1585,9 @@ METHODS = {
     "map_": _map_, "new": _new, "new_empty_strided": _new_empty_strided,
     "dim_order": _dim_order, "is_pinned": _is_pinned, "pin_memory": _pin_memory,
     "const_data_ptr": lambda self: self.data_ptr(),
-    "histogram": _method(histogram), "frexp": _method(frexp), "nextafter": _method(nextafter),
+    "histogram": _method(histogram), "igamma": _method(igamma), "igammac": _method(igammac),
+    "igamma_": _inplace(igamma), "igammac_": _inplace(igammac), "frexp": _method(frexp),
+    "nextafter": _method(nextafter),
     "nextafter_": _inplace(nextafter), "set_": _set_,
     "stft": lambda self, *a, **k: _F().stft(self, *a, **k),
     "istft": lambda self, *a, **k: _F().istft(self, *a, **k),

@@ -183,3 +183,91 @@ def custom_bwd(bwd=None, *, device_type):
             return bwd(*args, **kwargs)
 
     return backward
+
+
+# ---- PyTorch's deprecated per-backend state functions for IPU and XLA ---------------------
+# fiamma has no IPU or XLA device, so no op ever reads these states; they are kept per thread
+# (defaults float16 for IPU, bfloat16 for XLA, as PyTorch's) so that code which saves and
+# restores them round-trips, and warn as PyTorch does.
+
+_LEGACY_DEFAULT = {"ipu": "float16", "xla": "bfloat16"}
+
+
+def _legacy_state(device_type, fn, replacement):
+    import fiamma
+
+    warnings.warn(f"fiamma.{fn} is deprecated. Please use fiamma.{replacement} instead.",
+                  DeprecationWarning, stacklevel=3)
+    st = _AC.state(device_type)
+    if not getattr(_AC._tls, device_type + "_init", False):
+        st.dtype = getattr(fiamma, _LEGACY_DEFAULT[device_type])
+        setattr(_AC._tls, device_type + "_init", True)
+    return st
+
+
+def _legacy_enabled(fn, enabled):
+    if not isinstance(enabled, bool):
+        raise TypeError(f"{fn}: enabled must be a bool (got {type(enabled).__name__})")
+    return enabled
+
+
+def _legacy_dtype(fn, dtype):
+    import fiamma
+
+    if not isinstance(dtype, fiamma.dtype):
+        raise TypeError(f"{fn}: dtype must be a fiamma.dtype (got {type(dtype).__name__})")
+    return dtype
+
+
+def is_autocast_ipu_enabled():
+    """Whether the (never used) IPU autocast state is on in this thread (deprecated)."""
+    return _legacy_state("ipu", "is_autocast_ipu_enabled()", "is_autocast_enabled('ipu')").enabled
+
+
+def is_autocast_xla_enabled():
+    """Whether the (never used) XLA autocast state is on in this thread (deprecated)."""
+    return _legacy_state("xla", "is_autocast_xla_enabled()", "is_autocast_enabled('xla')").enabled
+
+
+def set_autocast_ipu_enabled(enabled):
+    """Set the IPU autocast flag of this thread (no fiamma op runs on an IPU; deprecated)."""
+    _legacy_state("ipu", "set_autocast_ipu_enabled(enabled)",
+                  "set_autocast_enabled('ipu', enabled)").enabled = _legacy_enabled(
+        "set_autocast_ipu_enabled", enabled)
+
+
+def set_autocast_xla_enabled(enabled):
+    """Set the XLA autocast flag of this thread (no fiamma op runs on XLA; deprecated)."""
+    _legacy_state("xla", "set_autocast_xla_enabled(enabled)",
+                  "set_autocast_enabled('xla', enabled)").enabled = _legacy_enabled(
+        "set_autocast_xla_enabled", enabled)
+
+
+def get_autocast_ipu_dtype():
+    """The IPU autocast dtype of this thread (float16 unless set; deprecated)."""
+    return _legacy_state("ipu", "get_autocast_ipu_dtype()", "get_autocast_dtype('ipu')").dtype
+
+
+def get_autocast_xla_dtype():
+    """The XLA autocast dtype of this thread (bfloat16 unless set; deprecated)."""
+    return _legacy_state("xla", "get_autocast_xla_dtype()", "get_autocast_dtype('xla')").dtype
+
+
+def set_autocast_ipu_dtype(dtype):
+    """Set the IPU autocast dtype of this thread (deprecated)."""
+    _legacy_state("ipu", "set_autocast_ipu_dtype(dtype)",
+                  "set_autocast_dtype('ipu', dtype)").dtype = _legacy_dtype(
+        "set_autocast_ipu_dtype", dtype)
+
+
+def set_autocast_xla_dtype(dtype):
+    """Set the XLA autocast dtype of this thread (deprecated)."""
+    _legacy_state("xla", "set_autocast_xla_dtype(dtype)",
+                  "set_autocast_dtype('xla', dtype)").dtype = _legacy_dtype(
+        "set_autocast_xla_dtype", dtype)
+
+
+LEGACY_DEVICE_FUNCTIONS = (
+    "is_autocast_ipu_enabled", "is_autocast_xla_enabled", "set_autocast_ipu_enabled",
+    "set_autocast_xla_enabled", "get_autocast_ipu_dtype", "get_autocast_xla_dtype",
+    "set_autocast_ipu_dtype", "set_autocast_xla_dtype")

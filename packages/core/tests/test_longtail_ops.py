@@ -1,0 +1,135 @@
+"""torch.histogramdd, igamma/igammac, the top-level gcd_/lcm_/ldexp_ and the deprecated IPU/XLA
+autocast state functions: NumPy references and (with PyTorch installed) PyTorch's results."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import fiamma
+
+CASES = [
+    ((50, 3), dict(bins=4)),
+    ((6, 10, 2), dict(bins=[3, 5])),
+    ((40, 2), dict(bins=3, range=[-1.0, 1.0, -2.0, 2.0])),
+    ((40, 2), dict(bins=[3, 4], density=True)),
+    ((40, 3), dict(bins=2, weight=True, density=True)),
+    ((40, 2), dict(bins=[[-1.0, 0.0, 0.5, 2.0], [-3.0, 0.0, 3.0]])),
+    ((40, 2), dict(bins=[[-1.0, 0.0, 0.5, 2.0], [-3.0, -1.0, 0.0, 3.0]], weight=True)),
+]
+
+
+def _call(lib, x, kw):
+    kw = dict(kw)
+    if kw.get("weight"):
+        kw["weight"] = lib.tensor(np.abs(x[..., 0]) + 0.5)
+    kw["bins"] = kw["bins"] if isinstance(kw["bins"], int) else [
+        lib.tensor(np.array(b, dtype=x.dtype)) if isinstance(b, list) else b for b in kw["bins"]]
+    h, edges = lib.histogramdd(lib.tensor(x), **kw)
+    return h.numpy(), [e.numpy() for e in edges]
+
+
+@pytest.mark.parametrize("shape,kw", CASES)
+def test_histogramdd_equals_numpy(shape, kw):
+    x = np.random.default_rng(0).standard_normal(shape)
+    h, edges = _call(fiamma, x, kw)
+    pts = x.reshape(-1, shape[-1])
+    w = np.abs(pts[:, 0]) + 0.5 if kw.get("weight") else None
+    bins = kw["bins"] if isinstance(kw["bins"], int) else [
+        np.array(b) if isinstance(b, list) else b for b in kw["bins"]]
+    rng = None if kw.get("range") is None else list(zip(kw["range"][::2], kw["range"][1::2]))
+    ref, ref_edges = np.histogramdd(pts, bins=bins, range=rng, weights=w,
+                                    density=kw.get("density", False))
+    np.testing.assert_allclose(h, ref, rtol=1e-12, atol=0)
+    for a, b in zip(edges, ref_edges):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
+
+
+def test_histogramdd_result_type_and_equal_min_max():
+    r = fiamma.histogramdd(fiamma.tensor([[1.0, 2.0], [1.0, 3.0]]), bins=2)
+    assert type(r).__name__ == "histogramdd" and r.hist is r[0]
+    assert isinstance(r.bin_edges, tuple) and len(r.bin_edges) == 2
+    # a dimension whose values are all equal gets the range value +- 0.5
+    assert r.bin_edges[0].tolist() == [0.5, 1.0, 1.5]
+    assert r.hist.dtype == fiamma.float32 and r.hist.sum().item() == 2.0
+
+
+@pytest.mark.parametrize("args,kw,msg", [
+    (([1.0, 2.0],), dict(bins=2), "at least 2 dimensions"),
+    (([[1, 2]],), dict(bins=2), "floating-point"),
+    (([[1.0, 2.0]],), dict(bins=[2, 2, 2]), "expected 2 sequences"),
+    (([[1.0, 2.0]],), dict(bins=2, range=[0.0, 1.0]), "range to have 4 elements"),
+    (([[1.0, 2.0]],), dict(bins=0), "bins must be > 0"),
+    (([[1.0, 2.0]],), dict(bins=2, range=[1.0, 0.0, 0.0, 1.0]), "max must be larger than min"),
+])
+def test_histogramdd_rejects_bad_input(args, kw, msg):
+    x = fiamma.tensor(*args)
+    with pytest.raises(RuntimeError, match=msg):
+        fiamma.histogramdd(x, **kw)
+
+
+def test_histogramdd_refuses_mixed_bins():
+    with pytest.raises(TypeError, match="histogramdd: bins must be"):
+        fiamma.histogramdd(fiamma.zeros(3, 2), bins=[fiamma.tensor([0.0, 1.0]), 2])
+
+
+def test_igamma_is_gammainc():
+    a = fiamma.tensor([0.5, 1.0, 3.0], dtype=fiamma.float64)
+    x = fiamma.tensor([0.3, 2.0, 1.5], dtype=fiamma.float64)
+    np.testing.assert_array_equal(fiamma.igamma(a, x).numpy(),
+                                  fiamma.special.gammainc(a, x).numpy())
+    np.testing.assert_array_equal(a.igammac(x).numpy(), fiamma.special.gammaincc(a, x).numpy())
+    # P(1, x) = 1 - exp(-x)
+    np.testing.assert_allclose(fiamma.igamma(a, x)[1].item(), 1 - np.exp(-2.0), rtol=1e-14)
+    b = a.clone()
+    assert b.igamma_(x) is b
+    np.testing.assert_array_equal(b.numpy(), fiamma.special.gammainc(a, x).numpy())
+    c = a.clone()
+    c.igammac_(x)
+    np.testing.assert_allclose(b.numpy() + c.numpy(), 1.0, rtol=1e-14)
+
+
+def test_top_level_inplace_gcd_lcm_ldexp():
+    a = fiamma.tensor([12, -9, 0])
+    assert fiamma.gcd_(a, fiamma.tensor([8, 6, 5])) is a and a.tolist() == [4, 3, 5]
+    b = fiamma.tensor([4, 6])
+    fiamma.lcm_(b, fiamma.tensor([6, 4]))
+    assert b.tolist() == [12, 12]
+    c = fiamma.tensor([1.0, 3.0])
+    fiamma.ldexp_(c, fiamma.tensor([2, -1]))
+    assert c.tolist() == [4.0, 1.5]
+
+
+def test_ipu_xla_autocast_state_functions():
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        assert fiamma.get_autocast_ipu_dtype() == fiamma.float16
+        assert fiamma.get_autocast_xla_dtype() == fiamma.bfloat16
+        assert fiamma.is_autocast_ipu_enabled() is False
+        fiamma.set_autocast_xla_enabled(True)
+        fiamma.set_autocast_ipu_dtype(fiamma.bfloat16)
+        try:
+            assert fiamma.is_autocast_xla_enabled() is True
+            assert fiamma.get_autocast_ipu_dtype() == fiamma.bfloat16
+            # CPU autocast is unaffected: no op runs on those devices
+            assert fiamma.is_autocast_enabled("cpu") is False
+            assert (fiamma.ones(2, 2) @ fiamma.ones(2, 2)).dtype == fiamma.float32
+        finally:
+            fiamma.set_autocast_xla_enabled(False)
+            fiamma.set_autocast_ipu_dtype(fiamma.float16)
+        with pytest.raises(TypeError, match="enabled must be a bool"):
+            fiamma.set_autocast_ipu_enabled(1)
+    assert all(issubclass(x.category, DeprecationWarning) for x in w)
+    assert "get_autocast_dtype('ipu')" in str(w[0].message)
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("shape,kw", CASES)
+def test_histogramdd_equals_pytorch(shape, kw):
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+    h, edges = _call(fiamma, x, kw)
+    th, tedges = _call(torch, x, kw)
+    np.testing.assert_allclose(h, th, rtol=1e-6, atol=0)
+    for a, b in zip(edges, tedges):  # PyTorch's float32 linspace may differ by one ulp
+        np.testing.assert_allclose(a, b, rtol=2e-7, atol=1e-7)
