@@ -14,6 +14,7 @@ from fiamma.nn._conv_functional import *  # noqa: F401,F403
 from fiamma.nn._conv_functional import __all__ as _convs
 from fiamma.nn._fractional_pool import *  # noqa: F401,F403
 from fiamma.nn._fractional_pool import __all__ as _fractional
+from fiamma.nn._linear_xent import linear_cross_entropy  # noqa: F401
 from fiamma.nn._loss_functional import *  # noqa: F401,F403
 from fiamma.nn._loss_functional import __all__ as _losses
 from fiamma.nn._misc_functional import *  # noqa: F401,F403
@@ -29,6 +30,7 @@ from fiamma.nn._sample_functional import __all__ as _sample
 __all__ = (["linear", "bilinear", "relu", "softmax", "log_softmax", "pad", "dropout",
             "embedding"] + _losses + _activations
            + _attention + _misc + _norms + _sample + _pools + _convs + _compat + _fractional
+           + ["linear_cross_entropy"]
            + ["has_torch_function", "has_torch_function_unary", "has_torch_function_variadic",
               "handle_torch_function"])
 
