@@ -133,3 +133,68 @@ def test_histogramdd_equals_pytorch(shape, kw):
     np.testing.assert_allclose(h, th, rtol=1e-6, atol=0)
     for a, b in zip(edges, tedges):  # PyTorch's float32 linspace may differ by one ulp
         np.testing.assert_allclose(a, b, rtol=2e-7, atol=1e-7)
+
+
+# ---- legacy typed storages, storage_type, from_file ---------------------------------------
+
+LEGACY = {"BFloat16Storage": "bfloat16", "BoolStorage": "bool", "ByteStorage": "uint8",
+          "CharStorage": "int8", "DoubleStorage": "float64", "FloatStorage": "float32",
+          "HalfStorage": "float16", "IntStorage": "int32", "LongStorage": "int64",
+          "ShortStorage": "int16", "ComplexFloatStorage": "complex64",
+          "ComplexDoubleStorage": "complex128"}
+
+
+@pytest.mark.parametrize("name,dtype", sorted(LEGACY.items()))
+def test_legacy_storage_classes(name, dtype):
+    cls = getattr(fiamma, name)
+    dt = getattr(fiamma, dtype)
+    assert cls.dtype is dt
+    s = cls(3)
+    assert type(s) is fiamma.TypedStorage and s.dtype is dt and s.size() == 3
+    assert isinstance(s, cls) and isinstance(s, fiamma.TypedStorage)
+    other = fiamma.FloatStorage if dt is not fiamma.float32 else fiamma.DoubleStorage
+    assert not isinstance(s, other)
+    x = fiamma.zeros(2, dtype=dt)
+    assert x.storage_type() is cls and isinstance(x.storage(), cls)
+    w = cls(wrap_storage=x.untyped_storage())
+    assert w.size() == 2 and w.data_ptr() == x.data_ptr()
+
+
+def test_legacy_storage_values_and_errors():
+    assert fiamma.DoubleStorage([1, 2.5]).tolist() == [1.0, 2.5]
+    assert fiamma.Storage is fiamma.FloatStorage
+    assert fiamma.FloatStorage.from_buffer(b"\x00\x00\x80?", "little").tolist() == [1.0]
+    assert fiamma.FloatStorage.from_buffer(b"?\x80\x00\x00", "big").tolist() == [1.0]
+    assert fiamma.ShortStorage.from_buffer(b"\x01\x02", "big").tolist() == [258]
+    with pytest.raises(RuntimeError, match="FloatStorage: unexpected keyword"):
+        fiamma.FloatStorage(2, dtype=fiamma.float64)
+
+
+def test_from_file(tmp_path):
+    p = tmp_path / "a.bin"
+    np.arange(6, dtype=np.float32).tofile(p)
+    t = fiamma.from_file(str(p), False, 5)
+    assert t.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    t[0] = 9.0  # copy-on-write: the file keeps its values
+    assert np.fromfile(p, dtype=np.float32)[0] == 0.0
+    q = tmp_path / "b.bin"
+    s = fiamma.from_file(str(q), True, 4, dtype=fiamma.int32)
+    s.fill_(7)
+    del s
+    assert np.fromfile(q, dtype=np.int32).tolist() == [7, 7, 7, 7]
+    with pytest.raises(RuntimeError, match="smaller than the required mapping size"):
+        fiamma.from_file(str(p), False, 100)
+
+
+@pytest.mark.parity
+def test_legacy_storages_match_pytorch(tmp_path):
+    torch = pytest.importorskip("torch")
+    for name, dtype in LEGACY.items():
+        assert str(getattr(torch, name).dtype).split(".")[1] == dtype
+        x, y = torch.zeros(1, dtype=getattr(torch, dtype)), fiamma.zeros(1, dtype=getattr(
+            fiamma, dtype))
+        assert x.storage_type().__name__ == y.storage_type().__name__ == name
+    p = tmp_path / "c.bin"
+    np.arange(4, dtype=np.float64).tofile(p)
+    assert fiamma.from_file(str(p), False, 4, dtype=fiamma.float64).tolist() == \
+        torch.from_file(str(p), False, 4, dtype=torch.float64).tolist()

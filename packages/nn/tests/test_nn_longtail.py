@@ -39,7 +39,7 @@ def _lrn_reference(x, g, size, alpha, beta, k):
     return y, gi
 
 
-@pytest.mark.parametrize("channels,size", [(1, 3), (2, 3), (7, 5), (8, 4), (12, 7), (3, 9),
+@pytest.mark.parametrize("channels,size", [(1, 3), (10, 1), (2, 3), (7, 5), (8, 4), (12, 7), (3, 9),
                                            (6, 2)])
 def test_cross_map_lrn2d_equals_reference(channels, size):
     rng = np.random.default_rng(channels * 10 + size)

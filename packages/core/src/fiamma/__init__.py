@@ -50,6 +50,12 @@ from fiamma._tensor_api import *  # noqa: F401,F403
 from fiamma._compat_ops import *  # noqa: F401,F403
 from fiamma._legacy_types import *  # noqa: F401,F403
 from fiamma._storage_api import UntypedStorage, TypedStorage  # noqa: F401
+from fiamma._storage_api import (  # noqa: F401  (PyTorch's legacy storage classes)
+    BFloat16Storage, BoolStorage, ByteStorage, CharStorage, ComplexDoubleStorage,
+    ComplexFloatStorage, DoubleStorage, FloatStorage, HalfStorage, IntStorage, LongStorage,
+    ShortStorage, from_file,
+)
+from fiamma._storage_api import FloatStorage as Storage  # noqa: F401  (torch.Storage)
 from fiamma._allocator import *  # noqa: F401,F403
 from fiamma._parallel import *  # noqa: F401,F403
 from fiamma.serialization import save, load  # noqa: F401  (light: imports its machinery on call)
