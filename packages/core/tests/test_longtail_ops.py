@@ -198,3 +198,70 @@ def test_legacy_storages_match_pytorch(tmp_path):
     np.arange(4, dtype=np.float64).tofile(p)
     assert fiamma.from_file(str(p), False, 4, dtype=fiamma.float64).tolist() == \
         torch.from_file(str(p), False, 4, dtype=torch.float64).tolist()
+
+
+def test_older_cpu_gpu_autocast_state_functions():
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        assert fiamma.get_autocast_cpu_dtype() == fiamma.bfloat16
+        assert fiamma.get_autocast_gpu_dtype() == fiamma.float16
+        assert fiamma.is_autocast_cpu_enabled() is False
+        fiamma.set_autocast_cpu_enabled(True)
+        try:
+            assert fiamma.is_autocast_enabled("cpu")
+            fiamma.set_autocast_cpu_dtype(fiamma.float16)
+            assert fiamma.get_autocast_dtype("cpu") == fiamma.float16
+        finally:
+            fiamma.set_autocast_cpu_enabled(False)
+            fiamma.set_autocast_cpu_dtype(fiamma.bfloat16)
+        fiamma.set_autocast_gpu_dtype(fiamma.bfloat16)
+        assert fiamma.get_autocast_dtype("cuda") == fiamma.bfloat16
+        fiamma.set_autocast_gpu_dtype(fiamma.float16)
+    assert len(w) == 9 and all(x.category is DeprecationWarning for x in w)
+    assert fiamma.GradScaler is fiamma.amp.GradScaler
+
+
+def test_autocast_cache_switch_and_nesting():
+    assert fiamma.is_autocast_cache_enabled() is True
+    with fiamma.autocast("cpu", cache_enabled=False):
+        assert fiamma.is_autocast_cache_enabled() is False
+    assert fiamma.is_autocast_cache_enabled() is True
+    fiamma.set_autocast_cache_enabled(False)
+    try:
+        with fiamma.autocast("cpu") as ac:  # cache_enabled=None takes the switch
+            assert ac._cache_enabled is False
+    finally:
+        fiamma.set_autocast_cache_enabled(True)
+    assert fiamma.autocast_increment_nesting() == 1
+    assert fiamma.autocast_increment_nesting() == 2
+    assert fiamma.autocast_decrement_nesting() == 1
+    assert fiamma.autocast_decrement_nesting() == 0
+
+
+def test_autocast_nesting_counter_drops_the_cache_at_zero():
+    pytest.importorskip("fiamma.autograd")
+    # the parameters' cached casts are dropped when the outermost region closes
+    w = fiamma.randn(3, 3, dtype=fiamma.float32, requires_grad=True)
+    fiamma.autocast_increment_nesting()
+    fiamma.set_autocast_enabled("cpu", True)
+    try:
+        fiamma.mm(fiamma.ones(1, 3), w)
+        assert len(fiamma._autocast._tls.cache) == 1
+    finally:
+        fiamma.set_autocast_enabled("cpu", False)
+    assert fiamma.autocast_decrement_nesting() == 0
+    assert not fiamma._autocast._tls.cache
+
+
+@pytest.mark.parity
+def test_autocast_state_functions_match_pytorch():
+    torch = pytest.importorskip("torch")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name in ("get_autocast_cpu_dtype", "get_autocast_gpu_dtype",
+                     "get_autocast_ipu_dtype", "get_autocast_xla_dtype"):
+            assert str(getattr(torch, name)()).split(".")[1] == \
+                str(getattr(fiamma, name)()).split(".")[1]
+        for name in ("is_autocast_cpu_enabled", "is_autocast_cache_enabled",
+                     "is_autocast_ipu_enabled", "is_autocast_xla_enabled"):
+            assert getattr(torch, name)() == getattr(fiamma, name)()

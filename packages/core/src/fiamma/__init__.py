@@ -116,7 +116,13 @@ _FROM_SUBMODULE = {"autocast": "amp", "is_autocast_enabled": "amp",
 _FROM_SUBMODULE.update(dict.fromkeys((
     "is_autocast_ipu_enabled", "is_autocast_xla_enabled", "set_autocast_ipu_enabled",
     "set_autocast_xla_enabled", "get_autocast_ipu_dtype", "get_autocast_xla_dtype",
-    "set_autocast_ipu_dtype", "set_autocast_xla_dtype"), "amp.autocast_mode"))
+    "set_autocast_ipu_dtype", "set_autocast_xla_dtype",
+    # and the older CPU/GPU ones, the cache switch and the nesting counter
+    "is_autocast_cpu_enabled", "set_autocast_cpu_enabled", "get_autocast_cpu_dtype",
+    "set_autocast_cpu_dtype", "get_autocast_gpu_dtype", "set_autocast_gpu_dtype",
+    "is_autocast_cache_enabled", "set_autocast_cache_enabled", "autocast_increment_nesting",
+    "autocast_decrement_nesting", "clear_autocast_cache"), "amp.autocast_mode"))
+_FROM_SUBMODULE["GradScaler"] = "amp"  # torch.GradScaler is torch.amp.GradScaler
 
 # PyTorch's top-level names for functions of a sibling distribution (torch.vmap is func.vmap)
 _FROM_SIBLING = {"vmap": "func", "ScriptModule": "jit"}

@@ -106,7 +106,8 @@ class autocast:
         self.fast_dtype = (_AC.default_dtype(device_type) if dtype is None
                            else _check_dtype(device_type, dtype, "autocast"))
         self._enabled = bool(enabled)
-        self._cache_enabled = True if cache_enabled is None else bool(cache_enabled)
+        self._cache_enabled = (_AC.cache_flag() if cache_enabled is None
+                               else bool(cache_enabled))
         if self._enabled and device_type == "cuda" and not is_autocast_available("cuda"):
             warnings.warn("User provided device_type of 'cuda', but CUDA is not available. "
                           "Disabling", UserWarning, stacklevel=2)
@@ -115,17 +116,19 @@ class autocast:
 
     def __enter__(self):
         st = _AC.state(self.device)
-        self._saved.append((st.enabled, st.dtype, st.cache_enabled))
+        self._saved.append((st.enabled, st.dtype, st.cache_enabled, _AC.cache_flag()))
         _AC.region_entered()
         st.dtype, st.cache_enabled = self.fast_dtype, self._cache_enabled
+        _AC._tls.cache_flag = self._cache_enabled  # what is_autocast_cache_enabled() says
         _AC.set_enabled(st, self._enabled)
         return self
 
     def __exit__(self, *exc):
         st = _AC.state(self.device)
-        enabled, dtype, cache_enabled = self._saved.pop()
+        enabled, dtype, cache_enabled, flag = self._saved.pop()
         _AC.set_enabled(st, enabled)
         st.dtype, st.cache_enabled = dtype, cache_enabled
+        _AC._tls.cache_flag = flag
         _AC.region_exited()
         return False
 
@@ -271,3 +274,79 @@ LEGACY_DEVICE_FUNCTIONS = (
     "is_autocast_ipu_enabled", "is_autocast_xla_enabled", "set_autocast_ipu_enabled",
     "set_autocast_xla_enabled", "get_autocast_ipu_dtype", "get_autocast_xla_dtype",
     "set_autocast_ipu_dtype", "set_autocast_xla_dtype")
+
+
+# ---- PyTorch's older CPU/GPU autocast state functions ---------------------------------------
+# the per-device-type functions above under their pre-2.4 names (deprecated: they warn as
+# PyTorch's), the cache switch and the nesting counter
+
+
+def _deprecated(old, new):
+    warnings.warn(f"fiamma.{old} is deprecated. Please use fiamma.{new} instead.",
+                  DeprecationWarning, stacklevel=3)
+
+
+def is_autocast_cpu_enabled():
+    """Whether CPU autocast is on in this thread (deprecated name)."""
+    _deprecated("is_autocast_cpu_enabled()", "is_autocast_enabled('cpu')")
+    return is_autocast_enabled("cpu")
+
+
+def set_autocast_cpu_enabled(enabled):
+    """Turn CPU autocast on or off in this thread (deprecated name)."""
+    _deprecated("set_autocast_cpu_enabled(enabled)", "set_autocast_enabled('cpu', enabled)")
+    set_autocast_enabled("cpu", _legacy_enabled("set_autocast_cpu_enabled", enabled))
+
+
+def get_autocast_cpu_dtype():
+    """The CPU autocast dtype of this thread (deprecated name)."""
+    _deprecated("get_autocast_cpu_dtype()", "get_autocast_dtype('cpu')")
+    return get_autocast_dtype("cpu")
+
+
+def set_autocast_cpu_dtype(dtype):
+    """Set the CPU autocast dtype of this thread (deprecated name)."""
+    _deprecated("set_autocast_cpu_dtype(dtype)", "set_autocast_dtype('cpu', dtype)")
+    set_autocast_dtype("cpu", dtype)
+
+
+def get_autocast_gpu_dtype():
+    """The CUDA autocast dtype of this thread (deprecated name)."""
+    _deprecated("get_autocast_gpu_dtype()", "get_autocast_dtype('cuda')")
+    return get_autocast_dtype("cuda")
+
+
+def set_autocast_gpu_dtype(dtype):
+    """Set the CUDA autocast dtype of this thread (deprecated name)."""
+    _deprecated("set_autocast_gpu_dtype(dtype)", "set_autocast_dtype('cuda', dtype)")
+    set_autocast_dtype("cuda", dtype)
+
+
+def is_autocast_cache_enabled():
+    """Whether autocast caches the lower-precision casts of parameters in this thread (the
+    default of ``autocast(cache_enabled=None)``; True unless turned off)."""
+    return _AC.cache_flag()
+
+
+def set_autocast_cache_enabled(enabled):
+    """Turn the autocast cast cache on or off in this thread."""
+    _AC.set_cache_flag(_legacy_enabled("set_autocast_cache_enabled", enabled))
+
+
+def autocast_increment_nesting():
+    """Count one more autocast region in this thread (what ``autocast.__enter__`` does);
+    returns the depth."""
+    return _AC.region_entered()
+
+
+def autocast_decrement_nesting():
+    """Count one autocast region fewer; at depth 0 the cast cache is dropped. Returns the
+    depth."""
+    return _AC.region_exited()
+
+
+LEGACY_STATE_FUNCTIONS = (
+    "is_autocast_cpu_enabled", "set_autocast_cpu_enabled", "get_autocast_cpu_dtype",
+    "set_autocast_cpu_dtype", "get_autocast_gpu_dtype", "set_autocast_gpu_dtype",
+    "is_autocast_cache_enabled", "set_autocast_cache_enabled", "autocast_increment_nesting",
+    "autocast_decrement_nesting")
