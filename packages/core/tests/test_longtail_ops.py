@@ -265,3 +265,69 @@ def test_autocast_state_functions_match_pytorch():
         for name in ("is_autocast_cpu_enabled", "is_autocast_cache_enabled",
                      "is_autocast_ipu_enabled", "is_autocast_xla_enabled"):
             assert getattr(torch, name)() == getattr(fiamma, name)()
+
+
+# ---- geqrf, ormqr and the removed linear-algebra entry points ------------------------------
+
+@pytest.mark.parametrize("shape,dtype", [((5, 3), np.float64), ((3, 5), np.float64),
+                                         ((2, 4, 4), np.float64), ((4, 2), np.complex128)])
+def test_geqrf_and_ormqr_rebuild_q_and_r(shape, dtype):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal(shape).astype(dtype)
+    if np.iscomplexobj(a):
+        a = a + 1j * rng.standard_normal(shape)
+    h, tau = fiamma.geqrf(fiamma.tensor(a))
+    m, n = shape[-2:]
+    r = np.triu(h.numpy())[..., :min(m, n), :]
+    q = fiamma.linalg.householder_product(h[..., :min(m, n)], tau).numpy()
+    np.testing.assert_allclose(q @ r, a, atol=1e-12)
+    # Q^H A = R (left, transposed) and A^H Q = R^H (right)
+    qa = fiamma.ormqr(h, tau, fiamma.tensor(a), transpose=True).numpy()
+    np.testing.assert_allclose(qa[..., :min(m, n), :], r, atol=1e-12)
+    np.testing.assert_allclose(qa[..., min(m, n):, :], 0, atol=1e-12)
+    ah = np.conj(np.swapaxes(a, -1, -2))
+    aq = fiamma.ormqr(h, tau, fiamma.tensor(ah), left=False).numpy()
+    np.testing.assert_allclose(aq[..., :, :min(m, n)], np.conj(np.swapaxes(r, -1, -2)),
+                               atol=1e-12)
+    # op(Q) is orthogonal: Q (Q^H C) = C
+    c = rng.standard_normal(shape[:-2] + (m, 2)).astype(a.dtype)
+    back = fiamma.ormqr(h, tau, fiamma.ormqr(h, tau, fiamma.tensor(c), transpose=True))
+    np.testing.assert_allclose(back.numpy(), c, atol=1e-12)
+
+
+def test_removed_linalg_functions_raise_naming_the_replacement():
+    x = fiamma.eye(2)
+    for name, repl in [("eig", "linalg.eig"), ("symeig", "linalg.eigh"),
+                       ("lstsq", "linalg.lstsq"), ("solve", "linalg.solve"),
+                       ("matrix_rank", "linalg.matrix_rank")]:
+        with pytest.raises(RuntimeError, match=f"{name}: .*removed.*{repl}"):
+            getattr(fiamma, name)(x, x) if name in ("lstsq", "solve") else \
+                getattr(fiamma, name)(x)
+    with pytest.raises(RuntimeError, match="solve: .*removed"):
+        x.solve(x)
+    with pytest.raises(RuntimeError, match="ormqr: input.shape"):
+        fiamma.ormqr(fiamma.zeros(3, 2), fiamma.zeros(2), fiamma.zeros(4, 4))
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("transpose", [False, True])
+def test_geqrf_ormqr_equal_pytorch(left, transpose):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("fiamma.autograd")
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((2, 5, 3))
+    c = rng.standard_normal((2, 5, 4) if left else (2, 4, 5))
+    th, tt = torch.geqrf(torch.tensor(a))
+    fh, ft = fiamma.geqrf(fiamma.tensor(a))
+    np.testing.assert_allclose(fh.numpy(), th.numpy(), atol=1e-13)
+    np.testing.assert_allclose(ft.numpy(), tt.numpy(), atol=1e-13)
+    res = []
+    for lib, h, tau in [(torch, th, tt), (fiamma, fh, ft)]:
+        h = lib.tensor(h.detach().numpy(), requires_grad=True)
+        ct = lib.tensor(c, requires_grad=True)
+        out = lib.ormqr(h, lib.tensor(tau.detach().numpy()), ct, left, transpose)
+        (out * lib.tensor(np.linspace(-1, 1, out.numel()).reshape(out.shape))).sum().backward()
+        res.append((out.detach().numpy(), h.grad.numpy(), ct.grad.numpy()))
+    for x, y in zip(*res):
+        np.testing.assert_allclose(x, y, atol=1e-12)

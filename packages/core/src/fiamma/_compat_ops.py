@@ -40,6 +40,7 @@ __all__ = [
     "set_warn_always", "is_warn_always_enabled", "compile",
     "det", "logdet", "slogdet", "inverse", "pinverse", "matrix_power", "svd", "qr", "cholesky",
     "chain_matmul", "lu", "lu_unpack", "lu_solve", "svd_lowrank", "pca_lowrank",
+    "geqrf", "ormqr", "eig", "symeig", "lstsq", "solve", "matrix_rank",
     "deg2rad", "rad2deg", "deg2rad_", "rad2deg_", "heaviside", "ldexp", "gcd", "lcm",
     "isin", "isreal", "logcumsumexp", "quantile", "nanquantile", "cov", "corrcoef",
     "trapezoid", "trapz", "cumulative_trapezoid", "gradient", "dist", "renorm", "unravel_index",
@@ -72,6 +73,7 @@ _SVD = namedtuple("svd", ["U", "S", "V"])
 _Histogram = namedtuple("histogram", ["hist", "bin_edges"])
 _HistogramDD = namedtuple("histogramdd", ["hist", "bin_edges"])
 _Frexp = namedtuple("frexp", ["mantissa", "exponent"])
+_Geqrf = namedtuple("geqrf", ["a", "tau"])
 
 
 def _F():
@@ -287,6 +289,104 @@ def qr(input, some=True):
     """PyTorch's old ``torch.qr``: ``linalg.qr`` with mode 'reduced' (``some``) or
     'complete'."""
     return _L().qr(input, mode="reduced" if some else "complete")
+
+
+def geqrf(input, *, out=None):
+    """LAPACK's geqrf (``torch.geqrf``): ``(a, tau)``, the QR factorisation of ``input``
+    (``(*, m, n)``) packed as Householder reflectors: ``R`` is the upper triangle of ``a``,
+    ``Q = H_1 ... H_k`` with ``H_i = I - tau_i v_i v_i^H`` and ``v_i`` below the diagonal of
+    column ``i`` (unit leading entry); ``linalg.householder_product(a, tau)`` gives ``Q``.
+    No gradient (PyTorch has none either).
+
+    >>> import fiamma
+    >>> a, tau = fiamma.geqrf(fiamma.tensor([[3.0, 1.0], [4.0, 2.0]]))
+    >>> [round(v, 4) for v in a[0].tolist()], round(tau[0].item(), 4)
+    ([-5.0, -2.2], 1.6)
+    """
+    f = _F()
+    if input.dim() < 2:
+        raise RuntimeError(f"geqrf: input must have at least 2 dimensions, got {input.dim()}")
+    if input.dtype not in (D.float32, D.float64, D.complex64, D.complex128):
+        raise RuntimeError(f"geqrf: expected a float, double, cfloat or cdouble tensor, got "
+                           f"{input.dtype}")
+    x = input.detach().numpy()
+    m, n = x.shape[-2:]
+    if x.size == 0:
+        h = np.zeros(x.shape, x.dtype)
+        tau = np.zeros(x.shape[:-2] + (min(m, n),), x.dtype)
+    else:
+        h, tau = np.linalg.qr(x, mode="raw")  # h: the packed factor, transposed
+        h = np.swapaxes(h, -1, -2)
+    res = _Geqrf(f.from_numpy(np.ascontiguousarray(h).astype(x.dtype)),
+                 f.from_numpy(np.ascontiguousarray(tau).astype(x.dtype)))
+    if out is not None:
+        for o, r in zip(out, res):
+            o.resize_(r.shape).copy_(r)
+        return out
+    return res
+
+
+def ormqr(input, tau, other, left=True, transpose=False, *, out=None):
+    """``op(Q) @ other`` (``left``) or ``other @ op(Q)`` for ``Q`` given as Householder
+    reflectors ``(input, tau)`` (what ``geqrf`` returns); ``op`` is the conjugate transpose
+    when ``transpose`` (``torch.ormqr``). ``Q`` is square (``m x m`` with ``left``, else
+    ``n x n`` for ``other`` of shape ``(*, m, n)``); differentiable through
+    ``linalg.householder_product``.
+
+    >>> import fiamma
+    >>> A = fiamma.tensor([[3.0, 1.0], [4.0, 2.0]])
+    >>> a, tau = fiamma.geqrf(A)
+    >>> R = fiamma.ormqr(a, tau, A, transpose=True)   # Q^T A = R
+    >>> [[round(v, 4) + 0.0 for v in row] for row in R.tolist()]
+    [[-5.0, -2.2], [0.0, 0.4]]
+    """
+    f = _F()
+    if input.dim() < 2 or other.dim() < 2 or tau.dim() < 1:
+        raise RuntimeError(f"ormqr: expected input and other of at least 2 dimensions and tau "
+                           f"of at least 1, got {input.dim()}, {other.dim()} and {tau.dim()}")
+    size = other.shape[-2] if left else other.shape[-1]
+    k = tau.shape[-1]
+    if input.shape[-2] != size:
+        raise RuntimeError(f"ormqr: input.shape[-2] must equal other.shape["
+                           f"{-2 if left else -1}] ({size}), got {input.shape[-2]}")
+    if k > input.shape[-1] or k > size:
+        raise RuntimeError(f"ormqr: tau.shape[-1] ({k}) must be at most input.shape[-1] "
+                           f"({input.shape[-1]}) and {size}")
+    if input.dtype is not other.dtype or tau.dtype is not input.dtype:
+        raise RuntimeError(f"ormqr: expected input, tau and other of one dtype, got "
+                           f"{input.dtype}, {tau.dtype} and {other.dtype}")
+    vs = input[..., :k]
+    if k < size:  # pad the reflectors with identities (tau 0) for the square Q
+        vs = f.cat([vs, f.zeros(*vs.shape[:-1], size - k, dtype=vs.dtype)], -1)
+        tau = f.cat([tau, f.zeros(*tau.shape[:-1], size - k, dtype=tau.dtype)], -1)
+    q = _L().householder_product(vs, tau)
+    if transpose:
+        q = q.mH
+    res = q @ other if left else other @ q
+    if out is not None:
+        out.resize_(res.shape).copy_(res)
+        return out
+    return res
+
+
+def _removed(name, message):
+    def removed(*args, **kwargs):
+        raise RuntimeError(f"{name}: torch.{name} was deprecated in PyTorch 1.9 and is "
+                           f"removed (it raises there too); {message}")
+    removed.__name__ = name
+    removed.__doc__ = (f"Removed from PyTorch (it raises there too): {message}")
+    return removed
+
+
+eig = _removed("eig", "use fiamma.linalg.eig (complex eigenvalues and eigenvectors).")
+symeig = _removed("symeig", "use fiamma.linalg.eigh (eigenvalues in ascending order; it reads "
+                            "the lower triangle by default, symeig read the upper).")
+lstsq = _removed("lstsq", "use fiamma.linalg.lstsq(A, B) (note the reversed arguments; it "
+                          "returns a named tuple without the QR factorisation).")
+solve = _removed("solve", "use fiamma.linalg.solve(A, B) (note the reversed arguments; it "
+                          "does not return the LU factorisation).")
+matrix_rank = _removed("matrix_rank", "use fiamma.linalg.matrix_rank (its 'hermitian' "
+                                      "argument was 'symmetric' here).")
 
 
 def cholesky(input, upper=False):
@@ -1567,7 +1667,7 @@ METHODS = {
     **{n: _method(globals()[n]) for n in (
         "det", "logdet", "slogdet", "inverse", "pinverse", "matrix_power", "svd", "qr",
         "cholesky", "lu", "lu_solve", "deg2rad", "rad2deg", "heaviside", "ldexp", "gcd", "lcm",
-        "isreal",
+        "isreal", "geqrf", "ormqr", "eig", "symeig", "lstsq", "solve",
         "logcumsumexp", "quantile", "nanquantile", "cov", "corrcoef", "dist", "renorm",
         "is_nonzero", "is_same_size", "is_distributed", "conj", "conj_physical", "resolve_conj",
         "resolve_neg",
