@@ -331,3 +331,85 @@ def test_geqrf_ormqr_equal_pytorch(left, transpose):
         res.append((out.detach().numpy(), h.grad.numpy(), ct.grad.numpy()))
     for x, y in zip(*res):
         np.testing.assert_allclose(x, y, atol=1e-12)
+
+
+# ---- small legacy and internal names --------------------------------------------------------
+
+def test_nonzero_static_pads_and_truncates():
+    x = fiamma.tensor([[0, 1], [1, 1]])
+    assert fiamma.nonzero_static(x, size=2, fill_value=-5).tolist() == [[0, 1], [1, 0]]
+    assert fiamma.nonzero_static(x, size=4).tolist() == [[0, 1], [1, 0], [1, 1], [-1, -1]]
+    assert x.nonzero_static(size=0).shape == (0, 2)
+    assert fiamma.nonzero_static(fiamma.tensor(3), size=2).shape == (2, 0)
+    assert fiamma.nonzero_static(x, size=3).dtype == fiamma.int64
+    with pytest.raises(RuntimeError, match="non-negative integer"):
+        fiamma.nonzero_static(x, size=-1)
+
+
+def test_norms_addmv_and_empty_permuted():
+    x = np.arange(24.0).reshape(2, 3, 4)
+    with pytest.warns(UserWarning, match="frobenius_norm is deprecated"):
+        fro = fiamma.frobenius_norm(fiamma.tensor(x), (1,), True)
+    np.testing.assert_allclose(fro.numpy(), np.sqrt((x ** 2).sum(1, keepdims=True)))
+    with pytest.warns(UserWarning, match="nuclear_norm is deprecated"):
+        nuc = fiamma.nuclear_norm(fiamma.tensor(x))
+    np.testing.assert_allclose(nuc.numpy(), np.linalg.svd(x, compute_uv=False).sum(-1))
+    a = fiamma.ones(2)
+    assert fiamma.addmv_(a, fiamma.ones(2, 3), fiamma.ones(3), beta=2, alpha=3) is a
+    assert a.tolist() == [11.0, 11.0]
+    e = fiamma.empty_permuted((2, 3, 4, 5), (0, 2, 3, 1), dtype=fiamma.float64)
+    assert e.shape == (2, 3, 4, 5) and e.stride() == (60, 1, 15, 3)
+    assert e.dtype == fiamma.float64 and e.is_contiguous(memory_format=fiamma.channels_last)
+    with pytest.raises(RuntimeError, match="permutation"):
+        fiamma.empty_permuted((2, 3), (1, 1))
+
+
+def test_sym_functions_on_numbers():
+    assert fiamma.sym_float(3) == 3.0 and type(fiamma.sym_float(3)) is float
+    assert fiamma.sym_int(-3.7) == -3 and fiamma.sym_int(3.7) == 3
+    assert fiamma.sym_not(True) is False and fiamma.sym_ite(False, 1, 2) == 2
+    assert fiamma.sym_sqrt(4) == 2.0 and fiamma.sym_sum([1, 2, 3]) == 6
+    assert fiamma.sym_fresh_size(5) == 5
+
+
+def test_legacy_tensor_methods():
+    x = fiamma.arange(6.0).reshape(2, 3)
+    with pytest.warns(UserWarning, match="non-inplace resize is deprecated"):
+        r = x.resize(3, 2)
+    assert r.shape == (3, 2) and x.shape == (2, 3) and r.data_ptr() == x.data_ptr()
+    with pytest.warns(UserWarning, match="non-inplace resize_as is deprecated"):
+        assert x.resize_as(fiamma.zeros(6)).shape == (6,)
+    with pytest.warns(UserWarning), pytest.raises(RuntimeError, match="resize"):
+        x.resize(4)
+    with pytest.warns(UserWarning, match="volatile was removed"):
+        assert x.volatile is False
+    with pytest.raises(RuntimeError, match="reinforce\\(\\) was removed"):
+        x.reinforce(1.0)
+    y = fiamma.zeros(3)
+    assert y.map2_(fiamma.ones(3), fiamma.tensor(2.0), lambda a, b, c: a + b * c) is y
+    assert y.tolist() == [2.0, 2.0, 2.0]
+    z = fiamma.zeros(2)
+    out = z.module_load(fiamma.ones(2))
+    assert out is not z and z.tolist() == [1.0, 1.0] and out.tolist() == [1.0, 1.0]
+    other = fiamma.full((2,), 3.0)
+    assert z.module_load(other, assign=True).tolist() == [3.0, 3.0] and z.tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parity
+def test_small_names_match_pytorch():
+    torch = pytest.importorskip("torch")
+    x = np.array([[0.0, 1.5], [2.0, 0.0], [0.0, 0.0]])
+    for size, fill in [(1, -1), (4, 7)]:
+        assert fiamma.nonzero_static(fiamma.tensor(x), size=size, fill_value=fill).tolist() == \
+            torch.nonzero_static(torch.tensor(x), size=size, fill_value=fill).tolist()
+    assert fiamma.empty_permuted((2, 3, 4), (2, 0, 1)).stride() == \
+        torch.empty_permuted((2, 3, 4), (2, 0, 1)).stride()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        np.testing.assert_allclose(fiamma.nuclear_norm(fiamma.tensor(x), True).numpy(),
+                                   torch.nuclear_norm(torch.tensor(x), True).numpy())
+        np.testing.assert_allclose(fiamma.frobenius_norm(fiamma.tensor(x), (0,)).numpy(),
+                                   torch.frobenius_norm(torch.tensor(x), (0,)).numpy())
+    for name, args in [("sym_float", (3,)), ("sym_int", (-2.5,)), ("sym_sqrt", (2,)),
+                       ("sym_ite", (True, 1, 2)), ("sym_sum", ([1, 2],))]:
+        assert getattr(fiamma, name)(*args) == getattr(torch, name)(*args)

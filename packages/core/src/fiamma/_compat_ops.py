@@ -58,6 +58,8 @@ __all__ = [
     "frombuffer", "histogram", "histogramdd", "igamma", "igammac", "gcd_", "lcm_", "ldexp_",
     "frexp", "nextafter", "detach_", "resize_as_", "as_strided_",
     "get_num_interop_threads", "set_num_interop_threads", "sym_min", "sym_max",
+    "sym_float", "sym_int", "sym_not", "sym_ite", "sym_sqrt", "sym_sum", "sym_fresh_size",
+    "nonzero_static", "addmv_", "frobenius_norm", "nuclear_norm", "empty_permuted",
     "index_reduce", "to_dlpack",
 ]
 
@@ -986,6 +988,131 @@ def sym_max(a, b):
     return builtins.max(a, b)
 
 
+def sym_float(a):
+    """``float(a)`` (``torch.sym_float``; PyTorch keeps a symbolic size symbolic, fiamma's
+    traced sizes are ints with their history)."""
+    if hasattr(type(a), "__sym_float__"):
+        return a.__sym_float__()
+    return float(a)
+
+
+def sym_int(a):
+    """``int(a)``, truncating toward zero (``torch.sym_int``)."""
+    if hasattr(type(a), "__sym_int__"):
+        return a.__sym_int__()
+    return int(a)
+
+
+def sym_not(a):
+    """``not a`` (``torch.sym_not``)."""
+    if hasattr(type(a), "__sym_not__"):
+        return a.__sym_not__()
+    return not a
+
+
+def sym_ite(b, t, f):
+    """``t if b else f`` (``torch.sym_ite``)."""
+    return t if b else f
+
+
+def sym_sqrt(a):
+    """``math.sqrt(a)`` (``torch.sym_sqrt``)."""
+    if hasattr(type(a), "__sym_sqrt__"):
+        return a.__sym_sqrt__()
+    return math.sqrt(a)
+
+
+def sym_sum(args):
+    """The sum of an iterable of numbers (``torch.sym_sum``).
+
+    >>> import fiamma
+    >>> fiamma.sym_sum([1, 2, 3]), fiamma.sym_int(-3.7), fiamma.sym_ite(False, 1, 2)
+    (6, -3, 2)
+    """
+    return builtins.sum(args)
+
+
+def sym_fresh_size(expr):
+    """The value of a size expression (``torch.sym_fresh_size``: PyTorch's eager result is
+    ``tensor(expr).item()``)."""
+    return _F().tensor(expr).item()
+
+
+def nonzero_static(input, *, size, fill_value=-1):
+    """``nonzero(input)`` padded with ``fill_value`` or truncated to exactly ``size`` rows:
+    shape ``(size, input.dim())``, int64 (``torch.nonzero_static``).
+
+    >>> import fiamma
+    >>> fiamma.nonzero_static(fiamma.tensor([0, 1, 0, 2]), size=3).tolist()
+    [[1], [3], [-1]]
+    """
+    f = _F()
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise RuntimeError(f"nonzero_static: 'size' must be a non-negative integer, got {size}")
+    nz = f.nonzero(input)
+    k = nz.shape[0]
+    if k >= size:
+        return nz[:size].clone()
+    pad = f.full((size - k, input.dim()), fill_value, dtype=D.int64)
+    return f.cat([nz, pad], 0)
+
+
+def addmv_(input, mat, vec, *, beta=1, alpha=1):
+    """In-place ``addmv``: ``input = beta * input + alpha * (mat @ vec)``."""
+    return input.addmv_(mat, vec, beta=beta, alpha=alpha)
+
+
+def frobenius_norm(input, dim, keepdim=False, *, out=None):
+    """The 2-norm over ``dim`` (PyTorch's deprecated ``torch.frobenius_norm``:
+    ``linalg.vector_norm(input, 2, dim, keepdim)``); warns as PyTorch's."""
+    import warnings
+
+    warnings.warn("frobenius_norm is deprecated (as in PyTorch); use "
+                  "linalg.vector_norm(A, 2., dim, keepdim)", UserWarning, stacklevel=2)
+    return _L().vector_norm(input, 2, dim, keepdim, out=out)
+
+
+def nuclear_norm(input, dim=None, keepdim=False, *, out=None):
+    """The nuclear norm (sum of singular values) of the matrices over ``dim`` (default the
+    last two), PyTorch's deprecated ``torch.nuclear_norm``:
+    ``linalg.matrix_norm(input, 'nuc', dim, keepdim)``; warns as PyTorch's."""
+    import warnings
+
+    warnings.warn("nuclear_norm is deprecated (as in PyTorch); use "
+                  "linalg.matrix_norm(A, 'nuc', dim, keepdim)", UserWarning, stacklevel=2)
+    if isinstance(dim, bool):  # nuclear_norm(input, keepdim) in PyTorch's other overload
+        dim, keepdim = None, dim
+    return _L().matrix_norm(input, "nuc", (-2, -1) if dim is None else tuple(dim), keepdim,
+                            out=out)
+
+
+def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None,
+                   requires_grad=False, pin_memory=False):
+    """An uninitialised dense tensor of ``size`` whose dimensions lie in memory in the order
+    ``physical_layout`` (outermost first): ``empty_permuted((N, C, H, W), (0, 2, 3, 1))`` is
+    channels-last (``torch.empty_permuted``).
+
+    >>> import fiamma
+    >>> fiamma.empty_permuted((2, 3, 4, 5), (0, 2, 3, 1)).stride()
+    (60, 1, 15, 3)
+    """
+    f = _F()
+    size = tuple(int(s) for s in size)
+    perm = tuple(int(p) for p in physical_layout)
+    if len(perm) != len(size):
+        raise RuntimeError(f"empty_permuted: physical_layout has {len(perm)} dims, size has "
+                           f"{len(size)}")
+    if sorted(perm) != list(range(len(size))):
+        raise RuntimeError(f"empty_permuted: physical_layout must be a permutation of the "
+                           f"dims 0..{len(size) - 1}, got {perm} (duplicate dim not allowed)")
+    phys = f.empty(tuple(size[p] for p in perm), dtype=dtype, device=device)
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    out = phys.permute(*inv) if perm else phys
+    return out.requires_grad_(True) if requires_grad else out
+
+
 def is_distributed(input):
     """False: PyTorch's legacy flag for tensors of its old distributed backend (always False
     there too; fiamma.distributed works on ordinary tensors)."""
@@ -1508,6 +1635,79 @@ def _map_(self, tensor, callable):
     return self
 
 
+def _map2_(self, x, y, callable):
+    """``self[i] = callable(self[i], x[i], y[i])`` in place (``x`` and ``y`` broadcast to
+    self; CPU, a Python loop, as PyTorch's)."""
+    xs = x.expand_as(self).reshape(-1).tolist()
+    ys = y.expand_as(self).reshape(-1).tolist()
+    vals = [callable(a, b, c) for a, b, c in zip(self.reshape(-1).tolist(), xs, ys)]
+    self.copy_(_F().tensor(vals, dtype=self.dtype).reshape(self.shape))
+    return self
+
+
+def _resize(self, *sizes):
+    """Deprecated out-of-place ``resize``: the tensor's elements in a new shape with the same
+    number of elements (a differentiable reshape, sharing memory when contiguous); warns as
+    PyTorch's."""
+    import warnings
+
+    warnings.warn("non-inplace resize is deprecated", UserWarning, stacklevel=2)
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = tuple(sizes[0])
+    n = 1
+    for d in sizes:
+        n *= int(d)
+    if n != self.numel():
+        raise RuntimeError(f"resize: requested resize to {'x'.join(map(str, sizes))} ({n} "
+                           f"elements in total), but the given tensor has a size of "
+                           f"{'x'.join(map(str, self.shape))} ({self.numel()} elements); the "
+                           "out-of-place resize can only change the shape, keeping the number "
+                           "of elements (use resize_ to change it)")
+    return self.contiguous().view(*sizes)
+
+
+def _resize_as(self, tensor):
+    """Deprecated out-of-place ``resize_as``: ``resize(tensor.shape)``; warns as PyTorch's."""
+    import warnings
+
+    warnings.warn("non-inplace resize_as is deprecated", UserWarning, stacklevel=2)
+    n = tensor.numel()
+    if n != self.numel():
+        raise RuntimeError(f"resize_as: the tensor has {self.numel()} elements, the target "
+                           f"shape {tuple(tensor.shape)} has {n}")
+    return self.contiguous().view(tensor.shape)
+
+
+def _volatile_get(self):
+    import warnings
+
+    warnings.warn("volatile was removed (Variable.volatile is always False)", UserWarning,
+                  stacklevel=2)
+    return False
+
+
+def _volatile_set(self, value):
+    import warnings
+
+    warnings.warn("volatile was removed and now has no effect. Use `with torch.no_grad():` "
+                  "instead.", UserWarning, stacklevel=2)
+
+
+def _reinforce(self, reward):
+    raise RuntimeError("reinforce() was removed (as in PyTorch): sample from a "
+                       "fiamma.distributions distribution and minimise "
+                       "-dist.log_prob(action) * reward instead")
+
+
+def _module_load(self, other, assign=False):
+    """How ``load_state_dict`` turns the state-dict value ``other`` into this parameter's new
+    value when parameters are swapped (``torch.Tensor.module_load``): ``other.detach()`` with
+    ``assign``, else ``self.copy_(other).detach()``. Tensor subclasses override it."""
+    if assign:
+        return other.detach()
+    return self.copy_(other).detach()
+
+
 def _new(self, *args, **kwargs):
     """Legacy ``x.new(...)``: ``fiamma.Tensor(...)`` with x's dtype."""
     from fiamma._creation import _legacy_tensor_new
@@ -1682,7 +1882,13 @@ METHODS = {
     "imag": property(imag, _set_imag, doc="The imaginary part (a view; see fiamma.imag)."),
     "angle": angle, "sgn": sgn, "sgn_": lambda self: self.copy_(sgn(self)),
     "fill_diagonal_": _fill_diagonal_, "sum_to_size": _sum_to_size, "apply_": _apply_,
-    "map_": _map_, "new": _new, "new_empty_strided": _new_empty_strided,
+    "nonzero_static": lambda self, *, size, fill_value=-1: nonzero_static(
+        self, size=size, fill_value=fill_value),
+    "map_": _map_, "map2_": _map2_, "resize": _resize, "resize_as": _resize_as,
+    "volatile": property(_volatile_get, _volatile_set,
+                         doc="Always False (removed from PyTorch; warns)."),
+    "reinforce": _reinforce, "module_load": _module_load, "new": _new,
+    "new_empty_strided": _new_empty_strided,
     "dim_order": _dim_order, "is_pinned": _is_pinned, "pin_memory": _pin_memory,
     "const_data_ptr": lambda self: self.data_ptr(),
     "histogram": _method(histogram), "igamma": _method(igamma), "igammac": _method(igammac),
