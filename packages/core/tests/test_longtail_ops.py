@@ -413,3 +413,54 @@ def test_small_names_match_pytorch():
     for name, args in [("sym_float", (3,)), ("sym_int", (-2.5,)), ("sym_sqrt", (2,)),
                        ("sym_ite", (True, 1, 2)), ("sym_sum", ([1, 2],))]:
         assert getattr(fiamma, name)(*args) == getattr(torch, name)(*args)
+
+
+def test_hash_tensor_xors_the_64_bit_patterns():
+    x = fiamma.tensor([1.0, 2.0])
+    # float64 bits of 1.0 and 2.0: 0x3FF0... ^ 0x4000... = 0x7FF0...
+    h = fiamma.hash_tensor(x)
+    assert h.dtype == fiamma.uint64 and h.shape == () and h.item() == 0x7FF0000000000000
+    m = fiamma.tensor([[1, 2], [3, 4]])
+    assert fiamma.hash_tensor(m, dim=1).tolist() == [3, 7]
+    assert m.hash_tensor(dim=(0,), keepdim=True).tolist() == [[2, 6]]
+    assert fiamma.hash_tensor(fiamma.tensor([-1, 5])).item() == (-1 ^ 5) % 2 ** 64
+    with pytest.raises(RuntimeError, match="Unknown hash_tensor mode"):
+        fiamma.hash_tensor(x, mode=1)
+    with pytest.raises(RuntimeError, match="reduction dim"):
+        fiamma.hash_tensor(fiamma.zeros(0))
+
+
+def test_while_loop_fork_wait_and_device_modules():
+    i, x = fiamma.while_loop(lambda i, x: i < 3, lambda i, x: (i + 1, x * 2),
+                             (fiamma.tensor(0), fiamma.ones(2)))
+    assert i.item() == 3 and x.tolist() == [8.0, 8.0]
+    with pytest.raises(RuntimeError, match="body_fn returned 1 values for 2"):
+        fiamma.while_loop(lambda i, x: i < 3, lambda i, x: (i + 1,),
+                          (fiamma.tensor(0), fiamma.ones(2)))
+    fut = fiamma.fork(lambda a, b: a + b, fiamma.ones(1), b=2)
+    assert fiamma.wait(fut).tolist() == [3.0]
+    bad = fiamma.fork(lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        fiamma.wait(bad)
+    assert fiamma.get_device_module("cpu") is fiamma.cpu
+    assert fiamma.get_device_module("cuda:0") is fiamma.cuda
+    assert fiamma.get_device_module() is fiamma.cpu or fiamma.cuda.is_available()
+    fiamma.sym_constrain_range(5, min=0, max=10)
+    with pytest.raises(RuntimeError, match="Invalid value range for 50"):
+        fiamma.sym_constrain_range(50, min=0, max=10)
+    with pytest.raises(RuntimeError, match="Invalid value range for -1"):
+        fiamma.sym_constrain_range_for_size(-1)
+    assert fiamma.init_num_threads() is None
+
+
+@pytest.mark.parity
+def test_hash_tensor_equals_pytorch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    for arr in [rng.standard_normal((4, 5)), rng.standard_normal(7).astype(np.float32),
+                rng.integers(-1000, 1000, (3, 6)), np.array([True, False, True])]:
+        for dim in [None, 0, (0,)] if arr.ndim == 1 else [None, 1, (0, 1)]:
+            a = fiamma.hash_tensor(fiamma.tensor(arr), dim)
+            b = torch.hash_tensor(torch.tensor(arr), dim) if dim is not None else \
+                torch.hash_tensor(torch.tensor(arr))
+            assert a.tolist() == b.tolist()

@@ -60,6 +60,8 @@ __all__ = [
     "get_num_interop_threads", "set_num_interop_threads", "sym_min", "sym_max",
     "sym_float", "sym_int", "sym_not", "sym_ite", "sym_sqrt", "sym_sum", "sym_fresh_size",
     "nonzero_static", "addmv_", "frobenius_norm", "nuclear_norm", "empty_permuted",
+    "hash_tensor", "get_device_module", "while_loop", "fork", "wait", "sym_constrain_range",
+    "sym_constrain_range_for_size", "init_num_threads",
     "index_reduce", "to_dlpack",
 ]
 
@@ -1113,6 +1115,132 @@ def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=Non
     return out.requires_grad_(True) if requires_grad else out
 
 
+def hash_tensor(input, dim=None, *, keepdim=False, mode=0):
+    """A hash of the elements (``torch.hash_tensor``): mode 0 XORs the elements' 64-bit
+    patterns (floating-point values widened to float64, integers and bools to int64) over
+    ``dim`` (default all), giving uint64.
+
+    >>> import fiamma
+    >>> fiamma.hash_tensor(fiamma.tensor([[1, 2], [3, 4]]), dim=1).tolist()
+    [3, 7]
+    """
+    f = _F()
+    if mode != 0:
+        raise RuntimeError(f"hash_tensor: Unknown hash_tensor mode: {mode}")
+    dt = input.dtype
+    if dt.is_complex or dt is D.uint64:
+        raise RuntimeError(f"hash_tensor: xor reduction is not implemented for {dt}")
+    x = input.detach()
+    arr = (x.double() if dt.is_floating_point else x.long()).numpy().view(np.uint64)
+    if dim is None:
+        if arr.size == 0:
+            raise RuntimeError("hash_tensor: Expected reduction dim to be specified for "
+                               "input.numel() == 0. Specify the reduction dim with the 'dim' "
+                               "argument.")
+        axes = tuple(range(arr.ndim))
+    else:
+        dims = (dim,) if isinstance(dim, int) else tuple(dim)
+        axes = tuple(_wrap_dim(d, max(arr.ndim, 1)) for d in dims)
+        for a in axes:
+            if arr.ndim and arr.shape[a] == 0:
+                raise IndexError(f"hash_tensor: Expected reduction dim {a} to have non-zero "
+                                 "size.")
+    res = np.bitwise_xor.reduce(arr, axis=axes, keepdims=keepdim) if arr.ndim else arr
+    return f.from_numpy(np.array(res, dtype=np.uint64))  # (0-d stays 0-d)
+
+
+def get_device_module(device=None):
+    """The module of a device type: ``fiamma.cpu``, ``fiamma.cuda``, ``fiamma.mps`` or
+    ``fiamma.xpu`` (``torch.get_device_module``); no argument: the current accelerator's,
+    else ``fiamma.cpu``."""
+    if device is None:
+        acc = importlib.import_module("fiamma.accelerator").current_accelerator()
+        kind = "cpu" if acc is None else acc.type
+    elif isinstance(device, str):
+        kind = device.split(":")[0]
+    elif hasattr(device, "type"):
+        kind = device.type
+    else:
+        raise RuntimeError(f"get_device_module: invalid value of device '{device}', expect "
+                           "torch.device, str, or None")
+    if kind not in ("cpu", "cuda", "mps", "xpu", "meta"):
+        raise RuntimeError(f"get_device_module: device '{kind}' does not have a corresponding "
+                           "module registered as 'fiamma.{kind}'.")
+    if kind == "meta":
+        raise RuntimeError("get_device_module: device 'meta' does not have a corresponding "
+                           "module registered as 'fiamma.meta'.")
+    return importlib.import_module("fiamma." + kind)
+
+
+def while_loop(cond_fn, body_fn, carried_inputs):
+    """Run ``carried = body_fn(*carried)`` while ``cond_fn(*carried)`` is true and return the
+    final ``carried`` tuple (``torch.while_loop``, eagerly; ``cond_fn`` returns a bool or a
+    one-element bool tensor, ``body_fn`` a tuple of the same length).
+
+    >>> import fiamma
+    >>> fiamma.while_loop(lambda i, x: i < 3, lambda i, x: (i + 1, x * 2),
+    ...                   (fiamma.tensor(0), fiamma.ones(2)))
+    (tensor(3), tensor([8., 8.]))
+    """
+    if not isinstance(carried_inputs, (tuple, list)):
+        raise RuntimeError(f"while_loop: carried_inputs must be a tuple or list, got "
+                           f"{type(carried_inputs).__name__}")
+    carried = tuple(carried_inputs)
+    while True:
+        c = cond_fn(*carried)
+        if isinstance(c, Tensor):
+            if c.numel() != 1 or c.dtype is not D.bool:
+                raise RuntimeError(f"while_loop: cond_fn must return a boolean scalar, got a "
+                                   f"{c.dtype} tensor of shape {tuple(c.shape)}")
+            c = bool(c)
+        if not c:
+            return carried
+        out = body_fn(*carried)
+        out = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+        if len(out) != len(carried):
+            raise RuntimeError(f"while_loop: body_fn returned {len(out)} values for "
+                               f"{len(carried)} carried inputs")
+        carried = out
+
+
+def fork(func, *args, **kwargs):
+    """Call ``func(*args, **kwargs)`` and return a completed ``fiamma.futures.Future`` of its
+    result (``torch.jit.fork`` outside TorchScript, which also runs it at once); an error is
+    kept in the future and raised by :func:`wait`."""
+    fut = importlib.import_module("fiamma.futures").Future()
+    try:
+        fut.set_result(func(*args, **kwargs))
+    except Exception as e:  # noqa: BLE001 (kept for wait, as an asynchronous call would)
+        fut.set_exception(e)
+    return fut
+
+
+def wait(future):
+    """The result of a Future returned by :func:`fork`."""
+    return future.wait()
+
+
+def sym_constrain_range(size, *, min=None, max=None):
+    """Check that a size lies in ``[min, max]`` (``torch.sym_constrain_range``; with a plain
+    int there is nothing symbolic to constrain)."""
+    if isinstance(size, Tensor):
+        size = size.item()
+    lo = -math.inf if min is None else min
+    hi = math.inf if max is None else max
+    if not lo <= size <= hi:
+        raise RuntimeError(f"sym_constrain_range: Invalid value range for {size} between "
+                           f"[{lo}, {hi}].")
+
+
+def sym_constrain_range_for_size(size, *, min=None, max=None):
+    """``sym_constrain_range`` for a size: ``min`` defaults to 0."""
+    sym_constrain_range(size, min=0 if min is None else min, max=max)
+
+
+def init_num_threads():
+    """Nothing to do: fiamma's thread pool starts itself (``torch.init_num_threads``)."""
+
+
 def is_distributed(input):
     """False: PyTorch's legacy flag for tensors of its old distributed backend (always False
     there too; fiamma.distributed works on ordinary tensors)."""
@@ -1882,6 +2010,7 @@ METHODS = {
     "imag": property(imag, _set_imag, doc="The imaginary part (a view; see fiamma.imag)."),
     "angle": angle, "sgn": sgn, "sgn_": lambda self: self.copy_(sgn(self)),
     "fill_diagonal_": _fill_diagonal_, "sum_to_size": _sum_to_size, "apply_": _apply_,
+    "hash_tensor": _method(hash_tensor),
     "nonzero_static": lambda self, *, size, fill_value=-1: nonzero_static(
         self, size=size, fill_value=fill_value),
     "map_": _map_, "map2_": _map2_, "resize": _resize, "resize_as": _resize_as,
