@@ -124,6 +124,17 @@ _FROM_SUBMODULE.update(dict.fromkeys((
     "autocast_decrement_nesting", "clear_autocast_cache"), "amp.autocast_mode"))
 _FROM_SUBMODULE["GradScaler"] = "amp"  # torch.GradScaler is torch.amp.GradScaler
 
+# PyTorch's top-level ATen bindings of nn functions (torch.dropout(input, p, train),
+# torch.kl_div(input, target, reduction=1), torch.lstm_cell, ...): fiamma-nn's fiamma.nn.aten
+_FROM_NN_ATEN = frozenset((
+    "dropout", "dropout_", "alpha_dropout", "alpha_dropout_", "feature_dropout",
+    "feature_dropout_", "feature_alpha_dropout", "feature_alpha_dropout_", "native_dropout",
+    "bilinear", "prelu", "binary_cross_entropy_with_logits", "constant_pad_nd",
+    "cosine_embedding_loss", "hinge_embedding_loss", "kl_div", "margin_ranking_loss",
+    "poisson_nll_loss", "triplet_margin_loss", "ctc_loss", "grid_sampler_2d", "grid_sampler_3d",
+    "affine_grid_generator", "native_channel_shuffle", "norm_except_dim", "conv_tbc",
+    "rnn_tanh_cell", "rnn_relu_cell", "gru_cell", "lstm_cell"))
+
 # PyTorch's top-level names for functions of a sibling distribution (torch.vmap is func.vmap)
 _FROM_SIBLING = {"vmap": "func", "ScriptModule": "jit"}
 # the autograd anomaly-mode switches (torch.is_anomaly_enabled, ...) are fiamma-autograd's
@@ -144,6 +155,16 @@ def __getattr__(name):
         return getattr(importlib.import_module("fiamma." + _FROM_SUBMODULE[name]), name)
     if name in _FROM_SIBLING:
         return getattr(__getattr__(_FROM_SIBLING[name]), name)
+    if name in _FROM_NN_ATEN:
+        import importlib
+
+        try:
+            return getattr(importlib.import_module("fiamma.nn.aten"), name)
+        except ModuleNotFoundError as e:
+            if e.name not in ("fiamma.nn", "fiamma.nn.aten"):
+                raise
+            raise AttributeError(f"fiamma.{name} is fiamma-nn's (fiamma.nn.aten): pip install "
+                                 "fiamma-nn") from None
     if name in _SUBMODULES:
         import importlib
 

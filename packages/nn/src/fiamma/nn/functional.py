@@ -30,7 +30,7 @@ from fiamma.nn._sample_functional import __all__ as _sample
 __all__ = (["linear", "bilinear", "relu", "softmax", "log_softmax", "pad", "dropout",
             "embedding"] + _losses + _activations
            + _attention + _misc + _norms + _sample + _pools + _convs + _compat + _fractional
-           + ["linear_cross_entropy"]
+           + ["linear_cross_entropy", "native_channel_shuffle", "conv_tbc"]
            + ["has_torch_function", "has_torch_function_unary", "has_torch_function_variadic",
               "handle_torch_function"])
 
@@ -175,8 +175,23 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
 
 
 fiamma.amp.register_autocast_flag(globals())
+
+
+def native_channel_shuffle(input, groups):
+    """``channel_shuffle`` (PyTorch's native kernel name)."""
+    return channel_shuffle(input, groups)  # noqa: F405
+
+
+def conv_tbc(input, weight, bias, pad=0):
+    """A 1-d convolution in time-batch-channel layout (see ``fiamma.nn.aten.conv_tbc``)."""
+    from fiamma.nn.aten import conv_tbc as f
+
+    return f(input, weight, bias, pad)
+
+
 fiamma.profiler.register_ops(__name__)  # F.<name> as events while a profile records
 
 from fiamma import _torch_function  # noqa: E402
 
 _torch_function.register_namespace(__name__)  # __torch_function__ (once it is active)
+
