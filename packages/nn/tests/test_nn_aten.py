@@ -134,3 +134,92 @@ def test_aten_bindings_equal_pytorch():
                 a = case(fiamma, r).numpy()
                 b_ = case(torch, r).detach().numpy()
                 np.testing.assert_allclose(a, b_, rtol=1e-6, atol=1e-12)
+
+
+def _rnn_case(rng, kind, layers, bidir, bias, proj=0):
+    T, B, I, H = 5, 3, 4, 6
+    dirs = 2 if bidir else 1
+    k = {"rnn_tanh": 1, "rnn_relu": 1, "gru": 3, "lstm": 4}[kind]
+    hout = proj or H
+    params = []
+    for layer in range(layers):
+        for _ in range(dirs):
+            inp = I if layer == 0 else hout * dirs
+            params += [rng.standard_normal((k * H, inp)) * 0.5,
+                       rng.standard_normal((k * H, hout)) * 0.5]
+            if bias:
+                params += [rng.standard_normal(k * H) * 0.5, rng.standard_normal(k * H) * 0.5]
+            if proj:
+                params.append(rng.standard_normal((proj, H)) * 0.5)
+    x = rng.standard_normal((T, B, I))
+    h0 = rng.standard_normal((layers * dirs, B, hout))
+    c0 = rng.standard_normal((layers * dirs, B, H))
+    return params, x, h0, c0
+
+
+@pytest.mark.parametrize("kind", ["rnn_tanh", "rnn_relu", "gru", "lstm"])
+@pytest.mark.parametrize("layers,bidir,bias", [(1, False, True), (2, True, True),
+                                               (2, False, False)])
+def test_whole_rnn_forms_equal_the_modules(kind, layers, bidir, bias):
+    """fiamma.lstm(...) with the flat parameters equals nn.LSTM holding them, and the packed
+    overload equals the module on a PackedSequence."""
+    rng = np.random.default_rng(7)
+    params, x, h0, c0 = _rnn_case(rng, kind, layers, bidir, bias)
+    cls = {"rnn_tanh": "RNN", "rnn_relu": "RNN", "gru": "GRU", "lstm": "LSTM"}[kind]
+    kw = {"nonlinearity": kind[4:]} if cls == "RNN" else {}
+    m = getattr(fiamma.nn, cls)(4, 6, layers, bias=bias, bidirectional=bidir, **kw).double()
+    with fiamma.no_grad():
+        for p, v in zip(m._flat_weights, params):
+            p.copy_(fiamma.tensor(v))
+    T = fiamma.tensor
+    hx = (T(h0), T(c0)) if kind == "lstm" else T(h0)
+    ref = m(T(x), hx)
+    ours = getattr(fiamma, kind)(T(x), list(hx) if kind == "lstm" else hx,
+                                 [T(p) for p in params], bias, layers, 0.0, False, bidir, False)
+    flat_ref = [ref[0]] + (list(ref[1]) if kind == "lstm" else [ref[1]])
+    for a, b in zip(ours, flat_ref):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-10,
+                                   atol=1e-12)
+    lens = [5, 3, 2]
+    packed = fiamma.nn.utils.rnn.pack_padded_sequence(T(x), lens)
+    ref_p = m(packed, hx)
+    ours_p = getattr(fiamma, kind)(packed.data, packed.batch_sizes, list(hx) if kind == "lstm"
+                                   else hx, [T(p) for p in params], bias, layers, 0.0, False,
+                                   bidir)
+    np.testing.assert_allclose(ours_p[0].detach().numpy(), ref_p[0].data.detach().numpy(),
+                               rtol=1e-10, atol=1e-12)
+
+
+def test_rnn_form_checks():
+    T = fiamma.tensor
+    with pytest.raises(RuntimeError, match="got 3 parameters"):
+        fiamma.gru(T(np.zeros((2, 1, 3))), T(np.zeros((1, 1, 2))), [T(np.zeros((6, 3)))] * 3,
+                   True, 1, 0.0, False, False, False)
+    with pytest.raises(RuntimeError, match="hx must be a list of two"):
+        fiamma.lstm(T(np.zeros((2, 1, 3))), T(np.zeros((1, 1, 2))), [T(np.zeros((8, 3)))] * 2,
+                    False, 1, 0.0, False, False, False)
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("kind", ["rnn_tanh", "rnn_relu", "gru", "lstm"])
+@pytest.mark.parametrize("packed", [False, True])
+def test_whole_rnn_forms_equal_pytorch(kind, packed):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(11)
+    proj = 3 if kind == "lstm" else 0
+    params, x, h0, c0 = _rnn_case(rng, kind, 2, True, True, proj)
+    res = []
+    for lib in (torch, fiamma):
+        P = [lib.tensor(p) for p in params]
+        hx = [lib.tensor(h0), lib.tensor(c0)] if kind == "lstm" else lib.tensor(h0)
+        if packed:
+            pk = torch.nn.utils.rnn.pack_padded_sequence(torch.tensor(x), [5, 3, 2])
+            out = getattr(lib, kind)(lib.tensor(pk.data.numpy()),
+                                     lib.tensor(pk.batch_sizes.numpy()), hx, P, True, 2, 0.0,
+                                     False, True)
+        else:
+            out = getattr(lib, kind)(lib.tensor(x.transpose(1, 0, 2)), hx, P, True, 2, 0.0,
+                                     False, True, True)
+        res.append([o.detach().numpy() for o in out])
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)

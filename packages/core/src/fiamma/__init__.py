@@ -133,7 +133,8 @@ _FROM_NN_ATEN = frozenset((
     "cosine_embedding_loss", "hinge_embedding_loss", "kl_div", "margin_ranking_loss",
     "poisson_nll_loss", "triplet_margin_loss", "ctc_loss", "grid_sampler_2d", "grid_sampler_3d",
     "affine_grid_generator", "native_channel_shuffle", "norm_except_dim", "conv_tbc",
-    "rnn_tanh_cell", "rnn_relu_cell", "gru_cell", "lstm_cell"))
+    "rnn_tanh_cell", "rnn_relu_cell", "gru_cell", "lstm_cell", "rnn_tanh", "rnn_relu", "gru",
+    "lstm"))
 
 # PyTorch's top-level names for functions of a sibling distribution (torch.vmap is func.vmap)
 _FROM_SIBLING = {"vmap": "func", "ScriptModule": "jit"}

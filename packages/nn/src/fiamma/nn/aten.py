@@ -24,7 +24,8 @@ __all__ = [
     "cosine_embedding_loss", "hinge_embedding_loss", "kl_div", "margin_ranking_loss",
     "poisson_nll_loss", "triplet_margin_loss", "ctc_loss", "grid_sampler_2d", "grid_sampler_3d",
     "affine_grid_generator", "native_channel_shuffle", "norm_except_dim", "conv_tbc",
-    "rnn_tanh_cell", "rnn_relu_cell", "gru_cell", "lstm_cell",
+    "rnn_tanh_cell", "rnn_relu_cell", "gru_cell", "lstm_cell", "rnn_tanh", "rnn_relu", "gru",
+    "lstm",
 ]
 
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
@@ -259,3 +260,119 @@ def lstm_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     i, f, g, o = gates.chunk(4, -1)
     c2 = fiamma.sigmoid(f) * c + fiamma.sigmoid(i) * fiamma.tanh(g)
     return fiamma.sigmoid(o) * fiamma.tanh(c2), c2
+
+
+# ---- whole recurrent layers (ATen's flat-parameter forms) ------------------------------------
+
+def _rnn(kind, args, kwargs):
+    """The two ATen overloads: (input, hx, params, has_biases, num_layers, dropout, train,
+    bidirectional, batch_first) and, over packed data, (data, batch_sizes, hx, params,
+    has_biases, num_layers, dropout, train, bidirectional)."""
+    names_in = ("input", "hx", "params", "has_biases", "num_layers", "dropout", "train",
+                "bidirectional", "batch_first")
+    names_packed = ("data", "batch_sizes", "hx", "params", "has_biases", "num_layers",
+                    "dropout", "train", "bidirectional")
+    packed = ("batch_sizes" in kwargs or "data" in kwargs
+              or (len(args) > 3 and isinstance(args[3], (list, tuple))))
+    names = names_packed if packed else names_in
+    if len(args) > len(names):
+        raise TypeError(f"{kind}: expected at most {len(names)} arguments, got {len(args)}")
+    a = dict(zip(names, args))
+    for k, v in kwargs.items():
+        if k not in names or k in a:
+            raise TypeError(f"{kind}: unexpected or repeated argument {k!r}")
+        a[k] = v
+    missing = [n for n in names if n not in a]
+    if missing:
+        raise TypeError(f"{kind}: missing arguments {missing}")
+    lstm = kind == "lstm"
+    hx = a["hx"]
+    if lstm and (not isinstance(hx, (list, tuple)) or len(hx) != 2):
+        raise RuntimeError("lstm: hx must be a list of two tensors (h_0, c_0)")
+    layers, dirs = int(a["num_layers"]), 2 if a["bidirectional"] else 1
+    params = list(a["params"])
+    base = 4 if a["has_biases"] else 2
+    if len(params) == layers * dirs * base:
+        proj = False
+    elif lstm and len(params) == layers * dirs * (base + 1):
+        proj = True
+    else:
+        raise RuntimeError(f"{kind}: got {len(params)} parameters for {layers} layer(s) x "
+                           f"{dirs} direction(s) with has_biases={a['has_biases']}")
+    per = base + proj
+    cell = {"rnn_tanh": rnn_tanh_cell, "rnn_relu": rnn_relu_cell, "gru": gru_cell,
+            "lstm": lstm_cell}[kind]
+    if packed:
+        x, sizes = a["data"], [int(b) for b in a["batch_sizes"].tolist()]
+        starts = [0]
+        for b in sizes:
+            starts.append(starts[-1] + b)
+        steps = [x[starts[t]:starts[t + 1]] for t in range(len(sizes))]
+    else:
+        x = a["input"]
+        if x.dim() != 3:
+            raise RuntimeError(f"{kind}: expected a 3-d input (seq, batch, feature), got "
+                               f"{x.dim()}-d")
+        if a["batch_first"]:
+            x = x.transpose(0, 1)
+        steps = list(x.unbind(0))
+        sizes = [x.shape[1]] * len(steps)
+    h_n, c_n = [], []
+    for layer in range(layers):
+        outs = []
+        for d in range(dirs):
+            idx = layer * dirs + d
+            p = params[idx * per:(idx + 1) * per]
+            w_ih, w_hh = p[0], p[1]
+            b_ih, b_hh = (p[2], p[3]) if a["has_biases"] else (None, None)
+            h = hx[0][idx] if lstm else hx[idx]
+            c = hx[1][idx] if lstm else None
+            ys = [None] * len(steps)
+            order = range(len(steps)) if d == 0 else range(len(steps) - 1, -1, -1)
+            for t in order:
+                bs = sizes[t]
+                if lstm:
+                    h2, c2 = cell(steps[t], (h[:bs], c[:bs]), w_ih, w_hh, b_ih, b_hh)
+                    if proj:
+                        h2 = h2 @ p[-1].T
+                    c = c2 if bs == c.shape[0] else fiamma.cat([c2, c[bs:]], 0)
+                else:
+                    h2 = cell(steps[t], h[:bs], w_ih, w_hh, b_ih, b_hh)
+                h = h2 if bs == h.shape[0] else fiamma.cat([h2, h[bs:]], 0)
+                ys[t] = h2
+            outs.append(ys)
+            h_n.append(h)
+            if lstm:
+                c_n.append(c)
+        steps = [fiamma.cat([o[t] for o in outs], -1) if dirs == 2 else outs[0][t]
+                 for t in range(len(steps))]
+        if a["dropout"] and a["train"] and layer < layers - 1:
+            steps = [F.dropout(s, a["dropout"], True) for s in steps]
+    out = fiamma.cat(steps, 0) if packed else fiamma.stack(steps, 0)
+    if not packed and a["batch_first"]:
+        out = out.transpose(0, 1)
+    if lstm:
+        return out, fiamma.stack(h_n, 0), fiamma.stack(c_n, 0)
+    return out, fiamma.stack(h_n, 0)
+
+
+def rnn_tanh(*args, **kwargs):
+    """An Elman RNN with tanh over a sequence with ATen's flat parameter list
+    ``[w_ih, w_hh, b_ih, b_hh]`` per layer and direction: ``(output, h_n)``."""
+    return _rnn("rnn_tanh", args, kwargs)
+
+
+def rnn_relu(*args, **kwargs):
+    """As :func:`rnn_tanh` with relu."""
+    return _rnn("rnn_relu", args, kwargs)
+
+
+def gru(*args, **kwargs):
+    """A GRU over a sequence with ATen's flat parameter list: ``(output, h_n)``."""
+    return _rnn("gru", args, kwargs)
+
+
+def lstm(*args, **kwargs):
+    """An LSTM over a sequence with ATen's flat parameter list (``w_hr`` last per layer and
+    direction with projections); ``hx = [h_0, c_0]``: ``(output, h_n, c_n)``."""
+    return _rnn("lstm", args, kwargs)
