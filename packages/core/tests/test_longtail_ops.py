@@ -464,3 +464,67 @@ def test_hash_tensor_equals_pytorch():
             b = torch.hash_tensor(torch.tensor(arr), dim) if dim is not None else \
                 torch.hash_tensor(torch.tensor(arr))
             assert a.tolist() == b.tolist()
+
+
+# ---- native normalisation entry points ---------------------------------------------------
+
+def test_native_norms_equal_numpy():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((4, 6, 5))
+    w, b = rng.standard_normal(5), rng.standard_normal(5)
+    out, mean, rstd = fiamma.native_layer_norm(fiamma.tensor(x), [5], fiamma.tensor(w),
+                                               fiamma.tensor(b), 1e-5)
+    m = x.mean(-1, keepdims=True)
+    r = 1 / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(mean.numpy(), m, rtol=1e-12)
+    np.testing.assert_allclose(rstd.numpy(), r, rtol=1e-12)
+    np.testing.assert_allclose(out.numpy(), (x - m) * r * w + b, rtol=1e-12, atol=1e-12)
+    xg = rng.standard_normal((2, 6, 2, 3))
+    out, mean, rstd = fiamma.native_group_norm(fiamma.tensor(xg), None, None, 2, 6, 6, 3, 1e-5)
+    g = xg.reshape(2, 3, -1)
+    assert mean.shape == (2, 3) and rstd.shape == (2, 3)
+    np.testing.assert_allclose(mean.numpy(), g.mean(-1), rtol=1e-12)
+    np.testing.assert_allclose(out.numpy(), ((g - g.mean(-1, keepdims=True))
+                                             / np.sqrt(g.var(-1, keepdims=True) + 1e-5))
+                               .reshape(xg.shape), rtol=1e-12, atol=1e-12)
+    rm, rv = fiamma.zeros(6, dtype=fiamma.float64), fiamma.ones(6, dtype=fiamma.float64)
+    out, sm, si = fiamma.native_batch_norm(fiamma.tensor(xg), None, None, rm, rv, True, 0.1,
+                                           1e-5)
+    mu, var = xg.mean((0, 2, 3)), xg.var((0, 2, 3))
+    np.testing.assert_allclose(sm.numpy(), mu, rtol=1e-12)
+    np.testing.assert_allclose(si.numpy(), 1 / np.sqrt(var + 1e-5), rtol=1e-12)
+    np.testing.assert_allclose(rm.numpy(), 0.1 * mu, rtol=1e-12)
+    np.testing.assert_allclose(rv.numpy(), 0.9 + 0.1 * xg.var((0, 2, 3), ddof=1), rtol=1e-12)
+    out, sm, si = fiamma.native_batch_norm(fiamma.tensor(xg), None, None, rm, rv, False, 0.1,
+                                           1e-5)
+    assert sm.shape == (0,) and si.shape == (0,)
+    with pytest.raises(RuntimeError, match="running_mean and running_var"):
+        fiamma.native_batch_norm(fiamma.tensor(xg), None, None, None, None, False, 0.1, 1e-5)
+    m2, v2 = fiamma.batch_norm_update_stats(fiamma.tensor(xg), None, None, 0.1)
+    np.testing.assert_allclose(v2.numpy(), var, rtol=1e-12)
+
+
+@pytest.mark.parity
+def test_native_norms_equal_pytorch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    xg, wg, bg = rng.standard_normal((2, 6, 2, 3)), rng.standard_normal(6), \
+        rng.standard_normal(6)
+    for training in (True, False):
+        res = []
+        for lib in (torch, fiamma):
+            rm, rv = lib.tensor(np.full(6, 0.1)), lib.tensor(np.full(6, 1.5))
+            out = lib.native_batch_norm(lib.tensor(xg), lib.tensor(wg), lib.tensor(bg), rm, rv,
+                                        training, 0.1, 1e-5)
+            res.append([t.numpy() for t in out] + [rm.numpy(), rv.numpy()])
+        for a, b in zip(*res):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    res = [[t.numpy() for t in lib.native_group_norm(lib.tensor(xg), lib.tensor(wg),
+                                                     lib.tensor(bg), 2, 6, 6, 2, 1e-5)]
+           for lib in (torch, fiamma)]
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    res = [[t.numpy() for t in lib.native_layer_norm(lib.tensor(xg), [2, 3], None, None, 1e-5)]
+           for lib in (torch, fiamma)]
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)

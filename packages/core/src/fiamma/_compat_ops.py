@@ -61,7 +61,8 @@ __all__ = [
     "sym_float", "sym_int", "sym_not", "sym_ite", "sym_sqrt", "sym_sum", "sym_fresh_size",
     "nonzero_static", "addmv_", "frobenius_norm", "nuclear_norm", "empty_permuted",
     "hash_tensor", "get_device_module", "while_loop", "fork", "wait", "sym_constrain_range",
-    "sym_constrain_range_for_size", "init_num_threads",
+    "sym_constrain_range_for_size", "init_num_threads", "native_layer_norm",
+    "native_group_norm", "native_batch_norm", "batch_norm_update_stats",
     "index_reduce", "to_dlpack",
 ]
 
@@ -1239,6 +1240,104 @@ def sym_constrain_range_for_size(size, *, min=None, max=None):
 
 def init_num_threads():
     """Nothing to do: fiamma's thread pool starts itself (``torch.init_num_threads``)."""
+
+
+def native_layer_norm(input, normalized_shape, weight, bias, eps):
+    """``(output, mean, rstd)`` of layer normalisation over the trailing ``normalized_shape``
+    dims (``torch.native_layer_norm``); ``mean`` and ``rstd = 1/sqrt(var + eps)`` (biased
+    variance) keep those dims as size 1. Differentiable."""
+    shape = tuple(int(s) for s in normalized_shape)
+    k = len(shape)
+    if tuple(input.shape[input.dim() - k:]) != shape:
+        raise RuntimeError(f"native_layer_norm: normalized_shape {list(shape)} does not match "
+                           f"the input's trailing dims {list(input.shape)}")
+    dims = tuple(range(input.dim() - k, input.dim()))
+    mean = input.mean(dims, keepdim=True)
+    var = (input - mean).pow(2).mean(dims, keepdim=True)
+    rstd = (var + eps).rsqrt()
+    out = (input - mean) * rstd
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out, mean, rstd
+
+
+def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
+    """``(output, mean, rstd)`` of group normalisation (``torch.native_group_norm``): the
+    input viewed as ``(N, group, C/group * HxW)``; ``mean`` and ``rstd`` are ``(N, group)``.
+    Differentiable."""
+    if C % group:
+        raise RuntimeError(f"native_group_norm: channels ({C}) must be divisible by group "
+                           f"({group})")
+    if input.numel() != N * C * HxW:
+        raise RuntimeError(f"native_group_norm: input of {input.numel()} elements is not "
+                           f"N * C * HxW = {N} * {C} * {HxW}")
+    x = input.reshape(N, group, -1)
+    mean = x.mean(-1, keepdim=True)
+    var = (x - mean).pow(2).mean(-1, keepdim=True)
+    rstd = (var + eps).rsqrt()
+    out = ((x - mean) * rstd).reshape(input.shape)
+    affine_shape = (1, C) + (1,) * (input.dim() - 2)
+    if weight is not None:
+        out = out * weight.reshape(affine_shape)
+    if bias is not None:
+        out = out + bias.reshape(affine_shape)
+    return out, mean.reshape(N, group), rstd.reshape(N, group)
+
+
+def _bn_dims(input):
+    return (0,) + tuple(range(2, input.dim()))
+
+
+def native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum,
+                      eps):
+    """``(output, save_mean, save_invstd)`` of batch normalisation over dim 1
+    (``torch.native_batch_norm``). Training: batch statistics (biased variance) normalise,
+    and the running statistics (when given) are updated in place with the unbiased variance;
+    otherwise the running statistics normalise and ``save_mean``/``save_invstd`` are empty,
+    as in PyTorch. Differentiable."""
+    f = _F()
+    shape = (1, input.shape[1]) + (1,) * (input.dim() - 2)
+    if training:
+        dims = _bn_dims(input)
+        mean = input.mean(dims)
+        var = (input - mean.reshape(shape)).pow(2).mean(dims)
+        invstd = (var + eps).rsqrt()
+        if running_mean is not None or running_var is not None:
+            batch_norm_update_stats(input.detach(), running_mean, running_var, momentum)
+        out = (input - mean.reshape(shape)) * invstd.reshape(shape)
+    else:
+        if running_mean is None or running_var is None:
+            raise RuntimeError("native_batch_norm: running_mean and running_var must be "
+                               "defined in evaluation mode")
+        out = (input - running_mean.reshape(shape)) * (running_var + eps).rsqrt().reshape(shape)
+        mean = f.empty(0, dtype=input.dtype)
+        invstd = f.empty(0, dtype=input.dtype)
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out, mean, invstd
+
+
+def batch_norm_update_stats(input, running_mean, running_var, momentum):
+    """``(mean, var)`` of ``input`` per channel (dim 1; biased variance), updating the running
+    statistics in place: ``r = (1 - momentum) r + momentum * stat`` with the unbiased variance
+    for ``running_var`` (``torch.batch_norm_update_stats``)."""
+    dims = _bn_dims(input)
+    with _F().no_grad():
+        x = input.detach()
+        mean = x.mean(dims)
+        n = x.numel() // max(x.shape[1], 1)
+        shape = (1, x.shape[1]) + (1,) * (x.dim() - 2)
+        var = (x - mean.reshape(shape)).pow(2).mean(dims)
+        if running_mean is not None:
+            running_mean.mul_(1 - momentum).add_(mean.to(running_mean.dtype), alpha=momentum)
+        if running_var is not None:
+            unbiased = var * (n / (n - 1)) if n > 1 else var * float("inf")
+            running_var.mul_(1 - momentum).add_(unbiased.to(running_var.dtype), alpha=momentum)
+    return mean, var
 
 
 def is_distributed(input):
