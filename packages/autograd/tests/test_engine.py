@@ -3,6 +3,7 @@ engine ships (add, mul, sum, copy_) so these tests do not depend on the formula 
 
 import gc
 import threading
+import warnings
 import weakref
 
 import numpy as np
@@ -1037,3 +1038,30 @@ def test_hooks_registered_after_recording_leave_the_inline_step():
     np.testing.assert_array_equal(z.grad.numpy(), np.full(3, 6.0))
     np.testing.assert_array_equal(x.grad.numpy(), np.full(3, 6.0))
     np.testing.assert_array_equal(y.grad.numpy(), np.full(3, 6.0))
+
+
+def test_top_level_anomaly_switches_share_detect_anomalys_state():
+    """fiamma.is_anomaly_enabled / is_anomaly_check_nan_enabled / set_anomaly_enabled (torch's
+    top-level names) read and write the state detect_anomaly uses."""
+    assert fiamma.is_anomaly_enabled() is False and fiamma.is_anomaly_check_nan_enabled()
+    try:
+        fiamma.set_anomaly_enabled(True, check_nan=False)
+        assert fiamma.autograd.is_anomaly_enabled() is True
+        assert fiamma.is_anomaly_check_nan_enabled() is False
+        # check_nan off: a NaN gradient passes through without an error
+        x = fiamma.tensor([-1.0], requires_grad=True)
+        x.sqrt().sum().backward()
+        fiamma.set_anomaly_enabled(True)
+        y = fiamma.tensor([-1.0], requires_grad=True)
+        with pytest.raises(RuntimeError, match="nan"):
+            y.sqrt().sum().backward()
+    finally:
+        fiamma.set_anomaly_enabled(False)
+    assert fiamma.is_anomaly_enabled() is False and fiamma.is_anomaly_check_nan_enabled()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with fiamma.autograd.detect_anomaly(check_nan=False):
+            assert fiamma.is_anomaly_enabled() and not fiamma.is_anomaly_check_nan_enabled()
+    assert not fiamma.is_anomaly_enabled()
+    with pytest.raises(TypeError, match="set_anomaly_enabled"):
+        fiamma.set_anomaly_enabled(1)

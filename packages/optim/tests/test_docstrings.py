@@ -6,7 +6,8 @@ import importlib
 import pytest
 
 MODULES = ["fiamma.optim", "fiamma.optim.optimizer", "fiamma.optim.sgd", "fiamma.optim.adam",
-           "fiamma.optim.lbfgs", "fiamma.optim.lr_scheduler", "fiamma.optim.swa_utils"]
+           "fiamma.optim.lbfgs", "fiamma.optim.lr_scheduler", "fiamma.optim.swa_utils",
+           "fiamma.optim.factored"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -50,6 +50,12 @@ from fiamma._tensor_api import *  # noqa: F401,F403
 from fiamma._compat_ops import *  # noqa: F401,F403
 from fiamma._legacy_types import *  # noqa: F401,F403
 from fiamma._storage_api import UntypedStorage, TypedStorage  # noqa: F401
+from fiamma._storage_api import (  # noqa: F401  (PyTorch's legacy storage classes)
+    BFloat16Storage, BoolStorage, ByteStorage, CharStorage, ComplexDoubleStorage,
+    ComplexFloatStorage, DoubleStorage, FloatStorage, HalfStorage, IntStorage, LongStorage,
+    ShortStorage, from_file,
+)
+from fiamma._storage_api import FloatStorage as Storage  # noqa: F401  (torch.Storage)
 from fiamma._allocator import *  # noqa: F401,F403
 from fiamma._parallel import *  # noqa: F401,F403
 from fiamma.serialization import save, load  # noqa: F401  (light: imports its machinery on call)
@@ -79,7 +85,7 @@ _SUBMODULES = {"linalg", "fft", "special", "multiprocessing", "safetensors", "ut
                "backends", "accelerator", "cuda", "amp", "cpu", "hub", "testing",
                "detection", "profiler", "sparse", "array_api", "ops", "xpu", "mps", "futures",
                "_dynamo", "functional", "compiler", "_inductor", "nested", "signal", "types",
-               "storage", "torch_version", "library"}
+               "storage", "torch_version", "library", "quasirandom"}
 
 # sibling distributions, imported on first use
 _SIBLINGS = {
@@ -106,9 +112,35 @@ _FROM_SUBMODULE = {"autocast": "amp", "is_autocast_enabled": "amp",
                    "get_autocast_dtype": "amp", "set_autocast_enabled": "amp",
                    "set_autocast_dtype": "amp", "PyTorchFileReader": "_file_reader",
                    "cond": "_cond"}
+# PyTorch's deprecated IPU/XLA autocast state functions (no op reads them: see amp)
+_FROM_SUBMODULE.update(dict.fromkeys((
+    "is_autocast_ipu_enabled", "is_autocast_xla_enabled", "set_autocast_ipu_enabled",
+    "set_autocast_xla_enabled", "get_autocast_ipu_dtype", "get_autocast_xla_dtype",
+    "set_autocast_ipu_dtype", "set_autocast_xla_dtype",
+    # and the older CPU/GPU ones, the cache switch and the nesting counter
+    "is_autocast_cpu_enabled", "set_autocast_cpu_enabled", "get_autocast_cpu_dtype",
+    "set_autocast_cpu_dtype", "get_autocast_gpu_dtype", "set_autocast_gpu_dtype",
+    "is_autocast_cache_enabled", "set_autocast_cache_enabled", "autocast_increment_nesting",
+    "autocast_decrement_nesting", "clear_autocast_cache"), "amp.autocast_mode"))
+_FROM_SUBMODULE["GradScaler"] = "amp"  # torch.GradScaler is torch.amp.GradScaler
+
+# PyTorch's top-level ATen bindings of nn functions (torch.dropout(input, p, train),
+# torch.kl_div(input, target, reduction=1), torch.lstm_cell, ...): fiamma-nn's fiamma.nn.aten
+_FROM_NN_ATEN = frozenset((
+    "dropout", "dropout_", "alpha_dropout", "alpha_dropout_", "feature_dropout",
+    "feature_dropout_", "feature_alpha_dropout", "feature_alpha_dropout_", "native_dropout",
+    "bilinear", "prelu", "binary_cross_entropy_with_logits", "constant_pad_nd",
+    "cosine_embedding_loss", "hinge_embedding_loss", "kl_div", "margin_ranking_loss",
+    "poisson_nll_loss", "triplet_margin_loss", "ctc_loss", "grid_sampler_2d", "grid_sampler_3d",
+    "affine_grid_generator", "native_channel_shuffle", "norm_except_dim", "conv_tbc",
+    "rnn_tanh_cell", "rnn_relu_cell", "gru_cell", "lstm_cell", "rnn_tanh", "rnn_relu", "gru",
+    "lstm"))
 
 # PyTorch's top-level names for functions of a sibling distribution (torch.vmap is func.vmap)
 _FROM_SIBLING = {"vmap": "func", "ScriptModule": "jit"}
+# the autograd anomaly-mode switches (torch.is_anomaly_enabled, ...) are fiamma-autograd's
+_FROM_SIBLING.update(dict.fromkeys((
+    "is_anomaly_enabled", "is_anomaly_check_nan_enabled", "set_anomaly_enabled"), "autograd"))
 # quantized tensors (int8 dtypes, qschemes, quantize/dequantize) live in fiamma-nn's fiamma.ao
 _FROM_SIBLING.update(dict.fromkeys((
     "quint8", "qint8", "qint32", "quint4x2", "per_tensor_affine", "per_channel_affine",
@@ -124,6 +156,16 @@ def __getattr__(name):
         return getattr(importlib.import_module("fiamma." + _FROM_SUBMODULE[name]), name)
     if name in _FROM_SIBLING:
         return getattr(__getattr__(_FROM_SIBLING[name]), name)
+    if name in _FROM_NN_ATEN:
+        import importlib
+
+        try:
+            return getattr(importlib.import_module("fiamma.nn.aten"), name)
+        except ModuleNotFoundError as e:
+            if e.name not in ("fiamma.nn", "fiamma.nn.aten"):
+                raise
+            raise AttributeError(f"fiamma.{name} is fiamma-nn's (fiamma.nn.aten): pip install "
+                                 "fiamma-nn") from None
     if name in _SUBMODULES:
         import importlib
 

@@ -44,8 +44,21 @@ def state(device_type):
         _tls.depth = 0
     st = states.get(device_type)
     if st is None:
-        st = states[device_type] = _DeviceState(False, default_dtype(device_type), True)
+        st = states[device_type] = _DeviceState(False, default_dtype(device_type), cache_flag())
     return st
+
+
+def cache_flag():
+    """This thread's autocast weight-cache switch (PyTorch's ``is_autocast_cache_enabled``):
+    the default of ``autocast(cache_enabled=None)``."""
+    return getattr(_tls, "cache_flag", True)
+
+
+def set_cache_flag(enabled):
+    """Set the switch, and the cache setting of this thread's device states with it."""
+    _tls.cache_flag = bool(enabled)
+    for st in getattr(_tls, "states", {}).values():
+        st.cache_enabled = bool(enabled)
 
 
 def listen(module_globals):
@@ -70,14 +83,19 @@ def set_enabled(st, enabled):
 
 
 def region_entered():
+    """One more autocast region open in this thread; returns the nesting depth."""
     state("cpu")  # creates the thread's cache and depth
     _tls.depth += 1
+    return _tls.depth
 
 
 def region_exited():
-    _tls.depth -= 1
+    """One autocast region fewer; returns the depth (the cache is dropped at 0)."""
+    state("cpu")
+    _tls.depth = max(_tls.depth - 1, 0)
     if _tls.depth == 0:
         _tls.cache.clear()  # PyTorch drops cached casts when the outermost region exits
+    return _tls.depth
 
 
 def clear_cache():

@@ -8,6 +8,7 @@ Everything here is public at ``fiamma.<name>`` (and as a Tensor method where PyT
 """
 
 import builtins
+import importlib
 import math
 from collections import namedtuple
 
@@ -39,6 +40,7 @@ __all__ = [
     "set_warn_always", "is_warn_always_enabled", "compile",
     "det", "logdet", "slogdet", "inverse", "pinverse", "matrix_power", "svd", "qr", "cholesky",
     "chain_matmul", "lu", "lu_unpack", "lu_solve", "svd_lowrank", "pca_lowrank",
+    "geqrf", "ormqr", "eig", "symeig", "lstsq", "solve", "matrix_rank",
     "deg2rad", "rad2deg", "deg2rad_", "rad2deg_", "heaviside", "ldexp", "gcd", "lcm",
     "isin", "isreal", "logcumsumexp", "quantile", "nanquantile", "cov", "corrcoef",
     "trapezoid", "trapz", "cumulative_trapezoid", "gradient", "dist", "renorm", "unravel_index",
@@ -53,8 +55,14 @@ __all__ = [
     "squeeze_copy", "t_copy", "transpose_copy", "unbind_copy", "unfold_copy",
     "unsqueeze_copy", "view_copy",
     "diagonal_scatter", "select_scatter", "slice_scatter", "as_strided_scatter",
-    "frombuffer", "histogram", "frexp", "nextafter", "detach_", "resize_as_", "as_strided_",
+    "frombuffer", "histogram", "histogramdd", "igamma", "igammac", "gcd_", "lcm_", "ldexp_",
+    "frexp", "nextafter", "detach_", "resize_as_", "as_strided_",
     "get_num_interop_threads", "set_num_interop_threads", "sym_min", "sym_max",
+    "sym_float", "sym_int", "sym_not", "sym_ite", "sym_sqrt", "sym_sum", "sym_fresh_size",
+    "nonzero_static", "addmv_", "frobenius_norm", "nuclear_norm", "empty_permuted",
+    "hash_tensor", "get_device_module", "while_loop", "fork", "wait", "sym_constrain_range",
+    "sym_constrain_range_for_size", "init_num_threads", "native_layer_norm",
+    "native_group_norm", "native_batch_norm", "batch_norm_update_stats",
     "index_reduce", "to_dlpack",
 ]
 
@@ -68,7 +76,9 @@ newaxis = None
 # PyTorch's named results (torch.return_types.*)
 _SVD = namedtuple("svd", ["U", "S", "V"])
 _Histogram = namedtuple("histogram", ["hist", "bin_edges"])
+_HistogramDD = namedtuple("histogramdd", ["hist", "bin_edges"])
 _Frexp = namedtuple("frexp", ["mantissa", "exponent"])
+_Geqrf = namedtuple("geqrf", ["a", "tau"])
 
 
 def _F():
@@ -284,6 +294,104 @@ def qr(input, some=True):
     """PyTorch's old ``torch.qr``: ``linalg.qr`` with mode 'reduced' (``some``) or
     'complete'."""
     return _L().qr(input, mode="reduced" if some else "complete")
+
+
+def geqrf(input, *, out=None):
+    """LAPACK's geqrf (``torch.geqrf``): ``(a, tau)``, the QR factorisation of ``input``
+    (``(*, m, n)``) packed as Householder reflectors: ``R`` is the upper triangle of ``a``,
+    ``Q = H_1 ... H_k`` with ``H_i = I - tau_i v_i v_i^H`` and ``v_i`` below the diagonal of
+    column ``i`` (unit leading entry); ``linalg.householder_product(a, tau)`` gives ``Q``.
+    No gradient (PyTorch has none either).
+
+    >>> import fiamma
+    >>> a, tau = fiamma.geqrf(fiamma.tensor([[3.0, 1.0], [4.0, 2.0]]))
+    >>> [round(v, 4) for v in a[0].tolist()], round(tau[0].item(), 4)
+    ([-5.0, -2.2], 1.6)
+    """
+    f = _F()
+    if input.dim() < 2:
+        raise RuntimeError(f"geqrf: input must have at least 2 dimensions, got {input.dim()}")
+    if input.dtype not in (D.float32, D.float64, D.complex64, D.complex128):
+        raise RuntimeError(f"geqrf: expected a float, double, cfloat or cdouble tensor, got "
+                           f"{input.dtype}")
+    x = input.detach().numpy()
+    m, n = x.shape[-2:]
+    if x.size == 0:
+        h = np.zeros(x.shape, x.dtype)
+        tau = np.zeros(x.shape[:-2] + (min(m, n),), x.dtype)
+    else:
+        h, tau = np.linalg.qr(x, mode="raw")  # h: the packed factor, transposed
+        h = np.swapaxes(h, -1, -2)
+    res = _Geqrf(f.from_numpy(np.ascontiguousarray(h).astype(x.dtype)),
+                 f.from_numpy(np.ascontiguousarray(tau).astype(x.dtype)))
+    if out is not None:
+        for o, r in zip(out, res):
+            o.resize_(r.shape).copy_(r)
+        return out
+    return res
+
+
+def ormqr(input, tau, other, left=True, transpose=False, *, out=None):
+    """``op(Q) @ other`` (``left``) or ``other @ op(Q)`` for ``Q`` given as Householder
+    reflectors ``(input, tau)`` (what ``geqrf`` returns); ``op`` is the conjugate transpose
+    when ``transpose`` (``torch.ormqr``). ``Q`` is square (``m x m`` with ``left``, else
+    ``n x n`` for ``other`` of shape ``(*, m, n)``); differentiable through
+    ``linalg.householder_product``.
+
+    >>> import fiamma
+    >>> A = fiamma.tensor([[3.0, 1.0], [4.0, 2.0]])
+    >>> a, tau = fiamma.geqrf(A)
+    >>> R = fiamma.ormqr(a, tau, A, transpose=True)   # Q^T A = R
+    >>> [[round(v, 4) + 0.0 for v in row] for row in R.tolist()]
+    [[-5.0, -2.2], [0.0, 0.4]]
+    """
+    f = _F()
+    if input.dim() < 2 or other.dim() < 2 or tau.dim() < 1:
+        raise RuntimeError(f"ormqr: expected input and other of at least 2 dimensions and tau "
+                           f"of at least 1, got {input.dim()}, {other.dim()} and {tau.dim()}")
+    size = other.shape[-2] if left else other.shape[-1]
+    k = tau.shape[-1]
+    if input.shape[-2] != size:
+        raise RuntimeError(f"ormqr: input.shape[-2] must equal other.shape["
+                           f"{-2 if left else -1}] ({size}), got {input.shape[-2]}")
+    if k > input.shape[-1] or k > size:
+        raise RuntimeError(f"ormqr: tau.shape[-1] ({k}) must be at most input.shape[-1] "
+                           f"({input.shape[-1]}) and {size}")
+    if input.dtype is not other.dtype or tau.dtype is not input.dtype:
+        raise RuntimeError(f"ormqr: expected input, tau and other of one dtype, got "
+                           f"{input.dtype}, {tau.dtype} and {other.dtype}")
+    vs = input[..., :k]
+    if k < size:  # pad the reflectors with identities (tau 0) for the square Q
+        vs = f.cat([vs, f.zeros(*vs.shape[:-1], size - k, dtype=vs.dtype)], -1)
+        tau = f.cat([tau, f.zeros(*tau.shape[:-1], size - k, dtype=tau.dtype)], -1)
+    q = _L().householder_product(vs, tau)
+    if transpose:
+        q = q.mH
+    res = q @ other if left else other @ q
+    if out is not None:
+        out.resize_(res.shape).copy_(res)
+        return out
+    return res
+
+
+def _removed(name, message):
+    def removed(*args, **kwargs):
+        raise RuntimeError(f"{name}: torch.{name} was deprecated in PyTorch 1.9 and is "
+                           f"removed (it raises there too); {message}")
+    removed.__name__ = name
+    removed.__doc__ = (f"Removed from PyTorch (it raises there too): {message}")
+    return removed
+
+
+eig = _removed("eig", "use fiamma.linalg.eig (complex eigenvalues and eigenvectors).")
+symeig = _removed("symeig", "use fiamma.linalg.eigh (eigenvalues in ascending order; it reads "
+                            "the lower triangle by default, symeig read the upper).")
+lstsq = _removed("lstsq", "use fiamma.linalg.lstsq(A, B) (note the reversed arguments; it "
+                          "returns a named tuple without the QR factorisation).")
+solve = _removed("solve", "use fiamma.linalg.solve(A, B) (note the reversed arguments; it "
+                          "does not return the LU factorisation).")
+matrix_rank = _removed("matrix_rank", "use fiamma.linalg.matrix_rank (its 'hermitian' "
+                                      "argument was 'symmetric' here).")
 
 
 def cholesky(input, upper=False):
@@ -883,6 +991,355 @@ def sym_max(a, b):
     return builtins.max(a, b)
 
 
+def sym_float(a):
+    """``float(a)`` (``torch.sym_float``; PyTorch keeps a symbolic size symbolic, fiamma's
+    traced sizes are ints with their history)."""
+    if hasattr(type(a), "__sym_float__"):
+        return a.__sym_float__()
+    return float(a)
+
+
+def sym_int(a):
+    """``int(a)``, truncating toward zero (``torch.sym_int``)."""
+    if hasattr(type(a), "__sym_int__"):
+        return a.__sym_int__()
+    return int(a)
+
+
+def sym_not(a):
+    """``not a`` (``torch.sym_not``)."""
+    if hasattr(type(a), "__sym_not__"):
+        return a.__sym_not__()
+    return not a
+
+
+def sym_ite(b, t, f):
+    """``t if b else f`` (``torch.sym_ite``)."""
+    return t if b else f
+
+
+def sym_sqrt(a):
+    """``math.sqrt(a)`` (``torch.sym_sqrt``)."""
+    if hasattr(type(a), "__sym_sqrt__"):
+        return a.__sym_sqrt__()
+    return math.sqrt(a)
+
+
+def sym_sum(args):
+    """The sum of an iterable of numbers (``torch.sym_sum``).
+
+    >>> import fiamma
+    >>> fiamma.sym_sum([1, 2, 3]), fiamma.sym_int(-3.7), fiamma.sym_ite(False, 1, 2)
+    (6, -3, 2)
+    """
+    return builtins.sum(args)
+
+
+def sym_fresh_size(expr):
+    """The value of a size expression (``torch.sym_fresh_size``: PyTorch's eager result is
+    ``tensor(expr).item()``)."""
+    return _F().tensor(expr).item()
+
+
+def nonzero_static(input, *, size, fill_value=-1):
+    """``nonzero(input)`` padded with ``fill_value`` or truncated to exactly ``size`` rows:
+    shape ``(size, input.dim())``, int64 (``torch.nonzero_static``).
+
+    >>> import fiamma
+    >>> fiamma.nonzero_static(fiamma.tensor([0, 1, 0, 2]), size=3).tolist()
+    [[1], [3], [-1]]
+    """
+    f = _F()
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise RuntimeError(f"nonzero_static: 'size' must be a non-negative integer, got {size}")
+    nz = f.nonzero(input)
+    k = nz.shape[0]
+    if k >= size:
+        return nz[:size].clone()
+    pad = f.full((size - k, input.dim()), fill_value, dtype=D.int64)
+    return f.cat([nz, pad], 0)
+
+
+def addmv_(input, mat, vec, *, beta=1, alpha=1):
+    """In-place ``addmv``: ``input = beta * input + alpha * (mat @ vec)``."""
+    return input.addmv_(mat, vec, beta=beta, alpha=alpha)
+
+
+def frobenius_norm(input, dim, keepdim=False, *, out=None):
+    """The 2-norm over ``dim`` (PyTorch's deprecated ``torch.frobenius_norm``:
+    ``linalg.vector_norm(input, 2, dim, keepdim)``); warns as PyTorch's."""
+    import warnings
+
+    warnings.warn("frobenius_norm is deprecated (as in PyTorch); use "
+                  "linalg.vector_norm(A, 2., dim, keepdim)", UserWarning, stacklevel=2)
+    return _L().vector_norm(input, 2, dim, keepdim, out=out)
+
+
+def nuclear_norm(input, dim=None, keepdim=False, *, out=None):
+    """The nuclear norm (sum of singular values) of the matrices over ``dim`` (default the
+    last two), PyTorch's deprecated ``torch.nuclear_norm``:
+    ``linalg.matrix_norm(input, 'nuc', dim, keepdim)``; warns as PyTorch's."""
+    import warnings
+
+    warnings.warn("nuclear_norm is deprecated (as in PyTorch); use "
+                  "linalg.matrix_norm(A, 'nuc', dim, keepdim)", UserWarning, stacklevel=2)
+    if isinstance(dim, bool):  # nuclear_norm(input, keepdim) in PyTorch's other overload
+        dim, keepdim = None, dim
+    return _L().matrix_norm(input, "nuc", (-2, -1) if dim is None else tuple(dim), keepdim,
+                            out=out)
+
+
+def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None,
+                   requires_grad=False, pin_memory=False):
+    """An uninitialised dense tensor of ``size`` whose dimensions lie in memory in the order
+    ``physical_layout`` (outermost first): ``empty_permuted((N, C, H, W), (0, 2, 3, 1))`` is
+    channels-last (``torch.empty_permuted``).
+
+    >>> import fiamma
+    >>> fiamma.empty_permuted((2, 3, 4, 5), (0, 2, 3, 1)).stride()
+    (60, 1, 15, 3)
+    """
+    f = _F()
+    size = tuple(int(s) for s in size)
+    perm = tuple(int(p) for p in physical_layout)
+    if len(perm) != len(size):
+        raise RuntimeError(f"empty_permuted: physical_layout has {len(perm)} dims, size has "
+                           f"{len(size)}")
+    if sorted(perm) != list(range(len(size))):
+        raise RuntimeError(f"empty_permuted: physical_layout must be a permutation of the "
+                           f"dims 0..{len(size) - 1}, got {perm} (duplicate dim not allowed)")
+    phys = f.empty(tuple(size[p] for p in perm), dtype=dtype, device=device)
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    out = phys.permute(*inv) if perm else phys
+    return out.requires_grad_(True) if requires_grad else out
+
+
+def hash_tensor(input, dim=None, *, keepdim=False, mode=0):
+    """A hash of the elements (``torch.hash_tensor``): mode 0 XORs the elements' 64-bit
+    patterns (floating-point values widened to float64, integers and bools to int64) over
+    ``dim`` (default all), giving uint64.
+
+    >>> import fiamma
+    >>> fiamma.hash_tensor(fiamma.tensor([[1, 2], [3, 4]]), dim=1).tolist()
+    [3, 7]
+    """
+    f = _F()
+    if mode != 0:
+        raise RuntimeError(f"hash_tensor: Unknown hash_tensor mode: {mode}")
+    dt = input.dtype
+    if dt.is_complex or dt is D.uint64:
+        raise RuntimeError(f"hash_tensor: xor reduction is not implemented for {dt}")
+    x = input.detach()
+    arr = (x.double() if dt.is_floating_point else x.long()).numpy().view(np.uint64)
+    if dim is None:
+        if arr.size == 0:
+            raise RuntimeError("hash_tensor: Expected reduction dim to be specified for "
+                               "input.numel() == 0. Specify the reduction dim with the 'dim' "
+                               "argument.")
+        axes = tuple(range(arr.ndim))
+    else:
+        dims = (dim,) if isinstance(dim, int) else tuple(dim)
+        axes = tuple(_wrap_dim(d, max(arr.ndim, 1)) for d in dims)
+        for a in axes:
+            if arr.ndim and arr.shape[a] == 0:
+                raise IndexError(f"hash_tensor: Expected reduction dim {a} to have non-zero "
+                                 "size.")
+    res = np.bitwise_xor.reduce(arr, axis=axes, keepdims=keepdim) if arr.ndim else arr
+    return f.from_numpy(np.array(res, dtype=np.uint64))  # (0-d stays 0-d)
+
+
+def get_device_module(device=None):
+    """The module of a device type: ``fiamma.cpu``, ``fiamma.cuda``, ``fiamma.mps`` or
+    ``fiamma.xpu`` (``torch.get_device_module``); no argument: the current accelerator's,
+    else ``fiamma.cpu``."""
+    if device is None:
+        acc = importlib.import_module("fiamma.accelerator").current_accelerator()
+        kind = "cpu" if acc is None else acc.type
+    elif isinstance(device, str):
+        kind = device.split(":")[0]
+    elif hasattr(device, "type"):
+        kind = device.type
+    else:
+        raise RuntimeError(f"get_device_module: invalid value of device '{device}', expect "
+                           "torch.device, str, or None")
+    if kind not in ("cpu", "cuda", "mps", "xpu", "meta"):
+        raise RuntimeError(f"get_device_module: device '{kind}' does not have a corresponding "
+                           "module registered as 'fiamma.{kind}'.")
+    if kind == "meta":
+        raise RuntimeError("get_device_module: device 'meta' does not have a corresponding "
+                           "module registered as 'fiamma.meta'.")
+    return importlib.import_module("fiamma." + kind)
+
+
+def while_loop(cond_fn, body_fn, carried_inputs):
+    """Run ``carried = body_fn(*carried)`` while ``cond_fn(*carried)`` is true and return the
+    final ``carried`` tuple (``torch.while_loop``, eagerly; ``cond_fn`` returns a bool or a
+    one-element bool tensor, ``body_fn`` a tuple of the same length).
+
+    >>> import fiamma
+    >>> fiamma.while_loop(lambda i, x: i < 3, lambda i, x: (i + 1, x * 2),
+    ...                   (fiamma.tensor(0), fiamma.ones(2)))
+    (tensor(3), tensor([8., 8.]))
+    """
+    if not isinstance(carried_inputs, (tuple, list)):
+        raise RuntimeError(f"while_loop: carried_inputs must be a tuple or list, got "
+                           f"{type(carried_inputs).__name__}")
+    carried = tuple(carried_inputs)
+    while True:
+        c = cond_fn(*carried)
+        if isinstance(c, Tensor):
+            if c.numel() != 1 or c.dtype is not D.bool:
+                raise RuntimeError(f"while_loop: cond_fn must return a boolean scalar, got a "
+                                   f"{c.dtype} tensor of shape {tuple(c.shape)}")
+            c = bool(c)
+        if not c:
+            return carried
+        out = body_fn(*carried)
+        out = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+        if len(out) != len(carried):
+            raise RuntimeError(f"while_loop: body_fn returned {len(out)} values for "
+                               f"{len(carried)} carried inputs")
+        carried = out
+
+
+def fork(func, *args, **kwargs):
+    """Call ``func(*args, **kwargs)`` and return a completed ``fiamma.futures.Future`` of its
+    result (``torch.jit.fork`` outside TorchScript, which also runs it at once); an error is
+    kept in the future and raised by :func:`wait`."""
+    fut = importlib.import_module("fiamma.futures").Future()
+    try:
+        fut.set_result(func(*args, **kwargs))
+    except Exception as e:  # noqa: BLE001 (kept for wait, as an asynchronous call would)
+        fut.set_exception(e)
+    return fut
+
+
+def wait(future):
+    """The result of a Future returned by :func:`fork`."""
+    return future.wait()
+
+
+def sym_constrain_range(size, *, min=None, max=None):
+    """Check that a size lies in ``[min, max]`` (``torch.sym_constrain_range``; with a plain
+    int there is nothing symbolic to constrain)."""
+    if isinstance(size, Tensor):
+        size = size.item()
+    lo = -math.inf if min is None else min
+    hi = math.inf if max is None else max
+    if not lo <= size <= hi:
+        raise RuntimeError(f"sym_constrain_range: Invalid value range for {size} between "
+                           f"[{lo}, {hi}].")
+
+
+def sym_constrain_range_for_size(size, *, min=None, max=None):
+    """``sym_constrain_range`` for a size: ``min`` defaults to 0."""
+    sym_constrain_range(size, min=0 if min is None else min, max=max)
+
+
+def init_num_threads():
+    """Nothing to do: fiamma's thread pool starts itself (``torch.init_num_threads``)."""
+
+
+def native_layer_norm(input, normalized_shape, weight, bias, eps):
+    """``(output, mean, rstd)`` of layer normalisation over the trailing ``normalized_shape``
+    dims (``torch.native_layer_norm``); ``mean`` and ``rstd = 1/sqrt(var + eps)`` (biased
+    variance) keep those dims as size 1. Differentiable."""
+    shape = tuple(int(s) for s in normalized_shape)
+    k = len(shape)
+    if tuple(input.shape[input.dim() - k:]) != shape:
+        raise RuntimeError(f"native_layer_norm: normalized_shape {list(shape)} does not match "
+                           f"the input's trailing dims {list(input.shape)}")
+    dims = tuple(range(input.dim() - k, input.dim()))
+    mean = input.mean(dims, keepdim=True)
+    var = (input - mean).pow(2).mean(dims, keepdim=True)
+    rstd = (var + eps).rsqrt()
+    out = (input - mean) * rstd
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out, mean, rstd
+
+
+def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
+    """``(output, mean, rstd)`` of group normalisation (``torch.native_group_norm``): the
+    input viewed as ``(N, group, C/group * HxW)``; ``mean`` and ``rstd`` are ``(N, group)``.
+    Differentiable."""
+    if C % group:
+        raise RuntimeError(f"native_group_norm: channels ({C}) must be divisible by group "
+                           f"({group})")
+    if input.numel() != N * C * HxW:
+        raise RuntimeError(f"native_group_norm: input of {input.numel()} elements is not "
+                           f"N * C * HxW = {N} * {C} * {HxW}")
+    x = input.reshape(N, group, -1)
+    mean = x.mean(-1, keepdim=True)
+    var = (x - mean).pow(2).mean(-1, keepdim=True)
+    rstd = (var + eps).rsqrt()
+    out = ((x - mean) * rstd).reshape(input.shape)
+    affine_shape = (1, C) + (1,) * (input.dim() - 2)
+    if weight is not None:
+        out = out * weight.reshape(affine_shape)
+    if bias is not None:
+        out = out + bias.reshape(affine_shape)
+    return out, mean.reshape(N, group), rstd.reshape(N, group)
+
+
+def _bn_dims(input):
+    return (0,) + tuple(range(2, input.dim()))
+
+
+def native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum,
+                      eps):
+    """``(output, save_mean, save_invstd)`` of batch normalisation over dim 1
+    (``torch.native_batch_norm``). Training: batch statistics (biased variance) normalise,
+    and the running statistics (when given) are updated in place with the unbiased variance;
+    otherwise the running statistics normalise and ``save_mean``/``save_invstd`` are empty,
+    as in PyTorch. Differentiable."""
+    f = _F()
+    shape = (1, input.shape[1]) + (1,) * (input.dim() - 2)
+    if training:
+        dims = _bn_dims(input)
+        mean = input.mean(dims)
+        var = (input - mean.reshape(shape)).pow(2).mean(dims)
+        invstd = (var + eps).rsqrt()
+        if running_mean is not None or running_var is not None:
+            batch_norm_update_stats(input.detach(), running_mean, running_var, momentum)
+        out = (input - mean.reshape(shape)) * invstd.reshape(shape)
+    else:
+        if running_mean is None or running_var is None:
+            raise RuntimeError("native_batch_norm: running_mean and running_var must be "
+                               "defined in evaluation mode")
+        out = (input - running_mean.reshape(shape)) * (running_var + eps).rsqrt().reshape(shape)
+        mean = f.empty(0, dtype=input.dtype)
+        invstd = f.empty(0, dtype=input.dtype)
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out, mean, invstd
+
+
+def batch_norm_update_stats(input, running_mean, running_var, momentum):
+    """``(mean, var)`` of ``input`` per channel (dim 1; biased variance), updating the running
+    statistics in place: ``r = (1 - momentum) r + momentum * stat`` with the unbiased variance
+    for ``running_var`` (``torch.batch_norm_update_stats``)."""
+    dims = _bn_dims(input)
+    with _F().no_grad():
+        x = input.detach()
+        mean = x.mean(dims)
+        n = x.numel() // max(x.shape[1], 1)
+        shape = (1, x.shape[1]) + (1,) * (x.dim() - 2)
+        var = (x - mean.reshape(shape)).pow(2).mean(dims)
+        if running_mean is not None:
+            running_mean.mul_(1 - momentum).add_(mean.to(running_mean.dtype), alpha=momentum)
+        if running_var is not None:
+            unbiased = var * (n / (n - 1)) if n > 1 else var * float("inf")
+            running_var.mul_(1 - momentum).add_(unbiased.to(running_var.dtype), alpha=momentum)
+    return mean, var
+
+
 def is_distributed(input):
     """False: PyTorch's legacy flag for tensors of its old distributed backend (always False
     there too; fiamma.distributed works on ordinary tensors)."""
@@ -1127,6 +1584,112 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False, out=No
     return res
 
 
+def histogramdd(input, bins=10, *, range=None, weight=None, density=False):
+    """(hist, bin_edges) of the points ``input`` of shape ``(..., D)``: a D-dimensional
+    histogram (``torch.histogramdd``). ``bins`` is one int for every dimension, D ints, or D
+    1-d tensors of increasing edges; ``range`` is ``[min_0, max_0, ..., min_{D-1},
+    max_{D-1}]`` (default: each dimension's min..max, widened by 0.5 on both sides when they
+    are equal); ``weight`` (``input.shape[:-1]``) weighs the points; ``density`` divides by
+    the total weight and the bin volumes. Each bin holds ``[left, right)``, the last one
+    ``[left, right]``; points outside the edges are not counted. ``bin_edges`` is a tuple of
+    D tensors of ``input``'s dtype.
+
+    >>> import fiamma
+    >>> pts = fiamma.tensor([[0.0, 0.0], [1.0, 1.0], [1.0, 0.2]])
+    >>> h, edges = fiamma.histogramdd(pts, bins=[2, 2])
+    >>> h.tolist(), edges[0].tolist()
+    ([[1.0, 0.0], [1.0, 1.0]], [0.0, 0.5, 1.0])
+    """
+    f = _F()
+    op = "histogramdd"
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{op}: expected input to be a Tensor, got {type(input).__name__}")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"{op}: expected a floating-point input, got {input.dtype}")
+    if input.dim() < 2:
+        raise RuntimeError(f"{op}: expected input to have at least 2 dimensions (points of "
+                           f"shape (..., D)), got shape {tuple(input.shape)}")
+    nd = input.shape[-1]
+
+    def arr(t):
+        t = t.detach()
+        return (t.float() if t.dtype in (D.bfloat16, D.float16) else t).numpy()
+
+    pts = arr(input).reshape(-1, nd).astype(np.float64)
+    if isinstance(bins, int):
+        bins = [bins] * nd
+    bins = list(bins)
+    if any(isinstance(b, Tensor) for b in bins) and not all(isinstance(b, Tensor) for b in bins):
+        raise TypeError(f"{op}: bins must be an int, a sequence of ints or a sequence of "
+                        "tensors (one per dimension), not a mix of tensors and ints")
+    if len(bins) != nd:
+        raise RuntimeError(f"{op}: expected {nd} sequences of bin edges or bin counts for the "
+                           f"{nd} dimensions of input, got {len(bins)}")
+    if range is not None:
+        range = [float(v) for v in range]
+        if len(range) != 2 * nd:
+            raise RuntimeError(f"{op}: expected range to have {2 * nd} elements (min and max of "
+                               f"each of the {nd} dimensions), got {len(range)}")
+    edges = []
+    for k, b in enumerate(bins):
+        if isinstance(b, Tensor):
+            if b.dim() != 1 or b.numel() < 1:
+                raise RuntimeError(f"{op}: bins tensor {k} must be 1-d with at least 1 edge, "
+                                   f"got shape {tuple(b.shape)}")
+            if b.dtype is not input.dtype:
+                raise RuntimeError(f"{op}: input tensor and bins tensors should have the same "
+                                   f"dtype, got {input.dtype} and {b.dtype}")
+            e = arr(b).astype(np.float64)
+            if np.any(np.diff(e) < 0):
+                raise RuntimeError(f"{op}: bin edges of dimension {k} must be non-decreasing")
+            edges.append(e)
+            continue
+        b = int(b)
+        if b <= 0:
+            raise RuntimeError(f"{op}: bins must be > 0, got {b} for dimension {k}")
+        if range is not None:
+            lo, hi = range[2 * k], range[2 * k + 1]
+            if lo > hi:
+                raise RuntimeError(f"{op}: max must be larger than min, got min {lo} and max "
+                                   f"{hi} for dimension {k}")
+        elif pts.shape[0]:
+            lo, hi = float(pts[:, k].min()), float(pts[:, k].max())
+        else:
+            lo, hi = 0.0, 0.0
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise RuntimeError(f"{op}: range of [{lo}, {hi}] is not finite")
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5
+        # the edges in the input's dtype, as PyTorch's linspace computes them
+        edges.append(f.linspace(lo, hi, b + 1, dtype=input.dtype).double().numpy())
+    w = None
+    if weight is not None:
+        if tuple(weight.shape) != tuple(input.shape[:-1]):
+            raise RuntimeError(f"{op}: expected weight to have shape {tuple(input.shape[:-1])}"
+                               f" (input.shape[:-1]), got {tuple(weight.shape)}")
+        w = arr(weight).reshape(-1).astype(np.float64)
+    hist, _ = np.histogramdd(pts, bins=edges, weights=w, density=False)
+    if density:
+        total = hist.sum()
+        vol = np.ones(())
+        for e in edges:
+            vol = np.multiply.outer(vol, np.diff(e))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            hist = hist / total / vol
+    return _HistogramDD(f.tensor(hist, dtype=input.dtype),
+                        tuple(f.tensor(e, dtype=input.dtype) for e in edges))
+
+
+def igamma(input, other, *, out=None):
+    """The regularized lower incomplete gamma function: ``fiamma.special.gammainc``."""
+    return importlib.import_module("fiamma.special").gammainc(input, other, out=out)
+
+
+def igammac(input, other, *, out=None):
+    """The regularized upper incomplete gamma function: ``fiamma.special.gammaincc``."""
+    return importlib.import_module("fiamma.special").gammaincc(input, other, out=out)
+
+
 def frexp(input):
     """(mantissa, exponent) with input = mantissa * 2 ** exponent, |mantissa| in [0.5, 1)
     (exponent int32); the mantissa has a gradient, as in PyTorch."""
@@ -1299,6 +1862,79 @@ def _map_(self, tensor, callable):
     return self
 
 
+def _map2_(self, x, y, callable):
+    """``self[i] = callable(self[i], x[i], y[i])`` in place (``x`` and ``y`` broadcast to
+    self; CPU, a Python loop, as PyTorch's)."""
+    xs = x.expand_as(self).reshape(-1).tolist()
+    ys = y.expand_as(self).reshape(-1).tolist()
+    vals = [callable(a, b, c) for a, b, c in zip(self.reshape(-1).tolist(), xs, ys)]
+    self.copy_(_F().tensor(vals, dtype=self.dtype).reshape(self.shape))
+    return self
+
+
+def _resize(self, *sizes):
+    """Deprecated out-of-place ``resize``: the tensor's elements in a new shape with the same
+    number of elements (a differentiable reshape, sharing memory when contiguous); warns as
+    PyTorch's."""
+    import warnings
+
+    warnings.warn("non-inplace resize is deprecated", UserWarning, stacklevel=2)
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = tuple(sizes[0])
+    n = 1
+    for d in sizes:
+        n *= int(d)
+    if n != self.numel():
+        raise RuntimeError(f"resize: requested resize to {'x'.join(map(str, sizes))} ({n} "
+                           f"elements in total), but the given tensor has a size of "
+                           f"{'x'.join(map(str, self.shape))} ({self.numel()} elements); the "
+                           "out-of-place resize can only change the shape, keeping the number "
+                           "of elements (use resize_ to change it)")
+    return self.contiguous().view(*sizes)
+
+
+def _resize_as(self, tensor):
+    """Deprecated out-of-place ``resize_as``: ``resize(tensor.shape)``; warns as PyTorch's."""
+    import warnings
+
+    warnings.warn("non-inplace resize_as is deprecated", UserWarning, stacklevel=2)
+    n = tensor.numel()
+    if n != self.numel():
+        raise RuntimeError(f"resize_as: the tensor has {self.numel()} elements, the target "
+                           f"shape {tuple(tensor.shape)} has {n}")
+    return self.contiguous().view(tensor.shape)
+
+
+def _volatile_get(self):
+    import warnings
+
+    warnings.warn("volatile was removed (Variable.volatile is always False)", UserWarning,
+                  stacklevel=2)
+    return False
+
+
+def _volatile_set(self, value):
+    import warnings
+
+    warnings.warn("volatile was removed and now has no effect. Use `with torch.no_grad():` "
+                  "instead.", UserWarning, stacklevel=2)
+
+
+def _reinforce(self, reward):
+    raise RuntimeError("reinforce() was removed (as in PyTorch): sample from a "
+                       "fiamma.distributions distribution and minimise "
+                       "-dist.log_prob(action) * reward instead")
+
+
+def _module_load(self, other, assign=False):
+    """How ``load_state_dict`` turns the state-dict value ``other`` into this parameter's new
+    value when parameters are swapped (``torch.Tensor.module_load``): ``other.detach()`` with
+    ``assign``, else ``self.copy_(other).detach()``. Tensor subclasses override it."""
+    if assign:
+        return other.detach()
+    return self.copy_(other).detach()
+
+
 def _new(self, *args, **kwargs):
     """Legacy ``x.new(...)``: ``fiamma.Tensor(...)`` with x's dtype."""
     from fiamma._creation import _legacy_tensor_new
@@ -1434,6 +2070,19 @@ def index_reduce(input, dim, index, source, reduce, *, include_self=True, out=No
     return res
 
 
+def _top_inplace(fn):
+    def inplace(input, other):
+        return input.copy_(fn(input, other))
+    inplace.__name__ = fn.__name__ + "_"
+    inplace.__doc__ = f"In-place ``fiamma.{fn.__name__}``: writes into ``input`` and returns it."
+    return inplace
+
+
+gcd_ = _top_inplace(gcd)
+lcm_ = _top_inplace(lcm)
+ldexp_ = _top_inplace(ldexp)
+
+
 def to_dlpack(tensor):
     """A DLPack capsule sharing ``tensor``'s memory (``torch.to_dlpack``; see
     ``fiamma.utils.dlpack``)."""
@@ -1445,7 +2094,7 @@ METHODS = {
     **{n: _method(globals()[n]) for n in (
         "det", "logdet", "slogdet", "inverse", "pinverse", "matrix_power", "svd", "qr",
         "cholesky", "lu", "lu_solve", "deg2rad", "rad2deg", "heaviside", "ldexp", "gcd", "lcm",
-        "isreal",
+        "isreal", "geqrf", "ormqr", "eig", "symeig", "lstsq", "solve",
         "logcumsumexp", "quantile", "nanquantile", "cov", "corrcoef", "dist", "renorm",
         "is_nonzero", "is_same_size", "is_distributed", "conj", "conj_physical", "resolve_conj",
         "resolve_neg",
@@ -1460,10 +2109,19 @@ METHODS = {
     "imag": property(imag, _set_imag, doc="The imaginary part (a view; see fiamma.imag)."),
     "angle": angle, "sgn": sgn, "sgn_": lambda self: self.copy_(sgn(self)),
     "fill_diagonal_": _fill_diagonal_, "sum_to_size": _sum_to_size, "apply_": _apply_,
-    "map_": _map_, "new": _new, "new_empty_strided": _new_empty_strided,
+    "hash_tensor": _method(hash_tensor),
+    "nonzero_static": lambda self, *, size, fill_value=-1: nonzero_static(
+        self, size=size, fill_value=fill_value),
+    "map_": _map_, "map2_": _map2_, "resize": _resize, "resize_as": _resize_as,
+    "volatile": property(_volatile_get, _volatile_set,
+                         doc="Always False (removed from PyTorch; warns)."),
+    "reinforce": _reinforce, "module_load": _module_load, "new": _new,
+    "new_empty_strided": _new_empty_strided,
     "dim_order": _dim_order, "is_pinned": _is_pinned, "pin_memory": _pin_memory,
     "const_data_ptr": lambda self: self.data_ptr(),
-    "histogram": _method(histogram), "frexp": _method(frexp), "nextafter": _method(nextafter),
+    "histogram": _method(histogram), "igamma": _method(igamma), "igammac": _method(igammac),
+    "igamma_": _inplace(igamma), "igammac_": _inplace(igammac), "frexp": _method(frexp),
+    "nextafter": _method(nextafter),
     "nextafter_": _inplace(nextafter), "set_": _set_,
     "stft": lambda self, *a, **k: _F().stft(self, *a, **k),
     "istft": lambda self, *a, **k: _F().istft(self, *a, **k),

@@ -8,6 +8,7 @@ One ``UntypedStorage`` object stands for a Storage while anything holds it, so
 """
 
 import builtins
+import importlib
 import operator
 import weakref
 
@@ -392,6 +393,114 @@ class TypedStorage:
                 f"device={self.device}) of size {self.size()}]")
 
 
+# ---- the legacy typed storage classes ---------------------------------------------------
+# PyTorch's FloatStorage, LongStorage, ..., torch.Storage, Tensor.storage_type() and
+# torch.from_file. Calling a class builds a TypedStorage of its dtype; isinstance(s, cls) is
+# true for any TypedStorage of that dtype, as in PyTorch.
+
+class _LegacyStorageMeta(type):
+    def __instancecheck__(cls, instance):
+        if type(instance) is TypedStorage:
+            return instance.dtype is cls.dtype
+        return type.__instancecheck__(cls, instance)
+
+
+class _LegacyStorage(TypedStorage, metaclass=_LegacyStorageMeta):
+    """Base of the legacy storage classes: calling one makes a TypedStorage of its dtype
+    (a size, a sequence, or ``wrap_storage=``).
+
+    >>> import fiamma
+    >>> s = fiamma.DoubleStorage([1, 2])
+    >>> s.dtype, s.tolist(), isinstance(s, fiamma.DoubleStorage)
+    (fiamma.float64, [1.0, 2.0], True)
+    >>> fiamma.ones(2, dtype=fiamma.int64).storage_type()
+    <class 'fiamma.LongStorage'>
+    """
+
+    dtype = None
+
+    def __new__(cls, *args, wrap_storage=None, device=None, **kwargs):
+        if kwargs:
+            raise RuntimeError(f"{cls.__name__}: unexpected keyword argument(s) "
+                               f"{sorted(kwargs)} (it takes a size, a sequence or "
+                               "wrap_storage=; the dtype is the class's)")
+        return TypedStorage(*args, wrap_storage=wrap_storage, dtype=cls.dtype, device=device)
+
+    @classmethod
+    def from_buffer(cls, buffer, byte_order="native", count=-1, offset=0):
+        """A storage of the class's dtype copied from a bytes-like object (``byte_order``
+        'native', 'little' or 'big')."""
+        import sys
+
+        import numpy as np
+
+        if byte_order not in ("native", "little", "big"):
+            raise ValueError(f"{cls.__name__}.from_buffer: byte_order must be 'native', "
+                             f"'little' or 'big', got {byte_order!r}")
+        f = importlib.import_module("fiamma")  # (not an import: keeps the import graph flat)
+        t = f.frombuffer(bytearray(buffer), dtype=cls.dtype, count=count, offset=offset)
+        order = sys.byteorder if byte_order == "native" else byte_order
+        if order != sys.byteorder and cls.dtype.itemsize > 1:
+            arr = t.view(D.uint8).numpy().reshape(-1, cls.dtype.itemsize)[:, ::-1].copy()
+            t = f.from_numpy(np.ascontiguousarray(arr).reshape(-1)).view(cls.dtype)
+        return TypedStorage(wrap_storage=t.untyped_storage(), dtype=cls.dtype)
+
+    @classmethod
+    def _new_shared(cls, size):
+        s = TypedStorage(size, dtype=cls.dtype)
+        return s.share_memory_()
+
+
+def _make(name, dtype):
+    cls = _LegacyStorageMeta(name, (_LegacyStorage,), {
+        "dtype": dtype, "__module__": "fiamma",
+        "__doc__": f"Legacy typed storage of {dtype} (a TypedStorage of that dtype)."})
+    return cls
+
+
+BFloat16Storage = _make("BFloat16Storage", D.bfloat16)
+BoolStorage = _make("BoolStorage", D.bool)
+ByteStorage = _make("ByteStorage", D.uint8)
+CharStorage = _make("CharStorage", D.int8)
+DoubleStorage = _make("DoubleStorage", D.float64)
+FloatStorage = _make("FloatStorage", D.float32)
+HalfStorage = _make("HalfStorage", D.float16)
+IntStorage = _make("IntStorage", D.int32)
+LongStorage = _make("LongStorage", D.int64)
+ShortStorage = _make("ShortStorage", D.int16)
+ComplexFloatStorage = _make("ComplexFloatStorage", D.complex64)
+ComplexDoubleStorage = _make("ComplexDoubleStorage", D.complex128)
+
+_BY_DTYPE = {c.dtype: c for c in (BFloat16Storage, BoolStorage, ByteStorage, CharStorage,
+                                  DoubleStorage, FloatStorage, HalfStorage, IntStorage,
+                                  LongStorage, ShortStorage, ComplexFloatStorage,
+                                  ComplexDoubleStorage)}
+
+
+def _storage_type(self):
+    """The legacy storage class of this tensor's dtype (``FloatStorage`` for float32)."""
+    cls = _BY_DTYPE.get(self.dtype)
+    if cls is None:
+        raise RuntimeError(f"storage_type: no legacy storage class for dtype {self.dtype}")
+    return cls
+
+
+def from_file(filename, shared=None, size=0, *, dtype=None, layout=None, device=None,
+              pin_memory=False):
+    """A 1-d CPU tensor of ``size`` elements over a memory-mapped file (``torch.from_file``):
+    ``shared=True`` writes through to the file (creating or growing it), otherwise writes
+    stay in the tensor (copy-on-write) and the file must hold ``size`` elements."""
+    empty = importlib.import_module("fiamma").empty
+    dt = D.get_default_dtype() if dtype is None else D.to_dtype(dtype, "from_file")
+    if layout is not None and str(layout) not in ("torch.strided", "fiamma.strided"):
+        raise RuntimeError(f"from_file: only the strided layout is supported, got {layout}")
+    if device is not None and str(device) != "cpu":
+        raise RuntimeError(f"from_file: only CPU tensors can be mapped from a file, got {device}")
+    if pin_memory:
+        raise RuntimeError("from_file: pin_memory needs CUDA")
+    u = UntypedStorage.from_file(filename, bool(shared), int(size) * dt.itemsize)
+    return empty(0, dtype=dt).set_(u, 0, (int(size),), (1,))
+
 def _share_memory_(self):
     """Move this tensor's storage to shared memory (no-op if it already is; every view of
     the storage follows). See fiamma.multiprocessing."""
@@ -402,4 +511,4 @@ def _share_memory_(self):
 
 
 # Tensor methods of this module: attached by fiamma._methods (the one place that does)
-METHODS = {"share_memory_": _share_memory_}
+METHODS = {"share_memory_": _share_memory_, "storage_type": _storage_type}

@@ -22,7 +22,13 @@ from fiamma import Tensor
 from fiamma.autograd import _builtin, _engine as _E, _formulas  # noqa: F401
 from fiamma.autograd._node import Node, RemovableHandle
 from fiamma.autograd._version import __version__
-from fiamma.autograd.anomaly_mode import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
+from fiamma.autograd.anomaly_mode import (
+    detect_anomaly,
+    is_anomaly_check_nan_enabled,
+    is_anomaly_enabled,
+    set_anomaly_enabled,
+    set_detect_anomaly,
+)
 from fiamma.autograd.function import Function, FunctionCtx, once_differentiable
 from fiamma.autograd.variable import Variable
 from fiamma.autograd_hook import (
@@ -39,6 +45,7 @@ __all__ = [
     "backward", "grad", "Function", "FunctionCtx", "once_differentiable", "no_grad",
     "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
     "is_inference_mode_enabled", "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
+    "is_anomaly_check_nan_enabled", "set_anomaly_enabled",
     "gradcheck", "gradgradcheck", "functional", "graph", "Node", "RemovableHandle", "__version__",
     "Variable", "forward_ad",
 ]

@@ -12,11 +12,39 @@ import warnings
 
 from fiamma.autograd._engine import anomaly
 
-__all__ = ["detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled"]
+__all__ = ["detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
+           "is_anomaly_check_nan_enabled", "set_anomaly_enabled"]
 
 
 def is_anomaly_enabled():
+    """Whether anomaly detection is on (``torch.is_anomaly_enabled``)."""
     return anomaly.enabled
+
+
+def is_anomaly_check_nan_enabled():
+    """Whether anomaly detection checks backward results for NaN
+    (``torch.is_anomaly_check_nan_enabled``; True unless turned off)."""
+    return anomaly.check_nan
+
+
+def set_anomaly_enabled(enabled, check_nan=True):
+    """Turn anomaly detection on or off, and its NaN check (``torch.set_anomaly_enabled``:
+    a plain call, the state that ``detect_anomaly`` / ``set_detect_anomaly`` save and
+    restore).
+
+    >>> import fiamma
+    >>> fiamma.set_anomaly_enabled(True, check_nan=False)
+    >>> fiamma.is_anomaly_enabled(), fiamma.is_anomaly_check_nan_enabled()
+    (True, False)
+    >>> fiamma.set_anomaly_enabled(False)
+    >>> fiamma.is_anomaly_enabled(), fiamma.is_anomaly_check_nan_enabled()
+    (False, True)
+    """
+    if not isinstance(enabled, bool) or not isinstance(check_nan, bool):
+        raise TypeError("set_anomaly_enabled: expected bools (enabled, check_nan), got "
+                        f"{type(enabled).__name__} and {type(check_nan).__name__}")
+    anomaly.enabled = enabled
+    anomaly.check_nan = check_nan
 
 
 class detect_anomaly:

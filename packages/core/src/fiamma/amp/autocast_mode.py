@@ -106,7 +106,8 @@ class autocast:
         self.fast_dtype = (_AC.default_dtype(device_type) if dtype is None
                            else _check_dtype(device_type, dtype, "autocast"))
         self._enabled = bool(enabled)
-        self._cache_enabled = True if cache_enabled is None else bool(cache_enabled)
+        self._cache_enabled = (_AC.cache_flag() if cache_enabled is None
+                               else bool(cache_enabled))
         if self._enabled and device_type == "cuda" and not is_autocast_available("cuda"):
             warnings.warn("User provided device_type of 'cuda', but CUDA is not available. "
                           "Disabling", UserWarning, stacklevel=2)
@@ -115,17 +116,19 @@ class autocast:
 
     def __enter__(self):
         st = _AC.state(self.device)
-        self._saved.append((st.enabled, st.dtype, st.cache_enabled))
+        self._saved.append((st.enabled, st.dtype, st.cache_enabled, _AC.cache_flag()))
         _AC.region_entered()
         st.dtype, st.cache_enabled = self.fast_dtype, self._cache_enabled
+        _AC._tls.cache_flag = self._cache_enabled  # what is_autocast_cache_enabled() says
         _AC.set_enabled(st, self._enabled)
         return self
 
     def __exit__(self, *exc):
         st = _AC.state(self.device)
-        enabled, dtype, cache_enabled = self._saved.pop()
+        enabled, dtype, cache_enabled, flag = self._saved.pop()
         _AC.set_enabled(st, enabled)
         st.dtype, st.cache_enabled = dtype, cache_enabled
+        _AC._tls.cache_flag = flag
         _AC.region_exited()
         return False
 
@@ -183,3 +186,167 @@ def custom_bwd(bwd=None, *, device_type):
             return bwd(*args, **kwargs)
 
     return backward
+
+
+# ---- PyTorch's deprecated per-backend state functions for IPU and XLA ---------------------
+# fiamma has no IPU or XLA device, so no op ever reads these states; they are kept per thread
+# (defaults float16 for IPU, bfloat16 for XLA, as PyTorch's) so that code which saves and
+# restores them round-trips, and warn as PyTorch does.
+
+_LEGACY_DEFAULT = {"ipu": "float16", "xla": "bfloat16"}
+
+
+def _legacy_state(device_type, fn, replacement):
+    import fiamma
+
+    warnings.warn(f"fiamma.{fn} is deprecated. Please use fiamma.{replacement} instead.",
+                  DeprecationWarning, stacklevel=3)
+    st = _AC.state(device_type)
+    if not getattr(_AC._tls, device_type + "_init", False):
+        st.dtype = getattr(fiamma, _LEGACY_DEFAULT[device_type])
+        setattr(_AC._tls, device_type + "_init", True)
+    return st
+
+
+def _legacy_enabled(fn, enabled):
+    if not isinstance(enabled, bool):
+        raise TypeError(f"{fn}: enabled must be a bool (got {type(enabled).__name__})")
+    return enabled
+
+
+def _legacy_dtype(fn, dtype):
+    import fiamma
+
+    if not isinstance(dtype, fiamma.dtype):
+        raise TypeError(f"{fn}: dtype must be a fiamma.dtype (got {type(dtype).__name__})")
+    return dtype
+
+
+def is_autocast_ipu_enabled():
+    """Whether the (never used) IPU autocast state is on in this thread (deprecated)."""
+    return _legacy_state("ipu", "is_autocast_ipu_enabled()", "is_autocast_enabled('ipu')").enabled
+
+
+def is_autocast_xla_enabled():
+    """Whether the (never used) XLA autocast state is on in this thread (deprecated)."""
+    return _legacy_state("xla", "is_autocast_xla_enabled()", "is_autocast_enabled('xla')").enabled
+
+
+def set_autocast_ipu_enabled(enabled):
+    """Set the IPU autocast flag of this thread (no fiamma op runs on an IPU; deprecated)."""
+    _legacy_state("ipu", "set_autocast_ipu_enabled(enabled)",
+                  "set_autocast_enabled('ipu', enabled)").enabled = _legacy_enabled(
+        "set_autocast_ipu_enabled", enabled)
+
+
+def set_autocast_xla_enabled(enabled):
+    """Set the XLA autocast flag of this thread (no fiamma op runs on XLA; deprecated)."""
+    _legacy_state("xla", "set_autocast_xla_enabled(enabled)",
+                  "set_autocast_enabled('xla', enabled)").enabled = _legacy_enabled(
+        "set_autocast_xla_enabled", enabled)
+
+
+def get_autocast_ipu_dtype():
+    """The IPU autocast dtype of this thread (float16 unless set; deprecated)."""
+    return _legacy_state("ipu", "get_autocast_ipu_dtype()", "get_autocast_dtype('ipu')").dtype
+
+
+def get_autocast_xla_dtype():
+    """The XLA autocast dtype of this thread (bfloat16 unless set; deprecated)."""
+    return _legacy_state("xla", "get_autocast_xla_dtype()", "get_autocast_dtype('xla')").dtype
+
+
+def set_autocast_ipu_dtype(dtype):
+    """Set the IPU autocast dtype of this thread (deprecated)."""
+    _legacy_state("ipu", "set_autocast_ipu_dtype(dtype)",
+                  "set_autocast_dtype('ipu', dtype)").dtype = _legacy_dtype(
+        "set_autocast_ipu_dtype", dtype)
+
+
+def set_autocast_xla_dtype(dtype):
+    """Set the XLA autocast dtype of this thread (deprecated)."""
+    _legacy_state("xla", "set_autocast_xla_dtype(dtype)",
+                  "set_autocast_dtype('xla', dtype)").dtype = _legacy_dtype(
+        "set_autocast_xla_dtype", dtype)
+
+
+LEGACY_DEVICE_FUNCTIONS = (
+    "is_autocast_ipu_enabled", "is_autocast_xla_enabled", "set_autocast_ipu_enabled",
+    "set_autocast_xla_enabled", "get_autocast_ipu_dtype", "get_autocast_xla_dtype",
+    "set_autocast_ipu_dtype", "set_autocast_xla_dtype")
+
+
+# ---- PyTorch's older CPU/GPU autocast state functions ---------------------------------------
+# the per-device-type functions above under their pre-2.4 names (deprecated: they warn as
+# PyTorch's), the cache switch and the nesting counter
+
+
+def _deprecated(old, new):
+    warnings.warn(f"fiamma.{old} is deprecated. Please use fiamma.{new} instead.",
+                  DeprecationWarning, stacklevel=3)
+
+
+def is_autocast_cpu_enabled():
+    """Whether CPU autocast is on in this thread (deprecated name)."""
+    _deprecated("is_autocast_cpu_enabled()", "is_autocast_enabled('cpu')")
+    return is_autocast_enabled("cpu")
+
+
+def set_autocast_cpu_enabled(enabled):
+    """Turn CPU autocast on or off in this thread (deprecated name)."""
+    _deprecated("set_autocast_cpu_enabled(enabled)", "set_autocast_enabled('cpu', enabled)")
+    set_autocast_enabled("cpu", _legacy_enabled("set_autocast_cpu_enabled", enabled))
+
+
+def get_autocast_cpu_dtype():
+    """The CPU autocast dtype of this thread (deprecated name)."""
+    _deprecated("get_autocast_cpu_dtype()", "get_autocast_dtype('cpu')")
+    return get_autocast_dtype("cpu")
+
+
+def set_autocast_cpu_dtype(dtype):
+    """Set the CPU autocast dtype of this thread (deprecated name)."""
+    _deprecated("set_autocast_cpu_dtype(dtype)", "set_autocast_dtype('cpu', dtype)")
+    set_autocast_dtype("cpu", dtype)
+
+
+def get_autocast_gpu_dtype():
+    """The CUDA autocast dtype of this thread (deprecated name)."""
+    _deprecated("get_autocast_gpu_dtype()", "get_autocast_dtype('cuda')")
+    return get_autocast_dtype("cuda")
+
+
+def set_autocast_gpu_dtype(dtype):
+    """Set the CUDA autocast dtype of this thread (deprecated name)."""
+    _deprecated("set_autocast_gpu_dtype(dtype)", "set_autocast_dtype('cuda', dtype)")
+    set_autocast_dtype("cuda", dtype)
+
+
+def is_autocast_cache_enabled():
+    """Whether autocast caches the lower-precision casts of parameters in this thread (the
+    default of ``autocast(cache_enabled=None)``; True unless turned off)."""
+    return _AC.cache_flag()
+
+
+def set_autocast_cache_enabled(enabled):
+    """Turn the autocast cast cache on or off in this thread."""
+    _AC.set_cache_flag(_legacy_enabled("set_autocast_cache_enabled", enabled))
+
+
+def autocast_increment_nesting():
+    """Count one more autocast region in this thread (what ``autocast.__enter__`` does);
+    returns the depth."""
+    return _AC.region_entered()
+
+
+def autocast_decrement_nesting():
+    """Count one autocast region fewer; at depth 0 the cast cache is dropped. Returns the
+    depth."""
+    return _AC.region_exited()
+
+
+LEGACY_STATE_FUNCTIONS = (
+    "is_autocast_cpu_enabled", "set_autocast_cpu_enabled", "get_autocast_cpu_dtype",
+    "set_autocast_cpu_dtype", "get_autocast_gpu_dtype", "set_autocast_gpu_dtype",
+    "is_autocast_cache_enabled", "set_autocast_cache_enabled", "autocast_increment_nesting",
+    "autocast_decrement_nesting")

@@ -14,6 +14,7 @@ from fiamma.nn._conv_functional import *  # noqa: F401,F403
 from fiamma.nn._conv_functional import __all__ as _convs
 from fiamma.nn._fractional_pool import *  # noqa: F401,F403
 from fiamma.nn._fractional_pool import __all__ as _fractional
+from fiamma.nn._linear_xent import linear_cross_entropy  # noqa: F401
 from fiamma.nn._loss_functional import *  # noqa: F401,F403
 from fiamma.nn._loss_functional import __all__ as _losses
 from fiamma.nn._misc_functional import *  # noqa: F401,F403
@@ -29,6 +30,7 @@ from fiamma.nn._sample_functional import __all__ as _sample
 __all__ = (["linear", "bilinear", "relu", "softmax", "log_softmax", "pad", "dropout",
             "embedding"] + _losses + _activations
            + _attention + _misc + _norms + _sample + _pools + _convs + _compat + _fractional
+           + ["linear_cross_entropy", "native_channel_shuffle", "conv_tbc"]
            + ["has_torch_function", "has_torch_function_unary", "has_torch_function_variadic",
               "handle_torch_function"])
 
@@ -173,8 +175,23 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
 
 
 fiamma.amp.register_autocast_flag(globals())
+
+
+def native_channel_shuffle(input, groups):
+    """``channel_shuffle`` (PyTorch's native kernel name)."""
+    return channel_shuffle(input, groups)  # noqa: F405
+
+
+def conv_tbc(input, weight, bias, pad=0):
+    """A 1-d convolution in time-batch-channel layout (see ``fiamma.nn.aten.conv_tbc``)."""
+    from fiamma.nn.aten import conv_tbc as f
+
+    return f(input, weight, bias, pad)
+
+
 fiamma.profiler.register_ops(__name__)  # F.<name> as events while a profile records
 
 from fiamma import _torch_function  # noqa: E402
 
 _torch_function.register_namespace(__name__)  # __torch_function__ (once it is active)
+

@@ -14,16 +14,19 @@ from fiamma.optim._version import __version__
 from fiamma.optim.adam import Adam, Adamax, AdamW, NAdam, RAdam, SparseAdam
 from fiamma.optim.adaptive import Adadelta, Adagrad, RMSprop
 from fiamma.optim.classic import ASGD, Rprop
+from fiamma.optim.factored import Adafactor, Muon
 from fiamma.optim.lbfgs import LBFGS
 from fiamma.optim.optimizer import (
     Optimizer,
     register_optimizer_step_post_hook,
     register_optimizer_step_pre_hook,
+    swap_in_optimizer_params_and_state,
 )
 from fiamma.optim.sgd import SGD
 
 __all__ = [
     "Optimizer", "SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Adagrad",
-    "Adadelta", "ASGD", "Rprop", "LBFGS", "SparseAdam", "lr_scheduler", "swa_utils",
-    "register_optimizer_step_pre_hook", "register_optimizer_step_post_hook", "__version__",
+    "Adadelta", "ASGD", "Rprop", "LBFGS", "SparseAdam", "Adafactor", "Muon", "lr_scheduler",
+    "swa_utils", "register_optimizer_step_pre_hook", "register_optimizer_step_post_hook",
+    "swap_in_optimizer_params_and_state", "__version__",
 ]

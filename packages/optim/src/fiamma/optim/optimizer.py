@@ -6,6 +6,7 @@ PyTorch's layout (parameters replaced by their index in group order), so a state
 PyTorch (and loaded with ``fiamma.load``) restores a fiamma optimizer and the other way round.
 """
 
+import contextlib
 import functools
 import math
 from collections import OrderedDict, defaultdict
@@ -15,7 +16,7 @@ import fiamma
 from fiamma.profiler import hook as _profiler
 
 __all__ = ["Optimizer", "required", "register_optimizer_step_pre_hook",
-           "register_optimizer_step_post_hook"]
+           "register_optimizer_step_post_hook", "swap_in_optimizer_params_and_state"]
 
 
 class _RequiredParameter:
@@ -513,3 +514,105 @@ def _moments(state, p, *names):
             buf = state[n] = fiamma.zeros_like(p)
         out.append(buf)
     return out
+
+
+# ---- swapping in other parameters and state ------------------------------------------------
+
+_SWAP = "swap_in_optimizer_params_and_state"
+
+
+def _swap_in_plan(optimizer, parameters, optim_state):
+    """Validate a state_dict-shaped ``optim_state`` against the live optimizer; return its
+    per-parameter state (keyed by packed id) and, per group, (live group, saved group, the
+    parameters that replace the group's)."""
+    if not optimizer.state:
+        raise RuntimeError(f"{_SWAP} requires initialized optimizer state.")
+    if not isinstance(optim_state, dict):
+        raise RuntimeError(f"{_SWAP} requires a DCP-style optimizer state_dict, got "
+                           f"{type(optim_state).__name__}.")
+    state = optim_state.get("state")
+    if not isinstance(state, dict):
+        raise RuntimeError(f"{_SWAP} requires swapin_optim_state['state'] to be a dict mapping "
+                           "packed parameter ids to per-param state dicts, got "
+                           f"{type(state).__name__}.")
+    if any(isinstance(k, fiamma.Tensor) for k in state):
+        raise RuntimeError(f"{_SWAP} requires optimizer.state_dict()-style state keyed by "
+                           "packed parameter ids.")
+    if any(isinstance(k, int) and not isinstance(v, dict) for k, v in state.items()):
+        raise RuntimeError(f"{_SWAP} requires per-parameter optimizer state entries to be "
+                           "dictionaries.")
+    groups = optim_state.get("param_groups")
+    if not isinstance(groups, list):
+        raise RuntimeError(f"{_SWAP} requires swapin_optim_state['param_groups'] to be a list "
+                           f"of param-group dicts, got {type(groups).__name__}.")
+    if len(groups) != len(optimizer.param_groups):
+        raise RuntimeError("swapin_optim_state has a different number of parameter groups "
+                           f"({len(groups)}) than the live optimizer "
+                           f"({len(optimizer.param_groups)}).")
+    flat = list(parameters.values())
+    offset, seen, plan = 0, set(), []
+    for i, (live, saved) in enumerate(zip(optimizer.param_groups, groups)):
+        if not isinstance(saved, dict):
+            raise RuntimeError(f"{_SWAP} requires each optimizer param group to be a dictionary.")
+        ids = saved.get("params")
+        if not isinstance(ids, list) or not all(isinstance(j, int) for j in ids):
+            raise RuntimeError(f"{_SWAP} requires optimizer.state_dict()-style "
+                               "param_groups[*]['params'] entries keyed by packed parameter ids.")
+        if len(ids) != len(live["params"]):
+            raise RuntimeError(f"swapin_optim_state param group {i} has a different number of "
+                               f"params ({len(ids)}) than the live optimizer param group "
+                               f"({len(live['params'])}).")
+        only_saved = [k for k in saved if k not in live]
+        only_live = [k for k in live if k not in saved]
+        if only_saved or only_live:
+            raise RuntimeError(f"{_SWAP} requires optimizer.state_dict()-style param group keys "
+                               f"to exactly match the live optimizer group keys for group {i}. "
+                               f"Keys only in swap-in: {only_saved}. Keys only in live: "
+                               f"{only_live}.")
+        seen.update(ids)
+        if offset + len(ids) > len(flat):
+            raise RuntimeError(f"{_SWAP} requires the explicit parameter state to match "
+                               f"optimizer.param_groups ordering ({len(flat)} parameters given).")
+        plan.append((live, saved, flat[offset:offset + len(ids)]))
+        offset += len(ids)
+    extra = [k for k in state if k not in seen]
+    if extra:
+        raise RuntimeError(f"{_SWAP} requires swapin_optim_state['state'] to be keyed only by "
+                           f"packed parameter ids from param_groups[*]['params']; got extra "
+                           f"keys {extra!r}.")
+    return state, plan
+
+
+@contextlib.contextmanager
+def swap_in_optimizer_params_and_state(optimizer, swapin_parameters, swapin_optim_state):
+    """Run the optimizer on other parameters and state for the duration of a ``with`` block
+    (``torch.optim.swap_in_optimizer_params_and_state``).
+
+    ``swapin_parameters`` is a dict of tensors in the order of the optimizer's parameters
+    (``model.named_parameters()`` order); ``swapin_optim_state`` is shaped like
+    ``optimizer.state_dict()`` (state keyed by packed ids, the groups' hyper-parameters with
+    exactly the live groups' keys). Inside the block ``param_groups`` hold the given tensors
+    and hyper-parameters and ``state`` maps each given tensor to a shallow copy of its saved
+    state, so in-place updates by ``step()`` reach the given state tensors, while new entries
+    stay local. On exit the live groups and state are restored. The optimizer's state must
+    already be initialised (after a step or ``load_state_dict``).
+    """
+    state, plan = _swap_in_plan(optimizer, swapin_parameters, swapin_optim_state)
+    live_state = optimizer.state
+    snapshots = [dict(g) for g in optimizer.param_groups]
+    try:
+        swapped = defaultdict(dict)
+        for live, saved, params in plan:
+            live["params"] = params
+            for k, v in saved.items():
+                if k != "params":
+                    live[k] = v
+            for p, j in zip(params, saved["params"]):
+                swapped[p] = dict(state.get(j, {}))
+        optimizer.state = swapped
+        yield
+    finally:
+        for group, snap in zip(optimizer.param_groups, snapshots):
+            group.clear()
+            group.update(snap)
+        optimizer.state = live_state

@@ -9,6 +9,7 @@ from fiamma.nn.modules.fold import *  # noqa: F401,F403
 from fiamma.nn.modules.instancenorm import *  # noqa: F401,F403
 from fiamma.nn.modules.lazy import *  # noqa: F401,F403
 from fiamma.nn.modules.linear import *  # noqa: F401,F403
+from fiamma.nn.modules.linear_cross_entropy_options import *  # noqa: F401,F403
 from fiamma.nn.modules.loss import *  # noqa: F401,F403
 from fiamma.nn.modules.module import Module  # noqa: F401
 from fiamma.nn.modules.normalization import *  # noqa: F401,F403

@@ -8,7 +8,8 @@ from itertools import islice
 from fiamma.nn.modules.module import Module, _addindent
 from fiamma.nn.parameter import Parameter
 
-__all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]
+__all__ = ["Container", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
+           "ParameterDict"]
 
 
 def _index(i, n, what):
@@ -16,6 +17,21 @@ def _index(i, n, what):
     if not -n <= i < n:
         raise IndexError(f"index {i} is out of range for {what} of length {n}")
     return i + n if i < 0 else i
+
+
+class Container(Module):
+    """Deprecated: a Module whose keyword arguments become its submodules
+    (``Container(fc=nn.Linear(2, 2))``); subclass :class:`Module` instead. Warns as PyTorch."""
+
+    def __init__(self, **kwargs):
+        import warnings
+
+        super().__init__()
+        warnings.warn("`nn.Container` is deprecated. All of its functionality is now "
+                      "implemented in `nn.Module`. Subclass that instead.", FutureWarning,
+                      stacklevel=2)
+        for key, value in kwargs.items():
+            self.add_module(key, value)
 
 
 class Sequential(Module):

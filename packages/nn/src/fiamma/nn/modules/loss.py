@@ -9,7 +9,8 @@ __all__ = ["L1Loss", "MSELoss", "SmoothL1Loss", "HuberLoss", "NLLLoss", "CrossEn
            "BCELoss", "BCEWithLogitsLoss", "KLDivLoss", "PoissonNLLLoss", "GaussianNLLLoss",
            "CosineEmbeddingLoss", "MarginRankingLoss", "HingeEmbeddingLoss", "MultiMarginLoss",
            "MultiLabelMarginLoss", "MultiLabelSoftMarginLoss", "SoftMarginLoss",
-           "TripletMarginLoss", "TripletMarginWithDistanceLoss", "CTCLoss"]
+           "TripletMarginLoss", "TripletMarginWithDistanceLoss", "CTCLoss", "NLLLoss2d",
+           "LinearCrossEntropyLoss"]
 
 
 class _Loss(Module):
@@ -64,6 +65,21 @@ class NLLLoss(_WeightedLoss):
     def forward(self, input, target):
         return F.nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index,
                           reduction=self.reduction)
+
+
+class NLLLoss2d(NLLLoss):
+    """Deprecated alias of :class:`NLLLoss` (which takes inputs of any number of dimensions);
+    constructing one warns as PyTorch does."""
+
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                 reduction="mean"):
+        import warnings
+
+        warnings.warn("`NLLLoss2d` has been deprecated. Please use `NLLLoss` instead as a "
+                      "drop-in replacement and see "
+                      "https://pytorch.org/docs/main/nn.html#torch.nn.NLLLoss for more details.",
+                      FutureWarning, stacklevel=2)
+        super().__init__(weight, size_average, ignore_index, reduce, reduction)
 
 
 class CrossEntropyLoss(_WeightedLoss):
@@ -239,3 +255,57 @@ class CTCLoss(_Loss):
     def forward(self, log_probs, targets, input_lengths, target_lengths):
         return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank,
                           self.reduction, self.zero_infinity)
+
+
+class LinearCrossEntropyLoss(_WeightedLoss):
+    """A linear layer fused with the cross-entropy loss (``torch.nn.LinearCrossEntropyLoss``):
+    ``loss(input, target) = F.linear_cross_entropy(input, W, target, ...)`` with ``W`` held by
+    ``self.linear`` (a :class:`Linear` of ``in_features -> num_classes * prod(out_features)``
+    outputs, reshaped to ``(num_classes, *out_features, in_features)``). With ``options`` (a
+    :class:`LinearCrossEntropyOptions`) the batch is processed in chunks and the full logits
+    are never held: the point for large vocabularies.
+
+    >>> import fiamma
+    >>> from fiamma import nn
+    >>> head = nn.LinearCrossEntropyLoss(8, 1000, options=nn.LinearCrossEntropyOptions())
+    >>> loss = head(fiamma.randn(16, 8), fiamma.randint(0, 1000, (16,)))
+    >>> loss.backward(); tuple(head.linear.weight.grad.shape)
+    (1000, 8)
+    """
+
+    def __init__(self, in_features, num_classes, *, out_features=(), bias=False, device=None,
+                 dtype=None, reduction="mean", weight=None, ignore_index=None,
+                 label_smoothing=0.0, options=None):
+        import math
+
+        from fiamma.nn.modules.linear import Linear
+
+        if weight is not None and tuple(weight.shape) != (num_classes,):
+            raise RuntimeError(f"LinearCrossEntropyLoss: expected weight shape to be "
+                               f"{(num_classes,)}, got {tuple(weight.shape)}")
+        if label_smoothing < 0 or label_smoothing > 1.0:
+            raise RuntimeError("LinearCrossEntropyLoss: expected label_smoothing to be in range "
+                               f"[0, 1], got {label_smoothing}")
+        super().__init__(weight=weight, size_average=None, reduce=None, reduction=reduction)
+        self.num_classes = num_classes
+        self.out_features = tuple(out_features)
+        self.ignore_index = ignore_index
+        self.label_smoothing = label_smoothing
+        self.linear = Linear(in_features, math.prod(self.out_features, start=num_classes),
+                             bias=bias, device=device, dtype=dtype)
+        self.options = options
+
+    def forward(self, input, target):
+        w = self.linear.weight.reshape((self.num_classes, *self.out_features,
+                                        self.linear.in_features))
+        b = (self.linear.bias.reshape((self.num_classes, *self.out_features))
+             if self.linear.bias is not None else None)
+        return F.linear_cross_entropy(input, w, target, linear_bias=b, weight=self.weight,
+                                      reduction=self.reduction, ignore_index=self.ignore_index,
+                                      label_smoothing=self.label_smoothing, options=self.options)
+
+    def extra_repr(self):
+        return (f"in_features={self.linear.in_features}, num_classes={self.num_classes}, "
+                f"out_features={self.out_features}, bias={self.linear.bias is not None}, "
+                f"reduction={self.reduction}, ignore_index={self.ignore_index}, "
+                f"label_smoothing={self.label_smoothing}, options={self.options}")

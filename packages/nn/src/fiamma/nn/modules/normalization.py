@@ -8,7 +8,7 @@ from fiamma.nn import functional as F, init
 from fiamma.nn.modules.module import Module
 from fiamma.nn.parameter import Parameter
 
-__all__ = ["LayerNorm", "GroupNorm", "LocalResponseNorm", "RMSNorm"]
+__all__ = ["LayerNorm", "GroupNorm", "LocalResponseNorm", "CrossMapLRN2d", "RMSNorm"]
 
 
 def register_affine(module, shape, affine, bias, factory):
@@ -100,6 +100,92 @@ class LocalResponseNorm(Module):
 
     def forward(self, input):
         return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self):
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+_CROSS_MAP_LRN = None
+
+
+def _cross_map_lrn_function():
+    """The autograd Function of CrossMapLRN2d, built on first use (importing fiamma.nn stays
+    free of fiamma.autograd's Function machinery)."""
+    global _CROSS_MAP_LRN
+    if _CROSS_MAP_LRN is not None:
+        return _CROSS_MAP_LRN
+    from fiamma.autograd import Function, once_differentiable
+
+    def window(channels, lo, hi, device, dtype):
+        # (C, C) 0/1 matrix: row c sums the channels lo[c]..hi[c] (clipped to the channels)
+        c = fiamma.arange(channels, device=device)
+        return ((c[None, :] >= lo[:, None]) & (c[None, :] <= hi[:, None])).to(dtype)
+
+    class CrossMapLRN(Function):
+        @staticmethod
+        def forward(ctx, input, size, alpha, beta, k):
+            if input.dim() != 4:
+                raise ValueError(f"CrossMapLRN2d: Expected input to be 4D, got {input.dim()}D "
+                                 "instead.")
+            C = input.shape[1]
+            pre = int((size - 1) / 2 + 1)
+            c = fiamma.arange(C, device=input.device)
+            # the legacy (Lua Torch) running window: channel c sums the squares of channels
+            # up to c + pre - 1; from c = pre + 1 on, channels 1 .. c - pre leave the window
+            # again, but channel 0 never does (PyTorch's forward, kept for its results)
+            upto = window(C, fiamma.zeros_like(c), c + pre - 1, input.device, input.dtype)
+            leave = window(C, fiamma.ones_like(c), c - pre, input.device, input.dtype)
+            w = upto - leave * (c > pre).to(input.dtype)[:, None]
+            sq = input * input
+            scale = fiamma.einsum("cd,ndhw->nchw", w, sq) * (alpha / size) + k
+            output = scale.pow(-beta) * input
+            ctx.save_for_backward(input, output, scale)
+            ctx.params = size, alpha, beta
+            return output
+
+        @staticmethod
+        @once_differentiable
+        def backward(ctx, grad_output):
+            input, output, scale = ctx.saved_tensors
+            size, alpha, beta = ctx.params
+            C = input.shape[1]
+            # PyTorch's legacy backward: channel c gathers the ratios g * y / scale of the
+            # channels c - p .. c + size - 1 - p, p = size - (size - 1) // 2
+            p = int(size - (size - 1) / 2)
+            c = fiamma.arange(C, device=input.device)
+            w = window(C, c - p, c + size - 1 - p, input.device, input.dtype)
+            ratio = grad_output * output / scale
+            accum = fiamma.einsum("cd,ndhw->nchw", w, ratio)
+            grad = scale.pow(-beta) * grad_output - (2 * alpha * beta / size) * input * accum
+            return grad, None, None, None, None
+
+    _CROSS_MAP_LRN = CrossMapLRN
+    return CrossMapLRN
+
+
+class CrossMapLRN2d(Module):
+    """The legacy (Lua Torch) local response normalisation across the channels of a 4-d input,
+    as PyTorch's ``nn.CrossMapLRN2d``: ``y = x * (k + alpha / size * s) ** -beta`` with ``s``
+    the squares summed over a running channel window. Forward and backward reproduce
+    PyTorch's, including its quirks: the window is not the symmetric one of
+    :class:`LocalResponseNorm` (the first channel stays in every window, see the source),
+    and the backward pass is PyTorch's legacy formula, which is not the exact gradient of
+    the forward. Prefer :class:`LocalResponseNorm` in new code.
+
+    >>> import fiamma
+    >>> from fiamma import nn
+    >>> y = nn.CrossMapLRN2d(3, alpha=1.0, beta=1.0, k=1.0)(fiamma.ones(1, 2, 1, 1))
+    >>> [round(v, 4) for v in y.flatten().tolist()]
+    [0.6, 0.6]
+    """
+
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input):
+        return _cross_map_lrn_function().apply(input, self.size, self.alpha, self.beta,
+                                               self.k)
 
     def extra_repr(self):
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
