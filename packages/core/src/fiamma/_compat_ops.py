@@ -523,7 +523,7 @@ def _quantile(input, q, dim, keepdim, interpolation, op, ignore_nan):
             a = f.take_along_dim(s, lo.long(), d)
             b = f.take_along_dim(s, hi.long(), d)
             r = a + (b - a) * (0.5 if interpolation == "midpoint" else pos - lo)
-        if not keepdim:
+        if not keepdim or not input.ndim:  # a 0-d input keeps its 0 dims (as PyTorch)
             r = r.squeeze(d)
         elif dim is None:
             r = r.reshape((1,) * input.ndim)
