@@ -27,6 +27,7 @@ from fiamma._ops.complex_ops import (  # noqa: F401  (re-exported: PyTorch's top
     resolve_neg,
     sgn,
 )
+from fiamma._ops.einsum import _chebyshev
 from fiamma._ops.matmul import matmul
 from fiamma._tensor import Tensor, wrap_dim as _wrap_dim
 
@@ -825,9 +826,14 @@ def pdist(input, p=2):
     f = _F()
     if input.ndim != 2:
         raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
+    if p < 0:
+        raise RuntimeError(f"pdist only supports non-negative p values, got {p}")
     n = input.shape[0]
-    i, j = f.triu_indices(n, n, 1)
-    return _L().vector_norm(input[i] - input[j], p, dim=-1)
+    i, j = f.triu_indices(n, n, 1, device=input.device)
+    diff = input[i] - input[j]
+    if p == math.inf:  # every coordinate at the maximum gets the full gradient (PyTorch's)
+        return _chebyshev(diff)
+    return _L().vector_norm(diff, p, dim=-1)
 
 
 # ---- small functional forms and predicates ---------------------------------------------------

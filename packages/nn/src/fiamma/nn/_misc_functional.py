@@ -45,15 +45,7 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
 def pdist(input, p=2):
     """p-norm distances between the rows of an (N, M) input, upper triangle in row-major
     order (N (N - 1) / 2 values)."""
-    if input.dim() != 2:
-        raise RuntimeError(f"pdist only supports 2D tensors, got: {input.dim()}D")
-    if p < 0:
-        raise RuntimeError("pdist only supports non-negative p values")
-    n = input.shape[0]
-    ij = fiamma.triu_indices(n, n, 1, device=input.device)
-    if ij.shape[1] == 0:
-        return fiamma.empty(0, dtype=input.dtype, device=input.device)
-    return fiamma.linalg.vector_norm(input[ij[0]] - input[ij[1]], p, dim=1)
+    return fiamma.pdist(input, p)  # (core's: p=inf ties and empty results as PyTorch's)
 
 
 # ---- bags of embeddings ------------------------------------------------------------------------
