@@ -64,7 +64,7 @@ _unary(ops.atan, "inputs", lambda c, g: g / (_x(c) * _x(c) + 1))
 _unary(ops.sinh, "inputs", lambda c, g: g * _x(c).cosh())
 _unary(ops.cosh, "inputs", lambda c, g: g * _x(c).sinh())
 _unary(ops.asinh, "inputs", lambda c, g: g * (_x(c) * _x(c) + 1).rsqrt())
-_unary(ops.acosh, "inputs", lambda c, g: g * ((_x(c) - 1) * (_x(c) + 1)).rsqrt())
+_unary(ops.acosh, "inputs", lambda c, g: g * ((_x(c) - 1) * (_x(c) + 1) + 0.0).rsqrt())  # +0 at -1
 _unary(ops.atanh, "inputs", lambda c, g: g / (1 - _x(c) * _x(c)))
 # tanh, sigmoid and log_sigmoid: see activation.py (one fused pass for the first derivative)
 _unary(ops.erf, "inputs", lambda c, g: g * (-_x(c) * _x(c)).exp() * _TWO_OVER_SQRT_PI)
