@@ -218,6 +218,18 @@ def test_clamp_bounds():
     assert ghi.tolist() == [0.0, 0.0, 1.0, 0.0, 1.0]
 
 
+def test_clamp_equal_tensor_bounds():
+    # lo == hi: x above gives the gradient to hi, x on it to x, x below to none of them
+    # (PyTorch's rules: lo's gradient needs lo < hi)
+    x = fiamma.tensor([1.0, 2.0, 3.0], dtype=fiamma.float64, requires_grad=True)
+    lo = fiamma.full((3,), 2.0, dtype=fiamma.float64, requires_grad=True)
+    hi = fiamma.full((3,), 2.0, dtype=fiamma.float64, requires_grad=True)
+    gx, glo, ghi = _grad(fiamma.clamp, x, lo, hi)
+    assert gx.tolist() == [0.0, 1.0, 0.0]
+    assert glo.tolist() == [0.0, 0.0, 0.0]
+    assert ghi.tolist() == [0.0, 0.0, 1.0]
+
+
 def test_nan_to_num_blocks_non_finite():
     x = fiamma.tensor([float("nan"), float("inf"), 1.0, -float("inf")], dtype=fiamma.float64,
                       requires_grad=True)

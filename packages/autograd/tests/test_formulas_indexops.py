@@ -178,3 +178,45 @@ def test_call_dependent_inputs_still_saved(case):
         a.add_(1.0)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.backward()
+
+
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_prod_with_zeros(include_self):
+    # a group's lone zero gets the product of the others; with two zeros every gradient is 0
+    x = fiamma.tensor([0.0, 2.0, 3.0, 0.0], dtype=fiamma.float64)
+    src = fiamma.tensor([0.0, 5.0, 0.0, 4.0, 7.0], dtype=fiamma.float64)
+    idx = fiamma.tensor([0, 0, 1, 1, 2])
+    check(lambda a, b: fiamma.scatter_reduce(a, 0, idx, b, "prod", include_self=include_self),
+          x.clone().requires_grad_(), src.clone().requires_grad_())
+    a, b = x.clone().requires_grad_(), src.clone().requires_grad_()
+    gx, gs = fiamma.autograd.grad(
+        fiamma.scatter_reduce(a, 0, idx, b, "prod", include_self=include_self).sum(), (a, b))
+    if include_self:  # groups {x0, s0, s1}, {x1, s2, s3}, {x2, s4}; x3 untouched
+        assert gx.tolist() == [0.0, 0.0, 7.0, 1.0]
+        assert gs.tolist() == [0.0, 0.0, 8.0, 0.0, 3.0]
+    else:
+        assert gx.tolist() == [0.0, 0.0, 0.0, 1.0]
+        assert gs.tolist() == [5.0, 0.0, 4.0, 0.0, 1.0]
+    # index_reduce shares the formula
+    a = x.reshape(1, 4).clone().requires_grad_()
+    g, = fiamma.autograd.grad(fiamma.index_reduce(a, 1, idx, src.reshape(1, 5), "prod",
+                                                  include_self=include_self).sum(), a)
+    assert g.reshape(-1).tolist() == gx.tolist()
+
+
+def test_index_fill_value_grad_counts_positions_once():
+    x = fiamma.zeros(2, 5, dtype=fiamma.float64)
+    v = fiamma.tensor(1.0, dtype=fiamma.float64, requires_grad=True)
+    y = fiamma.index_fill(x, 1, _i(0, 0, 1, -4), v)  # -4 is position 1 again
+    g, = fiamma.autograd.grad(y.sum(), v)
+    assert g.item() == 4.0  # 2 rows x positions {0, 1}
+    check(lambda a, b: fiamma.index_fill(a, 1, _i(3, 3, 0), b), rand(2, 4),
+          fiamma.tensor(0.5, dtype=fiamma.float64, requires_grad=True))
+
+
+def test_take_along_dim_negative_indices_grad():
+    x = rand(3, 4)
+    check(lambda t: fiamma.take_along_dim(t, _i([-1, 0], [2, -4], [-2, -2]), 1), x)
+    a = x.clone().requires_grad_()
+    g, = fiamma.autograd.grad(fiamma.take_along_dim(a, _i([-1], [0], [-1]), 1).sum(), a)
+    assert g.tolist() == [[0, 0, 0, 1], [1, 0, 0, 0], [0, 0, 0, 1]]

@@ -190,3 +190,29 @@ def test_lstsq_residuals_differentiable():
     check(lambda x, y: L.lstsq(x, y, driver="gelsd").residuals, a, b)
     check(lambda x, y: L.lstsq(x, y, driver="gels").residuals, rand(4, 2, rng=rng),
           rand(4, rng=rng))
+
+
+@pytest.mark.parametrize("a", [
+    [[0.0]],
+    [[0.0, 0.0], [0.0, 0.0]],
+    [[1.0, 2.0], [2.0, 4.0]],                                  # rank 1
+    [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]],       # rank 2
+    [[0.0, 0.0, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 3.0]],
+    [[[1.0, 2.0], [2.0, 4.0]], [[0.5, -1.0], [2.0, 3.0]]],     # a batch, one singular
+])
+def test_det_gradient_of_singular_matrices_is_the_cofactor_matrix(a):
+    an = np.array(a)
+    x = fiamma.tensor(an, dtype=fiamma.float64, requires_grad=True)
+    (g,) = fiamma.autograd.grad(fiamma.linalg.det(x).sum(), x)
+    # the cofactor matrix, by finite differences (det is a polynomial: central differences
+    # are exact up to rounding)
+    flat = an.reshape(-1, *an.shape[-2:])
+    ref = np.zeros_like(flat)
+    for b in range(flat.shape[0]):
+        for i, j in np.ndindex(*flat.shape[1:]):
+            hi, lo = flat[b].copy(), flat[b].copy()
+            hi[i, j] += 1e-3
+            lo[i, j] -= 1e-3
+            ref[b, i, j] = (np.linalg.det(hi) - np.linalg.det(lo)) / 2e-3
+    assert np.allclose(g.numpy().reshape(ref.shape), ref, atol=1e-8)
+    assert np.isfinite(g.numpy()).all()

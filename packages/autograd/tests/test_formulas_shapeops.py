@@ -84,3 +84,28 @@ def test_pad(k):
     kw = dict(value=0.5) if mode == "constant" else {}
     check(lambda t: fiamma.pad(t, p, mode=mode, **kw), rand(1, 3, 4, rng=rng))
     check(lambda t: fiamma.pad(t, p, mode=mode, **kw), noncontig(2, 3, 4, rng=rng))
+
+
+@pytest.mark.parametrize("p", [(-4, 5), (2, -5), (-1, 2), (-3, -0)])
+def test_pad_replicate_crop_everything(p):
+    # a negative pad that crops the whole dim: every output reads input[clamp(j - lo, 0, n-1)]
+    x = rand(1, 2, 4, seed=4)
+    check(lambda t: fiamma.pad(t, p, mode="replicate"), x)
+    lo = p[0]
+    m = 4 + p[0] + p[1]
+    src = [min(max(j - lo, 0), 3) for j in range(m)]
+    y = fiamma.pad(x, p, mode="replicate")
+    assert y.detach().numpy().tolist() == x.detach().numpy()[..., src].tolist()
+    w = fiamma.arange(1.0, m + 1, dtype=fiamma.float64)
+    g, = fiamma.autograd.grad((y * w).sum(), x)
+    expect = np.zeros(4)
+    np.add.at(expect, src, np.arange(1.0, m + 1))
+    assert g.numpy()[0, 0].tolist() == expect.tolist()
+
+
+def test_pad_constant_empty_input_grad():
+    x = fiamma.zeros(0, 3, 3, dtype=fiamma.float64, requires_grad=True)
+    y = fiamma.pad(x, (1, 1, 1, 1, 1, 1), value=1.0)
+    assert tuple(y.shape) == (2, 5, 5)
+    g, = fiamma.autograd.grad(y.sum(), x)
+    assert tuple(g.shape) == (0, 3, 3)

@@ -452,3 +452,14 @@ def test_cosine_similarity_refuses_a_negative_eps():
     with pytest.raises(RuntimeError, match="eps must be non-negative"):
         fiamma.cosine_similarity(x, x, eps=-1.0)
     assert fiamma.cosine_similarity(x, x, eps=0.0).tolist() == pytest.approx([1.0, 1.0])
+
+
+@pytest.mark.parametrize("fn", ["quantile", "nanquantile"])
+def test_quantile_of_0d_input_with_keepdim_stays_0d(fn):
+    f = getattr(fiamma, fn)
+    x = fiamma.tensor(1.5)
+    assert tuple(f(x, 0.5, dim=0, keepdim=True).shape) == ()
+    assert tuple(f(x, 0.5, dim=-1, keepdim=True).shape) == ()
+    assert tuple(f(x, fiamma.tensor([0.5, 0.2]), dim=0, keepdim=True).shape) == (2,)
+    assert f(x, 0.5, dim=0, keepdim=True).item() == 1.5
+    assert tuple(f(fiamma.ones(3), 0.5, dim=0, keepdim=True).shape) == (1,)

@@ -387,3 +387,14 @@ def test_cat_one_pass_path_against_numpy():
         F.cat([a, a], 2)
     with pytest.raises(TypeError):
         F.cat([a, 1.0])
+
+
+def test_cat_of_only_skipped_empty_inputs_keeps_the_graph():
+    # every input is a legacy (0,) tensor (skipped by the copy): the result still depends on
+    # them, as in PyTorch, so it requires grad and backward reaches them
+    pytest.importorskip("fiamma.autograd")
+    x = F.from_numpy(np.zeros(0)).requires_grad_(True)  # not the C fast path
+    y = F.cat([x, x])
+    assert y.requires_grad and tuple(y.shape) == (0,)
+    g, = F.autograd.grad(y.sum(), x)
+    assert tuple(g.shape) == (0,)

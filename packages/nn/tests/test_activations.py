@@ -216,3 +216,12 @@ def test_integer_inputs_of_the_clamping_activations_stay_integer():
     assert F.relu6(x).tolist() == [0, 0, 1, 6] and F.relu6(x).dtype == fiamma.int64
     assert F.hardtanh(x).tolist() == [-1, 0, 1, 1]
     assert F.threshold(x, 0, 5).tolist() == [5, 5, 1, 9]
+
+
+def test_prelu_at_zero_takes_the_slope_side():
+    # PyTorch's x > 0 ? x : w x: at x == 0 the gradient is the slope, and w's is 0
+    x = fiamma.tensor([0.0, -1.0, 1.0], dtype=fiamma.float64, requires_grad=True)
+    w = fiamma.tensor([0.25], dtype=fiamma.float64, requires_grad=True)
+    gx, gw = fiamma.autograd.grad(F.prelu(x, w).sum(), (x, w))
+    assert gx.tolist() == [0.25, 0.25, 1.0]
+    assert gw.tolist() == [-1.0]

@@ -117,3 +117,23 @@ def test_parity_where_pytorch_cpu_is_right(mode):
     F.embedding_bag(fiamma.tensor(flat), wf, fiamma.tensor(offsets), mode=mode,
                     scale_grad_by_freq=True).backward(fiamma.tensor(g))
     np.testing.assert_allclose(wf.grad.numpy(), wt.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_max_mode_ties_send_the_gradient_to_the_first_entry():
+    # PyTorch's max_indices: the first entry of the bag (input order) holding the maximum gets
+    # the whole gradient; empty bags are 0 and pass none
+    w = fiamma.tensor([[1.0, 2.0], [3.0, 2.0], [0.0, 5.0], [1.0, 1.0]], dtype=fiamma.float64,
+                      requires_grad=True)
+    y = fiamma.nn.functional.embedding_bag(fiamma.tensor([0, 1, 3, 0, 3, 2]), w,
+                                           fiamma.tensor([0, 3, 5, 5]), mode="max")
+    assert y.tolist() == [[3.0, 2.0], [1.0, 2.0], [0.0, 0.0], [0.0, 5.0]]
+    gw = fiamma.tensor([[1.0, 10.0], [100.0, 1000.0], [7.0, 8.0], [9.0, 11.0]],
+                       dtype=fiamma.float64)
+    (g,) = fiamma.autograd.grad((y * gw).sum(), w)
+    assert g.tolist() == [[100.0, 1010.0], [1.0, 0.0], [9.0, 11.0], [0.0, 0.0]]
+    # padding entries are never the maximum
+    y = fiamma.nn.functional.embedding_bag(fiamma.tensor([[0, 1, 2], [2, 2, 1]]), w,
+                                           mode="max", padding_idx=2)
+    (g,) = fiamma.autograd.grad(y.sum(), w)
+    assert y.tolist() == [[3.0, 2.0], [3.0, 2.0]]
+    assert g.tolist() == [[0.0, 1.0], [2.0, 1.0], [0.0, 0.0], [0.0, 0.0]]

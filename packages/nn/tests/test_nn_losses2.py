@@ -671,3 +671,22 @@ def test_parity_loss_module_signatures(name):
     want = [p for p in inspect.signature(getattr(torch.nn, name).__init__).parameters]
     got = [p for p in inspect.signature(getattr(nn, name).__init__).parameters]
     assert got == want
+
+
+def test_margin_losses_at_the_hinge_pass_no_gradient():
+    # z = margin - x[y] + x[i] == 0 exactly: PyTorch counts a term only where z > 0
+    x = fiamma.tensor([[1.0, 0.0, 2.0]], dtype=fiamma.float64, requires_grad=True)
+    (g,) = fiamma.autograd.grad(F.multi_margin_loss(x, fiamma.tensor([0])), x)
+    # i=1: z = 1 - 1 + 0 = 0 (hinge, no gradient); i=2: z = 2 > 0
+    assert g.tolist() == [[-1 / 3, 0.0, 1 / 3]]
+    t = fiamma.tensor([[0, -1, 0]])
+    (g,) = fiamma.autograd.grad(F.multilabel_margin_loss(x, t), x)
+    assert g.tolist() == [[-1 / 3, 0.0, 1 / 3]]
+
+
+def test_margin_losses_take_a_0d_input():
+    x = fiamma.tensor(0.7, requires_grad=True)
+    for red in ("none", "mean", "sum"):
+        for loss in (F.multi_margin_loss(x, fiamma.tensor(0), reduction=red),
+                     F.multilabel_margin_loss(x, fiamma.tensor(0), reduction=red)):
+            assert tuple(loss.shape) == () and loss.item() == 0.0 and loss.requires_grad

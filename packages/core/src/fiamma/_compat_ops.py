@@ -28,6 +28,7 @@ from fiamma._ops.complex_ops import (  # noqa: F401  (re-exported: PyTorch's top
     resolve_neg,
     sgn,
 )
+from fiamma._ops.einsum import _chebyshev
 from fiamma._ops.matmul import matmul
 from fiamma._tensor import Tensor, wrap_dim as _wrap_dim
 
@@ -631,7 +632,7 @@ def _quantile(input, q, dim, keepdim, interpolation, op, ignore_nan):
             a = f.take_along_dim(s, lo.long(), d)
             b = f.take_along_dim(s, hi.long(), d)
             r = a + (b - a) * (0.5 if interpolation == "midpoint" else pos - lo)
-        if not keepdim:
+        if not keepdim or not input.ndim:  # a 0-d input keeps its 0 dims (as PyTorch)
             r = r.squeeze(d)
         elif dim is None:
             r = r.reshape((1,) * input.ndim)
@@ -933,9 +934,14 @@ def pdist(input, p=2):
     f = _F()
     if input.ndim != 2:
         raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
+    if p < 0:
+        raise RuntimeError(f"pdist only supports non-negative p values, got {p}")
     n = input.shape[0]
-    i, j = f.triu_indices(n, n, 1)
-    return _L().vector_norm(input[i] - input[j], p, dim=-1)
+    i, j = f.triu_indices(n, n, 1, device=input.device)
+    diff = input[i] - input[j]
+    if p == math.inf:  # every coordinate at the maximum gets the full gradient (PyTorch's)
+        return _chebyshev(diff)
+    return _L().vector_norm(diff, p, dim=-1)
 
 
 # ---- small functional forms and predicates ---------------------------------------------------

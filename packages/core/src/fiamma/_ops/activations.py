@@ -172,6 +172,15 @@ def relu_backward(grad_output, output):
                 return out
     from fiamma._ops.elementwise import where
 
+    if G.state.enabled and isinstance(output, Tensor) and output.requires_grad:
+        # recorded as relu_backward (as the one-pass kernel's result is), so that a gradient
+        # taken with create_graph stays a function of the output (zero derivative along it)
+        from fiamma._grad_mode import no_grad
+
+        with no_grad():
+            out = where(output <= 0, 0.0, grad_output)
+        G.record(ops.relu_backward, out, (grad_output, output), {})
+        return out
     return where(output <= 0, 0.0, grad_output)
 
 

@@ -552,6 +552,16 @@ _MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist",
           "donot_use_mm_for_euclid_dist")
 
 
+def _chebyshev(diff):
+    """max |diff| over the last dim, differentiated as PyTorch's cdist/pdist with p=inf: every
+    coordinate at the maximum gets the full gradient (not a share, as amax's ties do)."""
+    ad = diff.abs()
+    m = ad.amax(-1, keepdim=True).detach()
+    live = (ad == m) & ~ad.isinf()
+    ad0 = ad.masked_fill(~live, 0.0)  # (ad0 - ad0.detach()) is 0 with ad's gradient on ties
+    return (m + (ad0 - ad0.detach()).sum(-1, keepdim=True)).squeeze(-1)
+
+
 def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     """p-norm distances between the rows of ``x1`` (B..., P, M) and ``x2`` (B..., R, M):
     result (B..., P, R). For p=2 with more than 25 rows (or ``compute_mode=
@@ -589,22 +599,23 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     b = x2.expand(batch + (R, M)) if x2._shape[:-2] != batch else x2
     use_mm = p == 2.0 and (compute_mode == _MODES[1] or (
         compute_mode == _MODES[0] and (P > 25 or R > 25)))
-    if P == 0 or R == 0 or M == 0:
-        from fiamma._creation import zeros
-
-        return zeros(batch + (P, R), dtype=x1._dtype, device=x1._storage.device)
+    if P == 0 or R == 0 or M == 0:  # zeros, still a function of the inputs (as PyTorch)
+        return (a.unsqueeze(-2) - b.unsqueeze(-3)).norm(p, -1)
     if use_mm:
-        # |x - y|^2 = |x|^2 - 2 x.y + |y|^2, clamped at 0 against rounding
+        # |x - y|^2 = |x|^2 - 2 x.y + |y|^2, 0 where rounding leaves it <= 0: there the
+        # gradient is 0 (PyTorch's), not sqrt's infinite slope times 0
         a2 = (a * a).sum(-1, keepdim=True)
         b2 = (b * b).sum(-1).unsqueeze(-2)
         d2 = (a2 + b2) - 2 * a.matmul(b.transpose(-1, -2))
-        return d2.clamp_min(0).sqrt()
+        off = d2 <= 0
+        return d2.masked_fill(off, 1.0).sqrt().masked_fill(off, 0.0)
     # the (P, R, M) differences, a block of rows at a time to bound the memory used
     step = builtins.max(1, _CDIST_BLOCK // builtins.max(1, R * M * math.prod(batch)))
     parts = []
     for s in range(0, P, step):
         blk = a.narrow(-2, s, builtins.min(step, P - s))
-        parts.append((blk.unsqueeze(-2) - b.unsqueeze(-3)).norm(p, -1))
+        diff = blk.unsqueeze(-2) - b.unsqueeze(-3)
+        parts.append(_chebyshev(diff) if p == math.inf else diff.norm(p, -1))
     if len(parts) == 1:
         return parts[0]
     from fiamma._ops.join import cat

@@ -144,6 +144,8 @@ def _cat(ts, dim, out, op):
             _copy_into(out, res)
         out._bump()
         return out
+    if not parts:  # only skipped empty 1-D inputs: still a result of them (as PyTorch)
+        parts = ts
     for t in parts:
         if t.requires_grad:
             G.record(ops.cat, res, tuple(parts),

@@ -187,7 +187,7 @@ def softmin(input, dim=None, _stacklevel=3, dtype=None):  # _stacklevel: PyTorch
 
 
 def prelu(input, weight):
-    """``x`` where ``x >= 0``, else ``weight * x``; a weight of C values applies per channel
+    """``x`` where ``x > 0``, else ``weight * x``; a weight of C values applies per channel
     (dimension 1)."""
     input, weight = fiamma.amp.cast_lower(None, input, weight)  # autocast's lower list
     if weight.numel() != 1:
@@ -200,7 +200,7 @@ def prelu(input, weight):
         weight = weight.reshape(shape)
     elif weight.dim() > input.dim():  # one slope on a 0-d input: the result keeps shape ()
         weight = weight.reshape(())
-    return fiamma.where(input >= 0, input, weight * input)
+    return fiamma.where(input > 0, input, weight * input)  # at 0: the slope side (PyTorch)
 
 
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):

@@ -505,11 +505,12 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=No
 
 
 def _class_target(input, target, op):
-    """(N, C) input with (N,) class targets, or (C,) with a 0-d/1-element target."""
-    if input.dim() not in (1, 2):
-        raise ValueError(f"{op}: expected 1-D or 2-D input, got {input.dim()}-D "
+    """(N, C) input with (N,) class targets, or (C,) (or 0-d: one class) with a
+    0-d/1-element target."""
+    if input.dim() not in (0, 1, 2):
+        raise ValueError(f"{op}: expected 0-D, 1-D or 2-D input, got {input.dim()}-D "
                          f"{list(input.shape)}")
-    x = input if input.dim() == 2 else input.unsqueeze(0)
+    x = input if input.dim() == 2 else input.reshape(1, -1)
     y = target.reshape(-1).long()
     if y.shape[0] != x.shape[0]:
         raise ValueError(f"{op}: inconsistent target size {list(target.shape)} for input of "
@@ -534,14 +535,14 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     if weight is not None and tuple(weight.shape) != (c,):
         raise ValueError(f"{op}: expected weight of shape [{c}], got {list(weight.shape)}")
     xy = x.gather(1, y.unsqueeze(1))
-    z = (margin - xy + x).clamp(min=0)
+    z = fiamma.relu(margin - xy + x)  # at the hinge (0) no gradient (PyTorch's z > 0)
     if p == 2:
         z = z * z
     if weight is not None:
         z = z * weight[y].unsqueeze(1)
     not_y = fiamma.one_hot(y, c) == 0
     loss = (z * not_y).sum(1) / c
-    if input.dim() == 1:
+    if input.dim() < 2:
         loss = loss.reshape(())
     return _reduce(loss, reduction, op)
 
@@ -551,11 +552,11 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     first -1; ``sum_{j in targets, i not in targets} max(0, 1 - (x[j] - x[i])) / C``."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     op = "multilabel_margin_loss"
-    if input.dim() not in (1, 2) or tuple(target.shape) != tuple(input.shape):
-        raise ValueError(f"{op}: expected input and target of the same 1-D or 2-D shape, got "
-                         f"{list(input.shape)} and {list(target.shape)}")
-    x = input if input.dim() == 2 else input.unsqueeze(0)
-    t = (target if target.dim() == 2 else target.unsqueeze(0)).long()
+    if input.dim() > 2 or tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"{op}: expected input and target of the same 0-D, 1-D or 2-D shape, "
+                         f"got {list(input.shape)} and {list(target.shape)}")
+    x = input if input.dim() == 2 else input.reshape(1, -1)
+    t = (target if target.dim() == 2 else target.reshape(1, -1)).long()
     c = x.shape[1]
     valid = (t >= 0).long().cumprod(1).bool()  # the labels before the first -1
     if bool((valid & (t >= c)).any()):
@@ -564,10 +565,10 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     is_target = fiamma.zeros(x.shape, dtype=fiamma.float32, device=x.device).scatter_add(
         1, safe, valid.float()) > 0
     xj = x.gather(1, safe)
-    z = (1 - xj.unsqueeze(2) + x.unsqueeze(1)).clamp(min=0)
+    z = fiamma.relu(1 - xj.unsqueeze(2) + x.unsqueeze(1))  # no gradient at the hinge
     mask = valid.unsqueeze(2) & (~is_target).unsqueeze(1)
     loss = (z * mask).sum((1, 2)) / c
-    if input.dim() == 1:
+    if input.dim() < 2:
         loss = loss.reshape(())
     return _reduce(loss, reduction, op)
 

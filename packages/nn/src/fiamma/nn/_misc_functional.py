@@ -45,15 +45,7 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
 def pdist(input, p=2):
     """p-norm distances between the rows of an (N, M) input, upper triangle in row-major
     order (N (N - 1) / 2 values)."""
-    if input.dim() != 2:
-        raise RuntimeError(f"pdist only supports 2D tensors, got: {input.dim()}D")
-    if p < 0:
-        raise RuntimeError("pdist only supports non-negative p values")
-    n = input.shape[0]
-    ij = fiamma.triu_indices(n, n, 1, device=input.device)
-    if ij.shape[1] == 0:
-        return fiamma.empty(0, dtype=input.dtype, device=input.device)
-    return fiamma.linalg.vector_norm(input[ij[0]] - input[ij[1]], p, dim=1)
+    return fiamma.pdist(input, p)  # (core's: p=inf ties and empty results as PyTorch's)
 
 
 # ---- bags of embeddings ------------------------------------------------------------------------
@@ -161,8 +153,21 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
         bag = bag.masked_fill(flat == padding_idx, nb)
     zeros = fiamma.zeros((nb + 1, dim), dtype=weight.dtype, device=weight.device)
     if mode == "max":
-        idx = bag.unsqueeze(1).expand(bag.shape[0], dim)
-        return zeros.scatter_reduce(0, idx, rows, "amax", include_self=False)[:nb]
+        # each bag's maximum, taken from the first entry (in input order) that holds it, so
+        # its whole gradient goes there (PyTorch's max_indices), not split among ties
+        k = bag.shape[0]
+        idx = bag.unsqueeze(1).expand(k, dim)
+        with fiamma.no_grad():
+            r = rows.detach()
+            top = zeros.scatter_reduce(0, idx, r, "amax", include_self=False)
+            at = top.gather(0, idx)
+            hit = (r == at) | (r.isnan() & at.isnan())
+            pos = fiamma.arange(k, device=weight.device).unsqueeze(1).expand(k, dim)
+            pos = fiamma.where(hit, pos, k)
+            first = fiamma.full((nb + 1, dim), k, dtype=pos.dtype, device=weight.device)
+            first = first.scatter_reduce(0, idx, pos, "amin")[:nb]  # k: an empty bag
+        ext = fiamma.cat([rows, zeros[:1]], 0)  # row k: the empty bags' zeros
+        return ext.gather(0, first)
     out = zeros.index_add(0, bag, rows)[:nb]
     if mode == "mean":
         count = fiamma.zeros(nb + 1, dtype=weight.dtype, device=weight.device).index_add(

@@ -9,7 +9,7 @@ import fiamma
 from fiamma.autograd._formulas import derivative
 
 __all__ = ["unreduce", "reduced_count", "scalar_like", "zeros_of", "flip", "gather_dim",
-           "normalize_dims", "reduce_to", "is_tensor", "unary", "select_grad"]
+           "normalize_dims", "reduce_to", "is_tensor", "unary", "select_grad", "linked"]
 
 
 def unary(name, save, fn):
@@ -120,3 +120,42 @@ def reduce_to(g, shape):
     if tuple(g.shape) != shape:
         g = g.reshape(shape)
     return g
+
+
+_LINK = None
+
+
+def _zero_link():
+    global _LINK
+    if _LINK is None:
+        from fiamma.autograd.function import Function
+
+        class ZeroLinkBackward(Function):
+            """``g`` unchanged, recorded as a function of ``anchors`` with a zero derivative
+            along them."""
+
+            @staticmethod
+            def forward(ctx, g, *anchors):
+                ctx.specs = [(tuple(a.shape), a.dtype, a.device) for a in anchors]
+                return g.clone()
+
+            @staticmethod
+            def backward(ctx, grad):
+                return (grad, *(fiamma.zeros(s, dtype=d, device=dev) for s, d, dev in ctx.specs))
+
+        _LINK = ZeroLinkBackward
+    return _LINK
+
+
+def linked(g, *anchors):
+    """A gradient that does not depend on the saved ``anchors`` (a piecewise-linear op's:
+    relu's mask, a pool's window choice), kept in the graph under ``create_graph`` as
+    PyTorch's is: it then requires grad and its derivative along the anchors is zero (instead
+    of not requiring grad or not reaching them, which makes differentiating it again w.r.t.
+    them raise). Free otherwise."""
+    if g is None or not fiamma.is_grad_enabled():
+        return g
+    live = [a for a in anchors if isinstance(a, fiamma.Tensor) and a.requires_grad]
+    if not live:
+        return g
+    return _zero_link().apply(g, *live)

@@ -12,6 +12,7 @@ import math
 
 import fiamma
 from fiamma.autograd._formulas import derivative
+from fiamma.autograd._formulas._common import linked
 from fiamma.autograd_hook import ops
 
 _K = math.sqrt(2.0 / math.pi)
@@ -74,6 +75,14 @@ def _act_grad(name, grad, x, p):
 
 
 def _act_formula(name):
+    if name in _PIECEWISE_LINEAR:
+        def formula(ctx, grad):
+            (x,) = ctx.inputs
+            p = ctx.kwargs.get("params", ()) if ctx.kwargs else ()
+            return (linked(_act_grad(name, grad, x, tuple(p)), x),)
+        formula.__name__ = f"_{name}"
+        return formula
+
     def formula(ctx, grad):
         (x,) = ctx.inputs
         p = ctx.kwargs.get("params", ()) if ctx.kwargs else ()
@@ -82,6 +91,9 @@ def _act_formula(name):
     return formula
 
 
+# their gradient is constant in x: kept in the graph (zero derivative) under create_graph
+_PIECEWISE_LINEAR = {"leaky_relu", "hardtanh", "softshrink", "hardshrink", "threshold",
+                     "hardsigmoid"}
 _NPARAMS = {"silu": 0, "leaky_relu": 1, "elu": 3, "hardswish": 0, "hardsigmoid": 0,
             "softplus": 2, "mish": 0, "log_sigmoid": 0, "hardtanh": 2, "softshrink": 1,
             "hardshrink": 1, "threshold": 2}

@@ -64,7 +64,7 @@ _unary(ops.atan, "inputs", lambda c, g: g / (_x(c) * _x(c) + 1))
 _unary(ops.sinh, "inputs", lambda c, g: g * _x(c).cosh())
 _unary(ops.cosh, "inputs", lambda c, g: g * _x(c).sinh())
 _unary(ops.asinh, "inputs", lambda c, g: g * (_x(c) * _x(c) + 1).rsqrt())
-_unary(ops.acosh, "inputs", lambda c, g: g * ((_x(c) - 1) * (_x(c) + 1)).rsqrt())
+_unary(ops.acosh, "inputs", lambda c, g: g * ((_x(c) - 1) * (_x(c) + 1) + 0.0).rsqrt())  # +0 at -1
 _unary(ops.atanh, "inputs", lambda c, g: g / (1 - _x(c) * _x(c)))
 # tanh, sigmoid and log_sigmoid: see activation.py (one fused pass for the first derivative)
 _unary(ops.erf, "inputs", lambda c, g: g * (-_x(c) * _x(c)).exp() * _TWO_OVER_SQRT_PI)
@@ -180,6 +180,7 @@ def _pow(ctx, grad):
 def _atan2(ctx, grad):
     a, b = ctx.inputs
     denom = a * a + b * b
+    denom = fiamma.where(denom == 0, 1.0, denom)  # at the origin: 0 (PyTorch's), not 0/0
     ga = grad * b / denom if _need(ctx, 0) else None
     gb = -grad * a / denom if _need(ctx, 1) else None
     return ga, gb
@@ -243,12 +244,13 @@ derivative(ops.fmin, save="inputs")(_fmax_fmin(False))
 @derivative(ops.clamp, save="inputs")
 def _clamp(ctx, grad):
     """``clamp(x, lo, hi)``: the gradient goes to whichever of x, lo, hi is the result; where
-    lo > hi the result is hi (PyTorch's rule); at x == lo or x == hi it goes to x."""
+    lo > hi the result is hi (PyTorch's rule); at x == lo or x == hi it goes to x; at
+    x < lo == hi to none of them (PyTorch's: lo's gradient needs lo < hi)."""
     x, lo, hi = ctx.inputs
     if lo is not None and hi is not None:
         take_x = (x >= lo) & (x <= hi)
         take_hi = (x > hi) | (lo > hi) if is_tensor(hi) else None
-        take_lo = (x < lo) & (lo <= hi) if is_tensor(lo) else None
+        take_lo = (x < lo) & (lo < hi) if is_tensor(lo) else None
     elif lo is not None:
         take_x = x >= lo
         take_lo = (x < lo) if is_tensor(lo) else None

@@ -63,6 +63,36 @@ def _scatter_add(ctx, grad):
     return (grad if _need(ctx, 0) else None), None, None, _scatter_src_grad(ctx, grad, d, index)
 
 
+def _scatter_prod_grads(x, d, index, src, y, grad, include_self):
+    """Each value's gradient is the product of the other values of its group. Division
+    (y / value) gives it for non-zero values; a zero's is the group's product with that zero
+    set to 1, computed by a second reduction so that it stays differentiable (self holds one
+    value per group, so all its zeros are masked at once; a source zero is masked only when it
+    is the only source zero of its group, else its gradient is 0)."""
+    sz = src == 0
+    xz = (x == 0) if include_self else None
+    gx = None
+    if include_self:
+        if bool(xz.any()):
+            x1 = fiamma.where(xz, 1.0, x)
+            gx = grad * fiamma.scatter_reduce(x1, d, index, src, "prod") / x1
+        else:
+            gx = grad * y / x
+    else:
+        gx = fiamma.scatter(grad, d, index, 0.0)
+    gy = grad * y
+    if not bool(sz.any()):
+        return gx, fiamma.gather(gy, d, index) / src
+    zeros = fiamma.zeros(tuple(x.shape), dtype=grad.dtype, device=grad.device)
+    count = fiamma.gather(fiamma.scatter_add(zeros, d, index, sz.to(grad.dtype)), d, index)
+    lone = sz & (count == 1)
+    masked = fiamma.scatter_reduce(x, d, index, fiamma.where(lone, 1.0, src), "prod",
+                                   include_self=include_self)
+    gs = fiamma.where(lone, fiamma.gather(grad * masked, d, index),
+                      fiamma.gather(gy, d, index) / fiamma.where(sz, 1.0, src))
+    return gx, gs
+
+
 @derivative(ops.scatter_reduce, save="both")
 def _scatter_reduce(ctx, grad):
     x, dim, index, src = ctx.inputs
@@ -94,10 +124,9 @@ def _scatter_reduce(ctx, grad):
         gx = sel_x * share
         gs = sel_s * fiamma.gather(share, d, index)
     elif reduce == "prod":
-        # y / value for non-zero values (PyTorch handles zeros separately; here they give NaN)
-        gy = grad * y
-        gx = gy / x if include_self else fiamma.scatter(gy / x, d, index, 0.0)
-        gs = fiamma.gather(gy, d, index) / src
+        # the product of the other values: y / value for a non-zero value; for a zero, the
+        # product of the non-zero values when it is its group's only zero, else 0 (PyTorch's)
+        gx, gs = _scatter_prod_grads(x, d, index, src, y, grad, include_self)
     else:
         raise NotImplementedError(f"scatter_reduce: no derivative for reduce={reduce!r}")
     return (gx if _need(ctx, 0) else None), None, None, (gs if _need(ctx, 3) else None)
@@ -171,7 +200,13 @@ def _index_fill(ctx, grad):
     gx = fiamma.index_fill(grad, d, index, 0.0) if _need(ctx, 0) else None
     gv = None
     if _need(ctx, 3) and is_tensor(value):
-        gv = (fiamma.index_select(grad, d, index) if grad.ndim else grad).sum()
+        # each filled position once, however often the index names it (as PyTorch)
+        if grad.ndim:
+            n = ctx.input_shapes[0][d]
+            idx = fiamma.unique(fiamma.where(index < 0, index + n, index).reshape(-1))
+            gv = fiamma.index_select(grad, d, idx).sum()
+        else:
+            gv = grad.sum()
     return gx, None, None, gv
 
 
@@ -249,6 +284,7 @@ def _take_along_dim(ctx, grad):
     target[d] = shape[d]
     idx = indices.expand(tuple(grad.shape)) if tuple(indices.shape) != tuple(grad.shape) \
         else indices
+    idx = fiamma.where(idx < 0, idx + shape[d], idx)  # the forward takes negative indices
     g = fiamma.scatter_add(fiamma.zeros(tuple(target), dtype=grad.dtype, device=grad.device), d,
                            idx, grad)
     return reduce_to(g, shape), None

@@ -4,8 +4,9 @@ matrix_norm (fro, nuc, +-1, +-2, +-inf), svd, qr, pinv, lstsq, cond and the LU f
 lu_factor, lu_factor_ex, lu_solve, lu_unpack; real and complex).
 
 Written with fiamma.linalg's own ops (solve, eigh, svd, ...), so they differentiate again.
-det's gradient goes through the inverse (det * inv(A)^T), so it is NaN/inf for singular
-matrices; eigh's, for repeated eigenvalues (as in PyTorch).
+det's gradient goes through the inverse (det * inv(A)^T), or for exactly singular real
+matrices (det 0) through the SVD's cofactors (finite; PyTorch gives 0 there); eigh's is
+NaN/inf for repeated eigenvalues (as in PyTorch).
 """
 
 import math
@@ -59,10 +60,27 @@ def _d_inv(ctx, grad):
     return (-fiamma.matmul(fiamma.matmul(yt, grad), yt),)
 
 
+def _cofactor(a):
+    """d det(a) / da for real square matrices, singular ones included: with a = U S Vh,
+    det(U) det(Vh) U diag(prod_{j != i} s_j) Vh (det(a) a^-T where a is invertible)."""
+    L = _L()
+    u, s, vh = L.svd(a)
+    ones = fiamma.ones_like(s[..., :1])
+    left = fiamma.cat([ones, s[..., :-1]], -1).cumprod(-1)  # prod of s_j, j < i
+    rs = s.flip(-1)
+    right = fiamma.cat([ones, rs[..., :-1]], -1).cumprod(-1).flip(-1)  # prod of s_j, j > i
+    sign = (L.det(u.detach()) * L.det(vh.detach())).unsqueeze(-1).unsqueeze(-1)
+    return sign * fiamma.matmul(u * (left * right).unsqueeze(-2), vh)
+
+
 @derivative(ops.linalg_det, save="both")
 def _d_det(ctx, grad):
     a = ctx.inputs[0]
     d = ctx.output
+    if not a.dtype.is_complex and a.shape[-1] and bool((d == 0).any()):
+        # a singular matrix: no inverse, but the cofactors (the derivative) are finite;
+        # PyTorch 2.13 gives 0 here for n > 1 (its 1x1 gradient is the cofactor, 1)
+        return (grad.unsqueeze(-1).unsqueeze(-1) * _cofactor(a),)
     return ((grad * d).unsqueeze(-1).unsqueeze(-1) * _mT(_inv(a)),)
 
 

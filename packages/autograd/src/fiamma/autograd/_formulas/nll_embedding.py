@@ -13,6 +13,7 @@ COO tensor of those rows, as PyTorch's.
 
 import fiamma
 from fiamma.autograd._formulas import derivative
+from fiamma.autograd._formulas._common import linked
 from fiamma.autograd_hook import ops
 
 
@@ -50,8 +51,8 @@ def _nll_loss(ctx, grad):
         src = (grad * w).neg().unsqueeze(cdim)
         idx = safe.unsqueeze(cdim)
     gx = fiamma.zeros_like(x)
-    if fiamma.is_grad_enabled() and src.requires_grad:  # create_graph: differentiable
-        return gx.scatter(cdim, idx, src), None, None
+    if fiamma.is_grad_enabled():  # create_graph: differentiable, and a function of x
+        return linked(gx.scatter(cdim, idx, src), x), None, None  # (zero along x, as PyTorch)
     return gx.scatter_(cdim, idx, src), None, None
 
 

@@ -145,6 +145,10 @@ def _pad_index(n, lo, hi, mode):
     c1 = n + hi if hi < 0 else n        # cropped input end
     start = max(lo, 0)                  # where the cropped input lands
     size = c1 - c0
+    if mode == "replicate" and size <= 0 < n:
+        # the crop leaves nothing: every output reads the input's element nearest j - lo
+        # (PyTorch's replicate reads clamp(j - lo, 0, n - 1))
+        return list(range(m)), [min(max(j - lo, 0), n - 1) for j in range(m)]
     for j in range(m):
         i = j - start
         if 0 <= i < size:
@@ -197,6 +201,9 @@ def pad_backward(grad, shape, p, mode):
                 pieces.append(part)
             if after:
                 zshape[d] = after
+                pieces.append(fiamma.zeros(tuple(zshape), dtype=g.dtype, device=g.device))
+            if not pieces:  # an empty input (or gradient): nothing to gather
+                zshape[d] = shape[d]
                 pieces.append(fiamma.zeros(tuple(zshape), dtype=g.dtype, device=g.device))
             g = fiamma.cat(pieces, d) if len(pieces) > 1 else pieces[0]
             continue
