@@ -327,3 +327,23 @@ def test_more_layers(name):
     else:
         args = (randn(*shape),)
     _check(m, args)
+
+
+def test_forward_under_no_grad_is_not_constant():
+    # segment-anything's export script: a forward decorated with @no_grad() (and an export
+    # inside ``with no_grad():``) wrote a file of Identity nodes on the traced outputs
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 2)
+
+        @fiamma.no_grad()
+        def forward(self, x):
+            return self.lin(x).relu() * 3
+
+    m = M().eval()
+    with fiamma.no_grad():
+        data, _ = _export(m, (randn(4, 3),), dynamic_axes=BATCH)
+    ops = [n.op_type for n in onnx.load_from_string(data).graph.node]
+    assert "Gemm" in ops or "MatMul" in ops, ops
+    _check(m, (randn(4, 3),), runs=((randn(7, 3, seed=5),),), dynamic_axes=BATCH)
