@@ -70,3 +70,35 @@ def test_get_trace_hook_returns_the_installed_tracer():
     finally:
         autograd_hook.set_trace_hook(prev)
     assert autograd_hook.get_trace_hook() is None
+
+
+def test_grad_mode_off_does_not_stop_a_trace():
+    # PyTorch's tracer records what a model runs under no_grad: while a trace hook is
+    # installed, no_grad / set_grad_enabled(False) / inference_mode keep grad mode on, so the
+    # marked tensors' ops still reach the hook; without a hook they turn it off as usual
+    tape = Tape()
+    x = fiamma.ones(3)
+    x.requires_grad = True
+    prev_flag = autograd_hook.set_grad_enabled_flag(True)
+    prev = autograd_hook.set_trace_hook(tape)
+    try:
+        with fiamma.no_grad():
+            assert fiamma.is_grad_enabled()
+            x * 2
+        with fiamma.set_grad_enabled(False):
+            x + 1
+        with fiamma.inference_mode():
+            assert not fiamma.is_inference_mode_enabled()
+            x - 1
+        fiamma.set_grad_enabled(False)
+        assert fiamma.is_grad_enabled()
+    finally:
+        autograd_hook.set_trace_hook(prev)
+        autograd_hook.set_grad_enabled_flag(prev_flag)
+    assert [c[1] for c in tape.calls] == ["mul", "add", "sub"], tape.calls
+    x.requires_grad = False
+    with fiamma.no_grad():
+        assert not fiamma.is_grad_enabled()
+    with fiamma.inference_mode():
+        assert fiamma.is_inference_mode_enabled()
+    assert fiamma.is_grad_enabled()

@@ -420,3 +420,37 @@ def test_freeze_optimize_for_inference_and_onednn_switch():
     assert not opt.training
     with pytest.raises(RuntimeError, match="optimize_for_inference expects a ScriptModule"):
         fiamma.jit.optimize_for_inference(net)
+
+
+class _NoGradForward(nn.Module):
+    """A model whose forward runs under ``@no_grad()`` (segment-anything's SamOnnxModel)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 2)
+
+    @fiamma.no_grad()
+    def forward(self, x, scale):
+        with fiamma.set_grad_enabled(False):
+            y = self.lin(x) * scale
+        with fiamma.inference_mode():
+            return y.relu() + x[:, :2]
+
+
+@pytest.mark.parametrize("outer", ["none", "no_grad", "inference_mode"])
+def test_trace_records_ops_run_under_no_grad(outer):
+    # ops under no_grad / set_grad_enabled(False) / inference_mode, in the forward or around
+    # the trace call, are in the graph: the trace of such a forward was all constants before
+    m = _NoGradForward().eval()
+    x, s = randn(4, 3), fiamma.tensor(2.0)
+    ctx = {"none": fiamma.enable_grad, "no_grad": fiamma.no_grad,
+           "inference_mode": fiamma.inference_mode}[outer]
+    with ctx():
+        tm = fiamma.jit.trace(m, (x, s))
+        assert fiamma.is_grad_enabled() == (outer == "none")
+    ops = [n.op for n in tm.graph.nodes]
+    assert "relu" in ops and "mul" in ops, ops
+    assert not [k for k in tm.graph.params if k.startswith("const")], tm.graph
+    x2, s2 = randn(6, 3, seed=3), fiamma.tensor(-0.5)
+    _same(tm(x2, s2), m(x2, s2))
+    assert fiamma.is_grad_enabled()

@@ -216,6 +216,9 @@ def test_gallery_scripted_predictor_flow(tmp_path):
     res = predictor(batch)
     res_scripted = scripted(batch)
     assert (res == res_scripted).all()
+    # another batch size: the forward's no_grad block is in the graph, not a constant of it
+    batch3 = fiamma.randint(0, 256, (3, 3, 250, 300), dtype=fiamma.uint8)
+    assert fiamma.equal(scripted(batch3), predictor(batch3))
     scripted.save(str(tmp_path / "scripted_predictor.pt"))
     dumped = fiamma.jit.load(str(tmp_path / "scripted_predictor.pt"))
     assert (dumped(batch) == res_scripted).all()

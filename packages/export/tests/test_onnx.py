@@ -327,3 +327,47 @@ def test_more_layers(name):
     else:
         args = (randn(*shape),)
     _check(m, args)
+
+
+def test_forward_under_no_grad_is_not_constant():
+    # segment-anything's export script: a forward decorated with @no_grad() (and an export
+    # inside ``with no_grad():``) wrote a file of Identity nodes on the traced outputs
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 2)
+
+        @fiamma.no_grad()
+        def forward(self, x):
+            return self.lin(x).relu() * 3
+
+    m = M().eval()
+    with fiamma.no_grad():
+        data, _ = _export(m, (randn(4, 3),), dynamic_axes=BATCH)
+    ops = [n.op_type for n in onnx.load_from_string(data).graph.node]
+    assert "Gemm" in ops or "MatMul" in ops, ops
+    _check(m, (randn(4, 3),), runs=((randn(7, 3, seed=5),),), dynamic_axes=BATCH)
+
+
+def test_repeat_interleave():
+    # segment-anything's mask decoder: repeat_interleave(image_embeddings, n, dim=0)
+    class M(nn.Module):
+        def forward(self, x):
+            return (fiamma.repeat_interleave(x, 2, dim=0),
+                    fiamma.repeat_interleave(x, fiamma.tensor([1, 3]), dim=1),
+                    x.repeat_interleave(3), x.repeat_interleave(fiamma.tensor(2), dim=-1))
+
+    axes = {"input_0": {0: "b"}, **{f"output_{i}": {0: f"o{i}"} for i in range(4)}}
+    _check(M(), randn(4, 2, 3), runs=((randn(6, 2, 3, seed=2),),), dynamic_axes=axes)
+    tm = fiamma.jit.trace(M(), randn(4, 2, 3))
+    for got, want in zip(tm(randn(5, 2, 3, seed=3)), M()(randn(5, 2, 3, seed=3))):
+        assert got.shape == want.shape and fiamma.equal(got, want)
+
+
+def test_repeat_interleave_counts_from_the_model_are_refused():
+    class M(nn.Module):
+        def forward(self, x, n):
+            return x.repeat_interleave(n, dim=0)
+
+    with pytest.raises(fiamma.onnx.UnsupportedOpError, match="repeat_interleave"):
+        _export(M(), (randn(2, 3), fiamma.tensor([1, 2])))

@@ -146,3 +146,22 @@ def test_argsort_follows_the_values():
         for g, o, w in zip(tm(x), sess.run(None, {"input_0": x.numpy()}), ranked(x)):
             _close(g, w)
             _close(o, w.numpy())
+
+
+def test_size_in_float_or_tensor_arithmetic_warns_baked():
+    # segment-anything's select_masks: (point_coords.shape[1] - 2.5) * score_reweight
+    class M(fiamma.nn.Module):
+        def forward(self, x, y):
+            return x + (y.shape[1] - 2.5) * fiamma.tensor([1000.0, 0.0])
+
+    class N(fiamma.nn.Module):
+        def forward(self, x, y):
+            return x + y.shape[1] * fiamma.tensor([1.0, 0.0])
+
+    for m in (M(), N()):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            fiamma.jit.trace(m, (fiamma.randn(2), fiamma.randn(1, 5, 2)))
+        assert any(issubclass(x.category, TracerWarning) and "as a constant" in str(x.message)
+                   for x in w), \
+            [str(x.message) for x in w]

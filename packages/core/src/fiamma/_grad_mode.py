@@ -2,6 +2,11 @@
 
 They only flip core's thread-local grad flag, so they work (as no-ops for graphs) without
 fiamma-autograd installed; fiamma.autograd re-exports them.
+
+While fiamma.jit traces (a trace hook is installed), turning grad mode off does nothing: the
+trace follows the traced tensors through the grad flag, and PyTorch's tracer records the ops a
+model runs under ``no_grad`` (an ``@torch.no_grad()`` forward, an export inside ``with
+torch.no_grad():``) like any others, so they must not become constants of the graph.
 """
 
 import functools
@@ -39,7 +44,8 @@ class no_grad(_GradModeBase):
     """
 
     def __enter__(self):
-        self._prev = G.set_grad_enabled_flag(False)
+        st = G.state
+        self._prev = G.set_grad_enabled_flag(False if st.tracer is None else st.enabled)
 
     def __exit__(self, *exc):
         G.set_grad_enabled_flag(self._prev)
@@ -62,7 +68,9 @@ class set_grad_enabled(_GradModeBase):
 
     def __init__(self, mode):
         self.mode = bool(mode)
-        self._prev = G.set_grad_enabled_flag(self.mode)
+        st = G.state
+        self._prev = G.set_grad_enabled_flag(
+            self.mode or (st.tracer is not None and st.enabled))
 
     def _args(self):
         return (self.mode,)
@@ -92,7 +100,7 @@ class inference_mode(_GradModeBase):
 
     def __enter__(self):
         self._prev = G.state.enabled, G.state.inference
-        if self.mode:
+        if self.mode and G.state.tracer is None:
             G.state.enabled = False
             G.state.inference = True
 

@@ -277,7 +277,7 @@ baddbmm sum mean amax amin prod cumsum index_select gather masked_fill convoluti
 adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d avg_pool1d avg_pool2d avg_pool3d
 upsample pad prelu var std logsumexp norm tril triu flip roll repeat tile argmax argmin
 topk sort any all index_fill index_copy scatter index_put bitwise_and bitwise_or bitwise_xor
-floor_divide
+floor_divide repeat_interleave
 """.split()
 
 for _n in _PUBLIC:

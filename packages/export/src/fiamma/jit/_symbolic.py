@@ -14,8 +14,9 @@ An expression is an int or a tuple ``(op, ...)``: ``("dim", Value, axis)``, ``("
 tensor. ``fiamma.sym_min``/``sym_max`` of a SymInt give ``min``/``max`` expressions (a top-k
 count ``sym_min(k, n)`` follows ``n``).
 
-A SymInt turned into a plain Python number by the model's code (``int(n)``, ``float(n)``) and
-``len(x)`` of a traced tensor are baked into the trace at this trace's value: they warn with a
+A SymInt turned into a plain Python number by the model's code (``int(n)``, ``float(n)``,
+arithmetic with a float or a tensor: ``(n - 2.5) * w``) and ``len(x)`` of a traced tensor are
+baked into the trace at this trace's value: they warn with a
 :class:`~fiamma.jit.TracerWarning` naming the model's line (fiamma's own code converting sizes
 for its checks does not warn).
 """
@@ -106,6 +107,9 @@ def _binop(name, swap=False):
     def method(self, other):
         me = int.__int__(self)
         if not isinstance(other, int):  # floats, tensors, sequences: as a plain int
+            if isinstance(other, (float, Tensor)):
+                _warn_baked(f"a size read from a traced tensor's shape in arithmetic with a "
+                            f"{'tensor' if isinstance(other, Tensor) else 'float'}", self)
             return fn(other, me) if swap else fn(me, other)
         a, b = (other, me) if swap else (me, other)
         a, b = int.__int__(a), int.__int__(b)

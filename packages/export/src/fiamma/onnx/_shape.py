@@ -4,6 +4,7 @@ symbolic (``symsize`` expressions built from Shape/Gather/arithmetic nodes)."""
 
 import numpy as np
 
+from fiamma.jit import Value
 from fiamma.jit._views import dynamic_target
 
 from ._converters import _kw, _onnx_type, _operand, _out_dtype, _x, converter
@@ -165,6 +166,43 @@ def _repeat(ctx, node, outs):
     elif len(reps) < r:
         reps = [1] * (r - len(reps)) + reps
     return ctx.add("Tile", [y, ctx.ints(reps)], outs)
+
+
+@converter("repeat_interleave")
+def _repeat_interleave(ctx, node, outs):
+    """An int count: Unsqueeze after ``dim``, Tile that axis, Reshape it into ``dim`` (the
+    other sizes from the input's Shape, so dynamic axes stay free); per-slice counts known
+    when tracing (a constant tensor): a Gather of the repeated indices."""
+    x = node.args[0]
+    reps, dim = node.kwargs.get("repeats"), node.kwargs.get("dim")
+    y = ctx.name(x)
+    r = ctx.rank(x)
+    if dim is None or r == 0:
+        y = ctx.add("Reshape", [y, ctx.ints([-1])])
+        shape, d, r = ctx.add("Shape", [y]), 0, 1
+    else:
+        shape, d = ctx.shape_of(x), dim + r if dim < 0 else dim
+    if isinstance(reps, Value):
+        if not ctx.is_const(reps):
+            ctx.unsupported("repeat_interleave with counts computed by the model has no "
+                            "converter (the output size depends on the values)")
+        counts = np.asarray(ctx.value(reps)).reshape(-1).astype(np.int64)
+        n = (ctx.shape(x)[d] if dim is not None and r == ctx.rank(x) else
+             int(np.prod(ctx.shape(x))))
+        if counts.size == 1:
+            counts = np.full(n, counts[0])
+        idx = ctx.const(np.repeat(np.arange(n, dtype=np.int64), counts), "ints")
+        return ctx.add("Gather", [y, idx], outs, axis=d)
+    reps = int(reps)
+    u = ctx.add("Unsqueeze", [y, ctx.ints([d + 1])])
+    t = ctx.add("Tile", [u, ctx.ints([1] * (d + 1) + [reps] + [1] * (r - d - 1))])
+    parts = [ctx.ints([-1])]
+    if d > 0:
+        parts.insert(0, ctx.add("Slice", [shape, ctx.ints([0]), ctx.ints([d])]))
+    if d + 1 < r:
+        parts.append(ctx.add("Slice", [shape, ctx.ints([d + 1]), ctx.ints([r])]))
+    target = parts[0] if len(parts) == 1 else ctx.add("Concat", parts, axis=0)
+    return ctx.add("Reshape", [t, target], outs)
 
 
 @converter("flip")

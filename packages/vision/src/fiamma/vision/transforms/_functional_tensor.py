@@ -274,7 +274,9 @@ def _band_blocks(n_in, n_out, mode, antialias, dtype, chunk=32):
 def _apply_axis(x, axis, n_in, n_out, mode, aa, dt):
     """Resample axis -2 (rows) or -1 (columns) of x with the weight matrix: one product, or one
     product per band block when the matrix is mostly zeros (downscaling by a few times)."""
-    blocks = _band_blocks(n_in, n_out, mode, aa, dt)
+    # with gradients (or under fiamma.jit's trace, which follows the tensors through the grad
+    # flag) one product: the blocks are written in place into a fresh tensor
+    blocks = None if x.requires_grad else _band_blocks(n_in, n_out, mode, aa, dt)
     if blocks is None:
         if axis == -2:
             return fiamma.matmul(_weights("resize", n_in, n_out, mode, aa, False, dt), x)
