@@ -225,8 +225,8 @@ def spmm(input, mat2):
     >>> fiamma.spmm(s, fiamma.ones(2, 3)).tolist()
     [[1.0, 1.0, 1.0], [2.0, 2.0, 2.0]]
     """
-    if not _is_sp(input):
-        raise TypeError(f"spmm: input must be a sparse COO tensor, got layout "
+    if not _is_sp(input) and _compressed(input) is None:
+        raise TypeError(f"spmm: input must be a sparse tensor, got layout "
                         f"{getattr(input, 'layout', type(input).__name__)}")
     return mm(input, mat2)
 
