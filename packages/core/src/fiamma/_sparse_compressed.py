@@ -979,4 +979,6 @@ METHODS = {
     "col_indices": _dense_only("col_indices", "row"),
     "ccol_indices": _dense_only("ccol_indices", "column"),
     "row_indices": _dense_only("row_indices", "column"),
+    "sspaddmm": lambda self, mat1, mat2, *, beta=1, alpha=1: sys.modules[
+        "fiamma._sparse_compressed_ops"].sspaddmm(self, mat1, mat2, beta=beta, alpha=alpha),
 }
