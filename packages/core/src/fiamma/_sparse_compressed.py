@@ -268,7 +268,8 @@ class SparseCompressed(Tensor):
     __str__ = __repr__
 
     def __reduce_ex__(self, proto):
-        raise unsupported("pickling", self.layout)
+        return (_rebuild, (self.layout.name, self._cp_ci, self._cp_pi, self._cp_v.detach(),
+                           tuple(self._shape)))
 
     def __deepcopy__(self, memo):
         out = self.clone()
@@ -364,6 +365,12 @@ class SparseCompressed(Tensor):
     def mT(self):
         return self.transpose(-2, -1) if self.dense_dim() == 0 else \
             self.transpose(self._nbatch(), self._nbatch() + 1)
+
+
+def _rebuild(layout_name, ci, pi, values, size):
+    """Unpickling (checked as the constructor checks)."""
+    layout = {x.name: x for x in COMPRESSED}[layout_name]
+    return sparse_compressed_tensor(ci, pi, values, size, layout=layout)
 
 
 def _wrong_layout(op, kind, layout):
