@@ -77,6 +77,24 @@ def test_constructor_checks_structure_always(crow, col, size, match):
         fiamma.sparse_csr_tensor(crow, col, [1.0, 2.0, 3.0], size)
 
 
+def test_empty_and_batched_construction():
+    e = fiamma.sparse_csr_tensor([0, 0, 0], fiamma.tensor([], dtype=fiamma.int64),
+                                 fiamma.tensor([]))
+    assert e.shape == (2, 0) and e._nnz() == 0
+    z = fiamma.sparse_csr_tensor([0], fiamma.tensor([], dtype=fiamma.int64), fiamma.tensor([]),
+                                 (0, 3))
+    assert z.shape == (0, 3) and z.to_dense().shape == (0, 3)
+    c = fiamma.sparse_csr_tensor([0, 0, 0], fiamma.tensor([], dtype=fiamma.int64),
+                                 fiamma.tensor([]), (2, 3))
+    assert (c @ fiamma.ones(3, 2)).tolist() == [[0.0, 0.0], [0.0, 0.0]]
+    assert (fiamma.ones(1, 2) @ c).tolist() == [[0.0, 0.0, 0.0]]
+    b = fiamma.sparse_csr_tensor([[0, 1], [0, 1]], [[1], [0]], [[1.0], [2.0]])
+    assert b.shape == (2, 1, 2)
+    assert b.to_dense().tolist() == [[[0.0, 1.0]], [[2.0, 0.0]]]
+    with pytest.raises(RuntimeError, match=r"crow_indices\[..., -1\] == nnz"):
+        fiamma.sparse_csr_tensor([[0, 1], [0, 0]], [[1], [0]], [[1.0], [2.0]])
+
+
 def test_constructor_checks():
     with pytest.raises(RuntimeError, match="values must have shape"):
         fiamma.sparse_csr_tensor([0, 2, 3], [0, 2, 1], [1.0, 2.0], (2, 3))

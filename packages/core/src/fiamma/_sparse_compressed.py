@@ -704,8 +704,9 @@ def _validate(op, layout, ci, pi, v, shape, check_order):
         what = "rows" if row else "columns"
         raise RuntimeError(f"{op}: {cname}.shape[-1] must be equal to the number of {what} + 1 "
                            f"(={ncomp + 1}), but got {ci._shape[-1]}")
-    c64 = ci.reshape(-1, ncomp + 1).to(D.int64)
-    p64 = pi.reshape(-1, nnz).to(D.int64)
+    nbt = _prod(ci._shape[:nb])
+    c64 = ci.reshape(nbt, ncomp + 1).to(D.int64)
+    p64 = pi.reshape(nbt, nnz).to(D.int64)
     if c64._shape[0] and builtins.bool((c64[:, 0] != 0).any()):
         _fail(op, f"{cname}[..., 0] == 0", f"got {c64[:, 0].tolist()}")
     if c64._shape[0] and builtins.bool((c64[:, -1] != nnz).any()):
