@@ -365,8 +365,12 @@ def test_elementwise_ops_keep_the_pattern():
     d = fiamma.ones(2, 3)
     np.testing.assert_array_equal((s + d).numpy(), a + 1)
     np.testing.assert_array_equal((d + s).numpy(), a + 1)
+    m = s * t  # the entries both store (PyTorch's intersection)
+    assert m._nnz() == 1 and m.col_indices().tolist() == [2]
+    np.testing.assert_array_equal(m.to_dense().numpy(), a * b)
     c = s.to_sparse_csc()
     assert (c * 2).layout is fiamma.sparse_csc and c.abs().layout is fiamma.sparse_csc
+    np.testing.assert_array_equal((c + c).to_dense().numpy(), 2 * a)  # as PyTorch: self + self
     with pytest.raises(NotImplementedError, match="add: not supported .*sparse_csc"):
         c + c
     with pytest.raises(RuntimeError, match="add: expected both operands to have the same "

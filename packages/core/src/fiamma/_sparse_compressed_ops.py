@@ -339,6 +339,8 @@ def _add(op, a, b, alpha):
         if a.layout is not b.layout:
             raise RuntimeError(f"{op}: expected both operands to have the same layout, got "
                                f"{a.layout!r} and {b.layout!r}")
+        if a is b:  # PyTorch 2.13 takes this for every compressed layout
+            return _with_values(a, a._cp_v + (a._cp_v if alpha == 1 else a._cp_v * alpha))
         if a.layout is not sparse_csr:
             raise unsupported(op, a.layout)  # PyTorch 2.13 adds CSR tensors only
         dt = D.promote_types(a.dtype, b.dtype)
@@ -370,11 +372,32 @@ def _mul(op, a, b):
         if a.layout is not b.layout:
             raise RuntimeError(f"{op}: expected both operands to have the same layout, got "
                                f"{a.layout!r} and {b.layout!r}")
-        b = b.to_dense()
+        return _mul_compressed(op, a, b)
     elif _is_coo(b):
         raise RuntimeError(f"{op}: a sparse compressed and a sparse COO operand are not "
                            "supported; convert one of them")
     return _with_values(a, a._cp_v * _dense_at(a, b, op))
+
+
+def _mul_compressed(op, a, b):
+    """a * b of two compressed tensors of one layout: the entries both store (PyTorch's
+    intersection of the patterns)."""
+    from fiamma._sparse_compressed import _build
+
+    _same_shape(op, a, b)
+    f = _f()
+    bv = b._cp_v
+    ones = _with_values(b, f.ones(bv._shape, dtype=D.bool, device=bv.device)).to_dense()
+    bd = b.to_dense()
+    ba, r, c, v = _entries(a)
+    batch, nbt, rows, cols, bh, bw, dense = _grid(a)
+    blocks = _blocks_of_dense(ones, a._nbatch(), bh, bw, len(dense))[ba, r, c]
+    keep = blocks.reshape(blocks._shape[0], -1).any(1)
+    idx = f.nonzero(keep).reshape(-1)
+    vals = v[idx] * _blocks_of_dense(bd.to(v.dtype) if bd.dtype is not v.dtype else bd,
+                                     a._nbatch(), bh, bw, len(dense))[ba[idx], r[idx], c[idx]]
+    return _build(type(a), a._shape, a._nbatch(), bh, bw, ba[idx], r[idx], c[idx], vals, op,
+                  index_dtype=a._cp_ci._dtype, presorted=True)
 
 
 def _div(op, a, b, rounding_mode=None):
