@@ -980,6 +980,13 @@ def _dense_only(name, kind):
     return method
 
 
+def _sspaddmm(self, mat1, mat2, *, beta=1, alpha=1):
+    """``beta * self + alpha * (mat1 @ mat2)`` for sparse COO ``self`` and ``mat1`` (as
+    ``torch.sspaddmm``)."""
+    return sys.modules["fiamma._sparse_compressed_ops"].sspaddmm(self, mat1, mat2, beta=beta,
+                                                                alpha=alpha)
+
+
 METHODS = {
     "to_sparse_csr": _dense_to_sparse_csr, "to_sparse_csc": _dense_to_sparse_csc,
     "to_sparse_bsr": _dense_to_sparse_bsr, "to_sparse_bsc": _dense_to_sparse_bsc,
@@ -987,6 +994,5 @@ METHODS = {
     "col_indices": _dense_only("col_indices", "row"),
     "ccol_indices": _dense_only("ccol_indices", "column"),
     "row_indices": _dense_only("row_indices", "column"),
-    "sspaddmm": lambda self, mat1, mat2, *, beta=1, alpha=1: sys.modules[
-        "fiamma._sparse_compressed_ops"].sspaddmm(self, mat1, mat2, beta=beta, alpha=alpha),
+    "sspaddmm": _sspaddmm,
 }
