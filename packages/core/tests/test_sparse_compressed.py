@@ -275,6 +275,25 @@ def test_sparse_dense_products_match_numpy(dtype, layout):
     np.testing.assert_allclose(r.numpy(), c + a @ d, rtol=tol * 10, atol=tol * 10)
 
 
+def test_large_product_on_threads_matches_numpy():
+    # above the kernel's threading threshold (nnz * columns > 2e5): rows split over threads
+    rng = np.random.default_rng(9)
+    a = rand_sparse(rng, 3000, 2000, 0.01)
+    d = rng.standard_normal((2000, 16)).astype(np.float32)
+    prev = fiamma.get_num_threads()
+    try:
+        for nt in (1, 2):
+            fiamma.set_num_threads(nt)
+            s = fiamma.from_numpy(a).to_sparse_csr()
+            np.testing.assert_allclose((s @ fiamma.from_numpy(d)).numpy(), a @ d, rtol=1e-4,
+                                       atol=1e-4)
+            e = rng.standard_normal((16, 3000)).astype(np.float32)
+            np.testing.assert_allclose((fiamma.from_numpy(e) @ s).numpy(), e @ a, rtol=1e-4,
+                                       atol=1e-4)
+    finally:
+        fiamma.set_num_threads(prev)
+
+
 def test_composed_paths_blocks_ints_batches():
     rng = np.random.default_rng(4)
     a = rand_sparse(rng, 8, 6, 0.3)
