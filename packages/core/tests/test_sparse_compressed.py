@@ -606,11 +606,22 @@ def test_parity_with_torch():
         repr(torch.from_numpy(x).to_sparse_csr())
     assert repr(fiamma.from_numpy(x).to_sparse_csr(dense_dim=1)).replace("fiamma.", "torch.") == \
         repr(torch.from_numpy(x).to_sparse_csr(dense_dim=1))
+
+
+@pytest.mark.parity
+def test_parity_gradients_with_torch():
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("fiamma.autograd")
+    import warnings
+
+    warnings.simplefilter("ignore")
+    rng = np.random.default_rng(8)
+    a = rand_sparse(rng, 12, 10, 0.2)
+    d = rng.standard_normal((10, 4)).astype(np.float32)
+    ta, fa = torch.from_numpy(a), fiamma.from_numpy(a)
     # gradients w.r.t. the values and the dense operand
     v = torch.from_numpy(ta.to_sparse_csr().values().numpy()).requires_grad_()
-    fv = fiamma.from_numpy(v.detach().numpy().copy())
-    if pytest.importorskip("fiamma.autograd"):
-        fv.requires_grad_()
+    fv = fiamma.from_numpy(v.detach().numpy().copy()).requires_grad_()
     ts = torch.sparse_csr_tensor(ta.to_sparse_csr().crow_indices(),
                                  ta.to_sparse_csr().col_indices(), v, (12, 10))
     fs = fiamma.sparse_csr_tensor(fa.to_sparse_csr().crow_indices(),
