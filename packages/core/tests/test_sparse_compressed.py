@@ -165,6 +165,13 @@ def test_coo_and_compressed_conversions():
         assert back.layout is fiamma.sparse_coo and back.is_coalesced()
         np.testing.assert_array_equal(back.to_dense().numpy(), a)
         assert s.to_sparse(layout=fiamma.sparse_csr).layout is fiamma.sparse_csr
+    # a CSR built with unsorted or repeated columns (allowed without check_invariants) still
+    # gives a coalesced COO tensor
+    u = fiamma.sparse_csr_tensor([0, 2, 3], [2, 0, 1], [1.0, 2.0, 3.0], (2, 3)).to_sparse_coo()
+    assert u.is_coalesced() and u.indices().tolist() == [[0, 0, 1], [0, 2, 1]]
+    assert u.values().tolist() == [2.0, 1.0, 3.0]
+    r = fiamma.sparse_csr_tensor([0, 2, 3], [1, 1, 1], [1.0, 2.0, 3.0], (2, 3)).to_sparse_coo()
+    assert r.indices().tolist() == [[0, 1], [1, 1]] and r.values().tolist() == [3.0, 3.0]
     # duplicates of an uncoalesced COO add up
     u = fiamma.sparse_coo_tensor([[0, 0, 1], [1, 1, 0]], [1.0, 2.0, 4.0], (2, 2))
     c = u.to_sparse_csr()
