@@ -161,3 +161,34 @@ def test_unsaved_positions_on_the_one_and_two_input_paths():
     y = fiamma.tensor([1.0, 2.0], requires_grad=True) * fiamma.tensor([3.0, 4.0])
     assert y.grad_fn.inputs[1] is not None
     y.sum().backward()
+
+
+def _pattern(rng, m, k, density=0.5):
+    a = rng.standard_normal((m, k))
+    a[rng.random((m, k)) >= density] = 0
+    return fiamma.tensor(a).to_sparse_csr()
+
+
+@pytest.mark.parametrize("layout", ["csr", "csc"])
+def test_sparse_compressed_products(layout):
+    # the C kernel's ops sparse_csr_mm / sparse_csr_sddmm: derivatives w.r.t. the stored values
+    # and the dense operand, first and second order (CSC @ D and D @ CSR are the transposed
+    # kernel)
+    rng = np.random.default_rng(3)
+    p = _pattern(rng, 4, 5)
+    if layout == "csc":
+        p = p.to_sparse_csc()
+    ci, pi = (p.crow_indices(), p.col_indices()) if layout == "csr" else \
+        (p.ccol_indices(), p.row_indices())
+    ctor = fiamma.sparse_csr_tensor if layout == "csr" else fiamma.sparse_csc_tensor
+    v = p.values().clone().requires_grad_()
+
+    def s(vals):
+        return ctor(ci, pi, vals, (4, 5))
+
+    check(lambda vals, d: s(vals) @ d, v, noncontig(5, 3, rng=rng))
+    check(lambda vals, d: d @ s(vals), v, rand(2, 4, rng=rng))
+    check(lambda vals, d: fiamma.mv(s(vals), d), v, rand(5, rng=rng))
+    csr = p.to_sparse_csr() if layout == "csc" else p
+    check(lambda a, b: fiamma.sparse.sampled_addmm(csr, a, b, beta=0.5, alpha=2.0).values(),
+          rand(4, 2, rng=rng), noncontig(2, 5, rng=rng))

@@ -59,7 +59,9 @@ from fiamma._storage_api import FloatStorage as Storage  # noqa: F401  (torch.St
 from fiamma._allocator import *  # noqa: F401,F403
 from fiamma._parallel import *  # noqa: F401,F403
 from fiamma.serialization import save, load  # noqa: F401  (light: imports its machinery on call)
-from fiamma._layout import layout, strided, sparse_coo, jagged  # noqa: F401
+from fiamma._layout import (  # noqa: F401
+    layout, strided, sparse_coo, sparse_csr, sparse_csc, sparse_bsr, sparse_bsc, jagged,
+)
 from fiamma._memory_format import (  # noqa: F401
     channels_last,
     channels_last_3d,
@@ -70,6 +72,13 @@ from fiamma._memory_format import (  # noqa: F401
 )
 from fiamma._sparse_coo import sparse_coo_tensor, indices_copy, values_copy  # noqa: F401
 from fiamma._sparse_ops import spmm, smm  # noqa: F401
+from fiamma._sparse_compressed import (  # noqa: F401
+    sparse_compressed_tensor, sparse_csr_tensor, sparse_csc_tensor, sparse_bsr_tensor,
+    sparse_bsc_tensor, crow_indices_copy, col_indices_copy, ccol_indices_copy, row_indices_copy,
+)
+from fiamma._sparse_compressed_ops import (  # noqa: F401
+    hspmm, sspaddmm, saddmm, dsmm, hsmm, segment_reduce,
+)
 from fiamma._foreach import *  # noqa: F401,F403  (torch._foreach_* list ops)
 from fiamma._ops.linalg_extra import *  # noqa: F401,F403
 from fiamma._ops.poisson_binomial import *  # noqa: F401,F403

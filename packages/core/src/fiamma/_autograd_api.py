@@ -165,6 +165,7 @@ _DIFFERENTIABLE = """
     threshold
     mse_loss l1_loss smooth_l1_loss huber_loss binary_cross_entropy nll_loss embedding
     binary_cross_entropy_with_logits soft_margin_loss kl_div
+    sparse_csr_mm sparse_csr_sddmm
 """
 _VIEWS = """
     as_strided diagonal expand getitem imag narrow permute real select squeeze t transpose

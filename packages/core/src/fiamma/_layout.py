@@ -1,8 +1,10 @@
-"""Tensor layouts (``torch.layout``): ``fiamma.strided`` (dense) and ``fiamma.sparse_coo``."""
+"""Tensor layouts (``torch.layout``): ``fiamma.strided`` (dense), ``fiamma.sparse_coo``, the
+compressed ``sparse_csr``/``sparse_csc``/``sparse_bsr``/``sparse_bsc`` and ``jagged``."""
 
 from fiamma import _dtype as D
 
-__all__ = ["layout", "strided", "sparse_coo", "jagged"]
+__all__ = ["layout", "strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr",
+           "sparse_bsc", "jagged"]
 
 
 class NamedConstant:
@@ -37,4 +39,8 @@ class layout(NamedConstant):
 layout.__module__ = "fiamma"
 strided = layout("strided")
 sparse_coo = layout("sparse_coo")
+sparse_csr = layout("sparse_csr")  # the compressed layouts (fiamma._sparse_compressed)
+sparse_csc = layout("sparse_csc")
+sparse_bsr = layout("sparse_bsr")
+sparse_bsc = layout("sparse_bsc")
 jagged = layout("jagged")  # nested tensors with one ragged dim (fiamma.nested)

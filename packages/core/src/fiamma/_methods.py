@@ -14,6 +14,7 @@ from fiamma import (
     _legacy_types,
     _printing,
     _random,
+    _sparse_compressed,
     _sparse_coo,
     _storage_api,
     _tensor_api,
@@ -39,7 +40,7 @@ __all__ = ["MODULES"]
 
 MODULES = (_creation, _printing, _legacy_types, _storage_api, _random, _interop, elementwise,
            reduce, matmul, join, indexing, indexops, shape_views, shape, special_ops, sorting,
-           linalg_extra, _tensor_api, _compat_ops, _sparse_coo, activations)
+           linalg_extra, _tensor_api, _compat_ops, _sparse_coo, _sparse_compressed, activations)
 
 for _module in MODULES:
     for _name, _fn in _module.METHODS.items():

@@ -358,6 +358,19 @@ class CheckpointPickler:
             w((_TRUE if t.is_coalesced() else _FALSE) + _TUPLE + _TUPLE2 + _REDUCE)
             self._put(t)
             return
+        if getattr(t, "_compressed", False):  # as PyTorch: _rebuild_sparse_tensor(layout,
+            # (compressed_indices, plain_indices, values, size))
+            self._global("torch._utils", "_rebuild_sparse_tensor")
+            self._global("torch.serialization", "_get_layout")
+            self._str("torch." + t.layout.name)
+            w(_TUPLE1 + _REDUCE + _MARK)
+            self.save(t._compressed_indices())
+            self.save(t._plain_indices())
+            self.save(t.values().detach())
+            self.save(t.shape)
+            w(_TUPLE + _TUPLE2 + _REDUCE)
+            self._put(t)
+            return
         cls = type(t)
         if getattr(cls, "_lazy_placeholder", False):
             # a lazy module's UninitializedParameter/Buffer, as PyTorch pickles it:

@@ -12,10 +12,11 @@ work with no kernels of their own. A dense op handed a sparse tensor touches an 
 """
 
 import builtins
+import importlib
 import operator
 import sys
 
-from fiamma import _dtype as D
+from fiamma import _dtype as D, _layout
 from fiamma._layout import sparse_coo
 from fiamma._tensor import Tensor
 from fiamma._torch_function import (
@@ -302,8 +303,12 @@ class SparseCOO(Tensor):
         return d.reshape(self._shape)
 
     def to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=None):
-        if layout not in (None, sparse_coo) or blocksize is not None:
-            raise unsupported(f"to_sparse(layout={layout})")
+        if layout is not None and layout is not sparse_coo:
+            return _compressed().coo_to_compressed(
+                self, layout, blocksize, dense_dim, "to_sparse")
+        if blocksize is not None:
+            raise RuntimeError("to_sparse: blocksize is only for the sparse_bsr and sparse_bsc "
+                               "layouts")
         if sparse_dim is not None and sparse_dim != self.sparse_dim():
             raise RuntimeError(f"to_sparse: conversion of a sparse COO tensor with sparse_dim "
                                f"{self.sparse_dim()} to sparse_dim {sparse_dim} is not "
@@ -312,6 +317,22 @@ class SparseCOO(Tensor):
 
     def to_sparse_coo(self):
         return self
+
+    def to_sparse_csr(self, dense_dim=None):
+        return _compressed().coo_to_compressed(self, _layout.sparse_csr, None, dense_dim,
+                                               "to_sparse_csr")
+
+    def to_sparse_csc(self, dense_dim=None):
+        return _compressed().coo_to_compressed(self, _layout.sparse_csc, None, dense_dim,
+                                               "to_sparse_csc")
+
+    def to_sparse_bsr(self, blocksize, dense_dim=None):
+        return _compressed().coo_to_compressed(self, _layout.sparse_bsr, blocksize, dense_dim,
+                                               "to_sparse_bsr")
+
+    def to_sparse_bsc(self, blocksize, dense_dim=None):
+        return _compressed().coo_to_compressed(self, _layout.sparse_bsc, blocksize, dense_dim,
+                                               "to_sparse_bsc")
 
     def coalesce(self):
         """Indices sorted (row-major) and unique, values of duplicates summed."""
@@ -364,6 +385,10 @@ class SparseCOO(Tensor):
     @property
     def mT(self):
         return self.transpose(-2, -1)
+
+
+def _compressed():
+    return importlib.import_module("fiamma._sparse_compressed")
 
 
 def _wrap(dim, nd, op):
@@ -537,9 +562,15 @@ def _to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=
     >>> s._nnz(), s.indices().tolist()
     (2, [[0, 1], [1, 0]])
     """
-    if layout not in (None, sparse_coo) or blocksize is not None:
-        raise NotImplementedError(f"to_sparse: layout {layout} is not supported (fiamma has "
-                                  "only sparse COO)")
+    if layout is not None and layout is not sparse_coo:
+        if sparse_dim is not None:
+            raise RuntimeError("to_sparse: sparse_dim cannot be given with a compressed layout "
+                               "(use dense_dim)")
+        return _compressed().dense_to_compressed(
+            self, layout, blocksize, dense_dim, "to_sparse")
+    if blocksize is not None:
+        raise RuntimeError("to_sparse: blocksize is only for the sparse_bsr and sparse_bsc "
+                           "layouts")
     f = _fiamma()
     nd = len(self._shape)
     sd = nd if sparse_dim is None else operator.index(sparse_dim)

@@ -6,6 +6,7 @@ the same along D's columns. Gradients therefore reach the dense operand and the 
 operand's values (a sparse leaf's ``.grad`` is sparse with its pattern).
 """
 
+import importlib
 import numbers
 import sys
 
@@ -26,6 +27,20 @@ def _is_scalar(x):
 
 def _is_sp(x):
     return isinstance(x, SparseCOO)
+
+
+def _compressed(*xs):
+    """The compressed-layout ops module when one of ``xs`` is a CSR/CSC/BSR/BSC tensor."""
+    for x in xs:
+        if getattr(x, "_compressed", False):
+            return importlib.import_module("fiamma._sparse_compressed_ops")
+    return None
+
+
+def _no_nested(op, *xs):
+    for x in xs:
+        if getattr(x, "is_nested", False):
+            raise NotImplementedError(f"{op}: not supported for nested tensors")
 
 
 def _gather_dense(s, d, op):
@@ -105,6 +120,9 @@ def _div(op, a, b, rounding_mode=None):
 
 def binary(name, a, b, out=None, alpha=1):
     """The elementwise binary op ``name`` with a sparse operand (dense ops hand over here)."""
+    cm = _compressed(a, b)
+    if cm is not None:
+        return cm.binary(name, a, b, out, alpha)
     if out is not None:
         raise unsupported(f"{name}(out=...)")
     if name == "add":
@@ -184,6 +202,10 @@ def _product(op, a, b):
 def mm(input, mat2, *, out=None):
     """mm with a sparse operand: sparse @ dense and dense @ sparse give dense, sparse @ sparse
     gives sparse (as ``torch.mm``)."""
+    _no_nested("mm", input, mat2)
+    cm = _compressed(input, mat2)
+    if cm is not None:
+        return cm.mm(input, mat2, out=out)
     if out is not None:
         raise unsupported("mm(out=...)")
     for t, n in ((input, "input"), (mat2, "mat2")):
@@ -203,8 +225,8 @@ def spmm(input, mat2):
     >>> fiamma.spmm(s, fiamma.ones(2, 3)).tolist()
     [[1.0, 1.0, 1.0], [2.0, 2.0, 2.0]]
     """
-    if not _is_sp(input):
-        raise TypeError(f"spmm: input must be a sparse COO tensor, got layout "
+    if not _is_sp(input) and _compressed(input) is None:
+        raise TypeError(f"spmm: input must be a sparse tensor, got layout "
                         f"{getattr(input, 'layout', type(input).__name__)}")
     return mm(input, mat2)
 
@@ -218,6 +240,9 @@ def smm(input, mat):
 
 def matmul(input, other, *, out=None):
     """matmul with a sparse operand (2-D sparse with 1-D or 2-D dense)."""
+    cm = _compressed(input, other)
+    if cm is not None:
+        return cm.matmul(input, other, out=out)
     if out is not None:
         raise unsupported("matmul(out=...)")
     if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
@@ -234,6 +259,10 @@ def matmul(input, other, *, out=None):
 def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * (mat1 @ mat2)`` with a sparse ``mat1`` or ``mat2`` (dense
     result; a sparse ``input`` is densified)."""
+    _no_nested("addmm", input, mat1, mat2)
+    cm = _compressed(input, mat1, mat2)
+    if cm is not None:
+        return cm.addmm(input, mat1, mat2, beta=beta, alpha=alpha, out=out)
     if out is not None:
         raise unsupported("addmm(out=...)")
     p = _product("addmm", mat1, mat2)
@@ -254,6 +283,9 @@ def sparse_sum(input, dim=None, keepdim=False, *, dtype=None):
     """Sum of a sparse tensor: all of it (a 0-d dense tensor), or over ``dim``: sparse while
     sparse dims remain (coalesced), dense once every sparse dim is summed (as torch.sum and
     torch.sparse.sum)."""
+    cm = _compressed(input)
+    if cm is not None:
+        return cm.sparse_sum(input, dim, keepdim, dtype=dtype)
     if keepdim:
         raise unsupported("sum(keepdim=True)")
     v = input._sp_v if dtype is None else input._sp_v.to(dtype)

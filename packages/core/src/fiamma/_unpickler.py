@@ -291,18 +291,34 @@ def _torch_device(type, index=None):
 def _get_layout(name):
     from fiamma import _layout
 
-    if name not in ("torch.sparse_coo", "torch.strided"):
+    if name not in ("torch.sparse_coo", "torch.strided", "torch.sparse_csr", "torch.sparse_csc",
+                    "torch.sparse_bsr", "torch.sparse_bsc"):
         raise UnpicklingError(f"fiamma.load: unsupported tensor layout {name!r:.50} (fiamma "
-                              "has strided and sparse_coo)")
+                              "has strided, sparse_coo and the sparse compressed layouts)")
     return getattr(_layout, name.rpartition(".")[2])
 
 
 def _rebuild_sparse_tensor(layout, data):
     """A sparse COO tensor from (indices, values, size[, is_coalesced]); checked as
-    ``sparse_coo_tensor`` checks its input (indices in range, coalesced if it says so)."""
+    ``sparse_coo_tensor`` checks its input (indices in range, coalesced if it says so). A
+    compressed one from (compressed_indices, plain_indices, values, size), checked as
+    ``sparse_compressed_tensor`` checks its input (the structure against the size)."""
     from fiamma import _layout
     from fiamma._sparse_coo import sparse_coo_tensor
 
+    if layout in (_layout.sparse_csr, _layout.sparse_csc, _layout.sparse_bsr,
+                  _layout.sparse_bsc):
+        from fiamma._sparse_compressed import sparse_compressed_tensor
+
+        if type(data) is not tuple or len(data) != 4 or not all(
+                isinstance(x, Tensor) for x in data[:3]):
+            raise UnpicklingError("fiamma.load: _rebuild_sparse_tensor expects "
+                                  "(compressed_indices, plain_indices, values, size)")
+        try:
+            return sparse_compressed_tensor(data[0], data[1], data[2],
+                                            _int_tuple(data[3], "size"), layout=layout)
+        except (RuntimeError, TypeError) as e:
+            raise UnpicklingError(f"fiamma.load: invalid sparse tensor: {e}") from None
     if layout is not _layout.sparse_coo:
         raise UnpicklingError(f"fiamma.load: sparse layout {layout!r} is not supported")
     if type(data) is not tuple or len(data) not in (3, 4):

@@ -1,6 +1,7 @@
-"""``fiamma.sparse``: operations on sparse COO tensors (PyTorch's ``torch.sparse``).
+"""``fiamma.sparse``: operations on sparse tensors (PyTorch's ``torch.sparse``).
 
-Sparse tensors come from ``fiamma.sparse_coo_tensor`` or ``Tensor.to_sparse()``; see
+Sparse tensors come from ``fiamma.sparse_coo_tensor`` or ``Tensor.to_sparse()`` (COO) and
+``fiamma.sparse_csr_tensor`` / ``Tensor.to_sparse_csr()`` and their CSC, BSR, BSC siblings; see
 docs/porting.md ("Sparse tensors") for what they support.
 
 >>> import fiamma
@@ -11,6 +12,9 @@ docs/porting.md ("Sparse tensors") for what they support.
 5.0
 """
 
+import importlib as _importlib
+
+from fiamma import _sparse_compressed as _compressed_mod
 from fiamma._sparse_coo import SparseCOO as _SparseCOO
 from fiamma._sparse_ops import (
     addmm as _addmm,
@@ -20,12 +24,17 @@ from fiamma._sparse_ops import (
     sparse_sum as _sparse_sum,
 )
 
-__all__ = ["mm", "addmm", "sum", "softmax", "log_softmax"]
+__all__ = ["mm", "addmm", "sum", "softmax", "log_softmax", "sampled_addmm",
+           "check_sparse_tensor_invariants"]
+
+
+def _compressed():
+    return _importlib.import_module("fiamma._sparse_compressed_ops")
 
 
 def _sparse_arg(op, t, name):
-    if not isinstance(t, _SparseCOO):
-        raise TypeError(f"fiamma.sparse.{op}: {name} must be a sparse COO tensor, got "
+    if not isinstance(t, _SparseCOO) and not getattr(t, "_compressed", False):
+        raise TypeError(f"fiamma.sparse.{op}: {name} must be a sparse tensor, got "
                         f"{type(t).__name__} with layout {getattr(t, 'layout', None)}")
 
 
@@ -49,6 +58,12 @@ def sum(input, dim=None, dtype=None):
     """Sum of a sparse tensor: a 0-d dense tensor without ``dim``; over ``dim`` a sparse tensor
     while sparse dims remain, else dense."""
     _sparse_arg("sum", input, "input")
+    if not isinstance(input, _SparseCOO):
+        if dim is not None:
+            raise RuntimeError(f"fiamma.sparse.sum: reduction over dims of a {input.layout.name} "
+                               "tensor is not supported (PyTorch: coalesce expected sparse "
+                               "coordinate tensor layout)")
+        return _compressed().sparse_sum(input, None, dtype=dtype)
     return _sparse_sum(input, dim, dtype=dtype)
 
 
@@ -62,3 +77,61 @@ def log_softmax(input, dim, *, dtype=None):
     """Log-softmax along ``dim`` over the specified entries."""
     _sparse_arg("log_softmax", input, "input")
     return _log_softmax(input, dim, dtype=dtype)
+
+
+def sampled_addmm(input, mat1, mat2, *, beta=1.0, alpha=1.0, out=None):
+    """``beta * input + alpha * (mat1 @ mat2)`` evaluated only at the pattern of the sparse CSR
+    ``input``: a CSR tensor with ``input``'s pattern (``torch.sparse.sampled_addmm``).
+
+    >>> import fiamma
+    >>> s = fiamma.sparse_csr_tensor([0, 1, 2], [1, 0], [1.0, 1.0])
+    >>> fiamma.sparse.sampled_addmm(s, fiamma.ones(2, 3), fiamma.ones(3, 2)).values().tolist()
+    [4.0, 4.0]
+    """
+    return _compressed().sampled_addmm(input, mat1, mat2, beta=beta, alpha=alpha, out=out)
+
+
+_CHECK = _compressed_mod._CHECK  # one state, read by the constructors
+
+
+class check_sparse_tensor_invariants:
+    """Turn the full invariant checks of the sparse constructors on or off (PyTorch's
+    ``torch.sparse.check_sparse_tensor_invariants``): a context manager and decorator, with
+    the static ``enable()``, ``disable()`` and ``is_enabled()``. fiamma always checks what
+    guards memory (offsets and indices against the size); this adds the ordering checks
+    (sorted, distinct indices in each compressed slice, as ``check_invariants=True``)."""
+
+    def __init__(self, enable=True):
+        self.state = bool(enable)
+        self.saved = None
+
+    @staticmethod
+    def is_enabled():
+        return _CHECK[0]
+
+    @staticmethod
+    def enable():
+        _CHECK[0] = True
+
+    @staticmethod
+    def disable():
+        _CHECK[0] = False
+
+    def __enter__(self):
+        self.saved = _CHECK[0]
+        _CHECK[0] = self.state
+        return self
+
+    def __exit__(self, *exc):
+        _CHECK[0] = self.saved
+        return False
+
+    def __call__(self, fn):
+        import functools
+
+        @functools.wraps(fn)
+        def wrapped(*args, **kwargs):
+            with check_sparse_tensor_invariants(self.state):
+                return fn(*args, **kwargs)
+
+        return wrapped

@@ -401,9 +401,24 @@ class Backend(Protocol):
         (its shape is the transform's): a fresh tensor on x's device, real, or (..., 2) pairs
         for a complex result. Invalid sizes raise ValueError (as NumPy's)."""
 
+    # ---- sparse: products with a CSR matrix ----------------------------------------------------
+    def csr_mm(self, m, k, n, crow, col, vals, d, out, trans, bad):
+        """out = S @ d (``trans`` false: S is m x k, d k x n, out m x n) or S^T @ d (``trans``:
+        d m x n, out k x n), S the CSR matrix of offsets ``crow`` (m + 1 int64), plain indices
+        ``col`` (nnz int64) and ``vals`` (nnz, float32 or float64; else ERR_DTYPE and the op
+        layer composes the product); d and out contiguous, of vals's dtype. The structure is
+        checked before anything is written (ERR_INDEX; ``bad``, a list or None, receives 0 for
+        crow or 1 for col and the position)."""
+
+    def csr_sddmm(self, m, k, n, crow, col, a, b, out, bad):
+        """out[p] = dot(a[row(p)], b[col(p)]) for every stored entry p of the CSR structure
+        (crow, col) of an m x k matrix: a (m x n), b (k x n), out (nnz,), all contiguous, float32
+        or float64; checked as csr_mm."""
+
 
 # The primitives of each family. The CPU backend (fiamma._backend.cpu) implements all of
 # them; tests/test_backend_contract.py checks every one against the signatures above.
+
 FAMILIES = {
     "memory": ["new_storage", "copy", "copy_region", "fill", "fill_region", "arange",
                "linspace", "logspace", "from_host", "to_host", "read_float", "read_int",
@@ -421,4 +436,5 @@ FAMILIES = {
               "sgd_step", "gelu_fwd", "gelu_bwd", "nms", "xent_fwd", "xent_bwd", "attn_fwd",
               "attn_bwd", "lstm_cell_fwd", "lstm_cell_bwd"],
     "spectral": ["stft", "fft"],
+    "sparse": ["csr_mm", "csr_sddmm"],
 }

@@ -284,6 +284,13 @@ def unary(code, name, x, out=None, p0=0.0, p1=0.0, p2=0.0, float_only=False, rec
             raise NotImplementedError(f"{name}: out= is not supported for nested tensors")
         return x.map_dense(lambda t: unary(code, name, t, None, p0, p1, p2, float_only, record,
                                            kwargs))
+    if x._layout_alt and getattr(x, "_compressed", False):  # on the values, if 0 stays 0
+        if out is not None:
+            raise NotImplementedError(f"{name}: out= is not supported for sparse compressed "
+                                      "tensors")
+        return _importlib.import_module("fiamma._sparse_compressed_ops").unary(
+            name, x, lambda t: unary(code, name, t, None, p0, p1, p2, float_only, record,
+                                     kwargs))
     src = x
     if float_only and x._dtype._kind < 2:
         src = cast(x, D.get_default_dtype())
@@ -407,8 +414,9 @@ def _reject_bool_sub(name, input, other):
 
 def _add_alpha(name, input, other, alpha, sign, out):
     """input + sign * alpha * other in one pass (the kernel computes a + p0 * b)."""
-    if getattr(input, "is_sparse", False) or getattr(other, "is_sparse", False):
-        from fiamma._sparse_ops import binary as sparse_binary
+    if (getattr(input, "_layout_alt", False) or getattr(other, "_layout_alt", False)) and not (
+            getattr(input, "is_nested", False) or getattr(other, "is_nested", False)):
+        from fiamma._sparse_ops import binary as sparse_binary  # COO and compressed
 
         return sparse_binary(name, input, other, out, alpha=alpha)
     input = as_operand(input, name)

@@ -311,7 +311,7 @@ def mm(input, mat2, *, out=None):
         input, mat2 = _AC.cast_lower(None, input, mat2)
     a = _tensor_arg(input, "mm", "input")
     b = _tensor_arg(mat2, "mm", "mat2")
-    if a.is_sparse or b.is_sparse:
+    if a._layout_alt or b._layout_alt:  # sparse (COO, compressed) or nested
         from fiamma._sparse_ops import mm as sparse_mm
 
         return sparse_mm(a, b, out=out)
@@ -363,6 +363,10 @@ def mv(input, vec, *, out=None):
     if len(a._shape) != 2 or len(v._shape) != 1:
         raise RuntimeError(f"mv: vector + matrix @ vector expected, got {len(a._shape)}D "
                            f"and {len(v._shape)}D")
+    if a._layout_alt and getattr(a, "_compressed", False):
+        if out is not None:
+            raise NotImplementedError("mv: out= is not supported for sparse compressed tensors")
+        return a.mv(v)
     _same_dtype("mv", a, v)
     if a._shape[1] != v._shape[0]:
         raise RuntimeError(f"mv: size mismatch, got mat ({_fmt(a._shape)}), "
@@ -473,7 +477,7 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
                 return r
     c, a, b = (_tensor_arg(t, "addmm", n) for t, n in
                ((input, "input"), (mat1, "mat1"), (mat2, "mat2")))
-    if a.is_sparse or b.is_sparse or c.is_sparse:
+    if a._layout_alt or b._layout_alt or c._layout_alt:  # sparse (COO, compressed) or nested
         from fiamma._sparse_ops import addmm as sparse_addmm
 
         return sparse_addmm(c, a, b, beta=beta, alpha=alpha, out=out)

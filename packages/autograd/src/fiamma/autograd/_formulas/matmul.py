@@ -114,3 +114,34 @@ def _inner(ctx, grad):
     ga = fiamma.mm(g2, b2).reshape(a.shape) if need[0] else None
     gb = fiamma.mm(g2.mT, a2).reshape(b.shape) if need[1] else None
     return ga, gb
+
+
+# products with a sparse CSR matrix P (core's C kernel): ``sparse_csr_mm(values, d)`` is P @ d
+# (trans False) or P^T @ d (trans True), P = the recorded pattern holding ``values``;
+# ``sparse_csr_sddmm(a, bt)`` is dot(a[row(e)], bt[col(e)]) at P's entries e. Both derivatives
+# are these two products again, so create_graph differentiates them once more.
+@derivative(ops.sparse_csr_mm, save="inputs")
+def _sparse_csr_mm(ctx, grad):
+    v, d = ctx.inputs
+    p = ctx.kwargs["pattern"]
+    trans = ctx.kwargs["trans"]
+    need = ctx.needs_input_grad
+    gv = gd = None
+    if need[0]:
+        # P @ d: dv[e] = dot(grad[row], d[col]); P^T @ d: dv[e] = dot(d[row], grad[col])
+        a, b = (d, grad) if trans else (grad, d)
+        gv = fiamma.sparse.sampled_addmm(p.detach(), a, b.mT, beta=0).values()
+    if need[1]:
+        gd = (p.mT @ grad) if not trans else (p @ grad)
+    return gv, gd
+
+
+@derivative(ops.sparse_csr_sddmm, save="inputs")
+def _sparse_csr_sddmm(ctx, grad):
+    a, bt = ctx.inputs
+    p = ctx.kwargs["pattern"]
+    need = ctx.needs_input_grad
+    g = fiamma.sparse_csr_tensor(p.crow_indices(), p.col_indices(), grad, tuple(p.shape))
+    ga = (g @ bt) if need[0] else None
+    gb = (g.mT @ a) if need[1] else None
+    return ga, gb

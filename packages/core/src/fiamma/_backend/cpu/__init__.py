@@ -28,4 +28,5 @@ from fiamma._backend.cpu.products import *  # noqa: E402,F401,F403
 from fiamma._backend.cpu.random import *  # noqa: E402,F401,F403
 from fiamma._backend.cpu.reductions import *  # noqa: E402,F401,F403
 from fiamma._backend.cpu.sorting import *  # noqa: E402,F401,F403
+from fiamma._backend.cpu.sparse import *  # noqa: E402,F401,F403
 from fiamma._backend.cpu.spectral import *  # noqa: E402,F401,F403
