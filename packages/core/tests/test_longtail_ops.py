@@ -528,3 +528,18 @@ def test_native_norms_equal_pytorch():
            for lib in (torch, fiamma)]
     for a, b in zip(*res):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_device_facts_and_absent_device_types():
+    assert fiamma.has_lapack is True and fiamma.has_spectral is True
+    assert fiamma.has_mkl is fiamma.backends.mkl.is_available()
+    assert fiamma.has_openmp is fiamma.backends.openmp.is_available()
+    assert fiamma.is_vulkan_available() is False
+    assert fiamma.set_flush_denormal(True) is False and fiamma.set_flush_denormal(False) is True
+    assert fiamma.cudnn_is_acceptable(fiamma.ones(2)) is False
+    assert fiamma.mtia.is_available() is False and fiamma.mtia.device_count() == 0
+    with pytest.raises(RuntimeError, match="no MTIA"):
+        fiamma.mtia.current_device()
+    for kind in ("xpu", "ipu", "mtia"):
+        with pytest.raises(RuntimeError, match=f"Tensor.{kind}: fiamma has no"):
+            getattr(fiamma.ones(1), kind)()

@@ -62,7 +62,9 @@ __all__ = [
     "nonzero_static", "addmv_", "frobenius_norm", "nuclear_norm", "empty_permuted",
     "hash_tensor", "get_device_module", "while_loop", "fork", "wait", "sym_constrain_range",
     "sym_constrain_range_for_size", "init_num_threads", "native_layer_norm",
-    "native_group_norm", "native_batch_norm", "batch_norm_update_stats",
+    "native_group_norm", "native_batch_norm", "batch_norm_update_stats", "has_lapack",
+    "has_mkl", "has_openmp", "has_spectral", "is_vulkan_available", "set_flush_denormal",
+    "cudnn_is_acceptable",
     "index_reduce", "to_dlpack",
 ]
 
@@ -1340,6 +1342,46 @@ def batch_norm_update_stats(input, running_mean, running_var, momentum):
     return mean, var
 
 
+# build facts PyTorch publishes as torch.has_*: fiamma's linear algebra runs on LAPACK (through
+# NumPy), its FFTs exist, its C kernels are threaded with OpenMP, and its BLAS is not MKL (the
+# same answers as fiamma.backends.mkl / openmp)
+has_lapack = True
+has_spectral = True
+has_openmp = True
+has_mkl = False
+
+
+def is_vulkan_available():
+    """False: fiamma has no Vulkan backend (``torch.is_vulkan_available``)."""
+    return False
+
+
+def set_flush_denormal(mode):
+    """Whether denormal flushing could be set as asked (``torch.set_flush_denormal``): fiamma's
+    kernels cannot flush denormals to zero, so turning it on returns False (unsupported, as
+    PyTorch answers on CPUs without SSE3) and turning it off returns True."""
+    return not mode
+
+
+def cudnn_is_acceptable(tensor):
+    """Whether cuDNN would take ``tensor`` (``torch.cudnn_is_acceptable``): a CUDA tensor of a
+    float dtype with cuDNN loaded and enabled."""
+    if not tensor.is_cuda or tensor.dtype not in (D.float16, D.bfloat16, D.float32,
+                                                  D.float64):
+        return False
+    cudnn = importlib.import_module("fiamma.backends.cudnn")
+    return bool(cudnn.is_available() and cudnn.enabled)
+
+
+def _no_device(kind, title):
+    def move(self, device=None, non_blocking=False, memory_format=None):
+        raise RuntimeError(f"Tensor.{kind}: fiamma has no {title} backend, so no {kind} device "
+                           "is available (as in a PyTorch build without it)")
+    move.__name__ = kind
+    move.__doc__ = f"Always raises: fiamma has no {title} backend."
+    return move
+
+
 def is_distributed(input):
     """False: PyTorch's legacy flag for tensors of its old distributed backend (always False
     there too; fiamma.distributed works on ordinary tensors)."""
@@ -2110,6 +2152,8 @@ METHODS = {
     "angle": angle, "sgn": sgn, "sgn_": lambda self: self.copy_(sgn(self)),
     "fill_diagonal_": _fill_diagonal_, "sum_to_size": _sum_to_size, "apply_": _apply_,
     "hash_tensor": _method(hash_tensor),
+    "xpu": _no_device("xpu", "XPU (Intel GPU)"), "ipu": _no_device("ipu", "IPU"),
+    "mtia": _no_device("mtia", "MTIA"),
     "nonzero_static": lambda self, *, size, fill_value=-1: nonzero_static(
         self, size=size, fill_value=fill_value),
     "map_": _map_, "map2_": _map2_, "resize": _resize, "resize_as": _resize_as,
