@@ -543,3 +543,15 @@ def test_device_facts_and_absent_device_types():
     for kind in ("xpu", "ipu", "mtia"):
         with pytest.raises(RuntimeError, match=f"Tensor.{kind}: fiamma has no"):
             getattr(fiamma.ones(1), kind)()
+
+
+def test_top_level_exception_and_protocol_types():
+    assert fiamma.OutOfMemoryError is fiamma.cuda.OutOfMemoryError
+    assert issubclass(fiamma.OutOfMemoryError, RuntimeError)
+    assert issubclass(fiamma.OutOfMemoryError, MemoryError)  # what `except MemoryError` sees
+    assert fiamma.Future is fiamma.futures.Future
+    assert isinstance(fiamma.fork(lambda: 1), fiamma.Future)
+    with fiamma.DisableTorchFunction():
+        pass
+    with fiamma.DisableTorchFunctionSubclass():
+        pass

@@ -56,6 +56,7 @@ from fiamma._storage_api import (  # noqa: F401  (PyTorch's legacy storage class
     ShortStorage, from_file,
 )
 from fiamma._storage_api import FloatStorage as Storage  # noqa: F401  (torch.Storage)
+from fiamma._errors import OutOfMemoryError  # noqa: F401
 from fiamma._allocator import *  # noqa: F401,F403
 from fiamma._parallel import *  # noqa: F401,F403
 from fiamma.serialization import save, load  # noqa: F401  (light: imports its machinery on call)
@@ -123,6 +124,9 @@ _FROM_SUBMODULE.update(dict.fromkeys((
     "is_autocast_cache_enabled", "set_autocast_cache_enabled", "autocast_increment_nesting",
     "autocast_decrement_nesting", "clear_autocast_cache"), "amp.autocast_mode"))
 _FROM_SUBMODULE["GradScaler"] = "amp"  # torch.GradScaler is torch.amp.GradScaler
+# torch.Future (fiamma.futures.Future) and the __torch_function__ switches of torch._C
+_FROM_SUBMODULE.update({"Future": "futures", "DisableTorchFunction": "_torch_function",
+                        "DisableTorchFunctionSubclass": "_torch_function"})
 
 # PyTorch's top-level ATen bindings of nn functions (torch.dropout(input, p, train),
 # torch.kl_div(input, target, reduction=1), torch.lstm_cell, ...): fiamma-nn's fiamma.nn.aten
