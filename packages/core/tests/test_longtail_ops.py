@@ -555,3 +555,19 @@ def test_top_level_exception_and_protocol_types():
         pass
     with fiamma.DisableTorchFunctionSubclass():
         pass
+
+
+def test_prelu_in_core_with_pytorchs_gradient_at_zero():
+    pytest.importorskip("fiamma.autograd")
+    x = fiamma.tensor([-1.0, 0.0, 2.0], requires_grad=True)
+    w = fiamma.tensor([0.25], requires_grad=True)
+    y = fiamma.prelu(x, w)
+    y.sum().backward()
+    assert y.tolist() == [-0.25, 0.0, 2.0]
+    assert x.grad.tolist() == [0.25, 0.25, 1.0] and w.grad.tolist() == [-1.0]
+    z = fiamma.tensor(np.arange(-6.0, 6.0).reshape(2, 3, 2))
+    slopes = fiamma.tensor([0.1, 0.2, 0.3], dtype=fiamma.float64)
+    ref = np.where(z.numpy() > 0, z.numpy(), z.numpy() * np.array([0.1, 0.2, 0.3])[:, None])
+    np.testing.assert_allclose(z.prelu(slopes).numpy(), ref)
+    with pytest.raises(RuntimeError, match="prelu: Mismatch of parameter numbers"):
+        fiamma.prelu(fiamma.ones(3), fiamma.ones(3))

@@ -133,7 +133,7 @@ _FROM_SUBMODULE.update({"Future": "futures", "DisableTorchFunction": "_torch_fun
 _FROM_NN_ATEN = frozenset((
     "dropout", "dropout_", "alpha_dropout", "alpha_dropout_", "feature_dropout",
     "feature_dropout_", "feature_alpha_dropout", "feature_alpha_dropout_", "native_dropout",
-    "bilinear", "prelu", "binary_cross_entropy_with_logits", "constant_pad_nd",
+    "bilinear", "binary_cross_entropy_with_logits", "constant_pad_nd",
     "cosine_embedding_loss", "hinge_embedding_loss", "kl_div", "margin_ranking_loss",
     "poisson_nll_loss", "triplet_margin_loss", "ctc_loss", "grid_sampler_2d", "grid_sampler_3d",
     "affine_grid_generator", "native_channel_shuffle", "norm_except_dim", "conv_tbc",

@@ -62,7 +62,7 @@ __all__ = [
     "nonzero_static", "addmv_", "frobenius_norm", "nuclear_norm", "empty_permuted",
     "hash_tensor", "get_device_module", "while_loop", "fork", "wait", "sym_constrain_range",
     "sym_constrain_range_for_size", "init_num_threads", "native_layer_norm",
-    "native_group_norm", "native_batch_norm", "batch_norm_update_stats", "has_lapack",
+    "native_group_norm", "native_batch_norm", "batch_norm_update_stats", "prelu", "has_lapack",
     "has_mkl", "has_openmp", "has_spectral", "is_vulkan_available", "set_flush_denormal",
     "cudnn_is_acceptable",
     "index_reduce", "to_dlpack",
@@ -1244,6 +1244,30 @@ def init_num_threads():
     """Nothing to do: fiamma's thread pool starts itself (``torch.init_num_threads``)."""
 
 
+def prelu(input, weight):
+    """``x`` where ``x > 0``, else ``weight * x`` (``torch.prelu``, ``F.prelu``): a weight of
+    C values applies per channel (dimension 1), one value everywhere. The gradient at 0 is the
+    slope, as PyTorch's. On autocast's lower-precision list.
+
+    >>> import fiamma
+    >>> fiamma.prelu(fiamma.tensor([-2.0, 0.0, 3.0]), fiamma.tensor([0.25])).tolist()
+    [-0.5, 0.0, 3.0]
+    """
+    f = _F()
+    input, weight = f.amp.cast_lower(None, input, weight)
+    if weight.numel() != 1:
+        if input.dim() < 2 or input.shape[1] != weight.numel():
+            raise RuntimeError(f"prelu: Mismatch of parameter numbers and input channel size. "
+                               f"Found parameter numbers = {weight.numel()} and channel size = "
+                               f"{input.shape[1] if input.dim() > 1 else 1}.")
+        shape = [1] * input.dim()
+        shape[1] = weight.numel()
+        weight = weight.reshape(shape)
+    elif weight.dim() > input.dim():  # one slope on a 0-d input: the result keeps shape ()
+        weight = weight.reshape(())
+    return f.where(input > 0, input, weight * input)
+
+
 def native_layer_norm(input, normalized_shape, weight, bias, eps):
     """``(output, mean, rstd)`` of layer normalisation over the trailing ``normalized_shape``
     dims (``torch.native_layer_norm``); ``mean`` and ``rstd = 1/sqrt(var + eps)`` (biased
@@ -2151,7 +2175,7 @@ METHODS = {
     "imag": property(imag, _set_imag, doc="The imaginary part (a view; see fiamma.imag)."),
     "angle": angle, "sgn": sgn, "sgn_": lambda self: self.copy_(sgn(self)),
     "fill_diagonal_": _fill_diagonal_, "sum_to_size": _sum_to_size, "apply_": _apply_,
-    "hash_tensor": _method(hash_tensor),
+    "hash_tensor": _method(hash_tensor), "prelu": _method(prelu),
     "xpu": _no_device("xpu", "XPU (Intel GPU)"), "ipu": _no_device("ipu", "IPU"),
     "mtia": _no_device("mtia", "MTIA"),
     "nonzero_static": lambda self, *, size, fill_value=-1: nonzero_static(
