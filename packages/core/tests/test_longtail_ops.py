@@ -528,3 +528,46 @@ def test_native_norms_equal_pytorch():
            for lib in (torch, fiamma)]
     for a, b in zip(*res):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_device_facts_and_absent_device_types():
+    assert fiamma.has_lapack is True and fiamma.has_spectral is True
+    assert fiamma.has_mkl is fiamma.backends.mkl.is_available()
+    assert fiamma.has_openmp is fiamma.backends.openmp.is_available()
+    assert fiamma.is_vulkan_available() is False
+    assert fiamma.set_flush_denormal(True) is False and fiamma.set_flush_denormal(False) is True
+    assert fiamma.cudnn_is_acceptable(fiamma.ones(2)) is False
+    assert fiamma.mtia.is_available() is False and fiamma.mtia.device_count() == 0
+    with pytest.raises(RuntimeError, match="no MTIA"):
+        fiamma.mtia.current_device()
+    for kind in ("xpu", "ipu", "mtia"):
+        with pytest.raises(RuntimeError, match=f"Tensor.{kind}: fiamma has no"):
+            getattr(fiamma.ones(1), kind)()
+
+
+def test_top_level_exception_and_protocol_types():
+    assert fiamma.OutOfMemoryError is fiamma.cuda.OutOfMemoryError
+    assert issubclass(fiamma.OutOfMemoryError, RuntimeError)
+    assert issubclass(fiamma.OutOfMemoryError, MemoryError)  # what `except MemoryError` sees
+    assert fiamma.Future is fiamma.futures.Future
+    assert isinstance(fiamma.fork(lambda: 1), fiamma.Future)
+    with fiamma.DisableTorchFunction():
+        pass
+    with fiamma.DisableTorchFunctionSubclass():
+        pass
+
+
+def test_prelu_in_core_with_pytorchs_gradient_at_zero():
+    pytest.importorskip("fiamma.autograd")
+    x = fiamma.tensor([-1.0, 0.0, 2.0], requires_grad=True)
+    w = fiamma.tensor([0.25], requires_grad=True)
+    y = fiamma.prelu(x, w)
+    y.sum().backward()
+    assert y.tolist() == [-0.25, 0.0, 2.0]
+    assert x.grad.tolist() == [0.25, 0.25, 1.0] and w.grad.tolist() == [-1.0]
+    z = fiamma.tensor(np.arange(-6.0, 6.0).reshape(2, 3, 2))
+    slopes = fiamma.tensor([0.1, 0.2, 0.3], dtype=fiamma.float64)
+    ref = np.where(z.numpy() > 0, z.numpy(), z.numpy() * np.array([0.1, 0.2, 0.3])[:, None])
+    np.testing.assert_allclose(z.prelu(slopes).numpy(), ref)
+    with pytest.raises(RuntimeError, match="prelu: Mismatch of parameter numbers"):
+        fiamma.prelu(fiamma.ones(3), fiamma.ones(3))

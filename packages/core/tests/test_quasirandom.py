@@ -162,3 +162,12 @@ def test_points_equal_pytorch(dimension, scramble, seed, dtype):
     np.testing.assert_array_equal(fe.sobolstate.numpy(), te.sobolstate.numpy())
     np.testing.assert_array_equal(fe.quasi.numpy(), te.quasi.numpy())
     assert fe.num_generated == te.num_generated
+
+
+def test_docstring_examples():
+    import doctest
+
+    import fiamma.quasirandom
+
+    res = doctest.testmod(fiamma.quasirandom)
+    assert res.attempted > 0 and res.failed == 0

@@ -223,3 +223,13 @@ def test_whole_rnn_forms_equal_pytorch(kind, packed):
         res.append([o.detach().numpy() for o in out])
     for a, b in zip(*res):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["fiamma.nn.aten", "fiamma.nn.grad", "fiamma.nn._linear_xent",
+                                  "fiamma.nn.modules.linear_cross_entropy_options"])
+def test_docstring_examples(name):
+    import doctest
+    import importlib
+
+    res = doctest.testmod(importlib.import_module(name))
+    assert res.attempted > 0 and res.failed == 0

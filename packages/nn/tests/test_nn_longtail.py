@@ -363,3 +363,24 @@ def test_deprecation_warnings_match_pytorch():
             lib.nn.Container()
         msgs.append([(r.category, str(r.message)) for r in rec])
     assert msgs[0] == msgs[1]
+
+
+def test_functional_torchscript_helpers():
+    F.assert_int_or_pair(3, "kernel_size", "{} must be an int or a pair")
+    F.assert_int_or_pair((1, 2), "kernel_size", "{} must be an int or a pair")
+    with pytest.raises(AssertionError, match="kernel_size must be an int or a pair"):
+        F.assert_int_or_pair((1, 2, 3), "kernel_size", "{} must be an int or a pair")
+
+    def with_idx(x, flag=False):
+        """doc"""
+        return ("idx", x)
+
+    def without(x, flag=False):
+        return ("plain", x)
+
+    f = F.boolean_dispatch("flag", 1, False, with_idx, without, "mod", "pick")
+    assert f(1) == ("plain", 1) and f(1, True) == ("idx", 1) and f(1, flag=True)[0] == "idx"
+    assert f.__name__ == "pick" and f.__module__ == "mod" and f.__doc__ == "doc"
+    with pytest.raises(RuntimeError, match="only one function can have a docstring"):
+        F.boolean_dispatch("flag", 1, False, with_idx, with_idx, None, None)
+    assert F.BroadcastingList2[int] is None and F.BroadcastingList1[float] is None

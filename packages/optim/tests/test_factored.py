@@ -302,3 +302,11 @@ def test_swap_in_matches_pytorch():
                      swap["state"][0]["exp_avg"].numpy().copy()))
     for a, b in zip(*outs):
         np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_lr_scheduler_reexports_math_inf():
+    import math
+
+    from fiamma.optim import lr_scheduler
+
+    assert lr_scheduler.inf == math.inf

@@ -937,3 +937,16 @@ def test_resize_large_downscale_band_blocks(mode, antialias):
         np.testing.assert_allclose(out, pil, rtol=1e-3, atol=2e-2)
     batch = F.resize(fiamma.stack([x, x.flip(-1)]), [70, 97], IM(mode), antialias=antialias)
     np.testing.assert_allclose(batch[0].numpy(), out, rtol=1e-6, atol=1e-4)
+
+
+def test_torchvision_module_paths_of_the_v1_classes():
+    """torchvision.transforms.autoaugment / .transforms: the same classes at those paths."""
+    from fiamma.vision import transforms as T
+    from fiamma.vision.transforms.autoaugment import AutoAugment, AutoAugmentPolicy
+    from fiamma.vision.transforms.transforms import Compose, ElasticTransform
+
+    assert AutoAugment is T.AutoAugment and AutoAugmentPolicy is T.AutoAugmentPolicy
+    assert Compose is T.Compose and ElasticTransform is T.ElasticTransform
+    assert set(T.autoaugment.__all__) == {"AutoAugmentPolicy", "AutoAugment", "RandAugment",
+                                          "TrivialAugmentWide", "AugMix"}
+    assert all(getattr(T.transforms, n) is getattr(T, n) for n in T.transforms.__all__)

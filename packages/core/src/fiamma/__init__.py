@@ -56,6 +56,7 @@ from fiamma._storage_api import (  # noqa: F401  (PyTorch's legacy storage class
     ShortStorage, from_file,
 )
 from fiamma._storage_api import FloatStorage as Storage  # noqa: F401  (torch.Storage)
+from fiamma._errors import OutOfMemoryError  # noqa: F401
 from fiamma._allocator import *  # noqa: F401,F403
 from fiamma._parallel import *  # noqa: F401,F403
 from fiamma.serialization import save, load  # noqa: F401  (light: imports its machinery on call)
@@ -94,7 +95,7 @@ _SUBMODULES = {"linalg", "fft", "special", "multiprocessing", "safetensors", "ut
                "backends", "accelerator", "cuda", "amp", "cpu", "hub", "testing",
                "detection", "profiler", "sparse", "array_api", "ops", "xpu", "mps", "futures",
                "_dynamo", "functional", "compiler", "_inductor", "nested", "signal", "types",
-               "storage", "torch_version", "library", "quasirandom"}
+               "storage", "torch_version", "library", "quasirandom", "mtia"}
 
 # sibling distributions, imported on first use
 _SIBLINGS = {
@@ -132,13 +133,16 @@ _FROM_SUBMODULE.update(dict.fromkeys((
     "is_autocast_cache_enabled", "set_autocast_cache_enabled", "autocast_increment_nesting",
     "autocast_decrement_nesting", "clear_autocast_cache"), "amp.autocast_mode"))
 _FROM_SUBMODULE["GradScaler"] = "amp"  # torch.GradScaler is torch.amp.GradScaler
+# torch.Future (fiamma.futures.Future) and the __torch_function__ switches of torch._C
+_FROM_SUBMODULE.update({"Future": "futures", "DisableTorchFunction": "_torch_function",
+                        "DisableTorchFunctionSubclass": "_torch_function"})
 
 # PyTorch's top-level ATen bindings of nn functions (torch.dropout(input, p, train),
 # torch.kl_div(input, target, reduction=1), torch.lstm_cell, ...): fiamma-nn's fiamma.nn.aten
 _FROM_NN_ATEN = frozenset((
     "dropout", "dropout_", "alpha_dropout", "alpha_dropout_", "feature_dropout",
     "feature_dropout_", "feature_alpha_dropout", "feature_alpha_dropout_", "native_dropout",
-    "bilinear", "prelu", "binary_cross_entropy_with_logits", "constant_pad_nd",
+    "bilinear", "binary_cross_entropy_with_logits", "constant_pad_nd",
     "cosine_embedding_loss", "hinge_embedding_loss", "kl_div", "margin_ranking_loss",
     "poisson_nll_loss", "triplet_margin_loss", "ctc_loss", "grid_sampler_2d", "grid_sampler_3d",
     "affine_grid_generator", "native_channel_shuffle", "norm_except_dim", "conv_tbc",

@@ -63,7 +63,9 @@ __all__ = [
     "nonzero_static", "addmv_", "frobenius_norm", "nuclear_norm", "empty_permuted",
     "hash_tensor", "get_device_module", "while_loop", "fork", "wait", "sym_constrain_range",
     "sym_constrain_range_for_size", "init_num_threads", "native_layer_norm",
-    "native_group_norm", "native_batch_norm", "batch_norm_update_stats",
+    "native_group_norm", "native_batch_norm", "batch_norm_update_stats", "prelu", "has_lapack",
+    "has_mkl", "has_openmp", "has_spectral", "is_vulkan_available", "set_flush_denormal",
+    "cudnn_is_acceptable",
     "index_reduce", "to_dlpack",
 ]
 
@@ -1248,6 +1250,30 @@ def init_num_threads():
     """Nothing to do: fiamma's thread pool starts itself (``torch.init_num_threads``)."""
 
 
+def prelu(input, weight):
+    """``x`` where ``x > 0``, else ``weight * x`` (``torch.prelu``, ``F.prelu``): a weight of
+    C values applies per channel (dimension 1), one value everywhere. The gradient at 0 is the
+    slope, as PyTorch's. On autocast's lower-precision list.
+
+    >>> import fiamma
+    >>> fiamma.prelu(fiamma.tensor([-2.0, 0.0, 3.0]), fiamma.tensor([0.25])).tolist()
+    [-0.5, 0.0, 3.0]
+    """
+    f = _F()
+    input, weight = f.amp.cast_lower(None, input, weight)
+    if weight.numel() != 1:
+        if input.dim() < 2 or input.shape[1] != weight.numel():
+            raise RuntimeError(f"prelu: Mismatch of parameter numbers and input channel size. "
+                               f"Found parameter numbers = {weight.numel()} and channel size = "
+                               f"{input.shape[1] if input.dim() > 1 else 1}.")
+        shape = [1] * input.dim()
+        shape[1] = weight.numel()
+        weight = weight.reshape(shape)
+    elif weight.dim() > input.dim():  # one slope on a 0-d input: the result keeps shape ()
+        weight = weight.reshape(())
+    return f.where(input > 0, input, weight * input)
+
+
 def native_layer_norm(input, normalized_shape, weight, bias, eps):
     """``(output, mean, rstd)`` of layer normalisation over the trailing ``normalized_shape``
     dims (``torch.native_layer_norm``); ``mean`` and ``rstd = 1/sqrt(var + eps)`` (biased
@@ -1344,6 +1370,46 @@ def batch_norm_update_stats(input, running_mean, running_var, momentum):
             unbiased = var * (n / (n - 1)) if n > 1 else var * float("inf")
             running_var.mul_(1 - momentum).add_(unbiased.to(running_var.dtype), alpha=momentum)
     return mean, var
+
+
+# build facts PyTorch publishes as torch.has_*: fiamma's linear algebra runs on LAPACK (through
+# NumPy), its FFTs exist, its C kernels are threaded with OpenMP, and its BLAS is not MKL (the
+# same answers as fiamma.backends.mkl / openmp)
+has_lapack = True
+has_spectral = True
+has_openmp = True
+has_mkl = False
+
+
+def is_vulkan_available():
+    """False: fiamma has no Vulkan backend (``torch.is_vulkan_available``)."""
+    return False
+
+
+def set_flush_denormal(mode):
+    """Whether denormal flushing could be set as asked (``torch.set_flush_denormal``): fiamma's
+    kernels cannot flush denormals to zero, so turning it on returns False (unsupported, as
+    PyTorch answers on CPUs without SSE3) and turning it off returns True."""
+    return not mode
+
+
+def cudnn_is_acceptable(tensor):
+    """Whether cuDNN would take ``tensor`` (``torch.cudnn_is_acceptable``): a CUDA tensor of a
+    float dtype with cuDNN loaded and enabled."""
+    if not tensor.is_cuda or tensor.dtype not in (D.float16, D.bfloat16, D.float32,
+                                                  D.float64):
+        return False
+    cudnn = importlib.import_module("fiamma.backends.cudnn")
+    return bool(cudnn.is_available() and cudnn.enabled)
+
+
+def _no_device(kind, title):
+    def move(self, device=None, non_blocking=False, memory_format=None):
+        raise RuntimeError(f"Tensor.{kind}: fiamma has no {title} backend, so no {kind} device "
+                           "is available (as in a PyTorch build without it)")
+    move.__name__ = kind
+    move.__doc__ = f"Always raises: fiamma has no {title} backend."
+    return move
 
 
 def is_distributed(input):
@@ -2115,7 +2181,9 @@ METHODS = {
     "imag": property(imag, _set_imag, doc="The imaginary part (a view; see fiamma.imag)."),
     "angle": angle, "sgn": sgn, "sgn_": lambda self: self.copy_(sgn(self)),
     "fill_diagonal_": _fill_diagonal_, "sum_to_size": _sum_to_size, "apply_": _apply_,
-    "hash_tensor": _method(hash_tensor),
+    "hash_tensor": _method(hash_tensor), "prelu": _method(prelu),
+    "xpu": _no_device("xpu", "XPU (Intel GPU)"), "ipu": _no_device("ipu", "IPU"),
+    "mtia": _no_device("mtia", "MTIA"),
     "nonzero_static": lambda self, *, size, fill_value=-1: nonzero_static(
         self, size=size, fill_value=fill_value),
     "map_": _map_, "map2_": _map2_, "resize": _resize, "resize_as": _resize_as,

@@ -23,6 +23,7 @@ True
 
 import importlib
 
+from fiamma._errors import OutOfMemoryError  # noqa: F401  (torch.cuda.OutOfMemoryError)
 from fiamma.cuda import _streams
 
 __all__ = [
@@ -33,7 +34,7 @@ __all__ = [
     "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
     "empty_cache", "memory_allocated", "max_memory_allocated", "memory_reserved",
     "max_memory_reserved", "reset_peak_memory_stats", "memory_stats", "mem_get_info",
-    "is_bf16_supported", "unavailable_reason", "CudaUnavailableError",
+    "is_bf16_supported", "unavailable_reason", "CudaUnavailableError", "OutOfMemoryError",
 ]
 
 

@@ -188,19 +188,8 @@ def softmin(input, dim=None, _stacklevel=3, dtype=None):  # _stacklevel: PyTorch
 
 def prelu(input, weight):
     """``x`` where ``x > 0``, else ``weight * x``; a weight of C values applies per channel
-    (dimension 1)."""
-    input, weight = fiamma.amp.cast_lower(None, input, weight)  # autocast's lower list
-    if weight.numel() != 1:
-        if input.dim() < 2 or input.shape[1] != weight.numel():
-            raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found "
-                               f"parameter numbers = {weight.numel()} and channel size = "
-                               f"{input.shape[1] if input.dim() > 1 else 1}.")
-        shape = [1] * input.dim()
-        shape[1] = weight.numel()
-        weight = weight.reshape(shape)
-    elif weight.dim() > input.dim():  # one slope on a 0-d input: the result keeps shape ()
-        weight = weight.reshape(())
-    return fiamma.where(input > 0, input, weight * input)  # at 0: the slope side (PyTorch)
+    (dimension 1). (``fiamma.prelu``, core's; the gradient at 0 is the slope, as PyTorch's.)"""
+    return fiamma.prelu(input, weight)
 
 
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):

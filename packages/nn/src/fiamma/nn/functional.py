@@ -30,7 +30,9 @@ from fiamma.nn._sample_functional import __all__ as _sample
 __all__ = (["linear", "bilinear", "relu", "softmax", "log_softmax", "pad", "dropout",
             "embedding"] + _losses + _activations
            + _attention + _misc + _norms + _sample + _pools + _convs + _compat + _fractional
-           + ["linear_cross_entropy", "native_channel_shuffle", "conv_tbc"]
+           + ["linear_cross_entropy", "native_channel_shuffle", "conv_tbc",
+              "assert_int_or_pair", "boolean_dispatch", "BroadcastingList1",
+              "BroadcastingList2", "BroadcastingList3"]
            + ["has_torch_function", "has_torch_function_unary", "has_torch_function_variadic",
               "handle_torch_function"])
 
@@ -187,6 +189,57 @@ def conv_tbc(input, weight, bias, pad=0):
     from fiamma.nn.aten import conv_tbc as f
 
     return f(input, weight, bias, pad)
+
+
+def assert_int_or_pair(arg, arg_name, message):
+    """Raise AssertionError(``message.format(arg_name)``) unless ``arg`` is an int or has two
+    elements (PyTorch's helper for size arguments)."""
+    if not (isinstance(arg, int) or len(arg) == 2):
+        raise AssertionError(message.format(arg_name))
+
+
+def boolean_dispatch(arg_name, arg_index, default, if_true, if_false, module_name,
+                     func_name):
+    """A function that calls ``if_true`` or ``if_false`` with its arguments, by the boolean
+    argument ``arg_name`` (keyword) or at position ``arg_index`` (``default`` when absent);
+    PyTorch's helper behind ``max_pool2d(..., return_indices=...)``. The result carries the
+    docstring of whichever of the two has one (both having one is an error, as in PyTorch)
+    and ``module_name``/``func_name`` as its ``__module__``/``__name__``.
+
+    >>> f = boolean_dispatch("twice", 1, False, lambda x, twice=False: 2 * x,
+    ...                      lambda x, twice=False: x, None, "f")
+    >>> f(3), f(3, True), f(3, twice=True)
+    (3, 6, 6)
+    """
+    def fn(*args, **kwargs):
+        if arg_name in kwargs:
+            flag = kwargs[arg_name]
+        elif arg_index < len(args):
+            flag = args[arg_index]
+        else:
+            flag = default
+        return if_true(*args, **kwargs) if flag else if_false(*args, **kwargs)
+
+    docs = [g.__doc__ for g in (if_true, if_false) if g.__doc__ is not None]
+    if len(docs) > 1:
+        raise RuntimeError("boolean_dispatch: only one function can have a docstring")
+    fn.__doc__ = docs[0] if docs else None
+    if module_name is not None:
+        fn.__module__ = module_name
+    if func_name is not None:
+        fn.__name__ = func_name
+    return fn
+
+
+class _BroadcastingList:
+    """TorchScript's ``BroadcastingList1/2/3[T]`` annotations ("a T or a list of N Ts"):
+    subscripting gives None, as in PyTorch outside TorchScript."""
+
+    def __getitem__(self, types):
+        return None
+
+
+BroadcastingList1 = BroadcastingList2 = BroadcastingList3 = _BroadcastingList()
 
 
 fiamma.profiler.register_ops(__name__)  # F.<name> as events while a profile records

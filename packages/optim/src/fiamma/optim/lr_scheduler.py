@@ -23,6 +23,7 @@ import warnings
 import weakref
 from bisect import bisect_right
 from collections import Counter
+from math import inf  # noqa: F401  (torch.optim.lr_scheduler.inf: math.inf, as PyTorch imports it)
 
 from fiamma.optim.optimizer import Optimizer
 

@@ -196,7 +196,10 @@ class CupyBackend(StepKernelsMixin, LowpKernelsMixin, BinaryEntryMixin, CudnnCon
         try:
             mem = self.xp.cuda.alloc(nbytes)
         except MemoryError as e:  # cupy.cuda.memory.OutOfMemoryError
-            raise MemoryError(f"fiamma: cannot allocate {nbytes} bytes on {dev}: {e}") from None
+            from fiamma._errors import OutOfMemoryError
+
+            raise OutOfMemoryError(f"fiamma: cannot allocate {nbytes} bytes on {dev}: "
+                                   f"{e}") from None
         if zero and nbytes:
             mem.memset_async(0, nbytes)
         self._note_allocation(dev.index, nbytes)

@@ -8,7 +8,8 @@ Example:
     >>> _ = fiamma.manual_seed(0)
     >>> tf = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor()])
 """
-from fiamma.vision.transforms import functional  # noqa: F401
+# (autoaugment and transforms: torchvision's module paths of the classes below)
+from fiamma.vision.transforms import autoaugment, functional, transforms  # noqa: F401
 from fiamma.vision.transforms._autoaugment import *  # noqa: F401,F403
 from fiamma.vision.transforms._autoaugment import __all__ as _a_all
 from fiamma.vision.transforms._presets import ImageClassification  # noqa: F401
