@@ -70,6 +70,61 @@ class _DisabledImpl:
 disabled_torch_function_impl = _DisabledImpl()
 
 
+# ---- __torch_dispatch__ (fiamma._python_dispatch, imported when first needed) -------------------
+
+class _TDState(threading.local):
+    def __init__(self):
+        self.modes = []   # the entered TorchDispatchModes, innermost last
+        self.off = 0      # _DisableTorchDispatch depth
+
+
+td_state = _TDState()
+TD_TYPES = set()   # Tensor subclasses defining __torch_dispatch__
+_TD_ON = [False]   # such a class exists or a dispatch mode was entered
+_PD = []           # [fiamma._python_dispatch] once imported
+
+
+class _DisabledDispatchImpl:
+    """``torch._C._disabled_torch_dispatch_impl`` (``Tensor.__torch_dispatch__``): a class
+    keeping it does not dispatch; called, it runs ``func`` with subclass dispatch off."""
+
+    __slots__ = ()
+
+    def __call__(self, func, types, args=(), kwargs=None):
+        td_state.off += 1
+        try:
+            return func(*args, **(kwargs or {}))
+        finally:
+            td_state.off -= 1
+
+    def __repr__(self):
+        return "<built-in function _disabled_torch_dispatch_impl>"
+
+    def __reduce__(self):
+        return "disabled_torch_dispatch_impl"
+
+
+disabled_torch_dispatch_impl = _DisabledDispatchImpl()
+
+
+def _pd():
+    if not _PD:
+        import importlib
+
+        _PD.append(importlib.import_module("fiamma._python_dispatch"))
+    return _PD[0]
+
+
+def _below(public, impl, args, kwargs):
+    """Below ``__torch_function__``: a ``__torch_dispatch__`` subclass argument or dispatch
+    mode takes the call (fiamma._python_dispatch), else ``impl`` runs."""
+    if _TD_ON[0]:
+        pd = _pd()
+        if pd.active(args, kwargs):
+            return pd.dispatch(public, impl, args, kwargs)
+    return impl(*args, **kwargs)
+
+
 class DisableTorchFunctionSubclass:
     """Context manager: calls inside do not dispatch to Tensor subclasses or tensor-likes
     (modes still do), as ``torch._C.DisableTorchFunctionSubclass``."""
@@ -126,7 +181,7 @@ def _type_dispatches(t):
         r = tf is not None and tf is not disabled_torch_function_impl and t is not _TENSOR[0] \
             and not _is_real_torch_tensor(t)
         _HAS_TF[t] = r
-        if not r and t is not list and t is not tuple:
+        if not r and t is not list and t is not tuple and t not in TD_TYPES:
             _PLAIN.add(t)
     return r
 
@@ -217,7 +272,7 @@ def dispatch(public, impl, args, kwargs):
     protocol if a mode is active or an argument dispatches, else run ``impl``."""
     st = state
     if st.all_off:
-        return impl(*args, **kwargs)
+        return _below(public, impl, args, kwargs)
     found = None
     if not st.sub_off:
         found = overloaded_args(args)
@@ -230,7 +285,7 @@ def dispatch(public, impl, args, kwargs):
                     for a in more:
                         _add(found, a)
     if found is None and not st.modes:
-        return impl(*args, **kwargs)
+        return _below(public, impl, args, kwargs)
     return handle(public, found, args, kwargs)
 
 
@@ -239,7 +294,7 @@ def _dispatch_modes(public, impl, args, kwargs):
     st = state
     if st.modes and not st.all_off:
         return handle(public, None, args, kwargs)
-    return impl(*args, **kwargs)
+    return _below(public, impl, args, kwargs)
 
 
 def _dispatch_operator(public, impl, args, kwargs):
@@ -592,6 +647,21 @@ def activate_for_class(cls=None):
         _set(_level())
 
 
+def push_dispatch_mode(mode):
+    """Enter a TorchDispatchMode (innermost last): every public call checks from now on."""
+    _TD_ON[0] = True
+    _pd()
+    register_namespace("fiamma.fused")
+    td_state.modes.append(mode)
+    mode_entered()
+
+
+def pop_dispatch_mode():
+    mode = td_state.modes.pop()
+    mode_exited()
+    return mode
+
+
 def mode_entered():
     with _lock:
         _active["modes"] += 1
@@ -609,9 +679,19 @@ def mode_exited():
 
 
 def init_subclass(cls):
-    """``Tensor.__init_subclass__``: give a dispatching subclass the dispatching methods."""
+    """``Tensor.__init_subclass__``: give a dispatching subclass the dispatching methods (a
+    class defining ``__torch_dispatch__`` gets them too, whatever its ``__torch_function__``)."""
     tf = getattr(cls, "__torch_function__", None)
-    if tf is disabled_torch_function_impl or tf is None:
+    td = getattr(cls, "__torch_dispatch__", disabled_torch_dispatch_impl)
+    td = td is not disabled_torch_dispatch_impl
+    if td:
+        register_namespace("fiamma.fused")  # the backward formulas' fused kernels
+        TD_TYPES.add(cls)
+        _PLAIN.discard(cls)
+        _HAS_TF.pop(cls, None)
+        _TD_ON[0] = True
+        _pd().install_class(cls)
+    elif tf is disabled_torch_function_impl or tf is None:
         return
     T = _TENSOR[0]
     with _lock:
