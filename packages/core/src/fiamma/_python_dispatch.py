@@ -92,7 +92,9 @@ def dispatch(public, impl, args, kwargs):
         name = _name(public)
         if name in _PASSTHROUGH or name.startswith("is_") or hasattr(
                 getattr(public, "__self__", None), "fget"):  # metadata and other properties
-            return impl(*args, **kwargs)
+            if name in _DRIVERS:  # backward: its formulas' ops dispatch
+                return impl(*args, **kwargs)
+            return _quiet(impl, args, kwargs)
         types_ = _types(args, kwargs)
         if types_:
             raise NotImplementedError(
@@ -103,8 +105,20 @@ def dispatch(public, impl, args, kwargs):
             _WARNED.add(name)
             warnings.warn(f"fiamma.{name} has no ATen op: it runs without reaching the "
                           "TorchDispatchMode", stacklevel=3)
-        return impl(*args, **kwargs)
+        return _quiet(impl, args, kwargs)
     return h(_Call(public, impl, args, kwargs), *args, **kwargs)
+
+
+_DRIVERS = frozenset({"backward", "register_hook", "requires_grad_"})
+
+
+def _quiet(impl, args, kwargs):
+    """``impl`` with dispatch off: what runs inside an unreported call is not reported."""
+    state.off += 1
+    try:
+        return impl(*args, **kwargs)
+    finally:
+        state.off -= 1
 
 
 def redispatch(op, args, kwargs):
@@ -130,13 +144,21 @@ def redispatch(op, args, kwargs):
 
 
 class _Capture:
-    """A trace hook collecting what an op records for autograd."""
+    """A recorder collecting what an op records for autograd (installed in place of the
+    autograd recorder while the op runs on meta stand-ins; not a trace hook, since ops record
+    a trace's way differently)."""
 
     def __init__(self):
         self.records = []
 
     def record(self, op, out, inputs, kwargs):
         self.records.append((op, out, inputs, kwargs))
+
+    def record_new(self, op, out, inputs):
+        self.records.append((op, out, inputs, {}))
+
+    def requires_grad_(self, t, flag):
+        t.requires_grad = flag
 
     def record_inplace(self, op, out, inputs, kwargs):
         self.records.append(("inplace", op))
@@ -151,12 +173,16 @@ class _Capture:
 def _stand_in(t, table):
     s = table.get(id(t))
     if s is None:
-        s = fiamma.empty_strided(tuple(t._shape), tuple(t._stride), dtype=t._dtype,
+        s = _empty_strided(tuple(t._shape), tuple(t._stride), dtype=t._dtype,
                                  device="meta")
         s.requires_grad = t.requires_grad
         table[id(t)] = (s, t)
         return s
     return s[0]
+
+
+def _empty_strided(*args, **kwargs):
+    return _quiet(fiamma.empty_strided, args, kwargs)
 
 
 def _map(v, fn):
@@ -217,7 +243,11 @@ class _Call:
             raise NotImplementedError(f"fiamma.{_name(self.public)} under __torch_dispatch__ "
                                       f"with gradients: {e}") from None
         cap = _Capture()
-        prev = G.set_trace_hook(cap)
+        G.autograd_module()
+        prev = G.set_trace_hook(None)
+        saved = G._recorder, G._record_new
+        G._recorder, G._record_new = cap, cap.record_new
+        state.off += 1  # the op's own public calls inside are not dispatched again
         try:
             res = self.impl(*a, **k)
         except Exception as e:
@@ -226,6 +256,8 @@ class _Call:
                 f"or mode need its autograd record on meta stand-ins, which failed: {e}") \
                 from None
         finally:
+            state.off -= 1
+            G._recorder, G._record_new = saved
             G.set_trace_hook(prev)
         return table, res, cap.records
 
@@ -371,7 +403,7 @@ def _index():
     import sys
 
     for modname, prefix in (("fiamma", ""), ("fiamma.nn.functional", "F."),
-                            ("fiamma.fused", ""), ("fiamma._tensor", "Tensor.")):
+                            ("fiamma.fused", "fused."), ("fiamma._tensor", "Tensor.")):
         mod = sys.modules.get(modname)
         if mod is None or modname in _INDEXED:
             continue
@@ -382,7 +414,7 @@ def _index():
                 v = v.fget
             keys = _INDEX.setdefault(id(v), [])
             keys.append(prefix + n)
-            if prefix:
+            if prefix != "fused.":
                 keys.append(n)
 
 
@@ -1438,14 +1470,14 @@ def _gelu_backward(c, grad_output, input, approximate="none"):
                   {"approximate": approximate} if approximate != "none" else {})
 
 
-@_reg("activation_backward")
+@_reg("fused.activation_backward")
 def _act_backward(c, name, grad_output, input, *params, create_graph=False):
     if name in ("sigmoid", "tanh") and not params:
         return c.prim(_ov(f"{name}_backward"), (grad_output, input))
     _unsupported(f"the derivative of {name}")
 
 
-@_reg("loss_backward")
+@_reg("fused.loss_backward")
 def _loss_backward(c, op, grad, input, target, weight=None, pos_weight=None, reduction="mean",
                    param=0.0, needs=(True, True), create_graph=False):
     if str(op) != "mse_loss" or weight is not None or needs[1]:
@@ -1644,3 +1676,8 @@ def _arange(c, start, end=None, step=1, *, dtype=None, layout=None, device=None,
 def _tensor(c, data, *args, **kwargs):
     t = c.impl(data, *args, **kwargs)
     return c.prim(_ov("lift_fresh"), (t,))
+
+
+@_reg("fused.supports")
+def _fused_supports(c, *args, **kwargs):
+    return False  # fused kernels bypass the ops: a mode or subclass takes the op-by-op path
