@@ -254,6 +254,8 @@ def handle(public, overloaded, args, kwargs):
             return r
         tried.append(f"  - mode object {mode!r}")
     for a in overloaded:
+        if _TD_ON[0] and type(a) in TD_TYPES and not _active["all_methods"]:
+            _custom_tf_of_dispatch_class(type(a))
         r = a.__torch_function__(public, types_, args, kwargs)
         if r is not NotImplemented:
             return r
@@ -340,7 +342,11 @@ def default_torch_function(cls, func, types, args=(), kwargs=None):
     st = state
     st.sub_off += 1
     try:
-        ret = func(*args, **kwargs)
+        if _TD_ON[0] and not TD_TYPES.isdisjoint(types):
+            # a Tensor method is not retargeted (level 1): reach __torch_dispatch__ directly
+            ret = _below(func, func, args, kwargs)
+        else:
+            ret = func(*args, **kwargs)
     finally:
         st.sub_off -= 1
     if func in _NOWRAP:
@@ -412,7 +418,8 @@ _entries = {}        # id(function) -> _Entry (each retargetable function, once)
 _built = set()       # namespace names whose functions are entries
 _tensor_entries = {}  # Tensor attribute name -> (public, impl, kind) for subclass wrappers
 _sub_members = {}    # Tensor attribute name -> what a dispatching subclass gets
-_active = {"sticky": False, "modes": 0, "on": 0}  # on: the level set (see _set)
+_active = {"sticky": False, "modes": 0, "on": 0,  # on: the level set (see _set)
+           "all_methods": False}  # Tensor's methods retargeted for good (see below)
 _disp_codes = {}     # number of free variables -> the dispatcher code
 
 
@@ -605,7 +612,18 @@ def _build_all():
 
 
 def _level():
-    return 2 if _active["modes"] else 1 if _active["sticky"] else 0
+    return 2 if _active["modes"] or _active["all_methods"] else 1 if _active["sticky"] else 0
+
+
+def _custom_tf_of_dispatch_class(cls):
+    """A ``__torch_dispatch__`` class with its own ``__torch_function__`` (not the default):
+    its handler calls Tensor's methods (``func(*args)``), which must reach
+    ``__torch_dispatch__`` as PyTorch's C++ methods do, so Tensor's own methods are retargeted
+    from now on (level 2 for good: plain tensors' methods pay the dispatcher's check)."""
+    if getattr(cls.__torch_function__, "__func__", None) is not default_torch_function:
+        with _lock:
+            _active["all_methods"] = True
+            _set(_level())
 
 
 def _set(level):
