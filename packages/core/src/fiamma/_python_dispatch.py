@@ -1407,13 +1407,12 @@ def aten_names():
 
 @_reg("tensor_repr", "Tensor.__str__", "Tensor.__repr__")
 def _repr(c, self, *args, **kwargs):
-    r = type(self).__repr__
-    if getattr(r, "__wrapped__", None) is None and r is not Tensor.__repr__:
-        return r(self)  # the subclass's own __repr__ (str() of it)
-    if "_fm_device" in self.__dict__:
+    # Tensor's repr (a subclass's own __repr__ is Python's business): a wrapper without
+    # tensor_contents has no values to show
+    if "_fm_device" in self.__dict__ and kwargs.get("tensor_contents") is None:
         return f"{type(self).__name__}(size={tuple(self.shape)}, dtype={self.dtype}, " \
                f"device='{self.device}')"
-    return c.impl(*args and (self,) + args or (self,), **kwargs)
+    return _quiet(c.impl, (self,) + args, kwargs)
 
 
 # ---- what backward formulas call ----------------------------------------------------------------
