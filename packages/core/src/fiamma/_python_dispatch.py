@@ -443,8 +443,9 @@ def _ov(qual):
 def _simple(fname, qual, args_text, n_tensor=1, method=None):
     """An op computed by ``fiamma.<fname>`` (or the Tensor method) with the same arguments."""
     def impl(*args, **kwargs):
-        fn = getattr(Tensor, method) if method else getattr(fiamma, fname)
-        return fn(*args, **kwargs)
+        if method:  # the instance's method: a subclass argument dispatches again
+            return getattr(args[0], method)(*args[1:], **kwargs)
+        return getattr(fiamma, fname)(*args, **kwargs)
     impl.__name__ = fname
     return A.define(qual, args_text, impl)
 
@@ -621,12 +622,12 @@ _H["greater"], _H["less"], _H["greater_equal"], _H["less_equal"], _H["not_equal"
 # ---- in-place, copies, conversions --------------------------------------------------------------
 
 A.define("copy_.default", "(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)",
-         lambda self, src, non_blocking=False: Tensor.copy_(self, src, non_blocking))
-A.define("zero_.default", "(Tensor(a!) self) -> Tensor(a!)", lambda self: Tensor.zero_(self))
+         lambda self, src, non_blocking=False: self.copy_(src, non_blocking))
+A.define("zero_.default", "(Tensor(a!) self) -> Tensor(a!)", lambda self: self.zero_())
 A.define("fill_.Scalar", "(Tensor(a!) self, Scalar value) -> Tensor(a!)",
-         lambda self, value: Tensor.fill_(self, value))
+         lambda self, value: self.fill_(value))
 A.define("fill_.Tensor", "(Tensor(a!) self, Tensor value) -> Tensor(a!)",
-         lambda self, value: Tensor.fill_(self, value))
+         lambda self, value: self.fill_(value))
 for _n in ("addcmul", "addcdiv"):
     _simple(_n, _n, "(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor")
     _simple(_n + "_", _n + "_",
@@ -641,19 +642,19 @@ _simple("clamp_", "clamp_.default",
         "(Tensor(a!) self, Scalar? min=None, Scalar? max=None) -> Tensor(a!)", method="clamp_")
 _simple("where", "where.self", "(Tensor condition, Tensor self, Tensor other) -> Tensor")
 A.define("clone.default", "(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor",
-         lambda self, memory_format=None: Tensor.clone(self, memory_format=memory_format))
-A.define("detach.default", "(Tensor(a) self) -> Tensor(a)", lambda self: Tensor.detach(self),
+         lambda self, memory_format=None: self.clone(memory_format=memory_format))
+A.define("detach.default", "(Tensor(a) self) -> Tensor(a)", lambda self: self.detach(),
          is_view=True)
 A.define("alias.default", "(Tensor(a) self) -> Tensor(a)",
-         lambda self: Tensor.view(self, self.shape), is_view=True)
+         lambda self: self.view(self.shape), is_view=True)
 A.define("_to_copy.default", "(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, "
          "Device? device=None, bool? pin_memory=None, bool non_blocking=False, "
          "MemoryFormat? memory_format=None) -> Tensor",
          lambda self, dtype=None, layout=None, device=None, pin_memory=None,
-         non_blocking=False, memory_format=None: Tensor.to(
-             self, device=device, dtype=dtype, copy=True))
+         non_blocking=False, memory_format=None: self.to(
+             device=device, dtype=dtype, copy=True))
 A.define("_local_scalar_dense.default", "(Tensor self) -> Scalar",
-         lambda self: Tensor.item(self))
+         lambda self: self.item())
 
 
 @_reg("Tensor.copy_", "copy_")
@@ -785,7 +786,7 @@ def _item(c, self):
 for _n, _conv in (("__float__", float), ("__int__", int), ("__complex__", complex)):
     def _mk_num(conv):
         def h(c, self):
-            return conv(fiamma.Tensor.item(self))
+            return conv(self.item())
         return h
     _H["Tensor." + _n] = _mk_num(_conv)
 
@@ -978,44 +979,44 @@ def _view_op(qual, args_text, fn):
 
 
 _view_op("view.default", "(Tensor(a) self, SymInt[] size) -> Tensor(a)",
-         lambda self, size: Tensor.view(self, *size))
+         lambda self, size: self.view(*size))
 _view_op("view.dtype", "(Tensor(a) self, ScalarType dtype) -> Tensor(a)",
-         lambda self, dtype: Tensor.view(self, dtype))
+         lambda self, dtype: self.view(dtype))
 A.define("_unsafe_view.default", "(Tensor self, SymInt[] size) -> Tensor",
-         lambda self, size: Tensor.view(self, *size))
-_view_op("t.default", "(Tensor(a) self) -> Tensor(a)", lambda self: Tensor.t(self))
+         lambda self, size: self.view(*size))
+_view_op("t.default", "(Tensor(a) self) -> Tensor(a)", lambda self: self.t())
 _view_op("transpose.int", "(Tensor(a) self, int dim0, int dim1) -> Tensor(a)",
-         lambda self, dim0, dim1: Tensor.transpose(self, dim0, dim1))
+         lambda self, dim0, dim1: self.transpose(dim0, dim1))
 _view_op("permute.default", "(Tensor(a) self, int[] dims) -> Tensor(a)",
-         lambda self, dims: Tensor.permute(self, *dims))
+         lambda self, dims: self.permute(*dims))
 _view_op("unsqueeze.default", "(Tensor(a) self, int dim) -> Tensor(a)",
-         lambda self, dim: Tensor.unsqueeze(self, dim))
-_view_op("squeeze.default", "(Tensor(a) self) -> Tensor(a)", lambda self: Tensor.squeeze(self))
+         lambda self, dim: self.unsqueeze(dim))
+_view_op("squeeze.default", "(Tensor(a) self) -> Tensor(a)", lambda self: self.squeeze())
 _view_op("squeeze.dim", "(Tensor(a) self, int dim) -> Tensor(a)",
-         lambda self, dim: Tensor.squeeze(self, dim))
+         lambda self, dim: self.squeeze(dim))
 _view_op("squeeze.dims", "(Tensor(a) self, int[] dim) -> Tensor(a)",
-         lambda self, dim: Tensor.squeeze(self, tuple(dim)))
+         lambda self, dim: self.squeeze(tuple(dim)))
 _view_op("expand.default", "(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)",
-         lambda self, size, implicit=False: Tensor.expand(self, *size))
+         lambda self, size, implicit=False: self.expand(*size))
 _view_op("select.int", "(Tensor(a) self, int dim, SymInt index) -> Tensor(a)",
-         lambda self, dim, index: Tensor.select(self, dim, index))
+         lambda self, dim, index: self.select(dim, index))
 _view_op("slice.Tensor", "(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, "
          "SymInt step=1) -> Tensor(a)",
-         lambda self, dim=0, start=None, end=None, step=1: Tensor.__getitem__(
-             self, (slice(None),) * (dim % max(self.ndim, 1)) + (slice(start, end, step),)))
+         lambda self, dim=0, start=None, end=None, step=1: self.__getitem__(
+             (slice(None),) * (dim % max(self.ndim, 1)) + (slice(start, end, step),)))
 _view_op("as_strided.default", "(Tensor(a) self, SymInt[] size, SymInt[] stride, "
          "SymInt? storage_offset=None) -> Tensor(a)",
-         lambda self, size, stride, storage_offset=None: Tensor.as_strided(
-             self, size, stride, storage_offset))
+         lambda self, size, stride, storage_offset=None: self.as_strided(
+             size, stride, storage_offset))
 _view_op("split.Tensor", "(Tensor(a) self, SymInt split_size, int dim=0) -> Tensor(a)[]",
-         lambda self, split_size, dim=0: list(Tensor.split(self, split_size, dim)))
+         lambda self, split_size, dim=0: list(self.split(split_size, dim)))
 A.define("cat.default", "(Tensor[] tensors, int dim=0) -> Tensor",
          lambda tensors, dim=0: fiamma.cat(tensors, dim))
 A.define("stack.default", "(Tensor[] tensors, int dim=0) -> Tensor",
          lambda tensors, dim=0: fiamma.stack(tensors, dim))
 A.define("index.Tensor", "(Tensor self, Tensor?[] indices) -> Tensor",
-         lambda self, indices: Tensor.__getitem__(
-             self, tuple(slice(None) if i is None else i for i in indices)))
+         lambda self, indices: self.__getitem__(
+             tuple(slice(None) if i is None else i for i in indices)))
 
 
 def _shape_arg(args, kw, name):
@@ -1243,7 +1244,7 @@ def _full_like(c, input, fill_value, dtype=None, device=None, requires_grad=Fals
 for _n in ("new_zeros", "new_ones", "new_empty"):
     A.define(f"{_n}.default", "(Tensor self, SymInt[] size, *, ScalarType? dtype=None, "
              "Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
-             (lambda n: lambda self, size, **kw: getattr(Tensor, n)(self, size, **kw))(_n))
+             (lambda n: lambda self, size, **kw: getattr(self, n)(size, **kw))(_n))
 
     def _mk_new(n):
         def h(c, self, *size, dtype=None, device=None, requires_grad=False, **kw):
@@ -1443,9 +1444,9 @@ A.define("convolution_backward.default", "(Tensor grad_output, Tensor input, Ten
                  grad_output, input, tuple(weight.shape), stride, padding, dilation, groups),
              None))
 A.define("scatter.src", "(Tensor self, int dim, Tensor index, Tensor src) -> Tensor",
-         lambda self, dim, index, src: Tensor.scatter(self, dim, index, src))
+         lambda self, dim, index, src: self.scatter(dim, index, src))
 A.define("scatter_.src", "(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)",
-         lambda self, dim, index, src: Tensor.scatter_(self, dim, index, src))
+         lambda self, dim, index, src: self.scatter_(dim, index, src))
 A.define("gather.default", "(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> "
          "Tensor", lambda self, dim, index, sparse_grad=False: fiamma.gather(self, dim, index))
 
