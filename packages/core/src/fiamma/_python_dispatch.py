@@ -302,35 +302,47 @@ class _Call:
 
 # ---- _make_wrapper_subclass ---------------------------------------------------------------------
 
+_MW = []  # (MetaStorage, _init, contiguous_strides, device, meta device, cpu device)
+
+
+def _mw():
+    from fiamma._backend.meta import MetaStorage
+    from fiamma._storage import device
+    from fiamma._tensor import _init, contiguous_strides
+
+    _MW[:] = [MetaStorage, _init, contiguous_strides, device, device("meta"), device("cpu")]
+    return _MW
+
+
 def make_wrapper(cls, size, strides=None, storage_offset=None, memory_format=None, dtype=None,
                  layout=None, device=None, pin_memory=False, requires_grad=False,
                  dispatch_sizes_strides_policy=None, dispatch_device=False,
                  dispatch_layout=False, _extra_dispatch_keys=None, storage_size=None):
     """``Tensor._make_wrapper_subclass``: an instance of ``cls`` with this geometry and no data
     of its own (a meta storage; ``device`` reports ``device``)."""
-    from fiamma._backend.meta import MetaStorage
-    from fiamma._storage import device as _device
-    from fiamma._tensor import _init, contiguous_strides
-
+    MetaStorage, _init, contiguous_strides, _device, meta, cpu = _MW or _mw()
     if not (isinstance(cls, type) and issubclass(cls, Tensor)):
         raise TypeError(f"_make_wrapper_subclass: expected a subclass of fiamma.Tensor, "
                         f"got {cls!r}")
-    shape = tuple(int(s) for s in size)
-    if any(s < 0 for s in shape):
-        raise RuntimeError(f"_make_wrapper_subclass: negative size in {list(shape)}")
-    stride = contiguous_strides(shape) if strides is None else tuple(int(s) for s in strides)
+    shape = tuple(map(int, size))
+    stride = contiguous_strides(shape) if strides is None else tuple(map(int, strides))
     if len(stride) != len(shape):
         raise RuntimeError(f"_make_wrapper_subclass: {len(shape)} sizes but {len(stride)} "
                            "strides")
+    extent = 1
+    for n, st in zip(shape, stride):
+        if n <= 0:
+            if n < 0:
+                raise RuntimeError(f"_make_wrapper_subclass: negative size in {list(shape)}")
+            extent = 0
+            break
+        extent += (n - 1) * st
     dt = dtype if dtype is not None else fiamma.get_default_dtype()
     offset = int(storage_offset or 0)
-    extent = 1 + sum((s - 1) * st for s, st in zip(shape, stride)) if all(shape) else 0
     nbytes = (offset + extent) * dt.itemsize if storage_size is None else int(storage_size)
-    dev = _device(device) if device is not None else _device("cpu")
-    storage = MetaStorage(nbytes, _device("meta"))
     t = _new(cls)
-    _init(t, storage, dt, shape, stride, offset, None)
-    t.__dict__["_fm_device"] = dev
+    _init(t, MetaStorage(nbytes, meta), dt, shape, stride, offset, None)
+    t.__dict__["_fm_device"] = cpu if device is None else _device(device)
     if requires_grad:
         G.autograd_module().requires_grad_(t, True)
     return t
