@@ -379,3 +379,57 @@ def test_disabled_dispatch_impl():
     assert "disabled_torch_dispatch_impl" in repr(fiamma.Tensor.__torch_dispatch__)
     y = fiamma.Tensor.__torch_dispatch__(fiamma.add, (), (fiamma.ones(1), 1))
     assert y.tolist() == [2.0]
+
+
+# ---- parity: the op names a mode sees ----------------------------------------------------------
+
+_EXPRS = [
+    lambda L, a, b: a + b, lambda L, a, b: a - 1, lambda L, a, b: 2 * a, lambda L, a, b: a / b,
+    lambda L, a, b: 1 - a, lambda L, a, b: a ** 2, lambda L, a, b: a @ b.t(),
+    lambda L, a, b: a.sum(), lambda L, a, b: a.sum(0, keepdim=True), lambda L, a, b: a.mean(1),
+    lambda L, a, b: a.amax(1), lambda L, a, b: a.max(), lambda L, a, b: a.argmax(1),
+    lambda L, a, b: a.exp().log().sqrt().tanh().sigmoid(), lambda L, a, b: a.relu(),
+    lambda L, a, b: a.view(6), lambda L, a, b: a.reshape(3, 2), lambda L, a, b: a.t(),
+    lambda L, a, b: a.transpose(0, 1), lambda L, a, b: a.permute(1, 0),
+    lambda L, a, b: a.unsqueeze(0).squeeze(0), lambda L, a, b: a[0].expand(4, 3),
+    lambda L, a, b: a[:, 1:], lambda L, a, b: a[1, 2], lambda L, a, b: a.clone().detach(),
+    lambda L, a, b: a.clone().add_(b).mul_(2).zero_(), lambda L, a, b: a.to(L.float64),
+    lambda L, a, b: L.where(a > 0, a, b), lambda L, a, b: L.cat([a, b], 1),
+    lambda L, a, b: L.stack([a, b]), lambda L, a, b: L.ones_like(a),
+    lambda L, a, b: L.zeros(2, 3), lambda L, a, b: L.full((2,), 1.5),
+    lambda L, a, b: a.clamp(0, 1), lambda L, a, b: a.eq(b), lambda L, a, b: a.abs().neg(),
+    lambda L, a, b: L.matmul(a.unsqueeze(0).expand(2, 2, 3), b.t()),
+    lambda L, a, b: a.addcmul(a, b, value=2), lambda L, a, b: L.addmm(a[:, :2], a, b.t()),
+    lambda L, a, b: L.matmul(a.unsqueeze(0).expand(2, 2, 3).contiguous(), b.t()),
+    lambda L, a, b: L.matmul(a[0], b.t()), lambda L, a, b: L.matmul(a.mT.unsqueeze(0), a),
+    lambda L, a, b: L.matmul(a.unsqueeze(0).expand(2, 2, 3), b[0]),
+]
+
+
+@pytest.mark.parity
+def test_mode_op_names_match_pytorch():
+    torch = pytest.importorskip("torch")
+    from torch.utils._python_dispatch import TorchDispatchMode as TorchMode
+
+    class TorchRecorder(TorchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    data_a = [[1.0, -2.0, 3.0], [0.5, 4.0, -1.0]]
+    data_b = [[2.0, 1.0, -3.0], [1.5, -0.5, 2.0]]
+    for i, expr in enumerate(_EXPRS):
+        ta, tb = torch.tensor(data_a), torch.tensor(data_b)
+        fa, fb = fiamma.tensor(data_a), fiamma.tensor(data_b)
+        with TorchRecorder() as tr:
+            want = expr(torch, ta, tb)
+        with Recorder() as fr:
+            got = expr(fiamma, fa, fb)
+        assert fr.ops == tr.ops, (i, fr.ops, tr.ops)
+        np = pytest.importorskip("numpy")
+        np.testing.assert_allclose(np.array(got.tolist(), dtype=float),
+                                   np.array(want.tolist(), dtype=float), rtol=1e-6, err_msg=i)

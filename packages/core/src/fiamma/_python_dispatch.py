@@ -467,9 +467,11 @@ _UNARY = """abs neg exp exp2 expm1 log log2 log10 log1p sqrt rsqrt sin cos tan a
     sinh cosh tanh asinh acosh atanh sigmoid relu reciprocal sign floor ceil round trunc frac
     erf erfc erfinv logical_not bitwise_not isnan isinf isfinite signbit sgn angle
     conj_physical lgamma digamma""".split()
+_NO_INPLACE = frozenset({"isnan", "isinf", "isfinite", "signbit", "angle"})
 for _n in _UNARY:
     _simple(_n, _n, "(Tensor self) -> Tensor")
-    _simple(_n + "_", _n + "_", "(Tensor(a!) self) -> Tensor(a!)", method=_n + "_")
+    if _n not in _NO_INPLACE:
+        _simple(_n + "_", _n + "_", "(Tensor(a!) self) -> Tensor(a!)", method=_n + "_")
 
     def _mk(op, iop):
         def h(c, input, *, out=None, inplace=False):
@@ -487,8 +489,9 @@ for _n in _UNARY:
     _h, _hi = _mk(_n, _n + "_")
     _H[_n] = _h
     _H["F." + _n] = _h
-    _H[_n + "_"] = _hi
-    _H["Tensor." + _n + "_"] = _hi
+    if _n not in _NO_INPLACE:
+        _H[_n + "_"] = _hi
+        _H["Tensor." + _n + "_"] = _hi
 
 
 def _is_t(x):
@@ -941,33 +944,70 @@ def _addmm(c, input, mat1, mat2, *, beta=1, alpha=1, out=None):
     return c.prim(_ov("addmm"), (input, mat1, mat2), kw)
 
 
+def _as(public_name, op, args, kwargs=None):
+    """Report ``op`` for a step of a decomposition, its autograd record taken from
+    ``Tensor.<public_name>(*args)`` (``_unsafe_view`` records as ``reshape``)."""
+    fn = getattr(Tensor, public_name)
+    return _Call(fn, fn, args, {}).prim(op, args, kwargs)
+
+
+def _foldable(t):
+    """``t.view(-1, t.size(-1))`` needs no copy (its batch dims and rows are contiguous)."""
+    shape, stride = t.shape, t.stride()
+    return all(stride[i] == stride[i + 1] * shape[i + 1] for i in range(t.ndim - 2))
+
+
 @_reg("matmul", "Tensor.__matmul__")
 def _matmul(c, input, other, *, out=None):
+    """PyTorch's matmul decomposition: dot/mv/mm for 1-D and 2-D operands; a 3-D+ operand
+    times a 1-D or 2-D one folded into one mm/mv when its batch dims are contiguous (or the
+    smaller operand requires grad); otherwise both expanded to the broadcast batch and bmm."""
     _no_out("matmul", out)
-    da, db = input.ndim, other.ndim
-    if da == 0 or db == 0:
-        raise RuntimeError("matmul: both arguments need at least 1 dimension, got "
-                           f"{da} and {db}")
-    if da == 1 and db == 1:
-        return fiamma.dot(input, other)
-    if da == 2 and db == 1:
-        return fiamma.mv(input, other)
-    if da == 1:
-        return fiamma.matmul(input.unsqueeze(0), other).squeeze(-2)
-    if da == 2 and db == 2:
-        return fiamma.mm(input, other)
-    if db == 1:
-        return fiamma.matmul(input, other.unsqueeze(-1)).squeeze(-1)
-    if db == 2:  # (..., m, k) @ (k, n): one mm on the folded batch
-        lead = tuple(input.shape[:-1])
-        return fiamma.mm(input.reshape(-1, input.shape[-1]), other).view(
-            *lead, other.shape[-1])
-    batch = tuple(fiamma.broadcast_shapes(tuple(input.shape[:-2]), tuple(other.shape[:-2])))
-    m, k = input.shape[-2:]
-    n = other.shape[-1]
-    a = input.expand(*batch, m, k).reshape(-1, m, k)
-    b = other.expand(*batch, k, n).reshape(-1, k, n)
-    return fiamma.bmm(a, b).view(*batch, m, n)
+    t1, t2 = input, other
+    d1, d2 = t1.ndim, t2.ndim
+    if d1 == 0 or d2 == 0:
+        raise RuntimeError("matmul: both arguments to matmul need to be at least 1D, but they "
+                           f"are {d1}D and {d2}D")
+    if d1 == 1 and d2 == 1:
+        return fiamma.dot(t1, t2)
+    if d1 == 2 and d2 == 1:
+        return fiamma.mv(t1, t2)
+    if d1 == 1 and d2 == 2:
+        return fiamma.mm(t1.unsqueeze(0), t2).squeeze_(0)
+    if d1 == 2 and d2 == 2:
+        return fiamma.mm(t1, t2)
+    grad = G.state.enabled
+    if d1 >= 3 and d2 <= 2 and ((grad and t2.requires_grad) or t1.numel() == 0
+                                or _foldable(t1)):
+        lead = list(t1.shape[:-1])
+        flat = t1.reshape(-1, t1.shape[-1])
+        res = fiamma.mm(flat, t2) if d2 == 2 else fiamma.mv(flat, t2)
+        return _as("reshape", _ov("_unsafe_view"), (res, lead + ([t2.shape[-1]] if d2 == 2
+                                                                 else [])))
+    if d2 >= 3 and d1 <= 2:
+        t2t = t2.mT
+        if (grad and t1.requires_grad) or (d1 == 1 and (t2t.numel() == 0
+                                                         or _foldable(t2t))):
+            # (t1 @ t2) = (t2.mT @ t1.mT).mT, folded
+            res = fiamma.matmul(t2t, t1 if d1 == 1 else t1.t())
+            return res if d1 == 1 else res.mT.contiguous()
+    n = t1.shape[-2] if d1 > 1 else 1
+    m = t1.shape[-1]
+    p = t2.shape[-1] if d2 > 1 else 1
+    m2 = t2.shape[-2] if d2 > 1 else t2.shape[-1]
+    batch = list(fiamma.broadcast_shapes(tuple(t1.shape[:-2]), tuple(t2.shape[:-2])))
+    nb = 1
+    for s in batch:
+        nb *= s
+    a = t1.expand(batch + [n, m]).view([nb, n, m])
+    if d2 == 1:
+        b = t2.expand(batch + [m2]).view([nb, m2]).unsqueeze(2)
+        res = fiamma.bmm(a, b).squeeze(-1)
+    else:
+        b = t2.expand(batch + [m2, p]).view([nb, m2, p])
+        res = fiamma.bmm(a, b)
+    shape = batch + ([n] if d1 > 1 else []) + ([p] if d2 > 1 else [])
+    return _as("reshape", _ov("_unsafe_view"), (res, shape))
 
 
 @_reg("F.linear", "linear")
@@ -1058,7 +1098,15 @@ def _infer(shape, numel):
 
 
 def _viewable(t, shape):
-    return t.is_contiguous()
+    """Whether ``t.view(shape)`` works (no copy): asked of a meta tensor of its geometry."""
+    if t.is_contiguous():
+        return True
+    probe = _empty_strided(tuple(t._shape), tuple(t._stride), dtype=t._dtype, device="meta")
+    try:
+        _quiet(Tensor.view, (probe, *shape), {})
+    except RuntimeError:
+        return False
+    return True
 
 
 @_reg("Tensor.reshape", "reshape")
@@ -1066,8 +1114,9 @@ def _reshape(c, self, *sizes, shape=None):
     shp = _infer(_shape_arg(sizes, shape, "reshape"), self.numel())
     if _viewable(self, shp):
         return self.view(shp)
-    return c.prim(_ov("_unsafe_view"), (fiamma.clone(self, memory_format=importlib.import_module(
-        "fiamma._memory_format").contiguous_format), shp))
+    return _as("reshape", _ov("_unsafe_view"), (fiamma.clone(
+        self, memory_format=importlib.import_module("fiamma._memory_format").contiguous_format),
+        shp))
 
 
 @_reg("Tensor.flatten", "flatten")
@@ -1131,6 +1180,17 @@ def _squeeze(c, input, dim=None):
     if isinstance(dim, int):
         return c.prim(_ov("squeeze.dim"), (input, dim))
     return c.prim(_ov("squeeze.dims"), (input, list(dim)))
+
+
+A.define("squeeze_.dim", "(Tensor(a!) self, int dim) -> Tensor(a!)",
+         lambda self, dim: self.squeeze_(dim))
+
+
+@_reg("Tensor.squeeze_")
+def _squeeze_(c, self, dim=None):
+    if not isinstance(dim, int):
+        _unsupported("squeeze_ without one int dim")
+    return c.prim(_ov("squeeze_.dim"), (self, dim))
 
 
 @_reg("Tensor.expand")
