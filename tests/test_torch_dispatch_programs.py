@@ -183,6 +183,56 @@ SWAP = textwrap.dedent('''
 ''')
 
 
+EMBED = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    from torch.utils._pytree import tree_map
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class OpLog(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    class Boxed(torch.Tensor):
+        __torch_function__ = torch._C._disabled_torch_function_impl
+
+        @staticmethod
+        def __new__(cls, elem, requires_grad=False):
+            r = torch.Tensor._make_wrapper_subclass(
+                cls, elem.shape, strides=elem.stride(), dtype=elem.dtype, device=elem.device,
+                requires_grad=requires_grad)
+            r.elem = elem
+            return r
+
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+            def unwrap(e):
+                return e.elem if isinstance(e, cls) else e
+
+            out = func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs or {}))
+            return tree_map(lambda e: cls(e) if isinstance(e, torch.Tensor) else e, out)
+
+    torch.manual_seed(0)
+    emb, drop = nn.Embedding(6, 4), nn.Dropout(0.25)
+    idx = torch.tensor([[1, 4], [5, 1]])
+    with OpLog() as log:
+        y = drop(emb(idx))
+    print("forward:", " ".join(log.ops))
+    weight = Boxed(torch.randn(6, 4), requires_grad=True)
+    out = F.dropout(F.embedding(Boxed(idx), weight), 0.25)
+    out.sum().backward()
+    print("boxed:", type(out).__name__, type(weight.grad).__name__, tuple(weight.grad.shape))
+    print("rows without lookups get no gradient:",
+          bool((weight.grad.elem[[0, 2, 3]] == 0).all()))
+''')
+
+
 def _run(code, tmp_path, name, torch_real=False):
     path = tmp_path / f"{name}.py"
     path.write_text(code)
@@ -272,3 +322,20 @@ def test_swap_program_parity(tmp_path):
     f = _run(SWAP, tmp_path, "swap_f")
     t = _run(SWAP, tmp_path, "swap_t", torch_real=True)
     assert [ln.replace("fiamma.", "torch.") for ln in f] == t
+
+
+def test_embedding_dropout_program(tmp_path):
+    lines = _run(EMBED, tmp_path, "embed")
+    assert lines == [
+        "forward: aten.embedding.default aten.empty_like.default aten.bernoulli_.float "
+        "aten.div_.Scalar aten.mul.Tensor",
+        "boxed: Boxed Boxed (6, 4)",
+        "rows without lookups get no gradient: True",
+    ]
+
+
+@pytest.mark.parity
+def test_embedding_dropout_program_parity(tmp_path):
+    pytest.importorskip("torch")
+    assert _run(EMBED, tmp_path, "embed_f") == _run(EMBED, tmp_path, "embed_t",
+                                                     torch_real=True)

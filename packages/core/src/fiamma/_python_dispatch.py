@@ -1445,11 +1445,70 @@ def _xent(c, input, target, weight=None, size_average=None, ignore_index=-100, r
                       ignore_index=ignore_index, reduction=reduction)
 
 
+A.define("bernoulli_.float", "(Tensor(a!) self, float p=0.5, *, Generator? generator=None) -> "
+         "Tensor(a!)", lambda self, p=0.5, generator=None: self.bernoulli_(p, generator=generator))
+A.define("div_.Scalar", "(Tensor(a!) self, Scalar other) -> Tensor(a!)",
+         lambda self, other: self.div_(other))
+A.define("embedding.default", "(Tensor weight, Tensor indices, SymInt padding_idx=-1, "
+         "bool scale_grad_by_freq=False, bool sparse=False) -> Tensor",
+         lambda weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False:
+         _F().embedding(indices, weight, None if padding_idx == -1 else padding_idx,
+                        scale_grad_by_freq=scale_grad_by_freq, sparse=sparse))
+
+
+A.define("index_add.default", "(Tensor self, int dim, Tensor index, Tensor source, *, "
+         "Scalar alpha=1) -> Tensor", lambda self, dim, index, source, alpha=1:
+         self.index_add(dim, index, source, alpha=alpha))
+A.define("index_add_.default", "(Tensor(a!) self, int dim, Tensor index, Tensor source, *, "
+         "Scalar alpha=1) -> Tensor(a!)", lambda self, dim, index, source, alpha=1:
+         self.index_add_(dim, index, source, alpha=alpha))
+
+
+def _mk_index_add(qual):
+    def h(c, self, dim, index, source, *, alpha=1, out=None):
+        _no_out(qual, out)
+        return c.prim(_ov(qual), (self, dim, index, source), {"alpha": alpha} if alpha != 1
+                      else {})
+    return h
+
+
+_H["index_add"] = _H["Tensor.index_add"] = _mk_index_add("index_add")
+_H["Tensor.index_add_"] = _mk_index_add("index_add_")
+
+
+@_reg("Tensor.bernoulli_")
+def _bernoulli_(c, self, p=0.5, *, generator=None):
+    if _is_t(p):
+        _unsupported("bernoulli_ with a tensor of probabilities")
+    return c.prim(_ov("bernoulli_.float"), (self, p),
+                  {"generator": generator} if generator is not None else {})
+
+
 @_reg("F.dropout", "dropout")
 def _fdropout(c, input, p=0.5, training=True, inplace=False):
+    """PyTorch's decomposition: a Bernoulli mask scaled by 1/(1-p), multiplied in."""
     if not training or p == 0:
         return input
-    return c.prim(_ov("native_dropout"), (input, p, True), pick=0)
+    mask = fiamma.empty_like(input)
+    if p == 1:
+        mask = mask.zero_()
+    else:
+        mask = _as("bernoulli_", _ov("bernoulli_.float"), (mask, 1 - p))
+        mask = _as("div_", _ov("div_.Scalar"), (mask, 1 - p))
+    return input.mul_(mask) if inplace else input * mask
+
+
+@_reg("F.embedding", "embedding")
+def _fembedding(c, input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+                scale_grad_by_freq=False, sparse=False):
+    if max_norm is not None:
+        _unsupported("F.embedding(max_norm=)")
+    if padding_idx is not None and padding_idx < 0:
+        padding_idx += weight.shape[0]
+    return c.prim(_ov("embedding"), (weight, input) + (
+        (padding_idx,) if padding_idx is not None or scale_grad_by_freq or sparse else ()) + (
+        (scale_grad_by_freq,) if scale_grad_by_freq or sparse else ()) + (
+        (sparse,) if sparse else ()))
 
 
 def _tuple(v, n):
