@@ -433,3 +433,23 @@ def test_mode_op_names_match_pytorch():
         np = pytest.importorskip("numpy")
         np.testing.assert_allclose(np.array(got.tolist(), dtype=float),
                                    np.array(want.tolist(), dtype=float), rtol=1e-6, err_msg=i)
+
+
+def test_non_wrapper_subclass_with_real_data():
+    from fiamma.utils._mode_utils import no_dispatch
+
+    seen = []
+
+    class Tagged(fiamma.Tensor):
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+            seen.append(str(func))
+            with no_dispatch():
+                out = func(*args, **(kwargs or {}))
+            return tree_map(lambda e: e.as_subclass(cls) if type(e) is fiamma.Tensor else e,
+                            out)
+
+    x = fiamma.Tensor._make_subclass(Tagged, fiamma.tensor([1.0, -2.0]))
+    y = (x * 3).abs()
+    assert type(y) is Tagged and y.tolist() == [3.0, 6.0]
+    assert seen == ["aten.mul.Tensor", "aten.abs.default"]

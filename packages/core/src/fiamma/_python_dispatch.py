@@ -384,7 +384,7 @@ _PASSTHROUGH = frozenset("""
     __hash__ names is_inference is_nested output_nr _version
     register_post_accumulate_grad_hook is_shared untyped_storage storage
     is_pinned __setstate__ __array__ __contains__ dim_order _is_view is_neg is_conj
-    data __str__ type is_set_to requires_grad grad_fn
+    data __str__ type is_set_to requires_grad grad_fn tolist numpy
 """.split())
 
 
@@ -804,13 +804,6 @@ for _n, _conv in (("__float__", float), ("__int__", int), ("__complex__", comple
             return conv(self.item())
         return h
     _H["Tensor." + _n] = _mk_num(_conv)
-
-
-@_reg("Tensor.tolist", "tolist")
-def _tolist(c, self):
-    if self.ndim == 0:
-        return self.item()
-    return [self.select(0, i).tolist() for i in range(self.shape[0])]
 
 
 # ---- reductions ---------------------------------------------------------------------------------
