@@ -453,3 +453,10 @@ def test_non_wrapper_subclass_with_real_data():
     y = (x * 3).abs()
     assert type(y) is Tagged and y.tolist() == [3.0, 6.0]
     assert seen == ["aten.mul.Tensor", "aten.abs.default"]
+
+
+def test_data_of_a_subclass_is_its_detach():
+    pytest.importorskip("fiamma.autograd")
+    w = LoggingTensor(fiamma.ones(2), requires_grad=True)
+    d, log = _logged(lambda: w.data)
+    assert type(d) is LoggingTensor and not d.requires_grad and log == ["aten.detach.default"]

@@ -384,7 +384,7 @@ _PASSTHROUGH = frozenset("""
     __hash__ names is_inference is_nested output_nr _version
     register_post_accumulate_grad_hook is_shared untyped_storage storage
     is_pinned __setstate__ __array__ __contains__ dim_order _is_view is_neg is_conj
-    data __str__ type is_set_to requires_grad grad_fn tolist numpy
+    __str__ type is_set_to requires_grad grad_fn tolist numpy
 """.split())
 
 
@@ -742,7 +742,7 @@ def _clone(c, input, memory_format=None):
                   {"memory_format": memory_format} if memory_format is not None else {})
 
 
-@_reg("detach", "Tensor.detach")
+@_reg("detach", "Tensor.detach", "Tensor.data")
 def _detach(c, input):
     return c.prim(_ov("detach"), (input,))
 
