@@ -1145,11 +1145,6 @@ def _permute(c, input, *dims, **kw):
     return c.prim(_ov("permute"), (input, list(_shape_arg(dims, d, "permute"))))
 
 
-@_reg("Tensor.T", "Tensor.mT")
-def _tprop(c, self):
-    raise AssertionError  # replaced below (the name decides)
-
-
 def _T(c, self):
     return c.prim(_ov("permute"), (self, list(range(self.ndim))[::-1]))
 
