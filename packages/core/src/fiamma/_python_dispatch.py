@@ -59,8 +59,8 @@ def _types(args, kwargs):
     found = _td_args(args, [])
     if kwargs:
         _td_args(kwargs.values(), found)
-    # a subclass before its parent
-    found.sort(key=lambda t: -len(t.__mro__))
+    if len(found) > 1:  # a subclass before its parent
+        found.sort(key=lambda t: -len(t.__mro__))
     return found
 
 
@@ -70,7 +70,20 @@ def active(args, kwargs):
         return False
     if state.modes:
         return True
-    return bool(_types(args, kwargs))
+    td = TD_TYPES
+    for a in args:
+        t = type(a)
+        if t in td:
+            return True
+        if t is list or t is tuple:
+            for b in a:
+                if type(b) in td:
+                    return True
+    if kwargs:
+        for a in kwargs.values():
+            if type(a) in td:
+                return True
+    return False
 
 
 # ---- the dispatch -------------------------------------------------------------------------------
@@ -124,15 +137,15 @@ def _quiet(impl, args, kwargs):
 def redispatch(op, args, kwargs):
     """``op`` (an ATen overload) to the innermost mode, then the subclasses' handlers."""
     st = state
+    types_ = tuple(_types(args, kwargs)) if not st.off else ()
     if st.modes and not st.off:
         mode = st.modes.pop()
         try:
-            r = mode.__torch_dispatch__(op, tuple(_types(args, kwargs)), args, kwargs)
+            r = mode.__torch_dispatch__(op, types_, args, kwargs)
         finally:
             st.modes.append(mode)
         if r is not NotImplemented:
             return r
-    types_ = tuple(_types(args, kwargs)) if not st.off else ()
     if not types_:
         return op(*args, **kwargs)
     for t in types_:
