@@ -460,3 +460,12 @@ def test_data_of_a_subclass_is_its_detach():
     w = LoggingTensor(fiamma.ones(2), requires_grad=True)
     d, log = _logged(lambda: w.data)
     assert type(d) is LoggingTensor and not d.requires_grad and log == ["aten.detach.default"]
+
+
+def test_torch_ops_isinstance_names():
+    import fiamma._ops as torch_ops  # what torch._ops maps to under fiamma.run
+
+    assert isinstance(aten.add.Tensor, torch_ops.OpOverload)
+    assert isinstance(aten.add, torch_ops.OpOverloadPacket)
+    assert not isinstance(fiamma.add, torch_ops.OpOverload)
+    assert torch_ops.OpOverload.__name__ == "OpOverload"

@@ -166,3 +166,37 @@ def define(qual, args_text, impl, is_view=False):
     o = OpOverload(p, ov, f"{head}{args_text}", impl, is_view)
     p._overloads[ov] = o
     return o
+
+
+class _AnyMeta(type):
+    def __instancecheck__(cls, obj):
+        import sys
+
+        lib = sys.modules.get("fiamma.library._op")
+        kinds = (cls._aten,) + ((getattr(lib, cls.__name__),) if lib is not None else ())
+        return isinstance(obj, kinds)
+
+    def __subclasscheck__(cls, sub):
+        import sys
+
+        lib = sys.modules.get("fiamma.library._op")
+        kinds = (cls._aten,) + ((getattr(lib, cls.__name__),) if lib is not None else ())
+        return issubclass(sub, kinds)
+
+
+class _AnyOverload(metaclass=_AnyMeta):
+    """``torch._ops.OpOverload`` for isinstance checks: an ATen overload or a
+    fiamma.library operator's."""
+
+    _aten = OpOverload
+
+
+class _AnyPacket(metaclass=_AnyMeta):
+    """``torch._ops.OpOverloadPacket`` for isinstance checks."""
+
+    _aten = OpOverloadPacket
+
+
+_AnyOverload.__name__ = _AnyOverload.__qualname__ = "OpOverload"
+_AnyPacket.__name__ = _AnyPacket.__qualname__ = "OpOverloadPacket"
+ANY = {"OpOverload": _AnyOverload, "OpOverloadPacket": _AnyPacket}
