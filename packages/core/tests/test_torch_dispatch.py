@@ -469,3 +469,13 @@ def test_torch_ops_isinstance_names():
     assert isinstance(aten.add, torch_ops.OpOverloadPacket)
     assert not isinstance(fiamma.add, torch_ops.OpOverload)
     assert torch_ops.OpOverload.__name__ == "OpOverload"
+
+
+def test_flop_counter_is_a_dispatch_mode_and_counts_through_wrappers():
+    from fiamma.utils.flop_counter import FlopCounterMode
+
+    a = LoggingTensor(fiamma.ones(4, 3))
+    with FlopCounterMode(display=False) as fc, Recorder() as r:
+        a @ fiamma.ones(3, 5)
+    assert isinstance(fc, TorchDispatchMode)
+    assert fc.get_total_flops() == 120 and r.ops == ["aten.ones.default", "aten.mm.default"]
