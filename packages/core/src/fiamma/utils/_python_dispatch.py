@@ -15,8 +15,9 @@ the next mode out). Nothing of this costs anything before a mode is entered.
 ...     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
 ...         self.ops.append(str(func))
 ...         return func(*args, **(kwargs or {}))
+>>> a, b = fiamma.ones(2, 3), fiamma.ones(3, 1)
 >>> with Log() as log:
-...     y = (fiamma.ones(2, 3) @ fiamma.ones(3, 1)).relu()
+...     y = (a @ b).relu()
 >>> log.ops
 ['aten.mm.default', 'aten.relu.default']
 """
