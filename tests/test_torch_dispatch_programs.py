@@ -233,6 +233,35 @@ EMBED = textwrap.dedent('''
 ''')
 
 
+INPLACE = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class OpLog(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(inplace=True), nn.Linear(4, 1))
+    x = torch.randn(5, 3)
+    with OpLog() as log:
+        y = model(x)
+    print("forward:", " ".join(log.ops))
+    with OpLog():
+        y.sum().backward()
+    g = model[0].weight.grad.clone()
+    model.zero_grad()
+    model(x).sum().backward()
+    print("same gradients:", torch.equal(g, model[0].weight.grad))
+''')
+
+
 def _run(code, tmp_path, name, torch_real=False):
     path = tmp_path / f"{name}.py"
     path.write_text(code)
@@ -339,3 +368,18 @@ def test_embedding_dropout_program_parity(tmp_path):
     pytest.importorskip("torch")
     assert _run(EMBED, tmp_path, "embed_f") == _run(EMBED, tmp_path, "embed_t",
                                                      torch_real=True)
+
+
+def test_inplace_relu_program(tmp_path):
+    assert _run(INPLACE, tmp_path, "inplace") == [
+        "forward: aten.t.default aten.addmm.default aten.relu_.default aten.detach.default "
+        "aten.t.default aten.addmm.default",
+        "same gradients: True",
+    ]
+
+
+@pytest.mark.parity
+def test_inplace_relu_program_parity(tmp_path):
+    pytest.importorskip("torch")
+    assert _run(INPLACE, tmp_path, "inplace_f") == _run(INPLACE, tmp_path, "inplace_t",
+                                                         torch_real=True)

@@ -479,3 +479,10 @@ def test_flop_counter_is_a_dispatch_mode_and_counts_through_wrappers():
         a @ fiamma.ones(3, 5)
     assert isinstance(fc, TorchDispatchMode)
     assert fc.get_total_flops() == 120 and r.ops == ["aten.ones.default", "aten.mm.default"]
+
+
+def test_inplace_with_grad_on_a_subclass_names_itself():
+    pytest.importorskip("fiamma.autograd")
+    w = LoggingTensor(fiamma.ones(2), requires_grad=True)
+    with pytest.raises(NotImplementedError, match="in-place op with gradients"):
+        (w * 1).relu_()

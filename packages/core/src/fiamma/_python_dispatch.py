@@ -156,6 +156,10 @@ def redispatch(op, args, kwargs):
                     f"returned NotImplemented: {[t.__name__ for t in types_]}")
 
 
+_INPLACE = object()  # the mark of a captured record_inplace
+_INPLACE_FN = object()  # ... of a captured inplace(fn, ...) (computed out of place, written in)
+
+
 class _Capture:
     """A recorder collecting what an op records for autograd (installed in place of the
     autograd recorder while the op runs on meta stand-ins; not a trace hook, since ops record
@@ -174,13 +178,13 @@ class _Capture:
         t.requires_grad = flag
 
     def record_inplace(self, op, out, inputs, kwargs):
-        self.records.append(("inplace", op))
+        self.records.append((_INPLACE, op, out, inputs, kwargs))
 
     def check_inplace(self, t, op):
         pass
 
     def inplace(self, fn, name, self_, args, kwargs):
-        self.records.append(("inplace", name))
+        self.records.append((_INPLACE_FN, name, self_, args, kwargs))
 
 
 def _stand_in(t, table):
@@ -236,6 +240,14 @@ class _Call:
         needs = G.state.enabled and (_any_requires_grad(self.args)
                                      or _any_requires_grad(self.kwargs.values()))
         recs = self._capture() if needs else None
+        if recs and len(recs[2]) == 1 and recs[2][0][0] is _INPLACE:
+            # an in-place op with gradients: PyTorch's leaf check before the write
+            rev = {id(st): orig for st, orig in recs[0].values()}
+            target = rev.get(id(recs[2][0][2]))
+            if target is not None:
+                G.check_inplace(target, recs[2][0][1])
+        if recs and len(recs[2]) == 1 and recs[2][0][0] is _INPLACE_FN:
+            return self._inplace_fn(op, recs, args, kwargs)
         prev = G.set_grad_enabled_flag(False)
         try:
             out = redispatch(op, args, kwargs)
@@ -279,6 +291,8 @@ class _Call:
         if not records:
             return
         name = _name(self.public)
+        if len(records) == 1 and records[0][0] is _INPLACE:
+            return self._replay_inplace(op, table, records[0], out)
         if len(records) != 1 or records[0][0] == "inplace":
             raise NotImplementedError(
                 f"fiamma.{name} ({op}): gradients through a __torch_dispatch__ subclass or "
@@ -311,6 +325,63 @@ class _Call:
         kw = _map(dict(kw), back)
         real_out = outs[id(rout)] if isinstance(rout, Tensor) else out
         G.record(key, real_out, inputs, kw)
+
+
+def _replay_inplace(self, op, table, rec, out):
+    """Record a captured in-place node on the real tensors (after the dispatched write, as
+    core's in-place ops record after writing)."""
+    _, key, rout, inputs, kw = rec
+    rev = {id(st): orig for st, orig in table.values()}
+
+    def back(t):
+        r = rev.get(id(t))
+        if r is None:
+            raise NotImplementedError(
+                f"fiamma.{_name(self.public)} ({op}): its autograd record keeps an "
+                "intermediate tensor, which a __torch_dispatch__ subclass or mode cannot "
+                "provide")
+        return r
+
+    target = back(rout)
+    G.record_inplace(key, target, _map(tuple(inputs), back), _map(dict(kw), back))
+
+
+_Call._replay_inplace = _replay_inplace
+
+
+def _inplace_fn(self, op, recs, args, kwargs):
+    """An in-place op that core runs with gradients as ``autograd.inplace`` (out of place on a
+    copy, written into ``self``, history rebased): under a mode, the copy gets the dispatched
+    in-place op, so the mode sees ``op`` and autograd the usual rebase."""
+    table, _, records = recs
+    _, name, st, _, _ = records[0]
+    if _types(self.args, self.kwargs):
+        raise NotImplementedError(
+            f"fiamma.{_name(self.public)} ({op}): an in-place op with gradients on a "
+            "__torch_dispatch__ subclass is not supported (use the out-of-place op)")
+    rev = {id(s): orig for s, orig in table.values()}
+    target = rev.get(id(st))
+    if target is None or args[0] is not target:
+        raise NotImplementedError(f"fiamma.{_name(self.public)} ({op}): in-place op with "
+                                  "gradients on an argument fiamma cannot follow")
+
+    def run(s, *a, **k):
+        t = _quiet(Tensor.clone, (s,), {})
+        r = redispatch(op, (t,) + tuple(args[1:]), kwargs)
+        _HIDE_COPY[0] = r  # the recorder's write of the result into self is not reported
+        return r
+
+    try:
+        G.inplace(run, name, target, (), {})
+    finally:
+        _HIDE_COPY[0] = None
+    return target
+
+
+_HIDE_COPY = [None]
+
+
+_Call._inplace_fn = _inplace_fn
 
 
 # ---- _make_wrapper_subclass ---------------------------------------------------------------------
@@ -687,6 +758,9 @@ A.define("_local_scalar_dense.default", "(Tensor self) -> Scalar",
 
 @_reg("Tensor.copy_", "copy_")
 def _copy_(c, self, src, non_blocking=False):
+    if _HIDE_COPY[0] is not None and src is _HIDE_COPY[0]:
+        _HIDE_COPY[0] = None
+        return _quiet(c.impl, c.args, c.kwargs)
     return c.prim(_ov("copy_"), (self, src), {"non_blocking": True} if non_blocking else {})
 
 
