@@ -95,7 +95,8 @@ _SUBMODULES = {"linalg", "fft", "special", "multiprocessing", "safetensors", "ut
                "backends", "accelerator", "cuda", "amp", "cpu", "hub", "testing",
                "detection", "profiler", "sparse", "array_api", "ops", "xpu", "mps", "futures",
                "_dynamo", "functional", "compiler", "_inductor", "nested", "signal", "types",
-               "storage", "torch_version", "library", "quasirandom", "mtia"}
+               "storage", "torch_version", "library", "quasirandom", "mtia", "__future__",
+               "overrides"}
 
 # sibling distributions, imported on first use
 _SIBLINGS = {

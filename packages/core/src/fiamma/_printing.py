@@ -218,13 +218,17 @@ def _add_suffixes(text, suffixes, indent, linewidth):
     return text + ")"
 
 
-def tensor_repr(t):
-    """``repr(t)``: ``tensor([1., 2.], dtype=fiamma.float64, requires_grad=True)``."""
+def tensor_repr(t, *, tensor_contents=None):
+    """``repr(t)``: ``tensor([1., 2.], dtype=fiamma.float64, requires_grad=True)``.
+    ``tensor_contents``: the text shown in place of the values (what a ``__torch_dispatch__``
+    wrapper's ``__repr__`` passes: ``LoggingTensor(tensor([1., 2.]))``)."""
     opts = _opts
-    # a subclass under the __torch_function__ protocol shows its class name, as PyTorch's
+    # a subclass under the __torch_function__ protocol (or with __torch_dispatch__) shows its
+    # class name, as PyTorch's
     cls = type(t)
-    prefix = "tensor(" if cls is _TF._TENSOR[0] or \
-        cls.__torch_function__ is _TF.disabled_torch_function_impl else cls.__name__ + "("
+    prefix = "tensor(" if cls is _TF._TENSOR[0] or (
+        cls.__torch_function__ is _TF.disabled_torch_function_impl
+        and cls not in _TF.TD_TYPES) else cls.__name__ + "("
     indent = len(prefix)
     suffixes = []
     dev = t.device
@@ -232,7 +236,9 @@ def tensor_repr(t):
         suffixes.append(f"device='{dev.type}:{dev.index or 0}'" if dev.type == "cuda"
                         else f"device='{dev}'")
     dt = t._dtype
-    if dev.type == "meta":  # no data: PyTorch's "tensor(..., device='meta', size=(2, 3))"
+    if tensor_contents is not None:
+        body = str(tensor_contents)
+    elif dev.type == "meta":  # no data: PyTorch's "tensor(..., device='meta', size=(2, 3))"
         body = "..."
         suffixes.append(f"size={tuple(t._shape)}")
         if dt is not D.get_default_dtype():

@@ -80,6 +80,17 @@ class Tensor:
     # keeps a subclass's type on results; a dispatching subclass gets dispatching methods
     __torch_function__ = classmethod(_TF.default_torch_function)
 
+    # PyTorch's __torch_dispatch__ (fiamma._python_dispatch): a subclass defining it sees the
+    # ATen ops below autograd; Tensor's own is the disabled one
+    __torch_dispatch__ = _TF.disabled_torch_dispatch_impl
+
+    @staticmethod
+    def _make_wrapper_subclass(cls, size, strides=None, storage_offset=None, **kwargs):
+        """An instance of ``cls`` with the given geometry, ``dtype``, ``device`` and
+        ``requires_grad`` and no data of its own (PyTorch's wrapper subclasses: the data lives
+        in tensors the instance holds; its ``__torch_dispatch__`` computes every op)."""
+        return _TF._pd().make_wrapper(cls, size, strides, storage_offset, **kwargs)
+
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         _TF.init_subclass(cls)

@@ -269,8 +269,19 @@ def _view_of(st, dt, shape, stride, offset):
     return t
 
 
+def module_load(self, other, assign=False):
+    """What ``nn.Module.load_state_dict`` (with ``fiamma.__future__``'s swap switch on) swaps
+    into the parameter or buffer ``self`` for the checkpoint's ``other``: ``other.detach()``
+    with ``assign``, else ``self.copy_(other).detach()``. A subclass's ``__torch_function__``
+    may transform it (PyTorch's extension point)."""
+    if assign:
+        return other.detach()
+    return self.copy_(other).detach()
+
+
 # Tensor methods of this module: attached by fiamma._methods (the one place that does)
 METHODS = {
+    "module_load": module_load,
     "new_empty": _new_empty, "new_zeros": _new_zeros, "new_ones": _new_ones,
     "new_full": _new_full, "new_tensor": _new_tensor,
     **_PREDICATES,

@@ -123,5 +123,38 @@ module._is_torch_function_enabled = lambda: not _TF.state.sub_off
 module._is_torch_function_mode_enabled = lambda: bool(_TF.state.modes) and not _TF.state.all_off
 module._push_on_torch_function_stack = _overrides._push_mode
 module._pop_torch_function_stack = _overrides._pop_mode
+# __torch_dispatch__ (fiamma._python_dispatch; the mode stack of fiamma.utils._python_dispatch)
+module._disabled_torch_dispatch_impl = _TF.disabled_torch_dispatch_impl
+
+
+def _td_stack(name):
+    def call(*args, **kwargs):
+        import importlib
+
+        return getattr(importlib.import_module("fiamma.utils._python_dispatch"), name)(
+            *args, **kwargs)
+    call.__name__ = name
+    return call
+
+
+module._push_on_torch_dispatch_stack = _td_stack("_push_mode")
+module._pop_torch_dispatch_stack = _td_stack("_pop_mode")
+module._len_torch_dispatch_stack = _td_stack("_len_torch_dispatch_stack")
+module._get_dispatch_stack_at = _td_stack("_get_dispatch_stack_at")
+
+
+class _DisableTorchDispatch:
+    """``torch._C._DisableTorchDispatch``: no subclass or mode sees the ops run inside."""
+
+    def __enter__(self):
+        _TF.td_state.off += 1
+        return self
+
+    def __exit__(self, *exc):
+        _TF.td_state.off -= 1
+        return False
+
+
+module._DisableTorchDispatch = _DisableTorchDispatch
 module._len_torch_function_stack = _overrides._len_torch_function_stack
 module._get_function_stack_at = lambda i: _TF.state.modes[i]

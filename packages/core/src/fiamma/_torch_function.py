@@ -70,6 +70,61 @@ class _DisabledImpl:
 disabled_torch_function_impl = _DisabledImpl()
 
 
+# ---- __torch_dispatch__ (fiamma._python_dispatch, imported when first needed) -------------------
+
+class _TDState(threading.local):
+    def __init__(self):
+        self.modes = []   # the entered TorchDispatchModes, innermost last
+        self.off = 0      # _DisableTorchDispatch depth
+
+
+td_state = _TDState()
+TD_TYPES = set()   # Tensor subclasses defining __torch_dispatch__
+_TD_ON = [False]   # such a class exists or a dispatch mode was entered
+_PD = []           # [fiamma._python_dispatch] once imported
+
+
+class _DisabledDispatchImpl:
+    """``torch._C._disabled_torch_dispatch_impl`` (``Tensor.__torch_dispatch__``): a class
+    keeping it does not dispatch; called, it runs ``func`` with subclass dispatch off."""
+
+    __slots__ = ()
+
+    def __call__(self, func, types, args=(), kwargs=None):
+        td_state.off += 1
+        try:
+            return func(*args, **(kwargs or {}))
+        finally:
+            td_state.off -= 1
+
+    def __repr__(self):
+        return "<built-in function _disabled_torch_dispatch_impl>"
+
+    def __reduce__(self):
+        return "disabled_torch_dispatch_impl"
+
+
+disabled_torch_dispatch_impl = _DisabledDispatchImpl()
+
+
+def _pd():
+    if not _PD:
+        import importlib
+
+        _PD.append(importlib.import_module("fiamma._python_dispatch"))
+    return _PD[0]
+
+
+def _below(public, impl, args, kwargs):
+    """Below ``__torch_function__``: a ``__torch_dispatch__`` subclass argument or dispatch
+    mode takes the call (fiamma._python_dispatch), else ``impl`` runs."""
+    if _TD_ON[0]:
+        pd = _pd()
+        if pd.active(args, kwargs):
+            return pd.dispatch(public, impl, args, kwargs)
+    return impl(*args, **kwargs)
+
+
 class DisableTorchFunctionSubclass:
     """Context manager: calls inside do not dispatch to Tensor subclasses or tensor-likes
     (modes still do), as ``torch._C.DisableTorchFunctionSubclass``."""
@@ -126,7 +181,7 @@ def _type_dispatches(t):
         r = tf is not None and tf is not disabled_torch_function_impl and t is not _TENSOR[0] \
             and not _is_real_torch_tensor(t)
         _HAS_TF[t] = r
-        if not r and t is not list and t is not tuple:
+        if not r and t is not list and t is not tuple and t not in TD_TYPES:
             _PLAIN.add(t)
     return r
 
@@ -199,6 +254,8 @@ def handle(public, overloaded, args, kwargs):
             return r
         tried.append(f"  - mode object {mode!r}")
     for a in overloaded:
+        if _TD_ON[0] and type(a) in TD_TYPES and not _active["all_methods"]:
+            _custom_tf_of_dispatch_class(type(a))
         r = a.__torch_function__(public, types_, args, kwargs)
         if r is not NotImplemented:
             return r
@@ -217,7 +274,7 @@ def dispatch(public, impl, args, kwargs):
     protocol if a mode is active or an argument dispatches, else run ``impl``."""
     st = state
     if st.all_off:
-        return impl(*args, **kwargs)
+        return _below(public, impl, args, kwargs)
     found = None
     if not st.sub_off:
         found = overloaded_args(args)
@@ -230,7 +287,7 @@ def dispatch(public, impl, args, kwargs):
                     for a in more:
                         _add(found, a)
     if found is None and not st.modes:
-        return impl(*args, **kwargs)
+        return _below(public, impl, args, kwargs)
     return handle(public, found, args, kwargs)
 
 
@@ -239,7 +296,7 @@ def _dispatch_modes(public, impl, args, kwargs):
     st = state
     if st.modes and not st.all_off:
         return handle(public, None, args, kwargs)
-    return impl(*args, **kwargs)
+    return _below(public, impl, args, kwargs)
 
 
 def _dispatch_operator(public, impl, args, kwargs):
@@ -285,7 +342,11 @@ def default_torch_function(cls, func, types, args=(), kwargs=None):
     st = state
     st.sub_off += 1
     try:
-        ret = func(*args, **kwargs)
+        if _TD_ON[0] and not TD_TYPES.isdisjoint(types):
+            # a Tensor method is not retargeted (level 1): reach __torch_dispatch__ directly
+            ret = _below(func, func, args, kwargs)
+        else:
+            ret = func(*args, **kwargs)
     finally:
         st.sub_off -= 1
     if func in _NOWRAP:
@@ -357,7 +418,8 @@ _entries = {}        # id(function) -> _Entry (each retargetable function, once)
 _built = set()       # namespace names whose functions are entries
 _tensor_entries = {}  # Tensor attribute name -> (public, impl, kind) for subclass wrappers
 _sub_members = {}    # Tensor attribute name -> what a dispatching subclass gets
-_active = {"sticky": False, "modes": 0, "on": 0}  # on: the level set (see _set)
+_active = {"sticky": False, "modes": 0, "on": 0,  # on: the level set (see _set)
+           "all_methods": False}  # Tensor's methods retargeted for good (see below)
 _disp_codes = {}     # number of free variables -> the dispatcher code
 
 
@@ -550,7 +612,18 @@ def _build_all():
 
 
 def _level():
-    return 2 if _active["modes"] else 1 if _active["sticky"] else 0
+    return 2 if _active["modes"] or _active["all_methods"] else 1 if _active["sticky"] else 0
+
+
+def _custom_tf_of_dispatch_class(cls):
+    """A ``__torch_dispatch__`` class with its own ``__torch_function__`` (not the default):
+    its handler calls Tensor's methods (``func(*args)``), which must reach
+    ``__torch_dispatch__`` as PyTorch's C++ methods do, so Tensor's own methods are retargeted
+    from now on (level 2 for good: plain tensors' methods pay the dispatcher's check)."""
+    if getattr(cls.__torch_function__, "__func__", None) is not default_torch_function:
+        with _lock:
+            _active["all_methods"] = True
+            _set(_level())
 
 
 def _set(level):
@@ -592,6 +665,21 @@ def activate_for_class(cls=None):
         _set(_level())
 
 
+def push_dispatch_mode(mode):
+    """Enter a TorchDispatchMode (innermost last): every public call checks from now on."""
+    _TD_ON[0] = True
+    _pd()
+    register_namespace("fiamma.fused")
+    td_state.modes.append(mode)
+    mode_entered()
+
+
+def pop_dispatch_mode():
+    mode = td_state.modes.pop()
+    mode_exited()
+    return mode
+
+
 def mode_entered():
     with _lock:
         _active["modes"] += 1
@@ -609,9 +697,19 @@ def mode_exited():
 
 
 def init_subclass(cls):
-    """``Tensor.__init_subclass__``: give a dispatching subclass the dispatching methods."""
+    """``Tensor.__init_subclass__``: give a dispatching subclass the dispatching methods (a
+    class defining ``__torch_dispatch__`` gets them too, whatever its ``__torch_function__``)."""
     tf = getattr(cls, "__torch_function__", None)
-    if tf is disabled_torch_function_impl or tf is None:
+    td = getattr(cls, "__torch_dispatch__", disabled_torch_dispatch_impl)
+    td = td is not disabled_torch_dispatch_impl
+    if td:
+        register_namespace("fiamma.fused")  # the backward formulas' fused kernels
+        TD_TYPES.add(cls)
+        _PLAIN.discard(cls)
+        _HAS_TF.pop(cls, None)
+        _TD_ON[0] = True
+        _pd().install_class(cls)
+    elif tf is disabled_torch_function_impl or tf is None:
         return
     T = _TENSOR[0]
     with _lock:

@@ -1,7 +1,8 @@
 """``torch.ops``: the operator namespaces. ``fiamma.ops.<namespace>.<name>`` is an operator
 defined with :mod:`fiamma.library` (``custom_op``, ``Library.define``): an
 ``OpOverloadPacket`` whose ``.default`` is the ``OpOverload``; both are callable. fiamma's own
-ops are the Python functions of ``fiamma`` (there are no ``fiamma.ops.aten`` overloads); the
+ops are the Python functions of ``fiamma`` (``fiamma.ops.aten`` names them as ATen overloads for
+``__torch_dispatch__``, see fiamma._aten); the
 ``profiler`` namespace holds the calls graph code uses to open and close a labelled range
 (torch.fx's profiling tracer emits them).
 
@@ -43,6 +44,11 @@ class _Namespace:
         packet = _registry().get(f"{ns}::{op}")
         if packet is not None:
             return packet
+        if ns == "aten":  # the ATen ops __torch_dispatch__ sees (fiamma._python_dispatch)
+            import importlib
+
+            importlib.import_module("fiamma._python_dispatch")
+            return importlib.import_module("fiamma._aten").packet(op)
         raise AttributeError(f"fiamma.ops.{ns} has no operator {op!r} (define it with "
                              "fiamma.library.custom_op or Library.define)")
 
@@ -77,7 +83,8 @@ profiler = _Namespace("profiler", "Profiler ranges as operators.")
 profiler._record_function_enter = _enter
 profiler._record_function_enter_new = _enter
 profiler._record_function_exit = _exit
-aten = _Namespace("aten", "ATen's operators: not provided (fiamma's ops are Python functions).")
+aten = _Namespace("aten", "ATen's operators as __torch_dispatch__ sees them (fiamma._aten): "
+                         "fiamma's ops are Python functions reported under ATen's names.")
 
 
 _namespaces = {}

@@ -11,6 +11,8 @@ imported on use:
 * ``fiamma.utils._pytree``: ``tree_flatten``/``tree_unflatten``/``tree_map`` over nested
   containers (PyTorch's private ``torch.utils._pytree``, which libraries use).
 
+* ``fiamma.utils._python_dispatch``: ``TorchDispatchMode`` and the mode stack helpers
+  (PyTorch's ``__torch_dispatch__`` modes; see fiamma._python_dispatch).
 * ``fiamma.utils.flop_counter``: ``FlopCounterMode`` (FLOPs of the products and convolutions).
 * ``fiamma.utils.dlpack``: ``to_dlpack`` / ``from_dlpack`` (DLPack capsules).
 * ``fiamma.utils.weak``: ``WeakIdKeyDictionary`` & co. (weak references by identity).
@@ -24,7 +26,8 @@ imported on use:
 from fiamma.utils._swap import swap_tensors  # noqa: F401
 
 _SUBMODULES = {"cext", "data", "checkpoint", "tensorboard", "model_zoo", "benchmark",
-               "_pytree", "files", "flop_counter", "dlpack", "weak"}
+               "_pytree", "files", "flop_counter", "dlpack", "weak", "_python_dispatch",
+               "_mode_utils"}
 
 
 def __getattr__(name):

@@ -326,9 +326,31 @@ def _flatten_up_to(spec, tree, is_leaf):
     return out
 
 
+_BUILTIN_NODES = (SUPPORTED_NODES[tuple], SUPPORTED_NODES[list], SUPPORTED_NODES[dict])
+
+
+def _map1(func, tree):
+    """``tree_map(func, tree)`` without building a spec for the plain containers (what
+    ``__torch_dispatch__`` handlers map over each op's arguments); leaves in the same order."""
+    t = type(tree)
+    if t is tuple:
+        return tuple([_map1(func, x) for x in tree])
+    if t is list:
+        return [_map1(func, x) for x in tree]
+    if t is dict:
+        return {k: _map1(func, v) for k, v in tree.items()}
+    if t in SUPPORTED_NODES or issubclass(t, tuple):  # other containers: the general way
+        leaves, spec = tree_flatten(tree)
+        return spec.unflatten([func(x) for x in leaves])
+    return func(tree)
+
+
 def tree_map(func, tree, *rests, is_leaf=None):
     """A tree of ``tree``'s structure holding ``func(leaf, *same leaves of rests)``; each of
     ``rests`` has ``tree``'s structure (or a deeper one, whose subtrees are passed)."""
+    if not rests and is_leaf is None and (SUPPORTED_NODES[tuple], SUPPORTED_NODES[list],
+                                          SUPPORTED_NODES[dict]) == _BUILTIN_NODES:
+        return _map1(func, tree)
     leaves, spec = tree_flatten(tree, is_leaf)
     others = [_flatten_up_to(spec, r, is_leaf) for r in rests]
     return spec.unflatten(func(*xs) for xs in zip(leaves, *others))

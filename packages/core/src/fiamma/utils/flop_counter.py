@@ -1,7 +1,7 @@
 """fiamma.utils.flop_counter: PyTorch's ``FlopCounterMode``, counting the floating-point
 operations of the matrix products and convolutions run inside it.
 
-fiamma has no dispatcher modes; the counter runs a :mod:`fiamma.profiler` recording with
+The counter runs a :mod:`fiamma.profiler` recording with
 ``with_flops=True`` while it is active and reads the records back. Counted as PyTorch counts
 them: ``2*M*N*K`` for mm/addmm/bmm/baddbmm/matmul, ``2 * output elements * weight elements per
 output channel`` for the convolutions, and their gradients (the input's as a transposed
@@ -22,6 +22,8 @@ installed. Inside a running ``fiamma.profiler.profile`` the counter reads that p
 import collections
 import importlib
 
+from fiamma.utils._python_dispatch import TorchDispatchMode
+
 __all__ = ["FlopCounterMode"]
 
 # the ops whose FLOPs count (the profiler's names); pointwise mul/add do not (PyTorch's registry)
@@ -37,8 +39,13 @@ _KEY["aten::convolution_backward_weight"] = "aten.convolution_backward"
 _CONV_BACKWARD_NODE = "autograd::engine::evaluate_function: ConvolutionBackward"
 
 
-class FlopCounterMode:
+class FlopCounterMode(TorchDispatchMode):
     """Count the FLOPs of what runs inside ``with FlopCounterMode(): ...``.
+
+    A ``TorchDispatchMode`` as PyTorch's (``isinstance`` holds), but it counts from the
+    profiler's records instead of entering the dispatch stack: ops inside pay no dispatch,
+    ``_get_current_dispatch_mode()`` does not return it, and other dispatch modes and
+    ``__torch_dispatch__`` subclasses inside it work unchanged (their ops are counted).
 
     ``depth`` bounds the module depth of the table ``display=True`` prints on exit;
     ``mods`` is accepted for PyTorch's older signature (every module is tracked);

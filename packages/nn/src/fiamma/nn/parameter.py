@@ -7,7 +7,18 @@ __all__ = ["Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer
            "UninitializedTensorMixin", "is_lazy"]
 
 
-class Parameter(fiamma.Tensor):
+class _ParameterMeta(type(fiamma.Tensor)):
+    """``isinstance(t, Parameter)`` also holds for a ``__torch_dispatch__`` subclass instance
+    made a parameter (PyTorch's custom-tensor parameters carry ``_is_param``)."""
+
+    def __instancecheck__(cls, instance):
+        if super().__instancecheck__(instance):
+            return True
+        return cls is Parameter and isinstance(instance, fiamma.Tensor) and \
+            getattr(instance, "_is_param", False)
+
+
+class Parameter(fiamma.Tensor, metaclass=_ParameterMeta):
     """A tensor that is a module parameter: assigning one to a Module attribute registers it
     (it appears in ``parameters()`` and ``state_dict()``). It shares storage with ``data`` and
     requires grad by default.
@@ -26,6 +37,20 @@ class Parameter(fiamma.Tensor):
             data = fiamma.empty(0)
         if not isinstance(data, fiamma.Tensor):
             raise TypeError(f"Parameter: data must be a Tensor, got {type(data).__name__}")
+        if type(data).__torch_dispatch__ is not fiamma.Tensor.__torch_dispatch__ and \
+                not issubclass(type(data), Parameter):
+            # a __torch_dispatch__ subclass stays itself, marked as a parameter (PyTorch's
+            # custom-tensor path: its own detach, then requires_grad)
+            t = data.detach().requires_grad_(requires_grad)
+            if type(t) is not type(data):
+                raise RuntimeError(
+                    f"Creating a Parameter from an instance of type {type(data).__name__} "
+                    "requires that detach() returns an instance of the same type, but return "
+                    f"type {type(t).__name__} was found instead. To use the type as a "
+                    "Parameter, please correct the detach() semantics defined by its "
+                    "__torch_dispatch__() implementation.")
+            t._is_param = True
+            return t
         # as PyTorch's: not seen by a subclass's __torch_function__
         return fiamma.Tensor._make_subclass(cls, data.detach(), requires_grad)
 

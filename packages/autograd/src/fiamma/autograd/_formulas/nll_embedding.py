@@ -76,7 +76,7 @@ def _embedding(ctx, grad):
         return fiamma.sparse_coo_tensor(flat.unsqueeze(0), g, (n, dim)), None
     if p >= 0:
         g = fiamma.where((flat == p).unsqueeze(1), fiamma.zeros((), dtype=g.dtype), g)
-    gw = fiamma.zeros((n, dim), dtype=g.dtype, device=g.device)
+    gw = g.new_zeros((n, dim))  # (g's kind of tensor: a __torch_dispatch__ subclass's too)
     if fiamma.is_grad_enabled() and g.requires_grad:
         return gw.index_add(0, flat, g), None
     return gw.index_add_(0, flat, g), None

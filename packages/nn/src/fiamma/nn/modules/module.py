@@ -6,6 +6,7 @@ checkpoint of a PyTorch model with the same structure loads by key. Calling a mo
 ``forward`` directly when no hook is registered anywhere (the fast path).
 """
 
+import importlib
 import itertools
 from collections import OrderedDict, namedtuple
 
@@ -414,12 +415,32 @@ class Module:
         if recurse:
             for m in self.children():
                 m._apply(fn)
+        future = importlib.import_module("fiamma.__future__")
+        swap = future.get_swap_module_params_on_conversion()
         with fiamma.no_grad():
             for name, p in self._parameters.items():
                 if p is None:
                     continue
                 new = fn(p)
+                if new is not p and (swap or _is_traceable_wrapper(new)):
+                    # PyTorch's swap path: the Parameter object keeps its identity and gets
+                    # the converted tensor's class, dict and data (a __torch_dispatch__
+                    # subclass's payload converted too)
+                    g = fn(p.grad) if p.grad is not None else None
+                    if not isinstance(new, Parameter):
+                        new = Parameter(new, requires_grad=p.requires_grad)
+                    try:
+                        fiamma.utils.swap_tensors(p, new)
+                    except Exception as e:
+                        raise RuntimeError(
+                            f"_apply(): Couldn't swap {type(self).__name__}.{name}") from e
+                    if g is not None:
+                        p.grad = g
+                    continue
                 if new is not p:
+                    if future.get_overwrite_module_params_on_conversion():
+                        self._parameters[name] = Parameter(new, requires_grad=p.requires_grad)
+                        continue
                     p.data = new
                 if p.grad is not None:
                     g = fn(p.grad)
@@ -875,7 +896,22 @@ class Module:
                 continue
             try:
                 with fiamma.no_grad():
-                    if assign:
+                    if importlib.import_module(
+                            "fiamma.__future__").get_swap_module_params_on_conversion():
+                        # PyTorch's swap path: Tensor.module_load gives what is swapped in
+                        new = param.module_load(value, assign=assign)
+                        if new is value or new is param:
+                            raise RuntimeError(
+                                "module_load returned one of self or other, please .detach() "
+                                "the result if returning one of the inputs in module_load")
+                        if isinstance(param, Parameter):
+                            if not isinstance(new, Parameter):
+                                new = Parameter(new, requires_grad=param.requires_grad)
+                            else:
+                                new.requires_grad_(param.requires_grad)
+                        fiamma.utils.swap_tensors(param, new)
+                        del new
+                    elif assign:
                         if isinstance(param, Parameter):
                             new = Parameter(value, requires_grad=param.requires_grad)
                             setattr(self, name, new)
@@ -969,3 +1005,10 @@ class Module:
                      "_forward_hooks_always_called"):
             self.__dict__.setdefault(name, {})
 
+
+def _is_traceable_wrapper(t):
+    """A ``__torch_dispatch__`` wrapper with ``__tensor_flatten__`` (PyTorch swaps those on
+    conversion whatever the switch says)."""
+    c = type(t)
+    return c.__torch_dispatch__ is not fiamma.Tensor.__torch_dispatch__ and hasattr(
+        c, "__tensor_flatten__")
