@@ -50,3 +50,14 @@ __all__ = ["Wav2Vec2Bundle", "Wav2Vec2ASRBundle", "Wav2Vec2FABundle", "WAV2VEC2_
            "VOXPOPULI_ASR_BASE_10K_FR", "VOXPOPULI_ASR_BASE_10K_IT", "HUBERT_BASE",
            "HUBERT_LARGE", "HUBERT_XLARGE", "HUBERT_ASR_LARGE", "HUBERT_ASR_XLARGE",
            "WAVLM_BASE", "WAVLM_BASE_PLUS", "WAVLM_LARGE", "MMS_FA"]
+
+# ---- SQUIM (_squim.py) --------------------------------------------------------------------------
+from fiamma.audio.pipelines._squim import (  # noqa: E402
+    SQUIM_OBJECTIVE,
+    SQUIM_SUBJECTIVE,
+    SquimObjectiveBundle,
+    SquimSubjectiveBundle,
+)
+
+__all__ += ["SQUIM_OBJECTIVE", "SQUIM_SUBJECTIVE", "SquimObjectiveBundle", "SquimSubjectiveBundle"]
+# ---- end SQUIM ----------------------------------------------------------------------------------
