@@ -61,3 +61,26 @@ from fiamma.audio.pipelines._squim import (  # noqa: E402
 
 __all__ += ["SQUIM_OBJECTIVE", "SQUIM_SUBJECTIVE", "SquimObjectiveBundle", "SquimSubjectiveBundle"]
 # ---- end SQUIM ----------------------------------------------------------------------------------
+
+# ---- source separation, RNN-T and Tacotron2 TTS (_source_separation.py, _rnnt.py, _tts.py) ----
+from fiamma.audio.pipelines._rnnt import EMFORMER_RNNT_BASE_LIBRISPEECH, RNNTBundle  # noqa: E402
+from fiamma.audio.pipelines._source_separation import (  # noqa: E402
+    CONVTASNET_BASE_LIBRI2MIX,
+    HDEMUCS_HIGH_MUSDB,
+    HDEMUCS_HIGH_MUSDB_PLUS,
+    SourceSeparationBundle,
+)
+from fiamma.audio.pipelines._tts import (  # noqa: E402
+    TACOTRON2_GRIFFINLIM_CHAR_LJSPEECH,
+    TACOTRON2_GRIFFINLIM_PHONE_LJSPEECH,
+    TACOTRON2_WAVERNN_CHAR_LJSPEECH,
+    TACOTRON2_WAVERNN_PHONE_LJSPEECH,
+    Tacotron2TTSBundle,
+)
+
+__all__ += ["SourceSeparationBundle", "CONVTASNET_BASE_LIBRI2MIX", "HDEMUCS_HIGH_MUSDB_PLUS",
+            "HDEMUCS_HIGH_MUSDB", "RNNTBundle", "EMFORMER_RNNT_BASE_LIBRISPEECH",
+            "Tacotron2TTSBundle", "TACOTRON2_GRIFFINLIM_CHAR_LJSPEECH",
+            "TACOTRON2_GRIFFINLIM_PHONE_LJSPEECH", "TACOTRON2_WAVERNN_CHAR_LJSPEECH",
+            "TACOTRON2_WAVERNN_PHONE_LJSPEECH"]
+# ---- end source separation, RNN-T and TTS -------------------------------------------------------
