@@ -52,7 +52,7 @@ def fetch_asset(owner, key, dl_kwargs=None, path=None):
         return path
     hub = importlib.import_module("fiamma.hub")
     kwargs = dict(dl_kwargs or {})
-    unknown = set(kwargs) - {"model_dir", "file_name", "progress", "check_hash", "hash_prefix"}
+    unknown = set(kwargs) - {"model_dir", "file_name", "progress", "check_hash"}
     if unknown:
         raise TypeError(f"{owner}: unexpected dl_kwargs {sorted(unknown)} (expected model_dir, "
                         "file_name, progress, check_hash)")
@@ -70,8 +70,12 @@ def fetch_asset(owner, key, dl_kwargs=None, path=None):
         progress = kwargs.get("progress", True)
         if progress:
             sys.stderr.write(f'Downloading: "{url}" to {target}\n')
+        hash_prefix = None
+        if kwargs.get("check_hash"):            # as fiamma.hub: the hex digits after a '-'
+            m = hub.HASH_REGEX.search(name)
+            hash_prefix = m.group(1) if m else None
         try:
-            hub.download_url_to_file(url, target, kwargs.get("hash_prefix"), progress=progress)
+            hub.download_url_to_file(url, target, hash_prefix, progress=progress)
         except hub.DownloadError as e:
             raise hub.DownloadError(f"{owner}: {e}; or pass path=<local copy of "
                                     f"{name}>") from None
