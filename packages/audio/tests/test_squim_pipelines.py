@@ -116,3 +116,31 @@ def test_missing_and_offline_errors(tmp_path, monkeypatch):
     fiamma.save([fiamma.zeros(1)], str(not_a_state_dict))
     with pytest.raises(TypeError, match="expected the checkpoint to hold a state dict, got list"):
         bundle.get_model(path=str(not_a_state_dict))
+
+
+def test_download_route_through_a_file_url(objective_checkpoint, tmp_path, monkeypatch):
+    """The download path itself, without a network: the base URL points at a local folder."""
+    import hashlib
+    import shutil
+
+    src, path = objective_checkpoint
+    (tmp_path / "site" / "models").mkdir(parents=True)
+    shutil.copy(path, tmp_path / "site" / "models" / "squim_objective_dns2020.pth")
+    monkeypatch.setattr(_assets, "BASE_URL", (tmp_path / "site").as_uri() + "/")
+    cache = tmp_path / "cache"
+    model = pipelines.SQUIM_OBJECTIVE.get_model(dl_kwargs={"model_dir": str(cache),
+                                                           "progress": False})
+    same_weights(model, src)
+    assert os.listdir(cache) == ["squim_objective_dns2020.pth"]
+    # check_hash: the hex digits after '-' in the file name must start the SHA-256 digest
+    digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
+    for name, ok in ((f"squim-{digest[:8]}.pth", True), ("squim-deadbeef.pth", False)):
+        shutil.copy(path, tmp_path / "site" / "models" / name)
+        bundle = pipelines.SquimObjectiveBundle(name, 16000)
+        kwargs = {"model_dir": str(cache), "progress": False, "check_hash": True}
+        if ok:
+            same_weights(bundle.get_model(dl_kwargs=kwargs), src)
+        else:
+            with pytest.raises(RuntimeError, match="invalid hash value"):
+                bundle.get_model(dl_kwargs=kwargs)
+            assert not (cache / name).exists()
