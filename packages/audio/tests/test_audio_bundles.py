@@ -235,6 +235,8 @@ def test_rnnt_token_processor(tmp_path):
     assert proc(tokens) == "he hoped there would be stew"
     assert proc(tokens, lstrip=False) == " he hoped there would be stew"
     assert proc([5]) == ""
+    with pytest.raises(ValueError, match=r"token ids must be in \[0, 30\) .* got \[4096\]"):
+        proc([0, 3, 4096])
 
 
 def test_rnnt_token_processor_without_sentencepiece(tmp_path, monkeypatch):

@@ -109,6 +109,11 @@ class _SentencePieceTokenProcessor:
 
     def __call__(self, tokens: List[int], lstrip: bool = True) -> str:
         ids = [int(t) for t in tokens[1:] if t not in self.post_process_remove_list]
+        size = self.sp_model.get_piece_size()
+        bad = [t for t in ids if not 0 <= t < size]
+        if bad:
+            raise ValueError(f"RNNTBundle token processor: token ids must be in [0, {size}) "
+                             f"(the SentencePiece model's vocabulary), got {bad[:5]}")
         text = "".join(self.sp_model.id_to_piece(ids)).replace("\u2581", " ")
         return text.lstrip() if lstrip else text
 
