@@ -39,6 +39,21 @@ __all__ += ["Wav2Vec2Model", "HuBERTPretrainModel", "wav2vec2_model", "wav2vec2_
             "hubert_pretrain_xlarge", "wavlm_model", "wavlm_base", "wavlm_large"]
 # ---- end wav2vec 2.0 -----------------------------------------------------------------------------
 
+# ---- SQUIM (models/squim/) ----------------------------------------------------------------------
+from fiamma.audio.models import squim  # noqa: E402,F401
+from fiamma.audio.models.squim import (  # noqa: E402,F401
+    SquimObjective,
+    SquimSubjective,
+    squim_objective_base,
+    squim_objective_model,
+    squim_subjective_base,
+    squim_subjective_model,
+)
+
+__all__ += ["SquimObjective", "SquimSubjective", "squim_objective_model", "squim_objective_base",
+            "squim_subjective_model", "squim_subjective_base"]
+# ---- end SQUIM ----------------------------------------------------------------------------------
+
 # isort: split
 # --- torchaudio.models: recognition, separation and synthesis models (not wav2vec2) ---
 from fiamma.audio.models._hdemucs import (  # noqa: E402

@@ -50,3 +50,37 @@ __all__ = ["Wav2Vec2Bundle", "Wav2Vec2ASRBundle", "Wav2Vec2FABundle", "WAV2VEC2_
            "VOXPOPULI_ASR_BASE_10K_FR", "VOXPOPULI_ASR_BASE_10K_IT", "HUBERT_BASE",
            "HUBERT_LARGE", "HUBERT_XLARGE", "HUBERT_ASR_LARGE", "HUBERT_ASR_XLARGE",
            "WAVLM_BASE", "WAVLM_BASE_PLUS", "WAVLM_LARGE", "MMS_FA"]
+
+# ---- SQUIM (_squim.py) --------------------------------------------------------------------------
+from fiamma.audio.pipelines._squim import (  # noqa: E402
+    SQUIM_OBJECTIVE,
+    SQUIM_SUBJECTIVE,
+    SquimObjectiveBundle,
+    SquimSubjectiveBundle,
+)
+
+__all__ += ["SQUIM_OBJECTIVE", "SQUIM_SUBJECTIVE", "SquimObjectiveBundle", "SquimSubjectiveBundle"]
+# ---- end SQUIM ----------------------------------------------------------------------------------
+
+# ---- source separation, RNN-T and Tacotron2 TTS (_source_separation.py, _rnnt.py, _tts.py) ----
+from fiamma.audio.pipelines._rnnt import EMFORMER_RNNT_BASE_LIBRISPEECH, RNNTBundle  # noqa: E402
+from fiamma.audio.pipelines._source_separation import (  # noqa: E402
+    CONVTASNET_BASE_LIBRI2MIX,
+    HDEMUCS_HIGH_MUSDB,
+    HDEMUCS_HIGH_MUSDB_PLUS,
+    SourceSeparationBundle,
+)
+from fiamma.audio.pipelines._tts import (  # noqa: E402
+    TACOTRON2_GRIFFINLIM_CHAR_LJSPEECH,
+    TACOTRON2_GRIFFINLIM_PHONE_LJSPEECH,
+    TACOTRON2_WAVERNN_CHAR_LJSPEECH,
+    TACOTRON2_WAVERNN_PHONE_LJSPEECH,
+    Tacotron2TTSBundle,
+)
+
+__all__ += ["SourceSeparationBundle", "CONVTASNET_BASE_LIBRI2MIX", "HDEMUCS_HIGH_MUSDB_PLUS",
+            "HDEMUCS_HIGH_MUSDB", "RNNTBundle", "EMFORMER_RNNT_BASE_LIBRISPEECH",
+            "Tacotron2TTSBundle", "TACOTRON2_GRIFFINLIM_CHAR_LJSPEECH",
+            "TACOTRON2_GRIFFINLIM_PHONE_LJSPEECH", "TACOTRON2_WAVERNN_CHAR_LJSPEECH",
+            "TACOTRON2_WAVERNN_PHONE_LJSPEECH"]
+# ---- end source separation, RNN-T and TTS -------------------------------------------------------
