@@ -53,6 +53,8 @@ MODULES = {
     "torchaudio.functional": ("fiamma.audio.functional",),
     "torchaudio.transforms": ("fiamma.audio.transforms",),
     "torchaudio.compliance.kaldi": ("fiamma.audio.compliance.kaldi",),
+    "torchaudio.models": ("fiamma.audio.models",),
+    "torchaudio.pipelines": ("fiamma.audio.pipelines",),
 }
 _LIBS = ("torch", "torchvision", "torchaudio")
 

@@ -63,6 +63,7 @@ __all__ += ["SQUIM_OBJECTIVE", "SQUIM_SUBJECTIVE", "SquimObjectiveBundle", "Squi
 # ---- end SQUIM ----------------------------------------------------------------------------------
 
 # ---- source separation, RNN-T and Tacotron2 TTS (_source_separation.py, _rnnt.py, _tts.py) ----
+from fiamma.audio.pipelines import rnnt_pipeline  # noqa: E402,F401
 from fiamma.audio.pipelines._rnnt import EMFORMER_RNNT_BASE_LIBRISPEECH, RNNTBundle  # noqa: E402
 from fiamma.audio.pipelines._source_separation import (  # noqa: E402
     CONVTASNET_BASE_LIBRI2MIX,
