@@ -96,6 +96,7 @@ def source():
     out.append(_strip(CK._BIN4))
     out.append(_strip(CK._WHERE_S))
     out.append(_strip(CK._CMP_S))
+    out.append(_strip(CS.INT_S))
     out.append(_strip(CK._PHILOX))
     out.append('#include "emu_wrappers.inc"')
     return "\n".join(out)

@@ -105,6 +105,8 @@ def main(argv):
               for ct in ("float", "double")]
     units += [(f"step_{kind}", f"typedef {ct} T;\n" + CS.step_prelude(kind) + CS.STEP_SOURCE)
               for kind, ct in CS.STEP_KINDS.items()]
+    # the bit-moving and integer kernels (no T)
+    units += [("where_s", CK._WHERE_S), ("cmp_s", CK._CMP_S), ("int_s", CS.INT_S)]
     with tempfile.TemporaryDirectory() as tmp:
         for name, src in units:
             rc, log, ptx = _compile(lib, src, name + ".cu", a.arch)

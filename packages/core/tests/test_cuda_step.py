@@ -478,3 +478,33 @@ def test_fused_loss_edges_on_kernels(be, device):
     got = F.smooth_l1_loss(xb.to(device), tb.to(device))
     assert got.dtype == fiamma.bfloat16
     assert got.cpu().float().item() == F.smooth_l1_loss(xb, tb).float().item()
+
+
+@pytest.mark.parametrize("dtype", [fiamma.int32, fiamma.int64])
+def test_int_scalar_ops_one_launch(be, device, dtype):
+    """An int32/int64 tensor + - * a Python int (batch norm's num_batches_tracked += 1): one
+    launch each, wrapping as the CPU backend (the number wraps to the dtype's width too), in
+    place included; a bool number reaches the backend as the int 1 (the kernel serves it); a
+    float number (a float result) and a transposed operand stay generic."""
+    info = np.iinfo(np.int32 if dtype == fiamma.int32 else np.int64)
+    a = np.array([0, 1, -1, 7, info.max, info.min, 123456789, -98765], dtype=info.dtype)
+    x = fiamma.from_numpy(a.copy())
+    xd = x.to(device)
+    big = (1 << 40) + 5  # wraps to the dtype's width (int32: 5)
+    c0 = be.fast_path_calls.get("int_scalar", 0)
+    got = [xd + 1, xd - 3, 3 - xd, xd * -7, 2 * xd, xd + big, xd * big]
+    want = [x + 1, x - 3, 3 - x, x * -7, 2 * x, x + big, x * big]
+    assert be.fast_path_calls.get("int_scalar", 0) == c0 + len(got)
+    assert not be.fast_path_errors, be.fast_path_errors
+    for g, w in zip(got, want):
+        assert g.dtype == dtype and g.cpu().tolist() == w.tolist()
+    y = xd.clone()
+    y += 1  # in place
+    assert y.cpu().tolist() == (x + 1).tolist()
+    assert be.fast_path_calls.get("int_scalar", 0) == c0 + len(got) + 1
+    n0 = be.fast_path_calls.get("int_scalar", 0)
+    assert (xd + True).cpu().tolist() == (x + True).tolist()
+    assert (xd + 0.5).cpu().tolist() == (x + 0.5).tolist()
+    m = xd.reshape(2, 4)
+    assert (m.t() + 1).cpu().tolist() == (x.reshape(2, 4).t() + 1).tolist()
+    assert be.fast_path_calls.get("int_scalar", 0) == n0 + 1  # the bool only

@@ -33,7 +33,7 @@ from fiamma._backend import codes as K
 from fiamma._backend.xp.cuda_kernels import _BLOCK, _GELU_PRE
 from fiamma._backend.xp.cuda_lowp import LP_CONV, _same_contig
 
-__all__ = ["StepKernelsMixin", "STEP_SOURCE", "step_prelude", "STEP_KINDS"]
+__all__ = ["StepKernelsMixin", "STEP_SOURCE", "step_prelude", "STEP_KINDS", "INT_S"]
 
 STEP_SOURCE = r"""
 #define FM_LOOP(n) for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; \
@@ -419,6 +419,29 @@ extern "C" __global__ void fm_loss_bwd(int kind, long long n, const T* __restric
 #undef FM_AVG_ARGS
 """
 
+# an int32/int64 tensor + - * a number (batch norm's num_batches_tracked += 1 each step), in
+# two's complement (unsigned arithmetic: wraps as the generic code's NumPy/CuPy integers);
+# left: the number is the left operand (s - x)
+INT_S = r"""
+template <typename U> __device__ void fm_int_s(const U* __restrict__ x, U s,
+        U* __restrict__ o, long long n, int op, int left) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const U v = x[i];
+        o[i] = op == 0 ? (U)(v + s) : op == 2 ? (U)(v * s) : left ? (U)(s - v) : (U)(v - s);
+    }
+}
+extern "C" __global__ void fm_int_s32(const unsigned int* x, unsigned int s, unsigned int* o,
+        long long n, int op, int left) {
+    fm_int_s(x, s, o, n, op, left);
+}
+extern "C" __global__ void fm_int_s64(const unsigned long long* x, unsigned long long s,
+        unsigned long long* o, long long n, int op, int left) {
+    fm_int_s(x, s, o, n, op, left);
+}
+"""
+_INT_OPS = {K.BIN_ADD: 0, K.BIN_SUB: 1, K.BIN_MUL: 2}
+
 # storage kind -> (compute type, prelude)
 _F_IO = ("typedef {t} S;\n__device__ __forceinline__ {t} fm_ld({t} v) {{ return v; }}\n"
          "__device__ __forceinline__ {t} fm_st({t} v) {{ return v; }}\n")
@@ -480,6 +503,35 @@ class StepKernelsMixin:
     def _step_kernel(self, kind, name):
         return self._raw_kernel("step_" + kind, step_prelude(kind) + STEP_SOURCE, name,
                                 STEP_KINDS[kind])
+
+    def binary(self, op, shape, out, a, sa, b, sb, params=None):
+        ta, tb = type(a), type(b)
+        if params is None and (ta is int or tb is int) and op in _INT_OPS and \
+                (out._dtype is D.int64 or out._dtype is D.int32) and \
+                self._int_scalar(op, tuple(shape), out, a, sa, b, sb):
+            return 0
+        return super().binary(op, shape, out, a, sa, b, sb, params)
+
+    def _int_scalar(self, op, shape, out, a, sa, b, sb):
+        """An int32/int64 tensor + - * a Python int into a result of its dtype and layout (in
+        place too): one launch (fm_int_s32/64), no array views. The number wraps to the
+        dtype's width, as the generic code's."""
+        left = type(a) is int
+        t, st, sv = (b, sb, a) if left else (a, sa, b)
+        if t._dtype is not out._dtype or not _same_contig(shape, out, (t, st)) or \
+                self._overlap_other(out, t):
+            return False
+        n = out._numel
+        w = 64 if out._dtype is D.int64 else 32
+        s = sv & ((1 << w) - 1)
+        name = f"fm_int_s{w}"
+        args = (_u64(t), np.uint64(s) if w == 64 else np.uint32(s), _u64(out), np.int64(n),
+                np.int32(_INT_OPS[op]), np.int32(left))
+
+        def go():
+            self._raw_kernel("int_s", INT_S, name, "float")(_grid(n), _B256, args)
+
+        return n == 0 or self._served("int_scalar", go)
 
     def unary(self, op, out, x, p0, p1, p2):
         if op == K.UN_RELU and (x._dtype is D.float32 or x._dtype is D.float64) and \
