@@ -17,7 +17,15 @@ issue 21): the ops that cost several launches and temporaries per layer on the g
   launch each, float32/float64 (was the formula op by op: two to six launches);
 - ``fm_bias_rows``: a linear layer's bias (``addmm``'s ``mm_bias``) written into the result's
   rows by one launch from pointers (was a broadcast array copy with its array views), then the
-  product accumulates onto it (cuBLAS, beta = 1), as before; any float dtype.
+  product accumulates onto it (cuBLAS, beta = 1), as before; any float dtype;
+- ``fm_avgpool_s``/``fm_avgpool_bwd_s``: average pools forward/backward, any float dtype and
+  strides; a global pool of planes of >= 256 elements takes ``fm_avgpool_glob_s`` (one block
+  a plane, a double block sum);
+- ``fm_loss_fwd`` + ``fm_loss_total``, ``fm_loss_bwd``: core's fused elementwise losses
+  (``loss_fwd``/``loss_bwd``: csrc/losses.c's formulas), float32/float64, the reduction's sum
+  deterministic (per-block double sums added in block order);
+- ``fm_int_s32``/``fm_int_s64`` (``INT_S``, not per storage type): an int32/int64 tensor
+  + - * a Python int (batch norm's ``num_batches_tracked += 1``).
 
 The sources are compiled once per storage type: ``S`` the element as stored, ``T`` the type
 computed in (float for the 16-bit types and float32, double for float64), ``fm_ld``/``fm_st``
