@@ -264,8 +264,9 @@ def test_max_pool_backward_without_range_check(device, be, dtype, monkeypatch):
         if dev == device and dtype in LOWP:
             _served(be, "pool_lp", p0)
         outs.append((y.detach(), idx))
-        name = "pool_lp" if dtype in LOWP else "pool_scatter"
-        s0 = _calls(be, name)
+        # the pool's own indices: the gather (cuda_step's maxpool_bwd) or the scatter
+        name = ("maxpool_bwd", "pool_lp" if dtype in LOWP else "pool_scatter")
+        s0 = _calls(be, name[0]) + _calls(be, name[1])
         if dev == device:
             import fiamma._backend.xp.pool as P
 

@@ -508,3 +508,64 @@ def test_int_scalar_ops_one_launch(be, device, dtype):
     m = xd.reshape(2, 4)
     assert (m.t() + 1).cpu().tolist() == (x.reshape(2, 4).t() + 1).tolist()
     assert be.fast_path_calls.get("int_scalar", 0) == n0 + 1  # the bool only
+
+
+_MAXPOOLS = [
+    ("max_pool2d", dict(kernel_size=3, stride=2, padding=1), (2, 3, 12, 11)),  # ResNet's
+    ("max_pool2d", dict(kernel_size=2, stride=2), (2, 3, 8, 8)),
+    ("max_pool2d", dict(kernel_size=3, stride=1, padding=1, dilation=2), (1, 2, 9, 7)),
+    ("max_pool2d", dict(kernel_size=3, stride=2, ceil_mode=True), (1, 2, 10, 9)),
+    ("max_pool1d", dict(kernel_size=4, stride=3, padding=2), (2, 3, 20)),
+    ("max_pool3d", dict(kernel_size=(2, 3, 3), stride=2, padding=1), (1, 2, 5, 6, 7)),
+]
+
+
+@pytest.mark.parametrize("dtype", [fiamma.float32, fiamma.float64] + LOWP)
+@pytest.mark.parametrize("case", range(len(_MAXPOOLS)))
+def test_max_pool_backward_gather(be, device, dtype, case):
+    """The max-pool backward of the pool's own indices is one gather launch (no scatter, no
+    zeroed accumulator): the same bits as the CPU's scatter (its order of additions), ties
+    shared by overlapping windows included; every float dtype."""
+    name, kw, shape = _MAXPOOLS[case]
+    rng = np.random.default_rng(case)
+    a = rng.standard_normal(shape)
+    a.reshape(-1)[: a.size // 3] = 1.5  # ties: windows share their first maximum
+    x = fiamma.from_numpy(a).to(dtype)
+    fn = getattr(fiamma.nn.functional, name)
+    xd, xc = x.to(device).requires_grad_(), x.clone().requires_grad_()
+    yd, yc = fn(xd, **kw), fn(xc, **kw)
+    g = fiamma.from_numpy(rng.standard_normal(tuple(yc.shape))).to(dtype)
+    calls = dict(be.fast_path_calls)
+    yd.backward(g.to(device))
+    yc.backward(g)
+    assert not be.fast_path_errors, be.fast_path_errors
+    assert be.fast_path_calls.get("maxpool_bwd", 0) == calls.get("maxpool_bwd", 0) + 1
+    for other in ("pool_scatter", "pool_lp"):
+        assert be.fast_path_calls.get(other, 0) == calls.get(other, 0), other
+    assert np.array_equal(_bits(xd.grad), _bits(xc.grad))
+
+
+def test_max_pool_backward_gather_declines(be, device):
+    """Indices written in place since the pool, an empty window (its index the clamped start,
+    outside the gather's windows) and max_unpool keep the checked scatter."""
+    F = fiamma.nn.functional
+    x = fiamma.randn(1, 2, 6, 6, device=device)
+    y, idx = F.max_pool2d(x, 2, return_indices=True)
+    g = fiamma.randn(*y.shape, device=device)
+    idx2 = idx.clone()
+    n0 = be.fast_path_calls.get("maxpool_bwd", 0)
+    gi = fiamma.max_pool_backward(g, idx2, (6, 6))  # a copy: no note, the scatter
+    idx.add_(0)  # written in place: the note dropped
+    gi2 = fiamma.max_pool_backward(g, idx, (6, 6))
+    assert be.fast_path_calls.get("maxpool_bwd", 0) == n0
+    ref = fiamma.max_pool_backward(g.cpu(), idx.cpu(), (6, 6))
+    assert np.array_equal(_bits(gi), _bits(ref)) and np.array_equal(_bits(gi2), _bits(ref))
+    # k 2, dilation 3, padding 1 on 2x2: the one window's taps (-1, 2) miss the plane
+    e = fiamma.randn(1, 1, 2, 2, device=device).requires_grad_()
+    ye = F.max_pool2d(e, 2, 1, 1, 3)
+    ye.backward(fiamma.ones_like(ye))
+    ec = e.detach().cpu().requires_grad_()
+    F.max_pool2d(ec, 2, 1, 1, 3).backward(fiamma.ones(ye.shape))
+    assert be.fast_path_calls.get("maxpool_bwd", 0) == n0
+    assert np.array_equal(_bits(e.grad), _bits(ec.grad))
+    assert not be.fast_path_errors, be.fast_path_errors

@@ -33,7 +33,9 @@ generic path's (and PyTorch's, which also computes in float and rounds once):
   kernel of float atomics into the zeroed result, taken when the indices are known to be in
   range (the pool's own forward notes their range), so no device-syncing check runs. Windows that
   overlap (e.g. 3x3, stride 2) add up to four gradients into one element in the order the
-  atomics land: the float32 sum may differ in its last bit from run to run.
+  atomics land: the float32 sum may differ in its last bit from run to run. (cuda_step.py's
+  ``fm_maxpool_bwd_s`` gather now serves the pool's own indices first: deterministic, one
+  pass; this scatter serves what it declines.)
 
 Each path is taken only for contiguous operands of the result's layout (others go to the
 generic code); a kernel that fails to build or launch is recorded in ``fast_path_errors`` and

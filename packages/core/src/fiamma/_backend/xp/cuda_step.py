@@ -18,6 +18,9 @@ issue 21): the ops that cost several launches and temporaries per layer on the g
 - ``fm_bias_rows``: a linear layer's bias (``addmm``'s ``mm_bias``) written into the result's
   rows by one launch from pointers (was a broadcast array copy with its array views), then the
   product accumulates onto it (cuBLAS, beta = 1), as before; any float dtype;
+- ``fm_maxpool_bwd_s``: the max-pool backward of the pool's own indices as a gather (a thread
+  per input element, its windows' gradients in output order: the CPU's sum, deterministic),
+  any float dtype, where a zeroed accumulator, atomics and (16-bit) a rounding pass ran;
 - ``fm_avgpool_s``/``fm_avgpool_bwd_s``: average pools forward/backward, any float dtype and
   strides; a global pool of planes of >= 256 elements takes ``fm_avgpool_glob_s`` (one block
   a plane, a double block sum);
@@ -274,6 +277,43 @@ extern "C" __global__ void fm_avgpool_bwd_s(const S* __restrict__ g, S* __restri
         gin[i] = fm_st(acc);
     }
 }
+// the max-pool backward as a gather (fixed windows; no window empty, checked on the host): a
+// thread per input element adds the gradients of the outputs whose index names it, over the
+// windows that may hold it, in output order (the CPU scatter's order: the same sum), rounded
+// once; no zeroed accumulator, no atomics, deterministic. g, idx: contiguous (planes x osz)
+__device__ __forceinline__ void fm_max_outs(long long i, long long n, int k, int s, int p,
+        int d, long long* lo, long long* hi) {
+    const long long t = i + p - (long long)(k - 1) * d;
+    *lo = t <= 0 ? 0 : (t + s - 1) / s;
+    *hi = (i + p) / s;
+    if (*hi > n - 1) *hi = n - 1;
+}
+extern "C" __global__ void fm_maxpool_bwd_s(const S* __restrict__ g,
+        const long long* __restrict__ idx, S* __restrict__ gin, long long total, long long D,
+        long long H, long long W, long long oD, long long oH, long long oW, int k0, int k1,
+        int k2, int s0, int s1, int s2, int p0, int p1, int p2, int d0, int d1, int d2) {
+    FM_LOOP(total) {
+        long long r = i;
+        const long long iw = r % W; r /= W;
+        const long long ih = r % H; r /= H;
+        const long long id = r % D; r /= D;
+        const long long pos = (id * H + ih) * W + iw, on = oD * oH * oW;
+        const S* gp = g + r * on;
+        const long long* ip = idx + r * on;
+        long long l0, h0, l1, h1, l2, h2;
+        fm_max_outs(id, oD, k0, s0, p0, d0, &l0, &h0);
+        fm_max_outs(ih, oH, k1, s1, p1, d1, &l1, &h1);
+        fm_max_outs(iw, oW, k2, s2, p2, d2, &l2, &h2);
+        T acc = (T)0;
+        for (long long od = l0; od <= h0; ++od)
+            for (long long oh = l1; oh <= h1; ++oh)
+                for (long long ow = l2; ow <= h2; ++ow) {
+                    const long long o = (od * oH + oh) * oW + ow;
+                    if (ip[o] == pos) acc += (T)fm_ld(gp[o]);
+                }
+        gin[i] = fm_st(acc);
+    }
+}
 // global average pooling over a large plane: one block a plane, each thread summing a strided
 // share in double, then the block's shuffle/shared-memory sum (cuda_kernels.py's
 // fm_block_sum); the plane's elements read through the input's strides (D, H, W of sizes
@@ -479,6 +519,23 @@ def _grid(n):
     return (min((n + 255) // 256, 1 << 20),)
 
 
+_WINDOWS_OK = {}
+
+
+def _no_empty_window(isz, osz, k, s, p, d):
+    """Whether every window of the pool holds an input position (an empty one reports its
+    clamped start, outside the gather's candidates: the scatter serves those pools)."""
+    key = (isz, osz, k, s, p, d)
+    ok = _WINDOWS_OK.get(key)
+    if ok is None:
+        ok = all(any(0 <= o * ss - pp + j * dd < n for j in range(kk))
+                 for n, on, kk, ss, pp, dd in zip(isz, osz, k, s, p, d) for o in range(on))
+        if len(_WINDOWS_OK) > 512:
+            _WINDOWS_OK.clear()
+        _WINDOWS_OK[key] = ok
+    return ok
+
+
 def _u64(t):
     return np.uint64(t._ptr)
 
@@ -612,6 +669,50 @@ class StepKernelsMixin:
             self._step_kernel(kind, name)(_grid(tot), _B256, args)
 
         return 0 if self._served("avgpool_bwd" if backward else "avgpool", go) else K.ERR_OP
+
+    # ---- the max-pool backward as a gather --------------------------------------------------
+    def pool_max(self, adaptive, nplanes, isz, osz, k, s, p, d, x, out, idx):
+        rc = super().pool_max(adaptive, nplanes, isz, osz, k, s, p, d, x, out, idx)
+        if rc == 0 and idx is not None and not adaptive and d is not None:
+            st = idx._storage
+            r = getattr(st, "irange", None)
+            if r is not None and len(r) == 4 and r[0] == st.version:
+                # the windows that made these indices ride on the range note (note_range's,
+                # dropped with it when the storage is next written in place)
+                st.irange = r + ((nplanes, tuple(isz), tuple(osz), tuple(k), tuple(s),
+                                  tuple(p), tuple(d)),)
+        return rc
+
+    def pool_scatter(self, accumulate, nplanes, ssize, dsize, src, idx, dst, bad):
+        if accumulate and self._max_bwd_gather(nplanes, ssize, dsize, src, idx, dst):
+            return 0
+        return super().pool_scatter(accumulate, nplanes, ssize, dsize, src, idx, dst, bad)
+
+    def _max_bwd_gather(self, nplanes, ssize, dsize, src, idx, dst):
+        """The max-pool backward of the pool's own indices (their windows noted by pool_max,
+        the storage not written since) as one gather launch (fm_maxpool_bwd_s)."""
+        st = idx._storage
+        r = getattr(st, "irange", None)
+        kind = _KIND.get(src._dtype.code)
+        if r is None or len(r) != 5 or kind is None or r[0] != st.version or \
+                r[1] != D.int64.code or r[4][0] != nplanes or \
+                dst._dtype is not src._dtype or not (src._contig and dst._contig) or \
+                idx._ptr != st.ptr or not idx._contig or nplanes <= 0:
+            return False
+        _, isz, osz, k, s, p, d = r[4]
+        if ssize != osz[0] * osz[1] * osz[2] or dsize != isz[0] * isz[1] * isz[2] or \
+                src._numel != nplanes * ssize or dst._numel != nplanes * dsize or \
+                not _no_empty_window(isz, osz, k, s, p, d):
+            return False
+        total = nplanes * dsize
+        args = ((_u64(src), _u64(idx), _u64(dst), np.int64(total)) +
+                tuple(np.int64(v) for v in isz + osz) +
+                tuple(np.int32(v) for v in k + s + p + d))
+
+        def go():
+            self._step_kernel(kind, "fm_maxpool_bwd_s")(_grid(total), _B256, args)
+
+        return self._served("maxpool_bwd", go)
 
     def _avg_global(self, kind, src, out, planes, isz, st, osz, k, p, adaptive, divo):
         """Global average pooling (one output per plane, its window the whole plane) of planes
