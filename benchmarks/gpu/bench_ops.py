@@ -246,9 +246,10 @@ def resnet_cases(f, t, fdev, tdev, gpu, sizes=None):
     tf_, tt_ = pair((N, 1000), False, False)
     add("mse_loss fwd+bwd (N,1000)", fb(f, lambda: (F.mse_loss(lf, tf_), (lf,))),
         fb(t, lambda: (TF.mse_loss(lt, tt_), (lt,))), 20)
+    sf, st_ = tf_.sigmoid(), tt_.sigmoid()  # targets in [0, 1], made once
     add("bce_with_logits fwd+bwd (N,1000)",
-        fb(f, lambda: (F.binary_cross_entropy_with_logits(lf, tf_.sigmoid()), (lf,))),
-        fb(t, lambda: (TF.binary_cross_entropy_with_logits(lt, tt_.sigmoid()), (lt,))), 20)
+        fb(f, lambda: (F.binary_cross_entropy_with_logits(lf, sf), (lf,))),
+        fb(t, lambda: (TF.binary_cross_entropy_with_logits(lt, st_), (lt,))), 20)
     nf, nt = f.zeros((), dtype=f.int64, device=fdev), t.zeros((), dtype=t.int64, device=tdev)
     add("int64 += 1 (num_batches_tracked)", lambda: nf.add_(1), lambda: nt.add_(1))
     add("bf16 relu (N,64,56,56)", lambda: f.relu(xf), lambda: t.relu(xt))
