@@ -527,6 +527,36 @@ def resnet_step_case(f):
     return [("ResNet-18 step b2 32^2 bf16 autocast", step, None, 1)]
 
 
+def resnet_block_case(f):
+    """One ResNet-18 basic block (conv3x3-bn-relu-conv3x3-bn, the identity added, relu) forward
+    and backward under bfloat16 autocast, layer1's 64 channels at batch 2 and 8x8 (the paths of
+    each of ResNet-18's eight blocks on a GPU, at a size the emulation runs in seconds); the
+    parameters' gradients are cleared after each call as zero_grad(set_to_none) does."""
+    import fiamma.vision.models.resnet as fvr
+
+    _ac_on_xp(f)
+    rng = np.random.default_rng(0)
+    blk = fvr.BasicBlock(64, 64).to("xp")
+    # the block's input is bfloat16 as in the network (the stem's max pool's, or the previous
+    # block's output)
+    x = f.from_numpy(rng.standard_normal((2, 64, 8, 8), dtype=np.float32)).to("xp")
+    x = x.to(f.bfloat16).requires_grad_(True)
+    params = list(blk.parameters()) + [x]
+    g = []
+
+    def go():
+        with f.autocast("xp", dtype=f.bfloat16):
+            y = blk(x)
+        if not g:  # the incoming gradient, of the block's output dtype (made once)
+            g.append(f.from_numpy(rng.standard_normal(tuple(y.shape), dtype=np.float32))
+                     .to("xp").to(y.dtype))
+        y.backward(g[0])
+        for p in params:
+            p.grad = None
+
+    return [("ResNet basic block 64ch b2 8^2 bf16 fwd+bwd", go, None, 5)]
+
+
 def _ac_on_xp(f):
     from fiamma import _autocast
 
@@ -630,7 +660,8 @@ def main():
     torch.set_num_threads(1)
     sizes = (4, 64, 256, 4, 65) if args.mid else None
     todo = (cases(fiamma, torch, "xp", "cpu", False, sizes) + mlp_step_case(fiamma) +
-            resnet_step_case(fiamma) + gpt_step_case(fiamma, torch, args.mid) +
+            resnet_block_case(fiamma) + resnet_step_case(fiamma) +
+            gpt_step_case(fiamma, torch, args.mid) +
             resnet_cases(fiamma, torch, "xp", "cpu", False, (2, 8, 16) if args.mid else None))
     if args.python and EMU is None:
         ap.error("--python needs the emulated cuda backend (FIAMMA_CUDA_EMU_LIB)")

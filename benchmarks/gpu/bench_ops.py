@@ -233,6 +233,25 @@ def resnet_cases(f, t, fdev, tdev, gpu, sizes=None):
     shape = (N, C, H, H)
     xf, xt = pair(shape)
     yf, yt = pair(shape)
+    # this session's kernels first (cudak: fm_lp_cast, fm_avgpool_glob_s, fm_loss_*,
+    # fm_int_s64): autocast's weight cast (layer4's 512x512x3x3) and a gradient's cast back
+    wf32, wt32 = pair((512, 512, 3, 3), low=False)
+    add("cast f32->bf16 (conv weight 512^2x3x3)", lambda: wf32.to(bf[0]),
+        lambda: wt32.to(bf[1]))
+    add("cast bf16->f32 (N,64,56,56)", lambda: xf.float(), lambda: xt.float())
+    F, TF = f.nn.functional, t.nn.functional
+    add("adaptive_avg_pool2d(1) bf16 (N,64,56,56)", lambda: F.adaptive_avg_pool2d(xf, 1),
+        lambda: TF.adaptive_avg_pool2d(xt, 1))
+    lf, lt = pair((N, 1000), True, False)
+    tf_, tt_ = pair((N, 1000), False, False)
+    add("mse_loss fwd+bwd (N,1000)", fb(f, lambda: (F.mse_loss(lf, tf_), (lf,))),
+        fb(t, lambda: (TF.mse_loss(lt, tt_), (lt,))), 20)
+    sf, st_ = tf_.sigmoid(), tt_.sigmoid()  # targets in [0, 1], made once
+    add("bce_with_logits fwd+bwd (N,1000)",
+        fb(f, lambda: (F.binary_cross_entropy_with_logits(lf, sf), (lf,))),
+        fb(t, lambda: (TF.binary_cross_entropy_with_logits(lt, st_), (lt,))), 20)
+    nf, nt = f.zeros((), dtype=f.int64, device=fdev), t.zeros((), dtype=t.int64, device=tdev)
+    add("int64 += 1 (num_batches_tracked)", lambda: nf.add_(1), lambda: nt.add_(1))
     add("bf16 relu (N,64,56,56)", lambda: f.relu(xf), lambda: t.relu(xt))
     add("bf16 add (residual)", lambda: xf + yf, lambda: xt + yt)
     add("bf16 mul scalar", lambda: xf * 0.5, lambda: xt * 0.5)
@@ -246,7 +265,6 @@ def resnet_cases(f, t, fdev, tdev, gpu, sizes=None):
     bf_, bt = pair((C,), True, False)
     rmf, rmt = pair((C,), False, False)
     rvf, rvt = f.ones(C, device=fdev), t.ones(C, device=tdev)
-    F, TF = f.nn.functional, t.nn.functional
     add("bf16 batch_norm train fwd", lambda: F.batch_norm(xf, rmf, rvf, wf.detach(),
                                                           bf_.detach(), True),
         lambda: TF.batch_norm(xt, rmt, rvt, wt.detach(), bt.detach(), True))

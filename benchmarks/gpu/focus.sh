@@ -2,7 +2,8 @@
 # A short, focused GPU check (for a few minutes of device time, after run.sh has run once):
 # installs the carried wheels as run.sh does, then runs, each under its own time limit,
 #   1. the cuda test files named in $TESTS (default: the kernel, cuDNN and flash tests),
-#   2. each script of $CHECKS (benchmarks/gpu/*_check.py that exist),
+#   2. each script of $CHECKS (benchmarks/gpu/*_check.py that exist: cudnn_check.py, and
+#      kernels_check.py, the newest kernels at GPU sizes against the CPU, each served),
 #   3. bench_cuda.py on the workloads of $ONLY (default: the three training steps),
 #   4. profile_steps.py for the jobs of $PROFILE (default: ResNet-18) into $OUT/p/,
 #   5. bench_ops.py in the time left before $T_END seconds.

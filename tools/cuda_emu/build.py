@@ -91,10 +91,12 @@ def source():
     for kind, ct in CS.STEP_KINDS.items():  # cuda_step's kernels: one namespace per storage
         out.append(f"namespace step_{kind} {{ typedef {ct} T;")
         out.append(_strip(CS.step_prelude(kind) + CS.STEP_SOURCE))
-        out.append("#undef FM_H\n#undef TK\n#undef TC\n#undef IS2\n#undef ISP\n}")
+        out.append("#undef FM_H\n#undef TK\n#undef TC\n#undef IS2\n#undef ISP\n"
+                   "#undef FM_NEG_INF\n}")
     out.append(_strip(CK._BIN4))
     out.append(_strip(CK._WHERE_S))
     out.append(_strip(CK._CMP_S))
+    out.append(_strip(CS.INT_S))
     out.append(_strip(CK._PHILOX))
     out.append('#include "emu_wrappers.inc"')
     return "\n".join(out)

@@ -76,6 +76,11 @@ class Raw:
             w = {"bf16": 2, "f32": 4, "f64": 8}[self.name[9:]]
             LIB.cmp_s(ctypes.c_int(w), ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]), *cargs)
             return
+        if self.name.startswith("fm_int_s"):
+            w = int(self.name[8:]) // 8
+            cargs[1] = ctypes.c_ulonglong(int(args[1]))  # (the wrapper takes 64 bits)
+            LIB.int_s(ctypes.c_int(w), ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]), *cargs)
+            return
         if self.name.startswith("fm_where_s"):
             w = int(self.name[10:]) // 8
             LIB.where_s(ctypes.c_int(w), ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]), *cargs)

@@ -12,6 +12,7 @@ import argparse
 import ctypes
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -58,6 +59,23 @@ def _compile(lib, src, name, arch):
     return rc, log.value.decode(errors="replace").strip(), ptx
 
 
+def _ptxas(ptxas, arch, ptx, cubin):
+    """ptxas -v on ``ptx``; an NVRTC newer than the toolkit's ptxas writes a PTX ISA version
+    ptxas refuses ("Unsupported .version 9.5; current version is '9.0'"): the file is then
+    assembled again declaring the version ptxas names (the kernels here use no newer PTX)."""
+    cmd = [ptxas, f"-arch=sm_{arch}", "-v", "-o", cubin, ptx]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    m = re.search(r"Unsupported \.version \S+; current version is '([0-9.]+)'", r.stderr)
+    if r.returncode and m:
+        with open(ptx, "rb") as fh:
+            text = fh.read()
+        with open(ptx, "wb") as fh:
+            fh.write(re.sub(rb"^\.version \S+", b".version " + m.group(1).encode(), text,
+                            count=1, flags=re.M))
+        r = subprocess.run(cmd, capture_output=True, text=True)
+    return r
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--arch", default="90")
@@ -87,6 +105,8 @@ def main(argv):
               for ct in ("float", "double")]
     units += [(f"step_{kind}", f"typedef {ct} T;\n" + CS.step_prelude(kind) + CS.STEP_SOURCE)
               for kind, ct in CS.STEP_KINDS.items()]
+    # the bit-moving and integer kernels (no T)
+    units += [("where_s", CK._WHERE_S), ("cmp_s", CK._CMP_S), ("int_s", CS.INT_S)]
     with tempfile.TemporaryDirectory() as tmp:
         for name, src in units:
             rc, log, ptx = _compile(lib, src, name + ".cu", a.arch)
@@ -96,9 +116,7 @@ def main(argv):
                 f = os.path.join(tmp, name + ".ptx")
                 with open(f, "wb") as fh:
                     fh.write(ptx)
-                r = subprocess.run([ptxas, f"-arch=sm_{a.arch}", "-v", "-o",
-                                    os.path.join(tmp, name + ".cubin"), f],
-                                   capture_output=True, text=True)
+                r = _ptxas(ptxas, a.arch, f, os.path.join(tmp, name + ".cubin"))
                 for line in (r.stdout + r.stderr).splitlines():
                     if "Used" in line or "spill" in line or "error" in line:
                         print("   ", line.strip())

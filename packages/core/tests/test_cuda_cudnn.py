@@ -336,6 +336,27 @@ def test_fake_library_version_and_plan_cache(fake_be):
     assert all(p["algo"] == "IMPLICIT_PRECOMP_GEMM" and p["workspace"] > 0 for p in plans)
 
 
+def test_fake_library_workspace_kept_per_stream(fake_be):
+    """The convolutions' workspace is one buffer per (device, stream), reused by later calls
+    (no allocation per call) and replaced only by a larger one when a plan needs more."""
+    out, ref = _direct(fake_be, fiamma.float32)
+    _check(out, ref, "float32")
+    (key, ws), = fake_be._cudnn_ws.items()
+    need = max(p["workspace"] for p in fake_be.cudnn_plans())
+    assert ws[1] == need > 0
+    for _ in range(3):
+        out, ref = _direct(fake_be, fiamma.float32)
+        _check(out, ref, "float32")
+    assert fake_be._cudnn_ws[key] is ws  # the same buffer, not a new one per call
+    small = ws[1]
+    fake_be._cudnn_ws[key] = (ws[0][: small // 2], small // 2, ws[2])  # pretend a smaller one
+    out, ref = _direct(fake_be, fiamma.float32)
+    _check(out, ref, "float32")
+    assert fake_be._cudnn_ws[key][1] == small  # grown to the plan's size
+    assert fake_be._cudnn_ws[key][0] is not ws[0]
+    assert not fake_be.fast_path_errors
+
+
 @pytest.mark.parametrize("status", [2000, 3000])
 def test_fake_library_failure_falls_back(fake_be, status):
     # a call the library refuses is recorded (an error, or a configuration cuDNN does not

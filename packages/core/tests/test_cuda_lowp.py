@@ -264,8 +264,9 @@ def test_max_pool_backward_without_range_check(device, be, dtype, monkeypatch):
         if dev == device and dtype in LOWP:
             _served(be, "pool_lp", p0)
         outs.append((y.detach(), idx))
-        name = "pool_lp" if dtype in LOWP else "pool_scatter"
-        s0 = _calls(be, name)
+        # the pool's own indices: the gather (cuda_step's maxpool_bwd) or the scatter
+        name = ("maxpool_bwd", "pool_lp" if dtype in LOWP else "pool_scatter")
+        s0 = _calls(be, name[0]) + _calls(be, name[1])
         if dev == device:
             import fiamma._backend.xp.pool as P
 
@@ -364,3 +365,128 @@ def test_elementwise_kernel_failure_falls_back(device, be, monkeypatch):
     n = _calls(be, "lp_bin")
     _same_bits(ad * bd, ref, fiamma.bfloat16)
     assert _calls(be, "lp_bin") == n
+
+
+def _f32_patterns(seed):
+    """float32 values around every rounding case of the 16-bit types: every bfloat16 pattern
+    widened, with each of the 16 low bits' edge values (ties, just below/above a tie), float16's
+    range edges and subnormals, NaNs of several payloads, infinities and signed zeros."""
+    rng = np.random.default_rng(seed)
+    hi = np.arange(1 << 16, dtype=np.uint32) << 16
+    lows = np.array([0, 1, 0x7FFF, 0x8000, 0x8001, 0xFFFF], np.uint32)
+    u = (hi[:, None] | lows[None, :]).ravel()
+    u = np.concatenate([u, rng.integers(0, 1 << 32, 50_000, dtype=np.uint64).astype(np.uint32)])
+    return u.view(np.float32)
+
+
+@pytest.mark.parametrize("dtype", LOWP)
+def test_cast_float32_to_16bit_one_pass(device, be, dtype):
+    """float32 -> bfloat16/float16 (autocast's weight casts): one fm_lp_cast launch, the bits the
+    generic conversion (the CPU backend) makes, NaNs staying NaN."""
+    f = _f32_patterns(3)
+    fd = fiamma.from_numpy(f.copy()).to(device)
+    c0 = _calls(be, "lp_cast")
+    got = fd.to(dtype)
+    _served(be, "lp_cast", c0)
+    assert _calls(be, "lp_cast") - c0 == 1 and got.dtype == dtype
+    _same_bits(got, _bits(fiamma.from_numpy(f.copy()).to(dtype)), dtype)
+    with np.errstate(over="ignore"):
+        want = _round(f, dtype)
+    want[np.isnan(f)] = 0x7FC0 if dtype == fiamma.bfloat16 else 0x7E00  # (_round: not NaNs)
+    _same_bits(got, want, dtype)
+
+
+@pytest.mark.parametrize("dtype", LOWP)
+@pytest.mark.parametrize("to", ["float32", "float64", "other"])
+def test_cast_16bit_widening_one_pass(device, be, dtype, to):
+    """bfloat16/float16 -> float32, float64 (exact) or the other 16-bit type (rounded once from
+    the exact value): every pattern, one launch, the CPU backend's bits."""
+    other = fiamma.float16 if dtype == fiamma.bfloat16 else fiamma.bfloat16
+    tdt = {"float32": fiamma.float32, "float64": fiamma.float64, "other": other}[to]
+    x = _all_patterns(dtype)
+    xd = _dev(x, dtype, device)
+    c0 = _calls(be, "lp_cast")
+    got = xd.to(tdt)
+    _served(be, "lp_cast", c0)
+    assert _calls(be, "lp_cast") - c0 == 1 and got.dtype == tdt
+    ref = xd.cpu().to(tdt)
+    if to == "other":
+        _same_bits(got, _bits(ref), tdt)
+        w = _widen(x, dtype)
+        with np.errstate(over="ignore"):
+            want = _round(w, tdt)
+        want[np.isnan(w)] = 0x7FC0 if tdt == fiamma.bfloat16 else 0x7E00  # (_round: no NaNs)
+        _same_bits(got, want, tdt)
+    else:
+        g, r = got.cpu().numpy(), ref.numpy()
+        with np.errstate(invalid="ignore"):
+            w = _widen(x, dtype).astype(r.dtype)
+        assert np.array_equal(g, r, equal_nan=True) and np.array_equal(g, w, equal_nan=True)
+        nz = ~np.isnan(g)
+        assert np.array_equal(np.signbit(g[nz]), np.signbit(w[nz]))
+
+
+@pytest.mark.parametrize("dtype", LOWP)
+def test_cast_float64_and_declined_layouts(device, be, dtype):
+    """float64 -> bfloat16 rounds through float32 (the generic rule) in one launch; float64 ->
+    float16 (rounded once by the generic code), a strided source or target, and a shared
+    storage stay generic: same values, no launch."""
+    rng = np.random.default_rng(5)
+    f = (rng.standard_normal(3001) * 100).astype(np.float64)
+    f[:4] = [np.nan, np.inf, -0.0, 1 + 2.0 ** -9 + 2.0 ** -40]  # a double-rounding case
+    fd = fiamma.from_numpy(f.copy()).to(device)
+    ref = fiamma.from_numpy(f.copy()).to(dtype)
+    c0 = _calls(be, "lp_cast")
+    got = fd.to(dtype)
+    if dtype == fiamma.bfloat16:
+        _served(be, "lp_cast", c0)
+        _same_bits(got, _round(f.astype(np.float32), dtype), dtype)
+    else:
+        assert _calls(be, "lp_cast") == c0
+    _same_bits(got, _bits(ref), dtype)
+    m = fiamma.from_numpy(rng.standard_normal((40, 30)).astype(np.float32)).to(device)
+    c0 = _calls(be, "lp_cast")
+    t = m.t().to(dtype)  # strided source
+    o = fiamma.empty((80, 30), dtype=dtype, device=device)[::2]  # strided target
+    o.copy_(m)
+    assert _calls(be, "lp_cast") == c0
+    _same_bits(t, _bits(m.cpu().t().to(dtype)), dtype)
+    _same_bits(o, _bits(m.cpu().to(dtype)), dtype)
+
+
+def test_cast_in_mixed_dtype_ops_and_autocast_grads(device, be):
+    """A bfloat16 + float32 operand is widened by one launch; the float32 gradient of a float32
+    weight used in bfloat16 (autocast's cast recorded) comes back through one launch too."""
+    pytest.importorskip("fiamma.autograd")
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal(5000).astype(np.float32)
+    w = fiamma.from_numpy(a.copy()).to(device).requires_grad_(True)
+    b = _dev(_round(rng.standard_normal(5000), fiamma.bfloat16), fiamma.bfloat16, device)
+    c0 = _calls(be, "lp_cast")
+    y = w.to(fiamma.bfloat16) * b + w  # bfloat16 * bfloat16, then + float32: widened
+    y.sum().backward()
+    assert _calls(be, "lp_cast") - c0 >= 3  # the cast, the widening of the product, the grad
+    assert not be.fast_path_errors
+    wc = fiamma.from_numpy(a.copy()).requires_grad_(True)
+    yc = wc.to(fiamma.bfloat16) * b.cpu() + wc
+    yc.sum().backward()
+    assert_same(y.detach(), yc.detach(), rtol=0, atol=0)
+    assert_same(w.grad, wc.grad, rtol=0, atol=0)
+
+
+def test_cast_kernel_failure_falls_back(device, be, monkeypatch):
+    monkeypatch.setattr(be, "fast_path_errors", {})
+    real = be._lp_kernel
+
+    def broken(h, name):
+        if name == "fm_lp_cast":
+            raise RuntimeError("does not build (test)")
+        return real(h, name)
+
+    monkeypatch.setattr(be, "_lp_kernel", broken)
+    f = _f32_patterns(4)[:20000]
+    got = fiamma.from_numpy(f.copy()).to(device).to(fiamma.bfloat16)
+    assert "lp_cast" in be.fast_path_errors
+    _same_bits(got, _round(f, fiamma.bfloat16), fiamma.bfloat16)
+    back = got.float()
+    assert np.array_equal(back.cpu().numpy(), got.cpu().float().numpy(), equal_nan=True)

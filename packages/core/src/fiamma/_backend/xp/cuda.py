@@ -223,7 +223,7 @@ class CupyBackend(StepKernelsMixin, LowpKernelsMixin, BinaryEntryMixin, CudnnCon
             if n:
                 self._rt.memcpyAsync(dst._ptr, src._ptr, n, self._d2d, self._stream_ptr())
             return 0
-        return XpBackend.copy(self, dst, src)
+        return super().copy(dst, src)  # (LowpKernelsMixin: 16-bit conversions in one pass)
 
     def fill(self, dst, fval, ival, use_int):
         if dst._contig and (ival == 0 if use_int else

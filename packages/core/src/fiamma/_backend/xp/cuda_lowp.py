@@ -17,6 +17,11 @@ generic path's (and PyTorch's, which also computes in float and rounds once):
 - ``fm_lp_relu``; ``fm_lp_cmp``: a comparison with a number into a bool tensor (ReLU's
   backward is ``where(y > 0, g, 0)``: this and the next);
 - ``fm_lp_where``: a bool condition picking the bits of two tensors or rounded numbers;
+- ``fm_lp_cast``: a conversion between bfloat16/float16 and float32, float64 (to 16 bits:
+  rounded to float first, as the generic bfloat16 conversion; a double into float16, which the
+  generic code rounds once, stays generic) or the other 16-bit type, of contiguous tensors of
+  one shape: one pass where the generic code widened or rounded into a temporary and copied it
+  (autocast's weight casts, the float32 gradients of bfloat16 weights, mixed-dtype operands);
 - ``fm_bn_*_lp``: batch norm forward (batch statistics with float64 sums, the running
   statistics updated; or eval) and backward reading and writing 16-bit activations with
   float32 weights and statistics (as under autocast), the same arithmetic as the float32
@@ -28,7 +33,9 @@ generic path's (and PyTorch's, which also computes in float and rounds once):
   kernel of float atomics into the zeroed result, taken when the indices are known to be in
   range (the pool's own forward notes their range), so no device-syncing check runs. Windows that
   overlap (e.g. 3x3, stride 2) add up to four gradients into one element in the order the
-  atomics land: the float32 sum may differ in its last bit from run to run.
+  atomics land: the float32 sum may differ in its last bit from run to run. (cuda_step.py's
+  ``fm_maxpool_bwd_s`` gather now serves the pool's own indices first: deterministic, one
+  pass; this scatter serves what it declines.)
 
 Each path is taken only for contiguous operands of the result's layout (others go to the
 generic code); a kernel that fails to build or launch is recorded in ``fast_path_errors`` and
@@ -182,6 +189,34 @@ extern "C" __global__ void fm_pool_scatter_add_lp(const X* __restrict__ src,
          i += stride)
         atomicAdd(acc + (i / ssize) * dsize + idx[i], fm_lp_ld(src[i]));
 }
+// dtype conversions in one pass: kinds 0 this 16-bit type (X), 1 the other one, 2 float,
+// 3 double; through float (exact from 16 bits; a double rounds to float first, as the generic
+// code and PyTorch's 16-bit constructors do), then rounded once to the destination
+__device__ __forceinline__ float fm_lp_ld_other(X v) {
+#if FM_H
+    return __uint_as_float(((unsigned int)v) << 16);  // (this is float16: the other, bfloat16)
+#else
+    const unsigned int s = ((unsigned int)v & 0x8000u) << 16, e = (v >> 10) & 0x1fu,
+                       m = v & 0x3ffu;
+    if (e == 31u) return __uint_as_float(s | 0x7f800000u | (m << 13));
+    if (e == 0u) { const float f = (float)m * 5.9604644775390625e-8f; return s ? -f : f; }
+    return __uint_as_float(s | ((e + 112u) << 23) | (m << 13));
+#endif
+}
+extern "C" __global__ void fm_lp_cast(const void* __restrict__ src, void* __restrict__ dst,
+        long long n, int sk, int dk) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        float v;
+        if (sk == 0) v = fm_lp_ld(((const X*)src)[i]);
+        else if (sk == 1) v = fm_lp_ld_other(((const X*)src)[i]);
+        else if (sk == 2) v = ((const float*)src)[i];
+        else v = (float)((const double*)src)[i];
+        if (dk == 0) ((X*)dst)[i] = fm_lp_st(v);
+        else if (dk == 2) ((float*)dst)[i] = v;
+        else ((double*)dst)[i] = (double)v;
+    }
+}
 extern "C" __global__ void fm_lp_round(const float* __restrict__ a, X* __restrict__ o,
         long long n) {
     const long long stride = (long long)gridDim.x * blockDim.x;
@@ -208,6 +243,14 @@ _CMP = {K.BIN_EQ: 0, K.BIN_NE: 1, K.BIN_LT: 2, K.BIN_LE: 3, K.BIN_GT: 4, K.BIN_G
 _ARITH = {K.BIN_ADD: 0, K.BIN_SUB: 1, K.BIN_MUL: 2, K.BIN_DIV: 3, K.BIN_ADD_ALPHA: 4}
 _F32_MAX = float(np.finfo(np.float32).max)
 _B256 = (256,)
+
+
+def _cast_kind(h, dt):
+    """fm_lp_cast's kind of dtype dt in the namespace of 16-bit type h (None: not taken)."""
+    c = _LP_H.get(dt.code)
+    if c is not None:
+        return 0 if c == h else 1
+    return 2 if dt is D.float32 else 3 if dt is D.float64 else None
 
 
 def _grid(n):
@@ -356,6 +399,33 @@ class LowpKernelsMixin:
                 if n == 0 or self._served("lp_where", go):
                     return 0
         return super().ternary(op, dtype, shape, out, a, sa, b, sb, c, sc, bf, bi, cf, ci, p0)
+
+    # ---- casts --------------------------------------------------------------------------------
+    def copy(self, dst, src):
+        """A dtype conversion to or from bfloat16/float16 between contiguous tensors of one shape
+        is one ``fm_lp_cast`` pass (the generic code widens or rounds into a temporary, then
+        copies it: two passes, a temporary and two array views); others go on."""
+        sd, dd = src._dtype, dst._dtype
+        if sd is not dd and (sd.code in _LP_H or dd.code in _LP_H) and dst._contig and \
+                src._contig and dst._shape == src._shape and \
+                dst._storage is not src._storage and \
+                dst._storage.device is src._storage.device:
+            h = _LP_H.get(dd.code)
+            if h is None:
+                h = _LP_H[sd.code]
+            sk, dk = _cast_kind(h, sd), _cast_kind(h, dd)
+            # a double rounds to float first (as the generic bfloat16 conversion does); the
+            # generic float16 conversion of a double rounds once, so that one is left to it
+            if sk is not None and dk is not None and dk != 1 and not (sk == 3 and h == 1):
+                n = dst._numel
+
+                def go():
+                    self._lp_kernel(h, "fm_lp_cast")(_grid(n), _B256, (
+                        _u64(src), _u64(dst), np.int64(n), np.int32(sk), np.int32(dk)))
+
+                if n == 0 or self._served("lp_cast", go):
+                    return 0
+        return super().copy(dst, src)
 
     @staticmethod
     def _lp_bits(dtype, v):

@@ -179,6 +179,9 @@ class RuntimeMixin:
         """Give CuPy's cached blocks (device and pinned host memory) back to the driver."""
         for idx in list(self._other):  # the reserved peaks before the pool shrinks
             self._read_pool(idx)
+        ws = getattr(self, "_cudnn_ws", None)
+        if ws:  # the cuDNN workspaces kept between calls (cudnn.py) go back too
+            ws.clear()
         self.xp.get_default_memory_pool().free_all_blocks()
         self.xp.get_default_pinned_memory_pool().free_all_blocks()
 

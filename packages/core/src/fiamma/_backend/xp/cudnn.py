@@ -98,6 +98,7 @@ class CudnnConvMixin:
         self._cudnn_flags = None  # the fiamma.backends.cudnn module
         self._cudnn_handles = {}
         self._cudnn_plans = {}
+        self._cudnn_ws = {}  # (device, stream) -> (keep-alive, bytes, address): the workspace
         self.cudnn_declined = {}  # plan key -> why cuDNN does not support that configuration
         self._cudnn_no_add = set()  # dtypes whose bias cudnnAddTensor refused
         self._cudnn_stream = getattr(self, "_stream_ptr", None) or (lambda: 0)
@@ -137,14 +138,25 @@ class CudnnConvMixin:
         rt = getattr(self, "_rt", None)
         return rt.getDevice() if rt is not None else None
 
-    def _cudnn_workspace(self, nbytes):
-        """(keep-alive, address) of nbytes of device scratch from the array module's pool."""
+    def _cudnn_workspace(self, nbytes, stream=0):
+        """(keep-alive, address) of at least nbytes of device scratch: one buffer per (device,
+        stream), kept and reused by every call queued on that stream (they run in order), grown
+        when a plan needs more (the old one goes back to the array module's pool, as each
+        call's buffer did before: later work on the stream runs after the calls using it), so
+        a step's convolutions make no allocation each."""
+        key = (self._cudnn_device(), stream)
+        ws = self._cudnn_ws.get(key)
+        if ws is not None and ws[1] >= nbytes:
+            return ws[0], ws[2]
         xp = self.xp
         if hasattr(xp, "cuda"):
             mem = xp.cuda.alloc(nbytes)
-            return mem, mem.ptr
-        a = xp.empty(nbytes, xp.uint8)
-        return a, a.ctypes.data
+            ws = (mem, nbytes, mem.ptr)
+        else:
+            a = xp.empty(nbytes, xp.uint8)
+            ws = (a, nbytes, a.ctypes.data)
+        self._cudnn_ws[key] = ws
+        return ws[0], ws[2]
 
     def _cudnn_load(self):
         """(Library or None, reason): the process's libcudnn (cudnn_api.library())."""
@@ -214,7 +226,7 @@ class CudnnConvMixin:
                 h.stream = stream
             keep = wsp = 0
             if plan.ws:
-                keep, wsp = self._cudnn_workspace(plan.ws)
+                keep, wsp = self._cudnn_workspace(plan.ws, stream)
             if mode == 1:  # CONV_BWD_DATA: (w, dy) -> dx
                 rc = plan.fn(h.ptr, plan.one, plan.d0, b._ptr, plan.d1, a._ptr, plan.dc,
                              plan.algo, wsp, plan.ws, plan.zero, plan.do, out._ptr)
