@@ -30,26 +30,6 @@ _SLOT_BYTES = 1024  # a checked collective's operand up to this size travels wit
 _MAXDIMS = 8
 
 
-_slack = threading.local()
-
-
-def _nap():
-    """Sleep about 20 us between polls of MPI requests. Linux lengthens a short sleep by the
-    thread's timer slack (50 us by default), so a rank that waited for its peer noticed it
-    ~70 us late, and the peer then waited for it in turn; the first nap of each thread sets
-    its slack to 1 us (prctl PR_SET_TIMERSLACK; a no-op where that is unavailable)."""
-    if not getattr(_slack, "set", False):
-        _slack.set = True
-        try:
-            import ctypes
-            import sys
-            if sys.platform.startswith("linux"):
-                ctypes.CDLL(None).prctl(29, 1000, 0, 0, 0)  # PR_SET_TIMERSLACK, 1000 ns
-        except (OSError, AttributeError):
-            pass
-    time.sleep(2e-5)
-
-
 class DistError(RuntimeError):
     """Base class of fiamma.distributed's errors."""
 
@@ -390,7 +370,7 @@ class ProcessGroup:
                     waiting = False
                     patient = now + budget
                 if now > patient:
-                    _nap()
+                    time.sleep(2e-5)
 
     def _loop(self):
         while True:

@@ -15,7 +15,6 @@ from fiamma.distributed import _mpi, _nccl_ops as _N
 from fiamma.distributed._group import (
     DistBackendError,
     Header,
-    _nap,
     _seconds,
     describe_tensor,
 )
@@ -104,7 +103,7 @@ class P2PWork:
             if now > limit:
                 raise self._group._timed_out(self._what, timeout)
             if now > patient:
-                _nap()
+                time.sleep(2e-5)
         if self._exc is not None:
             raise self._exc
         return True
@@ -290,7 +289,7 @@ def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
                     f"fiamma.distributed: monitored_barrier: rank {g._ranks[g.rank()]} was not "
                     f"released by rank {g._ranks[0]} within {datetime.timedelta(seconds=seconds)}"
                     " (another rank did not arrive, or rank 0 failed)")
-            _nap()
+            time.sleep(2e-5)
         return
     arrivals = {r: comm.Irecv(np.zeros(1, np.int64), source=r, tag=1)
                 for r in range(1, g.size())}
@@ -306,6 +305,6 @@ def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
                 f"fiamma.distributed: monitored_barrier: {who} not reach the barrier within "
                 f"{datetime.timedelta(seconds=seconds)} (group {g.name()})")
         if waiting:
-            _nap()
+            time.sleep(2e-5)
     releases = [comm.Isend(token, dest=r, tag=2) for r in range(1, g.size())]
     _mpi.mpi().Request.Waitall(releases)
