@@ -658,3 +658,134 @@ def test_parity_segment_reduce_and_hybrid_products():
     assert repr(fiamma.hspmm(fs, fd)).replace("fiamma.", "torch.") == repr(torch.hspmm(ts, td))
     np.testing.assert_array_equal(fiamma.sspaddmm(fs, fs, fiamma.eye(3)).to_dense().numpy(),
                                   torch.sspaddmm(ts, ts, torch.eye(3)).to_dense().numpy())
+
+
+# ---- indexing ------------------------------------------------------------------------------------
+
+def _as_list(x):
+    return x.to_dense().tolist() if x.layout is not fiamma.strided else x.tolist()
+
+
+@pytest.mark.parametrize("layout", ["csr", "csc", "bsr", "bsc"])
+def test_select_and_getitem_of_2d(layout):
+    rng = np.random.default_rng(21)
+    a = rand_sparse(rng, 5, 6, 0.4)
+    conv = getattr(fiamma.from_numpy(a), f"to_sparse_{layout}")
+    s = conv((1, 1)) if layout in ("bsr", "bsc") else conv()
+    for i in range(-5, 5):
+        r = s[i]
+        assert r.layout is fiamma.sparse_coo and r.shape == (6,) and r.is_coalesced()
+        np.testing.assert_array_equal(r.to_dense().numpy(), a[i])
+        for j in (0, 3, -1):
+            e = s[i, j]
+            assert e.layout is fiamma.strided and e.shape == ()
+            assert e.item() == a[i, j]
+    for j in range(6):
+        c = s.select(1, j)
+        assert c.layout is fiamma.sparse_coo and c.is_coalesced()
+        np.testing.assert_array_equal(c.to_dense().numpy(), a[:, j])
+        np.testing.assert_array_equal(fiamma.select(s, -1, j).to_dense().numpy(), a[:, j])
+    with pytest.raises(IndexError, match="select.*index 5 out of range"):
+        s[5]
+    with pytest.raises(IndexError, match="select.*index -7 out of range"):
+        s.select(1, -7)
+    with pytest.raises(IndexError, match="select.*Dimension out of range"):
+        s.select(2, 0)
+    for bad in (slice(0, 2), None, Ellipsis, True, fiamma.tensor([0, 1]), (1, slice(None))):
+        with pytest.raises(RuntimeError, match="getitem: Sparse .* do not have strides"):
+            s[bad]
+    with pytest.raises(RuntimeError, match="narrow: Sparse .* do not have strides"):
+        s.narrow(0, 1, 2)
+    with pytest.raises(IndexError, match="too many indices"):
+        s[0, 0, 0]
+
+
+def test_select_of_batched_hybrid_and_blocked():
+    x = np.arange(1, 25, dtype=np.float32).reshape(2, 3, 4)
+    x[x % 3 == 0] = 0
+    b = fiamma.from_numpy(x).to_sparse_csr()
+    r = b[1]
+    assert r.layout is fiamma.sparse_csr and r.shape == (3, 4)
+    np.testing.assert_array_equal(r.to_dense().numpy(), x[1])
+    np.testing.assert_array_equal(b[1, 2].to_dense().numpy(), x[1, 2])
+    assert b[1, 2, 1].item() == x[1, 2, 1]
+    with pytest.raises(RuntimeError, match="select.*batched"):
+        b.select(1, 0)
+    # hybrid: a dense dim keeps the layout; a sparse dim gives COO with the dense dim
+    h = fiamma.arange(1, 13, dtype=fiamma.float32).reshape(3, 2, 2).to_sparse_csr(dense_dim=1)
+    hd = np.arange(1, 13, dtype=np.float32).reshape(3, 2, 2)
+    assert h.select(2, 1).layout is fiamma.sparse_csr
+    np.testing.assert_array_equal(h.select(2, 1).to_dense().numpy(), hd[..., 1])
+    assert h[1].layout is fiamma.sparse_coo and h[1].shape == (2, 2)
+    np.testing.assert_array_equal(h[1].to_dense().numpy(), hd[1])
+    np.testing.assert_array_equal(h.select(1, 0).to_dense().numpy(), hd[:, 0])
+    assert h[1, 1].tolist() == [7.0, 8.0]
+    # blocks larger than 1 x 1: no view (as PyTorch); select_copy gives the COO slice
+    a = np.arange(16, dtype=np.float32).reshape(4, 4)
+    a[a % 3 == 0] = 0
+    for lay in ("bsr", "bsc"):
+        s = getattr(fiamma.from_numpy(a), f"to_sparse_{lay}")((2, 2))
+        with pytest.raises(RuntimeError, match="select.*blocksize \\(2, 2\\).*select_copy"):
+            s[1]
+        for dim in (0, 1):
+            for i in range(4):
+                c = fiamma.select_copy(s, dim, i)
+                assert c.layout is fiamma.sparse_coo
+                np.testing.assert_array_equal(c.to_dense().numpy(), a.take(i, axis=dim))
+
+
+def test_select_is_differentiable():
+    pytest.importorskip("fiamma.autograd")
+    v = fiamma.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    s = fiamma.sparse_csr_tensor([0, 1, 3], [0, 0, 1], v, (2, 2))
+    (s[1].to_dense() * fiamma.tensor([1.0, 10.0])).sum().backward()
+    assert v.grad.tolist() == [0.0, 1.0, 10.0]
+    v.grad = None
+    (s.select(1, 0).to_dense() * fiamma.tensor([1.0, 10.0])).sum().backward()
+    assert v.grad.tolist() == [1.0, 10.0, 0.0]
+
+
+@pytest.mark.parity
+def test_parity_indexing_with_torch():
+    torch = pytest.importorskip("torch")
+    import warnings
+
+    warnings.simplefilter("ignore")
+    rng = np.random.default_rng(5)
+    a = rand_sparse(rng, 4, 6, 0.5)
+    x = np.stack([a, 2 * a])
+    for lay in ("csr", "csc", "bsr", "bsc"):
+        args = ((1, 1),) if lay in ("bsr", "bsc") else ()
+        for arr in (a, x):
+            ts = getattr(torch.from_numpy(arr), f"to_sparse_{lay}")(*args)
+            fs = getattr(fiamma.from_numpy(arr), f"to_sparse_{lay}")(*args)
+            idxs = [1, -1, (1, 3), (0, -2)] + ([(1, 2, 5)] if arr.ndim == 3 else [])
+            for idx in idxs:
+                f = fs[idx]
+                np.testing.assert_array_equal(np.array(_as_list(f)), arr[idx])
+                try:
+                    t = ts[idx]
+                except RuntimeError as e:  # the plain dim with unevenly spaced entries
+                    assert "no view" in str(e)
+                    continue
+                assert f.layout.name == repr(t.layout).split(".")[-1]
+                assert tuple(f.shape) == tuple(t.shape)
+            for dim in range(arr.ndim):
+                for i in (0, -1):
+                    try:
+                        t = ts.select(dim, i)
+                    except RuntimeError as e:
+                        if "no view" not in str(e):  # selecting a sparse dim of a batch
+                            with pytest.raises(RuntimeError, match="select"):
+                                fs.select(dim, i)
+                            continue
+                        # PyTorch views the plain dim only where its entries lie evenly
+                        # spaced; fiamma always gives the slice (select_copy's result)
+                        t = torch.select_copy(ts, dim, i)
+                    f = fs.select(dim, i)
+                    assert f.layout.name == repr(t.layout).split(".")[-1]
+                    np.testing.assert_array_equal(f.to_dense().numpy(), t.to_dense().numpy())
+            with pytest.raises(RuntimeError):
+                ts[0:1]
+            with pytest.raises(RuntimeError):
+                fs[0:1]

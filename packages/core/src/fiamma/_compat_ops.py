@@ -1507,6 +1507,8 @@ def permute_copy(input, dims):
 
 
 def select_copy(input, dim, index):
+    if getattr(input, "_compressed", False):  # a sparse compressed tensor (blocks allowed)
+        return input._select_copy(dim, index)
     return _copies(input.select(dim, index))
 
 

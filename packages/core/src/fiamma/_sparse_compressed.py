@@ -366,6 +366,120 @@ class SparseCompressed(Tensor):
         return self.transpose(-2, -1) if self.dense_dim() == 0 else \
             self.transpose(self._nbatch(), self._nbatch() + 1)
 
+    # ---- indexing -----------------------------------------------------------------------------
+    def select(self, dim, index):
+        return self._select(dim, index, False)
+
+    def _select_copy(self, dim, index):
+        # fiamma.select_copy: as select, and a sparse dim of a blocked tensor is allowed
+        return self._select(dim, index, True)
+
+    def _select(self, dim, index, copy):
+        """PyTorch's rules: a batch dim keeps the layout (one batch fewer); a dense dim keeps
+        the layout and the indices; a sparse dim of an unbatched tensor without blocks (or
+        with 1 x 1 blocks) gives a sparse COO tensor of the other sparse dim."""
+        nd = len(self._shape)
+        dim = _wrap(dim, nd, "select")
+        size = self._shape[dim]
+        if isinstance(index, bool) or not isinstance(index, int):
+            index = operator.index(index)
+        if not -size <= index < size:
+            raise IndexError(f"select(): index {index} out of range for tensor of size "
+                             f"{list(self._shape)} at dimension {dim}")
+        index = index + size if index < 0 else index
+        nb = self._nbatch()
+        shape = self._shape[:dim] + self._shape[dim + 1:]
+        if dim < nb:
+            return _make(type(self), self._cp_ci.select(dim, index),
+                         self._cp_pi.select(dim, index), self._cp_v.select(dim, index), shape)
+        if dim >= nb + 2:  # a dense dim: the values' dim after (nnz,) + block
+            vd = dim - 1 + (2 if self._blocked else 0)
+            return _make(type(self), self._cp_ci, self._cp_pi, self._cp_v.select(vd, index),
+                         shape)
+        if nb:
+            raise RuntimeError(f"select(): selecting sparse dimensions is not supported for "
+                               f"batched sparse compressed tensors ({self.layout.name}, "
+                               f"{nb} batch dim(s), dim {dim})")
+        if self.blocksize() != (1, 1) and not copy:
+            raise RuntimeError(f"select(): selecting a sparse dim of a {self.layout.name} "
+                               f"tensor with blocksize {self.blocksize()} has no view "
+                               f"(PyTorch raises too); use fiamma.select_copy or convert "
+                               f"with .to_dense() first")
+        if self.blocksize() != (1, 1):
+            c = _to_coo(self)
+            i = c._sp_i
+            keep = _f().nonzero(i[dim] == index).reshape(-1)
+            return _coo()._make(i[1 - dim][keep].reshape(1, -1), c._sp_v[keep], shape,
+                                False).coalesce()
+        return _select_sparse(self, dim, index, shape)
+
+    def __getitem__(self, idx):
+        items = idx if isinstance(idx, tuple) else (idx,)
+        for it in items:
+            if isinstance(it, bool) or not hasattr(type(it), "__index__") or \
+                    isinstance(it, Tensor):
+                raise RuntimeError(f"getitem: {_NAMES[self.layout]} tensors do not have "
+                                   f"strides: only integer indices (select) are supported, "
+                                   f"got {type(it).__name__} {it!r}; convert with .to_dense() "
+                                   f"first")
+        if len(items) > len(self._shape):
+            raise IndexError(f"getitem: too many indices for tensor of dimension "
+                             f"{len(self._shape)} (got {len(items)})")
+        out = self
+        for it in items:
+            if isinstance(out, SparseCompressed):
+                out = out.select(0, it)
+            elif _is_coo(out):
+                out = _coo_select0(out, it)
+            else:
+                out = out.select(0, it)
+        return out
+
+    def narrow(self, dim, start, length):
+        raise RuntimeError(f"narrow: {_NAMES[self.layout]} tensors do not have strides "
+                           f"(PyTorch raises too); convert with .to_dense() first")
+
+
+def _select_sparse(s, dim, index, shape):
+    """Row ``index`` (dim 0) or column ``index`` (dim 1) of an unbatched compressed tensor
+    with 1 x 1 blocks, as a coalesced 1-sparse-dim COO tensor of shape ``shape``."""
+    f = _f()
+    dense = tuple(s._shape[2:])
+    v = s._cp_v.reshape((s._nnz(),) + dense)
+    if (dim == 0) == s._row:  # the compressed dim: one slice of the offsets
+        lo, hi = (int(x) for x in s._cp_ci[index:index + 2].tolist())
+        pos = s._cp_pi[lo:hi].to(D.int64)
+        vals = v[lo:hi]
+    else:  # the plain dim: the entries whose plain index is ``index``
+        b, r, c, _ = _entries(s)
+        comp = r if s._row else c
+        keep = f.nonzero(s._cp_pi.reshape(-1) == index).reshape(-1)
+        pos = comp[keep]
+        vals = v[keep]
+    return _coo()._make(pos.reshape(1, -1), vals, shape, False).coalesce()
+
+
+def _coo_select0(c, index):
+    """Element ``index`` of a COO tensor with one sparse dim: a dense tensor of its dense
+    shape (the sum of the coalesced entries there, so zeros where none is stored)."""
+    f = _f()
+    size = c._shape[0]
+    if isinstance(index, bool) or not isinstance(index, int):
+        index = operator.index(index)
+    if not -size <= index < size:
+        raise IndexError(f"select(): index {index} out of range for tensor of size "
+                         f"{list(c._shape)} at dimension 0")
+    index = index + size if index < 0 else index
+    if c.sparse_dim() != 1:
+        raise RuntimeError(f"getitem: indexing a sparse COO tensor with sparse_dim "
+                           f"{c.sparse_dim()} is not supported")
+    c = c.coalesce()
+    i, v = c._sp_i, c._sp_v
+    keep = f.nonzero(i[0] == index).reshape(-1)
+    if keep._shape[0] == 0:
+        return f.zeros(tuple(v._shape[1:]), dtype=v._dtype, device=v.device)
+    return v[int(keep[0])]
+
 
 def _rebuild(layout_name, ci, pi, values, size):
     """Unpickling (checked as the constructor checks)."""
