@@ -21,6 +21,8 @@ import builtins
 import operator
 import sys
 
+import numpy as _np
+
 from fiamma import _dtype as D
 from fiamma._layout import sparse_bsc, sparse_bsr, sparse_coo, sparse_csc, sparse_csr, strided
 from fiamma._tensor import Tensor
@@ -619,18 +621,31 @@ def _build(cls, shape, nbatch, bh, bw, b, r, c, v, op, index_dtype=D.int64, pres
     mb, nbk = rows // bh, cols // bw
     comp, plain = (r, c) if cls._row else (c, r)
     ncomp, nplain = (mb, nbk) if cls._row else (nbk, mb)
-    slot = b * ncomp + comp
+    # one batch (b all zero, or None): the slot is the compressed index itself
+    slot = comp if nbt == 1 or b is None else b * ncomp + comp
     if not presorted and slot._shape[0] > 1:
         perm = f.argsort(slot * nplain + plain, stable=True)
         slot, plain, v = slot[perm], plain[perm], v[perm]
-    counts = f.bincount(slot, minlength=nbt * ncomp).reshape(nbt, ncomp)
-    per_batch = counts.sum(1)
     n_total = slot._shape[0]
     nnz = n_total // nbt if nbt else 0
-    if nbt > 1 and n_total and not builtins.bool((per_batch == nnz).all()):
+    if slot.device.type == "cpu":
+        # the offsets in NumPy: one bincount and one cumsum over a buffer that already holds
+        # the leading zeros (fiamma's bincount checks and reduces more on the way)
+        counts = _np.bincount(slot.numpy(), minlength=nbt * ncomp).reshape(nbt, ncomp)
+        per_batch = counts.sum(1) if nbt > 1 else None
+        bad = nbt > 1 and n_total and bool((per_batch != nnz).any())
+        ci_np = _np.zeros((nbt, ncomp + 1), _np.int64)
+        _np.cumsum(counts, axis=1, out=ci_np[:, 1:])
+        ci = f.from_numpy(ci_np)
+    else:
+        counts = f.bincount(slot, minlength=nbt * ncomp).reshape(nbt, ncomp)
+        per_batch = counts.sum(1)
+        bad = nbt > 1 and n_total and not builtins.bool((per_batch == nnz).all())
+        ci = f.cat([f.zeros((nbt, 1), dtype=D.int64, device=counts.device), counts.cumsum(1)],
+                   1)
+    if bad:
         raise RuntimeError(f"{op}: Expect the same number of specified elements per batch, "
                            f"got {per_batch.tolist()}")
-    ci = f.cat([f.zeros((nbt, 1), dtype=D.int64, device=counts.device), counts.cumsum(1)], 1)
     ci = ci.reshape(batch + (ncomp + 1,)).to(index_dtype)
     pi = plain.reshape(batch + (nnz,)).to(index_dtype)
     dense = tuple(v._shape[3:])
@@ -747,17 +762,15 @@ def coo_to_compressed(s, layout, blocksize=None, dense_dim=None, op="to_sparse_c
     if layout in (sparse_bsr, sparse_bsc):
         return dense_to_compressed(s.to_dense(), layout, blocksize, s.dense_dim(), op)
     _check_blocksize(op, layout, blocksize, 1, 1)
-    f = _f()
     c = s.coalesce()
     i, v = c._sp_i, c._sp_v
     nbatch = sd - 2
     batch = tuple(s._shape[:nbatch])
+    b = None  # one batch
     if nbatch:
         b = i[0]
         for d in range(1, nbatch):
             b = b * batch[d] + i[d]
-    else:
-        b = f.zeros(i._shape[1], dtype=D.int64, device=i.device)
     v = v.reshape((v._shape[0], 1, 1) + tuple(v._shape[1:]))
     cls = _CLASS[layout]
     return _build(cls, tuple(s._shape), nbatch, 1, 1, b, i[nbatch], i[nbatch + 1], v, op,
