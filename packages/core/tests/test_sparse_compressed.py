@@ -789,3 +789,116 @@ def test_parity_indexing_with_torch():
                 ts[0:1]
             with pytest.raises(RuntimeError):
                 fs[0:1]
+
+
+# ---- batched sampled_addmm and out= ------------------------------------------------------------
+
+def test_sampled_addmm_batched_and_out():
+    rng = np.random.default_rng(3)
+    mask = np.arange(20).reshape(4, 5) % 3 == 0  # the same nnz in every batch
+    x = np.where(mask, rng.standard_normal((3, 4, 5)), 0).astype(np.float32)
+    a = rng.standard_normal((3, 4, 6)).astype(np.float32)
+    b = rng.standard_normal((3, 6, 5)).astype(np.float32)
+    s = fiamma.from_numpy(x).to_sparse_csr()
+    r = fiamma.sparse.sampled_addmm(s, fiamma.from_numpy(a), fiamma.from_numpy(b), beta=0.5,
+                                    alpha=2.0)
+    assert r.layout is fiamma.sparse_csr and r.shape == (3, 4, 5)
+    want = np.where(x != 0, 0.5 * x + 2.0 * (a @ b), 0)
+    np.testing.assert_allclose(r.to_dense().numpy(), want, rtol=1e-5, atol=1e-5)
+    # a 2-D input: its pattern for every batch
+    r2 = fiamma.sparse.sampled_addmm(s[1], fiamma.from_numpy(a), fiamma.from_numpy(b))
+    assert r2.shape == (3, 4, 5)
+    np.testing.assert_allclose(r2.to_dense().numpy(), np.where(x[1] != 0, x[1] + a @ b, 0),
+                               rtol=1e-5, atol=1e-5)
+    with pytest.raises(RuntimeError, match="sampled_addmm: Expected mat1 and mat2 to have the "
+                       "same batch size, but got \\[3\\] and \\[\\]"):
+        fiamma.sparse.sampled_addmm(s, fiamma.from_numpy(a), fiamma.from_numpy(b[0]))
+    with pytest.raises(RuntimeError, match="sampled_addmm: Expected self and mat1 to have the "
+                       "same batch size, but got \\[3\\] and \\[2\\]"):
+        fiamma.sparse.sampled_addmm(s, fiamma.from_numpy(a[:2]), fiamma.from_numpy(b[:2]))
+    # out=: takes the result's pattern, values and size
+    out = fiamma.eye(2).to_sparse_csr()
+    got = fiamma.sparse.sampled_addmm(s, fiamma.from_numpy(a), fiamma.from_numpy(b), out=out)
+    assert got is out and out.shape == (3, 4, 5)
+    np.testing.assert_allclose(out.to_dense().numpy(), np.where(x != 0, x + a @ b, 0),
+                               rtol=1e-5, atol=1e-5)
+    with pytest.raises(RuntimeError, match="sampled_addmm: Expected out to have sparse_csr"):
+        fiamma.sparse.sampled_addmm(s[0], fiamma.from_numpy(a[0]), fiamma.from_numpy(b[0]),
+                                    out=fiamma.zeros(4, 5))
+    with pytest.raises(RuntimeError, match="sampled_addmm: Expected result and self to have "
+                       "the same dtype"):
+        fiamma.sparse.sampled_addmm(s[0], fiamma.from_numpy(a[0]), fiamma.from_numpy(b[0]),
+                                    out=fiamma.eye(2, dtype=fiamma.float64).to_sparse_csr())
+
+
+def test_sampled_addmm_batched_gradients():
+    pytest.importorskip("fiamma.autograd")
+    rng = np.random.default_rng(4)
+    x = np.ones((2, 3, 3), np.float32)
+    x[:, 0, 1] = 0
+    s = fiamma.from_numpy(x).to_sparse_csr()
+    a = fiamma.from_numpy(rng.standard_normal((2, 3, 4)).astype(np.float32)).requires_grad_()
+    b = fiamma.from_numpy(rng.standard_normal((2, 4, 3)).astype(np.float32)).requires_grad_()
+    fiamma.sparse.sampled_addmm(s, a, b).values().sum().backward()
+    mask = fiamma.from_numpy((x != 0).astype(np.float32))
+    np.testing.assert_allclose(a.grad.numpy(), (mask @ b.detach().mT).numpy(), rtol=1e-5)
+    np.testing.assert_allclose(b.grad.numpy(), (a.detach().mT @ mask).numpy(), rtol=1e-5)
+
+
+def test_products_out():
+    a = np.array([[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]], np.float32)
+    s = fiamma.from_numpy(a).to_sparse_csr()
+    d = np.arange(6, dtype=np.float32).reshape(3, 2)
+    for fn in (fiamma.mm, fiamma.matmul):
+        out = fiamma.empty(2, 2)
+        assert fn(s, fiamma.from_numpy(d), out=out) is out
+        np.testing.assert_allclose(out.numpy(), a @ d)
+    out = fiamma.empty(0)
+    fiamma.mm(fiamma.from_numpy(d.T.copy()), s.t(), out=out)  # dense @ CSC, resized
+    np.testing.assert_allclose(out.numpy(), d.T @ a.T)
+    out = fiamma.empty(2, 2)
+    fiamma.addmm(fiamma.ones(2, 2), s, fiamma.from_numpy(d), beta=2.0, alpha=0.5, out=out)
+    np.testing.assert_allclose(out.numpy(), 2.0 + 0.5 * (a @ d))
+    out = fiamma.empty(2)
+    fiamma.mv(s, fiamma.ones(3), out=out)
+    np.testing.assert_allclose(out.numpy(), a.sum(1))
+    out = fiamma.eye(3).to_sparse_csr()
+    assert fiamma.mm(s, fiamma.from_numpy(d).to_sparse_csr(), out=out) is out
+    assert out.layout is fiamma.sparse_csr and out.shape == (2, 2)
+    np.testing.assert_allclose(out.to_dense().numpy(), a @ d)
+    with pytest.raises(RuntimeError, match="mm: out has size \\(5,\\), expected \\(2, 2\\)"):
+        fiamma.mm(s, fiamma.from_numpy(d), out=fiamma.empty(5))
+    with pytest.raises(RuntimeError, match="mm: expected out to have dtype fiamma.float32"):
+        fiamma.mm(s, fiamma.from_numpy(d), out=fiamma.empty(2, 2, dtype=fiamma.float64))
+    with pytest.raises(RuntimeError, match="mm: out must be a dense"):
+        fiamma.mm(s, fiamma.from_numpy(d), out=fiamma.eye(2).to_sparse_csr())
+
+
+@pytest.mark.parity
+def test_parity_batched_sampled_addmm_and_out():
+    torch = pytest.importorskip("torch")
+    import warnings
+
+    warnings.simplefilter("ignore")
+    rng = np.random.default_rng(9)
+    x = np.zeros((2, 3, 4), np.float32)
+    x[:, [0, 1, 2, 2], [1, 0, 2, 3]] = rng.standard_normal((2, 4))
+    a = rng.standard_normal((2, 3, 5)).astype(np.float32)
+    b = rng.standard_normal((2, 5, 4)).astype(np.float32)
+    for inp in (x, x[0]):
+        ts = torch.from_numpy(inp).to_sparse_csr()
+        fs = fiamma.from_numpy(inp).to_sparse_csr()
+        t = torch.sparse.sampled_addmm(ts, torch.from_numpy(a), torch.from_numpy(b), beta=0.3,
+                                       alpha=1.5)
+        f = fiamma.sparse.sampled_addmm(fs, fiamma.from_numpy(a), fiamma.from_numpy(b),
+                                        beta=0.3, alpha=1.5)
+        assert tuple(f.shape) == tuple(t.shape)
+        np.testing.assert_array_equal(f.crow_indices().numpy(), t.crow_indices().numpy())
+        np.testing.assert_array_equal(f.col_indices().numpy(), t.col_indices().numpy())
+        np.testing.assert_allclose(f.values().numpy(), t.values().numpy(), rtol=1e-5,
+                                   atol=1e-6)
+    d = rng.standard_normal((4, 2)).astype(np.float32)
+    to, fo = torch.empty(3, 2), fiamma.empty(3, 2)
+    torch.mm(torch.from_numpy(x[0]).to_sparse_csr(), torch.from_numpy(d), out=to)
+    fiamma.mm(fiamma.from_numpy(x[0]).to_sparse_csr(), fiamma.from_numpy(d), out=fo)
+    np.testing.assert_allclose(fo.numpy(), to.numpy(), rtol=1e-5, atol=1e-6)

@@ -235,17 +235,16 @@ def _product(op, a, b):
 def mm(input, mat2, *, out=None):
     """mm with a compressed operand: compressed @ dense and dense @ compressed are dense,
     compressed @ compressed is compressed (as torch.mm)."""
-    if out is not None:
-        raise unsupported("mm(out=...)", (input if is_compressed(input) else mat2).layout)
     for t, n in ((input, "input"), (mat2, "mat2")):
         if t.ndim != 2:
             raise RuntimeError(f"mm: {n} must be a matrix, got a {t.ndim}-D tensor")
-    return _product("mm", input, mat2)
+    r = _product("mm", input, mat2)
+    return r if out is None else _to_out("mm", out, r)
 
 
 def matmul(input, other, *, out=None):
     if out is not None:
-        raise unsupported("matmul(out=...)", (input if is_compressed(input) else other).layout)
+        return _to_out("matmul", out, matmul(input, other))
     if is_compressed(input) and not is_compressed(other):
         return _compressed_dense("matmul", input, other) if input._nbatch() or \
             other.ndim <= 2 else _unsupported_nd("matmul", input, other)
@@ -270,7 +269,7 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * (mat1 @ mat2)`` with a compressed ``mat1`` or ``mat2`` (dense
     result); a compressed ``input`` is made dense."""
     if out is not None:
-        raise unsupported("addmm(out=...)", sparse_csr)
+        return _dense_out("addmm", out, addmm(input, mat1, mat2, beta=beta, alpha=alpha))
     p = _product("addmm", mat1, mat2)
     if is_compressed(p):
         p = p.to_dense()
@@ -284,32 +283,107 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
 
 
 def sampled_addmm(input, mat1, mat2, *, beta=1.0, alpha=1.0, out=None):
+    """``beta * input + alpha * (mat1 @ mat2)`` at ``input``'s stored positions (CSR result).
+    Batched as PyTorch: ``mat1`` (``batch + (m, n)``) and ``mat2`` (``batch + (n, k)``) with the
+    same batch; ``input`` has that batch too, or is 2-D (its pattern used for every batch)."""
     op = "sampled_addmm"
     if not is_compressed(input) or input.layout is not sparse_csr:
         raise RuntimeError(f"{op}: Expected result to have sparse csr layout, but got "
                            f"{getattr(input, 'layout', type(input).__name__)}")
-    if out is not None:
-        raise unsupported(f"{op}(out=...)", input.layout)
     for t, n in ((mat1, "mat1"), (mat2, "mat2")):
         if not isinstance(t, Tensor) or is_compressed(t) or _is_coo(t):
             raise RuntimeError(f"{op}: {n} must be a dense tensor")
-        if t.ndim != 2:
-            raise RuntimeError(f"{op}: {n} must be a matrix, got a {t.ndim}-D tensor "
-                               "(batched inputs are not supported)")
-    if not _plain_matrix(input):
-        raise unsupported(f"{op} with a batched or hybrid input", input.layout)
+        if t.ndim < 2:
+            raise RuntimeError(f"{op}: {n} must be a matrix or a batch of matrices, got a "
+                               f"{t.ndim}-D tensor")
+    if input.dense_dim():
+        raise RuntimeError(f"{op}: Expected non-hybrid self tensor, got dense_dim "
+                           f"{input.dense_dim()}")
     _check_dtypes(op, mat1, mat2)
     _check_dtypes(op, input, mat1)
-    m, k = input._shape
-    if mat1._shape[0] != m or mat2._shape[1] != k or mat1._shape[1] != mat2._shape[0]:
+    b1, b2 = tuple(mat1._shape[:-2]), tuple(mat2._shape[:-2])
+    if b1 != b2:
+        raise RuntimeError(f"{op}: Expected mat1 and mat2 to have the same batch size, but got "
+                           f"{list(b1)} and {list(b2)}")
+    nb = input._nbatch()
+    bi = tuple(input._shape[:nb])
+    if nb and bi != b1:
+        raise RuntimeError(f"{op}: Expected self and mat1 to have the same batch size, but got "
+                           f"{list(bi)} and {list(b1)}")
+    m, k = input._shape[nb], input._shape[nb + 1]
+    if mat1._shape[-2] != m or mat2._shape[-1] != k or mat1._shape[-1] != mat2._shape[-2]:
         raise RuntimeError(f"{op}: input of size {m}x{k} does not match mat1 @ mat2 of "
-                           f"{mat1._shape[0]}x{mat1._shape[1]} and "
-                           f"{mat2._shape[0]}x{mat2._shape[1]}")
-    prod = csr_sddmm(input, mat1, mat2.mT, op)
+                           f"{mat1._shape[-2]}x{mat1._shape[-1]} and "
+                           f"{mat2._shape[-2]}x{mat2._shape[-1]}")
+    if not b1:
+        prod = csr_sddmm(input, mat1, mat2.mT, op)
+        vin = input._cp_v
+        res_ci, res_pi = input._cp_ci, input._cp_pi
+    else:
+        f = _f()
+        nbt = 1
+        for x in b1:
+            nbt *= x
+        nnz = input._nnz()
+        a3 = mat1.reshape(nbt, m, mat1._shape[-1])
+        bt3 = mat2.mT.reshape(nbt, k, mat2._shape[-2])
+        if nb:
+            ci = input._cp_ci.reshape(nbt, m + 1)
+            pi = input._cp_pi.reshape(nbt, nnz)
+            vin = input._cp_v.reshape(nbt, nnz)
+            pats = [_make(type(input), ci[i], pi[i], vin[i], (m, k)) for i in range(nbt)]
+            vin = input._cp_v
+            res_ci, res_pi = input._cp_ci, input._cp_pi
+        else:  # one pattern for every batch
+            pats = [input] * nbt
+            vin = input._cp_v
+            res_ci = input._cp_ci.expand(b1 + (m + 1,)).contiguous()
+            res_pi = input._cp_pi.expand(b1 + (nnz,)).contiguous()
+        prod = f.stack([csr_sddmm(pats[i], a3[i], bt3[i], op) for i in range(nbt)])
+        prod = prod.reshape(b1 + (nnz,))
     if alpha != 1:
         prod = prod * alpha
-    v = prod if beta == 0 else prod + (input._cp_v if beta == 1 else input._cp_v * beta)
-    return _with_values(input, v)
+    v = prod if beta == 0 else prod + (vin if beta == 1 else vin * beta)
+    res = _make(SparseCSR, res_ci, res_pi, v, tuple(b1 or bi) + (m, k))
+    if out is not None:
+        return _compressed_out(op, out, res)
+    return res
+
+
+def _compressed_out(op, out, res):
+    """Writes compressed ``res`` into compressed ``out`` (of its layout and dtype): ``out``
+    takes ``res``'s pattern, values and size (PyTorch's out= replaces the pattern too)."""
+    if not is_compressed(out) or out.layout is not res.layout:
+        raise RuntimeError(f"{op}: Expected out to have {res.layout.name} layout, but got "
+                           f"{getattr(out, 'layout', type(out).__name__)}")
+    if out._dtype is not res._dtype:
+        raise RuntimeError(f"{op}: Expected result and self to have the same dtype, but got "
+                           f"{out._dtype} and {res._dtype}")
+    out._cp_ci, out._cp_pi, out._cp_v = res._cp_ci, res._cp_pi, res._cp_v
+    out._cp_leaf = False
+    out._shape = res._shape
+    return out
+
+
+def _dense_out(op, out, res):
+    """Writes dense ``res`` into dense ``out`` (same dtype; an empty ``out`` is resized)."""
+    if not isinstance(out, Tensor) or getattr(out, "_layout_alt", False):
+        raise RuntimeError(f"{op}: out must be a dense (strided) tensor here, got "
+                           f"{getattr(out, 'layout', type(out).__name__)}")
+    if out._dtype is not res._dtype:
+        raise RuntimeError(f"{op}: expected out to have dtype {res._dtype}, but got "
+                           f"{out._dtype}")
+    if tuple(out._shape) != tuple(res._shape):
+        if out.numel():
+            raise RuntimeError(f"{op}: out has size {tuple(out._shape)}, expected "
+                               f"{tuple(res._shape)} (or an empty tensor)")
+        out.resize_(res._shape)
+    out.copy_(res)
+    return out
+
+
+def _to_out(op, out, res):
+    return _compressed_out(op, out, res) if is_compressed(res) else _dense_out(op, out, res)
 
 
 # ---- elementwise ----------------------------------------------------------------------------

@@ -365,7 +365,8 @@ def mv(input, vec, *, out=None):
                            f"and {len(v._shape)}D")
     if a._layout_alt and getattr(a, "_compressed", False):
         if out is not None:
-            raise NotImplementedError("mv: out= is not supported for sparse compressed tensors")
+            return _importlib.import_module("fiamma._sparse_compressed_ops")._dense_out(
+                "mv", out, a.mv(v))
         return a.mv(v)
     _same_dtype("mv", a, v)
     if a._shape[1] != v._shape[0]:
