@@ -902,3 +902,44 @@ def test_parity_batched_sampled_addmm_and_out():
     torch.mm(torch.from_numpy(x[0]).to_sparse_csr(), torch.from_numpy(d), out=to)
     fiamma.mm(fiamma.from_numpy(x[0]).to_sparse_csr(), fiamma.from_numpy(d), out=fo)
     np.testing.assert_allclose(fo.numpy(), to.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_constructor_grad_fn_is_shown_as_pytorch():
+    pytest.importorskip("fiamma.autograd")
+    v = fiamma.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    s = fiamma.sparse_csr_tensor([0, 1, 3], [0, 0, 1], v, (2, 2))
+    g = s.grad_fn
+    assert g.name() == "SparseCompressedTensorBackward0" and not s.is_leaf
+    assert "grad_fn=<SparseCompressedTensorBackward0>" in repr(s)
+    (acc, nr), = g.next_functions
+    assert type(acc).__name__ == "AccumulateGrad" and acc.variable is v and nr == 0
+    w = v * 2
+    s2 = fiamma.sparse_bsr_tensor([0, 1, 3], [0, 0, 1], w.reshape(3, 1, 1), (2, 2))
+    assert s2.grad_fn.name() == "SparseCompressedTensorBackward0"
+    assert s2.grad_fn.next_functions[0][0].name() == "ViewBackward0"
+    # gradients still reach the values
+    (s @ fiamma.ones(2, 1)).sum().backward()
+    assert v.grad.tolist() == [1.0, 1.0, 1.0]
+    with pytest.raises(RuntimeError, match="requires_grad_: you can only change"):
+        s.requires_grad_(False)
+    # a leaf built with requires_grad=True, a detached one and the values' own: no node
+    assert fiamma.sparse_csr_tensor([0, 1], [0], [1.0], (1, 1), requires_grad=True).grad_fn \
+        is None
+    assert s.detach().grad_fn is None
+    s.detach_()
+    assert s.grad_fn is None and not s.requires_grad
+
+
+@pytest.mark.parity
+def test_parity_constructor_grad_fn():
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("fiamma.autograd")
+    import warnings
+
+    warnings.simplefilter("ignore")
+    for lib in (torch, fiamma):
+        v = lib.tensor([1.0, 2.0], requires_grad=True)
+        s = lib.sparse_csc_tensor(lib.tensor([0, 1, 2]), lib.tensor([1, 0]), v * 3, (2, 2))
+        assert s.grad_fn.name() == "SparseCompressedTensorBackward0"
+        assert s.grad_fn.next_functions[0][0].name() == "MulBackward0"
+        assert repr(s).endswith("grad_fn=<SparseCompressedTensorBackward0>)")

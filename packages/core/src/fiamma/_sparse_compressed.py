@@ -81,7 +81,7 @@ class SparseCompressed(Tensor):
     [[2.0], [3.0]]
     """
 
-    __slots__ = ("_cp_ci", "_cp_pi", "_cp_v", "_cp_leaf")
+    __slots__ = ("_cp_ci", "_cp_pi", "_cp_v", "_cp_leaf", "_cp_gf")
 
     is_sparse = False
     _layout_alt = True
@@ -119,7 +119,7 @@ class SparseCompressed(Tensor):
             self._cp_v = v.detach().requires_grad_(True)
             self._cp_leaf = True
         elif not requires_grad and v.requires_grad:
-            if v.grad_fn is not None:
+            if v.grad_fn is not None or self._cp_gf is not None:
                 raise RuntimeError("requires_grad_: you can only change requires_grad flags of "
                                    "leaf variables")
             self._cp_v = v.detach()
@@ -127,6 +127,8 @@ class SparseCompressed(Tensor):
 
     @property
     def grad_fn(self):
+        if self._cp_gf is not None:  # built by a constructor from values that require grad
+            return self._cp_gf
         return None if self._cp_leaf else self._cp_v.grad_fn
 
     @property
@@ -161,6 +163,7 @@ class SparseCompressed(Tensor):
     def detach_(self):
         self._cp_v = self._cp_v.detach()
         self._cp_leaf = False
+        self._cp_gf = None
         return self
 
     # ---- layout -----------------------------------------------------------------------------
@@ -541,6 +544,7 @@ def _make(cls, ci, pi, values, shape):
     s._cp_pi = pi
     s._cp_v = values
     s._cp_leaf = False
+    s._cp_gf = None
     s._shape = tuple(shape)
     s._dtype = values._dtype
     s._base = None
@@ -961,7 +965,35 @@ def _construct(op, layout, ci, pi, values, size, dtype, device, requires_grad,
     s = _make(_CLASS[layout], ci, pi, v, shape)
     if requires_grad:
         s.requires_grad_(True)
+    elif v.requires_grad:
+        s._cp_gf = SparseCompressedTensorBackward0(v)
     return s
+
+
+class SparseCompressedTensorBackward0:
+    """The grad_fn shown for a compressed tensor a constructor built from values that require
+    grad (PyTorch's node of that name): its one edge leads to the values' node (their
+    AccumulateGrad for a leaf). Gradients flow through the values themselves; this node is
+    what ``grad_fn``, ``name()``, ``next_functions`` and the repr show."""
+
+    __slots__ = ("_v",)
+
+    def __init__(self, values):
+        self._v = values
+
+    def name(self):
+        return "SparseCompressedTensorBackward0"
+
+    @property
+    def next_functions(self):
+        v = self._v
+        if v.grad_fn is not None:
+            return ((v.grad_fn, 0),)
+        with _f().enable_grad():  # a leaf's AccumulateGrad: the one edge of a view of it
+            return v.view_as(v).grad_fn.next_functions[:1]
+
+    def __repr__(self):
+        return f"<SparseCompressedTensorBackward0 object at {hex(id(self))}>"
 
 
 def _constructor(layout, name):

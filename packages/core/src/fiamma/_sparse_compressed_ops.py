@@ -361,6 +361,7 @@ def _compressed_out(op, out, res):
                            f"{out._dtype} and {res._dtype}")
     out._cp_ci, out._cp_pi, out._cp_v = res._cp_ci, res._cp_pi, res._cp_v
     out._cp_leaf = False
+    out._cp_gf = res._cp_gf
     out._shape = res._shape
     return out
 
