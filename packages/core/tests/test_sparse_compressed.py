@@ -691,7 +691,10 @@ def test_select_and_getitem_of_2d(layout):
         s.select(1, -7)
     with pytest.raises(IndexError, match="select.*Dimension out of range"):
         s.select(2, 0)
-    for bad in (slice(0, 2), None, Ellipsis, True, fiamma.tensor([0, 1]), (1, slice(None))):
+    np.testing.assert_array_equal(s[fiamma.tensor(2)].to_dense().numpy(), a[2])
+    np.testing.assert_array_equal(s[np.int64(3)].to_dense().numpy(), a[3])
+    for bad in (slice(0, 2), None, Ellipsis, True, fiamma.tensor([0, 1]), fiamma.tensor(1.0),
+                (1, slice(None))):
         with pytest.raises(RuntimeError, match="getitem: Sparse .* do not have strides"):
             s[bad]
     with pytest.raises(RuntimeError, match="narrow: Sparse .* do not have strides"):

@@ -420,6 +420,9 @@ class SparseCompressed(Tensor):
 
     def __getitem__(self, idx):
         items = idx if isinstance(idx, tuple) else (idx,)
+        if any(isinstance(it, Tensor) for it in items):  # a 0-d integer tensor is an int
+            items = tuple(int(it) if isinstance(it, Tensor) and it.ndim == 0 and
+                          it._dtype._kind == 1 else it for it in items)
         for it in items:
             if isinstance(it, bool) or not hasattr(type(it), "__index__") or \
                     isinstance(it, Tensor):
