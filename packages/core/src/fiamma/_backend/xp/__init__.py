@@ -21,6 +21,7 @@ from fiamma._backend.xp.products import ProductsMixin
 from fiamma._backend.xp.random import RandomMixin
 from fiamma._backend.xp.reductions import ReductionsMixin
 from fiamma._backend.xp.sorting import SortingMixin
+from fiamma._backend.xp.sparse import SparseMixin
 from fiamma._backend.xp.special import SpecialMixin
 from fiamma._backend.xp.spectral import SpectralMixin
 from fiamma._backend.xp.xent import XentMixin
@@ -35,7 +36,7 @@ _NO_ARITHMETIC = {"new_storage", "read_float", "read_int"}
 
 class XpBackend(MemoryMixin, ElementwiseMixin, SpecialMixin, ReductionsMixin, ProductsMixin,
                 IndexMixin, SortingMixin, RandomMixin, FusedMixin, SpectralMixin, XentMixin,
-                AttnMixin, LstmMixin, XpBase):
+                AttnMixin, LstmMixin, SparseMixin, XpBase):
     """The contract over one array module (see the module docstring)."""
 
     def __init__(self, xp, name, device_cls=None):
