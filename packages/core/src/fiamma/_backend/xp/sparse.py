@@ -41,6 +41,16 @@ class SparseMixin:
         rows = xp.repeat(xp.arange(m, dtype=np.int64), xp.diff(cr))
         return rows, cl
 
+    def _scatter_add(self, res, idx, vals):
+        """res[idx[i]] += vals[i], repeated indices accumulating (NumPy's add.at; CuPy's
+        cupyx.scatter_add)."""
+        if self.is_numpy:
+            np.add.at(res, idx, vals)
+        else:
+            import cupyx
+
+            cupyx.scatter_add(res, idx, vals)
+
     def csr_mm(self, m, k, n, crow, col, vals, d, out, trans, bad):
         if vals._dtype not in (D.float32, D.float64):
             return C.ERR_DTYPE
@@ -53,12 +63,12 @@ class SparseMixin:
         if trans:  # out (k x n) = S^T @ d, d m x n
             dv = self.raw(d, (m, n), (n, 1))
             res = xp.zeros((k, n), dtype=v.dtype)
-            xp.add.at(res, cl, v[:, None] * dv[rows])
+            self._scatter_add(res, cl, v[:, None] * dv[rows])
             self.put(out, res, (k, n), (n, 1))
         else:  # out (m x n) = S @ d, d k x n
             dv = self.raw(d, (k, n), (n, 1))
             res = xp.zeros((m, n), dtype=v.dtype)
-            xp.add.at(res, rows, v[:, None] * dv[cl])
+            self._scatter_add(res, rows, v[:, None] * dv[cl])
             self.put(out, res, (m, n), (n, 1))
         return 0
 
