@@ -801,9 +801,9 @@ def _gradient_1d(f, n, d, coords, h, edge_order):
 def gradient(input, *, spacing=1, dim=None, edge_order=1):
     """The numerical derivative of ``input`` along each of ``dim`` (default: every dimension),
     one tensor per dimension: central differences inside, one-sided differences of
-    ``edge_order`` (1 or 2) at the ends. ``spacing``: one number for all dimensions, one per
-    dimension, or one 1-D tensor of sample coordinates per dimension. Integer input gives the
-    default float dtype.
+    ``edge_order`` (1 or 2) at the ends. ``spacing``: one number for all dimensions (None: 1),
+    one per dimension, or one 1-D tensor of sample coordinates per dimension (the result takes
+    their dtype promoted with the input's). Integer input gives the default float dtype.
 
     >>> import fiamma
     >>> fiamma.gradient(fiamma.tensor([1.0, 4.0, 9.0, 16.0]))[0].tolist()
@@ -820,9 +820,11 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
         dims = [dim]
     else:
         dims = list(dim)
-    dims = [d % input.ndim if input.ndim else d for d in dims]
+    dims = [_wrap_dim(d, input.ndim, "gradient") for d in dims]
     if len(set(dims)) != len(dims):
         raise RuntimeError(f"gradient: dim {list(dim)} contains a dimension more than once")
+    if spacing is None:  # PyTorch's None: unit spacing
+        spacing = 1
     if isinstance(spacing, (list, tuple)):
         if len(spacing) != len(dims):
             raise RuntimeError(
@@ -830,6 +832,16 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
                 f"and dim arguments to have the same length, but got a spacing argument of "
                 f"length {len(spacing)} and a dim argument of length {len(dims)}.")
         per_dim = list(spacing)
+        if any(isinstance(sp, Tensor) for sp in per_dim):
+            # PyTorch: a list holding tensors is a list of coordinates, all of them 1-D
+            for i, sp in enumerate(per_dim):
+                if not isinstance(sp, Tensor):
+                    raise TypeError(f"gradient: expected Tensor as element {i} of spacing (a "
+                                    f"list of coordinate tensors), got {type(sp).__name__}")
+                if sp.ndim != 1:
+                    raise RuntimeError(
+                        f"torch.gradient expected each element of spacing to have one "
+                        f"dimension, but got an element with {sp.ndim} dimensions!")
     else:
         per_dim = [spacing] * len(dims)
     f = _float_of(input)
@@ -843,7 +855,8 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
             if sp.shape[0] != n:
                 raise RuntimeError(f"gradient: the coordinates of dimension {d} hold "
                                    f"{sp.shape[0]} points, the input has {n} there")
-            out.append(_gradient_1d(f, n, d, _float_of(sp).to(f.dtype), None, edge_order))
+            dt = D.promote_types(f.dtype, sp.dtype)  # float64 coordinates: a float64 result
+            out.append(_gradient_1d(f.to(dt), n, d, sp.to(dt), None, edge_order))
         else:
             h = sp.item() if isinstance(sp, Tensor) else sp
             if not isinstance(h, (int, float)) or isinstance(h, bool):
