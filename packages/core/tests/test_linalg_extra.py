@@ -128,6 +128,41 @@ def test_tensorinv_tensorsolve_vander():
         L.vander(fiamma.tensor([True, False]))
 
 
+def test_tensorsolve_dims_forms_and_checks():
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((2, 6, 3))
+    b = rng.standard_normal(6)
+    want = np.linalg.tensorsolve(a, b, axes=(0, 2))
+    for dims in ((0, 2), [0, 2], (-3, -1)):
+        got = L.tensorsolve(fiamma.tensor(a), fiamma.tensor(b), dims=dims).numpy()
+        assert got.shape == (2, 3) and np.allclose(got, want), dims
+    # only sizes count: B (3, 2) against A.shape[:2] == (2, 3) is solved flat, as in PyTorch
+    a2 = rng.standard_normal((2, 3, 6))
+    b2 = rng.standard_normal((3, 2))
+    got = L.tensorsolve(fiamma.tensor(a2), fiamma.tensor(b2)).numpy()
+    assert np.allclose(a2.reshape(6, 6) @ got, b2.reshape(6))
+    with pytest.raises(IndexError, match="tensorsolve"):
+        L.tensorsolve(fiamma.tensor(a), fiamma.tensor(b), dims=(3,))
+    with pytest.raises(TypeError, match="tuple of ints"):
+        L.tensorsolve(fiamma.tensor(a), fiamma.tensor(b), dims=0)
+    with pytest.raises(RuntimeError, match="18 != 6"):
+        L.tensorsolve(fiamma.tensor(a2), fiamma.tensor(b))
+    with pytest.raises(RuntimeError, match="6 x 6"):
+        L.tensorsolve(fiamma.zeros(2, 2, 6), fiamma.zeros(6, 1))
+
+
+@pytest.mark.parity
+def test_tensorsolve_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    for ashape, bshape, dims in (((2, 6, 3), (6,), (2, 0)), ((3, 2, 2, 3), (3, 2), None),
+                                 ((6, 3, 2), (3, 2), (-3,)), ((6, 2, 3), (6,), ())):
+        a, b = rng.standard_normal(ashape), rng.standard_normal(bshape)
+        got = L.tensorsolve(fiamma.tensor(a), fiamma.tensor(b), dims=dims).numpy()
+        ref = torch.linalg.tensorsolve(torch.tensor(a), torch.tensor(b), dims=dims).numpy()
+        assert got.shape == ref.shape and np.allclose(got, ref), (ashape, dims)
+
+
 def test_triangular_solve():
     rng = np.random.default_rng(4)
     u = np.triu(rng.standard_normal((3, 3))) + 3 * np.eye(3)
