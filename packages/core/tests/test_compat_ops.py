@@ -231,6 +231,25 @@ def test_statistics_against_numpy():
     np.testing.assert_allclose(fiamma.pdist(T(p)).numpy(), ref, rtol=1e-12)
 
 
+def test_fill_requires_grad_as_pytorch():
+    x = T([[1.0, 2.0], [3.0, 4.0]])
+    assert fiamma.fill(x, True).tolist() == [[1.0, 1.0]] * 2
+    assert fiamma.fill(T([1, 2]), 2.7).tolist() == [2, 2]
+    with pytest.raises(RuntimeError, match="fill: only supports a 0-dimension"):
+        fiamma.fill(x, T([1.0, 2.0]))
+    pytest.importorskip("fiamma.autograd")
+    xg = fiamma.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    for value in (True, 2.5, T(2.0)):
+        r = fiamma.fill(xg, value)
+        assert r.requires_grad and r.tolist() == [float(value)] * 3
+    v = fiamma.tensor(2.0, requires_grad=True)
+    r = fiamma.fill(xg, v)
+    (r * T([1.0, 2.0, 3.0])).sum().backward()
+    assert xg.grad.tolist() == [0.0, 0.0, 0.0] and v.grad.item() == 6.0
+    assert fiamma.fill(T([1.0, 2.0]), v).requires_grad  # a value requiring grad suffices
+    assert not fiamma.fill(T([1.0, 2.0]), 3.0).requires_grad
+
+
 def test_predicates_and_small_forms():
     x = T([[1.0, 2.0], [3.0, 4.0]])
     assert fiamma.fill(x, 7).tolist() == [[7.0, 7.0]] * 2 and x[0, 0].item() == 1.0

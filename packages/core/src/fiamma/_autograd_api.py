@@ -134,7 +134,7 @@ _DIFFERENTIABLE = """
     adaptive_avg_pool_backward adaptive_max_pool1d adaptive_max_pool2d adaptive_max_pool3d add
     addbmm addbmm_ addcdiv addcmul addmm addmm_ addmv addmv_ addr addr_ amax amin aminmax angle
     asin asinh atan atan2 atanh avg_pool1d avg_pool2d avg_pool3d avg_pool_backward baddbmm
-    baddbmm_ batch_norm batch_norm_backward bernoulli_ block_diag bmm cat cauchy_ ceil clamp
+    baddbmm_ batch_norm batch_norm_backward bernoulli bernoulli_ block_diag bmm cat cauchy_ ceil clamp
     clone col2im complex conj convolution convolution_backward_weight copy_ copysign cos cosh
     cross_entropy_loss cummax cummin cumprod cumsum diag diag_embed diagflat diff digamma div
     dot entr erf erfc erfcx erfinv exp exp2 expm1 exponential_ fft_fft fft_fft2 fft_fftn

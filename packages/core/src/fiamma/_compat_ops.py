@@ -962,7 +962,14 @@ def pdist(input, p=2):
 # ---- small functional forms and predicates ---------------------------------------------------
 
 def fill(input, value):
-    """A new tensor like ``input`` filled with ``value``."""
+    """A new tensor like ``input`` filled with ``value`` (a number or a 0-d tensor). As in
+    PyTorch, it requires grad when ``input`` or ``value`` does: zero gradient for ``input``,
+    the gradient's sum for ``value``."""
+    if isinstance(value, Tensor) and value.ndim:
+        raise RuntimeError(f"fill: only supports a 0-dimension value tensor, got one with "
+                           f"{value.ndim} dimensions")
+    if input.requires_grad or (isinstance(value, Tensor) and value.requires_grad):
+        return input.clone().fill_(value)
     return _F().full_like(input, value.item() if isinstance(value, Tensor) else value)
 
 
