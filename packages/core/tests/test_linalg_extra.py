@@ -260,3 +260,36 @@ def test_ldl_parity_with_torch(kind):
             tLD, tpiv = torch.linalg.ldl_factor(torch.tensor(a), hermitian=herm)
             assert piv.tolist() == tpiv.tolist()
             assert np.abs(LD.numpy() - tLD.numpy()).max() < 1e-11 * np.abs(tLD.numpy()).max()
+
+
+def test_empty_householder_product_requires_grad_without_gradient():
+    # PyTorch: no reflectors (tau empty) gives the identity, which still requires grad when
+    # an input does, and backward leaves the inputs' .grad None
+    pytest.importorskip("fiamma.autograd")
+    for ashape in ((3, 2), (3, 0), (0, 0), (2, 3, 2)):
+        A = fiamma.rand(*ashape, requires_grad=True)
+        tau = fiamma.rand(*ashape[:-2], 0, requires_grad=True)
+        q = L.householder_product(A, tau)
+        assert q.requires_grad and q.shape == A.shape
+        assert q.detach().numpy().tolist() == np.broadcast_to(
+            np.eye(*ashape[-2:]), ashape).tolist()
+        q.sum().backward()
+        assert A.grad is None and tau.grad is None
+    assert L.householder_product(fiamma.rand(3, 2), fiamma.rand(0, requires_grad=True)
+                                 ).requires_grad
+    assert not L.householder_product(fiamma.rand(3, 2), fiamma.rand(0)).requires_grad
+
+
+def test_lstsq_empty_residuals_require_grad():
+    # PyTorch: the residuals require grad with the solution, even when empty (gelsy, wide A)
+    pytest.importorskip("fiamma.autograd")
+    for shape, driver in (((4, 3), None), ((4, 3), "gelsy"), ((3, 4), "gelsd")):
+        A = fiamma.rand(*shape, requires_grad=True)
+        B = fiamma.rand(shape[0], 2, requires_grad=True)
+        r = L.lstsq(A, B, driver=driver)
+        assert r.residuals.shape == (0,) and r.residuals.requires_grad
+        assert not r.rank.requires_grad and not r.singular_values.requires_grad
+        (r.solution.sum() + r.residuals.sum()).backward()
+        assert A.grad is not None and B.grad is not None
+    r = L.lstsq(fiamma.rand(4, 3), fiamma.rand(4, 2))
+    assert not r.residuals.requires_grad

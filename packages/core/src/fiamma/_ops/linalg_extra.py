@@ -18,7 +18,8 @@ import math
 
 import numpy as np
 
-from fiamma import _dtype as D
+from fiamma import _dtype as D, _grad_hook as G
+from fiamma._autograd_api import ops
 from fiamma._tensor import Tensor, wrap_dim
 
 __all__ = ["matrix_exp", "cholesky_solve", "cholesky_inverse", "orgqr", "triangular_solve"]
@@ -221,6 +222,9 @@ def householder_product(A, tau, *, out=None):
         v = V[..., :, i:i + 1]                                   # (*, m, 1)
         t = tau[..., i:i + 1, None] if tau.dim() > 1 else tau[i]
         Q = Q - (t * v) @ (v.mH @ Q)
+    if k == 0 and (A.requires_grad or tau.requires_grad):
+        # no reflectors: the identity, requiring grad as PyTorch's (no gradient flows back)
+        G.record(ops.no_gradient, Q, (A, tau), {})
     if out is not None:
         return _out(out, Q, op)
     return Q

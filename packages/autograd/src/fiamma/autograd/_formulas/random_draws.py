@@ -1,5 +1,6 @@
-"""Derivatives of core's random draws: ``binomial``'s backward raises, as PyTorch's
-("derivative for aten::binomial is not implemented"); ``bernoulli``'s is zero, as PyTorch's."""
+"""Derivatives of core's random draws (and of ``no_gradient``): ``binomial``'s backward
+raises, as PyTorch's ("derivative for aten::binomial is not implemented"); ``bernoulli``'s is
+zero, as PyTorch's."""
 
 import fiamma
 from fiamma.autograd._formulas import derivative
@@ -16,3 +17,10 @@ def _binomial(ctx, grad):
 def _bernoulli(ctx, grad):
     """Samples are piecewise constant in their probabilities: a zero gradient."""
     return (fiamma.zeros_like(grad),)
+
+
+@derivative(ops.no_gradient, save="none")
+def _no_gradient(ctx, grad):
+    """Results that require grad only in structure (an empty householder_product, lstsq's
+    empty residuals): no input gets a gradient from them, as in PyTorch."""
+    return (None,) * len(ctx.needs_input_grad)
