@@ -482,3 +482,39 @@ def test_quantile_of_0d_input_with_keepdim_stays_0d(fn):
     assert tuple(f(x, fiamma.tensor([0.5, 0.2]), dim=0, keepdim=True).shape) == (2,)
     assert f(x, 0.5, dim=0, keepdim=True).item() == 1.5
     assert tuple(f(fiamma.ones(3), 0.5, dim=0, keepdim=True).shape) == (1,)
+
+
+def test_cov_weights_keep_their_dtype_and_dof_warning():
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((3, 6)).astype(np.float32)
+    aw, fw = rng.random(6) + 0.1, np.array([1, 2, 1, 3, 1, 2])
+    # float64 aweights promote a float32 input (PyTorch: the weights are not cast)
+    got = fiamma.cov(fiamma.tensor(x), aweights=fiamma.tensor(aw))
+    assert got.dtype is fiamma.float64
+    want = np.cov(x.astype(np.float64), aweights=aw)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+    got = fiamma.cov(fiamma.tensor(x), fweights=fiamma.tensor(fw),
+                     aweights=fiamma.tensor(aw.astype(np.float32)))
+    assert got.dtype is fiamma.float32
+    np.testing.assert_allclose(got.numpy(), np.cov(x, fweights=fw, aweights=aw), rtol=1e-4,
+                               atol=1e-5)
+    with pytest.warns(UserWarning, match="degrees of freedom is <= 0"):
+        r = fiamma.cov(fiamma.tensor([[1.0, 2.0]]), correction=2)
+    assert math.isinf(r.item())
+
+
+@pytest.mark.parity
+def test_cov_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((3, 7)).astype(np.float32)
+    aw = (rng.random(7) + 0.1).astype(np.float32)
+    fw = rng.integers(1, 4, 7)
+    for kw in ({}, {"aweights": aw}, {"fweights": fw}, {"aweights": aw, "fweights": fw},
+               {"aweights": aw.astype(np.float64), "correction": 0}):
+        got = fiamma.cov(fiamma.tensor(x), **{k: fiamma.tensor(v) for k, v in kw.items()})
+        ref = torch.cov(torch.tensor(x), **{k: torch.tensor(v) for k, v in kw.items()})
+        assert str(got.dtype) == str(ref.dtype).replace("torch", "fiamma"), list(kw)
+        # float32 sums and products round differently from PyTorch's kernels' (a few ulps)
+        np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-5, atol=1e-6,
+                                   err_msg=str(list(kw)))

@@ -675,26 +675,29 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
     if x.ndim < 2:
         x = x.reshape(1, -1)
     n = x.shape[1]
-    rdt = x.dtype.to_real  # weights and the normaliser are real (complex x: x's parts' dtype)
-    w = None
-    if fweights is not None:
-        w = fweights.to(rdt)
+    # PyTorch's order of operations and dtypes (the weights are not cast: float64 weights give
+    # a float64 result; the weights multiply the right-hand factor of the final product)
+    w = fweights
     if aweights is not None:
-        w = aweights.to(rdt) if w is None else w * aweights.to(rdt)
+        w = aweights if w is None else w * aweights
     if w is None:
-        avg = x.mean(1, keepdim=True)
-        wsum = f.tensor(float(n), dtype=rdt)
-        norm = wsum - correction
+        avg = x.sum(1, keepdim=True) / n
+        norm = f.tensor(n - correction, dtype=x.dtype.to_real)
     else:
         wsum = w.sum()
         avg = (x * w).sum(1, keepdim=True) / wsum
-        if aweights is None or correction == 0:
-            norm = wsum - correction
+        if aweights is not None and correction != 0:
+            norm = wsum - correction * (w * aweights).sum() / wsum
         else:
-            norm = wsum - correction * (w * aweights.to(rdt)).sum() / wsum
-    norm = f.clamp(norm, min=0)
+            norm = wsum - correction
+    if bool(norm <= 0):
+        import warnings
+
+        warnings.warn("cov(): degrees of freedom is <= 0. Correction should be strictly less "
+                      "than the number of observations.", UserWarning, stacklevel=2)
+        norm = f.clamp(norm, min=0)
     xm = x - avg
-    c = ((xm * w) if w is not None else xm) @ xm.mH / norm
+    c = (xm @ ((xm * w) if w is not None else xm).mH) / norm
     return c.squeeze()  # one variable: a 0-d result, whatever the input's rank (PyTorch)
 
 
