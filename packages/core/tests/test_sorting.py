@@ -590,6 +590,10 @@ def test_diff_n0_is_a_copy_without_prepend_append():
         assert r.data_ptr() != x.data_ptr()
     with pytest.raises(RuntimeError, match="same number of dimensions"):
         fiamma.diff(x, n=0, prepend=fiamma.ones(3))
+    for bad in (0.5, 2.0, True):  # PyTorch: n must be an int (0.5 is not truncated to 0)
+        with pytest.raises(TypeError, match="'n' must be int"):
+            fiamma.diff(x, n=bad)
+    assert fiamma.diff(x, n=fiamma.tensor(1)).tolist() == [[3.0], [7.0]]
     pytest.importorskip("fiamma.autograd")
     xg = fiamma.tensor([1.0, 4.0, 9.0], requires_grad=True)
     p = fiamma.tensor([5.0], requires_grad=True)

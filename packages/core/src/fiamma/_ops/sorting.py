@@ -555,6 +555,8 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
     if nd == 0:
         raise RuntimeError(f"{name}(): expects input to be at least one-dimensional")
     d = wrap_dim(dim, nd, name)
+    if isinstance(n, builtins.bool) or not isinstance(n, (numbers.Integral, Tensor)):
+        raise TypeError(f"{name}(): argument 'n' must be int, not {type(n).__name__}")
     n = int(n)
     if n < 0:
         raise RuntimeError(f"{name}(): order must be non-negative but got {n}")
