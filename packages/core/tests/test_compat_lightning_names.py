@@ -260,6 +260,8 @@ def test_gradient_signature_forms():
         fiamma.gradient(f, spacing=[fiamma.tensor(1.0), fiamma.tensor(2.0)])
     with pytest.raises(TypeError, match="element 1"):
         fiamma.gradient(f, spacing=[fiamma.arange(2.0), 1.0])
+    with pytest.raises(RuntimeError, match="gradient: bool"):
+        fiamma.gradient(fiamma.tensor([True, False, True]))
 
 
 @pytest.mark.parity

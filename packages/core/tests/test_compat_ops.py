@@ -501,6 +501,8 @@ def test_cov_weights_keep_their_dtype_and_dof_warning():
     with pytest.warns(UserWarning, match="degrees of freedom is <= 0"):
         r = fiamma.cov(fiamma.tensor([[1.0, 2.0]]), correction=2)
     assert math.isinf(r.item())
+    with pytest.raises(RuntimeError, match="cov\\(\\): bool dtype"):
+        fiamma.cov(fiamma.tensor([True, False, True]))
 
 
 @pytest.mark.parity

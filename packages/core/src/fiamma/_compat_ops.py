@@ -671,6 +671,8 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
     if input.ndim > 2:
         raise ValueError(f"cov: expected input to have two or fewer dimensions but got an "
                          f"input with {input.ndim} dimensions")
+    if input.dtype is D.bool:
+        raise RuntimeError("cov(): bool dtype is not supported for input")
     x = _float_of(input)
     if x.ndim < 2:
         x = x.reshape(1, -1)
@@ -814,6 +816,9 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
     """
     if not isinstance(input, Tensor):
         raise TypeError(f"gradient: expected a Tensor input, got {type(input).__name__}")
+    if input.dtype is D.bool:  # PyTorch: its differences subtract bools, which it refuses
+        raise RuntimeError("gradient: bool input is not supported (subtraction of two bool "
+                           "tensors; convert it to a number dtype first)")
     if edge_order not in (1, 2):
         raise RuntimeError(f"torch.gradient only supports edge_order=1 and edge_order=2, got "
                            f"{edge_order}")
