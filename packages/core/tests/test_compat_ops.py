@@ -250,6 +250,17 @@ def test_fill_requires_grad_as_pytorch():
     assert not fiamma.fill(T([1.0, 2.0]), 3.0).requires_grad
 
 
+def test_fill_method_checks_its_value():
+    x = fiamma.zeros(2)
+    assert x.fill_(np.float32(2.0)).tolist() == [2.0, 2.0]
+    assert x.fill_(T(3.0)).tolist() == [3.0, 3.0]
+    with pytest.raises(RuntimeError, match="0-dimension value tensor"):
+        x.fill_(T([1.0]))  # PyTorch refuses a 1-element 1-d value too
+    for bad in ("sum", None):  # also on an empty tensor, where nothing would be written
+        with pytest.raises(TypeError, match="fill_: value must be a number"):
+            fiamma.zeros(0, 3, dtype=fiamma.bool).fill_(bad)
+
+
 def test_predicates_and_small_forms():
     x = T([[1.0, 2.0], [3.0, 4.0]])
     assert fiamma.fill(x, 7).tolist() == [[7.0, 7.0]] * 2 and x[0, 0].item() == 1.0
