@@ -240,6 +240,54 @@ def test_gradient_values_and_errors():
         fiamma.gradient(fiamma.ones(3, 3), spacing=[1.0])
 
 
+def test_gradient_signature_forms():
+    f = fiamma.tensor([[0.0, 1.0, 4.0], [9.0, 16.0, 25.0]])
+    ref = fiamma.gradient(f)
+    for got in (fiamma.gradient(f, spacing=None), fiamma.gradient(f, spacing=None, dim=None)):
+        assert [g.tolist() for g in got] == [g.tolist() for g in ref]
+    assert fiamma.gradient(f, spacing=2)[1].tolist() == (ref[1] / 2).tolist()
+    assert fiamma.gradient(f, spacing=(1, 0.5))[1].tolist() == (ref[1] * 2).tolist()
+    assert fiamma.gradient(f, dim=-1)[0].tolist() == ref[1].tolist()
+    assert fiamma.gradient(f, dim=[1], spacing=[0.5])[0].tolist() == (ref[1] * 2).tolist()
+    # float64 coordinates promote a float32 (or integer) input, as in PyTorch
+    xs = fiamma.tensor([0.0, 1.0, 3.0], dtype=fiamma.float64)
+    assert fiamma.gradient(f, spacing=[xs], dim=1)[0].dtype == fiamma.float64
+    assert fiamma.gradient(f.long(), spacing=[xs], dim=1)[0].dtype == fiamma.float64
+    assert fiamma.gradient(f, spacing=[fiamma.arange(3)], dim=1)[0].dtype == fiamma.float32
+    with pytest.raises(IndexError):
+        fiamma.gradient(f, dim=2)
+    with pytest.raises(RuntimeError, match="one dimension"):
+        fiamma.gradient(f, spacing=[fiamma.tensor(1.0), fiamma.tensor(2.0)])
+    with pytest.raises(TypeError, match="element 1"):
+        fiamma.gradient(f, spacing=[fiamma.arange(2.0), 1.0])
+    with pytest.raises(RuntimeError, match="gradient: bool"):
+        fiamma.gradient(fiamma.tensor([True, False, True]))
+
+
+@pytest.mark.parity
+def test_gradient_forms_match_pytorch():
+    torch = pytest.importorskip("torch")
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((4, 5)).astype(np.float32)
+    xs = [np.sort(rng.random(n)) for n in (4, 5)]
+    for kw in ({"spacing": None}, {"spacing": 2}, {"spacing": (2.0, 0.5)}, {"dim": -1},
+               {"dim": [1], "spacing": [3.0]}, {"spacing": "coords"},
+               {"spacing": "coords", "edge_order": 2}):
+        mine, theirs = dict(kw), dict(kw)
+        if kw.get("spacing") == "coords":
+            mine["spacing"] = [fiamma.tensor(x) for x in xs]
+            theirs["spacing"] = [torch.tensor(x) for x in xs]
+        ours = fiamma.gradient(fiamma.tensor(a), **mine)
+        ref = torch.gradient(torch.tensor(a), **theirs)
+        assert len(ours) == len(ref)
+        for o, r in zip(ours, ref):
+            assert str(o.dtype) == str(r.dtype).replace("torch", "fiamma"), kw
+            np.testing.assert_allclose(o.numpy(), r.numpy(), rtol=1e-6, atol=1e-6,
+                                       err_msg=str(kw))
+
+
 @pytest.mark.parity
 def test_gradient_matches_pytorch():
     torch = pytest.importorskip("torch")

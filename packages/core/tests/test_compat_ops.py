@@ -231,6 +231,36 @@ def test_statistics_against_numpy():
     np.testing.assert_allclose(fiamma.pdist(T(p)).numpy(), ref, rtol=1e-12)
 
 
+def test_fill_requires_grad_as_pytorch():
+    x = T([[1.0, 2.0], [3.0, 4.0]])
+    assert fiamma.fill(x, True).tolist() == [[1.0, 1.0]] * 2
+    assert fiamma.fill(T([1, 2]), 2.7).tolist() == [2, 2]
+    with pytest.raises(RuntimeError, match="fill: only supports a 0-dimension"):
+        fiamma.fill(x, T([1.0, 2.0]))
+    pytest.importorskip("fiamma.autograd")
+    xg = fiamma.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    for value in (True, 2.5, T(2.0)):
+        r = fiamma.fill(xg, value)
+        assert r.requires_grad and r.tolist() == [float(value)] * 3
+    v = fiamma.tensor(2.0, requires_grad=True)
+    r = fiamma.fill(xg, v)
+    (r * T([1.0, 2.0, 3.0])).sum().backward()
+    assert xg.grad.tolist() == [0.0, 0.0, 0.0] and v.grad.item() == 6.0
+    assert fiamma.fill(T([1.0, 2.0]), v).requires_grad  # a value requiring grad suffices
+    assert not fiamma.fill(T([1.0, 2.0]), 3.0).requires_grad
+
+
+def test_fill_method_checks_its_value():
+    x = fiamma.zeros(2)
+    assert x.fill_(np.float32(2.0)).tolist() == [2.0, 2.0]
+    assert x.fill_(T(3.0)).tolist() == [3.0, 3.0]
+    with pytest.raises(RuntimeError, match="0-dimension value tensor"):
+        x.fill_(T([1.0]))  # PyTorch refuses a 1-element 1-d value too
+    for bad in ("sum", None):  # also on an empty tensor, where nothing would be written
+        with pytest.raises(TypeError, match="fill_: value must be a number"):
+            fiamma.zeros(0, 3, dtype=fiamma.bool).fill_(bad)
+
+
 def test_predicates_and_small_forms():
     x = T([[1.0, 2.0], [3.0, 4.0]])
     assert fiamma.fill(x, 7).tolist() == [[7.0, 7.0]] * 2 and x[0, 0].item() == 1.0
@@ -463,3 +493,41 @@ def test_quantile_of_0d_input_with_keepdim_stays_0d(fn):
     assert tuple(f(x, fiamma.tensor([0.5, 0.2]), dim=0, keepdim=True).shape) == (2,)
     assert f(x, 0.5, dim=0, keepdim=True).item() == 1.5
     assert tuple(f(fiamma.ones(3), 0.5, dim=0, keepdim=True).shape) == (1,)
+
+
+def test_cov_weights_keep_their_dtype_and_dof_warning():
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((3, 6)).astype(np.float32)
+    aw, fw = rng.random(6) + 0.1, np.array([1, 2, 1, 3, 1, 2])
+    # float64 aweights promote a float32 input (PyTorch: the weights are not cast)
+    got = fiamma.cov(fiamma.tensor(x), aweights=fiamma.tensor(aw))
+    assert got.dtype is fiamma.float64
+    want = np.cov(x.astype(np.float64), aweights=aw)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+    got = fiamma.cov(fiamma.tensor(x), fweights=fiamma.tensor(fw),
+                     aweights=fiamma.tensor(aw.astype(np.float32)))
+    assert got.dtype is fiamma.float32
+    np.testing.assert_allclose(got.numpy(), np.cov(x, fweights=fw, aweights=aw), rtol=1e-4,
+                               atol=1e-5)
+    with pytest.warns(UserWarning, match="degrees of freedom is <= 0"):
+        r = fiamma.cov(fiamma.tensor([[1.0, 2.0]]), correction=2)
+    assert math.isinf(r.item())
+    with pytest.raises(RuntimeError, match="cov\\(\\): bool dtype"):
+        fiamma.cov(fiamma.tensor([True, False, True]))
+
+
+@pytest.mark.parity
+def test_cov_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((3, 7)).astype(np.float32)
+    aw = (rng.random(7) + 0.1).astype(np.float32)
+    fw = rng.integers(1, 4, 7)
+    for kw in ({}, {"aweights": aw}, {"fweights": fw}, {"aweights": aw, "fweights": fw},
+               {"aweights": aw.astype(np.float64), "correction": 0}):
+        got = fiamma.cov(fiamma.tensor(x), **{k: fiamma.tensor(v) for k, v in kw.items()})
+        ref = torch.cov(torch.tensor(x), **{k: torch.tensor(v) for k, v in kw.items()})
+        assert str(got.dtype) == str(ref.dtype).replace("torch", "fiamma"), list(kw)
+        # float32 sums and products round differently from PyTorch's kernels' (a few ulps)
+        np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-5, atol=1e-6,
+                                   err_msg=str(list(kw)))

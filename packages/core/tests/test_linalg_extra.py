@@ -128,6 +128,41 @@ def test_tensorinv_tensorsolve_vander():
         L.vander(fiamma.tensor([True, False]))
 
 
+def test_tensorsolve_dims_forms_and_checks():
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((2, 6, 3))
+    b = rng.standard_normal(6)
+    want = np.linalg.tensorsolve(a, b, axes=(0, 2))
+    for dims in ((0, 2), [0, 2], (-3, -1)):
+        got = L.tensorsolve(fiamma.tensor(a), fiamma.tensor(b), dims=dims).numpy()
+        assert got.shape == (2, 3) and np.allclose(got, want), dims
+    # only sizes count: B (3, 2) against A.shape[:2] == (2, 3) is solved flat, as in PyTorch
+    a2 = rng.standard_normal((2, 3, 6))
+    b2 = rng.standard_normal((3, 2))
+    got = L.tensorsolve(fiamma.tensor(a2), fiamma.tensor(b2)).numpy()
+    assert np.allclose(a2.reshape(6, 6) @ got, b2.reshape(6))
+    with pytest.raises(IndexError, match="tensorsolve"):
+        L.tensorsolve(fiamma.tensor(a), fiamma.tensor(b), dims=(3,))
+    with pytest.raises(TypeError, match="tuple of ints"):
+        L.tensorsolve(fiamma.tensor(a), fiamma.tensor(b), dims=0)
+    with pytest.raises(RuntimeError, match="18 != 6"):
+        L.tensorsolve(fiamma.tensor(a2), fiamma.tensor(b))
+    with pytest.raises(RuntimeError, match="6 x 6"):
+        L.tensorsolve(fiamma.zeros(2, 2, 6), fiamma.zeros(6, 1))
+
+
+@pytest.mark.parity
+def test_tensorsolve_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    for ashape, bshape, dims in (((2, 6, 3), (6,), (2, 0)), ((3, 2, 2, 3), (3, 2), None),
+                                 ((6, 3, 2), (3, 2), (-3,)), ((6, 2, 3), (6,), ())):
+        a, b = rng.standard_normal(ashape), rng.standard_normal(bshape)
+        got = L.tensorsolve(fiamma.tensor(a), fiamma.tensor(b), dims=dims).numpy()
+        ref = torch.linalg.tensorsolve(torch.tensor(a), torch.tensor(b), dims=dims).numpy()
+        assert got.shape == ref.shape and np.allclose(got, ref), (ashape, dims)
+
+
 def test_triangular_solve():
     rng = np.random.default_rng(4)
     u = np.triu(rng.standard_normal((3, 3))) + 3 * np.eye(3)
@@ -225,3 +260,36 @@ def test_ldl_parity_with_torch(kind):
             tLD, tpiv = torch.linalg.ldl_factor(torch.tensor(a), hermitian=herm)
             assert piv.tolist() == tpiv.tolist()
             assert np.abs(LD.numpy() - tLD.numpy()).max() < 1e-11 * np.abs(tLD.numpy()).max()
+
+
+def test_empty_householder_product_requires_grad_without_gradient():
+    # PyTorch: no reflectors (tau empty) gives the identity, which still requires grad when
+    # an input does, and backward leaves the inputs' .grad None
+    pytest.importorskip("fiamma.autograd")
+    for ashape in ((3, 2), (3, 0), (0, 0), (2, 3, 2)):
+        A = fiamma.rand(*ashape, requires_grad=True)
+        tau = fiamma.rand(*ashape[:-2], 0, requires_grad=True)
+        q = L.householder_product(A, tau)
+        assert q.requires_grad and q.shape == A.shape
+        assert q.detach().numpy().tolist() == np.broadcast_to(
+            np.eye(*ashape[-2:]), ashape).tolist()
+        q.sum().backward()
+        assert A.grad is None and tau.grad is None
+    assert L.householder_product(fiamma.rand(3, 2), fiamma.rand(0, requires_grad=True)
+                                 ).requires_grad
+    assert not L.householder_product(fiamma.rand(3, 2), fiamma.rand(0)).requires_grad
+
+
+def test_lstsq_empty_residuals_require_grad():
+    # PyTorch: the residuals require grad with the solution, even when empty (gelsy, wide A)
+    pytest.importorskip("fiamma.autograd")
+    for shape, driver in (((4, 3), None), ((4, 3), "gelsy"), ((3, 4), "gelsd")):
+        A = fiamma.rand(*shape, requires_grad=True)
+        B = fiamma.rand(shape[0], 2, requires_grad=True)
+        r = L.lstsq(A, B, driver=driver)
+        assert r.residuals.shape == (0,) and r.residuals.requires_grad
+        assert not r.rank.requires_grad and not r.singular_values.requires_grad
+        (r.solution.sum() + r.residuals.sum()).backward()
+        assert A.grad is not None and B.grad is not None
+    r = L.lstsq(fiamma.rand(4, 3), fiamma.rand(4, 2))
+    assert not r.residuals.requires_grad

@@ -99,3 +99,33 @@ def test_parity_with_torch_strides():
         assert a.stride() == b.stride()
         assert a.is_contiguous() == b.is_contiguous()
         assert a.is_contiguous(memory_format=f) == b.is_contiguous(memory_format=t)
+
+
+@pytest.mark.parametrize("name,dt", [
+    ("float", "float32"), ("double", "float64"), ("half", "float16"), ("bfloat16", "bfloat16"),
+    ("long", "int64"), ("int", "int32"), ("short", "int16"), ("char", "int8"),
+    ("byte", "uint8"), ("bool", "bool"), ("cpu", "float32")])
+def test_conversion_methods_take_memory_format(name, dt):
+    x = fiamma.randn(2, 3, 4, 5)
+    y = getattr(x, name)(memory_format=fiamma.channels_last)
+    assert y.dtype is getattr(fiamma, dt)
+    assert y.stride() == (60, 1, 15, 3)
+    assert y.is_contiguous(memory_format=fiamma.channels_last)
+    assert getattr(x, name)(memory_format=fiamma.preserve_format).is_contiguous()
+    cl = x.to(memory_format=fiamma.channels_last)
+    # the default (preserve_format) keeps channels-last through a dtype change
+    assert getattr(cl, name)().stride() == (60, 1, 15, 3)
+    assert getattr(cl, name)(memory_format=fiamma.contiguous_format).stride() == (60, 20, 5, 1)
+    with pytest.raises(TypeError, match=name):
+        getattr(x, name)(memory_format=3)
+    with pytest.raises(TypeError):
+        getattr(x, name)(fiamma.channels_last)  # keyword-only, as PyTorch
+    with pytest.raises(RuntimeError, match="rank 4"):
+        getattr(x[0], name)(memory_format=fiamma.channels_last)
+
+
+def test_float_memory_format_same_dtype_returns_self():
+    x = fiamma.randn(2, 3, 4, 5)
+    assert x.float(memory_format=fiamma.contiguous_format) is x
+    assert x.float(memory_format=fiamma.preserve_format) is x
+    assert x.float(memory_format=fiamma.channels_last) is not x

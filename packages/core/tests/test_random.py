@@ -620,3 +620,25 @@ def test_strided_inplace_equals_contiguous_draw(shape, seed, dt):
     view.normal_(generator=g.manual_seed(seed))
     ref = fiamma.randn(*shape, generator=g.manual_seed(seed), dtype=dt)
     np.testing.assert_array_equal(npy(view), npy(ref))
+
+
+def test_bernoulli_result_requires_grad_with_zero_gradient():
+    # as PyTorch: draws from probabilities that require grad require grad too, and the
+    # gradient w.r.t. the probabilities is zero (the draws are piecewise constant in them)
+    pytest.importorskip("fiamma.autograd")
+    p = fiamma.tensor([0.2, 0.7, 1.0], requires_grad=True)
+    for draw in (lambda: fiamma.bernoulli(p), lambda: p.bernoulli(), lambda: p.bernoulli(0.3),
+                 lambda: fiamma.bernoulli(p, 0.5)):
+        r = draw()
+        assert r.requires_grad and r.grad_fn is not None
+        p.grad = None
+        (r * fiamma.tensor([1.0, 2.0, 3.0])).sum().backward()
+        assert p.grad.tolist() == [0.0, 0.0, 0.0]
+    assert not fiamma.bernoulli(p.detach()).requires_grad
+    # in place, with probabilities that require grad (self does not): zeros for p
+    q = fiamma.tensor([[0.5], [0.25]], dtype=fiamma.float64, requires_grad=True)
+    r = fiamma.zeros(2, 3).bernoulli_(q)
+    assert r.requires_grad
+    r.sum().backward()
+    assert q.grad.dtype is fiamma.float64 and q.grad.tolist() == [[0.0], [0.0]]
+    assert not fiamma.zeros(2).bernoulli_(0.5).requires_grad

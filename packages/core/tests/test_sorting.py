@@ -580,6 +580,55 @@ def test_diff(dtype):
     np.testing.assert_allclose(np_of(got).astype(np.float64), exp.astype(np.float64))
 
 
+def test_diff_n0_is_a_copy_without_prepend_append():
+    # PyTorch: n=0 returns a copy of the input; prepend/append are checked, not joined
+    x = fiamma.tensor([[1.0, 4.0], [9.0, 16.0]])
+    for kw in ({}, {"prepend": fiamma.ones(2, 3)}, {"append": fiamma.ones(2, 1)},
+               {"prepend": fiamma.ones(2, 1), "append": fiamma.ones(2, 2)}):
+        r = fiamma.diff(x, n=0, **kw)
+        assert r is not x and r.tolist() == x.tolist()
+        assert r.data_ptr() != x.data_ptr()
+    with pytest.raises(RuntimeError, match="same number of dimensions"):
+        fiamma.diff(x, n=0, prepend=fiamma.ones(3))
+    for bad in (0.5, 2.0, True):  # PyTorch: n must be an int (0.5 is not truncated to 0)
+        with pytest.raises(TypeError, match="'n' must be int"):
+            fiamma.diff(x, n=bad)
+    assert fiamma.diff(x, n=fiamma.tensor(1)).tolist() == [[3.0], [7.0]]
+    pytest.importorskip("fiamma.autograd")
+    xg = fiamma.tensor([1.0, 4.0, 9.0], requires_grad=True)
+    p = fiamma.tensor([5.0], requires_grad=True)
+    r = fiamma.diff(xg, n=0, prepend=p)
+    assert r.requires_grad and r.shape == (3,)
+    (r * fiamma.tensor([1.0, 2.0, 3.0])).sum().backward()
+    assert xg.grad.tolist() == [1.0, 2.0, 3.0] and p.grad is None
+
+
+def test_diff_prepend_append_values():
+    x = fiamma.tensor([1.0, 4.0, 9.0])
+    assert fiamma.diff(x, prepend=fiamma.tensor([0.0]), append=fiamma.tensor([10.0, 20.0])
+                       ).tolist() == [1.0, 3.0, 5.0, 1.0, 10.0]
+    assert fiamma.diff(x, n=2, append=fiamma.tensor([16.0])).tolist() == [2.0, 2.0]
+    # a float64 prepend promotes, as PyTorch's concatenation does
+    assert fiamma.diff(x, prepend=fiamma.zeros(1, dtype=fiamma.float64)).dtype is fiamma.float64
+    # a number (a fiamma extension; NumPy's form) keeps its kind: no truncation to the input's
+    assert fiamma.diff(fiamma.tensor([1, 2]), prepend=2.5).tolist() == [-1.5, 1.0]
+    assert fiamma.diff(fiamma.tensor([1, 2]), append=2).dtype is fiamma.int64
+
+
+@pytest.mark.parity
+def test_diff_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(16)
+    a, p, q = rng.standard_normal((3, 4)), rng.standard_normal((3, 2)), rng.standard_normal((3, 1))
+    for n in (0, 1, 2, 5):
+        for kw in ({}, {"prepend": p}, {"append": q}, {"prepend": p, "append": q}):
+            got = fiamma.diff(fiamma.tensor(a), n=n, dim=1,
+                              **{k: fiamma.tensor(v) for k, v in kw.items()}).numpy()
+            ref = torch.diff(torch.tensor(a), n=n, dim=1,
+                             **{k: torch.tensor(v) for k, v in kw.items()}).numpy()
+            assert got.shape == ref.shape and np.allclose(got, ref), (n, list(kw))
+
+
 def test_bool_diff_is_xor():
     t = fiamma.tensor([True, False, False, True])
     assert fiamma.diff(t).tolist() == [True, False, True]

@@ -127,6 +127,8 @@ def declare_op(name, *, differentiable=True, is_view=False):
 
 
 # Every op name core's ops pass to record/record_inplace. A new recording op is declared here
+# (``no_gradient``: a result that requires grad when its inputs do, as PyTorch's, but whose
+# backward gives them no gradient: an empty householder_product, lstsq's empty residuals)
 # (tests/test_formulas_coverage.py in fiamma-autograd finds the names core's source records and
 # checks that each is declared; the engine refuses an undeclared name when it first records it).
 _DIFFERENTIABLE = """
@@ -134,7 +136,8 @@ _DIFFERENTIABLE = """
     adaptive_avg_pool_backward adaptive_max_pool1d adaptive_max_pool2d adaptive_max_pool3d add
     addbmm addbmm_ addcdiv addcmul addmm addmm_ addmv addmv_ addr addr_ amax amin aminmax angle
     asin asinh atan atan2 atanh avg_pool1d avg_pool2d avg_pool3d avg_pool_backward baddbmm
-    baddbmm_ batch_norm batch_norm_backward bernoulli_ block_diag bmm cat cauchy_ ceil clamp
+    baddbmm_ batch_norm batch_norm_backward bernoulli bernoulli_ block_diag bmm cat cauchy_ ceil
+    clamp
     clone col2im complex conj convolution convolution_backward_weight copy_ copysign cos cosh
     cross_entropy_loss cummax cummin cumprod cumsum diag diag_embed diagflat diff digamma div
     dot entr erf erfc erfcx erfinv exp exp2 expm1 exponential_ fft_fft fft_fft2 fft_fftn
@@ -166,6 +169,7 @@ _DIFFERENTIABLE = """
     mse_loss l1_loss smooth_l1_loss huber_loss binary_cross_entropy nll_loss embedding
     binary_cross_entropy_with_logits soft_margin_loss kl_div
     sparse_csr_mm sparse_csr_sddmm
+    no_gradient
 """
 _VIEWS = """
     as_strided diagonal expand getitem imag narrow permute real select squeeze t transpose

@@ -671,30 +671,35 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
     if input.ndim > 2:
         raise ValueError(f"cov: expected input to have two or fewer dimensions but got an "
                          f"input with {input.ndim} dimensions")
+    if input.dtype is D.bool:
+        raise RuntimeError("cov(): bool dtype is not supported for input")
     x = _float_of(input)
     if x.ndim < 2:
         x = x.reshape(1, -1)
     n = x.shape[1]
-    rdt = x.dtype.to_real  # weights and the normaliser are real (complex x: x's parts' dtype)
-    w = None
-    if fweights is not None:
-        w = fweights.to(rdt)
+    # PyTorch's order of operations and dtypes (the weights are not cast: float64 weights give
+    # a float64 result; the weights multiply the right-hand factor of the final product)
+    w = fweights
     if aweights is not None:
-        w = aweights.to(rdt) if w is None else w * aweights.to(rdt)
+        w = aweights if w is None else w * aweights
     if w is None:
-        avg = x.mean(1, keepdim=True)
-        wsum = f.tensor(float(n), dtype=rdt)
-        norm = wsum - correction
+        avg = x.sum(1, keepdim=True) / n
+        norm = f.tensor(n - correction, dtype=x.dtype.to_real)
     else:
         wsum = w.sum()
         avg = (x * w).sum(1, keepdim=True) / wsum
-        if aweights is None or correction == 0:
-            norm = wsum - correction
+        if aweights is not None and correction != 0:
+            norm = wsum - correction * (w * aweights).sum() / wsum
         else:
-            norm = wsum - correction * (w * aweights.to(rdt)).sum() / wsum
-    norm = f.clamp(norm, min=0)
+            norm = wsum - correction
+    if bool(norm <= 0):
+        import warnings
+
+        warnings.warn("cov(): degrees of freedom is <= 0. Correction should be strictly less "
+                      "than the number of observations.", UserWarning, stacklevel=2)
+        norm = f.clamp(norm, min=0)
     xm = x - avg
-    c = ((xm * w) if w is not None else xm) @ xm.mH / norm
+    c = (xm @ ((xm * w) if w is not None else xm).mH) / norm
     return c.squeeze()  # one variable: a 0-d result, whatever the input's rank (PyTorch)
 
 
@@ -801,9 +806,9 @@ def _gradient_1d(f, n, d, coords, h, edge_order):
 def gradient(input, *, spacing=1, dim=None, edge_order=1):
     """The numerical derivative of ``input`` along each of ``dim`` (default: every dimension),
     one tensor per dimension: central differences inside, one-sided differences of
-    ``edge_order`` (1 or 2) at the ends. ``spacing``: one number for all dimensions, one per
-    dimension, or one 1-D tensor of sample coordinates per dimension. Integer input gives the
-    default float dtype.
+    ``edge_order`` (1 or 2) at the ends. ``spacing``: one number for all dimensions (None: 1),
+    one per dimension, or one 1-D tensor of sample coordinates per dimension (the result takes
+    their dtype promoted with the input's). Integer input gives the default float dtype.
 
     >>> import fiamma
     >>> fiamma.gradient(fiamma.tensor([1.0, 4.0, 9.0, 16.0]))[0].tolist()
@@ -811,6 +816,9 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
     """
     if not isinstance(input, Tensor):
         raise TypeError(f"gradient: expected a Tensor input, got {type(input).__name__}")
+    if input.dtype is D.bool:  # PyTorch: its differences subtract bools, which it refuses
+        raise RuntimeError("gradient: bool input is not supported (subtraction of two bool "
+                           "tensors; convert it to a number dtype first)")
     if edge_order not in (1, 2):
         raise RuntimeError(f"torch.gradient only supports edge_order=1 and edge_order=2, got "
                            f"{edge_order}")
@@ -820,9 +828,11 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
         dims = [dim]
     else:
         dims = list(dim)
-    dims = [d % input.ndim if input.ndim else d for d in dims]
+    dims = [_wrap_dim(d, input.ndim, "gradient") for d in dims]
     if len(set(dims)) != len(dims):
         raise RuntimeError(f"gradient: dim {list(dim)} contains a dimension more than once")
+    if spacing is None:  # PyTorch's None: unit spacing
+        spacing = 1
     if isinstance(spacing, (list, tuple)):
         if len(spacing) != len(dims):
             raise RuntimeError(
@@ -830,6 +840,16 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
                 f"and dim arguments to have the same length, but got a spacing argument of "
                 f"length {len(spacing)} and a dim argument of length {len(dims)}.")
         per_dim = list(spacing)
+        if any(isinstance(sp, Tensor) for sp in per_dim):
+            # PyTorch: a list holding tensors is a list of coordinates, all of them 1-D
+            for i, sp in enumerate(per_dim):
+                if not isinstance(sp, Tensor):
+                    raise TypeError(f"gradient: expected Tensor as element {i} of spacing (a "
+                                    f"list of coordinate tensors), got {type(sp).__name__}")
+                if sp.ndim != 1:
+                    raise RuntimeError(
+                        f"torch.gradient expected each element of spacing to have one "
+                        f"dimension, but got an element with {sp.ndim} dimensions!")
     else:
         per_dim = [spacing] * len(dims)
     f = _float_of(input)
@@ -843,7 +863,8 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
             if sp.shape[0] != n:
                 raise RuntimeError(f"gradient: the coordinates of dimension {d} hold "
                                    f"{sp.shape[0]} points, the input has {n} there")
-            out.append(_gradient_1d(f, n, d, _float_of(sp).to(f.dtype), None, edge_order))
+            dt = D.promote_types(f.dtype, sp.dtype)  # float64 coordinates: a float64 result
+            out.append(_gradient_1d(f.to(dt), n, d, sp.to(dt), None, edge_order))
         else:
             h = sp.item() if isinstance(sp, Tensor) else sp
             if not isinstance(h, (int, float)) or isinstance(h, bool):
@@ -949,7 +970,14 @@ def pdist(input, p=2):
 # ---- small functional forms and predicates ---------------------------------------------------
 
 def fill(input, value):
-    """A new tensor like ``input`` filled with ``value``."""
+    """A new tensor like ``input`` filled with ``value`` (a number or a 0-d tensor). As in
+    PyTorch, it requires grad when ``input`` or ``value`` does: zero gradient for ``input``,
+    the gradient's sum for ``value``."""
+    if isinstance(value, Tensor) and value.ndim:
+        raise RuntimeError(f"fill: only supports a 0-dimension value tensor, got one with "
+                           f"{value.ndim} dimensions")
+    if input.requires_grad or (isinstance(value, Tensor) and value.requires_grad):
+        return input.clone().fill_(value)
     return _F().full_like(input, value.item() if isinstance(value, Tensor) else value)
 
 

@@ -695,7 +695,19 @@ def _legacy_tensor_new(*args, dtype=None, device=None, requires_grad=False):
     return empty(*args, dtype=dt, device=device)
 
 
+_FILL_NUMBERS = (builtins.float, builtins.int, builtins.bool)
+
+
 def _fill_method(self, value):
+    if type(value) not in _FILL_NUMBERS:
+        if isinstance(value, Tensor):
+            if value._shape:
+                raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got "
+                                   f"tensor with {len(value._shape)} dimensions.")
+        elif not isinstance(value, (builtins.float, builtins.int, builtins.complex, np.number,
+                                    np.bool_)):
+            raise TypeError(f"fill_: value must be a number or a 0-dimension tensor, got "
+                            f"{type(value).__name__}")
     if self.requires_grad:
         G.check_inplace(self, "fill_")
     fill_(self, value)

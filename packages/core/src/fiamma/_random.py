@@ -661,6 +661,9 @@ def bernoulli(input, p=None, *, generator=None, out=None):
     else:
         res = new_empty(input._shape, input._dtype, dev)
         _bernoulli_(res, p, generator, op)
+    if input.requires_grad and out is None:
+        # as PyTorch: the draws require grad, with a zero gradient w.r.t. the probabilities
+        G.record(ops.bernoulli, res, (input,), {})
     if out is not None:
         from fiamma._ops._common import check_out
 
@@ -843,6 +846,11 @@ def _random_(self, from_=None, to=_MISSING, *, generator=None, **kw):
 def _bernoulli_method_(self, p=0.5, *, generator=None):
     op = ops.bernoulli_
     _bernoulli_(self, p, generator, op)
+    if isinstance(p, Tensor) and p.requires_grad:
+        # probabilities requiring grad: the result does too (zero gradients), as in PyTorch
+        self._bump()
+        G.record_inplace(op, self, (self, p), {})
+        return self
     return _inplace_done(self, op, {})
 
 

@@ -754,7 +754,7 @@ class Tensor:
                 copy = False
         if fmt is not None and fmt is not _memory_format.preserve_format:
             out = _memory_format.to_format(out, fmt, "to", copy=copy and out is self)
-        elif fmt is not None and out is not self:  # an explicit preserve_format
+        elif out is not self and not self._contig:  # preserve_format (the default)
             keep = _memory_format.preserved(self)
             if keep is not _memory_format.contiguous_format:
                 out = _memory_format.to_format(out, keep, "to")
@@ -765,45 +765,69 @@ class Tensor:
     def type_as(self, other):
         return self.to(other._dtype)
 
-    def float(self):
-        return self.to(D.float32)
+    def float(self, *, memory_format=None):
+        if memory_format is None:
+            return self.to(D.float32)
+        return self.to(D.float32, memory_format=_memory_format.check(memory_format, "float"))
 
-    def double(self):
-        return self.to(D.float64)
+    def double(self, *, memory_format=None):
+        if memory_format is None:
+            return self.to(D.float64)
+        return self.to(D.float64, memory_format=_memory_format.check(memory_format, "double"))
 
-    def half(self):
-        return self.to(D.float16)
+    def half(self, *, memory_format=None):
+        if memory_format is None:
+            return self.to(D.float16)
+        return self.to(D.float16, memory_format=_memory_format.check(memory_format, "half"))
 
-    def bfloat16(self):
-        return self.to(D.bfloat16)
+    def bfloat16(self, *, memory_format=None):
+        if memory_format is None:
+            return self.to(D.bfloat16)
+        return self.to(D.bfloat16, memory_format=_memory_format.check(memory_format, "bfloat16"))
 
-    def long(self):
-        return self.to(D.int64)
+    def long(self, *, memory_format=None):
+        if memory_format is None:
+            return self.to(D.int64)
+        return self.to(D.int64, memory_format=_memory_format.check(memory_format, "long"))
 
-    def int(self):
-        return self.to(D.int32)
+    def int(self, *, memory_format=None):
+        if memory_format is None:
+            return self.to(D.int32)
+        return self.to(D.int32, memory_format=_memory_format.check(memory_format, "int"))
 
-    def short(self):
-        return self.to(D.int16)
+    def short(self, *, memory_format=None):
+        if memory_format is None:
+            return self.to(D.int16)
+        return self.to(D.int16, memory_format=_memory_format.check(memory_format, "short"))
 
-    def char(self):
-        return self.to(D.int8)
+    def char(self, *, memory_format=None):
+        if memory_format is None:
+            return self.to(D.int8)
+        return self.to(D.int8, memory_format=_memory_format.check(memory_format, "char"))
 
-    def byte(self):
-        return self.to(D.uint8)
+    def byte(self, *, memory_format=None):
+        if memory_format is None:
+            return self.to(D.uint8)
+        return self.to(D.uint8, memory_format=_memory_format.check(memory_format, "byte"))
 
-    def bool(self):
-        return self.to(D.bool)
+    def bool(self, *, memory_format=None):
+        if memory_format is None:
+            return self.to(D.bool)
+        return self.to(D.bool, memory_format=_memory_format.check(memory_format, "bool"))
 
-    def cpu(self):
-        return self.to("cpu")
+    def cpu(self, *, memory_format=None):
+        if memory_format is None:
+            return self.to("cpu")
+        return self.to("cpu", memory_format=_memory_format.check(memory_format, "cpu"))
 
-    def cuda(self, device=None, non_blocking=False):
+    def cuda(self, device=None, non_blocking=False, *, memory_format=None):
         """A copy on a CUDA device (``device``: an index, "cuda:N"; default the current one);
         self when it is there already."""
         if isinstance(device, builtins.int) and not isinstance(device, builtins.bool):
             device = f"cuda:{device}"
-        return self.to("cuda" if device is None else device, non_blocking=non_blocking)
+        kw = {} if memory_format is None else {
+            "memory_format": _memory_format.check(memory_format, "cuda")}
+        return self.to("cuda" if device is None else device, non_blocking=non_blocking, **kw)
 
     def item(self):
         if self._numel != 1:

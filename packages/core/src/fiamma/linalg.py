@@ -683,6 +683,8 @@ def lstsq(A, B, rcond=None, *, driver=None):
         residuals = (d * d).sum(-2)
         if vec:
             residuals = residuals[..., 0]
+    elif sol.requires_grad:  # empty residuals require grad too (PyTorch's), gradient-free
+        G.record(ops.no_gradient, residuals, (A, B), {})
     return LstsqResult(sol, residuals, ranks, svals)
 
 

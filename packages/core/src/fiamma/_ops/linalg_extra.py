@@ -18,8 +18,9 @@ import math
 
 import numpy as np
 
-from fiamma import _dtype as D
-from fiamma._tensor import Tensor
+from fiamma import _dtype as D, _grad_hook as G
+from fiamma._autograd_api import ops
+from fiamma._tensor import Tensor, wrap_dim
 
 __all__ = ["matrix_exp", "cholesky_solve", "cholesky_inverse", "orgqr", "triangular_solve"]
 
@@ -221,6 +222,9 @@ def householder_product(A, tau, *, out=None):
         v = V[..., :, i:i + 1]                                   # (*, m, 1)
         t = tau[..., i:i + 1, None] if tau.dim() > 1 else tau[i]
         Q = Q - (t * v) @ (v.mH @ Q)
+    if k == 0 and (A.requires_grad or tau.requires_grad):
+        # no reflectors: the identity, requiring grad as PyTorch's (no gradient flows back)
+        G.record(ops.no_gradient, Q, (A, tau), {})
     if out is not None:
         return _out(out, Q, op)
     return Q
@@ -268,22 +272,20 @@ def tensorsolve(A, B, dims=None, *, out=None):
     _tensor_arg(A, op, "A")
     _tensor_arg(B, op, "B")
     if dims is not None:
-        dims = [d % A.dim() for d in dims]
+        if not isinstance(dims, (list, tuple)):
+            raise TypeError(f"{op}: dims must be a tuple of ints, got {type(dims).__name__}")
+        dims = [wrap_dim(d, A.dim(), op) for d in dims]
         A = A.movedim(dims, list(range(A.dim() - len(dims), A.dim())))
-    bshape = tuple(A.shape[:B.dim()])
-    if bshape != tuple(B.shape):
-        raise RuntimeError(f"{op}: Expected self to satisfy the requirement "
-                           f"prod(self.shape[other.ndim:]) == prod(self.shape[:other.ndim]), "
-                           f"but got {math.prod(A.shape[B.dim():])} != {math.prod(B.shape)}"
-                           if math.prod(A.shape[B.dim():]) != math.prod(B.shape) else
-                           f"{op}: A.shape[:B.ndim] {list(bshape)} must equal B.shape "
-                           f"{list(B.shape)}")
+    # as PyTorch: only sizes count, B is flattened (its shape need not be A.shape[:B.ndim])
     xshape = tuple(A.shape[B.dim():])
-    p, q = math.prod(bshape), math.prod(xshape)
+    q, p = math.prod(xshape), B.numel()
     if p != q:
         raise RuntimeError(f"{op}: Expected self to satisfy the requirement "
                            f"prod(self.shape[other.ndim:]) == prod(self.shape[:other.ndim]), "
                            f"but got {q} != {p}")
+    if math.prod(A.shape[:B.dim()]) != p:
+        raise RuntimeError(f"{op}: A of shape {list(A.shape)} cannot be viewed as a {p} x {q} "
+                           f"matrix (B has {p} elements)")
     res = _L().solve(A.reshape(p, q), B.reshape(p)).reshape(xshape)
     if out is not None:
         return _out(out, res, op)

@@ -538,7 +538,8 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
 
 def diff(input, n=1, dim=-1, prepend=None, append=None):
     """The ``n``-th forward difference along ``dim`` (``out[i] = x[i+1] - x[i]``; bool inputs
-    use ``!=``), after concatenating ``prepend`` / ``append`` along ``dim``.
+    use ``!=``), after concatenating ``prepend`` / ``append`` along ``dim``. ``n=0``: a copy
+    of ``input``, with ``prepend`` / ``append`` left out (as in PyTorch).
 
     >>> import fiamma
     >>> fiamma.tensor([1, 4, 9, 16]).diff().tolist()
@@ -554,6 +555,8 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
     if nd == 0:
         raise RuntimeError(f"{name}(): expects input to be at least one-dimensional")
     d = wrap_dim(dim, nd, name)
+    if isinstance(n, builtins.bool) or not isinstance(n, (numbers.Integral, Tensor)):
+        raise TypeError(f"{name}(): argument 'n' must be int, not {type(n).__name__}")
     n = int(n)
     if n < 0:
         raise RuntimeError(f"{name}(): order must be non-negative but got {n}")
@@ -567,12 +570,15 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
                 raise TypeError(f"{name}(): {what} must be a Tensor, got {type(extra).__name__}")
             from fiamma._creation import full
 
+            # a number keeps its kind (2.5 beside an integer input is not truncated)
             extra = full(input._shape[:d] + (1,) + input._shape[d + 1:], extra,
-                         dtype=input._dtype, device=input._storage.device)
+                         dtype=D.result_type(input, extra), device=input._storage.device)
         elif len(extra._shape) != nd:
             raise RuntimeError(f"{name}(): expected {what} to have the same number of dimensions "
                                f"as input ({nd}), got {len(extra._shape)}")
         parts.append(extra)
+    if n == 0:  # PyTorch: a copy of the input; prepend/append are only checked, not joined
+        return input.clone()
     x = input.detach()
     pieces = [p.detach() for p in (parts[0],) if p is not None] + [x] + \
         [p.detach() for p in (parts[1],) if p is not None]
@@ -585,8 +591,6 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
         hi = x.narrow(d, 1, m - 1)
         lo = x.narrow(d, 0, m - 1)
         x = ne(hi, lo) if x._dtype is D.bool else sub(hi, lo)
-    if n == 0 and len(pieces) == 1:
-        x = x.clone()
     if input.requires_grad or builtins.any(p is not None and p.requires_grad for p in parts):
         # prepend and append are inputs too (None where absent), so they get gradients
         G.record(name, x, (input, parts[0], parts[1]), {"n": n, "dim": d})

@@ -283,8 +283,13 @@ def _copy(ctx, grad):
             ops.geometric_, ops.log_normal_, ops.cauchy_, save="none")
 def _overwritten(ctx, grad):
     """Random fills overwrite every element: the old values get a zero gradient (PyTorch's
-    zeros_like(grad))."""
-    return (fiamma.zeros_like(grad),) + (None,) * (len(ctx.needs_input_grad) - 1)
+    zeros_like(grad)); so does a tensor of probabilities (``bernoulli_(p)``)."""
+    need = ctx.needs_input_grad
+    if len(need) > 1 and need[1]:  # bernoulli_(p): p's zero gradient, in p's shape and dtype
+        return fiamma.zeros_like(grad), fiamma.zeros(ctx.input_shapes[1],
+                                                     dtype=ctx.input_dtypes[1],
+                                                     device=grad.device)
+    return (fiamma.zeros_like(grad),) + (None,) * (len(need) - 1)
 
 
 @derivative(ops.fill_, save="none")
