@@ -486,3 +486,97 @@ def test_inplace_with_grad_on_a_subclass_names_itself():
     w = LoggingTensor(fiamma.ones(2), requires_grad=True)
     with pytest.raises(NotImplementedError, match="in-place op with gradients"):
         (w * 1).relu_()
+
+
+# ---- normalisation, pooling, scans, norms, FFTs -------------------------------------------------
+
+def _nonten(v, L):
+    if isinstance(v, (list, tuple)):
+        return [_nonten(x, L) for x in v]
+    if isinstance(v, L.Tensor):
+        return "T"
+    if isinstance(v, (L.dtype, L.device)):
+        return str(v).replace("torch.", "").replace("fiamma.", "")
+    return v
+
+
+class _ArgRecorder(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append((str(func), _nonten(list(args), fiamma),
+                         {k: _nonten(v, fiamma) for k, v in (kwargs or {}).items()}))
+        return func(*args, **(kwargs or {}))
+
+
+def _nn_exprs(L):
+    F = L.nn.functional
+    return [
+        lambda x, s, w: F.batch_norm(x, L.zeros(3), L.ones(3), w, w * 2, training=True),
+        lambda x, s, w: F.batch_norm(x, L.zeros(3), L.ones(3), training=False),
+        lambda x, s, w: F.batch_norm(x, None, None, training=True, momentum=0.2, eps=1e-3),
+        lambda x, s, w: F.layer_norm(s, (4,)),
+        lambda x, s, w: F.layer_norm(s, [5, 4], None, None, 1e-3),
+        lambda x, s, w: F.group_norm(x, 3, w, w),
+        lambda x, s, w: F.group_norm(x, 1),
+        lambda x, s, w: F.max_pool2d(x, 2),
+        lambda x, s, w: F.max_pool2d(x, 2, 2),
+        lambda x, s, w: F.max_pool2d(x, 3, 2, 1, 1, True),
+        lambda x, s, w: F.max_pool2d(x, 2, return_indices=True)[1],
+        lambda x, s, w: F.avg_pool2d(x, 2),
+        lambda x, s, w: F.avg_pool2d(x, 3, 2, 1, True, False, 2),
+        lambda x, s, w: F.avg_pool2d(x, 3, 1, 1),
+        lambda x, s, w: F.adaptive_avg_pool2d(x, 1),
+        lambda x, s, w: F.adaptive_avg_pool2d(x, (3, 2)),
+        lambda x, s, w: F.adaptive_avg_pool2d(x, (None, 2)),
+        lambda x, s, w: L.cumsum(s, 1), lambda x, s, w: s.cumsum(dim=-1),
+        lambda x, s, w: s.cumsum(1, dtype=L.float64), lambda x, s, w: L.cumprod(s, 2),
+        lambda x, s, w: F.softmax(s, -1), lambda x, s, w: L.softmax(s, 1),
+        lambda x, s, w: s.log_softmax(1),
+        lambda x, s, w: L.linalg.vector_norm(s), lambda x, s, w: s.norm(),
+        lambda x, s, w: L.linalg.vector_norm(s, 2, dim=1, keepdim=True),
+        lambda x, s, w: L.linalg.vector_norm(s, 1), lambda x, s, w: s.norm(dim=1),
+        lambda x, s, w: s.norm(p=2, dim=(1, 2), keepdim=True), lambda x, s, w: s.norm(1),
+        lambda x, s, w: L.linalg.norm(s[0]),
+        lambda x, s, w: L.fft.rfft(s).abs(), lambda x, s, w: L.fft.rfft(s, norm="ortho").abs(),
+        lambda x, s, w: L.fft.fft(s).abs(), lambda x, s, w: L.fft.ifft(L.fft.fft(s)).abs(),
+        lambda x, s, w: L.fft.irfft(L.fft.rfft(s, dim=1), n=5, dim=1),
+        lambda x, s, w: L.fft.irfft(L.fft.rfft(s), norm="forward"),
+    ]
+
+
+@pytest.mark.parity
+def test_nn_op_sequences_and_arguments_match_pytorch():
+    torch = pytest.importorskip("torch")
+    np = pytest.importorskip("numpy")
+    from torch.utils._python_dispatch import TorchDispatchMode as TorchMode
+
+    class TorchArgRecorder(TorchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kw = {k: _nonten(v, torch) for k, v in (kwargs or {}).items()
+                  if k not in ("pin_memory", "layout")}
+            self.ops.append((str(func), _nonten(list(args), torch), kw))
+            return func(*args, **(kwargs or {}))
+
+    rng = np.random.default_rng(0)
+    x0, s0, w0 = rng.standard_normal((2, 3, 7, 6)), rng.standard_normal((2, 5, 4)), \
+        rng.standard_normal(3)
+    for i, (te, fe) in enumerate(zip(_nn_exprs(torch), _nn_exprs(fiamma))):
+        targs = [torch.tensor(a, dtype=torch.float32) for a in (x0, s0, w0)]
+        fargs = [fiamma.tensor(a, dtype=fiamma.float32) for a in (x0, s0, w0)]
+        with TorchArgRecorder() as tr:
+            want = te(*targs)
+        with _ArgRecorder() as fr:
+            got = fe(*fargs)
+        fops = [(n, a, {k: v for k, v in kw.items() if k not in ("pin_memory", "layout")})
+                for n, a, kw in fr.ops]
+        assert fops == tr.ops, (i, fops, tr.ops)
+        np.testing.assert_allclose(np.array(got.tolist(), dtype=float),
+                                   np.array(want.tolist(), dtype=float), rtol=1e-4,
+                                   atol=1e-5, err_msg=str(i))
