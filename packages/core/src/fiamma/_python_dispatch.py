@@ -259,8 +259,7 @@ class _Call:
         if pick is not None:
             out = out[pick]
         if recs:
-            self._replay(op, recs, full if pick is not None and isinstance(recs[1], tuple)
-                         else out, saved and (saved, full))
+            self._replay(op, recs, out, saved and (saved, full), full)
         return out
 
     def _capture(self):
@@ -290,7 +289,7 @@ class _Call:
             G.set_trace_hook(prev)
         return table, res, cap.records
 
-    def _replay(self, op, recs, out, saved=None):
+    def _replay(self, op, recs, out, saved=None, full=None):
         table, res, records = recs
         if not records:
             return
@@ -308,6 +307,11 @@ class _Call:
         if isinstance(rout, Tensor):
             outs[id(rout)] = out
         elif isinstance(rout, tuple):
+            # the op's whole result when the record keeps more outputs than the function
+            # returns (max_pool2d's indices)
+            if not isinstance(out, (tuple, list)) and isinstance(full, (tuple, list)) \
+                    and len(full) == len(rout):
+                out = full
             real = out if isinstance(out, (tuple, list)) else (out,)
             for m, r in zip(rout, real):
                 outs[id(m)] = r
@@ -332,8 +336,12 @@ class _Call:
 
         inputs = _map(tuple(inputs), back)
         kw = _map(dict(kw), back)
-        real_out = outs[id(rout)] if isinstance(rout, Tensor) else out
-        G.record(key, real_out, inputs, kw)
+        if isinstance(rout, Tensor):
+            G.record(key, outs[id(rout)], inputs, kw)
+        elif _types(self.args, self.kwargs):  # a subclass's saved outputs: its own detach
+            G.record(key, out, inputs, kw)
+        else:  # under a mode, PyTorch shows no detach of these ops' saved outputs
+            _quiet(G.record, (key, out, inputs, kw), {})
 
 
 def _replay_inplace(self, op, table, rec, out):
@@ -518,10 +526,13 @@ def _index():
         for n, v in items:
             if isinstance(v, property):
                 v = v.fget
-            keys = _INDEX.setdefault(id(v), [])
-            keys.append(prefix + n)
-            if prefix not in ("fused.", "linalg.", "fft."):
-                keys.append(n)
+            # indexed while a profiler (FlopCounterMode) has wrapped the ops: the op too
+            w = getattr(v, "__wrapped__", None) if callable(v) else None
+            for u in ((v,) if w is None else (v, w)):
+                keys = _INDEX.setdefault(id(u), [])
+                keys.append(prefix + n)
+                if prefix not in ("fused.", "linalg.", "fft."):
+                    keys.append(n)
 
 
 def _lookup(public):
@@ -1102,16 +1113,20 @@ def _matmul(c, input, other, *, out=None):
 
 @_reg("F.linear", "linear")
 def _linear(c, input, weight, bias=None):
+    if input.ndim >= 3 and bias is not None and input.is_contiguous():
+        # PyTorch's flattened path: view, t, addmm, view
+        lead = tuple(input.shape[:-1])
+        x2 = input.view(-1, input.shape[-1])
+        y = fiamma.addmm(bias, x2, weight.t())
+        return y.view(*lead, weight.shape[0])
     wt = weight.t()
     if input.ndim == 2:
         return fiamma.mm(input, wt) if bias is None else fiamma.addmm(bias, input, wt)
     if input.ndim == 1:
         y = fiamma.matmul(input, wt)
         return y if bias is None else fiamma.add(y, bias)
-    lead = tuple(input.shape[:-1])
-    x2 = input.reshape(-1, input.shape[-1])
-    y = fiamma.mm(x2, wt) if bias is None else fiamma.addmm(bias, x2, wt)
-    return y.view(*lead, weight.shape[0])
+    y = fiamma.matmul(input, wt)  # PyTorch: matmul's fold (t, view, mm, _unsafe_view)
+    return y if bias is None else fiamma.add(y, bias)
 
 
 # ---- views and shapes ---------------------------------------------------------------------------
