@@ -478,6 +478,10 @@ def _nn_exprs(L):
         lambda x, s, w: F.adaptive_avg_pool2d(x, 1),
         lambda x, s, w: F.adaptive_avg_pool2d(x, (3, 2)),
         lambda x, s, w: F.adaptive_avg_pool2d(x, (None, 2)),
+        lambda x, s, w: F.max_pool1d(s, 2), lambda x, s, w: F.avg_pool1d(s, 2),
+        lambda x, s, w: F.max_pool1d(s, 3, 2, 1, return_indices=True)[1],
+        lambda x, s, w: F.avg_pool1d(s, 3, 2, 1, False, False),
+        lambda x, s, w: F.adaptive_avg_pool1d(s, 3), lambda x, s, w: F.adaptive_avg_pool1d(s, 1),
         lambda x, s, w: L.cumsum(s, 1), lambda x, s, w: s.cumsum(dim=-1),
         lambda x, s, w: s.cumsum(1, dtype=L.float64), lambda x, s, w: L.cumprod(s, 2),
         lambda x, s, w: F.softmax(s, -1), lambda x, s, w: L.softmax(s, 1),
@@ -559,6 +563,9 @@ _WRAPPED = [
     ("avg_pool2d", lambda x, w: fiamma.nn.functional.avg_pool2d(x[0] * w[2], 3, 2, 1)),
     ("_adaptive_avg_pool2d", lambda x, w: fiamma.nn.functional.adaptive_avg_pool2d(
         x[0] * w[2], (4, 3))),
+    ("max_pool2d_with_indices", lambda x, w: fiamma.nn.functional.max_pool1d(
+        x[1] * w[2], 2, 1)),
+    ("avg_pool2d", lambda x, w: fiamma.nn.functional.avg_pool1d(x[1] * w[2], 2)),
     ("cumsum", lambda x, w: (x[1] * w[2]).cumsum(1)),
     ("cumprod", lambda x, w: fiamma.cumprod(x[1] * w[2], 2)),
     ("linalg_vector_norm", lambda x, w: fiamma.linalg.vector_norm(x[1] * w[2], dim=1)),
@@ -602,6 +609,13 @@ def test_wrapper_batch_norm_updates_running_stats_and_returns_saved_stats():
     assert mean.tolist() == pytest.approx([2.0, 4.0])
     assert invstd.tolist() == pytest.approx([1.0 / (1.0 + 1e-5) ** 0.5, 0.5 / (1 + 2.5e-6) ** 0.5])
     assert out.flatten().tolist() == pytest.approx(y.elem.flatten().tolist(), abs=1e-6)
+
+
+def test_batch_norm_keeps_functional_checks_under_a_mode():
+    pytest.importorskip("fiamma.nn")
+    with Recorder() as r, pytest.raises(ValueError, match="more than 1 value per channel"):
+        fiamma.nn.functional.batch_norm(fiamma.ones(1, 3), None, None, training=True)
+    assert r.ops == ["aten.ones.default"]
 
 
 def test_wrapper_fft_forward_and_gradients_name_themselves():

@@ -1699,6 +1699,14 @@ A.define("native_group_norm_backward.default", "(Tensor grad_out, Tensor input, 
 @_reg("batch_norm", "F.batch_norm")
 def _batch_norm(c, input, running_mean, running_var, weight=None, bias=None, training=False,
                 momentum=0.1, eps=1e-5):
+    if training:  # F.batch_norm's own checks (before PyTorch's dispatcher)
+        shape = tuple(input.shape)
+        n = shape[0] if shape else 0
+        for d in shape[2:]:
+            n *= d
+        if n == 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got "
+                             f"input size {list(shape)}")
     if state.modes:  # PyTorch's CPU batch norm makes an empty reserve buffer first
         fiamma.empty((0,), dtype=fiamma.uint8)
     return c.prim(_ov("native_batch_norm"), (input, weight, bias, running_mean, running_var,
@@ -1833,6 +1841,52 @@ def _adaptive_avg_pool2d(c, input, output_size):
     if o == [1, 1]:  # PyTorch: a mean over the plane
         return fiamma.mean(input, [-1, -2], True)
     return c.prim(_ov("_adaptive_avg_pool2d"), (input, o))
+
+
+def _one(v, name):
+    if isinstance(v, (list, tuple)):
+        if len(v) != 1:
+            raise ValueError(f"{name}: expected a single int or a 1-tuple, got {v!r}")
+        return int(v[0])
+    return int(v)
+
+
+@_reg("max_pool1d", "F.max_pool1d")
+def _max_pool1d(c, input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                return_indices=False):
+    """PyTorch's decomposition: a 2-d pool of height 1 between unsqueeze and squeezes."""
+    k = _one(kernel_size, "max_pool1d")
+    s = k if stride is None or (isinstance(stride, (list, tuple)) and not stride) else \
+        _one(stride, "max_pool1d")
+    v, i = fiamma.max_pool2d(fiamma.unsqueeze(input, -2), [1, k], [1, s],
+                             [0, _one(padding, "max_pool1d")], [1, _one(dilation, "max_pool1d")],
+                             ceil_mode, True)
+    v, i = fiamma.squeeze(v, -2), fiamma.squeeze(i, -2)
+    return (v, i) if return_indices else v
+
+
+@_reg("max_pool1d_with_indices", "F.max_pool1d_with_indices")
+def _max_pool1d_wi(c, input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                   return_indices=False):
+    return _max_pool1d(c, input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+@_reg("avg_pool1d", "F.avg_pool1d")
+def _avg_pool1d(c, input, kernel_size, stride=None, padding=0, ceil_mode=False,
+                count_include_pad=True):
+    k = _one(kernel_size, "avg_pool1d")
+    s = k if stride is None or (isinstance(stride, (list, tuple)) and not stride) else \
+        _one(stride, "avg_pool1d")
+    y = fiamma.avg_pool2d(fiamma.unsqueeze(input, -2), [1, k], [1, s],
+                          [0, _one(padding, "avg_pool1d")], ceil_mode, count_include_pad)
+    return fiamma.squeeze(y, -2)
+
+
+@_reg("adaptive_avg_pool1d", "F.adaptive_avg_pool1d")
+def _adaptive_avg_pool1d(c, input, output_size):
+    y = fiamma.adaptive_avg_pool2d(fiamma.unsqueeze(input, -2),
+                                   (1, _one(output_size, "adaptive_avg_pool1d")))
+    return fiamma.squeeze(y, -2)
 
 
 @_reg("max_pool_backward")
