@@ -491,6 +491,15 @@ def _nn_exprs(L):
         lambda x, s, w: L.linalg.vector_norm(s, 1), lambda x, s, w: s.norm(dim=1),
         lambda x, s, w: s.norm(p=2, dim=(1, 2), keepdim=True), lambda x, s, w: s.norm(1),
         lambda x, s, w: L.linalg.norm(s[0]),
+        lambda x, s, w: L.linalg.inv(s[:, :4]), lambda x, s, w: L.linalg.inv(s[0, :4]),
+        lambda x, s, w: L.linalg.cholesky(s[0].mT @ s[0]),
+        lambda x, s, w: L.linalg.cholesky(s[0].mT @ s[0], upper=True),
+        lambda x, s, w: L.linalg.qr(s[0])[1].abs(),
+        lambda x, s, w: L.linalg.qr(s[0], mode="complete")[1].abs(),
+        lambda x, s, w: L.linalg.eigh(s[0] @ s[0].mT)[0],
+        lambda x, s, w: L.linalg.eigvalsh(s[0] @ s[0].mT, UPLO="U"),
+        lambda x, s, w: L.linalg.svd(s[0])[1], lambda x, s, w: L.linalg.svdvals(s),
+        lambda x, s, w: L.linalg.svd(s[0], full_matrices=False)[1],
         lambda x, s, w: L.fft.rfft(s).abs(), lambda x, s, w: L.fft.rfft(s, norm="ortho").abs(),
         lambda x, s, w: L.fft.fft(s).abs(), lambda x, s, w: L.fft.ifft(L.fft.fft(s)).abs(),
         lambda x, s, w: L.fft.irfft(L.fft.rfft(s, dim=1), n=5, dim=1),
@@ -627,6 +636,19 @@ def test_wrapper_fft_forward_and_gradients_name_themselves():
     w = LoggingTensor(s, requires_grad=True)
     with pytest.raises(NotImplementedError, match="rfft.*meta"):
         fiamma.fft.rfft(w)
+
+
+def test_wrapper_linalg_forward_and_gradients_name_themselves():
+    A = fiamma.tensor([[2.0, 1.0], [1.0, 3.0]])
+    got, log = _logged(lambda: fiamma.linalg.inv(LoggingTensor(A)))
+    assert log == ["aten.linalg_inv_ex.default", "aten._linalg_check_errors.default"]
+    assert got.elem.flatten().tolist() == pytest.approx([0.6, -0.2, -0.2, 0.4])
+    got, log = _logged(lambda: fiamma.linalg.eigvalsh(LoggingTensor(A)))
+    assert log == ["aten._linalg_eigh.default"] and type(got) is LoggingTensor
+    assert got.elem.tolist() == pytest.approx([(5 - 5 ** 0.5) / 2, (5 + 5 ** 0.5) / 2])
+    pytest.importorskip("fiamma.autograd")
+    with pytest.raises(NotImplementedError, match="fiamma.cholesky: gradients.*meta"):
+        fiamma.linalg.cholesky(LoggingTensor(A, requires_grad=True))
 
 
 def test_unmapped_norm_forms_name_themselves():

@@ -228,10 +228,11 @@ def _any_requires_grad(values):
 class _Call:
     """One public call on its way down: ``prim`` reports it as an ATen overload."""
 
-    __slots__ = ("public", "impl", "args", "kwargs")
+    __slots__ = ("public", "impl", "args", "kwargs", "full")
 
     def __init__(self, public, impl, args, kwargs):
         self.public, self.impl, self.args, self.kwargs = public, impl, args, kwargs
+        self.full = None  # the last prim's whole result (linalg's info beside the output)
 
     def prim(self, op, args, kwargs=None, pick=None, saved=None):
         """``op(*args, **kwargs)`` through the modes and subclasses, below autograd; ``pick``:
@@ -255,7 +256,7 @@ class _Call:
             out = redispatch(op, args, kwargs)
         finally:
             G.set_grad_enabled_flag(prev)
-        full = out
+        full = self.full = out
         if pick is not None:
             out = out[pick]
         if recs:
@@ -2051,6 +2052,88 @@ def _irfft(c, input, n=None, dim=-1, norm=None, *, out=None):
     if n is not None and n // 2 + 1 != input.shape[d]:
         _unsupported("fft.irfft with n= that pads or trims the input")
     return c.prim(_ov("_fft_c2r"), (input, [d], _IFFT_NORM[norm], last))
+
+
+# ---- linalg decompositions (forward; their autograd records are not computable on meta) ------
+
+def _lin():
+    return importlib.import_module("fiamma.linalg")
+
+
+def _info(A):
+    return fiamma.zeros(tuple(A.shape[:-2]), dtype=fiamma.int32)
+
+
+A.define("linalg_inv_ex.default", "(Tensor A, *, bool check_errors=False) -> (Tensor inverse, "
+         "Tensor info)", lambda A_, check_errors=False: (_lin().inv(A_), _info(A_)))
+A.define("linalg_cholesky_ex.default", "(Tensor self, *, bool upper=False, "
+         "bool check_errors=False) -> (Tensor L, Tensor info)",
+         lambda self, upper=False, check_errors=False: (_lin().cholesky(self, upper=upper),
+                                                        _info(self)))
+A.define("_linalg_check_errors.default", "(Tensor info, str api_name, *, bool is_matrix) -> ()",
+         lambda info, api_name, is_matrix: None)  # fiamma's ops raise themselves
+A.define("linalg_qr.default", "(Tensor A, str mode='reduced') -> (Tensor Q, Tensor R)",
+         lambda A_, mode="reduced": tuple(_lin().qr(A_, mode)))
+A.define("_linalg_eigh.default", "(Tensor A, str UPLO='L', bool compute_v=True) -> "
+         "(Tensor eigenvalues, Tensor eigenvectors)",
+         lambda A_, UPLO="L", compute_v=True: tuple(_lin().eigh(A_, UPLO)))
+A.define("_linalg_svd.default", "(Tensor A, bool full_matrices=False, bool compute_uv=True, *, "
+         "str? driver=None) -> (Tensor U, Tensor S, Tensor Vh)",
+         lambda A_, full_matrices=False, compute_uv=True, driver=None: tuple(
+             _lin().svd(A_, full_matrices)))
+
+
+def _checked(c, op, api, A_, kwargs=None):
+    r = c.prim(_ov(op), (A_,), kwargs, pick=0)
+    redispatch(_ov("_linalg_check_errors"), (c.full[1], api), {"is_matrix": A_.ndim == 2})
+    return r
+
+
+@_reg("linalg.inv", "inverse", "Tensor.inverse")
+def _linalg_inv(c, A_, *, out=None):
+    _no_out("linalg.inv", out)
+    return _checked(c, "linalg_inv_ex", "linalg.inv", A_)
+
+
+@_reg("linalg.cholesky")
+def _linalg_cholesky(c, A_, *, upper=False, out=None):
+    _no_out("linalg.cholesky", out)
+    return _checked(c, "linalg_cholesky_ex", "linalg.cholesky", A_,
+                    {"upper": True} if upper else None)
+
+
+@_reg("linalg.qr")
+def _linalg_qr(c, A_, mode="reduced", *, out=None):
+    _no_out("linalg.qr", out)
+    return c.prim(_ov("linalg_qr"), (A_,) if mode == "reduced" else (A_, mode))
+
+
+@_reg("linalg.eigh")
+def _linalg_eigh(c, A_, UPLO="L", *, out=None):
+    _no_out("linalg.eigh", out)
+    return c.prim(_ov("_linalg_eigh"), (A_,) if UPLO == "L" else (A_, UPLO))
+
+
+@_reg("linalg.eigvalsh")
+def _linalg_eigvalsh(c, A_, UPLO="L", *, out=None):
+    _no_out("linalg.eigvalsh", out)
+    return c.prim(_ov("_linalg_eigh"), (A_,) if UPLO == "L" else (A_, UPLO), pick=0)
+
+
+@_reg("linalg.svd")
+def _linalg_svd(c, A_, full_matrices=True, *, driver=None, out=None):
+    _no_out("linalg.svd", out)
+    if driver is not None:
+        _unsupported("linalg.svd(driver=)")
+    return c.prim(_ov("_linalg_svd"), (A_, True) if full_matrices else (A_,))
+
+
+@_reg("linalg.svdvals")
+def _linalg_svdvals(c, A_, *, driver=None, out=None):
+    _no_out("linalg.svdvals", out)
+    if driver is not None:
+        _unsupported("linalg.svdvals(driver=)")
+    return c.prim(_ov("_linalg_svd"), (A_,), pick=1)
 
 
 # ---- the table ----------------------------------------------------------------------------------
