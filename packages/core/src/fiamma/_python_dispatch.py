@@ -228,14 +228,17 @@ def _any_requires_grad(values):
 class _Call:
     """One public call on its way down: ``prim`` reports it as an ATen overload."""
 
-    __slots__ = ("public", "impl", "args", "kwargs")
+    __slots__ = ("public", "impl", "args", "kwargs", "full")
 
     def __init__(self, public, impl, args, kwargs):
         self.public, self.impl, self.args, self.kwargs = public, impl, args, kwargs
+        self.full = None  # the last prim's whole result (linalg's info beside the output)
 
-    def prim(self, op, args, kwargs=None, pick=None):
+    def prim(self, op, args, kwargs=None, pick=None, saved=None):
         """``op(*args, **kwargs)`` through the modes and subclasses, below autograd; ``pick``:
-        the index of the result the fiamma function returns (``nll_loss_forward``'s 0)."""
+        the index of the result the fiamma function returns (``nll_loss_forward``'s 0);
+        ``saved``: {name of a tensor the autograd record keeps: index of op's result giving
+        it} (``native_batch_norm``'s mean and invstd)."""
         kwargs = kwargs or {}
         needs = G.state.enabled and (_any_requires_grad(self.args)
                                      or _any_requires_grad(self.kwargs.values()))
@@ -253,10 +256,11 @@ class _Call:
             out = redispatch(op, args, kwargs)
         finally:
             G.set_grad_enabled_flag(prev)
+        full = self.full = out
         if pick is not None:
             out = out[pick]
         if recs:
-            self._replay(op, recs, out)
+            self._replay(op, recs, out, saved and (saved, full), full)
         return out
 
     def _capture(self):
@@ -286,7 +290,7 @@ class _Call:
             G.set_trace_hook(prev)
         return table, res, cap.records
 
-    def _replay(self, op, recs, out):
+    def _replay(self, op, recs, out, saved=None, full=None):
         table, res, records = recs
         if not records:
             return
@@ -304,10 +308,20 @@ class _Call:
         if isinstance(rout, Tensor):
             outs[id(rout)] = out
         elif isinstance(rout, tuple):
+            # the op's whole result when the record keeps more outputs than the function
+            # returns (max_pool2d's indices)
+            if not isinstance(out, (tuple, list)) and isinstance(full, (tuple, list)) \
+                    and len(full) == len(rout):
+                out = full
             real = out if isinstance(out, (tuple, list)) else (out,)
             for m, r in zip(rout, real):
                 outs[id(m)] = r
             out = type(rout)(*real) if hasattr(rout, "_fields") else tuple(real)
+        if saved:  # tensors the record keeps that the op returns too
+            for k, i in saved[0].items():
+                v = kw.get(k)
+                if isinstance(v, Tensor):
+                    outs[id(v)] = saved[1][i]
 
         rev = {id(s): orig for s, orig in table.values()}
 
@@ -323,8 +337,12 @@ class _Call:
 
         inputs = _map(tuple(inputs), back)
         kw = _map(dict(kw), back)
-        real_out = outs[id(rout)] if isinstance(rout, Tensor) else out
-        G.record(key, real_out, inputs, kw)
+        if isinstance(rout, Tensor):
+            G.record(key, outs[id(rout)], inputs, kw)
+        elif _types(self.args, self.kwargs):  # a subclass's saved outputs: its own detach
+            G.record(key, out, inputs, kw)
+        else:  # under a mode, PyTorch shows no detach of these ops' saved outputs
+            _quiet(G.record, (key, out, inputs, kw), {})
 
 
 def _replay_inplace(self, op, table, rec, out):
@@ -499,7 +517,8 @@ def _index():
     import sys
 
     for modname, prefix in (("fiamma", ""), ("fiamma.nn.functional", "F."),
-                            ("fiamma.fused", "fused."), ("fiamma._tensor", "Tensor.")):
+                            ("fiamma.fused", "fused."), ("fiamma._tensor", "Tensor."),
+                            ("fiamma.linalg", "linalg."), ("fiamma.fft", "fft.")):
         mod = sys.modules.get(modname)
         if mod is None or modname in _INDEXED:
             continue
@@ -508,10 +527,13 @@ def _index():
         for n, v in items:
             if isinstance(v, property):
                 v = v.fget
-            keys = _INDEX.setdefault(id(v), [])
-            keys.append(prefix + n)
-            if prefix != "fused.":
-                keys.append(n)
+            # indexed while a profiler (FlopCounterMode) has wrapped the ops: the op too
+            w = getattr(v, "__wrapped__", None) if callable(v) else None
+            for u in ((v,) if w is None else (v, w)):
+                keys = _INDEX.setdefault(id(u), [])
+                keys.append(prefix + n)
+                if prefix not in ("fused.", "linalg.", "fft."):
+                    keys.append(n)
 
 
 def _lookup(public):
@@ -1092,16 +1114,20 @@ def _matmul(c, input, other, *, out=None):
 
 @_reg("F.linear", "linear")
 def _linear(c, input, weight, bias=None):
+    if input.ndim >= 3 and bias is not None and input.is_contiguous():
+        # PyTorch's flattened path: view, t, addmm, view
+        lead = tuple(input.shape[:-1])
+        x2 = input.view(-1, input.shape[-1])
+        y = fiamma.addmm(bias, x2, weight.t())
+        return y.view(*lead, weight.shape[0])
     wt = weight.t()
     if input.ndim == 2:
         return fiamma.mm(input, wt) if bias is None else fiamma.addmm(bias, input, wt)
     if input.ndim == 1:
         y = fiamma.matmul(input, wt)
         return y if bias is None else fiamma.add(y, bias)
-    lead = tuple(input.shape[:-1])
-    x2 = input.reshape(-1, input.shape[-1])
-    y = fiamma.mm(x2, wt) if bias is None else fiamma.addmm(bias, x2, wt)
-    return y.view(*lead, weight.shape[0])
+    y = fiamma.matmul(input, wt)  # PyTorch: matmul's fold (t, view, mm, _unsafe_view)
+    return y if bias is None else fiamma.add(y, bias)
 
 
 # ---- views and shapes ---------------------------------------------------------------------------
@@ -1603,6 +1629,511 @@ def _mk_conv(n):
 
 for _k in (1, 2, 3):
     _H[f"F.conv{_k}d"] = _H[f"conv{_k}d"] = _mk_conv(_k)
+
+
+# ---- normalisation, pooling, scans, norms, FFTs -------------------------------------------------
+
+def _with_saved(fn, args, names):
+    """``fn(*args)`` and the tensors its autograd record keeps under ``names`` (what the
+    native_*_norm ops return beside the output: mean and inverse std), or empty tensors
+    without the autograd package."""
+    x = args[0]
+    try:
+        G.autograd_module()
+    except ImportError:
+        return (fn(*args),) + tuple(fiamma.empty(0, dtype=x.dtype) for _ in names)
+    cap = _Capture()
+    saved = G._recorder, G._record_new
+    xs = x.detach()
+    prev = G.set_grad_enabled_flag(True)
+    G._recorder, G._record_new = cap, cap.record_new
+    try:
+        xs.requires_grad = True
+        y = fn(xs, *args[1:])
+    finally:
+        G._recorder, G._record_new = saved
+        G.set_grad_enabled_flag(prev)
+    kw = cap.records[-1][3]
+    return (y.detach(),) + tuple(kw[n] for n in names)
+
+
+def _fmask(mask):
+    return tuple(bool(m) for m in mask)
+
+
+A.define("native_batch_norm.default", "(Tensor input, Tensor? weight, Tensor? bias, "
+         "Tensor? running_mean, Tensor? running_var, bool training, float momentum, "
+         "float eps) -> (Tensor, Tensor, Tensor)",
+         lambda input, weight, bias, running_mean, running_var, training, momentum, eps:
+         _with_saved(lambda x, *a: fiamma.batch_norm(x, *a), (
+             input, running_mean, running_var, weight, bias, training, momentum, eps),
+             ("mean", "invstd")))
+A.define("native_batch_norm_backward.default", "(Tensor grad_out, Tensor input, Tensor? weight, "
+         "Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, "
+         "bool train, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
+         lambda grad_out, input, weight, running_mean, running_var, save_mean, save_invstd,
+         train, eps, output_mask: fiamma.batch_norm_backward(
+             grad_out, input, weight, save_mean, save_invstd, train, eps,
+             output_mask=_fmask(output_mask)))
+A.define("native_layer_norm.default", "(Tensor input, SymInt[] normalized_shape, Tensor? weight, "
+         "Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)",
+         lambda input, normalized_shape, weight, bias, eps: _with_saved(
+             fiamma.layer_norm, (input, normalized_shape, weight, bias, eps), ("mean", "rstd")))
+A.define("native_layer_norm_backward.default", "(Tensor grad_out, Tensor input, "
+         "SymInt[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, "
+         "bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
+         lambda grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask:
+         fiamma.layer_norm_backward(grad_out, input, normalized_shape, weight, mean, rstd,
+                                    output_mask=_fmask(output_mask)))
+A.define("native_group_norm.default", "(Tensor input, Tensor? weight, Tensor? bias, SymInt N, "
+         "SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)",
+         lambda input, weight, bias, N, C, HxW, group, eps: _with_saved(
+             fiamma.group_norm, (input, group, weight, bias, eps), ("mean", "rstd")))
+A.define("native_group_norm_backward.default", "(Tensor grad_out, Tensor input, Tensor mean, "
+         "Tensor rstd, Tensor? weight, SymInt N, SymInt C, SymInt HxW, int group, "
+         "bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
+         lambda grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask:
+         fiamma.group_norm_backward(grad_out, input, group, weight, mean, rstd,
+                                    output_mask=_fmask(output_mask)))
+
+
+@_reg("batch_norm", "F.batch_norm")
+def _batch_norm(c, input, running_mean, running_var, weight=None, bias=None, training=False,
+                momentum=0.1, eps=1e-5):
+    if training:  # F.batch_norm's own checks (before PyTorch's dispatcher)
+        shape = tuple(input.shape)
+        n = shape[0] if shape else 0
+        for d in shape[2:]:
+            n *= d
+        if n == 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got "
+                             f"input size {list(shape)}")
+    if state.modes:  # PyTorch's CPU batch norm makes an empty reserve buffer first
+        fiamma.empty((0,), dtype=fiamma.uint8)
+    return c.prim(_ov("native_batch_norm"), (input, weight, bias, running_mean, running_var,
+                                             bool(training), momentum, eps),
+                  pick=0, saved={"mean": 1, "invstd": 2})
+
+
+@_reg("layer_norm", "F.layer_norm")
+def _layer_norm(c, input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    ns = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
+    return c.prim(_ov("native_layer_norm"), (input, ns, weight, bias, eps), pick=0,
+                  saved={"mean": 1, "rstd": 2})
+
+
+@_reg("group_norm", "F.group_norm")
+def _group_norm(c, input, num_groups, weight=None, bias=None, eps=1e-5):
+    shape = tuple(input.shape)
+    hw = 1
+    for n in shape[2:]:
+        hw *= n
+    return c.prim(_ov("native_group_norm"), (input, weight, bias, shape[0], shape[1], hw,
+                                             num_groups, eps), pick=0,
+                  saved={"mean": 1, "rstd": 2})
+
+
+@_reg("batch_norm_backward")
+def _batch_norm_bw(c, grad_output, input, weight, mean, invstd, training, eps=1e-5,
+                   output_mask=(True, True, True)):
+    return c.prim(_ov("native_batch_norm_backward"), (
+        grad_output, input, weight, None, None, mean, invstd, training, eps, list(output_mask)))
+
+
+@_reg("layer_norm_backward")
+def _layer_norm_bw(c, grad_output, input, normalized_shape, weight, mean, rstd, eps=1e-5,
+                   output_mask=(True, True, True)):
+    return c.prim(_ov("native_layer_norm_backward"), (
+        grad_output, input, list(normalized_shape), mean, rstd, weight, None,
+        list(output_mask)))
+
+
+@_reg("group_norm_backward")
+def _group_norm_bw(c, grad_output, input, num_groups, weight, mean, rstd, eps=1e-5,
+                   output_mask=(True, True, True)):
+    shape = tuple(input.shape)
+    hw = 1
+    for n in shape[2:]:
+        hw *= n
+    return c.prim(_ov("native_group_norm_backward"), (
+        grad_output, input, mean, rstd, weight, shape[0], shape[1], hw, num_groups,
+        list(output_mask)))
+
+
+def _strip(args, defaults):
+    """``args`` without the trailing ones equal to their defaults (``defaults`` aligned to the
+    end of args), as PyTorch's dispatcher shows them."""
+    args = list(args)
+    n = len(args)
+    k = len(defaults)
+    while args and len(args) > n - k and args[-1] == defaults[len(args) - 1 - (n - k)]:
+        args.pop()
+    return tuple(args)
+
+
+def _pool_args(n, kernel_size, stride, padding):
+    k = _tuple(kernel_size, n)
+    s = [] if stride is None or (isinstance(stride, (list, tuple)) and not stride) else \
+        _tuple(stride, n)
+    return k, s, _tuple(padding, n)
+
+
+A.define("max_pool2d_with_indices.default", "(Tensor self, int[2] kernel_size, "
+         "int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> "
+         "(Tensor, Tensor)", lambda self, kernel_size, stride=(), padding=0, dilation=1,
+         ceil_mode=False: fiamma.max_pool2d(self, kernel_size, list(stride) or None, padding,
+                                            dilation, ceil_mode, True))
+A.define("max_pool2d_with_indices_backward.default", "(Tensor grad_output, Tensor self, "
+         "int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, "
+         "Tensor indices) -> Tensor", lambda grad_output, self, kernel_size, stride, padding,
+         dilation, ceil_mode, indices: fiamma.max_pool_backward(grad_output, indices,
+                                                                tuple(self.shape[-2:])))
+A.define("avg_pool2d.default", "(Tensor self, int[2] kernel_size, int[2] stride=[], "
+         "int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, "
+         "int? divisor_override=None) -> Tensor",
+         lambda self, kernel_size, stride=(), padding=0, ceil_mode=False,
+         count_include_pad=True, divisor_override=None: fiamma.avg_pool2d(
+             self, kernel_size, list(stride) or None, padding, ceil_mode, count_include_pad,
+             divisor_override))
+A.define("avg_pool2d_backward.default", "(Tensor grad_output, Tensor self, int[2] kernel_size, "
+         "int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, "
+         "int? divisor_override) -> Tensor",
+         lambda grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+         divisor_override: fiamma.avg_pool_backward(
+             grad_output, tuple(self.shape[-2:]), tuple(kernel_size),
+             tuple(stride) or tuple(kernel_size), tuple(padding), ceil_mode, count_include_pad,
+             divisor_override))
+A.define("_adaptive_avg_pool2d.default", "(Tensor self, SymInt[2] output_size) -> Tensor",
+         lambda self, output_size: fiamma.adaptive_avg_pool2d(self, tuple(output_size)))
+A.define("_adaptive_avg_pool2d_backward.default", "(Tensor grad_output, Tensor self) -> Tensor",
+         lambda grad_output, self: fiamma.adaptive_avg_pool_backward(grad_output,
+                                                                     tuple(self.shape[-2:])))
+
+
+@_reg("max_pool2d", "F.max_pool2d")
+def _max_pool2d(c, input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                return_indices=False):
+    k, s, p = _pool_args(2, kernel_size, stride, padding)
+    args = _strip((input, k, s, p, _tuple(dilation, 2), bool(ceil_mode)),
+                  ([], [0, 0], [1, 1], False))
+    return c.prim(_ov("max_pool2d_with_indices"), args,
+                  pick=None if return_indices else 0)
+
+
+@_reg("max_pool2d_with_indices", "F.max_pool2d_with_indices")
+def _max_pool2d_wi(c, input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                   return_indices=False):
+    return _max_pool2d(c, input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+@_reg("avg_pool2d", "F.avg_pool2d")
+def _avg_pool2d(c, input, kernel_size, stride=None, padding=0, ceil_mode=False,
+                count_include_pad=True, divisor_override=None):
+    k, s, p = _pool_args(2, kernel_size, stride, padding)
+    args = _strip((input, k, s, p, bool(ceil_mode), bool(count_include_pad), divisor_override),
+                  ([], [0, 0], False, True, None))
+    return c.prim(_ov("avg_pool2d"), args)
+
+
+@_reg("adaptive_avg_pool2d", "F.adaptive_avg_pool2d")
+def _adaptive_avg_pool2d(c, input, output_size):
+    o = _tuple(output_size, 2)
+    o = [input.shape[-2 + i] if v is None else int(v) for i, v in enumerate(o)]
+    if o == [1, 1]:  # PyTorch: a mean over the plane
+        return fiamma.mean(input, [-1, -2], True)
+    return c.prim(_ov("_adaptive_avg_pool2d"), (input, o))
+
+
+def _one(v, name):
+    if isinstance(v, (list, tuple)):
+        if len(v) != 1:
+            raise ValueError(f"{name}: expected a single int or a 1-tuple, got {v!r}")
+        return int(v[0])
+    return int(v)
+
+
+@_reg("max_pool1d", "F.max_pool1d")
+def _max_pool1d(c, input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                return_indices=False):
+    """PyTorch's decomposition: a 2-d pool of height 1 between unsqueeze and squeezes."""
+    k = _one(kernel_size, "max_pool1d")
+    s = k if stride is None or (isinstance(stride, (list, tuple)) and not stride) else \
+        _one(stride, "max_pool1d")
+    v, i = fiamma.max_pool2d(fiamma.unsqueeze(input, -2), [1, k], [1, s],
+                             [0, _one(padding, "max_pool1d")], [1, _one(dilation, "max_pool1d")],
+                             ceil_mode, True)
+    v, i = fiamma.squeeze(v, -2), fiamma.squeeze(i, -2)
+    return (v, i) if return_indices else v
+
+
+@_reg("max_pool1d_with_indices", "F.max_pool1d_with_indices")
+def _max_pool1d_wi(c, input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                   return_indices=False):
+    return _max_pool1d(c, input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+@_reg("avg_pool1d", "F.avg_pool1d")
+def _avg_pool1d(c, input, kernel_size, stride=None, padding=0, ceil_mode=False,
+                count_include_pad=True):
+    k = _one(kernel_size, "avg_pool1d")
+    s = k if stride is None or (isinstance(stride, (list, tuple)) and not stride) else \
+        _one(stride, "avg_pool1d")
+    y = fiamma.avg_pool2d(fiamma.unsqueeze(input, -2), [1, k], [1, s],
+                          [0, _one(padding, "avg_pool1d")], ceil_mode, count_include_pad)
+    return fiamma.squeeze(y, -2)
+
+
+@_reg("adaptive_avg_pool1d", "F.adaptive_avg_pool1d")
+def _adaptive_avg_pool1d(c, input, output_size):
+    y = fiamma.adaptive_avg_pool2d(fiamma.unsqueeze(input, -2),
+                                   (1, _one(output_size, "adaptive_avg_pool1d")))
+    return fiamma.squeeze(y, -2)
+
+
+@_reg("max_pool_backward")
+def _max_pool_bw(c, grad_output, indices, input_size):
+    if len(input_size) != 2:
+        _unsupported(f"the derivative of a {len(input_size)}-d max pool")
+    self = fiamma.empty(tuple(grad_output.shape[:-2]) + tuple(input_size),
+                        dtype=grad_output.dtype, device="meta")
+    # fiamma's derivative keeps the indices, not the window: the window arguments are
+    # PyTorch's defaults
+    return c.prim(_ov("max_pool2d_with_indices_backward"), (
+        grad_output, self, [1, 1], [], [0, 0], [1, 1], False, indices))
+
+
+@_reg("avg_pool_backward")
+def _avg_pool_bw(c, grad_output, input_size, kernel_size, stride, padding, ceil_mode=False,
+                 count_include_pad=True, divisor_override=None):
+    if len(input_size) != 2:
+        _unsupported(f"the derivative of a {len(input_size)}-d average pool")
+    self = fiamma.empty(tuple(grad_output.shape[:-2]) + tuple(input_size),
+                        dtype=grad_output.dtype, device="meta")
+    return c.prim(_ov("avg_pool2d_backward"), (
+        grad_output, self, list(kernel_size), list(stride), list(padding), bool(ceil_mode),
+        bool(count_include_pad), divisor_override))
+
+
+@_reg("adaptive_avg_pool_backward")
+def _adaptive_avg_bw(c, grad_output, input_size):
+    if len(input_size) != 2:
+        _unsupported(f"the derivative of a {len(input_size)}-d adaptive average pool")
+    self = fiamma.empty(tuple(grad_output.shape[:-2]) + tuple(input_size),
+                        dtype=grad_output.dtype, device="meta")
+    return c.prim(_ov("_adaptive_avg_pool2d_backward"), (grad_output, self))
+
+
+for _n in ("cumsum", "cumprod"):
+    A.define(f"{_n}.default", "(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor",
+             (lambda n: lambda self, dim, dtype=None: getattr(fiamma, n)(self, dim,
+                                                                        dtype=dtype))(_n))
+
+    def _mk_scan(op):
+        def h(c, input, dim, *, dtype=None, out=None):
+            _no_out(op, out)
+            return c.prim(_ov(op), (input, dim), {"dtype": dtype} if dtype is not None else {})
+        return h
+
+    _H[_n] = _H["Tensor." + _n] = _mk_scan(_n)
+
+A.define("flip.default", "(Tensor self, int[] dims) -> Tensor",
+         lambda self, dims: fiamma.flip(self, dims))
+
+
+@_reg("flip", "Tensor.flip")
+def _flip(c, input, *dims):
+    if len(dims) == 1 and isinstance(dims[0], (list, tuple)):
+        dims = dims[0]
+    return c.prim(_ov("flip"), (input, [int(d) for d in dims]))
+
+
+A.define("linalg_vector_norm.default", "(Tensor self, Scalar ord=2, int[1]? dim=None, "
+         "bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+         lambda self, ord=2, dim=None, keepdim=False, dtype=None: importlib.import_module(
+             "fiamma.linalg").vector_norm(self, ord, dim, keepdim, dtype=dtype))
+
+
+def _vnorm(c, x, ord, dim, keepdim, dtype, strip_ord=True):
+    if dim is not None:
+        dim = [dim] if isinstance(dim, int) else list(dim)
+    args = (x, ord, dim, bool(keepdim))
+    args = _strip(args, (2, None, False)) if strip_ord else _strip(args, (None, False))
+    return c.prim(_ov("linalg_vector_norm"), args, {"dtype": dtype} if dtype is not None
+                  else {})
+
+
+@_reg("linalg.vector_norm")
+def _linalg_vector_norm(c, x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
+    _no_out("linalg.vector_norm", out)
+    return _vnorm(c, x, ord, dim, keepdim, dtype)
+
+
+@_reg("linalg.norm")
+def _linalg_norm(c, A_, ord=None, dim=None, keepdim=False, *, dtype=None, out=None):
+    _no_out("linalg.norm", out)
+    if ord is not None or (dim is not None and not isinstance(dim, int) and len(dim) != 1):
+        _unsupported("linalg.norm with ord= or a matrix norm")
+    return _vnorm(c, A_, 2.0, dim, keepdim, dtype, strip_ord=False)
+
+
+@_reg("norm", "Tensor.norm")
+def _tnorm(c, input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
+    _no_out("norm", out)
+    if p == "fro":
+        if dim is not None and not isinstance(dim, int) and len(dim) > 2:
+            _unsupported("norm('fro') over more than two dims")
+        p = 2
+    if isinstance(p, str):
+        _unsupported(f"norm(p={p!r})")
+    return _vnorm(c, input, p, dim, keepdim, dtype)
+
+
+_FFT_NORM = {None: 0, "backward": 0, "ortho": 1, "forward": 2}  # forward transforms
+_IFFT_NORM = {None: 2, "backward": 2, "ortho": 1, "forward": 0}  # inverse ones
+_NORM_NAME_FWD = {0: "backward", 1: "ortho", 2: "forward"}
+_NORM_NAME_INV = {2: "backward", 1: "ortho", 0: "forward"}
+
+
+def _fftm():
+    return importlib.import_module("fiamma.fft")
+
+
+A.define("_fft_r2c.default", "(Tensor self, int[] dim, int normalization, bool onesided) -> "
+         "Tensor", lambda self, dim, normalization, onesided: (
+             _fftm().rfftn if onesided else _fftm().fftn)(
+                 self, dim=list(dim), norm=_NORM_NAME_FWD[normalization]))
+A.define("_fft_c2c.default", "(Tensor self, SymInt[] dim, int normalization, bool forward) -> "
+         "Tensor", lambda self, dim, normalization, forward: (
+             _fftm().fftn(self, dim=list(dim), norm=_NORM_NAME_FWD[normalization]) if forward
+             else _fftm().ifftn(self, dim=list(dim), norm=_NORM_NAME_INV[normalization])))
+A.define("_fft_c2r.default", "(Tensor self, int[] dim, int normalization, SymInt last_dim_size)"
+         " -> Tensor", lambda self, dim, normalization, last_dim_size: _fftm().irfftn(
+             self, s=[self.shape[d] for d in dim[:-1]] + [last_dim_size], dim=list(dim),
+             norm=_NORM_NAME_INV[normalization]))
+
+
+def _fft_dim(x, n, dim, what):
+    d = dim + x.ndim if dim < 0 else dim
+    if n is not None and n != x.shape[d]:
+        _unsupported(f"{what} with n= other than the input's size")
+    return d
+
+
+@_reg("fft.rfft")
+def _rfft(c, input, n=None, dim=-1, norm=None, *, out=None):
+    _no_out("fft.rfft", out)
+    d = _fft_dim(input, n, dim, "fft.rfft")
+    return c.prim(_ov("_fft_r2c"), (input, [d], _FFT_NORM[norm], True))
+
+
+@_reg("fft.fft")
+def _fft(c, input, n=None, dim=-1, norm=None, *, out=None):
+    _no_out("fft.fft", out)
+    d = _fft_dim(input, n, dim, "fft.fft")
+    if input.dtype.is_complex:
+        return c.prim(_ov("_fft_c2c"), (input, [d], _FFT_NORM[norm], True))
+    return c.prim(_ov("_fft_r2c"), (input, [d], _FFT_NORM[norm], False))
+
+
+@_reg("fft.ifft")
+def _ifft(c, input, n=None, dim=-1, norm=None, *, out=None):
+    _no_out("fft.ifft", out)
+    d = _fft_dim(input, n, dim, "fft.ifft")
+    if not input.dtype.is_complex:
+        _unsupported("fft.ifft of a real tensor")
+    return c.prim(_ov("_fft_c2c"), (input, [d], _IFFT_NORM[norm], False))
+
+
+@_reg("fft.irfft")
+def _irfft(c, input, n=None, dim=-1, norm=None, *, out=None):
+    _no_out("fft.irfft", out)
+    d = dim + input.ndim if dim < 0 else dim
+    last = 2 * (input.shape[d] - 1) if n is None else int(n)
+    if n is not None and n // 2 + 1 != input.shape[d]:
+        _unsupported("fft.irfft with n= that pads or trims the input")
+    return c.prim(_ov("_fft_c2r"), (input, [d], _IFFT_NORM[norm], last))
+
+
+# ---- linalg decompositions (forward; their autograd records are not computable on meta) ------
+
+def _lin():
+    return importlib.import_module("fiamma.linalg")
+
+
+def _info(A):
+    return fiamma.zeros(tuple(A.shape[:-2]), dtype=fiamma.int32)
+
+
+A.define("linalg_inv_ex.default", "(Tensor A, *, bool check_errors=False) -> (Tensor inverse, "
+         "Tensor info)", lambda A_, check_errors=False: (_lin().inv(A_), _info(A_)))
+A.define("linalg_cholesky_ex.default", "(Tensor self, *, bool upper=False, "
+         "bool check_errors=False) -> (Tensor L, Tensor info)",
+         lambda self, upper=False, check_errors=False: (_lin().cholesky(self, upper=upper),
+                                                        _info(self)))
+A.define("_linalg_check_errors.default", "(Tensor info, str api_name, *, bool is_matrix) -> ()",
+         lambda info, api_name, is_matrix: None)  # fiamma's ops raise themselves
+A.define("linalg_qr.default", "(Tensor A, str mode='reduced') -> (Tensor Q, Tensor R)",
+         lambda A_, mode="reduced": tuple(_lin().qr(A_, mode)))
+A.define("_linalg_eigh.default", "(Tensor A, str UPLO='L', bool compute_v=True) -> "
+         "(Tensor eigenvalues, Tensor eigenvectors)",
+         lambda A_, UPLO="L", compute_v=True: tuple(_lin().eigh(A_, UPLO)))
+A.define("_linalg_svd.default", "(Tensor A, bool full_matrices=False, bool compute_uv=True, *, "
+         "str? driver=None) -> (Tensor U, Tensor S, Tensor Vh)",
+         lambda A_, full_matrices=False, compute_uv=True, driver=None: tuple(
+             _lin().svd(A_, full_matrices)))
+
+
+def _checked(c, op, api, A_, kwargs=None):
+    r = c.prim(_ov(op), (A_,), kwargs, pick=0)
+    redispatch(_ov("_linalg_check_errors"), (c.full[1], api), {"is_matrix": A_.ndim == 2})
+    return r
+
+
+@_reg("linalg.inv", "inverse", "Tensor.inverse")
+def _linalg_inv(c, A_, *, out=None):
+    _no_out("linalg.inv", out)
+    return _checked(c, "linalg_inv_ex", "linalg.inv", A_)
+
+
+@_reg("linalg.cholesky")
+def _linalg_cholesky(c, A_, *, upper=False, out=None):
+    _no_out("linalg.cholesky", out)
+    return _checked(c, "linalg_cholesky_ex", "linalg.cholesky", A_,
+                    {"upper": True} if upper else None)
+
+
+@_reg("linalg.qr")
+def _linalg_qr(c, A_, mode="reduced", *, out=None):
+    _no_out("linalg.qr", out)
+    return c.prim(_ov("linalg_qr"), (A_,) if mode == "reduced" else (A_, mode))
+
+
+@_reg("linalg.eigh")
+def _linalg_eigh(c, A_, UPLO="L", *, out=None):
+    _no_out("linalg.eigh", out)
+    return c.prim(_ov("_linalg_eigh"), (A_,) if UPLO == "L" else (A_, UPLO))
+
+
+@_reg("linalg.eigvalsh")
+def _linalg_eigvalsh(c, A_, UPLO="L", *, out=None):
+    _no_out("linalg.eigvalsh", out)
+    return c.prim(_ov("_linalg_eigh"), (A_,) if UPLO == "L" else (A_, UPLO), pick=0)
+
+
+@_reg("linalg.svd")
+def _linalg_svd(c, A_, full_matrices=True, *, driver=None, out=None):
+    _no_out("linalg.svd", out)
+    if driver is not None:
+        _unsupported("linalg.svd(driver=)")
+    return c.prim(_ov("_linalg_svd"), (A_, True) if full_matrices else (A_,))
+
+
+@_reg("linalg.svdvals")
+def _linalg_svdvals(c, A_, *, driver=None, out=None):
+    _no_out("linalg.svdvals", out)
+    if driver is not None:
+        _unsupported("linalg.svdvals(driver=)")
+    return c.prim(_ov("_linalg_svd"), (A_,), pick=1)
 
 
 # ---- the table ----------------------------------------------------------------------------------
