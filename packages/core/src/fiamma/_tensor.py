@@ -935,6 +935,14 @@ class Tensor:
         return g
 
     def _set_grad(self, value):
+        try:  # the common case (the engine's accumulation): a plain tensor that matches
+            if (type(value) is Tensor and value._shape == self._shape and
+                    value._dtype is self._dtype and
+                    value._storage.device == self._storage.device):
+                self._grad = value
+                return
+        except (AttributeError, NotImplementedError):  # self sparse/nested: checked below
+            pass
         if value is not None:
             if not isinstance(value, Tensor):
                 raise TypeError("assigned grad expected to be a Tensor or None but got grad of "
