@@ -317,7 +317,17 @@ def geqrf(input, *, out=None):
     if input.dtype not in (D.float32, D.float64, D.complex64, D.complex128):
         raise RuntimeError(f"geqrf: expected a float, double, cfloat or cdouble tensor, got "
                            f"{input.dtype}")
-    x = input.detach().numpy()
+    dev = input.device
+    if dev.type == "meta":  # shape-only
+        k = min(input.shape[-2], input.shape[-1])
+        res = _Geqrf(f.empty(input.shape, dtype=input.dtype, device=dev),
+                     f.empty(tuple(input.shape[:-2]) + (k,), dtype=input.dtype, device=dev))
+        if out is not None:
+            for o, r in zip(out, res):
+                o.resize_(r.shape)
+            return out
+        return res
+    x = input.detach().cpu().numpy()  # LAPACK on the host (any device's tensor comes back)
     m, n = x.shape[-2:]
     if x.size == 0:
         h = np.zeros(x.shape, x.dtype)
@@ -325,8 +335,8 @@ def geqrf(input, *, out=None):
     else:
         h, tau = np.linalg.qr(x, mode="raw")  # h: the packed factor, transposed
         h = np.swapaxes(h, -1, -2)
-    res = _Geqrf(f.from_numpy(np.ascontiguousarray(h).astype(x.dtype)),
-                 f.from_numpy(np.ascontiguousarray(tau).astype(x.dtype)))
+    res = _Geqrf(f.from_numpy(np.ascontiguousarray(h).astype(x.dtype)).to(dev),
+                 f.from_numpy(np.ascontiguousarray(tau).astype(x.dtype)).to(dev))
     if out is not None:
         for o, r in zip(out, res):
             o.resize_(r.shape).copy_(r)
@@ -365,8 +375,9 @@ def ormqr(input, tau, other, left=True, transpose=False, *, out=None):
                            f"{input.dtype}, {tau.dtype} and {other.dtype}")
     vs = input[..., :k]
     if k < size:  # pad the reflectors with identities (tau 0) for the square Q
-        vs = f.cat([vs, f.zeros(*vs.shape[:-1], size - k, dtype=vs.dtype)], -1)
-        tau = f.cat([tau, f.zeros(*tau.shape[:-1], size - k, dtype=tau.dtype)], -1)
+        vs = f.cat([vs, f.zeros(*vs.shape[:-1], size - k, dtype=vs.dtype, device=vs.device)], -1)
+        tau = f.cat([tau, f.zeros(*tau.shape[:-1], size - k, dtype=tau.dtype,
+                                   device=tau.device)], -1)
     q = _L().householder_product(vs, tau)
     if transpose:
         q = q.mH
