@@ -167,9 +167,9 @@ def test_vector_norm_of_a_meta_tensor_is_a_meta_tensor():
     r = fiamma.linalg.vector_norm(w, 2, dim=(0, 1), keepdim=True)
     assert r.device.type == "meta" and r.shape == (1, 1, 3) and r.dtype == fiamma.float32
     assert fiamma.linalg.vector_norm(w).shape == ()
-    # the linear algebra proper still says it has no data on meta
-    with pytest.raises(NotImplementedError, match="meta"):
-        fiamma.linalg.inv(fiamma.empty(3, 3, device="meta"))
+    # the linear algebra proper gives shape-only results too
+    r = fiamma.linalg.inv(fiamma.empty(3, 3, device="meta"))
+    assert r.device.type == "meta" and r.shape == (3, 3)
 
 
 def test_mark_static_address_checks_its_argument():
