@@ -132,7 +132,7 @@ class _NullArray:
         raise NoDataError("meta tensors have no data: a value of a meta tensor was read")
 
     __bool__ = __float__ = __int__ = __index__ = __complex__ = __iter__ = __len__ = _no_data
-    __array__ = __array_interface__ = _no_data
+    __array__ = _no_data
 
 
 _NULL = _NullArray()
