@@ -92,6 +92,19 @@ def test_float8_tensors_raise_naming_the_dtype(make):
         make(fiamma.float8_e4m3fn)
 
 
+def test_complex32_is_named_for_comparisons_only():
+    d = fiamma.complex32
+    assert fiamma.chalf is d and repr(d) == "fiamma.complex32"
+    assert d.is_complex and not d.is_floating_point and d.itemsize == 4
+    assert d != fiamma.complex64 and d in (fiamma.float32, fiamma.complex32)
+    assert fiamma.zeros(1, dtype=fiamma.complex64).dtype != d
+    assert pickle.loads(pickle.dumps(d)) is d
+    for make in (lambda: fiamma.zeros(2, dtype=d), lambda: fiamma.ones(2).to(fiamma.chalf),
+                 lambda: fiamma.tensor([1j], dtype=d)):
+        with pytest.raises(TypeError, match="no tensors of dtype fiamma.complex32"):
+            make()
+
+
 # ---- torch.utils.hooks -----------------------------------------------------------------------
 
 def test_removable_handle_removes_from_all_dicts():

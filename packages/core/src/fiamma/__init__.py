@@ -17,6 +17,7 @@ from fiamma._dtype import (  # noqa: F401
     half, float, double, short, int, long, promote_types, result_type, can_cast,
     get_default_dtype, set_default_dtype, finfo, iinfo,
     float8_e4m3fn, float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz, float8_e8m0fnu,
+    complex32, chalf,
 )
 from fiamma._storage import device  # noqa: F401
 from fiamma._tensor import Tensor, Size  # noqa: F401

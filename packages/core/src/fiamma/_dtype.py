@@ -12,7 +12,7 @@ __all__ = [
     "complex64", "complex128", "cfloat", "cdouble", "uint16", "uint32", "uint64",
     "promote_types", "result_type", "can_cast", "get_default_dtype", "set_default_dtype",
     "finfo", "iinfo", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
-    "float8_e8m0fnu",
+    "float8_e8m0fnu", "complex32", "chalf",
 ]
 
 
@@ -91,8 +91,8 @@ uint64 = dtype("uint64", 14, 8, 1, np.dtype(np.uint64), "Q")
 
 
 class _NoTensorDtype(dtype):
-    """A PyTorch dtype that fiamma names but has no tensors of (the float8 types): it compares,
-    hashes and prints as a dtype (``t.dtype == torch.float8_e4m3fn`` is simply false), and any
+    """A PyTorch dtype that fiamma names but has no tensors of (the float8 types, complex32): it
+    compares, hashes and prints as a dtype (``t.dtype == torch.float8_e4m3fn`` is simply false), and any
     use of it as a tensor's dtype raises TypeError naming it."""
 
     __slots__ = ()
@@ -107,7 +107,10 @@ float8_e4m3fnuz = _NoTensorDtype("float8_e4m3fnuz", 101, 1, 2, None, None)
 float8_e5m2 = _NoTensorDtype("float8_e5m2", 102, 1, 2, None, None)
 float8_e5m2fnuz = _NoTensorDtype("float8_e5m2fnuz", 103, 1, 2, None, None)
 float8_e8m0fnu = _NoTensorDtype("float8_e8m0fnu", 104, 1, 2, None, None)
-NO_TENSOR = (float8_e4m3fn, float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz, float8_e8m0fnu)
+# half-precision complex (library code lists it among the floating/complex dtypes it accepts)
+complex32 = chalf = _NoTensorDtype("complex32", 105, 4, 3, None, None)
+NO_TENSOR = (float8_e4m3fn, float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz, float8_e8m0fnu,
+             complex32)
 
 half, float, double = float16, float32, float64
 short, int, long = int16, int32, int64
@@ -160,7 +163,7 @@ def to_dtype(obj, op="dtype"):
         return _NAMES[obj]
     if isinstance(obj, _NoTensorDtype):
         raise TypeError(f"{op}: fiamma has no tensors of dtype {obj!r} (PyTorch's float8 "
-                        "types are named for comparisons only; a gap in fiamma)")
+                        "types and complex32 are named for comparisons only; a gap in fiamma)")
     try:
         return from_numpy_dtype(obj)
     except TypeError:

@@ -8,6 +8,8 @@ checkpoint of a PyTorch model with the same structure loads by key. Calling a mo
 
 import importlib
 import itertools
+import sys
+import types
 from collections import OrderedDict, namedtuple
 
 import fiamma
@@ -112,6 +114,22 @@ def _check_name(kind, name, module):
         raise KeyError(f'{kind} name can\'t be empty string ""')
 
 
+# namespaces whose functions stand for PyTorch's C builtins (torch.conv2d, F.conv2d, ...)
+_OP_NAMESPACES = ("fiamma", "fiamma.nn.functional", "fiamma.special", "fiamma.linalg",
+                  "fiamma.fft")
+
+
+def _is_namespace_op(value):
+    name = getattr(value, "__name__", None)
+    if not isinstance(name, str):
+        return False
+    for ns in _OP_NAMESPACES:
+        mod = sys.modules.get(ns)
+        if mod is not None and getattr(mod, name, None) is value:
+            return True
+    return False
+
+
 class Module:
     """Base class for all neural-network modules.
 
@@ -132,6 +150,16 @@ class Module:
 
     _version = 1
     training: bool
+
+    def __init_subclass__(cls, **kwargs):
+        # A PyTorch op kept as a class attribute (``conv = torch.conv2d``, called as
+        # ``self.conv(x, weight=w)``) is a C builtin there, which does not bind as a method;
+        # fiamma's ops are Python functions, so such attributes become static methods (at class
+        # creation only: no cost per call)
+        super().__init_subclass__(**kwargs)
+        for name, value in list(vars(cls).items()):
+            if type(value) is types.FunctionType and _is_namespace_op(value):
+                setattr(cls, name, staticmethod(value))
 
     def __init__(self, *args, **kwargs):
         if args or kwargs:
