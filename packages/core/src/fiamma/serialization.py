@@ -13,9 +13,22 @@ Importing this module is cheap: the pickle and zip machinery is imported on the 
 """
 
 import os
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING, Optional, Union
+
+if TYPE_CHECKING:
+    from fiamma._storage import device
+    from fiamma._storage_api import UntypedStorage
 
 __all__ = ["save", "load", "add_safe_globals", "safe_globals", "get_safe_globals",
            "clear_safe_globals"]
+
+# the annotation aliases typed code imports from ``torch.serialization`` (Pyro's param store
+# annotates ``load(map_location: MAP_LOCATION)``); a storage is fiamma's ``UntypedStorage``
+FILE_LIKE = Union[str, os.PathLike, IO[bytes]]
+MAP_LOCATION = Optional[Union[Callable[["UntypedStorage", str], "UntypedStorage"],
+                              "device", str, dict]]
+DEFAULT_PROTOCOL = 2
 
 _ALIGN = 64             # data records start at a multiple of this in the file (as PyTorch)
 _FORMAT_VERSION = b"3\n"

@@ -371,12 +371,19 @@ class Module:
         for _, m in self.named_children():
             yield m
 
-    def _named_members(self, table, prefix, recurse, remove_duplicate):
+    def _named_members(self, get_members_fn, prefix="", recurse=True, remove_duplicate=True):
+        """(name, member) pairs over this module (and its submodules when ``recurse``), as
+        PyTorch's: ``get_members_fn(module)`` yields a module's own (name, member) pairs
+        (Pyro's ``named_pyro_params`` passes one); fiamma's callers pass the name of the
+        table (``"_parameters"``, ``"_buffers"``)."""
         seen = set()
         mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) \
             if recurse else [(prefix, self)]
+        table = get_members_fn if isinstance(get_members_fn, str) else None
         for mod_prefix, mod in mods:
-            for name, v in getattr(mod, table).items():
+            members = getattr(mod, table).items() if table is not None else \
+                get_members_fn(mod)
+            for name, v in members:
                 if v is None:
                     continue
                 if remove_duplicate:
