@@ -226,6 +226,18 @@ def test_numpy_errors():
     assert a.tolist() == [1.0, 1.0] and a.__array_interface__["data"][0] == t.data_ptr()
 
 
+def test_numpy_of_grad_requiring_tensor_with_grad_mode_off():
+    # PyTorch refuses only while grad mode is on; under no_grad the array shares the memory
+    # (BoTorch reads its parameters into scipy's vector this way)
+    t = fiamma.ones(3)
+    t.requires_grad = True
+    with fiamma.no_grad():
+        a = t.numpy()
+    assert a.tolist() == [1.0, 1.0, 1.0] and a.__array_interface__["data"][0] == t.data_ptr()
+    with pytest.raises(RuntimeError, match="detach"):
+        t.numpy()  # grad mode is back on
+
+
 @pytest.mark.parametrize("dt", NUMPY_DTYPES, ids=dtype_id)
 def test_np_asarray_shares_and_np_array_copies(dt, rng):
     t, ref = make_pair((3, 5), dt, rng, "strided")

@@ -419,6 +419,21 @@ def test_layout_queries():
         t.stride(-4)
     assert fiamma.Size([2, 3]).numel() == 6 and repr(fiamma.Size([2, 3])) == "fiamma.Size([2, 3])"
     assert isinstance(fiamma.Size([2, 3, 4])[1:], fiamma.Size)
+    # arithmetic keeps the type (BoTorch calls .numel() on shape + shape sums)
+    s = fiamma.Size([2, 3])
+    for r, want in [(s + (4,), (2, 3, 4)), ((4,) + s, (4, 2, 3)), (s + s, (2, 3, 2, 3)),
+                    (s * 2, (2, 3, 2, 3)), (2 * s, (2, 3, 2, 3)), (s * 0, ()),
+                    (s + (fiamma.tensor(5),), (2, 3, 5)), (s[:1] + fiamma.Size([1]), (2, 1))]:
+        assert type(r) is fiamma.Size and r == want
+    assert (s + (4,)).numel() == 24
+    with pytest.raises(TypeError, match=r"Size\(\) takes an iterable of 'int' \(item 2 is 'str'\)"):
+        s + ("a",)
+    with pytest.raises(TypeError, match=r"item 0 is 'float'"):
+        (1.5,) + s
+    with pytest.raises(TypeError):
+        s + [1]
+    with pytest.raises(TypeError):
+        s * 2.0
 
 
 def test_version_counter_shared_by_views():

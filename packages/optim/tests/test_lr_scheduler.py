@@ -165,6 +165,23 @@ def test_step_with_epoch_uses_closed_form():
     assert s.get_last_lr() == [0.125]
 
 
+def test_old_base_class_name():
+    # `_LRScheduler`, the base's older name, still subclassed by libraries (BoTorch imports it)
+    assert issubclass(S._LRScheduler, S.LRScheduler)
+    assert not isinstance(S.StepLR(_opt("fiamma"), 1), S._LRScheduler)
+
+    class Halving(S._LRScheduler):
+        def get_lr(self):
+            return [g["lr"] * 0.5 for g in self.optimizer.param_groups] if self.last_epoch else \
+                [g["lr"] for g in self.optimizer.param_groups]
+
+    o = _opt("fiamma")
+    s = Halving(o)
+    o.step()
+    s.step()
+    assert s.get_last_lr() == pytest.approx([o.param_groups[0]["initial_lr"] * 0.5])
+
+
 def test_warns_when_scheduler_steps_before_optimizer():
     o = _opt("fiamma")
     s = S.StepLR(o, 1)

@@ -10,6 +10,7 @@ import numpy as np
 
 from fiamma import _dtype as D
 from fiamma._backend.cpu import buffer_address
+from fiamma._grad_hook import state as _grad_state
 
 # set_printoptions & co. live in _printing; they are exported from here because fiamma's
 # __init__ star-imports this module (and not _printing)
@@ -130,7 +131,8 @@ def _interface(t, readonly=False):
 
 
 def _numpy(self, *, force=False):
-    """A NumPy array sharing this tensor's memory (CPU only; detach first if it requires grad).
+    """A NumPy array sharing this tensor's memory (CPU only; detach first if it requires grad,
+    unless grad mode is off, as under ``no_grad``, where PyTorch allows it too).
 
     ``force=True`` also detaches (and copies to the CPU) when needed. bfloat16 raises
     TypeError (NumPy has no bfloat16: use ``.float().numpy()``).
@@ -140,7 +142,7 @@ def _numpy(self, *, force=False):
     (2, 3)
     """
     if self.requires_grad:
-        if not force:
+        if not force and _grad_state.enabled:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
                                "tensor.detach().numpy() instead.")
         self = self.detach()

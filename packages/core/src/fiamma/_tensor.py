@@ -1052,6 +1052,46 @@ class Size(tuple):
         r = tuple.__getitem__(self, k)
         return Size(r) if isinstance(k, slice) else r
 
+    # arithmetic keeps the type, as torch.Size's does: shape + (1,), (2,) + shape, shape * 2
+    # (a plain tuple on the left reaches __radd__ first: Size is a tuple subclass that
+    # overrides it); the items joined must be integers (or have __index__, as 0-d integer
+    # tensors do)
+    def __add__(self, other):
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return _size_from(tuple.__add__(self, other))
+
+    def __radd__(self, other):
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return _size_from(tuple.__add__(other, self))
+
+    def __mul__(self, n):
+        r = tuple.__mul__(self, n)
+        return r if r is NotImplemented else Size(r)
+
+    __rmul__ = __mul__
+
+
+def _size_from(items):
+    """A Size of ``items``, each an int or converted with ``__index__``; TypeError naming the
+    first item that is neither."""
+    for v in items:
+        if type(v) is not int:
+            break
+    else:
+        return Size(items)
+    out = []
+    for i, v in enumerate(items):
+        if type(v) is not int:
+            try:
+                v = operator.index(v)
+            except TypeError:
+                raise TypeError(f"{D.NAMESPACE}Size() takes an iterable of 'int' (item {i} is "
+                                f"'{type(v).__name__}')") from None
+        out.append(v)
+    return Size(out)
+
 
 def _init(t, storage, dt, shape, stride, offset, contig):
     t._storage = storage

@@ -147,6 +147,11 @@ class LRScheduler:
         return [group["lr"] for group in self.optimizer.param_groups]
 
 
+class _LRScheduler(LRScheduler):
+    """The base class's older name, still imported by libraries (BoTorch's fitting code, for
+    one). A subclass, as in PyTorch: the built-in schedulers are not instances of it."""
+
+
 class LambdaLR(LRScheduler):
     """``lr = initial_lr * lr_lambda(epoch)`` (one function, or one per group)."""
 
