@@ -227,3 +227,48 @@ def test_tensor_attributes_cross_load_with_pytorch(tmp_path):
     torch.save({"p": p}, tmp_path / "p.pt")
     back = fiamma.load(tmp_path / "p.pt")
     assert back["p"].note == "from torch" and back["p"].tolist() == [0.0, 1.0, 2.0]
+
+
+# ---- names diffusers reads at import (sub-byte dtypes, torch.Stream/Event, cuda memory) ------
+
+SUB_BYTE = [f"uint{b}" for b in range(1, 8)] + [f"int{b}" for b in range(1, 8)]
+
+
+@pytest.mark.parametrize("name", SUB_BYTE)
+def test_sub_byte_dtypes_are_named_without_tensors(name):
+    d = getattr(fiamma, name)
+    assert isinstance(d, fiamma.dtype) and repr(d) == f"fiamma.{name}" and d.itemsize == 1
+    assert not d.is_floating_point and not d.is_complex
+    assert d.is_signed == name.startswith("int") and d.kind == ("i" if d.is_signed else "u")
+    assert pickle.loads(pickle.dumps(d)) is d
+    assert d != fiamma.uint8 and d != fiamma.int8 and fiamma.ones(2).dtype != d
+    assert len({getattr(fiamma, n) for n in SUB_BYTE}) == len(SUB_BYTE)
+    with pytest.raises(TypeError, match=name):
+        fiamma.zeros(2, dtype=d)
+    with pytest.raises(TypeError, match=name):
+        fiamma.ones(2).to(d)
+
+
+def test_generic_stream_and_event_on_cpu():
+    s = fiamma.Stream()  # no accelerator here: a CPU stream, as PyTorch's
+    if fiamma.accelerator.current_accelerator() is None:
+        assert s.device == fiamma.device("cpu") and s.device_type == "cpu"
+        assert repr(s).startswith("Stream device_type=cpu")
+    s = fiamma.Stream("cpu", priority=0)
+    assert s.query() is True and s.synchronize() is None and s.wait_stream(s) is None
+    assert s == fiamma.Stream("cpu") and isinstance(s, fiamma.Stream)
+    e = fiamma.Event("cpu")
+    assert e.device == fiamma.device("cpu") and e.query() is True
+    with pytest.raises(RuntimeError, match="doesn't support events"):
+        e.record()
+    with pytest.raises(RuntimeError, match="Stream: expected a cpu or cuda device"):
+        fiamma.Stream("meta")
+
+
+def test_cuda_memory_old_names_without_cuda():
+    c = fiamma.cuda
+    assert c.reset_max_memory_allocated() is None and c.reset_max_memory_cached() is None
+    assert c.memory_cached() == c.memory_reserved() and c.max_memory_cached() == \
+        c.max_memory_reserved()
+    if not c.is_available():
+        assert c.memory_cached() == 0
