@@ -454,3 +454,17 @@ def test_trace_records_ops_run_under_no_grad(outer):
     x2, s2 = randn(6, 3, seed=3), fiamma.tensor(-0.5)
     _same(tm(x2, s2), m(x2, s2))
     assert fiamma.is_grad_enabled()
+
+
+def test_jit_interface_declares_an_ordinary_class():
+    # MONAI's DiNTS declares @torch.jit.interface classes and subclasses them
+    @fiamma.jit.interface
+    class Stem(fiamma.nn.Module):
+        def forward(self, x):
+            pass
+
+    class Impl(Stem):
+        def forward(self, x):
+            return x * 2
+
+    assert Impl()(fiamma.ones(2)).tolist() == [2.0, 2.0]

@@ -15,7 +15,9 @@ Importing this module is cheap: the pickle and zip machinery is imported on the 
 import os
 
 __all__ = ["save", "load", "add_safe_globals", "safe_globals", "get_safe_globals",
-           "clear_safe_globals"]
+           "clear_safe_globals", "DEFAULT_PROTOCOL"]
+
+DEFAULT_PROTOCOL = 2    # the pickle protocol ``save`` writes with unless told (as PyTorch)
 
 _ALIGN = 64             # data records start at a multiple of this in the file (as PyTorch)
 _FORMAT_VERSION = b"3\n"
@@ -108,7 +110,7 @@ class safe_globals:
 
 # ---- save ------------------------------------------------------------------------------------
 
-def save(obj, f, pickle_protocol=2):
+def save(obj, f, pickle_protocol=DEFAULT_PROTOCOL):
     """Save ``obj`` (tensors in nested dicts, lists, tuples, numbers, strings, ...) to ``f`` in
     PyTorch's zip checkpoint format.
 

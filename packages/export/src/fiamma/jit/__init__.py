@@ -31,6 +31,7 @@ from ._version import __version__
 __all__ = ["trace", "load", "save", "script", "TracedModule", "ScriptModule", "ScriptFunction",
            "RecursiveScriptModule", "TracerWarning", "TracingError", "Graph", "Node", "Value",
            "is_tracing", "is_scripting", "ignore", "unused", "export", "annotate", "Final",
+           "interface",
            "freeze", "optimize_for_inference", "enable_onednn_fusion", "onednn_fusion_enabled",
            "__version__"]
 
@@ -99,6 +100,12 @@ def _passthrough(fn=None, **kwargs):
 
 # TorchScript's decorators and annotations, for model code that carries them: no-ops here
 ignore = unused = export = _passthrough
+
+
+def interface(obj):
+    """``obj`` unchanged: a TorchScript interface declaration (a class whose methods other
+    classes implement) is an ordinary class when nothing is scripted."""
+    return obj
 
 
 def annotate(the_type, the_value):

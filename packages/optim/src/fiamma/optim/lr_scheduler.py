@@ -147,6 +147,11 @@ class LRScheduler:
         return [group["lr"] for group in self.optimizer.param_groups]
 
 
+class _LRScheduler(LRScheduler):
+    """PyTorch's older name for :class:`LRScheduler` (a subclass that adds nothing), which
+    libraries still import and test ``isinstance`` against."""
+
+
 class LambdaLR(LRScheduler):
     """``lr = initial_lr * lr_lambda(epoch)`` (one function, or one per group)."""
 
