@@ -64,3 +64,38 @@ def test_tensor_subclass_crosses_processes_with_attributes():
     t.meta = {"k": 1}
     u = pickle.loads(ForkingPickler.dumps(t))
     assert type(u) is _Meta and u.meta == {"k": 1} and u.tolist() == [0.0, 1.0, 2.0]
+
+
+def test_save_accepts_torch_save_keywords(tmp_path):
+    p = tmp_path / "k.pt"
+    fiamma.save({"a": fiamma.ones(2)}, p, pickle_module=pickle, pickle_protocol=2,
+                _use_new_zipfile_serialization=True, _disable_byteorder_record=False)
+    assert fiamma.load(p)["a"].tolist() == [1.0, 1.0]
+    import json
+
+    import pytest
+
+    with pytest.raises(ValueError, match="fiamma.save: pickle_module must be the standard"):
+        fiamma.save({}, tmp_path / "j.pt", pickle_module=json)
+    with pytest.raises(ValueError, match="_use_new_zipfile_serialization=False"):
+        fiamma.save({}, tmp_path / "l.pt", _use_new_zipfile_serialization=False)
+
+
+def test_tensor_subclass_saves_and_loads_as_its_class(tmp_path):
+    import pytest
+
+    t = fiamma.arange(4.0).as_subclass(_Meta)
+    t.meta = {"k": 1}
+    p = tmp_path / "s.pt"
+    fiamma.save({"t": t, "plain": fiamma.ones(1)}, p)
+    # weights-only loading refuses a class the user has not allowlisted ...
+    with pytest.raises(pickle.UnpicklingError, match="_Meta"):
+        fiamma.load(p)
+    # ... and rebuilds it, with its attributes, when allowlisted (or weights_only=False)
+    with fiamma.serialization.safe_globals([_Meta]):
+        got = fiamma.load(p)
+    u = got["t"]
+    assert type(u) is _Meta and u.meta == {"k": 1} and u.tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert type(got["plain"]) is fiamma.Tensor
+    u = fiamma.load(p, weights_only=False)["t"]
+    assert type(u) is _Meta and u.meta == {"k": 1}

@@ -110,7 +110,8 @@ class safe_globals:
 
 # ---- save ------------------------------------------------------------------------------------
 
-def save(obj, f, pickle_protocol=DEFAULT_PROTOCOL):
+def save(obj, f, pickle_module=None, pickle_protocol=DEFAULT_PROTOCOL,
+         _use_new_zipfile_serialization=True, _disable_byteorder_record=False):
     """Save ``obj`` (tensors in nested dicts, lists, tuples, numbers, strings, ...) to ``f`` in
     PyTorch's zip checkpoint format.
 
@@ -122,7 +123,9 @@ def save(obj, f, pickle_protocol=DEFAULT_PROTOCOL):
     plain ``torch.load`` reads them; any other object (a whole ``nn.Module``) is written as
     pickle writes it: its class by name and its state (``fiamma.load`` rebuilds it only when
     the class is allowlisted with ``fiamma.serialization.add_safe_globals``). ``nn.Parameter``
-    is written as PyTorch writes a parameter.
+    is written as PyTorch writes a parameter. ``pickle_module`` may only be the standard
+    ``pickle`` module (the pickle is written by fiamma); ``_disable_byteorder_record`` is
+    accepted and ignored (the byte-order record is always written, as PyTorch does by default).
 
     >>> import fiamma, io
     >>> buf = io.BytesIO()
@@ -130,6 +133,13 @@ def save(obj, f, pickle_protocol=DEFAULT_PROTOCOL):
     >>> _ = buf.seek(0); fiamma.load(buf)["w"].shape
     fiamma.Size([2, 3])
     """
+    if pickle_module is not None and getattr(pickle_module, "__name__", None) != "pickle":
+        raise ValueError(f"fiamma.save: pickle_module must be the standard pickle module (fiamma "
+                         f"writes the pickle itself), got {pickle_module!r:.80}")
+    if not _use_new_zipfile_serialization:
+        raise ValueError("fiamma.save: _use_new_zipfile_serialization=False (PyTorch < 1.6's "
+                         "legacy format) is not written; fiamma.load reads it, fiamma.save "
+                         "writes the zip format")
     payload, storages = _pickle(obj, pickle_protocol)
     if isinstance(f, (str, bytes, os.PathLike)):
         path = os.fsdecode(f)
