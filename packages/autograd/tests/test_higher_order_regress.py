@@ -41,3 +41,28 @@ def test_logit_tangent_outside_unit_interval_is_nan():
     # with eps the gradient (and tangent) is 0 outside [eps, 1 - eps]
     tan = _tangent(lambda a: fiamma.logit(a, 0.1), [x], [t]).numpy()
     np.testing.assert_allclose(tan, [1 / (0.3 * 0.7), 0.0, 0.0])
+
+
+def test_quantile_gradient_wrt_q_tensor():
+    # linear interpolation between the sorted neighbours: d/dq = (hi - lo) * (n - 1); the
+    # result's graph keeps q (it used to be read as Python floats: zero gradient)
+    g = fiamma.Generator().manual_seed(3)
+    x = fiamma.randn(3, 5, generator=g, dtype=D)
+    q0 = np.array([0.3, 0.85])
+    for fn, dim in ((fiamma.quantile, 1), (fiamma.nanquantile, None)):
+        q = fiamma.tensor(q0, dtype=D, requires_grad=True)
+        w = fiamma.randn(*fn(x, q.detach(), dim=dim).shape, generator=g, dtype=D)
+        (gq,) = fiamma.autograd.grad((fn(x, q, dim=dim) * w).sum(), q)
+        eps = 1e-6
+        for i in range(2):
+            d = np.zeros(2)
+            d[i] = eps
+            hi = (fn(x, fiamma.tensor(q0 + d, dtype=D), dim=dim) * w).sum().item()
+            lo = (fn(x, fiamma.tensor(q0 - d, dtype=D), dim=dim) * w).sum().item()
+            np.testing.assert_allclose(gq[i].item(), (hi - lo) / (2 * eps), rtol=1e-6, atol=1e-8)
+            assert gq[i].item() != 0.0
+        # second order: the result is piecewise linear in q
+        q = fiamma.tensor(q0, dtype=D, requires_grad=True)
+        (gq,) = fiamma.autograd.grad(fn(x, q, dim=dim).sum(), q, create_graph=True)
+        assert not gq.requires_grad or not fiamma.autograd.grad(
+            gq.sum(), q, allow_unused=True)[0].abs().sum().item()
