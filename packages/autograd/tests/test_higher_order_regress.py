@@ -66,3 +66,49 @@ def test_quantile_gradient_wrt_q_tensor():
         (gq,) = fiamma.autograd.grad(fn(x, q, dim=dim).sum(), q, create_graph=True)
         assert not gq.requires_grad or not fiamma.autograd.grad(
             gq.sum(), q, allow_unused=True)[0].abs().sum().item()
+
+
+def _raises(fn, *words):
+    import pytest
+
+    with pytest.raises(RuntimeError) as e:
+        fn()
+    for w in words:
+        assert w in str(e.value)
+
+
+def test_functional_strict_mode_raises_on_independence():
+    from fiamma.autograd import functional as AF
+
+    x = fiamma.tensor([1.0, 2.0], dtype=D)
+    one = fiamma.ones(2, dtype=D)
+    _raises(lambda: AF.vjp(lambda a: fiamma.ones(2, dtype=D), x, one, strict=True),
+            "vjp", "output 0", "does not require gradients")
+    _raises(lambda: AF.vjp(lambda a, b: a * 2, (x, x), one, strict=True), "vjp", "input 1")
+    _raises(lambda: AF.jvp(lambda a, b: a * 2, (x, x), (x, x), strict=True), "jvp", "input 1")
+    _raises(lambda: AF.jacobian(lambda a, b: a * 2, (x, x), strict=True), "jacobian",
+            "output 0", "input 1")
+    _raises(lambda: AF.jacobian(lambda a: a * 2, x, strict=True, vectorize=True),
+            "strict=True and vectorize=True")
+    cube = lambda a, b: (a ** 3).sum()  # noqa: E731
+    _raises(lambda: AF.hessian(cube, (x, x), strict=True), "hessian", "input 1")
+    _raises(lambda: AF.vhp(cube, (x, x), (x, x), strict=True), "vhp", "input 1")
+    _raises(lambda: AF.hvp(cube, (x, x), (x, x), strict=True), "hvp", "input 1")
+    # without strict: zeros; with strict and full dependence: the values
+    j = AF.jacobian(lambda a, b: a * 2, (x, x))
+    assert j[1].abs().sum().item() == 0.0
+    h = AF.hessian(lambda a: (a ** 3).sum(), x, strict=True)
+    np.testing.assert_allclose(h.numpy(), np.diag([6.0, 12.0]))
+    _, hv = AF.hvp(lambda a: (a ** 3).sum(), x, one, strict=True)
+    np.testing.assert_allclose(hv.numpy(), [6.0, 12.0])
+
+
+def test_functional_jvp_at_singular_point():
+    # autograd.functional.jvp's double-vjp trick: d/dx xlogy(x, 0) = -inf for x != 0
+    from fiamma.autograd import functional as AF
+
+    y = fiamma.tensor([0.0, 2.0], dtype=D)
+    _, t = AF.jvp(lambda a: fiamma.special.xlogy(a, y), fiamma.tensor([1.0, 1.0], dtype=D),
+                  fiamma.ones(2, dtype=D))
+    assert t[0].item() == -math.inf
+    np.testing.assert_allclose(t[1].item(), math.log(2.0))
