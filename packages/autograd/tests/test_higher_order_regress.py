@@ -112,3 +112,38 @@ def test_functional_jvp_at_singular_point():
                   fiamma.ones(2, dtype=D))
     assert t[0].item() == -math.inf
     np.testing.assert_allclose(t[1].item(), math.log(2.0))
+
+
+def test_inplace_op_on_a_dual_keeps_its_tangent():
+    # make_dual's result is a view of the primal; an in-place op on it (primal without
+    # history) must not route its old value's tangent to the history-less base
+    x = fiamma.tensor([1.0, -2.0, 0.5], dtype=D)
+    t = fiamma.tensor([1.0, 2.0, 3.0], dtype=D)
+    with fwAD.dual_level():
+        d = fwAD.make_dual(x.clone(), t)
+        d.mul_(3.0)
+        np.testing.assert_allclose(fwAD.unpack_dual(d).tangent.numpy(), [3.0, 6.0, 9.0])
+        d.sin_()
+        np.testing.assert_allclose(fwAD.unpack_dual(d).tangent.numpy(),
+                                   np.cos(3 * x.numpy()) * 3 * t.numpy())
+        assert d._base is not None  # still a view of the primal's storage
+
+
+def test_inplace_on_custom_function_output_view():
+    # the same rule in reverse mode: a Function's output that is a view of an input without
+    # history, modified in place, keeps the Function in its history
+    class V(fiamma.autograd.Function):
+        @staticmethod
+        def forward(ctx, p, w):
+            return p.view_as(p)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g, g.sum(0)
+
+    p = fiamma.ones(2, 3, dtype=D)
+    w = fiamma.ones(3, dtype=D, requires_grad=True)
+    v = V.apply(p, w)
+    v.mul_(2.0)
+    (gw,) = fiamma.autograd.grad(v.sum(), w)
+    np.testing.assert_allclose(gw.numpy(), [4.0, 4.0, 4.0])
