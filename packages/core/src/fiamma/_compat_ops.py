@@ -630,8 +630,11 @@ def _quantile(input, q, dim, keepdim, interpolation, op, ignore_nan):
     # NaN sorts; with ignore_nan and no number at all, the first), so the gradient reaches it
     nan_rank = None if ignore_nan else f.isnan(s).any(d, keepdim=True)
     outs = []
-    for qi in qv.tolist():
-        pos = last * qi
+    # a q tensor that requires grad enters as a tensor: the linear interpolation's weight
+    # (pos - floor(pos)) carries its gradient, (b - a) * (size - 1), as PyTorch's
+    q_grad = not scalar_q and qv.requires_grad
+    for i, qi in enumerate(qv.tolist()):
+        pos = last * (qv[i] if q_grad else qi)
         if nan_rank is not None:
             pos = f.where(nan_rank, builtins.float(n - 1), pos)
         lo = pos.floor()

@@ -601,6 +601,11 @@ def rebase(t, node):
     m = get_meta(t)
     base = view_base(t)
     moved = drop_retain(t)
+    # a view with a history of its own while its base has none (make_dual's dual, a custom
+    # Function's output view) is not "a region of the base's history": it is rebased as a
+    # plain tensor (CopySlices would route its old value's gradient to the history-less base)
+    if base is not None and t.grad_fn is not None and not base.requires_grad:
+        base = None
     t.requires_grad = True
     if base is None or base.dtype is not t.dtype:
         t.grad_fn = node
