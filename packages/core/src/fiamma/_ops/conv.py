@@ -184,6 +184,16 @@ def _geometry(input, weight, bias, stride, padding, dilation, transposed, output
 _GEOMETRY = {}  # (shapes, parameters) -> _geometry's result, for the next call of that geometry
 
 
+def _plain(*params):
+    """Whether the parameters are ints or tuples of ints: only those make a cache key (a
+    tensor hashes by identity and could change in place)."""
+    for v in params:
+        if type(v) is not int and (type(v) is not tuple or
+                                   builtins.any(type(e) is not int for e in v)):
+            return False
+    return True
+
+
 def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding,
                 groups):
     """The general convolution (PyTorch's ``torch.convolution``): ``input`` (N, C_in, *spatial)
@@ -208,7 +218,8 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
                            and (bias is None or isinstance(bias, Tensor))):
         geo = _geometry(input, weight, bias, stride, padding, dilation, transposed,
                         output_padding, groups)
-        if key is not None:
+        if (key is not None and type(transposed) in (bool, int)
+                and _plain(stride, padding, dilation, output_padding, groups)):
             if len(_GEOMETRY) >= 1024:
                 _GEOMETRY.clear()
             _GEOMETRY[key] = geo
@@ -274,7 +285,7 @@ def convolution_backward_weight(input, grad_output, weight_size, stride, padding
         key = geo = None
     if geo is None or not (isinstance(input, Tensor) and isinstance(grad_output, Tensor)):
         geo = _geometry_w(input, grad_output, weight_size, stride, padding, dilation, groups)
-        if key is not None:
+        if key is not None and _plain(weight_size, stride, padding, dilation, groups):
             if len(_GEOMETRY_W) >= 1024:
                 _GEOMETRY_W.clear()
             _GEOMETRY_W[key] = geo
