@@ -946,7 +946,8 @@ class Tensor:
         try:  # the common case (the engine's accumulation): a plain tensor that matches
             if (type(value) is Tensor and value._shape == self._shape and
                     value._dtype is self._dtype and
-                    value._storage.device == self._storage.device):
+                    (value._storage.device is self._storage.device or
+                     value._storage.device == self._storage.device)):
                 self._grad = value
                 return
         except (AttributeError, NotImplementedError):  # self sparse/nested: checked below

@@ -327,9 +327,18 @@ def record(op, out, inputs, kwargs):
         cls = node_class(op)
     # a tuple result (rarer, and costlier per op already): through the accessors
     outs = tuple(out)
-    if not any(isinstance(o, Tensor) and o._dtype._kind >= 2 for o in outs):
+    kind = 0  # the largest dtype kind among the tensors (2 floating, 3 complex)
+    for o in outs:
+        if isinstance(o, Tensor) and o._dtype._kind > kind:
+            kind = o._dtype._kind
+    if kind < 2:
         return
-    if any(isinstance(t, Tensor) and t._dtype._kind == 3 for t in outs + tuple(inputs)):
+    if kind == 2:
+        for t in inputs:
+            if isinstance(t, Tensor) and t._dtype._kind == 3:
+                kind = 3
+                break
+    if kind == 3:
         cls = complex_node_class(op)
     node = _make_node(cls, inputs, kwargs, False)
     node._nout = len(outs)

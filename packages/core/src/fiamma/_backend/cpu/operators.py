@@ -347,8 +347,8 @@ def addmm_simple(c, a, b):
     sa, sb = a._shape, b._shape
     f32 = D.float32
     if (len(sa) != 2 or len(sb) != 2 or a._dtype is not f32 or b._dtype is not f32 or
-            c._dtype is not f32 or c._stride != (1,) or a.is_sparse or b.is_sparse or
-            c.is_sparse or a._storage.device is not CPU or b._storage.device is not CPU or
+            c._dtype is not f32 or c._stride != (1,) or a._layout_alt or b._layout_alt or
+            c._layout_alt or a._storage.device is not CPU or b._storage.device is not CPU or
             c._storage.device is not CPU):
         return None
     m, k = sa
