@@ -92,8 +92,8 @@ uint64 = dtype("uint64", 14, 8, 1, np.dtype(np.uint64), "Q")
 
 class _NoTensorDtype(dtype):
     """A PyTorch dtype that fiamma names but has no tensors of (the float8 types, complex32): it
-    compares, hashes and prints as a dtype (``t.dtype == torch.float8_e4m3fn`` is simply false), and any
-    use of it as a tensor's dtype raises TypeError naming it."""
+    compares, hashes and prints as a dtype (``t.dtype == torch.float8_e4m3fn`` is simply
+    false), and any use of it as a tensor's dtype raises TypeError naming it."""
 
     __slots__ = ()
 
