@@ -220,6 +220,13 @@ class Tensor:
                                                                        "is_contiguous"))
 
     @property
+    def _cdata(self):
+        """An integer naming this tensor object (PyTorch: its TensorImpl's address). Views,
+        ``detach()`` results and Parameters wrapping a tensor are other objects, with other
+        numbers; Pyro's ``pyro.module`` compares parameters by it."""
+        return id(self)
+
+    @property
     def _version(self):
         return self._storage.version
 
