@@ -937,6 +937,9 @@ class Tensor:
     def requires_grad_(self, requires_grad=True):
         if requires_grad or self.requires_grad:
             G.autograd_module().requires_grad_(self, requires_grad)
+            if requires_grad and self._quiet_version:
+                # a ``.data`` tensor made a leaf of a graph: its in-place changes count again
+                self._quiet_version = False
         return self
 
     @property
