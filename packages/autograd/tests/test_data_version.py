@@ -88,3 +88,12 @@ def test_mul_and_div_check_only_the_operand_they_read():
     d.add_(1)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.sum().backward()
+
+
+def test_data_tensor_made_to_require_grad_counts_again():
+    d = fiamma.ones(3).data.requires_grad_()
+    y = d * d
+    with fiamma.no_grad():
+        d.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()

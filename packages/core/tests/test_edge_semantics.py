@@ -223,3 +223,11 @@ def test_histc_of_one_huge_value_counts_it():
     for v, dt in ((1e308, fiamma.float64), (1e20, fiamma.float32), (2.0, fiamma.float32)):
         h = fiamma.histc(fiamma.tensor([v], dtype=dt))
         assert h.sum().item() == 1.0 and h.shape == (100,)
+
+
+def test_cdata_names_the_tensor_object():
+    a = fiamma.ones(2)
+    assert isinstance(a._cdata, int) and a._cdata == a._cdata
+    assert a.view(2)._cdata != a._cdata and a.detach()._cdata != a._cdata
+    b = fiamma.ones(2)
+    assert b._cdata != a._cdata

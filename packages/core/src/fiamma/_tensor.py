@@ -220,6 +220,13 @@ class Tensor:
                                                                        "is_contiguous"))
 
     @property
+    def _cdata(self):
+        """An integer naming this tensor object (PyTorch: its TensorImpl's address). Views,
+        ``detach()`` results and Parameters wrapping a tensor are other objects, with other
+        numbers; Pyro's ``pyro.module`` compares parameters by it."""
+        return id(self)
+
+    @property
     def _version(self):
         return self._storage.version
 
@@ -930,6 +937,9 @@ class Tensor:
     def requires_grad_(self, requires_grad=True):
         if requires_grad or self.requires_grad:
             G.autograd_module().requires_grad_(self, requires_grad)
+            if requires_grad and self._quiet_version:
+                # a ``.data`` tensor made a leaf of a graph: its in-place changes count again
+                self._quiet_version = False
         return self
 
     @property

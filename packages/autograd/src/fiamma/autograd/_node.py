@@ -561,6 +561,10 @@ class ComplexNode(Node):
             ins = tuple(_conj(x) for x in ins)
         return ins
 
+    def _input(self, i):
+        x = Node._input(self, i)
+        return _conj(x) if self._conj_saved and x is not None else x
+
     @property
     def output(self):
         out = Node.output.fget(self)
