@@ -67,6 +67,20 @@ DEF_ADAM(double)
         const T lr = (T)a->lr, mom = (T)a->mom, w = (T)(1.0 - a->damp), wd = (T)a->wd;     \
         const int maximize = a->flags & FM_OPT_MAXIMIZE, nest = a->flags & FM_OPT_NESTEROV; \
         const int first = a->flags & FM_OPT_FIRST;                                          \
+        /* the common cases without the general loop's per-element branches, so that they  \
+           vectorise (the same arithmetic in the same order as the general loop)           */ \
+        if (!maximize && wd == 0 && !nest && !first) {                                      \
+            if (b) {                                                                        \
+                for (int64_t i = 0; i < n; i++) {                                           \
+                    T bi = b[i] * mom + w * g[i];                                           \
+                    b[i] = bi;                                                              \
+                    p[i] = p[i] + (-lr) * bi;                                               \
+                }                                                                           \
+            } else {                                                                        \
+                for (int64_t i = 0; i < n; i++) p[i] = p[i] + (-lr) * g[i];                 \
+            }                                                                               \
+            return;                                                                         \
+        }                                                                                   \
         for (int64_t i = 0; i < n; i++) {                                                   \
             T gi = maximize ? -g[i] : g[i];                                                 \
             if (wd != 0) gi = gi + wd * p[i];                                               \

@@ -433,3 +433,37 @@ def test_depthwise_empty_batch():
     gw = fiamma.convolution_backward_weight(fiamma.zeros(0, 3, 5, 5), fiamma.zeros(0, 6, 5, 5),
                                             (6, 1, 3, 3), 1, 1, 1, 3)
     assert tuple(gw.shape) == (6, 1, 3, 3) and float(gw.abs().sum()) == 0.0
+
+
+def test_geometry_cache_keeps_checks_and_results():
+    """A geometry seen before skips the shape checks (fiamma._ops.conv remembers it): results
+    stay those of the reference, and every call with another geometry, another dtype or bad
+    shapes is checked as the first one was."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 3, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    want = ref_conv(x, w, b, (1, 1), (1, 1), (1, 1), 1)
+    for _ in range(3):  # the first call checks and remembers, the others reuse
+        got = fiamma.convolution(fiamma.from_numpy(x), fiamma.from_numpy(w), fiamma.from_numpy(b),
+                                 (1, 1), (1, 1), (1, 1), False, (0, 0), 1)
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
+    # the same parameters as lists (not a cache key) give the same result
+    got = fiamma.convolution(fiamma.from_numpy(x), fiamma.from_numpy(w), fiamma.from_numpy(b),
+                             [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
+    # the remembered geometry does not hide per-call errors: dtype, then shapes
+    with pytest.raises(RuntimeError, match="convolution.*same dtype"):
+        fiamma.convolution(fiamma.from_numpy(x), fiamma.from_numpy(w.astype(np.float64)),
+                           fiamma.from_numpy(b), (1, 1), (1, 1), (1, 1), False, (0, 0), 1)
+    with pytest.raises(RuntimeError, match="convolution"):
+        fiamma.convolution(fiamma.from_numpy(x[:, :2]), fiamma.from_numpy(w),
+                           fiamma.from_numpy(b), (1, 1), (1, 1), (1, 1), False, (0, 0), 1)
+    gy = fiamma.ones(2, 4, 6, 6)
+    for _ in range(2):
+        gw = fiamma.convolution_backward_weight(fiamma.from_numpy(x), gy, (4, 3, 3, 3), (1, 1),
+                                                (1, 1), (1, 1), 1)
+        assert tuple(gw.shape) == (4, 3, 3, 3)
+    with pytest.raises(RuntimeError, match="convolution_backward_weight"):
+        fiamma.convolution_backward_weight(fiamma.from_numpy(x), gy, (4, 2, 3, 3), (1, 1),
+                                           (1, 1), (1, 1), 1)

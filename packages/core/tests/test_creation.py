@@ -384,3 +384,41 @@ def test_shape_as_size_keyword():
         with pytest.raises(TypeError, match="both positionally and as size="):
             fn(2, size=(2,))
     assert fiamma.zeros(size=(2,), dtype=fiamma.int64).tolist() == [0, 0]
+
+
+def test_layout_keyword_of_the_constructors():
+    # Pyro's Permute.log_abs_det_jacobian calls zeros(..., layout=x.layout)
+    for f in (fiamma.zeros, fiamma.ones, fiamma.empty):
+        t = f(2, 3, layout=fiamma.strided, pin_memory=False)
+        assert t.shape == (2, 3) and t.layout is fiamma.strided
+    assert fiamma.full((2,), 4.0, layout=fiamma.strided).tolist() == [4.0, 4.0]
+    x = fiamma.ones(2, 2)
+    for f in (fiamma.zeros_like, fiamma.ones_like, fiamma.empty_like):
+        assert f(x, layout=fiamma.strided).shape == (2, 2)
+    assert fiamma.full_like(x, 2.0, layout=None).sum().item() == 8.0
+    # zeros/empty build an all-zero sparse tensor, as PyTorch; the filled ones refuse
+    s = fiamma.zeros(2, 3, layout=fiamma.sparse_coo)
+    assert s.layout is fiamma.sparse_coo and s.to_dense().abs().sum().item() == 0.0
+    assert fiamma.zeros_like(x, layout=fiamma.sparse_csr).layout is fiamma.sparse_csr
+    with pytest.raises(RuntimeError, match="ones: not implemented for sparse layout"):
+        fiamma.ones(2, layout=fiamma.sparse_coo)
+    with pytest.raises(RuntimeError, match="full_like: not implemented for sparse"):
+        fiamma.full_like(x, 1.0, layout=fiamma.sparse_coo)
+    with pytest.raises(TypeError, match="zeros: expected layout"):
+        fiamma.zeros(2, layout="strided")
+
+
+def test_out_of_the_filled_constructors():
+    o = fiamma.ones(3, dtype=fiamma.int64)
+    assert fiamma.zeros(3, out=o) is o and o.tolist() == [0, 0, 0]
+    o = fiamma.zeros(2)
+    assert fiamma.ones(2, out=o) is o and o.tolist() == [1.0, 1.0]
+    o = fiamma.empty(0)
+    r = fiamma.full((2, 2), 3.0, out=o)
+    assert r is o and o.shape == (2, 2) and o.sum().item() == 12.0
+    o = fiamma.empty(0, dtype=fiamma.float64)
+    assert fiamma.empty(4, out=o) is o and o.shape == (4,) and o.dtype is fiamma.float64
+    with pytest.raises(RuntimeError, match="zeros: dtype fiamma.int64 does not match"):
+        fiamma.zeros(2, out=fiamma.ones(2), dtype=fiamma.int64)
+    with pytest.raises(TypeError, match="ones: out must be a Tensor"):
+        fiamma.ones(2, out=[0, 0])

@@ -120,3 +120,9 @@ def test_collect_all_and_wait_all():
     with pytest.raises(TypeError, match="expected a list of Future"):
         collect_all([a, 3])
     assert fiamma.futures.Future is Future
+
+
+def test_future_is_subscriptable_in_annotations():
+    # libraries annotate with torch.futures.Future[Tensor] (evaluated at definition time)
+    alias = Future[fiamma.Tensor]
+    assert alias.__origin__ is Future and alias.__args__ == (fiamma.Tensor,)

@@ -770,3 +770,14 @@ def test_dtypes_fiamma_lacks_are_named(tmp_path, name):
     torch.save({"x": torch.zeros(2, dtype=getattr(torch, name))}, tmp_path / "c.pt")
     with pytest.raises(pickle.UnpicklingError, match="no dtype for"):
         fiamma.load(tmp_path / "c.pt")
+
+
+def test_annotation_aliases():
+    # typed libraries import these from torch.serialization (Pyro's param store)
+    from fiamma.serialization import DEFAULT_PROTOCOL, FILE_LIKE, MAP_LOCATION
+
+    def load_into(path: FILE_LIKE, map_location: MAP_LOCATION = None):
+        return path
+
+    assert load_into("x") == "x" and DEFAULT_PROTOCOL == 2
+    assert "device" in repr(MAP_LOCATION)

@@ -162,3 +162,21 @@ class FailingBig(D.Dataset):
         if i == 37:
             raise ValueError(f"sample {i} is broken")
         return fiamma.full((64, 64), float(i))
+
+
+class Labelled(fiamma.Tensor):
+    """A tensor subclass with Python attributes (as MONAI's MetaTensor carries its metadata)."""
+
+
+class Subclassed(D.Dataset):
+    def __len__(self):
+        return 6
+
+    def __getitem__(self, i):
+        t = fiamma.full((2, 2), float(i)).as_subclass(Labelled)
+        t.meta = {"index": i, "affine": fiamma.eye(3) * i}
+        return {"img": t, "plain": fiamma.tensor([i])}
+
+
+def first_sample(batch):
+    return batch[0]

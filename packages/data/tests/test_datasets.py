@@ -237,3 +237,53 @@ def test_dataset_and_sampler_classes_are_generic():
     assert [b.tolist() for b in loader] == [[10, 11], [12]]
     assert list(D.DataLoader(Stream(), batch_size=None)) == [0, 1, 2]
     assert [len(s) for s in D.random_split(D.TensorDataset(fiamma.arange(4)), [3, 1])] == [3, 1]
+
+
+def test_collate_fn_map_registry_and_torch_path():
+    # PyTorch's torch.utils.data._utils.collate path: libraries register their own tensor types
+    # in default_collate_fn_map (MONAI's MetaTensor) and call collate_tensor_fn themselves
+    import fiamma.utils.data._utils.collate as C
+    import fiamma.utils.data._utils.worker as W
+
+    assert C.default_collate is D.default_collate and C.np_str_obj_array_pattern.search("<U3")
+    assert W.get_worker_info is D.get_worker_info and W._worker_info is None
+
+    class Tagged(fiamma.Tensor):
+        pass
+
+    def collate_tagged(batch, *, collate_fn_map=None):
+        out = C.collate_tensor_fn(batch)
+        out.tags = [b.tags for b in batch]
+        return out
+
+    items = []
+    for i in range(3):
+        t = fiamma.full((2,), float(i)).as_subclass(Tagged)
+        t.tags = f"t{i}"
+        items.append({"x": t, "flag": bool(i % 2)})
+    C.default_collate_fn_map[Tagged] = collate_tagged
+    try:
+        out = D.default_collate(items)
+    finally:
+        del C.default_collate_fn_map[Tagged]
+    assert out["x"].tags == ["t0", "t1", "t2"] and out["x"].shape == (3, 2)
+    assert out["flag"].dtype is fiamma.bool and out["flag"].tolist() == [False, True, False]
+    # without the entry, the subclass goes through collate_tensor_fn (isinstance match) and
+    # stays a subclass through stack
+    out = D.default_collate([it["x"] for it in items])
+    assert type(out) is Tagged and not hasattr(out, "tags")
+    # a custom map: only its own types, then the containers
+    calls = []
+    got = C.collate([[1, 2], [3, 4]], collate_fn_map={int: lambda b, **k: calls.append(b) or b})
+    assert got == [[1, 3], [2, 4]] and calls == [[1, 3], [2, 4]]
+
+
+def test_collate_keeps_mutable_mapping_type_and_attributes():
+    class Meta(collections.UserDict):
+        pass
+
+    a, b = Meta(x=fiamma.ones(1)), Meta(x=fiamma.zeros(1))
+    a.note = "kept"
+    out = D.default_collate([a, b])
+    assert type(out) is Meta and out.note == "kept" and out["x"].tolist() == [[1.0], [0.0]]
+    assert a["x"].tolist() == [1.0]   # the sample itself is not changed

@@ -439,3 +439,16 @@ def test_iterator_after_a_worker_error_is_exhausted():
     with pytest.raises(StopIteration):
         next(it)
     assert len(list(D.DataLoader(Squares(8), batch_size=4, num_workers=2))) == 2
+
+
+def test_tensor_subclasses_keep_their_class_and_attributes():
+    from loader_datasets import Labelled, Subclassed, first_sample
+
+    for nw in (0, 2):
+        got = list(D.DataLoader(Subclassed(), batch_size=1, num_workers=nw,
+                                collate_fn=first_sample))
+        assert [type(b["img"]) for b in got] == [Labelled] * 6
+        assert [b["img"].meta["index"] for b in got] == list(range(6))
+        assert got[4]["img"].meta["affine"].tolist() == (fiamma.eye(3) * 4).tolist()
+        assert got[3]["img"].tolist() == [[3.0, 3.0]] * 2
+        assert type(got[3]["plain"]) is fiamma.Tensor and not got[3]["plain"].__dict__

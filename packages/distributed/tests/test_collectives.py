@@ -11,3 +11,12 @@ def test_collectives_match_numpy(ranks):
     assert proc.returncode == 0, show(proc)
     for r in range(ranks):  # (the ranks' lines may interleave)
         assert f"OK rank {r}" in proc.stdout, show(proc)
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_functional_collectives_return_new_tensors(ranks):
+    # torch.distributed._functional_collectives (imported by diffusers at start-up)
+    proc = run_ranks(ranks, "functional_collectives.py", limit=120)
+    assert proc.returncode == 0, show(proc)
+    for r in range(ranks):
+        assert f"OK rank {r}" in proc.stdout, show(proc)

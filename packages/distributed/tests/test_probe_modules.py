@@ -64,3 +64,45 @@ def test_fsdp_names():
     assert fsdp.BackwardPrefetch.BACKWARD_PRE.value == 1
     assert fsdp.CPUOffload().offload_params is False
     assert fsdp.MixedPrecision(param_dtype=fiamma.float16).param_dtype is fiamma.float16
+
+
+def test_eager_submodules_read_as_attributes():
+    # PyTorch's torch.distributed imports these at start-up; libraries name them in
+    # annotations (diffusers: torch.distributed.device_mesh.DeviceMesh | None)
+    import fiamma.distributed as dist
+
+    assert dist.device_mesh.DeviceMesh is dist.DeviceMesh
+    assert dist.init_device_mesh is dist.device_mesh.init_device_mesh
+    assert dist.distributed_c10d.__name__ == "fiamma.distributed.distributed_c10d"
+    assert dist.algorithms.__name__ == "fiamma.distributed.algorithms"
+    with pytest.raises(AttributeError, match="no attribute 'not_a_module'"):
+        dist.not_a_module
+
+
+def test_fsdp_wrap_policies():
+    # torch.distributed.fsdp.wrap (diffusers.training_utils imports transformer_auto_wrap_policy)
+    import functools
+
+    from fiamma import nn
+    from fiamma.distributed.fsdp import wrap as W
+
+    layer, lin = nn.TransformerEncoderLayer(8, 2), nn.Linear(2, 2)
+    pol = functools.partial(W.transformer_auto_wrap_policy,
+                            transformer_layer_cls={nn.TransformerEncoderLayer})
+    assert pol(layer, recurse=False, nonwrapped_numel=0) is True
+    assert pol(lin, recurse=False, nonwrapped_numel=0) is False
+    assert pol(lin, recurse=True, nonwrapped_numel=0) is True
+    assert W.transformer_auto_wrap_policy(lin, False, 0, nn.Linear) is True  # a single class
+    s = W.size_based_auto_wrap_policy
+    assert s(lin, False, 100, min_num_params=100) and not s(lin, False, 99, min_num_params=100)
+    assert not s(nn.ModuleList([lin]), False, 10**9)  # excluded from wrapping by default
+    mha = nn.MultiheadAttention(4, 2)
+    assert not s(mha, True, 10**9) and s(mha, False, 10**9)  # a forced leaf: no descent
+    assert W.lambda_auto_wrap_policy(lin, False, 0, lambda m: isinstance(m, nn.Linear))
+    assert W.ModuleWrapPolicy({nn.Linear})(lin, False) and not W.ModuleWrapPolicy({nn.ReLU})(
+        lin, False)
+    assert W.CustomPolicy(lambda m: {"x": 1})(lin, False) and W.always_wrap_policy(lin, False, 0)
+    assert W.wrap(lin) is lin  # outside enable_wrap: unchanged
+    with W.enable_wrap(wrapper_cls=lambda m, **kw: (m, kw), flag=1):
+        assert W.wrap(lin, other=2) == (lin, {"flag": 1, "other": 2})
+    assert W.wrap(lin) is lin

@@ -454,3 +454,37 @@ def test_trace_records_ops_run_under_no_grad(outer):
     x2, s2 = randn(6, 3, seed=3), fiamma.tensor(-0.5)
     _same(tm(x2, s2), m(x2, s2))
     assert fiamma.is_grad_enabled()
+
+
+def test_jit_interface_declares_an_ordinary_class():
+    # MONAI's DiNTS declares @torch.jit.interface classes and subclasses them
+    @fiamma.jit.interface
+    class Stem(fiamma.nn.Module):
+        def forward(self, x):
+            pass
+
+    class Impl(Stem):
+        def forward(self, x):
+            return x * 2
+
+    assert Impl()(fiamma.ones(2)).tolist() == [2.0, 2.0]
+
+
+def test_jit_isinstance_checks_container_elements():
+    import typing
+
+    T = fiamma.Tensor
+    assert fiamma.jit.isinstance(fiamma.ones(1), T)
+    assert fiamma.jit.isinstance([fiamma.ones(1)], typing.List[T])
+    assert not fiamma.jit.isinstance([fiamma.ones(1), 2], typing.List[T])
+    assert fiamma.jit.isinstance({"a": [1]}, typing.Dict[str, typing.List[int]])
+    assert not fiamma.jit.isinstance({"a": 1}, typing.Dict[str, str])
+    assert fiamma.jit.isinstance(None, typing.Optional[T])
+    assert fiamma.jit.isinstance((1, "a"), typing.Tuple[int, str])
+    assert not fiamma.jit.isinstance((1, "a", 2), typing.Tuple[int, str])
+    assert fiamma.jit.isinstance((1, 2, 3), typing.Tuple[int, ...])
+    assert fiamma.jit.isinstance(3, int | None) and not fiamma.jit.isinstance("x", list[int])
+    with pytest.raises(TypeError, match="fiamma.jit.isinstance: unsupported type"):
+        fiamma.jit.isinstance({1}, typing.Set[int])
+    # the module's own code still sees the builtin isinstance
+    assert "isinstance" not in vars(fiamma.jit)

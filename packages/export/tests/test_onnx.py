@@ -371,3 +371,19 @@ def test_repeat_interleave_counts_from_the_model_are_refused():
 
     with pytest.raises(fiamma.onnx.UnsupportedOpError, match="repeat_interleave"):
         _export(M(), (randn(2, 3), fiamma.tensor([1, 2])))
+
+
+def test_is_in_onnx_export_is_true_only_while_exporting():
+    seen = []
+
+    class M(fiamma.nn.Module):
+        def forward(self, x):
+            seen.append(fiamma.onnx.is_in_onnx_export())
+            return x * 2 if fiamma.onnx.is_in_onnx_export() else x
+
+    assert fiamma.onnx.is_in_onnx_export() is False
+    buf = io.BytesIO()
+    fiamma.onnx.export(M(), fiamma.ones(1, 3), buf)
+    assert seen and all(seen)
+    assert fiamma.onnx.is_in_onnx_export() is False
+    assert M()(fiamma.ones(1)).item() == 1.0

@@ -460,3 +460,18 @@ def test_graph_module_error_names_the_node():
     with pytest.raises(Exception) as info:
         fx.Interpreter(gm).run(fiamma.randn(2, 3))
     assert "While executing %matmul" in str(info.value)
+
+
+def test_experimental_proxy_tensor_mode_is_never_active():
+    from fiamma.fx.experimental.proxy_tensor import get_proxy_mode
+
+    assert get_proxy_mode() is None
+    seen = []
+
+    class M(fiamma.nn.Module):
+        def forward(self, x):
+            seen.append(get_proxy_mode())
+            return x + 1
+
+    fiamma.fx.symbolic_trace(M())
+    assert seen == [None]

@@ -283,3 +283,31 @@ def test_load_from_state_dict_override_with_pytorchs_signature():
     m.load_state_dict({"0." + k: v for k, v in src.state_dict().items()}, assign=True)
     assert seen == [False, True]
     assert m[0].weight.data_ptr() == src.weight.data_ptr()  # assigned, not copied
+
+
+def test_op_kept_as_class_attribute_does_not_bind():
+    # PyTorch's ops are C builtins, which do not bind as methods: ``conv = torch.conv2d`` in a
+    # class body is called as ``self.conv(x, weight=w)`` (kornia's HausdorffERLoss)
+    import fiamma.nn.functional as F
+
+    class Erode(nn.Module):
+        conv = fiamma.conv2d
+        act = F.relu
+        norm = fiamma.linalg.vector_norm
+
+        def forward(self, x, w):
+            return self.norm(self.act(self.conv(x, weight=w, padding=1) - 4))
+
+        def conv2d(self, x):  # a method of its own, even if named like an op, stays a method
+            return x + 1
+
+    m = Erode()
+    x, w = fiamma.ones(1, 1, 3, 3), fiamma.ones(1, 1, 3, 3)
+    assert m(x, w).item() == pytest.approx(41 ** 0.5)  # corners 0, edges 2, centre 5
+    assert Erode.conv is fiamma.conv2d and m.conv is fiamma.conv2d
+    assert m.conv2d(fiamma.zeros(1)).item() == 1.0
+
+    class Sub(Erode):  # inherited: still static
+        pass
+
+    assert Sub()(x, w).item() == pytest.approx(m(x, w).item())

@@ -354,3 +354,19 @@ def test_cyclic_state_dict_loads_into_pytorch_and_back():
     f2 = S.CyclicLR(_opt("fiamma"), 0.1, 1.0, step_size_up=3)
     f2.load_state_dict(t.state_dict())
     assert f2.last_epoch == t.last_epoch and f2._scale_fn_custom is None
+
+
+def test_private_lrscheduler_alias():
+    # older code (skorch, Lightning) imports _LRScheduler and checks isinstance against it
+    assert issubclass(S._LRScheduler, S.LRScheduler)
+    opt = optim.SGD([fiamma.zeros(1, requires_grad=True)], lr=1.0)
+
+    class Halve(S._LRScheduler):
+        def get_lr(self):
+            return [g["lr"] * 0.5 for g in self.optimizer.param_groups]
+
+    sched = Halve(opt)
+    opt.step()
+    sched.step()
+    # halved at creation and at step()
+    assert isinstance(sched, S.LRScheduler) and sched.get_last_lr() == [0.25]

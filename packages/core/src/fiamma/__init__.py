@@ -17,6 +17,8 @@ from fiamma._dtype import (  # noqa: F401
     half, float, double, short, int, long, promote_types, result_type, can_cast,
     get_default_dtype, set_default_dtype, finfo, iinfo,
     float8_e4m3fn, float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz, float8_e8m0fnu,
+    complex32, chalf,
+    uint1, uint2, uint3, uint4, uint5, uint6, uint7, int1, int2, int3, int4, int5, int6, int7,
 )
 from fiamma._storage import device  # noqa: F401
 from fiamma._tensor import Tensor, Size  # noqa: F401
@@ -57,6 +59,7 @@ from fiamma._storage_api import (  # noqa: F401  (PyTorch's legacy storage class
 )
 from fiamma._storage_api import FloatStorage as Storage  # noqa: F401  (torch.Storage)
 from fiamma._errors import OutOfMemoryError  # noqa: F401
+from fiamma._generic_stream import Stream, Event  # noqa: F401  (torch.Stream, torch.Event)
 from fiamma._allocator import *  # noqa: F401,F403
 from fiamma._parallel import *  # noqa: F401,F403
 from fiamma.serialization import save, load  # noqa: F401  (light: imports its machinery on call)

@@ -60,6 +60,11 @@ __all__ = [
     "frexp", "nextafter", "detach_", "resize_as_", "as_strided_",
     "get_num_interop_threads", "set_num_interop_threads", "sym_min", "sym_max",
     "sym_float", "sym_int", "sym_not", "sym_ite", "sym_sqrt", "sym_sum", "sym_fresh_size",
+    "SymInt", "SymFloat", "SymBool",
+    # PyTorch's private run-time checks that library code calls
+    "_check", "_check_with", "_check_index", "_check_value", "_check_type",
+    "_check_not_implemented", "_check_is_size", "_check_tensor_all", "_check_tensor_all_with",
+    "_assert_async", "_shape_as_tensor",
     "nonzero_static", "addmv_", "frobenius_norm", "nuclear_norm", "empty_permuted",
     "hash_tensor", "get_device_module", "while_loop", "fork", "wait", "sym_constrain_range",
     "sym_constrain_range_for_size", "init_num_threads", "native_layer_norm",
@@ -317,7 +322,17 @@ def geqrf(input, *, out=None):
     if input.dtype not in (D.float32, D.float64, D.complex64, D.complex128):
         raise RuntimeError(f"geqrf: expected a float, double, cfloat or cdouble tensor, got "
                            f"{input.dtype}")
-    x = input.detach().numpy()
+    dev = input.device
+    if dev.type == "meta":  # shape-only
+        k = min(input.shape[-2], input.shape[-1])
+        res = _Geqrf(f.empty(input.shape, dtype=input.dtype, device=dev),
+                     f.empty(tuple(input.shape[:-2]) + (k,), dtype=input.dtype, device=dev))
+        if out is not None:
+            for o, r in zip(out, res):
+                o.resize_(r.shape)
+            return out
+        return res
+    x = input.detach().cpu().numpy()  # LAPACK on the host (any device's tensor comes back)
     m, n = x.shape[-2:]
     if x.size == 0:
         h = np.zeros(x.shape, x.dtype)
@@ -325,8 +340,8 @@ def geqrf(input, *, out=None):
     else:
         h, tau = np.linalg.qr(x, mode="raw")  # h: the packed factor, transposed
         h = np.swapaxes(h, -1, -2)
-    res = _Geqrf(f.from_numpy(np.ascontiguousarray(h).astype(x.dtype)),
-                 f.from_numpy(np.ascontiguousarray(tau).astype(x.dtype)))
+    res = _Geqrf(f.from_numpy(np.ascontiguousarray(h).astype(x.dtype)).to(dev),
+                 f.from_numpy(np.ascontiguousarray(tau).astype(x.dtype)).to(dev))
     if out is not None:
         for o, r in zip(out, res):
             o.resize_(r.shape).copy_(r)
@@ -365,8 +380,9 @@ def ormqr(input, tau, other, left=True, transpose=False, *, out=None):
                            f"{input.dtype}, {tau.dtype} and {other.dtype}")
     vs = input[..., :k]
     if k < size:  # pad the reflectors with identities (tau 0) for the square Q
-        vs = f.cat([vs, f.zeros(*vs.shape[:-1], size - k, dtype=vs.dtype)], -1)
-        tau = f.cat([tau, f.zeros(*tau.shape[:-1], size - k, dtype=tau.dtype)], -1)
+        vs = f.cat([vs, f.zeros(*vs.shape[:-1], size - k, dtype=vs.dtype, device=vs.device)], -1)
+        tau = f.cat([tau, f.zeros(*tau.shape[:-1], size - k, dtype=tau.dtype,
+                                   device=tau.device)], -1)
     q = _L().householder_product(vs, tau)
     if transpose:
         q = q.mH
@@ -614,8 +630,11 @@ def _quantile(input, q, dim, keepdim, interpolation, op, ignore_nan):
     # NaN sorts; with ignore_nan and no number at all, the first), so the gradient reaches it
     nan_rank = None if ignore_nan else f.isnan(s).any(d, keepdim=True)
     outs = []
-    for qi in qv.tolist():
-        pos = last * qi
+    # a q tensor that requires grad enters as a tensor: the linear interpolation's weight
+    # (pos - floor(pos)) carries its gradient, (b - a) * (size - 1), as PyTorch's
+    q_grad = not scalar_q and qv.requires_grad
+    for i, qi in enumerate(qv.tolist()):
+        pos = last * (qv[i] if q_grad else qi)
         if nan_rank is not None:
             pos = f.where(nan_rank, builtins.float(n - 1), pos)
         lo = pos.floor()
@@ -1040,6 +1059,43 @@ def sym_int(a):
     if hasattr(type(a), "__sym_int__"):
         return a.__sym_int__()
     return int(a)
+
+
+class _SymbolicNumber:
+    """Base of PyTorch's symbolic numbers (``torch.SymInt``/``SymFloat``/``SymBool``: sizes
+    and values that torch.compile/export tracing keeps symbolic). fiamma's tracers hand out
+    plain Python numbers (fiamma.jit's traced sizes are ``int`` subclasses), so no value is one
+    of these: the classes exist for the ``isinstance(n, (int, torch.SymInt))`` checks of
+    library code, and cannot be made."""
+
+    __slots__ = ()
+
+    def __new__(cls, *args, **kwargs):
+        raise TypeError(f"fiamma.{cls.__name__} cannot be created: fiamma has no symbolic "
+                        "numbers (its traced sizes are Python ints)")
+
+
+class SymInt(_SymbolicNumber):
+    """PyTorch's symbolic int (see :class:`_SymbolicNumber`: never made by fiamma).
+
+    >>> import fiamma
+    >>> isinstance(3, (int, fiamma.SymInt)), isinstance(3, fiamma.SymInt)
+    (True, False)
+    """
+
+    __slots__ = ()
+
+
+class SymFloat(_SymbolicNumber):
+    """PyTorch's symbolic float (never made by fiamma)."""
+
+    __slots__ = ()
+
+
+class SymBool(_SymbolicNumber):
+    """PyTorch's symbolic bool (never made by fiamma)."""
+
+    __slots__ = ()
 
 
 def sym_not(a):
@@ -2362,3 +2418,117 @@ def pca_lowrank(A, q=None, center=True, niter=2):
     if center:
         A = A - A.mean(dim=-2, keepdim=True)
     return _svd_lowrank(A, q, niter, None, op)
+
+
+# PyTorch's private run-time check helpers that library code calls directly (``torch._check``,
+# ``torch._assert_async``, ...); fiamma runs eagerly, so each check is evaluated on the spot
+_CHECK_DEFAULT = ("Expected cond to be True, but got False. (Could this error message be improved? "
+            "If so, please report an enhancement request to PyTorch.)")
+
+
+def _check_with(error_type, cond, message=None):
+    """Raise ``error_type`` when the Python bool ``cond`` is False; ``message`` (a callable
+    returning the text) is called only then."""
+    if not isinstance(cond, builtins.bool):
+        if isinstance(cond, Tensor):
+            raise TypeError("cond must be a bool, but got a Tensor. For tensor conditions, "
+                            "use torch._check_tensor_all() to assert that all elements are "
+                            "true.")
+        raise TypeError(f"cond must be a bool, but got {type(cond)}")
+    if cond:
+        return
+    if message is None:
+        text = _CHECK_DEFAULT
+    elif not callable(message):
+        raise TypeError("message must be a callable")
+    else:
+        text = str(message())
+    raise error_type(text)
+
+
+def _check(cond, message=None):
+    """RuntimeError unless ``cond`` (a bool) is True.
+
+    >>> import fiamma
+    >>> fiamma._check(3 > 2)
+    >>> fiamma._check(1 > 2, lambda: "too small")
+    Traceback (most recent call last):
+    RuntimeError: too small
+    """
+    _check_with(RuntimeError, cond, message)
+
+
+def _check_index(cond, message=None):
+    """IndexError unless ``cond`` is True."""
+    _check_with(IndexError, cond, message)
+
+
+def _check_value(cond, message=None):
+    """ValueError unless ``cond`` is True."""
+    _check_with(ValueError, cond, message)
+
+
+def _check_type(cond, message=None):
+    """TypeError unless ``cond`` is True."""
+    _check_with(TypeError, cond, message)
+
+
+def _check_not_implemented(cond, message=None):
+    """NotImplementedError unless ``cond`` is True."""
+    _check_with(NotImplementedError, cond, message)
+
+
+def _check_is_size(i, message=None, *, max=None):
+    """RuntimeError unless ``i`` (an int) is a valid size: ``0 <= i`` (and ``i <= max``)."""
+    _check(i >= 0, message)
+    if max is not None:
+        _check(i <= max, message)
+
+
+def _check_tensor_all_with(error_type, cond, message=None):
+    """``error_type`` unless every element of the bool tensor ``cond`` is True."""
+    if not isinstance(cond, Tensor):
+        raise TypeError(f"cond must be a tensor, but got {type(cond)}")
+    if cond.dtype is not D.bool:
+        raise TypeError(f"cond tensor must have dtype torch.bool, but got {cond.dtype}")
+    _check_with(error_type, builtins.bool(cond.all().item()), message)
+
+
+def _check_tensor_all(cond, message=None):
+    """RuntimeError unless every element of the bool tensor ``cond`` is True."""
+    _check_tensor_all_with(RuntimeError, cond, message)
+
+
+def _assert_async(input, assert_msg=None):
+    """RuntimeError when the one-element tensor ``input`` is zero (False); the message is
+    ``assert_msg`` when given. fiamma checks at once (PyTorch may defer the check on an
+    accelerator).
+
+    >>> import fiamma
+    >>> fiamma._assert_async(fiamma.tensor(True))
+    >>> fiamma._assert_async(fiamma.tensor(0), "was zero")
+    Traceback (most recent call last):
+    RuntimeError: was zero
+    """
+    if not isinstance(input, Tensor):
+        raise TypeError(f"_assert_async(): argument 'input' must be Tensor, not "
+                        f"{type(input).__name__}")
+    n = input.numel()
+    if n != 1:
+        raise RuntimeError("Boolean value of Tensor with no values is ambiguous" if n == 0
+                           else "Boolean value of Tensor with more than one value is ambiguous")
+    if not builtins.bool(input.item()):
+        raise RuntimeError(assert_msg if assert_msg is not None else
+                           "Expected Tensor with single nonzero value, but got zero")
+
+
+def _shape_as_tensor(input):
+    """The shape of ``input`` as a 1-D int64 tensor (on the CPU).
+
+    >>> import fiamma
+    >>> fiamma._shape_as_tensor(fiamma.zeros(2, 3))
+    tensor([2, 3])
+    """
+    from fiamma._creation import tensor
+
+    return tensor(list(input.shape), dtype=D.int64)  # on the CPU, as in PyTorch

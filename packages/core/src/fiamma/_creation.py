@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 
-from fiamma import _dtype as D, _grad_hook as G, _memory_format as _mf
+from fiamma import _dtype as D, _grad_hook as G, _layout as _layout_mod, _memory_format as _mf
 from fiamma._autograd_api import ops
 from fiamma._backend import check
 from fiamma._limits import check_shape
@@ -34,6 +34,36 @@ def _finish(t, requires_grad):
     if requires_grad:
         t.requires_grad_(True)
     return t
+
+
+def _laid_out(t, layout, op, sparse=True):
+    """``t`` in the requested ``layout=`` (None or ``strided``: as it is). ``zeros``/``empty``
+    and their ``_like`` forms also build the sparse layouts (an all-zero sparse tensor, as
+    PyTorch); the filled constructors refuse them, as PyTorch does."""
+    if layout is None or layout is _layout_mod.strided:
+        return t
+    if not isinstance(layout, _layout_mod.layout):
+        raise TypeError(f"{op}: expected layout to be a fiamma.layout, got "
+                        f"{type(layout).__name__}")
+    if not sparse:
+        raise RuntimeError(f"{op}: not implemented for sparse layout {layout} (expected "
+                           "fiamma.strided)")
+    return t.to_sparse(layout=layout)
+
+
+def _into_out(out, size, dtype, value, op):
+    """``zeros``/``ones``/``full``/``empty`` with ``out=``: ``out`` resized to ``size`` and filled
+    (``value`` None: left as it is, as ``empty``), keeping its dtype unless ``dtype`` names
+    another (refused, as PyTorch)."""
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{op}: out must be a Tensor, got {type(out).__name__}")
+    if dtype is not None and D.to_dtype(dtype, op) is not out._dtype:
+        raise RuntimeError(f"{op}: dtype {D.to_dtype(dtype, op)} does not match the out tensor's "
+                           f"dtype {out._dtype}")
+    check_out(out, _size(size, op), out._dtype, op)
+    if value is not None:
+        fill_(out, value)
+    return out
 
 
 def _infer_numpy(data):
@@ -183,20 +213,29 @@ def _size_kw(args, size, op):
 
 
 def empty(*size_args, size=None, dtype=None, device=None, requires_grad=False, out=None,
-          pin_memory=False, memory_format=None):
+          pin_memory=False, memory_format=None, layout=None):
     """An uninitialised tensor of the given shape."""
     size = size_args if size is None else _size_kw(size_args, size, "empty")
+    if out is not None:
+        return _into_out(out, size, dtype, None, "empty")
     dt = D.get_default_dtype() if dtype is None else D.to_dtype(dtype, "empty")
     t = new_empty(_size(size, "empty"), dt, _dev(device))
     if memory_format is not None:
         t = _formatted(t, None, memory_format, "empty")
+    if layout is not None:
+        t = _laid_out(t, layout, "empty")
     return _finish(t, requires_grad)
 
 
-def zeros(*size_args, size=None, dtype=None, device=None, requires_grad=False, out=None):
+def zeros(*size_args, size=None, dtype=None, device=None, requires_grad=False, out=None,
+          layout=None, pin_memory=False):
     size = size_args if size is None else _size_kw(size_args, size, "zeros")
+    if out is not None:
+        return _into_out(out, size, dtype, 0, "zeros")
     dt = D.get_default_dtype() if dtype is None else D.to_dtype(dtype, "zeros")
     t = new_empty(_size(size, "zeros"), dt, _dev(device), zero=True)
+    if layout is not None:
+        t = _laid_out(t, layout, "zeros")
     return _finish(t, requires_grad)
 
 
@@ -237,11 +276,16 @@ def fill_(t, value):
     return t
 
 
-def ones(*size_args, size=None, dtype=None, device=None, requires_grad=False, out=None):
+def ones(*size_args, size=None, dtype=None, device=None, requires_grad=False, out=None,
+         layout=None, pin_memory=False):
     size = size_args if size is None else _size_kw(size_args, size, "ones")
+    if out is not None:
+        return _into_out(out, size, dtype, 1, "ones")
     dt = D.get_default_dtype() if dtype is None else D.to_dtype(dtype, "ones")
     t = new_empty(_size(size, "ones"), dt, _dev(device))
     fill_(t, 1)
+    if layout is not None:
+        t = _laid_out(t, layout, "ones", sparse=False)
     return _finish(t, requires_grad)
 
 
@@ -251,12 +295,18 @@ def _full_dtype(fill_value):
     return D.scalar_dtype(fill_value)
 
 
-def full(size, fill_value, dtype=None, device=None, requires_grad=False, out=None):
+def full(size, fill_value, dtype=None, device=None, requires_grad=False, out=None,
+         layout=None, pin_memory=False):
     """A tensor filled with ``fill_value``; the dtype follows the value (bool, int64, default
     float) unless given."""
+    if out is not None:
+        return _into_out(out, (size,) if isinstance(size, int) else size, dtype, fill_value,
+                         "full")
     dt = _full_dtype(fill_value) if dtype is None else D.to_dtype(dtype, "full")
     t = new_empty(_size(size, "full") if not isinstance(size, int) else (size,), dt, _dev(device))
     fill_(t, fill_value)
+    if layout is not None:
+        t = _laid_out(t, layout, "full", sparse=False)
     return _finish(t, requires_grad)
 
 
@@ -283,29 +333,44 @@ def _formatted(t, like, memory_format, op):
     return _mf.to_format(t, fmt, op)
 
 
-def empty_like(input, dtype=None, device=None, requires_grad=False, memory_format=None):
+def empty_like(input, dtype=None, device=None, requires_grad=False, memory_format=None,
+               layout=None, pin_memory=False):
     dt, dev = _like(input, dtype, device, "empty_like")
     out = new_empty(input._shape, dt, dev)
-    return _finish(_formatted(out, input, memory_format, "empty_like"), requires_grad)
+    t = _formatted(out, input, memory_format, "empty_like")
+    if layout is not None:
+        t = _laid_out(t, layout, "empty_like")
+    return _finish(t, requires_grad)
 
 
-def zeros_like(input, dtype=None, device=None, requires_grad=False, memory_format=None):
+def zeros_like(input, dtype=None, device=None, requires_grad=False, memory_format=None,
+               layout=None, pin_memory=False):
     dt, dev = _like(input, dtype, device, "zeros_like")
     out = new_empty(input._shape, dt, dev, zero=True)
-    return _finish(_formatted(out, input, memory_format, "zeros_like"), requires_grad)
+    t = _formatted(out, input, memory_format, "zeros_like")
+    if layout is not None:
+        t = _laid_out(t, layout, "zeros_like")
+    return _finish(t, requires_grad)
 
 
-def ones_like(input, dtype=None, device=None, requires_grad=False, memory_format=None):
+def ones_like(input, dtype=None, device=None, requires_grad=False, memory_format=None,
+              layout=None, pin_memory=False):
     dt, dev = _like(input, dtype, device, "ones_like")
     out = fill_(new_empty(input._shape, dt, dev), 1)
-    return _finish(_formatted(out, input, memory_format, "ones_like"), requires_grad)
+    t = _formatted(out, input, memory_format, "ones_like")
+    if layout is not None:
+        t = _laid_out(t, layout, "ones_like", sparse=False)
+    return _finish(t, requires_grad)
 
 
 def full_like(input, fill_value, dtype=None, device=None, requires_grad=False,
-              memory_format=None):
+              memory_format=None, layout=None, pin_memory=False):
     dt, dev = _like(input, dtype, device, "full_like")
     out = fill_(new_empty(input._shape, dt, dev), fill_value)
-    return _finish(_formatted(out, input, memory_format, "full_like"), requires_grad)
+    t = _formatted(out, input, memory_format, "full_like")
+    if layout is not None:
+        t = _laid_out(t, layout, "full_like", sparse=False)
+    return _finish(t, requires_grad)
 
 
 def empty_strided(size, stride, dtype=None, device=None, requires_grad=False):

@@ -12,7 +12,8 @@ __all__ = [
     "complex64", "complex128", "cfloat", "cdouble", "uint16", "uint32", "uint64",
     "promote_types", "result_type", "can_cast", "get_default_dtype", "set_default_dtype",
     "finfo", "iinfo", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
-    "float8_e8m0fnu",
+    "float8_e8m0fnu", "complex32", "chalf", "uint1", "uint2", "uint3", "uint4", "uint5",
+    "uint6", "uint7", "int1", "int2", "int3", "int4", "int5", "int6", "int7",
 ]
 
 
@@ -91,7 +92,8 @@ uint64 = dtype("uint64", 14, 8, 1, np.dtype(np.uint64), "Q")
 
 
 class _NoTensorDtype(dtype):
-    """A PyTorch dtype that fiamma names but has no tensors of (the float8 types): it compares,
+    """A PyTorch dtype that fiamma names but has no tensors of (the float8 types, complex32 and
+    the sub-byte integers uint1..uint7, int1..int7, as PyTorch's own are): it compares,
     hashes and prints as a dtype (``t.dtype == torch.float8_e4m3fn`` is simply false), and any
     use of it as a tensor's dtype raises TypeError naming it."""
 
@@ -107,7 +109,17 @@ float8_e4m3fnuz = _NoTensorDtype("float8_e4m3fnuz", 101, 1, 2, None, None)
 float8_e5m2 = _NoTensorDtype("float8_e5m2", 102, 1, 2, None, None)
 float8_e5m2fnuz = _NoTensorDtype("float8_e5m2fnuz", 103, 1, 2, None, None)
 float8_e8m0fnu = _NoTensorDtype("float8_e8m0fnu", 104, 1, 2, None, None)
-NO_TENSOR = (float8_e4m3fn, float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz, float8_e8m0fnu)
+# half-precision complex (library code lists it among the floating/complex dtypes it accepts)
+complex32 = chalf = _NoTensorDtype("complex32", 105, 4, 3, None, None)
+# PyTorch's sub-byte integer types (named there for quantization libraries, with no tensors of
+# their own: creating one raises there too); itemsize 1 as in PyTorch
+_SUB_BYTE = tuple(_NoTensorDtype(f"{p}int{b}", c, 1, 1, None, None)
+                  for c, (p, b) in enumerate(((p, b) for p in ("u", "") for b in range(1, 8)),
+                                             start=106))
+(uint1, uint2, uint3, uint4, uint5, uint6, uint7,
+ int1, int2, int3, int4, int5, int6, int7) = _SUB_BYTE
+NO_TENSOR = (float8_e4m3fn, float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz,
+             float8_e8m0fnu, complex32) + _SUB_BYTE
 
 half, float, double = float16, float32, float64
 short, int, long = int16, int32, int64
@@ -160,7 +172,8 @@ def to_dtype(obj, op="dtype"):
         return _NAMES[obj]
     if isinstance(obj, _NoTensorDtype):
         raise TypeError(f"{op}: fiamma has no tensors of dtype {obj!r} (PyTorch's float8 "
-                        "types are named for comparisons only; a gap in fiamma)")
+                        "types, complex32 and the sub-byte integer types are named for "
+                        "comparisons only)")
     try:
         return from_numpy_dtype(obj)
     except TypeError:

@@ -16,7 +16,7 @@ from fiamma._grad_hook import state as _grad_state
 # __init__ star-imports this module (and not _printing)
 from fiamma._printing import get_printoptions, printoptions, set_printoptions
 from fiamma._storage import CPU, Storage, device as _device
-from fiamma._tensor import contiguous_strides, wrap as _wrap
+from fiamma._tensor import Tensor, contiguous_strides, wrap as _wrap
 
 __all__ = ["from_numpy", "from_dlpack", "set_printoptions", "get_printoptions", "printoptions"]
 
@@ -546,6 +546,8 @@ def reduce_tensor(t):
         rv = (_rebuild, (src.cpu().view(D.int16).numpy().copy(), "bfloat16", t.requires_grad))
     else:
         rv = (_rebuild, (src.cpu().numpy().copy(), src._dtype.name, t.requires_grad))
+    if type(t) is not Tensor:   # a subclass comes back as that subclass (as in PyTorch)
+        rv = (_rebuild_subclass, (type(t),) + rv[1])
     d = getattr(t, "__dict__", None)
     # user attributes (t.foo = 1) travel as the state pickle sets on the rebuilt tensor
     return rv + (dict(d),) if d else rv
@@ -564,6 +566,10 @@ def _rebuild(arr, dtype_name, requires_grad):
         t.requires_grad_(True)
     return t
 
+
+
+def _rebuild_subclass(cls, arr, dtype_name, requires_grad):
+    return _rebuild(arr, dtype_name, requires_grad).as_subclass(cls)
 
 
 def _tensor_reduce_ex(self, proto):

@@ -384,6 +384,12 @@ class CheckpointPickler:
         # _rebuild_from_type_v2(func, torch.Tensor, args, state) for a tensor and
         # _rebuild_parameter_with_state(data, requires_grad, hooks, state) for a Parameter
         state = t.__dict__ if (param or cls is Tensor) and t.__dict__ else None
+        # a program's own tensor subclass (MONAI's MetaTensor) is written as PyTorch writes
+        # one: _rebuild_from_type_v2(func, <the class>, args, state); fiamma's own subclasses
+        # keep the form their PyTorch counterparts are written in
+        subclass = not param and cls is not Tensor and not cls.__module__.startswith("fiamma")
+        if subclass:
+            state = dict(t.__dict__)
         if param:  # as PyTorch: _rebuild_parameter(data, requires_grad, OrderedDict())
             self._global("torch._utils", "_rebuild_parameter" if state is None
                          else "_rebuild_parameter_with_state")
@@ -396,7 +402,9 @@ class CheckpointPickler:
         # dtypes without a typed storage class (uint16/32/64) are written as PyTorch writes
         # them: _rebuild_tensor_v3 over an UntypedStorage (bytes), naming the dtype
         self._global("torch._utils", "_rebuild_tensor_v2" if typed else "_rebuild_tensor_v3")
-        if state is not None and not param:
+        if subclass:
+            self._global(cls.__module__, cls.__qualname__)
+        elif state is not None and not param:
             self._global("torch", "Tensor")
         w(_MARK)
         # persistent id: ('storage', torch.<Type>Storage, key, location, numel)

@@ -600,6 +600,15 @@ for _n in _UNARY:
         _H["Tensor." + _n + "_"] = _hi
 
 
+@_reg("conj", "resolve_conj")
+def _conj(c, input):
+    # fiamma's conj is a copy (no lazily conjugated views): conj_physical for complex input;
+    # a real tensor is its own conjugate, as in PyTorch (no op is reported)
+    if not input.dtype.is_complex:
+        return input
+    return c.prim(_ov("conj_physical"), (input,))
+
+
 def _is_t(x):
     return isinstance(x, Tensor)
 
@@ -1134,6 +1143,40 @@ def _linear(c, input, weight, bias=None):
 
 def _view_op(qual, args_text, fn):
     return A.define(qual, args_text, fn, is_view=True)
+
+
+_view_op("view_as_real.default", "(Tensor(a) self) -> Tensor(a)",
+         lambda self: fiamma.view_as_real(self))
+_view_op("view_as_complex.default", "(Tensor(a) self) -> Tensor(a)",
+         lambda self: fiamma.view_as_complex(self))
+_view_op("real.default", "(Tensor(a) self) -> Tensor(a)", lambda self: fiamma.real(self))
+_view_op("imag.default", "(Tensor(a) self) -> Tensor(a)", lambda self: fiamma.imag(self))
+
+
+@_reg("view_as_real")
+def _view_as_real(c, input):
+    return c.prim(_ov("view_as_real"), (input,))
+
+
+@_reg("view_as_complex")
+def _view_as_complex(c, input):
+    return c.prim(_ov("view_as_complex"), (input,))
+
+
+@_reg("real", "Tensor.real")
+def _real(c, input):
+    # a real tensor is its own real part (no op); complex: PyTorch's aten.real (which its
+    # CompositeImplicit kernel decomposes; fiamma reports it as one view)
+    if not input.dtype.is_complex:
+        return input
+    return c.prim(_ov("real"), (input,))
+
+
+@_reg("imag", "Tensor.imag")
+def _imag(c, input):
+    if not input.dtype.is_complex:
+        raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+    return c.prim(_ov("imag"), (input,))
 
 
 _view_op("view.default", "(Tensor(a) self, SymInt[] size) -> Tensor(a)",
@@ -2054,6 +2097,69 @@ def _irfft(c, input, n=None, dim=-1, norm=None, *, out=None):
     return c.prim(_ov("_fft_c2r"), (input, [d], _IFFT_NORM[norm], last))
 
 
+def _fftn_dims(x, s, dim, what, two):
+    """The transform dims of an n-d transform (PyTorch's defaults: all dims, the last len(s),
+    or the last two for the 2-d forms); ``s`` other than the sizes there is unsupported."""
+    nd = x.ndim
+    if dim is None:
+        k = 2 if two and s is None else (nd if s is None else len(s))
+        dims = list(range(nd - k, nd))
+    else:
+        dims = [d + nd if d < 0 else d for d in ((dim,) if isinstance(dim, int) else dim)]
+    if s is not None and [int(v) for v in s] != [x.shape[d] for d in dims]:
+        _unsupported(f"{what} with s= other than the input's sizes")
+    return dims
+
+
+def _fftn_like(name, inverse, two):
+    def fn(c, input, s=None, dim=(-2, -1) if two else None, norm=None, *, out=None):
+        _no_out(name, out)
+        dims = _fftn_dims(input, s, dim, name, two)
+        if input.dtype.is_complex:
+            return c.prim(_ov("_fft_c2c"), (input, dims, (_IFFT_NORM if inverse else
+                                                          _FFT_NORM)[norm], not inverse))
+        if inverse:
+            _unsupported(f"{name} of a real tensor")
+        return c.prim(_ov("_fft_r2c"), (input, dims, _FFT_NORM[norm], False))
+    return fn
+
+
+def _rfftn_like(name, two):
+    def fn(c, input, s=None, dim=(-2, -1) if two else None, norm=None, *, out=None):
+        _no_out(name, out)
+        return c.prim(_ov("_fft_r2c"), (input, _fftn_dims(input, s, dim, name, two),
+                                        _FFT_NORM[norm], True))
+    return fn
+
+
+def _irfftn_like(name, two):
+    def fn(c, input, s=None, dim=(-2, -1) if two else None, norm=None, *, out=None):
+        _no_out(name, out)
+        nd = input.ndim
+        if dim is None:
+            k = 2 if two and s is None else (nd if s is None else len(s))
+            dims = list(range(nd - k, nd))
+        else:
+            dims = [d + nd if d < 0 else d for d in ((dim,) if isinstance(dim, int) else dim)]
+        last = 2 * (input.shape[dims[-1]] - 1)
+        if s is not None:
+            s = [int(v) for v in s]
+            if s[:-1] != [input.shape[d] for d in dims[:-1]] or \
+                    s[-1] // 2 + 1 != input.shape[dims[-1]]:
+                _unsupported(f"{name} with s= that pads or trims the input")
+            last = s[-1]
+        return c.prim(_ov("_fft_c2r"), (input, dims, _IFFT_NORM[norm], last))
+    return fn
+
+
+for _two, _sfx in ((False, "n"), (True, "2")):
+    _reg(f"fft.fft{_sfx}")(_fftn_like(f"fft.fft{_sfx}", False, _two))
+    _reg(f"fft.ifft{_sfx}")(_fftn_like(f"fft.ifft{_sfx}", True, _two))
+    _reg(f"fft.rfft{_sfx}")(_rfftn_like(f"fft.rfft{_sfx}", _two))
+    _reg(f"fft.irfft{_sfx}")(_irfftn_like(f"fft.irfft{_sfx}", _two))
+del _two, _sfx
+
+
 # ---- linalg decompositions (forward; their autograd records are not computable on meta) ------
 
 def _lin():
@@ -2134,6 +2240,106 @@ def _linalg_svdvals(c, A_, *, driver=None, out=None):
     if driver is not None:
         _unsupported("linalg.svdvals(driver=)")
     return c.prim(_ov("_linalg_svd"), (A_,), pick=1)
+
+
+# the other linalg functions: PyTorch's public ATen ops of the same arguments (fiamma reports the
+# op its function is, not the _ex / LU-returning forms PyTorch's kernels decompose into)
+_LINALG_SIMPLE = (
+    # (fiamma function, keys, ATen qualified name, schema)
+    ("det", ("linalg.det", "det", "Tensor.det"), "linalg_det.default", "(Tensor A) -> Tensor"),
+    ("slogdet", ("linalg.slogdet", "slogdet", "Tensor.slogdet"), "linalg_slogdet.default",
+     "(Tensor A) -> (Tensor sign, Tensor logabsdet)"),
+    ("solve", ("linalg.solve",), "linalg_solve.default",
+     "(Tensor A, Tensor B, *, bool left=True) -> Tensor"),
+    ("solve_triangular", ("linalg.solve_triangular",), "linalg_solve_triangular.default",
+     "(Tensor self, Tensor B, *, bool upper, bool left=True, bool unitriangular=False) -> "
+     "Tensor"),
+    ("matrix_exp", ("linalg.matrix_exp", "matrix_exp", "Tensor.matrix_exp"),
+     "linalg_matrix_exp.default", "(Tensor self) -> Tensor"),
+    ("eig", ("linalg.eig",), "linalg_eig.default",
+     "(Tensor self) -> (Tensor eigenvalues, Tensor eigenvectors)"),
+    ("eigvals", ("linalg.eigvals",), "linalg_eigvals.default", "(Tensor self) -> Tensor"),
+    ("lu", ("linalg.lu",), "linalg_lu.default",
+     "(Tensor A, *, bool pivot=True) -> (Tensor P, Tensor L, Tensor U)"),
+    ("lu_factor", ("linalg.lu_factor",), "linalg_lu_factor.default",
+     "(Tensor A, *, bool pivot=True) -> (Tensor LU, Tensor pivots)"),
+    ("lu_solve", ("linalg.lu_solve",), "linalg_lu_solve.default",
+     "(Tensor LU, Tensor pivots, Tensor B, *, bool left=True, bool adjoint=False) -> Tensor"),
+    ("householder_product", ("linalg.householder_product", "orgqr", "Tensor.orgqr"),
+     "linalg_householder_product.default", "(Tensor input, Tensor tau) -> Tensor"),
+    ("lstsq", ("linalg.lstsq",), "linalg_lstsq.default",
+     "(Tensor self, Tensor b, float? rcond=None, *, str? driver=None) -> (Tensor solution, "
+     "Tensor residuals, Tensor rank, Tensor singular_values)"),
+)
+
+
+def _linalg_simple(fname, keys, qual):
+    A.define(qual, _SCHEMAS[qual], lambda *a, **k: getattr(_lin(), fname)(*a, **k))
+
+    def h(c, *args, out=None, **kwargs):
+        _no_out("linalg." + fname, out)
+        return c.prim(_ov(qual), args, kwargs)
+    _reg(*keys)(h)
+
+
+_SCHEMAS = {q: sch for _f, _k, q, sch in _LINALG_SIMPLE}
+for _f, _k, _q, _sch in _LINALG_SIMPLE:
+    _linalg_simple(_f, _k, _q)
+del _f, _k, _q, _sch
+@_reg("linalg.inv_ex")
+def _linalg_inv_ex(c, A_, *, check_errors=False, out=None):
+    _no_out("linalg.inv_ex", out)
+    return c.prim(_ov("linalg_inv_ex"), (A_,), {"check_errors": True} if check_errors else None)
+
+
+A.define("lu_unpack.default", "(Tensor LU_data, Tensor LU_pivots, bool unpack_data=True, "
+         "bool unpack_pivots=True) -> (Tensor P, Tensor L, Tensor U)",
+         lambda LU_data, LU_pivots, unpack_data=True, unpack_pivots=True: fiamma.lu_unpack(
+             LU_data, LU_pivots, unpack_data, unpack_pivots))
+
+
+@_reg("lu_unpack")
+def _lu_unpack(c, LU_data, LU_pivots, unpack_data=True, unpack_pivots=True, *, out=None):
+    _no_out("lu_unpack", out)
+    return c.prim(_ov("lu_unpack"), (LU_data, LU_pivots, unpack_data, unpack_pivots))
+
+
+for _n in ("tril", "triu"):
+    _simple(_n, f"{_n}.default", "(Tensor self, int diagonal=0) -> Tensor")
+    _simple(_n + "_", f"{_n}_.default", "(Tensor(a!) self, int diagonal=0) -> Tensor(a!)",
+            method=_n + "_")
+
+    def _tri(op):
+        def h(c, input, diagonal=0, *, out=None):
+            _no_out(op, out)
+            return c.prim(_ov(op), (input,) if diagonal == 0 else (input, diagonal))
+
+        def hi(c, input, diagonal=0):
+            return c.prim(_ov(op + "_"), (input,) if diagonal == 0 else (input, diagonal))
+        return h, hi
+
+    _h, _hi = _tri(_n)
+    _reg(_n, "Tensor." + _n)(_h)
+    _reg(_n + "_", "Tensor." + _n + "_")(_hi)
+del _n, _h, _hi
+
+
+A.define("cholesky_solve.default", "(Tensor self, Tensor input2, bool upper=False) -> Tensor",
+         lambda self, input2, upper=False: fiamma.cholesky_solve(self, input2, upper))
+A.define("cholesky_inverse.default", "(Tensor self, bool upper=False) -> Tensor",
+         lambda self, upper=False: fiamma.cholesky_inverse(self, upper))
+
+
+@_reg("cholesky_solve", "Tensor.cholesky_solve")
+def _cholesky_solve(c, input, input2, upper=False, *, out=None):
+    _no_out("cholesky_solve", out)
+    return c.prim(_ov("cholesky_solve"), (input, input2) + ((True,) if upper else ()))
+
+
+@_reg("cholesky_inverse", "Tensor.cholesky_inverse")
+def _cholesky_inverse(c, input, upper=False, *, out=None):
+    _no_out("cholesky_inverse", out)
+    return c.prim(_ov("cholesky_inverse"), (input,) + ((True,) if upper else ()))
 
 
 # ---- the table ----------------------------------------------------------------------------------

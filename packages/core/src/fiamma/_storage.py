@@ -65,6 +65,8 @@ class device:
         raise AttributeError("device is immutable")
 
     def __eq__(self, other):
+        if other is self:  # devices are interned: the common comparison
+            return True
         if isinstance(other, str):
             try:
                 other = device(other)

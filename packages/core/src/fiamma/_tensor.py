@@ -223,9 +223,17 @@ class Tensor:
     def _version(self):
         return self._storage.version
 
+    # True on a tensor made by ``.data``: writes through it do not count as in-place changes
+    # (PyTorch gives ``.data`` a version counter of its own, so code that fills a buffer
+    # through ``.data`` -- torchdiffeq's Runge-Kutta scratch -- keeps the graph's saved
+    # tensors valid). Views taken from it count again (conservative: a spurious error at
+    # worst, never a missed one on the tensor that autograd saved).
+    _quiet_version = False
+
     def _bump(self):
         """Mark an in-place modification (shared by every view of the storage)."""
-        self._storage.version += 1
+        if not self._quiet_version:
+            self._storage.version += 1
 
     def _wrap_dim(self, dim, op):
         return wrap_dim(dim, len(self._shape), op)
@@ -938,7 +946,8 @@ class Tensor:
         try:  # the common case (the engine's accumulation): a plain tensor that matches
             if (type(value) is Tensor and value._shape == self._shape and
                     value._dtype is self._dtype and
-                    value._storage.device == self._storage.device):
+                    (value._storage.device is self._storage.device or
+                     value._storage.device == self._storage.device)):
                 self._grad = value
                 return
         except (AttributeError, NotImplementedError):  # self sparse/nested: checked below
@@ -1006,6 +1015,7 @@ class Tensor:
     @property
     def data(self):
         t = self.detach()
+        t._quiet_version = True
         return t
 
     @data.setter

@@ -215,6 +215,7 @@ def _load(fullname):
             version = sys.modules["torch.version"] = _version_module()
         alias.__dict__["version"] = version
         alias.__dict__["_C"] = importlib.import_module("fiamma._torch_c").module
+        alias.__dict__["torch"] = alias  # PyTorch's torch.torch is torch itself
     return alias
 
 

@@ -57,6 +57,17 @@ def _parse_to(*args, **kwargs):
     return device, dtype, non_blocking, fmt
 
 
+def _are_functorch_transforms_active():
+    """Whether a fiamma.func transform (``vmap``, ``grad``, ``jacrev``, ...) is running its
+    function in this thread (code asks to avoid ops a transform cannot batch)."""
+    import sys
+
+    batched = sys.modules.get("fiamma.func._batched")
+    autodiff = sys.modules.get("fiamma.func._autodiff")
+    return bool((batched is not None and batched.active())
+                or (autodiff is not None and autodiff._depth() > 0))
+
+
 class _AutoDispatchBelowAutograd:
     """``torch._C._AutoDispatchBelowAutograd()``: calls of fiamma.library operators inside skip
     their autograd kernels (an ``Autograd`` kernel calling its operator's backend kernel)."""
@@ -105,6 +116,7 @@ module = _TorchC("torch._C", "PyTorch's private C module, as far as fiamma provi
 module._TensorMeta = type(fiamma.Tensor)  # the metaclass of Tensor
 module._log_api_usage_once = _log_api_usage_once
 module._get_tracing_state = _get_tracing_state
+module._are_functorch_transforms_active = _are_functorch_transforms_active
 module._nn = types.ModuleType("torch._C._nn")
 module._nn._parse_to = _parse_to
 module.Generator = fiamma.Generator

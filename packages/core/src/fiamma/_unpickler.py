@@ -662,12 +662,23 @@ class RestrictedUnpickler(pickle._Unpickler):
                                  state)
 
     def _rebuild_from_type_v2(self, func, new_type, args, state=None):
-        if id(func) not in self._rebuilders or type(new_type) is not _TypeMarker:
+        # new_type: the torch.Tensor / Parameter marker, or a tensor subclass the file names
+        # (find_class let it through: allowlisted, or weights_only=False)
+        subclass = isinstance(new_type, type) and issubclass(new_type, Tensor)
+        if id(func) not in self._rebuilders or not (subclass or type(new_type) is _TypeMarker):
             raise UnpicklingError("fiamma.load: _rebuild_from_type_v2 is only allowed to "
-                                  "rebuild a torch.Tensor or torch.nn.Parameter")
+                                  "rebuild a torch.Tensor, a torch.nn.Parameter or a tensor "
+                                  f"subclass, got {new_type!r:.80}")
         if type(args) is not tuple:
             raise UnpicklingError("fiamma.load: _rebuild_from_type_v2 expects an args tuple")
-        return _set_tensor_state(func(*args), state)
+        t = func(*args)
+        if subclass and type(t) is not new_type:
+            t = t.as_subclass(new_type)
+            if getattr(new_type, "__setstate__", None) is not getattr(Tensor, "__setstate__",
+                                                                      None):
+                t.__setstate__(state)   # the class restores its own state, as in PyTorch
+                return t
+        return _set_tensor_state(t, state)
 
     def _grad(self, t, requires_grad):
         if type(requires_grad) is not bool:

@@ -31,19 +31,20 @@ def supports(tensors):
     dense and contiguous, of one dtype, on one device."""
     dt = dev = None
     for t in tensors:
-        if not isinstance(t, Tensor) or t.is_sparse or not t._contig:
-            return False
-        d = t._storage.device
-        if dev is None:
-            dev = d
-        elif d is not dev and d != dev:
-            return False
-        if t._dtype is not float32 and t._dtype is not float64:
+        # _layout_alt: a class attribute, True on the sparse and nested subclasses
+        if not isinstance(t, Tensor) or t._layout_alt or not t._contig:
             return False
         if dt is None:
             dt = t._dtype
+            if dt is not float32 and dt is not float64:
+                return False
+            dev = t._storage.device
         elif t._dtype is not dt:
             return False
+        else:
+            d = t._storage.device
+            if d is not dev and d != dev:
+                return False
     return True
 
 
@@ -99,12 +100,9 @@ def adam_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs=None, *, steps, 
     check(params[0]._storage.backend.adam_step(params, gp, mp, vp, vmp, st, float(lr),
                                                float(beta1), float(beta2), float(eps),
                                                float(weight_decay), flags), op)
-    for t in params:
-        t._bump()
-    for t in exp_avgs:
-        t._bump()
-    for t in exp_avg_sqs:
-        t._bump()
+    for ts in (params, mp, vp):
+        for t in ts:
+            t._storage.version += 1  # Tensor._bump, without a method call per tensor
 
 
 def sgd_(params, grads, momentum_buffers=None, *, lr, momentum=0.0, dampening=0.0,
@@ -126,10 +124,10 @@ def sgd_(params, grads, momentum_buffers=None, *, lr, momentum=0.0, dampening=0.
     check(params[0]._storage.backend.sgd_step(params, gp, bp, float(lr), float(momentum),
                                               float(dampening), float(weight_decay), flags), op)
     for t in params:
-        t._bump()
+        t._storage.version += 1  # Tensor._bump, without a method call per tensor
     if momentum != 0:
-        for t in momentum_buffers:
-            t._bump()
+        for t in bp:
+            t._storage.version += 1
 
 
 # ---- int8 products for dynamic quantization -------------------------------------------------

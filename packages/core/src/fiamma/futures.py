@@ -19,6 +19,7 @@ the thread that completes the future (at once if it is already completed).
 from __future__ import annotations
 
 import threading
+import types
 import warnings
 
 __all__ = ["Future", "collect_all", "wait_all"]
@@ -29,6 +30,8 @@ class Future:
 
     ``devices`` is accepted for PyTorch's signature (CUDA futures record streams there; fiamma's
     CUDA collectives order their streams themselves) and otherwise unused."""
+
+    __class_getitem__ = classmethod(types.GenericAlias)   # ``Future[Tensor]`` in annotations
 
     def __init__(self, *, devices=None):
         self._cond = threading.Condition()

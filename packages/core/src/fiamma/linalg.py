@@ -87,21 +87,16 @@ def _on_device(fn):
             return fn(*args, **kwargs)
         token = _DEVICE.set(t._storage.device)
         try:
-            if meta_ok and t._storage.device.type == "meta":
-                return fn(*args, **kwargs)  # a shape-only result (no linear algebra runs)
+            if t._storage.device.type == "meta":
+                # shape-only results: the NumPy code runs on stand-ins of the inputs' shapes
+                # (see _arr) and _tensor makes meta results of the shapes it computes
+                return fn(*args, **kwargs)
             with t._storage.backend.linalg_errors():
                 return fn(*args, **kwargs)
         finally:
             _DEVICE.reset(token)
 
-    # functions whose work is an elementwise reduction (fiamma's ops, which take meta tensors),
-    # not the NumPy linear algebra: they give a meta result for a meta input, as PyTorch's
-    # (weight_norm's parametrization takes a vector norm of weights built on the meta device)
-    meta_ok = fn.__name__ in _META_OK
     return run
-
-
-_META_OK = {"vector_norm"}
 
 
 def _check(A, op, name="A"):
@@ -118,7 +113,24 @@ def _arr(t):
     t = t.detach()
     if t._storage.device is CPU:
         return t.numpy()
+    if t._storage.device.type == "meta":
+        return _meta_stand_in(t)
     return t._storage.backend.get(t)
+
+
+def _meta_stand_in(t):
+    """A NumPy array of a meta tensor's shape and dtype for the shape-only path: identity
+    matrices (non-singular, positive definite, so every decomposition succeeds), and for
+    integer tensors (LU pivots) the pivots of no row exchange. Only the shapes of what is
+    computed from it are used."""
+    shape, dt = tuple(t._shape), np.dtype(t._dtype._np or np.float32)
+    if not shape:
+        return np.ones((), dt)
+    if np.issubdtype(dt, np.integer):
+        return np.ascontiguousarray(np.broadcast_to(np.arange(1, shape[-1] + 1, dtype=dt), shape))
+    if len(shape) == 1:
+        return np.ones(shape, dt)
+    return np.ascontiguousarray(np.broadcast_to(np.eye(shape[-2], shape[-1], dtype=dt), shape))
 
 
 def _host(a):
@@ -172,6 +184,9 @@ def _tensor(arr, dt=None):
         if res._numel:
             res.numpy()[...] = arr
         return res
+    if dev.type == "meta":  # the shape-only path (see _meta_stand_in)
+        arr = np.asarray(arr)
+        return new_empty(arr.shape, D.from_numpy_dtype(arr.dtype) if dt is None else dt, dev)
     from fiamma._backend import backend_for
 
     be = backend_for(dev)

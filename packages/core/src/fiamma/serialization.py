@@ -13,9 +13,24 @@ Importing this module is cheap: the pickle and zip machinery is imported on the 
 """
 
 import os
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING, Optional, Union
+
+if TYPE_CHECKING:
+    from fiamma._storage import device
+    from fiamma._storage_api import UntypedStorage
 
 __all__ = ["save", "load", "add_safe_globals", "safe_globals", "get_safe_globals",
-           "clear_safe_globals"]
+           "clear_safe_globals", "DEFAULT_PROTOCOL"]
+
+DEFAULT_PROTOCOL = 2    # the pickle protocol ``save`` writes with unless told (as PyTorch)
+
+# the annotation aliases typed code imports from ``torch.serialization`` (Pyro's param store
+# annotates ``load(map_location: MAP_LOCATION)``); a storage is fiamma's ``UntypedStorage``
+FILE_LIKE = Union[str, os.PathLike, IO[bytes]]
+MAP_LOCATION = Optional[Union[Callable[["UntypedStorage", str], "UntypedStorage"],
+                              "device", str, dict]]
+DEFAULT_PROTOCOL = 2
 
 _ALIGN = 64             # data records start at a multiple of this in the file (as PyTorch)
 _FORMAT_VERSION = b"3\n"
@@ -108,7 +123,8 @@ class safe_globals:
 
 # ---- save ------------------------------------------------------------------------------------
 
-def save(obj, f, pickle_protocol=2):
+def save(obj, f, pickle_module=None, pickle_protocol=DEFAULT_PROTOCOL,
+         _use_new_zipfile_serialization=True, _disable_byteorder_record=False):
     """Save ``obj`` (tensors in nested dicts, lists, tuples, numbers, strings, ...) to ``f`` in
     PyTorch's zip checkpoint format.
 
@@ -120,7 +136,9 @@ def save(obj, f, pickle_protocol=2):
     plain ``torch.load`` reads them; any other object (a whole ``nn.Module``) is written as
     pickle writes it: its class by name and its state (``fiamma.load`` rebuilds it only when
     the class is allowlisted with ``fiamma.serialization.add_safe_globals``). ``nn.Parameter``
-    is written as PyTorch writes a parameter.
+    is written as PyTorch writes a parameter. ``pickle_module`` may only be the standard
+    ``pickle`` module (the pickle is written by fiamma); ``_disable_byteorder_record`` is
+    accepted and ignored (the byte-order record is always written, as PyTorch does by default).
 
     >>> import fiamma, io
     >>> buf = io.BytesIO()
@@ -128,6 +146,13 @@ def save(obj, f, pickle_protocol=2):
     >>> _ = buf.seek(0); fiamma.load(buf)["w"].shape
     fiamma.Size([2, 3])
     """
+    if pickle_module is not None and getattr(pickle_module, "__name__", None) != "pickle":
+        raise ValueError(f"fiamma.save: pickle_module must be the standard pickle module (fiamma "
+                         f"writes the pickle itself), got {pickle_module!r:.80}")
+    if not _use_new_zipfile_serialization:
+        raise ValueError("fiamma.save: _use_new_zipfile_serialization=False (PyTorch < 1.6's "
+                         "legacy format) is not written; fiamma.load reads it, fiamma.save "
+                         "writes the zip format")
     payload, storages = _pickle(obj, pickle_protocol)
     if isinstance(f, (str, bytes, os.PathLike)):
         path = os.fsdecode(f)

@@ -133,7 +133,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     (6.0, 2.0)
     """
     if is_grads_batched:
-        raise NotImplementedError("grad: is_grads_batched=True is not supported")
+        return _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph,
+                             allow_unused, materialize_grads)
     if materialize_grads and allow_unused is False:
         raise ValueError("Expected allow_unused to be True or not passed when "
                          "materialize_grads=True, but got: allow_unused=False.")
@@ -165,6 +166,46 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         out.append(g)
     del single_input
     return tuple(out)
+
+
+def _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
+                  materialize_grads):
+    """``grad(..., is_grads_batched=True)``: the first dimension of every ``grad_outputs``
+    tensor indexes independent vector-Jacobian products (PyTorch vmaps the backward over it;
+    here one backward per index through the retained graph, then stacked). Zuko's exact
+    continuous-flow trace takes the whole Jacobian this way."""
+    outs = _as_tuple(outputs)
+    if grad_outputs is None:
+        gos = (None,) * len(outs)
+    else:
+        gos = _as_tuple(grad_outputs)
+    sizes = [g.shape[0] for g in gos if isinstance(g, Tensor)]
+    if len(sizes) != len(outs) or any(g.dim() == 0 for g in gos if isinstance(g, Tensor)):
+        raise RuntimeError("grad: is_grads_batched=True expected a grad_outputs tensor with a "
+                           f"batch dimension for each of the {len(outs)} outputs, got "
+                           f"{[None if g is None else tuple(g.shape) for g in gos]}")
+    if len(set(sizes)) != 1:
+        raise ValueError("grad: is_grads_batched=True expected all grad_outputs to have the "
+                         f"same size in the batched (first) dimension, got sizes {sizes}")
+    n = sizes[0]
+    keep = create_graph if retain_graph is None else retain_graph
+    ins = _as_tuple(inputs)
+    per = []
+    for b in range(n):
+        per.append(grad(outs, ins, [g[b] for g in gos],
+                        retain_graph=True if b < n - 1 else keep, create_graph=create_graph,
+                        allow_unused=True if materialize_grads else allow_unused))
+    res = []
+    for i, x in enumerate(ins):
+        gs = [p[i] for p in per]
+        if n == 0:
+            res.append(fiamma.zeros((0,) + tuple(x.shape), dtype=x.dtype, device=x.device))
+        elif all(g is None for g in gs):
+            res.append(fiamma.zeros((n,) + tuple(x.shape), dtype=x.dtype, device=x.device)
+                       if materialize_grads else None)
+        else:
+            res.append(fiamma.stack([fiamma.zeros_like(x) if g is None else g for g in gs]))
+    return tuple(res)
 
 
 def _profiler_enabled():

@@ -327,9 +327,18 @@ def record(op, out, inputs, kwargs):
         cls = node_class(op)
     # a tuple result (rarer, and costlier per op already): through the accessors
     outs = tuple(out)
-    if not any(isinstance(o, Tensor) and o._dtype._kind >= 2 for o in outs):
+    kind = 0  # the largest dtype kind among the tensors (2 floating, 3 complex)
+    for o in outs:
+        if isinstance(o, Tensor) and o._dtype._kind > kind:
+            kind = o._dtype._kind
+    if kind < 2:
         return
-    if any(isinstance(t, Tensor) and t._dtype._kind == 3 for t in outs + tuple(inputs)):
+    if kind == 2:
+        for t in inputs:
+            if isinstance(t, Tensor) and t._dtype._kind == 3:
+                kind = 3
+                break
+    if kind == 3:
         cls = complex_node_class(op)
     node = _make_node(cls, inputs, kwargs, False)
     node._nout = len(outs)
@@ -601,6 +610,11 @@ def rebase(t, node):
     m = get_meta(t)
     base = view_base(t)
     moved = drop_retain(t)
+    # a view with a history of its own while its base has none (make_dual's dual, a custom
+    # Function's output view) is not "a region of the base's history": it is rebased as a
+    # plain tensor (CopySlices would route its old value's gradient to the history-less base)
+    if base is not None and t.grad_fn is not None and not base.requires_grad:
+        base = None
     t.requires_grad = True
     if base is None or base.dtype is not t.dtype:
         t.grad_fn = node

@@ -2,8 +2,12 @@
 and ``fiamma.func``'s ``jvp``/``jacfwd``/``linearize``).
 
 With ``u(v) = J^T v`` recorded (``create_graph``) as a function of a dummy cotangent ``v``
-(zeros that require grad), ``u`` is linear in ``v`` and the vjp of ``u`` with cotangent ``t``,
+(ones that require grad), ``u`` is linear in ``v`` and the vjp of ``u`` with cotangent ``t``,
 taken w.r.t. ``v``, is ``J t``: exact, about two backward passes per tangent.
+
+``v`` is ones, not zeros: a few gradient formulas are linear in the incoming gradient only away
+from 0 (xlogy's ``xlogy(grad, y)`` is 0 at a zero gradient whatever ``y``, PyTorch's convention),
+and differentiated at 0 they would drop the infinite or NaN derivative there.
 """
 
 import fiamma
@@ -17,7 +21,7 @@ class Linearized:
         from fiamma.autograd import grad
 
         self.outs = list(outs)
-        self.v = [fiamma.zeros_like(o).requires_grad_(True) if o.requires_grad else None
+        self.v = [fiamma.ones_like(o).requires_grad_(True) if o.requires_grad else None
                   for o in self.outs]
         pairs = [(o, v) for o, v in zip(self.outs, self.v) if v is not None]
         with fiamma.enable_grad():

@@ -368,6 +368,25 @@ class Node:
                 raise _version_error(ins[i], v)
         return ins
 
+    def _input(self, i):
+        """The saved input ``i`` alone: only its version is checked, so a formula that needs
+        one operand for the gradient it computes (``mul``: the other factor) does not refuse a
+        backward when an operand it does not read was modified in place (PyTorch saves only
+        what the needed gradients read)."""
+        vs = self._versions
+        if vs is None:
+            return self._inputs[i]
+        if self._freed:
+            raise freed_error()
+        x = self._inputs[i]
+        if vs is PACKED:
+            unpack, packed = self._packed
+            return unpack(packed[i]) if packed[i] is not _NOT_PACKED else x
+        v = vs[i]
+        if v is not None and x._storage.version != v:
+            raise _version_error(x, v)
+        return x
+
     @property
     def output(self):
         out = self._out

@@ -29,17 +29,37 @@ def _prepare(inputs, create_graph):
     return tuple(res)
 
 
-def _grad(outputs, inputs, grad_outputs, create_graph):
+def _grad(outputs, inputs, grad_outputs, create_graph, strict=None):
+    """Gradients of ``outputs`` w.r.t. ``inputs`` (zeros where independent). ``strict``, a
+    function of the input index giving an error message, raises instead of filling zeros."""
     outs, gos = [], []
     for o, g in zip(outputs, grad_outputs):
         if o.requires_grad:
             outs.append(o)
             gos.append(g)
-    if not outs:
-        return tuple(fiamma.zeros_like(x) for x in inputs)
-    res = fiamma.autograd.grad(outs, inputs, gos, create_graph=create_graph, retain_graph=True,
-                               allow_unused=True)
+    res = (None,) * len(inputs)
+    if outs:
+        res = fiamma.autograd.grad(outs, inputs, gos, create_graph=create_graph,
+                                   retain_graph=True, allow_unused=True)
+    if strict is not None:
+        for i, r in enumerate(res):
+            if r is None:
+                raise RuntimeError(strict(i))
     return tuple(r if r is not None else fiamma.zeros_like(x) for r, x in zip(res, inputs))
+
+
+def _check_outputs(outs, api):
+    """strict mode: every output must be computed differentiably from the inputs."""
+    for i, o in enumerate(outs):
+        if not o.requires_grad:
+            raise RuntimeError(f"{api}: output {i} of the user-provided function does not "
+                               "require gradients (strict=True needs every output computed "
+                               "differentiably from the inputs)")
+
+
+def _indep(api, what="the output of the user-provided function"):
+    return lambda i: (f"{api}: {what} is independent of input {i}; this is not allowed with "
+                      "strict=True")
 
 
 def _finish(x, create_graph):
@@ -59,7 +79,9 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
             vs = (fiamma.ones_like(outs[0]),)
         else:
             vs = _as_tuple(v)[1]
-        g = _grad(outs, xs, vs, create_graph)
+        if strict:
+            _check_outputs(outs, "vjp")
+        g = _grad(outs, xs, vs, create_graph, _indep("vjp") if strict else None)
     outs = tuple(_finish(o, create_graph) for o in outs)
     g = tuple(_finish(r, create_graph) for r in g)
     return (outs[0] if single_out else outs), (g[0] if single_in else g)
@@ -78,9 +100,13 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
             vs = (fiamma.ones_like(inputs[0]),)
         else:
             vs = _as_tuple(v)[1]
-        us = tuple(fiamma.zeros_like(o).requires_grad_(True) for o in outs)
-        g = _grad(outs, xs, us, True)
-        jv = _grad(g, us, vs, create_graph)
+        if strict:
+            _check_outputs(outs, "jvp")
+        # dummy cotangents: ones, not zeros (see fiamma.autograd._linearize)
+        us = tuple(fiamma.ones_like(o).requires_grad_(True) for o in outs)
+        g = _grad(outs, xs, us, True, _indep("jvp") if strict else None)
+        jv = _grad(g, us, vs, create_graph, _indep(
+            "jvp", "the gradient (double backward trick)") if strict else None)
     outs = tuple(_finish(o, create_graph) for o in outs)
     jv = tuple(_finish(r, create_graph) for r in jv)
     return (outs[0] if single_out else outs), (jv[0] if single_out else jv)
@@ -90,12 +116,19 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
              strategy="reverse-mode"):
     """The Jacobian of ``func`` at ``inputs``: a tensor of shape out.shape + in.shape (nested
     tuples for several inputs/outputs)."""
+    if strict and vectorize:
+        raise RuntimeError("jacobian: strict=True and vectorize=True are not supported "
+                           "together; set one of them to False")
     single_in, inputs = _as_tuple(inputs)
     with enable_grad():
         xs = _prepare(inputs, create_graph)
         single_out, outs = _as_tuple(func(*xs))
         jac = []
-        for o in outs:
+        for j, o in enumerate(outs):
+            if strict and not o.requires_grad:
+                raise RuntimeError(f"jacobian: output {j} of the user-provided function is "
+                                   "independent of input 0; this is not allowed with "
+                                   "strict=True")
             rows = [[] for _ in xs]
             n = o.numel()
             for k in range(n):
@@ -107,6 +140,11 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
                                              allow_unused=True)
                 else:
                     g = (None,) * len(xs)
+                for i, r in enumerate(g):
+                    if strict and r is None:
+                        raise RuntimeError(f"jacobian: output {j} of the user-provided "
+                                           f"function is independent of input {i}; this is "
+                                           "not allowed with strict=True")
                 for i, (r, x) in enumerate(zip(g, xs)):
                     rows[i].append(fiamma.zeros_like(x) if r is None else r)
             per_in = []
@@ -124,6 +162,9 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
 def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
             outer_jacobian_strategy="reverse-mode"):
     """The Hessian of a scalar ``func`` at ``inputs``."""
+    if strict and vectorize:
+        raise RuntimeError("hessian: strict=True and vectorize=True are not supported "
+                           "together; set one of them to False")
     single_in, inputs = _as_tuple(inputs)
 
     def grads(*xs):
@@ -131,19 +172,33 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
         if not isinstance(out, Tensor) or out.numel() != 1:
             raise RuntimeError("hessian: the function given to hessian should return a single "
                                "Tensor with a single element")
-        g = _grad((out,), xs, (fiamma.ones_like(out),), True)
+        if strict:
+            _check_outputs((out,), "hessian")
+        g = _grad((out,), xs, (fiamma.ones_like(out),), True,
+                  _indep("hessian") if strict else None)
         return g[0] if single_in else g
 
+    # strict checks first-order dependence only (see vhp)
     return jacobian(grads, inputs[0] if single_in else inputs, create_graph=create_graph)
 
 
 def vhp(func, inputs, v=None, create_graph=False, strict=False):
     """``(func(inputs), v^T H)``."""
+    return _vhp(func, inputs, v, create_graph, strict, "vhp")
+
+
+def _vhp(func, inputs, v, create_graph, strict, api):
     single_in, inputs = _as_tuple(inputs)
     with enable_grad():
         xs = _prepare(inputs, create_graph)
         out = func(*xs)
-        g = _grad((out,), xs, (fiamma.ones_like(out),), True)
+        if strict:
+            _check_outputs((out,), api)
+        g = _grad((out,), xs, (fiamma.ones_like(out),), True,
+                  _indep(api) if strict else None)
+        # strict checks first-order dependence only: whether a gradient formula's result
+        # records a dependence on the input it does not have (pooling's, for one) differs
+        # from PyTorch's graphs, so second-order independence gives zeros, never an error
         vs = _as_tuple(v)[1] if v is not None else tuple(fiamma.ones_like(x) for x in xs)
         r = _grad(g, xs, vs, create_graph)
     r = tuple(_finish(t, create_graph) for t in r)
@@ -152,4 +207,4 @@ def vhp(func, inputs, v=None, create_graph=False, strict=False):
 
 def hvp(func, inputs, v=None, create_graph=False, strict=False):
     """``(func(inputs), H v)`` (equal to vhp for the symmetric Hessian)."""
-    return vhp(func, inputs, v, create_graph, strict)
+    return _vhp(func, inputs, v, create_graph, strict, "hvp")

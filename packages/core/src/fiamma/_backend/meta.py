@@ -85,12 +85,57 @@ _NEEDS_DATA = {
                  "it)",
     "multinomial": "multinomial: not supported on meta tensors",
     "nms": "nms: meta tensors have no data (the number of kept boxes depends on it)",
-    "fft": "fft: not supported on meta tensors",
 }
+
+# numpy.fft's transforms whose result is real (the others give complex ones)
+_FFT_REAL_OUT = frozenset(["irfft", "hfft", "irfftn"])
 
 
 def _noop(*args, **kwargs):
     return 0
+
+
+class _NullArray:
+    """A meta tensor's memory (``backend.raw``) and the meta device's array module
+    (``backend.xp``) in code that computes through an array module (complex arithmetic,
+    complex reductions): the op layer has already made the results, so every operation gives
+    another null array and writes into one are dropped. Reading a value (truth, a number,
+    iteration, conversion to a NumPy array) raises NoDataError."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self
+
+    def __call__(self, *args, **kwargs):
+        return self
+
+    def __getitem__(self, key):
+        return self
+
+    def __setitem__(self, key, value):
+        pass
+
+    def _self(self, *args):
+        return self
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = _self
+    __rtruediv__ = __floordiv__ = __rfloordiv__ = __pow__ = __rpow__ = __matmul__ = _self
+    __rmatmul__ = __mod__ = __rmod__ = __neg__ = __pos__ = __abs__ = __invert__ = _self
+    __and__ = __rand__ = __or__ = __ror__ = __xor__ = __rxor__ = _self
+    __lt__ = __le__ = __gt__ = __ge__ = _self
+    __iadd__ = __isub__ = __imul__ = __itruediv__ = __ipow__ = _self
+
+    def _no_data(self, *args):
+        raise NoDataError("meta tensors have no data: a value of a meta tensor was read")
+
+    __bool__ = __float__ = __int__ = __index__ = __complex__ = __iter__ = __len__ = _no_data
+    __array__ = _no_data
+
+
+_NULL = _NullArray()
 
 
 def _refuse(msg):
@@ -111,6 +156,34 @@ class MetaBackend:
             setattr(self, n, _noop)
         for n, msg in _NEEDS_DATA.items():
             setattr(self, n, _refuse(msg))
+
+    def fft(self, name, x, cin, conj, kwargs):
+        """The shape-only form of contract.Backend.fft: numpy.fft.<name>'s result shape from
+        its ``n``/``axis`` or ``s``/``axes`` (fiamma.fft always passes the axes)."""
+        from fiamma import _tensor_factory as TF
+        from fiamma._backend import codes
+
+        shape = list(x._shape[:-1] if cin else x._shape)
+        if name.endswith("n"):
+            axes = [a % len(shape) for a in kwargs["axes"]]
+            sizes = kwargs.get("s") or [None] * len(axes)
+        else:
+            axes, sizes = [kwargs.get("axis", -1) % len(shape)], [kwargs.get("n")]
+        half_in = name in ("rfft", "rfftn", "ihfft")      # real in, n // 2 + 1 out
+        half_out = name in ("irfft", "irfftn", "hfft")    # n // 2 + 1 in, n out
+        for i, (a, n) in enumerate(zip(axes, sizes)):
+            last = i == len(axes) - 1
+            if n is None:
+                n = 2 * (shape[a] - 1) if half_out and last else shape[a]
+            shape[a] = n // 2 + 1 if half_in and last else n
+        if name in _FFT_REAL_OUT:
+            return codes.OK, TF.new_empty(tuple(shape), x._dtype, x._storage.device)
+        return codes.OK, TF.new_empty(tuple(shape) + (2,), x._dtype, x._storage.device)
+
+    xp = _NULL  # see _NullArray
+
+    def raw(self, t, shape=None, strides=None, off=0):
+        return _NULL
 
     def new_storage(self, dev, nbytes, zero=False):
         return MetaStorage(nbytes, dev)

@@ -107,7 +107,7 @@ def same_device(op, *ts):
                 continue
             if dev is None:
                 dev = d
-            elif d != dev:
+            elif d is not dev and d != dev:
                 raise RuntimeError(f"{op}: Expected all tensors to be on the same device, but "
                                    f"found at least two devices, {dev} and {d}!")
     return CPU if dev is None else dev
@@ -116,7 +116,7 @@ def same_device(op, *ts):
 def on_device(t, dev):
     """Tensor ``t`` (anything else unchanged) on ``dev``: a 0-d CPU operand of an op on
     another device is copied there (see same_device)."""
-    if isinstance(t, Tensor) and t._storage.device != dev:
+    if isinstance(t, Tensor) and t._storage.device is not dev and t._storage.device != dev:
         return t.to(dev)
     return t
 

@@ -45,7 +45,8 @@ def _same_layout(op, grad_output, input):
     if tuple(grad_output._shape) != tuple(input._shape):
         raise ValueError(f"{op}: expected grad_output of shape {tuple(input._shape)}, got "
                          f"{tuple(grad_output._shape)}")
-    if grad_output._storage.device != input._storage.device:
+    if (grad_output._storage.device is not input._storage.device and
+            grad_output._storage.device != input._storage.device):
         raise RuntimeError(f"{op}: expected all tensors on one device, got {grad_output.device} "
                            f"and {input.device}")
 

@@ -73,7 +73,10 @@ def _compute_dtype(op, *ts, native=False):
 
 
 def _prep(t, cdt):
-    """A detached contiguous copy-if-needed of ``t`` in the compute dtype."""
+    """``t`` for the kernel (which reads it only): a contiguous copy-if-needed of ``t`` in the
+    compute dtype."""
+    if t._contig and t._dtype is cdt:
+        return t
     t = cast(t.detach(), cdt)
     return t if t._contig else t.clone()
 
@@ -99,19 +102,10 @@ def _run(op, mode, cdt, nd, n, cb, cs, groups, big, small, k, s, p, d, a, b, bia
     check(rc, op)
 
 
-def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding,
-                groups):
-    """The general convolution (PyTorch's ``torch.convolution``): ``input`` (N, C_in, *spatial)
-    with ``weight`` (C_out, C_in / groups, *kernel), or when ``transposed`` the transposed
-    convolution with ``weight`` (C_in, C_out / groups, *kernel). 1, 2 or 3 spatial dims.
-
-    >>> import fiamma
-    >>> x = fiamma.ones(1, 1, 4); w = fiamma.ones(1, 1, 2)
-    >>> fiamma.convolution(x, w, None, [1], [0], [1], False, [0], 1).tolist()
-    [[[2.0, 2.0, 2.0]]]
-    """
-    if _AC_ON:  # on autocast's lower-precision list
-        input, weight, bias = _AC.cast_lower(None, input, weight, bias)
+def _geometry(input, weight, bias, stride, padding, dilation, transposed, output_padding,
+              groups):
+    """The checked geometry of a convolution: (op, nd, n, cb, cs, groups, big, small, k, s, p,
+    d, out_shape, output_padding); raises naming the op for bad shapes or parameters."""
     op = "conv_transpose" if transposed else "convolution"
     _check_tensor(input, "input", op)
     _check_tensor(weight, "weight", op)
@@ -129,7 +123,7 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
     groups = operator.index(groups)
     if groups <= 0:
         raise RuntimeError(f"{op}: non-positive groups is not supported, got {groups}")
-    odt, cdt = _compute_dtype(op, input, weight, bias, native=True)
+    _compute_dtype(op, input, weight, bias, native=True)  # its errors come in this order
     wsh, xsh = weight._shape, input._shape
     k = wsh[2:]
     if builtins.any(v <= 0 for v in k):
@@ -183,6 +177,54 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
                            f"{builtins.list(bias.shape)}")
     if not transposed and builtins.any(v <= 0 for v in small):
         raise RuntimeError(f"{op}: calculated output size {builtins.list(small)} is too small")
+    return (op, nd, n, cb, cs, groups, big, small, k, s, p, d, out_shape,
+            _tuple(output_padding, nd, "output_padding", op))
+
+
+_GEOMETRY = {}  # (shapes, parameters) -> _geometry's result, for the next call of that geometry
+
+
+def _plain(*params):
+    """Whether the parameters are ints or tuples of ints: only those make a cache key (a
+    tensor hashes by identity and could change in place)."""
+    for v in params:
+        if type(v) is not int and (type(v) is not tuple or
+                                   builtins.any(type(e) is not int for e in v)):
+            return False
+    return True
+
+
+def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding,
+                groups):
+    """The general convolution (PyTorch's ``torch.convolution``): ``input`` (N, C_in, *spatial)
+    with ``weight`` (C_out, C_in / groups, *kernel), or when ``transposed`` the transposed
+    convolution with ``weight`` (C_in, C_out / groups, *kernel). 1, 2 or 3 spatial dims.
+
+    >>> import fiamma
+    >>> x = fiamma.ones(1, 1, 4); w = fiamma.ones(1, 1, 2)
+    >>> fiamma.convolution(x, w, None, [1], [0], [1], False, [0], 1).tolist()
+    [[[2.0, 2.0, 2.0]]]
+    """
+    if _AC_ON:  # on autocast's lower-precision list
+        input, weight, bias = _AC.cast_lower(None, input, weight, bias)
+    try:
+        # a geometry checked before: only the per-call checks (tensors, dtypes, device) remain
+        key = (input._shape, weight._shape, None if bias is None else bias._shape, stride,
+               padding, dilation, transposed, output_padding, groups)
+        geo = _GEOMETRY.get(key)
+    except (AttributeError, TypeError):  # not tensors, or list parameters (not hashable)
+        key = geo = None
+    if geo is None or not (isinstance(input, Tensor) and isinstance(weight, Tensor)
+                           and (bias is None or isinstance(bias, Tensor))):
+        geo = _geometry(input, weight, bias, stride, padding, dilation, transposed,
+                        output_padding, groups)
+        if (key is not None and type(transposed) in (bool, int)
+                and _plain(stride, padding, dilation, output_padding, groups)):
+            if len(_GEOMETRY) >= 1024:
+                _GEOMETRY.clear()
+            _GEOMETRY[key] = geo
+    op, nd, n, cb, cs, groups, big, small, k, s, p, d, out_shape, opad = geo
+    odt, cdt = _compute_dtype(op, input, weight, bias, native=True)
     dev = _device(op, input, weight, bias)
     x, w = _prep(input, cdt), _prep(weight, cdt)
     b = None if bias is None else _prep(bias, cdt)
@@ -194,16 +236,13 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
     if G.any_requires_grad(input, weight, bias):
         G.record(ops.convolution, out, (input, weight, bias),
                  {"stride": s, "padding": p, "dilation": d, "transposed": builtins.bool(transposed),
-                  "output_padding": _tuple(output_padding, nd, "output_padding", op),
-                  "groups": groups})
+                  "output_padding": opad, "groups": groups})
     return out
 
 
-def convolution_backward_weight(input, grad_output, weight_size, stride, padding, dilation,
-                                groups):
-    """The gradient of ``convolution(input, w, ...)`` by ``w`` given the gradient of its result
-    (PyTorch's ``torch.nn.grad.conv*d_weight``): ``input`` (N, C_in, *spatial) and
-    ``grad_output`` (N, C_out, *out_spatial) give a tensor of shape ``weight_size``."""
+def _geometry_w(input, grad_output, weight_size, stride, padding, dilation, groups):
+    """convolution_backward_weight's checked geometry: (weight shape, nd, s, p, d, groups,
+    input shape, grad_output shape, kernel, big, small)."""
     op = "convolution_backward_weight"
     _check_tensor(input, "input", op)
     _check_tensor(grad_output, "grad_output", op)
@@ -215,7 +254,7 @@ def convolution_backward_weight(input, grad_output, weight_size, stride, padding
                            f"{builtins.list(grad_output.shape)}")
     s, p, d = _params(op, nd, stride, padding, dilation)
     groups = operator.index(groups)
-    odt, cdt = _compute_dtype(op, input, grad_output, native=True)
+    _compute_dtype(op, input, grad_output, native=True)  # its errors come in this order
     xsh, gsh = input._shape, grad_output._shape
     k = wsh[2:]
     if (groups <= 0 or xsh[0] != gsh[0] or wsh[0] != gsh[1] or wsh[1] * groups != xsh[1]
@@ -227,6 +266,31 @@ def convolution_backward_weight(input, grad_output, weight_size, stride, padding
     if builtins.any(v <= 0 for v in big + small):
         raise RuntimeError(f"{op}: expected non-empty spatial sizes, got input "
                            f"{builtins.list(xsh)} and grad_output {builtins.list(gsh)}")
+    return wsh, nd, s, p, d, groups, xsh, gsh, k, big, small
+
+
+_GEOMETRY_W = {}
+
+
+def convolution_backward_weight(input, grad_output, weight_size, stride, padding, dilation,
+                                groups):
+    """The gradient of ``convolution(input, w, ...)`` by ``w`` given the gradient of its result
+    (PyTorch's ``torch.nn.grad.conv*d_weight``): ``input`` (N, C_in, *spatial) and
+    ``grad_output`` (N, C_out, *out_spatial) give a tensor of shape ``weight_size``."""
+    op = "convolution_backward_weight"
+    try:
+        key = (input._shape, grad_output._shape, weight_size, stride, padding, dilation, groups)
+        geo = _GEOMETRY_W.get(key)
+    except (AttributeError, TypeError):  # not tensors, or list arguments (not hashable)
+        key = geo = None
+    if geo is None or not (isinstance(input, Tensor) and isinstance(grad_output, Tensor)):
+        geo = _geometry_w(input, grad_output, weight_size, stride, padding, dilation, groups)
+        if key is not None and _plain(weight_size, stride, padding, dilation, groups):
+            if len(_GEOMETRY_W) >= 1024:
+                _GEOMETRY_W.clear()
+            _GEOMETRY_W[key] = geo
+    wsh, nd, s, p, d, groups, xsh, gsh, k, big, small = geo
+    odt, cdt = _compute_dtype(op, input, grad_output, native=True)
     dev = _device(op, input, grad_output)
     x, g = _prep(input, cdt), _prep(grad_output, cdt)
     out = new_empty(wsh, cdt, dev)

@@ -205,8 +205,13 @@ def binary(code, name, kind, a, b, out=None, record=True, params=None, kwargs=No
     od = D.bool if kind == PREDICATE else ct
     res = new_empty(shape, od, dev) if out is None else _result(out, shape, od, dev, name, (a, b))
     if res._numel and ct._kind == 3:
-        _cx.binary_into(code, res, cast(a, ct).expand(shape) if ta else a,
-                        cast(b, ct).expand(shape) if tb else b, ct, params)
+        prev = G.set_grad_enabled_flag(False)  # operand views only: the op records below
+        try:
+            ea = cast(a, ct).expand(shape) if ta else a
+            eb = cast(b, ct).expand(shape) if tb else b
+        finally:
+            G.set_grad_enabled_flag(prev)
+        _cx.binary_into(code, res, ea, eb, ct, params)
     elif res._numel:
         be = res._storage.backend
         if ta and tb:

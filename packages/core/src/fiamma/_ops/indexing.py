@@ -729,7 +729,8 @@ def _setitem(self, key, value):
                  "__setitem__")
     else:
         _assign(self, _key_seq(key), value, False, "__setitem__")
-    self._storage.version += 1
+    if not self._quiet_version:  # a ``.data`` tensor (see Tensor._quiet_version)
+        self._storage.version += 1
     if self.requires_grad or (isinstance(value, Tensor) and value.requires_grad):
         G.record_inplace(ops.setitem, self, (self, key, value), {})
 

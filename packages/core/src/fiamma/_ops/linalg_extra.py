@@ -80,8 +80,11 @@ def matrix_exp(A):
         return A.clone()
     if n == 1:
         return F.exp(A)
-    a = A.detach().cpu().numpy() if A.device.type != "cpu" else A.detach().numpy()
-    norm1 = np.abs(a).sum(axis=-2).max(axis=-1)            # 1-norm per matrix
+    if A.device.type == "meta":  # no values: the unscaled approximant gives the shapes
+        norm1 = np.zeros(tuple(A.shape[:-2]))
+    else:
+        a = A.detach().cpu().numpy() if A.device.type != "cpu" else A.detach().numpy()
+        norm1 = np.abs(a).sum(axis=-2).max(axis=-1)        # 1-norm per matrix
     with np.errstate(divide="ignore", invalid="ignore"):
         s = np.ceil(np.log2(norm1 / _THETA13))
     s = np.where(np.isfinite(s) & (s > 0), s, 0).astype(np.int64)

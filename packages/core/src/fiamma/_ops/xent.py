@@ -49,7 +49,7 @@ def _rows(input, target, weight, reduction, label_smoothing, op):
         raise ValueError(f"{op}: input has no classes (class dimension of size 0)")
     dev = input._storage.device
     for t, name in ((target, "target"), (weight, "weight")):
-        if t is not None and t._storage.device != dev:
+        if t is not None and t._storage.device is not dev and t._storage.device != dev:
             raise RuntimeError(f"{op}: expected all tensors on one device, got input on "
                                f"{input.device} and {name} on {t.device}")
     cd = D.float64 if input._dtype is D.float64 else D.float32

@@ -19,8 +19,19 @@ def _check_device_type(device_type, op):
                            f"{', '.join(map(repr, _AC.DEVICE_TYPES))})")
 
 
+# PyTorch's other autocast device types: fiamma has none of these devices, so autocast is never
+# on there; asking about them answers (off, PyTorch's default dtype) instead of raising, as
+# device-agnostic library code asks about every type it knows
+_ABSENT_TYPES = {"ipu": "float16", "xpu": "float16", "mps": "float16", "mtia": "float16",
+                 "privateuseone": "float16", "maia": "bfloat16", "xla": "bfloat16",
+                 "hpu": "bfloat16"}
+
+
 def is_autocast_available(device_type):
-    """Whether autocast can run on ``device_type`` ('cpu' always; 'cuda' with CUDA)."""
+    """Whether autocast can run on ``device_type`` ('cpu' always; 'cuda' with CUDA; False for
+    PyTorch's other autocast device types, which fiamma does not have)."""
+    if device_type in _ABSENT_TYPES:
+        return False
     _check_device_type(device_type, "is_autocast_available")
     if device_type == "cuda":
         from fiamma import cuda
@@ -31,14 +42,21 @@ def is_autocast_available(device_type):
 
 def is_autocast_enabled(device_type=None):
     """Whether autocast is on for ``device_type`` in this thread (no argument: 'cuda', as in
-    PyTorch)."""
+    PyTorch; False for PyTorch's other autocast device types, such as 'mps')."""
     device_type = "cuda" if device_type is None else device_type
+    if device_type in _ABSENT_TYPES:
+        return False
     _check_device_type(device_type, "is_autocast_enabled")
     return _AC.state(device_type).enabled
 
 
 def get_autocast_dtype(device_type):
-    """The dtype autocast uses on ``device_type`` in this thread."""
+    """The dtype autocast uses on ``device_type`` in this thread (PyTorch's default for its
+    other autocast device types, such as 'mps')."""
+    if device_type in _ABSENT_TYPES:
+        import fiamma
+
+        return getattr(fiamma, _ABSENT_TYPES[device_type])
     _check_device_type(device_type, "get_autocast_dtype")
     return _AC.state(device_type).dtype
 

@@ -13,6 +13,8 @@ is True.
 (False, False)
 """
 
+import contextlib
+
 from fiamma.backends import (  # noqa: F401
     cpu,
     cuda,
@@ -27,6 +29,20 @@ from fiamma.backends import (  # noqa: F401
     quantized,
     xnnpack,
 )
+
+
+def flags_frozen():
+    """False: fiamma's backend flags may always be set directly (PyTorch freezes them only
+    after its private ``disable_global_flags()``, which fiamma does not have)."""
+    return False
+
+
+@contextlib.contextmanager
+def __allow_nonbracketed_mutation():
+    """A context in which backend flags may be set directly (PyTorch's private helper, which
+    libraries use around ``cudnn.deterministic = ...``): they always may in fiamma."""
+    yield
+
 
 __all__ = ["cpu", "cuda", "cudnn", "mha", "mkl", "mkldnn", "mps", "nnpack", "openmp",
            "opt_einsum", "quantized", "xnnpack"]

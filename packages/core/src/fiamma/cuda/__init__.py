@@ -34,6 +34,7 @@ __all__ = [
     "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
     "empty_cache", "memory_allocated", "max_memory_allocated", "memory_reserved",
     "max_memory_reserved", "reset_peak_memory_stats", "memory_stats", "mem_get_info",
+    "reset_max_memory_allocated", "reset_max_memory_cached", "memory_cached", "max_memory_cached",
     "is_bf16_supported", "unavailable_reason", "CudaUnavailableError", "OutOfMemoryError",
 ]
 
@@ -308,6 +309,26 @@ def reset_peak_memory_stats(device=None):
     """Start the peaks of ``max_memory_allocated``/``max_memory_reserved`` from now."""
     if _backend() is not None:
         _backend().reset_peak_memory_stats(device)
+
+
+def reset_max_memory_allocated(device=None):
+    """PyTorch's older name of ``reset_peak_memory_stats`` (deprecated there)."""
+    reset_peak_memory_stats(device)
+
+
+def reset_max_memory_cached(device=None):
+    """PyTorch's older name of ``reset_peak_memory_stats`` (deprecated there)."""
+    reset_peak_memory_stats(device)
+
+
+def memory_cached(device=None):
+    """PyTorch's older name of ``memory_reserved`` (deprecated there)."""
+    return memory_reserved(device)
+
+
+def max_memory_cached(device=None):
+    """PyTorch's older name of ``max_memory_reserved`` (deprecated there)."""
+    return max_memory_reserved(device)
 
 
 def memory_stats(device=None):

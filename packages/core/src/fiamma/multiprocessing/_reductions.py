@@ -111,8 +111,11 @@ def _reduce_tensor(t):
     Tensor.share_memory_(t)
     # the storage's handle is nested rather than left to the pickler's dispatch table, which
     # lacks it when the reducers were registered after this pickler was made
-    return (_rebuild_tensor, (type(t), _reduce_storage(t._storage), t._dtype.name, t._shape,
-                              t._stride, t._offset, t.requires_grad))
+    rv = (_rebuild_tensor, (type(t), _reduce_storage(t._storage), t._dtype.name, t._shape,
+                            t._stride, t._offset, t.requires_grad))
+    d = getattr(t, "__dict__", None)
+    # Python attributes (a subclass's metadata) travel as the state pickle sets on arrival
+    return rv + (dict(d),) if d else rv
 
 
 # Tensor.__reduce_ex__ asks here when multiprocessing is loaded: a tensor pickled by

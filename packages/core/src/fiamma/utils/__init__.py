@@ -26,7 +26,7 @@ imported on use:
 from fiamma.utils._swap import swap_tensors  # noqa: F401
 
 _SUBMODULES = {"cext", "data", "checkpoint", "tensorboard", "model_zoo", "benchmark",
-               "_pytree", "files", "flop_counter", "dlpack", "weak", "_python_dispatch",
+               "_pytree", "files", "flop_counter", "dlpack", "weak", "_python_dispatch", "hooks",
                "_mode_utils"}
 
 

@@ -108,8 +108,12 @@ class WorkerSlabs:
             if nbytes:
                 slab[off:off + nbytes].view(dt).view(shape).copy_(t)
         self.flags[slab_id] = 1
+        # a tensor subclass (MONAI's MetaTensor) comes back as its class, with its attributes
+        extras = [None if type(t) is fiamma.Tensor and not t.__dict__ else
+                  (type(t), dict(t.__dict__)) for t in tensors]
         return Packed(self.worker_id, slab_id, slab if new else None,
-                      [(off, nbytes, dt.name, shape) for off, nbytes, dt, shape in layout],
+                      [(off, nbytes, dt.name, shape, extra)
+                       for (off, nbytes, dt, shape), extra in zip(layout, extras)],
                       structure)
 
     def _slab_for(self, nbytes):
@@ -179,7 +183,13 @@ class MainSlabs:
         region = np.asarray(_Region(slab, _Release(self.flags[packed.worker], packed.slab_id)))
         base = fiamma.from_numpy(region)
         tensors = []
-        for off, nbytes, dtname, shape in packed.layout:
+        for off, nbytes, dtname, shape, extra in packed.layout:
             dt = getattr(fiamma, dtname)
-            tensors.append(base[off:off + nbytes].view(dt).view(shape))
+            t = base[off:off + nbytes].view(dt).view(shape)
+            if extra is not None:
+                cls, state = extra
+                if cls is not fiamma.Tensor:
+                    t = t.as_subclass(cls)
+                t.__dict__.update(state)
+            tensors.append(t)
         return _fill(packed.structure, tensors)

@@ -189,9 +189,23 @@ def is_torchelastic_launched():
     return os.environ.get("TORCHELASTIC_RUN_ID") is not None
 
 
+# submodules PyTorch's torch.distributed imports at start-up, so that they read as attributes
+# (``torch.distributed.device_mesh.DeviceMesh`` in an annotation, as diffusers has): imported
+# here at the first use
+_EAGER_SUBMODULES = ("device_mesh", "algorithms", "distributed_c10d", "constants", "utils")
+
+
 def __getattr__(name):
     if name == "DistributedDataParallel":
         from fiamma.distributed._ddp import DistributedDataParallel
 
         return DistributedDataParallel
+    if name in _EAGER_SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"fiamma.distributed.{name}")
+    if name in ("DeviceMesh", "init_device_mesh"):
+        from fiamma.distributed import device_mesh
+
+        return getattr(device_mesh, name)
     raise AttributeError(f"module 'fiamma.distributed' has no attribute {name!r}")

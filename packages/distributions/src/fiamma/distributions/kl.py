@@ -20,7 +20,6 @@ import fiamma
 from fiamma.distributions.categorical import Bernoulli, Categorical, OneHotCategorical
 from fiamma.distributions.continuous import Cauchy, Gumbel, Laplace, Pareto, Uniform
 from fiamma.distributions.counts import Binomial, Geometric, Poisson
-from fiamma.distributions.distribution import Distribution
 from fiamma.distributions.exp_family import ExponentialFamily
 from fiamma.distributions.gamma import Beta, Dirichlet, Exponential, Gamma
 from fiamma.distributions.independent import Independent
@@ -51,12 +50,15 @@ def register_kl(type_p, type_q):
     ... def kl_mine(p, q):
     ...     return 0.0
     """
-    if not isinstance(type_p, type) or not issubclass(type_p, Distribution):
+    # any class is accepted, as in PyTorch: libraries register pairs over their own base
+    # classes (Pyro's ``register_kl(Delta, pyro.distributions.Distribution)``, a mixin that
+    # is not a subclass of this package's Distribution); only a non-class is refused
+    if not isinstance(type_p, type):
         raise TypeError("register_kl: expected type_p to be a Distribution subclass but got "
-                        f"{type_p}")
-    if not isinstance(type_q, type) or not issubclass(type_q, Distribution):
+                        f"{type_p!r}")
+    if not isinstance(type_q, type):
         raise TypeError("register_kl: expected type_q to be a Distribution subclass but got "
-                        f"{type_q}")
+                        f"{type_q!r}")
 
     def decorator(fun):
         _KL_REGISTRY[type_p, type_q] = fun

@@ -31,6 +31,7 @@ from ._version import __version__
 __all__ = ["trace", "load", "save", "script", "TracedModule", "ScriptModule", "ScriptFunction",
            "RecursiveScriptModule", "TracerWarning", "TracingError", "Graph", "Node", "Value",
            "is_tracing", "is_scripting", "ignore", "unused", "export", "annotate", "Final",
+           "interface", "isinstance",
            "freeze", "optimize_for_inference", "enable_onednn_fusion", "onednn_fusion_enabled",
            "__version__"]
 
@@ -99,6 +100,12 @@ def _passthrough(fn=None, **kwargs):
 
 # TorchScript's decorators and annotations, for model code that carries them: no-ops here
 ignore = unused = export = _passthrough
+
+
+def interface(obj):
+    """``obj`` unchanged: a TorchScript interface declaration (a class whose methods other
+    classes implement) is an ordinary class when nothing is scripted."""
+    return obj
 
 
 def annotate(the_type, the_value):
@@ -444,3 +451,11 @@ def load(f, map_location=None):
     if map_location is not None:
         graph.params = {k: v.to(map_location) for k, v in graph.params.items()}
     return TracedModule(graph, name)
+
+
+def __getattr__(name):
+    if name == "isinstance":   # not a global here: it would hide the builtin from this module
+        from fiamma.jit._checks import _jit_isinstance
+
+        return _jit_isinstance
+    raise AttributeError(f"module 'fiamma.jit' has no attribute {name!r}")

@@ -10,7 +10,9 @@ converter (opset 17 or newer). Needs the ``onnx`` package (``pip install fiamma-
 (True, ['x'])
 """
 
+import functools
 import os
+import threading
 
 import numpy as np
 
@@ -24,7 +26,8 @@ from ._context import Context, UnsupportedOpError
 from ._converters import CONVERTERS
 from ._program import ONNXProgram
 
-__all__ = ["export", "ONNXProgram", "UnsupportedOpError", "is_supported", "supported_ops"]
+__all__ = ["export", "ONNXProgram", "UnsupportedOpError", "is_supported", "supported_ops",
+           "is_in_onnx_export"]
 
 MIN_OPSET = 17
 
@@ -69,6 +72,32 @@ def _fold(graph, consts):
     graph.nodes = kept
 
 
+_exporting = threading.local()
+
+
+def is_in_onnx_export():
+    """Whether :func:`export` is running in this thread (code that the model runs may take an
+    ONNX-friendly path; PyTorch's ``torch.onnx.is_in_onnx_export``).
+
+    >>> import fiamma.onnx
+    >>> fiamma.onnx.is_in_onnx_export()
+    False
+    """
+    return getattr(_exporting, "depth", 0) > 0
+
+
+def _marks_export(fn):
+    @functools.wraps(fn)
+    def export(*args, **kwargs):
+        _exporting.depth = getattr(_exporting, "depth", 0) + 1
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _exporting.depth -= 1
+    return export
+
+
+@_marks_export
 def export(model, args=(), f=None, *, kwargs=None, verbose=None, input_names=None,
            output_names=None, opset_version=None, dynamo=True, external_data=True,
            dynamic_shapes=None, custom_translation_table=None, report=False, optimize=True,

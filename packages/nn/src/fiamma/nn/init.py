@@ -177,11 +177,12 @@ def orthogonal_(tensor, gain=1, generator=None):
     the result is uniformly distributed), reshaped to the tensor, times ``gain``."""
     if tensor.dim() < 2:
         raise ValueError("Only tensors with 2 or more dimensions are supported")
-    if tensor.numel() == 0:
-        return tensor
+    if tensor.numel() == 0 or tensor.device.type == "meta":
+        return tensor  # a meta tensor has no values to set (PyTorch's result is the same)
     rows = tensor.shape[0]
     cols = tensor.numel() // rows
-    flat = fiamma.empty(rows, cols, dtype=tensor.dtype).normal_(0, 1, generator=generator)
+    flat = fiamma.empty(rows, cols, dtype=tensor.dtype, device=tensor.device).normal_(
+        0, 1, generator=generator)
     if rows < cols:
         flat = flat.t()
     q, r = fiamma.linalg.qr(flat)

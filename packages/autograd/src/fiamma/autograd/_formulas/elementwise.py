@@ -108,17 +108,20 @@ def _sub(ctx, grad):
 
 @derivative(ops.mul, save="inputs")
 def _mul(ctx, grad):
-    a, b = ctx.inputs
-    return (grad * b if _need(ctx, 0) else None), (grad * a if _need(ctx, 1) else None)
+    # each gradient reads only the other factor (an operand changed in place after the
+    # product is fine when its own factor's gradient is not needed, as in PyTorch)
+    return ((grad * ctx._input(1) if _need(ctx, 0) else None),
+            (grad * ctx._input(0) if _need(ctx, 1) else None))
 
 
 @derivative(ops.div, save="inputs")
 def _div(ctx, grad):
     if ctx.kwargs.get("rounding_mode") is not None:  # trunc/floor: piecewise constant
         return _zero_grads(ctx, grad)
-    a, b = ctx.inputs
+    # the numerator's gradient reads only the denominator
+    b = ctx._input(1)
     ga = grad / b if _need(ctx, 0) else None
-    gb = -grad * a / (b * b) if _need(ctx, 1) else None
+    gb = -grad * ctx._input(0) / (b * b) if _need(ctx, 1) else None
     return ga, gb
 
 

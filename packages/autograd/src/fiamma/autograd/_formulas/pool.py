@@ -44,7 +44,7 @@ def _saved_indices(ctx):
 
 @derivative(ops.max_pool1d, ops.max_pool2d, ops.max_pool3d,
             ops.adaptive_max_pool1d, ops.adaptive_max_pool2d, ops.adaptive_max_pool3d,
-            save="output")
+            save="output", unsaved_outputs=(0,))
 def _max_pool(ctx, grad):
     g = grad[0]
     if g is None:

@@ -4,9 +4,13 @@ Upsampling is linear in its input, so its backward (``upsample_backward``) is li
 incoming gradient and the backward of that is the forward resampling again. grid_sampler's
 gradient w.r.t. input is linear in grad_output (its derivative w.r.t. grad_output is
 grid_sampler, w.r.t. grid the grid gradient of grid_sampler at input = the incoming gradient);
-the gradient w.r.t. grid has no derivative (PyTorch has none either), except for nearest,
-where it is identically zero.
+the gradient w.r.t. grid is differentiated (bilinear/trilinear) through a composite
+re-implementation of the sampling in differentiable ops (unnormalize, pad by clamp or
+reflection, the 2^d corner weights, gathers), which gives the same values as the kernel; for
+nearest it is identically zero; bicubic has no second derivative through the grid.
 """
+
+import itertools
 
 import fiamma
 from fiamma.autograd._formulas import derivative
@@ -57,12 +61,83 @@ def _grid_sampler_backward_input(ctx, grad):
     return dg, None, dgrid
 
 
-@derivative(ops.grid_sampler_backward_grid, save="none")
+def _reflect(c, size, align_corners):
+    """Reflect unnormalized coordinates into the input (before clipping), differentiably."""
+    lo2, hi2 = (0, 2 * (size - 1)) if align_corners else (-1, 2 * size - 1)
+    if lo2 == hi2:
+        return c * 0
+    mn, span = lo2 / 2, (hi2 - lo2) / 2
+    a = (c - mn).abs()
+    flips = (a.detach() / span).floor()
+    extra = a - flips * span
+    return fiamma.where(flips.remainder(2) == 0, extra + mn, span - extra + mn)
+
+
+def _composite_grid_sample(x, grid, padding_mode, align_corners):
+    """grid_sampler's bilinear/trilinear sampling in differentiable ops (the kernel's values)."""
+    n, c = x.shape[:2]
+    sp = tuple(x.shape[2:])
+    d = len(sp)
+    out_sp = tuple(grid.shape[1:-1])
+    p = 1
+    for v in out_sp:
+        p *= v
+    coords = []
+    for k in range(d):
+        size = sp[d - 1 - k]
+        g = grid[..., k]
+        cc = (g + 1) / 2 * (size - 1) if align_corners else ((g + 1) * size - 1) / 2
+        if padding_mode == 2:
+            cc = _reflect(cc, size, align_corners)
+        if padding_mode in (1, 2):
+            cc = cc.clamp(0, size - 1)
+        coords.append(cc.reshape(n, p))
+    lo = [cc.detach().floor() for cc in coords]
+    frac = [cc - lk for cc, lk in zip(coords, lo)]
+    xf = x.reshape(n, c, -1)
+    out = None
+    for corner in itertools.product((0, 1), repeat=d):
+        w = None
+        idx = None
+        stride = 1
+        for k in range(d):
+            size = sp[d - 1 - k]
+            i = lo[k] + corner[k]
+            wk = frac[k] if corner[k] else 1 - frac[k]
+            wk = wk * ((i >= 0) & (i <= size - 1)).to(wk.dtype)
+            w = wk if w is None else w * wk
+            ik = i.clamp(0, size - 1).long() * stride
+            idx = ik if idx is None else idx + ik
+            stride *= size
+        vals = xf.gather(2, idx.unsqueeze(1).expand(n, c, p))
+        term = vals * w.unsqueeze(1)
+        out = term if out is None else out + term
+    return out.reshape((n, c) + out_sp)
+
+
+@derivative(ops.grid_sampler_backward_grid, save="inputs")
 def _grid_sampler_backward_grid(ctx, grad):
-    mode = ctx.kwargs["interpolation_mode"]
+    mode, pad, ac = _args(ctx)
     if mode == 1:  # nearest: the grid gradient is identically zero
         return None, None, None
-    raise RuntimeError(
-        "grid_sample: the derivative of the gradient w.r.t. grid (double backward through "
-        "grid) is not implemented (PyTorch does not implement it either); use "
-        "create_graph=True only for the input gradient, or mode='nearest'")
+    if mode == 2:
+        raise RuntimeError(
+            "grid_sample: the derivative of the gradient w.r.t. grid (double backward through "
+            "grid) is not implemented for mode='bicubic'; use create_graph=True only for the "
+            "input gradient, or mode='bilinear'/'nearest'")
+    # grad_grid = J_grid(input, grid)^T grad_output, differentiated through the composite
+    # sampling: <grad_grid, grad> w.r.t. (grad_output, input, grid)
+    go, x, grid = ctx.inputs
+    create = fiamma.is_grad_enabled()
+    want = [_need(ctx, i) for i in range(3)]
+    with fiamma.enable_grad():
+        leaves = [t.view_as(t) if create and t.requires_grad else t.detach().requires_grad_(True)
+                  for t in (go, x, grid)]
+        g0, x0, grid0 = leaves
+        out = _composite_grid_sample(x0, grid0, pad, ac)
+        (gg,) = fiamma.autograd.grad(out, grid0, g0, create_graph=True)
+        res = fiamma.autograd.grad(gg, [t for t, w in zip(leaves, want) if w], grad,
+                                   create_graph=create, allow_unused=True)
+    it = iter(res)
+    out = [next(it) if w else None for w in want]
+    return tuple(r if r is None or create else r.detach() for r in out)

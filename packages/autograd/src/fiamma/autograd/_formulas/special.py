@@ -118,11 +118,12 @@ def _polygamma(ctx, grad):
 def _logit(ctx, grad):
     x = ctx.inputs[0]
     eps = ctx.kwargs.get("eps")
-    g = grad / (x * (1 - x))
     if eps is None or eps < 0:  # no clamp (PyTorch ignores a negative eps): outside [0, 1]
-        # logit is NaN, and so is its gradient
-        return (fiamma.where((x < 0) | (x > 1), float("nan"), g),)
-    return (fiamma.where((x < eps) | (x > 1 - eps), 0.0, g),)
+        # logit is NaN, and so is its gradient. The NaN goes into the factor, not the result:
+        # the gradient stays linear in `grad`, so tangents (computed by differentiating it
+        # w.r.t. `grad`) are NaN there too, as PyTorch's forward mode gives.
+        return (grad * fiamma.where((x < 0) | (x > 1), float("nan"), 1 / (x * (1 - x))),)
+    return (fiamma.where((x < eps) | (x > 1 - eps), 0.0, grad / (x * (1 - x))),)
 
 
 @derivative(ops.mvlgamma, save="inputs")

@@ -107,7 +107,8 @@ _TENSOR_INPLACE = """
                 if self._dtype._kind == 3:  # complex: computed by the general path
                     return {miss_call}
                 _raise(rc, {name!r}, self._dtype)
-            self._storage.version += 1
+            if not self._quiet_version:
+                self._storage.version += 1
             return self"""
 _SCALAR_TEST = """
         tp = type(other)
@@ -129,7 +130,8 @@ _SCALAR_INPLACE = """
                                          other if self._dtype._kind == 1 else 0)
             if rc:
                 _raise(rc, {name!r}, self._dtype)
-            self._storage.version += 1
+            if not self._quiet_version:
+                self._storage.version += 1
             return self"""
 _GUARD = """
         if not (isinstance(other, Tensor) or is_scalar(other)):
@@ -272,7 +274,8 @@ def add_inplace(key, sign, generic, raise_, is_number):
                                float(sign * alpha), 0.0, 0.0)
                 if rc:
                     raise_(rc, name + "_", self._dtype)
-            self._storage.version += 1
+            if not self._quiet_version:
+                self._storage.version += 1
             return self
         return generic(self, other, alpha=alpha)
 
@@ -344,8 +347,8 @@ def addmm_simple(c, a, b):
     sa, sb = a._shape, b._shape
     f32 = D.float32
     if (len(sa) != 2 or len(sb) != 2 or a._dtype is not f32 or b._dtype is not f32 or
-            c._dtype is not f32 or c._stride != (1,) or a.is_sparse or b.is_sparse or
-            c.is_sparse or a._storage.device is not CPU or b._storage.device is not CPU or
+            c._dtype is not f32 or c._stride != (1,) or a._layout_alt or b._layout_alt or
+            c._layout_alt or a._storage.device is not CPU or b._storage.device is not CPU or
             c._storage.device is not CPU):
         return None
     m, k = sa

@@ -19,7 +19,7 @@ __all__ = list(_data.__all__)
 
 
 def __getattr__(name):
-    if name in ("dataloader", "dataset", "distributed", "sampler"):
+    if name in ("dataloader", "dataset", "distributed", "sampler", "_utils"):
         # torch.utils.data.distributed is there without importing it: so are these
         import importlib
 

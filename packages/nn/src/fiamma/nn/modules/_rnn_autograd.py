@@ -4,7 +4,15 @@ first forward). They only regroup the graph of core ops; every backward is writt
 differentiable ops, so higher derivatives work."""
 
 import fiamma
-from fiamma.autograd import Function
+from fiamma.autograd import Function, _fwd_state
+
+
+def forward_ad_active():
+    """Whether a forward-AD level is entered. Inside one, ``Function.apply`` computes each
+    output's tangent when the node is made, so the layers record plain products instead of
+    ``StepMM``/``RecurrentWeight`` (whose backward reads states filled in later, and whose
+    recurrent-weight gradient comes from the other node)."""
+    return _fwd_state.level is not None
 
 
 class Split(Function):

@@ -8,6 +8,8 @@ checkpoint of a PyTorch model with the same structure loads by key. Calling a mo
 
 import importlib
 import itertools
+import sys
+import types
 from collections import OrderedDict, namedtuple
 
 import fiamma
@@ -112,6 +114,22 @@ def _check_name(kind, name, module):
         raise KeyError(f'{kind} name can\'t be empty string ""')
 
 
+# namespaces whose functions stand for PyTorch's C builtins (torch.conv2d, F.conv2d, ...)
+_OP_NAMESPACES = ("fiamma", "fiamma.nn.functional", "fiamma.special", "fiamma.linalg",
+                  "fiamma.fft")
+
+
+def _is_namespace_op(value):
+    name = getattr(value, "__name__", None)
+    if not isinstance(name, str):
+        return False
+    for ns in _OP_NAMESPACES:
+        mod = sys.modules.get(ns)
+        if mod is not None and getattr(mod, name, None) is value:
+            return True
+    return False
+
+
 class Module:
     """Base class for all neural-network modules.
 
@@ -132,6 +150,16 @@ class Module:
 
     _version = 1
     training: bool
+
+    def __init_subclass__(cls, **kwargs):
+        # A PyTorch op kept as a class attribute (``conv = torch.conv2d``, called as
+        # ``self.conv(x, weight=w)``) is a C builtin there, which does not bind as a method;
+        # fiamma's ops are Python functions, so such attributes become static methods (at class
+        # creation only: no cost per call)
+        super().__init_subclass__(**kwargs)
+        for name, value in list(vars(cls).items()):
+            if type(value) is types.FunctionType and _is_namespace_op(value):
+                setattr(cls, name, staticmethod(value))
 
     def __init__(self, *args, **kwargs):
         if args or kwargs:
@@ -343,12 +371,19 @@ class Module:
         for _, m in self.named_children():
             yield m
 
-    def _named_members(self, table, prefix, recurse, remove_duplicate):
+    def _named_members(self, get_members_fn, prefix="", recurse=True, remove_duplicate=True):
+        """(name, member) pairs over this module (and its submodules when ``recurse``), as
+        PyTorch's: ``get_members_fn(module)`` yields a module's own (name, member) pairs
+        (Pyro's ``named_pyro_params`` passes one); fiamma's callers pass the name of the
+        table (``"_parameters"``, ``"_buffers"``)."""
         seen = set()
         mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) \
             if recurse else [(prefix, self)]
+        table = get_members_fn if isinstance(get_members_fn, str) else None
         for mod_prefix, mod in mods:
-            for name, v in getattr(mod, table).items():
+            members = getattr(mod, table).items() if table is not None else \
+                get_members_fn(mod)
+            for name, v in members:
                 if v is None:
                     continue
                 if remove_duplicate:

@@ -376,7 +376,10 @@ class RNNBase(Module):
         step = _STEPS[self.mode]
         lstm = self.mode == "LSTM"
         recording = fiamma.is_grad_enabled()
-        mm = _ag.StepMM.apply if recording else fiamma.addmm
+        # one gradient product for the recurrent weight (StepMM + RecurrentWeight), except
+        # under forward AD (see _rnn_autograd.forward_ad_active)
+        trick = recording and not _ag.forward_ad_active()
+        mm = _ag.StepMM.apply if trick else fiamma.addmm
         h_n, c_n = [], []
         # LSTM without projections, and GRU, over sequences of one length, float32/64 on the
         # CPU: core's fused layer (csrc/lstm.c, gru.c) instead of a product and a cell node per
@@ -420,7 +423,7 @@ class RNNBase(Module):
                 else:
                     carry = fiamma.zeros(xw.shape, dtype=xw.dtype, device=xw.device)
                 prevs = [None] * len(sizes)
-                if recording:
+                if trick:
                     carry = _ag.RecurrentWeight.apply(carry, w_t, prevs)
                 carries = _split(carry, sizes, 0)
                 xws = _split(xw, sizes, 0) if gru else carries
