@@ -561,6 +561,11 @@ class ComplexNode(Node):
             ins = tuple(_conj(x) for x in ins)
         return ins
 
+    def _input(self, i):
+        # one saved input, conjugated as ``inputs`` gives them (mul/div read theirs this way)
+        x = Node._input(self, i)
+        return _conj(x) if self._conj_saved else x
+
     @property
     def output(self):
         out = Node.output.fget(self)
