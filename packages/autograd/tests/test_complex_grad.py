@@ -52,6 +52,25 @@ def test_holomorphic_gradient_is_conjugated_derivative():
     np.testing.assert_allclose(z.grad.numpy(), want, rtol=1e-12)
 
 
+def test_mul_div_gradients_are_conjugated():
+    # d/da Re(sum(a*b*w)) = conj(b*w); d/da Im(sum(a/b)) = conj(-1j/b), and for b likewise: the
+    # saved factors are read conjugated (gpytorch's Toeplitz kernels backpropagate through
+    # complex FFT products)
+    av = np.array([1 + 2j, -0.5 + 1j])
+    bv = np.array([0.3 - 1j, 2 + 0.5j])
+    wv = np.array([1.5 - 0.5j, -1 + 2j])
+    a = fiamma.tensor(av, requires_grad=True)
+    b = fiamma.tensor(bv, requires_grad=True)
+    ((a * b * fiamma.tensor(wv)).real.sum() + (a / b).imag.sum()).backward()
+    ga = np.conj(bv * wv) + np.conj(-1j / bv)
+    gb = np.conj(av * wv) + np.conj(-1j * (-av / bv ** 2))
+    np.testing.assert_allclose(a.grad.numpy(), ga, rtol=1e-12)
+    np.testing.assert_allclose(b.grad.numpy(), gb, rtol=1e-12)
+    x = fiamma.tensor([0.5, -1.0], dtype=fiamma.float64, requires_grad=True)
+    (x * fiamma.tensor(bv)).imag.sum().backward()  # real input: d/dx Im(x b) = Im(b)
+    np.testing.assert_allclose(x.grad.numpy(), bv.imag, rtol=1e-12)
+
+
 def test_implicit_grad_needs_a_real_scalar():
     z = cz(1)
     with pytest.raises(RuntimeError, match="real scalar"):

@@ -2,7 +2,8 @@
  *
  * Floating results are computed in double and rounded once to the output dtype. Integer aranges
  * step in int64 (wrapping, never overflowing in C) and narrow on store. linspace follows
- * PyTorch's symmetric formula, so the first value is exactly start and the last exactly end.
+ * PyTorch's symmetric formula, so the first value is exactly start and the last exactly end;
+ * its float32 and float64 fills reproduce PyTorch's rounding too (see linspace_f32_exact).
  */
 /* No implicit a*b+c -> fma contraction: it happens only on the FMA-capable clones, so
    results would differ between machines. Explicit fma() calls are exact everywhere. */
@@ -39,6 +40,25 @@ FM_ALL_DTYPES(DEF_ARANGE_X)
             STF_##T(&out[i], end - step * (double)(n - 1 - i));                             \
     }
 FM_ALL_DTYPES(DEF_LINSPACE)
+
+/* float32 and float64 follow PyTorch's CPU kernel bit for bit: the step is computed in the
+   output type and each value is one fused multiply-add in it (start + step*i for the first
+   half, end - step*(n-1-i) for the rest), which is what PyTorch's x86 builds compute. */
+static void linspace_f32_exact(int64_t n, char *o, double start, double end) {
+    float *FM_RESTRICT out = (float *)o;
+    const float s = (float)start, e = (float)end, step = n > 1 ? (e - s) / (float)(n - 1) : 0.0f;
+    const int64_t half = n / 2;
+    for (int64_t i = 0; i < half; i++) out[i] = fmaf(step, (float)i, s);
+    for (int64_t i = half; i < n; i++) out[i] = fmaf(-step, (float)(n - 1 - i), e);
+}
+
+static void linspace_f64_exact(int64_t n, char *o, double start, double end) {
+    double *FM_RESTRICT out = (double *)o;
+    const double step = n > 1 ? (end - start) / (double)(n - 1) : 0.0;
+    const int64_t half = n / 2;
+    for (int64_t i = 0; i < half; i++) out[i] = fma(step, (double)i, start);
+    for (int64_t i = half; i < n; i++) out[i] = fma(-step, (double)(n - 1 - i), end);
+}
 
 #define DEF_LOGSPACE(T, K)                                                                  \
     static void logspace_##T(int64_t n, char *o, double start, double end, double step,     \
@@ -82,6 +102,15 @@ int fm_linspace(int dtype, int64_t n, intptr_t out, double start, double end) {
     if (n < 0) return FM_ERR_ARG;
     start = to_dtype_value(dtype, start);
     end = to_dtype_value(dtype, end);
+    if (n == 1) end = start;
+    if (dtype == FM_FLOAT32) {
+        linspace_f32_exact(n, (char *)out, start, end);
+        return FM_OK;
+    }
+    if (dtype == FM_FLOAT64) {
+        linspace_f64_exact(n, (char *)out, start, end);
+        return FM_OK;
+    }
     double step = n > 1 ? (end - start) / (double)(n - 1) : 0.0;
     if (n == 1) end = start;
     linspace_table[dtype](n, (char *)out, start, end, step);

@@ -77,6 +77,33 @@ def test_legacy_tensor_types():
         fiamma.set_default_tensor_type(fiamma.LongTensor)
 
 
+def test_sparse_legacy_tensor_types():
+    # torch.sparse.DoubleTensor(indices, values, size): linear_operator builds gpytorch's
+    # interpolation matrices this way
+    i = fiamma.tensor([[0, 1, 1], [2, 0, 2]])
+    v = fiamma.tensor([1.0, 2.0, 3.0], dtype=fiamma.float64)
+    s = fiamma.sparse.DoubleTensor(i, v, fiamma.Size([2, 3]))
+    assert s.layout is fiamma.sparse_coo and s.dtype is fiamma.float64
+    assert s.to_dense().tolist() == [[0.0, 0.0, 1.0], [2.0, 0.0, 3.0]]
+    assert isinstance(s, fiamma.sparse.DoubleTensor)
+    assert not isinstance(s, fiamma.sparse.FloatTensor)
+    assert not isinstance(s, fiamma.DoubleTensor)  # the dense names are for dense tensors
+    assert not isinstance(s.to_dense(), fiamma.sparse.DoubleTensor)
+    assert isinstance(s.to_dense(), fiamma.DoubleTensor)
+    assert fiamma.sparse.DoubleTensor(i, v).shape == (2, 3)  # size from the indices
+    e = fiamma.sparse.FloatTensor(2, 3)
+    assert e.layout is fiamma.sparse_coo and e.shape == (2, 3) and e._nnz() == 0
+    assert e.dtype is fiamma.float32
+    assert fiamma.sparse.LongTensor(fiamma.Size([4])).shape == (4,)
+    assert fiamma.sparse.FloatTensor().shape == (0,)
+    with pytest.raises(RuntimeError, match="indices must be an int64 tensor"):
+        fiamma.sparse.DoubleTensor(i.float(), v, (2, 3))
+    with pytest.raises(RuntimeError, match="size is inconsistent with indices"):
+        fiamma.sparse.DoubleTensor(i, v, (1, 3))
+    with pytest.raises(TypeError, match="expected"):
+        fiamma.sparse.DoubleTensor(s)
+
+
 def test_cuda_legacy_tensor_types():
     # fiamma.cuda.FloatTensor & co exist (scripts pick them when CUDA is available); they match
     # only CUDA tensors, and making one without CUDA raises naming the type, as PyTorch's CPU build

@@ -184,6 +184,52 @@ def symmetric_ref(start, end, n):
     return np.where(i < n // 2, start + step * i, end - step * (n - 1 - i))
 
 
+def fma_ref(start, end, n, npdt):
+    """PyTorch's float32/float64 CPU linspace, rounding included: the step in the output type,
+    each value one fused multiply-add in it (emulated exactly with fractions)."""
+    from fractions import Fraction
+
+    s, e = npdt(start), npdt(end)
+    if n == 1:
+        return np.array([s], npdt)
+    step = npdt(npdt(e - s) / npdt(n - 1))
+
+    def fma(a, b, c):
+        return npdt(float(Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c))))
+
+    half = n // 2
+    return np.array([fma(step, i, s) if i < half else fma(-step, n - 1 - i, e)
+                     for i in range(n)], npdt)
+
+
+@pytest.mark.parametrize("npdt", [np.float32, np.float64])
+def test_linspace_rounds_as_pytorch(npdt):
+    # bit for bit, as gpytorch's float32 interpolation grids need (a 1-ulp grid difference
+    # moved its interpolated kernel values by 1e-7)
+    dt = fiamma.float32 if npdt is np.float32 else fiamma.float64
+    rng = np.random.default_rng(0)
+    cases = [(-1 - 2 / 62, 1 + 2 / 62, 64), (0.0, 1.0, 100), (0.1, 0.7, 101), (3.0, -2.0, 1),
+             (5.0, 5.0, 4)]
+    cases += [(float(a), float(b), int(n)) for a, b, n in
+              zip(rng.uniform(-1e3, 1e3, 20), rng.uniform(-1e3, 1e3, 20), rng.integers(2, 400, 20))]
+    for a, b, n in cases:
+        np.testing.assert_array_equal(npy(fiamma.linspace(a, b, n, dtype=dt)),
+                                      fma_ref(a, b, n, npdt), err_msg=f"{(a, b, n)}")
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("name", ["float32", "float64"])
+def test_linspace_bitwise_parity(name):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(1)
+    for a, b, n in zip(rng.uniform(-50, 50, 30), rng.uniform(-1e4, 1e4, 30),
+                       rng.integers(1, 5000, 30)):
+        a, b, n = float(a), float(b), int(n)
+        np.testing.assert_array_equal(
+            npy(fiamma.linspace(a, b, n, dtype=getattr(fiamma, name))),
+            torch.linspace(a, b, n, dtype=getattr(torch, name)).numpy(), err_msg=f"{(a, b, n)}")
+
+
 def test_linspace_basics():
     x = fiamma.linspace(0, 1, 5)
     assert x.dtype is fiamma.float32 and x.tolist() == [0.0, 0.25, 0.5, 0.75, 1.0]
@@ -203,7 +249,7 @@ def test_linspace_basics():
     # both ends exact, the middle of an odd count exact by symmetry
     x = npy(fiamma.linspace(0.1, 0.7, 101, dtype=fiamma.float64))
     assert x[0] == 0.1 and x[-1] == 0.7
-    np.testing.assert_array_equal(x, symmetric_ref(0.1, 0.7, 101))
+    np.testing.assert_array_equal(x, fma_ref(0.1, 0.7, 101, np.float64))
 
 
 @pytest.mark.parametrize("dt", FLOATS)

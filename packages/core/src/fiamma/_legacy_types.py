@@ -10,6 +10,7 @@ import builtins
 import importlib
 
 from fiamma import _dtype as D
+from fiamma._layout import strided as _STRIDED
 from fiamma._tensor import _TYPE_NAMES, Size, Tensor
 
 __all__ = ["FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor",
@@ -19,7 +20,9 @@ __all__ = ["FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongT
 
 class _LegacyTensorType(type):
     def __instancecheck__(cls, obj):
-        return isinstance(obj, Tensor) and obj.dtype is cls.dtype and obj.device.type == "cpu"
+        # dense only: sparse tensors are instances of fiamma.sparse.FloatTensor and friends
+        return (isinstance(obj, Tensor) and obj.dtype is cls.dtype and obj.device.type == "cpu"
+                and obj.layout is _STRIDED)
 
     def __subclasscheck__(cls, sub):
         return sub is cls

@@ -14,8 +14,8 @@ docs/porting.md ("Sparse tensors") for what they support.
 
 import importlib as _importlib
 
-from fiamma import _sparse_compressed as _compressed_mod
-from fiamma._sparse_coo import SparseCOO as _SparseCOO
+from fiamma import _dtype as _D, _sparse_compressed as _compressed_mod
+from fiamma._sparse_coo import SparseCOO as _SparseCOO, sparse_coo_tensor as _coo
 from fiamma._sparse_ops import (
     addmm as _addmm,
     log_softmax as _log_softmax,
@@ -135,3 +135,60 @@ class check_sparse_tensor_invariants:
                 return fn(*args, **kwargs)
 
         return wrapped
+
+
+class _SparseLegacyType(type):
+    """PyTorch's legacy sparse type names (``torch.sparse.FloatTensor`` and friends): CPU
+    sparse COO tensors of one dtype for ``isinstance``, and constructors: ``(indices, values[,
+    size])`` (as ``sparse_coo_tensor``; the values keep their dtype, as in PyTorch), ``(size)``
+    or ``(*sizes)`` (no stored entries), ``()`` (shape ``(0,)``). Indices are checked against
+    the size, as ``sparse_coo_tensor`` always does."""
+
+    def __instancecheck__(cls, obj):
+        return (isinstance(obj, _SparseCOO) and obj.dtype is cls.dtype
+                and obj.device.type == "cpu")
+
+    def __subclasscheck__(cls, sub):
+        return sub is cls
+
+    def __call__(cls, *args, device=None):
+        tensor = _importlib.import_module("fiamma._tensor")
+        name = f"{_D.NAMESPACE}sparse.{cls.__name__}"
+        if device is not None and str(device) != "cpu":
+            raise RuntimeError(f"{name}: legacy constructors make CPU tensors, got "
+                               f"device={device}")
+        if args and isinstance(args[0], tensor.Tensor):
+            if len(args) not in (2, 3) or not isinstance(args[1], tensor.Tensor):
+                raise TypeError(f"{name}: expected (indices, values) or (indices, values, size), "
+                                f"got {len(args)} arguments")
+            if args[0].dtype is not _D.int64:
+                raise RuntimeError(f"{name}: indices must be an int64 tensor, got "
+                                   f"{args[0].dtype}")
+            return _coo(*args)
+        if len(args) == 1 and isinstance(args[0], (tuple, list)):
+            args = tuple(args[0])
+        sizes = args if args else (0,)
+        if not all(isinstance(n, int) and not isinstance(n, bool) for n in sizes):
+            raise TypeError(f"{name}: expected (indices, values[, size]) or integer sizes, got "
+                            f"{args!r}")
+        zeros = _importlib.import_module("fiamma._creation").zeros
+        return _coo(zeros(len(sizes), 0, dtype=_D.int64), zeros(0, dtype=cls.dtype), sizes)
+
+    def __repr__(cls):
+        return f"<class '{_D.NAMESPACE}sparse.{cls.__name__}'>"
+
+
+def _legacy(name, dt):
+    return _SparseLegacyType(name, (), {"dtype": dt, "__module__": "fiamma.sparse",
+                                        "__doc__": f"Legacy name: CPU sparse COO tensors of {dt}."})
+
+
+FloatTensor = _legacy("FloatTensor", _D.float32)
+DoubleTensor = _legacy("DoubleTensor", _D.float64)
+HalfTensor = _legacy("HalfTensor", _D.float16)
+BFloat16Tensor = _legacy("BFloat16Tensor", _D.bfloat16)
+LongTensor = _legacy("LongTensor", _D.int64)
+IntTensor = _legacy("IntTensor", _D.int32)
+ShortTensor = _legacy("ShortTensor", _D.int16)
+CharTensor = _legacy("CharTensor", _D.int8)
+ByteTensor = _legacy("ByteTensor", _D.uint8)
