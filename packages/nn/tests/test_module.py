@@ -200,6 +200,24 @@ def test_to_dtype_keeps_parameter_objects():
         net.to(fiamma.int64)
 
 
+def test_to_takes_pytorchs_other_argument_forms():
+    # diffusers' DiffusionPipeline.to(dtype) calls module.to(None, dtype) on each part
+    net = Net()
+    w = net.a.fc.weight
+    assert net.to(None, fiamma.bfloat16) is net and w.dtype is fiamma.bfloat16
+    assert net.to(None) is net and w.dtype is fiamma.bfloat16  # no device, no dtype: unchanged
+    net.to("cpu", fiamma.float32, False)  # a trailing non_blocking flag
+    assert w.dtype is fiamma.float32 and w.device == fiamma.device("cpu")
+    lin = nn.Linear(2, 2).to(fiamma.complex64)  # complex dtypes are accepted, as in PyTorch
+    assert lin.weight.dtype is fiamma.complex64
+    assert lin.to(fiamma.complex128).weight.dtype is fiamma.complex128
+    with pytest.raises(TypeError, match="invalid combination of arguments: 1.5"):
+        net.to(1.5)
+    assert net.to("cpu", None) is net and w.dtype is fiamma.float32
+    with pytest.raises(TypeError, match="invalid combination of arguments: None"):
+        net.to("cpu", fiamma.float32, None)
+
+
 def test_repr_matches_pytorch_layout():
     net = nn.Sequential(nn.Linear(2, 3), nn.ReLU(inplace=True),
                         nn.Sequential(nn.Flatten(), nn.Identity()))

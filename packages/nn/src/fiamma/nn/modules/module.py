@@ -515,10 +515,11 @@ class Module:
         return self._apply(lambda t: t.share_memory_())
 
     def to(self, *args, **kwargs):
-        """Move and/or cast: ``to(dtype)``, ``to(device)``, ``to(device, dtype)``,
+        """Move and/or cast: ``to(dtype)``, ``to(device)``, ``to(device, dtype)`` (either may be
+        None; the device may be an index; a trailing ``non_blocking`` flag is accepted),
         ``to(tensor)``, ``to(memory_format=fiamma.channels_last)`` (4-d and 5-d parameters and
-        buffers; channels_last_3d for 5-d). Only floating-point parameters and buffers change
-        dtype."""
+        buffers; channels_last_3d for 5-d). Only floating-point and complex parameters and
+        buffers change dtype."""
         dtype = kwargs.pop("dtype", None)
         device = kwargs.pop("device", None)
         kwargs.pop("non_blocking", None)
@@ -528,24 +529,30 @@ class Module:
         if fmt is not None and not isinstance(fmt, fiamma.memory_format):
             raise TypeError(f"to() memory_format must be a fiamma.memory_format, got "
                             f"{type(fmt).__name__}")
-        for a in args:
+        for i, a in enumerate(args):
             if isinstance(a, fiamma.dtype):
                 dtype = a
             elif isinstance(a, fiamma.Tensor):
                 dtype, device = a.dtype, a.device
             elif isinstance(a, (str, fiamma.device)):
                 device = a
+            elif a is None and i < 2:  # to(None, dtype), to(device, None): not given
+                pass
+            elif isinstance(a, bool) and i > 0:  # to(device, dtype, non_blocking)
+                pass
+            elif isinstance(a, int) and not isinstance(a, bool) and i == 0:
+                device = fiamma.device(a)  # a device index (of the accelerator)
             else:
                 raise TypeError(f"to() received an invalid combination of arguments: {a!r}")
-        if dtype is not None and not dtype.is_floating_point:
-            raise TypeError(f"nn.Module.to only accepts floating point dtypes, but got "
-                            f"desired dtype={dtype}")
+        if dtype is not None and not (dtype.is_floating_point or dtype.is_complex):
+            raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but "
+                            f"got desired dtype={dtype}")
 
         def convert(t):
             out = t
             if device is not None:
                 out = out.to(device)
-            if dtype is not None and out.is_floating_point():
+            if dtype is not None and (out.is_floating_point() or out.is_complex()):
                 out = out.to(dtype)
             if fmt is not None and out.dim() in (4, 5):  # as PyTorch: 4-d/5-d tensors only
                 out = out.to(memory_format=fmt)
