@@ -31,7 +31,7 @@ from ._version import __version__
 __all__ = ["trace", "load", "save", "script", "TracedModule", "ScriptModule", "ScriptFunction",
            "RecursiveScriptModule", "TracerWarning", "TracingError", "Graph", "Node", "Value",
            "is_tracing", "is_scripting", "ignore", "unused", "export", "annotate", "Final",
-           "interface", "isinstance",
+           "interface",
            "freeze", "optimize_for_inference", "enable_onednn_fusion", "onednn_fusion_enabled",
            "__version__"]
 
