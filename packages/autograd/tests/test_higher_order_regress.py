@@ -168,3 +168,25 @@ def test_grid_sample_double_backward_through_grid_parity(mode, pad):
         res.append([np.array(t.tolist()) for t in lib.autograd.grad(s, [a, gr])])
     for p, q in zip(*res):
         np.testing.assert_allclose(q, p, rtol=1e-9, atol=1e-10)
+
+
+def test_functional_argument_checks():
+    from fiamma.autograd import functional as AF
+
+    x = fiamma.tensor([1.0, 2.0], dtype=D)
+    cube = lambda a: (a ** 3).sum()  # noqa: E731
+    with pytest.raises(ValueError, match="jacobian.*strategy.*'sideways'"):
+        AF.jacobian(fiamma.sin, x, strategy="sideways")
+    with pytest.raises(ValueError, match="hessian.*strategy"):
+        AF.hessian(cube, x, outer_jacobian_strategy="x")
+    # v=None needs a one-element input (it used to take ones silently)
+    with pytest.raises(RuntimeError, match="vhp: v can only be None"):
+        AF.vhp(cube, x)
+    with pytest.raises(RuntimeError, match="hvp: the function given to hvp should return"):
+        AF.hvp(fiamma.sin, x, x)
+    with pytest.raises(TypeError, match="jvp: the outputs must be a Tensor"):
+        AF.jvp(lambda a: 3.0, x, x)
+    _, r = AF.vhp(cube, x[:1])
+    np.testing.assert_allclose(r.numpy(), [6.0])
+    j = AF.jacobian(fiamma.sin, x, strategy="forward-mode", vectorize=True)
+    np.testing.assert_allclose(j.numpy(), np.diag(np.cos([1.0, 2.0])))
