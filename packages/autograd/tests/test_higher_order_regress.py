@@ -5,6 +5,7 @@ inputs. References are analytic float64 values (or finite differences)."""
 import math
 
 import numpy as np
+import pytest
 
 import fiamma
 import fiamma.autograd.forward_ad as fwAD
@@ -69,8 +70,6 @@ def test_quantile_gradient_wrt_q_tensor():
 
 
 def _raises(fn, *words):
-    import pytest
-
     with pytest.raises(RuntimeError) as e:
         fn()
     for w in words:
@@ -147,3 +146,47 @@ def test_inplace_on_custom_function_output_view():
     v.mul_(2.0)
     (gw,) = fiamma.autograd.grad(v.sum(), w)
     np.testing.assert_allclose(gw.numpy(), [4.0, 4.0, 4.0])
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("pad", ["zeros", "border", "reflection"])
+def test_grid_sample_double_backward_through_grid_parity(mode, pad):
+    torch = pytest.importorskip("torch")
+    F = pytest.importorskip("fiamma.nn.functional")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 2, 4, 5))
+    g = rng.standard_normal((2, 3, 2, 2)) * 1.3
+    w, v, u = (rng.standard_normal(s) for s in ((2, 2, 3, 2), g.shape, x.shape))
+    res = []
+    for lib, fn in ((torch, torch.nn.functional.grid_sample), (fiamma, F.grid_sample)):
+        a = lib.from_numpy(x.copy()).requires_grad_()
+        gr = lib.from_numpy(g.copy()).requires_grad_()
+        o = fn(a, gr, mode=mode, padding_mode=pad, align_corners=False)
+        ga, gg = lib.autograd.grad((o * lib.from_numpy(w)).sum(), [a, gr], create_graph=True)
+        s = (gg * lib.from_numpy(v)).sum() + (ga * lib.from_numpy(u)).sum()
+        res.append([np.array(t.tolist()) for t in lib.autograd.grad(s, [a, gr])])
+    for p, q in zip(*res):
+        np.testing.assert_allclose(q, p, rtol=1e-9, atol=1e-10)
+
+
+def test_functional_argument_checks():
+    from fiamma.autograd import functional as AF
+
+    x = fiamma.tensor([1.0, 2.0], dtype=D)
+    cube = lambda a: (a ** 3).sum()  # noqa: E731
+    with pytest.raises(ValueError, match="jacobian.*strategy.*'sideways'"):
+        AF.jacobian(fiamma.sin, x, strategy="sideways")
+    with pytest.raises(ValueError, match="hessian.*strategy"):
+        AF.hessian(cube, x, outer_jacobian_strategy="x")
+    # v=None needs a one-element input (it used to take ones silently)
+    with pytest.raises(RuntimeError, match="vhp: v can only be None"):
+        AF.vhp(cube, x)
+    with pytest.raises(RuntimeError, match="hvp: the function given to hvp should return"):
+        AF.hvp(fiamma.sin, x, x)
+    with pytest.raises(TypeError, match="jvp: the outputs must be a Tensor"):
+        AF.jvp(lambda a: 3.0, x, x)
+    _, r = AF.vhp(cube, x[:1])
+    np.testing.assert_allclose(r.numpy(), [6.0])
+    j = AF.jacobian(fiamma.sin, x, strategy="forward-mode", vectorize=True)
+    np.testing.assert_allclose(j.numpy(), np.diag(np.cos([1.0, 2.0])))

@@ -14,8 +14,19 @@ from fiamma.autograd_hook import enable_grad
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
 
 
-def _as_tuple(x):
-    return (True, (x,)) if isinstance(x, Tensor) else (False, tuple(x))
+def _as_tuple(x, api=None, what="outputs"):
+    if isinstance(x, Tensor):
+        return True, (x,)
+    if isinstance(x, (tuple, list)) and all(isinstance(t, Tensor) for t in x):
+        return False, tuple(x)
+    raise TypeError(f"{api or 'autograd.functional'}: the {what} must be a Tensor or a tuple of "
+                    f"Tensors, got {type(x).__name__}")
+
+
+def _check_strategy(strategy, api):
+    if strategy not in ("forward-mode", "reverse-mode"):
+        raise ValueError(f"{api}: expected strategy 'forward-mode' or 'reverse-mode', got "
+                         f"{strategy!r}")
 
 
 def _prepare(inputs, create_graph):
@@ -68,17 +79,17 @@ def _finish(x, create_graph):
 
 def vjp(func, inputs, v=None, create_graph=False, strict=False):
     """``(func(inputs), v^T J)``."""
-    single_in, inputs = _as_tuple(inputs)
+    single_in, inputs = _as_tuple(inputs, None, "inputs")
     with enable_grad():
         xs = _prepare(inputs, create_graph)
-        single_out, outs = _as_tuple(func(*xs))
+        single_out, outs = _as_tuple(func(*xs), "vjp")
         if v is None:
             if len(outs) != 1 or outs[0].numel() != 1:
                 raise RuntimeError("vjp: v can only be None if func returns a single tensor "
                                    "with a single element")
             vs = (fiamma.ones_like(outs[0]),)
         else:
-            vs = _as_tuple(v)[1]
+            vs = _as_tuple(v, None, "v")[1]
         if strict:
             _check_outputs(outs, "vjp")
         g = _grad(outs, xs, vs, create_graph, _indep("vjp") if strict else None)
@@ -89,17 +100,17 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
 
 def jvp(func, inputs, v=None, create_graph=False, strict=False):
     """``(func(inputs), J v)`` by the double-vjp trick."""
-    single_in, inputs = _as_tuple(inputs)
+    single_in, inputs = _as_tuple(inputs, None, "inputs")
     with enable_grad():
         xs = _prepare(inputs, create_graph)
-        single_out, outs = _as_tuple(func(*xs))
+        single_out, outs = _as_tuple(func(*xs), "jvp")
         if v is None:
             if len(inputs) != 1 or inputs[0].numel() != 1:
                 raise RuntimeError("jvp: v can only be None if the input is a single tensor "
                                    "with a single element")
             vs = (fiamma.ones_like(inputs[0]),)
         else:
-            vs = _as_tuple(v)[1]
+            vs = _as_tuple(v, None, "v")[1]
         if strict:
             _check_outputs(outs, "jvp")
         # dummy cotangents: ones, not zeros (see fiamma.autograd._linearize)
@@ -116,13 +127,14 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
              strategy="reverse-mode"):
     """The Jacobian of ``func`` at ``inputs``: a tensor of shape out.shape + in.shape (nested
     tuples for several inputs/outputs)."""
+    _check_strategy(strategy, "jacobian")
     if strict and vectorize:
         raise RuntimeError("jacobian: strict=True and vectorize=True are not supported "
                            "together; set one of them to False")
-    single_in, inputs = _as_tuple(inputs)
+    single_in, inputs = _as_tuple(inputs, None, "inputs")
     with enable_grad():
         xs = _prepare(inputs, create_graph)
-        single_out, outs = _as_tuple(func(*xs))
+        single_out, outs = _as_tuple(func(*xs), "jacobian")
         jac = []
         for j, o in enumerate(outs):
             if strict and not o.requires_grad:
@@ -162,10 +174,11 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
 def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
             outer_jacobian_strategy="reverse-mode"):
     """The Hessian of a scalar ``func`` at ``inputs``."""
+    _check_strategy(outer_jacobian_strategy, "hessian")
     if strict and vectorize:
         raise RuntimeError("hessian: strict=True and vectorize=True are not supported "
                            "together; set one of them to False")
-    single_in, inputs = _as_tuple(inputs)
+    single_in, inputs = _as_tuple(inputs, None, "inputs")
 
     def grads(*xs):
         out = func(*xs)
@@ -188,10 +201,13 @@ def vhp(func, inputs, v=None, create_graph=False, strict=False):
 
 
 def _vhp(func, inputs, v, create_graph, strict, api):
-    single_in, inputs = _as_tuple(inputs)
+    single_in, inputs = _as_tuple(inputs, None, "inputs")
     with enable_grad():
         xs = _prepare(inputs, create_graph)
         out = func(*xs)
+        if not isinstance(out, Tensor) or out.numel() != 1:
+            raise RuntimeError(f"{api}: the function given to {api} should return a single "
+                               "Tensor with a single element")
         if strict:
             _check_outputs((out,), api)
         g = _grad((out,), xs, (fiamma.ones_like(out),), True,
@@ -199,7 +215,13 @@ def _vhp(func, inputs, v, create_graph, strict, api):
         # strict checks first-order dependence only: whether a gradient formula's result
         # records a dependence on the input it does not have (pooling's, for one) differs
         # from PyTorch's graphs, so second-order independence gives zeros, never an error
-        vs = _as_tuple(v)[1] if v is not None else tuple(fiamma.ones_like(x) for x in xs)
+        if v is None:
+            if len(xs) != 1 or xs[0].numel() != 1:
+                raise RuntimeError(f"{api}: v can only be None if the input is a single Tensor "
+                                   "with a single element")
+            vs = (fiamma.ones_like(xs[0]),)
+        else:
+            vs = _as_tuple(v, api, "v")[1]
         r = _grad(g, xs, vs, create_graph)
     r = tuple(_finish(t, create_graph) for t in r)
     return _finish(out, create_graph), (r[0] if single_in else r)

@@ -240,9 +240,8 @@ def grid_sampler_backward(grad_output, input, grid, interpolation_mode=0, paddin
                           align_corners=False, output_mask=(True, True)):
     """The gradients of ``grid_sampler`` w.r.t. input and grid, ``(grad_input, grad_grid)``
     (None where ``output_mask`` is False). Each is recorded for autograd: grad_input is linear
-    in grad_output (its backward is grid_sampler again); grad_grid is differentiated for
-    bilinear (through a composite of the sampling in fiamma-autograd) and nearest (zero), not
-    for bicubic."""
+    in grad_output (its backward is grid_sampler again); grad_grid is differentiated through
+    a composite of the sampling in fiamma-autograd (identically zero for nearest)."""
     op = "grid_sampler_backward"
     nsp, cdt = _grid_args(input, grid, interpolation_mode, padding_mode, op)
     _tensor(grad_output, op, "grad_output")

@@ -4,10 +4,10 @@ Upsampling is linear in its input, so its backward (``upsample_backward``) is li
 incoming gradient and the backward of that is the forward resampling again. grid_sampler's
 gradient w.r.t. input is linear in grad_output (its derivative w.r.t. grad_output is
 grid_sampler, w.r.t. grid the grid gradient of grid_sampler at input = the incoming gradient);
-the gradient w.r.t. grid is differentiated (bilinear/trilinear) through a composite
-re-implementation of the sampling in differentiable ops (unnormalize, pad by clamp or
-reflection, the 2^d corner weights, gathers), which gives the same values as the kernel; for
-nearest it is identically zero; bicubic has no second derivative through the grid.
+the gradient w.r.t. grid is differentiated through a composite re-implementation of the
+sampling in differentiable ops (unnormalize, pad by clamp or reflection, the 2^d bilinear or
+16 bicubic tap weights, gathers), which gives the same values as the kernel; for nearest it is
+identically zero.
 """
 
 import itertools
@@ -73,8 +73,32 @@ def _reflect(c, size, align_corners):
     return fiamma.where(flips.remainder(2) == 0, extra + mn, span - extra + mn)
 
 
-def _composite_grid_sample(x, grid, padding_mode, align_corners):
-    """grid_sampler's bilinear/trilinear sampling in differentiable ops (the kernel's values)."""
+def _pad_coord(c, size, padding_mode, align_corners):
+    """An unnormalized coordinate after the padding rule (border: clipped; reflection:
+    reflected, then clipped); zeros padding leaves it as is."""
+    if padding_mode == 2:
+        c = _reflect(c, size, align_corners)
+    if padding_mode in (1, 2):
+        c = c.clamp(0, size - 1)
+    return c
+
+
+def _cubic_weights(t):
+    """The four cubic-convolution weights (A = -0.75) of taps -1, 0, 1, 2 at fraction t."""
+    a = -0.75
+
+    def near(x):
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    return [far(t + 1), near(t), near(1 - t), far(2 - t)]
+
+
+def _composite_grid_sample(x, grid, mode, padding_mode, align_corners):
+    """grid_sampler's bilinear/trilinear (mode 0) or bicubic (mode 2) sampling in
+    differentiable ops (the kernel's values)."""
     n, c = x.shape[:2]
     sp = tuple(x.shape[2:])
     d = len(sp)
@@ -87,23 +111,27 @@ def _composite_grid_sample(x, grid, padding_mode, align_corners):
         size = sp[d - 1 - k]
         g = grid[..., k]
         cc = (g + 1) / 2 * (size - 1) if align_corners else ((g + 1) * size - 1) / 2
-        if padding_mode == 2:
-            cc = _reflect(cc, size, align_corners)
-        if padding_mode in (1, 2):
-            cc = cc.clamp(0, size - 1)
+        if mode == 0:  # bicubic pads each tap's integer coordinate instead
+            cc = _pad_coord(cc, size, padding_mode, align_corners)
         coords.append(cc.reshape(n, p))
     lo = [cc.detach().floor() for cc in coords]
     frac = [cc - lk for cc, lk in zip(coords, lo)]
+    if mode == 0:
+        offsets, weights = (0, 1), [[1 - f, f] for f in frac]
+    else:
+        offsets, weights = (-1, 0, 1, 2), [_cubic_weights(f) for f in frac]
     xf = x.reshape(n, c, -1)
     out = None
-    for corner in itertools.product((0, 1), repeat=d):
+    for corner in itertools.product(range(len(offsets)), repeat=d):
         w = None
         idx = None
         stride = 1
         for k in range(d):
             size = sp[d - 1 - k]
-            i = lo[k] + corner[k]
-            wk = frac[k] if corner[k] else 1 - frac[k]
+            i = lo[k] + offsets[corner[k]]
+            if mode == 2:
+                i = _pad_coord(i, size, padding_mode, align_corners)
+            wk = weights[k][corner[k]]
             wk = wk * ((i >= 0) & (i <= size - 1)).to(wk.dtype)
             w = wk if w is None else w * wk
             ik = i.clamp(0, size - 1).long() * stride
@@ -120,11 +148,6 @@ def _grid_sampler_backward_grid(ctx, grad):
     mode, pad, ac = _args(ctx)
     if mode == 1:  # nearest: the grid gradient is identically zero
         return None, None, None
-    if mode == 2:
-        raise RuntimeError(
-            "grid_sample: the derivative of the gradient w.r.t. grid (double backward through "
-            "grid) is not implemented for mode='bicubic'; use create_graph=True only for the "
-            "input gradient, or mode='bilinear'/'nearest'")
     # grad_grid = J_grid(input, grid)^T grad_output, differentiated through the composite
     # sampling: <grad_grid, grad> w.r.t. (grad_output, input, grid)
     go, x, grid = ctx.inputs
@@ -134,7 +157,7 @@ def _grid_sampler_backward_grid(ctx, grad):
         leaves = [t.view_as(t) if create and t.requires_grad else t.detach().requires_grad_(True)
                   for t in (go, x, grid)]
         g0, x0, grid0 = leaves
-        out = _composite_grid_sample(x0, grid0, pad, ac)
+        out = _composite_grid_sample(x0, grid0, mode, pad, ac)
         (gg,) = fiamma.autograd.grad(out, grid0, g0, create_graph=True)
         res = fiamma.autograd.grad(gg, [t for t, w in zip(leaves, want) if w], grad,
                                    create_graph=create, allow_unused=True)
