@@ -165,3 +165,60 @@ def test_size_in_float_or_tensor_arithmetic_warns_baked():
         assert any(issubclass(x.category, TracerWarning) and "as a constant" in str(x.message)
                    for x in w), \
             [str(x.message) for x in w]
+
+
+# ---- instance norm, pads from sizes, functions imported by name ------------------------------
+
+from fiamma import arange as _imported_arange  # noqa: E402  (as `from torch import arange`)
+
+
+def _positions(x):
+    """A module that imported the factory by name at import time (x-transformers does)."""
+    return x + _imported_arange(x.shape[1], dtype=x.dtype)
+
+
+def _pad_to_multiple(x):
+    return fiamma.nn.functional.pad(x, (0, (4 - x.shape[-1] % 4) % 4, 1, x.shape[-2] % 3))
+
+
+def _norms(x):
+    import fiamma.nn.functional as F
+
+    w = fiamma.linspace(0.5, 1.5, x.shape[1])
+    return F.instance_norm(x, weight=w, bias=-w), fiamma.addcmul(x, x, x, value=0.5), \
+        fiamma.addcdiv(x, x, x.abs() + 1.0, value=-2.0)
+
+
+@pytest.mark.parametrize("fn,shapes,axes", [
+    (_positions, [(2, 5), (3, 9), (1, 1)], {0: "N", 1: "T"}),
+    (_pad_to_multiple, [(1, 3, 5, 6), (2, 3, 7, 9), (1, 3, 3, 4)], {0: "N", 2: "H", 3: "W"}),
+    (_norms, [(1, 4, 6, 5), (3, 4, 7, 9), (2, 4, 2, 3)], {0: "N", 2: "H", 3: "W"}),
+])
+def test_onnx_follows_sizes_through_pads_norms_and_imported_factories(fn, shapes, axes):
+    ref = fn(randn(*shapes[0]))
+    nout = len(ref) if isinstance(ref, tuple) else 1
+    dyn = {"input_0": axes}
+    dyn.update({f"output_{i}": axes for i in range(nout)})
+    sess = _session(fn, randn(*shapes[0]), dynamic_axes=dyn)
+    tm = fiamma.jit.trace(fn, randn(*shapes[0]))
+    for i, shape in enumerate(shapes):
+        x = randn(*shape, seed=i + 1)
+        want = fn(x)
+        want = want if isinstance(want, tuple) else (want,)
+        traced = tm(x)
+        traced = traced if isinstance(traced, tuple) else (traced,)
+        for g, t, w in zip(sess.run(None, {"input_0": x.numpy()}), traced, want):
+            _close(g, w.numpy())
+            _close(t.numpy(), w.numpy())
+
+
+def test_instance_norm_with_running_stats_in_eval_exports():
+    import fiamma.nn as nn
+
+    m = nn.InstanceNorm2d(3, affine=True, track_running_stats=True)
+    m(randn(4, 3, 5, 5, seed=3))  # training: the running statistics move
+    m.eval()
+    sess = _session(m, randn(1, 3, 4, 4), dynamic_axes={"input_0": {0: "N", 2: "H", 3: "W"}})
+    for shape in [(1, 3, 4, 4), (2, 3, 6, 5)]:
+        x = randn(*shape, seed=5)
+        _close(sess.run(None, {"input_0": x.numpy()})[0], m(x).detach().numpy())

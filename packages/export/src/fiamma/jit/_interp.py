@@ -119,6 +119,12 @@ def _embedding_bag(input, weight, offsets, per_sample_weights, params=(), **kw):
     return F.embedding_bag(input, weight, offsets, per_sample_weights=per_sample_weights, **kw)
 
 
+def _instance_norm(input, running_mean, running_var, weight, bias, params=(), **kw):
+    import fiamma.nn.functional as F
+
+    return F.instance_norm(input, running_mean, running_var, weight, bias, **kw)
+
+
 def _full(size, symsize, fill_value, dtype):
     src = first_dim_source(symsize)
     return fiamma.full(sizes(size, symsize), fill_value, dtype=dtype,
@@ -129,6 +135,10 @@ def _arange(size, symsize, dtype):
     src = first_dim_source(symsize)
     return fiamma.arange(*sizes(size, symsize), dtype=dtype,
                          device=src.device if src is not None else None)
+
+
+def _pad(x, pad, sympad=None, **kw):
+    return fiamma.pad(x, sizes(pad, sympad) if sympad is not None else pad, **kw)
 
 
 def _upsample(x, size, symsize=None, **kw):
@@ -239,6 +249,7 @@ OPS = {
     "im2col": lambda x, **kw: fiamma.im2col(x, **kw),
     "full": _full,
     "upsample": _upsample,
+    "pad": _pad,
     "unsqueeze": lambda x, dim: x.unsqueeze(dim),
     "squeeze": lambda x, dim: x.squeeze(dim),
     "view_as_real": lambda x: fiamma.view_as_real(x),
@@ -250,6 +261,7 @@ OPS = {
     "col2im": lambda x, **kw: fiamma.col2im(x, **kw),
     "grid_sampler": lambda x, grid, **kw: fiamma.grid_sampler(x, grid, **kw),
     "embedding_bag": _embedding_bag,
+    "instance_norm": _instance_norm,
 }
 
 # fiamma.fft's transforms (recorded as fft_<name> with their own keyword arguments) and
@@ -277,7 +289,7 @@ baddbmm sum mean amax amin prod cumsum index_select gather masked_fill convoluti
 adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d avg_pool1d avg_pool2d avg_pool3d
 upsample pad prelu var std logsumexp norm tril triu flip roll repeat tile argmax argmin
 topk sort any all index_fill index_copy scatter index_put bitwise_and bitwise_or bitwise_xor
-floor_divide repeat_interleave
+floor_divide repeat_interleave addcmul addcdiv
 """.split()
 
 for _n in _PUBLIC:

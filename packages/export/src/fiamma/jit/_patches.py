@@ -176,6 +176,27 @@ def _patch_leaf_functions(tracer):
 
     F.embedding_bag = embedding_bag
     saved = [(F, "embedding_bag", orig)]
+
+    # instance_norm folds the batch into the channels (a reshape to (1, N*C, ...) whose sizes
+    # a trace would bake in, and which a batch of one elides): one recorded op instead, unless
+    # it updates running statistics in place (the decomposed ops record those writes)
+    orig_in = F.instance_norm
+
+    def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
+                      use_input_stats=True, momentum=0.1, eps=1e-5):
+        def run():
+            return orig_in(input, running_mean, running_var, weight, bias, use_input_stats,
+                           momentum, eps)
+
+        if not tracer.here() or (use_input_stats and (running_mean is not None
+                                                      or running_var is not None)):
+            return run()
+        attrs = {"use_input_stats": bool(use_input_stats), "eps": float(eps)}
+        return tracer.leaf("instance_norm", run,
+                           [input, running_mean, running_var, weight, bias], attrs, [])
+
+    F.instance_norm = instance_norm
+    saved.append((F, "instance_norm", orig_in))
     if hasattr(F, "_FUSED_BIAS_MIN"):
         # F.linear on a batch of matrices takes addmm (one pass) above a size and matmul + add
         # below it: a trace takes matmul + add at every size, so traces at different batch

@@ -23,6 +23,8 @@ for its checks does not warn).
 
 import builtins
 import operator
+import sys
+import types
 import warnings
 
 import fiamma
@@ -203,6 +205,25 @@ def _symsize(xs):
     return [v.expr if isinstance(v, SymInt) else None for v in xs]
 
 
+def _rebind_imported(orig, fn, saved):
+    """Model code that imported a wrapped function by name (``from torch import arange``, as
+    x-transformers does) holds the original in its module's globals: those bindings are
+    pointed at the wrapper too for the trace (and restored with the rest). fiamma's own
+    modules keep theirs (their sizes are the library's, not the model's)."""
+    for mod in list(sys.modules.values()):
+        d = getattr(mod, "__dict__", None)
+        mname = getattr(mod, "__name__", None) or ""
+        if d is None or mname == "fiamma" or mname.startswith("fiamma."):
+            continue
+        try:
+            hits = [k for k, v in d.items() if v is orig]
+        except (RuntimeError, TypeError):  # a module dict changing under us, or a proxy
+            continue
+        for k in hits:
+            saved.append((mod, k, orig))
+            setattr(mod, k, fn)
+
+
 def patch_sizes(tracer):
     """Wrap the size readers and size takers for the trace; returns what to restore."""
     saved = []
@@ -212,6 +233,8 @@ def patch_sizes(tracer):
         orig = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
         saved.append((owner, name, orig))
         setattr(owner, name, property(fn) if is_property else fn)
+        if isinstance(owner, types.ModuleType):
+            _rebind_imported(orig, fn, saved)
         return orig.fget if is_property else orig
 
     def live():
@@ -452,6 +475,25 @@ def patch_sizes(tracer):
         return out
 
     put(F, "interpolate", interpolate)
+
+    pad_orig = F.pad
+
+    def pad(input, pad, *a, **kw):
+        """Pad amounts computed from shapes (``x.shape[-1] % 8``): the recorded pad node
+        gets the expressions."""
+        out = pad_orig(input, pad, *a, **kw)
+        amounts = tuple(pad) if isinstance(pad, (tuple, list)) else (pad,)
+        if not (live() and _has_sym(amounts)) or id(out) not in tracer.vals:
+            return out
+        name = tracer.vals[id(out)]
+        for node in reversed(tracer.g.nodes):
+            if node.outputs == [name]:
+                if node.op == "pad" and len(node.kwargs.get("pad", ())) == len(amounts):
+                    node.kwargs["sympad"] = _symsize(amounts)
+                break
+        return out
+
+    put(F, "pad", pad)
     return saved
 
 

@@ -391,26 +391,36 @@ def _grown(flat_args, dyn, in_names, by):
 
 
 def _check_dynamic(graph, flat_args, dyn, in_names, out_names):
-    """Run the graph with every dynamic input axis one longer: it must run and the dynamic
-    output axes must follow. Returns what went wrong, or None."""
+    """Run the graph with every dynamic input axis one longer, then three longer: it must
+    run, and each dynamic output axis must change size in one of the runs (an output rounded
+    up to a multiple, a pad to a multiple of 4, keeps its size under one step). Returns what
+    went wrong, or None."""
     from fiamma.jit._interp import Program
 
-    grown = _grown(flat_args, dyn, in_names, 1)
-    if all(a is b for a, b in zip(grown, flat_args)):
-        return None
-    try:
-        outs = Program(graph).run(grown, graph.params)
-    except Exception as e:  # noqa: BLE001  (any failure means: does not follow)
-        return (f"fiamma.onnx.export: the traced graph fails when the dynamic axes change size "
-                f"({type(e).__name__}: {e}); a size was baked in by the trace (shapes read in "
-                "Python), so the file only runs with the traced sizes")
-    for o, name, v in zip(outs, out_names, graph.outputs):
-        traced = graph.meta[v][0]
-        for ax in dyn.get(name, {}):
-            if ax < len(traced) and tuple(o.shape)[ax] == traced[ax]:
-                return (f"fiamma.onnx.export: output {name!r} axis {ax} does not follow the "
-                        "dynamic input axes (a size was baked in by the trace)")
-    return None
+    pending = None
+    for step in (1, 3):
+        grown = _grown(flat_args, dyn, in_names, step)
+        if all(a is b for a, b in zip(grown, flat_args)):
+            return None
+        try:
+            outs = Program(graph).run(grown, graph.params)
+        except Exception as e:  # noqa: BLE001  (any failure means: does not follow)
+            return (f"fiamma.onnx.export: the traced graph fails when the dynamic axes change "
+                    f"size ({type(e).__name__}: {e}); a size was baked in by the trace (shapes "
+                    "read in Python), so the file only runs with the traced sizes")
+        still = set()
+        for o, name, v in zip(outs, out_names, graph.outputs):
+            traced = graph.meta[v][0]
+            for ax in dyn.get(name, {}):
+                if ax < len(traced) and tuple(o.shape)[ax] == traced[ax] and \
+                        (pending is None or (name, ax) in pending):
+                    still.add((name, ax))
+        if not still:
+            return None
+        pending = still
+    name, ax = sorted(pending)[0]
+    return (f"fiamma.onnx.export: output {name!r} axis {ax} does not follow the dynamic input "
+            "axes (a size was baked in by the trace)")
 
 
 def _output_axes(graph, flat_args, dyn_in, in_names, out_names):
@@ -418,18 +428,20 @@ def _output_axes(graph, flat_args, dyn_in, in_names, out_names):
     runs with those axes one longer), named ``{output}_dim_{axis}``."""
     from fiamma.jit._interp import Program
 
-    grown = _grown(flat_args, dyn_in, in_names, 1)
-    try:
-        outs = Program(graph).run(grown, graph.params)
-    except Exception:  # noqa: BLE001  (reported by the dynamic check that follows)
-        return {}
     res = {}
-    for o, name, v in zip(outs, out_names, graph.outputs):
-        traced = graph.meta[v][0]
-        axes = {ax: f"{name}_dim_{ax}" for ax, (a, b) in enumerate(zip(o.shape, traced))
-                if a != b}
-        if axes and len(o.shape) == len(traced):
-            res[name] = axes
+    for step in (1, 3):  # an axis rounded to a multiple may keep its size under one step
+        grown = _grown(flat_args, dyn_in, in_names, step)
+        try:
+            outs = Program(graph).run(grown, graph.params)
+        except Exception:  # noqa: BLE001  (reported by the dynamic check that follows)
+            return res
+        for o, name, v in zip(outs, out_names, graph.outputs):
+            traced = graph.meta[v][0]
+            if len(o.shape) != len(traced):
+                continue
+            for ax, (a, b) in enumerate(zip(o.shape, traced)):
+                if a != b:
+                    res.setdefault(name, {})[ax] = f"{name}_dim_{ax}"
     return res
 
 

@@ -126,6 +126,18 @@ def _logical_not(ctx, node, outs):
     return ctx.add("Not", [_operand(ctx, node.args[0], np.dtype(bool))], outs)
 
 
+@converter("addcmul", "addcdiv")
+def _addc(ctx, node, outs):
+    x, t1, t2 = node.args[:3]
+    dt = _out_dtype(ctx, node)
+    p = ctx.add("Mul" if node.op == "addcmul" else "Div",
+                [_operand(ctx, t1, dt), _operand(ctx, t2, dt)])
+    value = node.kwargs.get("value", 1)
+    if value != 1:
+        p = ctx.add("Mul", [p, ctx.const(np.asarray(value, dt))])
+    return ctx.add("Add", [_operand(ctx, x, dt), p], outs)
+
+
 @converter("where")
 def _where(ctx, node, outs):
     c, a, b = node.args

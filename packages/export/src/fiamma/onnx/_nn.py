@@ -108,6 +108,27 @@ def _normalize(ctx, x, axes, eps, dt):
     return ctx.add("Div", [d, sd])
 
 
+@converter("instance_norm")
+def _instance_norm(ctx, node, outs):
+    x, rm, rv, w, b = node.args[:5]
+    eps = float(node.kwargs["eps"])
+    dt = ctx.np_dtype(x)
+    nd = ctx.rank(x)
+    C = ctx.shape(x)[1]
+    if not isinstance(C, int):
+        ctx.unsupported("instance_norm over a dynamic number of channels")
+    scale = ctx.name(w) if w is not None else ctx.const(np.ones(C, dt), "in_scale")
+    shift = ctx.name(b) if b is not None else ctx.const(np.zeros(C, dt), "in_shift")
+    if node.kwargs.get("use_input_stats", True):
+        if nd < 3:
+            ctx.unsupported("instance_norm of an input without spatial dims")
+        return ctx.add("InstanceNormalization", [ctx.name(x), scale, shift], outs,
+                       epsilon=eps)
+    # normalised by the running statistics (eval mode with track_running_stats)
+    return ctx.add("BatchNormalization", [ctx.name(x), scale, shift, ctx.name(rm),
+                                          ctx.name(rv)], outs, epsilon=eps)
+
+
 @converter("group_norm")
 def _group_norm(ctx, node, outs):
     x, w, b = node.args[:3]
@@ -285,7 +306,17 @@ def _pad(ctx, node, outs):
         ctx.unsupported(f"pad mode {kw.get('mode')!r} has no converter at opset {ctx.opset}")
     if min(begins + ends) < 0:
         ctx.unsupported("pad with negative amounts has no converter")
-    ins = [ctx.name(x), ctx.ints(begins + ends)]
+    syms = kw.get("sympad")
+    if syms is not None and ctx.dynamic and any(e is not None for e in syms):
+        # amounts computed from the input's sizes: in ONNX's order (all begins, then all ends)
+        sb, se = [None] * r, [None] * r
+        for i in range(len(p) // 2):
+            d = r - 1 - i
+            sb[d], se[d] = syms[2 * i], syms[2 * i + 1]
+        amounts = sym_sizes(ctx, begins + ends, sb + se)
+    else:
+        amounts = ctx.ints(begins + ends)
+    ins = [ctx.name(x), amounts]
     if mode == "constant":
         v = kw.get("value")
         ins.append(_operand(ctx, 0.0 if v is None else v, _out_dtype(ctx, node)))
