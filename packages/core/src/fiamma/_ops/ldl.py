@@ -197,9 +197,7 @@ def _check_square(A, op):
 def _np(t):
     t = t.detach()
     if t.device.type == "meta":  # shape-only: an identity stand-in (results go back to meta)
-        from fiamma.linalg import _meta_stand_in
-
-        return _meta_stand_in(t)
+        return importlib.import_module("fiamma.linalg")._meta_stand_in(t)
     return (t.cpu() if t.device.type != "cpu" else t).numpy()
 
 
