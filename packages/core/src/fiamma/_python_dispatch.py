@@ -2097,15 +2097,19 @@ def _irfft(c, input, n=None, dim=-1, norm=None, *, out=None):
     return c.prim(_ov("_fft_c2r"), (input, [d], _IFFT_NORM[norm], last))
 
 
-def _fftn_dims(x, s, dim, what, two):
+def _transform_dims(x, s, dim, two):
     """The transform dims of an n-d transform (PyTorch's defaults: all dims, the last len(s),
-    or the last two for the 2-d forms); ``s`` other than the sizes there is unsupported."""
+    or the last two for the 2-d forms)."""
     nd = x.ndim
     if dim is None:
         k = 2 if two and s is None else (nd if s is None else len(s))
-        dims = list(range(nd - k, nd))
-    else:
-        dims = [d + nd if d < 0 else d for d in ((dim,) if isinstance(dim, int) else dim)]
+        return list(range(nd - k, nd))
+    return [d + nd if d < 0 else d for d in ((dim,) if isinstance(dim, int) else dim)]
+
+
+def _fftn_dims(x, s, dim, what, two):
+    """:func:`_transform_dims`; ``s`` other than the sizes there is unsupported."""
+    dims = _transform_dims(x, s, dim, two)
     if s is not None and [int(v) for v in s] != [x.shape[d] for d in dims]:
         _unsupported(f"{what} with s= other than the input's sizes")
     return dims
@@ -2135,12 +2139,7 @@ def _rfftn_like(name, two):
 def _irfftn_like(name, two):
     def fn(c, input, s=None, dim=(-2, -1) if two else None, norm=None, *, out=None):
         _no_out(name, out)
-        nd = input.ndim
-        if dim is None:
-            k = 2 if two and s is None else (nd if s is None else len(s))
-            dims = list(range(nd - k, nd))
-        else:
-            dims = [d + nd if d < 0 else d for d in ((dim,) if isinstance(dim, int) else dim)]
+        dims = _transform_dims(input, s, dim, two)
         last = 2 * (input.shape[dims[-1]] - 1)
         if s is not None:
             s = [int(v) for v in s]

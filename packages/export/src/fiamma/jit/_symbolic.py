@@ -457,42 +457,27 @@ def patch_sizes(tracer):
 
     import fiamma.nn.functional as F
 
-    interp_orig = F.interpolate
-
-    def interpolate(input, size=None, *a, **kw):
-        """``size=`` read from shapes (a skip connection's ``shape[2:]``): the recorded
-        upsample node gets the expressions."""
-        out = interp_orig(input, size, *a, **kw)
-        sz = tuple(size) if isinstance(size, (tuple, list)) else (size,)
-        if not (live() and _has_sym(sz)) or id(out) not in tracer.vals:
+    def sym_kwarg(op, key, symkey, orig):
+        """``orig`` (F.interpolate / F.pad) whose size argument (``size=`` read from a skip
+        connection's ``shape[2:]``, pad amounts like ``x.shape[-1] % 8``) holds expressions:
+        the recorded node gets them as its ``symkey`` keyword."""
+        def fn(input, *a, **kw):
+            out = orig(input, *a, **kw)
+            arg = a[0] if a else kw.get(key)
+            vals = tuple(arg) if isinstance(arg, (tuple, list)) else (arg,)
+            if not (live() and _has_sym(vals)) or id(out) not in tracer.vals:
+                return out
+            name = tracer.vals[id(out)]
+            for node in reversed(tracer.g.nodes):
+                if node.outputs == [name]:
+                    if node.op == op and len(node.kwargs.get(key, ())) == len(vals):
+                        node.kwargs[symkey] = _symsize(vals)
+                    break
             return out
-        name = tracer.vals[id(out)]
-        for node in reversed(tracer.g.nodes):
-            if node.outputs == [name]:
-                if node.op == "upsample" and len(node.kwargs.get("size", ())) == len(sz):
-                    node.kwargs["symsize"] = _symsize(sz)
-                break
-        return out
+        return fn
 
-    put(F, "interpolate", interpolate)
-
-    pad_orig = F.pad
-
-    def pad(input, pad, *a, **kw):
-        """Pad amounts computed from shapes (``x.shape[-1] % 8``): the recorded pad node
-        gets the expressions."""
-        out = pad_orig(input, pad, *a, **kw)
-        amounts = tuple(pad) if isinstance(pad, (tuple, list)) else (pad,)
-        if not (live() and _has_sym(amounts)) or id(out) not in tracer.vals:
-            return out
-        name = tracer.vals[id(out)]
-        for node in reversed(tracer.g.nodes):
-            if node.outputs == [name]:
-                if node.op == "pad" and len(node.kwargs.get("pad", ())) == len(amounts):
-                    node.kwargs["sympad"] = _symsize(amounts)
-                break
-        return out
-
+    put(F, "interpolate", sym_kwarg("upsample", "size", "symsize", F.interpolate))
+    pad = sym_kwarg("pad", "pad", "sympad", F.pad)
     put(F, "pad", pad)
     return saved
 
