@@ -222,3 +222,27 @@ def test_instance_norm_with_running_stats_in_eval_exports():
     for shape in [(1, 3, 4, 4), (2, 3, 6, 5)]:
         x = randn(*shape, seed=5)
         _close(sess.run(None, {"input_0": x.numpy()})[0], m(x).detach().numpy())
+
+
+def test_constant_expanded_to_an_input_size_is_not_precomputed():
+    """A module's kernel expanded with sizes read from shapes (kornia's filter2d): a view with
+    symbolic sizes is computed when the program runs, not ahead from the weights."""
+    import fiamma.nn as nn
+
+    class Blur(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("k", fiamma.tensor([[0.25, 0.5, 0.25]]))
+
+        def forward(self, x):
+            w = self.k[:, None, None, :]
+            # sizes read from the kernel's own (traced) shape, as kornia's filter2d does
+            w = w.expand(w.shape[0], x.shape[1] * w.shape[0], -1, w.shape[-1])
+            w = w.reshape(-1, 1, 1, 3)
+            return nn.functional.conv2d(x, w, padding=(0, 1), groups=x.shape[1])
+
+    m = Blur()
+    tm = fiamma.jit.trace(m, randn(1, 3, 4, 5))
+    for shape in [(1, 3, 4, 5), (2, 3, 6, 7)]:
+        x = randn(*shape, seed=2)
+        _close(tm(x).numpy(), m(x).numpy())

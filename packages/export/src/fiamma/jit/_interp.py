@@ -467,7 +467,9 @@ class Program:
         for st in self.steps:
             fn, args, kw, outs, plain, node = st
             ins = node.inputs()
-            if node.op in _VIEW_STEPS and ins and all(i in env for i in ins):
+            # (not a view whose sizes follow an input's: ``w.expand(-1, x.shape[1], ...)``)
+            if node.op in _VIEW_STEPS and ins and all(i in env for i in ins) and \
+                    node.kwargs.get("symsize") is None:
                 r = fn(*_resolve(args, env), **kw)
                 if r._storage is env[ins[0]]._storage:  # a view: weight updates show through
                     env[outs[0]] = r

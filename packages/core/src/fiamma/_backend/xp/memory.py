@@ -97,6 +97,18 @@ class MemoryMixin:
         if n == 1:
             self.put(dst, xp.asarray([start], dtype=np.float64))
             return 0
+        if dst._dtype in (D.float32, D.float64):
+            # PyTorch's rounding bit for bit (the step in the output type, one fused
+            # multiply-add per value): the CPU kernel's fill, copied to the device (NumPy/CuPy
+            # have no fma)
+            from fiamma._lib import lib
+
+            host = np.empty(n, np.float32 if dst._dtype is D.float32 else np.float64)
+            rc = lib.fm_linspace(dst._dtype.code, n, host.ctypes.data, float(start), float(end))
+            if rc:
+                return rc
+            self.put(dst, xp.asarray(host))
+            return 0
         step = (end - start) / (n - 1)
         i = xp.arange(n, dtype=np.float64)
         half = n // 2
