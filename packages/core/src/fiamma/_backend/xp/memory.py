@@ -1,5 +1,6 @@
 """Array-module primitives of the memory family (contract.Backend documents each)."""
 
+import importlib
 import math
 
 import numpy as np
@@ -11,6 +12,15 @@ __all__ = ["MemoryMixin"]
 
 _RANGE_NOTED = 1 << 16  # integer uploads up to this many elements get their range noted
 _FILLS = {}  # (dtype code, use_int, value) -> the storage-dtype scalar ``fill`` writes
+
+
+class _HostArray:
+    """A contiguous NumPy array in the form the CPU backend's primitives take a tensor."""
+
+    __slots__ = ("_dtype", "_numel", "_ptr", "_keep")
+
+    def __init__(self, arr, dtype):
+        self._dtype, self._numel, self._ptr, self._keep = dtype, arr.size, arr.ctypes.data, arr
 
 
 class MemoryMixin:
@@ -99,12 +109,11 @@ class MemoryMixin:
             return 0
         if dst._dtype in (D.float32, D.float64):
             # PyTorch's rounding bit for bit (the step in the output type, one fused
-            # multiply-add per value): the CPU kernel's fill, copied to the device (NumPy/CuPy
-            # have no fma)
-            from fiamma._lib import lib
-
+            # multiply-add per value): the CPU backend's fill of a host array, copied to the
+            # device (NumPy and CuPy have no fma)
             host = np.empty(n, np.float32 if dst._dtype is D.float32 else np.float64)
-            rc = lib.fm_linspace(dst._dtype.code, n, host.ctypes.data, float(start), float(end))
+            rc = importlib.import_module("fiamma._backend.cpu.memory").linspace(
+                _HostArray(host, dst._dtype), float(start), float(end))
             if rc:
                 return rc
             self.put(dst, xp.asarray(host))
